@@ -1,0 +1,209 @@
+"""Every exception dbsvc raises on purpose, in one tree.
+
+This module imports nothing else from dbsvc: every layer may raise these, and the HTTP
+application turns each `RequestError` into an RFC 9457 problem+json body in one place
+(`dbsvc.app`). Messages are lower case, name the offending value with `!r` and say what
+was expected.
+
+Tree::
+
+    DbsvcError
+      SchemaError            one located problem in a schema file
+      SchemaErrors           all problems of one check run (a list of SchemaError)
+      ConfigError            bad environment or configuration value (exit status 2)
+      StorageError
+        TenantError          bad tenant name, missing tenant, tenant exists
+        TenantLocked         another process holds the writer lock (exit status 2)
+        CorruptLog           damage before the tail of a log or snapshot
+        IncompatibleSchema   stored schema cannot be migrated to the new one
+        StoreReadOnly        an I/O error turned the store read-only
+      TokenError             token rejected (mapped to 401 or 403 by the guard)
+      RequestError           carries `status` and `code` (contract section 3)
+        BadRequest, BadQuery, Unauthorized, Forbidden, NotFound, MethodNotAllowed,
+        OffsetGone, PayloadTooLarge, UnsupportedMediaType, HeadersTooLarge,
+        UniqueViolation, ForeignKeyViolation, Referenced, ConstraintViolation,
+        OffsetOutOfRange, ReplicationDisabled, Unavailable, InternalError
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+class DbsvcError(Exception):
+    """Base of every error dbsvc raises deliberately."""
+
+
+class SchemaError(DbsvcError):
+    """One problem in a schema file, at a 1-based line and column."""
+
+    def __init__(self, message: str, line: int, col: int, path: str = "<schema>") -> None:
+        super().__init__(message)
+        self.message = message
+        self.line = line
+        self.col = col
+        self.path = path
+
+    def __str__(self) -> str:
+        return f"{self.path}:{self.line}:{self.col}: error: {self.message}"
+
+
+class SchemaErrors(DbsvcError):
+    """Every problem found in one run over a schema, in source order."""
+
+    def __init__(self, errors: list[SchemaError], source: str = "") -> None:
+        super().__init__("\n".join(str(e) for e in errors))
+        self.errors = errors
+        self.source = source
+
+
+class ConfigError(DbsvcError):
+    """A configuration value (environment or schema table) that cannot be used."""
+
+
+class StorageError(DbsvcError):
+    """Base of the storage layer's errors."""
+
+
+class TenantError(StorageError):
+    """A tenant name that is invalid, missing, or already taken."""
+
+
+class TenantLocked(StorageError):
+    """Another process holds the tenant's writer lock."""
+
+    def __init__(self, path: str, pid: int | None) -> None:
+        holder = f"process {pid}" if pid else "another process"
+        super().__init__(f"tenant directory {path!r} is locked by {holder}; one writer per data directory")
+        self.path = path
+        self.pid = pid
+
+
+class CorruptLog(StorageError):
+    """Damage that is not a torn tail: refusing to open is the only safe answer."""
+
+    def __init__(self, path: str, offset: int, reason: str) -> None:
+        super().__init__(f"{path}: corrupt at byte {offset}: {reason}")
+        self.path = path
+        self.offset = offset
+        self.reason = reason
+
+
+class IncompatibleSchema(StorageError):
+    """The tenant's stored schema cannot be migrated to the one being served."""
+
+    def __init__(self, reasons: list[str]) -> None:
+        super().__init__("incompatible schema change:\n" + "\n".join(f"  - {r}" for r in reasons))
+        self.reasons = reasons
+
+
+class StoreReadOnly(StorageError):
+    """An I/O error on write or fsync; nothing more is accepted until a restart."""
+
+
+class TokenError(DbsvcError):
+    """A bearer token the guard refuses; `forbidden` selects 403 over 401."""
+
+    def __init__(self, message: str, *, forbidden: bool = False, sent: bool = True) -> None:
+        super().__init__(message)
+        self.forbidden = forbidden
+        self.sent = sent
+
+
+class RequestError(DbsvcError):
+    """An error answered to a client; subclasses fix `status`, `code` and `title`."""
+
+    status = 400
+    code = "bad_request"
+    title = "Bad Request"
+
+    def __init__(self, detail: str, **extra: Any) -> None:
+        super().__init__(detail)
+        self.detail = detail
+        self.extra = extra
+        self.headers: list[tuple[str, str]] = []
+
+
+class BadRequest(RequestError):
+    status, code, title = 400, "bad_request", "Bad Request"
+
+
+class BadQuery(RequestError):
+    status, code, title = 400, "bad_query", "Bad Request"
+
+
+class OffsetOutOfRange(RequestError):
+    status, code, title = 400, "offset_out_of_range", "Bad Request"
+
+
+class Unauthorized(RequestError):
+    status, code, title = 401, "unauthorized", "Unauthorized"
+
+
+class Forbidden(RequestError):
+    status, code, title = 403, "forbidden", "Forbidden"
+
+
+class NotFound(RequestError):
+    status, code, title = 404, "not_found", "Not Found"
+
+
+class ReplicationDisabled(RequestError):
+    status, code, title = 404, "replication_disabled", "Not Found"
+
+
+class MethodNotAllowed(RequestError):
+    status, code, title = 405, "method_not_allowed", "Method Not Allowed"
+
+    def __init__(self, detail: str, allow: list[str]) -> None:
+        super().__init__(detail)
+        self.allow = allow
+        self.headers = [("Allow", ", ".join(allow))]
+
+
+class UniqueViolation(RequestError):
+    status, code, title = 409, "unique_violation", "Conflict"
+
+
+class ForeignKeyViolation(RequestError):
+    status, code, title = 409, "foreign_key_violation", "Conflict"
+
+
+class Referenced(RequestError):
+    status, code, title = 409, "referenced", "Conflict"
+
+
+class OffsetGone(RequestError):
+    status, code, title = 410, "offset_gone", "Gone"
+
+
+class PayloadTooLarge(RequestError):
+    status, code, title = 413, "payload_too_large", "Content Too Large"
+
+
+class UnsupportedMediaType(RequestError):
+    status, code, title = 415, "unsupported_media_type", "Unsupported Media Type"
+
+
+class ConstraintViolation(RequestError):
+    """422 with every violation: `errors` is a list of {"field", "message"}."""
+
+    status, code, title = 422, "constraint_violation", "Unprocessable Content"
+
+    def __init__(self, errors: list[dict[str, str]]) -> None:
+        first = errors[0] if errors else {"field": "", "message": "invalid record"}
+        more = f" (and {len(errors) - 1} more)" if len(errors) > 1 else ""
+        super().__init__(f"{first['field']}: {first['message']}{more}", errors=errors)
+        self.errors = errors
+
+
+class HeadersTooLarge(RequestError):
+    status, code, title = 431, "bad_request", "Request Header Fields Too Large"
+
+
+class Unavailable(RequestError):
+    status, code, title = 503, "unavailable", "Service Unavailable"
+
+
+class InternalError(RequestError):
+    status, code, title = 500, "internal", "Internal Server Error"
