@@ -70,7 +70,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
 
 def serve_generated(module) -> int:
     """Serve an already generated module (also the entry point of `python generated.py`)."""
-    from dbsvc.app import run_server
+    from dbsvc.service import run_server
 
     return run_server(module, os.environ)
 

@@ -1,0 +1,262 @@
+"""The application: routes a `Request` to a generated model handler and the store.
+
+Route table (interface.md section 4)::
+
+    GET|HEAD /health | /ready | /metrics | /snapshot     operational, never guarded
+    GET|HEAD|POST            /api/<kebab>                list, create
+    GET|HEAD|PUT|PATCH|DELETE /api/<kebab>/<id>          read, replace, merge, delete
+
+Reads are synchronous and answered on the loop turn that parsed them; writes are
+coroutines that return once the store has made them durable. Every schema-specific
+decision (which query parameters exist, how a body validates, how an id parses) is a call
+into the generated module's `CompiledModel`; this module only sequences them. Errors are
+raised as `RequestError`s and rendered by `dbsvc.http.problem` in one place (the protocol
+layer calls it for anything raised here).
+
+Imports storage only for type names; never imports h11 or cryptography.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from dbsvc.errors import (
+    BadQuery,
+    BadRequest,
+    Forbidden,
+    MethodNotAllowed,
+    NotFound,
+    TokenError,
+    Unauthorized,
+    Unavailable,
+    UnsupportedMediaType,
+)
+from dbsvc.http.types import Request, Response
+from dbsvc.runtime import CompiledModel
+
+log = logging.getLogger("dbsvc.app")
+
+_ENCODER = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+COLLECTION_METHODS = ["GET", "HEAD", "POST"]
+ITEM_METHODS = ["GET", "HEAD", "PUT", "PATCH", "DELETE"]
+OPERATIONAL_METHODS = ["GET", "HEAD"]
+
+
+def dumps(value: Any) -> bytes:
+    """Compact UTF-8 JSON; records are already JSON-ready and in declaration order."""
+    return _ENCODER.encode(value).encode("utf-8")
+
+
+def _refuse_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not valid JSON")
+
+
+def parse_json_body(request: Request) -> Any:
+    """The request body as JSON; 415 for a declared non-JSON type, 400 for anything unparsable."""
+    content_type = request.header("content-type")
+    if content_type is not None:
+        media = content_type.split(";", 1)[0].strip().lower()
+        if media != "application/json" and not media.endswith("+json"):
+            raise UnsupportedMediaType(f"content type {media!r} is not supported: expected 'application/json'")
+    if not request.body.strip():
+        raise BadRequest("request body is empty: expected a JSON object")
+    try:
+        return json.loads(request.body.decode("utf-8"), parse_constant=_refuse_constant)
+    except UnicodeDecodeError as exc:
+        raise BadRequest(f"request body is not UTF-8: invalid byte at position {exc.start}") from exc
+    except (ValueError, RecursionError) as exc:
+        raise BadRequest(f"request body is not valid JSON: {exc}") from exc
+
+
+class Application:
+    """The callable the protocol layer serves: `app(request) -> Response | Awaitable[Response]`."""
+
+    def __init__(self, module: Any, store: Any, *, guard: Any = None, replication: bool = False) -> None:
+        self.models: dict[str, CompiledModel] = dict(module.ROUTES)
+        self.store = store
+        self.guard = guard
+        self.replication = replication
+        self.accepting = True
+        self._operational: dict[str, Callable[[], Response]] = {
+            "/health": self.health,
+            "/ready": self.ready,
+            "/metrics": self.metrics,
+            "/snapshot": self.snapshot,
+        }
+        if guard is not None:
+            from dbsvc.auth import KeyRefreshNeeded, www_authenticate
+
+            self._refresh_needed: type[Exception] = KeyRefreshNeeded
+            self._www_authenticate = www_authenticate
+
+    # -- dispatch ---------------------------------------------------------------------
+
+    def __call__(self, request: Request) -> Response | Awaitable[Response]:
+        path = request.path
+        if path.startswith("/api/"):
+            return self.api(request, path[5:])
+        handler = self._operational.get(path)
+        if handler is not None:
+            if request.method not in ("GET", "HEAD"):
+                raise MethodNotAllowed(f"method {request.method!r} is not allowed on {path!r}", OPERATIONAL_METHODS)
+            return handler()
+        raise NotFound(f"no route for path {path!r}")
+
+    def api(self, request: Request, rest: str) -> Response | Awaitable[Response]:
+        kebab, slash, segment = rest.partition("/")
+        model = self.models.get(kebab)
+        if model is None or (slash and not segment) or "/" in segment:
+            raise NotFound(f"no route for path {request.path!r}")
+        if self.guard is not None:
+            try:
+                self.authenticate(request)
+            except self._refresh_needed:
+                return self._after_key_refresh(request, model, segment if slash else None)
+        return self.dispatch(request, model, segment if slash else None)
+
+    def dispatch(self, request: Request, model: CompiledModel, segment: str | None) -> Response | Awaitable[Response]:
+        method = request.method
+        if segment is None:
+            if method == "GET" or method == "HEAD":
+                return self.list(request, model)
+            if method == "POST":
+                return self.create(request, model)
+            if method == "OPTIONS":
+                return Response(204, headers=[("Allow", ", ".join(COLLECTION_METHODS))], content_type=None)
+            raise MethodNotAllowed(f"method {method!r} is not allowed on {request.path!r}", COLLECTION_METHODS)
+        if method == "GET" or method == "HEAD":
+            return self.read(request, model, segment)
+        if method == "PUT":
+            return self.replace(request, model, segment)
+        if method == "PATCH":
+            return self.patch(request, model, segment)
+        if method == "DELETE":
+            return self.delete(request, model, segment)
+        if method == "OPTIONS":
+            return Response(204, headers=[("Allow", ", ".join(ITEM_METHODS))], content_type=None)
+        raise MethodNotAllowed(f"method {method!r} is not allowed on {request.path!r}", ITEM_METHODS)
+
+    # -- the token guard --------------------------------------------------------------
+
+    def authenticate(self, request: Request) -> dict:
+        """Verify the bearer token, turning the guard's verdict into 401 / 403 / 503."""
+        try:
+            return self.guard.verify(request.header("authorization"))
+        except TokenError as exc:
+            raise self._token_problem(exc) from None
+        except Unavailable as exc:
+            retry = getattr(exc, "retry_after", None)
+            if retry is not None:
+                exc.headers = [("Retry-After", str(int(retry)))]
+            raise
+
+    def _token_problem(self, exc: TokenError) -> Exception:
+        if exc.forbidden:
+            return Forbidden("the token does not grant access to this tenant")
+        problem = Unauthorized(str(exc))
+        problem.headers = [("WWW-Authenticate", self._www_authenticate(exc))]
+        return problem
+
+    async def _after_key_refresh(self, request: Request, model: CompiledModel, segment: str | None) -> Response:
+        await self.guard.refresh_keys()
+        try:
+            self.authenticate(request)
+        except self._refresh_needed:
+            raise self._token_problem(TokenError("the token's key id is not known")) from None
+        result = self.dispatch(request, model, segment)
+        if isinstance(result, Response):
+            return result
+        return await result
+
+    # -- reads --------------------------------------------------------------------------
+
+    def _read_headers(self, model: CompiledModel, watermark: int, as_of: int | None) -> list[tuple[str, str]]:
+        headers = [("Dbsvc-Watermark", str(watermark))]
+        if as_of is None:
+            headers.append(("Dbsvc-Offset", str(self.store.head_offset)))
+        return headers
+
+    def _check_as_of(self, model: CompiledModel, as_of: int | None) -> None:
+        if as_of is not None:
+            current = self.store.watermarks()[model.name]
+            if as_of > current:
+                raise BadQuery(
+                    f"as_of={as_of} is ahead of the current watermark of {model.name} ({current}): "
+                    f"expected an integer from 0 to {current}"
+                )
+
+    def list(self, request: Request, model: CompiledModel) -> Response:
+        query = model.parse_list_query(request.query)
+        self._check_as_of(model, query.as_of)
+        records, total, watermark = self.store.list(model.name, query)
+        if query.projection is not None:
+            project = model.project[query.projection]
+            records = [project(record) for record in records]
+        body = {"data": records, "total": total, "limit": query.limit, "offset": query.offset}
+        return Response(200, dumps(body), self._read_headers(model, watermark, query.as_of))
+
+    def read(self, request: Request, model: CompiledModel, segment: str) -> Response:
+        key = model.parse_id(segment)
+        query = model.parse_get_query(request.query)
+        self._check_as_of(model, query.as_of)
+        record, watermark = self.store.get(model.name, key, query.as_of)
+        if record is None:
+            raise NotFound(f"{model.name} {key!r} does not exist")
+        if query.projection is not None:
+            record = model.project[query.projection](record)
+        return Response(200, dumps(record), self._read_headers(model, watermark, query.as_of))
+
+    # -- writes -------------------------------------------------------------------------
+
+    async def create(self, request: Request, model: CompiledModel) -> Response:
+        record = model.validate_create(parse_json_body(request))
+        stored = await self.store.insert(model.name, record)
+        key = stored[model.id_field]
+        return Response(201, dumps({"id": key}), [("Location", f"/api/{model.kebab}/{key}")])
+
+    async def replace(self, request: Request, model: CompiledModel, segment: str) -> Response:
+        key = model.parse_id(segment)
+        record = model.validate_replace(parse_json_body(request), key)
+        _previous, stored = await self.store.replace(model.name, key, record)
+        return Response(200, dumps(stored))
+
+    async def patch(self, request: Request, model: CompiledModel, segment: str) -> Response:
+        key = model.parse_id(segment)
+        body = parse_json_body(request)
+        current, _watermark = self.store.get(model.name, key)
+        if current is None:
+            raise NotFound(f"{model.name} {key!r} does not exist")
+        record = model.validate_patch(body, current)
+        # No await between reading `current` and the store's apply: the merge is atomic.
+        _previous, stored = await self.store.replace(model.name, key, record)
+        return Response(200, dumps(stored))
+
+    async def delete(self, request: Request, model: CompiledModel, segment: str) -> Response:
+        key = model.parse_id(segment)
+        await self.store.delete(model.name, key)
+        return Response(204, content_type=None)
+
+    # -- operational routes ----------------------------------------------------------------
+
+    def health(self) -> Response:
+        """Liveness: never touches storage."""
+        return Response(200, b'{"status":"ok"}')
+
+    def ready(self) -> Response:
+        """Readiness: the store answers a read and the server is not shutting down."""
+        if not self.accepting:
+            raise Unavailable("the server is shutting down")
+        self.store.watermarks()
+        return Response(200, b'{"status":"ready"}')
+
+    def metrics(self) -> Response:
+        counts = self.store.live_counts()
+        body = {"model_count": len(counts), "rows_per_model": counts, "total_rows": sum(counts.values())}
+        return Response(200, dumps(body))
+
+    def snapshot(self) -> Response:
+        body = {"watermarks": self.store.watermarks(), "epoch": self.store.epoch, "replication": self.replication}
+        return Response(200, dumps(body))

@@ -1,0 +1,118 @@
+"""Process configuration: the environment plus the schema's `[runtime]` table, frozen once.
+
+Every value is checked at start-up; a bad one raises `ConfigError` naming the variable, the
+value and what it accepts (the command line exits with status 2). Variables (interface.md
+section 1, contract section 1):
+
+    SERVICE_HOST (127.0.0.1)   SERVICE_PORT (3000)     SERVICE_DATA (data)
+    SERVICE_TENANT (unset)     RUST_LOG (info)         SERVICE_LOG_FORMAT (text | json)
+    SERVICE_MAX_BODY (1048576) SERVICE_MAX_CONNECTIONS (1024)
+    SERVICE_SHUTDOWN_TIMEOUT (10)  SERVICE_SYNC (full | off)  SERVICE_CORS_ORIGINS (none)
+    SERVICE_HEADER_TIMEOUT (10)    SERVICE_IDLE_TIMEOUT (60)   -- beyond the contract
+
+The token guard's variables are read by `dbsvc.auth.load_auth_config`.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from dbsvc.errors import ConfigError
+from dbsvc.http.types import HttpSettings
+
+TENANT_NAME = re.compile(r"^[a-z0-9][a-z0-9_-]{0,62}$")
+DEFAULT_TENANT = "default"
+
+
+@dataclass(frozen=True, slots=True)
+class Config:
+    """Everything the server needs to start, checked."""
+
+    http: HttpSettings
+    data_dir: str
+    tenant: str
+    tenant_explicit: bool            # SERVICE_TENANT was set (a missing directory is then an error)
+    log_level: str
+    log_format: str
+    sync: str
+    replication: bool
+    changefeed_capacity: int
+
+
+def _int(environ: Mapping[str, str], name: str, default: int, lo: int, hi: int | None = None) -> int:
+    raw = environ.get(name)
+    if raw is None or raw == "":
+        return default
+    try:
+        value = int(raw.strip(), 10)
+    except ValueError:
+        value = None
+    if value is None or value < lo or (hi is not None and value > hi):
+        bound = f"an integer from {lo} to {hi}" if hi is not None else f"an integer of at least {lo}"
+        raise ConfigError(f"{name}={raw!r} is not valid: expected {bound}")
+    return value
+
+
+def _seconds(environ: Mapping[str, str], name: str, default: float) -> float:
+    raw = environ.get(name)
+    if raw is None or raw == "":
+        return default
+    try:
+        value = float(raw.strip())
+    except ValueError:
+        value = math.nan
+    if not math.isfinite(value) or value < 0:
+        raise ConfigError(f"{name}={raw!r} is not valid: expected a non-negative number of seconds")
+    return value
+
+
+def _choice(environ: Mapping[str, str], name: str, default: str, allowed: tuple[str, ...]) -> str:
+    raw = environ.get(name)
+    if raw is None or raw == "":
+        return default
+    value = raw.strip().lower()
+    if value not in allowed:
+        raise ConfigError(f"{name}={raw!r} is not valid: expected one of {', '.join(allowed)}")
+    return value
+
+
+def check_tenant_name(name: str, source: str = "SERVICE_TENANT") -> str:
+    """Refuse names that could escape the data directory or surprise a shell."""
+    if not TENANT_NAME.match(name):
+        raise ConfigError(
+            f"{source}={name!r} is not a valid tenant name: expected 1 to 63 characters of "
+            "a-z, 0-9, '_' and '-', starting with a letter or digit"
+        )
+    return name
+
+
+def load_config(environ: Mapping[str, str], runtime: Mapping[str, object] | None = None) -> Config:
+    """Read and check the environment; `runtime` is the schema's `[runtime]` table."""
+    runtime = runtime or {}
+    origins = tuple(o.strip() for o in environ.get("SERVICE_CORS_ORIGINS", "").split(",") if o.strip())
+    http = HttpSettings(
+        host=environ.get("SERVICE_HOST", "127.0.0.1") or "127.0.0.1",
+        port=_int(environ, "SERVICE_PORT", 3000, 0, 65535),
+        max_body=_int(environ, "SERVICE_MAX_BODY", 1_048_576, 1),
+        max_connections=_int(environ, "SERVICE_MAX_CONNECTIONS", 1024, 1),
+        header_timeout=_seconds(environ, "SERVICE_HEADER_TIMEOUT", 10.0),
+        idle_timeout=_seconds(environ, "SERVICE_IDLE_TIMEOUT", 60.0),
+        shutdown_timeout=_seconds(environ, "SERVICE_SHUTDOWN_TIMEOUT", 10.0),
+        cors_origins=origins,
+    )
+    tenant_raw = environ.get("SERVICE_TENANT", "")
+    tenant = check_tenant_name(tenant_raw) if tenant_raw else DEFAULT_TENANT
+    return Config(
+        http=http,
+        data_dir=environ.get("SERVICE_DATA", "data") or "data",
+        tenant=tenant,
+        tenant_explicit=bool(tenant_raw),
+        log_level=environ.get("RUST_LOG", "info") or "info",
+        log_format=_choice(environ, "SERVICE_LOG_FORMAT", "text", ("text", "json")),
+        sync=_choice(environ, "SERVICE_SYNC", "full", ("full", "off")),
+        replication=bool(runtime.get("replication", False)),
+        changefeed_capacity=int(runtime.get("changefeed_capacity", 1024)),  # type: ignore[arg-type]
+    )
