@@ -1,0 +1,121 @@
+"""Real servers for black-box tests: `python dbsvc.py serve SCHEMA` on 127.0.0.1, port 0.
+
+The server logs `listening on http://HOST:PORT` once bound; the fixture reads the port from
+that line, then drains stderr in a thread so the pipe never fills and tests can read the log.
+Requests go through `http.client`, an HTTP client independent of our protocol layer.
+"""
+
+from __future__ import annotations
+
+import http.client
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+LISTENING = re.compile(r"listening on http://[^:]+:(\d+)")
+
+
+class Reply:
+    def __init__(self, status: int, headers: list[tuple[str, str]], body: bytes) -> None:
+        self.status = status
+        self.headers = {k.lower(): v for k, v in headers}
+        self.body = body
+
+    @property
+    def json(self):
+        return json.loads(self.body)
+
+    def __repr__(self) -> str:
+        return f"<Reply {self.status} {self.body[:200]!r}>"
+
+
+class Server:
+    def __init__(self, proc: subprocess.Popen, port: int, data_dir: Path, log: list[str]) -> None:
+        self.proc = proc
+        self.port = port
+        self.data_dir = data_dir
+        self.log = log
+        self._conn: http.client.HTTPConnection | None = None
+
+    def request(self, method: str, path: str, body=None, headers: dict | None = None) -> Reply:
+        headers = dict(headers or {})
+        if body is not None and not isinstance(body, (bytes, str)):
+            body = json.dumps(body)
+            headers.setdefault("Content-Type", "application/json")
+        for attempt in (1, 2):
+            if self._conn is None:
+                self._conn = http.client.HTTPConnection("127.0.0.1", self.port, timeout=30)
+            try:
+                self._conn.request(method, path, body=body, headers=headers)
+                resp = self._conn.getresponse()
+                data = resp.read()
+                reply = Reply(resp.status, resp.getheaders(), data)
+                if resp.will_close:
+                    self._conn.close()
+                    self._conn = None
+                return reply
+            except (ConnectionError, http.client.RemoteDisconnected, http.client.CannotSendRequest):
+                self._conn.close()
+                self._conn = None
+                if attempt == 2:
+                    raise
+        raise AssertionError("unreachable")
+
+    def get(self, path: str, **kw) -> Reply:
+        return self.request("GET", path, **kw)
+
+    def post(self, path: str, body, **kw) -> Reply:
+        return self.request("POST", path, body=body, **kw)
+
+    def stop(self, sig: int = signal.SIGTERM, timeout: float = 30) -> int:
+        if self._conn is not None:
+            self._conn.close()
+            self._conn = None
+        if self.proc.poll() is None:
+            self.proc.send_signal(sig)
+        return self.proc.wait(timeout=timeout)
+
+
+def start_server(schema: str | Path, data_dir: Path, env: dict | None = None, timeout: float = 30) -> Server:
+    full_env = dict(os.environ)
+    for key in list(full_env):
+        if key.startswith("SERVICE_") or key == "RUST_LOG":
+            del full_env[key]
+    full_env.update({"SERVICE_PORT": "0", "SERVICE_DATA": str(data_dir), "RUST_LOG": "info"})
+    full_env.update(env or {})
+    proc = subprocess.Popen(
+        [sys.executable, str(ROOT / "dbsvc.py"), "serve", str(schema)],
+        cwd=ROOT, env=full_env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+    )
+    log: list[str] = []
+    deadline = time.monotonic() + timeout
+    port = None
+    while time.monotonic() < deadline:
+        line = proc.stderr.readline()
+        if not line:
+            break
+        log.append(line)
+        match = LISTENING.search(line)
+        if match:
+            port = int(match.group(1))
+            break
+    if port is None:
+        proc.kill()
+        rest = proc.stderr.read()
+        raise AssertionError(f"server did not start (exit {proc.wait()}):\n{''.join(log)}{rest}")
+
+    def drain() -> None:
+        for line in proc.stderr:
+            log.append(line)
+
+    threading.Thread(target=drain, daemon=True).start()
+    return Server(proc, port, data_dir, log)
+
+

@@ -1,0 +1,98 @@
+"""The token guard through a real server: which routes it covers, and the 401/403/503 answers
+(interface.md section 5, contract section 3). Tokens are minted by PyJWT, an independent library."""
+
+from __future__ import annotations
+
+import time
+
+import jwt
+import pytest
+from cryptography.hazmat.primitives import serialization
+from cryptography.hazmat.primitives.asymmetric import ec
+
+from app_harness import ROOT
+
+
+@pytest.fixture(scope="module")
+def keypair(tmp_path_factory):
+    private = ec.generate_private_key(ec.SECP256R1())
+    pem = private.public_key().public_bytes(serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo)
+    path = tmp_path_factory.mktemp("keys") / "idp.pem"
+    path.write_bytes(pem)
+    return private, path
+
+
+def token(private, **claims) -> str:
+    body = {"exp": int(time.time()) + 300, "tenant": "acme", "iss": "https://id.example.com/", "aud": "blog"}
+    body.update(claims)
+    body = {k: v for k, v in body.items() if v is not None}
+    return jwt.encode(body, private, algorithm="ES256")
+
+
+@pytest.fixture
+def guarded(serve, keypair, tmp_path):
+    _private, path = keypair
+    data = tmp_path / "data"
+    (data / "acme").mkdir(parents=True)
+    return serve(data_dir=data, env={"SERVICE_JWT_PUBKEY": str(path), "SERVICE_JWT_ALG": "ES256", "SERVICE_TENANT": "acme"})
+
+
+def test_valid_token_reaches_crud(guarded, keypair):
+    auth = {"Authorization": f"Bearer {token(keypair[0])}"}
+    assert guarded.post("/api/user", {"email": "g@x.io", "name": "G"}, headers=auth).status == 201
+    assert guarded.get("/api/user", headers=auth).json["total"] == 1
+
+
+def test_missing_token_is_401_with_bare_challenge(guarded):
+    reply = guarded.get("/api/user")
+    assert reply.status == 401
+    assert reply.json["code"] == "unauthorized"
+    assert reply.headers["www-authenticate"] == 'Bearer realm="dbsvc"'
+
+
+@pytest.mark.parametrize("bad", ["garbage", "a.b.c", "Bearer", "Basic dXNlcjpwYXNz"])
+def test_malformed_token_is_401_invalid_token(guarded, bad):
+    value = bad if bad.startswith(("Bearer", "Basic")) else f"Bearer {bad}"
+    reply = guarded.get("/api/user", headers={"Authorization": value})
+    assert reply.status == 401, reply
+    assert reply.json["code"] == "unauthorized"
+
+
+def test_expired_token_is_401_invalid_token(guarded, keypair):
+    reply = guarded.get("/api/user", headers={"Authorization": f"Bearer {token(keypair[0], exp=int(time.time()) - 3600)}"})
+    assert reply.status == 401
+    assert 'error="invalid_token"' in reply.headers["www-authenticate"]
+
+
+def test_wrong_tenant_is_403_without_data(guarded, keypair):
+    auth = {"Authorization": f"Bearer {token(keypair[0], tenant='other')}"}
+    reply = guarded.get("/api/user", headers=auth)
+    assert reply.status == 403
+    assert reply.json["code"] == "forbidden"
+    assert "data" not in reply.json and "acme" not in reply.body.decode()
+
+
+def test_operational_routes_need_no_token(guarded):
+    for path in ("/health", "/ready", "/metrics", "/snapshot"):
+        assert guarded.get(path).status == 200, path
+
+
+def test_guard_on_without_tenant_refuses_to_start(keypair, tmp_path):
+    import os
+    import subprocess
+    import sys
+
+    env = {k: v for k, v in os.environ.items() if not k.startswith("SERVICE_")}
+    env.update({"SERVICE_JWT_PUBKEY": str(keypair[1]), "SERVICE_JWT_ALG": "ES256", "SERVICE_DATA": str(tmp_path)})
+    result = subprocess.run([sys.executable, str(ROOT / "dbsvc.py"), "serve", str(ROOT / "schemas" / "blog.dbs")],
+                            env=env, capture_output=True, text=True, timeout=30)
+    assert result.returncode == 2
+    assert "SERVICE_TENANT" in result.stderr
+
+
+def test_token_never_reaches_the_log(guarded, keypair):
+    secret = token(keypair[0])
+    guarded.get("/api/user", headers={"Authorization": f"Bearer {secret}"})
+    guarded.get("/api/user", headers={"Authorization": f"Bearer {secret}x"})
+    guarded.stop()
+    assert secret not in "".join(guarded.log)
