@@ -1,0 +1,305 @@
+"""Tokens -> parse tree (`dbsvc.schema.syntax`), by recursive descent, with recovery.
+
+Grammar (NEWLINE ends a line; `#` comments are gone already)::
+
+    file     := { NEWLINE | table | model } EOF
+    table    := '[' IDENT ']' eol { NEWLINE | entry }
+    entry    := IDENT '=' literal eol
+    model    := 'model' IDENT '{' { NEWLINE | field | modelattr } '}' eol
+    field    := IDENT type { attr } (eol | before '}')
+    type     := IDENT [ '(' [ IDENT { ',' IDENT } ] ')' ] [ '?' ]     members only for enum
+    attr     := '@' IDENT [ '(' [ literal { ',' literal } ] ')' ]
+    modelattr:= attr { attr } eol
+    literal  := INT | FLOAT | STRING | IDENT       true/false/null are IDENTs given meaning here
+    eol      := NEWLINE | EOF
+
+A table's entries run until a line that starts a model (`model Name`) or a table (`[`).
+
+Recovery: a syntax error is recorded and raises `_Resync`; the rule that owns the current
+line catches it and skips ahead - an entry or field to the end of its line (a field stops
+early at a `}` so `model A { id int @id }` still closes), a broken model header to the end
+of its braces, anything unexpected at top level to the next line starting a model or table.
+A model body that meets the next `model Name {` or `[table]` line reports the missing `}`
+and hands over to the top level. So one run reports every independent error.
+
+Meaning (known types, attributes, argument kinds) is not decided here; see `checks`.
+Imports nothing from dbsvc but `dbsvc.errors` and `dbsvc.schema.*`.
+"""
+
+from __future__ import annotations
+
+from dbsvc.errors import SchemaError
+from dbsvc.schema.lexer import Token, TokenKind
+from dbsvc.schema.syntax import (
+    Attribute,
+    FieldDecl,
+    Literal,
+    LiteralKind,
+    ModelDecl,
+    SchemaFile,
+    TableDecl,
+    TableEntry,
+    TypeRef,
+)
+
+_KEYWORD_LITERALS: dict[str, tuple[LiteralKind, object]] = {
+    "true": (LiteralKind.BOOL, True),
+    "false": (LiteralKind.BOOL, False),
+    "null": (LiteralKind.NULL, None),
+}
+_TOKEN_LITERALS = {
+    TokenKind.INT: LiteralKind.INT,
+    TokenKind.FLOAT: LiteralKind.FLOAT,
+    TokenKind.STRING: LiteralKind.STRING,
+    TokenKind.BAD: LiteralKind.BAD,
+}
+
+
+class _Resync(Exception):
+    """Raised after a syntax error has been recorded; the catcher skips ahead."""
+
+
+class _Parser:
+    def __init__(self, tokens: list[Token], path: str) -> None:
+        assert tokens and tokens[-1].kind is TokenKind.EOF
+        self.tokens = tokens
+        self.path = path
+        self.pos = 0
+        self.errors: list[SchemaError] = []
+
+    # -- token helpers -------------------------------------------------------------
+
+    @property
+    def tok(self) -> Token:
+        return self.tokens[self.pos]
+
+    def peek(self, offset: int) -> Token:
+        return self.tokens[min(self.pos + offset, len(self.tokens) - 1)]
+
+    def advance(self) -> Token:
+        token = self.tokens[self.pos]
+        if token.kind is not TokenKind.EOF:
+            self.pos += 1
+        return token
+
+    def at_punct(self, ch: str) -> bool:
+        return self.tok.kind is TokenKind.PUNCT and self.tok.text == ch
+
+    def at_eol(self) -> bool:
+        return self.tok.kind in (TokenKind.NEWLINE, TokenKind.EOF)
+
+    def fail(self, expected: str, token: Token | None = None) -> _Resync:
+        token = token or self.tok
+        self.errors.append(
+            SchemaError(f"expected {expected}, got {token.describe()}", token.line, token.col, self.path)
+        )
+        return _Resync()
+
+    def expect_punct(self, ch: str, expected: str) -> Token:
+        if not self.at_punct(ch):
+            raise self.fail(expected)
+        return self.advance()
+
+    def expect_ident(self, expected: str) -> Token:
+        if self.tok.kind is not TokenKind.IDENT:
+            raise self.fail(expected)
+        return self.advance()
+
+    def expect_eol(self, expected: str) -> None:
+        if not self.at_eol():
+            raise self.fail(expected)
+        self.advance()
+
+    def skip_line(self, stop_at_brace: bool = False) -> None:
+        while not self.at_eol():
+            if stop_at_brace and self.at_punct("}"):
+                return
+            self.advance()
+        self.advance()
+
+    def at_line_start(self) -> bool:
+        return self.pos == 0 or self.tokens[self.pos - 1].kind is TokenKind.NEWLINE
+
+    def at_model_start(self) -> bool:
+        return (
+            self.tok.kind is TokenKind.IDENT and self.tok.text == "model"
+            and self.peek(1).kind is TokenKind.IDENT
+        )
+
+    def at_section_start(self) -> bool:
+        """A line that opens a model or a table: where top-level recovery resumes."""
+        return self.at_line_start() and (self.at_model_start() or self.at_punct("["))
+
+    def skip_to_section(self) -> None:
+        self.advance()
+        while self.tok.kind is not TokenKind.EOF and not self.at_section_start():
+            self.advance()
+
+    # -- file ------------------------------------------------------------------------
+
+    def parse_file(self) -> SchemaFile:
+        tables: list[TableDecl] = []
+        models: list[ModelDecl] = []
+        while self.tok.kind is not TokenKind.EOF:
+            if self.tok.kind is TokenKind.NEWLINE:
+                self.advance()
+                continue
+            start = self.pos
+            try:
+                if self.at_punct("["):
+                    tables.append(self.parse_table())
+                elif self.tok.kind is TokenKind.IDENT and self.tok.text == "model":
+                    model = self.parse_model()
+                    if model is not None:
+                        models.append(model)
+                else:
+                    raise self.fail("'model' or a '[table]' header")
+            except _Resync:
+                if self.pos == start or not self.at_section_start():
+                    self.skip_to_section()
+        return SchemaFile(tuple(tables), tuple(models))
+
+    # -- tables ----------------------------------------------------------------------
+
+    def parse_table(self) -> TableDecl:
+        self.advance()
+        name = self.expect_ident("a table name after '['")
+        self.expect_punct("]", f"']' after table name {name.text!r}")
+        self.expect_eol(f"end of line after '[{name.text}]'")
+        entries: list[TableEntry] = []
+        while self.tok.kind is not TokenKind.EOF and not self.at_section_start():
+            if self.tok.kind is TokenKind.NEWLINE:
+                self.advance()
+                continue
+            try:
+                entries.append(self.parse_entry())
+            except _Resync:
+                self.skip_line()
+        return TableDecl(name.text, tuple(entries), name.line, name.col)
+
+    def parse_entry(self) -> TableEntry:
+        key = self.expect_ident("a key name or a '[table]' header")
+        self.expect_punct("=", f"'=' after key {key.text!r}")
+        value = self.parse_literal(f"a value after '{key.text} ='")
+        self.expect_eol(f"end of line after the value of {key.text!r}")
+        return TableEntry(key.text, value, key.line, key.col)
+
+    # -- models ----------------------------------------------------------------------
+
+    def parse_model(self) -> ModelDecl | None:
+        self.advance()
+        name = self.expect_ident("a model name after 'model'")
+        if not self.at_punct("{"):
+            raise self.fail(f"'{{' after model name {name.text!r}")
+        self.advance()
+        fields: list[FieldDecl] = []
+        attributes: list[Attribute] = []
+        while True:
+            tok = self.tok
+            if tok.kind is TokenKind.NEWLINE:
+                self.advance()
+            elif self.at_punct("}"):
+                self.advance()
+                break
+            elif tok.kind is TokenKind.EOF or (
+                self.at_line_start() and (self.at_punct("[") or self.at_model_start())
+            ):
+                # Missing '}': report it and let the top level carry on from here.
+                self.fail(f"'}}' to close model {name.text!r}")
+                return ModelDecl(name.text, tuple(fields), tuple(attributes), name.line, name.col)
+            else:
+                try:
+                    if self.at_punct("@"):
+                        attributes.extend(self.parse_model_attributes())
+                    elif tok.kind is TokenKind.IDENT:
+                        fields.append(self.parse_field())
+                    else:
+                        raise self.fail("a field name, a model attribute such as '@projection', or '}'")
+                except _Resync:
+                    self.skip_line(stop_at_brace=True)
+        try:
+            self.expect_eol(f"end of line after '}}' of model {name.text!r}")
+        except _Resync:
+            self.skip_line()
+        return ModelDecl(name.text, tuple(fields), tuple(attributes), name.line, name.col)
+
+    def parse_model_attributes(self) -> list[Attribute]:
+        attributes = [self.parse_attribute()]
+        while self.at_punct("@"):
+            attributes.append(self.parse_attribute())
+        self.end_of_member("a model attribute")
+        return attributes
+
+    def end_of_member(self, what: str) -> None:
+        """A field or model attribute line ends at a newline, or just before the model's '}'."""
+        if self.at_punct("}"):
+            return
+        if not self.at_eol():
+            raise self.fail(f"{what} or the end of the line")
+        self.advance()
+
+    def parse_field(self) -> FieldDecl:
+        name = self.advance()
+        type_ref = self.parse_type(name.text)
+        attributes: list[Attribute] = []
+        while self.at_punct("@"):
+            attributes.append(self.parse_attribute())
+        self.end_of_member("an attribute such as '@filter'")
+        return FieldDecl(name.text, type_ref, tuple(attributes), name.line, name.col)
+
+    def parse_type(self, field_name: str) -> TypeRef:
+        name = self.expect_ident(f"a type after field name {field_name!r}")
+        members: list[Literal] = []
+        if name.text == "enum":
+            self.expect_punct("(", "'(' after 'enum'")
+            if not self.at_punct(")"):
+                while True:
+                    member = self.expect_ident("an enum member name")
+                    members.append(Literal(LiteralKind.IDENT, member.text, member.text, member.line, member.col))
+                    if not self.at_punct(","):
+                        break
+                    self.advance()
+            self.expect_punct(")", "',' or ')' in the enum member list")
+        nullable = False
+        if self.at_punct("?"):
+            self.advance()
+            nullable = True
+        return TypeRef(name.text, tuple(members), nullable, name.line, name.col)
+
+    def parse_attribute(self) -> Attribute:
+        at = self.advance()
+        name = self.tok
+        if name.kind is not TokenKind.IDENT or name.line != at.line or name.col != at.col + 1:
+            raise self.fail("an attribute name right after '@'")
+        self.advance()
+        args: list[Literal] = []
+        if self.at_punct("("):
+            self.advance()
+            if not self.at_punct(")"):
+                while True:
+                    args.append(self.parse_literal(f"an argument of '@{name.text}'"))
+                    if not self.at_punct(","):
+                        break
+                    self.advance()
+            self.expect_punct(")", f"',' or ')' in the arguments of '@{name.text}'")
+        return Attribute(name.text, tuple(args), at.line, at.col)
+
+    # -- literals --------------------------------------------------------------------
+
+    def parse_literal(self, expected: str) -> Literal:
+        tok = self.tok
+        if tok.kind in _TOKEN_LITERALS:
+            self.advance()
+            return Literal(_TOKEN_LITERALS[tok.kind], tok.value, tok.text, tok.line, tok.col)
+        if tok.kind is TokenKind.IDENT:
+            self.advance()
+            kind, value = _KEYWORD_LITERALS.get(tok.text, (LiteralKind.IDENT, tok.text))
+            return Literal(kind, value, tok.text, tok.line, tok.col)
+        raise self.fail(expected)
+
+
+def parse_tokens(tokens: list[Token], path: str = "<schema>") -> tuple[SchemaFile, list[SchemaError]]:
+    """Build the parse tree from `tokens` (ending with EOF), plus every syntax error."""
+    parser = _Parser(tokens, path)
+    tree = parser.parse_file()
+    return tree, parser.errors

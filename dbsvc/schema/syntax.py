@@ -1,0 +1,99 @@
+"""The parse tree: what the source says, with a location on every piece, nothing checked.
+
+The parser (`dbsvc.schema.parser`) builds these; the checks (`dbsvc.schema.checks`)
+read them, report every problem at the exact line and column of the offending piece,
+and build the IR (`dbsvc.schema.ir`) from the trees that pass. Nothing outside
+`dbsvc.schema` sees these classes. Lines and columns are 1-based.
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass
+
+
+class LiteralKind(enum.Enum):
+    INT = "integer"
+    FLOAT = "float"
+    STRING = "string"
+    BOOL = "boolean"
+    NULL = "null"
+    IDENT = "identifier"
+    BAD = "invalid literal"   # already reported by the lexer; checks stay silent about it
+
+
+@dataclass(frozen=True, slots=True)
+class Literal:
+    """A value as written. `value` is decoded (int, float, str, bool, None);
+    for IDENT it is the identifier text; `text` is the exact source slice."""
+
+    kind: LiteralKind
+    value: object
+    text: str
+    line: int
+    col: int
+
+
+@dataclass(frozen=True, slots=True)
+class Attribute:
+    """`@name` or `@name(arg, ...)`; `line`/`col` point at the `@`."""
+
+    name: str
+    args: tuple[Literal, ...]
+    line: int
+    col: int
+
+
+@dataclass(frozen=True, slots=True)
+class TypeRef:
+    """A field's type as written: `int`, `str?`, `enum(a, b)`; `members` only for enums."""
+
+    name: str
+    members: tuple[Literal, ...]
+    nullable: bool
+    line: int
+    col: int
+
+
+@dataclass(frozen=True, slots=True)
+class FieldDecl:
+    name: str
+    type: TypeRef
+    attributes: tuple[Attribute, ...]
+    line: int
+    col: int
+
+
+@dataclass(frozen=True, slots=True)
+class ModelDecl:
+    """`model Name { ... }`: fields in order, and the model-level attributes."""
+
+    name: str
+    fields: tuple[FieldDecl, ...]
+    attributes: tuple[Attribute, ...]
+    line: int
+    col: int
+
+
+@dataclass(frozen=True, slots=True)
+class TableEntry:
+    key: str
+    value: Literal
+    line: int
+    col: int
+
+
+@dataclass(frozen=True, slots=True)
+class TableDecl:
+    """`[name]` and the `key = value` lines under it; `line`/`col` point at the name."""
+
+    name: str
+    entries: tuple[TableEntry, ...]
+    line: int
+    col: int
+
+
+@dataclass(frozen=True, slots=True)
+class SchemaFile:
+    tables: tuple[TableDecl, ...]
+    models: tuple[ModelDecl, ...]
