@@ -15,12 +15,31 @@ compares with the field's typed order (datetime -> integer microseconds since th
 float -> float, so 3 and 3.0 are one key; everything else the value itself). `None` stays
 `None`: sorted indexes order null after every value (PostgreSQL's ASC NULLS LAST).
 Filter sets in a `Query` hold keys of exactly this form.
+
+Value helpers (the second half of this module) are what generated validators and query
+parsers call for the parts of a check that are not schema-specific: the strict RFC 3339
+shape, calendar validity, uuid shape, and how a bad value is shown in a message. Parsers
+return the canonical value, or `None` when the text is not acceptable; the generated code
+owns the message, which names the field.
+
+Datetimes (RFC 3339 §5.6): `YYYY-MM-DDTHH:MM:SS[.frac](Z|+HH:MM|-HH:MM)`. Per the note in
+§5.6 the separator may also be `t` or a space, and `Z` may be `z`. Fractions longer than
+microseconds are truncated (never rounded, so a value never moves into the next second).
+A leap second (`:60`) is refused: Python cannot represent it. `-00:00` is read as UTC.
+Python's `datetime.fromisoformat` accepts far more (week dates, `+0100`, no seconds), so
+the shape is checked with a regular expression first.
 """
 
 from __future__ import annotations
 
+import json
+import math
+import re
+import uuid as _uuid
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from datetime import date, datetime, timedelta, timezone
+from types import MappingProxyType
 from typing import Any
 
 DEFAULT_LIMIT = 100
@@ -70,3 +89,226 @@ class CompiledModel:
     match: Callable[[dict, Mapping[str, frozenset]], bool]       # record passes every filter
     project: Mapping[str, Callable[[dict], dict]]                # projection name -> encoder
     decode: Callable[[list], dict]              # stored row (values in field order) -> record
+
+
+# ---------------------------------------------------------------------------------------
+# Value helpers called by generated code.
+# ---------------------------------------------------------------------------------------
+
+INT64_MIN = -(2**63)
+INT64_MAX = 2**63 - 1
+NO_FILTERS: Mapping[str, frozenset] = MappingProxyType({})
+NO_KEYS: frozenset = frozenset()
+DEFAULT_QUERY = Query(filters=NO_FILTERS)   # what every parser answers for an empty query string
+
+_EPOCH = datetime(1970, 1, 1)
+_MICROSECOND = timedelta(microseconds=1)
+_DATETIME_RE = re.compile(
+    r"([0-9]{4})-([0-9]{2})-([0-9]{2})[Tt ]([0-9]{2}):([0-9]{2}):([0-9]{2})(?:\.([0-9]+))?"
+    r"(?:[Zz]|([+-])([0-9]{2}):([0-9]{2}))"
+)
+_DATE_RE = re.compile(r"([0-9]{4})-([0-9]{2})-([0-9]{2})")
+_UUID_RE = re.compile(r"[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}")
+_INT_TEXT_RE = re.compile(r"[+-]?[0-9]+")
+_NUMBER_TEXT_RE = re.compile(r"[+-]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[eE][+-]?[0-9]+)?")
+_SHOW_LIMIT = 60
+
+
+class _Invalid:
+    """The type of `INVALID`: what a generated field check returns after recording a violation."""
+
+    __slots__ = ()
+
+    def __repr__(self) -> str:
+        return "INVALID"
+
+
+INVALID: Any = _Invalid()
+
+
+def identity(value: Any) -> Any:
+    """Index key of a field whose stored value already orders correctly (int, str, bool,
+    enum, uuid, date)."""
+    return value
+
+
+def _parse_instant(text: str) -> datetime | None:
+    """RFC 3339 text -> naive UTC datetime, or None."""
+    m = _DATETIME_RE.fullmatch(text)
+    if m is None:
+        return None
+    year, month, day, hour, minute, second, frac, sign, off_h, off_m = m.groups()
+    micro = int((frac + "00000")[:6]) if frac else 0
+    try:
+        instant = datetime(int(year), int(month), int(day), int(hour), int(minute), int(second), micro)
+        if sign is not None:
+            hours, minutes = int(off_h), int(off_m)
+            if hours > 23 or minutes > 59:
+                return None
+            offset = timedelta(hours=hours, minutes=minutes)
+            instant = instant - offset if sign == "+" else instant + offset
+    except (ValueError, OverflowError):
+        return None
+    return instant
+
+
+def _format_instant(instant: datetime) -> str:
+    # Formatted by hand: strftime("%Y") does not pad years before 1000 on every platform.
+    text = (
+        f"{instant.year:04d}-{instant.month:02d}-{instant.day:02d}"
+        f"T{instant.hour:02d}:{instant.minute:02d}:{instant.second:02d}"
+    )
+    if instant.microsecond:
+        text += f".{instant.microsecond:06d}"
+    return text + "Z"
+
+
+def parse_datetime(text: str) -> str | None:
+    """RFC 3339 date-time in any offset -> canonical UTC text, or None.
+
+    >>> parse_datetime("2024-05-01T14:00:00.5+02:00")
+    '2024-05-01T12:00:00.500000Z'
+    """
+    instant = _parse_instant(text)
+    return None if instant is None else _format_instant(instant)
+
+
+def parse_datetime_key(text: str) -> int | None:
+    """RFC 3339 text -> integer microseconds since the epoch (the datetime index key), or None."""
+    instant = _parse_instant(text)
+    return None if instant is None else (instant - _EPOCH) // _MICROSECOND
+
+
+def datetime_key(value: str | None) -> int | None:
+    """Index key of a stored canonical datetime: integer microseconds since the epoch."""
+    if value is None:
+        return None
+    instant = _parse_instant(value)
+    assert instant is not None, f"stored datetime {value!r} is not canonical"
+    return (instant - _EPOCH) // _MICROSECOND
+
+
+def parse_date(text: str) -> str | None:
+    """`YYYY-MM-DD` naming a real calendar day -> the same text, or None."""
+    m = _DATE_RE.fullmatch(text)
+    if m is None:
+        return None
+    try:
+        date(int(m.group(1)), int(m.group(2)), int(m.group(3)))
+    except ValueError:
+        return None
+    return text
+
+
+def parse_uuid(text: str) -> str | None:
+    """A uuid in the 8-4-4-4-12 hex shape, any letter case -> lower case, or None."""
+    if _UUID_RE.fullmatch(text) is None:
+        return None
+    return text.lower()
+
+
+def parse_int_text(text: str) -> int | None:
+    """Query text -> int within the signed 64-bit range, or None. Integral decimal forms
+    (`3.0`, `3e2`) are accepted: a filter compares values, not spellings."""
+    if _INT_TEXT_RE.fullmatch(text) is not None:
+        if len(text) > 24:
+            return None
+        number = int(text)
+    elif _NUMBER_TEXT_RE.fullmatch(text) is not None:
+        value = float(text)
+        if not math.isfinite(value) or not value.is_integer():
+            return None
+        number = int(value)
+    else:
+        return None
+    if number < INT64_MIN or number > INT64_MAX:
+        return None
+    return number
+
+
+def parse_float_text(text: str) -> float | None:
+    """Query text -> finite float, or None. Only JSON-like numbers: no `nan`, `inf`, `1_0`."""
+    if _NUMBER_TEXT_RE.fullmatch(text) is None:
+        return None
+    value = float(text)
+    if not math.isfinite(value):
+        return None
+    return value
+
+
+def parse_count(text: str) -> int | None:
+    """Query text of `limit`, `offset`, `as_of`, `after` -> non-negative int, or None.
+    Plain ASCII digits only (no sign, no spaces)."""
+    if not text.isdigit() or not text.isascii() or len(text) > 4000:
+        return None
+    return int(text)
+
+
+def parse_int_id(segment: str) -> int | None:
+    """A path segment naming an int primary key -> int, or None (negative ids are allowed)."""
+    if _INT_TEXT_RE.fullmatch(segment) is None or segment.startswith("+") or len(segment) > 24:
+        return None
+    number = int(segment)
+    if number < INT64_MIN or number > INT64_MAX:
+        return None
+    return number
+
+
+def finite_float(value: int | float) -> float | None:
+    """A JSON number -> finite float, or None (NaN, infinities, ints too large for a float)."""
+    try:
+        result = float(value)
+    except OverflowError:
+        return None
+    if not math.isfinite(result):
+        return None
+    return result
+
+
+def now() -> str:
+    """The current instant in canonical form (`@default(now)` of a datetime)."""
+    return _format_instant(datetime.now(timezone.utc).replace(tzinfo=None))
+
+
+def today() -> str:
+    """The current UTC day (`@default(now)` of a date)."""
+    return datetime.now(timezone.utc).date().isoformat()
+
+
+def new_uuid() -> str:
+    """A fresh random uuid (version 4), lower case (`@default(uuid)`)."""
+    return str(_uuid.uuid4())
+
+
+def got(value: Any) -> str:
+    """How a bad JSON value is shown in a message: its JSON kind and a short JSON rendering.
+
+    >>> got(True), got("12"), got(None)
+    ('the boolean true', 'the string "12"', 'null')
+    """
+    if value is None:
+        return "null"
+    if value is True or value is False:
+        return f"the boolean {'true' if value else 'false'}"
+    if isinstance(value, str):
+        kind = "the string"
+    elif isinstance(value, (int, float)):
+        kind = "the number"
+    elif isinstance(value, list):
+        kind = "an array"
+    elif isinstance(value, dict):
+        kind = "an object"
+    else:
+        kind = "a value of type " + type(value).__name__
+    return f"{kind} {show(value)}"
+
+
+def show(value: Any) -> str:
+    """A JSON rendering of `value` cut to a readable length (`"abc…"` for long strings)."""
+    try:
+        text = json.dumps(value, ensure_ascii=False, default=repr)
+    except ValueError:
+        text = repr(value)
+    if len(text) > _SHOW_LIMIT:
+        text = text[: _SHOW_LIMIT - 1] + "…"
+    return text

@@ -1,0 +1,151 @@
+"""Assembly of the whole generated module: imports, per-model functions, the tables.
+
+Layout of the generated module, top to bottom::
+
+    \"\"\"header docstring\"\"\"
+    import sys
+    import dbsvc.runtime as _dbsvc_rt
+    from dbsvc.errors import BadQuery, BadRequest, ConstraintViolation
+    from dbsvc.runtime import CompiledModel, Query
+    # per model, in declaration order:
+    #   check_m__f ..., validate_create_m, validate_replace_m, validate_patch_m,
+    #   parse_id_m, key_m__f ..., filter_m__f ..., match_m, parse_sort_m,
+    #   parse_list_query_m, parse_get_query_m, parse_feed_query_m,
+    #   project_m_<projection> ..., decode_m, M_MODEL = CompiledModel(...)
+    MODELS = (...)          declaration order
+    ROUTES = {...}          kebab -> CompiledModel
+    BY_NAME = {...}         declared name -> CompiledModel
+    DESCRIPTION = {...}     describe_schema(schema), as a literal
+    RUNTIME = {...}         the [runtime] table
+    AUTH = {...}            the [auth] table, only the keys that were set
+    SCHEMA_PATH = '...'
+    if __name__ == '__main__': serve this module
+
+Everything schema-specific is a literal or a straight-line function here; nothing in the
+module reads the IR at run time. Imports only the schema package, sibling builders, stdlib.
+"""
+
+from __future__ import annotations
+
+import ast
+import os
+from dataclasses import fields as dataclass_fields
+from typing import Any
+
+from dbsvc.compiler.naming import RT, origin, per_model, snake
+from dbsvc.compiler.nodes import (
+    Stmts, assign, call, const, dict_, dotted, eq, expr, function, if_, import_, import_from, item,
+    literal, name, raise_, return_, subscript, tuple_,
+)
+from dbsvc.compiler.queries import build_queries, key_function, keyed_fields
+from dbsvc.compiler.validators import build_validators
+from dbsvc.schema.ir import Model, Schema
+
+
+def model_constant(model: Model) -> str:
+    """`BlogPost` -> `BLOG_POST_MODEL`, the module-level CompiledModel."""
+    return f"{snake(model).upper()}_MODEL"
+
+
+def project_name(model: Model, projection: str) -> str:
+    return f"project_{snake(model)}_{projection}"
+
+
+def build_project(schema: Schema, model: Model, index: int) -> ast.FunctionDef:
+    projection = model.projections[index]
+    record = dict_([(const(f), item("record", f)) for f in projection.fields])
+    doc = origin(schema, projection.line or model.line, f"{model.name}.{projection.name}")
+    return function(project_name(model, projection.name), ["record"], doc, [return_(record)])
+
+
+def build_decode(schema: Schema, model: Model) -> ast.FunctionDef:
+    record = dict_([(const(f.name), subscript(name("row"), const(i))) for i, f in enumerate(model.fields)])
+    doc = origin(schema, model.line, model.name) + "\n\nStored row (values in declaration order) -> record."
+    return function(per_model("decode", model), ["row"], doc, [return_(record)])
+
+
+def build_compiled_model(model: Model) -> ast.Assign:
+    id_field = model.id_field
+
+    def names(values: list[str] | tuple[str, ...]) -> ast.Tuple:
+        return tuple_(const(v) for v in values)
+
+    keys = dict_([(const(f.name), key_function(model, f)) for f in keyed_fields(model)])
+    projections = dict_([(const(p.name), names(p.fields)) for p in model.projections])
+    project = dict_([(const(p.name), name(project_name(model, p.name))) for p in model.projections])
+    refs = tuple_(names((f.name, f.ref)) for f in model.fields if f.ref)
+    arguments: dict[str, ast.expr] = {
+        "name": const(model.name),
+        "kebab": const(model.kebab),
+        "fields": names([f.name for f in model.fields]),
+        "id_field": const(id_field.name),
+        "id_type": const(id_field.type.value),
+        "unique_fields": names([f.name for f in model.fields if f.unique and not f.is_id]),
+        "filter_fields": names([f.name for f in model.fields if f.filterable]),
+        "sort_fields": names([f.name for f in model.fields if f.sortable]),
+        "refs": refs,
+        "projections": projections,
+        "keys": keys,
+        "project": project,
+        "decode": name(per_model("decode", model)),
+    }
+    for action in ("validate_create", "validate_replace", "validate_patch", "parse_id",
+                   "parse_list_query", "parse_get_query", "parse_feed_query", "match"):
+        arguments[action] = name(per_model(action, model))
+    return assign(model_constant(model), call("CompiledModel", **arguments))
+
+
+def build_model(schema: Schema, model: Model) -> Stmts:
+    """Every generated definition of one model, ending with its CompiledModel."""
+    out = build_validators(schema, model)
+    out += build_queries(schema, model)
+    out += [build_project(schema, model, i) for i in range(len(model.projections))]
+    out.append(build_decode(schema, model))
+    out.append(build_compiled_model(model))
+    return out
+
+
+def _settings(settings: Any, keep_none: bool) -> dict[str, Any]:
+    values = {f.name: getattr(settings, f.name) for f in dataclass_fields(settings)}
+    return {k: v for k, v in values.items() if keep_none or v is not None}
+
+
+def _header(schema: Schema, version: str) -> str:
+    base = os.path.basename(schema.path) or "<schema>"
+    models = ", ".join(m.name for m in schema.models) or "(none)"
+    return (
+        f"Generated by dbsvc {version} from {base}. Do not edit: regenerate with\n"
+        f"`dbsvc generate {base} -o FILE`; run `python FILE` to serve it.\n\n"
+        f"Models: {models}.\n"
+    )
+
+
+def build_tree(schema: Schema, description: dict[str, Any] | None, version: str) -> ast.Module:
+    """The whole module; `description` is `describe_schema(schema)` (or None)."""
+    body: Stmts = [
+        expr(const(_header(schema, version))),
+        import_("sys"),
+        import_("dbsvc.runtime", RT),
+        import_from("dbsvc.errors", ["BadQuery", "BadRequest", "ConstraintViolation"]),
+        import_from("dbsvc.runtime", ["CompiledModel", "Query"]),
+    ]
+    for model in schema.models:
+        body += build_model(schema, model)
+    constants = [name(model_constant(m)) for m in schema.models]
+    body += [
+        assign("MODELS", tuple_(constants)),
+        assign("ROUTES", dict_([(const(m.kebab), name(model_constant(m))) for m in schema.models])),
+        assign("BY_NAME", dict_([(const(m.name), name(model_constant(m))) for m in schema.models])),
+        assign("DESCRIPTION", literal(description)),
+        assign("RUNTIME", literal(_settings(schema.runtime, keep_none=True))),
+        assign("AUTH", literal(_settings(schema.auth, keep_none=False))),
+        assign("SCHEMA_PATH", const(schema.path)),
+        if_(eq(name("__name__"), const("__main__")), [
+            import_("dbsvc.cli"),
+            raise_(call("SystemExit", call(
+                "dbsvc.cli.serve_generated", subscript(dotted("sys.modules"), name("__name__")),
+            ))),
+        ]),
+    ]
+    module = ast.Module(body=body, type_ignores=[])
+    return ast.fix_missing_locations(module)

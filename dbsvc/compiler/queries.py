@@ -1,0 +1,351 @@
+"""Builders of the read side: id and query-string parsers, index keys, the matcher.
+
+Generated per model `m` (contract section 3, decisions in docs/decisions.md):
+
+- `parse_id_m(segment)`: path segment -> id. An int key parses ASCII digits (a fast path
+  for the common case, `_dbsvc_rt.parse_int_id` for signs and errors); a uuid key is
+  lower-cased; a str key is taken as is. Anything else is `BadRequest` naming the segment.
+- `filter_m__f(text)` per `@filter` field: query text -> index key (the form of
+  `keys[f]`), raising `BadQuery`. Typed: `3`, `3.0` and `3e0` are one float key; an int
+  field takes integral spellings; a datetime becomes microseconds since the epoch, so every
+  offset of one instant is one key; `true`/`false` only; on a nullable field `null` -> None.
+- `parse_sort_m(text)`: `a,-b` -> (("a", False), ("b", True)); only `@sort` fields, each once.
+- `parse_list_query_m(pairs)`, `parse_get_query_m(pairs)`, `parse_feed_query_m(pairs)`:
+  a list of (name, value) pairs -> `Query`. An empty list returns the shared
+  `_dbsvc_rt.DEFAULT_QUERY` at once (the hot path of single reads). A repeated filter field
+  ORs its keys; a repeated `sort`/`limit`/`offset`/`projection`/`as_of`/`after` is refused.
+  `limit=0` is allowed and pages no records (`total` still counts every match); a larger
+  limit is clamped to `MAX_LIMIT`.
+- `key_m__f(value)` for float and datetime fields (every other key is the value itself);
+  `match_m(record, filters)`: straight-line, one `if` per filterable field.
+
+Every `BadQuery` detail names the offending parameter or value with `repr` and lists what
+would have been accepted. Imports only the schema IR, sibling helpers and the stdlib.
+"""
+
+from __future__ import annotations
+
+import ast
+
+from dbsvc.compiler.naming import RT, expected, field_list, origin, per_field, per_model
+from dbsvc.compiler.nodes import (
+    Stmts, and_, assign, call, concat, const, eq, expr, for_, function, gt, if_, if_chain, in_,
+    is_none, is_not_none, item, name, not_, not_in, raise_, return_, set_item, str_set, subscript,
+    tuple_,
+)
+from dbsvc.schema.ir import Field, FieldType, Model, Schema
+
+_PAIRS = "pairs"
+_NAME = "_dbsvc_name"
+_VALUE = "_dbsvc_value"
+_TEXT = "text"
+
+# Fields whose stored value is not already its own index key.
+KEYED_TYPES = frozenset({FieldType.FLOAT, FieldType.DATETIME})
+
+
+def _bad_query(*parts: ast.expr) -> ast.Raise:
+    return raise_(call("BadQuery", concat(*parts)))
+
+
+def _quoted(variable: str) -> ast.expr:
+    return call("repr", name(variable))
+
+
+def _allowed(names: list[str] | tuple[str, ...]) -> ast.expr:
+    """A membership target: a set display, or an empty tuple when nothing is allowed."""
+    return str_set(names) if names else tuple_([])
+
+
+# ---------------------------------------------------------------------------------------
+# Ids, filter values, keys
+# ---------------------------------------------------------------------------------------
+
+def build_parse_id(schema: Schema, model: Model) -> ast.FunctionDef:
+    field = model.id_field
+    segment = name("segment")
+    parsed = "_dbsvc_id"
+    doc = origin(schema, field.line, f"{model.name}.{field.name}") + "\n\nPath segment -> id value; raises BadRequest."
+    if field.type is FieldType.STR:
+        return function(per_model("parse_id", model), ["segment"], doc, [return_(segment)])
+
+    def bad(kind: str) -> ast.Raise:
+        return raise_(call("BadRequest", concat(
+            const("invalid id "), call("repr", segment), const(f": {model.name} ids are {kind}"),
+        )))
+
+    if field.type is FieldType.INT:
+        fast = and_(
+            call(ast.Attribute(value=segment, attr="isdigit", ctx=ast.Load())),
+            call(ast.Attribute(value=segment, attr="isascii", ctx=ast.Load())),
+            compare_len(segment, 19),
+        )
+        body: Stmts = [
+            if_(fast, [return_(call("int", segment))]),
+            assign(parsed, call(f"{RT}.parse_int_id", segment)),
+            if_(is_none(name(parsed)), [bad("signed 64-bit integers")]),
+            return_(name(parsed)),
+        ]
+    else:
+        assert field.type is FieldType.UUID, field.type
+        body = [
+            assign(parsed, call(f"{RT}.parse_uuid", segment)),
+            if_(is_none(name(parsed)), [bad('UUIDs such as "123e4567-e89b-12d3-a456-426614174000"')]),
+            return_(name(parsed)),
+        ]
+    return function(per_model("parse_id", model), ["segment"], doc, body)
+
+
+def compare_len(value: ast.expr, limit: int) -> ast.expr:
+    """`len(value) < limit`."""
+    return ast.Compare(left=call("len", value), ops=[ast.Lt()], comparators=[const(limit)])
+
+
+def build_filter(schema: Schema, model: Model, field: Field) -> ast.FunctionDef:
+    """`filter_m__f(text)`: one filter value -> index key, or BadQuery."""
+    text = name(_TEXT)
+    key = "_dbsvc_key"
+    wanted = expected(field) + (" or null" if field.nullable else "")
+    bad = _bad_query(const("invalid value "), _quoted(_TEXT), const(f" for filter {field.name!r}: expected {wanted}"))
+    body: Stmts = []
+    if field.nullable:
+        body.append(if_(eq(text, const("null")), [return_(const(None))]))
+    kind = field.type
+    if kind is FieldType.STR:
+        body.append(return_(text))
+    elif kind is FieldType.BOOL:
+        body += [
+            if_(eq(text, const("true")), [return_(const(True))]),
+            if_(eq(text, const("false")), [return_(const(False))]),
+            bad,
+        ]
+    elif kind is FieldType.ENUM:
+        body += [if_(not_in(text, str_set(field.enum_members)), [bad]), return_(text)]
+    else:
+        parser = {
+            FieldType.INT: "parse_int_text",
+            FieldType.FLOAT: "parse_float_text",
+            FieldType.DATETIME: "parse_datetime_key",
+            FieldType.DATE: "parse_date",
+            FieldType.UUID: "parse_uuid",
+        }[kind]
+        body += [
+            assign(key, call(f"{RT}.{parser}", text)),
+            if_(is_none(name(key)), [bad]),
+            return_(name(key)),
+        ]
+    doc = origin(schema, field.line, f"{model.name}.{field.name}") + "\n\nFilter text -> index key; raises BadQuery."
+    return function(per_field("filter", model, field), [_TEXT], doc, body)
+
+
+def key_function(model: Model, field: Field) -> ast.expr:
+    """The expression naming the index key function of a field."""
+    if field.type in KEYED_TYPES:
+        return name(per_field("key", model, field))
+    return name(f"{RT}.identity")
+
+
+def build_key(schema: Schema, model: Model, field: Field) -> ast.FunctionDef:
+    """`key_m__f(value)` for a float (-> float) or datetime (-> microseconds) field."""
+    value = name("value")
+    if field.type is FieldType.FLOAT:
+        result: ast.expr = call("float", value)
+    else:
+        assert field.type is FieldType.DATETIME, field.type
+        result = call(f"{RT}.datetime_key", value)
+    body = [if_(is_none(value), [return_(const(None))]), return_(result)]
+    doc = origin(schema, field.line, f"{model.name}.{field.name}") + "\n\nStored value -> index key."
+    return function(per_field("key", model, field), ["value"], doc, body)
+
+
+def keyed_fields(model: Model) -> list[Field]:
+    """Fields that get an index key: id, unique, filter, sort and ref fields."""
+    return [f for f in model.fields if f.is_id or f.unique or f.filterable or f.sortable or f.ref]
+
+
+def build_match(schema: Schema, model: Model) -> ast.FunctionDef:
+    """`match_m(record, filters)`: True when the record passes every filter."""
+    keys = "_dbsvc_keys"
+    body: Stmts = [if_(not_(name("filters")), [return_(const(True))])]
+    for field in model.fields:
+        if not field.filterable:
+            continue
+        stored: ast.expr = item("record", field.name)
+        if field.type is FieldType.DATETIME:
+            stored = call(per_field("key", model, field), stored)
+        body += [
+            assign(keys, call(ast.Attribute(value=name("filters"), attr="get", ctx=ast.Load()), const(field.name))),
+            if_(and_(is_not_none(name(keys)), not_in(stored, name(keys))), [return_(const(False))]),
+        ]
+    body.append(return_(const(True)))
+    doc = origin(schema, model.line, model.name) + "\n\nTrue when `record` passes every filter (OR within a field, AND across)."
+    return function(per_model("match", model), ["record", "filters"], doc, body)
+
+
+# ---------------------------------------------------------------------------------------
+# Query strings
+# ---------------------------------------------------------------------------------------
+
+def build_parse_sort(schema: Schema, model: Model) -> ast.FunctionDef:
+    part, field, desc, out = "_dbsvc_part", "_dbsvc_field", "_dbsvc_descending", "_dbsvc_keys"
+    sortable = [f.name for f in model.fields if f.sortable]
+    loop: Stmts = [
+        if_(
+            call(ast.Attribute(value=name(part), attr="startswith", ctx=ast.Load()), const("-")),
+            [assign(field, subscript(name(part), ast.Slice(lower=const(1)))), assign(desc, const(True))],
+            [assign(field, name(part)), assign(desc, const(False))],
+        ),
+        if_(not_in(name(field), _allowed(sortable)), [_bad_query(
+            const("cannot sort by "), _quoted(part),
+            const(f"; sortable fields of {model.name}: {field_list(sortable)} (prefix - for descending)"),
+        )]),
+        if_(in_(tuple_([name(field), const(False)]), name(out)), [_bad_query(
+            const("sort field "), _quoted(field), const(" given twice in "), _quoted(_TEXT))]),
+        if_(in_(tuple_([name(field), const(True)]), name(out)), [_bad_query(
+            const("sort field "), _quoted(field), const(" given twice in "), _quoted(_TEXT))]),
+        expr(call(ast.Attribute(value=name(out), attr="append", ctx=ast.Load()), tuple_([name(field), name(desc)]))),
+    ]
+    split = call(ast.Attribute(value=name(_TEXT), attr="split", ctx=ast.Load()), const(","))
+    body: Stmts = [
+        assign(out, ast.List(elts=[], ctx=ast.Load())),
+        for_(part, split, loop),
+        return_(call("tuple", name(out))),
+    ]
+    doc = origin(schema, model.line, model.name) + "\n\n`sort=a,-b` -> (('a', False), ('b', True)); raises BadQuery."
+    return function(per_model("parse_sort", model), [_TEXT], doc, body)
+
+
+def _once(variable: str, param: str) -> ast.If:
+    return if_(is_not_none(name(variable)), [raise_(call("BadQuery", const(f"{param!r} given more than once")))])
+
+
+def _count(variable: str, param: str, what: str) -> Stmts:
+    """A non-negative integer parameter (`limit`, `offset`, `as_of`, `after`)."""
+    return [
+        _once(variable, param),
+        assign(variable, call(f"{RT}.parse_count", name(_VALUE))),
+        if_(is_none(name(variable)), [_bad_query(const(f"{param!r} must be {what}, got "), _quoted(_VALUE))]),
+    ]
+
+
+def _projection_branch(model: Model) -> tuple[ast.expr, Stmts]:
+    names = [p.name for p in model.projections]
+    listing = f"projections of {model.name}: {', '.join(names)}" if names else f"{model.name} declares no projections"
+    return eq(name(_NAME), const("projection")), [
+        _once("_dbsvc_projection", "projection"),
+        if_(not_in(name(_VALUE), _allowed(names)), [
+            _bad_query(const("unknown projection "), _quoted(_VALUE), const(f"; {listing}")),
+        ]),
+        assign("_dbsvc_projection", name(_VALUE)),
+    ]
+
+
+def _filter_branches(model: Model) -> list[tuple[ast.expr, Stmts]]:
+    """One branch per @filter field, then one refusing the other fields by name."""
+    filters = "_dbsvc_filters"
+    filterable = [f.name for f in model.fields if f.filterable]
+    branches: list[tuple[ast.expr, Stmts]] = []
+    for field in model.fields:
+        if not field.filterable:
+            continue
+        getter = call(ast.Attribute(value=name(filters), attr="get", ctx=ast.Load()),
+                      const(field.name), name(f"{RT}.NO_KEYS"))
+        added = ast.BinOp(left=getter, op=ast.BitOr(),
+                          right=ast.Set(elts=[call(per_field("filter", model, field), name(_VALUE))]))
+        branches.append((eq(name(_NAME), const(field.name)), [set_item(filters, const(field.name), added)]))
+    others = [f.name for f in model.fields if not f.filterable]
+    if others:
+        branches.append((in_(name(_NAME), str_set(others)), [_bad_query(
+            const("cannot filter on "), _quoted(_NAME),
+            const(f" (not marked @filter); filterable fields of {model.name}: {field_list(filterable)}"),
+        )]))
+    return branches
+
+
+def _parser(
+    schema: Schema, model: Model, action: str, doc: str, branches: list[tuple[ast.expr, Stmts]],
+    allowed: str, state: dict[str, ast.expr], finish: Stmts, result: dict[str, ast.expr],
+) -> ast.FunctionDef:
+    """The common shape: fast path, state variables, one loop over pairs, then a Query."""
+    unknown = [_bad_query(const("unknown query parameter "), _quoted(_NAME), const(f"; allowed: {allowed}"))]
+    body: Stmts = [if_(not_(name(_PAIRS)), [return_(name(f"{RT}.DEFAULT_QUERY"))])]
+    body += [assign(var, value) for var, value in state.items()]
+    body.append(for_((_NAME, _VALUE), name(_PAIRS), if_chain(branches, unknown)))
+    body += finish
+    body.append(return_(call("Query", **result)))
+    return function(per_model(action, model), [_PAIRS], origin(schema, model.line, model.name) + doc, body)
+
+
+def _allowed_text(model: Model, params: list[str], with_filters: bool) -> str:
+    filterable = [f.name for f in model.fields if f.filterable]
+    head = f"filters on {', '.join(filterable)}; " if with_filters and filterable else ""
+    return head + ", ".join(params)
+
+
+def build_parse_list_query(schema: Schema, model: Model) -> ast.FunctionDef:
+    none = const(None)
+    branches = _filter_branches(model)
+    branches.append((eq(name(_NAME), const("sort")), [
+        _once("_dbsvc_sort", "sort"),
+        assign("_dbsvc_sort", call(per_model("parse_sort", model), name(_VALUE))),
+    ]))
+    branches.append((eq(name(_NAME), const("limit")), _count("_dbsvc_limit", "limit", "a non-negative integer")))
+    branches.append((eq(name(_NAME), const("offset")), _count("_dbsvc_offset", "offset", "a non-negative integer")))
+    branches.append(_projection_branch(model))
+    branches.append((eq(name(_NAME), const("as_of")), _count("_dbsvc_as_of", "as_of", "a non-negative integer watermark")))
+    finish: Stmts = [
+        if_(is_none(name("_dbsvc_sort")), [assign("_dbsvc_sort", tuple_([]))]),
+        if_(is_none(name("_dbsvc_limit")), [assign("_dbsvc_limit", name(f"{RT}.DEFAULT_LIMIT"))], [
+            if_(gt(name("_dbsvc_limit"), name(f"{RT}.MAX_LIMIT")), [assign("_dbsvc_limit", name(f"{RT}.MAX_LIMIT"))]),
+        ]),
+        if_(is_none(name("_dbsvc_offset")), [assign("_dbsvc_offset", const(0))]),
+    ]
+    state = {
+        "_dbsvc_filters": ast.Dict(keys=[], values=[]), "_dbsvc_sort": none, "_dbsvc_limit": const(None),
+        "_dbsvc_offset": const(None), "_dbsvc_projection": const(None), "_dbsvc_as_of": const(None),
+    }
+    result = {
+        "filters": name("_dbsvc_filters"), "sort": name("_dbsvc_sort"), "limit": name("_dbsvc_limit"),
+        "offset": name("_dbsvc_offset"), "projection": name("_dbsvc_projection"), "as_of": name("_dbsvc_as_of"),
+    }
+    allowed = _allowed_text(model, ["sort", "limit", "offset", "projection", "as_of"], True)
+    doc = (
+        "\n\nList query string -> Query; raises BadQuery. `limit` defaults to DEFAULT_LIMIT and is"
+        "\nclamped to MAX_LIMIT; `limit=0` is allowed and pages no records (total still counts)."
+    )
+    return _parser(schema, model, "parse_list_query", doc, branches, allowed, state, finish, result)
+
+
+def build_parse_get_query(schema: Schema, model: Model) -> ast.FunctionDef:
+    branches = [
+        _projection_branch(model),
+        (eq(name(_NAME), const("as_of")), _count("_dbsvc_as_of", "as_of", "a non-negative integer watermark")),
+    ]
+    state = {"_dbsvc_projection": const(None), "_dbsvc_as_of": const(None)}
+    result = {"projection": name("_dbsvc_projection"), "as_of": name("_dbsvc_as_of")}
+    doc = "\n\nSingle-read query string (projection, as_of only) -> Query; raises BadQuery."
+    return _parser(schema, model, "parse_get_query", doc, branches, "projection, as_of", state, [], result)
+
+
+def build_parse_feed_query(schema: Schema, model: Model) -> ast.FunctionDef:
+    branches = _filter_branches(model)
+    branches.append(_projection_branch(model))
+    branches.append((eq(name(_NAME), const("after")), _count("_dbsvc_after", "after", "a non-negative integer offset")))
+    state = {"_dbsvc_filters": ast.Dict(keys=[], values=[]), "_dbsvc_projection": const(None), "_dbsvc_after": const(None)}
+    result = {"filters": name("_dbsvc_filters"), "projection": name("_dbsvc_projection"), "after": name("_dbsvc_after")}
+    allowed = _allowed_text(model, ["projection", "after"], True)
+    doc = "\n\nFeed query string (/subscribe, /live-query: filters, projection, after) -> Query; raises BadQuery."
+    return _parser(schema, model, "parse_feed_query", doc, branches, allowed, state, [], result)
+
+
+def build_queries(schema: Schema, model: Model) -> Stmts:
+    """Every read-side function of one model, helpers before their callers."""
+    out: Stmts = [build_parse_id(schema, model)]
+    out += [build_key(schema, model, f) for f in keyed_fields(model) if f.type in KEYED_TYPES]
+    out += [build_filter(schema, model, f) for f in model.fields if f.filterable]
+    out.append(build_match(schema, model))
+    out.append(build_parse_sort(schema, model))
+    out.append(build_parse_list_query(schema, model))
+    out.append(build_parse_get_query(schema, model))
+    out.append(build_parse_feed_query(schema, model))
+    return out

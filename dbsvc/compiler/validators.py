@@ -1,0 +1,320 @@
+"""Builders of the body validators: per-field checks and validate_create/replace/patch.
+
+For each field `f` of a model `m` the generated module holds one check function::
+
+    def check_m__f(value, errors):
+        # returns the canonical value, or appends {"field", "message"} to errors
+        # and returns _dbsvc_rt.INVALID
+
+and the three validators call it for every field present in the body, so a body is
+checked field by field and *every* violation is collected before `ConstraintViolation`
+is raised (contract section 3). Rules the emitted code follows:
+
+1. A body that is not a JSON object is `BadRequest`, before anything else.
+2. Unknown fields are violations, reported first, in body order.
+3. Then each declared field in declaration order: present -> checked; absent -> (create
+   and replace) default, null, auto id, or "missing required field"; (patch) kept.
+4. `null` is only accepted by nullable fields, even when the field has a default.
+5. Type checks are exact (`type(v) is int`), so a JSON boolean is never a number; a JSON
+   integer is accepted for a float and stored as a float. The first failed check of a
+   field ends that field's checks: one violation per field.
+6. Messages name the field, show the value (`_dbsvc_rt.got`) and say what was expected.
+
+Imports only the schema IR, the sibling builder helpers and the standard library.
+"""
+
+from __future__ import annotations
+
+import ast
+
+from dbsvc.compiler.naming import RT, expected, local, origin, per_field, per_model
+from dbsvc.compiler.nodes import (
+    Stmts, and_, assign, call, concat, const, dict_, expr, for_, function, gt, if_, in_,
+    is_, is_none, is_not, item, lt, name, ne, not_, not_in, raise_, return_, str_set, type_is_not,
+)
+from dbsvc.schema.ir import DefaultKind, Field, FieldType, Model, Schema
+
+_BODY = "body"
+_ERRS = "_dbsvc_errors"
+_KEY = "_dbsvc_name"
+_VALUE = "value"
+_CHECK_ERRS = "errors"
+_INVALID = f"{RT}.INVALID"
+
+
+def _violation(errors: str, field_name: ast.expr, message: ast.expr) -> ast.Expr:
+    """`errors.append({"field": ..., "message": ...})`."""
+    entry = dict_([(const("field"), field_name), (const("message"), message)])
+    return expr(call(ast.Attribute(value=name(errors), attr="append", ctx=ast.Load()), entry))
+
+
+def _fail(field: Field, message: ast.expr) -> Stmts:
+    """Inside a check function: record one violation and give up on the field."""
+    return [_violation(_CHECK_ERRS, const(field.name), message), return_(name(_INVALID))]
+
+
+def _got(text: str, value: ast.expr) -> ast.expr:
+    """`text + _dbsvc_rt.got(value)`."""
+    return concat(const(text), call(f"{RT}.got", value))
+
+
+def _shown(text: str, value: ast.expr) -> ast.expr:
+    """`text + _dbsvc_rt.show(value)`."""
+    return concat(const(text), call(f"{RT}.show", value))
+
+
+def _plural(count: int | float, noun: str) -> str:
+    return f"{count} {noun}" if count == 1 else f"{count} {noun}s"
+
+
+# ---------------------------------------------------------------------------------------
+# Per-field check functions
+# ---------------------------------------------------------------------------------------
+
+def _bounds(field: Field, value: ast.expr, measured: ast.expr, *, length: bool) -> Stmts:
+    """@min/@max: on the value for numbers, on the length for strings."""
+    out: Stmts = []
+    label = repr(field.name)
+    for bound, word, test in ((field.min, "least", lt), (field.max, "most", gt)):
+        if bound is None:
+            continue
+        if length:
+            message = concat(
+                const(f"{label} must be at {word} {_plural(bound, 'character')} long, got "),
+                call("str", measured), const(" characters: "), call(f"{RT}.show", value),
+            )
+        else:
+            message = _shown(f"{label} must be at {word} {bound}, got ", value)
+        out.append(if_(test(measured, const(bound)), _fail(field, message)))
+    return out
+
+
+def _reject_bool(field: Field, value: ast.expr) -> ast.If:
+    message = concat(
+        _got(f"{field.name!r} must be {expected(field)}, got ", value),
+        const(" (a JSON boolean is not a number)"),
+    )
+    return if_(is_(call("type", value), name("bool")), _fail(field, message))
+
+
+def _wrong_type(field: Field, value: ast.expr) -> Stmts:
+    return _fail(field, _got(f"{field.name!r} must be {expected(field)}, got ", value))
+
+
+def _parsed_string(field: Field, value: ast.expr, parser: str) -> Stmts:
+    """str type check, then a runtime parser returning the canonical text or None."""
+    canonical = "_dbsvc_canonical"
+    return [
+        if_(type_is_not(value, "str"), _wrong_type(field, value)),
+        assign(canonical, call(f"{RT}.{parser}", value)),
+        if_(is_none(name(canonical)), _wrong_type(field, value)),
+        return_(name(canonical)),
+    ]
+
+
+def _type_checks(field: Field) -> Stmts:
+    """The body of a check function after the null check."""
+    value = name(_VALUE)
+    kind = field.type
+    if kind is FieldType.INT:
+        return [
+            _reject_bool(field, value),
+            if_(type_is_not(value, "int"), _wrong_type(field, value)),
+            if_(
+                ast.BoolOp(op=ast.Or(), values=[
+                    lt(value, name(f"{RT}.INT64_MIN")), gt(value, name(f"{RT}.INT64_MAX")),
+                ]),
+                _fail(field, _shown(f"{field.name!r} must be a signed 64-bit integer, got ", value)),
+            ),
+            *_bounds(field, value, value, length=False),
+            return_(value),
+        ]
+    if kind is FieldType.FLOAT:
+        number = "_dbsvc_number"
+        return [
+            _reject_bool(field, value),
+            if_(
+                and_(type_is_not(value, "float"), type_is_not(value, "int")),
+                _wrong_type(field, value),
+            ),
+            assign(number, call(f"{RT}.finite_float", value)),
+            if_(
+                is_none(name(number)),
+                _fail(field, _shown(f"{field.name!r} must be a finite number, got ", value)),
+            ),
+            *_bounds(field, value, name(number), length=False),
+            return_(name(number)),
+        ]
+    if kind is FieldType.STR:
+        return [
+            if_(type_is_not(value, "str"), _wrong_type(field, value)),
+            *_bounds(field, value, call("len", value), length=True),
+            return_(value),
+        ]
+    if kind is FieldType.BOOL:
+        return [if_(type_is_not(value, "bool"), _wrong_type(field, value)), return_(value)]
+    if kind is FieldType.ENUM:
+        return [
+            if_(type_is_not(value, "str"), _wrong_type(field, value)),
+            if_(not_in(value, str_set(field.enum_members)), _wrong_type(field, value)),
+            return_(value),
+        ]
+    if kind is FieldType.DATETIME:
+        return _parsed_string(field, value, "parse_datetime")
+    if kind is FieldType.DATE:
+        return _parsed_string(field, value, "parse_date")
+    if kind is FieldType.UUID:
+        return _parsed_string(field, value, "parse_uuid")
+    assert kind is FieldType.JSON, kind
+    return [return_(value)]
+
+
+def build_check(schema: Schema, model: Model, field: Field) -> ast.FunctionDef:
+    """`check_m__f(value, errors)`: one field's value -> canonical value or INVALID."""
+    value = name(_VALUE)
+    if field.nullable:
+        on_null: Stmts = [return_(const(None))]
+    else:
+        on_null = _fail(field, const(f"{field.name!r} must not be null; expected {expected(field)}"))
+    body = [if_(is_none(value), on_null), *_type_checks(field)]
+    doc = origin(schema, field.line, f"{model.name}.{field.name}")
+    return function(per_field("check", model, field), [_VALUE, _CHECK_ERRS], doc, body)
+
+
+# ---------------------------------------------------------------------------------------
+# Validators
+# ---------------------------------------------------------------------------------------
+
+def _preamble(model: Model) -> Stmts:
+    """Rules 1 and 2: the body is an object, and every key is a declared field."""
+    names = [f.name for f in model.fields]
+    unknown = concat(
+        const("unknown field "), call("repr", name(_KEY)),
+        const(f"; {model.name} fields are {', '.join(names)}"),
+    )
+    return [
+        if_(
+            not_(call("isinstance", name(_BODY), name("dict"))),
+            [raise_(call("BadRequest", _got("request body must be a JSON object, got ", name(_BODY))))],
+        ),
+        assign(_ERRS, ast.List(elts=[], ctx=ast.Load())),
+        for_(_KEY, name(_BODY), [
+            if_(not_in(name(_KEY), str_set(names)), [_violation(_ERRS, name(_KEY), unknown)]),
+        ]),
+    ]
+
+
+def _checked(model: Model, field: Field) -> ast.Assign:
+    """`_dbsvc_v_f = check_m__f(body["f"], _dbsvc_errors)`."""
+    return assign(
+        local(field),
+        call(per_field("check", model, field), item(_BODY, field.name), name(_ERRS)),
+    )
+
+
+def _omitted(field: Field) -> Stmts:
+    """What an omitted field becomes on create and replace (the id handled by the caller)."""
+    target = local(field)
+    default = field.default
+    if default is not None:
+        if default.kind is DefaultKind.NOW:
+            helper = "today" if field.type is FieldType.DATE else "now"
+            return [assign(target, call(f"{RT}.{helper}"))]
+        if default.kind is DefaultKind.UUID:
+            return [assign(target, call(f"{RT}.new_uuid"))]
+        value = default.value
+        if field.type is FieldType.FLOAT and value is not None:
+            value = float(value)
+        return [assign(target, const(value))]
+    if field.nullable:
+        return [assign(target, const(None))]
+    message = f"missing required field {field.name!r} ({expected(field)})"
+    return [assign(target, name(_INVALID)), _violation(_ERRS, const(field.name), const(message))]
+
+
+def _id_mismatch(model: Model, field: Field, other: ast.expr, what: str) -> ast.If:
+    """Body id checked and valid but different from `other` -> one violation."""
+    given = name(local(field))
+    message = concat(
+        _shown(f"{field.name!r} ", given),
+        const(f" differs from {what} "),
+        call(f"{RT}.show", other),
+    )
+    return if_(
+        and_(is_not(given, name(_INVALID)), ne(given, other)),
+        [_violation(_ERRS, const(field.name), message)],
+    )
+
+
+def _finish(model: Model, values: dict[str, ast.expr]) -> Stmts:
+    """Raise every violation at once, else return the record in declaration order."""
+    record = dict_([(const(f.name), values[f.name]) for f in model.fields])
+    return [
+        if_(name(_ERRS), [raise_(call("ConstraintViolation", name(_ERRS)))]),
+        return_(record),
+    ]
+
+
+def build_validate_create(schema: Schema, model: Model) -> ast.FunctionDef:
+    body = _preamble(model)
+    for field in model.fields:
+        if field.is_id and field.type is FieldType.INT and field.default is None:
+            absent: Stmts = [assign(local(field), const(None))]   # storage assigns max + 1
+        else:
+            absent = _omitted(field)
+        body.append(if_(in_(const(field.name), name(_BODY)), [_checked(model, field)], absent))
+    body += _finish(model, {f.name: name(local(f)) for f in model.fields})
+    doc = origin(schema, model.line, model.name) + (
+        "\n\nPOST body -> record in declaration order; raises BadRequest or ConstraintViolation."
+        "\nAn omitted int @id stays None: storage assigns one more than the largest ever used."
+    )
+    return function(per_model("validate_create", model), [_BODY], doc, body)
+
+
+def build_validate_replace(schema: Schema, model: Model) -> ast.FunctionDef:
+    path_id = "path_id"
+    body = _preamble(model)
+    values: dict[str, ast.expr] = {}
+    for field in model.fields:
+        if field.is_id:
+            body.append(if_(in_(const(field.name), name(_BODY)), [
+                _checked(model, field),
+                _id_mismatch(model, field, name(path_id), "the id in the path"),
+            ]))
+            values[field.name] = name(path_id)
+        else:
+            body.append(if_(in_(const(field.name), name(_BODY)), [_checked(model, field)], _omitted(field)))
+            values[field.name] = name(local(field))
+    body += _finish(model, values)
+    doc = origin(schema, model.line, model.name) + (
+        "\n\nPUT body -> the whole new record; omitted nullable fields become null, omitted"
+        "\ndefaulted fields take their default; the id is always `path_id` (already parsed)."
+    )
+    return function(per_model("validate_replace", model), [_BODY, path_id], doc, body)
+
+
+def build_validate_patch(schema: Schema, model: Model) -> ast.FunctionDef:
+    current = "current"
+    body = _preamble(model)
+    for field in model.fields:
+        kept = [assign(local(field), item(current, field.name))]
+        given: Stmts = [_checked(model, field)]
+        if field.is_id:
+            given.append(_id_mismatch(model, field, item(current, field.name), "the record's id"))
+        body.append(if_(in_(const(field.name), name(_BODY)), given, kept))
+    body += _finish(model, {f.name: name(local(f)) for f in model.fields})
+    doc = origin(schema, model.line, model.name) + (
+        "\n\nPATCH body merged into `current`: only the fields given are checked; a json"
+        "\nfield is replaced whole; the id may not change."
+    )
+    return function(per_model("validate_patch", model), [_BODY, current], doc, body)
+
+
+def build_validators(schema: Schema, model: Model) -> Stmts:
+    """Every check function of the model, then its three validators."""
+    out: Stmts = [build_check(schema, model, f) for f in model.fields]
+    out.append(build_validate_create(schema, model))
+    out.append(build_validate_replace(schema, model))
+    out.append(build_validate_patch(schema, model))
+    return out
+
