@@ -54,9 +54,16 @@ class Upgrade:
     `accept(transport, request, trailing_data)` is called once the request is complete and
     h11 has been left; from then on the protocol layer forwards `data_received` and
     `connection_lost` to the object `accept` returns (anything with those two methods).
+
+    `response`, when given, is the 101 the protocol layer sends (through h11, plus its
+    Date/Server/X-Request-Id headers) before calling `accept`; when None, `accept` writes
+    the 101 itself. The returned object may also define `eof_received()`,
+    `pause_writing()` / `resume_writing()` (write back-pressure) and `shutdown()` (called
+    once when the server starts a graceful shutdown); each is forwarded when present.
     """
 
     accept: Callable[[Any, Request, bytes], Any]
+    response: Response | None = None
 
 
 AppResult = Union[Response, Upgrade, Awaitable[Union[Response, Upgrade]]]

@@ -1,0 +1,182 @@
+"""Translation between h11 events and the seam's `Request` / `Response`, plus the headers
+the protocol layer owns.
+
+Job:
+- `read_head(event)` turns an `h11.Request` into a `Head`: the application's `Request`
+  (percent-decoded path, decoded query pairs, lower-case header names) and the few header
+  facts the connection loop needs before the body (framing, `Expect`, `Origin`, preflight).
+- `response_headers(...)` builds the header list handed to h11 for a response: the app's
+  headers, then Content-Length, Date, Server, X-Request-Id.
+- `RequestIds` hands out request ids: a sane incoming `X-Request-Id` is kept, anything else
+  is replaced by a per-process random prefix plus a counter (no syscall, no uuid per request).
+- `http_date()` is the Date header value, formatted at most once per second.
+
+Imports h11 (this package is the only h11 importer) and nothing from dbsvc outside
+`dbsvc.http` and `dbsvc.errors`.
+
+Invariants:
+- Header names in a `Request` are lower case (h11 already lower-cases them, RFC 9110 §5.1),
+  values latin-1 decoded (RFC 9110 §5.5: field values are octets; latin-1 is lossless).
+- The path never carries the query string; the query is split with
+  `urllib.parse.parse_qsl(keep_blank_values=True)` so `?a=&b` keeps both keys.
+- Every header value we add is ASCII without CR/LF, so h11 validation cannot fail on them.
+"""
+
+from __future__ import annotations
+
+import itertools
+import os
+import re
+import time
+from dataclasses import dataclass
+from email.utils import formatdate
+from urllib.parse import parse_qsl, unquote
+
+import h11
+
+from dbsvc.errors import BadRequest
+from dbsvc.http.types import Request, Response
+
+SERVER_NAME = b"dbsvc"
+
+# A client-chosen request id is echoed only when it is short and boring: it ends up in
+# logs and response headers, so anything that could smuggle structure is replaced.
+_SANE_REQUEST_ID = re.compile(r"[A-Za-z0-9._-]{1,128}")
+
+
+class RequestIds:
+    """Request ids: keep a sane incoming one, else `<random prefix>-<counter>` in hex."""
+
+    __slots__ = ("_prefix", "_counter")
+
+    def __init__(self) -> None:
+        self._prefix = os.urandom(6).hex() + "-"
+        self._counter = itertools.count(1)
+
+    def choose(self, incoming: str | None) -> str:
+        if incoming is not None and _SANE_REQUEST_ID.fullmatch(incoming):
+            return incoming
+        return f"{self._prefix}{next(self._counter):x}"
+
+
+_date_second = -1
+_date_value = b""
+
+
+def http_date() -> bytes:
+    """The IMF-fixdate of now (RFC 9110 §5.6.7), recomputed only when the second changes."""
+    global _date_second, _date_value
+    now = time.time()
+    second = int(now)
+    if second != _date_second:
+        _date_value = formatdate(now, usegmt=True).encode("ascii")
+        _date_second = second
+    return _date_value
+
+
+@dataclass(slots=True)
+class Head:
+    """A parsed request head and the facts about it the connection loop acts on."""
+
+    request: Request
+    content_length: int | None       # declared Content-Length, None when absent
+    chunked: bool                    # Transfer-Encoding present (h11 only accepts chunked)
+    expects_continue: bool           # `Expect: 100-continue` (RFC 9110 §10.1.1)
+    origin: str | None               # `Origin`, for CORS
+    preflight_method: str | None     # `Access-Control-Request-Method` (CORS preflight)
+    preflight_headers: str | None    # `Access-Control-Request-Headers`
+
+
+def split_target(target: str) -> tuple[str, list[tuple[str, str]]]:
+    """Percent-decoded path and decoded query pairs of a request target.
+
+    >>> split_target("/api/user%20x?name=a%20b&flag=&x")
+    ('/api/user x', [('name', 'a b'), ('flag', ''), ('x', '')])
+
+    The absolute form (RFC 9112 §3.2.2) is accepted and reduced to its path.
+    """
+    if target[0] != "/":
+        if target == "*":                                   # RFC 9112 §3.2.4, OPTIONS *
+            return "*", []
+        scheme, sep, rest = target.partition("://")
+        if not sep or scheme.lower() not in ("http", "https"):
+            raise BadRequest(f"request target {target[:64]!r} is not a path")
+        slash = rest.find("/")
+        target = rest[slash:] if slash >= 0 else "/"
+    path, question, query = target.partition("?")
+    if "%" in path:
+        path = unquote(path, errors="strict")
+    if not question:
+        return path, []
+    return path, parse_qsl(query, keep_blank_values=True)
+
+
+def read_head(event: h11.Request, request_id_source: RequestIds,
+              client: tuple[str, int] | None) -> Head:
+    """The `Head` of an h11 request event; raises BadRequest for an unusable target."""
+    try:
+        target = event.target.decode("ascii")
+        path, query = split_target(target)
+    except (UnicodeDecodeError, ValueError) as exc:
+        raise BadRequest("request target is not valid ascii / utf-8 percent-encoding") from exc
+    headers: list[tuple[str, str]] = []
+    content_length: int | None = None
+    chunked = expects = False
+    origin = preflight_method = preflight_headers = incoming_id = None
+    for raw_name, raw_value in event.headers:
+        name = raw_name.decode("latin-1")
+        value = raw_value.decode("latin-1")
+        headers.append((name, value))
+        # A handful of names matter to us; one dict-free chain of compares is cheapest.
+        if name[0] in "cteoax":
+            if name == "content-length":
+                content_length = int(value)                 # h11 has validated the digits
+            elif name == "transfer-encoding":
+                chunked = True
+            elif name == "expect":
+                expects = value.lower() == "100-continue"
+            elif name == "origin":
+                origin = value
+            elif name == "x-request-id":
+                incoming_id = value
+            elif name == "access-control-request-method":
+                preflight_method = value
+            elif name == "access-control-request-headers":
+                preflight_headers = value
+    request = Request(
+        method=event.method.decode("ascii"),
+        target=target,
+        path=path,
+        query=query,
+        headers=headers,
+        request_id=request_id_source.choose(incoming_id),
+        client=client,
+    )
+    return Head(request, content_length, chunked, expects, origin,
+                preflight_method, preflight_headers)
+
+
+def response_headers(response: Response, request_id: str,
+                     extra: list[tuple[bytes, bytes]] | None, close: bool) -> list[tuple[bytes, bytes]]:
+    """The header list h11 sends for `response`.
+
+    Content-Length is the body's length, also for HEAD (RFC 9110 §9.3.2: the same header
+    fields as GET; sending no body is the caller's job); 1xx, 204 and 304 carry none
+    (RFC 9110 §8.6). `close` adds `Connection: close` (RFC 9112 §9.6).
+    """
+    headers: list[tuple[bytes, bytes]] = []
+    if response.content_type is not None and response.status != 204:
+        headers.append((b"content-type", response.content_type.encode("latin-1")))
+    for name, value in response.headers:
+        headers.append((name.encode("latin-1"), value.encode("latin-1")))
+    status = response.status
+    if status >= 200 and status != 204 and status != 304:
+        headers.append((b"content-length", str(len(response.body)).encode("ascii")))
+    headers.append((b"date", http_date()))
+    headers.append((b"server", SERVER_NAME))
+    headers.append((b"x-request-id", request_id.encode("ascii")))
+    if extra:
+        headers.extend(extra)
+    if close:
+        headers.append((b"connection", b"close"))
+    return headers

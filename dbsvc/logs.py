@@ -1,0 +1,151 @@
+"""Logging set-up: the `RUST_LOG` filter syntax on top of stdlib `logging`.
+
+`configure_logging(level_spec, fmt)` installs one handler on the root logger (stderr) and
+sets logger levels from a RUST_LOG-style spec (env_logger's directive syntax, the subset
+that maps onto logger names):
+
+    spec       := directive ("," directive)*
+    directive  := LEVEL                 the default level (root logger)
+                | TARGET "=" LEVEL      level of one logger subtree
+                | TARGET                that subtree at every level (as env_logger: trace)
+    LEVEL      := off | error | warn | info | debug | trace      (any case; trace = debug)
+    TARGET     := a Rust module path `dbsvc::http` or a logger name `dbsvc.http`
+
+Examples: `info`; `warn,dbsvc::http=debug`; `dbsvc::storage=trace,error`; `off`.
+An empty spec means `info`. Anything else (span filters `[..]`, regex filters `/..`,
+unknown levels) raises ConfigError naming RUST_LOG and the accepted syntax.
+
+Formats (SERVICE_LOG_FORMAT): `text` (default), one line per record
+    2024-05-01T12:00:00.123Z  INFO dbsvc.http.request: request method=GET path=/health status=200 ...
+or `json`, one object per line:
+    {"ts": "2024-05-01T12:00:00.123Z", "level": "INFO", "target": "dbsvc.http.request",
+     "message": "request", "method": "GET", "path": "/health", "status": 200, ...}
+Span fields travel as `extra={"fields": {...}}` and are merged into the JSON object.
+
+Invariant: credentials are never written. The HTTP layer logs no headers and no query
+strings; as a second line of defence every formatted line has `Bearer <token>` and
+`Authorization: <value>` redacted.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import re
+import sys
+import time
+import traceback
+from typing import Any, TextIO
+
+from dbsvc.errors import ConfigError
+
+LEVELS = {
+    "off": logging.CRITICAL + 10,
+    "error": logging.ERROR,
+    "warn": logging.WARNING,
+    "warning": logging.WARNING,
+    "info": logging.INFO,
+    "debug": logging.DEBUG,
+    "trace": logging.DEBUG,
+}
+
+_TARGET = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(?:(?:::|\.)[A-Za-z_][A-Za-z0-9_]*)*")
+_SECRET = re.compile(r"(?i)(bearer\s+|authorization[\"']?\s*[:=]\s*[\"']?)[^\s\"',;]+")
+
+_ACCEPTS = ("RUST_LOG accepts a level (off, error, warn, info, debug, trace) and "
+            "comma-separated directives target=level, e.g. 'warn,dbsvc::http=debug'")
+
+
+def parse_level_spec(spec: str) -> tuple[int, dict[str, int]]:
+    """The default level and the per-logger levels of a RUST_LOG spec.
+
+    >>> parse_level_spec("warn,dbsvc::http=debug")
+    (30, {'dbsvc.http': 10})
+    """
+    default = logging.INFO
+    targets: dict[str, int] = {}
+    for raw in spec.split(","):
+        directive = raw.strip()
+        if not directive:
+            continue
+        name, eq, level_name = directive.partition("=")
+        name = name.strip()
+        level_name = level_name.strip().lower()
+        if not eq and name.lower() in LEVELS:
+            default = LEVELS[name.lower()]
+            continue
+        if not _TARGET.fullmatch(name):
+            raise ConfigError(f"RUST_LOG: bad directive {directive!r}; {_ACCEPTS}")
+        if eq and level_name not in LEVELS:
+            raise ConfigError(f"RUST_LOG: unknown level {level_name!r} in {directive!r}; {_ACCEPTS}")
+        targets[name.replace("::", ".")] = LEVELS[level_name] if eq else logging.DEBUG
+    return default, targets
+
+
+def _timestamp(created: float) -> str:
+    return time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(created)) + f".{int(created % 1 * 1000):03d}Z"
+
+
+def _redact(text: str) -> str:
+    if "earer" in text or "uthorization" in text or "EARER" in text or "UTHORIZATION" in text:
+        return _SECRET.sub(r"\1[redacted]", text)
+    return text
+
+
+class TextFormatter(logging.Formatter):
+    """`ts LEVEL target: message k=v ...`, then the traceback if any."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        line = f"{_timestamp(record.created)} {record.levelname:>5} {record.name}: {record.getMessage()}"
+        fields = getattr(record, "fields", None)
+        if fields:
+            line += " " + " ".join(f"{key}={value}" for key, value in fields.items())
+        if record.exc_info:
+            line += "\n" + "".join(traceback.format_exception(*record.exc_info)).rstrip()
+        return _redact(line)
+
+
+class JsonFormatter(logging.Formatter):
+    """One JSON object per line: ts, level, target, message, span fields, error."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        payload: dict[str, Any] = {
+            "ts": _timestamp(record.created),
+            "level": record.levelname,
+            "target": record.name,
+            "message": record.getMessage(),
+        }
+        fields = getattr(record, "fields", None)
+        if fields:
+            for key, value in fields.items():
+                payload.setdefault(key, value)
+        if record.exc_info:
+            payload["error"] = "".join(traceback.format_exception(*record.exc_info)).rstrip()
+        return _redact(json.dumps(payload, ensure_ascii=False, default=str))
+
+
+_installed: list[logging.Handler] = []
+_configured: list[str] = []
+
+
+def configure_logging(level_spec: str, fmt: str = "text", stream: TextIO | None = None) -> None:
+    """Apply RUST_LOG `level_spec` and SERVICE_LOG_FORMAT `fmt`; idempotent (re-applies)."""
+    format_name = (fmt or "text").strip().lower()
+    if format_name not in ("text", "json"):
+        raise ConfigError(f"SERVICE_LOG_FORMAT: unknown format {fmt!r}; expected 'text' or 'json'")
+    default, targets = parse_level_spec(level_spec or "info")
+    root = logging.getLogger()
+    for handler in _installed:
+        root.removeHandler(handler)
+    _installed.clear()
+    for name in _configured:
+        logging.getLogger(name).setLevel(logging.NOTSET)
+    _configured.clear()
+    handler = logging.StreamHandler(stream if stream is not None else sys.stderr)
+    handler.setFormatter(JsonFormatter() if format_name == "json" else TextFormatter())
+    root.addHandler(handler)
+    _installed.append(handler)
+    root.setLevel(default)
+    for name, level in targets.items():
+        logging.getLogger(name).setLevel(level)
+        _configured.append(name)

@@ -1,0 +1,148 @@
+"""A small application served by the real protocol layer, for the tests in tests/http.
+
+Run as `python tests/http/demo_app.py [--max-body N ...]`; prints `PORT <n>` on stdout once
+listening, serves until SIGTERM/SIGINT, exits 0. Logging follows RUST_LOG and
+SERVICE_LOG_FORMAT like the real service.
+
+Routes (any method unless noted):
+    /echo             JSON of what arrived: method, path, query, body, request_id, headers
+    /async-echo       the same, answered from a coroutine
+    /slow?ms=N        answers after N ms (a coroutine)
+    /big?n=N          N bytes of body
+    /error            raises RuntimeError (-> 500 internal)
+    /async-error      the same from a coroutine
+    /bad              raises BadRequest (-> 400 problem)
+    /bad-header       answers a header value with CR/LF in it (-> 500)
+    /none             returns None (-> 500)
+    /upgrade          101 to an "echo" protocol that echoes every byte back
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import resource
+import signal
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
+
+from dbsvc.errors import BadRequest  # noqa: E402
+from dbsvc.http.server import serve  # noqa: E402
+from dbsvc.http.types import HttpSettings, Request, Response, Upgrade  # noqa: E402
+from dbsvc.logs import configure_logging  # noqa: E402
+
+
+def echo_body(request: Request) -> Response:
+    payload = {
+        "method": request.method,
+        "path": request.path,
+        "target": request.target,
+        "query": request.query,
+        "body": request.body.decode("utf-8", "replace"),
+        "body_len": len(request.body),
+        "request_id": request.request_id,
+        "headers": request.headers,
+    }
+    return Response(200, json.dumps(payload).encode())
+
+
+class EchoProtocol:
+    """After the upgrade: echo every byte; the test reads them back."""
+
+    def __init__(self, transport, request: Request, trailing: bytes) -> None:
+        self.transport = transport
+        if trailing:
+            transport.write(trailing)
+
+    def data_received(self, data: bytes) -> None:
+        self.transport.write(data)
+
+    def connection_lost(self, exc) -> None:
+        pass
+
+    def shutdown(self) -> None:
+        self.transport.close()
+
+
+async def slow(request: Request) -> Response:
+    ms = int(dict(request.query).get("ms", "100"))
+    await asyncio.sleep(ms / 1000)
+    return Response(200, json.dumps({"slept_ms": ms, "request_id": request.request_id}).encode())
+
+
+async def async_echo(request: Request) -> Response:
+    await asyncio.sleep(0)
+    return echo_body(request)
+
+
+async def async_error(request: Request) -> Response:
+    await asyncio.sleep(0)
+    raise RuntimeError("async boom")
+
+
+def app(request: Request):
+    path = request.path
+    if path == "/echo":
+        return echo_body(request)
+    if path == "/async-echo":
+        return async_echo(request)
+    if path == "/slow":
+        return slow(request)
+    if path == "/big":
+        return Response(200, b"x" * int(dict(request.query).get("n", "1000")), [], "text/plain")
+    if path == "/error":
+        raise RuntimeError("boom")
+    if path == "/async-error":
+        return async_error(request)
+    if path == "/bad":
+        raise BadRequest("this route always refuses")
+    if path == "/bad-header":
+        return Response(200, b"{}", [("X-Evil", "a\r\nSet-Cookie: x=1")])
+    if path == "/none":
+        return None
+    if path == "/upgrade":
+        return Upgrade(EchoProtocol, Response(101, b"", [("Upgrade", "echo"), ("Connection", "Upgrade")], None))
+    return Response(404, b'{"code": "not_found"}')
+
+
+def main(argv: list[str]) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--max-body", type=int, default=1024)
+    parser.add_argument("--max-connections", type=int, default=64)
+    parser.add_argument("--header-timeout", type=float, default=1.0)
+    parser.add_argument("--idle-timeout", type=float, default=2.0)
+    parser.add_argument("--shutdown-timeout", type=float, default=5.0)
+    parser.add_argument("--cors", default="")
+    parser.add_argument("--nofile", type=int, default=0, help="lower RLIMIT_NOFILE to this")
+    args = parser.parse_args(argv)
+    configure_logging(os.environ.get("RUST_LOG", "info"), os.environ.get("SERVICE_LOG_FORMAT", "text"))
+    if args.nofile:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (args.nofile, args.nofile))
+    settings = HttpSettings(
+        host="127.0.0.1", port=0, max_body=args.max_body, max_connections=args.max_connections,
+        header_timeout=args.header_timeout, idle_timeout=args.idle_timeout,
+        shutdown_timeout=args.shutdown_timeout,
+        cors_origins=tuple(o for o in args.cors.split(",") if o),
+    )
+
+    async def run() -> None:
+        stop = asyncio.Event()
+        loop = asyncio.get_running_loop()
+        loop.add_signal_handler(signal.SIGTERM, stop.set)
+        loop.add_signal_handler(signal.SIGINT, stop.set)
+
+        def ready(port: int) -> None:
+            sys.stdout.write(f"PORT {port}\n")
+            sys.stdout.flush()
+
+        await serve(app, settings, stop=stop, on_ready=ready)
+
+    asyncio.run(run())
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main(sys.argv[1:]))
