@@ -1,0 +1,597 @@
+"""The OpenAPI 3.1 document of the service generated for one schema.
+
+`build_openapi(schema) -> dict` describes every route of interface.md and contract.md for
+exactly that schema: per model the CRUD routes under `/api/<kebab>`, the operational routes
+(`/health`, `/ready`, `/metrics`, `/snapshot`) and the WebSocket routes (`/subscribe/<kebab>`,
+`/live-query/<kebab>`, `/replicate`), each WebSocket route as a GET answering 101.
+
+Invariants:
+
+- Pure: reads only the IR (`dbsvc.schema.ir`), the error tree (`dbsvc.errors`) and the
+  stdlib; no I/O. The result is plain JSON data.
+- Deterministic: every mapping is built in declaration order (models, fields, projections)
+  or in a fixed order written here, so the same schema gives the same JSON, byte for byte.
+- Honest about run-time behaviour it cannot see: the bearer guard is declared on the CRUD and
+  WebSocket routes but is enforced only when `SERVICE_JWT_PUBKEY` or `SERVICE_JWKS_URL` is set;
+  `limit` has no `maximum`, because larger values are accepted and clamped to 1000.
+
+Component names: `<Model>` (stored record), `<Model>.Create`, `<Model>.Replace`,
+`<Model>.Patch` (request bodies), `<Model>.Page` (list response), `<Model>.Created`
+(create response), `<Model>.projection.<name>` (projections). A dot never occurs in a model
+name, so these never collide.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from typing import Any
+
+from dbsvc import __version__
+from dbsvc import errors as _errors
+from dbsvc.schema.ir import DefaultKind, Field, FieldType, Model, Schema
+
+OPENAPI_VERSION = "3.1.0"
+PROBLEM_JSON = "application/problem+json"
+JSON = "application/json"
+DEFAULT_LIMIT = 100  # mirrors dbsvc.runtime; the compiler layer must not import runtime
+MAX_LIMIT = 1000
+BEARER = "bearerAuth"
+
+# Every RequestError the service answers, in the order the contract lists the codes.
+_ERROR_CLASSES: tuple[type[_errors.RequestError], ...] = (
+    _errors.BadRequest, _errors.BadQuery, _errors.NotFound, _errors.MethodNotAllowed,
+    _errors.UniqueViolation, _errors.ForeignKeyViolation, _errors.Referenced,
+    _errors.ConstraintViolation, _errors.Unauthorized, _errors.Forbidden,
+    _errors.PayloadTooLarge, _errors.UnsupportedMediaType, _errors.ReplicationDisabled,
+    _errors.OffsetGone, _errors.OffsetOutOfRange, _errors.Unavailable, _errors.InternalError,
+)
+ERROR_CODES: tuple[str, ...] = tuple(dict.fromkeys(cls.code for cls in _ERROR_CLASSES))
+
+# status -> (component name, description); every error response shares the Problem schema.
+_ERROR_RESPONSES: dict[int, tuple[str, str]] = {
+    400: ("BadRequest", "`bad_query`: unknown parameter, filter or sort on a field not allowed, "
+          "unparsable value, unknown projection, bad `as_of`; `bad_request`: body not a JSON "
+          "object, or a path id that does not parse as the primary key."),
+    401: ("Unauthorized", "`unauthorized`: missing, malformed, badly signed, expired or not yet "
+          "valid bearer token (only when the guard is configured)."),
+    403: ("Forbidden", "`forbidden`: the token's tenant claim is missing or differs from "
+          "SERVICE_TENANT (only when the guard is configured)."),
+    404: ("NotFound", "`not_found`: no record with this id."),
+    405: ("MethodNotAllowed", "`method_not_allowed`: the path exists but not for this method; "
+          "the `Allow` header lists the methods it has."),
+    409: ("Conflict", "`unique_violation` or `foreign_key_violation` on a write; `referenced` "
+          "when deleting a record that child records still reference."),
+    410: ("Gone", "`offset_gone`: `after` is older than the retained events."),
+    413: ("PayloadTooLarge", "`payload_too_large`: body over SERVICE_MAX_BODY bytes."),
+    415: ("UnsupportedMediaType", "`unsupported_media_type`: a Content-Type that is not JSON."),
+    422: ("UnprocessableContent", "`constraint_violation`: `errors` lists every invalid field."),
+    503: ("Unavailable", "`unavailable`: connection limit reached, or the store turned "
+          "read-only after an I/O error (writes)."),
+}
+
+
+def build_openapi(schema: Schema) -> dict[str, Any]:
+    """The whole OpenAPI 3.1.0 document for `schema`, as JSON-ready data."""
+    stem = _schema_stem(schema.path)
+    paths: dict[str, Any] = {}
+    schemas: dict[str, Any] = {}
+    _add_operational(paths, schemas, schema)
+    for model in schema.models:
+        _add_model_schemas(schemas, model)
+        _add_crud_paths(paths, model)
+    for model in schema.models:
+        _add_feed_paths(paths, model)
+    paths["/replicate"] = {"get": _replicate_operation(schema)}
+    schemas.update(_problem_schemas())
+    return {
+        "openapi": OPENAPI_VERSION,
+        "info": {"title": stem, "version": __version__,
+                 "description": _info_description(schema, stem)},
+        "servers": [{"url": "http://127.0.0.1:3000",
+                     "description": "the defaults of SERVICE_HOST and SERVICE_PORT"}],
+        "tags": _tags(schema),
+        "paths": paths,
+        "components": {
+            "schemas": schemas,
+            "parameters": _shared_parameters(),
+            "headers": _headers(),
+            "responses": _error_responses(),
+            "securitySchemes": {BEARER: {
+                "type": "http", "scheme": "bearer", "bearerFormat": "JWT",
+                "description": "A JWT from the external identity provider, verified only: "
+                "enforced only when SERVICE_JWT_PUBKEY or SERVICE_JWKS_URL is set (otherwise "
+                "every request passes). WebSocket clients that cannot set Authorization may "
+                "offer the subprotocols `bearer` and `bearer.<JWT>`.",
+            }},
+        },
+        "security": [{BEARER: []}],
+    }
+
+
+def _schema_stem(path: str) -> str:
+    return os.path.splitext(os.path.basename(path or ""))[0] or "dbsvc"
+
+
+def _info_description(schema: Schema, stem: str) -> str:
+    models = ", ".join(f"`{m.name}` (`/api/{m.kebab}`)" for m in schema.models)
+    return (
+        f"Database service generated by dbsvc from `{os.path.basename(schema.path) or stem}`. "
+        f"Models: {models or 'none'}. Errors are RFC 9457 problem details "
+        f"(`{PROBLEM_JSON}`); every response carries `X-Request-Id`. A method a path does not "
+        "have answers 405 with `Allow`; an unknown path answers 404."
+    )
+
+
+def _tags(schema: Schema) -> list[dict[str, str]]:
+    tags = [{"name": "operations", "description": "Health, readiness, metrics and watermarks; no token."}]
+    tags += [{"name": m.name, "description": f"Records of `{m.name}`."} for m in schema.models]
+    tags.append({"name": "realtime", "description": "WebSocket routes (RFC 6455): GET upgrades answering 101."})
+    return tags
+
+
+def _ref(name: str, kind: str = "schemas") -> dict[str, str]:
+    return {"$ref": f"#/components/{kind}/{name}"}
+
+
+def _op_id(model: Model) -> str:
+    return model.kebab.replace("-", "_")
+
+
+# ---------------------------------------------------------------- field and record schemas
+
+_SCALARS: dict[FieldType, dict[str, Any]] = {
+    FieldType.INT: {"type": "integer", "format": "int64"},
+    FieldType.FLOAT: {"type": "number"},
+    FieldType.STR: {"type": "string"},
+    FieldType.BOOL: {"type": "boolean"},
+    FieldType.JSON: {},
+    FieldType.DATETIME: {"type": "string", "format": "date-time"},
+    FieldType.DATE: {"type": "string", "format": "date"},
+    FieldType.UUID: {"type": "string", "format": "uuid"},
+}
+# @min/@max bound values of numbers and lengths of strings.
+_BOUNDS: dict[FieldType, tuple[str, str]] = {
+    FieldType.INT: ("minimum", "maximum"),
+    FieldType.FLOAT: ("minimum", "maximum"),
+    FieldType.STR: ("minLength", "maxLength"),
+}
+
+
+def _scalar_schema(f: Field) -> dict[str, Any]:
+    """The JSON Schema of a field's non-null values, without bounds or defaults."""
+    if f.type is FieldType.ENUM:
+        return {"type": "string", "enum": list(f.enum_members)}
+    return dict(_SCALARS[f.type])
+
+
+def _nullable(s: dict[str, Any]) -> dict[str, Any]:
+    """Allow null: `type: [x, "null"]`, and null among the members of an enum."""
+    s = dict(s)
+    if "type" in s:
+        s["type"] = [s["type"], "null"]
+    if "enum" in s:
+        s["enum"] = [*s["enum"], None]
+    return s
+
+
+def _field_schema(f: Field, *, with_default: bool) -> dict[str, Any]:
+    if f.type is FieldType.JSON:
+        s: dict[str, Any] = {} if f.nullable else {"not": {"type": "null"}}
+    else:
+        s = _scalar_schema(f)
+        if f.nullable:
+            s = _nullable(s)
+    if f.type in _BOUNDS:
+        low, high = _BOUNDS[f.type]
+        as_type = int if f.type is FieldType.STR else (lambda v: v)
+        if f.min is not None:
+            s[low] = as_type(f.min)
+        if f.max is not None:
+            s[high] = as_type(f.max)
+    notes = _field_notes(f)
+    if with_default and f.default is not None:
+        if f.default.kind is DefaultKind.VALUE:
+            s["default"] = f.default.value
+        elif f.default.kind is DefaultKind.NOW:
+            notes.append("defaults to the current instant (UTC)")
+        else:
+            notes.append("defaults to a new random uuid")
+    if notes:
+        s["description"] = "; ".join(notes) + "."
+    return s
+
+
+def _field_notes(f: Field) -> list[str]:
+    notes: list[str] = []
+    if f.is_id:
+        notes.append("primary key" + (", assigned when omitted" if not f.required else ""))
+    if f.type is FieldType.JSON:
+        notes.append("any JSON value" + ("" if f.nullable else " except null"))
+    if f.type is FieldType.DATETIME:
+        notes.append("RFC 3339; stored and returned in UTC with `Z`")
+    if f.type is FieldType.UUID:
+        notes.append("any letter case accepted, returned in lower case")
+    if f.unique:
+        notes.append("unique")
+    if f.ref:
+        notes.append(f"references `{f.ref}` by its id")
+    return notes
+
+
+def _object(properties: dict[str, Any], required: list[str], description: str) -> dict[str, Any]:
+    s: dict[str, Any] = {"type": "object", "description": description, "properties": properties}
+    if required:
+        s["required"] = required
+    s["additionalProperties"] = False
+    return s
+
+
+def _add_model_schemas(schemas: dict[str, Any], model: Model) -> None:
+    name = model.name
+    stored = {f.name: _field_schema(f, with_default=False) for f in model.fields}
+    body = {f.name: _field_schema(f, with_default=True) for f in model.fields}
+    create_required = [f.name for f in model.fields if f.required]
+    id_name = model.id_field.name
+    schemas[name] = _object(stored, [f.name for f in model.fields],
+                            f"A stored `{name}` record; fields in declaration order.")
+    schemas[f"{name}.Create"] = _object(
+        body, create_required,
+        f"Body of POST /api/{model.kebab}. Unknown fields, a missing required field and an "
+        "explicit null for a non-nullable field are 422; an integer is accepted for a float.")
+    schemas[f"{name}.Replace"] = _object(
+        body, [n for n in create_required if n != id_name],
+        f"Body of PUT /api/{model.kebab}/{{id}}: the whole record. Omitted nullable fields become "
+        "null, omitted fields with a default take it; the id comes from the path, and a body "
+        "id that differs from it is 422.")
+    schemas[f"{name}.Patch"] = _object(
+        body, [],
+        f"Body of PATCH /api/{model.kebab}/{{id}}: the top-level fields to change (a json field "
+        "is replaced whole).")
+    for p in model.projections:
+        props = {fname: stored[fname] for fname in p.fields}
+        schemas[f"{name}.projection.{p.name}"] = _object(
+            props, list(p.fields), f"Projection `{p.name}` of `{name}`.")
+    schemas[f"{name}.Page"] = {
+        "type": "object",
+        "description": f"One page of `{name}` records (projected when `projection` is given).",
+        "properties": {
+            "data": {"type": "array", "items": _record_or_projection(model)},
+            "total": {"type": "integer", "minimum": 0, "description": "Matches before pagination."},
+            "limit": {"type": "integer", "minimum": 0, "maximum": MAX_LIMIT,
+                      "description": "Page size applied (after clamping)."},
+            "offset": {"type": "integer", "minimum": 0, "description": "Offset applied."},
+        },
+        "required": ["data", "total", "limit", "offset"],
+        "additionalProperties": False,
+    }
+    schemas[f"{name}.Created"] = _object(
+        {"id": stored[id_name]}, ["id"], f"Answer of POST /api/{model.kebab}: the id of the created record.")
+
+
+def _record_or_projection(model: Model) -> dict[str, Any]:
+    if not model.projections:
+        return _ref(model.name)
+    return {"anyOf": [_ref(model.name)]
+            + [_ref(f"{model.name}.projection.{p.name}") for p in model.projections]}
+
+
+# ---------------------------------------------------------------- parameters
+
+def _param(name: str, where: str, description: str, schema: dict[str, Any],
+           required: bool = False) -> dict[str, Any]:
+    return {"name": name, "in": where, "required": required, "description": description,
+            "schema": schema}
+
+
+def _shared_parameters() -> dict[str, Any]:
+    count = {"type": "integer", "minimum": 0}
+    return {
+        "limit": _param(
+            "limit", "query", f"Page size, default {DEFAULT_LIMIT}. Values above {MAX_LIMIT} are "
+            f"accepted and clamped to {MAX_LIMIT}; the applied value is the page's `limit`.",
+            {**count, "default": DEFAULT_LIMIT}),
+        "offset": _param("offset", "query", "Number of matches skipped.", {**count, "default": 0}),
+        "as_of": _param(
+            "as_of", "query", "Point-in-time read at a watermark (a row count of the model, from "
+            "`Dbsvc-Watermark` or /snapshot), valid within one compaction epoch. Ahead of the "
+            "current watermark is 400 `bad_query`.", count),
+        "after": _param(
+            "after", "query", "Replay the matching events after this global offset (from "
+            "`Dbsvc-Offset` or a `lagged after <offset>` close reason) before following live. "
+            "No longer retained: 410 `offset_gone`; ahead of the head: 400 "
+            "`offset_out_of_range`.", count),
+        "Upgrade": _param(
+            "Upgrade", "header", "WebSocket opening handshake (RFC 6455 §4.1), with "
+            "`Connection: Upgrade`, `Sec-WebSocket-Key` and `Sec-WebSocket-Version: 13`.",
+            {"type": "string", "enum": ["websocket"]}, required=True),
+        "Sec-WebSocket-Protocol": _param(
+            "Sec-WebSocket-Protocol", "header", "For browsers, which cannot set Authorization: "
+            "offer `bearer, bearer.<JWT>`; the server answers `bearer`.", {"type": "string"}),
+    }
+
+
+def _filter_parameters(model: Model) -> list[dict[str, Any]]:
+    params = []
+    for f in model.fields:
+        if not f.filterable:
+            continue
+        items = _scalar_schema(f)
+        note = ""
+        if f.nullable:
+            items = _nullable(items)
+            note = " The literal `null` matches records where the field is null."
+        params.append({**_param(
+            f.name, "query", f"Exact-match filter on `{f.name}`, compared by type. Repeat the "
+            "parameter to match any of several values; different fields are ANDed." + note,
+            {"type": "array", "items": items}), "style": "form", "explode": True})
+    return params
+
+
+def _sort_parameter(model: Model) -> dict[str, Any] | None:
+    keys = [f.name for f in model.fields if f.sortable]
+    if not keys:
+        return None
+    key = "-?(?:" + "|".join(re.escape(k) for k in keys) + ")"
+    return _param(
+        "sort", "query", "Comma-separated sort keys, each a sortable field, ascending, or "
+        "descending with a leading `-`; ties break on the primary key ascending. Without "
+        f"`sort`, primary-key order. Sortable: {', '.join(f'`{k}`' for k in keys)}.",
+        {"type": "string", "pattern": f"^{key}(?:,{key})*$", "examples": [keys[0], f"-{keys[0]}"]})
+
+
+def _projection_parameter(model: Model) -> dict[str, Any] | None:
+    if not model.projections:
+        return None
+    return _param("projection", "query", "Return only the columns of this declared projection.",
+                  {"type": "string", "enum": [p.name for p in model.projections]})
+
+
+def _id_parameter(model: Model) -> dict[str, Any]:
+    f = model.id_field
+    return _param("id", "path", f"The `{f.name}` of the `{model.name}` record.",
+                  _scalar_schema(f), required=True)
+
+
+# ---------------------------------------------------------------- responses
+
+def _headers() -> dict[str, Any]:
+    def header(description: str, schema: dict[str, Any]) -> dict[str, Any]:
+        return {"description": description, "schema": schema}
+
+    return {
+        "X-Request-Id": header("Identifier of this request, also in the log line and any "
+                               "problem body's `request_id`.", {"type": "string"}),
+        "Dbsvc-Watermark": header("The model's watermark (row count) this read was made at; "
+                                  "usable as `as_of`.", {"type": "integer", "minimum": 0}),
+        "Dbsvc-Offset": header("Global event offset when this read was made (0 before any "
+                               "event); absent on `as_of` reads. Subscribe with `after=` it to "
+                               "miss nothing.", {"type": "integer", "minimum": 0}),
+        "Location": header("Path of the created record.", {"type": "string"}),
+        "WWW-Authenticate": header('`Bearer realm="dbsvc"`, plus `error="invalid_token"` when a '
+                                   "token was sent.", {"type": "string"}),
+        "Allow": header("Methods the path has.", {"type": "string"}),
+    }
+
+
+def _error_responses() -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for status, (name, description) in _ERROR_RESPONSES.items():
+        headers: dict[str, Any] = {"X-Request-Id": _ref("X-Request-Id", "headers")}
+        if status == 401:
+            headers["WWW-Authenticate"] = _ref("WWW-Authenticate", "headers")
+        if status == 405:
+            headers["Allow"] = _ref("Allow", "headers")
+        out[name] = {"description": description, "headers": headers,
+                     "content": {PROBLEM_JSON: {"schema": _ref("Problem")}}}
+    out["ReplicationDisabled"] = {
+        **out["NotFound"],
+        "description": "`replication_disabled`: `[runtime].replication` is off."}
+    return out
+
+
+def _errors_for(*statuses: int) -> dict[str, Any]:
+    return {str(s): _ref(_ERROR_RESPONSES[s][0], "responses") for s in sorted(statuses)}
+
+
+def _json_response(description: str, schema: dict[str, Any], *headers: str) -> dict[str, Any]:
+    h: dict[str, Any] = {"X-Request-Id": _ref("X-Request-Id", "headers")}
+    for name in headers:
+        h[name] = _ref(name, "headers")
+    return {"description": description, "headers": h, "content": {JSON: {"schema": schema}}}
+
+
+def _problem_schemas() -> dict[str, Any]:
+    return {
+        "Problem": {
+            "type": "object",
+            "description": "RFC 9457 problem details; `code` is the stable machine-readable reason.",
+            "properties": {
+                "type": {"type": "string", "default": "about:blank"},
+                "title": {"type": "string"},
+                "status": {"type": "integer", "minimum": 400, "maximum": 599},
+                "code": {"type": "string", "enum": list(ERROR_CODES)},
+                "detail": {"type": "string"},
+                "request_id": {"type": "string", "description": "Same as `X-Request-Id`."},
+                "errors": {"type": "array", "items": _ref("FieldError"),
+                           "description": "422 only: every violation."},
+            },
+            "required": ["type", "title", "status", "code", "detail", "request_id"],
+        },
+        "FieldError": {
+            "type": "object",
+            "properties": {"field": {"type": "string"}, "message": {"type": "string"}},
+            "required": ["field", "message"],
+            "additionalProperties": False,
+        },
+    }
+
+
+# ---------------------------------------------------------------- paths
+
+def _params(*items: dict[str, Any] | None) -> list[dict[str, Any]]:
+    return [p for p in items if p is not None]
+
+
+def _body(name: str, description: str) -> dict[str, Any]:
+    return {"required": True, "description": description,
+            "content": {JSON: {"schema": _ref(name)}}}
+
+
+def _add_crud_paths(paths: dict[str, Any], model: Model) -> None:
+    name, kebab, oid = model.name, model.kebab, _op_id(model)
+    read_headers = ("Dbsvc-Watermark", "Dbsvc-Offset")
+    projection = _projection_parameter(model)
+    paths[f"/api/{kebab}"] = {
+        "get": {
+            "tags": [name], "operationId": f"list_{oid}",
+            "summary": f"List {name} records with filters, sort and pagination",
+            "parameters": _params(*_filter_parameters(model), _sort_parameter(model),
+                                  _ref("limit", "parameters"), _ref("offset", "parameters"),
+                                  projection, _ref("as_of", "parameters")),
+            "responses": {
+                "200": _json_response("One page of matches.", _ref(f"{name}.Page"), *read_headers),
+                **_errors_for(400, 401, 403, 503),
+            },
+        },
+        "post": {
+            "tags": [name], "operationId": f"create_{oid}", "summary": f"Create a {name}",
+            "requestBody": _body(f"{name}.Create", f"The new `{name}`."),
+            "responses": {
+                "201": {"description": "Created.",
+                        "headers": {"X-Request-Id": _ref("X-Request-Id", "headers"),
+                                    "Location": _ref("Location", "headers")},
+                        "content": {JSON: {"schema": _ref(f"{name}.Created")}}},
+                **_errors_for(400, 401, 403, 409, 413, 415, 422, 503),
+            },
+        },
+    }
+    write_errors = _errors_for(400, 401, 403, 404, 409, 413, 415, 422, 503)
+    paths[f"/api/{kebab}/{{id}}"] = {
+        "parameters": [_id_parameter(model)],
+        "get": {
+            "tags": [name], "operationId": f"get_{oid}", "summary": f"Fetch one {name}",
+            "parameters": _params(projection, _ref("as_of", "parameters")),
+            "responses": {
+                "200": _json_response("The record (projected when `projection` is given).",
+                                      _record_or_projection(model), *read_headers),
+                **_errors_for(400, 401, 403, 404, 503),
+            },
+        },
+        "put": {
+            "tags": [name], "operationId": f"replace_{oid}", "summary": f"Replace a whole {name}",
+            "requestBody": _body(f"{name}.Replace", "The whole record."),
+            "responses": {"200": _json_response("The stored record.", _ref(name)), **write_errors},
+        },
+        "patch": {
+            "tags": [name], "operationId": f"patch_{oid}",
+            "summary": f"Change some fields of a {name}",
+            "requestBody": _body(f"{name}.Patch", "The fields to change."),
+            "responses": {"200": _json_response("The stored record.", _ref(name)), **write_errors},
+        },
+        "delete": {
+            "tags": [name], "operationId": f"delete_{oid}", "summary": f"Delete a {name}",
+            "responses": {
+                "204": {"description": "Deleted.",
+                        "headers": {"X-Request-Id": _ref("X-Request-Id", "headers")}},
+                **_errors_for(400, 401, 403, 404, 409, 503),
+            },
+        },
+    }
+
+
+def _switching(description: str) -> dict[str, Any]:
+    return {"description": description, "headers": {
+        "Upgrade": {"description": "`websocket`.", "schema": {"type": "string"}},
+        "Sec-WebSocket-Accept": {"description": "RFC 6455 §4.2.2.", "schema": {"type": "string"}},
+    }}
+
+
+def _ws_parameters() -> list[dict[str, Any]]:
+    return [_ref("Upgrade", "parameters"), _ref("Sec-WebSocket-Protocol", "parameters")]
+
+
+def _add_feed_paths(paths: dict[str, Any], model: Model) -> None:
+    name, kebab, oid = model.name, model.kebab, _op_id(model)
+    query = _params(*_filter_parameters(model), _projection_parameter(model),
+                    _ref("after", "parameters"), *_ws_parameters())
+    errors = _errors_for(400, 401, 403, 410, 503)
+    paths[f"/subscribe/{kebab}"] = {"get": {
+        "tags": ["realtime", name], "operationId": f"subscribe_{oid}",
+        "summary": f"Change feed of {name} (WebSocket)",
+        "description": f"Text frames, one JSON event each: `insert`, `update` (with `previous`), "
+        f"`delete` (the last `record`) of matching `{name}` records, and `link` events when a "
+        "child record starts or stops referencing one, e.g. "
+        f'`{{"kind": "insert", "model": "{name}", "offset": 41, "watermark": 12, "id": 7, '
+        '"record": {...}}`. A subscriber whose buffer fills is closed with 1013 '
+        "`lagged after <offset>`; resubscribe with `after=` that offset.",
+        "parameters": query,
+        "responses": {"101": _switching("Upgraded; events follow."), **errors},
+    }}
+    paths[f"/live-query/{kebab}"] = {"get": {
+        "tags": ["realtime", name], "operationId": f"live_query_{oid}",
+        "summary": f"Live result set of {name} (WebSocket)",
+        "description": f"`{name}LiveDelta` text frames: first `Init` (`records`, `watermark`), "
+        "then `Added` / `Updated` (`record`) and `Removed` (`id`) as records enter, change "
+        f"inside or leave the result set. The route also answers at /live-query/{name}. "
+        "Resumed with `after`, no `Init` is sent.",
+        "parameters": query,
+        "responses": {"101": _switching("Upgraded; deltas follow."), **errors},
+    }}
+
+
+def _replicate_operation(schema: Schema) -> dict[str, Any]:
+    state = "on" if schema.runtime.replication else "off"
+    errors = _errors_for(400, 401, 403, 410, 503)
+    errors["404"] = _ref("ReplicationDisabled", "responses")
+    errors = dict(sorted(errors.items()))
+    return {
+        "tags": ["realtime"], "operationId": "replicate",
+        "summary": "Durable, resumable replication (WebSocket)",
+        "description": "Binary frames, one `PersistedEvent` each: `u64 offset | u32 "
+        "crc32(payload) | u32 length | payload` (big-endian), the payload the JSON of an "
+        "insert/update/delete event. Offsets are global, gap-free and survive restarts and "
+        f"compaction. Replication is {state} in this schema (`[runtime].replication`); when "
+        "off the route answers 404 `replication_disabled`.",
+        "parameters": [_param(
+            "after", "query", "Start after this global offset. Older than the retained log: 410 "
+            "`offset_gone`; ahead of the head: 400 `offset_out_of_range`.",
+            {"type": "integer", "minimum": 0, "default": 0}), *_ws_parameters()],
+        "responses": {"101": _switching("Upgraded; frames follow."), **errors},
+    }
+
+
+def _add_operational(paths: dict[str, Any], schemas: dict[str, Any], schema: Schema) -> None:
+    counts = {"type": "object", "additionalProperties": {"type": "integer", "minimum": 0},
+              "propertyNames": {"enum": [m.name for m in schema.models]}}
+    schemas["Health"] = _object({"status": {"type": "string", "const": "ok"}}, ["status"],
+                                "Liveness: the process answers.")
+    schemas["Ready"] = _object({"status": {"type": "string", "const": "ready"}}, ["status"],
+                               "Readiness: the store answers a read.")
+    schemas["Metrics"] = _object({
+        "model_count": {"type": "integer", "minimum": 0},
+        "rows_per_model": {**counts, "description": "Live records per declared model name."},
+        "total_rows": {"type": "integer", "minimum": 0},
+    }, ["model_count", "rows_per_model", "total_rows"], "Per-model row counts.")
+    schemas["Snapshot"] = {
+        "type": "object", "description": "Current watermarks for `as_of` reads.",
+        "properties": {
+            "watermarks": {**counts, "description": "Watermark per declared model name."},
+            "epoch": {"type": "string", "description": "Opaque compaction epoch; watermarks of "
+                      "another epoch are meaningless."},
+            "replication": {"type": "boolean", "description": "Whether /replicate works."},
+        },
+        "required": ["watermarks", "epoch"],
+    }
+    routes = (
+        ("/health", "health", "Liveness; never touches the database", "Health"),
+        ("/ready", "ready", "Readiness; acquires a read lock", "Ready"),
+        ("/metrics", "metrics", "Per-model row counts (JSON)", "Metrics"),
+        ("/snapshot", "snapshot", "Current per-model watermarks", "Snapshot"),
+    )
+    for path, oid, summary, schema_name in routes:
+        paths[path] = {"get": {
+            "tags": ["operations"], "operationId": oid, "summary": summary,
+            "security": [],
+            "responses": {"200": _json_response("OK.", _ref(schema_name)), **_errors_for(503)},
+        }}

@@ -1,0 +1,253 @@
+"""The OpenAPI document: valid OpenAPI 3.1 for both demo schemas, and what it says about them."""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from openapi_spec_validator import validate
+
+from dbsvc import __version__
+from dbsvc.compiler.openapi import ERROR_CODES, build_openapi
+from dbsvc.schema import load_schema
+from dbsvc.schema.ir import Default, DefaultKind, Field, FieldType, Model, Projection, Schema
+
+ROOT = Path(__file__).resolve().parents[2]
+BLOG = ROOT / "schemas" / "blog.dbs"
+INVENTORY = ROOT / "schemas" / "inventory.dbs"
+
+
+@pytest.fixture(scope="module")
+def blog() -> dict:
+    return build_openapi(load_schema(str(BLOG)))
+
+
+@pytest.fixture(scope="module")
+def inventory() -> dict:
+    return build_openapi(load_schema(str(INVENTORY)))
+
+
+def _param(operation: dict, name: str, spec: dict) -> dict:
+    for p in operation["parameters"]:
+        if "$ref" in p:
+            p = spec["components"]["parameters"][p["$ref"].rsplit("/", 1)[1]]
+        if p["name"] == name:
+            return p
+    raise AssertionError(f"no parameter {name!r}")
+
+
+def _names(operation: dict, spec: dict) -> list[str]:
+    out = []
+    for p in operation["parameters"]:
+        if "$ref" in p:
+            p = spec["components"]["parameters"][p["$ref"].rsplit("/", 1)[1]]
+        out.append(p["name"])
+    return out
+
+
+@pytest.mark.parametrize("path", [BLOG, INVENTORY], ids=["blog", "inventory"])
+def test_document_is_valid_openapi_3_1(path: Path) -> None:
+    spec = build_openapi(load_schema(str(path)))
+    validate(spec)
+    assert spec["openapi"] == "3.1.0"
+
+
+@pytest.mark.parametrize("path", [BLOG, INVENTORY], ids=["blog", "inventory"])
+def test_document_is_deterministic_json(path: Path) -> None:
+    first = json.dumps(build_openapi(load_schema(str(path))))
+    second = json.dumps(build_openapi(load_schema(str(path))))
+    assert first == second
+
+
+def test_info_names_the_schema_file_and_version(blog: dict) -> None:
+    assert blog["info"]["title"] == "blog"
+    assert blog["info"]["version"] == __version__
+
+
+def test_every_route_of_the_interface_is_present(blog: dict) -> None:
+    paths = blog["paths"]
+    for kebab in ("user", "blog-post", "comment"):
+        assert set(paths[f"/api/{kebab}"]) == {"get", "post"}
+        assert set(paths[f"/api/{kebab}/{{id}}"]) == {"parameters", "get", "put", "patch", "delete"}
+        assert "101" in paths[f"/subscribe/{kebab}"]["get"]["responses"]
+        assert "101" in paths[f"/live-query/{kebab}"]["get"]["responses"]
+    for route in ("/health", "/ready", "/metrics", "/snapshot", "/replicate"):
+        assert "get" in paths[route]
+
+
+def test_operation_ids_are_unique(blog: dict) -> None:
+    ids = [op["operationId"] for item in blog["paths"].values()
+           for key, op in item.items() if key != "parameters"]
+    assert len(ids) == len(set(ids))
+    assert "list_blog_post" in ids and "live_query_user" in ids
+
+
+def test_record_schema_keeps_declaration_order_and_requires_every_field(blog: dict) -> None:
+    user = blog["components"]["schemas"]["User"]
+    assert list(user["properties"]) == ["id", "email", "name", "age", "role", "joined", "profile"]
+    assert user["required"] == list(user["properties"])
+
+
+def test_field_types_and_bounds(blog: dict) -> None:
+    props = blog["components"]["schemas"]["User"]["properties"]
+    assert props["id"] == {"type": "integer", "format": "int64", "description": "primary key, assigned when omitted."}
+    assert props["email"]["type"] == "string" and props["email"]["maxLength"] == 254
+    assert props["name"]["minLength"] == 1 and props["name"]["maxLength"] == 100
+    assert props["age"]["type"] == ["integer", "null"]
+    assert (props["age"]["minimum"], props["age"]["maximum"]) == (0, 150)
+    assert props["role"]["enum"] == ["admin", "editor", "reader"]
+    assert props["joined"]["format"] == "date-time"
+    assert "type" not in props["profile"]  # json? is any JSON value
+
+
+def test_inventory_types(inventory: dict) -> None:
+    props = inventory["components"]["schemas"]["Item"]["properties"]
+    assert props["id"]["format"] == "uuid"
+    assert props["expires"] == {"type": ["string", "null"], "format": "date"}
+    assert props["unit_price"]["type"] == "number" and props["unit_price"]["minimum"] == 0
+    assert props["attributes"] == {"description": "any JSON value."}
+    delta = inventory["components"]["schemas"]["StockMove"]["properties"]["delta"]
+    assert (delta["minimum"], delta["maximum"]) == (-100000, 100000)
+
+
+def test_create_body_requires_fields_without_default_or_auto_id(blog: dict) -> None:
+    schemas = blog["components"]["schemas"]
+    assert schemas["User.Create"]["required"] == ["email", "name"]
+    assert schemas["User.Create"]["additionalProperties"] is False
+    assert schemas["User.Create"]["properties"]["role"]["default"] == "reader"
+    assert schemas["BlogPost.Create"]["required"] == ["author_id", "title", "body", "score"]
+    assert "required" not in schemas["User.Patch"]
+
+
+def test_string_primary_key_is_required_on_create_but_comes_from_the_path_on_replace(inventory: dict) -> None:
+    schemas = inventory["components"]["schemas"]
+    assert schemas["Warehouse.Create"]["required"] == ["code", "city", "opened"]
+    assert schemas["Warehouse.Replace"]["required"] == ["city", "opened"]
+    assert schemas["Item.Create"]["required"] == ["sku", "warehouse", "unit_price"]
+
+
+def test_id_path_parameter_is_typed_by_the_primary_key(blog: dict, inventory: dict) -> None:
+    def id_schema(spec: dict, kebab: str) -> dict:
+        return spec["paths"][f"/api/{kebab}/{{id}}"]["parameters"][0]["schema"]
+
+    assert id_schema(blog, "user") == {"type": "integer", "format": "int64"}
+    assert id_schema(inventory, "warehouse") == {"type": "string"}
+    assert id_schema(inventory, "item") == {"type": "string", "format": "uuid"}
+
+
+def test_filter_parameters_are_typed_exploded_arrays(blog: dict, inventory: dict) -> None:
+    list_users = blog["paths"]["/api/user"]["get"]
+    role = _param(list_users, "role", blog)
+    assert role["schema"] == {"type": "array", "items": {"type": "string", "enum": ["admin", "editor", "reader"]}}
+    assert role["style"] == "form" and role["explode"] is True
+    score = _param(blog["paths"]["/api/blog-post"]["get"], "score", blog)
+    assert score["schema"]["items"] == {"type": "number"}
+    published = _param(blog["paths"]["/api/blog-post"]["get"], "published", blog)
+    assert published["schema"]["items"] == {"type": "boolean"}
+    expires = _param(inventory["paths"]["/api/item"]["get"], "expires", inventory)
+    assert expires["schema"]["items"] == {"type": ["string", "null"], "format": "date"}
+
+
+def test_only_declared_filters_are_parameters(blog: dict) -> None:
+    names = _names(blog["paths"]["/api/user"]["get"], blog)
+    assert names == ["email", "name", "role", "sort", "limit", "offset", "projection", "as_of"]
+
+
+def test_sort_pattern_accepts_sortable_keys_with_optional_minus(blog: dict) -> None:
+    sort = _param(blog["paths"]["/api/user"]["get"], "sort", blog)
+    pattern = re.compile(sort["schema"]["pattern"])
+    for good in ("name", "-age", "name,-joined", "-joined,age,name"):
+        assert pattern.search(good), good
+    for bad in ("email", "", "name,", "--name", "+name", "name,email", "role"):
+        assert not pattern.search(bad), bad
+
+
+def test_model_without_sortable_fields_has_no_sort_parameter() -> None:
+    model = Model("Tag", (Field("id", FieldType.INT, is_id=True), Field("label", FieldType.STR)))
+    spec = build_openapi(Schema("tags.dbs", (model,)))
+    validate(spec)
+    names = _names(spec["paths"]["/api/tag"]["get"], spec)
+    assert "sort" not in names and "projection" not in names
+
+
+def test_limit_has_a_default_and_no_maximum_because_it_is_clamped(blog: dict) -> None:
+    limit = blog["components"]["parameters"]["limit"]
+    assert limit["schema"] == {"type": "integer", "minimum": 0, "default": 100}
+    assert "1000" in limit["description"]
+    assert blog["components"]["schemas"]["User.Page"]["properties"]["limit"]["maximum"] == 1000
+
+
+def test_projection_parameter_enumerates_declared_names(inventory: dict) -> None:
+    get_item = inventory["paths"]["/api/item/{id}"]["get"]
+    assert _param(get_item, "projection", inventory)["schema"]["enum"] == ["stock", "pricing"]
+    stock = inventory["components"]["schemas"]["Item.projection.stock"]
+    assert list(stock["properties"]) == ["id", "sku", "quantity"]
+    assert stock["required"] == ["id", "sku", "quantity"]
+    items = inventory["components"]["schemas"]["Item.Page"]["properties"]["data"]["items"]
+    assert len(items["anyOf"]) == 3
+
+
+def test_list_and_create_responses(blog: dict) -> None:
+    schemas = blog["components"]["schemas"]
+    assert schemas["User.Page"]["required"] == ["data", "total", "limit", "offset"]
+    assert schemas["User.Created"]["properties"]["id"]["type"] == "integer"
+    created = blog["paths"]["/api/user"]["post"]["responses"]["201"]
+    assert set(created["headers"]) == {"X-Request-Id", "Location"}
+    listed = blog["paths"]["/api/user"]["get"]["responses"]["200"]
+    assert set(listed["headers"]) == {"X-Request-Id", "Dbsvc-Watermark", "Dbsvc-Offset"}
+
+
+def test_problem_schema_and_error_responses(blog: dict) -> None:
+    problem = blog["components"]["schemas"]["Problem"]
+    assert problem["required"] == ["type", "title", "status", "code", "detail", "request_id"]
+    assert problem["properties"]["code"]["enum"] == list(ERROR_CODES)
+    assert {"bad_query", "unique_violation", "offset_gone", "internal"} <= set(ERROR_CODES)
+    assert problem["properties"]["errors"]["items"] == {"$ref": "#/components/schemas/FieldError"}
+    responses = blog["components"]["responses"]
+    assert "application/problem+json" in responses["UnprocessableContent"]["content"]
+    assert "WWW-Authenticate" in responses["Unauthorized"]["headers"]
+    create = blog["paths"]["/api/user"]["post"]["responses"]
+    assert {"400", "401", "403", "409", "413", "415", "422", "503"} <= set(create)
+    assert set(blog["paths"]["/api/user/{id}"]["delete"]["responses"]) >= {"204", "404", "409"}
+
+
+def test_security_is_bearer_jwt_except_operational_routes(blog: dict) -> None:
+    scheme = blog["components"]["securitySchemes"]["bearerAuth"]
+    assert (scheme["type"], scheme["scheme"], scheme["bearerFormat"]) == ("http", "bearer", "JWT")
+    assert "only when" in scheme["description"]
+    assert blog["security"] == [{"bearerAuth": []}]
+    for route in ("/health", "/ready", "/metrics", "/snapshot"):
+        assert blog["paths"][route]["get"]["security"] == []
+    assert "security" not in blog["paths"]["/api/user"]["get"]  # inherits the global guard
+
+
+def test_websocket_routes_document_their_http_errors(blog: dict, inventory: dict) -> None:
+    replicate = blog["paths"]["/replicate"]["get"]["responses"]
+    assert {"101", "400", "401", "403", "404", "410"} <= set(replicate)
+    assert replicate["404"] == {"$ref": "#/components/responses/ReplicationDisabled"}
+    assert "off" in inventory["paths"]["/replicate"]["get"]["description"]
+    subscribe = blog["paths"]["/subscribe/user"]["get"]
+    assert {"role", "projection", "after", "Upgrade"} <= set(_names(subscribe, blog))
+
+
+def test_nullable_enum_admits_null_among_its_members() -> None:
+    model = Model("Task", (
+        Field("id", FieldType.INT, is_id=True),
+        Field("state", FieldType.ENUM, nullable=True, enum_members=("open", "done"), filterable=True,
+              default=Default(DefaultKind.VALUE, None)),
+    ), (Projection("bare", ("id",)),))
+    spec = build_openapi(Schema("tasks.dbs", (model,)))
+    validate(spec)
+    state = spec["components"]["schemas"]["Task.Create"]["properties"]["state"]
+    assert state == {"type": ["string", "null"], "enum": ["open", "done", None], "default": None}
+
+
+def test_cli_prints_the_document() -> None:
+    done = subprocess.run([sys.executable, str(ROOT / "dbsvc.py"), "openapi", str(BLOG)],
+                          capture_output=True, text=True, timeout=60, cwd=ROOT)
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout) == json.loads(json.dumps(build_openapi(load_schema(str(BLOG)))))
