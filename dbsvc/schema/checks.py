@@ -21,8 +21,8 @@ import re
 from dataclasses import dataclass, field
 
 from dbsvc.errors import SchemaError
-from dbsvc.schema.ir import ID_TYPES, RESERVED_FIELD_NAMES, Field, FieldType, Model, Projection, Schema
-from dbsvc.schema.syntax import Attribute, FieldDecl, Literal, LiteralKind, ModelDecl, SchemaFile
+from dbsvc.schema.ir import ID_TYPES, RESERVED_FIELD_NAMES, Default, Field, FieldType, Model, Projection, Schema
+from dbsvc.schema.syntax import Attribute, FieldDecl, LiteralKind, ModelDecl, SchemaFile
 from dbsvc.schema.tables import check_tables
 from dbsvc.schema.values import (
     BOUNDED_TYPES,
@@ -192,7 +192,7 @@ class _Checker:
             built = self.build_field(fact, id_types)
             if built is not None:
                 fields.append(built)
-        if not id_fields:
+        if not id_fields and not model.incomplete and not self.id_mentioned(facts):
             self.error(f"model {model.name!r} has no @id field, expected exactly one", model.line, model.col)
         for extra in id_fields[1:]:
             attr = extra.attrs["id"]
@@ -204,6 +204,11 @@ class _Checker:
         names = [f.decl.name for f in facts]
         projections = self.build_projections(model, names)
         return Model(model.name, tuple(fields), projections, model.line, model.col)
+
+    @staticmethod
+    def id_mentioned(facts: list[_FieldFacts]) -> bool:
+        """True when some field wrote `@id`, even in a form already reported as wrong."""
+        return any(attr.name == "id" for fact in facts for attr in fact.decl.attributes)
 
     def build_field(self, fact: _FieldFacts, id_types: dict[str, FieldType | None]) -> Field | None:
         decl, type_, attrs = fact.decl, fact.type, fact.attrs
@@ -264,7 +269,7 @@ class _Checker:
             return None
         return value, arg.text
 
-    def field_default(self, fact: _FieldFacts, low: Bound | None, high: Bound | None):
+    def field_default(self, fact: _FieldFacts, low: Bound | None, high: Bound | None) -> Default | None:
         attr = fact.attrs["default"]
         arg = attr.args[0]
         assert fact.type is not None
@@ -277,9 +282,9 @@ class _Checker:
         if isinstance(default, Problem):
             self.error(default, arg.line, arg.col)
             return None
-        problem = check_default_bounds(fact.type, default, low, high, arg)
+        problem = check_default_bounds(fact.type, fact.decl.name, default, low, high, arg)
         if problem is not None:
-            self.error(f"{problem} on field {fact.decl.name!r}", arg.line, arg.col)
+            self.error(problem, arg.line, arg.col)
             return None
         return default
 
@@ -349,7 +354,9 @@ class _Checker:
         chosen: list[str] = []
         for arg in field_args:
             field_name = str(arg.value)
-            if field_name not in field_names:
+            if field_name in model.broken:
+                ok = False
+            elif field_name not in field_names:
                 self.error(f"projection {name!r} names unknown field {field_name!r} of model {model.name!r}",
                            arg.line, arg.col)
                 ok = False

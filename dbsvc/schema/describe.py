@@ -68,5 +68,126 @@ def _describe_default(default: Default | None) -> dict[str, Any] | None:
 
 
 def schema_changes(old: dict[str, Any], new: dict[str, Any]) -> tuple[list[str], list[str]]:
-    """Compare two descriptions; see the module docstring. Filled in by the next commit."""
-    raise NotImplementedError("schema_changes is not written yet")
+    """Compare two descriptions: `(compatible changes, incompatible reasons)`.
+
+    Compatible (storage migrates): an added model; an added field that is nullable or has a
+    default; a field made nullable; changed `filter`, `sort`, `min`, `max` or `default`;
+    `@unique` dropped; enum members added or reordered; a `@ref` dropped; fields reordered;
+    projections added, removed or changed. New bounds apply to writes from then on; existing
+    records are not re-validated.
+
+    Incompatible (storage refuses and lists these): a removed model or field (its data would
+    be lost); a changed type; an enum member removed; a field made non-nullable; an added
+    required field; a different `@id` field; a `@ref` added or retargeted (existing rows
+    were never checked against it); and `@unique` added to an existing field, because
+    storage cannot yet verify that existing records are unique - it is refused with its own
+    reason until storage can check it.
+
+    Every sentence names the model, the field and the old and new values. Pure.
+    """
+    compatible: list[str] = []
+    incompatible: list[str] = []
+    if old.get("version") != new.get("version"):
+        incompatible.append(
+            f"description version changed from {old.get('version')!r} to {new.get('version')!r}"
+        )
+        return compatible, incompatible
+    old_models = {m["name"]: m for m in old["models"]}
+    new_models = {m["name"]: m for m in new["models"]}
+    for name in old_models:
+        if name not in new_models:
+            incompatible.append(f"model {name!r} was removed; its records would be lost")
+    for name, model in new_models.items():
+        if name not in old_models:
+            compatible.append(f"model {name!r} was added")
+            continue
+        _compare_model(old_models[name], model, compatible, incompatible)
+    return compatible, incompatible
+
+
+def _compare_model(
+    old: dict[str, Any], new: dict[str, Any], compatible: list[str], incompatible: list[str]
+) -> None:
+    model = new["name"]
+    old_fields = {f["name"]: f for f in old["fields"]}
+    new_fields = {f["name"]: f for f in new["fields"]}
+    old_id = next((f["name"] for f in old["fields"] if f["id"]), None)
+    new_id = next((f["name"] for f in new["fields"] if f["id"]), None)
+    if old_id != new_id:
+        incompatible.append(f"model {model!r}: the @id field changed from {old_id!r} to {new_id!r}")
+    for name in old_fields:
+        if name not in new_fields:
+            incompatible.append(f"field {name!r} of model {model!r} was removed; its values would be lost")
+    for name, f in new_fields.items():
+        if name in old_fields:
+            _compare_field(model, old_fields[name], f, compatible, incompatible)
+        elif f["nullable"] or f["default"] is not None:
+            how = "nullable" if f["nullable"] else f"default {_show_default(f['default'])}"
+            compatible.append(f"field {name!r} was added to model {model!r} ({how})")
+        elif name != new_id:
+            incompatible.append(
+                f"field {name!r} was added to model {model!r} as required (not nullable, no default); "
+                "existing records have no value for it"
+            )
+    kept_old = [n for n in old_fields if n in new_fields]
+    kept_new = [n for n in new_fields if n in old_fields]
+    if kept_old != kept_new:
+        compatible.append(f"fields of model {model!r} were reordered from {kept_old!r} to {kept_new!r}")
+    if old["projections"] != new["projections"]:
+        compatible.append(
+            f"projections of model {model!r} changed from {old['projections']!r} to {new['projections']!r}"
+        )
+
+
+def _compare_field(
+    model: str, old: dict[str, Any], new: dict[str, Any], compatible: list[str], incompatible: list[str]
+) -> None:
+    where = f"field {new['name']!r} of model {model!r}"
+    if old["type"] != new["type"]:
+        incompatible.append(f"{where}: type changed from {old['type']!r} to {new['type']!r}")
+        return
+    if old["nullable"] and not new["nullable"]:
+        incompatible.append(f"{where}: changed from nullable to non-nullable; existing records may hold null")
+    elif new["nullable"] and not old["nullable"]:
+        compatible.append(f"{where}: changed from non-nullable to nullable")
+    removed = [m for m in old["enum"] if m not in new["enum"]]
+    added = [m for m in new["enum"] if m not in old["enum"]]
+    if removed:
+        incompatible.append(
+            f"{where}: enum members {removed!r} were removed (old {old['enum']!r}, new {new['enum']!r}); "
+            "existing records may hold them"
+        )
+    elif added:
+        compatible.append(f"{where}: enum members {added!r} were added (old {old['enum']!r}, new {new['enum']!r})")
+    elif old["enum"] != new["enum"]:
+        compatible.append(f"{where}: enum members reordered from {old['enum']!r} to {new['enum']!r}")
+    if old["ref"] != new["ref"]:
+        if new["ref"] is None:
+            compatible.append(f"{where}: @ref({old['ref']}) was dropped")
+        else:
+            incompatible.append(
+                f"{where}: @ref changed from {old['ref']!r} to {new['ref']!r}; "
+                "existing values were never checked against the new target"
+            )
+    if not old["unique"] and new["unique"]:
+        incompatible.append(
+            f"adding @unique to existing field {new['name']!r} of model {model!r} is not supported "
+            "(storage cannot yet verify that existing records are unique)"
+        )
+    elif old["unique"] and not new["unique"]:
+        compatible.append(f"{where}: @unique was dropped")
+    for key in ("filter", "sort", "min", "max"):
+        if old[key] != new[key]:
+            compatible.append(f"{where}: {key} changed from {old[key]!r} to {new[key]!r}")
+    if old["default"] != new["default"]:
+        compatible.append(
+            f"{where}: default changed from {_show_default(old['default'])} to {_show_default(new['default'])}"
+        )
+
+
+def _show_default(default: dict[str, Any] | None) -> str:
+    if default is None:
+        return "none"
+    if default["kind"] != "value":
+        return str(default["kind"])
+    return repr(default["value"])

@@ -50,7 +50,7 @@ class Token:
     def describe(self) -> str:
         """How a message names this token: `'int'`, `'{'`, `end of line`."""
         if self.kind in (TokenKind.NEWLINE, TokenKind.EOF):
-            return self.kind.value
+            return str(self.kind.value)
         return repr(self.text)
 
 

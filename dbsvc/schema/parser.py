@@ -194,6 +194,14 @@ class _Parser:
         self.advance()
         fields: list[FieldDecl] = []
         attributes: list[Attribute] = []
+        broken: list[str] = []
+        incomplete = False
+
+        def model() -> ModelDecl:
+            return ModelDecl(
+                name.text, tuple(fields), tuple(attributes), name.line, name.col, tuple(broken), incomplete
+            )
+
         while True:
             tok = self.tok
             if tok.kind is TokenKind.NEWLINE:
@@ -206,7 +214,7 @@ class _Parser:
             ):
                 # Missing '}': report it and let the top level carry on from here.
                 self.fail(f"'}}' to close model {name.text!r}")
-                return ModelDecl(name.text, tuple(fields), tuple(attributes), name.line, name.col)
+                return model()
             else:
                 try:
                     if self.at_punct("@"):
@@ -216,12 +224,15 @@ class _Parser:
                     else:
                         raise self.fail("a field name, a model attribute such as '@projection', or '}'")
                 except _Resync:
+                    incomplete = True
+                    if tok.kind is TokenKind.IDENT:
+                        broken.append(tok.text)
                     self.skip_line(stop_at_brace=True)
         try:
             self.expect_eol(f"end of line after '}}' of model {name.text!r}")
         except _Resync:
             self.skip_line()
-        return ModelDecl(name.text, tuple(fields), tuple(attributes), name.line, name.col)
+        return model()
 
     def parse_model_attributes(self) -> list[Attribute]:
         attributes = [self.parse_attribute()]

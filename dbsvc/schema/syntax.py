@@ -66,13 +66,20 @@ class FieldDecl:
 
 @dataclass(frozen=True, slots=True)
 class ModelDecl:
-    """`model Name { ... }`: fields in order, and the model-level attributes."""
+    """`model Name { ... }`: fields in order, and the model-level attributes.
+
+    `broken` names the fields whose line had a syntax error (already reported) and so
+    are missing from `fields`; checks stay quiet about what those lines might have said
+    (a missing `@id`, a projection naming them), so one typo gives one error.
+    `incomplete` is true when some member line could not be parsed at all."""
 
     name: str
     fields: tuple[FieldDecl, ...]
     attributes: tuple[Attribute, ...]
     line: int
     col: int
+    broken: tuple[str, ...] = ()
+    incomplete: bool = False
 
 
 @dataclass(frozen=True, slots=True)

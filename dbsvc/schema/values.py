@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import math
 import re
-from datetime import date, datetime, timezone
+from datetime import date, datetime, UTC
 
 from dbsvc.schema.ir import Default, DefaultKind, FieldType
 from dbsvc.schema.syntax import Literal, LiteralKind
@@ -177,7 +177,7 @@ def _canonical_datetime(text: str, on: str, got: str) -> object:
 
 def format_datetime(instant: datetime) -> str:
     """`YYYY-MM-DDTHH:MM:SS[.ffffff]Z` in UTC, the stored and wire form."""
-    utc = instant.astimezone(timezone.utc)
+    utc = instant.astimezone(UTC)
     text = utc.strftime("%Y-%m-%dT%H:%M:%S")
     if utc.microsecond:
         text += f".{utc.microsecond:06d}"
@@ -198,22 +198,22 @@ Bound = tuple[int | float, str]   # (value, as written)
 
 
 def check_default_bounds(
-    type_: FieldType, default: Default, low: Bound | None, high: Bound | None, literal: Literal
+    type_: FieldType, field: str, default: Default, low: Bound | None, high: Bound | None, literal: Literal
 ) -> Problem | None:
     """What is wrong when a VALUE default lies outside `@min`/`@max`, else None."""
     value = default.value
     if default.kind is not DefaultKind.VALUE or value is None or type_ not in BOUNDED_TYPES:
         return None
-    got = shown(literal)
+    got = f"@default({shown(literal)}) of field {field!r}"
     if type_ is FieldType.STR:
         length = len(str(value))
         if low is not None and length < low[0]:
-            return Problem(f"@default({got}) is shorter than @min({low[1]})")
+            return Problem(f"{got} is shorter than @min({low[1]})")
         if high is not None and length > high[0]:
-            return Problem(f"@default({got}) is longer than @max({high[1]})")
+            return Problem(f"{got} is longer than @max({high[1]})")
         return None
     if low is not None and value < low[0]:  # type: ignore[operator]
-        return Problem(f"@default({got}) is below @min({low[1]})")
+        return Problem(f"{got} is below @min({low[1]})")
     if high is not None and value > high[0]:  # type: ignore[operator]
-        return Problem(f"@default({got}) is above @max({high[1]})")
+        return Problem(f"{got} is above @max({high[1]})")
     return None
