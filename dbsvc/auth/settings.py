@@ -1,0 +1,237 @@
+"""The guard's configuration: environment variables over the schema's `[auth]` table.
+
+Job: turn `SERVICE_JWT_*`, `SERVICE_JWKS_URL`, `SERVICE_TENANT_CLAIM` and `SERVICE_TENANT`
+(interface.md section 5) plus the `[auth]` defaults into one frozen `AuthConfig`, or None
+when no key source is configured (the guard is off). Every unusable value is a
+`ConfigError` that names the variable and says what it accepts, so the server refuses
+to start instead of serving with a guard that cannot work.
+
+Rules:
+
+1. The environment wins over `[auth]`, variable by variable. The key source is one unit:
+   when the environment names a key (`SERVICE_JWT_PUBKEY` or `SERVICE_JWKS_URL`), the
+   schema's `pubkey`/`jwks_url` are ignored. Both sources set in the same place: refused.
+2. An empty variable counts as unset (so `SERVICE_JWT_PUBKEY=` cannot switch a schema's
+   guard off).
+3. Only asymmetric JWS algorithms are accepted (RFC 7518 section 3.1): `none` and every
+   HS* are refused here and, again, per token (RFC 8725 section 3.1).
+4. `SERVICE_JWT_PUBKEY` is a path to a PEM public key or certificate, or the PEM text
+   itself. The key is loaded here once to fail fast (type, curve, RSA size >= 2048 bits);
+   that is the only point where this module reaches `cryptography`, lazily, and only when
+   the guard is on. Importing this module never imports `cryptography`.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import urllib.parse
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from dbsvc.errors import ConfigError
+from dbsvc.schema.ir import AuthSettings
+
+# RFC 7518 section 3.1 (RS*, PS*, ES*) and RFC 8037 section 3.1 (EdDSA).
+ALGORITHMS: tuple[str, ...] = (
+    "RS256", "RS384", "RS512",
+    "PS256", "PS384", "PS512",
+    "ES256", "ES384", "ES512",
+    "EdDSA",
+)
+_CANONICAL = {name.lower(): name for name in ALGORITHMS}
+
+DEFAULT_ALG = "RS256"
+DEFAULT_TENANT_CLAIM = "tenant"
+DEFAULT_LEEWAY = 60
+MAX_LEEWAY = 3600
+MAX_TOKEN_BYTES = 8192
+
+
+@dataclass(frozen=True, slots=True)
+class AuthConfig:
+    """Everything the guard needs. Exactly one of `pubkey_pem` / `jwks_url` is set.
+
+    The last group of fields are the guard's tunables; their defaults are the documented
+    behaviour and tests shorten them (`dataclasses.replace`) instead of sleeping.
+    """
+
+    alg: str
+    tenant: str
+    tenant_claim: str = DEFAULT_TENANT_CLAIM
+    leeway: int = DEFAULT_LEEWAY
+    issuer: str | None = None
+    audience: str | None = None
+    pubkey_pem: bytes | None = None
+    pubkey_source: str | None = None          # where the PEM came from, for messages
+    jwks_url: str | None = None
+    max_token_bytes: int = MAX_TOKEN_BYTES
+    token_cache_size: int = 4096
+    jwks_timeout: float = 2.0                 # seconds, whole fetch
+    jwks_max_bytes: int = 1 << 20             # response body cap
+    jwks_min_interval: float = 30.0           # at most one fetch per interval
+    jwks_default_max_age: float = 300.0       # when the response has no max-age
+    jwks_max_max_age: float = 86400.0         # a huge max-age is clamped to this
+
+
+def _get(environ: Mapping[str, str], name: str) -> str | None:
+    value = environ.get(name)
+    if value is None:
+        return None
+    value = value.strip()
+    return value or None
+
+
+def parse_alg(value: str, name: str) -> str:
+    """Canonical JWS `alg` name for `value`, or ConfigError naming `name`."""
+    canonical = _CANONICAL.get(value.lower())
+    if canonical is not None:
+        return canonical
+    accepted = ", ".join(ALGORITHMS)
+    if value.lower() == "none" or value.upper().startswith("HS"):
+        raise ConfigError(
+            f"{name}={value!r} is refused: unsigned and shared-secret (HMAC) algorithms "
+            f"cannot be used by a verify-only service; accepted: {accepted}"
+        )
+    raise ConfigError(f"{name}={value!r} is not a supported algorithm; accepted: {accepted}")
+
+
+def parse_leeway(value: str | int, name: str) -> int:
+    """Leeway in whole seconds, 0 to MAX_LEEWAY."""
+    if isinstance(value, bool):
+        value = str(value)
+    if isinstance(value, int):
+        number = value
+    elif re.fullmatch(r"[0-9]{1,6}", value):
+        number = int(value)
+    else:
+        raise ConfigError(f"{name}={value!r} is not a whole number of seconds from 0 to {MAX_LEEWAY}")
+    if not 0 <= number <= MAX_LEEWAY:
+        raise ConfigError(f"{name}={value!r} is not a whole number of seconds from 0 to {MAX_LEEWAY}")
+    return number
+
+
+def _check_jwks_url(url: str, name: str) -> str:
+    parts = urllib.parse.urlsplit(url)
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise ConfigError(f"{name}={url!r} is not an http(s) URL; expected e.g. https://id.example.com/.well-known/jwks.json")
+    try:
+        parts.port
+    except ValueError:
+        raise ConfigError(f"{name}={url!r} has an invalid port") from None
+    if parts.username or parts.password:
+        raise ConfigError(f"{name} must not carry credentials in the URL")
+    return url
+
+
+def _read_pem(value: str, name: str, schema_relative: str | None) -> tuple[bytes, str]:
+    """The PEM bytes named by `value` (a path, or the PEM text itself) and a label."""
+    if value.lstrip().startswith("-----BEGIN"):
+        return value.encode("ascii", "replace"), f"{name} (inline PEM)"
+    path = value
+    if schema_relative is not None and not os.path.isabs(path) and not os.path.exists(path):
+        # The schema parser resolves `pubkey` against the schema's directory already; an
+        # [auth] table built some other way may still hold a schema-relative path.
+        candidate = os.path.join(schema_relative, path)
+        if os.path.exists(candidate):
+            path = candidate
+    try:
+        with open(path, "rb") as handle:
+            data = handle.read(1 << 20)
+    except OSError as exc:
+        raise ConfigError(
+            f"{name}={value!r} cannot be read ({exc.strerror or exc}); expected the path of a PEM "
+            f"public key or certificate"
+        ) from exc
+    return data, f"{name}={value!r}"
+
+
+def load_auth_config(
+    environ: Mapping[str, str], schema_auth: AuthSettings, schema_dir: str
+) -> AuthConfig | None:
+    """The guard configuration, or None when no key source is set (guard off).
+
+    Raises ConfigError, naming the variable and what it accepts, for: both key sources,
+    an algorithm that is none/HS*/unknown, a bad leeway, SERVICE_TENANT unset, an
+    unreadable or invalid PEM, an RSA key under 2048 bits, a key that does not fit the
+    algorithm, or a JWKS URL that is not http(s).
+    """
+    env_pub = _get(environ, "SERVICE_JWT_PUBKEY")
+    env_jwks = _get(environ, "SERVICE_JWKS_URL")
+    if env_pub and env_jwks:
+        raise ConfigError(
+            "SERVICE_JWT_PUBKEY and SERVICE_JWKS_URL are both set; set exactly one: "
+            "a PEM public key (or certificate) path, or a JWKS URL"
+        )
+    pub_name, jwks_name = "SERVICE_JWT_PUBKEY", "SERVICE_JWKS_URL"
+    pubkey, jwks_url, relative_to = env_pub, env_jwks, None
+    if not (env_pub or env_jwks):
+        pubkey = schema_auth.pubkey or None
+        jwks_url = schema_auth.jwks_url or None
+        pub_name, jwks_name, relative_to = "[auth] pubkey", "[auth] jwks_url", schema_dir
+        if pubkey and jwks_url:
+            raise ConfigError(
+                "[auth] pubkey and [auth] jwks_url are both set; set exactly one "
+                "(or override with SERVICE_JWT_PUBKEY or SERVICE_JWKS_URL)"
+            )
+    if not (pubkey or jwks_url):
+        return None
+
+    alg_env = _get(environ, "SERVICE_JWT_ALG")
+    if alg_env is not None:
+        alg = parse_alg(alg_env, "SERVICE_JWT_ALG")
+    elif schema_auth.alg:
+        alg = parse_alg(schema_auth.alg, "[auth] alg")
+    else:
+        alg = DEFAULT_ALG
+
+    leeway_env = _get(environ, "SERVICE_JWT_LEEWAY")
+    if leeway_env is not None:
+        leeway = parse_leeway(leeway_env, "SERVICE_JWT_LEEWAY")
+    elif schema_auth.leeway is not None:
+        leeway = parse_leeway(schema_auth.leeway, "[auth] leeway")
+    else:
+        leeway = DEFAULT_LEEWAY
+
+    tenant = _get(environ, "SERVICE_TENANT")
+    if tenant is None:
+        raise ConfigError(
+            "SERVICE_TENANT is required when the token guard is on (SERVICE_JWT_PUBKEY or "
+            "SERVICE_JWKS_URL is set); set it to the tenant this process serves"
+        )
+    tenant_claim = _get(environ, "SERVICE_TENANT_CLAIM") or schema_auth.tenant_claim or DEFAULT_TENANT_CLAIM
+    issuer = _get(environ, "SERVICE_JWT_ISSUER") or schema_auth.issuer or None
+    audience = _get(environ, "SERVICE_JWT_AUDIENCE") or schema_auth.audience or None
+
+    pem: bytes | None = None
+    source: str | None = None
+    if pubkey:
+        pem, source = _read_pem(pubkey, pub_name, relative_to)
+        try:
+            from dbsvc.auth.keys import UnusableKey, load_pem_key  # imports cryptography
+        except ImportError as exc:
+            raise ConfigError(
+                f"{pub_name} is set but the 'cryptography' package is not installed "
+                f"(pip install 'dbsvc[auth]')"
+            ) from exc
+        try:
+            load_pem_key(pem, alg)
+        except UnusableKey as exc:
+            raise ConfigError(
+                f"{source}: {exc}; expected a PEM public key or certificate usable with {alg}"
+            ) from None
+    else:
+        assert jwks_url is not None
+        jwks_url = _check_jwks_url(jwks_url, jwks_name)
+
+    return AuthConfig(
+        alg=alg,
+        tenant=tenant,
+        tenant_claim=tenant_claim,
+        leeway=leeway,
+        issuer=issuer,
+        audience=audience,
+        pubkey_pem=pem,
+        pubkey_source=source,
+        jwks_url=jwks_url,
+    )
