@@ -356,8 +356,8 @@ def _id_parameter(model: Model) -> dict[str, Any]:
 # ---------------------------------------------------------------- responses
 
 def _headers() -> dict[str, Any]:
-    def header(description: str, schema: dict[str, Any]) -> dict[str, Any]:
-        return {"description": description, "schema": schema}
+    def header(description: str, schema: dict[str, Any], required: bool = True) -> dict[str, Any]:
+        return {"description": description, "required": required, "schema": schema}
 
     return {
         "X-Request-Id": header("Identifier of this request, also in the log line and any "
@@ -366,7 +366,7 @@ def _headers() -> dict[str, Any]:
                                   "usable as `as_of`.", {"type": "integer", "minimum": 0}),
         "Dbsvc-Offset": header("Global event offset when this read was made (0 before any "
                                "event); absent on `as_of` reads. Subscribe with `after=` it to "
-                               "miss nothing.", {"type": "integer", "minimum": 0}),
+                               "miss nothing.", {"type": "integer", "minimum": 0}, False),
         "Location": header("Path of the created record.", {"type": "string"}),
         "WWW-Authenticate": header('`Bearer realm="dbsvc"`, plus `error="invalid_token"` when a '
                                    "token was sent.", {"type": "string"}),
@@ -581,7 +581,7 @@ def _add_operational(paths: dict[str, Any], schemas: dict[str, Any], schema: Sch
                       "another epoch are meaningless."},
             "replication": {"type": "boolean", "description": "Whether /replicate works."},
         },
-        "required": ["watermarks", "epoch"],
+        "required": ["watermarks", "epoch", "replication"],
     }
     routes = (
         ("/health", "health", "Liveness; never touches the database", "Health"),

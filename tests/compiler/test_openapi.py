@@ -201,6 +201,22 @@ def test_list_and_create_responses(blog: dict) -> None:
     assert set(listed["headers"]) == {"X-Request-Id", "Dbsvc-Watermark", "Dbsvc-Offset"}
 
 
+def test_read_headers_watermark_always_offset_unless_as_of(blog: dict) -> None:
+    headers = blog["components"]["headers"]
+    assert headers["Dbsvc-Watermark"]["required"] is True
+    assert headers["Dbsvc-Offset"]["required"] is False
+    assert headers["X-Request-Id"]["required"] is True
+
+
+def test_operational_route_shapes(blog: dict) -> None:
+    schemas = blog["components"]["schemas"]
+    assert schemas["Health"]["properties"]["status"]["const"] == "ok"
+    assert schemas["Ready"]["properties"]["status"]["const"] == "ready"
+    assert schemas["Metrics"]["required"] == ["model_count", "rows_per_model", "total_rows"]
+    assert schemas["Snapshot"]["required"] == ["watermarks", "epoch", "replication"]
+    assert schemas["Snapshot"]["properties"]["watermarks"]["propertyNames"]["enum"] == ["User", "BlogPost", "Comment"]
+
+
 def test_problem_schema_and_error_responses(blog: dict) -> None:
     problem = blog["components"]["schemas"]["Problem"]
     assert problem["required"] == ["type", "title", "status", "code", "detail", "request_id"]
@@ -251,3 +267,61 @@ def test_cli_prints_the_document() -> None:
                           capture_output=True, text=True, timeout=60, cwd=ROOT)
     assert done.returncode == 0, done.stderr
     assert json.loads(done.stdout) == json.loads(json.dumps(build_openapi(load_schema(str(BLOG)))))
+
+
+# ---------------------------------------------------------------- the document agrees with the compiler
+
+_SAMPLES = {
+    FieldType.INT: 7, FieldType.FLOAT: 2.5, FieldType.BOOL: True, FieldType.JSON: {"k": [1]},
+    FieldType.DATETIME: "2024-05-01T12:00:00Z", FieldType.DATE: "2024-05-01",
+    FieldType.UUID: "0f8fad5b-d9cb-469f-a165-70867728950e",
+}
+
+
+def _sample(field: Field) -> object:
+    if field.type is FieldType.ENUM:
+        return field.enum_members[0]
+    if field.type is FieldType.STR:
+        length = max(int(field.min or 0), 3)
+        if field.max is not None:
+            length = min(length, int(field.max))
+        return "x" * length
+    value = _SAMPLES[field.type]
+    if field.type is FieldType.INT and field.min is not None:
+        value = max(int(field.min), value)  # type: ignore[call-overload]
+    return value
+
+
+def _validator(spec: dict, name: str):
+    from jsonschema import Draft202012Validator
+
+    root = {"$defs": spec["components"]["schemas"], **spec["components"]["schemas"][name]}
+    text = json.dumps(root).replace("#/components/schemas/", "#/$defs/")
+    return Draft202012Validator(json.loads(text), format_checker=Draft202012Validator.FORMAT_CHECKER)
+
+
+@pytest.mark.parametrize("path", [BLOG, INVENTORY], ids=["blog", "inventory"])
+def test_required_fields_match_the_generated_validators(path: Path) -> None:
+    from dbsvc.compiler import compile_schema
+    from dbsvc.errors import ConstraintViolation
+
+    schema = load_schema(str(path))
+    spec = build_openapi(schema)
+    module = compile_schema(schema)
+    for model in schema.models:
+        compiled = module.BY_NAME[model.name]
+        required = spec["components"]["schemas"][f"{model.name}.Create"]["required"]
+        body = {name: _sample(model.field(name)) for name in required}
+        _validator(spec, f"{model.name}.Create").validate(body)
+        record = compiled.validate_create(dict(body))
+        if record[model.id_field.name] is None:  # an auto int id: storage assigns it
+            record[model.id_field.name] = 1
+        _validator(spec, model.name).validate(record)
+        for name in required:
+            partial = {k: v for k, v in body.items() if k != name}
+            with pytest.raises(ConstraintViolation):
+                compiled.validate_create(partial)
+        replace_required = spec["components"]["schemas"][f"{model.name}.Replace"]["required"]
+        replaced = compiled.validate_replace({n: body[n] for n in replace_required},
+                                             _sample(model.id_field))
+        _validator(spec, model.name).validate(replaced)
