@@ -22,7 +22,6 @@ from __future__ import annotations
 import ast
 import hashlib
 import itertools
-import keyword
 import linecache
 import os
 import types
@@ -50,7 +49,7 @@ def check_invariants(schema: Schema) -> None:
         names = [f.name for f in model.fields]
         assert len(set(names)) == len(names), f"duplicate field in {model.name}"
         for field in model.fields:
-            assert field.name.isidentifier() and not keyword.iskeyword(field.name), field.name
+            assert field.name.isidentifier(), field.name
             assert not field.name.startswith("_"), field.name
             assert field.name not in RESERVED_FIELD_NAMES, field.name
             if field.type is FieldType.JSON:

@@ -64,7 +64,14 @@ def _shown(text: str, value: ast.expr) -> ast.expr:
 
 
 def _plural(count: int | float, noun: str) -> str:
-    return f"{count} {noun}" if count == 1 else f"{count} {noun}s"
+    return f"{_number(count)} {noun}" if count == 1 else f"{_number(count)} {noun}s"
+
+
+def _number(bound: int | float) -> str:
+    """A bound as a person writes it: `0` rather than `0.0`."""
+    if isinstance(bound, float) and bound.is_integer():
+        return str(int(bound))
+    return str(bound)
 
 
 # ---------------------------------------------------------------------------------------
@@ -84,7 +91,7 @@ def _bounds(field: Field, value: ast.expr, measured: ast.expr, *, length: bool) 
                 call("str", measured), const(" characters: "), call(f"{RT}.show", value),
             )
         else:
-            message = _shown(f"{label} must be at {word} {bound}, got ", value)
+            message = _shown(f"{label} must be at {word} {_number(bound)}, got ", value)
         out.append(if_(test(measured, const(bound)), _fail(field, message)))
     return out
 
