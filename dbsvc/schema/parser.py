@@ -126,6 +126,11 @@ class _Parser:
             and self.peek(1).kind is TokenKind.IDENT
         )
 
+    def at_model_header(self) -> bool:
+        """`model Name {`: inside a model body only this means the `}` is missing, since
+        `model str` there is a field named `model`."""
+        return self.at_model_start() and self.peek(2).kind is TokenKind.PUNCT and self.peek(2).text == "{"
+
     def at_section_start(self) -> bool:
         """A line that opens a model or a table: where top-level recovery resumes."""
         return self.at_line_start() and (self.at_model_start() or self.at_punct("["))
@@ -210,7 +215,7 @@ class _Parser:
                 self.advance()
                 break
             elif tok.kind is TokenKind.EOF or (
-                self.at_line_start() and (self.at_punct("[") or self.at_model_start())
+                self.at_line_start() and (self.at_punct("[") or self.at_model_header())
             ):
                 # Missing '}': report it and let the top level carry on from here.
                 self.fail(f"'}}' to close model {name.text!r}")
