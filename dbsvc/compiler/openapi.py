@@ -52,7 +52,8 @@ ERROR_CODES: tuple[str, ...] = tuple(dict.fromkeys(cls.code for cls in _ERROR_CL
 _ERROR_RESPONSES: dict[int, tuple[str, str]] = {
     400: ("BadRequest", "`bad_query`: unknown parameter, filter or sort on a field not allowed, "
           "unparsable value, unknown projection, bad `as_of`; `bad_request`: body not a JSON "
-          "object, or a path id that does not parse as the primary key."),
+          "object, or a path id that does not parse as the primary key; "
+          "`offset_out_of_range`: a WebSocket `after` ahead of the head."),
     401: ("Unauthorized", "`unauthorized`: missing, malformed, badly signed, expired or not yet "
           "valid bearer token (only when the guard is configured)."),
     403: ("Forbidden", "`forbidden`: the token's tenant claim is missing or differs from "
