@@ -150,6 +150,19 @@ def test_imports_resolve_inside_the_archive(app: Path, tmp_path: Path) -> None:
         assert line.startswith(str(app) + os.sep), line
 
 
+def test_default_command_serves_the_generated_module(app: Path, tmp_path: Path) -> None:
+    # The real server needs storage; here serve_generated is replaced to see what it gets.
+    probe = ("import sys; sys.path.insert(0, sys.argv[1]); import dbsvc.cli, dbsvc.build; "
+             "dbsvc.cli.serve_generated = lambda m: print(m.__name__, m.SCHEMA_PATH, "
+             "sorted(m.BY_NAME)) or 0; raise SystemExit(dbsvc.build.run_zipapp([]))")
+    done = subprocess.run([sys.executable, "-I", "-S", "-c", probe, str(app)], cwd=tmp_path,
+                          env=_bare_env(), capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    module, schema_path, models = done.stdout.split(" ", 2)
+    assert module == "_dbsvc_app" and schema_path.endswith("blog.dbs")
+    assert models.strip() == "['BlogPost', 'Comment', 'User']"
+
+
 def _has(module: str) -> bool:
     try:
         return importlib.util.find_spec(module) is not None
