@@ -7,7 +7,9 @@ that maps onto logger names):
     spec       := directive ("," directive)*
     directive  := LEVEL                 the default level (root logger)
                 | TARGET "=" LEVEL      level of one logger subtree
-                | TARGET                that subtree at every level (as env_logger: trace)
+                | TARGET                that subtree at every level (as env_logger: trace);
+                                        a bare TARGET must be `dbsvc` or contain `::` / `.`,
+                                        so a mistyped level is an error, not a silent no-op
     LEVEL      := off | error | warn | info | debug | trace      (any case; trace = debug)
     TARGET     := a Rust module path `dbsvc::http` or a logger name `dbsvc.http`
 
@@ -50,7 +52,7 @@ LEVELS = {
 }
 
 _TARGET = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(?:(?:::|\.)[A-Za-z_][A-Za-z0-9_]*)*")
-_SECRET = re.compile(r"(?i)(bearer\s+|authorization[\"']?\s*[:=]\s*[\"']?)[^\s\"',;]+")
+_SECRET = re.compile(r"(?i)(authorization[\"']?\s*[:=]\s*[\"']?(?:[a-z]+\s+)?|bearer\s+)[^\s\"',;]+")
 
 _ACCEPTS = ("RUST_LOG accepts a level (off, error, warn, info, debug, trace) and "
             "comma-separated directives target=level, e.g. 'warn,dbsvc::http=debug'")
@@ -74,6 +76,10 @@ def parse_level_spec(spec: str) -> tuple[int, dict[str, int]]:
         if not eq and name.lower() in LEVELS:
             default = LEVELS[name.lower()]
             continue
+        if not eq and "::" not in name and "." not in name and name != "dbsvc":
+            # env_logger would read a bare word as a crate name; here it is almost
+            # always a mistyped level, so say so instead of silently logging nothing.
+            raise ConfigError(f"RUST_LOG: unknown level {name!r}; {_ACCEPTS}")
         if not _TARGET.fullmatch(name):
             raise ConfigError(f"RUST_LOG: bad directive {directive!r}; {_ACCEPTS}")
         if eq and level_name not in LEVELS:

@@ -1,0 +1,131 @@
+"""dbsvc.logs: the RUST_LOG syntax, the text and JSON line shapes, one span per request, and
+no credentials in any log line."""
+
+from __future__ import annotations
+
+import io
+import json
+import logging
+import time
+
+import pytest
+
+from dbsvc.errors import ConfigError
+from dbsvc.logs import configure_logging, parse_level_spec
+
+D, I, W, E, OFF = logging.DEBUG, logging.INFO, logging.WARNING, logging.ERROR, logging.CRITICAL + 10
+
+
+@pytest.mark.parametrize("spec, default, targets", [
+    ("", I, {}),
+    ("info", I, {}),
+    ("debug", D, {}),
+    ("trace", D, {}),
+    ("warn", W, {}),
+    ("WARN", W, {}),
+    ("error", E, {}),
+    ("off", OFF, {}),
+    ("dbsvc::http=debug,warn", W, {"dbsvc.http": D}),
+    ("warn,dbsvc::http=debug", W, {"dbsvc.http": D}),
+    ("dbsvc::storage=trace, dbsvc::http = error", I, {"dbsvc.storage": D, "dbsvc.http": E}),
+    ("dbsvc.realtime=off", I, {"dbsvc.realtime": OFF}),
+    ("dbsvc::http", I, {"dbsvc.http": D}),
+])
+def test_rust_log_spec_is_parsed(spec, default, targets):
+    assert parse_level_spec(spec) == (default, targets)
+
+
+@pytest.mark.parametrize("spec", ["loud", "dbsvc::http=loud", "dbsvc[span]=debug", "/re.*/", "a::=info"])
+def test_bad_rust_log_spec_is_a_config_error_naming_rust_log(spec):
+    with pytest.raises(ConfigError) as info:
+        parse_level_spec(spec)
+    assert "RUST_LOG" in str(info.value)
+    assert "off, error, warn, info, debug, trace" in str(info.value)
+
+
+def test_bad_log_format_is_a_config_error():
+    with pytest.raises(ConfigError, match="SERVICE_LOG_FORMAT"):
+        configure_logging("info", "yaml")
+
+
+def test_configure_logging_applies_levels_and_formats_json():
+    stream = io.StringIO()
+    try:
+        configure_logging("warn,dbsvc::http=debug", "json", stream=stream)
+        logging.getLogger("dbsvc.http.request").debug("kept", extra={"fields": {"status": 200}})
+        logging.getLogger("dbsvc.storage").info("dropped")
+        lines = [json.loads(line) for line in stream.getvalue().splitlines()]
+        assert len(lines) == 1
+        assert lines[0]["level"] == "DEBUG" and lines[0]["target"] == "dbsvc.http.request"
+        assert lines[0]["message"] == "kept" and lines[0]["status"] == 200
+    finally:
+        configure_logging("info", "text", stream=io.StringIO())
+
+
+def test_text_formatter_redacts_bearer_tokens():
+    stream = io.StringIO()
+    try:
+        configure_logging("info", "text", stream=stream)
+        logging.getLogger("dbsvc.test").info("header was Authorization: Bearer abc.def.ghi")
+        assert "abc.def.ghi" not in stream.getvalue()
+        assert "[redacted]" in stream.getvalue()
+    finally:
+        configure_logging("info", "text", stream=io.StringIO())
+
+
+def _wait_for_lines(demo, count: int, needle: str) -> list[str]:
+    deadline = time.monotonic() + 3
+    while True:
+        lines = [line for line in demo.log().splitlines() if needle in line]
+        if len(lines) >= count or time.monotonic() > deadline:
+            return lines
+
+
+def test_json_span_line_per_request(make_server):
+    demo = make_server(env={"SERVICE_LOG_FORMAT": "json"})
+    response = demo.get("/echo?secret=hunter2", {"X-Request-Id": "span-1"})
+    assert response.status == 200
+    [line] = _wait_for_lines(demo, 1, '"span-1"')
+    span = json.loads(line)
+    assert set(span) >= {"ts", "level", "target", "message", "method", "path", "status",
+                         "duration_ms", "bytes", "request_id"}
+    assert span["target"] == "dbsvc.http.request" and span["level"] == "INFO"
+    assert span["method"] == "GET" and span["path"] == "/echo" and span["status"] == 200
+    assert span["bytes"] == len(response.body) and span["request_id"] == "span-1"
+    assert isinstance(span["duration_ms"], float)
+    assert "hunter2" not in demo.log()                     # no query strings in logs
+    for raw in demo.log().splitlines():
+        json.loads(raw)                                    # every line is one JSON object
+
+
+def test_one_text_span_per_request(make_server):
+    demo = make_server()
+    client = demo.client()
+    for n in range(3):
+        client.request("GET", "/echo", {"X-Request-Id": f"text-{n}"})
+    lines = _wait_for_lines(demo, 3, "dbsvc.http.request")
+    assert len(lines) == 3
+    assert "method=GET path=/echo status=200" in lines[0]
+    assert "request_id=text-0" in lines[0]
+
+
+def test_spans_off_when_rust_log_excludes_them(make_server):
+    demo = make_server(env={"RUST_LOG": "warn"})
+    assert demo.get("/echo").status == 200
+    assert demo.get("/error").status == 500
+    log = demo.log()
+    assert "dbsvc.http.request" not in log
+    assert "unhandled error in GET /error" in log
+
+
+def test_authorization_never_reaches_the_logs(make_server):
+    demo = make_server(env={"RUST_LOG": "debug"})
+    token = "eyJhbGciOiJSUzI1NiJ9.c2VjcmV0.c2lnbmF0dXJl"
+    for route in ("/echo", "/error", "/bad", "/async-error"):
+        demo.get(route, {"Authorization": f"Bearer {token}"})
+    client = demo.client()
+    client.send(f"GET /echo HTTP/1.1\r\nAuthorization: Bearer {token}\r\nBroken\r\n\r\n".encode())
+    assert client.read_response().status == 400
+    _wait_for_lines(demo, 5, "dbsvc.http.request")
+    assert token not in demo.log()
+    assert "c2VjcmV0" not in demo.log()
