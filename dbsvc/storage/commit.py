@@ -1,0 +1,236 @@
+"""The write side of the log: appends on the loop thread, one fsync at a time off it.
+
+Protocol (group commit)::
+
+    write coroutine (loop thread)              committer task (loop) + fsync thread
+    ---------------------------------          -----------------------------------------
+    check constraints, build the frame
+    os.write(frame)        -> bytes at the end of the file; offset and order now fixed
+    apply to memory, queue (end, future)  ->  wake
+    await future                               target = bytes written so far
+                                               fsync(log) in the thread (one in flight)
+                                               every queued write with end <= target:
+                                                 publish its event, resolve its future
+                                               loop while anything is queued
+
+So N writers arriving during one fsync share the next one. `sync="off"` skips the fsync
+and resolves after the write reached the page cache.
+
+Failure rules (an OSError from write or fsync is never retried and never acknowledged;
+Linux may report a failed fsync only once, and after it the page cache no longer tells
+what reached the disk):
+
+1. The store turns read-only: every later write raises `Unavailable`.
+2. Writes covered by an fsync that succeeded before the failure are acknowledged as usual.
+3. Every other queued write is rolled back in memory in reverse order (the store's
+   `rollback`), the log is truncated to the end of the last acknowledged frame and fsynced
+   (best effort, logged), and each waiting writer gets `Unavailable`.
+
+After a restart the log therefore holds exactly the acknowledged writes, plus at most a tail
+that a failed truncate left behind; such a tail is only ever unacknowledged writes and is
+kept if its frames are whole (they were valid writes that simply were not confirmed).
+Readers can observe a write between its apply and its fsync; if the fsync fails that write
+vanishes again.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from typing import Any
+
+from dbsvc.errors import Unavailable
+from dbsvc.storage.files import NO_FAULTS, FaultPlan, write_all
+
+log = logging.getLogger("dbsvc.storage")
+
+
+@dataclass(slots=True)
+class Pending:
+    """A written, not yet acknowledged write."""
+
+    end: int                       # file size after its frame
+    future: asyncio.Future
+    event: Any                     # ChangeEvent, published on commit
+    undo: Any                      # opaque to this module; handed to `rollback`
+    applied: bool = True
+
+
+@dataclass(slots=True)
+class CommitStats:
+    fsyncs: int = 0
+    commits: int = 0
+    failures: int = 0
+    batches: list[int] = field(default_factory=list)
+
+
+class LogWriter:
+    """Appends frames to an open log descriptor and fsyncs it."""
+
+    def __init__(self, path: str, fd: int, size: int, faults: FaultPlan = NO_FAULTS) -> None:
+        self.path = path
+        self.fd = fd
+        self.written = size        # bytes handed to the kernel
+        self.durable = size        # bytes covered by the last successful fsync (or open)
+        self.acked = size          # end of the last acknowledged frame
+        self.faults = faults
+
+    def append(self, frame: bytes) -> int:
+        if self.faults:
+            self.faults.check("write")
+        try:
+            write_all(self.fd, frame)
+        finally:
+            # A short write followed by an error still moved the file end; `truncate` cleans it.
+            self.written = os.lseek(self.fd, 0, os.SEEK_END)
+        return self.written
+
+    def fsync(self) -> None:
+        if self.faults:
+            self.faults.check("fsync")
+        os.fsync(self.fd)
+
+    def truncate_to_acked(self) -> None:
+        try:
+            os.ftruncate(self.fd, self.acked)
+            os.fsync(self.fd)
+            self.written = self.durable = self.acked
+        except OSError as exc:
+            log.error("could not truncate %s to %d bytes after an I/O error: %s", self.path, self.acked, exc)
+
+
+class CommitQueue:
+    """Group commit for one `LogWriter`; see the module docstring."""
+
+    def __init__(self, writer: LogWriter, *, sync: bool,
+                 publish: Callable[[Any], None], rollback: Callable[[Any], None]) -> None:
+        self.writer = writer
+        self.sync = sync
+        self.publish = publish
+        self.rollback = rollback
+        self.failed: OSError | None = None
+        self.stats = CommitStats()
+        self._pending: list[Pending] = []
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._wake: asyncio.Event | None = None
+        self._task: asyncio.Task | None = None
+        self._executor: ThreadPoolExecutor | None = None
+
+    def _ensure_task(self) -> asyncio.AbstractEventLoop:
+        loop = asyncio.get_running_loop()
+        if self._loop is not loop or self._task is None or self._task.done():
+            assert not self._pending, "writes pending on another event loop"
+            self._loop = loop
+            self._wake = asyncio.Event()
+            if self._executor is None:
+                self._executor = ThreadPoolExecutor(1, thread_name_prefix="dbsvc-fsync")
+            self._task = loop.create_task(self._run(), name="dbsvc-committer")
+        return loop
+
+    def check_writable(self) -> None:
+        if self.failed is not None:
+            raise Unavailable(f"the store is read-only after an I/O error: {self.failed}")
+
+    def submit(self, frame: bytes, event: Any, apply: Callable[[], Any]) -> asyncio.Future:
+        """Write `frame`, then `apply()` it to memory; the future resolves once durable.
+        Called on the loop thread with no await in between, so order is write order."""
+        loop = self._ensure_task()
+        future = loop.create_future()
+        try:
+            end = self.writer.append(frame)
+        except OSError as exc:
+            log.error("write to %s failed: %s; the store is now read-only", self.writer.path, exc)
+            self.failed = exc
+            self._pending.append(Pending(self.writer.written, future, event, None, applied=False))
+        else:
+            undo = apply()
+            self._pending.append(Pending(end, future, event, undo))
+        assert self._wake is not None
+        self._wake.set()
+        return future
+
+    async def _run(self) -> None:
+        assert self._wake is not None and self._loop is not None
+        while True:
+            await self._wake.wait()
+            self._wake.clear()
+            while self._pending and self.failed is None:
+                target = self.writer.written
+                count = sum(1 for p in self._pending if p.end <= target)
+                if self.sync:
+                    try:
+                        await self._loop.run_in_executor(self._executor, self.writer.fsync)
+                    except OSError as exc:
+                        log.error("fsync of %s failed: %s; the store is now read-only", self.writer.path, exc)
+                        self.failed = exc
+                        break
+                    self.stats.fsyncs += 1
+                    self.writer.durable = target
+                self._acknowledge(count)
+            if self.failed is not None:
+                self._fail_pending()
+                return
+
+    def _acknowledge(self, count: int) -> None:
+        done, self._pending = self._pending[:count], self._pending[count:]
+        if not done:
+            return
+        self.writer.acked = done[-1].end
+        self.stats.commits += len(done)
+        self.stats.batches.append(len(done))
+        if len(self.stats.batches) > 4096:
+            del self.stats.batches[:2048]
+        for p in done:
+            self.publish(p.event)
+        for p in done:
+            if not p.future.done():
+                p.future.set_result(None)
+
+    def _fail_pending(self) -> None:
+        failed, self._pending = self._pending, []
+        self.stats.failures += len(failed)
+        for p in reversed(failed):
+            if p.applied:
+                self.rollback(p.undo)
+        self.writer.truncate_to_acked()
+        error = Unavailable(f"write not stored: I/O error on the log ({self.failed}); the store is read-only")
+        for p in failed:
+            if not p.future.done():
+                p.future.set_exception(error)
+                # Retrieve it so an abandoned future does not log "exception never retrieved".
+                p.future.exception()
+
+    def flush(self) -> None:
+        """Synchronous final commit for `close()`: fsync, then acknowledge everything."""
+        if self.failed is not None:
+            return
+        if self._pending or self.writer.written > self.writer.durable:
+            if self.sync:
+                try:
+                    self.writer.fsync()
+                except OSError as exc:
+                    log.error("final fsync of %s failed: %s", self.writer.path, exc)
+                    self.failed = exc
+                    self._fail_pending()
+                    return
+                self.writer.durable = self.writer.written
+            self._acknowledge(len(self._pending))
+
+    def shutdown(self) -> None:
+        if self._task is not None and not self._task.done():
+            try:
+                self._task.cancel()
+            except RuntimeError:
+                pass                    # its loop is already closed
+        self._task = None
+        if self._executor is not None:
+            self._executor.shutdown(wait=True)
+            self._executor = None
+
+    @property
+    def pending(self) -> int:
+        return len(self._pending)

@@ -1,0 +1,200 @@
+"""Compaction: replace snapshot + log by a new snapshot and an empty log, in a new epoch.
+
+Files of a tenant::
+
+    <tenant>/snapshot        snapshot.py format (absent until the first compaction)
+    <tenant>/log             logfile.py format; its header names the snapshot's epoch
+    <tenant>/snapshot.new    transient: a compaction in progress
+    <tenant>/log.new         transient: a compaction in progress
+
+Steps (`install`), each followed by the `compact` fault hook (files.py)::
+
+    1  write snapshot.new (epoch E2, head H), fsync it
+    2  write log.new (header: epoch E2, base offset H), fsync it
+    3  fsync the directory
+    4  rename snapshot.new -> snapshot          <- the commit point
+    5  fsync the directory
+    6  rename log.new -> log
+    7  fsync the directory
+
+Recovery (`finish_interrupted`, run by every writer open before reading anything):
+
+- `snapshot.new` exists: the commit point was not reached. The old snapshot and old log
+  are intact and consistent; `snapshot.new` and `log.new` are deleted.
+- only `log.new` exists: the commit point passed. The snapshot is the new one; `log.new`
+  (complete and fsynced before step 4) is renamed over the old log.
+
+So an interrupted compaction yields the old pair or the new pair, never a mix; a reader
+checks anyway that the snapshot's epoch and head equal the log header's epoch and base.
+A read-only open performs the same recovery in its head, renaming nothing.
+
+Offline compaction (`compact_directory`) needs no compiled schema: it replays snapshot and
+log as plain JSON (records by id per model) and writes them back with the stored field
+order. The log's torn tail, if any, is dropped (it was never acknowledged).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import secrets
+from dataclasses import dataclass
+from typing import Any
+
+from dbsvc.errors import CorruptLog
+from dbsvc.storage.files import NO_FAULTS, FaultPlan, fsync_dir, write_all
+from dbsvc.storage.logfile import LogScan, encode_header
+from dbsvc.storage.snapshot import ModelImage, SnapshotImage, decode_snapshot, encode_snapshot
+
+log = logging.getLogger("dbsvc.storage")
+
+SNAPSHOT_NAME = "snapshot"
+LOG_NAME = "log"
+NEW_SUFFIX = ".new"
+
+
+def new_epoch() -> str:
+    return secrets.token_hex(16)
+
+
+@dataclass(frozen=True, slots=True)
+class TenantFiles:
+    """Where to read a tenant's state after recovery (paths may be absent)."""
+
+    snapshot: str | None
+    log: str
+
+
+def finish_interrupted(directory: str, *, readonly: bool) -> TenantFiles:
+    snap = os.path.join(directory, SNAPSHOT_NAME)
+    logp = os.path.join(directory, LOG_NAME)
+    snap_new, log_new = snap + NEW_SUFFIX, logp + NEW_SUFFIX
+    if os.path.exists(snap_new):
+        if not readonly:
+            log.warning("%s: discarding an interrupted compaction (before its commit point)", directory)
+            for path in (snap_new, log_new):
+                try:
+                    os.unlink(path)
+                except FileNotFoundError:
+                    pass
+            fsync_dir(directory)
+    elif os.path.exists(log_new):
+        if readonly:
+            return TenantFiles(snap if os.path.exists(snap) else None, log_new)
+        log.warning("%s: finishing an interrupted compaction (after its commit point)", directory)
+        os.rename(log_new, logp)
+        fsync_dir(directory)
+    return TenantFiles(snap if os.path.exists(snap) else None, logp)
+
+
+def _write_file(path: str, chunks: Any) -> None:
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o644)
+    try:
+        for chunk in chunks:
+            write_all(fd, chunk)
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def install(directory: str, image: SnapshotImage, faults: FaultPlan = NO_FAULTS) -> None:
+    """Write `image` as the new snapshot plus an empty log of its epoch (steps 1-7)."""
+    snap = os.path.join(directory, SNAPSHOT_NAME)
+    logp = os.path.join(directory, LOG_NAME)
+    _write_file(snap + NEW_SUFFIX, encode_snapshot(image))
+    faults.check("compact")
+    _write_file(logp + NEW_SUFFIX, [encode_header(image.epoch, image.head_offset)])
+    faults.check("compact")
+    fsync_dir(directory)
+    faults.check("compact")
+    os.rename(snap + NEW_SUFFIX, snap)
+    faults.check("compact")
+    fsync_dir(directory)
+    faults.check("compact")
+    os.rename(logp + NEW_SUFFIX, logp)
+    faults.check("compact")
+    fsync_dir(directory)
+    faults.check("compact")
+
+
+def create_log(directory: str, epoch: str) -> str:
+    """A tenant's first log (no snapshot, base offset 0), created durably."""
+    logp = os.path.join(directory, LOG_NAME)
+    _write_file(logp + ".tmp", [encode_header(epoch, 0)])
+    os.rename(logp + ".tmp", logp)
+    fsync_dir(directory)
+    return logp
+
+
+def check_pair(files: TenantFiles, snapshot: SnapshotImage | None, scan: LogScan) -> None:
+    """The log must continue the snapshot: same epoch, base offset = snapshot head."""
+    header = scan.header
+    if snapshot is None:
+        if header.base_offset != 0:
+            raise CorruptLog(files.log, 0, f"log starts after offset {header.base_offset} but there is no snapshot")
+        return
+    if header.epoch != snapshot.epoch or header.base_offset != snapshot.head_offset:
+        raise CorruptLog(
+            files.log, 0,
+            f"log (epoch {header.epoch}, base {header.base_offset}) does not continue the snapshot "
+            f"(epoch {snapshot.epoch}, head {snapshot.head_offset})",
+        )
+
+
+def compact_directory(directory: str, description: dict | None, faults: FaultPlan = NO_FAULTS) -> str:
+    """Offline compaction of a locked tenant directory; returns a one-line report."""
+    files = finish_interrupted(directory, readonly=False)
+    snapshot = None
+    if files.snapshot:
+        with open(files.snapshot, "rb") as f:
+            snapshot = decode_snapshot(files.snapshot, f.read())
+    with open(files.log, "rb") as f:
+        data = f.read()
+    scan = LogScan(files.log, data)
+    check_pair(files, snapshot, scan)
+    order: list[str] = []
+    fields: dict[str, list[str]] = {}
+    max_ids: dict[str, int] = {}
+    live: dict[str, dict[Any, list[Any]]] = {}
+    id_fields: dict[str, str] = {}
+    for m in (description or {}).get("models", ()):
+        order.append(m["name"])
+        fields[m["name"]] = [f["name"] for f in m["fields"]]
+        id_fields[m["name"]] = next((f["name"] for f in m["fields"] if f["id"]), fields[m["name"]][0])
+    for image in snapshot.models if snapshot else ():
+        if image.name not in fields:
+            order.append(image.name)
+            fields[image.name] = image.fields
+        pos = [image.fields.index(f) if f in image.fields else None for f in fields[image.name]]
+        idf = image.fields.index(id_fields.get(image.name, image.fields[0]))
+        live[image.name] = {
+            row[idf]: [None if p is None else row[p] for p in pos] for row in image.rows
+        }
+        max_ids[image.name] = image.max_id
+    rows = 0
+    for _offset, payload in scan.records():
+        ev = json.loads(bytes(payload))
+        name, record = ev["model"], ev["record"]
+        if name not in fields:
+            order.append(name)
+            fields[name] = list(record)
+        table = live.setdefault(name, {})
+        if ev["kind"] == "delete":
+            table.pop(ev["id"], None)
+        else:
+            table[ev["id"]] = [record.get(f) for f in fields[name]]
+        if type(ev["id"]) is int:
+            max_ids[name] = max(max_ids.get(name, 0), ev["id"])
+        rows += 1
+    head = scan.next_offset - 1
+    models = []
+    for name in order:
+        table = live.get(name, {})
+        models.append(ModelImage(name, fields[name], [table[k] for k in sorted(table)], max_ids.get(name, 0)))
+    epoch = new_epoch()
+    install(directory, SnapshotImage(epoch, head, models), faults)
+    size = sum(len(m.rows) for m in models)
+    cut = f", dropped a torn tail of {scan.damage.size - scan.damage.position} bytes" if scan.damage else ""
+    return (f"compacted {directory}: {rows} log rows -> {size} live records, "
+            f"head offset {head}, new epoch {epoch}{cut}")

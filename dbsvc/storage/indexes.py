@@ -1,0 +1,152 @@
+"""In-memory indexes: a sorted list of sublists for order, dict-of-sets for equality.
+
+`SortedIndex` keeps its entries in ascending order as a list of sorted sublists (the
+layout of the `sortedcontainers` package): `_lists[i]` holds at most 2 * LOAD entries and
+`_maxes[i]` is its last entry. Finding a sublist is a bisect over `_maxes` (O(log n)),
+inserting or removing inside it a list shift of at most 2 * LOAD pointers, so an update
+costs O(log n + LOAD) instead of the O(n) shift of one flat list; iterating from either end
+costs O(1) to start and O(1) per entry.
+
+Entries of a sort-field index are `(0, key, id)` for a value and `(1, 0, id)` for null, so
+nulls order after every value (PostgreSQL's ASC NULLS LAST) and ties break on the primary
+key. `HashIndex` maps an index key (`CompiledModel.keys[field](value)`: typed, so 3 and 3.0
+are one key) to the set of ids holding it; null is the key None.
+
+Everything here is plain data: no I/O, no model knowledge.
+"""
+
+from __future__ import annotations
+
+from bisect import bisect_left, bisect_right, insort
+from collections.abc import Iterable, Iterator
+from typing import Any
+
+LOAD = 512
+
+
+def sort_entry(key: Any, id_: Any) -> tuple:
+    """The ordered-index entry of a record whose sort key is `key`."""
+    return (1, 0, id_) if key is None else (0, key, id_)
+
+
+class SortedIndex:
+    """A sorted multiset of comparable entries (tuples or bare ids)."""
+
+    __slots__ = ("_lists", "_maxes", "_len")
+
+    def __init__(self, entries: Iterable[Any] = ()) -> None:
+        items = sorted(entries)
+        self._lists: list[list[Any]] = [items[i : i + LOAD] for i in range(0, len(items), LOAD)]
+        self._maxes: list[Any] = [sub[-1] for sub in self._lists]
+        self._len = len(items)
+
+    def __len__(self) -> int:
+        return self._len
+
+    def add(self, entry: Any) -> None:
+        maxes = self._maxes
+        if not maxes:
+            self._lists.append([entry])
+            maxes.append(entry)
+        else:
+            i = bisect_right(maxes, entry)
+            if i == len(maxes):
+                i -= 1
+                self._lists[i].append(entry)
+                maxes[i] = entry
+            else:
+                insort(self._lists[i], entry)
+            sub = self._lists[i]
+            if len(sub) > 2 * LOAD:
+                self._lists[i : i + 1] = [sub[:LOAD], sub[LOAD:]]
+                maxes[i : i + 1] = [sub[LOAD - 1], sub[-1]]
+        self._len += 1
+
+    def remove(self, entry: Any) -> None:
+        """Remove one occurrence of `entry`; KeyError if it is absent."""
+        maxes = self._maxes
+        i = bisect_left(maxes, entry)
+        if i == len(maxes):
+            raise KeyError(entry)
+        sub = self._lists[i]
+        j = bisect_left(sub, entry)
+        if j == len(sub) or sub[j] != entry:
+            raise KeyError(entry)
+        del sub[j]
+        self._len -= 1
+        if not sub:
+            del self._lists[i]
+            del maxes[i]
+        else:
+            maxes[i] = sub[-1]
+
+    def __contains__(self, entry: Any) -> bool:
+        i = bisect_left(self._maxes, entry)
+        if i == len(self._maxes):
+            return False
+        sub = self._lists[i]
+        j = bisect_left(sub, entry)
+        return j < len(sub) and sub[j] == entry
+
+    def __iter__(self) -> Iterator[Any]:
+        for sub in self._lists:
+            yield from sub
+
+    def __reversed__(self) -> Iterator[Any]:
+        for sub in reversed(self._lists):
+            yield from reversed(sub)
+
+    def slice(self, start: int, stop: int) -> list[Any]:
+        """Entries [start, stop) by position, O(len(_lists) + stop - start)."""
+        out: list[Any] = []
+        pos = 0
+        for sub in self._lists:
+            n = len(sub)
+            if pos + n > start and pos < stop:
+                out.extend(sub[max(0, start - pos) : stop - pos])
+            pos += n
+            if pos >= stop:
+                break
+        return out
+
+
+class HashIndex:
+    """key -> set of ids; empty sets are dropped so `len(buckets)` counts distinct keys."""
+
+    __slots__ = ("buckets",)
+
+    def __init__(self) -> None:
+        self.buckets: dict[Any, set[Any]] = {}
+
+    def add(self, key: Any, id_: Any) -> None:
+        bucket = self.buckets.get(key)
+        if bucket is None:
+            self.buckets[key] = {id_}
+        else:
+            bucket.add(id_)
+
+    def remove(self, key: Any, id_: Any) -> None:
+        bucket = self.buckets[key]
+        bucket.discard(id_)
+        if not bucket:
+            del self.buckets[key]
+
+    def count(self, keys: Iterable[Any]) -> int:
+        """Ids holding any of `keys` (keys are distinct, so buckets are disjoint)."""
+        get = self.buckets.get
+        return sum(len(get(k, ())) for k in keys)
+
+    def ids(self, keys: Iterable[Any]) -> set[Any]:
+        out: set[Any] = set()
+        for k in keys:
+            bucket = self.buckets.get(k)
+            if bucket:
+                out |= bucket
+        return out
+
+    def has(self, keys: Iterable[Any], id_: Any) -> bool:
+        for k in keys:
+            bucket = self.buckets.get(k)
+            if bucket is not None and id_ in bucket:
+                return True
+        return False

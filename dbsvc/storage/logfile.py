@@ -1,0 +1,203 @@
+"""The log file: a header, then append-only frames, each with its offset, CRC32 and length.
+
+Layout (all integers big-endian)::
+
+    header, 40 bytes
+      0   8  magic        b"DBSVCLOG"
+      8   4  version      1
+     12  16  epoch        16 random bytes (shown as 32 hex digits); new at every compaction
+     28   8  base offset  global offset of the row before this file's first frame
+     36   4  crc32        of bytes 0..35
+    frames, from byte 40 on, back to back
+      0   8  offset       global row offset: base + 1, base + 2, ... (gap-free)
+      8   4  crc32        of the payload
+     12   4  length       of the payload, at most MAX_PAYLOAD
+     16   n  payload      compact JSON of the change event (see events.py)
+
+A frame is byte for byte the `PersistedEvent` of `/replicate` (contract section 5), so the
+replication stream sends file ranges unchanged.
+
+Recovery rules (`scan`), in this order; the first bad frame at byte P decides:
+
+1. A frame is good when its whole header and payload lie inside the file, its offset is
+   exactly the one expected, its length is at most MAX_PAYLOAD and its CRC matches.
+2. If no good frame with a larger offset starts anywhere after P (byte by byte
+   resynchronisation), the damage is a torn tail: every byte from P on is reported (byte
+   offset, reason) and, by a writer, truncated away and fsynced. A torn tail is what a
+   crash during an unacknowledged append leaves; bit rot in the very last frame looks the
+   same and is treated the same (it cannot be told apart).
+3. If a good frame follows the damage, the damage is *before* the tail: refuse with
+   `CorruptLog(path, P, reason)`. Nothing is truncated and nothing is served.
+4. A header that is short, has the wrong magic or version, or fails its CRC is `CorruptLog`
+   at byte 0: a log header is written to a `.tmp` name, fsynced and renamed, so a crash
+   cannot leave a half header under the real name.
+
+A frame whose checksum fails is never decoded, so it is never served.
+"""
+
+from __future__ import annotations
+
+import struct
+import zlib
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+MAGIC = b"DBSVCLOG"
+VERSION = 1
+HEADER = struct.Struct(">8sI16sQ")
+HEADER_SIZE = HEADER.size + 4
+FRAME = struct.Struct(">QII")
+FRAME_HEADER_SIZE = FRAME.size
+MAX_PAYLOAD = 64 * 1024 * 1024
+
+
+@dataclass(frozen=True, slots=True)
+class LogHeader:
+    epoch: str
+    base_offset: int
+
+
+@dataclass(frozen=True, slots=True)
+class Damage:
+    """A torn or corrupt tail found by `scan`: where the good part ends and why."""
+
+    position: int          # byte offset in the file of the first bad byte
+    size: int              # file size: bytes [position, size) are cut
+    reason: str
+
+
+def encode_header(epoch: str, base_offset: int) -> bytes:
+    body = HEADER.pack(MAGIC, VERSION, bytes.fromhex(epoch), base_offset)
+    return body + struct.pack(">I", zlib.crc32(body))
+
+
+def decode_header(path: str, data: bytes | memoryview) -> LogHeader:
+    from dbsvc.errors import CorruptLog
+
+    if len(data) < HEADER_SIZE:
+        raise CorruptLog(path, 0, f"log header is {len(data)} bytes, expected {HEADER_SIZE}")
+    body = bytes(data[: HEADER.size])
+    (crc,) = struct.unpack_from(">I", data, HEADER.size)
+    magic, version, epoch, base = HEADER.unpack(body)
+    if magic != MAGIC:
+        raise CorruptLog(path, 0, f"not a dbsvc log (magic {magic!r})")
+    if zlib.crc32(body) != crc:
+        raise CorruptLog(path, 0, "log header checksum mismatch")
+    if version != VERSION:
+        raise CorruptLog(path, 0, f"log format version {version}, expected {VERSION}")
+    return LogHeader(epoch.hex(), base)
+
+
+def encode_frame(offset: int, payload: bytes) -> bytes:
+    return FRAME.pack(offset, zlib.crc32(payload), len(payload)) + payload
+
+
+def _frame_error(data: bytes | memoryview, pos: int, expected: int) -> str | None:
+    """Why the frame at `pos` is not good (rule 1), or None when it is."""
+    size = len(data)
+    if pos + FRAME_HEADER_SIZE > size:
+        return f"truncated frame header ({size - pos} of {FRAME_HEADER_SIZE} bytes)"
+    offset, crc, length = FRAME.unpack_from(data, pos)
+    if offset != expected:
+        return f"frame offset {offset}, expected {expected}"
+    if length > MAX_PAYLOAD:
+        return f"frame length {length} exceeds {MAX_PAYLOAD}"
+    end = pos + FRAME_HEADER_SIZE + length
+    if end > size:
+        return f"truncated payload ({size - pos - FRAME_HEADER_SIZE} of {length} bytes)"
+    if zlib.crc32(data[pos + FRAME_HEADER_SIZE : end]) != crc:
+        return "payload checksum mismatch"
+    return None
+
+
+def _good_frame_after(data: bytes | memoryview, start: int, expected: int) -> int | None:
+    """Byte position of any good frame with offset >= expected after `start` (rule 2)."""
+    size = len(data)
+    if not bytes(data[start:]).strip(b"\0"):
+        return None                     # zero-filled to the end: the common crash shape
+    limit = size - FRAME_HEADER_SIZE
+    # A frame needs at least FRAME_HEADER_SIZE bytes, so offsets above this are impossible.
+    highest = expected + (size - start) // FRAME_HEADER_SIZE
+    for pos in range(start + 1, limit + 1):
+        offset, crc, length = FRAME.unpack_from(data, pos)
+        if offset < expected or offset > highest or length > MAX_PAYLOAD:
+            continue
+        end = pos + FRAME_HEADER_SIZE + length
+        if end <= size and zlib.crc32(data[pos + FRAME_HEADER_SIZE : end]) == crc:
+            return pos
+    return None
+
+
+class LogScan:
+    """Iterate the good frames of a log image; afterwards `end`, `next_offset`, `damage`.
+
+    `records()` yields (offset, payload) and raises `CorruptLog` for damage before the tail
+    (rule 3) only once it reaches the damage, so a caller must not act on what it has seen
+    until the iteration finished.
+    """
+
+    def __init__(self, path: str, data: bytes | memoryview) -> None:
+        self.path = path
+        self.data = data
+        self.header = decode_header(path, data)
+        self.end = HEADER_SIZE
+        self.next_offset = self.header.base_offset + 1
+        self.damage: Damage | None = None
+
+    def records(self) -> Iterator[tuple[int, bytes]]:
+        from dbsvc.errors import CorruptLog
+
+        data = bytes(self.data)
+        size = len(data)
+        pos = HEADER_SIZE
+        expected = self.next_offset
+        unpack = FRAME.unpack_from
+        crc32 = zlib.crc32
+        while pos < size:
+            if pos + FRAME_HEADER_SIZE <= size:
+                offset, crc, length = unpack(data, pos)
+                end = pos + FRAME_HEADER_SIZE + length
+                if offset == expected and end <= size:
+                    payload = data[pos + FRAME_HEADER_SIZE : end]
+                    if crc32(payload) == crc:
+                        yield offset, payload
+                        pos = end
+                        expected += 1
+                        self.end = pos
+                        self.next_offset = expected
+                        continue
+            reason = _frame_error(data, pos, expected) or "unreadable frame"
+            later = _good_frame_after(data, pos, expected)
+            if later is not None:
+                raise CorruptLog(
+                    self.path, pos,
+                    f"{reason}; a good frame follows at byte {later}, so this is not a torn tail",
+                )
+            self.damage = Damage(pos, size, reason)
+            return
+
+
+def read_frames(fd: int, start: int, stop: int, chunk: int = 1 << 20) -> Iterator[tuple[int, bytes]]:
+    """(offset, whole frame bytes) for the frames in [start, stop) of an already scanned
+    file, read in chunks with pread so a slow consumer never holds more than one chunk."""
+    import os
+
+    pos = start
+    buf = b""
+    buf_start = start
+    while pos < stop:
+        rel = pos - buf_start
+        if rel + FRAME_HEADER_SIZE > len(buf):
+            buf = os.pread(fd, max(chunk, FRAME_HEADER_SIZE), pos)
+            buf_start, rel = pos, 0
+            if len(buf) < FRAME_HEADER_SIZE:
+                return
+        offset, _crc, length = FRAME.unpack_from(buf, rel)
+        total = FRAME_HEADER_SIZE + length
+        if rel + total > len(buf):
+            buf = os.pread(fd, max(chunk, total), pos)
+            buf_start, rel = pos, 0
+            if len(buf) < total:
+                return
+        yield offset, buf[rel : rel + total]
+        pos += total

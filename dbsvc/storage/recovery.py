@@ -1,0 +1,197 @@
+"""Opening a tenant: recover files, check the schema, load the snapshot, replay the log.
+
+Order of a writer open (each step touches disk only once the previous ones succeeded)::
+
+    1  take the writer lock (TenantLocked: nothing touched)
+    2  finish or discard an interrupted compaction (compact.py)
+    3  compare the stored schema (migrate.py; IncompatibleSchema: nothing touched)
+    4  load the snapshot, if any, and scan + replay the log; damage before the tail raises
+       CorruptLog before anything was truncated
+    5  a torn tail is logged, counted and truncated away (ftruncate + fsync)
+    6  a fresh tenant gets its first log (epoch, base offset 0), created durably
+    7  compaction if a migration reshaped a model holding records, or if the log is over
+       AUTO_COMPACT_BYTES and holds more than twice as many rows as there are live records
+       (the log-size-to-live-data rule of contract section 6, estimated by row counts)
+    8  the stored schema is replaced if it changed
+
+A read-only open does steps 2-4 in memory only: it renames, truncates and writes nothing,
+ignores a torn tail (a writer may be appending it right now) and so sees a consistent
+prefix of the log. If a compaction swaps files under it, it retries.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+from collections import deque
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from dbsvc.errors import CorruptLog, TenantError
+from dbsvc.runtime import CompiledModel
+from dbsvc.storage import compact, migrate
+from dbsvc.storage.files import NO_FAULTS, FaultPlan
+from dbsvc.storage.logfile import HEADER_SIZE, Damage, LogScan
+from dbsvc.storage.snapshot import ModelImage, SnapshotImage, decode_snapshot
+from dbsvc.storage.table import Table
+
+log = logging.getLogger("dbsvc.storage")
+
+AUTO_COMPACT_BYTES = 64 * 1024 * 1024
+CHECKPOINT_EVERY = 1024        # one (offset, byte position) per this many frames, for replay reads
+
+
+@dataclass(slots=True)
+class Loaded:
+    tables: dict[str, Table]
+    epoch: str
+    log_path: str
+    log_base: int              # offset before the log's first frame
+    head_offset: int
+    log_size: int              # bytes of good frames (the append position)
+    damage: Damage | None
+    recent: deque              # payloads of the last `ring_capacity` rows
+    checkpoints: list[tuple[int, int]] = field(default_factory=list)
+    compacted: bool = False
+
+
+def _read(path: str) -> bytes:
+    with open(path, "rb") as f:
+        return f.read()
+
+
+def _install_snapshot(tables: dict[str, Table], image: SnapshotImage, path: str, migrating: set[str]) -> None:
+    for m in image.models:
+        table = tables.get(m.name)
+        if table is None:
+            raise CorruptLog(path, 0, f"snapshot holds model {m.name!r}, which the schema does not declare")
+        model = table.model
+        if m.fields == list(model.fields) and m.name not in migrating:
+            records = list(map(model.decode, m.rows))
+        else:
+            assert table.fixup is not None
+            names = m.fields
+            records = [table.fixup(dict(zip(names, row))) for row in m.rows]
+        table.load_base(records, m.max_id)
+
+
+def _replay(tables: dict[str, Table], scan: LogScan, ring_capacity: int,
+            checkpoints: list[tuple[int, int]], migrating: set[str]) -> deque:
+    recent: deque = deque(maxlen=max(ring_capacity, 0))
+    loads = json.loads
+    for offset, payload in scan.records():
+        position = scan.end
+        if offset % CHECKPOINT_EVERY == 0:
+            checkpoints.append((offset, position))
+        ev = loads(payload)
+        table = tables.get(ev["model"])
+        if table is None:
+            raise CorruptLog(scan.path, position, f"row for model {ev['model']!r}, which the schema does not declare")
+        if ev["watermark"] != table.watermark + 1:
+            raise CorruptLog(scan.path, position,
+                             f"row watermark {ev['watermark']}, expected {table.watermark + 1} for {table.name}")
+        kind, id_ = ev["kind"], ev["id"]
+        current = table.records.get(id_)
+        if kind == "insert" and current is None:
+            record = ev["record"]
+            table.insert(table.fixup(record) if table.name in migrating else record)
+        elif kind == "update" and current is not None:
+            record = ev["record"]
+            table.replace(current, table.fixup(record) if table.name in migrating else record)
+        elif kind == "delete" and current is not None:
+            table.delete(current)
+        else:
+            raise CorruptLog(scan.path, position, f"{kind} of {table.name} {id_!r} does not fit the records replayed so far")
+        if ring_capacity:
+            recent.append(payload)
+    return deque((bytes(p) for p in recent), maxlen=max(ring_capacity, 0))
+
+
+def image_of(tables: dict[str, Table], epoch: str, head: int) -> SnapshotImage:
+    models = []
+    for table in tables.values():
+        fields = table.model.fields
+        records = table.records
+        rows = [[records[i][f] for f in fields] for i in table.pk]
+        models.append(ModelImage(table.name, list(fields), rows, table.max_id))
+    return SnapshotImage(epoch, head, models)
+
+
+def load(directory: str, models: Sequence[CompiledModel], description: dict, *, readonly: bool,
+         ring_capacity: int, faults: FaultPlan = NO_FAULTS) -> Loaded:
+    """Steps 2-8 of the module docstring (the caller holds the lock for a writer open)."""
+    if not os.path.isdir(directory):
+        raise TenantError(f"tenant directory {directory!r} does not exist")
+    attempts = 3 if readonly else 1
+    for attempt in range(attempts):
+        try:
+            return _load_once(directory, models, description, readonly, ring_capacity, faults)
+        except CorruptLog:
+            if attempt + 1 == attempts:
+                raise
+            log.info("%s: files changed while opening read-only; retrying", directory)
+    raise AssertionError("unreachable")
+
+
+def _load_once(directory: str, models: Sequence[CompiledModel], description: dict, readonly: bool,
+               ring_capacity: int, faults: FaultPlan) -> Loaded:
+    files = compact.finish_interrupted(directory, readonly=readonly)
+    plan = migrate.plan_migration(directory, description)
+    tables = {m.name: Table(m) for m in models}
+    for table in tables.values():
+        table.fixup = migrate.make_fixup(table.model, description)
+    migrating = plan.reshaped
+    snapshot = None
+    if files.snapshot is not None:
+        snapshot = decode_snapshot(files.snapshot, _read(files.snapshot))
+        _install_snapshot(tables, snapshot, files.snapshot, migrating)
+    if not os.path.exists(files.log):
+        if snapshot is not None:
+            raise CorruptLog(files.log, 0, "the log is missing beside a snapshot")
+        if readonly:
+            return Loaded(tables, "0" * 32, files.log, 0, 0, 0, None, deque())
+        epoch = compact.new_epoch()
+        compact.create_log(directory, epoch)
+        files = compact.TenantFiles(None, files.log)
+    data = _read(files.log)
+    scan = LogScan(files.log, data)
+    compact.check_pair(files, snapshot, scan)
+    checkpoints: list[tuple[int, int]] = []
+    recent = _replay(tables, scan, ring_capacity, checkpoints, migrating)
+    head = scan.next_offset - 1
+    loaded = Loaded(tables, scan.header.epoch, files.log, scan.header.base_offset, head, scan.end,
+                    scan.damage, recent, checkpoints)
+    if scan.damage is not None:
+        d = scan.damage
+        log.warning("%s: torn tail at byte %d (%d bytes, %s)%s", files.log, d.position, d.size - d.position,
+                    d.reason, "" if readonly else "; truncated")
+        if not readonly:
+            fd = os.open(files.log, os.O_WRONLY | os.O_CLOEXEC)
+            try:
+                os.ftruncate(fd, d.position)
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+    if readonly:
+        return loaded
+    rows_in_log = head - loaded.log_base
+    live = sum(len(t.records) for t in tables.values())
+    reshaped = any(tables[name].records for name in migrating if name in tables)
+    if reshaped or (scan.end > AUTO_COMPACT_BYTES and rows_in_log > 2 * live):
+        why = "migration reshaped records" if reshaped else f"log of {scan.end} bytes for {live} live records"
+        log.info("%s: compacting on open (%s)", directory, why)
+        epoch = compact.new_epoch()
+        compact.install(directory, image_of(tables, epoch, head), faults)
+        for table in tables.values():
+            table.base_ids = list(table.pk)
+            table.rows = []
+        loaded.epoch, loaded.log_base, loaded.compacted = epoch, head, True
+        loaded.log_size = HEADER_SIZE
+        loaded.checkpoints = []
+    if plan.write_description:
+        if plan.changes:
+            log.info("%s: schema migrated:\n%s", directory, "\n".join(f"  - {c}" for c in plan.changes))
+        migrate.write_description(directory, description)
+    return loaded

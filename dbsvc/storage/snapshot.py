@@ -1,0 +1,102 @@
+"""The snapshot file: every live record at one offset, one checksummed line per model.
+
+Layout (UTF-8 text; every line is `CRC SP JSON LF`, CRC = 8 hex digits of crc32(JSON))::
+
+    1a2b3c4d {"format":1,"epoch":"<32 hex>","head_offset":1234,
+              "models":[{"name":"User","fields":["id","email",...],"count":2,"max_id":7}, ...]}
+    5e6f7081 [[1,"a@b.c","Ann",null,"reader","2026-01-01T00:00:00Z",null],[7,...]]
+    ...      one line per entry of "models", in that order: its records as rows (lists in
+             the "fields" order), ascending by id
+
+The epoch named here is the epoch of the log that continues it (the log header carries the
+same id and `head_offset` as its base). Loading costs one `json.loads` per model plus one
+`decode` per record. Rows are in id order because each snapshot record is one row of the new
+epoch (table.py): `as_of=n` below the snapshot's count sees the first n records by id.
+
+Crash rules: a snapshot is only ever written under a `.new` name, fsynced, and renamed
+into place by compaction (compact.py), so a torn snapshot never carries the real name. A
+checksum failure is damage, never a torn tail: loading refuses with `CorruptLog(path,
+byte offset of the line, reason)`.
+"""
+
+from __future__ import annotations
+
+import json
+import zlib
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+from dbsvc.errors import CorruptLog
+
+FORMAT = 1
+_dumps = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False, allow_nan=False).encode
+
+
+@dataclass(slots=True)
+class ModelImage:
+    """One model's part of a snapshot."""
+
+    name: str
+    fields: list[str]
+    rows: list[list[Any]]
+    max_id: int
+
+
+@dataclass(slots=True)
+class SnapshotImage:
+    epoch: str
+    head_offset: int
+    models: list[ModelImage]
+
+
+def _line(obj: Any) -> bytes:
+    text = _dumps(obj).encode("utf-8")
+    return b"%08x " % zlib.crc32(text) + text + b"\n"
+
+
+def encode_snapshot(image: SnapshotImage) -> Iterator[bytes]:
+    """The file's bytes, one line at a time (so 1,000,000 rows never sit in one string twice)."""
+    header = {
+        "format": FORMAT, "epoch": image.epoch, "head_offset": image.head_offset,
+        "models": [{"name": m.name, "fields": m.fields, "count": len(m.rows), "max_id": m.max_id}
+                   for m in image.models],
+    }
+    yield _line(header)
+    for m in image.models:
+        yield _line(m.rows)
+
+
+def decode_snapshot(path: str, data: bytes) -> SnapshotImage:
+    pos = 0
+    lines: list[Any] = []
+    while pos < len(data):
+        nl = data.find(b"\n", pos)
+        if nl < 0:
+            raise CorruptLog(path, pos, "snapshot line without its newline (truncated file)")
+        if nl - pos < 9 or data[pos + 8 : pos + 9] != b" ":
+            raise CorruptLog(path, pos, "snapshot line has no checksum")
+        try:
+            crc = int(data[pos : pos + 8], 16)
+        except ValueError:
+            raise CorruptLog(path, pos, "snapshot checksum is not hexadecimal") from None
+        body = data[pos + 9 : nl]
+        if zlib.crc32(body) != crc:
+            raise CorruptLog(path, pos, "snapshot line checksum mismatch")
+        lines.append((pos, body))
+        pos = nl + 1
+    if not lines:
+        raise CorruptLog(path, 0, "empty snapshot")
+    header = json.loads(lines[0][1])
+    if header.get("format") != FORMAT:
+        raise CorruptLog(path, 0, f"snapshot format {header.get('format')!r}, expected {FORMAT}")
+    metas = header["models"]
+    if len(lines) != 1 + len(metas):
+        raise CorruptLog(path, pos, f"snapshot has {len(lines) - 1} model lines, header lists {len(metas)}")
+    models = []
+    for meta, (line_pos, body) in zip(metas, lines[1:]):
+        rows = json.loads(body)
+        if len(rows) != meta["count"]:
+            raise CorruptLog(path, line_pos, f"model {meta['name']!r}: {len(rows)} rows, header says {meta['count']}")
+        models.append(ModelImage(meta["name"], meta["fields"], rows, meta["max_id"]))
+    return SnapshotImage(header["epoch"], header["head_offset"], models)

@@ -1,0 +1,343 @@
+"""The Store: a tenant's records in memory, made durable by one append-only log.
+
+The API the application is written against (docs/architecture.md, "storage")::
+
+    store = Store.open(directory, models, description, sync="full", replication=False,
+                       readonly=False, ring_capacity=1024)
+    record, watermark          = store.get("User", 7, as_of=None)
+    records, total, watermark  = store.list("User", query)
+    store.watermarks(), store.live_counts(), store.head_offset, store.epoch
+    record             = await store.insert("User", record)     # id None: max ever used + 1
+    previous, record   = await store.replace("User", 7, record)
+    previous           = await store.delete("User", 7)
+    unsubscribe        = store.subscribe(callback)              # callback(ChangeEvent)
+    for event in store.events_after(offset): ...                # ring, or the log if replication
+    store.close()
+
+Rules:
+
+1. A write checks its constraints (primary key and @unique: `UniqueViolation`; @ref:
+   `ForeignKeyViolation` on insert/replace, `Referenced` with the child count on delete),
+   writes its frame and applies itself to memory before its first `await`, so under asyncio
+   it is atomic: a refused write changed nothing, in memory or on disk.
+2. It returns only once its frame is durable (commit.py: group commit, one fsync in flight).
+   An I/O error fails it with `Unavailable` and makes the store read-only (commit.py rules).
+3. Reads never block and see every applied write, including one whose fsync is still in
+   flight; if that fsync fails the write disappears again. `head_offset` is the offset of the
+   last *acknowledged* row, so a client that reads and then subscribes with `after=head`
+   misses nothing (it may see a row twice).
+4. Events reach subscribers on the loop after their commit, in offset order; the ring keeps
+   the last `ring_capacity` committed events (after a restart, the log's last rows).
+5. `events_after(offset)`: `OffsetOutOfRange` beyond the head; `OffsetGone` when the offset
+   is older than what the ring (or, with replication, the log since the last compaction)
+   holds. From the log it reads frames lazily in 1 MiB chunks, up to the acknowledged end.
+
+Recommended feed pattern: subscribe first (buffering), then replay `events_after(after)`,
+then drain the buffer skipping offsets already sent.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+from bisect import bisect_right
+from collections import deque
+from collections.abc import Callable, Iterator, Sequence
+from typing import Any
+
+from dbsvc.errors import (ConstraintViolation, ForeignKeyViolation, NotFound, OffsetGone,
+                          OffsetOutOfRange, Referenced, UniqueViolation, Unavailable)
+from dbsvc.runtime import CompiledModel, Query
+from dbsvc.storage import recovery
+from dbsvc.storage.commit import CommitQueue, LogWriter
+from dbsvc.storage.events import ChangeEvent, EventKind, decode_event
+from dbsvc.storage.files import FaultPlan
+from dbsvc.storage.lock import WriterLock
+from dbsvc.storage.logfile import HEADER_SIZE, encode_frame, read_frames
+from dbsvc.storage.query import list_live, list_state
+from dbsvc.storage.table import Table
+
+log = logging.getLogger("dbsvc.storage")
+
+Callback = Callable[[ChangeEvent], None]
+
+
+class Store:
+    """One open tenant. Construct with `Store.open`."""
+
+    def __init__(self, directory: str, loaded: recovery.Loaded, lock: WriterLock | None, *,
+                 sync: bool, replication: bool, ring_capacity: int, faults: FaultPlan) -> None:
+        self.directory = directory
+        self.readonly = lock is None
+        self.replication = replication
+        self._lock = lock
+        self._tables: dict[str, Table] = loaded.tables
+        self._epoch = loaded.epoch
+        self._log_path = loaded.log_path
+        self._log_base = loaded.log_base
+        self._head = loaded.head_offset
+        self._next_offset = loaded.head_offset + 1
+        self._checkpoints = loaded.checkpoints
+        self.recovered_tail = loaded.damage
+        self.compacted_on_open = loaded.compacted
+        self._ring: deque[ChangeEvent] = deque((decode_event(p) for p in loaded.recent), maxlen=ring_capacity)
+        self._subscribers: list[Callback] = []
+        self._referrers: dict[str, list[tuple[Table, str]]] = {name: [] for name in self._tables}
+        for table in self._tables.values():
+            for f, parent in table.model.refs:
+                self._referrers[parent].append((table, f))
+        self._commit: CommitQueue | None = None
+        self._readonly_end = loaded.log_size
+        if lock is not None:
+            fd = os.open(self._log_path, os.O_WRONLY | os.O_APPEND | os.O_CLOEXEC)
+            writer = LogWriter(self._log_path, fd, loaded.log_size, faults)
+            self._commit = CommitQueue(writer, sync=sync, publish=self._publish, rollback=self._rollback)
+
+    @classmethod
+    def open(cls, directory: str, models: Sequence[CompiledModel], description: dict, *,
+             sync: str = "full", replication: bool = False, readonly: bool = False,
+             ring_capacity: int = 1024) -> Store:
+        """Open (and recover) a tenant directory; see recovery.py for the steps."""
+        if sync not in ("full", "off"):
+            raise ValueError(f"sync must be 'full' or 'off', got {sync!r}")
+        faults = FaultPlan.from_env()
+        lock = None if readonly else WriterLock.acquire(directory)
+        try:
+            loaded = recovery.load(directory, models, description, readonly=readonly,
+                                   ring_capacity=ring_capacity, faults=faults)
+            return cls(directory, loaded, lock, sync=sync == "full", replication=replication,
+                       ring_capacity=ring_capacity, faults=faults)
+        except BaseException:
+            if lock is not None:
+                lock.release()
+            raise
+
+    # -- reads -----------------------------------------------------------------------------
+
+    def _table(self, model: str) -> Table:
+        try:
+            return self._tables[model]
+        except KeyError:
+            raise NotFound(f"unknown model {model!r}") from None
+
+    def get(self, model: str, id: Any, as_of: int | None = None) -> tuple[dict | None, int]:
+        table = self._table(model)
+        if as_of is None or as_of >= table.watermark:
+            return table.records.get(id), table.watermark
+        return table.get_as_of(id, max(as_of, 0)), as_of
+
+    def list(self, model: str, query: Query) -> tuple[list[dict], int, int]:
+        table = self._table(model)
+        as_of = query.as_of
+        if as_of is None or as_of >= table.watermark:
+            records, total = list_live(table, query)
+            return records, total, table.watermark
+        records, total = list_state(table.state_as_of(max(as_of, 0)), table.model, query)
+        return records, total, as_of
+
+    def watermarks(self) -> dict[str, int]:
+        return {name: t.watermark for name, t in self._tables.items()}
+
+    def live_counts(self) -> dict[str, int]:
+        return {name: len(t.records) for name, t in self._tables.items()}
+
+    @property
+    def head_offset(self) -> int:
+        return self._head
+
+    @property
+    def epoch(self) -> str:
+        return self._epoch
+
+    def stats(self) -> dict[str, Any]:
+        """Counters for /metrics and the bench."""
+        c = self._commit
+        return {
+            "fsyncs": c.stats.fsyncs if c else 0,
+            "commits": c.stats.commits if c else 0,
+            "failed_writes": c.stats.failures if c else 0,
+            "read_only": self.readonly or (c is not None and c.failed is not None),
+            "torn_tail_bytes": (self.recovered_tail.size - self.recovered_tail.position)
+            if self.recovered_tail else 0,
+            "history_rows": sum(len(t.rows) for t in self._tables.values()),
+        }
+
+    # -- writes ----------------------------------------------------------------------------
+
+    def _writable(self) -> CommitQueue:
+        if self._commit is None:
+            raise Unavailable("the store was opened read-only")
+        self._commit.check_writable()
+        return self._commit
+
+    def _check_refs(self, table: Table, record: dict, previous: dict | None) -> None:
+        for f, parent in table.model.refs:
+            value = record[f]
+            if value is None or (previous is not None and previous[f] == value):
+                continue
+            if value not in self._tables[parent].records:
+                raise ForeignKeyViolation(
+                    f"{f} {value!r} does not match any {self._tables[parent].model.kebab}", field=f)
+
+    def _check_unique(self, table: Table, record: dict) -> None:
+        clash = table.unique_clash(record)
+        if clash is not None:
+            f, other = clash
+            raise UniqueViolation(f"{f} {record[f]!r} is already used by {table.model.kebab} {other!r}", field=f)
+
+    async def _write(self, commit: CommitQueue, table: Table, kind: EventKind, id_: Any,
+                     record: dict, previous: dict | None, apply: Callable[[], None]) -> None:
+        offset = self._next_offset
+        max_id = table.max_id
+        event = ChangeEvent(kind, table.name, offset, table.watermark + 1, id_,
+                            record if record is not None else previous, previous if kind is EventKind.UPDATE else None)
+        frame = encode_frame(offset, event.payload())
+
+        def applied() -> tuple[Table, int, int]:
+            apply()
+            self._next_offset = offset + 1
+            return table, max_id, offset
+
+        future = commit.submit(frame, event, applied)
+        if offset % recovery.CHECKPOINT_EVERY == 0 and self._next_offset > offset:
+            self._checkpoints.append((offset, commit.writer.written - len(frame)))
+        await asyncio.shield(future)
+
+    def _rollback(self, undo: tuple[Table, int, int]) -> None:
+        table, max_id, offset = undo
+        table.undo_last(max_id)
+        self._next_offset = offset
+        while self._checkpoints and self._checkpoints[-1][0] >= offset:
+            self._checkpoints.pop()
+
+    async def insert(self, model: str, record: dict) -> dict:
+        commit = self._writable()
+        table = self._table(model)
+        m = table.model
+        id_ = record.get(m.id_field)
+        if id_ is None:
+            if m.id_type != "int":
+                raise ConstraintViolation([{"field": m.id_field, "message": "is required"}])
+            record = dict(record)
+            record[m.id_field] = id_ = table.max_id + 1
+        if id_ in table.records:
+            raise UniqueViolation(f"{m.id_field} {id_!r} is already used by {m.kebab} {id_!r}", field=m.id_field)
+        self._check_unique(table, record)
+        self._check_refs(table, record, None)
+        await self._write(commit, table, EventKind.INSERT, id_, record, None, lambda: table.insert(record))
+        return record
+
+    async def replace(self, model: str, id: Any, record: dict) -> tuple[dict, dict]:
+        commit = self._writable()
+        table = self._table(model)
+        m = table.model
+        previous = table.records.get(id)
+        if previous is None:
+            raise NotFound(f"{m.kebab} {id!r} not found")
+        if record.get(m.id_field) != id:
+            record = dict(record)
+            record[m.id_field] = id
+        self._check_unique(table, record)
+        self._check_refs(table, record, previous)
+        await self._write(commit, table, EventKind.UPDATE, id, record, previous,
+                          lambda: table.replace(previous, record))
+        return previous, record
+
+    async def delete(self, model: str, id: Any) -> dict:
+        commit = self._writable()
+        table = self._table(model)
+        previous = table.records.get(id)
+        if previous is None:
+            raise NotFound(f"{table.model.kebab} {id!r} not found")
+        children = sum(child.refs[f].get(id, 0) for child, f in self._referrers[table.name])
+        if children:
+            names = sorted({child.name for child, f in self._referrers[table.name] if child.refs[f].get(id)})
+            raise Referenced(f"{table.model.kebab} {id!r} is referenced by {children} record(s) of "
+                             f"{', '.join(names)}", count=children)
+        await self._write(commit, table, EventKind.DELETE, id, None, previous, lambda: table.delete(previous))
+        return previous
+
+    # -- change stream ---------------------------------------------------------------------
+
+    def subscribe(self, callback: Callback) -> Callable[[], None]:
+        self._subscribers.append(callback)
+
+        def unsubscribe() -> None:
+            try:
+                self._subscribers.remove(callback)
+            except ValueError:
+                pass
+
+        return unsubscribe
+
+    def _publish(self, event: ChangeEvent) -> None:
+        self._head = event.offset
+        self._ring.append(event)
+        for callback in tuple(self._subscribers):
+            try:
+                callback(event)
+            except Exception:
+                log.exception("change-stream subscriber %r failed on offset %d", callback, event.offset)
+
+    def events_after(self, offset: int) -> Iterator[ChangeEvent]:
+        """Committed events with offsets > `offset`, oldest first (rule 5)."""
+        return (decode_event(frame[16:]) for frame in self.frames_after(offset)) \
+            if self.replication else iter(self._ring_after(offset))
+
+    def _check_offset(self, offset: int) -> None:
+        if offset < 0 or offset > self._head:
+            raise OffsetOutOfRange(f"offset {offset} is ahead of the head offset {self._head}",
+                                   head=self._head)
+
+    def _ring_after(self, offset: int) -> list[ChangeEvent]:
+        self._check_offset(offset)
+        if offset == self._head:
+            return []
+        if not self._ring or offset < self._ring[0].offset - 1:
+            oldest = self._ring[0].offset - 1 if self._ring else self._head
+            raise OffsetGone(f"offset {offset} is no longer retained; the oldest retained is {oldest}",
+                             oldest=oldest)
+        return [e for e in self._ring if e.offset > offset]
+
+    def frames_after(self, offset: int) -> Iterator[bytes]:
+        """Committed log frames (the `/replicate` messages) after `offset`, read lazily."""
+        self._check_offset(offset)
+        if offset < self._log_base:
+            raise OffsetGone(f"offset {offset} was compacted away; the log starts after {self._log_base}",
+                             oldest=self._log_base)
+        if self._commit is not None:
+            stop = self._commit.writer.acked
+        else:
+            stop = self._readonly_end
+        i = bisect_right(self._checkpoints, (offset + 1, -1)) - 1
+        start = self._checkpoints[i][1] if i >= 0 else HEADER_SIZE
+        return self._read_frames(start, stop, offset)
+
+    def _read_frames(self, start: int, stop: int, after: int) -> Iterator[bytes]:
+        fd = os.open(self._log_path, os.O_RDONLY | os.O_CLOEXEC)
+        try:
+            for frame_offset, frame in read_frames(fd, start, stop):
+                if frame_offset > after:
+                    yield frame
+        finally:
+            os.close(fd)
+
+    # -- shutdown --------------------------------------------------------------------------
+
+    def close(self) -> None:
+        """Acknowledge what is written (one last fsync), stop the committer, unlock."""
+        if self._commit is not None:
+            self._commit.flush()
+            self._commit.shutdown()
+            os.close(self._commit.writer.fd)
+            self._commit = None
+        if self._lock is not None:
+            self._lock.release()
+            self._lock = None
+
+    async def aclose(self) -> None:
+        """Wait for queued writes to commit, then `close()`."""
+        while self._commit is not None and self._commit.pending and self._commit.failed is None:
+            await asyncio.sleep(0.001)
+        self.close()
