@@ -275,6 +275,9 @@ class Guard:
             log.exception("jwks fetch from %s failed unexpectedly", config.jwks_url)
             return
         finally:
+            # The interval runs from the end of a fetch: a slow endpoint cannot make the
+            # next fetch due the moment this one gives up.
+            self._last_attempt = self._monotonic()
             self._inflight = None
         self._install(keyset, max_age)
 
