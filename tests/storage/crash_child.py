@@ -1,0 +1,70 @@
+"""Child process of the crash tests: concurrent writers on one Store, one line per ack.
+
+    python crash_child.py TENANT_DIR SEED [WRITERS]
+
+Prints `READY <head>` once open, then for every acknowledged write one JSON line
+`{"kind", "model", "id", "record"}` (flushed before the next write starts). Runs until killed.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import random
+import sys
+
+sys.path.insert(0, os.path.dirname(__file__))
+
+from storage_helpers import open_store, post, user  # noqa: E402
+
+from dbsvc.errors import ForeignKeyViolation, NotFound, Referenced, UniqueViolation  # noqa: E402
+
+
+def emit(kind: str, model: str, id_, record) -> None:
+    sys.stdout.write(json.dumps({"kind": kind, "model": model, "id": id_, "record": record}) + "\n")
+    sys.stdout.flush()
+
+
+async def writer(store, rnd: random.Random) -> None:
+    users = store._tables["User"].records
+    posts = store._tables["BlogPost"].records
+    while True:
+        op = rnd.random()
+        try:
+            if op < 0.25 or not users:
+                email = f"e{rnd.randrange(400)}@x"
+                rec = await store.insert("User", user(None, email=email, name=f"n{rnd.randrange(99)}"))
+                emit("insert", "User", rec["id"], rec)
+            elif op < 0.65:
+                author = rnd.choice(list(users))
+                rec = await store.insert("BlogPost", post(None, author=author, title="t" * rnd.randrange(1, 300),
+                                                          score=float(rnd.randrange(10))))
+                emit("insert", "BlogPost", rec["id"], rec)
+            elif op < 0.8 and posts:
+                pid = rnd.choice(list(posts))
+                author = rnd.choice(list(users))
+                _prev, rec = await store.replace("BlogPost", pid, post(pid, author=author, title=f"r{rnd.random()}"))
+                emit("update", "BlogPost", pid, rec)
+            elif op < 0.95 and posts:
+                pid = rnd.choice(list(posts))
+                rec = await store.delete("BlogPost", pid)
+                emit("delete", "BlogPost", pid, rec)
+            else:
+                uid = rnd.choice(list(users))
+                rec = await store.delete("User", uid)
+                emit("delete", "User", uid, rec)
+        except (UniqueViolation, ForeignKeyViolation, NotFound, Referenced):
+            await asyncio.sleep(0)
+
+
+async def main() -> None:
+    directory, seed = sys.argv[1], int(sys.argv[2])
+    writers = int(sys.argv[3]) if len(sys.argv) > 3 else 16
+    store = open_store(directory)
+    print(f"READY {store.head_offset}", flush=True)
+    await asyncio.gather(*(writer(store, random.Random(seed * 100 + i)) for i in range(writers)))
+
+
+if __name__ == "__main__":
+    asyncio.run(main())
