@@ -1,0 +1,159 @@
+"""I/O failures: injected EIO/ENOSPC on the Nth write or fsync, a real full tmpfs, and a
+compaction killed after each of its steps."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import subprocess
+import sys
+import uuid
+
+import pytest
+
+from dbsvc.errors import Unavailable
+from dbsvc.storage.tenants import create_tenant
+from storage_helpers import ROOT, dir_image, open_store, post, run, user
+
+
+def _records(tenant):
+    s = open_store(tenant)
+    try:
+        return {m: dict(t.records) for m, t in s._tables.items()}, s.head_offset
+    finally:
+        s.close()
+
+
+def _results(coros):
+    async def go():
+        return await asyncio.gather(*coros, return_exceptions=True)
+    return run(go())
+
+
+@pytest.mark.parametrize("spec", ["fsync:2:EIO", "fsync:2:ENOSPC", "fsync:1:EIO"])
+def test_failed_fsync_acknowledges_nothing_it_covered(tenant, monkeypatch, spec):
+    monkeypatch.setenv("DBSVC_FAULT", spec)
+    s = open_store(tenant)
+    first = _results([s.insert("User", user(i)) for i in range(1, 6)])
+    second = _results([s.insert("User", user(i)) for i in range(6, 11)])
+    acked = [r for r in first + second if isinstance(r, dict)]
+    failed = [r for r in first + second if isinstance(r, Unavailable)]
+    assert len(acked) + len(failed) == 10 and failed
+    assert s.stats()["read_only"]
+    with pytest.raises(Unavailable, match="read-only"):
+        run(s.insert("User", user(20)))
+    assert set(s._tables["User"].records) == {r["id"] for r in acked}     # rolled back in memory
+    s.close()
+    monkeypatch.delenv("DBSVC_FAULT")
+    records, head = _records(tenant)
+    assert records["User"] == {r["id"]: r for r in acked}
+    assert head == len(acked)
+
+
+@pytest.mark.parametrize("spec", ["write:5:EIO", "write:1:ENOSPC"])
+def test_failed_write_fails_every_unacknowledged_write(tenant, monkeypatch, spec):
+    monkeypatch.setenv("DBSVC_FAULT", spec)
+    s = open_store(tenant)
+    results = _results([s.insert("User", user(i)) for i in range(1, 11)])
+    assert all(isinstance(r, Unavailable) for r in results)
+    assert s._tables["User"].records == {} and s.watermarks()["User"] == 0
+    s.close()
+    monkeypatch.delenv("DBSVC_FAULT")
+    records, head = _records(tenant)
+    assert records["User"] == {} and head == 0
+
+
+def test_failure_after_acknowledged_writes_keeps_them(tenant, monkeypatch):
+    monkeypatch.setenv("DBSVC_FAULT", "fsync:4:EIO")
+    s = open_store(tenant)
+    for i in range(1, 4):
+        run(s.insert("User", user(i)))
+    with pytest.raises(Unavailable):
+        run(s.insert("User", user(4)))
+    s.close()
+    monkeypatch.delenv("DBSVC_FAULT")
+    records, head = _records(tenant)
+    assert sorted(records["User"]) == [1, 2, 3] and head == 3
+
+
+@pytest.fixture
+def small_tmpfs(tmp_path):
+    mnt = tmp_path / "full"
+    mnt.mkdir()
+    res = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=192k", "tmpfs", str(mnt)],
+                         capture_output=True)
+    if res.returncode != 0:
+        pytest.skip(f"cannot mount a tmpfs here: {res.stderr.decode().strip()}")
+    try:
+        yield str(mnt)
+    finally:
+        subprocess.run(["umount", "-l", str(mnt)], capture_output=True)
+
+
+def test_real_enospc_on_a_full_tmpfs(small_tmpfs):
+    tenant = create_tenant(small_tmpfs, "t")
+    s = open_store(tenant)
+    acked = []
+    error = None
+    for i in range(1, 10_000):
+        try:
+            acked.append(run(s.insert("User", user(i, profile={"pad": "x" * 3000}))))
+        except Unavailable as exc:
+            error = exc
+            break
+    assert error is not None and "No space left" in str(error)
+    assert s.stats()["read_only"]
+    s.close()
+    s = open_store(tenant, readonly=True)
+    assert sorted(s._tables["User"].records) == [r["id"] for r in acked]
+    s.close()
+
+
+COMPACT_CHILD = """
+import os, sys
+sys.path.insert(0, {root!r})
+from dbsvc.storage.tenants import compact_tenant
+compact_tenant({data!r}, {name!r})
+"""
+
+
+@pytest.mark.parametrize("step", range(1, 8))
+def test_compaction_killed_after_each_step_loses_nothing(tenant, step):
+    s = open_store(tenant)
+
+    async def go():
+        for i in range(1, 31):
+            await s.insert("User", user(i))
+        for i in range(1, 31, 3):
+            await s.delete("User", i)
+        await s.replace("User", 2, user(2, name="kept"))
+    run(go())
+    want = dict(s._tables["User"].records)
+    head = s.head_offset
+    s.close()
+    code = COMPACT_CHILD.format(root=str(ROOT), data=os.path.dirname(tenant), name=os.path.basename(tenant))
+    res = subprocess.run([sys.executable, "-c", code], env={**os.environ, "DBSVC_FAULT": f"compact:{step}:KILL"},
+                         capture_output=True)
+    assert res.returncode == -9, res.stderr
+    ro = open_store(tenant, readonly=True)
+    assert ro._tables["User"].records == want and ro.head_offset == head
+    ro.close()
+    s = open_store(tenant)
+    assert s._tables["User"].records == want and s.head_offset == head
+    assert sorted(os.listdir(tenant)) in (["LOCK", "log", "schema.json"], ["LOCK", "log", "schema.json", "snapshot"])
+    assert run(s.insert("User", user(None, email=f"{uuid.uuid4()}@x")))["id"] == 31
+    s.close()
+
+
+def test_second_compaction_after_an_interrupted_one_completes(tenant):
+    s = open_store(tenant)
+    run(s.insert("User", user(1)))
+    s.close()
+    code = COMPACT_CHILD.format(root=str(ROOT), data=os.path.dirname(tenant), name=os.path.basename(tenant))
+    subprocess.run([sys.executable, "-c", code], env={**os.environ, "DBSVC_FAULT": "compact:2:KILL"})
+    before = dir_image(tenant)
+    assert "snapshot.new" in before and "log.new" in before
+    subprocess.run([sys.executable, "-c", code], check=True)
+    s = open_store(tenant)
+    assert list(s._tables["User"].records) == [1] and s.watermarks()["User"] == 1
+    s.close()
