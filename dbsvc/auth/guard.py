@@ -143,6 +143,11 @@ class Guard:
             raise TokenError("missing bearer token", sent=False)
         if len(authorization) > self._max_header:
             raise TokenError(f"token is larger than {self.config.max_token_bytes} bytes")
+        if authorization[:7] == "Bearer " and authorization[7:8] not in (" ", "\t", ""):
+            token = authorization[7:]             # the usual spelling: one slice, no scans
+            if token[-1] in " \t":
+                token = token.rstrip(" \t")
+            return self.verify_token(token)
         scheme, _, token = authorization.strip().partition(" ")
         if scheme.lower() != "bearer":
             # RFC 6750 section 3.1: a request without bearer credentials gets no error code.
@@ -155,7 +160,11 @@ class Guard:
         if entry is not None:
             if self._clock() >= entry[1]:
                 del self._cache[token]
-            elif self._monotonic() < self._fresh_until or not self._stale_refresh_due():
+            elif (
+                self._fresh_until == math.inf      # a PEM key never goes stale
+                or self._monotonic() < self._fresh_until
+                or not self._stale_refresh_due()
+            ):
                 return entry[0]
         return self._verify_uncached(token)
 
