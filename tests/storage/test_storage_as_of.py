@@ -1,0 +1,128 @@
+"""`as_of`: every past watermark's get and list equal a model kept by the test.
+
+A hypothesis state machine drives inserts, replaces, deletes, reopens and compactions of
+the User model; the test keeps the state after every row of the current epoch and, after
+each step, compares reads at sampled (and, at the end, all) watermarks with it.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+
+from hypothesis import HealthCheck, settings
+from hypothesis import strategies as st
+from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
+
+from dbsvc.errors import UniqueViolation
+from dbsvc.runtime import Query
+from dbsvc.storage.query import list_state
+from dbsvc.storage.tenants import compact_tenant, create_tenant
+from storage_helpers import BLOG, open_store, run, user
+
+USER = BLOG.MODELS[0]
+NAMES = st.sampled_from(["ann", "bob", "cy", "dee"])
+AGES = st.one_of(st.none(), st.integers(0, 5))
+QUERIES = st.builds(
+    Query,
+    filters=st.one_of(st.just({}), st.builds(lambda n: {"name": frozenset(n)}, st.sets(NAMES, min_size=1, max_size=2)),
+                      st.builds(lambda r: {"role": frozenset([r])}, st.sampled_from(["admin", "reader"]))),
+    sort=st.sampled_from([(), (("age", False),), (("age", True),), (("name", True), ("age", False)), (("joined", False),)]),
+    limit=st.integers(0, 6),
+    offset=st.integers(0, 4),
+)
+
+
+class AsOfMachine(RuleBasedStateMachine):
+    @initialize()
+    def setup(self):
+        self.data = tempfile.mkdtemp()
+        self.tenant = create_tenant(self.data, "t")
+        self.store = open_store(self.tenant, sync="off")
+        self.history: list[dict] = [{}]          # history[n]: the state after n rows of this epoch
+
+    def teardown(self):
+        self.store.close()
+        shutil.rmtree(self.data, ignore_errors=True)
+
+    @property
+    def live(self) -> dict:
+        return self.history[-1]
+
+    def _push(self, state):
+        self.history.append(state)
+
+    @rule(i=st.integers(1, 12), name=NAMES, age=AGES, admin=st.booleans())
+    def insert(self, i, name, age, admin):
+        rec = user(i, name=name, age=age, role="admin" if admin else "reader", email=f"{name}{i}@x")
+        try:
+            stored = run(self.store.insert("User", rec))
+        except UniqueViolation:
+            assert i in self.live
+            return
+        self._push({**self.live, i: stored})
+
+    @rule(i=st.integers(1, 12), name=NAMES, age=AGES)
+    def replace(self, i, name, age):
+        if i not in self.live:
+            return
+        rec = user(i, name=name, age=age, joined=f"2026-01-0{1 + i % 9}T00:00:00Z", email=f"{name}{i}@x")
+        _prev, stored = run(self.store.replace("User", i, rec))
+        self._push({**self.live, i: stored})
+
+    @rule(i=st.integers(1, 12))
+    def delete(self, i):
+        if i not in self.live:
+            return
+        run(self.store.delete("User", i))
+        state = dict(self.live)
+        del state[i]
+        self._push(state)
+
+    @rule()
+    def reopen(self):
+        self.store.close()
+        self.store = open_store(self.tenant, sync="off")
+
+    @precondition(lambda self: len(self.history) > 1)
+    @rule()
+    def compact(self):
+        self.store.close()
+        compact_tenant(self.data, "t")
+        self.store = open_store(self.tenant, sync="off")
+        ids = sorted(self.live)
+        self.history = [{k: self.live[k] for k in ids[:n]} for n in range(len(ids) + 1)]
+
+    def check_at(self, n: int, q: Query) -> None:
+        state = self.history[n]
+        for i in range(1, 13):
+            assert self.store.get("User", i, as_of=n) == (state.get(i), n)
+        got, total, wm = self.store.list("User", Query(q.filters, q.sort, q.limit, q.offset, as_of=n))
+        want, want_total = list_state(state, USER, q)
+        assert (got, total, wm) == (want, want_total, n)
+
+    @invariant()
+    def watermark_counts_rows(self):
+        assert self.store.watermarks()["User"] == len(self.history) - 1
+
+    @rule(data=st.data(), q=QUERIES)
+    def read_past(self, data, q):
+        n = data.draw(st.integers(0, len(self.history) - 1))
+        self.check_at(n, q)
+
+    @invariant()
+    def live_reads_agree(self):
+        got, total, _ = self.store.list("User", Query(sort=(("age", True),), limit=100))
+        want, want_total = list_state(self.live, USER, Query(sort=(("age", True),), limit=100))
+        assert got == want and total == want_total
+
+    @rule(q=QUERIES)
+    def every_watermark(self, q):
+        for n in range(len(self.history)):
+            self.check_at(n, q)
+
+
+AsOfMachine.TestCase.settings = settings(max_examples=40, stateful_step_count=40, deadline=None,
+                                         suppress_health_check=[HealthCheck.too_slow])
+test_as_of_matches_a_model = AsOfMachine.TestCase
