@@ -37,11 +37,11 @@ from dbsvc.auth.settings import ALGORITHMS, AuthConfig, load_auth_config
 
 __all__ = [
     "ALGORITHMS",
+    "REALM",
     "AuthConfig",
     "Guard",
     "KeyRefreshNeeded",
     "KeysUnavailable",
-    "REALM",
     "load_auth_config",
     "token_from_subprotocols",
     "www_authenticate",

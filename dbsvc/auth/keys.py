@@ -73,7 +73,7 @@ class VerifyKey:
     """A public key bound to one algorithm. `verify` answers True or False, never raises
     for a bad signature. `fingerprint` identifies the key material (for key-set diffs)."""
 
-    __slots__ = ("alg", "kid", "fingerprint", "_public", "_check")
+    __slots__ = ("_check", "_public", "alg", "fingerprint", "kid")
 
     def __init__(self, alg: str, kid: str | None, public: Any) -> None:
         self.alg = alg
@@ -101,7 +101,7 @@ class VerifyKey:
         if alg.startswith("RS"):
             pad: padding.AsymmetricPadding = padding.PKCS1v15()     # RFC 7518 section 3.3
         else:
-            pad = padding.PSS(mgf=padding.MGF1(hash_cls()), salt_length=hash_cls.digest_size)
+            pad = padding.PSS(mgf=padding.MGF1(hash_cls()), salt_length=hash_cls().digest_size)
 
         def check(data: bytes, signature: bytes) -> bool:
             if len(signature) != size:
@@ -187,6 +187,7 @@ def load_pem_key(data: bytes, alg: str) -> VerifyKey:
     """A PEM public key (SPKI or PKCS#1) or X.509 certificate as a VerifyKey for `alg`."""
     if b"PRIVATE KEY" in data:
         raise UnusableKey("holds a private key, which this service must never have; give the public key")
+    public: Any
     try:
         if b"-----BEGIN CERTIFICATE-----" in data:
             public = x509.load_pem_x509_certificate(data).public_key()
@@ -247,13 +248,13 @@ def key_from_jwk(jwk: Mapping[str, Any], alg: str) -> VerifyKey:
         elif alg == "EdDSA":
             if kty != "OKP":
                 raise UnusableKey(f"jwk 'kty' is {kty!r}, EdDSA needs 'OKP'")
-            crv = jwk.get("crv")
-            if crv not in _OKP_SIZES:
-                raise UnusableKey(f"jwk 'crv' is {crv!r}, EdDSA needs 'Ed25519' or 'Ed448'")
+            okp_crv = jwk.get("crv")
+            if okp_crv not in _OKP_SIZES:
+                raise UnusableKey(f"jwk 'crv' is {okp_crv!r}, EdDSA needs 'Ed25519' or 'Ed448'")
             x = _b64_member(jwk, "x")
-            if len(x) != _OKP_SIZES[crv][0]:
-                raise UnusableKey(f"jwk 'x' is not {_OKP_SIZES[crv][0]} octets")
-            cls = ed25519.Ed25519PublicKey if crv == "Ed25519" else ed448.Ed448PublicKey
+            if len(x) != _OKP_SIZES[okp_crv][0]:
+                raise UnusableKey(f"jwk 'x' is not {_OKP_SIZES[okp_crv][0]} octets")
+            cls = ed25519.Ed25519PublicKey if okp_crv == "Ed25519" else ed448.Ed448PublicKey
             public = cls.from_public_bytes(x)
         else:
             raise UnusableKey(f"algorithm {alg!r} is not supported")

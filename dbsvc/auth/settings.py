@@ -116,7 +116,7 @@ def _check_jwks_url(url: str, name: str) -> str:
     if parts.scheme not in ("http", "https") or not parts.hostname:
         raise ConfigError(f"{name}={url!r} is not an http(s) URL; expected e.g. https://id.example.com/.well-known/jwks.json")
     try:
-        parts.port
+        _ = parts.port                     # raises for a port out of range
     except ValueError:
         raise ConfigError(f"{name}={url!r} has an invalid port") from None
     if parts.username or parts.password:
@@ -208,7 +208,10 @@ def load_auth_config(
     if pubkey:
         pem, source = _read_pem(pubkey, pub_name, relative_to)
         try:
-            from dbsvc.auth.keys import UnusableKey, load_pem_key  # imports cryptography
+            from dbsvc.auth.keys import (  # imports cryptography
+                UnusableKey,
+                load_pem_key,
+            )
         except ImportError as exc:
             raise ConfigError(
                 f"{pub_name} is set but the 'cryptography' package is not installed "

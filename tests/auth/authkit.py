@@ -136,7 +136,7 @@ class JwksServer:
         owner = self
 
         class Handler(BaseHTTPRequestHandler):
-            def do_GET(self) -> None:  # noqa: N802 - http.server's naming
+            def do_GET(self) -> None:
                 owner.hits[self.path] = owner.hits.get(self.path, 0) + 1
                 reply = owner.replies.get(self.path, Reply(404, b"not found"))
                 if reply.delay:

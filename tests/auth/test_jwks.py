@@ -10,8 +10,8 @@ import secrets
 import time
 
 import pytest
-
 from authkit import Reply, jwk_of, mint
+
 from dbsvc.auth import KeyRefreshNeeded, KeysUnavailable
 from dbsvc.auth.jwks import parse_max_age
 from dbsvc.errors import TokenError

@@ -7,6 +7,7 @@ import logging
 import traceback
 
 from authkit import Reply, forge, jwk_of, mint
+
 from dbsvc.auth import KeyRefreshNeeded
 from dbsvc.errors import DbsvcError
 
@@ -51,8 +52,8 @@ def test_no_token_text_in_logs_or_messages(make_guard, keys, jwks_server, caplog
                     await guard.refresh_keys()
                 except DbsvcError:
                     pass
-                messages.append(_outcome(lambda: guard.verify(header)))
-            messages.append(_outcome(lambda: guard.verify_token(token)))
+                messages.append(_outcome(lambda h=header: guard.verify(h)))
+            messages.append(_outcome(lambda t=token: guard.verify_token(t)))
         # A failing refresh is logged too: it must not carry the token that triggered it.
         jwks_server.replies["/jwks.json"] = Reply(500, b"down")
         await asyncio.sleep(0.06)

@@ -7,9 +7,9 @@ import subprocess
 import sys
 
 import pytest
+from authkit import public_pem
 from cryptography.hazmat.primitives.asymmetric import rsa
 
-from authkit import public_pem
 from dbsvc.auth import AuthConfig, Guard, load_auth_config
 from dbsvc.errors import ConfigError
 from dbsvc.schema.ir import AuthSettings

@@ -10,12 +10,21 @@ import json
 import time
 
 import pytest
+from authkit import (
+    KEY_FOR_ALG,
+    TENANT,
+    b64,
+    claims,
+    forge,
+    jwk_of,
+    mint,
+    public_der,
+    public_pem,
+    raw_sign,
+)
 from cryptography.hazmat.primitives import hashes
 from cryptography.hazmat.primitives.asymmetric import ec
 
-from authkit import (
-    KEY_FOR_ALG, TENANT, b64, claims, forge, jwk_of, mint, public_der, public_pem, raw_sign,
-)
 from dbsvc.auth import ALGORITHMS, token_from_subprotocols, www_authenticate
 from dbsvc.errors import TokenError
 
@@ -80,7 +89,7 @@ def test_certificate_pem_is_accepted(tmp_path, keys):
 
     private = keys["p256"]
     name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "idp")])
-    now = datetime.datetime.now(datetime.timezone.utc)
+    now = datetime.datetime.now(datetime.UTC)
     cert = (x509.CertificateBuilder().subject_name(name).issuer_name(name)
             .public_key(private.public_key()).serial_number(1)
             .not_valid_before(now).not_valid_after(now + datetime.timedelta(days=1))
@@ -161,7 +170,7 @@ def test_ecdsa_signature_forms(make_guard, keys):
 
     guard = make_guard("ES256", "p256")
     order = _CURVES["ES256"][3]
-    head, body, sig = forge({"alg": "ES256"}, claims(), private=keys["p256"]).split(".")
+    head, body, _ = forge({"alg": "ES256"}, claims(), private=keys["p256"]).split(".")
     raw = raw_sign(keys["p256"], "ES256", f"{head}.{body}".encode())
     r, s = int.from_bytes(raw[:32], "big"), int.from_bytes(raw[32:], "big")
     good = f"{head}.{body}.{b64(raw)}"
@@ -180,14 +189,14 @@ def test_ecdsa_signature_forms(make_guard, keys):
         "s_plus_order_wraps": raw[:32] + ((s + order) % 2 ** 256).to_bytes(32, "big"),
         "all_ff": b"\xff" * 64,
     }
-    for name, signature in bad.items():
+    for signature in bad.values():
         with pytest.raises(TokenError):
             guard.verify(f"Bearer {head}.{body}.{b64(signature)}")
 
 
 def test_rsa_signature_of_the_wrong_length_is_refused(make_guard, keys):
     guard = make_guard("RS256", "rsa")
-    head, body, sig = mint(keys["rsa"], "RS256").split(".")
+    head, body, _ = mint(keys["rsa"], "RS256").split(".")
     raw = raw_sign(keys["rsa"], "RS256", f"{head}.{body}".encode())
     longer, shorter = b64(b"\0" + raw), b64(raw[:-1])
     refused(guard, f"{head}.{body}.{longer}")
@@ -294,7 +303,7 @@ def test_missing_exp_is_refused(make_guard, keys):
 @pytest.mark.parametrize("exp", ['"9999999999"', "true", "NaN", "Infinity", "-Infinity", "1e400", "null", "[1]", "{}"])
 def test_exp_of_the_wrong_kind_is_refused(make_guard, keys, exp):
     guard = make_guard("RS256", "rsa")
-    payload = '{"tenant":"acme","iss":"https://id.example.com/","aud":"blog","exp":%s}' % exp
+    payload = '{"tenant":"acme","iss":"https://id.example.com/","aud":"blog","exp":' + exp + "}"
     refused(guard, forge({"alg": "RS256"}, payload, private=keys["rsa"]))
 
 
