@@ -1,0 +1,15 @@
+"""The HTTP/1.1 protocol layer: h11 glue and the asyncio connection loop.
+
+The only package that imports h11. It knows nothing of storage, schemas or routes; the
+application is a callable (see `types.App`). Modules:
+
+    types.py       Request, Response, Upgrade, HttpSettings: the seam with the application
+    problem.py     RequestError -> RFC 9457 problem+json response (the only error renderer)
+    server.py      serve(app, settings, stop=..., on_ready=...): listen, cap, sweep, shut down
+    connection.py  one connection: asyncio.Protocol driving h11, limits, ordering, upgrade
+    message.py     h11 events <-> Request/Response, request ids, Date, header validation
+    cors.py        CORS policy and preflight answers
+
+Import `dbsvc.http.server.serve` explicitly; this module imports nothing, so importing
+`dbsvc.http.types` does not load h11.
+"""

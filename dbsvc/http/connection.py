@@ -366,13 +366,15 @@ class HttpConnection(asyncio.Protocol):
         close = close or hub.shutting_down
         status = response.status
         try:
-            event = h11.Response(status_code=status, reason=_REASONS.get(status, b""),
-                                 headers=response_headers(response, request_id, extra, close))
-        except h11.LocalProtocolError as exc:               # e.g. CR/LF in an app header value
+            headers = response_headers(response, request_id, extra, close)
+        except (h11.LocalProtocolError, UnicodeEncodeError) as exc:   # e.g. CR/LF in a value
             response = self._app_error(exc)
             status = response.status
-            event = h11.Response(status_code=status, reason=_REASONS[status],
-                                 headers=response_headers(response, request_id, extra, close))
+            headers = response_headers(response, request_id, extra, close)
+        # response_headers has validated every header as h11 would, so h11's own per-header
+        # regex pass is skipped (`_parsed=True`, the flag h11 uses for headers it parsed).
+        event = h11.Response(status_code=status, reason=_REASONS.get(status, b""),
+                             headers=headers, _parsed=True)
         conn = self._h11
         data = conn.send(event)
         body = response.body
@@ -446,7 +448,11 @@ class HttpConnection(asyncio.Protocol):
                 self._send(self._app_error(TypeError("upgrade response to a request without Upgrade")), None)
                 return
             response = upgrade.response
-            headers = response_headers(response, request.request_id, None, False)
+            try:
+                headers = response_headers(response, request.request_id, None, False)
+            except (h11.LocalProtocolError, UnicodeEncodeError) as exc:
+                self._send(self._app_error(exc), None)
+                return
             self._write(conn.send(h11.InformationalResponse(
                 status_code=response.status, reason=_REASONS.get(response.status, b""),
                 headers=headers)))

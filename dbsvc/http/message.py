@@ -123,8 +123,8 @@ def read_head(event: h11.Request, request_id_source: RequestIds,
     content_length: int | None = None
     chunked = expects = False
     origin = preflight_method = preflight_headers = incoming_id = None
-    for raw_name, raw_value in event.headers:
-        name = raw_name.decode("latin-1")
+    for raw_name, raw_value in event.headers.raw_items():   # a plain list: cheaper than iterating Headers
+        name = raw_name.lower().decode("latin-1")
         value = raw_value.decode("latin-1")
         headers.append((name, value))
         # A handful of names matter to us; one dict-free chain of compares is cheapest.
@@ -156,19 +156,32 @@ def read_head(event: h11.Request, request_id_source: RequestIds,
                 preflight_method, preflight_headers)
 
 
+# RFC 9110 §5.1 (field-name = token) and §5.5 (field-value: visible octets, spaces and
+# tabs inside, none at the ends; no CR, LF or NUL): the same rules h11 applies.
+_FIELD_NAME = re.compile(rb"[-!#$%&'*+.^_`|~0-9a-zA-Z]+")
+_FIELD_VALUE = re.compile(rb"(?:[\x21-\x7e\x80-\xff](?:[ \t\x21-\x7e\x80-\xff]*[\x21-\x7e\x80-\xff])?)?")
+
+
 def response_headers(response: Response, request_id: str,
                      extra: list[tuple[bytes, bytes]] | None, close: bool) -> list[tuple[bytes, bytes]]:
-    """The header list h11 sends for `response`.
+    """The header list h11 sends for `response`, already validated.
 
     Content-Length is the body's length, also for HEAD (RFC 9110 §9.3.2: the same header
     fields as GET; sending no body is the caller's job); 1xx, 204 and 304 carry none
     (RFC 9110 §8.6). `close` adds `Connection: close` (RFC 9112 §9.6).
+
+    Only the application's own headers are checked here (our own are known-good), so the
+    caller may hand the list to h11 with validation skipped. Raises h11.LocalProtocolError
+    for a header h11 would refuse (e.g. CR/LF in a value: response splitting).
     """
     headers: list[tuple[bytes, bytes]] = []
     if response.content_type is not None and response.status != 204:
-        headers.append((b"content-type", response.content_type.encode("latin-1")))
+        headers.append((b"content-type", _checked(b"content-type", response.content_type)))
     for name, value in response.headers:
-        headers.append((name.encode("latin-1"), value.encode("latin-1")))
+        raw_name = name.encode("latin-1")
+        if not _FIELD_NAME.fullmatch(raw_name):
+            raise h11.LocalProtocolError(f"illegal header name {name!r}")
+        headers.append((raw_name, _checked(raw_name, value)))
     status = response.status
     if status >= 200 and status != 204 and status != 304:
         headers.append((b"content-length", str(len(response.body)).encode("ascii")))
@@ -180,3 +193,10 @@ def response_headers(response: Response, request_id: str,
     if close:
         headers.append((b"connection", b"close"))
     return headers
+
+
+def _checked(name: bytes, value: str) -> bytes:
+    raw = value.encode("latin-1")
+    if not _FIELD_VALUE.fullmatch(raw):
+        raise h11.LocalProtocolError(f"illegal value for header {name.decode()!r}: {value!r}")
+    return raw
