@@ -90,6 +90,19 @@ def token_from_subprotocols(offered: Iterable[str]) -> str | None:
     return None
 
 
+def _is_loopback(url: str) -> bool:
+    import ipaddress
+    import urllib.parse
+
+    host = urllib.parse.urlsplit(url).hostname or ""
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
 def _import_crypto_modules() -> tuple[Any, Any]:
     try:
         from dbsvc.auth import jwks, keys
@@ -131,6 +144,9 @@ class Guard:
                 raise ConfigError(f"{config.pubkey_source or 'SERVICE_JWT_PUBKEY'}: {exc}") from None
         elif config.jwks_url is None:
             raise ConfigError("the guard needs SERVICE_JWT_PUBKEY or SERVICE_JWKS_URL")
+        elif config.jwks_url.startswith("http:") and not _is_loopback(config.jwks_url):
+            log.warning("SERVICE_JWKS_URL %s is plain http: keys fetched without TLS can be forged in transit",
+                        config.jwks_url)
 
     # -- the hot path -------------------------------------------------------------
 
@@ -154,7 +170,7 @@ class Guard:
             raise TokenError("authorization scheme is not Bearer", sent=False)
         return self.verify_token(token.strip(" \t"))
 
-    def verify_token(self, token: str) -> dict[str, Any]:
+    def verify_token(self, token: str | None) -> dict[str, Any]:
         """Claims of a bare token (the WebSocket subprotocol form). Same errors as verify."""
         entry = self._cache.get(token)
         if entry is not None:
@@ -175,7 +191,9 @@ class Guard:
 
     # -- the careful path ---------------------------------------------------------
 
-    def _verify_uncached(self, token: str) -> dict[str, Any]:
+    def _verify_uncached(self, token: str | None) -> dict[str, Any]:
+        if not isinstance(token, str):
+            raise TokenError("missing bearer token", sent=False)
         config = self.config
         parsed = parse_token(token, config.max_token_bytes)
         kid = check_header(parsed.header, config.alg)

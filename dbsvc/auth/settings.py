@@ -19,6 +19,12 @@ Rules:
    itself. The key is loaded here once to fail fast (type, curve, RSA size >= 2048 bits);
    that is the only point where this module reaches `cryptography`, lazily, and only when
    the guard is on. Importing this module never imports `cryptography`.
+5. `SERVICE_JWKS_URL` must be http(s) without credentials; plain http is accepted (a
+   sidecar or loopback IdP) and logged as a warning when the host is not loopback.
+6. `SERVICE_JWT_LEEWAY` is whole seconds from 0 to 3600; `SERVICE_JWT_ALG` is matched
+   without regard to case and stored in its RFC spelling (`ps256` -> `PS256`).
+7. When `SERVICE_JWT_AUDIENCE` is unset the `aud` claim is not checked; set it whenever
+   the IdP issues tokens for more than one service (RFC 7519 section 4.1.3).
 """
 
 from __future__ import annotations

@@ -476,3 +476,10 @@ def test_ec_key_curve_must_match_in_config(tmp_path, keys):
     with pytest.raises(ConfigError, match="P-384"):
         load_auth_config({"SERVICE_JWT_PUBKEY": str(path), "SERVICE_JWT_ALG": "ES384",
                           "SERVICE_TENANT": "t"}, AuthSettings(), str(tmp_path))
+
+
+def test_verify_token_none_means_no_token(make_guard):
+    guard = make_guard("RS256", "rsa")
+    with pytest.raises(TokenError) as info:
+        guard.verify_token(None)
+    assert not info.value.sent
