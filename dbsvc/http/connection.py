@@ -193,11 +193,13 @@ class HttpConnection(asyncio.Protocol):
         """The sweeper found this connection past its deadline."""
         phase = self.phase
         self.deadline = _INF
-        if phase is IDLE:
+        if phase is IDLE and not self._transport.get_write_buffer_size():
             self._transport.close()                         # quiet keep-alive: a normal FIN
-        elif phase is HEAD or phase is BODY or phase is LINGER:
+        elif phase is HEAD or phase is BODY or phase is LINGER or phase is IDLE:
+            # HEAD/BODY: too slow (slowloris); IDLE with unsent bytes: the client stopped
+            # reading its responses, and close() would wait for it forever.
             if phase is not LINGER:
-                log.debug("closing %s: no complete %s in time", self._peer, phase.value)
+                log.debug("closing %s: timed out in phase %s", self._peer, phase.value)
             self._transport.abort()
 
     def abort(self) -> None:
