@@ -172,8 +172,9 @@ class Guard:
 
     def verify_token(self, token: str | None) -> dict[str, Any]:
         """Claims of a bare token (the WebSocket subprotocol form). Same errors as verify."""
-        entry = self._cache.get(token)
+        entry = self._cache.get(token)  # type: ignore[arg-type]  # None simply misses
         if entry is not None:
+            assert token is not None
             if self._clock() >= entry[1]:
                 del self._cache[token]
             elif (
