@@ -38,7 +38,7 @@ import re
 import uuid as _uuid
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from datetime import date, datetime, timedelta, timezone
+from datetime import UTC, date, datetime, timedelta
 from types import MappingProxyType
 from typing import Any
 
@@ -267,12 +267,12 @@ def finite_float(value: int | float) -> float | None:
 
 def now() -> str:
     """The current instant in canonical form (`@default(now)` of a datetime)."""
-    return _format_instant(datetime.now(timezone.utc).replace(tzinfo=None))
+    return _format_instant(datetime.now(UTC).replace(tzinfo=None))
 
 
 def today() -> str:
     """The current UTC day (`@default(now)` of a date)."""
-    return datetime.now(timezone.utc).date().isoformat()
+    return datetime.now(UTC).date().isoformat()
 
 
 def new_uuid() -> str:

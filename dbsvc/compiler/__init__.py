@@ -25,14 +25,14 @@ import itertools
 import linecache
 import os
 import types
-from typing import Any
 
 from dbsvc import __version__
 from dbsvc.compiler.module import build_tree
 from dbsvc.errors import DbsvcError
+from dbsvc.schema import describe_schema
 from dbsvc.schema.ir import ID_TYPES, RESERVED_FIELD_NAMES, FieldType, Schema
 
-__all__ = ["build_module", "generate_source", "compile_schema", "check_invariants"]
+__all__ = ["build_module", "check_invariants", "compile_schema", "generate_source"]
 
 _counter = itertools.count(1)
 
@@ -68,19 +68,11 @@ def check_invariants(schema: Schema) -> None:
             assert all(f in names for f in projection.fields), projection
 
 
-def _describe(schema: Schema) -> dict[str, Any] | None:
-    # The schema package may not provide describe_schema yet; DESCRIPTION is then None.
-    try:
-        from dbsvc.schema import describe_schema
-    except ImportError:
-        return None
-    return describe_schema(schema)
-
-
 def build_module(schema: Schema) -> ast.Module:
-    """The generated module's tree for a checked schema."""
+    """The generated module's tree for a checked schema. It has no source locations: it
+    is meant for `ast.unparse` (`generate_source`), whose text is what gets compiled."""
     check_invariants(schema)
-    tree = build_tree(schema, _describe(schema), __version__)
+    tree = build_tree(schema, describe_schema(schema), __version__)
     top = [n.name for n in tree.body if isinstance(n, ast.FunctionDef)]
     top += [t.id for n in tree.body if isinstance(n, ast.Assign) for t in n.targets if isinstance(t, ast.Name)]
     clashes = sorted({n for n in top if top.count(n) > 1})

@@ -120,8 +120,9 @@ def _header(schema: Schema, version: str) -> str:
     )
 
 
-def build_tree(schema: Schema, description: dict[str, Any] | None, version: str) -> ast.Module:
-    """The whole module; `description` is `describe_schema(schema)` (or None)."""
+def build_tree(schema: Schema, description: dict[str, Any], version: str) -> ast.Module:
+    """The whole module; `description` is `describe_schema(schema)`. The tree
+    carries no line numbers: unparse it, then compile the text."""
     body: Stmts = [
         expr(const(_header(schema, version))),
         import_("sys"),
@@ -147,5 +148,6 @@ def build_tree(schema: Schema, description: dict[str, Any] | None, version: str)
             ))),
         ]),
     ]
-    module = ast.Module(body=body, type_ignores=[])
-    return ast.fix_missing_locations(module)
+    # No source locations: the tree exists to be unparsed, and the text is what gets
+    # compiled (a walk filling locations in would cost more than building the tree).
+    return ast.Module(body=body, type_ignores=[])

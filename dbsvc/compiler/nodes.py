@@ -7,7 +7,9 @@ same way). Conventions:
 - `name("x")` is a variable read; a plain `str` argument is never silently turned into a
   name or a constant, except where a parameter says "dotted name" (`call`, `attr`).
 - Every helper returns a fresh node; nodes are never shared between two places in a tree.
-- Locations are filled in once, by `ast.fix_missing_locations`, when the module is done.
+- Nodes carry no source locations: the finished tree is unparsed and the *text* is
+  compiled, so `dbsvc generate` output and tracebacks agree line for line. Only `def`,
+  `for` and assignments get `lineno=0`, which `ast.unparse` reads to look up type comments.
 
 Imports only the standard library.
 """
@@ -155,13 +157,13 @@ def not_(value: ast.expr) -> ast.UnaryOp:
 
 def assign(target: str, value: ast.expr) -> ast.Assign:
     """`target = value` for a plain variable."""
-    return ast.Assign(targets=[ast.Name(id=target, ctx=ast.Store())], value=value)
+    return ast.Assign(targets=[ast.Name(id=target, ctx=ast.Store())], value=value, lineno=0)
 
 
 def set_item(variable: str, key: ast.expr, value: ast.expr) -> ast.Assign:
     """`variable[key] = value`."""
     target = ast.Subscript(value=name(variable), slice=key, ctx=ast.Store())
-    return ast.Assign(targets=[target], value=value)
+    return ast.Assign(targets=[target], value=value, lineno=0)
 
 
 def expr(value: ast.expr) -> ast.Expr:
@@ -195,7 +197,7 @@ def for_(target: str | tuple[str, ...], iterable: ast.expr, body: Stmts) -> ast.
         store: ast.expr = ast.Name(id=target, ctx=ast.Store())
     else:
         store = ast.Tuple(elts=[ast.Name(id=t, ctx=ast.Store()) for t in target], ctx=ast.Store())
-    return ast.For(target=store, iter=iterable, body=list(body), orelse=[])
+    return ast.For(target=store, iter=iterable, body=list(body), orelse=[], lineno=0)
 
 
 def function(func_name: str, params: Sequence[str], docstring: str, body: Stmts) -> ast.FunctionDef:
@@ -209,7 +211,7 @@ def function(func_name: str, params: Sequence[str], docstring: str, body: Stmts)
         docstring = "\n".join([first, *[("    " + line) if line else "" for line in rest]]) + "\n    "
     return ast.FunctionDef(
         name=func_name, args=args, body=[expr(const(docstring)), *body],
-        decorator_list=[], returns=None, type_comment=None,
+        decorator_list=[], returns=None, type_comment=None, lineno=0,
     )
 
 
