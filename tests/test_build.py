@@ -187,10 +187,12 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
-def _get(port: int, path: str) -> tuple[int, bytes]:
+def _get(port: int, path: str, method: str = "GET", body: dict | None = None) -> tuple[int, bytes]:
     conn = http.client.HTTPConnection("127.0.0.1", port, timeout=5)
     try:
-        conn.request("GET", path)
+        payload = None if body is None else json.dumps(body).encode()
+        headers = {} if body is None else {"Content-Type": "application/json"}
+        conn.request(method, path, body=payload, headers=headers)
         reply = conn.getresponse()
         return reply.status, reply.read()
     finally:
@@ -207,7 +209,7 @@ def _storage_ready() -> bool:
 
 @pytest.mark.skipif(not (ROOT / "dbsvc" / "app.py").exists() or not _storage_ready(),
                     reason="serving needs dbsvc/app.py and the storage engine (dbsvc.storage.Store)")
-def test_archive_serves_health_on_service_port(app: Path, tmp_path: Path) -> None:
+def test_archive_serves_health_and_records_on_service_port(app: Path, tmp_path: Path) -> None:
     port = _free_port()
     proc = subprocess.Popen([sys.executable, "-I", "-S", str(app)], cwd=tmp_path,
                             env=_bare_env(SERVICE_PORT=str(port), SERVICE_DATA=str(tmp_path / "data")),
@@ -222,6 +224,10 @@ def test_archive_serves_health_on_service_port(app: Path, tmp_path: Path) -> Non
             assert time.monotonic() < deadline, "server did not answer /health within 30 s"
             time.sleep(0.05)
         assert (status, json.loads(body)) == (200, {"status": "ok"})
+        status, body = _get(port, "/api/user", "POST", {"email": "a@example.com", "name": "Ada"})
+        assert status == 201, body
+        status, body = _get(port, f"/api/user/{json.loads(body)['id']}")
+        assert status == 200 and json.loads(body)["name"] == "Ada"
     finally:
         proc.send_signal(signal.SIGTERM)
         try:
