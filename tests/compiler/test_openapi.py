@@ -325,3 +325,56 @@ def test_required_fields_match_the_generated_validators(path: Path) -> None:
         replaced = compiled.validate_replace({n: body[n] for n in replace_required},
                                              _sample(model.id_field))
         _validator(spec, model.name).validate(replaced)
+
+
+def test_real_server_answers_match_the_document(tmp_path: Path) -> None:
+    import http.client
+    import os
+    import socket
+    import time
+
+    spec = build_openapi(load_schema(str(BLOG)))
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    env = {**os.environ, "SERVICE_PORT": str(port), "SERVICE_DATA": str(tmp_path / "data")}
+    proc = subprocess.Popen([sys.executable, str(ROOT / "dbsvc.py"), "serve", str(BLOG)], env=env,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+
+    def call(method: str, path: str, body: dict | None = None) -> tuple[int, object]:
+        conn = http.client.HTTPConnection("127.0.0.1", port, timeout=5)
+        try:
+            headers = {"Content-Type": "application/json"} if body is not None else {}
+            conn.request(method, path, None if body is None else json.dumps(body), headers)
+            reply = conn.getresponse()
+            return reply.status, json.loads(reply.read() or b"null")
+        finally:
+            conn.close()
+
+    try:
+        deadline = time.monotonic() + 30
+        while True:
+            try:
+                status, body = call("GET", "/health")
+                break
+            except OSError:
+                assert proc.poll() is None and time.monotonic() < deadline, "server did not start"
+                time.sleep(0.05)
+        checks = [
+            ("GET", "/health", None, 200, "Health"),
+            ("POST", "/api/user", {"email": "a@b.c", "name": "Ada"}, 201, "User.Created"),
+            ("GET", "/api/user/1", None, 200, "User"),
+            ("GET", "/api/user?projection=card&limit=5000&sort=-name,age", None, 200, "User.Page"),
+            ("PATCH", "/api/user/1", {"age": 30}, 200, "User"),
+            ("POST", "/api/user", {"email": 3}, 422, "Problem"),
+            ("GET", "/api/user?bogus=1", None, 400, "Problem"),
+            ("GET", "/metrics", None, 200, "Metrics"),
+            ("GET", "/snapshot", None, 200, "Snapshot"),
+        ]
+        for method, path, payload, expected, schema_name in checks:
+            status, body = call(method, path, payload)
+            assert status == expected, (path, body)
+            _validator(spec, schema_name).validate(body)
+    finally:
+        proc.terminate()
+        proc.wait(timeout=15)
