@@ -183,9 +183,9 @@ def datetime_key(value: str | None) -> int | None:
     """Index key of a stored canonical datetime: integer microseconds since the epoch."""
     if value is None:
         return None
-    instant = _parse_instant(value)
-    assert instant is not None, f"stored datetime {value!r} is not canonical"
-    return (instant - _EPOCH) // _MICROSECOND
+    # A stored value is canonical (checked on the way in), so the fast C parser is safe
+    # here: `fromisoformat` reads `YYYY-MM-DDTHH:MM:SS[.ffffff]` once the `Z` is cut off.
+    return (datetime.fromisoformat(value[:-1]) - _EPOCH) // _MICROSECOND
 
 
 def parse_date(text: str) -> str | None:

@@ -1,0 +1,91 @@
+"""The value helpers in dbsvc.runtime that generated code calls."""
+
+from __future__ import annotations
+
+import re
+import uuid
+
+import pytest
+
+from dbsvc import runtime
+
+
+@pytest.mark.parametrize(("text", "canonical"), [
+    ("2024-05-01T12:00:00Z", "2024-05-01T12:00:00Z"),
+    ("2024-05-01T12:00:00.000001Z", "2024-05-01T12:00:00.000001Z"),
+    ("2024-05-01T12:00:00.9999999Z", "2024-05-01T12:00:00.999999Z"),   # truncated, never rounded up
+    ("2024-05-01T00:30:00+01:00", "2024-04-30T23:30:00Z"),
+    ("2024-02-29T23:00:00-01:00", "2024-03-01T00:00:00Z"),
+    ("0999-01-01T00:00:00Z", "0999-01-01T00:00:00Z"),
+    ("9999-12-31T23:59:59.999999Z", "9999-12-31T23:59:59.999999Z"),
+])
+def test_parse_datetime_canonicalises(text, canonical):
+    assert runtime.parse_datetime(text) == canonical
+    assert runtime.datetime_key(canonical) == runtime.parse_datetime_key(text)
+
+
+@pytest.mark.parametrize("text", [
+    "", "2024-05-01", "2024-05-01T12:00:00", "2024-05-01T12:00Z", "2024-05-01T12:00:00+01", "2024-05-01T12:00:00+01:60",
+    "2024-05-01T12:00:00Z ", "2024-05-01T12:00:00ZZ", "9999-12-31T23:59:59-00:01", "2024-13-01T00:00:00Z",
+    "2024-05-01T12:00:00,5Z", "2024-05-01_12:00:00Z",
+])
+def test_parse_datetime_refuses(text):
+    assert runtime.parse_datetime(text) is None and runtime.parse_datetime_key(text) is None
+
+
+def test_datetime_key_of_none_is_none():
+    assert runtime.datetime_key(None) is None
+
+
+@pytest.mark.parametrize(("text", "result"), [
+    ("2024-02-29", "2024-02-29"), ("2023-02-29", None), ("2024-2-29", None), ("0000-01-01", None), ("20240229", None),
+])
+def test_parse_date(text, result):
+    assert runtime.parse_date(text) == result
+
+
+def test_parse_uuid():
+    assert runtime.parse_uuid("ABCDEF01-2345-6789-ABCD-EF0123456789") == "abcdef01-2345-6789-abcd-ef0123456789"
+    assert runtime.parse_uuid("abcdef0123456789abcdef0123456789") is None
+
+
+@pytest.mark.parametrize(("text", "result"), [
+    ("3", 3), ("-3", -3), ("+3", 3), ("3.0", 3), ("3e2", 300), ("3.5", None), ("x", None), ("", None),
+    ("9223372036854775807", 2**63 - 1), ("9223372036854775808", None), ("1" * 30, None), ("nan", None),
+])
+def test_parse_int_text(text, result):
+    assert runtime.parse_int_text(text) == result
+
+
+@pytest.mark.parametrize(("text", "result"), [
+    ("3", 3.0), ("-.5", -0.5), ("1e3", 1000.0), ("nan", None), ("inf", None), ("1e999", None), ("1_0", None), ("", None),
+])
+def test_parse_float_text(text, result):
+    assert runtime.parse_float_text(text) == result
+
+
+@pytest.mark.parametrize(("text", "result"), [("0", 0), ("12", 12), ("-1", None), ("+1", None), ("1.0", None), ("٣", None)])
+def test_parse_count(text, result):
+    assert runtime.parse_count(text) == result
+
+
+def test_finite_float():
+    assert runtime.finite_float(3) == 3.0 and runtime.finite_float(10**400) is None
+    assert runtime.finite_float(float("nan")) is None
+
+
+def test_now_and_new_uuid_shapes():
+    assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d{6})?Z", runtime.now())
+    assert uuid.UUID(runtime.new_uuid()).version == 4
+
+
+@pytest.mark.parametrize(("value", "shown"), [
+    (None, "null"), (True, "the boolean true"), (False, "the boolean false"), ("a", 'the string "a"'),
+    (1.5, "the number 1.5"), ([1], "an array [1]"), ({"a": 1}, 'an object {"a": 1}'),
+])
+def test_got_describes_json_values(value, shown):
+    assert runtime.got(value) == shown
+
+
+def test_show_cuts_long_values():
+    assert runtime.show("x" * 100) == '"' + "x" * 58 + "…"
