@@ -270,11 +270,6 @@ def now() -> str:
     return _format_instant(datetime.now(UTC).replace(tzinfo=None))
 
 
-def today() -> str:
-    """The current UTC day (`@default(now)` of a date)."""
-    return datetime.now(UTC).date().isoformat()
-
-
 def new_uuid() -> str:
     """A fresh random uuid (version 4), lower case (`@default(uuid)`)."""
     return str(_uuid.uuid4())

@@ -225,8 +225,8 @@ def _omitted(field: Field) -> Stmts:
     default = field.default
     if default is not None:
         if default.kind is DefaultKind.NOW:
-            helper = "today" if field.type is FieldType.DATE else "now"
-            return [assign(target, call(f"{RT}.{helper}"))]
+            assert field.type is FieldType.DATETIME, field   # the checker allows now only there
+            return [assign(target, call(f"{RT}.now"))]
         if default.kind is DefaultKind.UUID:
             return [assign(target, call(f"{RT}.new_uuid"))]
         value = default.value

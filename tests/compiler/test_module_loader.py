@@ -187,3 +187,12 @@ def test_hand_built_ir_compiles():
 def test_unchecked_schema_trips_an_invariant(fields):
     with pytest.raises(AssertionError):
         build_module(hand_built(*fields))
+
+
+def test_cli_generate_writes_generate_source(tmp_path, monkeypatch):
+    monkeypatch.chdir(ROOT)
+    target = tmp_path / "blog_service.py"
+    done = subprocess.run([sys.executable, str(ROOT / "dbsvc.py"), "generate", "schemas/blog.dbs", "-o", str(target)],
+                          capture_output=True, text=True, cwd=ROOT, timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert target.read_text(encoding="utf-8") == generate_source(load_schema("schemas/blog.dbs"))
