@@ -30,7 +30,7 @@ import ast
 from dbsvc.compiler.naming import RT, expected, field_list, origin, per_field, per_model
 from dbsvc.compiler.nodes import (
     Stmts, and_, assign, call, concat, const, eq, expr, for_, function, gt, if_, if_chain, in_,
-    is_none, is_not_none, item, name, not_, not_in, raise_, return_, set_item, str_set, subscript,
+    is_none, is_not_none, item, name, not_, not_in, or_, raise_, return_, set_item, str_set, subscript,
     tuple_,
 )
 from dbsvc.schema.ir import Field, FieldType, Model, Schema
@@ -199,10 +199,10 @@ def build_parse_sort(schema: Schema, model: Model) -> ast.FunctionDef:
             const("cannot sort by "), _quoted(part),
             const(f"; sortable fields of {model.name}: {field_list(sortable)} (prefix - for descending)"),
         )]),
-        if_(in_(tuple_([name(field), const(False)]), name(out)), [_bad_query(
-            const("sort field "), _quoted(field), const(" given twice in "), _quoted(_TEXT))]),
-        if_(in_(tuple_([name(field), const(True)]), name(out)), [_bad_query(
-            const("sort field "), _quoted(field), const(" given twice in "), _quoted(_TEXT))]),
+        if_(
+            or_(in_(tuple_([name(field), const(False)]), name(out)), in_(tuple_([name(field), const(True)]), name(out))),
+            [_bad_query(const("sort field "), _quoted(field), const(" given twice in "), _quoted(_TEXT))],
+        ),
         expr(call(ast.Attribute(value=name(out), attr="append", ctx=ast.Load()), tuple_([name(field), name(desc)]))),
     ]
     split = call(ast.Attribute(value=name(_TEXT), attr="split", ctx=ast.Load()), const(","))

@@ -30,7 +30,7 @@ model Thing {
 }
 """
 
-FAST = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+FAST = settings(max_examples=150, deadline=None, database=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 
 INT64 = st.integers(min_value=-(2**63), max_value=2**63 - 1)
 INSTANTS = st.datetimes(min_value=datetime(1, 1, 2), max_value=datetime(9999, 12, 30))
