@@ -32,6 +32,7 @@ from dbsvc.runtime import CompiledModel, Query
 from dbsvc.storage.table import Table
 
 WALK_FACTOR = 8
+_NOTHING = object()
 
 
 def _null_last(kf: Any, f: str) -> Any:
@@ -61,21 +62,24 @@ def _walk(table: Table, sort: tuple[tuple[str, bool], ...]) -> Iterator[dict]:
     rest = sort[1:]
     index = table.ordered[first]
     if not desc and not rest:
-        for entry in index:
-            yield records[entry[2]]
+        for _key, id_ in index:
+            yield records[id_]
         return
+    model = table.model
+    if desc and index.nulls:             # nulls first descending: one run, ids ascending
+        yield from _order_run([records[i] for i in index.nulls], rest, model)
     run: list[dict] = []
-    current: Any = None
-    for entry in (reversed(index) if desc else index):
-        head = entry[:2]
-        if head != current:
+    current: Any = _NOTHING
+    pairs = reversed(index.values) if desc else iter(index)
+    for key, id_ in pairs:
+        if key != current or (key is None) != (current is None):
             if run:
-                yield from _order_run(run, rest, table.model)
+                yield from _order_run(run, rest, model)
                 run = []
-            current = head
-        run.append(records[entry[2]])
+            current = key
+        run.append(records[id_])
     if run:
-        yield from _order_run(run, rest, table.model)
+        yield from _order_run(run, rest, model)
 
 
 def _order_run(run: list[dict], rest: tuple[tuple[str, bool], ...], model: CompiledModel) -> list[dict]:
@@ -112,8 +116,8 @@ def list_live(table: Table, query: Query) -> tuple[list[dict], int]:
     if not filters:
         if not sort or (len(sort) == 1 and not sort[0][1]):
             if sort:
-                entries = table.ordered[sort[0][0]].slice(offset, end)
-                return [table.records[e[2]] for e in entries], n
+                ids = table.ordered[sort[0][0]].ids_slice(offset, end)
+                return [table.records[i] for i in ids], n
             return [table.records[i] for i in table.pk.slice(offset, end)], n
         return _page(_walk(table, sort), offset, limit), n
     total, smallest = _count(table, filters)

@@ -6,7 +6,7 @@ State of a `Table`::
     pk          SortedIndex of ids (primary-key order, the order of unsorted lists)
     unique      field -> {index key -> id}, for every @unique field (nulls not indexed)
     hashes      field -> HashIndex, for every @filter field
-    ordered     field -> SortedIndex of (0, key, id) / (1, 0, id), for every @sort field
+    ordered     field -> OrderedIndex of (key, id), nulls apart, for every @sort field
     refs        field -> {parent id -> number of children}, for every @ref field
     base_ids    ids of the snapshot's records, ascending: rows 1..len(base_ids) of the epoch
     rows        (id, record | None, previous | None) per row after the snapshot
@@ -40,7 +40,7 @@ from collections.abc import Callable
 from typing import Any
 
 from dbsvc.runtime import CompiledModel
-from dbsvc.storage.indexes import HashIndex, SortedIndex, sort_entry
+from dbsvc.storage.indexes import HashIndex, OrderedIndex, SortedIndex
 
 Row = tuple[Any, "dict | None", "dict | None"]
 
@@ -58,7 +58,7 @@ class Table:
         self.pk = SortedIndex()
         self.unique: dict[str, dict[Any, Any]] = {f: {} for f in model.unique_fields}
         self.hashes: dict[str, HashIndex] = {f: HashIndex() for f in model.filter_fields}
-        self.ordered: dict[str, SortedIndex] = {f: SortedIndex() for f in model.sort_fields}
+        self.ordered: dict[str, OrderedIndex] = {f: OrderedIndex() for f in model.sort_fields}
         self.refs: dict[str, dict[Any, int]] = {f: {} for f, _parent in model.refs}
         self.base_ids: list[Any] = []
         self.rows: list[Row] = []
@@ -85,11 +85,16 @@ class Table:
                     index[kf(v)] = r[idf]
         for f, hindex in self.hashes.items():
             kf = keys[f]
-            for r in records:
-                hindex.add(kf(r[f]), r[idf])
+            buckets = hindex.buckets
+            for id_, key in zip(ids, [kf(r[f]) for r in records]):
+                bucket = buckets.get(key)
+                if bucket is None:
+                    buckets[key] = {id_}
+                else:
+                    bucket.add(id_)
         for f in self.ordered:
             kf = keys[f]
-            self.ordered[f] = SortedIndex([sort_entry(kf(r[f]), r[idf]) for r in records])
+            self.ordered[f] = OrderedIndex(zip([kf(r[f]) for r in records], ids))
         for f, counts in self.refs.items():
             for r in records:
                 v = r[f]
@@ -160,7 +165,7 @@ class Table:
         for f, hindex in self.hashes.items():
             hindex.add(keys[f](r[f]), id_)
         for f, sindex in self.ordered.items():
-            sindex.add(sort_entry(keys[f](r[f]), id_))
+            sindex.add(keys[f](r[f]), id_)
         for f, counts in self.refs.items():
             v = r[f]
             if v is not None:
@@ -179,7 +184,7 @@ class Table:
         for f, hindex in self.hashes.items():
             hindex.remove(keys[f](r[f]), id_)
         for f, sindex in self.ordered.items():
-            sindex.remove(sort_entry(keys[f](r[f]), id_))
+            sindex.remove(keys[f](r[f]), id_)
         for f, counts in self.refs.items():
             v = r[f]
             if v is not None:

@@ -20,7 +20,6 @@ import time
 
 import pytest
 
-from dbsvc.storage.indexes import sort_entry
 from dbsvc.storage.tenants import compact_tenant
 from storage_helpers import open_store
 
@@ -40,7 +39,9 @@ def check_indexes(store) -> None:
                 want.setdefault(table.keys[f](r[f]), set()).add(i)
             assert hindex.buckets == want
         for f, sindex in table.ordered.items():
-            assert list(sindex) == sorted(sort_entry(table.keys[f](r[f]), i) for i, r in recs.items())
+            pairs = [(table.keys[f](r[f]), i) for i, r in recs.items()]
+            assert list(sindex) == sorted(p for p in pairs if p[0] is not None) + \
+                [(None, i) for k, i in sorted(pairs, key=lambda p: p[1]) if k is None]
         for f, counts in table.refs.items():
             want = {}
             for r in recs.values():
