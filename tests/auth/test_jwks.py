@@ -140,7 +140,7 @@ def test_background_refresh_follows_max_age(make_guard, keys, jwks_server):
         guard.close()
 
     run(scenario())
-    assert 2 <= jwks_server.hits["/jwks.json"] <= 3
+    assert 2 <= jwks_server.hits["/jwks.json"] <= 4   # one per max-age, give or take a tick
 
 
 @pytest.mark.parametrize("failure", ["500", "503", "badjson", "notobject", "nokeys", "oversized",
@@ -202,7 +202,7 @@ def test_slow_endpoint_times_out_without_blocking_the_loop(make_guard, keys, jwk
     assert guard.config.jwks_timeout == 2.0
     token = mint(keys["rsa"], "RS256", kid="k1")
     assert run(authenticate(guard, token))
-    jwks_server.replies["/jwks.json"] = Reply(200, b'{"keys": []}', delay=3.0)
+    jwks_server.replies["/jwks.json"] = Reply(200, b'{"keys": []}', delay=4.0)
     wait_interval(guard)
 
     async def scenario():
@@ -224,8 +224,8 @@ def test_slow_endpoint_times_out_without_blocking_the_loop(make_guard, keys, jwk
         return elapsed, ticks
 
     elapsed, ticks = run(scenario())
-    assert 1.8 <= elapsed < 2.9
-    assert ticks >= 20                                # the event loop kept running
+    assert 1.8 <= elapsed < 3.5                       # the 2 s timeout, not the 4 s delay
+    assert ticks >= 15                                # the event loop kept running
     assert guard.verify(f"Bearer {token}")
 
 
@@ -252,10 +252,10 @@ def test_storm_of_random_kids_fetches_once_per_interval(make_guard, keys, jwks_s
 
 def test_storm_after_the_interval_fetches_once_more(make_guard, keys, jwks_server):
     jwks_server.serve_keys([jwk_of(keys["rsa"], "RS256", "k1")])
-    guard = make_guard("RS256", jwks_url=jwks_server.url(), jwks_min_interval=0.3)
+    guard = make_guard("RS256", jwks_url=jwks_server.url(), jwks_min_interval=1.0)
+    storm = [mint(keys["rsa"], "RS256", kid=secrets.token_hex(8)) for _ in range(50)]
     assert run(authenticate(guard, mint(keys["rsa"], "RS256", kid="k1")))
     wait_interval(guard)
-    storm = [mint(keys["rsa"], "RS256", kid=secrets.token_hex(8)) for _ in range(50)]
 
     async def burst():
         return await asyncio.gather(*(authenticate(guard, t) for t in storm), return_exceptions=True)
