@@ -78,6 +78,8 @@ def run_server(module: Any, environ: Mapping[str, str]) -> int:
         asyncio.run(_serve(app, config, guard))
     finally:
         store.close()
+    stats = store.stats()
+    log.info("storage: %d writes acknowledged, %d fsyncs", stats["commits"], stats["fsyncs"])
     log.info("stopped; tenant %r closed cleanly", config.tenant)
     return 0
 
