@@ -179,11 +179,11 @@ def raise_(exc: ast.expr) -> ast.Raise:
     return ast.Raise(exc=exc, cause=None)
 
 
-def if_(test: ast.expr, body: Stmts, orelse: Stmts | None = None) -> ast.If:
+def if_(test: ast.expr, body: Sequence[ast.stmt], orelse: Sequence[ast.stmt] | None = None) -> ast.If:
     return ast.If(test=test, body=list(body), orelse=list(orelse or []))
 
 
-def if_chain(branches: Sequence[tuple[ast.expr, Stmts]], orelse: Stmts) -> Stmts:
+def if_chain(branches: Sequence[tuple[ast.expr, Sequence[ast.stmt]]], orelse: Sequence[ast.stmt]) -> Stmts:
     """`if a: ... elif b: ... else: ...` from (test, body) pairs."""
     tail: Stmts = list(orelse)
     for test, body in reversed(branches):
@@ -191,7 +191,7 @@ def if_chain(branches: Sequence[tuple[ast.expr, Stmts]], orelse: Stmts) -> Stmts
     return tail
 
 
-def for_(target: str | tuple[str, ...], iterable: ast.expr, body: Stmts) -> ast.For:
+def for_(target: str | tuple[str, ...], iterable: ast.expr, body: Sequence[ast.stmt]) -> ast.For:
     """`for target in iterable: body` (target a name or a tuple of names)."""
     if isinstance(target, str):
         store: ast.expr = ast.Name(id=target, ctx=ast.Store())
@@ -200,7 +200,7 @@ def for_(target: str | tuple[str, ...], iterable: ast.expr, body: Stmts) -> ast.
     return ast.For(target=store, iter=iterable, body=list(body), orelse=[], lineno=0)
 
 
-def function(func_name: str, params: Sequence[str], docstring: str, body: Stmts) -> ast.FunctionDef:
+def function(func_name: str, params: Sequence[str], docstring: str, body: Sequence[ast.stmt]) -> ast.FunctionDef:
     """`def func_name(params): "docstring"; body`."""
     args = ast.arguments(
         posonlyargs=[], args=[ast.arg(arg=p) for p in params], vararg=None,

@@ -26,6 +26,7 @@ would have been accepted. Imports only the schema IR, sibling helpers and the st
 from __future__ import annotations
 
 import ast
+from collections.abc import Mapping
 
 from dbsvc.compiler.naming import RT, expected, field_list, origin, per_field, per_model
 from dbsvc.compiler.nodes import (
@@ -264,7 +265,7 @@ def _filter_branches(model: Model) -> list[tuple[ast.expr, Stmts]]:
 
 def _parser(
     schema: Schema, model: Model, action: str, doc: str, branches: list[tuple[ast.expr, Stmts]],
-    allowed: str, state: dict[str, ast.expr], finish: Stmts, result: dict[str, ast.expr],
+    allowed: str, state: Mapping[str, ast.expr], finish: Stmts, result: Mapping[str, ast.expr],
 ) -> ast.FunctionDef:
     """The common shape: fast path, state variables, one loop over pairs, then a Query."""
     unknown = [_bad_query(const("unknown query parameter "), _quoted(_NAME), const(f"; allowed: {allowed}"))]

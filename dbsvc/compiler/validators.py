@@ -230,7 +230,7 @@ def _omitted(field: Field) -> Stmts:
         if default.kind is DefaultKind.UUID:
             return [assign(target, call(f"{RT}.new_uuid"))]
         value = default.value
-        if field.type is FieldType.FLOAT and value is not None:
+        if field.type is FieldType.FLOAT and isinstance(value, int):
             value = float(value)
         return [assign(target, const(value))]
     if field.nullable:
