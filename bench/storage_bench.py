@@ -18,7 +18,6 @@ import json
 import os
 import random
 import shutil
-import statistics
 import subprocess
 import sys
 import tempfile
@@ -27,8 +26,8 @@ import time
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 
-from dbsvc.compiler import compile_schema  # noqa: E402
-from dbsvc.schema import load_schema  # noqa: E402
+from dbsvc.compiler import compile_schema
+from dbsvc.schema import load_schema
 
 BLOG = compile_schema(load_schema(os.path.join(ROOT, "schemas", "blog.dbs")))
 

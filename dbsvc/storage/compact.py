@@ -45,7 +45,12 @@ from typing import Any
 from dbsvc.errors import CorruptLog
 from dbsvc.storage.files import NO_FAULTS, FaultPlan, fsync_dir, write_all
 from dbsvc.storage.logfile import LogScan, encode_header
-from dbsvc.storage.snapshot import ModelImage, SnapshotImage, decode_snapshot, encode_snapshot
+from dbsvc.storage.snapshot import (
+    ModelImage,
+    SnapshotImage,
+    decode_snapshot,
+    encode_snapshot,
+)
 
 log = logging.getLogger("dbsvc.storage")
 

@@ -61,7 +61,7 @@ def write_atomic(path: str, data: bytes, *, sync_dir: bool = True) -> None:
 class FaultPlan:
     """Parsed `DBSVC_FAULT` rules with per-operation call counters."""
 
-    __slots__ = ("rules", "counts")
+    __slots__ = ("counts", "rules")
 
     def __init__(self, spec: str | None) -> None:
         self.rules: dict[str, tuple[int, str]] = {}

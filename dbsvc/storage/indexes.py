@@ -29,7 +29,7 @@ LOAD = 512
 class SortedIndex:
     """A sorted multiset of comparable entries (tuples or bare ids)."""
 
-    __slots__ = ("_lists", "_maxes", "_len")
+    __slots__ = ("_len", "_lists", "_maxes")
 
     def __init__(self, entries: Iterable[Any] = ()) -> None:
         items = sorted(entries)
@@ -110,7 +110,7 @@ class SortedIndex:
 class OrderedIndex:
     """(key, id) pairs in order, nulls apart; iteration yields (key, id), nulls last."""
 
-    __slots__ = ("values", "nulls")
+    __slots__ = ("nulls", "values")
 
     def __init__(self, pairs: Iterable[tuple[Any, Any]] = ()) -> None:
         pairs = list(pairs)

@@ -45,7 +45,7 @@ def _read_pid(fd: int) -> int | None:
 class WriterLock:
     """An exclusive flock held on `<directory>/LOCK` until `release()`."""
 
-    __slots__ = ("directory", "path", "_fd")
+    __slots__ = ("_fd", "directory", "path")
 
     def __init__(self, directory: str, path: str, fd: int) -> None:
         self.directory = directory

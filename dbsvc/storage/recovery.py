@@ -28,7 +28,6 @@ import os
 from collections import deque
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any
 
 from dbsvc.errors import CorruptLog, TenantError
 from dbsvc.runtime import CompiledModel

@@ -46,8 +46,16 @@ from collections import deque
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
-from dbsvc.errors import (ConstraintViolation, ForeignKeyViolation, NotFound, OffsetGone,
-                          OffsetOutOfRange, Referenced, UniqueViolation, Unavailable)
+from dbsvc.errors import (
+    ConstraintViolation,
+    ForeignKeyViolation,
+    NotFound,
+    OffsetGone,
+    OffsetOutOfRange,
+    Referenced,
+    Unavailable,
+    UniqueViolation,
+)
 from dbsvc.runtime import CompiledModel, Query
 from dbsvc.storage import recovery
 from dbsvc.storage.commit import CommitQueue, LogWriter

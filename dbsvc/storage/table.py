@@ -46,8 +46,22 @@ Row = tuple[Any, "dict | None", "dict | None"]
 
 
 class Table:
-    __slots__ = ("model", "name", "id_field", "keys", "records", "pk", "unique", "hashes",
-                 "ordered", "refs", "base_ids", "rows", "max_id", "fixup")
+    __slots__ = (
+        "base_ids",
+        "fixup",
+        "hashes",
+        "id_field",
+        "keys",
+        "max_id",
+        "model",
+        "name",
+        "ordered",
+        "pk",
+        "records",
+        "refs",
+        "rows",
+        "unique",
+    )
 
     def __init__(self, model: CompiledModel) -> None:
         self.model = model

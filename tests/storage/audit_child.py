@@ -12,9 +12,9 @@ import sys
 
 sys.path.insert(0, os.path.dirname(__file__))
 
-from storage_helpers import open_store, post, user  # noqa: E402
+from storage_helpers import open_store, post, user
 
-from dbsvc.storage.tenants import compact_tenant, create_tenant  # noqa: E402
+from dbsvc.storage.tenants import compact_tenant, create_tenant
 
 
 def mark(text: str) -> None:

@@ -9,8 +9,9 @@ import pytest
 
 sys.path.insert(0, os.path.dirname(__file__))
 
-from storage_helpers import BLOG  # noqa: E402
-from dbsvc.storage.tenants import create_tenant  # noqa: E402
+from storage_helpers import BLOG
+
+from dbsvc.storage.tenants import create_tenant
 
 
 @pytest.fixture

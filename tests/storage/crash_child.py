@@ -16,9 +16,9 @@ import sys
 
 sys.path.insert(0, os.path.dirname(__file__))
 
-from storage_helpers import open_store, post, user  # noqa: E402
+from storage_helpers import open_store, post, user
 
-from dbsvc.errors import ForeignKeyViolation, NotFound, Referenced, UniqueViolation  # noqa: E402
+from dbsvc.errors import ForeignKeyViolation, NotFound, Referenced, UniqueViolation
 
 
 def emit(kind: str, model: str, id_, record) -> None:

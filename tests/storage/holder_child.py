@@ -7,7 +7,7 @@ import sys
 
 sys.path.insert(0, os.path.dirname(__file__))
 
-from storage_helpers import open_store  # noqa: E402
+from storage_helpers import open_store
 
 store = open_store(sys.argv[1])
 print(f"READY {os.getpid()}", flush=True)

@@ -11,10 +11,9 @@ ROOT = Path(__file__).resolve().parents[2]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from dbsvc.compiler import compile_schema  # noqa: E402
-from dbsvc.schema import load_schema  # noqa: E402
-from dbsvc.storage import Store  # noqa: E402
-from dbsvc.storage.tenants import create_tenant  # noqa: E402
+from dbsvc.compiler import compile_schema
+from dbsvc.schema import load_schema
+from dbsvc.storage import Store
 
 BLOG = compile_schema(load_schema(str(ROOT / "schemas" / "blog.dbs")))
 

@@ -7,19 +7,24 @@ each step, compares reads at sampled (and, at the end, all) watermarks with it.
 
 from __future__ import annotations
 
-import os
 import shutil
 import tempfile
 
 from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
-from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
+from hypothesis.stateful import (
+    RuleBasedStateMachine,
+    initialize,
+    invariant,
+    precondition,
+    rule,
+)
+from storage_helpers import BLOG, open_store, run, user
 
 from dbsvc.errors import UniqueViolation
 from dbsvc.runtime import Query
 from dbsvc.storage.query import list_state
 from dbsvc.storage.tenants import compact_tenant, create_tenant
-from storage_helpers import BLOG, open_store, run, user
 
 USER = BLOG.MODELS[0]
 NAMES = st.sampled_from(["ann", "bob", "cy", "dee"])

@@ -19,9 +19,9 @@ import tempfile
 import time
 
 import pytest
+from storage_helpers import open_store
 
 from dbsvc.storage.tenants import compact_tenant
-from storage_helpers import open_store
 
 CHILD = os.path.join(os.path.dirname(__file__), "crash_child.py")
 

@@ -7,10 +7,10 @@ import random
 import struct
 
 import pytest
+from storage_helpers import open_store, run, user
 
 from dbsvc.errors import CorruptLog
 from dbsvc.storage.logfile import FRAME, HEADER_SIZE
-from storage_helpers import open_store, post, run, user
 
 N_USERS = 12
 

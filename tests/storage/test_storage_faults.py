@@ -10,10 +10,10 @@ import sys
 import uuid
 
 import pytest
+from storage_helpers import ROOT, dir_image, open_store, run, user
 
 from dbsvc.errors import Unavailable
 from dbsvc.storage.tenants import create_tenant
-from storage_helpers import ROOT, dir_image, open_store, post, run, user
 
 
 def _records(tenant):

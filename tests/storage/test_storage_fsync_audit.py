@@ -49,9 +49,7 @@ def test_fsync_audit(tmp_path):
     fds: dict[int, str] = {}
     dir_fds: set[int] = set()
     log_fds: set[int] = set()
-    pending_fsync: dict[int, int] = {}        # thread-started fsync: fd by order
     dirty_log = False                         # a frame written and not yet covered by a finished fsync
-    fsync_started_clean: list[bool] = []
     needs_dir_sync: list[str] = []
     acks = dir_syncs = 0
     in_flight_fd: int | None = None

@@ -6,12 +6,12 @@ import json
 import os
 
 import pytest
+from storage_helpers import ROOT, dir_image, open_store, post, run, user
 
 from dbsvc.compiler import compile_schema
 from dbsvc.errors import IncompatibleSchema
 from dbsvc.schema import parse_schema
 from dbsvc.storage import Store
-from storage_helpers import ROOT, dir_image, open_store, post, run, user
 
 BLOG_TEXT = (ROOT / "schemas" / "blog.dbs").read_text()
 

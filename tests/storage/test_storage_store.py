@@ -6,13 +6,20 @@ import asyncio
 import random
 
 import pytest
+from storage_helpers import dir_image, open_store, post, run, user
 
-from dbsvc.errors import (ForeignKeyViolation, NotFound, OffsetGone, OffsetOutOfRange, Referenced,
-                          UniqueViolation, Unavailable)
+from dbsvc.errors import (
+    ForeignKeyViolation,
+    NotFound,
+    OffsetGone,
+    OffsetOutOfRange,
+    Referenced,
+    Unavailable,
+    UniqueViolation,
+)
 from dbsvc.runtime import Query
 from dbsvc.storage import ChangeEvent, EventKind
 from dbsvc.storage.query import list_state
-from storage_helpers import dir_image, open_store, post, run, user
 
 
 def test_insert_assigns_max_ever_used_plus_one(tenant):

@@ -7,11 +7,11 @@ import subprocess
 import sys
 
 import pytest
+from storage_helpers import ROOT, dir_image, open_store, run, user
 
 from dbsvc.errors import TenantError, TenantLocked
 from dbsvc.storage.lock import probe_lock
 from dbsvc.storage.tenants import create_tenant, drop_tenant, list_tenants, tenant_dir
-from storage_helpers import ROOT, dir_image, open_store, run, user
 
 HOLDER = os.path.join(os.path.dirname(__file__), "holder_child.py")
 
