@@ -37,10 +37,17 @@ __all__ = [
 
 def parse_schema(text: str, path: str = "<schema>") -> Schema:
     """Parse and check schema source `text`; `path` names it in errors and anchors `pubkey`."""
-    tokens, errors = tokenize(text, path)
+    tokens, lex_errors = tokenize(text, path)
     tree, syntax_errors = parse_tokens(tokens, path)
     schema, check_errors = check_schema(tree, text, path)
-    errors = errors + syntax_errors + check_errors
+    # A bad character or literal usually derails the parser on the rest of its line; the
+    # lexical error says what is wrong, the syntax errors after it on that line add noise.
+    lexed_bad = {(e.line, e.col) for e in lex_errors}
+    syntax_errors = [
+        e for e in syntax_errors
+        if not any(line == e.line and col <= e.col for line, col in lexed_bad)
+    ]
+    errors = lex_errors + syntax_errors + check_errors
     if errors:
         errors.sort(key=lambda e: (e.line, e.col))
         raise SchemaErrors(_unique(errors), text)

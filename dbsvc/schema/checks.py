@@ -21,7 +21,17 @@ import re
 from dataclasses import dataclass, field
 
 from dbsvc.errors import SchemaError
-from dbsvc.schema.ir import ID_TYPES, RESERVED_FIELD_NAMES, Default, Field, FieldType, Model, Projection, Schema
+from dbsvc.schema.ir import (
+    ID_TYPES,
+    RESERVED_FIELD_NAMES,
+    Default,
+    Field,
+    FieldType,
+    Model,
+    Projection,
+    Schema,
+    kebab_case,
+)
 from dbsvc.schema.syntax import Attribute, FieldDecl, LiteralKind, ModelDecl, SchemaFile
 from dbsvc.schema.tables import check_tables
 from dbsvc.schema.values import (
@@ -37,11 +47,11 @@ from dbsvc.schema.values import (
 
 MODEL_NAME = re.compile(r"[A-Z][A-Za-z0-9]*")
 FIELD_NAME = re.compile(r"[a-z][a-z0-9_]*")
+RESERVED_MODEL_NAMES = frozenset({"None", "True", "False"})   # CapWords, yet Python keywords
 TYPES = {t.value: t for t in FieldType}
-ORDER_TYPES_HINT = "int, float, str, bool, json, datetime, date, uuid or enum(...)"
+TYPES_HINT = "int, float, str, bool, json, datetime, date, uuid or enum(...)"
 
-# Field attributes and how many arguments each takes: (count, kind) where kind names the
-# literal kinds accepted; None means "no arguments".
+# Flags take no arguments; every other field attribute takes exactly one.
 FLAG_ATTRIBUTES = ("id", "unique", "filter", "sort")
 FIELD_ATTRIBUTES = ("id", "unique", "filter", "sort", "min", "max", "default", "ref")
 MODEL_ATTRIBUTES = ("projection",)
@@ -60,6 +70,7 @@ class _Checker:
     def __init__(self, path: str) -> None:
         self.path = path
         self.errors: list[SchemaError] = []
+        self.lost_model = False
 
     def error(self, message: str, line: int, col: int) -> None:
         self.errors.append(SchemaError(message, line, col, self.path))
@@ -68,21 +79,35 @@ class _Checker:
 
     def check(self, tree: SchemaFile, source: str) -> Schema:
         runtime, auth = check_tables(tree.tables, self.path, self.errors)
+        self.lost_model = tree.lost_model
         first: dict[str, ModelDecl] = {}
+        routes: dict[str, ModelDecl] = {}
         for decl in tree.models:
+            if decl.name in first:
+                self.error(
+                    f"duplicate model {decl.name!r}, first declared at line {first[decl.name].line}",
+                    decl.line, decl.col,
+                )
+                continue
+            first[decl.name] = decl
             if not MODEL_NAME.fullmatch(decl.name):
                 self.error(
                     f"model name {decl.name!r} is not CapWords, expected a capital letter then "
                     "letters and digits, such as 'BlogPost'",
                     decl.line, decl.col,
                 )
-            if decl.name in first:
+            elif decl.name in RESERVED_MODEL_NAMES:
+                self.error(f"model name {decl.name!r} is a Python keyword, expected another name",
+                           decl.line, decl.col)
+            elif kebab_case(decl.name) in routes:
+                other = routes[kebab_case(decl.name)]
                 self.error(
-                    f"duplicate model {decl.name!r}, first declared at line {first[decl.name].line}",
+                    f"model {decl.name!r} would be served at '/api/{kebab_case(decl.name)}' like model "
+                    f"{other.name!r} (line {other.line}), expected a name with a different route",
                     decl.line, decl.col,
                 )
             else:
-                first[decl.name] = decl
+                routes[kebab_case(decl.name)] = decl
         if not tree.models:
             self.error("the schema declares no models, expected at least one 'model Name { ... }'", 1, 1)
         facts = {name: self.field_facts(decl) for name, decl in first.items()}
@@ -133,7 +158,7 @@ class _Checker:
         ref = decl.type
         type_ = TYPES.get(ref.name)
         if type_ is None:
-            self.error(f"unknown type {ref.name!r} for field {decl.name!r}, expected {ORDER_TYPES_HINT}",
+            self.error(f"unknown type {ref.name!r} for field {decl.name!r}, expected {TYPES_HINT}",
                        ref.line, ref.col)
             return None
         if type_ is FieldType.ENUM:
@@ -292,6 +317,8 @@ class _Checker:
         arg = fact.attrs["ref"].args[0]
         target = str(arg.value)
         if target not in id_types:
+            if self.lost_model:
+                return None
             known = ", ".join(sorted(id_types)) or "none"
             self.error(f"@ref to unknown model {target!r}, expected one of the declared models ({known})",
                        arg.line, arg.col)

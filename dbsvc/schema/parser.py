@@ -6,21 +6,28 @@ Grammar (NEWLINE ends a line; `#` comments are gone already)::
     table    := '[' IDENT ']' eol { NEWLINE | entry }
     entry    := IDENT '=' literal eol
     model    := 'model' IDENT '{' { NEWLINE | field | modelattr } '}' eol
-    field    := IDENT type { attr } (eol | before '}')
+    field    := IDENT type { attr } (eol | before a final '}')
     type     := IDENT [ '(' [ IDENT { ',' IDENT } ] ')' ] [ '?' ]     members only for enum
     attr     := '@' IDENT [ '(' [ literal { ',' literal } ] ')' ]
-    modelattr:= attr { attr } eol
+    modelattr:= attr { attr } (eol | before a final '}')
     literal  := INT | FLOAT | STRING | IDENT       true/false/null are IDENTs given meaning here
     eol      := NEWLINE | EOF
 
 A table's entries run until a line that starts a model (`model Name`) or a table (`[`).
 
 Recovery: a syntax error is recorded and raises `_Resync`; the rule that owns the current
-line catches it and skips ahead - an entry or field to the end of its line (a field stops
-early at a `}` so `model A { id int @id }` still closes), a broken model header to the end
-of its braces, anything unexpected at top level to the next line starting a model or table.
-A model body that meets the next `model Name {` or `[table]` line reports the missing `}`
-and hands over to the top level. So one run reports every independent error.
+line catches it and skips ahead:
+
+- a table entry or a model member (field, model attribute) to the end of its line, or to
+  a `}` that ends the line, so `model A { id int @id }` still closes (a `}` with more
+  after it on its line is a stray, not the end of the model);
+- a model whose header is broken (`model {`, `model A` with no `{`), or anything else
+  unexpected at top level, to the next line starting a model or a table. A skipped model
+  sets `SchemaFile.lost_model`, so references to it are not also reported as unknown;
+- a model body that meets the next `model Name {` or `[table]` line reports the missing
+  `}` and hands over to the top level.
+
+So one run reports every independent error, and a typo rarely reports twice.
 
 Meaning (known types, attributes, argument kinds) is not decided here; see `checks`.
 Imports nothing from dbsvc but `dbsvc.errors` and `dbsvc.schema.*`.
@@ -110,9 +117,13 @@ class _Parser:
             raise self.fail(expected)
         self.advance()
 
+    def at_closing_brace(self) -> bool:
+        """A `}` that ends its line closes the model; one with more after it is a stray."""
+        return self.at_punct("}") and self.peek(1).kind in (TokenKind.NEWLINE, TokenKind.EOF)
+
     def skip_line(self, stop_at_brace: bool = False) -> None:
         while not self.at_eol():
-            if stop_at_brace and self.at_punct("}"):
+            if stop_at_brace and self.at_closing_brace():
                 return
             self.advance()
         self.advance()
@@ -132,8 +143,14 @@ class _Parser:
         return self.at_model_start() and self.peek(2).kind is TokenKind.PUNCT and self.peek(2).text == "{"
 
     def at_section_start(self) -> bool:
-        """A line that opens a model or a table: where top-level recovery resumes."""
-        return self.at_line_start() and (self.at_model_start() or self.at_punct("["))
+        """A line that opens a model or a table: where top-level recovery resumes.
+        `model` opens one unless it is a table key (`model = ...`)."""
+        if not self.at_line_start():
+            return False
+        if self.tok.kind is TokenKind.IDENT and self.tok.text == "model":
+            after = self.peek(1)
+            return not (after.kind is TokenKind.PUNCT and after.text == "=")
+        return self.at_punct("[")
 
     def skip_to_section(self) -> None:
         self.advance()
@@ -145,6 +162,7 @@ class _Parser:
     def parse_file(self) -> SchemaFile:
         tables: list[TableDecl] = []
         models: list[ModelDecl] = []
+        lost_model = False
         while self.tok.kind is not TokenKind.EOF:
             if self.tok.kind is TokenKind.NEWLINE:
                 self.advance()
@@ -154,15 +172,15 @@ class _Parser:
                 if self.at_punct("["):
                     tables.append(self.parse_table())
                 elif self.tok.kind is TokenKind.IDENT and self.tok.text == "model":
-                    model = self.parse_model()
-                    if model is not None:
-                        models.append(model)
+                    models.append(self.parse_model())
                 else:
                     raise self.fail("'model' or a '[table]' header")
             except _Resync:
+                if self.tokens[start].text == "model":
+                    lost_model = True
                 if self.pos == start or not self.at_section_start():
                     self.skip_to_section()
-        return SchemaFile(tuple(tables), tuple(models))
+        return SchemaFile(tuple(tables), tuple(models), lost_model)
 
     # -- tables ----------------------------------------------------------------------
 
@@ -191,7 +209,7 @@ class _Parser:
 
     # -- models ----------------------------------------------------------------------
 
-    def parse_model(self) -> ModelDecl | None:
+    def parse_model(self) -> ModelDecl:
         self.advance()
         name = self.expect_ident("a model name after 'model'")
         if not self.at_punct("{"):
@@ -211,7 +229,7 @@ class _Parser:
             tok = self.tok
             if tok.kind is TokenKind.NEWLINE:
                 self.advance()
-            elif self.at_punct("}"):
+            elif self.at_closing_brace():
                 self.advance()
                 break
             elif tok.kind is TokenKind.EOF or (
@@ -221,6 +239,7 @@ class _Parser:
                 self.fail(f"'}}' to close model {name.text!r}")
                 return model()
             else:
+                member = self.pos
                 try:
                     if self.at_punct("@"):
                         attributes.extend(self.parse_model_attributes())
@@ -230,13 +249,10 @@ class _Parser:
                         raise self.fail("a field name, a model attribute such as '@projection', or '}'")
                 except _Resync:
                     incomplete = True
-                    if tok.kind is TokenKind.IDENT:
-                        broken.append(tok.text)
                     self.skip_line(stop_at_brace=True)
-        try:
-            self.expect_eol(f"end of line after '}}' of model {name.text!r}")
-        except _Resync:
-            self.skip_line()
+                    # Any name on the broken line may be the field it meant to declare.
+                    broken.extend(t.text for t in self.tokens[member:self.pos] if t.kind is TokenKind.IDENT)
+        self.advance()  # the NEWLINE or EOF after the closing brace
         return model()
 
     def parse_model_attributes(self) -> list[Attribute]:
@@ -248,7 +264,7 @@ class _Parser:
 
     def end_of_member(self, what: str) -> None:
         """A field or model attribute line ends at a newline, or just before the model's '}'."""
-        if self.at_punct("}"):
+        if self.at_closing_brace():
             return
         if not self.at_eol():
             raise self.fail(f"{what} or the end of the line")

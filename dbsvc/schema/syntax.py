@@ -102,5 +102,9 @@ class TableDecl:
 
 @dataclass(frozen=True, slots=True)
 class SchemaFile:
+    """The whole file. `lost_model` is true when a model header was too broken to read
+    (already reported): its name is unknown, so a `@ref` to an unknown model may mean it."""
+
     tables: tuple[TableDecl, ...]
     models: tuple[ModelDecl, ...]
+    lost_model: bool = False

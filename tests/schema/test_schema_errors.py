@@ -213,6 +213,19 @@ CASES = [
         id='model_not_capwords',
     ),
     pytest.param(
+        src('model HTTPLog {', '  id int @id', '}', 'model HttpLog {', '  id int @id', '}'),
+        [
+            (4, 7, "model 'HttpLog' would be served at '/api/http-log' like model 'HTTPLog' (line 1), "
+                   "expected a name with a different route"),
+        ],
+        id='route_collision',
+    ),
+    pytest.param(
+        src('model None {', '  id int @id', '}'),
+        [(1, 7, "model name 'None' is a Python keyword, expected another name")],
+        id='model_named_none',
+    ),
+    pytest.param(
         src('model A {', '  id int @id', '}', 'model A {', '  id int @id', '}'),
         [(4, 7, "duplicate model 'A', first declared at line 1")],
         id='duplicate_model',
@@ -550,6 +563,32 @@ CASES = [
             (5, 10, "@filter on json field 'c' is not allowed: json values have no order"),
         ],
         id='recovery_keeps_going',
+    ),
+    # Recovery: one typo gives one error, later lines are still checked.
+    pytest.param(
+        src('model A {', '  id int @id', '  profile js$on?', '}'),
+        [(3, 13, "unexpected character '$'")],
+        id='lex_error_hides_line_noise',
+    ),
+    pytest.param(
+        src('model A {', '  id int }@id', '  n str', '}'),
+        [(2, 10, "expected an attribute such as '@filter' or the end of the line, got '}'")],
+        id='stray_brace_mid_line',
+    ),
+    pytest.param(
+        src('model@id User {', '  id int @id', '}', 'model Post {', '  id int @id', '  author int @ref(User)', '}'),
+        [(1, 6, "expected a model name after 'model', got '@'")],
+        id='broken_header_hides_ref_to_it',
+    ),
+    pytest.param(
+        src('[auth]', 'issuer = "x"', 'model} User {', '  id int @id', '}', 'model Post {', '  id int @id', '}'),
+        [(3, 6, "expected a model name after 'model', got '}'")],
+        id='broken_model_line_after_table',
+    ),
+    pytest.param(
+        src('model A {', '  { n int', '  id int @id', '  @projection(p, id, n)', '}'),
+        [(2, 3, "expected a field name, a model attribute such as '@projection', or '}', got '{'")],
+        id='broken_field_not_reported_again',
     ),
 ]
 
