@@ -255,6 +255,10 @@ class _Checker:
                     at = attrs[flag]
                     self.error(f"@{flag} on json field {name!r} is not allowed: json values have no order",
                                at.line, at.col)
+            if "unique" in attrs:
+                at = attrs["unique"]
+                self.error(f"@unique on json field {name!r} is not allowed: json values have no index key",
+                           at.line, at.col)
         low, high = self.bound(fact, "min"), self.bound(fact, "max")
         if low is not None and high is not None and low[0] > high[0]:
             arg = attrs["min"].args[0]

@@ -319,6 +319,11 @@ CASES = [
         id='filter_json',
     ),
     pytest.param(
+        src('model A {', '  id int @id', '  j json @unique', '}'),
+        [(3, 10, "@unique on json field 'j' is not allowed: json values have no index key")],
+        id='unique_json',
+    ),
+    pytest.param(
         src('model A {', '  id int @id', '  j json? @sort', '}'),
         [(3, 11, "@sort on json field 'j' is not allowed: json values have no order")],
         id='sort_json',
