@@ -55,7 +55,7 @@ def parse_schema(text: str, path: str = "<schema>") -> Schema:
 
 
 def load_schema(path: str | os.PathLike[str]) -> Schema:
-    """Read the schema file at `path` (UTF-8) and parse it; see `parse_schema`.
+    """Read the schema file at `path` (UTF-8, a leading BOM ignored) and parse it; see `parse_schema`.
 
     An unreadable file raises OSError; a file that is not UTF-8 is one SchemaError at 1:1.
     """
@@ -63,7 +63,7 @@ def load_schema(path: str | os.PathLike[str]) -> Schema:
     with open(name, "rb") as handle:
         data = handle.read()
     try:
-        text = data.decode("utf-8")
+        text = data.decode("utf-8-sig")  # a leading byte order mark is not part of the text
     except UnicodeDecodeError as exc:
         error = SchemaError(f"file is not UTF-8: cannot decode byte at offset {exc.start}", 1, 1, name)
         raise SchemaErrors([error], "") from exc

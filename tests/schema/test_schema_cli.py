@@ -60,3 +60,10 @@ def test_check_reports_a_file_that_is_not_utf8(tmp_path: Path) -> None:
     result = run_check(broken)
     assert result.returncode == 1
     assert f"{broken}:1:1: error: file is not UTF-8: cannot decode byte at offset 5" in result.stderr
+
+
+def test_check_ignores_a_utf8_byte_order_mark(tmp_path: Path) -> None:
+    schema = tmp_path / "bom.dbs"
+    schema.write_bytes("\ufeffmodel A {\n  id int @id\n}\n".encode())
+    result = run_check(schema)
+    assert result.returncode == 0, result.stderr
