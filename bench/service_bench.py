@@ -102,7 +102,7 @@ counter = 0
 request = function()
   counter = counter + 1
   local body = string.format('{"author_id": %d, "title": "bench %d-%d", "body": "b", "score": 1.5}',
-                             (counter %% 1000) + 1, math.random(1, 1000000000), counter)
+                             (counter % 1000) + 1, math.random(1, 1000000000), counter)
   return wrk.format("POST", "/api/blog-post", {["Content-Type"] = "application/json"}, body)
 end
 """

@@ -77,8 +77,8 @@ def run_server(module: Any, environ: Mapping[str, str]) -> int:
     try:
         asyncio.run(_serve(app, config, guard))
     finally:
+        stats = store.stats()
         store.close()
-    stats = store.stats()
     log.info("storage: %d writes acknowledged, %d fsyncs", stats["commits"], stats["fsyncs"])
     log.info("stopped; tenant %r closed cleanly", config.tenant)
     return 0

@@ -11,7 +11,7 @@ import time
 import pytest
 
 from dbsvc.errors import ConfigError
-from dbsvc.logs import configure_logging, parse_level_spec
+from dbsvc.logs import SPAN_FLUSH_SECONDS, configure_logging, flush_logs, parse_level_spec
 
 D, I, W, E, OFF = logging.DEBUG, logging.INFO, logging.WARNING, logging.ERROR, logging.CRITICAL + 10
 
@@ -54,10 +54,37 @@ def test_configure_logging_applies_levels_and_formats_json():
         configure_logging("warn,dbsvc::http=debug", "json", stream=stream)
         logging.getLogger("dbsvc.http.request").debug("kept", extra={"fields": {"status": 200}})
         logging.getLogger("dbsvc.storage").info("dropped")
+        flush_logs()
         lines = [json.loads(line) for line in stream.getvalue().splitlines()]
         assert len(lines) == 1
         assert lines[0]["level"] == "DEBUG" and lines[0]["target"] == "dbsvc.http.request"
         assert lines[0]["message"] == "kept" and lines[0]["status"] == 200
+    finally:
+        configure_logging("info", "text", stream=io.StringIO())
+
+
+def test_span_lines_are_buffered_then_flushed_within_the_flush_interval():
+    stream = io.StringIO()
+    try:
+        configure_logging("info", "text", stream=stream)
+        logging.getLogger("dbsvc.http.request").info("request", extra={"fields": {"status": 200}})
+        assert stream.getvalue() == ""
+        deadline = time.monotonic() + SPAN_FLUSH_SECONDS * 6
+        while "status=200" not in stream.getvalue() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert "status=200" in stream.getvalue()
+    finally:
+        configure_logging("info", "text", stream=io.StringIO())
+
+
+def test_other_records_flush_buffered_spans_first_keeping_order():
+    stream = io.StringIO()
+    try:
+        configure_logging("info", "text", stream=stream)
+        logging.getLogger("dbsvc.http.request").info("request", extra={"fields": {"status": 201}})
+        logging.getLogger("dbsvc.storage").warning("disk nearly full")
+        text = stream.getvalue()
+        assert text.index("status=201") < text.index("disk nearly full")
     finally:
         configure_logging("info", "text", stream=io.StringIO())
 
