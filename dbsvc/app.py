@@ -3,6 +3,7 @@
 Route table (interface.md section 4)::
 
     GET|HEAD /health | /ready | /metrics | /snapshot     operational, never guarded
+    GET|HEAD /openapi.json                               the OpenAPI 3.1 document, never guarded
     GET|HEAD|POST            /api/<kebab>                list, create
     GET|HEAD|PUT|PATCH|DELETE /api/<kebab>/<id>          read, replace, merge, delete
 
@@ -113,7 +114,9 @@ class Application:
             "/ready": self.ready,
             "/metrics": self.metrics,
             "/snapshot": self.snapshot,
+            "/openapi.json": self.openapi,
         }
+        self._openapi = getattr(module, "OPENAPI_JSON", "{}").encode("utf-8")
         if guard is not None:
             from dbsvc.auth import KeyRefreshNeeded, www_authenticate
 
@@ -290,6 +293,11 @@ class Application:
         counts = self.store.live_counts()
         body = {"model_count": len(counts), "rows_per_model": counts, "total_rows": sum(counts.values())}
         return Response(200, dumps(body))
+
+    def openapi(self) -> Response:
+        """The service's own OpenAPI document, generated with the handlers (a public contract,
+        like PostgREST's root document: no token needed to read it)."""
+        return Response(200, self._openapi)
 
     def snapshot(self) -> Response:
         body = {"watermarks": self.store.watermarks(), "epoch": self.store.epoch, "replication": self.replication}

@@ -22,12 +22,14 @@ from __future__ import annotations
 import ast
 import hashlib
 import itertools
+import json
 import linecache
 import os
 import types
 
 from dbsvc import __version__
 from dbsvc.compiler.module import build_tree
+from dbsvc.compiler.openapi import build_openapi
 from dbsvc.errors import DbsvcError
 from dbsvc.schema import describe_schema
 from dbsvc.schema.ir import ID_TYPES, RESERVED_FIELD_NAMES, FieldType, Schema
@@ -72,7 +74,8 @@ def build_module(schema: Schema) -> ast.Module:
     """The generated module's tree for a checked schema. It has no source locations: it
     is meant for `ast.unparse` (`generate_source`), whose text is what gets compiled."""
     check_invariants(schema)
-    tree = build_tree(schema, describe_schema(schema), __version__)
+    openapi_json = json.dumps(build_openapi(schema), separators=(",", ":"), ensure_ascii=False)
+    tree = build_tree(schema, describe_schema(schema), __version__, openapi_json)
     top = [n.name for n in tree.body if isinstance(n, ast.FunctionDef)]
     top += [t.id for n in tree.body if isinstance(n, ast.Assign) for t in n.targets if isinstance(t, ast.Name)]
     clashes = sorted({n for n in top if top.count(n) > 1})

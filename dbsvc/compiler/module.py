@@ -19,6 +19,7 @@ Layout of the generated module, top to bottom::
     RUNTIME = {...}         the [runtime] table
     AUTH = {...}            the [auth] table, only the keys that were set
     SCHEMA_PATH = '...'
+    OPENAPI_JSON = '...'    the OpenAPI 3.1 document (compact JSON), served at /openapi.json
     if __name__ == '__main__': serve this module
 
 Everything schema-specific is a literal or a straight-line function here; nothing in the
@@ -120,8 +121,9 @@ def _header(schema: Schema, version: str) -> str:
     )
 
 
-def build_tree(schema: Schema, description: dict[str, Any], version: str) -> ast.Module:
-    """The whole module; `description` is `describe_schema(schema)`. The tree
+def build_tree(schema: Schema, description: dict[str, Any], version: str, openapi_json: str = "{}") -> ast.Module:
+    """The whole module; `description` is `describe_schema(schema)`, `openapi_json` the
+    compact text of `build_openapi(schema)`. The tree
     carries no line numbers: unparse it, then compile the text."""
     body: Stmts = [
         expr(const(_header(schema, version))),
@@ -141,6 +143,7 @@ def build_tree(schema: Schema, description: dict[str, Any], version: str) -> ast
         assign("RUNTIME", literal(_settings(schema.runtime, keep_none=True))),
         assign("AUTH", literal(_settings(schema.auth, keep_none=False))),
         assign("SCHEMA_PATH", const(schema.path)),
+        assign("OPENAPI_JSON", const(openapi_json)),
         if_(eq(name("__name__"), const("__main__")), [
             import_("dbsvc.cli"),
             raise_(call("SystemExit", call(

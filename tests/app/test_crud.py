@@ -296,3 +296,11 @@ def test_error_bodies_share_one_shape_with_the_request_id(blog):
     assert problem["type"] == "about:blank"
     assert problem["status"] == reply.status
     assert problem["request_id"] == "trace-123" == reply.headers["x-request-id"]
+
+
+def test_openapi_document_is_served_without_a_token(blog):
+    reply = blog.get("/openapi.json")
+    assert reply.status == 200
+    document = reply.json
+    assert document["openapi"].startswith("3.1")
+    assert "/api/blog-post/{id}" in document["paths"]

@@ -149,7 +149,7 @@ def test_each_compile_gets_its_own_filename():
 
 
 def test_a_tree_compile_rejects_is_reported_as_a_dbsvc_bug(monkeypatch):
-    def broken(schema, description, version):
+    def broken(schema, description, version, openapi_json):
         return ast.fix_missing_locations(ast.Module(body=[ast.Return(value=None)], type_ignores=[]))
 
     monkeypatch.setattr(compiler, "build_tree", broken)
