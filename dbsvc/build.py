@@ -42,7 +42,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from dbsvc import __version__
-from dbsvc.errors import DbsvcError
+from dbsvc.errors import BuildError
 
 if TYPE_CHECKING:
     from dbsvc.schema.ir import Schema
@@ -76,9 +76,6 @@ commands:
   compact           offline compaction of the tenant named by SERVICE_TENANT
 """
 
-
-class BuildError(DbsvcError):
-    """The zipapp cannot be built (a dependency is missing or not pure Python)."""
 
 
 def build_zipapp(schema: Schema, output: str | os.PathLike[str]) -> Path:

@@ -16,14 +16,13 @@ The token guard's variables are read by `dbsvc.auth.load_auth_config`.
 from __future__ import annotations
 
 import math
-import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from dbsvc.errors import ConfigError
+from dbsvc.errors import ConfigError, TenantError
 from dbsvc.http.types import HttpSettings
+from dbsvc.storage.tenants import validate_name
 
-TENANT_NAME = re.compile(r"^[a-z0-9][a-z0-9_-]{0,62}$")
 DEFAULT_TENANT = "default"
 
 
@@ -80,13 +79,11 @@ def _choice(environ: Mapping[str, str], name: str, default: str, allowed: tuple[
 
 
 def check_tenant_name(name: str, source: str = "SERVICE_TENANT") -> str:
-    """Refuse names that could escape the data directory or surprise a shell."""
-    if not TENANT_NAME.match(name):
-        raise ConfigError(
-            f"{source}={name!r} is not a valid tenant name: expected 1 to 63 characters of "
-            "a-z, 0-9, '_' and '-', starting with a letter or digit"
-        )
-    return name
+    """Refuse names that could escape the data directory (one rule, the storage layer's)."""
+    try:
+        return validate_name(name)
+    except TenantError as exc:
+        raise ConfigError(f"{source}: {exc}") from None
 
 
 def load_config(environ: Mapping[str, str], runtime: Mapping[str, object] | None = None) -> Config:

@@ -11,6 +11,7 @@ Tree::
       SchemaError            one located problem in a schema file
       SchemaErrors           all problems of one check run (a list of SchemaError)
       ConfigError            bad environment or configuration value (exit status 2)
+      BuildError             the zipapp cannot be built
       StorageError
         TenantError          bad tenant name, missing tenant, tenant exists
         TenantLocked         another process holds the writer lock (exit status 2)
@@ -59,6 +60,10 @@ class SchemaErrors(DbsvcError):
 
 class ConfigError(DbsvcError):
     """A configuration value (environment or schema table) that cannot be used."""
+
+
+class BuildError(DbsvcError):
+    """`dbsvc build` cannot produce a self-contained zipapp (a dependency missing or not pure Python)."""
 
 
 class StorageError(DbsvcError):

@@ -51,9 +51,7 @@ def build_guard(module: Any, environ: Mapping[str, str], config: Config) -> Any:
     auth_config = load_auth_config(environ, AuthSettings(**module.AUTH), schema_dir)
     if auth_config is None:
         return None
-    if not config.tenant_explicit:
-        raise ConfigError("SERVICE_TENANT is required when the token guard is on (SERVICE_JWT_PUBKEY or SERVICE_JWKS_URL)")
-    return Guard(auth_config)
+    return Guard(auth_config)    # load_auth_config has already required SERVICE_TENANT
 
 
 def run_server(module: Any, environ: Mapping[str, str]) -> int:

@@ -11,7 +11,7 @@ import subprocess
 import sys
 import time
 
-from app_harness import ROOT, start_server
+from app_harness import ROOT
 
 BLOG = ROOT / "schemas" / "blog.dbs"
 
