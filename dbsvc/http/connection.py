@@ -57,6 +57,7 @@ from dbsvc.errors import BadRequest, HeadersTooLarge, InternalError, PayloadTooL
 from dbsvc.http.message import Head, read_head, response_headers
 from dbsvc.http.problem import problem_response
 from dbsvc.http.types import Response, Upgrade
+from dbsvc.logs import log_span
 
 if TYPE_CHECKING:
     from dbsvc.http.server import Hub
@@ -476,11 +477,11 @@ class HttpConnection(asyncio.Protocol):
 
     def _log_span(self, request: Any, status: int, size: int) -> None:
         duration_ms = (time.perf_counter() - self._started) * 1000.0 if request is not None else 0.0
-        span_log.info("request", extra={"fields": {
+        log_span({
             "method": request.method if request is not None else "-",
             "path": request.path if request is not None else "-",
             "status": status,
             "duration_ms": round(duration_ms, 3),
             "bytes": size,
             "request_id": request.request_id if request is not None else "",
-        }})
+        })

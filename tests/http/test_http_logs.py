@@ -11,7 +11,7 @@ import time
 import pytest
 
 from dbsvc.errors import ConfigError
-from dbsvc.logs import SPAN_FLUSH_SECONDS, configure_logging, flush_logs, parse_level_spec
+from dbsvc.logs import SPAN_FLUSH_SECONDS, configure_logging, flush_logs, log_span, parse_level_spec
 
 D, I, W, E, OFF = logging.DEBUG, logging.INFO, logging.WARNING, logging.ERROR, logging.CRITICAL + 10
 
@@ -86,6 +86,40 @@ def test_other_records_flush_buffered_spans_first_keeping_order():
         text = stream.getvalue()
         assert text.index("status=201") < text.index("disk nearly full")
     finally:
+        configure_logging("info", "text", stream=io.StringIO())
+
+
+@pytest.mark.parametrize("fmt", ["text", "json"])
+def test_fast_span_path_writes_exactly_what_the_logging_path_writes(fmt):
+    stream = io.StringIO()
+    fields = {"method": "GET", "path": "/api/user", "status": 200, "duration_ms": 0.25, "bytes": 9, "request_id": "r-1"}
+    try:
+        configure_logging("info", fmt, stream=stream)
+        log_span(fields)
+        logging.getLogger("dbsvc.http.request").info("request", extra={"fields": fields})
+        flush_logs()
+        fast, slow = stream.getvalue().splitlines()
+        cut = 24 if fmt == "text" else fast.index('"level"')     # past the timestamps
+        assert fast[cut:] == slow[cut:]
+    finally:
+        configure_logging("info", "text", stream=io.StringIO())
+
+
+def test_span_falls_back_to_logging_when_another_handler_listens():
+    stream, seen = io.StringIO(), []
+
+    class Collect(logging.Handler):
+        def emit(self, record):
+            seen.append(record)
+
+    extra = Collect()
+    try:
+        configure_logging("info", "text", stream=stream)
+        logging.getLogger().addHandler(extra)
+        log_span({"status": 204, "request_id": "r-2"})
+        assert [r.fields["request_id"] for r in seen] == ["r-2"]
+    finally:
+        logging.getLogger().removeHandler(extra)
         configure_logging("info", "text", stream=io.StringIO())
 
 
