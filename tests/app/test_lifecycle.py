@@ -115,3 +115,44 @@ def test_json_logs_carry_one_span_per_request(serve):
     text = json.dumps(spans[0])
     assert "GET" in text and "/api/user" in text and "200" in text
     assert "secret-token" not in "".join(server.log)
+
+
+def test_generated_file_serves_itself(tmp_path):
+    import re
+    import threading
+
+    target = tmp_path / "blog_service.py"
+    generated = run_cli(["generate", str(BLOG), "-o", str(target)], {})
+    assert generated.returncode == 0, generated.stderr
+    env = {k: v for k, v in os.environ.items() if not k.startswith("SERVICE_")}
+    env.update({"SERVICE_PORT": "0", "SERVICE_DATA": str(tmp_path / "data"), "RUST_LOG": "info",
+                "PYTHONPATH": str(ROOT)})
+    proc = subprocess.Popen([sys.executable, str(target)], cwd=tmp_path, env=env,
+                            stderr=subprocess.PIPE, stdout=subprocess.DEVNULL, text=True)
+    try:
+        port = None
+        for line in proc.stderr:
+            match = re.search(r"listening on http://[^:]+:(\d+)", line)
+            if match:
+                port = int(match.group(1))
+                break
+        assert port, "the generated module did not start serving"
+        threading.Thread(target=proc.stderr.read, daemon=True).start()
+        import http.client
+
+        conn = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
+        conn.request("POST", "/api/user", body=json.dumps({"email": "g@x.io", "name": "Gen"}),
+                     headers={"Content-Type": "application/json"})
+        created = conn.getresponse()
+        assert created.status == 201, created.read()
+        created.read()
+        conn.request("GET", "/api/user/1")
+        reply = conn.getresponse()
+        assert reply.status == 200 and json.loads(reply.read())["name"] == "Gen"
+        conn.close()
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(timeout=30) == 0
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
