@@ -156,7 +156,7 @@ def list_live(table: Table, query: Query) -> tuple[list[dict], int]:
         chosen = [r for r in map(table.records.__getitem__, ids) if match(r, filters)]
         sort_records(chosen, sort, model)
         return chosen[offset:end], total
-    return _page_matching(_walk(table, sort), model.match, filters, offset, limit), total
+    return _page(_walk(table, sort), offset, limit, model.match, filters), total
 
 
 def list_state(state: Mapping[Any, dict], model: CompiledModel, query: Query) -> tuple[list[dict], int]:
@@ -168,28 +168,17 @@ def list_state(state: Mapping[Any, dict], model: CompiledModel, query: Query) ->
     return chosen[query.offset : query.offset + query.limit], len(chosen)
 
 
-def _page_matching(records: Iterator[dict], match: Any, filters: Mapping[str, frozenset],
-                   offset: int, limit: int) -> list[dict]:
-    """The page of `records` passing `match`, in one loop (no generator between them)."""
-    out: list[dict] = []
-    skipped = 0
-    for r in records:
-        if match(r, filters):
-            if skipped < offset:
-                skipped += 1
-                continue
-            out.append(r)
-            if len(out) >= limit:
-                break
-    return out
-
-
-def _page(records: Iterator[dict], offset: int, limit: int) -> list[dict]:
+def _page(records: Iterator[dict], offset: int, limit: int,
+          match: Any = None, filters: Mapping[str, frozenset] | None = None) -> list[dict]:
+    """Records [offset, offset + limit) of `records` (those passing `match`, when given),
+    in one loop with no generator between the walk and the page."""
     out: list[dict] = []
     if limit <= 0:
         return out
     skipped = 0
     for r in records:
+        if match is not None and not match(r, filters):
+            continue
         if skipped < offset:
             skipped += 1
             continue
