@@ -24,8 +24,6 @@ import http.client
 import json
 import os
 import re
-import shutil
-import signal
 import subprocess
 import sys
 import tempfile
@@ -34,9 +32,10 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
+sys.path[:0] = [str(ROOT), str(ROOT / "bench")]
+
+from http_bench import run_wrk, start_dbsvc, stop_server  # noqa: E402
 SCHEMA = ROOT / "schemas" / "blog.dbs"
-LISTENING = re.compile(r"listening on http://[^:]+:(\d+)")
 ISSUER, AUDIENCE, TENANT = "https://id.example.com/", "blog", "bench"
 
 
@@ -70,44 +69,6 @@ def make_key_and_token(alg: str, directory: Path) -> tuple[Path, str]:
         r, s = decode_dss_signature(private.sign(signing_input, ec.ECDSA(hashes.SHA256())))
         signature = r.to_bytes(32, "big") + s.to_bytes(32, "big")
     return path, f"{header}.{payload}.{_b64(signature)}"
-
-
-def _pinned(core: str, command: list[str]) -> list[str]:
-    if shutil.which("taskset") and (os.cpu_count() or 1) > 1:
-        return ["taskset", "-c", core, *command]
-    return command
-
-
-def start_dbsvc(env: dict[str, str], timeout: float = 60.0) -> tuple[subprocess.Popen, int]:
-    """`python dbsvc.py serve schemas/blog.dbs` on port 0, pinned to core 0."""
-    full = {k: v for k, v in os.environ.items() if not k.startswith("SERVICE_")}
-    full.update({"SERVICE_PORT": "0", "RUST_LOG": "warn,dbsvc=info", "SERVICE_SYNC": "off"}, **env)
-    command = _pinned("0", [sys.executable, str(ROOT / "dbsvc.py"), "serve", str(SCHEMA)])
-    proc = subprocess.Popen(command, cwd=ROOT, env=full, stdout=subprocess.DEVNULL,
-                            stderr=subprocess.PIPE, text=True)
-    assert proc.stderr is not None
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        line = proc.stderr.readline()
-        if not line:
-            break
-        match = LISTENING.search(line)
-        if match:
-            # Keep draining stderr so the server never blocks on a full pipe.
-            threading.Thread(target=proc.stderr.read, daemon=True).start()
-            return proc, int(match.group(1))
-    proc.kill()
-    raise RuntimeError(f"server did not start (env {sorted(env)})")
-
-
-def stop(proc: subprocess.Popen) -> None:
-    if proc.poll() is None:
-        proc.send_signal(signal.SIGTERM)
-    try:
-        proc.wait(15)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-        proc.wait()
 
 
 def request(port: int, method: str, path: str, body: dict | None = None,
@@ -161,21 +122,10 @@ def measure(url: str, args: argparse.Namespace, token: str | None, workdir: Path
     if token:
         script = str(workdir / "auth.lua")
         Path(script).write_text(f'wrk.headers["Authorization"] = "Bearer {token}"\n')
-    try:
-        from bench.http_bench import run_wrk
-    except ImportError:
-        run_wrk = None
-    if run_wrk is not None:
-        run_wrk(url, duration=2, connections=args.connections, script=script)     # warm-up
-        result = run_wrk(url, duration=args.duration, connections=args.connections, script=script)
-        result.pop("raw", None)
-        return result
-    command = ["wrk", "-t1", f"-c{args.connections}", f"-d{args.duration:g}s", "--latency"]
-    if script:
-        command += ["-s", script]
-    out = subprocess.run(_pinned("1", [*command, url]), capture_output=True, text=True, check=True).stdout
-    rps = re.search(r"Requests/sec:\s+([\d.]+)", out)
-    return {"rps": float(rps.group(1)) if rps else 0.0, "raw": out}
+    run_wrk(url, duration=2, connections=args.connections, script=script)     # warm-up
+    result = run_wrk(url, duration=args.duration, connections=args.connections, script=script)
+    result.pop("raw", None)
+    return result
 
 
 def main(argv: list[str]) -> int:
@@ -208,7 +158,7 @@ def main(argv: list[str]) -> int:
         runs = (("guard_off", off_env, None, False), ("guard_off_with_header", off_env, token, False),
                 ("guard_on", on_env, token, True))
         for name, env, sent, guarded in runs:
-            proc, port = start_dbsvc(env)
+            proc, port, _log = start_dbsvc({"RUST_LOG": "warn,dbsvc=info", "SERVICE_SYNC": "off", **env})
             try:
                 status, body = request(port, "POST", "/api/user", {"email": "b@x.io", "name": "Bench"}, sent)
                 if status not in (201, 409):
@@ -220,7 +170,7 @@ def main(argv: list[str]) -> int:
                     assert status == 401, f"the guard is not on: GET without a token answered {status}"
                 results[name] = measure(f"http://127.0.0.1:{port}/api/user/1", args, sent, workdir)
             finally:
-                stop(proc)
+                stop_server(proc)
 
         off, header, on = results["guard_off"], results["guard_off_with_header"], results["guard_on"]
 

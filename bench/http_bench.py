@@ -29,6 +29,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -73,6 +74,38 @@ def start_server(command: list[str], env: dict[str, str] | None = None,
             break
     process.kill()
     raise RuntimeError(f"server {command!r} did not report its port")
+
+
+LISTENING = re.compile(r"listening on http://[^:]+:(\d+)")
+
+
+def start_dbsvc(env: dict[str, str], schema: Path = ROOT / "schemas" / "blog.dbs",
+                core: str = SERVER_CORE, timeout: float = 120.0) -> tuple[subprocess.Popen, int, list[str]]:
+    """`python dbsvc.py serve SCHEMA` on port 0 pinned to `core`: the process, its port, and
+    its log lines other than request spans (drained in a thread so the pipe never fills)."""
+    full = {k: v for k, v in os.environ.items() if not k.startswith("SERVICE_")}
+    full.update({"SERVICE_PORT": "0", "RUST_LOG": "info"}, **env)
+    command = _pinned(core, [sys.executable, str(ROOT / "dbsvc.py"), "serve", str(schema)])
+    proc = subprocess.Popen(command, cwd=ROOT, env=full, stdout=subprocess.DEVNULL,
+                            stderr=subprocess.PIPE, text=True)
+    assert proc.stderr is not None
+    log: list[str] = []
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        line = proc.stderr.readline()
+        if not line:
+            break
+        match = LISTENING.search(line)
+        if match:
+            def drain() -> None:
+                for rest in proc.stderr:
+                    if "dbsvc.http.request" not in rest:
+                        log.append(rest)
+            threading.Thread(target=drain, daemon=True).start()
+            return proc, int(match.group(1)), log
+        log.append(line)
+    proc.kill()
+    raise RuntimeError("dbsvc did not start:\n" + "".join(log))
 
 
 def stop_server(process: subprocess.Popen, timeout: float = 15.0) -> int:

@@ -22,20 +22,17 @@ import os
 import random
 import re
 import signal
-import subprocess
 import sys
 import tempfile
-import threading
 import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path[:0] = [str(ROOT), str(ROOT / "bench")]
 
-from http_bench import _pinned, canned_baseline, measure  # noqa: E402
+from http_bench import canned_baseline, measure, start_dbsvc  # noqa: E402
 
 SCHEMA = ROOT / "schemas" / "blog.dbs"
-LISTENING = re.compile(r"listening on http://[^:]+:(\d+)")
 SUMMARY = re.compile(r"storage: (\d+) writes acknowledged, (\d+) fsyncs")
 
 
@@ -61,33 +58,6 @@ def seed(data_dir: Path, posts: int, users: int = 1000) -> None:
         await store.aclose()
 
     asyncio.run(fill())
-
-
-def start_dbsvc(env: dict[str, str], timeout: float = 120.0) -> tuple[subprocess.Popen, int, list[str]]:
-    """`dbsvc serve` pinned to core 0; returns the process, its port and its growing log."""
-    full = {k: v for k, v in os.environ.items() if not k.startswith("SERVICE_")}
-    full.update({"SERVICE_PORT": "0", "RUST_LOG": "info"}, **env)
-    command = _pinned("0", [sys.executable, str(ROOT / "dbsvc.py"), "serve", str(SCHEMA)])
-    proc = subprocess.Popen(command, cwd=ROOT, env=full, stdout=subprocess.DEVNULL,
-                            stderr=subprocess.PIPE, text=True)
-    assert proc.stderr is not None
-    log: list[str] = []
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        line = proc.stderr.readline()
-        if not line:
-            break
-        match = LISTENING.search(line)
-        if match:
-            def drain() -> None:
-                for rest in proc.stderr:
-                    if "dbsvc.http.request" not in rest and '"request"' not in rest:
-                        log.append(rest)
-            threading.Thread(target=drain, daemon=True).start()
-            return proc, int(match.group(1)), log
-        log.append(line)
-    proc.kill()
-    raise RuntimeError("server did not start:\n" + "".join(log))
 
 
 def lua(workdir: Path, name: str, text: str) -> str:
