@@ -23,6 +23,7 @@ import json
 import logging
 from collections.abc import Awaitable, Callable
 from typing import Any
+from urllib.parse import quote, unquote
 
 from dbsvc.errors import (
     BadQuery,
@@ -99,6 +100,23 @@ def parse_json_body(request: Request) -> Any:
         raise BadRequest(f"request body is not valid JSON: {exc}") from exc
 
 
+def _raw_item_segment(target: str, kebab: str) -> str | None:
+    """The id segment of `/api/<kebab>/<segment>` read from the raw request target, or None.
+
+    The protocol layer percent-decodes the whole path, so a string id holding an encoded
+    '/' (`%2F`, RFC 3986 §2.2: data, not a delimiter) reaches the app split in two. Routing
+    on the raw target keeps such a record, created with that id, reachable.
+    """
+    path = target.partition("?")[0]
+    if not path.startswith("/"):                        # absolute form, RFC 9112 §3.2.2
+        rest = path.partition("://")[2]
+        path = rest[rest.find("/"):] if "/" in rest else "/"
+    prefix = f"/api/{kebab}/"
+    if not path.startswith(prefix) or "/" in path[len(prefix):]:
+        return None
+    return unquote(path[len(prefix):], errors="strict")
+
+
 class Application:
     """The callable the protocol layer serves: `app(request) -> Response | Awaitable[Response]`."""
 
@@ -139,7 +157,9 @@ class Application:
     def api(self, request: Request, rest: str) -> Response | Awaitable[Response]:
         kebab, slash, segment = rest.partition("/")
         model = self.models.get(kebab)
-        if model is None or (slash and not segment) or "/" in segment:
+        if model is not None and "/" in segment:
+            segment = _raw_item_segment(request.target, kebab)
+        if model is None or (slash and not segment) or segment is None:
             raise NotFound(f"no route for path {request.path!r}")
         if self.guard is not None:
             try:
@@ -252,7 +272,10 @@ class Application:
         record = model.validate_create(parse_json_body(request))
         stored = await self.store.insert(model.name, record)
         key = stored[model.id_field]
-        return Response(201, dumps({"id": key}), [("Location", f"/api/{model.kebab}/{key}")])
+        # RFC 3986 §3.3: the id is one path segment, so '/', '%', spaces and non-ASCII are
+        # percent-encoded (a header value is ASCII; a raw CR/LF would split the response).
+        location = f"/api/{model.kebab}/{quote(str(key), safe='')}"
+        return Response(201, dumps({"id": key}), [("Location", location)])
 
     async def replace(self, request: Request, model: CompiledModel, segment: str) -> Response:
         key = model.parse_id(segment)

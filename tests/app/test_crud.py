@@ -4,8 +4,11 @@ black-box over real sockets against `dbsvc serve schemas/blog.dbs`."""
 from __future__ import annotations
 
 import itertools
+from urllib.parse import quote
 
 import pytest
+
+from app_harness import ROOT
 
 _seq = itertools.count(1)
 
@@ -304,3 +307,19 @@ def test_openapi_document_is_served_without_a_token(blog):
     document = reply.json
     assert document["openapi"].startswith("3.1")
     assert "/api/blog-post/{id}" in document["paths"]
+
+
+@pytest.mark.parametrize("code", ["a/b", "w 1%", "caf\u00e9\U0001f4e6", "x\r\ny"])
+def test_string_id_location_is_percent_encoded_and_reachable(serve, code):
+    # A str @id is one path segment: Location percent-encodes it (a raw non-ASCII id used to
+    # make a 500 after the record was stored), and an encoded '/' routes as data.
+    server = serve(ROOT / "schemas" / "inventory.dbs")
+    reply = server.post("/api/warehouse", {"code": code, "city": "Oslo", "opened": "2020-01-02"})
+    assert reply.status == 201, reply
+    location = reply.headers["location"]
+    assert location == "/api/warehouse/" + quote(code, safe="")
+    assert server.get(location).json["code"] == code
+    replaced = server.request("PUT", location, {"city": "Bergen", "opened": "2020-01-02"})
+    assert replaced.status == 200 and replaced.json["code"] == code
+    assert server.request("DELETE", location).status == 204
+    assert server.get(location).status == 404
