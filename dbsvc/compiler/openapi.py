@@ -36,6 +36,7 @@ PROBLEM_JSON = "application/problem+json"
 JSON = "application/json"
 DEFAULT_LIMIT = 100  # mirrors dbsvc.runtime; the compiler layer must not import runtime
 MAX_LIMIT = 1000
+MAX_HEAD = 16 * 1024  # mirrors dbsvc.http.connection.MAX_HEAD; the compiler must not import http
 BEARER = "bearerAuth"
 
 # Every RequestError the service answers, in the order the contract lists the codes.
@@ -52,8 +53,9 @@ ERROR_CODES: tuple[str, ...] = tuple(dict.fromkeys(cls.code for cls in _ERROR_CL
 _ERROR_RESPONSES: dict[int, tuple[str, str]] = {
     400: ("BadRequest", "`bad_query`: unknown parameter, filter or sort on a field not allowed, "
           "unparsable value, unknown projection, bad `as_of`; `bad_request`: body not a JSON "
-          "object, or a path id that does not parse as the primary key; "
-          "`offset_out_of_range`: a WebSocket `after` ahead of the head."),
+          "object, a path id that does not parse as the primary key, or (any route) a request "
+          "target that is not valid percent-encoded UTF-8, or both Content-Length and "
+          "Transfer-Encoding; `offset_out_of_range`: a WebSocket `after` ahead of the head."),
     401: ("Unauthorized", "`unauthorized`: missing, malformed, badly signed, expired or not yet "
           "valid bearer token (only when the guard is configured)."),
     403: ("Forbidden", "`forbidden`: the token's tenant claim is missing or differs from "
@@ -64,9 +66,12 @@ _ERROR_RESPONSES: dict[int, tuple[str, str]] = {
     409: ("Conflict", "`unique_violation` or `foreign_key_violation` on a write; `referenced` "
           "when deleting a record that child records still reference."),
     410: ("Gone", "`offset_gone`: `after` is older than the retained events."),
-    413: ("PayloadTooLarge", "`payload_too_large`: body over SERVICE_MAX_BODY bytes."),
+    413: ("PayloadTooLarge", "`payload_too_large`: body over SERVICE_MAX_BODY bytes (any route: "
+          "checked before routing)."),
     415: ("UnsupportedMediaType", "`unsupported_media_type`: a Content-Type that is not JSON."),
     422: ("UnprocessableContent", "`constraint_violation`: `errors` lists every invalid field."),
+    431: ("HeadersTooLarge", "`bad_request`: the request head (line and headers) is over the "
+          f"server's limit of {MAX_HEAD // 1024} KiB (any route)."),
     503: ("Unavailable", "`unavailable`: connection limit reached, or the store turned "
           "read-only after an I/O error (writes)."),
 }
@@ -391,8 +396,15 @@ def _error_responses() -> dict[str, Any]:
     return out
 
 
+# The protocol layer answers these on any route, before the application sees the request:
+# a malformed request, a body over SERVICE_MAX_BODY, a head too large, the connection limit.
+_PROTOCOL_STATUSES = (400, 413, 431, 503)
+
+
 def _errors_for(*statuses: int) -> dict[str, Any]:
-    return {str(s): _ref(_ERROR_RESPONSES[s][0], "responses") for s in sorted(statuses)}
+    """The error responses of one operation: its own plus those of the protocol layer."""
+    every = sorted({*statuses, *_PROTOCOL_STATUSES})
+    return {str(s): _ref(_ERROR_RESPONSES[s][0], "responses") for s in every}
 
 
 def _json_response(description: str, schema: dict[str, Any], *headers: str) -> dict[str, Any]:

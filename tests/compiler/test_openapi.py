@@ -231,6 +231,20 @@ def test_problem_schema_and_error_responses(blog: dict) -> None:
     assert set(blog["paths"]["/api/user/{id}"]["delete"]["responses"]) >= {"204", "404", "409"}
 
 
+@pytest.mark.parametrize("path", [BLOG, INVENTORY], ids=["blog", "inventory"])
+def test_every_operation_documents_the_protocol_layer_errors(path: Path) -> None:
+    # The protocol layer answers 400 (malformed target, CL with TE), 413 (body over
+    # SERVICE_MAX_BODY), 431 (head too large) and 503 (connection limit) on any route.
+    spec = build_openapi(load_schema(str(path)))
+    for route, item in spec["paths"].items():
+        for method, operation in item.items():
+            if method == "parameters":
+                continue
+            assert {"400", "413", "431", "503"} <= set(operation["responses"]), (method, route)
+    too_large = spec["components"]["responses"]["HeadersTooLarge"]
+    assert too_large["content"]["application/problem+json"]["schema"] == {"$ref": "#/components/schemas/Problem"}
+
+
 def test_security_is_bearer_jwt_except_operational_routes(blog: dict) -> None:
     scheme = blog["components"]["securitySchemes"]["bearerAuth"]
     assert (scheme["type"], scheme["scheme"], scheme["bearerFormat"]) == ("http", "bearer", "JWT")
