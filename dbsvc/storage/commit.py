@@ -60,12 +60,25 @@ class Pending:
     applied: bool = True
 
 
+HISTOGRAM_BUCKETS = 16
+
+
 @dataclass(slots=True)
 class CommitStats:
+    """Counters of a commit queue; fixed size however long the store runs."""
+
     fsyncs: int = 0
     commits: int = 0
     failures: int = 0
-    batches: list[int] = field(default_factory=list)
+    largest_batch: int = 0
+    # batch_sizes[i] counts acknowledged batches of 2**i to 2**(i+1) - 1 writes (the last
+    # bucket takes everything larger).
+    batch_sizes: list[int] = field(default_factory=lambda: [0] * HISTOGRAM_BUCKETS)
+
+    def count_batch(self, size: int) -> None:
+        self.commits += size
+        self.batch_sizes[min(size.bit_length() - 1, HISTOGRAM_BUCKETS - 1)] += 1
+        self.largest_batch = max(self.largest_batch, size)
 
 
 class LogWriter:
@@ -119,6 +132,7 @@ class CommitQueue:
         self._wake: asyncio.Event | None = None
         self._task: asyncio.Task | None = None
         self._executor: ThreadPoolExecutor | None = None
+        self._switch: tuple[Callable[[], None], asyncio.Future] | None = None
 
     def _ensure_task(self) -> asyncio.AbstractEventLoop:
         loop = asyncio.get_running_loop()
@@ -153,14 +167,58 @@ class CommitQueue:
         self._wake.set()
         return future
 
+    def run_between_fsyncs(self, switch: Callable[[], None]) -> asyncio.Future:
+        """Run `switch()` in the committer task at a point where no fsync is in flight
+        (online compaction swaps the log there, compact.py). When it returns, every queued
+        write counts as durable (the switch made the new files durable) and is acknowledged
+        at once. The future resolves to None, or to `switch`'s exception; a `switch` that
+        leaves the log unusable sets `failed` before raising, so the queue fails as after
+        an I/O error."""
+        loop = self._ensure_task()
+        future = loop.create_future()
+        if self.failed is not None:
+            future.set_exception(Unavailable(f"the store is read-only after an I/O error: {self.failed}"))
+            return future
+        assert self._switch is None, "one log switch at a time"
+        self._switch = (switch, future)
+        assert self._wake is not None
+        self._wake.set()
+        return future
+
+    def map_pending_events(self, fn: Callable[[Any], Any]) -> None:
+        """Replace each queued write's event by `fn(event)` (online compaction renumbers
+        the watermarks of writes carried into a new epoch)."""
+        for p in self._pending:
+            p.event = fn(p.event)
+
+    def _run_switch(self) -> None:
+        assert self._switch is not None
+        switch, future = self._switch
+        self._switch = None
+        try:
+            switch()
+        except BaseException as exc:            # noqa: BLE001 - handed to the waiting task
+            if not future.done():
+                future.set_exception(exc)
+            return
+        self.writer.durable = self.writer.written
+        self._acknowledge(len(self._pending), self.writer.written)
+        if not future.done():
+            future.set_result(None)
+
     async def _run(self) -> None:
         assert self._wake is not None and self._loop is not None
         while True:
             await self._wake.wait()
             self._wake.clear()
-            while self._pending and self.failed is None:
+            while self.failed is None:
+                if self._switch is not None:
+                    self._run_switch()
+                    continue
+                if not self._pending:
+                    break
                 target = self.writer.written
-                count = sum(1 for p in self._pending if p.end <= target)
+                count = len(self._pending)      # every queued frame ends at or before `target`
                 if self.sync:
                     try:
                         await self._loop.run_in_executor(self._executor, self.writer.fsync)
@@ -175,15 +233,12 @@ class CommitQueue:
                 self._fail_pending()
                 return
 
-    def _acknowledge(self, count: int) -> None:
+    def _acknowledge(self, count: int, end: int | None = None) -> None:
         done, self._pending = self._pending[:count], self._pending[count:]
         if not done:
             return
-        self.writer.acked = done[-1].end
-        self.stats.commits += len(done)
-        self.stats.batches.append(len(done))
-        if len(self.stats.batches) > 4096:
-            del self.stats.batches[:2048]
+        self.writer.acked = done[-1].end if end is None else end
+        self.stats.count_batch(len(done))
         for p in done:
             self.publish(p.event)
         for p in done:
@@ -198,6 +253,11 @@ class CommitQueue:
                 self.rollback(p.undo)
         self.writer.truncate_to_acked()
         error = Unavailable(f"write not stored: I/O error on the log ({self.failed}); the store is read-only")
+        if self._switch is not None:
+            _switch, future = self._switch
+            self._switch = None
+            if not future.done():
+                future.set_exception(error)
         for p in failed:
             if not p.future.done():
                 p.future.set_exception(error)

@@ -28,6 +28,9 @@ So an interrupted compaction yields the old pair or the new pair, never a mix; a
 checks anyway that the snapshot's epoch and head equal the log header's epoch and base.
 A read-only open performs the same recovery in its head, renaming nothing.
 
+A running store compacts online with the same files, steps and fault hooks (online.py),
+so its crashes recover the same way.
+
 Offline compaction (`compact_directory`) needs no compiled schema: it replays snapshot and
 log as plain JSON (records by id per model) and writes them back with the stored field
 order. The log's torn tail, if any, is dropped (it was never acknowledged).
@@ -78,12 +81,13 @@ def finish_interrupted(directory: str, *, readonly: bool) -> TenantFiles:
     if os.path.exists(snap_new):
         if not readonly:
             log.warning("%s: discarding an interrupted compaction (before its commit point)", directory)
-            for path in (snap_new, log_new):
+            # log.new goes first: a log.new left alone would read as "past the commit point".
+            for path in (log_new, snap_new):
                 try:
                     os.unlink(path)
                 except FileNotFoundError:
                     pass
-            fsync_dir(directory)
+                fsync_dir(directory)
     elif os.path.exists(log_new):
         if readonly:
             return TenantFiles(snap if os.path.exists(snap) else None, log_new)

@@ -37,6 +37,7 @@ A frame whose checksum fails is never decoded, so it is never served.
 
 from __future__ import annotations
 
+import re
 import struct
 import zlib
 from collections.abc import Iterator
@@ -201,3 +202,36 @@ def read_frames(fd: int, start: int, stop: int, chunk: int = 1 << 20) -> Iterato
                 return
         yield offset, buf[rel : rel + total]
         pos += total
+
+
+# The prefix every payload starts with (events.py writes these keys first, in this order).
+_PREFIX = re.compile(rb'"model":"([^"\\]*)","offset":\d+,"watermark":(\d+),')
+
+
+def renumber_frames(data: bytes, deltas: dict[str, int], position: int, every: int,
+                    checkpoints: list[tuple[int, int]]) -> bytes:
+    """Whole frames `data` with each payload's `watermark` moved by `deltas[model]` (online
+    compaction carries rows into a new epoch, whose watermarks restart; compact.py). The
+    result is to be written at byte `position` of the new log; (offset, byte position) of
+    every frame whose offset is a multiple of `every` is appended to `checkpoints`."""
+    out: list[bytes] = []
+    pos = 0
+    size = len(data)
+    while pos < size:
+        offset, _crc, length = FRAME.unpack_from(data, pos)
+        end = pos + FRAME_HEADER_SIZE + length
+        payload = data[pos + FRAME_HEADER_SIZE : end]
+        m = _PREFIX.search(payload)
+        assert m is not None and end <= size, f"frame {offset} is not an event frame"
+        delta = deltas.get(m.group(1).decode("utf-8"), 0)
+        if offset % every == 0:
+            checkpoints.append((offset, position))
+        if delta:
+            payload = b"%s%d%s" % (payload[: m.start(2)], int(m.group(2)) + delta, payload[m.end(2):])
+            frame = encode_frame(offset, payload)
+        else:
+            frame = data[pos:end]
+        out.append(frame)
+        position += len(frame)
+        pos = end
+    return b"".join(out)

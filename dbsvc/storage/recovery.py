@@ -10,8 +10,10 @@ Order of a writer open (each step touches disk only once the previous ones succe
     5  a torn tail is logged, counted and truncated away (ftruncate + fsync)
     6  a fresh tenant gets its first log (epoch, base offset 0), created durably
     7  compaction if a migration reshaped a model holding records, or if the log is over
-       AUTO_COMPACT_BYTES and holds more than twice as many rows as there are live records
-       (the log-size-to-live-data rule of contract section 6, estimated by row counts)
+       `compact_bytes` (AUTO_COMPACT_BYTES unless `Store.open` says otherwise) and holds
+       more than twice as many rows as there are live records (the log-size-to-live-data
+       rule of contract section 6, estimated by row counts; a running store applies the
+       same rule after its writes, online.py)
     8  the stored schema is replaced if it changed
 
 A read-only open does steps 2-4 in memory only: it renames, truncates and writes nothing,
@@ -55,6 +57,12 @@ class Loaded:
     recent: deque              # payloads of the last `ring_capacity` rows
     checkpoints: list[tuple[int, int]] = field(default_factory=list)
     compacted: bool = False
+
+
+def needs_compaction(log_bytes: int, rows_in_log: int, live: int, compact_bytes: int) -> bool:
+    """Contract section 6: the log is over the threshold and more than twice the live data
+    (estimated by row counts). Used at open and by the running store (online.py)."""
+    return log_bytes > compact_bytes and rows_in_log > 2 * live
 
 
 def _read(path: str) -> bytes:
@@ -120,7 +128,7 @@ def image_of(tables: dict[str, Table], epoch: str, head: int) -> SnapshotImage:
 
 
 def load(directory: str, models: Sequence[CompiledModel], description: dict, *, readonly: bool,
-         ring_capacity: int, faults: FaultPlan = NO_FAULTS) -> Loaded:
+         ring_capacity: int, faults: FaultPlan = NO_FAULTS, compact_bytes: int = AUTO_COMPACT_BYTES) -> Loaded:
     """Steps 2-8 of the module docstring (the caller holds the lock for a writer open)."""
     if not os.path.isdir(directory):
         raise TenantError(f"tenant directory {directory!r} does not exist")
@@ -134,7 +142,7 @@ def load(directory: str, models: Sequence[CompiledModel], description: dict, *, 
     try:
         for attempt in range(attempts):
             try:
-                loaded = _load_once(directory, models, description, readonly, ring_capacity, faults)
+                loaded = _load_once(directory, models, description, readonly, ring_capacity, faults, compact_bytes)
                 break
             except CorruptLog:
                 if attempt + 1 == attempts:
@@ -148,7 +156,7 @@ def load(directory: str, models: Sequence[CompiledModel], description: dict, *, 
 
 
 def _load_once(directory: str, models: Sequence[CompiledModel], description: dict, readonly: bool,
-               ring_capacity: int, faults: FaultPlan) -> Loaded:
+               ring_capacity: int, faults: FaultPlan, compact_bytes: int) -> Loaded:
     files = compact.finish_interrupted(directory, readonly=readonly)
     plan = migrate.plan_migration(directory, description)
     tables = {m.name: Table(m) for m in models}
@@ -191,7 +199,7 @@ def _load_once(directory: str, models: Sequence[CompiledModel], description: dic
     rows_in_log = head - loaded.log_base
     live = sum(len(t.records) for t in tables.values())
     reshaped = any(tables[name].records for name in migrating if name in tables)
-    if reshaped or (scan.end > AUTO_COMPACT_BYTES and rows_in_log > 2 * live):
+    if reshaped or needs_compaction(scan.end, rows_in_log, live, compact_bytes):
         why = "migration reshaped records" if reshaped else f"log of {scan.end} bytes for {live} live records"
         log.info("%s: compacting on open (%s)", directory, why)
         epoch = compact.new_epoch()

@@ -22,12 +22,14 @@ byte offset of the line, reason)`.
 from __future__ import annotations
 
 import json
+import os
 import zlib
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
 from dbsvc.errors import CorruptLog
+from dbsvc.storage.files import write_all
 
 FORMAT = 1
 _dumps = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False, allow_nan=False).encode
@@ -65,6 +67,53 @@ def encode_snapshot(image: SnapshotImage) -> Iterator[bytes]:
     yield _line(header)
     for m in image.models:
         yield _line(m.rows)
+
+
+@dataclass(slots=True)
+class ModelStream:
+    """One model's part of a snapshot written piecewise: rows arrive in chunks (lists of
+    rows, ascending by id), `count` of them in all."""
+
+    name: str
+    fields: list[str]
+    count: int
+    max_id: int
+    chunks: Iterable[list[list[Any]]]
+
+
+def write_snapshot_stream(fd: int, epoch: str, head_offset: int, models: list[ModelStream]) -> None:
+    """Write a snapshot to `fd` (at position 0, empty file) in the same format as
+    `encode_snapshot`, one chunk of rows at a time, so no model line is ever one string and
+    a thread writing it gives the GIL back between chunks. A line's CRC comes first, so
+    each model line starts with a placeholder that is overwritten once the line is out."""
+    header = {
+        "format": FORMAT, "epoch": epoch, "head_offset": head_offset,
+        "models": [{"name": m.name, "fields": m.fields, "count": m.count, "max_id": m.max_id}
+                   for m in models],
+    }
+    write_all(fd, _line(header))
+    pos = os.lseek(fd, 0, os.SEEK_CUR)
+    for m in models:
+        start = pos
+        write_all(fd, b"00000000 [")
+        crc = zlib.crc32(b"[")
+        pos += 10
+        written = 0
+        for chunk in m.chunks:
+            if not chunk:
+                continue
+            text = _dumps(chunk).encode("utf-8")[1:-1]
+            if written:
+                text = b"," + text
+            written += len(chunk)
+            crc = zlib.crc32(text, crc)
+            write_all(fd, text)
+            pos += len(text)
+        assert written == m.count, f"{m.name}: {written} rows streamed, {m.count} announced"
+        crc = zlib.crc32(b"]", crc)
+        write_all(fd, b"]\n")
+        pos += 2
+        os.pwrite(fd, b"%08x" % crc, start)
 
 
 def decode_snapshot(path: str, data: bytes) -> SnapshotImage:

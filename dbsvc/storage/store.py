@@ -3,7 +3,7 @@
 The API the application is written against (docs/architecture.md, "storage")::
 
     store = Store.open(directory, models, description, sync="full", replication=False,
-                       readonly=False, ring_capacity=1024)
+                       readonly=False, ring_capacity=1024, compact_bytes=64 << 20)
     record, watermark          = store.get("User", 7, as_of=None)
     records, total, watermark  = store.list("User", query)
     store.watermarks(), store.live_counts(), store.head_offset, store.epoch
@@ -30,7 +30,14 @@ Rules:
    the last `ring_capacity` committed events (after a restart, the log's last rows).
 5. `events_after(offset)`: `OffsetOutOfRange` beyond the head; `OffsetGone` when the offset
    is older than what the ring (or, with replication, the log since the last compaction)
-   holds. From the log it reads frames lazily in 1 MiB chunks, up to the acknowledged end.
+   holds, and always for an offset before the current epoch's base. From the log it reads frames lazily in 1 MiB chunks, up to the acknowledged end.
+
+6. Memory: every live record plus its indexes, and the epoch's history (table.py: ~80
+   bytes per row after the snapshot, plus superseded versions). History is bounded by
+   online compaction (online.py): past `compact_bytes` of log (64 MiB) holding more than
+   twice as many rows as live records, the store cuts a snapshot, writes it in a thread
+   and switches to a fresh log in a new epoch (pauses: the cut's dict copies and the
+   switch's file steps; `compaction_pauses`). `stats()["history_rows"]` reports the size.
 
 Recommended feed pattern: subscribe first (buffering), then replay `events_after(after)`,
 then drain the buffer skipping offsets already sent.
@@ -39,8 +46,11 @@ then drain the buffer skipping offsets already sent.
 from __future__ import annotations
 
 import asyncio
+import builtins
+import dataclasses
 import logging
 import os
+import time
 from bisect import bisect_right
 from collections import deque
 from collections.abc import Callable, Iterator, Sequence
@@ -57,7 +67,7 @@ from dbsvc.errors import (
     UniqueViolation,
 )
 from dbsvc.runtime import CompiledModel, Query
-from dbsvc.storage import recovery
+from dbsvc.storage import online, recovery
 from dbsvc.storage.commit import CommitQueue, LogWriter
 from dbsvc.storage.events import ChangeEvent, EventKind, decode_event
 from dbsvc.storage.files import FaultPlan
@@ -75,7 +85,8 @@ class Store:
     """One open tenant. Construct with `Store.open`."""
 
     def __init__(self, directory: str, loaded: recovery.Loaded, lock: WriterLock | None, *,
-                 sync: bool, replication: bool, ring_capacity: int, faults: FaultPlan) -> None:
+                 sync: bool, replication: bool, ring_capacity: int, faults: FaultPlan,
+                 compact_bytes: int = recovery.AUTO_COMPACT_BYTES) -> None:
         self.directory = directory
         self.readonly = lock is None
         self.replication = replication
@@ -97,6 +108,15 @@ class Store:
                 self._referrers[parent].append((table, f))
         self._commit: CommitQueue | None = None
         self._readonly_end = loaded.log_size
+        self._faults = faults
+        self.checkpoint_every = recovery.CHECKPOINT_EVERY
+        self._compact_bytes = compact_bytes
+        self._compaction: asyncio.Task | None = None
+        self._compaction_progress: online.Progress | None = None
+        self._compact_not_before = 0.0
+        self.compactions = 0
+        # (cut seconds, switch seconds) of the last online compactions: the loop's pauses.
+        self.compaction_pauses: deque[tuple[float, float]] = deque(maxlen=32)
         if lock is not None:
             fd = os.open(self._log_path, os.O_WRONLY | os.O_APPEND | os.O_CLOEXEC)
             writer = LogWriter(self._log_path, fd, loaded.log_size, faults)
@@ -105,17 +125,19 @@ class Store:
     @classmethod
     def open(cls, directory: str, models: Sequence[CompiledModel], description: dict, *,
              sync: str = "full", replication: bool = False, readonly: bool = False,
-             ring_capacity: int = 1024) -> Store:
-        """Open (and recover) a tenant directory; see recovery.py for the steps."""
+             ring_capacity: int = 1024, compact_bytes: int = recovery.AUTO_COMPACT_BYTES) -> Store:
+        """Open (and recover) a tenant directory; see recovery.py for the steps.
+        `compact_bytes`: the log size past which compaction is considered (at open and
+        while serving, online.py); tests use small values."""
         if sync not in ("full", "off"):
             raise ValueError(f"sync must be 'full' or 'off', got {sync!r}")
         faults = FaultPlan.from_env()
         lock = None if readonly else WriterLock.acquire(directory)
         try:
             loaded = recovery.load(directory, models, description, readonly=readonly,
-                                   ring_capacity=ring_capacity, faults=faults)
+                                   ring_capacity=ring_capacity, faults=faults, compact_bytes=compact_bytes)
             return cls(directory, loaded, lock, sync=sync == "full", replication=replication,
-                       ring_capacity=ring_capacity, faults=faults)
+                       ring_capacity=ring_capacity, faults=faults, compact_bytes=compact_bytes)
         except BaseException:
             if lock is not None:
                 lock.release()
@@ -169,6 +191,8 @@ class Store:
             "torn_tail_bytes": (self.recovered_tail.size - self.recovered_tail.position)
             if self.recovered_tail else 0,
             "history_rows": sum(len(t.rows) for t in self._tables.values()),
+            "log_bytes": c.writer.written if c else self._readonly_end,
+            "compactions": self.compactions,
         }
 
     # -- writes ----------------------------------------------------------------------------
@@ -210,7 +234,58 @@ class Store:
         future = commit.submit(frame, event, applied)
         if offset % recovery.CHECKPOINT_EVERY == 0 and self._next_offset > offset:
             self._checkpoints.append((offset, commit.writer.written - len(frame)))
-        await asyncio.shield(future)
+        if commit.writer.written > self._compact_bytes and self._compaction is None:
+            self._maybe_compact(commit)
+        # Not shielded: the commit queue never needs the future, so a writer cancelled
+        # here leaves its write to be committed (or rolled back) like any other.
+        await future
+
+    # -- online compaction (online.py) -----------------------------------------------------
+
+    def _maybe_compact(self, commit: CommitQueue) -> None:
+        if commit.failed is not None or time.monotonic() < self._compact_not_before:
+            return
+        live = sum(len(t.records) for t in self._tables.values())
+        if recovery.needs_compaction(commit.writer.written, self._next_offset - 1 - self._log_base, live,
+                                     self._compact_bytes):
+            progress = online.Progress()
+            self._compaction_progress = progress
+            self._compaction = asyncio.get_running_loop().create_task(self._compact(progress),
+                                                                      name="dbsvc-compaction")
+
+    async def _compact(self, progress: online.Progress) -> None:
+        try:
+            await online.run(self, progress)
+        finally:
+            self._compaction = None
+            self._compaction_progress = None
+
+    def _compaction_failed(self) -> None:
+        self._compact_not_before = time.monotonic() + online.RETRY_AFTER
+
+    def _enter_epoch(self, cut: online.Cut, checkpoints: builtins.list[tuple[int, int]]) -> builtins.list[Any]:
+        """The switch of an online compaction, in memory: history restarts at the cut.
+        Returns the old history lists, for the caller to free off the loop."""
+        old = []
+        deltas = cut.deltas()
+        for tc in cut.tables:
+            table = tc.table
+            old.append(table.rows)
+            table.rows = table.rows[tc.rows:]
+            table.base_ids = tc.base_ids
+        head = cut.head
+        self._epoch, self._log_base, self._checkpoints = cut.epoch, head, checkpoints
+
+        def renumber(event: ChangeEvent) -> ChangeEvent:
+            if event.offset <= head:
+                return event
+            return dataclasses.replace(event, watermark=event.watermark + deltas[event.model])
+
+        self._ring = deque((renumber(e) for e in self._ring if e.offset > head), maxlen=self._ring.maxlen)
+        assert self._commit is not None
+        self._commit.map_pending_events(renumber)
+        self.compactions += 1
+        return old
 
     def _rollback(self, undo: tuple[Table, int, int]) -> None:
         table, max_id, offset = undo
@@ -298,10 +373,13 @@ class Store:
             raise OffsetOutOfRange(f"offset {offset} is ahead of the head offset {self._head}",
                                    head=self._head)
 
-    def _ring_after(self, offset: int) -> list[ChangeEvent]:
+    def _ring_after(self, offset: int) -> builtins.list[ChangeEvent]:
         self._check_offset(offset)
         if offset == self._head:
             return []
+        if offset < self._log_base:
+            raise OffsetGone(f"offset {offset} was compacted away; the epoch starts after {self._log_base}",
+                             oldest=self._log_base)
         if not self._ring or offset < self._ring[0].offset - 1:
             oldest = self._ring[0].offset - 1 if self._ring else self._head
             raise OffsetGone(f"offset {offset} is no longer retained; the oldest retained is {oldest}",
@@ -320,9 +398,14 @@ class Store:
             stop = self._readonly_end
         i = bisect_right(self._checkpoints, (offset + 1, -1)) - 1
         start = self._checkpoints[i][1] if i >= 0 else HEADER_SIZE
-        return self._read_frames(start, stop, offset)
+        return self._read_frames(start, stop, offset, self._epoch)
 
-    def _read_frames(self, start: int, stop: int, after: int) -> Iterator[bytes]:
+    def _read_frames(self, start: int, stop: int, after: int, epoch: str) -> Iterator[bytes]:
+        if epoch != self._epoch:
+            # An online compaction replaced the log between the call and the first read:
+            # the byte range is stale, so ask again (OffsetGone if `after` is now too old).
+            yield from self.frames_after(after)
+            return
         fd = os.open(self._log_path, os.O_RDONLY | os.O_CLOEXEC)
         try:
             for frame_offset, frame in read_frames(fd, start, stop):
@@ -334,7 +417,18 @@ class Store:
     # -- shutdown --------------------------------------------------------------------------
 
     def close(self) -> None:
-        """Acknowledge what is written (one last fsync), stop the committer, unlock."""
+        """Stop a running compaction (its `.new` files are discarded), acknowledge what is
+        written (one last fsync), stop the committer, unlock."""
+        progress, task = self._compaction_progress, self._compaction
+        if progress is not None and not progress.committed[0]:
+            progress.cancelled = True
+            progress.idle.wait(60)
+            if task is not None and not task.done():
+                try:
+                    task.cancel()
+                except RuntimeError:
+                    pass                # its loop is already closed
+            online.discard(self.directory)
         if self._commit is not None:
             self._commit.flush()
             self._commit.shutdown()
@@ -345,7 +439,13 @@ class Store:
             self._lock = None
 
     async def aclose(self) -> None:
-        """Wait for queued writes to commit, then `close()`."""
+        """Wait for a running compaction and for queued writes to commit, then `close()`."""
+        task = self._compaction
+        if task is not None:
+            try:
+                await task
+            except asyncio.CancelledError:
+                pass
         while self._commit is not None and self._commit.pending and self._commit.failed is None:
             await asyncio.sleep(0.001)
         self.close()

@@ -17,8 +17,12 @@ Watermark = len(base_ids) + len(rows): the number of the model's rows in this ep
 History and `as_of` (contract section 4). Rows after the snapshot are kept as 3-tuples that
 share their record dicts with the live state, so history costs about 80 bytes per row
 (tuple + list slot) plus the superseded record versions themselves; snapshot rows cost one
-list slot (8 bytes) each. History is bounded by compaction, which starts a new epoch with an
-empty `rows`; nothing else trims it (a long-running writer grows it with its log). Costs:
+list slot (8 bytes) each. History is bounded by compaction, which starts a new epoch whose
+`rows` are only those written after its cut: at open, by `dbsvc compact`, and while serving
+(online.py) as soon as the log is over `compact_bytes` (64 MiB) and holds more than twice
+as many rows as there are live records. So `rows` never holds much more than
+max(2 x live records, the rows of a `compact_bytes` log) plus the rows written during one
+compaction. Costs:
 
 - `get_as_of(id, n)`: O(rows after n), a scan for the first later row touching `id`
   (its `previous` is the answer; none means the live record is).

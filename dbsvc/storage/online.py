@@ -1,0 +1,356 @@
+"""Online compaction: a serving store starts a new epoch without stopping its writers.
+
+Trigger (checked after each write, `Store._write`): the log is over `compact_bytes`
+(`Store.open(..., compact_bytes=)`, default 64 MiB, the same rule as at open) and holds more
+than twice as many rows as there are live records. One compaction runs at a time.
+
+Steps (loop = the event-loop thread; thread = `asyncio.to_thread`)::
+
+    loop    cut: for every model copy the id -> record map and the primary-key sublists,
+            note its row count and watermark; note the head offset H and the log's byte
+            size P there. Records are replaced, never mutated, so the copies are a
+            consistent image at H: O(n) C-level copies, no per-record Python work.
+    thread  write snapshot.new (epoch E2, head H) from the copies in chunks of CHUNK rows,
+            fsync it                                                   -> fault step 1
+    thread  log.new = header (E2, base H) + the frames of the old log in [P, P1), P1 its
+            size when this step starts; fsync it
+    loop    in the committer, between two fsyncs (commit.py `run_between_fsyncs`):
+            append the frames in [P1, end) to log.new, fsync it        -> fault step 2
+            fsync the directory                                        -> fault step 3
+            rename snapshot.new -> snapshot (the commit point)         -> fault step 4
+            fsync the directory                                        -> fault step 5
+            rename log.new -> log                                      -> fault step 6
+            fsync the directory                                        -> fault step 7
+            write to the new log from now on; every model's history becomes its rows
+            after H on top of the snapshot's records; epoch E2, log base H
+
+The file steps and their fault-hook numbers are exactly those of offline compaction
+(compact.py `install`), so a crash after any of them recovers the same way: before the
+commit point the old snapshot + old log stand (the `.new` files are discarded); after it,
+`log.new` (complete and fsynced before the commit point) replaces the old log.
+
+Writes in flight: the switch runs inside the committer task when no fsync is in flight,
+so nothing is waiting on the old descriptor. Writes queued but not yet fsynced are *carried
+over* rather than drained (under steady load the queue is never empty): their frames are
+copied into log.new before its fsync, and rows at or before H are in the snapshot, so once
+the switch returns every queued write is durable and is acknowledged at once. Draining
+instead would stall writers for a whole fsync round at an arbitrary moment, or never end.
+
+Watermarks restart in the new epoch (contract section 4): a model's rows after H are
+renumbered by (live records at H) - (watermark at H). Frames copied into the new log are
+rewritten with the new `watermark` (logfile.py `renumber_frames`), as are the ring's and the
+queued writes' events; offsets never change. Events published before the switch keep
+their old-epoch watermark. Offsets up to H are gone afterwards (`OffsetGone`).
+
+Pauses of the loop: the cut (dict and list copies) and the switch (copy of the frames
+written since P1 plus one file fsync, three directory fsyncs and two renames). The thread
+steps hold the GIL in short pieces (one chunk's JSON encoding at a time). Memory during a
+compaction: the copied maps (about 8 bytes per record for the id lists plus the dict
+copy, ~40 bytes per record) and one chunk of rows; the old history is freed in the
+thread afterwards, a slice at a time.
+
+Failures: an error before the commit point (say ENOSPC writing snapshot.new) removes the
+`.new` files, logs it and leaves the store serving on the old log; the next write past
+the trigger tries again after `RETRY_AFTER` seconds. An error after it makes the store
+read-only (the files are a valid new pair, the running writer can no longer trust its
+descriptor); the next open finishes the switch. If the committer fails (an fsync error)
+during the compaction, the compaction is abandoned with it. `close()` stops a compaction
+in its thread step and waits for it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import threading
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from itertools import chain
+from typing import TYPE_CHECKING, Any
+
+from dbsvc.storage import compact
+from dbsvc.storage.files import FaultPlan, fsync_dir, write_all
+from dbsvc.storage.logfile import encode_header, renumber_frames
+from dbsvc.storage.snapshot import ModelStream, write_snapshot_stream
+
+if TYPE_CHECKING:
+    from dbsvc.storage.store import Store
+    from dbsvc.storage.table import Table
+
+log = logging.getLogger("dbsvc.storage")
+
+CHUNK = 4096            # rows per JSON encoding call in the snapshot thread
+RETRY_AFTER = 30.0      # seconds between attempts after a failed compaction
+COPY_CHUNK = 4 << 20    # bytes per read when copying frames into log.new
+
+
+class Cancelled(Exception):
+    """The store closed while its compaction was in its thread step."""
+
+
+@dataclass(slots=True)
+class TableCut:
+    table: Table
+    records: dict[Any, dict]
+    id_lists: list[list[Any]]
+    count: int
+    rows: int                    # len(table.rows) at the cut
+    watermark: int
+    max_id: int
+    base_ids: list[Any] = field(default_factory=list)
+
+    @property
+    def delta(self) -> int:
+        return self.count - self.watermark
+
+
+@dataclass(slots=True)
+class Cut:
+    epoch: str
+    head: int                    # offset of the last row in the image
+    position: int                # byte size of the old log at the cut
+    tables: list[TableCut]
+    took: float                  # seconds the loop spent copying
+
+    def deltas(self) -> dict[str, int]:
+        return {tc.table.name: tc.delta for tc in self.tables}
+
+
+@dataclass(slots=True)
+class Progress:
+    """What a running compaction shares between its task, its thread and `close()`."""
+
+    cancelled: bool = False
+    committed: list[bool] = field(default_factory=lambda: [False])
+    idle: threading.Event = field(default_factory=threading.Event)
+
+    def __post_init__(self) -> None:
+        self.idle.set()
+
+    def check(self) -> None:
+        if self.cancelled:
+            raise Cancelled("the store closed during compaction")
+
+
+def take_cut(tables: dict[str, Table], head: int, position: int) -> Cut:
+    """Copy what the snapshot needs; runs on the loop with no await (see the docstring)."""
+    start = time.perf_counter()
+    cuts = [TableCut(t, t.records.copy(), t.pk.copy_lists(), len(t.records), len(t.rows), t.watermark, t.max_id)
+            for t in tables.values()]
+    return Cut(compact.new_epoch(), head, position, cuts, time.perf_counter() - start)
+
+
+def _row_chunks(tc: TableCut, progress: Progress) -> Iterator[list[list[Any]]]:
+    fields = tc.table.model.fields
+    records = tc.records
+    ids = tc.base_ids
+    for i in range(0, len(ids), CHUNK):
+        progress.check()
+        yield [[r[f] for f in fields] for r in map(records.__getitem__, ids[i : i + CHUNK])]
+
+
+def write_snapshot(directory: str, cut: Cut, progress: Progress, faults: FaultPlan) -> None:
+    """Thread step: snapshot.new from the cut, fsynced (fault step 1)."""
+    for tc in cut.tables:
+        tc.base_ids = list(chain.from_iterable(tc.id_lists))
+        tc.id_lists = []
+    streams = [ModelStream(tc.table.name, list(tc.table.model.fields), tc.count, tc.max_id, _row_chunks(tc, progress))
+               for tc in cut.tables]
+    path = os.path.join(directory, compact.SNAPSHOT_NAME + compact.NEW_SUFFIX)
+    fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o644)
+    try:
+        write_snapshot_stream(fd, cut.epoch, cut.head, streams)
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+    for tc in cut.tables:
+        tc.records = {}
+    faults.check("compact")
+
+
+@dataclass(slots=True)
+class NewLog:
+    fd: int
+    size: int
+    copied: int                  # old-log bytes copied so far (the old log's [P, copied))
+    checkpoints: list[tuple[int, int]]
+
+
+def _copy_frames(src_fd: int, start: int, stop: int, new: NewLog, deltas: dict[str, int], every: int) -> None:
+    pos = start
+    while pos < stop:
+        data = os.pread(src_fd, min(COPY_CHUNK, stop - pos), pos)
+        # Cut at the last whole frame inside the chunk; a frame larger than the chunk
+        # is read whole on its own.
+        whole = _whole_frames(data)
+        if whole == 0:
+            whole = _frame_size(src_fd, pos)
+            data = os.pread(src_fd, whole, pos)
+        out = renumber_frames(data[:whole], deltas, new.size, every, new.checkpoints)
+        write_all(new.fd, out)
+        new.size += len(out)
+        pos += whole
+    new.copied = stop
+
+
+def _whole_frames(data: bytes) -> int:
+    from dbsvc.storage.logfile import FRAME, FRAME_HEADER_SIZE
+
+    pos = 0
+    while pos + FRAME_HEADER_SIZE <= len(data):
+        _offset, _crc, length = FRAME.unpack_from(data, pos)
+        end = pos + FRAME_HEADER_SIZE + length
+        if end > len(data):
+            break
+        pos = end
+    return pos
+
+
+def _frame_size(fd: int, pos: int) -> int:
+    from dbsvc.storage.logfile import FRAME, FRAME_HEADER_SIZE
+
+    _offset, _crc, length = FRAME.unpack_from(os.pread(fd, FRAME_HEADER_SIZE, pos))
+    return FRAME_HEADER_SIZE + length
+
+
+def start_log(directory: str, old_path: str, cut: Cut, stop: int, every: int, progress: Progress) -> NewLog:
+    """Thread step: log.new with the header and the frames written between the cut and
+    `stop`, fsynced; its descriptor stays open for the switch."""
+    progress.check()
+    path = os.path.join(directory, compact.LOG_NAME + compact.NEW_SUFFIX)
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_APPEND | os.O_CLOEXEC, 0o644)
+    try:
+        header = encode_header(cut.epoch, cut.head)
+        write_all(fd, header)
+        new = NewLog(fd, len(header), cut.position, [])
+        src = os.open(old_path, os.O_RDONLY | os.O_CLOEXEC)
+        try:
+            _copy_frames(src, cut.position, stop, new, cut.deltas(), every)
+        finally:
+            os.close(src)
+        os.fsync(fd)
+    except BaseException:
+        os.close(fd)
+        raise
+    return new
+
+
+def finish_log(old_path: str, end: int, new: NewLog, cut: Cut, every: int, faults: FaultPlan) -> None:
+    """Switch, before the commit point: the rest of the frames, fsync (fault step 2)."""
+    src = os.open(old_path, os.O_RDONLY | os.O_CLOEXEC)
+    try:
+        _copy_frames(src, new.copied, end, new, cut.deltas(), every)
+    finally:
+        os.close(src)
+    os.fsync(new.fd)
+    faults.check("compact")
+
+
+def commit_files(directory: str, faults: FaultPlan, *, after_commit_point: list[bool]) -> None:
+    """Switch: fault steps 3-7. `after_commit_point[0]` turns True once the snapshot's
+    rename returned (errors after it are fatal for the running writer)."""
+    snap = os.path.join(directory, compact.SNAPSHOT_NAME)
+    logp = os.path.join(directory, compact.LOG_NAME)
+    fsync_dir(directory)
+    faults.check("compact")
+    os.rename(snap + compact.NEW_SUFFIX, snap)
+    after_commit_point[0] = True
+    faults.check("compact")
+    fsync_dir(directory)
+    faults.check("compact")
+    os.rename(logp + compact.NEW_SUFFIX, logp)
+    faults.check("compact")
+    fsync_dir(directory)
+    faults.check("compact")
+
+
+def discard(directory: str) -> None:
+    """Remove a compaction's `.new` files (before its commit point only)."""
+    # log.new first: a log.new without snapshot.new reads as "past the commit point".
+    for name in (compact.LOG_NAME, compact.SNAPSHOT_NAME):
+        try:
+            os.unlink(os.path.join(directory, name + compact.NEW_SUFFIX))
+            fsync_dir(directory)
+        except FileNotFoundError:
+            pass
+        except OSError as exc:
+            log.error("%s: could not discard an unfinished compaction (the next open will): %s", directory, exc)
+            return
+
+
+def drop_slowly(rows: list[Any]) -> None:
+    """Free a large list from a thread a slice at a time, so the GIL is given back often."""
+    while rows:
+        del rows[-CHUNK:]
+
+
+async def _in_thread(progress: Progress, fn: Any, *args: Any) -> Any:
+    def call() -> Any:
+        try:
+            return fn(*args)
+        finally:
+            progress.idle.set()
+
+    progress.idle.clear()
+    return await asyncio.to_thread(call)
+
+
+async def run(store: Store, progress: Progress) -> None:
+    """One online compaction of `store` (the steps of the module docstring)."""
+    commit = store._commit
+    assert commit is not None
+    directory, faults, every = store.directory, store._faults, store.checkpoint_every
+    cut = take_cut(store._tables, store._next_offset - 1, commit.writer.written)
+    new: NewLog | None = None
+    old_rows: list[list[Any]] = []
+    switched = [0.0]
+
+    def switch() -> None:
+        assert new is not None
+        start = time.perf_counter()
+        writer = commit.writer
+        finish_log(store._log_path, writer.written, new, cut, every, faults)
+        try:
+            commit_files(directory, faults, after_commit_point=progress.committed)
+        except OSError as exc:
+            if progress.committed[0]:
+                log.error("%s: compaction failed after its commit point: %s; the store is now read-only "
+                          "(the next open finishes the switch)", directory, exc)
+                commit.failed = exc
+            raise
+        old_fd, writer.fd, new.fd = writer.fd, new.fd, -1
+        writer.written = new.size
+        os.close(old_fd)
+        old_rows.extend(store._enter_epoch(cut, new.checkpoints))
+        switched[0] = time.perf_counter() - start
+
+    try:
+        await _in_thread(progress, write_snapshot, directory, cut, progress, faults)
+        commit.check_writable()
+        new = await _in_thread(progress, start_log, directory, store._log_path, cut, commit.writer.written,
+                               every, progress)
+        await commit.run_between_fsyncs(switch)
+    except BaseException as exc:
+        progress.cancelled = True
+        progress.idle.wait(60)                  # a thread step stops at its next chunk
+        if new is not None and new.fd >= 0:
+            os.close(new.fd)
+            new.fd = -1
+        if not progress.committed[0] and store._lock is not None:
+            discard(directory)
+        if not isinstance(exc, Exception):
+            raise
+        if not isinstance(exc, Cancelled):
+            log.error("%s: online compaction failed: %s", directory, exc)
+        store._compaction_failed()
+        return
+    finally:
+        for tc in cut.tables:
+            tc.records = {}
+    store.compaction_pauses.append((cut.took, switched[0]))
+    log.info("%s: compacted online at offset %d: %d live records, new epoch %s (pauses %.1f ms + %.1f ms)",
+             directory, cut.head, sum(tc.count for tc in cut.tables), cut.epoch,
+             cut.took * 1e3, switched[0] * 1e3)
+    await _in_thread(progress, drop_slowly, old_rows)
