@@ -147,7 +147,9 @@ def _op_id(model: Model) -> str:
 # ---------------------------------------------------------------- field and record schemas
 
 _SCALARS: dict[FieldType, dict[str, Any]] = {
-    FieldType.INT: {"type": "integer", "format": "int64"},
+    # The validators and id parsers refuse values outside int64 (422 / 400); say so in bounds
+    # a generator honours, not only in the `format` hint.
+    FieldType.INT: {"type": "integer", "format": "int64", "minimum": -2**63, "maximum": 2**63 - 1},
     FieldType.FLOAT: {"type": "number"},
     FieldType.STR: {"type": "string"},
     FieldType.BOOL: {"type": "boolean"},
@@ -196,6 +198,9 @@ def _field_schema(f: Field, *, with_default: bool) -> dict[str, Any]:
         if f.max is not None:
             s[high] = as_type(f.max)
     notes = _field_notes(f)
+    if with_default and f.type is FieldType.INT:
+        # JSON Schema counts 3.0 as an integer; the body validators check the JSON type exactly.
+        notes.append("a JSON integer, written without a fraction or exponent (`3.0` is 422)")
     if with_default and f.default is not None:
         if f.default.kind is DefaultKind.VALUE:
             s["default"] = f.default.value
@@ -428,6 +433,17 @@ def _problem_schemas() -> dict[str, Any]:
                 "request_id": {"type": "string", "description": "Same as `X-Request-Id`."},
                 "errors": {"type": "array", "items": _ref("FieldError"),
                            "description": "422 only: every violation."},
+                # RFC 9457 §3.2 extension members some errors add.
+                "field": {"type": "string", "description": "409 `unique_violation` and "
+                          "`foreign_key_violation`: the field whose value conflicts."},
+                "count": {"type": "integer", "minimum": 1, "description": "409 `referenced`: "
+                          "how many child records still reference the record."},
+                "limit": {"type": "integer", "minimum": 0, "description": "413: SERVICE_MAX_BODY, "
+                          "in bytes."},
+                "head": {"type": "integer", "minimum": 0, "description": "400 "
+                         "`offset_out_of_range`: the current head offset."},
+                "oldest": {"type": "integer", "minimum": 0, "description": "410 `offset_gone`: "
+                           "the oldest offset still usable as `after`."},
             },
             "required": ["type", "title", "status", "code", "detail", "request_id"],
         },

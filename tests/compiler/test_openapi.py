@@ -94,7 +94,8 @@ def test_record_schema_keeps_declaration_order_and_requires_every_field(blog: di
 
 def test_field_types_and_bounds(blog: dict) -> None:
     props = blog["components"]["schemas"]["User"]["properties"]
-    assert props["id"] == {"type": "integer", "format": "int64", "description": "primary key, assigned when omitted."}
+    assert props["id"] == {"type": "integer", "format": "int64", "minimum": -2**63, "maximum": 2**63 - 1,
+                           "description": "primary key, assigned when omitted."}
     assert props["email"]["type"] == "string" and props["email"]["maxLength"] == 254
     assert props["name"]["minLength"] == 1 and props["name"]["maxLength"] == 100
     assert props["age"]["type"] == ["integer", "null"]
@@ -134,7 +135,7 @@ def test_id_path_parameter_is_typed_by_the_primary_key(blog: dict, inventory: di
     def id_schema(spec: dict, kebab: str) -> dict:
         return spec["paths"][f"/api/{kebab}/{{id}}"]["parameters"][0]["schema"]
 
-    assert id_schema(blog, "user") == {"type": "integer", "format": "int64"}
+    assert id_schema(blog, "user") == {"type": "integer", "format": "int64", "minimum": -2**63, "maximum": 2**63 - 1}
     assert id_schema(inventory, "warehouse") == {"type": "string"}
     assert id_schema(inventory, "item") == {"type": "string", "format": "uuid"}
 
@@ -243,6 +244,23 @@ def test_every_operation_documents_the_protocol_layer_errors(path: Path) -> None
             assert {"400", "413", "431", "503"} <= set(operation["responses"]), (method, route)
     too_large = spec["components"]["responses"]["HeadersTooLarge"]
     assert too_large["content"]["application/problem+json"]["schema"] == {"$ref": "#/components/schemas/Problem"}
+
+
+def test_int_body_fields_say_a_fraction_is_refused(blog: dict) -> None:
+    # JSON Schema counts 3.0 as an integer, the validators do not (exact JSON types).
+    body = blog["components"]["schemas"]["User.Create"]["properties"]["age"]
+    assert "`3.0` is 422" in body["description"]
+    assert (body["minimum"], body["maximum"]) == (0, 150)
+    assert "description" not in blog["components"]["schemas"]["User"]["properties"]["age"]
+
+
+def test_problem_schema_declares_the_extension_members_errors_add(blog: dict) -> None:
+    # The store adds `field` (409), `count` (409 referenced), `limit` (413), `head` (400) and
+    # `oldest` (410) to problem bodies; the document types each of them.
+    properties = blog["components"]["schemas"]["Problem"]["properties"]
+    assert properties["field"]["type"] == "string"
+    for member in ("count", "limit", "head", "oldest"):
+        assert properties[member]["type"] == "integer", member
 
 
 def test_security_is_bearer_jwt_except_operational_routes(blog: dict) -> None:
