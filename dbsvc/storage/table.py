@@ -51,6 +51,10 @@ Row = tuple[Any, "dict | None", "dict | None"]
 
 class Table:
     __slots__ = (
+        "_plan_hash",
+        "_plan_ordered",
+        "_plan_refs",
+        "_plan_unique",
         "base_ids",
         "fixup",
         "hashes",
@@ -83,6 +87,16 @@ class Table:
         self.max_id = 0
         # Fills fields added by a migration into records read from disk (migrate.py).
         self.fixup: Callable[[dict], dict] | None = None
+        self._plan()
+
+    def _plan(self) -> None:
+        """(field, key function, index) per index, built once (and again when `load_base`
+        replaces index objects), so a write walks flat tuples instead of dicts of names."""
+        keys = self.keys
+        self._plan_unique = tuple((f, keys[f], index) for f, index in self.unique.items())
+        self._plan_hash = tuple((f, keys[f], index) for f, index in self.hashes.items())
+        self._plan_ordered = tuple((f, keys[f], index) for f, index in self.ordered.items())
+        self._plan_refs = tuple(self.refs.items())
 
     # -- bulk load (snapshot) ------------------------------------------------------------
 
@@ -121,6 +135,7 @@ class Table:
         self.max_id = max(max_id, self.max_id)
         if self.model.id_type == "int" and ids:
             self.max_id = max(self.max_id, ids[-1])
+        self._plan()
 
     # -- reads ---------------------------------------------------------------------------
 
@@ -159,11 +174,11 @@ class Table:
     def unique_clash(self, record: dict) -> tuple[str, Any] | None:
         """(field, other id) of the first @unique value another record holds."""
         own = record[self.id_field]
-        for f, index in self.unique.items():
+        for f, kf, index in self._plan_unique:
             v = record[f]
             if v is None:
                 continue
-            other = index.get(self.keys[f](v))
+            other = index.get(kf(v))
             if other is not None and other != own:
                 return f, other
         return None
@@ -175,16 +190,15 @@ class Table:
         self.records[id_] = r
         if with_pk:
             self.pk.add(id_)
-        keys = self.keys
-        for f, index in self.unique.items():
+        for f, kf, index in self._plan_unique:
             v = r[f]
             if v is not None:
-                index[keys[f](v)] = id_
-        for f, hindex in self.hashes.items():
-            hindex.add(keys[f](r[f]), id_)
-        for f, sindex in self.ordered.items():
-            sindex.add(keys[f](r[f]), id_)
-        for f, counts in self.refs.items():
+                index[kf(v)] = id_
+        for f, kf, hindex in self._plan_hash:
+            hindex.add(kf(r[f]), id_)
+        for f, kf, sindex in self._plan_ordered:
+            sindex.add(kf(r[f]), id_)
+        for f, counts in self._plan_refs:
             v = r[f]
             if v is not None:
                 counts[v] = counts.get(v, 0) + 1
@@ -194,16 +208,15 @@ class Table:
         del self.records[id_]
         if with_pk:
             self.pk.remove(id_)
-        keys = self.keys
-        for f, index in self.unique.items():
+        for f, kf, index in self._plan_unique:
             v = r[f]
             if v is not None:
-                del index[keys[f](v)]
-        for f, hindex in self.hashes.items():
-            hindex.remove(keys[f](r[f]), id_)
-        for f, sindex in self.ordered.items():
-            sindex.remove(keys[f](r[f]), id_)
-        for f, counts in self.refs.items():
+                del index[kf(v)]
+        for f, kf, hindex in self._plan_hash:
+            hindex.remove(kf(r[f]), id_)
+        for f, kf, sindex in self._plan_ordered:
+            sindex.remove(kf(r[f]), id_)
+        for f, counts in self._plan_refs:
             v = r[f]
             if v is not None:
                 left = counts[v] - 1
