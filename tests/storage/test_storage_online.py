@@ -100,12 +100,13 @@ def test_as_of_reads_within_the_new_epoch(tenant):
             n += 1
             await s.replace("User", 1 + n % 20, user(1 + n % 20, name=f"x{n}"))
             await asyncio.sleep(0)
-        pinned = s.watermarks()["User"]
+        s._compact_bytes = 1 << 40          # no further compaction: the pin must stay valid
+        pinned, pinned_epoch = s.watermarks()["User"], s.epoch
         seen = {i: s.get("User", i)[0] for i in range(1, 21)}
         await s.replace("User", 3, user(3, name="later"))
         await s.delete("User", 4)
         await s.insert("User", user(99))
-        assert s.epoch != epoch
+        assert s.epoch == pinned_epoch != epoch
         for i in range(1, 21):
             assert s.get("User", i, as_of=pinned)[0] == seen[i]
         assert s.get("User", 99, as_of=pinned)[0] is None
