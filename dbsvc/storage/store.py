@@ -66,7 +66,7 @@ from dbsvc.errors import (
     Unavailable,
     UniqueViolation,
 )
-from dbsvc.runtime import CompiledModel, Query
+from dbsvc.runtime import INT64_MAX, CompiledModel, Query
 from dbsvc.storage import online, recovery
 from dbsvc.storage.commit import CommitQueue, LogWriter
 from dbsvc.storage.events import ChangeEvent, EventKind, decode_event
@@ -302,6 +302,12 @@ class Store:
         if id_ is None:
             if m.id_type != "int":
                 raise ConstraintViolation([{"field": m.id_field, "message": "is required"}])
+            if table.max_id >= INT64_MAX:
+                # Ids are signed 64-bit (contract section 2); one past the top would be stored
+                # but could never be parsed back from a path.
+                raise ConstraintViolation([{"field": m.id_field, "message":
+                    f"no automatic id is left: the largest id ever used is {table.max_id}; "
+                    "give an unused id explicitly"}])
             record = dict(record)
             record[m.id_field] = id_ = table.max_id + 1
         if id_ in table.records:

@@ -9,10 +9,6 @@ schema and response headers conformance. The WebSocket routes (documented as GET
 The default run is bounded and derandomized so CI is stable; the `slow` variant runs many
 more (random) examples.
 
-One narrow exclusion: a create with an explicit int id within 2**32 of the int64 maximum
-is not sent, because the store then assigns the next auto id past int64 (a known storage
-bug, pinned by the strict xfail `test_auto_int_id_never_leaves_the_int64_range` in
-test_crud.py); drop the filter when that is fixed.
 """
 
 from __future__ import annotations
@@ -38,17 +34,6 @@ CHECKS = [
     response_headers_conformance,
 ]
 WEBSOCKET_PATHS = r"^/(subscribe|live-query)/|^/replicate$"
-NEAR_INT64_MAX = 2**63 - 1 - 2**32
-
-
-def _no_id_near_int64_max(context, case) -> bool:
-    """False for a create whose explicit int id would push auto ids past int64 (see above)."""
-    if case.method.upper() != "POST" or not isinstance(case.body, dict):
-        return True
-    key = case.body.get("id")
-    return not (type(key) is int and key >= NEAR_INT64_MAX)
-
-
 @pytest.fixture(scope="module", params=["blog.dbs", "inventory.dbs"])
 def served_schema(request, tmp_path_factory):
     """A running server for one demo schema and the document it serves, aimed at it."""
@@ -58,7 +43,6 @@ def served_schema(request, tmp_path_factory):
     try:
         schema = schemathesis.openapi.from_url(f"{base_url}/openapi.json", timeout=30)
         schema.config.update(base_url=base_url)
-        schema.hook("filter_case")(_no_id_near_int64_max)
         yield schema
     finally:
         server.stop()
