@@ -28,26 +28,18 @@ import re
 from typing import Any
 
 from dbsvc import __version__
-from dbsvc import errors as _errors
-from dbsvc.schema.ir import DefaultKind, Field, FieldType, Model, Schema
+from dbsvc.compiler.openapi_schemas import (MAX_LIMIT, add_model_schemas, nullable,
+                                            object_schema, problem_schemas, record_or_projection, ref,
+                                            scalar_schema)
+from dbsvc.schema.ir import Model, Schema
 
 OPENAPI_VERSION = "3.1.0"
 PROBLEM_JSON = "application/problem+json"
 JSON = "application/json"
 DEFAULT_LIMIT = 100  # mirrors dbsvc.runtime; the compiler layer must not import runtime
-MAX_LIMIT = 1000
 MAX_HEAD = 16 * 1024  # mirrors dbsvc.http.connection.MAX_HEAD; the compiler must not import http
 BEARER = "bearerAuth"
 
-# Every RequestError the service answers, in the order the contract lists the codes.
-_ERROR_CLASSES: tuple[type[_errors.RequestError], ...] = (
-    _errors.BadRequest, _errors.BadQuery, _errors.NotFound, _errors.MethodNotAllowed,
-    _errors.UniqueViolation, _errors.ForeignKeyViolation, _errors.Referenced,
-    _errors.ConstraintViolation, _errors.Unauthorized, _errors.Forbidden,
-    _errors.PayloadTooLarge, _errors.UnsupportedMediaType, _errors.ReplicationDisabled,
-    _errors.OffsetGone, _errors.OffsetOutOfRange, _errors.Unavailable, _errors.InternalError,
-)
-ERROR_CODES: tuple[str, ...] = tuple(dict.fromkeys(cls.code for cls in _ERROR_CLASSES))
 
 # status -> (component name, description); every error response shares the Problem schema.
 _ERROR_RESPONSES: dict[int, tuple[str, str]] = {
@@ -84,12 +76,12 @@ def build_openapi(schema: Schema) -> dict[str, Any]:
     schemas: dict[str, Any] = {}
     _add_operational(paths, schemas, schema)
     for model in schema.models:
-        _add_model_schemas(schemas, model)
+        add_model_schemas(schemas, model)
         _add_crud_paths(paths, model)
     for model in schema.models:
         _add_feed_paths(paths, model)
     paths["/replicate"] = {"get": _replicate_operation(schema)}
-    schemas.update(_problem_schemas())
+    schemas.update(problem_schemas())
     return {
         "openapi": OPENAPI_VERSION,
         "info": {"title": stem, "version": __version__,
@@ -136,158 +128,9 @@ def _tags(schema: Schema) -> list[dict[str, str]]:
     return tags
 
 
-def _ref(name: str, kind: str = "schemas") -> dict[str, str]:
-    return {"$ref": f"#/components/{kind}/{name}"}
-
-
 def _op_id(model: Model) -> str:
     return model.kebab.replace("-", "_")
 
-
-# ---------------------------------------------------------------- field and record schemas
-
-_SCALARS: dict[FieldType, dict[str, Any]] = {
-    # The validators and id parsers refuse values outside int64 (422 / 400); say so in bounds
-    # a generator honours, not only in the `format` hint.
-    FieldType.INT: {"type": "integer", "format": "int64", "minimum": -2**63, "maximum": 2**63 - 1},
-    FieldType.FLOAT: {"type": "number"},
-    FieldType.STR: {"type": "string"},
-    FieldType.BOOL: {"type": "boolean"},
-    FieldType.JSON: {},
-    FieldType.DATETIME: {"type": "string", "format": "date-time"},
-    FieldType.DATE: {"type": "string", "format": "date"},
-    FieldType.UUID: {"type": "string", "format": "uuid"},
-}
-# @min/@max bound values of numbers and lengths of strings.
-_BOUNDS: dict[FieldType, tuple[str, str]] = {
-    FieldType.INT: ("minimum", "maximum"),
-    FieldType.FLOAT: ("minimum", "maximum"),
-    FieldType.STR: ("minLength", "maxLength"),
-}
-
-
-def _scalar_schema(f: Field) -> dict[str, Any]:
-    """The JSON Schema of a field's non-null values, without bounds or defaults."""
-    if f.type is FieldType.ENUM:
-        return {"type": "string", "enum": list(f.enum_members)}
-    return dict(_SCALARS[f.type])
-
-
-def _nullable(s: dict[str, Any]) -> dict[str, Any]:
-    """Allow null: `type: [x, "null"]`, and null among the members of an enum."""
-    s = dict(s)
-    if "type" in s:
-        s["type"] = [s["type"], "null"]
-    if "enum" in s:
-        s["enum"] = [*s["enum"], None]
-    return s
-
-
-def _field_schema(f: Field, *, with_default: bool) -> dict[str, Any]:
-    if f.type is FieldType.JSON:
-        s: dict[str, Any] = {} if f.nullable else {"not": {"type": "null"}}
-    else:
-        s = _scalar_schema(f)
-        if f.nullable:
-            s = _nullable(s)
-    if f.type in _BOUNDS:
-        low, high = _BOUNDS[f.type]
-        as_type = int if f.type is FieldType.STR else (lambda v: v)
-        if f.min is not None:
-            s[low] = as_type(f.min)
-        if f.max is not None:
-            s[high] = as_type(f.max)
-    notes = _field_notes(f)
-    if with_default and f.type is FieldType.INT:
-        # JSON Schema counts 3.0 as an integer; the body validators check the JSON type exactly.
-        notes.append("a JSON integer, written without a fraction or exponent (`3.0` is 422)")
-    if with_default and f.default is not None:
-        if f.default.kind is DefaultKind.VALUE:
-            s["default"] = f.default.value
-        elif f.default.kind is DefaultKind.NOW:
-            notes.append("defaults to the current instant (UTC)")
-        else:
-            notes.append("defaults to a new random uuid")
-    if notes:
-        s["description"] = "; ".join(notes) + "."
-    return s
-
-
-def _field_notes(f: Field) -> list[str]:
-    notes: list[str] = []
-    if f.is_id:
-        notes.append("primary key" + (", assigned when omitted" if not f.required else ""))
-    if f.type is FieldType.JSON:
-        notes.append("any JSON value" + ("" if f.nullable else " except null"))
-    if f.type is FieldType.DATETIME:
-        notes.append("RFC 3339; stored and returned in UTC with `Z`")
-    if f.type is FieldType.UUID:
-        notes.append("any letter case accepted, returned in lower case")
-    if f.unique:
-        notes.append("unique")
-    if f.ref:
-        notes.append(f"references `{f.ref}` by its id")
-    return notes
-
-
-def _object(properties: dict[str, Any], required: list[str], description: str) -> dict[str, Any]:
-    s: dict[str, Any] = {"type": "object", "description": description, "properties": properties}
-    if required:
-        s["required"] = required
-    s["additionalProperties"] = False
-    return s
-
-
-def _add_model_schemas(schemas: dict[str, Any], model: Model) -> None:
-    name = model.name
-    stored = {f.name: _field_schema(f, with_default=False) for f in model.fields}
-    body = {f.name: _field_schema(f, with_default=True) for f in model.fields}
-    create_required = [f.name for f in model.fields if f.required]
-    id_name = model.id_field.name
-    schemas[name] = _object(stored, [f.name for f in model.fields],
-                            f"A stored `{name}` record; fields in declaration order.")
-    schemas[f"{name}.Create"] = _object(
-        body, create_required,
-        f"Body of POST /api/{model.kebab}. Unknown fields, a missing required field and an "
-        "explicit null for a non-nullable field are 422; an integer is accepted for a float.")
-    schemas[f"{name}.Replace"] = _object(
-        body, [n for n in create_required if n != id_name],
-        f"Body of PUT /api/{model.kebab}/{{id}}: the whole record. Omitted nullable fields become "
-        "null, omitted fields with a default take it; the id comes from the path, and a body "
-        "id that differs from it is 422.")
-    schemas[f"{name}.Patch"] = _object(
-        body, [],
-        f"Body of PATCH /api/{model.kebab}/{{id}}: the top-level fields to change (a json field "
-        "is replaced whole).")
-    for p in model.projections:
-        props = {fname: stored[fname] for fname in p.fields}
-        schemas[f"{name}.projection.{p.name}"] = _object(
-            props, list(p.fields), f"Projection `{p.name}` of `{name}`.")
-    schemas[f"{name}.Page"] = {
-        "type": "object",
-        "description": f"One page of `{name}` records (projected when `projection` is given).",
-        "properties": {
-            "data": {"type": "array", "items": _record_or_projection(model)},
-            "total": {"type": "integer", "minimum": 0, "description": "Matches before pagination."},
-            "limit": {"type": "integer", "minimum": 0, "maximum": MAX_LIMIT,
-                      "description": "Page size applied (after clamping)."},
-            "offset": {"type": "integer", "minimum": 0, "description": "Offset applied."},
-        },
-        "required": ["data", "total", "limit", "offset"],
-        "additionalProperties": False,
-    }
-    schemas[f"{name}.Created"] = _object(
-        {"id": stored[id_name]}, ["id"], f"Answer of POST /api/{model.kebab}: the id of the created record.")
-
-
-def _record_or_projection(model: Model) -> dict[str, Any]:
-    if not model.projections:
-        return _ref(model.name)
-    return {"anyOf": [_ref(model.name)]
-            + [_ref(f"{model.name}.projection.{p.name}") for p in model.projections]}
-
-
-# ---------------------------------------------------------------- parameters
 
 def _param(name: str, where: str, description: str, schema: dict[str, Any],
            required: bool = False) -> dict[str, Any]:
@@ -327,10 +170,10 @@ def _filter_parameters(model: Model) -> list[dict[str, Any]]:
     for f in model.fields:
         if not f.filterable:
             continue
-        items = _scalar_schema(f)
+        items = scalar_schema(f)
         note = ""
         if f.nullable:
-            items = _nullable(items)
+            items = nullable(items)
             note = " The literal `null` matches records where the field is null."
         params.append({**_param(
             f.name, "query", f"Exact-match filter on `{f.name}`, compared by type. Repeat the "
@@ -361,7 +204,7 @@ def _projection_parameter(model: Model) -> dict[str, Any] | None:
 def _id_parameter(model: Model) -> dict[str, Any]:
     f = model.id_field
     return _param("id", "path", f"The `{f.name}` of the `{model.name}` record.",
-                  _scalar_schema(f), required=True)
+                  scalar_schema(f), required=True)
 
 
 # ---------------------------------------------------------------- responses
@@ -388,13 +231,13 @@ def _headers() -> dict[str, Any]:
 def _error_responses() -> dict[str, Any]:
     out: dict[str, Any] = {}
     for status, (name, description) in _ERROR_RESPONSES.items():
-        headers: dict[str, Any] = {"X-Request-Id": _ref("X-Request-Id", "headers")}
+        headers: dict[str, Any] = {"X-Request-Id": ref("X-Request-Id", "headers")}
         if status == 401:
-            headers["WWW-Authenticate"] = _ref("WWW-Authenticate", "headers")
+            headers["WWW-Authenticate"] = ref("WWW-Authenticate", "headers")
         if status == 405:
-            headers["Allow"] = _ref("Allow", "headers")
+            headers["Allow"] = ref("Allow", "headers")
         out[name] = {"description": description, "headers": headers,
-                     "content": {PROBLEM_JSON: {"schema": _ref("Problem")}}}
+                     "content": {PROBLEM_JSON: {"schema": ref("Problem")}}}
     out["ReplicationDisabled"] = {
         **out["NotFound"],
         "description": "`replication_disabled`: `[runtime].replication` is off."}
@@ -409,54 +252,15 @@ _PROTOCOL_STATUSES = (400, 413, 431, 503)
 def _errors_for(*statuses: int) -> dict[str, Any]:
     """The error responses of one operation: its own plus those of the protocol layer."""
     every = sorted({*statuses, *_PROTOCOL_STATUSES})
-    return {str(s): _ref(_ERROR_RESPONSES[s][0], "responses") for s in every}
+    return {str(s): ref(_ERROR_RESPONSES[s][0], "responses") for s in every}
 
 
 def _json_response(description: str, schema: dict[str, Any], *headers: str) -> dict[str, Any]:
-    h: dict[str, Any] = {"X-Request-Id": _ref("X-Request-Id", "headers")}
+    h: dict[str, Any] = {"X-Request-Id": ref("X-Request-Id", "headers")}
     for name in headers:
-        h[name] = _ref(name, "headers")
+        h[name] = ref(name, "headers")
     return {"description": description, "headers": h, "content": {JSON: {"schema": schema}}}
 
-
-def _problem_schemas() -> dict[str, Any]:
-    return {
-        "Problem": {
-            "type": "object",
-            "description": "RFC 9457 problem details; `code` is the stable machine-readable reason.",
-            "properties": {
-                "type": {"type": "string", "default": "about:blank"},
-                "title": {"type": "string"},
-                "status": {"type": "integer", "minimum": 400, "maximum": 599},
-                "code": {"type": "string", "enum": list(ERROR_CODES)},
-                "detail": {"type": "string"},
-                "request_id": {"type": "string", "description": "Same as `X-Request-Id`."},
-                "errors": {"type": "array", "items": _ref("FieldError"),
-                           "description": "422 only: every violation."},
-                # RFC 9457 §3.2 extension members some errors add.
-                "field": {"type": "string", "description": "409 `unique_violation` and "
-                          "`foreign_key_violation`: the field whose value conflicts."},
-                "count": {"type": "integer", "minimum": 1, "description": "409 `referenced`: "
-                          "how many child records still reference the record."},
-                "limit": {"type": "integer", "minimum": 0, "description": "413: SERVICE_MAX_BODY, "
-                          "in bytes."},
-                "head": {"type": "integer", "minimum": 0, "description": "400 "
-                         "`offset_out_of_range`: the current head offset."},
-                "oldest": {"type": "integer", "minimum": 0, "description": "410 `offset_gone`: "
-                           "the oldest offset still usable as `after`."},
-            },
-            "required": ["type", "title", "status", "code", "detail", "request_id"],
-        },
-        "FieldError": {
-            "type": "object",
-            "properties": {"field": {"type": "string"}, "message": {"type": "string"}},
-            "required": ["field", "message"],
-            "additionalProperties": False,
-        },
-    }
-
-
-# ---------------------------------------------------------------- paths
 
 def _params(*items: dict[str, Any] | None) -> list[dict[str, Any]]:
     return [p for p in items if p is not None]
@@ -464,7 +268,7 @@ def _params(*items: dict[str, Any] | None) -> list[dict[str, Any]]:
 
 def _body(name: str, description: str) -> dict[str, Any]:
     return {"required": True, "description": description,
-            "content": {JSON: {"schema": _ref(name)}}}
+            "content": {JSON: {"schema": ref(name)}}}
 
 
 def _add_crud_paths(paths: dict[str, Any], model: Model) -> None:
@@ -476,10 +280,10 @@ def _add_crud_paths(paths: dict[str, Any], model: Model) -> None:
             "tags": [name], "operationId": f"list_{oid}",
             "summary": f"List {name} records with filters, sort and pagination",
             "parameters": _params(*_filter_parameters(model), _sort_parameter(model),
-                                  _ref("limit", "parameters"), _ref("offset", "parameters"),
-                                  projection, _ref("as_of", "parameters")),
+                                  ref("limit", "parameters"), ref("offset", "parameters"),
+                                  projection, ref("as_of", "parameters")),
             "responses": {
-                "200": _json_response("One page of matches.", _ref(f"{name}.Page"), *read_headers),
+                "200": _json_response("One page of matches.", ref(f"{name}.Page"), *read_headers),
                 **_errors_for(400, 401, 403, 503),
             },
         },
@@ -488,9 +292,9 @@ def _add_crud_paths(paths: dict[str, Any], model: Model) -> None:
             "requestBody": _body(f"{name}.Create", f"The new `{name}`."),
             "responses": {
                 "201": {"description": "Created.",
-                        "headers": {"X-Request-Id": _ref("X-Request-Id", "headers"),
-                                    "Location": _ref("Location", "headers")},
-                        "content": {JSON: {"schema": _ref(f"{name}.Created")}}},
+                        "headers": {"X-Request-Id": ref("X-Request-Id", "headers"),
+                                    "Location": ref("Location", "headers")},
+                        "content": {JSON: {"schema": ref(f"{name}.Created")}}},
                 **_errors_for(400, 401, 403, 409, 413, 415, 422, 503),
             },
         },
@@ -500,29 +304,29 @@ def _add_crud_paths(paths: dict[str, Any], model: Model) -> None:
         "parameters": [_id_parameter(model)],
         "get": {
             "tags": [name], "operationId": f"get_{oid}", "summary": f"Fetch one {name}",
-            "parameters": _params(projection, _ref("as_of", "parameters")),
+            "parameters": _params(projection, ref("as_of", "parameters")),
             "responses": {
                 "200": _json_response("The record (projected when `projection` is given).",
-                                      _record_or_projection(model), *read_headers),
+                                      record_or_projection(model), *read_headers),
                 **_errors_for(400, 401, 403, 404, 503),
             },
         },
         "put": {
             "tags": [name], "operationId": f"replace_{oid}", "summary": f"Replace a whole {name}",
             "requestBody": _body(f"{name}.Replace", "The whole record."),
-            "responses": {"200": _json_response("The stored record.", _ref(name)), **write_errors},
+            "responses": {"200": _json_response("The stored record.", ref(name)), **write_errors},
         },
         "patch": {
             "tags": [name], "operationId": f"patch_{oid}",
             "summary": f"Change some fields of a {name}",
             "requestBody": _body(f"{name}.Patch", "The fields to change."),
-            "responses": {"200": _json_response("The stored record.", _ref(name)), **write_errors},
+            "responses": {"200": _json_response("The stored record.", ref(name)), **write_errors},
         },
         "delete": {
             "tags": [name], "operationId": f"delete_{oid}", "summary": f"Delete a {name}",
             "responses": {
                 "204": {"description": "Deleted.",
-                        "headers": {"X-Request-Id": _ref("X-Request-Id", "headers")}},
+                        "headers": {"X-Request-Id": ref("X-Request-Id", "headers")}},
                 **_errors_for(400, 401, 403, 404, 409, 503),
             },
         },
@@ -537,13 +341,13 @@ def _switching(description: str) -> dict[str, Any]:
 
 
 def _ws_parameters() -> list[dict[str, Any]]:
-    return [_ref("Upgrade", "parameters"), _ref("Sec-WebSocket-Protocol", "parameters")]
+    return [ref("Upgrade", "parameters"), ref("Sec-WebSocket-Protocol", "parameters")]
 
 
 def _add_feed_paths(paths: dict[str, Any], model: Model) -> None:
     name, kebab, oid = model.name, model.kebab, _op_id(model)
     query = _params(*_filter_parameters(model), _projection_parameter(model),
-                    _ref("after", "parameters"), *_ws_parameters())
+                    ref("after", "parameters"), *_ws_parameters())
     errors = _errors_for(400, 401, 403, 410, 503)
     paths[f"/subscribe/{kebab}"] = {"get": {
         "tags": ["realtime", name], "operationId": f"subscribe_{oid}",
@@ -572,7 +376,7 @@ def _add_feed_paths(paths: dict[str, Any], model: Model) -> None:
 def _replicate_operation(schema: Schema) -> dict[str, Any]:
     state = "on" if schema.runtime.replication else "off"
     errors = _errors_for(400, 401, 403, 410, 503)
-    errors["404"] = _ref("ReplicationDisabled", "responses")
+    errors["404"] = ref("ReplicationDisabled", "responses")
     errors = dict(sorted(errors.items()))
     return {
         "tags": ["realtime"], "operationId": "replicate",
@@ -593,11 +397,11 @@ def _replicate_operation(schema: Schema) -> dict[str, Any]:
 def _add_operational(paths: dict[str, Any], schemas: dict[str, Any], schema: Schema) -> None:
     counts = {"type": "object", "additionalProperties": {"type": "integer", "minimum": 0},
               "propertyNames": {"enum": [m.name for m in schema.models]}}
-    schemas["Health"] = _object({"status": {"type": "string", "const": "ok"}}, ["status"],
+    schemas["Health"] = object_schema({"status": {"type": "string", "const": "ok"}}, ["status"],
                                 "Liveness: the process answers.")
-    schemas["Ready"] = _object({"status": {"type": "string", "const": "ready"}}, ["status"],
+    schemas["Ready"] = object_schema({"status": {"type": "string", "const": "ready"}}, ["status"],
                                "Readiness: the store answers a read.")
-    schemas["Metrics"] = _object({
+    schemas["Metrics"] = object_schema({
         "model_count": {"type": "integer", "minimum": 0},
         "rows_per_model": {**counts, "description": "Live records per declared model name."},
         "total_rows": {"type": "integer", "minimum": 0},
@@ -622,5 +426,5 @@ def _add_operational(paths: dict[str, Any], schemas: dict[str, Any], schema: Sch
         paths[path] = {"get": {
             "tags": ["operations"], "operationId": oid, "summary": summary,
             "security": [],
-            "responses": {"200": _json_response("OK.", _ref(schema_name)), **_errors_for(503)},
+            "responses": {"200": _json_response("OK.", ref(schema_name)), **_errors_for(503)},
         }}

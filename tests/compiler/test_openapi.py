@@ -12,7 +12,8 @@ import pytest
 from openapi_spec_validator import validate
 
 from dbsvc import __version__
-from dbsvc.compiler.openapi import ERROR_CODES, build_openapi
+from dbsvc.compiler.openapi import build_openapi
+from dbsvc.compiler.openapi_schemas import ERROR_CODES
 from dbsvc.schema import load_schema
 from dbsvc.schema.ir import Default, DefaultKind, Field, FieldType, Model, Projection, Schema
 
