@@ -123,6 +123,13 @@ QUERIES = [
     Query(filters={"score": frozenset({9.0})}),
     Query(limit=0),
     Query(offset=10_000),
+    # Large buckets and small pages: these take the walk plan (bucket^2 > WALK_FACTOR*end*n),
+    # one value (bucket membership) and several values (the generated matcher).
+    Query(filters={"published": frozenset({False})}, sort=(("score", True),), limit=5, offset=2),
+    Query(filters={"published": frozenset({False})}, sort=(("score", False),), limit=5),
+    Query(filters={"published": frozenset({False})}, limit=5, offset=1),
+    Query(filters={"author_id": frozenset({1, 2})}, sort=(("score", True),), limit=5),
+    Query(filters={"published": frozenset({False})}, sort=(("title", True), ("score", False)), limit=4),
 ]
 
 
