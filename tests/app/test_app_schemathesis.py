@@ -59,6 +59,7 @@ def test_served_document_holds(case):
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(1200)   # 500 examples per operation: minutes per schema, past the suite's 300 s
 @api.parametrize()
 @settings(max_examples=500, deadline=None, suppress_health_check=list(HealthCheck))
 def test_served_document_holds_at_length(case):

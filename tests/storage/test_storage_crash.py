@@ -114,5 +114,6 @@ def test_sigkill_at_random_moments_loses_no_acknowledged_write(tenant):
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(1800)   # 400 kill-and-verify rounds take several minutes
 def test_sigkill_soak(tenant):
     crash_loop(tenant, kills=400, seed=2, compact_every=37)
