@@ -15,12 +15,11 @@ from __future__ import annotations
 import argparse
 import asyncio
 import os
-import signal
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from dbsvc.http.server import serve  # noqa: E402
+from dbsvc.http.server import serve_until_signalled  # noqa: E402
 from dbsvc.http.types import HttpSettings, Request, Response  # noqa: E402
 from dbsvc.logs import configure_logging  # noqa: E402
 
@@ -41,16 +40,12 @@ def main(argv: list[str]) -> int:
     settings = HttpSettings(host=args.host, port=args.port, max_connections=4096)
 
     async def run() -> None:
-        stop = asyncio.Event()
-        loop = asyncio.get_running_loop()
-        loop.add_signal_handler(signal.SIGTERM, stop.set)
-        loop.add_signal_handler(signal.SIGINT, stop.set)
 
         def ready(port: int) -> None:
             sys.stdout.write(f"PORT {port}\n")
             sys.stdout.flush()
 
-        await serve(canned_app, settings, stop=stop, on_ready=ready)
+        await serve_until_signalled(canned_app, settings, on_ready=ready)
 
     asyncio.run(run())
     return 0

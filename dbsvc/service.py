@@ -16,7 +16,6 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
-import signal
 from collections.abc import Mapping
 from typing import Any
 
@@ -83,12 +82,7 @@ def run_server(module: Any, environ: Mapping[str, str]) -> int:
 
 
 async def _serve(app: Application, config: Config, guard: Any) -> None:
-    from dbsvc.http.server import serve
-
-    loop = asyncio.get_running_loop()
-    stop = asyncio.Event()
-    for signum in (signal.SIGINT, signal.SIGTERM):
-        loop.add_signal_handler(signum, stop.set)
+    from dbsvc.http.server import serve_until_signalled
 
     def on_ready(port: int) -> None:
         log.info("listening on http://%s:%d (tenant %r)", config.http.host, port, config.tenant)
@@ -96,7 +90,7 @@ async def _serve(app: Application, config: Config, guard: Any) -> None:
     if guard is not None:
         await guard.start()
     try:
-        await serve(app, config.http, stop=stop, on_ready=on_ready)
+        await serve_until_signalled(app, config.http, on_ready=on_ready)
     finally:
         app.accepting = False
         if guard is not None:

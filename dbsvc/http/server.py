@@ -37,6 +37,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import signal
 from collections.abc import Callable, Coroutine
 from typing import Any
 
@@ -164,3 +165,17 @@ async def serve(app: App, settings: HttpSettings, *, stop: asyncio.Event,
         await asyncio.sleep(0)                              # let connection_lost callbacks run
         log.info("stopped serving on %s:%d", settings.host, port)
 
+
+async def serve_until_signalled(app: App, settings: HttpSettings,
+                                on_ready: Callable[[int], None] | None = None) -> None:
+    """`serve` until SIGINT or SIGTERM (interface.md section 1, behaviour 1), then the same
+    graceful shutdown. The one place a process's signals are tied to the server."""
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for signum in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(signum, stop.set)
+    try:
+        await serve(app, settings, stop=stop, on_ready=on_ready)
+    finally:
+        for signum in (signal.SIGINT, signal.SIGTERM):
+            loop.remove_signal_handler(signum)
