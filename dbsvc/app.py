@@ -224,7 +224,7 @@ class Application:
 
     # -- reads --------------------------------------------------------------------------
 
-    def _read_headers(self, model: CompiledModel, watermark: int, as_of: int | None) -> list[tuple[str, str]]:
+    def _read_headers(self, watermark: int, as_of: int | None) -> list[tuple[str, str]]:
         headers = [("Dbsvc-Watermark", str(watermark))]
         if as_of is None:
             headers.append(("Dbsvc-Offset", str(self.store.head_offset)))
@@ -251,7 +251,7 @@ class Application:
             parts = [encode(model, record) for record in records]
         body = b"".join((b'{"data":[', b",".join(parts),
                          b'],"total":%d,"limit":%d,"offset":%d}' % (total, query.limit, query.offset)))
-        return Response(200, body, self._read_headers(model, watermark, query.as_of))
+        return Response(200, body, self._read_headers(watermark, query.as_of))
 
     def read(self, request: Request, model: CompiledModel, segment: str) -> Response:
         key = model.parse_id(segment)
@@ -264,7 +264,7 @@ class Application:
             body = dumps(model.project[query.projection](record))
         else:
             body = self.encoded.encode(model, record)
-        return Response(200, body, self._read_headers(model, watermark, query.as_of))
+        return Response(200, body, self._read_headers(watermark, query.as_of))
 
     # -- writes -------------------------------------------------------------------------
 
