@@ -55,7 +55,7 @@ class Hub:
     """What every connection of one server shares."""
 
     __slots__ = ("app", "settings", "loop", "cors", "ids", "span_enabled", "connections",
-                 "counted", "tasks", "shutting_down")
+                 "counted", "tasks", "shutting_down", "_deferred")
 
     def __init__(self, app: App, settings: HttpSettings, loop: asyncio.AbstractEventLoop) -> None:
         self.app = app
@@ -70,6 +70,7 @@ class Hub:
         self.counted = 0
         self.tasks: set[asyncio.Task[None]] = set()
         self.shutting_down = False
+        self._deferred: list[HttpConnection] = []
 
     def admit(self, connection: HttpConnection) -> bool:
         """Track `connection`; False when it is over the cap (it is still tracked, uncounted)."""
@@ -85,6 +86,19 @@ class Hub:
         if connection.counted:
             connection.counted = False
             self.counted -= 1
+
+    def defer(self, connection: HttpConnection) -> None:
+        """Write `connection`'s held output when this turn of the loop ends (connection.py
+        rule 9): the flush is queued behind every callback already ready, so responses
+        to all the requests read in one turn leave together."""
+        if not self._deferred:
+            self.loop.call_soon(self._flush_deferred)
+        self._deferred.append(connection)
+
+    def _flush_deferred(self) -> None:
+        pending, self._deferred = self._deferred, []
+        for connection in pending:
+            connection.flush_output()
 
     def run_task(self, coroutine: Coroutine[Any, Any, None]) -> None:
         task = self.loop.create_task(coroutine)

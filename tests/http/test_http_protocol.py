@@ -32,6 +32,25 @@ def test_hundred_pipelined_requests_in_one_write_are_answered_in_order(server):
         assert response.header("x-request-id") == f"pipe-{n}"
 
 
+@pytest.mark.parametrize("last, status", [
+    (b"THIS IS NOT HTTP\r\n\r\n", 400),
+    (b"POST /echo HTTP/1.1\r\nHost: t\r\nContent-Length: 99999999\r\n\r\n", 413),
+    (b"GET /echo HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n", 200),
+])
+def test_held_responses_leave_before_a_closing_response(server, last, status):
+    # Responses on a kept-alive connection are held to the end of the loop's turn; a
+    # response that closes the connection must still come after them, and all of them arrive.
+    client = server.client()
+    client.send(b"".join(build_request("GET", f"/echo?n={n}", {"X-Request-Id": f"held-{n}"}) for n in range(5))
+                + last)
+    for n in range(5):
+        response = client.read_response()
+        assert response.status == 200
+        assert response.header("x-request-id") == f"held-{n}"
+    assert client.read_response().status == status
+    assert client.is_closed()
+
+
 def test_standard_headers_are_added(server):
     response = server.get("/echo")
     assert response.header("server") == "dbsvc"
