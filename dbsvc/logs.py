@@ -27,9 +27,12 @@ Span fields travel as `extra={"fields": {...}}` and are merged into the JSON obj
 Cost: the request span is the one per-request line, so its path is kept short. Records skip
 the caller/thread/process look-ups (`logging._srcfile`, `logThreads`, ... as the logging
 docs' "Optimization" section suggests), and span lines are buffered like nginx's
-`access_log buffer= flush=`: written when 32 KiB are pending, when any other record is
-logged (order is kept), or by a flusher thread at most 0.5 s later. A flush per request
-would cost a write(2) and a reader wake-up each, measured at ~80 us of server CPU.
+`access_log buffer= flush=`: written when SPAN_BUFFER_LINES are pending, when any other
+record is logged (order is kept), or by a flusher thread at most 0.5 s later. A flush per
+request would cost a write(2) and a reader wake-up each, measured at ~80 us of server CPU.
+What a request's span holds until then is its raw values (`log_request`: one tuple); the
+lines are formatted when written, a batch at a time with one format string, which costs a
+third of formatting each line on its request's path.
 
 Invariant: credentials are never written. The HTTP layer logs no headers and no query
 strings; as a second line of defence every formatted line has `Bearer <token>` and
@@ -114,6 +117,17 @@ def _redact(text: str) -> str:
     return text
 
 
+def _redact_lines(lines: list[str]) -> list[str]:
+    joined = "".join(lines)
+    if "earer" in joined or "uthorization" in joined or "EARER" in joined or "UTHORIZATION" in joined:
+        return [_redact(line) for line in lines]
+    return lines
+
+
+# The fields of a request span, in line order (connection.py passes them positionally).
+SPAN_FIELDS = ("method", "path", "status", "duration_ms", "bytes", "request_id")
+
+
 def _text_line(created: float, level: str, target: str, message: str, fields: dict | None) -> str:
     line = f"{_timestamp(created)} {level:>5} {target}: {message}"
     if fields:
@@ -132,6 +146,15 @@ def _json_payload(created: float, level: str, target: str, message: str, fields:
 class TextFormatter(logging.Formatter):
     """`ts LEVEL target: message k=v ...`, then the traceback if any."""
 
+    _REQUEST = (f" {'INFO':>5} {SPAN_LOGGER}: request "
+                + " ".join(f"{name}=%s" for name in SPAN_FIELDS))
+
+    def requests(self, spans: list[tuple]) -> list[str]:
+        """Lines for `log_request` tuples (created, method, path, status, duration_ms, bytes,
+        request_id): what `span` writes for the same fields, one format string per line."""
+        template = self._REQUEST
+        return [_timestamp(t[0]) + template % (t[1], t[2], t[3], round(t[4], 3), t[5], t[6]) for t in spans]
+
     def format(self, record: logging.LogRecord) -> str:
         line = _text_line(record.created, record.levelname, record.name, record.getMessage(),
                           getattr(record, "fields", None))
@@ -146,6 +169,13 @@ class TextFormatter(logging.Formatter):
 class JsonFormatter(logging.Formatter):
     """One JSON object per line: ts, level, target, message, span fields, error."""
 
+    def requests(self, spans: list[tuple]) -> list[str]:
+        """Lines for `log_request` tuples; see TextFormatter.requests."""
+        dumps = json.dumps
+        return [dumps({"ts": _timestamp(t[0]), "level": "INFO", "target": SPAN_LOGGER, "message": "request",
+                       "method": t[1], "path": t[2], "status": t[3], "duration_ms": round(t[4], 3),
+                       "bytes": t[5], "request_id": t[6]}, ensure_ascii=False, default=str) for t in spans]
+
     def span(self, created: float, fields: dict) -> str:
         payload = _json_payload(created, "INFO", SPAN_LOGGER, "request", fields)
         return _redact(json.dumps(payload, ensure_ascii=False, default=str))
@@ -158,17 +188,21 @@ class JsonFormatter(logging.Formatter):
         return _redact(json.dumps(payload, ensure_ascii=False, default=str))
 
 
-SPAN_BUFFER_BYTES = 32 * 1024
+SPAN_BUFFER_LINES = 256              # about 40 KiB of text lines
 SPAN_FLUSH_SECONDS = 0.5
 
 
 class SpanBufferingHandler(logging.StreamHandler):
-    """A stream handler that batches request-span lines and writes everything else at once."""
+    """A stream handler that batches request-span lines and writes everything else at once.
+
+    `_pending` holds, in order, formatted lines (str) and runs of unformatted request
+    spans (a list of `log_request` tuples, always the last item while it grows)."""
 
     def __init__(self, stream: TextIO) -> None:
         super().__init__(stream)
-        self._pending: list[str] = []
-        self._pending_bytes = 0
+        self._pending: list[Any] = []
+        self._pending_count = 0
+        self._requests: list[tuple] | None = None     # the run being appended to, if any
         self._wake = threading.Event()
         self._closed = False
         self._flusher = threading.Thread(target=self._flush_later, name="dbsvc-log-flush", daemon=True)
@@ -181,32 +215,53 @@ class SpanBufferingHandler(logging.StreamHandler):
             self.handleError(record)
             return
         with self.lock:  # type: ignore[union-attr]
-            self._pending.append(line)
-            self._pending_bytes += len(line)
-            if record.name != SPAN_LOGGER or self._pending_bytes >= SPAN_BUFFER_BYTES:
+            self._append(line)
+            if record.name != SPAN_LOGGER:
                 self._write_pending()
-            elif len(self._pending) == 1:
-                self._wake.set()
 
     def append_span(self, fields: dict) -> None:
-        """The request span, formatted straight into the buffer (no LogRecord, no dispatch)."""
+        """A span given as fields, formatted straight into the buffer (no LogRecord)."""
         line = self.formatter.span(time.time(), fields)  # type: ignore[union-attr]
         with self.lock:  # type: ignore[union-attr]
-            self._pending.append(line)
-            self._pending_bytes += len(line)
-            if self._pending_bytes >= SPAN_BUFFER_BYTES:
-                self._write_pending()
-            elif len(self._pending) == 1:
-                self._wake.set()
+            self._append(line)
+
+    def append_request(self, span: tuple) -> None:
+        """A `log_request` tuple, kept unformatted until the buffer is written."""
+        with self.lock:  # type: ignore[union-attr]
+            requests = self._requests
+            if requests is None:
+                requests = self._requests = []
+                self._pending.append(requests)
+            requests.append(span)
+            self._counted()
+
+    def _append(self, line: str) -> None:
+        self._requests = None
+        self._pending.append(line)
+        self._counted()
+
+    def _counted(self) -> None:
+        self._pending_count += 1
+        if self._pending_count >= SPAN_BUFFER_LINES:
+            self._write_pending()
+        elif self._pending_count == 1:
+            self._wake.set()
 
     def _write_pending(self) -> None:
-        if self._pending:
-            lines, self._pending, self._pending_bytes = self._pending, [], 0
-            try:
-                self.stream.write("\n".join(lines) + "\n")
-                self.stream.flush()
-            except (OSError, ValueError):
-                pass  # a closed or broken stderr must never take a request down with it
+        if not self._pending:
+            return
+        items, self._pending, self._pending_count, self._requests = self._pending, [], 0, None
+        try:
+            lines: list[str] = []
+            for item in items:
+                if type(item) is str:
+                    lines.append(item)
+                else:
+                    lines.extend(_redact_lines(self.formatter.requests(item)))  # type: ignore[union-attr]
+            self.stream.write("\n".join(lines) + "\n")
+            self.stream.flush()
+        except (OSError, ValueError):
+            pass  # a closed or broken stderr must never take a request down with it
 
     def flush(self) -> None:
         with self.lock:  # type: ignore[union-attr]
@@ -260,21 +315,38 @@ def configure_logging(level_spec: str, fmt: str = "text", stream: TextIO | None 
         _configured.append(name)
 
 
-def log_span(fields: dict) -> None:
-    """Log one request span at INFO on `dbsvc.http.request` (the caller checked it is enabled).
+def _direct_handler() -> SpanBufferingHandler | None:
+    """Our handler when it alone would receive a span record, else None.
 
-    When our handler is the root's only handler and the span logger has none of its own, the
-    line goes straight into that handler's buffer, formatted exactly as the record would be,
-    skipping LogRecord construction and dispatch (about two thirds of a span's cost). Anyone
-    adding a handler or a filter (pytest's caplog, an embedding application) gets the
-    ordinary `logging` path.
-    """
+    Then a span goes straight into its buffer, written exactly as the record would be,
+    skipping LogRecord construction and dispatch (about two thirds of a span's cost).
+    Anyone adding a handler or a filter (pytest's caplog, an embedding application) gets
+    the ordinary `logging` path."""
     root_handlers = logging.root.handlers
-    if len(root_handlers) == 1 and root_handlers[0] is _fast_handler[0] and not _span_logger.handlers \
-            and not _span_logger.filters and not root_handlers[0].filters:
-        _fast_handler[0].append_span(fields)
+    handler = _fast_handler[0]
+    if len(root_handlers) == 1 and root_handlers[0] is handler and not _span_logger.handlers \
+            and not _span_logger.filters and not handler.filters:
+        return handler
+    return None
+
+
+def log_span(fields: dict) -> None:
+    """Log one request span at INFO on `dbsvc.http.request` (the caller checked it is enabled)."""
+    handler = _direct_handler()
+    if handler is not None:
+        handler.append_span(fields)
     else:
         _span_logger.info("request", extra={"fields": fields})
+
+
+def log_request(method: str, path: str, status: int, duration_ms: float, size: int, request_id: str) -> None:
+    """`log_span` of one HTTP request's fields (SPAN_FIELDS), as the protocol layer calls it
+    once per request: on the direct path it stores one tuple and formats nothing."""
+    handler = _direct_handler()
+    if handler is not None:
+        handler.append_request((time.time(), method, path, status, duration_ms, size, request_id))
+    else:
+        log_span(dict(zip(SPAN_FIELDS, (method, path, status, round(duration_ms, 3), size, request_id))))
 
 
 _span_logger = logging.getLogger(SPAN_LOGGER)

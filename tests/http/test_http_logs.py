@@ -11,7 +11,15 @@ import time
 import pytest
 
 from dbsvc.errors import ConfigError
-from dbsvc.logs import SPAN_FLUSH_SECONDS, configure_logging, flush_logs, log_span, parse_level_spec
+from dbsvc.logs import (
+    SPAN_BUFFER_LINES,
+    SPAN_FLUSH_SECONDS,
+    configure_logging,
+    flush_logs,
+    log_request,
+    log_span,
+    parse_level_spec,
+)
 
 D, I, W, E, OFF = logging.DEBUG, logging.INFO, logging.WARNING, logging.ERROR, logging.CRITICAL + 10
 
@@ -101,6 +109,40 @@ def test_fast_span_path_writes_exactly_what_the_logging_path_writes(fmt):
         fast, slow = stream.getvalue().splitlines()
         cut = 24 if fmt == "text" else fast.index('"level"')     # past the timestamps
         assert fast[cut:] == slow[cut:]
+    finally:
+        configure_logging("info", "text", stream=io.StringIO())
+
+
+@pytest.mark.parametrize("fmt", ["text", "json"])
+@pytest.mark.parametrize("path", ["/api/user", "/api/user/Bearer abc.def", "/api/ünï còde"])
+def test_request_spans_held_unformatted_write_what_log_span_writes(fmt, path):
+    stream = io.StringIO()
+    fields = {"method": "GET", "path": path, "status": 200, "duration_ms": 0.123, "bytes": 9, "request_id": "r-1"}
+    try:
+        configure_logging("info", fmt, stream=stream)
+        log_request("GET", path, 200, 0.1234567, 9, "r-1")
+        log_span(fields)
+        log_request("GET", path, 200, 0.1234567, 9, "r-1")
+        flush_logs()
+        first, middle, last = stream.getvalue().splitlines()
+        cut = 24 if fmt == "text" else first.index('"level"')     # past the timestamps
+        assert first[cut:] == middle[cut:] == last[cut:]
+        assert "abc.def" not in stream.getvalue()
+    finally:
+        configure_logging("info", "text", stream=io.StringIO())
+
+
+def test_request_spans_are_written_once_the_buffer_holds_its_line_count():
+    stream = io.StringIO()
+    try:
+        configure_logging("info", "text", stream=stream)
+        for n in range(SPAN_BUFFER_LINES - 1):
+            log_request("GET", "/health", 200, 0.5, 15, f"r-{n}")
+        assert stream.getvalue() == ""
+        log_request("GET", "/health", 200, 0.5, 15, "r-last")
+        lines = stream.getvalue().splitlines()
+        assert len(lines) == SPAN_BUFFER_LINES
+        assert lines[0].endswith("request_id=r-0") and lines[-1].endswith("request_id=r-last")
     finally:
         configure_logging("info", "text", stream=io.StringIO())
 
