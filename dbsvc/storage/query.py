@@ -13,6 +13,9 @@ Plan for a live list (n live records, a page ending at `end = offset + limit`):
    O(s log s). Otherwise walk the index checking `model.match`: expected O(end * n / s)
    when matches are spread evenly (a correlated filter can walk further; it never walks
    more than n).
+   A walk over one sort key (or none), unfiltered or filtered by one field with one value,
+   is an itertools pipeline over the index (`_one_key_page`): the filter is membership in
+   that value's hash bucket and no Python code runs per entry walked.
 3. `total`: the bucket size for one filtered field; otherwise the smallest field's ids
    kept only if every other field's buckets hold them (smallest first, O(s)).
 
@@ -25,7 +28,9 @@ A list at a past watermark (`as_of`) filters, sorts and pages the materialised s
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping, Set
+from itertools import islice
+from operator import itemgetter
 from typing import Any
 
 from dbsvc.runtime import CompiledModel, Query
@@ -33,6 +38,7 @@ from dbsvc.storage.table import Table
 
 WALK_FACTOR = 8
 _NOTHING = object()
+_KEY, _ID = itemgetter(0), itemgetter(1)
 
 
 def _null_last(kf: Any, f: str) -> Any:
@@ -65,9 +71,6 @@ def _walk(table: Table, sort: tuple[tuple[str, bool], ...]) -> Iterator[dict]:
         for _key, id_ in index:
             yield records[id_]
         return
-    if not rest:
-        yield from _walk_descending(index, records)
-        return
     model = table.model
     if desc and index.nulls:             # nulls first descending: one run, ids ascending
         yield from _order_run([records[i] for i in index.nulls], rest, model)
@@ -85,27 +88,31 @@ def _walk(table: Table, sort: tuple[tuple[str, bool], ...]) -> Iterator[dict]:
         yield from _order_run(run, rest, model)
 
 
-def _walk_descending(index: Any, records: Mapping[Any, dict]) -> Iterator[dict]:
-    """One key descending: nulls first, then keys from the top; the (key, id) pairs of a
-    run of equal keys come out of the reversed index with ids descending, so each run is
-    yielded reversed to keep the id tie-break ascending. O(1) per record, no sorting."""
-    for id_ in index.nulls:
-        yield records[id_]
-    run: list[Any] = []
-    current: Any = _NOTHING
-    for key, id_ in reversed(index.values):
-        if key == current:
-            run.append(id_)
-            continue
-        if len(run) == 1:
-            yield records[run[0]]
-        elif run:
-            for held in reversed(run):
-                yield records[held]
-        run = [id_]
-        current = key
-    for held in reversed(run):
-        yield records[held]
+def _one_key_page(index: Any, desc: bool, among: Set[Any] | None, offset: int, end: int) -> list[Any]:
+    """Ids [offset, end) of the order by one key (ascending: nulls last; descending: nulls
+    first; ties on id ascending), only those in `among` when given.
+
+    Ascending, the index order is the list order. Descending, the reversed index gives each
+    run of equal keys with its ids descending: the pairs up to `end` are taken, plus the
+    rest of the last run, and put back in order by two stable sorts (id, then key
+    descending): O(end log end), all of it in C.
+    """
+    if not desc:
+        return list(islice(index.ids_ascending(among), offset, end))
+    out = list(islice(index.nulls_ascending(among), end))
+    if len(out) < end:
+        pairs = index.pairs_descending(among)
+        taken = list(islice(pairs, end - len(out)))
+        if taken:
+            last = taken[-1][0]
+            for pair in pairs:                      # the rest of the last run
+                if pair[0] != last:
+                    break
+                taken.append(pair)
+            taken.sort(key=_ID)
+            taken.sort(key=_KEY, reverse=True)      # stable: ids stay ascending in a run
+            out.extend(map(_ID, taken))
+    return out[offset:end]
 
 
 def _order_run(run: list[dict], rest: tuple[tuple[str, bool], ...], model: CompiledModel) -> list[dict]:
@@ -139,12 +146,15 @@ def list_live(table: Table, query: Query) -> tuple[list[dict], int]:
     sort = tuple(query.sort)
     offset, limit = query.offset, query.limit
     end = offset + limit
+    records = table.records
     if not filters:
         if not sort or (len(sort) == 1 and not sort[0][1]):
             if sort:
                 ids = table.ordered[sort[0][0]].ids_slice(offset, end)
-                return [table.records[i] for i in ids], n
-            return [table.records[i] for i in table.pk.slice(offset, end)], n
+                return [records[i] for i in ids], n
+            return [records[i] for i in table.pk.slice(offset, end)], n
+        if len(sort) == 1:
+            return [records[i] for i in _one_key_page(table.ordered[sort[0][0]], True, None, offset, end)], n
         return _page(_walk(table, sort), offset, limit), n
     total, smallest = _count(table, filters)
     if total == 0 or offset >= total or limit == 0:
@@ -153,24 +163,20 @@ def list_live(table: Table, query: Query) -> tuple[list[dict], int]:
     if size * size <= WALK_FACTOR * end * n:
         ids = table.hashes[smallest].ids(filters[smallest])
         match = model.match
-        chosen = [r for r in map(table.records.__getitem__, ids) if match(r, filters)]
+        chosen = [r for r in map(records.__getitem__, ids) if match(r, filters)]
         sort_records(chosen, sort, model)
         return chosen[offset:end], total
-    return _page(_walk(table, sort), offset, limit, _matcher(table, filters), filters), total
-
-
-def _matcher(table: Table, filters: Mapping[str, frozenset]) -> Any:
-    """What the walk tests each record with: for one field with one value, membership of the
-    record's id in that value's hash bucket (a set lookup, ~5x cheaper than the generated
-    matcher); otherwise the generated matcher. The bucket is read on the loop thread during
-    one synchronous list call, so no write can change it meanwhile."""
-    if len(filters) == 1:
-        ((field, keys),) = filters.items()
-        if len(keys) == 1:
-            bucket = table.hashes[field].buckets.get(next(iter(keys)), ())
-            id_field = table.model.id_field
-            return lambda record, _filters: record[id_field] in bucket
-    return table.model.match
+    if len(filters) == 1 and len(sort) <= 1 and len(filters[smallest]) == 1:
+        # One field, one value: the walk keeps the ids in that value's hash bucket (read on
+        # the loop thread during this synchronous call, so no write changes it meanwhile).
+        bucket = table.hashes[smallest].buckets[next(iter(filters[smallest]))]
+        if sort:
+            (field, desc), = sort
+            ids = _one_key_page(table.ordered[field], desc, bucket, offset, end)
+        else:
+            ids = list(islice(filter(bucket.__contains__, table.pk), offset, end))
+        return [records[i] for i in ids], total
+    return _page(_walk(table, sort), offset, limit, model.match, filters), total
 
 
 def list_state(state: Mapping[Any, dict], model: CompiledModel, query: Query) -> tuple[list[dict], int]:

@@ -19,6 +19,7 @@ from dbsvc.errors import (
 )
 from dbsvc.runtime import Query
 from dbsvc.storage import ChangeEvent, EventKind
+from dbsvc.storage import query
 from dbsvc.storage.query import list_state
 
 
@@ -142,6 +143,45 @@ def test_indexed_list_agrees_with_a_full_sort(tenant, q):
     assert [r["id"] for r in got] == [r["id"] for r in want]
     assert total == want_total
     assert wm == s.watermarks()["BlogPost"]
+    s.close()
+
+
+def _random_users(s, n, seed=11):
+    rnd = random.Random(seed)
+
+    async def go():
+        for i in rnd.sample(range(1, 10 * n), n):          # ids out of insertion order
+            await s.insert("User", user(i, age=rnd.choice([None, 20, 30, 30, 40, rnd.randint(0, 150)]),
+                                        role=rnd.choice(["admin", "editor", "reader", "reader"]),
+                                        name=rnd.choice(["ann", "bob", "cy"])))
+    run(go())
+
+
+# One sort key (or none) with no filter or one value of one field: the itertools walk
+# (query._one_key_page). Nullable `age` with long runs of equal values: pages that start and
+# end inside runs, inside the nulls, and past the end.
+ONE_KEY_QUERIES = [
+    Query(sort=(("age", desc),), filters=filters, limit=limit, offset=offset)
+    for desc in (False, True)
+    for filters in ({}, {"role": frozenset({"reader"})}, {"role": frozenset({"admin"})})
+    for limit, offset in ((1, 0), (7, 0), (7, 3), (25, 40), (3, 61), (1000, 0), (10, 10_000))
+] + [
+    Query(filters={"role": frozenset({"editor"})}, limit=9, offset=4),
+    Query(filters={"role": frozenset({"editor"})}, sort=(("name", True),), limit=30, offset=2),
+    Query(filters={"role": frozenset({"editor"})}, sort=(("name", False),), limit=30, offset=2),
+]
+
+
+@pytest.mark.parametrize("walk_factor", [0, query.WALK_FACTOR], ids=["always-walk", "planned"])
+@pytest.mark.parametrize("q", ONE_KEY_QUERIES)
+def test_one_key_walk_agrees_with_a_full_sort(tenant, q, walk_factor, monkeypatch):
+    monkeypatch.setattr(query, "WALK_FACTOR", walk_factor)
+    s = open_store(tenant, sync="off")
+    _random_users(s, 400)
+    got, total, _wm = s.list("User", q)
+    want, want_total = list_state(s._tables["User"].records, s._tables["User"].model, q)
+    assert [r["id"] for r in got] == [r["id"] for r in want]
+    assert total == want_total
     s.close()
 
 
