@@ -1,14 +1,19 @@
 """The service's HTTP figures of contract section 7, as ratios to the canned server in one run.
 
-    python bench/service_bench.py [--records 100000] [--duration 10] [--connections 64]
+    python bench/service_bench.py [--records 100000] [--duration 3] [--rounds 5] [--connections 64]
 
 1. Seeds a tenant with 1,000 users and N blog posts through the Store API directly
    (SERVICE_SYNC=off for the seeding only), so seeding does not dominate the run.
-2. Measures the canned server (`bench/canned_server.py`, the same h11/asyncio layer).
-3. Serves the tenant with `python dbsvc.py serve schemas/blog.dbs`, pinned to core 0
-   (wrk on core 1), default settings (SERVICE_SYNC=full, RUST_LOG=info to /dev/null), and runs
-   GET one record, list (filter + sort + limit 20), durable POST and PUT with wrk.
-4. Stops the server and reads its shutdown summary to count fsyncs per acknowledged write.
+2. Starts the canned server (`bench/canned_server.py`, the same h11/asyncio layer) and
+   `python dbsvc.py serve schemas/blog.dbs` serving that tenant, both pinned to core 0 (wrk
+   on core 1), the service with default settings (SERVICE_SYNC=full, RUST_LOG=info).
+3. For GET one record, list (filter + sort + limit 20), durable POST and PUT: first the
+   service alone for `--duration` seconds (its own req/s, p50, p99), then `--rounds`
+   rounds with both servers loaded at the same time, canned `GET /` beside the figure's
+   request, each by its own wrk; the figure is the median of the per-round ratios
+   (http_bench.side_by_side says why).
+4. Stops the servers and reads the service's shutdown summary to count fsyncs per
+   acknowledged write.
 
 Targets (contract section 7): GET one >= 75% of canned; list >= 50%; durable creates with 64
 connections >= 40% with at most one fsync per 8 acknowledged writes.
@@ -30,7 +35,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path[:0] = [str(ROOT), str(ROOT / "bench")]
 
-from http_bench import canned_baseline, measure, start_dbsvc  # noqa: E402
+from http_bench import canned_command, measure, side_by_side, start_dbsvc, start_server, stop_server  # noqa: E402
 
 SCHEMA = ROOT / "schemas" / "blog.dbs"
 SUMMARY = re.compile(r"storage: (\d+) writes acknowledged, (\d+) fsyncs")
@@ -86,47 +91,55 @@ end
 """
 
 
-def report(name: str, result: dict, base: dict, target: float | None) -> None:
-    ratio = result["rps"] / base["rps"] if base["rps"] else 0.0
-    goal = f"  (target >= {target:.0%})" if target else ""
-    print(f"{name:<34} {result['rps']:8.0f} req/s  p50 {result.get('p50_ms', 0):7.2f} ms  "
-          f"p99 {result.get('p99_ms', 0):7.2f} ms  cpu {result.get('cpu_us_per_request', 0):5.0f} us/req  "
-          f"ratio {ratio:5.1%}{goal}  errors {result.get('errors', 0)}")
+def report(name: str, alone: dict, figure: dict, target: float | None) -> None:
+    mine, base = figure["subject"], figure["base"]
+    goal = f" (target >= {target:.0%})" if target else ""
+    spread = ", ".join(f"{r:.0%}" for r in figure["ratios"])
+    print(f"{name}")
+    print(f"  alone:        {alone['rps']:7.0f} req/s  p50 {alone['p50_ms']:6.2f} ms  p99 {alone['p99_ms']:6.2f} ms  "
+          f"cpu {alone['cpu_us_per_request']:4.0f} us/req  errors {alone['errors']}")
+    print(f"  side by side: {mine['rps']:7.0f} req/s against canned {base['rps']:7.0f} req/s  "
+          f"(cpu {mine['cpu_us_per_request']:4.0f} vs {base['cpu_us_per_request']:4.0f} us/req)  errors {mine['errors']}")
+    print(f"  ratio {figure['ratio']:5.1%}{goal}   rounds: {spread}")
 
 
 def main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--records", type=int, default=100_000)
-    parser.add_argument("--duration", type=float, default=10)
+    parser.add_argument("--duration", type=float, default=3, help="seconds per wrk run")
+    parser.add_argument("--rounds", type=int, default=5, help="side-by-side rounds per figure")
     parser.add_argument("--connections", type=int, default=64)
     parser.add_argument("--log-level", default="info", help="RUST_LOG for the measured server")
+    parser.add_argument("--only", default="get,list,post,put", help="comma list of figures to run")
     args = parser.parse_args(argv)
+    only = set(args.only.split(","))
 
     with tempfile.TemporaryDirectory(prefix="dbsvc-service-bench-") as tmp:
         data = Path(tmp) / "data"
         started = time.perf_counter()
         seed(data, args.records)
         print(f"seeded {args.records} posts in {time.perf_counter() - started:.1f} s")
-        base = canned_baseline(duration=args.duration, connections=args.connections)
-        report("canned server", base, base, None)
-
+        canned, canned_port = start_server(canned_command())
         proc, port, log = start_dbsvc({"SERVICE_DATA": str(data), "RUST_LOG": args.log_level})
         url = f"http://127.0.0.1:{port}"
+        baseline = (canned, f"http://127.0.0.1:{canned_port}/")
+        figures = [
+            ("get", "GET one", f"{url}/api/blog-post/{args.records // 2}", None, 0.75),
+            ("list", "list filter+sort+limit 20", f"{url}/api/blog-post?published=true&sort=-score&limit=20",
+             None, 0.50),
+            ("post", "POST durable (SERVICE_SYNC=full)", url, lua(Path(tmp), "post.lua", POST_LUA), 0.40),
+            ("put", "PUT durable", url, lua(Path(tmp), "put.lua", PUT_LUA % args.records), None),
+        ]
         try:
-            middle = args.records // 2
-            measure(proc, f"{url}/api/blog-post/{middle}", duration=2, connections=args.connections)
-            report("GET one", measure(proc, f"{url}/api/blog-post/{middle}", args.duration, args.connections),
-                   base, 0.75)
-            report("list filter+sort+limit 20",
-                   measure(proc, f"{url}/api/blog-post?published=true&sort=-score&limit=20",
-                           args.duration, args.connections), base, 0.50)
-            report("POST durable (SERVICE_SYNC=full)",
-                   measure(proc, url, args.duration, args.connections, script=lua(Path(tmp), "post.lua", POST_LUA)),
-                   base, 0.40)
-            report("PUT durable",
-                   measure(proc, url, args.duration, args.connections,
-                           script=lua(Path(tmp), "put.lua", PUT_LUA % args.records)), base, None)
+            measure(canned, baseline[1], duration=2, connections=args.connections)          # warm-up
+            measure(proc, figures[0][2], duration=2, connections=args.connections)
+            for key, name, target_url, script, goal in figures:
+                if key in only:
+                    alone = measure(proc, target_url, args.duration, args.connections, script=script)
+                    report(name, alone, side_by_side(baseline, (proc, target_url), args.rounds, args.duration,
+                                                     args.connections, script=script), goal)
         finally:
+            stop_server(canned)
             proc.send_signal(signal.SIGTERM)
             proc.wait(60)
         time.sleep(0.2)
