@@ -24,6 +24,7 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
+from dbsvc.runtime import compact_json
 from dbsvc.storage.logfile import encode_frame
 
 
@@ -31,9 +32,6 @@ class EventKind(enum.Enum):
     INSERT = "insert"
     UPDATE = "update"
     DELETE = "delete"
-
-
-_dumps = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False, allow_nan=False).encode
 
 
 @dataclass(frozen=True, slots=True)
@@ -58,7 +56,7 @@ class ChangeEvent:
 
     def payload(self) -> bytes:
         """Compact JSON: the log payload and the text of a `/subscribe` frame."""
-        return _dumps(self.to_dict()).encode("utf-8")
+        return compact_json(self.to_dict()).encode("utf-8")
 
     def frame(self) -> bytes:
         """The `PersistedEvent` of `/replicate`: offset, crc32, length, payload."""

@@ -29,10 +29,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from dbsvc.errors import CorruptLog
+from dbsvc.runtime import compact_json
 from dbsvc.storage.files import write_all
 
 FORMAT = 1
-_dumps = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False, allow_nan=False).encode
 
 
 @dataclass(slots=True)
@@ -53,7 +53,7 @@ class SnapshotImage:
 
 
 def _line(obj: Any) -> bytes:
-    text = _dumps(obj).encode("utf-8")
+    text = compact_json(obj).encode("utf-8")
     return b"%08x " % zlib.crc32(text) + text + b"\n"
 
 
@@ -102,7 +102,7 @@ def write_snapshot_stream(fd: int, epoch: str, head_offset: int, models: list[Mo
         for chunk in m.chunks:
             if not chunk:
                 continue
-            text = _dumps(chunk).encode("utf-8")[1:-1]
+            text = compact_json(chunk).encode("utf-8")[1:-1]
             if written:
                 text = b"," + text
             written += len(chunk)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import re
 import uuid
 
@@ -89,3 +90,29 @@ def test_got_describes_json_values(value, shown):
 
 def test_show_cuts_long_values():
     assert runtime.show("x" * 100) == '"' + "x" * 58 + "…"
+
+
+JSON_VALUES = [
+    {"id": 7, "title": "héllo \u2603 \"quoted\" \\ \n", "score": 1.5, "big": 2**63 - 1, "neg": -0.0,
+     "none": None, "flags": [True, False], "nested": {"a": [1, 2.25e-7, {"b": "c"}]}},
+    [], {}, "plain", 3, 1e300, "\ud800",
+]
+
+
+@pytest.mark.parametrize("value", JSON_VALUES)
+def test_compact_json_writes_what_the_stdlib_encoder_writes(value, monkeypatch):
+    reference = json.dumps(value, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+    assert runtime.compact_json(value) == reference
+    monkeypatch.setattr(runtime, "_C_ENCODER", None)                 # the pure-Python fallback
+    assert runtime.compact_json(value) == reference
+
+
+@pytest.mark.parametrize("c_encoder", [True, False], ids=["c", "python"])
+@pytest.mark.parametrize("value, error", [
+    ({"x": float("nan")}, ValueError), ([float("inf")], ValueError), ({"x": object()}, TypeError),
+])
+def test_compact_json_refuses_what_is_not_json(value, error, c_encoder, monkeypatch):
+    if not c_encoder:
+        monkeypatch.setattr(runtime, "_C_ENCODER", None)
+    with pytest.raises(error):
+        runtime.compact_json(value)
