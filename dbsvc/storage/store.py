@@ -10,6 +10,9 @@ The API the application is written against (docs/architecture.md, "storage")::
     record             = await store.insert("User", record)     # id None: max ever used + 1
     previous, record   = await store.replace("User", 7, record)
     previous           = await store.delete("User", 7)
+    record, durable    = store.apply_insert("User", record)     # and apply_replace, apply_delete:
+                                                                # applied now, `durable` resolves
+                                                                # (or fails) as the await would
     unsubscribe        = store.subscribe(callback)              # callback(ChangeEvent)
     for event in store.events_after(offset): ...                # ring, or the log if replication
     store.close()
@@ -22,6 +25,9 @@ Rules:
    it is atomic: a refused write changed nothing, in memory or on disk.
 2. It returns only once its frame is durable (commit.py: group commit, one fsync in flight).
    An I/O error fails it with `Unavailable` and makes the store read-only (commit.py rules).
+   `apply_*` are the same writes without the coroutine: they return at once with the
+   result and a future that resolves when the write is durable, or fails as the await
+   would. The HTTP application answers writes this way (no task per write).
 3. Reads never block and see every applied write, including one whose fsync is still in
    flight; if that fsync fails the write disappears again. `head_offset` is the offset of the
    last *acknowledged* row, so a client that reads and then subscribes with `after=head`
@@ -218,8 +224,8 @@ class Store:
             f, other = clash
             raise UniqueViolation(f"{f} {record[f]!r} is already used by {table.model.kebab} {other!r}", field=f)
 
-    async def _write(self, commit: CommitQueue, table: Table, kind: EventKind, id_: Any,
-                     record: dict, previous: dict | None, apply: Callable[[], None]) -> None:
+    def _write(self, commit: CommitQueue, table: Table, kind: EventKind, id_: Any,
+               record: dict, previous: dict | None, apply: Callable[[], None]) -> asyncio.Future:
         offset = self._next_offset
         max_id = table.max_id
         event = ChangeEvent(kind, table.name, offset, table.watermark + 1, id_,
@@ -236,9 +242,9 @@ class Store:
             self._checkpoints.append((offset, commit.writer.written - len(frame)))
         if commit.writer.written > self._compact_bytes and self._compaction is None:
             self._maybe_compact(commit)
-        # Not shielded: the commit queue never needs the future, so a writer cancelled
-        # here leaves its write to be committed (or rolled back) like any other.
-        await future
+        # The commit queue never needs the future back, so a writer that stops waiting for
+        # it (a cancelled await) leaves its write to be committed, or rolled back, like any other.
+        return future
 
     # -- online compaction (online.py) -----------------------------------------------------
 
@@ -295,6 +301,21 @@ class Store:
             self._checkpoints.pop()
 
     async def insert(self, model: str, record: dict) -> dict:
+        stored, durable = self.apply_insert(model, record)
+        await durable
+        return stored
+
+    async def replace(self, model: str, id: Any, record: dict) -> tuple[dict, dict]:
+        previous, stored, durable = self.apply_replace(model, id, record)
+        await durable
+        return previous, stored
+
+    async def delete(self, model: str, id: Any) -> dict:
+        previous, durable = self.apply_delete(model, id)
+        await durable
+        return previous
+
+    def apply_insert(self, model: str, record: dict) -> tuple[dict, asyncio.Future]:
         commit = self._writable()
         table = self._table(model)
         m = table.model
@@ -314,10 +335,9 @@ class Store:
             raise UniqueViolation(f"{m.id_field} {id_!r} is already used by {m.kebab} {id_!r}", field=m.id_field)
         self._check_unique(table, record)
         self._check_refs(table, record, None)
-        await self._write(commit, table, EventKind.INSERT, id_, record, None, lambda: table.insert(record))
-        return record
+        return record, self._write(commit, table, EventKind.INSERT, id_, record, None, lambda: table.insert(record))
 
-    async def replace(self, model: str, id: Any, record: dict) -> tuple[dict, dict]:
+    def apply_replace(self, model: str, id: Any, record: dict) -> tuple[dict, dict, asyncio.Future]:
         commit = self._writable()
         table = self._table(model)
         m = table.model
@@ -329,11 +349,10 @@ class Store:
             record[m.id_field] = id
         self._check_unique(table, record)
         self._check_refs(table, record, previous)
-        await self._write(commit, table, EventKind.UPDATE, id, record, previous,
-                          lambda: table.replace(previous, record))
-        return previous, record
+        return previous, record, self._write(commit, table, EventKind.UPDATE, id, record, previous,
+                                             lambda: table.replace(previous, record))
 
-    async def delete(self, model: str, id: Any) -> dict:
+    def apply_delete(self, model: str, id: Any) -> tuple[dict, asyncio.Future]:
         commit = self._writable()
         table = self._table(model)
         previous = table.records.get(id)
@@ -344,8 +363,8 @@ class Store:
             names = sorted({child.name for child, f in self._referrers[table.name] if child.refs[f].get(id)})
             raise Referenced(f"{table.model.kebab} {id!r} is referenced by {children} record(s) of "
                              f"{', '.join(names)}", count=children)
-        await self._write(commit, table, EventKind.DELETE, id, None, previous, lambda: table.delete(previous))
-        return previous
+        return previous, self._write(commit, table, EventKind.DELETE, id, None, previous,
+                                     lambda: table.delete(previous))
 
     # -- change stream ---------------------------------------------------------------------
 
