@@ -7,8 +7,10 @@ Route table (interface.md section 4)::
     GET|HEAD|POST            /api/<kebab>                list, create
     GET|HEAD|PUT|PATCH|DELETE /api/<kebab>/<id>          read, replace, merge, delete
 
-Reads are synchronous and answered on the loop turn that parsed them; writes are
-coroutines that return once the store has made them durable. Every schema-specific
+Reads are synchronous and answered on the loop turn that parsed them. Writes are applied
+synchronously too (`store.apply_*`) and return a `Deferred`: the response, sent once the
+store's future says the write is durable (or the error if it is not), with no task or
+coroutine per write. Every schema-specific
 decision (which query parameters exist, how a body validates, how an id parses) is a call
 into the generated module's `CompiledModel`; this module only sequences them. Errors are
 raised as `RequestError`s and rendered by `dbsvc.http.problem` in one place (the protocol
@@ -36,12 +38,11 @@ from dbsvc.errors import (
     Unavailable,
     UnsupportedMediaType,
 )
-from dbsvc.http.types import Request, Response
-from dbsvc.runtime import CompiledModel
+from dbsvc.http.types import Deferred, Request, Response
+from dbsvc.runtime import CompiledModel, compact_json
 
 log = logging.getLogger("dbsvc.app")
 
-_ENCODER = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), allow_nan=False)
 COLLECTION_METHODS = ["GET", "HEAD", "POST"]
 ITEM_METHODS = ["GET", "HEAD", "PUT", "PATCH", "DELETE"]
 OPERATIONAL_METHODS = ["GET", "HEAD"]
@@ -49,7 +50,7 @@ OPERATIONAL_METHODS = ["GET", "HEAD"]
 
 def dumps(value: Any) -> bytes:
     """Compact UTF-8 JSON; records are already JSON-ready and in declaration order."""
-    return _ENCODER.encode(value).encode("utf-8")
+    return compact_json(value).encode("utf-8")
 
 
 class EncodedRecords:
@@ -83,6 +84,10 @@ def _refuse_constant(name: str) -> Any:
     raise ValueError(f"{name} is not valid JSON")
 
 
+# One decoder for every body: json.loads with an argument builds a new JSONDecoder per call.
+_BODY_DECODER = json.JSONDecoder(parse_constant=_refuse_constant)
+
+
 def parse_json_body(request: Request) -> Any:
     """The request body as JSON; 415 for a declared non-JSON type, 400 for anything unparsable."""
     content_type = request.header("content-type")
@@ -93,7 +98,7 @@ def parse_json_body(request: Request) -> Any:
     if not request.body.strip():
         raise BadRequest("request body is empty: expected a JSON object")
     try:
-        return json.loads(request.body.decode("utf-8"), parse_constant=_refuse_constant)
+        return _BODY_DECODER.decode(request.body.decode("utf-8"))
     except UnicodeDecodeError as exc:
         raise BadRequest(f"request body is not UTF-8: invalid byte at position {exc.start}") from exc
     except (ValueError, RecursionError) as exc:
@@ -143,7 +148,7 @@ class Application:
 
     # -- dispatch ---------------------------------------------------------------------
 
-    def __call__(self, request: Request) -> Response | Awaitable[Response]:
+    def __call__(self, request: Request) -> Response | Deferred | Awaitable[Response]:
         path = request.path
         if path.startswith("/api/"):
             return self.api(request, path[5:])
@@ -154,7 +159,7 @@ class Application:
             return handler()
         raise NotFound(f"no route for path {path!r}")
 
-    def api(self, request: Request, rest: str) -> Response | Awaitable[Response]:
+    def api(self, request: Request, rest: str) -> Response | Deferred | Awaitable[Response]:
         kebab, slash, segment = rest.partition("/")
         model = self.models.get(kebab)
         if model is not None and "/" in segment:
@@ -168,7 +173,7 @@ class Application:
                 return self._after_key_refresh(request, model, segment if slash else None)
         return self.dispatch(request, model, segment if slash else None)
 
-    def dispatch(self, request: Request, model: CompiledModel, segment: str | None) -> Response | Awaitable[Response]:
+    def dispatch(self, request: Request, model: CompiledModel, segment: str | None) -> Response | Deferred:
         method = request.method
         if segment is None:
             if method == "GET" or method == "HEAD":
@@ -218,9 +223,10 @@ class Application:
         except self._refresh_needed:
             raise self._token_problem(TokenError("the token's key id is not known")) from None
         result = self.dispatch(request, model, segment)
-        if isinstance(result, Response):
-            return result
-        return await result
+        if isinstance(result, Deferred):
+            await result.future
+            return result.response
+        return result
 
     # -- reads --------------------------------------------------------------------------
 
@@ -268,36 +274,41 @@ class Application:
 
     # -- writes -------------------------------------------------------------------------
 
-    async def create(self, request: Request, model: CompiledModel) -> Response:
+    def create(self, request: Request, model: CompiledModel) -> Deferred:
         record = model.validate_create(parse_json_body(request))
-        stored = await self.store.insert(model.name, record)
+        stored, durable = self.store.apply_insert(model.name, record)
         key = stored[model.id_field]
-        # RFC 3986 §3.3: the id is one path segment, so '/', '%', spaces and non-ASCII are
-        # percent-encoded (a header value is ASCII; a raw CR/LF would split the response).
-        location = f"/api/{model.kebab}/{quote(str(key), safe='')}"
-        return Response(201, dumps({"id": key}), [("Location", location)])
+        if type(key) is int:
+            location = f"/api/{model.kebab}/{key}"
+            body = b'{"id":%d}' % key
+        else:
+            # RFC 3986 §3.3: the id is one path segment, so '/', '%', spaces and non-ASCII are
+            # percent-encoded (a header value is ASCII; a raw CR/LF would split the response).
+            location = f"/api/{model.kebab}/{quote(str(key), safe='')}"
+            body = dumps({"id": key})
+        return Deferred(durable, Response(201, body, [("Location", location)]))
 
-    async def replace(self, request: Request, model: CompiledModel, segment: str) -> Response:
+    def replace(self, request: Request, model: CompiledModel, segment: str) -> Deferred:
         key = model.parse_id(segment)
         record = model.validate_replace(parse_json_body(request), key)
-        _previous, stored = await self.store.replace(model.name, key, record)
-        return Response(200, self.encoded.encode(model, stored))
+        _previous, stored, durable = self.store.apply_replace(model.name, key, record)
+        return Deferred(durable, Response(200, self.encoded.encode(model, stored)))
 
-    async def patch(self, request: Request, model: CompiledModel, segment: str) -> Response:
+    def patch(self, request: Request, model: CompiledModel, segment: str) -> Deferred:
         key = model.parse_id(segment)
         body = parse_json_body(request)
         current, _watermark = self.store.get(model.name, key)
         if current is None:
             raise NotFound(f"{model.name} {key!r} does not exist")
         record = model.validate_patch(body, current)
-        # No await between reading `current` and the store's apply: the merge is atomic.
-        _previous, stored = await self.store.replace(model.name, key, record)
-        return Response(200, self.encoded.encode(model, stored))
+        # Read, merge and apply run in one synchronous call: the merge is atomic.
+        _previous, stored, durable = self.store.apply_replace(model.name, key, record)
+        return Deferred(durable, Response(200, self.encoded.encode(model, stored)))
 
-    async def delete(self, request: Request, model: CompiledModel, segment: str) -> Response:
+    def delete(self, request: Request, model: CompiledModel, segment: str) -> Deferred:
         key = model.parse_id(segment)
-        await self.store.delete(model.name, key)
-        return Response(204, content_type=None)
+        _previous, durable = self.store.apply_delete(model.name, key)
+        return Deferred(durable, Response(204, content_type=None))
 
     # -- operational routes ----------------------------------------------------------------
 

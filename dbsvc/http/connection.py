@@ -65,7 +65,7 @@ import h11
 from dbsvc.errors import BadRequest, HeadersTooLarge, InternalError, PayloadTooLarge, RequestError, Unavailable
 from dbsvc.http.message import Head, read_head, response_headers
 from dbsvc.http.problem import problem_response
-from dbsvc.http.types import Response, Upgrade
+from dbsvc.http.types import Deferred, Response, Upgrade
 from dbsvc.logs import log_request
 
 if TYPE_CHECKING:
@@ -104,7 +104,7 @@ class HttpConnection(asyncio.Protocol):
         "_hub", "_h11", "_transport", "_peer", "phase", "deadline", "counted",
         "_unfed", "_reading_paused", "_write_paused", "_eof", "_eof_fed",
         "_head", "_body", "_body_size", "_preflight", "_started", "_upgraded",
-        "_out", "_out_size",
+        "_out", "_out_size", "_deferred",
     )
 
     def __init__(self, hub: Hub) -> None:
@@ -128,6 +128,7 @@ class HttpConnection(asyncio.Protocol):
         self._upgraded: Any = None
         self._out: list[bytes] = []                         # rule 9: held until the turn ends
         self._out_size = 0
+        self._deferred: Response | None = None              # the answer waiting for a Deferred
 
     # -- asyncio.Protocol -------------------------------------------------------------
 
@@ -338,6 +339,9 @@ class HttpConnection(asyncio.Protocol):
     def _deliver(self, result: Any) -> None:
         if type(result) is Response:
             self._send(result, None)
+        elif type(result) is Deferred:
+            self._deferred = result.response
+            result.future.add_done_callback(self._on_settled)
         elif isinstance(result, Upgrade):
             self._upgrade(result)
         elif isinstance(result, Response):
@@ -354,9 +358,19 @@ class HttpConnection(asyncio.Protocol):
             result = self._app_error(exc)
         if self.phase is not APP:
             return                                          # the client went away meanwhile
-        if not isinstance(result, (Response, Upgrade)):
+        if not isinstance(result, (Response, Deferred, Upgrade)):
             result = self._app_error(TypeError(f"app returned {type(result).__name__}"))
         self._deliver(result)
+        if self.phase is not APP and not self._write_paused:
+            self._process()
+
+    def _on_settled(self, future: asyncio.Future[Any]) -> None:
+        """The future of a `Deferred` completed: send its response, or its error (rule 8)."""
+        response, self._deferred = self._deferred, None
+        error = future.exception() if not future.cancelled() else asyncio.CancelledError()
+        if self.phase is not APP or response is None:
+            return                                          # the client went away meanwhile
+        self._send(self._app_error(error) if error is not None else response, None)
         if self.phase is not APP and not self._write_paused:
             self._process()
 

@@ -1,15 +1,17 @@
 """The values that cross the seam between the protocol layer and the application.
 
 The protocol layer (`dbsvc.http.server`) turns bytes into `Request`s and `Response`s into
-bytes; the application is a callable `app(request) -> Response | Awaitable[Response]`.
-A synchronous return is answered at once, on the same turn of the event loop (the fast
-path for reads); an awaitable is run as a task and later pipelined requests wait for it,
-so responses always leave in request order. Neither side knows the other's internals, and
+bytes; the application is a callable `app(request) -> Response | Deferred | Upgrade |
+Awaitable[Response]`. A synchronous return is answered at once, on the same turn of the
+event loop (the fast path for reads); a `Deferred` is answered when its future completes
+(a write: applied now, acknowledged after its fsync); an awaitable is run as a task. Later
+pipelined requests wait for either, so responses always leave in request order. Neither side knows the other's internals, and
 nothing here knows about storage.
 """
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any, Union
@@ -48,6 +50,20 @@ class Response:
 
 
 @dataclass(slots=True)
+class Deferred:
+    """An answer known now and sent once `future` completes: `response` when the future
+    succeeds, the future's exception otherwise, turned into a problem response as if the
+    application had raised it.
+
+    Cheaper than a coroutine for the common case of "the work is done, wait for one
+    event": no task, no coroutine frame, one callback when the future completes.
+    """
+
+    future: asyncio.Future[Any]
+    response: Response
+
+
+@dataclass(slots=True)
 class Upgrade:
     """Returned by the application to take over the connection after a 101 (WebSocket).
 
@@ -66,7 +82,7 @@ class Upgrade:
     response: Response | None = None
 
 
-AppResult = Union[Response, Upgrade, Awaitable[Union[Response, Upgrade]]]
+AppResult = Union[Response, Deferred, Upgrade, Awaitable[Union[Response, Upgrade]]]
 App = Callable[[Request], AppResult]
 
 

@@ -14,6 +14,8 @@ Routes (any method unless noted):
     /bad              raises BadRequest (-> 400 problem)
     /bad-header       answers a header value with CR/LF in it (-> 500)
     /none             returns None (-> 500)
+    /deferred?ms=N    a Deferred: the answer now, sent when a future set after N ms completes
+    /deferred-error?kind=bad|boom  a Deferred whose future fails with BadRequest / RuntimeError
     /upgrade          101 to an "echo" protocol that echoes every byte back
 """
 
@@ -30,7 +32,7 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspa
 
 from dbsvc.errors import BadRequest  # noqa: E402
 from dbsvc.http.server import serve_until_signalled  # noqa: E402
-from dbsvc.http.types import HttpSettings, Request, Response, Upgrade  # noqa: E402
+from dbsvc.http.types import Deferred, HttpSettings, Request, Response, Upgrade  # noqa: E402
 from dbsvc.logs import configure_logging  # noqa: E402
 
 
@@ -82,6 +84,20 @@ async def async_error(request: Request) -> Response:
     raise RuntimeError("async boom")
 
 
+def deferred(request: Request) -> Deferred:
+    ms = int(dict(request.query).get("ms", "0"))
+    future = asyncio.get_running_loop().create_future()
+    asyncio.get_running_loop().call_later(ms / 1000, future.set_result, None)
+    return Deferred(future, Response(200, json.dumps({"deferred_ms": ms, "request_id": request.request_id}).encode()))
+
+
+def deferred_error(request: Request) -> Deferred:
+    kind = dict(request.query).get("kind", "boom")
+    future = asyncio.get_running_loop().create_future()
+    future.set_exception(BadRequest("the deferred work was refused") if kind == "bad" else RuntimeError("deferred boom"))
+    return Deferred(future, Response(200, b'{"never": "sent"}'))
+
+
 def app(request: Request):
     path = request.path
     if path == "/echo":
@@ -102,6 +118,10 @@ def app(request: Request):
         return Response(200, b"{}", [("X-Evil", "a\r\nSet-Cookie: x=1")])
     if path == "/none":
         return None
+    if path == "/deferred":
+        return deferred(request)
+    if path == "/deferred-error":
+        return deferred_error(request)
     if path == "/upgrade":
         return Upgrade(EchoProtocol, Response(101, b"", [("Upgrade", "echo"), ("Connection", "Upgrade")], None))
     return Response(404, b'{"code": "not_found"}')

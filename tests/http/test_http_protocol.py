@@ -22,8 +22,8 @@ def test_keep_alive_serves_several_requests_on_one_connection(server):
 
 def test_hundred_pipelined_requests_in_one_write_are_answered_in_order(server):
     client = server.client()
-    routes = ["/echo", "/async-echo", "/slow?ms=1"]
-    data = b"".join(build_request("GET", f"{routes[n % 3]}{'&' if n % 3 == 2 else '?'}n={n}",
+    routes = ["/echo", "/async-echo", "/slow?ms=1", "/deferred?ms=1"]
+    data = b"".join(build_request("GET", f"{routes[n % 4]}{'&' if n % 4 >= 2 else '?'}n={n}",
                                   {"X-Request-Id": f"pipe-{n}"}) for n in range(100))
     client.send(data)
     for n in range(100):
@@ -49,6 +49,25 @@ def test_held_responses_leave_before_a_closing_response(server, last, status):
         assert response.header("x-request-id") == f"held-{n}"
     assert client.read_response().status == status
     assert client.is_closed()
+
+
+def test_deferred_answer_is_sent_when_its_future_completes(server):
+    client = server.client()
+    response = client.request("GET", "/deferred?ms=50", {"X-Request-Id": "late-1"})
+    assert response.status == 200
+    assert response.json() == {"deferred_ms": 50, "request_id": "late-1"}
+    assert client.request("GET", "/echo").status == 200          # the connection goes on
+
+
+@pytest.mark.parametrize("kind, status, code", [("bad", 400, "bad_request"), ("boom", 500, "internal")])
+def test_deferred_whose_future_fails_answers_the_error_and_serving_continues(server, kind, status, code):
+    client = server.client()
+    response = client.request("GET", f"/deferred-error?kind={kind}")
+    assert response.status == status
+    problem = response.json()
+    assert problem["code"] == code and problem["request_id"] == response.header("x-request-id")
+    assert "never" not in response.body.decode()
+    assert client.request("GET", "/echo").status == 200
 
 
 def test_standard_headers_are_added(server):

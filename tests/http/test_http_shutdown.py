@@ -47,3 +47,16 @@ def test_shutdown_timeout_cuts_off_requests_that_run_too_long(make_server):
     assert demo.terminate(timeout=5) == 0
     assert time.monotonic() - started < 3
     assert busy.is_closed(wait=1.0)
+
+
+def test_sigterm_waits_for_a_deferred_answer_and_sends_it(make_server):
+    demo = make_server()
+    busy = demo.client()
+    busy.send(build_request("GET", "/deferred?ms=800", {"X-Request-Id": "deferred-at-stop"}))
+    time.sleep(0.2)                                       # applied; waiting for its future
+    demo.process.send_signal(signal.SIGTERM)
+    response = busy.read_response()
+    assert response.status == 200
+    assert response.json() == {"deferred_ms": 800, "request_id": "deferred-at-stop"}
+    assert response.header("connection") == "close"
+    assert demo.process.wait(5) == 0
