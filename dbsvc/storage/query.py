@@ -123,6 +123,9 @@ def _order_run(run: list[dict], rest: tuple[tuple[str, bool], ...], model: Compi
 
 def _count(table: Table, filters: Mapping[str, frozenset]) -> tuple[int, str]:
     """(total matches, smallest filtered field) using the hash indexes only."""
+    if len(filters) == 1:
+        ((field, keys),) = filters.items()
+        return table.hashes[field].count(keys), field
     sizes = sorted((table.hashes[f].count(keys), f) for f, keys in filters.items())
     smallest_size, smallest = sizes[0]
     if len(sizes) == 1 or smallest_size == 0:
