@@ -1,17 +1,18 @@
 """What the token guard costs: GET one record with the guard on beside the guard off.
 
-    python bench/auth_bench.py [--duration 10] [--connections 64] [--alg RS256]
+    python bench/auth_bench.py [--duration 3] [--rounds 5] [--connections 64] [--alg RS256]
 
-Starts `python dbsvc.py serve schemas/blog.dbs` on port 0, pinned to core 0: with no key
+Starts two `python dbsvc.py serve schemas/blog.dbs` on port 0: one with no key
 configured (guard off, tenant `default`; measured without and with an Authorization
-header, which it ignores), then with `SERVICE_JWT_PUBKEY` set to a freshly generated key
+header, which it ignores), one with `SERVICE_JWT_PUBKEY` set to a freshly generated key
 (guard on, tenant `bench`). Each gets one user; then wrk,
 pinned to core 1, GETs `/api/user/1` (the guarded run sends the same bearer token every
 time, as a real client does, so this measures the verified-token cache, not a signature
-check per request). Prints the results and the ratios guarded / unguarded, measured in one
-run. Uses `bench/http_bench.py`'s `run_wrk` (which installs wrk with apt-get if missing);
-with `--python-load` it uses a small keep-alive http.client load loop instead (numbers
-are then only comparable with each other).
+check per request). Both servers run at once, pinned to core 0, and are loaded side by side
+(`http_bench.side_by_side`: the median of `--rounds` ratios, each measured with both busy on
+the same core, so the core's drifting speed cancels out). Prints the results and the
+ratios guarded / unguarded. With `--python-load` it uses a small keep-alive http.client load
+loop instead, one server after the other (numbers are then only comparable with each other).
 
 The token is signed with `cryptography` directly, not with dbsvc's code.
 """
@@ -34,7 +35,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path[:0] = [str(ROOT), str(ROOT / "bench")]
 
-from http_bench import run_wrk, start_dbsvc, stop_server  # noqa: E402
+from http_bench import run_wrk, side_by_side, start_dbsvc, stop_server  # noqa: E402
 SCHEMA = ROOT / "schemas" / "blog.dbs"
 ISSUER, AUDIENCE, TENANT = "https://id.example.com/", "blog", "bench"
 
@@ -113,34 +114,36 @@ def python_load(url: str, duration: float, connections: int, headers: dict[str, 
     return {"rps": sum(counts) / (time.monotonic() - started), "requests": sum(counts), "errors": sum(errors)}
 
 
-def measure(url: str, args: argparse.Namespace, token: str | None, workdir: Path) -> dict:
-    headers = {"Authorization": f"Bearer {token}"} if token else {}
-    if args.python_load:
-        python_load(url, 1, args.connections, headers)                    # warm-up
-        return python_load(url, args.duration, args.connections, headers)
-    script = None
-    if token:
-        script = str(workdir / "auth.lua")
-        Path(script).write_text(f'wrk.headers["Authorization"] = "Bearer {token}"\n')
-    run_wrk(url, duration=2, connections=args.connections, script=script)     # warm-up
-    result = run_wrk(url, duration=args.duration, connections=args.connections, script=script)
-    result.pop("raw", None)
-    return result
+def auth_script(workdir: Path, token: str) -> str:
+    script = workdir / "auth.lua"
+    script.write_text(f'wrk.headers["Authorization"] = "Bearer {token}"\n')
+    return str(script)
+
+
+def seed(name: str, port: int, sent: str | None, guarded: bool) -> None:
+    status, body = request(port, "POST", "/api/user", {"email": "b@x.io", "name": "Bench"}, sent)
+    if status not in (201, 409):
+        raise RuntimeError(f"{name}: seeding answered {status}: {body[:200]!r}")
+    status, _ = request(port, "GET", "/api/user/1", token=sent)
+    assert status == 200, (name, status)
+    if guarded:
+        status, _ = request(port, "GET", "/api/user/1")
+        assert status == 401, f"the guard is not on: GET without a token answered {status}"
 
 
 def main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--duration", type=float, default=10)
+    parser.add_argument("--duration", type=float, default=3, help="seconds per wrk run")
+    parser.add_argument("--rounds", type=int, default=5, help="side-by-side rounds per ratio")
     parser.add_argument("--connections", type=int, default=64)
     parser.add_argument("--alg", default="RS256", choices=["RS256", "ES256"])
-    parser.add_argument("--python-load", action="store_true", help="use a Python load loop, not wrk")
+    parser.add_argument("--python-load", action="store_true",
+                        help="a Python load loop instead of wrk, one server after the other")
     args = parser.parse_args(argv)
 
     with tempfile.TemporaryDirectory(prefix="dbsvc-auth-bench-") as tmp:
         workdir = Path(tmp)
         pem, token = make_key_and_token(args.alg, workdir)
-        results: dict[str, dict] = {}
-
         off_env = {"SERVICE_DATA": str(workdir / "off")}
         on_env = {
             "SERVICE_DATA": str(workdir / "on"), "SERVICE_TENANT": TENANT,
@@ -151,39 +154,46 @@ def main(argv: list[str]) -> int:
         subprocess.run([sys.executable, str(ROOT / "dbsvc.py"), "tenant", "create", TENANT],
                        cwd=ROOT, env={**clean, "SERVICE_DATA": on_env["SERVICE_DATA"]}, check=True,
                        stdout=subprocess.DEVNULL)
-
-        # guard_off_with_header sends the same Authorization header to the unguarded
-        # server: it separates what parsing a ~700-byte header costs the HTTP layer from
-        # what the guard itself costs.
-        runs = (("guard_off", off_env, None, False), ("guard_off_with_header", off_env, token, False),
-                ("guard_on", on_env, token, True))
-        for name, env, sent, guarded in runs:
-            proc, port, _log = start_dbsvc({"RUST_LOG": "warn,dbsvc=info", "SERVICE_SYNC": "off", **env})
-            try:
-                status, body = request(port, "POST", "/api/user", {"email": "b@x.io", "name": "Bench"}, sent)
-                if status not in (201, 409):
-                    raise RuntimeError(f"{name}: seeding answered {status}: {body[:200]!r}")
-                status, _ = request(port, "GET", "/api/user/1", token=sent)
-                assert status == 200, (name, status)
-                if guarded:
-                    status, _ = request(port, "GET", "/api/user/1")
-                    assert status == 401, f"the guard is not on: GET without a token answered {status}"
-                results[name] = measure(f"http://127.0.0.1:{port}/api/user/1", args, sent, workdir)
-            finally:
-                stop_server(proc)
-
-        off, header, on = results["guard_off"], results["guard_off_with_header"], results["guard_on"]
-
-        def ratio(a: dict, b: dict) -> float | None:
-            return round(a["rps"] / b["rps"], 3) if b["rps"] else None
-
-        report = {
-            "alg": args.alg,
-            "load": "python" if args.python_load else "wrk",
-            **results,
-            "ratio_on_over_off": ratio(on, off),
-            "ratio_on_over_off_with_header": ratio(on, header),
-        }
+        common = {"RUST_LOG": "warn,dbsvc=info", "SERVICE_SYNC": "off"}
+        off, off_port, _ = start_dbsvc({**common, **off_env})
+        on, on_port, _ = start_dbsvc({**common, **on_env})
+        try:
+            seed("guard_off", off_port, None, False)
+            seed("guard_on", on_port, token, True)
+            off_url = f"http://127.0.0.1:{off_port}/api/user/1"
+            on_url = f"http://127.0.0.1:{on_port}/api/user/1"
+            if args.python_load:
+                headers = {"Authorization": f"Bearer {token}"}
+                results = {"guard_off": python_load(off_url, args.duration, args.connections, {}),
+                           "guard_off_with_header": python_load(off_url, args.duration, args.connections, headers),
+                           "guard_on": python_load(on_url, args.duration, args.connections, headers)}
+                report = {"alg": args.alg, "load": "python", **results,
+                          "ratio_on_over_off": round(results["guard_on"]["rps"] / results["guard_off"]["rps"], 3),
+                          "ratio_on_over_off_with_header":
+                              round(results["guard_on"]["rps"] / results["guard_off_with_header"]["rps"], 3)}
+            else:
+                script = auth_script(workdir, token)
+                run_wrk(off_url, duration=2, connections=args.connections)                   # warm-up
+                run_wrk(on_url, duration=2, connections=args.connections, script=script)
+                # guard_off_with_header sends the same Authorization header to the unguarded
+                # server: it separates what parsing a ~700-byte header costs the HTTP layer
+                # from what the guard itself costs.
+                plain = side_by_side((off, off_url), (on, on_url), args.rounds, args.duration,
+                                     args.connections, script=script)
+                same_header = side_by_side((off, off_url), (on, on_url), args.rounds, args.duration,
+                                           args.connections, script=script, baseline_script=script)
+                report = {
+                    "alg": args.alg, "load": "wrk, side by side on one core (http_bench.side_by_side)",
+                    "guard_off": plain["base"], "guard_off_with_header": same_header["base"],
+                    "guard_on": plain["subject"],
+                    "ratio_on_over_off": round(plain["ratio"], 3),
+                    "rounds_on_over_off": [round(r, 3) for r in plain["ratios"]],
+                    "ratio_on_over_off_with_header": round(same_header["ratio"], 3),
+                    "rounds_on_over_off_with_header": [round(r, 3) for r in same_header["ratios"]],
+                }
+        finally:
+            stop_server(off)
+            stop_server(on)
         print(json.dumps(report, indent=2))
     return 0
 
