@@ -3,6 +3,7 @@ no credentials in any log line."""
 
 from __future__ import annotations
 
+import contextlib
 import io
 import json
 import logging
@@ -22,6 +23,17 @@ from dbsvc.logs import (
 )
 
 D, I, W, E, OFF = logging.DEBUG, logging.INFO, logging.WARNING, logging.ERROR, logging.CRITICAL + 10
+
+
+@contextlib.contextmanager
+def logging_to_stream(spec: str = "info", fmt: str = "text"):
+    """Logging configured into a StringIO for the block, then back to a quiet default."""
+    stream = io.StringIO()
+    try:
+        configure_logging(spec, fmt, stream=stream)
+        yield stream
+    finally:
+        configure_logging("info", "text", stream=io.StringIO())
 
 
 @pytest.mark.parametrize("spec, default, targets", [
@@ -57,9 +69,7 @@ def test_bad_log_format_is_a_config_error():
 
 
 def test_configure_logging_applies_levels_and_formats_json():
-    stream = io.StringIO()
-    try:
-        configure_logging("warn,dbsvc::http=debug", "json", stream=stream)
+    with logging_to_stream("warn,dbsvc::http=debug", "json") as stream:
         logging.getLogger("dbsvc.http.request").debug("kept", extra={"fields": {"status": 200}})
         logging.getLogger("dbsvc.storage").info("dropped")
         flush_logs()
@@ -67,59 +77,43 @@ def test_configure_logging_applies_levels_and_formats_json():
         assert len(lines) == 1
         assert lines[0]["level"] == "DEBUG" and lines[0]["target"] == "dbsvc.http.request"
         assert lines[0]["message"] == "kept" and lines[0]["status"] == 200
-    finally:
-        configure_logging("info", "text", stream=io.StringIO())
 
 
 def test_span_lines_are_buffered_then_flushed_within_the_flush_interval():
-    stream = io.StringIO()
-    try:
-        configure_logging("info", "text", stream=stream)
+    with logging_to_stream("info") as stream:
         logging.getLogger("dbsvc.http.request").info("request", extra={"fields": {"status": 200}})
         assert stream.getvalue() == ""
         deadline = time.monotonic() + SPAN_FLUSH_SECONDS * 6
         while "status=200" not in stream.getvalue() and time.monotonic() < deadline:
             time.sleep(0.05)
         assert "status=200" in stream.getvalue()
-    finally:
-        configure_logging("info", "text", stream=io.StringIO())
 
 
 def test_other_records_flush_buffered_spans_first_keeping_order():
-    stream = io.StringIO()
-    try:
-        configure_logging("info", "text", stream=stream)
+    with logging_to_stream("info") as stream:
         logging.getLogger("dbsvc.http.request").info("request", extra={"fields": {"status": 201}})
         logging.getLogger("dbsvc.storage").warning("disk nearly full")
         text = stream.getvalue()
         assert text.index("status=201") < text.index("disk nearly full")
-    finally:
-        configure_logging("info", "text", stream=io.StringIO())
 
 
 @pytest.mark.parametrize("fmt", ["text", "json"])
 def test_fast_span_path_writes_exactly_what_the_logging_path_writes(fmt):
-    stream = io.StringIO()
     fields = {"method": "GET", "path": "/api/user", "status": 200, "duration_ms": 0.25, "bytes": 9, "request_id": "r-1"}
-    try:
-        configure_logging("info", fmt, stream=stream)
+    with logging_to_stream("info", fmt) as stream:
         log_span(fields)
         logging.getLogger("dbsvc.http.request").info("request", extra={"fields": fields})
         flush_logs()
         fast, slow = stream.getvalue().splitlines()
         cut = 24 if fmt == "text" else fast.index('"level"')     # past the timestamps
         assert fast[cut:] == slow[cut:]
-    finally:
-        configure_logging("info", "text", stream=io.StringIO())
 
 
 @pytest.mark.parametrize("fmt", ["text", "json"])
 @pytest.mark.parametrize("path", ["/api/user", "/api/user/Bearer abc.def", "/api/ünï còde"])
 def test_request_spans_held_unformatted_write_what_log_span_writes(fmt, path):
-    stream = io.StringIO()
     fields = {"method": "GET", "path": path, "status": 200, "duration_ms": 0.123, "bytes": 9, "request_id": "r-1"}
-    try:
-        configure_logging("info", fmt, stream=stream)
+    with logging_to_stream("info", fmt) as stream:
         log_request("GET", path, 200, 0.1234567, 9, "r-1")
         log_span(fields)
         log_request("GET", path, 200, 0.1234567, 9, "r-1")
@@ -128,14 +122,10 @@ def test_request_spans_held_unformatted_write_what_log_span_writes(fmt, path):
         cut = 24 if fmt == "text" else first.index('"level"')     # past the timestamps
         assert first[cut:] == middle[cut:] == last[cut:]
         assert "abc.def" not in stream.getvalue()
-    finally:
-        configure_logging("info", "text", stream=io.StringIO())
 
 
 def test_request_spans_are_written_once_the_buffer_holds_its_line_count():
-    stream = io.StringIO()
-    try:
-        configure_logging("info", "text", stream=stream)
+    with logging_to_stream("info") as stream:
         for n in range(SPAN_BUFFER_LINES - 1):
             log_request("GET", "/health", 200, 0.5, 15, f"r-{n}")
         assert stream.getvalue() == ""
@@ -143,8 +133,6 @@ def test_request_spans_are_written_once_the_buffer_holds_its_line_count():
         lines = stream.getvalue().splitlines()
         assert len(lines) == SPAN_BUFFER_LINES
         assert lines[0].endswith("request_id=r-0") and lines[-1].endswith("request_id=r-last")
-    finally:
-        configure_logging("info", "text", stream=io.StringIO())
 
 
 def test_span_falls_back_to_logging_when_another_handler_listens():
@@ -166,14 +154,10 @@ def test_span_falls_back_to_logging_when_another_handler_listens():
 
 
 def test_text_formatter_redacts_bearer_tokens():
-    stream = io.StringIO()
-    try:
-        configure_logging("info", "text", stream=stream)
+    with logging_to_stream("info") as stream:
         logging.getLogger("dbsvc.test").info("header was Authorization: Bearer abc.def.ghi")
         assert "abc.def.ghi" not in stream.getvalue()
         assert "[redacted]" in stream.getvalue()
-    finally:
-        configure_logging("info", "text", stream=io.StringIO())
 
 
 def _wait_for_lines(demo, count: int, needle: str) -> list[str]:
