@@ -133,6 +133,9 @@ def main(argv: list[str]) -> int:
         try:
             measure(canned, baseline[1], duration=2, connections=args.connections)          # warm-up
             measure(proc, figures[0][2], duration=2, connections=args.connections)
+            alone = measure(canned, baseline[1], args.duration, args.connections)
+            print(f"canned server alone: {alone['rps']:7.0f} req/s  p50 {alone['p50_ms']:6.2f} ms  "
+                  f"p99 {alone['p99_ms']:6.2f} ms  cpu {alone['cpu_us_per_request']:4.0f} us/req")
             for key, name, target_url, script, goal in figures:
                 if key in only:
                     alone = measure(proc, target_url, args.duration, args.connections, script=script)
