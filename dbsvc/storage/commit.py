@@ -98,9 +98,12 @@ class LogWriter:
             self.faults.check("write")
         try:
             write_all(self.fd, frame)
-        finally:
+        except BaseException:
             # A short write followed by an error still moved the file end; `truncate` cleans it.
             self.written = os.lseek(self.fd, 0, os.SEEK_END)
+            raise
+        # O_APPEND and one writer (the lock): the end moved by exactly the frame.
+        self.written += len(frame)
         return self.written
 
     def fsync(self) -> None:
