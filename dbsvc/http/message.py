@@ -181,9 +181,13 @@ def response_headers(response: Response, request_id: str,
     if response.content_type is not None and response.status != 204:
         headers.append((b"content-type", _checked(b"content-type", response.content_type)))
     for name, value in response.headers:
-        raw_name = name.encode("latin-1")
-        if not _FIELD_NAME.fullmatch(raw_name):
-            raise h11.LocalProtocolError(f"illegal header name {name!r}")
+        raw_name = _VALID_NAMES.get(name)
+        if raw_name is None:
+            raw_name = name.encode("latin-1")
+            if not _FIELD_NAME.fullmatch(raw_name):
+                raise h11.LocalProtocolError(f"illegal header name {name!r}")
+            if len(_VALID_NAMES) < _VALID_NAMES_MAX:
+                _VALID_NAMES[name] = raw_name
         headers.append((raw_name, _checked(raw_name, value)))
     status = response.status
     if status >= 200 and status != 204 and status != 304:
@@ -198,7 +202,15 @@ def response_headers(response: Response, request_id: str,
     return headers
 
 
+# Header names an application uses are few and fixed: each is checked once, then remembered
+# (bounded, in case an application makes names up per request).
+_VALID_NAMES: dict[str, bytes] = {}
+_VALID_NAMES_MAX = 256
+
+
 def _checked(name: bytes, value: str) -> bytes:
+    if value.isdigit() and value.isascii():               # counters, offsets: always valid
+        return value.encode("ascii")
     raw = value.encode("latin-1")
     if not _FIELD_VALUE.fullmatch(raw):
         raise h11.LocalProtocolError(f"illegal value for header {name.decode()!r}: {value!r}")
