@@ -111,17 +111,15 @@ def _timestamp(created: float) -> str:
     return f"{_second_cache[1]}.{int(created % 1 * 1000):03d}Z"
 
 
+def _may_hold_secret(text: str) -> bool:
+    """A cheap test before the regex: most text names no credential at all."""
+    return "earer" in text or "uthorization" in text or "EARER" in text or "UTHORIZATION" in text
+
+
 def _redact(text: str) -> str:
-    if "earer" in text or "uthorization" in text or "EARER" in text or "UTHORIZATION" in text:
+    if _may_hold_secret(text):
         return _SECRET.sub(r"\1[redacted]", text)
     return text
-
-
-def _redact_lines(lines: list[str]) -> list[str]:
-    joined = "".join(lines)
-    if "earer" in joined or "uthorization" in joined or "EARER" in joined or "UTHORIZATION" in joined:
-        return [_redact(line) for line in lines]
-    return lines
 
 
 # The fields of a request span, in line order (connection.py passes them positionally).
@@ -255,10 +253,13 @@ class SpanBufferingHandler(logging.StreamHandler):
             lines: list[str] = []
             for item in items:
                 if type(item) is str:
-                    lines.append(item)
+                    lines.append(item)                  # formatted, so already redacted
                 else:
-                    lines.extend(_redact_lines(self.formatter.requests(item)))  # type: ignore[union-attr]
-            self.stream.write("\n".join(lines) + "\n")
+                    lines.extend(self.formatter.requests(item))  # type: ignore[union-attr]
+            text = "\n".join(lines)
+            if _may_hold_secret(text):                  # line by line: a match never spans two
+                text = "\n".join(map(_redact, lines))
+            self.stream.write(text + "\n")
             self.stream.flush()
         except (OSError, ValueError):
             pass  # a closed or broken stderr must never take a request down with it
