@@ -13,9 +13,10 @@ Plan for a live list (n live records, a page ending at `end = offset + limit`):
    O(s log s). Otherwise walk the index checking `model.match`: expected O(end * n / s)
    when matches are spread evenly (a correlated filter can walk further; it never walks
    more than n).
-   A walk over one sort key (or none), unfiltered or filtered by one field with one value,
-   is an itertools pipeline over the index (`_one_key_page`): the filter is membership in
-   that value's hash bucket and no Python code runs per entry walked.
+   A walk over one sort key (or none) is an itertools pipeline over the index
+   (`_one_key_page`). Filtered by one field with one value, the test is membership in that
+   value's hash bucket and no Python code runs per entry walked; any other filter is the
+   generated matcher (`_Matching`). Only sorts on several keys walk record by record.
 3. `total`: the bucket size for one filtered field; otherwise the smallest field's ids
    kept only if every other field's buckets hold them (smallest first, O(s)).
 
@@ -28,7 +29,7 @@ A list at a past watermark (`as_of`) filters, sorts and pages the materialised s
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Mapping, Set
+from collections.abc import Container, Iterable, Iterator, Mapping
 from itertools import islice
 from operator import itemgetter
 from typing import Any
@@ -58,19 +59,12 @@ def sort_records(records: list[dict], sort: Iterable[tuple[str, bool]], model: C
 
 
 def _walk(table: Table, sort: tuple[tuple[str, bool], ...]) -> Iterator[dict]:
-    """Every live record, in list order, lazily."""
+    """Every live record in the order of a sort on several keys, lazily: runs of equal
+    first keys, each ordered by the other keys and the id."""
     records = table.records
-    if not sort:
-        for id_ in table.pk:
-            yield records[id_]
-        return
     first, desc = sort[0]
     rest = sort[1:]
     index = table.ordered[first]
-    if not desc and not rest:
-        for _key, id_ in index:
-            yield records[id_]
-        return
     model = table.model
     if desc and index.nulls:             # nulls first descending: one run, ids ascending
         yield from _order_run([records[i] for i in index.nulls], rest, model)
@@ -88,7 +82,20 @@ def _walk(table: Table, sort: tuple[tuple[str, bool], ...]) -> Iterator[dict]:
         yield from _order_run(run, rest, model)
 
 
-def _one_key_page(index: Any, desc: bool, among: Set[Any] | None, offset: int, end: int) -> list[Any]:
+class _Matching:
+    """The ids whose live record passes the generated matcher, as a container: the `among`
+    of a one-key walk whose filter is not one value of one field."""
+
+    __slots__ = ("filters", "match", "records")
+
+    def __init__(self, records: Mapping[Any, dict], match: Any, filters: Mapping[str, frozenset]) -> None:
+        self.records, self.match, self.filters = records, match, filters
+
+    def __contains__(self, id_: Any) -> bool:
+        return self.match(self.records[id_], self.filters)
+
+
+def _one_key_page(index: Any, desc: bool, among: Container[Any] | None, offset: int, end: int) -> list[Any]:
     """Ids [offset, end) of the order by one key (ascending: nulls last; descending: nulls
     first; ties on id ascending), only those in `among` when given.
 
@@ -169,15 +176,19 @@ def list_live(table: Table, query: Query) -> tuple[list[dict], int]:
         chosen = [r for r in map(records.__getitem__, ids) if match(r, filters)]
         sort_records(chosen, sort, model)
         return chosen[offset:end], total
-    if len(filters) == 1 and len(sort) <= 1 and len(filters[smallest]) == 1:
-        # One field, one value: the walk keeps the ids in that value's hash bucket (read on
-        # the loop thread during this synchronous call, so no write changes it meanwhile).
-        bucket = table.hashes[smallest].buckets[next(iter(filters[smallest]))]
+    if len(sort) <= 1:
+        among: Container[Any]
+        if len(filters) == 1 and len(filters[smallest]) == 1:
+            # One field, one value: that value's hash bucket (read on the loop thread during
+            # this synchronous call, so no write changes it meanwhile).
+            among = table.hashes[smallest].buckets[next(iter(filters[smallest]))]
+        else:
+            among = _Matching(records, model.match, filters)
         if sort:
             (field, desc), = sort
-            ids = _one_key_page(table.ordered[field], desc, bucket, offset, end)
+            ids = _one_key_page(table.ordered[field], desc, among, offset, end)
         else:
-            ids = list(islice(filter(bucket.__contains__, table.pk), offset, end))
+            ids = list(islice(filter(among.__contains__, table.pk), offset, end))
         return [records[i] for i in ids], total
     return _page(_walk(table, sort), offset, limit, model.match, filters), total
 

@@ -162,9 +162,9 @@ def _random_users(s, n, seed=11):
     run(go())
 
 
-# One sort key (or none) with no filter or one value of one field: the itertools walk
-# (query._one_key_page). Nullable `age` with long runs of equal values: pages that start and
-# end inside runs, inside the nulls, and past the end.
+# One sort key (or none): the itertools walk (query._one_key_page), filtered by a hash
+# bucket or by the generated matcher. Nullable `age` with long runs of equal values: pages
+# that start and end inside runs, inside the nulls, and past the end.
 ONE_KEY_QUERIES = [
     Query(sort=(("age", desc),), filters=filters, limit=limit, offset=offset)
     for desc in (False, True)
@@ -174,6 +174,11 @@ ONE_KEY_QUERIES = [
     Query(filters={"role": frozenset({"editor"})}, limit=9, offset=4),
     Query(filters={"role": frozenset({"editor"})}, sort=(("name", True),), limit=30, offset=2),
     Query(filters={"role": frozenset({"editor"})}, sort=(("name", False),), limit=30, offset=2),
+    # Not one value of one field: the walk tests the generated matcher instead of a bucket.
+    Query(filters={"role": frozenset({"admin", "editor"})}, sort=(("age", True),), limit=7, offset=3),
+    Query(filters={"role": frozenset({"admin", "editor"})}, sort=(("age", False),), limit=40, offset=30),
+    Query(filters={"role": frozenset({"reader"}), "name": frozenset({"ann"})}, sort=(("age", True),), limit=25, offset=5),
+    Query(filters={"role": frozenset({"admin", "editor"})}, limit=9, offset=4),
 ]
 
 
