@@ -9,6 +9,7 @@ section 1, contract section 1):
     SERVICE_MAX_BODY (1048576) SERVICE_MAX_CONNECTIONS (1024)
     SERVICE_SHUTDOWN_TIMEOUT (10)  SERVICE_SYNC (full | off)  SERVICE_CORS_ORIGINS (none)
     SERVICE_HEADER_TIMEOUT (10)    SERVICE_IDLE_TIMEOUT (60)   -- beyond the contract
+    SERVICE_WS_PING_INTERVAL (30)  SERVICE_WS_PONG_TIMEOUT (30)  -- WebSocket liveness
 
 The token guard's variables are read by `dbsvc.auth.load_auth_config`.
 """
@@ -68,6 +69,13 @@ def _seconds(environ: Mapping[str, str], name: str, default: float) -> float:
     return value
 
 
+def _positive_seconds(environ: Mapping[str, str], name: str, default: float) -> float:
+    value = _seconds(environ, name, default)
+    if value <= 0:
+        raise ConfigError(f"{name}={environ.get(name)!r} is not valid: expected a positive number of seconds")
+    return value
+
+
 def _choice(environ: Mapping[str, str], name: str, default: str, allowed: tuple[str, ...]) -> str:
     raw = environ.get(name)
     if raw is None or raw == "":
@@ -99,6 +107,8 @@ def load_config(environ: Mapping[str, str], runtime: Mapping[str, object] | None
         idle_timeout=_seconds(environ, "SERVICE_IDLE_TIMEOUT", 60.0),
         shutdown_timeout=_seconds(environ, "SERVICE_SHUTDOWN_TIMEOUT", 10.0),
         cors_origins=origins,
+        ws_ping_interval=_positive_seconds(environ, "SERVICE_WS_PING_INTERVAL", 30.0),
+        ws_pong_timeout=_positive_seconds(environ, "SERVICE_WS_PONG_TIMEOUT", 30.0),
     )
     tenant_raw = environ.get("SERVICE_TENANT", "")
     tenant = check_tenant_name(tenant_raw) if tenant_raw else DEFAULT_TENANT

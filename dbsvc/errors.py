@@ -206,6 +206,16 @@ class HeadersTooLarge(RequestError):
     status, code, title = 431, "bad_request", "Request Header Fields Too Large"
 
 
+class UpgradeRequired(RequestError):
+    """426: a WebSocket route asked without a (version 13) WebSocket handshake."""
+
+    status, code, title = 426, "bad_request", "Upgrade Required"
+
+    def __init__(self, detail: str) -> None:
+        super().__init__(detail)
+        self.headers = [("Upgrade", "websocket"), ("Sec-WebSocket-Version", "13")]
+
+
 class Unavailable(RequestError):
     status, code, title = 503, "unavailable", "Service Unavailable"
 

@@ -47,7 +47,12 @@ Rules:
    costly as a third of a small request). Pipelined responses leave in one write. Held
    output is written at once past OUT_LIMIT (64 KiB), so write back-pressure (rule 1)
    still bounds it, and before anything else touches the transport (an error response,
-   a close, a FIN, an upgrade).
+   a close, a FIN, an upgrade). The holding and the back-pressure flag live in an
+   `Outbox` (output.py), which an upgraded WebSocket keeps using.
+10. An `Upgrade` answer is checked as a WebSocket opening handshake (websocket.py); a
+   valid one gets its 101 through h11 and the socket passes to a `WebSocketConnection`,
+   which from then on receives every transport callback (types.Upgraded). An invalid one
+   is answered like any refused request (426 or 400) and the connection stays HTTP.
 """
 
 from __future__ import annotations
@@ -64,15 +69,16 @@ import h11
 
 from dbsvc.errors import BadRequest, HeadersTooLarge, InternalError, PayloadTooLarge, RequestError, Unavailable
 from dbsvc.http.message import Head, read_head, response_headers
+from dbsvc.http.output import Outbox
 from dbsvc.http.problem import problem_response
-from dbsvc.http.types import Deferred, Response, Upgrade
+from dbsvc.http.types import Deferred, Response, Upgrade, Upgraded
+from dbsvc.http.websocket import WebSocketConnection, handshake_headers
 from dbsvc.logs import log_request
 
 if TYPE_CHECKING:
     from dbsvc.http.server import Hub
 
 FEED_SIZE = 64 * 1024
-OUT_LIMIT = 64 * 1024
 MAX_HEAD = 16 * 1024
 LINGER_SECONDS = 2.0
 
@@ -102,9 +108,9 @@ class HttpConnection(asyncio.Protocol):
 
     __slots__ = (
         "_hub", "_h11", "_transport", "_peer", "phase", "deadline", "counted",
-        "_unfed", "_reading_paused", "_write_paused", "_eof", "_eof_fed",
+        "_unfed", "_reading_paused", "_out", "_eof", "_eof_fed",
         "_head", "_body", "_body_size", "_preflight", "_started", "_upgraded",
-        "_out", "_out_size", "_deferred",
+        "_deferred",
     )
 
     def __init__(self, hub: Hub) -> None:
@@ -117,7 +123,7 @@ class HttpConnection(asyncio.Protocol):
         self.counted = False
         self._unfed = bytearray()
         self._reading_paused = False
-        self._write_paused = False
+        self._out = Outbox(hub.defer)                       # rule 9, and write back-pressure
         self._eof = False
         self._eof_fed = False
         self._head: Head | None = None
@@ -125,9 +131,7 @@ class HttpConnection(asyncio.Protocol):
         self._body_size = 0
         self._preflight = False
         self._started = 0.0
-        self._upgraded: Any = None
-        self._out: list[bytes] = []                         # rule 9: held until the turn ends
-        self._out_size = 0
+        self._upgraded: Upgraded | None = None
         self._deferred: Response | None = None              # the answer waiting for a Deferred
 
     # -- asyncio.Protocol -------------------------------------------------------------
@@ -136,6 +140,7 @@ class HttpConnection(asyncio.Protocol):
         # asyncio already sets TCP_NODELAY on every TCP transport it creates
         # (selector_events._SelectorSocketTransport.__init__ calls _set_nodelay).
         self._transport = transport
+        self._out.transport = transport
         peer = transport.get_extra_info("peername")
         self._peer = (peer[0], peer[1]) if isinstance(peer, tuple) else None
         hub = self._hub
@@ -146,16 +151,16 @@ class HttpConnection(asyncio.Protocol):
     def data_received(self, data: bytes) -> None:
         phase = self.phase
         if phase is UPGRADED:
-            self._upgraded.data_received(data)
+            self._upgraded.data_received(data)              # type: ignore[union-attr]
             return
         if phase is LINGER or phase is CLOSED:
             return                                          # rule 7: discarded
-        if phase is APP or self._write_paused or self._unfed:
+        if phase is APP or self._out.paused or self._unfed:
             self._unfed += data                             # rule 1: parked, reading paused
             if not self._reading_paused:
                 self._reading_paused = True
                 self._transport.pause_reading()
-            if phase is not APP and not self._write_paused:
+            if phase is not APP and not self._out.paused:
                 self._process()
             return
         if phase is IDLE:
@@ -168,36 +173,31 @@ class HttpConnection(asyncio.Protocol):
         self._process()
 
     def eof_received(self) -> bool | None:
-        if self.phase is UPGRADED:
-            forward = getattr(self._upgraded, "eof_received", None)
-            return forward() if forward is not None else None
+        if self._upgraded is not None:
+            return self._upgraded.eof_received()
         if self.phase is LINGER:
             return False                                    # the client is done: close now
         self._eof = True
-        if self.phase is not APP and not self._write_paused:
+        if self.phase is not APP and not self._out.paused:
             self._process()
         return True                                         # keep writing our response
 
     def pause_writing(self) -> None:
-        self._write_paused = True
-        if self.phase is UPGRADED:
-            forward = getattr(self._upgraded, "pause_writing", None)
-            if forward is not None:
-                forward()
+        self._out.paused = True
+        if self._upgraded is not None:
+            self._upgraded.pause_writing()
 
     def resume_writing(self) -> None:
-        self._write_paused = False
-        if self.phase is UPGRADED:
-            forward = getattr(self._upgraded, "resume_writing", None)
-            if forward is not None:
-                forward()
+        self._out.paused = False
+        if self._upgraded is not None:
+            self._upgraded.resume_writing()
         elif self.phase is not APP:
             self._process()
 
     def connection_lost(self, exc: Exception | None) -> None:
         self.phase = CLOSED
         self.deadline = _INF
-        self._out.clear()
+        self._out.discard()
         self._hub.forget(self)
         if self._upgraded is not None:
             self._upgraded.connection_lost(exc)
@@ -209,7 +209,7 @@ class HttpConnection(asyncio.Protocol):
         """The sweeper found this connection past its deadline."""
         phase = self.phase
         self.deadline = _INF
-        self.flush_output()
+        self._out.flush()
         if phase is IDLE and not self._transport.get_write_buffer_size():
             self._transport.close()                         # quiet keep-alive: a normal FIN
         elif phase is HEAD or phase is BODY or phase is LINGER or phase is IDLE:
@@ -228,19 +228,17 @@ class HttpConnection(asyncio.Protocol):
         """Graceful shutdown began: idle connections close now, busy ones after their response."""
         phase = self.phase
         if phase is IDLE or phase is HEAD:
-            self.flush_output()
+            self._out.flush()
             self._transport.close()
-        elif phase is UPGRADED:
-            forward = getattr(self._upgraded, "shutdown", None)
-            if forward is not None:
-                forward()
+        elif self._upgraded is not None:
+            self._upgraded.shutdown()
 
     # -- the event loop over h11 ------------------------------------------------------
 
     def _process(self) -> None:
         """Pull h11 events until it needs bytes, a response is pending, or we stop."""
         conn = self._h11
-        while self.phase is not APP and not self._write_paused:
+        while self.phase is not APP and not self._out.paused:
             if self.phase is LINGER or self.phase is CLOSED or self.phase is UPGRADED:
                 return
             try:
@@ -270,7 +268,7 @@ class HttpConnection(asyncio.Protocol):
             elif kind is h11.Data:
                 self._on_data(event.data)
             elif kind is h11.ConnectionClosed:
-                self.flush_output()
+                self._out.flush()
                 self._transport.close()
                 return
             else:                                           # PAUSED: nothing more until we act
@@ -303,7 +301,7 @@ class HttpConnection(asyncio.Protocol):
         self.phase = BODY
         self.deadline = hub.loop.time() + hub.settings.idle_timeout
         if head.expects_continue and self._h11.they_are_waiting_for_100_continue:
-            self._write(self._h11.send(h11.InformationalResponse(status_code=100, headers=[])))
+            self._out.write(self._h11.send(h11.InformationalResponse(status_code=100, headers=[])))
 
     def _on_data(self, data: bytes) -> None:
         self._body_size += len(data)
@@ -361,7 +359,7 @@ class HttpConnection(asyncio.Protocol):
         if not isinstance(result, (Response, Deferred, Upgrade)):
             result = self._app_error(TypeError(f"app returned {type(result).__name__}"))
         self._deliver(result)
-        if self.phase is not APP and not self._write_paused:
+        if self.phase is not APP and not self._out.paused:
             self._process()
 
     def _on_settled(self, future: asyncio.Future[Any]) -> None:
@@ -371,7 +369,7 @@ class HttpConnection(asyncio.Protocol):
         if self.phase is not APP or response is None:
             return                                          # the client went away meanwhile
         self._send(self._app_error(error) if error is not None else response, None)
-        if self.phase is not APP and not self._write_paused:
+        if self.phase is not APP and not self._out.paused:
             self._process()
 
     def _app_error(self, exc: BaseException) -> Response:
@@ -421,14 +419,14 @@ class HttpConnection(asyncio.Protocol):
             self._log_span(request, status, sent)
         self._head = None
         if conn.our_state is h11.MUST_CLOSE:
-            self._write(data)
+            self._out.write(data)
             if conn.their_state is h11.DONE and not self._unfed:
                 self.phase = CLOSED
                 self._transport.close()
             else:
                 self._linger()
             return
-        self._write_later(data)
+        self._out.write_later(data)
         conn.start_next_cycle()
         self.phase = IDLE
         self.deadline = hub.loop.time() + hub.settings.idle_timeout
@@ -464,7 +462,7 @@ class HttpConnection(asyncio.Protocol):
         self.phase = LINGER
         self.deadline = self._hub.loop.time() + LINGER_SECONDS
         self._unfed.clear()
-        self.flush_output()
+        self._out.flush()
         transport = self._transport
         if transport.can_write_eof():
             transport.write_eof()                           # FIN after the buffered response
@@ -475,63 +473,36 @@ class HttpConnection(asyncio.Protocol):
             transport.close()
 
     def _upgrade(self, upgrade: Upgrade) -> None:
+        """Rule 10: check the handshake, send the 101, hand the socket to the WebSocket."""
         conn = self._h11
         head = self._head
         assert head is not None
         request = head.request
-        if upgrade.response is not None:
+        try:
+            extra = handshake_headers(request, upgrade.subprotocol)
             if conn.their_state is not h11.MIGHT_SWITCH_PROTOCOL:
-                self._send(self._app_error(TypeError("upgrade response to a request without Upgrade")), None)
-                return
-            response = upgrade.response
-            try:
-                headers = response_headers(response, request.request_id, None, False)
-            except (h11.LocalProtocolError, UnicodeEncodeError) as exc:
-                self._send(self._app_error(exc), None)
-                return
-            self._write(conn.send(h11.InformationalResponse(
-                status_code=response.status, reason=_REASONS.get(response.status, b""),
-                headers=headers)))
-        self.flush_output()                                 # the handler owns the socket next
+                raise AssertionError("h11 did not see an upgrade request")   # handshake_headers checked it
+            headers = response_headers(Response(101, b"", extra, None), request.request_id, None, False)
+        except RequestError as exc:
+            upgrade.session.on_close(1006)
+            self._send(problem_response(exc, request.request_id), None)
+            return
+        except Exception as exc:                           # rule 8
+            upgrade.session.on_close(1006)
+            self._send(self._app_error(exc), None)
+            return
+        self._out.write(conn.send(h11.InformationalResponse(
+            status_code=101, reason=_REASONS[101], headers=headers)))
         buffered, _closed = conn.trailing_data
         trailing = bytes(buffered) + bytes(self._unfed)
         self._unfed.clear()
         self.phase = UPGRADED
         self.deadline = _INF
-        if self._hub.span_enabled:
-            self._log_span(request, upgrade.response.status if upgrade.response else 101, 0)
-        self._upgraded = upgrade.accept(self._transport, request, trailing)
+        self._upgraded = WebSocketConnection(self._out, self._hub.loop, self._hub.settings, upgrade, request,
+                                             trailing)
         if self._reading_paused:
             self._reading_paused = False
             self._transport.resume_reading()
-
-    def _write(self, data: bytes) -> None:
-        """Write now, after any held output (rule 9)."""
-        if self._out:
-            self.flush_output()
-        if self.phase is not CLOSED:
-            self._transport.write(data)
-
-    def _write_later(self, data: bytes) -> None:
-        """Hold `data` until the loop's turn ends (rule 9), or write now past OUT_LIMIT."""
-        out = self._out
-        out.append(data)
-        self._out_size += len(data)
-        if len(out) == 1:
-            self._hub.defer(self)
-        if self._out_size >= OUT_LIMIT:
-            self.flush_output()
-
-    def flush_output(self) -> None:
-        """Write the held output (called by the hub when the turn ends)."""
-        out = self._out
-        if not out:
-            return
-        data = out[0] if len(out) == 1 else b"".join(out)
-        out.clear()
-        self._out_size = 0
-        if self.phase is not CLOSED:
-            self._transport.write(data)
 
     def _log_span(self, request: Any, status: int, size: int) -> None:
         if request is None:

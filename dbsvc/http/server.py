@@ -44,6 +44,7 @@ from typing import Any
 from dbsvc.http.connection import LINGER_SECONDS, HttpConnection, Phase, span_log
 from dbsvc.http.cors import CorsPolicy
 from dbsvc.http.message import RequestIds
+from dbsvc.http.output import Outbox
 from dbsvc.http.types import App, HttpSettings
 
 log = logging.getLogger("dbsvc.http")
@@ -70,7 +71,7 @@ class Hub:
         self.counted = 0
         self.tasks: set[asyncio.Task[None]] = set()
         self.shutting_down = False
-        self._deferred: list[HttpConnection] = []
+        self._deferred: list[Outbox] = []
 
     def admit(self, connection: HttpConnection) -> bool:
         """Track `connection`; False when it is over the cap (it is still tracked, uncounted)."""
@@ -87,18 +88,19 @@ class Hub:
             connection.counted = False
             self.counted -= 1
 
-    def defer(self, connection: HttpConnection) -> None:
-        """Write `connection`'s held output when this turn of the loop ends (connection.py
+    def defer(self, outbox: Outbox) -> None:
+        """Write `outbox`'s held output when this turn of the loop ends (connection.py
         rule 9): the flush is queued behind every callback already ready, so responses
-        to all the requests read in one turn leave together."""
+        to all the requests read in one turn (and WebSocket frames fanned out in it)
+        leave together."""
         if not self._deferred:
             self.loop.call_soon(self._flush_deferred)
-        self._deferred.append(connection)
+        self._deferred.append(outbox)
 
     def _flush_deferred(self) -> None:
         pending, self._deferred = self._deferred, []
-        for connection in pending:
-            connection.flush_output()
+        for outbox in pending:
+            outbox.flush()
 
     def run_task(self, coroutine: Coroutine[Any, Any, None]) -> None:
         task = self.loop.create_task(coroutine)

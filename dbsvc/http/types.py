@@ -14,7 +14,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from typing import Any, Union
+from typing import Any, Protocol, Union
 
 
 @dataclass(slots=True)
@@ -63,23 +63,85 @@ class Deferred:
     response: Response
 
 
-@dataclass(slots=True)
-class Upgrade:
-    """Returned by the application to take over the connection after a 101 (WebSocket).
+class Channel(Protocol):
+    """An open WebSocket as a `Session` sees it; `dbsvc.http.websocket` implements it.
 
-    `accept(transport, request, trailing_data)` is called once the request is complete and
-    h11 has been left; from then on the protocol layer forwards `data_received` and
-    `connection_lost` to the object `accept` returns (anything with those two methods).
-
-    `response`, when given, is the 101 the protocol layer sends (through h11, plus its
-    Date/Server/X-Request-Id headers) before calling `accept`; when None, `accept` writes
-    the 101 itself. The returned object may also define `eof_received()`,
-    `pause_writing()` / `resume_writing()` (write back-pressure) and `shutdown()` (called
-    once when the server starts a graceful shutdown); each is forwarded when present.
+    Sends never block and never fail: after the socket closed they do nothing. `writable`
+    is False while the transport's write buffer is over its high-water mark (or the socket
+    is closing); a session that produces data faster than the peer reads keeps its own
+    bounded queue and waits for `Session.on_writable`.
     """
 
-    accept: Callable[[Any, Request, bytes], Any]
-    response: Response | None = None
+    @property
+    def writable(self) -> bool: ...
+
+    def send_frame(self, frame: bytes) -> None:
+        """Send one complete server frame built by `dbsvc.http.frames` (shared bytes:
+        the same object may go to many sockets)."""
+
+    def send_text(self, text: str) -> None: ...
+
+    def send_bytes(self, data: bytes) -> None: ...
+
+    def close(self, code: int = 1000, reason: str = "") -> None:
+        """Start the closing handshake (RFC 6455 §7.1.2); later sends are dropped."""
+
+
+class Session(Protocol):
+    """What an application plugs into an accepted WebSocket (the realtime feeds, an echo).
+
+    The WebSocket layer calls `on_open` once after the 101 is written, `on_message` for each
+    complete data message, `on_writable` when the transport drained below its low-water
+    mark, and `on_close` exactly once with the close code (1006 when the TCP connection
+    ended without a close frame, or when the upgrade never happened), whatever ended it.
+    """
+
+    def on_open(self, channel: Channel) -> None: ...
+
+    def on_message(self, data: str | bytes) -> None: ...
+
+    def on_writable(self) -> None: ...
+
+    def on_close(self, code: int) -> None: ...
+
+
+class Upgraded(Protocol):
+    """What the protocol layer forwards an upgraded connection's transport events to."""
+
+    def data_received(self, data: bytes) -> None: ...
+
+    def eof_received(self) -> bool | None: ...
+
+    def connection_lost(self, exc: Exception | None) -> None: ...
+
+    def pause_writing(self) -> None: ...
+
+    def resume_writing(self) -> None: ...
+
+    def shutdown(self) -> None:
+        """The server began a graceful shutdown (close with 1001)."""
+
+
+@dataclass(slots=True)
+class Upgrade:
+    """Returned by the application to accept a WebSocket on this request (RFC 6455 §4.2.2).
+
+    The application has already checked everything of its own (route, token, query,
+    origin); the protocol layer then checks the handshake itself (a request that is not a
+    valid WebSocket opening handshake is answered 426 or 400 and `session.on_close(1006)`
+    is called), writes the 101 (with `Sec-WebSocket-Protocol: <subprotocol>` when given)
+    and runs the socket for `session`.
+
+    `route` names the socket in its span log line. `close_at` is `(unix time, code,
+    reason)`: the socket is closed with that code then, by a timer (a token's expiry).
+    `max_message`: a data message longer than this closes the socket with 1009.
+    """
+
+    session: Session
+    subprotocol: str | None = None
+    route: str = ""
+    close_at: tuple[float, int, str] | None = None
+    max_message: int = 64 * 1024
 
 
 AppResult = Union[Response, Deferred, Upgrade, Awaitable[Union[Response, Upgrade]]]
@@ -98,3 +160,6 @@ class HttpSettings:
     idle_timeout: float = 60.0               # keep-alive idle time before the server closes
     shutdown_timeout: float = 10.0
     cors_origins: tuple[str, ...] = ()
+    ws_ping_interval: float = 30.0           # idle seconds before a WebSocket ping
+    ws_pong_timeout: float = 30.0            # seconds a pinged peer has to answer
+    ws_close_timeout: float = 5.0            # seconds to wait for the peer's close frame

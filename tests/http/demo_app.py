@@ -16,7 +16,7 @@ Routes (any method unless noted):
     /none             returns None (-> 500)
     /deferred?ms=N    a Deferred: the answer now, sent when a future set after N ms completes
     /deferred-error?kind=bad|boom  a Deferred whose future fails with BadRequest / RuntimeError
-    /upgrade          101 to an "echo" protocol that echoes every byte back
+    /upgrade          a WebSocket that echoes every message back
 """
 
 from __future__ import annotations
@@ -50,22 +50,26 @@ def echo_body(request: Request) -> Response:
     return Response(200, json.dumps(payload).encode())
 
 
-class EchoProtocol:
-    """After the upgrade: echo every byte; the test reads them back."""
+class EchoSession:
+    """After the WebSocket upgrade: echo every data message back."""
 
-    def __init__(self, transport, request: Request, trailing: bytes) -> None:
-        self.transport = transport
-        if trailing:
-            transport.write(trailing)
+    def __init__(self) -> None:
+        self.channel = None
 
-    def data_received(self, data: bytes) -> None:
-        self.transport.write(data)
+    def on_open(self, channel) -> None:
+        self.channel = channel
 
-    def connection_lost(self, exc) -> None:
+    def on_message(self, data) -> None:
+        if isinstance(data, str):
+            self.channel.send_text(data)
+        else:
+            self.channel.send_bytes(data)
+
+    def on_writable(self) -> None:
         pass
 
-    def shutdown(self) -> None:
-        self.transport.close()
+    def on_close(self, code: int) -> None:
+        pass
 
 
 async def slow(request: Request) -> Response:
@@ -123,7 +127,7 @@ def app(request: Request):
     if path == "/deferred-error":
         return deferred_error(request)
     if path == "/upgrade":
-        return Upgrade(EchoProtocol, Response(101, b"", [("Upgrade", "echo"), ("Connection", "Upgrade")], None))
+        return Upgrade(EchoSession(), route="echo")
     return Response(404, b'{"code": "not_found"}')
 
 

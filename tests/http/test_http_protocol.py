@@ -150,16 +150,48 @@ def test_request_error_from_app_is_its_problem_response(server):
     assert problem["request_id"] == response.header("x-request-id")
 
 
+def _client_frame(opcode: int, payload: bytes) -> bytes:
+    """A masked client frame (RFC 6455 §5.2), payload under 126 bytes."""
+    mask = b"\x01\x02\x03\x04"
+    masked = bytes(b ^ mask[i % 4] for i, b in enumerate(payload))
+    return bytes((0x80 | opcode, 0x80 | len(payload))) + mask + masked
+
+
+WS_HEADERS = {"Connection": "Upgrade", "Upgrade": "websocket", "Sec-WebSocket-Version": "13",
+              "Sec-WebSocket-Key": "dGhlIHNhbXBsZSBub25jZQ=="}
+
+
 def test_upgrade_hands_over_transport_and_trailing_bytes(server):
     client = server.client()
-    client.send(build_request("GET", "/upgrade", {"Connection": "Upgrade", "Upgrade": "echo"})
-                + b"early bytes|")
-    response = client.read_response()
+    client.send(build_request("GET", "/upgrade", WS_HEADERS) + _client_frame(0x1, b"early"))
+    response = client.read_response(head_only=True)
     assert response.status == 101
-    assert response.header("upgrade") == "echo"
-    assert client.reader.read(len(b"early bytes|")) == b"early bytes|"
-    client.send(b"later")
-    assert client.reader.read(5) == b"later"
+    assert response.header("upgrade") == "websocket"
+    # RFC 6455 §1.3's worked example of the accept token
+    assert response.header("sec-websocket-accept") == "s3pPLMBiTxaQ9kYGzzhZRbK+xOo="
+    assert response.header("sec-websocket-extensions") is None
+    assert client.reader.read(7) == b"\x81\x05early"
+    client.send(_client_frame(0x2, b"later"))
+    assert client.reader.read(7) == b"\x82\x05later"
+
+
+def test_upgrade_route_without_handshake_is_426_and_stays_http(server):
+    client = server.client()
+    client.send(build_request("GET", "/upgrade", {}))
+    response = client.read_response()
+    assert response.status == 426
+    assert response.header("upgrade") == "websocket"
+    assert response.header("sec-websocket-version") == "13"
+    assert json.loads(response.body)["detail"].startswith("/upgrade is a WebSocket route")
+    assert client.request("GET", "/echo").status == 200        # same connection still works
+
+
+def test_upgrade_with_bad_key_is_400(server):
+    client = server.client()
+    client.send(build_request("GET", "/upgrade", {**WS_HEADERS, "Sec-WebSocket-Key": "short"}))
+    response = client.read_response()
+    assert response.status == 400
+    assert "Sec-WebSocket-Key 'short' is not valid" in json.loads(response.body)["detail"]
 
 
 def test_http_1_0_request_is_answered_and_closed(server):

@@ -1,0 +1,339 @@
+"""The WebSocket side of the protocol layer: the handshake check and one upgraded socket.
+
+The only module of dbsvc that imports wsproto. h11 has already parsed the opening
+handshake (a GET with `Upgrade: websocket`); `handshake_headers` checks it (RFC 6455
+§4.2.1) and builds the 101's headers, and the connection layer (connection.py rule 10)
+writes the 101 and hands the socket, with any bytes that arrived after the handshake, to
+a `WebSocketConnection`. From then on wsproto parses what the client sends (frames,
+masking, UTF-8 of text, control frames); what the server sends are data frames built once
+by `frames.py` and shared between sockets, plus control frames from wsproto.
+
+The application talks to the socket through two small interfaces (types.py): it returns an
+`Upgrade` holding a `Session`, and the session gets a `Channel` (this object) to send on.
+
+Rules:
+1. No extension is negotiated, permessage-deflate included: wsproto inflates a compressed
+   message without a size limit (a 200 KB message became 200 MB when tried), so the 101
+   never carries `Sec-WebSocket-Extensions`, and a frame with an RSV bit set fails the
+   connection with 1002 (RFC 6455 §5.2).
+2. A data message over `Upgrade.max_message` bytes (64 KiB by default) closes the socket
+   with 1009, counted as its frames arrive (wsproto hands over partial frames), so it is
+   never buffered whole (RFC 6455 §7.4.1).
+3. Liveness: when nothing arrived for `ws_ping_interval` seconds (30) the server sends a
+   ping; a peer that sends nothing within `ws_pong_timeout` (30) after it is dropped
+   (aborted, close code 1006). Any bytes from the peer count as a sign of life. One timer
+   handle per socket, re-armed lazily.
+4. Closing (RFC 6455 §7.1): `close(code, reason)` sends a close frame after every frame
+   already queued, then waits up to `ws_close_timeout` (5 s) for the peer's close frame and
+   closes TCP (the server closes TCP first, §7.1.1); a peer-initiated close is answered
+   with the same code and TCP is closed at once. A protocol error from the peer (bad
+   framing, invalid UTF-8, a masked-bit violation) is answered with a close frame carrying
+   wsproto's code (1002, 1007) and TCP is closed without waiting.
+5. Flow control: frames are written through the connection's `Outbox` (output.py): held
+   to the end of the loop's turn, so the frames of every event fanned out in one turn
+   leave a socket in one write. While the transport is over its high-water mark the
+   channel is not `writable` and the socket is not read (a client flooding pings cannot
+   grow our write buffer); `Session.on_writable` is called when it drains.
+6. The session's `on_close(code)` is called exactly once, with the first close code sent
+   or received, 1006 when the TCP connection ended without one.
+7. A data message from the client is handed to `Session.on_message`; the realtime
+   sessions ignore it (documented in docs/realtime.md).
+8. Graceful shutdown (`shutdown()`): close with 1001. `Upgrade.close_at` closes with its
+   code at its time, by a timer (a token expiring: 4401).
+9. When the socket ends it logs one span line: route, duration, frames and bytes sent,
+   close code.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import binascii
+import enum
+import logging
+import time
+from typing import Any
+
+from wsproto.connection import Connection, ConnectionState, ConnectionType
+from wsproto.events import BytesMessage, CloseConnection, Ping, TextMessage
+from wsproto.utilities import LocalProtocolError, generate_accept_token
+
+from dbsvc.errors import BadRequest, UpgradeRequired
+from dbsvc.http.frames import binary_frame, text_frame
+from dbsvc.http.output import Outbox
+from dbsvc.http.types import HttpSettings, Request, Upgrade
+from dbsvc.logs import log_span
+
+log = logging.getLogger("dbsvc.http.websocket")
+span_log = logging.getLogger("dbsvc.http.request")
+
+NO_STATUS = 1005          # RFC 6455 §7.4.1: a close frame without a code
+ABNORMAL = 1006           # the TCP connection ended without a close frame
+TOO_BIG = 1009
+GOING_AWAY = 1001
+
+
+class State(enum.Enum):
+    OPEN = "open"
+    CLOSING = "closing"        # our close frame sent; waiting for the peer's
+    CLOSED = "closed"          # close handshake done or failed; TCP closing or closed
+
+
+def _tokens(value: str | None) -> list[str]:
+    return [t.strip().lower() for t in (value or "").split(",") if t.strip()]
+
+
+def handshake_headers(request: Request, subprotocol: str | None) -> list[tuple[str, str]]:
+    """The 101's headers for a valid opening handshake (RFC 6455 §4.2.1, §4.2.2).
+
+    Raises `UpgradeRequired` (426, with `Upgrade: websocket` and `Sec-WebSocket-Version:
+    13`) for a request that is not a WebSocket handshake or asks for another version, and
+    `BadRequest` for a malformed key.
+    """
+    if request.method != "GET" or "websocket" not in _tokens(request.header("upgrade")) \
+            or "upgrade" not in _tokens(request.header("connection")):
+        raise UpgradeRequired(f"{request.path} is a WebSocket route: expected a GET with "
+                              "'Upgrade: websocket' and 'Connection: Upgrade'")
+    version = (request.header("sec-websocket-version") or "").strip()
+    if version != "13":
+        raise UpgradeRequired(f"Sec-WebSocket-Version {version!r} is not supported: expected '13'")
+    key = (request.header("sec-websocket-key") or "").strip()
+    try:
+        valid = len(base64.b64decode(key, validate=True)) == 16
+    except (binascii.Error, ValueError):
+        valid = False
+    if not valid:
+        raise BadRequest(f"Sec-WebSocket-Key {key!r} is not valid: expected 16 bytes in base64")
+    headers = [("Upgrade", "websocket"), ("Connection", "Upgrade"),
+               ("Sec-WebSocket-Accept", generate_accept_token(key.encode("ascii")).decode("ascii"))]
+    if subprotocol is not None:
+        headers.append(("Sec-WebSocket-Protocol", subprotocol))
+    return headers
+
+
+class WebSocketConnection:
+    """One accepted WebSocket: `types.Upgraded` for the connection layer, `types.Channel`
+    for its session."""
+
+    __slots__ = (
+        "_ws", "_out", "_loop", "_settings", "_session", "_request", "_route", "state",
+        "_max_message", "_message", "_message_size", "_message_text", "_close_code",
+        "_reported", "_last_seen", "_ping_at", "_timer", "_expiry", "_started",
+        "frames_sent", "bytes_sent", "_reading_paused",
+    )
+
+    def __init__(self, out: Outbox, loop: asyncio.AbstractEventLoop, settings: HttpSettings,
+                 upgrade: Upgrade, request: Request, trailing: bytes) -> None:
+        self._ws = Connection(ConnectionType.SERVER)           # rule 1: no extensions
+        self._out = out
+        self._loop = loop
+        self._settings = settings
+        self._session = upgrade.session
+        self._request = request
+        self._route = upgrade.route or request.path
+        self.state = State.OPEN
+        self._max_message = upgrade.max_message
+        self._message: list[Any] = []
+        self._message_size = 0
+        self._message_text = False
+        self._close_code: int | None = None
+        self._reported = False
+        self._last_seen = loop.time()
+        self._ping_at: float | None = None
+        self._timer: asyncio.TimerHandle | None = loop.call_at(
+            self._last_seen + settings.ws_ping_interval, self._on_timer)
+        self._expiry: asyncio.TimerHandle | None = None
+        self._started = time.perf_counter()
+        self.frames_sent = 0
+        self.bytes_sent = 0
+        self._reading_paused = False
+        if upgrade.close_at is not None:
+            when, code, reason = upgrade.close_at
+            self._expiry = loop.call_later(max(0.0, when - time.time()), self.close, code, reason)
+        self._session.on_open(self)
+        if trailing and self.state is State.OPEN:
+            self.data_received(trailing)
+
+    # -- Channel ----------------------------------------------------------------------
+
+    @property
+    def writable(self) -> bool:
+        return self.state is State.OPEN and not self._out.paused
+
+    def send_frame(self, frame: bytes) -> None:
+        if self.state is State.OPEN:
+            self._out.write_later(frame)
+            self.frames_sent += 1
+            self.bytes_sent += len(frame)
+
+    def send_text(self, text: str) -> None:
+        self.send_frame(text_frame(text.encode("utf-8")))
+
+    def send_bytes(self, data: bytes) -> None:
+        self.send_frame(binary_frame(data))
+
+    def close(self, code: int = 1000, reason: str = "") -> None:
+        """Rule 4: send our close frame and wait (bounded) for the peer's."""
+        if self.state is not State.OPEN:
+            return
+        self._send_close(code, reason)
+        if self.state is State.OPEN:               # wsproto: now LOCAL_CLOSING
+            self.state = State.CLOSING
+            self._arm(self._loop.time() + self._settings.ws_close_timeout)
+
+    # -- Upgraded (transport events) ----------------------------------------------------
+
+    def data_received(self, data: bytes) -> None:
+        if self.state is State.CLOSED:
+            return
+        self._last_seen = self._loop.time()
+        ws = self._ws
+        try:
+            ws.receive_data(data)
+        except LocalProtocolError:                 # bytes after the close handshake
+            return
+        for event in ws.events():
+            if isinstance(event, (TextMessage, BytesMessage)):
+                self._on_data(event)
+            elif isinstance(event, Ping):
+                if ws.state is ConnectionState.OPEN:
+                    self._out.write_later(ws.send(event.response()))
+            elif isinstance(event, CloseConnection):
+                self._on_close_frame(event)
+                return
+            # a Pong needs nothing: rule 3's _last_seen already moved
+            if self.state is State.CLOSED:
+                return
+
+    def eof_received(self) -> bool | None:
+        return None                                # the peer is done: let the transport close
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self.state = State.CLOSED
+        for handle in (self._timer, self._expiry):
+            if handle is not None:
+                handle.cancel()
+        self._timer = self._expiry = None
+        if self._close_code is None:
+            self._close_code = ABNORMAL
+        self._report()
+        if span_log.isEnabledFor(logging.INFO):
+            request = self._request
+            log_span({"method": "GET", "path": request.path, "status": 101,
+                      "duration_ms": round((time.perf_counter() - self._started) * 1000.0, 3),
+                      "bytes": self.bytes_sent, "request_id": request.request_id,
+                      "route": self._route, "frames": self.frames_sent, "close_code": self._close_code})
+
+    def pause_writing(self) -> None:
+        if not self._reading_paused and self.state is not State.CLOSED:
+            self._reading_paused = True                # rule 5
+            self._out.transport.pause_reading()
+
+    def resume_writing(self) -> None:
+        if self._reading_paused and self.state is not State.CLOSED:
+            self._reading_paused = False
+            self._out.transport.resume_reading()
+        if self.state is State.OPEN:
+            self._session.on_writable()
+
+    def shutdown(self) -> None:
+        self.close(GOING_AWAY, "server shutting down")
+
+    # -- internals --------------------------------------------------------------------
+
+    def _on_data(self, event: TextMessage | BytesMessage) -> None:
+        data = event.data
+        size = len(data.encode("utf-8")) if isinstance(data, str) else len(data)
+        self._message_size += size
+        if self._message_size > self._max_message:                 # rule 2
+            self._message.clear()
+            self._fail(TOO_BIG, f"message over {self._max_message} bytes")
+            return
+        self._message.append(data)
+        if not event.message_finished:
+            return
+        parts, self._message = self._message, []
+        self._message_size = 0
+        if isinstance(data, str):
+            message: str | bytes = parts[0] if len(parts) == 1 else "".join(parts)
+        else:
+            message = parts[0] if len(parts) == 1 else b"".join(parts)
+        self._session.on_message(message)
+
+    def _on_close_frame(self, event: CloseConnection) -> None:
+        ws_state = self._ws.state
+        if ws_state is ConnectionState.REMOTE_CLOSING:             # the peer closes: answer
+            if self._close_code is None:
+                self._close_code = event.code
+            self._send_close(event.code, "")
+            self._finish()
+        elif ws_state is ConnectionState.CLOSED:                   # the answer to our close
+            self._finish()
+        else:                                                      # wsproto: a protocol error
+            self._fail(event.code, event.reason or "")
+
+    def _send_close(self, code: int, reason: str) -> None:
+        if self._close_code is None:
+            self._close_code = code
+        try:
+            self._out.write_later(self._ws.send(CloseConnection(code=code, reason=reason)))
+        except LocalProtocolError:
+            pass
+
+    def _fail(self, code: int, reason: str) -> None:
+        """Rule 4: a close frame, then TCP closed without waiting for the peer."""
+        self._send_close(code, reason)
+        self._finish()
+
+    def _finish(self) -> None:
+        self.state = State.CLOSED
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+        self._out.flush()
+        if not self._out.closed:
+            self._out.transport.close()
+        self._report()
+
+    def _report(self) -> None:
+        if not self._reported:
+            self._reported = True
+            self._session.on_close(self._close_code if self._close_code is not None else ABNORMAL)
+
+    def _arm(self, when: float) -> None:
+        if self._timer is not None:
+            self._timer.cancel()
+        self._timer = self._loop.call_at(when, self._on_timer)
+
+    def _on_timer(self) -> None:
+        """Rule 3 (ping, then drop) and rule 4 (close handshake timeout)."""
+        self._timer = None
+        state = self.state
+        if state is State.CLOSED:
+            return
+        now = self._loop.time()
+        settings = self._settings
+        if state is State.CLOSING:
+            log.debug("%s: no close frame from the peer within %.1f s", self._route, settings.ws_close_timeout)
+            self._abort()
+            return
+        ping_at = self._ping_at
+        if ping_at is not None:
+            if self._last_seen <= ping_at:
+                log.info("dropping %s socket: no answer to a ping within %.1f s",
+                         self._route, settings.ws_pong_timeout)
+                self._abort()
+                return
+            self._ping_at = None
+        due = self._last_seen + settings.ws_ping_interval
+        if now >= due:
+            self._ping_at = now
+            self._out.write_later(self._ws.send(Ping(b"")))
+            self._arm(now + settings.ws_pong_timeout)
+        else:
+            self._arm(due)
+
+    def _abort(self) -> None:
+        self.state = State.CLOSED
+        if not self._out.closed:
+            self._out.transport.abort()
