@@ -183,6 +183,12 @@ class Store:
         return self._head
 
     @property
+    def applied_offset(self) -> int:
+        """Offset of the last row applied to memory (>= head_offset: its fsync may be in
+        flight). A read reflects exactly the rows up to here."""
+        return self._next_offset - 1
+
+    @property
     def epoch(self) -> str:
         return self._epoch
 
@@ -228,9 +234,10 @@ class Store:
                record: dict, previous: dict | None, apply: Callable[[], None]) -> asyncio.Future:
         offset = self._next_offset
         max_id = table.max_id
-        event = ChangeEvent(kind, table.name, offset, table.watermark + 1, id_,
-                            record if record is not None else previous, previous if kind is EventKind.UPDATE else None)
-        frame = encode_frame(offset, event.payload())
+        event = ChangeEvent.encode(kind, table.name, offset, table.watermark + 1, id_,
+                                   record if record is not None else previous,
+                                   previous if kind is EventKind.UPDATE else None)
+        frame = encode_frame(offset, event.encoded)
 
         def applied() -> tuple[Table, int, int]:
             apply()
@@ -285,7 +292,7 @@ class Store:
         def renumber(event: ChangeEvent) -> ChangeEvent:
             if event.offset <= head:
                 return event
-            return dataclasses.replace(event, watermark=event.watermark + deltas[event.model])
+            return dataclasses.replace(event, watermark=event.watermark + deltas[event.model], encoded=b"")
 
         self._ring = deque((renumber(e) for e in self._ring if e.offset > head), maxlen=self._ring.maxlen)
         assert self._commit is not None
