@@ -30,7 +30,9 @@ from dbsvc.auth.guard import (
     Guard,
     KeyRefreshNeeded,
     KeysUnavailable,
+    authorize,
     token_from_subprotocols,
+    token_problem,
     www_authenticate,
 )
 from dbsvc.auth.settings import ALGORITHMS, AuthConfig, load_auth_config
@@ -42,7 +44,9 @@ __all__ = [
     "Guard",
     "KeyRefreshNeeded",
     "KeysUnavailable",
+    "authorize",
     "load_auth_config",
     "token_from_subprotocols",
+    "token_problem",
     "www_authenticate",
 ]

@@ -40,7 +40,7 @@ from typing import TYPE_CHECKING, Any
 
 from dbsvc.auth.jwt import check_claims, check_header, parse_claims, parse_token
 from dbsvc.auth.settings import AuthConfig
-from dbsvc.errors import ConfigError, TokenError, Unavailable
+from dbsvc.errors import ConfigError, Forbidden, RequestError, TokenError, Unauthorized, Unavailable
 
 if TYPE_CHECKING:
     from dbsvc.auth.jwks import KeySet
@@ -78,6 +78,27 @@ def www_authenticate(error: TokenError) -> str:
     if error.sent:
         return f'Bearer realm="{REALM}", error="invalid_token"'
     return f'Bearer realm="{REALM}"'
+
+
+def token_problem(error: TokenError) -> RequestError:
+    """The HTTP answer to a refused token: 403 for another tenant, else 401 with
+    `WWW-Authenticate` (contract section 3). The one translation of TokenError."""
+    if error.forbidden:
+        return Forbidden("the token does not grant access to this tenant")
+    problem = Unauthorized(str(error))
+    problem.headers = [("WWW-Authenticate", www_authenticate(error))]
+    return problem
+
+
+def authorize(guard: Guard, authorization: str | None = None, *, token: str | None = None) -> dict[str, Any]:
+    """The claims of a request's token (the `Authorization` header value, or a bare
+    `token` from the WebSocket subprotocol), or the RequestError to answer: 401/403
+    (`token_problem`), 503 `KeysUnavailable`. `KeyRefreshNeeded` passes through: the
+    caller awaits `guard.refresh_keys()` and asks again."""
+    try:
+        return guard.verify(authorization) if token is None else guard.verify_token(token)
+    except TokenError as exc:
+        raise token_problem(exc) from None
 
 
 def token_from_subprotocols(offered: Iterable[str]) -> str | None:
@@ -185,10 +206,12 @@ class Guard:
                 return entry[0]
         return self._verify_uncached(token)
 
-    def expires_at(self, claims: dict[str, Any]) -> float:
-        """Unix time from which these (verified) claims are refused: `exp + leeway`.
-        A socket authenticated by them closes with 4401 then (contract section 5)."""
-        return float(claims["exp"]) + self.config.leeway
+    def expires_at(self, claims: dict[str, Any]) -> float | None:
+        """Unix time from which these (verified) claims are refused: `exp + leeway`, or
+        None for a token without `exp`. A socket authenticated by them closes with 4401
+        then (contract section 5)."""
+        exp = claims.get("exp")
+        return None if exp is None else float(exp) + self.config.leeway
 
     # -- the careful path ---------------------------------------------------------
 
