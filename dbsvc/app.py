@@ -3,9 +3,11 @@
 Route table (interface.md section 4)::
 
     GET|HEAD /health | /ready | /metrics | /snapshot     operational, never guarded
-    GET|HEAD /openapi.json                               the OpenAPI 3.1 document, never guarded
+    GET|HEAD /openapi.json | /asyncapi.json              the API documents, never guarded
     GET|HEAD|POST            /api/<kebab>                list, create
     GET|HEAD|PUT|PATCH|DELETE /api/<kebab>/<id>          read, replace, merge, delete
+    GET /subscribe/<kebab>, /live-query/<name|kebab>     WebSocket feeds (dbsvc.realtime)
+    GET /replicate                                       404 replication_disabled when off
 
 Reads are synchronous and answered on the loop turn that parsed them. Writes are applied
 synchronously too (`store.apply_*`) and return a `Deferred`: the response, sent once the
@@ -30,15 +32,17 @@ from urllib.parse import quote, unquote
 from dbsvc.errors import (
     BadQuery,
     BadRequest,
-    Forbidden,
     MethodNotAllowed,
     NotFound,
+    ReplicationDisabled,
     TokenError,
-    Unauthorized,
     Unavailable,
     UnsupportedMediaType,
 )
-from dbsvc.http.types import Deferred, Request, Response
+from dbsvc.http.types import Deferred, Request, Response, Upgrade
+from dbsvc.realtime.broker import Broker
+from dbsvc.realtime.feeds import FeedKind
+from dbsvc.realtime.routes import RealtimeRoutes
 from dbsvc.runtime import CompiledModel, compact_json
 
 log = logging.getLogger("dbsvc.app")
@@ -90,6 +94,10 @@ class EncodedRecords:
         return b",".join(parts)
 
 
+class _Never(Exception):
+    """Stands in for the guard's KeyRefreshNeeded when there is no guard: never raised."""
+
+
 def _refuse_constant(name: str) -> Any:
     raise ValueError(f"{name} is not valid JSON")
 
@@ -133,32 +141,41 @@ def _raw_item_segment(target: str, kebab: str) -> str | None:
 
 
 class Application:
-    """The callable the protocol layer serves: `app(request) -> Response | Awaitable[Response]`."""
+    """The callable the protocol layer serves: `app(request) -> Response | Deferred |
+    Upgrade | Awaitable[Response | Upgrade]`."""
 
-    def __init__(self, module: Any, store: Any, *, guard: Any = None, replication: bool = False) -> None:
+    def __init__(self, module: Any, store: Any, *, guard: Any = None, replication: bool = False,
+                 broker: Broker | None = None, origins: tuple[str, ...] = ()) -> None:
         self.models: dict[str, CompiledModel] = dict(module.ROUTES)
         self.store = store
         self.guard = guard
         self.replication = replication
         self.accepting = True
         self.encoded = EncodedRecords(list(self.models.values()))
+        self.broker = broker if broker is not None else Broker(store, module.BY_NAME, 1024)
+        self.realtime = RealtimeRoutes(self.broker, module.BY_NAME, guard=guard, origins=origins)
         self._operational: dict[str, Callable[[], Response]] = {
             "/health": self.health,
             "/ready": self.ready,
             "/metrics": self.metrics,
             "/snapshot": self.snapshot,
             "/openapi.json": self.openapi,
+            "/asyncapi.json": self.asyncapi,
         }
         self._openapi = getattr(module, "OPENAPI_JSON", "{}").encode("utf-8")
+        self._asyncapi = getattr(module, "ASYNCAPI_JSON", "{}").encode("utf-8")
+        self._feeds = {"subscribe": FeedKind.SUBSCRIBE, "live-query": FeedKind.LIVE}
+        self._refresh_needed: type[Exception] = _Never
         if guard is not None:
-            from dbsvc.auth import KeyRefreshNeeded, www_authenticate
+            from dbsvc.auth import KeyRefreshNeeded, authorize, token_problem
 
-            self._refresh_needed: type[Exception] = KeyRefreshNeeded
-            self._www_authenticate = www_authenticate
+            self._refresh_needed = KeyRefreshNeeded
+            self._authorize = authorize
+            self._token_problem = token_problem
 
     # -- dispatch ---------------------------------------------------------------------
 
-    def __call__(self, request: Request) -> Response | Deferred | Awaitable[Response]:
+    def __call__(self, request: Request) -> Response | Deferred | Upgrade | Awaitable[Response | Upgrade]:
         path = request.path
         if path.startswith("/api/"):
             return self.api(request, path[5:])
@@ -167,7 +184,23 @@ class Application:
             if request.method not in ("GET", "HEAD"):
                 raise MethodNotAllowed(f"method {request.method!r} is not allowed on {path!r}", OPERATIONAL_METHODS)
             return handler()
+        prefix, slash, segment = path[1:].partition("/")
+        kind = self._feeds.get(prefix)
+        if kind is not None and slash and segment and "/" not in segment:
+            return self.feed(request, kind, segment)
+        if path == "/replicate":
+            raise ReplicationDisabled("replication is off: set replication = true in the schema's [runtime] table"
+                                      if not self.replication else "replication is not available yet")
         raise NotFound(f"no route for path {path!r}")
+
+    def feed(self, request: Request, kind: FeedKind, segment: str) -> Upgrade | Awaitable[Upgrade]:
+        """A `/subscribe` or `/live-query` socket (dbsvc.realtime.routes checks everything)."""
+        if request.method != "GET":
+            raise MethodNotAllowed(f"method {request.method!r} is not allowed on {request.path!r}", ["GET"])
+        try:
+            return self.realtime.open(kind, request, segment)
+        except self._refresh_needed:
+            return self._after_key_refresh(lambda: self.realtime.open(kind, request, segment))
 
     def api(self, request: Request, rest: str) -> Response | Deferred | Awaitable[Response]:
         kebab, slash, segment = rest.partition("/")
@@ -176,12 +209,17 @@ class Application:
             segment = _raw_item_segment(request.target, kebab)
         if model is None or (slash and not segment) or segment is None:
             raise NotFound(f"no route for path {request.path!r}")
+        item = segment if slash else None
         if self.guard is not None:
             try:
                 self.authenticate(request)
             except self._refresh_needed:
-                return self._after_key_refresh(request, model, segment if slash else None)
-        return self.dispatch(request, model, segment if slash else None)
+                return self._after_key_refresh(lambda: self._authenticated_dispatch(request, model, item))
+        return self.dispatch(request, model, item)
+
+    def _authenticated_dispatch(self, request: Request, model: CompiledModel, segment: str | None) -> Response | Deferred:
+        self.authenticate(request)
+        return self.dispatch(request, model, segment)
 
     def dispatch(self, request: Request, model: CompiledModel, segment: str | None) -> Response | Deferred:
         method = request.method
@@ -208,31 +246,17 @@ class Application:
     # -- the token guard --------------------------------------------------------------
 
     def authenticate(self, request: Request) -> dict:
-        """Verify the bearer token, turning the guard's verdict into 401 / 403 / 503."""
-        try:
-            return self.guard.verify(request.header("authorization"))
-        except TokenError as exc:
-            raise self._token_problem(exc) from None
-        except Unavailable as exc:
-            retry = getattr(exc, "retry_after", None)
-            if retry is not None:
-                exc.headers = [("Retry-After", str(int(retry)))]
-            raise
+        """Verify the bearer token: its claims, or 401 / 403 / 503 (`dbsvc.auth.authorize`)."""
+        return self._authorize(self.guard, request.header("authorization"))
 
-    def _token_problem(self, exc: TokenError) -> Exception:
-        if exc.forbidden:
-            return Forbidden("the token does not grant access to this tenant")
-        problem = Unauthorized(str(exc))
-        problem.headers = [("WWW-Authenticate", self._www_authenticate(exc))]
-        return problem
-
-    async def _after_key_refresh(self, request: Request, model: CompiledModel, segment: str | None) -> Response:
+    async def _after_key_refresh(self, retry: Callable[[], Any]) -> Any:
+        """The guard asked for fresh keys (an unknown `kid`): fetch them, then answer
+        `retry()`; a key still unknown afterwards is 401."""
         await self.guard.refresh_keys()
         try:
-            self.authenticate(request)
+            result = retry()
         except self._refresh_needed:
             raise self._token_problem(TokenError("the token's key id is not known")) from None
-        result = self.dispatch(request, model, segment)
         if isinstance(result, Deferred):
             await result.future
             return result.response
@@ -333,13 +357,18 @@ class Application:
 
     def metrics(self) -> Response:
         counts = self.store.live_counts()
-        body = {"model_count": len(counts), "rows_per_model": counts, "total_rows": sum(counts.values())}
+        body = {"model_count": len(counts), "rows_per_model": counts, "total_rows": sum(counts.values()),
+                "realtime": self.broker.metrics()}
         return Response(200, dumps(body))
 
     def openapi(self) -> Response:
         """The service's own OpenAPI document, generated with the handlers (a public contract,
         like PostgREST's root document: no token needed to read it)."""
         return Response(200, self._openapi)
+
+    def asyncapi(self) -> Response:
+        """The AsyncAPI 3.0 document of the WebSocket routes, generated with the handlers."""
+        return Response(200, self._asyncapi)
 
     def snapshot(self) -> Response:
         body = {"watermarks": self.store.watermarks(), "epoch": self.store.epoch, "replication": self.replication}

@@ -7,6 +7,7 @@ Order matters and each step fails before the next one touches anything:
    creating it; a named tenant must exist (`dbsvc tenant create NAME`);
 4. the store opens, taking the writer lock (TenantLocked -> exit 2, nothing touched);
 5. the guard is built (PEM loaded now; JWKS fetched in the background);
+   the realtime broker is attached to the store's change stream on the running loop;
 6. the protocol layer serves until SIGINT/SIGTERM, then lets in-flight requests finish
    within SERVICE_SHUTDOWN_TIMEOUT; the store is flushed, fsynced and unlocked; exit 0.
 """
@@ -70,7 +71,11 @@ def run_server(module: Any, environ: Mapping[str, str]) -> int:
         replication=config.replication,
         ring_capacity=config.changefeed_capacity,
     )
-    app = Application(module, store, guard=guard, replication=config.replication)
+    from dbsvc.realtime.broker import Broker
+
+    broker = Broker(store, module.BY_NAME, config.changefeed_capacity)
+    app = Application(module, store, guard=guard, replication=config.replication, broker=broker,
+                      origins=config.http.cors_origins)
     try:
         asyncio.run(_serve(app, config, guard))
     finally:
@@ -89,9 +94,11 @@ async def _serve(app: Application, config: Config, guard: Any) -> None:
 
     if guard is not None:
         await guard.start()
+    app.broker.attach(asyncio.get_running_loop().call_soon)
     try:
         await serve_until_signalled(app, config.http, on_ready=on_ready)
     finally:
+        app.broker.detach()
         app.accepting = False
         if guard is not None:
             guard.close()

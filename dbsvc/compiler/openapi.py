@@ -405,7 +405,16 @@ def _add_operational(paths: dict[str, Any], schemas: dict[str, Any], schema: Sch
         "model_count": {"type": "integer", "minimum": 0},
         "rows_per_model": {**counts, "description": "Live records per declared model name."},
         "total_rows": {"type": "integer", "minimum": 0},
-    }, ["model_count", "rows_per_model", "total_rows"], "Per-model row counts.")
+        "realtime": object_schema({
+            "subscriptions": {"type": "integer", "minimum": 0, "description": "Open /subscribe sockets."},
+            "live_queries": {"type": "integer", "minimum": 0, "description": "Open /live-query sockets."},
+            "events_sent": {"type": "integer", "minimum": 0,
+                            "description": "Feed messages sent since start (Init included)."},
+            "lagged_closes": {"type": "integer", "minimum": 0,
+                              "description": "Sockets closed with 1013 because their buffer filled."},
+        }, ["subscriptions", "live_queries", "events_sent", "lagged_closes"], "WebSocket feed counters."),
+    }, ["model_count", "rows_per_model", "total_rows", "realtime"], "Per-model row counts, and the "
+       "realtime feeds' counters.")
     schemas["Snapshot"] = {
         "type": "object", "description": "Current watermarks for `as_of` reads.",
         "properties": {

@@ -1,0 +1,13 @@
+"""Realtime feeds: `/subscribe` and `/live-query` (and, later, `/replicate`), sans-IO.
+
+Like h11 and wsproto this package never touches a socket, and never imports h11, wsproto
+or `socket`: sessions get a `Channel` (dbsvc.http.types) to send frames on, and the broker
+is handed the event loop's `call_soon`. Modules:
+
+    feeds.py     FeedSpec: which frame a feed sends for an event (matcher, links, live deltas)
+    session.py   FeedSession: one socket's replay, Init, live delivery and bounded queue
+    broker.py    Broker: the store's change stream, routed and fanned out to sessions
+    routes.py    RealtimeRoutes: an upgrade request -> token, origin, query, offsets -> Upgrade
+
+Storage and http never import this package; the application wires it (dbsvc/app.py).
+"""

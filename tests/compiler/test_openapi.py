@@ -214,7 +214,9 @@ def test_operational_route_shapes(blog: dict) -> None:
     schemas = blog["components"]["schemas"]
     assert schemas["Health"]["properties"]["status"]["const"] == "ok"
     assert schemas["Ready"]["properties"]["status"]["const"] == "ready"
-    assert schemas["Metrics"]["required"] == ["model_count", "rows_per_model", "total_rows"]
+    assert schemas["Metrics"]["required"] == ["model_count", "rows_per_model", "total_rows", "realtime"]
+    assert schemas["Metrics"]["properties"]["realtime"]["required"] == [
+        "subscriptions", "live_queries", "events_sent", "lagged_closes"]
     assert schemas["Snapshot"]["required"] == ["watermarks", "epoch", "replication"]
     assert schemas["Snapshot"]["properties"]["watermarks"]["propertyNames"]["enum"] == ["User", "BlogPost", "Comment"]
 

@@ -1,0 +1,214 @@
+"""The broker: the store's one change-stream callback, fanned out to every feed socket.
+
+Sans-IO: the broker is handed a `schedule(callback)` (the event loop's `call_soon`) and
+never touches a socket; it hands frames to `FeedSession`s, which hand them to channels.
+
+Rules:
+1. Publishing is cheap: the store calls `_on_event` on its commit path after each durable
+   row; it only appends the event to a list and, for the first of a batch, schedules
+   `_drain`. Encoding and sending happen in `_drain`, never inside the commit.
+2. Routing scales with the matches, not the subscribers. Per model, feeds without a
+   filter are in one set; a filtered feed is indexed under one of its filter fields (its
+   first, in declaration order) by each of that field's values, as
+   `routed[field][index key] -> feeds`. An event looks up its record's (and, for an
+   update, its previous record's) key under each field in use and tests only those
+   candidates with the generated matcher, so it costs O(feeds it may reach), not
+   O(all feeds). (Supabase Realtime runs every subscriber's filter for every event.)
+3. Each event's frames are encoded once per distinct form and projection (`EventFrames`)
+   and the same bytes go to every receiver.
+4. `head` is the offset of the last event drained. A live query's Init waits in
+   `_waiting` until `head` reaches its offset (session.py rule 3).
+5. Counters for /metrics: open subscriptions and live queries, events sent, lagged closes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator, Mapping
+from typing import Any
+
+from dbsvc.realtime.feeds import EventFrames, FeedKind, LinkFrames, derive_links
+from dbsvc.realtime.session import FeedSession
+from dbsvc.runtime import CompiledModel
+from dbsvc.storage.events import ChangeEvent, EventKind
+from dbsvc.storage.store import Store
+
+Schedule = Callable[[Callable[[], None]], Any]
+
+
+class ModelFeeds:
+    """The feed sockets of one model, indexed for routing (rule 2)."""
+
+    __slots__ = ("everyone", "routed")
+
+    def __init__(self) -> None:
+        self.everyone: set[FeedSession] = set()
+        self.routed: dict[str, dict[Any, set[FeedSession]]] = {}
+
+    def add(self, session: FeedSession) -> None:
+        filters = session.spec.filters
+        if not filters:
+            self.everyone.add(session)
+            return
+        field = next(f for f in session.spec.model.fields if f in filters)
+        by_key = self.routed.setdefault(field, {})
+        for key in filters[field]:
+            by_key.setdefault(key, set()).add(session)
+
+    def remove(self, session: FeedSession) -> None:
+        filters = session.spec.filters
+        if not filters:
+            self.everyone.discard(session)
+            return
+        field = next(f for f in session.spec.model.fields if f in filters)
+        by_key = self.routed.get(field, {})
+        for key in filters[field]:
+            sessions = by_key.get(key)
+            if sessions is not None:
+                sessions.discard(session)
+                if not sessions:
+                    del by_key[key]
+        if not by_key:
+            self.routed.pop(field, None)
+
+    def candidates(self, model: CompiledModel, record: dict | None, previous: dict | None) -> set[FeedSession]:
+        """Every feed `record` or `previous` may match: the unfiltered ones plus the ones
+        routed under their keys. The caller still runs the matcher."""
+        routed = self.routed
+        if not routed:
+            return self.everyone
+        found = [self.everyone]
+        keys = model.keys
+        for field, by_key in routed.items():
+            key_of = keys[field]
+            for rec in (record, previous):
+                if rec is not None:
+                    sessions = by_key.get(key_of(rec[field]))
+                    if sessions:
+                        found.append(sessions)
+        return found[0] if len(found) == 1 else set().union(*found)
+
+
+class Broker:
+    """Fan-out from the store's change stream to feed sessions (see the module docstring)."""
+
+    def __init__(self, store: Store, models: Mapping[str, CompiledModel], capacity: int) -> None:
+        self.store = store
+        self.models = dict(models)                        # by declared name
+        self.capacity = capacity
+        self.head = store.head_offset
+        self.schedule: Schedule = _not_attached
+        self.events_sent = 0
+        self.lagged = 0
+        self._feeds = {name: ModelFeeds() for name in self.models}
+        self._pending: list[ChangeEvent] = []
+        self._waiting: list[FeedSession] = []
+        self._counts = {FeedKind.SUBSCRIBE: 0, FeedKind.LIVE: 0}
+        self._detach: Callable[[], None] | None = None
+
+    def attach(self, schedule: Schedule) -> None:
+        """Start receiving the store's events; `schedule` runs a callback on a later turn."""
+        self.schedule = schedule
+        self.head = self.store.head_offset
+        self._detach = self.store.subscribe(self._on_event)
+
+    def detach(self) -> None:
+        if self._detach is not None:
+            self._detach()
+            self._detach = None
+
+    # -- reads the sessions need ----------------------------------------------------------
+
+    def lookup(self, model: str, id: Any) -> dict | None:
+        record, _watermark = self.store.get(model, id)
+        return record
+
+    def store_head(self) -> int:
+        return self.store.head_offset
+
+    def events_after(self, offset: int) -> Iterator[ChangeEvent]:
+        return self.store.events_after(offset)
+
+    # -- registration -------------------------------------------------------------------
+
+    def register(self, session: FeedSession) -> None:
+        self._feeds[session.spec.model.name].add(session)
+        self._counts[session.spec.kind] += 1
+
+    def unregister(self, session: FeedSession) -> None:
+        self._feeds[session.spec.model.name].remove(session)
+        self._counts[session.spec.kind] -= 1
+        if session in self._waiting:
+            self._waiting.remove(session)
+
+    def release_init(self, session: FeedSession) -> None:
+        """Send `session`'s Init now if its offset is drained, else when it is (rule 4)."""
+        if session.last <= self.head:
+            session.send_init()
+        elif session not in self._waiting:
+            self._waiting.append(session)
+
+    def metrics(self) -> dict[str, int]:
+        return {"subscriptions": self._counts[FeedKind.SUBSCRIBE], "live_queries": self._counts[FeedKind.LIVE],
+                "events_sent": self.events_sent, "lagged_closes": self.lagged}
+
+    # -- the change stream ----------------------------------------------------------------
+
+    def _on_event(self, event: ChangeEvent) -> None:
+        """Rule 1: called on the commit path; only enqueue."""
+        pending = self._pending
+        pending.append(event)
+        if len(pending) == 1:
+            self.schedule(self._drain)
+
+    def _drain(self) -> None:
+        events, self._pending = self._pending, []
+        for event in events:
+            self._dispatch(event)
+            self.head = event.offset
+            if self._waiting:
+                self._release_waiting()
+
+    def _release_waiting(self) -> None:
+        head = self.head
+        ready = [s for s in self._waiting if s.last <= head]
+        if ready:
+            self._waiting = [s for s in self._waiting if s.last > head]
+            for session in ready:
+                session.send_init()
+
+    def _dispatch(self, event: ChangeEvent) -> None:
+        model = self.models.get(event.model)
+        if model is None:
+            return
+        offset = event.offset
+        feeds = self._feeds[model.name]
+        if feeds.everyone or feeds.routed:
+            previous = event.previous if event.kind is EventKind.UPDATE else None
+            receivers = feeds.candidates(model, event.record, previous)
+            if receivers:
+                frames = EventFrames(event, model)
+                for session in tuple(receivers):
+                    frame = session.spec.row_frame(frames)
+                    if frame is not None:
+                        session.deliver(offset, frame)
+        if not model.refs:
+            return
+        for link in derive_links(event, model):
+            parent_feeds = self._feeds.get(link.model)
+            if parent_feeds is None or not (parent_feeds.everyone or parent_feeds.routed):
+                continue
+            link_frames = LinkFrames(link, self.lookup)
+            if parent_feeds.routed:
+                parent = link_frames.parent
+                receivers = parent_feeds.candidates(self.models[link.model], parent, None) \
+                    if parent is not None else parent_feeds.everyone
+            else:
+                receivers = parent_feeds.everyone
+            for session in tuple(receivers):
+                frame = session.spec.link_frame(link_frames)
+                if frame is not None:
+                    session.deliver(offset, frame)
+
+
+def _not_attached(callback: Callable[[], None]) -> None:
+    raise RuntimeError("the broker is not attached to an event loop (call attach first)")

@@ -1,0 +1,100 @@
+"""WebSocket routes: an upgrade request becomes an `Upgrade` holding a feed session.
+
+    GET /subscribe/<model-kebab>?<filter>=<value>&projection=<name>&after=<offset>
+    GET /live-query/<model name or kebab>?<filter>=<value>&projection=<name>&after=<offset>
+
+Everything that can refuse the socket is checked here, before the upgrade, and refused
+with the plain HTTP problem of contract sections 3 and 5: the token (the `Authorization`
+header, or the offered subprotocols `bearer` and `bearer.<JWT>`), the Origin (against
+SERVICE_CORS_ORIGINS when set: OWASP ASVS 4.4.2; a request without Origin is not a
+browser's and passes), the model, every query parameter (the generated
+`parse_feed_query`), and `after` (410 `offset_gone`, 400 `offset_out_of_range`). The
+WebSocket handshake itself is the protocol layer's (426 / 400).
+
+The session is created and registered with the broker in the same synchronous step that
+reads its starting point from the store (the replay iterator, or a live query's Init), so
+no event falls between them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from dbsvc.auth import authorize, token_from_subprotocols
+from dbsvc.errors import Forbidden, NotFound
+from dbsvc.http.types import Request, Upgrade
+from dbsvc.realtime.broker import Broker
+from dbsvc.realtime.feeds import FeedKind, FeedSpec
+from dbsvc.realtime.session import FeedSession
+from dbsvc.runtime import CompiledModel, Query
+
+TOKEN_EXPIRED = 4401
+EVERYTHING = 2**62           # a live query's Init holds the whole result set
+
+
+def offered_subprotocols(request: Request) -> list[str]:
+    """The `Sec-WebSocket-Protocol` values offered, in order (the header may repeat)."""
+    return [p.strip() for name, value in request.headers if name == "sec-websocket-protocol"
+            for p in value.split(",") if p.strip()]
+
+
+class RealtimeRoutes:
+    """Opens `/subscribe` and `/live-query` sockets for the application."""
+
+    def __init__(self, broker: Broker, models: Mapping[str, CompiledModel], *, guard: Any = None,
+                 origins: tuple[str, ...] = ()) -> None:
+        self.broker = broker
+        self.guard = guard
+        self._by_kebab = {m.kebab: m for m in models.values()}
+        self._by_name = {**self._by_kebab, **{m.name: m for m in models.values()}}
+        cleaned = {o.strip().rstrip("/") for o in origins if o.strip()}
+        self._origins = None if not cleaned or "*" in cleaned else frozenset(cleaned)
+
+    def open(self, kind: FeedKind, request: Request, segment: str) -> Upgrade:
+        """The Upgrade for `/<kind>/<segment>`, or a RequestError (or the guard's
+        `KeyRefreshNeeded`, which the application answers after refreshing the keys)."""
+        table = self._by_kebab if kind is FeedKind.SUBSCRIBE else self._by_name
+        model = table.get(segment)
+        if model is None:
+            raise NotFound(f"no route for path {request.path!r}")
+        claims, subprotocol = self._authorize(request)
+        self._check_origin(request)
+        query = model.parse_feed_query(request.query)
+        spec = FeedSpec(kind, model, query.filters, query.projection)
+        session = self._session(spec, query)
+        close_at = None
+        if claims is not None:
+            expires = self.guard.expires_at(claims)
+            if expires is not None:
+                close_at = (expires, TOKEN_EXPIRED, "token expired")
+        return Upgrade(session, subprotocol=subprotocol, route=kind.value, close_at=close_at)
+
+    def _session(self, spec: FeedSpec, query: Query) -> FeedSession:
+        broker, store = self.broker, self.broker.store
+        if query.after is not None:
+            events = store.events_after(query.after)      # 410 / 400 before the upgrade
+            return FeedSession(spec, broker, query.after, replay=events)
+        if spec.kind is FeedKind.SUBSCRIBE:
+            return FeedSession(spec, broker, store.head_offset)
+        offset = store.applied_offset
+        records, _total, watermark = store.list(spec.model.name, Query(filters=spec.filters, limit=EVERYTHING))
+        return FeedSession(spec, broker, offset, init=(spec.init_frame(records, watermark, offset), offset))
+
+    def _authorize(self, request: Request) -> tuple[dict[str, Any] | None, str | None]:
+        """(claims or None without a guard, the subprotocol to answer)."""
+        offered = offered_subprotocols(request)
+        answer = "bearer" if any(p.lower() == "bearer" for p in offered) else None
+        if self.guard is None:
+            return None, answer
+        authorization = request.header("authorization")
+        token = token_from_subprotocols(offered) if authorization is None else None
+        if token is None:
+            return authorize(self.guard, authorization), answer
+        return authorize(self.guard, token=token), answer
+
+    def _check_origin(self, request: Request) -> None:
+        origin = request.header("origin")
+        if self._origins is not None and origin is not None and origin.rstrip("/") not in self._origins:
+            raise Forbidden(f"origin {origin!r} is not allowed to open WebSockets here; "
+                            "allowed: the origins of SERVICE_CORS_ORIGINS")

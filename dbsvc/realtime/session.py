@@ -1,0 +1,206 @@
+"""One socket's feed: replay, then live delivery, through a bounded queue (sans-IO).
+
+A `FeedSession` is the `http.types.Session` of one `/subscribe` or `/live-query` socket.
+It is created (and registered with the broker) while the upgrade request is answered, in
+the same synchronous step that reads its starting point from the store, so no event can
+fall between the two; the protocol layer then calls `on_open` with the channel.
+
+Lifecycle::
+
+    created --(after=N)--> REPLAY --caught up--> LIVE --close--> CLOSED
+    created --(live query, no after)--> INIT held until its offset is durable --> LIVE
+
+Rules:
+1. Offsets only grow: `last` is the offset of the last event this feed has taken into
+   account (sent, queued or skipped); any event below it is ignored, and one at it too
+   unless live delivery reached it (a row can make several frames: a row event and links). Replay and live
+   delivery can therefore overlap without a duplicate, and since both are in offset order
+   and the replay runs until it reaches the store's head, without a gap.
+2. Replay reads the ring or the log (`events_after`) at the socket's pace: it stops while
+   the channel is not writable and at most REPLAY_BATCH events per turn of the loop, so a
+   long filtered replay never blocks the loop. Live events that arrive during the replay
+   are left to it (it re-reads until it reaches the head).
+3. A live query's `Init` is the store's state at its last applied offset; it is sent once
+   the broker has published that offset (the write is durable), so a client never sees a
+   record that a crash could take back. Events up to that offset are skipped (rule 1).
+4. Live frames go straight to the channel while it is writable and nothing is queued;
+   otherwise into a queue of at most `capacity` frames. One more closes the socket with
+   1013 `lagged after <offset>`: the last offset sent, or where the stream started.
+5. Client data messages are ignored.
+"""
+
+from __future__ import annotations
+
+import enum
+import logging
+from collections import deque
+from collections.abc import Iterator
+from typing import TYPE_CHECKING
+
+from dbsvc.errors import OffsetGone, OffsetOutOfRange
+from dbsvc.http.types import Channel
+from dbsvc.realtime.feeds import FeedKind, FeedSpec, replay_frames
+from dbsvc.storage.events import ChangeEvent
+
+if TYPE_CHECKING:
+    from dbsvc.realtime.broker import Broker
+
+log = logging.getLogger("dbsvc.realtime")
+
+REPLAY_BATCH = 2000
+LAGGED = 1013
+
+
+class Phase(enum.Enum):
+    REPLAY = "replay"
+    INIT = "init"
+    LIVE = "live"
+    CLOSED = "closed"
+
+
+class FeedSession:
+    """The session of one feed socket; see the module docstring."""
+
+    __slots__ = ("spec", "_broker", "_channel", "_queue", "capacity", "last", "sent", "phase",
+                 "_replay", "_init", "_pumping", "_live_last")
+
+    def __init__(self, spec: FeedSpec, broker: Broker, start: int, *,
+                 replay: Iterator[ChangeEvent] | None = None, init: tuple[bytes, int] | None = None) -> None:
+        self.spec = spec
+        self._broker = broker
+        self._channel: Channel | None = None
+        self._queue: deque[tuple[int, bytes]] = deque()
+        self.capacity = broker.capacity
+        self.last = start                    # rule 1
+        self._live_last = False              # `last` was reached by live delivery
+        self.sent = start                    # the offset a lagged close names
+        self._replay: Iterator[tuple[int, bytes | None]] | None = None
+        self._init = init
+        self._pumping = False
+        if replay is not None:
+            self.phase = Phase.REPLAY
+            self._replay = replay_frames(spec, replay, broker.models, broker.lookup)
+        elif init is not None:
+            self.phase = Phase.INIT
+        else:
+            self.phase = Phase.LIVE
+        broker.register(self)
+
+    @property
+    def live(self) -> bool:
+        return self.spec.kind is FeedKind.LIVE
+
+    # -- http.types.Session -------------------------------------------------------------
+
+    def on_open(self, channel: Channel) -> None:
+        self._channel = channel
+        if self.phase is Phase.CLOSED:       # lagged before the 101 was even written
+            channel.close(LAGGED, f"lagged after {self.sent}")
+            return
+        if self.phase is Phase.INIT:
+            self._broker.release_init(self)
+        self._pump()
+
+    def on_message(self, data: str | bytes) -> None:
+        pass                                 # rule 5
+
+    def on_writable(self) -> None:
+        self._pump()
+
+    def on_close(self, code: int) -> None:
+        if self.phase is not Phase.CLOSED:
+            self.phase = Phase.CLOSED
+            self._queue.clear()
+            self._replay = None
+            self._broker.unregister(self)
+
+    # -- from the broker ----------------------------------------------------------------
+
+    def deliver(self, offset: int, frame: bytes) -> None:
+        """A live frame for the event at `offset` (rules 1 and 4)."""
+        last = self.last
+        if offset < last or (offset == last and not self._live_last) \
+                or self.phase is Phase.REPLAY or self.phase is Phase.CLOSED:
+            return                           # one row may make several frames (links)
+        self.last = offset
+        self._live_last = True
+        channel = self._channel
+        if channel is not None and not self._queue and self.phase is Phase.LIVE and channel.writable:
+            channel.send_frame(frame)
+            self.sent = offset
+            self._broker.events_sent += 1
+            return
+        self._queue.append((offset, frame))
+        if len(self._queue) > self.capacity:
+            self._lagged()
+
+    def send_init(self) -> None:
+        """Rule 3: the Init's offset is durable; send it, then go live."""
+        init, self._init = self._init, None
+        if init is None or self.phase is not Phase.INIT:
+            return
+        frame, offset = init
+        self.phase = Phase.LIVE
+        self._queue.appendleft((offset, frame))
+        self._pump()
+
+    # -- internals --------------------------------------------------------------------
+
+    def _pump(self) -> None:
+        """Send queued frames, then replay, while the channel takes them."""
+        channel = self._channel
+        if channel is None or self._pumping:
+            return
+        self._pumping = True
+        try:
+            queue = self._queue
+            while queue and channel.writable:
+                offset, frame = queue.popleft()
+                channel.send_frame(frame)
+                self.sent = offset
+                self._broker.events_sent += 1
+            if self.phase is Phase.REPLAY and not queue:
+                self._replay_some(channel)
+        finally:
+            self._pumping = False
+
+    def _replay_some(self, channel: Channel) -> None:
+        """Rule 2: up to REPLAY_BATCH events, then continue on a later turn."""
+        broker = self._broker
+        budget = REPLAY_BATCH
+        while channel.writable and budget > 0:
+            replay = self._replay
+            if replay is None:
+                return
+            step = next(replay, None)
+            if step is None:
+                if self.last >= broker.store_head():
+                    self.phase = Phase.LIVE  # caught up: what follows comes from the broker
+                    self._replay = None
+                    return
+                try:                         # more arrived meanwhile: read on from `last`
+                    events = broker.events_after(self.last)
+                except (OffsetGone, OffsetOutOfRange):
+                    self._lagged()
+                    return
+                self._replay = replay_frames(self.spec, events, broker.models, broker.lookup)
+                continue
+            budget -= 1
+            offset, frame = step
+            if offset > self.last:
+                self.last = offset
+            if frame is not None:
+                channel.send_frame(frame)
+                self.sent = offset
+                broker.events_sent += 1
+        if budget == 0 and self.phase is Phase.REPLAY:
+            broker.schedule(self._pump)
+
+    def _lagged(self) -> None:
+        """Rule 4: the peer is too slow; it resumes with `after=<sent>`."""
+        channel, sent = self._channel, self.sent
+        self._broker.lagged += 1
+        self.on_close(LAGGED)
+        if channel is not None:
+            channel.close(LAGGED, f"lagged after {sent}")
+
