@@ -62,6 +62,15 @@ def cmd_openapi(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def cmd_asyncapi(args: argparse.Namespace) -> int:
+    import json
+
+    from dbsvc.compiler.asyncapi import build_asyncapi
+
+    print(json.dumps(build_asyncapi(_load(args.schema)), indent=2))
+    return EXIT_OK
+
+
 def cmd_serve(args: argparse.Namespace) -> int:
     from dbsvc.compiler import compile_schema
 
@@ -133,6 +142,8 @@ def build_parser() -> argparse.ArgumentParser:
     build = schema_command("build", "build a self-contained zipapp serving SCHEMA", cmd_build)
     build.add_argument("-o", "--output", metavar="APP.pyz", required=True, help="zipapp to write")
     schema_command("openapi", "print the OpenAPI 3.1 document of the service for SCHEMA", cmd_openapi)
+    schema_command("asyncapi", "print the AsyncAPI 3.0 document of the service's WebSocket routes "
+                   "for SCHEMA", cmd_asyncapi)
 
     tenant = sub.add_parser(
         "tenant", help="create, list or drop tenants under SERVICE_DATA",

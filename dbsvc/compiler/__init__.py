@@ -26,9 +26,11 @@ import json
 import linecache
 import os
 import types
+from typing import Any
 
 from dbsvc import __version__
-from dbsvc.compiler.module import build_tree
+from dbsvc.compiler.asyncapi import build_asyncapi
+from dbsvc.compiler.module import ApiDocuments, build_tree
 from dbsvc.compiler.openapi import build_openapi
 from dbsvc.errors import DbsvcError
 from dbsvc.schema import describe_schema
@@ -74,13 +76,18 @@ def build_module(schema: Schema) -> ast.Module:
     """The generated module's tree for a checked schema. It has no source locations: it
     is meant for `ast.unparse` (`generate_source`), whose text is what gets compiled."""
     check_invariants(schema)
-    openapi_json = json.dumps(build_openapi(schema), separators=(",", ":"), ensure_ascii=False)
-    tree = build_tree(schema, describe_schema(schema), __version__, openapi_json)
+    documents = ApiDocuments(openapi=_compact(build_openapi(schema)),
+                             asyncapi=_compact(build_asyncapi(schema)))
+    tree = build_tree(schema, describe_schema(schema), __version__, documents)
     top = [n.name for n in tree.body if isinstance(n, ast.FunctionDef)]
     top += [t.id for n in tree.body if isinstance(n, ast.Assign) for t in n.targets if isinstance(t, ast.Name)]
     clashes = sorted({n for n in top if top.count(n) > 1})
     assert not clashes, f"generated names clash: {clashes}"
     return tree
+
+
+def _compact(document: dict[str, Any]) -> str:
+    return json.dumps(document, separators=(",", ":"), ensure_ascii=False)
 
 
 def generate_source(schema: Schema) -> str:

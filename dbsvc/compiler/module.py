@@ -20,6 +20,7 @@ Layout of the generated module, top to bottom::
     AUTH = {...}            the [auth] table, only the keys that were set
     SCHEMA_PATH = '...'
     OPENAPI_JSON = '...'    the OpenAPI 3.1 document (compact JSON), served at /openapi.json
+    ASYNCAPI_JSON = '...'   the AsyncAPI 3.0 document of the WebSocket routes (compact JSON)
     if __name__ == '__main__': serve this module
 
 Everything schema-specific is a literal or a straight-line function here; nothing in the
@@ -30,6 +31,7 @@ from __future__ import annotations
 
 import ast
 import os
+from dataclasses import dataclass
 from dataclasses import fields as dataclass_fields
 from typing import Any
 
@@ -121,10 +123,19 @@ def _header(schema: Schema, version: str) -> str:
     )
 
 
-def build_tree(schema: Schema, description: dict[str, Any], version: str, openapi_json: str = "{}") -> ast.Module:
-    """The whole module; `description` is `describe_schema(schema)`, `openapi_json` the
-    compact text of `build_openapi(schema)`. The tree
-    carries no line numbers: unparse it, then compile the text."""
+@dataclass(frozen=True, slots=True)
+class ApiDocuments:
+    """The service's API documents as compact JSON text, embedded as module constants:
+    `openapi` (`build_openapi`) as OPENAPI_JSON, `asyncapi` (`build_asyncapi`) as ASYNCAPI_JSON."""
+
+    openapi: str = "{}"
+    asyncapi: str = "{}"
+
+
+def build_tree(schema: Schema, description: dict[str, Any], version: str,
+               documents: ApiDocuments = ApiDocuments()) -> ast.Module:
+    """The whole module; `description` is `describe_schema(schema)`, `documents` the API
+    documents of `schema`. The tree carries no line numbers: unparse it, then compile the text."""
     body: Stmts = [
         expr(const(_header(schema, version))),
         import_("sys"),
@@ -143,7 +154,8 @@ def build_tree(schema: Schema, description: dict[str, Any], version: str, openap
         assign("RUNTIME", literal(_settings(schema.runtime, keep_none=True))),
         assign("AUTH", literal(_settings(schema.auth, keep_none=False))),
         assign("SCHEMA_PATH", const(schema.path)),
-        assign("OPENAPI_JSON", const(openapi_json)),
+        assign("OPENAPI_JSON", const(documents.openapi)),
+        assign("ASYNCAPI_JSON", const(documents.asyncapi)),
         if_(eq(name("__name__"), const("__main__")), [
             import_("dbsvc.cli"),
             raise_(call("SystemExit", call(

@@ -1,0 +1,492 @@
+"""The AsyncAPI 3.0 document of the service's realtime (WebSocket) routes for one schema.
+
+`build_asyncapi(schema) -> dict` describes the wire formats of contract section 5 for exactly
+that schema: per model the change feed `/subscribe/<kebab>` and the live query
+`/live-query/<kebab>`, and the replication stream `/replicate`. The OpenAPI document
+(`openapi.py`) covers the same routes only as GETs answering 101; this one says what flows
+after the upgrade. The document describes the server, so every operation is a `send`.
+
+Invariants:
+
+- Pure: reads only the IR (`dbsvc.schema.ir`), the JSON-Schema builders of
+  `openapi_schemas.py` and the stdlib; no I/O, and never h11, wsproto, runtime or storage
+  (the numbers those layers own are mirrored below, each saying where it comes from).
+- Deterministic: every mapping is built in declaration order (models, fields, projections)
+  or in a fixed order written here, so the same schema gives the same JSON, byte for byte.
+- Closed: every `$ref` points inside the document, and every operation's messages are
+  messages of its channel (`#/channels/<channel>/messages/<key>`).
+
+Names. Channels: `subscribe.<kebab>`, `live-query.<kebab>`, `replicate`; operations reuse the
+OpenAPI operationIds (`subscribe_<m>`, `live_query_<m>`, `replicate`). Component schemas:
+`<Model>` and `<Model>.projection.<name>` (from `openapi_schemas.add_model_schemas`), the
+events `<Model>.Insert`, `.Update`, `.Delete`, `.Link`, the live deltas `<Model>.LiveInit`,
+`.LiveAdded`, `.LiveUpdated`, `.LiveRemoved` and their union `<Model>.LiveDelta`, and
+`PersistedEvent.Frame` / `PersistedEvent.Payload`. Component messages use the same dotted
+keys (`<Model>.Insert`, `<Model>.LiveDelta`, `PersistedEvent`); their `name`s are the type
+names a client generator would use (`BlogPostInsert`, `BlogPostLiveDelta`). A model name
+never holds a dot and no fixed suffix is a proper suffix of another, so none of these collide.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+from dbsvc import __version__
+from dbsvc.compiler.openapi_schemas import (add_model_schemas, nullable, object_schema,
+                                            record_or_projection, ref, scalar_schema)
+from dbsvc.schema.ir import Field, FieldType, Model, Schema
+
+ASYNCAPI_VERSION = "3.0.0"
+WS_BINDING_VERSION = "0.1.0"
+JSON = "application/json"
+BINARY = "application/octet-stream"
+SERVER = "local"
+BEARER_HEADER = "bearerHeader"
+BEARER_SUBPROTOCOL = "bearerSubprotocol"
+MAX_MESSAGE = 64 * 1024  # contract section 5: a larger client message closes with 1009
+PING_INTERVAL = 30       # seconds; contract section 5
+
+# RFC 6455 §7.4 status codes the server closes with (4401 is in the private 4000-4999 range).
+CLOSE_CODES: dict[int, str] = {
+    1000: "normal closure",
+    1001: "the server is shutting down",
+    1009: f"a client message over {MAX_MESSAGE // 1024} KiB",
+    1011: "internal error",
+    1013: "reason `lagged after <offset>`: a slow consumer whose buffer filled; resubscribe "
+          "with `after=<offset>` to miss nothing (`<offset>` is the last offset it was sent, "
+          "or where its stream started if it was sent nothing)",
+    4401: "the token that authenticated the socket expired (plus the configured leeway)",
+}
+# /replicate reads the log at the socket's pace, so it never closes a peer for lagging.
+_REPLICATE_CLOSE_CODES = tuple(code for code in CLOSE_CODES if code != 1013)
+
+_OFFSET = {"type": "integer", "minimum": 1,
+           "description": "Global offset of the row event (1, 2, ...; gap-free, never reused)."}
+_WATERMARK = {"type": "integer", "minimum": 0,
+              "description": "The model's watermark (row count of the epoch) after this row."}
+_AFTER = {"type": "integer", "minimum": 0,
+          "description": "Replay the matching events after this global offset (from "
+          "`Dbsvc-Offset` or a `lagged after <offset>` close reason) before following live. "
+          "No longer retained: 410 `offset_gone`; ahead of the head: 400 `offset_out_of_range`."}
+
+
+def build_asyncapi(schema: Schema) -> dict[str, Any]:
+    """The whole AsyncAPI 3.0.0 document of `schema`'s WebSocket routes, as JSON-ready data."""
+    stem = os.path.splitext(os.path.basename(schema.path or ""))[0] or "dbsvc"
+    schemas: dict[str, Any] = {}
+    messages: dict[str, Any] = {}
+    channels: dict[str, Any] = {}
+    operations: dict[str, Any] = {}
+    for model in schema.models:
+        _add_record_schemas(schemas, model)
+    for model in schema.models:
+        _add_event_components(schemas, messages, schema, model)
+        _add_live_components(schemas, messages, model)
+        _add_feed_channels(channels, operations, schema, model)
+    _add_replication(schemas, messages, channels, operations, schema)
+    return {
+        "asyncapi": ASYNCAPI_VERSION,
+        "info": {"title": f"{stem} realtime", "version": __version__,
+                 "description": _info_description(schema)},
+        "defaultContentType": JSON,
+        "servers": {SERVER: {
+            "host": "127.0.0.1:3000", "protocol": "ws", "protocolVersion": "13",
+            "description": "The defaults of SERVICE_HOST and SERVICE_PORT (RFC 6455 over "
+            "plain HTTP/1.1; put a TLS proxy in front for `wss`).",
+            "security": [ref(BEARER_HEADER, "securitySchemes"),
+                         ref(BEARER_SUBPROTOCOL, "securitySchemes")],
+        }},
+        "channels": channels,
+        "operations": operations,
+        "components": {
+            "schemas": schemas,
+            "messages": messages,
+            "securitySchemes": _security_schemes(),
+            "x-websocket-close-codes": {str(code): text for code, text in CLOSE_CODES.items()},
+        },
+    }
+
+
+def _put(mapping: dict[str, Any], key: str, value: Any) -> None:
+    assert key not in mapping, f"asyncapi component {key!r} built twice"
+    mapping[key] = value
+
+
+def _info_description(schema: Schema) -> str:
+    models = ", ".join(f"`{m.name}`" for m in schema.models) or "none"
+    base = os.path.basename(schema.path) or "the schema"
+    return (
+        f"Realtime routes of the database service generated by dbsvc from `{base}` "
+        f"(models: {models}); the REST routes are in `/openapi.json`. Every route is a "
+        "WebSocket (RFC 6455) opened by a GET. A request refused before the upgrade gets a "
+        "plain HTTP `application/problem+json` error, never a socket: an unknown model is "
+        "404 `not_found`, a request that is not a WebSocket handshake is 426. "
+        + _socket_rules(tuple(CLOSE_CODES)))
+
+
+def _socket_rules(codes: tuple[int, ...]) -> str:
+    lines = "\n".join(f"- `{code}`: {CLOSE_CODES[code]}" for code in codes)
+    return (
+        "Client data messages are ignored. The server pings every "
+        f"{PING_INTERVAL} s and drops peers that do not answer. Close codes:\n\n{lines}\n")
+
+
+def _security_schemes() -> dict[str, Any]:
+    guard = ("Enforced only when SERVICE_JWT_PUBKEY or SERVICE_JWKS_URL is set (otherwise every "
+             "socket opens); a socket authenticated by a token is closed with 4401 when the "
+             "token expires.")
+    return {
+        BEARER_HEADER: {
+            "type": "http", "scheme": "bearer", "bearerFormat": "JWT",
+            "description": "`Authorization: Bearer <JWT>` on the upgrade request. " + guard,
+        },
+        BEARER_SUBPROTOCOL: {
+            "type": "httpApiKey", "in": "header", "name": "Sec-WebSocket-Protocol",
+            "description": "For browsers, which cannot set Authorization: offer the subprotocols "
+            "`bearer` and `bearer.<JWT>`; the server answers `Sec-WebSocket-Protocol: bearer`. "
+            + guard,
+        },
+    }
+
+
+# ---------------------------------------------------------------- schemas
+
+
+def _add_record_schemas(schemas: dict[str, Any], model: Model) -> None:
+    """The stored record and its projections, exactly as the OpenAPI document has them."""
+    rest: dict[str, Any] = {}
+    add_model_schemas(rest, model)
+    _put(schemas, model.name, rest[model.name])
+    for p in model.projections:
+        key = f"{model.name}.projection.{p.name}"
+        _put(schemas, key, rest[key])
+
+
+def _const(value: str, description: str | None = None) -> dict[str, Any]:
+    s: dict[str, Any] = {"type": "string", "const": value}
+    if description:
+        s["description"] = description
+    return s
+
+
+def _id(model: Model, description: str) -> dict[str, Any]:
+    return {**scalar_schema(model.id_field), "description": description}
+
+
+def _record(model: Model, description: str) -> dict[str, Any]:
+    return {**record_or_projection(model), "description": description}
+
+
+_PROJECTED = " With `projection`, only that projection's fields."
+
+
+def _event_schema(model: Model, kind: str) -> dict[str, Any]:
+    props: dict[str, Any] = {
+        "kind": _const(kind),
+        "model": _const(model.name),
+        "offset": _OFFSET,
+        "watermark": _WATERMARK,
+        "id": _id(model, f"The `{model.id_field.name}` of the `{model.name}` record."),
+    }
+    if kind == "delete":
+        props["record"] = _record(model, "The last record, as it was before the delete." + _PROJECTED)
+    elif kind == "update":
+        props["record"] = _record(model, "The record after the update." + _PROJECTED)
+        props["previous"] = _record(model, "The record before the update." + _PROJECTED)
+    else:
+        props["record"] = _record(model, "The new record." + _PROJECTED)
+    verb = {"insert": "POST", "update": "PUT or PATCH", "delete": "DELETE"}[kind]
+    return object_schema(props, list(props), f"A `{model.name}` {kind} ({verb}).")
+
+
+def _link_sources(schema: Schema, model: Model) -> list[tuple[Model, Field]]:
+    """Every (child model, field) whose `@ref` names `model`, in declaration order."""
+    return [(child, f) for child in schema.models for f in child.fields if f.ref == model.name]
+
+
+def _link_schema(model: Model, sources: list[tuple[Model, Field]]) -> dict[str, Any]:
+    variants = []
+    for child, f in sources:
+        props = {
+            "kind": _const("link"),
+            "model": _const(model.name),
+            "id": _id(model, f"The `{model.id_field.name}` of the parent `{model.name}`."),
+            "child_model": _const(child.name),
+            "child_id": _id(child, f"The `{child.id_field.name}` of the `{child.name}` record."),
+            "field": _const(f.name),
+            "linked": {"type": "boolean", "description": "true: the child now references the "
+                       "parent (insert, ref change); false: it no longer does (ref change, delete)."},
+            "offset": {**_OFFSET, "description": "Offset of the row event that caused the link."},
+        }
+        variants.append(object_schema(
+            props, list(props), f"`{child.name}.{f.name}` started or stopped referencing a `{model.name}`."))
+    return {"description": f"A child record started or stopped referencing a `{model.name}`. "
+            "Links are derived from row events, never stored or replicated; they carry no "
+            "watermark.", "oneOf": variants}
+
+
+def _message(name: str, title: str, payload: dict[str, Any], description: str,
+             content_type: str = JSON) -> dict[str, Any]:
+    return {"name": name, "title": title, "contentType": content_type,
+            "description": description, "payload": payload}
+
+
+def _add_event_components(schemas: dict[str, Any], messages: dict[str, Any], schema: Schema,
+                          model: Model) -> None:
+    name = model.name
+    for kind in ("insert", "update", "delete"):
+        key = f"{name}.{kind.capitalize()}"
+        _put(schemas, key, _event_schema(model, kind))
+        _put(messages, key, _message(
+            f"{name}{kind.capitalize()}", f"{name} {kind}", ref(key),
+            f"One text frame, compact JSON: `{_event_example(model, kind)}`."))
+    sources = _link_sources(schema, model)
+    if sources:
+        key = f"{name}.Link"
+        pairs = ", ".join(f"`{child.name}.{f.name}`" for child, f in sources)
+        _put(schemas, key, _link_schema(model, sources))
+        _put(messages, key, _message(
+            f"{name}Link", f"{name} link", ref(key),
+            f"One text frame, compact JSON: a {pairs} started or stopped referencing the "
+            f"`{name}` `id`: `{_link_example(model, *sources[0])}`. Its offset is that of the "
+            "row event that caused it (an insert, a ref change or a delete of the child)."))
+
+
+# Example ids of each key type, for the wire samples in the descriptions.
+_EXAMPLE_IDS: dict[FieldType, tuple[str, str]] = {
+    FieldType.INT: ("7", "9"),
+    FieldType.STR: ('"k7"', '"k9"'),
+    FieldType.UUID: ('"0b6e2c1e-7f3a-4c55-9d2e-6a1b8c0d4e07"', '"5d0f9a2b-1c3e-4f6a-8b7c-9d0e1f2a3b09"'),
+}
+
+
+def _event_example(model: Model, kind: str) -> str:
+    text = (f'{{"kind":"{kind}","model":"{model.name}","offset":41,"watermark":12,'
+            f'"id":{_EXAMPLE_IDS[model.id_field.type][0]},"record":{{...}}')
+    return text + (',"previous":{...}}' if kind == "update" else "}")
+
+
+def _link_example(model: Model, child: Model, f: Field) -> str:
+    return (f'{{"kind":"link","model":"{model.name}","id":{_EXAMPLE_IDS[model.id_field.type][0]},'
+            f'"child_model":"{child.name}","child_id":{_EXAMPLE_IDS[child.id_field.type][1]},'
+            f'"field":"{f.name}","linked":true,"offset":41}}')
+
+
+_LIVE = ("Init", "Added", "Updated", "Removed")
+
+
+def _live_schema(model: Model, kind: str) -> dict[str, Any]:
+    props: dict[str, Any] = {"type": _const(kind), "model": _const(model.name)}
+    if kind == "Init":
+        props["records"] = {"type": "array", "items": record_or_projection(model),
+                            "description": "The whole result set." + _PROJECTED}
+        props["watermark"] = {**_WATERMARK, "description": "The model's watermark the result set was read at."}
+        props["offset"] = {"type": "integer", "minimum": 0, "description": "The global offset "
+                           "the result set was read at (0 before any event); later deltas are "
+                           "after it."}
+        return object_schema(props, list(props), f"First frame of a `{model.name}` live query "
+                             "(not sent when resumed with `after`).")
+    props["offset"] = _OFFSET
+    props["watermark"] = _WATERMARK
+    if kind == "Removed":
+        props["id"] = _id(model, "The id of the record that left the result set.")
+        what = "a record left the result set (deleted, or changed to stop matching)"
+    else:
+        props["record"] = _record(model, "The record as it is now." + _PROJECTED)
+        what = ("a record entered the result set (inserted, or changed to match)" if kind == "Added"
+                else "a record inside the result set changed and still matches")
+    return object_schema(props, list(props), f"`{model.name}` live delta: {what}.")
+
+
+def _add_live_components(schemas: dict[str, Any], messages: dict[str, Any], model: Model) -> None:
+    name = model.name
+    for kind in _LIVE:
+        _put(schemas, f"{name}.Live{kind}", _live_schema(model, kind))
+    _put(schemas, f"{name}.LiveDelta", {
+        "description": f"One frame of a `{name}` live query, told apart by `type`.",
+        "oneOf": [ref(f"{name}.Live{kind}") for kind in _LIVE],
+    })
+    _put(messages, f"{name}.LiveDelta", _message(
+        f"{name}LiveDelta", f"{name} live delta", ref(f"{name}.LiveDelta"),
+        "One text frame, compact JSON: first "
+        f'`{{"type":"Init","model":"{name}","records":[...],"watermark":12,"offset":41}}`, then '
+        f'`{{"type":"Added","model":"{name}","offset":42,"watermark":13,"record":{{...}}}}`, '
+        "`Updated` (`record`) and `Removed` (`id` instead of `record`) as records enter, "
+        "change inside, or leave the result set."))
+
+
+# ---------------------------------------------------------------- channels and operations
+
+
+def _filter_properties(model: Model) -> dict[str, Any]:
+    props: dict[str, Any] = {}
+    for f in model.fields:
+        if not f.filterable:
+            continue
+        s = scalar_schema(f)
+        note = ""
+        if f.nullable:
+            s = nullable(s)
+            note = " The literal `null` matches records where the field is null."
+        s["description"] = (f"Exact-match filter on `{f.name}`, compared by type. Repeat it to "
+                            "match any of several values; different fields are ANDed." + note)
+        props[f.name] = s
+    return props
+
+
+def _ws_binding(query: dict[str, Any]) -> dict[str, Any]:
+    return {"ws": {
+        "method": "GET",
+        "query": {"type": "object", "properties": query, "additionalProperties": False},
+        "headers": {"type": "object", "properties": {
+            "Authorization": {"type": "string",
+                              "description": "`Bearer <JWT>`: see the security schemes."},
+            "Sec-WebSocket-Protocol": {"type": "string", "description": "For browsers: "
+                                       "`bearer, bearer.<JWT>`; the server answers `bearer`."},
+        }},
+        "bindingVersion": WS_BINDING_VERSION,
+    }}
+
+
+def _feed_query(model: Model) -> dict[str, Any]:
+    query = _filter_properties(model)
+    if model.projections:
+        query["projection"] = {"type": "string", "enum": [p.name for p in model.projections],
+                               "description": "Send only the columns of this declared projection."}
+    query["after"] = _AFTER
+    return query
+
+
+_FEED_REFUSALS = (
+    "Refused before the upgrade with a plain HTTP `application/problem+json` error: 400 "
+    "`bad_query` (unknown parameter, unparsable value, unknown projection, a repeated "
+    "`projection` or `after`) or `offset_out_of_range` (`after` ahead of the head); 401 "
+    "`unauthorized`; 403 `forbidden`; 410 `offset_gone` (`after` no longer retained); 426 when "
+    "the request is not a WebSocket handshake; 503 `unavailable` (connection limit)."
+)
+
+
+def _channel_message_ref(channel: str, key: str) -> dict[str, str]:
+    return {"$ref": f"#/channels/{channel}/messages/{key}"}
+
+
+def _operation(channel: str, keys: list[str], title: str, summary: str,
+               tags: list[str]) -> dict[str, Any]:
+    return {
+        "action": "send",
+        "channel": {"$ref": f"#/channels/{channel}"},
+        "title": title,
+        "summary": summary,
+        "tags": [{"name": t} for t in tags],
+        "messages": [_channel_message_ref(channel, k) for k in keys],
+    }
+
+
+def _add_feed_channels(channels: dict[str, Any], operations: dict[str, Any], schema: Schema,
+                       model: Model) -> None:
+    name, kebab = model.name, model.kebab
+    op_id = kebab.replace("-", "_")
+    capacity = schema.runtime.changefeed_capacity
+    lag = (f"Slow consumers never slow writers: a socket whose buffer of {capacity} events "
+           "(`changefeed_capacity`) is full is closed with 1013.")
+    query = _feed_query(model)
+
+    feed = f"subscribe.{kebab}"
+    feed_messages = {kind: ref(f"{name}.{kind.capitalize()}", "messages")
+                     for kind in ("insert", "update", "delete")}
+    sources = _link_sources(schema, model)
+    links = ""
+    if sources:
+        feed_messages["link"] = ref(f"{name}.Link", "messages")
+        pairs = " or ".join(f"`{child.name}.{f.name}`" for child, f in sources)
+        links = f", and `link` when a {pairs} starts or stops referencing one"
+    _put(channels, feed, {
+        "address": f"/subscribe/{kebab}",
+        "title": f"{name} change feed",
+        "summary": f"Row events of matching `{name}` records.",
+        "description": (
+            "Text frames, one JSON event each, in offset order: `insert` (POST), `update` "
+            f"(PUT/PATCH, with `previous`), `delete` (the last `record`) of `{name}` records"
+            f"{links}. The filters pass inserts and deletes whose record matches, updates whose "
+            "old or new record matches, and links whose parent matches. With `projection`, "
+            "`record` and `previous` carry only the projection's fields. With `after`, the "
+            "matching events after that offset are replayed first, then the feed follows live "
+            f"with no gap and no duplicate. {lag}\n\n{_FEED_REFUSALS}\n\n"
+            + _socket_rules(tuple(CLOSE_CODES))),
+        "messages": feed_messages,
+        "bindings": _ws_binding(query),
+    })
+    _put(operations, f"subscribe_{op_id}", _operation(
+        feed, list(feed_messages), f"Send {name} row events",
+        f"The server sends each matching `{name}` event on `/subscribe/{kebab}`.", ["realtime", name]))
+
+    live = f"live-query.{kebab}"
+    _put(channels, live, {
+        "address": f"/live-query/{kebab}",
+        "title": f"{name} live query",
+        "summary": f"The live result set of a `{name}` query.",
+        "description": (
+            f"Also answers at `/live-query/{name}`. Text frames, one `{name}LiveDelta` each: "
+            "first `Init` (the result set, its `watermark` and `offset`), then `Added` / "
+            "`Updated` (`record`) and `Removed` (`id`) as records enter, change inside, or "
+            "leave the result set. Resumed with `after`, no `Init` is sent: the client already "
+            "holds the result set as of that offset and gets the deltas of the later events. "
+            f"With `projection`, records carry only its fields. {lag}\n\n{_FEED_REFUSALS}\n\n"
+            + _socket_rules(tuple(CLOSE_CODES))),
+        "messages": {"delta": ref(f"{name}.LiveDelta", "messages")},
+        "bindings": _ws_binding(query),
+    })
+    _put(operations, f"live_query_{op_id}", _operation(
+        live, ["delta"], f"Send {name} live deltas",
+        f"The server sends the `{name}` result set, then its changes, on `/live-query/{kebab}`.",
+        ["realtime", name]))
+
+
+def _add_replication(schemas: dict[str, Any], messages: dict[str, Any], channels: dict[str, Any],
+                     operations: dict[str, Any], schema: Schema) -> None:
+    state = "on" if schema.runtime.replication else "off"
+    layout = ("`u64 offset | u32 crc32(payload) | u32 length | payload`, big-endian: 16 header "
+              "bytes (the event's global offset, the CRC-32 of the payload, the payload's length "
+              "in bytes), then the payload, the compact JSON of an insert, update or delete event "
+              "(`PersistedEvent.Payload`) with whole records.")
+    _put(schemas, "PersistedEvent.Frame", {"type": "string", "format": "binary",
+                                           "description": "One binary frame: " + layout})
+    events = [ref(f"{m.name}.{kind}") for m in schema.models for kind in ("Insert", "Update", "Delete")]
+    payload: dict[str, Any] = {"description": "The JSON inside a `PersistedEvent` (never a "
+                               "`link`, never projected)."}
+    if events:
+        payload["oneOf"] = events
+    else:
+        payload["not"] = {}  # no model, no event
+    _put(schemas, "PersistedEvent.Payload", payload)
+    _put(messages, "PersistedEvent", _message(
+        "PersistedEvent", "Persisted event", ref("PersistedEvent.Frame"),
+        "One binary frame per committed row: " + layout, BINARY))
+    refusals = (
+        "Refused before the upgrade with a plain HTTP `application/problem+json` error: 400 "
+        "`bad_query` (a bad `after`) or `offset_out_of_range` (`after` ahead of the head); 401 "
+        "`unauthorized`; 403 `forbidden`; 404 `replication_disabled` (replication off); 410 "
+        "`offset_gone` (`after` older than the retained log); 426 when the request is not a "
+        "WebSocket handshake; 503 `unavailable` (connection limit).")
+    _put(channels, "replicate", {
+        "address": "/replicate",
+        "title": "Replication stream",
+        "summary": "Every committed row, durable and resumable.",
+        "description": (
+            f"Replication is {state} in this schema (`[runtime] replication`); when off the "
+            "route answers HTTP 404 `replication_disabled` and `/snapshot` says "
+            '`"replication": false`. Binary frames, one `PersistedEvent` each, every model\'s '
+            "rows in offset order. Offsets are global, gap-free, never reused, and survive "
+            "restarts and compaction. The stream replays from disk after `after`, then follows "
+            "live; it reads the log at the socket's pace, so a slow replica never grows server "
+            f"memory.\n\n{refusals}\n\n" + _socket_rules(_REPLICATE_CLOSE_CODES)),
+        "messages": {"event": ref("PersistedEvent", "messages")},
+        "bindings": _ws_binding({"after": {
+            "type": "integer", "minimum": 0, "default": 0,
+            "description": "Start after this global offset. Older than the retained log: 410 "
+            "`offset_gone`; ahead of the head: 400 `offset_out_of_range`."}}),
+    })
+    _put(operations, "replicate", _operation(
+        "replicate", ["event"], "Send persisted events",
+        "The server sends every committed row on `/replicate`, from `after` on.", ["realtime"]))
