@@ -1,0 +1,340 @@
+"""The WebSocket layer through a real server: refusals before the upgrade, the token, limits,
+liveness, lag and shutdown (contract section 5; dbsvc/http/websocket.py rules)."""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import json
+import os
+import signal
+import socket
+import time
+
+import jwt
+import pytest
+from cryptography.hazmat.primitives import serialization
+from cryptography.hazmat.primitives.asymmetric import ec
+
+from app_harness import ROOT
+from wskit import closed_with, nothing_within, open_ws, post, recv_json, refusal, request, run
+
+USER = {"email": "ann@x.io", "name": "Ann"}
+
+
+@pytest.fixture
+def blog(serve):
+    return serve()
+
+
+# -- refusals before the upgrade ------------------------------------------------------------
+
+@pytest.mark.parametrize("path, status, code, detail", [
+    ("/subscribe/nobody", 404, "not_found", "no route for path '/subscribe/nobody'"),
+    ("/subscribe/User", 404, "not_found", "no route"),                        # kebab only here
+    ("/live-query/nobody", 404, "not_found", "no route"),
+    ("/subscribe/user?age=3", 400, "bad_query", "cannot filter on 'age' (not marked @filter)"),
+    ("/subscribe/user?role=boss", 400, "bad_query", "role"),
+    ("/subscribe/user?colour=red", 400, "bad_query", "unknown query parameter 'colour'"),
+    ("/live-query/user?projection=nope", 400, "bad_query", "unknown projection 'nope'"),
+    ("/subscribe/user?after=abc", 400, "bad_query", "'after' must be a non-negative integer"),
+    ("/subscribe/user?after=-1", 400, "bad_query", "'after' must be a non-negative integer"),
+    ("/subscribe/user?after=1&after=2", 400, "bad_query", "'after' given more than once"),
+    ("/subscribe/user?after=99", 400, "offset_out_of_range", "offset 99 is ahead of the head offset 0"),
+    ("/live-query/user?after=99", 400, "offset_out_of_range", "ahead of the head"),
+])
+def test_refusals_before_the_upgrade_are_http_problems(blog, path, status, code, detail):
+    got_status, problem, headers = run(refusal(blog, path))
+    assert (got_status, problem["code"]) == (status, code), problem
+    assert detail in problem["detail"]
+    assert headers["content-type"] == "application/problem+json"
+    assert blog.get("/health").status == 200
+
+
+def test_a_plain_get_on_a_feed_is_426_with_the_upgrade_header(blog):
+    reply = blog.get("/subscribe/user")
+    assert reply.status == 426
+    assert reply.headers["upgrade"] == "websocket"
+    assert reply.json["code"] == "bad_request"
+
+
+def test_a_post_to_a_feed_is_405(blog):
+    reply = blog.post("/subscribe/user", {})
+    assert reply.status == 405
+    assert reply.headers["allow"] == "GET"
+
+
+def test_replicate_with_replication_off_is_404_replication_disabled(serve):
+    server = serve(ROOT / "schemas" / "inventory.dbs")
+    status, problem, _ = run(refusal(server, "/replicate?after=0"))
+    assert (status, problem["code"]) == (404, "replication_disabled")
+    assert server.get("/snapshot").json["replication"] is False
+
+
+def test_compression_offered_by_the_client_is_declined(blog):
+    async def body():
+        async with open_ws(blog, "/subscribe/user") as ws:       # websockets offers permessage-deflate
+            assert ws.response.headers.get("Sec-WebSocket-Extensions") is None
+            await post(blog, "/api/user", USER)
+            assert (await recv_json(ws))["kind"] == "insert"
+    run(body())
+
+
+def test_asyncapi_document_is_served(blog):
+    reply = blog.get("/asyncapi.json")
+    assert reply.status == 200
+    assert reply.json["asyncapi"].startswith("3.")
+
+
+# -- origin ---------------------------------------------------------------------------------
+
+def test_origin_outside_the_cors_list_is_403_and_a_listed_one_opens(serve):
+    server = serve(env={"SERVICE_CORS_ORIGINS": "https://app.example"})
+
+    async def body():
+        status, problem, _ = await refusal(server, "/subscribe/user", origin="https://evil.example")
+        assert (status, problem["code"]) == (403, "forbidden")
+        assert "origin 'https://evil.example' is not allowed" in problem["detail"]
+        async with open_ws(server, "/subscribe/user", origin="https://app.example"):
+            pass
+        async with open_ws(server, "/subscribe/user"):           # no Origin: not a browser
+            pass
+    run(body())
+
+
+# -- the token --------------------------------------------------------------------------------
+
+@pytest.fixture(scope="module")
+def keypair(tmp_path_factory):
+    private = ec.generate_private_key(ec.SECP256R1())
+    pem = private.public_key().public_bytes(serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo)
+    path = tmp_path_factory.mktemp("keys") / "idp.pem"
+    path.write_bytes(pem)
+    return private, path
+
+
+def token(private, **claims) -> str:
+    body = {"exp": int(time.time()) + 300, "tenant": "acme", "iss": "https://id.example.com/", "aud": "blog"}
+    body.update(claims)
+    return jwt.encode(body, private, algorithm="ES256")
+
+
+@pytest.fixture
+def guarded(serve, keypair, tmp_path):
+    data = tmp_path / "data"
+    (data / "acme").mkdir(parents=True)
+    return serve(data_dir=data, env={"SERVICE_JWT_PUBKEY": str(keypair[1]), "SERVICE_JWT_ALG": "ES256",
+                                     "SERVICE_TENANT": "acme", "SERVICE_JWT_LEEWAY": "0"})
+
+
+def test_guarded_feed_without_token_is_401(guarded):
+    status, problem, headers = run(refusal(guarded, "/subscribe/user"))
+    assert (status, problem["code"]) == (401, "unauthorized")
+    assert headers["www-authenticate"] == 'Bearer realm="dbsvc"'
+
+
+@pytest.mark.parametrize("how", ["header", "subprotocol"])
+def test_bad_and_foreign_tokens_are_refused_before_the_upgrade(guarded, keypair, how):
+    def offer(value):
+        if how == "header":
+            return {"additional_headers": {"Authorization": f"Bearer {value}"}}
+        return {"subprotocols": ["bearer", f"bearer.{value}"]}
+
+    async def body():
+        status, problem, headers = await refusal(guarded, "/subscribe/user", **offer("not.a.token"))
+        assert (status, problem["code"]) == (401, "unauthorized")
+        assert 'error="invalid_token"' in headers["www-authenticate"]
+        status, problem, _ = await refusal(guarded, "/live-query/user", **offer(token(keypair[0], tenant="other")))
+        assert (status, problem["code"]) == (403, "forbidden")
+    run(body())
+
+
+def test_subprotocol_token_is_answered_with_bearer(guarded, keypair):
+    good = token(keypair[0])
+
+    async def body():
+        async with open_ws(guarded, "/subscribe/user", subprotocols=["bearer", f"bearer.{good}"]) as ws:
+            assert ws.subprotocol == "bearer"
+            await post(guarded, "/api/user", USER, headers={"Authorization": f"Bearer {good}"})
+            assert (await recv_json(ws))["kind"] == "insert"
+        async with open_ws(guarded, "/subscribe/user", additional_headers={"Authorization": f"Bearer {good}"}) as ws:
+            assert ws.subprotocol is None
+    run(body())
+
+
+def test_socket_closes_with_4401_when_its_token_expires(guarded, keypair):
+    short = token(keypair[0], exp=int(time.time()) + 2)
+
+    async def body():
+        async with open_ws(guarded, "/subscribe/user", additional_headers={"Authorization": f"Bearer {short}"}) as ws:
+            started = time.monotonic()
+            code, reason = await closed_with(ws, timeout=8)
+            assert (code, reason) == (4401, "token expired")
+            assert time.monotonic() - started < 5          # by a timer, with no event needed
+    run(body())
+
+
+# -- limits ---------------------------------------------------------------------------------
+
+def test_message_over_64_kib_closes_with_1009_and_the_server_goes_on(blog):
+    async def body():
+        async with open_ws(blog, "/subscribe/user") as ws:
+            await ws.send("x" * 65536)                         # exactly the limit: ignored
+            await ws.send(b"y" * (65536 + 1))
+            code, _reason = await closed_with(ws)
+            assert code == 1009
+        async with open_ws(blog, "/subscribe/user") as ws:
+            await post(blog, "/api/user", USER)
+            assert (await recv_json(ws))["kind"] == "insert"
+    run(body())
+
+
+def test_fragmented_message_over_the_limit_closes_with_1009(blog):
+    async def body():
+        async with open_ws(blog, "/subscribe/user") as ws:
+            await ws.send(iter([b"a" * 40000, b"b" * 40000]))   # two frames, 80,000 bytes
+            code, _reason = await closed_with(ws)
+            assert code == 1009
+    run(body())
+
+
+def _raw_socket(port: int, path: str, rcvbuf: int | None = None) -> socket.socket:
+    """A client that completes the handshake by hand and then does what the test says."""
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    if rcvbuf is not None:                      # before connect, so the TCP window stays small
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, rcvbuf)
+    sock.settimeout(10)
+    sock.connect(("127.0.0.1", port))
+    key = base64.b64encode(os.urandom(16)).decode()
+    sock.sendall((f"GET {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
+                  f"Sec-WebSocket-Key: {key}\r\nSec-WebSocket-Version: 13\r\n\r\n").encode())
+    head = b""
+    while b"\r\n\r\n" not in head:
+        chunk = sock.recv(1)
+        assert chunk, "closed during the handshake"
+        head += chunk
+    assert head.startswith(b"HTTP/1.1 101"), head
+    return sock
+
+
+def _wait_metric(server, name: str, value: int, timeout: float = 10.0) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if server.get("/metrics").json["realtime"][name] == value:
+            return
+        time.sleep(0.05)
+    raise AssertionError(f"{name} never became {value}: {server.get('/metrics').json['realtime']}")
+
+
+async def _metric_becomes(server, name: str, value: int, timeout: float = 10.0) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if (await request(server, "GET", "/metrics")).json["realtime"][name] == value:
+            return
+        await asyncio.sleep(0.05)
+    raise AssertionError(f"{name} never became {value}")
+
+
+def test_dead_peer_is_dropped_after_a_missed_pong(serve):
+    server = serve(env={"SERVICE_WS_PING_INTERVAL": "0.3", "SERVICE_WS_PONG_TIMEOUT": "0.3"})
+    dead = _raw_socket(server.port, "/subscribe/user")          # never answers a ping
+
+    async def body():
+        async with open_ws(server, "/subscribe/user", ping_interval=None) as alive:   # answers pings
+            await _metric_becomes(server, "subscriptions", 2, timeout=0.25)
+            await _metric_becomes(server, "subscriptions", 1, timeout=5)       # the dead one dropped
+            await asyncio.sleep(1.5)                               # several more ping rounds
+            assert (await request(server, "GET", "/metrics")).json["realtime"]["subscriptions"] == 1
+            await post(server, "/api/user", USER)
+            assert (await recv_json(alive))["kind"] == "insert"
+    run(body())
+    dead.settimeout(5)
+    received = b""
+    while True:
+        chunk = dead.recv(65536)
+        if not chunk:
+            break
+        received += chunk
+    assert received.startswith(b"\x89\x00")                        # the unanswered ping
+    dead.close()
+
+
+def test_slow_consumer_is_closed_1013_while_a_fast_one_keeps_up(serve, tmp_path):
+    schema = tmp_path / "small.dbs"
+    schema.write_text((ROOT / "schemas" / "blog.dbs").read_text().replace("changefeed_capacity = 1024",
+                                                                          "changefeed_capacity = 8"))
+    server = serve(schema)
+    slow = _raw_socket(server.port, "/subscribe/user", rcvbuf=4096)     # reads nothing from here on
+    big = "x" * 200_000
+    writes = 40
+
+    async def body():
+        async with open_ws(server, "/subscribe/user") as fast:
+            for i in range(writes):
+                await post(server, "/api/user", {"email": f"{i}@x.io", "name": "Ann", "profile": big})
+            offsets = [(await recv_json(fast))["offset"] for _ in range(writes)]
+            assert offsets == list(range(1, writes + 1))
+    run(body())
+    _wait_metric(server, "lagged_closes", 1)
+    assert server.get("/metrics").json["realtime"]["events_sent"] < 2 * writes
+    assert server.get("/metrics").json["realtime"]["subscriptions"] == 0
+    # The slow client reads at last: the frames it was sent, then 1013 naming the last one.
+    slow.settimeout(10)
+    data = b""
+    while True:
+        chunk = slow.recv(1 << 20)
+        if not chunk:
+            break
+        data += chunk
+    frames = _parse_frames(data)
+    texts = [json.loads(payload) for opcode, payload in frames if opcode == 1]
+    close = [payload for opcode, payload in frames if opcode == 8]
+    assert close, "no close frame"
+    code = int.from_bytes(close[0][:2], "big")
+    reason = close[0][2:].decode()
+    assert code == 1013
+    assert reason == f"lagged after {texts[-1]['offset']}"
+    assert [t["offset"] for t in texts] == list(range(1, len(texts) + 1))    # a prefix, no gap
+    assert len(texts) < writes
+
+
+def _parse_frames(data: bytes) -> list[tuple[int, bytes]]:
+    frames, i = [], 0
+    while i + 2 <= len(data):
+        opcode, n = data[i] & 0x0F, data[i + 1] & 0x7F
+        i += 2
+        if n == 126:
+            n, i = int.from_bytes(data[i:i + 2], "big"), i + 2
+        elif n == 127:
+            n, i = int.from_bytes(data[i:i + 8], "big"), i + 8
+        if i + n > len(data):
+            break
+        frames.append((opcode, data[i:i + n]))
+        i += n
+    return frames
+
+
+def test_sigterm_closes_every_socket_with_1001(blog):
+    async def body():
+        async with open_ws(blog, "/subscribe/user") as a, open_ws(blog, "/live-query/user") as b:
+            await recv_json(b)                                      # Init
+            blog.proc.send_signal(signal.SIGTERM)
+            assert (await closed_with(a))[0] == 1001
+            assert (await closed_with(b))[0] == 1001
+    run(body())
+    assert blog.proc.wait(timeout=30) == 0
+    assert any("closed cleanly" in line for line in blog.log)
+
+
+def test_nothing_is_sent_to_a_feed_after_the_server_closed_it(blog):
+    async def body():
+        async with open_ws(blog, "/subscribe/user") as ws:
+            await ws.send(b"z" * 70000)
+            assert (await closed_with(ws))[0] == 1009
+        await post(blog, "/api/user", USER)
+        assert blog.get("/metrics").json["realtime"]["subscriptions"] == 0
+        async with open_ws(blog, "/subscribe/user") as ws:
+            assert await nothing_within(ws, 0.2)
+            await request(blog, "PATCH", "/api/user/1", {"name": "B"})
+            assert (await recv_json(ws))["kind"] == "update"
+    run(body())
