@@ -1,0 +1,75 @@
+"""Sans-IO harness for the realtime tests: a real store and compiled schema, a channel that
+records what a session sends, and a scheduler the test runs by hand."""
+
+from __future__ import annotations
+
+import asyncio
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+from dbsvc.compiler import compile_schema
+from dbsvc.schema import load_schema
+from dbsvc.storage import Store
+from dbsvc.storage.tenants import create_tenant
+
+BLOG = compile_schema(load_schema(str(ROOT / "schemas" / "blog.dbs")))
+
+
+class Recorder:
+    """A `Channel` that keeps every frame and close; `writable` is set by the test."""
+
+    def __init__(self) -> None:
+        self.frames: list[bytes] = []
+        self.closed: tuple[int, str] | None = None
+        self.open = True
+
+    @property
+    def writable(self) -> bool:
+        return self.open and self.closed is None
+
+    def send_frame(self, frame: bytes) -> None:
+        assert self.closed is None, "frame sent after close"
+        self.frames.append(frame)
+
+    def send_text(self, text: str) -> None:
+        raise AssertionError("feeds send shared frames only")
+
+    def send_bytes(self, data: bytes) -> None:
+        raise AssertionError("feeds send shared frames only")
+
+    def close(self, code: int = 1000, reason: str = "") -> None:
+        if self.closed is None:
+            self.closed = (code, reason)
+
+
+class Scheduler:
+    """`schedule(callback)` as the broker sees it; the test calls `run()` for a turn."""
+
+    def __init__(self) -> None:
+        self.pending: list = []
+
+    def __call__(self, callback) -> None:
+        self.pending.append(callback)
+
+    def run(self) -> int:
+        ran = 0
+        while self.pending:
+            batch, self.pending = self.pending, []
+            for callback in batch:
+                callback()
+                ran += 1
+        return ran
+
+
+def open_blog_store(tmp_path, **kw) -> Store:
+    directory = create_tenant(str(tmp_path / "data"), "t")
+    kw.setdefault("sync", "off")
+    return Store.open(directory, BLOG.MODELS, BLOG.DESCRIPTION, **kw)
+
+
+def run(coroutine):
+    return asyncio.run(coroutine)
