@@ -34,7 +34,8 @@ Rules:
    leave a socket in one write. While the transport is over its high-water mark the
    channel is not `writable` and the socket is not read (a client flooding pings cannot
    grow our write buffer); `Session.on_writable` is called when it drains.
-6. The session's `on_close(code)` is called exactly once, with the first close code sent
+6. A session callback that raises is logged and closes its socket with 1011.
+   The session's `on_close(code)` is called exactly once, with the first close code sent
    or received, 1006 when the TCP connection ended without one.
 7. A data message from the client is handed to `Session.on_message`; the realtime
    sessions ignore it (documented in docs/realtime.md).
@@ -71,6 +72,7 @@ NO_STATUS = 1005          # RFC 6455 §7.4.1: a close frame without a code
 ABNORMAL = 1006           # the TCP connection ended without a close frame
 TOO_BIG = 1009
 GOING_AWAY = 1001
+INTERNAL_ERROR = 1011
 
 
 class State(enum.Enum):
@@ -150,7 +152,7 @@ class WebSocketConnection:
         if upgrade.close_at is not None:
             when, code, reason = upgrade.close_at
             self._expiry = loop.call_later(max(0.0, when - time.time()), self.close, code, reason)
-        self._session.on_open(self)
+        self._call(self._session.on_open, self)
         if trailing and self.state is State.OPEN:
             self.data_received(trailing)
 
@@ -234,7 +236,7 @@ class WebSocketConnection:
             self._reading_paused = False
             self._out.transport.resume_reading()
         if self.state is State.OPEN:
-            self._session.on_writable()
+            self._call(self._session.on_writable)
 
     def shutdown(self) -> None:
         self.close(GOING_AWAY, "server shutting down")
@@ -258,7 +260,15 @@ class WebSocketConnection:
             message: str | bytes = parts[0] if len(parts) == 1 else "".join(parts)
         else:
             message = parts[0] if len(parts) == 1 else b"".join(parts)
-        self._session.on_message(message)
+        self._call(self._session.on_message, message)
+
+    def _call(self, callback: Any, *args: Any) -> None:
+        """Run a session callback; a bug in it closes this socket with 1011, not the server."""
+        try:
+            callback(*args)
+        except Exception:
+            log.exception("WebSocket session %s failed", self._route)
+            self.close(INTERNAL_ERROR, "internal error")
 
     def _on_close_frame(self, event: CloseConnection) -> None:
         ws_state = self._ws.state
@@ -298,7 +308,10 @@ class WebSocketConnection:
     def _report(self) -> None:
         if not self._reported:
             self._reported = True
-            self._session.on_close(self._close_code if self._close_code is not None else ABNORMAL)
+            try:
+                self._session.on_close(self._close_code if self._close_code is not None else ABNORMAL)
+            except Exception:
+                log.exception("WebSocket session %s failed while closing", self._route)
 
     def _arm(self, when: float) -> None:
         if self._timer is not None:

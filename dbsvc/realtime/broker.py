@@ -23,6 +23,7 @@ Rules:
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
@@ -31,6 +32,8 @@ from dbsvc.realtime.session import FeedSession
 from dbsvc.runtime import CompiledModel
 from dbsvc.storage.events import ChangeEvent, EventKind
 from dbsvc.storage.store import Store
+
+log = logging.getLogger("dbsvc.realtime")
 
 Schedule = Callable[[Callable[[], None]], Any]
 
@@ -163,7 +166,10 @@ class Broker:
     def _drain(self) -> None:
         events, self._pending = self._pending, []
         for event in events:
-            self._dispatch(event)
+            try:
+                self._dispatch(event)
+            except Exception:               # a bug must not cost the other events their delivery
+                log.exception("fan-out of offset %d failed", event.offset)
             self.head = event.offset
             if self._waiting:
                 self._release_waiting()

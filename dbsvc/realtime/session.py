@@ -49,6 +49,7 @@ log = logging.getLogger("dbsvc.realtime")
 
 REPLAY_BATCH = 2000
 LAGGED = 1013
+INTERNAL = 1011
 
 
 class Phase(enum.Enum):
@@ -62,7 +63,7 @@ class FeedSession:
     """The session of one feed socket; see the module docstring."""
 
     __slots__ = ("spec", "_broker", "_channel", "_queue", "capacity", "last", "sent", "phase",
-                 "_replay", "_init", "_pumping", "_live_last")
+                 "_replay", "_init", "_pumping", "_live_last", "_closing")
 
     def __init__(self, spec: FeedSpec, broker: Broker, start: int, *,
                  replay: Iterator[ChangeEvent] | None = None, init: tuple[bytes, int] | None = None) -> None:
@@ -77,6 +78,7 @@ class FeedSession:
         self._replay: Iterator[tuple[int, bytes | None]] | None = None
         self._init = init
         self._pumping = False
+        self._closing = (1000, "")
         if replay is not None:
             self.phase = Phase.REPLAY
             self._replay = replay_frames(spec, replay, broker.models, broker.lookup)
@@ -95,7 +97,7 @@ class FeedSession:
     def on_open(self, channel: Channel) -> None:
         self._channel = channel
         if self.phase is Phase.CLOSED:       # lagged before the 101 was even written
-            channel.close(LAGGED, f"lagged after {self.sent}")
+            channel.close(*self._closing)
             return
         if self.phase is Phase.INIT:
             self._broker.release_init(self)
@@ -172,7 +174,15 @@ class FeedSession:
             replay = self._replay
             if replay is None:
                 return
-            step = next(replay, None)
+            try:
+                step = next(replay, None)
+            except (OffsetGone, OffsetOutOfRange):   # a compaction replaced the log under us
+                self._lagged()
+                return
+            except OSError as exc:
+                log.error("replay of %s after %d failed: %s", self.spec.model.name, self.last, exc)
+                self._close(INTERNAL, "replay failed")
+                return
             if step is None:
                 if self.last >= broker.store_head():
                     self.phase = Phase.LIVE  # caught up: what follows comes from the broker
@@ -198,9 +208,13 @@ class FeedSession:
 
     def _lagged(self) -> None:
         """Rule 4: the peer is too slow; it resumes with `after=<sent>`."""
-        channel, sent = self._channel, self.sent
         self._broker.lagged += 1
-        self.on_close(LAGGED)
+        self._close(LAGGED, f"lagged after {self.sent}")
+
+    def _close(self, code: int, reason: str) -> None:
+        channel = self._channel
+        self.on_close(code)
+        self._closing = (code, reason)
         if channel is not None:
-            channel.close(LAGGED, f"lagged after {sent}")
+            channel.close(code, reason)
 
