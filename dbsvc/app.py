@@ -1,13 +1,7 @@
 """The application: routes a `Request` to a generated model handler and the store.
 
-Route table (interface.md section 4)::
-
-    GET|HEAD /health | /ready | /metrics | /snapshot     operational, never guarded
-    GET|HEAD /openapi.json | /asyncapi.json              the API documents, never guarded
-    GET|HEAD|POST            /api/<kebab>                list, create
-    GET|HEAD|PUT|PATCH|DELETE /api/<kebab>/<id>          read, replace, merge, delete
-    GET /subscribe/<kebab>, /live-query/<name|kebab>     WebSocket feeds (dbsvc.realtime)
-    GET /replicate                                       404 replication_disabled when off
+Routes: the table in `dbsvc/routes.py` (interface.md section 4); the WebSocket feeds are
+opened by `dbsvc.realtime.routes`.
 
 Reads are synchronous and answered on the loop turn that parsed them. Writes are applied
 synchronously too (`store.apply_*`) and return a `Deferred`: the response, sent once the
@@ -43,13 +37,22 @@ from dbsvc.http.types import Deferred, Request, Response, Upgrade
 from dbsvc.realtime.broker import Broker
 from dbsvc.realtime.feeds import FeedKind
 from dbsvc.realtime.routes import RealtimeRoutes
+from dbsvc.routes import (
+    API_PREFIX,
+    COLLECTION_METHODS,
+    ITEM_METHODS,
+    LIVE_QUERY,
+    OPERATIONAL,
+    READ_METHODS,
+    REPLICATE_PATH,
+    SOCKET_METHODS,
+    SUBSCRIBE,
+    item_path,
+)
 from dbsvc.runtime import CompiledModel, compact_json
 
 log = logging.getLogger("dbsvc.app")
 
-COLLECTION_METHODS = ["GET", "HEAD", "POST"]
-ITEM_METHODS = ["GET", "HEAD", "PUT", "PATCH", "DELETE"]
-OPERATIONAL_METHODS = ["GET", "HEAD"]
 
 
 def dumps(value: Any) -> bytes:
@@ -134,7 +137,7 @@ def _raw_item_segment(target: str, kebab: str) -> str | None:
     if not path.startswith("/"):                        # absolute form, RFC 9112 §3.2.2
         rest = path.partition("://")[2]
         path = rest[rest.find("/"):] if "/" in rest else "/"
-    prefix = f"/api/{kebab}/"
+    prefix = item_path(kebab, "")
     if not path.startswith(prefix) or "/" in path[len(prefix):]:
         return None
     return unquote(path[len(prefix):], errors="strict")
@@ -155,16 +158,10 @@ class Application:
         self.broker = broker if broker is not None else Broker(store, module.BY_NAME, 1024)
         self.realtime = RealtimeRoutes(self.broker, module.BY_NAME, guard=guard, origins=origins)
         self._operational: dict[str, Callable[[], Response]] = {
-            "/health": self.health,
-            "/ready": self.ready,
-            "/metrics": self.metrics,
-            "/snapshot": self.snapshot,
-            "/openapi.json": self.openapi,
-            "/asyncapi.json": self.asyncapi,
-        }
+            route.path: getattr(self, route.name) for route in OPERATIONAL}
         self._openapi = getattr(module, "OPENAPI_JSON", "{}").encode("utf-8")
         self._asyncapi = getattr(module, "ASYNCAPI_JSON", "{}").encode("utf-8")
-        self._feeds = {"subscribe": FeedKind.SUBSCRIBE, "live-query": FeedKind.LIVE}
+        self._feeds = {SUBSCRIBE: FeedKind.SUBSCRIBE, LIVE_QUERY: FeedKind.LIVE}
         self._refresh_needed: type[Exception] = _Never
         if guard is not None:
             from dbsvc.auth import KeyRefreshNeeded, authorize, token_problem
@@ -177,26 +174,26 @@ class Application:
 
     def __call__(self, request: Request) -> Response | Deferred | Upgrade | Awaitable[Response | Upgrade]:
         path = request.path
-        if path.startswith("/api/"):
-            return self.api(request, path[5:])
+        if path.startswith(API_PREFIX):
+            return self.api(request, path[len(API_PREFIX):])
         handler = self._operational.get(path)
         if handler is not None:
-            if request.method not in ("GET", "HEAD"):
-                raise MethodNotAllowed(f"method {request.method!r} is not allowed on {path!r}", OPERATIONAL_METHODS)
+            if request.method not in READ_METHODS:
+                raise MethodNotAllowed(f"method {request.method!r} is not allowed on {path!r}", list(READ_METHODS))
             return handler()
         prefix, slash, segment = path[1:].partition("/")
         kind = self._feeds.get(prefix)
         if kind is not None and slash and segment and "/" not in segment:
             return self.feed(request, kind, segment)
-        if path == "/replicate":
+        if path == REPLICATE_PATH:
             raise ReplicationDisabled("replication is off: set replication = true in the schema's [runtime] table"
                                       if not self.replication else "replication is not available yet")
         raise NotFound(f"no route for path {path!r}")
 
     def feed(self, request: Request, kind: FeedKind, segment: str) -> Upgrade | Awaitable[Upgrade]:
         """A `/subscribe` or `/live-query` socket (dbsvc.realtime.routes checks everything)."""
-        if request.method != "GET":
-            raise MethodNotAllowed(f"method {request.method!r} is not allowed on {request.path!r}", ["GET"])
+        if request.method not in SOCKET_METHODS:
+            raise MethodNotAllowed(f"method {request.method!r} is not allowed on {request.path!r}", list(SOCKET_METHODS))
         try:
             return self.realtime.open(kind, request, segment)
         except self._refresh_needed:
@@ -230,7 +227,7 @@ class Application:
                 return self.create(request, model)
             if method == "OPTIONS":
                 return Response(204, headers=[("Allow", ", ".join(COLLECTION_METHODS))], content_type=None)
-            raise MethodNotAllowed(f"method {method!r} is not allowed on {request.path!r}", COLLECTION_METHODS)
+            raise MethodNotAllowed(f"method {method!r} is not allowed on {request.path!r}", list(COLLECTION_METHODS))
         if method == "GET" or method == "HEAD":
             return self.read(request, model, segment)
         if method == "PUT":
@@ -241,7 +238,7 @@ class Application:
             return self.delete(request, model, segment)
         if method == "OPTIONS":
             return Response(204, headers=[("Allow", ", ".join(ITEM_METHODS))], content_type=None)
-        raise MethodNotAllowed(f"method {method!r} is not allowed on {request.path!r}", ITEM_METHODS)
+        raise MethodNotAllowed(f"method {method!r} is not allowed on {request.path!r}", list(ITEM_METHODS))
 
     # -- the token guard --------------------------------------------------------------
 
@@ -311,12 +308,12 @@ class Application:
         stored, durable = self.store.apply_insert(model.name, record)
         key = stored[model.id_field]
         if type(key) is int:
-            location = f"/api/{model.kebab}/{key}"
+            location = item_path(model.kebab, str(key))
             body = b'{"id":%d}' % key
         else:
             # RFC 3986 §3.3: the id is one path segment, so '/', '%', spaces and non-ASCII are
             # percent-encoded (a header value is ASCII; a raw CR/LF would split the response).
-            location = f"/api/{model.kebab}/{quote(str(key), safe='')}"
+            location = item_path(model.kebab, quote(str(key), safe=""))
             body = dumps({"id": key})
         return Deferred(durable, Response(201, body, [("Location", location)]))
 

@@ -36,6 +36,7 @@ from dbsvc import __version__
 from dbsvc.compiler.openapi_schemas import (add_model_schemas, nullable, object_schema,
                                             record_or_projection, ref, scalar_schema)
 from dbsvc.schema.ir import Field, FieldType, Model, Schema
+from dbsvc.routes import LIVE_QUERY, REPLICATE_PATH, SUBSCRIBE, feed_path
 
 ASYNCAPI_VERSION = "3.0.0"
 WS_BINDING_VERSION = "0.1.0"
@@ -402,7 +403,7 @@ def _add_feed_channels(channels: dict[str, Any], operations: dict[str, Any], sch
         pairs = " or ".join(f"`{child.name}.{f.name}`" for child, f in sources)
         links = f", and `link` when a {pairs} starts or stops referencing one"
     _put(channels, feed, {
-        "address": f"/subscribe/{kebab}",
+        "address": feed_path(SUBSCRIBE, kebab),
         "title": f"{name} change feed",
         "summary": f"Row events of matching `{name}` records.",
         "description": (
@@ -423,7 +424,7 @@ def _add_feed_channels(channels: dict[str, Any], operations: dict[str, Any], sch
 
     live = f"live-query.{kebab}"
     _put(channels, live, {
-        "address": f"/live-query/{kebab}",
+        "address": feed_path(LIVE_QUERY, kebab),
         "title": f"{name} live query",
         "summary": f"The live result set of a `{name}` query.",
         "description": (
@@ -470,7 +471,7 @@ def _add_replication(schemas: dict[str, Any], messages: dict[str, Any], channels
         "`offset_gone` (`after` older than the retained log); 426 when the request is not a "
         "WebSocket handshake; 503 `unavailable` (connection limit).")
     _put(channels, "replicate", {
-        "address": "/replicate",
+        "address": REPLICATE_PATH,
         "title": "Replication stream",
         "summary": "Every committed row, durable and resumable.",
         "description": (

@@ -32,6 +32,7 @@ from dbsvc.compiler.openapi_schemas import (MAX_LIMIT, add_model_schemas, nullab
                                             object_schema, problem_schemas, record_or_projection, ref,
                                             scalar_schema)
 from dbsvc.schema.ir import Model, Schema
+from dbsvc.routes import LIVE_QUERY, OPERATIONAL, REPLICATE_PATH, SUBSCRIBE, collection_path, feed_path, item_path
 
 OPENAPI_VERSION = "3.1.0"
 PROBLEM_JSON = "application/problem+json"
@@ -80,7 +81,7 @@ def build_openapi(schema: Schema) -> dict[str, Any]:
         _add_crud_paths(paths, model)
     for model in schema.models:
         _add_feed_paths(paths, model)
-    paths["/replicate"] = {"get": _replicate_operation(schema)}
+    paths[REPLICATE_PATH] = {"get": _replicate_operation(schema)}
     schemas.update(problem_schemas())
     return {
         "openapi": OPENAPI_VERSION,
@@ -275,7 +276,7 @@ def _add_crud_paths(paths: dict[str, Any], model: Model) -> None:
     name, kebab, oid = model.name, model.kebab, _op_id(model)
     read_headers = ("Dbsvc-Watermark", "Dbsvc-Offset")
     projection = _projection_parameter(model)
-    paths[f"/api/{kebab}"] = {
+    paths[collection_path(kebab)] = {
         "get": {
             "tags": [name], "operationId": f"list_{oid}",
             "summary": f"List {name} records with filters, sort and pagination",
@@ -300,7 +301,7 @@ def _add_crud_paths(paths: dict[str, Any], model: Model) -> None:
         },
     }
     write_errors = _errors_for(400, 401, 403, 404, 409, 413, 415, 422, 503)
-    paths[f"/api/{kebab}/{{id}}"] = {
+    paths[item_path(kebab)] = {
         "parameters": [_id_parameter(model)],
         "get": {
             "tags": [name], "operationId": f"get_{oid}", "summary": f"Fetch one {name}",
@@ -349,7 +350,7 @@ def _add_feed_paths(paths: dict[str, Any], model: Model) -> None:
     query = _params(*_filter_parameters(model), _projection_parameter(model),
                     ref("after", "parameters"), *_ws_parameters())
     errors = _errors_for(400, 401, 403, 410, 503)
-    paths[f"/subscribe/{kebab}"] = {"get": {
+    paths[feed_path(SUBSCRIBE, kebab)] = {"get": {
         "tags": ["realtime", name], "operationId": f"subscribe_{oid}",
         "summary": f"Change feed of {name} (WebSocket)",
         "description": f"Text frames, one JSON event each: `insert`, `update` (with `previous`), "
@@ -361,7 +362,7 @@ def _add_feed_paths(paths: dict[str, Any], model: Model) -> None:
         "parameters": query,
         "responses": {"101": _switching("Upgraded; events follow."), **errors},
     }}
-    paths[f"/live-query/{kebab}"] = {"get": {
+    paths[feed_path(LIVE_QUERY, kebab)] = {"get": {
         "tags": ["realtime", name], "operationId": f"live_query_{oid}",
         "summary": f"Live result set of {name} (WebSocket)",
         "description": f"`{name}LiveDelta` text frames: first `Init` (`records`, `watermark`), "
@@ -425,15 +426,11 @@ def _add_operational(paths: dict[str, Any], schemas: dict[str, Any], schema: Sch
         },
         "required": ["watermarks", "epoch", "replication"],
     }
-    routes = (
-        ("/health", "health", "Liveness; never touches the database", "Health"),
-        ("/ready", "ready", "Readiness; acquires a read lock", "Ready"),
-        ("/metrics", "metrics", "Per-model row counts (JSON)", "Metrics"),
-        ("/snapshot", "snapshot", "Current per-model watermarks", "Snapshot"),
-    )
-    for path, oid, summary, schema_name in routes:
-        paths[path] = {"get": {
-            "tags": ["operations"], "operationId": oid, "summary": summary,
+    for route in OPERATIONAL:
+        body = ref(route.schema) if route.schema is not None else {
+            "type": "object", "description": "A JSON document generated with the handlers."}
+        paths[route.path] = {"get": {
+            "tags": ["operations"], "operationId": route.name, "summary": route.summary,
             "security": [],
-            "responses": {"200": _json_response("OK.", ref(schema_name)), **_errors_for(503)},
+            "responses": {"200": _json_response("OK.", body), **_errors_for(503)},
         }}

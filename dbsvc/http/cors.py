@@ -2,7 +2,7 @@
 
 Job: decide the extra response headers for a request carrying `Origin`, and answer
 preflight requests (`OPTIONS` with `Access-Control-Request-Method`) without the
-application. Pure: no I/O, no h11, no dbsvc imports.
+application. Pure: no I/O, no h11; of dbsvc it reads only the route table's methods.
 
 Rules:
 1. CORS is off when no origins are configured: no headers are added, OPTIONS goes to the app.
@@ -12,14 +12,16 @@ Rules:
 3. Every response under CORS carries `Vary: Origin`, allowed or not, so a shared cache never
    serves one origin's answer to another.
 4. Actual responses expose Location, X-Request-Id, Dbsvc-Watermark, Dbsvc-Offset.
-5. A preflight is answered 204 by the protocol layer: Allow-Methods (a fixed list),
+5. A preflight is answered 204 by the protocol layer: Allow-Methods (the route table's),
    Allow-Headers (the requested ones that are in `ALLOWED_HEADERS`), Max-Age 600. A
    preflight from a disallowed origin gets 204 without Allow-* headers: the browser fails it.
 """
 
 from __future__ import annotations
 
-ALLOWED_METHODS = b"GET, POST, PUT, PATCH, DELETE, HEAD, OPTIONS"
+from dbsvc.routes import ALL_METHODS
+
+ALLOWED_METHODS = ", ".join(ALL_METHODS).encode("ascii")
 ALLOWED_HEADERS = frozenset({
     "accept", "accept-language", "authorization", "cache-control", "content-language",
     "content-type", "if-match", "if-none-match", "x-request-id", "x-requested-with",
