@@ -200,9 +200,10 @@ class Application:
             return self._after_key_refresh(lambda: self.realtime.open(kind, request, segment))
 
     def api(self, request: Request, rest: str) -> Response | Deferred | Awaitable[Response]:
-        kebab, slash, segment = rest.partition("/")
+        kebab, slash, rest_of_path = rest.partition("/")
         model = self.models.get(kebab)
-        if model is not None and "/" in segment:
+        segment: str | None = rest_of_path
+        if model is not None and "/" in rest_of_path:
             segment = _raw_item_segment(request.target, kebab)
         if model is None or (slash and not segment) or segment is None:
             raise NotFound(f"no route for path {request.path!r}")

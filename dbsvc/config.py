@@ -86,6 +86,14 @@ def _choice(environ: Mapping[str, str], name: str, default: str, allowed: tuple[
     return value
 
 
+def _runtime_int(runtime: Mapping[str, object], key: str, default: int) -> int:
+    """An integer of the schema's `[runtime]` table (its checks already ran at generation)."""
+    value = runtime.get(key, default)
+    if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+        raise ConfigError(f"[runtime] {key} = {value!r} is not valid: expected a positive integer")
+    return value
+
+
 def check_tenant_name(name: str, source: str = "SERVICE_TENANT") -> str:
     """Refuse names that could escape the data directory (one rule, the storage layer's)."""
     try:
@@ -121,5 +129,5 @@ def load_config(environ: Mapping[str, str], runtime: Mapping[str, object] | None
         log_format=_choice(environ, "SERVICE_LOG_FORMAT", "text", ("text", "json")),
         sync=_choice(environ, "SERVICE_SYNC", "full", ("full", "off")),
         replication=bool(runtime.get("replication", False)),
-        changefeed_capacity=int(runtime.get("changefeed_capacity", 1024)),  # type: ignore[arg-type]
+        changefeed_capacity=_runtime_int(runtime, "changefeed_capacity", 1024),
     )

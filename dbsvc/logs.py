@@ -323,12 +323,11 @@ def _direct_handler() -> SpanBufferingHandler | None:
     skipping LogRecord construction and dispatch (about two thirds of a span's cost).
     Anyone adding a handler or a filter (pytest's caplog, an embedding application) gets
     the ordinary `logging` path."""
-    root_handlers = logging.root.handlers
-    handler = _fast_handler[0]
-    if len(root_handlers) == 1 and root_handlers[0] is handler and not _span_logger.handlers \
-            and not _span_logger.filters and not handler.filters:
-        return handler
-    return None
+    handler: SpanBufferingHandler | None = _fast_handler[0]
+    if handler is None or logging.root.handlers != [handler] or _span_logger.handlers \
+            or _span_logger.filters or handler.filters:
+        return None
+    return handler
 
 
 def log_span(fields: dict) -> None:

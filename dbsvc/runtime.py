@@ -306,7 +306,7 @@ def _compact_encoder() -> Callable[[Any, int], Any] | None:
     """The C encoder `json.dumps` builds on every call, built once: about 3 us less per
     small object (json.JSONEncoder.iterencode makes a closure and an encoder each time)."""
     try:
-        from json.encoder import c_make_encoder, encode_basestring
+        from json.encoder import c_make_encoder, encode_basestring  # type: ignore[attr-defined]
         if c_make_encoder is None:
             return None
         # markers, default, encoder, indent, key separator, item separator, sort_keys,

@@ -63,7 +63,7 @@ import logging
 import math
 import time
 from http import HTTPStatus
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 import h11
 
@@ -262,11 +262,11 @@ class HttpConnection(asyncio.Protocol):
                 return
             kind = type(event)
             if kind is h11.Request:
-                self._on_head(event)
+                self._on_head(cast(h11.Request, event))
             elif kind is h11.EndOfMessage:
                 self._on_end()
             elif kind is h11.Data:
-                self._on_data(event.data)
+                self._on_data(cast(h11.Data, event).data)
             elif kind is h11.ConnectionClosed:
                 self._out.flush()
                 self._transport.close()

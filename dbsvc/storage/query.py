@@ -171,9 +171,9 @@ def list_live(table: Table, query: Query) -> tuple[list[dict], int]:
         return [], total
     size = table.hashes[smallest].count(filters[smallest])
     if size * size <= WALK_FACTOR * end * n:
-        ids = table.hashes[smallest].ids(filters[smallest])
+        bucket = table.hashes[smallest].ids(filters[smallest])
         match = model.match
-        chosen = [r for r in map(records.__getitem__, ids) if match(r, filters)]
+        chosen = [r for r in map(records.__getitem__, bucket) if match(r, filters)]
         sort_records(chosen, sort, model)
         return chosen[offset:end], total
     if len(sort) <= 1:

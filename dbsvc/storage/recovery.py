@@ -104,10 +104,10 @@ def _replay(tables: dict[str, Table], scan: LogScan, ring_capacity: int,
         current = table.records.get(id_)
         if kind == "insert" and current is None:
             record = ev["record"]
-            table.insert(table.fixup(record) if table.name in migrating else record)
+            table.insert(_migrated(table, record) if table.name in migrating else record)
         elif kind == "update" and current is not None:
             record = ev["record"]
-            table.replace(current, table.fixup(record) if table.name in migrating else record)
+            table.replace(current, _migrated(table, record) if table.name in migrating else record)
         elif kind == "delete" and current is not None:
             table.delete(current)
         else:
@@ -215,3 +215,9 @@ def _load_once(directory: str, models: Sequence[CompiledModel], description: dic
             log.info("%s: schema migrated:\n%s", directory, "\n".join(f"  - {c}" for c in plan.changes))
         migrate.write_description(directory, description)
     return loaded
+
+
+def _migrated(table: Table, record: dict) -> dict:
+    """`record` as written under an older schema, brought to the table's current fields."""
+    assert table.fixup is not None, f"{table.name} is migrating but has no fixup"
+    return table.fixup(record)

@@ -231,11 +231,12 @@ class Store:
             raise UniqueViolation(f"{f} {record[f]!r} is already used by {table.model.kebab} {other!r}", field=f)
 
     def _write(self, commit: CommitQueue, table: Table, kind: EventKind, id_: Any,
-               record: dict, previous: dict | None, apply: Callable[[], None]) -> asyncio.Future:
+               record: dict | None, previous: dict | None, apply: Callable[[], None]) -> asyncio.Future:
         offset = self._next_offset
         max_id = table.max_id
-        event = ChangeEvent.encode(kind, table.name, offset, table.watermark + 1, id_,
-                                   record if record is not None else previous,
+        shown = record if record is not None else previous       # a delete shows the last record
+        assert shown is not None
+        event = ChangeEvent.encode(kind, table.name, offset, table.watermark + 1, id_, shown,
                                    previous if kind is EventKind.UPDATE else None)
         frame = encode_frame(offset, event.encoded)
 
