@@ -228,6 +228,11 @@ def test_archive_serves_health_and_records_on_service_port(app: Path, tmp_path: 
         assert status == 201, body
         status, body = _get(port, f"/api/user/{json.loads(body)['id']}")
         assert status == 200 and json.loads(body)["name"] == "Ada"
+        # wsproto travels in the archive too: a change feed replays the insert.
+        from websockets.sync.client import connect
+        with connect(f"ws://127.0.0.1:{port}/subscribe/user?after=0", open_timeout=10) as ws:
+            event = json.loads(ws.recv(timeout=10))
+        assert (event["kind"], event["record"]["name"]) == ("insert", "Ada")
     finally:
         proc.send_signal(signal.SIGTERM)
         try:
