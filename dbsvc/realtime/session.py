@@ -207,7 +207,12 @@ class FeedSession:
             broker.schedule(self._pump)
 
     def _lagged(self) -> None:
-        """Rule 4: the peer is too slow; it resumes with `after=<sent>`."""
+        """Rule 4: the peer is too slow; it resumes with `after=<sent>`. A row can make
+        several frames (a ref change: two links); the rest of the last one sent go out
+        before the close, so `after=<sent>` never skips part of a row."""
+        channel, queue = self._channel, self._queue
+        while channel is not None and queue and queue[0][0] == self.sent:
+            channel.send_frame(queue.popleft()[1])
         self._broker.lagged += 1
         self._close(LAGGED, f"lagged after {self.sent}")
 

@@ -266,14 +266,17 @@ def test_slow_consumer_is_closed_1013_while_a_fast_one_keeps_up(serve, tmp_path)
     server = serve(schema)
     slow = _raw_socket(server.port, "/subscribe/user", rcvbuf=4096)     # reads nothing from here on
     big = "x" * 200_000
-    writes = 40
+    writes = 80             # 16 MB: well past the kernel's socket buffers and 8 queued frames
 
     async def body():
         async with open_ws(server, "/subscribe/user") as fast:
+            async def receive() -> list[int]:
+                return [(await recv_json(fast))["offset"] for _ in range(writes)]
+
+            receiver = asyncio.create_task(receive())                   # reads while writes go on
             for i in range(writes):
                 await post(server, "/api/user", {"email": f"{i}@x.io", "name": "Ann", "profile": big})
-            offsets = [(await recv_json(fast))["offset"] for _ in range(writes)]
-            assert offsets == list(range(1, writes + 1))
+            assert await receiver == list(range(1, writes + 1))
     run(body())
     _wait_metric(server, "lagged_closes", 1)
     assert server.get("/metrics").json["realtime"]["events_sent"] < 2 * writes

@@ -185,3 +185,37 @@ def test_live_query_init_waits_until_its_offset_is_published(tmp_path):
         assert len(channel.frames) == 2                    # Added, not a repeat of offset 1
         store.close()
     run(body())
+
+
+def test_a_lag_close_never_splits_the_frames_of_one_row(tmp_path):
+    """A ref change makes two link frames at one offset; `lagged after N` must mean every
+    frame of N was sent."""
+    post_model = BLOG.BY_NAME["BlogPost"]
+
+    async def body():
+        store = open_blog_store(tmp_path)
+        broker, scheduler = attached(store, capacity=2)
+        await store.insert("User", new_user(1))
+        await store.insert("User", new_user(2))
+        record = post_model.validate_create({"author_id": 1, "title": "t", "body": "b", "score": 1})
+        await store.insert("BlogPost", record)
+        scheduler.run()
+        session, channel = feed(broker)
+        channel.open = False
+        await store.replace("BlogPost", 1, {**record, "id": 1, "author_id": 2})   # offset 4: two links
+        scheduler.run()
+        assert channel.frames == [] and channel.closed is None          # both queued
+        channel.open = True
+        # Send exactly one frame, as if the transport filled again right after it.
+        queue_head = session._queue.popleft()
+        channel.send_frame(queue_head[1])
+        session.sent = queue_head[0]
+        channel.open = False
+        await store.insert("User", new_user(3))
+        await store.insert("User", new_user(4))
+        scheduler.run()
+        assert channel.closed == (1013, "lagged after 4")
+        links = [json.loads(f[2:]) for f in channel.frames]
+        assert [(m["id"], m["linked"], m["offset"]) for m in links] == [(1, False, 4), (2, True, 4)]
+        store.close()
+    run(body())
