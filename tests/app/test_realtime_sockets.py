@@ -341,3 +341,75 @@ def test_nothing_is_sent_to_a_feed_after_the_server_closed_it(blog):
             await request(blog, "PATCH", "/api/user/1", {"name": "B"})
             assert (await recv_json(ws))["kind"] == "update"
     run(body())
+
+
+# -- the wire, byte by byte -------------------------------------------------------------------
+
+def _masked(opcode: int, payload: bytes, fin: bool = True) -> bytes:
+    mask = os.urandom(4)
+    head = bytes((0x80 * fin | opcode,))
+    n = len(payload)
+    head += bytes((0x80 | n,)) if n < 126 else bytes((0x80 | 126,)) + n.to_bytes(2, "big")
+    return head + mask + bytes(b ^ mask[i % 4] for i, b in enumerate(payload))
+
+
+def _read_until_eof(sock: socket.socket, timeout: float = 10) -> bytes:
+    sock.settimeout(timeout)
+    data = b""
+    while True:
+        chunk = sock.recv(65536)
+        if not chunk:
+            return data
+        data += chunk
+
+
+@pytest.mark.parametrize("name, frame, code", [
+    ("unmasked client frame", b"\x81\x02hi", 1002),                       # RFC 6455 §5.1
+    ("reserved bit set (no extension)", b"\xc1\x82" + b"\x00" * 4 + b"hi", 1002),
+    ("unknown opcode", _masked(0x3, b"x"), 1002),
+    ("fragmented ping", _masked(0x9, b"x", fin=False), 1002),
+    ("invalid UTF-8 in text", _masked(0x1, b"\xff\xfe"), 1007),
+    ("close code out of range", _masked(0x8, (999).to_bytes(2, "big")), 1002),
+])
+def test_malformed_frames_close_with_their_code_and_lose_nothing(blog, name, frame, code):
+    assert blog.post("/api/user", {"email": f"{code}-{len(name)}@x.io", "name": "Ann"}).status == 201
+    before = blog.get("/api/user").json
+    sock = _raw_socket(blog.port, "/subscribe/user")
+    sock.sendall(frame)
+    frames = _parse_frames(_read_until_eof(sock))              # the server closes TCP itself
+    sock.close()
+    assert frames and frames[-1][0] == 8, frames
+    assert int.from_bytes(frames[-1][1][:2], "big") == code, name
+    assert blog.get("/api/user").json == before
+    assert blog.get("/metrics").json["realtime"]["subscriptions"] == 0
+
+
+def test_a_client_close_is_echoed_and_the_server_closes_tcp(blog):
+    sock = _raw_socket(blog.port, "/subscribe/user")
+    sock.sendall(_masked(0x8, (1000).to_bytes(2, "big") + b"bye"))
+    frames = _parse_frames(_read_until_eof(sock))
+    sock.close()
+    assert frames == [(8, (1000).to_bytes(2, "big"))]
+
+
+def test_ping_from_the_client_gets_its_pong(blog):
+    sock = _raw_socket(blog.port, "/subscribe/user")
+    sock.sendall(_masked(0x9, b"are you there"))
+    sock.settimeout(10)
+    data = b""
+    while len(data) < 2 + len(b"are you there"):
+        data += sock.recv(1024)
+    assert _parse_frames(data)[0] == (0xA, b"are you there")
+    sock.close()
+
+
+def test_shutdown_waits_for_a_close_reply_only_up_to_the_close_timeout(serve):
+    server = serve(env={"SERVICE_SHUTDOWN_TIMEOUT": "60"})
+    sock = _raw_socket(server.port, "/subscribe/user")        # will never answer the close
+    started = time.monotonic()
+    server.proc.send_signal(signal.SIGTERM)
+    frames = _parse_frames(_read_until_eof(sock, timeout=30))
+    assert frames and frames[0][0] == 8 and int.from_bytes(frames[0][1][:2], "big") == 1001
+    assert server.proc.wait(timeout=30) == 0
+    assert time.monotonic() - started < 20                     # the 5 s close timeout, not 60 s
+    sock.close()
