@@ -186,9 +186,19 @@ class Application:
         if kind is not None and slash and segment and "/" not in segment:
             return self.feed(request, kind, segment)
         if path == REPLICATE_PATH:
-            raise ReplicationDisabled("replication is off: set replication = true in the schema's [runtime] table"
-                                      if not self.replication else "replication is not available yet")
+            return self.replicate(request)
         raise NotFound(f"no route for path {path!r}")
+
+    def replicate(self, request: Request) -> Upgrade | Awaitable[Upgrade]:
+        """`/replicate`: 404 `replication_disabled` unless `[runtime].replication` is on."""
+        if not self.replication:
+            raise ReplicationDisabled("replication is off: set replication = true in the schema's [runtime] table")
+        if request.method not in SOCKET_METHODS:
+            raise MethodNotAllowed(f"method {request.method!r} is not allowed on {request.path!r}", list(SOCKET_METHODS))
+        try:
+            return self.realtime.replicate(request)
+        except self._refresh_needed:
+            return self._after_key_refresh(lambda: self.realtime.replicate(request))
 
     def feed(self, request: Request, kind: FeedKind, segment: str) -> Upgrade | Awaitable[Upgrade]:
         """A `/subscribe` or `/live-query` socket (dbsvc.realtime.routes checks everything)."""
@@ -369,5 +379,6 @@ class Application:
         return Response(200, self._asyncapi)
 
     def snapshot(self) -> Response:
-        body = {"watermarks": self.store.watermarks(), "epoch": self.store.epoch, "replication": self.replication}
+        body = {"watermarks": self.store.watermarks(), "epoch": self.store.epoch, "replication": self.replication,
+                "offset": self.store.head_offset}
         return Response(200, dumps(body))

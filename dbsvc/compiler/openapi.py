@@ -409,11 +409,13 @@ def _add_operational(paths: dict[str, Any], schemas: dict[str, Any], schema: Sch
         "realtime": object_schema({
             "subscriptions": {"type": "integer", "minimum": 0, "description": "Open /subscribe sockets."},
             "live_queries": {"type": "integer", "minimum": 0, "description": "Open /live-query sockets."},
+            "replication_streams": {"type": "integer", "minimum": 0, "description": "Open /replicate sockets."},
             "events_sent": {"type": "integer", "minimum": 0,
                             "description": "Feed messages sent since start (Init included)."},
             "lagged_closes": {"type": "integer", "minimum": 0,
                               "description": "Sockets closed with 1013 because their buffer filled."},
-        }, ["subscriptions", "live_queries", "events_sent", "lagged_closes"], "WebSocket feed counters."),
+        }, ["subscriptions", "live_queries", "replication_streams", "events_sent", "lagged_closes"],
+            "WebSocket feed counters."),
     }, ["model_count", "rows_per_model", "total_rows", "realtime"], "Per-model row counts, and the "
        "realtime feeds' counters.")
     schemas["Snapshot"] = {
@@ -423,8 +425,10 @@ def _add_operational(paths: dict[str, Any], schemas: dict[str, Any], schema: Sch
             "epoch": {"type": "string", "description": "Opaque compaction epoch; watermarks of "
                       "another epoch are meaningless."},
             "replication": {"type": "boolean", "description": "Whether /replicate works."},
+            "offset": {"type": "integer", "minimum": 0, "description": "The global offset of the last "
+                       "acknowledged row (0 before any): `after=` this misses nothing that follows."},
         },
-        "required": ["watermarks", "epoch", "replication"],
+        "required": ["watermarks", "epoch", "replication", "offset"],
     }
     for route in OPERATIONAL:
         body = ref(route.schema) if route.schema is not None else {

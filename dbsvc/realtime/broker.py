@@ -18,7 +18,9 @@ Rules:
    and the same bytes go to every receiver.
 4. `head` is the offset of the last event drained. A live query's Init waits in
    `_waiting` until `head` reaches its offset (session.py rule 3).
-5. Counters for /metrics: open subscriptions and live queries, events sent, lagged closes.
+5. `/replicate` streams get every event as one binary frame (the log frame), built once.
+6. Counters for /metrics: open subscriptions, live queries and replication streams, events
+   sent, lagged closes.
 """
 
 from __future__ import annotations
@@ -27,8 +29,10 @@ import logging
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
+from dbsvc.http.frames import binary_frame
 from dbsvc.realtime.feeds import EventFrames, FeedKind, LinkFrames, derive_links
-from dbsvc.realtime.session import FeedSession
+from dbsvc.realtime.session import FeedSession, ReplicationSession, StreamSession
+from dbsvc.storage.logfile import encode_frame
 from dbsvc.runtime import CompiledModel
 from dbsvc.storage.events import ChangeEvent, EventKind
 from dbsvc.storage.store import Store
@@ -105,6 +109,7 @@ class Broker:
         self._feeds = {name: ModelFeeds() for name in self.models}
         self._pending: list[ChangeEvent] = []
         self._waiting: list[FeedSession] = []
+        self._replicas: set[ReplicationSession] = set()
         self._counts = {FeedKind.SUBSCRIBE: 0, FeedKind.LIVE: 0}
         self._detach: Callable[[], None] | None = None
 
@@ -137,7 +142,14 @@ class Broker:
         self._feeds[session.spec.model.name].add(session)
         self._counts[session.spec.kind] += 1
 
-    def unregister(self, session: FeedSession) -> None:
+    def register_replica(self, session: ReplicationSession) -> None:
+        self._replicas.add(session)
+
+    def unregister(self, session: StreamSession) -> None:
+        if isinstance(session, ReplicationSession):
+            self._replicas.discard(session)
+            return
+        assert isinstance(session, FeedSession)
         self._feeds[session.spec.model.name].remove(session)
         self._counts[session.spec.kind] -= 1
         if session in self._waiting:
@@ -152,7 +164,8 @@ class Broker:
 
     def metrics(self) -> dict[str, int]:
         return {"subscriptions": self._counts[FeedKind.SUBSCRIBE], "live_queries": self._counts[FeedKind.LIVE],
-                "events_sent": self.events_sent, "lagged_closes": self.lagged}
+                "replication_streams": len(self._replicas), "events_sent": self.events_sent,
+                "lagged_closes": self.lagged}
 
     # -- the change stream ----------------------------------------------------------------
 
@@ -183,10 +196,14 @@ class Broker:
                 session.send_init()
 
     def _dispatch(self, event: ChangeEvent) -> None:
+        offset = event.offset
+        if self._replicas:                  # rule 3: one binary frame for every replica
+            frame = binary_frame(encode_frame(offset, event.payload()))
+            for replica in tuple(self._replicas):
+                replica.deliver(offset, frame)
         model = self.models.get(event.model)
         if model is None:
             return
-        offset = event.offset
         feeds = self._feeds[model.name]
         if feeds.everyone or feeds.routed:
             previous = event.previous if event.kind is EventKind.UPDATE else None

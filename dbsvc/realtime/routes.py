@@ -2,6 +2,7 @@
 
     GET /subscribe/<model-kebab>?<filter>=<value>&projection=<name>&after=<offset>
     GET /live-query/<model name or kebab>?<filter>=<value>&projection=<name>&after=<offset>
+    GET /replicate?after=<offset>                       (when [runtime].replication is on)
 
 Everything that can refuse the socket is checked here, before the upgrade, and refused
 with the plain HTTP problem of contract sections 3 and 5: the token (the `Authorization`
@@ -22,12 +23,12 @@ from collections.abc import Mapping
 from typing import Any
 
 from dbsvc.auth import authorize, token_from_subprotocols
-from dbsvc.errors import Forbidden, NotFound
+from dbsvc.errors import BadQuery, Forbidden, NotFound, OffsetOutOfRange
 from dbsvc.http.types import Request, Upgrade
 from dbsvc.realtime.broker import Broker
 from dbsvc.realtime.feeds import FeedKind, FeedSpec
-from dbsvc.realtime.session import FeedSession
-from dbsvc.runtime import CompiledModel, Query
+from dbsvc.realtime.session import FeedSession, ReplicationSession
+from dbsvc.runtime import CompiledModel, Query, parse_count
 
 TOKEN_EXPIRED = 4401
 EVERYTHING = 2**62           # a live query's Init holds the whole result set
@@ -63,12 +64,37 @@ class RealtimeRoutes:
         query = model.parse_feed_query(request.query)
         spec = FeedSpec(kind, model, query.filters, query.projection)
         session = self._session(spec, query)
-        close_at = None
-        if claims is not None:
-            expires = self.guard.expires_at(claims)
-            if expires is not None:
-                close_at = (expires, TOKEN_EXPIRED, "token expired")
-        return Upgrade(session, subprotocol=subprotocol, route=kind.value, close_at=close_at)
+        return Upgrade(session, subprotocol=subprotocol, route=kind.value, close_at=self._close_at(claims))
+
+    def replicate(self, request: Request) -> Upgrade:
+        """The Upgrade for `/replicate?after=N`: every committed frame after N, from the
+        log, then live. A bad `after` (not a non-negative integer) is 400
+        `offset_out_of_range` like one ahead of the head; an old one 410 `offset_gone`."""
+        claims, subprotocol = self._authorize(request)
+        self._check_origin(request)
+        after = 0
+        seen = False
+        for name, value in request.query:
+            if name != "after":
+                raise BadQuery(f"unknown query parameter {name!r}; allowed: after")
+            if seen:
+                raise BadQuery("'after' given more than once")
+            seen = True
+            parsed = parse_count(value)
+            if parsed is None:
+                raise OffsetOutOfRange(f"after={value!r} is not an offset: expected an integer from 0 to "
+                                       f"the head offset {self.broker.store.head_offset}",
+                                       head=self.broker.store.head_offset)
+            after = parsed
+        frames = self.broker.store.frames_after(after)         # 410 / 400 before the upgrade
+        session = ReplicationSession(self.broker, after, frames)
+        return Upgrade(session, subprotocol=subprotocol, route="replicate", close_at=self._close_at(claims))
+
+    def _close_at(self, claims: dict[str, Any] | None) -> tuple[float, int, str] | None:
+        if claims is None:
+            return None
+        expires = self.guard.expires_at(claims)
+        return None if expires is None else (expires, TOKEN_EXPIRED, "token expired")
 
     def _session(self, spec: FeedSpec, query: Query) -> FeedSession:
         broker, store = self.broker, self.broker.store

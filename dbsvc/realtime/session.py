@@ -1,31 +1,36 @@
-"""One socket's feed: replay, then live delivery, through a bounded queue (sans-IO).
+"""One socket's stream: replay, then live delivery, through a bounded queue (sans-IO).
 
-A `FeedSession` is the `http.types.Session` of one `/subscribe` or `/live-query` socket.
-It is created (and registered with the broker) while the upgrade request is answered, in
-the same synchronous step that reads its starting point from the store, so no event can
-fall between the two; the protocol layer then calls `on_open` with the channel.
+A `StreamSession` is the `http.types.Session` of one realtime socket: a `FeedSession` for
+`/subscribe` and `/live-query`, a `ReplicationSession` for `/replicate`. It is created
+(and registered with the broker) while the upgrade request is answered, in the same
+synchronous step that reads its starting point from the store, so no event can fall
+between the two; the protocol layer then calls `on_open` with the channel.
 
 Lifecycle::
 
     created --(after=N)--> REPLAY --caught up--> LIVE --close--> CLOSED
     created --(live query, no after)--> INIT held until its offset is durable --> LIVE
+    LIVE --queue full--> CLOSED with 1013 (feeds)  |  REPLAY from the log (replication)
 
 Rules:
-1. Offsets only grow: `last` is the offset of the last event this feed has taken into
+1. Offsets only grow: `last` is the offset of the last event this stream has taken into
    account (sent, queued or skipped); any event below it is ignored, and one at it too
-   unless live delivery reached it (a row can make several frames: a row event and links). Replay and live
-   delivery can therefore overlap without a duplicate, and since both are in offset order
-   and the replay runs until it reaches the store's head, without a gap.
-2. Replay reads the ring or the log (`events_after`) at the socket's pace: it stops while
-   the channel is not writable and at most REPLAY_BATCH events per turn of the loop, so a
-   long filtered replay never blocks the loop. Live events that arrive during the replay
-   are left to it (it re-reads until it reaches the head).
+   unless live delivery reached it (a row can make several frames: a row event and links).
+   Replay and live delivery can therefore overlap without a duplicate, and since both are
+   in offset order and the replay runs until it reaches the store's head, without a gap.
+2. Replay reads the ring or the log at the socket's pace: it stops while the channel is
+   not writable and after REPLAY_BATCH events per turn of the loop, so a long filtered
+   replay never blocks the loop. Live events that arrive during the replay are left to it
+   (it re-reads until it reaches the head).
 3. A live query's `Init` is the store's state at its last applied offset; it is sent once
    the broker has published that offset (the write is durable), so a client never sees a
    record that a crash could take back. Events up to that offset are skipped (rule 1).
 4. Live frames go straight to the channel while it is writable and nothing is queued;
-   otherwise into a queue of at most `capacity` frames. One more closes the socket with
-   1013 `lagged after <offset>`: the last offset sent, or where the stream started.
+   otherwise into a queue of at most `capacity` frames. One more is an overflow: a feed
+   closes with 1013 `lagged after <offset>` (the last offset sent, or where the stream
+   started), every frame of that offset sent first; a replica's stream drops its queue
+   and goes back to replaying from the log, so a slow replica costs disk reads, never
+   server memory.
 5. Client data messages are ignored.
 """
 
@@ -38,8 +43,9 @@ from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
 from dbsvc.errors import OffsetGone, OffsetOutOfRange
+from dbsvc.http.frames import binary_frame
 from dbsvc.http.types import Channel
-from dbsvc.realtime.feeds import FeedKind, FeedSpec, replay_frames
+from dbsvc.realtime.feeds import FeedSpec, replay_frames
 from dbsvc.storage.events import ChangeEvent
 
 if TYPE_CHECKING:
@@ -51,6 +57,8 @@ REPLAY_BATCH = 2000
 LAGGED = 1013
 INTERNAL = 1011
 
+Steps = Iterator[tuple[int, "bytes | None"]]       # (offset, frame or None: nothing to send)
+
 
 class Phase(enum.Enum):
     REPLAY = "replay"
@@ -59,15 +67,14 @@ class Phase(enum.Enum):
     CLOSED = "closed"
 
 
-class FeedSession:
-    """The session of one feed socket; see the module docstring."""
+class StreamSession:
+    """What every realtime socket does; subclasses say where a replay reads and what an
+    overflow means (rules 2 and 4)."""
 
-    __slots__ = ("spec", "_broker", "_channel", "_queue", "capacity", "last", "sent", "phase",
-                 "_replay", "_init", "_pumping", "_live_last", "_closing")
+    __slots__ = ("_broker", "_channel", "_queue", "capacity", "last", "sent", "phase",
+                 "_replay", "_pumping", "_live_last", "_closing")
 
-    def __init__(self, spec: FeedSpec, broker: Broker, start: int, *,
-                 replay: Iterator[ChangeEvent] | None = None, init: tuple[bytes, int] | None = None) -> None:
-        self.spec = spec
+    def __init__(self, broker: Broker, start: int, phase: Phase, replay: Steps | None = None) -> None:
         self._broker = broker
         self._channel: Channel | None = None
         self._queue: deque[tuple[int, bytes]] = deque()
@@ -75,32 +82,25 @@ class FeedSession:
         self.last = start                    # rule 1
         self._live_last = False              # `last` was reached by live delivery
         self.sent = start                    # the offset a lagged close names
-        self._replay: Iterator[tuple[int, bytes | None]] | None = None
-        self._init = init
+        self.phase = phase
+        self._replay = replay
         self._pumping = False
         self._closing = (1000, "")
-        if replay is not None:
-            self.phase = Phase.REPLAY
-            self._replay = replay_frames(spec, replay, broker.models, broker.lookup)
-        elif init is not None:
-            self.phase = Phase.INIT
-        else:
-            self.phase = Phase.LIVE
-        broker.register(self)
 
-    @property
-    def live(self) -> bool:
-        return self.spec.kind is FeedKind.LIVE
+    def _replay_from(self, offset: int) -> Steps:
+        """The replay steps after `offset` (may raise OffsetGone / OffsetOutOfRange)."""
+        raise NotImplementedError
+
+    def _overflow(self) -> None:
+        raise NotImplementedError
 
     # -- http.types.Session -------------------------------------------------------------
 
     def on_open(self, channel: Channel) -> None:
         self._channel = channel
-        if self.phase is Phase.CLOSED:       # lagged before the 101 was even written
+        if self.phase is Phase.CLOSED:       # closed before the 101 was even written
             channel.close(*self._closing)
             return
-        if self.phase is Phase.INIT:
-            self._broker.release_init(self)
         self._pump()
 
     def on_message(self, data: str | bytes) -> None:
@@ -134,17 +134,7 @@ class FeedSession:
             return
         self._queue.append((offset, frame))
         if len(self._queue) > self.capacity:
-            self._lagged()
-
-    def send_init(self) -> None:
-        """Rule 3: the Init's offset is durable; send it, then go live."""
-        init, self._init = self._init, None
-        if init is None or self.phase is not Phase.INIT:
-            return
-        frame, offset = init
-        self.phase = Phase.LIVE
-        self._queue.appendleft((offset, frame))
-        self._pump()
+            self._overflow()
 
     # -- internals --------------------------------------------------------------------
 
@@ -180,7 +170,7 @@ class FeedSession:
                 self._lagged()
                 return
             except OSError as exc:
-                log.error("replay of %s after %d failed: %s", self.spec.model.name, self.last, exc)
+                log.error("replay after %d failed: %s", self.last, exc)
                 self._close(INTERNAL, "replay failed")
                 return
             if step is None:
@@ -189,11 +179,10 @@ class FeedSession:
                     self._replay = None
                     return
                 try:                         # more arrived meanwhile: read on from `last`
-                    events = broker.events_after(self.last)
+                    self._replay = self._replay_from(self.last)
                 except (OffsetGone, OffsetOutOfRange):
                     self._lagged()
                     return
-                self._replay = replay_frames(self.spec, events, broker.models, broker.lookup)
                 continue
             budget -= 1
             offset, frame = step
@@ -207,9 +196,9 @@ class FeedSession:
             broker.schedule(self._pump)
 
     def _lagged(self) -> None:
-        """Rule 4: the peer is too slow; it resumes with `after=<sent>`. A row can make
-        several frames (a ref change: two links); the rest of the last one sent go out
-        before the close, so `after=<sent>` never skips part of a row."""
+        """Rule 4 for a feed: the peer resumes with `after=<sent>`. A row can make several
+        frames (a ref change: two links); the rest of the last one sent go out before the
+        close, so `after=<sent>` never skips part of a row."""
         channel, queue = self._channel, self._queue
         while channel is not None and queue and queue[0][0] == self.sent:
             channel.send_frame(queue.popleft()[1])
@@ -223,3 +212,72 @@ class FeedSession:
         if channel is not None:
             channel.close(code, reason)
 
+
+class FeedSession(StreamSession):
+    """A `/subscribe` or `/live-query` socket: `spec` decides what each event sends."""
+
+    __slots__ = ("spec", "_init")
+
+    def __init__(self, spec: FeedSpec, broker: Broker, start: int, *,
+                 replay: Iterator[ChangeEvent] | None = None, init: tuple[bytes, int] | None = None) -> None:
+        self.spec = spec
+        self._init = init
+        if replay is not None:
+            super().__init__(broker, start, Phase.REPLAY, replay_frames(spec, replay, broker.models, broker.lookup))
+        else:
+            super().__init__(broker, start, Phase.INIT if init is not None else Phase.LIVE)
+        broker.register(self)
+
+    def _replay_from(self, offset: int) -> Steps:
+        broker = self._broker
+        return replay_frames(self.spec, broker.events_after(offset), broker.models, broker.lookup)
+
+    def _overflow(self) -> None:
+        self._lagged()
+
+    def on_open(self, channel: Channel) -> None:
+        super().on_open(channel)
+        if self.phase is Phase.INIT:
+            self._broker.release_init(self)
+
+    def send_init(self) -> None:
+        """Rule 3: the Init's offset is durable; send it, then go live."""
+        init, self._init = self._init, None
+        if init is None or self.phase is not Phase.INIT:
+            return
+        frame, offset = init
+        self.phase = Phase.LIVE
+        self._queue.appendleft((offset, frame))
+        self._pump()
+
+
+def log_frame_steps(frames: Iterator[bytes]) -> Steps:
+    """Replay steps of raw log frames: each the binary message of `/replicate` (the frame
+    starts with its u64 offset)."""
+    for raw in frames:
+        yield int.from_bytes(raw[:8], "big"), binary_frame(raw)
+
+
+class ReplicationSession(StreamSession):
+    """A `/replicate` socket: every committed frame after `start`, from the log, then live."""
+
+    __slots__ = ()
+
+    def __init__(self, broker: Broker, start: int, frames: Iterator[bytes]) -> None:
+        super().__init__(broker, start, Phase.REPLAY, log_frame_steps(frames))
+        broker.register_replica(self)
+
+    def _replay_from(self, offset: int) -> Steps:
+        return log_frame_steps(self._broker.store.frames_after(offset))
+
+    def _overflow(self) -> None:
+        """Rule 4 for a replica: back to the log from the last offset sent."""
+        self._queue.clear()
+        self.last = self.sent
+        self._live_last = False
+        self.phase = Phase.REPLAY
+        self._replay = None
+        try:
+            self._replay = self._replay_from(self.sent)
+        except (OffsetGone, OffsetOutOfRange):
+            self._lagged()

@@ -119,7 +119,8 @@ def test_a_full_queue_closes_1013_naming_the_last_offset_sent(tmp_path):
         await store.insert("User", new_user(5))
         scheduler.run()
         assert channel.closed == (1013, "lagged after 1")
-        assert broker.metrics() == {"subscriptions": 0, "live_queries": 0, "events_sent": 1, "lagged_closes": 1}
+        assert broker.metrics() == {"subscriptions": 0, "live_queries": 0, "replication_streams": 0,
+                                    "events_sent": 1, "lagged_closes": 1}
         store.close()
     run(body())
 
