@@ -25,7 +25,7 @@ _U16 = struct.Struct("!BBH")
 _U64 = struct.Struct("!BBQ")
 
 
-def _frame(first: int, payload: bytes) -> bytes:
+def _frame(first: int, payload: bytes | memoryview) -> bytes:
     n = len(payload)
     if n < 126:
         return bytes((first, n)) + payload
@@ -34,7 +34,7 @@ def _frame(first: int, payload: bytes) -> bytes:
     return _U64.pack(first, 127, n) + payload
 
 
-def text_frame(payload: bytes) -> bytes:
+def text_frame(payload: bytes | memoryview) -> bytes:
     """A complete text frame carrying `payload` (UTF-8 bytes, not checked here)."""
     return _frame(_TEXT, payload)
 

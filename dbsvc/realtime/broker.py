@@ -4,8 +4,8 @@ Sans-IO: the broker is handed a `schedule(callback)` (the event loop's `call_soo
 never touches a socket; it hands frames to `FeedSession`s, which hand them to channels.
 
 Rules:
-1. Publishing is cheap: the store calls `_on_event` on its commit path after each durable
-   row; it only appends the event to a list and, for the first of a batch, schedules
+1. Publishing is cheap: the store calls `_on_event(event, log_frame)` on its commit path
+   after each durable row; it only appends them to a list and, for the first of a batch, schedules
    `_drain`. Encoding and sending happen in `_drain`, never inside the commit.
 2. Routing scales with the matches, not the subscribers. Per model, feeds without a
    filter are in one set; a filtered feed is indexed under one of its filter fields (its
@@ -32,7 +32,6 @@ from typing import Any
 from dbsvc.http.frames import binary_frame
 from dbsvc.realtime.feeds import EventFrames, FeedKind, LinkFrames, derive_links
 from dbsvc.realtime.session import FeedSession, ReplicationSession, StreamSession
-from dbsvc.storage.logfile import encode_frame
 from dbsvc.runtime import CompiledModel
 from dbsvc.storage.events import ChangeEvent, EventKind
 from dbsvc.storage.store import Store
@@ -107,7 +106,7 @@ class Broker:
         self.events_sent = 0
         self.lagged = 0
         self._feeds = {name: ModelFeeds() for name in self.models}
-        self._pending: list[ChangeEvent] = []
+        self._pending: list[tuple[ChangeEvent, bytes]] = []
         self._waiting: list[FeedSession] = []
         self._replicas: set[ReplicationSession] = set()
         self._counts = {FeedKind.SUBSCRIBE: 0, FeedKind.LIVE: 0}
@@ -169,18 +168,18 @@ class Broker:
 
     # -- the change stream ----------------------------------------------------------------
 
-    def _on_event(self, event: ChangeEvent) -> None:
+    def _on_event(self, event: ChangeEvent, frame: bytes) -> None:
         """Rule 1: called on the commit path; only enqueue."""
         pending = self._pending
-        pending.append(event)
+        pending.append((event, frame))
         if len(pending) == 1:
             self.schedule(self._drain)
 
     def _drain(self) -> None:
         events, self._pending = self._pending, []
-        for event in events:
+        for event, frame in events:
             try:
-                self._dispatch(event)
+                self._dispatch(event, frame)
             except Exception:               # a bug must not cost the other events their delivery
                 log.exception("fan-out of offset %d failed", event.offset)
             self.head = event.offset
@@ -195,10 +194,10 @@ class Broker:
             for session in ready:
                 session.send_init()
 
-    def _dispatch(self, event: ChangeEvent) -> None:
+    def _dispatch(self, event: ChangeEvent, log_frame: bytes) -> None:
         offset = event.offset
-        if self._replicas:                  # rule 3: one binary frame for every replica
-            frame = binary_frame(encode_frame(offset, event.payload()))
+        if self._replicas:                  # rule 5: the log frame is the replication message
+            frame = binary_frame(log_frame)
             for replica in tuple(self._replicas):
                 replica.deliver(offset, frame)
         model = self.models.get(event.model)
@@ -209,11 +208,11 @@ class Broker:
             previous = event.previous if event.kind is EventKind.UPDATE else None
             receivers = feeds.candidates(model, event.record, previous)
             if receivers:
-                frames = EventFrames(event, model)
+                frames = EventFrames(event, model, log_frame)
                 for session in tuple(receivers):
-                    frame = session.spec.row_frame(frames)
-                    if frame is not None:
-                        session.deliver(offset, frame)
+                    message = session.spec.row_frame(frames)
+                    if message is not None:
+                        session.deliver(offset, message)
         if not model.refs:
             return
         for link in derive_links(event, model):
@@ -228,9 +227,9 @@ class Broker:
             else:
                 receivers = parent_feeds.everyone
             for session in tuple(receivers):
-                frame = session.spec.link_frame(link_frames)
-                if frame is not None:
-                    session.deliver(offset, frame)
+                message = session.spec.link_frame(link_frames)
+                if message is not None:
+                    session.deliver(offset, message)
 
 
 def _not_attached(callback: Callable[[], None]) -> None:

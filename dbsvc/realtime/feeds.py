@@ -26,8 +26,8 @@ so a resumed live query (`after=`) gets exactly the deltas of the later events w
 per-socket result set held in memory.
 
 Frames are encoded once per event and per distinct (form, projection) in an `EventFrames`,
-shared by every socket that receives them: an unprojected change-feed frame reuses the
-bytes the store encoded for its log (`ChangeEvent.encoded`).
+shared by every socket that receives them: an unprojected change-feed frame is the payload
+of the event's log frame, the bytes the store encoded for its log.
 
 Imports storage's event types and http's frame builder; no sockets, no wsproto, no h11.
 """
@@ -42,6 +42,7 @@ from typing import Any
 from dbsvc.http.frames import text_frame
 from dbsvc.runtime import CompiledModel, compact_json
 from dbsvc.storage.events import ChangeEvent, EventKind
+from dbsvc.storage.logfile import FRAME_HEADER_SIZE
 
 Lookup = Callable[[str, Any], "dict | None"]       # (model name, id) -> current record
 
@@ -102,11 +103,12 @@ def derive_links(event: ChangeEvent, model: CompiledModel) -> Iterator[LinkEvent
 class EventFrames:
     """The frames of one row event, each encoded on first use and then shared."""
 
-    __slots__ = ("event", "model", "_cache")
+    __slots__ = ("event", "model", "_log_frame", "_cache")
 
-    def __init__(self, event: ChangeEvent, model: CompiledModel) -> None:
+    def __init__(self, event: ChangeEvent, model: CompiledModel, log_frame: bytes | None = None) -> None:
         self.event = event
         self.model = model
+        self._log_frame = log_frame           # live events: the log's frame, payload from byte 16
         self._cache: dict[Any, bytes] = {}
 
     def change(self, projection: str | None) -> bytes:
@@ -114,7 +116,9 @@ class EventFrames:
         if frame is None:
             event = self.event
             if projection is None:
-                frame = text_frame(event.payload())
+                log_frame = self._log_frame
+                frame = text_frame(memoryview(log_frame)[FRAME_HEADER_SIZE:] if log_frame is not None
+                                   else event.payload())
             else:
                 project = self.model.project[projection]
                 body = event.to_dict()

@@ -46,6 +46,7 @@ from typing import Any
 
 from dbsvc.errors import Unavailable
 from dbsvc.storage.files import NO_FAULTS, FaultPlan, write_all
+from dbsvc.storage.logfile import encode_frame
 
 log = logging.getLogger("dbsvc.storage")
 
@@ -59,6 +60,7 @@ class Pending:
     event: Any                     # ChangeEvent, published on commit
     undo: Any                      # opaque to this module; handed to `rollback`
     applied: bool = True
+    frame: bytes = b""             # the frame written, published with the event
 
 
 HISTOGRAM_BUCKETS = 16
@@ -124,7 +126,7 @@ class CommitQueue:
     """Group commit for one `LogWriter`; see the module docstring."""
 
     def __init__(self, writer: LogWriter, *, sync: bool,
-                 publish: Callable[[Any], None], rollback: Callable[[Any], None]) -> None:
+                 publish: Callable[[Any, bytes], None], rollback: Callable[[Any], None]) -> None:
         self.writer = writer
         self.sync = sync
         self.publish = publish
@@ -166,7 +168,7 @@ class CommitQueue:
             self._pending.append(Pending(self.writer.written, future, event, None, applied=False))
         else:
             undo = apply()
-            self._pending.append(Pending(end, future, event, undo))
+            self._pending.append(Pending(end, future, event, undo, frame=frame))
             if not self.sync and len(self._pending) == 1 and self._switch is None:
                 # Nothing to wait for: acknowledge now and spare two loop iterations.
                 self._acknowledge(1)
@@ -195,9 +197,13 @@ class CommitQueue:
 
     def map_pending_events(self, fn: Callable[[Any], Any]) -> None:
         """Replace each queued write's event by `fn(event)` (online compaction renumbers
-        the watermarks of writes carried into a new epoch)."""
+        the watermarks of writes carried into a new epoch), and its published frame with
+        it (the new log holds the renumbered frame)."""
         for p in self._pending:
-            p.event = fn(p.event)
+            event = fn(p.event)
+            if event is not p.event:
+                p.event = event
+                p.frame = encode_frame(event.offset, event.payload())
 
     def _run_switch(self) -> None:
         assert self._switch is not None
@@ -248,7 +254,7 @@ class CommitQueue:
         self.writer.acked = done[-1].end if end is None else end
         self.stats.count_batch(len(done))
         for p in done:
-            self.publish(p.event)
+            self.publish(p.event, p.frame)
         for p in done:
             if not p.future.done():
                 p.future.set_result(None)

@@ -13,7 +13,7 @@ The API the application is written against (docs/architecture.md, "storage")::
     record, durable    = store.apply_insert("User", record)     # and apply_replace, apply_delete:
                                                                 # applied now, `durable` resolves
                                                                 # (or fails) as the await would
-    unsubscribe        = store.subscribe(callback)              # callback(ChangeEvent)
+    unsubscribe        = store.subscribe(callback)              # callback(ChangeEvent, frame)
     for event in store.events_after(offset): ...                # ring, or the log if replication
     store.close()
 
@@ -32,7 +32,8 @@ Rules:
    flight; if that fsync fails the write disappears again. `head_offset` is the offset of the
    last *acknowledged* row, so a client that reads and then subscribes with `after=head`
    misses nothing (it may see a row twice).
-4. Events reach subscribers on the loop after their commit, in offset order; the ring keeps
+4. Events reach subscribers on the loop after their commit, in offset order, each with its
+   log frame (the bytes just made durable: the `/replicate` message); the ring keeps
    the last `ring_capacity` committed events (after a restart, the log's last rows).
 5. `events_after(offset)`: `OffsetOutOfRange` beyond the head; `OffsetGone` when the offset
    is older than what the ring (or, with replication, the log since the last compaction)
@@ -84,7 +85,7 @@ from dbsvc.storage.table import Table
 
 log = logging.getLogger("dbsvc.storage")
 
-Callback = Callable[[ChangeEvent], None]
+Callback = Callable[[ChangeEvent, bytes], None]
 
 
 class Store:
@@ -236,9 +237,9 @@ class Store:
         max_id = table.max_id
         shown = record if record is not None else previous       # a delete shows the last record
         assert shown is not None
-        event = ChangeEvent.encode(kind, table.name, offset, table.watermark + 1, id_, shown,
-                                   previous if kind is EventKind.UPDATE else None)
-        frame = encode_frame(offset, event.encoded)
+        event = ChangeEvent(kind, table.name, offset, table.watermark + 1, id_, shown,
+                            previous if kind is EventKind.UPDATE else None)
+        frame = encode_frame(offset, event.payload())
 
         def applied() -> tuple[Table, int, int]:
             apply()
@@ -293,7 +294,7 @@ class Store:
         def renumber(event: ChangeEvent) -> ChangeEvent:
             if event.offset <= head:
                 return event
-            return dataclasses.replace(event, watermark=event.watermark + deltas[event.model], encoded=b"")
+            return dataclasses.replace(event, watermark=event.watermark + deltas[event.model])
 
         self._ring = deque((renumber(e) for e in self._ring if e.offset > head), maxlen=self._ring.maxlen)
         assert self._commit is not None
@@ -387,12 +388,12 @@ class Store:
 
         return unsubscribe
 
-    def _publish(self, event: ChangeEvent) -> None:
+    def _publish(self, event: ChangeEvent, frame: bytes) -> None:
         self._head = event.offset
         self._ring.append(event)
         for callback in tuple(self._subscribers):
             try:
-                callback(event)
+                callback(event, frame)
             except Exception:
                 log.exception("change-stream subscriber %r failed on offset %d", callback, event.offset)
 

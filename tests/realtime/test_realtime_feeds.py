@@ -11,6 +11,7 @@ from realtime_kit import BLOG
 from dbsvc.http.frames import text_frame
 from dbsvc.realtime.feeds import Delta, EventFrames, FeedKind, FeedSpec, LinkEvent, derive_links
 from dbsvc.storage.events import ChangeEvent, EventKind
+from dbsvc.storage.logfile import encode_frame
 
 USER = BLOG.BY_NAME["User"]
 POST = BLOG.BY_NAME["BlogPost"]
@@ -22,7 +23,7 @@ def user(role: str, id_: int = 7) -> dict:
 
 
 def event(kind: EventKind, record: dict, previous: dict | None = None, offset: int = 5) -> ChangeEvent:
-    return ChangeEvent.encode(kind, "User", offset, 3, record["id"], record, previous)
+    return ChangeEvent(kind, "User", offset, 3, record["id"], record, previous)
 
 
 def spec(kind: FeedKind, projection: str | None = None, **filters: str) -> FeedSpec:
@@ -67,12 +68,14 @@ def test_feed_decisions_follow_the_matcher(kind, before, after, change, delta):
 
 def test_unfiltered_feeds_share_the_logs_payload_bytes():
     ev = event(EventKind.INSERT, user("reader"))
-    frames = EventFrames(ev, USER)
+    log_frame = encode_frame(ev.offset, ev.payload())
+    frames = EventFrames(ev, USER, log_frame)
     a = spec(FeedKind.SUBSCRIBE).row_frame(frames)
     b = spec(FeedKind.SUBSCRIBE).row_frame(frames)
     assert a is b                                              # encoded once, shared
-    assert a == text_frame(ev.encoded)
-    assert json.loads(ev.encoded) == ev.to_dict()
+    assert a == text_frame(log_frame[16:])
+    assert json.loads(log_frame[16:]) == ev.to_dict()
+    assert EventFrames(ev, USER).change(None) == a             # a replay encodes the same bytes
 
 
 def test_projection_is_encoded_once_per_projection_and_applies_to_previous():

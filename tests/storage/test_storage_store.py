@@ -208,7 +208,7 @@ def test_ties_break_on_id_ascending_in_both_directions(tenant):
 def test_events_reach_subscribers_after_commit_in_offset_order(tenant):
     s = open_store(tenant)
     seen: list[ChangeEvent] = []
-    unsubscribe = s.subscribe(seen.append)
+    unsubscribe = s.subscribe(lambda event, frame: seen.append(event))
 
     async def go():
         await s.insert("User", user(1))
