@@ -45,11 +45,13 @@ from dbsvc.routes import (
     OPERATIONAL,
     READ_METHODS,
     REPLICATE_PATH,
+    REPLICATE_SNAPSHOT_PATH,
     SOCKET_METHODS,
     SUBSCRIBE,
     item_path,
 )
 from dbsvc.runtime import CompiledModel, compact_json
+from dbsvc.schema.describe import schema_fingerprint
 
 log = logging.getLogger("dbsvc.app")
 
@@ -156,7 +158,9 @@ class Application:
         self.accepting = True
         self.encoded = EncodedRecords(list(self.models.values()))
         self.broker = broker if broker is not None else Broker(store, module.BY_NAME, 1024)
-        self.realtime = RealtimeRoutes(self.broker, module.BY_NAME, guard=guard, origins=origins)
+        self.fingerprint = schema_fingerprint(module.DESCRIPTION)
+        self.realtime = RealtimeRoutes(self.broker, module.BY_NAME, guard=guard, origins=origins,
+                                       fingerprint=self.fingerprint)
         self._operational: dict[str, Callable[[], Response]] = {
             route.path: getattr(self, route.name) for route in OPERATIONAL}
         self._openapi = getattr(module, "OPENAPI_JSON", "{}").encode("utf-8")
@@ -185,7 +189,7 @@ class Application:
         kind = self._feeds.get(prefix)
         if kind is not None and slash and segment and "/" not in segment:
             return self.feed(request, kind, segment)
-        if path == REPLICATE_PATH:
+        if path == REPLICATE_PATH or path == REPLICATE_SNAPSHOT_PATH:
             return self.replicate(request)
         raise NotFound(f"no route for path {path!r}")
 
@@ -195,10 +199,11 @@ class Application:
             raise ReplicationDisabled("replication is off: set replication = true in the schema's [runtime] table")
         if request.method not in SOCKET_METHODS:
             raise MethodNotAllowed(f"method {request.method!r} is not allowed on {request.path!r}", list(SOCKET_METHODS))
+        open_socket = self.realtime.replicate if request.path == REPLICATE_PATH else self.realtime.replicate_snapshot
         try:
-            return self.realtime.replicate(request)
+            return open_socket(request)
         except self._refresh_needed:
-            return self._after_key_refresh(lambda: self.realtime.replicate(request))
+            return self._after_key_refresh(lambda: open_socket(request))
 
     def feed(self, request: Request, kind: FeedKind, segment: str) -> Upgrade | Awaitable[Upgrade]:
         """A `/subscribe` or `/live-query` socket (dbsvc.realtime.routes checks everything)."""
@@ -380,5 +385,5 @@ class Application:
 
     def snapshot(self) -> Response:
         body = {"watermarks": self.store.watermarks(), "epoch": self.store.epoch, "replication": self.replication,
-                "offset": self.store.head_offset}
+                "offset": self.store.head_offset, "fingerprint": self.fingerprint}
         return Response(200, dumps(body))

@@ -94,6 +94,20 @@ class CorruptLog(StorageError):
         self.reason = reason
 
 
+class StreamError(StorageError):
+    """A replication frame a follower cannot apply: names the offset and what is wrong."""
+
+    def __init__(self, offset: int, reason: str) -> None:
+        super().__init__(f"replication frame at offset {offset}: {reason}")
+        self.offset = offset
+        self.reason = reason
+
+
+class EpochChanged(StreamError):
+    """The primary compacted: its frames now count watermarks in a new epoch, so the
+    follower must bootstrap again from the primary's new snapshot."""
+
+
 class IncompatibleSchema(StorageError):
     """The tenant's stored schema cannot be migrated to the one being served."""
 

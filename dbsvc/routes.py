@@ -11,6 +11,7 @@ methods (dbsvc/http/cors.py). Pure data; imports nothing from dbsvc.
     GET (WebSocket)           /subscribe/<kebab>                   change feed
     GET (WebSocket)           /live-query/<name or kebab>          live query
     GET (WebSocket)           /replicate                           replication stream
+    GET (WebSocket)           /replicate/snapshot                  a replica's bootstrap snapshot
     OPTIONS                   any of the above                     CORS preflight, or Allow
 """
 
@@ -29,6 +30,7 @@ API_PREFIX = "/api/"
 SUBSCRIBE = "subscribe"              # /subscribe/<kebab>
 LIVE_QUERY = "live-query"            # /live-query/<name or kebab>
 REPLICATE_PATH = "/replicate"
+REPLICATE_SNAPSHOT_PATH = "/replicate/snapshot"
 
 
 @dataclass(frozen=True, slots=True)

@@ -427,8 +427,10 @@ def _add_operational(paths: dict[str, Any], schemas: dict[str, Any], schema: Sch
             "replication": {"type": "boolean", "description": "Whether /replicate works."},
             "offset": {"type": "integer", "minimum": 0, "description": "The global offset of the last "
                        "acknowledged row (0 before any): `after=` this misses nothing that follows."},
+            "fingerprint": {"type": "string", "description": "The schema's fingerprint (16 hex "
+                            "digits); a read replica must have the same."},
         },
-        "required": ["watermarks", "epoch", "replication", "offset"],
+        "required": ["watermarks", "epoch", "replication", "offset", "fingerprint"],
     }
     for route in OPERATIONAL:
         body = ref(route.schema) if route.schema is not None else {

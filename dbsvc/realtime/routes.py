@@ -3,6 +3,7 @@
     GET /subscribe/<model-kebab>?<filter>=<value>&projection=<name>&after=<offset>
     GET /live-query/<model name or kebab>?<filter>=<value>&projection=<name>&after=<offset>
     GET /replicate?after=<offset>                       (when [runtime].replication is on)
+    GET /replicate/snapshot                             the epoch's snapshot, to bootstrap a replica
 
 Everything that can refuse the socket is checked here, before the upgrade, and refused
 with the plain HTTP problem of contract sections 3 and 5: the token (the `Authorization`
@@ -27,7 +28,7 @@ from dbsvc.errors import BadQuery, Forbidden, NotFound, OffsetOutOfRange
 from dbsvc.http.types import Request, Upgrade
 from dbsvc.realtime.broker import Broker
 from dbsvc.realtime.feeds import FeedKind, FeedSpec
-from dbsvc.realtime.session import FeedSession, ReplicationSession
+from dbsvc.realtime.session import FeedSession, ReplicationSession, SnapshotSession
 from dbsvc.runtime import CompiledModel, Query, parse_count
 
 TOKEN_EXPIRED = 4401
@@ -44,9 +45,10 @@ class RealtimeRoutes:
     """Opens `/subscribe` and `/live-query` sockets for the application."""
 
     def __init__(self, broker: Broker, models: Mapping[str, CompiledModel], *, guard: Any = None,
-                 origins: tuple[str, ...] = ()) -> None:
+                 origins: tuple[str, ...] = (), fingerprint: str = "") -> None:
         self.broker = broker
         self.guard = guard
+        self.fingerprint = fingerprint
         self._by_kebab = {m.kebab: m for m in models.values()}
         self._by_name = {**self._by_kebab, **{m.name: m for m in models.values()}}
         cleaned = {o.strip().rstrip("/") for o in origins if o.strip()}
@@ -89,6 +91,16 @@ class RealtimeRoutes:
         frames = self.broker.store.frames_after(after)         # 410 / 400 before the upgrade
         session = ReplicationSession(self.broker, after, frames)
         return Upgrade(session, subprotocol=subprotocol, route="replicate", close_at=self._close_at(claims))
+
+    def replicate_snapshot(self, request: Request) -> Upgrade:
+        """The Upgrade for `/replicate/snapshot` (session.SnapshotSession)."""
+        claims, subprotocol = self._authorize(request)
+        self._check_origin(request)
+        if request.query:
+            raise BadQuery(f"unknown query parameter {request.query[0][0]!r}; /replicate/snapshot takes none")
+        epoch, offset, chunks = self.broker.store.epoch_snapshot()
+        session = SnapshotSession(epoch, offset, self.fingerprint, chunks)
+        return Upgrade(session, subprotocol=subprotocol, route="replicate-snapshot", close_at=self._close_at(claims))
 
     def _close_at(self, claims: dict[str, Any] | None) -> tuple[float, int, str] | None:
         if claims is None:

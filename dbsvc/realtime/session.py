@@ -38,14 +38,15 @@ from __future__ import annotations
 
 import enum
 import logging
+import zlib
 from collections import deque
 from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
 from dbsvc.errors import OffsetGone, OffsetOutOfRange
-from dbsvc.http.frames import binary_frame
+from dbsvc.http.frames import binary_frame, text_frame
 from dbsvc.http.types import Channel
-from dbsvc.realtime.feeds import FeedSpec, replay_frames
+from dbsvc.realtime.feeds import FeedSpec, encode, replay_frames
 from dbsvc.storage.events import ChangeEvent
 
 if TYPE_CHECKING:
@@ -281,3 +282,63 @@ class ReplicationSession(StreamSession):
             self._replay = self._replay_from(self.sent)
         except (OffsetGone, OffsetOutOfRange):
             self._lagged()
+
+
+class SnapshotSession:
+    """A `/replicate/snapshot` socket: the epoch's snapshot file, at the socket's pace.
+
+    Messages: a text header `{"type":"snapshot","format":1,"epoch":..,"offset":..,
+    "fingerprint":..}`, the snapshot file's bytes as binary messages (each line of it
+    carries its own CRC, storage/snapshot.py), then `{"type":"end","bytes":n,"crc32":c}`
+    over all of them, then a normal close. A follower installs the file as its own epoch
+    base and follows `/replicate?after=<offset>`.
+    """
+
+    __slots__ = ("_header", "_chunks", "_channel", "_size", "_crc", "_done")
+
+    def __init__(self, epoch: str, offset: int, fingerprint: str, chunks: Iterator[bytes]) -> None:
+        self._header = encode({"type": "snapshot", "format": 1, "epoch": epoch, "offset": offset,
+                               "fingerprint": fingerprint})
+        self._chunks = chunks
+        self._channel: Channel | None = None
+        self._size = 0
+        self._crc = 0
+        self._done = False
+
+    def on_open(self, channel: Channel) -> None:
+        self._channel = channel
+        channel.send_frame(text_frame(self._header))
+        self._pump()
+
+    def on_message(self, data: str | bytes) -> None:
+        pass
+
+    def on_writable(self) -> None:
+        self._pump()
+
+    def on_close(self, code: int) -> None:
+        self._done = True
+        close = getattr(self._chunks, "close", None)
+        if close is not None:
+            close()                          # the file descriptor goes now, not at GC
+
+    def _pump(self) -> None:
+        channel = self._channel
+        if channel is None or self._done:
+            return
+        while channel.writable:
+            try:
+                chunk = next(self._chunks, None)
+            except OSError as exc:
+                log.error("snapshot stream failed: %s", exc)
+                self._done = True
+                channel.close(INTERNAL, "snapshot read failed")
+                return
+            if chunk is None:
+                self._done = True
+                channel.send_frame(text_frame(encode({"type": "end", "bytes": self._size, "crc32": self._crc})))
+                channel.close(1000, "")
+                return
+            self._size += len(chunk)
+            self._crc = zlib.crc32(chunk, self._crc)
+            channel.send_frame(binary_frame(chunk))

@@ -13,6 +13,7 @@ in declaration order (a dict, kept in insertion order). Version 1 layout::
 
 `default` is null or `{"kind": "value" | "now" | "uuid", "value": ...}`.
 
+`schema_fingerprint(description)` names a description in 16 hex digits.
 `schema_changes(old, new)` compares two descriptions (contract section 6) and returns
 `(compatible, incompatible)`, two lists of human-readable sentences; storage migrates when
 the second list is empty and otherwise refuses, listing it. It is pure and never raises
@@ -21,11 +22,20 @@ for well-formed descriptions. Imports nothing from dbsvc but `dbsvc.schema.*`.
 
 from __future__ import annotations
 
+import hashlib
+import json
 from typing import Any
 
 from dbsvc.schema.ir import Default, Field, Model, Schema
 
 DESCRIPTION_VERSION = 1
+
+
+def schema_fingerprint(description: dict[str, Any]) -> str:
+    """A short, stable id of a description (sha256 of its canonical JSON, 16 hex digits):
+    a read replica refuses a primary whose fingerprint differs from its own."""
+    canonical = json.dumps(description, sort_keys=True, separators=(",", ":"), ensure_ascii=True)
+    return hashlib.sha256(canonical.encode("ascii")).hexdigest()[:16]
 
 
 def describe_schema(schema: Schema) -> dict[str, Any]:

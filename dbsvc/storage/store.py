@@ -55,6 +55,7 @@ from __future__ import annotations
 import asyncio
 import builtins
 import dataclasses
+import json
 import logging
 import os
 import time
@@ -65,11 +66,13 @@ from typing import Any
 
 from dbsvc.errors import (
     ConstraintViolation,
+    EpochChanged,
     ForeignKeyViolation,
     NotFound,
     OffsetGone,
     OffsetOutOfRange,
     Referenced,
+    StreamError,
     Unavailable,
     UniqueViolation,
 )
@@ -79,7 +82,10 @@ from dbsvc.storage.commit import CommitQueue, LogWriter
 from dbsvc.storage.events import ChangeEvent, EventKind, decode_event
 from dbsvc.storage.files import FaultPlan
 from dbsvc.storage.lock import WriterLock
+from dbsvc.storage.compact import SNAPSHOT_NAME
+from dbsvc.storage.logfile import FRAME_HEADER_SIZE as HEADER_SIZE_FRAME
 from dbsvc.storage.logfile import HEADER_SIZE, encode_frame, read_frames
+from dbsvc.storage.snapshot import ModelImage, SnapshotImage, encode_snapshot
 from dbsvc.storage.query import list_live, list_state
 from dbsvc.storage.table import Table
 
@@ -234,12 +240,15 @@ class Store:
     def _write(self, commit: CommitQueue, table: Table, kind: EventKind, id_: Any,
                record: dict | None, previous: dict | None, apply: Callable[[], None]) -> asyncio.Future:
         offset = self._next_offset
-        max_id = table.max_id
         shown = record if record is not None else previous       # a delete shows the last record
         assert shown is not None
         event = ChangeEvent(kind, table.name, offset, table.watermark + 1, id_, shown,
                             previous if kind is EventKind.UPDATE else None)
-        frame = encode_frame(offset, event.payload())
+        return self._submit(commit, table, offset, encode_frame(offset, event.payload()), event, apply)
+
+    def _submit(self, commit: CommitQueue, table: Table, offset: int, frame: bytes, event: ChangeEvent,
+                apply: Callable[[], None]) -> asyncio.Future:
+        max_id = table.max_id
 
         def applied() -> tuple[Table, int, int]:
             apply()
@@ -375,6 +384,75 @@ class Store:
         return previous, self._write(commit, table, EventKind.DELETE, id, None, previous,
                                      lambda: table.delete(previous))
 
+    # -- following a primary (dbsvc/replica) ---------------------------------------------
+
+    def apply_replicated(self, frame: bytes) -> asyncio.Future:
+        """Apply one frame of a primary's `/replicate` stream with the primary's offset and
+        watermark, as the primary wrote it: the frame bytes go to this log unchanged, so a
+        follower's log, offsets and `as_of` history are the primary's. The frame was checked
+        by the stream reader (CRC, continuity); this checks that it fits this store:
+        `StreamError` for a frame out of sequence, an unknown model, a record of other
+        fields, or a row that contradicts the state (insert of a present id, update or
+        delete of an absent one); `EpochChanged` when its watermark is not the next one
+        (the primary compacted). Nothing is applied when it raises."""
+        commit = self._writable()
+        offset = int.from_bytes(frame[:8], "big")
+        if offset != self._next_offset:
+            raise StreamError(offset, f"expected offset {self._next_offset}")
+        try:
+            event = decode_event(memoryview(frame)[HEADER_SIZE_FRAME:])
+        except (ValueError, KeyError, TypeError) as exc:
+            raise StreamError(offset, f"payload is not a change event: {exc}") from None
+        table = self._tables.get(event.model)
+        if table is None:
+            raise StreamError(offset, f"unknown model {event.model!r}")
+        if event.offset != offset:
+            raise StreamError(offset, f"payload says offset {event.offset}")
+        if list(event.record) != list(table.model.fields):
+            raise StreamError(offset, f"{event.model} record has fields {list(event.record)}, "
+                                      f"expected {list(table.model.fields)}")
+        if event.watermark != table.watermark + 1:
+            raise EpochChanged(offset, f"{event.model} watermark {event.watermark} follows "
+                                       f"{table.watermark} here: the primary started a new epoch")
+        current = table.records.get(event.id)
+        record, kind = event.record, event.kind
+        if kind is EventKind.INSERT:
+            if current is not None:
+                raise StreamError(offset, f"insert of {event.model} {event.id!r}, which exists here")
+            return self._submit(commit, table, offset, frame, event, lambda: table.insert(record))
+        if current is None:
+            raise StreamError(offset, f"{kind.value} of {event.model} {event.id!r}, which does not exist here")
+        if kind is EventKind.UPDATE:
+            return self._submit(commit, table, offset, frame, event, lambda: table.replace(current, record))
+        return self._submit(commit, table, offset, frame, event, lambda: table.delete(current))
+
+    def epoch_snapshot(self) -> tuple[str, int, Iterator[bytes]]:
+        """What a follower bootstraps from: the current epoch's id, its base offset (the
+        offset its snapshot stands at), and the snapshot file's bytes in chunks, read
+        lazily from a file descriptor opened now (a later compaction renames a new file
+        over it without disturbing this one). An epoch that began without a snapshot
+        (base 0) is an empty image. Raises `Unavailable` in the instant of an online
+        compaction's switch, when the file already belongs to the next epoch."""
+        path = os.path.join(self.directory, SNAPSHOT_NAME)
+        try:
+            fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+        except FileNotFoundError:
+            if self._log_base != 0:
+                raise Unavailable("the epoch's snapshot file is missing; try again") from None
+            image = SnapshotImage(self._epoch, 0, [ModelImage(t.name, list(t.model.fields), [], 0)
+                                                   for t in self._tables.values()])
+            return self._epoch, 0, encode_snapshot(image)
+        try:
+            first = os.pread(fd, 1 << 16, 0).split(b"\n", 1)[0]
+            header = json.loads(first[9:])
+        except (OSError, ValueError) as exc:
+            os.close(fd)
+            raise Unavailable(f"the snapshot could not be read: {exc}") from None
+        if header.get("epoch") != self._epoch or header.get("head_offset") != self._log_base:
+            os.close(fd)
+            raise Unavailable("a compaction is switching epochs; try again in a moment")
+        return self._epoch, self._log_base, _read_chunks(fd)
+
     # -- change stream ---------------------------------------------------------------------
 
     def subscribe(self, callback: Callback) -> Callable[[], None]:
@@ -483,3 +561,17 @@ class Store:
         while self._commit is not None and self._commit.pending and self._commit.failed is None:
             await asyncio.sleep(0.001)
         self.close()
+
+
+def _read_chunks(fd: int, size: int = 256 * 1024) -> Iterator[bytes]:
+    """The whole file behind `fd` in chunks; closes it at the end (or when abandoned)."""
+    try:
+        position = 0
+        while True:
+            chunk = os.pread(fd, size, position)
+            if not chunk:
+                return
+            position += len(chunk)
+            yield chunk
+    finally:
+        os.close(fd)

@@ -217,7 +217,7 @@ def test_operational_route_shapes(blog: dict) -> None:
     assert schemas["Metrics"]["required"] == ["model_count", "rows_per_model", "total_rows", "realtime"]
     assert schemas["Metrics"]["properties"]["realtime"]["required"] == [
         "subscriptions", "live_queries", "replication_streams", "events_sent", "lagged_closes"]
-    assert schemas["Snapshot"]["required"] == ["watermarks", "epoch", "replication", "offset"]
+    assert schemas["Snapshot"]["required"] == ["watermarks", "epoch", "replication", "offset", "fingerprint"]
     assert schemas["Snapshot"]["properties"]["watermarks"]["propertyNames"]["enum"] == ["User", "BlogPost", "Comment"]
 
 
