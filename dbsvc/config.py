@@ -12,6 +12,12 @@ section 1, contract section 1):
     SERVICE_WS_PING_INTERVAL (30)  SERVICE_WS_PONG_TIMEOUT (30)  -- WebSocket liveness
 
 The token guard's variables are read by `dbsvc.auth.load_auth_config`.
+
+`[runtime]` keys: `replication`, `changefeed_capacity`, and `replication_retain_mb` (MiB of
+compacted log a compaction keeps for replicas that resume, storage/retain.py), carried as
+`replication_retain_bytes`: 0 when replication is off (nothing is retained beyond the
+ring: the feeds replay from the ring only, and a writer open removes a segment left over
+from a time replication was on).
 """
 
 from __future__ import annotations
@@ -40,6 +46,7 @@ class Config:
     sync: str
     replication: bool
     changefeed_capacity: int
+    replication_retain_bytes: int    # 0 when replication is off
 
 
 def _int(environ: Mapping[str, str], name: str, default: int, lo: int, hi: int | None = None) -> int:
@@ -86,11 +93,12 @@ def _choice(environ: Mapping[str, str], name: str, default: str, allowed: tuple[
     return value
 
 
-def _runtime_int(runtime: Mapping[str, object], key: str, default: int) -> int:
+def _runtime_int(runtime: Mapping[str, object], key: str, default: int, lo: int = 1) -> int:
     """An integer of the schema's `[runtime]` table (its checks already ran at generation)."""
     value = runtime.get(key, default)
-    if not isinstance(value, int) or isinstance(value, bool) or value < 1:
-        raise ConfigError(f"[runtime] {key} = {value!r} is not valid: expected a positive integer")
+    if not isinstance(value, int) or isinstance(value, bool) or value < lo:
+        expected = "a positive integer" if lo == 1 else "a non-negative integer"
+        raise ConfigError(f"[runtime] {key} = {value!r} is not valid: expected {expected}")
     return value
 
 
@@ -120,6 +128,8 @@ def load_config(environ: Mapping[str, str], runtime: Mapping[str, object] | None
     )
     tenant_raw = environ.get("SERVICE_TENANT", "")
     tenant = check_tenant_name(tenant_raw) if tenant_raw else DEFAULT_TENANT
+    replication = bool(runtime.get("replication", False))
+    retain_mb = _runtime_int(runtime, "replication_retain_mb", 256, lo=0)
     return Config(
         http=http,
         data_dir=environ.get("SERVICE_DATA", "data") or "data",
@@ -128,6 +138,7 @@ def load_config(environ: Mapping[str, str], runtime: Mapping[str, object] | None
         log_level=environ.get("RUST_LOG", "info") or "info",
         log_format=_choice(environ, "SERVICE_LOG_FORMAT", "text", ("text", "json")),
         sync=_choice(environ, "SERVICE_SYNC", "full", ("full", "off")),
-        replication=bool(runtime.get("replication", False)),
+        replication=replication,
         changefeed_capacity=_runtime_int(runtime, "changefeed_capacity", 1024),
+        replication_retain_bytes=retain_mb << 20 if replication else 0,
     )

@@ -2,7 +2,9 @@
 
 Rules (contract sections 1, 2 and interface section 5):
 
-- `[runtime]`: `replication` true/false; `changefeed_capacity` a positive integer.
+- `[runtime]`: `replication` true/false; `changefeed_capacity` a positive integer;
+  `replication_retain_mb` a non-negative integer (MiB of compacted log kept for replicas
+  that resume, storage/retain.py; 0 keeps nothing).
 - `[auth]`: `issuer`, `audience`, `tenant_claim`, `pubkey`, `jwks_url` strings; `alg` an
   asymmetric JWS algorithm; `leeway` a non-negative integer; `pubkey` and `jwks_url`
   exclude each other. `pubkey` is resolved against the schema file's directory (pure path
@@ -59,7 +61,8 @@ def _url(lit: Literal) -> str | None:
 
 
 TABLE_KEYS: dict[str, dict[str, _Check]] = {
-    "runtime": {"replication": _bool, "changefeed_capacity": _positive_int},
+    "runtime": {"replication": _bool, "changefeed_capacity": _positive_int,
+                "replication_retain_mb": _non_negative_int},
     "auth": {
         "issuer": _string, "audience": _string, "alg": _alg, "tenant_claim": _string,
         "leeway": _non_negative_int, "pubkey": _string, "jwks_url": _url,
@@ -125,6 +128,10 @@ def _runtime(values: dict[str, Literal]) -> RuntimeSettings:
         changefeed_capacity=(
             int(values["changefeed_capacity"].value)  # type: ignore[call-overload]
             if "changefeed_capacity" in values else defaults.changefeed_capacity
+        ),
+        replication_retain_mb=(
+            int(values["replication_retain_mb"].value)  # type: ignore[call-overload]
+            if "replication_retain_mb" in values else defaults.replication_retain_mb
         ),
     )
 

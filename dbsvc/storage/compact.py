@@ -4,29 +4,38 @@ Files of a tenant::
 
     <tenant>/snapshot        snapshot.py format (absent until the first compaction)
     <tenant>/log             logfile.py format; its header names the snapshot's epoch
+    <tenant>/log.retained    retain.py format: the old log's newest rows, kept for replicas
     <tenant>/snapshot.new    transient: a compaction in progress
     <tenant>/log.new         transient: a compaction in progress
+    <tenant>/log.retained.new  transient: a compaction in progress
 
 Steps (`install`), each followed by the `compact` fault hook (files.py)::
 
     1  write snapshot.new (epoch E2, head H), fsync it
-    2  write log.new (header: epoch E2, base offset H), fsync it
-    3  fsync the directory
-    4  rename snapshot.new -> snapshot          <- the commit point
-    5  fsync the directory
-    6  rename log.new -> log
-    7  fsync the directory
+    2  write log.retained.new (retain.py: the newest frames up to H of the old segment
+       and the old log, within the budget), fsync it; nothing when nothing is retained
+    3  write log.new (header: epoch E2, base offset H), fsync it
+    4  fsync the directory
+    5  rename snapshot.new -> snapshot          <- the commit point
+    6  fsync the directory
+    7  rename log.retained.new -> log.retained (or unlink log.retained if nothing is retained)
+    8  rename log.new -> log
+    9  fsync the directory
 
 Recovery (`finish_interrupted`, run by every writer open before reading anything):
 
-- `snapshot.new` exists: the commit point was not reached. The old snapshot and old log
-  are intact and consistent; `snapshot.new` and `log.new` are deleted.
-- only `log.new` exists: the commit point passed. The snapshot is the new one; `log.new`
-  (complete and fsynced before step 4) is renamed over the old log.
+- `snapshot.new` exists: the commit point was not reached. The old snapshot, old log and
+  old retained segment are intact and consistent; the `.new` files are deleted
+  (`snapshot.new` last, so a crash while deleting still reads as "before").
+- no `snapshot.new` but `log.new` or `log.retained.new`: the commit point passed. The
+  snapshot is the new one; `log.retained.new` and `log.new` (complete and fsynced before
+  step 5) are renamed into place.
 
-So an interrupted compaction yields the old pair or the new pair, never a mix; a reader
-checks anyway that the snapshot's epoch and head equal the log header's epoch and base.
-A read-only open performs the same recovery in its head, renaming nothing.
+So an interrupted compaction yields the old files or the new ones, never a mix; a reader
+checks anyway that the snapshot's epoch and head equal the log header's epoch and base, and
+uses a retained segment only if it ends exactly at the log's base (retain.py), so one left
+behind by a crash between steps 5 and 7 is ignored. A read-only open performs the same
+recovery in its head, renaming nothing.
 
 A running store compacts online with the same files, steps and fault hooks (online.py),
 so its crashes recover the same way.
@@ -46,6 +55,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from dbsvc.errors import CorruptLog
+from dbsvc.storage import retain
 from dbsvc.storage.files import NO_FAULTS, FaultPlan, fsync_dir, write_all
 from dbsvc.storage.logfile import LogScan, encode_header
 from dbsvc.storage.snapshot import (
@@ -59,7 +69,9 @@ log = logging.getLogger("dbsvc.storage")
 
 SNAPSHOT_NAME = "snapshot"
 LOG_NAME = "log"
-NEW_SUFFIX = ".new"
+RETAINED_NAME = retain.RETAINED_NAME
+NEW_SUFFIX = retain.NEW_SUFFIX
+DEFAULT_RETAIN_BYTES = 256 << 20     # `[runtime] replication_retain_mb` default
 
 
 def new_epoch() -> str:
@@ -72,29 +84,37 @@ class TenantFiles:
 
     snapshot: str | None
     log: str
+    retained: str | None = None         # a retained segment to try (retain.load checks it)
 
 
 def finish_interrupted(directory: str, *, readonly: bool) -> TenantFiles:
     snap = os.path.join(directory, SNAPSHOT_NAME)
     logp = os.path.join(directory, LOG_NAME)
-    snap_new, log_new = snap + NEW_SUFFIX, logp + NEW_SUFFIX
+    ret = os.path.join(directory, RETAINED_NAME)
+    snap_new, log_new, ret_new = snap + NEW_SUFFIX, logp + NEW_SUFFIX, ret + NEW_SUFFIX
     if os.path.exists(snap_new):
         if not readonly:
             log.warning("%s: discarding an interrupted compaction (before its commit point)", directory)
-            # log.new goes first: a log.new left alone would read as "past the commit point".
-            for path in (log_new, snap_new):
+            # snapshot.new goes last: a log.new or log.retained.new left alone would read
+            # as "past the commit point".
+            for path in (log_new, ret_new, snap_new):
                 try:
                     os.unlink(path)
                 except FileNotFoundError:
                     pass
                 fsync_dir(directory)
-    elif os.path.exists(log_new):
+    elif os.path.exists(log_new) or os.path.exists(ret_new):
         if readonly:
-            return TenantFiles(snap if os.path.exists(snap) else None, log_new)
+            return TenantFiles(snap if os.path.exists(snap) else None,
+                               log_new if os.path.exists(log_new) else logp,
+                               ret_new if os.path.exists(ret_new) else ret)
         log.warning("%s: finishing an interrupted compaction (after its commit point)", directory)
-        os.rename(log_new, logp)
+        if os.path.exists(ret_new):
+            os.rename(ret_new, ret)
+        if os.path.exists(log_new):
+            os.rename(log_new, logp)
         fsync_dir(directory)
-    return TenantFiles(snap if os.path.exists(snap) else None, logp)
+    return TenantFiles(snap if os.path.exists(snap) else None, logp, ret)
 
 
 def _write_file(path: str, chunks: Any) -> None:
@@ -107,11 +127,15 @@ def _write_file(path: str, chunks: Any) -> None:
         os.close(fd)
 
 
-def install(directory: str, image: SnapshotImage, faults: FaultPlan = NO_FAULTS) -> None:
-    """Write `image` as the new snapshot plus an empty log of its epoch (steps 1-7)."""
+def install(directory: str, image: SnapshotImage, faults: FaultPlan = NO_FAULTS,
+            retained: retain.Plan | None = None) -> retain.Segment | None:
+    """Write `image` as the new snapshot plus an empty log of its epoch, keeping what
+    `retained` allows of the old log (steps 1-9). Returns the retained segment, if any."""
     snap = os.path.join(directory, SNAPSHOT_NAME)
     logp = os.path.join(directory, LOG_NAME)
     _write_file(snap + NEW_SUFFIX, encode_snapshot(image))
+    faults.check("compact")
+    pending = retain.write_pending(directory, retained)
     faults.check("compact")
     _write_file(logp + NEW_SUFFIX, [encode_header(image.epoch, image.head_offset)])
     faults.check("compact")
@@ -121,10 +145,13 @@ def install(directory: str, image: SnapshotImage, faults: FaultPlan = NO_FAULTS)
     faults.check("compact")
     fsync_dir(directory)
     faults.check("compact")
+    segment = retain.commit_pending(directory, pending)
+    faults.check("compact")
     os.rename(logp + NEW_SUFFIX, logp)
     faults.check("compact")
     fsync_dir(directory)
     faults.check("compact")
+    return segment
 
 
 def create_log(directory: str, epoch: str) -> str:
@@ -151,8 +178,10 @@ def check_pair(files: TenantFiles, snapshot: SnapshotImage | None, scan: LogScan
         )
 
 
-def compact_directory(directory: str, description: dict | None, faults: FaultPlan = NO_FAULTS) -> str:
-    """Offline compaction of a locked tenant directory; returns a one-line report."""
+def compact_directory(directory: str, description: dict | None, faults: FaultPlan = NO_FAULTS, *,
+                      retain_bytes: int = DEFAULT_RETAIN_BYTES) -> str:
+    """Offline compaction of a locked tenant directory; returns a one-line report. The old
+    log's newest rows are retained within `retain_bytes` (retain.py)."""
     files = finish_interrupted(directory, readonly=False)
     snapshot = None
     if files.snapshot:
@@ -197,13 +226,17 @@ def compact_directory(directory: str, description: dict | None, faults: FaultPla
             max_ids[name] = max(max_ids.get(name, 0), ev["id"])
         rows += 1
     head = scan.next_offset - 1
+    base = scan.header.base_offset
+    segment = retain.load(files.retained, base)
+    keep = retain.plan(retain_bytes, scan.header.epoch, segment, files.log, scan.end, base, head)
     models = []
     for name in order:
         table = live.get(name, {})
         models.append(ModelImage(name, fields[name], [table[k] for k in sorted(table)], max_ids.get(name, 0)))
     epoch = new_epoch()
-    install(directory, SnapshotImage(epoch, head, models), faults)
+    kept = install(directory, SnapshotImage(epoch, head, models), faults, keep)
     size = sum(len(m.rows) for m in models)
     cut = f", dropped a torn tail of {scan.damage.size - scan.damage.position} bytes" if scan.damage else ""
+    retained = f", retained {kept.size} bytes for replicas (offsets after {kept.base})" if kept else ""
     return (f"compacted {directory}: {rows} log rows -> {size} live records, "
-            f"head offset {head}, new epoch {epoch}{cut}")
+            f"head offset {head}, new epoch {epoch}{cut}{retained}")

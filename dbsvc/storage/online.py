@@ -12,22 +12,29 @@ Steps (loop = the event-loop thread; thread = `asyncio.to_thread`)::
             consistent image at H: O(n) C-level copies, no per-record Python work.
     thread  write snapshot.new (epoch E2, head H) from the copies in chunks of CHUNK rows,
             fsync it                                                   -> fault step 1
+    thread  write log.retained.new: the newest frames of the old retained segment and
+            of the old log's [header, P) within `retain_bytes` (retain.py), fsync it;
+            nothing when nothing is retained                           -> fault step 2
     thread  log.new = header (E2, base H) + the frames of the old log in [P, P1), P1 its
             size when this step starts; fsync it
     loop    in the committer, between two fsyncs (commit.py `run_between_fsyncs`):
-            append the frames in [P1, end) to log.new, fsync it        -> fault step 2
-            fsync the directory                                        -> fault step 3
-            rename snapshot.new -> snapshot (the commit point)         -> fault step 4
-            fsync the directory                                        -> fault step 5
-            rename log.new -> log                                      -> fault step 6
-            fsync the directory                                        -> fault step 7
+            append the frames in [P1, end) to log.new, fsync it        -> fault step 3
+            fsync the directory                                        -> fault step 4
+            rename snapshot.new -> snapshot (the commit point)         -> fault step 5
+            fsync the directory                                        -> fault step 6
+            rename log.retained.new -> log.retained, or unlink
+            log.retained when nothing is retained                      -> fault step 7
+            rename log.new -> log                                      -> fault step 8
+            fsync the directory                                        -> fault step 9
             write to the new log from now on; every model's history becomes its rows
-            after H on top of the snapshot's records; epoch E2, log base H
+            after H on top of the snapshot's records; epoch E2, log base H; `frames_after`
+            serves offsets up to H from the new retained segment
 
 The file steps and their fault-hook numbers are exactly those of offline compaction
 (compact.py `install`), so a crash after any of them recovers the same way: before the
-commit point the old snapshot + old log stand (the `.new` files are discarded); after it,
-`log.new` (complete and fsynced before the commit point) replaces the old log.
+commit point the old snapshot + old log + old retained segment stand (the `.new` files
+are discarded); after it, `log.retained.new` and `log.new` (complete and fsynced before the
+commit point) replace the old ones.
 
 Writes in flight: the switch runs inside the committer task when no fsync is in flight,
 so nothing is waiting on the old descriptor. Writes queued but not yet fsynced are *carried
@@ -40,7 +47,9 @@ Watermarks restart in the new epoch (contract section 4): a model's rows after H
 renumbered by (live records at H) - (watermark at H). Frames copied into the new log are
 rewritten with the new `watermark` (logfile.py `renumber_frames`), as are the ring's and the
 queued writes' events; offsets never change. Events published before the switch keep
-their old-epoch watermark. Offsets up to H are gone afterwards (`OffsetGone`).
+their old-epoch watermark, and so do the frames of the retained segment (copied, never
+renumbered). Offsets up to H are served from the retained segment afterwards as far as it
+reaches back; older ones are gone (`OffsetGone`).
 
 Pauses of the loop: the cut (dict and list copies) and the switch (copy of the frames
 written since P1 plus one file fsync, three directory fsyncs and two renames). The thread
@@ -70,7 +79,7 @@ from dataclasses import dataclass, field
 from itertools import chain
 from typing import TYPE_CHECKING, Any
 
-from dbsvc.storage import compact
+from dbsvc.storage import compact, retain
 from dbsvc.storage.files import FaultPlan, fsync_dir, write_all
 from dbsvc.storage.logfile import encode_header, renumber_frames
 from dbsvc.storage.snapshot import ModelStream, write_snapshot_stream
@@ -237,8 +246,16 @@ def start_log(directory: str, old_path: str, cut: Cut, stop: int, every: int, pr
     return new
 
 
+def write_retained(directory: str, keep: retain.Plan | None, progress: Progress,
+                   faults: FaultPlan) -> retain.Segment | None:
+    """Thread step: log.retained.new, fsynced (fault step 2)."""
+    pending = retain.write_pending(directory, keep, progress.check)
+    faults.check("compact")
+    return pending
+
+
 def finish_log(old_path: str, end: int, new: NewLog, cut: Cut, every: int, faults: FaultPlan) -> None:
-    """Switch, before the commit point: the rest of the frames, fsync (fault step 2)."""
+    """Switch, before the commit point: the rest of the frames, fsync (fault step 3)."""
     src = os.open(old_path, os.O_RDONLY | os.O_CLOEXEC)
     try:
         _copy_frames(src, new.copied, end, new, cut.deltas(), every)
@@ -248,9 +265,11 @@ def finish_log(old_path: str, end: int, new: NewLog, cut: Cut, every: int, fault
     faults.check("compact")
 
 
-def commit_files(directory: str, faults: FaultPlan, *, after_commit_point: list[bool]) -> None:
-    """Switch: fault steps 3-7. `after_commit_point[0]` turns True once the snapshot's
-    rename returned (errors after it are fatal for the running writer)."""
+def commit_files(directory: str, faults: FaultPlan, pending: retain.Segment | None, *,
+                 after_commit_point: list[bool]) -> retain.Segment | None:
+    """Switch: fault steps 4-9. `after_commit_point[0]` turns True once the snapshot's
+    rename returned (errors after it are fatal for the running writer). Returns the
+    retained segment now in place."""
     snap = os.path.join(directory, compact.SNAPSHOT_NAME)
     logp = os.path.join(directory, compact.LOG_NAME)
     fsync_dir(directory)
@@ -260,16 +279,20 @@ def commit_files(directory: str, faults: FaultPlan, *, after_commit_point: list[
     faults.check("compact")
     fsync_dir(directory)
     faults.check("compact")
+    segment = retain.commit_pending(directory, pending)
+    faults.check("compact")
     os.rename(logp + compact.NEW_SUFFIX, logp)
     faults.check("compact")
     fsync_dir(directory)
     faults.check("compact")
+    return segment
 
 
 def discard(directory: str) -> None:
     """Remove a compaction's `.new` files (before its commit point only)."""
-    # log.new first: a log.new without snapshot.new reads as "past the commit point".
-    for name in (compact.LOG_NAME, compact.SNAPSHOT_NAME):
+    # snapshot.new last: a log.new or log.retained.new without it reads as "past the
+    # commit point".
+    for name in (compact.LOG_NAME, compact.RETAINED_NAME, compact.SNAPSHOT_NAME):
         try:
             os.unlink(os.path.join(directory, name + compact.NEW_SUFFIX))
             fsync_dir(directory)
@@ -303,7 +326,10 @@ async def run(store: Store, progress: Progress) -> None:
     assert commit is not None
     directory, faults, every = store.directory, store._faults, store.checkpoint_every
     cut = take_cut(store._tables, store._next_offset - 1, commit.writer.written)
+    keep = retain.plan(store._retain_bytes, store._epoch, store._retained, store._log_path, cut.position,
+                       store._log_base, cut.head)
     new: NewLog | None = None
+    pending: retain.Segment | None = None
     old_rows: list[list[Any]] = []
     switched = [0.0]
 
@@ -313,7 +339,7 @@ async def run(store: Store, progress: Progress) -> None:
         writer = commit.writer
         finish_log(store._log_path, writer.written, new, cut, every, faults)
         try:
-            commit_files(directory, faults, after_commit_point=progress.committed)
+            segment = commit_files(directory, faults, pending, after_commit_point=progress.committed)
         except OSError as exc:
             if progress.committed[0]:
                 log.error("%s: compaction failed after its commit point: %s; the store is now read-only "
@@ -323,11 +349,12 @@ async def run(store: Store, progress: Progress) -> None:
         old_fd, writer.fd, new.fd = writer.fd, new.fd, -1
         writer.written = new.size
         os.close(old_fd)
-        old_rows.extend(store._enter_epoch(cut, new.checkpoints))
+        old_rows.extend(store._enter_epoch(cut, new.checkpoints, segment))
         switched[0] = time.perf_counter() - start
 
     try:
         await _in_thread(progress, write_snapshot, directory, cut, progress, faults)
+        pending = await _in_thread(progress, write_retained, directory, keep, progress, faults)
         commit.check_writable()
         new = await _in_thread(progress, start_log, directory, store._log_path, cut, commit.writer.written,
                                every, progress)

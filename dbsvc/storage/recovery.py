@@ -9,14 +9,16 @@ Order of a writer open (each step touches disk only once the previous ones succe
        CorruptLog before anything was truncated
     5  a torn tail is logged, counted and truncated away (ftruncate + fsync)
     6  a fresh tenant gets its first log (epoch, base offset 0), created durably
-    7  compaction if a migration reshaped a model holding records, or if the log is over
+    7  the retained segment (retain.py) is checked against the log's base: used, or logged
+       and ignored (never fatal); with `retain_bytes=0` it is deleted
+    8  compaction if a migration reshaped a model holding records, or if the log is over
        `compact_bytes` (AUTO_COMPACT_BYTES unless `Store.open` says otherwise) and holds
        more than twice as many rows as there are live records (the log-size-to-live-data
        rule of contract section 6, estimated by row counts; a running store applies the
-       same rule after its writes, online.py)
-    8  the stored schema is replaced if it changed
+       same rule after its writes, online.py); it retains up to `retain_bytes` of the log
+    9  the stored schema is replaced if it changed
 
-A read-only open does steps 2-4 in memory only: it renames, truncates and writes nothing,
+A read-only open does steps 2-4 and 7 in memory only: it renames, truncates and writes nothing,
 ignores a torn tail (a writer may be appending it right now) and so sees a consistent
 prefix of the log. If a compaction swaps files under it, it retries.
 """
@@ -33,7 +35,7 @@ from dataclasses import dataclass, field
 
 from dbsvc.errors import CorruptLog, TenantError
 from dbsvc.runtime import CompiledModel
-from dbsvc.storage import compact, migrate
+from dbsvc.storage import compact, migrate, retain
 from dbsvc.storage.files import NO_FAULTS, FaultPlan
 from dbsvc.storage.logfile import HEADER_SIZE, Damage, LogScan
 from dbsvc.storage.snapshot import ModelImage, SnapshotImage, decode_snapshot
@@ -57,6 +59,7 @@ class Loaded:
     recent: deque              # payloads of the last `ring_capacity` rows
     checkpoints: list[tuple[int, int]] = field(default_factory=list)
     compacted: bool = False
+    retained: retain.Segment | None = None
 
 
 def needs_compaction(log_bytes: int, rows_in_log: int, live: int, compact_bytes: int) -> bool:
@@ -128,8 +131,9 @@ def image_of(tables: dict[str, Table], epoch: str, head: int) -> SnapshotImage:
 
 
 def load(directory: str, models: Sequence[CompiledModel], description: dict, *, readonly: bool,
-         ring_capacity: int, faults: FaultPlan = NO_FAULTS, compact_bytes: int = AUTO_COMPACT_BYTES) -> Loaded:
-    """Steps 2-8 of the module docstring (the caller holds the lock for a writer open)."""
+         ring_capacity: int, faults: FaultPlan = NO_FAULTS, compact_bytes: int = AUTO_COMPACT_BYTES,
+         retain_bytes: int = 0) -> Loaded:
+    """Steps 2-9 of the module docstring (the caller holds the lock for a writer open)."""
     if not os.path.isdir(directory):
         raise TenantError(f"tenant directory {directory!r} does not exist")
     attempts = 3 if readonly else 1
@@ -142,7 +146,8 @@ def load(directory: str, models: Sequence[CompiledModel], description: dict, *, 
     try:
         for attempt in range(attempts):
             try:
-                loaded = _load_once(directory, models, description, readonly, ring_capacity, faults, compact_bytes)
+                loaded = _load_once(directory, models, description, readonly, ring_capacity, faults, compact_bytes,
+                                    retain_bytes)
                 break
             except CorruptLog:
                 if attempt + 1 == attempts:
@@ -156,7 +161,7 @@ def load(directory: str, models: Sequence[CompiledModel], description: dict, *, 
 
 
 def _load_once(directory: str, models: Sequence[CompiledModel], description: dict, readonly: bool,
-               ring_capacity: int, faults: FaultPlan, compact_bytes: int) -> Loaded:
+               ring_capacity: int, faults: FaultPlan, compact_bytes: int, retain_bytes: int) -> Loaded:
     files = compact.finish_interrupted(directory, readonly=readonly)
     plan = migrate.plan_migration(directory, description)
     tables = {m.name: Table(m) for m in models}
@@ -194,6 +199,10 @@ def _load_once(directory: str, models: Sequence[CompiledModel], description: dic
                 os.fsync(fd)
             finally:
                 os.close(fd)
+    if readonly or retain_bytes > 0:
+        loaded.retained = retain.load(files.retained, loaded.log_base)
+    elif retain.remove(directory):
+        log.info("%s: removed the retained log segment (retain_bytes is 0)", directory)
     if readonly:
         return loaded
     rows_in_log = head - loaded.log_base
@@ -203,7 +212,8 @@ def _load_once(directory: str, models: Sequence[CompiledModel], description: dic
         why = "migration reshaped records" if reshaped else f"log of {scan.end} bytes for {live} live records"
         log.info("%s: compacting on open (%s)", directory, why)
         epoch = compact.new_epoch()
-        compact.install(directory, image_of(tables, epoch, head), faults)
+        keep = retain.plan(retain_bytes, loaded.epoch, loaded.retained, files.log, scan.end, loaded.log_base, head)
+        loaded.retained = compact.install(directory, image_of(tables, epoch, head), faults, keep)
         for table in tables.values():
             table.base_ids = list(table.pk)
             table.rows = []

@@ -3,10 +3,11 @@
 The API the application is written against (docs/architecture.md, "storage")::
 
     store = Store.open(directory, models, description, sync="full", replication=False,
-                       readonly=False, ring_capacity=1024, compact_bytes=64 << 20)
+                       readonly=False, ring_capacity=1024, compact_bytes=64 << 20,
+                       retain_bytes=0)
     record, watermark          = store.get("User", 7, as_of=None)
     records, total, watermark  = store.list("User", query)
-    store.watermarks(), store.live_counts(), store.head_offset, store.epoch
+    store.watermarks(), store.live_counts(), store.head_offset, store.epoch, store.oldest_offset
     record             = await store.insert("User", record)     # id None: max ever used + 1
     previous, record   = await store.replace("User", 7, record)
     previous           = await store.delete("User", 7)
@@ -15,6 +16,7 @@ The API the application is written against (docs/architecture.md, "storage")::
                                                                 # (or fails) as the await would
     unsubscribe        = store.subscribe(callback)              # callback(ChangeEvent, frame)
     for event in store.events_after(offset): ...                # ring, or the log if replication
+    for frame in store.frames_after(offset): ...                # retained segment, then the log
     store.close()
 
 Rules:
@@ -36,8 +38,11 @@ Rules:
    log frame (the bytes just made durable: the `/replicate` message); the ring keeps
    the last `ring_capacity` committed events (after a restart, the log's last rows).
 5. `events_after(offset)`: `OffsetOutOfRange` beyond the head; `OffsetGone` when the offset
-   is older than what the ring (or, with replication, the log since the last compaction)
-   holds, and always for an offset before the current epoch's base. From the log it reads frames lazily in 1 MiB chunks, up to the acknowledged end.
+   is older than what the ring holds, or, with replication, what `frames_after` holds:
+   the log since the last compaction plus the retained segment before it (retain.py: the
+   newest rows compactions removed, within `retain_bytes`; 0 keeps none), so `OffsetGone`
+   before `oldest_offset`. It reads lazily in 1 MiB chunks, gap-free, up to the
+   acknowledged end (replay.py).
 
 6. Memory: every live record plus its indexes, and the epoch's history (table.py: ~80
    bytes per row after the snapshot, plus superseded versions). History is bounded by
@@ -59,7 +64,6 @@ import json
 import logging
 import os
 import time
-from bisect import bisect_right
 from collections import deque
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any
@@ -77,14 +81,14 @@ from dbsvc.errors import (
     UniqueViolation,
 )
 from dbsvc.runtime import INT64_MAX, CompiledModel, Query
-from dbsvc.storage import online, recovery
+from dbsvc.storage import online, recovery, replay, retain
 from dbsvc.storage.commit import CommitQueue, LogWriter
 from dbsvc.storage.events import ChangeEvent, EventKind, decode_event
 from dbsvc.storage.files import FaultPlan
 from dbsvc.storage.lock import WriterLock
 from dbsvc.storage.compact import SNAPSHOT_NAME
 from dbsvc.storage.logfile import FRAME_HEADER_SIZE as HEADER_SIZE_FRAME
-from dbsvc.storage.logfile import HEADER_SIZE, encode_frame, read_frames
+from dbsvc.storage.logfile import encode_frame
 from dbsvc.storage.snapshot import ModelImage, SnapshotImage, encode_snapshot
 from dbsvc.storage.query import list_live, list_state
 from dbsvc.storage.table import Table
@@ -99,7 +103,7 @@ class Store:
 
     def __init__(self, directory: str, loaded: recovery.Loaded, lock: WriterLock | None, *,
                  sync: bool, replication: bool, ring_capacity: int, faults: FaultPlan,
-                 compact_bytes: int = recovery.AUTO_COMPACT_BYTES) -> None:
+                 compact_bytes: int = recovery.AUTO_COMPACT_BYTES, retain_bytes: int = 0) -> None:
         self.directory = directory
         self.readonly = lock is None
         self.replication = replication
@@ -108,6 +112,8 @@ class Store:
         self._epoch = loaded.epoch
         self._log_path = loaded.log_path
         self._log_base = loaded.log_base
+        self._retained = loaded.retained
+        self._retain_bytes = retain_bytes
         self._head = loaded.head_offset
         self._next_offset = loaded.head_offset + 1
         self._checkpoints = loaded.checkpoints
@@ -138,19 +144,27 @@ class Store:
     @classmethod
     def open(cls, directory: str, models: Sequence[CompiledModel], description: dict, *,
              sync: str = "full", replication: bool = False, readonly: bool = False,
-             ring_capacity: int = 1024, compact_bytes: int = recovery.AUTO_COMPACT_BYTES) -> Store:
+             ring_capacity: int = 1024, compact_bytes: int = recovery.AUTO_COMPACT_BYTES,
+             retain_bytes: int = 0, lock: WriterLock | None = None) -> Store:
         """Open (and recover) a tenant directory; see recovery.py for the steps.
         `compact_bytes`: the log size past which compaction is considered (at open and
-        while serving, online.py); tests use small values."""
+        while serving, online.py); tests use small values, a follower a huge one (its
+        epochs are the primary's). `lock`: a writer lock already held (handed over by
+        `close(keep_lock=True)`), so a follower re-bootstraps without letting go of it.
+        `retain_bytes`: how much of a compacted log each compaction keeps for `frames_after`
+        (retain.py; 0 keeps none and removes a segment left from before)."""
         if sync not in ("full", "off"):
             raise ValueError(f"sync must be 'full' or 'off', got {sync!r}")
         faults = FaultPlan.from_env()
-        lock = None if readonly else WriterLock.acquire(directory)
+        if not readonly and lock is None:
+            lock = WriterLock.acquire(directory)
         try:
             loaded = recovery.load(directory, models, description, readonly=readonly,
-                                   ring_capacity=ring_capacity, faults=faults, compact_bytes=compact_bytes)
+                                   ring_capacity=ring_capacity, faults=faults, compact_bytes=compact_bytes,
+                                   retain_bytes=retain_bytes)
             return cls(directory, loaded, lock, sync=sync == "full", replication=replication,
-                       ring_capacity=ring_capacity, faults=faults, compact_bytes=compact_bytes)
+                       ring_capacity=ring_capacity, faults=faults, compact_bytes=compact_bytes,
+                       retain_bytes=retain_bytes)
         except BaseException:
             if lock is not None:
                 lock.release()
@@ -199,6 +213,11 @@ class Store:
     def epoch(self) -> str:
         return self._epoch
 
+    @property
+    def oldest_offset(self) -> int:
+        """The oldest `after` that `frames_after` serves (the retained segment's base, else the log's)."""
+        return self._retained.base if self._retained is not None else self._log_base
+
     def stats(self) -> dict[str, Any]:
         """Counters for /metrics and the bench."""
         c = self._commit
@@ -211,6 +230,7 @@ class Store:
             if self.recovered_tail else 0,
             "history_rows": sum(len(t.rows) for t in self._tables.values()),
             "log_bytes": c.writer.written if c else self._readonly_end,
+            "retained_bytes": self._retained.size if self._retained is not None else 0,
             "compactions": self.compactions,
         }
 
@@ -287,7 +307,8 @@ class Store:
     def _compaction_failed(self) -> None:
         self._compact_not_before = time.monotonic() + online.RETRY_AFTER
 
-    def _enter_epoch(self, cut: online.Cut, checkpoints: builtins.list[tuple[int, int]]) -> builtins.list[Any]:
+    def _enter_epoch(self, cut: online.Cut, checkpoints: builtins.list[tuple[int, int]],
+                     retained: retain.Segment | None) -> builtins.list[Any]:
         """The switch of an online compaction, in memory: history restarts at the cut.
         Returns the old history lists, for the caller to free off the loop."""
         old = []
@@ -299,6 +320,7 @@ class Store:
             table.base_ids = tc.base_ids
         head = cut.head
         self._epoch, self._log_base, self._checkpoints = cut.epoch, head, checkpoints
+        self._retained = retained
 
         def renumber(event: ChangeEvent) -> ChangeEvent:
             if event.offset <= head:
@@ -499,38 +521,16 @@ class Store:
         return [e for e in self._ring if e.offset > offset]
 
     def frames_after(self, offset: int) -> Iterator[bytes]:
-        """Committed log frames (the `/replicate` messages) after `offset`, read lazily."""
-        self._check_offset(offset)
-        if offset < self._log_base:
-            raise OffsetGone(f"offset {offset} was compacted away; the log starts after {self._log_base}",
-                             oldest=self._log_base)
-        if self._commit is not None:
-            stop = self._commit.writer.acked
-        else:
-            stop = self._readonly_end
-        i = bisect_right(self._checkpoints, (offset + 1, -1)) - 1
-        start = self._checkpoints[i][1] if i >= 0 else HEADER_SIZE
-        return self._read_frames(start, stop, offset, self._epoch)
-
-    def _read_frames(self, start: int, stop: int, after: int, epoch: str) -> Iterator[bytes]:
-        if epoch != self._epoch:
-            # An online compaction replaced the log between the call and the first read:
-            # the byte range is stale, so ask again (OffsetGone if `after` is now too old).
-            yield from self.frames_after(after)
-            return
-        fd = os.open(self._log_path, os.O_RDONLY | os.O_CLOEXEC)
-        try:
-            for frame_offset, frame in read_frames(fd, start, stop):
-                if frame_offset > after:
-                    yield frame
-        finally:
-            os.close(fd)
+        """Committed log frames (the `/replicate` messages) after `offset`, read lazily:
+        the retained segment's, then the log's (rule 5, replay.py)."""
+        return replay.frames_after(self, offset)
 
     # -- shutdown --------------------------------------------------------------------------
 
-    def close(self) -> None:
+    def close(self, keep_lock: bool = False) -> WriterLock | None:
         """Stop a running compaction (its `.new` files are discarded), acknowledge what is
-        written (one last fsync), stop the committer, unlock."""
+        written (one last fsync), stop the committer, unlock (or, with `keep_lock`, return
+        the still-held lock for the next `open`)."""
         progress, task = self._compaction_progress, self._compaction
         if progress is not None and not progress.committed[0]:
             progress.cancelled = True
@@ -546,9 +546,11 @@ class Store:
             self._commit.shutdown()
             os.close(self._commit.writer.fd)
             self._commit = None
-        if self._lock is not None:
-            self._lock.release()
-            self._lock = None
+        lock, self._lock = self._lock, None
+        if lock is not None and not keep_lock:
+            lock.release()
+            return None
+        return lock
 
     async def aclose(self) -> None:
         """Wait for a running compaction and for queued writes to commit, then `close()`."""

@@ -4,7 +4,7 @@ Layout::
 
     <SERVICE_DATA>/                 the data directory (created on first `create_tenant`)
       <tenant>/                     one per tenant; name matches TENANT_NAME
-        LOCK  schema.json  snapshot  log      (see lock.py, migrate.py, compact.py)
+        LOCK  schema.json  snapshot  log  log.retained   (lock.py, migrate.py, compact.py, retain.py)
 
 A tenant name is validated before it is joined to a path, and the joined path is checked
 to be a direct child of the data directory, so no name escapes SERVICE_DATA (no `..`, no
@@ -131,9 +131,11 @@ def drop_tenant(data_dir: str, name: str) -> None:
     fsync_dir(root)
 
 
-def compact_tenant(data_dir: str, name: str) -> str:
-    """Offline compaction (`dbsvc compact`); refused with TenantLocked while a server runs."""
-    from dbsvc.storage.compact import compact_directory
+def compact_tenant(data_dir: str, name: str, *, retain_bytes: int | None = None) -> str:
+    """Offline compaction (`dbsvc compact`); refused with TenantLocked while a server runs.
+    The old log's newest rows are kept for replicas within `retain_bytes` (default: the
+    `[runtime] replication_retain_mb` default, 256 MiB; the command has no schema to read)."""
+    from dbsvc.storage.compact import DEFAULT_RETAIN_BYTES, compact_directory
     from dbsvc.storage.files import FaultPlan
     from dbsvc.storage.migrate import read_description
 
@@ -145,6 +147,7 @@ def compact_tenant(data_dir: str, name: str) -> str:
     try:
         if not os.path.exists(os.path.join(path, "log")) and not os.path.exists(os.path.join(path, "log.new")):
             return f"tenant {name!r} has never been opened; nothing to compact"
-        return compact_directory(path, read_description(path), FaultPlan.from_env())
+        return compact_directory(path, read_description(path), FaultPlan.from_env(),
+                                 retain_bytes=DEFAULT_RETAIN_BYTES if retain_bytes is None else retain_bytes)
     finally:
         lock.release()

@@ -44,7 +44,7 @@ def test_compiled_model_constants(post, item):
 
 
 def test_module_settings(blog, inventory):
-    assert blog.RUNTIME == {"replication": True, "changefeed_capacity": 1024}
+    assert blog.RUNTIME == {"replication": True, "changefeed_capacity": 1024, "replication_retain_mb": 256}
     assert blog.AUTH == {"issuer": "https://id.example.com/", "audience": "blog", "alg": "RS256",
                          "tenant_claim": "tenant", "leeway": 60}
     assert inventory.AUTH == {} and inventory.RUNTIME["changefeed_capacity"] == 256

@@ -142,7 +142,8 @@ CASES = [
     pytest.param(
         src('[runtime]', 'replicas = 2', 'model A {', '  id int @id', '}'),
         [
-            (2, 1, "unknown key 'replicas' in [runtime], expected one of replication, changefeed_capacity"),
+            (2, 1, "unknown key 'replicas' in [runtime], expected one of replication, changefeed_capacity, "
+                   "replication_retain_mb"),
         ],
         id='runtime_unknown_key',
     ),
@@ -155,6 +156,31 @@ CASES = [
         src('[runtime]', 'changefeed_capacity = 0', 'model A {', '  id int @id', '}'),
         [(2, 23, '[runtime] changefeed_capacity expects a positive integer, got 0')],
         id='runtime_capacity_zero',
+    ),
+    pytest.param(
+        src('[runtime]', 'replication_retain_mb = -1', 'model A {', '  id int @id', '}'),
+        [(2, 25, '[runtime] replication_retain_mb expects a non-negative integer, got -1')],
+        id='runtime_retain_negative',
+    ),
+    pytest.param(
+        src('[runtime]', 'replication_retain_mb = 1.5', 'model A {', '  id int @id', '}'),
+        [(2, 25, '[runtime] replication_retain_mb expects a non-negative integer, got 1.5')],
+        id='runtime_retain_float',
+    ),
+    pytest.param(
+        src('[runtime]', 'replication_retain_mb = "256"', 'model A {', '  id int @id', '}'),
+        [(2, 25, '[runtime] replication_retain_mb expects a non-negative integer, got "256"')],
+        id='runtime_retain_string',
+    ),
+    pytest.param(
+        src('[runtime]', 'replication_retain_mb = true', 'model A {', '  id int @id', '}'),
+        [(2, 25, "[runtime] replication_retain_mb expects a non-negative integer, got 'true'")],
+        id='runtime_retain_bool',
+    ),
+    pytest.param(
+        src('[runtime]', 'replication_retain_mb = 1', 'replication_retain_mb = 2', 'model A {', '  id int @id', '}'),
+        [(3, 1, "duplicate key 'replication_retain_mb' in [runtime]")],
+        id='runtime_retain_dup_key',
     ),
     pytest.param(
         src('[runtime]', 'replication = true', 'replication = false', 'model A {', '  id int @id', '}'),

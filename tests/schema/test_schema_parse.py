@@ -166,12 +166,19 @@ def test_parse_keeps_the_source_and_path() -> None:
 def test_parse_defaults_the_tables_when_absent() -> None:
     schema = one_model("")
     assert (schema.runtime.replication, schema.runtime.changefeed_capacity) == (False, 1024)
+    assert schema.runtime.replication_retain_mb == 256
     assert schema.auth.issuer is None and schema.auth.pubkey is None
 
 
 def test_parse_reads_the_runtime_table() -> None:
     schema = one_model("", "[runtime]\nreplication = false\nchangefeed_capacity = 7\n")
     assert (schema.runtime.replication, schema.runtime.changefeed_capacity) == (False, 7)
+
+
+def test_parse_reads_replication_retain_mb_including_zero() -> None:
+    schema = one_model("", "[runtime]\nreplication = true\nreplication_retain_mb = 0\n")
+    assert (schema.runtime.replication, schema.runtime.replication_retain_mb) == (True, 0)
+    assert one_model("", "[runtime]\nreplication_retain_mb = 4096\n").runtime.replication_retain_mb == 4096
 
 
 def test_parse_reads_the_auth_table_and_resolves_pubkey_beside_the_schema() -> None:

@@ -120,7 +120,7 @@ ONLINE_CHILD = """
 import asyncio, json, os, sys
 sys.path[:0] = [{root!r}, {tests!r}]
 from storage_helpers import open_store, user
-s = open_store({tenant!r}, compact_bytes={tiny})
+s = open_store({tenant!r}, compact_bytes={tiny}, retain_bytes={retain})
 
 async def main():
     n = 0
@@ -138,7 +138,19 @@ asyncio.run(main())
 """
 
 
-@pytest.mark.parametrize("step", range(1, 8))
+def replay_state(frames) -> dict:
+    """The User records that replaying `frames` from offset 0 builds."""
+    state: dict = {}
+    for frame in frames:
+        event = json.loads(frame[16:])
+        if event["kind"] == "delete":
+            del state[event["id"]]
+        else:
+            state[event["id"]] = event["record"]
+    return state
+
+
+@pytest.mark.parametrize("step", range(1, 10))
 def test_online_compaction_killed_after_each_step_loses_nothing(tenant, step):
     s = open_store(tenant)
 
@@ -147,9 +159,11 @@ def test_online_compaction_killed_after_each_step_loses_nothing(tenant, step):
             await s.insert("User", user(i))
     run(go())
     s.close()
-    code = ONLINE_CHILD.format(root=str(ROOT), tests=os.path.dirname(__file__), tenant=tenant, tiny=TINY)
-    # Step N of the second compaction: the first one already left a snapshot behind.
-    res = subprocess.run([sys.executable, "-c", code], env={**os.environ, "DBSVC_FAULT": f"compact:{step + 7}:KILL"},
+    code = ONLINE_CHILD.format(root=str(ROOT), tests=os.path.dirname(__file__), tenant=tenant, tiny=TINY,
+                               retain=1 << 20)
+    # Step N of the second compaction: the first one already left a snapshot (and a
+    # retained segment holding every row before it) behind.
+    res = subprocess.run([sys.executable, "-c", code], env={**os.environ, "DBSVC_FAULT": f"compact:{step + 9}:KILL"},
                          capture_output=True, text=True, timeout=60, check=False)
     assert res.returncode == -9, res.stderr
     last: dict[int, dict] = {}
@@ -158,8 +172,14 @@ def test_online_compaction_killed_after_each_step_loses_nothing(tenant, step):
         last[rec["id"]] = rec
     assert last
     for readonly in (True, False):
-        s = open_store(tenant, readonly=readonly)
+        s = open_store(tenant, readonly=readonly, retain_bytes=1 << 20)
         records = s._tables["User"].records
+        # Retention is consistent whichever side of the commit point the kill fell: the
+        # segment plus the log still hold every row since offset 0, gap-free.
+        assert s.oldest_offset == 0
+        frames = list(s.frames_after(0))
+        assert [int.from_bytes(f[:8], "big") for f in frames] == list(range(1, s.head_offset + 1))
+        assert replay_state(frames) == records
         # Writers of one id are serialised by acknowledgement order only per writer, so
         # check that every acknowledged version is at least as new as the last one seen.
         for i, rec in last.items():
@@ -167,6 +187,8 @@ def test_online_compaction_killed_after_each_step_loses_nothing(tenant, step):
             assert int(got["name"].split("-")[1]) >= int(rec["name"].split("-")[1])
         if not readonly:
             check_indexes(s)
-            assert sorted(os.listdir(tenant)) == ["LOCK", "log", "schema.json", "snapshot"]
+            assert sorted(os.listdir(tenant)) == ["LOCK", "log", "log.retained", "schema.json", "snapshot"]
+            head = s.head_offset
             assert run(s.insert("User", user(None, email="new@x")))["id"] == 21
+            assert s.head_offset == head + 1
         s.close()
