@@ -74,14 +74,15 @@ def cmd_asyncapi(args: argparse.Namespace) -> int:
 def cmd_serve(args: argparse.Namespace) -> int:
     from dbsvc.compiler import compile_schema
 
-    return serve_generated(compile_schema(_load(args.schema)))
+    return serve_generated(compile_schema(_load(args.schema)), follow=args.follow)
 
 
-def serve_generated(module) -> int:
-    """Serve an already generated module (also the entry point of `python generated.py`)."""
+def serve_generated(module, follow: str | None = None) -> int:
+    """Serve an already generated module (also the entry point of `python generated.py`);
+    `follow`: the primary's base URL when this server is a read replica."""
     from dbsvc.service import run_server
 
-    return run_server(module, os.environ)
+    return run_server(module, os.environ, follow=follow)
 
 
 def cmd_build(args: argparse.Namespace) -> int:
@@ -122,6 +123,19 @@ def cmd_compact(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def cmd_replicate(args: argparse.Namespace) -> int:
+    from dbsvc.replica.consumer import replicate
+
+    token = args.token or os.environ.get("SERVICE_TOKEN") or None
+    return replicate(args.url, after=args.after, out=args.out, token=token)
+
+
+def _offset(text: str) -> int:
+    if not (text.isascii() and text.isdigit()):
+        raise argparse.ArgumentTypeError(f"{text!r} is not an offset: expected an integer >= 0")
+    return int(text)
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="dbsvc", description="Compile a schema into a database service and run it."
@@ -135,7 +149,11 @@ def build_parser() -> argparse.ArgumentParser:
         p.set_defaults(func=func)
         return p
 
-    schema_command("serve", "compile SCHEMA in memory and serve it", cmd_serve)
+    serve = schema_command("serve", "compile SCHEMA in memory and serve it", cmd_serve)
+    serve.add_argument("--follow", metavar="URL",
+                       help="serve as a read replica of the primary at URL (http://HOST:PORT): bootstrap from "
+                            "its snapshot, follow its /replicate stream, refuse writes "
+                            "(SERVICE_FOLLOW_TOKEN: a token for a guarded primary); see docs/replication.md")
     schema_command("check", "report every error in SCHEMA; exit 1 if any", cmd_check)
     gen = schema_command("generate", "write the generated Python module for SCHEMA", cmd_generate)
     gen.add_argument("-o", "--output", metavar="FILE", help="output file (default: standard output)")
@@ -164,6 +182,22 @@ def build_parser() -> argparse.ArgumentParser:
         description="Offline compaction of the tenant named by SERVICE_TENANT; refused while a server holds it.",
     )
     compact.set_defaults(func=cmd_compact)
+
+    replicate = sub.add_parser(
+        "replicate", help="follow a server's /replicate stream into a file",
+        description="Follow the /replicate stream of the server at URL: check every frame, append the good "
+                    "ones to FILE (raw log frames), resume after FILE's last offset, reconnect with backoff. "
+                    "Exit 0 when stopped by SIGINT/SIGTERM, 1 on a bad frame or a definitive refusal "
+                    "(410 offset_gone, 401/403, 404 replication_disabled), 2 on a usage error. "
+                    "See docs/replication.md.",
+    )
+    replicate.add_argument("url", metavar="URL", help="the server's base URL: http://HOST:PORT or ws://HOST:PORT")
+    replicate.add_argument("--after", type=_offset, metavar="N",
+                           help="start after offset N (default: FILE's last offset, else 0)")
+    replicate.add_argument("--out", metavar="FILE",
+                           help="append the frames to FILE (default: one JSON event per line on standard output)")
+    replicate.add_argument("--token", metavar="T", help="bearer token for a guarded server (default: $SERVICE_TOKEN)")
+    replicate.set_defaults(func=cmd_replicate)
     return parser
 
 

@@ -1,0 +1,529 @@
+"""`dbsvc replicate URL`: follow a server's `/replicate` stream, check it, store it.
+
+One binary WebSocket message per row, exactly a frame of the server's log (logfile.py)::
+
+    0   8  offset   global row offset: after + 1, after + 2, ... (gap-free)
+    8   4  crc32    of the payload
+   12   4  length   of the payload (at most 64 MiB), equal to the bytes that follow
+   16   n  payload  compact JSON: {"kind": "insert"|"update"|"delete", "model", "offset", ...}
+
+Rules:
+1. Every message is checked before anything of it is kept (`check_frame`): binary, a
+   whole header, an offset exactly one past the last one kept (the first: `after + 1`),
+   a length equal to the rest of the message, a matching CRC, a JSON payload that is an
+   insert/update/delete event whose `offset` is the frame's. A bad message ends the run
+   with status 1 and a message naming its offset and the fault; the frames before it stay.
+2. With `--out FILE`, good frames are appended to FILE back to back, the bytes as
+   received (FILE is a log without its header). FILE is fsynced at least every second,
+   every 8 MiB, whenever the stream pauses, and before exiting, so a crash loses at most
+   that unsynced tail. Without `--out`, each event's JSON is written to standard output,
+   one line each, flushed on the same schedule; a reader that goes away (`| head`) ends
+   the run quietly, status 0.
+3. On start FILE is locked (flock; a second consumer on it is refused) and scanned with
+   the log's own frame checks: a torn tail (a half frame a crash left, with no good frame
+   after it) is cut, fsynced and reported; damage that a good frame follows is refused,
+   nothing cut. The run resumes after FILE's last offset; `--after` must then agree.
+   The first frame's header offset is confirmed by its CRC-protected payload.
+4. Reconnects: a refused connection, a dropped one, a close frame (a server restart sends
+   1001), or 75 s of silence (the server pings every 30 s) lead to a reconnect with
+   `after` = the last offset kept, after an exponential, capped (30 s), jittered delay.
+   Only a definitive answer ends the run with status 1: 410 `offset_gone` (the server no
+   longer holds the rows after that offset: re-bootstrap), 401/403, 404, and every other
+   4xx but 408/429. 5xx, 408 and 429 are retried.
+5. SIGINT and SIGTERM: the frame in hand is finished, FILE is fsynced, status 0.
+6. When standard error is a terminal, one progress line is redrawn at most four times a
+   second: frames, bytes, last offset, lag (the head offset of GET /snapshot, polled every
+   3 s by a thread, minus the last offset). Other messages are plain lines on stderr.
+
+Imports: the blocking WebSocket client of dbsvc.http.websocket, and the log's own frame
+rules from dbsvc.storage.logfile (`_frame_error`, `_good_frame_after`), so a replica file
+and a server log are judged alike; nothing of the server (app, realtime, Store), no asyncio.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import http.client
+import json
+import mmap
+import os
+import random
+import select
+import signal
+import sys
+import threading
+import time
+import urllib.parse
+from dataclasses import dataclass
+from typing import Any, BinaryIO, TextIO
+
+from dbsvc.errors import ConfigError, CorruptLog, DbsvcError
+from dbsvc.http.websocket import (
+    HandshakeRefused,
+    MessageTooBig,
+    WebSocketClientError,
+    open_websocket,
+)
+from dbsvc.storage.files import fsync_dir, write_all
+from dbsvc.storage.logfile import FRAME, FRAME_HEADER_SIZE, MAX_PAYLOAD, _frame_error, _good_frame_after
+
+KINDS = frozenset({"insert", "update", "delete"})
+SYNC_INTERVAL = 1.0                # rule 2
+SYNC_BYTES = 8 * 1024 * 1024
+WRITE_BUFFER = 1024 * 1024
+POLL = 0.2                         # how often the loop looks at signals and the clock
+CONNECT_TIMEOUT = 10.0
+BACKOFF_FIRST, BACKOFF_CAP = 0.5, 30.0
+SNAPSHOT_EVERY = 3.0
+REDRAW_EVERY = 0.25
+
+
+class ReplicaError(DbsvcError):
+    """A failure that ends `dbsvc replicate` with status 1."""
+
+
+class FrameError(ReplicaError):
+    """A message from the server that is not the next good frame (rule 1)."""
+
+    def __init__(self, offset: int, reason: str) -> None:
+        super().__init__(f"bad frame at offset {offset}: {reason}")
+        self.offset = offset
+        self.reason = reason
+
+
+# -- the URL --------------------------------------------------------------------------------
+
+_SCHEMES = {"http": ("ws", "http"), "ws": ("ws", "http"), "https": ("wss", "https"), "wss": ("wss", "https")}
+
+
+@dataclass(frozen=True, slots=True)
+class Endpoint:
+    ws_base: str           # ws://host:port[/prefix]
+    http_base: str         # http://host:port[/prefix]
+
+    def replicate_url(self, after: int) -> str:
+        return f"{self.ws_base}/replicate?after={after}"
+
+
+def parse_endpoint(url: str) -> Endpoint:
+    """The server's base URL (http://, https://, ws:// or wss://HOST:PORT[/prefix]);
+    a trailing `/replicate` is accepted too."""
+    parts = urllib.parse.urlsplit(url.strip())
+    schemes = _SCHEMES.get(parts.scheme.lower())
+    try:
+        port_ok = parts.port is None or parts.port > 0
+    except ValueError:
+        port_ok = False
+    if schemes is None or not parts.hostname or not port_ok:
+        raise ConfigError(f"URL {url!r} is not a server base URL: expected http://HOST:PORT or ws://HOST:PORT")
+    if parts.query or parts.fragment:
+        raise ConfigError(f"URL {url!r}: give the server's base URL without a query; use --after N")
+    path = parts.path.rstrip("/")
+    if path.endswith("/replicate"):
+        path = path[: -len("/replicate")]
+    return Endpoint(f"{schemes[0]}://{parts.netloc}{path}", f"{schemes[1]}://{parts.netloc}{path}")
+
+
+# -- rule 1: one message --------------------------------------------------------------------
+
+def check_frame(message: bytes | str, expected: int) -> tuple[int, dict[str, Any]]:
+    """(offset, event) of a good frame whose offset must be `expected`; else FrameError."""
+    if isinstance(message, str):
+        raise FrameError(expected, f"a text message ({len(message)} characters), expected a binary frame")
+    if len(message) >= FRAME_HEADER_SIZE:
+        offset, _crc, length = FRAME.unpack_from(message)
+        if offset < expected:
+            raise FrameError(offset, f"offset repeats: {offset} was already received, expected {expected}")
+        if offset > expected:
+            missing = f"{expected}" if offset == expected + 1 else f"{expected}..{offset - 1}"
+            raise FrameError(offset, f"offset gap: expected {expected}, offsets {missing} are missing")
+        if length <= MAX_PAYLOAD and FRAME_HEADER_SIZE + length < len(message):
+            raise FrameError(offset, f"length {length} is short of the message's "
+                                     f"{len(message) - FRAME_HEADER_SIZE} payload bytes")
+    reason = _frame_error(message, 0, expected)           # header, length, CRC: the log's checks
+    if reason is not None:
+        raise FrameError(expected, reason)
+    try:
+        event = json.loads(message[FRAME_HEADER_SIZE:])
+    except ValueError as exc:                              # UnicodeDecodeError included
+        raise FrameError(expected, f"payload is not JSON ({exc})") from exc
+    if not isinstance(event, dict):
+        raise FrameError(expected, f"payload is a JSON {type(event).__name__}, expected an event object")
+    if event.get("kind") not in KINDS:
+        raise FrameError(expected, f"payload is not an insert, update or delete event (kind {event.get('kind')!r})")
+    if event.get("offset") != expected or isinstance(event.get("offset"), bool):
+        raise FrameError(expected, f"the event's offset {event.get('offset')!r} disagrees with the frame's {expected}")
+    return expected, event
+
+
+# -- rules 2 and 3: where good frames go -----------------------------------------------------
+
+class ReplicaFile:
+    """FILE, locked, scanned, cut back to its last good frame, then appended to."""
+
+    def __init__(self, path: str, fd: int, last_offset: int | None) -> None:
+        self.path = path
+        self.last_offset = last_offset
+        self._fd = fd
+        self._buffer: list[bytes] = []
+        self._buffered = 0
+        self.unsynced = 0
+        self.synced_at = time.monotonic()
+        self.closed = False
+
+    @classmethod
+    def open(cls, path: str, report: Reporter) -> ReplicaFile:
+        created = not os.path.exists(path)
+        try:
+            fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_APPEND | os.O_CLOEXEC, 0o644)
+        except OSError as exc:
+            raise ConfigError(f"cannot open {path!r}: {exc.strerror}") from exc
+        try:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                raise ConfigError(f"{path!r} is in use by another `dbsvc replicate`") from None
+            if created:
+                fsync_dir(os.path.dirname(os.path.abspath(path)))
+            last = cls._recover(path, fd, report)
+        except BaseException:
+            os.close(fd)
+            raise
+        return cls(path, fd, last)
+
+    @staticmethod
+    def _recover(path: str, fd: int, report: Reporter) -> int | None:
+        """Rule 3: the last good offset; a torn tail cut; damage before the tail refused."""
+        size = os.fstat(fd).st_size
+        if size == 0:
+            return None
+        with mmap.mmap(fd, 0, access=mmap.ACCESS_READ) as data:
+            end, last, reason = scan_frames(path, data)
+        if reason is not None:
+            report.say(f"{path}: cutting a torn tail of {size - end} bytes at byte {end} ({reason}); "
+                       + ("the file held no whole frame" if last is None else f"resuming after offset {last}"))
+            os.ftruncate(fd, end)
+            os.fsync(fd)
+        return last
+
+    def write(self, frame: bytes, event: dict[str, Any]) -> None:
+        self._buffer.append(frame)
+        self._buffered += len(frame)
+        self.unsynced += len(frame)
+        self.last_offset = event["offset"]
+        if self._buffered >= WRITE_BUFFER:
+            self._flush()
+
+    def _flush(self) -> None:
+        if self._buffer:
+            write_all(self._fd, b"".join(self._buffer))
+            self._buffer.clear()
+            self._buffered = 0
+
+    def sync(self) -> None:
+        self._flush()
+        if self.unsynced:
+            os.fsync(self._fd)
+            self.unsynced = 0
+        self.synced_at = time.monotonic()
+
+    def close(self) -> None:
+        if self._fd >= 0:
+            try:
+                self.sync()
+            finally:
+                os.close(self._fd)                # releases the flock
+                self._fd = -1
+
+
+def scan_frames(path: str, data: Any) -> tuple[int, int | None, str | None]:
+    """(end of the last good frame, its offset or None, why the rest is a torn tail or None)
+    of a headerless log image; `CorruptLog` when a good frame follows damage (logfile rule 3)."""
+    size = len(data)
+    pos, last, expected, search = 0, None, None, 0
+    reason = None
+    if size >= FRAME_HEADER_SIZE:
+        # The file starts wherever its first run began. The offset field is outside the CRC,
+        # so the first frame's is confirmed by its CRC-protected payload (rule 3).
+        search, _crc, length = FRAME.unpack_from(data, 0)
+        reason = _frame_error(data, 0, search)
+        if reason is None:
+            inner = _payload_offset(data[FRAME_HEADER_SIZE : FRAME_HEADER_SIZE + length])
+            if inner == search:
+                expected = search
+            else:
+                reason = f"frame offset {search} disagrees with its payload's offset {inner!r}"
+                search = inner if isinstance(inner, int) and inner >= 0 else search
+    while pos < size:
+        if expected is None:                       # the first frame is bad, or the file tiny
+            reason = reason or f"truncated frame header ({size} of {FRAME_HEADER_SIZE} bytes)"
+        else:
+            reason = _frame_error(data, pos, expected)
+            if reason is None:
+                pos += FRAME_HEADER_SIZE + FRAME.unpack_from(data, pos)[2]
+                last, expected = expected, expected + 1
+                continue
+        later = _good_frame_after(data, pos, search if expected is None else expected)
+        if later is not None:
+            raise CorruptLog(path, pos, f"{reason}; a good frame follows at byte {later}, so this is not a torn tail")
+        return pos, last, reason
+    return pos, last, None
+
+
+def _payload_offset(payload: bytes) -> Any:
+    try:
+        event = json.loads(payload)
+    except ValueError:
+        return None
+    return event.get("offset") if isinstance(event, dict) else None
+
+
+class StdoutSink:
+    """Rule 2 without --out: one JSON line per event on standard output."""
+
+    def __init__(self, out: BinaryIO) -> None:
+        self._out = out
+        self.path = "standard output"
+        self.last_offset: int | None = None
+        self.unsynced = 0
+        self.synced_at = time.monotonic()
+        self.closed = False                     # the reader went away (`| head`)
+
+    def write(self, frame: bytes, event: dict[str, Any]) -> None:
+        self.last_offset = event["offset"]
+        self.unsynced += len(frame)
+        try:
+            self._out.write(frame[FRAME_HEADER_SIZE:] + b"\n")
+        except BrokenPipeError:
+            self._broken()
+
+    def sync(self) -> None:
+        try:
+            self._out.flush()
+        except BrokenPipeError:
+            self._broken()
+        self.unsynced = 0
+        self.synced_at = time.monotonic()
+        if not self.closed:
+            # A pipe whose reader left (`| head -n 5`) reports POLLERR on its write end:
+            # notice it now rather than at the next event, which may be hours away.
+            poller = select.poll()
+            poller.register(self._out.fileno(), 0)
+            if any(mask & (select.POLLERR | select.POLLHUP) for _fd, mask in poller.poll(0)):
+                self._broken()
+
+    def _broken(self) -> None:
+        self.closed = True
+        # Later flushes (interpreter exit included) must not fail again.
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, self._out.fileno())
+        os.close(devnull)
+
+    def close(self) -> None:
+        self.sync()
+
+
+# -- rule 6: progress -----------------------------------------------------------------------
+
+class Reporter:
+    """Messages on stderr, plus the progress line when stderr is a terminal."""
+
+    def __init__(self, stream: TextIO, endpoint: Endpoint | None = None) -> None:
+        self.stream = stream
+        self.live = endpoint is not None and stream.isatty()
+        self.frames = self.bytes = 0
+        self.last: int | None = None
+        self.head: int | None = None
+        self.state = "connecting"
+        self._drawn_at = 0.0
+        self._line = ""
+        self._stop = threading.Event()
+        if self.live and endpoint is not None:
+            threading.Thread(target=self._poll, args=(endpoint,), daemon=True, name="snapshot").start()
+
+    def say(self, message: str) -> None:
+        self.stream.write(("\r\x1b[K" if self.live else "") + f"dbsvc replicate: {message}\n")
+        self.stream.flush()
+        self.draw(force=True)
+
+    def draw(self, force: bool = False) -> None:
+        now = time.monotonic()
+        if not self.live or (not force and now - self._drawn_at < REDRAW_EVERY):
+            return
+        self._drawn_at = now
+        lag = "?" if self.head is None or self.last is None else max(0, self.head - self.last)
+        line = f"{self.frames} frames  {_size(self.bytes)}  offset {'-' if self.last is None else self.last}  lag {lag}  ({self.state})"
+        if force or line != self._line:
+            self._line = line
+            self.stream.write(f"\r{line}\x1b[K")
+            self.stream.flush()
+
+    def finish(self) -> None:
+        self._stop.set()
+        if self.live:
+            self.draw(force=True)
+            self.stream.write("\n")
+            self.stream.flush()
+
+    def _poll(self, endpoint: Endpoint) -> None:
+        parts = urllib.parse.urlsplit(endpoint.http_base)
+        cls = http.client.HTTPSConnection if parts.scheme == "https" else http.client.HTTPConnection
+        while True:
+            conn = cls(parts.netloc, timeout=2.0)
+            try:
+                conn.request("GET", f"{parts.path}/snapshot")
+                reply = conn.getresponse()
+                body = json.loads(reply.read())
+                if reply.status == 200 and isinstance(body, dict) and isinstance(body.get("offset"), int):
+                    self.head = body["offset"]
+            except (OSError, ValueError, http.client.HTTPException):
+                pass                                # the stream's own reconnects say why
+            finally:
+                conn.close()
+            if self._stop.wait(SNAPSHOT_EVERY):
+                return
+
+
+def _size(n: int) -> str:
+    if n < 1024:
+        return f"{n} B"
+    value = n / 1024
+    for unit in ("KiB", "MiB"):
+        if value < 1024:
+            return f"{value:.1f} {unit}"
+        value /= 1024
+    return f"{value:.1f} GiB"
+
+
+# -- rules 4 and 5: the run -----------------------------------------------------------------
+
+class _Stop:
+    """The SIGINT/SIGTERM handler: only notes the signal (rule 5)."""
+
+    def __init__(self) -> None:
+        self.signum: int | None = None
+
+    def __call__(self, signum: int, frame: Any) -> None:
+        self.signum = signum
+
+
+def refusal_message(exc: HandshakeRefused, after: int) -> str | None:
+    """Why a refused handshake ends the run (rule 4), or None when it is worth retrying."""
+    status, code = exc.status, exc.code
+    detail = (exc.problem or {}).get("detail") or exc.body[:200].decode("utf-8", "replace")
+    if status == 410:
+        oldest = (exc.problem or {}).get("oldest")
+        since = f" (its log now starts after offset {oldest})" if isinstance(oldest, int) else ""
+        return (f"HTTP 410 offset_gone: the server no longer holds the rows after offset {after}{since}; "
+                "they were compacted away, so this replica cannot be continued. Re-bootstrap it: copy "
+                "the server's current records (note the Dbsvc-Offset header of the reads) and start a "
+                "new replica file with --after that offset")
+    if status in (401, 403):
+        return (f"HTTP {status} {code}: {detail} (give a valid token with --token or SERVICE_TOKEN)")
+    if status == 404 and code == "replication_disabled":
+        return (f"HTTP 404 replication_disabled: {detail} (the server's schema needs "
+                "`[runtime] replication = true`)")
+    if status == 400 and code == "offset_out_of_range":
+        return (f"HTTP 400 offset_out_of_range: {detail}; this replica is ahead of the server "
+                "(a different or reset server, or a wrong --after?)")
+    if 400 <= status < 500 and status not in (408, 429):
+        return f"HTTP {status} {code or ''}: {detail}".replace("  ", " ")
+    return None
+
+
+def replicate(url: str, *, after: int | None = None, out: str | None = None, token: str | None = None,
+              stderr: TextIO | None = None, stdout: BinaryIO | None = None) -> int:
+    """Run the command; returns the exit status (raises ReplicaError / ConfigError too)."""
+    endpoint = parse_endpoint(url)
+    if after is not None and after < 0:
+        raise ConfigError(f"--after {after} is not an offset: expected an integer >= 0")
+    report = Reporter(stderr or sys.stderr, endpoint)
+    sink: ReplicaFile | StdoutSink
+    try:
+        if out is not None:
+            sink = ReplicaFile.open(out, report)
+            stored = sink.last_offset
+            if stored is not None and after is not None and after != stored:
+                sink.close()
+                raise ConfigError(f"--after {after} disagrees with {out!r}, which ends at offset {stored}; "
+                                  "leave --after out to resume from the file")
+        else:
+            sink = StdoutSink(stdout or sys.stdout.buffer)
+    except BaseException:
+        report.finish()
+        raise
+    last = sink.last_offset if sink.last_offset is not None else (after or 0)
+    report.last = last
+    headers = [("Authorization", f"Bearer {token.removeprefix('Bearer ').strip()}")] if token else []
+    stop = _Stop()
+    previous = {}
+    if threading.current_thread() is threading.main_thread():
+        previous = {sig: signal.signal(sig, stop) for sig in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        return _follow(endpoint, sink, last, headers, stop, report)
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+        try:
+            sink.close()
+        finally:
+            report.finish()
+
+
+def _follow(endpoint: Endpoint, sink: ReplicaFile | StdoutSink, last: int, headers: list[tuple[str, str]],
+            stop: _Stop, report: Reporter) -> int:
+    attempt = 0
+    while stop.signum is None and not sink.closed:
+        url = endpoint.replicate_url(last)
+        report.state = "connecting"
+        try:
+            ws = open_websocket(url, headers=headers, timeout=CONNECT_TIMEOUT)
+        except HandshakeRefused as exc:
+            verdict = refusal_message(exc, last)
+            if verdict is not None:
+                raise ReplicaError(f"{url}: {verdict}") from exc
+            problem: Exception = exc
+        except WebSocketClientError as exc:
+            problem = exc
+        else:
+            report.state = "streaming"
+            report.say(f"streaming {url} into {sink.path}")
+            with ws:
+                try:
+                    while stop.signum is None and not sink.closed:
+                        message = ws.receive(POLL)
+                        now = time.monotonic()
+                        if message is None:
+                            if sink.unsynced or now - sink.synced_at >= SYNC_INTERVAL:
+                                sink.sync()                          # rule 2: the stream paused
+                            report.draw()
+                            continue
+                        offset, event = check_frame(message, last + 1)
+                        assert isinstance(message, bytes)
+                        sink.write(message, event)
+                        last = offset
+                        attempt = 0                                  # it delivered: a fresh backoff
+                        report.frames += 1
+                        report.bytes += len(message)
+                        report.last = last
+                        if sink.unsynced >= SYNC_BYTES or now - sink.synced_at >= SYNC_INTERVAL:
+                            sink.sync()
+                        report.draw()
+                    break
+                except MessageTooBig as exc:
+                    raise FrameError(last + 1, f"{exc} (a frame is at most {MAX_PAYLOAD + FRAME_HEADER_SIZE} "
+                                               "bytes)") from exc
+                except WebSocketClientError as exc:
+                    problem = exc
+        sink.sync()
+        delay = min(BACKOFF_CAP, BACKOFF_FIRST * 2 ** attempt)
+        delay = random.uniform(delay / 2, delay)                     # jitter: replicas do not stampede
+        attempt = min(attempt + 1, 16)
+        report.state = f"reconnecting in {delay:.1f} s"
+        report.say(f"{problem}; reconnecting after offset {last} in {delay:.1f} s")
+        deadline = time.monotonic() + delay
+        while stop.signum is None and time.monotonic() < deadline:
+            time.sleep(min(0.1, max(0.0, deadline - time.monotonic())))
+    if stop.signum is not None:
+        report.say(f"stopped by {signal.Signals(stop.signum).name} at offset {last}")
+    return 0
