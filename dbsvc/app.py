@@ -28,6 +28,7 @@ from dbsvc.errors import (
     BadRequest,
     MethodNotAllowed,
     NotFound,
+    ReadOnlyReplica,
     ReplicationDisabled,
     TokenError,
     Unavailable,
@@ -37,6 +38,7 @@ from dbsvc.http.types import Deferred, Request, Response, Upgrade
 from dbsvc.realtime.broker import Broker
 from dbsvc.realtime.feeds import FeedKind
 from dbsvc.realtime.routes import RealtimeRoutes
+from dbsvc.replica.follower import ReplicaStatus
 from dbsvc.routes import (
     API_PREFIX,
     COLLECTION_METHODS,
@@ -150,12 +152,14 @@ class Application:
     Upgrade | Awaitable[Response | Upgrade]`."""
 
     def __init__(self, module: Any, store: Any, *, guard: Any = None, replication: bool = False,
-                 broker: Broker | None = None, origins: tuple[str, ...] = ()) -> None:
+                 broker: Broker | None = None, origins: tuple[str, ...] = (),
+                 replica: ReplicaStatus | None = None) -> None:
         self.models: dict[str, CompiledModel] = dict(module.ROUTES)
         self.store = store
         self.guard = guard
         self.replication = replication
         self.accepting = True
+        self.replica = replica               # a read replica's following status, else None
         self.encoded = EncodedRecords(list(self.models.values()))
         self.broker = broker if broker is not None else Broker(store, module.BY_NAME, 1024)
         self.fingerprint = schema_fingerprint(module.DESCRIPTION)
@@ -319,7 +323,18 @@ class Application:
 
     # -- writes -------------------------------------------------------------------------
 
+    def _written(self) -> tuple[str, str]:
+        """`Dbsvc-Offset` of the row a write just applied: a client reads its own write on a
+        replica once the replica's offset reaches it (docs/replication.md)."""
+        return ("Dbsvc-Offset", str(self.store.applied_offset))
+
+    def _check_writable(self) -> None:
+        if self.replica is not None:
+            raise ReadOnlyReplica(f"this server is a read replica of {self.replica.primary}: "
+                                  "send writes to the primary", self.replica.primary)
+
     def create(self, request: Request, model: CompiledModel) -> Deferred:
+        self._check_writable()
         record = model.validate_create(parse_json_body(request))
         stored, durable = self.store.apply_insert(model.name, record)
         key = stored[model.id_field]
@@ -331,15 +346,17 @@ class Application:
             # percent-encoded (a header value is ASCII; a raw CR/LF would split the response).
             location = item_path(model.kebab, quote(str(key), safe=""))
             body = dumps({"id": key})
-        return Deferred(durable, Response(201, body, [("Location", location)]))
+        return Deferred(durable, Response(201, body, [("Location", location), self._written()]))
 
     def replace(self, request: Request, model: CompiledModel, segment: str) -> Deferred:
+        self._check_writable()
         key = model.parse_id(segment)
         record = model.validate_replace(parse_json_body(request), key)
         _previous, stored, durable = self.store.apply_replace(model.name, key, record)
-        return Deferred(durable, Response(200, self.encoded.encode(model, stored)))
+        return Deferred(durable, Response(200, self.encoded.encode(model, stored), [self._written()]))
 
     def patch(self, request: Request, model: CompiledModel, segment: str) -> Deferred:
+        self._check_writable()
         key = model.parse_id(segment)
         body = parse_json_body(request)
         current, _watermark = self.store.get(model.name, key)
@@ -348,12 +365,13 @@ class Application:
         record = model.validate_patch(body, current)
         # Read, merge and apply run in one synchronous call: the merge is atomic.
         _previous, stored, durable = self.store.apply_replace(model.name, key, record)
-        return Deferred(durable, Response(200, self.encoded.encode(model, stored)))
+        return Deferred(durable, Response(200, self.encoded.encode(model, stored), [self._written()]))
 
     def delete(self, request: Request, model: CompiledModel, segment: str) -> Deferred:
+        self._check_writable()
         key = model.parse_id(segment)
         _previous, durable = self.store.apply_delete(model.name, key)
-        return Deferred(durable, Response(204, content_type=None))
+        return Deferred(durable, Response(204, headers=[self._written()], content_type=None))
 
     # -- operational routes ----------------------------------------------------------------
 
@@ -372,12 +390,19 @@ class Application:
         counts = self.store.live_counts()
         body = {"model_count": len(counts), "rows_per_model": counts, "total_rows": sum(counts.values()),
                 "realtime": self.broker.metrics()}
+        if self.replica is not None:
+            body["replica"] = self.replica.report(self.store.head_offset)
         return Response(200, dumps(body))
 
     def openapi(self) -> Response:
         """The service's own OpenAPI document, generated with the handlers (a public contract,
         like PostgREST's root document: no token needed to read it)."""
         return Response(200, self._openapi)
+
+    def use_store(self, store: Any) -> None:
+        """A read replica bootstrapped again: serve `store` from now on (on the loop)."""
+        self.store = store
+        self.broker.rebind(store, 1012, "the replica bootstrapped again; resubscribe")
 
     def asyncapi(self) -> Response:
         """The AsyncAPI 3.0 document of the WebSocket routes, generated with the handlers."""
@@ -386,4 +411,6 @@ class Application:
     def snapshot(self) -> Response:
         body = {"watermarks": self.store.watermarks(), "epoch": self.store.epoch, "replication": self.replication,
                 "offset": self.store.head_offset, "fingerprint": self.fingerprint}
+        if self.replica is not None:
+            body["replica"] = self.replica.report(self.store.head_offset)
         return Response(200, dumps(body))

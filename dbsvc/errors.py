@@ -180,6 +180,16 @@ class MethodNotAllowed(RequestError):
         self.headers = [("Allow", ", ".join(allow))]
 
 
+class ReadOnlyReplica(RequestError):
+    """405 on a read replica: writes go to the primary, named in `Dbsvc-Primary`."""
+
+    status, code, title = 405, "read_only_replica", "Method Not Allowed"
+
+    def __init__(self, detail: str, primary: str) -> None:
+        super().__init__(detail)
+        self.headers = [("Allow", "GET, HEAD, OPTIONS"), ("Dbsvc-Primary", primary)]
+
+
 class UniqueViolation(RequestError):
     status, code, title = 409, "unique_violation", "Conflict"
 

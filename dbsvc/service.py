@@ -54,31 +54,42 @@ def build_guard(module: Any, environ: Mapping[str, str], config: Config) -> Any:
     return Guard(auth_config)    # load_auth_config has already required SERVICE_TENANT
 
 
-def run_server(module: Any, environ: Mapping[str, str]) -> int:
-    """Serve a generated module until a signal; the exit status for the command line."""
+def run_server(module: Any, environ: Mapping[str, str], follow: str | None = None) -> int:
+    """Serve a generated module until a signal; the exit status for the command line.
+    `follow`: the base URL of a primary this server is a read replica of."""
     from dbsvc.logs import configure_logging
     from dbsvc.storage import Store
+    from dbsvc.storage.recovery import AUTO_COMPACT_BYTES
 
     config = load_config(environ, module.RUNTIME)
     configure_logging(config.log_level, config.log_format)
     guard = build_guard(module, environ, config)
     directory = resolve_tenant_dir(config)
-    store = Store.open(
-        directory,
-        module.MODELS,
-        module.DESCRIPTION,
-        sync=config.sync,
-        replication=config.replication,
-        ring_capacity=config.changefeed_capacity,
-    )
+
+    def open_store(lock: Any = None, compact_bytes: int = AUTO_COMPACT_BYTES) -> Store:
+        return Store.open(directory, module.MODELS, module.DESCRIPTION, sync=config.sync,
+                          replication=config.replication, ring_capacity=config.changefeed_capacity,
+                          retain_bytes=config.replication_retain_bytes, lock=lock,
+                          compact_bytes=compact_bytes)
+
+    follower = None
+    if follow is None:
+        store = open_store()
+    else:
+        follower = build_follower(module, environ, follow, directory,
+                                  lambda lock: open_store(lock, compact_bytes=FOLLOWER_COMPACT_BYTES))
+        store = follower.store
     from dbsvc.realtime.broker import Broker
 
     broker = Broker(store, module.BY_NAME, config.changefeed_capacity)
     app = Application(module, store, guard=guard, replication=config.replication, broker=broker,
-                      origins=config.http.cors_origins)
+                      origins=config.http.cors_origins, replica=follower.status if follower else None)
     try:
-        asyncio.run(_serve(app, config, guard))
+        if follower is not None:
+            follower.on_store = app.use_store
+        asyncio.run(_serve(app, config, guard, follower))
     finally:
+        store = follower.store if follower is not None else app.store
         stats = store.stats()
         store.close()
     log.info("storage: %d writes acknowledged, %d fsyncs", stats["commits"], stats["fsyncs"])
@@ -86,7 +97,28 @@ def run_server(module: Any, environ: Mapping[str, str]) -> int:
     return 0
 
 
-async def _serve(app: Application, config: Config, guard: Any) -> None:
+# A replica never compacts on its own: its epochs are the primary's (replica/follower.py).
+FOLLOWER_COMPACT_BYTES = 1 << 62
+
+
+def build_follower(module: Any, environ: Mapping[str, str], follow: str, directory: str, opener: Any) -> Any:
+    """The read replica's follower: store opened, fingerprint checked, bootstrapped if empty."""
+    from dbsvc.replica.consumer import parse_endpoint
+    from dbsvc.replica.follower import Follower
+    from dbsvc.schema.describe import schema_fingerprint
+
+    endpoint = parse_endpoint(follow)
+    follower = Follower(endpoint, directory, opener, schema_fingerprint(module.DESCRIPTION),
+                        token=environ.get("SERVICE_FOLLOW_TOKEN") or None)
+    try:
+        follower.prepare()
+    except BaseException:
+        follower.store.close()
+        raise
+    return follower
+
+
+async def _serve(app: Application, config: Config, guard: Any, follower: Any = None) -> None:
     from dbsvc.http.server import serve_until_signalled
 
     def on_ready(port: int) -> None:
@@ -94,10 +126,15 @@ async def _serve(app: Application, config: Config, guard: Any) -> None:
 
     if guard is not None:
         await guard.start()
-    app.broker.attach(asyncio.get_running_loop().call_soon)
+    loop = asyncio.get_running_loop()
+    app.broker.attach(loop.call_soon)
+    if follower is not None:
+        follower.start(loop)
     try:
         await serve_until_signalled(app, config.http, on_ready=on_ready)
     finally:
+        if follower is not None:
+            await loop.run_in_executor(None, follower.stop)
         app.broker.detach()
         app.accepting = False
         if guard is not None:

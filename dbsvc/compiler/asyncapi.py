@@ -36,7 +36,7 @@ from dbsvc import __version__
 from dbsvc.compiler.openapi_schemas import (add_model_schemas, nullable, object_schema,
                                             record_or_projection, ref, scalar_schema)
 from dbsvc.schema.ir import Field, FieldType, Model, Schema
-from dbsvc.routes import LIVE_QUERY, REPLICATE_PATH, SUBSCRIBE, feed_path
+from dbsvc.routes import LIVE_QUERY, REPLICATE_PATH, REPLICATE_SNAPSHOT_PATH, SUBSCRIBE, feed_path
 
 ASYNCAPI_VERSION = "3.0.0"
 WS_BINDING_VERSION = "0.1.0"
@@ -466,7 +466,8 @@ def _add_replication(schemas: dict[str, Any], messages: dict[str, Any], channels
         "One binary frame per committed row: " + layout, BINARY))
     refusals = (
         "Refused before the upgrade with a plain HTTP `application/problem+json` error: 400 "
-        "`bad_query` (a bad `after`) or `offset_out_of_range` (`after` ahead of the head); 401 "
+        "`offset_out_of_range` (an `after` that is not an offset, or one ahead of the head), 400 "
+        "`bad_query` (another parameter); 401 "
         "`unauthorized`; 403 `forbidden`; 404 `replication_disabled` (replication off); 410 "
         "`offset_gone` (`after` older than the retained log); 426 when the request is not a "
         "WebSocket handshake; 503 `unavailable` (connection limit).")
@@ -491,3 +492,47 @@ def _add_replication(schemas: dict[str, Any], messages: dict[str, Any], channels
     _put(operations, "replicate", _operation(
         "replicate", ["event"], "Send persisted events",
         "The server sends every committed row on `/replicate`, from `after` on.", ["realtime"]))
+    _add_snapshot_channel(schemas, messages, channels, operations, state)
+
+
+def _add_snapshot_channel(schemas: dict[str, Any], messages: dict[str, Any], channels: dict[str, Any],
+                          operations: dict[str, Any], state: str) -> None:
+    """`/replicate/snapshot`: what a read replica bootstraps from (replica/follower.py)."""
+    _put(schemas, "Snapshot.Header", object_schema({
+        "type": {"const": "snapshot"}, "format": {"const": 1},
+        "epoch": {"type": "string", "description": "The primary's epoch; the replica adopts it."},
+        "offset": {"type": "integer", "minimum": 0, "description": "The offset the snapshot stands at: "
+                   "follow `/replicate?after=<offset>` next."},
+        "fingerprint": {"type": "string", "description": "The schema's fingerprint; a replica with "
+                        "another refuses to start."},
+    }, ["type", "format", "epoch", "offset", "fingerprint"], "The first message."))
+    _put(schemas, "Snapshot.End", object_schema({
+        "type": {"const": "end"}, "bytes": {"type": "integer", "minimum": 0},
+        "crc32": {"type": "integer", "minimum": 0, "description": "crc32 of every chunk's bytes, in order."},
+    }, ["type", "bytes", "crc32"], "The last message, before a normal close."))
+    _put(schemas, "Snapshot.Chunk", {"type": "string", "contentEncoding": "binary", "description":
+                                     "A piece of the snapshot file: lines of `CRC SP JSON LF`."})
+    for key, title, content in (("Snapshot.Header", "Snapshot header", JSON),
+                                ("Snapshot.Chunk", "Snapshot bytes", BINARY),
+                                ("Snapshot.End", "Snapshot end", JSON)):
+        _put(messages, key, _message(key.replace(".", ""), title, ref(key), title + ".", content))
+    _put(channels, "replicate-snapshot", {
+        "address": REPLICATE_SNAPSHOT_PATH,
+        "title": "Replica bootstrap snapshot",
+        "summary": "The epoch's snapshot file, streamed, for `dbsvc serve --follow`.",
+        "description": (
+            f"Replication is {state} in this schema; when off the route answers HTTP 404 "
+            "`replication_disabled`. A header, the snapshot file in binary chunks (every line "
+            "carries its CRC), an end message with the size and crc32 of all of them, then close "
+            "1000.\n\nRefused before the upgrade with a plain HTTP `application/problem+json` error: "
+            "400 `bad_query` (any query parameter); 401 `unauthorized`; 403 `forbidden`; 404 "
+            "`replication_disabled`; 426 when the request is not a WebSocket handshake; 503 "
+            "`unavailable` while a compaction switches epochs.\n\n" + _socket_rules(_REPLICATE_CLOSE_CODES)),
+        "messages": {"header": ref("Snapshot.Header", "messages"),
+                     "chunk": ref("Snapshot.Chunk", "messages"),
+                     "end": ref("Snapshot.End", "messages")},
+        "bindings": _ws_binding({}),
+    })
+    _put(operations, "replicate_snapshot", _operation(
+        "replicate-snapshot", ["header", "chunk", "end"], "Send the bootstrap snapshot",
+        "The server sends its epoch's snapshot on `/replicate/snapshot`.", ["realtime"]))

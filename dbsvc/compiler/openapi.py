@@ -32,7 +32,16 @@ from dbsvc.compiler.openapi_schemas import (MAX_LIMIT, add_model_schemas, nullab
                                             object_schema, problem_schemas, record_or_projection, ref,
                                             scalar_schema)
 from dbsvc.schema.ir import Model, Schema
-from dbsvc.routes import LIVE_QUERY, OPERATIONAL, REPLICATE_PATH, SUBSCRIBE, collection_path, feed_path, item_path
+from dbsvc.routes import (
+    LIVE_QUERY,
+    OPERATIONAL,
+    REPLICATE_PATH,
+    REPLICATE_SNAPSHOT_PATH,
+    SUBSCRIBE,
+    collection_path,
+    feed_path,
+    item_path,
+)
 
 OPENAPI_VERSION = "3.1.0"
 PROBLEM_JSON = "application/problem+json"
@@ -63,6 +72,9 @@ _ERROR_RESPONSES: dict[int, tuple[str, str]] = {
           "checked before routing)."),
     415: ("UnsupportedMediaType", "`unsupported_media_type`: a Content-Type that is not JSON."),
     422: ("UnprocessableContent", "`constraint_violation`: `errors` lists every invalid field."),
+    426: ("UpgradeRequired", "`bad_request`: a WebSocket route asked without a WebSocket "
+          "opening handshake (or a version other than 13); `Upgrade: websocket` and "
+          "`Sec-WebSocket-Version: 13` say what is expected."),
     431: ("HeadersTooLarge", "`bad_request`: the request head (line and headers) is over the "
           f"server's limit of {MAX_HEAD // 1024} KiB (any route)."),
     503: ("Unavailable", "`unavailable`: connection limit reached, or the store turned "
@@ -82,6 +94,7 @@ def build_openapi(schema: Schema) -> dict[str, Any]:
     for model in schema.models:
         _add_feed_paths(paths, model)
     paths[REPLICATE_PATH] = {"get": _replicate_operation(schema)}
+    paths[REPLICATE_SNAPSHOT_PATH] = {"get": _replicate_snapshot_operation()}
     schemas.update(problem_schemas())
     return {
         "openapi": OPENAPI_VERSION,
@@ -219,9 +232,11 @@ def _headers() -> dict[str, Any]:
                                "problem body's `request_id`.", {"type": "string"}),
         "Dbsvc-Watermark": header("The model's watermark (row count) this read was made at; "
                                   "usable as `as_of`.", {"type": "integer", "minimum": 0}),
-        "Dbsvc-Offset": header("Global event offset when this read was made (0 before any "
-                               "event); absent on `as_of` reads. Subscribe with `after=` it to "
-                               "miss nothing.", {"type": "integer", "minimum": 0}, False),
+        "Dbsvc-Offset": header("On a read, the global event offset when it was made (0 before "
+                               "any event; absent on `as_of` reads): subscribe with `after=` it to "
+                               "miss nothing. On a write, the offset of the row it wrote: a read "
+                               "replica whose `/snapshot` offset reached it holds the write.",
+                               {"type": "integer", "minimum": 0}, False),
         "Location": header("Path of the created record.", {"type": "string"}),
         "WWW-Authenticate": header('`Bearer realm="dbsvc"`, plus `error="invalid_token"` when a '
                                    "token was sent.", {"type": "string"}),
@@ -294,7 +309,8 @@ def _add_crud_paths(paths: dict[str, Any], model: Model) -> None:
             "responses": {
                 "201": {"description": "Created.",
                         "headers": {"X-Request-Id": ref("X-Request-Id", "headers"),
-                                    "Location": ref("Location", "headers")},
+                                    "Location": ref("Location", "headers"),
+                                    "Dbsvc-Offset": ref("Dbsvc-Offset", "headers")},
                         "content": {JSON: {"schema": ref(f"{name}.Created")}}},
                 **_errors_for(400, 401, 403, 409, 413, 415, 422, 503),
             },
@@ -315,19 +331,22 @@ def _add_crud_paths(paths: dict[str, Any], model: Model) -> None:
         "put": {
             "tags": [name], "operationId": f"replace_{oid}", "summary": f"Replace a whole {name}",
             "requestBody": _body(f"{name}.Replace", "The whole record."),
-            "responses": {"200": _json_response("The stored record.", ref(name)), **write_errors},
+            "responses": {"200": _json_response("The stored record.", ref(name), "Dbsvc-Offset"),
+                          **write_errors},
         },
         "patch": {
             "tags": [name], "operationId": f"patch_{oid}",
             "summary": f"Change some fields of a {name}",
             "requestBody": _body(f"{name}.Patch", "The fields to change."),
-            "responses": {"200": _json_response("The stored record.", ref(name)), **write_errors},
+            "responses": {"200": _json_response("The stored record.", ref(name), "Dbsvc-Offset"),
+                          **write_errors},
         },
         "delete": {
             "tags": [name], "operationId": f"delete_{oid}", "summary": f"Delete a {name}",
             "responses": {
                 "204": {"description": "Deleted.",
-                        "headers": {"X-Request-Id": ref("X-Request-Id", "headers")}},
+                        "headers": {"X-Request-Id": ref("X-Request-Id", "headers"),
+                                    "Dbsvc-Offset": ref("Dbsvc-Offset", "headers")}},
                 **_errors_for(400, 401, 403, 404, 409, 503),
             },
         },
@@ -349,7 +368,7 @@ def _add_feed_paths(paths: dict[str, Any], model: Model) -> None:
     name, kebab, oid = model.name, model.kebab, _op_id(model)
     query = _params(*_filter_parameters(model), _projection_parameter(model),
                     ref("after", "parameters"), *_ws_parameters())
-    errors = _errors_for(400, 401, 403, 410, 503)
+    errors = _errors_for(400, 401, 403, 410, 426, 503)
     paths[feed_path(SUBSCRIBE, kebab)] = {"get": {
         "tags": ["realtime", name], "operationId": f"subscribe_{oid}",
         "summary": f"Change feed of {name} (WebSocket)",
@@ -376,7 +395,7 @@ def _add_feed_paths(paths: dict[str, Any], model: Model) -> None:
 
 def _replicate_operation(schema: Schema) -> dict[str, Any]:
     state = "on" if schema.runtime.replication else "off"
-    errors = _errors_for(400, 401, 403, 410, 503)
+    errors = _errors_for(400, 401, 403, 410, 426, 503)
     errors["404"] = ref("ReplicationDisabled", "responses")
     errors = dict(sorted(errors.items()))
     return {
@@ -392,6 +411,23 @@ def _replicate_operation(schema: Schema) -> dict[str, Any]:
             "`offset_gone`; ahead of the head: 400 `offset_out_of_range`.",
             {"type": "integer", "minimum": 0, "default": 0}), *_ws_parameters()],
         "responses": {"101": _switching("Upgraded; frames follow."), **errors},
+    }
+
+
+def _replicate_snapshot_operation() -> dict[str, Any]:
+    errors = _errors_for(400, 401, 403, 426, 503)
+    errors["404"] = ref("ReplicationDisabled", "responses")
+    return {
+        "tags": ["realtime"], "operationId": "replicate_snapshot",
+        "summary": "The epoch's snapshot, to bootstrap a read replica (WebSocket)",
+        "description": "A text header `{\"type\": \"snapshot\", \"format\": 1, \"epoch\", \"offset\", "
+        "\"fingerprint\"}`, the snapshot file as binary messages (each line `CRC JSON`), then "
+        "`{\"type\": \"end\", \"bytes\", \"crc32\"}` and a normal close. A replica installs it and "
+        "follows `/replicate?after=<offset>` (`dbsvc serve SCHEMA --follow URL`). A read replica "
+        "answers writes with 405 `read_only_replica`, `Allow: GET, HEAD, OPTIONS` and the "
+        "primary's URL in `Dbsvc-Primary`.",
+        "parameters": _ws_parameters(),
+        "responses": {"101": _switching("Upgraded; the snapshot follows."), **dict(sorted(errors.items()))},
     }
 
 

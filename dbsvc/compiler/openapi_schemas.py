@@ -21,6 +21,7 @@ _ERROR_CLASSES: tuple[type[_errors.RequestError], ...] = (
     _errors.ConstraintViolation, _errors.Unauthorized, _errors.Forbidden,
     _errors.PayloadTooLarge, _errors.UnsupportedMediaType, _errors.ReplicationDisabled,
     _errors.OffsetGone, _errors.OffsetOutOfRange, _errors.Unavailable, _errors.InternalError,
+    _errors.ReadOnlyReplica,
 )
 ERROR_CODES: tuple[str, ...] = tuple(dict.fromkeys(cls.code for cls in _ERROR_CLASSES))
 

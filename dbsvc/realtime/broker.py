@@ -110,6 +110,7 @@ class Broker:
         self._waiting: list[FeedSession] = []
         self._replicas: set[ReplicationSession] = set()
         self._counts = {FeedKind.SUBSCRIBE: 0, FeedKind.LIVE: 0}
+        self._open = 0                                    # sessions registered, of every kind
         self._detach: Callable[[], None] | None = None
 
     def attach(self, schedule: Schedule) -> None:
@@ -122,6 +123,25 @@ class Broker:
         if self._detach is not None:
             self._detach()
             self._detach = None
+
+    def rebind(self, store: Store, code: int, reason: str) -> None:
+        """Serve `store` from now on (a read replica bootstrapped again): every open socket
+        is closed with `code` (its offsets may no longer be replayable) and the change
+        stream comes from the new store."""
+        sessions: list[StreamSession] = [*self._replicas]
+        for feeds in self._feeds.values():
+            sessions.extend(feeds.everyone)
+            for by_key in feeds.routed.values():
+                for group in by_key.values():
+                    sessions.extend(group)
+        for session in set(sessions):
+            session.close(code, reason)
+        self._pending.clear()
+        self._waiting.clear()
+        self.detach()
+        self.store = store
+        if self.schedule is not _not_attached:
+            self.attach(self.schedule)
 
     # -- reads the sessions need ----------------------------------------------------------
 
@@ -140,11 +160,14 @@ class Broker:
     def register(self, session: FeedSession) -> None:
         self._feeds[session.spec.model.name].add(session)
         self._counts[session.spec.kind] += 1
+        self._open += 1
 
     def register_replica(self, session: ReplicationSession) -> None:
         self._replicas.add(session)
+        self._open += 1
 
     def unregister(self, session: StreamSession) -> None:
+        self._open -= 1
         if isinstance(session, ReplicationSession):
             self._replicas.discard(session)
             return
@@ -169,8 +192,12 @@ class Broker:
     # -- the change stream ----------------------------------------------------------------
 
     def _on_event(self, event: ChangeEvent, frame: bytes) -> None:
-        """Rule 1: called on the commit path; only enqueue."""
+        """Rule 1: called on the commit path; only enqueue (nothing at all while no socket
+        is open: a socket opened later starts from the store, past this event)."""
         pending = self._pending
+        if not self._open and not pending:
+            self.head = event.offset
+            return
         pending.append((event, frame))
         if len(pending) == 1:
             self.schedule(self._drain)

@@ -206,6 +206,10 @@ class StreamSession:
         self._broker.lagged += 1
         self._close(LAGGED, f"lagged after {self.sent}")
 
+    def close(self, code: int, reason: str) -> None:
+        """End this stream from the server's side with `code`."""
+        self._close(code, reason)
+
     def _close(self, code: int, reason: str) -> None:
         channel = self._channel
         self.on_close(code)

@@ -83,7 +83,8 @@ class Server:
         return self.proc.wait(timeout=timeout)
 
 
-def start_server(schema: str | Path, data_dir: Path, env: dict | None = None, timeout: float = 30) -> Server:
+def start_server(schema: str | Path, data_dir: Path, env: dict | None = None, timeout: float = 30,
+                 args: tuple[str, ...] = ()) -> Server:
     full_env = dict(os.environ)
     for key in list(full_env):
         if key.startswith("SERVICE_") or key == "RUST_LOG":
@@ -91,7 +92,7 @@ def start_server(schema: str | Path, data_dir: Path, env: dict | None = None, ti
     full_env.update({"SERVICE_PORT": "0", "SERVICE_DATA": str(data_dir), "RUST_LOG": "info"})
     full_env.update(env or {})
     proc = subprocess.Popen(
-        [sys.executable, str(ROOT / "dbsvc.py"), "serve", str(schema)],
+        [sys.executable, str(ROOT / "dbsvc.py"), "serve", str(schema), *args],
         cwd=ROOT, env=full_env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
     )
     log: list[str] = []

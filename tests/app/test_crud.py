@@ -334,3 +334,13 @@ def test_auto_int_id_never_leaves_the_int64_range(serve):
     assert reply.status == 422, reply
     assert reply.json["errors"][0]["field"] == "id"
     assert server.post("/api/user", {"id": 5, "email": f"{unique()}@x.io", "name": "Low"}).status == 201
+
+
+def test_writes_name_the_offset_of_their_row(serve):
+    server = serve()
+    created = server.post("/api/user", {"email": "off@x.io", "name": "O"})
+    assert created.headers["dbsvc-offset"] == "1"
+    assert server.request("PATCH", "/api/user/1", {"name": "P"}).headers["dbsvc-offset"] == "2"
+    assert server.request("PUT", "/api/user/1", {"email": "off@x.io", "name": "Q"}).headers["dbsvc-offset"] == "3"
+    assert server.request("DELETE", "/api/user/1").headers["dbsvc-offset"] == "4"
+    assert server.get("/snapshot").json["offset"] == 4

@@ -169,7 +169,7 @@ def test_channels_are_one_feed_and_one_live_query_per_model_plus_replicate(blog_
         "/subscribe/user", "/live-query/user",
         "/subscribe/blog-post", "/live-query/blog-post",
         "/subscribe/comment", "/live-query/comment",
-        "/replicate",
+        "/replicate", "/replicate/snapshot",
     ]
 
 
@@ -420,10 +420,11 @@ def test_every_channel_documents_refusals_and_close_codes(path: Path) -> None:
     doc = _document(path)
     for key, channel in doc["channels"].items():
         text = channel["description"]
-        for status in ("400 `bad_query`", "`offset_out_of_range`", "401", "403", "410 `offset_gone`", "426"):
+        offsets = () if key == "replicate-snapshot" else ("`offset_out_of_range`", "410 `offset_gone`")
+        for status in ("400 `bad_query`", "401", "403", "426", *offsets):
             assert status in text, (key, status)
         for code in CLOSE_CODES:
-            if key == "replicate" and code == 1013:
+            if key.startswith("replicate") and code == 1013:
                 assert "`1013`" not in text  # replication reads at the socket's pace
             else:
                 assert f"`{code}`" in text, (key, code)
@@ -443,7 +444,7 @@ def test_lag_description_names_the_schema_capacity(inventory_doc: dict) -> None:
 def test_schema_with_one_unreferenced_model() -> None:
     schema = parse_schema("model Tag {\n  id int @id\n  label str @filter\n}\n", "tags.dbs")
     doc = build_asyncapi(schema)
-    assert list(doc["channels"]) == ["subscribe.tag", "live-query.tag", "replicate"]
+    assert list(doc["channels"]) == ["subscribe.tag", "live-query.tag", "replicate", "replicate-snapshot"]
     assert "Tag.Link" not in doc["components"]["messages"]
     for pointer in _refs(doc):
         _resolve(doc, pointer)

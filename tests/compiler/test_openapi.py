@@ -198,7 +198,7 @@ def test_list_and_create_responses(blog: dict) -> None:
     assert schemas["User.Page"]["required"] == ["data", "total", "limit", "offset"]
     assert schemas["User.Created"]["properties"]["id"]["type"] == "integer"
     created = blog["paths"]["/api/user"]["post"]["responses"]["201"]
-    assert set(created["headers"]) == {"X-Request-Id", "Location"}
+    assert set(created["headers"]) == {"X-Request-Id", "Location", "Dbsvc-Offset"}
     listed = blog["paths"]["/api/user"]["get"]["responses"]["200"]
     assert set(listed["headers"]) == {"X-Request-Id", "Dbsvc-Watermark", "Dbsvc-Offset"}
 

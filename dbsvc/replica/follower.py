@@ -1,0 +1,337 @@
+"""A read replica: this process's tenant follows a primary's `/replicate` stream.
+
+`dbsvc serve SCHEMA --follow URL` opens its own tenant directory read-write, for the stream
+only, and serves reads from it: GET, list, `as_of`, `/subscribe`, `/live-query`,
+`/snapshot`, `/metrics`. The replica's log holds the primary's frames byte for byte, so
+offsets, watermarks and `as_of` history are the primary's, and a client can switch between
+them with `after=` and lose nothing.
+
+Rules:
+1. Fingerprint: at start the primary's `GET /snapshot` names its schema fingerprint; one
+   that differs from ours refuses the start (`ConfigError`, both fingerprints in the
+   message). A primary that cannot be reached yet does not stop the start: the check runs
+   again at every connection, and a mismatch then stops following.
+2. Bootstrap: when our epoch is not the primary's (an empty replica, or the primary
+   compacted: checked at every connection and every poll of its `/snapshot`), when the
+   primary answers 410 `offset_gone`, and when a frame shows the primary began a new epoch
+   (`EpochChanged`, which can come first), the replica fetches
+   `/replicate/snapshot` (the primary's epoch base: checked per line and whole), installs
+   it as its own epoch base (compact.install: snapshot plus an empty log of that epoch),
+   reopens its store with the writer lock kept throughout, and follows from its offset.
+   The primary's epoch is thus rebuilt exactly: the snapshot rows, then the same log rows.
+3. Following: `/replicate?after=<our head>`; every message is checked by the consumer's
+   `check_frame` (CRC, length, offset continuity, JSON), then applied on the event loop in
+   batches (`Store.apply_replicated`, which checks it fits: model, fields, state). The
+   reading thread waits until each batch is durable before it reads on, so a fast primary
+   never grows the replica's memory, and nothing unchecked is ever applied.
+4. Reconnect with a capped, jittered backoff on anything transient (connection refused or
+   dropped, 5xx). A definitive answer (401, 403, 404, another 4xx, a fingerprint
+   mismatch, a frame that does not fit) stops following; the replica goes on serving what
+   it has, `/metrics` shows the state and the error, and the log says why.
+5. Lag: `primary_offset` is the primary's head (its `/snapshot`, polled every second, and
+   our own head whenever the stream has gone quiet, which means caught up);
+   `lag_offsets` = primary_offset - our head; `lag_seconds` = seconds since we were last
+   caught up (0 while caught up).
+6. Shutdown: `stop()` ends the thread within about a second; frames already applied are
+   durable by then (the store flushes on close).
+
+The reading side runs in one thread with the blocking client of `dbsvc.http.websocket`;
+everything that touches the store runs on the event loop.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import random
+import threading
+import time
+import urllib.request
+import zlib
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from dbsvc.errors import ConfigError, EpochChanged, StreamError
+from dbsvc.http.websocket import HandshakeRefused, WebSocketClientError, open_websocket
+from dbsvc.replica.consumer import Endpoint, FrameError, check_frame
+from dbsvc.storage import compact
+from dbsvc.storage.lock import WriterLock
+from dbsvc.storage.snapshot import decode_snapshot
+from dbsvc.storage.store import Store
+
+log = logging.getLogger("dbsvc.replica")
+
+BATCH = 512                      # frames applied per turn of the loop
+POLL_SECONDS = 1.0
+MAX_BACKOFF = 10.0
+RETRIED = frozenset({408, 425, 429})
+
+Opener = Callable[[WriterLock | None], Store]
+
+
+class _Rebootstrap(Exception):
+    """The stream cannot continue from our state: bootstrap again (rule 2)."""
+
+
+class _Stop(Exception):
+    """A definitive answer: stop following (rule 4)."""
+
+
+@dataclass
+class ReplicaStatus:
+    """What `/metrics` and `/snapshot` say about the following (rule 5)."""
+
+    primary: str
+    state: str = "starting"              # bootstrapping | following | reconnecting | stopped
+    primary_offset: int = 0
+    caught_up_at: float | None = None    # monotonic time we last had the primary's head
+    error: str | None = None
+    bootstraps: int = 0
+    reconnects: int = 0
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    def report(self, head: int) -> dict[str, Any]:
+        primary = max(self.primary_offset, head)
+        caught_up = head >= primary
+        seconds = 0.0 if caught_up or self.caught_up_at is None else time.monotonic() - self.caught_up_at
+        return {"primary": self.primary, "state": self.state, "primary_offset": primary,
+                "lag_offsets": primary - head, "lag_seconds": round(seconds, 3),
+                "bootstraps": self.bootstraps, "reconnects": self.reconnects, "error": self.error}
+
+
+class Follower:
+    """Keeps one tenant's store in step with a primary (see the module docstring)."""
+
+    def __init__(self, endpoint: Endpoint, directory: str, opener: Opener, fingerprint: str, *,
+                 token: str | None = None, on_store: Callable[[Store], None] | None = None) -> None:
+        self.endpoint = endpoint
+        self.directory = directory
+        self.fingerprint = fingerprint
+        self.status = ReplicaStatus(endpoint.http_base)
+        self._opener = opener
+        self._headers = [("Authorization", f"Bearer {token}")] if token else []
+        self.on_store = on_store
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self.store: Store = opener(None)
+
+    # -- start-up (before the loop runs) ---------------------------------------------------
+
+    def prepare(self) -> None:
+        """Rules 1 and 2 at start: check the fingerprint, bootstrap an empty store."""
+        try:
+            snapshot = self._primary_snapshot()
+        except (OSError, ValueError) as exc:
+            log.warning("primary %s not reachable yet (%s); following starts when it is",
+                        self.endpoint.http_base, exc)
+            return
+        self._check_fingerprint(snapshot.get("fingerprint"))
+        self.status.primary_offset = int(snapshot.get("offset", 0))
+        if snapshot.get("epoch") != self.store.epoch:
+            try:
+                self._bootstrap()
+            except _Stop as exc:
+                raise ConfigError(f"cannot follow {self.endpoint.http_base}: {exc}") from None
+            except (WebSocketClientError, OSError) as exc:
+                log.warning("bootstrap from %s failed (%s); retrying while serving", self.endpoint.http_base, exc)
+
+    def start(self, loop: asyncio.AbstractEventLoop) -> None:
+        self._loop = loop
+        self._thread = threading.Thread(target=self._run, name="dbsvc-follower", daemon=True)
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout=5)
+
+    # -- the reading thread ---------------------------------------------------------------
+
+    def _run(self) -> None:
+        delay = 0.2
+        last_poll = 0.0
+        while not self._stop.is_set():
+            try:
+                self._follow()
+                delay = 0.2
+                continue
+            except _Rebootstrap as exc:
+                log.warning("following %s: %s; bootstrapping again", self.endpoint.http_base, exc)
+                try:
+                    self._bootstrap()
+                    delay = 0.2
+                    continue
+                except Exception as again:              # the primary went away meanwhile
+                    self._transient(f"bootstrap failed: {again}")
+            except (_Stop, ConfigError) as exc:
+                self.status.state = "stopped"
+                self.status.error = str(exc)
+                log.error("stopped following %s: %s", self.endpoint.http_base, exc)
+                return
+            except (WebSocketClientError, OSError, ValueError) as exc:
+                self._transient(str(exc))
+            if time.monotonic() - last_poll > POLL_SECONDS:
+                last_poll = time.monotonic()
+                try:
+                    self._poll_head()
+                except _Rebootstrap:
+                    pass                                 # the next connection bootstraps
+            self._stop.wait(delay * (0.5 + random.random()))
+            delay = min(delay * 2, MAX_BACKOFF)
+
+    def _transient(self, reason: str) -> None:
+        self.status.state = "reconnecting"
+        self.status.error = reason
+        self.status.reconnects += 1
+        log.info("following %s: %s; reconnecting", self.endpoint.http_base, reason)
+
+    def _follow(self) -> None:
+        snapshot = self._primary_snapshot()
+        self._check_fingerprint(snapshot.get("fingerprint"))
+        self.status.primary_offset = int(snapshot.get("offset", 0))
+        self._check_epoch(snapshot)
+        head = self.store.head_offset
+        try:
+            ws = open_websocket(self.endpoint.replicate_url(head), headers=self._headers, timeout=10)
+        except HandshakeRefused as exc:
+            if exc.status == 410:
+                raise _Rebootstrap(f"the primary no longer holds the rows after {head}") from None
+            if exc.status >= 500 or exc.status in RETRIED:
+                raise WebSocketClientError(f"the primary answered {exc.status}") from None
+            raise _Stop(f"the primary refused /replicate: {exc}") from None
+        with ws:
+            self.status.state = "following"
+            self.status.error = None
+            expected = head + 1
+            last_poll = time.monotonic()
+            while not self._stop.is_set():
+                batch: list[bytes] = []
+                message = ws.receive(timeout=0.5)
+                while message is not None:
+                    try:
+                        check_frame(message, expected)
+                    except FrameError as exc:
+                        if batch:                        # the good frames before it still count
+                            self._call_on_loop(self._apply, batch)
+                        raise _Stop(str(exc)) from None
+                    assert isinstance(message, bytes)
+                    batch.append(message)
+                    expected += 1
+                    if len(batch) >= BATCH:
+                        break
+                    message = ws.receive(timeout=0)
+                if batch:
+                    self._call_on_loop(self._apply, batch)
+                elif self.store.head_offset >= self.status.primary_offset:
+                    self.status.caught_up_at = time.monotonic()      # quiet: caught up
+                if not batch or time.monotonic() - last_poll > POLL_SECONDS:
+                    if time.monotonic() - last_poll > POLL_SECONDS:
+                        last_poll = time.monotonic()
+                        self._poll_head()
+                if self.store.head_offset >= self.status.primary_offset:
+                    self.status.primary_offset = self.store.head_offset
+                    self.status.caught_up_at = time.monotonic()
+
+    def _poll_head(self) -> None:
+        try:
+            snapshot = self._primary_snapshot()
+        except (OSError, ValueError):
+            return
+        self.status.primary_offset = max(self.status.primary_offset, int(snapshot.get("offset", 0)))
+        self._check_epoch(snapshot)
+
+    def _check_epoch(self, snapshot: dict[str, Any]) -> None:
+        epoch = snapshot.get("epoch")
+        if epoch != self.store.epoch:
+            raise _Rebootstrap(f"the primary is in epoch {epoch}, this replica in {self.store.epoch}")
+
+    def _call_on_loop(self, make: Callable[..., Any], *args: Any) -> Any:
+        """Run the coroutine `make(*args)` on the event loop and wait for its result."""
+        assert self._loop is not None
+        future = asyncio.run_coroutine_threadsafe(make(*args), self._loop)
+        try:
+            return future.result(timeout=120)
+        except (EpochChanged,) as exc:
+            raise _Rebootstrap(str(exc)) from None
+        except StreamError as exc:
+            raise _Stop(str(exc)) from None
+
+    async def _apply(self, frames: list[bytes]) -> None:
+        last = None
+        for frame in frames:
+            last = self.store.apply_replicated(frame)
+        if last is not None:
+            await last                                    # rule 3: durable before reading on
+
+    # -- bootstrap (rule 2) -------------------------------------------------------------------
+
+    def _bootstrap(self) -> None:
+        """Fetch and check the primary's snapshot here (a thread, or the start-up), then
+        install it: on the event loop when one runs, since the store lives there."""
+        self.status.state = "bootstrapping"
+        header, data = self._fetch_snapshot()
+        self._check_fingerprint(header.get("fingerprint"))
+        image = decode_snapshot(f"{self.endpoint.http_base}/replicate/snapshot", data)
+        if image.head_offset != header.get("offset") or image.epoch != header.get("epoch"):
+            raise _Stop("the snapshot's own header disagrees with the stream's header")
+        if self._loop is None:
+            self._install(image)
+        else:
+            self._call_on_loop(self._install_on_loop, image)
+
+    async def _install_on_loop(self, image: Any) -> None:
+        self._install(image)
+
+    def _install(self, image: Any) -> None:
+        """Rule 2: our epoch base becomes the primary's (the lock is never let go)."""
+        lock = self.store.close(keep_lock=True)
+        compact.install(self.directory, image)
+        self.store = self._opener(lock)
+        self.status.bootstraps += 1
+        log.info("bootstrapped from %s: epoch %s at offset %d", self.endpoint.http_base, image.epoch,
+                 image.head_offset)
+        if self.on_store is not None:
+            self.on_store(self.store)
+
+    def _fetch_snapshot(self) -> tuple[dict[str, Any], bytes]:
+        url = f"{self.endpoint.ws_base}/replicate/snapshot"
+        try:
+            ws = open_websocket(url, headers=self._headers, timeout=10)
+        except HandshakeRefused as exc:
+            raise _Stop(f"the primary refused /replicate/snapshot: {exc}") from None
+        parts: list[bytes] = []
+        with ws:
+            first = ws.receive(timeout=30)
+            if not isinstance(first, str):
+                raise StreamError(0, "the snapshot stream did not start with its header")
+            header = json.loads(first)
+            while True:
+                message = ws.receive(timeout=30)
+                if message is None:
+                    raise WebSocketClientError("the snapshot stream stalled")
+                if isinstance(message, str):
+                    end = json.loads(message)
+                    break
+                parts.append(message)
+        data = b"".join(parts)
+        if end.get("type") != "end" or end.get("bytes") != len(data) or end.get("crc32") != zlib.crc32(data):
+            raise StreamError(int(header.get("offset", 0)), "the snapshot arrived damaged (size or crc32)")
+        return header, data
+
+    # -- the primary's /snapshot (rules 1 and 5) ----------------------------------------------
+
+    def _primary_snapshot(self) -> dict[str, Any]:
+        request = urllib.request.Request(f"{self.endpoint.http_base}/snapshot")
+        with urllib.request.urlopen(request, timeout=5) as reply:         # noqa: S310 - our URL
+            body = json.loads(reply.read())
+        if not isinstance(body, dict):
+            raise ValueError("the primary's /snapshot is not an object")
+        return body
+
+    def _check_fingerprint(self, theirs: Any) -> None:
+        if theirs != self.fingerprint:
+            raise ConfigError(f"the primary's schema fingerprint {theirs!r} differs from this replica's "
+                              f"{self.fingerprint!r}: serve the same schema on both")

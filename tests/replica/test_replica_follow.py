@@ -1,0 +1,325 @@
+"""Read replicas: `dbsvc serve SCHEMA --follow URL` against a real primary (contract
+section 5; dbsvc/replica/follower.py). Every wait is a poll with a deadline."""
+
+from __future__ import annotations
+
+import asyncio
+import http.client
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from app_harness import ROOT, Server, start_server
+
+BLOG = ROOT / "schemas" / "blog.dbs"
+MODELS = {"user": "-name", "blog-post": "score", "comment": "-created"}      # model -> a sort
+
+
+@pytest.fixture
+def nodes(tmp_path):
+    """Factory: nodes(name, follow=None, env=...) -> Server; every one killed afterwards."""
+    started: list[Server] = []
+
+    def start(name: str, follow: Server | None = None, env: dict | None = None) -> Server:
+        args = ("--follow", f"http://127.0.0.1:{follow.port}") if follow is not None else ()
+        server = start_server(BLOG, tmp_path / name, env, args=args)
+        started.append(server)
+        return server
+
+    yield start
+    for server in started:
+        if server.proc.poll() is None:
+            server.proc.kill()
+            server.proc.wait(timeout=10)
+
+
+def wait_caught_up(primary: Server, replica: Server, timeout: float = 60) -> dict:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        head = primary.get("/snapshot").json["offset"]
+        snap = replica.get("/snapshot").json
+        if snap["offset"] == head and snap["replica"]["lag_offsets"] == 0:
+            return snap
+        time.sleep(0.05)
+    raise AssertionError(f"replica never caught up: {replica.get('/metrics').json.get('replica')}")
+
+
+def writer(port: int, count: int, prefix: str, errors: list) -> None:
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
+    try:
+        for i in range(count):
+            body = {"email": f"{prefix}{i}@x.io", "name": f"n{i % 7}", "role": ("admin", "reader")[i % 2]}
+            conn.request("POST", "/api/user", json.dumps(body), {"Content-Type": "application/json"})
+            reply = conn.getresponse()
+            data = json.loads(reply.read())
+            if reply.status != 201:
+                errors.append(data)
+                continue
+            uid = data["id"]
+            conn.request("POST", "/api/blog-post", json.dumps({"author_id": uid, "title": "t", "body": "b",
+                                                               "score": i}), {"Content-Type": "application/json"})
+            conn.getresponse().read()
+            if i % 3 == 0:
+                conn.request("PATCH", f"/api/user/{uid}", json.dumps({"name": "changed"}),
+                             {"Content-Type": "application/json"})
+                conn.getresponse().read()
+    finally:
+        conn.close()
+
+
+def same_reads(primary: Server, replica: Server) -> None:
+    for model, sort in MODELS.items():
+        for query in ("?limit=1000", f"?limit=1000&sort={sort}", "?limit=5&offset=3"):
+            a, b = primary.get(f"/api/{model}{query}"), replica.get(f"/api/{model}{query}")
+            assert (a.status, a.body) == (b.status, b.body), (model, query)
+            assert a.headers["dbsvc-watermark"] == b.headers["dbsvc-watermark"]
+            assert a.headers["dbsvc-offset"] == b.headers["dbsvc-offset"]
+    pa, pb = primary.get("/snapshot").json, replica.get("/snapshot").json
+    assert (pa["watermarks"], pa["offset"], pa["epoch"]) == (pb["watermarks"], pb["offset"], pb["epoch"])
+
+
+def test_replica_of_a_primary_under_32_writers_reads_the_same(nodes):
+    primary = nodes("primary", env={"SERVICE_SYNC": "off"})
+    replica = nodes("replica", follow=primary)
+    errors: list = []
+    threads = [threading.Thread(target=writer, args=(primary.port, 8, f"w{n}-", errors)) for n in range(32)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(60)
+    assert not errors
+    wait_caught_up(primary, replica)
+    same_reads(primary, replica)
+    as_of = primary.get("/api/user?limit=1000&as_of=50")
+    assert as_of.body == replica.get("/api/user?limit=1000&as_of=50").body
+
+
+def test_writes_to_a_replica_are_405_naming_the_primary(nodes):
+    primary = nodes("primary")
+    replica = nodes("replica", follow=primary)
+    reply = replica.post("/api/user", {"email": "a@x.io", "name": "A"})
+    assert reply.status == 405
+    assert reply.json["code"] == "read_only_replica"
+    assert reply.headers["allow"] == "GET, HEAD, OPTIONS"
+    assert reply.headers["dbsvc-primary"] == f"http://127.0.0.1:{primary.port}"
+    for method, path in (("PUT", "/api/user/1"), ("PATCH", "/api/user/1"), ("DELETE", "/api/user/1")):
+        assert replica.request(method, path, {"email": "a@x.io", "name": "A"}).status == 405
+    assert replica.get("/api/user").json["total"] == 0
+
+
+def test_replica_killed_with_9_resumes_where_it_was(nodes, tmp_path):
+    primary = nodes("primary")
+    replica = nodes("replica", follow=primary)
+    errors: list = []
+    writer(primary.port, 20, "a", errors)
+    wait_caught_up(primary, replica)
+    replica.proc.send_signal(signal.SIGKILL)
+    replica.proc.wait(timeout=10)
+    writer(primary.port, 20, "b", errors)
+    again = nodes("replica", follow=primary)                 # same data directory
+    wait_caught_up(primary, again)
+    same_reads(primary, again)
+    assert again.get("/metrics").json["replica"]["bootstraps"] == 0     # resumed, not rebuilt
+
+
+def test_an_empty_replica_bootstraps_from_the_snapshot_after_a_compaction(nodes, tmp_path):
+    primary = nodes("primary")
+    errors: list = []
+    writer(primary.port, 30, "a", errors)
+    assert primary.stop() == 0
+    env = dict(os.environ, SERVICE_DATA=str(tmp_path / "primary"), SERVICE_TENANT="default")
+    done = subprocess.run([sys.executable, str(ROOT / "dbsvc.py"), "compact"], env=env, capture_output=True,
+                          text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    primary = nodes("primary")
+    writer(primary.port, 5, "b", errors)
+    replica = nodes("replica", follow=primary)
+    wait_caught_up(primary, replica)
+    same_reads(primary, replica)
+    assert replica.get("/metrics").json["replica"]["bootstraps"] == 1
+
+
+def test_a_replica_behind_a_compaction_bootstraps_again(nodes, tmp_path):
+    primary = nodes("primary", env={"SERVICE_SYNC": "off"})
+    replica = nodes("replica", follow=primary)
+    errors: list = []
+    writer(primary.port, 10, "a", errors)
+    wait_caught_up(primary, replica)
+    replica.stop()
+    writer(primary.port, 10, "b", errors)
+    assert primary.stop() == 0
+    env = dict(os.environ, SERVICE_DATA=str(tmp_path / "primary"), SERVICE_TENANT="default")
+    assert subprocess.run([sys.executable, str(ROOT / "dbsvc.py"), "compact"], env=env,
+                          capture_output=True, timeout=60).returncode == 0
+    primary = nodes("primary", env={"SERVICE_SYNC": "off"})
+    writer(primary.port, 3, "c", errors)
+    replica = nodes("replica", follow=primary)
+    wait_caught_up(primary, replica)
+    same_reads(primary, replica)
+
+
+def test_fingerprint_mismatch_refuses_to_start(nodes, tmp_path):
+    primary = nodes("primary")
+    other = tmp_path / "other.dbs"
+    other.write_text(BLOG.read_text().replace("body      str      @min(1) @max(2000)", "body      str      @max(2000)"))
+    proc = subprocess.run([sys.executable, str(ROOT / "dbsvc.py"), "serve", str(other), "--follow",
+                           f"http://127.0.0.1:{primary.port}"],
+                          env=dict(os.environ, SERVICE_PORT="0", SERVICE_DATA=str(tmp_path / "r")),
+                          capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 2
+    theirs = primary.get("/snapshot").json["fingerprint"]
+    assert "fingerprint" in proc.stderr and theirs in proc.stderr
+
+
+def test_feeds_on_a_replica_follow_the_primary(nodes):
+    from websockets.sync.client import connect
+
+    primary = nodes("primary")
+    replica = nodes("replica", follow=primary)
+    with connect(f"ws://127.0.0.1:{replica.port}/subscribe/user", open_timeout=10) as ws:
+        assert primary.post("/api/user", {"email": "f@x.io", "name": "F"}).status == 201
+        event = json.loads(ws.recv(timeout=10))
+    assert (event["kind"], event["offset"], event["record"]["email"]) == ("insert", 1, "f@x.io")
+
+
+def test_a_client_switches_from_primary_to_replica_with_after(nodes):
+    from websockets.sync.client import connect
+
+    primary = nodes("primary")
+    replica = nodes("replica", follow=primary)
+    errors: list = []
+    writer(primary.port, 5, "a", errors)
+    offset = int(primary.get("/api/user?limit=1").headers["dbsvc-offset"])
+    writer(primary.port, 5, "b", errors)
+    wait_caught_up(primary, replica)
+    with connect(f"ws://127.0.0.1:{replica.port}/subscribe/user?after={offset}", open_timeout=10) as ws:
+        got = [json.loads(ws.recv(timeout=10)) for _ in range(5 + 5 + 2)]   # inserts, links, patches
+    offsets = [e["offset"] for e in got]
+    assert offsets == sorted(offsets) and offsets[0] > offset
+
+
+# -- the stream as untrusted input: a fake primary ------------------------------------------
+
+def _good_frames(n: int) -> list[bytes]:
+    """Frames a real blog primary would send for n user inserts."""
+    from dbsvc.storage.events import ChangeEvent, EventKind
+    from dbsvc.storage.logfile import encode_frame
+
+    frames = []
+    for i in range(1, n + 1):
+        record = {"id": i, "email": f"u{i}@x.io", "name": "U", "age": None, "role": "reader",
+                  "joined": "2026-01-01T00:00:00Z", "profile": None}
+        event = ChangeEvent(EventKind.INSERT, "User", i, i, i, record)
+        frames.append(encode_frame(i, event.payload()))
+    return frames
+
+
+def _frame_with(offset: int, payload: bytes) -> bytes:
+    from dbsvc.storage.logfile import encode_frame
+
+    return encode_frame(offset, payload)
+
+
+def _bad_third(case: str) -> bytes:
+    good = _good_frames(3)[2]
+    if case == "wrong crc":
+        return good[:8] + b"\x00\x00\x00\x00" + good[12:]
+    if case == "truncated":
+        return good[:-5]
+    if case == "length past the message":
+        return good[:12] + (len(good) - 16 + 9).to_bytes(4, "big") + good[16:]
+    if case == "offset gap":
+        return _good_frames(4)[3]
+    if case == "offset repeat":
+        return _good_frames(2)[1]
+    if case == "bad json":
+        return _frame_with(3, b"{not json")
+    if case == "unknown model":
+        return _frame_with(3, good[16:].replace(b'"model":"User"', b'"model":"Ghost"'))
+    if case == "fields of another schema":
+        return _frame_with(3, good[16:].replace(b'"age":null,', b""))
+    raise AssertionError(case)
+
+
+class FakePrimary:
+    """A WebSocket server in a thread that plays a blog primary: /snapshot over HTTP,
+    /replicate/snapshot (an empty epoch), and /replicate with the given messages."""
+
+    def __init__(self, fingerprint: str, messages: list[bytes]) -> None:
+        from websockets.sync.server import serve
+
+        from dbsvc.storage.snapshot import ModelImage, SnapshotImage, encode_snapshot
+
+        self.epoch = "ab" * 16
+        self.done = threading.Event()
+        self.messages = messages
+        self.fingerprint = fingerprint
+        fields = {"User": ["id", "email", "name", "age", "role", "joined", "profile"],
+                  "BlogPost": ["id", "author_id", "title", "body", "published", "score", "tags"],
+                  "Comment": ["id", "post_id", "author_id", "body", "created"]}
+        image = SnapshotImage(self.epoch, 0, [ModelImage(name, f, [], 0) for name, f in fields.items()])
+        self.snapshot = b"".join(encode_snapshot(image))
+        self.server = serve(self.handle, "127.0.0.1", 0, process_request=self.http)
+        self.port = self.server.socket.getsockname()[1]
+        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+        self.thread.start()
+
+    def http(self, connection, request):
+        if request.path == "/snapshot":
+            body = {"watermarks": {}, "epoch": self.epoch, "replication": True,
+                    "offset": len(self.messages), "fingerprint": self.fingerprint}
+            return connection.respond(200, json.dumps(body))
+        return None
+
+    def handle(self, connection) -> None:
+        import zlib
+
+        if connection.request.path.startswith("/replicate/snapshot"):
+            connection.send(json.dumps({"type": "snapshot", "format": 1, "epoch": self.epoch, "offset": 0,
+                                        "fingerprint": self.fingerprint}))
+            connection.send(self.snapshot)
+            connection.send(json.dumps({"type": "end", "bytes": len(self.snapshot),
+                                        "crc32": zlib.crc32(self.snapshot)}))
+            return
+        for message in self.messages:
+            connection.send(message)
+        self.done.wait(10)
+
+    def close(self) -> None:
+        self.done.set()
+        self.server.shutdown()
+
+
+@pytest.mark.parametrize("case", ["wrong crc", "truncated", "length past the message", "offset gap",
+                                  "offset repeat", "bad json", "unknown model", "fields of another schema"])
+def test_a_bad_frame_stops_the_replica_and_nothing_past_the_last_good_one_is_applied(tmp_path, case):
+    from dbsvc.compiler import compile_schema
+    from dbsvc.schema import load_schema
+    from dbsvc.schema.describe import schema_fingerprint
+
+    fingerprint = schema_fingerprint(compile_schema(load_schema(str(BLOG))).DESCRIPTION)
+    fake = FakePrimary(fingerprint, _good_frames(2) + [_bad_third(case)] + _good_frames(5)[3:])
+    replica = start_server(BLOG, tmp_path / "replica", args=("--follow", f"http://127.0.0.1:{fake.port}"))
+    try:
+        deadline = time.monotonic() + 30
+        while replica.get("/metrics").json["replica"]["state"] != "stopped":
+            assert time.monotonic() < deadline, replica.get("/metrics").json["replica"]
+            time.sleep(0.05)
+        report = replica.get("/metrics").json["replica"]
+        assert report["error"].startswith(("bad frame at offset", "replication frame at offset")), report
+        assert any(f"offset {n}" in report["error"] for n in (2, 3, 4)), report["error"]
+        users = replica.get("/api/user?limit=100").json
+        assert [u["id"] for u in users["data"]] == [1, 2]
+        assert replica.get("/snapshot").json["offset"] == 2
+        assert replica.get("/health").status == 200                      # still serving reads
+        assert any("stopped following" in line for line in replica.log)
+    finally:
+        replica.stop()
+        fake.close()
