@@ -11,12 +11,10 @@ import signal
 import socket
 import time
 
-import jwt
 import pytest
-from cryptography.hazmat.primitives import serialization
-from cryptography.hazmat.primitives.asymmetric import ec
 
 from app_harness import ROOT
+from idp import TestIdp
 from wskit import closed_with, nothing_within, open_ws, post, recv_json, refusal, request, run
 
 USER = {"email": "ann@x.io", "name": "Ann"}
@@ -105,26 +103,13 @@ def test_origin_outside_the_cors_list_is_403_and_a_listed_one_opens(serve):
 # -- the token --------------------------------------------------------------------------------
 
 @pytest.fixture(scope="module")
-def keypair(tmp_path_factory):
-    private = ec.generate_private_key(ec.SECP256R1())
-    pem = private.public_key().public_bytes(serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo)
-    path = tmp_path_factory.mktemp("keys") / "idp.pem"
-    path.write_bytes(pem)
-    return private, path
-
-
-def token(private, **claims) -> str:
-    body = {"exp": int(time.time()) + 300, "tenant": "acme", "iss": "https://id.example.com/", "aud": "blog"}
-    body.update(claims)
-    return jwt.encode(body, private, algorithm="ES256")
+def idp(tmp_path_factory):
+    return TestIdp(tmp_path_factory.mktemp("idp"))
 
 
 @pytest.fixture
-def guarded(serve, keypair, tmp_path):
-    data = tmp_path / "data"
-    (data / "acme").mkdir(parents=True)
-    return serve(data_dir=data, env={"SERVICE_JWT_PUBKEY": str(keypair[1]), "SERVICE_JWT_ALG": "ES256",
-                                     "SERVICE_TENANT": "acme", "SERVICE_JWT_LEEWAY": "0"})
+def guarded(serve, idp, tmp_path):
+    return serve(data_dir=idp.data_dir(f"data-{tmp_path.name}"), env=idp.server_env(SERVICE_JWT_LEEWAY="0"))
 
 
 def test_guarded_feed_without_token_is_401(guarded):
@@ -134,7 +119,7 @@ def test_guarded_feed_without_token_is_401(guarded):
 
 
 @pytest.mark.parametrize("how", ["header", "subprotocol"])
-def test_bad_and_foreign_tokens_are_refused_before_the_upgrade(guarded, keypair, how):
+def test_bad_and_foreign_tokens_are_refused_before_the_upgrade(guarded, idp, how):
     def offer(value):
         if how == "header":
             return {"additional_headers": {"Authorization": f"Bearer {value}"}}
@@ -144,13 +129,13 @@ def test_bad_and_foreign_tokens_are_refused_before_the_upgrade(guarded, keypair,
         status, problem, headers = await refusal(guarded, "/subscribe/user", **offer("not.a.token"))
         assert (status, problem["code"]) == (401, "unauthorized")
         assert 'error="invalid_token"' in headers["www-authenticate"]
-        status, problem, _ = await refusal(guarded, "/live-query/user", **offer(token(keypair[0], tenant="other")))
+        status, problem, _ = await refusal(guarded, "/live-query/user", **offer(idp.token(tenant="other")))
         assert (status, problem["code"]) == (403, "forbidden")
     run(body())
 
 
-def test_subprotocol_token_is_answered_with_bearer(guarded, keypair):
-    good = token(keypair[0])
+def test_subprotocol_token_is_answered_with_bearer(guarded, idp):
+    good = idp.token()
 
     async def body():
         async with open_ws(guarded, "/subscribe/user", subprotocols=["bearer", f"bearer.{good}"]) as ws:
@@ -162,8 +147,8 @@ def test_subprotocol_token_is_answered_with_bearer(guarded, keypair):
     run(body())
 
 
-def test_socket_closes_with_4401_when_its_token_expires(guarded, keypair):
-    short = token(keypair[0], exp=int(time.time()) + 2)
+def test_socket_closes_with_4401_when_its_token_expires(guarded, idp):
+    short = idp.token(exp=int(time.time()) + 2)
 
     async def body():
         async with open_ws(guarded, "/subscribe/user", additional_headers={"Authorization": f"Bearer {short}"}) as ws:

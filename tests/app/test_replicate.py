@@ -6,7 +6,6 @@ from __future__ import annotations
 import asyncio
 import http.client
 import json
-import os
 import signal
 import socket
 import threading
@@ -15,7 +14,7 @@ import zlib
 
 import pytest
 
-from app_harness import ROOT, start_server
+from app_harness import ROOT
 from wskit import open_ws, post, refusal, run
 
 USER = {"email": "ann@x.io", "name": "Ann"}
@@ -194,27 +193,18 @@ def test_kill_9_under_writes_leaves_a_gap_free_stream_that_resumes(serve, tmp_pa
 
 
 def test_guard_applies_to_replicate(serve, tmp_path):
-    import jwt
-    from cryptography.hazmat.primitives import serialization
-    from cryptography.hazmat.primitives.asymmetric import ec
+    from idp import TestIdp
 
-    private = ec.generate_private_key(ec.SECP256R1())
-    key = tmp_path / "idp.pem"
-    key.write_bytes(private.public_key().public_bytes(serialization.Encoding.PEM,
-                                                      serialization.PublicFormat.SubjectPublicKeyInfo))
-    data = tmp_path / "data"
-    (data / "acme").mkdir(parents=True)
-    server = serve(data_dir=data, env={"SERVICE_JWT_PUBKEY": str(key), "SERVICE_JWT_ALG": "ES256",
-                                       "SERVICE_TENANT": "acme"})
-    claims = {"exp": int(time.time()) + 300, "tenant": "acme", "iss": "https://id.example.com/", "aud": "blog"}
-    good = jwt.encode(claims, private, algorithm="ES256")
+    idp = TestIdp(tmp_path)
+    server = serve(data_dir=idp.data_dir(), env=idp.server_env())
+    good = idp.token()
     auth = {"Authorization": f"Bearer {good}"}
     assert server.post("/api/user", USER, headers=auth).status == 201
 
     async def body():
         got, problem, _ = await refusal(server, "/replicate")
         assert (got, problem["code"]) == (401, "unauthorized")
-        foreign = jwt.encode({**claims, "tenant": "other"}, private, algorithm="ES256")
+        foreign = idp.token(tenant="other")
         got, problem, _ = await refusal(server, "/replicate", additional_headers={"Authorization": f"Bearer {foreign}"})
         assert (got, problem["code"]) == (403, "forbidden")
         [frame] = await take(server, 0, 1, additional_headers=auth)

@@ -24,7 +24,6 @@ import time
 import zlib
 from pathlib import Path
 
-import jwt
 import pytest
 from websockets.asyncio.server import serve as ws_serve
 from websockets.datastructures import Headers
@@ -226,22 +225,11 @@ def test_it_reconnects_to_a_restarted_server_and_goes_on(tmp_path):
 
 @pytest.fixture
 def guarded(serve, tmp_path):
-    from cryptography.hazmat.primitives import serialization
-    from cryptography.hazmat.primitives.asymmetric import ec
+    from idp import TestIdp
 
-    private = ec.generate_private_key(ec.SECP256R1())
-    key = tmp_path / "idp.pem"
-    key.write_bytes(private.public_key().public_bytes(serialization.Encoding.PEM,
-                                                      serialization.PublicFormat.SubjectPublicKeyInfo))
-    data = tmp_path / "data"
-    (data / "acme").mkdir(parents=True)
-    server = serve(data_dir=data, env={"SERVICE_JWT_PUBKEY": str(key), "SERVICE_JWT_ALG": "ES256",
-                                       "SERVICE_TENANT": "acme"})
-
-    def token(**claims) -> str:
-        body = {"exp": int(time.time()) + 300, "tenant": "acme", "iss": "https://id.example.com/", "aud": "blog"}
-        return jwt.encode({**body, **claims}, private, algorithm="ES256")
-
+    idp = TestIdp(tmp_path)
+    server = serve(data_dir=idp.data_dir(), env=idp.server_env())
+    token = idp.token
     write_users(server.port, 2, headers={"Authorization": f"Bearer {token()}"})
     return server, token
 

@@ -3,7 +3,6 @@ section 5; dbsvc/replica/follower.py). Every wait is a poll with a deadline."""
 
 from __future__ import annotations
 
-import asyncio
 import http.client
 import json
 import os
@@ -12,7 +11,6 @@ import subprocess
 import sys
 import threading
 import time
-from pathlib import Path
 
 import pytest
 
