@@ -111,6 +111,9 @@ class StreamSession:
         self._pump()
 
     def on_close(self, code: int) -> None:
+        # The channel holds this session too: dropping it here frees both at once, without
+        # waiting for the cyclic garbage collector (a loaded server runs it rarely).
+        self._channel = None
         if self.phase is not Phase.CLOSED:
             self.phase = Phase.CLOSED
             self._queue.clear()
@@ -322,6 +325,7 @@ class SnapshotSession:
 
     def on_close(self, code: int) -> None:
         self._done = True
+        self._channel = None
         close = getattr(self._chunks, "close", None)
         if close is not None:
             close()                          # the file descriptor goes now, not at GC

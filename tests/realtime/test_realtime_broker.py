@@ -220,3 +220,26 @@ def test_a_lag_close_never_splits_the_frames_of_one_row(tmp_path):
         assert [(m["id"], m["linked"], m["offset"]) for m in links] == [(1, False, 4), (2, True, 4)]
         store.close()
     run(body())
+
+
+def test_a_closed_session_lets_go_of_its_channel(tmp_path):
+    """The channel refers to the session and the session to the channel; on_close breaks
+    the cycle so both are freed by reference counting, not by a rare full GC."""
+    import gc
+    import weakref
+
+    async def body():
+        store = open_blog_store(tmp_path)
+        broker, _scheduler = attached(store)
+        session, channel = feed(broker)
+        channel.session = session                      # the cycle a real channel makes
+        gone = weakref.ref(channel)
+        session.on_close(1000)
+        del channel
+        gc.disable()
+        try:
+            assert gone() is None
+        finally:
+            gc.enable()
+        store.close()
+    run(body())
