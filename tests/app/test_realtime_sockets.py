@@ -252,6 +252,7 @@ def test_slow_consumer_is_closed_1013_while_a_fast_one_keeps_up(serve, tmp_path)
     slow = _raw_socket(server.port, "/subscribe/user", rcvbuf=4096)     # reads nothing from here on
     big = "x" * 200_000
     writes = 80             # 16 MB: well past the kernel's socket buffers and 8 queued frames
+    before = _proc_kib(server.proc.pid, "VmRSS")
 
     async def body():
         async with open_ws(server, "/subscribe/user") as fast:
@@ -264,6 +265,9 @@ def test_slow_consumer_is_closed_1013_while_a_fast_one_keeps_up(serve, tmp_path)
             assert await receiver == list(range(1, writes + 1))
     run(body())
     _wait_metric(server, "lagged_closes", 1)
+    # Memory stayed bounded: the peak grew by the 16 MB of records the server now holds,
+    # not by another 16 MB of frames owed to the slow client.
+    assert _proc_kib(server.proc.pid, "VmHWM") - before < 28 * 1024
     assert server.get("/metrics").json["realtime"]["events_sent"] < 2 * writes
     assert server.get("/metrics").json["realtime"]["subscriptions"] == 0
     # The slow client reads at last: the frames it was sent, then 1013 naming the last one.
@@ -284,6 +288,14 @@ def test_slow_consumer_is_closed_1013_while_a_fast_one_keeps_up(serve, tmp_path)
     assert reason == f"lagged after {texts[-1]['offset']}"
     assert [t["offset"] for t in texts] == list(range(1, len(texts) + 1))    # a prefix, no gap
     assert len(texts) < writes
+
+
+def _proc_kib(pid: int, field: str) -> int:
+    with open(f"/proc/{pid}/status") as status:
+        for line in status:
+            if line.startswith(field + ":"):
+                return int(line.split()[1])
+    raise AssertionError(f"no {field}")
 
 
 def _parse_frames(data: bytes) -> list[tuple[int, bytes]]:
