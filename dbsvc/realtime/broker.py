@@ -5,8 +5,10 @@ never touches a socket; it hands frames to `FeedSession`s, which hand them to ch
 
 Rules:
 1. Publishing is cheap: the store calls `_on_event(event, log_frame)` on its commit path
-   after each durable row; it only appends them to a list and, for the first of a batch, schedules
-   `_drain`. Encoding and sending happen in `_drain`, never inside the commit.
+   after each durable row (after resolving the writers' futures); it only appends them to a
+   list and, for the first of a batch, schedules `_drain` two hops away, behind the
+   responses those writes answer. Encoding and sending happen in `_drain`, never inside
+   the commit.
 2. Routing scales with the matches, not the subscribers. Per model, feeds without a
    filter are in one set; a filtered feed is indexed under one of its filter fields (its
    first, in declaration order) by each of that field's values, as
@@ -200,7 +202,13 @@ class Broker:
             return
         pending.append((event, frame))
         if len(pending) == 1:
-            self.schedule(self._drain)
+            self.schedule(self._drain_after_responses)
+
+    def _drain_after_responses(self) -> None:
+        """Rule 1: one more hop, so the fan-out runs after the writers' responses of this
+        commit are written (their callbacks were queued first, and queue the turn-end
+        write ahead of this): a write's latency does not grow with its subscribers."""
+        self.schedule(self._drain)
 
     def _drain(self) -> None:
         events, self._pending = self._pending, []

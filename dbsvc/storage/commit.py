@@ -10,7 +10,7 @@ Protocol (group commit)::
     await future                               target = bytes written so far
                                                fsync(log) in the thread (one in flight)
                                                every queued write with end <= target:
-                                                 publish its event, resolve its future
+                                                 resolve its future, publish its event
                                                loop while anything is queued
 
 So N writers arriving during one fsync share the next one. `sync="off"` skips the fsync
@@ -253,11 +253,14 @@ class CommitQueue:
             return
         self.writer.acked = done[-1].end if end is None else end
         self.stats.count_batch(len(done))
-        for p in done:
-            self.publish(p.event, p.frame)
+        # Futures first: their callbacks (the writers' responses) are then queued on the
+        # loop ahead of anything a subscriber schedules from `publish`; both happen in this
+        # one call, so no callback sees a resolved write whose event is unpublished.
         for p in done:
             if not p.future.done():
                 p.future.set_result(None)
+        for p in done:
+            self.publish(p.event, p.frame)
 
     def _fail_pending(self) -> None:
         failed, self._pending = self._pending, []
