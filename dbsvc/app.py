@@ -151,9 +151,8 @@ class Application:
     """The callable the protocol layer serves: `app(request) -> Response | Deferred |
     Upgrade | Awaitable[Response | Upgrade]`."""
 
-    def __init__(self, module: Any, store: Any, *, guard: Any = None, replication: bool = False,
-                 broker: Broker | None = None, origins: tuple[str, ...] = (),
-                 replica: ReplicaStatus | None = None) -> None:
+    def __init__(self, module: Any, store: Any, broker: Broker, *, guard: Any = None, replication: bool = False,
+                 origins: tuple[str, ...] = (), replica: ReplicaStatus | None = None) -> None:
         self.models: dict[str, CompiledModel] = dict(module.ROUTES)
         self.store = store
         self.guard = guard
@@ -161,7 +160,7 @@ class Application:
         self.accepting = True
         self.replica = replica               # a read replica's following status, else None
         self.encoded = EncodedRecords(list(self.models.values()))
-        self.broker = broker if broker is not None else Broker(store, module.BY_NAME, 1024)
+        self.broker = broker
         self.fingerprint = schema_fingerprint(module.DESCRIPTION)
         self.realtime = RealtimeRoutes(self.broker, module.BY_NAME, guard=guard, origins=origins,
                                        fingerprint=self.fingerprint)

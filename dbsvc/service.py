@@ -82,7 +82,7 @@ def run_server(module: Any, environ: Mapping[str, str], follow: str | None = Non
     from dbsvc.realtime.broker import Broker
 
     broker = Broker(store, module.BY_NAME, config.changefeed_capacity)
-    app = Application(module, store, guard=guard, replication=config.replication, broker=broker,
+    app = Application(module, store, broker, guard=guard, replication=config.replication,
                       origins=config.http.cors_origins, replica=follower.status if follower else None)
     try:
         if follower is not None:
