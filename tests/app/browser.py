@@ -27,7 +27,10 @@ import sys
 import tempfile
 import threading
 import time
+from collections.abc import Callable
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
+from typing import Any
 
 CANDIDATES = ("chromium", "chromium-browser", "google-chrome", "google-chrome-stable", "chrome")
 
@@ -280,3 +283,35 @@ def run_page(url: str, timeout: float = 30.0, result: str = "window.__result") -
     """Start a browser, open `url`, return the string the page puts in `result`, kill the browser."""
     with Browser() as browser:
         return browser.run_page(url, timeout=timeout, result=result)
+
+
+class PageServer:
+    """A page's origin: a loopback HTTP server in a thread. `route(path)` answers
+    `(body, content type)` or None for 404; nothing is cached by the browser."""
+
+    def __init__(self, route: Callable[[str], tuple[bytes, str] | None]) -> None:
+        class Handler(BaseHTTPRequestHandler):
+            def do_GET(self) -> None:  # noqa: N802
+                answer = route(self.path)
+                if answer is None:
+                    self.send_error(404)
+                    return
+                data, kind = answer
+                self.send_response(200)
+                self.send_header("Content-Type", kind)
+                self.send_header("Content-Length", str(len(data)))
+                self.send_header("Cache-Control", "no-store")
+                self.end_headers()
+                self.wfile.write(data)
+
+            def log_message(self, *args: Any) -> None:
+                pass
+
+        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.port = self.httpd.server_address[1]
+        self.origin = f"http://127.0.0.1:{self.port}"
+        threading.Thread(target=self.httpd.serve_forever, daemon=True).start()
+
+    def close(self) -> None:
+        self.httpd.shutdown()
+        self.httpd.server_close()

@@ -15,9 +15,7 @@ import json
 import os
 import subprocess
 import sys
-import threading
 import time
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import jwt
 import pytest
@@ -25,7 +23,7 @@ from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 
 from app_harness import ROOT, start_server
-from browser import Browser, require_chromium
+from browser import Browser, PageServer, require_chromium
 
 TENANT = "acme"
 
@@ -135,37 +133,12 @@ def html(script: str, config: dict) -> bytes:
     return f"<!doctype html><html><head><title>running</title></head><body><script>{body}</script></body></html>".encode()
 
 
-class PageServer:
-    """The page's origin: a loopback HTTP server in a thread, one page per path."""
-
-    def __init__(self, config: dict) -> None:
-        server_config = config
-
-        class Handler(BaseHTTPRequestHandler):
-            def do_GET(self) -> None:  # noqa: N802
-                script = PAGES.get(self.path)
-                if script is None:
-                    self.send_error(404)
-                    return
-                data = html(script, server_config)
-                self.send_response(200)
-                self.send_header("Content-Type", "text/html; charset=utf-8")
-                self.send_header("Content-Length", str(len(data)))
-                self.send_header("Cache-Control", "no-store")
-                self.end_headers()
-                self.wfile.write(data)
-
-            def log_message(self, *args) -> None:
-                pass
-
-        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.port = self.httpd.server_address[1]
-        self.origin = f"http://127.0.0.1:{self.port}"
-        threading.Thread(target=self.httpd.serve_forever, daemon=True).start()
-
-    def close(self) -> None:
-        self.httpd.shutdown()
-        self.httpd.server_close()
+def page_server(config: dict) -> PageServer:
+    """The page's origin: one page per path of PAGES, with `config` baked in."""
+    def route(path: str) -> tuple[bytes, str] | None:
+        script = PAGES.get(path)
+        return None if script is None else (html(script, config), "text/html; charset=utf-8")
+    return PageServer(route)
 
 
 @pytest.fixture(scope="module")
@@ -186,7 +159,7 @@ def setup(tmp_path_factory):
     assert created.returncode == 0, created.stderr
 
     config = {"token": token, "tag": f"b{os.getpid()}"}
-    pages = PageServer(config)
+    pages = page_server(config)
     server = start_server(ROOT / "schemas" / "blog.dbs", data, {
         "SERVICE_JWT_PUBKEY": str(pem), "SERVICE_JWT_ALG": "ES256", "SERVICE_TENANT": TENANT,
         "SERVICE_CORS_ORIGINS": pages.origin,

@@ -17,7 +17,6 @@ import sys
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import jwt
 import pytest
@@ -25,7 +24,7 @@ from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 
 from app_harness import ROOT, Server
-from browser import Browser, require_chromium
+from browser import Browser, PageServer, require_chromium
 
 DOC = ROOT / "docs" / "realtime.md"
 TENANT = "acme"
@@ -167,41 +166,22 @@ def test_python_example_prints_the_readers_then_every_change_across_a_restart(gu
     assert sum(line.startswith("-- ") for line in lines) == 1
 
 
-class PageServer:
-    """The page's origin: serves `page` at `/` and the offset to wait for at `/target`."""
+class DocPage:
+    """The page's origin: `page` at `/` and the offset to wait for at `/target`."""
 
     def __init__(self) -> None:
         self.page = b""
         self.target: int | None = None
-        owner = self
+        self.server = PageServer(self.route)
+        self.origin = self.server.origin
+        self.close = self.server.close
 
-        class Handler(BaseHTTPRequestHandler):
-            def do_GET(self) -> None:  # noqa: N802
-                if self.path == "/":
-                    data, kind = owner.page, "text/html; charset=utf-8"
-                elif self.path == "/target":
-                    data, kind = json.dumps({"offset": owner.target}).encode(), "application/json"
-                else:
-                    self.send_error(404)
-                    return
-                self.send_response(200)
-                self.send_header("Content-Type", kind)
-                self.send_header("Content-Length", str(len(data)))
-                self.send_header("Cache-Control", "no-store")
-                self.end_headers()
-                self.wfile.write(data)
-
-            def log_message(self, *args) -> None:
-                pass
-
-        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.port = self.httpd.server_address[1]
-        self.origin = f"http://127.0.0.1:{self.port}"
-        threading.Thread(target=self.httpd.serve_forever, daemon=True).start()
-
-    def close(self) -> None:
-        self.httpd.shutdown()
-        self.httpd.server_close()
+    def route(self, path: str) -> tuple[bytes, str] | None:
+        if path == "/":
+            return self.page, "text/html; charset=utf-8"
+        if path == "/target":
+            return json.dumps({"offset": self.target}).encode(), "application/json"
+        return None
 
 
 # Appended to the doc's page: once the page has applied the message at the test's target
@@ -238,7 +218,7 @@ def wait_for_live_queries(server: Server, count: int, timeout: float = 15) -> No
 
 def test_browser_example_keeps_the_live_result_set(guarded):
     require_chromium()
-    pages = PageServer()
+    pages = DocPage()
     try:
         server = guarded({"SERVICE_CORS_ORIGINS": pages.origin})
         auth = guarded.auth
