@@ -7,6 +7,7 @@ Requests go through `http.client`, an HTTP client independent of our protocol la
 
 from __future__ import annotations
 
+import contextlib
 import http.client
 import json
 import os
@@ -16,6 +17,7 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -120,3 +122,22 @@ def start_server(schema: str | Path, data_dir: Path, env: dict | None = None, ti
     return Server(proc, port, data_dir, log)
 
 
+@contextlib.contextmanager
+def server_pool(default_data: Path) -> Iterator[Callable[..., Server]]:
+    """`pool(schema=blog, env=None, data_dir=default_data, args=()) -> Server`; every server
+    the pool started is killed when the block ends (the `serve` fixtures)."""
+    started: list[Server] = []
+
+    def start(schema: str | Path = ROOT / "schemas" / "blog.dbs", env: dict | None = None,
+              data_dir: Path | None = None, args: tuple[str, ...] = ()) -> Server:
+        server = start_server(schema, data_dir or default_data, env, args=args)
+        started.append(server)
+        return server
+
+    try:
+        yield start
+    finally:
+        for server in started:
+            if server.proc.poll() is None:
+                server.proc.kill()
+                server.proc.wait(timeout=10)

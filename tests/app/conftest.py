@@ -2,29 +2,17 @@
 
 from __future__ import annotations
 
-from pathlib import Path
 
 import pytest
 
-from app_harness import ROOT, Server, start_server
+from app_harness import ROOT, server_pool, start_server
 
 
 @pytest.fixture
 def serve(tmp_path):
     """Factory: serve(schema="schemas/blog.dbs", env={...}) -> Server, stopped after the test."""
-    servers: list[Server] = []
-
-    def factory(schema: str | Path = ROOT / "schemas" / "blog.dbs", env: dict | None = None,
-                data_dir: Path | None = None) -> Server:
-        server = start_server(schema, data_dir or tmp_path / "data", env)
-        servers.append(server)
-        return server
-
-    yield factory
-    for server in servers:
-        if server.proc.poll() is None:
-            server.proc.kill()
-            server.proc.wait(timeout=10)
+    with server_pool(tmp_path / "data") as pool:
+        yield pool
 
 
 @pytest.fixture(scope="module")

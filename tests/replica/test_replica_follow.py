@@ -14,7 +14,7 @@ import time
 
 import pytest
 
-from app_harness import ROOT, Server, start_server
+from app_harness import ROOT, Server, server_pool, start_server
 
 BLOG = ROOT / "schemas" / "blog.dbs"
 MODELS = {"user": "-name", "blog-post": "score", "comment": "-created"}      # model -> a sort
@@ -23,19 +23,12 @@ MODELS = {"user": "-name", "blog-post": "score", "comment": "-created"}      # m
 @pytest.fixture
 def nodes(tmp_path):
     """Factory: nodes(name, follow=None, env=...) -> Server; every one killed afterwards."""
-    started: list[Server] = []
+    with server_pool(tmp_path) as pool:
+        def start(name: str, follow: Server | None = None, env: dict | None = None) -> Server:
+            args = ("--follow", f"http://127.0.0.1:{follow.port}") if follow is not None else ()
+            return pool(BLOG, env, tmp_path / name, args)
 
-    def start(name: str, follow: Server | None = None, env: dict | None = None) -> Server:
-        args = ("--follow", f"http://127.0.0.1:{follow.port}") if follow is not None else ()
-        server = start_server(BLOG, tmp_path / name, env, args=args)
-        started.append(server)
-        return server
-
-    yield start
-    for server in started:
-        if server.proc.poll() is None:
-            server.proc.kill()
-            server.proc.wait(timeout=10)
+        yield start
 
 
 def wait_caught_up(primary: Server, replica: Server, timeout: float = 60) -> dict:
