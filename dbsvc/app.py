@@ -200,22 +200,22 @@ class Application:
         """`/replicate`: 404 `replication_disabled` unless `[runtime].replication` is on."""
         if not self.replication:
             raise ReplicationDisabled("replication is off: set replication = true in the schema's [runtime] table")
-        if request.method not in SOCKET_METHODS:
-            raise MethodNotAllowed(f"method {request.method!r} is not allowed on {request.path!r}", list(SOCKET_METHODS))
-        open_socket = self.realtime.replicate if request.path == REPLICATE_PATH else self.realtime.replicate_snapshot
-        try:
-            return open_socket(request)
-        except self._refresh_needed:
-            return self._after_key_refresh(lambda: open_socket(request))
+        if request.path == REPLICATE_PATH:
+            return self._open_socket(request, lambda: self.realtime.replicate(request))
+        return self._open_socket(request, lambda: self.realtime.replicate_snapshot(request))
 
     def feed(self, request: Request, kind: FeedKind, segment: str) -> Upgrade | Awaitable[Upgrade]:
         """A `/subscribe` or `/live-query` socket (dbsvc.realtime.routes checks everything)."""
+        return self._open_socket(request, lambda: self.realtime.open(kind, request, segment))
+
+    def _open_socket(self, request: Request, open_: Callable[[], Upgrade]) -> Upgrade | Awaitable[Upgrade]:
+        """GET only; `open_()` checks the rest, asked again after a key refresh if the guard needs one."""
         if request.method not in SOCKET_METHODS:
             raise MethodNotAllowed(f"method {request.method!r} is not allowed on {request.path!r}", list(SOCKET_METHODS))
         try:
-            return self.realtime.open(kind, request, segment)
+            return open_()
         except self._refresh_needed:
-            return self._after_key_refresh(lambda: self.realtime.open(kind, request, segment))
+            return self._after_key_refresh(open_)
 
     def api(self, request: Request, rest: str) -> Response | Deferred | Awaitable[Response]:
         kebab, slash, rest_of_path = rest.partition("/")

@@ -52,6 +52,11 @@ class CorsPolicy:
             return origin.encode("latin-1")
         return None
 
+    def permits(self, origin: str) -> bool:
+        """Whether `origin` may use the service at all (a WebSocket upgrade): always when no
+        origins are configured or `*` is, else only a listed one."""
+        return not self.enabled or self._any or origin.rstrip("/") in self._origins
+
     def actual_headers(self, origin: str | None) -> Headers:
         """Headers for an ordinary response (rules 2-4)."""
         allowed = self._allow_origin(origin)

@@ -25,6 +25,7 @@ from typing import Any
 
 from dbsvc.auth import authorize, token_from_subprotocols
 from dbsvc.errors import BadQuery, Forbidden, NotFound, OffsetOutOfRange
+from dbsvc.http.cors import CorsPolicy
 from dbsvc.http.types import Request, Upgrade
 from dbsvc.realtime.broker import Broker
 from dbsvc.realtime.feeds import FeedKind, FeedSpec
@@ -51,8 +52,7 @@ class RealtimeRoutes:
         self.fingerprint = fingerprint
         self._by_kebab = {m.kebab: m for m in models.values()}
         self._by_name = {**self._by_kebab, **{m.name: m for m in models.values()}}
-        cleaned = {o.strip().rstrip("/") for o in origins if o.strip()}
-        self._origins = None if not cleaned or "*" in cleaned else frozenset(cleaned)
+        self._origins = CorsPolicy(origins)                 # the same list and rules as CORS
 
     def open(self, kind: FeedKind, request: Request, segment: str) -> Upgrade:
         """The Upgrade for `/<kind>/<segment>`, or a RequestError (or the guard's
@@ -133,6 +133,6 @@ class RealtimeRoutes:
 
     def _check_origin(self, request: Request) -> None:
         origin = request.header("origin")
-        if self._origins is not None and origin is not None and origin.rstrip("/") not in self._origins:
+        if origin is not None and not self._origins.permits(origin):
             raise Forbidden(f"origin {origin!r} is not allowed to open WebSockets here; "
                             "allowed: the origins of SERVICE_CORS_ORIGINS")
