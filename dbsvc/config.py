@@ -9,9 +9,15 @@ section 1, contract section 1):
     SERVICE_MAX_BODY (1048576) SERVICE_MAX_CONNECTIONS (1024)
     SERVICE_SHUTDOWN_TIMEOUT (10)  SERVICE_SYNC (full | off)  SERVICE_CORS_ORIGINS (none)
     SERVICE_HEADER_TIMEOUT (10)    SERVICE_IDLE_TIMEOUT (60)   -- beyond the contract
+    SERVICE_MIN_BODY_RATE (240 bytes/s, 0 off)  SERVICE_BODY_MEMORY (67108864 bytes)
     SERVICE_WS_PING_INTERVAL (30)  SERVICE_WS_PONG_TIMEOUT (30)  -- WebSocket liveness
+    SERVICE_EXPLORER (on | off; unset: on for a loopback bind with the guard off, decided
+                      where the guard is known: dbsvc.explorer.explorer_enabled)
 
-The token guard's variables are read by `dbsvc.auth.load_auth_config`.
+The token guard's variables are read by `dbsvc.auth.load_auth_config`. A timeout of 0
+(SERVICE_HEADER_TIMEOUT, SERVICE_IDLE_TIMEOUT, SERVICE_SHUTDOWN_TIMEOUT) turns it off, as in
+Go's http.Server and Node's http; the WebSocket liveness values must be positive.
+docs/security.md lists every limit and what is refused.
 
 `[runtime]` keys: `replication`, `changefeed_capacity`, and `replication_retain_mb` (MiB of
 compacted log a compaction keeps for replicas that resume, storage/retain.py), carried as
@@ -47,6 +53,7 @@ class Config:
     replication: bool
     changefeed_capacity: int
     replication_retain_bytes: int    # 0 when replication is off
+    explorer: bool | None = None     # SERVICE_EXPLORER; None: the default (docs/explorer.md)
 
 
 def _int(environ: Mapping[str, str], name: str, default: int, lo: int, hi: int | None = None) -> int:
@@ -93,6 +100,14 @@ def _choice(environ: Mapping[str, str], name: str, default: str, allowed: tuple[
     return value
 
 
+def _switch(environ: Mapping[str, str], name: str) -> bool | None:
+    """An `on`/`off` variable: True, False, or None when unset (the caller's default)."""
+    raw = environ.get(name)
+    if raw is None or raw == "":
+        return None
+    return _choice(environ, name, "", ("on", "off")) == "on"
+
+
 def _runtime_int(runtime: Mapping[str, object], key: str, default: int, lo: int = 1) -> int:
     """An integer of the schema's `[runtime]` table (its checks already ran at generation)."""
     value = runtime.get(key, default)
@@ -122,6 +137,8 @@ def load_config(environ: Mapping[str, str], runtime: Mapping[str, object] | None
         header_timeout=_seconds(environ, "SERVICE_HEADER_TIMEOUT", 10.0),
         idle_timeout=_seconds(environ, "SERVICE_IDLE_TIMEOUT", 60.0),
         shutdown_timeout=_seconds(environ, "SERVICE_SHUTDOWN_TIMEOUT", 10.0),
+        min_body_rate=_int(environ, "SERVICE_MIN_BODY_RATE", 240, 0),
+        body_memory=_int(environ, "SERVICE_BODY_MEMORY", 64 << 20, 1),
         cors_origins=origins,
         ws_ping_interval=_positive_seconds(environ, "SERVICE_WS_PING_INTERVAL", 30.0),
         ws_pong_timeout=_positive_seconds(environ, "SERVICE_WS_PONG_TIMEOUT", 30.0),
@@ -141,4 +158,5 @@ def load_config(environ: Mapping[str, str], runtime: Mapping[str, object] | None
         replication=replication,
         changefeed_capacity=_runtime_int(runtime, "changefeed_capacity", 1024),
         replication_retain_bytes=retain_mb << 20 if replication else 0,
+        explorer=_switch(environ, "SERVICE_EXPLORER"),
     )

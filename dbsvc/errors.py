@@ -18,12 +18,16 @@ Tree::
         CorruptLog           damage before the tail of a log or snapshot
         IncompatibleSchema   stored schema cannot be migrated to the new one
         StoreReadOnly        an I/O error turned the store read-only
+        BatchRejected        rows of a batch insert that break a constraint (nothing written)
+        BadBackup            a backup directory that is incomplete or does not verify
+      ImportRejected         bad lines of an import file (nothing imported)
       TokenError             token rejected (mapped to 401 or 403 by the guard)
       RequestError           carries `status` and `code` (contract section 3)
         BadRequest, BadQuery, Unauthorized, Forbidden, NotFound, MethodNotAllowed,
-        OffsetGone, PayloadTooLarge, UnsupportedMediaType, HeadersTooLarge,
+        RequestTimeout, OffsetGone, PayloadTooLarge, UnsupportedMediaType, HeadersTooLarge,
         UniqueViolation, ForeignKeyViolation, Referenced, ConstraintViolation,
-        OffsetOutOfRange, ReplicationDisabled, Unavailable, InternalError
+        OffsetOutOfRange, ReplicationDisabled, Unavailable, InternalError,
+        VersionNotSupported
 """
 
 from __future__ import annotations
@@ -120,6 +124,33 @@ class StoreReadOnly(StorageError):
     """An I/O error on write or fsync; nothing more is accepted until a restart."""
 
 
+class BatchRejected(StorageError):
+    """Rows of `Store.insert_batch` that break a constraint; nothing was written. `problems`
+    lists (row index, the RequestError one insert would have raised, the index of the other
+    batch row it clashes with or None)."""
+
+    def __init__(self, problems: list[tuple[int, RequestError, int | None]], rows: int) -> None:
+        index, error, _other = problems[0]
+        super().__init__(f"{len(problems)} of {rows} rows refused, nothing written; "
+                         f"first: row {index}: {error.detail}")
+        self.problems = problems
+
+
+class BadBackup(StorageError):
+    """A backup directory that is incomplete, altered or damaged (`tenant create --from`)."""
+
+
+class ImportRejected(DbsvcError):
+    """An import file with bad lines; nothing was imported. `problems` holds one
+    `FILE:LINE: message` per bad line shown (at most a fixed number), `count` all of them."""
+
+    def __init__(self, problems: list[str], count: int) -> None:
+        more = f"\n... and {count - len(problems)} more" if count > len(problems) else ""
+        super().__init__("\n".join(problems) + more)
+        self.problems = problems
+        self.count = count
+
+
 class TokenError(DbsvcError):
     """A bearer token the guard refuses; `forbidden` selects 403 over 401."""
 
@@ -202,6 +233,12 @@ class Referenced(RequestError):
     status, code, title = 409, "referenced", "Conflict"
 
 
+class RequestTimeout(RequestError):
+    """408: the request body did not arrive in time (the protocol layer's body deadline)."""
+
+    status, code, title = 408, "bad_request", "Request Timeout"
+
+
 class OffsetGone(RequestError):
     status, code, title = 410, "offset_gone", "Gone"
 
@@ -246,3 +283,9 @@ class Unavailable(RequestError):
 
 class InternalError(RequestError):
     status, code, title = 500, "internal", "Internal Server Error"
+
+
+class VersionNotSupported(RequestError):
+    """505: a request line naming an HTTP major version other than 1 (RFC 9110 §15.6.6)."""
+
+    status, code, title = 505, "bad_request", "HTTP Version Not Supported"

@@ -34,9 +34,19 @@ What a request's span holds until then is its raw values (`log_request`: one tup
 lines are formatted when written, a batch at a time with one format string, which costs a
 third of formatting each line on its request's path.
 
-Invariant: credentials are never written. The HTTP layer logs no headers and no query
-strings; as a second line of defence every formatted line has `Bearer <token>` and
-`Authorization: <value>` redacted.
+Invariants:
+- Credentials are never written. The HTTP layer logs no headers and no query strings; as a
+  second line of defence every formatted line has `Bearer <token>` and
+  `Authorization: <value>` redacted.
+- A client cannot forge a text line. A record is one line plus, when it carries an
+  exception, indented traceback lines. Whatever a client controls (a decoded path, an
+  exception message, any argument of a message) is written with every non-printable
+  character escaped (`\n`, `\x1b`, `\x9b`, `\u2028`, `\ud800`: `str.isprintable`, so
+  C0 and C1 controls, line and paragraph separators, bidi controls, lone surrogates); a
+  span field holding a space, a quote or an escape is written in double quotes
+  (`path="/a b"`). The JSON format escapes through json.
+- A record logged with `extra={"exc_messages": False}` (an unhandled error in a request)
+  shows the exception's type and frames, never its message, which may hold client data.
 """
 
 from __future__ import annotations
@@ -126,11 +136,85 @@ def _redact(text: str) -> str:
 SPAN_FIELDS = ("method", "path", "status", "duration_ms", "bytes", "request_id")
 
 
+_ESCAPES = {"\n": "\\n", "\r": "\\r", "\t": "\\t"}
+_QUOTED_ESCAPES = dict(_ESCAPES, **{'"': '\\"', "\\": "\\\\"})
+
+
+def escape(text: str, quoted: bool = False) -> str:
+    """`text` with each non-printable character as an escape (`\\n`, `\\x1b`, `\\u2028`);
+    `quoted` also escapes `"` and backslashes, for a value written between quotes.
+
+    >>> escape("a\\nb\\x1b[31m\\u2028")
+    'a\\\\nb\\\\x1b[31m\\\\u2028'
+    """
+    table = _QUOTED_ESCAPES if quoted else _ESCAPES
+    out = []
+    for char in text:
+        if char in table:
+            out.append(table[char])
+        elif char.isprintable():
+            out.append(char)
+        else:
+            code = ord(char)
+            out.append(f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}" if code < 0x10000 else f"\\U{code:08x}")
+    return "".join(out)
+
+
+def field_text(value: object) -> str:
+    """A span field's value as the text format writes it: as is when it is plain, else
+    quoted and escaped, so a value cannot end its field or its line."""
+    text = value if type(value) is str else str(value)
+    if text.isprintable() and " " not in text and '"' not in text:
+        return text
+    return '"' + escape(text, quoted=True) + '"'
+
+
 def _text_line(created: float, level: str, target: str, message: str, fields: dict | None) -> str:
+    if not message.isprintable():
+        message = escape(message)
     line = f"{_timestamp(created)} {level:>5} {target}: {message}"
     if fields:
-        line += " " + " ".join(f"{key}={value}" for key, value in fields.items())
+        line += " " + " ".join(f"{key}={field_text(value)}" for key, value in fields.items())
     return line
+
+
+def exception_text(exc: BaseException, messages: bool = True, indent: str = "  ") -> str:
+    """The traceback of `exc` and the exceptions it chains, as `traceback.format_exception`
+    writes it, except that each exception's message is one escaped line, or left out when
+    `messages` is False: then only types and frames remain, which hold no client data.
+    Every line is indented (text format), so none can pass for a record of its own."""
+    chain: list[BaseException] = []
+    current: BaseException | None = exc
+    while current is not None and all(current is not seen for seen in chain):
+        chain.append(current)
+        current = current.__cause__ or (None if current.__suppress_context__ else current.__context__)
+    parts: list[str] = []
+    for index, each in enumerate(reversed(chain)):
+        if index:
+            parts.append("\nThe above exception was the direct cause of the following exception:\n\n"
+                         if each.__cause__ is not None else
+                         "\nDuring handling of the above exception, another exception occurred:\n\n")
+        if each.__traceback__ is not None:
+            parts.append("Traceback (most recent call last):\n")
+            parts.extend(traceback.format_tb(each.__traceback__))
+        kind = type(each)
+        name = kind.__qualname__ if kind.__module__ == "builtins" else f"{kind.__module__}.{kind.__qualname__}"
+        if messages:
+            try:
+                message = str(each)
+            except Exception:
+                message = "<the exception's str() failed>"
+            parts.append(f"{name}: {escape(message)}\n" if message else f"{name}\n")
+        else:
+            parts.append(f"{name}\n")
+    return "\n".join(indent + line for line in "".join(parts).rstrip("\n").split("\n"))
+
+
+def _record_exception(record: logging.LogRecord, indent: str) -> str | None:
+    info = record.exc_info
+    if not info or info[1] is None:
+        return None
+    return exception_text(info[1], getattr(record, "exc_messages", True), indent)
 
 
 def _json_payload(created: float, level: str, target: str, message: str, fields: dict | None) -> dict[str, Any]:
@@ -142,22 +226,31 @@ def _json_payload(created: float, level: str, target: str, message: str, fields:
 
 
 class TextFormatter(logging.Formatter):
-    """`ts LEVEL target: message k=v ...`, then the traceback if any."""
+    """`ts LEVEL target: message k=v ...`, then the traceback if any, indented."""
 
     _REQUEST = (f" {'INFO':>5} {SPAN_LOGGER}: request "
                 + " ".join(f"{name}=%s" for name in SPAN_FIELDS))
 
     def requests(self, spans: list[tuple]) -> list[str]:
         """Lines for `log_request` tuples (created, method, path, status, duration_ms, bytes,
-        request_id): what `span` writes for the same fields, one format string per line."""
+        request_id): what `span` writes for the same fields, one format string per line.
+        Of these only the path needs `field_text`: h11 admits only token characters in a
+        method, and a request id is `[A-Za-z0-9._-]` (message.RequestIds)."""
         template = self._REQUEST
-        return [_timestamp(t[0]) + template % (t[1], t[2], t[3], round(t[4], 3), t[5], t[6]) for t in spans]
+        lines = []
+        for t in spans:
+            path = t[2]
+            if not path.isprintable() or " " in path or '"' in path:
+                path = field_text(path)
+            lines.append(_timestamp(t[0]) + template % (t[1], path, t[3], round(t[4], 3), t[5], t[6]))
+        return lines
 
     def format(self, record: logging.LogRecord) -> str:
         line = _text_line(record.created, record.levelname, record.name, record.getMessage(),
                           getattr(record, "fields", None))
-        if record.exc_info:
-            line += "\n" + "".join(traceback.format_exception(*record.exc_info)).rstrip()
+        error = _record_exception(record, "  ")
+        if error is not None:
+            line += "\n" + error
         return _redact(line)
 
     def span(self, created: float, fields: dict) -> str:
@@ -181,8 +274,9 @@ class JsonFormatter(logging.Formatter):
     def format(self, record: logging.LogRecord) -> str:
         payload = _json_payload(record.created, record.levelname, record.name, record.getMessage(),
                                 getattr(record, "fields", None))
-        if record.exc_info:
-            payload["error"] = "".join(traceback.format_exception(*record.exc_info)).rstrip()
+        error = _record_exception(record, "")
+        if error is not None:
+            payload["error"] = error
         return _redact(json.dumps(payload, ensure_ascii=False, default=str))
 
 

@@ -8,7 +8,7 @@ still allows one.
 Phases of a connection (`Phase`) and the deadline each one carries:
 
     HEAD      a request head is being received       header_timeout from its first byte
-    BODY      a request body is being received       idle_timeout from the last body byte
+    BODY      a request body is being received       the body deadline (rule 11)
     APP       the request is with the application    none (shutdown_timeout bounds it)
     IDLE      keep-alive, between requests           idle_timeout from the last response
     LINGER    final response sent, input discarded   LINGER_SECONDS, then closed
@@ -16,17 +16,23 @@ Phases of a connection (`Phase`) and the deadline each one carries:
     CLOSED    the transport is gone
 
 A new connection starts in HEAD, so a client that connects and never completes a head is
-closed at the header deadline (slowloris). Deadlines are plain floats checked by the
-server's sweeper (`dbsvc.http.server`), so the per-request cost is one `loop.time()`.
+closed at the header deadline (slowloris), without a response: nothing tells it apart from a
+client that went away, and it may not be reading. Deadlines are plain floats checked by the
+server's sweeper (`dbsvc.http.server`), so the per-request cost is one `loop.time()`. A
+timeout of 0 is no deadline (the hub turns it into infinity).
 
 Rules:
-1. Responses leave in request order. While the application works on a request (APP) or the
-   transport's write buffer is over its high-water mark, no further request is parsed, and
-   bytes that arrive meanwhile are parked in `_unfed` with reading paused
-   (`transport.pause_reading`); so a flood of pipelined requests is bounded by one socket
-   read (256 KiB) plus h11's buffer, however many bytes the client sends.
+1. Responses leave in request order. While the application works on a request (APP), the
+   transport's write buffer is over its high-water mark, or the connection yields its turn
+   (rule 12), no further request is parsed, and bytes that arrive meanwhile are parked in
+   `_unfed` with reading paused (`transport.pause_reading`); so a flood of pipelined
+   requests is bounded by one socket read (256 KiB) plus h11's buffer, however many bytes
+   the client sends.
 2. h11 is fed at most FEED_SIZE (64 KiB) at a time, and only while it asks for data.
-3. A head bigger than MAX_HEAD (h11's `max_incomplete_event_size`) is 431 (RFC 9110 §15.5.20).
+3. A head bigger than MAX_HEAD is 431 (RFC 9110 §15.5.20), whatever the segmentation: h11
+   refuses an incomplete head past MAX_HEAD (`max_incomplete_event_size`), and a head that
+   arrived whole is measured here, as the bytes h11 consumed between the end of the
+   previous request and the end of this head (`_fed` minus what h11 still buffers).
 4. Content-Length together with Transfer-Encoding is 400 and close (RFC 9112 §6.3 item 3:
    such a message may be a smuggling attempt; h11 would silently prefer chunked).
 5. A declared Content-Length over `max_body` is answered 413 at once, before any body
@@ -37,8 +43,14 @@ Rules:
 7. Closing after an error response "lingers" (RFC 9112 §9.6): write, send FIN, discard
    input for up to LINGER_SECONDS, then close, so that unread input does not make the
    kernel reset the connection before the client has read the error.
-8. An exception from the application never escapes: a RequestError becomes its problem
-   response, anything else a logged 500 `internal` carrying the request id.
+8. No exception escapes to asyncio. From the application: a RequestError becomes its
+   problem response, anything else a logged 500 `internal` carrying the request id. A
+   response that cannot be rendered or sent (a body json cannot encode, a bad status or
+   header) becomes that 500 too, and when even that fails, the fixed bytes of
+   `problem.internal_error_response`. An exception of this layer's own (a bug) is logged,
+   answered with those fixed bytes if h11 still allows a response, and the connection is
+   closed. Every such log shows the exception's type and frames, never its message
+   (`exc_messages=False`): a message may hold the client's data.
 9. A response on a connection that stays open is written at the end of the event loop's
    turn (`Hub.defer`), together with every other response that turn produced, like Redis
    writes its replies just before its event loop sleeps. Each write to a socket whose
@@ -53,6 +65,18 @@ Rules:
    valid one gets its 101 through h11 and the socket passes to a `WebSocketConnection`,
    which from then on receives every transport callback (types.Upgraded). An invalid one
    is answered like any refused request (426 or 400) and the connection stays HTTP.
+11. A body must keep coming. Its deadline is the earlier of `idle_timeout` after its last
+   byte and, when `min_body_rate` is on, the moment its average rate since the head falls
+   under that rate once `body_rate_grace` has passed (Kestrel's MinRequestBodyDataRate:
+   240 bytes/s after 5 s), so a byte every few seconds cannot hold a connection. Past the
+   deadline the client gets 408 and the connection closes (rule 7). All unfinished bodies
+   together hold at most `body_memory` bytes (`Hub.body_bytes`): a declared length that
+   does not fit, or a body that crosses it, is answered 503 `unavailable` and closed.
+12. Fairness: one call of `_process` starts at most PIPELINE_BUDGET requests; then the
+   connection yields the loop's turn (`call_soon`) and parks its input (rule 1), so a
+   client pipelining thousands of requests delays the others by one budget per turn.
+13. `OPTIONS *` (RFC 9112 §3.2.4) is answered here, 204 with `Allow: ASTERISK_ALLOW`,
+   the methods dbsvc's routes answer; the asterisk with another method is 400 (message.py).
 """
 
 from __future__ import annotations
@@ -67,10 +91,18 @@ from typing import TYPE_CHECKING, Any, cast
 
 import h11
 
-from dbsvc.errors import BadRequest, HeadersTooLarge, InternalError, PayloadTooLarge, RequestError, Unavailable
+from dbsvc.errors import (
+    BadRequest,
+    HeadersTooLarge,
+    InternalError,
+    PayloadTooLarge,
+    RequestError,
+    RequestTimeout,
+    Unavailable,
+)
 from dbsvc.http.message import Head, read_head, response_headers
 from dbsvc.http.output import Outbox
-from dbsvc.http.problem import problem_response
+from dbsvc.http.problem import internal_error_response, problem_response
 from dbsvc.http.types import Deferred, Response, Upgrade, Upgraded
 from dbsvc.http.websocket import WebSocketConnection, handshake_headers
 from dbsvc.logs import log_request
@@ -81,6 +113,13 @@ if TYPE_CHECKING:
 FEED_SIZE = 64 * 1024
 MAX_HEAD = 16 * 1024
 LINGER_SECONDS = 2.0
+PIPELINE_BUDGET = 32                 # requests one connection starts per turn of the loop (rule 12)
+# The methods dbsvc's routes answer (dbsvc.routes.ALL_METHODS, which this layer cannot import;
+# a test holds the two equal).
+ASTERISK_ALLOW = "GET, POST, PUT, PATCH, DELETE, HEAD, OPTIONS"
+# A response that needs no h11 and no json: what a crashed connection still says (rule 8).
+_LAST_WORDS = (b"HTTP/1.1 500 Internal Server Error\r\ncontent-type: application/problem+json\r\n"
+               b"connection: close\r\ncontent-length: %d\r\n\r\n")
 
 log = logging.getLogger("dbsvc.http")
 span_log = logging.getLogger("dbsvc.http.request")
@@ -108,9 +147,9 @@ class HttpConnection(asyncio.Protocol):
 
     __slots__ = (
         "_hub", "_h11", "_transport", "_peer", "phase", "deadline", "counted",
-        "_unfed", "_reading_paused", "_out", "_eof", "_eof_fed",
-        "_head", "_body", "_body_size", "_preflight", "_started", "_upgraded",
-        "_deferred",
+        "_unfed", "_reading_paused", "_out", "_eof", "_eof_fed", "_fed", "_head_start",
+        "_head", "_body", "_body_size", "_body_start", "_preflight", "_started", "_upgraded",
+        "_deferred", "_yielding",
     )
 
     def __init__(self, hub: Hub) -> None:
@@ -126,13 +165,17 @@ class HttpConnection(asyncio.Protocol):
         self._out = Outbox(hub.defer)                       # rule 9, and write back-pressure
         self._eof = False
         self._eof_fed = False
+        self._fed = 0                                       # bytes handed to h11 so far (rule 3)
+        self._head_start = 0                                # where the current head began, in _fed
         self._head: Head | None = None
-        self._body: list[bytes] = []
-        self._body_size = 0
+        self._body: bytes | bytearray = b""
+        self._body_size = 0                                 # counted in hub.body_bytes (rule 11)
+        self._body_start = 0.0
         self._preflight = False
         self._started = 0.0
         self._upgraded: Upgraded | None = None
         self._deferred: Response | None = None              # the answer waiting for a Deferred
+        self._yielding = False                              # rule 12
 
     # -- asyncio.Protocol -------------------------------------------------------------
 
@@ -144,33 +187,40 @@ class HttpConnection(asyncio.Protocol):
         peer = transport.get_extra_info("peername")
         self._peer = (peer[0], peer[1]) if isinstance(peer, tuple) else None
         hub = self._hub
-        self.deadline = hub.loop.time() + hub.settings.header_timeout
+        self.deadline = hub.loop.time() + hub.header_timeout
         if not hub.admit(self):
-            self._refuse()
+            try:
+                self._refuse()
+            except Exception as exc:                       # rule 8
+                self._crash(exc)
 
     def data_received(self, data: bytes) -> None:
-        phase = self.phase
-        if phase is UPGRADED:
-            self._upgraded.data_received(data)              # type: ignore[union-attr]
-            return
-        if phase is LINGER or phase is CLOSED:
-            return                                          # rule 7: discarded
-        if phase is APP or self._out.paused or self._unfed:
-            self._unfed += data                             # rule 1: parked, reading paused
-            if not self._reading_paused:
-                self._reading_paused = True
-                self._transport.pause_reading()
-            if phase is not APP and not self._out.paused:
-                self._process()
-            return
-        if phase is IDLE:
-            self.phase = HEAD
-            self.deadline = self._hub.loop.time() + self._hub.settings.header_timeout
-        if len(data) > FEED_SIZE:
-            self._unfed += data                             # rule 2: fed in pieces
-        else:
-            self._h11.receive_data(data)
-        self._process()
+        try:
+            phase = self.phase
+            if phase is UPGRADED:
+                self._upgraded.data_received(data)          # type: ignore[union-attr]
+                return
+            if phase is LINGER or phase is CLOSED:
+                return                                      # rule 7: discarded
+            if phase is APP or self._out.paused or self._unfed or self._yielding:
+                self._unfed += data                         # rule 1: parked, reading paused
+                if not self._reading_paused:
+                    self._reading_paused = True
+                    self._transport.pause_reading()
+                if phase is not APP and not self._out.paused and not self._yielding:
+                    self._process()
+                return
+            if phase is IDLE:
+                self.phase = HEAD
+                self.deadline = self._hub.loop.time() + self._hub.header_timeout
+            if len(data) > FEED_SIZE:
+                self._unfed += data                         # rule 2: fed in pieces
+            else:
+                self._fed += len(data)
+                self._h11.receive_data(data)
+            self._process()
+        except Exception as exc:                           # rule 8: our own bug
+            self._crash(exc)
 
     def eof_received(self) -> bool | None:
         if self._upgraded is not None:
@@ -178,8 +228,8 @@ class HttpConnection(asyncio.Protocol):
         if self.phase is LINGER:
             return False                                    # the client is done: close now
         self._eof = True
-        if self.phase is not APP and not self._out.paused:
-            self._process()
+        if self.phase is not APP and not self._out.paused and not self._yielding:
+            self._process_guarded()
         return True                                         # keep writing our response
 
     def pause_writing(self) -> None:
@@ -191,13 +241,14 @@ class HttpConnection(asyncio.Protocol):
         self._out.paused = False
         if self._upgraded is not None:
             self._upgraded.resume_writing()
-        elif self.phase is not APP:
-            self._process()
+        elif self.phase is not APP and not self._yielding:
+            self._process_guarded()
 
     def connection_lost(self, exc: Exception | None) -> None:
         self.phase = CLOSED
         self.deadline = _INF
         self._out.discard()
+        self._drop_body()
         self._hub.forget(self)
         if self._upgraded is not None:
             self._upgraded.connection_lost(exc)
@@ -207,13 +258,23 @@ class HttpConnection(asyncio.Protocol):
 
     def on_deadline(self) -> None:
         """The sweeper found this connection past its deadline."""
+        try:
+            self._on_deadline()
+        except Exception as exc:                           # rule 8
+            self._crash(exc)
+
+    def _on_deadline(self) -> None:
         phase = self.phase
         self.deadline = _INF
         self._out.flush()
         if phase is IDLE and not self._transport.get_write_buffer_size():
             self._transport.close()                         # quiet keep-alive: a normal FIN
-        elif phase is HEAD or phase is BODY or phase is LINGER or phase is IDLE:
-            # HEAD/BODY: too slow (slowloris); IDLE with unsent bytes: the client stopped
+        elif phase is BODY:
+            self._fail(RequestTimeout(                      # rule 11
+                f"request body too slow: {self._body_size} bytes received in "
+                f"{self._hub.loop.time() - self._body_start:.1f} s"), self._head)
+        elif phase is HEAD or phase is LINGER or phase is IDLE:
+            # HEAD: too slow (slowloris); IDLE with unsent bytes: the client stopped
             # reading its responses, and close() would wait for it forever.
             if phase is not LINGER:
                 log.debug("closing %s: timed out in phase %s", self._peer, phase.value)
@@ -238,8 +299,13 @@ class HttpConnection(asyncio.Protocol):
     def _process(self) -> None:
         """Pull h11 events until it needs bytes, a response is pending, or we stop."""
         conn = self._h11
+        started = 0
         while self.phase is not APP and not self._out.paused:
             if self.phase is LINGER or self.phase is CLOSED or self.phase is UPGRADED:
+                return
+            if started >= PIPELINE_BUDGET:                  # rule 12
+                self._yielding = True
+                self._hub.loop.call_soon(self._resume_turn)
                 return
             try:
                 event = conn.next_event()
@@ -250,6 +316,7 @@ class HttpConnection(asyncio.Protocol):
                 if self._unfed:
                     piece = bytes(self._unfed[:FEED_SIZE])
                     del self._unfed[:FEED_SIZE]
+                    self._fed += len(piece)
                     conn.receive_data(piece)
                     continue
                 if self._eof and not self._eof_fed:
@@ -262,6 +329,7 @@ class HttpConnection(asyncio.Protocol):
                 return
             kind = type(event)
             if kind is h11.Request:
+                started += 1
                 self._on_head(cast(h11.Request, event))
             elif kind is h11.EndOfMessage:
                 self._on_end()
@@ -277,54 +345,116 @@ class HttpConnection(asyncio.Protocol):
                     self._transport.pause_reading()
                 return
 
+    def _resume_turn(self) -> None:
+        """The loop came round again after this connection yielded (rule 12)."""
+        self._yielding = False
+        if self.phase is not APP and not self._out.paused:
+            self._process_guarded()
+
+    def _process_guarded(self) -> None:
+        """`_process` for a callback that data_received's guard does not cover (rule 8)."""
+        try:
+            self._process()
+        except Exception as exc:
+            self._crash(exc)
+
     def _on_head(self, event: h11.Request) -> None:
         hub = self._hub
         if hub.span_enabled:
             self._started = time.perf_counter()
+        if self._fed - self._head_start > MAX_HEAD:         # rule 3: possibly a whole big head
+            size = self._fed - len(self._h11._receive_buffer) - self._head_start
+            if size > MAX_HEAD:
+                self._fail(HeadersTooLarge(
+                    f"request head of {size} bytes is over the limit of {MAX_HEAD} bytes"), None)
+                return
         try:
             head = read_head(event, hub.ids, self._peer)
-        except BadRequest as exc:
+        except RequestError as exc:
             self._fail(exc, None)
             return
         self._head = head
         if head.chunked and head.content_length is not None:
             self._fail(BadRequest("request has both content-length and transfer-encoding"), head)
             return
-        max_body = hub.settings.max_body
-        if head.content_length is not None and head.content_length > max_body:
-            self._fail(PayloadTooLarge(
-                f"request body of {head.content_length} bytes is over the limit of {max_body} bytes",
-                limit=max_body), head)
-            return
-        self._preflight = (hub.cors.enabled and head.preflight_method is not None
-                           and head.origin is not None and head.request.method == "OPTIONS")
+        length = head.content_length
+        if length is not None:
+            max_body = hub.settings.max_body
+            if length > max_body:
+                self._fail(PayloadTooLarge(
+                    f"request body of {length} bytes is over the limit of {max_body} bytes",
+                    limit=max_body), head)
+                return
+            if length > hub.body_memory - hub.body_bytes:   # rule 11
+                self._fail(self._memory_full(length), head)
+                return
+        self._preflight = head.asterisk or (hub.cors.enabled and head.preflight_method is not None
+                                            and head.origin is not None and head.request.method == "OPTIONS")
         self.phase = BODY
-        self.deadline = hub.loop.time() + hub.settings.idle_timeout
+        now = hub.loop.time()
+        self._body_start = now
+        self.deadline = now + hub.body_wait
         if head.expects_continue and self._h11.they_are_waiting_for_100_continue:
             self._out.write(self._h11.send(h11.InformationalResponse(status_code=100, headers=[])))
 
     def _on_data(self, data: bytes) -> None:
-        self._body_size += len(data)
-        max_body = self._hub.settings.max_body
-        if self._body_size > max_body:
+        hub = self._hub
+        size = self._body_size + len(data)
+        max_body = hub.settings.max_body
+        if size > max_body:
             self._fail(PayloadTooLarge(
                 f"request body is over the limit of {max_body} bytes", limit=max_body), self._head)
             return
-        self._body.append(data)
-        self.deadline = self._hub.loop.time() + self._hub.settings.idle_timeout
+        hub.body_bytes += len(data)
+        self._body_size = size
+        if hub.body_bytes > hub.body_memory:                # rule 11
+            self._fail(self._memory_full(size), self._head)
+            return
+        body = self._body
+        if not body:
+            self._body = data                               # h11 hands over a fresh bytearray
+        else:
+            if type(body) is not bytearray:
+                body = self._body = bytearray(body)
+            body += data                                    # one growing buffer, not a list of pieces
+        now = hub.loop.time()
+        deadline = now + hub.idle_timeout
+        rate = hub.settings.min_body_rate
+        if rate:
+            by_rate = self._body_start + max(hub.settings.body_rate_grace, size / rate)
+            if by_rate < deadline:
+                deadline = by_rate
+        self.deadline = deadline
+
+    def _memory_full(self, size: int) -> Unavailable:
+        error = Unavailable(
+            f"request bodies being received hold {self._hub.body_bytes} bytes; a body of {size} bytes "
+            f"would pass the limit of {self._hub.body_memory} bytes: retry later")
+        error.headers = [("Retry-After", "1")]
+        return error
+
+    def _drop_body(self) -> None:
+        """Forget the body being received, and give its bytes back to the hub's budget."""
+        if self._body_size:
+            self._hub.body_bytes -= self._body_size
+            self._body_size = 0
+        self._body = b""
 
     def _on_end(self) -> None:
         head = self._head
         assert head is not None
         request = head.request
         if self._body:
-            request.body = self._body[0] if len(self._body) == 1 else b"".join(self._body)
-            self._body = []
-            self._body_size = 0
+            request.body = self._body                       # type: ignore[assignment]  # h11's bytearray
+            self._drop_body()
+        self._head_start = self._fed - len(self._h11._receive_buffer)   # rule 3
         self.phase = APP
         self.deadline = _INF
         if self._preflight:
             self._preflight = False
+            if head.asterisk:                               # rule 13
+                self._send(Response(204, b"", [("Allow", ASTERISK_ALLOW)], None), None)
+                return
             extra = self._hub.cors.preflight_headers(head.origin, head.preflight_headers)
             self._send(Response(204, b"", [], None), extra)
             return
@@ -354,13 +484,16 @@ class HttpConnection(asyncio.Protocol):
             result = await awaitable
         except Exception as exc:                           # rule 8
             result = self._app_error(exc)
-        if self.phase is not APP:
-            return                                          # the client went away meanwhile
-        if not isinstance(result, (Response, Deferred, Upgrade)):
-            result = self._app_error(TypeError(f"app returned {type(result).__name__}"))
-        self._deliver(result)
-        if self.phase is not APP and not self._out.paused:
-            self._process()
+        try:
+            if self.phase is not APP:
+                return                                      # the client went away meanwhile
+            if not isinstance(result, (Response, Deferred, Upgrade)):
+                result = self._app_error(TypeError(f"app returned {type(result).__name__}"))
+            self._deliver(result)
+            if self.phase is not APP and not self._out.paused and not self._yielding:
+                self._process()
+        except Exception as exc:                           # rule 8
+            self._crash(exc)
 
     def _on_settled(self, future: asyncio.Future[Any]) -> None:
         """The future of a `Deferred` completed: send its response, or its error (rule 8)."""
@@ -368,26 +501,38 @@ class HttpConnection(asyncio.Protocol):
         error = future.exception() if not future.cancelled() else asyncio.CancelledError()
         if self.phase is not APP or response is None:
             return                                          # the client went away meanwhile
-        self._send(self._app_error(error) if error is not None else response, None)
-        if self.phase is not APP and not self._out.paused:
-            self._process()
+        try:
+            self._send(self._app_error(error) if error is not None else response, None)
+            if self.phase is not APP and not self._out.paused and not self._yielding:
+                self._process()
+        except Exception as exc:                           # rule 8
+            self._crash(exc)
 
     def _app_error(self, exc: BaseException) -> Response:
+        """The response for an exception of the application's; never raises (rule 8)."""
         head = self._head
         request_id = head.request.request_id if head is not None else ""
-        if isinstance(exc, RequestError):
-            return problem_response(exc, request_id)
-        request = head.request if head is not None else None
-        log.error("unhandled error in %s %s (request_id=%s)",
-                  request.method if request else "-", request.path if request else "-",
-                  request_id, exc_info=exc)
-        return problem_response(InternalError("internal server error"), request_id)
+        try:
+            if isinstance(exc, RequestError):
+                return problem_response(exc, request_id)
+            request = head.request if head is not None else None
+            log.error("unhandled error in %s %s (request_id=%s)",
+                      request.method if request else "-", request.path if request else "-",
+                      request_id, exc_info=exc, extra={"exc_messages": False})
+            return problem_response(InternalError("internal server error"), request_id)
+        except Exception as failure:
+            log.error("the error response of request_id=%s could not be rendered", request_id,
+                      exc_info=failure, extra={"exc_messages": False})
+            return internal_error_response(request_id)
 
     # -- responses ----------------------------------------------------------------------
 
     def _send(self, response: Response, extra: list[tuple[bytes, bytes]] | None,
-              close: bool = False, request_id: str = "") -> None:
-        """Send one complete response to the current request, then start the next cycle."""
+              close: bool = False, request_id: str = "", fallback: bool = False) -> None:
+        """Send one complete response to the current request, then start the next cycle.
+
+        A response that cannot be sent is replaced by the error's own response, without
+        extra headers (`fallback`); if even that fails, the exception goes up to `_crash`."""
         hub = self._hub
         head = self._head
         request = head.request if head is not None else None
@@ -396,27 +541,30 @@ class HttpConnection(asyncio.Protocol):
         if hub.cors.enabled and extra is None and head is not None:
             extra = hub.cors.actual_headers(head.origin)
         close = close or hub.shutting_down
-        status = response.status
+        conn = self._h11
         try:
-            headers = response_headers(response, request_id, extra, close)
-        except (h11.LocalProtocolError, UnicodeEncodeError) as exc:   # e.g. CR/LF in a value
-            response = self._app_error(exc)
             status = response.status
             headers = response_headers(response, request_id, extra, close)
-        # response_headers has validated every header as h11 would, so h11's own per-header
-        # regex pass is skipped (`_parsed=True`, the flag h11 uses for headers it parsed).
-        event = h11.Response(status_code=status, reason=_REASONS.get(status, b""),
-                             headers=headers, _parsed=True)
-        conn = self._h11
-        data = conn.send(event)
-        body = response.body
+            # response_headers has validated every header as h11 would, so h11's own per-header
+            # regex pass is skipped (`_parsed=True`, the flag h11 uses for headers it parsed).
+            event = h11.Response(status_code=status, reason=_REASONS.get(status, b""),
+                                 headers=headers, _parsed=True)
+            body = response.body
+            if not isinstance(body, (bytes, bytearray)):
+                raise TypeError(f"response body is {type(body).__name__}, expected bytes")
+            data = conn.send(event)
+        except Exception as exc:                           # rule 8: e.g. CR/LF in a header value
+            if fallback:
+                raise
+            self._send(self._app_error(exc), [], close, request_id, fallback=True)
+            return
         sent = 0
         if body and (request is None or request.method != "HEAD") and status != 204 and status != 304:
             data += conn.send(h11.Data(data=body))
             sent = len(body)
         data += conn.send(h11.EndOfMessage())
         if hub.span_enabled:
-            self._log_span(request, status, sent)
+            self._log_span(request, status, sent, request_id)
         self._head = None
         if conn.our_state is h11.MUST_CLOSE:
             self._out.write(data)
@@ -429,12 +577,12 @@ class HttpConnection(asyncio.Protocol):
         self._out.write_later(data)
         conn.start_next_cycle()
         self.phase = IDLE
-        self.deadline = hub.loop.time() + hub.settings.idle_timeout
+        self.deadline = hub.loop.time() + hub.idle_timeout
 
     def _fail(self, exc: RequestError, head: Head | None) -> None:
-        """Answer `exc` to a request we will not read to its end, then close (rules 4, 5, 7)."""
+        """Answer `exc` to a request we will not read to its end, then close (rules 4, 5, 7, 11)."""
         self._head = head
-        self._body = []
+        self._drop_body()
         request_id = head.request.request_id if head is not None else self._hub.ids.choose(None)
         self._send(problem_response(exc, request_id), None, close=True, request_id=request_id)
 
@@ -448,6 +596,25 @@ class HttpConnection(asyncio.Protocol):
         else:
             error = BadRequest(f"malformed request: {exc}")
         self._fail(error, self._head)
+
+    def _crash(self, exc: Exception) -> None:
+        """Rule 8's last resort, for an exception of this layer's own: log it without its
+        message, say 500 in fixed bytes if h11 still allows a response, and close."""
+        head = self._head
+        request_id = head.request.request_id if head is not None else "-"
+        log.error("internal error in the http layer (phase %s, request_id=%s)", self.phase.value, request_id,
+                  exc_info=exc, extra={"exc_messages": False})
+        self._head = None
+        self._drop_body()
+        transport = self._transport
+        if self.phase is CLOSED or transport is None or transport.is_closing():
+            return
+        if self.phase is not UPGRADED and self._h11.our_state in (h11.IDLE, h11.SEND_RESPONSE):
+            body = internal_error_response(request_id).body
+            self._out.write((_LAST_WORDS % len(body)) + body)
+            self._linger()
+            return
+        transport.abort()
 
     def _refuse(self) -> None:
         """Past max_connections: a 503 problem on a connection that is never counted."""
@@ -504,9 +671,9 @@ class HttpConnection(asyncio.Protocol):
             self._reading_paused = False
             self._transport.resume_reading()
 
-    def _log_span(self, request: Any, status: int, size: int) -> None:
-        if request is None:
-            log_request("-", "-", status, 0.0, size, "")
+    def _log_span(self, request: Any, status: int, size: int, request_id: str) -> None:
+        if request is None:                                 # refused before a request existed
+            log_request("-", "-", status, 0.0, size, request_id)
         else:
             log_request(request.method, request.path, status, (time.perf_counter() - self._started) * 1000.0,
                         size, request.request_id)

@@ -19,6 +19,14 @@ Invariants:
   values latin-1 decoded (RFC 9110 §5.5: field values are octets; latin-1 is lossless).
 - The path never carries the query string; the query is split as
   `urllib.parse.parse_qsl(keep_blank_values=True)` splits it, so `?a=&b` keeps both keys.
+- Path and query are percent-decoded as strict UTF-8: invalid bytes (`%ff`) are a 400, in
+  the query as in the path, never a silent U+FFFD that a filter would then match.
+- A request line naming an HTTP major version other than 1 is refused (505): h11 parses
+  any `HTTP/d.d` and would serve `HTTP/2.0` as 1.1.
+- The asterisk target (`*`) is kept only for OPTIONS (RFC 9112 §3.2.4); any other method
+  with it is a 400.
+- At most one `Authorization` header: two are a 400, so no layer can read one while
+  another layer reads the other.
 - Every header value we add is ASCII without CR/LF, so h11 validation cannot fail on them.
 """
 
@@ -34,7 +42,7 @@ from urllib.parse import parse_qsl, unquote
 
 import h11
 
-from dbsvc.errors import BadRequest
+from dbsvc.errors import BadRequest, VersionNotSupported
 from dbsvc.http.types import Request, Response
 
 SERVER_NAME = b"dbsvc"
@@ -85,6 +93,7 @@ class Head:
     origin: str | None               # `Origin`, for CORS
     preflight_method: str | None     # `Access-Control-Request-Method` (CORS preflight)
     preflight_headers: str | None    # `Access-Control-Request-Headers`
+    asterisk: bool = False           # `OPTIONS *`: answered by the protocol layer itself
 
 
 def split_target(target: str) -> tuple[str, list[tuple[str, str]]]:
@@ -109,23 +118,32 @@ def split_target(target: str) -> tuple[str, list[tuple[str, str]]]:
     if not question:
         return path, []
     if "%" in query or "+" in query:
-        return path, parse_qsl(query, keep_blank_values=True)
+        return path, parse_qsl(query, keep_blank_values=True, errors="strict")
     # Nothing to decode: the split parse_qsl would make, at a third of its cost.
     return path, [(name, value) for name, _eq, value in (part.partition("=") for part in query.split("&") if part)]
 
 
 def read_head(event: h11.Request, request_id_source: RequestIds,
               client: tuple[str, int] | None) -> Head:
-    """The `Head` of an h11 request event; raises BadRequest for an unusable target."""
+    """The `Head` of an h11 request event; raises BadRequest for an unusable target or a
+    repeated Authorization, VersionNotSupported for an HTTP major version other than 1."""
+    if event.http_version[:2] != b"1.":
+        raise VersionNotSupported(
+            f"http version {event.http_version.decode('ascii')!r} is not supported: expected 1.0 or 1.1")
     try:
         target = event.target.decode("ascii")
         path, query = split_target(target)
     except (UnicodeDecodeError, ValueError) as exc:
-        raise BadRequest("request target is not valid ascii / utf-8 percent-encoding") from exc
+        raise BadRequest(f"request target {event.target[:64].decode('latin-1')!r} is not valid: "
+                         "expected ascii, percent-encoding utf-8") from exc
+    method = event.method.decode("ascii")
+    asterisk = path == "*"
+    if asterisk and method != "OPTIONS":
+        raise BadRequest(f"request target '*' is only for OPTIONS, not {method!r}")
     headers: list[tuple[str, str]] = []
     content_length: int | None = None
     chunked = expects = False
-    origin = preflight_method = preflight_headers = incoming_id = None
+    origin = preflight_method = preflight_headers = incoming_id = authorization = None
     for raw_name, raw_value in event.headers.raw_items():   # a plain list: cheaper than iterating Headers
         name = raw_name.lower().decode("latin-1")
         value = raw_value.decode("latin-1")
@@ -146,8 +164,12 @@ def read_head(event: h11.Request, request_id_source: RequestIds,
                 preflight_method = value
             elif name == "access-control-request-headers":
                 preflight_headers = value
+            elif name == "authorization":
+                if authorization is not None:
+                    raise BadRequest("request has two authorization headers: expected at most one")
+                authorization = value
     request = Request(
-        method=event.method.decode("ascii"),
+        method=method,
         target=target,
         path=path,
         query=query,
@@ -156,7 +178,7 @@ def read_head(event: h11.Request, request_id_source: RequestIds,
         client=client,
     )
     return Head(request, content_length, chunked, expects, origin,
-                preflight_method, preflight_headers)
+                preflight_method, preflight_headers, asterisk)
 
 
 # RFC 9110 §5.1 (field-name = token) and §5.5 (field-value: visible octets, spaces and

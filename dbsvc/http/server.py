@@ -15,10 +15,13 @@ Design notes, measured or checked rather than assumed:
   and handed to h11 with `_parsed=True`, so h11 does not run its per-header regexes again;
   with that, a keep-alive GET through this layer makes as many Python calls as a bare h11
   receive/next_event/send cycle (about 305 per request).
-- Timeouts (header_timeout, idle_timeout, linger) are deadlines stored on each connection
-  and checked by one sweeper task every `tick` seconds (a quarter of the shortest timeout,
-  within [0.05, 0.5] s), instead of a timer handle per request: a keep-alive request costs a
-  float store, and a deadline fires at most one tick late.
+- Timeouts (header_timeout, idle_timeout, the body deadline, linger) are deadlines stored on
+  each connection and checked by one sweeper task every `tick` seconds (a quarter of the
+  shortest timeout, within [0.05, 0.5] s), instead of a timer handle per request: a
+  keep-alive request costs a float store, and a deadline fires at most one tick late.
+  A timeout of 0 is off: the hub holds it as infinity, so no deadline is ever reached.
+- Unfinished request bodies share one memory budget (`body_memory`): the hub counts the
+  bytes they hold (`body_bytes`), connections check and return them (connection.py rule 11).
 - Connection cap: a connection beyond `max_connections` is accepted, answered
   503 `unavailable` (problem+json) and closed; it is never counted, so the cap only counts
   connections being served.
@@ -37,6 +40,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import math
 import signal
 from collections.abc import Callable, Coroutine
 from typing import Any
@@ -56,7 +60,8 @@ class Hub:
     """What every connection of one server shares."""
 
     __slots__ = ("app", "settings", "loop", "cors", "ids", "span_enabled", "connections",
-                 "counted", "tasks", "shutting_down", "_deferred")
+                 "counted", "tasks", "shutting_down", "_deferred", "header_timeout", "idle_timeout",
+                 "body_wait", "body_memory", "body_bytes")
 
     def __init__(self, app: App, settings: HttpSettings, loop: asyncio.AbstractEventLoop) -> None:
         self.app = app
@@ -72,6 +77,13 @@ class Hub:
         self.tasks: set[asyncio.Task[None]] = set()
         self.shutting_down = False
         self._deferred: list[Outbox] = []
+        # Deadlines as connections use them: 0 (off) becomes infinity.
+        self.header_timeout = _off_when_zero(settings.header_timeout)
+        self.idle_timeout = _off_when_zero(settings.idle_timeout)
+        grace = settings.body_rate_grace if settings.min_body_rate else math.inf
+        self.body_wait = min(self.idle_timeout, grace)      # a body's deadline before its first byte
+        self.body_memory = settings.body_memory
+        self.body_bytes = 0                                 # held by unfinished bodies, all connections
 
     def admit(self, connection: HttpConnection) -> bool:
         """Track `connection`; False when it is over the cap (it is still tracked, uncounted)."""
@@ -123,8 +135,12 @@ class Hub:
         return False
 
 
-def _tick(settings: HttpSettings) -> float:
-    shortest = min(settings.header_timeout, settings.idle_timeout, LINGER_SECONDS)
+def _off_when_zero(seconds: float) -> float:
+    return seconds if seconds > 0 else math.inf
+
+
+def _tick(hub: Hub) -> float:
+    shortest = min(hub.header_timeout, hub.idle_timeout, hub.body_wait, LINGER_SECONDS)
     return min(0.5, max(0.05, shortest / 4))
 
 
@@ -147,7 +163,7 @@ async def serve(app: App, settings: HttpSettings, *, stop: asyncio.Event,
         lambda: HttpConnection(hub), settings.host, settings.port,
         reuse_address=True, backlog=min(4096, max(128, settings.max_connections)))
     port = server.sockets[0].getsockname()[1]
-    tick = _tick(settings)
+    tick = _tick(hub)
     sweeper = loop.create_task(_sweep_forever(hub, tick))
     log.info("listening on %s:%d", settings.host, port)
     try:
@@ -159,7 +175,7 @@ async def serve(app: App, settings: HttpSettings, *, stop: asyncio.Event,
         hub.shutting_down = True
         for connection in list(hub.connections):
             connection.on_shutdown()
-        deadline = loop.time() + settings.shutdown_timeout
+        deadline = loop.time() + _off_when_zero(settings.shutdown_timeout)
         while hub.busy() and loop.time() < deadline:
             await asyncio.sleep(min(0.02, tick))
             hub.sweep()

@@ -150,15 +150,22 @@ App = Callable[[Request], AppResult]
 
 @dataclass(frozen=True, slots=True)
 class HttpSettings:
-    """Protocol-level limits and behaviour, filled from the environment by `dbsvc.config`."""
+    """Protocol-level limits and behaviour, filled from the environment by `dbsvc.config`.
+
+    A timeout of 0 turns that deadline off (as in Go's `http.Server` and Node's `http`),
+    and so does a `min_body_rate` of 0.
+    """
 
     host: str = "127.0.0.1"
     port: int = 3000
     max_body: int = 1_048_576
     max_connections: int = 1024
     header_timeout: float = 10.0             # seconds to receive a complete request head
-    idle_timeout: float = 60.0               # keep-alive idle time before the server closes
+    idle_timeout: float = 60.0               # keep-alive idle time; also the longest pause in a body
     shutdown_timeout: float = 10.0
+    min_body_rate: float = 240.0             # bytes/s a body must average once the grace is over
+    body_rate_grace: float = 5.0             # seconds from the head before min_body_rate applies
+    body_memory: int = 64 << 20              # bytes all unfinished request bodies may hold together
     cors_origins: tuple[str, ...] = ()
     ws_ping_interval: float = 30.0           # idle seconds before a WebSocket ping
     ws_pong_timeout: float = 30.0            # seconds a pinged peer has to answer

@@ -17,6 +17,12 @@ Routes (any method unless noted):
     /deferred?ms=N    a Deferred: the answer now, sent when a future set after N ms completes
     /deferred-error?kind=bad|boom  a Deferred whose future fails with BadRequest / RuntimeError
     /upgrade          a WebSocket that echoes every message back
+    /echo-error       a 422 whose message holds the body's "v" as sent (it may be any string)
+    /leaky-error...   raises RuntimeError holding the body and the path (any path below it)
+    /unrenderable?v=  a 400 whose problem body cannot be rendered (a value json cannot encode)
+    /bad-body         answers a str body (-> 500)
+    /bad-status       answers status 99 (-> 500)
+    /bad-upgrade      an Upgrade the WebSocket layer chokes on (a bug of the layer's own: abort)
 """
 
 from __future__ import annotations
@@ -30,7 +36,7 @@ import sys
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 
-from dbsvc.errors import BadRequest  # noqa: E402
+from dbsvc.errors import BadRequest, ConstraintViolation  # noqa: E402
 from dbsvc.http.server import serve_until_signalled  # noqa: E402
 from dbsvc.http.types import Deferred, HttpSettings, Request, Response, Upgrade  # noqa: E402
 from dbsvc.logs import configure_logging  # noqa: E402
@@ -128,6 +134,19 @@ def app(request: Request):
         return deferred_error(request)
     if path == "/upgrade":
         return Upgrade(EchoSession(), route="echo")
+    if path == "/echo-error":
+        value = json.loads(request.body)["v"]
+        raise ConstraintViolation([{"field": "v", "message": f"got the string {value}"}])
+    if path.startswith("/leaky-error"):
+        raise RuntimeError(f"cannot handle {request.body!r} at {path}")
+    if path == "/unrenderable":
+        raise BadRequest(f"refused {dict(request.query).get('v')}", thing=object())
+    if path == "/bad-body":
+        return Response(200, "a str, not bytes")  # type: ignore[arg-type]
+    if path == "/bad-status":
+        return Response(99, b"{}")
+    if path == "/bad-upgrade":
+        return Upgrade(EchoSession(), close_at=("soon", 1000, ""))  # type: ignore[arg-type]
     return Response(404, b'{"code": "not_found"}')
 
 
@@ -138,6 +157,9 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--header-timeout", type=float, default=1.0)
     parser.add_argument("--idle-timeout", type=float, default=2.0)
     parser.add_argument("--shutdown-timeout", type=float, default=5.0)
+    parser.add_argument("--min-body-rate", type=float, default=240.0)
+    parser.add_argument("--body-grace", type=float, default=5.0)
+    parser.add_argument("--body-memory", type=int, default=64 << 20)
     parser.add_argument("--cors", default="")
     parser.add_argument("--nofile", type=int, default=0, help="lower RLIMIT_NOFILE to this")
     args = parser.parse_args(argv)
@@ -148,6 +170,7 @@ def main(argv: list[str]) -> int:
         host="127.0.0.1", port=0, max_body=args.max_body, max_connections=args.max_connections,
         header_timeout=args.header_timeout, idle_timeout=args.idle_timeout,
         shutdown_timeout=args.shutdown_timeout,
+        min_body_rate=args.min_body_rate, body_rate_grace=args.body_grace, body_memory=args.body_memory,
         cors_origins=tuple(o for o in args.cors.split(",") if o),
     )
 
