@@ -22,6 +22,18 @@ shape, calendar validity, uuid shape, and how a bad value is shown in a message.
 return the canonical value, or `None` when the text is not acceptable; the generated code
 owns the message, which names the field.
 
+Request bodies (`decode_body`, the third part): JSON text -> value, refusing at decode time
+what the rest of dbsvc could not store or encode again, so no such value ever reaches a
+validator, the log or a response: `NaN`/`Infinity` literals and numbers out of a double's
+range (400), arrays and objects nested deeper than MAX_DEPTH (400), and lone surrogates
+(`"\\ud800"`: not Unicode, no UTF-8 form), 422 naming the field, 400 in a key. The checks
+cost almost nothing on an ordinary body: a float hook, two `str.count` calls and one substring
+test decide whether the (rare) walk over the decoded value is needed at all.
+
+Text values: every `str` field, str id and str filter value is stored and compared in
+Unicode Normalization Form C (`nfc`), so the NFC and NFD spellings of one e-mail are one
+value (docs/decisions.md, "Values"). `json` fields are stored as sent.
+
 Datetimes (RFC 3339 §5.6): `YYYY-MM-DDTHH:MM:SS[.frac](Z|+HH:MM|-HH:MM)`. Per the note in
 §5.6 the separator may also be `t` or a space, and `Z` may be `z`. Fractions longer than
 microseconds are truncated (never rounded, so a value never moves into the next second).
@@ -35,6 +47,7 @@ from __future__ import annotations
 import json
 import math
 import re
+import unicodedata
 import uuid as _uuid
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -42,8 +55,12 @@ from datetime import UTC, date, datetime, timedelta
 from types import MappingProxyType
 from typing import Any
 
+from dbsvc.errors import BadQuery, BadRequest, ConstraintViolation
+
 DEFAULT_LIMIT = 100
 MAX_LIMIT = 1000
+MAX_FILTER_VALUES = 1000     # filter values in one query string, all fields together
+MAX_DEPTH = 64               # nesting of arrays and objects in a body, the body itself counted
 
 
 @dataclass(frozen=True, slots=True)
@@ -98,7 +115,6 @@ class CompiledModel:
 INT64_MIN = -(2**63)
 INT64_MAX = 2**63 - 1
 NO_FILTERS: Mapping[str, frozenset] = MappingProxyType({})
-NO_KEYS: frozenset = frozenset()
 DEFAULT_QUERY = Query(filters=NO_FILTERS)   # what every parser answers for an empty query string
 
 _EPOCH = datetime(1970, 1, 1)
@@ -332,11 +348,160 @@ def compact_json(value: Any) -> str:
 
 
 def show(value: Any) -> str:
-    """A JSON rendering of `value` cut to a readable length (`"abc…"` for long strings)."""
+    """A JSON rendering of `value` cut to a readable length (`"abc…"` for long strings).
+    A lone surrogate is shown escaped (`"\\ud800"`): a message must always encode as UTF-8."""
     try:
         text = json.dumps(value, ensure_ascii=False, default=repr)
     except ValueError:
         text = repr(value)
+    if _SURROGATE_RE.search(text) is not None:
+        text = _SURROGATE_RE.sub(_escaped, text)
     if len(text) > _SHOW_LIMIT:
         text = text[: _SHOW_LIMIT - 1] + "…"
     return text
+
+
+def nfc(text: str) -> str:
+    """`text` in Unicode Normalization Form C, the form every str value is stored and
+    compared in: `"cafe\\u0301"` (NFD) and `"caf\\u00e9"` are one value. ASCII is its
+    own NFC, and `normalize` returns an already normalized string itself, so the common
+    cases cost a flag test or a quick check, never a copy."""
+    if text.isascii():
+        return text
+    return unicodedata.normalize("NFC", text)
+
+
+def filter_sets(filters: dict[str, list]) -> Mapping[str, frozenset]:
+    """The filter keys a query parser collected per field -> `Query.filters` (one
+    frozenset per field: any of its values matches). More than MAX_FILTER_VALUES values
+    in all, repeats counted, is BadQuery: each value costs work on every matched event."""
+    if not filters:
+        return NO_FILTERS
+    given = 0
+    out: dict[str, frozenset] = {}
+    for name, keys in filters.items():
+        given += len(keys)
+        out[name] = frozenset(keys)
+    if given > MAX_FILTER_VALUES:
+        raise BadQuery(f"{given} filter values given: at most {MAX_FILTER_VALUES} are allowed in one query")
+    return out
+
+
+# ---------------------------------------------------------------------------------------
+# Request bodies.
+# ---------------------------------------------------------------------------------------
+
+_SURROGATE_RE = re.compile("[\ud800-\udfff]")
+# A decoded string can hold a surrogate only if the text escaped one: UTF-8 input cannot
+# carry one (the strict decode refuses it), and json decodes a valid pair into one character.
+_ESCAPED_SURROGATE_RE = re.compile(r"\\u[dD][89a-fA-F]")
+
+
+class _OutOfRange(ValueError):
+    """A JSON number a double cannot hold: decoded it would be an infinity."""
+
+
+def _escaped(match: re.Match) -> str:
+    return f"\\u{ord(match.group()):04x}"
+
+
+def _refuse_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not valid JSON (RFC 8259 §6: numbers are finite)")
+
+
+def _finite(text: str) -> float:
+    value = float(text)
+    if value - value != 0.0:               # inf - inf is nan; a finite value gives 0.0
+        raise _OutOfRange(f"the number {text[:_SHOW_LIMIT]} is out of range: expected a finite number "
+                          "(a 64-bit float, RFC 8259 §6)")
+    return value
+
+
+# One decoder for every body: json.loads with an argument builds a new JSONDecoder per call.
+_BODY_DECODER = json.JSONDecoder(parse_constant=_refuse_constant, parse_float=_finite)
+
+
+def decode_body(text: str) -> Any:
+    """A request body's JSON text -> value; BadRequest (400) or ConstraintViolation (422).
+
+    Refused: text that is not JSON (400); `NaN`, `Infinity`, `-Infinity` and numbers out
+    of a double's range such as `1e400` (400: JSON numbers are finite, and the encoder
+    refuses infinities); arrays and objects nested deeper than MAX_DEPTH, the body counted
+    as level 1 (400); a lone surrogate, 400 in an object key of the body, else 422 naming the
+    body field whose value holds it.
+    """
+    try:
+        value = _BODY_DECODER.decode(text)
+    except _OutOfRange as exc:
+        raise BadRequest(f"request body is not acceptable JSON: {exc}") from exc
+    except RecursionError as exc:
+        raise BadRequest(_too_deep()) from exc
+    except ValueError as exc:
+        raise BadRequest(f"request body is not valid JSON: {exc}") from exc
+    # Nesting deeper than MAX_DEPTH needs more than MAX_DEPTH opening brackets.
+    if text.count("[") + text.count("{") > MAX_DEPTH and _nests_deeper(value, MAX_DEPTH):
+        raise BadRequest(_too_deep())
+    if "\\u" in text and _ESCAPED_SURROGATE_RE.search(text) is not None:
+        _refuse_surrogates(value)
+    return value
+
+
+def _too_deep() -> str:
+    return (f"request body nests arrays and objects deeper than {MAX_DEPTH} levels: "
+            f"at most {MAX_DEPTH} are allowed, the body itself counted")
+
+
+def _nests_deeper(value: Any, limit: int) -> bool:
+    """True when arrays and objects nest more than `limit` levels (`value` is level 1).
+    Level by level, without recursion: the point is to refuse what recursion could not
+    handle, and a wide body costs one visit per child."""
+    level = [value] if type(value) is dict or type(value) is list else []
+    depth = 1
+    while level:
+        below = []
+        for node in level:
+            for child in node.values() if type(node) is dict else node:
+                if type(child) is dict or type(child) is list:
+                    below.append(child)
+        if below and depth == limit:
+            return True
+        level = below
+        depth += 1
+    return False
+
+
+def _surrogate_text(value: Any) -> str | None:
+    """The first string (object keys included) in `value` holding a lone surrogate, or None."""
+    stack = [value]
+    while stack:
+        node = stack.pop()
+        if type(node) is str:
+            if not node.isascii() and _SURROGATE_RE.search(node) is not None:
+                return node
+        elif type(node) is dict:
+            stack.extend(node.keys())
+            stack.extend(node.values())
+        elif type(node) is list:
+            stack.extend(node)
+    return None
+
+
+def _refuse_surrogates(body: Any) -> None:
+    """BadRequest for a lone surrogate in a key of the body object or in a body that is
+    not an object; ConstraintViolation listing every field whose value holds one."""
+    why = "expected Unicode text (a lone surrogate has no UTF-8 form, RFC 8259 §8.2)"
+    if type(body) is not dict:
+        found = _surrogate_text(body)
+        if found is not None:
+            raise BadRequest(f"request body holds a lone surrogate in the string {show(found)}: {why}")
+        return
+    errors = []
+    for key, value in body.items():
+        if _SURROGATE_RE.search(key) is not None:
+            raise BadRequest(f"request body holds a lone surrogate in the key {show(key)}: {why}")
+        found = _surrogate_text(value)
+        if found is not None:
+            message = f"{key!r} holds a lone surrogate in the string {show(found)}: {why}"
+            errors.append({"field": key, "message": message})
+    if errors:
+        raise ConstraintViolation(errors)

@@ -23,7 +23,7 @@ Invariants:
   whenever the key material changes, so a key removed from the JWKS stops working at
   the next refresh even for cached tokens.
 - JWKS keys are fetched in a worker thread, one fetch at a time (single flight), at most
-  once per `jwks_min_interval` (30 s) on demand, and again when the response's max-age
+  once per `jwks_min_interval` (10 s) on demand, and again when the response's max-age
   (default 5 min) runs out. A failed fetch keeps the keys it had.
 - No token text is ever logged or put in a message; claims are never logged either.
 - `cryptography` is imported only when a Guard is built (through `keys` and `jwks`).
@@ -45,6 +45,7 @@ from dbsvc.errors import ConfigError, Forbidden, RequestError, TokenError, Unaut
 if TYPE_CHECKING:
     from dbsvc.auth.jwks import KeySet
     from dbsvc.auth.keys import VerifyKey
+    from dbsvc.interfaces import TokenGuard
 
 log = logging.getLogger("dbsvc.auth")
 
@@ -90,7 +91,7 @@ def token_problem(error: TokenError) -> RequestError:
     return problem
 
 
-def authorize(guard: Guard, authorization: str | None = None, *, token: str | None = None) -> dict[str, Any]:
+def authorize(guard: TokenGuard, authorization: str | None = None, *, token: str | None = None) -> dict[str, Any]:
     """The claims of a request's token (the `Authorization` header value, or a bare
     `token` from the WebSocket subprotocol), or the RequestError to answer: 401/403
     (`token_problem`), 503 `KeysUnavailable`. `KeyRefreshNeeded` passes through: the

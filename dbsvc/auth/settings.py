@@ -75,7 +75,10 @@ class AuthConfig:
     token_cache_size: int = 4096
     jwks_timeout: float = 2.0                 # seconds, whole fetch
     jwks_max_bytes: int = 1 << 20             # response body cap
-    jwks_min_interval: float = 30.0           # at most one fetch per interval
+    # At most one fetch per interval: a token with an unknown `kid` (a key the IdP just
+    # rotated in, or a random one) fetches at most this often, so a new key is accepted
+    # within 10 s and a flood of random kids costs the IdP 6 requests a minute.
+    jwks_min_interval: float = 10.0
     jwks_default_max_age: float = 300.0       # when the response has no max-age
     jwks_max_max_age: float = 86400.0         # a huge max-age is clamped to this
 

@@ -17,6 +17,11 @@ from dbsvc.schema.ir import Field, FieldType, Model, Schema, kebab_case
 # Alias under which the generated module imports dbsvc.runtime.
 RT = "_dbsvc_rt"
 
+# Str ids a record may not take: as a path segment they are the collection or its parent
+# (RFC 3986 §5.2.4 removes them), so most clients could never address such a record.
+DOT_SEGMENTS = (".", "..")
+DOT_SEGMENTS_WHY = "'.' and '..' are path segments, not ids (RFC 3986 §3.3)"
+
 
 def snake(model: Model) -> str:
     """`BlogPost` -> `blog_post`."""

@@ -4,16 +4,20 @@ Generated per model `m` (contract section 3, decisions in docs/decisions.md):
 
 - `parse_id_m(segment)`: path segment -> id. An int key parses ASCII digits (a fast path
   for the common case, `_dbsvc_rt.parse_int_id` for signs and errors); a uuid key is
-  lower-cased; a str key is taken as is. Anything else is `BadRequest` naming the segment.
+  lower-cased; a str key is normalized to NFC, and `.` and `..` are refused (path
+  segments, never ids). Anything else is `BadRequest` naming the segment.
 - `filter_m__f(text)` per `@filter` field: query text -> index key (the form of
   `keys[f]`), raising `BadQuery`. Typed: `3`, `3.0` and `3e0` are one float key; an int
   field takes integral spellings; a datetime becomes microseconds since the epoch, so every
-  offset of one instant is one key; `true`/`false` only; on a nullable field `null` -> None.
+  offset of one instant is one key; `true`/`false` only; on a nullable field `null` -> None;
+  str text is normalized to NFC, the form str values are stored in.
 - `parse_sort_m(text)`: `a,-b` -> (("a", False), ("b", True)); only `@sort` fields, each once.
 - `parse_list_query_m(pairs)`, `parse_get_query_m(pairs)`, `parse_feed_query_m(pairs)`:
   a list of (name, value) pairs -> `Query`. An empty list returns the shared
   `_dbsvc_rt.DEFAULT_QUERY` at once (the hot path of single reads). A repeated filter field
-  ORs its keys; a repeated `sort`/`limit`/`offset`/`projection`/`as_of`/`after` is refused.
+  ORs its keys; more than `_dbsvc_rt.MAX_FILTER_VALUES` filter values in all are refused
+  (`_dbsvc_rt.filter_sets`); a repeated `sort`/`limit`/`offset`/`projection`/`as_of`/`after`
+  is refused.
   `limit=0` is allowed and pages no records (`total` still counts every match); a larger
   limit is clamped to `MAX_LIMIT`.
 - `key_m__f(value)` for float and datetime fields (every other key is the value itself);
@@ -28,10 +32,12 @@ from __future__ import annotations
 import ast
 from collections.abc import Mapping
 
-from dbsvc.compiler.naming import RT, expected, field_list, origin, per_field, per_model
+from dbsvc.compiler.naming import (
+    DOT_SEGMENTS, DOT_SEGMENTS_WHY, RT, expected, field_list, origin, per_field, per_model,
+)
 from dbsvc.compiler.nodes import (
     Stmts, and_, assign, call, concat, const, eq, expr, for_, function, gt, if_, if_chain, in_,
-    is_none, is_not_none, item, name, not_, not_in, or_, raise_, return_, set_item, str_set, subscript,
+    is_none, is_not_none, item, name, not_, not_in, or_, raise_, return_, str_set, subscript,
     tuple_,
 )
 from dbsvc.schema.ir import Field, FieldType, Model, Schema
@@ -67,21 +73,25 @@ def build_parse_id(schema: Schema, model: Model) -> ast.FunctionDef:
     segment = name("segment")
     parsed = "_dbsvc_id"
     doc = origin(schema, field.line, f"{model.name}.{field.name}") + "\n\nPath segment -> id value; raises BadRequest."
-    if field.type is FieldType.STR:
-        return function(per_model("parse_id", model), ["segment"], doc, [return_(segment)])
+
+    def refuse(reason: str) -> ast.Raise:
+        return raise_(call("BadRequest", concat(const("invalid id "), call("repr", segment), const(f": {reason}"))))
 
     def bad(kind: str) -> ast.Raise:
-        return raise_(call("BadRequest", concat(
-            const("invalid id "), call("repr", segment), const(f": {model.name} ids are {kind}"),
-        )))
+        return refuse(f"{model.name} ids are {kind}")
 
-    if field.type is FieldType.INT:
+    if field.type is FieldType.STR:
+        body: Stmts = [
+            if_(in_(segment, tuple_([const(s) for s in DOT_SEGMENTS])), [refuse(DOT_SEGMENTS_WHY)]),
+            return_(call(f"{RT}.nfc", segment)),
+        ]
+    elif field.type is FieldType.INT:
         fast = and_(
             call(ast.Attribute(value=segment, attr="isdigit", ctx=ast.Load())),
             call(ast.Attribute(value=segment, attr="isascii", ctx=ast.Load())),
             compare_len(segment, 19),
         )
-        body: Stmts = [
+        body = [
             if_(fast, [return_(call("int", segment))]),
             assign(parsed, call(f"{RT}.parse_int_id", segment)),
             if_(is_none(name(parsed)), [bad("signed 64-bit integers")]),
@@ -113,7 +123,7 @@ def build_filter(schema: Schema, model: Model, field: Field) -> ast.FunctionDef:
         body.append(if_(eq(text, const("null")), [return_(const(None))]))
     kind = field.type
     if kind is FieldType.STR:
-        body.append(return_(text))
+        body.append(return_(call(f"{RT}.nfc", text)))
     elif kind is FieldType.BOOL:
         body += [
             if_(eq(text, const("true")), [return_(const(True))]),
@@ -241,19 +251,26 @@ def _projection_branch(model: Model) -> tuple[ast.expr, Stmts]:
     ]
 
 
+def _filter_sets() -> ast.expr:
+    """`_dbsvc_rt.filter_sets(_dbsvc_filters)`: the collected lists -> frozensets, capped."""
+    return call(f"{RT}.filter_sets", name("_dbsvc_filters"))
+
+
 def _filter_branches(model: Model) -> list[tuple[ast.expr, Stmts]]:
-    """One branch per @filter field, then one refusing the other fields by name."""
+    """One branch per @filter field, then one refusing the other fields by name. Values
+    are appended to one list per field (linear in the number of values; a set rebuilt per
+    value was quadratic) and become frozensets once, after the loop."""
     filters = "_dbsvc_filters"
     filterable = [f.name for f in model.fields if f.filterable]
     branches: list[tuple[ast.expr, Stmts]] = []
     for field in model.fields:
         if not field.filterable:
             continue
-        getter = call(ast.Attribute(value=name(filters), attr="get", ctx=ast.Load()),
-                      const(field.name), name(f"{RT}.NO_KEYS"))
-        added = ast.BinOp(left=getter, op=ast.BitOr(),
-                          right=ast.Set(elts=[call(per_field("filter", model, field), name(_VALUE))]))
-        branches.append((eq(name(_NAME), const(field.name)), [set_item(filters, const(field.name), added)]))
+        keys = call(ast.Attribute(value=name(filters), attr="setdefault", ctx=ast.Load()),
+                    const(field.name), ast.List(elts=[], ctx=ast.Load()))
+        added = call(ast.Attribute(value=keys, attr="append", ctx=ast.Load()),
+                     call(per_field("filter", model, field), name(_VALUE)))
+        branches.append((eq(name(_NAME), const(field.name)), [expr(added)]))
     others = [f.name for f in model.fields if not f.filterable]
     if others:
         branches.append((in_(name(_NAME), str_set(others)), [_bad_query(
@@ -306,7 +323,7 @@ def build_parse_list_query(schema: Schema, model: Model) -> ast.FunctionDef:
         "_dbsvc_offset": const(None), "_dbsvc_projection": const(None), "_dbsvc_as_of": const(None),
     }
     result = {
-        "filters": name("_dbsvc_filters"), "sort": name("_dbsvc_sort"), "limit": name("_dbsvc_limit"),
+        "filters": _filter_sets(), "sort": name("_dbsvc_sort"), "limit": name("_dbsvc_limit"),
         "offset": name("_dbsvc_offset"), "projection": name("_dbsvc_projection"), "as_of": name("_dbsvc_as_of"),
     }
     allowed = _allowed_text(model, ["sort", "limit", "offset", "projection", "as_of"], True)
@@ -333,7 +350,7 @@ def build_parse_feed_query(schema: Schema, model: Model) -> ast.FunctionDef:
     branches.append(_projection_branch(model))
     branches.append((eq(name(_NAME), const("after")), _count("_dbsvc_after", "after", "a non-negative integer offset")))
     state = {"_dbsvc_filters": ast.Dict(keys=[], values=[]), "_dbsvc_projection": const(None), "_dbsvc_after": const(None)}
-    result = {"filters": name("_dbsvc_filters"), "projection": name("_dbsvc_projection"), "after": name("_dbsvc_after")}
+    result = {"filters": _filter_sets(), "projection": name("_dbsvc_projection"), "after": name("_dbsvc_after")}
     allowed = _allowed_text(model, ["projection", "after"], True)
     doc = "\n\nFeed query string (/subscribe, /live-query: filters, projection, after) -> Query; raises BadQuery."
     return _parser(schema, model, "parse_feed_query", doc, branches, allowed, state, [], result)

@@ -19,6 +19,10 @@ is raised (contract section 3). Rules the emitted code follows:
    integer is accepted for a float and stored as a float. The first failed check of a
    field ends that field's checks: one violation per field.
 6. Messages name the field, show the value (`_dbsvc_rt.got`) and say what was expected.
+7. A str value is stored in Unicode NFC (`_dbsvc_rt.nfc`), normalized before its length is
+   checked; a str id may not be `.` or `..` (they are path segments, RFC 3986 §3.3).
+   Lone surrogates, non-finite numbers and excess nesting never get here:
+   `_dbsvc_rt.decode_body` refuses them while decoding.
 
 Imports only the schema IR, the sibling builder helpers and the standard library.
 """
@@ -27,10 +31,10 @@ from __future__ import annotations
 
 import ast
 
-from dbsvc.compiler.naming import RT, expected, local, origin, per_field, per_model
+from dbsvc.compiler.naming import DOT_SEGMENTS, DOT_SEGMENTS_WHY, RT, expected, local, origin, per_field, per_model
 from dbsvc.compiler.nodes import (
     Stmts, and_, assign, call, concat, const, dict_, expr, for_, function, gt, if_, in_,
-    is_, is_none, is_not, item, lt, name, ne, not_, not_in, raise_, return_, str_set, type_is_not,
+    is_, is_none, is_not, item, lt, name, ne, not_, not_in, raise_, return_, str_set, tuple_, type_is_not,
 )
 from dbsvc.schema.ir import DefaultKind, Field, FieldType, Model, Schema
 
@@ -119,6 +123,12 @@ def _parsed_string(field: Field, value: ast.expr, parser: str) -> Stmts:
     ]
 
 
+def _dot_segments(field: Field, value: ast.expr) -> Stmts:
+    """Rule 7: a str id is a path segment, and `.` and `..` are not ids there."""
+    message = concat(_shown(f"{field.name!r} must not be ", value), const(f": {DOT_SEGMENTS_WHY}"))
+    return [if_(in_(value, tuple_([const(s) for s in DOT_SEGMENTS])), _fail(field, message))]
+
+
 def _type_checks(field: Field) -> Stmts:
     """The body of a check function after the null check."""
     value = name(_VALUE)
@@ -155,6 +165,8 @@ def _type_checks(field: Field) -> Stmts:
     if kind is FieldType.STR:
         return [
             if_(type_is_not(value, "str"), _wrong_type(field, value)),
+            assign(_VALUE, call(f"{RT}.nfc", value)),
+            *(_dot_segments(field, value) if field.is_id else []),
             *_bounds(field, value, call("len", value), length=True),
             return_(value),
         ]
