@@ -32,11 +32,11 @@ from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
 from dbsvc.http.frames import binary_frame
+from dbsvc.interfaces import ServedStore
 from dbsvc.realtime.feeds import EventFrames, FeedKind, LinkFrames, derive_links
 from dbsvc.realtime.session import FeedSession, ReplicationSession, StreamSession
 from dbsvc.runtime import CompiledModel
 from dbsvc.storage.events import ChangeEvent, EventKind
-from dbsvc.storage.store import Store
 
 log = logging.getLogger("dbsvc.realtime")
 
@@ -99,7 +99,7 @@ class ModelFeeds:
 class Broker:
     """Fan-out from the store's change stream to feed sessions (see the module docstring)."""
 
-    def __init__(self, store: Store, models: Mapping[str, CompiledModel], capacity: int) -> None:
+    def __init__(self, store: ServedStore, models: Mapping[str, CompiledModel], capacity: int) -> None:
         self.store = store
         self.models = dict(models)                        # by declared name
         self.capacity = capacity
@@ -126,7 +126,7 @@ class Broker:
             self._detach()
             self._detach = None
 
-    def rebind(self, store: Store, code: int, reason: str) -> None:
+    def rebind(self, store: ServedStore, code: int, reason: str) -> None:
         """Serve `store` from now on (a read replica bootstrapped again): every open socket
         is closed with `code` (its offsets may no longer be replayable) and the change
         stream comes from the new store."""

@@ -149,8 +149,9 @@ def check_frame(message: bytes | str, expected: int) -> tuple[int, dict[str, Any
         raise FrameError(expected, f"payload is not JSON ({exc})") from exc
     if not isinstance(event, dict):
         raise FrameError(expected, f"payload is a JSON {type(event).__name__}, expected an event object")
-    if event.get("kind") not in KINDS:
-        raise FrameError(expected, f"payload is not an insert, update or delete event (kind {event.get('kind')!r})")
+    kind = event.get("kind")
+    if not isinstance(kind, str) or kind not in KINDS:     # an object or array is unhashable
+        raise FrameError(expected, f"payload is not an insert, update or delete event (kind {kind!r})")
     if event.get("offset") != expected or isinstance(event.get("offset"), bool):
         raise FrameError(expected, f"the event's offset {event.get('offset')!r} disagrees with the frame's {expected}")
     return expected, event

@@ -58,7 +58,7 @@ from dbsvc.http.websocket import HandshakeRefused, WebSocketClientError, open_we
 from dbsvc.replica.consumer import Endpoint, FrameError, check_frame
 from dbsvc.storage import compact
 from dbsvc.storage.lock import WriterLock
-from dbsvc.storage.snapshot import decode_snapshot
+from dbsvc.storage.snapshot import SnapshotImage, decode_snapshot
 from dbsvc.storage.store import Store
 
 log = logging.getLogger("dbsvc.replica")
@@ -282,10 +282,10 @@ class Follower:
         else:
             self._call_on_loop(self._install_on_loop, image)
 
-    async def _install_on_loop(self, image: Any) -> None:
+    async def _install_on_loop(self, image: SnapshotImage) -> None:
         self._install(image)
 
-    def _install(self, image: Any) -> None:
+    def _install(self, image: SnapshotImage) -> None:
         """Rule 2: our epoch base becomes the primary's (the lock is never let go)."""
         lock = self.store.close(keep_lock=True)
         compact.install(self.directory, image)

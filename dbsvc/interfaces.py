@@ -1,0 +1,121 @@
+"""The typed seams between the service's parts: what each side may call on the other.
+
+Three things cross a layer as values whose class the receiver must not name:
+- the generated module (`GeneratedModule`): a `types.ModuleType` made by
+  `dbsvc.compiler.compile_schema`, read by the app, the service and the command line;
+- the store (`ServedStore`): `dbsvc.storage.Store` as the app, the realtime routes and the
+  broker use it; a follower's store swaps in at run time (`Application.use_store`);
+- the token guard (`TokenGuard`): `dbsvc.auth.Guard` as the app and the realtime routes
+  use it; with the guard off they hold None and never import `dbsvc.auth`'s crypto.
+
+Each is a `typing.Protocol`, checked by mypy structurally: the real classes satisfy them
+without inheriting, and the protocols name only what is called, so a part can be read
+(and replaced in a test) knowing no more than this page.
+
+Imports only `dbsvc.runtime` and, for annotations alone, storage's event and health types: importing
+this module pulls in no storage, http or auth code. It sits beside runtime in the
+layering (errors <- runtime <- interfaces <- realtime, app, service).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable, Iterator, Mapping
+from typing import TYPE_CHECKING, Any, Protocol
+
+from dbsvc.runtime import CompiledModel, Query
+
+if TYPE_CHECKING:
+    from dbsvc.storage.commit import WriteHealth
+    from dbsvc.storage.events import ChangeEvent
+
+Record = dict[str, Any]
+ChangeCallback = Callable[["ChangeEvent", bytes], None]
+
+
+class GeneratedModule(Protocol):
+    """The module `compile_schema` makes of a schema (docs/architecture.md, compiler).
+
+    Read-only attributes, as properties: a module's globals satisfy them structurally."""
+
+    @property
+    def MODELS(self) -> tuple[CompiledModel, ...]: ...          # declaration order
+
+    @property
+    def ROUTES(self) -> Mapping[str, CompiledModel]: ...        # kebab -> model
+
+    @property
+    def BY_NAME(self) -> Mapping[str, CompiledModel]: ...       # declared name -> model
+
+    @property
+    def DESCRIPTION(self) -> dict[str, Any]: ...                # describe_schema(schema)
+
+    @property
+    def RUNTIME(self) -> dict[str, Any]: ...                    # the [runtime] table
+
+    @property
+    def AUTH(self) -> dict[str, Any]: ...                       # the [auth] table
+
+    @property
+    def SCHEMA_PATH(self) -> str: ...
+
+    @property
+    def OPENAPI_JSON(self) -> str: ...
+
+    @property
+    def ASYNCAPI_JSON(self) -> str: ...
+
+
+class ServedStore(Protocol):
+    """The store as the serving side uses it: synchronous reads, writes applied at once with
+    a future for their durability, the change stream and the replication reads
+    (docs/architecture.md, storage)."""
+
+    @property
+    def head_offset(self) -> int: ...
+
+    @property
+    def applied_offset(self) -> int: ...
+
+    @property
+    def epoch(self) -> str: ...
+
+    def get(self, model: str, id: Any, as_of: int | None = None) -> tuple[Record | None, int]: ...
+
+    def list(self, model: str, query: Query) -> tuple[list[Record], int, int]: ...
+
+    def watermarks(self) -> dict[str, int]: ...
+
+    def live_counts(self) -> dict[str, int]: ...
+
+    def apply_insert(self, model: str, record: Record) -> tuple[Record, asyncio.Future[Any]]: ...
+
+    def apply_replace(self, model: str, id: Any, record: Record) -> tuple[Record, Record, asyncio.Future[Any]]: ...
+
+    def apply_delete(self, model: str, id: Any) -> tuple[Record, asyncio.Future[Any]]: ...
+
+    def subscribe(self, callback: ChangeCallback) -> Callable[[], None]: ...
+
+    def events_after(self, offset: int) -> Iterator[ChangeEvent]: ...
+
+    def frames_after(self, offset: int) -> Iterator[bytes]: ...
+
+    def epoch_snapshot(self) -> tuple[str, int, Iterator[bytes]]: ...
+
+    def health(self, retry: bool = False) -> WriteHealth: ...
+
+
+class TokenGuard(Protocol):
+    """The verify-only token guard (dbsvc/auth/guard.py) as its callers use it."""
+
+    def verify(self, authorization: str | None) -> dict[str, Any]: ...
+
+    def verify_token(self, token: str | None) -> dict[str, Any]: ...
+
+    def expires_at(self, claims: dict[str, Any]) -> float | None: ...
+
+    async def refresh_keys(self) -> None: ...
+
+    async def start(self) -> None: ...
+
+    def close(self) -> None: ...
