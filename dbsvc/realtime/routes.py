@@ -9,7 +9,8 @@ Everything that can refuse the socket is checked here, before the upgrade, and r
 with the plain HTTP problem of contract sections 3 and 5: the token (the `Authorization`
 header, or the offered subprotocols `bearer` and `bearer.<JWT>`), the Origin (against
 SERVICE_CORS_ORIGINS when set: OWASP ASVS 4.4.2; a request without Origin is not a
-browser's and passes), the model, every query parameter (the generated
+browser's and passes, and a page of the service's own origin, such as the explorer at `/_/`,
+passes: its Origin names the Host it connects to), the model, every query parameter (the generated
 `parse_feed_query`), and `after` (410 `offset_gone`, 400 `offset_out_of_range`). The
 WebSocket handshake itself is the protocol layer's (426 / 400).
 
@@ -27,6 +28,7 @@ from dbsvc.auth import authorize, token_from_subprotocols
 from dbsvc.errors import BadQuery, Forbidden, NotFound, OffsetOutOfRange
 from dbsvc.http.cors import CorsPolicy
 from dbsvc.http.types import Request, Upgrade
+from dbsvc.interfaces import TokenGuard
 from dbsvc.realtime.broker import Broker
 from dbsvc.realtime.feeds import FeedKind, FeedSpec
 from dbsvc.realtime.session import FeedSession, ReplicationSession, SnapshotSession
@@ -45,7 +47,7 @@ def offered_subprotocols(request: Request) -> list[str]:
 class RealtimeRoutes:
     """Opens `/subscribe` and `/live-query` sockets for the application."""
 
-    def __init__(self, broker: Broker, models: Mapping[str, CompiledModel], *, guard: Any = None,
+    def __init__(self, broker: Broker, models: Mapping[str, CompiledModel], *, guard: TokenGuard | None = None,
                  origins: tuple[str, ...] = (), fingerprint: str = "") -> None:
         self.broker = broker
         self.guard = guard
@@ -103,7 +105,7 @@ class RealtimeRoutes:
         return Upgrade(session, subprotocol=subprotocol, route="replicate-snapshot", close_at=self._close_at(claims))
 
     def _close_at(self, claims: dict[str, Any] | None) -> tuple[float, int, str] | None:
-        if claims is None:
+        if claims is None or self.guard is None:        # claims come only from a guard
             return None
         expires = self.guard.expires_at(claims)
         return None if expires is None else (expires, TOKEN_EXPIRED, "token expired")
@@ -133,6 +135,16 @@ class RealtimeRoutes:
 
     def _check_origin(self, request: Request) -> None:
         origin = request.header("origin")
-        if origin is not None and not self._origins.permits(origin):
+        if origin is None or same_origin(origin, request.header("host")):
+            return
+        if not self._origins.permits(origin):
             raise Forbidden(f"origin {origin!r} is not allowed to open WebSockets here; "
                             "allowed: the origins of SERVICE_CORS_ORIGINS")
+
+
+def same_origin(origin: str, host: str | None) -> bool:
+    """Whether `origin` is the service's own: its authority is the request's Host, as a
+    browser sends for a page served by this process (scheme aside: a TLS proxy in front
+    changes the scheme, not the Host it forwards)."""
+    _, sep, authority = origin.partition("://")
+    return bool(sep) and host is not None and authority.rstrip("/").lower() == host.lower()

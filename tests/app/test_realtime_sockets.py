@@ -97,6 +97,11 @@ def test_origin_outside_the_cors_list_is_403_and_a_listed_one_opens(serve):
             pass
         async with open_ws(server, "/subscribe/user"):           # no Origin: not a browser
             pass
+        own = f"http://127.0.0.1:{server.port}"                  # a page of the service (/_/)
+        async with open_ws(server, "/subscribe/user", origin=own):
+            pass
+        status, _, _ = await refusal(server, "/subscribe/user", origin=f"http://127.0.0.1:{server.port + 1}")
+        assert status == 403                                      # another port is another origin
     run(body())
 
 
