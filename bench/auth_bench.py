@@ -14,6 +14,11 @@ the same core, so the core's drifting speed cancels out). Prints the results and
 ratios guarded / unguarded. With `--python-load` it uses a small keep-alive http.client load
 loop instead, one server after the other (numbers are then only comparable with each other).
 
+It also times, in process, how long the guard takes to refuse a 1 MiB token (the size check
+comes before any decoding; tests/auth/test_verify.py proves that nothing is decoded, this
+prints what the refusal costs): `oversized_token_refusal_ms`, the median and the worst of
+`--rounds` x 20 refusals. `--oversized-only` prints that figure alone, without servers.
+
 The token is signed with `cryptography` directly, not with dbsvc's code.
 """
 
@@ -21,6 +26,7 @@ from __future__ import annotations
 
 import argparse
 import base64
+import statistics
 import http.client
 import json
 import os
@@ -70,6 +76,35 @@ def make_key_and_token(alg: str, directory: Path) -> tuple[Path, str]:
         r, s = decode_dss_signature(private.sign(signing_input, ec.ECDSA(hashes.SHA256())))
         signature = r.to_bytes(32, "big") + s.to_bytes(32, "big")
     return path, f"{header}.{payload}.{_b64(signature)}"
+
+
+def oversized_token_refusal(alg: str, pem: Path, rounds: int) -> dict:
+    """Milliseconds the guard takes to refuse a 1 MiB bearer token (median and worst)."""
+    from dbsvc.auth import Guard, load_auth_config
+    from dbsvc.errors import TokenError
+    from dbsvc.schema.ir import AuthSettings
+
+    environ = {"SERVICE_JWT_PUBKEY": str(pem), "SERVICE_JWT_ALG": alg, "SERVICE_TENANT": TENANT,
+               "SERVICE_JWT_ISSUER": ISSUER, "SERVICE_JWT_AUDIENCE": AUDIENCE}
+    config = load_auth_config(environ, AuthSettings(), str(pem.parent))
+    assert config is not None
+    guard = Guard(config)
+    header = "Bearer eyJ" + "A" * (1 << 20) + ".e30.AAAA"
+    times = []
+    try:
+        for _ in range(max(rounds, 1) * 20):
+            started = time.perf_counter()
+            try:
+                guard.verify(header)
+            except TokenError:
+                pass
+            else:
+                raise RuntimeError("the guard accepted a 1 MiB token")
+            times.append((time.perf_counter() - started) * 1000)
+    finally:
+        guard.close()
+    return {"token_bytes": len(header) - len("Bearer "), "refusals": len(times),
+            "median_ms": round(statistics.median(times), 4), "max_ms": round(max(times), 4)}
 
 
 def request(port: int, method: str, path: str, body: dict | None = None,
@@ -139,11 +174,17 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--alg", default="RS256", choices=["RS256", "ES256"])
     parser.add_argument("--python-load", action="store_true",
                         help="a Python load loop instead of wrk, one server after the other")
+    parser.add_argument("--oversized-only", action="store_true",
+                        help="only time the refusal of a 1 MiB token (no servers)")
     args = parser.parse_args(argv)
 
     with tempfile.TemporaryDirectory(prefix="dbsvc-auth-bench-") as tmp:
         workdir = Path(tmp)
         pem, token = make_key_and_token(args.alg, workdir)
+        oversized = oversized_token_refusal(args.alg, pem, args.rounds)
+        if args.oversized_only:
+            print(json.dumps({"alg": args.alg, "oversized_token_refusal_ms": oversized}, indent=2))
+            return 0
         off_env = {"SERVICE_DATA": str(workdir / "off")}
         on_env = {
             "SERVICE_DATA": str(workdir / "on"), "SERVICE_TENANT": TENANT,
@@ -194,6 +235,7 @@ def main(argv: list[str]) -> int:
         finally:
             stop_server(off)
             stop_server(on)
+        report["oversized_token_refusal_ms"] = oversized
         print(json.dumps(report, indent=2))
     return 0
 

@@ -337,13 +337,12 @@ def test_one_megabyte_token_is_refused_before_any_decoding(make_guard, monkeypat
     monkeypatch.setattr(jwt_module, "b64url_decode", boom)
     monkeypatch.setattr(jwt_module.base64, "urlsafe_b64decode", boom)
     big = "eyJ" + "A" * (1 << 20) + ".e30.AAAA"
-    started = time.perf_counter()
+    # The tripwire above is the proof; how fast the refusal is: bench/auth_bench.py.
     for value in (f"Bearer {big}", big):
         with pytest.raises(TokenError):
             guard.verify(value)
     with pytest.raises(TokenError):
         guard.verify_token(big)
-    assert time.perf_counter() - started < 0.5
 
 
 def test_key_bearing_headers_are_never_trusted(make_guard, keys, jwks_server):

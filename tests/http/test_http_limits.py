@@ -1,8 +1,13 @@
 """Limits and hostile clients, over real sockets: body and header bounds, framing conflicts,
-malformed requests, 100-continue, timeouts, the connection cap, EMFILE, pipelined floods."""
+malformed requests, 100-continue, timeouts, the connection cap, EMFILE, pipelined floods.
+
+Deadline tests assert a lower bound only (a connection closed before its deadline is a bug);
+how late a loaded machine closes it is left to generous waits, never asserted.
+"""
 
 from __future__ import annotations
 
+import select
 import socket
 import time
 
@@ -11,10 +16,9 @@ from httpkit import Client, build_request
 
 def test_content_length_over_limit_is_413_without_reading_the_body(server):
     client = server.client()
-    started = time.monotonic()
+    # Not one body byte is sent: an answer at all shows the server did not wait for them.
     client.send(b"POST /echo HTTP/1.1\r\nHost: t\r\nContent-Length: 1000000000\r\n\r\n")
     response = client.read_response()
-    assert time.monotonic() - started < 1.0
     assert response.status == 413
     assert response.json()["code"] == "payload_too_large"
     assert response.header("connection") == "close"
@@ -87,32 +91,49 @@ def test_expect_100_continue_over_the_limit_gets_413_and_no_100(server):
     assert client.read_response().status == 413
 
 
+def _closed_within(sock: socket.socket, wait: float) -> bool:
+    """True once the peer has closed (EOF or reset) within `wait` seconds; no bytes expected."""
+    if not select.select([sock], [], [], wait)[0]:
+        return False
+    try:
+        return sock.recv(1) == b""
+    except ConnectionResetError:
+        return True
+
+
 def test_slowloris_is_closed_at_the_header_deadline_while_others_are_served(server):
-    slow = server.client()
-    slow.send(b"GET /echo HTTP/1.1\r\nHost: t\r\n")
+    """One header line every 0.1 s does not push the deadline back: the connection is cut
+    while it is still dripping (header_timeout is 1 s, counted from the first byte)."""
+    slow = server.client(timeout=30)
     started = time.monotonic()
-    while time.monotonic() - started < 0.6:              # header_timeout is 1 s
+    slow.send(b"GET /echo HTTP/1.1\r\nHost: t\r\n")
+    closed = False
+    while not closed and time.monotonic() - started < 60:
         assert server.get("/echo").status == 200
-        slow.send(b"X-Drip: 1\r\n")
-        time.sleep(0.1)
-    assert slow.is_closed(wait=3.0)
-    assert 0.9 < time.monotonic() - started < 2.5
+        try:
+            slow.send(b"X-Drip: 1\r\n")
+        except (BrokenPipeError, ConnectionResetError):
+            closed = True
+        else:
+            closed = _closed_within(slow.sock, 0.1)
+    assert closed, "a dripping header kept the connection open for 60 s"
+    assert time.monotonic() - started > 0.9
     assert server.get("/echo").status == 200
 
 
 def test_silent_connection_is_closed_at_the_header_deadline(server):
-    client = server.client()
     started = time.monotonic()
-    assert client.is_closed(wait=3.0)
-    assert 0.9 < time.monotonic() - started < 2.5
+    client = server.client(timeout=30)
+    assert _closed_within(client.sock, 30)
+    assert time.monotonic() - started > 0.9             # header_timeout is 1 s
 
 
 def test_idle_keep_alive_connection_is_closed_after_idle_timeout(server):
-    client = server.client()
+    client = server.client(timeout=30)
     assert client.request("GET", "/echo").status == 200
     started = time.monotonic()
-    assert client.is_closed(wait=4.0)                    # idle_timeout is 2 s
-    assert 1.9 < time.monotonic() - started < 3.5
+    assert client.is_closed(wait=30)
+    assert time.monotonic() - started > 1.9             # idle_timeout is 2 s
 
 
 def test_connection_cap_answers_503_and_service_resumes(make_server):
@@ -126,9 +147,9 @@ def test_connection_cap_answers_503_and_service_resumes(make_server):
     assert response.json()["code"] == "unavailable"
     assert extra.is_closed()
     held[0].close()
-    deadline = time.monotonic() + 3
+    deadline = time.monotonic() + 30
     while True:
-        fresh = demo.client()
+        fresh = demo.client(timeout=30)
         response = fresh.request("GET", "/echo")
         if response.status == 200 or time.monotonic() > deadline:
             break
@@ -141,15 +162,15 @@ def test_accept_survives_emfile(make_server):
     hogs = []
     try:
         for _ in range(60):                              # well past 40 descriptors
-            hogs.append(socket.create_connection(("127.0.0.1", demo.port), timeout=2))
+            hogs.append(socket.create_connection(("127.0.0.1", demo.port), timeout=30))
         time.sleep(0.3)
     finally:
         for sock in hogs:
             sock.close()
-    deadline = time.monotonic() + 6                     # asyncio retries accept after 1 s
+    deadline = time.monotonic() + 30                    # asyncio retries accept after 1 s
     while True:
         try:
-            client = Client(demo.port, timeout=2)
+            client = Client(demo.port, timeout=10)
             if client.request("GET", "/echo").status == 200:
                 client.close()
                 break
@@ -169,7 +190,7 @@ def test_pipelined_flood_does_not_grow_server_memory(make_server):
     chunk = build_request("GET", "/big?n=65536") * 2000   # each request answers 64 KiB
     sent = 0
     stalled_since = None
-    deadline = time.monotonic() + 8
+    deadline = time.monotonic() + 30
     while time.monotonic() < deadline and sent < 512 * 1024 * 1024:
         try:
             sent += client.sock.send(chunk)
