@@ -1,4 +1,4 @@
-"""Storage figures (contract section 7), measured on the library directly, no HTTP.
+"""Storage figures (docs/guide/operations.md#performance), measured on the library directly, no HTTP.
 
     python bench/storage_bench.py [--sizes 100000,1000000] [--list-sizes 10000,1000000]
 
@@ -8,6 +8,20 @@
 2. Open time (after compaction) and resident memory for N records of the BlogPost shape,
    each measured in a fresh interpreter: bytes per record = RSS growth / N.
 3. List p50 (filter published=true, sort -score, limit 20) at each list size.
+4. Restart (`--restart N`, default 200,000; 0 skips): one interpreter writes N posts and
+   then updates each once (every update frame carries the record twice, the shape that
+   the row-count compaction rule never compacted), reporting its RSS growth ("live"), log
+   bytes and online compactions; then two fresh interpreters open the tenant in turn,
+   reporting open time and RSS growth. `--code DIR` runs the three interpreters against
+   another checkout of dbsvc (say `git archive HEAD dbsvc | tar -x -C DIR`), for a
+   before/after on the same machine.
+5. Pauses (`--pause N`, default 0 = skipped; 1,000,000 for the issue-13 figure): a fresh
+   interpreter opens a compacted tenant of N posts, keeps a light durable update load
+   going and runs one online compaction, while a timer task asks to wake every 1 ms and
+   records its own lateness: the longest loop pause during the compaction, the next
+   largest ones, the time spent in the cyclic GC, and the store's own cut/switch timings.
+   With `--code DIR` (and `--code2 DIR2`) the same tenant is measured under each checkout
+   in turn, so a before/after shares the machine's load.
 """
 
 from __future__ import annotations
@@ -160,15 +174,184 @@ def bench_open(sizes: list[int]) -> None:
         shutil.rmtree(base, ignore_errors=True)
 
 
+RESTART_CHILD = r"""
+import asyncio, gc, json, random, sys, time
+sys.path.insert(0, {code!r})
+def rss():
+    with open("/proc/self/status") as f:
+        for line in f:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) * 1024
+from dbsvc.compiler import compile_schema
+from dbsvc.schema import load_schema
+from dbsvc.storage import Store
+blog = compile_schema(load_schema({schema!r}))
+n, mode = {n}, {mode!r}
+gc.collect()
+before = rss()
+t0 = time.perf_counter()
+s = Store.open({tenant!r}, blog.MODELS, blog.DESCRIPTION, sync="off")
+opened = time.perf_counter() - t0
+if mode == "write":
+    rnd = random.Random(n)
+    def post(i, v):
+        return {{"id": i, "author_id": 1, "title": f"post number {{i}} v{{v}} about {{rnd.randrange(10**6)}}",
+                 "body": "lorem ipsum dolor sit amet " * 4, "published": rnd.random() < 0.5,
+                 "score": round(rnd.random() * 100, 2), "tags": ["a", "b"]}}
+    async def write():
+        await s.insert("User", {{"id": 1, "email": "a@b.c", "name": "u", "age": 1, "role": "reader",
+                                 "joined": "2026-01-01T00:00:00Z", "profile": None}})
+        for v in (0, 1):
+            for i in range(1, n + 1):
+                if v == 0:
+                    s.apply_insert("BlogPost", post(i, v))
+                else:
+                    s.apply_replace("BlogPost", i, post(i, v))
+                if i % 1000 == 0:
+                    await asyncio.sleep(0)
+        log_bytes.append(s.stats()["log_bytes"])
+        await s.aclose()                  # waits for a running compaction, then closes
+    log_bytes = []
+    asyncio.run(write())
+else:
+    log_bytes = [s.stats()["log_bytes"]]
+    s.close()
+gc.collect()
+after = rss()
+stats = s.stats()
+print(json.dumps({{"open_s": opened, "rss_bytes": after - before, "log_bytes": log_bytes[0],
+                  "compactions": s.compactions, "compacted_on_open": s.compacted_on_open,
+                  "history_rows": stats["history_rows"]}}))
+"""
+
+
+def bench_restart(n: int, code: str) -> None:
+    from dbsvc.storage.tenants import create_tenant
+
+    base = tempfile.mkdtemp(dir=os.environ.get("BENCH_DIR"))
+    try:
+        tenant = create_tenant(base, "restart")
+        schema = os.path.join(ROOT, "schemas", "blog.dbs")
+        for mode in ("write", "open", "open"):
+            out = subprocess.run([sys.executable, "-c", RESTART_CHILD.format(code=code, schema=schema, n=n,
+                                                                             mode=mode, tenant=tenant)],
+                                 capture_output=True, text=True, check=True).stdout
+            r = json.loads(out)
+            what = "live (wrote)" if mode == "write" else "restart (open)"
+            print(f"{n:>9,} posts, {what:15s}: open {r['open_s']:6.2f} s, RSS +{r['rss_bytes'] / 2**20:7.1f} MiB, "
+                  f"log {r['log_bytes'] / 2**20:7.1f} MiB, history {r['history_rows']:,} rows, "
+                  f"online compactions {r['compactions']}, compacted on open {r['compacted_on_open']}")
+    finally:
+        shutil.rmtree(base, ignore_errors=True)
+
+
+PAUSE_CHILD = r"""
+import asyncio, gc, json, random, sys, time
+sys.path.insert(0, {code!r})
+from dbsvc.compiler import compile_schema
+from dbsvc.schema import load_schema
+from dbsvc.storage import Store, online
+blog = compile_schema(load_schema({schema!r}))
+n = {n}
+s = Store.open({tenant!r}, blog.MODELS, blog.DESCRIPTION, sync="full")
+gc_time = [0.0, 0.0, 0.0, 0]               # during the compaction: seconds in the cyclic GC,
+def on_gc(phase, info, _t=[0.0]):          # recording?, longest collection, full collections
+    if phase == "start":
+        _t[0] = time.perf_counter()
+    elif gc_time[1]:
+        took = time.perf_counter() - _t[0]
+        gc_time[0] += took
+        gc_time[2] = max(gc_time[2], took)
+        gc_time[3] += info["generation"] == 2
+gc.callbacks.append(on_gc)
+
+def start(store):
+    begin = getattr(store, "start_compaction", None)
+    if begin is not None:
+        return begin()
+    progress = online.Progress()           # a checkout from before Store.start_compaction
+    store._compaction_progress = progress
+    store._compaction = asyncio.get_running_loop().create_task(store._compact(progress))
+    return store._compaction
+
+async def main():
+    lateness = []
+    recording = [False]
+    stop = [False]
+    async def timer():
+        while not stop[0]:
+            t = time.perf_counter()
+            await asyncio.sleep(0.001)
+            if recording[0]:
+                lateness.append(time.perf_counter() - t - 0.001)
+    async def writer():
+        rnd = random.Random(1)
+        while not stop[0]:
+            i = rnd.randrange(1, n + 1)
+            rec = dict(s.get("BlogPost", i)[0])
+            rec["score"] = round(rnd.random() * 100, 2)
+            _prev, _rec, durable = s.apply_replace("BlogPost", i, rec)
+            await durable
+    tasks = [asyncio.create_task(timer()), asyncio.create_task(writer())]
+    await asyncio.sleep(0.5)
+    recording[0] = True
+    gc_time[1] = 1.0
+    t0 = time.perf_counter()
+    await start(s)
+    took = time.perf_counter() - t0
+    recording[0] = False
+    gc_time[1] = 0.0
+    stop[0] = True
+    await asyncio.gather(*tasks)
+    await s.aclose()
+    lateness.sort(reverse=True)
+    cut, switch = s.compaction_pauses[-1] if s.compaction_pauses else (0.0, 0.0)
+    print(json.dumps({{"compactions": s.compactions, "took_s": took, "max_ms": lateness[0] * 1e3,
+                      "top_ms": [round(x * 1e3, 1) for x in lateness[1:6]], "ticks": len(lateness),
+                      "gc_ms": gc_time[0] * 1e3, "gc_max_ms": gc_time[2] * 1e3, "gc_full": gc_time[3], "cut_ms": cut * 1e3, "switch_ms": switch * 1e3}}))
+asyncio.run(main())
+"""
+
+
+def bench_pause(n: int, codes: list[str]) -> None:
+    """The loop's longest pause during one online compaction at n records (item 5 above)."""
+    base = tempfile.mkdtemp(dir=os.environ.get("BENCH_DIR"))
+    try:
+        tenant = build_tenant(base, n)
+        schema = os.path.join(ROOT, "schemas", "blog.dbs")
+        for code in codes:
+            out = subprocess.run([sys.executable, "-c", PAUSE_CHILD.format(code=code, schema=schema, n=n,
+                                                                           tenant=tenant)],
+                                 capture_output=True, text=True, check=True).stdout
+            r = json.loads(out.strip().splitlines()[-1])
+            print(f"{n:>9,} posts, online compaction ({code}): took {r['took_s']:5.2f} s, longest loop pause "
+                  f"{r['max_ms']:6.1f} ms (next {r['top_ms']}), cyclic GC {r['gc_ms']:6.1f} ms "
+                  f"({r['gc_full']} full, longest {r['gc_max_ms']:5.1f} ms), "
+                  f"store's cut {r['cut_ms']:6.1f} ms + switch {r['switch_ms']:5.1f} ms, "
+                  f"{r['ticks']} timer ticks")
+    finally:
+        shutil.rmtree(base, ignore_errors=True)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--sizes", default="10000,100000,1000000")
     parser.add_argument("--seconds", type=float, default=2.0)
     parser.add_argument("--skip-creates", action="store_true")
+    parser.add_argument("--restart", type=int, default=200_000, help="posts for the restart figure (0 skips)")
+    parser.add_argument("--code", default=ROOT, help="the dbsvc checkout the restart and pause figures run")
+    parser.add_argument("--code2", default="", help="a second checkout for the pause figure (side by side)")
+    parser.add_argument("--pause", type=int, default=0, help="posts for the compaction-pause figure (0 skips)")
+    parser.add_argument("--skip-open", action="store_true")
     args = parser.parse_args()
     if not args.skip_creates:
         bench_creates(args.seconds)
-    bench_open([int(x) for x in args.sizes.split(",") if x])
+    if not args.skip_open:
+        bench_open([int(x) for x in args.sizes.split(",") if x])
+    if args.restart:
+        bench_restart(args.restart, os.path.abspath(args.code))
+    if args.pause:
+        bench_pause(args.pause, [os.path.abspath(c) for c in (args.code, args.code2) if c])
 
 
 if __name__ == "__main__":

@@ -17,15 +17,29 @@ So N writers arriving during one fsync share the next one. `sync="off"` skips th
 and resolves after the write reached the page cache (at once, inside `submit`, when no
 earlier write is queued).
 
-Failure rules (an OSError from write or fsync is never retried and never acknowledged;
-Linux may report a failed fsync only once, and after it the page cache no longer tells
-what reached the disk):
+Failure rules (a write or fsync that raised OSError is never acknowledged, and a write
+is never written a second time):
 
-1. The store turns read-only: every later write raises `Unavailable`.
+1. The log stops taking writes: every later write raises `Unavailable` (`health()` says
+   why, and the server's `/ready` answers 503).
 2. Writes covered by an fsync that succeeded before the failure are acknowledged as usual.
 3. Every other queued write is rolled back in memory in reverse order (the store's
    `rollback`), the log is truncated to the end of the last acknowledged frame and fsynced
    (best effort, logged), and each waiting writer gets `Unavailable`.
+4. Fail-stop, or refused until there is room (`WriteState`):
+   - FAILED (fail-stop, until a restart): a failed fsync. Linux may report it only once and
+     may already have dropped the dirty pages, so the page cache no longer tells what
+     reached the disk and nothing written since can be trusted (PostgreSQL's "fsyncgate",
+     2018, after which it panics on any fsync error). Likewise any write error other than
+     lack of space, a failed cut-back (rule 3), and a compaction failing after its commit
+     point (online.py). Reads go on from memory, which holds exactly the acknowledged
+     writes; a restart reads the log back from disk.
+   - REFUSING: a write that failed for lack of space (ENOSPC, EDQUOT), so before any fsync
+     covered it, once the cut-back succeeded. The log is then exactly its acknowledged
+     end, durable. At most once per RETRY_INTERVAL, a write or a `health(retry=True)` call
+     (the server's `/ready`) probes for room: it appends PROBE_BYTES of zeros and cuts
+     them off again (a crash in between leaves a zero tail, which opening cuts as torn).
+     When the probe succeeds the state is OK again and writes resume, with no restart.
 
 After a restart the log therefore holds exactly the acknowledged writes, plus at most a tail
 that a failed truncate left behind; such a tail is only ever unacknowledged writes and is
@@ -37,18 +51,47 @@ vanishes again.
 from __future__ import annotations
 
 import asyncio
+import enum
+import errno
 import logging
 import os
-from collections.abc import Callable
+import time
+from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
 from dbsvc.errors import Unavailable
+from dbsvc.storage import files
 from dbsvc.storage.files import NO_FAULTS, FaultPlan, write_all
 from dbsvc.storage.logfile import encode_frame
 
 log = logging.getLogger("dbsvc.storage")
+
+ROOM_ERRORS = frozenset((errno.ENOSPC, errno.EDQUOT))   # a write error that room can cure
+RETRY_INTERVAL = 1.0                                     # seconds between two probes for room
+PROBE_BYTES = 64 * 1024
+
+
+class WriteState(enum.Enum):
+    """Whether the log takes writes (rule 4)."""
+
+    OK = "ok"
+    REFUSING = "refusing_writes"        # out of space; retried, resumes without a restart
+    FAILED = "read_only"                # fail-stop: read-only until a restart
+    READ_ONLY = "opened_read_only"      # a store opened read-only (tools); never writes
+
+
+@dataclass(frozen=True, slots=True)
+class WriteHealth:
+    """What `Store.health()` reports: the state and, unless OK, why and what to do."""
+
+    state: WriteState
+    detail: str = ""
+
+    @property
+    def writable(self) -> bool:
+        return self.state is WriteState.OK
 
 
 @dataclass(slots=True)
@@ -111,15 +154,28 @@ class LogWriter:
     def fsync(self) -> None:
         if self.faults:
             self.faults.check("fsync")
-        os.fsync(self.fd)
+        files.ops.fsync(self.fd)
 
-    def truncate_to_acked(self) -> None:
+    def truncate_to_acked(self) -> bool:
+        """Cut the log back to its acknowledged end, durably; False (logged) if that failed."""
         try:
-            os.ftruncate(self.fd, self.acked)
-            os.fsync(self.fd)
+            files.ops.ftruncate(self.fd, self.acked)
+            files.ops.fsync(self.fd)
             self.written = self.durable = self.acked
         except OSError as exc:
             log.error("could not truncate %s to %d bytes after an I/O error: %s", self.path, self.acked, exc)
+            return False
+        return True
+
+    def probe_room(self) -> None:
+        """Raise OSError unless PROBE_BYTES more fit in the log (rule 4): append zeros at
+        the acknowledged end (the file's end while writes are refused), then cut them off."""
+        if self.faults:
+            self.faults.check("write")
+        try:
+            write_all(self.fd, bytes(PROBE_BYTES))
+        finally:
+            files.ops.ftruncate(self.fd, self.acked)
 
 
 class CommitQueue:
@@ -133,6 +189,8 @@ class CommitQueue:
         self.rollback = rollback
         self.failed: OSError | None = None
         self.stats = CommitStats()
+        self._room_error = False            # `failed` is a write that found no space (rule 4)
+        self._retry_at: float | None = None # REFUSING: when the next probe for room may run
         self._pending: list[Pending] = []
         self._loop: asyncio.AbstractEventLoop | None = None
         self._wake: asyncio.Event | None = None
@@ -152,8 +210,44 @@ class CommitQueue:
         return loop
 
     def check_writable(self) -> None:
-        if self.failed is not None:
-            raise Unavailable(f"the store is read-only after an I/O error: {self.failed}")
+        """Raise `Unavailable` unless the log takes writes; while REFUSING, probe for room
+        first when a probe is due (rule 4)."""
+        if self.failed is not None and not self._room_again():
+            raise Unavailable(self.health().detail)
+
+    def health(self) -> WriteHealth:
+        if self.failed is None:
+            return WriteHealth(WriteState.OK)
+        if self._room_error:                # also before the cut-back (rule 3) is done
+            return WriteHealth(WriteState.REFUSING,
+                               f"writes are refused: no space for the log ({self.failed}); the server "
+                               f"checks for room every {RETRY_INTERVAL:g} s and takes writes again "
+                               "once there is some, with no restart")
+        return WriteHealth(WriteState.FAILED,
+                           f"the store is read-only after an I/O error on the log ({self.failed}): "
+                           "nothing written since can be trusted; fix the disk, then restart the server")
+
+    def fail_stop(self, exc: OSError) -> None:
+        """Stop taking writes until a restart (rule 4, FAILED)."""
+        self.failed, self._room_error, self._retry_at = exc, False, None
+
+    def _room_again(self) -> bool:
+        """REFUSING, a probe due and successful: back to OK (True)."""
+        if self._retry_at is None or time.monotonic() < self._retry_at:
+            return False
+        self._retry_at = time.monotonic() + RETRY_INTERVAL
+        try:
+            self.writer.probe_room()
+        except OSError as exc:
+            if exc.errno in ROOM_ERRORS:
+                return False
+            log.error("probing %s for room failed: %s; the store is now read-only", self.writer.path, exc)
+            self.fail_stop(exc)
+            return False
+        log.warning("%s has room again (the write refused since failed with: %s); taking writes again",
+                    self.writer.path, self.failed)
+        self.failed, self._room_error, self._retry_at = None, False, None
+        return True
 
     def submit(self, frame: bytes, event: Any, apply: Callable[[], Any]) -> asyncio.Future:
         """Write `frame`, then `apply()` it to memory; the future resolves once durable.
@@ -163,7 +257,10 @@ class CommitQueue:
         try:
             end = self.writer.append(frame)
         except OSError as exc:
-            log.error("write to %s failed: %s; the store is now read-only", self.writer.path, exc)
+            self._room_error = exc.errno in ROOM_ERRORS
+            log.error("write to %s failed: %s; %s", self.writer.path, exc,
+                      "writes are refused until there is room" if self._room_error
+                      else "the store is now read-only")
             self.failed = exc
             self._pending.append(Pending(self.writer.written, future, event, None, applied=False))
         else:
@@ -182,12 +279,12 @@ class CommitQueue:
         (online compaction swaps the log there, compact.py). When it returns, every queued
         write counts as durable (the switch made the new files durable) and is acknowledged
         at once. The future resolves to None, or to `switch`'s exception; a `switch` that
-        leaves the log unusable sets `failed` before raising, so the queue fails as after
-        an I/O error."""
+        leaves the log unusable calls `fail_stop` before raising, so the queue fails as
+        after an I/O error."""
         loop = self._ensure_task()
         future = loop.create_future()
         if self.failed is not None:
-            future.set_exception(Unavailable(f"the store is read-only after an I/O error: {self.failed}"))
+            future.set_exception(Unavailable(self.health().detail))
             return future
         assert self._switch is None, "one log switch at a time"
         self._switch = (switch, future)
@@ -238,7 +335,7 @@ class CommitQueue:
                         await self._loop.run_in_executor(self._executor, self.writer.fsync)
                     except OSError as exc:
                         log.error("fsync of %s failed: %s; the store is now read-only", self.writer.path, exc)
-                        self.failed = exc
+                        self.fail_stop(exc)
                         break
                     self.stats.fsyncs += 1
                     self.writer.durable = target
@@ -268,8 +365,12 @@ class CommitQueue:
         for p in reversed(failed):
             if p.applied:
                 self.rollback(p.undo)
-        self.writer.truncate_to_acked()
-        error = Unavailable(f"write not stored: I/O error on the log ({self.failed}); the store is read-only")
+        if self.writer.truncate_to_acked() and self._room_error:
+            self._retry_at = time.monotonic() + RETRY_INTERVAL
+        else:
+            assert self.failed is not None
+            self.fail_stop(self.failed)
+        error = Unavailable(f"write not stored: {self.health().detail}")
         if self._switch is not None:
             _switch, future = self._switch
             self._switch = None
@@ -281,6 +382,41 @@ class CommitQueue:
                 # Retrieve it so an abandoned future does not log "exception never retrieved".
                 p.future.exception()
 
+    def append_batch(self, chunks: Iterable[bytes], count: int) -> None:
+        """Write `chunks` (whole frames, `count` of them) and make them durable with one
+        fsync, synchronously: the batch path of offline tools (`Store.insert_batch`), for
+        a queue with nothing in flight; the caller applies the batch to memory only after
+        this returned. A failure cuts the log back to its acknowledged end and follows
+        rules 1 and 4 (out of space before the fsync: REFUSING; anything else: FAILED);
+        an OSError becomes `Unavailable`."""
+        assert not self._pending and self._switch is None, "a batch needs an idle commit queue"
+        self.check_writable()
+        synced = False
+        try:
+            for chunk in chunks:
+                self.writer.append(chunk)
+            if self.sync:
+                synced = True
+                self.writer.fsync()
+                self.stats.fsyncs += 1
+        except BaseException as exc:
+            cut = self.writer.truncate_to_acked()
+            if not isinstance(exc, OSError):
+                if not cut:
+                    self.fail_stop(OSError(f"the log could not be cut back after {exc!r}"))
+                raise
+            log.error("batch write to %s failed: %s", self.writer.path, exc)
+            if cut and not synced and exc.errno in ROOM_ERRORS:
+                self.failed, self._room_error = exc, True
+                self._retry_at = time.monotonic() + RETRY_INTERVAL
+            else:
+                self.fail_stop(exc)
+            self.stats.failures += count
+            raise Unavailable(f"batch not stored: {self.health().detail}") from exc
+        self.writer.durable = self.writer.acked = self.writer.written
+        if count:
+            self.stats.count_batch(count)
+
     def flush(self) -> None:
         """Synchronous final commit for `close()`: fsync, then acknowledge everything."""
         if self.failed is not None:
@@ -291,7 +427,7 @@ class CommitQueue:
                     self.writer.fsync()
                 except OSError as exc:
                     log.error("final fsync of %s failed: %s", self.writer.path, exc)
-                    self.failed = exc
+                    self.fail_stop(exc)
                     self._fail_pending()
                     return
                 self.writer.durable = self.writer.written

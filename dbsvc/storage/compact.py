@@ -9,7 +9,7 @@ Files of a tenant::
     <tenant>/log.new         transient: a compaction in progress
     <tenant>/log.retained.new  transient: a compaction in progress
 
-Steps (`install`), each followed by the `compact` fault hook (files.py)::
+Steps (`install`; 4-9 are `install_pair`, which online compaction shares), each followed by the `compact` fault hook (files.py)::
 
     1  write snapshot.new (epoch E2, head H), fsync it
     2  write log.retained.new (retain.py: the newest frames up to H of the old segment
@@ -51,11 +51,12 @@ import json
 import logging
 import os
 import secrets
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
 from dbsvc.errors import CorruptLog
-from dbsvc.storage import retain
+from dbsvc.storage import files, retain
 from dbsvc.storage.files import NO_FAULTS, FaultPlan, fsync_dir, write_all
 from dbsvc.storage.logfile import LogScan, encode_header
 from dbsvc.storage.snapshot import (
@@ -99,7 +100,7 @@ def finish_interrupted(directory: str, *, readonly: bool) -> TenantFiles:
             # as "past the commit point".
             for path in (log_new, ret_new, snap_new):
                 try:
-                    os.unlink(path)
+                    files.ops.unlink(path)
                 except FileNotFoundError:
                     pass
                 fsync_dir(directory)
@@ -110,44 +111,67 @@ def finish_interrupted(directory: str, *, readonly: bool) -> TenantFiles:
                                ret_new if os.path.exists(ret_new) else ret)
         log.warning("%s: finishing an interrupted compaction (after its commit point)", directory)
         if os.path.exists(ret_new):
-            os.rename(ret_new, ret)
+            files.ops.rename(ret_new, ret)
         if os.path.exists(log_new):
-            os.rename(log_new, logp)
+            files.ops.rename(log_new, logp)
         fsync_dir(directory)
     return TenantFiles(snap if os.path.exists(snap) else None, logp, ret)
 
 
-def _write_file(path: str, chunks: Any) -> None:
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o644)
+def write_durably(path: str, fill: Callable[[int], object]) -> int:
+    """Create (or empty) `path`, let `fill(fd)` write it from position 0, fsync it and close
+    it; returns its size. Every file a compaction or a new tenant writes whole goes through
+    here (offline `install`, online.py's snapshot.new, `create_log`)."""
+    fd = files.ops.open(path, os.O_RDWR | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o644)
     try:
+        fill(fd)
+        files.ops.fsync(fd)
+        return os.fstat(fd).st_size
+    finally:
+        files.ops.close(fd)
+
+
+def _chunks(chunks: Iterable[bytes]) -> Callable[[int], None]:
+    def fill(fd: int) -> None:
         for chunk in chunks:
             write_all(fd, chunk)
-        os.fsync(fd)
-    finally:
-        os.close(fd)
+    return fill
 
 
 def install(directory: str, image: SnapshotImage, faults: FaultPlan = NO_FAULTS,
             retained: retain.Plan | None = None) -> retain.Segment | None:
     """Write `image` as the new snapshot plus an empty log of its epoch, keeping what
     `retained` allows of the old log (steps 1-9). Returns the retained segment, if any."""
-    snap = os.path.join(directory, SNAPSHOT_NAME)
-    logp = os.path.join(directory, LOG_NAME)
-    _write_file(snap + NEW_SUFFIX, encode_snapshot(image))
+    write_durably(os.path.join(directory, SNAPSHOT_NAME + NEW_SUFFIX), _chunks(encode_snapshot(image)))
     faults.check("compact")
     pending = retain.write_pending(directory, retained)
     faults.check("compact")
-    _write_file(logp + NEW_SUFFIX, [encode_header(image.epoch, image.head_offset)])
+    write_durably(os.path.join(directory, LOG_NAME + NEW_SUFFIX),
+                  _chunks([encode_header(image.epoch, image.head_offset)]))
     faults.check("compact")
+    return install_pair(directory, faults, pending)
+
+
+def install_pair(directory: str, faults: FaultPlan, pending: retain.Segment | None,
+                 committed: list[bool] | None = None) -> retain.Segment | None:
+    """Steps 4-9, shared by offline and online compaction: with snapshot.new, log.new and
+    (if `pending`) log.retained.new complete and fsynced, put the new pair in place.
+    `committed[0]` turns True once the snapshot's rename returned (an error after it leaves
+    the new pair standing, so a running writer can no longer trust its old log). Returns
+    the retained segment now in place."""
+    snap = os.path.join(directory, SNAPSHOT_NAME)
+    logp = os.path.join(directory, LOG_NAME)
     fsync_dir(directory)
     faults.check("compact")
-    os.rename(snap + NEW_SUFFIX, snap)
+    files.ops.rename(snap + NEW_SUFFIX, snap)
+    if committed is not None:
+        committed[0] = True
     faults.check("compact")
     fsync_dir(directory)
     faults.check("compact")
     segment = retain.commit_pending(directory, pending)
     faults.check("compact")
-    os.rename(logp + NEW_SUFFIX, logp)
+    files.ops.rename(logp + NEW_SUFFIX, logp)
     faults.check("compact")
     fsync_dir(directory)
     faults.check("compact")
@@ -157,8 +181,8 @@ def install(directory: str, image: SnapshotImage, faults: FaultPlan = NO_FAULTS,
 def create_log(directory: str, epoch: str) -> str:
     """A tenant's first log (no snapshot, base offset 0), created durably."""
     logp = os.path.join(directory, LOG_NAME)
-    _write_file(logp + ".tmp", [encode_header(epoch, 0)])
-    os.rename(logp + ".tmp", logp)
+    write_durably(logp + ".tmp", _chunks([encode_header(epoch, 0)]))
+    files.ops.rename(logp + ".tmp", logp)
     fsync_dir(directory)
     return logp
 

@@ -1,4 +1,4 @@
-"""Change events: one per committed row, in the layout of contract section 5.
+"""Change events: one per committed row, in the layout of docs/guide/realtime.md (docs/realtime.md).
 
 An event's JSON (its log payload, byte for byte)::
 
@@ -45,7 +45,7 @@ class ChangeEvent:
     previous: dict | None = None
 
     def to_dict(self) -> dict[str, Any]:
-        """The event as contract section 5 shows it (key order included)."""
+        """The event as docs/realtime.md shows it (key order included)."""
         return _layout(self.kind, self.model, self.offset, self.watermark, self.id, self.record, self.previous)
 
     def payload(self) -> bytes:

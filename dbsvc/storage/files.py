@@ -1,4 +1,14 @@
-"""Small file-system helpers every storage module shares, plus the fault-injection hook.
+"""The one seam every storage file operation passes through, shared helpers, and the
+fault-injection hook.
+
+The seam (`ops`): storage modules call `files.ops.open / write / pwrite / fsync / fsync_dir /
+ftruncate / rename / unlink / close` instead of `os.*` for every operation that creates,
+changes, makes durable or removes a file (reads stay plain `os.pread` and `open`). `ops` is
+a `FileOps`, whose methods *are* the `os` functions, so production pays nothing for it.
+A test installs another layer with `use(layer)` before opening a store; the power-loss
+simulator (tests/storage/powerloss_fs.py) does, to remember what each fsync made durable.
+Always reach it as `files.ops` at the call (never `from files import ops`), so that an
+installed layer is the one called.
 
 Durable replacement of a file (`write_atomic`), used for `schema.json` and during
 compaction::
@@ -11,11 +21,17 @@ open); after the rename but before the directory fsync, either name may survive 
 loss, and both hold complete, fsynced contents. Nothing relies on the new name before the
 directory fsync returns.
 
-Fault injection (tests only): `DBSVC_FAULT` holds comma-separated rules `OP:N[:ERRNO]`, for
-example `DBSVC_FAULT=fsync:3:EIO,write:10:ENOSPC`. The Nth call of OP (counted per
-`FaultPlan`, that is per open store) raises `OSError(ERRNO)` instead of doing the work.
-`compact:K:KILL` sends SIGKILL to the process itself after compaction step K. With the
-variable unset (production) every check is one falsy attribute test.
+Fault injection (tests only): `DBSVC_FAULT` holds comma-separated rules `OP:N[:ERRNO]` or
+`OP:N-M[:ERRNO]`, for example `DBSVC_FAULT=fsync:3:EIO,write:10-12:ENOSPC`. The Nth call of
+OP (counted per `FaultPlan`, that is per open store), or every call from the Nth to the Mth,
+raises `OSError(ERRNO)` instead of doing the work; a range is a disk that is full for a
+while and then has room again (commit.py retries a write that failed for lack of space, and
+its probe counts as a `write` call). `compact:K:KILL` sends SIGKILL to the process itself
+after compaction step K. `OP:N:HOLD=<path>` makes the Nth call wait, then do the work: it
+creates `<path>.held` and sleeps until `<path>` exists, so a test sees a slow fsync by order
+of events, not by the clock (tests/app/test_app_durable_answers.py: no answer leaves before
+the held fsync is released). With the variable unset (production) every check is one falsy
+attribute test.
 """
 
 from __future__ import annotations
@@ -23,37 +39,83 @@ from __future__ import annotations
 import errno
 import os
 import signal
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 
 TMP_SUFFIX = ".tmp"
 
 
+class FileOps:
+    """The file operations storage performs, exactly as the operating system does them.
+    A test layer subclasses it and overrides what it needs to observe."""
+
+    open = staticmethod(os.open)
+    close = staticmethod(os.close)
+    write = staticmethod(os.write)
+    pwrite = staticmethod(os.pwrite)
+    fsync = staticmethod(os.fsync)
+    ftruncate = staticmethod(os.ftruncate)
+    rename = staticmethod(os.rename)
+    unlink = staticmethod(os.unlink)
+
+    def fsync_dir(self, path: str) -> None:
+        """fsync a directory so that creates, renames and unlinks inside it are durable."""
+        fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+
+
+ops: FileOps = FileOps()
+
+
+@contextmanager
+def use(layer: FileOps) -> Iterator[FileOps]:
+    """Route every storage file operation through `layer` inside the block (tests only)."""
+    global ops
+    previous, ops = ops, layer
+    try:
+        yield layer
+    finally:
+        ops = previous
+
+
 def fsync_dir(path: str) -> None:
     """fsync a directory so that creates, renames and unlinks inside it are durable."""
-    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
+    ops.fsync_dir(path)
 
 
 def write_all(fd: int, data: bytes | memoryview) -> None:
-    """os.write until every byte is written (a short write is not an error by itself)."""
+    """Write until every byte is written (a short write is not an error by itself)."""
     view = memoryview(data)
+    write = ops.write
     while view:
-        n = os.write(fd, view)
+        n = write(fd, view)
         view = view[n:]
+
+
+def truncate_durably(path: str, size: int) -> None:
+    """Cut the file at `path` to `size` bytes and fsync it (a torn log tail at open)."""
+    fd = ops.open(path, os.O_WRONLY | os.O_CLOEXEC)
+    try:
+        ops.ftruncate(fd, size)
+        ops.fsync(fd)
+    finally:
+        ops.close(fd)
 
 
 def write_atomic(path: str, data: bytes, *, sync_dir: bool = True) -> None:
     """Replace `path` with `data` durably: tmp, fsync, rename, fsync the directory."""
     tmp = path + TMP_SUFFIX
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o644)
+    fd = ops.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o644)
     try:
         write_all(fd, data)
-        os.fsync(fd)
+        ops.fsync(fd)
     finally:
-        os.close(fd)
-    os.rename(tmp, path)
+        ops.close(fd)
+    ops.rename(tmp, path)
     if sync_dir:
         fsync_dir(os.path.dirname(path) or ".")
 
@@ -64,15 +126,17 @@ class FaultPlan:
     __slots__ = ("counts", "rules")
 
     def __init__(self, spec: str | None) -> None:
-        self.rules: dict[str, tuple[int, str]] = {}
+        self.rules: dict[str, tuple[int, int, str]] = {}
         self.counts: dict[str, int] = {}
         for part in (spec or "").split(","):
             part = part.strip()
             if not part:
                 continue
             op, _, rest = part.partition(":")
-            nth, _, what = rest.partition(":")
-            self.rules[op] = (int(nth), what.upper() or "EIO")
+            calls, _, what = rest.partition(":")
+            first, _, last = calls.partition("-")
+            action, equals, argument = what.partition("=")       # HOLD=<path>: the path keeps its case
+            self.rules[op] = (int(first), int(last or first), action.upper() + equals + argument or "EIO")
 
     @classmethod
     def from_env(cls) -> FaultPlan:
@@ -87,13 +151,24 @@ class FaultPlan:
             return
         count = self.counts.get(op, 0) + 1
         self.counts[op] = count
-        nth, what = self.rules[op]
-        if count != nth:
+        first, last, what = self.rules[op]
+        if not first <= count <= last:
             return
         if what == "KILL":
             os.kill(os.getpid(), signal.SIGKILL)
+        if what.startswith("HOLD="):
+            _hold(what[len("HOLD="):], f"{op}:{count}")
+            return
         code = getattr(errno, what)
-        raise OSError(code, f"{os.strerror(code)} (injected by DBSVC_FAULT {op}:{nth})")
+        raise OSError(code, f"{os.strerror(code)} (injected by DBSVC_FAULT {op}:{count})")
+
+
+def _hold(gate: str, call: str) -> None:
+    """Announce the held call in `<gate>.held`, then wait until `gate` exists (tests only)."""
+    with open(gate + ".held", "w", encoding="ascii") as marker:
+        marker.write(call + "\n")
+    while not os.path.exists(gate):
+        time.sleep(0.005)
 
 
 NO_FAULTS = FaultPlan(None)

@@ -20,7 +20,7 @@ Rules:
 5. The descriptor is `O_CLOEXEC`: a child started with exec never inherits the lock (a fork
    without exec would; dbsvc never forks).
 
-Imports only the stdlib and `dbsvc.errors`.
+Imports only the stdlib, `dbsvc.errors` and the file seam (`files.ops`, files.py).
 """
 
 from __future__ import annotations
@@ -30,6 +30,7 @@ import fcntl
 import os
 
 from dbsvc.errors import TenantLocked
+from dbsvc.storage import files
 
 LOCK_NAME = "LOCK"
 
@@ -56,18 +57,18 @@ class WriterLock:
     def acquire(cls, directory: str) -> WriterLock:
         """Take the lock or raise `TenantLocked` naming the holder's pid (rule 3)."""
         path = os.path.join(directory, LOCK_NAME)
-        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+        fd = files.ops.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except OSError as exc:
             if exc.errno not in (errno.EWOULDBLOCK, errno.EAGAIN):
-                os.close(fd)
+                files.ops.close(fd)
                 raise
             pid = _read_pid(fd)
-            os.close(fd)
+            files.ops.close(fd)
             raise TenantLocked(directory, pid) from None
-        os.ftruncate(fd, 0)
-        os.pwrite(fd, f"{os.getpid()}\n".encode("ascii"), 0)
+        files.ops.ftruncate(fd, 0)
+        files.ops.pwrite(fd, f"{os.getpid()}\n".encode("ascii"), 0)
         return cls(directory, path, fd)
 
     @property
@@ -79,7 +80,7 @@ class WriterLock:
         file; it is meaningless without the lock and the next writer overwrites it."""
         if self._fd is not None:
             fd, self._fd = self._fd, None
-            os.close(fd)
+            files.ops.close(fd)
 
 
 def probe_lock(directory: str) -> tuple[bool, int | None]:

@@ -14,7 +14,7 @@ Layout (all integers big-endian)::
      12   4  length       of the payload, at most MAX_PAYLOAD
      16   n  payload      compact JSON of the change event (see events.py)
 
-A frame is byte for byte the `PersistedEvent` of `/replicate` (contract section 5), so the
+A frame is byte for byte the `PersistedEvent` of `/replicate` (docs/guide/realtime.md), so the
 replication stream sends file ranges unchanged.
 
 Recovery rules (`scan`), in this order; the first bad frame at byte P decides:
@@ -27,7 +27,12 @@ Recovery rules (`scan`), in this order; the first bad frame at byte P decides:
    crash during an unacknowledged append leaves; bit rot in the very last frame looks the
    same and is treated the same (it cannot be told apart).
 3. If a good frame follows the damage, the damage is *before* the tail: refuse with
-   `CorruptLog(path, P, reason)`. Nothing is truncated and nothing is served.
+   `CorruptLog(path, P, reason)`. Nothing is truncated and nothing is served. Except when
+   the byte just before that good frame is zero: that is the debris of appends no fsync
+   covered, which a power loss may persist out of order (a later frame on disk, an earlier
+   one still zeros, or torn with its end zeros). A payload is JSON and never ends in a zero
+   byte, so no whole frame ends there; an fsync covered nothing from P on, so nothing from
+   P on was acknowledged, and it is cut like a torn tail (rule 2).
 4. A header that is short, has the wrong magic or version, or fails its CRC is `CorruptLog`
    at byte 0: a log header is written to a `.tmp` name, fsynced and renamed, so a crash
    cannot leave a half header under the real name.
@@ -37,6 +42,7 @@ A frame whose checksum fails is never decoded, so it is never served.
 
 from __future__ import annotations
 
+import mmap
 import re
 import struct
 import zlib
@@ -72,7 +78,7 @@ def encode_header(epoch: str, base_offset: int) -> bytes:
     return body + struct.pack(">I", zlib.crc32(body))
 
 
-def decode_header(path: str, data: bytes | memoryview) -> LogHeader:
+def decode_header(path: str, data: bytes | memoryview | mmap.mmap) -> LogHeader:
     from dbsvc.errors import CorruptLog
 
     if len(data) < HEADER_SIZE:
@@ -93,7 +99,7 @@ def encode_frame(offset: int, payload: bytes) -> bytes:
     return FRAME.pack(offset, zlib.crc32(payload), len(payload)) + payload
 
 
-def _frame_error(data: bytes | memoryview, pos: int, expected: int) -> str | None:
+def _frame_error(data: bytes | memoryview | mmap.mmap, pos: int, expected: int) -> str | None:
     """Why the frame at `pos` is not good (rule 1), or None when it is."""
     size = len(data)
     if pos + FRAME_HEADER_SIZE > size:
@@ -111,7 +117,7 @@ def _frame_error(data: bytes | memoryview, pos: int, expected: int) -> str | Non
     return None
 
 
-def _good_frame_after(data: bytes | memoryview, start: int, expected: int) -> int | None:
+def _good_frame_after(data: bytes | memoryview | mmap.mmap, start: int, expected: int) -> int | None:
     """Byte position of any good frame with offset >= expected after `start` (rule 2)."""
     size = len(data)
     if not bytes(data[start:]).strip(b"\0"):
@@ -137,7 +143,7 @@ class LogScan:
     until the iteration finished.
     """
 
-    def __init__(self, path: str, data: bytes | memoryview) -> None:
+    def __init__(self, path: str, data: bytes | memoryview | mmap.mmap) -> None:
         self.path = path
         self.data = data
         self.header = decode_header(path, data)
@@ -148,7 +154,7 @@ class LogScan:
     def records(self) -> Iterator[tuple[int, bytes]]:
         from dbsvc.errors import CorruptLog
 
-        data = bytes(self.data)
+        data = self.data if isinstance(self.data, (bytes, mmap.mmap)) else bytes(self.data)
         size = len(data)
         pos = HEADER_SIZE
         expected = self.next_offset
@@ -169,7 +175,7 @@ class LogScan:
                         continue
             reason = _frame_error(data, pos, expected) or "unreadable frame"
             later = _good_frame_after(data, pos, expected)
-            if later is not None:
+            if later is not None and data[later - 1] != 0:
                 raise CorruptLog(
                     self.path, pos,
                     f"{reason}; a good frame follows at byte {later}, so this is not a torn tail",

@@ -7,7 +7,7 @@ Layout::
                              after every accepted migration
 
 On open the stored description is compared with the one being served using
-`dbsvc.schema.describe.schema_changes` (contract section 6):
+`dbsvc.schema.describe.schema_changes` (docs/guide/schema.md#changing-a-schema):
 
 - equal: nothing to do;
 - incompatible reasons: `IncompatibleSchema(reasons)` listing every one, before anything

@@ -2,7 +2,8 @@
 
 Trigger (checked after each write, `Store._write`): the log is over `compact_bytes`
 (`Store.open(..., compact_bytes=)`, default 64 MiB, the same rule as at open) and holds more
-than twice as many rows as there are live records. One compaction runs at a time.
+than twice as many rows as there are live records, or more than twice the snapshot's bytes
+(recovery.py `needs_compaction`). One compaction runs at a time.
 
 Steps (loop = the event-loop thread; thread = `asyncio.to_thread`)::
 
@@ -43,7 +44,7 @@ copied into log.new before its fsync, and rows at or before H are in the snapsho
 the switch returns every queued write is durable and is acknowledged at once. Draining
 instead would stall writers for a whole fsync round at an arbitrary moment, or never end.
 
-Watermarks restart in the new epoch (contract section 4): a model's rows after H are
+Watermarks restart in the new epoch (docs/guide/queries.md#epochs): a model's rows after H are
 renumbered by (live records at H) - (watermark at H). Frames copied into the new log are
 rewritten with the new `watermark` (logfile.py `renumber_frames`), as are the ring's and the
 queued writes' events; offsets never change. Events published before the switch keep
@@ -79,13 +80,12 @@ from dataclasses import dataclass, field
 from itertools import chain
 from typing import TYPE_CHECKING, Any
 
-from dbsvc.storage import compact, retain
+from dbsvc.storage import compact, files, retain
 from dbsvc.storage.files import FaultPlan, fsync_dir, write_all
 from dbsvc.storage.logfile import encode_header, renumber_frames
 from dbsvc.storage.snapshot import ModelStream, write_snapshot_stream
 
 if TYPE_CHECKING:
-    from dbsvc.storage.store import Store
     from dbsvc.storage.table import Table
 
 log = logging.getLogger("dbsvc.storage")
@@ -101,6 +101,12 @@ class Cancelled(Exception):
 
 @dataclass(slots=True)
 class TableCut:
+    """One model at the cut. The image is `records` (the live map, not a copy) as it stood
+    at the cut: a write after the cut first notes the record it replaces in `before`
+    (`note_write`, on the loop, before it touches `records`), and the snapshot thread reads
+    `records` first and `before` second, so whichever of the two it saw, the value it
+    keeps is the one at the cut."""
+
     table: Table
     records: dict[Any, dict]
     id_lists: list[list[Any]]
@@ -108,11 +114,27 @@ class TableCut:
     rows: int                    # len(table.rows) at the cut
     watermark: int
     max_id: int
+    before: dict[Any, dict | None] = field(default_factory=dict)
     base_ids: list[Any] = field(default_factory=list)
 
     @property
     def delta(self) -> int:
         return self.count - self.watermark
+
+    def note_write(self, id_: Any) -> None:
+        """A write to `id_` is about to change `records` (called on the loop)."""
+        if id_ not in self.before:
+            self.before[id_] = self.records.get(id_)
+
+    def image_records(self, ids: list[Any]) -> Iterator[dict]:
+        """The records of `ids` as they stood at the cut (called in the snapshot thread)."""
+        records, before = self.records, self.before
+        for id_ in ids:
+            record = records.get(id_)
+            if id_ in before:
+                record = before[id_]
+            assert record is not None, f"{self.table.name} {id_!r} was live at the cut"
+            yield record
 
 
 @dataclass(slots=True)
@@ -122,6 +144,7 @@ class Cut:
     position: int                # byte size of the old log at the cut
     tables: list[TableCut]
     took: float                  # seconds the loop spent copying
+    snapshot_bytes: int = 0      # the size of snapshot.new once written
 
     def deltas(self) -> dict[str, int]:
         return {tc.table.name: tc.delta for tc in self.tables}
@@ -144,20 +167,21 @@ class Progress:
 
 
 def take_cut(tables: dict[str, Table], head: int, position: int) -> Cut:
-    """Copy what the snapshot needs; runs on the loop with no await (see the docstring)."""
+    """What the snapshot needs, on the loop with no await (see the docstring): the primary
+    key's sublists (about a thousand C-level list copies per million records) and the
+    counters. The records themselves are not copied (`TableCut`)."""
     start = time.perf_counter()
-    cuts = [TableCut(t, t.records.copy(), t.pk.copy_lists(), len(t.records), len(t.rows), t.watermark, t.max_id)
+    cuts = [TableCut(t, t.records, t.pk.copy_lists(), len(t.records), len(t.rows), t.watermark, t.max_id)
             for t in tables.values()]
     return Cut(compact.new_epoch(), head, position, cuts, time.perf_counter() - start)
 
 
 def _row_chunks(tc: TableCut, progress: Progress) -> Iterator[list[list[Any]]]:
     fields = tc.table.model.fields
-    records = tc.records
     ids = tc.base_ids
     for i in range(0, len(ids), CHUNK):
         progress.check()
-        yield [[r[f] for f in fields] for r in map(records.__getitem__, ids[i : i + CHUNK])]
+        yield [[r[f] for f in fields] for r in tc.image_records(ids[i : i + CHUNK])]
 
 
 def write_snapshot(directory: str, cut: Cut, progress: Progress, faults: FaultPlan) -> None:
@@ -168,14 +192,8 @@ def write_snapshot(directory: str, cut: Cut, progress: Progress, faults: FaultPl
     streams = [ModelStream(tc.table.name, list(tc.table.model.fields), tc.count, tc.max_id, _row_chunks(tc, progress))
                for tc in cut.tables]
     path = os.path.join(directory, compact.SNAPSHOT_NAME + compact.NEW_SUFFIX)
-    fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o644)
-    try:
-        write_snapshot_stream(fd, cut.epoch, cut.head, streams)
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-    for tc in cut.tables:
-        tc.records = {}
+    cut.snapshot_bytes = compact.write_durably(
+        path, lambda fd: write_snapshot_stream(fd, cut.epoch, cut.head, streams))
     faults.check("compact")
 
 
@@ -229,7 +247,7 @@ def start_log(directory: str, old_path: str, cut: Cut, stop: int, every: int, pr
     `stop`, fsynced; its descriptor stays open for the switch."""
     progress.check()
     path = os.path.join(directory, compact.LOG_NAME + compact.NEW_SUFFIX)
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_APPEND | os.O_CLOEXEC, 0o644)
+    fd = files.ops.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_APPEND | os.O_CLOEXEC, 0o644)
     try:
         header = encode_header(cut.epoch, cut.head)
         write_all(fd, header)
@@ -239,9 +257,12 @@ def start_log(directory: str, old_path: str, cut: Cut, stop: int, every: int, pr
             _copy_frames(src, cut.position, stop, new, cut.deltas(), every)
         finally:
             os.close(src)
-        os.fsync(fd)
+        files.ops.fsync(fd)
+        # The three `.new` names exist now: make them durable here, off the loop, so the
+        # switch's own directory fsync (step 4) finds nothing left to write.
+        fsync_dir(directory)
     except BaseException:
-        os.close(fd)
+        files.ops.close(fd)
         raise
     return new
 
@@ -261,31 +282,8 @@ def finish_log(old_path: str, end: int, new: NewLog, cut: Cut, every: int, fault
         _copy_frames(src, new.copied, end, new, cut.deltas(), every)
     finally:
         os.close(src)
-    os.fsync(new.fd)
+    files.ops.fsync(new.fd)
     faults.check("compact")
-
-
-def commit_files(directory: str, faults: FaultPlan, pending: retain.Segment | None, *,
-                 after_commit_point: list[bool]) -> retain.Segment | None:
-    """Switch: fault steps 4-9. `after_commit_point[0]` turns True once the snapshot's
-    rename returned (errors after it are fatal for the running writer). Returns the
-    retained segment now in place."""
-    snap = os.path.join(directory, compact.SNAPSHOT_NAME)
-    logp = os.path.join(directory, compact.LOG_NAME)
-    fsync_dir(directory)
-    faults.check("compact")
-    os.rename(snap + compact.NEW_SUFFIX, snap)
-    after_commit_point[0] = True
-    faults.check("compact")
-    fsync_dir(directory)
-    faults.check("compact")
-    segment = retain.commit_pending(directory, pending)
-    faults.check("compact")
-    os.rename(logp + compact.NEW_SUFFIX, logp)
-    faults.check("compact")
-    fsync_dir(directory)
-    faults.check("compact")
-    return segment
 
 
 def discard(directory: str) -> None:
@@ -294,7 +292,7 @@ def discard(directory: str) -> None:
     # commit point".
     for name in (compact.LOG_NAME, compact.RETAINED_NAME, compact.SNAPSHOT_NAME):
         try:
-            os.unlink(os.path.join(directory, name + compact.NEW_SUFFIX))
+            files.ops.unlink(os.path.join(directory, name + compact.NEW_SUFFIX))
             fsync_dir(directory)
         except FileNotFoundError:
             pass
@@ -309,7 +307,8 @@ def drop_slowly(rows: list[Any]) -> None:
         del rows[-CHUNK:]
 
 
-async def _in_thread(progress: Progress, fn: Any, *args: Any) -> Any:
+async def in_thread(progress: Progress, fn: Any, *args: Any) -> Any:
+    """Run a thread step; `progress.idle` is clear while it runs (`close()` waits on it)."""
     def call() -> Any:
         try:
             return fn(*args)
@@ -320,64 +319,3 @@ async def _in_thread(progress: Progress, fn: Any, *args: Any) -> Any:
     return await asyncio.to_thread(call)
 
 
-async def run(store: Store, progress: Progress) -> None:
-    """One online compaction of `store` (the steps of the module docstring)."""
-    commit = store._commit
-    assert commit is not None
-    directory, faults, every = store.directory, store._faults, store.checkpoint_every
-    cut = take_cut(store._tables, store._next_offset - 1, commit.writer.written)
-    keep = retain.plan(store._retain_bytes, store._epoch, store._retained, store._log_path, cut.position,
-                       store._log_base, cut.head)
-    new: NewLog | None = None
-    pending: retain.Segment | None = None
-    old_rows: list[list[Any]] = []
-    switched = [0.0]
-
-    def switch() -> None:
-        assert new is not None
-        start = time.perf_counter()
-        writer = commit.writer
-        finish_log(store._log_path, writer.written, new, cut, every, faults)
-        try:
-            segment = commit_files(directory, faults, pending, after_commit_point=progress.committed)
-        except OSError as exc:
-            if progress.committed[0]:
-                log.error("%s: compaction failed after its commit point: %s; the store is now read-only "
-                          "(the next open finishes the switch)", directory, exc)
-                commit.failed = exc
-            raise
-        old_fd, writer.fd, new.fd = writer.fd, new.fd, -1
-        writer.written = new.size
-        os.close(old_fd)
-        old_rows.extend(store._enter_epoch(cut, new.checkpoints, segment))
-        switched[0] = time.perf_counter() - start
-
-    try:
-        await _in_thread(progress, write_snapshot, directory, cut, progress, faults)
-        pending = await _in_thread(progress, write_retained, directory, keep, progress, faults)
-        commit.check_writable()
-        new = await _in_thread(progress, start_log, directory, store._log_path, cut, commit.writer.written,
-                               every, progress)
-        await commit.run_between_fsyncs(switch)
-    except BaseException as exc:
-        progress.cancelled = True
-        progress.idle.wait(60)                  # a thread step stops at its next chunk
-        if new is not None and new.fd >= 0:
-            os.close(new.fd)
-            new.fd = -1
-        if not progress.committed[0] and store._lock is not None:
-            discard(directory)
-        if not isinstance(exc, Exception):
-            raise
-        if not isinstance(exc, Cancelled):
-            log.error("%s: online compaction failed: %s", directory, exc)
-        store._compaction_failed()
-        return
-    finally:
-        for tc in cut.tables:
-            tc.records = {}
-    store.compaction_pauses.append((cut.took, switched[0]))
-    log.info("%s: compacted online at offset %d: %d live records, new epoch %s (pauses %.1f ms + %.1f ms)",
-             directory, cut.head, sum(tc.count for tc in cut.tables), cut.epoch,
-             cut.took * 1e3, switched[0] * 1e3)
-    await _in_thread(progress, drop_slowly, old_rows)

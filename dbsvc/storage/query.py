@@ -1,6 +1,6 @@
 """List queries over a `Table`: filter, sort, page, count; and the same over a past state.
 
-Order (contract section 3): the `sort` keys in turn, each ascending or descending, nulls
+Order (docs/guide/queries.md#sorting-and-pages): the `sort` keys in turn, each ascending or descending, nulls
 last ascending and first descending, ties always broken on the primary key ascending;
 without `sort`, primary-key order.
 

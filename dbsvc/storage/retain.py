@@ -61,6 +61,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
 from dbsvc.errors import CorruptLog
+from dbsvc.storage import files
 from dbsvc.storage.files import fsync_dir, write_all
 from dbsvc.storage.logfile import FRAME, FRAME_HEADER_SIZE, HEADER_SIZE, MAX_PAYLOAD, decode_header, encode_header
 
@@ -228,7 +229,7 @@ def load(path: str | None, log_base: int) -> Segment | None:
 def remove(directory: str) -> bool:
     """Delete the retained segment durably (a writer opened with `retain_bytes=0`)."""
     try:
-        os.unlink(os.path.join(directory, RETAINED_NAME))
+        files.ops.unlink(os.path.join(directory, RETAINED_NAME))
     except FileNotFoundError:
         return False
     fsync_dir(directory)
@@ -333,7 +334,7 @@ def write_pending(directory: str, p: Plan | None, check: Callable[[], None] | No
     path = os.path.join(directory, RETAINED_NAME + NEW_SUFFIX)
     base = parts[0][3] - 1
     end = p.sources[-1].last
-    fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o644)
+    fd = files.ops.open(path, os.O_RDWR | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o644)
     try:
         write_all(fd, encode_header(p.epoch, base))
         size = HEADER_SIZE
@@ -352,10 +353,10 @@ def write_pending(directory: str, p: Plan | None, check: Callable[[], None] | No
                     size += len(data)
             finally:
                 os.close(src)
-        os.fsync(fd)
+        files.ops.fsync(fd)
         last = _last_frame(fd, size, end)
     finally:
-        os.close(fd)
+        files.ops.close(fd)
     if last is None:
         # Only a source changed under the copy could do this: keep nothing rather than
         # a segment that would be ignored at the next open.
@@ -370,10 +371,10 @@ def commit_pending(directory: str, pending: Segment | None) -> Segment | None:
     directory (step 9). Returns the segment the store now serves."""
     final = os.path.join(directory, RETAINED_NAME)
     if pending is not None:
-        os.rename(pending.path, final)
+        files.ops.rename(pending.path, final)
         return dataclasses.replace(pending, path=final)
     try:
-        os.unlink(final)
+        files.ops.unlink(final)
     except FileNotFoundError:
         pass
     return None
@@ -382,6 +383,6 @@ def commit_pending(directory: str, pending: Segment | None) -> Segment | None:
 def discard_pending(directory: str) -> None:
     """Remove `log.retained.new` (a compaction abandoned before its commit point)."""
     try:
-        os.unlink(os.path.join(directory, RETAINED_NAME + NEW_SUFFIX))
+        files.ops.unlink(os.path.join(directory, RETAINED_NAME + NEW_SUFFIX))
     except FileNotFoundError:
         pass

@@ -30,6 +30,7 @@ from typing import Any
 
 from dbsvc.errors import CorruptLog
 from dbsvc.runtime import compact_json
+from dbsvc.storage import files
 from dbsvc.storage.files import write_all
 
 FORMAT = 1
@@ -113,12 +114,14 @@ def write_snapshot_stream(fd: int, epoch: str, head_offset: int, models: list[Mo
         crc = zlib.crc32(b"]", crc)
         write_all(fd, b"]\n")
         pos += 2
-        os.pwrite(fd, b"%08x" % crc, start)
+        files.ops.pwrite(fd, b"%08x" % crc, start)
 
 
-def decode_snapshot(path: str, data: bytes) -> SnapshotImage:
+def snapshot_lines(path: str, data: bytes) -> list[tuple[int, bytes]]:
+    """(position, body) of every line of a snapshot, each checked against its CRC; a
+    backup checks a copied snapshot with this before trusting it."""
     pos = 0
-    lines: list[Any] = []
+    lines: list[tuple[int, bytes]] = []
     while pos < len(data):
         nl = data.find(b"\n", pos)
         if nl < 0:
@@ -134,6 +137,12 @@ def decode_snapshot(path: str, data: bytes) -> SnapshotImage:
             raise CorruptLog(path, pos, "snapshot line checksum mismatch")
         lines.append((pos, body))
         pos = nl + 1
+    return lines
+
+
+def decode_snapshot(path: str, data: bytes) -> SnapshotImage:
+    lines = snapshot_lines(path, data)
+    pos = len(data)
     if not lines:
         raise CorruptLog(path, 0, "empty snapshot")
     header = json.loads(lines[0][1])

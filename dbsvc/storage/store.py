@@ -8,12 +8,15 @@ The API the application is written against (docs/architecture.md, "storage")::
     record, watermark          = store.get("User", 7, as_of=None)
     records, total, watermark  = store.list("User", query)
     store.watermarks(), store.live_counts(), store.head_offset, store.epoch, store.oldest_offset
+    health             = store.health(retry=False)             # WriteHealth: state, detail
     record             = await store.insert("User", record)     # id None: max ever used + 1
     previous, record   = await store.replace("User", 7, record)
     previous           = await store.delete("User", 7)
     record, durable    = store.apply_insert("User", record)     # and apply_replace, apply_delete:
                                                                 # applied now, `durable` resolves
                                                                 # (or fails) as the await would
+    records            = store.insert_batch([("User", record), ...])   # offline: checked as a set,
+                                                                # one fsync (batch.py)
     unsubscribe        = store.subscribe(callback)              # callback(ChangeEvent, frame)
     for event in store.events_after(offset): ...                # ring, or the log if replication
     for frame in store.frames_after(offset): ...                # retained segment, then the log
@@ -26,7 +29,9 @@ Rules:
    writes its frame and applies itself to memory before its first `await`, so under asyncio
    it is atomic: a refused write changed nothing, in memory or on disk.
 2. It returns only once its frame is durable (commit.py: group commit, one fsync in flight).
-   An I/O error fails it with `Unavailable` and makes the store read-only (commit.py rules).
+   An I/O error fails it with `Unavailable` and stops writes (commit.py rules): until a
+   restart after an fsync error (fail-stop), until there is room again after a write that
+   found no space; `health()` tells which.
    `apply_*` are the same writes without the coroutine: they return at once with the
    result and a future that resolves when the write is durable, or fails as the await
    would. The HTTP application answers writes this way (no task per write).
@@ -47,7 +52,8 @@ Rules:
 6. Memory: every live record plus its indexes, and the epoch's history (table.py: ~80
    bytes per row after the snapshot, plus superseded versions). History is bounded by
    online compaction (online.py): past `compact_bytes` of log (64 MiB) holding more than
-   twice as many rows as live records, the store cuts a snapshot, writes it in a thread
+   twice as many rows as live records, or more than twice the snapshot's bytes
+   (recovery.py `needs_compaction`), the store cuts a snapshot, writes it in a thread
    and switches to a fresh log in a new epoch (pauses: the cut's dict copies and the
    switch's file steps; `compaction_pauses`). `stats()["history_rows"]` reports the size.
 
@@ -60,6 +66,7 @@ from __future__ import annotations
 import asyncio
 import builtins
 import dataclasses
+import gc
 import json
 import logging
 import os
@@ -76,13 +83,14 @@ from dbsvc.errors import (
     OffsetGone,
     OffsetOutOfRange,
     Referenced,
+    RequestError,
     StreamError,
     Unavailable,
     UniqueViolation,
 )
 from dbsvc.runtime import INT64_MAX, CompiledModel, Query
-from dbsvc.storage import online, recovery, replay, retain
-from dbsvc.storage.commit import CommitQueue, LogWriter
+from dbsvc.storage import batch, compact, files, online, recovery, replay, retain
+from dbsvc.storage.commit import CommitQueue, LogWriter, WriteHealth, WriteState
 from dbsvc.storage.events import ChangeEvent, EventKind, decode_event
 from dbsvc.storage.files import FaultPlan
 from dbsvc.storage.lock import WriterLock
@@ -130,14 +138,18 @@ class Store:
         self._faults = faults
         self.checkpoint_every = recovery.CHECKPOINT_EVERY
         self._compact_bytes = compact_bytes
+        self._snapshot_bytes = loaded.snapshot_bytes
         self._compaction: asyncio.Task | None = None
         self._compaction_progress: online.Progress | None = None
+        # While a compaction's snapshot thread reads the records as of its cut, each write
+        # notes the record it replaces here first (online.TableCut).
+        self._cut: dict[str, online.TableCut] | None = None
         self._compact_not_before = 0.0
         self.compactions = 0
         # (cut seconds, switch seconds) of the last online compactions: the loop's pauses.
         self.compaction_pauses: deque[tuple[float, float]] = deque(maxlen=32)
         if lock is not None:
-            fd = os.open(self._log_path, os.O_WRONLY | os.O_APPEND | os.O_CLOEXEC)
+            fd = files.ops.open(self._log_path, os.O_WRONLY | os.O_APPEND | os.O_CLOEXEC)
             writer = LogWriter(self._log_path, fd, loaded.log_size, faults)
             self._commit = CommitQueue(writer, sync=sync, publish=self._publish, rollback=self._rollback)
 
@@ -226,6 +238,7 @@ class Store:
             "commits": c.stats.commits if c else 0,
             "failed_writes": c.stats.failures if c else 0,
             "read_only": self.readonly or (c is not None and c.failed is not None),
+            "write_state": self.health().state.value,
             "torn_tail_bytes": (self.recovered_tail.size - self.recovered_tail.position)
             if self.recovered_tail else 0,
             "history_rows": sum(len(t.rows) for t in self._tables.values()),
@@ -233,6 +246,21 @@ class Store:
             "retained_bytes": self._retained.size if self._retained is not None else 0,
             "compactions": self.compactions,
         }
+
+    def health(self, retry: bool = False) -> WriteHealth:
+        """Whether the store takes writes, and if not why and what to do (commit.py rule 4):
+        OK; REFUSING after a write found no space (resumes by itself once there is room);
+        FAILED, fail-stop, after an fsync or other I/O error (until a restart). `retry`:
+        while REFUSING, probe for room now if a probe is due (the server's `/ready` does;
+        `/health` does not touch the disk)."""
+        if self._commit is None:
+            return WriteHealth(WriteState.READ_ONLY, "the store was opened read-only")
+        if retry and self._commit.failed is not None:
+            try:
+                self._commit.check_writable()
+            except Unavailable:
+                pass
+        return self._commit.health()
 
     # -- writes ----------------------------------------------------------------------------
 
@@ -271,6 +299,8 @@ class Store:
         max_id = table.max_id
 
         def applied() -> tuple[Table, int, int]:
+            if self._cut is not None:
+                self._cut[table.name].note_write(event.id)
             apply()
             self._next_offset = offset + 1
             return table, max_id, offset
@@ -291,18 +321,94 @@ class Store:
             return
         live = sum(len(t.records) for t in self._tables.values())
         if recovery.needs_compaction(commit.writer.written, self._next_offset - 1 - self._log_base, live,
+                                     self._snapshot_bytes,
                                      self._compact_bytes):
+            self.compact_now()
+
+    def compact_now(self) -> asyncio.Task:
+        """Start an online compaction whatever the size rule says (a bench, an operator),
+        or return the one running; its task finishes once the new epoch is in place, or
+        the attempt failed and was logged."""
+        if self._compaction is None:
             progress = online.Progress()
             self._compaction_progress = progress
             self._compaction = asyncio.get_running_loop().create_task(self._compact(progress),
                                                                       name="dbsvc-compaction")
+        return self._compaction
 
     async def _compact(self, progress: online.Progress) -> None:
         try:
-            await online.run(self, progress)
+            await self._compact_steps(progress)
         finally:
+            self._cut = None
             self._compaction = None
             self._compaction_progress = None
+
+    async def _compact_steps(self, progress: online.Progress) -> None:
+        """One online compaction: online.py's file steps, in the order of its docstring."""
+        commit = self._commit
+        assert commit is not None
+        directory, faults, every, log_path = self.directory, self._faults, self.checkpoint_every, self._log_path
+        cut = online.take_cut(self._tables, self._next_offset - 1, commit.writer.written)
+        self._cut = {tc.table.name: tc for tc in cut.tables}
+        keep = retain.plan(self._retain_bytes, self._epoch, self._retained, log_path, cut.position,
+                           self._log_base, cut.head)
+        new: online.NewLog | None = None
+        pending: retain.Segment | None = None
+        old_rows: builtins.list[builtins.list[Any]] = []
+        switched = [0.0]
+
+        def switch() -> None:
+            assert new is not None
+            start = time.perf_counter()
+            writer = commit.writer
+            online.finish_log(log_path, writer.written, new, cut, every, faults)
+            try:
+                segment = compact.install_pair(directory, faults, pending, progress.committed)
+            except OSError as exc:
+                if progress.committed[0]:
+                    log.error("%s: compaction failed after its commit point: %s; the store is now read-only "
+                              "(the next open finishes the switch)", directory, exc)
+                    commit.fail_stop(exc)
+                raise
+            old_fd, writer.fd, new.fd = writer.fd, new.fd, -1
+            writer.written = new.size
+            files.ops.close(old_fd)
+            old_rows.extend(self._enter_epoch(cut, new.checkpoints, segment))
+            switched[0] = time.perf_counter() - start
+
+        try:
+            await online.in_thread(progress, online.write_snapshot, directory, cut, progress, faults)
+            self._cut = None
+            pending = await online.in_thread(progress, online.write_retained, directory, keep, progress, faults)
+            commit.check_writable()
+            new = await online.in_thread(progress, online.start_log, directory, log_path, cut,
+                                         commit.writer.written, every, progress)
+            await commit.run_between_fsyncs(switch)
+        except BaseException as exc:
+            self._cut = None
+            progress.cancelled = True
+            progress.idle.wait(60)                  # a thread step stops at its next chunk
+            if new is not None and new.fd >= 0:
+                files.ops.close(new.fd)
+                new.fd = -1
+            if not progress.committed[0] and self._lock is not None:
+                online.discard(directory)
+            if not isinstance(exc, Exception):
+                raise
+            if not isinstance(exc, online.Cancelled):
+                log.error("%s: online compaction failed: %s", directory, exc)
+            self._compaction_failed()
+            return
+        self.compaction_pauses.append((cut.took, switched[0]))
+        log.info("%s: compacted online at offset %d: %d live records, new epoch %s (pauses %.1f ms + %.1f ms)",
+                 directory, cut.head, sum(tc.count for tc in cut.tables), cut.epoch,
+                 cut.took * 1e3, switched[0] * 1e3)
+        await online.in_thread(progress, online.drop_slowly, old_rows)
+        # What the new epoch keeps (the snapshot's id lists, the surviving history) is
+        # long-lived and acyclic, like what `recovery.load` froze at open: out of the
+        # cyclic GC's way too (docs/decisions.md, "Pauses").
+        gc.freeze()
 
     def _compaction_failed(self) -> None:
         self._compact_not_before = time.monotonic() + online.RETRY_AFTER
@@ -320,6 +426,7 @@ class Store:
             table.base_ids = tc.base_ids
         head = cut.head
         self._epoch, self._log_base, self._checkpoints = cut.epoch, head, checkpoints
+        self._snapshot_bytes = cut.snapshot_bytes
         self._retained = retained
 
         def renumber(event: ChangeEvent) -> ChangeEvent:
@@ -364,7 +471,7 @@ class Store:
             if m.id_type != "int":
                 raise ConstraintViolation([{"field": m.id_field, "message": "is required"}])
             if table.max_id >= INT64_MAX:
-                # Ids are signed 64-bit (contract section 2); one past the top would be stored
+                # Ids are signed 64-bit (docs/guide/schema.md#types); one past the top would be stored
                 # but could never be parsed back from a path.
                 raise ConstraintViolation([{"field": m.id_field, "message":
                     f"no automatic id is left: the largest id ever used is {table.max_id}; "
@@ -406,6 +513,53 @@ class Store:
         return previous, self._write(commit, table, EventKind.DELETE, id, None, previous,
                                      lambda: table.delete(previous))
 
+    def check_batch(self, rows: Sequence[tuple[str, dict]]) -> None:
+        """`BatchRejected` if `insert_batch(rows)` would refuse them; works on a read-only
+        store too, so a tool can judge a batch before it opens the tenant for writing."""
+        batch.plan(self._tables, rows)
+
+    def insert_batch(self, rows: Sequence[tuple[str, dict]]) -> builtins.list[dict]:
+        """Insert (model name, record) rows as one durable batch (batch.py): checked as a
+        set (`BatchRejected` lists every bad row, nothing written), written with one fsync,
+        then applied; returns the stored records (automatic ids filled in). Synchronous,
+        for offline tools (`dbsvc import`) with no write in flight; subscribers get the
+        events as usual. The next open compacts if the log has grown past the rule."""
+        commit = self._writable()
+        planned = batch.plan(self._tables, rows)
+        if not planned:
+            return []
+        first = self._next_offset
+        checkpoints: builtins.list[tuple[int, int]] = []
+        commit.append_batch(batch.frames(planned, first, commit.writer.written, recovery.CHECKPOINT_EVERY,
+                                         checkpoints), len(planned))
+        by_table: dict[str, builtins.list[dict]] = {}
+        for table, record in planned:
+            by_table.setdefault(table.name, []).append(record)
+        for name, records in by_table.items():
+            self._tables[name].insert_many(records)
+        self._next_offset = first + len(planned)
+        self._checkpoints.extend(checkpoints)
+        self._publish_batch(planned, first)
+        return [record for _t, record in planned]
+
+    def _publish_batch(self, planned: builtins.list[tuple[Table, dict]], first: int) -> None:
+        """The batch's events, after its commit: to the subscribers, if any, all of them;
+        otherwise only the ring's last `maxlen`, so a million-row import builds no events."""
+        self._head = first + len(planned) - 1
+        keep = len(planned) if self._subscribers else min(len(planned), self._ring.maxlen or 0)
+        watermarks = {t.name: t.watermark for t, _r in planned}
+        events = []
+        for offset in range(self._head, self._head - keep, -1):          # newest first
+            table, record = planned[offset - first]
+            events.append(ChangeEvent(EventKind.INSERT, table.name, offset, watermarks[table.name],
+                                      record[table.id_field], record))
+            watermarks[table.name] -= 1
+        for event in reversed(events):
+            if self._subscribers:
+                self._publish(event, event.frame())
+            else:
+                self._ring.append(event)
+
     # -- following a primary (dbsvc/replica) ---------------------------------------------
 
     def apply_replicated(self, frame: bytes) -> asyncio.Future:
@@ -415,7 +569,8 @@ class Store:
         by the stream reader (CRC, continuity); this checks that it fits this store:
         `StreamError` for a frame out of sequence, an unknown model, a record of other
         fields, or a row that contradicts the state (insert of a present id, update or
-        delete of an absent one); `EpochChanged` when its watermark is not the next one
+        delete of an absent one, a record whose values the model's validator refuses);
+        `EpochChanged` when its watermark is not the next one
         (the primary compacted). Nothing is applied when it raises."""
         commit = self._writable()
         offset = int.from_bytes(frame[:8], "big")
@@ -436,8 +591,13 @@ class Store:
         if event.watermark != table.watermark + 1:
             raise EpochChanged(offset, f"{event.model} watermark {event.watermark} follows "
                                        f"{table.watermark} here: the primary started a new epoch")
-        current = table.records.get(event.id)
         record, kind = event.record, event.kind
+        if kind is not EventKind.DELETE:
+            _check_replicated_record(table, offset, event)
+        try:
+            current = table.records.get(event.id)
+        except TypeError:                                   # an unhashable id
+            raise StreamError(offset, f"{event.model} id {event.id!r} is not an id value") from None
         if kind is EventKind.INSERT:
             if current is not None:
                 raise StreamError(offset, f"insert of {event.model} {event.id!r}, which exists here")
@@ -544,7 +704,7 @@ class Store:
         if self._commit is not None:
             self._commit.flush()
             self._commit.shutdown()
-            os.close(self._commit.writer.fd)
+            files.ops.close(self._commit.writer.fd)
             self._commit = None
         lock, self._lock = self._lock, None
         if lock is not None and not keep_lock:
@@ -577,3 +737,19 @@ def _read_chunks(fd: int, size: int = 256 * 1024) -> Iterator[bytes]:
             yield chunk
     finally:
         os.close(fd)
+
+
+def _check_replicated_record(table: Table, offset: int, event: ChangeEvent) -> None:
+    """A replicated record must be one this schema could have stored: the model's generated
+    replace validator accepts it under its own id. A frame can pass its CRC and still hold
+    values of other types (a bad primary, a proxy rewriting payloads), and such a value
+    would fail inside the indexes, half applied."""
+    model = table.model
+    record = event.record
+    if record.get(model.id_field) != event.id:
+        raise StreamError(offset, f"{event.model} event id {event.id!r} differs from the record's "
+                                  f"{model.id_field} {record.get(model.id_field)!r}")
+    try:
+        model.validate_replace(record, event.id)
+    except RequestError as exc:
+        raise StreamError(offset, f"{event.model} {event.id!r} does not fit the schema: {exc}") from None

@@ -14,13 +14,14 @@ State of a `Table`::
 
 Watermark = len(base_ids) + len(rows): the number of the model's rows in this epoch.
 
-History and `as_of` (contract section 4). Rows after the snapshot are kept as 3-tuples that
+History and `as_of` (docs/guide/queries.md#reading-the-past-watermarks-and-as_of). Rows after the snapshot are kept as 3-tuples that
 share their record dicts with the live state, so history costs about 80 bytes per row
 (tuple + list slot) plus the superseded record versions themselves; snapshot rows cost one
 list slot (8 bytes) each. History is bounded by compaction, which starts a new epoch whose
 `rows` are only those written after its cut: at open, by `dbsvc compact`, and while serving
 (online.py) as soon as the log is over `compact_bytes` (64 MiB) and holds more than twice
-as many rows as there are live records. So `rows` never holds much more than
+as many rows as there are live records, or more than twice the snapshot's bytes
+(recovery.py `needs_compaction`). So `rows` never holds much more than
 max(2 x live records, the rows of a `compact_bytes` log) plus the rows written during one
 compaction. Costs:
 
@@ -41,6 +42,7 @@ from __future__ import annotations
 
 from bisect import bisect_left
 from collections.abc import Callable
+from itertools import chain
 from typing import Any
 
 from dbsvc.runtime import CompiledModel
@@ -231,6 +233,42 @@ class Table:
         self.rows.append((id_, record, None))
         if type(id_) is int and id_ > self.max_id:
             self.max_id = id_
+
+    def insert_many(self, records: list[dict]) -> None:
+        """`insert` of each record in turn (a batch, store.insert_batch), with the same
+        result. When the batch is at least as large as the table, the sorted indexes are
+        rebuilt with one sort each instead of taking that many sorted inserts."""
+        if len(records) < len(self.records) or not records:
+            for record in records:
+                self.insert(record)
+            return
+        idf = self.id_field
+        ids = [r[idf] for r in records]
+        self.records.update(zip(ids, records))
+        self.rows.extend(zip(ids, records, [None] * len(records)))
+        self.pk = SortedIndex(chain(self.pk, ids))
+        keys = self.keys
+        for f, kf, index in self._plan_unique:
+            for id_, r in zip(ids, records):
+                v = r[f]
+                if v is not None:
+                    index[kf(v)] = id_
+        for f, kf, hindex in self._plan_hash:
+            add = hindex.add
+            for id_, r in zip(ids, records):
+                add(kf(r[f]), id_)
+        for f, sindex in self.ordered.items():
+            kf = keys[f]
+            self.ordered[f] = OrderedIndex(chain(sindex, zip([kf(r[f]) for r in records], ids)))
+        for f, counts in self._plan_refs:
+            for r in records:
+                v = r[f]
+                if v is not None:
+                    counts[v] = counts.get(v, 0) + 1
+        top = max((i for i in ids if type(i) is int), default=None)
+        if top is not None and top > self.max_id:
+            self.max_id = top
+        self._plan()
 
     def replace(self, previous: dict, record: dict) -> None:
         self._unindex(previous, False)

@@ -1,0 +1,167 @@
+"""Batch inserts: many records judged as one set, then written with one fsync.
+
+`Store.insert_batch(rows)` is how offline tools (`dbsvc import`) load records. A batch is
+not N inserts, for two reasons: an import file may list a child before its parent, or
+records that reference each other, so a @ref can only be judged against the whole batch;
+and N writes would cost N frames built one by one and N trips through the commit queue.
+
+Checks (`plan`), every row, every problem collected; when there is any, `BatchRejected`
+lists them all and nothing is written:
+
+1. the model exists; an `int` id left out (None) gets the next automatic id, as a create
+   would (one more than the largest used so far, the batch's own rows included);
+2. the id is new: not in the store, not earlier in the batch;
+3. every @unique value is used neither in the store nor by an earlier row of the batch;
+4. every @ref value names a record in the store or a row anywhere in the batch.
+
+The messages are the ones a single insert would give (store.py), so a tool can show them
+next to the row they belong to.
+
+Frames (`frames`): the rows take consecutive offsets after the head, and each row the
+next watermark of its model, exactly as that many inserts would; every payload is byte
+for byte what `ChangeEvent.payload()` writes for an insert (events.py), built around one
+`compact_json` of the record. Frames are produced in chunks of about 1 MiB, so a batch of
+a million rows never sits in memory as one string.
+
+Imports storage's own modules and the runtime only (never the compiler).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from typing import Any
+
+from dbsvc.errors import (
+    BatchRejected,
+    ConstraintViolation,
+    ForeignKeyViolation,
+    NotFound,
+    RequestError,
+    UniqueViolation,
+)
+from dbsvc.runtime import INT64_MAX, compact_json
+from dbsvc.storage.logfile import encode_frame
+from dbsvc.storage.table import Table
+
+CHUNK_BYTES = 1 << 20
+
+Problem = tuple[int, RequestError, "int | None"]
+
+
+def plan(tables: dict[str, Table], rows: Sequence[tuple[str, dict]]) -> list[tuple[Table, dict]]:
+    """The batch as (table, record with its id) pairs in row order; `BatchRejected` when
+    any row fails a check (module docstring)."""
+    problems: list[Problem] = []
+    planned: list[tuple[Table, dict]] = []
+    indexes: list[int] = []                                                 # row index of each planned
+    ids: dict[str, dict[Any, int]] = {name: {} for name in tables}          # id -> row index
+    uniques: dict[tuple[str, str], dict[Any, tuple[Any, int]]] = {}         # key -> (id, row)
+    next_ids = {name: t.max_id for name, t in tables.items()}
+    for index, (name, record) in enumerate(rows):
+        table = tables.get(name)
+        if table is None:
+            problems.append((index, NotFound(f"unknown model {name!r}: expected one of "
+                                             f"{', '.join(tables)}"), None))
+            continue
+        model = table.model
+        idf = model.id_field
+        id_ = record[idf]
+        if id_ is None:
+            id_ = next_ids[name] + 1
+            if model.id_type != "int" or id_ > INT64_MAX:
+                why = "is required" if model.id_type != "int" else \
+                    f"no automatic id is left: the largest id used is {next_ids[name]}; give an unused id"
+                problems.append((index, ConstraintViolation([{"field": idf, "message": why}]), None))
+                continue
+            record = dict(record)
+            record[idf] = id_
+        if type(id_) is int and id_ > next_ids[name]:
+            next_ids[name] = id_
+        seen = ids[name]
+        earlier = seen.get(id_)
+        if earlier is not None or id_ in table.records:
+            problems.append((index, UniqueViolation(f"{idf} {id_!r} is already used by {model.kebab} {id_!r}",
+                                                    field=idf), earlier))
+            continue
+        seen[id_] = index
+        clash = _unique_problem(table, record, index, uniques)
+        if clash is not None:
+            problems.append(clash)
+            continue
+        planned.append((table, record))
+        indexes.append(index)
+    problems += _reference_problems(tables, planned, indexes, ids)
+    if problems:
+        problems.sort(key=lambda p: p[0])
+        raise BatchRejected(problems, len(rows))
+    return planned
+
+
+def _unique_problem(table: Table, record: dict, index: int,
+                    uniques: dict[tuple[str, str], dict[Any, tuple[Any, int]]]) -> Problem | None:
+    clash = table.unique_clash(record)
+    if clash is not None:
+        f, other = clash
+        return index, UniqueViolation(f"{f} {record[f]!r} is already used by {table.model.kebab} {other!r}",
+                                      field=f), None
+    id_ = record[table.id_field]
+    keys = table.keys
+    for f in table.model.unique_fields:
+        value = record[f]
+        if value is None:
+            continue
+        used = uniques.setdefault((table.name, f), {})
+        key = keys[f](value)
+        holder = used.get(key)
+        if holder is not None:
+            return index, UniqueViolation(f"{f} {value!r} is already used by {table.model.kebab} {holder[0]!r}",
+                                          field=f), holder[1]
+        used[key] = (id_, index)
+    return None
+
+
+def _reference_problems(tables: dict[str, Table], planned: list[tuple[Table, dict]], indexes: list[int],
+                        ids: dict[str, dict[Any, int]]) -> list[Problem]:
+    """Rule 4, once every id of the batch is known (a row may name a later one)."""
+    problems: list[Problem] = []
+    for (table, record), index in zip(planned, indexes):
+        for f, parent in table.model.refs:
+            value = record[f]
+            if value is None or value in tables[parent].records or value in ids[parent]:
+                continue
+            problems.append((index, ForeignKeyViolation(
+                f"{f} {value!r} does not match any {tables[parent].model.kebab}", field=f), None))
+            break
+    return problems
+
+
+def frames(planned: list[tuple[Table, dict]], first_offset: int, position: int, every: int,
+           checkpoints: list[tuple[int, int]]) -> Iterator[bytes]:
+    """The insert frames of `planned` in chunks of about CHUNK_BYTES. `position`: the log
+    size before the first one; (offset, byte position) of every frame whose offset is a
+    multiple of `every` is appended to `checkpoints` (store.py keeps them for replay)."""
+    watermarks = {t.name: t.watermark for t, _r in planned}
+    heads = {name: f'{{"kind":"insert","model":{compact_json(name)},"offset":' for name in watermarks}
+    offset = first_offset
+    chunk: list[bytes] = []
+    size = 0
+    for table, record in planned:
+        name = table.name
+        watermark = watermarks[name] + 1
+        watermarks[name] = watermark
+        id_ = record[table.id_field]
+        shown = str(id_) if type(id_) is int else compact_json(id_)
+        payload = (f'{heads[name]}{offset},"watermark":{watermark},"id":{shown},'
+                   f'"record":{compact_json(record)}}}').encode("utf-8")
+        frame = encode_frame(offset, payload)
+        if offset % every == 0:
+            checkpoints.append((offset, position))
+        chunk.append(frame)
+        position += len(frame)
+        size += len(frame)
+        offset += 1
+        if size >= CHUNK_BYTES:
+            yield b"".join(chunk)
+            chunk, size = [], 0
+    if chunk:
+        yield b"".join(chunk)
