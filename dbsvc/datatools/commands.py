@@ -1,0 +1,81 @@
+"""The data tools' command bodies, called by `dbsvc.cli` (which only declares the arguments,
+and hands over the compiled schema and the process's `Config`).
+
+Each returns the exit status; errors are raised as dbsvc errors and mapped by `cli.main`
+(usage and configuration errors and a locked tenant: 2; anything else: 1). A refused import
+prints its `FILE:LINE: message` lines as they are, then one `dbsvc: error:` line.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from typing import Any
+
+from dbsvc.config import Config
+from dbsvc.errors import ImportRejected
+
+EXIT_OK, EXIT_FAILURE = 0, 1
+
+
+def run_export(args: argparse.Namespace, module: Any, config: Config) -> int:
+    from dbsvc.datatools import export
+    from dbsvc.datatools.tenant import existing_tenant
+
+    models = export.select_models(module, args.models)
+    as_of = export.parse_as_of(args.as_of or (), models)
+    directory = existing_tenant(config.data_dir, config.tenant)
+    if args.output and args.output != "-":
+        report = export.export_to_path(directory, module, args.output, models, as_of, quiet=args.quiet)
+    else:
+        report = export.export_records(directory, module, sys.stdout, models, as_of, quiet=args.quiet)
+        sys.stdout.flush()
+    print(report.summary(), file=sys.stderr)
+    return EXIT_OK
+
+
+def run_import(args: argparse.Namespace, module: Any, config: Config) -> int:
+    from dbsvc.datatools.load import import_file
+    from dbsvc.datatools.tenant import existing_tenant
+    from dbsvc.storage.tenants import create_tenant
+
+    if not os.path.isfile(args.file):
+        raise FileNotFoundError(2, "no such file", args.file)
+    directory = os.path.join(config.data_dir, config.tenant)
+    if not config.tenant_explicit and not os.path.isdir(directory):
+        create_tenant(config.data_dir, config.tenant)       # as `serve` does for `default`
+    directory = existing_tenant(config.data_dir, config.tenant)
+    try:
+        report = import_file(directory, module, args.file, sync=config.sync, replication=config.replication,
+                             retain_bytes=config.replication_retain_bytes, quiet=args.quiet)
+    except ImportRejected as exc:
+        for line in exc.problems:
+            print(line, file=sys.stderr)
+        more = f" ({exc.count - len(exc.problems)} more not shown)" if exc.count > len(exc.problems) else ""
+        print(f"dbsvc: error: import refused: {exc.count} bad line(s){more}; nothing was imported",
+              file=sys.stderr)
+        return EXIT_FAILURE
+    print(report.summary(), file=sys.stderr)
+    return EXIT_OK
+
+
+def run_backup(args: argparse.Namespace, config: Config) -> int:
+    from dbsvc.datatools.backup import take_backup
+    from dbsvc.datatools.tenant import existing_tenant
+
+    name = config.tenant
+    manifest = take_backup(existing_tenant(config.data_dir, name), args.directory, name)
+    size = sum(f["bytes"] for f in manifest["files"].values())
+    print(f"backed up tenant {name!r} to {args.directory}: {size} bytes, head offset {manifest['head_offset']}, "
+          f"epoch {manifest['epoch'] or '(never opened)'}")
+    return EXIT_OK
+
+
+def run_restore(args: argparse.Namespace, data_dir: str) -> int:
+    from dbsvc.datatools.backup import restore_backup
+
+    manifest = restore_backup(args.source, data_dir, args.name)
+    print(f"created tenant {args.name!r} from the backup in {args.source} (tenant {manifest.get('tenant')!r}, "
+          f"taken {manifest.get('created')}, head offset {manifest.get('head_offset')})")
+    return EXIT_OK
