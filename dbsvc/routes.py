@@ -12,6 +12,9 @@ methods (dbsvc/http/cors.py). Pure data; imports nothing from dbsvc.
     GET (WebSocket)           /live-query/<name or kebab>          live query
     GET (WebSocket)           /replicate                           replication stream
     GET (WebSocket)           /replicate/snapshot                  a replica's bootstrap snapshot
+    GET|HEAD                  /_/ and /_/<asset>                   the data explorer (dbsvc/explorer):
+                                                                   static files, never guarded, not
+                                                                   API (no OpenAPI entry), 404 when off
     OPTIONS                   any of the above                     CORS preflight, or Allow
 """
 
@@ -31,6 +34,9 @@ SUBSCRIBE = "subscribe"              # /subscribe/<kebab>
 LIVE_QUERY = "live-query"            # /live-query/<name or kebab>
 REPLICATE_PATH = "/replicate"
 REPLICATE_SNAPSHOT_PATH = "/replicate/snapshot"
+# The explorer's page and assets: an operational page like /health, but a static one the
+# OpenAPI document leaves out (it is not API). `/_` redirects to `/_/`.
+EXPLORER_PATH = "/_/"
 
 
 @dataclass(frozen=True, slots=True)
