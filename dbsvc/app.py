@@ -1,6 +1,6 @@
 """The application: routes a `Request` to a generated model handler and the store.
 
-Routes: the table in `dbsvc/routes.py` (interface.md section 4); the WebSocket feeds are
+Routes: the table in `dbsvc/routes.py` (docs/guide/rest.md); the WebSocket feeds are
 opened by `dbsvc.realtime.routes`.
 
 Reads are synchronous and answered on the loop turn that parsed them. Writes are applied
@@ -17,12 +17,12 @@ Imports storage only for type names; never imports h11 or cryptography.
 
 from __future__ import annotations
 
-import json
 import logging
 from collections.abc import Awaitable, Callable
 from typing import Any
 from urllib.parse import quote, unquote
 
+from dbsvc import __version__
 from dbsvc.errors import (
     BadQuery,
     BadRequest,
@@ -34,7 +34,9 @@ from dbsvc.errors import (
     Unavailable,
     UnsupportedMediaType,
 )
+from dbsvc.explorer import ExplorerPage
 from dbsvc.http.types import Deferred, Request, Response, Upgrade
+from dbsvc.interfaces import GeneratedModule, ServedStore, TokenGuard
 from dbsvc.realtime.broker import Broker
 from dbsvc.realtime.feeds import FeedKind
 from dbsvc.realtime.routes import RealtimeRoutes
@@ -52,7 +54,7 @@ from dbsvc.routes import (
     SUBSCRIBE,
     item_path,
 )
-from dbsvc.runtime import CompiledModel, compact_json
+from dbsvc.runtime import CompiledModel, compact_json, decode_body
 from dbsvc.schema.describe import schema_fingerprint
 
 log = logging.getLogger("dbsvc.app")
@@ -105,14 +107,6 @@ class _Never(Exception):
     """Stands in for the guard's KeyRefreshNeeded when there is no guard: never raised."""
 
 
-def _refuse_constant(name: str) -> Any:
-    raise ValueError(f"{name} is not valid JSON")
-
-
-# One decoder for every body: json.loads with an argument builds a new JSONDecoder per call.
-_BODY_DECODER = json.JSONDecoder(parse_constant=_refuse_constant)
-
-
 def parse_json_body(request: Request) -> Any:
     """The request body as JSON; 415 for a declared non-JSON type, 400 for anything unparsable."""
     content_type = request.header("content-type")
@@ -123,11 +117,10 @@ def parse_json_body(request: Request) -> Any:
     if not request.body.strip():
         raise BadRequest("request body is empty: expected a JSON object")
     try:
-        return _BODY_DECODER.decode(request.body.decode("utf-8"))
+        text = request.body.decode("utf-8")
     except UnicodeDecodeError as exc:
         raise BadRequest(f"request body is not UTF-8: invalid byte at position {exc.start}") from exc
-    except (ValueError, RecursionError) as exc:
-        raise BadRequest(f"request body is not valid JSON: {exc}") from exc
+    return decode_body(text)        # 400/422 for what could not be stored (dbsvc.runtime)
 
 
 def _raw_item_segment(target: str, kebab: str) -> str | None:
@@ -151,8 +144,10 @@ class Application:
     """The callable the protocol layer serves: `app(request) -> Response | Deferred |
     Upgrade | Awaitable[Response | Upgrade]`."""
 
-    def __init__(self, module: Any, store: Any, broker: Broker, *, guard: Any = None, replication: bool = False,
-                 origins: tuple[str, ...] = (), replica: ReplicaStatus | None = None) -> None:
+    def __init__(self, module: GeneratedModule, store: ServedStore, broker: Broker, *,
+                 guard: TokenGuard | None = None, replication: bool = False,
+                 origins: tuple[str, ...] = (), replica: ReplicaStatus | None = None,
+                 explorer: bool = False) -> None:
         self.models: dict[str, CompiledModel] = dict(module.ROUTES)
         self.store = store
         self.guard = guard
@@ -169,6 +164,8 @@ class Application:
         self._openapi = getattr(module, "OPENAPI_JSON", "{}").encode("utf-8")
         self._asyncapi = getattr(module, "ASYNCAPI_JSON", "{}").encode("utf-8")
         self._feeds = {SUBSCRIBE: FeedKind.SUBSCRIBE, LIVE_QUERY: FeedKind.LIVE}
+        # The explorer's static page (docs/explorer.md); None: its paths are unknown routes.
+        self.explorer = ExplorerPage() if explorer else None
         self._refresh_needed: type[Exception] = _Never
         if guard is not None:
             from dbsvc.auth import KeyRefreshNeeded, authorize, token_problem
@@ -194,6 +191,8 @@ class Application:
             return self.feed(request, kind, segment)
         if path == REPLICATE_PATH or path == REPLICATE_SNAPSHOT_PATH:
             return self.replicate(request)
+        if self.explorer is not None and self.explorer.owns(path):
+            return self.explorer.answer(request)
         raise NotFound(f"no route for path {path!r}")
 
     def replicate(self, request: Request) -> Upgrade | Awaitable[Upgrade]:
@@ -263,11 +262,13 @@ class Application:
 
     def authenticate(self, request: Request) -> dict:
         """Verify the bearer token: its claims, or 401 / 403 / 503 (`dbsvc.auth.authorize`)."""
+        assert self.guard is not None                     # api() calls this only with a guard
         return self._authorize(self.guard, request.header("authorization"))
 
     async def _after_key_refresh(self, retry: Callable[[], Any]) -> Any:
         """The guard asked for fresh keys (an unknown `kid`): fetch them, then answer
         `retry()`; a key still unknown afterwards is 401."""
+        assert self.guard is not None                     # only the guard asks for a refresh
         await self.guard.refresh_keys()
         try:
             result = retry()
@@ -375,14 +376,26 @@ class Application:
     # -- operational routes ----------------------------------------------------------------
 
     def health(self) -> Response:
-        """Liveness: never touches storage."""
-        return Response(200, b'{"status":"ok"}')
+        """Liveness: never touches the disk. The process is alive even when its store
+        refuses writes, so this stays 200 and only names the degraded state
+        (docs/security.md, "Storage failures")."""
+        health = self.store.health()
+        # `status` first (docs/guide/rest.md); then which build answers: the dbsvc version and the
+        # schema's fingerprint (the one a read replica compares), as `--version` prints them.
+        body = {"status": "ok", "version": __version__, "schema": self.fingerprint}
+        if health.writable:
+            return Response(200, dumps(body))
+        return Response(200, dumps({**body, "storage": health.state.value, "detail": health.detail}))
 
     def ready(self) -> Response:
-        """Readiness: the store answers a read and the server is not shutting down."""
+        """Readiness: the server is not shutting down, the store answers a read and takes
+        writes; while it refuses them for lack of space, this is what probes for room."""
         if not self.accepting:
             raise Unavailable("the server is shutting down")
         self.store.watermarks()
+        health = self.store.health(retry=True)
+        if not health.writable:
+            raise Unavailable(f"not ready: {health.detail}")
         return Response(200, b'{"status":"ready"}')
 
     def metrics(self) -> Response:
@@ -398,7 +411,7 @@ class Application:
         like PostgREST's root document: no token needed to read it)."""
         return Response(200, self._openapi)
 
-    def use_store(self, store: Any) -> None:
+    def use_store(self, store: ServedStore) -> None:
         """A read replica bootstrapped again: serve `store` from now on (on the loop)."""
         self.store = store
         self.broker.rebind(store, 1012, "the replica bootstrapped again; resubscribe")

@@ -1,97 +1,91 @@
 """`dbsvc build`: one schema -> one self-contained zipapp (PEP 441) that serves it.
 
-Archive layout (every entry stored with a fixed timestamp, in sorted order, so the same
-schema and the same installed packages give the same bytes)::
+Archive layout (every entry stored with a fixed timestamp and fixed permissions, in sorted
+order, so the same schema and the same installed packages give the same bytes)::
 
     #!/usr/bin/env python3          shebang line before the zip data
-    __main__.py                     three lines: call dbsvc.build.run_zipapp(argv)
-    _dbsvc_app/__init__.py          the generated module (dbsvc.compiler.generate_source)
-    _dbsvc_app/openapi.json         the OpenAPI document (dbsvc.compiler.openapi)
-    dbsvc/**.py                     the dbsvc package itself: .py files only, no tests
+    __main__.py                     calls dbsvc.zipapp.main(argv), the app's entry point
+    _dbsvc_app/__init__.py          the generated module (dbsvc.compiler.generate_source): the
+                                    schema compiled, its OpenAPI and AsyncAPI documents inside
+    dbsvc/**.py                     the dbsvc package itself: .py files, no tests, plus the
+    dbsvc/explorer/*.{html,css,js}  explorer's page (served at /_/, docs/explorer.md)
     h11/**, wsproto/**              the pure-Python dependencies, copied from the installed
                                     environment (no __pycache__)
+    **.pyc                          beside every .py above: its bytecode (PEP 552, checked
+                                    hash), so a start compiles nothing (half the start-up
+                                    time, bench/README.md); another Python version skips them
     LICENSES/<dist>.txt             their license texts, when the installed metadata has them
+    _dbsvc_embedded/**              --with-guard only: the installed `cryptography` and the
+                                    distributions it requires (cffi, pycparser), every file its
+                                    metadata lists, unpacked on first use (dbsvc/zipapp.py)
+    _dbsvc_embedded/MANIFEST.json   their top-level names, versions, files with sha256, and
+                                    the extension suffix of the Python that built the app
 
-`python APP.pyz` serves the schema; `python APP.pyz tenant ...` and `compact` run the
-companion commands of `dbsvc.cli`; `python APP.pyz openapi` prints the document. Nothing
-outside the archive is needed but a Python 3.11+ interpreter (plus `cryptography` when the
-token guard is on: it has compiled parts and cannot travel in a zipapp).
+`python APP.pyz` serves the schema; `python APP.pyz --help` lists the companion commands
+(the same command line as `dbsvc`, dbsvc/cli.py). Nothing outside the archive is needed
+but a Python 3.11+ interpreter; the token guard also needs `cryptography`, installed on the
+host or carried by the app (`--with-guard`, for a host of the same platform and Python).
 
 The archive is written to a temporary file beside OUTPUT, fsynced, then renamed over
 OUTPUT (`os.replace`), so OUTPUT is either the old file or the complete new one.
-
-Imports only the stdlib, `dbsvc` and `dbsvc.errors` at module level: this module also runs
-inside the archive, where `run_zipapp` is the entry point. The compiler is imported lazily
-by `build_zipapp`, the CLI and server lazily by `run_zipapp`.
 """
 
 from __future__ import annotations
 
-import importlib
+import hashlib
 import importlib.metadata
-import importlib.resources
 import importlib.util
 import json
+import marshal
 import os
+import re
 import stat
 import sys
+import sysconfig
 import tempfile
 import zipfile
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from dbsvc import __version__
 from dbsvc.errors import BuildError
+from dbsvc.zipapp import APP_PACKAGE, EMBEDDED, MANIFEST
 
 if TYPE_CHECKING:
     from dbsvc.schema.ir import Schema
 
-APP_PACKAGE = "_dbsvc_app"
 DEPENDENCIES: tuple[str, ...] = ("h11", "wsproto")
+GUARD_DISTRIBUTION = "cryptography"
 SHEBANG = b"#!/usr/bin/env python3\n"
 # ZIP cannot store dates before 1980; a fixed one keeps archives reproducible.
 _EPOCH = (1980, 1, 1, 0, 0, 0)
 _SKIP_DIRS = frozenset({"__pycache__", "tests", "test"})
 _SKIP_SUFFIXES = (".pyc", ".pyo")
+# dbsvc's own files that travel: its code and the explorer's static page.
+_DBSVC_SUFFIXES = (".py", ".html", ".css", ".js")
+# Files of an installed distribution that describe this installation, not the package.
+_INSTALL_RECORDS = frozenset({"RECORD", "INSTALLER", "REQUESTED", "direct_url.json"})
 
-MAIN_SOURCE = '''"""Entry point of a dbsvc zipapp: serve the built-in schema, or run a companion command."""
+MAIN_SOURCE = '''"""Entry point of a dbsvc app: the command line over the schema it was built for (dbsvc/zipapp.py)."""
 import sys
 
-from dbsvc.build import run_zipapp
+from dbsvc.zipapp import main
 
-raise SystemExit(run_zipapp(sys.argv[1:]))
+raise SystemExit(main(sys.argv[1:]))
 '''
 
-USAGE = """\
-usage: python APP.pyz [serve | openapi | tenant ACTION ... | compact | --help | --version]
 
-A dbsvc database service built for one schema ({schema}).
-
-commands:
-  serve (default)   serve the schema; configured by SERVICE_HOST, SERVICE_PORT,
-                    SERVICE_DATA, SERVICE_TENANT, SERVICE_JWT_* ... (environment only)
-  openapi           print the OpenAPI 3.1 document of the service
-  tenant ACTION     create NAME | list | drop NAME --yes: tenant directories under SERVICE_DATA
-  compact           offline compaction of the tenant named by SERVICE_TENANT
-"""
-
-
-
-def build_zipapp(schema: Schema, output: str | os.PathLike[str]) -> Path:
-    """Compile `schema` and write the zipapp serving it to `output`; returns the path."""
+def build_zipapp(schema: Schema, output: str | os.PathLike[str], *, with_guard: bool = False) -> Path:
+    """Compile `schema` and write the zipapp serving it to `output`; returns the path.
+    `with_guard`: embed the installed cryptography too."""
     from dbsvc.compiler import generate_source
-    from dbsvc.compiler.openapi import build_openapi
 
-    document = json.dumps(build_openapi(schema), indent=2) + "\n"
-    return write_zipapp(output, generate_source(schema), document,
-                        schema_name=os.path.basename(schema.path))
+    return write_zipapp(output, generate_source(schema), with_guard=with_guard)
 
 
-def write_zipapp(output: str | os.PathLike[str], generated_source: str, openapi_json: str,
-                 *, schema_name: str = "") -> Path:
+def write_zipapp(output: str | os.PathLike[str], generated_source: str, *, with_guard: bool = False) -> Path:
     """Package already generated source into a zipapp at `output`, atomically."""
-    entries = dict(_archive_entries(generated_source, openapi_json, schema_name))
+    entries = dict(_archive_entries(generated_source, with_guard))
     target = Path(output)
     directory = target.parent if str(target.parent) else Path(".")
     fd, tmp_name = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=directory)
@@ -122,19 +116,19 @@ def write_zipapp(output: str | os.PathLike[str], generated_source: str, openapi_
     return target
 
 
-def _archive_entries(generated_source: str, openapi_json: str,
-                     schema_name: str) -> Iterator[tuple[str, bytes]]:
+def _archive_entries(generated_source: str, with_guard: bool) -> Iterator[tuple[str, bytes]]:
     yield "__main__.py", MAIN_SOURCE.encode("utf-8")
-    yield f"{APP_PACKAGE}/__init__.py", generated_source.encode("utf-8")
-    yield f"{APP_PACKAGE}/openapi.json", openapi_json.encode("utf-8")
-    yield f"{APP_PACKAGE}/BUILD.json", json.dumps(
-        {"schema": schema_name, "dbsvc": __version__}, sort_keys=True).encode("utf-8")
-    yield from _package_files("dbsvc", _package_dir("dbsvc"), python_only=True)
+    source = generated_source.encode("utf-8")
+    yield f"{APP_PACKAGE}/__init__.py", source
+    yield f"{APP_PACKAGE}/__init__.pyc", _bytecode(source, f"{APP_PACKAGE}/__init__.py")
+    yield from _package_files("dbsvc", _package_dir("dbsvc"), only=_DBSVC_SUFFIXES)
     for name in DEPENDENCIES:
-        yield from _package_files(name, _package_dir(name), python_only=False)
+        yield from _package_files(name, _package_dir(name), only=None)
         license_text = _license_text(name)
         if license_text is not None:
             yield f"LICENSES/{name}.txt", license_text
+    if with_guard:
+        yield from embedded_entries(GUARD_DISTRIBUTION)
 
 
 def _directories(names: dict[str, bytes]) -> set[str]:
@@ -159,8 +153,9 @@ def _package_dir(name: str) -> Path:
     return Path(locations[0])
 
 
-def _package_files(package: str, root: Path, *, python_only: bool) -> Iterator[tuple[str, bytes]]:
-    """Every file of a package directory as (archive name, bytes), refusing compiled parts."""
+def _package_files(package: str, root: Path, *, only: tuple[str, ...] | None) -> Iterator[tuple[str, bytes]]:
+    """Every file of a package directory (`only`: with these suffixes) as (archive name,
+    bytes), refusing compiled parts."""
     for dirpath, dirnames, filenames in os.walk(root):
         dirnames[:] = sorted(d for d in dirnames if d not in _SKIP_DIRS and not d.startswith("."))
         for filename in sorted(filenames):
@@ -170,10 +165,22 @@ def _package_files(package: str, root: Path, *, python_only: bool) -> Iterator[t
             if filename.endswith((".so", ".pyd", ".dylib")):
                 raise BuildError(f"cannot build the zipapp: {package!r} is not pure Python "
                                  f"({str(path)!r} is a compiled extension)")
-            if python_only and not filename.endswith(".py"):
+            if only is not None and not filename.endswith(only):
                 continue
             relative = path.relative_to(root).as_posix()
-            yield f"{package}/{relative}", path.read_bytes()
+            data = path.read_bytes()
+            yield f"{package}/{relative}", data
+            if filename.endswith(".py"):
+                yield f"{package}/{relative}c", _bytecode(data, f"{package}/{relative}")
+
+
+def _bytecode(source: bytes, name: str) -> bytes:
+    """The checked-hash .pyc of a module (PEP 552), which zipimport reads instead of
+    compiling the source at every start; an interpreter of another version skips it (its
+    magic number differs) and compiles the .py beside it. `name` is the code's file name."""
+    code = compile(source, name, "exec", dont_inherit=True, optimize=0)
+    flags = (0b11).to_bytes(4, "little")            # hash-based, checked against the source
+    return importlib.util.MAGIC_NUMBER + flags + importlib.util.source_hash(source) + marshal.dumps(code)
 
 
 def _license_text(distribution: str) -> bytes | None:
@@ -188,6 +195,110 @@ def _license_text(distribution: str) -> bytes | None:
             if located.is_file():
                 return located.read_bytes()
     return None
+
+
+# ---------------------------------------------------------------- --with-guard
+
+def embedded_entries(root: str) -> Iterator[tuple[str, bytes]]:
+    """The installed distribution `root` and every distribution it requires, as archive
+    entries under EMBEDDED, then the manifest (dbsvc/zipapp.py unpacks them)."""
+    files: dict[str, bytes] = {}
+    versions: dict[str, str] = {}
+    for dist in required_distributions(root):
+        versions[dist.metadata["Name"]] = dist.version
+        files.update(_distribution_files(dist))
+    manifest = {
+        "ext_suffix": sysconfig.get_config_var("EXT_SUFFIX"),
+        "distributions": versions,
+        "top_level": sorted(_top_level_names(files)),
+        "files": {name: hashlib.sha256(data).hexdigest() for name, data in files.items()},
+    }
+    for name in sorted(files):
+        yield f"{EMBEDDED}/{name}", files[name]
+    yield MANIFEST, json.dumps(manifest, indent=1, sort_keys=True).encode("utf-8")
+
+
+def required_distributions(root: str) -> list[importlib.metadata.Distribution]:
+    """`root` and, transitively, the installed distributions its metadata requires (extras
+    left out, environment markers evaluated for this interpreter), in a stable order."""
+    found: dict[str, importlib.metadata.Distribution] = {}
+    pending = [root]
+    while pending:
+        name = pending.pop()
+        key = _normalize(name)
+        if key in found:
+            continue
+        try:
+            dist = importlib.metadata.distribution(name)
+        except importlib.metadata.PackageNotFoundError:
+            raise BuildError(
+                f"cannot build with --with-guard: the package {name!r} is not installed in this "
+                f"environment ({sys.executable}); install it (pip install {name}) and retry") from None
+        found[key] = dist
+        pending.extend(required_names(dist.requires or []))
+    return [found[key] for key in sorted(found)]
+
+
+def required_names(requirements: list[str]) -> list[str]:
+    """The names of the requirements (PEP 508 strings) this interpreter needs at run time:
+    none behind an extra; markers evaluated with `packaging` when it is installed, and
+    otherwise every requirement without an extra kept (a superset, never a miss)."""
+    names = []
+    for requirement in requirements:
+        text, _, marker = requirement.partition(";")
+        match = re.match(r"\s*([A-Za-z0-9][A-Za-z0-9._-]*)", text)
+        if match is None:
+            raise BuildError(f"cannot read the requirement {requirement!r} of an installed package")
+        if not marker.strip() or _marker_holds(marker.strip()):
+            names.append(match.group(1))
+    return names
+
+
+def _marker_holds(marker: str) -> bool:
+    if re.search(r"\bextra\s*==", marker):
+        return False                       # an optional feature nobody asked for
+    try:
+        from packaging.markers import Marker
+    except ImportError:
+        return True
+    return Marker(marker).evaluate()
+
+
+def _distribution_files(dist: importlib.metadata.Distribution) -> Iterator[tuple[str, bytes]]:
+    """(path relative to site-packages, bytes) of every file the installed metadata lists,
+    leaving out caches, scripts outside site-packages and the installation's own records."""
+    name = dist.metadata["Name"]
+    if dist.files is None:
+        raise BuildError(f"cannot build with --with-guard: the installed {name!r} lists no files "
+                         "(installed without a RECORD); reinstall it with pip")
+    for file in dist.files:
+        parts = file.parts
+        if parts[0] == ".." or "__pycache__" in parts or file.name.endswith(_SKIP_SUFFIXES):
+            continue
+        if parts[0].endswith(".dist-info") and file.name in _INSTALL_RECORDS:
+            continue
+        located = Path(str(file.locate()))
+        if not located.is_file():
+            raise BuildError(f"cannot build with --with-guard: {str(located)!r} of {name!r} is "
+                             "missing; reinstall it with pip")
+        yield file.as_posix(), located.read_bytes()
+
+
+def _top_level_names(files: dict[str, bytes]) -> set[str]:
+    """The importable top-level names: package directories and top-level modules."""
+    names = set()
+    for path in files:
+        first = path.split("/")[0]
+        if "/" in path and not first.endswith((".dist-info", ".data")):
+            names.add(first)
+        elif "/" not in path and path.endswith((".py", ".so")):
+            names.add(first.split(".")[0])
+    return names
+
+
+def _normalize(name: str) -> str:
+    """PEP 503 normalized distribution name."""
+    return re.sub(r"[-_.]+", "-", name).lower()
 
 
 def _umask() -> int:
@@ -208,40 +319,3 @@ def _fsync_directory(directory: Path) -> None:
         pass
     finally:
         os.close(fd)
-
-
-# ---------------------------------------------------------------- inside the archive
-
-def run_zipapp(argv: Sequence[str]) -> int:
-    """The archive's entry point: `python APP.pyz [serve|openapi|tenant ...|compact]`."""
-    args = list(argv)
-    command = args[0] if args else "serve"
-    if command in ("-h", "--help", "help"):
-        sys.stdout.write(USAGE.format(schema=_built_schema_name()))
-        return 0
-    if command == "--version":
-        sys.stdout.write(f"dbsvc {__version__}\n")
-        return 0
-    if command in ("tenant", "compact"):
-        from dbsvc.cli import main
-
-        return main(args)
-    if len(args) > 1 or command not in ("serve", "openapi"):
-        sys.stderr.write(USAGE.format(schema=_built_schema_name()))
-        sys.stderr.write(f"error: unexpected arguments {args!r}\n")
-        return 2
-    if command == "openapi":
-        document = importlib.resources.files(APP_PACKAGE).joinpath("openapi.json")
-        sys.stdout.write(document.read_text(encoding="utf-8"))
-        return 0
-    from dbsvc.cli import serve_generated
-
-    return serve_generated(importlib.import_module(APP_PACKAGE))
-
-
-def _built_schema_name() -> str:
-    try:
-        data = importlib.resources.files(APP_PACKAGE).joinpath("BUILD.json").read_text("utf-8")
-        return str(json.loads(data).get("schema") or "unknown schema")
-    except (ModuleNotFoundError, FileNotFoundError, ValueError):
-        return "unknown schema"

@@ -1,35 +1,57 @@
-"""The command line: argparse subcommands over the library layers.
+"""The command line: one argparse parser over the library layers, for `dbsvc` and for a built app.
 
-Exit statuses: 0 success, 1 failure (a schema with errors, a failed operation), 2 usage or
-configuration error (bad arguments, bad environment, a tenant locked by another process).
-Each command imports what it needs lazily so `dbsvc --help` stays fast and `check` never
-loads the HTTP stack.
+`main(argv)` is `dbsvc ...`: a command that works on a schema takes its path, SCHEMA.
+`main(argv, module=M)` is the same parser inside a `dbsvc build` archive (dbsvc/zipapp.py),
+where the schema is compiled already, as the module M: there those commands take no
+SCHEMA, the commands that make schemas and apps (init, check, generate, build) are absent,
+no command at all means `serve`, and `--version` names the schema's fingerprint.
+
+Every command that reads the SERVICE_* environment reads it through `dbsvc.config`: one
+`Config`, with one default and one check per variable. Errors end the process through
+`dbsvc.exits` (0 ok, 1 failure, 2 usage or configuration). Each command imports what it
+needs lazily, so `dbsvc --help` stays fast, `check` never loads the HTTP stack, and the
+server's packages are checked (`dbsvc.deps`) before `serve` touches anything.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from typing import Any
 
 from dbsvc import __version__
-from dbsvc.errors import ConfigError, DbsvcError, SchemaErrors, TenantLocked
+from dbsvc.exits import EXIT_FAILURE, EXIT_OK, EXIT_USAGE, report, run_reporting
 
-EXIT_OK, EXIT_FAILURE, EXIT_USAGE = 0, 1, 2
-
-
-def _err(message: str) -> None:
-    print(f"dbsvc: error: {message}", file=sys.stderr)
+TENANT_ENV = "the tenant named by SERVICE_TENANT (default: default) under SERVICE_DATA"
 
 
-def _load(path: str):
+def _load(path: str) -> Any:
     from dbsvc.schema import load_schema
 
     return load_schema(path)
 
 
+def _schema_module(args: argparse.Namespace) -> Any:
+    """The compiled schema a command works on: the app's own, or SCHEMA compiled now."""
+    if args.module is not None:
+        return args.module
+    from dbsvc.compiler import compile_schema
+
+    return compile_schema(_load(args.schema))
+
+
+def _config(module: Any = None) -> Any:
+    """The Config of this process (`module`: the schema whose [runtime] table applies)."""
+    from dbsvc.config import load_config
+
+    return load_config(os.environ, module.RUNTIME if module is not None else None)
+
+
 def cmd_check(args: argparse.Namespace) -> int:
+    from dbsvc.errors import SchemaErrors
     from dbsvc.schema import format_errors
 
     try:
@@ -54,41 +76,60 @@ def cmd_generate(args: argparse.Namespace) -> int:
 
 
 def cmd_openapi(args: argparse.Namespace) -> int:
-    import json
+    if args.module is not None:
+        document = json.loads(args.module.OPENAPI_JSON)
+    else:
+        from dbsvc.compiler.openapi import build_openapi
 
-    from dbsvc.compiler.openapi import build_openapi
-
-    print(json.dumps(build_openapi(_load(args.schema)), indent=2))
+        document = build_openapi(_load(args.schema))
+    print(json.dumps(document, indent=2))
     return EXIT_OK
 
 
 def cmd_asyncapi(args: argparse.Namespace) -> int:
-    import json
+    if args.module is not None:
+        document = json.loads(args.module.ASYNCAPI_JSON)
+    else:
+        from dbsvc.compiler.asyncapi import build_asyncapi
 
-    from dbsvc.compiler.asyncapi import build_asyncapi
-
-    print(json.dumps(build_asyncapi(_load(args.schema)), indent=2))
+        document = build_asyncapi(_load(args.schema))
+    print(json.dumps(document, indent=2))
     return EXIT_OK
 
 
 def cmd_serve(args: argparse.Namespace) -> int:
-    from dbsvc.compiler import compile_schema
+    from dbsvc.service import serve
 
-    return serve_generated(compile_schema(_load(args.schema)), follow=args.follow)
+    return serve(_schema_module(args), os.environ, follow=args.follow)
 
 
-def serve_generated(module, follow: str | None = None) -> int:
-    """Serve an already generated module (also the entry point of `python generated.py`);
-    `follow`: the primary's base URL when this server is a read replica."""
-    from dbsvc.service import run_server
+def cmd_init(args: argparse.Namespace) -> int:
+    from importlib import resources
+    from string import Template
 
-    return run_server(module, os.environ, follow=follow)
+    path = args.name if args.name.endswith(".dbs") else f"{args.name}.dbs"
+    stem = os.path.basename(path)[:-len(".dbs")]
+    if not stem or not stem.isprintable():
+        report(f"{args.name!r} is not a schema name: expected a file name such as 'shop' or 'shop.dbs'")
+        return EXIT_USAGE
+    template = resources.files("dbsvc").joinpath("templates/starter.dbs").read_text(encoding="utf-8")
+    text = Template(template).substitute(name=stem, file=path)
+    try:
+        with open(path, "x", encoding="utf-8") as out:     # "x": never overwrite a schema
+            out.write(text)
+    except FileExistsError:
+        report(f"{path} already exists: choose another NAME, or remove it first")
+        return EXIT_FAILURE
+    schema = _load(path)
+    print(f"wrote {path} ({len(schema.models)} models: {', '.join(m.name for m in schema.models)})\n"
+          f"next: dbsvc check {path} && dbsvc serve {path}")
+    return EXIT_OK
 
 
 def cmd_build(args: argparse.Namespace) -> int:
     from dbsvc.build import build_zipapp
 
-    build_zipapp(_load(args.schema), args.output)
+    build_zipapp(_load(args.schema), args.output, with_guard=args.with_guard)
     print(f"wrote {args.output}")
     return EXIT_OK
 
@@ -96,7 +137,11 @@ def cmd_build(args: argparse.Namespace) -> int:
 def cmd_tenant(args: argparse.Namespace) -> int:
     from dbsvc.storage import tenants
 
-    data_dir = os.environ.get("SERVICE_DATA", "data")
+    data_dir = _config().data_dir
+    if args.tenant_command == "create" and args.source:
+        from dbsvc.datatools.commands import run_restore
+
+        return run_restore(args, data_dir)
     if args.tenant_command == "create":
         path = tenants.create_tenant(data_dir, args.name)
         print(f"created tenant {args.name!r} at {path}")
@@ -106,7 +151,7 @@ def cmd_tenant(args: argparse.Namespace) -> int:
             print(f"{info.name}\t{info.size_bytes}\t{state}")
     elif args.tenant_command == "drop":
         if not args.yes:
-            _err(f"refusing to drop tenant {args.name!r} without --yes")
+            report(f"refusing to drop tenant {args.name!r} without --yes")
             return EXIT_USAGE
         tenants.drop_tenant(data_dir, args.name)
         print(f"dropped tenant {args.name!r}")
@@ -116,18 +161,36 @@ def cmd_tenant(args: argparse.Namespace) -> int:
 def cmd_compact(args: argparse.Namespace) -> int:
     from dbsvc.storage import tenants
 
-    data_dir = os.environ.get("SERVICE_DATA", "data")
-    name = os.environ.get("SERVICE_TENANT") or "default"
-    report = tenants.compact_tenant(data_dir, name)
-    print(report)
+    config = _config()
+    print(tenants.compact_tenant(config.data_dir, config.tenant))
     return EXIT_OK
 
 
 def cmd_replicate(args: argparse.Namespace) -> int:
     from dbsvc.replica.consumer import replicate
 
-    token = args.token or os.environ.get("SERVICE_TOKEN") or None
+    token = args.token or _config().token
     return replicate(args.url, after=args.after, out=args.out, token=token)
+
+
+def cmd_export(args: argparse.Namespace) -> int:
+    from dbsvc.datatools.commands import run_export
+
+    module = _schema_module(args)
+    return run_export(args, module, _config(module))
+
+
+def cmd_import(args: argparse.Namespace) -> int:
+    from dbsvc.datatools.commands import run_import
+
+    module = _schema_module(args)
+    return run_import(args, module, _config(module))
+
+
+def cmd_backup(args: argparse.Namespace) -> int:
+    from dbsvc.datatools.commands import run_backup
+
+    return run_backup(args, _config())
 
 
 def _offset(text: str) -> int:
@@ -136,33 +199,81 @@ def _offset(text: str) -> int:
     return int(text)
 
 
-def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
-        prog="dbsvc", description="Compile a schema into a database service and run it."
-    )
-    parser.add_argument("--version", action="version", version=f"dbsvc {__version__}")
+def _identity(module: Any) -> tuple[str, str]:
+    """(schema file name, schema fingerprint) of a compiled module."""
+    from dbsvc.schema.describe import schema_fingerprint
+
+    return os.path.basename(module.SCHEMA_PATH) or "<schema>", schema_fingerprint(module.DESCRIPTION)
+
+
+def build_parser(module: Any = None) -> argparse.ArgumentParser:
+    """The parser of `dbsvc`, or, given the compiled `module` a built app carries, of the app."""
+    if module is None:
+        parser = argparse.ArgumentParser(
+            prog="dbsvc", description="Compile a schema into a database service and run it.")
+        parser.add_argument("--version", action="version", version=f"dbsvc {__version__}")
+    else:
+        name, fingerprint = _identity(module)
+        parser = argparse.ArgumentParser(
+            prog=f"python {os.path.basename(sys.argv[0]) or 'APP.pyz'}",
+            description=f"A dbsvc database service built for one schema, {name} (fingerprint "
+                        f"{fingerprint}). With no COMMAND it serves; SERVICE_* variables configure it.")
+        parser.add_argument("--version", action="version",
+                            version=f"dbsvc {__version__} (schema {name}, fingerprint {fingerprint})")
+    parser.set_defaults(module=module)
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
-    def schema_command(name: str, help_text: str, func) -> argparse.ArgumentParser:
-        p = sub.add_parser(name, help=help_text, description=help_text)
-        p.add_argument("schema", metavar="SCHEMA", help="path to a .dbs schema file")
+    def schema_command(name: str, help_text: str, func: Callable[[argparse.Namespace], int],
+                       description: str | None = None) -> argparse.ArgumentParser:
+        """A command on the schema: SCHEMA is its argument, except in an app, which has one."""
+        p = sub.add_parser(name, help=help_text, description=description or help_text)
+        if module is None:
+            p.add_argument("schema", metavar="SCHEMA", help="path to a .dbs schema file")
         p.set_defaults(func=func)
         return p
 
-    serve = schema_command("serve", "compile SCHEMA in memory and serve it", cmd_serve)
+    schema = "SCHEMA" if module is None else "this app's schema"
+    if module is None:
+        _schema_tools(sub, schema_command)
+    serve = schema_command("serve", f"serve {schema}" + (", compiled in memory" if module is None else ""),
+                           cmd_serve)
     serve.add_argument("--follow", metavar="URL",
                        help="serve as a read replica of the primary at URL (http://HOST:PORT): bootstrap from "
                             "its snapshot, follow its /replicate stream, refuse writes "
                             "(SERVICE_FOLLOW_TOKEN: a token for a guarded primary); see docs/replication.md")
+    schema_command("openapi", f"print the OpenAPI 3.1 document of the service for {schema}", cmd_openapi)
+    schema_command("asyncapi", "print the AsyncAPI 3.0 document of the service's WebSocket routes "
+                   f"for {schema}", cmd_asyncapi)
+    _tenant_tools(sub)
+    _data_tools(sub, schema_command)
+    return parser
+
+
+def _schema_tools(sub: Any, schema_command: Callable[..., argparse.ArgumentParser]) -> None:
+    """The commands that make schemas and apps: `dbsvc` only."""
+    init = sub.add_parser("init", help="write a commented starter schema to NAME.dbs",
+                          description="Write a commented starter schema (two models, a @ref, filters, "
+                                      "sorts, projections, a [runtime] table) to NAME.dbs; never "
+                                      "overwrites a file. Then: dbsvc serve NAME.dbs.")
+    init.add_argument("name", metavar="NAME", nargs="?", default="app",
+                      help="schema name or file (default: app, written to app.dbs)")
+    init.set_defaults(func=cmd_init)
     schema_command("check", "report every error in SCHEMA; exit 1 if any", cmd_check)
     gen = schema_command("generate", "write the generated Python module for SCHEMA", cmd_generate)
     gen.add_argument("-o", "--output", metavar="FILE", help="output file (default: standard output)")
-    build = schema_command("build", "build a self-contained zipapp serving SCHEMA", cmd_build)
+    build = schema_command(
+        "build", "build a self-contained zipapp serving SCHEMA", cmd_build,
+        description="Build one file that serves SCHEMA with nothing installed but Python 3.11+: the "
+                    "generated module, dbsvc and its pure-Python packages; the same inputs give the same "
+                    "bytes. `python APP.pyz` serves; `python APP.pyz --help` lists its commands.")
     build.add_argument("-o", "--output", metavar="APP.pyz", required=True, help="zipapp to write")
-    schema_command("openapi", "print the OpenAPI 3.1 document of the service for SCHEMA", cmd_openapi)
-    schema_command("asyncapi", "print the AsyncAPI 3.0 document of the service's WebSocket routes "
-                   "for SCHEMA", cmd_asyncapi)
+    build.add_argument("--with-guard", action="store_true",
+                       help="also embed the installed cryptography (and what it needs), unpacked on first "
+                            "use into SERVICE_ZIPAPP_CACHE (default ~/.cache/dbsvc): the token guard then "
+                            "runs on a host of the same platform and Python with nothing installed")
 
+
+def _tenant_tools(sub: Any) -> None:
     tenant = sub.add_parser(
         "tenant", help="create, list or drop tenants under SERVICE_DATA",
         description="Manage tenant directories under SERVICE_DATA (default: ./data).",
@@ -170,6 +281,8 @@ def build_parser() -> argparse.ArgumentParser:
     tsub = tenant.add_subparsers(dest="tenant_command", required=True, metavar="ACTION")
     create = tsub.add_parser("create", help="create a tenant directory", description="Create a tenant directory.")
     create.add_argument("name", metavar="NAME")
+    create.add_argument("--from", dest="source", metavar="DIR",
+                        help="restore a backup taken by `dbsvc backup DIR` (verified before it is installed)")
     tsub.add_parser("list", help="list tenants with size and lock holder", description="List tenants.")
     drop = tsub.add_parser("drop", help="delete a tenant (refused while a server holds it)",
                            description="Delete a tenant directory; refused while a server holds it.")
@@ -182,6 +295,37 @@ def build_parser() -> argparse.ArgumentParser:
         description="Offline compaction of the tenant named by SERVICE_TENANT; refused while a server holds it.",
     )
     compact.set_defaults(func=cmd_compact)
+
+
+def _data_tools(sub: Any, schema_command: Callable[..., argparse.ArgumentParser]) -> None:
+    export = schema_command(
+        "export", f"write the records of {TENANT_ENV} as JSON Lines", cmd_export,
+        description=f"Write the records of {TENANT_ENV} as JSON Lines, one "
+                    '{"model": NAME, "record": {...}} per line (docs/data-tools.md). The tenant is '
+                    "locked for the run and opened read-only: refused while a server holds it.")
+    export.add_argument("models", metavar="MODEL", nargs="*", help="models to export (default: all)")
+    export.add_argument("-o", "--output", metavar="FILE", help="output file (default: standard output)")
+    export.add_argument("--as-of", action="append", metavar="[MODEL=]N",
+                        help="export MODEL as it was at watermark N of the current epoch (repeatable; "
+                             "a bare N needs exactly one MODEL)")
+    export.add_argument("-q", "--quiet", action="store_true", help="no progress on standard error")
+    import_ = schema_command(
+        "import", f"load a JSON Lines FILE into {TENANT_ENV}, all or nothing", cmd_import,
+        description=f"Load FILE (as written by `dbsvc export`) into {TENANT_ENV}: every line "
+                    "is validated and checked (ids, @unique, @ref across the file and the tenant) "
+                    "before anything is written, then all records are written with one fsync. "
+                    "A bad line refuses the whole import with FILE:LINE: message. Refused while a "
+                    "server holds the tenant.")
+    import_.add_argument("file", metavar="FILE", help="JSON Lines file to load")
+    import_.add_argument("-q", "--quiet", action="store_true", help="no progress on standard error")
+    backup = sub.add_parser(
+        "backup", help=f"copy {TENANT_ENV} into DIR while a server may run on it",
+        description=f"Take a consistent copy of {TENANT_ENV} into DIR (new or empty) without "
+                    "stopping or locking a server running on it; restore it with "
+                    "`dbsvc tenant create NAME --from DIR`.",
+    )
+    backup.add_argument("directory", metavar="DIR", help="directory to create the backup in")
+    backup.set_defaults(func=cmd_backup)
 
     replicate = sub.add_parser(
         "replicate", help="follow a server's /replicate stream into a file",
@@ -198,25 +342,12 @@ def build_parser() -> argparse.ArgumentParser:
                            help="append the frames to FILE (default: one JSON event per line on standard output)")
     replicate.add_argument("--token", metavar="T", help="bearer token for a guarded server (default: $SERVICE_TOKEN)")
     replicate.set_defaults(func=cmd_replicate)
-    return parser
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    parser = build_parser()
-    args = parser.parse_args(list(sys.argv[1:] if argv is None else argv))
-    try:
-        return args.func(args)
-    except SchemaErrors as exc:
-        from dbsvc.schema import format_errors
-
-        print(format_errors(exc), file=sys.stderr)
-        return EXIT_FAILURE
-    except (ConfigError, TenantLocked) as exc:
-        _err(str(exc))
-        return EXIT_USAGE
-    except DbsvcError as exc:
-        _err(str(exc))
-        return EXIT_FAILURE
-    except OSError as exc:
-        _err(str(exc))
-        return EXIT_FAILURE
+def main(argv: Sequence[str] | None = None, module: Any = None) -> int:
+    """Run one command; the exit status. `module`: the compiled schema a built app carries."""
+    arguments = list(sys.argv[1:] if argv is None else argv)
+    if module is not None and not arguments:
+        arguments = ["serve"]                       # `python APP.pyz` serves
+    args = build_parser(module).parse_args(arguments)
+    return run_reporting(lambda: args.func(args))

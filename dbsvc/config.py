@@ -1,20 +1,29 @@
 """Process configuration: the environment plus the schema's `[runtime]` table, frozen once.
 
 Every value is checked at start-up; a bad one raises `ConfigError` naming the variable, the
-value and what it accepts (the command line exits with status 2). Variables (interface.md
-section 1, contract section 1):
+value and what it accepts (the command line exits with status 2). Variables
+(docs/guide/configuration.md):
 
     SERVICE_HOST (127.0.0.1)   SERVICE_PORT (3000)     SERVICE_DATA (data)
     SERVICE_TENANT (unset)     RUST_LOG (info)         SERVICE_LOG_FORMAT (text | json)
     SERVICE_MAX_BODY (1048576) SERVICE_MAX_CONNECTIONS (1024)
     SERVICE_SHUTDOWN_TIMEOUT (10)  SERVICE_SYNC (full | off)  SERVICE_CORS_ORIGINS (none)
-    SERVICE_HEADER_TIMEOUT (10)    SERVICE_IDLE_TIMEOUT (60)   -- beyond the contract
+    SERVICE_HEADER_TIMEOUT (10)    SERVICE_IDLE_TIMEOUT (60)
     SERVICE_MIN_BODY_RATE (240 bytes/s, 0 off)  SERVICE_BODY_MEMORY (67108864 bytes)
     SERVICE_WS_PING_INTERVAL (30)  SERVICE_WS_PONG_TIMEOUT (30)  -- WebSocket liveness
+    SERVICE_HTTP_PARSER (fast | h11: h11 alone, the fast path off; dbsvc/http/fastpath.py)
     SERVICE_EXPLORER (on | off; unset: on for a loopback bind with the guard off, decided
                       where the guard is known: dbsvc.explorer.explorer_enabled)
+    SERVICE_FOLLOW_TOKEN (unset)   the token a read replica (`serve --follow`) sends its primary
+    SERVICE_TOKEN (unset)          the token `dbsvc replicate` sends, unless --token is given
+    SERVICE_ZIPAPP_CACHE (unset: $XDG_CACHE_HOME/dbsvc, else ~/.cache/dbsvc) where a
+                      `dbsvc build --with-guard` app unpacks the packages it embeds
 
-The token guard's variables are read by `dbsvc.auth.load_auth_config`. A timeout of 0
+This module is the one reader of the SERVICE_* environment: every command builds its
+`Config` here, so a variable has one default and one check wherever it is used. Given
+the schema's `[auth]` table, `load_config` also builds the guard's settings through
+`dbsvc.auth.load_auth_config` (the SERVICE_JWT_* variables; None: the guard is off),
+after the tenant name has passed its check. A timeout of 0
 (SERVICE_HEADER_TIMEOUT, SERVICE_IDLE_TIMEOUT, SERVICE_SHUTDOWN_TIMEOUT) turns it off, as in
 Go's http.Server and Node's http; the WebSocket liveness values must be positive.
 docs/security.md lists every limit and what is refused.
@@ -29,14 +38,21 @@ from a time replication was on).
 from __future__ import annotations
 
 import math
+import os
 from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from dbsvc.errors import ConfigError, TenantError
 from dbsvc.http.types import HttpSettings
 from dbsvc.storage.tenants import validate_name
 
+if TYPE_CHECKING:
+    from dbsvc.auth.settings import AuthConfig
+    from dbsvc.schema.ir import AuthSettings
+
 DEFAULT_TENANT = "default"
+DEFAULT_DATA = "data"
 
 
 @dataclass(frozen=True, slots=True)
@@ -54,6 +70,9 @@ class Config:
     changefeed_capacity: int
     replication_retain_bytes: int    # 0 when replication is off
     explorer: bool | None = None     # SERVICE_EXPLORER; None: the default (docs/explorer.md)
+    auth: AuthConfig | None = None   # the guard's settings; None: the guard is off (or not asked for)
+    follow_token: str | None = None  # SERVICE_FOLLOW_TOKEN
+    token: str | None = None         # SERVICE_TOKEN
 
 
 def _int(environ: Mapping[str, str], name: str, default: int, lo: int, hi: int | None = None) -> int:
@@ -125,8 +144,32 @@ def check_tenant_name(name: str, source: str = "SERVICE_TENANT") -> str:
         raise ConfigError(f"{source}: {exc}") from None
 
 
-def load_config(environ: Mapping[str, str], runtime: Mapping[str, object] | None = None) -> Config:
-    """Read and check the environment; `runtime` is the schema's `[runtime]` table."""
+def _text(environ: Mapping[str, str], name: str) -> str | None:
+    """A free-text variable; empty counts as unset."""
+    return environ.get(name, "").strip() or None
+
+
+def zipapp_cache_dir(environ: Mapping[str, str]) -> str:
+    """Where a built app unpacks the packages it embeds (dbsvc/zipapp.py): SERVICE_ZIPAPP_CACHE,
+    else `dbsvc` under XDG_CACHE_HOME (the XDG base directory rule), else ~/.cache/dbsvc."""
+    explicit = _text(environ, "SERVICE_ZIPAPP_CACHE")
+    if explicit is not None:
+        return os.path.abspath(explicit)
+    base = _text(environ, "XDG_CACHE_HOME")
+    if base is None or not os.path.isabs(base):         # the spec: a relative value is ignored
+        home = _text(environ, "HOME") or os.path.expanduser("~")
+        if not os.path.isabs(home):
+            raise ConfigError("no cache directory for the app's embedded packages: HOME is not set; "
+                              "set SERVICE_ZIPAPP_CACHE to a directory only this user can write")
+        base = os.path.join(home, ".cache")
+    return os.path.join(base, "dbsvc")
+
+
+def load_config(environ: Mapping[str, str], runtime: Mapping[str, object] | None = None, *,
+                auth: AuthSettings | None = None, schema_dir: str = ".") -> Config:
+    """Read and check the environment; `runtime` is the schema's `[runtime]` table. With
+    `auth` (the schema's `[auth]` table; `schema_dir` resolves its relative key path) the
+    guard's settings are read too: `Config.auth`, None when no key source is set."""
     runtime = runtime or {}
     origins = tuple(o.strip() for o in environ.get("SERVICE_CORS_ORIGINS", "").split(",") if o.strip())
     http = HttpSettings(
@@ -142,14 +185,20 @@ def load_config(environ: Mapping[str, str], runtime: Mapping[str, object] | None
         cors_origins=origins,
         ws_ping_interval=_positive_seconds(environ, "SERVICE_WS_PING_INTERVAL", 30.0),
         ws_pong_timeout=_positive_seconds(environ, "SERVICE_WS_PONG_TIMEOUT", 30.0),
+        http_parser=_choice(environ, "SERVICE_HTTP_PARSER", "fast", ("fast", "h11")),
     )
     tenant_raw = environ.get("SERVICE_TENANT", "")
     tenant = check_tenant_name(tenant_raw) if tenant_raw else DEFAULT_TENANT
     replication = bool(runtime.get("replication", False))
     retain_mb = _runtime_int(runtime, "replication_retain_mb", 256, lo=0)
+    guard = None
+    if auth is not None:
+        from dbsvc.auth.settings import load_auth_config
+
+        guard = load_auth_config(environ, auth, schema_dir)
     return Config(
         http=http,
-        data_dir=environ.get("SERVICE_DATA", "data") or "data",
+        data_dir=environ.get("SERVICE_DATA", DEFAULT_DATA) or DEFAULT_DATA,
         tenant=tenant,
         tenant_explicit=bool(tenant_raw),
         log_level=environ.get("RUST_LOG", "info") or "info",
@@ -159,4 +208,7 @@ def load_config(environ: Mapping[str, str], runtime: Mapping[str, object] | None
         changefeed_capacity=_runtime_int(runtime, "changefeed_capacity", 1024),
         replication_retain_bytes=retain_mb << 20 if replication else 0,
         explorer=_switch(environ, "SERVICE_EXPLORER"),
+        auth=guard,
+        follow_token=_text(environ, "SERVICE_FOLLOW_TOKEN"),
+        token=_text(environ, "SERVICE_TOKEN"),
     )

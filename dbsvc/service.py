@@ -1,15 +1,21 @@
 """Start-up and shutdown of one server process: config -> logs -> store -> guard -> serve.
 
 Order matters and each step fails before the next one touches anything:
-1. configuration is read and checked (ConfigError -> exit 2);
+0. the server's packages are importable (`dbsvc.deps`: one line and exit 2 if not);
+1. configuration is read and checked, the guard's settings with it (`dbsvc.config`, the one
+   reader of SERVICE_*; ConfigError -> exit 2);
 2. logging is configured (so everything after is logged in the chosen format);
 3. the tenant directory is resolved: `SERVICE_TENANT` unset (guard off) serves `default`,
    creating it; a named tenant must exist (`dbsvc tenant create NAME`);
 4. the store opens, taking the writer lock (TenantLocked -> exit 2, nothing touched);
-5. the guard is built (PEM loaded now; JWKS fetched in the background);
+5. the guard is built from its settings (JWKS fetched in the background);
    the realtime broker is attached to the store's change stream on the running loop;
 6. the protocol layer serves until SIGINT/SIGTERM, then lets in-flight requests finish
    within SERVICE_SHUTDOWN_TIMEOUT; the store is flushed, fsynced and unlocked; exit 0.
+
+`serve(module, environ)` is that whole path, shared by `dbsvc serve`, a built app and a
+generated module run as a script (`main`, which generated code calls directly). Importing
+this module loads neither h11 nor wsproto: the application is imported once step 0 passed.
 """
 
 from __future__ import annotations
@@ -17,14 +23,53 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
-from collections.abc import Mapping
-from typing import Any
+from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING
 
-from dbsvc.app import Application
 from dbsvc.config import Config, load_config
+from dbsvc.deps import require_server_packages
 from dbsvc.errors import ConfigError
+from dbsvc.exits import run_reporting
+from dbsvc.notify import notify_ready, notify_stopping
+
+if TYPE_CHECKING:
+    from dbsvc.app import Application
+    from dbsvc.interfaces import GeneratedModule, TokenGuard
+    from dbsvc.replica.follower import Follower, Opener
+    from dbsvc.storage.lock import WriterLock
 
 log = logging.getLogger("dbsvc")
+
+
+def main(module: GeneratedModule) -> int:
+    """`python GENERATED.py`: serve the module with the process's environment; the exit status."""
+    return run_reporting(lambda: serve(module, os.environ))
+
+
+def serve(module: GeneratedModule, environ: Mapping[str, str], follow: str | None = None) -> int:
+    """Check the packages, read the configuration, serve `module` until a signal, printing
+    where to go once it listens. `follow`: a primary's base URL (read replica)."""
+    require_server_packages()
+    return run_server(module, server_config(module, environ), follow=follow, announce=print_ready)
+
+
+def server_config(module: GeneratedModule, environ: Mapping[str, str]) -> Config:
+    """The Config of a server of `module`: the environment over its `[runtime]` and `[auth]`
+    tables (a relative `[auth] pubkey` is relative to the schema's directory)."""
+    from dbsvc.schema.ir import AuthSettings
+
+    schema_dir = os.path.dirname(os.path.abspath(getattr(module, "SCHEMA_PATH", "") or "."))
+    return load_config(environ, module.RUNTIME, auth=AuthSettings(**module.AUTH), schema_dir=schema_dir)
+
+
+def print_ready(base_url: str, explorer: bool) -> None:
+    """Where to go, on standard output once the socket listens: the log's `listening on`
+    line goes to stderr and is hidden below RUST_LOG=info, this never is."""
+    print(f"dbsvc: ready\n"
+          f"  API       {base_url}/api/\n"
+          f"  OpenAPI   {base_url}/openapi.json\n"
+          f"  Explorer  {base_url + '/_/' if explorer else 'off (SERVICE_EXPLORER=on serves it; docs/explorer.md)'}",
+          flush=True)
 
 
 def resolve_tenant_dir(config: Config) -> str:
@@ -42,31 +87,32 @@ def resolve_tenant_dir(config: Config) -> str:
     return str(tenants.create_tenant(config.data_dir, config.tenant))
 
 
-def build_guard(module: Any, environ: Mapping[str, str], config: Config) -> Any:
+def build_guard(config: Config) -> TokenGuard | None:
     """The token guard, or None when no key source is configured (cryptography stays unimported)."""
-    from dbsvc.auth import Guard, load_auth_config
-    from dbsvc.schema.ir import AuthSettings
-
-    schema_dir = os.path.dirname(os.path.abspath(getattr(module, "SCHEMA_PATH", "") or "."))
-    auth_config = load_auth_config(environ, AuthSettings(**module.AUTH), schema_dir)
-    if auth_config is None:
+    if config.auth is None:
         return None
-    return Guard(auth_config)    # load_auth_config has already required SERVICE_TENANT
+    from dbsvc.auth import Guard
+
+    return Guard(config.auth)    # load_auth_config has already required SERVICE_TENANT
 
 
-def run_server(module: Any, environ: Mapping[str, str], follow: str | None = None) -> int:
+def run_server(module: GeneratedModule, config: Config, follow: str | None = None,
+               announce: Callable[[str, bool], None] | None = None) -> int:
     """Serve a generated module until a signal; the exit status for the command line.
-    `follow`: the base URL of a primary this server is a read replica of."""
+    `config` is `server_config(module, ...)`; `follow`: the base URL of a primary this
+    server is a read replica of. `announce(base URL, explorer on)` is called once the
+    socket listens (the command line prints the URLs)."""
+    from dbsvc.app import Application
+    from dbsvc.explorer import explorer_enabled
     from dbsvc.logs import configure_logging
     from dbsvc.storage import Store
     from dbsvc.storage.recovery import AUTO_COMPACT_BYTES
 
-    config = load_config(environ, module.RUNTIME)
     configure_logging(config.log_level, config.log_format)
-    guard = build_guard(module, environ, config)
+    guard = build_guard(config)
     directory = resolve_tenant_dir(config)
 
-    def open_store(lock: Any = None, compact_bytes: int = AUTO_COMPACT_BYTES) -> Store:
+    def open_store(lock: WriterLock | None = None, compact_bytes: int = AUTO_COMPACT_BYTES) -> Store:
         return Store.open(directory, module.MODELS, module.DESCRIPTION, sync=config.sync,
                           replication=config.replication, ring_capacity=config.changefeed_capacity,
                           retain_bytes=config.replication_retain_bytes, lock=lock,
@@ -76,20 +122,21 @@ def run_server(module: Any, environ: Mapping[str, str], follow: str | None = Non
     if follow is None:
         store = open_store()
     else:
-        follower = build_follower(module, environ, follow, directory,
+        follower = build_follower(module, config, follow, directory,
                                   lambda lock: open_store(lock, compact_bytes=FOLLOWER_COMPACT_BYTES))
         store = follower.store
     from dbsvc.realtime.broker import Broker
 
     broker = Broker(store, module.BY_NAME, config.changefeed_capacity)
     app = Application(module, store, broker, guard=guard, replication=config.replication,
-                      origins=config.http.cors_origins, replica=follower.status if follower else None)
+                      origins=config.http.cors_origins, replica=follower.status if follower else None,
+                      explorer=explorer_enabled(config.explorer, config.http.host, guard is not None))
     try:
         if follower is not None:
             follower.on_store = app.use_store
-        asyncio.run(_serve(app, config, guard, follower))
+        asyncio.run(_serve(app, config, guard, follower, announce))
     finally:
-        store = follower.store if follower is not None else app.store
+        store = follower.store if follower is not None else store    # app.store, unless a follower swapped it
         stats = store.stats()
         store.close()
     log.info("storage: %d writes acknowledged, %d fsyncs", stats["commits"], stats["fsyncs"])
@@ -101,7 +148,8 @@ def run_server(module: Any, environ: Mapping[str, str], follow: str | None = Non
 FOLLOWER_COMPACT_BYTES = 1 << 62
 
 
-def build_follower(module: Any, environ: Mapping[str, str], follow: str, directory: str, opener: Any) -> Any:
+def build_follower(module: GeneratedModule, config: Config, follow: str, directory: str,
+                   opener: Opener) -> Follower:
     """The read replica's follower: store opened, fingerprint checked, bootstrapped if empty."""
     from dbsvc.replica.consumer import parse_endpoint
     from dbsvc.replica.follower import Follower
@@ -109,7 +157,7 @@ def build_follower(module: Any, environ: Mapping[str, str], follow: str, directo
 
     endpoint = parse_endpoint(follow)
     follower = Follower(endpoint, directory, opener, schema_fingerprint(module.DESCRIPTION),
-                        token=environ.get("SERVICE_FOLLOW_TOKEN") or None)
+                        token=config.follow_token)
     try:
         follower.prepare()
     except BaseException:
@@ -118,11 +166,16 @@ def build_follower(module: Any, environ: Mapping[str, str], follow: str, directo
     return follower
 
 
-async def _serve(app: Application, config: Config, guard: Any, follower: Any = None) -> None:
+async def _serve(app: Application, config: Config, guard: TokenGuard | None, follower: Follower | None = None,
+                 announce: Callable[[str, bool], None] | None = None) -> None:
     from dbsvc.http.server import serve_until_signalled
 
     def on_ready(port: int) -> None:
         log.info("listening on http://%s:%d (tenant %r)", config.http.host, port, config.tenant)
+        notify_ready(f"listening on {config.http.host}:{port} (tenant {config.tenant})")    # Type=notify units
+        if announce is not None:
+            host = f"[{config.http.host}]" if ":" in config.http.host else config.http.host
+            announce(f"http://{host}:{port}", app.explorer is not None)
 
     if guard is not None:
         await guard.start()
@@ -133,6 +186,7 @@ async def _serve(app: Application, config: Config, guard: Any, follower: Any = N
     try:
         await serve_until_signalled(app, config.http, on_ready=on_ready)
     finally:
+        notify_stopping()
         if follower is not None:
             await loop.run_in_executor(None, follower.stop)
         app.broker.detach()

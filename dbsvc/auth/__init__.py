@@ -1,4 +1,4 @@
-"""Token verification: the verify-only JWT guard (interface.md section 5, contract section 3).
+"""Token verification: the verify-only JWT guard (docs/guide/auth.md).
 
 Public API (what `dbsvc.app` and `dbsvc.realtime` use)::
 

@@ -74,7 +74,7 @@ class KeyRefreshNeeded(KeysUnavailable):
 
 
 def www_authenticate(error: TokenError) -> str:
-    """The WWW-Authenticate value for a 401 (RFC 6750 section 3; contract section 3):
+    """The WWW-Authenticate value for a 401 (RFC 6750 section 3; docs/guide/auth.md):
     the error code only when a token was actually sent (RFC 6750 section 3.1)."""
     if error.sent:
         return f'Bearer realm="{REALM}", error="invalid_token"'
@@ -83,7 +83,7 @@ def www_authenticate(error: TokenError) -> str:
 
 def token_problem(error: TokenError) -> RequestError:
     """The HTTP answer to a refused token: 403 for another tenant, else 401 with
-    `WWW-Authenticate` (contract section 3). The one translation of TokenError."""
+    `WWW-Authenticate` (docs/guide/auth.md). The one translation of TokenError."""
     if error.forbidden:
         return Forbidden("the token does not grant access to this tenant")
     problem = Unauthorized(str(error))
@@ -103,8 +103,8 @@ def authorize(guard: TokenGuard, authorization: str | None = None, *, token: str
 
 
 def token_from_subprotocols(offered: Iterable[str]) -> str | None:
-    """The JWT a browser offered as the `bearer.<JWT>` WebSocket subprotocol (contract
-    section 5), or None. The server then answers `Sec-WebSocket-Protocol: bearer`."""
+    """The JWT a browser offered as the `bearer.<JWT>` WebSocket subprotocol
+    (docs/guide/auth.md#tokens-on-websockets), or None. The server then answers `Sec-WebSocket-Protocol: bearer`."""
     for proto in offered:
         proto = proto.strip()
         if proto[:7].lower() == "bearer.":
@@ -210,7 +210,7 @@ class Guard:
     def expires_at(self, claims: dict[str, Any]) -> float | None:
         """Unix time from which these (verified) claims are refused: `exp + leeway`, or
         None for a token without `exp`. A socket authenticated by them closes with 4401
-        then (contract section 5)."""
+        then (docs/guide/auth.md#tokens-on-websockets)."""
         exp = claims.get("exp")
         return None if exp is None else float(exp) + self.config.leeway
 

@@ -1,7 +1,7 @@
 """The guard's configuration: environment variables over the schema's `[auth]` table.
 
 Job: turn `SERVICE_JWT_*`, `SERVICE_JWKS_URL`, `SERVICE_TENANT_CLAIM` and `SERVICE_TENANT`
-(interface.md section 5) plus the `[auth]` defaults into one frozen `AuthConfig`, or None
+(docs/guide/auth.md) plus the `[auth]` defaults into one frozen `AuthConfig`, or None
 when no key source is configured (the guard is off). Every unusable value is a
 `ConfigError` that names the variable and says what it accepts, so the server refuses
 to start instead of serving with a guard that cannot work.
@@ -18,7 +18,8 @@ Rules:
 4. `SERVICE_JWT_PUBKEY` is a path to a PEM public key or certificate, or the PEM text
    itself. The key is loaded here once to fail fast (type, curve, RSA size >= 2048 bits);
    that is the only point where this module reaches `cryptography`, lazily, and only when
-   the guard is on. Importing this module never imports `cryptography`.
+   the guard is on. Importing this module never imports `cryptography`; a guard without
+   it is refused here, for either key source, with the fix (`dbsvc.deps`).
 5. `SERVICE_JWKS_URL` must be http(s) without credentials; plain http is accepted (a
    sidecar or loopback IdP) and logged as a warning when the host is not loopback.
 6. `SERVICE_JWT_LEEWAY` is whole seconds from 0 to 3600; `SERVICE_JWT_ALG` is matched
@@ -32,9 +33,11 @@ from __future__ import annotations
 import os
 import re
 import urllib.parse
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from typing import Any, TypeVar
 
+from dbsvc.deps import require_guard_package
 from dbsvc.errors import ConfigError
 from dbsvc.schema.ir import AuthSettings
 
@@ -83,12 +86,42 @@ class AuthConfig:
     jwks_max_max_age: float = 86400.0         # a huge max-age is clamped to this
 
 
+# The variable that overrides each `[auth]` key (rule 1).
+VARIABLES = {
+    "alg": "SERVICE_JWT_ALG",
+    "leeway": "SERVICE_JWT_LEEWAY",
+    "tenant_claim": "SERVICE_TENANT_CLAIM",
+    "issuer": "SERVICE_JWT_ISSUER",
+    "audience": "SERVICE_JWT_AUDIENCE",
+}
+
+T = TypeVar("T")
+
+
 def _get(environ: Mapping[str, str], name: str) -> str | None:
     value = environ.get(name)
     if value is None:
         return None
     value = value.strip()
     return value or None
+
+
+def _text(value: str, name: str) -> str:
+    return value
+
+
+def _setting(environ: Mapping[str, str], schema_auth: AuthSettings, key: str,
+             parse: Callable[[Any, str], T]) -> T | None:
+    """Rules 1 and 2 for one setting: the variable's value, else the `[auth]` key's, else
+    None (the caller's default); `parse(value, where)` names the one that was wrong."""
+    variable = VARIABLES[key]
+    raw = _get(environ, variable)
+    if raw is not None:
+        return parse(raw, variable)
+    value = getattr(schema_auth, key)
+    if value is None or value == "":
+        return None
+    return parse(value, f"[auth] {key}")
 
 
 def parse_alg(value: str, name: str) -> str:
@@ -186,46 +219,21 @@ def load_auth_config(
     if not (pubkey or jwks_url):
         return None
 
-    alg_env = _get(environ, "SERVICE_JWT_ALG")
-    if alg_env is not None:
-        alg = parse_alg(alg_env, "SERVICE_JWT_ALG")
-    elif schema_auth.alg:
-        alg = parse_alg(schema_auth.alg, "[auth] alg")
-    else:
-        alg = DEFAULT_ALG
-
-    leeway_env = _get(environ, "SERVICE_JWT_LEEWAY")
-    if leeway_env is not None:
-        leeway = parse_leeway(leeway_env, "SERVICE_JWT_LEEWAY")
-    elif schema_auth.leeway is not None:
-        leeway = parse_leeway(schema_auth.leeway, "[auth] leeway")
-    else:
-        leeway = DEFAULT_LEEWAY
-
-    tenant = _get(environ, "SERVICE_TENANT")
+    alg = _setting(environ, schema_auth, "alg", parse_alg) or DEFAULT_ALG
+    leeway = _setting(environ, schema_auth, "leeway", parse_leeway)
+    tenant = _get(environ, "SERVICE_TENANT")       # its name passed dbsvc.config's check
     if tenant is None:
         raise ConfigError(
             "SERVICE_TENANT is required when the token guard is on (SERVICE_JWT_PUBKEY or "
             "SERVICE_JWKS_URL is set); set it to the tenant this process serves"
         )
-    tenant_claim = _get(environ, "SERVICE_TENANT_CLAIM") or schema_auth.tenant_claim or DEFAULT_TENANT_CLAIM
-    issuer = _get(environ, "SERVICE_JWT_ISSUER") or schema_auth.issuer or None
-    audience = _get(environ, "SERVICE_JWT_AUDIENCE") or schema_auth.audience or None
-
     pem: bytes | None = None
     source: str | None = None
     if pubkey:
         pem, source = _read_pem(pubkey, pub_name, relative_to)
-        try:
-            from dbsvc.auth.keys import (  # imports cryptography
-                UnusableKey,
-                load_pem_key,
-            )
-        except ImportError as exc:
-            raise ConfigError(
-                f"{pub_name} is set but the 'cryptography' package is not installed "
-                f"(pip install 'dbsvc[auth]')"
-            ) from exc
+        require_guard_package(pub_name)
+        from dbsvc.auth.keys import UnusableKey, load_pem_key  # imports cryptography
+
         try:
             load_pem_key(pem, alg)
         except UnusableKey as exc:
@@ -235,14 +243,15 @@ def load_auth_config(
     else:
         assert jwks_url is not None
         jwks_url = _check_jwks_url(jwks_url, jwks_name)
+        require_guard_package(jwks_name)
 
     return AuthConfig(
         alg=alg,
         tenant=tenant,
-        tenant_claim=tenant_claim,
-        leeway=leeway,
-        issuer=issuer,
-        audience=audience,
+        tenant_claim=_setting(environ, schema_auth, "tenant_claim", _text) or DEFAULT_TENANT_CLAIM,
+        leeway=DEFAULT_LEEWAY if leeway is None else leeway,
+        issuer=_setting(environ, schema_auth, "issuer", _text),
+        audience=_setting(environ, schema_auth, "audience", _text),
         pubkey_pem=pem,
         pubkey_source=source,
         jwks_url=jwks_url,

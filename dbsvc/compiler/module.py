@@ -21,7 +21,7 @@ Layout of the generated module, top to bottom::
     SCHEMA_PATH = '...'
     OPENAPI_JSON = '...'    the OpenAPI 3.1 document (compact JSON), served at /openapi.json
     ASYNCAPI_JSON = '...'   the AsyncAPI 3.0 document of the WebSocket routes (compact JSON)
-    if __name__ == '__main__': serve this module
+    if __name__ == '__main__': serve this module (dbsvc.service.main)
 
 Everything schema-specific is a literal or a straight-line function here; nothing in the
 module reads the IR at run time. Imports only the schema package, sibling builders, stdlib.
@@ -157,9 +157,9 @@ def build_tree(schema: Schema, description: dict[str, Any], version: str,
         assign("OPENAPI_JSON", const(documents.openapi)),
         assign("ASYNCAPI_JSON", const(documents.asyncapi)),
         if_(eq(name("__name__"), const("__main__")), [
-            import_("dbsvc.cli"),
+            import_("dbsvc.service"),
             raise_(call("SystemExit", call(
-                "dbsvc.cli.serve_generated", subscript(dotted("sys.modules"), name("__name__")),
+                "dbsvc.service.main", subscript(dotted("sys.modules"), name("__name__")),
             ))),
         ]),
     ]

@@ -1,6 +1,6 @@
 """The OpenAPI 3.1 document of the service generated for one schema.
 
-`build_openapi(schema) -> dict` describes every route of interface.md and contract.md for
+`build_openapi(schema) -> dict` describes every route of docs/guide/rest.md for
 exactly that schema: per model the CRUD routes under `/api/<kebab>`, the operational routes
 (`/health`, `/ready`, `/metrics`, `/snapshot`) and the WebSocket routes (`/subscribe/<kebab>`,
 `/live-query/<kebab>`, `/replicate`), each WebSocket route as a GET answering 101.
@@ -434,8 +434,13 @@ def _replicate_snapshot_operation() -> dict[str, Any]:
 def _add_operational(paths: dict[str, Any], schemas: dict[str, Any], schema: Schema) -> None:
     counts = {"type": "object", "additionalProperties": {"type": "integer", "minimum": 0},
               "propertyNames": {"enum": [m.name for m in schema.models]}}
-    schemas["Health"] = object_schema({"status": {"type": "string", "const": "ok"}}, ["status"],
-                                "Liveness: the process answers.")
+    schemas["Health"] = object_schema({
+        "status": {"type": "string", "const": "ok"},
+        "version": {"type": "string", "description": "The dbsvc version serving."},
+        "schema": {"type": "string", "description": "The schema's fingerprint (16 hex digits)."},
+        "storage": {"type": "string", "description": "Only while the store refuses writes: why."},
+        "detail": {"type": "string", "description": "Only while the store refuses writes: what to do."},
+    }, ["status", "version", "schema"], "Liveness: the process answers, and which build it is.")
     schemas["Ready"] = object_schema({"status": {"type": "string", "const": "ready"}}, ["status"],
                                "Readiness: the store answers a read.")
     schemas["Metrics"] = object_schema({

@@ -1,4 +1,4 @@
-"""Every CRUD route and query rule of interface.md section 4 and contract section 3,
+"""Every CRUD route and query rule of docs/guide/rest.md and docs/guide/queries.md,
 black-box over real sockets against `dbsvc serve schemas/blog.dbs`."""
 
 from __future__ import annotations
@@ -9,6 +9,8 @@ from urllib.parse import quote
 import pytest
 
 from app_harness import ROOT
+
+from dbsvc import __version__
 
 _seq = itertools.count(1)
 
@@ -281,7 +283,9 @@ def test_wrong_method_is_405_with_allow(blog):
 
 def test_operational_routes(blog):
     make_user(blog)
-    assert blog.get("/health").json == {"status": "ok"}
+    health = blog.get("/health").json
+    assert list(health) == ["status", "version", "schema"] and health["status"] == "ok"
+    assert health["version"] == __version__ and len(health["schema"]) == 16      # the schema's fingerprint
     assert blog.get("/ready").json == {"status": "ready"}
     metrics = blog.get("/metrics").json
     assert metrics["model_count"] == 3

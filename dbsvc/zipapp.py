@@ -1,0 +1,211 @@
+"""The entry point of a `dbsvc build` app, and the loader of the packages it embeds.
+
+An app is one zip file (PEP 441; its layout is drawn in dbsvc/build.py). Its `__main__.py`
+calls `main(argv)`, which imports the generated module the app was built for and runs the
+one command line with it, `dbsvc.cli.main(argv, module=...)`: `python APP.pyz` serves, and
+`tenant`, `compact`, `export`, `import`, `backup`, `replicate` run from the same file.
+
+Embedded packages (`dbsvc build --with-guard`). `cryptography`, and the `cffi` it needs,
+have compiled parts, and Python imports no compiled module out of a zip file. The app
+carries them under `_dbsvc_embedded/` beside a manifest, and unpacks them on first use
+into a cache directory, as shiv does::
+
+    <cache>/<id>/                 a sys.path entry: cryptography/, _cffi_backend*.so, cffi/,
+                                  pycparser/, their *.dist-info/ (licenses, metadata)
+    <cache>/<id>/MANIFEST.json    the app's manifest, written last
+    <cache>                       SERVICE_ZIPAPP_CACHE, else $XDG_CACHE_HOME/dbsvc, else
+                                  ~/.cache/dbsvc (`dbsvc.config.zipapp_cache_dir`)
+    <id>                          16 hex digits of the manifest's sha256: one directory per
+                                  embedded set, so a rebuild with other packages gets its own
+
+Rules:
+
+1. Nothing is unpacked before the first import of an embedded top-level name: a finder at
+   the front of `sys.meta_path` does it then. A guarded server imports `cryptography` at
+   start-up (`dbsvc.deps.require_guard_package`); an app without the guard writes nothing.
+2. Unpacking is atomic: into a new temporary directory beside the final one, every file
+   checked against the manifest's sha256 and fsynced, the manifest last, then one rename.
+   A directory in place is complete; of two processes unpacking at once, the one whose
+   rename loses uses the winner's directory.
+3. The cache is this user's alone: it is created 0700, and one that another user owns or
+   may write is refused (whoever can write there can run code in this process).
+4. The compiled parts run only where they were built: the manifest names the extension
+   suffix (`.cpython-311-x86_64-linux-gnu.so`); another interpreter or platform is refused
+   with a message that says so, before anything is unpacked.
+
+Imports only the standard library and `dbsvc.errors` at module level: this is the first
+dbsvc module an app runs.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib
+import importlib.abc
+import importlib.machinery
+import json
+import os
+import shutil
+import stat
+import sys
+import sysconfig
+import tempfile
+import zipfile
+from collections.abc import Sequence
+from types import ModuleType
+from typing import Any
+
+from dbsvc.errors import ConfigError
+
+APP_PACKAGE = "_dbsvc_app"                      # the generated module of the app's schema
+EMBEDDED = "_dbsvc_embedded"                    # the compiled packages, unpacked on first use
+MANIFEST = f"{EMBEDDED}/MANIFEST.json"
+MANIFEST_NAME = "MANIFEST.json"
+
+
+def main(argv: Sequence[str]) -> int:
+    """The app's entry point: the command line over the built-in schema; the exit status."""
+    loader: Any = __spec__.loader           # a zipimporter inside an app
+    archive = getattr(loader, "archive", None)
+    if archive is not None:
+        install_embedded(loader, archive)
+    module = importlib.import_module(APP_PACKAGE)
+    from dbsvc.cli import main as cli_main
+
+    return cli_main(argv, module=module)
+
+
+def install_embedded(loader: Any, archive: str) -> EmbeddedPackages | None:
+    """Put the finder of the archive's embedded packages first in `sys.meta_path`, when
+    the archive has any (None when it was built without). `loader`: the archive's
+    zipimporter, which has its directory in memory already."""
+    try:
+        manifest = loader.get_data(os.path.join(archive, MANIFEST))
+    except OSError:
+        return None
+    finder = EmbeddedPackages(archive, manifest)
+    sys.meta_path.insert(0, finder)
+    return finder
+
+
+class EmbeddedPackages(importlib.abc.MetaPathFinder):
+    """Finds the embedded top-level modules, unpacking them all on the first request."""
+
+    def __init__(self, archive: str, manifest: bytes) -> None:
+        self.archive = archive
+        self.manifest = manifest
+        self.names = frozenset(json.loads(manifest)["top_level"])
+        self.directory: str | None = None
+
+    def find_spec(self, fullname: str, path: Sequence[str] | None,
+                  target: ModuleType | None = None) -> importlib.machinery.ModuleSpec | None:
+        if path is not None or fullname not in self.names:
+            return None                       # submodules come through their package's __path__
+        if self.directory is None:
+            from dbsvc.config import zipapp_cache_dir
+
+            self.directory = unpack(self.archive, self.manifest, zipapp_cache_dir(os.environ))
+            sys.path.insert(0, self.directory)    # importlib.metadata finds their dist-info too
+        return importlib.machinery.PathFinder.find_spec(fullname, [self.directory])
+
+
+def unpack(archive: str, manifest: bytes, cache: str) -> str:
+    """The directory holding the archive's embedded packages, unpacked under `cache` if
+    not yet there (rules 2 to 4)."""
+    described = json.loads(manifest)
+    _check_platform(described)
+    _own_directory(cache)
+    target = os.path.join(cache, hashlib.sha256(manifest).hexdigest()[:16])
+    if _complete(target, manifest):
+        return target
+    if os.path.lexists(target):                         # not ours to guess at: start over
+        _remove(target)
+    scratch = tempfile.mkdtemp(prefix=f".{os.path.basename(target)}.", dir=cache)
+    try:
+        _extract(archive, described["files"], scratch)
+        _write(os.path.join(scratch, MANIFEST_NAME), manifest, 0o644)
+        try:
+            os.rename(scratch, target)
+        except OSError:
+            if not _complete(target, manifest):         # not a lost race: a real failure
+                raise
+            shutil.rmtree(scratch, ignore_errors=True)
+        _fsync_directory(cache)
+    except OSError as exc:
+        shutil.rmtree(scratch, ignore_errors=True)
+        raise ConfigError(f"cannot unpack the app's embedded packages into {cache!r} ({exc}); set "
+                          "SERVICE_ZIPAPP_CACHE to a directory this user can write") from exc
+    except BaseException:
+        shutil.rmtree(scratch, ignore_errors=True)
+        raise
+    return target
+
+
+def _check_platform(described: dict[str, Any]) -> None:
+    built_for = described.get("ext_suffix")
+    here = sysconfig.get_config_var("EXT_SUFFIX")
+    if built_for != here:
+        raise ConfigError(
+            f"this app embeds cryptography built for {built_for!r} (Python and platform of the build "
+            f"host), and this interpreter loads {here!r}: rebuild it with `dbsvc build SCHEMA -o "
+            "APP.pyz --with-guard` on a host like this one, or install cryptography for this Python")
+
+
+def _own_directory(cache: str) -> None:
+    """Create the cache 0700 if needed; refuse one that others own or may write (rule 3)."""
+    try:
+        os.makedirs(cache, mode=0o700, exist_ok=True)
+        info = os.stat(cache)
+    except OSError as exc:
+        raise ConfigError(f"cannot create the cache directory {cache!r} for the app's embedded packages "
+                          f"({exc.strerror or exc}); set SERVICE_ZIPAPP_CACHE to a writable directory") from exc
+    if info.st_uid != os.geteuid() or info.st_mode & (stat.S_IWGRP | stat.S_IWOTH):
+        raise ConfigError(f"the cache directory {cache!r} is owned or writable by another user, so code "
+                          "unpacked there could be replaced; set SERVICE_ZIPAPP_CACHE to a directory only "
+                          "this user can write (mode 0700)")
+
+
+def _complete(target: str, manifest: bytes) -> bool:
+    try:
+        with open(os.path.join(target, MANIFEST_NAME), "rb") as handle:
+            return handle.read() == manifest
+    except OSError:
+        return False
+
+
+def _extract(archive: str, files: dict[str, str], scratch: str) -> None:
+    """Every file the manifest lists, read out of the archive (zipfile checks each CRC) and
+    checked against its sha256 before it is written."""
+    with zipfile.ZipFile(archive) as source:
+        for name, digest in sorted(files.items()):
+            parts = name.split("/")
+            if name.startswith("/") or ".." in parts or "" in parts:
+                raise ConfigError(f"the app is damaged: embedded file name {name!r} leaves its directory")
+            data = source.read(f"{EMBEDDED}/{name}")
+            if hashlib.sha256(data).hexdigest() != digest:
+                raise ConfigError(f"the app is damaged: embedded file {name!r} does not match its manifest")
+            path = os.path.join(scratch, *parts)
+            os.makedirs(os.path.dirname(path), exist_ok=True)
+            _write(path, data, 0o755 if name.endswith(".so") else 0o644)
+
+
+def _write(path: str, data: bytes, mode: int) -> None:
+    with os.fdopen(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, mode), "wb") as handle:
+        handle.write(data)
+        handle.flush()
+        os.fsync(handle.fileno())
+
+
+def _remove(target: str) -> None:
+    """Set an incomplete directory aside (one rename) and delete it."""
+    aside = tempfile.mkdtemp(prefix=".discard.", dir=os.path.dirname(target))
+    os.rename(target, os.path.join(aside, "old"))
+    shutil.rmtree(aside, ignore_errors=True)
+
+
+def _fsync_directory(directory: str) -> None:
+    fd = os.open(directory, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)

@@ -1,0 +1,206 @@
+"""One command line and one settings reader: every command reads SERVICE_* through
+`dbsvc.config.load_config`, so a variable has one default and one check everywhere; the
+guard's variables follow one rule (environment over `[auth]` over the default); the app's
+parser is the same parser without the SCHEMA arguments; a generated module run as a script
+ends through the same error mapping.
+
+Commands run as real subprocesses of `python dbsvc.py` on temporary directories.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from dbsvc.cli import build_parser
+from dbsvc.compiler import compile_schema, generate_source
+from dbsvc.config import load_config, zipapp_cache_dir
+from dbsvc.errors import ConfigError
+from dbsvc.schema import load_schema
+from dbsvc.schema.ir import AuthSettings
+
+ROOT = Path(__file__).resolve().parents[1]
+BLOG = ROOT / "schemas" / "blog.dbs"
+LAUNCHER = ROOT / "dbsvc.py"
+
+
+def dbsvc(*args: str, cwd: Path, **env: str) -> subprocess.CompletedProcess[str]:
+    clean = {k: v for k, v in os.environ.items() if not k.startswith("SERVICE_") and k != "RUST_LOG"}
+    return subprocess.run([sys.executable, str(LAUNCHER), *args], cwd=cwd, env={**clean, **env},
+                          capture_output=True, text=True, timeout=120)
+
+
+def tree(directory: Path) -> dict[str, bytes]:
+    return {str(p.relative_to(directory)): p.read_bytes() for p in sorted(directory.rglob("*")) if p.is_file()}
+
+
+# ---------------------------------------------------------------- the commands
+
+def tenant_commands(tmp_path: Path) -> list[list[str]]:
+    records = tmp_path / "records.jsonl"
+    records.write_text("")
+    return [["compact"], ["export", str(BLOG)], ["import", str(BLOG), str(records)],
+            ["backup", str(tmp_path / "backup")], ["serve", str(BLOG)]]
+
+
+@pytest.mark.parametrize("index", range(5), ids=["compact", "export", "import", "backup", "serve"])
+def test_every_tenant_command_refuses_a_bad_tenant_name_alike(tmp_path, index):
+    data = tmp_path / "data"
+    (data / "acme").mkdir(parents=True)
+    before = tree(data)
+    command = tenant_commands(tmp_path)[index]
+    done = dbsvc(*command, cwd=tmp_path, SERVICE_DATA=str(data), SERVICE_TENANT="../acme", SERVICE_PORT="0")
+    assert done.returncode == 2, done
+    assert done.stderr == ("dbsvc: error: SERVICE_TENANT: invalid tenant name '../acme': expected 1 to 63 "
+                           "characters of a-z, 0-9, '_' or '-', starting with a letter or digit\n")
+    assert tree(data) == before and sorted(p.name for p in data.iterdir()) == ["acme"]
+    assert not (tmp_path / "backup").exists()
+
+
+@pytest.mark.parametrize("index", range(4), ids=["compact", "export", "import", "backup"])
+def test_every_tenant_command_finds_its_tenant_the_same_way(tmp_path, index):
+    # SERVICE_DATA and SERVICE_TENANT, with one default each: a named tenant that is missing
+    # is refused with the command that creates it.
+    data = tmp_path / "elsewhere"
+    data.mkdir()
+    done = dbsvc(*tenant_commands(tmp_path)[index], cwd=tmp_path, SERVICE_DATA=str(data), SERVICE_TENANT="acme")
+    assert done.returncode in (1, 2), done
+    assert done.stderr.endswith(f"tenant 'acme' does not exist under {str(data)!r}: "
+                                "create it with `dbsvc tenant create acme`\n")
+    assert list(data.iterdir()) == []
+
+
+@pytest.mark.parametrize(("variable", "value"), [("SERVICE_SYNC", "sometimes"), ("SERVICE_PORT", "http"),
+                                                 ("SERVICE_LOG_FORMAT", "xml")])
+def test_a_bad_variable_is_refused_by_every_command_that_reads_the_environment(tmp_path, variable, value):
+    for command in (["tenant", "list"], ["compact"], ["backup", str(tmp_path / "backup")]):
+        done = dbsvc(*command, cwd=tmp_path, **{variable: value})
+        assert done.returncode == 2, (command, done)
+        assert done.stderr.startswith(f"dbsvc: error: {variable}={value!r} is not valid: expected "), command
+    assert not (tmp_path / "data").exists() and not (tmp_path / "backup").exists()
+    assert dbsvc("check", str(BLOG), cwd=tmp_path, **{variable: value}).returncode == 0   # reads none
+
+
+def test_tenant_tools_default_to_data_and_default(tmp_path):
+    assert dbsvc("tenant", "create", "default", cwd=tmp_path).returncode == 0
+    assert (tmp_path / "data" / "default").is_dir()
+    done = dbsvc("compact", cwd=tmp_path)
+    assert (done.returncode, done.stdout) == (0, "tenant 'default' has never been opened; nothing to compact\n")
+
+
+def test_a_generated_module_run_as_a_script_ends_through_the_same_errors(tmp_path):
+    script = tmp_path / "blog_service.py"
+    script.write_text(generate_source(load_schema(str(BLOG))))
+    env = {k: v for k, v in os.environ.items() if not k.startswith("SERVICE_")}
+    env.update(PYTHONPATH=str(ROOT), SERVICE_DATA=str(tmp_path / "data"), SERVICE_MAX_BODY="-1")
+    done = subprocess.run([sys.executable, str(script)], cwd=tmp_path, env=env, capture_output=True,
+                          text=True, timeout=120)
+    assert done.returncode == 2
+    assert done.stderr == "dbsvc: error: SERVICE_MAX_BODY='-1' is not valid: expected an integer of at least 1\n"
+    assert not (tmp_path / "data").exists()
+
+
+# ---------------------------------------------------------------- one parser, two shapes
+
+def test_the_apps_parser_has_no_schema_argument_and_no_schema_tools():
+    module = compile_schema(load_schema(str(BLOG)))
+    app = build_parser(module)
+    args = app.parse_args(["export", "User", "-o", "out.jsonl"])
+    assert args.module is module and args.models == ["User"] and not hasattr(args, "schema")
+    args = app.parse_args(["serve", "--follow", "http://127.0.0.1:1"])
+    assert args.follow == "http://127.0.0.1:1" and args.module is module
+    for command in (["check", str(BLOG)], ["build", str(BLOG), "-o", "x.pyz"], ["init"], ["generate", str(BLOG)]):
+        with pytest.raises(SystemExit) as stopped:
+            app.parse_args(command)
+        assert stopped.value.code == 2
+
+    cli = build_parser()
+    args = cli.parse_args(["export", str(BLOG), "User"])
+    assert (args.schema, args.models, args.module) == (str(BLOG), ["User"], None)
+    assert cli.parse_args(["build", str(BLOG), "-o", "x.pyz", "--with-guard"]).with_guard is True
+
+
+# ---------------------------------------------------------------- Config
+
+def test_tokens_are_read_once_with_empty_meaning_unset():
+    config = load_config({"SERVICE_FOLLOW_TOKEN": " a.b.c ", "SERVICE_TOKEN": ""})
+    assert (config.follow_token, config.token, config.auth) == ("a.b.c", None, None)
+
+
+@pytest.mark.parametrize(("environ", "expected"), [
+    ({"SERVICE_ZIPAPP_CACHE": "/srv/cache", "XDG_CACHE_HOME": "/x", "HOME": "/h"}, "/srv/cache"),
+    ({"SERVICE_ZIPAPP_CACHE": "", "XDG_CACHE_HOME": "/x", "HOME": "/h"}, "/x/dbsvc"),
+    ({"XDG_CACHE_HOME": "relative", "HOME": "/h"}, "/h/.cache/dbsvc"),      # XDG: relative is ignored
+    ({"HOME": "/h"}, "/h/.cache/dbsvc"),
+])
+def test_the_zipapp_cache_follows_its_variable_then_xdg_then_home(environ, expected):
+    assert zipapp_cache_dir(environ) == expected
+
+
+def test_without_a_home_the_cache_must_be_named(monkeypatch):
+    monkeypatch.setattr(os.path, "expanduser", lambda path: path)          # no passwd entry either
+    with pytest.raises(ConfigError, match="HOME is not set; set SERVICE_ZIPAPP_CACHE"):
+        zipapp_cache_dir({})
+
+
+@pytest.fixture
+def pem(tmp_path) -> str:
+    from cryptography.hazmat.primitives import serialization
+    from cryptography.hazmat.primitives.asymmetric import ec
+
+    path = tmp_path / "idp.pem"
+    path.write_bytes(ec.generate_private_key(ec.SECP256R1()).public_key().public_bytes(
+        serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo))
+    return str(path)
+
+
+# (AuthConfig field, [auth] key, variable, a schema value, an environment value, the default)
+LAYERS = [
+    ("alg", "alg", "SERVICE_JWT_ALG", "es256", "ES256", "RS256"),
+    ("leeway", "leeway", "SERVICE_JWT_LEEWAY", 0, "7", 60),
+    ("tenant_claim", "tenant_claim", "SERVICE_TENANT_CLAIM", "org", "tid", "tenant"),
+    ("issuer", "issuer", "SERVICE_JWT_ISSUER", "https://schema/", "https://env/", None),
+    ("audience", "audience", "SERVICE_JWT_AUDIENCE", "schema-aud", "env-aud", None),
+]
+
+
+@pytest.mark.parametrize(("field", "key", "variable", "schema_value", "env_value", "default"), LAYERS,
+                         ids=[layer[0] for layer in LAYERS])
+def test_each_guard_setting_is_environment_over_schema_over_default(
+        pem, field, key, variable, schema_value, env_value, default):
+    base = {"SERVICE_JWT_PUBKEY": pem, "SERVICE_TENANT": "acme"}
+    if field != "alg":
+        base["SERVICE_JWT_ALG"] = "ES256"                   # the key is EC; RS256 would not fit it
+
+    def read(environ: dict[str, str], auth: AuthSettings) -> object:
+        config = load_config(environ, auth=auth)
+        assert config.auth is not None and config.tenant == "acme"
+        return getattr(config.auth, field)
+
+    if field != "alg":
+        assert read(base, AuthSettings()) == default
+    schema = AuthSettings(**{key: schema_value})
+    from_schema = read(base, schema)
+    assert from_schema == ("ES256" if field == "alg" else schema_value)      # 0 is a value, not unset
+    assert read({**base, variable: ""}, schema) == from_schema                # empty counts as unset
+    expected = int(env_value) if field == "leeway" else env_value
+    assert read({**base, variable: env_value}, schema) == expected
+
+
+def test_a_bad_guard_setting_names_where_it_came_from(pem):
+    env = {"SERVICE_JWT_PUBKEY": pem, "SERVICE_TENANT": "acme"}
+    with pytest.raises(ConfigError, match=r"^\[auth\] leeway='soon' is not a whole number"):
+        load_config(env, auth=AuthSettings(leeway="soon"))  # type: ignore[arg-type]
+    with pytest.raises(ConfigError, match=r"^SERVICE_JWT_ALG='HS256' is refused"):
+        load_config({**env, "SERVICE_JWT_ALG": "HS256"}, auth=AuthSettings(alg="ES256"))
+
+
+def test_the_guard_needs_a_tenant_and_checks_its_name_first(pem):
+    with pytest.raises(ConfigError, match="SERVICE_TENANT is required when the token guard is on"):
+        load_config({"SERVICE_JWT_PUBKEY": pem}, auth=AuthSettings())
+    with pytest.raises(ConfigError, match="^SERVICE_TENANT: invalid tenant name"):
+        load_config({"SERVICE_JWT_PUBKEY": pem, "SERVICE_TENANT": "a/b"}, auth=AuthSettings())
