@@ -6,7 +6,7 @@ starts `bench/canned_server.py` pinned to core 0 (`taskset -c 0`), runs
 `taskset -c 1 wrk -t1 -c64 -d10s --latency` against it, and prints requests/s, p50 and p99.
 wrk is installed with apt-get when missing (`apt-get update` once, then `apt-get install -y wrk`).
 
-For other benches (contract section 7 figures are ratios against the canned server in the
+For other benches (docs/guide/operations.md#performance figures are ratios against the canned server in the
 same run):
 
     from bench.http_bench import canned_baseline, run_wrk, start_server
@@ -132,6 +132,8 @@ def parse_wrk(output: str) -> dict:
         line = line.strip()
         if line.startswith("Requests/sec:"):
             result["rps"] = float(line.split()[1])
+        elif line.startswith("Latency ") and "Distribution" not in line:     # avg, stdev, max
+            result["max_ms"] = _ms(line.split()[3])
         elif re.match(r"^(50|75|90|99)(\.0+)?%\s", line):
             pct, value = line.split()[:2]
             result[f"p{pct.rstrip('%').split('.')[0]}_ms"] = _ms(value)
@@ -225,7 +227,7 @@ def _combined(results: list[dict], duration: float) -> dict:
     return {"rps": requests / (duration * len(results)), "requests": requests,
             "errors": sum(r["errors"] for r in results),
             "p50_ms": typical.get("p50_ms", 0.0), "p99_ms": typical.get("p99_ms", 0.0),
-            "cpu_us_per_request": cpu}
+            "max_ms": max(r.get("max_ms", 0.0) for r in results), "cpu_us_per_request": cpu}
 
 
 def canned_command(profile_to: str | None = None) -> list[str]:

@@ -8,7 +8,7 @@ Three measurements, each on a fresh `python dbsvc.py serve schemas/blog.dbs` (a 
 dir, SERVICE_MAX_CONNECTIONS=20000, RUST_LOG=info) pinned to core 0; every client process
 (this one, the writer, the receivers) is pinned to core 1.
 
-1. latency (contract section 7: "1,000 subscribers each receive a write within 50 ms at p99,
+1. latency (docs/guide/operations.md#performance: "1,000 subscribers each receive a write within 50 ms at p99,
    at 100 writes/s"). Per `--sync` mode (off and full by default):
    a. the writes alone: `--rate` POST /api/user per second for `--duration` seconds, open
       loop (write i due in the first half of its 1/rate slot, sent on keep-alive socket
@@ -870,7 +870,7 @@ def show_latency(runs: list[dict], args: argparse.Namespace) -> None:
         worst = max(w["socket"]["p99_ms"], w["client"]["p99_ms"])
         verdict = "holds" if worst < 50 else "FAILS"
         print(f"   sync={r['sync']}: p99 {w['socket']['p99_ms']:.2f} ms at the socket, {w['client']['p99_ms']:.2f} ms "
-              f"in the client -> contract p99 < 50 ms {verdict}; unfiltered/filtered p99 at the socket "
+              f"in the client -> target p99 < 50 ms {verdict}; unfiltered/filtered p99 at the socket "
               f"{w['socket_unfiltered']['p99_ms']:.2f}/{w['socket_filtered']['p99_ms']:.2f}; missing deliveries "
               f"{w['expected'] - w['received']}, server events_sent {w['events_sent']}, lagged closes "
               f"{w['lagged_closes']}, close codes {w['close_codes'] or 'none'}; frames per socket "

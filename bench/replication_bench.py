@@ -7,7 +7,8 @@
     python bench/replication_bench.py --rebuild        # build the cached tenant again
     python bench/replication_bench.py --only catchup --retained   # also from a compacted copy
 
-Contract section 7: "Replication catch-up: at least 50,000 frames/s from disk to one consumer".
+The target (docs/guide/operations.md#performance): replication catch-up of at least 50,000 frames/s from disk
+to one consumer.
 
 0. build: a tenant `default` of `--events` User inserts, written in-process through
    `Store.apply_insert` (sync="off", replication=True), never compacted, so its log holds

@@ -22,7 +22,7 @@ Tree::
         BadBackup            a backup directory that is incomplete or does not verify
       ImportRejected         bad lines of an import file (nothing imported)
       TokenError             token rejected (mapped to 401 or 403 by the guard)
-      RequestError           carries `status` and `code` (contract section 3)
+      RequestError           carries `status` and `code` (docs/guide/errors.md)
         BadRequest, BadQuery, Unauthorized, Forbidden, NotFound, MethodNotAllowed,
         RequestTimeout, OffsetGone, PayloadTooLarge, UnsupportedMediaType, HeadersTooLarge,
         UniqueViolation, ForeignKeyViolation, Referenced, ConstraintViolation,

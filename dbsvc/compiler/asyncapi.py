@@ -1,6 +1,6 @@
 """The AsyncAPI 3.0 document of the service's realtime (WebSocket) routes for one schema.
 
-`build_asyncapi(schema) -> dict` describes the wire formats of contract section 5 for exactly
+`build_asyncapi(schema) -> dict` describes the wire formats of docs/guide/realtime.md for exactly
 that schema: per model the change feed `/subscribe/<kebab>` and the live query
 `/live-query/<kebab>`, and the replication stream `/replicate`. The OpenAPI document
 (`openapi.py`) covers the same routes only as GETs answering 101; this one says what flows
@@ -45,8 +45,8 @@ BINARY = "application/octet-stream"
 SERVER = "local"
 BEARER_HEADER = "bearerHeader"
 BEARER_SUBPROTOCOL = "bearerSubprotocol"
-MAX_MESSAGE = 64 * 1024  # contract section 5: a larger client message closes with 1009
-PING_INTERVAL = 30       # seconds; contract section 5
+MAX_MESSAGE = 64 * 1024  # docs/realtime.md: a larger client message closes with 1009
+PING_INTERVAL = 30       # seconds; docs/realtime.md
 
 # RFC 6455 §7.4 status codes the server closes with (4401 is in the private 4000-4999 range).
 CLOSE_CODES: dict[int, str] = {

@@ -14,7 +14,7 @@ from dbsvc.schema.ir import DefaultKind, Field, FieldType, Model
 
 MAX_LIMIT = 1000  # mirrors dbsvc.runtime; the compiler layer must not import runtime
 
-# Every RequestError the service answers, in the order the contract lists the codes.
+# Every RequestError the service answers, in the order docs/guide/errors.md lists the codes.
 _ERROR_CLASSES: tuple[type[_errors.RequestError], ...] = (
     _errors.BadRequest, _errors.BadQuery, _errors.NotFound, _errors.MethodNotAllowed,
     _errors.UniqueViolation, _errors.ForeignKeyViolation, _errors.Referenced,

@@ -1,6 +1,6 @@
 """Builders of the read side: id and query-string parsers, index keys, the matcher.
 
-Generated per model `m` (contract section 3, decisions in docs/decisions.md):
+Generated per model `m` (docs/guide/queries.md, decisions in docs/decisions.md):
 
 - `parse_id_m(segment)`: path segment -> id. An int key parses ASCII digits (a fast path
   for the common case, `_dbsvc_rt.parse_int_id` for signs and errors); a uuid key is

@@ -8,7 +8,7 @@ For each field `f` of a model `m` the generated module holds one check function:
 
 and the three validators call it for every field present in the body, so a body is
 checked field by field and *every* violation is collected before `ConstraintViolation`
-is raised (contract section 3). Rules the emitted code follows:
+is raised (docs/guide/errors.md). Rules the emitted code follows:
 
 1. A body that is not a JSON object is `BadRequest`, before anything else.
 2. Unknown fields are violations, reported first, in body order.

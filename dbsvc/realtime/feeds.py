@@ -5,7 +5,7 @@ A feed is a `FeedSpec`: a model, the filters of its query string (parsed by the 
 Given a committed row event, the spec decides which frame, if any, its socket gets; the
 decision is the generated matcher's (`CompiledModel.match`), never interpreted here.
 
-Change feed (contract section 5), for a spec on model M:
+Change feed (docs/guide/realtime.md, docs/realtime.md), for a spec on model M:
 - a row event of M: insert and delete pass when their record matches, update when its
   old (`previous`) or new record matches; the frame is the event's JSON, with `record`
   and `previous` projected when the spec has a projection.

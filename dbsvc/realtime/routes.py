@@ -6,7 +6,7 @@
     GET /replicate/snapshot                             the epoch's snapshot, to bootstrap a replica
 
 Everything that can refuse the socket is checked here, before the upgrade, and refused
-with the plain HTTP problem of contract sections 3 and 5: the token (the `Authorization`
+with the plain HTTP problem of docs/guide/errors.md and docs/guide/realtime.md: the token (the `Authorization`
 header, or the offered subprotocols `bearer` and `bearer.<JWT>`), the Origin (against
 SERVICE_CORS_ORIGINS when set: OWASP ASVS 4.4.2; a request without Origin is not a
 browser's and passes, and a page of the service's own origin, such as the explorer at `/_/`,

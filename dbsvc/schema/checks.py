@@ -1,4 +1,4 @@
-"""Parse tree -> checked IR: every rule of contract section 2, every error with its place.
+"""Parse tree -> checked IR: every rule of docs/guide/schema.md, every error with its place.
 
 The checker never stops at the first problem. Each rule appends a `SchemaError` and the
 check goes on with what is still sound (a field of unknown type is left out of the IR,

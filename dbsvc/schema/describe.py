@@ -14,7 +14,7 @@ in declaration order (a dict, kept in insertion order). Version 1 layout::
 `default` is null or `{"kind": "value" | "now" | "uuid", "value": ...}`.
 
 `schema_fingerprint(description)` names a description in 16 hex digits.
-`schema_changes(old, new)` compares two descriptions (contract section 6) and returns
+`schema_changes(old, new)` compares two descriptions (docs/guide/schema.md#changing-a-schema) and returns
 `(compatible, incompatible)`, two lists of human-readable sentences; storage migrates when
 the second list is empty and otherwise refuses, listing it. It is pure and never raises
 for well-formed descriptions. Imports nothing from dbsvc but `dbsvc.schema.*`.

@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 
 
 class FieldType(enum.Enum):
-    """The scalar types of contract section 2."""
+    """The scalar types of the schema language (docs/guide/schema.md#types)."""
 
     INT = "int"
     FLOAT = "float"

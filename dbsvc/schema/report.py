@@ -1,4 +1,4 @@
-"""Schema errors -> the text `dbsvc check` prints (contract section 1).
+"""Schema errors -> the text `dbsvc check` prints (docs/guide/schema.md).
 
 Each error renders as three lines, compiler style::
 

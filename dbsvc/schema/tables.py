@@ -1,6 +1,6 @@
 """The `[runtime]` and `[auth]` tables: known keys, value kinds, and the settings they make.
 
-Rules (contract sections 1, 2 and interface section 5):
+Rules (docs/guide/schema.md#tables, docs/guide/auth.md):
 
 - `[runtime]`: `replication` true/false; `changefeed_capacity` a positive integer;
   `replication_retain_mb` a non-negative integer (MiB of compacted log kept for replicas

@@ -3,7 +3,7 @@
 Each function returns either the converted value or a message saying what is wrong; it
 never raises for bad input and knows nothing of locations (the caller attaches them).
 
-Canonical forms (contract section 2, `dbsvc.schema.ir.Default`):
+Canonical forms (docs/guide/schema.md#types, `dbsvc.schema.ir.Default`):
 
 - int      Python int inside the signed 64-bit range
 - float    Python float, finite (an integer literal is accepted and converted)

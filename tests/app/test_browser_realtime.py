@@ -1,4 +1,4 @@
-"""The realtime routes from a real browser (contract section 5): headless Chromium opens a page
+"""The realtime routes from a real browser (docs/guide/realtime.md): headless Chromium opens a page
 served on loopback whose JS uses the browser's own WebSocket and fetch() against a dbsvc server
 with the token guard on.
 

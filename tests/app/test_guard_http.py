@@ -1,5 +1,5 @@
 """The token guard through a real server: which routes it covers, and the 401/403/503 answers
-(interface.md section 5, contract section 3). Tokens are minted by PyJWT, an independent library."""
+(docs/guide/auth.md). Tokens are minted by PyJWT, an independent library."""
 
 from __future__ import annotations
 

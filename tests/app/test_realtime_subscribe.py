@@ -1,4 +1,4 @@
-"""`/subscribe/<model>` through a real server and the `websockets` client (contract section 5):
+"""`/subscribe/<model>` through a real server and the `websockets` client (docs/guide/realtime.md):
 every event kind, the matcher's rules, links, projections, and resuming with `after`."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""`/replicate` through a real server and the `websockets` client (contract section 5):
+"""`/replicate` through a real server and the `websockets` client (docs/guide/realtime.md):
 binary PersistedEvent frames, resume, restarts, kill -9, refusals, a slow reader's cost."""
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """A JWKS guard through a real server process (`python dbsvc.py serve`): 503 with
 Retry-After while no key was ever fetched, then 200 once the IdP answers, and the 401
-challenges (contract section 3). PEM-guard HTTP cases live in tests/app/test_guard_http.py."""
+challenges (docs/guide/auth.md). PEM-guard HTTP cases live in tests/app/test_guard_http.py."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Generated query-string parsers: contract section 3, with exact BadQuery details."""
+"""Generated query-string parsers: docs/guide/queries.md, with exact BadQuery details."""
 
 from __future__ import annotations
 

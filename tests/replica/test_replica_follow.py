@@ -1,5 +1,5 @@
-"""Read replicas: `dbsvc serve SCHEMA --follow URL` against a real primary (contract
-section 5; dbsvc/replica/follower.py). Every wait is a poll with a deadline."""
+"""Read replicas: `dbsvc serve SCHEMA --follow URL` against a real primary
+(docs/guide/operations.md#read-replicas; dbsvc/replica/follower.py). Every wait is a poll with a deadline."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""`describe_schema` output and `schema_changes` decisions (contract section 6)."""
+"""`describe_schema` output and `schema_changes` decisions (docs/guide/schema.md#changing-a-schema)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Every broken schema is reported with the exact message, line and column (contract section 2).
+"""Every broken schema is reported with the exact message, line and column (docs/guide/schema.md).
 
 One table, one parametrized test: each case is a source and the full list of
 (line, col, message) that `parse_schema` must raise, in source order. Messages are part of

@@ -1,4 +1,4 @@
-"""The parser accepts every form of contract section 2 and builds the IR it means."""
+"""The parser accepts every form of docs/guide/schema.md and builds the IR it means."""
 
 from __future__ import annotations
 
