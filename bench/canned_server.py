@@ -1,6 +1,6 @@
 """The canned server: a fixed small JSON body through the real dbsvc.http layer (h11 + asyncio).
 
-It is the yardstick of contract section 7: every figure there is a ratio against this
+It is the yardstick of docs/guide/operations.md#performance: every figure there is a ratio against this
 server's requests/s, measured in the same run on the same core. It answers every request
 synchronously (the fast path), so its cost is the protocol layer's and nothing else.
 
@@ -37,7 +37,8 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--port", type=int, default=0)
     args = parser.parse_args(argv)
     configure_logging(os.environ.get("RUST_LOG", "warn"), os.environ.get("SERVICE_LOG_FORMAT", "text"))
-    settings = HttpSettings(host=args.host, port=args.port, max_connections=4096)
+    settings = HttpSettings(host=args.host, port=args.port, max_connections=4096,
+                            http_parser=os.environ.get("SERVICE_HTTP_PARSER", "fast"))
 
     async def run() -> None:
 

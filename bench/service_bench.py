@@ -1,22 +1,28 @@
-"""The service's HTTP figures of contract section 7, as ratios to the canned server in one run.
+"""The service's HTTP figures, as ratios to a bare asyncio + h11 server loaded in the same run.
 
     python bench/service_bench.py [--records 100000] [--duration 3] [--rounds 5] [--connections 64]
 
 1. Seeds a tenant with 1,000 users and N blog posts through the Store API directly
    (SERVICE_SYNC=off for the seeding only), so seeding does not dominate the run.
-2. Starts the canned server (`bench/canned_server.py`, the same h11/asyncio layer) and
-   `python dbsvc.py serve schemas/blog.dbs` serving that tenant, both pinned to core 0 (wrk
+2. Starts the yardstick, `bench/bare_h11_server.py` (asyncio + h11 answering a canned
+   53-byte body: none of our code, so it does not move when this repository does), the
+   canned server (`bench/canned_server.py`: the same body through `dbsvc.http`) and
+   `python dbsvc.py serve schemas/blog.dbs` serving that tenant, all pinned to core 0 (wrk
    on core 1), the service with default settings (SERVICE_SYNC=full, RUST_LOG=info).
-3. For GET one record, list (filter + sort + limit 20), durable POST and PUT: first the
-   service alone for `--duration` seconds (its own req/s, p50, p99), then `--rounds`
-   rounds with both servers loaded at the same time, canned `GET /` beside the figure's
-   request, each by its own wrk; the figure is the median of the per-round ratios
-   (http_bench.side_by_side says why).
+3. For the canned server, GET one record, list (filter + sort + limit 20), durable POST and
+   PUT: first the server alone for `--duration` seconds (its own req/s, p50, p99, CPU per
+   request), then `--rounds` rounds with it and the yardstick loaded at the same time, each
+   by its own wrk; the figure is the median of the per-round ratios of requests/s
+   (http_bench.side_by_side says why). Each figure prints both servers' CPU microseconds
+   per request and p50/p99/max latency.
 4. Stops the servers and reads the service's shutdown summary to count fsyncs per
    acknowledged write.
 
-Targets (contract section 7): GET one >= 75% of canned; list >= 50%; durable creates with 64
-connections >= 40% with at most one fsync per 8 acknowledged writes.
+Targets, as ratios to the bare h11 server (issue 13; the HTTP fast path, dbsvc/http/fastpath.py):
+GET one >= 2.0, list >= 1.2, durable creates with 64 connections >= 0.8 with at most one fsync
+per 8 acknowledged writes. The older targets against the canned server
+(docs/guide/operations.md#performance: GET one >= 75%, list >= 50%, POST >= 40%) are printed
+too, as this run's ratio to bare h11 divided by the canned server's.
 """
 
 from __future__ import annotations
@@ -36,6 +42,8 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path[:0] = [str(ROOT), str(ROOT / "bench")]
 
 from http_bench import canned_command, measure, side_by_side, start_dbsvc, start_server, stop_server  # noqa: E402
+
+BARE_H11 = ROOT / "bench" / "bare_h11_server.py"
 
 SCHEMA = ROOT / "schemas" / "blog.dbs"
 SUMMARY = re.compile(r"storage: (\d+) writes acknowledged, (\d+) fsyncs")
@@ -91,16 +99,27 @@ end
 """
 
 
-def report(name: str, alone: dict, figure: dict, target: float | None) -> None:
+def _latency(result: dict) -> str:
+    return (f"p50 {result.get('p50_ms', 0.0):6.2f} ms  p99 {result.get('p99_ms', 0.0):6.2f} ms  "
+            f"max {result.get('max_ms', 0.0):7.2f} ms")
+
+
+def report(name: str, alone: dict, figure: dict, target: float | None, canned_ratio: float | None,
+           old_target: float | None) -> None:
     mine, base = figure["subject"], figure["base"]
-    goal = f" (target >= {target:.0%})" if target else ""
-    spread = ", ".join(f"{r:.0%}" for r in figure["ratios"])
+    goal = f" (target >= {target:.2f})" if target else ""
+    spread = ", ".join(f"{r:.2f}" for r in figure["ratios"])
     print(f"{name}")
-    print(f"  alone:        {alone['rps']:7.0f} req/s  p50 {alone['p50_ms']:6.2f} ms  p99 {alone['p99_ms']:6.2f} ms  "
+    print(f"  alone:        {alone['rps']:7.0f} req/s  {_latency(alone)}  "
           f"cpu {alone['cpu_us_per_request']:4.0f} us/req  errors {alone['errors']}")
-    print(f"  side by side: {mine['rps']:7.0f} req/s against canned {base['rps']:7.0f} req/s  "
-          f"(cpu {mine['cpu_us_per_request']:4.0f} vs {base['cpu_us_per_request']:4.0f} us/req)  errors {mine['errors']}")
-    print(f"  ratio {figure['ratio']:5.1%}{goal}   rounds: {spread}")
+    print(f"  side by side: {mine['rps']:7.0f} req/s  {_latency(mine)}  cpu {mine['cpu_us_per_request']:4.0f} us/req"
+          f"  errors {mine['errors']}")
+    print(f"  bare h11:     {base['rps']:7.0f} req/s  {_latency(base)}  cpu {base['cpu_us_per_request']:4.0f} us/req")
+    line = f"  ratio to bare h11 {figure['ratio']:5.2f}{goal}   rounds: {spread}"
+    if canned_ratio:
+        old = f" (old target >= {old_target:.0%})" if old_target else ""
+        line += f"   ~ {figure['ratio'] / canned_ratio:.0%} of canned{old}"
+    print(line)
 
 
 def main(argv: list[str]) -> int:
@@ -110,7 +129,8 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--rounds", type=int, default=5, help="side-by-side rounds per figure")
     parser.add_argument("--connections", type=int, default=64)
     parser.add_argument("--log-level", default="info", help="RUST_LOG for the measured server")
-    parser.add_argument("--only", default="get,list,post,put", help="comma list of figures to run")
+    parser.add_argument("--only", default="canned,get,list,post,put", help="comma list of figures to run")
+    parser.add_argument("--http-parser", default="fast", help="SERVICE_HTTP_PARSER for the service")
     args = parser.parse_args(argv)
     only = set(args.only.split(","))
 
@@ -119,29 +139,37 @@ def main(argv: list[str]) -> int:
         started = time.perf_counter()
         seed(data, args.records)
         print(f"seeded {args.records} posts in {time.perf_counter() - started:.1f} s")
-        canned, canned_port = start_server(canned_command())
-        proc, port, log = start_dbsvc({"SERVICE_DATA": str(data), "RUST_LOG": args.log_level})
+        bare, bare_port = start_server([sys.executable, str(BARE_H11)])
+        canned, canned_port = start_server(canned_command(), env={"SERVICE_HTTP_PARSER": args.http_parser})
+        proc, port, log = start_dbsvc({"SERVICE_DATA": str(data), "RUST_LOG": args.log_level,
+                                       "SERVICE_HTTP_PARSER": args.http_parser})
         url = f"http://127.0.0.1:{port}"
-        baseline = (canned, f"http://127.0.0.1:{canned_port}/")
+        yardstick = (bare, f"http://127.0.0.1:{bare_port}/")
         figures = [
-            ("get", "GET one", f"{url}/api/blog-post/{args.records // 2}", None, 0.75),
-            ("list", "list filter+sort+limit 20", f"{url}/api/blog-post?published=true&sort=-score&limit=20",
-             None, 0.50),
-            ("post", "POST durable (SERVICE_SYNC=full)", url, lua(Path(tmp), "post.lua", POST_LUA), 0.40),
-            ("put", "PUT durable", url, lua(Path(tmp), "put.lua", PUT_LUA % args.records), None),
+            ("canned", "canned server (dbsvc.http)", canned, f"http://127.0.0.1:{canned_port}/", None, None, None),
+            ("get", "GET one", proc, f"{url}/api/blog-post/{args.records // 2}", None, 2.0, 0.75),
+            ("list", "list filter+sort+limit 20", proc, f"{url}/api/blog-post?published=true&sort=-score&limit=20",
+             None, 1.2, 0.50),
+            ("post", "POST durable (SERVICE_SYNC=full)", proc, url, lua(Path(tmp), "post.lua", POST_LUA), 0.8, 0.40),
+            ("put", "PUT durable", proc, url, lua(Path(tmp), "put.lua", PUT_LUA % args.records), None, None),
         ]
+        canned_ratio = None
         try:
-            measure(canned, baseline[1], duration=2, connections=args.connections)          # warm-up
-            measure(proc, figures[0][2], duration=2, connections=args.connections)
-            alone = measure(canned, baseline[1], args.duration, args.connections)
-            print(f"canned server alone: {alone['rps']:7.0f} req/s  p50 {alone['p50_ms']:6.2f} ms  "
-                  f"p99 {alone['p99_ms']:6.2f} ms  cpu {alone['cpu_us_per_request']:4.0f} us/req")
-            for key, name, target_url, script, goal in figures:
+            for server, target_url in (yardstick, (canned, figures[0][3]), (proc, figures[1][3])):   # warm-up
+                measure(server, target_url, duration=2, connections=args.connections)
+            alone = measure(bare, yardstick[1], args.duration, args.connections)
+            print(f"bare h11 server alone: {alone['rps']:7.0f} req/s  {_latency(alone)}  "
+                  f"cpu {alone['cpu_us_per_request']:4.0f} us/req")
+            for key, name, server, target_url, script, goal, old_goal in figures:
                 if key in only:
-                    alone = measure(proc, target_url, args.duration, args.connections, script=script)
-                    report(name, alone, side_by_side(baseline, (proc, target_url), args.rounds, args.duration,
-                                                     args.connections, script=script), goal)
+                    alone = measure(server, target_url, args.duration, args.connections, script=script)
+                    figure = side_by_side(yardstick, (server, target_url), args.rounds, args.duration,
+                                          args.connections, script=script)
+                    if key == "canned":
+                        canned_ratio = figure["ratio"]
+                    report(name, alone, figure, goal, None if key == "canned" else canned_ratio, old_goal)
         finally:
+            stop_server(bare)
             stop_server(canned)
             proc.send_signal(signal.SIGTERM)
             proc.wait(60)

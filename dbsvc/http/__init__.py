@@ -6,7 +6,9 @@ application is a callable (see `types.App`). Modules:
     types.py       Request, Response, Upgrade, HttpSettings: the seam with the application
     problem.py     RequestError -> RFC 9457 problem+json response (the only error renderer)
     server.py      serve(app, settings, stop=..., on_ready=...): listen, cap, sweep, shut down
-    connection.py  one connection: asyncio.Protocol driving h11, limits, ordering, upgrade
+    connection.py  one connection: asyncio.Protocol driving a wire, limits, ordering, upgrade
+    wire.py        the parser interface, and h11 behind it (the parser of record)
+    fastpath.py    the fast path: a strict parser for common requests, handing the rest to h11
     message.py     h11 events <-> Request/Response, request ids, Date, header validation
     cors.py        CORS policy and preflight answers
 

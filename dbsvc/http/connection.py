@@ -1,9 +1,12 @@
-"""One HTTP/1.1 connection: an `asyncio.Protocol` driving an `h11.Connection`.
+"""One HTTP/1.1 connection: an `asyncio.Protocol` driving a request parser (a wire).
 
-h11 is the protocol state machine (sans-IO); this module is the I/O edge around it, in the
-shape of h11's `examples/trio-server.py`: feed bytes, pull events, send one response per
-request, `start_next_cycle()` after each, and send an error response only while h11's state
-still allows one.
+The wire (wire.py) is the protocol state machine (sans-IO): the fast path (fastpath.py)
+for the requests this service nearly always gets, handing over to h11, the parser of
+record, at the first request it is unsure of; or h11 from the start when
+`HttpSettings.http_parser` is "h11". This module is the I/O edge around it, in the shape
+of h11's `examples/trio-server.py`: feed bytes, pull events, send one response per
+request, `start_next_cycle()` after each, and send an error response only while the
+wire's state still allows one. Every rule below holds on either wire.
 
 Phases of a connection (`Phase`) and the deadline each one carries:
 
@@ -26,15 +29,16 @@ Rules:
    transport's write buffer is over its high-water mark, or the connection yields its turn
    (rule 12), no further request is parsed, and bytes that arrive meanwhile are parked in
    `_unfed` with reading paused (`transport.pause_reading`); so a flood of pipelined
-   requests is bounded by one socket read (256 KiB) plus h11's buffer, however many bytes
-   the client sends.
-2. h11 is fed at most FEED_SIZE (64 KiB) at a time, and only while it asks for data.
+   requests is bounded by one socket read (256 KiB) plus the wire's buffer, however many
+   bytes the client sends.
+2. The wire is fed at most FEED_SIZE (64 KiB) at a time, and only while it asks for data.
 3. A head bigger than MAX_HEAD is 431 (RFC 9110 §15.5.20), whatever the segmentation: h11
-   refuses an incomplete head past MAX_HEAD (`max_incomplete_event_size`), and a head that
-   arrived whole is measured here, as the bytes h11 consumed between the end of the
-   previous request and the end of this head (`_fed` minus what h11 still buffers).
+   refuses an incomplete head past MAX_HEAD (`max_incomplete_event_size`), a head that
+   arrived whole is measured by the h11 wire (wire.H11Wire), and the fast path hands any
+   head near the limit to h11.
 4. Content-Length together with Transfer-Encoding is 400 and close (RFC 9112 §6.3 item 3:
-   such a message may be a smuggling attempt; h11 would silently prefer chunked).
+   such a message may be a smuggling attempt; h11 would silently prefer chunked). The fast
+   path hands over any Transfer-Encoding, so this, like rules 6, 10 and 13, is h11's case.
 5. A declared Content-Length over `max_body` is answered 413 at once, before any body
    byte is read; a chunked body crossing `max_body` is 413 as soon as it does. Either way
    the connection then closes, because the rest of the body was never read.
@@ -48,7 +52,7 @@ Rules:
    response that cannot be rendered or sent (a body json cannot encode, a bad status or
    header) becomes that 500 too, and when even that fails, the fixed bytes of
    `problem.internal_error_response`. An exception of this layer's own (a bug) is logged,
-   answered with those fixed bytes if h11 still allows a response, and the connection is
+   answered with those fixed bytes if the wire still allows a response, and the connection is
    closed. Every such log shows the exception's type and frames, never its message
    (`exc_messages=False`): a message may hold the client's data.
 9. A response on a connection that stays open is written at the end of the event loop's
@@ -89,29 +93,23 @@ import time
 from http import HTTPStatus
 from typing import TYPE_CHECKING, Any, cast
 
-import h11
-
-from dbsvc.errors import (
-    BadRequest,
-    HeadersTooLarge,
-    InternalError,
-    PayloadTooLarge,
-    RequestError,
-    RequestTimeout,
-    Unavailable,
-)
-from dbsvc.http.message import Head, read_head, response_headers
+from dbsvc.errors import BadRequest, InternalError, PayloadTooLarge, RequestError, RequestTimeout, Unavailable
+from dbsvc.http.fastpath import FastWire
+from dbsvc.http.message import Head, response_headers
 from dbsvc.http.output import Outbox
 from dbsvc.http.problem import internal_error_response, problem_response
 from dbsvc.http.types import Deferred, Response, Upgrade, Upgraded
 from dbsvc.http.websocket import WebSocketConnection, handshake_headers
+from dbsvc.http.wire import CLOSED as PEER_CLOSED
+from dbsvc.http.wire import END, HAND_OVER, MAX_HEAD, NEED_DATA, H11Wire, Wire
+
+__all__ = ["MAX_HEAD", "HttpConnection", "Phase"]
 from dbsvc.logs import log_request
 
 if TYPE_CHECKING:
     from dbsvc.http.server import Hub
 
 FEED_SIZE = 64 * 1024
-MAX_HEAD = 16 * 1024
 LINGER_SECONDS = 2.0
 PIPELINE_BUDGET = 32                 # requests one connection starts per turn of the loop (rule 12)
 # The methods dbsvc's routes answer (dbsvc.routes.ALL_METHODS, which this layer cannot import;
@@ -146,15 +144,15 @@ class HttpConnection(asyncio.Protocol):
     """The protocol instance of one accepted socket."""
 
     __slots__ = (
-        "_hub", "_h11", "_transport", "_peer", "phase", "deadline", "counted",
-        "_unfed", "_reading_paused", "_out", "_eof", "_eof_fed", "_fed", "_head_start",
+        "_hub", "_wire", "_transport", "_peer", "phase", "deadline", "counted",
+        "_unfed", "_reading_paused", "_out", "_eof", "_eof_fed",
         "_head", "_body", "_body_size", "_body_start", "_preflight", "_started", "_upgraded",
         "_deferred", "_yielding",
     )
 
     def __init__(self, hub: Hub) -> None:
         self._hub = hub
-        self._h11 = h11.Connection(h11.SERVER, max_incomplete_event_size=MAX_HEAD)
+        self._wire: Wire = FastWire(hub.ids, None)          # replaced once the peer is known
         self._transport: Any = None
         self._peer: tuple[str, int] | None = None
         self.phase = HEAD
@@ -165,8 +163,6 @@ class HttpConnection(asyncio.Protocol):
         self._out = Outbox(hub.defer)                       # rule 9, and write back-pressure
         self._eof = False
         self._eof_fed = False
-        self._fed = 0                                       # bytes handed to h11 so far (rule 3)
-        self._head_start = 0                                # where the current head began, in _fed
         self._head: Head | None = None
         self._body: bytes | bytearray = b""
         self._body_size = 0                                 # counted in hub.body_bytes (rule 11)
@@ -187,6 +183,7 @@ class HttpConnection(asyncio.Protocol):
         peer = transport.get_extra_info("peername")
         self._peer = (peer[0], peer[1]) if isinstance(peer, tuple) else None
         hub = self._hub
+        self._wire = FastWire(hub.ids, self._peer) if hub.fast_path else H11Wire(hub.ids, self._peer)
         self.deadline = hub.loop.time() + hub.header_timeout
         if not hub.admit(self):
             try:
@@ -216,8 +213,7 @@ class HttpConnection(asyncio.Protocol):
             if len(data) > FEED_SIZE:
                 self._unfed += data                         # rule 2: fed in pieces
             else:
-                self._fed += len(data)
-                self._h11.receive_data(data)
+                self._wire.receive(data)
             self._process()
         except Exception as exc:                           # rule 8: our own bug
             self._crash(exc)
@@ -294,11 +290,10 @@ class HttpConnection(asyncio.Protocol):
         elif self._upgraded is not None:
             self._upgraded.shutdown()
 
-    # -- the event loop over h11 ------------------------------------------------------
+    # -- the event loop over the wire --------------------------------------------------
 
     def _process(self) -> None:
-        """Pull h11 events until it needs bytes, a response is pending, or we stop."""
-        conn = self._h11
+        """Pull the wire's events until it needs bytes, a response is pending, or we stop."""
         started = 0
         while self.phase is not APP and not self._out.paused:
             if self.phase is LINGER or self.phase is CLOSED or self.phase is UPGRADED:
@@ -308,34 +303,35 @@ class HttpConnection(asyncio.Protocol):
                 self._hub.loop.call_soon(self._resume_turn)
                 return
             try:
-                event = conn.next_event()
-            except h11.RemoteProtocolError as exc:
-                self._protocol_error(exc)
+                event = self._wire.next_event()
+            except RequestError as exc:                     # the client's bytes are not HTTP we serve
+                self._refused(exc)
                 return
-            if event is h11.NEED_DATA:
+            kind = type(event)
+            if kind is Head:
+                started += 1
+                self._on_head(cast(Head, event))
+            elif event is END:
+                self._on_end()
+            elif kind is bytearray or kind is bytes:
+                self._on_data(cast(bytes, event))
+            elif event is NEED_DATA:
                 if self._unfed:
                     piece = bytes(self._unfed[:FEED_SIZE])
                     del self._unfed[:FEED_SIZE]
-                    self._fed += len(piece)
-                    conn.receive_data(piece)
+                    self._wire.receive(piece)
                     continue
                 if self._eof and not self._eof_fed:
                     self._eof_fed = True
-                    conn.receive_data(b"")
+                    self._wire.receive(b"")
                     continue
                 if self._reading_paused:
                     self._reading_paused = False
                     self._transport.resume_reading()
                 return
-            kind = type(event)
-            if kind is h11.Request:
-                started += 1
-                self._on_head(cast(h11.Request, event))
-            elif kind is h11.EndOfMessage:
-                self._on_end()
-            elif kind is h11.Data:
-                self._on_data(cast(h11.Data, event).data)
-            elif kind is h11.ConnectionClosed:
+            elif event is HAND_OVER:                        # h11 takes the connection from here
+                self._wire = cast(FastWire, self._wire).hand_over()
+            elif event is PEER_CLOSED:
                 self._out.flush()
                 self._transport.close()
                 return
@@ -358,21 +354,10 @@ class HttpConnection(asyncio.Protocol):
         except Exception as exc:
             self._crash(exc)
 
-    def _on_head(self, event: h11.Request) -> None:
+    def _on_head(self, head: Head) -> None:
         hub = self._hub
         if hub.span_enabled:
             self._started = time.perf_counter()
-        if self._fed - self._head_start > MAX_HEAD:         # rule 3: possibly a whole big head
-            size = self._fed - len(self._h11._receive_buffer) - self._head_start
-            if size > MAX_HEAD:
-                self._fail(HeadersTooLarge(
-                    f"request head of {size} bytes is over the limit of {MAX_HEAD} bytes"), None)
-                return
-        try:
-            head = read_head(event, hub.ids, self._peer)
-        except RequestError as exc:
-            self._fail(exc, None)
-            return
         self._head = head
         if head.chunked and head.content_length is not None:
             self._fail(BadRequest("request has both content-length and transfer-encoding"), head)
@@ -394,8 +379,8 @@ class HttpConnection(asyncio.Protocol):
         now = hub.loop.time()
         self._body_start = now
         self.deadline = now + hub.body_wait
-        if head.expects_continue and self._h11.they_are_waiting_for_100_continue:
-            self._out.write(self._h11.send(h11.InformationalResponse(status_code=100, headers=[])))
+        if head.expects_continue and self._wire.expects_100():
+            self._out.write(self._wire.informational(100, b"", []))
 
     def _on_data(self, data: bytes) -> None:
         hub = self._hub
@@ -412,7 +397,7 @@ class HttpConnection(asyncio.Protocol):
             return
         body = self._body
         if not body:
-            self._body = data                               # h11 hands over a fresh bytearray
+            self._body = data                               # the wire hands over a fresh buffer
         else:
             if type(body) is not bytearray:
                 body = self._body = bytearray(body)
@@ -445,9 +430,8 @@ class HttpConnection(asyncio.Protocol):
         assert head is not None
         request = head.request
         if self._body:
-            request.body = self._body                       # type: ignore[assignment]  # h11's bytearray
+            request.body = self._body                       # type: ignore[assignment]  # maybe a bytearray
             self._drop_body()
-        self._head_start = self._fed - len(self._h11._receive_buffer)   # rule 3
         self.phase = APP
         self.deadline = _INF
         if self._preflight:
@@ -541,41 +525,32 @@ class HttpConnection(asyncio.Protocol):
         if hub.cors.enabled and extra is None and head is not None:
             extra = hub.cors.actual_headers(head.origin)
         close = close or hub.shutting_down
-        conn = self._h11
+        wire = self._wire
         try:
             status = response.status
             headers = response_headers(response, request_id, extra, close)
-            # response_headers has validated every header as h11 would, so h11's own per-header
-            # regex pass is skipped (`_parsed=True`, the flag h11 uses for headers it parsed).
-            event = h11.Response(status_code=status, reason=_REASONS.get(status, b""),
-                                 headers=headers, _parsed=True)
             body = response.body
             if not isinstance(body, (bytes, bytearray)):
                 raise TypeError(f"response body is {type(body).__name__}, expected bytes")
-            data = conn.send(event)
+            if (request is not None and request.method == "HEAD") or status == 204 or status == 304:
+                body = b""
+            data = wire.respond(status, _REASONS.get(status, b""), headers, body, close)
         except Exception as exc:                           # rule 8: e.g. CR/LF in a header value
             if fallback:
                 raise
             self._send(self._app_error(exc), [], close, request_id, fallback=True)
             return
-        sent = 0
-        if body and (request is None or request.method != "HEAD") and status != 204 and status != 304:
-            data += conn.send(h11.Data(data=body))
-            sent = len(body)
-        data += conn.send(h11.EndOfMessage())
         if hub.span_enabled:
-            self._log_span(request, status, sent, request_id)
+            self._log_span(request, status, len(body), request_id)
         self._head = None
-        if conn.our_state is h11.MUST_CLOSE:
+        if wire.closing:
+            # Whoever said `Connection: close`, h11 then holds the client's side as MUST_CLOSE,
+            # never DONE: a closing response always lingers (rule 7).
             self._out.write(data)
-            if conn.their_state is h11.DONE and not self._unfed:
-                self.phase = CLOSED
-                self._transport.close()
-            else:
-                self._linger()
+            self._linger()
             return
         self._out.write_later(data)
-        conn.start_next_cycle()
+        wire.start_next_cycle()
         self.phase = IDLE
         self.deadline = hub.loop.time() + hub.idle_timeout
 
@@ -586,20 +561,16 @@ class HttpConnection(asyncio.Protocol):
         request_id = head.request.request_id if head is not None else self._hub.ids.choose(None)
         self._send(problem_response(exc, request_id), None, close=True, request_id=request_id)
 
-    def _protocol_error(self, exc: h11.RemoteProtocolError) -> None:
-        """h11 refused the client's bytes: a 4xx if h11 still lets us answer, then close."""
-        if self._h11.our_state not in (h11.IDLE, h11.SEND_RESPONSE):
+    def _refused(self, exc: RequestError) -> None:
+        """The wire refused the client's bytes: a 4xx or 505 if it still lets us answer, then close."""
+        if not self._wire.can_respond:
             self._transport.abort()
             return
-        if exc.error_status_hint == 431:
-            error: RequestError = HeadersTooLarge(f"request head is over the limit of {MAX_HEAD} bytes")
-        else:
-            error = BadRequest(f"malformed request: {exc}")
-        self._fail(error, self._head)
+        self._fail(exc, self._head)
 
     def _crash(self, exc: Exception) -> None:
         """Rule 8's last resort, for an exception of this layer's own: log it without its
-        message, say 500 in fixed bytes if h11 still allows a response, and close."""
+        message, say 500 in fixed bytes if the wire still allows a response, and close."""
         head = self._head
         request_id = head.request.request_id if head is not None else "-"
         log.error("internal error in the http layer (phase %s, request_id=%s)", self.phase.value, request_id,
@@ -609,7 +580,7 @@ class HttpConnection(asyncio.Protocol):
         transport = self._transport
         if self.phase is CLOSED or transport is None or transport.is_closing():
             return
-        if self.phase is not UPGRADED and self._h11.our_state in (h11.IDLE, h11.SEND_RESPONSE):
+        if self.phase is not UPGRADED and self._wire.can_respond:
             body = internal_error_response(request_id).body
             self._out.write((_LAST_WORDS % len(body)) + body)
             self._linger()
@@ -641,13 +612,13 @@ class HttpConnection(asyncio.Protocol):
 
     def _upgrade(self, upgrade: Upgrade) -> None:
         """Rule 10: check the handshake, send the 101, hand the socket to the WebSocket."""
-        conn = self._h11
+        wire = self._wire
         head = self._head
         assert head is not None
         request = head.request
         try:
             extra = handshake_headers(request, upgrade.subprotocol)
-            if conn.their_state is not h11.MIGHT_SWITCH_PROTOCOL:
+            if not wire.switch_proposed:
                 raise AssertionError("h11 did not see an upgrade request")   # handshake_headers checked it
             headers = response_headers(Response(101, b"", extra, None), request.request_id, None, False)
         except RequestError as exc:
@@ -658,10 +629,8 @@ class HttpConnection(asyncio.Protocol):
             upgrade.session.on_close(1006)
             self._send(self._app_error(exc), None)
             return
-        self._out.write(conn.send(h11.InformationalResponse(
-            status_code=101, reason=_REASONS[101], headers=headers)))
-        buffered, _closed = conn.trailing_data
-        trailing = bytes(buffered) + bytes(self._unfed)
+        self._out.write(wire.informational(101, _REASONS[101], headers))
+        trailing = wire.trailing_data() + bytes(self._unfed)
         self._unfed.clear()
         self.phase = UPGRADED
         self.deadline = _INF

@@ -197,21 +197,22 @@ def response_headers(response: Response, request_id: str,
 
     Only the application's own headers are checked here (our own are known-good), so the
     caller may hand the list to h11 with validation skipped. Raises h11.LocalProtocolError
-    for a header h11 would refuse (e.g. CR/LF in a value: response splitting).
+    for a header h11 would refuse (e.g. CR/LF in a value: response splitting), for a status
+    that is not an int, and, on a final response, for a header this layer owns
+    (`_OWNED`: framing and connection management, which h11 would rewrite or act on), so
+    that the fast path (fastpath.py) writes the very bytes h11 would.
     """
+    status = response.status
+    if not isinstance(status, int):
+        raise h11.LocalProtocolError(f"response status {status!r} is not an int")
     headers: list[tuple[bytes, bytes]] = []
     if response.content_type is not None and response.status != 204:
         headers.append((b"content-type", _checked(b"content-type", response.content_type)))
     for name, value in response.headers:
         raw_name = _VALID_NAMES.get(name)
         if raw_name is None:
-            raw_name = name.encode("latin-1")
-            if not _FIELD_NAME.fullmatch(raw_name):
-                raise h11.LocalProtocolError(f"illegal header name {name!r}")
-            if len(_VALID_NAMES) < _VALID_NAMES_MAX:
-                _VALID_NAMES[name] = raw_name
+            raw_name = _checked_name(name, status)
         headers.append((raw_name, _checked(raw_name, value)))
-    status = response.status
     if status >= 200 and status != 204 and status != 304:
         headers.append((b"content-length", str(len(response.body)).encode("ascii")))
     headers.append((b"date", http_date()))
@@ -228,6 +229,22 @@ def response_headers(response: Response, request_id: str,
 # (bounded, in case an application makes names up per request).
 _VALID_NAMES: dict[str, bytes] = {}
 _VALID_NAMES_MAX = 256
+# Set by this layer alone on a final response: h11 acts on them (Connection: close ends the
+# connection) or rewrites them (Content-Length, Transfer-Encoding, Host goes first). A 101
+# carries `Connection: Upgrade` (websocket.handshake_headers).
+_OWNED = frozenset({b"connection", b"content-length", b"transfer-encoding", b"host", b"keep-alive"})
+
+
+def _checked_name(name: str, status: int) -> bytes:
+    raw_name = name.encode("latin-1")
+    if not _FIELD_NAME.fullmatch(raw_name):
+        raise h11.LocalProtocolError(f"illegal header name {name!r}")
+    if raw_name.lower() in _OWNED:
+        if status >= 200:
+            raise h11.LocalProtocolError(f"header {name!r} is set by the protocol layer, not the application")
+    elif len(_VALID_NAMES) < _VALID_NAMES_MAX:
+        _VALID_NAMES[name] = raw_name
+    return raw_name
 
 
 def _checked(name: bytes, value: str) -> bytes:

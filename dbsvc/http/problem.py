@@ -2,7 +2,7 @@
 
 Every error the service answers, from the protocol layer (413, 431, 503 ...) or from the
 application (400 ... 422), goes through `problem_response`, so every error body has the
-same shape (contract section 3)::
+same shape (docs/guide/errors.md)::
 
     {"type": "about:blank", "title": "Conflict", "status": 409, "code": "unique_violation",
      "detail": "email 'a@b.c' is already used by user 3", "request_id": "..."}

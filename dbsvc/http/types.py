@@ -170,3 +170,4 @@ class HttpSettings:
     ws_ping_interval: float = 30.0           # idle seconds before a WebSocket ping
     ws_pong_timeout: float = 30.0            # seconds a pinged peer has to answer
     ws_close_timeout: float = 5.0            # seconds to wait for the peer's close frame
+    http_parser: str = "fast"                # "fast": the fast path, h11 for the rest; "h11": h11 only

@@ -22,6 +22,9 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
 LISTENING = re.compile(r"listening on http://[^:]+:(\d+)")
+# The HTTP parser every server here runs (SERVICE_HTTP_PARSER): the fast path by default;
+# DBSVC_TEST_HTTP_PARSER=h11 runs the same tests on h11 alone (.ci/run does both).
+HTTP_PARSER = os.environ.get("DBSVC_TEST_HTTP_PARSER", "fast")
 
 
 class Reply:
@@ -91,7 +94,8 @@ def start_server(schema: str | Path, data_dir: Path, env: dict | None = None, ti
     for key in list(full_env):
         if key.startswith("SERVICE_") or key == "RUST_LOG":
             del full_env[key]
-    full_env.update({"SERVICE_PORT": "0", "SERVICE_DATA": str(data_dir), "RUST_LOG": "info"})
+    full_env.update({"SERVICE_PORT": "0", "SERVICE_DATA": str(data_dir), "RUST_LOG": "info",
+                     "SERVICE_HTTP_PARSER": HTTP_PARSER})
     full_env.update(env or {})
     proc = subprocess.Popen(
         [sys.executable, str(ROOT / "dbsvc.py"), "serve", str(schema), *args],

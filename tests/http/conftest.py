@@ -1,9 +1,23 @@
-"""Fixtures: one shared demo server per module, and a factory for servers with their own limits."""
+"""Fixtures: one shared demo server per module, and a factory for servers with their own limits.
+
+Every server these tests start runs the HTTP parser named by DBSVC_TEST_HTTP_PARSER: the
+fast path by default, h11 alone with `h11` (.ci/run runs the folder both ways). It reaches
+demo_app.py through SERVICE_HTTP_PARSER in the environment the servers inherit.
+"""
 
 from __future__ import annotations
 
+import os
+
 import pytest
 from httpkit import DemoServer, start_demo
+
+HTTP_PARSER = os.environ.get("DBSVC_TEST_HTTP_PARSER", "fast")
+os.environ["SERVICE_HTTP_PARSER"] = HTTP_PARSER
+
+
+def pytest_report_header(config):
+    return f"http parser: {HTTP_PARSER} (DBSVC_TEST_HTTP_PARSER)"
 
 
 @pytest.fixture(scope="module")

@@ -172,6 +172,7 @@ def main(argv: list[str]) -> int:
         shutdown_timeout=args.shutdown_timeout,
         min_body_rate=args.min_body_rate, body_rate_grace=args.body_grace, body_memory=args.body_memory,
         cors_origins=tuple(o for o in args.cors.split(",") if o),
+        http_parser=os.environ.get("SERVICE_HTTP_PARSER", "fast"),
     )
 
     async def run() -> None:

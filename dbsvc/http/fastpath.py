@@ -1,0 +1,249 @@
+"""The HTTP fast path: a strict parser for the requests this service nearly always gets.
+
+h11 is the parser of record (wire.py); it also costs most of a small request's CPU. This
+module reads the common request itself and hands everything else to h11, at the request
+boundary, with every byte not yet consumed (`HAND_OVER`, then `hand_over()`), so odd,
+hostile and rare traffic keeps h11's verdicts and the rules of connection.py.
+
+Accepted here, and nothing else (RFC 9112 §2-§6; each is a subset of what h11 accepts):
+
+    request line   token SP origin-form SP "HTTP/1.1" CRLF      (not CONNECT)
+    header lines   token ":" OWS visible-ASCII [SP/HT visible-ASCII ...] OWS CRLF
+    head           ends at the first CRLF CRLF, at most MAX_HEAD bytes, CRLF line ends only
+    headers        exactly one Host; at most one Content-Length of 1-18 plain digits; no
+                   Transfer-Encoding, Upgrade or Expect; at most one Authorization
+    target         ASCII percent-encoding of UTF-8 (message.split_target)
+
+For such a request every value is what h11 gives: names lower-cased, values with OWS
+stripped, the body framed by Content-Length (none: empty), keep-alive unless a
+`Connection` header lists `close` (h11's `_keep_alive`). Anything else, anything
+incomplete that h11 would already refuse (a first byte below 0x21, a bare LF, a buffer
+over MAX_HEAD) or an end of input inside a head, is handed over. Only inside a body, which
+h11 would read the same way, does the fast path speak for itself: an end of input there
+is h11's 400, word for word.
+
+Responses are assembled here as bytes, exactly as h11 writes them: `HTTP/1.1 <status>
+<reason>`, the headers in order as given (message.response_headers, which refuses the
+framing headers h11 would rewrite), and, for a client that asked to close, h11's own
+`Connection: close` in place of ours. tests/http/test_http_fastpath.py compares the bytes.
+
+Imports h11 only for its LocalProtocolError; nothing from dbsvc outside `dbsvc.http` and
+`dbsvc.errors`.
+"""
+
+from __future__ import annotations
+
+import enum
+import re
+
+import h11
+
+from dbsvc.errors import BadRequest
+from dbsvc.http.message import Head, RequestIds, split_target
+from dbsvc.http.types import Request
+from dbsvc.http.wire import CLOSED, END, HAND_OVER, MAX_HEAD, NEED_DATA, PAUSED, Event, H11Wire
+
+_TOKEN = r"[-!#$%&'*+.^_`|~0-9a-zA-Z]+"
+# The whole head, as latin-1 text: the request line, then header lines of token names and
+# values of visible ASCII, spaces and tabs (RFC 9110 §5.5 without obs-text or controls).
+_HEAD = re.compile(rf"({_TOKEN}) (/[\x21-\x7e]*) HTTP/1\.1\r\n((?:{_TOKEN}:[\t\x20-\x7e]*\r\n)*)\r\n")
+# One header line of a head _HEAD matched: the name and the value without its OWS, which is
+# h11's field-content (RFC 9110 §5.5); possessive, so the regex never backtracks.
+_FIELD = re.compile(rf"({_TOKEN}):[ \t]*+((?:[\x21-\x7e]++(?:[ \t]++[\x21-\x7e]++)*+)?+)[ \t]*+\r\n")
+_FIELD_LINE = b"%s: %s\r\n"
+_MAX_LENGTH_DIGITS = 18              # past that h11 decides (and int() stays cheap)
+
+
+class _State(enum.Enum):
+    IDLE = "idle"                    # between requests: the next bytes are a head
+    BODY = "body"                    # `_remaining` body bytes still to come
+    DONE = "done"                    # the request is complete; its response is pending
+
+
+class FastWire:
+    """The fast path behind the `wire.Wire` interface."""
+
+    __slots__ = ("_ids", "_peer", "_buf", "_state", "_remaining", "_length", "_eof",
+                 "_client_close", "closing")
+
+    def __init__(self, ids: RequestIds, peer: tuple[str, int] | None) -> None:
+        self._ids = ids
+        self._peer = peer
+        self._buf: bytes | bytearray = b""                  # received, not yet consumed
+        self._state = _State.IDLE
+        self._remaining = 0
+        self._length = 0
+        self._eof = False
+        self._client_close = False                          # the request said `Connection: close`
+        self.closing = False
+
+    @property
+    def can_respond(self) -> bool:
+        return not self.closing
+
+    @property
+    def switch_proposed(self) -> bool:
+        return False                                        # an Upgrade is always handed over
+
+    def receive(self, data: bytes | bytearray) -> None:
+        if not data:
+            self._eof = True
+            return
+        buf = self._buf
+        if not buf:
+            self._buf = data
+        elif type(buf) is bytearray:
+            buf += data
+        else:
+            grown = self._buf = bytearray(buf)
+            grown += data
+
+    def hand_over(self) -> H11Wire:
+        """The h11 wire that takes the connection from this request boundary on."""
+        assert self._state is _State.IDLE, "hand-over only between requests"
+        return H11Wire(self._ids, self._peer, self._buf, self._eof)
+
+    def next_event(self) -> Event:
+        state = self._state
+        if state is _State.IDLE:
+            return self._read_head()
+        if state is _State.BODY:
+            return self._read_body()
+        if self._buf:
+            return PAUSED
+        return CLOSED if self._eof else NEED_DATA
+
+    def _read_body(self) -> Event:
+        remaining = self._remaining
+        if not remaining:
+            self._state = _State.DONE
+            return END
+        buf = self._buf
+        if not buf:
+            if self._eof:                                   # h11's words (_readers.ContentLengthReader)
+                raise BadRequest("malformed request: peer closed connection without sending complete "
+                                 f"message body (received {self._length - remaining} bytes, "
+                                 f"expected {self._length})")
+            return NEED_DATA
+        if len(buf) <= remaining:
+            piece = buf
+            self._buf = b""
+        else:
+            piece = buf[:remaining]
+            self._consume(remaining)
+        self._remaining = remaining - len(piece)
+        return piece
+
+    def _consume(self, size: int) -> None:
+        buf = self._buf
+        if size == len(buf):
+            self._buf = b""
+        elif type(buf) is bytearray:
+            del buf[:size]
+        else:
+            self._buf = buf[size:]
+
+    def _read_head(self) -> Event:
+        buf = self._buf
+        end = buf.find(b"\r\n\r\n")
+        if end < 0:
+            if not buf:
+                return CLOSED if self._eof else NEED_DATA
+            # h11 would refuse these at once, or find a head in them (bare LF line ends).
+            if self._eof or len(buf) > MAX_HEAD or buf[0] < 0x21 or buf.count(b"\n") != buf.count(b"\r\n"):
+                return HAND_OVER
+            return NEED_DATA
+        size = end + 4
+        if size > MAX_HEAD:
+            return HAND_OVER
+        text = buf[:size].decode("latin-1")
+        match = _HEAD.fullmatch(text)
+        if match is None:
+            return HAND_OVER
+        method, target, _fields = match.groups()
+        if method == "CONNECT":                             # h11 treats it as a protocol switch
+            return HAND_OVER
+        head = self._head(method, target, _FIELD.findall(text, match.start(3), match.end(3)))
+        if head is None:
+            return HAND_OVER
+        self._consume(size)
+        length = head.content_length
+        self._remaining = self._length = length if length is not None else 0
+        self._state = _State.BODY
+        return head
+
+    def _head(self, method: str, target: str, fields: list[tuple[str, str]]) -> Head | None:
+        """The `Head` of a well-formed head, or None when its headers are not fast-path material."""
+        headers: list[tuple[str, str]] = []
+        length: int | None = None
+        hosts = 0
+        origin = preflight_method = preflight_headers = incoming_id = authorization = None
+        for raw_name, value in fields:
+            name = raw_name.lower()
+            headers.append((name, value))
+            # A handful of names matter; one dict-free chain of compares is cheapest.
+            if name[0] not in "chteoaux":
+                continue
+            if name == "host":
+                hosts += 1
+            elif name == "content-length":
+                if length is not None or not value.isdigit() or len(value) > _MAX_LENGTH_DIGITS:
+                    return None
+                length = int(value)
+            elif name == "connection":
+                # h11's _keep_alive: `close` among the comma-separated tokens, any case.
+                if "close" in [token.strip() for token in value.lower().split(",")]:
+                    self._client_close = True
+            elif name in ("transfer-encoding", "upgrade", "expect"):
+                return None
+            elif name == "origin":
+                origin = value
+            elif name == "x-request-id":
+                incoming_id = value
+            elif name == "access-control-request-method":
+                preflight_method = value
+            elif name == "access-control-request-headers":
+                preflight_headers = value
+            elif name == "authorization":
+                if authorization is not None:
+                    return None                             # h11's path answers the 400 (message.py)
+                authorization = value
+        if hosts != 1:
+            return None
+        try:
+            path, query = split_target(target)
+        except (UnicodeDecodeError, ValueError):
+            return None
+        request = Request(method, target, path, query, headers, b"", self._ids.choose(incoming_id), self._peer)
+        return Head(request, length, False, False, origin, preflight_method, preflight_headers)
+
+    def respond(self, status: int, reason: bytes, headers: list[tuple[bytes, bytes]],
+                body: bytes | bytearray, close: bool) -> bytes:
+        """The response as h11 writes it, given headers as message.response_headers builds
+        them: validated, framed by Content-Length (h11 would add chunked framing otherwise)."""
+        if not 200 <= status < 1000:                        # h11.Response's own check
+            raise h11.LocalProtocolError(f"Response status_code should be in range [200, 1000), not {status}")
+        if self._client_close:
+            # h11 drops every Connection header and appends its own, title case (h11's
+            # set_comma_header), when the client asked to close.
+            headers = [pair for pair in headers if pair[0].lower() != b"connection"]
+            headers.append((b"Connection", b"close"))
+            close = True
+        self.closing = close
+        # `name: value` lines formatted and joined in C: no Python frame per header.
+        fields = b"".join(map(_FIELD_LINE.__mod__, headers))
+        return b"HTTP/1.1 %d %s\r\n%s\r\n%s" % (status, reason, fields, body)
+
+    def informational(self, status: int, reason: bytes, headers: list[tuple[bytes, bytes]]) -> bytes:
+        raise AssertionError("the fast path never sends a 1xx: Expect and Upgrade are handed over")
+
+    def expects_100(self) -> bool:
+        return False
+
+    def start_next_cycle(self) -> None:
+        assert self._state is _State.DONE and not self.closing
+        self._state = _State.IDLE
+        self._client_close = False
+
+    def trailing_data(self) -> bytes:
+        return b""
