@@ -312,7 +312,9 @@ class CommitQueue:
             if not future.done():
                 future.set_exception(exc)
             return
-        self.writer.durable = self.writer.written
+        # The new log is durable and acknowledged to its end, queued writes or not: a later
+        # cut-back (rule 3) or room probe must truncate to the new log's end, not the old one's.
+        self.writer.durable = self.writer.acked = self.writer.written
         self._acknowledge(len(self._pending), self.writer.written)
         if not future.done():
             future.set_result(None)
