@@ -1,0 +1,226 @@
+"""The connection rules 1-8 of dbsvc/http/connection.py against a server running in this
+test process (its loop in a thread, a real socket on 127.0.0.1, port 0), one test per
+behaviour. The other tests in tests/http drive demo_app.py in a child process; these run
+the same app in-process so that mutation testing, which only sees its own process, can
+tell which of them covers which line (docs/mutation.md)."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import threading
+from collections.abc import Iterator
+
+import pytest
+from support.demo_app import app
+from support.httpkit import Client
+
+from dbsvc.errors import HeadersTooLarge
+from dbsvc.http.connection import MAX_HEAD
+from dbsvc.http.server import serve
+from dbsvc.http.types import HttpSettings
+
+WAIT = 30.0             # generous: a loaded two-core machine
+MAX_BODY = 1024
+
+
+class InProcessServer:
+    """`serve(app, settings)` on its own event loop in a daemon thread."""
+
+    def __init__(self, settings: HttpSettings) -> None:
+        self.settings = settings
+        self.port = 0
+        self._ready = threading.Event()
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._stop: asyncio.Event | None = None
+        self._thread = threading.Thread(target=self._run, name="inprocess-http", daemon=True)
+        self._failure: BaseException | None = None
+
+    def _run(self) -> None:
+        async def main() -> None:
+            self._loop = asyncio.get_running_loop()
+            self._stop = asyncio.Event()
+
+            def ready(port: int) -> None:
+                self.port = port
+                self._ready.set()
+
+            await serve(app, self.settings, stop=self._stop, on_ready=ready)
+        try:
+            asyncio.run(main())
+        except BaseException as exc:                       # reported by start()/stop()
+            self._failure = exc
+            self._ready.set()
+
+    def start(self) -> InProcessServer:
+        self._thread.start()
+        assert self._ready.wait(WAIT), "the in-process server did not start"
+        assert self._failure is None, f"the in-process server failed: {self._failure!r}"
+        return self
+
+    def stop(self) -> None:
+        if self._loop is not None and self._stop is not None:
+            self._loop.call_soon_threadsafe(self._stop.set)
+        self._thread.join(WAIT)
+        assert not self._thread.is_alive(), "the in-process server did not stop"
+        assert self._failure is None, f"the in-process server failed: {self._failure!r}"
+
+    def client(self) -> Client:
+        return Client(self.port, timeout=WAIT)
+
+
+@pytest.fixture(scope="module")
+def served() -> Iterator[InProcessServer]:
+    settings = HttpSettings(host="127.0.0.1", port=0, max_body=MAX_BODY, max_connections=64,
+                            header_timeout=WAIT, idle_timeout=WAIT, shutdown_timeout=5.0,
+                            min_body_rate=0.0, body_rate_grace=5.0, body_memory=64 << 20,
+                            http_parser=os.environ.get("SERVICE_HTTP_PARSER", "fast"))   # conftest.py
+    server = InProcessServer(settings).start()
+    yield server
+    server.stop()
+
+
+def _request(target: str, body: bytes = b"", extra: str = "") -> bytes:
+    length = f"Content-Length: {len(body)}\r\n" if body else ""
+    return f"POST {target} HTTP/1.1\r\nHost: t\r\n{length}{extra}\r\n".encode() + body
+
+
+def test_rule_1_pipelined_requests_are_answered_in_request_order(served):
+    client = served.client()
+    # The first answer is the slowest one: it must still come first.
+    client.send(_request("/slow?ms=100") + _request("/echo", b"two") + _request("/async-echo", b"three"))
+    first, second, third = (client.read_response() for _ in range(3))
+    assert first.status == second.status == third.status == 200
+    assert second.json()["body"] == "two"
+    assert third.json()["body"] == "three"
+    assert [r.json()["path"] for r in (second, third)] == ["/echo", "/async-echo"]
+    client.close()
+
+
+def test_rule_2_a_body_larger_than_one_feed_arrives_whole(served):
+    # More than FEED_SIZE in one write is fed to h11 in pieces, none lost or reordered.
+    client = served.client()
+    body = bytes(range(256)) * 3
+    client.send(_request("/echo", body[:MAX_BODY]) + _request("/echo", b"after"))
+    assert client.read_response().json()["body_len"] == len(body[:MAX_BODY])
+    assert client.read_response().json()["body"] == "after"
+    client.close()
+
+
+def test_rule_3_a_head_over_the_limit_is_431_whole_or_in_pieces(served):
+    filler = "".join(f"X-Filler-{n}: {'v' * 100}\r\n" for n in range(MAX_HEAD // 100 + 8))
+    head = f"GET /echo HTTP/1.1\r\nHost: t\r\n{filler}\r\n".encode()
+    for pieces in (1, 7):
+        client = served.client()
+        step = -(-len(head) // pieces)
+        try:
+            for i in range(0, len(head), step):
+                client.send(head[i:i + step])
+        except (BrokenPipeError, ConnectionResetError):
+            pass                                            # the server may stop reading early
+        response = client.read_response()
+        assert response.status == 431
+        assert response.json()["code"] == HeadersTooLarge.code
+        assert client.is_closed(WAIT)
+        client.close()
+
+
+def test_rule_3_a_head_just_under_the_limit_is_served(served):
+    filler = "X-Filler: " + "v" * (MAX_HEAD - 200) + "\r\n"
+    client = served.client()
+    client.send(f"GET /echo HTTP/1.1\r\nHost: t\r\n{filler}\r\n".encode())
+    assert client.read_response().status == 200
+    # A second request on the same connection is measured from its own start.
+    client.send(f"GET /echo HTTP/1.1\r\nHost: t\r\n{filler}\r\n".encode())
+    assert client.read_response().status == 200
+    client.close()
+
+
+def test_rule_4_content_length_with_transfer_encoding_is_400_and_close(served):
+    client = served.client()
+    client.send(b"POST /echo HTTP/1.1\r\nHost: t\r\nContent-Length: 5\r\n"
+                b"Transfer-Encoding: chunked\r\n\r\n5\r\nhello\r\n0\r\n\r\n")
+    response = client.read_response()
+    assert response.status == 400
+    assert response.json()["detail"] == "request has both content-length and transfer-encoding"
+    assert response.header("connection") == "close"
+    assert client.is_closed(WAIT)
+
+
+def test_rule_5_a_declared_length_over_the_limit_is_413_before_any_body_byte(served):
+    client = served.client()
+    client.send(f"POST /echo HTTP/1.1\r\nHost: t\r\nContent-Length: {MAX_BODY + 1}\r\n\r\n".encode())
+    response = client.read_response()
+    assert response.status == 413
+    problem = response.json()
+    assert problem["code"] == "payload_too_large"
+    assert problem["detail"] == f"request body of {MAX_BODY + 1} bytes is over the limit of {MAX_BODY} bytes"
+    assert client.is_closed(WAIT)
+
+
+def test_rule_5_a_body_at_the_limit_is_accepted(served):
+    client = served.client()
+    assert client.request("POST", "/echo", body=b"b" * MAX_BODY).json()["body_len"] == MAX_BODY
+    client.close()
+
+
+def test_rule_5_a_chunked_body_crossing_the_limit_is_413_and_close(served):
+    client = served.client()
+    client.send(b"POST /echo HTTP/1.1\r\nHost: t\r\nTransfer-Encoding: chunked\r\n\r\n")
+    client.send(b"200\r\n" + b"a" * 512 + b"\r\n" + b"200\r\n" + b"a" * 512 + b"\r\n")
+    client.send(b"1\r\na\r\n")                               # byte 1025
+    response = client.read_response()
+    assert response.status == 413
+    assert response.json()["detail"] == f"request body is over the limit of {MAX_BODY} bytes"
+    assert client.is_closed(WAIT)
+
+
+def test_rule_6_100_continue_only_for_a_head_that_passed(served):
+    client = served.client()
+    client.send(b"POST /echo HTTP/1.1\r\nHost: t\r\nContent-Length: 5\r\nExpect: 100-continue\r\n\r\n")
+    assert client.read_response().status == 100
+    client.send(b"hello")
+    assert client.read_response().json()["body"] == "hello"
+    client.close()
+    refused = served.client()
+    refused.send(f"POST /echo HTTP/1.1\r\nHost: t\r\nContent-Length: {MAX_BODY + 1}\r\n"
+                 "Expect: 100-continue\r\n\r\n".encode())
+    assert refused.read_response().status == 413          # no 100 first
+    assert refused.is_closed(WAIT)
+
+
+def test_rule_7_an_error_answer_is_readable_although_the_client_sent_more(served):
+    client = served.client()
+    # The refused request's body follows at once; the server must not reset before the
+    # client has read the 413 (it lingers, discarding the input).
+    client.send(f"POST /echo HTTP/1.1\r\nHost: t\r\nContent-Length: {MAX_BODY * 8}\r\n\r\n".encode()
+                + b"x" * (MAX_BODY * 8))
+    response = client.read_response()
+    assert response.status == 413
+    assert response.json()["code"] == "payload_too_large"
+    assert client.is_closed(WAIT)
+
+
+@pytest.mark.parametrize("route", ["/error", "/async-error", "/none", "/bad-header", "/bad-body",
+                                   "/bad-status", "/deferred-error?kind=boom"])
+def test_rule_8_an_application_failure_is_a_500_problem_and_the_connection_goes_on(served, route):
+    client = served.client()
+    response = client.request("GET", route, {"X-Request-Id": "fail-1"})
+    assert response.status == 500
+    assert response.header("content-type") == "application/problem+json"
+    problem = response.json()
+    assert (problem["code"], problem["status"], problem["request_id"]) == ("internal", 500, "fail-1")
+    assert client.request("GET", "/echo").status == 200
+    client.close()
+
+
+@pytest.mark.parametrize("route, status", [("/bad", 400), ("/deferred-error?kind=bad", 400)])
+def test_rule_8_a_request_error_from_the_application_is_its_own_problem(served, route, status):
+    client = served.client()
+    response = client.request("GET", route)
+    assert response.status == status
+    problem = response.json()
+    assert problem["code"] == "bad_request"
+    assert problem["request_id"] == response.header("x-request-id")
+    assert client.request("GET", "/echo").status == 200
+    client.close()
