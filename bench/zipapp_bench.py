@@ -38,7 +38,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(ROOT / "tests" / "app"))
+sys.path.insert(0, str(ROOT / "tests" / "support"))
 
 from dbsvc.build import build_zipapp  # noqa: E402
 from dbsvc.schema import load_schema  # noqa: E402

@@ -1,5 +1,5 @@
 """Raw bytes -> one HTTP connection of the real protocol layer serving the demo app
-(tests/http/demo_app.py: echo, coroutine, Deferred, error and upgrade routes), with CORS on.
+(tests/support/demo_app.py: echo, coroutine, Deferred, error and upgrade routes), with CORS on.
 
 The promises checked are `fuzz.wire`'s (nothing escapes the connection, one response per
 request, well-formed responses, the connection closes). Besides: a 500 only ever answers
@@ -16,7 +16,7 @@ from dbsvc.http.types import AppResult, HttpSettings, Request
 from fuzz.common import ROOT
 from fuzz.wire import Wire, check_exchange
 
-sys.path.insert(0, str(ROOT / "tests" / "http"))
+sys.path.insert(0, str(ROOT / "tests" / "support"))
 import demo_app  # noqa: E402
 
 MAX_INPUT = 64 * 1024

@@ -23,9 +23,8 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "tests" / "app"))
 
-from idp import TestIdp  # noqa: E402
+from support.idp import TestIdp  # noqa: E402
 
 from dbsvc import __version__  # noqa: E402
 from dbsvc.build import build_zipapp  # noqa: E402

@@ -6,7 +6,7 @@ ftruncate / rename / unlink / close` instead of `os.*` for every operation that 
 changes, makes durable or removes a file (reads stay plain `os.pread` and `open`). `ops` is
 a `FileOps`, whose methods *are* the `os` functions, so production pays nothing for it.
 A test installs another layer with `use(layer)` before opening a store; the power-loss
-simulator (tests/storage/powerloss_fs.py) does, to remember what each fsync made durable.
+simulator (tests/support/powerloss_fs.py) does, to remember what each fsync made durable.
 Always reach it as `files.ops` at the call (never `from files import ops`), so that an
 installed layer is the one called.
 

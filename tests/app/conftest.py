@@ -1,11 +1,11 @@
-"""Fixtures over `app_harness`: servers started per test or per module, killed afterwards."""
+"""Fixtures over `support.server`: servers started per test or per module, killed afterwards."""
 
 from __future__ import annotations
 
 
 import pytest
 
-from app_harness import ROOT, server_pool, start_server
+from support.server import ROOT, server_pool, start_server
 
 
 @pytest.fixture

@@ -8,7 +8,7 @@ from dbsvc.app import EncodedRecords
 from dbsvc.compiler import compile_schema
 from dbsvc.schema import load_schema
 
-from app_harness import ROOT
+from support.server import ROOT
 
 MODULE = compile_schema(load_schema(str(ROOT / "schemas" / "blog.dbs")))
 USER = MODULE.BY_NAME["User"]

@@ -12,7 +12,7 @@ from urllib.parse import quote
 
 import pytest
 
-from app_harness import ROOT, start_server
+from support.server import ROOT, start_server
 
 MAX_DEPTH = 64
 MAX_FILTER_VALUES = 1000

@@ -24,7 +24,7 @@ from schemathesis.specs.openapi.checks import (
     status_code_conformance,
 )
 
-from app_harness import ROOT, start_server
+from support.server import ROOT, start_server
 
 CHECKS = [
     not_a_server_error,

@@ -6,7 +6,7 @@ A browser cannot set `Authorization` on a WebSocket upgrade; it offers the subpr
 and `bearer.<JWT>` and the server must pick `bearer`. The page is served from another origin
 (a second loopback HTTP server), listed in SERVICE_CORS_ORIGINS, so its fetch() calls go through
 a real CORS preflight and its upgrades carry a real `Origin`. Each page stores its findings as a
-JSON string in `window.__result`, which tests/app/browser.py waits for (with a deadline).
+JSON string in `window.__result`, which tests/support/browser.py waits for (with a deadline).
 """
 
 from __future__ import annotations
@@ -22,8 +22,8 @@ import pytest
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 
-from app_harness import ROOT, start_server
-from browser import Browser, PageServer, require_chromium
+from support.server import ROOT, start_server
+from support.browser import Browser, PageServer, require_chromium
 
 TENANT = "acme"
 

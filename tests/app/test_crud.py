@@ -8,7 +8,7 @@ from urllib.parse import quote
 
 import pytest
 
-from app_harness import ROOT
+from support.server import ROOT
 
 from dbsvc import __version__
 

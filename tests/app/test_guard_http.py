@@ -10,7 +10,7 @@ import pytest
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 
-from app_harness import ROOT
+from support.server import ROOT
 
 
 @pytest.fixture(scope="module")

@@ -11,7 +11,8 @@ import subprocess
 import sys
 import time
 
-from app_harness import ROOT
+from support.server import LISTENING, ROOT, wait_for_port
+from support.tree import dir_image
 
 BLOG = ROOT / "schemas" / "blog.dbs"
 
@@ -21,16 +22,6 @@ def run_cli(args, env, timeout=30):
     full.update(env)
     return subprocess.run([sys.executable, str(ROOT / "dbsvc.py"), *args], cwd=ROOT, env=full,
                           capture_output=True, text=True, timeout=timeout)
-
-
-def tree_bytes(path):
-    out = {}
-    for dirpath, _dirs, files in os.walk(path):
-        for name in files:
-            full = os.path.join(dirpath, name)
-            with open(full, "rb") as fh:
-                out[os.path.relpath(full, path)] = fh.read()
-    return out
 
 
 def test_default_tenant_is_created_and_writes_survive_restart(serve, tmp_path):
@@ -48,11 +39,11 @@ def test_second_server_on_same_tenant_exits_2_and_touches_nothing(serve, tmp_pat
     data = tmp_path / "data"
     first = serve(data_dir=data)
     assert first.post("/api/user", {"email": "x@y.z", "name": "X"}).status == 201
-    before = tree_bytes(data)
+    before = dir_image(data)
     second = run_cli(["serve", str(BLOG)], {"SERVICE_DATA": str(data), "SERVICE_PORT": "0"})
     assert second.returncode == 2, second.stderr
     assert str(first.proc.pid) in second.stderr
-    assert tree_bytes(data) == before
+    assert dir_image(data) == before
     assert first.get("/health").status == 200
 
 
@@ -118,7 +109,6 @@ def test_json_logs_carry_one_span_per_request(serve):
 
 
 def test_generated_file_serves_itself(tmp_path):
-    import re
     import threading
 
     target = tmp_path / "blog_service.py"
@@ -130,13 +120,7 @@ def test_generated_file_serves_itself(tmp_path):
     proc = subprocess.Popen([sys.executable, str(target)], cwd=tmp_path, env=env,
                             stderr=subprocess.PIPE, stdout=subprocess.DEVNULL, text=True)
     try:
-        port = None
-        for line in proc.stderr:
-            match = re.search(r"listening on http://[^:]+:(\d+)", line)
-            if match:
-                port = int(match.group(1))
-                break
-        assert port, "the generated module did not start serving"
+        port = wait_for_port(proc, proc.stderr, LISTENING, [])
         threading.Thread(target=proc.stderr.read, daemon=True).start()
         import http.client
 

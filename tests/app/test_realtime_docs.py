@@ -3,7 +3,7 @@
 The examples are the fenced blocks right after `<!-- example: NAME -->`; the Python one's
 sample output follows `<!-- output: python-subscribe -->`. The Python example runs as a
 subprocess (`--count`) across a server restart; the HTML one runs in headless Chromium
-(tests/app/browser.py) from a loopback page origin listed in SERVICE_CORS_ORIGINS, with only
+(tests/support/browser.py) from a loopback page origin listed in SERVICE_CORS_ORIGINS, with only
 its `base` and `token` lines rewritten and a small reporter script appended.
 """
 
@@ -23,8 +23,8 @@ import pytest
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 
-from app_harness import ROOT, Server
-from browser import Browser, PageServer, require_chromium
+from support.server import ROOT, Server
+from support.browser import Browser, PageServer, require_chromium
 
 DOC = ROOT / "docs" / "realtime.md"
 TENANT = "acme"

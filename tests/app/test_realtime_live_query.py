@@ -13,8 +13,8 @@ from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, rule
 
-from app_harness import ROOT, start_server
-from wskit import nothing_within, open_ws, post, recv_json, recv_n, request, run
+from support.server import ROOT, start_server
+from support.wskit import nothing_within, open_ws, post, recv_json, recv_n, request, run
 
 USER = {"email": "ann@x.io", "name": "Ann"}
 

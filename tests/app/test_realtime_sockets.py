@@ -13,9 +13,9 @@ import time
 
 import pytest
 
-from app_harness import ROOT
-from idp import TestIdp
-from wskit import closed_with, nothing_within, open_ws, post, recv_json, refusal, request, run
+from support.server import ROOT
+from support.idp import TestIdp
+from support.wskit import closed_with, nothing_within, open_ws, post, recv_json, refusal, request, run
 
 USER = {"email": "ann@x.io", "name": "Ann"}
 

@@ -10,8 +10,8 @@ import threading
 
 import pytest
 
-from app_harness import ROOT
-from wskit import closed_with, nothing_within, open_ws, post, recv_json, recv_n, refusal, request, run
+from support.server import ROOT
+from support.wskit import closed_with, nothing_within, open_ws, post, recv_json, recv_n, refusal, request, run
 
 USER = {"email": "ann@x.io", "name": "Ann", "age": 31}
 

@@ -14,8 +14,8 @@ import zlib
 
 import pytest
 
-from app_harness import ROOT
-from wskit import open_ws, post, refusal, run
+from support.server import ROOT
+from support.wskit import open_ws, post, refusal, run
 
 USER = {"email": "ann@x.io", "name": "Ann"}
 
@@ -193,7 +193,7 @@ def test_kill_9_under_writes_leaves_a_gap_free_stream_that_resumes(serve, tmp_pa
 
 
 def test_guard_applies_to_replicate(serve, tmp_path):
-    from idp import TestIdp
+    from support.idp import TestIdp
 
     idp = TestIdp(tmp_path)
     server = serve(data_dir=idp.data_dir(), env=idp.server_env())

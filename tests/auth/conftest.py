@@ -7,7 +7,7 @@ import dataclasses
 from typing import Any
 
 import pytest
-from authkit import AUDIENCE, ISSUER, TENANT, JwksServer, all_private_keys, public_pem
+from support.authkit import AUDIENCE, ISSUER, TENANT, JwksServer, all_private_keys, public_pem
 
 from dbsvc.auth import Guard, load_auth_config
 from dbsvc.schema.ir import AuthSettings

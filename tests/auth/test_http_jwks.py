@@ -5,52 +5,25 @@ challenges (docs/guide/auth.md). PEM-guard HTTP cases live in tests/app/test_gua
 from __future__ import annotations
 
 import http.client
-import os
-import re
-import subprocess
-import sys
-import threading
 import time
 from pathlib import Path
 
 import pytest
-from authkit import AUDIENCE, ISSUER, TENANT, jwk_of, mint
+from support.authkit import AUDIENCE, ISSUER, TENANT, jwk_of, mint
+from support.server import start_server
 
 ROOT = Path(__file__).resolve().parents[2]
-LISTENING = re.compile(r"listening on http://[^:]+:(\d+)")
 
 
 @pytest.fixture
 def jwks_dbsvc(tmp_path, jwks_server):
     (tmp_path / "data" / TENANT).mkdir(parents=True)
-    env = {k: v for k, v in os.environ.items() if not k.startswith("SERVICE_")}
-    env.update({
-        "SERVICE_PORT": "0", "SERVICE_DATA": str(tmp_path / "data"), "SERVICE_TENANT": TENANT,
-        "SERVICE_JWKS_URL": jwks_server.url(), "SERVICE_JWT_ALG": "ES256",
+    server = start_server(ROOT / "schemas" / "blog.dbs", tmp_path / "data", env={
+        "SERVICE_TENANT": TENANT, "SERVICE_JWKS_URL": jwks_server.url(), "SERVICE_JWT_ALG": "ES256",
         "SERVICE_JWT_ISSUER": ISSUER, "SERVICE_JWT_AUDIENCE": AUDIENCE, "RUST_LOG": "debug",
     })
-    proc = subprocess.Popen([sys.executable, str(ROOT / "dbsvc.py"), "serve", str(ROOT / "schemas" / "blog.dbs")],
-                            cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
-    log: list[str] = []
-    port = None
-    deadline = time.monotonic() + 30
-    while port is None and time.monotonic() < deadline:
-        line = proc.stderr.readline()
-        if not line:
-            break
-        log.append(line)
-        match = LISTENING.search(line)
-        if match:
-            port = int(match.group(1))
-    if port is None:
-        proc.kill()
-        pytest.fail("server did not start:\n" + "".join(log))
-    reader = threading.Thread(target=lambda: log.extend(proc.stderr), daemon=True)
-    reader.start()
-    yield port, log
-    proc.terminate()
-    proc.wait(timeout=15)
-    reader.join(timeout=5)
+    yield server.port, server.log
+    server.stop(timeout=15)
 
 
 def get(port: int, path: str, token: str | None = None) -> tuple[int, dict[str, str], bytes]:

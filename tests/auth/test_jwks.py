@@ -10,7 +10,7 @@ import secrets
 import time
 
 import pytest
-from authkit import Reply, jwk_of, mint
+from support.authkit import Reply, jwk_of, mint
 
 from dbsvc.auth import KeyRefreshNeeded, KeysUnavailable
 from dbsvc.auth.jwks import parse_max_age
@@ -269,7 +269,7 @@ def test_storm_after_the_interval_fetches_once_more(make_guard, keys, jwks_serve
 
 
 def test_redirect_to_another_origin_is_not_followed(make_guard, keys, jwks_server):
-    from authkit import JwksServer
+    from support.authkit import JwksServer
 
     other = JwksServer()
     try:

@@ -10,24 +10,19 @@ from __future__ import annotations
 
 import asyncio
 import http.client
-import os
-import re
 import secrets
-import subprocess
-import sys
-import threading
 import time
 from pathlib import Path
 
 import pytest
-from authkit import AUDIENCE, ISSUER, TENANT, jwk_of, mint
+from support.authkit import AUDIENCE, ISSUER, TENANT, jwk_of, mint
+from support.server import start_server
 
 from dbsvc.auth import Guard, KeyRefreshNeeded, load_auth_config
 from dbsvc.errors import TokenError
 from dbsvc.schema.ir import AuthSettings
 
 ROOT = Path(__file__).resolve().parents[2]
-LISTENING = re.compile(r"listening on http://[^:]+:(\d+)")
 PROMISED = 10.0          # a rotated-in key is accepted at most this long after the last fetch
 
 
@@ -132,32 +127,12 @@ def test_concurrent_random_kids_share_one_fetch(guard_at, jwks_server, keys):
 @pytest.fixture
 def jwks_service(tmp_path, jwks_server):
     (tmp_path / "data" / TENANT).mkdir(parents=True)
-    env = {k: v for k, v in os.environ.items() if not k.startswith("SERVICE_")}
-    env.update({
-        "SERVICE_PORT": "0", "SERVICE_DATA": str(tmp_path / "data"), "SERVICE_TENANT": TENANT,
-        "SERVICE_JWKS_URL": jwks_server.url(), "SERVICE_JWT_ALG": "ES256",
+    server = start_server(ROOT / "schemas" / "blog.dbs", tmp_path / "data", env={
+        "SERVICE_TENANT": TENANT, "SERVICE_JWKS_URL": jwks_server.url(), "SERVICE_JWT_ALG": "ES256",
         "SERVICE_JWT_ISSUER": ISSUER, "SERVICE_JWT_AUDIENCE": AUDIENCE, "RUST_LOG": "info",
     })
-    proc = subprocess.Popen([sys.executable, str(ROOT / "dbsvc.py"), "serve", str(ROOT / "schemas" / "blog.dbs")],
-                            cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
-    log: list[str] = []
-    port = None
-    deadline = time.monotonic() + 30
-    while port is None and time.monotonic() < deadline:
-        line = proc.stderr.readline()
-        if not line:
-            break
-        log.append(line)
-        match = LISTENING.search(line)
-        if match:
-            port = int(match.group(1))
-    if port is None:
-        proc.kill()
-        pytest.fail("server did not start:\n" + "".join(log))
-    threading.Thread(target=lambda: log.extend(proc.stderr), daemon=True).start()
-    yield port
-    proc.terminate()
-    proc.wait(timeout=15)
+    yield server.port
+    server.stop(timeout=15)
 
 
 def status_of(port: int, token: str) -> int:

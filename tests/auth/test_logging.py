@@ -6,7 +6,7 @@ import asyncio
 import logging
 import traceback
 
-from authkit import Reply, forge, jwk_of, mint
+from support.authkit import Reply, forge, jwk_of, mint
 
 from dbsvc.auth import KeyRefreshNeeded
 from dbsvc.errors import DbsvcError

@@ -7,7 +7,7 @@ import subprocess
 import sys
 
 import pytest
-from authkit import public_pem
+from support.authkit import public_pem
 from cryptography.hazmat.primitives.asymmetric import rsa
 
 from dbsvc.auth import AuthConfig, Guard, load_auth_config

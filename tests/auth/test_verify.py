@@ -10,7 +10,7 @@ import json
 import time
 
 import pytest
-from authkit import (
+from support.authkit import (
     KEY_FOR_ALG,
     TENANT,
     b64,

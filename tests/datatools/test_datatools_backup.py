@@ -22,24 +22,20 @@ import time
 from pathlib import Path
 
 import pytest
+from support.server import start_server
+from support.storage import BLOG, open_store, post, user
+from support.tree import dir_image
+
+from dbsvc.datatools.backup import restore_backup, take_backup
+from dbsvc.runtime import Query
+from dbsvc.storage.compact import compact_directory
+from dbsvc.storage.lock import WriterLock
+from dbsvc.storage.logfile import LogScan
+from dbsvc.storage.migrate import read_description
+from dbsvc.storage.tenants import create_tenant
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parents[1]
-for extra in (ROOT / "tests" / "storage", ROOT / "tests" / "app"):
-    if str(extra) not in sys.path:
-        sys.path.insert(0, str(extra))
-
-from app_harness import start_server  # noqa: E402
-from storage_helpers import BLOG, dir_image, open_store, post, user  # noqa: E402
-
-from dbsvc.datatools.backup import restore_backup, take_backup  # noqa: E402
-from dbsvc.runtime import Query  # noqa: E402
-from dbsvc.storage.compact import compact_directory  # noqa: E402
-from dbsvc.storage.lock import WriterLock  # noqa: E402
-from dbsvc.storage.logfile import LogScan  # noqa: E402
-from dbsvc.storage.migrate import read_description  # noqa: E402
-from dbsvc.storage.tenants import create_tenant  # noqa: E402
-
 SCHEMA = str(ROOT / "schemas" / "blog.dbs")
 
 

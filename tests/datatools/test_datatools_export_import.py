@@ -15,24 +15,19 @@ import sys
 from pathlib import Path
 
 import pytest
+from support.server import start_server
+from support.storage import BLOG, open_store, post, user
+from support.tree import dir_image as _dir_image
+
+from dbsvc.datatools.progress import Progress
+from dbsvc.errors import BatchRejected
+from dbsvc.runtime import Query
+from dbsvc.storage.events import ChangeEvent, EventKind
+from dbsvc.storage.logfile import LogScan
+from dbsvc.storage.tenants import create_tenant
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parents[1]
-for extra in (ROOT / "tests" / "storage", ROOT / "tests" / "app"):
-    if str(extra) not in sys.path:
-        sys.path.insert(0, str(extra))
-
-from app_harness import start_server  # noqa: E402
-from storage_helpers import BLOG, open_store, post, user  # noqa: E402
-from storage_helpers import dir_image as _dir_image  # noqa: E402
-
-from dbsvc.datatools.progress import Progress  # noqa: E402
-from dbsvc.errors import BatchRejected  # noqa: E402
-from dbsvc.runtime import Query  # noqa: E402
-from dbsvc.storage.events import ChangeEvent, EventKind  # noqa: E402
-from dbsvc.storage.logfile import LogScan  # noqa: E402
-from dbsvc.storage.tenants import create_tenant  # noqa: E402
-
 SCHEMA = str(ROOT / "schemas" / "blog.dbs")
 
 

@@ -20,11 +20,11 @@ import kubernetes_validate
 import pytest
 import yaml
 
-from app_harness import ROOT, start_server
+from support.server import ROOT, start_server
 from dbsvc.storage.tenants import validate_name
-from deploykit import (DOCKERFILE, NGINX_SITE, STATEFULSET, UNIT, dockerfile_env, dockerfile_one, read_dockerfile,
+from support.deploykit import (DOCKERFILE, NGINX_SITE, STATEFULSET, UNIT, dockerfile_env, dockerfile_one, read_dockerfile,
                        read_unit, readme_variables, unit_variables)
-from idp import TestIdp
+from support.idp import TestIdp
 
 KUBERNETES_VERSION = "1.30.0"          # the oldest Kubernetes release the example is meant for
 

@@ -23,10 +23,10 @@ from pathlib import Path
 
 import pytest
 
-from app_harness import ROOT, Server, start_server
-from deploykit import NGINX_SITE
-from idp import TestIdp
-from wskit import open_ws, recv_json, refusal, run
+from support.server import ROOT, Server, start_server
+from support.deploykit import NGINX_SITE
+from support.idp import TestIdp
+from support.wskit import open_ws, recv_json, refusal, run
 
 NGINX = shutil.which("nginx") or next((p for p in ("/usr/sbin/nginx",) if os.access(p, os.X_OK)), None)
 pytestmark = [pytest.mark.nginx,

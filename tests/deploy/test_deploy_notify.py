@@ -14,9 +14,9 @@ from pathlib import Path
 
 import pytest
 
-from app_harness import ROOT, start_server
+from support.server import ROOT, start_server
 from dbsvc.notify import notify
-from deploykit import receive_notification as receive
+from support.deploykit import receive_notification as receive
 
 BLOG = ROOT / "schemas" / "blog.dbs"
 

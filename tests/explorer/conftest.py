@@ -1,18 +1,11 @@
-"""Fixtures of the explorer tests: real servers (tests/app/app_harness.py) and, for the
+"""Fixtures of the explorer tests: real servers (tests/support/server.py) and, for the
 browser tests, one headless Chromium driven through Selenium and Debian's chromium-driver."""
 
 from __future__ import annotations
 
-import os
-import sys
-
 import pytest
-
-HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path[:0] = [HERE, os.path.join(os.path.dirname(HERE), "app")]
-
-from app_harness import server_pool  # noqa: E402
-from explorer_kit import open_driver  # noqa: E402
+from support.explorer_kit import open_driver
+from support.server import server_pool
 
 
 @pytest.fixture

@@ -19,8 +19,8 @@ from selenium.webdriver.common.by import By
 from selenium.webdriver.common.keys import Keys
 from selenium.webdriver.support.ui import Select
 
-from explorer_kit import cell, open_explorer, row_ids, screenshot, wait_for, wait_for_page
-from idp import TestIdp
+from support.explorer_kit import cell, open_explorer, row_ids, screenshot, wait_for, wait_for_page
+from support.idp import TestIdp
 
 PEOPLE = [
     ("ann@example.com", "Ann", 31, "admin"),

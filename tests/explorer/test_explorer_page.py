@@ -15,10 +15,10 @@ from pathlib import Path
 
 import pytest
 
-from app_harness import ROOT
+from support.server import ROOT
 from dbsvc.explorer import explorer_enabled
 from dbsvc.explorer.page import ASSETS, CONTENT_SECURITY_POLICY
-from idp import TestIdp
+from support.idp import TestIdp
 
 EXPLORER_DIR = ROOT / "dbsvc" / "explorer"
 BLOG = ROOT / "schemas" / "blog.dbs"

@@ -22,11 +22,11 @@ from pathlib import Path
 
 import pytest
 
-from app_harness import ROOT, start_server
+from support.server import ROOT, start_server
 from dbsvc.build import build_zipapp
 from dbsvc.explorer.page import ASSETS
 from dbsvc.schema import load_schema
-from idp import TestIdp
+from support.idp import TestIdp
 
 BLOG = ROOT / "schemas" / "blog.dbs"
 LAUNCHER = ROOT / "dbsvc.py"

@@ -1,7 +1,7 @@
 """The user guide (docs/guide/) runs as written, and covers everything it must.
 
 One test per chapter runs every console example against real servers through a real
-shell and `curl` (tests/guide/guide_kit.py has the conventions). The coverage tests read
+shell and `curl` (tests/support/guide_kit.py has the conventions). The coverage tests read
 the code's own lists, so a route, an error code, a variable or a schema word added to the
 code without a line in the guide fails here:
 
@@ -20,8 +20,8 @@ import shutil
 
 import pytest
 
-import guide_kit
-from guide_kit import ANY, GUIDE, ROOT, Command, GuideError, chapters, matches, parse_chapter
+from support import guide_kit
+from support.guide_kit import ANY, GUIDE, ROOT, Command, GuideError, chapters, matches, parse_chapter
 
 from dbsvc import errors, routes
 from dbsvc.schema.checks import FIELD_ATTRIBUTES, MODEL_ATTRIBUTES

@@ -10,7 +10,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from guide_kit import GUIDE, ROOT
+from support.guide_kit import GUIDE, ROOT
 
 SKIPPED_DIRS = {".git", "mutants", ".hypothesis", ".mypy_cache", "__pycache__", "dbsvc.egg-info",
                 ".pytest_cache", "node_modules"}

@@ -10,7 +10,7 @@ from __future__ import annotations
 import os
 
 import pytest
-from httpkit import DemoServer, start_demo
+from support.httpkit import DemoServer, start_demo
 
 HTTP_PARSER = os.environ.get("DBSVC_TEST_HTTP_PARSER", "fast")
 os.environ["SERVICE_HTTP_PARSER"] = HTTP_PARSER

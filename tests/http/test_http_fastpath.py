@@ -10,7 +10,7 @@ import threading
 
 import h11
 import pytest
-from httpkit import Client
+from support.httpkit import Client
 
 from dbsvc.config import load_config
 from dbsvc.errors import ConfigError

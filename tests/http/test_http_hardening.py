@@ -14,7 +14,7 @@ import socket
 import time
 
 import pytest
-from httpkit import Client, build_request
+from support.httpkit import Client, build_request
 
 from dbsvc.config import load_config
 from dbsvc.errors import ConfigError

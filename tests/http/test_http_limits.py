@@ -11,7 +11,7 @@ import select
 import socket
 import time
 
-from httpkit import Client, build_request
+from support.httpkit import Client, build_request
 
 
 def test_content_length_over_limit_is_413_without_reading_the_body(server):

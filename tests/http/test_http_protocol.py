@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 
 import pytest
-from httpkit import build_request
+from support.httpkit import build_request
 
 
 def test_keep_alive_serves_several_requests_on_one_connection(server):

@@ -12,7 +12,7 @@ import signal
 import socket
 import time
 
-from httpkit import build_request
+from support.httpkit import build_request
 
 RELAXED = ["--idle-timeout", "120", "--header-timeout", "30", "--shutdown-timeout", "60"]
 

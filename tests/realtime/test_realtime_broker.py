@@ -6,7 +6,7 @@ from __future__ import annotations
 import dataclasses
 import json
 
-from realtime_kit import BLOG, Recorder, Scheduler, open_blog_store, run
+from support.realtime_kit import BLOG, Recorder, Scheduler, open_blog_store, run
 
 from dbsvc.realtime.broker import Broker
 from dbsvc.realtime.feeds import FeedKind, FeedSpec

@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from realtime_kit import BLOG
+from support.realtime_kit import BLOG
 
 from dbsvc.http.frames import text_frame
 from dbsvc.realtime.feeds import Delta, EventFrames, FeedKind, FeedSpec, LinkEvent, derive_links

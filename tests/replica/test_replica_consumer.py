@@ -29,8 +29,8 @@ from websockets.asyncio.server import serve as ws_serve
 from websockets.datastructures import Headers
 from websockets.http11 import Response
 
-from app_harness import ROOT, start_server
-from wskit import open_ws, run
+from support.server import ROOT, start_server
+from support.wskit import open_ws, run
 
 USER = {"email": "ann@x.io", "name": "Ann"}
 DEADLINE = 30.0
@@ -225,7 +225,7 @@ def test_it_reconnects_to_a_restarted_server_and_goes_on(tmp_path):
 
 @pytest.fixture
 def guarded(serve, tmp_path):
-    from idp import TestIdp
+    from support.idp import TestIdp
 
     idp = TestIdp(tmp_path)
     server = serve(data_dir=idp.data_dir(), env=idp.server_env())

@@ -14,7 +14,7 @@ import time
 
 import pytest
 
-from app_harness import ROOT, Server, server_pool, start_server
+from support.server import ROOT, Server, server_pool, start_server
 
 BLOG = ROOT / "schemas" / "blog.dbs"
 MODELS = {"user": "-name", "blog-post": "score", "comment": "-created"}      # model -> a sort

@@ -20,19 +20,14 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
-import sys
 
 import pytest
+from support.storage import BLOG, open_store
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "storage"))
-
-from storage_helpers import BLOG, open_store  # noqa: E402
-
-from dbsvc.errors import StreamError  # noqa: E402
-from dbsvc.replica.consumer import FrameError, check_frame  # noqa: E402
-from dbsvc.runtime import Query  # noqa: E402
-from dbsvc.storage.logfile import encode_frame  # noqa: E402
+from dbsvc.errors import StreamError
+from dbsvc.replica.consumer import FrameError, check_frame
+from dbsvc.runtime import Query
+from dbsvc.storage.logfile import encode_frame
 
 USER = {"id": 1, "email": "a@b.c", "name": "Ann", "age": None, "role": "reader",
         "joined": "2024-01-01T00:00:00Z", "profile": None}

@@ -10,9 +10,10 @@ import asyncio
 import os
 import sys
 
-sys.path.insert(0, os.path.dirname(__file__))
+# Run by path as a child process: tests/ on sys.path for the shared kit, `support`.
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from storage_helpers import open_store, post, user
+from support.storage import open_store, post, user
 
 from dbsvc.storage.tenants import compact_tenant, create_tenant
 

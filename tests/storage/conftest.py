@@ -2,14 +2,8 @@
 
 from __future__ import annotations
 
-import os
-import sys
-
 import pytest
-
-sys.path.insert(0, os.path.dirname(__file__))
-
-from storage_helpers import BLOG
+from support.storage import BLOG
 
 from dbsvc.storage.tenants import create_tenant
 

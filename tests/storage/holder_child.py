@@ -5,9 +5,10 @@ from __future__ import annotations
 import os
 import sys
 
-sys.path.insert(0, os.path.dirname(__file__))
+# Run by path as a child process: tests/ on sys.path for the shared kit, `support`.
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from storage_helpers import open_store
+from support.storage import open_store
 
 store = open_store(sys.argv[1])
 print(f"READY {os.getpid()}", flush=True)

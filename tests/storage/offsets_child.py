@@ -16,9 +16,10 @@ import os
 import random
 import sys
 
-sys.path.insert(0, os.path.dirname(__file__))
+# Run by path as a child process: tests/ on sys.path for the shared kit, `support`.
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from storage_helpers import open_store, user
+from support.storage import open_store, user
 
 from dbsvc.errors import NotFound, UniqueViolation
 

@@ -24,7 +24,7 @@ from hypothesis.stateful import (
     rule,
     run_state_machine_as_test,
 )
-from storage_helpers import BLOG, open_store, run, user
+from support.storage import BLOG, open_store, run, user
 
 from dbsvc.errors import UniqueViolation
 from dbsvc.runtime import Query

@@ -19,35 +19,11 @@ import tempfile
 import time
 
 import pytest
-from storage_helpers import open_store
+from support.storage import check_indexes, open_store
 
 from dbsvc.storage.tenants import compact_tenant
 
 CHILD = os.path.join(os.path.dirname(__file__), "crash_child.py")
-
-
-def check_indexes(store) -> None:
-    for table in store._tables.values():
-        recs = table.records
-        assert list(table.pk) == sorted(recs)
-        for f, index in table.unique.items():
-            want = {table.keys[f](r[f]): i for i, r in recs.items() if r[f] is not None}
-            assert index == want, f"unique index {table.name}.{f} disagrees with the records"
-        for f, hindex in table.hashes.items():
-            want: dict = {}
-            for i, r in recs.items():
-                want.setdefault(table.keys[f](r[f]), set()).add(i)
-            assert hindex.buckets == want
-        for f, sindex in table.ordered.items():
-            pairs = [(table.keys[f](r[f]), i) for i, r in recs.items()]
-            assert list(sindex) == sorted(p for p in pairs if p[0] is not None) + \
-                [(None, i) for k, i in sorted(pairs, key=lambda p: p[1]) if k is None]
-        for f, counts in table.refs.items():
-            want = {}
-            for r in recs.values():
-                if r[f] is not None:
-                    want[r[f]] = want.get(r[f], 0) + 1
-            assert counts == want
 
 
 def apply(state: dict, event) -> None:

@@ -7,7 +7,7 @@ import random
 import struct
 
 import pytest
-from storage_helpers import open_store, run, user
+from support.storage import open_store, run, user
 
 from dbsvc.errors import CorruptLog
 from dbsvc.storage.logfile import FRAME, HEADER_SIZE

@@ -15,7 +15,7 @@ import errno
 import os
 
 import pytest
-from storage_helpers import open_store, run, user
+from support.storage import open_store, run, user
 
 from dbsvc.errors import Unavailable
 from dbsvc.runtime import Query

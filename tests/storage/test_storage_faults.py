@@ -10,7 +10,8 @@ import sys
 import uuid
 
 import pytest
-from storage_helpers import ROOT, dir_image, open_store, run, user
+from support.storage import ROOT, open_store, run, user
+from support.tree import dir_image
 
 from dbsvc.errors import Unavailable
 from dbsvc.storage.tenants import create_tenant

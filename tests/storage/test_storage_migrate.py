@@ -6,7 +6,8 @@ import json
 import os
 
 import pytest
-from storage_helpers import ROOT, dir_image, open_store, post, run, user
+from support.storage import ROOT, open_store, post, run, user
+from support.tree import dir_image
 
 from dbsvc.compiler import compile_schema
 from dbsvc.errors import IncompatibleSchema

@@ -1,4 +1,4 @@
-"""Simulated power loss (powerloss_fs.py): a store writes, compacts and restarts on top of a
+"""Simulated power loss (tests/support/powerloss_fs.py): a store writes, compacts and restarts on top of a
 file layer that remembers what each fsync made durable; at a random operation the power
 goes; the disk's state is written to a fresh directory and opened with the real file layer.
 
@@ -29,8 +29,8 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
-from powerloss_fs import PowerLoss, PowerLossFiles
-from storage_helpers import open_store, post, user
+from support.powerloss_fs import PowerLoss, PowerLossFiles
+from support.storage import open_store, post, user
 
 from dbsvc.errors import CorruptLog, Referenced
 from dbsvc.runtime import Query

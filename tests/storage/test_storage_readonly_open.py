@@ -18,7 +18,8 @@ import subprocess
 import sys
 
 import pytest
-from storage_helpers import ROOT, dir_image, open_store, run, user
+from support.storage import ROOT, open_store, run, user
+from support.tree import dir_image
 
 from dbsvc.runtime import Query
 from dbsvc.storage.compact import finish_interrupted

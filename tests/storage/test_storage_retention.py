@@ -17,7 +17,7 @@ import tempfile
 import time
 
 import pytest
-from storage_helpers import ROOT, open_store, run, user
+from support.storage import ROOT, open_store, run, user
 
 from dbsvc.errors import OffsetGone
 from dbsvc.storage.logfile import HEADER_SIZE, decode_header
@@ -417,7 +417,7 @@ def test_a_segment_that_does_not_meet_the_log_is_ignored_and_the_next_compaction
 AT_OPEN_CHILD = """
 import sys
 sys.path[:0] = [{root!r}, {tests!r}]
-from storage_helpers import open_store
+from support.storage import open_store
 open_store({tenant!r}, compact_bytes=1, retain_bytes={retain})
 """
 
@@ -433,7 +433,7 @@ def test_compaction_at_open_killed_after_each_step_keeps_retention_consistent(te
     before = list(s.frames_after(0))
     head, records = s.head_offset, dict(s._tables["User"].records)
     s.close()
-    code = AT_OPEN_CHILD.format(root=str(ROOT), tests=os.path.dirname(__file__), tenant=tenant, retain=RETAIN)
+    code = AT_OPEN_CHILD.format(root=str(ROOT), tests=str(ROOT / "tests"), tenant=tenant, retain=RETAIN)
     res = subprocess.run([sys.executable, "-c", code], env={**os.environ, "DBSVC_FAULT": f"compact:{step}:KILL"},
                          capture_output=True, text=True, timeout=60, check=False)
     assert res.returncode == -9, res.stderr

@@ -6,7 +6,8 @@ import asyncio
 import random
 
 import pytest
-from storage_helpers import dir_image, open_store, post, run, user
+from support.storage import open_store, post, run, user
+from support.tree import dir_image
 
 from dbsvc.errors import (
     ForeignKeyViolation,

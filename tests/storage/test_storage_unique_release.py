@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import pytest
-from storage_helpers import BLOG, ROOT, run
+from support.storage import BLOG, ROOT, run
 
 from dbsvc.compiler import compile_schema
 from dbsvc.errors import BatchRejected, UniqueViolation, Unavailable

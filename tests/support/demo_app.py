@@ -1,6 +1,6 @@
 """A small application served by the real protocol layer, for the tests in tests/http.
 
-Run as `python tests/http/demo_app.py [--max-body N ...]`; prints `PORT <n>` on stdout once
+Run as `python tests/support/demo_app.py [--max-body N ...]`; prints `PORT <n>` on stdout once
 listening, serves until SIGTERM/SIGINT, exits 0. Logging follows RUST_LOG and
 SERVICE_LOG_FORMAT like the real service.
 

@@ -12,7 +12,7 @@ import socket
 from dataclasses import dataclass
 from pathlib import Path
 
-from app_harness import ROOT
+from support.server import ROOT
 
 DEPLOY = ROOT / "deploy"
 UNIT = DEPLOY / "systemd" / "dbsvc@.service"

@@ -40,7 +40,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from app_harness import ROOT, Server, start_server
+from support.server import ROOT, Server, start_server
 
 GUIDE = ROOT / "docs" / "guide"
 DIRECTIVE = re.compile(r"^<!-- guide: (.*?) -->\s*$")
@@ -167,11 +167,10 @@ def matches(expected: list[str], actual: str) -> bool:
 
 
 class Idp:
-    """The chapter's identity provider (tests/app/idp.py) and the tokens the commands see."""
+    """The chapter's identity provider (tests/support/idp.py) and the tokens the commands see."""
 
     def __init__(self, directory: Path) -> None:
-        sys.path.insert(0, str(ROOT / "tests" / "app"))
-        from idp import TestIdp
+        from support.idp import TestIdp
 
         self.idp = TestIdp(directory)
         self.forger = TestIdp(directory / "forger")

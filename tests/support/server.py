@@ -1,8 +1,10 @@
 """Real servers for black-box tests: `python dbsvc.py serve SCHEMA` on 127.0.0.1, port 0.
 
-The server logs `listening on http://HOST:PORT` once bound; the fixture reads the port from
-that line, then drains stderr in a thread so the pipe never fills and tests can read the log.
-Requests go through `http.client`, an HTTP client independent of our protocol layer.
+Every child server the tests start binds port 0 and says which port it got on one line;
+`wait_for_port` reads lines until that one (the dbsvc server logs `listening on
+http://HOST:PORT` on stderr, the demo app of tests/http prints `PORT <n>` on stdout).
+`start_server` then drains stderr in a thread so the pipe never fills and tests can read the
+log. Requests go through `http.client`, an HTTP client independent of our protocol layer.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
+from typing import IO
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -88,35 +91,44 @@ class Server:
         return self.proc.wait(timeout=timeout)
 
 
-def start_server(schema: str | Path, data_dir: Path, env: dict | None = None, timeout: float = 30,
-                 args: tuple[str, ...] = ()) -> Server:
-    full_env = dict(os.environ)
-    for key in list(full_env):
-        if key.startswith("SERVICE_") or key == "RUST_LOG":
-            del full_env[key]
-    full_env.update({"SERVICE_PORT": "0", "SERVICE_DATA": str(data_dir), "RUST_LOG": "info",
-                     "SERVICE_HTTP_PARSER": HTTP_PARSER})
-    full_env.update(env or {})
-    proc = subprocess.Popen(
-        [sys.executable, str(ROOT / "dbsvc.py"), "serve", str(schema), *args],
-        cwd=ROOT, env=full_env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
-    )
-    log: list[str] = []
+def wait_for_port(proc: subprocess.Popen, stream: IO[str], pattern: re.Pattern[str], log: list[str],
+                  timeout: float = 30) -> int:
+    """The port a child bound, from the first line of `stream` that `pattern` matches (group 1);
+    the lines before it go to `log`. A child that exits or stays silent for `timeout`
+    seconds is killed and the test fails with everything it wrote."""
     deadline = time.monotonic() + timeout
-    port = None
     while time.monotonic() < deadline:
-        line = proc.stderr.readline()
+        line = stream.readline()
         if not line:
             break
         log.append(line)
-        match = LISTENING.search(line)
+        match = pattern.search(line)
         if match:
-            port = int(match.group(1))
-            break
-    if port is None:
-        proc.kill()
-        rest = proc.stderr.read()
-        raise AssertionError(f"server did not start (exit {proc.wait()}):\n{''.join(log)}{rest}")
+            return int(match.group(1))
+    proc.kill()
+    rest = stream.read()
+    raise AssertionError(f"{proc.args[1:]} did not start (exit {proc.wait()}):\n{''.join(log)}{rest}")
+
+
+def service_env(data_dir: Path, env: dict | None = None) -> dict[str, str]:
+    """The environment of a test server: this one's without SERVICE_* and RUST_LOG, then
+    port 0, the data directory, info logs, the HTTP parser under test, and `env`."""
+    full_env = {key: value for key, value in os.environ.items()
+                if not key.startswith("SERVICE_") and key != "RUST_LOG"}
+    full_env.update({"SERVICE_PORT": "0", "SERVICE_DATA": str(data_dir), "RUST_LOG": "info",
+                     "SERVICE_HTTP_PARSER": HTTP_PARSER})
+    full_env.update(env or {})
+    return full_env
+
+
+def start_server(schema: str | Path, data_dir: Path, env: dict | None = None, timeout: float = 30,
+                 args: tuple[str, ...] = ()) -> Server:
+    proc = subprocess.Popen(
+        [sys.executable, str(ROOT / "dbsvc.py"), "serve", str(schema), *args],
+        cwd=ROOT, env=service_env(data_dir, env), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+    )
+    log: list[str] = []
+    port = wait_for_port(proc, proc.stderr, LISTENING, log, timeout)
 
     def drain() -> None:
         for line in proc.stderr:

@@ -1,19 +1,23 @@
-"""Test kit for tests/http: start `demo_app.py` as a real subprocess on 127.0.0.1, port 0,
-with small limits, and talk to it through a minimal raw-socket HTTP/1.1 client (no mocks)."""
+"""Kit of the protocol tests (tests/http): start `demo_app.py` as a real subprocess on
+127.0.0.1, port 0, with small limits, and talk to it through a minimal raw-socket HTTP/1.1
+client (no mocks)."""
 
 from __future__ import annotations
 
 import os
+import re
 import signal
 import socket
 import subprocess
 import sys
 import tempfile
-import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from support.server import wait_for_port
+
 DEMO_APP = Path(__file__).with_name("demo_app.py")
+DEMO_PORT = re.compile(r"^PORT (\d+)$")             # demo_app.py's line once it listens
 TIMEOUT = 5.0
 
 
@@ -145,14 +149,11 @@ def start_demo(args: list[str] | None = None, env: dict[str, str] | None = None)
     full_env.update(env or {})
     process = subprocess.Popen(
         [sys.executable, str(DEMO_APP), *(args or [])],
-        stdout=subprocess.PIPE, stderr=log_file, env=full_env)
+        stdout=subprocess.PIPE, stderr=log_file, env=full_env, text=True)
     log_file.close()
-    deadline = time.monotonic() + 10
     assert process.stdout is not None
-    line = process.stdout.readline().decode()
-    if not line.startswith("PORT ") or time.monotonic() > deadline:
-        process.kill()
-        raise AssertionError(f"demo app did not start: {line!r} {Path(log_file.name).read_text()}")
-    return DemoServer(process, int(line.split()[1]), Path(log_file.name))
-
-
+    try:
+        port = wait_for_port(process, process.stdout, DEMO_PORT, [], timeout=10)
+    except AssertionError as failed:
+        raise AssertionError(f"{failed}\n{Path(log_file.name).read_text()}") from None
+    return DemoServer(process, port, Path(log_file.name))

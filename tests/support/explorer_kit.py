@@ -1,7 +1,7 @@
 """Driving the explorer page in a real browser: Selenium over Debian's chromium + chromium-driver.
 
 `open_driver()` starts headless Chromium through `chromedriver` found on PATH (or `$CHROMEDRIVER`),
-with the browser binary that tests/app/browser.py finds; it skips the calling test when selenium,
+with the browser binary that tests/support/browser.py finds; it skips the calling test when selenium,
 the browser or the driver is missing (`.ci/run` installs `chromium-driver`). Selenium Manager is
 never asked for anything: both paths are given, so nothing is downloaded.
 
@@ -21,7 +21,7 @@ from typing import Any, TypeVar
 
 import pytest
 
-from browser import chromium_binary
+from support.browser import chromium_binary
 
 ROOT = Path(__file__).resolve().parents[2]
 SCREENSHOTS = ROOT / "docs" / "img"

@@ -1,0 +1,66 @@
+"""Stores opened on the blog schema, and records to fill them: the storage tests' kit."""
+
+from __future__ import annotations
+
+import asyncio
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+from dbsvc.compiler import compile_schema
+from dbsvc.schema import load_schema
+from dbsvc.storage import Store
+
+BLOG = compile_schema(load_schema(str(ROOT / "schemas" / "blog.dbs")))
+
+
+def user(i: int | None = None, **over) -> dict:
+    rec = {"id": i, "email": f"u{i}@example.com" if i is not None else f"anon{id(over)}@x",
+           "name": f"user {i}", "age": None, "role": "reader", "joined": "2026-01-01T00:00:00Z",
+           "profile": None}
+    rec.update(over)
+    return rec
+
+
+def post(i: int | None = None, author: int = 1, **over) -> dict:
+    rec = {"id": i, "author_id": author, "title": f"title {i}", "body": "body", "published": False,
+           "score": 0.0, "tags": None}
+    rec.update(over)
+    return rec
+
+
+def open_store(path: str, **kw) -> Store:
+    return Store.open(path, BLOG.MODELS, BLOG.DESCRIPTION, **kw)
+
+
+def run(coro):
+    return asyncio.run(coro)
+
+
+def check_indexes(store: Store) -> None:
+    """Every index of every table (primary key, unique, hash, ordered, ref counts) agrees
+    with the records: what a store reopened after a crash must still hold."""
+    for table in store._tables.values():
+        recs = table.records
+        assert list(table.pk) == sorted(recs)
+        for f, index in table.unique.items():
+            want = {table.keys[f](r[f]): i for i, r in recs.items() if r[f] is not None}
+            assert index == want, f"unique index {table.name}.{f} disagrees with the records"
+        for f, hindex in table.hashes.items():
+            want: dict = {}
+            for i, r in recs.items():
+                want.setdefault(table.keys[f](r[f]), set()).add(i)
+            assert hindex.buckets == want
+        for f, sindex in table.ordered.items():
+            pairs = [(table.keys[f](r[f]), i) for i, r in recs.items()]
+            assert list(sindex) == sorted(p for p in pairs if p[0] is not None) + \
+                [(None, i) for k, i in sorted(pairs, key=lambda p: p[1]) if k is None]
+        for f, counts in table.refs.items():
+            want = {}
+            for r in recs.values():
+                if r[f] is not None:
+                    want[r[f]] = want.get(r[f], 0) + 1
+            assert counts == want
