@@ -418,7 +418,8 @@ def _finite(text: str) -> float:
 
 
 # One decoder for every body: json.loads with an argument builds a new JSONDecoder per call.
-_BODY_DECODER = json.JSONDecoder(parse_constant=_refuse_constant, parse_float=_finite)
+# Public for `dbsvc import`, which scans its lines with the same hooks.
+BODY_DECODER = json.JSONDecoder(parse_constant=_refuse_constant, parse_float=_finite)
 
 
 def decode_body(text: str) -> Any:
@@ -431,19 +432,26 @@ def decode_body(text: str) -> Any:
     body field whose value holds it.
     """
     try:
-        value = _BODY_DECODER.decode(text)
+        value = BODY_DECODER.decode(text)
     except _OutOfRange as exc:
         raise BadRequest(f"request body is not acceptable JSON: {exc}") from exc
     except RecursionError as exc:
         raise BadRequest(_too_deep()) from exc
     except ValueError as exc:
         raise BadRequest(f"request body is not valid JSON: {exc}") from exc
+    refuse_unstorable(text, value)
+    return value
+
+
+def refuse_unstorable(text: str, value: Any) -> None:
+    """The checks of `decode_body` after the decoder: `value`, decoded from (a part of)
+    `text`, nests no deeper than MAX_DEPTH and holds no lone surrogate. `dbsvc import`
+    applies them to each line's record, so a file cannot store what a request could not."""
     # Nesting deeper than MAX_DEPTH needs more than MAX_DEPTH opening brackets.
     if text.count("[") + text.count("{") > MAX_DEPTH and _nests_deeper(value, MAX_DEPTH):
         raise BadRequest(_too_deep())
     if "\\u" in text and _ESCAPED_SURROGATE_RE.search(text) is not None:
         _refuse_surrogates(value)
-    return value
 
 
 def _too_deep() -> str:

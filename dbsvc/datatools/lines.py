@@ -15,21 +15,24 @@ decodes the UTF-8 of a whole chunk in one call and runs the C scanner of `json` 
 line over it, checking that each value ends its line; any line that does not take that
 path (blank, leading spaces, a value spread over lines, bad UTF-8 anywhere in the chunk)
 goes through `decode_line`, so both accept and refuse exactly the same lines, with the
-same messages. Imports nothing from dbsvc but the runtime.
+same messages. Both decode with the request bodies' decoder and after-checks
+(`runtime.BODY_DECODER`, `refuse_unstorable`): `NaN`, `1e400`, nesting past the depth limit
+and lone surrogates are refused as a POST would refuse them. Imports nothing from dbsvc but
+the runtime and its errors.
 """
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable
 from json.scanner import make_scanner
 from typing import Any
 
-from dbsvc.runtime import compact_json, show
+from dbsvc.errors import BadRequest, RequestError
+from dbsvc.runtime import BODY_DECODER, compact_json, refuse_unstorable, show
 
-_loads = json.loads
+_decode = BODY_DECODER.decode
 # json's C scanner, (text, index) -> (value, end); typeshed misdeclares its argument.
-_scan: Callable[[str, int], tuple[Any, int]] = make_scanner(json.JSONDecoder())  # type: ignore[arg-type]
+_scan: Callable[[str, int], tuple[Any, int]] = make_scanner(BODY_DECODER)  # type: ignore[arg-type]
 
 
 def line_head(model: str) -> str:
@@ -45,15 +48,33 @@ class BadLine(ValueError):
     """A line that is not `{"model": NAME, "record": {...}}`; the message says what it is."""
 
 
+def check_record(text: str | None, record: Any) -> None:
+    """BadLine for a record a request body could not hold (`runtime.refuse_unstorable`);
+    `text` None: the line nests too deep for the decoder itself."""
+    try:
+        if text is None:
+            raise BadRequest("nests arrays and objects too deep for the decoder")
+        refuse_unstorable(text, record)
+    except RequestError as exc:
+        errors = exc.extra.get("errors")
+        message = "; ".join(e["message"] for e in errors) if errors else exc.detail
+        raise BadLine(message.replace("request body", "record", 1)) from None
+
+
 def decode_line(line: bytes) -> tuple[str, Any] | None:
     """(model name, record body) of one line, None for a blank line; `BadLine` otherwise.
     The record body is checked by the model's validator, not here."""
     try:
-        obj = _loads(line.decode("utf-8"))        # str: json.loads would guess the encoding
+        text = line.decode("utf-8")
+        obj = _decode(text)
     except ValueError as exc:                     # UnicodeDecodeError included
         if not line.strip():
             return None
         raise BadLine(f"not JSON: {exc}") from None
+    except RecursionError:
+        obj = text = None
+    if obj is None or (type(obj) is dict and "record" in obj):
+        check_record(text, obj["record"] if obj is not None else None)
     if type(obj) is not dict or len(obj) != 2 or "model" not in obj or "record" not in obj:
         if type(obj) is dict:
             keys = ", ".join(map(repr, obj))
@@ -86,10 +107,15 @@ def decode_lines(lines: list[bytes], number: int) -> tuple[list[tuple[int, str, 
                 pos = line_end + 1
             try:
                 obj, end = _scan(text, start)
-            except (StopIteration, ValueError):
+            except (StopIteration, ValueError, RecursionError):
                 obj = end = None
             if end == line_end and type(obj) is dict and len(obj) == 2 \
                     and type(obj.get("model")) is str and "record" in obj:
+                try:
+                    check_record(text[start:line_end], obj["record"])
+                except BadLine as exc:
+                    bad.append((number + i, str(exc)))
+                    continue
                 good.append((number + i, obj["model"], obj["record"]))
                 continue
         try:

@@ -171,6 +171,17 @@ BAD_LINES = [
     ('{"model": "BlogPost", "record": {"id": 900, "author_id": 999, "title": "T", "body": "", "score": 1}}',
      "BlogPost: author_id 999 does not match any user"),
     (b'{"model": "User", "record": {"id": 903, "email": "\xff", "name": "Z"}}', "not JSON: 'utf-8' codec"),
+    # what a request body could not hold, a file cannot either (runtime.refuse_unstorable)
+    ('{"model": "User", "record": {"id": 904, "email": "n@x", "name": "Z", "profile": [1e400]}}',
+     "not JSON: the number 1e400 is out of range: expected a finite number"),
+    ('{"model": "User", "record": {"id": 904, "email": "n@x", "name": "Z", "profile": NaN}}',
+     "not JSON: NaN is not valid JSON"),
+    ('{"model": "User", "record": {"id": 904, "email": "n@x", "name": "\\ud800"}}',
+     "'name' holds a lone surrogate in the string"),
+    ('{"model": "User", "record": {"id": 904, "email": "n@x", "name": "Z", "profile": ' + "[" * 64 + "]" * 64 + "}}",
+     "record nests arrays and objects deeper than 64 levels"),
+    ('{"model": "User", "record": ' + "[" * 5000 + "]" * 5000 + "}",
+     "nests arrays and objects too deep for the decoder"),
 ]
 
 
