@@ -7,11 +7,12 @@ than twice as many rows as there are live records, or more than twice the snapsh
 
 Steps (loop = the event-loop thread; thread = `asyncio.to_thread`)::
 
-    loop    cut: for every model copy the id -> record map and the primary-key sublists,
-            note its row count and watermark; note the head offset H and the log's byte
-            size P there. Records are replaced, never mutated, so the copies are a
-            consistent image at H: O(n) C-level copies, no per-record Python work.
-    thread  write snapshot.new (epoch E2, head H) from the copies in chunks of CHUNK rows,
+    loop    cut: for every model the ids in key order (one C-level list) and its row count
+            and watermark; note the head offset H and the log's byte size P there; freeze
+            the heap (gc.freeze). Records are replaced, never mutated, so the records are
+            not copied: until the snapshot is written, each write first notes the record it
+            replaces (`TableCut.note_write`), and the thread reads the image through that.
+    thread  write snapshot.new (epoch E2, head H) from the cut in chunks of CHUNK rows,
             fsync it                                                   -> fault step 1
     thread  write log.retained.new: the newest frames of the old retained segment and
             of the old log's [header, P) within `retain_bytes` (retain.py), fsync it;
@@ -52,12 +53,14 @@ their old-epoch watermark, and so do the frames of the retained segment (copied,
 renumbered). Offsets up to H are served from the retained segment afterwards as far as it
 reaches back; older ones are gone (`OffsetGone`).
 
-Pauses of the loop: the cut (dict and list copies) and the switch (copy of the frames
-written since P1 plus one file fsync, three directory fsyncs and two renames). The thread
-steps hold the GIL in short pieces (one chunk's JSON encoding at a time). Memory during a
-compaction: the copied maps (about 8 bytes per record for the id lists plus the dict
-copy, ~40 bytes per record) and one chunk of rows; the old history is freed in the
-thread afterwards, a slice at a time.
+Pauses of the loop: the cut (one list of ids per model, ~12 ms at 1M records) and the
+switch (copy of the frames written since P1 plus one file fsync, three directory fsyncs and
+two renames; ~4 ms). The old snapshot's, retained segment's and log's blocks are freed by
+closing descriptors held across the switch, in a thread afterwards (`hold_old_files`), not
+inside the renames. The thread steps hold the GIL in short pieces (one chunk's JSON
+encoding at a time, ~2 ms). Memory during a compaction: the id lists (8 bytes per record),
+the records replaced since the cut, and one chunk of rows; the old history and id lists are
+freed in the thread afterwards, a slice at a time, and the heap is frozen again.
 
 Failures: an error before the commit point (say ENOSPC writing snapshot.new) removes the
 `.new` files, logs it and leaves the store serving on the old log; the next write past
@@ -77,7 +80,6 @@ import threading
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from itertools import chain
 from typing import TYPE_CHECKING, Any
 
 from dbsvc.storage import compact, files, retain
@@ -90,7 +92,7 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("dbsvc.storage")
 
-CHUNK = 4096            # rows per JSON encoding call in the snapshot thread
+CHUNK = 2048            # rows per JSON encoding call (~2 ms holding the GIL) in the snapshot thread
 RETRY_AFTER = 30.0      # seconds between attempts after a failed compaction
 COPY_CHUNK = 4 << 20    # bytes per read when copying frames into log.new
 
@@ -109,13 +111,12 @@ class TableCut:
 
     table: Table
     records: dict[Any, dict]
-    id_lists: list[list[Any]]
+    base_ids: list[Any]          # the ids at the cut, ascending
     count: int
     rows: int                    # len(table.rows) at the cut
     watermark: int
     max_id: int
     before: dict[Any, dict | None] = field(default_factory=dict)
-    base_ids: list[Any] = field(default_factory=list)
 
     @property
     def delta(self) -> int:
@@ -167,11 +168,11 @@ class Progress:
 
 
 def take_cut(tables: dict[str, Table], head: int, position: int) -> Cut:
-    """What the snapshot needs, on the loop with no await (see the docstring): the primary
-    key's sublists (about a thousand C-level list copies per million records) and the
-    counters. The records themselves are not copied (`TableCut`)."""
+    """What the snapshot needs, on the loop with no await (see the docstring): the ids in
+    key order (one C-level list per model, which becomes the new epoch's `base_ids`) and
+    the counters. The records themselves are not copied (`TableCut`)."""
     start = time.perf_counter()
-    cuts = [TableCut(t, t.records, t.pk.copy_lists(), len(t.records), len(t.rows), t.watermark, t.max_id)
+    cuts = [TableCut(t, t.records, list(t.pk), len(t.records), len(t.rows), t.watermark, t.max_id)
             for t in tables.values()]
     return Cut(compact.new_epoch(), head, position, cuts, time.perf_counter() - start)
 
@@ -186,9 +187,6 @@ def _row_chunks(tc: TableCut, progress: Progress) -> Iterator[list[list[Any]]]:
 
 def write_snapshot(directory: str, cut: Cut, progress: Progress, faults: FaultPlan) -> None:
     """Thread step: snapshot.new from the cut, fsynced (fault step 1)."""
-    for tc in cut.tables:
-        tc.base_ids = list(chain.from_iterable(tc.id_lists))
-        tc.id_lists = []
     streams = [ModelStream(tc.table.name, list(tc.table.model.fields), tc.count, tc.max_id, _row_chunks(tc, progress))
                for tc in cut.tables]
     path = os.path.join(directory, compact.SNAPSHOT_NAME + compact.NEW_SUFFIX)
@@ -286,6 +284,32 @@ def finish_log(old_path: str, end: int, new: NewLog, cut: Cut, every: int, fault
     faults.check("compact")
 
 
+def hold_old_files(directory: str) -> list[int]:
+    """Thread step before the switch: read-only descriptors on the snapshot and retained
+    segment the switch's renames will replace. Renaming over a file whose last link it
+    was frees its blocks inside the rename (tens of milliseconds for a large snapshot);
+    with a descriptor still open the rename only drops the name, and the blocks are
+    freed by `release_files` in a thread afterwards."""
+    held = []
+    for name in (compact.SNAPSHOT_NAME, compact.RETAINED_NAME):
+        try:
+            held.append(os.open(os.path.join(directory, name), os.O_RDONLY | os.O_CLOEXEC))
+        except FileNotFoundError:
+            pass
+    return held
+
+
+def release_files(held: list[int], writer_fds: list[int]) -> None:
+    """Thread step after the switch: close the held descriptors (`hold_old_files`) and the
+    old log's writer descriptor, freeing the old files' blocks off the loop."""
+    for fd in writer_fds:
+        files.ops.close(fd)
+    for fd in held:
+        os.close(fd)
+    held.clear()
+    writer_fds.clear()
+
+
 def discard(directory: str) -> None:
     """Remove a compaction's `.new` files (before its commit point only)."""
     # snapshot.new last: a log.new or log.retained.new without it reads as "past the
@@ -301,10 +325,13 @@ def discard(directory: str) -> None:
             return
 
 
-def drop_slowly(rows: list[Any]) -> None:
-    """Free a large list from a thread a slice at a time, so the GIL is given back often."""
-    while rows:
-        del rows[-CHUNK:]
+def drop_slowly(lists: list[list[Any]]) -> None:
+    """Free large lists (the old epoch's history and id lists) from a thread, a slice of
+    each at a time: freeing a million-entry list at once holds the GIL for tens of ms."""
+    for rows in lists:
+        while rows:
+            del rows[-CHUNK:]
+    lists.clear()
 
 
 async def in_thread(progress: Progress, fn: Any, *args: Any) -> Any:

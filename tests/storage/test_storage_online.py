@@ -9,12 +9,14 @@ import os
 import random
 import subprocess
 import sys
+import threading
 
 import pytest
-from storage_helpers import ROOT, open_store, run, user
-from test_storage_crash import check_indexes
+from support.storage import ROOT, check_indexes, open_store, run, user
 
 from dbsvc.errors import OffsetGone
+from dbsvc.storage import files
+from dbsvc.storage.snapshot import decode_snapshot
 
 TINY = 32 * 1024
 
@@ -119,7 +121,7 @@ def test_as_of_reads_within_the_new_epoch(tenant):
 ONLINE_CHILD = """
 import asyncio, json, os, sys
 sys.path[:0] = [{root!r}, {tests!r}]
-from storage_helpers import open_store, user
+from support.storage import open_store, user
 s = open_store({tenant!r}, compact_bytes={tiny}, retain_bytes={retain})
 
 async def main():
@@ -159,7 +161,7 @@ def test_online_compaction_killed_after_each_step_loses_nothing(tenant, step):
             await s.insert("User", user(i))
     run(go())
     s.close()
-    code = ONLINE_CHILD.format(root=str(ROOT), tests=os.path.dirname(__file__), tenant=tenant, tiny=TINY,
+    code = ONLINE_CHILD.format(root=str(ROOT), tests=str(ROOT / "tests"), tenant=tenant, tiny=TINY,
                                retain=1 << 20)
     # Step N of the second compaction: the first one already left a snapshot (and a
     # retained segment holding every row before it) behind.
@@ -192,3 +194,65 @@ def test_online_compaction_killed_after_each_step_loses_nothing(tenant, step):
             assert run(s.insert("User", user(None, email="new@x")))["id"] == 21
             assert s.head_offset == head + 1
         s.close()
+
+
+class _HeldSnapshot(files.FileOps):
+    """Holds the snapshot thread at its first write into snapshot.new (before any row of
+    the image is read), until the test has written past the cut."""
+
+    def __init__(self) -> None:
+        self.snapshot_fds: set[int] = set()
+        self.reached = threading.Event()
+        self.release = threading.Event()
+
+    def open(self, path, flags, mode=0o777, *, dir_fd=None):  # type: ignore[override]
+        fd = os.open(path, flags, mode, dir_fd=dir_fd)
+        if path.endswith("snapshot.new"):
+            self.snapshot_fds.add(fd)
+        return fd
+
+    def write(self, fd, data):  # type: ignore[override]
+        if fd in self.snapshot_fds and not self.release.is_set():
+            self.reached.set()
+            assert self.release.wait(60), "the test never released the snapshot thread"
+        return os.write(fd, data)
+
+
+def test_writes_during_the_snapshot_thread_do_not_leak_into_the_image(tenant):
+    """The cut copies no records: writes after it (replace, delete, delete then re-insert,
+    insert) note the record they replace, so the snapshot is the state at the cut."""
+    layer = _HeldSnapshot()
+    s = open_store(tenant, compact_bytes=1 << 40)
+
+    async def go():
+        for i in range(1, 2001):
+            await s.insert("User", user(i))
+        at_cut = {i: s.get("User", i)[0] for i in range(1, 2001)}
+        head = s.head_offset
+        task = s.compact_now()
+        await asyncio.to_thread(layer.reached.wait, 60)
+        await s.replace("User", 7, user(7, name="after the cut"))
+        await s.delete("User", 8)
+        await s.delete("User", 9)
+        await s.insert("User", user(9, name="back again"))
+        await s.insert("User", user(5000))
+        for i in range(100, 1100):                      # many rows past one CHUNK's worth
+            await s.replace("User", i, user(i, name=f"r{i}"))
+        layer.release.set()
+        await task
+        return at_cut, head, {i: s.get("User", i)[0] for i in (*range(1, 2001), 5000)}
+
+    with files.use(layer):
+        at_cut, head, live = run(go())
+    assert s.compactions == 1
+    s.close()
+    image = decode_snapshot("snapshot", open(os.path.join(tenant, "snapshot"), "rb").read())
+    assert image.head_offset == head
+    users = next(m for m in image.models if m.name == "User")
+    assert {row[users.fields.index("id")]: dict(zip(users.fields, row)) for row in users.rows} == at_cut
+    # Snapshot + new log reopen to the live state, the writes after the cut included.
+    s = open_store(tenant)
+    assert {i: s.get("User", i)[0] for i in (*range(1, 2001), 5000)} == live
+    assert live[8] is None and live[9]["name"] == "back again" and live[7]["name"] == "after the cut"
+    check_indexes(s)
+    s.close()

@@ -1,0 +1,133 @@
+"""Tail latency of durable POST, before and after, side by side (issue 13, item 5).
+
+    python bench/tail_bench.py --code DIR [--records 100000] [--duration 5] [--rounds 3]
+
+Seeds one tenant of `--records` posts (through the Store API, fsync off), then for 32 and
+64 connections starts two servers on copies of it, one from the checkout `--code` (before)
+and one from this one (after), both pinned to the same core, and loads both at once with
+wrk (http_bench.side_by_side): each round's load on the shared machine is the same for both.
+Prints p50, p99 and max of each. Why side by side: this machine is shared with other jobs,
+and back-to-back runs of the same server differ by more than the effect measured.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import random
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "bench"))
+
+from http_bench import SERVER_CORE, _pinned, side_by_side, stop_server  # noqa: E402
+
+SCHEMA = ROOT / "schemas" / "blog.dbs"
+LISTENING = re.compile(r"listening on http://[^:]+:(\d+)")
+
+POST_LUA = """
+counter = 0
+request = function()
+  counter = counter + 1
+  local body = string.format('{"author_id": %d, "title": "bench %d-%d", "body": "b", "score": 1.5}',
+                             (counter % 1000) + 1, math.random(1, 1000000000), counter)
+  return wrk.format("POST", "/api/blog-post", {["Content-Type"] = "application/json"}, body)
+end
+"""
+
+
+def seed(data_dir: Path, posts: int, users: int = 1000) -> None:
+    """The tenant `default`: `users` users and `posts` posts, written with fsync off."""
+    import asyncio
+
+    from dbsvc.compiler import compile_schema
+    from dbsvc.schema import load_schema
+    from dbsvc.storage import Store, tenants
+
+    module = compile_schema(load_schema(str(SCHEMA)))
+    store = Store.open(str(tenants.create_tenant(str(data_dir), "default")), module.MODELS,
+                       module.DESCRIPTION, sync="off")
+    user, post = module.BY_NAME["User"], module.BY_NAME["BlogPost"]
+    rng = random.Random(7)
+
+    async def fill() -> None:
+        for i in range(users):
+            await store.insert("User", user.validate_create({"email": f"u{i}@bench.io", "name": f"user {i}"}))
+        for i in range(posts):
+            await store.insert("BlogPost", post.validate_create(
+                {"author_id": rng.randint(1, users), "title": f"post {i}", "body": "lorem ipsum " * 8,
+                 "published": rng.random() < 0.5, "score": round(rng.random() * 100, 2)}))
+        await store.aclose()
+
+    asyncio.run(fill())
+
+
+def start(code: Path, data: Path) -> subprocess.Popen:
+    """`CODE/dbsvc.py serve` on port 0 over `data`, pinned to the server core; (process, url)."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("SERVICE_")}
+    env.update(SERVICE_PORT="0", SERVICE_DATA=str(data), SERVICE_SYNC="full", RUST_LOG="info",
+               PYTHONPATH=str(code))
+    proc = subprocess.Popen(_pinned(SERVER_CORE, [sys.executable, str(code / "dbsvc.py"), "serve", str(SCHEMA)]),
+                            cwd=code, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    assert proc.stderr is not None
+    deadline = time.monotonic() + 120
+    seen = []
+    while time.monotonic() < deadline:
+        line = proc.stderr.readline()
+        if not line:
+            break
+        match = LISTENING.search(line)
+        if match:
+            threading.Thread(target=lambda: [None for _ in proc.stderr], daemon=True).start()  # type: ignore[union-attr]
+            proc.url = f"http://127.0.0.1:{match.group(1)}"  # type: ignore[attr-defined]
+            return proc
+        seen.append(line)
+    proc.kill()
+    raise RuntimeError(f"{code}: dbsvc did not start:\n" + "".join(seen))
+
+
+def main(argv: list[str]) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--code", required=True, help="the checkout measured as 'before'")
+    parser.add_argument("--records", type=int, default=100_000)
+    parser.add_argument("--duration", type=float, default=5)
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--connections", default="32,64")
+    args = parser.parse_args(argv)
+    with tempfile.TemporaryDirectory(prefix="dbsvc-tail-bench-", dir=os.environ.get("BENCH_DIR")) as tmp:
+        seeded = Path(tmp) / "seed"
+        seed(seeded, args.records)
+        script = Path(tmp) / "post.lua"
+        script.write_text(POST_LUA)
+        for connections in [int(c) for c in args.connections.split(",")]:
+            servers = []
+            for name, code in (("before", Path(args.code).resolve()), ("after", ROOT)):
+                data = Path(tmp) / f"{name}-{connections}"
+                shutil.copytree(seeded, data)
+                servers.append(start(code, data))
+            try:
+                figure = side_by_side((servers[0], f"{servers[0].url}/api/blog-post"),  # type: ignore[attr-defined]
+                                      (servers[1], f"{servers[1].url}/api/blog-post"),  # type: ignore[attr-defined]
+                                      rounds=args.rounds, duration=args.duration, connections=connections,
+                                      script=str(script), baseline_script=str(script))
+            finally:
+                for proc in servers:
+                    stop_server(proc)
+            for name, key in (("before", "base"), ("after", "subject")):
+                r = figure[key]
+                print(f"c{connections:<3d} {name:6s}: {r['rps']:6.0f} req/s  p50 {r['p50_ms']:6.2f} ms  "
+                      f"p99 {r['p99_ms']:7.2f} ms  max {r['max_ms']:7.2f} ms  p99/p50 "
+                      f"{r['p99_ms'] / max(r['p50_ms'], 1e-9):5.1f}  errors {r['errors']}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
