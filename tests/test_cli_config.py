@@ -15,6 +15,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from support.cli import run_dbsvc
 
 from dbsvc.cli import build_parser
 from dbsvc.compiler import compile_schema, generate_source
@@ -25,13 +26,10 @@ from dbsvc.schema.ir import AuthSettings
 
 ROOT = Path(__file__).resolve().parents[1]
 BLOG = ROOT / "schemas" / "blog.dbs"
-LAUNCHER = ROOT / "dbsvc.py"
 
 
 def dbsvc(*args: str, cwd: Path, **env: str) -> subprocess.CompletedProcess[str]:
-    clean = {k: v for k, v in os.environ.items() if not k.startswith("SERVICE_") and k != "RUST_LOG"}
-    return subprocess.run([sys.executable, str(LAUNCHER), *args], cwd=cwd, env={**clean, **env},
-                          capture_output=True, text=True, timeout=120)
+    return run_dbsvc(*args, cwd=cwd, env=env, timeout=120)
 
 
 def tree(directory: Path) -> dict[str, bytes]:

@@ -11,6 +11,7 @@ import subprocess
 import sys
 import time
 
+from support.cli import run_dbsvc
 from support.server import LISTENING, ROOT, wait_for_port
 from support.tree import dir_image
 
@@ -18,10 +19,7 @@ BLOG = ROOT / "schemas" / "blog.dbs"
 
 
 def run_cli(args, env, timeout=30):
-    full = {k: v for k, v in os.environ.items() if not k.startswith("SERVICE_")}
-    full.update(env)
-    return subprocess.run([sys.executable, str(ROOT / "dbsvc.py"), *args], cwd=ROOT, env=full,
-                          capture_output=True, text=True, timeout=timeout)
+    return run_dbsvc(*args, env=env, timeout=timeout)
 
 
 def test_default_tenant_is_created_and_writes_survive_restart(serve, tmp_path):

@@ -16,12 +16,12 @@ import json
 import os
 import shutil
 import subprocess
-import sys
 import threading
 import time
 from pathlib import Path
 
 import pytest
+from support.cli import run_dbsvc
 from support.server import start_server
 from support.storage import BLOG, open_store, post, user
 from support.tree import dir_image
@@ -40,10 +40,7 @@ SCHEMA = str(ROOT / "schemas" / "blog.dbs")
 
 
 def cli(data: Path, *args: str, tenant: str = "t") -> subprocess.CompletedProcess:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("SERVICE_")}
-    env.update({"SERVICE_DATA": str(data), "SERVICE_TENANT": tenant})
-    return subprocess.run([sys.executable, str(ROOT / "dbsvc.py"), *args], cwd=ROOT, env=env,
-                          capture_output=True, text=True, timeout=300)
+    return run_dbsvc(*args, env={"SERVICE_DATA": str(data), "SERVICE_TENANT": tenant})
 
 
 def state(directory: str) -> dict[str, dict]:

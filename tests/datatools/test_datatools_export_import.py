@@ -11,10 +11,10 @@ import io
 import json
 import os
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+from support.cli import run_dbsvc
 from support.server import start_server
 from support.storage import BLOG, open_store, post, user
 from support.tree import dir_image as _dir_image
@@ -32,10 +32,7 @@ SCHEMA = str(ROOT / "schemas" / "blog.dbs")
 
 
 def cli(data: Path, *args: str, tenant: str = "t", env: dict | None = None) -> subprocess.CompletedProcess:
-    full = {k: v for k, v in os.environ.items() if not k.startswith("SERVICE_")}
-    full.update({"SERVICE_DATA": str(data), "SERVICE_TENANT": tenant, **(env or {})})
-    return subprocess.run([sys.executable, str(ROOT / "dbsvc.py"), *args], cwd=ROOT, env=full,
-                          capture_output=True, text=True, timeout=300)
+    return run_dbsvc(*args, env={"SERVICE_DATA": str(data), "SERVICE_TENANT": tenant, **(env or {})})
 
 
 def dir_image(path: str) -> dict[str, bytes]:

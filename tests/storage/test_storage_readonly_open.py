@@ -18,6 +18,7 @@ import subprocess
 import sys
 
 import pytest
+from support.cli import run_dbsvc
 from support.storage import ROOT, open_store, run, user
 from support.tree import dir_image
 
@@ -68,10 +69,7 @@ def read_only_view(tenant: str) -> tuple[set, int, bool]:
 
 
 def cli(*args: str, data: str, name: str) -> subprocess.CompletedProcess:
-    env = {**os.environ, "SERVICE_DATA": data, "SERVICE_TENANT": name}
-    env.pop("DBSVC_FAULT", None)
-    done = subprocess.run([sys.executable, str(ROOT / "dbsvc.py"), *args], capture_output=True, text=True,
-                          env=env, cwd=str(ROOT), timeout=120)
+    done = run_dbsvc(*args, env={"SERVICE_DATA": data, "SERVICE_TENANT": name}, timeout=120)
     assert done.returncode == 0, done.stderr
     return done
 
