@@ -43,10 +43,11 @@ A frame whose checksum fails is never decoded, so it is never served.
 from __future__ import annotations
 
 import mmap
+import os
 import re
 import struct
 import zlib
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 
 MAGIC = b"DBSVCLOG"
@@ -54,6 +55,7 @@ VERSION = 1
 HEADER = struct.Struct(">8sI16sQ")
 HEADER_SIZE = HEADER.size + 4
 FRAME = struct.Struct(">QII")
+FRAME_OFFSET = struct.Struct(">Q")     # FRAME's first field, alone (searching for an offset's bytes)
 FRAME_HEADER_SIZE = FRAME.size
 MAX_PAYLOAD = 64 * 1024 * 1024
 
@@ -99,9 +101,11 @@ def encode_frame(offset: int, payload: bytes) -> bytes:
     return FRAME.pack(offset, zlib.crc32(payload), len(payload)) + payload
 
 
-def _frame_error(data: bytes | memoryview | mmap.mmap, pos: int, expected: int) -> str | None:
-    """Why the frame at `pos` is not good (rule 1), or None when it is."""
-    size = len(data)
+def _frame_error(data: bytes | memoryview | mmap.mmap, pos: int, expected: int, size: int | None = None) -> str | None:
+    """Why the frame at `pos` is not good (rule 1), or None when it is; the image ends at
+    byte `size` (default: its length)."""
+    if size is None:
+        size = len(data)
     if pos + FRAME_HEADER_SIZE > size:
         return f"truncated frame header ({size - pos} of {FRAME_HEADER_SIZE} bytes)"
     offset, crc, length = FRAME.unpack_from(data, pos)
@@ -135,109 +139,146 @@ def _good_frame_after(data: bytes | memoryview | mmap.mmap, start: int, expected
     return None
 
 
-class LogScan:
-    """Iterate the good frames of a log image; afterwards `end`, `next_offset`, `damage`.
+class FrameWalk:
+    """The frames in bytes [start, stop) of a log image or log file, oldest first: the one
+    loop every reader of frames runs (`LogScan`, replay.py, retain.py, online.py).
+
+    `source` is the image (bytes or mmap) or a file descriptor, read with pread in chunks
+    of `chunk` bytes (a frame longer than a chunk is read whole on its own), so a slow
+    consumer holds one chunk at most. Iterating yields (offset, frame), the frame being the
+    whole frame's bytes, or only its payload with `payloads=True`.
+
+    With `first`, the offset the first frame must have, every frame is checked by rule 1
+    and the walk stops at the first one that is not good, calling `bad_frame` (which notes
+    the reason in `error`). Without it the frames were checked before (the acknowledged
+    part of a log) and the walk stops quietly where no whole frame is left.
+
+    `end` is the byte position after the frames yielded so far: while the caller handles a
+    frame, where that frame starts; at a bad frame, where it starts. `next_offset` likewise
+    (checked walks only).
+    """
+
+    __slots__ = ("source", "end", "stop", "next_offset", "payloads", "chunk", "error")
+
+    def __init__(self, source: int | bytes | mmap.mmap, start: int, stop: int, first: int | None = None,
+                 *, payloads: bool = False, chunk: int = 1 << 20) -> None:
+        self.source = source
+        self.end = start
+        self.stop = stop
+        self.next_offset = first
+        self.payloads = payloads
+        self.chunk = chunk
+        self.error: str | None = None
+
+    def bad_frame(self, reason: str) -> None:
+        """The frame at `end` is not good (a checked walk stops here)."""
+        self.error = reason
+
+    def __iter__(self) -> Iterator[tuple[int, bytes]]:
+        source, stop, chunk, expected = self.source, self.stop, self.chunk, self.next_offset
+        fd = source if isinstance(source, int) else None
+        buf: bytes | mmap.mmap = b"" if isinstance(source, int) else source
+        pos = self.end
+        base = pos if fd is not None else 0     # byte position of buf[0]
+        limit = min(len(buf), stop - base)      # buf[:limit] lies inside [start, stop)
+        payloads = self.payloads
+        unpack, crc32 = FRAME.unpack_from, zlib.crc32
+        while pos < stop:
+            rel = pos - base
+            if rel + FRAME_HEADER_SIZE <= limit:
+                offset, crc, length = unpack(buf, rel)
+                end = rel + FRAME_HEADER_SIZE + length
+                if end <= limit:
+                    if expected is None:
+                        yield offset, buf[rel + FRAME_HEADER_SIZE : end] if payloads else buf[rel:end]
+                    else:
+                        if offset != expected or length > MAX_PAYLOAD:
+                            break
+                        payload = buf[rel + FRAME_HEADER_SIZE : end]
+                        if crc32(payload) != crc:
+                            break
+                        yield offset, payload if payloads else buf[rel:end]
+                        expected = self.next_offset = expected + 1
+                    pos = self.end = base + end
+                    continue
+                if fd is None or length > MAX_PAYLOAD or base + limit >= stop:
+                    break
+                # A frame longer than what is left of the chunk: read it whole.
+                want = FRAME_HEADER_SIZE + length
+            elif fd is None or base + limit >= stop:
+                break
+            else:
+                want = FRAME_HEADER_SIZE
+            buf = os.pread(fd, min(max(chunk, want), stop - pos), pos)
+            base, limit = pos, len(buf)
+            if limit < want:
+                break
+        if expected is not None and pos < stop:
+            self.bad_frame(_frame_error(buf, pos - base, expected, limit) or "unreadable frame")
+
+
+def read_frames(fd: int, start: int, stop: int, chunk: int = 1 << 20) -> Iterator[tuple[int, bytes]]:
+    """(offset, whole frame) for the frames in [start, stop) of an already scanned file
+    (what `/replicate` sends), read in chunks so a slow consumer holds one chunk at most."""
+    return iter(FrameWalk(fd, start, stop, chunk=chunk))
+
+
+class LogScan(FrameWalk):
+    """The good frames of a log image (a walk of all of it, `first` its header's base + 1);
+    afterwards `end`, `next_offset`, `damage`.
 
     `records()` yields (offset, payload) and raises `CorruptLog` for damage before the tail
     (rule 3) only once it reaches the damage, so a caller must not act on what it has seen
     until the iteration finished.
     """
 
+    next_offset: int
+
     def __init__(self, path: str, data: bytes | memoryview | mmap.mmap) -> None:
+        image = data if isinstance(data, (bytes, mmap.mmap)) else bytes(data)
         self.path = path
-        self.data = data
-        self.header = decode_header(path, data)
-        self.end = HEADER_SIZE
-        self.next_offset = self.header.base_offset + 1
+        self.header = decode_header(path, image)
         self.damage: Damage | None = None
+        super().__init__(image, HEADER_SIZE, len(image), self.header.base_offset + 1, payloads=True)
 
     def records(self) -> Iterator[tuple[int, bytes]]:
+        return iter(self)
+
+    def bad_frame(self, reason: str) -> None:
+        """Rules 2 and 3: a torn tail is noted in `damage`; damage before it is refused."""
         from dbsvc.errors import CorruptLog
 
-        data = self.data if isinstance(self.data, (bytes, mmap.mmap)) else bytes(self.data)
-        size = len(data)
-        pos = HEADER_SIZE
-        expected = self.next_offset
-        unpack = FRAME.unpack_from
-        crc32 = zlib.crc32
-        while pos < size:
-            if pos + FRAME_HEADER_SIZE <= size:
-                offset, crc, length = unpack(data, pos)
-                end = pos + FRAME_HEADER_SIZE + length
-                if offset == expected and end <= size:
-                    payload = data[pos + FRAME_HEADER_SIZE : end]
-                    if crc32(payload) == crc:
-                        yield offset, payload
-                        pos = end
-                        expected += 1
-                        self.end = pos
-                        self.next_offset = expected
-                        continue
-            reason = _frame_error(data, pos, expected) or "unreadable frame"
-            later = _good_frame_after(data, pos, expected)
-            if later is not None and data[later - 1] != 0:
-                raise CorruptLog(
-                    self.path, pos,
-                    f"{reason}; a good frame follows at byte {later}, so this is not a torn tail",
-                )
-            self.damage = Damage(pos, size, reason)
-            return
-
-
-def read_frames(fd: int, start: int, stop: int, chunk: int = 1 << 20) -> Iterator[tuple[int, bytes]]:
-    """(offset, whole frame bytes) for the frames in [start, stop) of an already scanned
-    file, read in chunks with pread so a slow consumer never holds more than one chunk."""
-    import os
-
-    pos = start
-    buf = b""
-    buf_start = start
-    while pos < stop:
-        rel = pos - buf_start
-        if rel + FRAME_HEADER_SIZE > len(buf):
-            buf = os.pread(fd, max(chunk, FRAME_HEADER_SIZE), pos)
-            buf_start, rel = pos, 0
-            if len(buf) < FRAME_HEADER_SIZE:
-                return
-        offset, _crc, length = FRAME.unpack_from(buf, rel)
-        total = FRAME_HEADER_SIZE + length
-        if rel + total > len(buf):
-            buf = os.pread(fd, max(chunk, total), pos)
-            buf_start, rel = pos, 0
-            if len(buf) < total:
-                return
-        yield offset, buf[rel : rel + total]
-        pos += total
+        data, pos = self.source, self.end
+        assert not isinstance(data, int)
+        later = _good_frame_after(data, pos, self.next_offset)
+        if later is not None and data[later - 1] != 0:
+            raise CorruptLog(
+                self.path, pos,
+                f"{reason}; a good frame follows at byte {later}, so this is not a torn tail",
+            )
+        self.error = reason
+        self.damage = Damage(pos, len(data), reason)
 
 
 # The prefix every payload starts with (events.py writes these keys first, in this order).
 _PREFIX = re.compile(rb'"model":"([^"\\]*)","offset":\d+,"watermark":(\d+),')
 
 
-def renumber_frames(data: bytes, deltas: dict[str, int], position: int, every: int,
-                    checkpoints: list[tuple[int, int]]) -> bytes:
-    """Whole frames `data` with each payload's `watermark` moved by `deltas[model]` (online
-    compaction carries rows into a new epoch, whose watermarks restart; compact.py). The
-    result is to be written at byte `position` of the new log; (offset, byte position) of
-    every frame whose offset is a multiple of `every` is appended to `checkpoints`."""
-    out: list[bytes] = []
-    pos = 0
-    size = len(data)
-    while pos < size:
-        offset, _crc, length = FRAME.unpack_from(data, pos)
-        end = pos + FRAME_HEADER_SIZE + length
-        payload = data[pos + FRAME_HEADER_SIZE : end]
+def renumber_frames(frames: Iterable[tuple[int, bytes]], deltas: dict[str, int], position: int, every: int,
+                    checkpoints: list[tuple[int, int]]) -> Iterator[bytes]:
+    """The whole frames `frames` (offset, frame), each payload's `watermark` moved by
+    `deltas[model]` (online compaction carries rows into a new epoch, whose watermarks
+    restart; compact.py). They are to be written from byte `position` of the new log on;
+    (offset, byte position) of every frame whose offset is a multiple of `every` is appended
+    to `checkpoints`."""
+    for offset, frame in frames:
+        payload = frame[FRAME_HEADER_SIZE:]
         m = _PREFIX.search(payload)
-        assert m is not None and end <= size, f"frame {offset} is not an event frame"
+        assert m is not None, f"frame {offset} is not an event frame"
         delta = deltas.get(m.group(1).decode("utf-8"), 0)
         if offset % every == 0:
             checkpoints.append((offset, position))
         if delta:
-            payload = b"%s%d%s" % (payload[: m.start(2)], int(m.group(2)) + delta, payload[m.end(2):])
-            frame = encode_frame(offset, payload)
-        else:
-            frame = data[pos:end]
-        out.append(frame)
+            frame = encode_frame(offset, b"%s%d%s" % (payload[: m.start(2)], int(m.group(2)) + delta, payload[m.end(2):]))
+        yield frame
         position += len(frame)
-        pos = end
-    return b"".join(out)

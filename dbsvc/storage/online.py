@@ -84,7 +84,7 @@ from typing import TYPE_CHECKING, Any
 
 from dbsvc.storage import compact, files, retain
 from dbsvc.storage.files import FaultPlan, fsync_dir, write_all
-from dbsvc.storage.logfile import encode_header, renumber_frames
+from dbsvc.storage.logfile import FrameWalk, encode_header, renumber_frames
 from dbsvc.storage.snapshot import ModelStream, write_snapshot_stream
 
 if TYPE_CHECKING:
@@ -204,40 +204,24 @@ class NewLog:
 
 
 def _copy_frames(src_fd: int, start: int, stop: int, new: NewLog, deltas: dict[str, int], every: int) -> None:
-    pos = start
-    while pos < stop:
-        data = os.pread(src_fd, min(COPY_CHUNK, stop - pos), pos)
-        # Cut at the last whole frame inside the chunk; a frame larger than the chunk
-        # is read whole on its own.
-        whole = _whole_frames(data)
-        if whole == 0:
-            whole = _frame_size(src_fd, pos)
-            data = os.pread(src_fd, whole, pos)
-        out = renumber_frames(data[:whole], deltas, new.size, every, new.checkpoints)
-        write_all(new.fd, out)
-        new.size += len(out)
-        pos += whole
+    """Append the old log's frames in [start, stop) to log.new, renumbered, in writes of
+    about COPY_CHUNK bytes; note a checkpoint at every offset that is a multiple of `every`."""
+    out: list[bytes] = []
+    pending = 0
+    walk = FrameWalk(src_fd, start, stop, chunk=COPY_CHUNK)
+    for frame in renumber_frames(walk, deltas, new.size, every, new.checkpoints):
+        out.append(frame)
+        pending += len(frame)
+        if pending >= COPY_CHUNK:
+            write_all(new.fd, b"".join(out))
+            new.size += pending
+            out, pending = [], 0
+    if out:
+        write_all(new.fd, b"".join(out))
+        new.size += pending
+    if walk.end != stop:
+        raise OSError(f"the log has no whole frame at byte {walk.end}, expected frames up to byte {stop}")
     new.copied = stop
-
-
-def _whole_frames(data: bytes) -> int:
-    from dbsvc.storage.logfile import FRAME, FRAME_HEADER_SIZE
-
-    pos = 0
-    while pos + FRAME_HEADER_SIZE <= len(data):
-        _offset, _crc, length = FRAME.unpack_from(data, pos)
-        end = pos + FRAME_HEADER_SIZE + length
-        if end > len(data):
-            break
-        pos = end
-    return pos
-
-
-def _frame_size(fd: int, pos: int) -> int:
-    from dbsvc.storage.logfile import FRAME, FRAME_HEADER_SIZE
-
-    _offset, _crc, length = FRAME.unpack_from(os.pread(fd, FRAME_HEADER_SIZE, pos))
-    return FRAME_HEADER_SIZE + length
 
 
 def start_log(directory: str, old_path: str, cut: Cut, stop: int, every: int, progress: Progress) -> NewLog:

@@ -6,7 +6,7 @@ Files of a tenant (beside those of compact.py)::
     <tenant>/log.retained.new    transient: written by a compaction before its commit point
 
 A retained segment has exactly the log's format (logfile.py: a 40-byte header, then whole
-frames back to back), so `LogScan` and `read_frames` read it. Its header holds
+frames back to back), so `LogScan` and `FrameWalk` read it. Its header holds
 
 - epoch: the epoch of the log whose compaction wrote it (the log its newest frames came
   from; older frames carried over from an earlier segment came from earlier epochs);
@@ -63,7 +63,8 @@ from dataclasses import dataclass
 from dbsvc.errors import CorruptLog
 from dbsvc.storage import files
 from dbsvc.storage.files import fsync_dir, write_all
-from dbsvc.storage.logfile import FRAME, FRAME_HEADER_SIZE, HEADER_SIZE, MAX_PAYLOAD, decode_header, encode_header
+from dbsvc.storage.logfile import (FRAME, FRAME_HEADER_SIZE, FRAME_OFFSET, HEADER_SIZE, MAX_PAYLOAD, FrameWalk,
+                                   decode_header, encode_header)
 
 log = logging.getLogger("dbsvc.storage")
 
@@ -148,9 +149,9 @@ def _frame_end(fd: int, pos: int, stop: int, lo: int, hi: int, header: bytes | N
 
 
 def _common_prefix(lo: int, hi: int) -> bytes:
-    a, b = lo.to_bytes(8, "big"), hi.to_bytes(8, "big")
+    a, b = FRAME_OFFSET.pack(lo), FRAME_OFFSET.pack(hi)
     n = 0
-    while n < 8 and a[n] == b[n]:
+    while n < FRAME_OFFSET.size and a[n] == b[n]:
         n += 1
     return a[:n]
 
@@ -179,7 +180,7 @@ def find_frame(fd: int, pos: int, stop: int, lo: int, hi: int) -> tuple[int, int
 def _last_frame(fd: int, size: int, offset: int) -> int | None:
     """Byte position of a good frame of `offset` ending exactly at `size`, searched from
     the end (a frame is at most FRAME_HEADER_SIZE + MAX_PAYLOAD bytes)."""
-    pattern = offset.to_bytes(8, "big")
+    pattern = FRAME_OFFSET.pack(offset)
     floor = max(HEADER_SIZE, size - FRAME_HEADER_SIZE - MAX_PAYLOAD)
     hi = size
     while hi > floor:
@@ -270,31 +271,16 @@ def read(segment: Segment, after: int) -> Iterator[tuple[int, bytes]]:
         if (header.epoch, header.base_offset) != (segment.epoch, segment.base):
             raise SegmentDamaged(path, 0, "the file was replaced")
         pos, expected = _seek(fd, segment, after + 1)
-        stop = segment.size
-        buf, buf_start = b"", pos
-        while pos < stop:
-            rel = pos - buf_start
-            if rel + FRAME_HEADER_SIZE > len(buf):
-                buf, buf_start, rel = os.pread(fd, max(CHUNK, FRAME_HEADER_SIZE), pos), pos, 0
-            if rel + FRAME_HEADER_SIZE > len(buf):
-                raise SegmentDamaged(path, pos, "truncated frame header")
-            offset, crc, length = FRAME.unpack_from(buf, rel)
-            total = FRAME_HEADER_SIZE + length
-            if offset != expected or length > MAX_PAYLOAD or pos + total > stop:
-                raise SegmentDamaged(path, pos, f"frame offset {offset}, expected {expected}")
-            if rel + total > len(buf):
-                buf, buf_start, rel = os.pread(fd, max(CHUNK, total), pos), pos, 0
-            frame = buf[rel : rel + total]
-            if len(frame) != total:
-                raise SegmentDamaged(path, pos, f"truncated frame ({len(frame)} of {total} bytes)")
-            if zlib.crc32(frame[FRAME_HEADER_SIZE:]) != crc:
-                raise SegmentDamaged(path, pos, "payload checksum mismatch")
+        walk = FrameWalk(fd, pos, segment.size, expected, chunk=CHUNK)
+        for offset, frame in walk:
             if offset > after:
                 yield offset, frame
-            expected += 1
-            pos += total
-        if expected - 1 != segment.end:
-            raise SegmentDamaged(path, pos, f"ends at offset {expected - 1}, expected {segment.end}")
+        if walk.error is not None:
+            raise SegmentDamaged(path, walk.end, walk.error)
+        assert walk.next_offset is not None         # a checked walk counts offsets
+        last = walk.next_offset - 1
+        if last != segment.end:
+            raise SegmentDamaged(path, walk.end, f"ends at offset {last}, expected {segment.end}")
     finally:
         os.close(fd)
 
