@@ -169,15 +169,6 @@ def field_text(value: object) -> str:
     return '"' + escape(text, quoted=True) + '"'
 
 
-def _text_line(created: float, level: str, target: str, message: str, fields: dict | None) -> str:
-    if not message.isprintable():
-        message = escape(message)
-    line = f"{_timestamp(created)} {level:>5} {target}: {message}"
-    if fields:
-        line += " " + " ".join(f"{key}={field_text(value)}" for key, value in fields.items())
-    return line
-
-
 def exception_text(exc: BaseException, messages: bool = True, indent: str = "  ") -> str:
     """The traceback of `exc` and the exceptions it chains, as `traceback.format_exception`
     writes it, except that each exception's message is one escaped line, or left out when
@@ -217,25 +208,47 @@ def _record_exception(record: logging.LogRecord, indent: str) -> str | None:
     return exception_text(info[1], getattr(record, "exc_messages", True), indent)
 
 
-def _json_payload(created: float, level: str, target: str, message: str, fields: dict | None) -> dict[str, Any]:
-    payload: dict[str, Any] = {"ts": _timestamp(created), "level": level, "target": target, "message": message}
-    if fields:
-        for key, value in fields.items():
-            payload.setdefault(key, value)
-    return payload
+class LineFormat(logging.Formatter):
+    """One log format (SERVICE_LOG_FORMAT). Every line, a record's or a span's, is rendered
+    by `line`; `request_lines` renders request spans held as raw tuples a batch at a time,
+    byte for byte what `line` writes for the same fields (tests/http/test_http_logs.py)."""
+
+    indent = ""                       # before each traceback line
+
+    def format(self, record: logging.LogRecord) -> str:
+        return self.line(record.created, record.levelname, record.name, record.getMessage(),
+                         getattr(record, "fields", None), _record_exception(record, self.indent))
+
+    def line(self, created: float, level: str, target: str, message: str, fields: dict | None,
+             error: str | None = None) -> str:
+        raise NotImplementedError
+
+    def request_lines(self, spans: list[tuple]) -> list[str]:
+        raise NotImplementedError
 
 
-class TextFormatter(logging.Formatter):
+class TextFormat(LineFormat):
     """`ts LEVEL target: message k=v ...`, then the traceback if any, indented."""
 
+    indent = "  "
     _REQUEST = (f" {'INFO':>5} {SPAN_LOGGER}: request "
                 + " ".join(f"{name}=%s" for name in SPAN_FIELDS))
 
-    def requests(self, spans: list[tuple]) -> list[str]:
-        """Lines for `log_request` tuples (created, method, path, status, duration_ms, bytes,
-        request_id): what `span` writes for the same fields, one format string per line.
-        Of these only the path needs `field_text`: h11 admits only token characters in a
-        method, and a request id is `[A-Za-z0-9._-]` (message.RequestIds)."""
+    def line(self, created: float, level: str, target: str, message: str, fields: dict | None,
+             error: str | None = None) -> str:
+        if not message.isprintable():
+            message = escape(message)
+        line = f"{_timestamp(created)} {level:>5} {target}: {message}"
+        if fields:
+            line += " " + " ".join(f"{key}={field_text(value)}" for key, value in fields.items())
+        if error is not None:
+            line += "\n" + error
+        return _redact(line)
+
+    def request_lines(self, spans: list[tuple]) -> list[str]:
+        """One format string per line. Of the fields only the path needs `field_text`: h11
+        admits only token characters in a method, and a request id is `[A-Za-z0-9._-]`
+        (message.RequestIds). Not redacted here: the handler redacts the batch."""
         template = self._REQUEST
         lines = []
         for t in spans:
@@ -245,53 +258,44 @@ class TextFormatter(logging.Formatter):
             lines.append(_timestamp(t[0]) + template % (t[1], path, t[3], round(t[4], 3), t[5], t[6]))
         return lines
 
-    def format(self, record: logging.LogRecord) -> str:
-        line = _text_line(record.created, record.levelname, record.name, record.getMessage(),
-                          getattr(record, "fields", None))
-        error = _record_exception(record, "  ")
-        if error is not None:
-            line += "\n" + error
-        return _redact(line)
 
-    def span(self, created: float, fields: dict) -> str:
-        return _redact(_text_line(created, "INFO", SPAN_LOGGER, "request", fields))
-
-
-class JsonFormatter(logging.Formatter):
+class JsonFormat(LineFormat):
     """One JSON object per line: ts, level, target, message, span fields, error."""
 
-    def requests(self, spans: list[tuple]) -> list[str]:
-        """Lines for `log_request` tuples; see TextFormatter.requests."""
+    def line(self, created: float, level: str, target: str, message: str, fields: dict | None,
+             error: str | None = None) -> str:
+        payload: dict[str, Any] = {"ts": _timestamp(created), "level": level, "target": target, "message": message}
+        if fields:
+            for key, value in fields.items():
+                payload.setdefault(key, value)
+        if error is not None:
+            payload["error"] = error
+        return _redact(json.dumps(payload, ensure_ascii=False, default=str))
+
+    def request_lines(self, spans: list[tuple]) -> list[str]:
+        """One `json.dumps` per line, of the dict `line` would build."""
         dumps = json.dumps
         return [dumps({"ts": _timestamp(t[0]), "level": "INFO", "target": SPAN_LOGGER, "message": "request",
                        "method": t[1], "path": t[2], "status": t[3], "duration_ms": round(t[4], 3),
                        "bytes": t[5], "request_id": t[6]}, ensure_ascii=False, default=str) for t in spans]
-
-    def span(self, created: float, fields: dict) -> str:
-        payload = _json_payload(created, "INFO", SPAN_LOGGER, "request", fields)
-        return _redact(json.dumps(payload, ensure_ascii=False, default=str))
-
-    def format(self, record: logging.LogRecord) -> str:
-        payload = _json_payload(record.created, record.levelname, record.name, record.getMessage(),
-                                getattr(record, "fields", None))
-        error = _record_exception(record, "")
-        if error is not None:
-            payload["error"] = error
-        return _redact(json.dumps(payload, ensure_ascii=False, default=str))
 
 
 SPAN_BUFFER_LINES = 256              # about 40 KiB of text lines
 SPAN_FLUSH_SECONDS = 0.5
 
 
-class SpanBufferingHandler(logging.StreamHandler):
-    """A stream handler that batches request-span lines and writes everything else at once.
+class SpanLog(logging.StreamHandler):
+    """The span log: the one handler `configure_logging` installs. It owns the line format,
+    the buffer of pending lines, and the fast path by which spans skip `logging`.
 
+    Records other than spans are written at once, after the pending lines (order is kept).
     `_pending` holds, in order, formatted lines (str) and runs of unformatted request
     spans (a list of `log_request` tuples, always the last item while it grows)."""
 
-    def __init__(self, stream: TextIO) -> None:
+    def __init__(self, stream: TextIO, line_format: LineFormat) -> None:
         super().__init__(stream)
+        self.setFormatter(line_format)
+        self.line_format = line_format
         self._pending: list[Any] = []
         self._pending_count = 0
         self._requests: list[tuple] | None = None     # the run being appended to, if any
@@ -299,6 +303,15 @@ class SpanBufferingHandler(logging.StreamHandler):
         self._closed = False
         self._flusher = threading.Thread(target=self._flush_later, name="dbsvc-log-flush", daemon=True)
         self._flusher.start()
+
+    def alone(self) -> bool:
+        """True when this handler alone would receive a span record: then a span goes
+        straight into the buffer, written exactly as the record would be, skipping LogRecord
+        construction and dispatch (about two thirds of a span's cost). Anyone adding a
+        handler or a filter (pytest's caplog, an embedding application) gets the ordinary
+        `logging` path."""
+        return (logging.root.handlers == [self] and not _span_logger.handlers
+                and not _span_logger.filters and not self.filters)
 
     def emit(self, record: logging.LogRecord) -> None:
         try:
@@ -313,7 +326,7 @@ class SpanBufferingHandler(logging.StreamHandler):
 
     def append_span(self, fields: dict) -> None:
         """A span given as fields, formatted straight into the buffer (no LogRecord)."""
-        line = self.formatter.span(time.time(), fields)  # type: ignore[union-attr]
+        line = self.line_format.line(time.time(), "INFO", SPAN_LOGGER, "request", fields)
         with self.lock:  # type: ignore[union-attr]
             self._append(line)
 
@@ -349,7 +362,7 @@ class SpanBufferingHandler(logging.StreamHandler):
                 if type(item) is str:
                     lines.append(item)                  # formatted, so already redacted
                 else:
-                    lines.extend(self.formatter.requests(item))  # type: ignore[union-attr]
+                    lines.extend(self.line_format.request_lines(item))
             text = "\n".join(lines)
             if _may_hold_secret(text):                  # line by line: a match never spans two
                 text = "\n".join(map(_redact, lines))
@@ -376,7 +389,8 @@ class SpanBufferingHandler(logging.StreamHandler):
         super().close()
 
 
-_installed: list[logging.Handler] = []
+_span_logger = logging.getLogger(SPAN_LOGGER)
+_installed: list[SpanLog] = []          # the span log configure_logging installed, if any
 _configured: list[str] = []
 
 
@@ -399,52 +413,32 @@ def configure_logging(level_spec: str, fmt: str = "text", stream: TextIO | None 
     for name in _configured:
         logging.getLogger(name).setLevel(logging.NOTSET)
     _configured.clear()
-    handler = SpanBufferingHandler(stream if stream is not None else sys.stderr)
-    handler.setFormatter(JsonFormatter() if format_name == "json" else TextFormatter())
-    root.addHandler(handler)
-    _installed.append(handler)
-    _fast_handler[0] = handler
+    span_log = SpanLog(stream if stream is not None else sys.stderr,
+                       JsonFormat() if format_name == "json" else TextFormat())
+    root.addHandler(span_log)
+    _installed.append(span_log)
     root.setLevel(default)
     for name, level in targets.items():
         logging.getLogger(name).setLevel(level)
         _configured.append(name)
 
 
-def _direct_handler() -> SpanBufferingHandler | None:
-    """Our handler when it alone would receive a span record, else None.
-
-    Then a span goes straight into its buffer, written exactly as the record would be,
-    skipping LogRecord construction and dispatch (about two thirds of a span's cost).
-    Anyone adding a handler or a filter (pytest's caplog, an embedding application) gets
-    the ordinary `logging` path."""
-    handler: SpanBufferingHandler | None = _fast_handler[0]
-    if handler is None or logging.root.handlers != [handler] or _span_logger.handlers \
-            or _span_logger.filters or handler.filters:
-        return None
-    return handler
-
-
 def log_span(fields: dict) -> None:
     """Log one request span at INFO on `dbsvc.http.request` (the caller checked it is enabled)."""
-    handler = _direct_handler()
-    if handler is not None:
-        handler.append_span(fields)
+    if _installed and _installed[0].alone():
+        _installed[0].append_span(fields)
     else:
         _span_logger.info("request", extra={"fields": fields})
 
 
 def log_request(method: str, path: str, status: int, duration_ms: float, size: int, request_id: str) -> None:
     """`log_span` of one HTTP request's fields (SPAN_FIELDS), as the protocol layer calls it
-    once per request: on the direct path it stores one tuple and formats nothing."""
-    handler = _direct_handler()
-    if handler is not None:
-        handler.append_request((time.time(), method, path, status, duration_ms, size, request_id))
+    once per request: on the fast path it stores one tuple and formats nothing."""
+    if _installed and _installed[0].alone():
+        _installed[0].append_request((time.time(), method, path, status, duration_ms, size, request_id))
     else:
-        log_span(dict(zip(SPAN_FIELDS, (method, path, status, round(duration_ms, 3), size, request_id))))
-
-
-_span_logger = logging.getLogger(SPAN_LOGGER)
-_fast_handler: list = [None]
+        fields = dict(zip(SPAN_FIELDS, (method, path, status, round(duration_ms, 3), size, request_id)))
+        _span_logger.info("request", extra={"fields": fields})
 
 
 def flush_logs() -> None:
