@@ -108,7 +108,7 @@ class EventFrames:
     def __init__(self, event: ChangeEvent, model: CompiledModel, log_frame: bytes | None = None) -> None:
         self.event = event
         self.model = model
-        self._log_frame = log_frame           # live events: the log's frame, payload from byte 16
+        self._log_frame = log_frame           # live events: the log's frame, payload after its FRAME_HEADER_SIZE header bytes
         self._cache: dict[Any, bytes] = {}
 
     def change(self, projection: str | None) -> bytes:
