@@ -186,7 +186,7 @@ def _describe(public: Any) -> str:
 def load_pem_key(data: bytes, alg: str) -> VerifyKey:
     """A PEM public key (SPKI or PKCS#1) or X.509 certificate as a VerifyKey for `alg`."""
     if b"PRIVATE KEY" in data:
-        raise UnusableKey("holds a private key, which this service must never have; give the public key")
+        raise UnusableKey("a private key, which this service must never hold; give the public key")
     public: Any
     try:
         if b"-----BEGIN CERTIFICATE-----" in data:
@@ -194,7 +194,7 @@ def load_pem_key(data: bytes, alg: str) -> VerifyKey:
         else:
             public = serialization.load_pem_public_key(data)
     except (ValueError, TypeError, UnsupportedAlgorithm):
-        raise UnusableKey("is not a valid PEM public key or certificate") from None
+        raise UnusableKey("not a valid PEM public key or certificate") from None
     check_public_key(public, alg)
     return VerifyKey(alg, None, public)
 

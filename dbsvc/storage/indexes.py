@@ -98,11 +98,6 @@ class SortedIndex:
     def __reversed__(self) -> Iterator[Any]:
         return chain.from_iterable(map(reversed, reversed(self._lists)))
 
-    def copy_lists(self) -> list[list[Any]]:
-        """The entries, in order, as copies of the sublists (C-level copies, no per-entry
-        Python work: online compaction takes its cut with this)."""
-        return [sub[:] for sub in self._lists]
-
     def slice(self, start: int, stop: int) -> list[Any]:
         """Entries [start, stop) by position, O(len(_lists) + stop - start)."""
         out: list[Any] = []
