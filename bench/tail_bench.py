@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import random
 import re
 import shutil
 import subprocess
@@ -29,45 +28,10 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
 
 from http_bench import SERVER_CORE, _pinned, side_by_side, stop_server  # noqa: E402
+from service_bench import POST_LUA, seed  # noqa: E402   the same tenant and POST as the throughput figure
 
 SCHEMA = ROOT / "schemas" / "blog.dbs"
 LISTENING = re.compile(r"listening on http://[^:]+:(\d+)")
-
-POST_LUA = """
-counter = 0
-request = function()
-  counter = counter + 1
-  local body = string.format('{"author_id": %d, "title": "bench %d-%d", "body": "b", "score": 1.5}',
-                             (counter % 1000) + 1, math.random(1, 1000000000), counter)
-  return wrk.format("POST", "/api/blog-post", {["Content-Type"] = "application/json"}, body)
-end
-"""
-
-
-def seed(data_dir: Path, posts: int, users: int = 1000) -> None:
-    """The tenant `default`: `users` users and `posts` posts, written with fsync off."""
-    import asyncio
-
-    from dbsvc.compiler import compile_schema
-    from dbsvc.schema import load_schema
-    from dbsvc.storage import Store, tenants
-
-    module = compile_schema(load_schema(str(SCHEMA)))
-    store = Store.open(str(tenants.create_tenant(str(data_dir), "default")), module.MODELS,
-                       module.DESCRIPTION, sync="off")
-    user, post = module.BY_NAME["User"], module.BY_NAME["BlogPost"]
-    rng = random.Random(7)
-
-    async def fill() -> None:
-        for i in range(users):
-            await store.insert("User", user.validate_create({"email": f"u{i}@bench.io", "name": f"user {i}"}))
-        for i in range(posts):
-            await store.insert("BlogPost", post.validate_create(
-                {"author_id": rng.randint(1, users), "title": f"post {i}", "body": "lorem ipsum " * 8,
-                 "published": rng.random() < 0.5, "score": round(rng.random() * 100, 2)}))
-        await store.aclose()
-
-    asyncio.run(fill())
 
 
 def start(code: Path, data: Path) -> subprocess.Popen:
