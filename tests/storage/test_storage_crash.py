@@ -12,14 +12,9 @@ from __future__ import annotations
 import json
 import os
 import random
-import signal
-import subprocess
-import sys
-import tempfile
-import time
 
 import pytest
-from support.storage import check_indexes, open_store
+from support.storage import check_indexes, kill_writer, open_store
 
 from dbsvc.storage.tenants import compact_tenant
 
@@ -40,20 +35,7 @@ def crash_loop(tenant: str, kills: int, seed: int, compact_every: int = 0) -> in
     head = 0
     acked_total = 0
     for round_ in range(kills):
-        errors = tempfile.TemporaryFile("w+")
-        child = subprocess.Popen([sys.executable, CHILD, tenant, str(seed * 1000 + round_)],
-                                 stdout=subprocess.PIPE, stderr=errors, text=True)
-        ready = child.stdout.readline()
-        if not ready.startswith("READY"):
-            child.wait()
-            errors.seek(0)
-            pytest.fail(f"child did not start: {errors.read()}")
-        assert int(ready.split()[1]) == head
-        time.sleep(rnd.uniform(0.0, 0.12))
-        child.send_signal(signal.SIGKILL)
-        out = child.stdout.read()       # not communicate(): it would skip readline's buffer
-        child.wait()
-        errors.close()
+        out = kill_writer([CHILD, tenant, str(seed * 1000 + round_)], head, rnd.uniform(0.0, 0.12))
         lines = out.split("\n")
         acks = [json.loads(line) for line in lines[:-1] if line]     # the last piece may be torn
         acked_total += len(acks)

@@ -10,14 +10,11 @@ import json
 import logging
 import os
 import random
-import signal
 import subprocess
 import sys
-import tempfile
-import time
 
 import pytest
-from support.storage import ROOT, open_store, run, user
+from support.storage import ROOT, kill_writer, open_store, run, user
 
 from dbsvc.errors import OffsetGone
 from dbsvc.storage.logfile import HEADER_SIZE, decode_header
@@ -495,20 +492,8 @@ def offsets_loop(tenant: str, rounds: int, seed: int) -> int:
     head = oldest = 0
     committed_total = 0
     for round_ in range(rounds):
-        errors = tempfile.TemporaryFile("w+")
-        child = subprocess.Popen([sys.executable, OFFSETS_CHILD, tenant, str(seed * 1000 + round_), str(TINY),
-                                  str(RETAIN)], stdout=subprocess.PIPE, stderr=errors, text=True)
-        ready = child.stdout.readline()
-        if not ready.startswith("READY"):
-            child.wait()
-            errors.seek(0)
-            pytest.fail(f"child did not start: {errors.read()}")
-        assert int(ready.split()[1]) == head
-        time.sleep(rnd.uniform(0.05, 0.4))
-        child.send_signal(signal.SIGKILL)
-        out = child.stdout.read()
-        child.wait()
-        errors.close()
+        out = kill_writer([OFFSETS_CHILD, tenant, str(seed * 1000 + round_), str(TINY), str(RETAIN)], head,
+                          rnd.uniform(0.05, 0.4))
         lines = [line.split() for line in out.split("\n")[:-1] if line.startswith("C ")]
         for _c, offset, kind, model, id_ in lines:
             row = (kind, model, id_)

@@ -3,7 +3,11 @@
 from __future__ import annotations
 
 import asyncio
+import signal
+import subprocess
 import sys
+import tempfile
+import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -64,3 +68,23 @@ def check_indexes(store: Store) -> None:
                 if r[f] is not None:
                     want[r[f]] = want.get(r[f], 0) + 1
             assert counts == want
+
+
+def kill_writer(argv: list[str], head: int, delay: float) -> str:
+    """One round of a kill -9 loop: start a writer child (`python ARGV`), wait for its
+    `READY <head offset>` line (which must say `head`: nothing was lost or invented since
+    the last round), let it write for `delay` seconds, SIGKILL it, and return everything it
+    printed after READY (its acknowledgements; the last line may be torn)."""
+    with tempfile.TemporaryFile("w+") as errors:
+        child = subprocess.Popen([sys.executable, *argv], stdout=subprocess.PIPE, stderr=errors, text=True)
+        ready = child.stdout.readline()                 # type: ignore[union-attr]
+        if not ready.startswith("READY"):
+            child.wait()
+            errors.seek(0)
+            raise AssertionError(f"child did not start: {errors.read()}")
+        assert int(ready.split()[1]) == head
+        time.sleep(delay)
+        child.send_signal(signal.SIGKILL)
+        out = child.stdout.read()       # type: ignore[union-attr]   not communicate(): it would skip readline's buffer
+        child.wait()
+    return out
