@@ -80,13 +80,17 @@ LISTENING = re.compile(r"listening on http://[^:]+:(\d+)")
 
 
 def start_dbsvc(env: dict[str, str], schema: Path = ROOT / "schemas" / "blog.dbs",
-                core: str = SERVER_CORE, timeout: float = 120.0) -> tuple[subprocess.Popen, int, list[str]]:
+                core: str = SERVER_CORE, timeout: float = 120.0,
+                code: Path = ROOT) -> tuple[subprocess.Popen, int, list[str]]:
     """`python dbsvc.py serve SCHEMA` on port 0 pinned to `core`: the process, its port, and
-    its log lines other than request spans (drained in a thread so the pipe never fills)."""
+    its log lines other than request spans (drained in a thread so the pipe never fills).
+    `code`: the checkout to run (another one measures a before/after side by side)."""
     full = {k: v for k, v in os.environ.items() if not k.startswith("SERVICE_")}
     full.update({"SERVICE_PORT": "0", "RUST_LOG": "info"}, **env)
-    command = _pinned(core, [sys.executable, str(ROOT / "dbsvc.py"), "serve", str(schema)])
-    proc = subprocess.Popen(command, cwd=ROOT, env=full, stdout=subprocess.DEVNULL,
+    if code != ROOT:
+        full["PYTHONPATH"] = str(code)
+    command = _pinned(core, [sys.executable, str(code / "dbsvc.py"), "serve", str(schema)])
+    proc = subprocess.Popen(command, cwd=code, env=full, stdout=subprocess.DEVNULL,
                             stderr=subprocess.PIPE, text=True)
     assert proc.stderr is not None
     log: list[str] = []
@@ -105,7 +109,7 @@ def start_dbsvc(env: dict[str, str], schema: Path = ROOT / "schemas" / "blog.dbs
             return proc, int(match.group(1)), log
         log.append(line)
     proc.kill()
-    raise RuntimeError("dbsvc did not start:\n" + "".join(log))
+    raise RuntimeError(f"{code}: dbsvc did not start:\n" + "".join(log))
 
 
 def stop_server(process: subprocess.Popen, timeout: float = 15.0) -> int:

@@ -14,48 +14,26 @@ from __future__ import annotations
 
 import argparse
 import os
-import re
 import shutil
 import subprocess
 import sys
 import tempfile
-import threading
-import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
 
-from http_bench import SERVER_CORE, _pinned, side_by_side, stop_server  # noqa: E402
+from http_bench import side_by_side, start_dbsvc, stop_server  # noqa: E402
 from service_bench import POST_LUA, seed  # noqa: E402   the same tenant and POST as the throughput figure
 
 SCHEMA = ROOT / "schemas" / "blog.dbs"
-LISTENING = re.compile(r"listening on http://[^:]+:(\d+)")
 
 
-def start(code: Path, data: Path) -> subprocess.Popen:
-    """`CODE/dbsvc.py serve` on port 0 over `data`, pinned to the server core; (process, url)."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith("SERVICE_")}
-    env.update(SERVICE_PORT="0", SERVICE_DATA=str(data), SERVICE_SYNC="full", RUST_LOG="info",
-               PYTHONPATH=str(code))
-    proc = subprocess.Popen(_pinned(SERVER_CORE, [sys.executable, str(code / "dbsvc.py"), "serve", str(SCHEMA)]),
-                            cwd=code, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
-    assert proc.stderr is not None
-    deadline = time.monotonic() + 120
-    seen = []
-    while time.monotonic() < deadline:
-        line = proc.stderr.readline()
-        if not line:
-            break
-        match = LISTENING.search(line)
-        if match:
-            threading.Thread(target=lambda: [None for _ in proc.stderr], daemon=True).start()  # type: ignore[union-attr]
-            proc.url = f"http://127.0.0.1:{match.group(1)}"  # type: ignore[attr-defined]
-            return proc
-        seen.append(line)
-    proc.kill()
-    raise RuntimeError(f"{code}: dbsvc did not start:\n" + "".join(seen))
+def start(code: Path, data: Path) -> tuple[subprocess.Popen, str]:
+    """`CODE/dbsvc.py serve` on port 0 over `data`, durable, pinned to the server core."""
+    proc, port, _log = start_dbsvc({"SERVICE_DATA": str(data), "SERVICE_SYNC": "full"}, SCHEMA, code=code)
+    return proc, f"http://127.0.0.1:{port}"
 
 
 def main(argv: list[str]) -> int:
@@ -78,12 +56,12 @@ def main(argv: list[str]) -> int:
                 shutil.copytree(seeded, data)
                 servers.append(start(code, data))
             try:
-                figure = side_by_side((servers[0], f"{servers[0].url}/api/blog-post"),  # type: ignore[attr-defined]
-                                      (servers[1], f"{servers[1].url}/api/blog-post"),  # type: ignore[attr-defined]
+                (before, before_url), (after, after_url) = servers
+                figure = side_by_side((before, f"{before_url}/api/blog-post"), (after, f"{after_url}/api/blog-post"),
                                       rounds=args.rounds, duration=args.duration, connections=connections,
                                       script=str(script), baseline_script=str(script))
             finally:
-                for proc in servers:
+                for proc, _url in servers:
                     stop_server(proc)
             for name, key in (("before", "base"), ("after", "subject")):
                 r = figure[key]
