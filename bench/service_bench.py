@@ -73,10 +73,32 @@ def seed(data_dir: Path, posts: int, users: int = 1000) -> None:
     asyncio.run(fill())
 
 
-def lua(workdir: Path, name: str, text: str) -> str:
-    path = workdir / name
-    path.write_text(text)
+def script_for(workdir: Path, figure: str, records: int) -> str | None:
+    """The figure's wrk Lua script written into `workdir` (RECORDS and STATE filled in)."""
+    text = FIGURE_SCRIPTS[figure][1]
+    if text is None:
+        return None
+    path = workdir / f"{figure}.lua"
+    path.write_text(text.replace("RECORDS", str(records)).replace("STATE", str(workdir / f"{figure}.state")))
     return str(path)
+
+
+def fsync_p50_ms(directory: Path, count: int = 200) -> float:
+    """p50 of appending 200 bytes to a file and fsyncing it, in `directory`: what one durable
+    write must cost at the least on this disk."""
+    path = directory / "fsync-probe"
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+    times = []
+    try:
+        for _ in range(count):
+            started = time.perf_counter()
+            os.write(fd, b"x" * 200)
+            os.fsync(fd)
+            times.append(time.perf_counter() - started)
+    finally:
+        os.close(fd)
+        path.unlink()
+    return sorted(times)[len(times) // 2] * 1000
 
 
 POST_LUA = """
@@ -89,14 +111,55 @@ request = function()
 end
 """
 
+# RECORDS is replaced by the number of seeded posts (ids 1..RECORDS).
 PUT_LUA = """
 request = function()
-  local id = math.random(1, %d)
-  local body = string.format('{"author_id": %%d, "title": "put %%d", "body": "b", "score": 2.5}',
-                             (id %% 1000) + 1, id)
+  local id = math.random(1, RECORDS)
+  local body = string.format('{"author_id": %d, "title": "put %d", "body": "b", "score": 2.5}',
+                             (id % 1000) + 1, id)
   return wrk.format("PUT", "/api/blog-post/" .. id, {["Content-Type"] = "application/json"}, body)
 end
 """
+
+PATCH_LUA = """
+request = function()
+  local id = math.random(1, RECORDS)
+  local body = string.format('{"score": %d.25}', math.random(0, 99))
+  return wrk.format("PATCH", "/api/blog-post/" .. id, {["Content-Type"] = "application/json"}, body)
+end
+"""
+
+# Every DELETE takes a live id: wrk runs one thread, whose counter walks the ids upwards.
+# STATE, a file, carries the walk on from one wrk run to the next: `init` starts 500 past the
+# last id written there, `request` writes its counter every 500 requests (ids run out after
+# RECORDS; the figure then shows non-2xx answers).
+DELETE_LUA = """
+init = function(args)
+  local f = io.open("STATE", "r")
+  local last = f and tonumber(f:read("*l")) or 0
+  if f then f:close() end
+  counter = last + 500
+end
+request = function()
+  counter = counter + 1
+  if counter % 500 == 0 then
+    local f = io.open("STATE", "w")
+    f:write(tostring(counter))
+    f:close()
+  end
+  return wrk.format("DELETE", "/api/blog-post/" .. counter)
+end
+"""
+
+# figure -> (path, wrk Lua script or None): `RECORDS` in the path is the middle id.
+FIGURE_SCRIPTS = {
+    "get": ("/api/blog-post/RECORDS", None),
+    "list": ("/api/blog-post?published=true&sort=-score&limit=20", None),
+    "post": ("/", POST_LUA),
+    "put": ("/", PUT_LUA),
+    "patch": ("/", PATCH_LUA),
+    "delete": ("/", DELETE_LUA),
+}
 
 
 def _latency(result: dict) -> str:
@@ -129,7 +192,8 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--rounds", type=int, default=5, help="side-by-side rounds per figure")
     parser.add_argument("--connections", type=int, default=64)
     parser.add_argument("--log-level", default="info", help="RUST_LOG for the measured server")
-    parser.add_argument("--only", default="canned,get,list,post,put", help="comma list of figures to run")
+    parser.add_argument("--only", default="canned,get,list,post,put,patch,delete,post1",
+                        help="comma list of figures to run")
     parser.add_argument("--http-parser", default="fast", help="SERVICE_HTTP_PARSER for the service")
     args = parser.parse_args(argv)
     only = set(args.only.split(","))
@@ -150,8 +214,11 @@ def main(argv: list[str]) -> int:
             ("get", "GET one", proc, f"{url}/api/blog-post/{args.records // 2}", None, 2.0, 0.75),
             ("list", "list filter+sort+limit 20", proc, f"{url}/api/blog-post?published=true&sort=-score&limit=20",
              None, 1.2, 0.50),
-            ("post", "POST durable (SERVICE_SYNC=full)", proc, url, lua(Path(tmp), "post.lua", POST_LUA), 0.8, 0.40),
-            ("put", "PUT durable", proc, url, lua(Path(tmp), "put.lua", PUT_LUA % args.records), None, None),
+            ("post", "POST durable (SERVICE_SYNC=full)", proc, url, script_for(Path(tmp), "post", args.records),
+             0.8, 0.40),
+            ("put", "PUT durable", proc, url, script_for(Path(tmp), "put", args.records), None, None),
+            ("patch", "PATCH durable", proc, url, script_for(Path(tmp), "patch", args.records), None, None),
+            ("delete", "DELETE durable", proc, url, script_for(Path(tmp), "delete", args.records), None, None),
         ]
         canned_ratio = None
         try:
@@ -168,6 +235,12 @@ def main(argv: list[str]) -> int:
                     if key == "canned":
                         canned_ratio = figure["ratio"]
                     report(name, alone, figure, goal, None if key == "canned" else canned_ratio, old_goal)
+            if "post1" in only:
+                single = measure(proc, url, args.duration, 1, script=script_for(Path(tmp), "post", args.records))
+                floor = fsync_p50_ms(data)
+                print(f"POST durable, one connection: {single['rps']:7.0f} req/s  {_latency(single)}  "
+                      f"cpu {single['cpu_us_per_request']:4.0f} us/req; one write + fsync on this disk: "
+                      f"p50 {floor:.2f} ms (the POST's p50 is {single.get('p50_ms', 0.0) - floor:+.2f} ms over it)")
         finally:
             stop_server(bare)
             stop_server(canned)

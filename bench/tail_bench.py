@@ -1,12 +1,15 @@
-"""Tail latency of durable POST, before and after, side by side (issue 13, item 5).
+"""Durable writes, before and after, side by side (issue 13, items 5 and 7).
 
     python bench/tail_bench.py --code DIR [--records 100000] [--duration 5] [--rounds 3]
+    python bench/tail_bench.py --code DIR --figures post,put,patch,delete --connections 64
 
 Seeds one tenant of `--records` posts (through the Store API, fsync off), then for 32 and
 64 connections starts two servers on copies of it, one from the checkout `--code` (before)
 and one from this one (after), both pinned to the same core, and loads both at once with
 wrk (http_bench.side_by_side): each round's load on the shared machine is the same for both.
-Prints p50, p99 and max of each. Why side by side: this machine is shared with other jobs,
+Prints req/s, CPU microseconds per request, p50, p99 and max of each, and the ratio of
+after's requests/s to before's. `--figures` picks the writes (service_bench's wrk scripts;
+default POST). Why side by side: this machine is shared with other jobs,
 and back-to-back runs of the same server differ by more than the effect measured.
 """
 
@@ -25,7 +28,7 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
 
 from http_bench import side_by_side, start_dbsvc, stop_server  # noqa: E402
-from service_bench import POST_LUA, seed  # noqa: E402   the same tenant and POST as the throughput figure
+from service_bench import script_for, seed  # noqa: E402   the same tenant and writes as the throughput figures
 
 SCHEMA = ROOT / "schemas" / "blog.dbs"
 
@@ -36,6 +39,36 @@ def start(code: Path, data: Path) -> tuple[subprocess.Popen, str]:
     return proc, f"http://127.0.0.1:{port}"
 
 
+def compare(tmp: Path, seeded: Path, figure_name: str, connections: int, before_code: Path,
+            args: argparse.Namespace) -> None:
+    """One write figure at `connections`: both checkouts on copies of the seeded tenant, each
+    loaded by its own wrk (its own copy of the script: DELETE's walk keeps its state there)."""
+    servers, scripts = [], []
+    for name, code in (("before", before_code), ("after", ROOT)):
+        data = tmp / f"{name}-{figure_name}-{connections}"
+        shutil.copytree(seeded, data)
+        servers.append(start(code, data))
+        workdir = tmp / f"{name}-{figure_name}-{connections}-script"
+        workdir.mkdir()
+        scripts.append(script_for(workdir, figure_name, args.records))
+    try:
+        (before, before_url), (after, after_url) = servers
+        figure = side_by_side((before, f"{before_url}/api/blog-post"), (after, f"{after_url}/api/blog-post"),
+                              rounds=args.rounds, duration=args.duration, connections=connections,
+                              script=scripts[1], baseline_script=scripts[0])
+    finally:
+        for proc, _url in servers:
+            stop_server(proc)
+    for name, key in (("before", "base"), ("after", "subject")):
+        r = figure[key]
+        print(f"{figure_name:6s} c{connections:<3d} {name:6s}: {r['rps']:6.0f} req/s  "
+              f"cpu {r['cpu_us_per_request']:4.0f} us/req  p50 {r['p50_ms']:6.2f} ms  "
+              f"p99 {r['p99_ms']:7.2f} ms  max {r['max_ms']:7.2f} ms  p99/p50 "
+              f"{r['p99_ms'] / max(r['p50_ms'], 1e-9):5.1f}  errors {r['errors']}")
+    print(f"{figure_name:6s} c{connections:<3d} after/before req/s {figure['ratio']:.2f} "
+          f"(rounds {', '.join(f'{r:.2f}' for r in figure['ratios'])})")
+
+
 def main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--code", required=True, help="the checkout measured as 'before'")
@@ -43,31 +76,14 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--duration", type=float, default=5)
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--connections", default="32,64")
+    parser.add_argument("--figures", default="post", help="comma list of post, put, patch, delete")
     args = parser.parse_args(argv)
     with tempfile.TemporaryDirectory(prefix="dbsvc-tail-bench-", dir=os.environ.get("BENCH_DIR")) as tmp:
         seeded = Path(tmp) / "seed"
         seed(seeded, args.records)
-        script = Path(tmp) / "post.lua"
-        script.write_text(POST_LUA)
-        for connections in [int(c) for c in args.connections.split(",")]:
-            servers = []
-            for name, code in (("before", Path(args.code).resolve()), ("after", ROOT)):
-                data = Path(tmp) / f"{name}-{connections}"
-                shutil.copytree(seeded, data)
-                servers.append(start(code, data))
-            try:
-                (before, before_url), (after, after_url) = servers
-                figure = side_by_side((before, f"{before_url}/api/blog-post"), (after, f"{after_url}/api/blog-post"),
-                                      rounds=args.rounds, duration=args.duration, connections=connections,
-                                      script=str(script), baseline_script=str(script))
-            finally:
-                for proc, _url in servers:
-                    stop_server(proc)
-            for name, key in (("before", "base"), ("after", "subject")):
-                r = figure[key]
-                print(f"c{connections:<3d} {name:6s}: {r['rps']:6.0f} req/s  p50 {r['p50_ms']:6.2f} ms  "
-                      f"p99 {r['p99_ms']:7.2f} ms  max {r['max_ms']:7.2f} ms  p99/p50 "
-                      f"{r['p99_ms'] / max(r['p50_ms'], 1e-9):5.1f}  errors {r['errors']}")
+        for figure_name in args.figures.split(","):
+            for connections in [int(c) for c in args.connections.split(",")]:
+                compare(Path(tmp), seeded, figure_name, connections, Path(args.code).resolve(), args)
     return 0
 
 
