@@ -108,7 +108,8 @@ def main(argv: list[str]) -> int:
         workdir = Path(tmp)
         for figure in args.figures:
             data = workdir / f"data-{figure}"
-            seed(data, args.records)
+            # DELETE spends one post per request: seed enough for the warm-up and the run.
+            seed(data, args.records * 3 if figure == "delete" else args.records)
             proc, port, _log = start_dbsvc({"SERVICE_DATA": str(data), "RUST_LOG": args.log_level})
             try:
                 path = FIGURE_SCRIPTS[figure][0]
