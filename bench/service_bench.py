@@ -163,7 +163,8 @@ FIGURE_SCRIPTS = {
 
 
 def _latency(result: dict) -> str:
-    return (f"p50 {result.get('p50_ms', 0.0):6.2f} ms  p99 {result.get('p99_ms', 0.0):6.2f} ms  "
+    p50, p99 = result.get("p50_ms", 0.0), result.get("p99_ms", 0.0)
+    return (f"p50 {p50:6.2f} ms  p99 {p99:6.2f} ms ({p99 / p50 if p50 else 0.0:4.1f}x p50)  "
             f"max {result.get('max_ms', 0.0):7.2f} ms")
 
 
