@@ -8,7 +8,9 @@ generated.
 Record form: a record is a `dict` whose keys are the model's fields in declaration order
 and whose values are already JSON-ready and canonical (datetime `YYYY-MM-DDTHH:MM:SS[.ffffff]Z`
 in UTC, date `YYYY-MM-DD`, uuid lower case, float as `float`). `json.dumps(record)` is the
-wire form.
+wire form. Storage keeps each record as its stored row instead, the tuple of its values in
+declaration order (`CompiledModel.row`; `decode` turns a row back into a record; `passes`
+is `match` on a row): the model's field names are said once, not once per record.
 
 Index keys: `CompiledModel.keys[field](value)` maps a stored value to a hashable key that
 compares with the field's typed order (datetime -> integer microseconds since the epoch;
@@ -49,7 +51,7 @@ import math
 import re
 import unicodedata
 import uuid as _uuid
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, date, datetime, timedelta
 from types import MappingProxyType
@@ -105,7 +107,9 @@ class CompiledModel:
     parse_feed_query: Callable[[list[tuple[str, str]]], Query]   # filters, projection, after
     match: Callable[[dict, Mapping[str, frozenset]], bool]       # record passes every filter
     project: Mapping[str, Callable[[dict], dict]]                # projection name -> encoder
-    decode: Callable[[list], dict]              # stored row (values in field order) -> record
+    decode: Callable[[Sequence[Any]], dict]     # stored row (values in field order) -> record
+    row: Callable[[dict], tuple]                # record -> stored row (storage's form)
+    passes: Callable[[tuple, Mapping[str, frozenset]], bool]     # `match` on a stored row
 
 
 # ---------------------------------------------------------------------------------------

@@ -9,9 +9,9 @@ Layout of the generated module, top to bottom::
     from dbsvc.runtime import CompiledModel, Query
     # per model, in declaration order:
     #   check_m__f ..., validate_create_m, validate_replace_m, validate_patch_m,
-    #   parse_id_m, key_m__f ..., filter_m__f ..., match_m, parse_sort_m,
+    #   parse_id_m, key_m__f ..., filter_m__f ..., match_m, passes_m, parse_sort_m,
     #   parse_list_query_m, parse_get_query_m, parse_feed_query_m,
-    #   project_m_<projection> ..., decode_m, M_MODEL = CompiledModel(...)
+    #   project_m_<projection> ..., decode_m, row_m, M_MODEL = CompiledModel(...)
     MODELS = (...)          declaration order
     ROUTES = {...}          kebab -> CompiledModel
     BY_NAME = {...}         declared name -> CompiledModel
@@ -67,6 +67,14 @@ def build_decode(schema: Schema, model: Model) -> ast.FunctionDef:
     return function(per_model("decode", model), ["row"], doc, [return_(record)])
 
 
+def build_row(schema: Schema, model: Model) -> ast.FunctionDef:
+    """`row_m(record)`: the storage's form of a record, its values in declaration order as
+    one tuple (96 bytes for 7 fields where the dict is 272); `decode_m` turns it back."""
+    row = tuple_(item("record", f.name) for f in model.fields)
+    doc = origin(schema, model.line, model.name) + "\n\nRecord -> stored row (its values in declaration order)."
+    return function(per_model("row", model), ["record"], doc, [return_(row)])
+
+
 def build_compiled_model(model: Model) -> ast.Assign:
     id_field = model.id_field
 
@@ -91,6 +99,8 @@ def build_compiled_model(model: Model) -> ast.Assign:
         "keys": keys,
         "project": project,
         "decode": name(per_model("decode", model)),
+        "row": name(per_model("row", model)),
+        "passes": name(per_model("passes", model)),
     }
     for action in ("validate_create", "validate_replace", "validate_patch", "parse_id",
                    "parse_list_query", "parse_get_query", "parse_feed_query", "match"):
@@ -104,6 +114,7 @@ def build_model(schema: Schema, model: Model) -> Stmts:
     out += build_queries(schema, model)
     out += [build_project(schema, model, i) for i in range(len(model.projections))]
     out.append(build_decode(schema, model))
+    out.append(build_row(schema, model))
     out.append(build_compiled_model(model))
     return out
 

@@ -174,14 +174,18 @@ def keyed_fields(model: Model) -> list[Field]:
     return [f for f in model.fields if f.is_id or f.unique or f.filterable or f.sortable or f.ref]
 
 
-def build_match(schema: Schema, model: Model) -> ast.FunctionDef:
-    """`match_m(record, filters)`: True when the record passes every filter."""
+def build_match(schema: Schema, model: Model, stored_row: bool = False) -> ast.FunctionDef:
+    """`match_m(record, filters)`: True when the record passes every filter. With
+    `stored_row`, `passes_m(row, filters)`: the same test on the storage's form of a
+    record, its values in declaration order (a tuple), read by position. (Not
+    `match_row_m`: the `match` of a model named `RowM` would take that name.)"""
     keys = "_dbsvc_keys"
+    subject = "row" if stored_row else "record"
     body: Stmts = [if_(not_(name("filters")), [return_(const(True))])]
-    for field in model.fields:
+    for position, field in enumerate(model.fields):
         if not field.filterable:
             continue
-        stored: ast.expr = item("record", field.name)
+        stored: ast.expr = item(subject, position if stored_row else field.name)
         if field.type is FieldType.DATETIME:
             stored = call(per_field("key", model, field), stored)
         body += [
@@ -189,8 +193,9 @@ def build_match(schema: Schema, model: Model) -> ast.FunctionDef:
             if_(and_(is_not_none(name(keys)), not_in(stored, name(keys))), [return_(const(False))]),
         ]
     body.append(return_(const(True)))
-    doc = origin(schema, model.line, model.name) + "\n\nTrue when `record` passes every filter (OR within a field, AND across)."
-    return function(per_model("match", model), ["record", "filters"], doc, body)
+    doc = origin(schema, model.line, model.name) + \
+        f"\n\nTrue when `{subject}` passes every filter (OR within a field, AND across)."
+    return function(per_model("passes" if stored_row else "match", model), [subject, "filters"], doc, body)
 
 
 # ---------------------------------------------------------------------------------------
@@ -362,6 +367,7 @@ def build_queries(schema: Schema, model: Model) -> Stmts:
     out += [build_key(schema, model, f) for f in keyed_fields(model) if f.type in KEYED_TYPES]
     out += [build_filter(schema, model, f) for f in model.fields if f.filterable]
     out.append(build_match(schema, model))
+    out.append(build_match(schema, model, stored_row=True))
     out.append(build_parse_sort(schema, model))
     out.append(build_parse_list_query(schema, model))
     out.append(build_parse_get_query(schema, model))

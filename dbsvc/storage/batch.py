@@ -79,7 +79,7 @@ def plan(tables: dict[str, Table], rows: Sequence[tuple[str, dict]]) -> list[tup
             next_ids[name] = id_
         seen = ids[name]
         earlier = seen.get(id_)
-        if earlier is not None or id_ in table.records:
+        if earlier is not None or id_ in table.live:
             problems.append((index, UniqueViolation(f"{idf} {id_!r} is already used by {model.kebab} {id_!r}",
                                                     field=idf), earlier))
             continue
@@ -99,7 +99,7 @@ def plan(tables: dict[str, Table], rows: Sequence[tuple[str, dict]]) -> list[tup
 
 def _unique_problem(table: Table, record: dict, index: int,
                     uniques: dict[tuple[str, str], dict[Any, tuple[Any, int]]]) -> Problem | None:
-    clash = table.unique_clash(record)
+    clash = table.unique_clash(table.model.row(record))
     if clash is not None:
         f, other = clash
         return index, UniqueViolation(f"{f} {record[f]!r} is already used by {table.model.kebab} {other!r}",
@@ -127,7 +127,7 @@ def _reference_problems(tables: dict[str, Table], planned: list[tuple[Table, dic
     for (table, record), index in zip(planned, indexes):
         for f, parent in table.model.refs:
             value = record[f]
-            if value is None or value in tables[parent].records or value in ids[parent]:
+            if value is None or value in tables[parent].live or value in ids[parent]:
                 continue
             problems.append((index, ForeignKeyViolation(
                 f"{f} {value!r} does not match any {tables[parent].model.kebab}", field=f), None))

@@ -110,13 +110,13 @@ class TableCut:
     keeps is the one at the cut."""
 
     table: Table
-    records: dict[Any, dict]
+    records: dict[Any, tuple]    # the table's live map: id -> stored record (table.py)
     base_ids: list[Any]          # the ids at the cut, ascending
     count: int
     rows: int                    # len(table.rows) at the cut
     watermark: int
     max_id: int
-    before: dict[Any, dict | None] = field(default_factory=dict)
+    before: dict[Any, tuple | None] = field(default_factory=dict)
 
     @property
     def delta(self) -> int:
@@ -127,7 +127,7 @@ class TableCut:
         if id_ not in self.before:
             self.before[id_] = self.records.get(id_)
 
-    def image_records(self, ids: list[Any]) -> Iterator[dict]:
+    def image_records(self, ids: list[Any]) -> Iterator[tuple]:
         """The records of `ids` as they stood at the cut (called in the snapshot thread)."""
         records, before = self.records, self.before
         for id_ in ids:
@@ -172,17 +172,17 @@ def take_cut(tables: dict[str, Table], head: int, position: int) -> Cut:
     key order (one C-level list per model, which becomes the new epoch's `base_ids`) and
     the counters. The records themselves are not copied (`TableCut`)."""
     start = time.perf_counter()
-    cuts = [TableCut(t, t.records, list(t.pk), len(t.records), len(t.rows), t.watermark, t.max_id)
+    cuts = [TableCut(t, t.live, list(t.pk), len(t.live), len(t.rows), t.watermark, t.max_id)
             for t in tables.values()]
     return Cut(compact.new_epoch(), head, position, cuts, time.perf_counter() - start)
 
 
-def _row_chunks(tc: TableCut, progress: Progress) -> Iterator[list[list[Any]]]:
-    fields = tc.table.model.fields
+def _row_chunks(tc: TableCut, progress: Progress) -> Iterator[list[tuple]]:
+    """The image's rows, CHUNK at a time: stored records are rows already (table.py)."""
     ids = tc.base_ids
     for i in range(0, len(ids), CHUNK):
         progress.check()
-        yield [[r[f] for f in fields] for r in tc.image_records(ids[i : i + CHUNK])]
+        yield list(tc.image_records(ids[i : i + CHUNK]))
 
 
 def write_snapshot(directory: str, cut: Cut, progress: Progress, faults: FaultPlan) -> None:

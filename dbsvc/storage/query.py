@@ -10,7 +10,7 @@ Plan for a live list (n live records, a page ending at `end = offset + limit`):
    right end. A plain ascending walk with no filter slices by position: O(n / LOAD + page).
 2. Filters: `s` = the size of the smallest filtered field's bucket union (its ids). If
    s * s <= WALK_FACTOR * end * n, take that union, keep the matching records, sort them:
-   O(s log s). Otherwise walk the index checking `model.match`: expected O(end * n / s)
+   O(s log s). Otherwise walk the index checking `model.passes`: expected O(end * n / s)
    when matches are spread evenly (a correlated filter can walk further; it never walks
    more than n).
    A walk over one sort key (or none) is an itertools pipeline over the index
@@ -25,6 +25,10 @@ the remaining keys and then id ascending, so a run costs O(run length): a sort f
 few distinct values over many records makes such pages cost up to O(n).
 
 A list at a past watermark (`as_of`) filters, sorts and pages the materialised state: O(n log n).
+
+Live lists work on the stored records (tuples, table.py), matched by the generated
+`passes` and sorted by field position; only the page becomes dicts. `list_state` takes
+dicts: it is also the plain reference the tests hold the planned lists to.
 """
 
 from __future__ import annotations
@@ -35,51 +39,55 @@ from operator import itemgetter
 from typing import Any
 
 from dbsvc.runtime import CompiledModel, Query
-from dbsvc.storage.table import Table
+from dbsvc.storage.table import Stored, Table
 
 WALK_FACTOR = 8
 _NOTHING = object()
 _KEY, _ID = itemgetter(0), itemgetter(1)
 
 
-def _null_last(kf: Any, f: str) -> Any:
-    def key(record: dict) -> tuple:
-        k = kf(record[f])
+def _null_last(kf: Any, value: Any) -> Any:
+    def key(record: Any) -> tuple:
+        k = kf(value(record))
         return (1, 0) if k is None else (0, k)
     return key
 
 
-def sort_records(records: list[dict], sort: Iterable[tuple[str, bool]], model: CompiledModel) -> None:
+def sort_records(records: list[Any], sort: Iterable[tuple[str, bool]], model: CompiledModel,
+                 positions: Mapping[str, int] | None = None) -> None:
     """Sort in place: the sort keys in order, ties on the id ascending (stable passes;
-    `reverse=True` keeps the order of equal items, so ids stay ascending inside ties)."""
-    idf = model.id_field
-    records.sort(key=lambda r: r[idf])
+    `reverse=True` keeps the order of equal items, so ids stay ascending inside ties).
+    Records are dicts, or stored records (tuples) when `positions` says where each
+    field is."""
+    def at(f: str) -> Any:
+        return itemgetter(f if positions is None else positions[f])
+
+    records.sort(key=at(model.id_field))
     for f, desc in reversed(tuple(sort)):
-        records.sort(key=_null_last(model.keys[f], f), reverse=desc)
+        records.sort(key=_null_last(model.keys[f], at(f)), reverse=desc)
 
 
-def _walk(table: Table, sort: tuple[tuple[str, bool], ...]) -> Iterator[dict]:
+def _walk(table: Table, sort: tuple[tuple[str, bool], ...]) -> Iterator[Stored]:
     """Every live record in the order of a sort on several keys, lazily: runs of equal
     first keys, each ordered by the other keys and the id."""
-    records = table.records
+    records = table.live
     first, desc = sort[0]
     rest = sort[1:]
     index = table.ordered[first]
-    model = table.model
     if desc and index.nulls:             # nulls first descending: one run, ids ascending
-        yield from _order_run([records[i] for i in index.nulls], rest, model)
-    run: list[dict] = []
+        yield from _order_run([records[i] for i in index.nulls], rest, table)
+    run: list[Stored] = []
     current: Any = _NOTHING
-    pairs = reversed(index.values) if desc else iter(index)
+    pairs = index.pairs_descending() if desc else iter(index)
     for key, id_ in pairs:
         if key != current or (key is None) != (current is None):
             if run:
-                yield from _order_run(run, rest, model)
+                yield from _order_run(run, rest, table)
                 run = []
             current = key
         run.append(records[id_])
     if run:
-        yield from _order_run(run, rest, model)
+        yield from _order_run(run, rest, table)
 
 
 class _Matching:
@@ -88,7 +96,7 @@ class _Matching:
 
     __slots__ = ("filters", "match", "records")
 
-    def __init__(self, records: Mapping[Any, dict], match: Any, filters: Mapping[str, frozenset]) -> None:
+    def __init__(self, records: Mapping[Any, Stored], match: Any, filters: Mapping[str, frozenset]) -> None:
         self.records, self.match, self.filters = records, match, filters
 
     def __contains__(self, id_: Any) -> bool:
@@ -122,9 +130,9 @@ def _one_key_page(index: Any, desc: bool, among: Container[Any] | None, offset: 
     return out[offset:end]
 
 
-def _order_run(run: list[dict], rest: tuple[tuple[str, bool], ...], model: CompiledModel) -> list[dict]:
+def _order_run(run: list[Stored], rest: tuple[tuple[str, bool], ...], table: Table) -> list[Stored]:
     if len(run) > 1:
-        sort_records(run, rest, model)
+        sort_records(run, rest, table.model, table.positions)
     return run
 
 
@@ -149,14 +157,20 @@ def _count(table: Table, filters: Mapping[str, frozenset]) -> tuple[int, str]:
 
 
 def list_live(table: Table, query: Query) -> tuple[list[dict], int]:
-    """(page, total) for `query` over the live state."""
+    """(page, total) for `query` over the live state: the page's stored records, planned
+    and ordered here, are handed out as dicts (`Table.shown`) only once chosen."""
+    stored, total = _plan_live(table, query)
+    return table.shown_all(stored), total
+
+
+def _plan_live(table: Table, query: Query) -> tuple[list[Stored], int]:
     model = table.model
-    n = len(table.records)
+    n = len(table.live)
     filters = query.filters
     sort = tuple(query.sort)
     offset, limit = query.offset, query.limit
     end = offset + limit
-    records = table.records
+    records = table.live
     if not filters:
         if not sort or (len(sort) == 1 and not sort[0][1]):
             if sort:
@@ -172,9 +186,9 @@ def list_live(table: Table, query: Query) -> tuple[list[dict], int]:
     size = table.hashes[smallest].count(filters[smallest])
     if size * size <= WALK_FACTOR * end * n:
         bucket = table.hashes[smallest].ids(filters[smallest])
-        match = model.match
-        chosen = [r for r in map(records.__getitem__, bucket) if match(r, filters)]
-        sort_records(chosen, sort, model)
+        passes = model.passes
+        chosen = [r for r in map(records.__getitem__, bucket) if passes(r, filters)]
+        sort_records(chosen, sort, model, table.positions)
         return chosen[offset:end], total
     if len(sort) <= 1:
         among: Container[Any]
@@ -183,14 +197,14 @@ def list_live(table: Table, query: Query) -> tuple[list[dict], int]:
             # this synchronous call, so no write changes it meanwhile).
             among = table.hashes[smallest].buckets[next(iter(filters[smallest]))]
         else:
-            among = _Matching(records, model.match, filters)
+            among = _Matching(records, model.passes, filters)
         if sort:
             (field, desc), = sort
             ids = _one_key_page(table.ordered[field], desc, among, offset, end)
         else:
             ids = list(islice(filter(among.__contains__, table.pk), offset, end))
         return [records[i] for i in ids], total
-    return _page(_walk(table, sort), offset, limit, model.match, filters), total
+    return _page(_walk(table, sort), offset, limit, model.passes, filters), total
 
 
 def list_state(state: Mapping[Any, dict], model: CompiledModel, query: Query) -> tuple[list[dict], int]:
@@ -202,11 +216,11 @@ def list_state(state: Mapping[Any, dict], model: CompiledModel, query: Query) ->
     return chosen[query.offset : query.offset + query.limit], len(chosen)
 
 
-def _page(records: Iterator[dict], offset: int, limit: int,
-          match: Any = None, filters: Mapping[str, frozenset] | None = None) -> list[dict]:
+def _page(records: Iterator[Stored], offset: int, limit: int,
+          match: Any = None, filters: Mapping[str, frozenset] | None = None) -> list[Stored]:
     """Records [offset, offset + limit) of `records` (those passing `match`, when given),
     in one loop with no generator between the walk and the page."""
-    out: list[dict] = []
+    out: list[Stored] = []
     if limit <= 0:
         return out
     skipped = 0

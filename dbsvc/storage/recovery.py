@@ -38,6 +38,7 @@ import os
 from collections import deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from itertools import pairwise, starmap
 
 from dbsvc.errors import CorruptLog, TenantError
 from dbsvc.runtime import CompiledModel
@@ -102,29 +103,44 @@ def _install_snapshot(tables: dict[str, Table], image: SnapshotImage, path: str,
         if table is None:
             raise CorruptLog(path, 0, f"snapshot holds model {m.name!r}, which the schema does not declare")
         model = table.model
+        _check_rows(m, model.id_field, path)
         if m.fields == list(model.fields) and m.name not in migrating:
-            records = list(map(model.decode, m.rows))
+            records = list(map(tuple, m.rows))          # a row is the stored form already
         else:
             assert table.fixup is not None
-            names = m.fields
-            records = [table.fixup(dict(zip(names, row))) for row in m.rows]
+            names, fixup, row = m.fields, table.fixup, model.row
+            records = [row(fixup(dict(zip(names, values)))) for values in m.rows]
+        m.rows = []             # the parsed lists go before the indexes are built, which reuse their memory
         table.load_base(records, m.max_id)
 
 
-def _rebuilder(table: Table, migrating: bool) -> Callable[[dict], dict]:
-    """How a record read from the log is stored. `json.loads` makes new key strings for
-    every object it parses (about 50 bytes per field per record), so a replayed record is
-    rebuilt by the model's generated `decode`, whose keys are the model's own strings, as
-    those of a snapshot's or a live write's records are: after a restart a record costs
-    what it cost live. A migrating model's records are brought to its current fields."""
+def _check_rows(m: ModelImage, id_field: str, path: str) -> None:
+    """A snapshot's rows each hold one value per field of its line's header, in strictly
+    ascending id order (snapshot.py), which `Table.load_base` builds its indexes on
+    without sorting: a file that breaks either rule (damage the CRC cannot see, another
+    writer) is refused, never half indexed."""
+    if id_field not in m.fields:
+        raise CorruptLog(path, 0, f"snapshot rows of {m.name} have no {id_field!r} field")
+    if set(map(type, m.rows)) - {list} or set(map(len, m.rows)) - {len(m.fields)}:
+        raise CorruptLog(path, 0, f"snapshot rows of {m.name} are not lists of its {len(m.fields)} fields")
+    ids = map(operator.itemgetter(m.fields.index(id_field)), m.rows)
+    try:
+        ascending = all(starmap(operator.lt, pairwise(ids)))
+    except TypeError:                   # ids of types that do not compare
+        ascending = False
+    if not ascending:
+        raise CorruptLog(path, 0, f"snapshot rows of {m.name} are not in strictly ascending {id_field} order")
+
+
+def _rebuilder(table: Table, migrating: bool) -> Callable[[dict], tuple]:
+    """How a record read from the log is stored: as its stored row (the generated
+    `CompiledModel.row`), so none of the key strings `json.loads` made for it (about 50
+    bytes per field per record) is kept, and a restarted store costs what the live one
+    did. A migrating model's records are first brought to its current fields."""
+    row = table.model.row
     if migrating:
-        return lambda record: _migrated(table, record)
-    decode, fields = table.model.decode, table.model.fields
-    if len(fields) == 1:
-        (only,) = fields
-        return lambda record: decode([record[only]])
-    get_fields = operator.itemgetter(*fields)
-    return lambda record: decode(get_fields(record))
+        return lambda record: row(_migrated(table, record))
+    return row
 
 
 def _replay(tables: dict[str, Table], scan: LogScan, ring_capacity: int,
@@ -144,7 +160,7 @@ def _replay(tables: dict[str, Table], scan: LogScan, ring_capacity: int,
             raise CorruptLog(scan.path, position,
                              f"row watermark {ev['watermark']}, expected {table.watermark + 1} for {table.name}")
         kind, id_ = ev["kind"], ev["id"]
-        current = table.records.get(id_)
+        current = table.live.get(id_)
         if kind == "insert" and current is None:
             table.insert(_stored(rebuild[table.name], ev["record"], scan.path, position))
         elif kind == "update" and current is not None:
@@ -161,10 +177,9 @@ def _replay(tables: dict[str, Table], scan: LogScan, ring_capacity: int,
 def image_of(tables: dict[str, Table], epoch: str, head: int) -> SnapshotImage:
     models = []
     for table in tables.values():
-        fields = table.model.fields
-        records = table.records
-        rows = [[records[i][f] for f in fields] for i in table.pk]
-        models.append(ModelImage(table.name, list(fields), rows, table.max_id))
+        records = table.live
+        rows = [records[i] for i in table.pk]               # stored records are rows already
+        models.append(ModelImage(table.name, list(table.model.fields), rows, table.max_id))
     return SnapshotImage(epoch, head, models)
 
 
@@ -247,8 +262,8 @@ def _load_once(directory: str, models: Sequence[CompiledModel], description: dic
     if readonly:
         return loaded
     rows_in_log = head - loaded.log_base
-    live = sum(len(t.records) for t in tables.values())
-    reshaped = any(tables[name].records for name in migrating if name in tables)
+    live = sum(len(t.live) for t in tables.values())
+    reshaped = any(tables[name].live for name in migrating if name in tables)
     if reshaped or needs_compaction(scan.end, rows_in_log, live, snapshot_bytes, compact_bytes):
         why = "migration reshaped records" if reshaped else \
             f"log of {scan.end} bytes and {rows_in_log} rows for {live} live records, snapshot of {snapshot_bytes} bytes"
@@ -270,7 +285,7 @@ def _load_once(directory: str, models: Sequence[CompiledModel], description: dic
     return loaded
 
 
-def _stored(rebuild: Callable[[dict], dict], record: dict, path: str, position: int) -> dict:
+def _stored(rebuild: Callable[[dict], tuple], record: dict, path: str, position: int) -> tuple:
     try:
         return rebuild(record)
     except KeyError as exc:

@@ -9,9 +9,9 @@ Layout (UTF-8 text; every line is `CRC SP JSON LF`, CRC = 8 hex digits of crc32(
              the "fields" order), ascending by id
 
 The epoch named here is the epoch of the log that continues it (the log header carries the
-same id and `head_offset` as its base). Loading costs one `json.loads` per model plus one
-`decode` per record. Rows are in id order because each snapshot record is one row of the new
-epoch (table.py): `as_of=n` below the snapshot's count sees the first n records by id.
+same id and `head_offset` as its base). Loading costs one `json.loads` per model; a row
+becomes its record's stored form with one `tuple()` (table.py). Rows are in id order
+because each snapshot record is one row of the new epoch (table.py): `as_of=n` below the snapshot's count sees the first n records by id.
 
 Crash rules: a snapshot is only ever written under a `.new` name, fsynced, and renamed
 into place by compaction (compact.py), so a torn snapshot never carries the real name. A
@@ -24,7 +24,7 @@ from __future__ import annotations
 import json
 import os
 import zlib
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -38,11 +38,12 @@ FORMAT = 1
 
 @dataclass(slots=True)
 class ModelImage:
-    """One model's part of a snapshot."""
+    """One model's part of a snapshot: rows are lists when read from a file, a table's
+    stored records (tuples, which encode as the same JSON arrays) when written."""
 
     name: str
     fields: list[str]
-    rows: list[list[Any]]
+    rows: Sequence[Sequence[Any]]
     max_id: int
 
 
@@ -79,7 +80,7 @@ class ModelStream:
     fields: list[str]
     count: int
     max_id: int
-    chunks: Iterable[list[list[Any]]]
+    chunks: Iterable[Sequence[Sequence[Any]]]
 
 
 def write_snapshot_stream(fd: int, epoch: str, head_offset: int, models: list[ModelStream]) -> None:
@@ -117,11 +118,13 @@ def write_snapshot_stream(fd: int, epoch: str, head_offset: int, models: list[Mo
         files.ops.pwrite(fd, b"%08x" % crc, start)
 
 
-def snapshot_lines(path: str, data: bytes) -> list[tuple[int, bytes]]:
+def snapshot_lines(path: str, data: bytes) -> list[tuple[int, memoryview]]:
     """(position, body) of every line of a snapshot, each checked against its CRC; a
-    backup checks a copied snapshot with this before trusting it."""
+    backup checks a copied snapshot with this before trusting it. The bodies are views
+    into `data`, not copies (a model line can be hundreds of MB)."""
     pos = 0
-    lines: list[tuple[int, bytes]] = []
+    view = memoryview(data)
+    lines: list[tuple[int, memoryview]] = []
     while pos < len(data):
         nl = data.find(b"\n", pos)
         if nl < 0:
@@ -132,7 +135,7 @@ def snapshot_lines(path: str, data: bytes) -> list[tuple[int, bytes]]:
             crc = int(data[pos : pos + 8], 16)
         except ValueError:
             raise CorruptLog(path, pos, "snapshot checksum is not hexadecimal") from None
-        body = data[pos + 9 : nl]
+        body = view[pos + 9 : nl]
         if zlib.crc32(body) != crc:
             raise CorruptLog(path, pos, "snapshot line checksum mismatch")
         lines.append((pos, body))
@@ -140,12 +143,19 @@ def snapshot_lines(path: str, data: bytes) -> list[tuple[int, bytes]]:
     return lines
 
 
+def _loads(body: memoryview) -> Any:
+    """`json.loads` of a line's bytes, decoded straight from the view (json.loads takes
+    no memoryview; `bytes(body)` would copy the line first). The same decoding as
+    json.loads(bytes) does for UTF-8."""
+    return json.loads(str(body, "utf-8", "surrogatepass"))
+
+
 def decode_snapshot(path: str, data: bytes) -> SnapshotImage:
     lines = snapshot_lines(path, data)
     pos = len(data)
     if not lines:
         raise CorruptLog(path, 0, "empty snapshot")
-    header = json.loads(lines[0][1])
+    header = _loads(lines[0][1])
     if header.get("format") != FORMAT:
         raise CorruptLog(path, 0, f"snapshot format {header.get('format')!r}, expected {FORMAT}")
     metas = header["models"]
@@ -153,7 +163,7 @@ def decode_snapshot(path: str, data: bytes) -> SnapshotImage:
         raise CorruptLog(path, pos, f"snapshot has {len(lines) - 1} model lines, header lists {len(metas)}")
     models = []
     for meta, (line_pos, body) in zip(metas, lines[1:]):
-        rows = json.loads(body)
+        rows = _loads(body)
         if len(rows) != meta["count"]:
             raise CorruptLog(path, line_pos, f"model {meta['name']!r}: {len(rows)} rows, header says {meta['count']}")
         models.append(ModelImage(meta["name"], meta["fields"], rows, meta["max_id"]))

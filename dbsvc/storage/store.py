@@ -50,8 +50,11 @@ Rules:
    before `oldest_offset`. It reads lazily in 1 MiB chunks, gap-free, up to the
    acknowledged end (replay.py).
 
-6. Memory: every live record plus its indexes, and the epoch's history (table.py: ~80
-   bytes per row after the snapshot, plus superseded versions). History is bounded by
+6. Memory: every live record, held as a tuple of its values in field order and handed
+   out as a dict (the same dict for a version read again while it is among the last
+   65,536 handed out: the application caches encodings by identity; table.py), plus its
+   indexes, and the epoch's history (table.py: ~80 bytes per row after the snapshot, plus
+   superseded versions). History is bounded by
    online compaction (online.py): past `compact_bytes` of log (64 MiB) holding more than
    twice as many rows as live records, or more than twice the snapshot's bytes
    (recovery.py `needs_compaction`), the store cuts a snapshot, writes it in a thread
@@ -194,8 +197,10 @@ class Store:
     def get(self, model: str, id: Any, as_of: int | None = None) -> tuple[dict | None, int]:
         table = self._table(model)
         if as_of is None or as_of >= table.watermark:
-            return table.records.get(id), table.watermark
-        return table.get_as_of(id, max(as_of, 0)), as_of
+            stored = table.live.get(id)
+            return (None if stored is None else table.shown(stored)), table.watermark
+        past = table.get_as_of(id, max(as_of, 0))
+        return (None if past is None else table.model.decode(past)), as_of
 
     def list(self, model: str, query: Query) -> tuple[list[dict], int, int]:
         table = self._table(model)
@@ -203,14 +208,15 @@ class Store:
         if as_of is None or as_of >= table.watermark:
             records, total = list_live(table, query)
             return records, total, table.watermark
-        records, total = list_state(table.state_as_of(max(as_of, 0)), table.model, query)
+        state = table.state_as_of(max(as_of, 0))
+        records, total = list_state(dict(zip(state, map(table.model.decode, state.values()))), table.model, query)
         return records, total, as_of
 
     def watermarks(self) -> dict[str, int]:
         return {name: t.watermark for name, t in self._tables.items()}
 
     def live_counts(self) -> dict[str, int]:
-        return {name: len(t.records) for name, t in self._tables.items()}
+        return {name: len(t.live) for name, t in self._tables.items()}
 
     @property
     def head_offset(self) -> int:
@@ -276,12 +282,12 @@ class Store:
             value = record[f]
             if value is None or (previous is not None and previous[f] == value):
                 continue
-            if value not in self._tables[parent].records:
+            if value not in self._tables[parent].live:
                 raise ForeignKeyViolation(
                     f"{f} {value!r} does not match any {self._tables[parent].model.kebab}", field=f)
 
-    def _check_unique(self, table: Table, record: dict) -> None:
-        clash = table.unique_clash(record)
+    def _check_unique(self, table: Table, stored: tuple, record: dict) -> None:
+        clash = table.unique_clash(stored)
         if clash is not None:
             f, other = clash
             raise UniqueViolation(f"{f} {record[f]!r} is already used by {table.model.kebab} {other!r}", field=f)
@@ -320,7 +326,7 @@ class Store:
     def _maybe_compact(self, commit: CommitQueue) -> None:
         if commit.failed is not None or time.monotonic() < self._compact_not_before:
             return
-        live = sum(len(t.records) for t in self._tables.values())
+        live = sum(len(t.live) for t in self._tables.values())
         if recovery.needs_compaction(commit.writer.written, self._next_offset - 1 - self._log_base, live,
                                      self._snapshot_bytes,
                                      self._compact_bytes):
@@ -489,40 +495,53 @@ class Store:
                     "give an unused id explicitly"}])
             record = dict(record)
             record[m.id_field] = id_ = table.max_id + 1
-        if id_ in table.records:
+        if id_ in table.live:
             raise UniqueViolation(f"{m.id_field} {id_!r} is already used by {m.kebab} {id_!r}", field=m.id_field)
-        self._check_unique(table, record)
+        stored = m.row(record)
+        self._check_unique(table, stored, record)
         self._check_refs(table, record, None)
-        return record, self._write(commit, table, EventKind.INSERT, id_, record, None, lambda: table.insert(record))
+
+        def apply() -> None:
+            table.insert(stored)
+            table.prime(stored, record)
+
+        return record, self._write(commit, table, EventKind.INSERT, id_, record, None, apply)
 
     def apply_replace(self, model: str, id: Any, record: dict) -> tuple[dict, dict, asyncio.Future]:
         commit = self._writable()
         table = self._table(model)
         m = table.model
-        previous = table.records.get(id)
-        if previous is None:
+        current = table.live.get(id)
+        if current is None:
             raise NotFound(f"{m.kebab} {id!r} not found")
+        previous = table.shown(current)
         if record.get(m.id_field) != id:
             record = dict(record)
             record[m.id_field] = id
-        self._check_unique(table, record)
+        stored = m.row(record)
+        self._check_unique(table, stored, record)
         self._check_refs(table, record, previous)
-        return previous, record, self._write(commit, table, EventKind.UPDATE, id, record, previous,
-                                             lambda: table.replace(previous, record))
+
+        def apply() -> None:
+            table.replace(current, stored)
+            table.prime(stored, record)
+
+        return previous, record, self._write(commit, table, EventKind.UPDATE, id, record, previous, apply)
 
     def apply_delete(self, model: str, id: Any) -> tuple[dict, asyncio.Future]:
         commit = self._writable()
         table = self._table(model)
-        previous = table.records.get(id)
-        if previous is None:
+        current = table.live.get(id)
+        if current is None:
             raise NotFound(f"{table.model.kebab} {id!r} not found")
+        previous = table.shown(current)
         children = sum(child.refs[f].get(id, 0) for child, f in self._referrers[table.name])
         if children:
             names = sorted({child.name for child, f in self._referrers[table.name] if child.refs[f].get(id)})
             raise Referenced(f"{table.model.kebab} {id!r} is referenced by {children} record(s) of "
                              f"{', '.join(names)}", count=children)
         return previous, self._write(commit, table, EventKind.DELETE, id, None, previous,
-                                     lambda: table.delete(previous))
+                                     lambda: table.delete(current))
 
     def check_batch(self, rows: Sequence[tuple[str, dict]]) -> None:
         """`BatchRejected` if `insert_batch(rows)` would refuse them; works on a read-only
@@ -543,9 +562,9 @@ class Store:
         checkpoints: builtins.list[tuple[int, int]] = []
         commit.append_batch(batch.frames(planned, first, commit.writer.written, recovery.CHECKPOINT_EVERY,
                                          checkpoints), len(planned))
-        by_table: dict[str, builtins.list[dict]] = {}
+        by_table: dict[str, builtins.list[tuple]] = {}
         for table, record in planned:
-            by_table.setdefault(table.name, []).append(record)
+            by_table.setdefault(table.name, []).append(table.model.row(record))
         for name, records in by_table.items():
             self._tables[name].insert_many(records)
         self._next_offset = first + len(planned)
@@ -606,17 +625,19 @@ class Store:
         if kind is not EventKind.DELETE:
             _check_replicated_record(table, offset, event)
         try:
-            current = table.records.get(event.id)
+            current = table.live.get(event.id)
         except TypeError:                                   # an unhashable id
             raise StreamError(offset, f"{event.model} id {event.id!r} is not an id value") from None
         if kind is EventKind.INSERT:
             if current is not None:
                 raise StreamError(offset, f"insert of {event.model} {event.id!r}, which exists here")
-            return self._submit(commit, table, offset, frame, event, lambda: table.insert(record))
+            stored = table.model.row(record)
+            return self._submit(commit, table, offset, frame, event, lambda: table.insert(stored))
         if current is None:
             raise StreamError(offset, f"{kind.value} of {event.model} {event.id!r}, which does not exist here")
         if kind is EventKind.UPDATE:
-            return self._submit(commit, table, offset, frame, event, lambda: table.replace(current, record))
+            stored = table.model.row(record)
+            return self._submit(commit, table, offset, frame, event, lambda: table.replace(current, stored))
         return self._submit(commit, table, offset, frame, event, lambda: table.delete(current))
 
     def epoch_snapshot(self) -> tuple[str, int, Iterator[bytes]]:

@@ -237,3 +237,41 @@ def test_frame_offsets_are_checked(filled):
     _write(path, bytes(broken))
     records, head, damage = _state(tenant)
     assert head == len(frames) - 1 and "offset 999" in damage.reason
+
+
+@pytest.mark.parametrize("change, reason", [
+    ("swap", "not in strictly ascending id order"),
+    ("duplicate", "not in strictly ascending id order"),
+    ("short", "not lists of its 7 fields"),
+    ("object", "not lists of its 7 fields"),
+])
+def test_snapshot_rows_out_of_shape_refuse_and_leave_the_files(filled, change, reason):
+    """A snapshot line with a good checksum whose rows are not strictly ascending by id, or
+    not one value per field (another writer, or damage the CRC cannot see), is refused
+    before anything is indexed."""
+    import json
+    import zlib
+
+    tenant, _path, _data = filled
+    from dbsvc.storage.tenants import compact_tenant
+    compact_tenant(os.path.dirname(tenant), os.path.basename(tenant))
+    snap = os.path.join(tenant, "snapshot")
+    lines = open(snap, "rb").read().split(b"\n")
+    user_line = 1                                   # the header lists User first
+    rows = json.loads(lines[user_line][9:])
+    if change == "swap":
+        rows[2], rows[3] = rows[3], rows[2]
+    elif change == "duplicate":
+        rows[3] = list(rows[2])
+    elif change == "short":
+        rows[3] = rows[3][:-1]
+    else:
+        rows[3] = {f"k{i}": v for i, v in enumerate(rows[3])}
+    body = json.dumps(rows, separators=(",", ":")).encode()
+    lines[user_line] = b"%08x " % zlib.crc32(body) + body
+    broken = b"\n".join(lines)
+    _write(snap, broken)
+    with pytest.raises(CorruptLog) as info:
+        _state(tenant)
+    assert info.value.path == snap and reason in info.value.reason
+    assert open(snap, "rb").read() == broken                     # nothing rewritten

@@ -1,0 +1,166 @@
+"""The bulk constructors of the in-memory indexes and `Table.load_base` build exactly
+what one insert at a time builds: same order, same ties, same nulls."""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+from support.storage import BLOG, post, user
+
+from dbsvc.storage.indexes import LOAD, HashIndex, OrderedIndex, SortedIndex
+from dbsvc.storage.table import Table
+
+
+def _shape(index: OrderedIndex) -> dict:
+    """Everything a query can read off an ordered index."""
+    n = len(index)
+    return {
+        "pairs": list(index),
+        "len": n,
+        "ascending": list(index.ids_ascending()),
+        "descending": list(index.pairs_descending()),
+        "nulls": list(index.nulls_ascending()),
+        "slices": [index.ids_slice(a, b) for a, b in ((0, 3), (1, n), (n - 2, n + 5), (LOAD - 1, LOAD + 2))],
+    }
+
+
+def _incremental(keys: list, ids: list) -> OrderedIndex:
+    index = OrderedIndex()
+    for key, id_ in zip(keys, ids):
+        index.add(key, id_)
+    return index
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_ordered_from_columns_matches_inserts_with_ties_and_nulls(seed):
+    rnd = random.Random(seed)
+    n = rnd.choice([0, 1, 7, LOAD * 3 + 5])
+    ids = sorted(rnd.sample(range(1, 10 * n + 10), n))
+    distinct = rnd.choice([1, 3, 50, 10**6])
+    keys = [None if rnd.random() < 0.2 else float(rnd.randrange(distinct)) / 2 for _ in ids]
+    built = OrderedIndex.from_columns(keys, ids)
+    assert _shape(built) == _shape(_incremental(keys, ids))
+    assert _shape(built) == _shape(OrderedIndex(zip(keys, ids)))
+
+
+def test_ordered_from_columns_keeps_ids_ascending_inside_a_run_of_equal_keys():
+    ids = list(range(1, 2 * LOAD + 10))
+    keys = ["b" if i % 3 else "a" for i in ids]
+    built = OrderedIndex.from_columns(keys, ids)
+    assert list(built) == sorted(zip(keys, ids))
+    assert list(built.ids_ascending()) == [i for i in ids if keys[i - 1] == "a"] + [i for i in ids if keys[i - 1] == "b"]
+
+
+def test_ordered_from_columns_takes_updates_afterwards():
+    ids = list(range(1, 3 * LOAD))
+    keys = [i % 17 for i in ids]
+    built, plain = OrderedIndex.from_columns(keys, ids), _incremental(keys, ids)
+    for index in (built, plain):
+        index.remove(5, 5)
+        index.add(None, 5)
+        index.add(3, 10**6)
+        index.remove(keys[-1], ids[-1])
+    assert _shape(built) == _shape(plain)
+    with pytest.raises(KeyError):
+        built.remove(99, 1)
+
+
+def test_sorted_from_sorted_is_the_sorted_constructor():
+    items = list(range(0, 5 * LOAD + 3, 2))
+    built, plain = SortedIndex.from_sorted(list(items)), SortedIndex(reversed(items))
+    assert list(built) == list(plain) == items and len(built) == len(plain)
+    assert built.slice(LOAD - 2, LOAD + 2) == items[LOAD - 2 : LOAD + 2]
+    built.add(7)
+    built.remove(0)
+    assert list(built) == sorted([*items[1:], 7]) and 7 in built and 0 not in built
+    assert list(SortedIndex.from_sorted([])) == []
+
+
+@pytest.mark.parametrize("distinct", [1, 2, 4, 5, 300])
+def test_hash_from_columns_matches_adds(distinct):
+    rnd = random.Random(distinct)
+    ids = list(range(1, 2000))
+    keys = [None if rnd.random() < 0.1 else rnd.randrange(distinct) for _ in ids]
+    plain = HashIndex()
+    for key, id_ in zip(keys, ids):
+        plain.add(key, id_)
+    built = HashIndex.from_columns(keys, ids)
+    assert built.buckets == plain.buckets
+    built.remove(keys[0], ids[0])
+    built.add("new", 0)
+    assert built.count(["new"]) == 1 and not built.has([keys[0]], ids[0])
+
+
+def _fill(table: Table, records: list[tuple]) -> dict:
+    for record in records:
+        table.insert(record)
+    return _table_shape(table)
+
+
+def _table_shape(table: Table) -> dict:
+    return {
+        "records": dict(table.records),
+        "pk": list(table.pk),
+        "unique": {f: dict(i) for f, i in table.unique.items()},
+        "hashes": {f: h.buckets for f, h in table.hashes.items()},
+        "ordered": {f: _shape(o) for f, o in table.ordered.items()},
+        "refs": {f: dict(c) for f, c in table.refs.items()},
+        "max_id": table.max_id,
+    }
+
+
+def test_load_base_builds_what_inserts_build():
+    rnd = random.Random(3)
+    users = [user(i, name=f"n{rnd.randrange(5)}", age=rnd.choice([None, 20, 30]), email=f"u{i}@x")
+             for i in range(1, 3 * LOAD)]
+    posts = [post(i, author=rnd.randrange(1, 9), score=rnd.choice([0.5, 1.0, 2.25]), published=rnd.random() < 0.5)
+             for i in range(1, 2 * LOAD)]
+    for model, records in ((BLOG.BY_NAME["User"], users), (BLOG.BY_NAME["BlogPost"], posts)):
+        stored = [model.row(r) for r in records]
+        loaded = Table(model)
+        loaded.load_base(stored, 0)
+        want = _fill(Table(model), stored)
+        assert _table_shape(loaded) == want
+        assert want["records"] == {r["id"]: r for r in records}
+        assert loaded.base_ids == [r["id"] for r in records] and loaded.rows == []
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_ordered_updates_keep_key_then_id_order_through_splits_and_merges(seed):
+    """Random adds and removes against a plain sorted list: sublists split past 2 * LOAD
+    and vanish when emptied, and every read stays the model's."""
+    rnd = random.Random(seed)
+    index = OrderedIndex.from_columns([1] * LOAD, list(range(LOAD)))
+    model = [(1, i) for i in range(LOAD)]
+    nulls: list[int] = []
+    for step in range(6 * LOAD):
+        if model and rnd.random() < 0.35:
+            key, id_ = model.pop(rnd.randrange(len(model)))
+            index.remove(key, id_)
+        elif nulls and rnd.random() < 0.05:
+            index.remove(None, nulls.pop(rnd.randrange(len(nulls))))
+        else:
+            key = None if rnd.random() < 0.05 else rnd.choice([0, 1, 1, 2, rnd.randrange(100)])
+            id_ = LOAD + step
+            index.add(key, id_)
+            if key is None:
+                nulls.append(id_)
+            else:
+                model.append((key, id_))
+        if step % 500 == 0 or step == 6 * LOAD - 1:
+            model.sort()
+            nulls.sort()
+            assert list(index) == model + [(None, i) for i in nulls]
+            assert list(index.pairs_descending()) == model[::-1]
+            assert index.ids_slice(3, 3 + LOAD) == ([i for _k, i in model] + nulls)[3 : 3 + LOAD]
+            assert len(index) == len(model) + len(nulls)
+
+
+def test_hash_from_runs_is_the_hash_of_the_same_column():
+    """Runs of one key spanning several sublists are one bucket, nulls the None bucket."""
+    ids = list(range(1, 4 * LOAD))
+    keys = [None if i % 11 == 0 else (i * 7) % 5 for i in ids]
+    from_runs = HashIndex.from_runs(OrderedIndex.from_columns(keys, ids).runs())
+    assert from_runs.buckets == HashIndex.from_columns(keys, ids).buckets
+    assert HashIndex.from_runs(OrderedIndex().runs()).buckets == {}
