@@ -6,7 +6,8 @@
    fsyncs per acknowledged write, beside a baseline of one write + one fsync per record
    in the same run and directory.
 2. Open time (after compaction) and resident memory for N records of the BlogPost shape,
-   each measured in a fresh interpreter: bytes per record = RSS growth / N.
+   each measured in a fresh interpreter: bytes per record = RSS growth / N. `--rounds R`
+   opens the same files R times and ends with the medians (a shared machine's noise).
 3. List p50 (filter published=true, sort -score, limit 20) at each list size.
 4. Restart (`--restart N`, default 200,000; 0 skips): one interpreter writes N posts and
    then updates each once (every update frame carries the record twice, the shape that
@@ -32,6 +33,7 @@ import json
 import os
 import random
 import shutil
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -143,9 +145,9 @@ from dbsvc.runtime import Query
 from dbsvc.storage import Store
 blog = compile_schema(load_schema(os.path.join({root!r}, "schemas", "blog.dbs")))
 before = rss()
-t0 = time.perf_counter()
+t0, c0 = time.perf_counter(), time.process_time()
 s = Store.open({tenant!r}, blog.MODELS, blog.DESCRIPTION)
-opened = time.perf_counter() - t0
+opened, opened_cpu = time.perf_counter() - t0, time.process_time() - c0
 after = rss()
 q = Query(filters={{"published": frozenset([True])}}, sort=(("score", True),), limit=20)
 times = []
@@ -153,25 +155,38 @@ for i in range(300):
     q2 = Query(filters=q.filters, sort=q.sort, limit=20, offset=(i % 5) * 20)
     t = time.perf_counter(); s.list("BlogPost", q2); times.append(time.perf_counter() - t)
 s.close()
-print(json.dumps({{"open_s": opened, "rss_bytes": after - before, "list_p50_us": statistics.median(times) * 1e6}}))
+print(json.dumps({{"open_s": opened, "open_cpu_s": opened_cpu, "rss_bytes": after - before,
+                  "list_p50_us": statistics.median(times) * 1e6}}))
 """
 
 
-def bench_open(sizes: list[int]) -> None:
+def bench_open(sizes: list[int], rounds: int = 1) -> None:
+    """Open a compacted tenant of n posts in a fresh interpreter, `rounds` times (the same
+    files each time); with several rounds a last line gives the medians."""
     base = tempfile.mkdtemp(dir=os.environ.get("BENCH_DIR"))
     try:
         for n in sizes:
             tenant = build_tenant(base, n)
             size = os.path.getsize(os.path.join(tenant, "snapshot"))
-            out = subprocess.run([sys.executable, "-c", CHILD.format(root=ROOT, tenant=tenant)],
-                                 capture_output=True, text=True, check=True).stdout
-            r = json.loads(out)
-            print(f"{n:>9,} posts: open {r['open_s']:6.2f} s, RSS +{r['rss_bytes'] / 2**20:7.1f} MiB "
-                  f"({r['rss_bytes'] / n:6.0f} bytes/record; snapshot {size / n:.0f} bytes/record), "
-                  f"list p50 (filter, sort, limit 20) {r['list_p50_us']:7.1f} us")
+            results = []
+            for _ in range(rounds):
+                out = subprocess.run([sys.executable, "-c", CHILD.format(root=ROOT, tenant=tenant)],
+                                     capture_output=True, text=True, check=True).stdout
+                results.append(json.loads(out))
+                _print_open(n, size, results[-1], "")
+            if rounds > 1:
+                median = {k: statistics.median(r[k] for r in results) for k in results[0]}
+                _print_open(n, size, median, f" (median of {rounds})")
             shutil.rmtree(tenant, ignore_errors=True)
     finally:
         shutil.rmtree(base, ignore_errors=True)
+
+
+def _print_open(n: int, size: int, r: dict, note: str) -> None:
+    print(f"{n:>9,} posts: open {r['open_s']:6.2f} s (CPU {r['open_cpu_s']:5.2f} s), "
+          f"RSS +{r['rss_bytes'] / 2**20:7.1f} MiB "
+          f"({r['rss_bytes'] / n:6.0f} bytes/record; snapshot {size / n:.0f} bytes/record), "
+          f"list p50 (filter, sort, limit 20) {r['list_p50_us']:7.1f} us{note}")
 
 
 RESTART_CHILD = r"""
@@ -343,11 +358,12 @@ def main() -> None:
     parser.add_argument("--code2", default="", help="a second checkout for the pause figure (side by side)")
     parser.add_argument("--pause", type=int, default=0, help="posts for the compaction-pause figure (0 skips)")
     parser.add_argument("--skip-open", action="store_true")
+    parser.add_argument("--rounds", type=int, default=1, help="opens per size, same files; the last line gives medians")
     args = parser.parse_args()
     if not args.skip_creates:
         bench_creates(args.seconds)
     if not args.skip_open:
-        bench_open([int(x) for x in args.sizes.split(",") if x])
+        bench_open([int(x) for x in args.sizes.split(",") if x], args.rounds)
     if args.restart:
         bench_restart(args.restart, os.path.abspath(args.code))
     if args.pause:
