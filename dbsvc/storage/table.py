@@ -272,11 +272,11 @@ class Table:
 
     # -- mutation ------------------------------------------------------------------------
 
-    def _index(self, r: Stored, with_pk: bool) -> None:
+    def _index(self, r: Stored) -> None:
+        """Add a record that is not live to the live state and every index."""
         id_ = r[self.id_position]
         self.live[id_] = r
-        if with_pk:
-            self.pk.add(id_)
+        self.pk.add(id_)
         for _f, pos, kf, index in self._plan_unique:
             v = r[pos]
             if v is not None:
@@ -290,12 +290,12 @@ class Table:
             if v is not None:
                 counts[v] = counts.get(v, 0) + 1
 
-    def _unindex(self, r: Stored, with_pk: bool) -> None:
+    def _unindex(self, r: Stored) -> None:
+        """Take a live record out of the live state and every index."""
         id_ = r[self.id_position]
         del self.live[id_]
-        if with_pk:
-            self.pk.remove(id_)
-            self._shown.pop(id_, None)
+        self.pk.remove(id_)
+        self._shown.pop(id_, None)
         for _f, pos, kf, index in self._plan_unique:
             v = r[pos]
             if v is not None:
@@ -307,15 +307,11 @@ class Table:
         for pos, counts in self._plan_refs:
             v = r[pos]
             if v is not None:
-                left = counts[v] - 1
-                if left:
-                    counts[v] = left
-                else:
-                    del counts[v]
+                _uncount(counts, v)
 
     def insert(self, record: Stored) -> None:
         id_ = record[self.id_position]
-        self._index(record, True)
+        self._index(record)
         self.rows.append((id_, record, None))
         if type(id_) is int and id_ > self.max_id:
             self.max_id = id_
@@ -354,13 +350,46 @@ class Table:
             self.max_id = top
         self._plan()
 
+    def _swap(self, old: Stored, new: Stored) -> None:
+        """Put `new` in place of `old`, another version of the same live record, moving only
+        the index entries whose key changed: a PATCH of one field touches that field's
+        indexes, not every index of the model (each sorted-index move is two bisects and
+        two list shifts)."""
+        id_ = new[self.id_position]
+        self.live[id_] = new
+        for _f, pos, kf, index in self._plan_unique:
+            a, b = old[pos], new[pos]
+            was = None if a is None else kf(a)
+            now = None if b is None else kf(b)
+            if was != now:
+                if was is not None:
+                    del index[was]
+                if now is not None:
+                    index[now] = id_
+        for pos, kf, hindex in self._plan_hash:
+            was, now = kf(old[pos]), kf(new[pos])
+            if was != now:
+                hindex.remove(was, id_)
+                hindex.add(now, id_)
+        for pos, kf, sindex in self._plan_ordered:
+            was, now = kf(old[pos]), kf(new[pos])
+            if was != now:
+                sindex.remove(was, id_)
+                sindex.add(now, id_)
+        for pos, counts in self._plan_refs:
+            a, b = old[pos], new[pos]
+            if a != b:
+                if a is not None:
+                    _uncount(counts, a)
+                if b is not None:
+                    counts[b] = counts.get(b, 0) + 1
+
     def replace(self, previous: Stored, record: Stored) -> None:
-        self._unindex(previous, False)
-        self._index(record, False)
+        self._swap(previous, record)
         self.rows.append((record[self.id_position], record, previous))
 
     def delete(self, previous: Stored) -> None:
-        self._unindex(previous, True)
+        self._unindex(previous)
         self.rows.append((previous[self.id_position], None, previous))
 
     def undo_last(self, max_id: int) -> None:
@@ -368,10 +397,19 @@ class Table:
         _id, record, previous = self.rows.pop()
         if previous is None:
             assert record is not None
-            self._unindex(record, True)
+            self._unindex(record)
         elif record is None:
-            self._index(previous, True)
+            self._index(previous)
         else:
-            self._unindex(record, False)
-            self._index(previous, False)
+            self._swap(record, previous)
         self.max_id = max_id
+
+
+def _uncount(counts: dict[Any, int], parent: Any) -> None:
+    """One child fewer for `parent`; a parent with none left is dropped (refs count only
+    parents that have children)."""
+    left = counts[parent] - 1
+    if left:
+        counts[parent] = left
+    else:
+        del counts[parent]
