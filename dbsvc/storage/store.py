@@ -393,6 +393,7 @@ class Store:
         try:
             await online.in_thread(progress, online.write_snapshot, directory, cut, progress, faults)
             self._cut = None
+            online.end_cut(self._tables)
             pending = await online.in_thread(progress, online.write_retained, directory, keep, progress, faults)
             commit.check_writable()
             new = await online.in_thread(progress, online.start_log, directory, log_path, cut,
@@ -404,6 +405,7 @@ class Store:
             online.release_files(held, old_fds)
             progress.cancelled = True
             progress.idle.wait(60)                  # a thread step stops at its next chunk
+            online.end_cut(self._tables)            # no thread reads the cut's sublists now
             if new is not None and new.fd >= 0:
                 files.ops.close(new.fd)
                 new.fd = -1

@@ -202,3 +202,32 @@ def test_replace_of_an_unindexed_field_keeps_every_index_as_it_was():
     assert after.pop("records")[7]["body"] == "a new body"
     before.pop("records")
     assert after == before
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_shared_sublists_never_change_while_the_index_does(seed):
+    """`SortedIndex.share` (online compaction's cut): the sublists handed out keep the
+    entries of that moment through adds, removes, splits and emptied sublists, while the
+    index itself follows every change; after `unshare` sublists change in place again."""
+    rnd = random.Random(seed)
+    entries = sorted(rnd.sample(range(100_000), 5 * LOAD))
+    index = SortedIndex.from_sorted(list(entries))
+    shared = index.share()
+    frozen = [list(sub) for sub in shared]
+    live = list(entries)
+    for _ in range(6 * LOAD):
+        if live and rnd.random() < 0.5:
+            gone = live.pop(rnd.randrange(len(live)))
+            index.remove(gone)
+        else:
+            new = rnd.randrange(-10, 100_010)
+            index.add(new)
+            live.append(new)
+        live.sort()
+    assert [list(sub) for sub in shared] == frozen
+    assert [x for sub in shared for x in sub] == entries
+    assert list(index) == live and len(index) == len(live)
+    index.unshare()
+    first = index._lists[0]
+    index.add(first[0])
+    assert index._lists[0] is first and list(index) == sorted(live + [first[0]])
