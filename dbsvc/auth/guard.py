@@ -186,7 +186,8 @@ class Guard:
             if token[-1] in " \t":
                 token = token.rstrip(" \t")
             return self.verify_token(token)
-        scheme, _, token = authorization.strip().partition(" ")
+        # Only spaces and tabs surround the credentials (RFC 9110 OWS), as on the fast path.
+        scheme, _, token = authorization.strip(" \t").partition(" ")
         if scheme.lower() != "bearer":
             # RFC 6750 section 3.1: a request without bearer credentials gets no error code.
             raise TokenError("authorization scheme is not Bearer", sent=False)

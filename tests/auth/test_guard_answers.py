@@ -73,8 +73,18 @@ def test_a_jwks_guard_without_keys_says_when_to_retry(make_guard, keys):
         with pytest.raises(KeysUnavailable) as unavailable:
             guard.verify(f"Bearer {token}")
         assert not isinstance(unavailable.value, KeyRefreshNeeded)
+        assert str(unavailable.value) == "token verification keys have not been fetched yet"
         assert unavailable.value.retry_after == retry_after
         assert unavailable.value.headers == [("Retry-After", str(retry_after))]
     now[0] = 1010.0                                # the interval is over: fetch again
     with pytest.raises(KeyRefreshNeeded):
         guard.verify(f"Bearer {token}")
+
+
+def test_a_refresh_that_escapes_the_apps_retry_is_a_503_that_says_so():
+    # The app awaits refresh_keys() and asks again; should KeyRefreshNeeded ever reach the
+    # error mapping, the client gets a 503 with a reason and Retry-After: 1, not a 500.
+    escaped = KeyRefreshNeeded()
+    assert isinstance(escaped, KeysUnavailable) and escaped.status == 503
+    assert str(escaped) == "verification keys are being refreshed; retry"
+    assert escaped.retry_after == 1 and escaped.headers == [("Retry-After", "1")]
