@@ -8,6 +8,7 @@ Usage (from the repository root; docs/mutation.md has the why and the last figur
     python bench/mutation.py dbsvc/auth/jwt.py      # these modules, whatever changed
     python bench/mutation.py --report               # print the table of the last results only
     python bench/mutation.py --survivors dbsvc/storage/commit.py   # also list what survived
+    python bench/mutation.py --recheck dbsvc/auth/guard.py   # only what is not killed yet
 
 What it mutates and which tests it runs is the `[mutmut]` section of setup.cfg (mutmut 3,
 `pip install -e '.[mutation]'`). mutmut copies the tree to `mutants/`, records which test
@@ -147,6 +148,15 @@ def mutant_selection(root: Path, module: str, record: dict[str, dict]) -> list[s
     return [dotted(module) + ".*"]
 
 
+def recheck_selection(root: Path, module: str) -> list[str]:
+    """The mutants of `module` without a final verdict: survivors, "no tests" (new tests may
+    kill them now) and unchecked. Killed and timed-out verdicts stand: adding tests cannot
+    revive them, and mutmut itself resets the verdicts of a function whose source changed
+    (they show as unchecked from its next run on, which a plain run then picks up)."""
+    return [name for name, code in verdicts(root, module).items()
+            if code is None or STATUS.get(code) in ("survived", "no tests")]
+
+
 def run_mutmut(root: Path, selection: list[str], max_children: int, deadline: float, log_path: Path) -> int | None:
     """One `mutmut run`, niced, killed at `deadline` (monotonic). None when it was cut."""
     remaining = deadline - time.monotonic()
@@ -210,6 +220,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--since", metavar="REV", help="mutate the modules changed since this git revision")
     parser.add_argument("--report", action="store_true", help="run nothing; print the recorded results")
     parser.add_argument("--survivors", action="store_true", help="also list every surviving mutant")
+    parser.add_argument("--recheck", action="store_true",
+                        help="run only the survivors, 'no tests' and unchecked mutants of the named modules")
     parser.add_argument("--max-children", type=int, default=1, help="mutmut workers (default 1)")
     parser.add_argument("--time-limit", type=float, default=1800, help="seconds of wall clock (default 1800)")
     parser.add_argument("--root", type=Path, default=ROOT, help=argparse.SUPPRESS)
@@ -235,10 +247,12 @@ def main(argv: list[str] | None = None) -> int:
     if not chosen:
         print("no module changed since the last recorded run; nothing to mutate")
         return 0
+    if args.recheck and not args.modules:
+        parser.error("--recheck needs the modules to recheck")
 
     deadline = time.monotonic() + args.time_limit
     record = load_record(root)
-    if args.modules:
+    if args.modules and not args.recheck:
         # Named explicitly: run them afresh even if a finished run is on record.
         for m in chosen:
             record.pop(m, None)
@@ -246,7 +260,10 @@ def main(argv: list[str] | None = None) -> int:
     (root / MUTANTS).mkdir(exist_ok=True)
     cut = False
     for module in chosen:
-        selection = mutant_selection(root, module, record)
+        if args.recheck:
+            selection = recheck_selection(root, module)
+        else:
+            selection = mutant_selection(root, module, record)
         if not selection:
             continue
         print(f"mutating {module} ({len(selection)} selector(s)); log: {log_path.relative_to(root)}", flush=True)

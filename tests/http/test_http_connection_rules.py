@@ -7,7 +7,9 @@ tell which of them covers which line (docs/mutation.md)."""
 from __future__ import annotations
 
 import asyncio
+import logging
 import os
+import socket
 import threading
 from collections.abc import Iterator
 
@@ -16,7 +18,7 @@ from support.demo_app import app
 from support.httpkit import Client
 
 from dbsvc.errors import HeadersTooLarge
-from dbsvc.http.connection import MAX_HEAD
+from dbsvc.http.connection import ASTERISK_ALLOW, MAX_HEAD
 from dbsvc.http.server import serve
 from dbsvc.http.types import HttpSettings
 
@@ -155,6 +157,7 @@ def test_rule_5_a_declared_length_over_the_limit_is_413_before_any_body_byte(ser
     problem = response.json()
     assert problem["code"] == "payload_too_large"
     assert problem["detail"] == f"request body of {MAX_BODY + 1} bytes is over the limit of {MAX_BODY} bytes"
+    assert problem["limit"] == MAX_BODY
     assert client.is_closed(WAIT)
 
 
@@ -172,6 +175,7 @@ def test_rule_5_a_chunked_body_crossing_the_limit_is_413_and_close(served):
     response = client.read_response()
     assert response.status == 413
     assert response.json()["detail"] == f"request body is over the limit of {MAX_BODY} bytes"
+    assert response.json()["limit"] == MAX_BODY
     assert client.is_closed(WAIT)
 
 
@@ -203,14 +207,40 @@ def test_rule_7_an_error_answer_is_readable_although_the_client_sent_more(served
 
 @pytest.mark.parametrize("route", ["/error", "/async-error", "/none", "/bad-header", "/bad-body",
                                    "/bad-status", "/deferred-error?kind=boom"])
-def test_rule_8_an_application_failure_is_a_500_problem_and_the_connection_goes_on(served, route):
+def test_rule_8_an_application_failure_is_a_500_problem_and_the_connection_goes_on(served, route, caplog):
     client = served.client()
-    response = client.request("GET", route, {"X-Request-Id": "fail-1"})
+    with caplog.at_level(logging.ERROR, logger="dbsvc.http"):
+        response = client.request("GET", route, {"X-Request-Id": "fail-1"})
+        assert client.request("GET", "/echo").status == 200
     assert response.status == 500
     assert response.header("content-type") == "application/problem+json"
-    problem = response.json()
-    assert (problem["code"], problem["status"], problem["request_id"]) == ("internal", 500, "fail-1")
-    assert client.request("GET", "/echo").status == 200
+    assert response.json() == {"type": "about:blank", "title": "Internal Server Error", "status": 500,
+                               "code": "internal", "detail": "internal server error", "request_id": "fail-1"}
+    # One log line naming the request, with the exception's type and frames but never its
+    # message; the 500 itself rendered (no "could not be rendered" fallback).
+    path = route.partition("?")[0]
+    [record] = [r for r in caplog.records if r.name == "dbsvc.http"]
+    assert record.getMessage() == f"unhandled error in GET {path} (request_id=fail-1)"
+    assert record.exc_info is not None and record.exc_info[1] is not None
+    assert getattr(record, "exc_messages", None) is False
+    client.close()
+
+
+def test_a_head_answer_has_no_body_and_the_connection_goes_on(served):
+    client = served.client()
+    response = client.request("HEAD", "/echo")
+    assert response.status == 200 and int(response.header("content-length")) > 0
+    assert client.request("GET", "/echo?after=head").json()["query"] == [["after", "head"]]
+    client.close()
+
+
+def test_options_asterisk_is_204_with_allow_and_the_connection_goes_on(served):
+    client = served.client()
+    client.send(b"OPTIONS * HTTP/1.1\r\nHost: t\r\n\r\n")
+    response = client.read_response()
+    assert response.status == 204 and response.body == b""
+    assert response.header("allow") == ASTERISK_ALLOW
+    assert client.request("GET", "/echo?after=options").json()["query"] == [["after", "options"]]
     client.close()
 
 
@@ -224,3 +254,50 @@ def test_rule_8_a_request_error_from_the_application_is_its_own_problem(served, 
     assert problem["request_id"] == response.header("x-request-id")
     assert client.request("GET", "/echo").status == 200
     client.close()
+
+
+def test_rule_1_responses_held_back_by_a_client_that_does_not_read_all_arrive_in_order(served):
+    # 32 pipelined requests for 1 MB answers, unread: the server's socket buffer fills,
+    # writing pauses (no further request is parsed), and resumes as the client reads.
+    client = served.client()
+    client.sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 16 * 1024)     # a slow reader
+    sizes = [1_000_000 + i for i in range(32)]
+    client.send(b"".join(f"GET /big?n={n} HTTP/1.1\r\nHost: t\r\n\r\n".encode() for n in sizes))
+    got = []
+    for _ in sizes:
+        response = client.read_response()
+        assert response.status == 200
+        got.append(len(response.body))
+    assert got == sizes
+    assert client.request("GET", "/echo").status == 200
+    client.close()
+
+
+@pytest.mark.parametrize("garbage", [b"GARBAGE\r\n\r\n", b"GET / HTTP/1.1\r\nHost: t\r\nBad Header\r\n\r\n"])
+def test_rule_8_bytes_that_are_not_http_get_400_and_close(served, garbage):
+    client = served.client()
+    client.send(garbage)
+    response = client.read_response()
+    assert response.status == 400
+    assert response.json()["code"] == "bad_request"
+    assert response.header("connection") == "close"
+    assert client.is_closed(WAIT)
+    assert served.client().request("GET", "/echo").status == 200
+
+
+def test_rule_8_a_bug_in_this_layer_is_logged_without_its_message_and_the_connection_closed(served, caplog):
+    # The demo's /bad-upgrade hands the WebSocket layer a close time that is not a number:
+    # an exception of the protocol layer's own after the 101.
+    client = served.client()
+    with caplog.at_level(logging.ERROR, logger="dbsvc.http"):
+        client.send(b"GET /bad-upgrade HTTP/1.1\r\nHost: t\r\nConnection: Upgrade\r\nUpgrade: websocket\r\n"
+                    b"Sec-WebSocket-Version: 13\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n"
+                    b"X-Request-Id: crash-1\r\n\r\n")
+        assert client.read_response().status == 101
+        assert client.is_closed(WAIT)
+    crashes = [r for r in caplog.records if r.getMessage().startswith("internal error in the http layer")]
+    assert [r.getMessage() for r in crashes] == ["internal error in the http layer (phase upgraded, "
+                                                 "request_id=crash-1)"]
+    assert crashes[0].exc_info is not None and crashes[0].exc_info[0] is TypeError
+    assert getattr(crashes[0], "exc_messages", None) is False
+    assert served.client().request("GET", "/echo").status == 200

@@ -17,7 +17,8 @@ from support.storage import open_store, run, user
 
 from dbsvc.errors import Unavailable
 from dbsvc.storage.commit import CommitQueue, LogWriter
-from dbsvc.storage.files import FaultPlan
+from dbsvc.storage import commit, files
+from dbsvc.storage.files import FaultPlan, FileOps
 
 TINY = 32 * 1024
 WAIT = 60.0            # generous: a loaded two-core machine
@@ -234,7 +235,21 @@ def test_a_write_queued_across_a_log_switch_is_published_as_the_new_log_holds_it
     # the frame the new log holds, with the watermark the store now reports.
     assert frame == frames[0]
     assert watermark == s.watermarks()["User"]
+    # The queued write is acknowledged at the new log's end: a later failure cuts back to
+    # it, not to where that write ended in the old log.
+    path = os.path.join(tenant, "log")
+    size = os.path.getsize(path)
+    s._commit.writer.faults = FaultPlan("fsync:1:EIO")
+    with pytest.raises(Unavailable):
+        run(s.insert("User", user(102)))
+    assert os.path.getsize(path) == size == s.stats()["log_bytes"]
     s.close()
+    reopened = open_store(tenant)
+    try:
+        assert reopened.stats()["torn_tail_bytes"] == 0
+        assert reopened.get("User", 101)[0] == record and reopened.get("User", 102)[0] is None
+    finally:
+        reopened.close()
 
 
 def test_a_failure_right_after_a_compaction_cuts_the_new_log_back_to_its_own_end(tenant):
@@ -262,3 +277,101 @@ def test_a_failure_right_after_a_compaction_cuts_the_new_log_back_to_its_own_end
         assert reopened.get("User", 100)[0] is None and reopened.get("User", 20)[0] is not None
     finally:
         reopened.close()
+
+
+def _queue_on(path: str, faults: FaultPlan) -> tuple[CommitQueue, int]:
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+    return CommitQueue(LogWriter(path, fd, 0, faults), sync=True,
+                       publish=lambda event, frame: None, rollback=lambda undo: None), fd
+
+
+def test_a_log_switch_that_fails_before_its_commit_point_fails_alone(tmp_path):
+    # A switch that raises without `fail_stop` (compact.py: before its commit point) fails
+    # the compaction that asked for it; the log stays usable, and a write queued with the
+    # switch, in the same turn of the loop, is still made durable and acknowledged.
+    path = str(tmp_path / "log")
+    queue, fd = _queue_on(path, FaultPlan(None))
+
+    def switch() -> None:
+        raise OSError(errno.EXDEV, "injected: the new log could not be renamed into place")
+
+    async def go():
+        first = queue.submit(b"frame one;", "event 1", lambda: "undo 1")
+        switched = queue.run_between_fsyncs(switch)
+        with pytest.raises(OSError, match="could not be renamed"):
+            await asyncio.wait_for(switched, WAIT)
+        await asyncio.wait_for(first, WAIT)
+        await asyncio.wait_for(queue.submit(b"frame two;", "event 2", lambda: "undo 2"), WAIT)
+    try:
+        run(go())
+        assert queue.health().writable and queue.stats.commits == 2
+    finally:
+        queue.shutdown()
+        os.close(fd)
+    with open(path, "rb") as f:
+        assert f.read() == b"frame one;frame two;"
+
+
+class NoSpace(FileOps):
+    """A full disk: every write fails with ENOSPC."""
+
+    def write(self, fd: int, data: bytes | memoryview) -> int:  # type: ignore[override]
+        raise OSError(errno.ENOSPC, "injected: no space left")
+
+
+def test_a_full_disk_while_a_switch_waits_fails_the_switch_and_writes_resume_with_room(tmp_path, monkeypatch):
+    monkeypatch.setattr(commit, "RETRY_INTERVAL", 0.0)
+    path = str(tmp_path / "log")
+    gate = FsyncGate(None)
+    queue, fd = _queue_on(path, gate)
+    switches: list[str] = []
+
+    async def go():
+        gate.armed = True
+        first = queue.submit(b"frame one;", "event 1", lambda: "undo 1")
+        await _until(gate.in_flight.is_set, "the fsync to be in flight")
+        switched = queue.run_between_fsyncs(lambda: switches.append("first"))
+        with files.use(NoSpace()):
+            refused = queue.submit(b"frame two;", "event 2", lambda: "undo 2")
+        gate.release.set()
+        await asyncio.wait_for(first, WAIT)
+        for future in (refused, switched):
+            with pytest.raises(Unavailable, match="write not stored: writes are refused: no space"):
+                await asyncio.wait_for(future, WAIT)
+        queue.check_writable()                          # the probe finds room: OK again
+        await asyncio.wait_for(queue.submit(b"frame three;", "event 3", lambda: "undo 3"), WAIT)
+        await asyncio.wait_for(queue.run_between_fsyncs(lambda: switches.append("second")), WAIT)
+    try:
+        run(go())
+        assert queue.health().writable
+    finally:
+        queue.shutdown()
+        os.close(fd)
+    assert switches == ["second"]
+    with open(path, "rb") as f:
+        assert f.read() == b"frame one;frame three;"
+
+
+def test_an_fsync_does_not_wait_for_the_loops_default_executor(tenant):
+    # The commit thread is the queue's own: blocking work in the default executor (a JWKS
+    # fetch, any to_thread call) cannot hold back an acknowledgement.
+    from concurrent.futures import ThreadPoolExecutor
+
+    s = open_store(tenant)
+    blocker = threading.Event()
+
+    async def go():
+        loop = asyncio.get_running_loop()
+        loop.set_default_executor(ThreadPoolExecutor(1))
+        busy = loop.run_in_executor(None, blocker.wait, 2 * WAIT)
+        try:
+            return await asyncio.wait_for(s.insert("User", user(1)), WAIT)
+        finally:
+            blocker.set()
+            await busy
+    try:
+        assert run(go()) == user(1)
+        assert s.stats()["fsyncs"] == 1
+    finally:
+        s.close()
+    assert _users(tenant) == [1]

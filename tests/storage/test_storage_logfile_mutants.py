@@ -78,13 +78,27 @@ def test_short_header_names_its_length():
         decode_header("log", encode_header(EPOCH, 0)[:HEADER_SIZE - 1])
     assert info.value.offset == 0
     assert info.value.reason == f"log header is {HEADER_SIZE - 1} bytes, expected {HEADER_SIZE}"
+    # The refusal names the file, as opening a store reports it.
+    with pytest.raises(CorruptLog) as info:
+        LogScan("/data/t/log", encode_header(EPOCH, 0)[:HEADER_SIZE - 1])
+    assert str(info.value) == (f"/data/t/log: corrupt at byte 0: log header is {HEADER_SIZE - 1} bytes, "
+                               f"expected {HEADER_SIZE}")
 
 
 def test_wrong_magic_is_named():
     body = HEADER.pack(b"SQLITE3\0", 1, bytes(16), 0)
     with pytest.raises(CorruptLog) as info:
-        decode_header("log", body + struct.pack(">I", zlib.crc32(body)))
+        decode_header("/data/t/log", body + struct.pack(">I", zlib.crc32(body)))
     assert info.value.reason == "not a dbsvc log (magic b'SQLITE3\\x00')"
+    assert info.value.path == "/data/t/log" and info.value.offset == 0
+
+
+def test_a_header_failing_its_checksum_is_refused_at_byte_0_naming_the_file():
+    header = bytearray(encode_header(EPOCH, 7))
+    header[30] ^= 0x01                           # the base offset, under the header's CRC
+    with pytest.raises(CorruptLog) as info:
+        LogScan("/data/t/log", bytes(header))
+    assert str(info.value) == "/data/t/log: corrupt at byte 0: log header checksum mismatch"
 
 
 def test_other_format_version_is_refused_even_with_a_good_checksum():
@@ -310,3 +324,75 @@ def test_renumbering_with_no_delta_copies_the_bytes():
     checkpoints: list[tuple[int, int]] = []
     assert b"".join(renumber_frames(FrameWalk(frames, 0, len(frames)), {"Post": 7}, 1000, 5, checkpoints)) == frames
     assert checkpoints == [(5, 1000 + FRAME_HEADER_SIZE + len(payload(4)))]
+
+
+# -- FrameWalk (one loop for every frame reader) ----------------------------------------------
+
+
+def test_an_unchecked_walk_yields_payloads_when_asked(tmp_path):
+    data, starts = image(3)
+    frames = list(FrameWalk(data, HEADER_SIZE, len(data)))
+    assert [(o, f) for o, f in frames] == [(o, encode_frame(o, payload(o))) for o in (1, 2, 3)]
+    assert list(FrameWalk(data, HEADER_SIZE, len(data), payloads=True)) == [(o, payload(o)) for o in (1, 2, 3)]
+    path = tmp_path / "log"
+    path.write_bytes(data)
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        assert list(FrameWalk(fd, starts[1], len(data), payloads=True, chunk=20)) == [(2, payload(2)),
+                                                                                       (3, payload(3))]
+    finally:
+        os.close(fd)
+
+
+def test_a_checked_walk_of_an_image_stopping_inside_a_frame_says_how_much_is_missing():
+    data, starts = image(3)
+    stop = len(data) - 5                       # frame 3's payload lacks its last 5 bytes
+    walk = FrameWalk(data, HEADER_SIZE, stop, 1)
+    assert [o for o, _ in walk] == [1, 2]
+    size = len(payload(3))
+    assert walk.error == f"truncated payload ({size - 5} of {size} bytes)"
+    assert walk.end == starts[2] and walk.next_offset == 3
+
+
+def test_a_largest_allowed_frame_is_walked_from_an_image_and_from_a_file_in_chunks(tmp_path):
+    data, starts = image(1)
+    body = b'{"kind":"insert","model":"User","offset":2,"watermark":2,"id":2,"record":{"pad":"'
+    big = body + b"a" * (MAX_PAYLOAD - len(body) - 3) + b'"}}'
+    data += encode_frame(2, big) + encode_frame(3, payload(3))
+    walk = FrameWalk(data, HEADER_SIZE, len(data), 1)
+    assert [(o, len(f)) for o, f in walk] == [(1, len(encode_frame(1, payload(1)))),
+                                              (2, FRAME_HEADER_SIZE + MAX_PAYLOAD),
+                                              (3, len(encode_frame(3, payload(3))))]
+    assert walk.error is None
+    path = tmp_path / "log"
+    path.write_bytes(data)
+    del data, big
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        walk = FrameWalk(fd, HEADER_SIZE, os.path.getsize(path), 1, payloads=True, chunk=1 << 20)
+        assert [(o, len(p)) for o, p in walk] == [(1, len(payload(1))), (2, MAX_PAYLOAD), (3, len(payload(3)))]
+        assert walk.error is None
+    finally:
+        os.close(fd)
+
+
+def test_read_frames_reads_at_most_a_chunk_at_a_time_unless_a_frame_is_larger(tmp_path, monkeypatch):
+    # /replicate's reader: a slow consumer holds one chunk at most.
+    data, starts = image(6)
+    path = tmp_path / "log"
+    path.write_bytes(data)
+    asked: list[int] = []
+    real_pread = os.pread
+
+    def pread(fd: int, n: int, offset: int) -> bytes:
+        asked.append(n)
+        return real_pread(fd, n, offset)
+    monkeypatch.setattr(os, "pread", pread)
+    largest = max(len(encode_frame(o, payload(o))) for o in range(1, 7))
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        frames = list(read_frames(fd, HEADER_SIZE, len(data), chunk=40))
+    finally:
+        os.close(fd)
+    assert [o for o, _ in frames] == [1, 2, 3, 4, 5, 6]
+    assert asked and max(asked) <= max(40, largest) < len(data) - HEADER_SIZE
