@@ -17,7 +17,7 @@ from support.storage import open_store, run, user
 
 from dbsvc.errors import Unavailable
 from dbsvc.storage.commit import CommitQueue, LogWriter
-from dbsvc.storage import commit, files
+from dbsvc.storage import Store, commit, files
 from dbsvc.storage.files import FaultPlan, FileOps
 
 TINY = 32 * 1024
@@ -237,17 +237,9 @@ def test_a_write_queued_across_a_log_switch_is_published_as_the_new_log_holds_it
     assert watermark == s.watermarks()["User"]
     # The queued write is acknowledged at the new log's end: a later failure cuts back to
     # it, not to where that write ended in the old log.
-    path = os.path.join(tenant, "log")
-    size = os.path.getsize(path)
-    s._commit.writer.faults = FaultPlan("fsync:1:EIO")
-    with pytest.raises(Unavailable):
-        run(s.insert("User", user(102)))
-    assert os.path.getsize(path) == size == s.stats()["log_bytes"]
-    s.close()
-    reopened = open_store(tenant)
+    reopened = _fail_a_write_and_reopen(s, tenant, 102)
     try:
-        assert reopened.stats()["torn_tail_bytes"] == 0
-        assert reopened.get("User", 101)[0] == record and reopened.get("User", 102)[0] is None
+        assert reopened.get("User", 101)[0] == record
     finally:
         reopened.close()
 
@@ -264,19 +256,27 @@ def test_a_failure_right_after_a_compaction_cuts_the_new_log_back_to_its_own_end
         await _until(lambda: s._compaction is None, "the compaction to finish")
     run(go())
     assert s.epoch != epoch
+    reopened = _fail_a_write_and_reopen(s, tenant, 100)
+    try:
+        assert reopened.get("User", 20)[0] is not None
+    finally:
+        reopened.close()
+
+
+def _fail_a_write_and_reopen(s: Store, tenant: str, id_: int) -> Store:
+    """Insert user `id_` with its fsync failing: refused, the log cut back to exactly its
+    size before (no zero padding, no torn tail on reopen) and the user absent; `s` is
+    closed and the tenant reopened for the caller's checks."""
     path = os.path.join(tenant, "log")
     size = os.path.getsize(path)
     s._commit.writer.faults = FaultPlan("fsync:1:EIO")
     with pytest.raises(Unavailable):
-        run(s.insert("User", user(100)))
+        run(s.insert("User", user(id_)))
     assert os.path.getsize(path) == size == s.stats()["log_bytes"]
     s.close()
     reopened = open_store(tenant)
-    try:
-        assert reopened.stats()["torn_tail_bytes"] == 0
-        assert reopened.get("User", 100)[0] is None and reopened.get("User", 20)[0] is not None
-    finally:
-        reopened.close()
+    assert reopened.stats()["torn_tail_bytes"] == 0 and reopened.get("User", id_)[0] is None
+    return reopened
 
 
 def _queue_on(path: str, faults: FaultPlan) -> tuple[CommitQueue, int]:
