@@ -164,9 +164,13 @@ class FaultPlan:
 
 
 def _hold(gate: str, call: str) -> None:
-    """Announce the held call in `<gate>.held`, then wait until `gate` exists (tests only)."""
-    with open(gate + ".held", "w", encoding="ascii") as marker:
+    """Announce the held call in `<gate>.held`, then wait until `gate` exists (tests only).
+    The marker is written whole under another name and renamed into place, so a test that
+    sees it never reads it empty or half written."""
+    partial = gate + ".held.partial"
+    with open(partial, "w", encoding="ascii") as marker:
         marker.write(call + "\n")
+    os.replace(partial, gate + ".held")
     while not os.path.exists(gate):
         time.sleep(0.005)
 
