@@ -15,13 +15,12 @@ import http.client
 import json
 import os
 import shutil
-import subprocess
 import threading
 import time
 from pathlib import Path
 
 import pytest
-from support.cli import run_dbsvc
+from support.cli import run_on_tenant as cli
 from support.server import start_server
 from support.storage import BLOG, open_store, post, user
 from support.tree import dir_image
@@ -37,10 +36,6 @@ from dbsvc.storage.tenants import create_tenant
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parents[1]
 SCHEMA = str(ROOT / "schemas" / "blog.dbs")
-
-
-def cli(data: Path, *args: str, tenant: str = "t") -> subprocess.CompletedProcess:
-    return run_dbsvc(*args, env={"SERVICE_DATA": str(data), "SERVICE_TENANT": tenant})
 
 
 def state(directory: str) -> dict[str, dict]:
@@ -64,11 +59,6 @@ def seed(directory: str, users: int = 40, posts: int = 80) -> None:
 
     asyncio.run(go())
     store.close()
-
-
-@pytest.fixture
-def data(tmp_path) -> Path:
-    return tmp_path / "data"
 
 
 @pytest.fixture

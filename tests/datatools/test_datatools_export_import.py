@@ -10,11 +10,10 @@ import asyncio
 import io
 import json
 import os
-import subprocess
 from pathlib import Path
 
 import pytest
-from support.cli import run_dbsvc
+from support.cli import run_on_tenant as cli
 from support.server import start_server
 from support.storage import BLOG, open_store, post, user
 from support.tree import dir_image as _dir_image
@@ -29,10 +28,6 @@ from dbsvc.storage.tenants import create_tenant
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parents[1]
 SCHEMA = str(ROOT / "schemas" / "blog.dbs")
-
-
-def cli(data: Path, *args: str, tenant: str = "t", env: dict | None = None) -> subprocess.CompletedProcess:
-    return run_dbsvc(*args, env={"SERVICE_DATA": str(data), "SERVICE_TENANT": tenant, **(env or {})})
 
 
 def dir_image(path: str) -> dict[str, bytes]:
@@ -75,11 +70,6 @@ def records(directory: str) -> dict[str, list[dict]]:
         return {m.name: store.list(m.name, Query(limit=1 << 40))[0] for m in BLOG.MODELS}
     finally:
         store.close()
-
-
-@pytest.fixture
-def data(tmp_path) -> Path:
-    return tmp_path / "data"
 
 
 @pytest.fixture

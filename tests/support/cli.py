@@ -30,3 +30,10 @@ def run_dbsvc(*args: str, env: Mapping[str, str] | None = None, cwd: str | os.Pa
     """Run `dbsvc ARGS` to completion; stdout and stderr captured as text."""
     return subprocess.run([sys.executable, str(LAUNCHER), *args], cwd=cwd, env=clean_env(env),
                           capture_output=True, text=True, timeout=timeout)
+
+
+def run_on_tenant(data: str | os.PathLike[str], *args: str, tenant: str = "t",
+                  env: Mapping[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    """`run_dbsvc` with SERVICE_DATA and SERVICE_TENANT naming one tenant (the data tools'
+    tests), plus `env`."""
+    return run_dbsvc(*args, env={"SERVICE_DATA": str(data), "SERVICE_TENANT": tenant, **(env or {})})
