@@ -27,8 +27,9 @@ few distinct values over many records makes such pages cost up to O(n).
 A list at a past watermark (`as_of`) filters, sorts and pages the materialised state: O(n log n).
 
 Live lists work on the stored records (tuples, table.py), matched by the generated
-`passes` and sorted by field position; only the page becomes dicts. `list_state` takes
-dicts: it is also the plain reference the tests hold the planned lists to.
+`passes` and sorted by field position; only the page becomes dicts, and so does
+`list_state`, the as_of list. (The tests hold both to a brute-force list over dicts of
+their own, `support.storage.reference_list`.)
 """
 
 from __future__ import annotations
@@ -207,13 +208,14 @@ def _plan_live(table: Table, query: Query) -> tuple[list[Stored], int]:
     return _page(_walk(table, sort), offset, limit, model.passes, filters), total
 
 
-def list_state(state: Mapping[Any, dict], model: CompiledModel, query: Query) -> tuple[list[dict], int]:
-    """(page, total) over a materialised map of records (an `as_of` state)."""
-    match = model.match
-    filters = query.filters
-    chosen = [r for r in state.values() if match(r, filters)] if filters else list(state.values())
-    sort_records(chosen, query.sort, model)
-    return chosen[query.offset : query.offset + query.limit], len(chosen)
+def list_state(state: Mapping[Any, Stored], table: Table, query: Query) -> tuple[list[dict], int]:
+    """(page, total) over a materialised map of stored records (an `as_of` state,
+    `Table.state_as_of`): filtered and sorted as tuples, only the page made into dicts."""
+    model = table.model
+    passes, filters = model.passes, query.filters
+    chosen = [r for r in state.values() if passes(r, filters)] if filters else list(state.values())
+    sort_records(chosen, query.sort, model, table.positions)
+    return list(map(model.decode, chosen[query.offset : query.offset + query.limit])), len(chosen)
 
 
 def _page(records: Iterator[Stored], offset: int, limit: int,

@@ -208,8 +208,7 @@ class Store:
         if as_of is None or as_of >= table.watermark:
             records, total = list_live(table, query)
             return records, total, table.watermark
-        state = table.state_as_of(max(as_of, 0))
-        records, total = list_state(dict(zip(state, map(table.model.decode, state.values()))), table.model, query)
+        records, total = list_state(table.state_as_of(max(as_of, 0)), table, query)
         return records, total, as_of
 
     def watermarks(self) -> dict[str, int]:

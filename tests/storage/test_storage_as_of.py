@@ -24,11 +24,10 @@ from hypothesis.stateful import (
     rule,
     run_state_machine_as_test,
 )
-from support.storage import BLOG, open_store, run, user
+from support.storage import BLOG, open_store, reference_list, run, user
 
 from dbsvc.errors import UniqueViolation
 from dbsvc.runtime import Query
-from dbsvc.storage.query import list_state
 from dbsvc.storage.tenants import compact_tenant, create_tenant
 
 USER = BLOG.MODELS[0]
@@ -109,7 +108,7 @@ class AsOfMachine(RuleBasedStateMachine):
         for i in range(1, 13):
             assert self.store.get("User", i, as_of=n) == (state.get(i), n)
         got, total, wm = self.store.list("User", Query(q.filters, q.sort, q.limit, q.offset, as_of=n))
-        want, want_total = list_state(state, USER, q)
+        want, want_total = reference_list(state, USER, q)
         assert (got, total, wm) == (want, want_total, n)
 
     @invariant()
@@ -124,7 +123,7 @@ class AsOfMachine(RuleBasedStateMachine):
     @invariant()
     def live_reads_agree(self):
         got, total, _ = self.store.list("User", Query(sort=(("age", True),), limit=100))
-        want, want_total = list_state(self.live, USER, Query(sort=(("age", True),), limit=100))
+        want, want_total = reference_list(self.live, USER, Query(sort=(("age", True),), limit=100))
         assert got == want and total == want_total
 
     @rule(q=QUERIES)

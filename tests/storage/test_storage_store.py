@@ -6,7 +6,7 @@ import asyncio
 import random
 
 import pytest
-from support.storage import open_store, post, run, user
+from support.storage import open_store, post, reference_list, run, user
 from support.tree import dir_image
 
 from dbsvc.errors import (
@@ -21,7 +21,6 @@ from dbsvc.errors import (
 from dbsvc.runtime import Query
 from dbsvc.storage import ChangeEvent, EventKind
 from dbsvc.storage import query
-from dbsvc.storage.query import list_state
 
 
 def test_insert_assigns_max_ever_used_plus_one(tenant):
@@ -114,7 +113,7 @@ def _random_posts(s, n, seed=7):
 def assert_list_agrees_with_a_full_sort(s, model, q):
     """The store's planned list equals filtering and sorting every live record."""
     got, total, wm = s.list(model, q)
-    want, want_total = list_state(s._tables[model].records, s._tables[model].model, q)
+    want, want_total = reference_list(s._tables[model].records, s._tables[model].model, q)
     assert [r["id"] for r in got] == [r["id"] for r in want]
     assert total == want_total
     assert wm == s.watermarks()[model]

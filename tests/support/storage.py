@@ -8,7 +8,9 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Mapping
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parents[2]
 if str(ROOT) not in sys.path:
@@ -16,7 +18,9 @@ if str(ROOT) not in sys.path:
 
 from dbsvc.compiler import compile_schema
 from dbsvc.schema import load_schema
+from dbsvc.runtime import CompiledModel, Query
 from dbsvc.storage import Store
+from dbsvc.storage.query import sort_records
 
 BLOG = compile_schema(load_schema(str(ROOT / "schemas" / "blog.dbs")))
 
@@ -88,3 +92,13 @@ def kill_writer(argv: list[str], head: int, delay: float) -> str:
         out = child.stdout.read()       # type: ignore[union-attr]   not communicate(): it would skip readline's buffer
         child.wait()
     return out
+
+
+def reference_list(records: Mapping[Any, dict], model: CompiledModel, query: Query) -> tuple[list[dict], int]:
+    """(page, total) of `query` over record dicts by brute force: every record matched by
+    the generated `match`, all of them sorted: the oracle the store's planned and as_of
+    lists are held to."""
+    match, filters = model.match, query.filters
+    chosen = [r for r in records.values() if match(r, filters)] if filters else list(records.values())
+    sort_records(chosen, query.sort, model)
+    return chosen[query.offset : query.offset + query.limit], len(chosen)
