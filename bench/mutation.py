@@ -9,6 +9,7 @@ Usage (from the repository root; docs/mutation.md has the why and the last figur
     python bench/mutation.py --report               # print the table of the last results only
     python bench/mutation.py --survivors dbsvc/storage/commit.py   # also list what survived
     python bench/mutation.py --recheck dbsvc/auth/guard.py   # only what is not killed yet
+    python bench/mutation.py --restat --recheck dbsvc/http/connection.py   # tests changed how they run
 
 What it mutates and which tests it runs is the `[mutmut]` section of setup.cfg (mutmut 3,
 `pip install -e '.[mutation]'`). mutmut copies the tree to `mutants/`, records which test
@@ -40,6 +41,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 MUTANTS = "mutants"
 RECORD = "dbsvc-mutation.json"
+STATS = "mutmut-stats.json"             # mutmut's record of which test calls which function
 
 # mutmut's exit codes per mutant (mutmut/stats.py), folded into the columns we print.
 STATUS = {1: "killed", 3: "killed", 37: "killed", 0: "survived", 5: "no tests", 33: "no tests",
@@ -222,6 +224,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--survivors", action="store_true", help="also list every surviving mutant")
     parser.add_argument("--recheck", action="store_true",
                         help="run only the survivors, 'no tests' and unchecked mutants of the named modules")
+    parser.add_argument("--restat", action="store_true",
+                        help="forget which test calls which function and record it again (mutmut only "
+                             "records new tests by itself; use this when existing tests changed what they call)")
     parser.add_argument("--max-children", type=int, default=1, help="mutmut workers (default 1)")
     parser.add_argument("--time-limit", type=float, default=1800, help="seconds of wall clock (default 1800)")
     parser.add_argument("--root", type=Path, default=ROOT, help=argparse.SUPPRESS)
@@ -258,6 +263,8 @@ def main(argv: list[str] | None = None) -> int:
             record.pop(m, None)
     log_path = root / MUTANTS / "mutation-run.log"
     (root / MUTANTS).mkdir(exist_ok=True)
+    if args.restat:
+        (root / MUTANTS / STATS).unlink(missing_ok=True)
     cut = False
     for module in chosen:
         if args.recheck:

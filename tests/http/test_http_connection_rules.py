@@ -6,78 +6,35 @@ tell which of them covers which line (docs/mutation.md)."""
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import os
 import socket
-import threading
 from collections.abc import Iterator
 
 import pytest
 from support.demo_app import app
 from support.httpkit import Client
+from support.inprocess import WAIT, InProcessServer
 
 from dbsvc.errors import HeadersTooLarge
 from dbsvc.http.connection import ASTERISK_ALLOW, MAX_HEAD
-from dbsvc.http.server import serve
 from dbsvc.http.types import HttpSettings
 
-WAIT = 30.0             # generous: a loaded two-core machine
 MAX_BODY = 1024
 
 
-class InProcessServer:
-    """`serve(app, settings)` on its own event loop in a daemon thread."""
-
-    def __init__(self, settings: HttpSettings) -> None:
-        self.settings = settings
-        self.port = 0
-        self._ready = threading.Event()
-        self._loop: asyncio.AbstractEventLoop | None = None
-        self._stop: asyncio.Event | None = None
-        self._thread = threading.Thread(target=self._run, name="inprocess-http", daemon=True)
-        self._failure: BaseException | None = None
-
-    def _run(self) -> None:
-        async def main() -> None:
-            self._loop = asyncio.get_running_loop()
-            self._stop = asyncio.Event()
-
-            def ready(port: int) -> None:
-                self.port = port
-                self._ready.set()
-
-            await serve(app, self.settings, stop=self._stop, on_ready=ready)
-        try:
-            asyncio.run(main())
-        except BaseException as exc:                       # reported by start()/stop()
-            self._failure = exc
-            self._ready.set()
-
-    def start(self) -> InProcessServer:
-        self._thread.start()
-        assert self._ready.wait(WAIT), "the in-process server did not start"
-        assert self._failure is None, f"the in-process server failed: {self._failure!r}"
-        return self
-
-    def stop(self) -> None:
-        if self._loop is not None and self._stop is not None:
-            self._loop.call_soon_threadsafe(self._stop.set)
-        self._thread.join(WAIT)
-        assert not self._thread.is_alive(), "the in-process server did not stop"
-        assert self._failure is None, f"the in-process server failed: {self._failure!r}"
-
+class Served(InProcessServer):
     def client(self) -> Client:
         return Client(self.port, timeout=WAIT)
 
 
 @pytest.fixture(scope="module")
-def served() -> Iterator[InProcessServer]:
+def served() -> Iterator[Served]:
     settings = HttpSettings(host="127.0.0.1", port=0, max_body=MAX_BODY, max_connections=64,
                             header_timeout=WAIT, idle_timeout=WAIT, shutdown_timeout=5.0,
                             min_body_rate=0.0, body_rate_grace=5.0, body_memory=64 << 20,
                             http_parser=os.environ.get("SERVICE_HTTP_PARSER", "fast"))   # conftest.py
-    server = InProcessServer(settings).start()
+    server = Served(app, settings).start()
     yield server
     server.stop()
 

@@ -222,7 +222,8 @@ def test_bodies_past_the_memory_budget_get_503_and_the_held_ones_complete(make_s
 def test_unfinished_bodies_do_not_grow_server_memory_past_the_budget(make_server):
     mib = 1 << 20
     demo = make_server(["--max-body", str(mib), "--body-memory", str(4 * mib),
-                        "--idle-timeout", "60", "--header-timeout", "60", "--max-connections", "200"])
+                        "--idle-timeout", "60", "--header-timeout", "60", "--max-connections", "200"],
+                       child=True)                  # its RSS
     assert demo.get("/echo").status == 200
     before = demo.rss_kib()
     clients = []

@@ -158,7 +158,7 @@ def test_connection_cap_answers_503_and_service_resumes(make_server):
 
 
 def test_accept_survives_emfile(make_server):
-    demo = make_server(["--nofile", "40", "--max-connections", "1000"])
+    demo = make_server(["--nofile", "40", "--max-connections", "1000"], child=True)
     hogs = []
     try:
         for _ in range(60):                              # well past 40 descriptors
@@ -182,7 +182,7 @@ def test_accept_survives_emfile(make_server):
 
 
 def test_pipelined_flood_does_not_grow_server_memory(make_server):
-    demo = make_server(["--idle-timeout", "10", "--header-timeout", "10"])
+    demo = make_server(["--idle-timeout", "10", "--header-timeout", "10"], child=True)   # its RSS
     assert demo.get("/big?n=10").status == 200
     before = demo.rss_kib()
     client = demo.client()

@@ -150,7 +150,9 @@ def app(request: Request):
     return Response(404, b'{"code": "not_found"}')
 
 
-def main(argv: list[str]) -> int:
+def parse_args(argv: list[str]) -> tuple[HttpSettings, int]:
+    """The settings this command line asks for, and the RLIMIT_NOFILE to lower to (0: none).
+    Also used by support.inprocess, which serves the same app in the test process."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--max-body", type=int, default=1024)
     parser.add_argument("--max-connections", type=int, default=64)
@@ -163,9 +165,6 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--cors", default="")
     parser.add_argument("--nofile", type=int, default=0, help="lower RLIMIT_NOFILE to this")
     args = parser.parse_args(argv)
-    configure_logging(os.environ.get("RUST_LOG", "info"), os.environ.get("SERVICE_LOG_FORMAT", "text"))
-    if args.nofile:
-        resource.setrlimit(resource.RLIMIT_NOFILE, (args.nofile, args.nofile))
     settings = HttpSettings(
         host="127.0.0.1", port=0, max_body=args.max_body, max_connections=args.max_connections,
         header_timeout=args.header_timeout, idle_timeout=args.idle_timeout,
@@ -174,6 +173,14 @@ def main(argv: list[str]) -> int:
         cors_origins=tuple(o for o in args.cors.split(",") if o),
         http_parser=os.environ.get("SERVICE_HTTP_PARSER", "fast"),
     )
+    return settings, args.nofile
+
+
+def main(argv: list[str]) -> int:
+    settings, nofile = parse_args(argv)
+    configure_logging(os.environ.get("RUST_LOG", "info"), os.environ.get("SERVICE_LOG_FORMAT", "text"))
+    if nofile:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (nofile, nofile))
 
     async def run() -> None:
 

@@ -1,6 +1,6 @@
-"""Kit of the protocol tests (tests/http): start `demo_app.py` as a real subprocess on
-127.0.0.1, port 0, with small limits, and talk to it through a minimal raw-socket HTTP/1.1
-client (no mocks)."""
+"""Kit of the protocol tests (tests/http): start `demo_app.py` on 127.0.0.1, port 0, with
+small limits (a real subprocess; in-process under mutation testing, see IN_PROCESS), and talk
+to it through a minimal raw-socket HTTP/1.1 client (no mocks)."""
 
 from __future__ import annotations
 
@@ -11,9 +11,11 @@ import socket
 import subprocess
 import sys
 import tempfile
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
+from support import demo_app
+from support.inprocess import InProcessServer
 from support.server import wait_for_port
 
 DEMO_APP = Path(__file__).with_name("demo_app.py")
@@ -97,12 +99,20 @@ def build_request(method: str, target: str, headers: dict[str, str] | None = Non
     return ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1") + body
 
 
-@dataclass
+# Where start_demo serves the demo app: a child process (what a user runs), or this process
+# when mutmut runs the tests (it sets MUTANT_UNDER_TEST, to "" for its clean run) or
+# DBSVC_TEST_HTTP_INPROCESS=1 asks for it (support/inprocess.py says why).
+IN_PROCESS = "MUTANT_UNDER_TEST" in os.environ or os.environ.get("DBSVC_TEST_HTTP_INPROCESS") == "1"
+
+
 class DemoServer:
-    process: subprocess.Popen
+    """The demo app, listening on `port`: what every protocol test talks to."""
+
     port: int
-    log_path: Path
-    clients: list[Client] = field(default_factory=list)
+
+    def __init__(self, port: int) -> None:
+        self.port = port
+        self.clients: list[Client] = []
 
     def client(self, timeout: float = TIMEOUT) -> Client:
         client = Client(self.port, timeout)
@@ -117,6 +127,42 @@ class DemoServer:
             client.close()
 
     def log(self) -> str:
+        raise NotImplementedError
+
+    def begin_shutdown(self) -> None:
+        """Start a graceful shutdown (SIGTERM for a process), without waiting for it."""
+        raise NotImplementedError
+
+    def wait(self, timeout: float) -> int:
+        """Wait for the server to end; the exit status, 0 when it went well."""
+        raise NotImplementedError
+
+    def terminate(self, timeout: float = 10.0) -> int:
+        """A graceful shutdown, waited for; the exit status."""
+        self.begin_shutdown()
+        return self.wait(timeout)
+
+    def _stop(self) -> None:
+        raise NotImplementedError
+
+    def cleanup(self) -> None:
+        for client in self.clients:
+            try:
+                client.close()
+            except OSError:
+                pass
+        self._stop()
+
+
+class ChildDemo(DemoServer):
+    """demo_app.py in a child process; its log is its stderr, in a file."""
+
+    def __init__(self, process: subprocess.Popen, port: int, log_path: Path) -> None:
+        super().__init__(port)
+        self.process = process
+        self.log_path = log_path
+
+    def log(self) -> str:
         return self.log_path.read_text(encoding="utf-8", errors="replace")
 
     def rss_kib(self) -> int:
@@ -125,17 +171,14 @@ class DemoServer:
                 return int(line.split()[1])
         raise AssertionError("no VmRSS")
 
-    def terminate(self, timeout: float = 10.0) -> int:
+    def begin_shutdown(self) -> None:
         if self.process.poll() is None:
             self.process.send_signal(signal.SIGTERM)
+
+    def wait(self, timeout: float) -> int:
         return self.process.wait(timeout)
 
-    def cleanup(self) -> None:
-        for client in self.clients:
-            try:
-                client.close()
-            except OSError:
-                pass
+    def _stop(self) -> None:
         if self.process.poll() is None:
             self.process.kill()
             self.process.wait(5)
@@ -143,7 +186,41 @@ class DemoServer:
             self.process.stdout.close()
 
 
-def start_demo(args: list[str] | None = None, env: dict[str, str] | None = None) -> DemoServer:
+class InProcessDemo(DemoServer):
+    """demo_app's `app` served in a thread of this process (support/inprocess.py)."""
+
+    def __init__(self, server: InProcessServer) -> None:
+        super().__init__(server.port)
+        self.server = server
+
+    def log(self) -> str:
+        return self.server.log.text()
+
+    def begin_shutdown(self) -> None:
+        self.server.begin_stop()
+
+    def wait(self, timeout: float) -> int:
+        self.server.stop(timeout)                   # raises if it did not end well
+        return 0
+
+    def _stop(self) -> None:
+        if self.server.running():
+            self.server.stop()
+
+
+def start_demo(args: list[str] | None = None, env: dict[str, str] | None = None, *,
+               child: bool = False) -> DemoServer:
+    """The demo app with these command-line `args`, in-process when IN_PROCESS, unless the
+    test needs a process of its own (`child`: signals, RSS, rlimits) or another log
+    configuration (`env`)."""
+    if IN_PROCESS and not child and not env:
+        settings, nofile = demo_app.parse_args(args or [])
+        assert not nofile, "--nofile lowers the rlimit of the whole process: pass child=True"
+        return InProcessDemo(InProcessServer(demo_app.app, settings).start())
+    return start_child_demo(args, env)
+
+
+def start_child_demo(args: list[str] | None = None, env: dict[str, str] | None = None) -> ChildDemo:
     log_file = tempfile.NamedTemporaryFile(prefix="dbsvc-http-", suffix=".log", delete=False)
     full_env = dict(os.environ, RUST_LOG="info", SERVICE_LOG_FORMAT="text", PYTHONUNBUFFERED="1")
     full_env.update(env or {})
@@ -156,4 +233,4 @@ def start_demo(args: list[str] | None = None, env: dict[str, str] | None = None)
         port = wait_for_port(process, process.stdout, DEMO_PORT, [], timeout=10)
     except AssertionError as failed:
         raise AssertionError(f"{failed}\n{Path(log_file.name).read_text()}") from None
-    return DemoServer(process, port, Path(log_file.name))
+    return ChildDemo(process, port, Path(log_file.name))

@@ -1,0 +1,108 @@
+"""An HTTP app served by `dbsvc.http.server.serve` on its own event loop in a thread of the
+test process: a real socket on 127.0.0.1, port 0, real clients, but the server's code runs
+in this process.
+
+Why: mutation testing (mutmut, docs/mutation.md) only sees the calls made in its own
+process, so a test that talks to a child process covers nothing for it. The protocol tests
+therefore run the demo app in-process when mutmut runs them (and when
+DBSVC_TEST_HTTP_INPROCESS=1 asks for it, to check that they pass that way); every other run
+keeps the child process, which is what a user runs.
+
+The server's log lines are caught by a handler that takes only the records emitted on the
+server's own thread, formatted like the service's text log, so each server has its own log
+even though `logging` is shared by the whole process.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import threading
+from collections.abc import Callable
+
+from dbsvc.http.server import serve
+from dbsvc.http.types import HttpSettings
+from dbsvc.logs import TextFormat
+
+WAIT = 30.0             # generous: a loaded two-core machine
+
+
+class ThreadLog(logging.Handler):
+    """The text log lines of the records emitted on one thread, kept in memory."""
+
+    def __init__(self) -> None:
+        super().__init__(logging.DEBUG)
+        self.setFormatter(TextFormat())
+        self.thread_id: int | None = None
+        self.lines: list[str] = []
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return threading.get_ident() == self.thread_id
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.lines.append(self.format(record))
+
+    def text(self) -> str:
+        return "".join(line + "\n" for line in list(self.lines))
+
+
+class InProcessServer:
+    """`serve(app, settings)` on its own event loop in a daemon thread, until `stop()`."""
+
+    def __init__(self, app: Callable, settings: HttpSettings) -> None:
+        self.app = app
+        self.settings = settings
+        self.port = 0
+        self.log = ThreadLog()
+        self._ready = threading.Event()
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._stop: asyncio.Event | None = None
+        self._thread = threading.Thread(target=self._run, name="inprocess-http", daemon=True)
+        self._failure: BaseException | None = None
+        self._root_level = logging.root.level
+
+    def _run(self) -> None:
+        self.log.thread_id = threading.get_ident()
+
+        async def main() -> None:
+            self._loop = asyncio.get_running_loop()
+            self._stop = asyncio.Event()
+
+            def ready(port: int) -> None:
+                self.port = port
+                self._ready.set()
+
+            await serve(self.app, self.settings, stop=self._stop, on_ready=ready)
+        try:
+            asyncio.run(main())
+        except BaseException as exc:                       # reported by start()/stop()
+            self._failure = exc
+            self._ready.set()
+
+    def start(self) -> InProcessServer:
+        logging.root.addHandler(self.log)
+        if logging.root.level > logging.INFO:             # the service logs at info
+            logging.root.setLevel(logging.INFO)
+        self._thread.start()
+        assert self._ready.wait(WAIT), "the in-process server did not start"
+        assert self._failure is None, f"the in-process server failed: {self._failure!r}"
+        return self
+
+    def running(self) -> bool:
+        return self._thread.is_alive()
+
+    def begin_stop(self) -> None:
+        """Start a graceful shutdown, as SIGTERM starts the service's; returns at once."""
+        if self._loop is not None and self._stop is not None and self._thread.is_alive():
+            self._loop.call_soon_threadsafe(self._stop.set)
+
+    def stop(self, timeout: float = WAIT) -> None:
+        """A graceful shutdown; waits for it to end."""
+        try:
+            self.begin_stop()
+            self._thread.join(timeout)
+            assert not self._thread.is_alive(), "the in-process server did not stop"
+            assert self._failure is None, f"the in-process server failed: {self._failure!r}"
+        finally:
+            logging.root.removeHandler(self.log)
+            logging.root.setLevel(self._root_level)
