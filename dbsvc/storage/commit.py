@@ -58,7 +58,7 @@ import os
 import time
 from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from dbsvc.errors import Unavailable
@@ -106,25 +106,16 @@ class Pending:
     frame: bytes = b""             # the frame written, published with the event
 
 
-HISTOGRAM_BUCKETS = 16
-
-
 @dataclass(slots=True)
 class CommitStats:
     """Counters of a commit queue; fixed size however long the store runs."""
 
     fsyncs: int = 0
-    commits: int = 0
+    commits: int = 0            # acknowledged writes (fsyncs / commits is the group-commit ratio)
     failures: int = 0
-    largest_batch: int = 0
-    # batch_sizes[i] counts acknowledged batches of 2**i to 2**(i+1) - 1 writes (the last
-    # bucket takes everything larger).
-    batch_sizes: list[int] = field(default_factory=lambda: [0] * HISTOGRAM_BUCKETS)
 
     def count_batch(self, size: int) -> None:
         self.commits += size
-        self.batch_sizes[min(size.bit_length() - 1, HISTOGRAM_BUCKETS - 1)] += 1
-        self.largest_batch = max(self.largest_batch, size)
 
 
 class LogWriter:

@@ -375,3 +375,28 @@ def test_an_fsync_does_not_wait_for_the_loops_default_executor(tenant):
     finally:
         s.close()
     assert _users(tenant) == [1]
+
+
+def test_close_waits_for_an_fsync_in_flight_before_closing_the_log(tenant):
+    # close() closes the log's descriptor: an fsync still running in the commit thread would
+    # then sync nothing (EBADF), or another file that reused the number. So close() waits
+    # for it. The held fsync is let go by a timer; close() must not return before that.
+    s = open_store(tenant)
+    gate = FsyncGate(None)
+    s._commit.writer.faults = gate
+    released_when_closed: list[bool] = []
+
+    async def go():
+        gate.armed = True
+        write = asyncio.ensure_future(s.insert("User", user(1)))
+        await _until(gate.in_flight.is_set, "the fsync to be in flight")
+        timer = threading.Timer(0.3, gate.release.set)
+        timer.start()
+        s.close()                                   # on the loop, as the service's shutdown does
+        released_when_closed.append(gate.release.is_set())
+        timer.join()
+        return await write
+
+    record = run(go())
+    assert released_when_closed == [True], "close() returned while an fsync was still in flight"
+    assert _users(tenant) == [record["id"]]         # acknowledged by close()'s own final fsync
