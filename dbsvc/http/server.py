@@ -154,14 +154,17 @@ async def _sweep_forever(hub: Hub, tick: float) -> None:
 
 
 async def serve(app: App, settings: HttpSettings, *, stop: asyncio.Event,
-                on_ready: Callable[[int], None] | None = None) -> None:
+                on_ready: Callable[[int], None] | None = None, hub: Hub | None = None) -> None:
     """Serve `app` on settings.host:settings.port until `stop` is set, then shut down gracefully.
 
     `on_ready(port)` is called once the socket listens (port 0 binds an ephemeral port).
+    `hub` is the connections' shared state, built on this loop for `app` and `settings`, when
+    the caller wants to look at it (the in-process protocol tests do); made here otherwise.
     Returns after every connection is closed, at most about `shutdown_timeout` after `stop`.
     """
     loop = asyncio.get_running_loop()
-    hub = Hub(app, settings, loop)
+    if hub is None:
+        hub = Hub(app, settings, loop)
     server = await loop.create_server(
         lambda: HttpConnection(hub), settings.host, settings.port,
         reuse_address=True, backlog=min(4096, max(128, settings.max_connections)))

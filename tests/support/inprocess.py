@@ -20,7 +20,7 @@ import logging
 import threading
 from collections.abc import Callable
 
-from dbsvc.http.server import serve
+from dbsvc.http.server import Hub, serve
 from dbsvc.http.types import HttpSettings
 from dbsvc.logs import TextFormat
 
@@ -55,6 +55,7 @@ class InProcessServer:
         self.port = 0
         self.log = ThreadLog()
         self._ready = threading.Event()
+        self.hub: Hub | None = None       # the server's shared state (open connections, body bytes)
         self._loop: asyncio.AbstractEventLoop | None = None
         self._stop: asyncio.Event | None = None
         self._thread = threading.Thread(target=self._run, name="inprocess-http", daemon=True)
@@ -72,7 +73,8 @@ class InProcessServer:
                 self.port = port
                 self._ready.set()
 
-            await serve(self.app, self.settings, stop=self._stop, on_ready=ready)
+            self.hub = Hub(self.app, self.settings, self._loop)
+            await serve(self.app, self.settings, stop=self._stop, on_ready=ready, hub=self.hub)
         try:
             asyncio.run(main())
         except BaseException as exc:                       # reported by start()/stop()
@@ -87,6 +89,25 @@ class InProcessServer:
         assert self._ready.wait(WAIT), "the in-process server did not start"
         assert self._failure is None, f"the in-process server failed: {self._failure!r}"
         return self
+
+    def call(self, fn: Callable[[], object]) -> object:
+        """`fn()` run on the server's loop (its state is only consistent there); its result."""
+        assert self._loop is not None
+        done = threading.Event()
+        box: list = []
+
+        def run() -> None:
+            try:
+                box.append((True, fn()))
+            except BaseException as exc:             # handed back to the test
+                box.append((False, exc))
+            done.set()
+        self._loop.call_soon_threadsafe(run)
+        assert done.wait(WAIT), "the server's loop did not run the call"
+        ok, value = box[0]
+        if not ok:
+            raise value
+        return value
 
     def running(self) -> bool:
         return self._thread.is_alive()
