@@ -597,13 +597,20 @@ class HttpConnection(asyncio.Protocol):
         self._send(response, None, close=True, request_id=request_id)
 
     def _linger(self) -> None:
+        """Rule 7: after a closing answer, send FIN but keep reading (and dropping) for a while,
+        so bytes the client is still sending do not make our kernel reset the connection
+        before the answer is read. A peer that has reset already is simply let go."""
         self.phase = LINGER
         self.deadline = self._hub.loop.time() + LINGER_SECONDS
         self._unfed.clear()
         self._out.flush()
         transport = self._transport
         if transport.can_write_eof():
-            transport.write_eof()                           # FIN after the buffered response
+            try:
+                transport.write_eof()                       # FIN after the buffered response
+            except OSError:                                 # the peer reset first: it is gone
+                transport.abort()
+                return
         if self._reading_paused:
             self._reading_paused = False
             transport.resume_reading()

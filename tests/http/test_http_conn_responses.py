@@ -1,0 +1,497 @@
+"""What dbsvc/http/connection.py writes back, byte for byte, and what it logs about it.
+
+The answer to each request (`_send`): the status line and the headers h11 would write, no
+body on a 204 or 304, an empty reason phrase for a status HTTP names none for; a closing
+answer's `connection: close` and its linger (rule 7: FIN, input discarded, closed at the
+client's FIN); an answer that cannot be sent turning into a 500, and when even that fails,
+the fixed last words of rule 8 (`_crash`); the 503 refusal past `max_connections`
+(`_refuse`); rule 10's 101 and the answers to a handshake it refuses; and the span line of
+every request (`_log_span`): method, path, status, duration, bytes, request id.
+
+The server runs in this process (support/inprocess.py) so that mutation testing sees it
+(docs/mutation.md). A bug of the layer's own is brought about the way an operator could:
+a logging filter that raises, installed on one of the layer's loggers (a filter's exception
+goes through `Logger.info`, unlike a handler's). The server's state is only read, on its
+own loop (`InProcessServer.call`).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import re
+import socket
+import time
+from collections.abc import Callable, Iterator
+
+import pytest
+from support.demo_app import app as demo_app
+from support.httpkit import Client
+from support.inprocess import WAIT, InProcessServer
+
+import dbsvc.http.connection as connection_module
+from dbsvc.http.connection import Phase
+from dbsvc.http.types import HttpSettings, Request, Response, Upgrade
+
+MAX_BODY = 1024
+ORIGIN = "https://app.example"
+PARSER = os.environ.get("SERVICE_HTTP_PARSER", "fast")     # tests/http/conftest.py
+HANDSHAKE = ("Connection: Upgrade\r\nUpgrade: websocket\r\nSec-WebSocket-Version: 13\r\n"
+             "Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n")
+ACCEPT = "s3pPLMBiTxaQ9kYGzzhZRbK+xOo="                     # RFC 6455 §1.3's example key
+SECRET = "client data that must not reach the log"     # a bug's message
+DATE = re.compile(rb"\r\ndate: [A-Z][a-z]{2}, \d\d [A-Z][a-z]{2} \d{4} \d\d:\d\d:\d\d GMT\r\n")
+
+
+class RecordingSession:
+    """A WebSocket session that echoes text and remembers the close codes it was told."""
+
+    def __init__(self) -> None:
+        self.channel = None
+        self.closes: list[int] = []
+
+    def on_open(self, channel) -> None:
+        self.channel = channel
+
+    def on_message(self, data) -> None:
+        self.channel.send_text(data)
+
+    def on_writable(self) -> None:
+        pass
+
+    def on_close(self, code: int) -> None:
+        self.closes.append(code)
+
+
+class App:
+    """The demo app, plus answers these tests need."""
+
+    def __init__(self) -> None:
+        self.sessions: list[RecordingSession] = []
+
+    def __call__(self, request: Request):
+        query = dict(request.query)
+        if request.path == "/status":                       # any status, any body
+            return Response(int(query["code"]), query.get("body", "").encode())
+        if request.path == "/socket":
+            session = RecordingSession()
+            self.sessions.append(session)
+            return Upgrade(session, subprotocol=query.get("protocol"))
+        if request.path == "/renamed":
+            # An application bug: a request id no header can carry, so neither the answer
+            # nor the 500 replacing it can be rendered.
+            request.request_id = "r\u00e9q"
+            return Response(200, b"{}")
+        return demo_app(request)
+
+
+class Served(InProcessServer):
+    def client(self) -> Client:
+        return Client(self.port, timeout=WAIT)
+
+    def mark(self) -> int:
+        return len(self.log.lines)
+
+    def records(self, since: int) -> list[str]:
+        """The log records written since `mark()` returned `since`, each with its traceback."""
+        return self.log.lines[since:]
+
+    def spans(self, since: int, having: str) -> list[str]:
+        """The span lines written since `since` that contain `having`, from `method=` on (a
+        WebSocket another test closed may log its own meanwhile)."""
+        return [line.partition(" dbsvc.http.request: request ")[2] for line in self.records(since)
+                if " dbsvc.http.request: request " in line and having in line]
+
+    def connection_state(self, client: Client) -> list[tuple[Phase, float]]:
+        """(phase, seconds to its deadline) of the server's side of `client`, if it still holds it."""
+        me = client.sock.getsockname()[:2]
+
+        def look() -> list[tuple[Phase, float]]:
+            now = self.hub.loop.time()
+            return [(c.phase, c.deadline - now) for c in self.hub.connections if c._peer == me]
+        return self.call(look)                              # type: ignore[return-value]
+
+
+def settings(parser: str, **overrides) -> HttpSettings:
+    values = dict(host="127.0.0.1", port=0, max_body=MAX_BODY, max_connections=64,
+                  header_timeout=WAIT, idle_timeout=WAIT, shutdown_timeout=5.0, min_body_rate=0.0,
+                  body_rate_grace=5.0, body_memory=64 << 20, cors_origins=(ORIGIN,), http_parser=parser)
+    values.update(overrides)
+    return HttpSettings(**values)
+
+
+@pytest.fixture(scope="module")
+def servers() -> Iterator[Callable[..., Served]]:
+    """Servers by (parser, max_connections), started once per module."""
+    started: dict[tuple[str, int], Served] = {}
+
+    def get(parser: str = PARSER, max_connections: int = 64) -> Served:
+        key = (parser, max_connections)
+        if key not in started:
+            started[key] = Served(App(), settings(parser, max_connections=max_connections)).start()
+        return started[key]
+    yield get
+    for server in started.values():
+        server.stop()
+
+
+@pytest.fixture
+def served(servers) -> Served:
+    return servers()
+
+
+@pytest.fixture
+def capped(servers) -> Served:
+    """The server with room for one connection, once the connections of earlier tests are gone."""
+    server = servers(max_connections=1)
+    wait_until(lambda: server.call(lambda: server.hub.counted) == 0, "the earlier connections to close")
+    return server
+
+
+@pytest.fixture
+def faulty_filter() -> Iterator[Callable[[str, Callable[[logging.LogRecord], bool]], None]]:
+    """Install on a logger a filter that raises for the records `when` picks: an operator's
+    broken filter, the bug of the layer's own these tests need (removed afterwards)."""
+    installed: list[tuple[logging.Logger, logging.Filter]] = []
+
+    def install(logger_name: str, when: Callable[[logging.LogRecord], bool]) -> None:
+        class Faulty(logging.Filter):
+            def filter(self, record: logging.LogRecord) -> bool:
+                if when(record):
+                    raise RuntimeError(SECRET)
+                return True
+        logger = logging.getLogger(logger_name)
+        faulty = Faulty()
+        logger.addFilter(faulty)
+        installed.append((logger, faulty))
+    yield install
+    for logger, faulty in installed:
+        logger.removeFilter(faulty)
+
+
+@pytest.fixture
+def debug_log() -> Iterator[None]:
+    logger = logging.getLogger("dbsvc.http")
+    level = logger.level
+    logger.setLevel(logging.DEBUG)
+    yield
+    logger.setLevel(level)
+
+
+def read_head(client: Client) -> bytes:
+    """The raw head of the next response, its Date value replaced by `<date>`."""
+    head = b""
+    while not head.endswith(b"\r\n\r\n"):
+        line = client.reader.readline()
+        if not line:
+            raise ConnectionError(f"the server closed the connection after {head!r}")
+        head += line
+    return DATE.sub(b"\r\ndate: <date>\r\n", head)
+
+
+def read_to_end(client: Client) -> bytes:
+    """Everything the server sends until it closes (FIN or reset)."""
+    data = b""
+    try:
+        while chunk := client.reader.read1(65536):
+            data += chunk
+    except ConnectionResetError:
+        pass
+    return data
+
+
+def problem(status: int, title: str, code: str, detail: str, request_id: str, **more) -> dict:
+    return {"type": "about:blank", "title": title, "status": status, "code": code, "detail": detail,
+            "request_id": request_id, **more}
+
+
+def last_words(request_id: str) -> bytes:
+    """Rule 8's fixed 500, as a crashed connection writes it."""
+    body = json.dumps(problem(500, "Internal Server Error", "internal", "internal server error",
+                              request_id)).encode()
+    return (b"HTTP/1.1 500 Internal Server Error\r\ncontent-type: application/problem+json\r\n"
+            b"connection: close\r\ncontent-length: %d\r\n\r\n%s" % (len(body), body))
+
+
+def error_records(records: list[str], start: str) -> list[str]:
+    return [r for r in records if f" ERROR dbsvc.http: {start}" in r.partition("\n")[0]]
+
+
+# -- rule 8: the answer as written --------------------------------------------------------------
+
+
+@pytest.mark.parametrize("status, reason", [(204, b"No Content"), (304, b"Not Modified")])
+def test_a_204_or_304_goes_out_without_its_body_and_the_connection_goes_on(served, status, reason):
+    client = served.client()
+    client.send(f"GET /status?code={status}&body=dropped HTTP/1.1\r\nHost: t\r\nX-Request-Id: st-{status}\r\n"
+                "\r\n".encode())
+    content_type = b"" if status == 204 else b"content-type: application/json\r\n"
+    assert read_head(client) == (b"HTTP/1.1 %d %s\r\n%sdate: <date>\r\nserver: dbsvc\r\n"
+                                 b"x-request-id: st-%d\r\nvary: Origin\r\n\r\n"
+                                 % (status, reason, content_type, status))
+    # Nothing of the body came: the next answer starts right after the head.
+    client.send(b"GET /status?code=200&body=next HTTP/1.1\r\nHost: t\r\n\r\n")
+    assert read_head(client).startswith(b"HTTP/1.1 200 OK\r\n")
+    assert client.reader.read(4) == b"next"
+    client.close()
+
+
+def test_a_status_http_names_no_reason_for_has_an_empty_reason_phrase(served):
+    client = served.client()
+    client.send(b"GET /status?code=599&body=abc HTTP/1.1\r\nHost: t\r\nX-Request-Id: st-599\r\n\r\n")
+    assert read_head(client) == (b"HTTP/1.1 599 \r\ncontent-type: application/json\r\ncontent-length: 3\r\n"
+                                 b"date: <date>\r\nserver: dbsvc\r\nx-request-id: st-599\r\nvary: Origin\r\n\r\n")
+    assert client.reader.read(3) == b"abc"
+    assert client.request("GET", "/echo").status == 200
+    client.close()
+
+
+def test_an_answer_that_cannot_be_sent_is_a_500_without_the_extra_headers(served):
+    # /bad-header answers a header value with CR/LF in it. The 500 that replaces it goes out
+    # without the CORS headers the answer would have had (they may be what broke it).
+    client = served.client()
+    assert client.request("GET", "/echo", {"Origin": ORIGIN}).header("access-control-allow-origin") == ORIGIN
+    since = served.mark()
+    client.send(f"GET /bad-header HTTP/1.1\r\nHost: t\r\nOrigin: {ORIGIN}\r\nX-Request-Id: unsent-1\r\n\r\n".encode())
+    body = json.dumps(problem(500, "Internal Server Error", "internal", "internal server error", "unsent-1")).encode()
+    assert read_head(client) == (b"HTTP/1.1 500 Internal Server Error\r\ncontent-type: application/problem+json\r\n"
+                                 b"content-length: %d\r\ndate: <date>\r\nserver: dbsvc\r\n"
+                                 b"x-request-id: unsent-1\r\n\r\n" % len(body))
+    assert client.reader.read(len(body)) == body
+    assert client.request("GET", "/echo").status == 200      # the connection goes on
+    [record] = error_records(served.records(since), "")
+    assert record.partition("\n")[0].endswith(" ERROR dbsvc.http: unhandled error in GET /bad-header "
+                                             "(request_id=unsent-1)")
+    assert record.rstrip().endswith("LocalProtocolError") and "Set-Cookie" not in record
+    client.close()
+
+
+def test_when_even_the_500_cannot_be_rendered_the_last_words_go_out_and_the_connection_closes(served):
+    # /renamed sets a request id that no header can carry: its answer fails, so does the 500
+    # replacing it (once, logged once), and the connection says its fixed last words.
+    since = served.mark()
+    client = served.client()
+    client.send(b"GET /renamed HTTP/1.1\r\nHost: t\r\n\r\n")
+    assert read_to_end(client) == last_words("r?q")
+    records = served.records(since)
+    unhandled = error_records(records, "unhandled error")
+    assert [r.partition("\n")[0].partition("dbsvc.http: ")[2] for r in unhandled] == [
+        "unhandled error in GET /renamed (request_id=r\u00e9q)"]
+    [crash] = error_records(records, "internal error in the http layer")
+    assert crash.partition("\n")[0].endswith("internal error in the http layer (phase app, request_id=r\u00e9q)")
+    assert crash.rstrip().endswith("UnicodeEncodeError")
+    assert served.client().request("GET", "/echo").status == 200
+    client.close()
+
+
+def test_a_bug_before_anything_was_answered_is_the_last_words_with_no_request_id(
+        capped, faulty_filter, debug_log):
+    # The refusal past max_connections meets a bug (its debug line's filter raises) before
+    # it answered: no request exists, the last words name the request id "-".
+    holder = capped.client()
+    assert holder.request("GET", "/echo").status == 200
+    faulty_filter("dbsvc.http", lambda record: record.getMessage().startswith("refusing"))
+    since = capped.mark()
+    client = capped.client()
+    assert read_to_end(client) == last_words("-")
+    [crash] = error_records(capped.records(since), "internal error in the http layer")
+    assert crash.partition("\n")[0].endswith("internal error in the http layer (phase head, request_id=-)")
+    assert crash.rstrip().endswith("RuntimeError") and SECRET not in crash
+    client.close()
+    holder.close()
+
+
+def test_with_h11_a_bug_after_the_answer_was_rendered_closes_without_a_word(servers, faulty_filter):
+    # h11 holds a rendered answer as sent: no second answer may follow it, so the bug (the
+    # span line's filter raises) drops the connection with nothing written. (The fast path
+    # keeps no such state and says its last words instead.)
+    served = servers("h11")
+    faulty_filter("dbsvc.http.request", lambda record: record.fields["request_id"] == "span-bug")
+    since = served.mark()
+    client = served.client()
+    client.send(b"GET /echo HTTP/1.1\r\nHost: t\r\nX-Request-Id: span-bug\r\n\r\n")
+    assert read_to_end(client) == b""
+    [crash] = error_records(served.records(since), "internal error in the http layer")
+    assert crash.partition("\n")[0].endswith("internal error in the http layer (phase app, request_id=span-bug)")
+    client.close()
+
+
+# -- rules 4, 5, 7: closing answers and the linger -----------------------------------------------
+
+
+def test_a_refused_body_is_answered_with_the_clients_request_id_and_close(served):
+    since = served.mark()
+    client = served.client()
+    client.send(b"POST /echo HTTP/1.1\r\nHost: t\r\nX-Request-Id: big-1\r\nContent-Length: 5000\r\n\r\n")
+    body = json.dumps(problem(413, "Content Too Large", "payload_too_large",
+                              "request body of 5000 bytes is over the limit of 1024 bytes", "big-1",
+                              limit=MAX_BODY)).encode()
+    assert DATE.sub(b"\r\ndate: <date>\r\n", read_to_end(client)) == (
+        b"HTTP/1.1 413 Request Entity Too Large\r\ncontent-type: application/problem+json\r\n"
+        b"content-length: %d\r\ndate: <date>\r\nserver: dbsvc\r\nx-request-id: big-1\r\nvary: Origin\r\n"
+        b"connection: close\r\n\r\n%s" % (len(body), body))
+    [span] = served.spans(since, "request_id=big-1")
+    assert re.fullmatch(r"method=POST path=/echo status=413 duration_ms=\S+ bytes=%d request_id=big-1" % len(body),
+                        span), span
+    client.close()
+
+
+def test_a_body_h11_refuses_is_400_for_the_request_it_belongs_to(served):
+    since = served.mark()
+    client = served.client()
+    client.send(b"POST /echo HTTP/1.1\r\nHost: t\r\nX-Request-Id: chunk-1\r\nTransfer-Encoding: chunked\r\n\r\nZZ\r\n")
+    head = read_head(client)
+    assert head.startswith(b"HTTP/1.1 400 Bad Request\r\n") and head.endswith(b"connection: close\r\n\r\n")
+    assert b"\r\nx-request-id: chunk-1\r\n" in head
+    answer = json.loads(read_to_end(client))
+    assert answer["code"] == "bad_request" and answer["request_id"] == "chunk-1"
+    [span] = served.spans(since, "request_id=chunk-1")
+    assert span.startswith("method=POST path=/echo status=400 ") and span.endswith(" request_id=chunk-1")
+    client.close()
+
+
+def test_rule_7_a_closing_answer_lingers_discarding_input_until_the_clients_fin(served, monkeypatch):
+    linger = WAIT                                           # more than this test can take
+    monkeypatch.setattr(connection_module, "LINGER_SECONDS", linger)
+    since = served.mark()
+    client = served.client()
+    # The refused body follows the head at once: unread input the linger discards.
+    client.send(b"POST /echo HTTP/1.1\r\nHost: t\r\nContent-Length: 5000\r\n\r\n" + b"x" * 5000)
+    answer = read_to_end(client)                            # the 413, then the server's FIN
+    assert answer.startswith(b"HTTP/1.1 413 ") and answer.endswith(b"}")
+    # The server still holds the connection, lingering, until at most LINGER_SECONDS from now,
+    # and a sweep of the deadlines does not end it early.
+    [(phase, left)] = served.connection_state(client)
+    assert phase is Phase.LINGER and 0 < left <= linger
+    served.call(served.hub.sweep)
+    assert [phase for phase, _ in served.connection_state(client)] == [Phase.LINGER]
+    client.send(b"GET /echo HTTP/1.1\r\nHost: t\r\n\r\n")    # discarded: never answered
+    assert [phase for phase, _ in served.connection_state(client)] == [Phase.LINGER]
+    client.sock.shutdown(socket.SHUT_WR)                    # the client's FIN ends it at once
+    wait_until(lambda: not served.connection_state(client), "the lingering connection to close")
+    assert error_records(served.records(since), "") == []
+    client.close()
+
+
+def wait_until(check: Callable[[], object], what: str, timeout: float = WAIT) -> None:
+    end = time.monotonic() + timeout
+    while not check():
+        assert time.monotonic() < end, f"timed out waiting for {what}"
+        time.sleep(0.01)
+
+
+# -- the refusal past max_connections ------------------------------------------------------------
+
+
+def test_past_max_connections_a_connection_gets_a_503_problem_and_close(capped, debug_log):
+    holder = capped.client()
+    assert holder.request("GET", "/echo").status == 200      # the one place, taken
+    since = capped.mark()
+    client = capped.client()
+    answer = read_to_end(client)
+    head, _, body = answer.partition(b"\r\n\r\n")
+    request_id = re.search(rb"\r\nx-request-id: (\S+)\r\n", head).group(1).decode()
+    assert json.loads(body) == problem(503, "Service Unavailable", "unavailable",
+                                       "connection limit of 1 reached", request_id)
+    assert DATE.sub(b"\r\ndate: <date>\r\n", head + b"\r\n\r\n") == (
+        b"HTTP/1.1 503 Service Unavailable\r\ncontent-type: application/problem+json\r\ncontent-length: %d\r\n"
+        b"date: <date>\r\nserver: dbsvc\r\nx-request-id: %s\r\nconnection: close\r\n\r\n"
+        % (len(body), request_id.encode()))
+    records = capped.records(since)
+    host, port = client.sock.getsockname()[:2]
+    assert [r.partition(" dbsvc.http: ")[2] for r in records if " DEBUG dbsvc.http: " in r] == [
+        f"refusing ('{host}', {port}): 1 connections open"]
+    assert capped.spans(since, "method=- ") == [f"method=- path=- status=503 duration_ms=0.0 bytes={len(body)} "
+                                   f"request_id={request_id}"]
+    assert holder.request("GET", "/echo").status == 200      # the holder is served on
+    client.close()
+    holder.close()
+
+
+# -- the span line ----------------------------------------------------------------------------
+
+
+class SteppingClock:
+    """`time.perf_counter` for the connection module: each reading 0.25 s after the last."""
+
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def perf_counter(self) -> float:
+        self.now += 0.25
+        return self.now
+
+
+def test_each_request_has_a_span_line_with_its_method_path_status_duration_bytes_and_id(served, monkeypatch):
+    # One clock reading as the head arrives, one as the answer goes: 250 ms apart.
+    monkeypatch.setattr(connection_module, "time", SteppingClock())
+    since = served.mark()
+    client = served.client()
+    assert len(client.request("GET", "/big?n=123", {"X-Request-Id": "span-1"}).body) == 123
+    assert client.request("HEAD", "/big?n=77", {"X-Request-Id": "span-2"}).status == 200
+    assert client.request("POST", "/bad", {"X-Request-Id": "span-3"}).status == 400
+    monkeypatch.undo()
+    bad = len(json.dumps(problem(400, "Bad Request", "bad_request", "this route always refuses", "span-3")))
+    assert served.spans(since, "request_id=span-") == [
+        "method=GET path=/big status=200 duration_ms=250.0 bytes=123 request_id=span-1",
+        "method=HEAD path=/big status=200 duration_ms=250.0 bytes=0 request_id=span-2",
+        f"method=POST path=/bad status=400 duration_ms=250.0 bytes={bad} request_id=span-3",
+    ]
+    client.close()
+
+
+# -- rule 10: the upgrade ---------------------------------------------------------------------
+
+
+def masked_text(text: str) -> bytes:
+    payload = text.encode()
+    mask = b"\x01\x02\x03\x04"
+    return bytes([0x81, 0x80 | len(payload)]) + mask + bytes(b ^ mask[i % 4] for i, b in enumerate(payload))
+
+
+def test_a_valid_handshake_gets_a_101_with_its_subprotocol_and_the_socket_is_a_websocket(served):
+    client = served.client()
+    client.send(f"GET /socket?protocol=chat HTTP/1.1\r\nHost: t\r\nX-Request-Id: ws-1\r\n{HANDSHAKE}"
+                "Sec-WebSocket-Protocol: chat\r\n\r\n".encode())
+    assert read_head(client) == (
+        b"HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
+        b"Sec-WebSocket-Accept: %s\r\nSec-WebSocket-Protocol: chat\r\ndate: <date>\r\nserver: dbsvc\r\n"
+        b"x-request-id: ws-1\r\n\r\n" % ACCEPT.encode())
+    assert [phase for phase, _ in served.connection_state(client)] == [Phase.UPGRADED]
+    served.call(served.hub.sweep)                           # an upgraded socket has no HTTP deadline
+    client.send(masked_text("hello"))
+    assert client.reader.read(7) == b"\x81\x05hello"
+    [(phase, left)] = served.connection_state(client)
+    assert phase is Phase.UPGRADED and left == float("inf")
+    client.close()
+
+
+def test_a_refused_handshake_is_its_problem_the_session_hears_1006_and_the_connection_goes_on(served):
+    app: App = served.app                                   # type: ignore[assignment]
+    client = served.client()
+    response = client.request("GET", "/socket", {"X-Request-Id": "ws-no"})     # no Upgrade headers
+    assert response.status == 426 and response.header("upgrade") == "websocket"
+    assert response.json() == problem(
+        426, "Upgrade Required", "bad_request",
+        "/socket is a WebSocket route: expected a GET with 'Upgrade: websocket' and 'Connection: Upgrade'", "ws-no")
+    assert app.sessions[-1].closes == [1006]
+    assert client.request("GET", "/echo").status == 200
+    client.close()
+
+
+def test_a_101_that_cannot_be_sent_is_a_logged_500_the_session_hears_1006_and_the_connection_goes_on(served):
+    app: App = served.app                                   # type: ignore[assignment]
+    since = served.mark()
+    client = served.client()
+    client.send(f"GET /socket?protocol=a%0D%0Ab HTTP/1.1\r\nHost: t\r\nX-Request-Id: ws-bad\r\n{HANDSHAKE}"
+                "\r\n".encode())
+    response = client.read_response()
+    assert response.status == 500
+    assert response.json() == problem(500, "Internal Server Error", "internal", "internal server error", "ws-bad")
+    assert app.sessions[-1].closes == [1006]
+    assert client.request("GET", "/echo").status == 200      # still HTTP, still open
+    [record] = error_records(served.records(since), "")
+    assert record.partition("\n")[0].endswith("unhandled error in GET /socket (request_id=ws-bad)")
+    assert record.rstrip().endswith("LocalProtocolError")
+    client.close()
