@@ -7,7 +7,9 @@ demo_app.py through SERVICE_HTTP_PARSER in the environment the servers inherit.
 
 from __future__ import annotations
 
+import logging
 import os
+from collections.abc import Iterator
 
 import pytest
 from support.httpkit import DemoServer, start_demo
@@ -40,3 +42,13 @@ def make_server():
     yield make
     for demo in started:
         demo.cleanup()
+
+
+@pytest.fixture
+def debug_log() -> Iterator[None]:
+    """The http layer's debug lines (deadline closes, refused connections) in the servers' logs."""
+    logger = logging.getLogger("dbsvc.http")
+    level = logger.level
+    logger.setLevel(logging.DEBUG)
+    yield
+    logger.setLevel(level)

@@ -33,7 +33,7 @@ from collections.abc import Callable, Iterator
 
 import pytest
 from support.demo_app import app as demo_app
-from support.httpkit import Client
+from support.httpkit import Client, assert_one_layer_crash
 from support.inprocess import WAIT, InProcessServer
 
 import dbsvc.http.connection as connection_module
@@ -146,16 +146,6 @@ def serve() -> Iterator[Callable[..., Served]]:
         errors = server.asyncio_errors()
         server.stop()
         assert errors == [], errors
-
-
-@pytest.fixture
-def debug_log() -> Iterator[None]:
-    """The http layer's debug lines (the deadline closes) in the servers' logs."""
-    logger = logging.getLogger("dbsvc.http")
-    level = logger.level
-    logger.setLevel(logging.DEBUG)
-    yield
-    logger.setLevel(level)
 
 
 def get(target: str, extra: str = "") -> bytes:
@@ -425,8 +415,5 @@ def test_rule_8_a_bug_met_after_the_connection_yielded_is_logged_with_its_type(s
             assert client.read_response().json()["query"] == [["i", str(i)]]
         assert client.read_response().status == 101
         assert client.is_closed(WAIT)
-    crashes = [r for r in caplog.records if r.getMessage().startswith("internal error in the http layer")]
-    assert [r.getMessage() for r in crashes] == ["internal error in the http layer (phase upgraded, "
-                                                 "request_id=crash-33)"]
-    assert crashes[0].exc_info is not None and crashes[0].exc_info[0] is TypeError
+    assert_one_layer_crash(caplog.records, "upgraded", "crash-33", TypeError)
     assert served.client().request("GET", "/echo").status == 200

@@ -170,15 +170,6 @@ def faulty_filter() -> Iterator[Callable[[str, Callable[[logging.LogRecord], boo
         logger.removeFilter(faulty)
 
 
-@pytest.fixture
-def debug_log() -> Iterator[None]:
-    logger = logging.getLogger("dbsvc.http")
-    level = logger.level
-    logger.setLevel(logging.DEBUG)
-    yield
-    logger.setLevel(level)
-
-
 def read_head(client: Client) -> bytes:
     """The raw head of the next response, its Date value replaced by `<date>`."""
     head = b""

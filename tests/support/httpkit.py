@@ -4,6 +4,7 @@ to it through a minimal raw-socket HTTP/1.1 client (no mocks)."""
 
 from __future__ import annotations
 
+import logging
 import os
 import re
 import signal
@@ -234,3 +235,14 @@ def start_child_demo(args: list[str] | None = None, env: dict[str, str] | None =
     except AssertionError as failed:
         raise AssertionError(f"{failed}\n{Path(log_file.name).read_text()}") from None
     return ChildDemo(process, port, Path(log_file.name))
+
+
+def assert_one_layer_crash(records: list[logging.LogRecord], phase: str, request_id: str,
+                           exc_type: type[BaseException]) -> None:
+    """Rule 8: among `records`, one "internal error in the http layer" line naming the phase and
+    the request id, with the exception attached by type and its message kept out of the log."""
+    crashes = [r for r in records if r.getMessage().startswith("internal error in the http layer")]
+    assert [r.getMessage() for r in crashes] == [
+        f"internal error in the http layer (phase {phase}, request_id={request_id})"]
+    assert crashes[0].exc_info is not None and crashes[0].exc_info[0] is exc_type
+    assert getattr(crashes[0], "exc_messages", None) is False
