@@ -234,6 +234,33 @@ def test_each_new_key_set_is_logged_once_and_a_failed_fetch_says_what_it_keeps(m
     assert guard.fetches == 4
 
 
+def test_a_fetch_that_cannot_even_start_is_logged_with_its_cause_and_the_keys_stay(make_guard, keys, jwks_server,
+                                                                                    caplog):
+    # fetch_jwks itself turns every I/O and parse failure into JwksError (test_jwks_inputs.py);
+    # what is left for the last-resort branch is the thread the fetch runs in: here the
+    # loop's default executor is already shut down, as at the very end of a shutdown.
+    jwks_server.serve_keys([jwk_of(keys["p256"], "ES256", "k1")], max_age=60)
+    now = [1000.0]
+    guard = _jwks_guard(make_guard, jwks_server, now)
+    url = jwks_server.url()
+    asyncio.run(guard.refresh_keys())
+
+    async def refresh_without_an_executor() -> None:
+        await asyncio.get_running_loop().shutdown_default_executor()
+        await guard.refresh_keys()
+
+    now[0] += 120                                           # the keys are stale: a fetch is due
+    with caplog.at_level(logging.INFO, logger="dbsvc.auth"):
+        asyncio.run(refresh_without_an_executor())
+    [record] = caplog.records
+    assert record.getMessage() == f"jwks fetch from {url} failed unexpectedly"
+    assert record.levelno == logging.ERROR
+    assert record.exc_info is not None and record.exc_info[0] is RuntimeError
+    assert guard.fetches == 2
+    token = mint(keys["p256"], "ES256", kid="k1", sub="after")
+    assert guard.verify(f"Bearer {token}")["sub"] == "after"       # the old keys still verify
+
+
 def test_a_cache_size_below_one_still_caches_the_latest_token_only(make_guard, keys):
     for size in (0, 1):
         guard = make_guard("ES256", "p256", token_cache_size=size)
