@@ -51,12 +51,14 @@ class Lab:
 
     def __init__(self) -> None:
         self.held: list[asyncio.Future] = []
+        self.seen: list[str] = []                           # the target of every request it was given
         self.turn = 0
         self._turn_ends = False
         self.entered = threading.Event()
         self.release = threading.Event()
 
     def __call__(self, request: Request):
+        self.seen.append(request.target)
         path = request.path
         if path == "/client":
             return Response(200, json.dumps(request.client).encode())
@@ -398,6 +400,30 @@ def test_rule_12_one_connection_starts_at_most_a_budget_of_requests_per_turn(ser
         assert client.is_closed(WAIT)
     else:
         assert client.request("GET", "/echo?after=budget").status == 200   # still served
+    client.close()
+
+
+def test_rule_12_requests_parked_behind_an_answer_cut_short_by_an_abort_never_reach_the_app(serve):
+    # A held answer completes and the connection is aborted in the same turn (the shutdown
+    # timeout), with three budgets of requests parked behind it. The connection answers (the
+    # aborted transport drops the bytes) and starts one budget of the parked requests before
+    # it learns of the abort; it yields (rule 12), `connection_lost` comes before its next
+    # turn, and no further request may reach the application.
+    served = serve()
+    lab = served.lab
+    client = served.client()
+    conn = served.connection_of(client)
+    client.send(get("/hold?first=1"))
+    wait_until(lambda: len(lab.held) == 1, "the app to hold the request")
+    parked = b"".join(get(f"/echo?i={i}") for i in range(3 * PIPELINE_BUDGET))
+    client.send(parked)
+    wait_until(lambda: served.call(lambda: bytes(conn._unfed)) == parked, "the server to park the requests")
+    served.call(lambda: (lab.held[0].set_result(None), conn.abort()))
+    wait_until(lambda: served.call(lambda: conn not in served.hub.connections), "the server to forget it")
+    seen = served.call(lambda: list(lab.seen))              # after the turn the connection yielded to
+    assert seen[0] == "/hold?first=1"
+    assert seen[1:] == [f"/echo?i={i}" for i in range(len(seen) - 1)]
+    assert len(seen) - 1 <= PIPELINE_BUDGET, len(seen)
     client.close()
 
 

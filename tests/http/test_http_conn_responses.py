@@ -4,9 +4,11 @@ The answer to each request (`_send`): the status line and the headers h11 would 
 body on a 204 or 304, an empty reason phrase for a status HTTP names none for; a closing
 answer's `connection: close` and its linger (rule 7: FIN, input discarded, closed at the
 client's FIN); an answer that cannot be sent turning into a 500, and when even that fails,
-the fixed last words of rule 8 (`_crash`); the 503 refusal past `max_connections`
-(`_refuse`); rule 10's 101 and the answers to a handshake it refuses; and the span line of
-every request (`_log_span`): method, path, status, duration, bytes, request id.
+the fixed last words of rule 8 (`_crash`); the answers the layer makes itself (a 100
+Continue, `OPTIONS *`'s 204, the body-memory 503), their header names spelled as h11 would
+write them; the 503 refusal past `max_connections` (`_refuse`); rule 10's 101 and the
+answers to a handshake it refuses; and the span line of every request (`_log_span`):
+method, path, status, duration, bytes, request id.
 
 The server runs in this process (support/inprocess.py) so that mutation testing sees it
 (docs/mutation.md). A bug of the layer's own is brought about the way an operator could:
@@ -305,6 +307,77 @@ def test_with_h11_a_bug_after_the_answer_was_rendered_closes_without_a_word(serv
     assert read_to_end(client) == b""
     [crash] = error_records(served.records(since), "internal error in the http layer")
     assert crash.partition("\n")[0].endswith("internal error in the http layer (phase app, request_id=span-bug)")
+    client.close()
+
+
+def test_a_bug_met_while_a_shutdown_close_drains_is_logged_and_adds_nothing_to_the_answer(
+        faulty_filter, debug_log):
+    # A graceful shutdown closes an idle connection whose client is slow to read 16 MiB:
+    # close(), which still sends what is buffered. Its idle deadline comes meanwhile, and the
+    # "timed out" line meets a bug (its filter raises). The transport is closing already, so
+    # rule 8 logs the bug with its type and leaves the answer to drain: nothing after it, and
+    # no deadline left for the sweeper.
+    served = Served(App(), settings(PARSER, idle_timeout=1.0, shutdown_timeout=WAIT)).start()
+    try:
+        client = served.client()
+        size = 16 << 20
+        client.send(b"GET /big?n=%d HTTP/1.1\r\nHost: t\r\n\r\n" % size)
+        me = client.sock.getsockname()[:2]
+        wait_until(lambda: served.call(lambda: [c._out.paused for c in served.hub.connections if c._peer == me])
+                   == [True], "the transport to ask the server to stop writing")
+        faulty_filter("dbsvc.http", lambda record: record.getMessage().startswith("closing"))
+        since = served.mark()
+        served.begin_stop()
+        wait_until(lambda: error_records(served.records(since), "internal error in the http layer"),
+                   "the bug at the idle deadline")
+        served.call(served.hub.sweep)                       # the sweeper looks again: nothing to do
+        response = client.read_response()
+        assert response.status == 200 and len(response.body) == size
+        assert read_to_end(client) == b""
+        [crash] = error_records(served.records(since), "internal error in the http layer")
+        assert crash.partition("\n")[0].endswith("internal error in the http layer (phase idle, request_id=-)")
+        assert crash.rstrip().endswith("RuntimeError") and SECRET not in crash
+    finally:
+        served.stop()
+
+
+# -- rules 6, 11, 13: the answers this layer writes itself, as h11 would write them ---------------
+
+
+def test_options_asterisk_is_a_204_with_the_allow_header_as_written(served):
+    client = served.client()
+    client.send(b"OPTIONS * HTTP/1.1\r\nHost: t\r\nX-Request-Id: star-1\r\n\r\n")
+    assert read_head(client) == (b"HTTP/1.1 204 No Content\r\nAllow: %s\r\ndate: <date>\r\nserver: dbsvc\r\n"
+                                 b"x-request-id: star-1\r\nvary: Origin\r\n\r\n"
+                                 % connection_module.ASTERISK_ALLOW.encode())
+    assert client.request("GET", "/echo").status == 200     # no body came, and the connection goes on
+    client.close()
+
+
+def test_a_body_the_memory_budget_cannot_hold_is_a_503_with_retry_after_as_written():
+    served = Served(App(), settings(PARSER, body_memory=MAX_BODY // 2)).start()
+    try:
+        client = served.client()
+        client.send(b"POST /echo HTTP/1.1\r\nHost: t\r\nX-Request-Id: mem-1\r\nContent-Length: %d\r\n\r\n"
+                    % MAX_BODY)
+        body = json.dumps(problem(503, "Service Unavailable", "unavailable",
+                                  f"request bodies being received hold 0 bytes; a body of {MAX_BODY} bytes "
+                                  f"would pass the limit of {MAX_BODY // 2} bytes: retry later", "mem-1")).encode()
+        assert DATE.sub(b"\r\ndate: <date>\r\n", read_to_end(client)) == (
+            b"HTTP/1.1 503 Service Unavailable\r\ncontent-type: application/problem+json\r\nRetry-After: 1\r\n"
+            b"content-length: %d\r\ndate: <date>\r\nserver: dbsvc\r\nx-request-id: mem-1\r\nvary: Origin\r\n"
+            b"connection: close\r\n\r\n%s" % (len(body), body))
+        client.close()
+    finally:
+        served.stop()
+
+
+def test_a_100_continue_is_its_status_line_with_an_empty_reason_and_no_headers(served):
+    client = served.client()
+    client.send(b"POST /echo HTTP/1.1\r\nHost: t\r\nContent-Length: 5\r\nExpect: 100-continue\r\n\r\n")
+    assert read_head(client) == b"HTTP/1.1 100 \r\n\r\n"
+    client.send(b"hello")
+    assert client.read_response().json()["body"] == "hello"
     client.close()
 
 
