@@ -339,6 +339,26 @@ def test_close_whose_final_fsync_fails_refuses_the_queued_write_and_cuts_it_off(
     assert _stored_users(tenant) == [1]
 
 
+def test_a_store_used_from_a_second_event_loop_while_the_first_is_still_open_commits_there(tenant):
+    # The committer task runs on the loop of the first write. A caller that drives its own
+    # loop (`run_until_complete`, nothing cancels the task) and then writes from another
+    # (`asyncio.run`) must get a committer on the new loop, not wait on the idle one.
+    s = open_store(tenant)
+    first = asyncio.new_event_loop()
+    try:
+        assert first.run_until_complete(s.insert("User", user(1))) == user(1)
+        assert [t.get_name() for t in asyncio.all_tasks(first)] == ["dbsvc-committer"]   # still pending there
+        assert run(asyncio.wait_for(s.insert("User", user(2)), 10.0)) == user(2)
+        s.close()
+    finally:
+        pending = asyncio.all_tasks(first)
+        for task in pending:
+            task.cancel()
+        first.run_until_complete(asyncio.gather(*pending, return_exceptions=True))
+        first.close()
+    assert _stored_users(tenant) == [1, 2]
+
+
 # -- group commit and what a failed write leaves -------------------------------------------
 
 
