@@ -17,6 +17,7 @@ import asyncio
 import errno
 import logging
 import os
+import threading
 import types
 
 import pytest
@@ -345,9 +346,12 @@ def test_a_store_used_from_a_second_event_loop_while_the_first_is_still_open_com
     # (`asyncio.run`) must get a committer on the new loop, not wait on the idle one.
     s = open_store(tenant)
     first = asyncio.new_event_loop()
+    threads = set(threading.enumerate())
     try:
         assert first.run_until_complete(s.insert("User", user(1))) == user(1)
         assert [t.get_name() for t in asyncio.all_tasks(first)] == ["dbsvc-committer"]   # still pending there
+        # Named for whoever looks at a live process (py-spy dump, threading.enumerate()).
+        assert [t.name for t in threading.enumerate() if t not in threads] == ["dbsvc-fsync_0"]
         assert run(asyncio.wait_for(s.insert("User", user(2)), 10.0)) == user(2)
         s.close()
     finally:
