@@ -363,6 +363,39 @@ def test_a_store_used_from_a_second_event_loop_while_the_first_is_still_open_com
     assert _stored_users(tenant) == [1, 2]
 
 
+def test_every_acknowledged_write_is_published_with_the_frame_the_log_holds(tenant):
+    # Subscribers (the /replicate stream) send the published frame as it is, so it must be
+    # the log's bytes for that write, whichever kind of write it was.
+    s = open_store(tenant, replication=True)
+    published: list[tuple[int, bytes]] = []
+    s.subscribe(lambda event, frame: published.append((event.offset, frame)))
+    run(s.insert("User", user(1)))
+    run(s.insert("User", user(2)))
+    run(s.replace("User", 1, user(1, name="renamed")))
+    run(s.delete("User", 2))
+    assert [offset for offset, _frame in published] == [1, 2, 3, 4]
+    assert [frame for _offset, frame in published] == list(s.frames_after(0))
+    s.close()
+
+
+def test_without_fsync_a_lone_write_is_answered_in_the_same_turn_of_the_loop(tenant):
+    # SERVICE_SYNC=off: nothing to wait for, so a write alone in the queue is acknowledged
+    # inside `submit` instead of two loop iterations later by the committer task.
+    s = open_store(tenant, sync="off")
+
+    async def go():
+        writes = []
+        for i in (1, 2, 3):
+            write = asyncio.ensure_future(s.insert("User", user(i)))
+            await asyncio.sleep(0)                          # one turn: the write runs and returns
+            writes.append(write.done())
+        return writes
+    assert run(go()) == [True, True, True]
+    assert s.stats()["fsyncs"] == 0
+    s.close()
+    assert _stored_users(tenant) == [1, 2, 3]
+
+
 # -- group commit and what a failed write leaves -------------------------------------------
 
 
