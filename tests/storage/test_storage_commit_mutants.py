@@ -396,6 +396,24 @@ def test_without_fsync_a_lone_write_is_answered_in_the_same_turn_of_the_loop(ten
     assert _stored_users(tenant) == [1, 2, 3]
 
 
+def test_close_cancels_a_committer_left_waiting_on_a_loop_that_is_not_running(tenant):
+    # A caller driving its own loop never lets asyncio.run cancel the committer; close() must,
+    # or the loop is left holding a task that waits forever.
+    s = open_store(tenant)
+    loop = asyncio.new_event_loop()
+    try:
+        loop.run_until_complete(s.insert("User", user(1)))
+        s.close()
+        assert [t.cancelling() for t in asyncio.all_tasks(loop)] == [1]
+    finally:
+        pending = asyncio.all_tasks(loop)
+        for task in pending:
+            task.cancel()
+        loop.run_until_complete(asyncio.gather(*pending, return_exceptions=True))
+        loop.close()
+    assert _stored_users(tenant) == [1]
+
+
 # -- group commit and what a failed write leaves -------------------------------------------
 
 

@@ -108,6 +108,14 @@ def test_other_format_version_is_refused_even_with_a_good_checksum():
     assert info.value.reason == "log format version 2, expected 1"
 
 
+def test_other_format_version_is_refused_at_byte_0_naming_the_file():
+    body = HEADER.pack(MAGIC, 2, bytes(16), 0)
+    with pytest.raises(CorruptLog) as info:
+        LogScan("/data/t/log", body + struct.pack(">I", zlib.crc32(body)))
+    assert (info.value.path, info.value.offset) == ("/data/t/log", 0)
+    assert str(info.value) == "/data/t/log: corrupt at byte 0: log format version 2, expected 1"
+
+
 # -- why a frame is bad (rule 1): the reason is the operator's only clue ----------------------
 
 def test_reason_for_a_torn_frame_header_counts_its_bytes():
@@ -352,6 +360,31 @@ def test_a_checked_walk_of_an_image_stopping_inside_a_frame_says_how_much_is_mis
     size = len(payload(3))
     assert walk.error == f"truncated payload ({size - 5} of {size} bytes)"
     assert walk.end == starts[2] and walk.next_offset == 3
+
+
+def test_a_damaged_length_in_a_file_is_named_without_reading_past_a_chunk(tmp_path, monkeypatch):
+    # A length over MAX_PAYLOAD is no frame to read whole: the walk stops at its header and
+    # holds no more than a chunk (or a good frame), however much of the segment is left.
+    data, starts = image(2)
+    data += struct.pack(">QII", 3, 0, MAX_PAYLOAD + 1) + b"x" * 1000
+    path = tmp_path / "log"
+    path.write_bytes(data)
+    asked: list[int] = []
+    real_pread = os.pread
+
+    def pread(fd: int, n: int, offset: int) -> bytes:
+        asked.append(n)
+        return real_pread(fd, n, offset)
+    monkeypatch.setattr(os, "pread", pread)
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        walk = FrameWalk(fd, HEADER_SIZE, len(data), 1, chunk=20)
+        assert [o for o, _ in walk] == [1, 2]
+    finally:
+        os.close(fd)
+    assert (walk.error, walk.end) == (f"frame length {MAX_PAYLOAD + 1} exceeds {MAX_PAYLOAD}", len(data) - 1016)
+    largest = max(len(encode_frame(o, payload(o))) for o in (1, 2))
+    assert max(asked) <= max(20, largest) < 1000
 
 
 def test_a_largest_allowed_frame_is_walked_from_an_image_and_from_a_file_in_chunks(tmp_path):
