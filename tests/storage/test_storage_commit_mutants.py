@@ -340,6 +340,15 @@ def test_close_whose_final_fsync_fails_refuses_the_queued_write_and_cuts_it_off(
     assert _stored_users(tenant) == [1]
 
 
+def _dispose(loop: asyncio.AbstractEventLoop) -> None:
+    """Cancel what a hand-driven loop still holds, let it finish, and close the loop."""
+    pending = asyncio.all_tasks(loop)
+    for task in pending:
+        task.cancel()
+    loop.run_until_complete(asyncio.gather(*pending, return_exceptions=True))
+    loop.close()
+
+
 def test_a_store_used_from_a_second_event_loop_while_the_first_is_still_open_commits_there(tenant):
     # The committer task runs on the loop of the first write. A caller that drives its own
     # loop (`run_until_complete`, nothing cancels the task) and then writes from another
@@ -355,11 +364,7 @@ def test_a_store_used_from_a_second_event_loop_while_the_first_is_still_open_com
         assert run(asyncio.wait_for(s.insert("User", user(2)), 10.0)) == user(2)
         s.close()
     finally:
-        pending = asyncio.all_tasks(first)
-        for task in pending:
-            task.cancel()
-        first.run_until_complete(asyncio.gather(*pending, return_exceptions=True))
-        first.close()
+        _dispose(first)
     assert _stored_users(tenant) == [1, 2]
 
 
@@ -406,11 +411,7 @@ def test_close_cancels_a_committer_left_waiting_on_a_loop_that_is_not_running(te
         s.close()
         assert [t.cancelling() for t in asyncio.all_tasks(loop)] == [1]
     finally:
-        pending = asyncio.all_tasks(loop)
-        for task in pending:
-            task.cancel()
-        loop.run_until_complete(asyncio.gather(*pending, return_exceptions=True))
-        loop.close()
+        _dispose(loop)
     assert _stored_users(tenant) == [1]
 
 

@@ -362,20 +362,26 @@ def test_a_checked_walk_of_an_image_stopping_inside_a_frame_says_how_much_is_mis
     assert walk.end == starts[2] and walk.next_offset == 3
 
 
-def test_a_damaged_length_in_a_file_is_named_without_reading_past_a_chunk(tmp_path, monkeypatch):
+@pytest.fixture
+def asked(monkeypatch) -> list[int]:
+    """The sizes asked of `os.pread`, in order: how much a walk holds at once."""
+    sizes: list[int] = []
+    real_pread = os.pread
+
+    def pread(fd: int, n: int, offset: int) -> bytes:
+        sizes.append(n)
+        return real_pread(fd, n, offset)
+    monkeypatch.setattr(os, "pread", pread)
+    return sizes
+
+
+def test_a_damaged_length_in_a_file_is_named_without_reading_past_a_chunk(tmp_path, asked):
     # A length over MAX_PAYLOAD is no frame to read whole: the walk stops at its header and
     # holds no more than a chunk (or a good frame), however much of the segment is left.
     data, starts = image(2)
     data += struct.pack(">QII", 3, 0, MAX_PAYLOAD + 1) + b"x" * 1000
     path = tmp_path / "log"
     path.write_bytes(data)
-    asked: list[int] = []
-    real_pread = os.pread
-
-    def pread(fd: int, n: int, offset: int) -> bytes:
-        asked.append(n)
-        return real_pread(fd, n, offset)
-    monkeypatch.setattr(os, "pread", pread)
     fd = os.open(path, os.O_RDONLY)
     try:
         walk = FrameWalk(fd, HEADER_SIZE, len(data), 1, chunk=20)
@@ -409,18 +415,11 @@ def test_a_largest_allowed_frame_is_walked_from_an_image_and_from_a_file_in_chun
         os.close(fd)
 
 
-def test_read_frames_reads_at_most_a_chunk_at_a_time_unless_a_frame_is_larger(tmp_path, monkeypatch):
+def test_read_frames_reads_at_most_a_chunk_at_a_time_unless_a_frame_is_larger(tmp_path, asked):
     # /replicate's reader: a slow consumer holds one chunk at most.
     data, starts = image(6)
     path = tmp_path / "log"
     path.write_bytes(data)
-    asked: list[int] = []
-    real_pread = os.pread
-
-    def pread(fd: int, n: int, offset: int) -> bytes:
-        asked.append(n)
-        return real_pread(fd, n, offset)
-    monkeypatch.setattr(os, "pread", pread)
     largest = max(len(encode_frame(o, payload(o))) for o in range(1, 7))
     fd = os.open(path, os.O_RDONLY)
     try:
