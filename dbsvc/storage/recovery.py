@@ -38,14 +38,15 @@ import os
 from collections import deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from itertools import pairwise, starmap
+from itertools import chain, pairwise, starmap
+from typing import Any
 
 from dbsvc.errors import CorruptLog, TenantError
 from dbsvc.runtime import CompiledModel
 from dbsvc.storage import compact, migrate, retain
 from dbsvc.storage.files import NO_FAULTS, FaultPlan, truncate_durably
 from dbsvc.storage.logfile import HEADER_SIZE, Damage, LogScan
-from dbsvc.storage.snapshot import ModelImage, SnapshotImage, decode_snapshot
+from dbsvc.storage.snapshot import ModelImage, ModelLine, SnapshotImage, model_pieces, read_snapshot
 from dbsvc.storage.table import Table
 
 log = logging.getLogger("dbsvc.storage")
@@ -97,39 +98,58 @@ def _map(path: str) -> bytes | mmap.mmap:
         return mmap.mmap(f.fileno(), 0, prot=mmap.PROT_READ)
 
 
-def _install_snapshot(tables: dict[str, Table], image: SnapshotImage, path: str, migrating: set[str]) -> None:
-    for m in image.models:
+def _install_snapshot(tables: dict[str, Table], lines: list[ModelLine], path: str, migrating: set[str]) -> None:
+    for m in lines:
         table = tables.get(m.name)
         if table is None:
             raise CorruptLog(path, 0, f"snapshot holds model {m.name!r}, which the schema does not declare")
         model = table.model
-        _check_rows(m, model.id_field, path)
-        if m.fields == list(model.fields) and m.name not in migrating:
-            records = list(map(tuple, m.rows))          # a row is the stored form already
-        else:
-            assert table.fixup is not None
-            names, fixup, row = m.fields, table.fixup, model.row
-            records = [row(fixup(dict(zip(names, values)))) for values in m.rows]
-        m.rows = []             # the parsed lists go before the indexes are built, which reuse their memory
+        check = _RowCheck(m, model.id_field, path)
+        records: list[tuple] = []
+        as_stored = m.fields == list(model.fields) and m.name not in migrating
+        names, fixup, row = m.fields, table.fixup, model.row
+        # One piece at a time: its lists become tuples and go before the next piece is
+        # parsed, so the next reuses their memory (snapshot.py, "Pieces").
+        for rows in model_pieces(path, m):
+            check(rows)
+            if as_stored:
+                records.extend(map(tuple, rows))          # a row is the stored form already
+            else:
+                assert fixup is not None
+                records.extend(row(fixup(dict(zip(names, values)))) for values in rows)
+            del rows
         table.load_base(records, m.max_id)
 
 
-def _check_rows(m: ModelImage, id_field: str, path: str) -> None:
+class _RowCheck:
     """A snapshot's rows each hold one value per field of its line's header, in strictly
     ascending id order (snapshot.py), which `Table.load_base` builds its indexes on
     without sorting: a file that breaks either rule (damage the CRC cannot see, another
-    writer) is refused, never half indexed."""
-    if id_field not in m.fields:
-        raise CorruptLog(path, 0, f"snapshot rows of {m.name} have no {id_field!r} field")
-    if set(map(type, m.rows)) - {list} or set(map(len, m.rows)) - {len(m.fields)}:
-        raise CorruptLog(path, 0, f"snapshot rows of {m.name} are not lists of its {len(m.fields)} fields")
-    ids = map(operator.itemgetter(m.fields.index(id_field)), m.rows)
-    try:
-        ascending = all(starmap(operator.lt, pairwise(ids)))
-    except TypeError:                   # ids of types that do not compare
-        ascending = False
-    if not ascending:
-        raise CorruptLog(path, 0, f"snapshot rows of {m.name} are not in strictly ascending {id_field} order")
+    writer) is refused, never half indexed. Called on each piece in turn."""
+
+    __slots__ = ("id_at", "id_field", "last", "m", "path", "width")
+
+    def __init__(self, m: ModelLine, id_field: str, path: str) -> None:
+        if id_field not in m.fields:
+            raise CorruptLog(path, 0, f"snapshot rows of {m.name} have no {id_field!r} field")   # the header's fields
+        self.m, self.path, self.id_field = m, path, id_field
+        self.id_at = operator.itemgetter(m.fields.index(id_field))
+        self.width = len(m.fields)
+        self.last: list[Any] = []               # the previous piece's last id, once there is one
+
+    def __call__(self, rows: list) -> None:
+        m = self.m
+        if set(map(type, rows)) - {list} or set(map(len, rows)) - {self.width}:
+            raise CorruptLog(self.path, m.position, f"snapshot rows of {m.name} are not lists of its {self.width} fields")
+        ids = chain(self.last, map(self.id_at, rows))
+        try:
+            ascending = all(starmap(operator.lt, pairwise(ids)))
+        except TypeError:                   # ids of types that do not compare
+            ascending = False
+        if not ascending:
+            raise CorruptLog(self.path, m.position, f"snapshot rows of {m.name} are not in strictly ascending {self.id_field} order")
+        if rows:
+            self.last = [self.id_at(rows[-1])]
 
 
 def _rebuilder(table: Table, migrating: bool) -> Callable[[dict], tuple]:
@@ -226,9 +246,10 @@ def _load_once(directory: str, models: Sequence[CompiledModel], description: dic
     if files.snapshot is not None:
         image = _read(files.snapshot)
         snapshot_bytes = len(image)
-        snapshot = decode_snapshot(files.snapshot, image)
-        del image
-        _install_snapshot(tables, snapshot, files.snapshot, migrating)
+        epoch, head, lines = read_snapshot(files.snapshot, image)
+        _install_snapshot(tables, lines, files.snapshot, migrating)
+        del image, lines
+        snapshot = SnapshotImage(epoch, head, [])           # its rows are in the tables now
     if not os.path.exists(files.log):
         if snapshot is not None:
             raise CorruptLog(files.log, 0, "the log is missing beside a snapshot")

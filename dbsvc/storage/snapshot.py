@@ -4,14 +4,25 @@ Layout (UTF-8 text; every line is `CRC SP JSON LF`, CRC = 8 hex digits of crc32(
 
     1a2b3c4d {"format":1,"epoch":"<32 hex>","head_offset":1234,
               "models":[{"name":"User","fields":["id","email",...],"count":2,"max_id":7}, ...]}
-    5e6f7081 [[1,"a@b.c","Ann",null,"reader","2026-01-01T00:00:00Z",null],[7,...]]
+    5e6f7081 [[1,"a@b.c","Ann",null,"reader","2026-01-01T00:00:00Z",null],[7,...],<TAB>[9,...]]
     ...      one line per entry of "models", in that order: its records as rows (lists in
              the "fields" order), ascending by id
 
 The epoch named here is the epoch of the log that continues it (the log header carries the
-same id and `head_offset` as its base). Loading costs one `json.loads` per model; a row
-becomes its record's stored form with one `tuple()` (table.py). Rows are in id order
-because each snapshot record is one row of the new epoch (table.py): `as_of=n` below the snapshot's count sees the first n records by id.
+same id and `head_offset` as its base). Rows are in id order because each snapshot record
+is one row of the new epoch (table.py): `as_of=n` below the snapshot's count sees the first
+n records by id.
+
+Pieces: the writer puts a TAB (0x09, JSON whitespace) after the comma that ends every
+CHUNK_ROWS-th row of a model line (online compaction: after each chunk it streams). A JSON
+string never holds a raw TAB (it must be escaped), so the line splits at its TABs into
+pieces of whole rows, and the reader parses one piece at a time (`model_pieces`), making each
+piece's rows stored records (tuples, table.py) and freeing its lists before parsing the next.
+Parsed whole, a 1,000,000-row line leaves the freed lists as holes between the strings that
+stay: 130 bytes of RSS per record for good (bench/README.md, "Open time and memory"). The
+line is still one JSON array, so a reader may also parse it whole, and a line without TABs
+(written before pieces, or by hand) is one piece. A line whose TABs do not split it into
+arrays of rows is parsed whole, so the rows read are always those of `json.loads(line)`.
 
 Crash rules: a snapshot is only ever written under a `.new` name, fsynced, and renamed
 into place by compaction (compact.py), so a torn snapshot never carries the real name. A
@@ -26,6 +37,7 @@ import os
 import zlib
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
+from itertools import chain
 from typing import Any
 
 from dbsvc.errors import CorruptLog
@@ -34,6 +46,8 @@ from dbsvc.storage import files
 from dbsvc.storage.files import write_all
 
 FORMAT = 1
+CHUNK_ROWS = 2048          # rows per piece of a model line written whole (`encode_snapshot`)
+PIECE = b",\t"            # what ends a piece that is not a line's last
 
 
 @dataclass(slots=True)
@@ -54,9 +68,13 @@ class SnapshotImage:
     models: list[ModelImage]
 
 
-def _line(obj: Any) -> bytes:
-    text = compact_json(obj).encode("utf-8")
+def _line(text: bytes) -> bytes:
     return b"%08x " % zlib.crc32(text) + text + b"\n"
+
+
+def _rows_text(rows: Sequence[Sequence[Any]]) -> bytes:
+    """Rows as the inside of a JSON array (no brackets)."""
+    return compact_json(rows).encode("utf-8")[1:-1]
 
 
 def encode_snapshot(image: SnapshotImage) -> Iterator[bytes]:
@@ -66,9 +84,11 @@ def encode_snapshot(image: SnapshotImage) -> Iterator[bytes]:
         "models": [{"name": m.name, "fields": m.fields, "count": len(m.rows), "max_id": m.max_id}
                    for m in image.models],
     }
-    yield _line(header)
+    yield _line(compact_json(header).encode("utf-8"))
     for m in image.models:
-        yield _line(m.rows)
+        rows = m.rows
+        pieces = (_rows_text(rows[i : i + CHUNK_ROWS]) for i in range(0, len(rows), CHUNK_ROWS))
+        yield _line(b"[" + PIECE.join(pieces) + b"]")
 
 
 @dataclass(slots=True)
@@ -93,7 +113,7 @@ def write_snapshot_stream(fd: int, epoch: str, head_offset: int, models: list[Mo
         "models": [{"name": m.name, "fields": m.fields, "count": m.count, "max_id": m.max_id}
                    for m in models],
     }
-    write_all(fd, _line(header))
+    write_all(fd, _line(compact_json(header).encode("utf-8")))
     pos = os.lseek(fd, 0, os.SEEK_CUR)
     for m in models:
         start = pos
@@ -104,9 +124,9 @@ def write_snapshot_stream(fd: int, epoch: str, head_offset: int, models: list[Mo
         for chunk in m.chunks:
             if not chunk:
                 continue
-            text = compact_json(chunk).encode("utf-8")[1:-1]
+            text = _rows_text(chunk)
             if written:
-                text = b"," + text
+                text = PIECE + text
             written += len(chunk)
             crc = zlib.crc32(text, crc)
             write_all(fd, text)
@@ -150,9 +170,25 @@ def _loads(body: memoryview) -> Any:
     return json.loads(str(body, "utf-8", "surrogatepass"))
 
 
-def decode_snapshot(path: str, data: bytes) -> SnapshotImage:
+@dataclass(slots=True)
+class ModelLine:
+    """One model's line of a snapshot, checked against its CRC, not yet parsed: the JSON
+    array is `data[start:end]`."""
+
+    name: str
+    fields: list[str]
+    count: int
+    max_id: int
+    position: int              # byte offset of the line in the file
+    data: bytes
+    start: int
+    end: int
+
+
+def read_snapshot(path: str, data: bytes) -> tuple[str, int, list[ModelLine]]:
+    """(epoch, head offset, model lines) of a snapshot's bytes: every line's CRC checked,
+    the header parsed, the model lines left for `model_pieces`."""
     lines = snapshot_lines(path, data)
-    pos = len(data)
     if not lines:
         raise CorruptLog(path, 0, "empty snapshot")
     header = _loads(lines[0][1])
@@ -160,11 +196,77 @@ def decode_snapshot(path: str, data: bytes) -> SnapshotImage:
         raise CorruptLog(path, 0, f"snapshot format {header.get('format')!r}, expected {FORMAT}")
     metas = header["models"]
     if len(lines) != 1 + len(metas):
-        raise CorruptLog(path, pos, f"snapshot has {len(lines) - 1} model lines, header lists {len(metas)}")
-    models = []
-    for meta, (line_pos, body) in zip(metas, lines[1:]):
-        rows = _loads(body)
-        if len(rows) != meta["count"]:
-            raise CorruptLog(path, line_pos, f"model {meta['name']!r}: {len(rows)} rows, header says {meta['count']}")
-        models.append(ModelImage(meta["name"], meta["fields"], rows, meta["max_id"]))
-    return SnapshotImage(header["epoch"], header["head_offset"], models)
+        raise CorruptLog(path, len(data), f"snapshot has {len(lines) - 1} model lines, header lists {len(metas)}")
+    models = [ModelLine(meta["name"], meta["fields"], meta["count"], meta["max_id"], pos, data, pos + 9, pos + 9 + len(body))
+              for meta, (pos, body) in zip(metas, lines[1:])]
+    return header["epoch"], header["head_offset"], models
+
+
+def model_pieces(path: str, line: ModelLine) -> Iterator[list]:
+    """The rows of a model line, one piece (a list of rows) at a time (module docstring);
+    CorruptLog if the line is not a JSON array or its row count is not the header's."""
+    count = 0
+    for rows in _pieces(path, line):
+        count += len(rows)
+        yield rows
+    if count != line.count:
+        raise CorruptLog(path, line.position, f"model {line.name!r}: {count} rows, header says {line.count}")
+
+
+def _pieces(path: str, line: ModelLine) -> Iterator[list]:
+    """Each piece's rows. A line that is not cut into arrays of rows (a TAB that is not
+    a piece end, an empty piece) hands over to the whole line's parse for the rows not
+    yet given: every piece parsed being a non-empty array of values, the line is their
+    concatenation, so the rows given are always those of the whole line."""
+    data = line.data
+    bounds = _piece_bounds(data, line.start, line.end)
+    if bounds is None:
+        yield _whole(path, line)
+        return
+    view = memoryview(data)
+    given = 0
+    for a, b in bounds:
+        try:
+            rows = json.loads("[" + str(view[a:b], "utf-8", "surrogatepass") + "]")
+        except ValueError:
+            rows = None
+        if type(rows) is not list or (not rows and len(bounds) > 1):
+            yield _whole(path, line)[given:]
+            return
+        given += len(rows)
+        yield rows
+        del rows
+
+
+def _piece_bounds(data: bytes, start: int, end: int) -> list[tuple[int, int]] | None:
+    """[a, b) of each piece's rows inside the line `data[start:end]` ("[" rows ",TAB" ...
+    rows "]"), or None for a line that is not a bracketed array cut only after commas."""
+    if end - start < 2 or data[start] != 0x5B or data[end - 1] != 0x5D:      # "[" ... "]"
+        return None
+    bounds = []
+    a = start + 1
+    while (tab := data.find(b"\t", a, end)) >= 0:
+        if data[tab - 1] != 0x2C:                                               # ","
+            return None
+        bounds.append((a, tab - 1))
+        a = tab + 1
+    bounds.append((a, end - 1))
+    return bounds
+
+
+def _whole(path: str, line: ModelLine) -> list:
+    try:
+        rows = _loads(memoryview(line.data)[line.start : line.end])
+    except ValueError as exc:
+        raise CorruptLog(path, line.position, f"model {line.name!r}: the line is not JSON ({exc})") from None
+    if type(rows) is not list:
+        raise CorruptLog(path, line.position, f"model {line.name!r}: the line is not a JSON array of rows")
+    return rows
+
+
+def decode_snapshot(path: str, data: bytes) -> SnapshotImage:
+    """The whole snapshot at once, every model's rows in one list (offline tools)."""
+    epoch, head, lines = read_snapshot(path, data)
+    models = [ModelImage(m.name, m.fields, list(chain.from_iterable(model_pieces(path, m))), m.max_id)
+              for m in lines]
+    return SnapshotImage(epoch, head, models)

@@ -482,7 +482,9 @@ def test_a_snapshot_that_does_not_fit_the_schema_is_refused(compacted, case):
     change, reason = SNAPSHOT_REFUSALS[case]
     snap = snapshot_of(compacted)
     original = rewrite_snapshot(compacted, change)
-    assert_refused(compacted, snap, 0, reason)
+    # What the header says is refused at byte 0, rows out of shape at their line (User's).
+    position = 0 if case in ("undeclared model", "no id field") else read(snap).index(b"\n") + 1
+    assert_refused(compacted, snap, position, reason)
     write(snap, original)
     assert_intact(compacted)
 
