@@ -1,4 +1,4 @@
-"""In-memory indexes: a sorted list of sublists for order, dict-of-sets for equality.
+"""In-memory indexes: a sorted list of sublists for order, key -> ids buckets for equality.
 
 `SortedIndex` keeps its entries in ascending order as a list of sorted sublists (the
 layout of the `sortedcontainers` package): `_lists[i]` holds at most 2 * LOAD entries and
@@ -13,8 +13,8 @@ ids whose value is null: nulls order after every value (PostgreSQL's ASC NULLS L
 break on the primary key. Keeping nulls out of the keys (rather than a `(0, key, id)` /
 `(1, 0, id)` marker) lets CPython's sort compare the typed key first, which made building the
 index over 1,000,000 random floats 20 times faster. `HashIndex` maps an index key
-(`CompiledModel.keys[field](value)`: typed, so 3 and 3.0 are one key) to the set of ids
-holding it; null is the key None.
+(`CompiledModel.keys[field](value)`: typed, so 3 and 3.0 are one key) to the ids holding
+it (a sorted list, or a set once large); null is the key None.
 
 Bulk builds (`SortedIndex.from_sorted`, `OrderedIndex.from_columns`, `HashIndex.from_columns`
 and `from_runs`) are what opening a snapshot of 1,000,000 records costs most of: they take
@@ -37,6 +37,8 @@ from typing import Any
 
 LOAD = 512
 FEW_KEYS = 4           # at most this many distinct keys: HashIndex.from_columns scans once per key
+SET_AT = 16384         # a HashIndex bucket is a sorted list up to this many ids, then a set
+KEPT_SETS = 8          # sets of list buckets a HashIndex keeps for walks (`member`)
 _FIRST = itemgetter(0)
 _SECOND = itemgetter(1)
 _NOTHING = object()
@@ -325,26 +327,39 @@ class OrderedIndex:
 
 
 class HashIndex:
-    """key -> set of ids; empty sets are dropped so `len(buckets)` counts distinct keys."""
+    """key -> the ids holding it; empty buckets are dropped so `len(buckets)` counts
+    distinct keys.
 
-    __slots__ = ("buckets",)
+    A bucket is a sorted list of ids up to SET_AT of them and a set once it grows past
+    that (it stays a set until it empties or the index is rebuilt). A set costs 30-60
+    bytes an id, a list 8: at 1,000,000 records a float field with a hundred records per
+    value held 85 bytes a record in sets (bench/README.md, "Open time and memory"). What
+    a list gives up is O(1) membership, which matters only to a list page that walks a
+    sort order testing each id against one bucket (query.py), and the planner walks only
+    past a bucket of sqrt(WALK_FACTOR * page end * records) ids: 12,600 at 1,000,000
+    records and a page of 20, so a bucket that small is mostly read whole instead.
+    `member` gives such a walk a set all the same: the bucket itself, or a set made from
+    the list and kept until that key's bucket changes.
+    """
+
+    __slots__ = ("_sets", "buckets")
 
     def __init__(self) -> None:
-        self.buckets: dict[Any, set[Any]] = {}
+        self.buckets: dict[Any, list[Any] | set[Any]] = {}
+        self._sets: dict[Any, set[Any]] = {}        # key -> set of a list bucket, for walks
 
     @classmethod
     def from_columns(cls, keys: Sequence[Any], ids: Sequence[Any]) -> HashIndex:
-        """The index of the records whose keys and ids are `keys` and `ids` (same order).
-        A field of a few distinct keys (a bool, a small enum) takes one C-level pass per
-        key (`compress`), half the time of the loop. Otherwise the ids are gathered in one
-        list per key and each list becomes its set at once: at 1,000,000 records 0.1 s
-        faster than growing the sets an id at a time, for the same RSS once open."""
+        """The index of the records whose keys and ids are `keys` and `ids` (same order,
+        ids ascending). A field of a few distinct keys (a bool, a small enum) takes one
+        C-level pass per key (`compress`), half the time of the loop. Otherwise the ids
+        are gathered in one list per key, which is its bucket (ascending already)."""
         index = cls()
         buckets = index.buckets
         distinct = set(keys)
         if len(distinct) <= FEW_KEYS:
             for key in distinct:
-                buckets[key] = set(compress(ids, map(eq, keys, repeat(key))))
+                buckets[key] = _bucket(list(compress(ids, map(eq, keys, repeat(key)))))
             return index
         groups: dict[Any, list[Any]] = {}
         get = groups.get
@@ -354,28 +369,43 @@ class HashIndex:
                 groups[key] = [id_]
             else:
                 group.append(id_)
-        for key, group in groups.items():
-            buckets[key] = set(group)
+        index.buckets = {key: _bucket(group) for key, group in groups.items()}
         return index
 
     @classmethod
     def from_runs(cls, runs: Iterable[tuple[Any, list[Any]]]) -> HashIndex:
-        """The index whose buckets are `runs`' (key, ids): a field that is also sorted has
-        them from its `OrderedIndex.runs`, one slice per key instead of one loop step per id."""
+        """The index whose buckets are `runs`' (key, ascending ids): a field that is also
+        sorted has them from its `OrderedIndex.runs`, one slice per key instead of one
+        loop step per id."""
         index = cls()
-        index.buckets = {key: set(ids) for key, ids in runs}
+        index.buckets = {key: _bucket(ids) for key, ids in runs}
         return index
 
     def add(self, key: Any, id_: Any) -> None:
         bucket = self.buckets.get(key)
         if bucket is None:
-            self.buckets[key] = {id_}
-        else:
+            self.buckets[key] = [id_]
+            return
+        if isinstance(bucket, set):
             bucket.add(id_)
+            return
+        if id_ > bucket[-1]:
+            bucket.append(id_)              # a new record: the largest id so far
+        else:
+            insort(bucket, id_)
+        if len(bucket) > SET_AT:
+            self.buckets[key] = set(bucket)
+        self._sets.pop(key, None)
 
     def remove(self, key: Any, id_: Any) -> None:
         bucket = self.buckets[key]
-        bucket.discard(id_)
+        if isinstance(bucket, set):
+            bucket.discard(id_)
+        else:
+            i = bisect_left(bucket, id_)
+            if i < len(bucket) and bucket[i] == id_:
+                del bucket[i]
+            self._sets.pop(key, None)
         if not bucket:
             del self.buckets[key]
 
@@ -389,12 +419,38 @@ class HashIndex:
         for k in keys:
             bucket = self.buckets.get(k)
             if bucket:
-                out |= bucket
+                out.update(bucket)
         return out
 
     def has(self, keys: Iterable[Any], id_: Any) -> bool:
         for k in keys:
             bucket = self.buckets.get(k)
-            if bucket is not None and id_ in bucket:
-                return True
+            if bucket is None:
+                continue
+            if isinstance(bucket, set):
+                if id_ in bucket:
+                    return True
+            else:
+                i = bisect_left(bucket, id_)
+                if i < len(bucket) and bucket[i] == id_:
+                    return True
         return False
+
+    def member(self, key: Any) -> Container[Any]:
+        """The ids holding `key`, as a set (membership at C speed for a walk, class doc)."""
+        bucket = self.buckets.get(key)
+        if bucket is None:
+            return ()
+        if isinstance(bucket, set):
+            return bucket
+        found = self._sets.get(key)
+        if found is None:
+            if len(self._sets) >= KEPT_SETS:
+                self._sets.clear()
+            found = self._sets[key] = set(bucket)
+        return found
+
+
+def _bucket(ids: list[Any]) -> list[Any] | set[Any]:
+    """A bucket of ascending `ids` (HashIndex class doc)."""
+    return ids if len(ids) <= SET_AT else set(ids)

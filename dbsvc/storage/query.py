@@ -196,7 +196,7 @@ def _plan_live(table: Table, query: Query) -> tuple[list[Stored], int]:
         if len(filters) == 1 and len(filters[smallest]) == 1:
             # One field, one value: that value's hash bucket (read on the loop thread during
             # this synchronous call, so no write changes it meanwhile).
-            among = table.hashes[smallest].buckets[next(iter(filters[smallest]))]
+            among = table.hashes[smallest].member(next(iter(filters[smallest])))
         else:
             among = _Matching(records, model.passes, filters)
         if sort:
