@@ -14,7 +14,8 @@ break on the primary key. Keeping nulls out of the keys (rather than a `(0, key,
 `(1, 0, id)` marker) lets CPython's sort compare the typed key first, which made building the
 index over 1,000,000 random floats 20 times faster. `HashIndex` maps an index key
 (`CompiledModel.keys[field](value)`: typed, so 3 and 3.0 are one key) to the ids holding
-it (a sorted list, or a set once large); null is the key None.
+it (a sorted list; once large, one byte per id of the id space or a set); null is the key
+None.
 
 Bulk builds (`SortedIndex.from_sorted`, `OrderedIndex.from_columns`, `HashIndex.from_columns`
 and `from_runs`) are what opening a snapshot of 1,000,000 records costs most of: they take
@@ -30,18 +31,21 @@ Everything here is plain data: no I/O, no model knowledge.
 from __future__ import annotations
 
 from bisect import bisect_left, bisect_right, insort
-from collections.abc import Container, Iterable, Iterator, Sequence
+from collections import deque
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from itertools import chain, compress, repeat
 from operator import eq, is_, is_not, itemgetter
-from typing import Any
+from typing import Any, Union
 
 LOAD = 512
 FEW_KEYS = 4           # at most this many distinct keys: HashIndex.from_columns scans once per key
-SET_AT = 16384         # a HashIndex bucket is a sorted list up to this many ids, then a set
-KEPT_SETS = 8          # sets of list buckets a HashIndex keeps for walks (`member`)
+SET_AT = 16384         # a HashIndex bucket is a sorted list up to this many ids, then flags or a set
+KEPT_SETS = 8          # sets of list buckets a HashIndex keeps for walks (`keeper`)
 _FIRST = itemgetter(0)
 _SECOND = itemgetter(1)
 _NOTHING = object()
+_NONE: frozenset = frozenset()
+Keep = Callable[[Any], Any]     # id -> truthy if the id is kept (a walk's membership test)
 
 
 class SortedIndex:
@@ -299,23 +303,23 @@ class OrderedIndex:
         if self.nulls:
             yield None, list(self.nulls)
 
-    def ids_ascending(self, among: Container[Any] | None = None) -> Iterator[Any]:
-        """Ids in ascending order (ties on id ascending, nulls last), only those in `among`
-        when given."""
+    def ids_ascending(self, keep: Keep | None = None) -> Iterator[Any]:
+        """Ids in ascending order (ties on id ascending, nulls last), only those `keep`
+        says yes to when given."""
         ids = chain(chain.from_iterable(self._ids), self.nulls)
-        return ids if among is None else filter(among.__contains__, ids)
+        return ids if keep is None else filter(keep, ids)
 
-    def nulls_ascending(self, among: Container[Any] | None = None) -> Iterator[Any]:
-        """Ids whose value is null, ascending, only those in `among` when given."""
-        return iter(self.nulls) if among is None else filter(among.__contains__, self.nulls)
+    def nulls_ascending(self, keep: Keep | None = None) -> Iterator[Any]:
+        """Ids whose value is null, ascending, only those `keep` says yes to when given."""
+        return iter(self.nulls) if keep is None else filter(keep, self.nulls)
 
-    def pairs_descending(self, among: Container[Any] | None = None) -> Iterator[tuple[Any, Any]]:
+    def pairs_descending(self, keep: Keep | None = None) -> Iterator[tuple[Any, Any]]:
         """(key, id) pairs of non-null values, keys descending and, inside a run of equal
-        keys, ids descending too; only ids in `among` when given."""
+        keys, ids descending too; only ids `keep` says yes to when given."""
         pairs = zip(_backwards(self._keys), _backwards(self._ids))
-        if among is None:
+        if keep is None:
             return pairs
-        return compress(pairs, map(among.__contains__, _backwards(self._ids)))
+        return compress(pairs, map(keep, _backwards(self._ids)))
 
     def ids_slice(self, start: int, stop: int) -> list[Any]:
         """Ids at positions [start, stop) of the ascending order."""
@@ -326,40 +330,95 @@ class OrderedIndex:
         return out
 
 
+class IdBits:
+    """A bucket holding a large share of a table's int ids: `flags[id]` is 1 for each id
+    held. One byte per id of the table's id space, where a set costs 30-60 per id held and
+    a list 8, so a bucket holding an eighth of the ids or more is cheapest this way: the
+    two buckets of a bool field at 1,000,000 records took 34 bytes a record as sets, 2 as
+    flags. `flags.__getitem__` is the walk's membership test, at C speed."""
+
+    __slots__ = ("flags", "n")
+
+    def __init__(self, ids: Iterable[int], span: int) -> None:
+        self.flags = bytearray(span)
+        deque(map(self.flags.__setitem__, ids, repeat(1)), maxlen=0)   # one C-level pass
+        self.n = self.flags.count(1)
+
+    def __len__(self) -> int:
+        return self.n
+
+    def __iter__(self) -> Iterator[int]:
+        return compress(range(len(self.flags)), self.flags)
+
+    def __contains__(self, id_: object) -> bool:
+        return type(id_) is int and 0 <= id_ < len(self.flags) and self.flags[id_] == 1
+
+    def add(self, id_: int) -> None:
+        if not self.flags[id_]:
+            self.flags[id_] = 1
+            self.n += 1
+
+    def discard(self, id_: int) -> None:
+        if self.flags[id_]:
+            self.flags[id_] = 0
+            self.n -= 1
+
+
+Bucket = Union[list, set, IdBits]
+
+
 class HashIndex:
     """key -> the ids holding it; empty buckets are dropped so `len(buckets)` counts
     distinct keys.
 
-    A bucket is a sorted list of ids up to SET_AT of them and a set once it grows past
-    that (it stays a set until it empties or the index is rebuilt). A set costs 30-60
-    bytes an id, a list 8: at 1,000,000 records a float field with a hundred records per
-    value held 85 bytes a record in sets (bench/README.md, "Open time and memory"). What
-    a list gives up is O(1) membership, which matters only to a list page that walks a
-    sort order testing each id against one bucket (query.py), and the planner walks only
-    past a bucket of sqrt(WALK_FACTOR * page end * records) ids: 12,600 at 1,000,000
-    records and a page of 20, so a bucket that small is mostly read whole instead.
-    `member` gives such a walk a set all the same: the bucket itself, or a set made from
-    the list and kept until that key's bucket changes.
+    A bucket takes one of three forms, by size:
+
+    - a sorted list of ids, up to SET_AT of them. A set costs 30-60 bytes an id, a list 8:
+      at 1,000,000 records a float field with a hundred records per value held 85 bytes a
+      record in sets (bench/README.md, "Open time and memory"). What a list gives up is
+      O(1) membership, which matters only to a list page that walks a sort order testing
+      each id against one bucket (query.py), and the planner walks only past a bucket of
+      sqrt(WALK_FACTOR * page end * records) ids: 12,600 at 1,000,000 records and a page
+      of 20, so a bucket that small is mostly read whole instead. `keeper` gives such a
+      walk a set all the same, made from the list and kept until that key's bucket changes.
+    - past SET_AT, `IdBits` when the table's ids are ints and the bucket holds at least an
+      eighth of the id space (`span`, one more than the largest id seen);
+    - a set otherwise, or once the id space has grown so that the flags would cost more
+      than twice what a list would (a bucket stays big until it empties or the index is
+      rebuilt; it never goes back to a list).
+
+    `span` is -1 when ids are not ints (or one was negative): no flags then. Every id
+    added is below `span` afterwards, so every live id of the table indexes every bucket's
+    flags.
     """
 
-    __slots__ = ("_sets", "buckets")
+    __slots__ = ("_sets", "buckets", "span")
 
-    def __init__(self) -> None:
-        self.buckets: dict[Any, list[Any] | set[Any]] = {}
+    def __init__(self, span: int = -1) -> None:
+        self.buckets: dict[Any, Bucket] = {}
+        self.span = span
         self._sets: dict[Any, set[Any]] = {}        # key -> set of a list bucket, for walks
 
+    @staticmethod
+    def span_of(int_ids: bool, ids: Sequence[Any]) -> int:
+        """The `span` for a table whose ids are `ids`, ascending: -1 unless they are ints
+        and none is negative."""
+        if not int_ids or (ids and ids[0] < 0):
+            return -1
+        return ids[-1] + 1 if ids else 0
+
     @classmethod
-    def from_columns(cls, keys: Sequence[Any], ids: Sequence[Any]) -> HashIndex:
+    def from_columns(cls, keys: Sequence[Any], ids: Sequence[Any], span: int = -1) -> HashIndex:
         """The index of the records whose keys and ids are `keys` and `ids` (same order,
         ids ascending). A field of a few distinct keys (a bool, a small enum) takes one
         C-level pass per key (`compress`), half the time of the loop. Otherwise the ids
         are gathered in one list per key, which is its bucket (ascending already)."""
-        index = cls()
+        index = cls(span)
         buckets = index.buckets
         distinct = set(keys)
         if len(distinct) <= FEW_KEYS:
             for key in distinct:
-                buckets[key] = _bucket(list(compress(ids, map(eq, keys, repeat(key)))))
+                buckets[key] = index._bucket(list(compress(ids, map(eq, keys, repeat(key)))))
             return index
         groups: dict[Any, list[Any]] = {}
         get = groups.get
@@ -369,43 +428,69 @@ class HashIndex:
                 groups[key] = [id_]
             else:
                 group.append(id_)
-        index.buckets = {key: _bucket(group) for key, group in groups.items()}
+        index.buckets = {key: index._bucket(group) for key, group in groups.items()}
         return index
 
     @classmethod
-    def from_runs(cls, runs: Iterable[tuple[Any, list[Any]]]) -> HashIndex:
+    def from_runs(cls, runs: Iterable[tuple[Any, list[Any]]], span: int = -1) -> HashIndex:
         """The index whose buckets are `runs`' (key, ascending ids): a field that is also
         sorted has them from its `OrderedIndex.runs`, one slice per key instead of one
         loop step per id."""
-        index = cls()
-        index.buckets = {key: _bucket(ids) for key, ids in runs}
+        index = cls(span)
+        index.buckets = {key: index._bucket(ids) for key, ids in runs}
         return index
 
+    def _bucket(self, ids: list[Any]) -> Bucket:
+        """The form for a bucket of ascending `ids` (class doc)."""
+        if len(ids) <= SET_AT:
+            return ids
+        if self.span >= 0 and len(ids) * 8 >= self.span:
+            return IdBits(ids, self.span)
+        return set(ids)
+
     def add(self, key: Any, id_: Any) -> None:
+        if self.span >= 0 and not 0 <= id_ < self.span:
+            self._widen(id_)
         bucket = self.buckets.get(key)
         if bucket is None:
             self.buckets[key] = [id_]
             return
-        if isinstance(bucket, set):
-            bucket.add(id_)
-            return
-        if id_ > bucket[-1]:
-            bucket.append(id_)              # a new record: the largest id so far
+        if isinstance(bucket, list):
+            if id_ > bucket[-1]:
+                bucket.append(id_)              # a new record: the largest id so far
+            else:
+                insort(bucket, id_)
+            if len(bucket) > SET_AT:
+                self.buckets[key] = self._bucket(bucket)
+            self._sets.pop(key, None)
         else:
-            insort(bucket, id_)
-        if len(bucket) > SET_AT:
-            self.buckets[key] = set(bucket)
-        self._sets.pop(key, None)
+            bucket.add(id_)
+
+    def _widen(self, id_: Any) -> None:
+        """An id at or past `span` (or a negative one): grow the id space by an eighth at
+        least, so that ids arriving in order grow it rarely; a bucket whose flags would then
+        cost more than twice a list becomes a set, and a negative id ends flags here."""
+        if id_ < 0:
+            span = -1
+        else:
+            span = max(id_ + 1, self.span + self.span // 8, 64)
+        for key, bucket in self.buckets.items():
+            if type(bucket) is IdBits:
+                if span < 0 or len(bucket) * 16 < span:
+                    self.buckets[key] = set(bucket)
+                else:
+                    bucket.flags.extend(bytes(span - len(bucket.flags)))
+        self.span = span
 
     def remove(self, key: Any, id_: Any) -> None:
         bucket = self.buckets[key]
-        if isinstance(bucket, set):
-            bucket.discard(id_)
-        else:
+        if isinstance(bucket, list):
             i = bisect_left(bucket, id_)
             if i < len(bucket) and bucket[i] == id_:
                 del bucket[i]
             self._sets.pop(key, None)
+        else:
+            bucket.discard(id_)
         if not bucket:
             del self.buckets[key]
 
@@ -427,30 +512,26 @@ class HashIndex:
             bucket = self.buckets.get(k)
             if bucket is None:
                 continue
-            if isinstance(bucket, set):
-                if id_ in bucket:
-                    return True
-            else:
+            if isinstance(bucket, list):
                 i = bisect_left(bucket, id_)
                 if i < len(bucket) and bucket[i] == id_:
                     return True
+            elif id_ in bucket:
+                return True
         return False
 
-    def member(self, key: Any) -> Container[Any]:
-        """The ids holding `key`, as a set (membership at C speed for a walk, class doc)."""
+    def keeper(self, key: Any) -> Keep:
+        """Whether an id holds `key`, as a C-level test for a walk (class doc)."""
         bucket = self.buckets.get(key)
         if bucket is None:
-            return ()
-        if isinstance(bucket, set):
-            return bucket
+            return _NONE.__contains__
+        if type(bucket) is IdBits:
+            return bucket.flags.__getitem__
+        if type(bucket) is set:
+            return bucket.__contains__
         found = self._sets.get(key)
         if found is None:
             if len(self._sets) >= KEPT_SETS:
                 self._sets.clear()
             found = self._sets[key] = set(bucket)
-        return found
-
-
-def _bucket(ids: list[Any]) -> list[Any] | set[Any]:
-    """A bucket of ascending `ids` (HashIndex class doc)."""
-    return ids if len(ids) <= SET_AT else set(ids)
+        return found.__contains__

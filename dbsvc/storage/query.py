@@ -34,12 +34,13 @@ their own, `support.storage.reference_list`.)
 
 from __future__ import annotations
 
-from collections.abc import Container, Iterable, Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from itertools import islice
 from operator import itemgetter
 from typing import Any
 
 from dbsvc.runtime import CompiledModel, Query
+from dbsvc.storage.indexes import Keep
 from dbsvc.storage.table import Stored, Table
 
 WALK_FACTOR = 8
@@ -92,21 +93,21 @@ def _walk(table: Table, sort: tuple[tuple[str, bool], ...]) -> Iterator[Stored]:
 
 
 class _Matching:
-    """The ids whose live record passes the generated matcher, as a container: the `among`
-    of a one-key walk whose filter is not one value of one field."""
+    """Whether an id's live record passes the generated matcher: the `keep` test of a
+    one-key walk whose filter is not one value of one field."""
 
     __slots__ = ("filters", "match", "records")
 
     def __init__(self, records: Mapping[Any, Stored], match: Any, filters: Mapping[str, frozenset]) -> None:
         self.records, self.match, self.filters = records, match, filters
 
-    def __contains__(self, id_: Any) -> bool:
+    def __call__(self, id_: Any) -> bool:
         return self.match(self.records[id_], self.filters)
 
 
-def _one_key_page(index: Any, desc: bool, among: Container[Any] | None, offset: int, end: int) -> list[Any]:
+def _one_key_page(index: Any, desc: bool, keep: Keep | None, offset: int, end: int) -> list[Any]:
     """Ids [offset, end) of the order by one key (ascending: nulls last; descending: nulls
-    first; ties on id ascending), only those in `among` when given.
+    first; ties on id ascending), only those `keep` says yes to when given.
 
     Ascending, the index order is the list order. Descending, the reversed index gives each
     run of equal keys with its ids descending: the pairs up to `end` are taken, plus the
@@ -114,10 +115,10 @@ def _one_key_page(index: Any, desc: bool, among: Container[Any] | None, offset: 
     descending): O(end log end), all of it in C.
     """
     if not desc:
-        return list(islice(index.ids_ascending(among), offset, end))
-    out = list(islice(index.nulls_ascending(among), end))
+        return list(islice(index.ids_ascending(keep), offset, end))
+    out = list(islice(index.nulls_ascending(keep), end))
     if len(out) < end:
-        pairs = index.pairs_descending(among)
+        pairs = index.pairs_descending(keep)
         taken = list(islice(pairs, end - len(out)))
         if taken:
             last = taken[-1][0]
@@ -192,18 +193,18 @@ def _plan_live(table: Table, query: Query) -> tuple[list[Stored], int]:
         sort_records(chosen, sort, model, table.positions)
         return chosen[offset:end], total
     if len(sort) <= 1:
-        among: Container[Any]
+        keep: Keep
         if len(filters) == 1 and len(filters[smallest]) == 1:
-            # One field, one value: that value's hash bucket (read on the loop thread during
-            # this synchronous call, so no write changes it meanwhile).
-            among = table.hashes[smallest].member(next(iter(filters[smallest])))
+            # One field, one value: membership in that value's hash bucket (read on the loop
+            # thread during this synchronous call, so no write changes it meanwhile).
+            keep = table.hashes[smallest].keeper(next(iter(filters[smallest])))
         else:
-            among = _Matching(records, model.passes, filters)
+            keep = _Matching(records, model.passes, filters)
         if sort:
             (field, desc), = sort
-            ids = _one_key_page(table.ordered[field], desc, among, offset, end)
+            ids = _one_key_page(table.ordered[field], desc, keep, offset, end)
         else:
-            ids = list(islice(filter(among.__contains__, table.pk), offset, end))
+            ids = list(islice(filter(keep, table.pk), offset, end))
         return [records[i] for i in ids], total
     return _page(_walk(table, sort), offset, limit, model.passes, filters), total
 

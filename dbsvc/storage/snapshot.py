@@ -197,7 +197,8 @@ def read_snapshot(path: str, data: bytes) -> tuple[str, int, list[ModelLine]]:
     metas = header["models"]
     if len(lines) != 1 + len(metas):
         raise CorruptLog(path, len(data), f"snapshot has {len(lines) - 1} model lines, header lists {len(metas)}")
-    models = [ModelLine(meta["name"], meta["fields"], meta["count"], meta["max_id"], pos, data, pos + 9, pos + 9 + len(body))
+    models = [ModelLine(meta["name"], meta["fields"], meta["count"], meta["max_id"],
+                        pos, data, pos + 9, pos + 9 + len(body))      # the JSON after "CRC SP"
               for meta, (pos, body) in zip(metas, lines[1:])]
     return header["epoch"], header["head_offset"], models
 

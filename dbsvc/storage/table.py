@@ -126,7 +126,8 @@ class Table:
         self.live: dict[Any, Stored] = {}
         self.pk = SortedIndex()
         self.unique: dict[str, dict[Any, Any]] = {f: {} for f in model.unique_fields}
-        self.hashes: dict[str, HashIndex] = {f: HashIndex() for f in model.filter_fields}
+        self.hashes: dict[str, HashIndex] = {f: HashIndex(HashIndex.span_of(model.id_type == "int", ()))
+                                             for f in model.filter_fields}
         self.ordered: dict[str, OrderedIndex] = {f: OrderedIndex() for f in model.sort_fields}
         self.refs: dict[str, dict[Any, int]] = {f: {} for f, _parent in model.refs}
         self.base_ids: list[Any] = []
@@ -197,6 +198,7 @@ class Table:
         self.base_ids = ids
         self.pk = SortedIndex.from_sorted(ids)
         keys, at = self.keys, self.positions
+        span = HashIndex.span_of(self.model.id_type == "int", ids)
         for f in dict.fromkeys(chain(self.unique, self.hashes, self.ordered)):
             # One key column per field, shared by its indexes and dropped before the
             # next one is made: 8 MB a column at 1M records, which the allocator keeps
@@ -212,9 +214,9 @@ class Table:
                 self.ordered[f] = OrderedIndex.from_columns(column, ids)
             if f in self.hashes:
                 if f in self.ordered:               # its buckets are the ordered index's runs
-                    self.hashes[f] = HashIndex.from_runs(self.ordered[f].runs())
+                    self.hashes[f] = HashIndex.from_runs(self.ordered[f].runs(), span)
                 else:
-                    self.hashes[f] = HashIndex.from_columns(column, ids)
+                    self.hashes[f] = HashIndex.from_columns(column, ids, span)
             del column
         for f, counts in self.refs.items():
             counts.update(Counter(map(itemgetter(at[f]), records)))

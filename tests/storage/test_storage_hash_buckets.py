@@ -1,6 +1,7 @@
-"""`HashIndex` buckets: sorted lists of ids while small, sets past SET_AT ids, with the same
-answers either way (indexes.py, `HashIndex`), and a list page whose walk tests ids against a
-list bucket returns what a brute-force list returns."""
+"""`HashIndex` buckets: sorted lists of ids while small; past SET_AT ids, flags over the id
+space (`IdBits`) when the ids are ints and the bucket holds an eighth of them, sets
+otherwise; the same answers in every form (indexes.py, `HashIndex`), and list pages whose
+walks test ids against each form return what a brute-force list returns."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ from support.storage import BLOG, check_indexes, open_store, post, reference_lis
 
 from dbsvc.runtime import Query
 from dbsvc.storage import indexes
-from dbsvc.storage.indexes import HashIndex
+from dbsvc.storage.indexes import HashIndex, IdBits
 
 BLOG_POST = BLOG.BY_NAME["BlogPost"]
 
@@ -42,12 +43,13 @@ def test_a_bucket_past_set_at_becomes_a_set_and_stays_one(small_set_at):
     for id_ in range(small_set_at):
         index.add(True, id_)
     assert type(index.buckets[True]) is list
-    index.add(True, 100)
+    index.add(True, 100)                             # no id space known (span -1): a set
     assert index.buckets[True] == set(range(small_set_at)) | {100}
     for id_ in range(small_set_at):
         index.remove(True, id_)
     assert index.buckets[True] == {100}       # still a set: no flapping around the limit
-    assert index.has([True], 100) and index.member(True) is index.buckets[True]
+    assert index.has([True], 100)
+    assert index.keeper(True) == index.buckets[True].__contains__
 
 
 @pytest.mark.parametrize("build", ["from_columns", "from_runs"])
@@ -64,34 +66,101 @@ def test_bulk_builds_choose_lists_and_sets_by_size(small_set_at, build):
     assert sum(map(len, smalls.values())) == 19
 
 
-def test_member_is_a_set_kept_until_its_bucket_changes():
+def _kept(keep, ids=range(12)) -> list:
+    return [i for i in ids if keep(i)]
+
+
+def test_the_keeper_of_a_list_bucket_is_a_set_kept_until_its_bucket_changes():
     index = HashIndex()
     for id_ in (1, 2, 3):
         index.add("a", id_)
     index.add("b", 4)
-    first = index.member("a")
-    assert first == {1, 2, 3} and index.member("a") is first       # kept
+    first = index.keeper("a")
+    assert _kept(first) == [1, 2, 3] and index.keeper("a") == first      # the same set's test
     index.add("b", 5)
-    assert index.member("a") is first                              # another key's change
+    assert index.keeper("a") == first                                    # another key's change
     index.add("a", 9)
-    assert index.member("a") == {1, 2, 3, 9}                       # made afresh
+    assert _kept(index.keeper("a")) == [1, 2, 3, 9]                      # made afresh
     index.remove("a", 1)
-    assert index.member("a") == {2, 3, 9}
-    assert index.member("nobody") == () and 1 not in index.member("nobody")
+    assert _kept(index.keeper("a")) == [2, 3, 9]
+    assert _kept(index.keeper("nobody")) == []
 
 
-def test_member_keeps_a_bounded_number_of_sets():
+def test_keepers_keep_a_bounded_number_of_sets():
     index = HashIndex()
     for key in range(3 * indexes.KEPT_SETS):
         index.add(key, key)
-        assert index.member(key) == {key}
+        assert _kept(index.keeper(key), range(100)) == [key]
     assert len(index._sets) <= indexes.KEPT_SETS
+
+
+def test_a_big_bucket_of_int_ids_is_flags_over_the_id_space(small_set_at):
+    ids = list(range(0, 40))
+    keys = [i % 2 == 0 for i in ids]                 # 20 ids each: past SET_AT (8), half the space
+    index = HashIndex.from_columns(keys, ids, HashIndex.span_of(True, ids))
+    bits = index.buckets[True]
+    assert type(bits) is IdBits and len(bits) == 20 and list(bits) == ids[::2]
+    assert bytes(bits.flags) == bytes([1, 0] * 20)
+    assert index.keeper(True) == bits.flags.__getitem__                  # the walk's test, in C
+    assert index.has([True], 4) and not index.has([True], 5) and not index.has([True], 400)
+    assert 4 in bits and "4" not in bits and -2 not in bits and 40 not in bits
+    index.remove(True, 4)
+    index.remove(True, 4)                            # absent: nothing happens
+    assert len(bits) == 19 and not bits.flags[4] and index.count([True, False]) == 39
+    assert index.ids([True]) == set(ids[::2]) - {4}
+
+
+def test_flags_grow_with_the_ids_and_every_live_id_indexes_them(small_set_at):
+    ids = list(range(1, 41))
+    index = HashIndex.from_columns([i % 2 == 0 for i in ids], ids, HashIndex.span_of(True, ids))
+    assert index.span == 41 and {type(b) for b in index.buckets.values()} == {IdBits}
+    for id_ in range(41, 2000):                      # new records, ids in order
+        index.add(id_ % 2 == 0, id_)
+        assert index.span > id_
+        assert all(len(b.flags) == index.span for b in index.buckets.values())
+    assert index.span < 2 * 2000                      # grown by an eighth at a time, not doubled
+    assert _kept(index.keeper(True), range(2000)) == list(range(2, 2000, 2))
+    assert _kept(index.keeper(False), range(2000)) == list(range(1, 2000, 2))
+
+
+def test_flags_that_would_cost_more_than_twice_a_list_become_a_set(small_set_at):
+    ids = list(range(1, 41))
+    index = HashIndex.from_columns([i % 2 == 0 for i in ids], ids, HashIndex.span_of(True, ids))
+    index.add(True, 10_000)                          # a client's id far past the others
+    assert {type(b) for b in index.buckets.values()} == {set}
+    assert index.buckets[True] == set(range(2, 41, 2)) | {10_000}
+    assert _kept(index.keeper(True), [2, 3, 10_000]) == [2, 10_000]
+
+
+def test_a_negative_id_ends_flags_for_the_index(small_set_at):
+    ids = list(range(1, 41))
+    index = HashIndex.from_columns([True] * 40, ids, HashIndex.span_of(True, ids))
+    assert type(index.buckets[True]) is IdBits
+    index.add(True, -5)
+    assert index.span == -1 and index.buckets[True] == set(ids) | {-5}
+    index.add(False, 7_000)                          # no flags any more, whatever the id
+    assert index.span == -1 and index.buckets[False] == [7_000]
+
+
+@pytest.mark.parametrize("ids, span", [([], 0), ([0, 5], 6), ([-1, 5], -1)])
+def test_the_span_of_int_ids_is_one_past_the_largest(ids, span):
+    assert HashIndex.span_of(True, ids) == span
+    assert HashIndex.span_of(False, ids) == -1                 # str or uuid ids: never flags
+
+
+def test_str_ids_never_get_flags(small_set_at):
+    ids = [f"k{i:03}" for i in range(40)]
+    index = HashIndex.from_columns([True] * 40, ids, HashIndex.span_of(False, ids))
+    assert index.buckets[True] == set(ids)
+    index.add(True, "k999")
+    assert "k999" in index.buckets[True]
 
 
 @pytest.mark.parametrize("seed", range(3))
 def test_walks_and_counts_over_list_buckets_match_a_brute_force_list(tmp_path, monkeypatch, seed):
     """300 posts, 4 scores (about 75 posts each) and SET_AT 80: buckets on both sides of
-    the limit. A one-value filter with a short page walks a sort order against the
+    the limit, lists below it and flags above (a bucket past 80 ids holds over an eighth of
+    the 300 ids). A one-value filter with a short page walks a sort order against the
     bucket (75 * 75 > WALK_FACTOR * page end * 300), a list bucket's kept set; two
     filters count through `has`. Every page and total matches the brute-force list,
     before and after updates move records between buckets (dropping the kept sets)."""
@@ -100,6 +169,7 @@ def test_walks_and_counts_over_list_buckets_match_a_brute_force_list(tmp_path, m
     store = open_store(str(tmp_path), sync="off")
     table = store._tables["BlogPost"]
     walked = 0
+    forms: set[str] = set()
 
     async def run() -> None:
         nonlocal walked
@@ -113,6 +183,7 @@ def test_walks_and_counts_over_list_buckets_match_a_brute_force_list(tmp_path, m
                 page, total, _watermark = store.list("BlogPost", q)
                 assert (page, total) == reference_list(table.records, BLOG_POST, q), (round_, q)
             walked += len(table.hashes["score"]._sets)
+            forms.update(type(b).__name__ for h in table.hashes.values() for b in h.buckets.values())
             for _ in range(40):
                 target = rnd.choice(sorted(table.live))
                 record = dict(table.records[target], score=float(rnd.randrange(4)), published=rnd.random() < 0.5)
@@ -125,6 +196,7 @@ def test_walks_and_counts_over_list_buckets_match_a_brute_force_list(tmp_path, m
     finally:
         store.close()
     assert walked > 0, "no query walked a list bucket"
+    assert {"list", "IdBits"} <= forms, forms
 
 
 def _queries(rnd: random.Random) -> list[Query]:

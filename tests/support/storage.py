@@ -20,7 +20,8 @@ from dbsvc.compiler import compile_schema
 from dbsvc.schema import load_schema
 from dbsvc.runtime import CompiledModel, Query
 from dbsvc.storage import Store
-from dbsvc.storage.indexes import SET_AT
+from dbsvc.storage import indexes
+from dbsvc.storage.indexes import IdBits
 from dbsvc.storage.query import sort_records
 
 BLOG = compile_schema(load_schema(str(ROOT / "schemas" / "blog.dbs")))
@@ -63,8 +64,13 @@ def check_indexes(store: Store) -> None:
             for i, r in recs.items():
                 want.setdefault(table.keys[f](r[f]), set()).add(i)
             assert {k: set(ids) for k, ids in hindex.buckets.items()} == want
-            for bucket in hindex.buckets.values():      # a list bucket is sorted and small
-                assert type(bucket) is set or (bucket == sorted(bucket) and len(bucket) <= SET_AT)
+            for bucket in hindex.buckets.values():
+                if type(bucket) is list:                # sorted and small
+                    assert bucket == sorted(bucket) and len(bucket) <= indexes.SET_AT
+                elif type(bucket) is IdBits:            # as long as the id space, counted right
+                    assert len(bucket.flags) == hindex.span and len(bucket) == bucket.flags.count(1)
+            if hindex.span >= 0:                        # every live id is inside the id space
+                assert all(0 <= i < hindex.span for i in recs)
         for f, sindex in table.ordered.items():
             pairs = [(table.keys[f](r[f]), i) for i, r in recs.items()]
             assert list(sindex) == sorted(p for p in pairs if p[0] is not None) + \
