@@ -58,7 +58,7 @@ sys.path[:0] = [str(ROOT), str(ROOT / "bench")]
 
 from fastapi_sqlite_app import create_schema  # noqa: E402
 from http_bench import measure, side_by_side, start_dbsvc, start_server, stop_server  # noqa: E402
-from service_bench import SUMMARY, fsync_p50_ms, script_for, seed  # noqa: E402
+from service_bench import fsync_p50_ms, group_commit, script_for, seed  # noqa: E402
 
 APP = ROOT / "bench" / "fastapi_sqlite_app.py"
 USERS = 1000
@@ -232,12 +232,9 @@ def main(argv: list[str]) -> int:
         finally:
             proc.send_signal(signal.SIGTERM)
             proc.wait(60)
-        time.sleep(0.2)
-        summary = next((SUMMARY.search(line) for line in log if SUMMARY.search(line)), None)
-        if summary:
-            writes, fsyncs = int(summary.group(1)), int(summary.group(2))
-            print(f"\ndbsvc group commit: {writes} acknowledged writes, {fsyncs} fsyncs, "
-                  f"{writes / max(fsyncs, 1):.1f} writes per fsync")
+        commits = group_commit(log)
+        if commits:
+            print(f"\ndbsvc group commit: {commits}")
         print(f"one 200-byte append + fsync after the run: p50 {fsync_p50_ms(work):.2f} ms")
     print(f"load average after: {Path('/proc/loadavg').read_text().split()[0]} on {os.cpu_count()} cores")
     return 0
