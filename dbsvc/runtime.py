@@ -110,6 +110,8 @@ class CompiledModel:
     decode: Callable[[Sequence[Any]], dict]     # stored row (values in field order) -> record
     row: Callable[[dict], tuple]                # record -> stored row (storage's form)
     passes: Callable[[tuple, Mapping[str, frozenset]], bool]     # `match` on a stored row
+    # position -> {member: member} of each enum field: the str objects stored rows share
+    shared_values: Mapping[int, Mapping[Any, Any]] = field(default_factory=dict)
 
 
 # ---------------------------------------------------------------------------------------
@@ -144,6 +146,16 @@ class _Invalid:
 
 
 INVALID: Any = _Invalid()
+
+
+def shared(members: Mapping[Any, Any], value: Any) -> Any:
+    """The model's own string for an enum member (`members_m__f` of the generated module),
+    so stored rows share one object per member; `value` itself when it is not a member
+    (replay and migrations store what the log holds, unchecked, even a list)."""
+    try:
+        return members.get(value, value)
+    except TypeError:
+        return value
 
 
 def identity(value: Any) -> Any:

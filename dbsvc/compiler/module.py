@@ -11,7 +11,8 @@ Layout of the generated module, top to bottom::
     #   check_m__f ..., validate_create_m, validate_replace_m, validate_patch_m,
     #   parse_id_m, key_m__f ..., filter_m__f ..., match_m, passes_m, parse_sort_m,
     #   parse_list_query_m, parse_get_query_m, parse_feed_query_m,
-    #   project_m_<projection> ..., decode_m, row_m, M_MODEL = CompiledModel(...)
+    #   project_m_<projection> ..., decode_m, members_m__f ... (enum fields), row_m,
+    #   M_MODEL = CompiledModel(...)
     MODELS = (...)          declaration order
     ROUTES = {...}          kebab -> CompiledModel
     BY_NAME = {...}         declared name -> CompiledModel
@@ -35,14 +36,14 @@ from dataclasses import dataclass
 from dataclasses import fields as dataclass_fields
 from typing import Any
 
-from dbsvc.compiler.naming import RT, origin, per_model, snake
+from dbsvc.compiler.naming import RT, origin, per_field, per_model, snake
 from dbsvc.compiler.nodes import (
     Stmts, assign, call, const, dict_, dotted, eq, expr, function, if_, import_, import_from, item,
     literal, name, raise_, return_, subscript, tuple_,
 )
 from dbsvc.compiler.queries import build_queries, key_function, keyed_fields
 from dbsvc.compiler.validators import build_validators
-from dbsvc.schema.ir import Model, Schema
+from dbsvc.schema.ir import Field, FieldType, Model, Schema
 
 
 def model_constant(model: Model) -> str:
@@ -67,12 +68,33 @@ def build_decode(schema: Schema, model: Model) -> ast.FunctionDef:
     return function(per_model("decode", model), ["row"], doc, [return_(record)])
 
 
+def enum_fields(model: Model) -> list[tuple[int, Field]]:
+    """(position, field) of each enum field."""
+    return [(i, f) for i, f in enumerate(model.fields) if f.type is FieldType.ENUM]
+
+
+def build_members(model: Model) -> Stmts:
+    """`members_m__f = {member: member, ...}` per enum field: the one str object stored rows
+    hold for each member (`row_m`, `CompiledModel.shared_values`), so a million records
+    share a few strings instead of holding a million (64 bytes each for a short member).
+    The members are constants of the generated module, interned like any identifier."""
+    return [assign(per_field("members", model, f), literal({m: m for m in f.enum_members}))
+            for _i, f in enum_fields(model)]
+
+
 def build_row(schema: Schema, model: Model) -> ast.FunctionDef:
     """`row_m(record)`: the storage's form of a record, its values in declaration order as
-    one tuple (96 bytes for 7 fields where the dict is 272); `decode_m` turns it back."""
-    row = tuple_(item("record", f.name) for f in model.fields)
+    one tuple (96 bytes for 7 fields where the dict is 272); `decode_m` turns it back. An
+    enum value is stored as the model's own member string (`build_members`): the value
+    from a request or the log is equal to it, but another object."""
+    values: list[ast.expr] = []
+    for f in model.fields:
+        value: ast.expr = item("record", f.name)
+        if f.type is FieldType.ENUM:
+            value = call(f"{RT}.shared", name(per_field("members", model, f)), value)
+        values.append(value)
     doc = origin(schema, model.line, model.name) + "\n\nRecord -> stored row (its values in declaration order)."
-    return function(per_model("row", model), ["record"], doc, [return_(row)])
+    return function(per_model("row", model), ["record"], doc, [return_(tuple_(values))])
 
 
 def build_compiled_model(model: Model) -> ast.Assign:
@@ -101,6 +123,7 @@ def build_compiled_model(model: Model) -> ast.Assign:
         "decode": name(per_model("decode", model)),
         "row": name(per_model("row", model)),
         "passes": name(per_model("passes", model)),
+        "shared_values": dict_([(const(i), name(per_field("members", model, f))) for i, f in enum_fields(model)]),
     }
     for action in ("validate_create", "validate_replace", "validate_patch", "parse_id",
                    "parse_list_query", "parse_get_query", "parse_feed_query", "match"):
@@ -114,6 +137,7 @@ def build_model(schema: Schema, model: Model) -> Stmts:
     out += build_queries(schema, model)
     out += [build_project(schema, model, i) for i in range(len(model.projections))]
     out.append(build_decode(schema, model))
+    out += build_members(model)
     out.append(build_row(schema, model))
     out.append(build_compiled_model(model))
     return out

@@ -36,11 +36,12 @@ import mmap
 import operator
 import os
 from collections import deque
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from itertools import chain, pairwise, starmap
+from itertools import chain, pairwise, repeat, starmap
 from typing import Any
 
+from dbsvc import runtime
 from dbsvc.errors import CorruptLog, TenantError
 from dbsvc.runtime import CompiledModel
 from dbsvc.storage import compact, migrate, retain
@@ -113,12 +114,30 @@ def _install_snapshot(tables: dict[str, Table], lines: list[ModelLine], path: st
         for rows in model_pieces(path, m):
             check(rows)
             if as_stored:
+                if model.shared_values:
+                    _share_members(rows, model.shared_values)
                 records.extend(map(tuple, rows))          # a row is the stored form already
             else:
                 assert fixup is not None
                 records.extend(row(fixup(dict(zip(names, values)))) for values in rows)
             del rows
-        table.load_base(records, m.max_id)
+        try:
+            table.load_base(records, m.max_id)
+        except TypeError as exc:                # a value no index can take: a list where a key goes
+            raise CorruptLog(path, m.position, f"snapshot rows of {m.name} hold a value its indexes "
+                                               f"cannot take ({exc})") from None
+
+
+def _share_members(rows: list[list], shared: Mapping[int, Mapping[Any, Any]]) -> None:
+    """Each enum value of `rows` becomes the model's own member string, as `row_m` stores it
+    (runtime.shared): one C-level pass per enum field, 0.1 s at 1,000,000 rows."""
+    for position, members in shared.items():
+        column = list(map(operator.itemgetter(position), rows))
+        try:
+            column = list(map(members.get, column, column))
+        except TypeError:                   # an unhashable value, unchecked data: kept as it is
+            column = [runtime.shared(members, value) for value in column]
+        deque(map(operator.setitem, rows, repeat(position), column), maxlen=0)
 
 
 class _RowCheck:
@@ -181,14 +200,19 @@ def _replay(tables: dict[str, Table], scan: LogScan, ring_capacity: int,
                              f"row watermark {ev['watermark']}, expected {table.watermark + 1} for {table.name}")
         kind, id_ = ev["kind"], ev["id"]
         current = table.live.get(id_)
-        if kind == "insert" and current is None:
-            table.insert(_stored(rebuild[table.name], ev["record"], scan.path, position))
-        elif kind == "update" and current is not None:
-            table.replace(current, _stored(rebuild[table.name], ev["record"], scan.path, position))
-        elif kind == "delete" and current is not None:
-            table.delete(current)
-        else:
-            raise CorruptLog(scan.path, position, f"{kind} of {table.name} {id_!r} does not fit the records replayed so far")
+        try:
+            if kind == "insert" and current is None:
+                table.insert(_stored(rebuild[table.name], ev["record"], scan.path, position))
+            elif kind == "update" and current is not None:
+                table.replace(current, _stored(rebuild[table.name], ev["record"], scan.path, position))
+            elif kind == "delete" and current is not None:
+                table.delete(current)
+            else:
+                raise CorruptLog(scan.path, position,
+                                 f"{kind} of {table.name} {id_!r} does not fit the records replayed so far")
+        except TypeError as exc:            # a value no index can take: a list where a key goes
+            raise CorruptLog(scan.path, position, f"{kind} of {table.name} {id_!r} holds a value its indexes "
+                                                  f"cannot take ({exc})") from None
         if ring_capacity:
             recent.append(payload)
     return deque((bytes(p) for p in recent), maxlen=max(ring_capacity, 0))

@@ -338,6 +338,12 @@ LOG_REFUSALS = {
     "update without a field": (
         ChangeEvent(EventKind.UPDATE, "User", HEAD + 1, NEXT_USER_WATERMARK, 2, _without(user(2), "name"), user(2)),
         f"record without its field 'name': {_without(user(2), 'name')!r}"),
+    "insert of a value no index can take": (
+        ChangeEvent(EventKind.INSERT, "User", HEAD + 1, NEXT_USER_WATERMARK, 7, user(7, role=["a", "list"])),
+        "insert of User 7 holds a value its indexes cannot take (unhashable type: 'list')"),
+    "update of a value no index can take": (
+        ChangeEvent(EventKind.UPDATE, "User", HEAD + 1, NEXT_USER_WATERMARK, 2, user(2, name={"an": "object"}), user(2)),
+        "update of User 2 holds a value its indexes cannot take (unhashable type: 'dict')"),
     "undeclared model": (
         ChangeEvent(EventKind.INSERT, "Ghost", HEAD + 1, 1, 1, {"id": 1}),
         "row for model 'Ghost', which the schema does not declare"),
