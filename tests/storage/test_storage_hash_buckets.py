@@ -30,8 +30,10 @@ def test_a_bucket_is_a_sorted_list_whatever_order_ids_come_in():
     assert index.buckets == {"k": [1, 3, 5, 7, 9]}
     index.remove("k", 5)
     index.remove("k", 4)                     # absent: nothing happens, as with a set's discard
+    index.remove("k", 99)                    # absent and past the last id too
     assert index.buckets == {"k": [1, 3, 7, 9]}
     assert index.has(["x", "k"], 7) and not index.has(["k"], 5) and not index.has(["x"], 7)
+    assert not index.has(["k"], 99) and not index.has(["k"], 0)
     assert index.count(["k", "x"]) == 4 and index.ids(["k", "x"]) == {1, 3, 7, 9}
     for id_ in (1, 3, 7, 9):
         index.remove("k", id_)
@@ -91,7 +93,7 @@ def test_keepers_keep_a_bounded_number_of_sets():
     for key in range(3 * indexes.KEPT_SETS):
         index.add(key, key)
         assert _kept(index.keeper(key), range(100)) == [key]
-    assert len(index._sets) <= indexes.KEPT_SETS
+        assert len(index._sets) <= indexes.KEPT_SETS
 
 
 def test_a_big_bucket_of_int_ids_is_flags_over_the_id_space(small_set_at):
@@ -103,11 +105,25 @@ def test_a_big_bucket_of_int_ids_is_flags_over_the_id_space(small_set_at):
     assert bytes(bits.flags) == bytes([1, 0] * 20)
     assert index.keeper(True) == bits.flags.__getitem__                  # the walk's test, in C
     assert index.has([True], 4) and not index.has([True], 5) and not index.has([True], 400)
-    assert 4 in bits and "4" not in bits and -2 not in bits and 40 not in bits
+    assert 0 in bits and 4 in bits and 1 not in bits
+    assert "4" not in bits and -2 not in bits and 40 not in bits
     index.remove(True, 4)
     index.remove(True, 4)                            # absent: nothing happens
     assert len(bits) == 19 and not bits.flags[4] and index.count([True, False]) == 39
     assert index.ids([True]) == set(ids[::2]) - {4}
+
+
+@pytest.mark.parametrize("size, span, form", [
+    (8, 100, list),          # SET_AT ids exactly: still a list
+    (9, 72, IdBits),         # 9 * 8 = 72: flags cost what a list would
+    (9, 73, set),            # one id more of space: a set
+    (10, 80, IdBits),
+    (10, 81, set),
+])
+def test_the_form_of_a_bucket_built_whole(small_set_at, size, span, form):
+    ids = list(range(span - size, span))
+    index = HashIndex.from_runs([("k", ids)], span)
+    assert type(index.buckets["k"]) is form and sorted(index.buckets["k"]) == ids
 
 
 def test_flags_grow_with_the_ids_and_every_live_id_indexes_them(small_set_at):
