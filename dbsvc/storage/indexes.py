@@ -123,8 +123,8 @@ class SortedIndex:
         if i == len(maxes):
             raise KeyError(entry)
         sub = self._lists[i]
-        j = bisect_left(sub, entry)
-        if j == len(sub) or sub[j] != entry:
+        j = _position(sub, entry)
+        if j < 0:
             raise KeyError(entry)
         sub = self._own(i)
         del sub[j]
@@ -140,8 +140,7 @@ class SortedIndex:
         if i == len(self._maxes):
             return False
         sub = self._lists[i]
-        j = bisect_left(sub, entry)
-        return j < len(sub) and sub[j] == entry
+        return _position(sub, entry) >= 0
 
     def __iter__(self) -> Iterator[Any]:
         return chain.from_iterable(self._lists)
@@ -152,6 +151,12 @@ class SortedIndex:
     def slice(self, start: int, stop: int) -> list[Any]:
         """Entries [start, stop) by position, O(len(_lists) + stop - start)."""
         return _slice(self._lists, start, stop)
+
+
+def _position(items: list[Any], entry: Any) -> int:
+    """Where `entry` is in the ascending list `items`, or -1."""
+    i = bisect_left(items, entry)
+    return i if i < len(items) and items[i] == entry else -1
 
 
 def _slice(lists: list[list[Any]], start: int, stop: int) -> list[Any]:
@@ -485,8 +490,8 @@ class HashIndex:
     def remove(self, key: Any, id_: Any) -> None:
         bucket = self.buckets[key]
         if isinstance(bucket, list):
-            i = bisect_left(bucket, id_)
-            if i < len(bucket) and bucket[i] == id_:
+            i = _position(bucket, id_)
+            if i >= 0:
                 del bucket[i]
             self._sets.pop(key, None)
         else:
@@ -513,8 +518,7 @@ class HashIndex:
             if bucket is None:
                 continue
             if isinstance(bucket, list):
-                i = bisect_left(bucket, id_)
-                if i < len(bucket) and bucket[i] == id_:
+                if _position(bucket, id_) >= 0:
                     return True
             elif id_ in bucket:
                 return True
