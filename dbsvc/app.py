@@ -54,7 +54,7 @@ from dbsvc.routes import (
     SUBSCRIBE,
     item_path,
 )
-from dbsvc.runtime import CompiledModel, compact_json, decode_body
+from dbsvc.runtime import CompiledModel, Query, compact_json, decode_body
 from dbsvc.schema.describe import schema_fingerprint
 
 log = logging.getLogger("dbsvc.app")
@@ -101,6 +101,38 @@ class EncodedRecords:
             entry = entries.get(record[id_field])
             parts.append(entry[1] if entry is not None and entry[0] is record else self.encode(model, record))
         return b",".join(parts)
+
+
+class ParsedQueries:
+    """List queries parsed once per distinct query: a list URL a client polls is parsed
+    on its first request, then found by its decoded pairs (3.7 us of parsing and a Query
+    made, out of about 70 us for a list request, become one dict lookup).
+
+    The key is the model and the tuple of the request's decoded query pairs, from which
+    the generated parser's answer follows and nothing else does; a query that fails to
+    parse is never kept, so its error is raised afresh each time. At most `capacity`
+    queries are kept, the oldest dropped first, and a target over `longest` characters is
+    parsed without being kept, so a client sending distinct queries costs a bounded memory.
+    """
+
+    __slots__ = ("_parsed", "capacity", "longest")
+
+    def __init__(self, capacity: int = 1024, longest: int = 512) -> None:
+        self.capacity = capacity
+        self.longest = longest
+        self._parsed: dict[tuple[str, tuple[tuple[str, str], ...]], Query] = {}
+
+    def list_query(self, model: CompiledModel, request: Request) -> Query:
+        if not request.query or len(request.target) > self.longest:
+            return model.parse_list_query(request.query)
+        key = (model.name, tuple(request.query))
+        query = self._parsed.get(key)
+        if query is None:
+            query = model.parse_list_query(request.query)
+            if len(self._parsed) >= self.capacity:
+                del self._parsed[next(iter(self._parsed))]
+            self._parsed[key] = query
+        return query
 
 
 class _Never(Exception):
@@ -155,6 +187,7 @@ class Application:
         self.accepting = True
         self.replica = replica               # a read replica's following status, else None
         self.encoded = EncodedRecords(list(self.models.values()))
+        self.queries = ParsedQueries()
         self.broker = broker
         self.fingerprint = schema_fingerprint(module.DESCRIPTION)
         self.realtime = RealtimeRoutes(self.broker, module.BY_NAME, guard=guard, origins=origins,
@@ -297,7 +330,7 @@ class Application:
                 )
 
     def list(self, request: Request, model: CompiledModel) -> Response:
-        query = model.parse_list_query(request.query)
+        query = self.queries.list_query(model, request)
         self._check_as_of(model, query.as_of)
         records, total, watermark = self.store.list(model.name, query)
         if query.projection is not None:

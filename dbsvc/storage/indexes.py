@@ -501,8 +501,7 @@ class HashIndex:
 
     def count(self, keys: Iterable[Any]) -> int:
         """Ids holding any of `keys` (keys are distinct, so buckets are disjoint)."""
-        get = self.buckets.get
-        return sum(len(get(k, ())) for k in keys)
+        return sum(map(len, map(self.buckets.get, keys, repeat(()))))
 
     def ids(self, keys: Iterable[Any]) -> set[Any]:
         out: set[Any] = set()

@@ -138,15 +138,17 @@ def _order_run(run: list[Stored], rest: tuple[tuple[str, bool], ...], table: Tab
     return run
 
 
-def _count(table: Table, filters: Mapping[str, frozenset]) -> tuple[int, str]:
-    """(total matches, smallest filtered field) using the hash indexes only."""
+def _count(table: Table, filters: Mapping[str, frozenset]) -> tuple[int, str, int]:
+    """(total matches, smallest filtered field, the ids that field's keys hold) using the
+    hash indexes only."""
     if len(filters) == 1:
         ((field, keys),) = filters.items()
-        return table.hashes[field].count(keys), field
+        size = table.hashes[field].count(keys)
+        return size, field, size
     sizes = sorted((table.hashes[f].count(keys), f) for f, keys in filters.items())
     smallest_size, smallest = sizes[0]
-    if len(sizes) == 1 or smallest_size == 0:
-        return smallest_size, smallest
+    if smallest_size == 0:
+        return 0, smallest, 0
     others = [(table.hashes[f], filters[f]) for _size, f in sizes[1:]]
     total = 0
     for id_ in table.hashes[smallest].ids(filters[smallest]):
@@ -155,7 +157,7 @@ def _count(table: Table, filters: Mapping[str, frozenset]) -> tuple[int, str]:
                 break
         else:
             total += 1
-    return total, smallest
+    return total, smallest, smallest_size
 
 
 def list_live(table: Table, query: Query) -> tuple[list[dict], int]:
@@ -177,15 +179,14 @@ def _plan_live(table: Table, query: Query) -> tuple[list[Stored], int]:
         if not sort or (len(sort) == 1 and not sort[0][1]):
             if sort:
                 ids = table.ordered[sort[0][0]].ids_slice(offset, end)
-                return [records[i] for i in ids], n
-            return [records[i] for i in table.pk.slice(offset, end)], n
+                return list(map(records.__getitem__, ids)), n
+            return list(map(records.__getitem__, table.pk.slice(offset, end))), n
         if len(sort) == 1:
-            return [records[i] for i in _one_key_page(table.ordered[sort[0][0]], True, None, offset, end)], n
+            return list(map(records.__getitem__, _one_key_page(table.ordered[sort[0][0]], True, None, offset, end))), n
         return _page(_walk(table, sort), offset, limit), n
-    total, smallest = _count(table, filters)
+    total, smallest, size = _count(table, filters)
     if total == 0 or offset >= total or limit == 0:
         return [], total
-    size = table.hashes[smallest].count(filters[smallest])
     if size * size <= WALK_FACTOR * end * n:
         bucket = table.hashes[smallest].ids(filters[smallest])
         passes = model.passes
@@ -205,7 +206,7 @@ def _plan_live(table: Table, query: Query) -> tuple[list[Stored], int]:
             ids = _one_key_page(table.ordered[field], desc, keep, offset, end)
         else:
             ids = list(islice(filter(keep, table.pk), offset, end))
-        return [records[i] for i in ids], total
+        return list(map(records.__getitem__, ids)), total
     return _page(_walk(table, sort), offset, limit, model.passes, filters), total
 
 

@@ -1,0 +1,98 @@
+"""List queries parsed once per distinct query (app.py `ParsedQueries`): the parse is kept,
+never the answer, and a query that does not parse is refused every time."""
+
+from __future__ import annotations
+
+import pytest
+
+from support.server import ROOT
+
+from dbsvc.app import ParsedQueries
+from dbsvc.compiler import compile_schema
+from dbsvc.errors import BadQuery
+from dbsvc.http.message import split_target
+from dbsvc.http.types import Request
+from dbsvc.runtime import DEFAULT_QUERY
+from dbsvc.schema import load_schema
+
+MODULE = compile_schema(load_schema(str(ROOT / "schemas" / "blog.dbs")))
+POST = MODULE.BY_NAME["BlogPost"]
+USER = MODULE.BY_NAME["User"]
+
+
+def request(target: str) -> Request:
+    path, pairs = split_target(target)
+    return Request("GET", target, path, pairs, [])
+
+
+def test_the_same_query_is_parsed_once_and_equals_a_fresh_parse():
+    queries = ParsedQueries()
+    first = queries.list_query(POST, request("/api/blog-post?published=true&sort=-score&limit=20"))
+    again = queries.list_query(POST, request("/api/blog-post?published=true&sort=-score&limit=20"))
+    assert again is first
+    assert first == POST.parse_list_query([("published", "true"), ("sort", "-score"), ("limit", "20")])
+    assert first.filters == {"published": frozenset({True})}
+    assert first.sort == (("score", True),) and first.limit == 20
+
+
+def test_the_key_is_the_decoded_pairs_so_two_spellings_parse_alike():
+    queries = ParsedQueries()
+    plain = queries.list_query(POST, request("/api/blog-post?sort=title"))
+    encoded = queries.list_query(POST, request("/api/blog-post?sort=%74itle"))
+    assert plain == encoded
+
+
+def test_each_model_parses_its_own_queries():
+    queries = ParsedQueries()
+    target = "/api/x?sort=-score"
+    assert queries.list_query(POST, request(target)).sort == (("score", True),)
+    with pytest.raises(BadQuery, match="cannot sort by '-score'"):
+        queries.list_query(USER, request(target))       # users have no score
+
+
+def test_a_query_that_does_not_parse_is_refused_every_time_and_not_kept():
+    queries = ParsedQueries()
+    for _ in range(3):
+        with pytest.raises(BadQuery, match="'limit' must be a non-negative integer, got 'ten'"):
+            queries.list_query(POST, request("/api/blog-post?limit=ten"))
+    assert queries._parsed == {}
+
+
+def test_no_query_is_the_default_query_and_is_not_kept():
+    queries = ParsedQueries()
+    assert queries.list_query(POST, request("/api/blog-post")) is DEFAULT_QUERY
+    assert queries._parsed == {}
+
+
+def test_capacity_drops_the_oldest_query_first():
+    queries = ParsedQueries(capacity=2)
+    parsed = [queries.list_query(POST, request(f"/api/blog-post?limit={n}")) for n in (1, 2, 3)]
+    assert [q.limit for q in parsed] == [1, 2, 3]
+    assert len(queries._parsed) == 2
+    assert queries.list_query(POST, request("/api/blog-post?limit=3")) is parsed[2]
+    dropped = queries.list_query(POST, request("/api/blog-post?limit=1"))
+    assert dropped == parsed[0] and dropped is not parsed[0]     # parsed afresh
+
+
+def test_a_long_target_is_parsed_but_not_kept():
+    queries = ParsedQueries(longest=64)
+    target = "/api/blog-post?limit=5&" + "&".join(["author_id=1"] * 12)
+    assert len(target) > 64
+    first = queries.list_query(POST, request(target))
+    assert first.limit == 5 and first.filters == {"author_id": frozenset({1})}
+    assert queries.list_query(POST, request(target)) == first
+    assert queries._parsed == {}
+
+
+def test_a_polled_list_sees_every_write_between_two_polls(blog):
+    """Over a real server: the same list URL twice, a write between, answers differ."""
+    author = blog.post("/api/user", {"email": "parsed-queries@x.io", "name": "Poll"}).json["id"]
+    url = f"/api/blog-post?author_id={author}&sort=-score&limit=5"
+    before = blog.get(url)
+    assert before.status == 200 and before.json["total"] == 0 and before.json["data"] == []
+    created = blog.post("/api/blog-post", {"author_id": author, "title": "t", "body": "b", "score": 2.5})
+    assert created.status == 201
+    after = blog.get(url)
+    assert after.json["total"] == 1
+    assert [r["id"] for r in after.json["data"]] == [created.json["id"]]
+    assert blog.get(f"/api/blog-post?author_id={author}&sort=-score&limit=ten").status == 400
