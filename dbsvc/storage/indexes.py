@@ -32,7 +32,7 @@ from __future__ import annotations
 
 from bisect import bisect_left, bisect_right, insort
 from collections import deque
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Collection, Iterable, Iterator, Sequence
 from itertools import chain, compress, repeat
 from operator import eq, is_, is_not, itemgetter
 from typing import Any, Union
@@ -471,6 +471,12 @@ class HashIndex:
         else:
             bucket.add(id_)
 
+    def cover(self, id_: Any) -> None:
+        """Take `id_` into the id space without adding it to a bucket: a table's every live
+        id must index every bucket's flags (`UniqueFilter` adds ids to no bucket here)."""
+        if self.span >= 0 and not 0 <= id_ < self.span:
+            self._widen(id_)
+
     def _widen(self, id_: Any) -> None:
         """An id at or past `span` (or a negative one): grow the id space by an eighth at
         least, so that ids arriving in order grow it rarely; a bucket whose flags would then
@@ -538,3 +544,69 @@ class HashIndex:
                 self._sets.clear()
             found = self._sets[key] = set(bucket)
         return found.__contains__
+
+
+class UniqueFilter:
+    """The filter index of a field that is both @unique and @filter: the table's unique map
+    (key -> the one id holding it) answers every filter on a value, so no bucket is kept
+    per record. As a `HashIndex` the 1,000,000 distinct e-mails of a users table cost a
+    one-id list and a dict entry each, about 110 bytes a record and a second of open.
+
+    Null, which the unique map leaves out (any number of records may hold it), is the one
+    key kept here, in a `HashIndex` of its own (`nulls`). The table keeps the unique map
+    (table.py), so `add` and `remove` only ever move ids in and out of null. The read side
+    is `HashIndex`'s: `count`, `ids`, `has`, `keeper`.
+    """
+
+    __slots__ = ("nulls", "unique")
+
+    def __init__(self, unique: dict[Any, Any], span: int = -1) -> None:
+        self.unique = unique
+        self.nulls = HashIndex(span)
+
+    @classmethod
+    def from_column(cls, unique: dict[Any, Any], keys: Sequence[Any], ids: Sequence[Any],
+                    span: int = -1) -> UniqueFilter:
+        """Over the unique map already built from `keys` (ascending `ids`): only the ids
+        holding null are gathered, in one C-level pass."""
+        index = cls(unique, span)
+        held = list(compress(ids, map(is_, keys, repeat(None))))
+        if held:
+            index.nulls.buckets[None] = index.nulls._bucket(held)
+        return index
+
+    def add(self, key: Any, id_: Any) -> None:
+        if key is None:
+            self.nulls.add(None, id_)
+        else:
+            self.nulls.cover(id_)
+
+    def remove(self, key: Any, id_: Any) -> None:
+        if key is None:
+            self.nulls.remove(None, id_)
+
+    def count(self, keys: Collection[Any]) -> int:
+        held = sum(map(self.unique.__contains__, keys))
+        return held + self.nulls.count((None,)) if None in keys else held
+
+    def ids(self, keys: Collection[Any]) -> set[Any]:
+        unique = self.unique
+        out = {unique[k] for k in keys if k in unique}
+        if None in keys:
+            out.update(self.nulls.ids((None,)))
+        return out
+
+    def has(self, keys: Collection[Any], id_: Any) -> bool:
+        unique = self.unique
+        if any(k in unique and unique[k] == id_ for k in keys):
+            return True
+        return None in keys and self.nulls.has((None,), id_)
+
+    def keeper(self, key: Any) -> Keep:
+        if key is None:
+            return self.nulls.keeper(None)
+        held = self.unique.get(key, _NOTHING)
+        return _NONE.__contains__ if held is _NOTHING else frozenset((held,)).__contains__
+
+
+FilterIndex = Union[HashIndex, UniqueFilter]

@@ -10,7 +10,8 @@ State of a `Table`::
     live        id -> stored record (tuple)
     pk          SortedIndex of ids (primary-key order, the order of unsorted lists)
     unique      field -> {index key -> id}, for every @unique field (nulls not indexed)
-    hashes      field -> HashIndex, for every @filter field
+    hashes      field -> HashIndex, for every @filter field (UniqueFilter over `unique` for
+                a field that is @unique too: each of its keys holds one id)
     ordered     field -> OrderedIndex of (key, id) entries, nulls apart, for every @sort field
     refs        field -> {parent id -> number of children}, for every @ref field
     base_ids    ids of the snapshot's records, ascending: rows 1..len(base_ids) of the epoch
@@ -61,7 +62,7 @@ from operator import itemgetter
 from typing import Any
 
 from dbsvc.runtime import CompiledModel, identity
-from dbsvc.storage.indexes import HashIndex, OrderedIndex, SortedIndex
+from dbsvc.storage.indexes import FilterIndex, HashIndex, OrderedIndex, SortedIndex, UniqueFilter
 
 Stored = tuple            # a record's values in declaration order (CompiledModel.row)
 Row = tuple[Any, "Stored | None", "Stored | None"]
@@ -126,8 +127,10 @@ class Table:
         self.live: dict[Any, Stored] = {}
         self.pk = SortedIndex()
         self.unique: dict[str, dict[Any, Any]] = {f: {} for f in model.unique_fields}
-        self.hashes: dict[str, HashIndex] = {f: HashIndex(HashIndex.span_of(model.id_type == "int", ()))
-                                             for f in model.filter_fields}
+        span = HashIndex.span_of(model.id_type == "int", ())
+        self.hashes: dict[str, FilterIndex] = {
+            f: UniqueFilter(self.unique[f], span) if f in self.unique else HashIndex(span)
+            for f in model.filter_fields}
         self.ordered: dict[str, OrderedIndex] = {f: OrderedIndex() for f in model.sort_fields}
         self.refs: dict[str, dict[Any, int]] = {f: {} for f, _parent in model.refs}
         self.base_ids: list[Any] = []
@@ -213,7 +216,9 @@ class Table:
             if f in self.ordered:
                 self.ordered[f] = OrderedIndex.from_columns(column, ids)
             if f in self.hashes:
-                if f in self.ordered:               # its buckets are the ordered index's runs
+                if f in self.unique:                # the unique map holds its keys
+                    self.hashes[f] = UniqueFilter.from_column(self.unique[f], column, ids, span)
+                elif f in self.ordered:             # its buckets are the ordered index's runs
                     self.hashes[f] = HashIndex.from_runs(self.ordered[f].runs(), span)
                 else:
                     self.hashes[f] = HashIndex.from_columns(column, ids, span)

@@ -8,7 +8,7 @@ import random
 import pytest
 from support.storage import BLOG, post, user
 
-from dbsvc.storage.indexes import LOAD, HashIndex, OrderedIndex, SortedIndex
+from dbsvc.storage.indexes import LOAD, HashIndex, OrderedIndex, SortedIndex, UniqueFilter
 from dbsvc.storage.table import Table
 
 
@@ -92,7 +92,10 @@ def test_hash_from_columns_matches_adds(distinct):
     assert built.count(["new"]) == 1 and not built.has([keys[0]], ids[0])
 
 
-def _sets(index: HashIndex) -> dict:
+def _sets(index: HashIndex | UniqueFilter) -> dict:
+    """key -> set of ids; a UniqueFilter's keys are its unique map's, each with its one id."""
+    if isinstance(index, UniqueFilter):
+        return {**{key: {id_} for key, id_ in index.unique.items()}, **_sets(index.nulls)}
     return {key: set(ids) for key, ids in index.buckets.items()}
 
 

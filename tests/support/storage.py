@@ -21,7 +21,7 @@ from dbsvc.schema import load_schema
 from dbsvc.runtime import CompiledModel, Query
 from dbsvc.storage import Store
 from dbsvc.storage import indexes
-from dbsvc.storage.indexes import IdBits
+from dbsvc.storage.indexes import IdBits, UniqueFilter
 from dbsvc.storage.query import sort_records
 
 BLOG = compile_schema(load_schema(str(ROOT / "schemas" / "blog.dbs")))
@@ -63,6 +63,11 @@ def check_indexes(store: Store) -> None:
             want: dict = {}
             for i, r in recs.items():
                 want.setdefault(table.keys[f](r[f]), set()).add(i)
+            if f in table.unique:                       # the unique map holds all but null
+                assert type(hindex) is UniqueFilter and hindex.unique is table.unique[f]
+                assert all(len(ids) == 1 for k, ids in want.items() if k is not None)
+                want = {k: ids for k, ids in want.items() if k is None}
+                hindex = hindex.nulls
             assert {k: set(ids) for k, ids in hindex.buckets.items()} == want
             for bucket in hindex.buckets.values():
                 if type(bucket) is list:                # sorted and small
