@@ -127,8 +127,10 @@ def test_load_base_builds_what_inserts_build():
         stored = [model.row(r) for r in records]
         loaded = Table(model)
         loaded.load_base(stored, 0)
-        want = _fill(Table(model), stored)
+        filled = Table(model)
+        want = _fill(filled, stored)
         assert _table_shape(loaded) == want
+        assert {f: type(h) for f, h in loaded.hashes.items()} == {f: type(h) for f, h in filled.hashes.items()}
         assert want["records"] == {r["id"]: r for r in records}
         assert loaded.base_ids == [r["id"] for r in records] and loaded.rows == []
 
