@@ -1,4 +1,4 @@
-"""Logging set-up: the `RUST_LOG` filter syntax on top of stdlib `logging`.
+r"""Logging set-up: the `RUST_LOG` filter syntax on top of stdlib `logging`.
 
 `configure_logging(level_spec, fmt)` installs one handler on the root logger (stderr) and
 sets logger levels from a RUST_LOG-style spec (env_logger's directive syntax, the subset
