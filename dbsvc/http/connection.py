@@ -122,7 +122,13 @@ _LAST_WORDS = (b"HTTP/1.1 500 Internal Server Error\r\ncontent-type: application
 log = logging.getLogger("dbsvc.http")
 span_log = logging.getLogger("dbsvc.http.request")
 
+# Reason phrases as RFC 9110 §15 names them, whatever the Python: 3.13's `HTTPStatus` took up
+# the RFC's names for these four, 3.11 and 3.12 still say "Request Entity Too Large", so the
+# same server wrote other status lines under another interpreter (problem titles, errors.py,
+# are RFC 9110's already).
 _REASONS = {status.value: status.phrase.encode("ascii") for status in HTTPStatus}
+_REASONS.update({413: b"Content Too Large", 414: b"URI Too Long", 416: b"Range Not Satisfiable",
+                 422: b"Unprocessable Content"})
 _INF = math.inf
 
 

@@ -348,3 +348,30 @@ def test_writes_name_the_offset_of_their_row(serve):
     assert server.request("PUT", "/api/user/1", {"email": "off@x.io", "name": "Q"}).headers["dbsvc-offset"] == "3"
     assert server.request("DELETE", "/api/user/1").headers["dbsvc-offset"] == "4"
     assert server.get("/snapshot").json["offset"] == 4
+
+
+def _status_line(server, request: bytes) -> bytes:
+    import socket
+
+    with socket.create_connection(("127.0.0.1", server.port), timeout=10) as sock:
+        sock.sendall(request)
+        head = b""
+        while b"\r\n" not in head:
+            chunk = sock.recv(4096)
+            if not chunk:
+                break
+            head += chunk
+    return head.split(b"\r\n", 1)[0]
+
+
+def test_status_lines_use_rfc_9110_reason_phrases_on_every_python(blog):
+    """413 and 422 say "Content Too Large" and "Unprocessable Content", as their problem
+    titles do, whichever Python serves (3.11 and 3.12's http.HTTPStatus say "Request Entity
+    Too Large" and "Unprocessable Entity"; 3.13's say what RFC 9110 says)."""
+    body = b'{"email": 5}'
+    invalid = (b"POST /api/user HTTP/1.1\r\nHost: t\r\nContent-Type: application/json\r\n"
+               b"Content-Length: %d\r\nConnection: close\r\n\r\n%s" % (len(body), body))
+    assert _status_line(blog, invalid) == b"HTTP/1.1 422 Unprocessable Content"
+    too_big = (b"POST /api/user HTTP/1.1\r\nHost: t\r\nContent-Type: application/json\r\n"
+               b"Content-Length: 999999999\r\n\r\n")
+    assert _status_line(blog, too_big) == b"HTTP/1.1 413 Content Too Large"

@@ -392,7 +392,7 @@ def test_a_refused_body_is_answered_with_the_clients_request_id_and_close(served
                               "request body of 5000 bytes is over the limit of 1024 bytes", "big-1",
                               limit=MAX_BODY)).encode()
     assert DATE.sub(b"\r\ndate: <date>\r\n", read_to_end(client)) == (
-        b"HTTP/1.1 413 Request Entity Too Large\r\ncontent-type: application/problem+json\r\n"
+        b"HTTP/1.1 413 Content Too Large\r\ncontent-type: application/problem+json\r\n"
         b"content-length: %d\r\ndate: <date>\r\nserver: dbsvc\r\nx-request-id: big-1\r\nvary: Origin\r\n"
         b"connection: close\r\n\r\n%s" % (len(body), body))
     [span] = served.spans(since, "request_id=big-1")
