@@ -206,16 +206,26 @@ def _identity(module: Any) -> tuple[str, str]:
     return os.path.basename(module.SCHEMA_PATH) or "<schema>", schema_fingerprint(module.DESCRIPTION)
 
 
+class _CommandsHelp(argparse.HelpFormatter):
+    """The top-level help with its command column where Python 3.11 puts it, on every Python:
+    3.13 measures the commands' names one indent deeper and moved the column, so the same
+    `dbsvc --help` printed differently per interpreter (docs/guide/configuration.md shows it)."""
+
+    def __init__(self, prog: str) -> None:
+        super().__init__(prog, max_help_position=14)
+
+
 def build_parser(module: Any = None) -> argparse.ArgumentParser:
     """The parser of `dbsvc`, or, given the compiled `module` a built app carries, of the app."""
     if module is None:
         parser = argparse.ArgumentParser(
-            prog="dbsvc", description="Compile a schema into a database service and run it.")
+            prog="dbsvc", description="Compile a schema into a database service and run it.",
+            formatter_class=_CommandsHelp)
         parser.add_argument("--version", action="version", version=f"dbsvc {__version__}")
     else:
         name, fingerprint = _identity(module)
         parser = argparse.ArgumentParser(
-            prog=f"python {os.path.basename(sys.argv[0]) or 'APP.pyz'}",
+            prog=f"python {os.path.basename(sys.argv[0]) or 'APP.pyz'}", formatter_class=_CommandsHelp,
             description=f"A dbsvc database service built for one schema, {name} (fingerprint "
                         f"{fingerprint}). With no COMMAND it serves; SERVICE_* variables configure it.")
         parser.add_argument("--version", action="version",
