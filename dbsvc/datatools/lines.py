@@ -28,7 +28,7 @@ from json.scanner import make_scanner
 from typing import Any
 
 from dbsvc.errors import BadRequest, RequestError
-from dbsvc.runtime import BODY_DECODER, compact_json, refuse_unstorable, show
+from dbsvc.runtime import BODY_DECODER, TOO_DEEP, compact_json, refuse_unstorable, show
 
 _decode = BODY_DECODER.decode
 # json's C scanner, (text, index) -> (value, end); typeshed misdeclares its argument.
@@ -50,10 +50,11 @@ class BadLine(ValueError):
 
 def check_record(text: str | None, record: Any) -> None:
     """BadLine for a record a request body could not hold (`runtime.refuse_unstorable`);
-    `text` None: the line nests too deep for the decoder itself."""
+    `text` None: the line nests too deep for the decoder itself, which is refused as a
+    record nested past the limit, as on a Python whose decoder reaches the level count."""
     try:
         if text is None:
-            raise BadRequest("nests arrays and objects too deep for the decoder")
+            raise BadRequest(TOO_DEEP)
         refuse_unstorable(text, record)
     except RequestError as exc:
         errors = exc.extra.get("errors")

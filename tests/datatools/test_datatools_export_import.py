@@ -167,8 +167,9 @@ BAD_LINES = [
      "'name' holds a lone surrogate in the string"),
     ('{"model": "User", "record": {"id": 904, "email": "n@x", "name": "Z", "profile": ' + "[" * 64 + "]" * 64 + "}}",
      "record nests arrays and objects deeper than 64 levels"),
+    # past the decoder's recursion limit on 3.11 and 3.12, decoded on 3.13: one refusal either way
     ('{"model": "User", "record": ' + "[" * 5000 + "]" * 5000 + "}",
-     "nests arrays and objects too deep for the decoder"),
+     "record nests arrays and objects deeper than 64 levels: at most 64 are allowed, the body itself counted"),
 ]
 
 
