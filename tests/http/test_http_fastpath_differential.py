@@ -292,7 +292,10 @@ _ODD_VALUE = st.one_of(
 _GOOD_TARGET = st.one_of(
     st.sampled_from(["/", "/api/user/1", "/api/blog-post?published=true&sort=-score&limit=20",
                      "/x?a=%20&b", "/%e2%82%ac", "/x?q=a+b&r=%2B"]),
-    st.text(st.characters(min_codepoint=33, max_codepoint=126), max_size=10).map(lambda t: "/" + t),
+    # no `%`: "/%80" is printable but no UTF-8 escape, refused as it should be (the odd targets
+    # and the sampled ones above cover percent-encoding)
+    st.text(st.characters(min_codepoint=33, max_codepoint=126, exclude_characters="%"), max_size=10)
+    .map(lambda t: "/" + t),
 )
 _ODD_TARGET = st.sampled_from(["/%ff", "*", "http://h/x", "/a b", "", "/caf\xe9"])
 
