@@ -62,7 +62,8 @@ RECORDS = st.fixed_dictionaries({
     "n": st.integers(min_value=-1000, max_value=1000),
     "big": st.none() | INT64,
     "f": st.floats(allow_nan=False, allow_infinity=False),
-    "s": st.text(min_size=1, max_size=10),
+    # stored text is NFC (runtime.nfc): '\uf900' is stored, filtered and matched as '\u8c48'
+    "s": st.text(min_size=1, max_size=10).map(runtime.nfc).filter(lambda t: len(t) <= 10),
     "b": st.booleans(),
     "e": st.sampled_from(["red", "green", "blue"]),
     "dt": st.none() | INSTANTS.map(canonical),
