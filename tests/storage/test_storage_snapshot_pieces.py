@@ -88,7 +88,8 @@ def test_a_line_without_tabs_is_one_piece(compacted):
     assert _users(tenant) == want
 
 
-@pytest.mark.parametrize("where", ["after the bracket", "inside a row", "before a comma", "at the end"])
+@pytest.mark.parametrize("where", ["after the bracket", "inside a row", "inside a row after good pieces",
+                                   "before a comma", "at the end"])
 def test_tabs_elsewhere_read_the_line_whole(compacted, where):
     """TABs that are JSON whitespace but not piece ends: the rows are still the line's."""
     tenant, want = compacted
@@ -98,6 +99,9 @@ def test_tabs_elsewhere_read_the_line_whole(compacted, where):
         body = b"[\t" + b",".join(texts) + b"]"
     elif where == "inside a row":
         body = b"[" + b",".join(texts[:4]) + b"," + texts[4].replace(b",", b",\t", 1) + b"," + b",".join(texts[5:]) + b"]"
+    elif where == "inside a row after good pieces":     # pieces 1-2 parse, piece 3 does not
+        body = (b"[" + b",".join(texts[:2]) + b",\t" + b",".join(texts[2:4]) + b",\t"
+                + texts[4].replace(b",", b",\t", 1) + b"," + b",".join(texts[5:]) + b"]")
     elif where == "before a comma":
         body = b"[" + b",".join(texts[:5]) + b"\t," + b",".join(texts[5:]) + b"]"
     else:
@@ -112,6 +116,8 @@ def test_tabs_elsewhere_read_the_line_whole(compacted, where):
     ("blank piece", "not JSON"),                 # "[ ,TAB r1...]": a piece of whitespace alone
     ("object", "not a JSON array"),
     ("unclosed", "not JSON"),
+    ("opened wrong", "not JSON"),                # "(r1,TAB r2...]": its pieces would parse
+    ("no comma before a tab", "not JSON"),       # "[r1 TAB r2...]": so would these
 ])
 def test_a_line_that_is_not_an_array_of_rows_refuses_and_keeps_the_file(compacted, shape, reason):
     tenant, _want = compacted
@@ -122,6 +128,8 @@ def test_a_line_that_is_not_an_array_of_rows_refuses_and_keeps_the_file(compacte
         "blank piece": b"[ ,\t" + b",".join(texts) + b"]",
         "object": b'{"rows":\t' + b",".join(texts[:1]) + b"}",
         "unclosed": b"[" + b",\t".join(texts),
+        "opened wrong": b"(" + b",\t".join(texts) + b"]",
+        "no comma before a tab": b"[" + texts[0] + b" \t" + b",".join(texts[1:]) + b"]",
     }[shape]
     data = _rewrite_user_line(tenant, body)
     with pytest.raises(CorruptLog) as info:
