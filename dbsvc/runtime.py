@@ -475,8 +475,6 @@ def refuse_unstorable(text: str, value: Any) -> None:
         _refuse_surrogates(value)
 
 
-
-
 def _nests_deeper(value: Any, limit: int) -> bool:
     """True when arrays and objects nest more than `limit` levels (`value` is level 1).
     Level by level, without recursion: the point is to refuse what recursion could not

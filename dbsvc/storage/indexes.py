@@ -571,8 +571,7 @@ class UniqueFilter:
         holding null are gathered, in one C-level pass."""
         index = cls(unique, span)
         held = list(compress(ids, map(is_, keys, repeat(None))))
-        if held:
-            index.nulls.buckets[None] = index.nulls._bucket(held)
+        index.nulls = HashIndex.from_runs([(None, held)] if held else [], span)
         return index
 
     def add(self, key: Any, id_: Any) -> None:
