@@ -454,8 +454,7 @@ class HashIndex:
         return set(ids)
 
     def add(self, key: Any, id_: Any) -> None:
-        if self.span >= 0 and not 0 <= id_ < self.span:
-            self._widen(id_)
+        self.cover(id_)
         bucket = self.buckets.get(key)
         if bucket is None:
             self.buckets[key] = [id_]
