@@ -166,6 +166,51 @@ def test_ordered_updates_keep_key_then_id_order_through_splits_and_merges(seed):
             assert len(index) == len(model) + len(nulls)
 
 
+@pytest.mark.parametrize("seed", range(4))
+def test_ordered_updates_place_any_id_inside_runs_that_span_sublists(seed):
+    """Ids in any order, few keys: a run of one key spans several sublists, so an update
+    has to pick among sublists that end on its key by their last ids (an id below, between
+    or above theirs), and removing an entry that is not there, next to ones that are, is a
+    KeyError that changes nothing. The index grows by more than half its size, so sublists
+    split too, and the last key and id of each sublist (what updates bisect) stay exact."""
+    rnd = random.Random(seed)
+    ids = rnd.sample(range(1, 20 * LOAD), 2 * LOAD)
+    keys = [rnd.choice("abc") for _ in ids]
+    model = sorted(zip(keys, ids))
+    order = sorted(range(len(ids)), key=ids.__getitem__)
+    index = OrderedIndex.from_columns([keys[i] for i in order], [ids[i] for i in order])
+    taken = set(ids)
+    spare = [i for i in range(1, 30 * LOAD) if i not in taken]      # a third above every id so far
+    rnd.shuffle(spare)
+    steps = 6 * LOAD
+    for step in range(steps):
+        roll = rnd.random()
+        if roll < 0.25 and model:
+            key, id_ = model.pop(rnd.randrange(len(model)))
+            index.remove(key, id_)
+            spare.append(id_)
+        elif roll < 0.35 and model:
+            key, id_ = rnd.choice(model)
+            with pytest.raises(KeyError):
+                index.remove("b" if key != "b" else "c", id_)   # the id is there, under another key
+            with pytest.raises(KeyError):
+                index.remove(key, spare[-1])                    # the key is there, not with this id
+        else:
+            entry = (rnd.choice("abc"), spare.pop())
+            index.add(*entry)
+            model.append(entry)
+        if step % 64 == 0 or step == steps - 1:
+            model.sort()
+            assert list(index) == model
+            assert list(index.pairs_descending()) == model[::-1]
+            assert len(index) == len(model)
+            assert index._lastkeys == [sub[-1] for sub in index._keys]
+            assert index._lastids == [sub[-1] for sub in index._ids]
+            for key, run in index.runs():
+                assert run == [i for k, i in model if k == key]
+    assert len(index._keys) > 2
+
+
 def test_hash_from_runs_is_the_hash_of_the_same_column():
     """Runs of one key spanning several sublists are one bucket, nulls the None bucket."""
     ids = list(range(1, 4 * LOAD))
