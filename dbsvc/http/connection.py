@@ -50,7 +50,7 @@ Rules:
 8. No exception escapes to asyncio. From the application: a RequestError becomes its
    problem response, anything else a logged 500 `internal` carrying the request id. A
    response that cannot be rendered or sent (a body json cannot encode, a bad status or
-   header) becomes that 500 too, and when even that fails, the fixed bytes of
+   header, a 2xx to CONNECT: h11 would take it for a tunnel opened) becomes that 500 too, and when even that fails, the fixed bytes of
    `problem.internal_error_response`. An exception of this layer's own (a bug) is logged,
    answered with those fixed bytes if the wire still allows a response, and the connection is
    closed. Every such log shows the exception's type and frames, never its message
@@ -534,6 +534,8 @@ class HttpConnection(asyncio.Protocol):
         wire = self._wire
         try:
             status = response.status
+            if request is not None and request.method == "CONNECT" and 200 <= status < 300:
+                raise ValueError(f"a {status} answer to CONNECT would open a tunnel, which this server does not do")
             headers = response_headers(response, request_id, extra, close)
             body = response.body
             if not isinstance(body, (bytes, bytearray)):

@@ -260,6 +260,30 @@ def test_an_answer_that_cannot_be_sent_is_a_500_without_the_extra_headers(served
     client.close()
 
 
+@pytest.mark.parametrize("parser", ["fast", "h11"])
+def test_a_2xx_answer_to_connect_is_a_500_and_the_connection_goes_on(servers, parser):
+    # A 2xx to CONNECT opens a tunnel (RFC 9110 §9.3.6), which h11 would switch to and this
+    # layer does not do: before, the answer failed inside h11, and so did the 500 meant to
+    # replace it, and the client was dropped without a word. Another status goes out as is.
+    served = servers(parser)
+    client = served.client()
+    since = served.mark()
+    client.send(b"CONNECT /status?code=200 HTTP/1.1\r\nHost: t\r\nX-Request-Id: tunnel-1\r\n\r\n")
+    body = json.dumps(problem(500, "Internal Server Error", "internal", "internal server error", "tunnel-1")).encode()
+    assert read_head(client) == (b"HTTP/1.1 500 Internal Server Error\r\ncontent-type: application/problem+json\r\n"
+                                 b"content-length: %d\r\ndate: <date>\r\nserver: dbsvc\r\n"
+                                 b"x-request-id: tunnel-1\r\n\r\n" % len(body))
+    assert client.reader.read(len(body)) == body
+    [record] = error_records(served.records(since), "")
+    assert record.partition("\n")[0].endswith(" ERROR dbsvc.http: unhandled error in CONNECT /status "
+                                             "(request_id=tunnel-1)")
+    assert record.rstrip().endswith("ValueError")
+    reply = client.request("CONNECT", "/status?code=405")
+    assert reply.status == 405
+    assert client.request("GET", "/echo").status == 200      # the same connection, still HTTP
+    client.close()
+
+
 def test_when_even_the_500_cannot_be_rendered_the_last_words_go_out_and_the_connection_closes(served):
     # /renamed sets a request id that no header can carry: its answer fails, so does the 500
     # replacing it (once, logged once), and the connection says its fixed last words.
