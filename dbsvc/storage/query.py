@@ -34,21 +34,24 @@ their own, `support.storage.reference_list`.)
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from itertools import islice
 from operator import itemgetter
 from typing import Any
 
 from dbsvc.runtime import CompiledModel, Query
-from dbsvc.storage.indexes import Keep
+from dbsvc.storage.indexes import Keep, OrderedIndex
 from dbsvc.storage.table import Stored, Table
+
+Passes = Callable[[Stored, Mapping[str, frozenset]], bool]     # CompiledModel.passes
 
 WALK_FACTOR = 8
 _NOTHING = object()
+_NO_FILTERS: Mapping[str, frozenset] = {}
 _KEY, _ID = itemgetter(0), itemgetter(1)
 
 
-def _null_last(kf: Any, value: Any) -> Any:
+def _null_last(kf: Callable[[Any], Any], value: Callable[[Any], Any]) -> Callable[[Any], tuple]:
     def key(record: Any) -> tuple:
         k = kf(value(record))
         return (1, 0) if k is None else (0, k)
@@ -61,7 +64,7 @@ def sort_records(records: list[Any], sort: Iterable[tuple[str, bool]], model: Co
     `reverse=True` keeps the order of equal items, so ids stay ascending inside ties).
     Records are dicts, or stored records (tuples) when `positions` says where each
     field is."""
-    def at(f: str) -> Any:
+    def at(f: str) -> itemgetter:
         return itemgetter(f if positions is None else positions[f])
 
     records.sort(key=at(model.id_field))
@@ -98,21 +101,22 @@ class _Matching:
 
     __slots__ = ("filters", "match", "records")
 
-    def __init__(self, records: Mapping[Any, Stored], match: Any, filters: Mapping[str, frozenset]) -> None:
+    def __init__(self, records: Mapping[Any, Stored], match: Passes, filters: Mapping[str, frozenset]) -> None:
         self.records, self.match, self.filters = records, match, filters
 
     def __call__(self, id_: Any) -> bool:
         return self.match(self.records[id_], self.filters)
 
 
-def _one_key_page(index: Any, desc: bool, keep: Keep | None, offset: int, end: int) -> list[Any]:
+def _one_key_page(index: OrderedIndex, desc: bool, keep: Keep | None, offset: int, end: int) -> list[Any]:
     """Ids [offset, end) of the order by one key (ascending: nulls last; descending: nulls
     first; ties on id ascending), only those `keep` says yes to when given.
 
     Ascending, the index order is the list order. Descending, the reversed index gives each
     run of equal keys with its ids descending: the pairs up to `end` are taken, plus the
-    rest of the last run, and put back in order by two stable sorts (id, then key
-    descending): O(end log end), all of it in C.
+    rest of the last run, reversed (keys and ids ascending) and sorted by key descending,
+    which keeps equal keys in the order they are in (`reverse=True` is stable): one sort
+    in C, O(end log end).
     """
     if not desc:
         return list(islice(index.ids_ascending(keep), offset, end))
@@ -126,7 +130,7 @@ def _one_key_page(index: Any, desc: bool, keep: Keep | None, offset: int, end: i
                 if pair[0] != last:
                     break
                 taken.append(pair)
-            taken.sort(key=_ID)
+            taken.reverse()
             taken.sort(key=_KEY, reverse=True)      # stable: ids stay ascending in a run
             out.extend(map(_ID, taken))
     return out[offset:end]
@@ -221,7 +225,7 @@ def list_state(state: Mapping[Any, Stored], table: Table, query: Query) -> tuple
 
 
 def _page(records: Iterator[Stored], offset: int, limit: int,
-          match: Any = None, filters: Mapping[str, frozenset] | None = None) -> list[Stored]:
+          match: Passes | None = None, filters: Mapping[str, frozenset] = _NO_FILTERS) -> list[Stored]:
     """Records [offset, offset + limit) of `records` (those passing `match`, when given),
     in one loop with no generator between the walk and the page."""
     out: list[Stored] = []
