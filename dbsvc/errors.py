@@ -81,9 +81,10 @@ class TenantError(StorageError):
 class TenantLocked(StorageError):
     """Another process holds the tenant's writer lock."""
 
-    def __init__(self, path: str, pid: int | None) -> None:
+    def __init__(self, path: str, pid: int | None, hint: str = "") -> None:
         holder = f"process {pid}" if pid else "another process"
-        super().__init__(f"tenant directory {path!r} is locked by {holder}; one writer per data directory")
+        super().__init__(f"tenant directory {path!r} is locked by {holder}; one writer per data directory"
+                         + (f"; {hint}" if hint else ""))
         self.path = path
         self.pid = pid
 

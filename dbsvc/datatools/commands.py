@@ -14,9 +14,13 @@ import sys
 from typing import Any
 
 from dbsvc.config import Config
-from dbsvc.errors import ImportRejected
+from dbsvc.errors import ImportRejected, TenantLocked
 
 EXIT_OK, EXIT_FAILURE = 0, 1
+# What a refused export says to do instead: a backup is taken beside the server without
+# pausing it, and is a tenant directory an export can open (docs/data-tools.md).
+EXPORT_A_BACKUP = ("to export while a server runs, export a backup of it: dbsvc backup DIR, then "
+                   "SERVICE_DATA=<DIR's parent> SERVICE_TENANT=<DIR's name> dbsvc export ...")
 
 
 def run_export(args: argparse.Namespace, module: Any, config: Config) -> int:
@@ -26,11 +30,14 @@ def run_export(args: argparse.Namespace, module: Any, config: Config) -> int:
     models = export.select_models(module, args.models)
     as_of = export.parse_as_of(args.as_of or (), models)
     directory = existing_tenant(config.data_dir, config.tenant)
-    if args.output and args.output != "-":
-        report = export.export_to_path(directory, module, args.output, models, as_of, quiet=args.quiet)
-    else:
-        report = export.export_records(directory, module, sys.stdout, models, as_of, quiet=args.quiet)
-        sys.stdout.flush()
+    try:
+        if args.output and args.output != "-":
+            report = export.export_to_path(directory, module, args.output, models, as_of, quiet=args.quiet)
+        else:
+            report = export.export_records(directory, module, sys.stdout, models, as_of, quiet=args.quiet)
+            sys.stdout.flush()
+    except TenantLocked as exc:
+        raise TenantLocked(exc.path, exc.pid, EXPORT_A_BACKUP) from None
     print(report.summary(), file=sys.stderr)
     return EXIT_OK
 

@@ -218,8 +218,18 @@ def test_import_and_export_are_refused_while_a_server_holds_the_tenant(data, see
             assert done.returncode == 2, done.stderr
             assert f"locked by process {server.proc.pid}" in done.stderr
         assert dir_image(seeded) == image
+        # The export's refusal says what to do instead, and doing it works beside the server.
+        assert "to export while a server runs, export a backup of it: dbsvc backup DIR" in done.stderr
+        assert "to export" not in cli(data, "import", SCHEMA, str(path)).stderr
+        backups = tmp_path / "backups"
+        assert cli(data, "backup", str(backups / "t-now")).returncode == 0
+        from_backup = cli(backups, "export", SCHEMA, "-q", tenant="t-now")
+        assert from_backup.returncode == 0, from_backup.stderr
     finally:
         server.stop()
+    direct = cli(data, "export", SCHEMA, "-q")
+    assert direct.returncode == 0, direct.stderr
+    assert from_backup.stdout == direct.stdout and len(direct.stdout.splitlines()) == 128
 
 
 def test_export_as_of_reads_a_model_at_a_past_watermark(data, seeded):
