@@ -25,13 +25,13 @@ from __future__ import annotations
 
 import base64
 import binascii
-import json
 import math
 import re
 from dataclasses import dataclass
 from typing import Any
 
 from dbsvc.errors import TokenError
+from dbsvc.runtime import BODY_DECODER
 
 _B64URL = re.compile(r"[A-Za-z0-9_-]+")
 _ALPHABET = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_"
@@ -78,34 +78,10 @@ def b64url_encode(data: bytes) -> str:
     return base64.urlsafe_b64encode(data).rstrip(b"=").decode("ascii")
 
 
-def _refuse_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
-    result = dict(pairs)
-    if len(result) != len(pairs):
-        raise ValueError("duplicate member name")
-    return result
-
-
-def _refuse_constant(name: str) -> Any:
-    raise ValueError("non-finite number")
-
-
-def _finite_float(text: str) -> float:
-    value = float(text)
-    if not math.isfinite(value):      # "1e400" parses to inf
-        raise ValueError("non-finite number")
-    return value
-
-
 def load_json_object(data: bytes) -> dict[str, Any]:
     """A strict JSON object from UTF-8 bytes. Raises ValueError."""
     try:
-        text = data.decode("utf-8")
-        value = json.loads(
-            text,
-            object_pairs_hook=_refuse_duplicates,
-            parse_constant=_refuse_constant,
-            parse_float=_finite_float,
-        )
+        value = BODY_DECODER.decode(data.decode("utf-8"))    # finite numbers, each name once
     except (ValueError, RecursionError):   # UnicodeDecodeError and JSONDecodeError included
         raise ValueError("not a JSON object") from None
     if not isinstance(value, dict):

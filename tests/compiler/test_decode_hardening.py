@@ -1,5 +1,5 @@
-"""Issue 14, in process: what the body decoder refuses (non-finite numbers, excess nesting,
-lone surrogates), NFC normalization of str values, `.`/`..` as str ids, and the cap on
+"""Issue 14, in process: what the body decoder refuses (non-finite numbers, a member named
+twice, excess nesting, lone surrogates), NFC normalization of str values, `.`/`..` as str ids, and the cap on
 filter values. The same cases through a real server: tests/app/test_app_hostile_bodies.py."""
 
 from __future__ import annotations
@@ -66,6 +66,26 @@ def test_finite_extremes_and_huge_integers_pass_and_encode_again():
     value = decode_body('{"doc":[1.7976931348623157e308,5e-324,1e-400,-0.0,%s]}' % ("9" * 400))
     assert value["doc"][:4] == [1.7976931348623157e308, 5e-324, 0.0, -0.0]
     assert json.loads(compact_json(value)) == value
+
+
+# --- member names --------------------------------------------------------------------------
+
+@pytest.mark.parametrize("text,name", [
+    ('{"email":"a@x","email":"b@x"}', '"email"'),
+    ('{"doc":{"k":1,"j":2,"k":3}}', '"k"'),                        # inside a json field's value
+    ('{"doc":[{},{"a":[{"b":1,"b":1}]}]}', '"b"'),                  # deep, and equal values too
+    ('{"email":"a@x","\\u0065mail":"b@x"}', '"email"'),           # one name, spelled two ways
+])
+def test_an_object_naming_a_member_twice_is_refused(text, name):
+    # json keeps the last value without a word; which one was meant is not ours to guess.
+    assert refused(text) == (f"request body is not acceptable JSON: an object names the member {name} "
+                             "twice: expected each name once (RFC 8259 §4)")
+
+
+def test_one_name_in_different_objects_or_cases_is_fine():
+    value = decode_body('{"doc":[{"a":1},{"a":2},{"A":3,"a":4}],"email":"x"}')
+    assert value == {"doc": [{"a": 1}, {"a": 2}, {"A": 3, "a": 4}], "email": "x"}
+    assert list(value["doc"][2]) == ["A", "a"]                      # member order kept
 
 
 # --- nesting -------------------------------------------------------------------------------

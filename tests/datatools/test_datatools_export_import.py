@@ -161,6 +161,10 @@ BAD_LINES = [
     # what a request body could not hold, a file cannot either (runtime.refuse_unstorable)
     ('{"model": "User", "record": {"id": 904, "email": "n@x", "name": "Z", "profile": [1e400]}}',
      "not JSON: the number 1e400 is out of range: expected a finite number"),
+    ('{"model": "User", "record": {"id": 904, "email": "n@x", "name": "Z", "name": "Y"}}',
+     'not JSON: an object names the member "name" twice: expected each name once'),
+    ('{"model": "User", "model": "BlogPost", "record": {"id": 904, "email": "n@x", "name": "Z"}}',
+     'not JSON: an object names the member "model" twice'),
     ('{"model": "User", "record": {"id": 904, "email": "n@x", "name": "Z", "profile": NaN}}',
      "not JSON: NaN is not valid JSON"),
     ('{"model": "User", "record": {"id": 904, "email": "n@x", "name": "\\ud800"}}',
