@@ -468,9 +468,10 @@ def decode_body(text: str) -> Any:
 
     Refused: text that is not JSON (400); `NaN`, `Infinity`, `-Infinity` and numbers out
     of a double's range such as `1e400` (400: JSON numbers are finite, and the encoder
-    refuses infinities); an object, at any depth, that names a member twice (400); arrays and objects nested deeper than MAX_DEPTH, the body counted
-    as level 1 (400); a lone surrogate, 400 in an object key of the body, else 422 naming the
-    body field whose value holds it.
+    refuses infinities); an object, at any depth, that names a member twice (400); arrays
+    and objects nested deeper than MAX_DEPTH, the body counted as level 1 (400); a lone
+    surrogate, 400 in an object key of the body, else 422 naming the body field whose value
+    holds it.
     """
     try:
         value = BODY_DECODER.decode(text)
