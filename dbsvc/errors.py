@@ -24,7 +24,7 @@ Tree::
       TokenError             token rejected (mapped to 401 or 403 by the guard)
       RequestError           carries `status` and `code` (docs/guide/errors.md)
         BadRequest, BadQuery, Unauthorized, Forbidden, NotFound, MethodNotAllowed,
-        RequestTimeout, OffsetGone, PayloadTooLarge, UnsupportedMediaType, HeadersTooLarge,
+        RequestTimeout, OffsetGone, PayloadTooLarge, UnsupportedMediaType, UriTooLong, HeadersTooLarge,
         UniqueViolation, ForeignKeyViolation, Referenced, ConstraintViolation,
         OffsetOutOfRange, ReplicationDisabled, Unavailable, InternalError,
         VersionNotSupported
@@ -262,6 +262,13 @@ class ConstraintViolation(RequestError):
         more = f" (and {len(errors) - 1} more)" if len(errors) > 1 else ""
         super().__init__(f"{first['field']}: {first['message']}{more}", errors=errors)
         self.errors = errors
+
+
+class UriTooLong(RequestError):
+    """414: the request line alone is past the head limit, so the target is what to shorten
+    (a query string of many filter values, say); the limit is the head's (rule 3)."""
+
+    status, code, title = 414, "bad_request", "URI Too Long"
 
 
 class HeadersTooLarge(RequestError):

@@ -75,6 +75,8 @@ _ERROR_RESPONSES: dict[int, tuple[str, str]] = {
     426: ("UpgradeRequired", "`bad_request`: a WebSocket route asked without a WebSocket "
           "opening handshake (or a version other than 13); `Upgrade: websocket` and "
           "`Sec-WebSocket-Version: 13` say what is expected."),
+    414: ("UriTooLong", "`bad_request`: the request line alone is over the server's limit of "
+          f"{MAX_HEAD // 1024} KiB for a request head (any route): a target too long."),
     431: ("HeadersTooLarge", "`bad_request`: the request head (line and headers) is over the "
           f"server's limit of {MAX_HEAD // 1024} KiB (any route)."),
     503: ("Unavailable", "`unavailable`: connection limit reached, or the store turned "
@@ -261,8 +263,9 @@ def _error_responses() -> dict[str, Any]:
 
 
 # The protocol layer answers these on any route, before the application sees the request:
-# a malformed request, a body over SERVICE_MAX_BODY, a head too large, the connection limit.
-_PROTOCOL_STATUSES = (400, 413, 431, 503)
+# a malformed request, a body over SERVICE_MAX_BODY, a request line or head too large, the
+# connection limit.
+_PROTOCOL_STATUSES = (400, 413, 414, 431, 503)
 
 
 def _errors_for(*statuses: int) -> dict[str, Any]:

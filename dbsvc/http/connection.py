@@ -35,7 +35,8 @@ Rules:
 3. A head bigger than MAX_HEAD is 431 (RFC 9110 §15.5.20), whatever the segmentation: h11
    refuses an incomplete head past MAX_HEAD (`max_incomplete_event_size`), a head that
    arrived whole is measured by the h11 wire (wire.H11Wire), and the fast path hands any
-   head near the limit to h11.
+   head near the limit to h11. When the request line alone is past it, the answer is 414
+   instead (§15.5.15): what the client has to shorten is the target, not its headers.
 4. Content-Length together with Transfer-Encoding is 400 and close (RFC 9112 §6.3 item 3:
    such a message may be a smuggling attempt; h11 would silently prefer chunked). The fast
    path hands over any Transfer-Encoding, so this, like rules 6, 10 and 13, is h11's case.

@@ -24,7 +24,7 @@ Events of `next_event()`:
     CLOSED      the client closed cleanly between requests
     HAND_OVER   (FastWire only) replace this wire by `wire.hand_over()`, then continue
 
-A request the client got wrong raises a `RequestError` (400, 431, 505 ...): the connection
+A request the client got wrong raises a `RequestError` (400, 414, 431, 505 ...): the connection
 answers it if `can_respond`, and closes.
 
 Imports h11, and nothing from dbsvc outside `dbsvc.http` and `dbsvc.errors`.
@@ -37,10 +37,14 @@ from typing import Protocol, Union
 
 import h11
 
-from dbsvc.errors import BadRequest, HeadersTooLarge
+from dbsvc.errors import BadRequest, HeadersTooLarge, UriTooLong
 from dbsvc.http.message import Head, RequestIds, read_head
 
 MAX_HEAD = 16 * 1024                 # the largest request head, in bytes (rule 3 of connection.py)
+_LINE_FRAME = len(b"  HTTP/1.1\r\n")  # a request line's bytes besides its method and target
+# One message whether h11 refused the line unfinished or the wire measured it whole, so the
+# answer does not depend on how the bytes were segmented.
+_LINE_TOO_LONG = f"request line is over the limit of {MAX_HEAD} bytes for a request head: its target is too long"
 
 
 class Signal(enum.Enum):
@@ -134,6 +138,8 @@ class H11Wire:
             event = conn.next_event()
         except h11.RemoteProtocolError as exc:
             if exc.error_status_hint == 431:
+                if b"\n" not in bytes(conn._receive_buffer).lstrip(b"\r\n"):
+                    raise UriTooLong(_LINE_TOO_LONG) from exc
                 raise HeadersTooLarge(f"request head is over the limit of {MAX_HEAD} bytes") from exc
             raise BadRequest(f"malformed request: {exc}") from exc
         kind = type(event)
@@ -155,6 +161,8 @@ class H11Wire:
         # whole is measured here: the bytes h11 consumed since the previous request ended.
         if self._fed - self._head_start > MAX_HEAD:
             size = self._fed - len(self._conn._receive_buffer) - self._head_start
+            if len(event.method) + len(event.target) + _LINE_FRAME > MAX_HEAD:
+                raise UriTooLong(_LINE_TOO_LONG)
             if size > MAX_HEAD:
                 raise HeadersTooLarge(f"request head of {size} bytes is over the limit of {MAX_HEAD} bytes")
         return read_head(event, self._ids, self._peer)

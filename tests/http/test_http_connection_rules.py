@@ -16,7 +16,7 @@ from support.demo_app import app
 from support.httpkit import Client, assert_one_layer_crash
 from support.inprocess import WAIT, InProcessServer
 
-from dbsvc.errors import HeadersTooLarge
+from dbsvc.errors import HeadersTooLarge, UriTooLong
 from dbsvc.http.connection import ASTERISK_ALLOW, MAX_HEAD
 from dbsvc.http.types import HttpSettings
 
@@ -81,6 +81,50 @@ def test_rule_3_a_head_over_the_limit_is_431_whole_or_in_pieces(served):
         assert response.status == 431
         assert response.json()["code"] == HeadersTooLarge.code
         assert client.is_closed(WAIT)
+        client.close()
+
+
+@pytest.mark.parametrize("pieces", [1, 7])
+@pytest.mark.parametrize("headers", ["", "X-Small: 1\r\n"])
+def test_rule_3_a_request_line_over_the_limit_is_414_whole_or_in_pieces(served, pieces, headers):
+    # A query string of many filter values: the target is what the client has to shorten,
+    # so 414 says so where 431 would send it looking at its headers. In pieces, h11 refuses
+    # the incomplete line; whole, the wire measures it.
+    target = "/echo?" + "&".join(f"name=value{n}" for n in range(MAX_HEAD // 14))
+    head = f"GET {target} HTTP/1.1\r\nHost: t\r\n{headers}\r\n".encode()
+    assert len(target) > MAX_HEAD
+    client = served.client()
+    step = -(-len(head) // pieces)
+    try:
+        for i in range(0, len(head), step):
+            client.send(head[i:i + step])
+    except (BrokenPipeError, ConnectionResetError):
+        pass                                                # the server may stop reading early
+    response = client.read_response()
+    assert response.status == 414
+    assert response.json()["title"] == "URI Too Long" and response.json()["code"] == UriTooLong.code
+    assert response.json()["detail"] == (f"request line is over the limit of {MAX_HEAD} bytes for a request head: "
+                                         "its target is too long")
+    assert client.is_closed(WAIT)
+    client.close()
+    assert served.client().request("GET", "/echo").status == 200
+
+
+def test_rule_3_a_line_under_the_limit_with_headers_past_it_is_431(served):
+    # The line ends inside the limit (h11 sees its CRLF in what it refuses): the headers are
+    # what is too large, whatever their share.
+    target = "/echo?q=" + "v" * (MAX_HEAD // 2)
+    filler = "".join(f"X-Filler-{n}: {'v' * 100}\r\n" for n in range(MAX_HEAD // 200 + 8))
+    for pieces in (1, 7):
+        head = f"GET {target} HTTP/1.1\r\nHost: t\r\n{filler}\r\n".encode()
+        client = served.client()
+        step = -(-len(head) // pieces)
+        try:
+            for i in range(0, len(head), step):
+                client.send(head[i:i + step])
+        except (BrokenPipeError, ConnectionResetError):
+            pass
+        assert client.read_response().status == 431
         client.close()
 
 
