@@ -45,6 +45,18 @@ def _request(target: str, body: bytes = b"", extra: str = "") -> bytes:
     return f"POST {target} HTTP/1.1\r\nHost: t\r\n{length}{extra}\r\n".encode() + body
 
 
+def _send_in_pieces(client: Client, head: bytes, pieces: int, pause: float = 0.0) -> None:
+    """`head` in `pieces` writes, `pause` seconds apart; the server may stop reading early."""
+    step = -(-len(head) // pieces)
+    try:
+        for i in range(0, len(head), step):
+            client.send(head[i:i + step])
+            if pause:
+                time.sleep(pause)
+    except (BrokenPipeError, ConnectionResetError):
+        pass
+
+
 def test_rule_1_pipelined_requests_are_answered_in_request_order(served):
     client = served.client()
     # The first answer is the slowest one: it must still come first.
@@ -72,12 +84,7 @@ def test_rule_3_a_head_over_the_limit_is_431_whole_or_in_pieces(served):
     head = f"GET /echo HTTP/1.1\r\nHost: t\r\n{filler}\r\n".encode()
     for pieces in (1, 7):
         client = served.client()
-        step = -(-len(head) // pieces)
-        try:
-            for i in range(0, len(head), step):
-                client.send(head[i:i + step])
-        except (BrokenPipeError, ConnectionResetError):
-            pass                                            # the server may stop reading early
+        _send_in_pieces(client, head, pieces)
         response = client.read_response()
         assert response.status == 431
         assert response.json()["code"] == HeadersTooLarge.code
@@ -96,14 +103,7 @@ def test_rule_3_a_request_line_over_the_limit_is_414_whole_or_in_pieces(served, 
     head = f"GET {target} HTTP/1.1\r\nHost: t\r\n{headers}\r\n".encode()
     assert len(target) > MAX_HEAD
     client = served.client()
-    step = -(-len(head) // pieces)
-    try:
-        for i in range(0, len(head), step):
-            client.send(head[i:i + step])
-            if pieces > 1:
-                time.sleep(0.005)
-    except (BrokenPipeError, ConnectionResetError):
-        pass                                                # the server may stop reading early
+    _send_in_pieces(client, head, pieces, pause=0.005)
     response = client.read_response()
     assert response.status == 414
     assert response.json()["title"] == "URI Too Long" and response.json()["code"] == UriTooLong.code
@@ -122,12 +122,7 @@ def test_rule_3_a_line_under_the_limit_with_headers_past_it_is_431(served):
     for pieces in (1, 7):
         head = f"GET {target} HTTP/1.1\r\nHost: t\r\n{filler}\r\n".encode()
         client = served.client()
-        step = -(-len(head) // pieces)
-        try:
-            for i in range(0, len(head), step):
-                client.send(head[i:i + step])
-        except (BrokenPipeError, ConnectionResetError):
-            pass
+        _send_in_pieces(client, head, pieces, pause=0.005)
         assert client.read_response().status == 431
         client.close()
 
