@@ -51,11 +51,12 @@ Rules:
 8. No exception escapes to asyncio. From the application: a RequestError becomes its
    problem response, anything else a logged 500 `internal` carrying the request id. A
    response that cannot be rendered or sent (a body json cannot encode, a bad status or
-   header, a 2xx to CONNECT: h11 would take it for a tunnel opened) becomes that 500 too, and when even that fails, the fixed bytes of
-   `problem.internal_error_response`. An exception of this layer's own (a bug) is logged,
-   answered with those fixed bytes if the wire still allows a response, and the connection is
-   closed. Every such log shows the exception's type and frames, never its message
-   (`exc_messages=False`): a message may hold the client's data.
+   header, a 2xx to CONNECT, which h11 would take for a tunnel opened) becomes that 500
+   too, and when even that fails, the fixed bytes of `problem.internal_error_response`. An
+   exception of this layer's own (a bug) is logged, answered with those fixed bytes if the
+   wire still allows a response, and the connection is closed. Every such log shows the
+   exception's type and frames, never its message (`exc_messages=False`): a message may
+   hold the client's data.
 9. A response on a connection that stays open is written at the end of the event loop's
    turn (`Hub.defer`), together with every other response that turn produced, like Redis
    writes its replies just before its event loop sleeps. Each write to a socket whose
@@ -536,7 +537,7 @@ class HttpConnection(asyncio.Protocol):
         try:
             status = response.status
             if request is not None and request.method == "CONNECT" and 200 <= status < 300:
-                raise ValueError(f"a {status} answer to CONNECT would open a tunnel, which this server does not do")
+                raise ValueError(f"a {status} answer to CONNECT would open a tunnel: this server has none")
             headers = response_headers(response, request_id, extra, close)
             body = response.body
             if not isinstance(body, (bytes, bytearray)):

@@ -44,7 +44,8 @@ MAX_HEAD = 16 * 1024                 # the largest request head, in bytes (rule 
 _LINE_FRAME = len(b"  HTTP/1.1\r\n")  # a request line's bytes besides its method and target
 # One message whether h11 refused the line unfinished or the wire measured it whole, so the
 # answer does not depend on how the bytes were segmented.
-_LINE_TOO_LONG = f"request line is over the limit of {MAX_HEAD} bytes for a request head: its target is too long"
+_LINE_TOO_LONG = (f"request line is over the limit of {MAX_HEAD} bytes for a request head: "
+                  "its target is too long")
 
 
 class Signal(enum.Enum):

@@ -101,7 +101,8 @@ class _Matching:
 
     __slots__ = ("filters", "match", "records")
 
-    def __init__(self, records: Mapping[Any, Stored], match: Passes, filters: Mapping[str, frozenset]) -> None:
+    def __init__(self, records: Mapping[Any, Stored], match: Passes,
+                 filters: Mapping[str, frozenset]) -> None:
         self.records, self.match, self.filters = records, match, filters
 
     def __call__(self, id_: Any) -> bool:
