@@ -210,14 +210,11 @@ def function(func_name: str, params: Sequence[str], docstring: str, body: Sequen
     if "\n" in docstring:   # indent continuation lines the way a hand-written docstring is
         first, *rest = docstring.split("\n")
         docstring = "\n".join([first, *[("    " + line) if line else "" for line in rest]]) + "\n    "
-    if sys.version_info >= (3, 12):     # type parameters (PEP 695) are a field from 3.12 on
-        return ast.FunctionDef(
-            name=func_name, args=args, body=[expr(const(docstring)), *body],
-            decorator_list=[], returns=None, type_comment=None, type_params=[], lineno=0,
-        )
+    # Type parameters (PEP 695) are a field from 3.12 on.
+    version_fields: dict[str, Any] = {"type_params": []} if sys.version_info >= (3, 12) else {}
     return ast.FunctionDef(
         name=func_name, args=args, body=[expr(const(docstring)), *body],
-        decorator_list=[], returns=None, type_comment=None, lineno=0,
+        decorator_list=[], returns=None, type_comment=None, lineno=0, **version_fields,
     )
 
 

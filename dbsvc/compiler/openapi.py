@@ -70,13 +70,13 @@ _ERROR_RESPONSES: dict[int, tuple[str, str]] = {
     410: ("Gone", "`offset_gone`: `after` is older than the retained events."),
     413: ("PayloadTooLarge", "`payload_too_large`: body over SERVICE_MAX_BODY bytes (any route: "
           "checked before routing)."),
+    414: ("UriTooLong", "`bad_request`: the request line alone is over the server's limit of "
+          f"{MAX_HEAD // 1024} KiB for a request head (any route): a target too long."),
     415: ("UnsupportedMediaType", "`unsupported_media_type`: a Content-Type that is not JSON."),
     422: ("UnprocessableContent", "`constraint_violation`: `errors` lists every invalid field."),
     426: ("UpgradeRequired", "`bad_request`: a WebSocket route asked without a WebSocket "
           "opening handshake (or a version other than 13); `Upgrade: websocket` and "
           "`Sec-WebSocket-Version: 13` say what is expected."),
-    414: ("UriTooLong", "`bad_request`: the request line alone is over the server's limit of "
-          f"{MAX_HEAD // 1024} KiB for a request head (any route): a target too long."),
     431: ("HeadersTooLarge", "`bad_request`: the request head (line and headers) is over the "
           f"server's limit of {MAX_HEAD // 1024} KiB (any route)."),
     503: ("Unavailable", "`unavailable`: connection limit reached, or the store turned "
