@@ -186,10 +186,11 @@ class OrderedIndex:
     `SortedIndex`, at most 2 * LOAD entries each), with `_lastkeys[i]` and `_lastids[i]` the
     key and id of sublist i's last entry. Keys and ids are the records' own objects (a key
     function returns its value when the value already orders), so an entry costs two list
-    slots, 16 bytes, where a (key, id) tuple per entry cost 64. Inside a sublist the entries of one key form
-    a run whose ids ascend: an update bisects the last keys for the sublist (and the last
-    ids among sublists that end on its key), the keys for the run, then, only when the key
-    is held by other entries too, the run's ids (`bisect` with lo/hi).
+    slots, 16 bytes, where a (key, id) tuple per entry cost 64. Inside a sublist the
+    entries of one key form a run whose ids ascend: an update bisects the last keys for the
+    sublist (and the last ids among sublists that end on its key), the keys for the run,
+    then, only when the key is held by other entries too, the run's ids (`bisect` with
+    lo/hi).
     """
 
     __slots__ = ("_ids", "_keys", "_lastids", "_lastkeys", "_len", "nulls")
