@@ -73,11 +73,15 @@ class EncodedRecords:
     when it holds the very record object the store returned (`is`, not `==`). Encoding a page
     of 20 records costs ~60 us in the C encoder (float repr dominates); joining cached bytes
     ~1 us. Each model keeps at most `capacity` entries, the oldest evicted first, so the
-    cache costs at most that many encoded records of memory per model.
+    cache costs at most that many encoded records of memory per model. An encoding over
+    `largest` bytes is not kept: the entry would hold that record's dict and its JSON
+    beside its stored form, three copies of a large record, to spare an encoding that
+    costs little next to sending it (storage/table.py keeps no dict of it either).
     """
 
-    def __init__(self, models: list[CompiledModel], capacity: int = 65536) -> None:
+    def __init__(self, models: list[CompiledModel], capacity: int = 65536, largest: int = 4096) -> None:
         self.capacity = capacity
+        self.largest = largest
         self._entries: dict[str, dict[Any, tuple[dict, bytes]]] = {m.name: {} for m in models}
 
     def encode(self, model: CompiledModel, record: dict) -> bytes:
@@ -87,6 +91,10 @@ class EncodedRecords:
         if entry is not None and entry[0] is record:
             return entry[1]
         data = dumps(record)
+        if len(data) > self.largest:
+            if entry is not None:
+                del entries[key]
+            return data
         if entry is None and len(entries) >= self.capacity:
             del entries[next(iter(entries))]
         entries[key] = (record, data)

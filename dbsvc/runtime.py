@@ -8,9 +8,10 @@ generated.
 Record form: a record is a `dict` whose keys are the model's fields in declaration order
 and whose values are already JSON-ready and canonical (datetime `YYYY-MM-DDTHH:MM:SS[.ffffff]Z`
 in UTC, date `YYYY-MM-DD`, uuid lower case, float as `float`). `json.dumps(record)` is the
-wire form. Storage keeps each record as its stored row instead, the tuple of its values in
-declaration order (`CompiledModel.row`; `decode` turns a row back into a record; `passes`
-is `match` on a row): the model's field names are said once, not once per record.
+wire form. Storage works on a record's values in declaration order instead
+(`CompiledModel.row` makes them, `decode` turns them back into a record, `passes` is
+`match` on them) and keeps them packed into one bytes object (storage/rows.py): the
+model's field names are said once, not once per record.
 
 Index keys: `CompiledModel.keys[field](value)` maps a stored value to a hashable key that
 compares with the field's typed order (datetime -> integer microseconds since the epoch;
@@ -113,9 +114,9 @@ class CompiledModel:
     parse_feed_query: Callable[[list[tuple[str, str]]], Query]   # filters, projection, after
     match: Callable[[dict, Mapping[str, frozenset]], bool]       # record passes every filter
     project: Mapping[str, Callable[[dict], dict]]                # projection name -> encoder
-    decode: Callable[[Sequence[Any]], dict]     # stored row (values in field order) -> record
-    row: Callable[[dict], tuple]                # record -> stored row (storage's form)
-    passes: Callable[[tuple, Mapping[str, frozenset]], bool]     # `match` on a stored row
+    decode: Callable[[Sequence[Any]], dict]     # values in field order -> record
+    row: Callable[[dict], tuple]                # record -> its values in field order (stored packed)
+    passes: Callable[[Sequence[Any], Mapping[str, frozenset]], bool]     # `match` on a record's values
     # position -> {member: member} of each enum field: the str objects stored rows share
     shared_values: Mapping[int, Mapping[Any, Any]] = field(default_factory=dict)
 

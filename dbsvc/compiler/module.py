@@ -64,7 +64,7 @@ def build_project(schema: Schema, model: Model, index: int) -> ast.FunctionDef:
 
 def build_decode(schema: Schema, model: Model) -> ast.FunctionDef:
     record = dict_([(const(f.name), subscript(name("row"), const(i))) for i, f in enumerate(model.fields)])
-    doc = origin(schema, model.line, model.name) + "\n\nStored row (values in declaration order) -> record."
+    doc = origin(schema, model.line, model.name) + "\n\nValues in declaration order (storage/rows.py unpacks them) -> record."
     return function(per_model("decode", model), ["row"], doc, [return_(record)])
 
 
@@ -74,26 +74,28 @@ def enum_fields(model: Model) -> list[tuple[int, Field]]:
 
 
 def build_members(model: Model) -> Stmts:
-    """`members_m__f = {member: member, ...}` per enum field: the one str object stored rows
+    """`members_m__f = {member: member, ...}` per enum field: the one str object index keys
     hold for each member (`row_m`, `CompiledModel.shared_values`), so a million records
-    share a few strings instead of holding a million (64 bytes each for a short member).
-    The members are constants of the generated module, interned like any identifier."""
+    sorted on an enum share a few key strings instead of holding a million (64 bytes each
+    for a short member). The members are constants of the generated module, interned like
+    any identifier."""
     return [assign(per_field("members", model, f), literal({m: m for m in f.enum_members}))
             for _i, f in enum_fields(model)]
 
 
 def build_row(schema: Schema, model: Model) -> ast.FunctionDef:
-    """`row_m(record)`: the storage's form of a record, its values in declaration order as
-    one tuple (96 bytes for 7 fields where the dict is 272); `decode_m` turns it back. An
-    enum value is stored as the model's own member string (`build_members`): the value
-    from a request or the log is equal to it, but another object."""
+    """`row_m(record)`: a record's values in declaration order as one tuple, what storage
+    indexes and packs into its stored form (storage/rows.py: the values as one compact
+    JSON array, not the dict's names once per record); `decode_m` turns values back. An
+    enum value is the model's own member string (`build_members`): the value from a
+    request or the log is equal to it, but another object."""
     values: list[ast.expr] = []
     for f in model.fields:
         value: ast.expr = item("record", f.name)
         if f.type is FieldType.ENUM:
             value = call(f"{RT}.shared", name(per_field("members", model, f)), value)
         values.append(value)
-    doc = origin(schema, model.line, model.name) + "\n\nRecord -> stored row (its values in declaration order)."
+    doc = origin(schema, model.line, model.name) + "\n\nRecord -> its values in declaration order (storage packs them, storage/rows.py)."
     return function(per_model("row", model), ["record"], doc, [return_(tuple_(values))])
 
 

@@ -86,6 +86,7 @@ from typing import TYPE_CHECKING, Any
 from dbsvc.storage import compact, files, retain
 from dbsvc.storage.files import FaultPlan, fsync_dir, write_all
 from dbsvc.storage.logfile import FrameWalk, encode_header, renumber_frames
+from dbsvc.storage.rows import Stored
 from dbsvc.storage.snapshot import ModelStream, write_snapshot_stream
 
 if TYPE_CHECKING:
@@ -111,13 +112,13 @@ class TableCut:
     keeps is the one at the cut."""
 
     table: Table
-    records: dict[Any, tuple]    # the table's live map: id -> stored record (table.py)
+    records: dict[Any, Stored]   # the table's live map: id -> stored record (table.py)
     pk_lists: list[list[Any]]    # the primary key's sublists at the cut (`SortedIndex.share`)
     count: int
     rows: int                    # len(table.rows) at the cut
     watermark: int
     max_id: int
-    before: dict[Any, tuple | None] = field(default_factory=dict)
+    before: dict[Any, Stored | None] = field(default_factory=dict)
     base_ids: list[Any] = field(default_factory=list)   # the ids at the cut, once gathered (`gather_ids`)
 
     @property
@@ -143,7 +144,7 @@ class TableCut:
         assert len(ids) == self.count, f"{self.table.name}: {len(ids)} ids at the cut, {self.count} records"
         return ids
 
-    def image_records(self, ids: list[Any]) -> Iterator[tuple]:
+    def image_records(self, ids: list[Any]) -> Iterator[Stored]:
         """The records of `ids` as they stood at the cut (called in the snapshot thread)."""
         records, before = self.records, self.before
         for id_ in ids:
@@ -194,8 +195,8 @@ def take_cut(tables: dict[str, Table], head: int, position: int) -> Cut:
     return Cut(compact.new_epoch(), head, position, cuts, time.perf_counter() - start)
 
 
-def _row_chunks(tc: TableCut, progress: Progress) -> Iterator[list[tuple]]:
-    """The image's rows, CHUNK at a time: stored records are rows already (table.py)."""
+def _row_chunks(tc: TableCut, progress: Progress) -> Iterator[list[Stored]]:
+    """The image's rows, CHUNK at a time: stored records are row texts already (rows.py)."""
     ids = tc.gather_ids()
     for i in range(0, len(ids), CHUNK):
         progress.check()

@@ -9,14 +9,15 @@ Plan for a live list (n live records, a page ending at `end = offset + limit`):
 1. No filter: walk the first sort key's ordered index (or the primary-key index) from the
    right end. A plain ascending walk with no filter slices by position: O(n / LOAD + page).
 2. Filters: `s` = the size of the smallest filtered field's bucket union (its ids). If
-   s * s <= WALK_FACTOR * end * n, take that union, keep the matching records, sort them:
-   O(s log s). Otherwise walk the index checking `model.passes`: expected O(end * n / s)
-   when matches are spread evenly (a correlated filter can walk further; it never walks
-   more than n).
+   s * s <= WALK_FACTOR * end * n, take the matching ids (that union, or what step 3 kept)
+   and sort their records: O(s log s), each record read. Otherwise walk the index testing
+   each id: expected O(end * n / s) when matches are spread evenly (a correlated filter
+   can walk further; it never walks more than n).
    A walk over one sort key (or none) is an itertools pipeline over the index
    (`_one_key_page`). Filtered by one field with one value, the test is membership in that
-   value's hash bucket and no Python code runs per entry walked; any other filter is the
-   generated matcher (`_Matching`). Only sorts on several keys walk record by record.
+   value's hash bucket and no Python code runs per entry walked; any other filter asks
+   each filtered field's hash index (`_Matching`). No filter reads a record: every
+   filtered field has a hash index. Only sorts on several keys read records as they walk.
 3. `total`: the bucket size for one filtered field; otherwise the smallest field's ids
    kept only if every other field's buckets hold them (smallest first, O(s)).
 
@@ -26,9 +27,11 @@ few distinct values over many records makes such pages cost up to O(n).
 
 A list at a past watermark (`as_of`) filters, sorts and pages the materialised state: O(n log n).
 
-Live lists work on the stored records (tuples, table.py), matched by the generated
-`passes` and sorted by field position; only the page becomes dicts, and so does
-`list_state`, the as_of list. (The tests hold both to a brute-force list over dicts of
+Live lists are planned on ids: a stored record's values are read (`rows.unpack`, about
+1-2 us) only where a sort needs keys the indexes do not hand out by id (a bucket sorted,
+a run of equal first keys ordered by the others), and only the page's records become
+dicts; `list_state`, the as_of list, reads every record of its state (the indexes are
+the live state's), unless it is in id order with no filter. (The tests hold both to a brute-force list over dicts of
 their own, `support.storage.reference_list`.)
 """
 
@@ -41,13 +44,11 @@ from typing import Any
 
 from dbsvc.runtime import CompiledModel, Query
 from dbsvc.storage.indexes import Keep, OrderedIndex
-from dbsvc.storage.table import Stored, Table
-
-Passes = Callable[[Stored, Mapping[str, frozenset]], bool]     # CompiledModel.passes
+from dbsvc.storage.rows import Stored, unpack
+from dbsvc.storage.table import Table
 
 WALK_FACTOR = 8
 _NOTHING = object()
-_NO_FILTERS: Mapping[str, frozenset] = {}
 _KEY, _ID = itemgetter(0), itemgetter(1)
 
 
@@ -62,8 +63,8 @@ def sort_records(records: list[Any], sort: Iterable[tuple[str, bool]], model: Co
                  positions: Mapping[str, int] | None = None) -> None:
     """Sort in place: the sort keys in order, ties on the id ascending (stable passes;
     `reverse=True` keeps the order of equal items, so ids stay ascending inside ties).
-    Records are dicts, or stored records (tuples) when `positions` says where each
-    field is."""
+    Records are dicts, or records' values (`rows.unpack`) when `positions` says where
+    each field is."""
     def at(f: str) -> itemgetter:
         return itemgetter(f if positions is None else positions[f])
 
@@ -72,16 +73,15 @@ def sort_records(records: list[Any], sort: Iterable[tuple[str, bool]], model: Co
         records.sort(key=_null_last(model.keys[f], at(f)), reverse=desc)
 
 
-def _walk(table: Table, sort: tuple[tuple[str, bool], ...]) -> Iterator[Stored]:
-    """Every live record in the order of a sort on several keys, lazily: runs of equal
-    first keys, each ordered by the other keys and the id."""
-    records = table.live
+def _walk(table: Table, sort: tuple[tuple[str, bool], ...]) -> Iterator[Any]:
+    """The ids of every live record in the order of a sort on several keys, lazily: runs
+    of equal first keys, each ordered by the other keys and the id."""
     first, desc = sort[0]
     rest = sort[1:]
     index = table.ordered[first]
     if desc and index.nulls:             # nulls first descending: one run, ids ascending
-        yield from _order_run([records[i] for i in index.nulls], rest, table)
-    run: list[Stored] = []
+        yield from _order_run(list(index.nulls), rest, table)
+    run: list[Any] = []
     current: Any = _NOTHING
     pairs = index.pairs_descending() if desc else iter(index)
     for key, id_ in pairs:
@@ -90,23 +90,29 @@ def _walk(table: Table, sort: tuple[tuple[str, bool], ...]) -> Iterator[Stored]:
                 yield from _order_run(run, rest, table)
                 run = []
             current = key
-        run.append(records[id_])
+        run.append(id_)
     if run:
         yield from _order_run(run, rest, table)
 
 
 class _Matching:
-    """Whether an id's live record passes the generated matcher: the `keep` test of a
-    one-key walk whose filter is not one value of one field."""
+    """Whether an id passes every filter, asked of the hash indexes (every filtered field
+    has one, and its buckets hold exactly the ids whose key is in them), the fewest
+    matches first: the `keep` test of a walk whose filter is not one value of one field.
+    No record is read."""
 
-    __slots__ = ("filters", "match", "records")
+    __slots__ = ("tests",)
 
-    def __init__(self, records: Mapping[Any, Stored], match: Passes,
-                 filters: Mapping[str, frozenset]) -> None:
-        self.records, self.match, self.filters = records, match, filters
+    def __init__(self, table: Table, filters: Mapping[str, frozenset]) -> None:
+        hashes = table.hashes
+        fields = sorted(filters, key=lambda f: hashes[f].count(filters[f]))
+        self.tests = [(hashes[f].has, filters[f]) for f in fields]
 
     def __call__(self, id_: Any) -> bool:
-        return self.match(self.records[id_], self.filters)
+        for has, keys in self.tests:
+            if not has(keys, id_):
+                return False
+        return True
 
 
 def _one_key_page(index: OrderedIndex, desc: bool, keep: Keep | None, offset: int, end: int) -> list[Any]:
@@ -137,109 +143,118 @@ def _one_key_page(index: OrderedIndex, desc: bool, keep: Keep | None, offset: in
     return out[offset:end]
 
 
-def _order_run(run: list[Stored], rest: tuple[tuple[str, bool], ...], table: Table) -> list[Stored]:
+def _order_run(run: list[Any], rest: tuple[tuple[str, bool], ...], table: Table) -> list[Any]:
+    """The ids of a run of equal first keys, ordered by the other keys and the id."""
     if len(run) > 1:
-        sort_records(run, rest, table.model, table.positions)
+        return _ordered_ids(run, rest, table)
     return run
 
 
-def _count(table: Table, filters: Mapping[str, frozenset]) -> tuple[int, str, int]:
-    """(total matches, smallest filtered field, the ids that field's keys hold) using the
-    hash indexes only."""
+def _ordered_ids(ids: Iterable[Any], sort: Iterable[tuple[str, bool]], table: Table) -> list[Any]:
+    """`ids` (of live records) in the order of `sort`: the records' values read to sort
+    them by their keys."""
+    live = table.live
+    values = [unpack(live[i]) for i in ids]
+    sort_records(values, sort, table.model, table.positions)
+    return list(map(itemgetter(table.id_position), values))
+
+
+def _count(table: Table, filters: Mapping[str, frozenset]) -> tuple[int, str, int, list[Any] | None]:
+    """(total matches, smallest filtered field, the ids that field's keys hold, the
+    matching ids when more than one field is filtered) using the hash indexes only."""
     if len(filters) == 1:
         ((field, keys),) = filters.items()
         size = table.hashes[field].count(keys)
-        return size, field, size
+        return size, field, size, None
     sizes = sorted((table.hashes[f].count(keys), f) for f, keys in filters.items())
     smallest_size, smallest = sizes[0]
     if smallest_size == 0:
-        return 0, smallest, 0
+        return 0, smallest, 0, []
     others = [(table.hashes[f], filters[f]) for _size, f in sizes[1:]]
-    total = 0
+    matches = []
     for id_ in table.hashes[smallest].ids(filters[smallest]):
         for hindex, keys in others:
             if not hindex.has(keys, id_):
                 break
         else:
-            total += 1
-    return total, smallest, smallest_size
+            matches.append(id_)
+    return len(matches), smallest, smallest_size, matches
 
 
 def list_live(table: Table, query: Query) -> tuple[list[dict], int]:
-    """(page, total) for `query` over the live state: the page's stored records, planned
-    and ordered here, are handed out as dicts (`Table.shown`) only once chosen."""
-    stored, total = _plan_live(table, query)
-    return table.shown_all(stored), total
+    """(page, total) for `query` over the live state: the page's ids, planned and ordered
+    here, are handed out as dicts (`Table.shown`) only once chosen."""
+    ids, total = _plan_live(table, query)
+    return table.shown_all(ids), total
 
 
-def _plan_live(table: Table, query: Query) -> tuple[list[Stored], int]:
-    model = table.model
+def _plan_live(table: Table, query: Query) -> tuple[list[Any], int]:
     n = len(table.live)
     filters = query.filters
     sort = tuple(query.sort)
     offset, limit = query.offset, query.limit
     end = offset + limit
-    records = table.live
     if not filters:
         if not sort or (len(sort) == 1 and not sort[0][1]):
             if sort:
-                ids = table.ordered[sort[0][0]].ids_slice(offset, end)
-                return list(map(records.__getitem__, ids)), n
-            return list(map(records.__getitem__, table.pk.slice(offset, end))), n
+                return table.ordered[sort[0][0]].ids_slice(offset, end), n
+            return table.pk.slice(offset, end), n
         if len(sort) == 1:
-            return list(map(records.__getitem__, _one_key_page(table.ordered[sort[0][0]], True, None, offset, end))), n
+            return _one_key_page(table.ordered[sort[0][0]], True, None, offset, end), n
         return _page(_walk(table, sort), offset, limit), n
-    total, smallest, size = _count(table, filters)
+    total, smallest, size, matches = _count(table, filters)
     if total == 0 or offset >= total or limit == 0:
         return [], total
     if size * size <= WALK_FACTOR * end * n:
-        bucket = table.hashes[smallest].ids(filters[smallest])
-        passes = model.passes
-        chosen = [r for r in map(records.__getitem__, bucket) if passes(r, filters)]
-        sort_records(chosen, sort, model, table.positions)
-        return chosen[offset:end], total
+        chosen = table.hashes[smallest].ids(filters[smallest]) if matches is None else matches
+        if not sort:
+            return sorted(chosen)[offset:end], total
+        return _ordered_ids(chosen, sort, table)[offset:end], total
+    keep: Keep
+    if len(filters) == 1 and len(filters[smallest]) == 1:
+        # One field, one value: membership in that value's hash bucket (read on the loop
+        # thread during this synchronous call, so no write changes it meanwhile).
+        keep = table.hashes[smallest].keeper(next(iter(filters[smallest])))
+    else:
+        keep = _Matching(table, filters)
     if len(sort) <= 1:
-        keep: Keep
-        if len(filters) == 1 and len(filters[smallest]) == 1:
-            # One field, one value: membership in that value's hash bucket (read on the loop
-            # thread during this synchronous call, so no write changes it meanwhile).
-            keep = table.hashes[smallest].keeper(next(iter(filters[smallest])))
-        else:
-            keep = _Matching(records, model.passes, filters)
         if sort:
             (field, desc), = sort
-            ids = _one_key_page(table.ordered[field], desc, keep, offset, end)
-        else:
-            ids = list(islice(filter(keep, table.pk), offset, end))
-        return list(map(records.__getitem__, ids)), total
-    return _page(_walk(table, sort), offset, limit, model.passes, filters), total
+            return _one_key_page(table.ordered[field], desc, keep, offset, end), total
+        return list(islice(filter(keep, table.pk), offset, end)), total
+    return _page(_walk(table, sort), offset, limit, keep), total
 
 
 def list_state(state: Mapping[Any, Stored], table: Table, query: Query) -> tuple[list[dict], int]:
     """(page, total) over a materialised map of stored records (an `as_of` state,
-    `Table.state_as_of`): filtered and sorted as tuples, only the page made into dicts."""
+    `Table.state_as_of`): every record's values read, filtered and sorted, only the page
+    made into dicts; in id order with no filter, only the page's records are read."""
     model = table.model
     passes, filters = model.passes, query.filters
-    chosen = [r for r in state.values() if passes(r, filters)] if filters else list(state.values())
+    page = slice(query.offset, query.offset + query.limit)
+    if not filters and not query.sort:              # id order: only the page is read
+        return [model.decode(unpack(state[i])) for i in sorted(state)[page]], len(state)
+    chosen = list(map(unpack, state.values()))
+    if filters:
+        chosen = [v for v in chosen if passes(v, filters)]
     sort_records(chosen, query.sort, model, table.positions)
-    return list(map(model.decode, chosen[query.offset : query.offset + query.limit])), len(chosen)
+    return list(map(model.decode, chosen[page])), len(chosen)
 
 
-def _page(records: Iterator[Stored], offset: int, limit: int,
-          match: Passes | None = None, filters: Mapping[str, frozenset] = _NO_FILTERS) -> list[Stored]:
-    """Records [offset, offset + limit) of `records` (those passing `match`, when given),
-    in one loop with no generator between the walk and the page."""
-    out: list[Stored] = []
+def _page(ids: Iterator[Any], offset: int, limit: int, keep: Keep | None = None) -> list[Any]:
+    """Ids [offset, offset + limit) of `ids` (those `keep` says yes to, when given), in
+    one loop with no generator between the walk and the page."""
+    out: list[Any] = []
     if limit <= 0:
         return out
     skipped = 0
-    for r in records:
-        if match is not None and not match(r, filters):
+    for id_ in ids:
+        if keep is not None and not keep(id_):
             continue
         if skipped < offset:
             skipped += 1
             continue
-        out.append(r)
+        out.append(id_)
         if len(out) >= limit:
             break
     return out

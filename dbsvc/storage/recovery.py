@@ -38,7 +38,7 @@ import os
 from collections import deque
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from itertools import chain, pairwise, repeat, starmap
+from itertools import chain, pairwise, starmap
 from typing import Any
 
 from dbsvc import runtime
@@ -47,7 +47,8 @@ from dbsvc.runtime import CompiledModel
 from dbsvc.storage import compact, migrate, retain
 from dbsvc.storage.files import NO_FAULTS, FaultPlan, truncate_durably
 from dbsvc.storage.logfile import HEADER_SIZE, Damage, LogScan
-from dbsvc.storage.snapshot import ModelImage, ModelLine, SnapshotImage, model_pieces, read_snapshot
+from dbsvc.storage.rows import Stored, Values, pack
+from dbsvc.storage.snapshot import ModelImage, ModelLine, SnapshotImage, model_windows, read_snapshot
 from dbsvc.storage.table import Table
 
 log = logging.getLogger("dbsvc.storage")
@@ -106,45 +107,47 @@ def _install_snapshot(tables: dict[str, Table], lines: list[ModelLine], path: st
             raise CorruptLog(path, 0, f"snapshot holds model {m.name!r}, which the schema does not declare")
         model = table.model
         check = _RowCheck(m, model.id_field, path)
-        records: list[tuple] = []
+        stored: list[Stored] = []
+        columns: dict[int, list[Any]] = {position: [] for position in table.columns}
         as_stored = m.fields == list(model.fields) and m.name not in migrating
         names, fixup, row = m.fields, table.fixup, model.row
-        # One piece at a time: its lists become tuples and go before the next piece is
-        # parsed, so the next reuses their memory (snapshot.py, "Pieces").
-        for rows in model_pieces(path, m):
+        # One window at a time: its texts are kept as the stored records and only the
+        # index columns of its parsed rows, so the rows go before the next window is
+        # parsed and it reuses their memory (snapshot.py, "Windows").
+        for rows, texts in model_windows(path, m):
             check(rows)
-            if as_stored:
-                if model.shared_values:
-                    _share_members(rows, model.shared_values)
-                records.extend(map(tuple, rows))          # a row is the stored form already
-            else:
+            if not as_stored:
                 assert fixup is not None
-                records.extend(row(fixup(dict(zip(names, values)))) for values in rows)
-            del rows
+                rows = [row(fixup(dict(zip(names, values)))) for values in rows]
+                texts = None
+            stored.extend(map(pack, rows) if texts is None else texts)
+            for position, column in columns.items():
+                column.extend(map(operator.itemgetter(position), rows))
+            del rows, texts
+        for position, members in model.shared_values.items():
+            if position in columns:
+                columns[position] = _shared_members(columns[position], members)
         try:
-            table.load_base(records, m.max_id)
+            table.load_base(stored, columns, m.max_id)
         except TypeError as exc:                # a value no index can take: a list where a key goes
             raise CorruptLog(path, m.position, f"snapshot rows of {m.name} hold a value its indexes "
                                                f"cannot take ({exc})") from None
 
 
-def _share_members(rows: list[list], shared: Mapping[int, Mapping[Any, Any]]) -> None:
-    """Each enum value of `rows` becomes the model's own member string, as `row_m` stores it
-    (runtime.shared): one C-level pass per enum field, 0.1 s at 1,000,000 rows."""
-    for position, members in shared.items():
-        column = list(map(operator.itemgetter(position), rows))
-        try:
-            column = list(map(members.get, column, column))
-        except TypeError:                   # an unhashable value, unchecked data: kept as it is
-            column = [runtime.shared(members, value) for value in column]
-        deque(map(operator.setitem, rows, repeat(position), column), maxlen=0)
+def _shared_members(column: list[Any], members: Mapping[Any, Any]) -> list[Any]:
+    """An enum field's column with each member as the model's own string, as `row_m`
+    holds it (runtime.shared): its index keys are then a few objects, not one a record."""
+    try:
+        return list(map(members.get, column, column))
+    except TypeError:                       # an unhashable value, unchecked data: kept as it is
+        return [runtime.shared(members, value) for value in column]
 
 
 class _RowCheck:
     """A snapshot's rows each hold one value per field of its line's header, in strictly
     ascending id order (snapshot.py), which `Table.load_base` builds its indexes on
     without sorting: a file that breaks either rule (damage the CRC cannot see, another
-    writer) is refused, never half indexed. Called on each piece in turn."""
+    writer) is refused, never half indexed. Called on each window in turn."""
 
     __slots__ = ("id_at", "id_field", "last", "m", "path", "width")
 
@@ -154,7 +157,7 @@ class _RowCheck:
         self.m, self.path, self.id_field = m, path, id_field
         self.id_at = operator.itemgetter(m.fields.index(id_field))
         self.width = len(m.fields)
-        self.last: list[Any] = []               # the previous piece's last id, once there is one
+        self.last: list[Any] = []               # the previous window's last id, once there is one
 
     def __call__(self, rows: list) -> None:
         m = self.m
@@ -171,11 +174,10 @@ class _RowCheck:
             self.last = [self.id_at(rows[-1])]
 
 
-def _rebuilder(table: Table, migrating: bool) -> Callable[[dict], tuple]:
-    """How a record read from the log is stored: as its stored row (the generated
-    `CompiledModel.row`), so none of the key strings `json.loads` made for it (about 50
-    bytes per field per record) is kept, and a restarted store costs what the live one
-    did. A migrating model's records are first brought to its current fields."""
+def _rebuilder(table: Table, migrating: bool) -> Callable[[dict], Values]:
+    """The values a record read from the log is stored from (the generated
+    `CompiledModel.row`, as a write takes them). A migrating model's records are first
+    brought to its current fields."""
     row = table.model.row
     if migrating:
         return lambda record: row(_migrated(table, record))
@@ -206,7 +208,7 @@ def _replay(tables: dict[str, Table], scan: LogScan, ring_capacity: int,
             elif kind == "update" and current is not None:
                 table.replace(current, _stored(rebuild[table.name], ev["record"], scan.path, position))
             elif kind == "delete" and current is not None:
-                table.delete(current)
+                table.delete(id_, current)
             else:
                 raise CorruptLog(scan.path, position,
                                  f"{kind} of {table.name} {id_!r} does not fit the records replayed so far")
@@ -222,7 +224,7 @@ def image_of(tables: dict[str, Table], epoch: str, head: int) -> SnapshotImage:
     models = []
     for table in tables.values():
         records = table.live
-        rows = [records[i] for i in table.pk]               # stored records are rows already
+        rows = [records[i] for i in table.pk]               # stored records are row texts already
         models.append(ModelImage(table.name, list(table.model.fields), rows, table.max_id))
     return SnapshotImage(epoch, head, models)
 
@@ -330,7 +332,7 @@ def _load_once(directory: str, models: Sequence[CompiledModel], description: dic
     return loaded
 
 
-def _stored(rebuild: Callable[[dict], tuple], record: dict, path: str, position: int) -> tuple:
+def _stored(rebuild: Callable[[dict], Values], record: dict, path: str, position: int) -> Values:
     try:
         return rebuild(record)
     except KeyError as exc:

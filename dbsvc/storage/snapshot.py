@@ -4,25 +4,31 @@ Layout (UTF-8 text; every line is `CRC SP JSON LF`, CRC = 8 hex digits of crc32(
 
     1a2b3c4d {"format":1,"epoch":"<32 hex>","head_offset":1234,
               "models":[{"name":"User","fields":["id","email",...],"count":2,"max_id":7}, ...]}
-    5e6f7081 [[1,"a@b.c","Ann",null,"reader","2026-01-01T00:00:00Z",null],[7,...],<TAB>[9,...]]
+    5e6f7081 [[1,"a@b.c","Ann",null,"reader","2026-01-01T00:00:00Z",null],<TAB>[7,...]]
     ...      one line per entry of "models", in that order: its records as rows (lists in
-             the "fields" order), ascending by id
+             the "fields" order), ascending by id, each but the last followed by ",<TAB>"
 
 The epoch named here is the epoch of the log that continues it (the log header carries the
 same id and `head_offset` as its base). Rows are in id order because each snapshot record
 is one row of the new epoch (table.py): `as_of=n` below the snapshot's count sees the first
 n records by id.
 
-Pieces: the writer puts a TAB (0x09, JSON whitespace) after the comma that ends every
-CHUNK_ROWS-th row of a model line (online compaction: after each chunk it streams). A JSON
-string never holds a raw TAB (it must be escaped), so the line splits at its TABs into
-pieces of whole rows, and the reader parses one piece at a time (`model_pieces`), making each
-piece's rows stored records (tuples, table.py) and freeing its lists before parsing the next.
-Parsed whole, a 1,000,000-row line leaves the freed lists as holes between the strings that
-stay: 130 bytes of RSS per record for good (bench/README.md, "Open time and memory"). The
-line is still one JSON array, so a reader may also parse it whole, and a line without TABs
-(written before pieces, or by hand) is one piece. A line whose TABs do not split it into
-arrays of rows is parsed whole, so the rows read are always those of `json.loads(line)`.
+Rows as stored records: a row's text is exactly a stored record (rows.py), so the writer
+joins the tables' stored records with ",TAB" and the reader splits at ",TAB" and keeps
+each piece of text as a stored record, neither encoding a row nor keeping the values it
+parses beyond the index columns. A JSON string never holds a raw TAB (it must be escaped),
+and compact JSON holds no whitespace at all, so in a line this writer wrote ",TAB" is
+only ever a row's end. The reader still takes nothing on trust: each text is scanned on
+its own and kept only if it is exactly one JSON value; otherwise (a line written by hand
+with whitespace, or by an older writer that put ",TAB" only after every 2,048th row) the
+window of rows is parsed as JSON and its rows are encoded again, so the rows read are
+always those of `json.loads(line)`.
+
+Windows: the reader takes a line WINDOW bytes at a time (cut at a ",TAB"), so a
+1,000,000-row line never becomes a million parsed lists at once: parsed whole, it left the
+freed lists as holes between the objects that stay, 130 bytes of RSS per record for good
+(bench/README.md, "Open time and memory"). A window that does not parse hands over to the
+whole line's parse, which names the error.
 
 Crash rules: a snapshot is only ever written under a `.new` name, fsynced, and renamed
 into place by compaction (compact.py), so a torn snapshot never carries the real name. A
@@ -37,23 +43,29 @@ import os
 import zlib
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
-from itertools import chain
+from itertools import chain, repeat
+from operator import itemgetter
 from typing import Any
 
 from dbsvc.errors import CorruptLog
 from dbsvc.runtime import compact_json
 from dbsvc.storage import files
 from dbsvc.storage.files import write_all
+from dbsvc.storage.rows import SCAN, Stored, pack
+
+_VALUE, _END = itemgetter(0), itemgetter(1)
 
 FORMAT = 1
-CHUNK_ROWS = 2048          # rows per piece of a model line written whole (`encode_snapshot`)
-PIECE = b",\t"            # what ends a piece that is not a line's last
+CHUNK_ROWS = 2048          # rows encoded at a time by `encode_snapshot`
+ROW_END = b",\t"           # what ends every row of a model line but its last
+WINDOW = 1 << 19           # bytes of a model line the reader splits and scans at a time
 
 
 @dataclass(slots=True)
 class ModelImage:
-    """One model's part of a snapshot: rows are lists when read from a file, a table's
-    stored records (tuples, which encode as the same JSON arrays) when written."""
+    """One model's part of a snapshot: rows are lists of values (read from a file by
+    `decode_snapshot`, or made by an offline tool), or a table's stored records (bytes,
+    rows.py), which are their row texts already."""
 
     name: str
     fields: list[str]
@@ -72,9 +84,9 @@ def _line(text: bytes) -> bytes:
     return b"%08x " % zlib.crc32(text) + text + b"\n"
 
 
-def _rows_text(rows: Sequence[Sequence[Any]]) -> bytes:
-    """Rows as the inside of a JSON array (no brackets)."""
-    return compact_json(rows).encode("utf-8")[1:-1]
+def _rows_text(rows: Sequence[Stored | Sequence[Any]]) -> bytes:
+    """Rows as the inside of a JSON array (no brackets), each but the last ended by ROW_END."""
+    return ROW_END.join([r if type(r) is bytes else pack(r) for r in rows])
 
 
 def encode_snapshot(image: SnapshotImage) -> Iterator[bytes]:
@@ -87,8 +99,8 @@ def encode_snapshot(image: SnapshotImage) -> Iterator[bytes]:
     yield _line(compact_json(header).encode("utf-8"))
     for m in image.models:
         rows = m.rows
-        pieces = (_rows_text(rows[i : i + CHUNK_ROWS]) for i in range(0, len(rows), CHUNK_ROWS))
-        yield _line(b"[" + PIECE.join(pieces) + b"]")
+        chunks = (_rows_text(rows[i : i + CHUNK_ROWS]) for i in range(0, len(rows), CHUNK_ROWS))
+        yield _line(b"[" + ROW_END.join(chunks) + b"]")
 
 
 @dataclass(slots=True)
@@ -126,7 +138,7 @@ def write_snapshot_stream(fd: int, epoch: str, head_offset: int, models: list[Mo
                 continue
             text = _rows_text(chunk)
             if written:
-                text = PIECE + text
+                text = ROW_END + text
             written += len(chunk)
             crc = zlib.crc32(text, crc)
             write_all(fd, text)
@@ -187,7 +199,7 @@ class ModelLine:
 
 def read_snapshot(path: str, data: bytes) -> tuple[str, int, list[ModelLine]]:
     """(epoch, head offset, model lines) of a snapshot's bytes: every line's CRC checked,
-    the header parsed, the model lines left for `model_pieces`."""
+    the header parsed, the model lines left for `model_windows`."""
     lines = snapshot_lines(path, data)
     if not lines:
         raise CorruptLog(path, 0, "empty snapshot")
@@ -203,56 +215,63 @@ def read_snapshot(path: str, data: bytes) -> tuple[str, int, list[ModelLine]]:
     return header["epoch"], header["head_offset"], models
 
 
-def model_pieces(path: str, line: ModelLine) -> Iterator[list]:
-    """The rows of a model line, one piece (a list of rows) at a time (module docstring);
-    CorruptLog if the line is not a JSON array or its row count is not the header's."""
+Window = tuple[list, "list[Stored] | None"]      # rows' values, and their texts when kept
+
+
+def model_windows(path: str, line: ModelLine) -> Iterator[Window]:
+    """The rows of a model line, a window at a time (module docstring): each window's
+    rows as parsed, and their texts as stored records, or None where the texts are not
+    one row each (the caller packs the values then). CorruptLog if the line is not a
+    JSON array or its row count is not the header's."""
     count = 0
-    for rows in _pieces(path, line):
+    for rows, texts in _windows(path, line):
         count += len(rows)
-        yield rows
+        yield rows, texts
     if count != line.count:
         raise CorruptLog(path, line.position, f"model {line.name!r}: {count} rows, header says {line.count}")
 
 
-def _pieces(path: str, line: ModelLine) -> Iterator[list]:
-    """Each piece's rows. A line that is not cut into arrays of rows (a TAB that is not
-    a piece end, an empty piece) hands over to the whole line's parse for the rows not
-    yet given: every piece parsed being a non-empty array of values, the line is their
-    concatenation, so the rows given are always those of the whole line."""
-    data = line.data
-    bounds = _piece_bounds(data, line.start, line.end)
-    if bounds is None:
-        yield _whole(path, line)
-        return
-    view = memoryview(data)
-    given = 0
-    for a, b in bounds:
-        try:
-            rows = json.loads("[" + str(view[a:b], "utf-8", "surrogatepass") + "]")
-        except ValueError:
-            rows = None
-        if type(rows) is not list or (not rows and len(bounds) > 1):
-            yield _whole(path, line)[given:]
-            return
-        given += len(rows)
-        yield rows
-        del rows
-
-
-def _piece_bounds(data: bytes, start: int, end: int) -> list[tuple[int, int]] | None:
-    """[a, b) of each piece's rows inside the line `data[start:end]` ("[" rows ",TAB" ...
-    rows "]"), or None for a line that is not a bracketed array cut only after commas."""
+def _windows(path: str, line: ModelLine) -> Iterator[Window]:
+    data, start, end = line.data, line.start, line.end
     if end - start < 2 or data[start] != 0x5B or data[end - 1] != 0x5D:      # "[" ... "]"
+        yield _whole(path, line), None
+        return
+    a, stop = start + 1, end - 1
+    given = 0
+    while a < stop:
+        cut = data.find(ROW_END, min(a + WINDOW, stop), stop)
+        b = stop if cut < 0 else cut
+        window = data[a:b]
+        split = window.split(ROW_END)
+        rows = _one_row_each(split)
+        texts: list[Stored] | None = split
+        if rows is None:
+            texts = None
+            try:
+                rows = json.loads("[" + str(window, "utf-8", "surrogatepass") + "]")
+            except ValueError:
+                rows = None
+            if type(rows) is not list or not rows:
+                yield _whole(path, line)[given:], None
+                return
+        given += len(rows)
+        yield rows, texts
+        a = b + len(ROW_END)
+
+
+def _one_row_each(texts: list[bytes]) -> list | None:
+    """The value of each text, or None unless every text is exactly one JSON value. In C
+    but for the list calls: about 0.9 us a row (rows.py, the scanner)."""
+    strs = list(map(bytes.decode, texts, repeat("utf-8"), repeat("surrogatepass")))
+    try:
+        # The scanner raises StopIteration where no value starts, which ends the map
+        # early: the lengths below then differ.
+        found = list(map(SCAN, strs, repeat(0)))
+    except ValueError:
         return None
-    bounds = []
-    a = start + 1
-    while (tab := data.find(b"\t", a, end)) >= 0:
-        if data[tab - 1] != 0x2C:                                               # ","
-            return None
-        bounds.append((a, tab - 1))
-        a = tab + 1
-    bounds.append((a, end - 1))
-    return bounds
+    if list(map(len, strs)) != list(map(_END, found)):
+        return None
+    return list(map(_VALUE, found))
 
 
 def _whole(path: str, line: ModelLine) -> list:
@@ -268,6 +287,6 @@ def _whole(path: str, line: ModelLine) -> list:
 def decode_snapshot(path: str, data: bytes) -> SnapshotImage:
     """The whole snapshot at once, every model's rows in one list (offline tools)."""
     epoch, head, lines = read_snapshot(path, data)
-    models = [ModelImage(m.name, m.fields, list(chain.from_iterable(model_pieces(path, m))), m.max_id)
-              for m in lines]
+    models = [ModelImage(m.name, m.fields, list(chain.from_iterable(rows for rows, _texts in model_windows(path, m))),
+                         m.max_id) for m in lines]
     return SnapshotImage(epoch, head, models)

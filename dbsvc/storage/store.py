@@ -41,8 +41,9 @@ Rules:
    last *acknowledged* row, so a client that reads and then subscribes with `after=head`
    misses nothing (it may see a row twice).
 4. Events reach subscribers on the loop after their commit, in offset order, each with its
-   log frame (the bytes just made durable: the `/replicate` message); the ring keeps
-   the last `ring_capacity` committed events (after a restart, the log's last rows).
+   log frame (the bytes just made durable: the `/replicate` message); without
+   replication, the ring keeps the last `ring_capacity` committed events (after a
+   restart, the log's last rows).
 5. `events_after(offset)`: `OffsetOutOfRange` beyond the head; `OffsetGone` when the offset
    is older than what the ring holds, or, with replication, what `frames_after` holds:
    the log since the last compaction plus the retained segment before it (retain.py: the
@@ -103,6 +104,7 @@ from dbsvc.storage.compact import SNAPSHOT_NAME
 from dbsvc.storage.logfile import FRAME_HEADER_SIZE, encode_frame
 from dbsvc.storage.snapshot import ModelImage, SnapshotImage, encode_snapshot
 from dbsvc.storage.query import list_live, list_state
+from dbsvc.storage.rows import Values, unpack
 from dbsvc.storage.table import Table
 
 log = logging.getLogger("dbsvc.storage")
@@ -171,6 +173,10 @@ class Store:
         (retain.py; 0 keeps none and removes a segment left from before)."""
         if sync not in ("full", "off"):
             raise ValueError(f"sync must be 'full' or 'off', got {sync!r}")
+        if replication:
+            # `events_after` reads the log then (`frames_after`): a ring would only hold
+            # the last events' records once more, never read.
+            ring_capacity = 0
         faults = FaultPlan.from_env()
         if not readonly and lock is None:
             lock = WriterLock.acquire(directory)
@@ -198,9 +204,9 @@ class Store:
         table = self._table(model)
         if as_of is None or as_of >= table.watermark:
             stored = table.live.get(id)
-            return (None if stored is None else table.shown(stored)), table.watermark
+            return (None if stored is None else table.shown(id, stored)), table.watermark
         past = table.get_as_of(id, max(as_of, 0))
-        return (None if past is None else table.model.decode(past)), as_of
+        return (None if past is None else table.model.decode(unpack(past))), as_of
 
     def list(self, model: str, query: Query) -> tuple[list[dict], int, int]:
         table = self._table(model)
@@ -285,14 +291,14 @@ class Store:
                 raise ForeignKeyViolation(
                     f"{f} {value!r} does not match any {self._tables[parent].model.kebab}", field=f)
 
-    def _check_unique(self, table: Table, stored: tuple, record: dict) -> None:
-        clash = table.unique_clash(stored)
+    def _check_unique(self, table: Table, values: Values, record: dict) -> None:
+        clash = table.unique_clash(values)
         if clash is not None:
             f, other = clash
             raise UniqueViolation(f"{f} {record[f]!r} is already used by {table.model.kebab} {other!r}", field=f)
 
     def _write(self, commit: CommitQueue, table: Table, kind: EventKind, id_: Any,
-               record: dict | None, previous: dict | None, apply: Callable[[], None]) -> asyncio.Future:
+               record: dict | None, previous: dict | None, apply: Callable[[], object]) -> asyncio.Future:
         offset = self._next_offset
         shown = record if record is not None else previous       # a delete shows the last record
         assert shown is not None
@@ -301,7 +307,7 @@ class Store:
         return self._submit(commit, table, offset, encode_frame(offset, event.payload()), event, apply)
 
     def _submit(self, commit: CommitQueue, table: Table, offset: int, frame: bytes, event: ChangeEvent,
-                apply: Callable[[], None]) -> asyncio.Future:
+                apply: Callable[[], object]) -> asyncio.Future:
         max_id = table.max_id
 
         def applied() -> tuple[Table, int, int]:
@@ -498,13 +504,12 @@ class Store:
             record[m.id_field] = id_ = table.max_id + 1
         if id_ in table.live:
             raise UniqueViolation(f"{m.id_field} {id_!r} is already used by {m.kebab} {id_!r}", field=m.id_field)
-        stored = m.row(record)
-        self._check_unique(table, stored, record)
+        values = m.row(record)
+        self._check_unique(table, values, record)
         self._check_refs(table, record, None)
 
         def apply() -> None:
-            table.insert(stored)
-            table.prime(stored, record)
+            table.prime(id_, table.insert(values), record)
 
         return record, self._write(commit, table, EventKind.INSERT, id_, record, None, apply)
 
@@ -515,17 +520,16 @@ class Store:
         current = table.live.get(id)
         if current is None:
             raise NotFound(f"{m.kebab} {id!r} not found")
-        previous = table.shown(current)
+        previous = table.shown(id, current)
         if record.get(m.id_field) != id:
             record = dict(record)
             record[m.id_field] = id
-        stored = m.row(record)
-        self._check_unique(table, stored, record)
+        values = m.row(record)
+        self._check_unique(table, values, record)
         self._check_refs(table, record, previous)
 
         def apply() -> None:
-            table.replace(current, stored)
-            table.prime(stored, record)
+            table.prime(id, table.replace(current, values, m.row(previous)), record)
 
         return previous, record, self._write(commit, table, EventKind.UPDATE, id, record, previous, apply)
 
@@ -535,14 +539,14 @@ class Store:
         current = table.live.get(id)
         if current is None:
             raise NotFound(f"{table.model.kebab} {id!r} not found")
-        previous = table.shown(current)
+        previous = table.shown(id, current)
         children = sum(child.refs[f].get(id, 0) for child, f in self._referrers[table.name])
         if children:
             names = sorted({child.name for child, f in self._referrers[table.name] if child.refs[f].get(id)})
             raise Referenced(f"{table.model.kebab} {id!r} is referenced by {children} record(s) of "
                              f"{', '.join(names)}", count=children)
         return previous, self._write(commit, table, EventKind.DELETE, id, None, previous,
-                                     lambda: table.delete(current))
+                                     lambda: table.delete(id, current))
 
     def check_batch(self, rows: Sequence[tuple[str, dict]]) -> None:
         """`BatchRejected` if `insert_batch(rows)` would refuse them; works on a read-only
@@ -563,7 +567,7 @@ class Store:
         checkpoints: builtins.list[tuple[int, int]] = []
         commit.append_batch(batch.frames(planned, first, commit.writer.written, recovery.CHECKPOINT_EVERY,
                                          checkpoints), len(planned))
-        by_table: dict[str, builtins.list[tuple]] = {}
+        by_table: dict[str, builtins.list[Values]] = {}
         for table, record in planned:
             by_table.setdefault(table.name, []).append(table.model.row(record))
         for name, records in by_table.items():
@@ -632,14 +636,14 @@ class Store:
         if kind is EventKind.INSERT:
             if current is not None:
                 raise StreamError(offset, f"insert of {event.model} {event.id!r}, which exists here")
-            stored = table.model.row(record)
-            return self._submit(commit, table, offset, frame, event, lambda: table.insert(stored))
+            values = table.model.row(record)
+            return self._submit(commit, table, offset, frame, event, lambda: table.insert(values))
         if current is None:
             raise StreamError(offset, f"{kind.value} of {event.model} {event.id!r}, which does not exist here")
         if kind is EventKind.UPDATE:
-            stored = table.model.row(record)
-            return self._submit(commit, table, offset, frame, event, lambda: table.replace(current, stored))
-        return self._submit(commit, table, offset, frame, event, lambda: table.delete(current))
+            values = table.model.row(record)
+            return self._submit(commit, table, offset, frame, event, lambda: table.replace(current, values))
+        return self._submit(commit, table, offset, frame, event, lambda: table.delete(event.id, current))
 
     def epoch_snapshot(self) -> tuple[str, int, Iterator[bytes]]:
         """What a follower bootstraps from: the current epoch's id, its base offset (the

@@ -1,13 +1,14 @@
 """One model's in-memory state: live records, their indexes, and the epoch's history.
 
-Records are held in their stored form: the tuple of the record's values in declaration
-order (`CompiledModel.row`, generated; `decode` turns one back into a dict). A 7-field
-record's dict costs 272 bytes, its tuple 96: the field names are the model's, said once.
-Stored records are immutable; a replace stores a new tuple.
+Records are held in their stored form (rows.py): each one bytes object, the compact JSON
+array of its values in declaration order, 211 bytes for the bench's 7-field post where the
+tuple of its values costs 457, the values included. Values are read back out (`rows.unpack`) only
+where they are needed; the writes take the values they store (`CompiledModel.row`) and
+pack them here. Stored records are immutable; a replace stores a new one.
 
 State of a `Table`::
 
-    live        id -> stored record (tuple)
+    live        id -> stored record (bytes)
     pk          SortedIndex of ids (primary-key order, the order of unsorted lists)
     unique      field -> {index key -> id}, for every @unique field (nulls not indexed)
     hashes      field -> HashIndex, for every @filter field (UniqueFilter over `unique` for
@@ -19,18 +20,24 @@ State of a `Table`::
     max_id      largest int id ever used (survives deletes and compaction)
     _shown      id -> (stored, its dict): the dicts handed out lately (`shown`)
 
+Index keys are the only values held as objects (an ordered index needs its keys to
+compare): a str sort field's key is a str per record, a float's a float.
+
 Watermark = len(base_ids) + len(rows): the number of the model's rows in this epoch.
 
 Dicts handed out: the store's reads and writes speak dicts (`shown`, `prime`). Reading one
 record version twice gives the same dict object for as long as it stays among the last
 SHOWN handed out, so the application's encoded-JSON cache, which trusts a record by
 identity (app.py `EncodedRecords`), keeps hitting: without it every page of 20 records
-would be encoded again (~47 us instead of ~1.4 us). `records` is a read-only mapping of
-fresh dicts for tests and tools.
+would be encoded again (~47 us instead of ~1.4 us). A record whose stored form is over
+SHOWN_BYTES is not remembered: its dict would hold every value a second time beside the
+stored bytes (a 200 KB record, 200 KB more), where decoding it again costs little next to
+sending it (app.py skips caching its encoding for the same reason). `records` is a
+read-only mapping of fresh dicts for tests and tools.
 
 History and `as_of` (docs/guide/queries.md#reading-the-past-watermarks-and-as_of). Rows after the snapshot are kept as 3-tuples that
 share their stored records with the live state, so history costs about 80 bytes per row
-(tuple + list slot) plus the superseded record versions themselves; snapshot rows cost one
+(tuple + list slot) plus the superseded stored records themselves; snapshot rows cost one
 list slot (8 bytes) each. History is bounded by compaction, which starts a new epoch whose
 `rows` are only those written after its cut: at open, by `dbsvc compact`, and while serving
 (online.py) as soon as the log is over `compact_bytes` (64 MiB) and holds more than twice
@@ -63,11 +70,12 @@ from typing import Any
 
 from dbsvc.runtime import CompiledModel, identity
 from dbsvc.storage.indexes import FilterIndex, HashIndex, OrderedIndex, SortedIndex, UniqueFilter
+from dbsvc.storage.rows import Stored, Values, pack, unpack
 
-Stored = tuple            # a record's values in declaration order (CompiledModel.row)
 Row = tuple[Any, "Stored | None", "Stored | None"]
 
 SHOWN = 65536             # dicts a table remembers handing out (app.py caches as many encodings)
+SHOWN_BYTES = 4096        # a stored record longer than this is never remembered as a dict
 
 
 class Records(Mapping[Any, dict]):
@@ -80,7 +88,7 @@ class Records(Mapping[Any, dict]):
         self._table = table
 
     def __getitem__(self, id_: Any) -> dict:
-        return self._table.model.decode(self._table.live[id_])
+        return self._table.model.decode(unpack(self._table.live[id_]))
 
     def __contains__(self, id_: object) -> bool:
         return id_ in self._table.live
@@ -100,6 +108,7 @@ class Table:
         "_plan_unique",
         "_shown",
         "base_ids",
+        "columns",
         "fixup",
         "hashes",
         "id_field",
@@ -124,6 +133,10 @@ class Table:
         self.keys = model.keys
         self.positions = {f: i for i, f in enumerate(model.fields)}
         self.id_position = self.positions[model.id_field]
+        # The positions whose values `load_base` takes as columns: the id's and every
+        # indexed or counted field's.
+        self.columns = sorted({self.id_position, *(self.positions[f] for f in (
+            *model.unique_fields, *model.filter_fields, *model.sort_fields, *(f for f, _p in model.refs)))})
         self.live: dict[Any, Stored] = {}
         self.pk = SortedIndex()
         self.unique: dict[str, dict[Any, Any]] = {f: {} for f in model.unique_fields}
@@ -157,32 +170,36 @@ class Table:
     def records(self) -> Records:
         return Records(self)
 
-    def shown(self, stored: Stored) -> dict:
-        """The dict of a live stored record: the one handed out before for this very
-        tuple while it is among the last SHOWN, else a new one (module docstring)."""
-        id_ = stored[self.id_position]
+    def shown(self, id_: Any, stored: Stored) -> dict:
+        """The dict of the live stored record of `id_`: the one handed out before for this
+        very stored record while it is among the last SHOWN, else a new one (module
+        docstring)."""
         entry = self._shown.get(id_)
         if entry is not None and entry[0] is stored:
             return entry[1]
-        record = self.model.decode(stored)
+        record = self.model.decode(unpack(stored))
         self._remember(id_, stored, record)
         return record
 
-    def shown_all(self, page: list[Stored]) -> list[dict]:
-        """`shown` of each stored record of a list page, the hits inline."""
-        get, pos = self._shown.get, self.id_position
+    def shown_all(self, ids: list[Any]) -> list[dict]:
+        """`shown` of the live record of each id of a list page, the hits inline."""
+        get, live = self._shown.get, self.live
         out = []
-        for stored in page:
-            entry = get(stored[pos])
-            out.append(entry[1] if entry is not None and entry[0] is stored else self.shown(stored))
+        for id_ in ids:
+            stored = live[id_]
+            entry = get(id_)
+            out.append(entry[1] if entry is not None and entry[0] is stored else self.shown(id_, stored))
         return out
 
-    def prime(self, stored: Stored, record: dict) -> None:
+    def prime(self, id_: Any, stored: Stored, record: dict) -> None:
         """`record` is the dict of `stored` (a write hands the record it was given back)."""
-        self._remember(stored[self.id_position], stored, record)
+        self._remember(id_, stored, record)
 
     def _remember(self, id_: Any, stored: Stored, record: dict) -> None:
         shown = self._shown
+        if len(stored) > SHOWN_BYTES:
+            shown.pop(id_, None)
+            return
         if id_ in shown:
             shown.move_to_end(id_)
         elif len(shown) >= SHOWN:
@@ -191,13 +208,15 @@ class Table:
 
     # -- bulk load (snapshot) ------------------------------------------------------------
 
-    def load_base(self, records: list[Stored], max_id: int) -> None:
-        """Install the snapshot's records as rows 1..n of an empty table. Their ids must
-        be strictly ascending (recovery.py checks the file's rows), so the primary key
-        needs no sort and each ordered index one stable sort by key alone."""
+    def load_base(self, stored: list[Stored], columns: Mapping[int, list[Any]], max_id: int) -> None:
+        """Install the snapshot's records as rows 1..n of an empty table: `stored` in
+        their stored form, `columns` the values at each of `self.columns` (the record's
+        other values are never made objects). Their ids must be strictly ascending
+        (recovery.py checks the file's rows), so the primary key needs no sort and each
+        ordered index one stable sort by key alone."""
         assert not self.live and not self.rows, "load_base fills an empty table"
-        ids = list(map(itemgetter(self.id_position), records))
-        self.live = dict(zip(ids, records))
+        ids = columns[self.id_position]
+        self.live = dict(zip(ids, stored))
         self.base_ids = ids
         self.pk = SortedIndex.from_sorted(ids)
         keys, at = self.keys, self.positions
@@ -206,7 +225,7 @@ class Table:
             # One key column per field, shared by its indexes and dropped before the
             # next one is made: 8 MB a column at 1M records, which the allocator keeps
             # once freed, so holding them all at once costs RSS for good.
-            column = list(map(itemgetter(at[f]), records))
+            column = columns[at[f]]
             if keys[f] is not identity:
                 column = list(map(keys[f], column))
             if f in self.unique:
@@ -224,7 +243,7 @@ class Table:
                     self.hashes[f] = HashIndex.from_columns(column, ids, span)
             del column
         for f, counts in self.refs.items():
-            counts.update(Counter(map(itemgetter(at[f]), records)))
+            counts.update(Counter(columns[at[f]]))
             counts.pop(None, None)
         self.max_id = max(max_id, self.max_id)
         if self.model.id_type == "int" and ids:
@@ -265,11 +284,11 @@ class Table:
 
     # -- constraint probes (the store raises the errors) --------------------------------
 
-    def unique_clash(self, stored: Stored) -> tuple[str, Any] | None:
+    def unique_clash(self, values: Values) -> tuple[str, Any] | None:
         """(field, other id) of the first @unique value another record holds."""
-        own = stored[self.id_position]
+        own = values[self.id_position]
         for f, pos, kf, index in self._plan_unique:
-            v = stored[pos]
+            v = values[pos]
             if v is None:
                 continue
             other = index.get(kf(v))
@@ -279,10 +298,8 @@ class Table:
 
     # -- mutation ------------------------------------------------------------------------
 
-    def _index(self, r: Stored) -> None:
-        """Add a record that is not live to the live state and every index."""
-        id_ = r[self.id_position]
-        self.live[id_] = r
+    def _index(self, id_: Any, r: Values) -> None:
+        """Add the index entries of a record that is not live (its values `r`)."""
         self.pk.add(id_)
         for _f, pos, kf, index in self._plan_unique:
             v = r[pos]
@@ -297,9 +314,9 @@ class Table:
             if v is not None:
                 counts[v] = counts.get(v, 0) + 1
 
-    def _unindex(self, r: Stored) -> None:
+    def _unindex(self, id_: Any, stored: Stored) -> None:
         """Take a live record out of the live state and every index."""
-        id_ = r[self.id_position]
+        r = unpack(stored)
         del self.live[id_]
         self.pk.remove(id_)
         self._shown.pop(id_, None)
@@ -316,39 +333,44 @@ class Table:
             if v is not None:
                 _uncount(counts, v)
 
-    def insert(self, record: Stored) -> None:
-        id_ = record[self.id_position]
-        self._index(record)
-        self.rows.append((id_, record, None))
+    def insert(self, values: Values) -> Stored:
+        """Store a new record from its values; returns its stored form."""
+        id_ = values[self.id_position]
+        stored = pack(values)
+        self._index(id_, values)
+        self.live[id_] = stored
+        self.rows.append((id_, stored, None))
         if type(id_) is int and id_ > self.max_id:
             self.max_id = id_
+        return stored
 
-    def insert_many(self, records: list[Stored]) -> None:
+    def insert_many(self, batch: list[Values]) -> None:
         """`insert` of each record in turn (a batch, store.insert_batch), with the same
         result. When the batch is at least as large as the table, the sorted indexes are
         rebuilt with one sort each instead of taking that many sorted inserts."""
-        if len(records) < len(self.live) or not records:
-            for record in records:
-                self.insert(record)
+        if len(batch) < len(self.live) or not batch:
+            for values in batch:
+                self.insert(values)
             return
-        ids = list(map(itemgetter(self.id_position), records))
+        ids = list(map(itemgetter(self.id_position), batch))
+        records = list(map(pack, batch))
         self.live.update(zip(ids, records))
         self.rows.extend(zip(ids, records, [None] * len(records)))
         self.pk = SortedIndex(chain(self.pk, ids))
         for _f, pos, kf, index in self._plan_unique:
-            for id_, r in zip(ids, records):
+            for id_, r in zip(ids, batch):
                 v = r[pos]
                 if v is not None:
                     index[kf(v)] = id_
         for pos, kf, hindex in self._plan_hash:
             add = hindex.add
-            for id_, r in zip(ids, records):
+            for id_, r in zip(ids, batch):
                 add(kf(r[pos]), id_)
         for f, sindex in self.ordered.items():
             kf, pos = self.keys[f], self.positions[f]
-            self.ordered[f] = OrderedIndex(chain(sindex, zip([kf(r[pos]) for r in records], ids)))
+            self.ordered[f] = OrderedIndex(chain(sindex, zip([kf(r[pos]) for r in batch], ids)))
         for pos, counts in self._plan_refs:
-            for r in records:
+            for r in batch:
                 v = r[pos]
                 if v is not None:
                     counts[v] = counts.get(v, 0) + 1
@@ -357,13 +379,11 @@ class Table:
             self.max_id = top
         self._plan()
 
-    def _swap(self, old: Stored, new: Stored) -> None:
-        """Put `new` in place of `old`, another version of the same live record, moving only
-        the index entries whose key changed: a PATCH of one field touches that field's
-        indexes, not every index of the model (each sorted-index move is two bisects and
-        two list shifts)."""
-        id_ = new[self.id_position]
-        self.live[id_] = new
+    def _swap(self, id_: Any, old: Values, new: Values) -> None:
+        """Move the index entries of record `id_` from its values `old` to `new`, only
+        those whose key changed: a PATCH of one field touches that field's indexes, not
+        every index of the model (each sorted-index move is two bisects and two list
+        shifts)."""
         for _f, pos, kf, index in self._plan_unique:
             a, b = old[pos], new[pos]
             was = None if a is None else kf(a)
@@ -391,24 +411,32 @@ class Table:
                 if b is not None:
                     counts[b] = counts.get(b, 0) + 1
 
-    def replace(self, previous: Stored, record: Stored) -> None:
-        self._swap(previous, record)
-        self.rows.append((record[self.id_position], record, previous))
+    def replace(self, previous: Stored, values: Values, was: Values | None = None) -> Stored:
+        """Store a new version of a live record (`previous` its stored form now, `was` its
+        values when the caller has them) from its values; returns the new stored form."""
+        id_ = values[self.id_position]
+        stored = pack(values)
+        self._swap(id_, unpack(previous) if was is None else was, values)
+        self.live[id_] = stored
+        self.rows.append((id_, stored, previous))
+        return stored
 
-    def delete(self, previous: Stored) -> None:
-        self._unindex(previous)
-        self.rows.append((previous[self.id_position], None, previous))
+    def delete(self, id_: Any, previous: Stored) -> None:
+        self._unindex(id_, previous)
+        self.rows.append((id_, None, previous))
 
     def undo_last(self, max_id: int) -> None:
         """Remove the last row and restore exactly the state before it."""
-        _id, record, previous = self.rows.pop()
+        id_, record, previous = self.rows.pop()
         if previous is None:
             assert record is not None
-            self._unindex(record)
+            self._unindex(id_, record)
         elif record is None:
-            self._index(previous)
+            self._index(id_, unpack(previous))
+            self.live[id_] = previous
         else:
-            self._swap(record, previous)
+            self._swap(id_, unpack(record), unpack(previous))
+            self.live[id_] = previous
         self.max_id = max_id
 
 

@@ -40,3 +40,15 @@ def test_capacity_evicts_the_oldest_entry():
     assert cache.encode(USER, records[2]) is encoded[2]
     assert cache.encode(USER, records[0]) is not encoded[0]      # evicted, encoded afresh
     assert cache.encode(USER, records[0]) == encoded[0]
+
+
+def test_an_encoding_over_the_largest_is_not_kept_nor_its_record():
+    cache = EncodedRecords(list(MODULE.MODELS), largest=200)
+    small, big = user(1, "Ann"), user(2, "x" * 300)
+    cache.encode(USER, small)
+    first = cache.encode(USER, big)
+    assert json.loads(first) == big and cache.encode(USER, big) is not first     # encoded each time
+    assert cache._entries["User"].keys() == {1}                                 # no entry holds the big dict
+    grown = user(1, "y" * 300)                                                  # a record that grew past it
+    cache.encode(USER, grown)
+    assert cache._entries["User"] == {} and json.loads(cache.encode(USER, grown)) == grown

@@ -1,6 +1,7 @@
-"""Enum values are stored as the generated module's own member strings (`members_m__f`,
-`runtime.shared`), whichever way a record arrives: a write, the log replayed, a snapshot
-loaded. A million users then share three role strings instead of holding a million."""
+"""Enum values are the generated module's own member strings (`members_m__f`,
+`runtime.shared`) wherever storage holds them as objects, its index keys, whichever way a
+record arrives: a write, the log replayed, a snapshot loaded. A million users sorted by
+role then share three role strings instead of holding a million."""
 
 from __future__ import annotations
 
@@ -26,7 +27,9 @@ def fresh(text: str) -> str:
 
 
 def _stored_roles(store) -> dict[int, str]:
-    return {i: row[ROLE] for i, row in store._tables["User"].live.items()}
+    """The key object the role index holds for each user."""
+    buckets = store._tables["User"].hashes["role"].buckets
+    return {i: role for role, ids in buckets.items() for i in ids}
 
 
 def test_the_generated_module_names_each_member_once():

@@ -6,9 +6,10 @@ from __future__ import annotations
 import random
 
 import pytest
-from support.storage import BLOG, post, user
+from support.storage import BLOG, load_values, post, user
 
 from dbsvc.storage.indexes import LOAD, HashIndex, OrderedIndex, SortedIndex, UniqueFilter
+from dbsvc.storage.rows import unpack
 from dbsvc.storage.table import Table
 
 
@@ -126,7 +127,7 @@ def test_load_base_builds_what_inserts_build():
     for model, records in ((BLOG.BY_NAME["User"], users), (BLOG.BY_NAME["BlogPost"], posts)):
         stored = [model.row(r) for r in records]
         loaded = Table(model)
-        loaded.load_base(stored, 0)
+        load_values(loaded, stored)
         filled = Table(model)
         want = _fill(filled, stored)
         assert _table_shape(loaded) == want
@@ -230,7 +231,7 @@ def test_replace_moves_only_changed_keys_and_undo_restores_exactly(seed):
     model = BLOG.BY_NAME["User"]
     table = Table(model)
     records = [user(i, name=f"n{i % 7}", age=rnd.choice([None, 20, 30]), email=f"u{i}@x") for i in range(1, 300)]
-    table.load_base([model.row(r) for r in records], 0)
+    load_values(table, [model.row(r) for r in records])
     first = _table_shape(table)
     for step in range(400):
         i = rnd.randrange(1, 300)
@@ -238,7 +239,7 @@ def test_replace_moves_only_changed_keys_and_undo_restores_exactly(seed):
         change = rnd.choice([{}, {"age": rnd.choice([None, 20, 31])}, {"name": f"n{rnd.randrange(9)}"},
                              {"email": f"moved{step}@x", "role": "admin"}, {"age": current["age"]}])
         table.replace(table.live[i], model.row({**current, **change}))
-    fresh = _fill(Table(model), list(table.live.values()))
+    fresh = _fill(Table(model), list(map(unpack, table.live.values())))
     assert {k: v for k, v in _table_shape(table).items() if k != "max_id"} == \
         {k: v for k, v in fresh.items() if k != "max_id"}
     for _ in range(400):
@@ -249,7 +250,7 @@ def test_replace_moves_only_changed_keys_and_undo_restores_exactly(seed):
 def test_replace_of_an_unindexed_field_keeps_every_index_as_it_was():
     model = BLOG.BY_NAME["BlogPost"]
     table = Table(model)
-    table.load_base([model.row(post(i, author=i % 3 + 1, score=float(i % 4))) for i in range(1, 50)], 0)
+    load_values(table, [model.row(post(i, author=i % 3 + 1, score=float(i % 4))) for i in range(1, 50)])
     before = _table_shape(table)
     table.replace(table.live[7], model.row(post(7, author=7 % 3 + 1, score=3.0, body="a new body")))
     after = _table_shape(table)

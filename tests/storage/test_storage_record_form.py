@@ -1,14 +1,17 @@
-"""Records are held as stored rows (tuples in field order) and handed out as dicts: the
-generated conversions agree with the dict form, and a record version read twice is the
-same dict, which the application's encoded-JSON cache relies on (app.py EncodedRecords)."""
+"""Records are held as stored records (the compact JSON array of their values in field
+order, rows.py) and handed out as dicts: the generated conversions agree with the dict
+form, packing and unpacking give the values back exactly, and a record version read twice
+is the same dict, which the application's encoded-JSON cache relies on (app.py
+EncodedRecords)."""
 
 from __future__ import annotations
 
 import pytest
 from support.storage import BLOG, open_store, post, run, user
 
-from dbsvc.runtime import Query
+from dbsvc.runtime import Query, compact_json
 from dbsvc.storage import table as table_module
+from dbsvc.storage.rows import pack, unpack
 from dbsvc.storage.table import Table
 
 USER, POST = BLOG.BY_NAME["User"], BLOG.BY_NAME["BlogPost"]
@@ -22,6 +25,23 @@ def test_row_is_the_values_in_field_order_and_decode_turns_it_back(model, record
     stored = model.row(record)
     assert type(stored) is tuple and stored == tuple(record[f] for f in model.fields)
     assert model.decode(stored) == record and list(model.decode(stored)) == list(model.fields)
+
+
+@pytest.mark.parametrize("values", [
+    (1, "plain", None, True, False, 0, -0.0, 2.5, 1e300, 2**63 - 1, -(2**63)),
+    (7, "ünïcödé ✓ 🙂", "tab\tnewline\nquote\"backslash\\", "\x00\x1f", "]", "[", ",\t"),
+    (3, {"nested": [1, {"deep": [None, "x"]}], "": {}}, [], [[]], "2026-01-01T00:00:00Z"),
+    (4, "\ud800 lone surrogate (only a hand-made file holds one)"),
+])
+def test_a_stored_record_is_its_values_as_compact_json_and_unpacks_to_them(values):
+    stored = pack(values)
+    assert type(stored) is bytes
+    assert stored == compact_json(values).encode("utf-8", "surrogatepass")     # the snapshot's row text
+    assert b"\t" not in stored                  # a TAB in a value is escaped: ",TAB" ends rows only
+    back = unpack(stored)
+    assert back == list(values) and type(back) is list
+    assert [type(v) for v in back] == [type(v) for v in values]             # -0.0 stays a float, 0 an int
+    assert unpack(stored) is not back                                       # a new list each time
 
 
 @pytest.mark.parametrize("filters", [
@@ -64,15 +84,28 @@ def test_past_versions_are_dicts_of_their_own(tenant):
 def test_shown_dicts_are_bounded(monkeypatch):
     monkeypatch.setattr(table_module, "SHOWN", 3)
     table = Table(USER)
-    rows = [USER.row(user(i)) for i in range(1, 6)]
-    for stored in rows:
-        table.insert(stored)
-    dicts = [table.shown(stored) for stored in rows]
+    rows = [table.insert(USER.row(user(i))) for i in range(1, 6)]
+    dicts = [table.shown(i, stored) for i, stored in enumerate(rows, 1)]
     assert len(table._shown) == 3
-    assert table.shown(rows[-1]) is dicts[-1]               # still remembered
-    assert table.shown(rows[0]) is not dicts[0] and table.shown(rows[0]) == dicts[0]
-    table.delete(rows[0])
+    assert table.shown(5, rows[-1]) is dicts[-1]            # still remembered
+    assert table.shown(1, rows[0]) is not dicts[0] and table.shown(1, rows[0]) == dicts[0]
+    table.delete(1, rows[0])
     assert 1 not in table._shown and 1 not in table.records
+
+
+def test_a_large_record_is_never_remembered_as_a_dict(monkeypatch):
+    """Its dict would hold its values a second time beside the stored bytes."""
+    monkeypatch.setattr(table_module, "SHOWN_BYTES", 200)
+    table = Table(USER)
+    small = table.insert(USER.row(user(1)))
+    big = table.insert(USER.row(user(2, profile={"text": "x" * 300})))
+    assert table.shown(1, small) is table.shown(1, small)
+    first = table.shown(2, big)
+    assert first == user(2, profile={"text": "x" * 300}) and table.shown(2, big) is not first
+    assert table._shown.keys() == {1}
+    grown = table.replace(small, USER.row(user(1, profile={"text": "y" * 300})))
+    table.prime(1, grown, user(1, profile={"text": "y" * 300}))                 # a write that grew it
+    assert table._shown.keys() == set()
 
 
 def test_records_view_reads_dicts_and_sees_later_writes():

@@ -23,6 +23,7 @@ from dbsvc.storage import Store
 from dbsvc.storage import indexes
 from dbsvc.storage.indexes import IdBits, UniqueFilter
 from dbsvc.storage.query import sort_records
+from dbsvc.storage.rows import pack
 
 BLOG = compile_schema(load_schema(str(ROOT / "schemas" / "blog.dbs")))
 
@@ -48,6 +49,12 @@ def open_store(path: str, **kw) -> Store:
 
 def run(coro):
     return asyncio.run(coro)
+
+
+def load_values(table, rows: list, max_id: int = 0) -> None:
+    """`Table.load_base` of records given as their values (ascending ids), as the snapshot
+    reader hands them: stored records and the index columns."""
+    table.load_base([pack(r) for r in rows], {p: [r[p] for r in rows] for p in table.columns}, max_id)
 
 
 def check_indexes(store: Store) -> None:

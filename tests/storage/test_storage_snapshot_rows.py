@@ -1,6 +1,8 @@
-"""Snapshot model lines cut into pieces (snapshot.py, "Pieces"): written with a TAB after
-every CHUNK_ROWS-th row's comma, read one piece at a time, and always the rows of the line
-parsed whole, whatever TABs a damaged or hand-made line carries."""
+"""Snapshot model lines as stored records (snapshot.py, "Rows as stored records" and
+"Windows"): written with ",TAB" after every row but the last, so each row's text is the
+table's stored record; read a window at a time, keeping each text that is exactly one
+row; and always the rows of the line parsed whole, whatever TABs a damaged, hand-made or
+older line carries."""
 
 from __future__ import annotations
 
@@ -9,11 +11,12 @@ import os
 import zlib
 
 import pytest
-from support.storage import check_indexes, open_store, run, user
+from support.storage import BLOG, check_indexes, open_store, run, user
 
 from dbsvc.errors import CorruptLog
 from dbsvc.storage import snapshot
-from dbsvc.storage.snapshot import ModelLine, model_pieces, read_snapshot
+from dbsvc.storage.rows import pack
+from dbsvc.storage.snapshot import ModelLine, model_windows, read_snapshot
 from dbsvc.storage.tenants import compact_tenant
 
 N_USERS = 10
@@ -21,8 +24,8 @@ N_USERS = 10
 
 @pytest.fixture
 def compacted(tenant, monkeypatch):
-    """A tenant of N_USERS users compacted offline with pieces of 3 rows."""
-    monkeypatch.setattr(snapshot, "CHUNK_ROWS", 3)
+    """A tenant of N_USERS users compacted offline, read back in windows of about 2 rows."""
+    monkeypatch.setattr(snapshot, "WINDOW", 100)
     s = open_store(tenant)
 
     async def go():
@@ -48,6 +51,14 @@ def _users(tenant):
         s.close()
 
 
+def _stored(tenant):
+    s = open_store(tenant)
+    try:
+        return dict(s._tables["User"].live)
+    finally:
+        s.close()
+
+
 def _rewrite_user_line(tenant, body: bytes) -> bytes:
     lines = _lines(tenant)
     lines[1] = b"%08x " % zlib.crc32(body) + body          # the header lists User first
@@ -57,41 +68,101 @@ def _rewrite_user_line(tenant, body: bytes) -> bytes:
     return data
 
 
-def test_the_writer_cuts_a_line_after_every_chunk_and_it_stays_one_json_array(compacted):
-    tenant, want = compacted
-    body = _lines(tenant)[1][9:]
-    assert body.count(b"\t") == 3 and body.count(b",\t") == 3      # 10 rows: 3 + 3 + 3 + 1
-    rows = json.loads(body)                                          # a reader may parse it whole
-    assert [r[0] for r in rows] == list(range(1, N_USERS + 1))
-    assert _users(tenant) == want
-
-
-def test_pieces_are_read_one_at_a_time_and_equal_the_whole_line(compacted):
-    tenant, _want = compacted
+def _read(tenant):
     path = os.path.join(tenant, "snapshot")
     data = open(path, "rb").read()
     _epoch, _head, lines = read_snapshot(path, data)
-    user_line = lines[0]
-    pieces = list(model_pieces(path, user_line))
-    assert [len(p) for p in pieces] == [3, 3, 3, 1]
-    assert [row for p in pieces for row in p] == json.loads(data[user_line.start : user_line.end])
+    return data, lines[0], list(model_windows(path, lines[0]))
 
 
-def test_a_line_without_tabs_is_one_piece(compacted):
-    """Snapshots written before pieces existed load as they always did."""
+def test_the_writer_ends_every_row_but_the_last_and_the_line_stays_one_json_array(compacted):
     tenant, want = compacted
-    whole = json.loads(_lines(tenant)[1][9:])
-    _rewrite_user_line(tenant, json.dumps(whole, separators=(",", ":")).encode())
-    path = os.path.join(tenant, "snapshot")
-    _e, _h, lines = read_snapshot(path, open(path, "rb").read())
-    assert [len(p) for p in model_pieces(path, lines[0])] == [N_USERS]
+    body = _lines(tenant)[1][9:]
+    assert body.count(b"\t") == N_USERS - 1 and body.count(b",\t") == N_USERS - 1
+    rows = json.loads(body)                                          # a reader may parse it whole
+    assert [r[0] for r in rows] == list(range(1, N_USERS + 1))
+    stored = _stored(tenant)
+    assert body[1:-1].split(b",\t") == [stored[i] for i in range(1, N_USERS + 1)]   # the rows are the records
     assert _users(tenant) == want
 
 
-@pytest.mark.parametrize("where", ["after the bracket", "inside a row", "inside a row after good pieces",
+def test_windows_are_read_one_at_a_time_keep_the_texts_and_equal_the_whole_line(compacted):
+    tenant, _want = compacted
+    data, user_line, windows = _read(tenant)
+    assert len(windows) > 2 and all(texts is not None for _rows, texts in windows)
+    rows = [row for p, _t in windows for row in p]
+    assert rows == json.loads(data[user_line.start : user_line.end])
+    texts = [t for _p, ts in windows for t in ts]
+    assert texts == data[user_line.start + 1 : user_line.end - 1].split(b",\t")
+    assert [json.loads(t) for t in texts] == rows
+
+
+def test_a_line_without_tabs_is_read_and_its_rows_packed(compacted):
+    """A line written by hand loads as it always did; its stored records are the rows
+    encoded again."""
+    tenant, want = compacted
+    whole = json.loads(_lines(tenant)[1][9:])
+    _rewrite_user_line(tenant, json.dumps(whole, separators=(",", ":")).encode())
+    _data, _line, windows = _read(tenant)
+    assert [(len(p), t) for p, t in windows] == [(N_USERS, None)]
+    assert _users(tenant) == want
+    assert list(_stored(tenant).values()) == [pack(r) for r in whole]
+
+
+def test_a_line_of_the_older_pieces_is_read_and_its_rows_packed(compacted):
+    """The writer before this one put ",TAB" after every third row only: a window is then
+    a few rows per text, parsed and packed."""
+    tenant, want = compacted
+    rows = json.loads(_lines(tenant)[1][9:])
+    texts = [json.dumps(r, separators=(",", ":")).encode() for r in rows]
+    _rewrite_user_line(tenant, b"[" + b",\t".join(b",".join(texts[i : i + 3]) for i in range(0, N_USERS, 3)) + b"]")
+    _data, _line, windows = _read(tenant)
+    assert sum(len(p) for p, _t in windows) == N_USERS
+    assert [len(p) for p, t in windows if t is None] == [3, 3, 3]     # the last text is one row: kept
+    assert _users(tenant) == want
+    assert list(_stored(tenant).values()) == [pack(r) for r in rows]
+
+
+def test_a_text_that_is_not_exactly_one_row_is_never_kept(compacted, monkeypatch):
+    """A ",TAB" inside a nested value made up for by two rows joined with a plain comma
+    (the texts and the rows of the window then number the same), whitespace before a row
+    and inside one: each such window is parsed, and the records are the line's."""
+    tenant, _want = compacted
+    monkeypatch.setattr(snapshot, "WINDOW", 1 << 20)         # one window: the counts must agree
+    rows = json.loads(_lines(tenant)[1][9:])
+    rows[3][-1] = [[1], [2]]                                  # profile, a json field
+    rows[4][-1] = [[3]]
+    texts = [json.dumps(r, separators=(",", ":")).encode() for r in rows]
+    texts[3] = texts[3].replace(b"[[1],[2]]", b"[[1],\t[2]]")      # row 4 split in two texts...
+    texts[4] = texts[4] + b"," + texts.pop(5)                      # ...rows 5 and 6 in one
+    texts[6] = b" " + texts[6]
+    texts[7] = texts[7][:-1] + b" ]"
+    body = b"[" + b",\t".join(texts) + b"]"
+    assert json.loads(body) == rows and body.count(b",\t") == N_USERS - 1
+    _rewrite_user_line(tenant, body)
+    _data, _line, windows = _read(tenant)
+    assert [(len(p), t) for p, t in windows] == [(N_USERS, None)]
+    fields = BLOG.BY_NAME["User"].fields
+    assert _users(tenant) == {r[0]: dict(zip(fields, r)) for r in rows}
+    assert list(_stored(tenant).values()) == [pack(r) for r in rows]
+
+
+def test_a_row_written_with_spaces_is_kept_as_it_is_and_reads_the_same(compacted):
+    """`json.dumps`'s default ", " and ": " inside rows: each text is still exactly one
+    value, so it is kept byte for byte, and every read gives the values back."""
+    tenant, want = compacted
+    rows = json.loads(_lines(tenant)[1][9:])
+    texts = [json.dumps(r).encode() for r in rows]
+    assert b", " in texts[0]
+    _rewrite_user_line(tenant, b"[" + b",\t".join(texts) + b"]")
+    assert list(_stored(tenant).values()) == texts
+    assert _users(tenant) == want
+
+
+@pytest.mark.parametrize("where", ["after the bracket", "inside a row", "inside a row after good windows",
                                    "before a comma", "at the end"])
 def test_tabs_elsewhere_read_the_line_whole(compacted, where):
-    """TABs that are JSON whitespace but not piece ends: the rows are still the line's."""
+    """TABs that are JSON whitespace but not row ends: the rows are still the line's."""
     tenant, want = compacted
     rows = json.loads(_lines(tenant)[1][9:])
     texts = [json.dumps(r, separators=(",", ":")).encode() for r in rows]
@@ -109,6 +180,8 @@ def test_tabs_elsewhere_read_the_line_whole(compacted, where):
     assert json.loads(body) == rows
     _rewrite_user_line(tenant, body)
     assert _users(tenant) == want
+
+
 
 
 @pytest.mark.parametrize("shape, reason", [
@@ -167,11 +240,11 @@ def test_model_pieces_counts_rows_against_the_header():
     data = b"[[1],\t[2]]"
     line = ModelLine("M", ["id"], 3, 2, 40, data, 0, len(data))
     with pytest.raises(CorruptLog) as info:
-        list(model_pieces("snap", line))
+        list(model_windows("snap", line))
     assert info.value.offset == 40 and "2 rows, header says 3" in info.value.reason
 
 
-def test_online_compaction_writes_a_piece_per_chunk_it_streams(tenant, monkeypatch):
+def test_online_compaction_ends_every_row_it_streams(tenant, monkeypatch):
     from dbsvc.storage import online
 
     monkeypatch.setattr(online, "CHUNK", 4)
@@ -184,8 +257,9 @@ def test_online_compaction_writes_a_piece_per_chunk_it_streams(tenant, monkeypat
     try:
         run(go())
         want = dict(s._tables["User"].records)
+        stored = dict(s._tables["User"].live)
     finally:
         s.close()
     body = _lines(tenant)[1][9:]
-    assert body.count(b",\t") == 2 and len(json.loads(body)) == N_USERS        # 4 + 4 + 2
+    assert body[1:-1].split(b",\t") == list(stored.values()) and len(json.loads(body)) == N_USERS
     assert _users(tenant) == want
