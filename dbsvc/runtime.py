@@ -117,8 +117,10 @@ class CompiledModel:
     decode: Callable[[Sequence[Any]], dict]     # values in field order -> record
     row: Callable[[dict], tuple]                # record -> its values in field order (stored packed)
     passes: Callable[[Sequence[Any], Mapping[str, frozenset]], bool]     # `match` on a record's values
-    # position -> {member: member} of each enum field: the str objects stored rows share
+    # position -> {member: member} of each enum field: the str objects index keys share
     shared_values: Mapping[int, Mapping[Any, Any]] = field(default_factory=dict)
+    # sort field -> array typecode of its index keys ("d", "q"), where they are numbers
+    key_arrays: Mapping[str, str] = field(default_factory=dict)
 
 
 # ---------------------------------------------------------------------------------------

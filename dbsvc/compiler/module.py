@@ -99,6 +99,12 @@ def build_row(schema: Schema, model: Model) -> ast.FunctionDef:
     return function(per_model("row", model), ["record"], doc, [return_(tuple_(values))])
 
 
+# The array typecode a sort field's index keys fit (storage/indexes.py OrderedIndex): a
+# float's key is a float, an int's the int (a signed 64-bit value), a datetime's integer
+# microseconds.
+KEY_ARRAYS = {FieldType.FLOAT: "d", FieldType.INT: "q", FieldType.DATETIME: "q"}
+
+
 def build_compiled_model(model: Model) -> ast.Assign:
     id_field = model.id_field
 
@@ -126,6 +132,8 @@ def build_compiled_model(model: Model) -> ast.Assign:
         "row": name(per_model("row", model)),
         "passes": name(per_model("passes", model)),
         "shared_values": dict_([(const(i), name(per_field("members", model, f))) for i, f in enum_fields(model)]),
+        "key_arrays": dict_([(const(f.name), const(KEY_ARRAYS[f.type])) for f in model.fields
+                             if f.sortable and f.type in KEY_ARRAYS]),
     }
     for action in ("validate_create", "validate_replace", "validate_patch", "parse_id",
                    "parse_list_query", "parse_get_query", "parse_feed_query", "match"):

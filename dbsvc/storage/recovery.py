@@ -35,6 +35,7 @@ import logging
 import mmap
 import operator
 import os
+from array import array
 from collections import deque
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -44,7 +45,7 @@ from typing import Any
 from dbsvc import runtime
 from dbsvc.errors import CorruptLog, TenantError
 from dbsvc.runtime import CompiledModel
-from dbsvc.storage import compact, migrate, retain
+from dbsvc.storage import compact, heap, migrate, retain
 from dbsvc.storage.files import NO_FAULTS, FaultPlan, truncate_durably
 from dbsvc.storage.logfile import HEADER_SIZE, Damage, LogScan
 from dbsvc.storage.rows import Stored, Values, pack
@@ -108,30 +109,64 @@ def _install_snapshot(tables: dict[str, Table], lines: list[ModelLine], path: st
         model = table.model
         check = _RowCheck(m, model.id_field, path)
         stored: list[Stored] = []
-        columns: dict[int, list[Any]] = {position: [] for position in table.columns}
+        columns = _KeyColumns(table)
         as_stored = m.fields == list(model.fields) and m.name not in migrating
         names, fixup, row = m.fields, table.fixup, model.row
         # One window at a time: its texts are kept as the stored records and only the
-        # index columns of its parsed rows, so the rows go before the next window is
-        # parsed and it reuses their memory (snapshot.py, "Windows").
-        for rows, texts in model_windows(path, m):
-            check(rows)
-            if not as_stored:
-                assert fixup is not None
-                rows = [row(fixup(dict(zip(names, values)))) for values in rows]
-                texts = None
-            stored.extend(map(pack, rows) if texts is None else texts)
-            for position, column in columns.items():
-                column.extend(map(operator.itemgetter(position), rows))
-            del rows, texts
-        for position, members in model.shared_values.items():
-            if position in columns:
-                columns[position] = _shared_members(columns[position], members)
+        # index keys of its parsed rows, so the rows go before the next window is parsed
+        # and it reuses their memory (snapshot.py, "Windows").
         try:
-            table.load_base(stored, columns, m.max_id)
-        except TypeError as exc:                # a value no index can take: a list where a key goes
+            for rows, texts in model_windows(path, m):
+                check(rows)
+                if not as_stored:
+                    assert fixup is not None
+                    rows = [row(fixup(dict(zip(names, values)))) for values in rows]
+                    texts = None
+                stored.extend(map(pack, rows) if texts is None else texts)
+                columns.add(rows)
+                del rows, texts
+            table.load_base(stored, columns.columns, m.max_id)
+        except (TypeError, OverflowError) as exc:
+            # A value no index can take: a list where a key goes; a float, or an int past
+            # 64 bits, where an int key goes (its sublists are arrays, indexes.py OrderedIndex).
             raise CorruptLog(path, m.position, f"snapshot rows of {m.name} hold a value its indexes "
                                                f"cannot take ({exc})") from None
+
+
+class _KeyColumns:
+    """The index key columns `Table.load_base` takes (`Table.columns`), filled a window
+    at a time: each field's keys (`CompiledModel.keys`; enum members as the model's own
+    strings), and the number keys of an array-keyed sort field (`key_arrays`) written into
+    an array as they come, so the window's key objects go with the window. Made at the
+    end, 1,000,000 float keys in a list of their own would be freed after the index took
+    them into arrays, but the pages they filled, shared with the ids that stay, would not
+    (32 bytes of RSS a record). A null key among number keys turns that column into a
+    list (an array holds no None)."""
+
+    __slots__ = ("columns", "plan")
+
+    def __init__(self, table: Table) -> None:
+        model = table.model
+        self.columns: dict[int, Any] = {}
+        self.plan: list[tuple[int, Callable[[Any], Any] | None, Mapping[Any, Any] | None]] = []
+        for position in table.columns:
+            f = model.fields[position]
+            typecode = model.key_arrays.get(f, "")
+            self.columns[position] = array(typecode) if typecode else []
+            key = model.keys[f]
+            self.plan.append((position, None if key is runtime.identity else key, model.shared_values.get(position)))
+
+    def add(self, rows: Sequence[Values]) -> None:
+        for position, key, members in self.plan:
+            keys = list(map(operator.itemgetter(position), rows))
+            if key is not None:
+                keys = list(map(key, keys))
+            if members is not None:
+                keys = _shared_members(keys, members)
+            column = self.columns[position]
+            if type(column) is array and None in keys:
+                column = self.columns[position] = list(column)
+            column.extend(keys)
 
 
 def _shared_members(column: list[Any], members: Mapping[Any, Any]) -> list[Any]:
@@ -212,7 +247,7 @@ def _replay(tables: dict[str, Table], scan: LogScan, ring_capacity: int,
             else:
                 raise CorruptLog(scan.path, position,
                                  f"{kind} of {table.name} {id_!r} does not fit the records replayed so far")
-        except TypeError as exc:            # a value no index can take: a list where a key goes
+        except (TypeError, OverflowError) as exc:   # a value no index can take (see _install_snapshot)
             raise CorruptLog(scan.path, position, f"{kind} of {table.name} {id_!r} holds a value its indexes "
                                                   f"cannot take ({exc})") from None
         if ring_capacity:
@@ -256,6 +291,7 @@ def load(directory: str, models: Sequence[CompiledModel], description: dict, *, 
         if was_enabled:
             gc.enable()
     gc.freeze()
+    heap.release_free_memory()
     return loaded
 
 

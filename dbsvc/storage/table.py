@@ -12,7 +12,8 @@ State of a `Table`::
     pk          SortedIndex of ids (primary-key order, the order of unsorted lists)
     unique      field -> {index key -> id}, for every @unique field (nulls not indexed)
     hashes      field -> HashIndex, for every @filter field (UniqueFilter over `unique` for
-                a field that is @unique too: each of its keys holds one id)
+                a field that is @unique too: each of its keys holds one id; OrderedFilter
+                over `ordered` for one that is @sort too: its runs are the buckets)
     ordered     field -> OrderedIndex of (key, id) entries, nulls apart, for every @sort field
     refs        field -> {parent id -> number of children}, for every @ref field
     base_ids    ids of the snapshot's records, ascending: rows 1..len(base_ids) of the epoch
@@ -68,8 +69,8 @@ from itertools import chain
 from operator import itemgetter
 from typing import Any
 
-from dbsvc.runtime import CompiledModel, identity
-from dbsvc.storage.indexes import FilterIndex, HashIndex, OrderedIndex, SortedIndex, UniqueFilter
+from dbsvc.runtime import CompiledModel
+from dbsvc.storage.indexes import FilterIndex, HashIndex, OrderedFilter, OrderedIndex, SortedIndex, UniqueFilter
 from dbsvc.storage.rows import Stored, Values, pack, unpack
 
 Row = tuple[Any, "Stored | None", "Stored | None"]
@@ -141,10 +142,16 @@ class Table:
         self.pk = SortedIndex()
         self.unique: dict[str, dict[Any, Any]] = {f: {} for f in model.unique_fields}
         span = HashIndex.span_of(model.id_type == "int", ())
-        self.hashes: dict[str, FilterIndex] = {
-            f: UniqueFilter(self.unique[f], span) if f in self.unique else HashIndex(span)
-            for f in model.filter_fields}
-        self.ordered: dict[str, OrderedIndex] = {f: OrderedIndex() for f in model.sort_fields}
+        self.ordered: dict[str, OrderedIndex] = {
+            f: OrderedIndex(typecode=model.key_arrays.get(f, "")) for f in model.sort_fields}
+        self.hashes: dict[str, FilterIndex] = {}
+        for f in model.filter_fields:
+            if f in self.unique:
+                self.hashes[f] = UniqueFilter(self.unique[f], span)
+            elif f in self.ordered:
+                self.hashes[f] = OrderedFilter(self.ordered[f])
+            else:
+                self.hashes[f] = HashIndex(span)
         self.refs: dict[str, dict[Any, int]] = {f: {} for f, _parent in model.refs}
         self.base_ids: list[Any] = []
         self.rows: list[Row] = []
@@ -208,40 +215,36 @@ class Table:
 
     # -- bulk load (snapshot) ------------------------------------------------------------
 
-    def load_base(self, stored: list[Stored], columns: Mapping[int, list[Any]], max_id: int) -> None:
+    def load_base(self, stored: list[Stored], columns: Mapping[int, Any], max_id: int) -> None:
         """Install the snapshot's records as rows 1..n of an empty table: `stored` in
-        their stored form, `columns` the values at each of `self.columns` (the record's
-        other values are never made objects). Their ids must be strictly ascending
-        (recovery.py checks the file's rows), so the primary key needs no sort and each
-        ordered index one stable sort by key alone."""
+        their stored form, `columns` the index keys (`self.keys`) of each field at
+        `self.columns`, a list, or an array of a sort field's number keys (recovery.py
+        `_KeyColumns`; the id's and references' keys are their values, their key
+        function being the identity). The records' other values are never made objects.
+        Their ids must be strictly ascending (recovery.py checks the file's rows), so the
+        primary key needs no sort and each ordered index one stable sort by key alone."""
         assert not self.live and not self.rows, "load_base fills an empty table"
         ids = columns[self.id_position]
         self.live = dict(zip(ids, stored))
         self.base_ids = ids
         self.pk = SortedIndex.from_sorted(ids)
-        keys, at = self.keys, self.positions
+        at = self.positions
         span = HashIndex.span_of(self.model.id_type == "int", ids)
         for f in dict.fromkeys(chain(self.unique, self.hashes, self.ordered)):
-            # One key column per field, shared by its indexes and dropped before the
-            # next one is made: 8 MB a column at 1M records, which the allocator keeps
-            # once freed, so holding them all at once costs RSS for good.
-            column = columns[at[f]]
-            if keys[f] is not identity:
-                column = list(map(keys[f], column))
+            column = columns[at[f]]                 # one key column, shared by its indexes
             if f in self.unique:
                 index = self.unique[f]
                 index.update(zip(column, ids))
                 index.pop(None, None)                   # nulls are not indexed
             if f in self.ordered:
-                self.ordered[f] = OrderedIndex.from_columns(column, ids)
+                self.ordered[f] = OrderedIndex.from_columns(column, ids, self.model.key_arrays.get(f, ""))
             if f in self.hashes:
                 if f in self.unique:                # the unique map holds its keys
                     self.hashes[f] = UniqueFilter.from_column(self.unique[f], column, ids, span)
-                elif f in self.ordered:             # its buckets are the ordered index's runs
-                    self.hashes[f] = HashIndex.from_runs(self.ordered[f].runs(), span)
+                elif f in self.ordered:             # the ordered index's runs answer it
+                    self.hashes[f] = OrderedFilter(self.ordered[f])
                 else:
                     self.hashes[f] = HashIndex.from_columns(column, ids, span)
-            del column
         for f, counts in self.refs.items():
             counts.update(Counter(columns[at[f]]))
             counts.pop(None, None)
@@ -368,7 +371,9 @@ class Table:
                 add(kf(r[pos]), id_)
         for f, sindex in self.ordered.items():
             kf, pos = self.keys[f], self.positions[f]
-            self.ordered[f] = OrderedIndex(chain(sindex, zip([kf(r[pos]) for r in batch], ids)))
+            self.ordered[f] = OrderedIndex(chain(sindex, zip([kf(r[pos]) for r in batch], ids)), sindex.typecode)
+            if type(self.hashes.get(f)) is OrderedFilter:
+                self.hashes[f] = OrderedFilter(self.ordered[f])
         for pos, counts in self._plan_refs:
             for r in batch:
                 v = r[pos]

@@ -4,11 +4,12 @@ what one insert at a time builds: same order, same ties, same nulls."""
 from __future__ import annotations
 
 import random
+from array import array
 
 import pytest
 from support.storage import BLOG, load_values, post, user
 
-from dbsvc.storage.indexes import LOAD, HashIndex, OrderedIndex, SortedIndex, UniqueFilter
+from dbsvc.storage.indexes import LOAD, HashIndex, OrderedFilter, OrderedIndex, SortedIndex, UniqueFilter
 from dbsvc.storage.rows import unpack
 from dbsvc.storage.table import Table
 
@@ -134,14 +135,18 @@ def test_load_base_builds_what_inserts_build():
         assert {f: type(h) for f, h in loaded.hashes.items()} == {f: type(h) for f, h in filled.hashes.items()}
         assert want["records"] == {r["id"]: r for r in records}
         assert loaded.base_ids == [r["id"] for r in records] and loaded.rows == []
+        for f, typecode in model.key_arrays.items():        # number keys in arrays, built or added
+            for table in (loaded, filled):
+                assert {(type(sub), sub.typecode) for sub in table.ordered[f]._keys} == {(array, typecode)}
 
 
-@pytest.mark.parametrize("seed", range(4))
-def test_ordered_updates_keep_key_then_id_order_through_splits_and_merges(seed):
+@pytest.mark.parametrize("seed, typecode", [(0, ""), (1, ""), (2, ""), (3, ""), (4, "q"), (5, "q"), (6, "d"), (7, "d")])
+def test_ordered_updates_keep_key_then_id_order_through_splits_and_merges(seed, typecode):
     """Random adds and removes against a plain sorted list: sublists split past 2 * LOAD
-    and vanish when emptied, and every read stays the model's."""
+    and vanish when emptied, and every read stays the model's; with a typecode, every
+    sublist of keys stays an array of it through splits and new sublists."""
     rnd = random.Random(seed)
-    index = OrderedIndex.from_columns([1] * LOAD, list(range(LOAD)))
+    index = OrderedIndex.from_columns([1] * LOAD, list(range(LOAD)), typecode)
     model = [(1, i) for i in range(LOAD)]
     nulls: list[int] = []
     for step in range(6 * LOAD):
@@ -165,6 +170,8 @@ def test_ordered_updates_keep_key_then_id_order_through_splits_and_merges(seed):
             assert list(index.pairs_descending()) == model[::-1]
             assert index.ids_slice(3, 3 + LOAD) == ([i for _k, i in model] + nulls)[3 : 3 + LOAD]
             assert len(index) == len(model) + len(nulls)
+            assert {type(sub) for sub in index._keys} <= ({array} if typecode else {list})
+            assert all(sub.typecode == typecode for sub in index._keys if typecode)
 
 
 @pytest.mark.parametrize("seed", range(4))
@@ -286,3 +293,43 @@ def test_shared_sublists_never_change_while_the_index_does(seed):
     first = index._lists[0]
     index.add(first[0])
     assert index._lists[0] is first and list(index) == sorted(live + [first[0]])
+
+
+@pytest.mark.parametrize("seed, typecode", [(0, ""), (1, "q"), (2, "")])
+def test_ordered_filter_answers_as_a_hash_index_of_the_same_entries(seed, typecode):
+    """A field both filtered and sorted is filtered through its sort index's runs: count,
+    ids, has and a walk's keeper agree with a HashIndex of the same entries, for runs that
+    span sublists, nulls, absent keys, and after adds and removes (a kept set for a walk
+    is dropped when its key changes)."""
+    rnd = random.Random(seed)
+    keys = [None if rnd.random() < 0.05 else rnd.choice([1, 2, 2, 2, rnd.randrange(50)]) for _ in range(4 * LOAD)]
+    ids = list(range(1, len(keys) + 1))
+    ordered = OrderedIndex.from_columns(keys, ids, typecode)
+    flt, hashed = OrderedFilter(ordered), HashIndex.from_columns(keys, ids)
+    live = dict(zip(ids, keys))
+
+    def agree() -> None:
+        for probe in ([1], [2], [None], [1, 7], [99], [2, None]):
+            assert flt.count(probe) == hashed.count(probe)
+            assert flt.ids(probe) == hashed.ids(probe)
+            for i in rnd.sample(ids, 40):
+                assert flt.has(probe, i) == hashed.has(probe, i)
+        for key in (2, None, 99):
+            keep = flt.keeper(key)
+            assert {i for i in ids if keep(i)} == {i for i, k in live.items() if k == key}
+
+    agree()
+    for step in range(3 * LOAD):
+        if rnd.random() < 0.5:
+            i = rnd.choice(ids)
+            key = live.pop(i)
+            ordered.remove(key, i), flt.remove(key, i), hashed.remove(key, i)
+            ids.remove(i)
+        else:
+            i, key = 10 * LOAD + step, rnd.choice([2, None, 3])
+            ordered.add(key, i), flt.add(key, i), hashed.add(key, i)
+            ids.append(i)
+            live[i] = key
+        if step % 300 == 0:
+            agree()
+    agree()

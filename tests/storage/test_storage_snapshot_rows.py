@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import os
 import zlib
+from array import array
 
 import pytest
 from support.storage import BLOG, check_indexes, open_store, run, user
@@ -263,3 +264,29 @@ def test_online_compaction_ends_every_row_it_streams(tenant, monkeypatch):
     body = _lines(tenant)[1][9:]
     assert body[1:-1].split(b",\t") == list(stored.values()) and len(json.loads(body)) == N_USERS
     assert _users(tenant) == want
+
+
+def test_number_sort_keys_load_into_arrays_with_nulls_kept_apart(tenant, monkeypatch):
+    """Ages (int keys, some null, some past 2**31) and joined (datetime -> microseconds)
+    read window by window from the snapshot: the sort indexes hold them in arrays, nulls
+    apart, and agree with the records."""
+    monkeypatch.setattr(snapshot, "WINDOW", 100)
+    s = open_store(tenant)
+
+    async def go():
+        for i in range(1, N_USERS + 1):
+            age = None if i % 3 == 0 else 2**40 + i if i % 3 == 1 else 20 + i
+            await s.insert("User", user(i, age=age, joined=f"2026-01-{i:02d}T00:00:00.{i:06d}Z"))
+    run(go())
+    want = dict(s._tables["User"].records)
+    s.close()
+    compact_tenant(os.path.dirname(tenant), os.path.basename(tenant))
+    assert _users(tenant) == want                           # check_indexes included
+    s = open_store(tenant)
+    try:
+        table = s._tables["User"]
+        for f in ("age", "joined"):
+            assert {(type(sub), sub.typecode) for sub in table.ordered[f]._keys} == {(array, "q")}
+        assert list(table.ordered["age"].nulls) == [3, 6, 9]
+    finally:
+        s.close()

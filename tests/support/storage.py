@@ -21,7 +21,7 @@ from dbsvc.schema import load_schema
 from dbsvc.runtime import CompiledModel, Query
 from dbsvc.storage import Store
 from dbsvc.storage import indexes
-from dbsvc.storage.indexes import IdBits, UniqueFilter
+from dbsvc.storage.indexes import IdBits, OrderedFilter, UniqueFilter
 from dbsvc.storage.query import sort_records
 from dbsvc.storage.rows import pack
 
@@ -53,8 +53,9 @@ def run(coro):
 
 def load_values(table, rows: list, max_id: int = 0) -> None:
     """`Table.load_base` of records given as their values (ascending ids), as the snapshot
-    reader hands them: stored records and the index columns."""
-    table.load_base([pack(r) for r in rows], {p: [r[p] for r in rows] for p in table.columns}, max_id)
+    reader hands them: stored records and the index key columns."""
+    fields, keys = table.model.fields, table.keys
+    table.load_base([pack(r) for r in rows], {p: [keys[fields[p]](r[p]) for r in rows] for p in table.columns}, max_id)
 
 
 def check_indexes(store: Store) -> None:
@@ -70,6 +71,13 @@ def check_indexes(store: Store) -> None:
             want: dict = {}
             for i, r in recs.items():
                 want.setdefault(table.keys[f](r[f]), set()).add(i)
+            if type(hindex) is OrderedFilter:           # the sort index's runs are its buckets
+                assert f not in table.unique and hindex.ordered is table.ordered[f]
+                assert {k: set(ids) for k, ids in hindex.buckets.items()} == want
+                for k, ids in want.items():
+                    assert hindex.count([k]) == len(ids) and hindex.ids([k]) == ids
+                    assert all(hindex.has([k], i) for i in ids)
+                continue
             if f in table.unique:                       # the unique map holds all but null
                 assert type(hindex) is UniqueFilter and hindex.unique is table.unique[f]
                 assert all(len(ids) == 1 for k, ids in want.items() if k is not None)
