@@ -466,10 +466,8 @@ class HashIndex:
       at 1,000,000 records a float field with a hundred records per value held 85 bytes a
       record in sets (bench/README.md, "Open time and memory"). What a list gives up is
       O(1) membership, which matters only to a list page that walks a sort order testing
-      each id against one bucket (query.py), and the planner walks only past a bucket of
-      sqrt(WALK_FACTOR * page end * records) ids: 12,600 at 1,000,000 records and a page
-      of 20, so a bucket that small is mostly read whole instead. `keeper` gives such a
-      walk a set all the same, made from the list and kept until that key's bucket changes.
+      each id against one bucket (query.py), and `keeper` gives such a walk a set all the
+      same, made from the list and kept until that key's bucket changes.
     - past SET_AT, `IdBits` when the table's ids are ints and the bucket holds at least an
       eighth of the id space (`span`, one more than the largest id seen);
     - a set otherwise, or once the id space has grown so that the flags would cost more

@@ -9,7 +9,8 @@ Plan for a live list (n live records, a page ending at `end = offset + limit`):
 1. No filter: walk the first sort key's ordered index (or the primary-key index) from the
    right end. A plain ascending walk with no filter slices by position: O(n / LOAD + page).
 2. Filters: `s` = the size of the smallest filtered field's bucket union (its ids). If
-   s * s <= WALK_FACTOR * end * n, take the matching ids (that union, or what step 3 kept)
+   s * s <= factor * end * n (WALK_FACTOR, or KEPT_WALK_FACTOR for a walk of one sort key
+   against one value's bucket, which is cheaper), take the matching ids (that union, or what step 3 kept)
    and sort their records: O(s log s), each record read. Otherwise walk the index testing
    each id: expected O(end * n / s) when matches are spread evenly (a correlated filter
    can walk further; it never walks more than n).
@@ -47,7 +48,15 @@ from dbsvc.storage.indexes import Keep, OrderedIndex
 from dbsvc.storage.rows import Stored, unpack
 from dbsvc.storage.table import Table
 
-WALK_FACTOR = 8
+# A bucket of s ids read and sorted costs about 2 us an id (each record read back out,
+# rows.py); a walk expected to pass end * n / s index entries costs about 0.2 us an
+# entry when it tests membership in one bucket's set (`keeper`, C speed), 1-3 us when it
+# asks the hash indexes of several values or fields (`_Matching`) or reads records to
+# order runs (a sort on several keys). The bucket is taken while s * s <= factor * end * n
+# (bench/README.md, "Records as bytes": 100,000 posts, `author_id=5&sort=-score`, s = 1,000:
+# 1.98 ms sorted, 0.16 ms walked; at offset 500 the walk takes 11.5 ms, the bucket 1.9).
+WALK_FACTOR = 2
+KEPT_WALK_FACTOR = 0.25
 _NOTHING = object()
 _KEY, _ID = itemgetter(0), itemgetter(1)
 
@@ -205,13 +214,15 @@ def _plan_live(table: Table, query: Query) -> tuple[list[Any], int]:
     total, smallest, size, matches = _count(table, filters)
     if total == 0 or offset >= total or limit == 0:
         return [], total
-    if size * size <= WALK_FACTOR * end * n:
+    one_value = len(filters) == 1 and len(filters[smallest]) == 1
+    factor = KEPT_WALK_FACTOR if one_value and len(sort) == 1 else WALK_FACTOR
+    if size * size <= factor * end * n:
         chosen = table.hashes[smallest].ids(filters[smallest]) if matches is None else matches
         if not sort:
             return sorted(chosen)[offset:end], total
         return _ordered_ids(chosen, sort, table)[offset:end], total
     keep: Keep
-    if len(filters) == 1 and len(filters[smallest]) == 1:
+    if one_value:
         # One field, one value: membership in that value's hash bucket (read on the loop
         # thread during this synchronous call, so no write changes it meanwhile).
         keep = table.hashes[smallest].keeper(next(iter(filters[smallest])))

@@ -177,7 +177,7 @@ def test_walks_and_counts_over_list_buckets_match_a_brute_force_list(tmp_path, m
     """300 posts, 4 scores (about 75 posts each) and SET_AT 80: buckets on both sides of
     the limit, lists below it and flags above (a bucket past 80 ids holds over an eighth of
     the 300 ids). A one-value filter with a short page walks a sort order against the
-    bucket (75 * 75 > WALK_FACTOR * page end * 300), a list bucket's kept set; two
+    bucket (75 * 75 > KEPT_WALK_FACTOR * page end * 300), a list bucket's kept set; two
     filters count through `has`. Every page and total matches the brute-force list,
     before and after updates move records between buckets (dropping the kept sets)."""
     monkeypatch.setattr(indexes, "SET_AT", 80)

@@ -133,7 +133,7 @@ QUERIES = [
     Query(filters={"score": frozenset({9.0})}),
     Query(limit=0),
     Query(offset=10_000),
-    # Large buckets and small pages: these take the walk plan (bucket^2 > WALK_FACTOR*end*n),
+    # Large buckets and small pages: these take the walk plan (bucket^2 > factor*end*n),
     # one value (bucket membership) and several values (the generated matcher).
     Query(filters={"published": frozenset({False})}, sort=(("score", True),), limit=5, offset=2),
     Query(filters={"published": frozenset({False})}, sort=(("score", False),), limit=5),
@@ -186,6 +186,7 @@ ONE_KEY_QUERIES = [
 @pytest.mark.parametrize("q", ONE_KEY_QUERIES)
 def test_one_key_walk_agrees_with_a_full_sort(tenant, q, walk_factor, monkeypatch):
     monkeypatch.setattr(query, "WALK_FACTOR", walk_factor)
+    monkeypatch.setattr(query, "KEPT_WALK_FACTOR", walk_factor and query.KEPT_WALK_FACTOR)
     s = open_store(tenant, sync="off")
     _random_users(s, 400)
     assert_list_agrees_with_a_full_sort(s, "User", q)
