@@ -47,6 +47,21 @@ class FsyncGate(FaultPlan):
             raise OSError(self.error, os.strerror(self.error))
 
 
+class HoldCompaction(FaultPlan):
+    """A fault plan for the store's compaction steps: its first step after the snapshot
+    (`faults.check("compact")`) waits for `until`, so a compaction cannot run ahead of the
+    write a test is holding (a snapshot of 20 records is written in well under a
+    millisecond, before the write it should wait for has begun)."""
+
+    def __init__(self, until: threading.Event) -> None:
+        super().__init__(None)
+        self.until = until
+
+    def check(self, op: str) -> None:
+        if op == "compact":
+            assert self.until.wait(WAIT), "the held fsync never began"
+
+
 async def _until(predicate, what: str) -> None:
     loop = asyncio.get_running_loop()
     deadline = loop.time() + WAIT
@@ -168,6 +183,7 @@ def test_an_fsync_failing_while_a_compaction_waits_to_switch_fails_both_and_keep
     s = open_store(tenant, compact_bytes=TINY)
     gate = FsyncGate(errno.EIO)
     s._commit.writer.faults = gate
+    s._faults = HoldCompaction(gate.in_flight)          # taken by the compaction when it starts
     epoch = s.epoch
     acked: dict[int, dict] = {}
 
