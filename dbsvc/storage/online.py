@@ -79,7 +79,7 @@ import logging
 import os
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -112,7 +112,7 @@ class TableCut:
     keeps is the one at the cut."""
 
     table: Table
-    records: dict[Any, Stored]   # the table's live map: id -> stored record (table.py)
+    records: Mapping[Any, Stored]  # the table's live map: id -> stored record (table.py)
     pk_lists: list[list[Any]]    # the primary key's sublists at the cut (`SortedIndex.share`)
     count: int
     rows: int                    # len(table.rows) at the cut

@@ -8,7 +8,7 @@ pack them here. Stored records are immutable; a replace stores a new one.
 
 State of a `Table`::
 
-    live        id -> stored record (bytes)
+    live        id -> stored record (bytes): an IdMap (a list indexed by id) for int ids
     pk          SortedIndex of ids (primary-key order, the order of unsorted lists)
     unique      field -> {index key -> id}, for every @unique field (nulls not indexed)
     hashes      field -> HashIndex, for every @filter field (UniqueFilter over `unique` for
@@ -70,6 +70,7 @@ from operator import itemgetter
 from typing import Any
 
 from dbsvc.runtime import CompiledModel
+from dbsvc.storage.idmap import IdMap
 from dbsvc.storage.indexes import FilterIndex, HashIndex, OrderedFilter, OrderedIndex, SortedIndex, UniqueFilter
 from dbsvc.storage.rows import Stored, Values, pack, unpack
 
@@ -138,7 +139,7 @@ class Table:
         # indexed or counted field's.
         self.columns = sorted({self.id_position, *(self.positions[f] for f in (
             *model.unique_fields, *model.filter_fields, *model.sort_fields, *(f for f, _p in model.refs)))})
-        self.live: dict[Any, Stored] = {}
+        self.live: IdMap | dict[Any, Stored] = IdMap() if model.id_type == "int" else {}
         self.pk = SortedIndex()
         self.unique: dict[str, dict[Any, Any]] = {f: {} for f in model.unique_fields}
         span = HashIndex.span_of(model.id_type == "int", ())
@@ -191,9 +192,9 @@ class Table:
     def shown_all(self, ids: list[Any]) -> list[dict]:
         """`shown` of the live record of each id of a list page, the hits inline."""
         get, live = self._shown.get, self.live
+        page = live.pick(ids) if type(live) is IdMap else list(map(live.__getitem__, ids))
         out = []
-        for id_ in ids:
-            stored = live[id_]
+        for id_, stored in zip(ids, page):
             entry = get(id_)
             out.append(entry[1] if entry is not None and entry[0] is stored else self.shown(id_, stored))
         return out
@@ -225,7 +226,7 @@ class Table:
         primary key needs no sort and each ordered index one stable sort by key alone."""
         assert not self.live and not self.rows, "load_base fills an empty table"
         ids = columns[self.id_position]
-        self.live = dict(zip(ids, stored))
+        self.live = IdMap.from_ascending(ids, stored) if self.model.id_type == "int" else dict(zip(ids, stored))
         self.base_ids = ids
         self.pk = SortedIndex.from_sorted(ids)
         at = self.positions
@@ -275,7 +276,7 @@ class Table:
 
     def state_as_of(self, n: int) -> dict[Any, Stored]:
         base = len(self.base_ids)
-        state = dict(self.live)
+        state = self.live.copy()
         for row_id, _record, previous in reversed(self.rows[max(n - base, 0):]):
             if previous is None:
                 del state[row_id]
