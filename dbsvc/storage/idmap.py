@@ -42,13 +42,15 @@ class IdMap(MutableMapping[Any, Stored]):
         """The map of `stored` records whose ids are `ids`, ascending ints (a snapshot's):
         one list built at once, ids it would hold badly in the dict."""
         out = cls()
-        if ids and ids[0] >= 0 and ids[-1] < max(2 * len(ids), STEP):
+        if not ids or ids[0] < 0 or ids[-1] >= max(2 * len(ids), STEP):     # held badly
+            out.update(zip(ids, stored))
+        elif ids[-1] - ids[0] + 1 == len(ids):                              # no gaps: one copy
+            out._slots, out._count = [None] * ids[0] + stored, len(ids)
+        else:
             slots: list[Stored | None] = [None] * (ids[-1] + 1)
             for id_, record in zip(ids, stored):
                 slots[id_] = record
             out._slots, out._count = slots, len(ids)
-        else:
-            out.update(zip(ids, stored))
         return out
 
     def _near(self, id_: Any) -> bool:

@@ -157,8 +157,9 @@ class _KeyColumns:
             self.plan.append((position, None if key is runtime.identity else key, model.shared_values.get(position)))
 
     def add(self, rows: Sequence[Values]) -> None:
+        fields = list(zip(*rows))                   # one C-level pass: a tuple per field
         for position, key, members in self.plan:
-            keys = list(map(operator.itemgetter(position), rows))
+            keys: Any = fields[position] if fields else ()
             if key is not None:
                 keys = list(map(key, keys))
             if members is not None:

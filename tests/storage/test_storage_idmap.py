@@ -71,9 +71,13 @@ def test_from_ascending_takes_the_list_only_for_ids_it_holds_well():
     sparse_ids = [10**9 + i for i in range(5)]
     sparse = IdMap.from_ascending(sparse_ids, [b"[%d]" % i for i in sparse_ids])
     assert sparse._slots == [] and sorted(sparse._far) == sparse_ids
+    gaps = IdMap.from_ascending([2, 3, 7, 40], [b"[2]", b"[3]", b"[7]", b"[40]"])
+    assert len(gaps._slots) == 41 and not gaps._far and gaps._slots[4] is None
+    contiguous = IdMap.from_ascending([5, 6, 7], [b"[5]", b"[6]", b"[7]"])
+    assert contiguous._slots == [None] * 5 + [b"[5]", b"[6]", b"[7]"]
     negative = IdMap.from_ascending([-3, 1, 2], [b"[-3]", b"[1]", b"[2]"])
     assert negative.copy() == {-3: b"[-3]", 1: b"[1]", 2: b"[2]"}
-    for m in (dense, sparse, negative):
+    for m in (dense, sparse, gaps, contiguous, negative):
         _agree(m, m.copy())
 
 
