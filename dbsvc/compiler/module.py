@@ -64,7 +64,8 @@ def build_project(schema: Schema, model: Model, index: int) -> ast.FunctionDef:
 
 def build_decode(schema: Schema, model: Model) -> ast.FunctionDef:
     record = dict_([(const(f.name), subscript(name("row"), const(i))) for i, f in enumerate(model.fields)])
-    doc = origin(schema, model.line, model.name) + "\n\nValues in declaration order (storage/rows.py unpacks them) -> record."
+    doc = (origin(schema, model.line, model.name)
+           + "\n\nValues in declaration order (storage/rows.py unpacks them) -> record.")
     return function(per_model("decode", model), ["row"], doc, [return_(record)])
 
 
@@ -95,7 +96,8 @@ def build_row(schema: Schema, model: Model) -> ast.FunctionDef:
         if f.type is FieldType.ENUM:
             value = call(f"{RT}.shared", name(per_field("members", model, f)), value)
         values.append(value)
-    doc = origin(schema, model.line, model.name) + "\n\nRecord -> its values in declaration order (storage packs them, storage/rows.py)."
+    doc = (origin(schema, model.line, model.name)
+           + "\n\nRecord -> its values in declaration order (storage packs them, storage/rows.py).")
     return function(per_model("row", model), ["record"], doc, [return_(tuple_(values))])
 
 

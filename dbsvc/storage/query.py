@@ -32,8 +32,8 @@ Live lists are planned on ids: a stored record's values are read (`rows.unpack`,
 1-2 us) only where a sort needs keys the indexes do not hand out by id (a bucket sorted,
 a run of equal first keys ordered by the others), and only the page's records become
 dicts; `list_state`, the as_of list, reads every record of its state (the indexes are
-the live state's), unless it is in id order with no filter. (The tests hold both to a brute-force list over dicts of
-their own, `support.storage.reference_list`.)
+the live state's), unless it is in id order with no filter. (The tests hold both to a
+brute-force list over dicts of their own, `support.storage.reference_list`.)
 """
 
 from __future__ import annotations

@@ -154,7 +154,8 @@ class _KeyColumns:
             typecode = model.key_arrays.get(f, "")
             self.columns[position] = array(typecode) if typecode else []
             key = model.keys[f]
-            self.plan.append((position, None if key is runtime.identity else key, model.shared_values.get(position)))
+            members = model.shared_values.get(position)
+            self.plan.append((position, None if key is runtime.identity else key, members))
 
     def add(self, rows: Sequence[Values]) -> None:
         fields = list(zip(*rows))                   # one C-level pass: a tuple per field

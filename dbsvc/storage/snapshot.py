@@ -43,7 +43,7 @@ import os
 import zlib
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
-from itertools import chain, repeat
+from itertools import repeat
 from operator import itemgetter
 from typing import Any
 
@@ -287,6 +287,6 @@ def _whole(path: str, line: ModelLine) -> list:
 def decode_snapshot(path: str, data: bytes) -> SnapshotImage:
     """The whole snapshot at once, every model's rows in one list (offline tools)."""
     epoch, head, lines = read_snapshot(path, data)
-    models = [ModelImage(m.name, m.fields, list(chain.from_iterable(rows for rows, _texts in model_windows(path, m))),
+    models = [ModelImage(m.name, m.fields, [row for rows, _texts in model_windows(path, m) for row in rows],
                          m.max_id) for m in lines]
     return SnapshotImage(epoch, head, models)

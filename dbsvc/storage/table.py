@@ -2,9 +2,10 @@
 
 Records are held in their stored form (rows.py): each one bytes object, the compact JSON
 array of its values in declaration order, 211 bytes for the bench's 7-field post where the
-tuple of its values costs 457, the values included. Values are read back out (`rows.unpack`) only
-where they are needed; the writes take the values they store (`CompiledModel.row`) and
-pack them here. Stored records are immutable; a replace stores a new one.
+tuple of its values costs 457, the values included. Values are read back out
+(`rows.unpack`) only where they are needed; the writes take the values they store
+(`CompiledModel.row`) and pack them here. Stored records are immutable; a replace stores
+a new one.
 
 State of a `Table`::
 
@@ -21,8 +22,9 @@ State of a `Table`::
     max_id      largest int id ever used (survives deletes and compaction)
     _shown      id -> (stored, its dict): the dicts handed out lately (`shown`)
 
-Index keys are the only values held as objects (an ordered index needs its keys to
-compare): a str sort field's key is a str per record, a float's a float.
+Index keys are the only values held apart from the stored records (an ordered index needs
+its keys to compare): a str sort field's key is a str object per record; a number sort
+field's keys sit in arrays, 8 bytes each (indexes.py `OrderedIndex.typecode`).
 
 Watermark = len(base_ids) + len(rows): the number of the model's rows in this epoch.
 
@@ -372,7 +374,8 @@ class Table:
                 add(kf(r[pos]), id_)
         for f, sindex in self.ordered.items():
             kf, pos = self.keys[f], self.positions[f]
-            self.ordered[f] = OrderedIndex(chain(sindex, zip([kf(r[pos]) for r in batch], ids)), sindex.typecode)
+            pairs = chain(sindex, zip([kf(r[pos]) for r in batch], ids))
+            self.ordered[f] = OrderedIndex(pairs, sindex.typecode)
             if type(self.hashes.get(f)) is OrderedFilter:
                 self.hashes[f] = OrderedFilter(self.ordered[f])
         for pos, counts in self._plan_refs:
