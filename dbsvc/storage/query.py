@@ -10,14 +10,15 @@ Plan for a live list (n live records, a page ending at `end = offset + limit`):
    right end. A plain ascending walk with no filter slices by position: O(n / LOAD + page).
 2. Filters: `s` = the size of the smallest filtered field's bucket union (its ids). If
    s * s <= factor * end * n (WALK_FACTOR, or KEPT_WALK_FACTOR for a walk of one sort key
-   against one value's bucket, which is cheaper), take the matching ids (that union, or what step 3 kept)
-   and sort their records: O(s log s), each record read. Otherwise walk the index testing
+   against one value's bucket, which is cheaper), take the matching ids (that union, or
+   what step 3 kept) and sort their records: O(s log s), each record read. Otherwise walk the index testing
    each id: expected O(end * n / s) when matches are spread evenly (a correlated filter
    can walk further; it never walks more than n).
    A walk over one sort key (or none) is an itertools pipeline over the index
    (`_one_key_page`). Filtered by one field with one value, the test is membership in that
-   value's hash bucket and no Python code runs per entry walked; any other filter asks
-   each filtered field's hash index (`_Matching`). No filter reads a record: every
+   value's hash bucket and no Python code runs per entry walked; so is a filter of several
+   fields, against the ids step 3 kept; one field of several values asks its hash index
+   for each id (`_Matching`). No filter reads a record: every
    filtered field has a hash index. Only sorts on several keys read records as they walk.
 3. `total`: the bucket size for one filtered field; otherwise the smallest field's ids
    kept only if every other field's buckets hold them (smallest first, O(s)).
@@ -44,15 +45,15 @@ from operator import itemgetter
 from typing import Any
 
 from dbsvc.runtime import CompiledModel, Query
-from dbsvc.storage.indexes import Keep, OrderedIndex
+from dbsvc.storage.indexes import FilterIndex, Keep, OrderedIndex
 from dbsvc.storage.rows import Stored, unpack
 from dbsvc.storage.table import Table
 
 # A bucket of s ids read and sorted costs about 2 us an id (each record read back out,
 # rows.py); a walk expected to pass end * n / s index entries costs about 0.2 us an
-# entry when it tests membership in one bucket's set (`keeper`, C speed), 1-3 us when it
-# asks the hash indexes of several values or fields (`_Matching`) or reads records to
-# order runs (a sort on several keys). The bucket is taken while s * s <= factor * end * n
+# entry when it tests membership in a set (`keeper`, or the ids `_count` kept for several
+# fields: C speed), 1-3 us when it asks a hash index for one field's several values
+# (`_Matching`) or reads records to order runs (a sort on several keys). The bucket is taken while s * s <= factor * end * n
 # (bench/README.md, "Records as bytes": 100,000 posts, `author_id=5&sort=-score`, s = 1,000:
 # 1.98 ms sorted, 0.16 ms walked; at offset 500 the walk takes 11.5 ms, the bucket 1.9).
 WALK_FACTOR = 2
@@ -105,23 +106,17 @@ def _walk(table: Table, sort: tuple[tuple[str, bool], ...]) -> Iterator[Any]:
 
 
 class _Matching:
-    """Whether an id passes every filter, asked of the hash indexes (every filtered field
-    has one, and its buckets hold exactly the ids whose key is in them), the fewest
-    matches first: the `keep` test of a walk whose filter is not one value of one field.
-    No record is read."""
+    """Whether an id holds one of a field's filter values, asked of the field's hash index
+    (its buckets hold exactly the ids whose key is in them): the `keep` test of a walk
+    over a filter of one field and several values. No record is read."""
 
-    __slots__ = ("tests",)
+    __slots__ = ("has", "keys")
 
-    def __init__(self, table: Table, filters: Mapping[str, frozenset]) -> None:
-        hashes = table.hashes
-        fields = sorted(filters, key=lambda f: hashes[f].count(filters[f]))
-        self.tests = [(hashes[f].has, filters[f]) for f in fields]
+    def __init__(self, index: FilterIndex, keys: frozenset) -> None:
+        self.has, self.keys = index.has, keys
 
     def __call__(self, id_: Any) -> bool:
-        for has, keys in self.tests:
-            if not has(keys, id_):
-                return False
-        return True
+        return self.has(self.keys, id_)
 
 
 def _one_key_page(index: OrderedIndex, desc: bool, keep: Keep | None, offset: int, end: int) -> list[Any]:
@@ -226,8 +221,11 @@ def _plan_live(table: Table, query: Query) -> tuple[list[Any], int]:
         # One field, one value: membership in that value's hash bucket (read on the loop
         # thread during this synchronous call, so no write changes it meanwhile).
         keep = table.hashes[smallest].keeper(next(iter(filters[smallest])))
+    elif matches is not None:
+        # Several fields: `_count` has already tested every candidate against them all.
+        keep = frozenset(matches).__contains__
     else:
-        keep = _Matching(table, filters)
+        keep = _Matching(table.hashes[smallest], filters[smallest])
     if len(sort) <= 1:
         if sort:
             (field, desc), = sort
