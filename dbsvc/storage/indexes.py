@@ -228,10 +228,10 @@ class OrderedIndex:
             order = list(range(len(keys)))
             index.nulls = SortedIndex()
         order.sort(key=keys.__getitem__)
-        # Straight into an array when the keys go into arrays: no second list of keys.
-        ordered = (array(typecode, map(keys.__getitem__, order)) if typecode
-                   else list(map(keys.__getitem__, order)))
-        index._fill(ordered, list(map(ids.__getitem__, order)))
+        # A list, even for array keys: `_fill` makes each sublist's array from a slice of
+        # it. An array built from the map itself grows one item at a time (0.5 s at
+        # 1,000,000 float keys, against 0.2 for the list and 0.06 for the slices' arrays).
+        index._fill(list(map(keys.__getitem__, order)), list(map(ids.__getitem__, order)))
         return index
 
     def _column(self, keys: Any) -> Any:
