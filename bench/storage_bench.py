@@ -110,6 +110,7 @@ def build_tenant(base: str, n: int) -> str:
     """A compacted tenant with 100 users and n posts, written as a snapshot directly."""
     from dbsvc.storage import Store, compact
     from dbsvc.storage.snapshot import ModelImage, SnapshotImage
+    from dbsvc.storage.table import Table
     from dbsvc.storage.tenants import create_tenant
 
     tenant = create_tenant(base, f"n{n}")
@@ -121,10 +122,11 @@ def build_tenant(base: str, n: int) -> str:
     for i in range(1, n + 1):
         p = _post(i, rnd)
         posts.append([p[f] for f in fields])
+    keys = [Table(m).key_fields for m in BLOG.MODELS]         # what the store's own compaction writes
     image = SnapshotImage(compact.new_epoch(), n + 100, [
-        ModelImage("User", list(BLOG.MODELS[0].fields), users, 100),
-        ModelImage("BlogPost", fields, posts, n),
-        ModelImage("Comment", list(BLOG.MODELS[2].fields), [], 0),
+        ModelImage("User", list(BLOG.MODELS[0].fields), users, 100, keys[0]),
+        ModelImage("BlogPost", fields, posts, n, keys[1]),
+        ModelImage("Comment", list(BLOG.MODELS[2].fields), [], 0, keys[2]),
     ])
     compact.install(tenant, image)
     return tenant

@@ -202,6 +202,15 @@ def check_pair(files: TenantFiles, snapshot: SnapshotImage | None, scan: LogScan
         )
 
 
+def key_fields(model: dict) -> list[str]:
+    """The fields of a model of a schema description whose keys a snapshot carries
+    (snapshot.py): its id and every indexed or referencing field, in field order. The
+    description's twin of `Table.key_fields` (a test holds them equal); were they ever
+    to differ, an open would only parse the rows instead of reading the keys."""
+    return [f["name"] for f in model["fields"]
+            if f.get("id") or f.get("unique") or f.get("filter") or f.get("sort") or f.get("ref")]
+
+
 def compact_directory(directory: str, description: dict | None, faults: FaultPlan = NO_FAULTS, *,
                       retain_bytes: int = DEFAULT_RETAIN_BYTES) -> str:
     """Offline compaction of a locked tenant directory; returns a one-line report. The old
@@ -220,14 +229,17 @@ def compact_directory(directory: str, description: dict | None, faults: FaultPla
     max_ids: dict[str, int] = {}
     live: dict[str, dict[Any, list[Any]]] = {}
     id_fields: dict[str, str] = {}
+    keys: dict[str, list[str]] = {}
     for m in (description or {}).get("models", ()):
         order.append(m["name"])
         fields[m["name"]] = [f["name"] for f in m["fields"]]
         id_fields[m["name"]] = next((f["name"] for f in m["fields"] if f["id"]), fields[m["name"]][0])
+        keys[m["name"]] = key_fields(m)
     for image in snapshot.models if snapshot else ():
         if image.name not in fields:
             order.append(image.name)
             fields[image.name] = image.fields
+            keys[image.name] = image.keys
         pos = [image.fields.index(f) if f in image.fields else None for f in fields[image.name]]
         idf = image.fields.index(id_fields.get(image.name, image.fields[0]))
         live[image.name] = {
@@ -256,7 +268,8 @@ def compact_directory(directory: str, description: dict | None, faults: FaultPla
     models = []
     for name in order:
         table = live.get(name, {})
-        models.append(ModelImage(name, fields[name], [table[k] for k in sorted(table)], max_ids.get(name, 0)))
+        models.append(ModelImage(name, fields[name], [table[k] for k in sorted(table)], max_ids.get(name, 0),
+                                 keys.get(name, [])))
     epoch = new_epoch()
     kept = install(directory, SnapshotImage(epoch, head, models), faults, keep)
     size = sum(len(m.rows) for m in models)

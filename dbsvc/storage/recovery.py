@@ -49,7 +49,7 @@ from dbsvc.storage import compact, heap, migrate, retain
 from dbsvc.storage.files import NO_FAULTS, FaultPlan, truncate_durably
 from dbsvc.storage.logfile import HEADER_SIZE, Damage, LogScan
 from dbsvc.storage.rows import Stored, Values, pack
-from dbsvc.storage.snapshot import ModelImage, ModelLine, SnapshotImage, model_windows, read_snapshot
+from dbsvc.storage.snapshot import ModelImage, ModelPart, SnapshotImage, model_blocks, model_windows, read_snapshot
 from dbsvc.storage.table import Table
 
 log = logging.getLogger("dbsvc.storage")
@@ -101,36 +101,69 @@ def _map(path: str) -> bytes | mmap.mmap:
         return mmap.mmap(f.fileno(), 0, prot=mmap.PROT_READ)
 
 
-def _install_snapshot(tables: dict[str, Table], lines: list[ModelLine], path: str, migrating: set[str]) -> None:
-    for m in lines:
+def _install_snapshot(tables: dict[str, Table], parts: list[ModelPart], path: str, migrating: set[str]) -> None:
+    """Each model's records into its empty table: from the snapshot's key columns when they
+    fit the table, its rows parsed otherwise (snapshot.py, "Two ways to read a model")."""
+    for m in parts:
         table = tables.get(m.name)
         if table is None:
             raise CorruptLog(path, 0, f"snapshot holds model {m.name!r}, which the schema does not declare")
         model = table.model
-        check = _RowCheck(m, model.id_field, path)
-        stored: list[Stored] = []
-        columns = _KeyColumns(table)
+        if model.id_field not in m.fields:
+            raise CorruptLog(path, 0, f"snapshot rows of {m.name} have no {model.id_field!r} field")
         as_stored = m.fields == list(model.fields) and m.name not in migrating
-        names, fixup, row = m.fields, table.fixup, model.row
-        # One window at a time: its texts are kept as the stored records and only the
-        # index keys of its parsed rows, so the rows go before the next window is parsed
-        # and it reuses their memory (snapshot.py, "Windows").
         try:
-            for rows, texts in model_windows(path, m):
-                check(rows)
-                if not as_stored:
-                    assert fixup is not None
-                    rows = [row(fixup(dict(zip(names, values)))) for values in rows]
-                    texts = None
-                stored.extend(map(pack, rows) if texts is None else texts)
-                columns.add(rows)
-                del rows, texts
+            if as_stored and m.keys is not None and set(table.key_fields) <= set(m.keys):
+                stored, columns = _from_keys(table, m, path)
+            else:
+                stored, columns = _from_rows(table, m, path, as_stored)
             table.load_base(stored, columns.columns, m.max_id)
         except (TypeError, OverflowError) as exc:
             # A value no index can take: a list where a key goes; a float, or an int past
             # 64 bits, where an int key goes (its sublists are arrays, indexes.py OrderedIndex).
             raise CorruptLog(path, m.position, f"snapshot rows of {m.name} hold a value its indexes "
                                                f"cannot take ({exc})") from None
+
+
+def _from_keys(table: Table, m: ModelPart, path: str) -> tuple[list[Stored], _KeyColumns]:
+    """A format-2 model's stored records as the file's row texts, and its index columns
+    from its keys lines: no row parsed but the reader's sample."""
+    stored: list[Stored] = []
+    columns = _KeyColumns(table)
+    order = _IdOrder(m, path)
+    id_field, at = table.id_field, table.positions
+    for texts, keyed in model_blocks(path, m):
+        order.check(keyed[id_field])
+        stored.extend(texts)
+        columns.add({at[f]: keyed[f] for f in table.key_fields})
+        del texts, keyed
+    return stored, columns
+
+
+def _from_rows(table: Table, m: ModelPart, path: str, as_stored: bool) -> tuple[list[Stored], _KeyColumns]:
+    """A model's stored records and index columns from its rows, parsed a window at a time:
+    format 1, or keys that do not fit the table. Its texts are kept as the stored records
+    where they are the rows as the table stores them, and only the index keys of its
+    parsed rows, so the rows go before the next window is parsed and it reuses their
+    memory (snapshot.py, "Windows")."""
+    model = table.model
+    stored: list[Stored] = []
+    columns = _KeyColumns(table)
+    shape = _RowShape(m, path)
+    order = _IdOrder(m, path)
+    id_at = operator.itemgetter(m.fields.index(model.id_field))
+    names, fixup, row = m.fields, table.fixup, model.row
+    for rows, texts in model_windows(path, m):
+        shape.check(rows)
+        order.check(list(map(id_at, rows)))
+        if not as_stored:
+            assert fixup is not None
+            rows = [row(fixup(dict(zip(names, values)))) for values in rows]
+            texts = None
+        stored.extend(map(pack, rows) if texts is None else texts)
+        columns.add(list(zip(*rows)))
+        del rows, texts
+    return stored, columns
 
 
 class _KeyColumns:
@@ -157,8 +190,9 @@ class _KeyColumns:
             members = model.shared_values.get(position)
             self.plan.append((position, None if key is runtime.identity else key, members))
 
-    def add(self, rows: Sequence[Values]) -> None:
-        fields = list(zip(*rows))                   # one C-level pass: a tuple per field
+    def add(self, fields: Sequence[Sequence[Any]] | Mapping[int, Sequence[Any]]) -> None:
+        """Take a window's keys from its values by field position: a window's rows
+        transposed (`zip(*rows)`, one C-level pass), or a block's key columns."""
         for position, key, members in self.plan:
             keys: Any = fields[position] if fields else ()
             if key is not None:
@@ -180,35 +214,44 @@ def _shared_members(column: list[Any], members: Mapping[Any, Any]) -> list[Any]:
         return [runtime.shared(members, value) for value in column]
 
 
-class _RowCheck:
-    """A snapshot's rows each hold one value per field of its line's header, in strictly
-    ascending id order (snapshot.py), which `Table.load_base` builds its indexes on
-    without sorting: a file that breaks either rule (damage the CRC cannot see, another
-    writer) is refused, never half indexed. Called on each window in turn."""
+class _RowShape:
+    """A snapshot's parsed rows each hold one value per field of its header."""
 
-    __slots__ = ("id_at", "id_field", "last", "m", "path", "width")
+    __slots__ = ("m", "path", "width")
 
-    def __init__(self, m: ModelLine, id_field: str, path: str) -> None:
-        if id_field not in m.fields:
-            raise CorruptLog(path, 0, f"snapshot rows of {m.name} have no {id_field!r} field")   # the header's fields
-        self.m, self.path, self.id_field = m, path, id_field
-        self.id_at = operator.itemgetter(m.fields.index(id_field))
-        self.width = len(m.fields)
+    def __init__(self, m: ModelPart, path: str) -> None:
+        self.m, self.path, self.width = m, path, len(m.fields)
+
+    def check(self, rows: list) -> None:
+        if set(map(type, rows)) - {list} or set(map(len, rows)) - {self.width}:
+            raise CorruptLog(self.path, self.m.position, f"snapshot rows of {self.m.name} are not lists of "
+                                                         f"its {self.width} fields")
+
+
+class _IdOrder:
+    """A snapshot's rows are in strictly ascending id order (snapshot.py), which
+    `Table.load_base` builds its indexes on without sorting: a file that breaks the rule
+    (damage the CRC cannot see, another writer) is refused, never half indexed. Checked
+    on each window's or block's ids in turn."""
+
+    __slots__ = ("last", "m", "path")
+
+    def __init__(self, m: ModelPart, path: str) -> None:
+        self.m, self.path = m, path
         self.last: list[Any] = []               # the previous window's last id, once there is one
 
-    def __call__(self, rows: list) -> None:
-        m = self.m
-        if set(map(type, rows)) - {list} or set(map(len, rows)) - {self.width}:
-            raise CorruptLog(self.path, m.position, f"snapshot rows of {m.name} are not lists of its {self.width} fields")
-        ids = chain(self.last, map(self.id_at, rows))
+    def check(self, ids: list[Any] | range) -> None:
+        if type(ids) is range:              # a block of ids without gaps (snapshot.py `_column`)
+            ids = ids[:: max(len(ids) - 1, 1)]  # its first and last ids, or its one id
         try:
-            ascending = all(starmap(operator.lt, pairwise(ids)))
+            ascending = all(starmap(operator.lt, pairwise(chain(self.last, ids))))
         except TypeError:                   # ids of types that do not compare
             ascending = False
         if not ascending:
-            raise CorruptLog(self.path, m.position, f"snapshot rows of {m.name} are not in strictly ascending {self.id_field} order")
-        if rows:
-            self.last = [self.id_at(rows[-1])]
+            raise CorruptLog(self.path, self.m.position, f"snapshot rows of {self.m.name} are not in strictly "
+                                                         f"ascending id order")
+        if ids:
+            self.last = [ids[-1]]
 
 
 def _rebuilder(table: Table, migrating: bool) -> Callable[[dict], Values]:
@@ -262,7 +305,7 @@ def image_of(tables: dict[str, Table], epoch: str, head: int) -> SnapshotImage:
     for table in tables.values():
         records = table.live
         rows = [records[i] for i in table.pk]               # stored records are row texts already
-        models.append(ModelImage(table.name, list(table.model.fields), rows, table.max_id))
+        models.append(ModelImage(table.name, list(table.model.fields), rows, table.max_id, table.key_fields))
     return SnapshotImage(epoch, head, models)
 
 
@@ -308,11 +351,13 @@ def _load_once(directory: str, models: Sequence[CompiledModel], description: dic
     snapshot = None
     snapshot_bytes = 0
     if files.snapshot is not None:
-        image = _read(files.snapshot)
+        # Mapped like the log (`_map`), for a writer: a snapshot is never truncated, only
+        # replaced by a rename, but a read-only open keeps to reading all the same.
+        image = _read(files.snapshot) if readonly else _map(files.snapshot)
         snapshot_bytes = len(image)
-        epoch, head, lines = read_snapshot(files.snapshot, image)
-        _install_snapshot(tables, lines, files.snapshot, migrating)
-        del image, lines
+        epoch, head, parts = read_snapshot(files.snapshot, image)
+        _install_snapshot(tables, parts, files.snapshot, migrating)
+        del image, parts                    # the mapping goes with the last view into it
         snapshot = SnapshotImage(epoch, head, [])           # its rows are in the tables now
     if not os.path.exists(files.log):
         if snapshot is not None:

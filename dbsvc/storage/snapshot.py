@@ -1,12 +1,28 @@
-"""The snapshot file: every live record at one offset, one checksummed line per model.
+"""The snapshot file: every live record at one offset, in checksummed lines.
 
-Layout (UTF-8 text; every line is `CRC SP JSON LF`, CRC = 8 hex digits of crc32(JSON))::
+Layout (UTF-8 text; every line is `CRC SP JSON LF`, CRC = 8 hex digits of crc32(JSON)).
+Format 2, the one written::
 
-    1a2b3c4d {"format":1,"epoch":"<32 hex>","head_offset":1234,
-              "models":[{"name":"User","fields":["id","email",...],"count":2,"max_id":7}, ...]}
-    5e6f7081 [[1,"a@b.c","Ann",null,"reader","2026-01-01T00:00:00Z",null],<TAB>[7,...]]
-    ...      one line per entry of "models", in that order: its records as rows (lists in
-             the "fields" order), ascending by id, each but the last followed by ",<TAB>"
+    1a2b3c4d {"format":2,"epoch":"<32 hex>","head_offset":1234,"block_rows":2048,
+              "models":[{"name":"User","fields":["id","email",...],"count":2,"max_id":7,
+                         "keys":["id","email","name",...]}, ...]}
+    then, for each entry of "models" in that order, its records in blocks of
+    "block_rows" rows (the last block of a model may be shorter; a model without
+    records has none), each block two lines:
+    9abc0123 [[1,7],["a@b.c","x@y.z"],["Ann","Xi"],...]          the keys line
+    5e6f7081 [[1,"a@b.c","Ann",null,...],<TAB>[7,"x@y.z",...]]   the rows line
+
+A rows line holds the block's records as rows (lists in the "fields" order), ascending by
+id, each but the last followed by ",<TAB>". The keys line holds, for each field named in
+the model's "keys" (its id and every field an index or a reference count is built on:
+`Table.key_fields`), that field's values of the block's rows, in row order: the columns
+the indexes are built from, so that opening never parses a row (below). A column of
+consecutive integers a, a+1, ..., a+n-1 (the ids of a block without gaps) is written as
+{"first":a,"count":n}. The writer parses each stored record once for its keys: an online
+compaction of 1,000,000 posts takes 2.6 s of its thread where it took 0.7 (online.py).
+
+Format 1 (written before; still read): the header without "block_rows" and "keys", and
+then one line per model holding all its rows, as one rows line.
 
 The epoch named here is the epoch of the log that continues it (the log header carries the
 same id and `head_offset` as its base). Rows are in id order because each snapshot record
@@ -15,20 +31,37 @@ n records by id.
 
 Rows as stored records: a row's text is exactly a stored record (rows.py), so the writer
 joins the tables' stored records with ",TAB" and the reader splits at ",TAB" and keeps
-each piece of text as a stored record, neither encoding a row nor keeping the values it
-parses beyond the index columns. A JSON string never holds a raw TAB (it must be escaped),
-and compact JSON holds no whitespace at all, so in a line this writer wrote ",TAB" is
-only ever a row's end. The reader still takes nothing on trust: each text is scanned on
-its own and kept only if it is exactly one JSON value; otherwise (a line written by hand
-with whitespace, or by an older writer that put ",TAB" only after every 2,048th row) the
-window of rows is parsed as JSON and its rows are encoded again, so the rows read are
-always those of `json.loads(line)`.
+each piece of text as a stored record. A JSON string never holds a raw TAB (it must be
+escaped), and compact JSON holds no whitespace at all, so in a line this writer wrote
+",TAB" is only ever a row's end.
 
-Windows: the reader takes a line WINDOW bytes at a time (cut at a ",TAB"), so a
+Two ways to read a model (recovery.py picks):
+
+- From the keys (`model_blocks`, format 2, when the file's "keys" hold every column the
+  table indexes and its fields are the model's own): each rows line is split into texts
+  that are kept as they are, and the index keys come from the keys line, so no row is
+  parsed. At 1,000,000 posts, parsing every row to check it and take its keys was 1.5 s of
+  an open of 4.3; reading the keys instead, the open takes 2.5 (bench/README.md, "Open
+  from the keys"). What is checked instead: every line's CRC; each block's text count and
+  column lengths against "block_rows"; the ids strictly ascending (recovery.py); and a
+  sample of rows, every SAMPLE_EVERY-th of each block and its last, each scanned whole and
+  held to be exactly one row of the model's width whose indexed values equal its keys
+  line's. A line whose CRC holds was written by a dbsvc writer (a torn or damaged one
+  never passes): the sample is there to catch a writer's bug, not a forger. A row the
+  sample skips is trusted as far as its CRC vouches for it: were it not the row its keys
+  say, a read would show the row and the indexes would follow the keys.
+- From the rows (`model_windows`, format 1, and format 2 whenever the keys do not fit: a
+  schema that indexes another field, a model being migrated): the rows are parsed, a
+  window at a time, and each text is kept only if it scans as exactly one JSON value;
+  otherwise (a line written by hand with whitespace, or by an older writer that put ",TAB"
+  only after every 2,048th row) the window is parsed as JSON and its rows are encoded
+  again, so the rows read are always those of `json.loads(line)`.
+
+Windows: the rows reader takes a line WINDOW bytes at a time (cut at a ",TAB"), so a
 1,000,000-row line never becomes a million parsed lists at once: parsed whole, it left the
 freed lists as holes between the objects that stay, 130 bytes of RSS per record for good
 (bench/README.md, "Open time and memory"). A window that does not parse hands over to the
-whole line's parse, which names the error.
+whole line's parse, which names the error. Format 2's blocks are windows of their own.
 
 Crash rules: a snapshot is only ever written under a `.new` name, fsynced, and renamed
 into place by compaction (compact.py), so a torn snapshot never carries the real name. A
@@ -39,38 +72,44 @@ byte offset of the line, reason)`.
 from __future__ import annotations
 
 import json
-import os
+import mmap
 import zlib
 from collections.abc import Iterable, Iterator, Sequence
-from dataclasses import dataclass
-from itertools import repeat
+from dataclasses import dataclass, field
+from itertools import islice, repeat
 from operator import itemgetter
 from typing import Any
 
 from dbsvc.errors import CorruptLog
 from dbsvc.runtime import compact_json
-from dbsvc.storage import files
 from dbsvc.storage.files import write_all
 from dbsvc.storage.rows import SCAN, Stored, pack
 
 _VALUE, _END = itemgetter(0), itemgetter(1)
 
-FORMAT = 1
-CHUNK_ROWS = 2048          # rows encoded at a time by `encode_snapshot`
-ROW_END = b",\t"           # what ends every row of a model line but its last
-WINDOW = 1 << 19           # bytes of a model line the reader splits and scans at a time
+Data = bytes | mmap.mmap   # a snapshot's bytes: read, or mapped by a writer's open (recovery.py)
+
+FORMAT = 2
+READS = (1, 2)             # the formats the reader takes
+BLOCK_ROWS = 2048          # rows per block (format 2): one keys line and one rows line
+ROW_END = b",\t"           # what ends every row of a rows line but its last
+WINDOW = 1 << 19           # bytes of a format-1 model line the rows reader parses at a time
+SAMPLE_EVERY = 64          # the keys reader scans this block's every SAMPLE_EVERY-th row (and its last)
 
 
 @dataclass(slots=True)
 class ModelImage:
     """One model's part of a snapshot: rows are lists of values (read from a file by
     `decode_snapshot`, or made by an offline tool), or a table's stored records (bytes,
-    rows.py), which are their row texts already."""
+    rows.py), which are their row texts already. `keys` names the fields whose columns
+    the file carries (module docstring): the table's indexed fields (`Table.key_fields`);
+    with none, a reader parses the rows."""
 
     name: str
     fields: list[str]
     rows: Sequence[Sequence[Any]]
     max_id: int
+    keys: list[str] = field(default_factory=list)
 
 
 @dataclass(slots=True)
@@ -84,23 +123,53 @@ def _line(text: bytes) -> bytes:
     return b"%08x " % zlib.crc32(text) + text + b"\n"
 
 
-def _rows_text(rows: Sequence[Stored | Sequence[Any]]) -> bytes:
-    """Rows as the inside of a JSON array (no brackets), each but the last ended by ROW_END."""
-    return ROW_END.join([r if type(r) is bytes else pack(r) for r in rows])
+def _header(epoch: str, head_offset: int, models: Iterable[tuple[str, list[str], int, int, list[str]]]) -> bytes:
+    header = {
+        "format": FORMAT, "epoch": epoch, "head_offset": head_offset, "block_rows": BLOCK_ROWS,
+        "models": [{"name": name, "fields": fields, "count": count, "max_id": max_id, "keys": keys}
+                   for name, fields, count, max_id, keys in models],
+    }
+    return _line(compact_json(header).encode("utf-8"))
+
+
+def _block(rows: Sequence[Stored | Sequence[Any]], positions: list[int]) -> bytes:
+    """A block's two lines: its keys line (the columns at `positions`) and its rows line.
+    Stored records are parsed for their keys in one call (a compaction's only parse)."""
+    texts = [r if type(r) is bytes else pack(r) for r in rows]
+    values = json.loads(b"[" + b",".join(texts) + b"]") if positions and type(rows[0]) is bytes else rows
+    fields = list(zip(*values)) if positions else []
+    keys = compact_json([_column(fields[p]) for p in positions]).encode("utf-8", "surrogatepass")
+    return _line(keys) + _line(b"[" + ROW_END.join(texts) + b"]")
+
+
+def _column(values: Sequence[Any]) -> Sequence[Any] | dict[str, int]:
+    """A keys line's column: the values, or {"first": a, "count": n} when they are the
+    integers a, a+1, ..., a+n-1 (a block of ids without gaps: read as a range, with nothing
+    to parse and nothing to check for order)."""
+    first = values[0]
+    if type(first) is int and type(values[-1]) is int and values[-1] - first == len(values) - 1 \
+            and list(values) == list(range(first, first + len(values))):
+        return {"first": first, "count": len(values)}
+    return values
+
+
+def _blocks(rows: Iterable[Stored | Sequence[Any]], positions: list[int]) -> Iterator[bytes]:
+    """The blocks of a model's rows, BLOCK_ROWS at a time, whatever chunks they come in."""
+    it = iter(rows)
+    while block := list(islice(it, BLOCK_ROWS)):
+        yield _block(block, positions)
+
+
+def _positions(fields: list[str], keys: list[str]) -> list[int]:
+    return [fields.index(k) for k in keys]
 
 
 def encode_snapshot(image: SnapshotImage) -> Iterator[bytes]:
-    """The file's bytes, one line at a time (so 1,000,000 rows never sit in one string twice)."""
-    header = {
-        "format": FORMAT, "epoch": image.epoch, "head_offset": image.head_offset,
-        "models": [{"name": m.name, "fields": m.fields, "count": len(m.rows), "max_id": m.max_id}
-                   for m in image.models],
-    }
-    yield _line(compact_json(header).encode("utf-8"))
+    """The file's bytes, a block at a time (so 1,000,000 rows never sit in one string)."""
+    yield _header(image.epoch, image.head_offset,
+                  ((m.name, m.fields, len(m.rows), m.max_id, m.keys) for m in image.models))
     for m in image.models:
-        rows = m.rows
-        chunks = (_rows_text(rows[i : i + CHUNK_ROWS]) for i in range(0, len(rows), CHUNK_ROWS))
-        yield _line(b"[" + ROW_END.join(chunks) + b"]")
+        yield from _blocks(m.rows, _positions(m.fields, m.keys))
 
 
 @dataclass(slots=True)
@@ -113,44 +182,25 @@ class ModelStream:
     count: int
     max_id: int
     chunks: Iterable[Sequence[Sequence[Any]]]
+    keys: list[str] = field(default_factory=list)
 
 
 def write_snapshot_stream(fd: int, epoch: str, head_offset: int, models: list[ModelStream]) -> None:
     """Write a snapshot to `fd` (at position 0, empty file) in the same format as
-    `encode_snapshot`, one chunk of rows at a time, so no model line is ever one string and
-    a thread writing it gives the GIL back between chunks. A line's CRC comes first, so
-    each model line starts with a placeholder that is overwritten once the line is out."""
-    header = {
-        "format": FORMAT, "epoch": epoch, "head_offset": head_offset,
-        "models": [{"name": m.name, "fields": m.fields, "count": m.count, "max_id": m.max_id}
-                   for m in models],
-    }
-    write_all(fd, _line(compact_json(header).encode("utf-8")))
-    pos = os.lseek(fd, 0, os.SEEK_CUR)
+    `encode_snapshot`, a block at a time, so a thread writing it gives the GIL back
+    between blocks."""
+    write_all(fd, _header(epoch, head_offset, ((m.name, m.fields, m.count, m.max_id, m.keys) for m in models)))
     for m in models:
-        start = pos
-        write_all(fd, b"00000000 [")
-        crc = zlib.crc32(b"[")
-        pos += 10
         written = 0
-        for chunk in m.chunks:
-            if not chunk:
-                continue
-            text = _rows_text(chunk)
-            if written:
-                text = ROW_END + text
-            written += len(chunk)
-            crc = zlib.crc32(text, crc)
-            write_all(fd, text)
-            pos += len(text)
-        assert written == m.count, f"{m.name}: {written} rows streamed, {m.count} announced"
-        crc = zlib.crc32(b"]", crc)
-        write_all(fd, b"]\n")
-        pos += 2
-        files.ops.pwrite(fd, b"%08x" % crc, start)
+        rows = (row for chunk in m.chunks for row in chunk)
+        for block in _blocks(rows, _positions(m.fields, m.keys)):
+            write_all(fd, block)
+            written += 1
+        blocks = -(-m.count // BLOCK_ROWS)
+        assert written == blocks, f"{m.name}: {written} blocks streamed, {blocks} for {m.count} rows"
 
 
-def snapshot_lines(path: str, data: bytes) -> list[tuple[int, memoryview]]:
+def snapshot_lines(path: str, data: Data) -> list[tuple[int, memoryview]]:
     """(position, body) of every line of a snapshot, each checked against its CRC; a
     backup checks a copied snapshot with this before trusting it. The bodies are views
     into `data`, not copies (a model line can be hundreds of MB)."""
@@ -183,58 +233,155 @@ def _loads(body: memoryview) -> Any:
 
 
 @dataclass(slots=True)
-class ModelLine:
-    """One model's line of a snapshot, checked against its CRC, not yet parsed: the JSON
-    array is `data[start:end]`."""
+class RowsLine:
+    """A rows line, checked against its CRC, not yet parsed: the JSON array is
+    `data[start:end]`; `keys` is its block's keys line (format 2), or None (format 1)."""
+
+    position: int              # byte offset of the line in the file
+    data: Data
+    start: int
+    end: int
+    keys: memoryview | None
+    keys_position: int
+
+
+@dataclass(slots=True)
+class ModelPart:
+    """One model's part of a snapshot: its header entry and its rows lines (one in
+    format 1, one per block in format 2). `keys` is None in format 1."""
 
     name: str
     fields: list[str]
     count: int
     max_id: int
-    position: int              # byte offset of the line in the file
-    data: bytes
-    start: int
-    end: int
+    keys: list[str] | None
+    position: int              # byte offset of its first line (the header's, if it has none)
+    lines: list[RowsLine]
+    block_rows: int
 
 
-def read_snapshot(path: str, data: bytes) -> tuple[str, int, list[ModelLine]]:
-    """(epoch, head offset, model lines) of a snapshot's bytes: every line's CRC checked,
-    the header parsed, the model lines left for `model_windows`."""
+def read_snapshot(path: str, data: Data) -> tuple[str, int, list[ModelPart]]:
+    """(epoch, head offset, model parts) of a snapshot's bytes: every line's CRC checked,
+    the header parsed, the rows left for `model_blocks` or `model_windows`."""
     lines = snapshot_lines(path, data)
     if not lines:
         raise CorruptLog(path, 0, "empty snapshot")
     header = _loads(lines[0][1])
-    if header.get("format") != FORMAT:
-        raise CorruptLog(path, 0, f"snapshot format {header.get('format')!r}, expected {FORMAT}")
+    version = header.get("format")
+    if version not in READS:
+        raise CorruptLog(path, 0, f"snapshot format {version!r}, expected one of {list(READS)}")
     metas = header["models"]
-    if len(lines) != 1 + len(metas):
-        raise CorruptLog(path, len(data), f"snapshot has {len(lines) - 1} model lines, header lists {len(metas)}")
-    models = [ModelLine(meta["name"], meta["fields"], meta["count"], meta["max_id"],
-                        pos, data, pos + 9, pos + 9 + len(body))      # the JSON after "CRC SP"
-              for meta, (pos, body) in zip(metas, lines[1:])]
-    return header["epoch"], header["head_offset"], models
+    block_rows = header.get("block_rows", 0) if version == 2 else 0
+    if version == 2 and (type(block_rows) is not int or block_rows < 1):
+        raise CorruptLog(path, 0, f"snapshot header: block_rows {block_rows!r} is not a positive integer")
+    parts: list[ModelPart] = []
+    at = 1
+    for meta in metas:
+        count = meta["count"]
+        keys = meta.get("keys") if version == 2 else None
+        if version == 2 and (type(keys) is not list or not set(keys) <= set(meta["fields"])
+                             or len(set(keys)) != len(keys)):
+            raise CorruptLog(path, 0, f"snapshot header: the keys of model {meta['name']!r} are not "
+                                      f"distinct names of its fields: {keys!r}")
+        n = 1 if version == 1 else 2 * -(-count // block_rows)
+        mine = lines[at : at + n]
+        if len(mine) < n:
+            break
+        rows_lines = [RowsLine(pos, data, pos + 9, pos + 9 + len(body), None, 0) for pos, body in mine] \
+            if version == 1 else \
+            [RowsLine(pos, data, pos + 9, pos + 9 + len(body), keys, kpos)
+             for (kpos, keys), (pos, body) in zip(mine[0::2], mine[1::2])]
+        first = mine[0][0] if mine else 0
+        parts.append(ModelPart(meta["name"], meta["fields"], count, meta["max_id"], keys, first, rows_lines,
+                               block_rows))
+        at += n
+    if at != len(lines) or len(parts) != len(metas):
+        raise CorruptLog(path, len(data), f"snapshot has {len(lines) - 1} lines after its header, "
+                                          f"its header's models need {_lines_needed(metas, version, block_rows)}")
+    return header["epoch"], header["head_offset"], parts
+
+
+def _lines_needed(metas: list[dict], version: int, block_rows: int) -> int:
+    return len(metas) if version == 1 else sum(2 * -(-m["count"] // block_rows) for m in metas)
+
+
+Block = tuple[list[Stored], dict[str, "list | range"]]    # a block's row texts, and its columns by field
+
+
+def model_blocks(path: str, part: ModelPart) -> Iterator[Block]:
+    """The rows of a format-2 model as stored records and its key columns, a block at a
+    time, without parsing a row but the sample (module docstring, "From the keys").
+    CorruptLog for a block whose texts or columns do not fit."""
+    assert part.keys is not None, "model_blocks reads format 2"
+    keys, width = part.keys, len(part.fields)
+    positions = _positions(part.fields, keys)
+    left = part.count
+    for line in part.lines:
+        n = min(left, part.block_rows)
+        left -= n
+        data = line.data
+        if line.end - line.start < 2 or data[line.start] != 0x5B or data[line.end - 1] != 0x5D:   # "[" ... "]"
+            raise CorruptLog(path, line.position, f"model {part.name!r}: a rows line is not a JSON array")
+        texts = data[line.start + 1 : line.end - 1].split(ROW_END)
+        try:
+            columns = _loads(line.keys) if line.keys is not None else None
+        except ValueError as exc:
+            raise CorruptLog(path, line.keys_position, f"model {part.name!r}: a keys line is not JSON ({exc})") from None
+        if type(columns) is list:
+            columns = [_run(c) if type(c) is dict else c for c in columns]
+        if len(texts) != n or type(columns) is not list or len(columns) != len(keys) \
+                or any(type(c) not in (list, range) or len(c) != n for c in columns):
+            raise CorruptLog(path, line.keys_position, f"model {part.name!r}: a block's rows and keys are not "
+                                                       f"{n} rows of its {len(keys)} keys each")
+        for i in (*range(0, n, SAMPLE_EVERY), n - 1):
+            if not _sample_fits(texts[i], i, columns, positions, width):
+                raise CorruptLog(path, line.position, f"model {part.name!r}: row {i + 1} of a block is not "
+                                                      f"one row of {width} fields matching its keys line")
+        yield texts, dict(zip(keys, columns))
+
+
+def _run(column: dict) -> range | None:
+    """The range a {"first": a, "count": n} column stands for (`_column`); None, which
+    the caller refuses, for any other object."""
+    first, count = column.get("first"), column.get("count")
+    if column.keys() != {"first", "count"} or type(first) is not int or type(count) is not int or count < 1:
+        return None
+    return range(first, first + count)
+
+
+def _sample_fits(text: bytes, i: int, columns: list[list], positions: list[int], width: int) -> bool:
+    """`text` is exactly one row of `width` values whose values at `positions` are row
+    `i` of `columns`."""
+    try:
+        s = text.decode("utf-8", "surrogatepass")
+        row, end = SCAN(s, 0)
+    except (ValueError, StopIteration):
+        return False
+    return end == len(s) and type(row) is list and len(row) == width and \
+        all(row[p] == column[i] for p, column in zip(positions, columns))
 
 
 Window = tuple[list, "list[Stored] | None"]      # rows' values, and their texts when kept
 
 
-def model_windows(path: str, line: ModelLine) -> Iterator[Window]:
-    """The rows of a model line, a window at a time (module docstring): each window's
-    rows as parsed, and their texts as stored records, or None where the texts are not
-    one row each (the caller packs the values then). CorruptLog if the line is not a
-    JSON array or its row count is not the header's."""
+def model_windows(path: str, part: ModelPart) -> Iterator[Window]:
+    """The rows of a model, a window at a time (module docstring, "From the rows"): each
+    window's rows as parsed, and their texts as stored records, or None where the texts
+    are not one row each (the caller packs the values then). CorruptLog if a rows line is
+    not a JSON array or the row count is not the header's."""
     count = 0
-    for rows, texts in _windows(path, line):
-        count += len(rows)
-        yield rows, texts
-    if count != line.count:
-        raise CorruptLog(path, line.position, f"model {line.name!r}: {count} rows, header says {line.count}")
+    for line in part.lines:
+        for rows, texts in _windows(path, part.name, line):
+            count += len(rows)
+            yield rows, texts
+    if count != part.count:
+        raise CorruptLog(path, part.position, f"model {part.name!r}: {count} rows, header says {part.count}")
 
 
-def _windows(path: str, line: ModelLine) -> Iterator[Window]:
+def _windows(path: str, name: str, line: RowsLine) -> Iterator[Window]:
     data, start, end = line.data, line.start, line.end
     if end - start < 2 or data[start] != 0x5B or data[end - 1] != 0x5D:      # "[" ... "]"
-        yield _whole(path, line), None
+        yield _whole(path, name, line), None
         return
     a, stop = start + 1, end - 1
     given = 0
@@ -252,7 +399,7 @@ def _windows(path: str, line: ModelLine) -> Iterator[Window]:
             except ValueError:
                 rows = None
             if type(rows) is not list or not rows:
-                yield _whole(path, line)[given:], None
+                yield _whole(path, name, line)[given:], None
                 return
         given += len(rows)
         yield rows, texts
@@ -274,19 +421,19 @@ def _one_row_each(texts: list[bytes]) -> list | None:
     return list(map(_VALUE, found))
 
 
-def _whole(path: str, line: ModelLine) -> list:
+def _whole(path: str, name: str, line: RowsLine) -> list:
     try:
         rows = _loads(memoryview(line.data)[line.start : line.end])
     except ValueError as exc:
-        raise CorruptLog(path, line.position, f"model {line.name!r}: the line is not JSON ({exc})") from None
+        raise CorruptLog(path, line.position, f"model {name!r}: the line is not JSON ({exc})") from None
     if type(rows) is not list:
-        raise CorruptLog(path, line.position, f"model {line.name!r}: the line is not a JSON array of rows")
+        raise CorruptLog(path, line.position, f"model {name!r}: the line is not a JSON array of rows")
     return rows
 
 
 def decode_snapshot(path: str, data: bytes) -> SnapshotImage:
     """The whole snapshot at once, every model's rows in one list (offline tools)."""
-    epoch, head, lines = read_snapshot(path, data)
+    epoch, head, parts = read_snapshot(path, data)
     models = [ModelImage(m.name, m.fields, [row for rows, _texts in model_windows(path, m) for row in rows],
-                         m.max_id) for m in lines]
+                         m.max_id, list(m.keys or ())) for m in parts]
     return SnapshotImage(epoch, head, models)

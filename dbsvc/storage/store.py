@@ -658,7 +658,7 @@ class Store:
         except FileNotFoundError:
             if self._log_base != 0:
                 raise Unavailable("the epoch's snapshot file is missing; try again") from None
-            image = SnapshotImage(self._epoch, 0, [ModelImage(t.name, list(t.model.fields), [], 0)
+            image = SnapshotImage(self._epoch, 0, [ModelImage(t.name, list(t.model.fields), [], 0, t.key_fields)
                                                    for t in self._tables.values()])
             return self._epoch, 0, encode_snapshot(image)
         try:

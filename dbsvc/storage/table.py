@@ -218,6 +218,13 @@ class Table:
 
     # -- bulk load (snapshot) ------------------------------------------------------------
 
+    @property
+    def key_fields(self) -> list[str]:
+        """The fields at `columns`, by name: the keys a snapshot carries for this table
+        (snapshot.py), so that `load_base` gets its columns without a row parsed."""
+        fields = self.model.fields
+        return [fields[p] for p in self.columns]
+
     def load_base(self, stored: list[Stored], columns: Mapping[int, Any], max_id: int) -> None:
         """Install the snapshot's records as rows 1..n of an empty table: `stored` in
         their stored form, `columns` the index keys (`self.keys`) of each field at

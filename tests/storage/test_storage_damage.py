@@ -7,7 +7,7 @@ import random
 import struct
 
 import pytest
-from support.storage import open_store, run, user
+from support.storage import open_store, run, snapshot_in_format_1, user
 
 from dbsvc.errors import CorruptLog
 from dbsvc.storage.logfile import FRAME, HEADER_SIZE
@@ -256,7 +256,7 @@ def test_snapshot_rows_out_of_shape_refuse_and_leave_the_files(filled, change, r
     from dbsvc.storage.tenants import compact_tenant
     compact_tenant(os.path.dirname(tenant), os.path.basename(tenant))
     snap = os.path.join(tenant, "snapshot")
-    lines = open(snap, "rb").read().split(b"\n")
+    lines = snapshot_in_format_1(snap).split(b"\n")    # an open parses its rows
     user_line = 1                                   # the header lists User first
     rows = json.loads(lines[user_line][9:])
     if change == "swap":

@@ -10,7 +10,7 @@ import os
 import zlib
 
 import pytest
-from support.storage import BLOG, check_indexes, open_store, run, user
+from support.storage import BLOG, check_indexes, open_store, run, snapshot_in_format_1, user
 
 from dbsvc.errors import CorruptLog
 from dbsvc.runtime import shared
@@ -82,7 +82,7 @@ def _compacted_with_roles(tenant, roles: dict[int, object]) -> bytes:
     s.close()
     compact_tenant(os.path.dirname(tenant), os.path.basename(tenant))
     path = os.path.join(tenant, "snapshot")
-    lines = open(path, "rb").read().split(b"\n")
+    lines = snapshot_in_format_1(path).split(b"\n")     # rows read by parsing them
     rows = json.loads(lines[1][9:])                     # the header lists User first
     for row in rows:
         row[ROLE] = roles.get(row[0], row[ROLE])

@@ -1,8 +1,9 @@
-"""Snapshot model lines as stored records (snapshot.py, "Rows as stored records" and
-"Windows"): written with ",TAB" after every row but the last, so each row's text is the
-table's stored record; read a window at a time, keeping each text that is exactly one
-row; and always the rows of the line parsed whole, whatever TABs a damaged, hand-made or
-older line carries."""
+"""Snapshots read by parsing their rows (snapshot.py, "From the rows"): format-1 files,
+whose one line per model holds all its rows with ",TAB" after every row but the last, read
+a window at a time, keeping each text that is exactly one row; and always the rows of the
+line parsed whole, whatever TABs a damaged, hand-made or older line carries. The fixture
+writes its snapshot in format 1 (support `snapshot_in_format_1`); the format-2 writer and
+the keys reader are test_storage_snapshot_keys.py's."""
 
 from __future__ import annotations
 
@@ -12,12 +13,12 @@ import zlib
 from array import array
 
 import pytest
-from support.storage import BLOG, check_indexes, open_store, run, user
+from support.storage import BLOG, check_indexes, open_store, run, snapshot_in_format_1, user
 
 from dbsvc.errors import CorruptLog
 from dbsvc.storage import snapshot
 from dbsvc.storage.rows import pack
-from dbsvc.storage.snapshot import ModelLine, model_windows, read_snapshot
+from dbsvc.storage.snapshot import ModelPart, RowsLine, model_windows, read_snapshot
 from dbsvc.storage.tenants import compact_tenant
 
 N_USERS = 10
@@ -25,7 +26,8 @@ N_USERS = 10
 
 @pytest.fixture
 def compacted(tenant, monkeypatch):
-    """A tenant of N_USERS users compacted offline, read back in windows of about 2 rows."""
+    """A tenant of N_USERS users compacted offline, its snapshot in format 1, read back in
+    windows of about 2 rows."""
     monkeypatch.setattr(snapshot, "WINDOW", 100)
     s = open_store(tenant)
 
@@ -36,6 +38,7 @@ def compacted(tenant, monkeypatch):
     want = dict(s._tables["User"].records)
     s.close()
     compact_tenant(os.path.dirname(tenant), os.path.basename(tenant))
+    snapshot_in_format_1(os.path.join(tenant, "snapshot"))
     return tenant, want
 
 
@@ -72,19 +75,8 @@ def _rewrite_user_line(tenant, body: bytes) -> bytes:
 def _read(tenant):
     path = os.path.join(tenant, "snapshot")
     data = open(path, "rb").read()
-    _epoch, _head, lines = read_snapshot(path, data)
-    return data, lines[0], list(model_windows(path, lines[0]))
-
-
-def test_the_writer_ends_every_row_but_the_last_and_the_line_stays_one_json_array(compacted):
-    tenant, want = compacted
-    body = _lines(tenant)[1][9:]
-    assert body.count(b"\t") == N_USERS - 1 and body.count(b",\t") == N_USERS - 1
-    rows = json.loads(body)                                          # a reader may parse it whole
-    assert [r[0] for r in rows] == list(range(1, N_USERS + 1))
-    stored = _stored(tenant)
-    assert body[1:-1].split(b",\t") == [stored[i] for i in range(1, N_USERS + 1)]   # the rows are the records
-    assert _users(tenant) == want
+    _epoch, _head, parts = read_snapshot(path, data)
+    return data, parts[0].lines[0], list(model_windows(path, parts[0]))
 
 
 def test_windows_are_read_one_at_a_time_keep_the_texts_and_equal_the_whole_line(compacted):
@@ -237,40 +229,22 @@ def test_ids_must_ascend_across_a_piece_boundary(compacted):
     assert "not in strictly ascending id order" in info.value.reason
 
 
-def test_model_pieces_counts_rows_against_the_header():
+def test_model_windows_counts_rows_against_the_header():
     data = b"[[1],\t[2]]"
-    line = ModelLine("M", ["id"], 3, 2, 40, data, 0, len(data))
+    part = ModelPart("M", ["id"], 3, 2, None, 40, [RowsLine(40, data, 0, len(data), None, 0)], 0)
     with pytest.raises(CorruptLog) as info:
-        list(model_windows("snap", line))
+        list(model_windows("snap", part))
     assert info.value.offset == 40 and "2 rows, header says 3" in info.value.reason
 
 
-def test_online_compaction_ends_every_row_it_streams(tenant, monkeypatch):
-    from dbsvc.storage import online
-
-    monkeypatch.setattr(online, "CHUNK", 4)
-    s = open_store(tenant)
-
-    async def go():
-        for i in range(1, N_USERS + 1):
-            await s.insert("User", user(i))
-        await s.compact_now()
-    try:
-        run(go())
-        want = dict(s._tables["User"].records)
-        stored = dict(s._tables["User"].live)
-    finally:
-        s.close()
-    body = _lines(tenant)[1][9:]
-    assert body[1:-1].split(b",\t") == list(stored.values()) and len(json.loads(body)) == N_USERS
-    assert _users(tenant) == want
-
-
-def test_number_sort_keys_load_into_arrays_with_nulls_kept_apart(tenant, monkeypatch):
+@pytest.mark.parametrize("version", [1, 2])
+def test_number_sort_keys_load_into_arrays_with_nulls_kept_apart(tenant, monkeypatch, version):
     """Ages (int keys, some null, some past 2**31) and joined (datetime -> microseconds)
-    read window by window from the snapshot: the sort indexes hold them in arrays, nulls
-    apart, and agree with the records."""
+    read window by window from a format-1 snapshot, or block by block from a format-2
+    one's keys: the sort indexes hold them in arrays, nulls apart, and agree with the
+    records."""
     monkeypatch.setattr(snapshot, "WINDOW", 100)
+    monkeypatch.setattr(snapshot, "BLOCK_ROWS", 4)
     s = open_store(tenant)
 
     async def go():
@@ -281,6 +255,8 @@ def test_number_sort_keys_load_into_arrays_with_nulls_kept_apart(tenant, monkeyp
     want = dict(s._tables["User"].records)
     s.close()
     compact_tenant(os.path.dirname(tenant), os.path.basename(tenant))
+    if version == 1:
+        snapshot_in_format_1(os.path.join(tenant, "snapshot"))
     assert _users(tenant) == want                           # check_indexes included
     s = open_store(tenant)
     try:

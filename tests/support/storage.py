@@ -58,6 +58,32 @@ def load_values(table, rows: list, max_id: int = 0) -> None:
     table.load_base([pack(r) for r in rows], {p: [keys[fields[p]](r[p]) for r in rows] for p in table.columns}, max_id)
 
 
+def snapshot_in_format_1(path: str) -> bytes:
+    """Rewrite the snapshot at `path` as the format-1 writer wrote it: the header without
+    keys or block rows, then one line per model holding all its rows, ",TAB" after each
+    but the last (dbsvc/storage/snapshot.py). An open reads such a file by parsing its
+    rows, the path these tests refuse damaged rows on. Returns the new bytes."""
+    import json
+    import os
+    import zlib
+
+    from dbsvc.storage.snapshot import decode_snapshot
+
+    def line(body: bytes) -> bytes:
+        return b"%08x " % zlib.crc32(body) + body + b"\n"
+
+    image = decode_snapshot(path, open(path, "rb").read())
+    header = {"format": 1, "epoch": image.epoch, "head_offset": image.head_offset,
+              "models": [{"name": m.name, "fields": m.fields, "count": len(m.rows), "max_id": m.max_id}
+                         for m in image.models]}
+    data = line(json.dumps(header, separators=(",", ":")).encode()) + b"".join(
+        line(b"[" + b",\t".join(pack(r) for r in m.rows) + b"]") for m in image.models)
+    with open(path + ".tmp", "wb") as f:
+        f.write(data)
+    os.replace(path + ".tmp", path)
+    return data
+
+
 def check_indexes(store: Store) -> None:
     """Every index of every table (primary key, unique, hash, ordered, ref counts) agrees
     with the records: what a store reopened after a crash must still hold."""
