@@ -9,6 +9,7 @@ from array import array
 import pytest
 from support.storage import BLOG, load_values, post, user
 
+from dbsvc.storage import indexes
 from dbsvc.storage.indexes import LOAD, HashIndex, OrderedFilter, OrderedIndex, SortedIndex, UniqueFilter
 from dbsvc.storage.rows import unpack
 from dbsvc.storage.table import Table
@@ -333,3 +334,20 @@ def test_ordered_filter_answers_as_a_hash_index_of_the_same_entries(seed, typeco
         if step % 300 == 0:
             agree()
     agree()
+
+
+@pytest.mark.parametrize("first", [0, 1, 7, indexes.SHIFT_MAX, indexes.SHIFT_MAX + 1, -3])
+@pytest.mark.parametrize("typecode", ["", "d"])
+def test_ordered_from_columns_sorts_a_run_of_ids_itself_and_agrees(first, typecode):
+    """Ids without a gap starting at most SHIFT_MAX are sorted themselves (their keys
+    behind placeholders); past it, or below 0, positions are: either way the index is the
+    one the inserts make, ties in id order, nulls apart."""
+    rnd = random.Random(first)
+    ids = list(range(first, first + 3 * LOAD + 5))
+    keys = [None if rnd.random() < 0.2 else float(rnd.randrange(40)) for _ in ids]
+    if typecode:                                    # an array holds no null
+        keys = array(typecode, [k or 0.0 for k in keys])
+    built = OrderedIndex.from_columns(keys, ids, typecode)
+    assert _shape(built) == _shape(OrderedIndex(zip(keys, ids), typecode))
+    assert list(built) == sorted(p for p in zip(keys, ids) if p[0] is not None) + \
+        [(None, i) for k, i in zip(keys, ids) if k is None]
