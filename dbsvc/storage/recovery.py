@@ -149,12 +149,11 @@ def _from_rows(table: Table, m: ModelPart, path: str, as_stored: bool) -> tuple[
     model = table.model
     stored: list[Stored] = []
     columns = _KeyColumns(table)
-    shape = _RowShape(m, path)
     order = _IdOrder(m, path)
     id_at = operator.itemgetter(m.fields.index(model.id_field))
     names, fixup, row = m.fields, table.fixup, model.row
     for rows, texts in model_windows(path, m):
-        shape.check(rows)
+        _check_shape(rows, m, path)
         order.check(list(map(id_at, rows)))
         if not as_stored:
             assert fixup is not None
@@ -168,7 +167,7 @@ def _from_rows(table: Table, m: ModelPart, path: str, as_stored: bool) -> tuple[
 
 class _KeyColumns:
     """The index key columns `Table.load_base` takes (`Table.columns`), filled a window
-    at a time: each field's keys (`CompiledModel.keys`; enum members as the model's own
+    or a block at a time: each field's keys (`CompiledModel.keys`; enum members as the model's own
     strings), and the number keys of an array-keyed sort field (`key_arrays`) written into
     an array as they come, so the window's key objects go with the window. Made at the
     end, 1,000,000 float keys in a list of their own would be freed after the index took
@@ -214,18 +213,11 @@ def _shared_members(column: list[Any], members: Mapping[Any, Any]) -> list[Any]:
         return [runtime.shared(members, value) for value in column]
 
 
-class _RowShape:
+def _check_shape(rows: list, m: ModelPart, path: str) -> None:
     """A snapshot's parsed rows each hold one value per field of its header."""
-
-    __slots__ = ("m", "path", "width")
-
-    def __init__(self, m: ModelPart, path: str) -> None:
-        self.m, self.path, self.width = m, path, len(m.fields)
-
-    def check(self, rows: list) -> None:
-        if set(map(type, rows)) - {list} or set(map(len, rows)) - {self.width}:
-            raise CorruptLog(self.path, self.m.position, f"snapshot rows of {self.m.name} are not lists of "
-                                                         f"its {self.width} fields")
+    width = len(m.fields)
+    if set(map(type, rows)) - {list} or set(map(len, rows)) - {width}:
+        raise CorruptLog(path, m.position, f"snapshot rows of {m.name} are not lists of its {width} fields")
 
 
 class _IdOrder:
