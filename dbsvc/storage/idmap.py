@@ -128,3 +128,19 @@ class IdMap(MutableMapping[Any, Stored]):
         out = {i: r for i, r in enumerate(self._slots) if r is not None}
         out.update(self._far)
         return out
+
+
+LiveMap = IdMap | dict[Any, Stored]     # a table's `live`: id -> stored record
+
+
+def records_of(int_ids: bool, ids: list[Any] | None = None, stored: list[Stored] | None = None) -> LiveMap:
+    """A table's id -> stored record map: an IdMap for int ids, a dict for any other, of
+    `stored` records under `ids` (ascending, a snapshot's) or empty. The one place that
+    chooses between the two."""
+    ids, stored = ids or [], stored or []
+    return IdMap.from_ascending(ids, stored) if int_ids else dict(zip(ids, stored))
+
+
+def pick(records: LiveMap, ids: list[Any]) -> list[Stored]:
+    """The records of `ids`, all held (a list page), from either map."""
+    return records.pick(ids) if type(records) is IdMap else list(map(records.__getitem__, ids))

@@ -72,7 +72,7 @@ from operator import itemgetter
 from typing import Any
 
 from dbsvc.runtime import CompiledModel
-from dbsvc.storage.idmap import IdMap
+from dbsvc.storage.idmap import LiveMap, pick, records_of
 from dbsvc.storage.indexes import FilterIndex, HashIndex, OrderedFilter, OrderedIndex, SortedIndex, UniqueFilter
 from dbsvc.storage.rows import Stored, Values, pack, unpack
 
@@ -141,7 +141,7 @@ class Table:
         # indexed or counted field's.
         self.columns = sorted({self.id_position, *(self.positions[f] for f in (
             *model.unique_fields, *model.filter_fields, *model.sort_fields, *(f for f, _p in model.refs)))})
-        self.live: IdMap | dict[Any, Stored] = IdMap() if model.id_type == "int" else {}
+        self.live: LiveMap = records_of(model.id_type == "int")
         self.pk = SortedIndex()
         self.unique: dict[str, dict[Any, Any]] = {f: {} for f in model.unique_fields}
         span = HashIndex.span_of(model.id_type == "int", ())
@@ -194,7 +194,7 @@ class Table:
     def shown_all(self, ids: list[Any]) -> list[dict]:
         """`shown` of the live record of each id of a list page, the hits inline."""
         get, live = self._shown.get, self.live
-        page = live.pick(ids) if type(live) is IdMap else list(map(live.__getitem__, ids))
+        page = pick(live, ids)
         out = []
         for id_, stored in zip(ids, page):
             entry = get(id_)
@@ -235,7 +235,7 @@ class Table:
         primary key needs no sort and each ordered index one stable sort by key alone."""
         assert not self.live and not self.rows, "load_base fills an empty table"
         ids = columns[self.id_position]
-        self.live = IdMap.from_ascending(ids, stored) if self.model.id_type == "int" else dict(zip(ids, stored))
+        self.live = records_of(self.model.id_type == "int", ids, stored)
         self.base_ids = ids
         self.pk = SortedIndex.from_sorted(ids)
         at = self.positions
