@@ -344,8 +344,8 @@ def _run(column: dict) -> range | None:
     """The range a {"first": a, "count": n} column stands for (`_column`); None, which
     the caller refuses, for any other object."""
     first, count = column.get("first"), column.get("count")
-    if column.keys() != {"first", "count"} or type(first) is not int or type(count) is not int or count < 1:
-        return None
+    if column.keys() != {"first", "count"} or type(first) is not int or type(count) is not int:
+        return None             # (a count below 1 gives an empty range, which no block's length is)
     return range(first, first + count)
 
 

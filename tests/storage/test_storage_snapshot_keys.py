@@ -267,6 +267,19 @@ def _last_id_is_3(bodies: list[bytes]) -> None:
     bodies[6] = b"[" + json.dumps(row, ensure_ascii=False, separators=(",", ":")).encode() + b"]"
 
 
+def _block_2_starts_at_id_2(bodies: list[bytes]) -> None:
+    """Block 2's first row takes id 2, in its keys and its row alike: inside the run of
+    block 1 (ids 1-4), which only that run's last id tells."""
+    keys = json.loads(bodies[3])
+    keys[0][0] = 2
+    bodies[3] = json.dumps(keys, ensure_ascii=False).encode()
+    texts = bodies[4][1:-1].split(b",\t")
+    row = json.loads(texts[0])
+    row[0] = 2
+    texts[0] = json.dumps(row, ensure_ascii=False, separators=(",", ":")).encode()
+    bodies[4] = b"[" + b",\t".join(texts) + b"]"
+
+
 def _no_last_block(bodies: list[bytes]) -> None:
     del bodies[5:7]
 
@@ -296,6 +309,10 @@ REFUSALS = {
     "a sampled row not JSON": (_edit_rows(2, lambda t: b"[" + b",\t".join([*t[:3], t[3][:-1] + b"}"]) + b"]"), 2,
                                "model 'User': row 4 of a block is not one row of 7 fields matching its keys line"),
     "ids out of order across blocks": (_last_id_is_3, 1, "snapshot rows of User are not in strictly ascending id order"),
+    "a block starting inside a run": (_block_2_starts_at_id_2, 1,
+                                      "snapshot rows of User are not in strictly ascending id order"),
+    "a sampled row with more after it": (_edit_rows(6, lambda t: b"[" + t[0] + b"[10]]"), 6,
+                                         "model 'User': row 1 of a block is not one row of 7 fields matching its keys line"),
     "a key no index can take": (_edit_keys(1, 4, lambda c: [c[0], ["not", "hashable"], *c[2:]]), 1,
                                 "snapshot rows of User hold a value its indexes cannot take (unhashable type: 'list')"),
     "a block missing": (_no_last_block, None,
