@@ -14,7 +14,7 @@ import zlib
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from support.storage import BLOG, ROOT, check_indexes, open_store, run, snapshot_in_format_1, user
+from support.storage import BLOG, ROOT, open_store, opened_users, run, snapshot_in_format_1, user
 
 from dbsvc.compiler import compile_schema
 from dbsvc.errors import CorruptLog
@@ -73,12 +73,7 @@ def _write(tenant: str, bodies: list[bytes]) -> bytes:
 
 
 def _users(tenant: str, **kw) -> dict:
-    s = open_store(tenant, **kw)
-    try:
-        check_indexes(s)
-        return dict(s._tables["User"].records)
-    finally:
-        s.close()
+    return opened_users(tenant, **kw)[0]
 
 
 def test_the_writer_puts_each_block_of_rows_after_its_keys(compacted):
@@ -120,14 +115,9 @@ def test_an_open_reads_the_keys_and_only_a_sample_of_the_rows(compacted, monkeyp
     monkeypatch.setattr(snapshot, "SCAN", counting)
     for readonly in (False, True):
         scanned.clear()
-        assert _users(tenant, readonly=readonly) == want
+        assert opened_users(tenant, readonly=readonly) == (want, stored)
         firsts_and_lasts = [stored[i] for i in (1, 4, 5, 9, 10, 10)]
         assert [t.encode() for t in scanned] == firsts_and_lasts
-    s = open_store(tenant)
-    try:
-        assert dict(s._tables["User"].live) == stored
-    finally:
-        s.close()
 
 
 def test_a_sample_is_every_64th_row_and_each_blocks_last(tenant, monkeypatch):
@@ -155,12 +145,7 @@ def test_a_sample_is_every_64th_row_and_each_blocks_last(tenant, monkeypatch):
 def test_the_same_file_in_format_1_reads_the_same(compacted):
     tenant, want, stored = compacted
     snapshot_in_format_1(_path(tenant))
-    assert _users(tenant) == want
-    s = open_store(tenant)
-    try:
-        assert dict(s._tables["User"].live) == stored
-    finally:
-        s.close()
+    assert opened_users(tenant) == (want, stored)
 
 
 def test_a_format_1_snapshot_is_compacted_into_format_2(compacted):
@@ -416,11 +401,6 @@ def test_any_records_read_from_the_keys_as_from_the_rows(users, deleted, block, 
         s.close()
         compact_tenant(base, "t")
         assert json.loads(_bodies(tenant)[0])["format"] == 2
-        assert _users(tenant) == want
-        s = open_store(tenant)
-        try:
-            assert dict(s._tables["User"].live) == stored
-        finally:
-            s.close()
+        assert opened_users(tenant) == (want, stored)
         snapshot_in_format_1(_path(tenant))
         assert _users(tenant) == want

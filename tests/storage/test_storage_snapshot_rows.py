@@ -13,7 +13,7 @@ import zlib
 from array import array
 
 import pytest
-from support.storage import BLOG, check_indexes, open_store, run, snapshot_in_format_1, user
+from support.storage import BLOG, open_store, opened_users, run, snapshot_in_format_1, user
 
 from dbsvc.errors import CorruptLog
 from dbsvc.storage import snapshot
@@ -47,20 +47,11 @@ def _lines(tenant):
 
 
 def _users(tenant):
-    s = open_store(tenant)
-    try:
-        check_indexes(s)
-        return dict(s._tables["User"].records)
-    finally:
-        s.close()
+    return opened_users(tenant)[0]
 
 
 def _stored(tenant):
-    s = open_store(tenant)
-    try:
-        return dict(s._tables["User"].live)
-    finally:
-        s.close()
+    return opened_users(tenant)[1]
 
 
 def _rewrite_user_line(tenant, body: bytes) -> bytes:

@@ -58,6 +58,18 @@ def load_values(table, rows: list, max_id: int = 0) -> None:
     table.load_base([pack(r) for r in rows], {p: [keys[fields[p]](r[p]) for r in rows] for p in table.columns}, max_id)
 
 
+def opened_users(tenant: str, **kw) -> tuple[dict, dict]:
+    """User's records as dicts and as stored, after an open of `tenant` that checked every
+    index (`check_indexes`): what a snapshot test compares with what was written."""
+    s = open_store(tenant, **kw)
+    try:
+        check_indexes(s)
+        table = s._tables["User"]
+        return dict(table.records), dict(table.live)
+    finally:
+        s.close()
+
+
 def snapshot_in_format_1(path: str) -> bytes:
     """Rewrite the snapshot at `path` as the format-1 writer wrote it: the header without
     keys or block rows, then one line per model holding all its rows, ",TAB" after each
