@@ -274,35 +274,30 @@ def read_snapshot(path: str, data: Data) -> tuple[str, int, list[ModelPart]]:
     block_rows = header.get("block_rows", 0) if version == 2 else 0
     if version == 2 and (type(block_rows) is not int or block_rows < 1):
         raise CorruptLog(path, 0, f"snapshot header: block_rows {block_rows!r} is not a positive integer")
-    parts: list[ModelPart] = []
-    at = 1
-    for meta in metas:
-        count = meta["count"]
-        keys = meta.get("keys") if version == 2 else None
-        if version == 2 and (type(keys) is not list or not set(keys) <= set(meta["fields"])
-                             or len(set(keys)) != len(keys)):
+    for meta in metas if version == 2 else ():
+        keys = meta.get("keys")
+        if type(keys) is not list or not set(keys) <= set(meta["fields"]) or len(set(keys)) != len(keys):
             raise CorruptLog(path, 0, f"snapshot header: the keys of model {meta['name']!r} are not "
                                       f"distinct names of its fields: {keys!r}")
-        n = 1 if version == 1 else 2 * -(-count // block_rows)
-        mine = lines[at : at + n]
-        if len(mine) < n:
-            break
-        rows_lines = [RowsLine(pos, data, pos + 9, pos + 9 + len(body), None, 0) for pos, body in mine] \
-            if version == 1 else \
-            [RowsLine(pos, data, pos + 9, pos + 9 + len(body), keys, kpos)
-             for (kpos, keys), (pos, body) in zip(mine[0::2], mine[1::2])]
-        first = mine[0][0] if mine else 0
-        parts.append(ModelPart(meta["name"], meta["fields"], count, meta["max_id"], keys, first, rows_lines,
-                               block_rows))
-        at += n
-    if at != len(lines) or len(parts) != len(metas):
+    # Lines per model: one in format 1; in format 2 two a block (keys, rows), none for no rows.
+    needs = [1 if version == 1 else 2 * -(-meta["count"] // block_rows) for meta in metas]
+    if 1 + sum(needs) != len(lines):
         raise CorruptLog(path, len(data), f"snapshot has {len(lines) - 1} lines after its header, "
-                                          f"its header's models need {_lines_needed(metas, version, block_rows)}")
+                                          f"its header's models need {sum(needs)}")
+    parts: list[ModelPart] = []
+    at = 1
+    for meta, n in zip(metas, needs):
+        mine = lines[at : at + n]
+        at += n
+        if version == 1:
+            rows_lines = [RowsLine(pos, data, pos + 9, pos + 9 + len(body), None, 0) for pos, body in mine]
+        else:
+            rows_lines = [RowsLine(pos, data, pos + 9, pos + 9 + len(body), keys_body, keys_pos)
+                          for (keys_pos, keys_body), (pos, body) in zip(mine[0::2], mine[1::2])]
+        parts.append(ModelPart(meta["name"], meta["fields"], meta["count"], meta["max_id"],
+                               meta["keys"] if version == 2 else None, mine[0][0] if mine else 0, rows_lines,
+                               block_rows))
     return header["epoch"], header["head_offset"], parts
-
-
-def _lines_needed(metas: list[dict], version: int, block_rows: int) -> int:
-    return len(metas) if version == 1 else sum(2 * -(-m["count"] // block_rows) for m in metas)
 
 
 Block = tuple[list[Stored], dict[str, "list | range"]]    # a block's row texts, and its columns by field
