@@ -314,10 +314,9 @@ def model_blocks(path: str, part: ModelPart) -> Iterator[Block]:
     for line in part.lines:
         n = min(left, part.block_rows)
         left -= n
-        data = line.data
-        if line.end - line.start < 2 or data[line.start] != 0x5B or data[line.end - 1] != 0x5D:   # "[" ... "]"
+        if not _bracketed(line):
             raise CorruptLog(path, line.position, f"model {part.name!r}: a rows line is not a JSON array")
-        texts = data[line.start + 1 : line.end - 1].split(ROW_END)
+        texts = line.data[line.start + 1 : line.end - 1].split(ROW_END)
         try:
             columns = _loads(line.keys) if line.keys is not None else None
         except ValueError as exc:
@@ -347,13 +346,16 @@ def _run(column: dict) -> range | None:
 def _sample_fits(text: bytes, i: int, columns: list[list], positions: list[int], width: int) -> bool:
     """`text` is exactly one row of `width` values whose values at `positions` are row
     `i` of `columns`."""
-    try:
-        s = text.decode("utf-8", "surrogatepass")
-        row, end = SCAN(s, 0)
-    except (ValueError, StopIteration):
-        return False
-    return end == len(s) and type(row) is list and len(row) == width and \
+    found = _one_row_each([text])
+    row = found[0] if found else None
+    return type(row) is list and len(row) == width and \
         all(row[p] == column[i] for p, column in zip(positions, columns))
+
+
+def _bracketed(line: RowsLine) -> bool:
+    """The line's JSON starts with "[" and ends with "]", as a rows line does."""
+    data, start, end = line.data, line.start, line.end
+    return end - start >= 2 and data[start] == 0x5B and data[end - 1] == 0x5D
 
 
 Window = tuple[list, "list[Stored] | None"]      # rows' values, and their texts when kept
@@ -374,11 +376,11 @@ def model_windows(path: str, part: ModelPart) -> Iterator[Window]:
 
 
 def _windows(path: str, name: str, line: RowsLine) -> Iterator[Window]:
-    data, start, end = line.data, line.start, line.end
-    if end - start < 2 or data[start] != 0x5B or data[end - 1] != 0x5D:      # "[" ... "]"
+    if not _bracketed(line):
         yield _whole(path, name, line), None
         return
-    a, stop = start + 1, end - 1
+    data = line.data
+    a, stop = line.start + 1, line.end - 1
     given = 0
     while a < stop:
         cut = data.find(ROW_END, min(a + WINDOW, stop), stop)
@@ -404,12 +406,12 @@ def _windows(path: str, name: str, line: RowsLine) -> Iterator[Window]:
 def _one_row_each(texts: list[bytes]) -> list | None:
     """The value of each text, or None unless every text is exactly one JSON value. In C
     but for the list calls: about 0.9 us a row (rows.py, the scanner)."""
-    strs = list(map(bytes.decode, texts, repeat("utf-8"), repeat("surrogatepass")))
     try:
+        strs = list(map(bytes.decode, texts, repeat("utf-8"), repeat("surrogatepass")))
         # The scanner raises StopIteration where no value starts, which ends the map
         # early: the lengths below then differ.
         found = list(map(SCAN, strs, repeat(0)))
-    except ValueError:
+    except ValueError:                      # not UTF-8, or not JSON
         return None
     if list(map(len, strs)) != list(map(_END, found)):
         return None

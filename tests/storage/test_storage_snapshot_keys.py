@@ -293,6 +293,8 @@ REFUSALS = {
                             "model 'User': row 1 of a block is not one row of 7 fields matching its keys line"),
     "a sampled row not JSON": (_edit_rows(2, lambda t: b"[" + b",\t".join([*t[:3], t[3][:-1] + b"}"]) + b"]"), 2,
                                "model 'User': row 4 of a block is not one row of 7 fields matching its keys line"),
+    "a sampled row not UTF-8": (_edit_rows(2, lambda t: b"[" + b",\t".join([t[0][:-2] + b'"\xff"]', *t[1:]]) + b"]"),
+                                2, "model 'User': row 1 of a block is not one row of 7 fields matching its keys line"),
     "ids out of order across blocks": (_last_id_is_3, 1, "snapshot rows of User are not in strictly ascending id order"),
     "a block starting inside a run": (_block_2_starts_at_id_2, 1,
                                       "snapshot rows of User are not in strictly ascending id order"),

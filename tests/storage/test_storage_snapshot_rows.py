@@ -175,6 +175,7 @@ def test_tabs_elsewhere_read_the_line_whole(compacted, where):
     ("unclosed", "not JSON"),
     ("opened wrong", "not JSON"),                # "(r1,TAB r2...]": its pieces would parse
     ("no comma before a tab", "not JSON"),       # "[r1 TAB r2...]": so would these
+    ("not UTF-8", "not JSON"),                   # a byte no UTF-8 text holds, in a row's last value
 ])
 def test_a_line_that_is_not_an_array_of_rows_refuses_and_keeps_the_file(compacted, shape, reason):
     tenant, _want = compacted
@@ -187,6 +188,7 @@ def test_a_line_that_is_not_an_array_of_rows_refuses_and_keeps_the_file(compacte
         "unclosed": b"[" + b",\t".join(texts),
         "opened wrong": b"(" + b",\t".join(texts) + b"]",
         "no comma before a tab": b"[" + texts[0] + b" \t" + b",".join(texts[1:]) + b"]",
+        "not UTF-8": b"[" + b",\t".join([texts[0][:-5] + b'"\xff"]', *texts[1:]]) + b"]",
     }[shape]
     data = _rewrite_user_line(tenant, body)
     with pytest.raises(CorruptLog) as info:
