@@ -1,27 +1,33 @@
-"""The write side of the log: appends on the loop thread, one fsync at a time off it.
+"""The write side of the log: frames gathered on the loop thread, one write and one fsync
+per batch.
 
-Protocol (group commit)::
+Protocol (group commit, `sync="full"`)::
 
     write coroutine (loop thread)              committer task (loop) + fsync thread
     ---------------------------------          -----------------------------------------
     check constraints, build the frame
-    os.write(frame)        -> bytes at the end of the file; offset and order now fixed
+    hold(frame)            -> its offset and byte position in the log are fixed
     apply to memory, queue (end, future)  ->  wake
-    await future                               target = bytes written so far
+    await future                               write every held frame with one write call
+                                               target = bytes written so far
                                                fsync(log) in the thread (one in flight)
                                                every queued write with end <= target:
                                                  resolve its future, publish its event
                                                loop while anything is queued
 
-So N writers arriving during one fsync share the next one. `sync="off"` skips the fsync
-and resolves after the write reached the page cache (at once, inside `submit`, when no
-earlier write is queued).
+So N writers arriving during one fsync share the next write and the next fsync: one
+system call each per batch, where a write call per frame cost about 6% of a durable
+POST's throughput at 64 connections (bench/README.md). `sync="off"` writes each frame at
+once and resolves after it reached the page cache (at once, inside `submit`, when no
+earlier write is queued). Online compaction reads the log file from a thread, so it has
+the held frames written first (`write_held`).
 
 Failure rules (a write or fsync that raised OSError is never acknowledged, and a write
 is never written a second time):
 
 1. The log stops taking writes: every later write raises `Unavailable` (`health()` says
-   why, and the server's `/ready` answers 503).
+   why, and the server's `/ready` answers 503). A failed batch write fails every write
+   of the batch: none of them was acknowledged.
 2. Writes covered by an fsync that succeeded before the failure are acknowledged as usual.
 3. Every other queued write is rolled back in memory in reverse order (the store's
    `rollback`), the log is truncated to the end of the last acknowledged frame and fsynced
@@ -44,8 +50,8 @@ is never written a second time):
 After a restart the log therefore holds exactly the acknowledged writes, plus at most a tail
 that a failed truncate left behind; such a tail is only ever unacknowledged writes and is
 kept if its frames are whole (they were valid writes that simply were not confirmed).
-Readers can observe a write between its apply and its fsync; if the fsync fails that write
-vanishes again.
+Readers can observe a write between its apply and its fsync; if its batch's write or fsync
+fails, that write vanishes again.
 """
 
 from __future__ import annotations
@@ -119,28 +125,48 @@ class CommitStats:
 
 
 class LogWriter:
-    """Appends frames to an open log descriptor and fsyncs it."""
+    """Appends frames to an open log descriptor and fsyncs it. A frame is held first
+    (`hold`: its byte position is fixed then) and handed to the kernel with the other
+    held frames by one `write_held`."""
 
     def __init__(self, path: str, fd: int, size: int, faults: FaultPlan = NO_FAULTS) -> None:
         self.path = path
         self.fd = fd
-        self.written = size        # bytes handed to the kernel
+        self.written = size        # end of the last frame accepted: in the file, or held
         self.durable = size        # bytes covered by the last successful fsync (or open)
         self.acked = size          # end of the last acknowledged frame
         self.faults = faults
+        self._held: list[bytes] = []
 
-    def append(self, frame: bytes) -> int:
-        if self.faults:
-            self.faults.check("write")
+    def hold(self, frame: bytes) -> int:
+        """Accept `frame` for the next `write_held`; the end of the log after it."""
+        self._held.append(frame)
+        self.written += len(frame)
+        return self.written
+
+    def write_held(self) -> None:
+        """Write the held frames with one write call. On an error they are dropped, and
+        `written` is the file's end again."""
+        held = self._held
+        if not held:
+            return
+        data = held[0] if len(held) == 1 else b"".join(held)
+        held.clear()
         try:
-            write_all(self.fd, frame)
+            if self.faults:
+                self.faults.check("write")
+            # O_APPEND and one writer (the lock): the frames land at the positions `hold` gave.
+            write_all(self.fd, data)
         except BaseException:
             # A short write followed by an error still moved the file end; `truncate` cleans it.
             self.written = os.lseek(self.fd, 0, os.SEEK_END)
             raise
-        # O_APPEND and one writer (the lock): the end moved by exactly the frame.
-        self.written += len(frame)
-        return self.written
+
+    def append(self, frame: bytes) -> int:
+        """`hold` and `write_held` in one: write `frame` now."""
+        end = self.hold(frame)
+        self.write_held()
+        return end
 
     def fsync(self) -> None:
         if self.faults:
@@ -148,7 +174,9 @@ class LogWriter:
         files.ops.fsync(self.fd)
 
     def truncate_to_acked(self) -> bool:
-        """Cut the log back to its acknowledged end, durably; False (logged) if that failed."""
+        """Cut the log back to its acknowledged end, held frames dropped, durably; False
+        (logged) if that failed."""
+        self._held.clear()
         try:
             files.ops.ftruncate(self.fd, self.acked)
             files.ops.fsync(self.fd)
@@ -241,29 +269,58 @@ class CommitQueue:
         return True
 
     def submit(self, frame: bytes, event: Any, apply: Callable[[], Any]) -> asyncio.Future:
-        """Write `frame`, then `apply()` it to memory; the future resolves once durable.
-        Called on the loop thread with no await in between, so order is write order."""
+        """Log `frame` (held for the committer's next write under `sync="full"`, written
+        now under "off"), then `apply()` it to memory; the future resolves once durable.
+        Called on the loop thread with no await in between, so order is log order."""
         loop = self._ensure_task()
         future = loop.create_future()
-        try:
-            end = self.writer.append(frame)
-        except OSError as exc:
-            self._room_error = exc.errno in ROOM_ERRORS
-            log.error("write to %s failed: %s; %s", self.writer.path, exc,
-                      "writes are refused until there is room" if self._room_error
-                      else "the store is now read-only")
-            self.failed = exc
-            self._pending.append(Pending(self.writer.written, future, event, None, applied=False))
+        if self.sync:
+            end = self.writer.hold(frame)
         else:
-            undo = apply()
-            self._pending.append(Pending(end, future, event, undo, frame=frame))
-            if not self.sync and len(self._pending) == 1 and self._switch is None:
-                # Nothing to wait for: acknowledge now and spare two loop iterations.
-                self._acknowledge(1)
+            try:
+                end = self.writer.append(frame)
+            except OSError as exc:
+                self._write_failed(exc)
+                self._pending.append(Pending(self.writer.written, future, event, None, applied=False))
+                assert self._wake is not None
+                self._wake.set()
                 return future
+        undo = apply()
+        self._pending.append(Pending(end, future, event, undo, frame=frame))
+        if not self.sync and len(self._pending) == 1 and self._switch is None:
+            # Nothing to wait for: acknowledge now and spare two loop iterations.
+            self._acknowledge(1)
+            return future
         assert self._wake is not None
         self._wake.set()
         return future
+
+    def _write_failed(self, exc: OSError) -> None:
+        """A write raised: stop taking writes (rules 1 and 4); the committer, or the
+        caller on its behalf, fails what is queued (rule 3)."""
+        self._room_error = exc.errno in ROOM_ERRORS
+        log.error("write to %s failed: %s; %s", self.writer.path, exc,
+                  "writes are refused until there is room" if self._room_error
+                  else "the store is now read-only")
+        self.failed = exc
+
+    def _write_held(self) -> bool:
+        """The held frames written; False (the failure recorded) if that raised."""
+        try:
+            self.writer.write_held()
+        except OSError as exc:
+            self._write_failed(exc)
+            return False
+        return True
+
+    def write_held(self) -> None:
+        """Have the held frames written now, on the loop thread: online compaction reads the
+        log file up to `writer.written` from a thread. Raise `Unavailable` if the write
+        failed; the committer then fails the queued writes as after any failed write."""
+        if not self._write_held():
+            if self._wake is not None:
+                self._wake.set()
+            raise Unavailable(f"write not stored: {self.health().detail}")
 
     def run_between_fsyncs(self, switch: Callable[[], None]) -> asyncio.Future:
         """Run `switch()` in the committer task at a point where no fsync is in flight
@@ -311,15 +368,31 @@ class CommitQueue:
             future.set_result(None)
 
     async def _run(self) -> None:
+        try:
+            await self._commit_loop()
+        except asyncio.CancelledError:
+            raise
+        except BaseException as exc:
+            # Not an I/O error (the loop handles those): a bug, or the process going down.
+            # Queued writes must not wait forever, nor later ones queue behind a dead task.
+            log.error("the commit task of %s stopped: %r; the store is now read-only", self.writer.path, exc,
+                      exc_info=exc)
+            self.fail_stop(OSError(f"the commit task stopped: {exc!r}"))
+            self._fail_pending()
+            if not isinstance(exc, Exception):
+                raise
+
+    async def _commit_loop(self) -> None:
         assert self._wake is not None and self._loop is not None
         while True:
             await self._wake.wait()
             self._wake.clear()
             while self.failed is None:
                 if self._switch is not None:
-                    self._run_switch()
+                    if self._write_held():          # the switch copies the log file's frames
+                        self._run_switch()
                     continue
-                if not self._pending:
+                if not self._pending or not self._write_held():
                     break
                 target = self.writer.written
                 count = len(self._pending)      # every queued frame ends at or before `target`
@@ -415,6 +488,9 @@ class CommitQueue:
         if self.failed is not None:
             return
         if self._pending or self.writer.written > self.writer.durable:
+            if not self._write_held():
+                self._fail_pending()
+                return
             if self.sync:
                 try:
                     self.writer.fsync()

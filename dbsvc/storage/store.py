@@ -361,6 +361,14 @@ class Store:
         commit = self._commit
         assert commit is not None
         directory, faults, every, log_path = self.directory, self._faults, self.checkpoint_every, self._log_path
+        try:
+            # Threads read the log file up to the cut (write_retained) and past it
+            # (start_log): the frames held for the next group commit are written first.
+            commit.write_held()
+        except Unavailable as exc:
+            log.error("%s: online compaction failed: %s", directory, exc)
+            self._compaction_failed()
+            return
         cut = online.take_cut(self._tables, self._next_offset - 1, commit.writer.written)
         self._cut = {tc.table.name: tc for tc in cut.tables}
         # The cut's id lists and the epoch's history are long-lived and acyclic: frozen, so
@@ -401,6 +409,7 @@ class Store:
             online.end_cut(self._tables)
             pending = await online.in_thread(progress, online.write_retained, directory, keep, progress, faults)
             commit.check_writable()
+            commit.write_held()
             new = await online.in_thread(progress, online.start_log, directory, log_path, cut,
                                          commit.writer.written, every, progress)
             held.extend(await online.in_thread(progress, online.hold_old_files, directory))

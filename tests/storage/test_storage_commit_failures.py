@@ -348,12 +348,13 @@ def test_a_full_disk_while_a_switch_waits_fails_the_switch_and_writes_resume_wit
         await _until(gate.in_flight.is_set, "the fsync to be in flight")
         switched = queue.run_between_fsyncs(lambda: switches.append("first"))
         with files.use(NoSpace()):
+            # Held, and written by the committer before the switch: that write finds no room.
             refused = queue.submit(b"frame two;", "event 2", lambda: "undo 2")
-        gate.release.set()
-        await asyncio.wait_for(first, WAIT)
-        for future in (refused, switched):
-            with pytest.raises(Unavailable, match="write not stored: writes are refused: no space"):
-                await asyncio.wait_for(future, WAIT)
+            gate.release.set()
+            await asyncio.wait_for(first, WAIT)
+            for future in (refused, switched):
+                with pytest.raises(Unavailable, match="write not stored: writes are refused: no space"):
+                    await asyncio.wait_for(future, WAIT)
         queue.check_writable()                          # the probe finds room: OK again
         await asyncio.wait_for(queue.submit(b"frame three;", "event 3", lambda: "undo 3"), WAIT)
         await asyncio.wait_for(queue.run_between_fsyncs(lambda: switches.append("second")), WAIT)

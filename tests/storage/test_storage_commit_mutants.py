@@ -441,13 +441,16 @@ def test_a_failed_write_is_logged_with_what_follows_and_the_writes_behind_it_are
 
     async def together():
         return await asyncio.gather(*(s.insert("User", user(i)) for i in (2, 3, 4)), return_exceptions=True)
-    with files.use(NoSpace(code)), caplog.at_level(logging.ERROR, logger="dbsvc.storage"):
+    disk = NoSpace(code)
+    with files.use(disk), caplog.at_level(logging.ERROR, logger="dbsvc.storage"):
         answers = run(together())
-    # The first write failed; the two behind it, in the same turn, are refused before writing.
+    # The three arrived in one turn: one write call for the batch, and it failed them all.
+    assert disk.calls == 1
     assert all(isinstance(a, Unavailable) for a in answers), answers
     cause = f"[Errno {code}] injected: {os.strerror(code)}"
     assert f"write to {_log(tenant)} failed: {cause}; {then}" in [r.getMessage() for r in caplog.records]
-    assert s.stats()["failed_writes"] == 1
+    assert s.stats()["failed_writes"] == 3
+    assert s.get("User", 2)[0] is None          # applied when held, rolled back with the batch
     s.close()
     assert _stored_users(tenant) == [1]
 

@@ -76,25 +76,35 @@ def test_no_space_refuses_writes_then_resumes_when_room_returns(tenant, monkeypa
     assert users == {i: user(i) for i in (1, 2, 3)} and head == 3
 
 
-def test_no_space_fails_every_queued_write_and_keeps_the_acknowledged(tenant, monkeypatch):
-    monkeypatch.setenv("DBSVC_FAULT", "write:4-4:ENOSPC")
+def test_no_space_fails_every_queued_write_and_keeps_the_acknowledged(tenant, monkeypatch, tmp_path):
+    # fsync 2 is held while writes 4-6 queue behind it; their batch is write call 3, which
+    # finds no room once fsync 2 let 2 and 3 through.
+    gate = tmp_path / "gate"
+    monkeypatch.setenv("DBSVC_FAULT", f"fsync:2:HOLD={gate},write:3-3:ENOSPC")
     s = open_store(tenant)
     run(s.insert("User", user(1)))
 
     async def burst():
-        return await asyncio.gather(*(s.insert("User", user(i)) for i in range(2, 7)), return_exceptions=True)
+        first = [asyncio.ensure_future(s.insert("User", user(i))) for i in (2, 3)]
+        while not os.path.exists(f"{gate}.held"):
+            await asyncio.sleep(0.001)
+        second = [asyncio.ensure_future(s.insert("User", user(i))) for i in (4, 5, 6)]
+        await asyncio.sleep(0)
+        assert [r["id"] for r in s.list("User", Query())[0]] == [1, 2, 3, 4, 5, 6]     # applied, not durable
+        gate.touch()
+        return await asyncio.gather(*first, *second, return_exceptions=True)
 
     results = run(burst())
-    failed = [r for r in results if isinstance(r, Unavailable)]
-    assert failed and all("no space" in str(r) for r in failed)
-    # Writes 2 and 3 were written before the failure but not yet fsynced: rolled back too.
-    assert [r["id"] for r in s.list("User", Query())[0]] == [1]
-    assert s.health(retry=True).state is WriteState.OK                       # probe: write 5
+    assert results[:2] == [user(2), user(3)]
+    assert all(isinstance(r, Unavailable) and "no space" in str(r) for r in results[2:]), results
+    assert [r["id"] for r in s.list("User", Query())[0]] == [1, 2, 3]     # 4-6 rolled back
+    assert s.stats()["failed_writes"] == 3
+    assert s.health(retry=True).state is WriteState.OK                       # probe: write 4
     run(s.insert("User", user(7)))
     s.close()
     monkeypatch.delenv("DBSVC_FAULT")
     users, head = _users(tenant)
-    assert users == {1: user(1), 7: user(7)} and head == 2
+    assert users == {i: user(i) for i in (1, 2, 3, 7)} and head == 4
 
 
 @pytest.mark.parametrize("spec, words", [("fsync:2:EIO", "fix the disk"), ("fsync:2:ENOSPC", "fix the disk"),

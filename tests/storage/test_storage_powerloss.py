@@ -155,6 +155,8 @@ async def _client(store: Any, sim: PowerLossFiles, work: Workload, rounds: int) 
     """One writer: a few writes at a time, each batch awaited before the next, or (half the
     time) not awaited at all, so that writes are queued whenever a switch or fsync comes."""
     for _round in range(rounds):
+        if sim.crashed:                 # nothing runs once the power is gone
+            return
         futures = [f for f in (work.write_one(store) for _ in range(work.rng.randint(1, 4))) if f is not None]
         if work.rng.random() < 0.5:
             await asyncio.sleep(0)

@@ -1,0 +1,218 @@
+"""One write call per group commit (commit.py): frames are held when a write is submitted
+and the committer writes a batch's frames with one call before its fsync.
+
+Checked here: how many write calls reach the file layer, that the frames land in order and
+whole, that an online compaction has the held frames written before it reads the log from
+its threads, that a failed batch write fails the whole batch and nothing else, and that a
+committer stopped by something other than an I/O error leaves the store read-only instead
+of wedged."""
+
+from __future__ import annotations
+
+import asyncio
+import errno
+import logging
+import os
+
+import pytest
+from support.storage import open_store, run, user
+
+from dbsvc.errors import Unavailable
+from dbsvc.storage import files
+from dbsvc.storage.commit import CommitQueue, LogWriter, WriteState
+from dbsvc.storage.events import decode_event
+from dbsvc.storage.files import FileOps
+from dbsvc.storage.logfile import FRAME_HEADER_SIZE
+
+WAIT = 10.0
+
+
+class CountingOps(FileOps):
+    """The real file layer, counting write calls per descriptor; `fail_next` makes the next
+    write call raise that errno instead."""
+
+    def __init__(self) -> None:
+        self.writes: dict[int, int] = {}
+        self.fail_next: int | None = None
+
+    def write(self, fd: int, data: bytes | memoryview) -> int:  # type: ignore[override]
+        self.writes[fd] = self.writes.get(fd, 0) + 1
+        if self.fail_next is not None:
+            code, self.fail_next = self.fail_next, None
+            raise OSError(code, f"injected: {os.strerror(code)}")
+        return super().write(fd, data)
+
+
+def _log_writes(ops: CountingOps, store) -> int:
+    return ops.writes.get(store._commit.writer.fd, 0)
+
+
+def _frames(store) -> list[tuple[int, str, int]]:
+    """(offset, model, id) of every frame the store serves from offset 0 (`/replicate`)."""
+    events = (decode_event(frame[FRAME_HEADER_SIZE:]) for frame in store.frames_after(0))
+    return [(event.offset, event.model, event.id) for event in events]
+
+
+@pytest.mark.parametrize("sync, calls", [("full", 1), ("off", 6)])
+def test_the_writes_of_one_turn_are_one_write_call_under_full_sync(tenant, sync, calls):
+    s = open_store(tenant, sync=sync, replication=True)
+    ops = CountingOps()
+
+    async def together():
+        return await asyncio.gather(*(s.insert("User", user(i)) for i in range(1, 7)))
+    with files.use(ops):
+        assert [r["id"] for r in run(together())] == [1, 2, 3, 4, 5, 6]
+        assert _log_writes(ops, s) == calls
+        assert s.stats()["log_bytes"] == os.path.getsize(os.path.join(tenant, "log"))
+        assert _frames(s) == [(i, "User", i) for i in range(1, 7)]
+    s.close()
+    s = open_store(tenant)
+    try:
+        assert sorted(s._tables["User"].records) == [1, 2, 3, 4, 5, 6] and s.head_offset == 6
+        assert s.recovered_tail is None
+    finally:
+        s.close()
+
+
+def test_writes_held_behind_an_fsync_in_flight_are_the_next_batch(tenant, tmp_path, monkeypatch):
+    gate = tmp_path / "gate"
+    monkeypatch.setenv("DBSVC_FAULT", f"fsync:2:HOLD={gate}")
+    s = open_store(tenant, replication=True)
+    ops = CountingOps()
+
+    async def go():
+        await s.insert("User", user(1))                                  # write 1, fsync 1
+        first = asyncio.ensure_future(s.insert("User", user(2)))          # write 2, fsync 2 held
+        while not os.path.exists(f"{gate}.held"):
+            await asyncio.sleep(0.001)
+        size = os.path.getsize(os.path.join(tenant, "log"))
+        behind = [asyncio.ensure_future(s.insert("User", user(i))) for i in (3, 4, 5)]
+        await asyncio.sleep(0.01)
+        # Applied and readable, but not in the file yet: held for the next batch.
+        assert sorted(s._tables["User"].records) == [1, 2, 3, 4, 5]
+        assert os.path.getsize(os.path.join(tenant, "log")) == size
+        gate.touch()
+        return await asyncio.gather(first, *behind)
+    with files.use(ops):
+        assert [r["id"] for r in run(go())] == [2, 3, 4, 5]
+        assert _log_writes(ops, s) == 3
+        assert (s.stats()["fsyncs"], s.stats()["commits"]) == (3, 5)
+    s.close()
+    monkeypatch.delenv("DBSVC_FAULT")
+    s = open_store(tenant, replication=True)
+    try:
+        assert _frames(s) == [(i, "User", i) for i in range(1, 6)]
+    finally:
+        s.close()
+
+
+def test_an_online_compaction_has_the_held_frames_written_before_its_cut(tenant, tmp_path, monkeypatch):
+    # The fsync of write 2 is held, so writes 3 and 4 are still held frames when the
+    # compaction takes its cut. Its threads read the old log up to the cut (the retained
+    # segment) and past it (the new log): those bytes must be in the file by then.
+    gate = tmp_path / "gate"
+    monkeypatch.setenv("DBSVC_FAULT", f"fsync:2:HOLD={gate}")
+    s = open_store(tenant, replication=True, retain_bytes=1 << 20)
+    epoch = s.epoch
+
+    async def go():
+        await s.insert("User", user(1))
+        first = asyncio.ensure_future(s.insert("User", user(2)))
+        while not os.path.exists(f"{gate}.held"):
+            await asyncio.sleep(0.001)
+        behind = [asyncio.ensure_future(s.insert("User", user(i))) for i in (3, 4)]
+        await asyncio.sleep(0)
+        assert s._commit.writer._held                   # still held when the compaction starts
+        compaction = s.compact_now()
+        await asyncio.sleep(0.05)
+        gate.touch()
+        done = await asyncio.gather(first, *behind)
+        await asyncio.wait_for(compaction, WAIT)
+        return done
+    assert [r["id"] for r in run(go())] == [2, 3, 4]
+    assert s.epoch != epoch, "the compaction did not complete"
+    assert _frames(s) == [(i, "User", i) for i in range(1, 5)]         # retained segment + new log
+    s.close()
+    monkeypatch.delenv("DBSVC_FAULT")
+    s = open_store(tenant, replication=True, retain_bytes=1 << 20)
+    try:
+        assert sorted(s._tables["User"].records) == [1, 2, 3, 4] and s.head_offset == 4
+        assert _frames(s) == [(i, "User", i) for i in range(1, 5)]
+    finally:
+        s.close()
+
+
+def test_a_compaction_whose_held_frames_find_no_room_fails_them_and_itself(tenant, tmp_path, monkeypatch,
+                                                                           caplog):
+    gate = tmp_path / "gate"
+    monkeypatch.setenv("DBSVC_FAULT", f"fsync:2:HOLD={gate}")
+    monkeypatch.setattr("dbsvc.storage.commit.RETRY_INTERVAL", 0.0)
+    s = open_store(tenant, replication=True)
+    ops = CountingOps()
+    epoch = s.epoch
+
+    async def go():
+        await s.insert("User", user(1))
+        first = asyncio.ensure_future(s.insert("User", user(2)))
+        while not os.path.exists(f"{gate}.held"):
+            await asyncio.sleep(0.001)
+        behind = [asyncio.ensure_future(s.insert("User", user(i))) for i in (3, 4)]
+        await asyncio.sleep(0)
+        ops.fail_next = errno.ENOSPC
+        compaction = s.compact_now()
+        await asyncio.wait_for(compaction, WAIT)        # failed at its first step, logged
+        gate.touch()
+        return await asyncio.gather(first, *behind, return_exceptions=True)
+    with files.use(ops), caplog.at_level(logging.ERROR, logger="dbsvc.storage"):
+        results = run(go())
+    assert results[0] == user(2)                        # covered by the held fsync: acknowledged
+    assert all(isinstance(r, Unavailable) and "no space" in str(r) for r in results[1:]), results
+    assert s.epoch == epoch
+    assert any("online compaction failed: write not stored: writes are refused: no space" in r.getMessage()
+               for r in caplog.records)
+    assert sorted(s._tables["User"].records) == [1, 2]
+    assert s.health(retry=True).state is WriteState.OK          # room again: writes resume
+    assert run(s.insert("User", user(5))) == user(5)
+    s.close()
+    monkeypatch.delenv("DBSVC_FAULT")
+    s = open_store(tenant, replication=True)
+    try:
+        assert sorted(s._tables["User"].records) == [1, 2, 5]
+        assert _frames(s) == [(1, "User", 1), (2, "User", 2), (3, "User", 5)]
+        assert s.recovered_tail is None
+    finally:
+        s.close()
+
+
+def test_a_committer_stopped_by_a_bug_makes_the_queue_read_only_instead_of_wedged(tmp_path, caplog):
+    # Not an I/O error: here a subscriber's callback that raises out of `publish`. The
+    # write it was publishing is acknowledged (futures resolve first), the queue stops
+    # taking writes, and the next write says why instead of waiting forever.
+    path = str(tmp_path / "log")
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+
+    def publish(event, frame):
+        raise RuntimeError("a broken subscriber")
+
+    queue = CommitQueue(LogWriter(path, fd, 0), sync=True, publish=publish, rollback=lambda undo: None)
+
+    async def go():
+        first = queue.submit(b"frame one;", "event 1", lambda: "undo 1")
+        await asyncio.wait_for(first, WAIT)
+        for _ in range(100):
+            if not queue.health().writable:
+                break
+            await asyncio.sleep(0.001)
+        with pytest.raises(Unavailable, match="the commit task stopped: RuntimeError"):
+            queue.check_writable()
+    try:
+        with caplog.at_level(logging.ERROR, logger="dbsvc.storage"):
+            run(go())
+        assert queue.health().state is WriteState.FAILED
+        assert any(f"the commit task of {path} stopped: RuntimeError('a broken subscriber')" in r.getMessage()
+                   for r in caplog.records)
+    finally:
+        queue.shutdown()
+        os.close(fd)
+    with open(path, "rb") as f:
+        assert f.read() == b"frame one;"
