@@ -71,7 +71,6 @@ from __future__ import annotations
 
 import asyncio
 import builtins
-import dataclasses
 import gc
 import json
 import logging
@@ -465,7 +464,7 @@ class Store:
         def renumber(event: ChangeEvent) -> ChangeEvent:
             if event.offset <= head:
                 return event
-            return dataclasses.replace(event, watermark=event.watermark + deltas[event.model])
+            return event._replace(watermark=event.watermark + deltas[event.model])
 
         self._ring = deque((renumber(e) for e in self._ring if e.offset > head), maxlen=self._ring.maxlen)
         assert self._commit is not None
