@@ -13,6 +13,7 @@ import asyncio
 import errno
 import logging
 import os
+import threading
 
 import pytest
 from support.storage import open_store, run, user
@@ -21,7 +22,7 @@ from dbsvc.errors import Unavailable
 from dbsvc.storage import files
 from dbsvc.storage.commit import CommitQueue, LogWriter, WriteState
 from dbsvc.storage.events import decode_event
-from dbsvc.storage.files import FileOps
+from dbsvc.storage.files import FaultPlan, FileOps
 from dbsvc.storage.logfile import FRAME_HEADER_SIZE
 
 WAIT = 10.0
@@ -108,8 +109,9 @@ def test_writes_held_behind_an_fsync_in_flight_are_the_next_batch(tenant, tmp_pa
 
 def test_an_online_compaction_has_the_held_frames_written_before_its_cut(tenant, tmp_path, monkeypatch):
     # The fsync of write 2 is held, so writes 3 and 4 are still held frames when the
-    # compaction takes its cut. Its threads read the old log up to the cut (the retained
-    # segment) and past it (the new log): those bytes must be in the file by then.
+    # compaction takes its cut, and 5 and 6 when it starts the new log. Its threads read
+    # the old log up to the cut (the retained segment) and past it (the new log): those
+    # bytes must be in the file by then.
     gate = tmp_path / "gate"
     monkeypatch.setenv("DBSVC_FAULT", f"fsync:2:HOLD={gate}")
     s = open_store(tenant, replication=True, retain_bytes=1 << 20)
@@ -124,20 +126,24 @@ def test_an_online_compaction_has_the_held_frames_written_before_its_cut(tenant,
         await asyncio.sleep(0)
         assert s._commit.writer._held                   # still held when the compaction starts
         compaction = s.compact_now()
+        await asyncio.sleep(0)
+        assert s._cut is not None                       # cut taken; the snapshot thread runs
+        # Held after the cut, before the new log is started from the old one's frames.
+        after_cut = [asyncio.ensure_future(s.insert("User", user(i))) for i in (5, 6)]
         await asyncio.sleep(0.05)
         gate.touch()
-        done = await asyncio.gather(first, *behind)
+        done = await asyncio.gather(first, *behind, *after_cut)
         await asyncio.wait_for(compaction, WAIT)
         return done
-    assert [r["id"] for r in run(go())] == [2, 3, 4]
+    assert [r["id"] for r in run(go())] == [2, 3, 4, 5, 6]
     assert s.epoch != epoch, "the compaction did not complete"
-    assert _frames(s) == [(i, "User", i) for i in range(1, 5)]         # retained segment + new log
+    assert _frames(s) == [(i, "User", i) for i in range(1, 7)]         # retained segment + new log
     s.close()
     monkeypatch.delenv("DBSVC_FAULT")
     s = open_store(tenant, replication=True, retain_bytes=1 << 20)
     try:
-        assert sorted(s._tables["User"].records) == [1, 2, 3, 4] and s.head_offset == 4
-        assert _frames(s) == [(i, "User", i) for i in range(1, 5)]
+        assert sorted(s._tables["User"].records) == [1, 2, 3, 4, 5, 6] and s.head_offset == 6
+        assert _frames(s) == [(i, "User", i) for i in range(1, 7)]
     finally:
         s.close()
 
@@ -184,35 +190,55 @@ def test_a_compaction_whose_held_frames_find_no_room_fails_them_and_itself(tenan
         s.close()
 
 
+class HeldFsync(FaultPlan):
+    """The first fsync waits until `release` is set."""
+
+    def __init__(self) -> None:
+        super().__init__(None)
+        self.rules = {"fsync": (1, 1, "HOLD")}     # non-empty: LogWriter consults the plan
+        self.in_flight = threading.Event()
+        self.release = threading.Event()
+
+    def check(self, op: str) -> None:
+        if op == "fsync" and not self.in_flight.is_set():
+            self.in_flight.set()
+            assert self.release.wait(WAIT), "the test never released the held fsync"
+
+
 def test_a_committer_stopped_by_a_bug_makes_the_queue_read_only_instead_of_wedged(tmp_path, caplog):
     # Not an I/O error: here a subscriber's callback that raises out of `publish`. The
-    # write it was publishing is acknowledged (futures resolve first), the queue stops
-    # taking writes, and the next write says why instead of waiting forever.
+    # write it was publishing is acknowledged (futures resolve first); the write queued
+    # behind it is rolled back and refused instead of waiting forever, and so is the next.
     path = str(tmp_path / "log")
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+    gate = HeldFsync()
+    rolled_back: list[str] = []
 
     def publish(event, frame):
         raise RuntimeError("a broken subscriber")
 
-    queue = CommitQueue(LogWriter(path, fd, 0), sync=True, publish=publish, rollback=lambda undo: None)
+    queue = CommitQueue(LogWriter(path, fd, 0, gate), sync=True, publish=publish, rollback=rolled_back.append)
 
     async def go():
         first = queue.submit(b"frame one;", "event 1", lambda: "undo 1")
-        await asyncio.wait_for(first, WAIT)
-        for _ in range(100):
-            if not queue.health().writable:
-                break
+        while not gate.in_flight.is_set():
             await asyncio.sleep(0.001)
+        second = queue.submit(b"frame two;", "event 2", lambda: "undo 2")
+        gate.release.set()
+        await asyncio.wait_for(first, WAIT)
+        with pytest.raises(Unavailable, match="the commit task stopped: RuntimeError"):
+            await asyncio.wait_for(second, WAIT)
         with pytest.raises(Unavailable, match="the commit task stopped: RuntimeError"):
             queue.check_writable()
     try:
         with caplog.at_level(logging.ERROR, logger="dbsvc.storage"):
             run(go())
         assert queue.health().state is WriteState.FAILED
+        assert rolled_back == ["undo 2"]
         assert any(f"the commit task of {path} stopped: RuntimeError('a broken subscriber')" in r.getMessage()
                    for r in caplog.records)
     finally:
         queue.shutdown()
         os.close(fd)
     with open(path, "rb") as f:
-        assert f.read() == b"frame one;"
+        assert f.read() == b"frame one;"              # the refused write's frame was never written
