@@ -107,6 +107,18 @@ def test_writes_held_behind_an_fsync_in_flight_are_the_next_batch(tenant, tmp_pa
         s.close()
 
 
+async def _two_held_behind_a_held_fsync(s, gate) -> tuple[asyncio.Future, list[asyncio.Future]]:
+    """Write user 1; then user 2, whose fsync (the store's second) the gate holds; then
+    users 3 and 4, held frames behind it. The futures of 2 and of 3 and 4."""
+    await s.insert("User", user(1))
+    first = asyncio.ensure_future(s.insert("User", user(2)))
+    while not os.path.exists(f"{gate}.held"):
+        await asyncio.sleep(0.001)
+    behind = [asyncio.ensure_future(s.insert("User", user(i))) for i in (3, 4)]
+    await asyncio.sleep(0)
+    return first, behind
+
+
 def test_an_online_compaction_has_the_held_frames_written_before_its_cut(tenant, tmp_path, monkeypatch):
     # The fsync of write 2 is held, so writes 3 and 4 are still held frames when the
     # compaction takes its cut, and 5 and 6 when it starts the new log. Its threads read
@@ -118,12 +130,7 @@ def test_an_online_compaction_has_the_held_frames_written_before_its_cut(tenant,
     epoch = s.epoch
 
     async def go():
-        await s.insert("User", user(1))
-        first = asyncio.ensure_future(s.insert("User", user(2)))
-        while not os.path.exists(f"{gate}.held"):
-            await asyncio.sleep(0.001)
-        behind = [asyncio.ensure_future(s.insert("User", user(i))) for i in (3, 4)]
-        await asyncio.sleep(0)
+        first, behind = await _two_held_behind_a_held_fsync(s, gate)
         assert s._commit.writer._held                   # still held when the compaction starts
         compaction = s.compact_now()
         await asyncio.sleep(0)
@@ -158,12 +165,7 @@ def test_a_compaction_whose_held_frames_find_no_room_fails_them_and_itself(tenan
     epoch = s.epoch
 
     async def go():
-        await s.insert("User", user(1))
-        first = asyncio.ensure_future(s.insert("User", user(2)))
-        while not os.path.exists(f"{gate}.held"):
-            await asyncio.sleep(0.001)
-        behind = [asyncio.ensure_future(s.insert("User", user(i))) for i in (3, 4)]
-        await asyncio.sleep(0)
+        first, behind = await _two_held_behind_a_held_fsync(s, gate)
         ops.fail_next = errno.ENOSPC
         compaction = s.compact_now()
         await asyncio.wait_for(compaction, WAIT)        # failed at its first step, logged
