@@ -365,8 +365,7 @@ class Store:
             # (start_log): the frames held for the next group commit are written first.
             commit.write_held()
         except Unavailable as exc:
-            log.error("%s: online compaction failed: %s", directory, exc)
-            self._compaction_failed()
+            self._compaction_failed(exc)
             return
         cut = online.take_cut(self._tables, self._next_offset - 1, commit.writer.written)
         self._cut = {tc.table.name: tc for tc in cut.tables}
@@ -426,9 +425,7 @@ class Store:
                 online.discard(directory)
             if not isinstance(exc, Exception):
                 raise
-            if not isinstance(exc, online.Cancelled):
-                log.error("%s: online compaction failed: %s", directory, exc)
-            self._compaction_failed()
+            self._compaction_failed(exc)
             return
         self.compaction_pauses.append((cut.took, switched[0]))
         log.info("%s: compacted online at offset %d: %d live records, new epoch %s (pauses %.1f ms + %.1f ms)",
@@ -441,7 +438,11 @@ class Store:
         # cyclic GC's way too (docs/decisions.md, "Pauses").
         gc.freeze()
 
-    def _compaction_failed(self) -> None:
+    def _compaction_failed(self, exc: Exception) -> None:
+        """Log why (a compaction cancelled by `close()` is not a failure to report) and
+        wait RETRY_AFTER before the size rule may start another."""
+        if not isinstance(exc, online.Cancelled):
+            log.error("%s: online compaction failed: %s", self.directory, exc)
         self._compact_not_before = time.monotonic() + online.RETRY_AFTER
 
     def _enter_epoch(self, cut: online.Cut, checkpoints: builtins.list[tuple[int, int]],
