@@ -114,8 +114,15 @@ class InProcessServer:
 
     def begin_stop(self) -> None:
         """Start a graceful shutdown, as SIGTERM starts the service's; returns at once."""
-        if self._loop is not None and self._stop is not None and self._thread.is_alive():
+        if self._loop is None or self._stop is None or not self._thread.is_alive():
+            return
+        try:
             self._loop.call_soon_threadsafe(self._stop.set)
+        except RuntimeError:
+            # The shutdown a test began has ended between the liveness check and the call:
+            # asyncio.run closed the loop and the thread is about to exit. Nothing to stop.
+            if not self._loop.is_closed():
+                raise
 
     def stop(self, timeout: float = WAIT) -> None:
         """A graceful shutdown; waits for it to end."""
