@@ -349,7 +349,6 @@ def test_key_bearing_headers_are_never_trusted(make_guard, keys, jwks_server):
     guard = make_guard("RS256", "rsa")
     attacker = keys["rsa_other"]
     jwks_server.serve_keys([jwk_of(attacker, "RS256", "evil")], "/evil.json")
-    from cryptography import x509  # noqa: F401 - only to show x5c carries a cert chain
     for header in (
         {"jku": jwks_server.url("/evil.json"), "kid": "evil"},
         {"x5u": jwks_server.url("/evil.json")},

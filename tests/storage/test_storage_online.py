@@ -35,7 +35,6 @@ def test_online_compaction_repeats_under_writers_and_keeps_every_ack(tenant):
     highest = 0
 
     async def go():
-        nonlocal highest
         for i in range(1, 21):
             await s.insert("User", user(i))
 

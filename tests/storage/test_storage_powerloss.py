@@ -88,7 +88,7 @@ class Workload:
         return done
 
     def write_one(self, store: Any) -> asyncio.Future | None:
-        rng, users, posts = self.rng, self.state["User"], self.state["BlogPost"]
+        rng, users = self.rng, self.state["User"]
         roll = rng.random()
         if roll < 0.35 or not users:
             rec, durable = store.apply_insert("User", user(None, email=f"e{rng.randrange(10**9)}@x",
