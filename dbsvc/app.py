@@ -54,16 +54,12 @@ from dbsvc.routes import (
     SUBSCRIBE,
     item_path,
 )
-from dbsvc.runtime import CompiledModel, Query, compact_json, decode_body
+from dbsvc.runtime import CompiledModel, Query, decode_body, json_bytes
 from dbsvc.schema.describe import schema_fingerprint
 
 log = logging.getLogger("dbsvc.app")
 
 
-
-def dumps(value: Any) -> bytes:
-    """Compact UTF-8 JSON; records are already JSON-ready and in declaration order."""
-    return compact_json(value).encode("utf-8")
 
 
 class EncodedRecords:
@@ -90,7 +86,7 @@ class EncodedRecords:
         entry = entries.get(key)
         if entry is not None and entry[0] is record:
             return entry[1]
-        data = dumps(record)
+        data = json_bytes(record)
         if len(data) > self.largest:
             if entry is not None:
                 del entries[key]
@@ -343,7 +339,7 @@ class Application:
         records, total, watermark = self.store.list(model.name, query)
         if query.projection is not None:
             project = model.project[query.projection]
-            page = b",".join([dumps(project(record)) for record in records])
+            page = b",".join([json_bytes(project(record)) for record in records])
         else:
             page = self.encoded.encode_page(model, records)
         body = b'{"data":[%s],"total":%d,"limit":%d,"offset":%d}' % (page, total, query.limit, query.offset)
@@ -357,7 +353,7 @@ class Application:
         if record is None:
             raise NotFound(f"{model.name} {key!r} does not exist")
         if query.projection is not None:
-            body = dumps(model.project[query.projection](record))
+            body = json_bytes(model.project[query.projection](record))
         else:
             body = self.encoded.encode(model, record)
         return Response(200, body, self._read_headers(watermark, query.as_of))
@@ -386,7 +382,7 @@ class Application:
             # RFC 3986 §3.3: the id is one path segment, so '/', '%', spaces and non-ASCII are
             # percent-encoded (a header value is ASCII; a raw CR/LF would split the response).
             location = item_path(model.kebab, quote(str(key), safe=""))
-            body = dumps({"id": key})
+            body = json_bytes({"id": key})
         return Deferred(durable, Response(201, body, [("Location", location), self._written()]))
 
     def replace(self, request: Request, model: CompiledModel, segment: str) -> Deferred:
@@ -425,8 +421,8 @@ class Application:
         # schema's fingerprint (the one a read replica compares), as `--version` prints them.
         body = {"status": "ok", "version": __version__, "schema": self.fingerprint}
         if health.writable:
-            return Response(200, dumps(body))
-        return Response(200, dumps({**body, "storage": health.state.value, "detail": health.detail}))
+            return Response(200, json_bytes(body))
+        return Response(200, json_bytes({**body, "storage": health.state.value, "detail": health.detail}))
 
     def ready(self) -> Response:
         """Readiness: the server is not shutting down, the store answers a read and takes
@@ -445,7 +441,7 @@ class Application:
                 "realtime": self.broker.metrics()}
         if self.replica is not None:
             body["replica"] = self.replica.report(self.store.head_offset)
-        return Response(200, dumps(body))
+        return Response(200, json_bytes(body))
 
     def openapi(self) -> Response:
         """The service's own OpenAPI document, generated with the handlers (a public contract,
@@ -466,4 +462,4 @@ class Application:
                 "offset": self.store.head_offset, "fingerprint": self.fingerprint}
         if self.replica is not None:
             body["replica"] = self.replica.report(self.store.head_offset)
-        return Response(200, dumps(body))
+        return Response(200, json_bytes(body))

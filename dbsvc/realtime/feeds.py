@@ -40,7 +40,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from dbsvc.http.frames import text_frame
-from dbsvc.runtime import CompiledModel, compact_json
+from dbsvc.runtime import CompiledModel, json_bytes
 from dbsvc.storage.events import ChangeEvent, EventKind
 from dbsvc.storage.logfile import FRAME_HEADER_SIZE
 
@@ -71,14 +71,10 @@ class LinkEvent:
     offset: int
 
     def frame(self) -> bytes:
-        return text_frame(encode({
+        return text_frame(json_bytes({
             "kind": "link", "model": self.model, "id": self.id, "child_model": self.child_model,
             "child_id": self.child_id, "field": self.field, "linked": self.linked, "offset": self.offset,
         }))
-
-
-def encode(value: Any) -> bytes:
-    return compact_json(value).encode("utf-8")
 
 
 def derive_links(event: ChangeEvent, model: CompiledModel) -> Iterator[LinkEvent]:
@@ -125,7 +121,7 @@ class EventFrames:
                 body["record"] = project(event.record)
                 if event.previous is not None and "previous" in body:
                     body["previous"] = project(event.previous)
-                frame = text_frame(encode(body))
+                frame = text_frame(json_bytes(body))
             self._cache[projection] = frame
         return frame
 
@@ -141,7 +137,7 @@ class EventFrames:
             else:
                 record = event.record
                 body["record"] = record if projection is None else self.model.project[projection](record)
-            frame = self._cache[key] = text_frame(encode(body))
+            frame = self._cache[key] = text_frame(json_bytes(body))
         return frame
 
 
@@ -217,8 +213,8 @@ class FeedSpec:
         if self.projection is not None:
             project = self.model.project[self.projection]
             records = [project(r) for r in records]
-        return text_frame(encode({"type": "Init", "model": self.model.name, "records": records,
-                                  "watermark": watermark, "offset": offset}))
+        return text_frame(json_bytes({"type": "Init", "model": self.model.name, "records": records,
+                                      "watermark": watermark, "offset": offset}))
 
 
 def replay_frames(spec: FeedSpec, events: Iterator[ChangeEvent], models: Mapping[str, CompiledModel],

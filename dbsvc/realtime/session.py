@@ -46,7 +46,8 @@ from typing import TYPE_CHECKING
 from dbsvc.errors import OffsetGone, OffsetOutOfRange
 from dbsvc.http.frames import binary_frame, text_frame
 from dbsvc.http.types import Channel
-from dbsvc.realtime.feeds import FeedSpec, encode, replay_frames
+from dbsvc.realtime.feeds import FeedSpec, replay_frames
+from dbsvc.runtime import json_bytes
 from dbsvc.storage.events import ChangeEvent
 
 if TYPE_CHECKING:
@@ -304,8 +305,8 @@ class SnapshotSession:
     __slots__ = ("_header", "_chunks", "_channel", "_size", "_crc", "_done")
 
     def __init__(self, epoch: str, offset: int, fingerprint: str, chunks: Iterator[bytes]) -> None:
-        self._header = encode({"type": "snapshot", "format": 1, "epoch": epoch, "offset": offset,
-                               "fingerprint": fingerprint})
+        self._header = json_bytes({"type": "snapshot", "format": 1, "epoch": epoch, "offset": offset,
+                                   "fingerprint": fingerprint})
         self._chunks = chunks
         self._channel: Channel | None = None
         self._size = 0
@@ -344,7 +345,7 @@ class SnapshotSession:
                 return
             if chunk is None:
                 self._done = True
-                channel.send_frame(text_frame(encode({"type": "end", "bytes": self._size, "crc32": self._crc})))
+                channel.send_frame(text_frame(json_bytes({"type": "end", "bytes": self._size, "crc32": self._crc})))
                 channel.close(1000, "")
                 return
             self._size += len(chunk)
