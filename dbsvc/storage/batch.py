@@ -18,9 +18,8 @@ The messages are the ones a single insert would give (store.py), so a tool can s
 next to the row they belong to.
 
 Frames (`frames`): the rows take consecutive offsets after the head, and each row the
-next watermark of its model, exactly as that many inserts would; every payload is byte
-for byte what `ChangeEvent.payload()` writes for an insert (events.py), built around one
-`compact_json` of the record. Frames are produced in chunks of about 1 MiB, so a batch of
+next watermark of its model, exactly as that many inserts would; every payload is made by
+`event_payload` (events.py), as `ChangeEvent.payload()` makes an insert's. Frames are produced in chunks of about 1 MiB, so a batch of
 a million rows never sits in memory as one string.
 
 Imports storage's own modules and the runtime only (never the compiler).
@@ -39,7 +38,8 @@ from dbsvc.errors import (
     RequestError,
     UniqueViolation,
 )
-from dbsvc.runtime import INT64_MAX, compact_json
+from dbsvc.runtime import INT64_MAX
+from dbsvc.storage.events import EventKind, event_payload
 from dbsvc.storage.logfile import encode_frame
 from dbsvc.storage.table import Table
 
@@ -141,7 +141,6 @@ def frames(planned: list[tuple[Table, dict]], first_offset: int, position: int, 
     size before the first one; (offset, byte position) of every frame whose offset is a
     multiple of `every` is appended to `checkpoints` (store.py keeps them for replay)."""
     watermarks = {t.name: t.watermark for t, _r in planned}
-    heads = {name: f'{{"kind":"insert","model":{compact_json(name)},"offset":' for name in watermarks}
     offset = first_offset
     chunk: list[bytes] = []
     size = 0
@@ -149,10 +148,7 @@ def frames(planned: list[tuple[Table, dict]], first_offset: int, position: int, 
         name = table.name
         watermark = watermarks[name] + 1
         watermarks[name] = watermark
-        id_ = record[table.id_field]
-        shown = str(id_) if type(id_) is int else compact_json(id_)
-        payload = (f'{heads[name]}{offset},"watermark":{watermark},"id":{shown},'
-                   f'"record":{compact_json(record)}}}').encode("utf-8")
+        payload = event_payload(EventKind.INSERT, name, offset, watermark, record[table.id_field], record)
         frame = encode_frame(offset, payload)
         if offset % every == 0:
             checkpoints.append((offset, position))

@@ -51,16 +51,8 @@ class ChangeEvent(NamedTuple):
         return _layout(self.kind, self.model, self.offset, self.watermark, self.id, self.record, self.previous)
 
     def payload(self) -> bytes:
-        """Compact JSON: the log payload and the text of a `/subscribe` frame. The bytes of
-        `compact_json(self.to_dict())`, made without that dict: the fixed head of each kind
-        and model is made once (`_head`), and the record is the only object encoded."""
-        id_ = self.id
-        body = b'%s%d,"watermark":%d,"id":%s,"record":%s' % (
-            _head(self.kind, self.model), self.offset, self.watermark,
-            b"%d" % id_ if type(id_) is int else _json(id_), _json(self.record))
-        if self.kind is EventKind.UPDATE:
-            return body + b',"previous":' + _json(self.previous) + b"}"
-        return body + b"}"
+        """Compact JSON: the log payload and the text of a `/subscribe` frame."""
+        return event_payload(*self)
 
     def frame(self) -> bytes:
         """The `PersistedEvent` of `/replicate`: offset, crc32, length, payload."""
@@ -72,19 +64,28 @@ class ChangeEvent(NamedTuple):
                    d["record"], d.get("previous"))
 
 
-def _json(value: Any) -> bytes:
-    return compact_json(value).encode("utf-8")
+def event_payload(kind: EventKind, model: str, offset: int, watermark: int, id_: Any,
+                  record: dict, previous: dict | None = None) -> bytes:
+    """The payload of the event these fields make (`ChangeEvent.payload`; batch.py builds an
+    import's frames with it, no event made). The bytes of `compact_json(_layout(...))`, made
+    without that dict: the fixed head of each kind and model is made once (`_head`), the
+    record (and an update's previous one) are the only objects encoded, and the text is
+    encoded to UTF-8 once."""
+    shown = id_ if type(id_) is int else compact_json(id_)
+    tail = f',"previous":{compact_json(previous)}}}' if kind is EventKind.UPDATE else "}"
+    return (f'{_head(kind, model)}{offset},"watermark":{watermark},"id":{shown},'
+            f'"record":{compact_json(record)}{tail}').encode("utf-8")
 
 
-_HEADS: dict[tuple[EventKind, str], bytes] = {}
+_HEADS: dict[tuple[EventKind, str], str] = {}
 _HEADS_MAX = 1024                   # kinds times models; past that (never in one schema) not kept
 
 
-def _head(kind: EventKind, model: str) -> bytes:
+def _head(kind: EventKind, model: str) -> str:
     """`{"kind":...,"model":...,"offset":` of an event of `kind` on `model`."""
     head = _HEADS.get((kind, model))
     if head is None:
-        head = b'{"kind":%s,"model":%s,"offset":' % (_json(kind.value), _json(model))
+        head = '{"kind":%s,"model":%s,"offset":' % (compact_json(kind.value), compact_json(model))
         if len(_HEADS) < _HEADS_MAX:
             _HEADS[(kind, model)] = head
     return head
