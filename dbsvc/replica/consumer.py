@@ -36,7 +36,7 @@ Rules:
    3 s by a thread, minus the last offset). Other messages are plain lines on stderr.
 
 Imports: the blocking WebSocket client of dbsvc.http.websocket, and the log's own frame
-rules from dbsvc.storage.logfile (`_frame_error`, `_good_frame_after`), so a replica file
+rules from dbsvc.storage.logfile (`frame_error`, `good_frame_after`), so a replica file
 and a server log are judged alike; nothing of the server (app, realtime, Store), no asyncio.
 """
 
@@ -65,7 +65,7 @@ from dbsvc.http.websocket import (
     open_websocket,
 )
 from dbsvc.storage.files import fsync_dir, write_all
-from dbsvc.storage.logfile import FRAME, FRAME_HEADER_SIZE, MAX_PAYLOAD, _frame_error, _good_frame_after
+from dbsvc.storage.logfile import FRAME, FRAME_HEADER_SIZE, MAX_PAYLOAD, frame_error, good_frame_after
 
 KINDS = frozenset({"insert", "update", "delete"})
 SYNC_INTERVAL = 1.0                # rule 2
@@ -140,7 +140,7 @@ def check_frame(message: bytes | str, expected: int) -> tuple[int, dict[str, Any
         if length <= MAX_PAYLOAD and FRAME_HEADER_SIZE + length < len(message):
             raise FrameError(offset, f"length {length} is short of the message's "
                                      f"{len(message) - FRAME_HEADER_SIZE} payload bytes")
-    reason = _frame_error(message, 0, expected)           # header, length, CRC: the log's checks
+    reason = frame_error(message, 0, expected)           # header, length, CRC: the log's checks
     if reason is not None:
         raise FrameError(expected, reason)
     try:
@@ -247,7 +247,7 @@ def scan_frames(path: str, data: Any) -> tuple[int, int | None, str | None]:
         # The file starts wherever its first run began. The offset field is outside the CRC,
         # so the first frame's is confirmed by its CRC-protected payload (rule 3).
         search, _crc, length = FRAME.unpack_from(data, 0)
-        reason = _frame_error(data, 0, search)
+        reason = frame_error(data, 0, search)
         if reason is None:
             inner = _payload_offset(data[FRAME_HEADER_SIZE : FRAME_HEADER_SIZE + length])
             if inner == search:
@@ -259,12 +259,12 @@ def scan_frames(path: str, data: Any) -> tuple[int, int | None, str | None]:
         if expected is None:                       # the first frame is bad, or the file tiny
             reason = reason or f"truncated frame header ({size} of {FRAME_HEADER_SIZE} bytes)"
         else:
-            reason = _frame_error(data, pos, expected)
+            reason = frame_error(data, pos, expected)
             if reason is None:
                 pos += FRAME_HEADER_SIZE + FRAME.unpack_from(data, pos)[2]
                 last, expected = expected, expected + 1
                 continue
-        later = _good_frame_after(data, pos, search if expected is None else expected)
+        later = good_frame_after(data, pos, search if expected is None else expected)
         if later is not None:
             raise CorruptLog(path, pos, f"{reason}; a good frame follows at byte {later}, so this is not a torn tail")
         return pos, last, reason

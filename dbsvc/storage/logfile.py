@@ -101,7 +101,17 @@ def encode_frame(offset: int, payload: bytes) -> bytes:
     return FRAME.pack(offset, zlib.crc32(payload), len(payload)) + payload
 
 
-def _frame_error(data: bytes | memoryview | mmap.mmap, pos: int, expected: int, size: int | None = None) -> str | None:
+def frame_offset(frame: bytes | memoryview) -> int:
+    """The global row offset a frame carries (its first header field)."""
+    return int.from_bytes(frame[:8], "big")
+
+
+def frame_payload(frame: bytes | memoryview) -> memoryview:
+    """A frame's payload (the change event's JSON), without copying it."""
+    return memoryview(frame)[FRAME_HEADER_SIZE:]
+
+
+def frame_error(data: bytes | memoryview | mmap.mmap, pos: int, expected: int, size: int | None = None) -> str | None:
     """Why the frame at `pos` is not good (rule 1), or None when it is; the image ends at
     byte `size` (default: its length)."""
     if size is None:
@@ -121,7 +131,7 @@ def _frame_error(data: bytes | memoryview | mmap.mmap, pos: int, expected: int, 
     return None
 
 
-def _good_frame_after(data: bytes | memoryview | mmap.mmap, start: int, expected: int) -> int | None:
+def good_frame_after(data: bytes | memoryview | mmap.mmap, start: int, expected: int) -> int | None:
     """Byte position of any good frame with offset >= expected after `start` (rule 2)."""
     size = len(data)
     if not bytes(data[start:]).strip(b"\0"):
@@ -214,7 +224,7 @@ class FrameWalk:
             if limit < want:
                 break
         if expected is not None and pos < stop:
-            self.bad_frame(_frame_error(buf, pos - base, expected, limit) or "unreadable frame")
+            self.bad_frame(frame_error(buf, pos - base, expected, limit) or "unreadable frame")
 
 
 def read_frames(fd: int, start: int, stop: int, chunk: int = 1 << 20) -> Iterator[tuple[int, bytes]]:
@@ -250,7 +260,7 @@ class LogScan(FrameWalk):
 
         data, pos = self.source, self.end
         assert not isinstance(data, int)
-        later = _good_frame_after(data, pos, self.next_offset)
+        later = good_frame_after(data, pos, self.next_offset)
         if later is not None and data[later - 1] != 0:
             raise CorruptLog(
                 self.path, pos,

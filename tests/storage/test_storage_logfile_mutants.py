@@ -29,7 +29,7 @@ from dbsvc.storage.logfile import (
     encode_frame,
     encode_header,
     read_frames,
-    _frame_error,
+    frame_error,
     renumber_frames,
 )
 
@@ -164,11 +164,11 @@ def test_reason_for_a_bad_checksum_in_the_last_frame():
 
 
 def test_every_good_frame_passes_the_check_replicas_share():
-    """replica/consumer.py judges each received frame with `_frame_error`: None is "good"."""
+    """replica/consumer.py judges each received frame with `frame_error`: None is "good"."""
     data, starts = image(3)
-    assert [_frame_error(data, p, o) for p, o in zip(starts, (1, 2, 3))] == [None, None, None]
+    assert [frame_error(data, p, o) for p, o in zip(starts, (1, 2, 3))] == [None, None, None]
     frame = encode_frame(9, payload(9))
-    assert _frame_error(frame, 0, 9) is None and _frame_error(frame, 0, 8) == "frame offset 9, expected 8"
+    assert frame_error(frame, 0, 9) is None and frame_error(frame, 0, 8) == "frame offset 9, expected 8"
 
 
 # -- torn tail or damage before it (rules 2 and 3) -------------------------------------------
