@@ -5,6 +5,8 @@ that schema: per model the change feed `/subscribe/<kebab>` and the live query
 `/live-query/<kebab>`, and the replication stream `/replicate`. The OpenAPI document
 (`openapi.py`) covers the same routes only as GETs answering 101; this one says what flows
 after the upgrade. The document describes the server, so every operation is a `send`.
+This module assembles the document, its channels and operations; the component schemas and
+messages of what flows on them are built by `asyncapi_messages.py`.
 
 Invariants:
 
@@ -33,14 +35,21 @@ import os
 from typing import Any
 
 from dbsvc import __version__
-from dbsvc.compiler.openapi_schemas import (add_model_schemas, nullable, object_schema,
-                                            record_or_projection, ref, scalar_schema)
-from dbsvc.schema.ir import Field, FieldType, Model, Schema
+from dbsvc.compiler.asyncapi_messages import (
+    JSON,
+    add_event_components,
+    add_live_components,
+    add_record_schemas,
+    link_sources,
+    message,
+    put,
+)
+from dbsvc.compiler.openapi_schemas import nullable, object_schema, ref, scalar_schema
 from dbsvc.routes import LIVE_QUERY, REPLICATE_PATH, REPLICATE_SNAPSHOT_PATH, SUBSCRIBE, feed_path
+from dbsvc.schema.ir import Model, Schema
 
 ASYNCAPI_VERSION = "3.0.0"
 WS_BINDING_VERSION = "0.1.0"
-JSON = "application/json"
 BINARY = "application/octet-stream"
 SERVER = "local"
 BEARER_HEADER = "bearerHeader"
@@ -62,10 +71,6 @@ CLOSE_CODES: dict[int, str] = {
 # /replicate reads the log at the socket's pace, so it never closes a peer for lagging.
 _REPLICATE_CLOSE_CODES = tuple(code for code in CLOSE_CODES if code != 1013)
 
-_OFFSET = {"type": "integer", "minimum": 1,
-           "description": "Global offset of the row event (1, 2, ...; gap-free, never reused)."}
-_WATERMARK = {"type": "integer", "minimum": 0,
-              "description": "The model's watermark (row count of the epoch) after this row."}
 _AFTER = {"type": "integer", "minimum": 0,
           "description": "Replay the matching events after this global offset (from "
           "`Dbsvc-Offset` or a `lagged after <offset>` close reason) before following live. "
@@ -80,10 +85,10 @@ def build_asyncapi(schema: Schema) -> dict[str, Any]:
     channels: dict[str, Any] = {}
     operations: dict[str, Any] = {}
     for model in schema.models:
-        _add_record_schemas(schemas, model)
+        add_record_schemas(schemas, model)
     for model in schema.models:
-        _add_event_components(schemas, messages, schema, model)
-        _add_live_components(schemas, messages, model)
+        add_event_components(schemas, messages, schema, model)
+        add_live_components(schemas, messages, model)
         _add_feed_channels(channels, operations, schema, model)
     _add_replication(schemas, messages, channels, operations, schema)
     return {
@@ -107,11 +112,6 @@ def build_asyncapi(schema: Schema) -> dict[str, Any]:
             "x-websocket-close-codes": {str(code): text for code, text in CLOSE_CODES.items()},
         },
     }
-
-
-def _put(mapping: dict[str, Any], key: str, value: Any) -> None:
-    assert key not in mapping, f"asyncapi component {key!r} built twice"
-    mapping[key] = value
 
 
 def _info_description(schema: Schema) -> str:
@@ -149,172 +149,6 @@ def _security_schemes() -> dict[str, Any]:
             + guard,
         },
     }
-
-
-# ---------------------------------------------------------------- schemas
-
-
-def _add_record_schemas(schemas: dict[str, Any], model: Model) -> None:
-    """The stored record and its projections, exactly as the OpenAPI document has them."""
-    rest: dict[str, Any] = {}
-    add_model_schemas(rest, model)
-    _put(schemas, model.name, rest[model.name])
-    for p in model.projections:
-        key = f"{model.name}.projection.{p.name}"
-        _put(schemas, key, rest[key])
-
-
-def _const(value: str, description: str | None = None) -> dict[str, Any]:
-    s: dict[str, Any] = {"type": "string", "const": value}
-    if description:
-        s["description"] = description
-    return s
-
-
-def _id(model: Model, description: str) -> dict[str, Any]:
-    return {**scalar_schema(model.id_field), "description": description}
-
-
-def _record(model: Model, description: str) -> dict[str, Any]:
-    return {**record_or_projection(model), "description": description}
-
-
-_PROJECTED = " With `projection`, only that projection's fields."
-
-
-def _event_schema(model: Model, kind: str) -> dict[str, Any]:
-    props: dict[str, Any] = {
-        "kind": _const(kind),
-        "model": _const(model.name),
-        "offset": _OFFSET,
-        "watermark": _WATERMARK,
-        "id": _id(model, f"The `{model.id_field.name}` of the `{model.name}` record."),
-    }
-    if kind == "delete":
-        props["record"] = _record(model, "The last record, as it was before the delete." + _PROJECTED)
-    elif kind == "update":
-        props["record"] = _record(model, "The record after the update." + _PROJECTED)
-        props["previous"] = _record(model, "The record before the update." + _PROJECTED)
-    else:
-        props["record"] = _record(model, "The new record." + _PROJECTED)
-    verb = {"insert": "POST", "update": "PUT or PATCH", "delete": "DELETE"}[kind]
-    return object_schema(props, list(props), f"A `{model.name}` {kind} ({verb}).")
-
-
-def _link_sources(schema: Schema, model: Model) -> list[tuple[Model, Field]]:
-    """Every (child model, field) whose `@ref` names `model`, in declaration order."""
-    return [(child, f) for child in schema.models for f in child.fields if f.ref == model.name]
-
-
-def _link_schema(model: Model, sources: list[tuple[Model, Field]]) -> dict[str, Any]:
-    variants = []
-    for child, f in sources:
-        props = {
-            "kind": _const("link"),
-            "model": _const(model.name),
-            "id": _id(model, f"The `{model.id_field.name}` of the parent `{model.name}`."),
-            "child_model": _const(child.name),
-            "child_id": _id(child, f"The `{child.id_field.name}` of the `{child.name}` record."),
-            "field": _const(f.name),
-            "linked": {"type": "boolean", "description": "true: the child now references the "
-                       "parent (insert, ref change); false: it no longer does (ref change, delete)."},
-            "offset": {**_OFFSET, "description": "Offset of the row event that caused the link."},
-        }
-        variants.append(object_schema(
-            props, list(props), f"`{child.name}.{f.name}` started or stopped referencing a `{model.name}`."))
-    return {"description": f"A child record started or stopped referencing a `{model.name}`. "
-            "Links are derived from row events, never stored or replicated; they carry no "
-            "watermark.", "oneOf": variants}
-
-
-def _message(name: str, title: str, payload: dict[str, Any], description: str,
-             content_type: str = JSON) -> dict[str, Any]:
-    return {"name": name, "title": title, "contentType": content_type,
-            "description": description, "payload": payload}
-
-
-def _add_event_components(schemas: dict[str, Any], messages: dict[str, Any], schema: Schema,
-                          model: Model) -> None:
-    name = model.name
-    for kind in ("insert", "update", "delete"):
-        key = f"{name}.{kind.capitalize()}"
-        _put(schemas, key, _event_schema(model, kind))
-        _put(messages, key, _message(
-            f"{name}{kind.capitalize()}", f"{name} {kind}", ref(key),
-            f"One text frame, compact JSON: `{_event_example(model, kind)}`."))
-    sources = _link_sources(schema, model)
-    if sources:
-        key = f"{name}.Link"
-        pairs = ", ".join(f"`{child.name}.{f.name}`" for child, f in sources)
-        _put(schemas, key, _link_schema(model, sources))
-        _put(messages, key, _message(
-            f"{name}Link", f"{name} link", ref(key),
-            f"One text frame, compact JSON: a {pairs} started or stopped referencing the "
-            f"`{name}` `id`: `{_link_example(model, *sources[0])}`. Its offset is that of the "
-            "row event that caused it (an insert, a ref change or a delete of the child)."))
-
-
-# Example ids of each key type, for the wire samples in the descriptions.
-_EXAMPLE_IDS: dict[FieldType, tuple[str, str]] = {
-    FieldType.INT: ("7", "9"),
-    FieldType.STR: ('"k7"', '"k9"'),
-    FieldType.UUID: ('"0b6e2c1e-7f3a-4c55-9d2e-6a1b8c0d4e07"', '"5d0f9a2b-1c3e-4f6a-8b7c-9d0e1f2a3b09"'),
-}
-
-
-def _event_example(model: Model, kind: str) -> str:
-    text = (f'{{"kind":"{kind}","model":"{model.name}","offset":41,"watermark":12,'
-            f'"id":{_EXAMPLE_IDS[model.id_field.type][0]},"record":{{...}}')
-    return text + (',"previous":{...}}' if kind == "update" else "}")
-
-
-def _link_example(model: Model, child: Model, f: Field) -> str:
-    return (f'{{"kind":"link","model":"{model.name}","id":{_EXAMPLE_IDS[model.id_field.type][0]},'
-            f'"child_model":"{child.name}","child_id":{_EXAMPLE_IDS[child.id_field.type][1]},'
-            f'"field":"{f.name}","linked":true,"offset":41}}')
-
-
-_LIVE = ("Init", "Added", "Updated", "Removed")
-
-
-def _live_schema(model: Model, kind: str) -> dict[str, Any]:
-    props: dict[str, Any] = {"type": _const(kind), "model": _const(model.name)}
-    if kind == "Init":
-        props["records"] = {"type": "array", "items": record_or_projection(model),
-                            "description": "The whole result set." + _PROJECTED}
-        props["watermark"] = {**_WATERMARK, "description": "The model's watermark the result set was read at."}
-        props["offset"] = {"type": "integer", "minimum": 0, "description": "The global offset "
-                           "the result set was read at (0 before any event); later deltas are "
-                           "after it."}
-        return object_schema(props, list(props), f"First frame of a `{model.name}` live query "
-                             "(not sent when resumed with `after`).")
-    props["offset"] = _OFFSET
-    props["watermark"] = _WATERMARK
-    if kind == "Removed":
-        props["id"] = _id(model, "The id of the record that left the result set.")
-        what = "a record left the result set (deleted, or changed to stop matching)"
-    else:
-        props["record"] = _record(model, "The record as it is now." + _PROJECTED)
-        what = ("a record entered the result set (inserted, or changed to match)" if kind == "Added"
-                else "a record inside the result set changed and still matches")
-    return object_schema(props, list(props), f"`{model.name}` live delta: {what}.")
-
-
-def _add_live_components(schemas: dict[str, Any], messages: dict[str, Any], model: Model) -> None:
-    name = model.name
-    for kind in _LIVE:
-        _put(schemas, f"{name}.Live{kind}", _live_schema(model, kind))
-    _put(schemas, f"{name}.LiveDelta", {
-        "description": f"One frame of a `{name}` live query, told apart by `type`.",
-        "oneOf": [ref(f"{name}.Live{kind}") for kind in _LIVE],
-    })
-    _put(messages, f"{name}.LiveDelta", _message(
-        f"{name}LiveDelta", f"{name} live delta", ref(f"{name}.LiveDelta"),
-        "One text frame, compact JSON: first "
-        f'`{{"type":"Init","model":"{name}","records":[...],"watermark":12,"offset":41}}`, then '
-        f'`{{"type":"Added","model":"{name}","offset":42,"watermark":13,"record":{{...}}}}`, '
-        "`Updated` (`record`) and `Removed` (`id` instead of `record`) as records enter, "
-        "change inside, or leave the result set."))
 
 
 # ---------------------------------------------------------------- channels and operations
@@ -396,13 +230,13 @@ def _add_feed_channels(channels: dict[str, Any], operations: dict[str, Any], sch
     feed = f"subscribe.{kebab}"
     feed_messages = {kind: ref(f"{name}.{kind.capitalize()}", "messages")
                      for kind in ("insert", "update", "delete")}
-    sources = _link_sources(schema, model)
+    sources = link_sources(schema, model)
     links = ""
     if sources:
         feed_messages["link"] = ref(f"{name}.Link", "messages")
         pairs = " or ".join(f"`{child.name}.{f.name}`" for child, f in sources)
         links = f", and `link` when a {pairs} starts or stops referencing one"
-    _put(channels, feed, {
+    put(channels, feed, {
         "address": feed_path(SUBSCRIBE, kebab),
         "title": f"{name} change feed",
         "summary": f"Row events of matching `{name}` records.",
@@ -418,12 +252,12 @@ def _add_feed_channels(channels: dict[str, Any], operations: dict[str, Any], sch
         "messages": feed_messages,
         "bindings": _ws_binding(query),
     })
-    _put(operations, f"subscribe_{op_id}", _operation(
+    put(operations, f"subscribe_{op_id}", _operation(
         feed, list(feed_messages), f"Send {name} row events",
         f"The server sends each matching `{name}` event on `/subscribe/{kebab}`.", ["realtime", name]))
 
     live = f"live-query.{kebab}"
-    _put(channels, live, {
+    put(channels, live, {
         "address": feed_path(LIVE_QUERY, kebab),
         "title": f"{name} live query",
         "summary": f"The live result set of a `{name}` query.",
@@ -438,7 +272,7 @@ def _add_feed_channels(channels: dict[str, Any], operations: dict[str, Any], sch
         "messages": {"delta": ref(f"{name}.LiveDelta", "messages")},
         "bindings": _ws_binding(query),
     })
-    _put(operations, f"live_query_{op_id}", _operation(
+    put(operations, f"live_query_{op_id}", _operation(
         live, ["delta"], f"Send {name} live deltas",
         f"The server sends the `{name}` result set, then its changes, on `/live-query/{kebab}`.",
         ["realtime", name]))
@@ -451,7 +285,7 @@ def _add_replication(schemas: dict[str, Any], messages: dict[str, Any], channels
               "bytes (the event's global offset, the CRC-32 of the payload, the payload's length "
               "in bytes), then the payload, the compact JSON of an insert, update or delete event "
               "(`PersistedEvent.Payload`) with whole records.")
-    _put(schemas, "PersistedEvent.Frame", {"type": "string", "format": "binary",
+    put(schemas, "PersistedEvent.Frame", {"type": "string", "format": "binary",
                                            "description": "One binary frame: " + layout})
     events = [ref(f"{m.name}.{kind}") for m in schema.models for kind in ("Insert", "Update", "Delete")]
     payload: dict[str, Any] = {"description": "The JSON inside a `PersistedEvent` (never a "
@@ -460,8 +294,8 @@ def _add_replication(schemas: dict[str, Any], messages: dict[str, Any], channels
         payload["oneOf"] = events
     else:
         payload["not"] = {}  # no model, no event
-    _put(schemas, "PersistedEvent.Payload", payload)
-    _put(messages, "PersistedEvent", _message(
+    put(schemas, "PersistedEvent.Payload", payload)
+    put(messages, "PersistedEvent", message(
         "PersistedEvent", "Persisted event", ref("PersistedEvent.Frame"),
         "One binary frame per committed row: " + layout, BINARY))
     refusals = (
@@ -471,7 +305,7 @@ def _add_replication(schemas: dict[str, Any], messages: dict[str, Any], channels
         "`unauthorized`; 403 `forbidden`; 404 `replication_disabled` (replication off); 410 "
         "`offset_gone` (`after` older than the retained log); 426 when the request is not a "
         "WebSocket handshake; 503 `unavailable` (connection limit).")
-    _put(channels, "replicate", {
+    put(channels, "replicate", {
         "address": REPLICATE_PATH,
         "title": "Replication stream",
         "summary": "Every committed row, durable and resumable.",
@@ -489,7 +323,7 @@ def _add_replication(schemas: dict[str, Any], messages: dict[str, Any], channels
             "description": "Start after this global offset. Older than the retained log: 410 "
             "`offset_gone`; ahead of the head: 400 `offset_out_of_range`."}}),
     })
-    _put(operations, "replicate", _operation(
+    put(operations, "replicate", _operation(
         "replicate", ["event"], "Send persisted events",
         "The server sends every committed row on `/replicate`, from `after` on.", ["realtime"]))
     _add_snapshot_channel(schemas, messages, channels, operations, state)
@@ -498,7 +332,7 @@ def _add_replication(schemas: dict[str, Any], messages: dict[str, Any], channels
 def _add_snapshot_channel(schemas: dict[str, Any], messages: dict[str, Any], channels: dict[str, Any],
                           operations: dict[str, Any], state: str) -> None:
     """`/replicate/snapshot`: what a read replica bootstraps from (replica/follower.py)."""
-    _put(schemas, "Snapshot.Header", object_schema({
+    put(schemas, "Snapshot.Header", object_schema({
         "type": {"const": "snapshot"}, "format": {"const": 1},
         "epoch": {"type": "string", "description": "The primary's epoch; the replica adopts it."},
         "offset": {"type": "integer", "minimum": 0, "description": "The offset the snapshot stands at: "
@@ -506,17 +340,17 @@ def _add_snapshot_channel(schemas: dict[str, Any], messages: dict[str, Any], cha
         "fingerprint": {"type": "string", "description": "The schema's fingerprint; a replica with "
                         "another refuses to start."},
     }, ["type", "format", "epoch", "offset", "fingerprint"], "The first message."))
-    _put(schemas, "Snapshot.End", object_schema({
+    put(schemas, "Snapshot.End", object_schema({
         "type": {"const": "end"}, "bytes": {"type": "integer", "minimum": 0},
         "crc32": {"type": "integer", "minimum": 0, "description": "crc32 of every chunk's bytes, in order."},
     }, ["type", "bytes", "crc32"], "The last message, before a normal close."))
-    _put(schemas, "Snapshot.Chunk", {"type": "string", "contentEncoding": "binary", "description":
+    put(schemas, "Snapshot.Chunk", {"type": "string", "contentEncoding": "binary", "description":
                                      "A piece of the snapshot file: lines of `CRC SP JSON LF`."})
     for key, title, content in (("Snapshot.Header", "Snapshot header", JSON),
                                 ("Snapshot.Chunk", "Snapshot bytes", BINARY),
                                 ("Snapshot.End", "Snapshot end", JSON)):
-        _put(messages, key, _message(key.replace(".", ""), title, ref(key), title + ".", content))
-    _put(channels, "replicate-snapshot", {
+        put(messages, key, message(key.replace(".", ""), title, ref(key), title + ".", content))
+    put(channels, "replicate-snapshot", {
         "address": REPLICATE_SNAPSHOT_PATH,
         "title": "Replica bootstrap snapshot",
         "summary": "The epoch's snapshot file, streamed, for `dbsvc serve --follow`.",
@@ -533,6 +367,6 @@ def _add_snapshot_channel(schemas: dict[str, Any], messages: dict[str, Any], cha
                      "end": ref("Snapshot.End", "messages")},
         "bindings": _ws_binding({}),
     })
-    _put(operations, "replicate_snapshot", _operation(
+    put(operations, "replicate_snapshot", _operation(
         "replicate-snapshot", ["header", "chunk", "end"], "Send the bootstrap snapshot",
         "The server sends its epoch's snapshot on `/replicate/snapshot`.", ["realtime"]))
