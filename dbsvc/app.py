@@ -54,7 +54,7 @@ from dbsvc.routes import (
     SUBSCRIBE,
     item_path,
 )
-from dbsvc.runtime import CompiledModel, Query, decode_body, json_bytes
+from dbsvc.runtime import CompiledModel, Query, Record, decode_body, json_bytes
 from dbsvc.schema.describe import schema_fingerprint
 
 log = logging.getLogger("dbsvc.app")
@@ -78,9 +78,9 @@ class EncodedRecords:
     def __init__(self, models: list[CompiledModel], capacity: int = 65536, largest: int = 4096) -> None:
         self.capacity = capacity
         self.largest = largest
-        self._entries: dict[str, dict[Any, tuple[dict, bytes]]] = {m.name: {} for m in models}
+        self._entries: dict[str, dict[Any, tuple[Record, bytes]]] = {m.name: {} for m in models}
 
-    def encode(self, model: CompiledModel, record: dict) -> bytes:
+    def encode(self, model: CompiledModel, record: Record) -> bytes:
         entries = self._entries[model.name]
         key = record[model.id_field]
         entry = entries.get(key)
@@ -96,7 +96,7 @@ class EncodedRecords:
         entries[key] = (record, data)
         return data
 
-    def encode_page(self, model: CompiledModel, records: list[dict]) -> bytes:
+    def encode_page(self, model: CompiledModel, records: list[Record]) -> bytes:
         """The records' JSON joined with commas: `encode` for each, with the cache hit inline."""
         entries = self._entries[model.name]
         id_field = model.id_field
@@ -297,7 +297,7 @@ class Application:
 
     # -- the token guard --------------------------------------------------------------
 
-    def authenticate(self, request: Request) -> dict:
+    def authenticate(self, request: Request) -> dict[str, Any]:
         """Verify the bearer token: its claims, or 401 / 403 / 503 (`dbsvc.auth.authorize`)."""
         assert self.guard is not None                     # api() calls this only with a guard
         return self._authorize(self.guard, request.header("authorization"))

@@ -110,7 +110,7 @@ def parse_level_spec(spec: str) -> tuple[int, dict[str, int]]:
 
 
 SPAN_LOGGER = "dbsvc.http.request"
-_second_cache: list = [-1, ""]
+_second_cache: list[Any] = [-1, ""]
 
 
 def _timestamp(created: float) -> str:
@@ -219,11 +219,11 @@ class LineFormat(logging.Formatter):
         return self.line(record.created, record.levelname, record.name, record.getMessage(),
                          getattr(record, "fields", None), _record_exception(record, self.indent))
 
-    def line(self, created: float, level: str, target: str, message: str, fields: dict | None,
+    def line(self, created: float, level: str, target: str, message: str, fields: dict[str, Any] | None,
              error: str | None = None) -> str:
         raise NotImplementedError
 
-    def request_lines(self, spans: list[tuple]) -> list[str]:
+    def request_lines(self, spans: list[tuple[Any, ...]]) -> list[str]:
         raise NotImplementedError
 
 
@@ -234,7 +234,7 @@ class TextFormat(LineFormat):
     _REQUEST = (f" {'INFO':>5} {SPAN_LOGGER}: request "
                 + " ".join(f"{name}=%s" for name in SPAN_FIELDS))
 
-    def line(self, created: float, level: str, target: str, message: str, fields: dict | None,
+    def line(self, created: float, level: str, target: str, message: str, fields: dict[str, Any] | None,
              error: str | None = None) -> str:
         if not message.isprintable():
             message = escape(message)
@@ -245,7 +245,7 @@ class TextFormat(LineFormat):
             line += "\n" + error
         return _redact(line)
 
-    def request_lines(self, spans: list[tuple]) -> list[str]:
+    def request_lines(self, spans: list[tuple[Any, ...]]) -> list[str]:
         """One format string per line. Of the fields only the path needs `field_text`: h11
         admits only token characters in a method, and a request id is `[A-Za-z0-9._-]`
         (message.RequestIds). Not redacted here: the handler redacts the batch."""
@@ -262,7 +262,7 @@ class TextFormat(LineFormat):
 class JsonFormat(LineFormat):
     """One JSON object per line: ts, level, target, message, span fields, error."""
 
-    def line(self, created: float, level: str, target: str, message: str, fields: dict | None,
+    def line(self, created: float, level: str, target: str, message: str, fields: dict[str, Any] | None,
              error: str | None = None) -> str:
         payload: dict[str, Any] = {"ts": _timestamp(created), "level": level, "target": target, "message": message}
         if fields:
@@ -272,7 +272,7 @@ class JsonFormat(LineFormat):
             payload["error"] = error
         return _redact(json.dumps(payload, ensure_ascii=False, default=str))
 
-    def request_lines(self, spans: list[tuple]) -> list[str]:
+    def request_lines(self, spans: list[tuple[Any, ...]]) -> list[str]:
         """One `json.dumps` per line, of the dict `line` would build."""
         dumps = json.dumps
         return [dumps({"ts": _timestamp(t[0]), "level": "INFO", "target": SPAN_LOGGER, "message": "request",
@@ -284,7 +284,7 @@ SPAN_BUFFER_LINES = 256              # about 40 KiB of text lines
 SPAN_FLUSH_SECONDS = 0.5
 
 
-class SpanLog(logging.StreamHandler):
+class SpanLog(logging.StreamHandler[TextIO]):
     """The span log: the one handler `configure_logging` installs. It owns the line format,
     the buffer of pending lines, and the fast path by which spans skip `logging`.
 
@@ -298,7 +298,7 @@ class SpanLog(logging.StreamHandler):
         self.line_format = line_format
         self._pending: list[Any] = []
         self._pending_count = 0
-        self._requests: list[tuple] | None = None     # the run being appended to, if any
+        self._requests: list[tuple[Any, ...]] | None = None     # the run being appended to, if any
         self._wake = threading.Event()
         self._closed = False
         self._flusher = threading.Thread(target=self._flush_later, name="dbsvc-log-flush", daemon=True)
@@ -324,13 +324,13 @@ class SpanLog(logging.StreamHandler):
             if record.name != SPAN_LOGGER:
                 self._write_pending()
 
-    def append_span(self, fields: dict) -> None:
+    def append_span(self, fields: dict[str, Any]) -> None:
         """A span given as fields, formatted straight into the buffer (no LogRecord)."""
         line = self.line_format.line(time.time(), "INFO", SPAN_LOGGER, "request", fields)
         with self.lock:  # type: ignore[union-attr]
             self._append(line)
 
-    def append_request(self, span: tuple) -> None:
+    def append_request(self, span: tuple[Any, ...]) -> None:
         """A `log_request` tuple, kept unformatted until the buffer is written."""
         with self.lock:  # type: ignore[union-attr]
             requests = self._requests
@@ -406,7 +406,7 @@ def configure_logging(level_spec: str, fmt: str = "text", stream: TextIO | None 
         handler.close()
     _installed.clear()
     # No caller, thread or process look-ups per record: none of them is ever formatted.
-    logging._srcfile = None  # type: ignore[attr-defined]
+    logging._srcfile = None
     logging.logThreads = False
     logging.logProcesses = False
     logging.logMultiprocessing = False
@@ -423,7 +423,7 @@ def configure_logging(level_spec: str, fmt: str = "text", stream: TextIO | None 
         _configured.append(name)
 
 
-def log_span(fields: dict) -> None:
+def log_span(fields: dict[str, Any]) -> None:
     """Log one request span at INFO on `dbsvc.http.request` (the caller checked it is enabled)."""
     if _installed and _installed[0].alone():
         _installed[0].append_span(fields)

@@ -57,9 +57,14 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, date, datetime, timedelta
 from types import MappingProxyType
-from typing import Any
+from typing import Any, TypeAlias
 
 from dbsvc.errors import BadQuery, BadRequest, ConstraintViolation
+
+# The shapes that cross every layer: a record as JSON gives it (field name -> value, in
+# declaration order), and the filters of a query (field -> the index keys any of which matches).
+Record: TypeAlias = dict[str, Any]
+Filters: TypeAlias = Mapping[str, frozenset[Any]]
 
 DEFAULT_LIMIT = 100
 MAX_LIMIT = 1000
@@ -81,7 +86,7 @@ class Query:
     on the primary key ascending. `limit` is already clamped to MAX_LIMIT.
     """
 
-    filters: Mapping[str, frozenset] = field(default_factory=dict)
+    filters: Filters = field(default_factory=dict)
     sort: tuple[tuple[str, bool], ...] = ()
     limit: int = DEFAULT_LIMIT
     offset: int = 0
@@ -105,18 +110,18 @@ class CompiledModel:
     refs: tuple[tuple[str, str], ...]           # (field, parent model name)
     projections: Mapping[str, tuple[str, ...]]
     keys: Mapping[str, Callable[[Any], Any]]    # index key of every id/unique/filter/sort/ref field
-    validate_create: Callable[[Any], dict]      # body -> record; raises BadRequest/ConstraintViolation
-    validate_replace: Callable[[Any, Any], dict]  # (body, path id) -> record
-    validate_patch: Callable[[Any, dict], dict]   # (body, current record) -> record
+    validate_create: Callable[[Any], Record]    # body -> record; raises BadRequest/ConstraintViolation
+    validate_replace: Callable[[Any, Any], Record]  # (body, path id) -> record
+    validate_patch: Callable[[Any, Record], Record]  # (body, current record) -> record
     parse_id: Callable[[str], Any]              # path segment -> id value; raises BadRequest
     parse_list_query: Callable[[list[tuple[str, str]]], Query]   # raises BadQuery
     parse_get_query: Callable[[list[tuple[str, str]]], Query]    # projection, as_of only
     parse_feed_query: Callable[[list[tuple[str, str]]], Query]   # filters, projection, after
-    match: Callable[[dict, Mapping[str, frozenset]], bool]       # record passes every filter
-    project: Mapping[str, Callable[[dict], dict]]                # projection name -> encoder
-    decode: Callable[[Sequence[Any]], dict]     # values in field order -> record
-    row: Callable[[dict], tuple]                # record -> its values in field order (stored packed)
-    passes: Callable[[Sequence[Any], Mapping[str, frozenset]], bool]     # `match` on a record's values
+    match: Callable[[Record, Filters], bool]       # record passes every filter
+    project: Mapping[str, Callable[[Record], Record]]                # projection name -> encoder
+    decode: Callable[[Sequence[Any]], Record]   # values in field order -> record
+    row: Callable[[Record], tuple[Any, ...]]    # record -> its values in field order (stored packed)
+    passes: Callable[[Sequence[Any], Filters], bool]     # `match` on a record's values
     # position -> {member: member} of each enum field: the str objects index keys share
     shared_values: Mapping[int, Mapping[Any, Any]] = field(default_factory=dict)
     # sort field -> array typecode of its index keys ("d", "q"), where they are numbers
@@ -129,7 +134,7 @@ class CompiledModel:
 
 INT64_MIN = -(2**63)
 INT64_MAX = 2**63 - 1
-NO_FILTERS: Mapping[str, frozenset] = MappingProxyType({})
+NO_FILTERS: Filters = MappingProxyType({})
 DEFAULT_QUERY = Query(filters=NO_FILTERS)   # what every parser answers for an empty query string
 
 _EPOCH = datetime(1970, 1, 1)
@@ -353,7 +358,9 @@ def _compact_encoder() -> Callable[[Any, int], Any] | None:
         # markers, default, encoder, indent, key separator, item separator, sort_keys,
         # skipkeys, allow_nan: what JSONEncoder(separators=(",", ":"), ensure_ascii=False,
         # allow_nan=False, check_circular=False) passes.
-        return c_make_encoder(None, _not_json, encode_basestring, None, ":", ",", False, False, False)
+        encoder: Callable[[Any, int], Any] = c_make_encoder(
+            None, _not_json, encode_basestring, None, ":", ",", False, False, False)
+        return encoder
     except (ImportError, TypeError):                # another interpreter's json internals
         return None
 
@@ -401,14 +408,14 @@ def nfc(text: str) -> str:
     return unicodedata.normalize("NFC", text)
 
 
-def filter_sets(filters: dict[str, list]) -> Mapping[str, frozenset]:
+def filter_sets(filters: dict[str, list[Any]]) -> Filters:
     """The filter keys a query parser collected per field -> `Query.filters` (one
     frozenset per field: any of its values matches). More than MAX_FILTER_VALUES values
     in all, repeats counted, is BadQuery: each value costs work on every matched event."""
     if not filters:
         return NO_FILTERS
     given = 0
-    out: dict[str, frozenset] = {}
+    out: dict[str, frozenset[Any]] = {}
     for name, keys in filters.items():
         given += len(keys)
         out[name] = frozenset(keys)
@@ -432,7 +439,7 @@ class _Unacceptable(ValueError):
     (decoded it would be an infinity), or an object that names one member twice."""
 
 
-def _escaped(match: re.Match) -> str:
+def _escaped(match: re.Match[str]) -> str:
     return f"\\u{ord(match.group()):04x}"
 
 

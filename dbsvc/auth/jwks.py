@@ -29,7 +29,8 @@ import urllib.error
 import urllib.parse
 import urllib.request
 from dataclasses import dataclass, field
-from typing import Any
+from http.client import HTTPMessage
+from typing import IO, Any
 
 from dbsvc.auth.jwt import load_json_object
 from dbsvc.auth.keys import UnusableKey, VerifyKey, key_from_jwk
@@ -50,7 +51,7 @@ class KeySet:
 
     by_kid: dict[str, VerifyKey] = field(default_factory=dict)
     anonymous: tuple[VerifyKey, ...] = ()
-    fingerprint: frozenset = frozenset()
+    fingerprint: frozenset[tuple[str | None, str, bytes]] = frozenset()
 
     def __len__(self) -> int:
         return len(self.by_kid) + len(self.anonymous)
@@ -125,7 +126,8 @@ class _SameOriginRedirects(urllib.request.HTTPRedirectHandler):
         super().__init__()
         self._origin = origin
 
-    def redirect_request(self, req, fp, code, msg, headers, newurl):  # type: ignore[override]
+    def redirect_request(self, req: urllib.request.Request, fp: IO[bytes], code: int, msg: str,
+                         headers: HTTPMessage, newurl: str) -> urllib.request.Request | None:
         target = urllib.parse.urljoin(req.full_url, newurl)
         if _origin(target) != self._origin:
             raise urllib.error.HTTPError(

@@ -28,7 +28,7 @@ Signature checks, per token:
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from cryptography import x509
@@ -38,6 +38,9 @@ from cryptography.hazmat.primitives.asymmetric import ec, ed448, ed25519, paddin
 from cryptography.hazmat.primitives.asymmetric.utils import encode_dss_signature
 
 from dbsvc.auth.jwt import b64url_decode
+
+# (signing input, signature) -> whether the signature is valid: one per key, built at load.
+Checker = Callable[[bytes, bytes], bool]
 
 MIN_RSA_BITS = 2048
 
@@ -95,7 +98,7 @@ class VerifyKey:
         return self._check(signing_input, signature)
 
     @staticmethod
-    def _rsa_checker(alg: str, public: rsa.RSAPublicKey):
+    def _rsa_checker(alg: str, public: rsa.RSAPublicKey) -> Checker:
         hash_cls = _HASHES[alg[2:]]
         size = (public.key_size + 7) // 8
         if alg.startswith("RS"):
@@ -115,7 +118,7 @@ class VerifyKey:
         return check
 
     @staticmethod
-    def _ec_checker(alg: str, public: ec.EllipticCurvePublicKey):
+    def _ec_checker(alg: str, public: ec.EllipticCurvePublicKey) -> Checker:
         _, _, octets, order = _CURVES[alg]
         hash_cls = _HASHES[alg[2:]]
 
@@ -135,7 +138,7 @@ class VerifyKey:
         return check
 
     @staticmethod
-    def _okp_checker(public: ed25519.Ed25519PublicKey | ed448.Ed448PublicKey):
+    def _okp_checker(public: ed25519.Ed25519PublicKey | ed448.Ed448PublicKey) -> Checker:
         size = 64 if isinstance(public, ed25519.Ed25519PublicKey) else 114
 
         def check(data: bytes, signature: bytes) -> bool:

@@ -20,6 +20,7 @@ Invariants:
 from __future__ import annotations
 
 import json
+from typing import Any
 
 from dbsvc.errors import RequestError
 from dbsvc.http.types import Response
@@ -27,7 +28,7 @@ from dbsvc.http.types import Response
 PROBLEM_JSON = "application/problem+json"
 
 
-def problem_body(exc: RequestError, request_id: str) -> dict:
+def problem_body(exc: RequestError, request_id: str) -> dict[str, Any]:
     body = {
         "type": "about:blank",
         "title": exc.title,
