@@ -1,6 +1,6 @@
 """The house's layering, as a test: every import in dbsvc/ (and dbsvc.py) against its rules.
 
-shared/style.md ("The house") and docs/architecture.md draw the dependencies one way:
+docs/architecture.md draws the house, and its dependencies point one way:
 
     errors <- schema <- compiler
     errors <- runtime <- storage, http, auth <- realtime, replica <- app <- service <- cli
@@ -17,7 +17,8 @@ and holds each import to these rules:
    an edge of `TYPE_ONLY`, each with its reason;
 5. `BACK_EDGES` are the only run-time imports against the table, each with its reason, and
    each sits inside a function, so it runs after both modules are loaded;
-6. no `from dbsvc.x import _private` and no `module._private` across modules;
+6. no `from dbsvc.x import _private`, no `module._private` across modules, and no
+   `param._private` on a parameter typed with another module's class;
 7. no import cycle between modules; a circle closed by a type-only import is allowed only
    when `TYPE_ONLY_CIRCLES` lists that import with its reason.
 
@@ -26,8 +27,9 @@ of dbsvc; `dbsvc` is the package's `__init__` (the version) and `launcher` is db
 module in an existing part needs nothing here; a new part needs a row in `ALLOWED`.
 
 `MERGE_PENDING` names the breaks that issue 29's parallel work removes (websocket.py's move to
-http/ws/, the store <-> replay and connection <-> server circles): they make their rule's test
-an expected failure until they are gone, and the entry must then be deleted.
+http/ws/, the store <-> replay and connection <-> server circles, replay's reach into the
+Store's private state): they make their rule's test an expected failure until they are gone,
+and the entry must then be deleted (test_merge_pending_names_only_breaks_that_remain says so).
 """
 
 from __future__ import annotations
@@ -104,6 +106,7 @@ TYPE_ONLY_CIRCLES: dict[tuple[str, str], str] = {
 MERGE_PENDING: dict[tuple[str, str], str] = {
     ("one home", "dbsvc/http/websocket.py"): "websocket.py splits into http/ws/server.py and http/ws/client.py",
     ("cycles", "dbsvc.storage.replay -> dbsvc.storage.store"): "the store's split cuts replay <-> store",
+    ("private", "dbsvc/storage/replay.py"): "the store's split gives replay named parts, not the Store's privates",
     ("cycles", "dbsvc.http.connection -> dbsvc.http.server"): "Hub moves to http/hub.py",
 }
 
@@ -271,13 +274,17 @@ def top_package(module: str) -> str:
     return module.split(".")[0]
 
 
-def test_foreign_packages_are_imported_only_in_their_one_home():
+def foreign_packages_away_from_home() -> list[Violation]:
     violations = []
     for found in scan():
         home = ONE_HOME.get(top_package(found.target))
         if home is not None and not found.path.startswith(home[0]):
             violations.append(Violation(found.path, f"{found.where()}: {home[1]}"))
-    report(violations, "h11, wsproto and cryptography each have one home", "one home")
+    return violations
+
+
+def test_foreign_packages_are_imported_only_in_their_one_home():
+    report(foreign_packages_away_from_home(), "h11, wsproto and cryptography each have one home", "one home")
 
 
 def test_realtime_never_touches_a_socket_or_the_protocol_libraries():
@@ -403,7 +410,43 @@ def private_reach(source: Source, modules: frozenset[str]) -> Iterator[Violation
                                              f"{node.attr} is private to {target}; ask it for a public name")
 
 
-def test_no_private_name_crosses_a_module():
+# A named tuple's own methods start with one underscore so as not to clash with field names.
+NAMED_TUPLE_API = frozenset({"_replace", "_asdict", "_fields", "_make", "_field_defaults"})
+
+
+def private_state_reach(source: Source) -> Iterator[Violation]:
+    """`param._name` where `param` is annotated with a class another dbsvc module defines:
+    one module reading another's private state (`store._log_base` in a helper of the store)."""
+    classes: dict[str, str] = {}        # a class name imported here -> its module
+    for node in ast.walk(source.tree):
+        if isinstance(node, ast.ImportFrom) and node.module and part_of(node.module) is not None \
+                and node.module != source.module:
+            for alias in node.names:
+                if alias.name[:1].isupper():
+                    classes[alias.asname or alias.name] = node.module
+    for function in ast.walk(source.tree):
+        if not isinstance(function, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            continue
+        arguments = function.args.posonlyargs + function.args.args + function.args.kwonlyargs
+        typed = {argument.arg: classes[name] for argument in arguments if argument.annotation is not None
+                 for name in annotation_names(argument.annotation) if name in classes}
+        for node in ast.walk(function):
+            if (isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id in typed
+                    and is_private(node.attr) and node.attr not in NAMED_TUPLE_API):
+                yield Violation(source.relative, f"{source.relative}:{node.lineno}: {node.value.id}.{node.attr}: "
+                                                 f"private state of {typed[node.value.id]}'s object; "
+                                                 "ask it for a public name")
+
+
+def annotation_names(annotation: ast.expr) -> Iterator[str]:
+    if isinstance(annotation, ast.Constant) and isinstance(annotation.value, str):
+        annotation = ast.parse(annotation.value, mode="eval").body
+    for node in ast.walk(annotation):
+        if isinstance(node, ast.Name):
+            yield node.id
+
+
+def private_breaks() -> list[Violation]:
     modules = all_modules()
     violations = [Violation(found.path, f"{found.where()}: {name} is private to {found.target}; "
                                         "ask it for a public name")
@@ -412,7 +455,12 @@ def test_no_private_name_crosses_a_module():
                   for name in found.names if is_private(name)]
     for source in sources():
         violations.extend(private_reach(source, modules))
-    report(violations, "no module imports or reaches for another module's _private names")
+        violations.extend(private_state_reach(source))
+    return violations
+
+
+def test_no_private_name_crosses_a_module():
+    report(private_breaks(), "no module imports or reaches for another module's _private names", "private")
 
 
 def strongly_connected(edges: dict[str, dict[str, Import]]) -> list[list[str]]:
@@ -482,11 +530,10 @@ def test_no_import_cycle_between_modules():
 
 def test_merge_pending_names_only_breaks_that_remain():
     """Once a parallel branch is merged, its entry in MERGE_PENDING goes too."""
-    files = {found.path for found in scan()}
-    circle_keys = {violation.key for violation in circles()}
+    found = {"one home": foreign_packages_away_from_home, "private": private_breaks, "cycles": circles}
+    keys = {rule: {violation.key for violation in breaks()} for rule, breaks in found.items()}
     stale = [f"MERGE_PENDING lists {key!r} ({why}), which is fixed: delete the entry"
-             for (rule, key), why in MERGE_PENDING.items()
-             if (rule == "one home" and key not in files) or (rule == "cycles" and key not in circle_keys)]
+             for (rule, key), why in MERGE_PENDING.items() if key not in keys[rule]]
     if stale:
         pytest.fail("\n".join(stale), pytrace=False)
 
@@ -524,3 +571,14 @@ def test_the_scanner_finds_a_reach_for_a_private_name():
     found = list(private_reach(source, frozenset({"dbsvc.storage.logfile", "dbsvc.storage.files"})))
     assert [violation.message.split(": ")[1] for violation in found] == [
         "logfile._frame", "dbsvc.storage.files._write"]
+
+
+def test_the_scanner_finds_a_reach_for_another_modules_private_state():
+    tree = ast.parse("from dbsvc.storage.store import Store\n"
+                     "from dbsvc.storage.events import ChangeEvent\n"
+                     "def f(store: Store, event: 'ChangeEvent', other) -> None:\n"
+                     "    store._epoch, store.epoch, event._replace(), other._x\n"
+                     "    event._payload\n")
+    source = Source(Path("sample.py"), "sample.py", "dbsvc.storage.replay", tree)
+    assert sorted(violation.message.split(": ")[1] for violation in private_state_reach(source)) == [
+        "event._payload", "store._epoch"]
