@@ -14,7 +14,7 @@ without inheriting, and the protocols name only what is called, so a part can be
 
 Imports only `dbsvc.runtime` and, for annotations alone, storage's event and health types: importing
 this module pulls in no storage, http or auth code. It sits beside runtime in the
-layering (errors <- runtime <- interfaces <- realtime, app, service).
+layering (errors <- runtime <- interfaces <- auth, realtime, app, service).
 """
 
 from __future__ import annotations

@@ -29,10 +29,11 @@ the caller/thread/process look-ups (`logging._srcfile`, `logThreads`, ... as the
 docs' "Optimization" section suggests), and span lines are buffered like nginx's
 `access_log buffer= flush=`: written when SPAN_BUFFER_LINES are pending, when any other
 record is logged (order is kept), or by a flusher thread at most 0.5 s later. A flush per
-request would cost a write(2) and a reader wake-up each, measured at ~80 us of server CPU.
-What a request's span holds until then is its raw values (`log_request`: one tuple); the
-lines are formatted when written, a batch at a time with one format string, which costs a
-third of formatting each line on its request's path.
+request would cost a write(2) and a reader wake-up each, a real share of a request's
+server CPU. What a request's span holds until then is its raw values (`log_request`: one
+tuple); the lines are formatted when written, a batch at a time with one format string,
+for much less than formatting each line on its request's path. (bench/README.md, "Figures
+that were in docstrings", has both figures.)
 
 Invariants:
 - Credentials are never written. The HTTP layer logs no headers and no query strings; as a
@@ -307,9 +308,9 @@ class SpanLog(logging.StreamHandler[TextIO]):
     def alone(self) -> bool:
         """True when this handler alone would receive a span record: then a span goes
         straight into the buffer, written exactly as the record would be, skipping LogRecord
-        construction and dispatch (about two thirds of a span's cost). Anyone adding a
-        handler or a filter (pytest's caplog, an embedding application) gets the ordinary
-        `logging` path."""
+        construction and dispatch (most of a span's cost; bench/README.md has the figure).
+        Anyone adding a handler or a filter (pytest's caplog, an embedding application) gets
+        the ordinary `logging` path."""
         return (logging.root.handlers == [self] and not _span_logger.handlers
                 and not _span_logger.filters and not self.filters)
 

@@ -349,8 +349,9 @@ def _not_json(value: Any) -> Any:
 
 
 def _compact_encoder() -> Callable[[Any, int], Any] | None:
-    """The C encoder `json.dumps` builds on every call, built once: about 3 us less per
-    small object (json.JSONEncoder.iterencode makes a closure and an encoder each time)."""
+    """The C encoder `json.dumps` builds on every call, built once: a measurable saving on
+    every small object, since json.JSONEncoder.iterencode makes a closure and an encoder
+    each time (bench/README.md, "Figures that were in docstrings", has the figure)."""
     try:
         from json.encoder import c_make_encoder, encode_basestring  # type: ignore[attr-defined]
         if c_make_encoder is None:

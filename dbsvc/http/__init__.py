@@ -1,7 +1,8 @@
 """The HTTP/1.1 protocol layer: h11 glue and the asyncio connection loop.
 
-The only package that imports h11. It knows nothing of storage, schemas or routes; the
-application is a callable (see `types.App`). Modules:
+The only package that imports h11. It knows nothing of storage, schemas or realtime (of
+the route table, only the methods CORS allows, `routes.ALL_METHODS`); the application is a
+callable (see `types.App`). Modules:
 
     types.py       Request, Response, Upgrade, HttpSettings: the seam with the application
     problem.py     RequestError -> RFC 9457 problem+json response (the only error renderer)

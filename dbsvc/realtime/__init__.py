@@ -1,7 +1,7 @@
-"""Realtime feeds: `/subscribe` and `/live-query` (and, later, `/replicate`), sans-IO.
+"""Realtime feeds: `/subscribe`, `/live-query` and `/replicate`, sans-IO.
 
-Like h11 and wsproto this package never touches a socket, and never imports h11, wsproto
-or `socket`: sessions get a `Channel` (dbsvc.http.types) to send frames on, and the broker
+Like h11 and wsproto this package never touches a socket, and never imports h11, wsproto,
+`socket` or `asyncio` (tests/test_layers.py holds it to that): sessions get a `Channel` (dbsvc.http.types) to send frames on, and the broker
 is handed the event loop's `call_soon`. Modules:
 
     feeds.py     FeedSpec: which frame a feed sends for an event (matcher, links, live deltas)

@@ -1,0 +1,584 @@
+"""The house's layering, as a test: every import in dbsvc/ (and dbsvc.py) against its rules.
+
+docs/architecture.md draws the house, and its dependencies point one way:
+
+    errors <- schema <- compiler
+    errors <- runtime <- storage, http, auth <- realtime, replica <- app <- service <- cli
+
+This file is that drawing in a form that fails. It reads every module with `ast` (nothing is
+imported, so it is fast and sees imports inside functions and under `if TYPE_CHECKING:` too)
+and holds each import to these rules:
+
+1. one home for each foreign package: h11 only in dbsvc/http/, wsproto only in
+   dbsvc/http/ws/, cryptography only in dbsvc/auth/keys.py;
+2. realtime is sans-IO: it imports no h11, wsproto, socket or asyncio;
+3. storage and http import nothing of each other, nor of realtime, replica, app or service;
+4. `ALLOWED` is the table of which part may import which; a type-only import may also take
+   an edge of `TYPE_ONLY`, each with its reason;
+5. `BACK_EDGES` are the only run-time imports against the table, each with its reason, and
+   each sits inside a function, so it runs after both modules are loaded;
+6. no `from dbsvc.x import _private`, no `module._private` across modules, and no
+   `param._private` on a parameter typed with another module's class;
+7. no import cycle between modules; a circle closed by a type-only import is allowed only
+   when `TYPE_ONLY_CIRCLES` lists that import with its reason.
+
+A "part" is a subpackage (`storage`, `http`, ...) or a top-level module (`errors`, `app`, ...)
+of dbsvc; `dbsvc` is the package's `__init__` (the version) and `launcher` is dbsvc.py. A new
+module in an existing part needs nothing here; a new part needs a row in `ALLOWED`.
+
+`MERGE_PENDING` names the breaks that issue 29's parallel work removes (websocket.py's move to
+http/ws/, the store <-> replay and connection <-> server circles, replay's reach into the
+Store's private state): they make their rule's test an expected failure until they are gone,
+and the entry must then be deleted (test_merge_pending_names_only_breaks_that_remain says so).
+"""
+
+from __future__ import annotations
+
+import ast
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+from functools import cache
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+PACKAGE = ROOT / "dbsvc"
+LAUNCHER = ROOT / "dbsvc.py"
+LAUNCHER_MODULE = "dbsvc.py"            # not importable by that name: it runs as __main__
+
+# Rule 4. Each part and the parts it may import (its own modules always). The table reads
+# bottom-up: a part's row comes after the rows of every part it imports.
+ALLOWED: dict[str, frozenset[str]] = {name: frozenset(parts) for name, parts in {
+    # the foundation: values and pure functions
+    "dbsvc": (),                        # __init__: the version and public names, no logic
+    "errors": (),                       # every exception class
+    "routes": (),                       # the route table as pure data
+    "notify": (),                       # systemd's READY=1 / STOPPING=1
+    "schema": ("errors",),              # source text -> IR
+    "runtime": ("errors",),             # the helpers generated code calls
+    "logs": ("errors",),                # RUST_LOG and the log line formats
+    "deps": ("errors",),                # a missing runtime package -> one line with its fix
+    "compiler": ("dbsvc", "errors", "schema", "runtime", "routes"),      # IR -> code object
+    "interfaces": ("runtime",),         # the Protocols at the app's boundaries
+    # the three layers over runtime, which know nothing of each other
+    "storage": ("errors", "runtime", "schema"),
+    "http": ("errors", "routes", "logs"),
+    "auth": ("errors", "runtime", "schema", "deps", "interfaces"),
+    # what is built on them
+    "explorer": ("errors", "routes", "http"),
+    "realtime": ("errors", "runtime", "interfaces", "storage", "http", "auth"),
+    "replica": ("errors", "storage", "http"),
+    "config": ("errors", "schema", "storage", "http", "auth"),
+    "exits": ("errors", "schema", "deps"),
+    "app": ("dbsvc", "errors", "routes", "schema", "runtime", "interfaces", "http", "auth",
+            "explorer", "realtime", "replica"),
+    "datatools": ("errors", "runtime", "storage", "config"),
+    "service": ("errors", "schema", "deps", "logs", "notify", "interfaces", "storage", "http",
+                "auth", "explorer", "realtime", "replica", "config", "exits", "app"),
+    "zipapp": ("errors", "config"),     # a built app's first module; it reaches cli: BACK_EDGES
+    "build": ("errors", "schema", "compiler", "zipapp"),
+    "cli": ("dbsvc", "errors", "schema", "compiler", "storage", "replica", "config", "exits",
+            "datatools", "service", "build"),
+    "launcher": ("cli",),
+}.items()}
+
+# Rule 4. Part edges taken only under `if TYPE_CHECKING:`, against the table, and why.
+TYPE_ONLY: dict[tuple[str, str], str] = {
+    ("interfaces", "storage"): "ServedStore's annotations name storage's ChangeEvent and WriteHealth; "
+                               "at run time the Protocols need only runtime",
+}
+
+# Rule 5. Run-time imports against the table: (importing module, imported part) -> why.
+BACK_EDGES: dict[tuple[str, str], str] = {
+    ("dbsvc.zipapp", "cli"): "zipapp.main is a built app's entry point and hands its command line to "
+                             "cli.main; build imports zipapp's layout names, so zipapp sits below build",
+}
+
+# Rule 7. Type-only imports that close a circle of modules: (importing, imported) -> why.
+TYPE_ONLY_CIRCLES: dict[tuple[str, str], str] = {
+    ("dbsvc.realtime.session", "dbsvc.realtime.broker"): "a session holds its broker to unregister "
+                                                         "itself and count what it sent; the broker "
+                                                         "creates the sessions",
+}
+
+# Breaks that issue 29's parallel branches remove: (rule, file or module edge) -> which work.
+MERGE_PENDING: dict[tuple[str, str], str] = {
+    ("one home", "dbsvc/http/websocket.py"): "websocket.py splits into http/ws/server.py and http/ws/client.py",
+    ("cycles", "dbsvc.storage.replay -> dbsvc.storage.store"): "the store's split cuts replay <-> store",
+    ("private", "dbsvc/storage/replay.py"): "the store's split gives replay named parts, not the Store's privates",
+    ("cycles", "dbsvc.http.connection -> dbsvc.http.server"): "Hub moves to http/hub.py",
+}
+
+# Rules 1 and 2: foreign packages and the one place (a path prefix) that may import each.
+ONE_HOME: dict[str, tuple[str, str]] = {
+    "h11": ("dbsvc/http/", "only dbsvc/http/ imports h11 (the protocol layer)"),
+    "wsproto": ("dbsvc/http/ws/", "only the WebSocket modules (dbsvc/http/ws/) import wsproto"),
+    "cryptography": ("dbsvc/auth/keys.py", "only dbsvc/auth/keys.py imports cryptography"),
+}
+SANS_IO_PARTS = ("realtime",)
+SANS_IO_FORBIDDEN = ("h11", "wsproto", "socket", "asyncio")
+
+# Rule 3.
+NEITHER_KNOWS_THE_OTHER = ("storage", "http")
+ABOVE_STORAGE_AND_HTTP = ("realtime", "replica", "app", "service")
+
+
+@dataclass(frozen=True)
+class Import:
+    """One import statement's edge to one module, as written in one module."""
+
+    module: str                 # the importing module, dotted ("dbsvc.storage.store")
+    path: str                   # its file, relative to the checkout
+    line: int
+    target: str                 # the module imported, dotted and absolute
+    names: tuple[str, ...]      # `from target import names`; () for a module imported whole
+    lazy: bool                  # inside a function: runs on the call, not on import
+    type_only: bool             # under `if TYPE_CHECKING:`: never runs
+    package: str | None = None  # `from package import module`: the package as written
+
+    def where(self) -> str:
+        if self.names:
+            written = f"from {self.target} import {', '.join(self.names)}"
+        elif self.package:
+            written = f"from {self.package} import {self.target.rsplit('.', 1)[-1]}"
+        else:
+            written = f"import {self.target}"
+        how = " [type-only]" if self.type_only else " [inside a function]" if self.lazy else ""
+        return f"{self.path}:{self.line}: {written}{how}"
+
+
+@dataclass(frozen=True)
+class Violation:
+    key: str                    # what MERGE_PENDING would name: a file, or a module edge
+    message: str
+
+
+def module_name(path: Path, root: Path = ROOT) -> str:
+    if path == LAUNCHER:
+        return LAUNCHER_MODULE
+    parts = list(path.relative_to(root).with_suffix("").parts)
+    if parts[-1] == "__init__":
+        parts.pop()
+    return ".".join(parts)
+
+
+def part_of(module: str) -> str | None:
+    """The part a dbsvc module belongs to; None for a module outside dbsvc."""
+    if module == LAUNCHER_MODULE:
+        return "launcher"
+    pieces = module.split(".")
+    if pieces[0] != "dbsvc":
+        return None
+    return pieces[1] if len(pieces) > 1 else "dbsvc"
+
+
+def is_type_checking(test: ast.expr) -> bool:
+    return (isinstance(test, ast.Name) and test.id == "TYPE_CHECKING") or (
+        isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING")
+
+
+def imports_in(tree: ast.Module, module: str, path: str, is_package: bool,
+               modules: frozenset[str]) -> Iterator[Import]:
+    """Every import statement of one module, wherever it sits. `modules`: the dotted names of
+    every module in the tree, to tell `from dbsvc.storage import compact` (a module) from
+    `from dbsvc.storage import Store` (a name of the package)."""
+
+    def visit(node: ast.AST, lazy: bool, type_only: bool) -> Iterator[Import]:
+        if isinstance(node, ast.Import):
+            for alias in node.names:
+                yield Import(module, path, node.lineno, alias.name, (), lazy, type_only)
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                package = module.split(".") if is_package else module.split(".")[:-1]
+                package = package[:len(package) - (node.level - 1)]
+                base = ".".join(package + ([base] if base else []))
+            names = []
+            for alias in node.names:
+                if f"{base}.{alias.name}" in modules:
+                    yield Import(module, path, node.lineno, f"{base}.{alias.name}", (), lazy, type_only, base)
+                else:
+                    names.append(alias.name)
+            if names:
+                yield Import(module, path, node.lineno, base, tuple(names), lazy, type_only)
+        elif isinstance(node, ast.If) and is_type_checking(node.test):
+            for child in node.body:
+                yield from visit(child, lazy, True)
+            for child in node.orelse:
+                yield from visit(child, lazy, type_only)
+        else:
+            inside = lazy or isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda))
+            for child in ast.iter_child_nodes(node):
+                yield from visit(child, inside, type_only)
+
+    yield from visit(tree, False, False)
+
+
+@dataclass(frozen=True)
+class Source:
+    path: Path
+    relative: str
+    module: str
+    tree: ast.Module
+
+
+@cache
+def sources() -> tuple[Source, ...]:
+    paths = sorted(PACKAGE.rglob("*.py")) + [LAUNCHER]
+    return tuple(Source(path, str(path.relative_to(ROOT)), module_name(path),
+                        ast.parse(path.read_text(encoding="utf-8"), str(path)))
+                 for path in paths)
+
+
+@cache
+def all_modules() -> frozenset[str]:
+    return frozenset(source.module for source in sources())
+
+
+@cache
+def scan() -> tuple[Import, ...]:
+    modules = all_modules()
+    return tuple(found for source in sources()
+                 for found in imports_in(source.tree, source.module, source.relative,
+                                         source.path.name == "__init__.py", modules))
+
+
+def between_parts() -> Iterator[tuple[Import, str, str]]:
+    """The imports of one dbsvc module by another, with both parts."""
+    for found in scan():
+        source, target = part_of(found.module), part_of(found.target)
+        if target is not None and found.target != found.module:
+            assert source is not None
+            yield found, source, target
+
+
+def report(violations: Iterable[Violation], rule: str, pending_rule: str | None = None) -> None:
+    """Fail listing every break of `rule`; an expected failure when every break is in
+    MERGE_PENDING under `pending_rule`."""
+    violations = list(violations)
+    pending = {key: why for (name, key), why in MERGE_PENDING.items() if name == pending_rule}
+    new = [v for v in violations if v.key not in pending]
+    waiting = [v for v in violations if v.key in pending]
+    footer = "(the rules: tests/test_layers.py's docstring; the drawing: docs/architecture.md)"
+    if new:
+        lines = [v.message for v in new] + [f"(pending merge) {v.message}" for v in waiting]
+        listed = "\n  ".join(lines)
+        pytest.fail(f"{len(new)} break(s) of the rule: {rule}\n  {listed}\n{footer}", pytrace=False)
+    if waiting:
+        keys = sorted({v.key for v in waiting})
+        pytest.xfail(f"issue 29's parallel work removes: {'; '.join(f'{k} ({pending[k]})' for k in keys)}")
+
+
+def top_package(module: str) -> str:
+    return module.split(".")[0]
+
+
+def foreign_packages_away_from_home() -> list[Violation]:
+    violations = []
+    for found in scan():
+        home = ONE_HOME.get(top_package(found.target))
+        if home is not None and not found.path.startswith(home[0]):
+            violations.append(Violation(found.path, f"{found.where()}: {home[1]}"))
+    return violations
+
+
+def test_foreign_packages_are_imported_only_in_their_one_home():
+    report(foreign_packages_away_from_home(), "h11, wsproto and cryptography each have one home", "one home")
+
+
+def test_realtime_never_touches_a_socket_or_the_protocol_libraries():
+    violations = [
+        Violation(found.path, f"{found.where()}: realtime is sans-IO (sessions get a Channel, "
+                              "the broker gets call_soon)")
+        for found in scan()
+        if part_of(found.module) in SANS_IO_PARTS and top_package(found.target) in SANS_IO_FORBIDDEN
+    ]
+    report(violations, f"realtime imports none of {', '.join(SANS_IO_FORBIDDEN)}")
+
+
+def test_storage_and_http_know_nothing_of_each_other_or_of_what_is_built_on_them():
+    violations = []
+    for found, source, target in between_parts():
+        if source not in NEITHER_KNOWS_THE_OTHER or source == target:
+            continue
+        if target in NEITHER_KNOWS_THE_OTHER:
+            violations.append(Violation(found.path, f"{found.where()}: {source} must not know {target} "
+                                                    "(app ties them together)"))
+        elif target in ABOVE_STORAGE_AND_HTTP:
+            violations.append(Violation(found.path, f"{found.where()}: {source} sits below {target}"))
+    report(violations, "storage and http import nothing of each other, nor of realtime, replica, app or service")
+
+
+def test_every_import_between_parts_is_an_edge_of_the_table():
+    violations = []
+    for found, source, target in between_parts():
+        if source == target:
+            continue
+        if source not in ALLOWED:
+            violations.append(Violation(found.path, f"{found.where()}: part {source!r} has no row in "
+                                                    "ALLOWED; give it one, in layer order"))
+            continue
+        if target in ALLOWED[source]:
+            continue
+        if found.type_only and (source, target) in TYPE_ONLY:
+            continue
+        if found.lazy and (found.module, target) in BACK_EDGES:
+            continue
+        allowed = ", ".join(sorted(ALLOWED[source])) or "nothing else in dbsvc"
+        violations.append(Violation(found.path, f"{found.where()}: {source} may import {allowed}; "
+                                                f"not {target}"))
+    report(violations, "a part imports only what its row of ALLOWED lists")
+
+
+def test_every_back_edge_is_imported_on_use_and_still_needed():
+    problems = []
+    for (module, target), reason in BACK_EDGES.items():
+        uses = [found for found, _source, found_target in between_parts()
+                if found.module == module and found_target == target and not found.type_only]
+        if not uses:
+            problems.append(Violation(module, f"BACK_EDGES lists {module} -> {target}, which no module "
+                                              "imports any more: delete the entry"))
+        problems.extend(Violation(found.path, f"{found.where()}: a back-edge ({reason}) is imported "
+                                              "inside the function that needs it")
+                        for found in uses if not found.lazy)
+    report(problems, "the only back-edges are BACK_EDGES' entries, each imported on use")
+
+
+def test_every_listed_type_only_edge_is_still_needed():
+    type_edges = {(source, target) for found, source, target in between_parts() if found.type_only}
+    type_imports = {(found.module, found.target) for found in scan() if found.type_only}
+    stale = [Violation(f"{a} -> {b}", f"TYPE_ONLY lists {a} -> {b}, which no module imports: delete it")
+             for a, b in TYPE_ONLY if (a, b) not in type_edges]
+    stale += [Violation(f"{a} -> {b}", f"TYPE_ONLY_CIRCLES lists {a} -> {b}, which is not a type-only "
+                                       "import any more: delete it")
+              for a, b in TYPE_ONLY_CIRCLES if (a, b) not in type_imports]
+    report(stale, "TYPE_ONLY and TYPE_ONLY_CIRCLES hold only type-only imports in use")
+
+
+def test_the_table_points_one_way():
+    """ALLOWED, read as a graph, has no circle: each row names only parts of earlier rows."""
+    seen: set[str] = set()
+    problems = []
+    for part, imported in ALLOWED.items():
+        later = sorted(imported - seen)
+        if later:
+            problems.append(Violation(part, f"ALLOWED[{part!r}] names {', '.join(later)}, which come(s) "
+                                            "later in the table or not at all"))
+        seen.add(part)
+    report(problems, "the table of allowed edges points one way")
+
+
+def dotted_name(node: ast.expr) -> str | None:
+    if isinstance(node, ast.Name):
+        return node.id
+    if isinstance(node, ast.Attribute):
+        inner = dotted_name(node.value)
+        return None if inner is None else f"{inner}.{node.attr}"
+    return None
+
+
+def is_private(name: str) -> bool:
+    return name.startswith("_") and not name.startswith("__")
+
+
+def private_reach(source: Source, modules: frozenset[str]) -> Iterator[Violation]:
+    """`module._name` (or `dbsvc.x._name`) where `module` is a name this file bound to
+    another dbsvc module by an import."""
+    bound: dict[str, str] = {}          # local name -> the dotted module it stands for
+    for node in ast.walk(source.tree):
+        if isinstance(node, ast.Import):
+            for alias in node.names:
+                head = alias.name.split(".")[0]
+                bound[alias.asname or head] = alias.name if alias.asname else head
+        elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
+            for alias in node.names:
+                if f"{node.module}.{alias.name}" in modules:
+                    bound[alias.asname or alias.name] = f"{node.module}.{alias.name}"
+    for node in ast.walk(source.tree):
+        if not isinstance(node, ast.Attribute) or not is_private(node.attr):
+            continue
+        dotted = dotted_name(node.value)
+        if dotted is None:
+            continue
+        head, _, rest = dotted.partition(".")
+        if head not in bound:
+            continue
+        target = f"{bound[head]}.{rest}" if rest else bound[head]
+        if target in modules and target != source.module:
+            yield Violation(source.relative, f"{source.relative}:{node.lineno}: {dotted}.{node.attr}: "
+                                             f"{node.attr} is private to {target}; ask it for a public name")
+
+
+# A named tuple's own methods start with one underscore so as not to clash with field names.
+NAMED_TUPLE_API = frozenset({"_replace", "_asdict", "_fields", "_make", "_field_defaults"})
+
+
+def private_state_reach(source: Source) -> Iterator[Violation]:
+    """`param._name` where `param` is annotated with a class another dbsvc module defines:
+    one module reading another's private state (`store._log_base` in a helper of the store)."""
+    classes: dict[str, str] = {}        # a class name imported here -> its module
+    for node in ast.walk(source.tree):
+        if isinstance(node, ast.ImportFrom) and node.module and part_of(node.module) is not None \
+                and node.module != source.module:
+            for alias in node.names:
+                if alias.name[:1].isupper():
+                    classes[alias.asname or alias.name] = node.module
+    for function in ast.walk(source.tree):
+        if not isinstance(function, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            continue
+        arguments = function.args.posonlyargs + function.args.args + function.args.kwonlyargs
+        typed = {argument.arg: classes[name] for argument in arguments if argument.annotation is not None
+                 for name in annotation_names(argument.annotation) if name in classes}
+        for node in ast.walk(function):
+            if (isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id in typed
+                    and is_private(node.attr) and node.attr not in NAMED_TUPLE_API):
+                yield Violation(source.relative, f"{source.relative}:{node.lineno}: {node.value.id}.{node.attr}: "
+                                                 f"private state of {typed[node.value.id]}'s object; "
+                                                 "ask it for a public name")
+
+
+def annotation_names(annotation: ast.expr) -> Iterator[str]:
+    if isinstance(annotation, ast.Constant) and isinstance(annotation.value, str):
+        annotation = ast.parse(annotation.value, mode="eval").body
+    for node in ast.walk(annotation):
+        if isinstance(node, ast.Name):
+            yield node.id
+
+
+def private_breaks() -> list[Violation]:
+    modules = all_modules()
+    violations = [Violation(found.path, f"{found.where()}: {name} is private to {found.target}; "
+                                        "ask it for a public name")
+                  for found in scan()
+                  if part_of(found.target) is not None and found.target != found.module
+                  for name in found.names if is_private(name)]
+    for source in sources():
+        violations.extend(private_reach(source, modules))
+        violations.extend(private_state_reach(source))
+    return violations
+
+
+def test_no_private_name_crosses_a_module():
+    report(private_breaks(), "no module imports or reaches for another module's _private names", "private")
+
+
+def strongly_connected(edges: dict[str, dict[str, Import]]) -> list[list[str]]:
+    """The circles of modules: components of more than one module (Tarjan), sorted."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    components: list[list[str]] = []
+
+    def connect(node: str) -> None:
+        index[node] = low[node] = len(index)
+        stack.append(node)
+        on_stack.add(node)
+        for after in sorted(edges.get(node, {})):
+            if after not in index:
+                connect(after)
+                low[node] = min(low[node], low[after])
+            elif after in on_stack:
+                low[node] = min(low[node], index[after])
+        if low[node] == index[node]:
+            component = []
+            while True:
+                member = stack.pop()
+                on_stack.discard(member)
+                component.append(member)
+                if member == node:
+                    break
+            if len(component) > 1:
+                components.append(sorted(component))
+
+    for node in sorted(edges):
+        if node not in index:
+            connect(node)
+    return sorted(components)
+
+
+def circles() -> list[Violation]:
+    """Run-time imports (at module level or inside functions) form no circle; nor do type-only
+    ones, except through an import TYPE_ONLY_CIRCLES lists. A listed back-edge is no circle.
+    A circle's key names its type-only or lazy links, the ones a fix would cut."""
+    edges: dict[str, dict[str, Import]] = {}
+    for found, _source, target in between_parts():
+        if found.lazy and (found.module, target) in BACK_EDGES:
+            continue
+        if found.type_only and (found.module, found.target) in TYPE_ONLY_CIRCLES:
+            continue
+        # a run-time import of the pair is the one to show, when there is one
+        previous = edges.setdefault(found.module, {}).get(found.target)
+        if previous is None or (previous.type_only and not found.type_only):
+            edges[found.module][found.target] = found
+    problems = []
+    for component in strongly_connected(edges):
+        members = set(component)
+        links = [edges[a][b] for a in component for b in sorted(edges.get(a, {})) if b in members]
+        closing = [link for link in links if link.type_only or link.lazy] or links
+        key = " ; ".join(f"{link.module} -> {link.target}" for link in closing)
+        shown = "\n    ".join(link.where() for link in links)
+        problems.append(Violation(key, f"{' <-> '.join(component)} import each other:\n    {shown}"))
+    return problems
+
+
+def test_no_import_cycle_between_modules():
+    report(circles(), "no import cycle between modules (move what both need down into its own module)",
+           "cycles")
+
+
+def test_merge_pending_names_only_breaks_that_remain():
+    """Once a parallel branch is merged, its entry in MERGE_PENDING goes too."""
+    found = {"one home": foreign_packages_away_from_home, "private": private_breaks, "cycles": circles}
+    keys = {rule: {violation.key for violation in breaks()} for rule, breaks in found.items()}
+    stale = [f"MERGE_PENDING lists {key!r} ({why}), which is fixed: delete the entry"
+             for (rule, key), why in MERGE_PENDING.items() if key not in keys[rule]]
+    if stale:
+        pytest.fail("\n".join(stale), pytrace=False)
+
+
+def test_the_scanner_sees_every_kind_of_import():
+    """The rules are only as good as the scan: imports in functions, under TYPE_CHECKING and
+    relative ones are all found, and a submodule named in `from ... import` is a module."""
+    tree = ast.parse(
+        "from typing import TYPE_CHECKING\n"
+        "import h11\n"
+        "from dbsvc.storage import compact, Store\n"
+        "from . import events\n"
+        "if TYPE_CHECKING:\n"
+        "    from dbsvc.app import Application\n"
+        "def later():\n"
+        "    import wsproto\n")
+    modules = frozenset({"dbsvc.storage.compact", "dbsvc.storage.events"})
+    seen = {(found.target, found.names, found.lazy, found.type_only)
+            for found in imports_in(tree, "dbsvc.storage.sample", "sample.py", False, modules)}
+    assert seen == {
+        ("typing", ("TYPE_CHECKING",), False, False),
+        ("h11", (), False, False),
+        ("dbsvc.storage.compact", (), False, False),
+        ("dbsvc.storage", ("Store",), False, False),
+        ("dbsvc.storage.events", (), False, False),
+        ("dbsvc.app", ("Application",), False, True),
+        ("wsproto", (), True, False),
+    }
+
+
+def test_the_scanner_finds_a_reach_for_a_private_name():
+    tree = ast.parse("from dbsvc.storage import logfile\nimport dbsvc.storage.files\n"
+                     "logfile._frame(b'')\ndbsvc.storage.files._write(1)\nlogfile.frame(b'')\n")
+    source = Source(Path("sample.py"), "sample.py", "dbsvc.sample", tree)
+    found = list(private_reach(source, frozenset({"dbsvc.storage.logfile", "dbsvc.storage.files"})))
+    assert [violation.message.split(": ")[1] for violation in found] == [
+        "logfile._frame", "dbsvc.storage.files._write"]
+
+
+def test_the_scanner_finds_a_reach_for_another_modules_private_state():
+    tree = ast.parse("from dbsvc.storage.store import Store\n"
+                     "from dbsvc.storage.events import ChangeEvent\n"
+                     "def f(store: Store, event: 'ChangeEvent', other) -> None:\n"
+                     "    store._epoch, store.epoch, event._replace(), other._x\n"
+                     "    event._payload\n")
+    source = Source(Path("sample.py"), "sample.py", "dbsvc.storage.replay", tree)
+    assert sorted(violation.message.split(": ")[1] for violation in private_state_reach(source)) == [
+        "event._payload", "store._epoch"]
