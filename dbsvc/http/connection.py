@@ -11,7 +11,7 @@ wire's state still allows one. Every rule below holds on either wire.
 A connection's phase (`Phase`: HEAD, BODY, APP, IDLE, LINGER, UPGRADED, CLOSED) and the
 deadline it carries change together, in `_enter` alone, from the table `DEADLINES` of hub.py
 (its rules 1-5), and the hub's sweeper calls `on_deadline` past it. The request body is taken
-in by a `BodyIntake` (intake.py, its rules 1-5), which keeps the limits of rules 5 and 11.
+in by a `BodyIntake` (intake.py, its rules 1-6), which keeps the limits of rules 4, 5 and 11.
 Must not import server.py: the server depends on this module, never the reverse.
 
 Rules:
@@ -48,24 +48,21 @@ Rules:
    exception's type and frames, never its message (`exc_messages=False`): a message may
    hold the client's data.
 9. A response on a connection that stays open is written at the end of the event loop's
-   turn (`Hub.defer`), together with every other response that turn produced, like Redis
-   writes its replies just before its event loop sleeps. Each write to a socket whose
-   reader sleeps wakes that reader; writing a turn's responses back to back wakes it once
-   per turn instead of once per response (on a loaded 2-core VM a wake-up measured as
-   costly as a third of a small request). Pipelined responses leave in one write. Held
-   output is written at once past OUT_LIMIT (64 KiB), so write back-pressure (rule 1)
-   still bounds it, and before anything else touches the transport (an error response,
-   a close, a FIN, an upgrade). The holding and the back-pressure flag live in an
-   `Outbox` (output.py), which an upgraded WebSocket keeps using.
+   turn (`Hub.defer`), with every other response that turn produced, like Redis writes
+   its replies just before its loop sleeps: each write to a socket whose reader sleeps
+   wakes that reader, so a turn's responses wake it once, not once each, and pipelined
+   responses leave in one write. Held output is written at once past OUT_LIMIT, so write
+   back-pressure (rule 1) still bounds it, and before anything else touches the transport
+   (an error response, a close, a FIN, an upgrade): `Outbox` (output.py) holds it.
 10. An `Upgrade` answer is checked as a WebSocket opening handshake (websocket.py); a
    valid one gets its 101 through h11 and the socket passes to a `WebSocketConnection`,
    which from then on receives every transport callback (types.Upgraded). An invalid one
    is answered like any refused request (426 or 400) and the connection stays HTTP.
-11. A body must keep coming (intake.py rule 4: `idle_timeout` after its last byte, and
+11. A body must keep coming (intake.py rule 5: `idle_timeout` after its last byte, and
    `min_body_rate` once `body_rate_grace` has passed), so a byte every few seconds cannot
    hold a connection. Past its deadline the client gets 408 and the connection closes
    (rule 7). All unfinished bodies together hold at most `body_memory` bytes
-   (`Hub.body_bytes`, intake.py rule 2): a declared length that does not fit, or a body
+   (`Hub.body_bytes`, intake.py rule 3): a declared length that does not fit, or a body
    that crosses it, is answered 503 `unavailable` and closed.
 12. Fairness: one call of `_process` starts at most PIPELINE_BUDGET requests; then the
    connection yields the loop's turn (`call_soon`) and parks its input (rule 1), so a
@@ -83,7 +80,7 @@ import time
 from http import HTTPStatus
 from typing import Any, cast
 
-from dbsvc.errors import BadRequest, InternalError, RequestError, Unavailable
+from dbsvc.errors import InternalError, RequestError, Unavailable
 from dbsvc.http.fastpath import FastWire
 from dbsvc.http.hub import DEADLINES, Bound, Hub, Phase
 from dbsvc.http.intake import BodyIntake
@@ -94,7 +91,6 @@ from dbsvc.http.types import Deferred, Response, Upgrade, Upgraded
 from dbsvc.http.websocket import WebSocketConnection, handshake_headers
 from dbsvc.http.wire import CLOSED as PEER_CLOSED
 from dbsvc.http.wire import END, HAND_OVER, MAX_HEAD, NEED_DATA, H11Wire, Wire
-
 from dbsvc.logs import log_request
 
 __all__ = ["MAX_HEAD", "HttpConnection", "Phase"]
@@ -127,12 +123,9 @@ HEAD, BODY, APP, IDLE, LINGER, UPGRADED, CLOSED = (
 class HttpConnection(asyncio.Protocol):
     """The protocol instance of one accepted socket."""
 
-    __slots__ = (
-        "_hub", "_wire", "_transport", "_peer", "phase", "deadline", "counted",
-        "_unfed", "_reading_paused", "_out", "_eof", "_eof_fed",
-        "_head", "_intake", "_preflight", "_started", "_upgraded",
-        "_deferred", "_yielding",
-    )
+    __slots__ = ("_hub", "_wire", "_transport", "_peer", "phase", "deadline", "counted", "_unfed",
+                 "_reading_paused", "_out", "_eof", "_eof_fed", "_head", "_intake", "_preflight",
+                 "_started", "_upgraded", "_deferred", "_yielding")
 
     def __init__(self, hub: Hub) -> None:
         self._hub = hub
@@ -182,10 +175,8 @@ class HttpConnection(asyncio.Protocol):
                 return                                      # rule 7: discarded
             if phase is APP or self._out.paused or self._unfed or self._yielding:
                 self._unfed += data                         # rule 1: parked, reading paused
-                if not self._reading_paused:
-                    self._reading_paused = True
-                    self._transport.pause_reading()
-                if phase is not APP and not self._out.paused and not self._yielding:
+                self._pause_reading()
+                if self._may_parse():
                     self._process()
                 return
             if phase is IDLE:
@@ -204,7 +195,7 @@ class HttpConnection(asyncio.Protocol):
         if self.phase is LINGER:
             return False                                    # the client is done: close now
         self._eof = True
-        if self.phase is not APP and not self._out.paused and not self._yielding:
+        if self._may_parse():
             self._process_guarded()
         return True                                         # keep writing our response
 
@@ -217,7 +208,7 @@ class HttpConnection(asyncio.Protocol):
         self._out.paused = False
         if self._upgraded is not None:
             self._upgraded.resume_writing()
-        elif self.phase is not APP and not self._yielding:
+        elif self._may_parse():
             self._process_guarded()
 
     def connection_lost(self, exc: Exception | None) -> None:
@@ -232,26 +223,23 @@ class HttpConnection(asyncio.Protocol):
     # -- called by the server ---------------------------------------------------------
 
     def on_deadline(self) -> None:
-        """The sweeper found this connection past its deadline."""
+        """The sweeper found this connection past its deadline: end the phase it bounds."""
+        phase = self.phase
         try:
-            self._on_deadline()
+            self._enter(phase, expired=True)                # hub.py rule 5: fires once
+            self._out.flush()
+            if phase is IDLE and not self._transport.get_write_buffer_size():
+                self._transport.close()                     # quiet keep-alive: a normal FIN
+            elif phase is BODY:
+                self._fail(self._intake.timeout_error(), self._head)   # rule 11
+            elif phase is HEAD or phase is LINGER or phase is IDLE:
+                # HEAD: too slow (slowloris); IDLE with unsent bytes: the client stopped
+                # reading its responses, and close() would wait for it forever.
+                if phase is not LINGER:
+                    log.debug("closing %s: timed out in phase %s", self._peer, phase.value)
+                self._transport.abort()
         except Exception as exc:                           # rule 8
             self._crash(exc)
-
-    def _on_deadline(self) -> None:
-        phase = self.phase
-        self._enter(phase, expired=True)                    # hub.py rule 5: fires once
-        self._out.flush()
-        if phase is IDLE and not self._transport.get_write_buffer_size():
-            self._transport.close()                         # quiet keep-alive: a normal FIN
-        elif phase is BODY:
-            self._fail(self._intake.timeout_error(), self._head)   # rule 11
-        elif phase is HEAD or phase is LINGER or phase is IDLE:
-            # HEAD: too slow (slowloris); IDLE with unsent bytes: the client stopped
-            # reading its responses, and close() would wait for it forever.
-            if phase is not LINGER:
-                log.debug("closing %s: timed out in phase %s", self._peer, phase.value)
-            self._transport.abort()
 
     def abort(self) -> None:
         """Drop the connection at once (shutdown timeout)."""
@@ -322,9 +310,7 @@ class HttpConnection(asyncio.Protocol):
                     self._eof_fed = True
                     self._wire.receive(b"")
                     continue
-                if self._reading_paused:
-                    self._reading_paused = False
-                    self._transport.resume_reading()
+                self._resume_reading()
                 return
             elif event is HAND_OVER:                        # h11 takes the connection from here
                 self._wire = cast(FastWire, self._wire).hand_over()
@@ -333,16 +319,29 @@ class HttpConnection(asyncio.Protocol):
                 self._transport.close()
                 return
             else:                                           # PAUSED: nothing more until we act
-                if not self._reading_paused:
-                    self._reading_paused = True
-                    self._transport.pause_reading()
+                self._pause_reading()
                 return
 
     def _resume_turn(self) -> None:
         """The loop came round again after this connection yielded (rule 12)."""
         self._yielding = False
-        if self.phase is not APP and not self._out.paused:
+        if self._may_parse():
             self._process_guarded()
+
+    def _may_parse(self) -> bool:
+        """Whether the next request may be read now: none is with the application, the
+        transport takes writes, and the connection is not yielding its turn (rules 1, 12)."""
+        return self.phase is not APP and not self._out.paused and not self._yielding
+
+    def _pause_reading(self) -> None:
+        if not self._reading_paused:
+            self._reading_paused = True
+            self._transport.pause_reading()
+
+    def _resume_reading(self) -> None:
+        if self._reading_paused:
+            self._reading_paused = False
+            self._transport.resume_reading()
 
     def _process_guarded(self) -> None:
         """`_process` for a callback that data_received's guard does not cover (rule 8)."""
@@ -356,10 +355,7 @@ class HttpConnection(asyncio.Protocol):
         if hub.span_enabled:
             self._started = time.perf_counter()
         self._head = head
-        if head.chunked and head.content_length is not None:
-            self._fail(BadRequest("request has both content-length and transfer-encoding"), head)
-            return
-        refusal = self._intake.refusal_of(head.content_length)   # rules 5 and 11
+        refusal = self._intake.refusal_of(head)             # rules 4, 5 and 11
         if refusal is not None:
             self._fail(refusal, head)
             return
@@ -425,7 +421,7 @@ class HttpConnection(asyncio.Protocol):
             if not isinstance(result, (Response, Deferred, Upgrade)):
                 result = self._app_error(TypeError(f"app returned {type(result).__name__}"))
             self._deliver(result)
-            if self.phase is not APP and not self._out.paused and not self._yielding:
+            if self._may_parse():
                 self._process()
         except Exception as exc:                           # rule 8
             self._crash(exc)
@@ -438,7 +434,7 @@ class HttpConnection(asyncio.Protocol):
             return                                          # the client went away meanwhile
         try:
             self._send(self._app_error(error) if error is not None else response, None)
-            if self.phase is not APP and not self._out.paused and not self._yielding:
+            if self._may_parse():
                 self._process()
         except Exception as exc:                           # rule 8
             self._crash(exc)
@@ -562,9 +558,7 @@ class HttpConnection(asyncio.Protocol):
             except OSError:                                 # the peer reset first: it is gone
                 transport.abort()
                 return
-        if self._reading_paused:
-            self._reading_paused = False
-            transport.resume_reading()
+        self._resume_reading()
         if self._eof:
             transport.close()
 
@@ -593,9 +587,7 @@ class HttpConnection(asyncio.Protocol):
         self._enter(UPGRADED)
         self._upgraded = WebSocketConnection(self._out, self._hub.loop, self._hub.settings, upgrade, request,
                                              trailing)
-        if self._reading_paused:
-            self._reading_paused = False
-            self._transport.resume_reading()
+        self._resume_reading()
 
     def _log_span(self, request: Any, status: int, size: int, request_id: str) -> None:
         if request is None:                                 # refused before a request existed

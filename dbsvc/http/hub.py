@@ -13,7 +13,7 @@ never the reverse; the hub sees a connection only as a `Tracked`.
     phase     what is happening                      bounded by (DEADLINES)
     HEAD      a request head is being received       header_timeout from the accept, or from
                                                      the first byte after IDLE
-    BODY      a request body is being received       the body deadline (intake.py rule 4)
+    BODY      a request body is being received       the body deadline (intake.py rule 5)
     APP       the request is with the application    nothing (shutdown_timeout bounds it)
     IDLE      keep-alive, between requests           idle_timeout from the last response
     LINGER    final response sent, input discarded   LINGER_SECONDS (connection.py rule 7)
@@ -32,7 +32,7 @@ Rules:
    closed at the header deadline (slowloris), without a response: nothing tells it apart
    from a client that went away, and it may not be reading.
 4. BODY's bound moves with the body: each piece the wire hands over enters BODY again with
-   the deadline the body intake now gives (intake.py rule 4).
+   the deadline the body intake now gives (intake.py rule 5).
 5. A connection the sweeper found past its deadline enters its phase again *expired*: no
    deadline, while what the sweeper began (a close, an abort, a 408 and its linger) ends
    it, so a deadline fires once.
@@ -73,7 +73,7 @@ class Bound(enum.Enum):
     """What limits the time a connection spends in a phase."""
 
     HEADER_TIMEOUT = "header_timeout"       # from the phase's start
-    BODY_DEADLINE = "body deadline"         # as the body intake says (intake.py rule 4)
+    BODY_DEADLINE = "body deadline"         # as the body intake says (intake.py rule 5)
     IDLE_TIMEOUT = "idle_timeout"           # from the phase's start
     LINGER = "LINGER_SECONDS"               # from the phase's start (connection.py rule 7)
     NOTHING = "no deadline"

@@ -2,28 +2,31 @@
 
 Job: a `BodyIntake` per connection collects the body of the current request as the wire
 hands it over, and says at the head and after every piece whether the body may go on and
-until when; the connection answers a refusal and closes (connection.py rules 5 and 11).
+until when; the connection answers a refusal and closes (connection.py rules 4, 5, 11).
 No transport and no parser here: the only I/O-side thing read is the loop's clock.
-Imports errors.py and the hub's type only; nothing of connection.py, h11 or wsproto.
+Imports errors.py, and the hub and the head as types only; nothing of connection.py, h11 or
+wsproto.
 
 Rules:
-1. A declared Content-Length over `max_body` is refused at the head (413), before any body
+1. A head with both Content-Length and Transfer-Encoding is refused (400) before anything
+   else (RFC 9112 §6.3 item 3, connection.py rule 4): where its body ends is ambiguous.
+2. A declared Content-Length over `max_body` is refused at the head (413), before any body
    byte is read; a body without one (chunked) is refused (413) at the piece that takes it
    over `max_body`.
-2. All unfinished bodies of one server together hold at most `body_memory` bytes
+3. All unfinished bodies of one server together hold at most `body_memory` bytes
    (`Hub.body_bytes` counts them): a declared length that does not fit in what is left, or
    a piece that takes the total over, is refused 503 `unavailable` with `Retry-After: 1`.
-   Rule 1 is checked first: a body that could never be taken is 413, not "retry later".
-3. Every byte counted in `Hub.body_bytes` is given back once: when the body goes to the
+   Rule 2 is checked first: a body that could never be taken is 413, not "retry later".
+4. Every byte counted in `Hub.body_bytes` is given back once: when the body goes to the
    application (`take_body`) or when it is dropped (`drop`: a refusal, a timeout, a crash,
    a lost connection).
-4. A body must keep coming. Its deadline (`give_up_at`) is the earlier of `idle_timeout`
+5. A body must keep coming. Its deadline (`give_up_at`) is the earlier of `idle_timeout`
    after its last byte and, when `min_body_rate` is on, the moment its average rate since
    the head falls under that rate once `body_rate_grace` has passed (Kestrel's
    MinRequestBodyDataRate: 240 bytes/s after 5 s), so a byte every few seconds cannot hold
    a connection. Before the first byte it is `Hub.body_wait` after the head: the earlier of
    `idle_timeout` and the grace. Past it the client gets 408 (`timeout_error`).
-5. The body grows in one buffer: the first piece is kept as the wire handed it over (a
+6. The body grows in one buffer: the first piece is kept as the wire handed it over (a
    buffer of its own), later pieces are appended to one bytearray, not kept as a list.
 """
 
@@ -32,10 +35,11 @@ from __future__ import annotations
 import math
 from typing import TYPE_CHECKING
 
-from dbsvc.errors import PayloadTooLarge, RequestError, RequestTimeout, Unavailable
+from dbsvc.errors import BadRequest, PayloadTooLarge, RequestError, RequestTimeout, Unavailable
 
 if TYPE_CHECKING:
     from dbsvc.http.hub import Hub
+    from dbsvc.http.message import Head
 
 __all__ = ["BodyIntake"]
 
@@ -48,14 +52,17 @@ class BodyIntake:
     def __init__(self, hub: Hub) -> None:
         self._hub = hub
         self._body: bytes | bytearray = b""
-        self.size = 0                       # bytes received, counted in hub.body_bytes (rule 3)
+        self.size = 0                       # bytes received, counted in hub.body_bytes (rule 4)
         self.started = 0.0                  # the loop's time when the head was read
-        self.give_up_at = math.inf          # rule 4
+        self.give_up_at = math.inf          # rule 5
 
-    def refusal_of(self, declared: int | None) -> RequestError | None:
-        """Rules 1 and 2 for a head declaring `declared` body bytes: the error, or None."""
+    def refusal_of(self, head: Head) -> RequestError | None:
+        """Rules 1, 2 and 3 for the body `head` announces: the error to answer, or None."""
+        declared = head.content_length
         if declared is None:
             return None
+        if head.chunked:
+            return BadRequest("request has both content-length and transfer-encoding")
         hub = self._hub
         max_body = hub.settings.max_body
         if declared > max_body:
@@ -66,14 +73,14 @@ class BodyIntake:
         return None
 
     def begin(self) -> None:
-        """The head was read and accepted: the body's clock starts (rule 4)."""
+        """The head was read and accepted: the body's clock starts (rule 5)."""
         now = self._hub.loop.time()
         self.started = now
         self.give_up_at = now + self._hub.body_wait
 
     def take(self, data: bytes) -> RequestError | None:
-        """Add a piece of the body; the error that refuses it (rules 1, 2), or None and
-        `give_up_at` moved on (rule 4)."""
+        """Add a piece of the body; the error that refuses it (rules 2, 3), or None and
+        `give_up_at` moved on (rule 5)."""
         hub = self._hub
         size = self.size + len(data)
         max_body = hub.settings.max_body
@@ -85,7 +92,7 @@ class BodyIntake:
             return self._memory_full(size)
         body = self._body
         if not body:
-            self._body = data                               # rule 5: the wire's own fresh buffer
+            self._body = data                               # rule 6: the wire's own fresh buffer
         else:
             if type(body) is not bytearray:
                 body = self._body = bytearray(body)
@@ -101,20 +108,20 @@ class BodyIntake:
         return None
 
     def take_body(self) -> bytes | bytearray:
-        """The whole body, for the application; its bytes leave the hub's count (rule 3)."""
+        """The whole body, for the application; its bytes leave the hub's count (rule 4)."""
         body = self._body
         self.drop()
         return body
 
     def drop(self) -> None:
-        """Forget the body, and give its bytes back to the hub's count (rule 3)."""
+        """Forget the body, and give its bytes back to the hub's count (rule 4)."""
         if self.size:
             self._hub.body_bytes -= self.size
             self.size = 0
         self._body = b""
 
     def timeout_error(self) -> RequestTimeout:
-        """The 408 for a body past `give_up_at` (rule 4)."""
+        """The 408 for a body past `give_up_at` (rule 5)."""
         return RequestTimeout(f"request body too slow: {self.size} bytes received in "
                               f"{self._hub.loop.time() - self.started:.1f} s")
 

@@ -25,7 +25,7 @@ Design notes, measured or checked rather than assumed:
   at most one tick late. A timeout of 0 is off: the hub holds it as infinity.
 - Unfinished request bodies share one memory budget (`body_memory`): the hub counts the
   bytes they hold (`body_bytes`), each connection's body intake checks and returns them
-  (intake.py rules 2 and 3).
+  (intake.py rules 3 and 4).
 - Connection cap: a connection beyond `max_connections` is accepted, answered
   503 `unavailable` (problem+json) and closed; it is never counted, so the cap only counts
   connections being served.
