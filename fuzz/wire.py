@@ -29,7 +29,7 @@ from typing import Any
 import h11
 
 from dbsvc.http.connection import MAX_HEAD, HttpConnection
-from dbsvc.http.server import Hub
+from dbsvc.http.hub import Hub
 from dbsvc.http.types import App, HttpSettings
 
 EXCHANGE_TIMEOUT = 20.0

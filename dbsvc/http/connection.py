@@ -8,21 +8,11 @@ of h11's `examples/trio-server.py`: feed bytes, pull events, send one response p
 request, `start_next_cycle()` after each, and send an error response only while the
 wire's state still allows one. Every rule below holds on either wire.
 
-Phases of a connection (`Phase`) and the deadline each one carries:
-
-    HEAD      a request head is being received       header_timeout from its first byte
-    BODY      a request body is being received       the body deadline (rule 11)
-    APP       the request is with the application    none (shutdown_timeout bounds it)
-    IDLE      keep-alive, between requests           idle_timeout from the last response
-    LINGER    final response sent, input discarded   LINGER_SECONDS, then closed
-    UPGRADED  handed to an `Upgrade` handler         none (the handler owns the socket)
-    CLOSED    the transport is gone
-
-A new connection starts in HEAD, so a client that connects and never completes a head is
-closed at the header deadline (slowloris), without a response: nothing tells it apart from a
-client that went away, and it may not be reading. Deadlines are plain floats checked by the
-server's sweeper (`dbsvc.http.server`), so the per-request cost is one `loop.time()`. A
-timeout of 0 is no deadline (the hub turns it into infinity).
+A connection's phase (`Phase`: HEAD, BODY, APP, IDLE, LINGER, UPGRADED, CLOSED) and the
+deadline it carries change together, in `_enter` alone, from the table `DEADLINES` of hub.py
+(its rules 1-5), and the hub's sweeper calls `on_deadline` past it. The request body is taken
+in by a `BodyIntake` (intake.py, its rules 1-6), which keeps the limits of rules 4, 5 and 11.
+Must not import server.py: the server depends on this module, never the reverse.
 
 Rules:
 1. Responses leave in request order. While the application works on a request (APP), the
@@ -58,26 +48,22 @@ Rules:
    exception's type and frames, never its message (`exc_messages=False`): a message may
    hold the client's data.
 9. A response on a connection that stays open is written at the end of the event loop's
-   turn (`Hub.defer`), together with every other response that turn produced, like Redis
-   writes its replies just before its event loop sleeps. Each write to a socket whose
-   reader sleeps wakes that reader; writing a turn's responses back to back wakes it once
-   per turn instead of once per response (on a loaded 2-core VM a wake-up measured as
-   costly as a third of a small request). Pipelined responses leave in one write. Held
-   output is written at once past OUT_LIMIT (64 KiB), so write back-pressure (rule 1)
-   still bounds it, and before anything else touches the transport (an error response,
-   a close, a FIN, an upgrade). The holding and the back-pressure flag live in an
-   `Outbox` (output.py), which an upgraded WebSocket keeps using.
+   turn (`Hub.defer`), with every other response that turn produced, like Redis writes
+   its replies just before its loop sleeps: each write to a socket whose reader sleeps
+   wakes that reader, so a turn's responses wake it once, not once each, and pipelined
+   responses leave in one write. Held output is written at once past OUT_LIMIT, so write
+   back-pressure (rule 1) still bounds it, and before anything else touches the transport
+   (an error response, a close, a FIN, an upgrade): `Outbox` (output.py) holds it.
 10. An `Upgrade` answer is checked as a WebSocket opening handshake (websocket.py); a
    valid one gets its 101 through h11 and the socket passes to a `WebSocketConnection`,
    which from then on receives every transport callback (types.Upgraded). An invalid one
    is answered like any refused request (426 or 400) and the connection stays HTTP.
-11. A body must keep coming. Its deadline is the earlier of `idle_timeout` after its last
-   byte and, when `min_body_rate` is on, the moment its average rate since the head falls
-   under that rate once `body_rate_grace` has passed (Kestrel's MinRequestBodyDataRate:
-   240 bytes/s after 5 s), so a byte every few seconds cannot hold a connection. Past the
-   deadline the client gets 408 and the connection closes (rule 7). All unfinished bodies
-   together hold at most `body_memory` bytes (`Hub.body_bytes`): a declared length that
-   does not fit, or a body that crosses it, is answered 503 `unavailable` and closed.
+11. A body must keep coming (intake.py rule 5: `idle_timeout` after its last byte, and
+   `min_body_rate` once `body_rate_grace` has passed), so a byte every few seconds cannot
+   hold a connection. Past its deadline the client gets 408 and the connection closes
+   (rule 7). All unfinished bodies together hold at most `body_memory` bytes
+   (`Hub.body_bytes`, intake.py rule 3): a declared length that does not fit, or a body
+   that crosses it, is answered 503 `unavailable` and closed.
 12. Fairness: one call of `_process` starts at most PIPELINE_BUDGET requests; then the
    connection yields the loop's turn (`call_soon`) and parks its input (rule 1), so a
    client pipelining thousands of requests delays the others by one budget per turn.
@@ -88,15 +74,16 @@ Rules:
 from __future__ import annotations
 
 import asyncio
-import enum
 import logging
 import math
 import time
 from http import HTTPStatus
-from typing import TYPE_CHECKING, Any, cast
+from typing import Any, cast
 
-from dbsvc.errors import BadRequest, InternalError, PayloadTooLarge, RequestError, RequestTimeout, Unavailable
+from dbsvc.errors import InternalError, RequestError, Unavailable
 from dbsvc.http.fastpath import FastWire
+from dbsvc.http.hub import DEADLINES, Bound, Hub, Phase
+from dbsvc.http.intake import BodyIntake
 from dbsvc.http.message import Head, response_headers
 from dbsvc.http.output import Outbox
 from dbsvc.http.problem import internal_error_response, problem_response
@@ -104,12 +91,9 @@ from dbsvc.http.types import Deferred, Response, Upgrade, Upgraded
 from dbsvc.http.websocket import WebSocketConnection, handshake_headers
 from dbsvc.http.wire import CLOSED as PEER_CLOSED
 from dbsvc.http.wire import END, HAND_OVER, MAX_HEAD, NEED_DATA, H11Wire, Wire
-
-__all__ = ["MAX_HEAD", "HttpConnection", "Phase"]
 from dbsvc.logs import log_request
 
-if TYPE_CHECKING:
-    from dbsvc.http.server import Hub
+__all__ = ["MAX_HEAD", "HttpConnection", "Phase"]
 
 FEED_SIZE = 64 * 1024
 LINGER_SECONDS = 2.0
@@ -122,7 +106,6 @@ _LAST_WORDS = (b"HTTP/1.1 500 Internal Server Error\r\ncontent-type: application
                b"connection: close\r\ncontent-length: %d\r\n\r\n")
 
 log = logging.getLogger("dbsvc.http")
-span_log = logging.getLogger("dbsvc.http.request")
 
 # Reason phrases as RFC 9110 §15 names them, whatever the Python: 3.13's `HTTPStatus` took up
 # the RFC's names for these four, 3.11 and 3.12 still say "Request Entity Too Large", so the
@@ -133,17 +116,6 @@ _REASONS.update({413: b"Content Too Large", 414: b"URI Too Long", 416: b"Range N
                  422: b"Unprocessable Content"})
 _INF = math.inf
 
-
-class Phase(enum.Enum):
-    HEAD = "head"
-    BODY = "body"
-    APP = "app"
-    IDLE = "idle"
-    LINGER = "linger"
-    UPGRADED = "upgraded"
-    CLOSED = "closed"
-
-
 HEAD, BODY, APP, IDLE, LINGER, UPGRADED, CLOSED = (
     Phase.HEAD, Phase.BODY, Phase.APP, Phase.IDLE, Phase.LINGER, Phase.UPGRADED, Phase.CLOSED)
 
@@ -151,20 +123,17 @@ HEAD, BODY, APP, IDLE, LINGER, UPGRADED, CLOSED = (
 class HttpConnection(asyncio.Protocol):
     """The protocol instance of one accepted socket."""
 
-    __slots__ = (
-        "_hub", "_wire", "_transport", "_peer", "phase", "deadline", "counted",
-        "_unfed", "_reading_paused", "_out", "_eof", "_eof_fed",
-        "_head", "_body", "_body_size", "_body_start", "_preflight", "_started", "_upgraded",
-        "_deferred", "_yielding",
-    )
+    __slots__ = ("_hub", "_wire", "_transport", "_peer", "phase", "deadline", "counted", "_unfed",
+                 "_reading_paused", "_out", "_eof", "_eof_fed", "_head", "_intake", "_preflight",
+                 "_started", "_upgraded", "_deferred", "_yielding")
 
     def __init__(self, hub: Hub) -> None:
         self._hub = hub
         self._wire: Wire = FastWire(hub.ids, None)          # replaced once the peer is known
         self._transport: Any = None
         self._peer: tuple[str, int] | None = None
-        self.phase = HEAD
-        self.deadline = _INF
+        self._intake = BodyIntake(hub)
+        self._enter(HEAD)                                   # entered again, its clock restarted, at the accept
         self.counted = False
         self._unfed = bytearray()
         self._reading_paused = False
@@ -172,9 +141,6 @@ class HttpConnection(asyncio.Protocol):
         self._eof = False
         self._eof_fed = False
         self._head: Head | None = None
-        self._body: bytes | bytearray = b""
-        self._body_size = 0                                 # counted in hub.body_bytes (rule 11)
-        self._body_start = 0.0
         self._preflight = False
         self._started = 0.0
         self._upgraded: Upgraded | None = None
@@ -192,7 +158,7 @@ class HttpConnection(asyncio.Protocol):
         self._peer = (peer[0], peer[1]) if isinstance(peer, tuple) else None
         hub = self._hub
         self._wire = FastWire(hub.ids, self._peer) if hub.fast_path else H11Wire(hub.ids, self._peer)
-        self.deadline = hub.loop.time() + hub.header_timeout
+        self._enter(HEAD)                                   # slowloris: hub.py rule 3
         if not hub.admit(self):
             try:
                 self._refuse()
@@ -209,15 +175,12 @@ class HttpConnection(asyncio.Protocol):
                 return                                      # rule 7: discarded
             if phase is APP or self._out.paused or self._unfed or self._yielding:
                 self._unfed += data                         # rule 1: parked, reading paused
-                if not self._reading_paused:
-                    self._reading_paused = True
-                    self._transport.pause_reading()
-                if phase is not APP and not self._out.paused and not self._yielding:
+                self._pause_reading()
+                if self._may_parse():
                     self._process()
                 return
             if phase is IDLE:
-                self.phase = HEAD
-                self.deadline = self._hub.loop.time() + self._hub.header_timeout
+                self._enter(HEAD)
             if len(data) > FEED_SIZE:
                 self._unfed += data                         # rule 2: fed in pieces
             else:
@@ -232,7 +195,7 @@ class HttpConnection(asyncio.Protocol):
         if self.phase is LINGER:
             return False                                    # the client is done: close now
         self._eof = True
-        if self.phase is not APP and not self._out.paused and not self._yielding:
+        if self._may_parse():
             self._process_guarded()
         return True                                         # keep writing our response
 
@@ -245,14 +208,13 @@ class HttpConnection(asyncio.Protocol):
         self._out.paused = False
         if self._upgraded is not None:
             self._upgraded.resume_writing()
-        elif self.phase is not APP and not self._yielding:
+        elif self._may_parse():
             self._process_guarded()
 
     def connection_lost(self, exc: Exception | None) -> None:
-        self.phase = CLOSED
-        self.deadline = _INF
+        self._enter(CLOSED)
         self._out.discard()
-        self._drop_body()
+        self._intake.drop()
         self._hub.forget(self)
         if self._upgraded is not None:
             self._upgraded.connection_lost(exc)
@@ -261,28 +223,23 @@ class HttpConnection(asyncio.Protocol):
     # -- called by the server ---------------------------------------------------------
 
     def on_deadline(self) -> None:
-        """The sweeper found this connection past its deadline."""
+        """The sweeper found this connection past its deadline: end the phase it bounds."""
+        phase = self.phase
         try:
-            self._on_deadline()
+            self._enter(phase, expired=True)                # hub.py rule 5: fires once
+            self._out.flush()
+            if phase is IDLE and not self._transport.get_write_buffer_size():
+                self._transport.close()                     # quiet keep-alive: a normal FIN
+            elif phase is BODY:
+                self._fail(self._intake.timeout_error(), self._head)   # rule 11
+            elif phase is HEAD or phase is LINGER or phase is IDLE:
+                # HEAD: too slow (slowloris); IDLE with unsent bytes: the client stopped
+                # reading its responses, and close() would wait for it forever.
+                if phase is not LINGER:
+                    log.debug("closing %s: timed out in phase %s", self._peer, phase.value)
+                self._transport.abort()
         except Exception as exc:                           # rule 8
             self._crash(exc)
-
-    def _on_deadline(self) -> None:
-        phase = self.phase
-        self.deadline = _INF
-        self._out.flush()
-        if phase is IDLE and not self._transport.get_write_buffer_size():
-            self._transport.close()                         # quiet keep-alive: a normal FIN
-        elif phase is BODY:
-            self._fail(RequestTimeout(                      # rule 11
-                f"request body too slow: {self._body_size} bytes received in "
-                f"{self._hub.loop.time() - self._body_start:.1f} s"), self._head)
-        elif phase is HEAD or phase is LINGER or phase is IDLE:
-            # HEAD: too slow (slowloris); IDLE with unsent bytes: the client stopped
-            # reading its responses, and close() would wait for it forever.
-            if phase is not LINGER:
-                log.debug("closing %s: timed out in phase %s", self._peer, phase.value)
-            self._transport.abort()
 
     def abort(self) -> None:
         """Drop the connection at once (shutdown timeout)."""
@@ -297,6 +254,26 @@ class HttpConnection(asyncio.Protocol):
             self._transport.close()
         elif self._upgraded is not None:
             self._upgraded.shutdown()
+
+    # -- phases -------------------------------------------------------------------------
+
+    def _enter(self, phase: Phase, expired: bool = False) -> None:
+        """Put the connection in `phase` with the deadline `DEADLINES` gives it: the one
+        writer of `phase` and `deadline` (hub.py rule 1). `expired`: the sweeper found
+        `phase` past its deadline and what it began ends the phase (hub.py rule 5)."""
+        self.phase = phase
+        bound = DEADLINES[phase]
+        if expired or bound is Bound.NOTHING:
+            self.deadline = _INF
+        elif bound is Bound.BODY_DEADLINE:
+            self.deadline = self._intake.give_up_at
+        elif bound is Bound.IDLE_TIMEOUT:
+            self.deadline = self._hub.loop.time() + self._hub.idle_timeout
+        elif bound is Bound.HEADER_TIMEOUT:
+            self.deadline = self._hub.loop.time() + self._hub.header_timeout
+        else:
+            assert bound is Bound.LINGER, bound
+            self.deadline = self._hub.loop.time() + LINGER_SECONDS
 
     # -- the event loop over the wire --------------------------------------------------
 
@@ -333,9 +310,7 @@ class HttpConnection(asyncio.Protocol):
                     self._eof_fed = True
                     self._wire.receive(b"")
                     continue
-                if self._reading_paused:
-                    self._reading_paused = False
-                    self._transport.resume_reading()
+                self._resume_reading()
                 return
             elif event is HAND_OVER:                        # h11 takes the connection from here
                 self._wire = cast(FastWire, self._wire).hand_over()
@@ -344,16 +319,29 @@ class HttpConnection(asyncio.Protocol):
                 self._transport.close()
                 return
             else:                                           # PAUSED: nothing more until we act
-                if not self._reading_paused:
-                    self._reading_paused = True
-                    self._transport.pause_reading()
+                self._pause_reading()
                 return
 
     def _resume_turn(self) -> None:
         """The loop came round again after this connection yielded (rule 12)."""
         self._yielding = False
-        if self.phase is not APP and not self._out.paused:
+        if self._may_parse():
             self._process_guarded()
+
+    def _may_parse(self) -> bool:
+        """Whether the next request may be read now: none is with the application, the
+        transport takes writes, and the connection is not yielding its turn (rules 1, 12)."""
+        return self.phase is not APP and not self._out.paused and not self._yielding
+
+    def _pause_reading(self) -> None:
+        if not self._reading_paused:
+            self._reading_paused = True
+            self._transport.pause_reading()
+
+    def _resume_reading(self) -> None:
+        if self._reading_paused:
+            self._reading_paused = False
+            self._transport.resume_reading()
 
     def _process_guarded(self) -> None:
         """`_process` for a callback that data_received's guard does not cover (rule 8)."""
@@ -367,81 +355,32 @@ class HttpConnection(asyncio.Protocol):
         if hub.span_enabled:
             self._started = time.perf_counter()
         self._head = head
-        if head.chunked and head.content_length is not None:
-            self._fail(BadRequest("request has both content-length and transfer-encoding"), head)
+        refusal = self._intake.refusal_of(head)             # rules 4, 5 and 11
+        if refusal is not None:
+            self._fail(refusal, head)
             return
-        length = head.content_length
-        if length is not None:
-            max_body = hub.settings.max_body
-            if length > max_body:
-                self._fail(PayloadTooLarge(
-                    f"request body of {length} bytes is over the limit of {max_body} bytes",
-                    limit=max_body), head)
-                return
-            if length > hub.body_memory - hub.body_bytes:   # rule 11
-                self._fail(self._memory_full(length), head)
-                return
         self._preflight = head.asterisk or (hub.cors.enabled and head.preflight_method is not None
                                             and head.origin is not None and head.request.method == "OPTIONS")
-        self.phase = BODY
-        now = hub.loop.time()
-        self._body_start = now
-        self.deadline = now + hub.body_wait
+        self._intake.begin()
+        self._enter(BODY)
         if head.expects_continue and self._wire.expects_100():
             self._out.write(self._wire.informational(100, b"", []))
 
     def _on_data(self, data: bytes) -> None:
-        hub = self._hub
-        size = self._body_size + len(data)
-        max_body = hub.settings.max_body
-        if size > max_body:
-            self._fail(PayloadTooLarge(
-                f"request body is over the limit of {max_body} bytes", limit=max_body), self._head)
+        refusal = self._intake.take(data)                   # rules 5 and 11
+        if refusal is not None:
+            self._fail(refusal, self._head)
             return
-        hub.body_bytes += len(data)
-        self._body_size = size
-        if hub.body_bytes > hub.body_memory:                # rule 11
-            self._fail(self._memory_full(size), self._head)
-            return
-        body = self._body
-        if not body:
-            self._body = data                               # the wire hands over a fresh buffer
-        else:
-            if type(body) is not bytearray:
-                body = self._body = bytearray(body)
-            body += data                                    # one growing buffer, not a list of pieces
-        now = hub.loop.time()
-        deadline = now + hub.idle_timeout
-        rate = hub.settings.min_body_rate
-        if rate:
-            by_rate = self._body_start + max(hub.settings.body_rate_grace, size / rate)
-            if by_rate < deadline:
-                deadline = by_rate
-        self.deadline = deadline
-
-    def _memory_full(self, size: int) -> Unavailable:
-        error = Unavailable(
-            f"request bodies being received hold {self._hub.body_bytes} bytes; a body of {size} bytes "
-            f"would pass the limit of {self._hub.body_memory} bytes: retry later")
-        error.headers = [("Retry-After", "1")]
-        return error
-
-    def _drop_body(self) -> None:
-        """Forget the body being received, and give its bytes back to the hub's budget."""
-        if self._body_size:
-            self._hub.body_bytes -= self._body_size
-            self._body_size = 0
-        self._body = b""
+        self._enter(BODY)                                   # its deadline moved on: hub.py rule 4
 
     def _on_end(self) -> None:
         head = self._head
         assert head is not None
         request = head.request
-        if self._body:
-            request.body = self._body                       # type: ignore[assignment]  # maybe a bytearray
-            self._drop_body()
-        self.phase = APP
-        self.deadline = _INF
+        body = self._intake.take_body()
+        if body:
+            request.body = body                             # type: ignore[assignment]  # maybe a bytearray
+        self._enter(APP)
         if self._preflight:
             self._preflight = False
             if head.asterisk:                               # rule 13
@@ -482,7 +421,7 @@ class HttpConnection(asyncio.Protocol):
             if not isinstance(result, (Response, Deferred, Upgrade)):
                 result = self._app_error(TypeError(f"app returned {type(result).__name__}"))
             self._deliver(result)
-            if self.phase is not APP and not self._out.paused and not self._yielding:
+            if self._may_parse():
                 self._process()
         except Exception as exc:                           # rule 8
             self._crash(exc)
@@ -495,7 +434,7 @@ class HttpConnection(asyncio.Protocol):
             return                                          # the client went away meanwhile
         try:
             self._send(self._app_error(error) if error is not None else response, None)
-            if self.phase is not APP and not self._out.paused and not self._yielding:
+            if self._may_parse():
                 self._process()
         except Exception as exc:                           # rule 8
             self._crash(exc)
@@ -561,13 +500,12 @@ class HttpConnection(asyncio.Protocol):
             return
         self._out.write_later(data)
         wire.start_next_cycle()
-        self.phase = IDLE
-        self.deadline = hub.loop.time() + hub.idle_timeout
+        self._enter(IDLE)
 
     def _fail(self, exc: RequestError, head: Head | None) -> None:
         """Answer `exc` to a request we will not read to its end, then close (rules 4, 5, 7, 11)."""
         self._head = head
-        self._drop_body()
+        self._intake.drop()
         request_id = head.request.request_id if head is not None else self._hub.ids.choose(None)
         self._send(problem_response(exc, request_id), None, close=True, request_id=request_id)
 
@@ -586,7 +524,7 @@ class HttpConnection(asyncio.Protocol):
         log.error("internal error in the http layer (phase %s, request_id=%s)", self.phase.value, request_id,
                   exc_info=exc, extra={"exc_messages": False})
         self._head = None
-        self._drop_body()
+        self._intake.drop()
         transport = self._transport
         if self.phase is CLOSED or transport is None or transport.is_closing():
             return
@@ -610,8 +548,7 @@ class HttpConnection(asyncio.Protocol):
         """Rule 7: after a closing answer, send FIN but keep reading (and dropping) for a while,
         so bytes the client is still sending do not make our kernel reset the connection
         before the answer is read. A peer that has reset already is simply let go."""
-        self.phase = LINGER
-        self.deadline = self._hub.loop.time() + LINGER_SECONDS
+        self._enter(LINGER)
         self._unfed.clear()
         self._out.flush()
         transport = self._transport
@@ -621,9 +558,7 @@ class HttpConnection(asyncio.Protocol):
             except OSError:                                 # the peer reset first: it is gone
                 transport.abort()
                 return
-        if self._reading_paused:
-            self._reading_paused = False
-            transport.resume_reading()
+        self._resume_reading()
         if self._eof:
             transport.close()
 
@@ -649,13 +584,10 @@ class HttpConnection(asyncio.Protocol):
         self._out.write(wire.informational(101, _REASONS[101], headers))
         trailing = wire.trailing_data() + bytes(self._unfed)
         self._unfed.clear()
-        self.phase = UPGRADED
-        self.deadline = _INF
+        self._enter(UPGRADED)
         self._upgraded = WebSocketConnection(self._out, self._hub.loop, self._hub.settings, upgrade, request,
                                              trailing)
-        if self._reading_paused:
-            self._reading_paused = False
-            self._transport.resume_reading()
+        self._resume_reading()
 
     def _log_span(self, request: Any, status: int, size: int, request_id: str) -> None:
         if request is None:                                 # refused before a request existed

@@ -16,8 +16,8 @@ from dbsvc.config import load_config
 from dbsvc.errors import ConfigError
 from dbsvc.http.connection import HttpConnection
 from dbsvc.http.fastpath import FastWire
+from dbsvc.http.hub import Hub
 from dbsvc.http.message import RequestIds, response_headers
-from dbsvc.http.server import Hub
 from dbsvc.http.types import HttpSettings, Request, Response
 from dbsvc.http.wire import END, H11Wire
 

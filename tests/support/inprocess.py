@@ -20,7 +20,8 @@ import logging
 import threading
 from collections.abc import Callable
 
-from dbsvc.http.server import Hub, serve
+from dbsvc.http.hub import Hub
+from dbsvc.http.server import serve
 from dbsvc.http.types import HttpSettings
 from dbsvc.logs import TextFormat
 
