@@ -107,7 +107,6 @@ MERGE_PENDING: dict[tuple[str, str], str] = {
     ("one home", "dbsvc/http/websocket.py"): "websocket.py splits into http/ws/server.py and http/ws/client.py",
     ("cycles", "dbsvc.storage.replay -> dbsvc.storage.store"): "the store's split cuts replay <-> store",
     ("private", "dbsvc/storage/replay.py"): "the store's split gives replay named parts, not the Store's privates",
-    ("cycles", "dbsvc.http.connection -> dbsvc.http.server"): "Hub moves to http/hub.py",
 }
 
 # Rules 1 and 2: foreign packages and the one place (a path prefix) that may import each.
