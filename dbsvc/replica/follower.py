@@ -35,7 +35,7 @@ Rules:
 6. Shutdown: `stop()` ends the thread within about a second; frames already applied are
    durable by then (the store flushes on close).
 
-The reading side runs in one thread with the blocking client of `dbsvc.http.websocket`;
+The reading side runs in one thread with the blocking client of `dbsvc.http.ws.client`;
 everything that touches the store runs on the event loop.
 """
 
@@ -53,8 +53,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from dbsvc.errors import ConfigError, EpochChanged, StreamError
-from dbsvc.http.websocket import HandshakeRefused, WebSocketClientError, open_websocket
+from dbsvc.errors import ConfigError, EpochChanged, HandshakeRefused, StreamError, WebSocketClientError
+from dbsvc.http.ws.client import open_websocket
 from dbsvc.replica.consumer import Endpoint, FrameError, check_frame
 from dbsvc.storage import compact
 from dbsvc.storage.lock import WriterLock
