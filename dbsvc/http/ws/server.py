@@ -206,7 +206,7 @@ class WebSocketConnection:
                 self._on_close_frame(event)
                 return
             # a Pong needs nothing: rule 3's _last_seen already moved
-            if self.state is State.CLOSED:
+            if self._ended():
                 return
 
     def eof_received(self) -> bool | None:
@@ -263,6 +263,12 @@ class WebSocketConnection:
         else:
             message = parts[0] if len(parts) == 1 else b"".join(parts)
         self._call(self._session.on_message, message)
+
+    def _ended(self) -> bool:
+        """Whether the socket is closed: a method rather than an inline test because the
+        session callback just run may have closed it, which mypy's narrowing of `state`
+        after an earlier check cannot see."""
+        return self.state is State.CLOSED
 
     def _call(self, callback: Callable[..., object], *args: Any) -> None:
         """Run a session callback; a bug in it closes this socket with 1011, not the server."""
