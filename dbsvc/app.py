@@ -40,7 +40,7 @@ from dbsvc.interfaces import GeneratedModule, ServedStore, TokenGuard
 from dbsvc.realtime.broker import Broker
 from dbsvc.realtime.feeds import FeedKind
 from dbsvc.realtime.routes import RealtimeRoutes
-from dbsvc.replica.follower import ReplicaStatus
+from dbsvc.replica.status import ReplicaStatus
 from dbsvc.routes import (
     API_PREFIX,
     COLLECTION_METHODS,

@@ -16,22 +16,29 @@ Tree::
         TenantError          bad tenant name, missing tenant, tenant exists
         TenantLocked         another process holds the writer lock (exit status 2)
         CorruptLog           damage before the tail of a log or snapshot
+        StreamError          a replication frame a follower cannot apply
+          EpochChanged       the primary compacted: bootstrap again
         IncompatibleSchema   stored schema cannot be migrated to the new one
         StoreReadOnly        an I/O error turned the store read-only
         BatchRejected        rows of a batch insert that break a constraint (nothing written)
         BadBackup            a backup directory that is incomplete or does not verify
       ImportRejected         bad lines of an import file (nothing imported)
       TokenError             token rejected (mapped to 401 or 403 by the guard)
+      WebSocketClientError   the blocking WebSocket client could not open a socket, or it failed
+        HandshakeRefused     the server answered the handshake with a status other than 101
+        WebSocketClosed      the stream ended (the close code received, or 1006)
+        MessageTooBig        a message over the client's limit (closed with 1009)
       RequestError           carries `status` and `code` (docs/guide/errors.md)
         BadRequest, BadQuery, Unauthorized, Forbidden, NotFound, MethodNotAllowed,
         RequestTimeout, OffsetGone, PayloadTooLarge, UnsupportedMediaType, UriTooLong, HeadersTooLarge,
         UniqueViolation, ForeignKeyViolation, Referenced, ConstraintViolation,
-        OffsetOutOfRange, ReplicationDisabled, Unavailable, InternalError,
-        VersionNotSupported
+        OffsetOutOfRange, ReplicationDisabled, ReadOnlyReplica, UpgradeRequired, Unavailable,
+        InternalError, VersionNotSupported
 """
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 
@@ -159,6 +166,46 @@ class TokenError(DbsvcError):
         super().__init__(message)
         self.forbidden = forbidden
         self.sent = sent
+
+
+class WebSocketClientError(DbsvcError):
+    """A client WebSocket that could not be opened, or failed (dbsvc.http.ws.client rule C2)."""
+
+
+class HandshakeRefused(WebSocketClientError):
+    """The server answered the opening handshake with `status`, not 101 (client rule C2)."""
+
+    def __init__(self, status: int, headers: list[tuple[str, str]], body: bytes) -> None:
+        try:
+            problem = json.loads(body) if body else None
+        except ValueError:
+            problem = None
+        self.problem: dict[str, Any] | None = problem if isinstance(problem, dict) else None
+        self.status = status
+        self.headers = headers
+        self.body = body
+        detail = self.problem.get("detail") if self.problem else body[:200].decode("utf-8", "replace")
+        code = f" {self.code}" if self.code else ""
+        super().__init__(f"the server refused the WebSocket handshake: HTTP {status}{code}: {detail}")
+
+    @property
+    def code(self) -> str | None:
+        """The problem's `code` (`offset_gone`, `unauthorized` ...), None without one."""
+        code = self.problem.get("code") if self.problem else None
+        return code if isinstance(code, str) else None
+
+
+class WebSocketClosed(WebSocketClientError):
+    """The stream ended: the close `code` received, or 1006 without a close frame (client rule C5)."""
+
+    def __init__(self, code: int, reason: str) -> None:
+        super().__init__(f"WebSocket closed with code {code}" + (f": {reason}" if reason else ""))
+        self.code = code
+        self.reason = reason
+
+
+class MessageTooBig(WebSocketClientError):
+    """A message over the client's `max_message` (client rule C3); the socket is closed with 1009."""
 
 
 class RequestError(DbsvcError):

@@ -3,7 +3,7 @@
     python bench/autobahn/echo_server.py [--port 0] [--max-message BYTES]
 
 Every request is upgraded (route "echo", any path) to a `WebSocketConnection`
-(dbsvc/http/websocket.py) through the production path: `dbsvc.http.server.serve`, the
+(dbsvc/http/ws/server.py) through the production path: `dbsvc.http.server.serve`, the
 connection layer's handshake check and 101, production's `HttpSettings` (`load_config`
 with an empty environment: the same timeouts, ping interval, connection cap) and
 production's limits. The one limit it may raise is `Upgrade.max_message` (production:

@@ -88,7 +88,7 @@ from dbsvc.http.message import Head, response_headers
 from dbsvc.http.output import Outbox
 from dbsvc.http.problem import internal_error_response, problem_response
 from dbsvc.http.types import Deferred, Response, Upgrade, Upgraded
-from dbsvc.http.websocket import WebSocketConnection, handshake_headers
+from dbsvc.http.ws.server import WebSocketConnection, handshake_headers
 from dbsvc.http.wire import CLOSED as PEER_CLOSED
 from dbsvc.http.wire import END, HAND_OVER, MAX_HEAD, NEED_DATA, H11Wire, Wire
 from dbsvc.logs import log_request

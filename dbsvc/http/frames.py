@@ -4,7 +4,7 @@ A server's frames are never masked (RFC 6455 §5.1), so the wire bytes of a mess
 depend on the socket: a change-feed event going to a thousand subscribers is framed once
 and the same `bytes` object is written to every transport. Only unfragmented data frames
 are built here (FIN set, RSV bits clear: no extension is ever negotiated); control frames
-(ping, pong, close) and everything a client sends go through wsproto in `websocket.py`.
+(ping, pong, close) and everything a client sends go through wsproto in `ws/server.py`.
 
 Layout of the header::
 

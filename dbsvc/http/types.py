@@ -64,7 +64,7 @@ class Deferred:
 
 
 class Channel(Protocol):
-    """An open WebSocket as a `Session` sees it; `dbsvc.http.websocket` implements it.
+    """An open WebSocket as a `Session` sees it; `dbsvc.http.ws.server` implements it.
 
     Sends never block and never fail: after the socket closed they do nothing. `writable`
     is False while the transport's write buffer is over its high-water mark (or the socket

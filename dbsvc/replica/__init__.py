@@ -10,7 +10,11 @@ docs/replication.md. Modules:
     consumer.py  the command: URL, frame checks (`check_frame`), the replica file,
                  reconnects, progress; blocking, no asyncio, nothing of the server side
     follower.py  `dbsvc serve SCHEMA --follow URL`: a read replica fed by the same checks
+    status.py    `ReplicaStatus`, what a read replica reports; light, so the application
+                 can name it without loading the client, the consumer or the follower
 
-Both read the stream through the blocking client of `dbsvc.http.websocket` (the only
-wsproto importer) and judge frames by the log's rules (`dbsvc.storage.logfile`).
+The consumer and the follower read the stream through the blocking client of
+`dbsvc.http.ws.client` (with `ws.server`, the only wsproto importers) and judge frames by
+the log's rules (`dbsvc.storage.logfile`). This file imports nothing: importing
+`dbsvc.replica.status` must stay as light as the status itself.
 """

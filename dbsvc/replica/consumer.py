@@ -35,7 +35,7 @@ Rules:
    second: frames, bytes, last offset, lag (the head offset of GET /snapshot, polled every
    3 s by a thread, minus the last offset). Other messages are plain lines on stderr.
 
-Imports: the blocking WebSocket client of dbsvc.http.websocket, and the log's own frame
+Imports: the blocking WebSocket client of dbsvc.http.ws.client, and the log's own frame
 rules from dbsvc.storage.logfile (`frame_error`, `good_frame_after`), so a replica file
 and a server log are judged alike; nothing of the server (app, realtime, Store), no asyncio.
 """
@@ -57,13 +57,8 @@ import urllib.parse
 from dataclasses import dataclass
 from typing import Any, BinaryIO, TextIO
 
-from dbsvc.errors import ConfigError, CorruptLog, DbsvcError
-from dbsvc.http.websocket import (
-    HandshakeRefused,
-    MessageTooBig,
-    WebSocketClientError,
-    open_websocket,
-)
+from dbsvc.errors import ConfigError, CorruptLog, DbsvcError, HandshakeRefused, MessageTooBig, WebSocketClientError
+from dbsvc.http.ws.client import open_websocket
 from dbsvc.storage.files import fsync_dir, write_all
 from dbsvc.storage.logfile import FRAME, FRAME_HEADER_SIZE, MAX_PAYLOAD, frame_error, good_frame_after
 

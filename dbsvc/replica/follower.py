@@ -35,7 +35,7 @@ Rules:
 6. Shutdown: `stop()` ends the thread within about a second; frames already applied are
    durable by then (the store flushes on close).
 
-The reading side runs in one thread with the blocking client of `dbsvc.http.websocket`;
+The reading side runs in one thread with the blocking client of `dbsvc.http.ws.client`;
 everything that touches the store runs on the event loop.
 """
 
@@ -50,12 +50,12 @@ import time
 import urllib.request
 import zlib
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from typing import Any
 
-from dbsvc.errors import ConfigError, EpochChanged, StreamError
-from dbsvc.http.websocket import HandshakeRefused, WebSocketClientError, open_websocket
+from dbsvc.errors import ConfigError, EpochChanged, HandshakeRefused, StreamError, WebSocketClientError
+from dbsvc.http.ws.client import open_websocket
 from dbsvc.replica.consumer import Endpoint, FrameError, check_frame
+from dbsvc.replica.status import ReplicaStatus
 from dbsvc.storage import compact
 from dbsvc.storage.lock import WriterLock
 from dbsvc.storage.snapshot import SnapshotImage, decode_snapshot
@@ -77,28 +77,6 @@ class _Rebootstrap(Exception):
 
 class _Stop(Exception):
     """A definitive answer: stop following (rule 4)."""
-
-
-@dataclass
-class ReplicaStatus:
-    """What `/metrics` and `/snapshot` say about the following (rule 5)."""
-
-    primary: str
-    state: str = "starting"              # bootstrapping | following | reconnecting | stopped
-    primary_offset: int = 0
-    caught_up_at: float | None = None    # monotonic time we last had the primary's head
-    error: str | None = None
-    bootstraps: int = 0
-    reconnects: int = 0
-    extra: dict[str, Any] = field(default_factory=dict)
-
-    def report(self, head: int) -> dict[str, Any]:
-        primary = max(self.primary_offset, head)
-        caught_up = head >= primary
-        seconds = 0.0 if caught_up or self.caught_up_at is None else time.monotonic() - self.caught_up_at
-        return {"primary": self.primary, "state": self.state, "primary_offset": primary,
-                "lag_offsets": primary - head, "lag_seconds": round(seconds, 3),
-                "bootstraps": self.bootstraps, "reconnects": self.reconnects, "error": self.error}
 
 
 class Follower:

@@ -1,5 +1,5 @@
 """The WebSocket layer through a real server: refusals before the upgrade, the token, limits,
-liveness, lag and shutdown (docs/guide/realtime.md; dbsvc/http/websocket.py rules)."""
+liveness, lag and shutdown (docs/guide/realtime.md; dbsvc/http/ws/server.py rules)."""
 
 from __future__ import annotations
 

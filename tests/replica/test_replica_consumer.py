@@ -665,10 +665,11 @@ def test_scan_refuses_damage_that_a_good_frame_follows(name, data, position, rea
     assert caught.value.reason.startswith(reason) and "a good frame follows" in caught.value.reason
 
 
-# -- the blocking client of dbsvc.http.websocket, in process ----------------------------------
+# -- the blocking client of dbsvc.http.ws.client, in process ----------------------------------
 
 def test_client_reports_refusals_closes_and_oversized_messages(tmp_path):
-    from dbsvc.http.websocket import HandshakeRefused, MessageTooBig, WebSocketClosed, open_websocket
+    from dbsvc.errors import HandshakeRefused, MessageTooBig, WebSocketClosed
+    from dbsvc.http.ws.client import open_websocket
 
     def plan(attempt, after):
         return [[b"x" * 2000, "hold"], [("sleep", 0.5), ("close", 4001)], 410][attempt]

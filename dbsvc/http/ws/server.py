@@ -1,15 +1,19 @@
-"""The WebSocket side of the protocol layer: the handshake check and one upgraded socket.
+"""The server side of a WebSocket: the handshake check and one upgraded socket.
 
-The only module of dbsvc that imports wsproto. h11 has already parsed the opening
-handshake (a GET with `Upgrade: websocket`); `handshake_headers` checks it (RFC 6455
-§4.2.1) and builds the 101's headers, and the connection layer (connection.py rule 10)
-writes the 101 and hands the socket, with any bytes that arrived after the handshake, to
-a `WebSocketConnection`. From then on wsproto parses what the client sends (frames,
-masking, UTF-8 of text, control frames); what the server sends are data frames built once
-by `frames.py` and shared between sockets, plus control frames from wsproto.
+h11 has already parsed the opening handshake (a GET with `Upgrade: websocket`);
+`handshake_headers` checks it (RFC 6455 §4.2.1) and builds the 101's headers, and the
+connection layer (connection.py rule 10) writes the 101 and hands the socket, with any
+bytes that arrived after the handshake, to a `WebSocketConnection`. From then on wsproto
+parses what the client sends (frames, masking, UTF-8 of text, control frames); what the
+server sends are data frames built once by `frames.py` and shared between sockets, plus
+control frames from wsproto.
 
 The application talks to the socket through two small interfaces (types.py): it returns an
 `Upgrade` holding a `Session`, and the session gets a `Channel` (this object) to send on.
+
+Imports wsproto, the protocol layer's own parts (frames, output, types) and the shared
+close codes; never the blocking client (`ws.client`), h11, the realtime layer or the
+application.
 
 Rules:
 1. No extension is negotiated, permessage-deflate included: wsproto inflates a compressed
@@ -43,24 +47,6 @@ Rules:
    code at its time, by a timer (a token expiring: 4401).
 9. When the socket ends it logs one span line: route, duration, frames and bytes sent,
    close code.
-
-Client (`open_websocket` -> `ClientWebSocket`), a small blocking client for command-line
-tools (`dbsvc replicate`); wsproto's `WSConnection(CLIENT)` does the HTTP handshake:
-C1. `ws://` and `wss://` URLs (TLS through the stdlib `ssl` default context: the system
-    CAs, or SSL_CERT_FILE). No extension is offered (rule 1's reason holds both ways).
-C2. Connecting and the handshake share one deadline (`timeout`). Any status other than
-    101 raises `HandshakeRefused` with the status, headers and body (at most 1 MiB; a
-    problem+json body is parsed into `problem`), so a caller tells 410 from 401. A socket
-    error or a garbled answer is `WebSocketClientError`.
-C3. `receive(timeout)` returns one whole message (fragments reassembled), or None when
-    none completed within `timeout`; a partial message waits for the next call. A message
-    over `max_message` bytes (80 MiB by default) closes with 1009 and raises `MessageTooBig`.
-C4. Pings are answered at once. Nothing at all from the server for `idle_timeout` seconds
-    (75: the server pings an idle peer every 30) aborts the socket as dead.
-C5. The end of the stream raises `WebSocketClosed(code, reason)`: the server's close
-    frame (answered first), a protocol error (1002/1007, answered), or 1006 when TCP ended
-    without one. `close()` sends a close frame and waits (bounded) for the server to end
-    TCP (RFC 6455 §7.1.1: the server closes first).
 """
 
 from __future__ import annotations
@@ -68,44 +54,27 @@ from __future__ import annotations
 import asyncio
 import base64
 import binascii
-import collections
 import enum
-import json
 import logging
-import socket
 import time
-import urllib.parse
-from collections.abc import Iterable
+from collections.abc import Callable
 from typing import Any
 
-from wsproto import WSConnection
 from wsproto.connection import Connection, ConnectionState, ConnectionType
-from wsproto.events import (
-    AcceptConnection,
-    BytesMessage,
-    CloseConnection,
-    Ping,
-    RejectConnection,
-    RejectData,
-    Request as WsRequest,
-    TextMessage,
-)
-from wsproto.utilities import LocalProtocolError, RemoteProtocolError, generate_accept_token
+from wsproto.events import BytesMessage, CloseConnection, Ping, TextMessage
+from wsproto.utilities import LocalProtocolError, generate_accept_token
 
-from dbsvc.errors import BadRequest, DbsvcError, UpgradeRequired
+from dbsvc.errors import BadRequest, UpgradeRequired
 from dbsvc.http.frames import binary_frame, text_frame
 from dbsvc.http.output import Outbox
 from dbsvc.http.types import HttpSettings, Request, Upgrade
+from dbsvc.http.ws.common import ABNORMAL, GOING_AWAY, INTERNAL_ERROR, NORMAL_CLOSURE, TOO_BIG
 from dbsvc.logs import log_span
 
+# The logger keeps the name of the module this code came from: RUST_LOG selects loggers
+# by name (`dbsvc::http::websocket=debug`), and a split of files is no reason to break that.
 log = logging.getLogger("dbsvc.http.websocket")
 span_log = logging.getLogger("dbsvc.http.request")
-
-NO_STATUS = 1005          # RFC 6455 §7.4.1: a close frame without a code
-ABNORMAL = 1006           # the TCP connection ended without a close frame
-TOO_BIG = 1009
-GOING_AWAY = 1001
-INTERNAL_ERROR = 1011
 
 
 class State(enum.Enum):
@@ -207,7 +176,7 @@ class WebSocketConnection:
     def send_bytes(self, data: bytes) -> None:
         self.send_frame(binary_frame(data))
 
-    def close(self, code: int = 1000, reason: str = "") -> None:
+    def close(self, code: int = NORMAL_CLOSURE, reason: str = "") -> None:
         """Rule 4: send our close frame and wait (bounded) for the peer's."""
         if self.state is not State.OPEN:
             return
@@ -237,7 +206,7 @@ class WebSocketConnection:
                 self._on_close_frame(event)
                 return
             # a Pong needs nothing: rule 3's _last_seen already moved
-            if self.state is State.CLOSED:
+            if self._ended():
                 return
 
     def eof_received(self) -> bool | None:
@@ -295,7 +264,13 @@ class WebSocketConnection:
             message = parts[0] if len(parts) == 1 else b"".join(parts)
         self._call(self._session.on_message, message)
 
-    def _call(self, callback: Any, *args: Any) -> None:
+    def _ended(self) -> bool:
+        """Whether the socket is closed: a method rather than an inline test because the
+        session callback just run may have closed it, which mypy's narrowing of `state`
+        after an earlier check cannot see."""
+        return self.state is State.CLOSED
+
+    def _call(self, callback: Callable[..., object], *args: Any) -> None:
         """Run a session callback; a bug in it closes this socket with 1011, not the server."""
         try:
             callback(*args)
@@ -383,222 +358,3 @@ class WebSocketConnection:
         self.state = State.CLOSED
         if not self._out.closed:
             self._out.transport.abort()
-
-
-# -- client ---------------------------------------------------------------------------------
-
-CLIENT_MAX_MESSAGE = 80 * 1024 * 1024
-CLIENT_IDLE_TIMEOUT = 75.0
-_REFUSAL_BODY_LIMIT = 1 << 20
-_RECV_SIZE = 1 << 18
-
-
-class WebSocketClientError(DbsvcError):
-    """A client socket that could not be opened, or failed (rule C2)."""
-
-
-class HandshakeRefused(WebSocketClientError):
-    """The server answered the opening handshake with `status`, not 101 (rule C2)."""
-
-    def __init__(self, status: int, headers: list[tuple[str, str]], body: bytes) -> None:
-        try:
-            problem = json.loads(body) if body else None
-        except ValueError:
-            problem = None
-        self.problem: dict[str, Any] | None = problem if isinstance(problem, dict) else None
-        self.status = status
-        self.headers = headers
-        self.body = body
-        detail = self.problem.get("detail") if self.problem else body[:200].decode("utf-8", "replace")
-        code = f" {self.code}" if self.code else ""
-        super().__init__(f"the server refused the WebSocket handshake: HTTP {status}{code}: {detail}")
-
-    @property
-    def code(self) -> str | None:
-        """The problem's `code` (`offset_gone`, `unauthorized` ...), None without one."""
-        code = self.problem.get("code") if self.problem else None
-        return code if isinstance(code, str) else None
-
-
-class WebSocketClosed(WebSocketClientError):
-    """The stream ended: the close `code` received, or 1006 without a close frame (rule C5)."""
-
-    def __init__(self, code: int, reason: str) -> None:
-        super().__init__(f"WebSocket closed with code {code}" + (f": {reason}" if reason else ""))
-        self.code = code
-        self.reason = reason
-
-
-class MessageTooBig(WebSocketClientError):
-    """A message over the client's `max_message` (rule C3); the socket is closed with 1009."""
-
-
-def _client_target(url: str) -> tuple[str, int, str, str, bool]:
-    """(host, port, Host header, request target, tls) of a ws:// or wss:// URL."""
-    parts = urllib.parse.urlsplit(url)
-    if parts.scheme not in ("ws", "wss"):
-        raise WebSocketClientError(f"unsupported URL scheme {parts.scheme!r} in {url!r}: expected 'ws' or 'wss'")
-    tls = parts.scheme == "wss"
-    try:
-        host, port = parts.hostname, parts.port or (443 if tls else 80)
-    except ValueError as exc:
-        raise WebSocketClientError(f"bad port in {url!r}: {exc}") from exc
-    if not host:
-        raise WebSocketClientError(f"no host in {url!r}")
-    target = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
-    return host, port, parts.netloc.rpartition("@")[2], target, tls
-
-
-def open_websocket(url: str, *, headers: Iterable[tuple[str, str]] = (), timeout: float = 10.0,
-                   max_message: int = CLIENT_MAX_MESSAGE,
-                   idle_timeout: float = CLIENT_IDLE_TIMEOUT) -> ClientWebSocket:
-    """Connect to `url` and complete the opening handshake within `timeout` seconds (C1, C2)."""
-    host, port, authority, target, tls = _client_target(url)
-    deadline = time.monotonic() + timeout
-    ws = WSConnection(ConnectionType.CLIENT)
-    extra = [(name.encode("latin-1"), value.encode("latin-1")) for name, value in headers]
-    status, refused_headers, body = 0, [], bytearray()
-    try:
-        sock = socket.create_connection((host, port), timeout=timeout)
-    except OSError as exc:
-        raise WebSocketClientError(f"cannot connect to {host}:{port}: {exc}") from exc
-    try:
-        if tls:
-            import ssl
-
-            sock = ssl.create_default_context().wrap_socket(sock, server_hostname=host)
-        sock.sendall(ws.send(WsRequest(host=authority, target=target, extra_headers=extra)))
-        while True:
-            remaining = deadline - time.monotonic()
-            if remaining <= 0:
-                raise WebSocketClientError(f"no complete handshake answer from {url} within {timeout} s")
-            sock.settimeout(remaining)
-            data = sock.recv(_RECV_SIZE)
-            ws.receive_data(data or None)
-            for event in ws.events():
-                if isinstance(event, AcceptConnection):
-                    return ClientWebSocket(sock, ws, max_message, idle_timeout)
-                if isinstance(event, RejectConnection):
-                    status = event.status_code
-                    refused_headers = [(k.decode("latin-1").lower(), v.decode("latin-1")) for k, v in event.headers]
-                    if not event.has_body:
-                        raise HandshakeRefused(status, refused_headers, b"")
-                elif isinstance(event, RejectData):
-                    body += event.data[: _REFUSAL_BODY_LIMIT - len(body)]
-                    if event.body_finished or len(body) >= _REFUSAL_BODY_LIMIT:
-                        raise HandshakeRefused(status, refused_headers, bytes(body))
-            if not data:
-                if status:
-                    raise HandshakeRefused(status, refused_headers, bytes(body))
-                raise WebSocketClientError(f"{url}: the server closed the connection during the handshake")
-    except (OSError, RemoteProtocolError, WebSocketClientError) as exc:
-        sock.close()
-        if isinstance(exc, WebSocketClientError):
-            raise
-        raise WebSocketClientError(f"{url}: handshake failed: {exc}") from exc
-
-
-class ClientWebSocket:
-    """One open client socket (rules C3-C5); a context manager that closes it."""
-
-    def __init__(self, sock: socket.socket, ws: WSConnection, max_message: int, idle_timeout: float) -> None:
-        self._sock = sock
-        self._ws = ws
-        self._max_message = max_message
-        self._idle_timeout = idle_timeout
-        self._last_seen = time.monotonic()
-        self._ready: collections.deque[bytes | str] = collections.deque()
-        self._parts: list[Any] = []
-        self._size = 0
-        self._ended: WebSocketClientError | None = None
-        self._drain()                               # messages that came with the 101
-
-    def __enter__(self) -> ClientWebSocket:
-        return self
-
-    def __exit__(self, *exc_info: object) -> None:
-        self.close()
-
-    def receive(self, timeout: float | None = None) -> bytes | str | None:
-        """The next whole message; None if none completed within `timeout` (rule C3)."""
-        deadline = None if timeout is None else time.monotonic() + timeout
-        while True:
-            if self._ready:
-                return self._ready.popleft()
-            if self._ended is not None:
-                raise self._ended
-            now = time.monotonic()
-            idle_end = self._last_seen + self._idle_timeout
-            if now >= idle_end:                                         # rule C4
-                self._end(WebSocketClosed(ABNORMAL, f"nothing received for {self._idle_timeout:g} s"))
-                continue
-            if deadline is not None and now >= deadline:
-                return None
-            self._sock.settimeout(idle_end - now if deadline is None else min(idle_end, deadline) - now)
-            try:
-                data = self._sock.recv(_RECV_SIZE)
-            except TimeoutError:
-                continue
-            except OSError as exc:
-                self._end(WebSocketClosed(ABNORMAL, f"connection lost: {exc}"))
-                continue
-            if not data:
-                self._end(WebSocketClosed(ABNORMAL, "connection closed without a close frame"))
-                continue
-            self._last_seen = time.monotonic()
-            try:
-                self._ws.receive_data(data)
-            except LocalProtocolError:                                  # bytes after a close
-                continue
-            self._drain()
-
-    def close(self, code: int = 1000, reason: str = "", timeout: float = 2.0) -> None:
-        """Send a close frame, wait up to `timeout` for the server to end TCP, close (C5)."""
-        if self._sock.fileno() < 0:
-            return
-        if self._ws.state is ConnectionState.OPEN:
-            try:
-                self._send(CloseConnection(code=code, reason=reason))
-                deadline = time.monotonic() + timeout
-                while (remaining := deadline - time.monotonic()) > 0:
-                    self._sock.settimeout(remaining)
-                    if not self._sock.recv(_RECV_SIZE):
-                        break
-            except OSError:
-                pass
-        self._sock.close()
-
-    def _drain(self) -> None:
-        ws = self._ws
-        for event in ws.events():
-            if isinstance(event, (BytesMessage, TextMessage)):
-                data = event.data
-                self._size += len(data.encode("utf-8")) if isinstance(data, str) else len(data)
-                if self._size > self._max_message:                     # rule C3
-                    self._parts.clear()
-                    self._send(CloseConnection(code=TOO_BIG, reason="message too big"))
-                    self._end(MessageTooBig(f"a message over {self._max_message} bytes"))
-                    return
-                self._parts.append(data)
-                if event.message_finished:
-                    parts, self._parts, self._size = self._parts, [], 0
-                    self._ready.append("".join(parts) if isinstance(data, str) else b"".join(parts))
-            elif isinstance(event, Ping):
-                self._send(event.response())
-            elif isinstance(event, CloseConnection):
-                if ws.state is not ConnectionState.CLOSED:             # the peer's close, or a
-                    self._send(CloseConnection(code=event.code, reason=""))  # protocol error
-                self._end(WebSocketClosed(event.code, event.reason or ""))
-                return
-
-    def _send(self, event: Any) -> None:
-        try:
-            self._sock.settimeout(self._idle_timeout)
-            self._sock.sendall(self._ws.send(event))
-        except (OSError, LocalProtocolError):
-            pass                                    # the next recv reports the broken socket
-
-    def _end(self, error: WebSocketClientError) -> None:
-        if self._ended is None:
-            self._ended = error
-        self._sock.close()

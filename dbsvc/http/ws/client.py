@@ -1,0 +1,233 @@
+"""A small blocking WebSocket client for command-line tools and the read replica.
+
+`open_websocket(url)` connects, completes the opening handshake and returns a
+`ClientWebSocket`; `dbsvc replicate` (replica/consumer.py) and a read replica's follower
+thread (replica/follower.py) read the `/replicate` stream through it. wsproto's
+`WSConnection(CLIENT)` does the HTTP handshake; the socket is a plain blocking one with
+timeouts, no asyncio. Its errors (`WebSocketClientError` and kin) live in `dbsvc.errors`,
+so a caller can name them without loading this module.
+
+Imports wsproto, the stdlib socket (and `ssl` for wss://) and the shared close codes; never
+the server side (`ws.server`), h11, the realtime layer, storage or the application.
+
+Rules:
+C1. `ws://` and `wss://` URLs (TLS through the stdlib `ssl` default context: the system
+    CAs, or SSL_CERT_FILE). No extension is offered (server rule 1's reason holds both
+    ways: wsproto inflates a compressed message without a size limit).
+C2. Connecting and the handshake share one deadline (`timeout`). Any status other than
+    101 raises `HandshakeRefused` with the status, headers and body (at most 1 MiB; a
+    problem+json body is parsed into `problem`), so a caller tells 410 from 401. A socket
+    error or a garbled answer is `WebSocketClientError`.
+C3. `receive(timeout)` returns one whole message (fragments reassembled), or None when
+    none completed within `timeout`; a partial message waits for the next call. A message
+    over `max_message` bytes (80 MiB by default) closes with 1009 and raises `MessageTooBig`.
+C4. Pings are answered at once. Nothing at all from the server for `idle_timeout` seconds
+    (75: the server pings an idle peer every 30) aborts the socket as dead.
+C5. The end of the stream raises `WebSocketClosed(code, reason)`: the server's close
+    frame (answered first), a protocol error (1002/1007, answered), or 1006 when TCP ended
+    without one. `close()` sends a close frame and waits (bounded) for the server to end
+    TCP (RFC 6455 §7.1.1: the server closes first).
+"""
+
+from __future__ import annotations
+
+import collections
+import socket
+import time
+import urllib.parse
+from collections.abc import Iterable
+from typing import Any
+
+from wsproto import WSConnection
+from wsproto.connection import ConnectionState, ConnectionType
+from wsproto.events import (
+    AcceptConnection,
+    BytesMessage,
+    CloseConnection,
+    Event,
+    Ping,
+    RejectConnection,
+    RejectData,
+    Request as WsRequest,
+    TextMessage,
+)
+from wsproto.utilities import LocalProtocolError, RemoteProtocolError
+
+from dbsvc.errors import HandshakeRefused, MessageTooBig, WebSocketClientError, WebSocketClosed
+from dbsvc.http.ws.common import ABNORMAL, NORMAL_CLOSURE, TOO_BIG
+
+CLIENT_MAX_MESSAGE = 80 * 1024 * 1024
+CLIENT_IDLE_TIMEOUT = 75.0
+_REFUSAL_BODY_LIMIT = 1 << 20
+_RECV_SIZE = 1 << 18
+
+
+def _client_target(url: str) -> tuple[str, int, str, str, bool]:
+    """(host, port, Host header, request target, tls) of a ws:// or wss:// URL."""
+    parts = urllib.parse.urlsplit(url)
+    if parts.scheme not in ("ws", "wss"):
+        raise WebSocketClientError(f"unsupported URL scheme {parts.scheme!r} in {url!r}: expected 'ws' or 'wss'")
+    tls = parts.scheme == "wss"
+    try:
+        host, port = parts.hostname, parts.port or (443 if tls else 80)
+    except ValueError as exc:
+        raise WebSocketClientError(f"bad port in {url!r}: {exc}") from exc
+    if not host:
+        raise WebSocketClientError(f"no host in {url!r}")
+    target = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
+    return host, port, parts.netloc.rpartition("@")[2], target, tls
+
+
+def open_websocket(url: str, *, headers: Iterable[tuple[str, str]] = (), timeout: float = 10.0,
+                   max_message: int = CLIENT_MAX_MESSAGE,
+                   idle_timeout: float = CLIENT_IDLE_TIMEOUT) -> ClientWebSocket:
+    """Connect to `url` and complete the opening handshake within `timeout` seconds (C1, C2)."""
+    host, port, authority, target, tls = _client_target(url)
+    deadline = time.monotonic() + timeout
+    ws = WSConnection(ConnectionType.CLIENT)
+    extra = [(name.encode("latin-1"), value.encode("latin-1")) for name, value in headers]
+    status, refused_headers, body = 0, [], bytearray()
+    try:
+        sock = socket.create_connection((host, port), timeout=timeout)
+    except OSError as exc:
+        raise WebSocketClientError(f"cannot connect to {host}:{port}: {exc}") from exc
+    try:
+        if tls:
+            import ssl
+
+            sock = ssl.create_default_context().wrap_socket(sock, server_hostname=host)
+        sock.sendall(ws.send(WsRequest(host=authority, target=target, extra_headers=extra)))
+        while True:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                raise WebSocketClientError(f"no complete handshake answer from {url} within {timeout} s")
+            sock.settimeout(remaining)
+            data = sock.recv(_RECV_SIZE)
+            ws.receive_data(data or None)
+            for event in ws.events():
+                if isinstance(event, AcceptConnection):
+                    return ClientWebSocket(sock, ws, max_message, idle_timeout)
+                if isinstance(event, RejectConnection):
+                    status = event.status_code
+                    refused_headers = [(k.decode("latin-1").lower(), v.decode("latin-1")) for k, v in event.headers]
+                    if not event.has_body:
+                        raise HandshakeRefused(status, refused_headers, b"")
+                elif isinstance(event, RejectData):
+                    body += event.data[: _REFUSAL_BODY_LIMIT - len(body)]
+                    if event.body_finished or len(body) >= _REFUSAL_BODY_LIMIT:
+                        raise HandshakeRefused(status, refused_headers, bytes(body))
+            if not data:
+                if status:
+                    raise HandshakeRefused(status, refused_headers, bytes(body))
+                raise WebSocketClientError(f"{url}: the server closed the connection during the handshake")
+    except (OSError, RemoteProtocolError, WebSocketClientError) as exc:
+        sock.close()
+        if isinstance(exc, WebSocketClientError):
+            raise
+        raise WebSocketClientError(f"{url}: handshake failed: {exc}") from exc
+
+
+class ClientWebSocket:
+    """One open client socket (rules C3-C5); a context manager that closes it."""
+
+    def __init__(self, sock: socket.socket, ws: WSConnection, max_message: int, idle_timeout: float) -> None:
+        self._sock = sock
+        self._ws = ws
+        self._max_message = max_message
+        self._idle_timeout = idle_timeout
+        self._last_seen = time.monotonic()
+        self._ready: collections.deque[bytes | str] = collections.deque()
+        self._parts: list[Any] = []
+        self._size = 0
+        self._ended: WebSocketClientError | None = None
+        self._drain()                               # messages that came with the 101
+
+    def __enter__(self) -> ClientWebSocket:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+    def receive(self, timeout: float | None = None) -> bytes | str | None:
+        """The next whole message; None if none completed within `timeout` (rule C3)."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while True:
+            if self._ready:
+                return self._ready.popleft()
+            if self._ended is not None:
+                raise self._ended
+            now = time.monotonic()
+            idle_end = self._last_seen + self._idle_timeout
+            if now >= idle_end:                                         # rule C4
+                self._end(WebSocketClosed(ABNORMAL, f"nothing received for {self._idle_timeout:g} s"))
+                continue
+            if deadline is not None and now >= deadline:
+                return None
+            self._sock.settimeout(idle_end - now if deadline is None else min(idle_end, deadline) - now)
+            try:
+                data = self._sock.recv(_RECV_SIZE)
+            except TimeoutError:
+                continue
+            except OSError as exc:
+                self._end(WebSocketClosed(ABNORMAL, f"connection lost: {exc}"))
+                continue
+            if not data:
+                self._end(WebSocketClosed(ABNORMAL, "connection closed without a close frame"))
+                continue
+            self._last_seen = time.monotonic()
+            try:
+                self._ws.receive_data(data)
+            except LocalProtocolError:                                  # bytes after a close
+                continue
+            self._drain()
+
+    def close(self, code: int = NORMAL_CLOSURE, reason: str = "", timeout: float = 2.0) -> None:
+        """Send a close frame, wait up to `timeout` for the server to end TCP, close (C5)."""
+        if self._sock.fileno() < 0:
+            return
+        if self._ws.state is ConnectionState.OPEN:
+            try:
+                self._send(CloseConnection(code=code, reason=reason))
+                deadline = time.monotonic() + timeout
+                while (remaining := deadline - time.monotonic()) > 0:
+                    self._sock.settimeout(remaining)
+                    if not self._sock.recv(_RECV_SIZE):
+                        break
+            except OSError:
+                pass
+        self._sock.close()
+
+    def _drain(self) -> None:
+        ws = self._ws
+        for event in ws.events():
+            if isinstance(event, (BytesMessage, TextMessage)):
+                data = event.data
+                self._size += len(data.encode("utf-8")) if isinstance(data, str) else len(data)
+                if self._size > self._max_message:                     # rule C3
+                    self._parts.clear()
+                    self._send(CloseConnection(code=TOO_BIG, reason="message too big"))
+                    self._end(MessageTooBig(f"a message over {self._max_message} bytes"))
+                    return
+                self._parts.append(data)
+                if event.message_finished:
+                    parts, self._parts, self._size = self._parts, [], 0
+                    self._ready.append("".join(parts) if isinstance(data, str) else b"".join(parts))
+            elif isinstance(event, Ping):
+                self._send(event.response())
+            elif isinstance(event, CloseConnection):
+                if ws.state is not ConnectionState.CLOSED:             # the peer's close, or a
+                    self._send(CloseConnection(code=event.code, reason=""))  # protocol error
+                self._end(WebSocketClosed(event.code, event.reason or ""))
+                return
+
+    def _send(self, event: Event) -> None:
+        try:
+            self._sock.settimeout(self._idle_timeout)
+            self._sock.sendall(self._ws.send(event))
+        except (OSError, LocalProtocolError):
+            pass                                    # the next recv reports the broken socket
+
+    def _end(self, error: WebSocketClientError) -> None:
+        if self._ended is None:
+            self._ended = error
+        self._sock.close()
