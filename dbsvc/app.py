@@ -12,7 +12,9 @@ into the generated module's `CompiledModel`; this module only sequences them. Er
 raised as `RequestError`s and rendered by `dbsvc.http.problem` in one place (the protocol
 layer calls it for anything raised here).
 
-Imports storage only for type names; never imports h11 or cryptography.
+Imports no storage module (the store is an `interfaces.ServedStore`) and, of replica, only its
+status type (`replica/status.py`), so `import dbsvc.app` loads neither the WebSocket client nor
+the replica consumer; never imports h11, wsproto or cryptography (tests/test_layers.py).
 """
 
 from __future__ import annotations
@@ -67,8 +69,8 @@ class EncodedRecords:
 
     The store replaces records and never mutates a stored one, so an entry is fresh exactly
     when it holds the very record object the store returned (`is`, not `==`). Encoding a page
-    of 20 records costs ~60 us in the C encoder (float repr dominates); joining cached bytes
-    ~1 us. Each model keeps at most `capacity` entries, the oldest evicted first, so the
+    costs far more than joining cached bytes (float repr dominates; bench/README.md has the
+    figures). Each model keeps at most `capacity` entries, the oldest evicted first, so the
     cache costs at most that many encoded records of memory per model. An encoding over
     `largest` bytes is not kept: the entry would hold that record's dict and its JSON
     beside its stored form, three copies of a large record, to spare an encoding that
@@ -109,8 +111,8 @@ class EncodedRecords:
 
 class ParsedQueries:
     """List queries parsed once per distinct query: a list URL a client polls is parsed
-    on its first request, then found by its decoded pairs (3.7 us of parsing and a Query
-    made, out of about 70 us for a list request, become one dict lookup).
+    on its first request, then found by its decoded pairs (parsing and making a Query, a
+    noticeable share of a list request, become one dict lookup; bench/README.md).
 
     The key is the model and the tuple of the request's decoded query pairs, from which
     the generated parser's answer follows and nothing else does; a query that fails to

@@ -1,8 +1,8 @@
 """Every exception dbsvc raises on purpose, in one tree.
 
-This module imports nothing else from dbsvc: every layer may raise these, and the HTTP
-application turns each `RequestError` into an RFC 9457 problem+json body in one place
-(`dbsvc.app`). Messages are lower case, name the offending value with `!r` and say what
+This module imports nothing else from dbsvc (tests/test_layers.py holds it to that): every
+layer may raise these, and `dbsvc.http.problem` turns each `RequestError` into an RFC 9457
+problem+json body in one place. Messages are lower case, name the offending value with `!r` and say what
 was expected.
 
 Tree::

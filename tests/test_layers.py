@@ -104,7 +104,6 @@ TYPE_ONLY_CIRCLES: dict[tuple[str, str], str] = {
 
 # Breaks that issue 29's parallel branches remove: (rule, file or module edge) -> which work.
 MERGE_PENDING: dict[tuple[str, str], str] = {
-    ("one home", "dbsvc/http/websocket.py"): "websocket.py splits into http/ws/server.py and http/ws/client.py",
     ("cycles", "dbsvc.storage.replay -> dbsvc.storage.store"): "the store's split cuts replay <-> store",
     ("private", "dbsvc/storage/replay.py"): "the store's split gives replay named parts, not the Store's privates",
 }

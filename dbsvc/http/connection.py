@@ -54,7 +54,7 @@ Rules:
    responses leave in one write. Held output is written at once past OUT_LIMIT, so write
    back-pressure (rule 1) still bounds it, and before anything else touches the transport
    (an error response, a close, a FIN, an upgrade): `Outbox` (output.py) holds it.
-10. An `Upgrade` answer is checked as a WebSocket opening handshake (websocket.py); a
+10. An `Upgrade` answer is checked as a WebSocket opening handshake (ws/server.py); a
    valid one gets its 101 through h11 and the socket passes to a `WebSocketConnection`,
    which from then on receives every transport callback (types.Upgraded). An invalid one
    is answered like any refused request (426 or 400) and the connection stays HTTP.

@@ -7,7 +7,7 @@ bytes unfinished request bodies hold (intake.py), and the timeouts as deadlines 
 This module also names the phases of a connection (`Phase`) and, in one table
 (`DEADLINES`), what bounds the time a connection may spend in each.
 
-Must not import connection.py, server.py or websocket.py: connections depend on the hub,
+Must not import connection.py, server.py or ws/server.py: connections depend on the hub,
 never the reverse; the hub sees a connection only as a `Tracked`.
 
     phase     what is happening                      bounded by (DEADLINES)
