@@ -17,6 +17,11 @@ Layout (all integers big-endian)::
 A frame is byte for byte the `PersistedEvent` of `/replicate` (docs/guide/realtime.md), so the
 replication stream sends file ranges unchanged.
 
+This drawing is the one description of the layout: every module outside storage (realtime,
+the replica consumer, the data tools) reads frames through the functions here
+(`frame_header`, `frame_offset`, `frame_payload`, `frame_payload_at`, `frame_end`,
+`frame_error`, `good_frame_after`) and never slices a frame by hand.
+
 Recovery rules (`scan`), in this order; the first bad frame at byte P decides:
 
 1. A frame is good when its whole header and payload lie inside the file, its offset is
@@ -49,6 +54,7 @@ import struct
 import zlib
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
+from typing import NamedTuple
 
 MAGIC = b"DBSVCLOG"
 VERSION = 1
@@ -58,6 +64,7 @@ FRAME = struct.Struct(">QII")
 FRAME_OFFSET = struct.Struct(">Q")     # FRAME's first field, alone (searching for an offset's bytes)
 FRAME_HEADER_SIZE = FRAME.size
 MAX_PAYLOAD = 64 * 1024 * 1024
+MAX_FRAME = FRAME_HEADER_SIZE + MAX_PAYLOAD     # the largest good frame, header included
 
 
 @dataclass(frozen=True, slots=True)
@@ -101,9 +108,38 @@ def encode_frame(offset: int, payload: bytes) -> bytes:
     return FRAME.pack(offset, zlib.crc32(payload), len(payload)) + payload
 
 
+class FrameHeader(NamedTuple):
+    """A frame's header fields, as stored (not yet checked: see `frame_error`)."""
+
+    offset: int
+    crc: int
+    length: int
+
+
+def frame_header(data: bytes | memoryview | mmap.mmap, pos: int = 0) -> FrameHeader | None:
+    """The header fields of the frame at byte `pos` of an image, or None when fewer than
+    FRAME_HEADER_SIZE bytes are left there."""
+    if pos + FRAME_HEADER_SIZE > len(data):
+        return None
+    return FrameHeader(*FRAME.unpack_from(data, pos))
+
+
+def frame_end(data: bytes | memoryview | mmap.mmap, pos: int) -> int:
+    """The byte position after the frame at `pos`, as its header's length says (the frame is
+    known to be whole: `frame_error` passed it)."""
+    _offset, _crc, length = FRAME.unpack_from(data, pos)
+    return pos + FRAME_HEADER_SIZE + int(length)
+
+
+def frame_payload_at(data: bytes | memoryview | mmap.mmap, pos: int) -> bytes:
+    """A copy of the payload of the whole frame at byte `pos` of an image (a copy, so no
+    view into an mmap outlives the call)."""
+    return bytes(data[pos + FRAME_HEADER_SIZE : frame_end(data, pos)])
+
+
 def frame_offset(frame: bytes | memoryview) -> int:
     """The global row offset a frame carries (its first header field)."""
-    return int.from_bytes(frame[:8], "big")
+    return int(FRAME_OFFSET.unpack_from(frame)[0])
 
 
 def frame_payload(frame: bytes | memoryview) -> memoryview:
