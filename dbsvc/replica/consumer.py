@@ -21,8 +21,10 @@ Rules:
 3. On start FILE is locked (flock; a second consumer on it is refused) and scanned with
    the log's own frame checks: a torn tail (a half frame a crash left, with no good frame
    after it) is cut, fsynced and reported; damage that a good frame follows is refused,
-   nothing cut. The run resumes after FILE's last offset; `--after` must then agree.
-   The first frame's header offset is confirmed by its CRC-protected payload.
+   nothing cut, unless a zero byte lies just before that frame (logfile rule 3: appends no
+   fsync covered, which a power loss may keep out of order), which is cut as a torn tail.
+   The run resumes after FILE's last offset; `--after` must then agree. The first frame's
+   header offset is confirmed by its CRC-protected payload.
 4. Reconnects: a refused connection, a dropped one, a close frame (a server restart sends
    1001), or 75 s of silence (the server pings every 30 s) lead to a reconnect with
    `after` = the last offset kept, after an exponential, capped (30 s), jittered delay.
@@ -35,7 +37,7 @@ Rules:
    3 s by a thread, minus the last offset). Other messages are plain lines on stderr.
 
 Imports: the blocking WebSocket client of dbsvc.http.websocket, the log's own frame
-rules from dbsvc.storage.logfile (`frame_error`, `good_frame_after`), so a replica file
+rules from dbsvc.storage.logfile (`frame_error`, `frame_after_damage`), so a replica file
 and a server log are judged alike, and the file seam dbsvc.storage.files: FILE is opened,
 written, cut, fsynced and closed through `files.ops`, so the power-loss simulator
 (tests/support/powerloss_fs.py) judges it as it judges the log. Nothing of the server
@@ -69,7 +71,7 @@ from dbsvc.http.websocket import (
 from dbsvc.storage import files
 from dbsvc.storage.files import fsync_dir, write_all
 from dbsvc.storage.logfile import (MAX_FRAME, MAX_PAYLOAD, frame_end, frame_error, frame_header, frame_payload,
-                                   frame_payload_at, good_frame_after)
+                                   frame_payload_at, frame_after_damage)
 
 KINDS = frozenset({"insert", "update", "delete"})
 SYNC_INTERVAL = 1.0                # rule 2
@@ -270,7 +272,7 @@ def scan_frames(path: str, data: Any) -> tuple[int, int | None, str | None]:
                 pos = frame_end(data, pos)
                 last, expected = expected, expected + 1
                 continue
-        later = good_frame_after(data, pos, search if expected is None else expected)
+        later = frame_after_damage(data, pos, search if expected is None else expected)
         if later is not None:
             raise CorruptLog(path, pos, f"{reason}; a good frame follows at byte {later}, so this is not a torn tail")
         return pos, last, reason

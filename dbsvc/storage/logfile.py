@@ -20,7 +20,7 @@ replication stream sends file ranges unchanged.
 This drawing is the one description of the layout: every module outside storage (realtime,
 the replica consumer, the data tools) reads frames through the functions here
 (`frame_header`, `frame_offset`, `frame_payload`, `frame_payload_at`, `frame_end`,
-`frame_error`, `good_frame_after`) and never slices a frame by hand.
+`frame_error`, `frame_after_damage`) and never slices a frame by hand.
 
 Recovery rules (`scan`), in this order; the first bad frame at byte P decides:
 
@@ -185,6 +185,16 @@ def good_frame_after(data: bytes | memoryview | mmap.mmap, start: int, expected:
     return None
 
 
+def frame_after_damage(data: bytes | memoryview | mmap.mmap, pos: int, expected: int) -> int | None:
+    """Rules 2 and 3 for damage at byte `pos`: the byte position of the good frame after it
+    that makes it damage before the tail (refuse), or None when it is a torn tail to cut (no
+    good frame follows, or one follows a zero byte: appends no fsync covered)."""
+    later = good_frame_after(data, pos, expected)
+    if later is not None and data[later - 1] == 0:
+        return None
+    return later
+
+
 class FrameWalk:
     """The frames in bytes [start, stop) of a log image or log file, oldest first: the one
     loop every reader of frames runs (`LogScan`, replay.py, retain.py, online.py).
@@ -296,8 +306,8 @@ class LogScan(FrameWalk):
 
         data, pos = self.source, self.end
         assert not isinstance(data, int)
-        later = good_frame_after(data, pos, self.next_offset)
-        if later is not None and data[later - 1] != 0:
+        later = frame_after_damage(data, pos, self.next_offset)
+        if later is not None:
             raise CorruptLog(
                 self.path, pos,
                 f"{reason}; a good frame follows at byte {later}, so this is not a torn tail",
