@@ -26,8 +26,11 @@ order, so the same schema and the same installed packages give the same bytes)::
 but a Python 3.11+ interpreter; the token guard also needs `cryptography`, installed on the
 host or carried by the app (`--with-guard`, for a host of the same platform and Python).
 
-The archive is written to a temporary file beside OUTPUT, fsynced, then renamed over
-OUTPUT (`os.replace`), so OUTPUT is either the old file or the complete new one.
+The archive is written to a temporary file beside OUTPUT (a unique name, so builds side by
+side do not collide), fsynced, then renamed over OUTPUT, so OUTPUT is either the old file or
+the complete new one: `files.create_durably`, storage's one durable-new-file helper, through
+its file seam. The directory fsync after the rename is best effort (a failure is ignored:
+some file systems refuse to fsync a directory, and the archive itself is already durable).
 """
 
 from __future__ import annotations
@@ -41,14 +44,15 @@ import os
 import re
 import stat
 import sys
+import secrets
 import sysconfig
-import tempfile
 import zipfile
 from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from dbsvc.errors import BuildError
+from dbsvc.storage.files import create_durably, fsync_dir
 from dbsvc.zipapp import APP_PACKAGE, EMBEDDED, MANIFEST
 
 if TYPE_CHECKING:
@@ -88,31 +92,24 @@ def write_zipapp(output: str | os.PathLike[str], generated_source: str, *, with_
     entries = dict(_archive_entries(generated_source, with_guard))
     target = Path(output)
     directory = target.parent if str(target.parent) else Path(".")
-    fd, tmp_name = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=directory)
+    tmp_name = str(directory / f".{target.name}.{secrets.token_hex(8)}.tmp")
+    # mode 0o777 less the umask: an executable, like zipapp's
+    with create_durably(str(target), tmp=tmp_name, mode=0o777, sync_dir=False) as raw:
+        raw.write(SHEBANG)
+        with zipfile.ZipFile(raw, "w", compression=zipfile.ZIP_DEFLATED) as archive:
+            for name in sorted({*entries, *_directories(entries)}):
+                info = zipfile.ZipInfo(name, date_time=_EPOCH)
+                if name.endswith("/"):
+                    info.external_attr = (stat.S_IFDIR | 0o755) << 16 | 0x10  # MS-DOS dir bit
+                    archive.writestr(info, b"")
+                    continue
+                info.compress_type = zipfile.ZIP_DEFLATED
+                info.external_attr = (stat.S_IFREG | 0o644) << 16
+                archive.writestr(info, entries[name])
     try:
-        with os.fdopen(fd, "wb") as raw:
-            raw.write(SHEBANG)
-            with zipfile.ZipFile(raw, "w", compression=zipfile.ZIP_DEFLATED) as archive:
-                for name in sorted({*entries, *_directories(entries)}):
-                    info = zipfile.ZipInfo(name, date_time=_EPOCH)
-                    if name.endswith("/"):
-                        info.external_attr = (stat.S_IFDIR | 0o755) << 16 | 0x10  # MS-DOS dir bit
-                        archive.writestr(info, b"")
-                        continue
-                    info.compress_type = zipfile.ZIP_DEFLATED
-                    info.external_attr = (stat.S_IFREG | 0o644) << 16
-                    archive.writestr(info, entries[name])
-            raw.flush()
-            os.fsync(raw.fileno())
-        os.chmod(tmp_name, 0o777 & ~_umask())  # an executable, like zipapp's
-        os.replace(tmp_name, target)
-    except BaseException:
-        try:
-            os.unlink(tmp_name)
-        except FileNotFoundError:
-            pass
-        raise
-    _fsync_directory(directory)
+        fsync_dir(str(directory))
+    except OSError:
+        pass                                   # best effort: see the module docstring
     return target
 
 
@@ -299,23 +296,3 @@ def _top_level_names(files: dict[str, bytes]) -> set[str]:
 def _normalize(name: str) -> str:
     """PEP 503 normalized distribution name."""
     return re.sub(r"[-_.]+", "-", name).lower()
-
-
-def _umask() -> int:
-    mask = os.umask(0)
-    os.umask(mask)
-    return mask
-
-
-def _fsync_directory(directory: Path) -> None:
-    """Make the rename durable (POSIX: the directory entry lives in the directory)."""
-    try:
-        fd = os.open(directory, os.O_RDONLY)
-    except OSError:
-        return
-    try:
-        os.fsync(fd)
-    except OSError:
-        pass
-    finally:
-        os.close(fd)

@@ -34,7 +34,10 @@ Rules:
    with a message that says so, before anything is unpacked.
 
 Imports only the standard library and `dbsvc.errors` at module level: this is the first
-dbsvc module an app runs.
+dbsvc module an app runs. Unpacking writes through storage's file seam
+(`dbsvc.storage.files`: `write_new`, `fsync_dir`, `ops.rename`), imported when an unpack
+begins: a pure-Python module, so it loads from the archive like the rest of dbsvc, and by
+then `dbsvc.config` has imported `dbsvc.storage` already.
 """
 
 from __future__ import annotations
@@ -112,6 +115,8 @@ class EmbeddedPackages(importlib.abc.MetaPathFinder):
 def unpack(archive: str, manifest: bytes, cache: str) -> str:
     """The directory holding the archive's embedded packages, unpacked under `cache` if
     not yet there (rules 2 to 4)."""
+    from dbsvc.storage import files
+
     described = json.loads(manifest)
     _check_platform(described)
     _own_directory(cache)
@@ -123,14 +128,14 @@ def unpack(archive: str, manifest: bytes, cache: str) -> str:
     scratch = tempfile.mkdtemp(prefix=f".{os.path.basename(target)}.", dir=cache)
     try:
         _extract(archive, described["files"], scratch)
-        _write(os.path.join(scratch, MANIFEST_NAME), manifest, 0o644)
+        files.write_new(os.path.join(scratch, MANIFEST_NAME), manifest, 0o644)
         try:
-            os.rename(scratch, target)
+            files.ops.rename(scratch, target)
         except OSError:
             if not _complete(target, manifest):         # not a lost race: a real failure
                 raise
             shutil.rmtree(scratch, ignore_errors=True)
-        _fsync_directory(cache)
+        files.fsync_dir(cache)
     except OSError as exc:
         shutil.rmtree(scratch, ignore_errors=True)
         raise ConfigError(f"cannot unpack the app's embedded packages into {cache!r} ({exc}); set "
@@ -175,7 +180,9 @@ def _complete(target: str, manifest: bytes) -> bool:
 
 def _extract(archive: str, files: dict[str, str], scratch: str) -> None:
     """Every file the manifest lists, read out of the archive (zipfile checks each CRC) and
-    checked against its sha256 before it is written."""
+    checked against its sha256 before it is written, fsynced (`write_new`)."""
+    from dbsvc.storage.files import write_new
+
     with zipfile.ZipFile(archive) as source:
         for name, digest in sorted(files.items()):
             parts = name.split("/")
@@ -186,26 +193,14 @@ def _extract(archive: str, files: dict[str, str], scratch: str) -> None:
                 raise ConfigError(f"the app is damaged: embedded file {name!r} does not match its manifest")
             path = os.path.join(scratch, *parts)
             os.makedirs(os.path.dirname(path), exist_ok=True)
-            _write(path, data, 0o755 if name.endswith(".so") else 0o644)
-
-
-def _write(path: str, data: bytes, mode: int) -> None:
-    with os.fdopen(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, mode), "wb") as handle:
-        handle.write(data)
-        handle.flush()
-        os.fsync(handle.fileno())
+            write_new(path, data, 0o755 if name.endswith(".so") else 0o644)
 
 
 def _remove(target: str) -> None:
     """Set an incomplete directory aside (one rename) and delete it."""
+    from dbsvc.storage import files
+
     aside = tempfile.mkdtemp(prefix=".discard.", dir=os.path.dirname(target))
-    os.rename(target, os.path.join(aside, "old"))
+    files.ops.rename(target, os.path.join(aside, "old"))
     shutil.rmtree(aside, ignore_errors=True)
 
-
-def _fsync_directory(directory: str) -> None:
-    fd = os.open(directory, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)

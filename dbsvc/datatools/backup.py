@@ -39,6 +39,11 @@ its CRC, the log continues the snapshot and ends exactly at the head the manifes
 Then the files are written into a hidden `.restoring-NAME-*` directory under SERVICE_DATA,
 fsynced, and the directory is renamed to NAME (refused if NAME exists), so a tenant
 appears whole or not at all. The restored tenant keeps the epoch, offsets and watermarks.
+
+Both write through storage's file seam (`files.write_new`, `write_atomic`, `files.ops`), so
+the power-loss simulator judges a backup as it judges the log
+(tests/datatools/test_datatools_powerloss.py): after a power loss DIR holds no manifest
+(refused as incomplete) or a complete backup.
 """
 
 from __future__ import annotations
@@ -55,7 +60,8 @@ from datetime import UTC, datetime
 from typing import Any
 
 from dbsvc.errors import BadBackup, CorruptLog, StorageError, TenantError
-from dbsvc.storage.files import fsync_dir, write_all
+from dbsvc.storage import files
+from dbsvc.storage.files import fsync_dir, write_atomic, write_new
 from dbsvc.storage.logfile import HEADER_SIZE, LogScan, decode_header
 from dbsvc.storage.snapshot import snapshot_lines
 from dbsvc.storage.tenants import tenant_dir
@@ -149,8 +155,8 @@ def _capture_once(directory: str) -> Capture | None:
             expected = (header.get("epoch"), header.get("head_offset"))
         if log_fd is None:
             if snapshot is None:              # never opened by a writer: nothing but its schema
-                files = {SCHEMA: schema} if schema is not None else {}
-                return Capture(files, "", 0, 0, 0)
+                contents = {SCHEMA: schema} if schema is not None else {}
+                return Capture(contents, "", 0, 0, 0)
             return None
         header_bytes = os.pread(log_fd, HEADER_SIZE, 0)
         log_header = decode_header(log_path, header_bytes)
@@ -174,12 +180,12 @@ def _capture_once(directory: str) -> Capture | None:
     log_data, scan, frames = _whole_frames(log_path, log_data)
     if snapshot is not None:
         snapshot_lines(snap_path, snapshot)
-    files = {LOG: log_data}
+    contents = {LOG: log_data}
     if snapshot is not None:
-        files[SNAPSHOT] = snapshot
+        contents[SNAPSHOT] = snapshot
     if schema is not None:
-        files[SCHEMA] = schema
-    return Capture(files, scan.header.epoch, scan.header.base_offset, scan.next_offset - 1, frames)
+        contents[SCHEMA] = schema
+    return Capture(contents, scan.header.epoch, scan.header.base_offset, scan.next_offset - 1, frames)
 
 
 def _continues(expected: tuple[Any, Any], epoch: str, base: int) -> bool:
@@ -200,15 +206,6 @@ def capture(directory: str) -> Capture:
                        "(compactions in a loop?); try again")
 
 
-def _write_file(path: str, data: bytes) -> None:
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o644)
-    try:
-        write_all(fd, data)
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
 def _prepare_destination(dest: str) -> None:
     try:
         os.makedirs(dest)
@@ -223,7 +220,7 @@ def take_backup(directory: str, dest: str, tenant: str) -> dict[str, Any]:
     _prepare_destination(dest)
     image = capture(directory)
     for name, data in image.files.items():
-        _write_file(os.path.join(dest, name), data)
+        write_new(os.path.join(dest, name), data)
     manifest = {
         "format": FORMAT, "kind": KIND, "tenant": tenant,
         "created": datetime.now(UTC).isoformat(timespec="seconds").replace("+00:00", "Z"),
@@ -232,10 +229,8 @@ def take_backup(directory: str, dest: str, tenant: str) -> dict[str, Any]:
         "files": {name: {"bytes": len(data), "sha256": hashlib.sha256(data).hexdigest()}
                   for name, data in sorted(image.files.items())},
     }
-    tmp = os.path.join(dest, MANIFEST + ".tmp")
-    _write_file(tmp, json.dumps(manifest, indent=1).encode("utf-8") + b"\n")
-    os.rename(tmp, os.path.join(dest, MANIFEST))
-    fsync_dir(dest)
+    # The commit point: the manifest is written last, through a .tmp name and a rename.
+    write_atomic(os.path.join(dest, MANIFEST), json.dumps(manifest, indent=1).encode("utf-8") + b"\n")
     fsync_dir(os.path.dirname(os.path.abspath(dest)))
     return manifest
 
@@ -254,8 +249,8 @@ def read_manifest(src: str) -> dict[str, Any]:
         raise BadBackup(f"{path}: not JSON: {exc}") from None
     if not isinstance(manifest, dict) or manifest.get("kind") != KIND or manifest.get("format") != FORMAT:
         raise BadBackup(f"{path}: not a dbsvc backup manifest of format {FORMAT}")
-    files = manifest.get("files")
-    if not isinstance(files, dict) or any(name not in FILES for name in files):
+    listed = manifest.get("files")
+    if not isinstance(listed, dict) or any(name not in FILES for name in listed):
         raise BadBackup(f"{path}: \"files\" must map some of {', '.join(FILES)} to their size and sha256")
     return manifest
 
@@ -264,7 +259,7 @@ def verify_backup(src: str) -> tuple[dict[str, Any], dict[str, bytes]]:
     """(manifest, file contents) of a backup that passes every check of the module
     docstring; `BadBackup` or `CorruptLog` naming the first that fails."""
     manifest = read_manifest(src)
-    files: dict[str, bytes] = {}
+    contents: dict[str, bytes] = {}
     for name, meta in manifest["files"].items():
         path = os.path.join(src, name)
         try:
@@ -276,19 +271,19 @@ def verify_backup(src: str) -> tuple[dict[str, Any], dict[str, bytes]]:
             raise BadBackup(f"{path}: {len(data)} bytes, the manifest says {meta.get('bytes')!r}")
         if hashlib.sha256(data).hexdigest() != meta.get("sha256"):
             raise BadBackup(f"{path}: SHA-256 differs from the manifest's (the file was altered)")
-        files[name] = data
-    snapshot = files.get(SNAPSHOT)
+        contents[name] = data
+    snapshot = contents.get(SNAPSHOT)
     expected: tuple[Any, Any] = (None, 0)
     if snapshot is not None:
         path = os.path.join(src, SNAPSHOT)
         snapshot_lines(path, snapshot)
         header = snapshot_header(path, snapshot)
         expected = (header.get("epoch"), header.get("head_offset"))
-    log = files.get(LOG)
+    log = contents.get(LOG)
     if log is None:
         if snapshot is not None:
             raise BadBackup(f"{src}: a snapshot without its log")
-        return manifest, files
+        return manifest, contents
     path = os.path.join(src, LOG)
     cut, scan, _frames = _whole_frames(path, log)
     if len(cut) != len(log):
@@ -300,7 +295,7 @@ def verify_backup(src: str) -> tuple[dict[str, Any], dict[str, bytes]]:
     if scan.next_offset - 1 != manifest.get("head_offset"):
         raise BadBackup(f"{path}: ends at offset {scan.next_offset - 1}, the manifest says "
                         f"{manifest.get('head_offset')!r}")
-    return manifest, files
+    return manifest, contents
 
 
 def restore_backup(src: str, data_dir: str, name: str) -> dict[str, Any]:
@@ -308,18 +303,18 @@ def restore_backup(src: str, data_dir: str, name: str) -> dict[str, Any]:
     target = tenant_dir(data_dir, name)
     if os.path.exists(target):
         raise TenantError(f"tenant {name!r} already exists at {target!r}")
-    manifest, files = verify_backup(src)
+    manifest, contents = verify_backup(src)
     root = os.path.dirname(target)
     os.makedirs(root, exist_ok=True)
     staging = os.path.join(root, f"{RESTORING_PREFIX}{name}-{secrets.token_hex(4)}")
     os.mkdir(staging, 0o755)
     try:
-        for file_name, data in files.items():
-            _write_file(os.path.join(staging, file_name), data)
+        for file_name, data in contents.items():
+            write_new(os.path.join(staging, file_name), data)
         fsync_dir(staging)
         if os.path.exists(target):
             raise TenantError(f"tenant {name!r} already exists at {target!r}")
-        os.rename(staging, target)
+        files.ops.rename(staging, target)
     except BaseException:
         shutil.rmtree(staging, ignore_errors=True)
         raise

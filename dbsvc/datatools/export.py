@@ -11,12 +11,13 @@ exported. A watermark ahead of the model's current one is refused, as over HTTP.
 
 The tenant is locked for the run and opened read-only (tenant.py), so the file is one
 consistent state and the tenant is not modified. Writing to a file goes through
-`FILE.tmp`, fsynced and renamed, so a failed export never leaves a partial FILE.
+`FILE.tmp`, fsynced and renamed (`files.create_durably`, storage's one durable-new-file
+helper), so a failed export never leaves a partial FILE.
 """
 
 from __future__ import annotations
 
-import os
+import io
 import time
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
@@ -27,9 +28,10 @@ from dbsvc.datatools.progress import Progress
 from dbsvc.datatools.tenant import locked_snapshot
 from dbsvc.errors import ConfigError
 from dbsvc.runtime import CompiledModel, Query
-from dbsvc.storage import Store
+from dbsvc.storage import Store, files
 
 WRITE_BATCH = 2048
+EXPORT_BUFFER = 1 << 20
 _ALL = 1 << 62
 
 
@@ -128,17 +130,9 @@ def export_records(directory: str, module: Any, out: TextIO, models: Sequence[Co
 def export_to_path(directory: str, module: Any, path: str, models: Sequence[CompiledModel],
                    as_of: dict[str, int], **kw: Any) -> ExportReport:
     """`export_records` into `path` through `path.tmp`, fsynced and renamed on success."""
-    tmp = f"{path}.tmp"
-    try:
-        with open(tmp, "w", encoding="utf-8", newline="\n", buffering=1 << 20) as out:
-            report = export_records(directory, module, out, models, as_of, **kw)
-            out.flush()
-            os.fsync(out.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except FileNotFoundError:
-            pass
-        raise
+    with files.create_durably(path, buffer_size=EXPORT_BUFFER) as raw:
+        out = io.TextIOWrapper(raw, encoding="utf-8", newline="\n")
+        report = export_records(directory, module, out, models, as_of, **kw)
+        out.flush()
+        out.detach()              # the binary file stays open: create_durably fsyncs it
     return report

@@ -29,7 +29,8 @@ Frames are encoded once per event and per distinct (form, projection) in an `Eve
 shared by every socket that receives them: an unprojected change-feed frame is the payload
 of the event's log frame, the bytes the store encoded for its log.
 
-Imports storage's event types and http's frame builder; no sockets, no wsproto, no h11.
+Imports storage's event types and log frame accessors (logfile.py, the one owner of the frame
+layout) and http's frame builder; no sockets, no wsproto, no h11.
 """
 
 from __future__ import annotations
@@ -42,7 +43,7 @@ from typing import Any
 from dbsvc.http.frames import text_frame
 from dbsvc.runtime import CompiledModel, json_bytes
 from dbsvc.storage.events import ChangeEvent, EventKind
-from dbsvc.storage.logfile import FRAME_HEADER_SIZE
+from dbsvc.storage.logfile import frame_payload
 
 Lookup = Callable[[str, Any], "dict | None"]       # (model name, id) -> current record
 
@@ -104,7 +105,7 @@ class EventFrames:
     def __init__(self, event: ChangeEvent, model: CompiledModel, log_frame: bytes | None = None) -> None:
         self.event = event
         self.model = model
-        self._log_frame = log_frame           # live events: the log's frame, payload after its FRAME_HEADER_SIZE header bytes
+        self._log_frame = log_frame           # live events: the log's whole frame (header and payload)
         self._cache: dict[Any, bytes] = {}
 
     def change(self, projection: str | None) -> bytes:
@@ -113,7 +114,7 @@ class EventFrames:
             event = self.event
             if projection is None:
                 log_frame = self._log_frame
-                frame = text_frame(memoryview(log_frame)[FRAME_HEADER_SIZE:] if log_frame is not None
+                frame = text_frame(frame_payload(log_frame) if log_frame is not None
                                    else event.payload())
             else:
                 project = self.model.project[projection]

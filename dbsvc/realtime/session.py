@@ -49,6 +49,7 @@ from dbsvc.http.types import Channel
 from dbsvc.realtime.feeds import FeedSpec, replay_frames
 from dbsvc.runtime import json_bytes
 from dbsvc.storage.events import ChangeEvent
+from dbsvc.storage.logfile import frame_offset
 
 if TYPE_CHECKING:
     from dbsvc.realtime.broker import Broker
@@ -261,10 +262,10 @@ class FeedSession(StreamSession):
 
 
 def log_frame_steps(frames: Iterator[bytes]) -> Steps:
-    """Replay steps of raw log frames: each the binary message of `/replicate` (the frame
-    starts with its u64 offset)."""
+    """Replay steps of raw log frames: each the binary message of `/replicate`, under the
+    offset its header carries."""
     for raw in frames:
-        yield int.from_bytes(raw[:8], "big"), binary_frame(raw)
+        yield frame_offset(raw), binary_frame(raw)
 
 
 class ReplicationSession(StreamSession):

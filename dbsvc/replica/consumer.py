@@ -1,11 +1,10 @@
 """`dbsvc replicate URL`: follow a server's `/replicate` stream, check it, store it.
 
-One binary WebSocket message per row, exactly a frame of the server's log (logfile.py)::
-
-    0   8  offset   global row offset: after + 1, after + 2, ... (gap-free)
-    8   4  crc32    of the payload
-   12   4  length   of the payload (at most 64 MiB), equal to the bytes that follow
-   16   n  payload  compact JSON: {"kind": "insert"|"update"|"delete", "model", "offset", ...}
+One binary WebSocket message per row, exactly a frame of the server's log: offset, CRC32,
+length, payload (the layout is drawn once, in dbsvc/storage/logfile.py; this module reads
+frames only through its functions). Offsets run after + 1, after + 2, ... (gap-free); the
+length equals the bytes that follow; the payload is compact JSON:
+{"kind": "insert"|"update"|"delete", "model", "offset", ...}.
 
 Rules:
 1. Every message is checked before anything of it is kept (`check_frame`): binary, a
@@ -22,8 +21,10 @@ Rules:
 3. On start FILE is locked (flock; a second consumer on it is refused) and scanned with
    the log's own frame checks: a torn tail (a half frame a crash left, with no good frame
    after it) is cut, fsynced and reported; damage that a good frame follows is refused,
-   nothing cut. The run resumes after FILE's last offset; `--after` must then agree.
-   The first frame's header offset is confirmed by its CRC-protected payload.
+   nothing cut, unless a zero byte lies just before that frame (logfile rule 3: appends no
+   fsync covered, which a power loss may keep out of order), which is cut as a torn tail.
+   The run resumes after FILE's last offset; `--after` must then agree. The first frame's
+   header offset is confirmed by its CRC-protected payload.
 4. Reconnects: a refused connection, a dropped one, a close frame (a server restart sends
    1001), or 75 s of silence (the server pings every 30 s) lead to a reconnect with
    `after` = the last offset kept, after an exponential, capped (30 s), jittered delay.
@@ -35,9 +36,12 @@ Rules:
    second: frames, bytes, last offset, lag (the head offset of GET /snapshot, polled every
    3 s by a thread, minus the last offset). Other messages are plain lines on stderr.
 
-Imports: the blocking WebSocket client of dbsvc.http.ws.client, and the log's own frame
-rules from dbsvc.storage.logfile (`frame_error`, `good_frame_after`), so a replica file
-and a server log are judged alike; nothing of the server (app, realtime, Store), no asyncio.
+Imports: the blocking WebSocket client of dbsvc.http.ws.client, the log's own frame
+rules from dbsvc.storage.logfile (`frame_error`, `frame_after_damage`), so a replica file
+and a server log are judged alike, and the file seam dbsvc.storage.files: FILE is opened,
+written, cut, fsynced and closed through `files.ops`, so the power-loss simulator
+(tests/support/powerloss_fs.py) judges it as it judges the log. Nothing of the server
+(app, realtime, Store), no asyncio.
 """
 
 from __future__ import annotations
@@ -59,8 +63,10 @@ from typing import Any, BinaryIO, TextIO
 
 from dbsvc.errors import ConfigError, CorruptLog, DbsvcError, HandshakeRefused, MessageTooBig, WebSocketClientError
 from dbsvc.http.ws.client import open_websocket
+from dbsvc.storage import files
 from dbsvc.storage.files import fsync_dir, write_all
-from dbsvc.storage.logfile import FRAME, FRAME_HEADER_SIZE, MAX_PAYLOAD, frame_error, good_frame_after
+from dbsvc.storage.logfile import (MAX_FRAME, MAX_PAYLOAD, frame_end, frame_error, frame_header, frame_payload,
+                                   frame_payload_at, frame_after_damage)
 
 KINDS = frozenset({"insert", "update", "delete"})
 SYNC_INTERVAL = 1.0                # rule 2
@@ -125,21 +131,22 @@ def check_frame(message: bytes | str, expected: int) -> tuple[int, dict[str, Any
     """(offset, event) of a good frame whose offset must be `expected`; else FrameError."""
     if isinstance(message, str):
         raise FrameError(expected, f"a text message ({len(message)} characters), expected a binary frame")
-    if len(message) >= FRAME_HEADER_SIZE:
-        offset, _crc, length = FRAME.unpack_from(message)
+    header = frame_header(message)
+    if header is not None:
+        offset, length = header.offset, header.length
+        payload_bytes = len(frame_payload(message))
         if offset < expected:
             raise FrameError(offset, f"offset repeats: {offset} was already received, expected {expected}")
         if offset > expected:
             missing = f"{expected}" if offset == expected + 1 else f"{expected}..{offset - 1}"
             raise FrameError(offset, f"offset gap: expected {expected}, offsets {missing} are missing")
-        if length <= MAX_PAYLOAD and FRAME_HEADER_SIZE + length < len(message):
-            raise FrameError(offset, f"length {length} is short of the message's "
-                                     f"{len(message) - FRAME_HEADER_SIZE} payload bytes")
+        if length <= MAX_PAYLOAD and length < payload_bytes:
+            raise FrameError(offset, f"length {length} is short of the message's {payload_bytes} payload bytes")
     reason = frame_error(message, 0, expected)           # header, length, CRC: the log's checks
     if reason is not None:
         raise FrameError(expected, reason)
     try:
-        event = json.loads(message[FRAME_HEADER_SIZE:])
+        event = json.loads(bytes(frame_payload(message)))
     except ValueError as exc:                              # UnicodeDecodeError included
         raise FrameError(expected, f"payload is not JSON ({exc})") from exc
     if not isinstance(event, dict):
@@ -171,7 +178,7 @@ class ReplicaFile:
     def open(cls, path: str, report: Reporter) -> ReplicaFile:
         created = not os.path.exists(path)
         try:
-            fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_APPEND | os.O_CLOEXEC, 0o644)
+            fd = files.ops.open(path, os.O_RDWR | os.O_CREAT | os.O_APPEND | os.O_CLOEXEC, 0o644)
         except OSError as exc:
             raise ConfigError(f"cannot open {path!r}: {exc.strerror}") from exc
         try:
@@ -183,7 +190,7 @@ class ReplicaFile:
                 fsync_dir(os.path.dirname(os.path.abspath(path)))
             last = cls._recover(path, fd, report)
         except BaseException:
-            os.close(fd)
+            files.ops.close(fd)
             raise
         return cls(path, fd, last)
 
@@ -198,8 +205,8 @@ class ReplicaFile:
         if reason is not None:
             report.say(f"{path}: cutting a torn tail of {size - end} bytes at byte {end} ({reason}); "
                        + ("the file held no whole frame" if last is None else f"resuming after offset {last}"))
-            os.ftruncate(fd, end)
-            os.fsync(fd)
+            files.ops.ftruncate(fd, end)
+            files.ops.fsync(fd)
         return last
 
     def write(self, frame: bytes, event: dict[str, Any]) -> None:
@@ -219,7 +226,7 @@ class ReplicaFile:
     def sync(self) -> None:
         self._flush()
         if self.unsynced:
-            os.fsync(self._fd)
+            files.ops.fsync(self._fd)
             self.unsynced = 0
         self.synced_at = time.monotonic()
 
@@ -228,7 +235,7 @@ class ReplicaFile:
             try:
                 self.sync()
             finally:
-                os.close(self._fd)                # releases the flock
+                files.ops.close(self._fd)         # releases the flock
                 self._fd = -1
 
 
@@ -238,13 +245,14 @@ def scan_frames(path: str, data: Any) -> tuple[int, int | None, str | None]:
     size = len(data)
     pos, last, expected, search = 0, None, None, 0
     reason = None
-    if size >= FRAME_HEADER_SIZE:
+    first = frame_header(data, 0)
+    if first is not None:
         # The file starts wherever its first run began. The offset field is outside the CRC,
         # so the first frame's is confirmed by its CRC-protected payload (rule 3).
-        search, _crc, length = FRAME.unpack_from(data, 0)
+        search = first.offset
         reason = frame_error(data, 0, search)
         if reason is None:
-            inner = _payload_offset(data[FRAME_HEADER_SIZE : FRAME_HEADER_SIZE + length])
+            inner = _payload_offset(frame_payload_at(data, 0))
             if inner == search:
                 expected = search
             else:
@@ -252,14 +260,14 @@ def scan_frames(path: str, data: Any) -> tuple[int, int | None, str | None]:
                 search = inner if isinstance(inner, int) and inner >= 0 else search
     while pos < size:
         if expected is None:                       # the first frame is bad, or the file tiny
-            reason = reason or f"truncated frame header ({size} of {FRAME_HEADER_SIZE} bytes)"
+            reason = reason or frame_error(data, 0, search)     # too short for a header
         else:
             reason = frame_error(data, pos, expected)
             if reason is None:
-                pos += FRAME_HEADER_SIZE + FRAME.unpack_from(data, pos)[2]
+                pos = frame_end(data, pos)
                 last, expected = expected, expected + 1
                 continue
-        later = good_frame_after(data, pos, search if expected is None else expected)
+        later = frame_after_damage(data, pos, search if expected is None else expected)
         if later is not None:
             raise CorruptLog(path, pos, f"{reason}; a good frame follows at byte {later}, so this is not a torn tail")
         return pos, last, reason
@@ -289,7 +297,7 @@ class StdoutSink:
         self.last_offset = event["offset"]
         self.unsynced += len(frame)
         try:
-            self._out.write(frame[FRAME_HEADER_SIZE:] + b"\n")
+            self._out.write(bytes(frame_payload(frame)) + b"\n")
         except BrokenPipeError:
             self._broken()
 
@@ -507,7 +515,7 @@ def _follow(endpoint: Endpoint, sink: ReplicaFile | StdoutSink, last: int, heade
                         report.draw()
                     break
                 except MessageTooBig as exc:
-                    raise FrameError(last + 1, f"{exc} (a frame is at most {MAX_PAYLOAD + FRAME_HEADER_SIZE} "
+                    raise FrameError(last + 1, f"{exc} (a frame is at most {MAX_FRAME} "
                                                "bytes)") from exc
                 except WebSocketClientError as exc:
                     problem = exc

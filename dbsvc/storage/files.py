@@ -21,6 +21,20 @@ open); after the rename but before the directory fsync, either name may survive 
 loss, and both hold complete, fsynced contents. Nothing relies on the new name before the
 directory fsync returns.
 
+The same steps for a file written as a stream (`create_durably`, a context manager that
+hands out a buffered binary file whose writes go through `ops.write`): `dbsvc export`'s
+FILE, `dbsvc build`'s archive. If the block raises, the `.tmp` is closed and unlinked and
+the old file stays. A new file whose name a later step makes durable (`write_new`: created
+exclusively, written, fsynced, closed) serves the backup's files, which its manifest,
+written last, commits, and the zipapp's unpacked packages, which one rename of their
+directory commits. A file appended to for a long time (the replica consumer's `--out`)
+calls `ops.write` / `ops.fsync` itself.
+
+So every fsync of the package passes through `ops` (`grep -rn "os.fsync" dbsvc` shows
+only `FileOps`), and the power-loss simulator judges backups and replica files as it
+judges the log. Directories are created and removed with plain `os` calls (`mkdir`,
+`rmtree`): the seam has no directory operations but `fsync_dir`.
+
 Fault injection (tests only): `DBSVC_FAULT` holds comma-separated rules `OP:N[:ERRNO]` or
 `OP:N-M[:ERRNO]`, for example `DBSVC_FAULT=fsync:3:EIO,write:10-12:ENOSPC`. The Nth call of
 OP (counted per `FaultPlan`, that is per open store), or every call from the Nth to the Mth,
@@ -37,11 +51,16 @@ attribute test.
 from __future__ import annotations
 
 import errno
+import io
 import os
 import signal
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
+from typing import TYPE_CHECKING, BinaryIO
+
+if TYPE_CHECKING:
+    from _typeshed import ReadableBuffer
 
 TMP_SUFFIX = ".tmp"
 
@@ -115,6 +134,78 @@ def write_atomic(path: str, data: bytes, *, sync_dir: bool = True) -> None:
         ops.fsync(fd)
     finally:
         ops.close(fd)
+    ops.rename(tmp, path)
+    if sync_dir:
+        fsync_dir(os.path.dirname(path) or ".")
+
+
+def write_new(path: str, data: bytes | memoryview, mode: int = 0o644) -> None:
+    """Create `path`, which must not exist, with `data`, fsynced and closed. Its name is not
+    durable yet: the caller's later rename or directory fsync makes it so."""
+    fd = ops.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, mode)
+    try:
+        write_all(fd, data)
+        ops.fsync(fd)
+    finally:
+        ops.close(fd)
+
+
+class SeamFile(io.RawIOBase):
+    """A raw, seekable, write-only file over a descriptor, writing through `ops.write`.
+    It does not own the descriptor: closing it leaves the descriptor open (its opener
+    fsyncs and closes it through `ops`)."""
+
+    def __init__(self, fd: int) -> None:
+        super().__init__()
+        self._fd = fd
+
+    def fileno(self) -> int:
+        return self._fd
+
+    def writable(self) -> bool:
+        return True
+
+    def seekable(self) -> bool:
+        return True
+
+    def write(self, data: ReadableBuffer, /) -> int:
+        return ops.write(self._fd, data)
+
+    def seek(self, pos: int, whence: int = os.SEEK_SET) -> int:
+        return os.lseek(self._fd, pos, whence)
+
+    def tell(self) -> int:
+        return os.lseek(self._fd, 0, os.SEEK_CUR)
+
+
+@contextmanager
+def create_durably(path: str, *, tmp: str | None = None, mode: int = 0o644, buffer_size: int = io.DEFAULT_BUFFER_SIZE,
+                   sync_dir: bool = True) -> Iterator[BinaryIO]:
+    """A buffered binary file that becomes `path` durably when the block ends: it is
+    `path.tmp`, flushed, fsynced, closed and renamed over `path`, and then the directory
+    is fsynced (unless `sync_dir` is False: the caller does it, or tolerates it failing).
+    When the block raises, the temporary file is closed and unlinked and `path` is untouched.
+
+    `tmp` names the temporary file instead; it is created exclusively (a unique name, so
+    that writers side by side cannot clobber each other's). `mode` is filtered by the
+    umask, as `os.open` does."""
+    exclusive = tmp is not None
+    tmp = tmp if tmp is not None else path + TMP_SUFFIX
+    flags = os.O_WRONLY | os.O_CREAT | os.O_CLOEXEC | (os.O_EXCL if exclusive else os.O_TRUNC)
+    fd = ops.open(tmp, flags, mode)
+    try:
+        with io.BufferedWriter(SeamFile(fd), buffer_size) as out:
+            yield out
+            out.flush()
+        ops.fsync(fd)
+    except BaseException:
+        ops.close(fd)
+        try:
+            ops.unlink(tmp)
+        except FileNotFoundError:
+            pass
+        raise
+    ops.close(fd)
     ops.rename(tmp, path)
     if sync_dir:
         fsync_dir(os.path.dirname(path) or ".")

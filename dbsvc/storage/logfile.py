@@ -17,6 +17,11 @@ Layout (all integers big-endian)::
 A frame is byte for byte the `PersistedEvent` of `/replicate` (docs/guide/realtime.md), so the
 replication stream sends file ranges unchanged.
 
+This drawing is the one description of the layout: every module outside storage (realtime,
+the replica consumer, the data tools) reads frames through the functions here
+(`frame_header`, `frame_offset`, `frame_payload`, `frame_payload_at`, `frame_end`,
+`frame_error`, `frame_after_damage`) and never slices a frame by hand.
+
 Recovery rules (`scan`), in this order; the first bad frame at byte P decides:
 
 1. A frame is good when its whole header and payload lie inside the file, its offset is
@@ -49,6 +54,7 @@ import struct
 import zlib
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
+from typing import NamedTuple
 
 MAGIC = b"DBSVCLOG"
 VERSION = 1
@@ -58,6 +64,7 @@ FRAME = struct.Struct(">QII")
 FRAME_OFFSET = struct.Struct(">Q")     # FRAME's first field, alone (searching for an offset's bytes)
 FRAME_HEADER_SIZE = FRAME.size
 MAX_PAYLOAD = 64 * 1024 * 1024
+MAX_FRAME = FRAME_HEADER_SIZE + MAX_PAYLOAD     # the largest good frame, header included
 
 
 @dataclass(frozen=True, slots=True)
@@ -101,9 +108,38 @@ def encode_frame(offset: int, payload: bytes) -> bytes:
     return FRAME.pack(offset, zlib.crc32(payload), len(payload)) + payload
 
 
+class FrameHeader(NamedTuple):
+    """A frame's header fields, as stored (not yet checked: see `frame_error`)."""
+
+    offset: int
+    crc: int
+    length: int
+
+
+def frame_header(data: bytes | memoryview | mmap.mmap, pos: int = 0) -> FrameHeader | None:
+    """The header fields of the frame at byte `pos` of an image, or None when fewer than
+    FRAME_HEADER_SIZE bytes are left there."""
+    if pos + FRAME_HEADER_SIZE > len(data):
+        return None
+    return FrameHeader(*FRAME.unpack_from(data, pos))
+
+
+def frame_end(data: bytes | memoryview | mmap.mmap, pos: int) -> int:
+    """The byte position after the frame at `pos`, as its header's length says (the frame is
+    known to be whole: `frame_error` passed it)."""
+    _offset, _crc, length = FRAME.unpack_from(data, pos)
+    return pos + FRAME_HEADER_SIZE + int(length)
+
+
+def frame_payload_at(data: bytes | memoryview | mmap.mmap, pos: int) -> bytes:
+    """A copy of the payload of the whole frame at byte `pos` of an image (a copy, so no
+    view into an mmap outlives the call)."""
+    return bytes(data[pos + FRAME_HEADER_SIZE : frame_end(data, pos)])
+
+
 def frame_offset(frame: bytes | memoryview) -> int:
     """The global row offset a frame carries (its first header field)."""
-    return int.from_bytes(frame[:8], "big")
+    return int(FRAME_OFFSET.unpack_from(frame)[0])
 
 
 def frame_payload(frame: bytes | memoryview) -> memoryview:
@@ -147,6 +183,16 @@ def good_frame_after(data: bytes | memoryview | mmap.mmap, start: int, expected:
         if end <= size and zlib.crc32(data[pos + FRAME_HEADER_SIZE : end]) == crc:
             return pos
     return None
+
+
+def frame_after_damage(data: bytes | memoryview | mmap.mmap, pos: int, expected: int) -> int | None:
+    """Rules 2 and 3 for damage at byte `pos`: the byte position of the good frame after it
+    that makes it damage before the tail (refuse), or None when it is a torn tail to cut (no
+    good frame follows, or one follows a zero byte: appends no fsync covered)."""
+    later = good_frame_after(data, pos, expected)
+    if later is not None and data[later - 1] == 0:
+        return None
+    return later
 
 
 class FrameWalk:
@@ -260,8 +306,8 @@ class LogScan(FrameWalk):
 
         data, pos = self.source, self.end
         assert not isinstance(data, int)
-        later = good_frame_after(data, pos, self.next_offset)
-        if later is not None and data[later - 1] != 0:
+        later = frame_after_damage(data, pos, self.next_offset)
+        if later is not None:
             raise CorruptLog(
                 self.path, pos,
                 f"{reason}; a good frame follows at byte {later}, so this is not a torn tail",

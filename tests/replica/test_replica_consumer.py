@@ -634,6 +634,8 @@ SCANS = [
     ("a header only", F5 + F6[:16], (len(F5), 5, f"truncated payload (0 of {len(F6) - 16} bytes)")),
     ("zeros", F5 + b"\0" * 100, (len(F5), 5, "frame offset 0, expected 6")),
     ("a bad checksum last", F5 + flip(F6, 20), (len(F5), 5, "payload checksum mismatch")),
+    # logfile rule 3: zeros, then a whole frame, are appends no fsync covered, kept out of order
+    ("an unsynced append lost before a later one", F5 + bytes(len(F6)) + F7, (len(F5), 5, "frame offset 0, expected 6")),
 ]
 
 

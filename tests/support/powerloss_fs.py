@@ -1,6 +1,8 @@
 """A simulated power loss under the storage layer, in the manner of SQLite's crash VFS (test6.c).
 
-`kill -9` keeps the page cache, so it never tests fsync ordering. `PowerLossFiles` is a
+`kill -9` keeps the page cache, so it never tests fsync ordering. It judges the store
+(tests/storage/test_storage_powerloss.py), a backup (tests/datatools/test_datatools_powerloss.py)
+and a replica file (tests/replica/test_replica_powerloss.py): all of them write through the seam. `PowerLossFiles` is a
 `files.FileOps` (dbsvc/storage/files.py) installed with `files.use(layer)`: every file
 operation still happens for real (reads see the page cache as usual), and beside it the layer
 remembers what a power loss could leave behind, for one flat tenant directory:
@@ -222,6 +224,14 @@ class PowerLossFiles(FileOps):
                 self._name_changes.append(("unlink", name, ""))
 
     # -- after the crash ---------------------------------------------------------------
+
+    def durable(self, name: str) -> bytes | None:
+        """What every fsync so far made durable of the file `name`: its bytes as of its last
+        fsync, or None when its name is not durable yet (no directory fsync since it was
+        created). A power loss keeps at least these bytes."""
+        with self._lock:
+            ino = self._durable_names.get(name)
+            return None if ino is None else bytes(self._inodes[ino].durable)
 
     def close_all(self) -> None:
         """Close every descriptor the crashed store left open (its lock's included)."""
