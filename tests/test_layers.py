@@ -76,8 +76,10 @@ ALLOWED: dict[str, frozenset[str]] = {name: frozenset(parts) for name, parts in 
     "datatools": ("errors", "runtime", "storage", "config"),
     "service": ("errors", "schema", "deps", "logs", "notify", "interfaces", "storage", "http",
                 "auth", "explorer", "realtime", "replica", "config", "exits", "app"),
-    "zipapp": ("errors", "config"),     # a built app's first module; it reaches cli: BACK_EDGES
-    "build": ("errors", "schema", "compiler", "zipapp"),
+    # a built app's first module; it reaches cli: BACK_EDGES. Both write files durably through
+    # storage's one seam (files.py), so the power-loss simulator sees every fsync.
+    "zipapp": ("errors", "config", "storage"),
+    "build": ("errors", "schema", "compiler", "storage", "zipapp"),
     "cli": ("dbsvc", "errors", "schema", "compiler", "storage", "replica", "config", "exits",
             "datatools", "service", "build"),
     "launcher": ("cli",),
