@@ -45,7 +45,11 @@ Invariants:
   character escaped (`\n`, `\x1b`, `\x9b`, `\u2028`, `\ud800`: `str.isprintable`, so
   C0 and C1 controls, line and paragraph separators, bidi controls, lone surrogates); a
   span field holding a space, a quote or an escape is written in double quotes
-  (`path="/a b"`). The JSON format escapes through json.
+  (`path="/a b"`). The JSON format escapes the same characters, as JSON escapes
+  (`\u2028`, `\u0085`, a surrogate pair past U+FFFF: `printable_json`), so a line
+  decodes to the very value logged; json itself escapes only C0 controls, which would
+  leave U+0085, U+2028 and U+2029 raw, and a collector splitting on them (`str.splitlines`
+  does) would cut the line in two.
 - A record logged with `extra={"exc_messages": False}` (an unhandled error in a request)
   shows the exception's type and frames, never its message, which may hold client data.
 """
@@ -161,6 +165,31 @@ def escape(text: str, quoted: bool = False) -> str:
     return "".join(out)
 
 
+def printable_json(text: str) -> str:
+    """`text`, a `json.dumps` output, with each non-printable character (the ones `escape`
+    escapes) written as a JSON escape: one line to every line splitter, the same value to
+    every JSON reader. Outside strings json writes only printable ASCII, so every such
+    character is inside a string, where an escape means the character itself.
+
+    >>> printable_json('"a\\u2028b\\x85"')
+    '"a\\\\u2028b\\\\u0085"'
+    """
+    if text.isprintable():
+        return text
+    out = []
+    for char in text:
+        if char.isprintable():
+            out.append(char)
+            continue
+        code = ord(char)
+        if code < 0x10000:
+            out.append(f"\\u{code:04x}")
+        else:                                   # RFC 8259 §7: a UTF-16 surrogate pair
+            code -= 0x10000
+            out.append(f"\\u{0xd800 | code >> 10:04x}\\u{0xdc00 | code & 0x3ff:04x}")
+    return "".join(out)
+
+
 def field_text(value: object) -> str:
     """A span field's value as the text format writes it: as is when it is plain, else
     quoted and escaped, so a value cannot end its field or its line."""
@@ -271,14 +300,19 @@ class JsonFormat(LineFormat):
                 payload.setdefault(key, value)
         if error is not None:
             payload["error"] = error
-        return _redact(json.dumps(payload, ensure_ascii=False, default=str))
+        return _redact(printable_json(json.dumps(payload, ensure_ascii=False, default=str)))
 
     def request_lines(self, spans: list[tuple[Any, ...]]) -> list[str]:
-        """One `json.dumps` per line, of the dict `line` would build."""
+        """One `json.dumps` per line, of the dict `line` would build. Of the fields only the
+        path may hold a character `printable_json` escapes (see TextFormat.request_lines)."""
         dumps = json.dumps
-        return [dumps({"ts": _timestamp(t[0]), "level": "INFO", "target": SPAN_LOGGER, "message": "request",
-                       "method": t[1], "path": t[2], "status": t[3], "duration_ms": round(t[4], 3),
-                       "bytes": t[5], "request_id": t[6]}, ensure_ascii=False, default=str) for t in spans]
+        lines = []
+        for t in spans:
+            line = dumps({"ts": _timestamp(t[0]), "level": "INFO", "target": SPAN_LOGGER, "message": "request",
+                          "method": t[1], "path": t[2], "status": t[3], "duration_ms": round(t[4], 3),
+                          "bytes": t[5], "request_id": t[6]}, ensure_ascii=False, default=str)
+            lines.append(line if t[2].isprintable() else printable_json(line))
+        return lines
 
 
 SPAN_BUFFER_LINES = 256              # about 40 KiB of text lines

@@ -110,7 +110,8 @@ def test_fast_span_path_writes_exactly_what_the_logging_path_writes(fmt):
 
 
 @pytest.mark.parametrize("fmt", ["text", "json"])
-@pytest.mark.parametrize("path", ["/api/user", "/api/user/Bearer abc.def", "/api/ünï còde"])
+@pytest.mark.parametrize("path", ["/api/user", "/api/user/Bearer abc.def", "/api/ünï còde",
+                                  "/a\u2028b\x85c\U000e0001"])
 def test_request_spans_held_unformatted_write_what_log_span_writes(fmt, path):
     fields = {"method": "GET", "path": path, "status": 200, "duration_ms": 0.123, "bytes": 9, "request_id": "r-1"}
     with logging_to_stream("info", fmt) as stream:
