@@ -43,12 +43,12 @@ def run_export(args: argparse.Namespace, module: Any, config: Config) -> int:
 
 
 def run_import(args: argparse.Namespace, module: Any, config: Config) -> int:
-    from dbsvc.datatools.load import import_file
+    from dbsvc.datatools.load import import_file, open_source
     from dbsvc.datatools.tenant import existing_tenant
     from dbsvc.storage.tenants import create_tenant
 
-    if not os.path.isfile(args.file):
-        raise FileNotFoundError(2, "no such file", args.file)
+    source, _size = open_source(args.file)        # a file that cannot be imported touches no tenant
+    source.close()
     directory = os.path.join(config.data_dir, config.tenant)
     if not config.tenant_explicit and not os.path.isdir(directory):
         create_tenant(config.data_dir, config.tenant)       # as `serve` does for `default`

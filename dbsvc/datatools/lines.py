@@ -71,6 +71,9 @@ def decode_line(line: bytes) -> tuple[str, Any] | None:
     except ValueError as exc:                     # UnicodeDecodeError included
         if not line.strip():
             return None
+        if line.startswith(b"\xef\xbb\xbf"):       # load.open_source skips the file's own
+            raise BadLine("a UTF-8 byte order mark (EF BB BF) starts the line: only the file may start "
+                          "with one") from None
         raise BadLine(f"not JSON: {exc}") from None
     except RecursionError:
         obj = text = None

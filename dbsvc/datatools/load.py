@@ -16,6 +16,16 @@ tenant as it was)::
 Any bad line stops the import after step 2 or 3 with `ImportRejected`: one
 `FILE:LINE: message` per bad line (the first MAX_SHOWN of them) and how many there were.
 
+Before step 1 the file itself is judged (`open_source`): it must be a regular file this
+user can read (not a directory, a FIFO, a socket or a device: an import that is refused is
+run again once its lines are fixed, so it reads a file, not a stream that is gone), and
+UTF-8 text. Its first line decides that: a UTF-16 or UTF-32 byte order mark, a NUL byte (no
+JSON text holds one raw) or bytes UTF-8 does not allow refuse the whole file with one
+ConfigError naming what was found (exit 2); a later line that is not UTF-8 is a bad line
+like any other. A UTF-8 byte order mark at the start of the file is skipped, as Python's
+`utf-8-sig` and most JSON Lines readers do (Windows tools write one); anywhere else it is
+a bad line that says so.
+
 Records are inserted, never merged: a record whose id the tenant already holds is a bad
 line, as a POST with a taken id is a 409 (PostgREST and PocketBase imports refuse such
 rows too). An `int` id left out of a record gets the next automatic id, as a POST would.
@@ -30,23 +40,92 @@ creates millions of long-lived objects and no cycles.
 
 from __future__ import annotations
 
+import codecs
 import gc
 import os
+import stat
 import time
 from collections import Counter
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Any, TextIO
+from typing import Any, BinaryIO, TextIO
 
 from dbsvc.datatools.lines import BadLine, decode_lines
 from dbsvc.datatools.progress import Progress
-from dbsvc.errors import BatchRejected, ConstraintViolation, ImportRejected, RequestError, UniqueViolation
+from dbsvc.errors import (
+    BatchRejected,
+    ConfigError,
+    ConstraintViolation,
+    ImportRejected,
+    RequestError,
+    UniqueViolation,
+)
 from dbsvc.storage import Store
 from dbsvc.storage.lock import WriterLock
 
 MAX_SHOWN = 20
 CHUNK_BYTES = 1 << 20          # lines are read, decoded and reported on in chunks of about this size
+
+
+UTF8_BOM = codecs.BOM_UTF8
+_OTHER_BOMS = ((codecs.BOM_UTF32_BE, "UTF-32"), (codecs.BOM_UTF32_LE, "UTF-32"),   # before UTF-16's:
+               (codecs.BOM_UTF16_BE, "UTF-16"), (codecs.BOM_UTF16_LE, "UTF-16"))   # FF FE starts both
+_NOT_REGULAR = {stat.S_IFIFO: "a FIFO", stat.S_IFSOCK: "a socket", stat.S_IFCHR: "a character device",
+                stat.S_IFBLK: "a block device"}
+_READS_UTF8 = "dbsvc import reads UTF-8 JSON Lines: convert the file first (iconv -f {} -t UTF-8)"
+
+
+def open_source(path: str) -> tuple[BinaryIO, int]:
+    """The import file opened for reading, past a UTF-8 byte order mark, and its size; a
+    ConfigError `cannot import 'PATH': what is wrong` for a file that cannot be imported as
+    a whole (the module docstring). Nothing is opened that could block (a FIFO)."""
+    def refused(why: str) -> ConfigError:
+        return ConfigError(f"cannot import {path!r}: {why}")
+
+    try:
+        info = os.stat(path)
+    except FileNotFoundError:
+        raise refused("no such file") from None
+    except OSError as exc:
+        raise refused(f"{(exc.strerror or str(exc)).lower()}") from None
+    if stat.S_ISDIR(info.st_mode):
+        raise refused("it is a directory, not a JSON Lines file")
+    if not stat.S_ISREG(info.st_mode):
+        kind = _NOT_REGULAR.get(stat.S_IFMT(info.st_mode), "not a file")
+        raise refused(f"it is {kind}, not a regular file: save the data to a file and import that")
+    try:
+        source = open(path, "rb")
+    except PermissionError:
+        raise refused("permission denied: this user may not read it") from None
+    except OSError as exc:
+        raise refused(f"{(exc.strerror or str(exc)).lower()}") from None
+    try:
+        head = source.readline(CHUNK_BYTES)
+        problem = _not_utf8(head)
+        if problem is not None:
+            raise refused(f"it is not UTF-8: {problem}")
+        source.seek(len(UTF8_BOM) if head.startswith(UTF8_BOM) else 0)
+    except BaseException:
+        source.close()
+        raise
+    return source, info.st_size
+
+
+def _not_utf8(head: bytes) -> str | None:
+    """What shows that a file starting with the line `head` is not UTF-8 text, or None."""
+    for bom, encoding in _OTHER_BOMS:
+        if head.startswith(bom):
+            return f"it starts with a {encoding} byte order mark; " + _READS_UTF8.format(encoding)
+    if b"\x00" in head:
+        return "its first line holds NUL bytes (UTF-16 or UTF-32?); " + _READS_UTF8.format("UTF-16")
+    whole = len(head) < CHUNK_BYTES or head.endswith(b"\n")
+    try:
+        codecs.getincrementaldecoder("utf-8")().decode(head, final=whole)
+    except UnicodeDecodeError as exc:
+        return (f"its first line has the byte 0x{head[exc.start]:02x} at byte {exc.start + 1}, which UTF-8 "
+                "does not allow there; " + _READS_UTF8.format("LATIN1"))
+    return None
 
 
 @dataclass(slots=True)
@@ -97,41 +176,41 @@ def _violations(model: str, exc: RequestError) -> str:
     return f"{model}: {exc.detail}"
 
 
-def read_records(path: str, module: Any, progress: Progress,
+def read_records(f: BinaryIO, module: Any, progress: Progress,
                  problems: _Problems) -> tuple[list[tuple[str, dict]], list[int], int]:
-    """Step 2: (rows, the line number of each row, lines read). Bad lines go to `problems`."""
+    """Step 2: (rows, the line number of each row, lines read) of the file `f` (as
+    `open_source` gives it). Bad lines go to `problems`."""
     validators = {m.name: m.validate_create for m in module.MODELS}
     known = ", ".join(validators)
     rows: list[tuple[str, dict]] = []
     numbers: list[int] = []
     append_row, append_number = rows.append, numbers.append
     number = 1
-    with open(path, "rb") as f:
-        while True:
-            lines = f.readlines(CHUNK_BYTES)
-            if not lines:
-                break
-            good, bad = decode_lines(lines, number)
-            for line, name, body in good:
-                validate = validators.get(name)
-                try:
-                    if validate is None:
-                        raise BadLine(f"unknown model {name!r}: expected one of {known}")
-                    if type(body) is not dict:
-                        raise BadLine(f'{name}: "record" must be an object of its fields')
-                    record = validate(body)
-                except BadLine as exc:
-                    bad.append((line, str(exc)))
-                    continue
-                except RequestError as exc:
-                    bad.append((line, _violations(name, exc)))
-                    continue
-                append_row((name, record))
-                append_number(line)
-            for line, message in sorted(bad):
-                problems.add(line, message)
-            number += len(lines)
-            progress.advance(sum(map(len, lines)), len(lines))
+    while True:
+        lines = f.readlines(CHUNK_BYTES)
+        if not lines:
+            break
+        good, bad = decode_lines(lines, number)
+        for line, name, body in good:
+            validate = validators.get(name)
+            try:
+                if validate is None:
+                    raise BadLine(f"unknown model {name!r}: expected one of {known}")
+                if type(body) is not dict:
+                    raise BadLine(f'{name}: "record" must be an object of its fields')
+                record = validate(body)
+            except BadLine as exc:
+                bad.append((line, str(exc)))
+                continue
+            except RequestError as exc:
+                bad.append((line, _violations(name, exc)))
+                continue
+            append_row((name, record))
+            append_number(line)
+        for line, message in sorted(bad):
+            problems.add(line, message)
+        number += len(lines)
+        progress.advance(sum(map(len, lines)), len(lines))
     return rows, numbers, number - 1
 
 
@@ -159,17 +238,23 @@ def _collector_paused() -> Iterator[None]:
 
 def import_file(directory: str, module: Any, path: str, *, sync: str = "full", replication: bool = False,
                 retain_bytes: int = 0, progress_stream: TextIO | None = None, quiet: bool = False) -> ImportReport:
-    """Steps 1-4 of the module docstring; `ImportRejected` when any line is bad. `sync`,
+    """Steps 1-4 of the module docstring; `ImportRejected` when any line is bad, a
+    ConfigError for a file that cannot be imported at all (`open_source`). `sync`,
     `replication` and `retain_bytes` are the server's settings (config.py), so the writer
     open in step 4 treats the tenant exactly as a server starting on it would."""
     report = ImportReport()
     problems = _Problems(path)
-    size = os.path.getsize(path)
-    lock = WriterLock.acquire(directory)
+    source, size = open_source(path)
+    try:
+        lock = WriterLock.acquire(directory)
+    except BaseException:
+        source.close()
+        raise
     try:
         with _collector_paused():
             progress = Progress("import: reading", size, "lines", stream=progress_stream, quiet=quiet)
-            rows, numbers, report.lines = read_records(path, module, progress, problems)
+            with source:
+                rows, numbers, report.lines = read_records(source, module, progress, problems)
             report.read_seconds = progress.finish()
             problems.raise_any()
             if not rows:
