@@ -399,3 +399,55 @@ def test_a_cache_others_may_write_is_refused(tmp_path: Path, mode: int) -> None:
     with pytest.raises(ConfigError, match=r"is owned or writable by another user.*SERVICE_ZIPAPP_CACHE"):
         unpack(archive, manifest, str(cache))
     assert list(cache.iterdir()) == []
+
+
+def _damage_part(directory: Path) -> None:
+    part = directory / "dbsvc_embedded_probe" / "part.py"
+    part.write_bytes(b"VALUE = 40\n")                  # the same size: only its mtime differs
+    os.utime(part, ns=(0, part.stat().st_mtime_ns + 1_000_000))
+
+
+def _directory_for_part(directory: Path) -> None:
+    part = directory / "dbsvc_embedded_probe" / "part.py"
+    part.unlink()
+    part.mkdir()
+
+
+@pytest.mark.parametrize(("damage", "said"), [
+    (_damage_part, "'dbsvc_embedded_probe/part.py' was modified after it was unpacked (its mtime changed)"),
+    (lambda d: (d / "dbsvc_embedded_probe" / "part.py").write_bytes(b"VALUE"),
+     "'dbsvc_embedded_probe/part.py' is 5 bytes, expected 11"),
+    (lambda d: (d / "dbsvc_embedded_probe" / "part.py").unlink(), "'dbsvc_embedded_probe/part.py' is missing"),
+    (_directory_for_part, "'dbsvc_embedded_probe/part.py' is a directory, expected a file"),
+    (lambda d: (d / "UNPACKED.json").unlink(), "UNPACKED.json is missing"),       # unpacked by an older dbsvc
+    (lambda d: (d / "UNPACKED.json").write_bytes(b"{"), "its record cannot be read"),
+], ids=["mtime", "size", "deleted", "directory", "no-record", "bad-record"])
+def test_a_damaged_unpacked_directory_is_unpacked_again_with_one_warning(tmp_path: Path, caplog, damage,
+                                                                         said: str) -> None:
+    archive, manifest = _embedding_archive(tmp_path / "app.pyz", PROBE)
+    cache = tmp_path / "cache"
+    directory = Path(unpack(archive, manifest, str(cache)))
+    damage(directory)
+    with caplog.at_level("WARNING", logger="dbsvc.zipapp"):
+        assert unpack(archive, manifest, str(cache)) == str(directory)
+    (record,) = caplog.records
+    message = record.getMessage()
+    assert message.startswith(f"the app's unpacked packages in {str(directory)!r} are damaged: {said}")
+    assert message.endswith("; unpacking them again")
+    assert (directory / "dbsvc_embedded_probe" / "part.py").read_bytes() == b"VALUE = 42\n"
+    assert [p.name for p in cache.iterdir()] == [directory.name]
+    caplog.clear()
+    inode = (directory / "MANIFEST.json").stat().st_ino
+    assert unpack(archive, manifest, str(cache)) == str(directory)      # repaired: the next start is quiet
+    assert caplog.records == [] and (directory / "MANIFEST.json").stat().st_ino == inode
+
+
+def test_files_python_adds_beside_the_unpacked_ones_are_no_damage(tmp_path: Path) -> None:
+    archive, manifest = _embedding_archive(tmp_path / "app.pyz", PROBE)
+    cache = tmp_path / "cache"
+    directory = Path(unpack(archive, manifest, str(cache)))
+    (directory / "dbsvc_embedded_probe" / "__pycache__").mkdir()
+    (directory / "dbsvc_embedded_probe" / "__pycache__" / "part.cpython-311.pyc").write_bytes(b"x")
+    inode = (directory / "MANIFEST.json").stat().st_ino
+    assert unpack(archive, manifest, str(cache)) == str(directory)
+    assert (directory / "MANIFEST.json").stat().st_ino == inode

@@ -13,6 +13,7 @@ import http.client
 import json
 import os
 import re
+import shutil
 import signal
 import struct
 import subprocess
@@ -277,3 +278,77 @@ def test_first_runs_at_once_share_one_unpacked_directory(python, guard_app, tmp_
     assert [proc.returncode for proc in procs] == [0, 0, 0, 0], results
     (unpacked,) = cache.iterdir()
     assert {out.strip() for out, _err in results} == {str(unpacked / "cryptography" / "__init__.py")}
+
+
+# ---------------------------------------------------------------- a damaged cache (issue 30, item 6)
+
+def _rust_extension(unpacked: Path) -> Path:
+    (found,) = (unpacked / "cryptography" / "hazmat" / "bindings").glob("_rust*.so")
+    return found
+
+
+def _truncate_so(unpacked: Path) -> str:
+    so = _rust_extension(unpacked)
+    so.write_bytes(so.read_bytes()[: so.stat().st_size // 2])
+    return so.relative_to(unpacked).as_posix()
+
+
+def _modify_py(unpacked: Path) -> str:
+    # Same size, so only its mtime tells: its first line (a comment) becomes a raise.
+    init = unpacked / "cryptography" / "__init__.py"
+    first, rest = init.read_bytes().split(b"\n", 1)
+    init.write_bytes(b"raise ImportError('tampered') #".ljust(len(first), b"#") + b"\n" + rest)
+    return "cryptography/__init__.py"
+
+
+def _delete_file(unpacked: Path) -> str:
+    (unpacked / "cryptography" / "fernet.py").unlink()
+    return "cryptography/fernet.py"
+
+
+def _file_to_directory(unpacked: Path) -> str:
+    so = _rust_extension(unpacked)
+    so.unlink()
+    so.mkdir()
+    return so.relative_to(unpacked).as_posix()
+
+
+@pytest.fixture(scope="module")
+def warm_cache(python, guard_app, tmp_path_factory) -> Path:
+    """A cache the guard app filled on a first start, to be copied per test (mtimes kept)."""
+    cwd = tmp_path_factory.mktemp("warm")
+    idp = TestIdp(cwd / "idp")
+    with served(python, guard_app, cwd, SERVICE_DATA=str(idp.data_dir()), SERVICE_ZIPAPP_CACHE=str(cwd / "cache"),
+                **idp.server_env()) as server:
+        assert server.request("GET", "/api/user", token=idp.token())[0] == 200
+    return cwd / "cache"
+
+
+@pytest.mark.parametrize(("damage", "said"), [
+    (_truncate_so, "bytes, expected"),
+    (_modify_py, "was modified"),
+    (_delete_file, "is missing"),
+    (_file_to_directory, "is a directory, expected a file"),
+], ids=["truncated-so", "modified-py", "deleted", "directory"])
+def test_a_damaged_cache_is_unpacked_again_and_says_so(python, guard_app, warm_cache, tmp_path, damage, said):
+    cache = tmp_path / "cache"
+    shutil.copytree(warm_cache, cache)
+    (unpacked,) = cache.iterdir()
+    name = damage(unpacked)
+    idp = TestIdp(tmp_path / "idp")
+    env = {"SERVICE_DATA": str(idp.data_dir()), "SERVICE_ZIPAPP_CACHE": str(cache), **idp.server_env()}
+    with served(python, guard_app, tmp_path, **env) as server:
+        assert server.request("GET", "/api/user")[0] == 401
+        status, body = server.request("POST", "/api/user", {"email": "a@example.com", "name": "Ada"},
+                                      token=idp.token())
+        assert status == 201, body
+        err = server.stop()                                    # exit 0
+    repaired = [line for line in err.splitlines() if "unpacking them again" in line]
+    assert len(repaired) == 1, err
+    assert f"{name!r}" in repaired[0] and said in repaired[0], repaired[0]
+    assert [p.name for p in cache.iterdir()] == [unpacked.name]        # repaired in place, nothing left over
+
+    with served(python, guard_app, tmp_path, **env) as server:          # and the next start is quiet
+        assert server.request("GET", "/api/user/1", token=idp.token())[0] == 200
+        err = server.stop()
+    assert "unpacking them again" not in err
