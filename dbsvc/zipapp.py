@@ -38,9 +38,9 @@ Rules:
    of the size and modification time (to the nanosecond) it had when it was unpacked. On
    any difference (a truncated `.so` would crash the process with SIGBUS; an edited `.py`
    would run) it logs one warning naming the file and what differed, and unpacks the set
-   again. A stat per file costs about 1 ms for cryptography's 265 files; a sha256 of their
-   16 MB, 10 to 20 times that at every start (bench/README.md, "Zipapp cache check"). A
-   change that keeps both size and mtime (a deliberate `touch -d`) is not seen: the cache
+   again. A stat per file is cheap where a sha256 of every byte at every start is not
+   (an order of magnitude apart: bench/README.md, "Zipapp cache check"). A change that
+   keeps both size and mtime (a deliberate `touch -d`) is not seen: the cache
    is this user's alone (rule 3), and who can write there can run code as this user anyway.
    Repairs are serialized by an flock on the cache directory, and re-checked under it, so
    two starts never both replace the directory.
