@@ -54,6 +54,7 @@ then `dbsvc.config` has imported `dbsvc.storage` already.
 
 from __future__ import annotations
 
+import contextlib
 import fcntl
 import hashlib
 import importlib
@@ -68,7 +69,7 @@ import sys
 import sysconfig
 import tempfile
 import zipfile
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from types import ModuleType
 from typing import Any
 
@@ -138,16 +139,20 @@ def unpack(archive: str, manifest: bytes, cache: str) -> str:
     target = os.path.join(cache, hashlib.sha256(manifest).hexdigest()[:16])
     if check_unpacked(target, manifest, described["files"]) is None:
         return target
-    with _cache_locked(cache):
-        found = check_unpacked(target, manifest, described["files"])     # again: another start may have repaired it
-        if found is None:
-            return target
-        if os.path.lexists(target):                     # not ours to guess at: start over
-            if found:
-                log.warning("the app's unpacked packages in %r are damaged: %s; unpacking them again",
-                            target, found)
-            _remove(target)
-        _unpack_new(archive, manifest, described["files"], cache, target)
+    try:
+        with _cache_locked(cache):
+            found = check_unpacked(target, manifest, described["files"])   # again: another start may have repaired it
+            if found is None:
+                return target
+            if os.path.lexists(target):                 # not ours to guess at: start over
+                if found:
+                    log.warning("the app's unpacked packages in %r are damaged: %s; unpacking them again",
+                                target, found)
+                _remove(target)
+            _unpack_new(archive, manifest, described["files"], cache, target)
+    except OSError as exc:                              # the lock, or setting the old directory aside
+        raise ConfigError(f"cannot unpack the app's embedded packages into {cache!r} ({exc}); set "
+                          "SERVICE_ZIPAPP_CACHE to a directory this user can write") from exc
     return target
 
 
@@ -201,8 +206,8 @@ def check_unpacked(target: str, manifest: bytes, names: dict[str, str]) -> str |
         return f"its record cannot be read ({exc})"
     for name in names:
         expected = record.get(name) if type(record) is dict else None
-        if expected is None:
-            return f"{UNPACKED_NAME} does not list {name!r}"
+        if type(expected) is not list or len(expected) != 2:
+            return f"{UNPACKED_NAME} has no size and mtime for {name!r}"
         try:
             info = os.lstat(os.path.join(target, *name.split("/")))
         except FileNotFoundError:
@@ -220,19 +225,15 @@ def check_unpacked(target: str, manifest: bytes, names: dict[str, str]) -> str |
     return None
 
 
-class _cache_locked:
+@contextlib.contextmanager
+def _cache_locked(cache: str) -> Iterator[None]:
     """An exclusive flock on the cache directory itself, for one check-and-repair."""
-
-    def __init__(self, cache: str) -> None:
-        self.cache = cache
-        self.fd = -1
-
-    def __enter__(self) -> None:
-        self.fd = os.open(self.cache, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
-        fcntl.flock(self.fd, fcntl.LOCK_EX)
-
-    def __exit__(self, *exc: object) -> None:
-        os.close(self.fd)                       # closing releases the lock
+    fd = os.open(cache, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)                            # closing releases the lock
 
 
 def _check_platform(described: dict[str, Any]) -> None:

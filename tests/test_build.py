@@ -421,7 +421,9 @@ def _directory_for_part(directory: Path) -> None:
     (_directory_for_part, "'dbsvc_embedded_probe/part.py' is a directory, expected a file"),
     (lambda d: (d / "UNPACKED.json").unlink(), "UNPACKED.json is missing"),       # unpacked by an older dbsvc
     (lambda d: (d / "UNPACKED.json").write_bytes(b"{"), "its record cannot be read"),
-], ids=["mtime", "size", "deleted", "directory", "no-record", "bad-record"])
+    (lambda d: (d / "UNPACKED.json").write_bytes(b'{"files": {"dbsvc_embedded_probe/part.py": 11}}'),
+     "UNPACKED.json has no size and mtime for 'dbsvc_embedded_probe/"),
+], ids=["mtime", "size", "deleted", "directory", "no-record", "bad-record", "bad-entry"])
 def test_a_damaged_unpacked_directory_is_unpacked_again_with_one_warning(tmp_path: Path, caplog, damage,
                                                                          said: str) -> None:
     archive, manifest = _embedding_archive(tmp_path / "app.pyz", PROBE)
