@@ -47,6 +47,14 @@ Rules:
    code at its time, by a timer (a token expiring: 4401).
 9. When the socket ends it logs one span line: route, duration, frames and bytes sent,
    close code.
+10. Fairness and abuse (like connection.py rule 12 for pipelined requests): one turn of
+   the loop hands wsproto at most TURN_BYTES (64 KiB, in FEED_SIZE pieces) and acts on at
+   most EVENT_BUDGET (256) events; the rest is parked, reading is paused and the socket
+   goes on at the next turn (`call_soon`), so 43,000 empty frames in one 256 KiB read
+   cost the other connections one budget per turn, not the whole read. Control frames
+   (ping, pong, close) are metered by a token bucket, CONTROL_BURST (64) at once and
+   CONTROL_RATE (8) a second after that: a peer past it is closed with 1008 (policy
+   violation) without waiting for its close, and what it sent after is discarded.
 """
 
 from __future__ import annotations
@@ -68,13 +76,22 @@ from dbsvc.errors import BadRequest, UpgradeRequired
 from dbsvc.http.frames import binary_frame, text_frame
 from dbsvc.http.output import Outbox
 from dbsvc.http.types import HttpSettings, Request, Upgrade
-from dbsvc.http.ws.common import ABNORMAL, GOING_AWAY, INTERNAL_ERROR, NORMAL_CLOSURE, TOO_BIG
+from dbsvc.http.ws.common import (ABNORMAL, GOING_AWAY, INTERNAL_ERROR, NORMAL_CLOSURE, POLICY_VIOLATION,
+                                  TOO_BIG)
 from dbsvc.logs import log_span
 
 # The logger keeps the name of the module this code came from: RUST_LOG selects loggers
 # by name (`dbsvc::http::websocket=debug`), and a split of files is no reason to break that.
 log = logging.getLogger("dbsvc.http.websocket")
 span_log = logging.getLogger("dbsvc.http.request")
+
+# Rule 10: what one socket's input may cost per turn of the loop, and the control frames
+# (ping, pong, close) a peer may send: a burst, then a steady rate.
+EVENT_BUDGET = 256                   # wsproto events acted on per turn
+FEED_SIZE = 16 * 1024                # bytes handed to wsproto at a time
+TURN_BYTES = 64 * 1024               # bytes handed to wsproto per turn
+CONTROL_BURST = 64                   # control frames a peer may send at once
+CONTROL_RATE = 8.0                   # control frames a second, sustained, past the burst
 
 
 class State(enum.Enum):
@@ -123,7 +140,8 @@ class WebSocketConnection:
         "_ws", "_out", "_loop", "_settings", "_session", "_request", "_route", "state",
         "_max_message", "_message", "_message_size", "_message_text", "_close_code",
         "_reported", "_last_seen", "_ping_at", "_timer", "_expiry", "_started",
-        "frames_sent", "bytes_sent", "_reading_paused",
+        "frames_sent", "bytes_sent", "_reading_paused", "_unfed", "_yielding",
+        "_control_tokens", "_control_at",
     )
 
     def __init__(self, out: Outbox, loop: asyncio.AbstractEventLoop, settings: HttpSettings,
@@ -151,6 +169,10 @@ class WebSocketConnection:
         self.frames_sent = 0
         self.bytes_sent = 0
         self._reading_paused = False
+        self._unfed = bytearray()                  # rule 10: read, not yet given to wsproto
+        self._yielding = False
+        self._control_tokens = float(CONTROL_BURST)
+        self._control_at = self._last_seen
         if upgrade.close_at is not None:
             when, code, reason = upgrade.close_at
             self._expiry = loop.call_later(max(0.0, when - time.time()), self.close, code, reason)
@@ -191,23 +213,101 @@ class WebSocketConnection:
         if self.state is State.CLOSED:
             return
         self._last_seen = self._loop.time()
+        self._unfed += data
+        if not self._yielding:
+            self._drain()
+
+    def _drain(self) -> None:
+        """Rule 10: hand the peer's bytes to wsproto FEED_SIZE at a time and act on its
+        events, at most EVENT_BUDGET events and TURN_BYTES bytes per turn of the loop; past
+        either, park the rest, pause reading and go on at the next turn (`call_soon`)."""
         ws = self._ws
-        try:
-            ws.receive_data(data)
-        except LocalProtocolError:                 # bytes after the close handshake
+        budget = EVENT_BUDGET
+        fed = 0
+        unfed = self._unfed
+        while True:
+            for event in ws.events():
+                budget -= 1
+                if self._on_event(event) or self._ended():
+                    unfed.clear()
+                    return
+                if budget <= 0:
+                    self._yield_turn()
+                    return
+            if not unfed:
+                self._update_reading()
+                return
+            if fed >= TURN_BYTES:
+                self._yield_turn()
+                return
+            piece = bytes(unfed[:FEED_SIZE])
+            del unfed[:FEED_SIZE]
+            fed += len(piece)
+            try:
+                ws.receive_data(piece)
+            except LocalProtocolError:             # bytes after the close handshake
+                unfed.clear()
+                return
+
+    def _on_event(self, event: Any) -> bool:
+        """Act on one wsproto event; True when the peer's input ends here (a close frame,
+        or a control-frame flood)."""
+        if isinstance(event, (TextMessage, BytesMessage)):
+            self._on_data(event)
+            return False
+        if not self._control_allowed():                                   # rule 10
+            log.info("closing %s socket: over %d control frames at once or %.0f/s",
+                     self._route, CONTROL_BURST, CONTROL_RATE)
+            self._fail(POLICY_VIOLATION, "control frame flood")
+            return True
+        if isinstance(event, Ping):
+            if self._ws.state is ConnectionState.OPEN:
+                self._out.write_later(self._ws.send(event.response()))
+        elif isinstance(event, CloseConnection):
+            self._on_close_frame(event)
+            return True
+        # a Pong needs nothing: rule 3's _last_seen already moved
+        return False
+
+    def _control_allowed(self) -> bool:
+        """Rule 10's token bucket: CONTROL_BURST frames, refilled at CONTROL_RATE a second."""
+        now = self._loop.time()
+        tokens = min(float(CONTROL_BURST), self._control_tokens + (now - self._control_at) * CONTROL_RATE)
+        self._control_at = now
+        if tokens < 1.0:
+            self._control_tokens = tokens
+            return False
+        self._control_tokens = tokens - 1.0
+        return True
+
+    def _yield_turn(self) -> None:
+        self._yielding = True
+        self._update_reading()
+        self._loop.call_soon(self._resume_turn)
+
+    def _resume_turn(self) -> None:
+        """The loop came round again after this socket yielded its turn (rule 10)."""
+        self._yielding = False
+        if self.state is State.CLOSED:
             return
-        for event in ws.events():
-            if isinstance(event, (TextMessage, BytesMessage)):
-                self._on_data(event)
-            elif isinstance(event, Ping):
-                if ws.state is ConnectionState.OPEN:
-                    self._out.write_later(ws.send(event.response()))
-            elif isinstance(event, CloseConnection):
-                self._on_close_frame(event)
-                return
-            # a Pong needs nothing: rule 3's _last_seen already moved
-            if self._ended():
-                return
+        try:
+            self._drain()
+        except Exception:                          # a bug of ours: this socket, not the loop
+            log.exception("WebSocket %s failed while reading", self._route)
+            self._abort()
+
+    def _update_reading(self) -> None:
+        """Read from the transport unless this socket yields its turn (rule 10) or the
+        transport is over its high-water mark (rule 5)."""
+        if self.state is State.CLOSED or self._out.closed:
+            return
+        pause = self._yielding or self._out.paused
+        if pause != self._reading_paused:
+            self._reading_paused = pause
+            if pause:
+                self._out.transport.pause_reading()
+            else:
+                self._out.transport.resume_reading()
 
     def eof_received(self) -> bool | None:
         return None                                # the peer is done: let the transport close
@@ -229,14 +329,10 @@ class WebSocketConnection:
                       "route": self._route, "frames": self.frames_sent, "close_code": self._close_code})
 
     def pause_writing(self) -> None:
-        if not self._reading_paused and self.state is not State.CLOSED:
-            self._reading_paused = True                # rule 5
-            self._out.transport.pause_reading()
+        self._update_reading()                         # rule 5
 
     def resume_writing(self) -> None:
-        if self._reading_paused and self.state is not State.CLOSED:
-            self._reading_paused = False
-            self._out.transport.resume_reading()
+        self._update_reading()
         if self.state is State.OPEN:
             self._call(self._session.on_writable)
 
