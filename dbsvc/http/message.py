@@ -176,6 +176,7 @@ def read_head(event: h11.Request, request_id_source: RequestIds,
         headers=headers,
         request_id=request_id_source.choose(incoming_id),
         client=client,
+        http_version=event.http_version.decode("ascii"),
     )
     return Head(request, content_length, chunked, expects, origin,
                 preflight_method, preflight_headers, asterisk)

@@ -29,6 +29,7 @@ class Request:
     body: bytes = b""
     request_id: str = ""
     client: tuple[str, int] | None = None
+    http_version: str = "1.1"                # "1.0" or "1.1" (the fast path reads 1.1 only)
 
     def header(self, name: str) -> str | None:
         """The first value of header `name` (lower case), or None."""

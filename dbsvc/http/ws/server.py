@@ -109,16 +109,22 @@ def handshake_headers(request: Request, subprotocol: str | None) -> list[tuple[s
 
     Raises `UpgradeRequired` (426, with `Upgrade: websocket` and `Sec-WebSocket-Version:
     13`) for a request that is not a WebSocket handshake or asks for another version, and
-    `BadRequest` for a malformed key.
+    `BadRequest` for a malformed or repeated key, or a handshake over HTTP/1.0 (RFC 6455
+    §4.1: the handshake is HTTP/1.1 or later, with one `Sec-WebSocket-Key`).
     """
     if request.method != "GET" or "websocket" not in _tokens(request.header("upgrade")) \
             or "upgrade" not in _tokens(request.header("connection")):
         raise UpgradeRequired(f"{request.path} is a WebSocket route: expected a GET with "
                               "'Upgrade: websocket' and 'Connection: Upgrade'")
+    if request.http_version == "1.0":                  # RFC 6455 §4.1: HTTP/1.1 or later
+        raise BadRequest("a WebSocket handshake over HTTP/1.0 is not valid: expected HTTP/1.1")
     version = (request.header("sec-websocket-version") or "").strip()
     if version != "13":
         raise UpgradeRequired(f"Sec-WebSocket-Version {version!r} is not supported: expected '13'")
-    key = (request.header("sec-websocket-key") or "").strip()
+    keys = [value for name, value in request.headers if name == "sec-websocket-key"]
+    if len(keys) > 1:                                  # RFC 6455 §4.1: exactly one key
+        raise BadRequest(f"Sec-WebSocket-Key appears {len(keys)} times: expected exactly one")
+    key = (keys[0] if keys else "").strip()
     try:
         valid = len(base64.b64decode(key, validate=True)) == 16
     except (binascii.Error, ValueError):
