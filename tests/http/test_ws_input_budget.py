@@ -20,14 +20,17 @@ class MemoryTransport:
 
     def __init__(self) -> None:
         self.written = bytearray()
+        self.buffer = 0                                     # bytes "not yet sent" (a slow peer)
         self.reading = True
         self.closed = False
 
     def write(self, data: bytes) -> None:
         self.written += data
+        if self.buffer:                                     # behind a backlog, as asyncio queues it
+            self.buffer += len(data)
 
     def get_write_buffer_size(self) -> int:
-        return 0
+        return self.buffer
 
     def pause_reading(self) -> None:
         self.reading = False
@@ -71,13 +74,14 @@ def masked(opcode: int, payload: bytes = b"") -> bytes:
         b ^ mask[i % 4] for i, b in enumerate(payload))
 
 
-def open_socket(loop: asyncio.AbstractEventLoop) -> tuple[WebSocketConnection, MemoryTransport, Counting]:
+def open_socket(loop: asyncio.AbstractEventLoop, settings: HttpSettings = HttpSettings(),
+                ) -> tuple[WebSocketConnection, MemoryTransport, Counting]:
     transport = MemoryTransport()
     out = Outbox(lambda box: loop.call_soon(box.flush))
     out.transport = transport
     session = Counting()
     request = Request("GET", "/ws", "/ws", [], [])
-    return WebSocketConnection(out, loop, HttpSettings(), Upgrade(session), request, b""), transport, session
+    return WebSocketConnection(out, loop, settings, Upgrade(session), request, b""), transport, session
 
 
 def close_code(written: bytes) -> int | None:
@@ -164,3 +168,26 @@ def test_a_real_ping_flood_closes_1008_and_other_requests_go_on(server):
     sock.close()
     assert close_code(data) == 1008
     assert server.get("/echo").status == 200
+
+
+def test_a_peer_taking_its_backlog_is_alive_though_it_never_answers_a_ping():
+    # ws/server.py rule 3: the ping waits behind the data queued before it; the peer's
+    # progress through that data is its sign of life, and when the progress stops it is dropped.
+    async def body():
+        loop = asyncio.get_running_loop()
+        settings = HttpSettings(ws_ping_interval=0.05, ws_pong_timeout=0.05)
+        ws, transport, session = open_socket(loop, settings)
+        for _ in range(100):
+            ws.send_text("x" * 1000)
+        await asyncio.sleep(0)
+        transport.buffer = len(transport.written)           # all of it still waiting for the peer
+        until = loop.time() + 0.6                           # a dozen ping rounds
+        while loop.time() < until:
+            await asyncio.sleep(0.01)
+            transport.buffer = max(1, transport.buffer - 800)   # the peer reads, slowly
+            assert not transport.closed, "dropped while it was reading"
+        until = loop.time() + 2.0                           # it stops reading: dropped
+        while not transport.closed and loop.time() < until:
+            await asyncio.sleep(0.01)
+        assert transport.closed                             # aborted: connection_lost reports 1006
+    asyncio.run(body())

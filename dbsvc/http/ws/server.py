@@ -25,11 +25,16 @@ Rules:
    never buffered whole (RFC 6455 §7.4.1).
 3. Liveness: when nothing arrived for `ws_ping_interval` seconds (30) the server sends a
    ping; a peer that sends nothing within `ws_pong_timeout` (30) after it is dropped
-   (aborted, close code 1006). Any bytes from the peer count as a sign of life. One timer
-   handle per socket, re-armed lazily.
+   (aborted, close code 1006). Any bytes from the peer count as a sign of life, and so do
+   bytes the transport wrote to it since the last look (`Outbox.written` grew): a consumer
+   reading steadily on a slow link meets our ping late, behind the data queued before it,
+   and is not dropped for that. One timer handle per socket, re-armed lazily.
 4. Closing (RFC 6455 §7.1): `close(code, reason)` sends a close frame after every frame
-   already queued, then waits up to `ws_close_timeout` (5 s) for the peer's close frame and
-   closes TCP (the server closes TCP first, §7.1.1); a peer-initiated close is answered
+   already queued (the frames a session counted as sent are owed: a 1013 names the last
+   of them), then waits `ws_close_timeout` (5 s) for the peer's close frame, longer while
+   the peer is still reading (rule 3's sign, up to CLOSE_PATIENCE timeouts), and closes
+   TCP (the server closes TCP first, §7.1.1): with a FIN when our close frame has left our
+   buffer, so a late reader still finds it, with a reset when it has not; a peer-initiated close is answered
    with the same code and TCP is closed at once. A protocol error from the peer (bad
    framing, invalid UTF-8, a masked-bit violation) is answered with a close frame carrying
    wsproto's code (1002, 1007) and TCP is closed without waiting.
@@ -92,6 +97,7 @@ FEED_SIZE = 16 * 1024                # bytes handed to wsproto at a time
 TURN_BYTES = 64 * 1024               # bytes handed to wsproto per turn
 CONTROL_BURST = 64                   # control frames a peer may send at once
 CONTROL_RATE = 8.0                   # control frames a second, sustained, past the burst
+CLOSE_PATIENCE = 6                   # rule 4: close timeouts a reading peer may take to answer
 
 
 class State(enum.Enum):
@@ -147,7 +153,8 @@ class WebSocketConnection:
         "_max_message", "_message", "_message_size", "_message_text", "_close_code",
         "_reported", "_last_seen", "_ping_at", "_timer", "_expiry", "_started",
         "frames_sent", "bytes_sent", "_reading_paused", "_unfed", "_yielding",
-        "_control_tokens", "_control_at",
+        "_control_tokens", "_control_at", "_written_mark", "_backlogged",
+        "_closing_until",
     )
 
     def __init__(self, out: Outbox, loop: asyncio.AbstractEventLoop, settings: HttpSettings,
@@ -179,6 +186,9 @@ class WebSocketConnection:
         self._yielding = False
         self._control_tokens = float(CONTROL_BURST)
         self._control_at = self._last_seen
+        self._written_mark = 0                     # rule 3: out.written at the last timer
+        self._backlogged = False                   # rule 3: bytes were waiting then
+        self._closing_until = 0.0                  # rule 4: the longest a close may wait
         if upgrade.close_at is not None:
             when, code, reason = upgrade.close_at
             self._expiry = loop.call_later(max(0.0, when - time.time()), self.close, code, reason)
@@ -211,7 +221,10 @@ class WebSocketConnection:
         self._send_close(code, reason)
         if self.state is State.OPEN:               # wsproto: now LOCAL_CLOSING
             self.state = State.CLOSING
-            self._arm(self._loop.time() + self._settings.ws_close_timeout)
+            now = self._loop.time()
+            self._peer_reading()                   # the marks rule 4's wait compares with
+            self._closing_until = now + CLOSE_PATIENCE * self._settings.ws_close_timeout
+            self._arm(now + self._settings.ws_close_timeout)
 
     # -- Upgraded (transport events) ----------------------------------------------------
 
@@ -436,17 +449,26 @@ class WebSocketConnection:
             return
         now = self._loop.time()
         settings = self._settings
+        reading = self._peer_reading()
         if state is State.CLOSING:
+            if reading and now < self._closing_until:           # rule 4: still reading its way to our close
+                self._arm(now + settings.ws_close_timeout)
+                return
             log.debug("%s: no close frame from the peer within %.1f s", self._route, settings.ws_close_timeout)
-            self._abort()
+            if self._out.buffered == 0:
+                self._out.transport.close()                     # our close frame is with the kernel: FIN after it
+            else:
+                self._abort()
             return
         ping_at = self._ping_at
         if ping_at is not None:
-            if self._last_seen <= ping_at:
+            if self._last_seen <= ping_at and not reading:
                 log.info("dropping %s socket: no answer to a ping within %.1f s",
                          self._route, settings.ws_pong_timeout)
                 self._abort()
                 return
+            if self._last_seen <= ping_at:                      # alive by what it read: ask again later
+                self._last_seen = now
             self._ping_at = None
         due = self._last_seen + settings.ws_ping_interval
         if now >= due:
@@ -455,6 +477,15 @@ class WebSocketConnection:
             self._arm(now + settings.ws_pong_timeout)
         else:
             self._arm(due)
+
+    def _peer_reading(self) -> bool:
+        """Rule 3: whether the transport wrote bytes out of a backlog since the last look.
+        Only a backlog counts: bytes written into an empty kernel buffer (our ping, say)
+        leave whether or not anyone reads them; out of a backlog, only as the peer reads."""
+        written, backlogged = self._written_mark, self._backlogged
+        self._written_mark = self._out.written
+        self._backlogged = self._out.buffered > 0
+        return backlogged and self._written_mark > written
 
     def _abort(self) -> None:
         self.state = State.CLOSED
