@@ -11,6 +11,12 @@ value and what it accepts (the command line exits with status 2). Variables
     SERVICE_HEADER_TIMEOUT (10)    SERVICE_IDLE_TIMEOUT (60)
     SERVICE_MIN_BODY_RATE (240 bytes/s, 0 off)  SERVICE_BODY_MEMORY (67108864 bytes)
     SERVICE_WS_PING_INTERVAL (30)  SERVICE_WS_PONG_TIMEOUT (30)  -- WebSocket liveness
+    SERVICE_MAX_SOCKETS (1024)     open WebSockets, counted apart from SERVICE_MAX_CONNECTIONS:
+                      an upgrade past it is 503 before the 101 (dbsvc/http/hub.py rules 7-8)
+    SERVICE_ALLOWED_HOSTS (unset)  comma list of the Host names requests may use (DNS
+                      rebinding, dbsvc/http/hosts.py); unset: any Host, except on a loopback
+                      bind with the guard off, where it is localhost, 127.0.0.1 and [::1]
+                      (decided where the guard is known: dbsvc.service.host_check)
     SERVICE_HTTP_PARSER (fast | h11: h11 alone, the fast path off; dbsvc/http/fastpath.py)
     SERVICE_EXPLORER (on | off; unset: on for a loopback bind with the guard off, decided
                       where the guard is known: dbsvc.explorer.explorer_enabled)
@@ -39,6 +45,7 @@ from __future__ import annotations
 
 import math
 import os
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
@@ -127,6 +134,16 @@ def _switch(environ: Mapping[str, str], name: str) -> bool | None:
     return _choice(environ, name, "", ("on", "off")) == "on"
 
 
+def _hosts(environ: Mapping[str, str], name: str) -> tuple[str, ...]:
+    """A comma list of Host names (dbsvc/http/hosts.py rule 2): `name`, `[ipv6]`, `.domain`, `*`."""
+    hosts = tuple(h.strip().lower() for h in environ.get(name, "").split(",") if h.strip())
+    for host in hosts:
+        if host != "*" and not re.fullmatch(r"\.?[a-z0-9_.-]+|\[[0-9a-f:.]+\]", host):
+            raise ConfigError(f"{name}: {host!r} is not a host name: expected a name (example.com), "
+                              "a domain and its subdomains (.example.com), an IP address ([::1] for IPv6) or *")
+    return hosts
+
+
 def _runtime_int(runtime: Mapping[str, object], key: str, default: int, lo: int = 1) -> int:
     """An integer of the schema's `[runtime]` table (its checks already ran at generation)."""
     value = runtime.get(key, default)
@@ -185,6 +202,10 @@ def load_config(environ: Mapping[str, str], runtime: Mapping[str, object] | None
         cors_origins=origins,
         ws_ping_interval=_positive_seconds(environ, "SERVICE_WS_PING_INTERVAL", 30.0),
         ws_pong_timeout=_positive_seconds(environ, "SERVICE_WS_PONG_TIMEOUT", 30.0),
+        # Socket budgets and the Host check (docs/security.md, issue 30): upgraded WebSockets
+        # count apart from HTTP connections (http/hub.py rule 8).
+        max_sockets=_int(environ, "SERVICE_MAX_SOCKETS", 1024, 1),
+        allowed_hosts=_hosts(environ, "SERVICE_ALLOWED_HOSTS"),
         http_parser=_choice(environ, "SERVICE_HTTP_PARSER", "fast", ("fast", "h11")),
     )
     tenant_raw = environ.get("SERVICE_TENANT", "")

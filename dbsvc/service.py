@@ -21,6 +21,7 @@ this module loads neither h11 nor wsproto: the application is imported once step
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import gc
 import logging
 import os
@@ -97,6 +98,18 @@ def build_guard(config: Config) -> TokenGuard | None:
     return Guard(config.auth)    # load_auth_config has already required SERVICE_TENANT
 
 
+def host_check(config: Config, guarded: bool) -> Config:
+    """`config` with the Host names its server answers (dbsvc/http/hosts.py): those of
+    SERVICE_ALLOWED_HOSTS, else the loopback names for a loopback bind with the guard off
+    (the explorer's default: a rebinding page must not read it), else any."""
+    from dbsvc.explorer.page import is_loopback
+    from dbsvc.http.hosts import LOOPBACK_NAMES
+
+    if config.http.allowed_hosts or guarded or not is_loopback(config.http.host):
+        return config
+    return dataclasses.replace(config, http=dataclasses.replace(config.http, allowed_hosts=LOOPBACK_NAMES))
+
+
 def run_server(module: GeneratedModule, config: Config, follow: str | None = None,
                announce: Callable[[str, bool], None] | None = None) -> int:
     """Serve a generated module until a signal; the exit status for the command line.
@@ -132,6 +145,7 @@ def run_server(module: GeneratedModule, config: Config, follow: str | None = Non
     app = Application(module, store, broker, guard=guard, replication=config.replication,
                       origins=config.http.cors_origins, replica=follower.status if follower else None,
                       explorer=explorer_enabled(config.explorer, config.http.host, guard is not None))
+    config = host_check(config, guard is not None)
     settle_heap()
     try:
         if follower is not None:

@@ -12,6 +12,7 @@ callable (see `types.App`). Modules:
     fastpath.py    the fast path: a strict parser for common requests, handing the rest to h11
     message.py     h11 events <-> Request/Response, request ids, Date, header validation
     cors.py        CORS policy and preflight answers
+    hosts.py       the Host names a server answers to (DNS rebinding)
     ws/            WebSocket: server.py (one upgraded socket), client.py (a blocking client,
                    for replication); the only wsproto importers, neither loads the other
 

@@ -55,9 +55,10 @@ Rules:
    back-pressure (rule 1) still bounds it, and before anything else touches the transport
    (an error response, a close, a FIN, an upgrade): `Outbox` (output.py) holds it.
 10. An `Upgrade` answer is checked as a WebSocket opening handshake (ws/server.py); a
-   valid one gets its 101 through h11 and the socket passes to a `WebSocketConnection`,
-   which from then on receives every transport callback (types.Upgraded). An invalid one
-   is answered like any refused request (426 or 400) and the connection stays HTTP.
+   valid one gets its 101 through h11 (503 when `max_sockets` are open: hub.py rule 8) and
+   the socket passes to a `WebSocketConnection`, which from then on receives every
+   transport callback (types.Upgraded). An invalid one is answered like any refused
+   request (426 or 400) and the connection stays HTTP.
 11. A body must keep coming (intake.py rule 5: `idle_timeout` after its last byte, and
    `min_body_rate` once `body_rate_grace` has passed), so a byte every few seconds cannot
    hold a connection. Past its deadline the client gets 408 and the connection closes
@@ -77,14 +78,13 @@ import asyncio
 import logging
 import math
 import time
-from http import HTTPStatus
 from typing import Any, cast
 
 from dbsvc.errors import InternalError, RequestError, Unavailable
 from dbsvc.http.fastpath import FastWire
 from dbsvc.http.hub import DEADLINES, Bound, Hub, Phase
 from dbsvc.http.intake import BodyIntake
-from dbsvc.http.message import Head, response_headers
+from dbsvc.http.message import REASONS, Head, response_headers
 from dbsvc.http.output import Outbox
 from dbsvc.http.problem import internal_error_response, problem_response
 from dbsvc.http.types import Deferred, Response, Upgrade, Upgraded
@@ -107,13 +107,6 @@ _LAST_WORDS = (b"HTTP/1.1 500 Internal Server Error\r\ncontent-type: application
 
 log = logging.getLogger("dbsvc.http")
 
-# Reason phrases as RFC 9110 §15 names them, whatever the Python: 3.13's `HTTPStatus` took up
-# the RFC's names for these four, 3.11 and 3.12 still say "Request Entity Too Large", so the
-# same server wrote other status lines under another interpreter (problem titles, errors.py,
-# are RFC 9110's already).
-_REASONS = {status.value: status.phrase.encode("ascii") for status in HTTPStatus}
-_REASONS.update({413: b"Content Too Large", 414: b"URI Too Long", 416: b"Range Not Satisfiable",
-                 422: b"Unprocessable Content"})
 _INF = math.inf
 
 HEAD, BODY, APP, IDLE, LINGER, UPGRADED, CLOSED = (
@@ -123,8 +116,8 @@ HEAD, BODY, APP, IDLE, LINGER, UPGRADED, CLOSED = (
 class HttpConnection(asyncio.Protocol):
     """The protocol instance of one accepted socket."""
 
-    __slots__ = ("_hub", "_wire", "_transport", "_peer", "phase", "deadline", "counted", "_unfed",
-                 "_reading_paused", "_out", "_eof", "_eof_fed", "_head", "_intake", "_preflight",
+    __slots__ = ("_hub", "_wire", "_transport", "_peer", "phase", "deadline", "counted", "reserve", "socket",
+                 "_unfed", "_reading_paused", "_out", "_eof", "_eof_fed", "_head", "_intake", "_preflight",
                  "_started", "_upgraded", "_deferred", "_yielding")
 
     def __init__(self, hub: Hub) -> None:
@@ -135,6 +128,8 @@ class HttpConnection(asyncio.Protocol):
         self._intake = BodyIntake(hub)
         self._enter(HEAD)                                   # entered again, its clock restarted, at the accept
         self.counted = False
+        self.reserve = False                                # hub.py rule 7
+        self.socket = False                                 # hub.py rule 8
         self._unfed = bytearray()
         self._reading_paused = False
         self._out = Outbox(hub.defer)                       # rule 9, and write back-pressure
@@ -355,7 +350,8 @@ class HttpConnection(asyncio.Protocol):
         if hub.span_enabled:
             self._started = time.perf_counter()
         self._head = head
-        refusal = self._intake.refusal_of(head)             # rules 4, 5 and 11
+        # rules 4, 5 and 11; hub.py rules 7 (the probes' reserve) and 9 (the Host)
+        refusal = self._intake.refusal_of(head) or hub.refusal_of(head.request, self.reserve)
         if refusal is not None:
             self._fail(refusal, head)
             return
@@ -483,7 +479,7 @@ class HttpConnection(asyncio.Protocol):
                 raise TypeError(f"response body is {type(body).__name__}, expected bytes")
             if (request is not None and request.method == "HEAD") or status == 204 or status == 304:
                 body = b""
-            data = wire.respond(status, _REASONS.get(status, b""), headers, body, close)
+            data = wire.respond(status, REASONS.get(status, b""), headers, body, close)
         except Exception as exc:                           # rule 8: e.g. CR/LF in a header value
             if fallback:
                 raise
@@ -581,7 +577,12 @@ class HttpConnection(asyncio.Protocol):
             upgrade.session.on_close(1006)
             self._send(self._app_error(exc), None)
             return
-        self._out.write(wire.informational(101, _REASONS[101], headers))
+        if not self._hub.take_socket(self):                 # hub.py rule 8
+            upgrade.session.on_close(1006)
+            limit = self._hub.settings.max_sockets
+            self._send(problem_response(Unavailable(f"WebSocket limit of {limit} reached"), request.request_id), None)
+            return
+        self._out.write(wire.informational(101, REASONS[101], headers))
         trailing = wire.trailing_data() + bytes(self._unfed)
         self._unfed.clear()
         self._enter(UPGRADED)
@@ -591,7 +592,6 @@ class HttpConnection(asyncio.Protocol):
 
     def _log_span(self, request: Any, status: int, size: int, request_id: str) -> None:
         if request is None:                                 # refused before a request existed
-            log_request("-", "-", status, 0.0, size, request_id)
-        else:
-            log_request(request.method, request.path, status, (time.perf_counter() - self._started) * 1000.0,
-                        size, request.request_id)
+            return log_request("-", "-", status, 0.0, size, request_id)
+        log_request(request.method, request.path, status, (time.perf_counter() - self._started) * 1000.0,
+                    size, request.request_id)

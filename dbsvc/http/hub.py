@@ -2,7 +2,7 @@
 
 Job: one `Hub` per server holds what its connections share: the app, the settings, the CORS
 policy, the request-id source, the live connections and how many count against
-`max_connections`, the running app tasks, the turn-end flush (connection.py rule 9), the
+`max_connections` (and `max_sockets`, once upgraded), the running app tasks, the turn-end flush (connection.py rule 9), the
 bytes unfinished request bodies hold (intake.py), and the timeouts as deadlines use them.
 This module also names the phases of a connection (`Phase`) and, in one table
 (`DEADLINES`), what bounds the time a connection may spend in each.
@@ -38,6 +38,15 @@ Rules:
    it, so a deadline fires once.
 6. The hub is busy while an app task runs or a connection is in any phase but LINGER and
    CLOSED; graceful shutdown (server.py) waits for that to end, up to shutdown_timeout.
+7. Past `max_connections`, PROBE_RESERVE (8) more connections are admitted for the probes
+   only: they may ask PROBE_PATHS (`/health`, `/ready`) and anything else is 503, so an
+   orchestrator's liveness and readiness checks still get their answer at the cap.
+8. An upgraded WebSocket leaves the HTTP count (or the reserve) when it upgrades and counts
+   against `max_sockets` instead; an upgrade past it is refused 503 before the 101. Idle
+   subscribers then never crowd out HTTP requests, and the reverse.
+9. A request whose Host the server is not known by (`allowed_hosts`, hosts.py) is refused
+   403 before its body is read: DNS rebinding. The probes are exempt: an orchestrator
+   calls them by the pod's address, and they say nothing but "ok".
 """
 
 from __future__ import annotations
@@ -49,12 +58,17 @@ import math
 from collections.abc import Coroutine
 from typing import Any, Protocol
 
+from dbsvc.errors import Forbidden, RequestError, Unavailable
 from dbsvc.http.cors import CorsPolicy
+from dbsvc.http.hosts import HostPolicy
 from dbsvc.http.message import RequestIds
 from dbsvc.http.output import Outbox
-from dbsvc.http.types import App, HttpSettings
+from dbsvc.http.types import App, HttpSettings, Request
 
-__all__ = ["DEADLINES", "Bound", "Hub", "Phase", "Tracked", "off_when_zero"]
+__all__ = ["DEADLINES", "PROBE_PATHS", "PROBE_RESERVE", "Bound", "Hub", "Phase", "Tracked", "off_when_zero"]
+
+PROBE_RESERVE = 8                                # connections past the cap for the probes (rule 7)
+PROBE_PATHS = frozenset({"/health", "/ready"})   # interface.md §1: the liveness and readiness probes
 
 span_log = logging.getLogger("dbsvc.http.request")
 
@@ -96,6 +110,8 @@ class Tracked(Protocol):
     phase: Phase
     deadline: float
     counted: bool
+    reserve: bool                   # admitted past the cap for the probes only (rule 7)
+    socket: bool                    # an upgraded socket, counted against max_sockets (rule 8)
 
     def on_deadline(self) -> None: ...
 
@@ -109,19 +125,23 @@ class Hub:
 
     __slots__ = ("app", "settings", "loop", "cors", "ids", "span_enabled", "connections",
                  "counted", "tasks", "shutting_down", "_deferred", "header_timeout", "idle_timeout",
-                 "body_wait", "body_memory", "body_bytes", "fast_path")
+                 "body_wait", "body_memory", "body_bytes", "fast_path", "reserved", "sockets",
+                 "hosts")
 
     def __init__(self, app: App, settings: HttpSettings, loop: asyncio.AbstractEventLoop) -> None:
         self.app = app
         self.settings = settings
         self.loop = loop
         self.cors = CorsPolicy(settings.cors_origins)
+        self.hosts = HostPolicy(settings.allowed_hosts)     # rule 9 (hosts.py)
         self.ids = RequestIds()
         # Checked once: the span is the only per-request log line, and a disabled
         # logger should cost nothing per request (configure logging before serving).
         self.span_enabled = span_log.isEnabledFor(logging.INFO)
         self.connections: set[Tracked] = set()
         self.counted = 0
+        self.reserved = 0                                   # probe-only connections past the cap (rule 7)
+        self.sockets = 0                                    # upgraded sockets (rule 8)
         self.tasks: set[asyncio.Task[None]] = set()
         self.shutting_down = False
         self._deferred: list[Outbox] = []
@@ -135,19 +155,60 @@ class Hub:
         self.fast_path = settings.http_parser != "h11"      # connections start on fastpath.FastWire
 
     def admit(self, connection: Tracked) -> bool:
-        """Track `connection`; False when it is over the cap (it is still tracked, uncounted)."""
+        """Track `connection`; False when it is over the cap and the probes' reserve (it is
+        still tracked, uncounted). Past the cap it may take a place of the reserve (rule 7)."""
         self.connections.add(connection)
-        if self.shutting_down or self.counted >= self.settings.max_connections:
+        if self.shutting_down:
             return False
-        self.counted += 1
-        connection.counted = True
+        if self.counted < self.settings.max_connections:
+            self.counted += 1
+            connection.counted = True
+            return True
+        if self.reserved < PROBE_RESERVE:
+            self.reserved += 1
+            connection.reserve = True
+            return True
+        return False
+
+    def refusal_of(self, request: Request, reserve: bool) -> RequestError | None:
+        """What refuses `request` before its body, by the rules of this hub: a place of the
+        probes' reserve asked for anything but a probe (rule 7), a Host this server is not
+        known by (rule 9)."""
+        probe = request.path in PROBE_PATHS
+        if reserve and not probe:
+            return Unavailable(f"connection limit of {self.settings.max_connections} reached: "
+                               "only /health and /ready are answered past it")
+        if self.hosts.enabled and not probe:
+            host = request.header("host")
+            if not self.hosts.permits(host):
+                return Forbidden(f"host {host!r} is not allowed: expected one of "
+                                 f"{', '.join(self.settings.allowed_hosts)} (SERVICE_ALLOWED_HOSTS)")
+        return None
+
+    def take_socket(self, connection: Tracked) -> bool:
+        """`connection` upgrades: False when max_sockets are open; else it leaves the
+        HTTP count (or the reserve) and counts as a socket from now on (rule 8)."""
+        if self.sockets >= self.settings.max_sockets:
+            return False
+        self._uncount(connection)
+        self.sockets += 1
+        connection.socket = True
         return True
 
     def forget(self, connection: Tracked) -> None:
         self.connections.discard(connection)
+        self._uncount(connection)
+        if connection.socket:
+            connection.socket = False
+            self.sockets -= 1
+
+    def _uncount(self, connection: Tracked) -> None:
         if connection.counted:
             connection.counted = False
             self.counted -= 1
+        if connection.reserve:
+            connection.reserve = False
+            self.reserved -= 1
 
     def defer(self, outbox: Outbox) -> None:
         """Write `outbox`'s held output when this turn of the loop ends (connection.py

@@ -38,6 +38,7 @@ import re
 import time
 from dataclasses import dataclass
 from email.utils import formatdate
+from http import HTTPStatus
 from urllib.parse import parse_qsl, unquote
 
 import h11
@@ -69,6 +70,15 @@ class RequestIds:
 
 _date_second = -1
 _date_value = b""
+
+
+# Reason phrases as RFC 9110 §15 names them, whatever the Python: 3.13's `HTTPStatus` took up
+# the RFC's names for these four, 3.11 and 3.12 still say "Request Entity Too Large", so the
+# same server wrote other status lines under another interpreter (problem titles, errors.py,
+# are RFC 9110's already).
+REASONS = {status.value: status.phrase.encode("ascii") for status in HTTPStatus}
+REASONS.update({413: b"Content Too Large", 414: b"URI Too Long", 416: b"Range Not Satisfiable",
+                422: b"Unprocessable Content"})
 
 
 def http_date() -> bytes:
@@ -176,6 +186,7 @@ def read_head(event: h11.Request, request_id_source: RequestIds,
         headers=headers,
         request_id=request_id_source.choose(incoming_id),
         client=client,
+        http_version=event.http_version.decode("ascii"),
     )
     return Head(request, content_length, chunked, expects, origin,
                 preflight_method, preflight_headers, asterisk)

@@ -15,6 +15,9 @@ Rules:
 3. Nothing is written after `closed` is set (the transport is gone).
 4. `paused` mirrors the transport's pause_writing / resume_writing; the owner decides
    what to stop producing while it is set.
+5. `handed` counts the bytes given to the transport; less its write buffer, that is what
+   the transport has written (`written`): when it grows, the peer is reading (a WebSocket
+   counts that as a sign of life, ws/server.py rule 3).
 
 Imports nothing from dbsvc; no h11, no wsproto.
 """
@@ -30,12 +33,13 @@ OUT_LIMIT = 64 * 1024
 class Outbox:
     """The held output and write state of one transport."""
 
-    __slots__ = ("transport", "paused", "closed", "_defer", "_chunks", "_size")
+    __slots__ = ("transport", "paused", "closed", "handed", "_defer", "_chunks", "_size")
 
     def __init__(self, defer: Callable[[Outbox], None]) -> None:
         self.transport: Any = None
         self.paused = False
         self.closed = False
+        self.handed = 0                    # bytes given to the transport, ever (rule 5)
         self._defer = defer
         self._chunks: list[bytes] = []
         self._size = 0
@@ -55,6 +59,7 @@ class Outbox:
         if self._chunks:
             self.flush()
         if not self.closed:
+            self.handed += len(data)
             self.transport.write(data)
 
     def flush(self) -> None:
@@ -66,6 +71,7 @@ class Outbox:
         chunks.clear()
         self._size = 0
         if not self.closed:
+            self.handed += len(data)
             self.transport.write(data)
 
     def discard(self) -> None:
@@ -73,6 +79,14 @@ class Outbox:
         self._chunks.clear()
         self._size = 0
         self.closed = True
+
+    @property
+    def written(self) -> int:
+        """Bytes the transport has passed to the kernel so far (rule 5): a reader's progress."""
+        transport = self.transport
+        if transport is None or self.closed:
+            return self.handed
+        return self.handed - transport.get_write_buffer_size()
 
     @property
     def buffered(self) -> int:

@@ -29,6 +29,7 @@ class Request:
     body: bytes = b""
     request_id: str = ""
     client: tuple[str, int] | None = None
+    http_version: str = "1.1"                # "1.0" or "1.1" (the fast path reads 1.1 only)
 
     def header(self, name: str) -> str | None:
         """The first value of header `name` (lower case), or None."""
@@ -159,7 +160,8 @@ class HttpSettings:
     host: str = "127.0.0.1"
     port: int = 3000
     max_body: int = 1_048_576
-    max_connections: int = 1024
+    max_connections: int = 1024             # HTTP connections (hub.py rule 7: plus a probes' reserve)
+    max_sockets: int = 1024                  # upgraded WebSockets, counted apart (hub.py rule 8)
     header_timeout: float = 10.0             # seconds to receive a complete request head
     idle_timeout: float = 60.0               # keep-alive idle time; also the longest pause in a body
     shutdown_timeout: float = 10.0
@@ -167,6 +169,7 @@ class HttpSettings:
     body_rate_grace: float = 5.0             # seconds from the head before min_body_rate applies
     body_memory: int = 64 << 20              # bytes all unfinished request bodies may hold together
     cors_origins: tuple[str, ...] = ()
+    allowed_hosts: tuple[str, ...] = ()      # Host names answered (hosts.py); empty: any
     ws_ping_interval: float = 30.0           # idle seconds before a WebSocket ping
     ws_pong_timeout: float = 30.0            # seconds a pinged peer has to answer
     ws_close_timeout: float = 5.0            # seconds to wait for the peer's close frame

@@ -68,7 +68,7 @@ def seed(server) -> None:
 def send_raw(port: int, write: Write) -> socket.socket:
     """Send `write` on a new connection and return the socket, without reading anything."""
     body = b"" if write.body is None else json.dumps(write.body).encode()
-    head = f"{write.method} {write.path} HTTP/1.1\r\nHost: t\r\nContent-Length: {len(body)}\r\n"
+    head = f"{write.method} {write.path} HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: {len(body)}\r\n"
     if write.body is not None:
         head += "Content-Type: application/json\r\n"
     sock = socket.create_connection(("127.0.0.1", port), timeout=TIMEOUT)

@@ -369,9 +369,9 @@ def test_status_lines_use_rfc_9110_reason_phrases_on_every_python(blog):
     titles do, whichever Python serves (3.11 and 3.12's http.HTTPStatus say "Request Entity
     Too Large" and "Unprocessable Entity"; 3.13's say what RFC 9110 says)."""
     body = b'{"email": 5}'
-    invalid = (b"POST /api/user HTTP/1.1\r\nHost: t\r\nContent-Type: application/json\r\n"
+    invalid = (b"POST /api/user HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
                b"Content-Length: %d\r\nConnection: close\r\n\r\n%s" % (len(body), body))
     assert _status_line(blog, invalid) == b"HTTP/1.1 422 Unprocessable Content"
-    too_big = (b"POST /api/user HTTP/1.1\r\nHost: t\r\nContent-Type: application/json\r\n"
+    too_big = (b"POST /api/user HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
                b"Content-Length: 999999999\r\n\r\n")
     assert _status_line(blog, too_big) == b"HTTP/1.1 413 Content Too Large"

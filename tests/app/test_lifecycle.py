@@ -74,7 +74,7 @@ def test_sigterm_lets_an_in_flight_request_finish(serve, tmp_path):
     server = serve(data_dir=data)
     body = json.dumps({"email": "late@x.io", "name": "Late"}).encode()
     sock = socket.create_connection(("127.0.0.1", server.port), timeout=10)
-    head = (f"POST /api/user HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+    head = (f"POST /api/user HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
             f"Content-Length: {len(body)}\r\n\r\n").encode()
     sock.sendall(head + body[:5])
     time.sleep(0.3)  # the request is now in flight (head parsed, body incomplete)

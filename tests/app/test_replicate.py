@@ -234,7 +234,7 @@ def test_a_slow_replica_does_not_grow_server_memory(serve):
     sock.settimeout(10)
     sock.connect(("127.0.0.1", server.port))
     key = "dGhlIHNhbXBsZSBub25jZQ=="
-    sock.sendall(f"GET /replicate?after=0 HTTP/1.1\r\nHost: x\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
+    sock.sendall(f"GET /replicate?after=0 HTTP/1.1\r\nHost: 127.0.0.1\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
                  f"Sec-WebSocket-Key: {key}\r\nSec-WebSocket-Version: 13\r\n\r\n".encode())
     head = b""
     while b"\r\n\r\n" not in head:

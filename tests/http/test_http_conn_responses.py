@@ -34,6 +34,7 @@ from support.inprocess import WAIT, InProcessServer
 
 import dbsvc.http.connection as connection_module
 from dbsvc.http.connection import Phase
+from dbsvc.http.hub import PROBE_RESERVE
 from dbsvc.http.types import HttpSettings, Request, Response, Upgrade
 
 MAX_BODY = 1024
@@ -147,7 +148,8 @@ def served(servers) -> Served:
 def capped(servers) -> Served:
     """The server with room for one connection, once the connections of earlier tests are gone."""
     server = servers(max_connections=1)
-    wait_until(lambda: server.call(lambda: server.hub.counted) == 0, "the earlier connections to close")
+    wait_until(lambda: server.call(lambda: server.hub.counted + server.hub.reserved) == 0,
+               "the earlier connections to close")
     return server
 
 
@@ -308,6 +310,9 @@ def test_a_bug_before_anything_was_answered_is_the_last_words_with_no_request_id
     # it answered: no request exists, the last words name the request id "-".
     holder = capped.client()
     assert holder.request("GET", "/echo").status == 200
+    probes = [capped.client() for _ in range(PROBE_RESERVE)]      # the probes' places (hub.py rule 7)
+    for probe in probes:
+        assert probe.request("GET", "/health").status == 200
     faulty_filter("dbsvc.http", lambda record: record.getMessage().startswith("refusing"))
     since = capped.mark()
     client = capped.client()
@@ -475,6 +480,9 @@ def wait_until(check: Callable[[], object], what: str, timeout: float = WAIT) ->
 def test_past_max_connections_a_connection_gets_a_503_problem_and_close(capped, debug_log):
     holder = capped.client()
     assert holder.request("GET", "/echo").status == 200      # the one place, taken
+    probes = [capped.client() for _ in range(PROBE_RESERVE)]      # and the probes' (hub.py rule 7)
+    for probe in probes:
+        assert probe.request("GET", "/health").status == 200
     since = capped.mark()
     client = capped.client()
     answer = read_to_end(client)

@@ -141,8 +141,8 @@ def test_connection_cap_answers_503_and_service_resumes(make_server):
     held = [demo.client() for _ in range(3)]
     for client in held:
         assert client.request("GET", "/echo").status == 200
-    extra = demo.client()
-    response = extra.read_response()
+    extra = demo.client()                     # past the cap: a probes' place (hub.py rule 7)
+    response = extra.request("GET", "/echo")
     assert response.status == 503
     assert response.json()["code"] == "unavailable"
     assert extra.is_closed()

@@ -6,6 +6,7 @@ SERVICE_LOG_FORMAT like the real service.
 
 Routes (any method unless noted):
     /echo             JSON of what arrived: method, path, query, body, request_id, headers
+    /health           {"status": "ok"}, as the service's liveness probe answers
     /async-echo       the same, answered from a coroutine
     /slow?ms=N        answers after N ms (a coroutine)
     /big?n=N          N bytes of body
@@ -112,6 +113,8 @@ def app(request: Request):
     path = request.path
     if path == "/echo":
         return echo_body(request)
+    if path == "/health":
+        return Response(200, b'{"status": "ok"}')
     if path == "/async-echo":
         return async_echo(request)
     if path == "/slow":
@@ -156,6 +159,7 @@ def parse_args(argv: list[str]) -> tuple[HttpSettings, int]:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--max-body", type=int, default=1024)
     parser.add_argument("--max-connections", type=int, default=64)
+    parser.add_argument("--max-sockets", type=int, default=64)
     parser.add_argument("--header-timeout", type=float, default=1.0)
     parser.add_argument("--idle-timeout", type=float, default=2.0)
     parser.add_argument("--shutdown-timeout", type=float, default=5.0)
@@ -167,6 +171,7 @@ def parse_args(argv: list[str]) -> tuple[HttpSettings, int]:
     args = parser.parse_args(argv)
     settings = HttpSettings(
         host="127.0.0.1", port=0, max_body=args.max_body, max_connections=args.max_connections,
+        max_sockets=args.max_sockets,
         header_timeout=args.header_timeout, idle_timeout=args.idle_timeout,
         shutdown_timeout=args.shutdown_timeout,
         min_body_rate=args.min_body_rate, body_rate_grace=args.body_grace, body_memory=args.body_memory,

@@ -25,11 +25,16 @@ Rules:
    never buffered whole (RFC 6455 §7.4.1).
 3. Liveness: when nothing arrived for `ws_ping_interval` seconds (30) the server sends a
    ping; a peer that sends nothing within `ws_pong_timeout` (30) after it is dropped
-   (aborted, close code 1006). Any bytes from the peer count as a sign of life. One timer
-   handle per socket, re-armed lazily.
+   (aborted, close code 1006). Any bytes from the peer count as a sign of life, and so do
+   bytes the transport wrote to it since the last look (`Outbox.written` grew): a consumer
+   reading steadily on a slow link meets our ping late, behind the data queued before it,
+   and is not dropped for that. One timer handle per socket, re-armed lazily.
 4. Closing (RFC 6455 §7.1): `close(code, reason)` sends a close frame after every frame
-   already queued, then waits up to `ws_close_timeout` (5 s) for the peer's close frame and
-   closes TCP (the server closes TCP first, §7.1.1); a peer-initiated close is answered
+   already queued (the frames a session counted as sent are owed: a 1013 names the last
+   of them), then waits `ws_close_timeout` (5 s) for the peer's close frame, longer while
+   the peer is still reading (rule 3's sign, up to CLOSE_PATIENCE timeouts), and closes
+   TCP (the server closes TCP first, §7.1.1): with a FIN when our close frame has left our
+   buffer, so a late reader still finds it, with a reset when it has not; a peer-initiated close is answered
    with the same code and TCP is closed at once. A protocol error from the peer (bad
    framing, invalid UTF-8, a masked-bit violation) is answered with a close frame carrying
    wsproto's code (1002, 1007) and TCP is closed without waiting.
@@ -47,6 +52,14 @@ Rules:
    code at its time, by a timer (a token expiring: 4401).
 9. When the socket ends it logs one span line: route, duration, frames and bytes sent,
    close code.
+10. Fairness and abuse (like connection.py rule 12 for pipelined requests): one turn of
+   the loop hands wsproto at most TURN_BYTES (64 KiB, in FEED_SIZE pieces) and acts on at
+   most EVENT_BUDGET (256) events; the rest is parked, reading is paused and the socket
+   goes on at the next turn (`call_soon`), so 43,000 empty frames in one 256 KiB read
+   cost the other connections one budget per turn, not the whole read. Control frames
+   (ping, pong, close) are metered by a token bucket, CONTROL_BURST (64) at once and
+   CONTROL_RATE (8) a second after that: a peer past it is closed with 1008 (policy
+   violation) without waiting for its close, and what it sent after is discarded.
 """
 
 from __future__ import annotations
@@ -68,13 +81,23 @@ from dbsvc.errors import BadRequest, UpgradeRequired
 from dbsvc.http.frames import binary_frame, text_frame
 from dbsvc.http.output import Outbox
 from dbsvc.http.types import HttpSettings, Request, Upgrade
-from dbsvc.http.ws.common import ABNORMAL, GOING_AWAY, INTERNAL_ERROR, NORMAL_CLOSURE, TOO_BIG
+from dbsvc.http.ws.common import (ABNORMAL, GOING_AWAY, INTERNAL_ERROR, NORMAL_CLOSURE, POLICY_VIOLATION,
+                                  TOO_BIG)
 from dbsvc.logs import log_span
 
 # The logger keeps the name of the module this code came from: RUST_LOG selects loggers
 # by name (`dbsvc::http::websocket=debug`), and a split of files is no reason to break that.
 log = logging.getLogger("dbsvc.http.websocket")
 span_log = logging.getLogger("dbsvc.http.request")
+
+# Rule 10: what one socket's input may cost per turn of the loop, and the control frames
+# (ping, pong, close) a peer may send: a burst, then a steady rate.
+EVENT_BUDGET = 256                   # wsproto events acted on per turn
+FEED_SIZE = 16 * 1024                # bytes handed to wsproto at a time
+TURN_BYTES = 64 * 1024               # bytes handed to wsproto per turn
+CONTROL_BURST = 64                   # control frames a peer may send at once
+CONTROL_RATE = 8.0                   # control frames a second, sustained, past the burst
+CLOSE_PATIENCE = 6                   # rule 4: close timeouts a reading peer may take to answer
 
 
 class State(enum.Enum):
@@ -92,16 +115,22 @@ def handshake_headers(request: Request, subprotocol: str | None) -> list[tuple[s
 
     Raises `UpgradeRequired` (426, with `Upgrade: websocket` and `Sec-WebSocket-Version:
     13`) for a request that is not a WebSocket handshake or asks for another version, and
-    `BadRequest` for a malformed key.
+    `BadRequest` for a malformed or repeated key, or a handshake over HTTP/1.0 (RFC 6455
+    §4.1: the handshake is HTTP/1.1 or later, with one `Sec-WebSocket-Key`).
     """
     if request.method != "GET" or "websocket" not in _tokens(request.header("upgrade")) \
             or "upgrade" not in _tokens(request.header("connection")):
         raise UpgradeRequired(f"{request.path} is a WebSocket route: expected a GET with "
                               "'Upgrade: websocket' and 'Connection: Upgrade'")
+    if request.http_version == "1.0":                  # RFC 6455 §4.1: HTTP/1.1 or later
+        raise BadRequest("a WebSocket handshake over HTTP/1.0 is not valid: expected HTTP/1.1")
     version = (request.header("sec-websocket-version") or "").strip()
     if version != "13":
         raise UpgradeRequired(f"Sec-WebSocket-Version {version!r} is not supported: expected '13'")
-    key = (request.header("sec-websocket-key") or "").strip()
+    keys = [value for name, value in request.headers if name == "sec-websocket-key"]
+    if len(keys) > 1:                                  # RFC 6455 §4.1: exactly one key
+        raise BadRequest(f"Sec-WebSocket-Key appears {len(keys)} times: expected exactly one")
+    key = (keys[0] if keys else "").strip()
     try:
         valid = len(base64.b64decode(key, validate=True)) == 16
     except (binascii.Error, ValueError):
@@ -123,7 +152,9 @@ class WebSocketConnection:
         "_ws", "_out", "_loop", "_settings", "_session", "_request", "_route", "state",
         "_max_message", "_message", "_message_size", "_message_text", "_close_code",
         "_reported", "_last_seen", "_ping_at", "_timer", "_expiry", "_started",
-        "frames_sent", "bytes_sent", "_reading_paused",
+        "frames_sent", "bytes_sent", "_reading_paused", "_unfed", "_yielding",
+        "_control_tokens", "_control_at", "_written_mark", "_backlogged",
+        "_closing_until",
     )
 
     def __init__(self, out: Outbox, loop: asyncio.AbstractEventLoop, settings: HttpSettings,
@@ -151,6 +182,13 @@ class WebSocketConnection:
         self.frames_sent = 0
         self.bytes_sent = 0
         self._reading_paused = False
+        self._unfed = bytearray()                  # rule 10: read, not yet given to wsproto
+        self._yielding = False
+        self._control_tokens = float(CONTROL_BURST)
+        self._control_at = self._last_seen
+        self._written_mark = 0                     # rule 3: out.written at the last timer
+        self._backlogged = False                   # rule 3: bytes were waiting then
+        self._closing_until = 0.0                  # rule 4: the longest a close may wait
         if upgrade.close_at is not None:
             when, code, reason = upgrade.close_at
             self._expiry = loop.call_later(max(0.0, when - time.time()), self.close, code, reason)
@@ -183,7 +221,10 @@ class WebSocketConnection:
         self._send_close(code, reason)
         if self.state is State.OPEN:               # wsproto: now LOCAL_CLOSING
             self.state = State.CLOSING
-            self._arm(self._loop.time() + self._settings.ws_close_timeout)
+            now = self._loop.time()
+            self._peer_reading()                   # the marks rule 4's wait compares with
+            self._closing_until = now + CLOSE_PATIENCE * self._settings.ws_close_timeout
+            self._arm(now + self._settings.ws_close_timeout)
 
     # -- Upgraded (transport events) ----------------------------------------------------
 
@@ -191,23 +232,101 @@ class WebSocketConnection:
         if self.state is State.CLOSED:
             return
         self._last_seen = self._loop.time()
+        self._unfed += data
+        if not self._yielding:
+            self._drain()
+
+    def _drain(self) -> None:
+        """Rule 10: hand the peer's bytes to wsproto FEED_SIZE at a time and act on its
+        events, at most EVENT_BUDGET events and TURN_BYTES bytes per turn of the loop; past
+        either, park the rest, pause reading and go on at the next turn (`call_soon`)."""
         ws = self._ws
-        try:
-            ws.receive_data(data)
-        except LocalProtocolError:                 # bytes after the close handshake
+        budget = EVENT_BUDGET
+        fed = 0
+        unfed = self._unfed
+        while True:
+            for event in ws.events():
+                budget -= 1
+                if self._on_event(event) or self._ended():
+                    unfed.clear()
+                    return
+                if budget <= 0:
+                    self._yield_turn()
+                    return
+            if not unfed:
+                self._update_reading()
+                return
+            if fed >= TURN_BYTES:
+                self._yield_turn()
+                return
+            piece = bytes(unfed[:FEED_SIZE])
+            del unfed[:FEED_SIZE]
+            fed += len(piece)
+            try:
+                ws.receive_data(piece)
+            except LocalProtocolError:             # bytes after the close handshake
+                unfed.clear()
+                return
+
+    def _on_event(self, event: Any) -> bool:
+        """Act on one wsproto event; True when the peer's input ends here (a close frame,
+        or a control-frame flood)."""
+        if isinstance(event, (TextMessage, BytesMessage)):
+            self._on_data(event)
+            return False
+        if not self._control_allowed():                                   # rule 10
+            log.info("closing %s socket: over %d control frames at once or %.0f/s",
+                     self._route, CONTROL_BURST, CONTROL_RATE)
+            self._fail(POLICY_VIOLATION, "control frame flood")
+            return True
+        if isinstance(event, Ping):
+            if self._ws.state is ConnectionState.OPEN:
+                self._out.write_later(self._ws.send(event.response()))
+        elif isinstance(event, CloseConnection):
+            self._on_close_frame(event)
+            return True
+        # a Pong needs nothing: rule 3's _last_seen already moved
+        return False
+
+    def _control_allowed(self) -> bool:
+        """Rule 10's token bucket: CONTROL_BURST frames, refilled at CONTROL_RATE a second."""
+        now = self._loop.time()
+        tokens = min(float(CONTROL_BURST), self._control_tokens + (now - self._control_at) * CONTROL_RATE)
+        self._control_at = now
+        if tokens < 1.0:
+            self._control_tokens = tokens
+            return False
+        self._control_tokens = tokens - 1.0
+        return True
+
+    def _yield_turn(self) -> None:
+        self._yielding = True
+        self._update_reading()
+        self._loop.call_soon(self._resume_turn)
+
+    def _resume_turn(self) -> None:
+        """The loop came round again after this socket yielded its turn (rule 10)."""
+        self._yielding = False
+        if self.state is State.CLOSED:
             return
-        for event in ws.events():
-            if isinstance(event, (TextMessage, BytesMessage)):
-                self._on_data(event)
-            elif isinstance(event, Ping):
-                if ws.state is ConnectionState.OPEN:
-                    self._out.write_later(ws.send(event.response()))
-            elif isinstance(event, CloseConnection):
-                self._on_close_frame(event)
-                return
-            # a Pong needs nothing: rule 3's _last_seen already moved
-            if self._ended():
-                return
+        try:
+            self._drain()
+        except Exception:                          # a bug of ours: this socket, not the loop
+            log.exception("WebSocket %s failed while reading", self._route)
+            self._abort()
+
+    def _update_reading(self) -> None:
+        """Read from the transport unless this socket yields its turn (rule 10) or the
+        transport is over its high-water mark (rule 5)."""
+        if self.state is State.CLOSED or self._out.closed:
+            return
+        pause = self._yielding or self._out.paused
+        if pause != self._reading_paused:
+            self._reading_paused = pause
+            if pause:
+                self._out.transport.pause_reading()
+            else:
+                self._out.transport.resume_reading()
 
     def eof_received(self) -> bool | None:
         return None                                # the peer is done: let the transport close
@@ -229,14 +348,10 @@ class WebSocketConnection:
                       "route": self._route, "frames": self.frames_sent, "close_code": self._close_code})
 
     def pause_writing(self) -> None:
-        if not self._reading_paused and self.state is not State.CLOSED:
-            self._reading_paused = True                # rule 5
-            self._out.transport.pause_reading()
+        self._update_reading()                         # rule 5
 
     def resume_writing(self) -> None:
-        if self._reading_paused and self.state is not State.CLOSED:
-            self._reading_paused = False
-            self._out.transport.resume_reading()
+        self._update_reading()
         if self.state is State.OPEN:
             self._call(self._session.on_writable)
 
@@ -334,17 +449,26 @@ class WebSocketConnection:
             return
         now = self._loop.time()
         settings = self._settings
+        reading = self._peer_reading()
         if state is State.CLOSING:
+            if reading and now < self._closing_until:           # rule 4: still reading its way to our close
+                self._arm(now + settings.ws_close_timeout)
+                return
             log.debug("%s: no close frame from the peer within %.1f s", self._route, settings.ws_close_timeout)
-            self._abort()
+            if self._out.buffered == 0:
+                self._out.transport.close()                     # our close frame is with the kernel: FIN after it
+            else:
+                self._abort()
             return
         ping_at = self._ping_at
         if ping_at is not None:
-            if self._last_seen <= ping_at:
+            if self._last_seen <= ping_at and not reading:
                 log.info("dropping %s socket: no answer to a ping within %.1f s",
                          self._route, settings.ws_pong_timeout)
                 self._abort()
                 return
+            if self._last_seen <= ping_at:                      # alive by what it read: ask again later
+                self._last_seen = now
             self._ping_at = None
         due = self._last_seen + settings.ws_ping_interval
         if now >= due:
@@ -353,6 +477,15 @@ class WebSocketConnection:
             self._arm(now + settings.ws_pong_timeout)
         else:
             self._arm(due)
+
+    def _peer_reading(self) -> bool:
+        """Rule 3: whether the transport wrote bytes out of a backlog since the last look.
+        Only a backlog counts: bytes written into an empty kernel buffer (our ping, say)
+        leave whether or not anyone reads them; out of a backlog, only as the peer reads."""
+        written, backlogged = self._written_mark, self._backlogged
+        self._written_mark = self._out.written
+        self._backlogged = self._out.buffered > 0
+        return backlogged and self._written_mark > written
 
     def _abort(self) -> None:
         self.state = State.CLOSED
