@@ -68,7 +68,7 @@ from dbsvc.http.types import App, HttpSettings, Request
 __all__ = ["DEADLINES", "PROBE_PATHS", "PROBE_RESERVE", "Bound", "Hub", "Phase", "Tracked", "off_when_zero"]
 
 PROBE_RESERVE = 8                                # connections past the cap for the probes (rule 7)
-PROBE_PATHS = frozenset({"/health", "/ready"})   # interface.md §1: the liveness and readiness probes
+PROBE_PATHS = frozenset({"/health", "/ready"})   # the liveness and readiness probes (docs/guide/operations.md)
 
 span_log = logging.getLogger("dbsvc.http.request")
 
