@@ -58,7 +58,7 @@ def test_a_record_read_twice_is_the_same_dict_until_it_changes(tenant):
     s = open_store(tenant)
     written = run(s.insert("User", user(1)))
     assert s.get("User", 1)[0] is written                  # the write's own dict
-    listed = s.list("User", Query())[0]
+    listed = s.list_records("User", Query())[0]
     assert listed[0] is written
     _previous, replaced = run(s.replace("User", 1, user(1, name="other")))
     assert s.get("User", 1)[0] is replaced and replaced["name"] == "other"
@@ -66,7 +66,7 @@ def test_a_record_read_twice_is_the_same_dict_until_it_changes(tenant):
     s = open_store(tenant)                                  # reopened: made once, then kept
     first = s.get("User", 1)[0]
     assert first == replaced and s.get("User", 1)[0] is first
-    assert s.list("User", Query(sort=(("name", False),)))[0][0] is first
+    assert s.list_records("User", Query(sort=(("name", False),)))[0][0] is first
     s.close()
 
 
@@ -76,7 +76,7 @@ def test_past_versions_are_dicts_of_their_own(tenant):
     run(s.replace("User", 1, user(1, name="second")))
     past, watermark = s.get("User", 1, as_of=1)
     assert past == user(1) and watermark == 1
-    assert s.list("User", Query(as_of=1))[0] == [user(1)]
+    assert s.list_records("User", Query(as_of=1))[0] == [user(1)]
     assert s.get("User", 1)[0]["name"] == "second"
     s.close()
 
