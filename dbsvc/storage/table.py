@@ -72,8 +72,9 @@ from operator import itemgetter
 from typing import Any
 
 from dbsvc.runtime import CompiledModel
+from dbsvc.storage.hashes import FilterIndex, HashIndex, OrderedFilter, UniqueFilter
 from dbsvc.storage.idmap import LiveMap, pick, records_of
-from dbsvc.storage.indexes import FilterIndex, HashIndex, OrderedFilter, OrderedIndex, SortedIndex, UniqueFilter
+from dbsvc.storage.indexes import OrderedIndex, SortedIndex
 from dbsvc.storage.rows import Stored, Values, pack, unpack
 
 Row = tuple[Any, "Stored | None", "Stored | None"]

@@ -10,7 +10,8 @@ import pytest
 from support.storage import BLOG, load_values, post, user
 
 from dbsvc.storage import indexes
-from dbsvc.storage.indexes import LOAD, HashIndex, OrderedFilter, OrderedIndex, SortedIndex, UniqueFilter
+from dbsvc.storage.hashes import HashIndex, OrderedFilter, UniqueFilter
+from dbsvc.storage.indexes import LOAD, OrderedIndex, SortedIndex
 from dbsvc.storage.rows import unpack
 from dbsvc.storage.table import Table
 
