@@ -98,6 +98,11 @@ class HashIndex:
         self.span = span
         self._sets: dict[Any, set[Any]] = {}        # key -> set of a list bucket, for walks
 
+    @property
+    def kept_sets(self) -> dict[Any, set[Any]]:
+        """The sets `keeper` made of list buckets and keeps for walks (at most KEPT_SETS)."""
+        return self._sets
+
     @staticmethod
     def span_of(int_ids: bool, ids: Sequence[Any]) -> int:
         """The `span` for a table whose ids are `ids`, ascending: -1 unless they are ints
@@ -318,6 +323,11 @@ class OrderedFilter:
     def __init__(self, ordered: OrderedIndex) -> None:
         self.ordered = ordered
         self._sets: dict[Any, set[Any]] = {}
+
+    @property
+    def kept_sets(self) -> dict[Any, set[Any]]:
+        """The sets `keeper` made of runs and keeps for walks (at most KEPT_SETS)."""
+        return self._sets
 
     def add(self, key: Any, id_: Any) -> None:
         if self._sets:

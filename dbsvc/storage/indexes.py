@@ -89,6 +89,11 @@ class SortedIndex:
             sub = self._lists[i] = list(sub)
         return sub
 
+    @property
+    def sublists(self) -> list[list[Any]]:
+        """The sorted sublists (the layout in the module docstring): read them, never write them."""
+        return self._lists
+
     def __len__(self) -> int:
         return self._len
 
@@ -254,6 +259,24 @@ class OrderedIndex:
         self._lastkeys: list[Any] = [k[-1] for k in self._keys]
         self._lastids: list[Any] = [i[-1] for i in self._ids]
         self._len = len(keys)
+
+    @property
+    def key_sublists(self) -> list[Any]:
+        """The keys' sublists (arrays when `typecode` is set): read them, never write them."""
+        return self._keys
+
+    @property
+    def id_sublists(self) -> list[list[Any]]:
+        return self._ids
+
+    @property
+    def last_keys(self) -> list[Any]:
+        """Each key sublist's last key (what `add` and `remove` bisect)."""
+        return self._lastkeys
+
+    @property
+    def last_ids(self) -> list[Any]:
+        return self._lastids
 
     def __len__(self) -> int:
         return self._len + len(self.nulls)

@@ -66,7 +66,7 @@ from __future__ import annotations
 
 from bisect import bisect_left
 from collections import Counter, OrderedDict
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, KeysView, Mapping
 from itertools import chain
 from operator import itemgetter
 from typing import Any
@@ -180,6 +180,11 @@ class Table:
     @property
     def records(self) -> Records:
         return Records(self)
+
+    @property
+    def shown_ids(self) -> KeysView[Any]:
+        """The ids whose handed-out dicts `shown` keeps for reuse (a view, never written)."""
+        return self._shown.keys()
 
     def shown(self, id_: Any, stored: Stored) -> dict:
         """The dict of the live stored record of `id_`: the one handed out before for this

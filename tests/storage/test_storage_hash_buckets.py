@@ -93,7 +93,7 @@ def test_keepers_keep_a_bounded_number_of_sets():
     for key in range(3 * hashes.KEPT_SETS):
         index.add(key, key)
         assert _kept(index.keeper(key), range(100)) == [key]
-        assert len(index._sets) <= hashes.KEPT_SETS
+        assert len(index.kept_sets) <= hashes.KEPT_SETS
 
 
 def test_a_big_bucket_of_int_ids_is_flags_over_the_id_space(small_set_at):
@@ -198,7 +198,7 @@ def test_walks_and_counts_over_list_buckets_match_a_brute_force_list(tmp_path, m
             for q in _queries(rnd):
                 page, total, _watermark = store.list_records("BlogPost", q)
                 assert (page, total) == reference_list(table.records, BLOG_POST, q), (round_, q)
-            walked += len(table.hashes["score"]._sets)
+            walked += len(table.hashes["score"].kept_sets)
             forms.update(type(b).__name__ for h in table.hashes.values() for b in h.buckets.values())
             for _ in range(40):
                 target = rnd.choice(sorted(table.live))

@@ -255,7 +255,7 @@ def test_number_sort_keys_load_into_arrays_with_nulls_kept_apart(tenant, monkeyp
     try:
         table = s.tables["User"]
         for f in ("age", "joined"):
-            assert {(type(sub), sub.typecode) for sub in table.ordered[f]._keys} == {(array, "q")}
+            assert {(type(sub), sub.typecode) for sub in table.ordered[f].key_sublists} == {(array, "q")}
         assert list(table.ordered["age"].nulls) == [3, 6, 9]
     finally:
         s.close()
