@@ -17,9 +17,9 @@ Rules:
    already belongs to the next epoch (a compaction's switch in progress) is refused with
    `Unavailable`, never served under the wrong epoch.
 
-Uses only the Store's public surface (`check_writable`, `table`, `tables`, `applied_offset`,
-`epoch_state`, `submit_frame`); store.py imports this module, so this one imports store.py
-only for type checking.
+Uses only the Store's public surface, named by the `Replicated` protocol below
+(`check_writable`, `table`, `tables`, `applied_offset`, `epoch_state`, `submit_frame`);
+store.py imports this module, never the other way round.
 """
 
 from __future__ import annotations
@@ -27,21 +27,42 @@ from __future__ import annotations
 import asyncio
 import json
 import os
-from collections.abc import Iterator
-from typing import TYPE_CHECKING
+from collections.abc import Callable, Iterator, Mapping
+from typing import Protocol
 
 from dbsvc.errors import EpochChanged, NotFound, RequestError, StreamError, Unavailable
 from dbsvc.storage.compact import SNAPSHOT_NAME
+from dbsvc.storage.epoch import Epoch
 from dbsvc.storage.events import ChangeEvent, EventKind, decode_event
 from dbsvc.storage.logfile import frame_offset, frame_payload
 from dbsvc.storage.snapshot import ModelImage, SnapshotImage, encode_snapshot
 from dbsvc.storage.table import Table
 
-if TYPE_CHECKING:
-    from dbsvc.storage.store import Store
+
+class Replicated(Protocol):
+    """What the follower side needs of a store (store.py's `Store` implements it)."""
+
+    @property
+    def directory(self) -> str: ...
+
+    @property
+    def tables(self) -> Mapping[str, Table]: ...
+
+    @property
+    def applied_offset(self) -> int: ...
+
+    @property
+    def epoch_state(self) -> Epoch: ...
+
+    def check_writable(self) -> None: ...
+
+    def table(self, model: str) -> Table: ...
+
+    def submit_frame(self, table: Table, frame: bytes, event: ChangeEvent,
+                     apply: Callable[[], object]) -> asyncio.Future[None]: ...
 
 
-def apply_replicated(store: Store, frame: bytes) -> asyncio.Future[None]:
+def apply_replicated(store: Replicated, frame: bytes) -> asyncio.Future[None]:
     """Apply one frame of a primary's `/replicate` stream (rule 1). The frame was checked
     by the stream reader (CRC, continuity); this checks that it fits this store:
     `StreamError` for a frame out of sequence, an unknown model, a record of other
@@ -89,7 +110,7 @@ def apply_replicated(store: Store, frame: bytes) -> asyncio.Future[None]:
     return store.submit_frame(table, frame, event, lambda: table.delete(event.id, current))
 
 
-def epoch_snapshot(store: Store) -> tuple[str, int, Iterator[bytes]]:
+def epoch_snapshot(store: Replicated) -> tuple[str, int, Iterator[bytes]]:
     """What a follower bootstraps from: the current epoch's id, its base offset (the
     offset its snapshot stands at), and the snapshot file's bytes in chunks, read
     lazily from a file descriptor opened now (a later compaction renames a new file

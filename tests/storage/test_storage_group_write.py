@@ -131,10 +131,10 @@ def test_an_online_compaction_has_the_held_frames_written_before_its_cut(tenant,
 
     async def go():
         first, behind = await _two_held_behind_a_held_fsync(s, gate)
-        assert s.commit_queue.writer.held_frames                   # still held when the compaction starts
+        assert s.commit_queue.writer.held_frames        # still held when the compaction starts
         compaction = s.compact_now()
         await asyncio.sleep(0)
-        assert s.compactor.cut is not None                       # cut taken; the snapshot thread runs
+        assert s.compactor.cut is not None        # cut taken; the snapshot thread runs
         # Held after the cut, before the new log is started from the old one's frames.
         after_cut = [asyncio.ensure_future(s.insert("User", user(i))) for i in (5, 6)]
         await asyncio.sleep(0.05)
