@@ -34,11 +34,13 @@ The Store is a facade over named parts, each in its own module:
     replay.py      reading frames back (through `replay.LogSource`, which Store implements)
     follow.py      the follower side: applying a primary's frames, the epoch's snapshot
     compactor.py   `Compactor`: when and how an online compaction runs (steps: online.py)
+    constraints.py a write's checks (unique, refs, automatic ids) before it touches anything
     commit.py      the group commit; batch.py the offline batch; table.py one model's
                    records, history and indexes; recovery.py the open
 
-It keeps the write path itself (constraints, the frame, the apply) and the reads. The
-parts never import store.py (compactor.py and replay.py see it through protocols).
+It keeps the write path's plumbing (the event, the frame, the commit, the rollback) and
+the reads. The parts never import store.py (replay.py, follow.py and compactor.py see it
+through protocols: `LogSource`, `Replicated`, `Host`).
 
 Rules:
 
@@ -91,19 +93,13 @@ from collections import deque
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any
 
-from dbsvc.errors import (
-    ConstraintViolation,
-    ForeignKeyViolation,
-    NotFound,
-    Referenced,
-    Unavailable,
-    UniqueViolation,
-)
-from dbsvc.runtime import INT64_MAX, CompiledModel, Query
+from dbsvc.errors import NotFound, Unavailable
+from dbsvc.runtime import CompiledModel, Query
 from dbsvc.storage import batch, files, follow, recovery, retain
 from dbsvc.storage.changes import Callback, ChangeStream
 from dbsvc.storage.commit import CommitQueue, LogWriter, WriteHealth, WriteState
 from dbsvc.storage.compactor import Compactor
+from dbsvc.storage.constraints import Constraints
 from dbsvc.storage.epoch import Epoch
 from dbsvc.storage.events import ChangeEvent, EventKind
 from dbsvc.storage.files import FaultPlan
@@ -134,10 +130,7 @@ class Store:
         self.compacted_on_open = loaded.compacted
         self._changes = ChangeStream(self, loaded.recent, ring_capacity, loaded.head_offset,
                                      replication=replication)
-        self._referrers: dict[str, list[tuple[Table, str]]] = {name: [] for name in self._tables}
-        for table in self._tables.values():
-            for f, parent in table.model.refs:
-                self._referrers[parent].append((table, f))
+        self._constraints = Constraints(self._tables)
         self._commit: CommitQueue | None = None
         self._readonly_end = loaded.log_size
         if lock is not None:
@@ -315,21 +308,6 @@ class Store:
         self._commit.check_writable()
         return self._commit
 
-    def _check_refs(self, table: Table, record: dict, previous: dict | None) -> None:
-        for f, parent in table.model.refs:
-            value = record[f]
-            if value is None or (previous is not None and previous[f] == value):
-                continue
-            if value not in self._tables[parent].live:
-                raise ForeignKeyViolation(
-                    f"{f} {value!r} does not match any {self._tables[parent].model.kebab}", field=f)
-
-    def _check_unique(self, table: Table, values: Values, record: dict) -> None:
-        clash = table.unique_clash(values)
-        if clash is not None:
-            f, other = clash
-            raise UniqueViolation(f"{f} {record[f]!r} is already used by {table.model.kebab} {other!r}", field=f)
-
     def _write(self, commit: CommitQueue, table: Table, kind: EventKind, id_: Any,
                record: dict | None, previous: dict | None, apply: Callable[[], object]) -> asyncio.Future[None]:
         offset = self._next_offset
@@ -391,67 +369,24 @@ class Store:
         await durable
         return previous
 
-    def apply_insert(self, model: str, record: dict) -> tuple[dict, asyncio.Future[None]]:
+    def apply_insert(self, model: str, record: dict[str, Any]) -> tuple[dict[str, Any], asyncio.Future[None]]:
         commit = self._writable()
         table = self.table(model)
-        m = table.model
-        id_ = record.get(m.id_field)
-        if id_ is None:
-            if m.id_type != "int":
-                raise ConstraintViolation([{"field": m.id_field, "message": "is required"}])
-            if table.max_id >= INT64_MAX:
-                # Ids are signed 64-bit (docs/guide/schema.md#types); one past the top would be stored
-                # but could never be parsed back from a path.
-                raise ConstraintViolation([{"field": m.id_field, "message":
-                    f"no automatic id is left: the largest id ever used is {table.max_id}; "
-                    "give an unused id explicitly"}])
-            record = dict(record)
-            record[m.id_field] = id_ = table.max_id + 1
-        if id_ in table.live:
-            raise UniqueViolation(f"{m.id_field} {id_!r} is already used by {m.kebab} {id_!r}", field=m.id_field)
-        values = m.row(record)
-        self._check_unique(table, values, record)
-        self._check_refs(table, record, None)
-
-        def apply() -> None:
-            table.prime(id_, table.insert(values), record)
-
+        record, id_, apply = self._constraints.insert(table, record)
         return record, self._write(commit, table, EventKind.INSERT, id_, record, None, apply)
 
-    def apply_replace(self, model: str, id: Any, record: dict) -> tuple[dict, dict, asyncio.Future[None]]:
+    def apply_replace(self, model: str, id: Any,
+                      record: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any], asyncio.Future[None]]:
         commit = self._writable()
         table = self.table(model)
-        m = table.model
-        current = table.live.get(id)
-        if current is None:
-            raise NotFound(f"{m.kebab} {id!r} not found")
-        previous = table.shown(id, current)
-        if record.get(m.id_field) != id:
-            record = dict(record)
-            record[m.id_field] = id
-        values = m.row(record)
-        self._check_unique(table, values, record)
-        self._check_refs(table, record, previous)
-
-        def apply() -> None:
-            table.prime(id, table.replace(current, values, m.row(previous)), record)
-
+        previous, record, apply = self._constraints.replace(table, id, record)
         return previous, record, self._write(commit, table, EventKind.UPDATE, id, record, previous, apply)
 
-    def apply_delete(self, model: str, id: Any) -> tuple[dict, asyncio.Future[None]]:
+    def apply_delete(self, model: str, id: Any) -> tuple[dict[str, Any], asyncio.Future[None]]:
         commit = self._writable()
         table = self.table(model)
-        current = table.live.get(id)
-        if current is None:
-            raise NotFound(f"{table.model.kebab} {id!r} not found")
-        previous = table.shown(id, current)
-        children = sum(child.refs[f].get(id, 0) for child, f in self._referrers[table.name])
-        if children:
-            names = sorted({child.name for child, f in self._referrers[table.name] if child.refs[f].get(id)})
-            raise Referenced(f"{table.model.kebab} {id!r} is referenced by {children} record(s) of "
-                             f"{', '.join(names)}", count=children)
-        return previous, self._write(commit, table, EventKind.DELETE, id, None, previous,
-                                     lambda: table.delete(id, current))
+        previous, apply = self._constraints.delete(table, id)
+        return previous, self._write(commit, table, EventKind.DELETE, id, None, previous, apply)
 
     def check_batch(self, rows: Sequence[tuple[str, dict]]) -> None:
         """`BatchRejected` if `insert_batch(rows)` would refuse them; works on a read-only
