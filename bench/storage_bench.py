@@ -283,7 +283,7 @@ def on_gc(phase, info, _t=[0.0]):          # recording?, longest collection, ful
 gc.callbacks.append(on_gc)
 
 def start(store):
-    begin = getattr(store, "start_compaction", None)
+    begin = getattr(store, "start_compaction", None) or getattr(store, "compact_now", None)
     if begin is not None:
         return begin()
     progress = online.Progress()           # a checkout from before Store.start_compaction
