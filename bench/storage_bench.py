@@ -155,7 +155,7 @@ q = Query(filters={{"published": frozenset([True])}}, sort=(("score", True),), l
 times = []
 for i in range(300):
     q2 = Query(filters=q.filters, sort=q.sort, limit=20, offset=(i % 5) * 20)
-    t = time.perf_counter(); s.list("BlogPost", q2); times.append(time.perf_counter() - t)
+    t = time.perf_counter(); s.list_records("BlogPost", q2); times.append(time.perf_counter() - t)
 s.close()
 print(json.dumps({{"open_s": opened, "open_cpu_s": opened_cpu, "rss_bytes": after - before,
                   "list_p50_us": statistics.median(times) * 1e6}}))
@@ -283,7 +283,7 @@ def on_gc(phase, info, _t=[0.0]):          # recording?, longest collection, ful
 gc.callbacks.append(on_gc)
 
 def start(store):
-    begin = getattr(store, "start_compaction", None)
+    begin = getattr(store, "start_compaction", None) or getattr(store, "compact_now", None)
     if begin is not None:
         return begin()
     progress = online.Progress()           # a checkout from before Store.start_compaction

@@ -338,7 +338,7 @@ class Application:
     def list(self, request: Request, model: CompiledModel) -> Response:
         query = self.queries.list_query(model, request)
         self._check_as_of(model, query.as_of)
-        records, total, watermark = self.store.list(model.name, query)
+        records, total, watermark = self.store.list_records(model.name, query)
         if query.projection is not None:
             project = model.project[query.projection]
             page = b",".join([json_bytes(project(record)) for record in records])

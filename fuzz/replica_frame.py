@@ -117,7 +117,7 @@ async def _follow(store: Store, payloads: list[bytes]) -> None:
         await durable
         assert store.head_offset == offset
         for model in BLOG.MODELS:
-            records, total, _watermark = store.list(model.name, Query(sort=tuple((f, False) for f in model.sort_fields)))
+            records, total, _watermark = store.list_records(model.name, Query(sort=tuple((f, False) for f in model.sort_fields)))
             for record in records:
                 assert store.get(model.name, record[model.id_field])[0] == record
 

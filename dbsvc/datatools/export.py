@@ -99,7 +99,7 @@ def _lines(store: Store, models: Sequence[CompiledModel], as_of: dict[str, int],
         if at is not None and at > current[model.name]:
             raise ConfigError(f"--as-of {model.name}={at} is ahead of {model.name}'s current watermark "
                               f"{current[model.name]}")
-        records, _total, watermark = store.list(model.name, Query(limit=_ALL, as_of=at))
+        records, _total, watermark = store.list_records(model.name, Query(limit=_ALL, as_of=at))
         head = line_head(model.name)
         counts[model.name] = len(records)
         watermarks[model.name] = watermark

@@ -118,7 +118,7 @@ class RealtimeRoutes:
         if spec.kind is FeedKind.SUBSCRIBE:
             return FeedSession(spec, broker, store.head_offset)
         offset = store.applied_offset
-        records, _total, watermark = store.list(spec.model.name, Query(filters=spec.filters, limit=EVERYTHING))
+        records, _total, watermark = store.list_records(spec.model.name, Query(filters=spec.filters, limit=EVERYTHING))
         return FeedSession(spec, broker, offset, init=(spec.init_frame(records, watermark, offset), offset))
 
     def _authorize(self, request: Request) -> tuple[dict[str, Any] | None, str | None]:

@@ -139,7 +139,7 @@ def frames(planned: list[tuple[Table, dict]], first_offset: int, position: int, 
            checkpoints: list[tuple[int, int]]) -> Iterator[bytes]:
     """The insert frames of `planned` in chunks of about CHUNK_BYTES. `position`: the log
     size before the first one; (offset, byte position) of every frame whose offset is a
-    multiple of `every` is appended to `checkpoints` (store.py keeps them for replay)."""
+    multiple of `every` is appended to `checkpoints` (the epoch keeps them for replay: epoch.py)."""
     watermarks = {t.name: t.watermark for t, _r in planned}
     offset = first_offset
     chunk: list[bytes] = []

@@ -105,7 +105,7 @@ class Pending:
     """A written, not yet acknowledged write."""
 
     end: int                       # file size after its frame
-    future: asyncio.Future
+    future: asyncio.Future[None]
     event: Any                     # ChangeEvent, published on commit
     undo: Any                      # opaque to this module; handed to `rollback`
     applied: bool = True
@@ -137,6 +137,11 @@ class LogWriter:
         self.acked = size          # end of the last acknowledged frame
         self.faults = faults
         self._held: list[bytes] = []
+
+    @property
+    def held_frames(self) -> int:
+        """Frames held for the next `write_held` (not yet handed to the kernel)."""
+        return len(self._held)
 
     def hold(self, frame: bytes) -> int:
         """Accept `frame` for the next `write_held`; the end of the log after it."""
@@ -213,9 +218,9 @@ class CommitQueue:
         self._pending: list[Pending] = []
         self._loop: asyncio.AbstractEventLoop | None = None
         self._wake: asyncio.Event | None = None
-        self._task: asyncio.Task | None = None
+        self._task: asyncio.Task[None] | None = None
         self._executor: ThreadPoolExecutor | None = None
-        self._switch: tuple[Callable[[], None], asyncio.Future] | None = None
+        self._switch: tuple[Callable[[], None], asyncio.Future[None]] | None = None
 
     def _ensure_task(self) -> asyncio.AbstractEventLoop:
         loop = asyncio.get_running_loop()
@@ -268,7 +273,7 @@ class CommitQueue:
         self.failed, self._room_error, self._retry_at = None, False, None
         return True
 
-    def submit(self, frame: bytes, event: Any, apply: Callable[[], Any]) -> asyncio.Future:
+    def submit(self, frame: bytes, event: Any, apply: Callable[[], Any]) -> asyncio.Future[None]:
         """Log `frame` (held for the committer's next write under `sync="full"`, written
         now under "off"), then `apply()` it to memory; the future resolves once durable.
         Called on the loop thread with no await in between, so order is log order."""
@@ -322,7 +327,12 @@ class CommitQueue:
                 self._wake.set()
             raise Unavailable(f"write not stored: {self.health().detail}")
 
-    def run_between_fsyncs(self, switch: Callable[[], None]) -> asyncio.Future:
+    @property
+    def switch_requested(self) -> bool:
+        """A log switch waits for the committer (`run_between_fsyncs`)."""
+        return self._switch is not None
+
+    def run_between_fsyncs(self, switch: Callable[[], None]) -> asyncio.Future[None]:
         """Run `switch()` in the committer task at a point where no fsync is in flight
         (online compaction swaps the log there, compact.py). When it returns, every queued
         write counts as durable (the switch made the new files durable) and is acknowledged

@@ -37,6 +37,16 @@ class IdMap(MutableMapping[Any, Stored]):
         self._count = 0                 # records in the list
         self.update(pairs)
 
+    @property
+    def slots(self) -> list[Stored | None]:
+        """The list part, by id (None where no record): read it, never write it."""
+        return self._slots
+
+    @property
+    def far(self) -> dict[Any, Stored]:
+        """The dict part: ids the list does not reach. Read it, never write it."""
+        return self._far
+
     @classmethod
     def from_ascending(cls, ids: list[Any], stored: list[Stored]) -> IdMap:
         """The map of `stored` records whose ids are `ids`, ascending ints (a snapshot's):

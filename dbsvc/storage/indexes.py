@@ -1,52 +1,46 @@
-"""In-memory indexes: a sorted list of sublists for order, key -> ids buckets for equality.
+"""In-memory ordered indexes: a sorted list of sublists, for a primary key and for order.
 
 `SortedIndex` keeps its entries in ascending order as a list of sorted sublists (the
-layout of the `sortedcontainers` package): `_lists[i]` holds at most 2 * LOAD entries and
-`_maxes[i]` is its last entry. Finding a sublist is a bisect over `_maxes` (O(log n)),
-inserting or removing inside it a list shift of at most 2 * LOAD pointers, so an update
-costs O(log n + LOAD) instead of the O(n) shift of one flat list; iterating from either end
-costs O(1) to start and O(1) per entry.
+layout of the `sortedcontainers` package): each sublist holds at most 2 * LOAD entries and
+its last entry is kept apart (`maxes`). Finding a sublist is a bisect over the maxes
+(O(log n)), inserting or removing inside it a list shift of at most 2 * LOAD pointers, so an
+update costs O(log n + LOAD) instead of the O(n) shift of one flat list; iterating from
+either end costs O(1) to start and O(1) per entry.
 
 A sort field's `OrderedIndex` keeps its (key, id) entries in that order, keys and ids in
-parallel sublists of the same layout (16 bytes an entry, no tuple per entry), and apart, the
-ids whose value is null: nulls order after every value (PostgreSQL's ASC NULLS LAST) and ties
-break on the primary key. Keeping nulls out of the keys (rather than a `(0, key, id)` /
-`(1, 0, id)` marker) lets CPython's sort compare the typed key first, which made building the
-index over 1,000,000 random floats 20 times faster. `HashIndex` maps an index key
-(`CompiledModel.keys[field](value)`: typed, so 3 and 3.0 are one key) to the ids holding
-it (a sorted list; once large, one byte per id of the id space or a set); null is the key
-None.
+parallel sublists of the same layout (no tuple per entry), and apart, the ids whose value
+is null: nulls order after every value (PostgreSQL's ASC NULLS LAST) and ties break on the
+primary key. Keeping nulls out of the keys (rather than a `(0, key, id)` / `(1, 0, id)`
+marker) lets CPython's sort compare the typed key first, which builds the index over many
+random floats far faster (bench/README.md).
 
-Bulk builds (`SortedIndex.from_sorted`, `OrderedIndex.from_columns`, `HashIndex.from_columns`
-and `from_runs`) are what opening a snapshot of 1,000,000 records costs most of: they take
-columns in id order and never compare ids (bench/README.md, "Storage").
+Bulk builds (`SortedIndex.from_sorted`, `OrderedIndex.from_columns`) are much of what
+opening a large snapshot costs: they take columns in id order and never compare ids
+(bench/README.md, "Storage").
 
 Iteration is built from itertools over the sublists (`chain`, `compress`, `filter`), never a
-Python generator: a list page walks its index at C speed, about 40 ns an entry instead of
-about 1 us through generator frames.
+Python generator: a list page walks its index at C speed rather than through generator
+frames.
 
-Everything here is plain data: no I/O, no model knowledge.
+Equality indexes (`HashIndex` and the filters) are in hashes.py, which imports this
+module; this one imports nothing of dbsvc. Everything here is plain data: no I/O, no model
+knowledge.
 """
 
 from __future__ import annotations
 
 from array import array
 from bisect import bisect_left, bisect_right, insort
-from collections import deque
-from collections.abc import Callable, Collection, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from itertools import chain, compress, repeat
-from operator import eq, is_, is_not, itemgetter
-from typing import Any, Union
+from operator import is_, is_not, itemgetter
+from typing import Any
 
 LOAD = 512
-FEW_KEYS = 4           # at most this many distinct keys: HashIndex.from_columns scans once per key
 SHIFT_MAX = 1 << 16    # OrderedIndex.from_columns sorts ids starting at most this (so many placeholders)
-SET_AT = 16384         # a HashIndex bucket is a sorted list up to this many ids, then flags or a set
-KEPT_SETS = 8          # sets of list buckets a HashIndex keeps for walks (`keeper`)
 _FIRST = itemgetter(0)
 _SECOND = itemgetter(1)
 _NOTHING = object()
-_NONE: frozenset = frozenset()
 Keep = Callable[[Any], Any]     # id -> truthy if the id is kept (a walk's membership test)
 
 
@@ -95,6 +89,11 @@ class SortedIndex:
             sub = self._lists[i] = list(sub)
         return sub
 
+    @property
+    def sublists(self) -> list[list[Any]]:
+        """The sorted sublists (the layout in the module docstring): read them, never write them."""
+        return self._lists
+
     def __len__(self) -> int:
         return self._len
 
@@ -125,7 +124,7 @@ class SortedIndex:
         if i == len(maxes):
             raise KeyError(entry)
         sub = self._lists[i]
-        j = _position(sub, entry)
+        j = sorted_position(sub, entry)
         if j < 0:
             raise KeyError(entry)
         sub = self._own(i)
@@ -142,7 +141,7 @@ class SortedIndex:
         if i == len(self._maxes):
             return False
         sub = self._lists[i]
-        return _position(sub, entry) >= 0
+        return sorted_position(sub, entry) >= 0
 
     def __iter__(self) -> Iterator[Any]:
         return chain.from_iterable(self._lists)
@@ -155,7 +154,7 @@ class SortedIndex:
         return _slice(self._lists, start, stop)
 
 
-def _position(items: list[Any], entry: Any) -> int:
+def sorted_position(items: list[Any], entry: Any) -> int:
     """Where `entry` is in the ascending list `items`, or -1."""
     i = bisect_left(items, entry)
     return i if i < len(items) and items[i] == entry else -1
@@ -260,6 +259,24 @@ class OrderedIndex:
         self._lastkeys: list[Any] = [k[-1] for k in self._keys]
         self._lastids: list[Any] = [i[-1] for i in self._ids]
         self._len = len(keys)
+
+    @property
+    def key_sublists(self) -> list[Any]:
+        """The keys' sublists (arrays when `typecode` is set): read them, never write them."""
+        return self._keys
+
+    @property
+    def id_sublists(self) -> list[list[Any]]:
+        return self._ids
+
+    @property
+    def last_keys(self) -> list[Any]:
+        """Each key sublist's last key (what `add` and `remove` bisect)."""
+        return self._lastkeys
+
+    @property
+    def last_ids(self) -> list[Any]:
+        return self._lastids
 
     def __len__(self) -> int:
         return self._len + len(self.nulls)
@@ -435,327 +452,3 @@ class OrderedIndex:
         if stop > n:
             out.extend(self.nulls.slice(max(start - n, 0), stop - n))
         return out
-
-
-class IdBits:
-    """A bucket holding a large share of a table's int ids: `flags[id]` is 1 for each id
-    held. One byte per id of the table's id space, where a set costs 30-60 per id held and
-    a list 8, so a bucket holding an eighth of the ids or more is cheapest this way: the
-    two buckets of a bool field at 1,000,000 records took 34 bytes a record as sets, 2 as
-    flags. `flags.__getitem__` is the walk's membership test, at C speed."""
-
-    __slots__ = ("flags", "n")
-
-    def __init__(self, ids: Iterable[int], span: int) -> None:
-        self.flags = bytearray(span)
-        deque(map(self.flags.__setitem__, ids, repeat(1)), maxlen=0)   # one C-level pass
-        self.n = self.flags.count(1)
-
-    def __len__(self) -> int:
-        return self.n
-
-    def __iter__(self) -> Iterator[int]:
-        return compress(range(len(self.flags)), self.flags)
-
-    def __contains__(self, id_: object) -> bool:
-        return type(id_) is int and 0 <= id_ < len(self.flags) and self.flags[id_] == 1
-
-    def add(self, id_: int) -> None:
-        if not self.flags[id_]:
-            self.flags[id_] = 1
-            self.n += 1
-
-    def discard(self, id_: int) -> None:
-        if self.flags[id_]:
-            self.flags[id_] = 0
-            self.n -= 1
-
-
-Bucket = Union[list, set, IdBits]
-
-
-class HashIndex:
-    """key -> the ids holding it; empty buckets are dropped so `len(buckets)` counts
-    distinct keys.
-
-    A bucket takes one of three forms, by size:
-
-    - a sorted list of ids, up to SET_AT of them. A set costs 30-60 bytes an id, a list 8:
-      at 1,000,000 records a float field with a hundred records per value held 85 bytes a
-      record in sets (bench/README.md, "Open time and memory"). What a list gives up is
-      O(1) membership, which matters only to a list page that walks a sort order testing
-      each id against one bucket (query.py), and `keeper` gives such a walk a set all the
-      same, made from the list and kept until that key's bucket changes.
-    - past SET_AT, `IdBits` when the table's ids are ints and the bucket holds at least an
-      eighth of the id space (`span`, one more than the largest id seen);
-    - a set otherwise, or once the id space has grown so that the flags would cost more
-      than twice what a list would (a bucket stays big until it empties or the index is
-      rebuilt; it never goes back to a list).
-
-    `span` is -1 when ids are not ints (or one was negative): no flags then. Every id
-    added is below `span` afterwards, so every live id of the table indexes every bucket's
-    flags.
-    """
-
-    __slots__ = ("_sets", "buckets", "span")
-
-    def __init__(self, span: int = -1) -> None:
-        self.buckets: dict[Any, Bucket] = {}
-        self.span = span
-        self._sets: dict[Any, set[Any]] = {}        # key -> set of a list bucket, for walks
-
-    @staticmethod
-    def span_of(int_ids: bool, ids: Sequence[Any]) -> int:
-        """The `span` for a table whose ids are `ids`, ascending: -1 unless they are ints
-        and none is negative."""
-        if not int_ids or (ids and ids[0] < 0):
-            return -1
-        return ids[-1] + 1 if ids else 0
-
-    @classmethod
-    def from_columns(cls, keys: Sequence[Any], ids: Sequence[Any], span: int = -1) -> HashIndex:
-        """The index of the records whose keys and ids are `keys` and `ids` (same order,
-        ids ascending). A field of a few distinct keys (a bool, a small enum) takes one
-        C-level pass per key (`compress`), half the time of the loop. Otherwise the ids
-        are gathered in one list per key, which is its bucket (ascending already)."""
-        index = cls(span)
-        buckets = index.buckets
-        distinct = set(keys)
-        if len(distinct) <= FEW_KEYS:
-            for key in distinct:
-                buckets[key] = index._bucket(list(compress(ids, map(eq, keys, repeat(key)))))
-            return index
-        groups: dict[Any, list[Any]] = {}
-        get = groups.get
-        for key, id_ in zip(keys, ids):
-            group = get(key)
-            if group is None:
-                groups[key] = [id_]
-            else:
-                group.append(id_)
-        index.buckets = {key: index._bucket(group) for key, group in groups.items()}
-        return index
-
-    @classmethod
-    def from_runs(cls, runs: Iterable[tuple[Any, list[Any]]], span: int = -1) -> HashIndex:
-        """The index whose buckets are `runs`' (key, ascending ids): a field that is also
-        sorted has them from its `OrderedIndex.runs`, one slice per key instead of one
-        loop step per id."""
-        index = cls(span)
-        index.buckets = {key: index._bucket(ids) for key, ids in runs}
-        return index
-
-    def _bucket(self, ids: list[Any]) -> Bucket:
-        """The form for a bucket of ascending `ids` (class doc)."""
-        if len(ids) <= SET_AT:
-            return ids
-        if self.span >= 0 and len(ids) * 8 >= self.span:
-            return IdBits(ids, self.span)
-        return set(ids)
-
-    def add(self, key: Any, id_: Any) -> None:
-        self.cover(id_)
-        bucket = self.buckets.get(key)
-        if bucket is None:
-            self.buckets[key] = [id_]
-            return
-        if isinstance(bucket, list):
-            if id_ > bucket[-1]:
-                bucket.append(id_)              # a new record: the largest id so far
-            else:
-                insort(bucket, id_)
-            if len(bucket) > SET_AT:
-                self.buckets[key] = self._bucket(bucket)
-            self._sets.pop(key, None)
-        else:
-            bucket.add(id_)
-
-    def cover(self, id_: Any) -> None:
-        """Take `id_` into the id space without adding it to a bucket: a table's every live
-        id must index every bucket's flags (`UniqueFilter` adds ids to no bucket here)."""
-        if self.span >= 0 and not 0 <= id_ < self.span:
-            self._widen(id_)
-
-    def _widen(self, id_: Any) -> None:
-        """An id at or past `span` (or a negative one): grow the id space by an eighth at
-        least, so that ids arriving in order grow it rarely; a bucket whose flags would then
-        cost more than twice a list becomes a set, and a negative id ends flags here."""
-        if id_ < 0:
-            span = -1
-        else:
-            span = max(id_ + 1, self.span + self.span // 8, 64)
-        for key, bucket in self.buckets.items():
-            if type(bucket) is IdBits:
-                if span < 0 or len(bucket) * 16 < span:
-                    self.buckets[key] = set(bucket)
-                else:
-                    bucket.flags.extend(bytes(span - len(bucket.flags)))
-        self.span = span
-
-    def remove(self, key: Any, id_: Any) -> None:
-        bucket = self.buckets[key]
-        if isinstance(bucket, list):
-            i = _position(bucket, id_)
-            if i >= 0:
-                del bucket[i]
-            self._sets.pop(key, None)
-        else:
-            bucket.discard(id_)
-        if not bucket:
-            del self.buckets[key]
-
-    def count(self, keys: Iterable[Any]) -> int:
-        """Ids holding any of `keys` (keys are distinct, so buckets are disjoint)."""
-        return sum(map(len, map(self.buckets.get, keys, repeat(()))))
-
-    def ids(self, keys: Iterable[Any]) -> set[Any]:
-        out: set[Any] = set()
-        for k in keys:
-            bucket = self.buckets.get(k)
-            if bucket:
-                out.update(bucket)
-        return out
-
-    def has(self, keys: Iterable[Any], id_: Any) -> bool:
-        for k in keys:
-            bucket = self.buckets.get(k)
-            if bucket is None:
-                continue
-            if isinstance(bucket, list):
-                if _position(bucket, id_) >= 0:
-                    return True
-            elif id_ in bucket:
-                return True
-        return False
-
-    def keeper(self, key: Any) -> Keep:
-        """Whether an id holds `key`, as a C-level test for a walk (class doc)."""
-        bucket = self.buckets.get(key)
-        if bucket is None:
-            return _NONE.__contains__
-        if type(bucket) is IdBits:
-            return bucket.flags.__getitem__
-        if type(bucket) is set:
-            return bucket.__contains__
-        found = self._sets.get(key)
-        if found is None:
-            if len(self._sets) >= KEPT_SETS:
-                self._sets.clear()
-            found = self._sets[key] = set(bucket)
-        return found.__contains__
-
-
-class UniqueFilter:
-    """The filter index of a field that is both @unique and @filter: the table's unique map
-    (key -> the one id holding it) answers every filter on a value, so no bucket is kept
-    per record. As a `HashIndex` the 1,000,000 distinct e-mails of a users table cost a
-    one-id list and a dict entry each, about 110 bytes a record and a second of open.
-
-    Null, which the unique map leaves out (any number of records may hold it), is the one
-    key kept here, in a `HashIndex` of its own (`nulls`). The table keeps the unique map
-    (table.py), so `add` and `remove` only ever move ids in and out of null. The read side
-    is `HashIndex`'s: `count`, `ids`, `has`, `keeper`.
-    """
-
-    __slots__ = ("nulls", "unique")
-
-    def __init__(self, unique: dict[Any, Any], span: int = -1) -> None:
-        self.unique = unique
-        self.nulls = HashIndex(span)
-
-    @classmethod
-    def from_column(cls, unique: dict[Any, Any], keys: Sequence[Any], ids: Sequence[Any],
-                    span: int = -1) -> UniqueFilter:
-        """Over the unique map already built from `keys` (ascending `ids`): only the ids
-        holding null are gathered, in one C-level pass."""
-        index = cls(unique, span)
-        held = list(compress(ids, map(is_, keys, repeat(None))))
-        index.nulls = HashIndex.from_runs([(None, held)] if held else [], span)
-        return index
-
-    def add(self, key: Any, id_: Any) -> None:
-        if key is None:
-            self.nulls.add(None, id_)
-        else:
-            self.nulls.cover(id_)
-
-    def remove(self, key: Any, id_: Any) -> None:
-        if key is None:
-            self.nulls.remove(None, id_)
-
-    def count(self, keys: Collection[Any]) -> int:
-        held = sum(map(self.unique.__contains__, keys))
-        return held + self.nulls.count((None,)) if None in keys else held
-
-    def ids(self, keys: Collection[Any]) -> set[Any]:
-        unique = self.unique
-        out = {unique[k] for k in keys if k in unique}
-        if None in keys:
-            out.update(self.nulls.ids((None,)))
-        return out
-
-    def has(self, keys: Collection[Any], id_: Any) -> bool:
-        unique = self.unique
-        if any(k in unique and unique[k] == id_ for k in keys):
-            return True
-        return None in keys and self.nulls.has((None,), id_)
-
-    def keeper(self, key: Any) -> Keep:
-        if key is None:
-            return self.nulls.keeper(None)
-        held = self.unique.get(key, _NOTHING)
-        return _NONE.__contains__ if held is _NOTHING else frozenset((held,)).__contains__
-
-
-class OrderedFilter:
-    """The filter index of a field that is both @filter and @sort (and not @unique): its
-    `OrderedIndex` answers every filter on a value from the run of that key (ids ascending
-    already), so no bucket is kept per record. As a `HashIndex` the bench's float score
-    (10,000 distinct values over 1,000,000 posts) cost 12 bytes a record, a bucket insert
-    on every write and 0.2 s of open.
-
-    The table keeps the ordered index (table.py); `add` and `remove` only drop the set a
-    walk was given for that key (`keeper`), as a `HashIndex` does. A lookup costs a bisect
-    per key where a bucket was a dict lookup: O(log n), on reads only.
-    """
-
-    __slots__ = ("_sets", "ordered")
-
-    def __init__(self, ordered: OrderedIndex) -> None:
-        self.ordered = ordered
-        self._sets: dict[Any, set[Any]] = {}
-
-    def add(self, key: Any, id_: Any) -> None:
-        if self._sets:
-            self._sets.pop(key, None)
-
-    remove = add
-
-    def count(self, keys: Iterable[Any]) -> int:
-        return sum(map(self.ordered.run_count, keys))
-
-    def ids(self, keys: Iterable[Any]) -> set[Any]:
-        out: set[Any] = set()
-        for k in keys:
-            out.update(self.ordered.run_ids(k))
-        return out
-
-    def has(self, keys: Iterable[Any], id_: Any) -> bool:
-        holds = self.ordered.holds
-        return any(holds(k, id_) for k in keys)
-
-    def keeper(self, key: Any) -> Keep:
-        found = self._sets.get(key)
-        if found is None:
-            if len(self._sets) >= KEPT_SETS:
-                self._sets.clear()
-            found = self._sets[key] = set(self.ordered.run_ids(key))
-        return found.__contains__
-
-    @property
-    def buckets(self) -> dict[Any, list[Any]]:
-        """key -> ids, as a `HashIndex` holds them (for tests and tools: O(n))."""
-        return dict(self.ordered.runs())
-
-
-FilterIndex = Union[HashIndex, UniqueFilter, OrderedFilter]

@@ -1,6 +1,6 @@
 """Online compaction: a serving store starts a new epoch without stopping its writers.
 
-Trigger (checked after each write, `Store._write`): the log is over `compact_bytes`
+Trigger (checked after each write, compactor.py `Compactor.after_write`): the log is over `compact_bytes`
 (`Store.open(..., compact_bytes=)`, default 64 MiB, the same rule as at open) and holds more
 than twice as many rows as there are live records, or more than twice the snapshot's bytes
 (recovery.py `needs_compaction`). One compaction runs at a time.

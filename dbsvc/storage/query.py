@@ -45,7 +45,8 @@ from operator import itemgetter
 from typing import Any
 
 from dbsvc.runtime import CompiledModel, Query
-from dbsvc.storage.indexes import FilterIndex, Keep, OrderedIndex
+from dbsvc.storage.hashes import FilterIndex
+from dbsvc.storage.indexes import Keep, OrderedIndex
 from dbsvc.storage.rows import Stored, unpack
 from dbsvc.storage.table import Table
 

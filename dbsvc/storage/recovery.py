@@ -29,6 +29,7 @@ prefix of the log. If a compaction swaps files under it, it retries.
 
 from __future__ import annotations
 
+import dataclasses
 import gc
 import json
 import logging
@@ -38,7 +39,7 @@ import os
 from array import array
 from collections import deque
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from itertools import chain, pairwise, starmap
 from typing import Any
 
@@ -46,6 +47,7 @@ from dbsvc import runtime
 from dbsvc.errors import CorruptLog, TenantError
 from dbsvc.runtime import CompiledModel
 from dbsvc.storage import compact, heap, migrate, retain
+from dbsvc.storage.epoch import Epoch
 from dbsvc.storage.files import NO_FAULTS, FaultPlan, truncate_durably
 from dbsvc.storage.logfile import HEADER_SIZE, Damage, LogScan
 from dbsvc.storage.rows import Stored, Values, pack
@@ -61,17 +63,12 @@ CHECKPOINT_EVERY = 1024        # one (offset, byte position) per this many frame
 @dataclass(slots=True)
 class Loaded:
     tables: dict[str, Table]
-    epoch: str
-    log_path: str
-    log_base: int              # offset before the log's first frame
+    epoch: Epoch               # the epoch as recovered (or as compacting on open made it)
     head_offset: int
     log_size: int              # bytes of good frames (the append position)
     damage: Damage | None
     recent: deque              # payloads of the last `ring_capacity` rows
-    checkpoints: list[tuple[int, int]] = field(default_factory=list)
     compacted: bool = False
-    snapshot_bytes: int = 0    # size of the snapshot file (0 before the first compaction)
-    retained: retain.Segment | None = None
 
 
 def needs_compaction(log_bytes: int, rows_in_log: int, live: int, snapshot_bytes: int,
@@ -355,7 +352,7 @@ def _load_once(directory: str, models: Sequence[CompiledModel], description: dic
         if snapshot is not None:
             raise CorruptLog(files.log, 0, "the log is missing beside a snapshot")
         if readonly:
-            return Loaded(tables, "0" * 32, files.log, 0, 0, 0, None, deque())
+            return Loaded(tables, Epoch("0" * 32, files.log, 0, []), 0, 0, None, deque())
         epoch = compact.new_epoch()
         compact.create_log(directory, epoch)
         files = compact.TenantFiles(None, files.log)
@@ -369,8 +366,8 @@ def _load_once(directory: str, models: Sequence[CompiledModel], description: dic
         if isinstance(data, mmap.mmap):
             data.close()
     head = scan.next_offset - 1
-    loaded = Loaded(tables, scan.header.epoch, files.log, scan.header.base_offset, head, scan.end,
-                    scan.damage, recent, checkpoints, snapshot_bytes=snapshot_bytes)
+    loaded = Loaded(tables, Epoch(scan.header.epoch, files.log, scan.header.base_offset, checkpoints,
+                                  snapshot_bytes=snapshot_bytes), head, scan.end, scan.damage, recent)
     if scan.damage is not None:
         d = scan.damage
         log.warning("%s: torn tail at byte %d (%d bytes, %s)%s", files.log, d.position, d.size - d.position,
@@ -378,12 +375,14 @@ def _load_once(directory: str, models: Sequence[CompiledModel], description: dic
         if not readonly:
             truncate_durably(files.log, d.position)
     if readonly or retain_bytes > 0:
-        loaded.retained = retain.load(files.retained, loaded.log_base)
+        retained = retain.load(files.retained, loaded.epoch.log_base)
+        if retained is not None:
+            loaded.epoch = dataclasses.replace(loaded.epoch, retained=retained)
     elif retain.remove(directory):
         log.info("%s: removed the retained log segment (retain_bytes is 0)", directory)
     if readonly:
         return loaded
-    rows_in_log = head - loaded.log_base
+    rows_in_log = head - loaded.epoch.log_base
     live = sum(len(t.live) for t in tables.values())
     reshaped = any(tables[name].live for name in migrating if name in tables)
     if reshaped or needs_compaction(scan.end, rows_in_log, live, snapshot_bytes, compact_bytes):
@@ -391,15 +390,16 @@ def _load_once(directory: str, models: Sequence[CompiledModel], description: dic
             f"log of {scan.end} bytes and {rows_in_log} rows for {live} live records, snapshot of {snapshot_bytes} bytes"
         log.info("%s: compacting on open (%s)", directory, why)
         epoch = compact.new_epoch()
-        keep = retain.plan(retain_bytes, loaded.epoch, loaded.retained, files.log, scan.end, loaded.log_base, head)
-        loaded.retained = compact.install(directory, image_of(tables, epoch, head), faults, keep)
+        old = loaded.epoch
+        keep = retain.plan(retain_bytes, old.id, old.retained, files.log, scan.end, old.log_base, head)
+        retained = compact.install(directory, image_of(tables, epoch, head), faults, keep)
         for table in tables.values():
             table.base_ids = list(table.pk)
             table.rows = []
-        loaded.epoch, loaded.log_base, loaded.compacted = epoch, head, True
+        loaded.epoch = Epoch(epoch, files.log, head, [], retained,
+                             os.path.getsize(os.path.join(directory, compact.SNAPSHOT_NAME)))
+        loaded.compacted = True
         loaded.log_size = HEADER_SIZE
-        loaded.snapshot_bytes = os.path.getsize(os.path.join(directory, compact.SNAPSHOT_NAME))
-        loaded.checkpoints = []
     if plan.write_description:
         if plan.changes:
             log.info("%s: schema migrated:\n%s", directory, "\n".join(f"  - {c}" for c in plan.changes))

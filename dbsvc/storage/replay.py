@@ -27,7 +27,9 @@ Rules:
    the store ignore the segment from then on, logged once; the reader gets `OffsetGone`
    after the good frames before the damage.
 
-Storage-internal: it reads the Store's private state, as online.py does.
+It reads the store through `LogSource`, a narrow public view (the current `Epoch`, the
+acknowledged end of the log, the head), and never imports store.py: the Store passes
+itself, and a compaction that replaces the epoch is seen at the next part's lookup.
 """
 
 from __future__ import annotations
@@ -36,14 +38,12 @@ import logging
 import os
 from bisect import bisect_right
 from collections.abc import Iterator
-from typing import TYPE_CHECKING
+from typing import Protocol
 
-from dbsvc.errors import OffsetGone
+from dbsvc.errors import OffsetGone, OffsetOutOfRange
 from dbsvc.storage import retain
+from dbsvc.storage.epoch import Epoch
 from dbsvc.storage.logfile import HEADER_SIZE, read_frames
-
-if TYPE_CHECKING:
-    from dbsvc.storage.store import Store
 
 log = logging.getLogger("dbsvc.storage")
 
@@ -52,29 +52,54 @@ log = logging.getLogger("dbsvc.storage")
 Source = retain.Segment | tuple[str, int, int]
 
 
-def frames_after(store: Store, offset: int) -> Iterator[bytes]:
-    store._check_offset(offset)
+class LogSource(Protocol):
+    """What replay reads of a store (store.py implements it)."""
+
+    @property
+    def directory(self) -> str: ...
+
+    @property
+    def epoch_state(self) -> Epoch: ...
+
+    @property
+    def acked_log_bytes(self) -> int: ...
+
+    @property
+    def head_offset(self) -> int: ...
+
+    def drop_retained(self, segment: retain.Segment) -> bool: ...
+
+
+def check_offset(offset: int, head: int) -> None:
+    """`OffsetOutOfRange` for an offset below 0 or beyond the head (store.py rule 5)."""
+    if offset < 0 or offset > head:
+        raise OffsetOutOfRange(f"offset {offset} is ahead of the head offset {head}", head=head)
+
+
+def frames_after(store: LogSource, offset: int) -> Iterator[bytes]:
+    check_offset(offset, store.head_offset)
     return _frames(store, offset, _source(store, offset))
 
 
-def _source(store: Store, after: int) -> Source:
-    if after >= store._log_base:
-        stop = store._commit.writer.acked if store._commit is not None else store._readonly_end
-        checkpoints = store._checkpoints
+def _source(store: LogSource, after: int) -> Source:
+    epoch = store.epoch_state
+    if after >= epoch.log_base:
+        stop = store.acked_log_bytes
+        checkpoints = epoch.checkpoints
         i = bisect_right(checkpoints, (after + 1, -1)) - 1
-        return store._epoch, checkpoints[i][1] if i >= 0 else HEADER_SIZE, stop
-    segment = store._retained
+        return epoch.id, checkpoints[i][1] if i >= 0 else HEADER_SIZE, stop
+    segment = epoch.retained
     if segment is None or after < segment.base:
-        oldest = store.oldest_offset
+        oldest = epoch.oldest_offset
         raise OffsetGone(f"offset {after} was compacted away and is not retained; "
                          f"the oldest retained offset is {oldest}", oldest=oldest)
     return segment
 
 
-def _frames(store: Store, after: int, source: Source) -> Iterator[bytes]:
+def _frames(store: LogSource, after: int, source: Source) -> Iterator[bytes]:
     while True:
         if isinstance(source, retain.Segment):
-            if source is not store._retained:           # rule 3: replaced or dropped
+            if source is not store.epoch_state.retained:        # rule 3: replaced or dropped
                 source = _source(store, after)
                 continue
             try:
@@ -85,11 +110,12 @@ def _frames(store: Store, after: int, source: Source) -> Iterator[bytes]:
                 raise _drop(store, source, exc) from None
             source = _source(store, after)               # the log, or a newer segment
             continue
-        epoch, start, stop = source
-        if epoch != store._epoch:                        # rule 3: the log was replaced
+        epoch_id, start, stop = source
+        epoch = store.epoch_state
+        if epoch_id != epoch.id:                         # rule 3: the log was replaced
             source = _source(store, after)
             continue
-        fd = os.open(store._log_path, os.O_RDONLY | os.O_CLOEXEC)
+        fd = os.open(epoch.log_path, os.O_RDONLY | os.O_CLOEXEC)
         try:
             for frame_offset, frame in read_frames(fd, start, stop):
                 if frame_offset > after:
@@ -99,12 +125,11 @@ def _frames(store: Store, after: int, source: Source) -> Iterator[bytes]:
         return
 
 
-def _drop(store: Store, segment: retain.Segment, exc: retain.SegmentDamaged) -> OffsetGone:
+def _drop(store: LogSource, segment: retain.Segment, exc: retain.SegmentDamaged) -> OffsetGone:
     """Rule 5: the segment is ignored from now on; the error for the reader."""
-    if store._retained is segment:
-        store._retained = None
+    if store.drop_retained(segment):
         log.error("%s: ignoring the retained log segment: %s; offsets before %d answer 410 offset_gone",
-                  store.directory, exc, store._log_base)
-    oldest = store.oldest_offset
+                  store.directory, exc, store.epoch_state.log_base)
+    oldest = store.epoch_state.oldest_offset
     return OffsetGone(f"the retained log is damaged ({exc.reason}); the oldest retained offset is {oldest}",
                       oldest=oldest)

@@ -6,7 +6,7 @@ The API the application is written against (docs/architecture.md, "storage")::
                        readonly=False, ring_capacity=1024, compact_bytes=64 << 20,
                        retain_bytes=0)
     record, watermark          = store.get("User", 7, as_of=None)
-    records, total, watermark  = store.list("User", query)
+    records, total, watermark  = store.list_records("User", query)
     store.watermarks(), store.live_counts(), store.head_offset, store.epoch, store.oldest_offset
     health             = store.health(retry=False)             # WriteHealth: state, detail
     record             = await store.insert("User", record)     # id None: max ever used + 1
@@ -20,8 +20,27 @@ The API the application is written against (docs/architecture.md, "storage")::
     unsubscribe        = store.subscribe(callback)              # callback(ChangeEvent, frame)
     for event in store.events_after(offset): ...                # ring, or the log if replication
     for frame in store.frames_after(offset): ...                # retained segment, then the log
-    task               = store.compact_now()                    # online compaction now (online.py)
+    durable            = store.apply_replicated(frame)          # a follower (follow.py)
+    epoch, base, chunks = store.epoch_snapshot()                # what a follower bootstraps from
+    task               = store.compact_now()                    # online compaction now (compactor.py)
     store.close()
+    store.table("User"), store.tables, store.epoch_state        # read-only views (tests, tools)
+
+The Store is a facade over named parts, each in its own module:
+
+    epoch.py       `Epoch`: the current epoch's id, log path and base, checkpoints,
+                   retained segment and snapshot size, as one frozen value
+    changes.py     `ChangeStream`: subscribers, the ring, the head, events/frames after
+    replay.py      reading frames back (through `replay.LogSource`, which Store implements)
+    follow.py      the follower side: applying a primary's frames, the epoch's snapshot
+    compactor.py   `Compactor`: when and how an online compaction runs (steps: online.py)
+    constraints.py a write's checks (unique, refs, automatic ids) before it touches anything
+    commit.py      the group commit; batch.py the offline batch; table.py one model's
+                   records, history and indexes; recovery.py the open
+
+It keeps the write path's plumbing (the event, the frame, the commit, the rollback) and
+the reads. The parts never import store.py (replay.py, follow.py and compactor.py see it
+through protocols: `LogSource`, `Replicated`, `Host`).
 
 Rules:
 
@@ -43,25 +62,24 @@ Rules:
 4. Events reach subscribers on the loop after their commit, in offset order, each with its
    log frame (the bytes just made durable: the `/replicate` message); without
    replication, the ring keeps the last `ring_capacity` committed events (after a
-   restart, the log's last rows).
+   restart, the log's last rows). changes.py.
 5. `events_after(offset)`: `OffsetOutOfRange` beyond the head; `OffsetGone` when the offset
    is older than what the ring holds, or, with replication, what `frames_after` holds:
    the log since the last compaction plus the retained segment before it (retain.py: the
    newest rows compactions removed, within `retain_bytes`; 0 keeps none), so `OffsetGone`
    before `oldest_offset`. It reads lazily in 1 MiB chunks, gap-free, up to the
    acknowledged end (replay.py).
-
 6. Memory: every live record, held as a tuple of its values in field order and handed
    out as a dict (the same dict for a version read again while it is among the last
    65,536 handed out: the application caches encodings by identity; table.py), plus its
-   indexes, and the epoch's history (table.py: ~80 bytes per row after the snapshot, plus
-   superseded versions). History is bounded by
-   online compaction (online.py): past `compact_bytes` of log (64 MiB) holding more than
-   twice as many rows as live records, or more than twice the snapshot's bytes
-   (recovery.py `needs_compaction`), the store cuts a snapshot, writes it in a thread
-   and switches to a fresh log in a new epoch (pauses: the cut's id lists and the
-   switch's file steps, each well under 20 ms at 1M records; `compaction_pauses`;
-   `compact_now()` starts one whatever the rule says). `stats()["history_rows"]` reports the size.
+   indexes, and the epoch's history (table.py: the rows after the snapshot, plus
+   superseded versions). History is bounded by online compaction (compactor.py, online.py):
+   past `compact_bytes` of log (64 MiB) holding more than twice as many rows as live
+   records, or more than twice the snapshot's bytes (recovery.py `needs_compaction`), the
+   store cuts a snapshot, writes it in a thread and switches to a fresh log in a new epoch
+   (short loop pauses: the cut's id lists and the switch's file steps; `compaction_pauses`;
+   `compact_now()` starts one whatever the rule says). `stats()["history_rows"]` reports
+   the size.
 
 Recommended feed pattern: subscribe first (buffering), then replay `events_after(after)`,
 then drain the buffer skipping offsets already sent.
@@ -70,45 +88,28 @@ then drain the buffer skipping offsets already sent.
 from __future__ import annotations
 
 import asyncio
-import builtins
-import gc
-import json
-import logging
 import os
-import time
 from collections import deque
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any
 
-from dbsvc.errors import (
-    ConstraintViolation,
-    EpochChanged,
-    ForeignKeyViolation,
-    NotFound,
-    OffsetGone,
-    OffsetOutOfRange,
-    Referenced,
-    RequestError,
-    StreamError,
-    Unavailable,
-    UniqueViolation,
-)
-from dbsvc.runtime import INT64_MAX, CompiledModel, Query
-from dbsvc.storage import batch, compact, files, online, recovery, replay, retain
+from dbsvc.errors import NotFound, Unavailable
+from dbsvc.runtime import CompiledModel, Query
+from dbsvc.storage import batch, files, follow, recovery, retain
+from dbsvc.storage.changes import Callback, ChangeStream
 from dbsvc.storage.commit import CommitQueue, LogWriter, WriteHealth, WriteState
-from dbsvc.storage.events import ChangeEvent, EventKind, decode_event
+from dbsvc.storage.compactor import Compactor
+from dbsvc.storage.constraints import Constraints
+from dbsvc.storage.epoch import Epoch
+from dbsvc.storage.events import ChangeEvent, EventKind
 from dbsvc.storage.files import FaultPlan
 from dbsvc.storage.lock import WriterLock
-from dbsvc.storage.compact import SNAPSHOT_NAME
-from dbsvc.storage.logfile import FRAME_HEADER_SIZE, encode_frame
-from dbsvc.storage.snapshot import ModelImage, SnapshotImage, encode_snapshot
+from dbsvc.storage.logfile import encode_frame
 from dbsvc.storage.query import list_live, list_state
 from dbsvc.storage.rows import Values, unpack
 from dbsvc.storage.table import Table
 
-log = logging.getLogger("dbsvc.storage")
-
-Callback = Callable[[ChangeEvent, bytes], None]
+__all__ = ["Callback", "Store"]
 
 
 class Store:
@@ -117,46 +118,28 @@ class Store:
     def __init__(self, directory: str, loaded: recovery.Loaded, lock: WriterLock | None, *,
                  sync: bool, replication: bool, ring_capacity: int, faults: FaultPlan,
                  compact_bytes: int = recovery.AUTO_COMPACT_BYTES, retain_bytes: int = 0) -> None:
-        self.directory = directory
+        self._directory = directory
         self.readonly = lock is None
         self.replication = replication
         self._lock = lock
         self._tables: dict[str, Table] = loaded.tables
-        self._epoch = loaded.epoch
-        self._log_path = loaded.log_path
-        self._log_base = loaded.log_base
-        self._retained = loaded.retained
-        self._retain_bytes = retain_bytes
-        self._head = loaded.head_offset
+        # Replaced whole by a compaction's switch (install_epoch); epoch.py.
+        self._epoch: Epoch = loaded.epoch
         self._next_offset = loaded.head_offset + 1
-        self._checkpoints = loaded.checkpoints
         self.recovered_tail = loaded.damage
         self.compacted_on_open = loaded.compacted
-        self._ring: deque[ChangeEvent] = deque((decode_event(p) for p in loaded.recent), maxlen=ring_capacity)
-        self._subscribers: list[Callback] = []
-        self._referrers: dict[str, list[tuple[Table, str]]] = {name: [] for name in self._tables}
-        for table in self._tables.values():
-            for f, parent in table.model.refs:
-                self._referrers[parent].append((table, f))
+        self._changes = ChangeStream(self, loaded.recent, ring_capacity, loaded.head_offset,
+                                     replication=replication)
+        self._constraints = Constraints(self._tables)
         self._commit: CommitQueue | None = None
         self._readonly_end = loaded.log_size
-        self._faults = faults
-        self.checkpoint_every = recovery.CHECKPOINT_EVERY
-        self._compact_bytes = compact_bytes
-        self._snapshot_bytes = loaded.snapshot_bytes
-        self._compaction: asyncio.Task | None = None
-        self._compaction_progress: online.Progress | None = None
-        # While a compaction's snapshot thread reads the records as of its cut, each write
-        # notes the record it replaces here first (online.TableCut).
-        self._cut: dict[str, online.TableCut] | None = None
-        self._compact_not_before = 0.0
-        self.compactions = 0
-        # (cut seconds, switch seconds) of the last online compactions: the loop's pauses.
-        self.compaction_pauses: deque[tuple[float, float]] = deque(maxlen=32)
         if lock is not None:
-            fd = files.ops.open(self._log_path, os.O_WRONLY | os.O_APPEND | os.O_CLOEXEC)
-            writer = LogWriter(self._log_path, fd, loaded.log_size, faults)
-            self._commit = CommitQueue(writer, sync=sync, publish=self._publish, rollback=self._rollback)
+            log_path = self._epoch.log_path
+            fd = files.ops.open(log_path, os.O_WRONLY | os.O_APPEND | os.O_CLOEXEC)
+            writer = LogWriter(log_path, fd, loaded.log_size, faults)
+            self._commit = CommitQueue(writer, sync=sync, publish=self._changes.publish, rollback=self._rollback)
+        self.compactor = Compactor(self, self._commit, faults=faults, compact_bytes=compact_bytes,
+                                   retain_bytes=retain_bytes)
 
     @classmethod
     def open(cls, directory: str, models: Sequence[CompiledModel], description: dict, *,
@@ -193,22 +176,28 @@ class Store:
 
     # -- reads -----------------------------------------------------------------------------
 
-    def _table(self, model: str) -> Table:
+    def table(self, model: str) -> Table:
+        """The `Table` of `model` (`NotFound` for an unknown one): read it, never write it."""
         try:
             return self._tables[model]
         except KeyError:
             raise NotFound(f"unknown model {model!r}") from None
 
+    @property
+    def tables(self) -> Mapping[str, Table]:
+        """Every model's `Table`, by model name: read them, never write them."""
+        return self._tables
+
     def get(self, model: str, id: Any, as_of: int | None = None) -> tuple[dict | None, int]:
-        table = self._table(model)
+        table = self.table(model)
         if as_of is None or as_of >= table.watermark:
             stored = table.live.get(id)
             return (None if stored is None else table.shown(id, stored)), table.watermark
         past = table.get_as_of(id, max(as_of, 0))
         return (None if past is None else table.model.decode(unpack(past))), as_of
 
-    def list(self, model: str, query: Query) -> tuple[list[dict], int, int]:
-        table = self._table(model)
+    def list_records(self, model: str, query: Query) -> tuple[list[dict], int, int]:
+        table = self.table(model)
         as_of = query.as_of
         if as_of is None or as_of >= table.watermark:
             records, total = list_live(table, query)
@@ -223,8 +212,12 @@ class Store:
         return {name: len(t.live) for name, t in self._tables.items()}
 
     @property
+    def directory(self) -> str:
+        return self._directory
+
+    @property
     def head_offset(self) -> int:
-        return self._head
+        return self._changes.head
 
     @property
     def applied_offset(self) -> int:
@@ -234,16 +227,46 @@ class Store:
 
     @property
     def epoch(self) -> str:
+        return self._epoch.id
+
+    @property
+    def epoch_state(self) -> Epoch:
+        """The current epoch (epoch.py): replaced whole by each compaction."""
         return self._epoch
 
     @property
     def oldest_offset(self) -> int:
         """The oldest `after` that `frames_after` serves (the retained segment's base, else the log's)."""
-        return self._retained.base if self._retained is not None else self._log_base
+        return self._epoch.oldest_offset
+
+    @property
+    def acked_log_bytes(self) -> int:
+        """The log's acknowledged end: what `frames_after` reads up to (replay.py)."""
+        return self._commit.writer.acked if self._commit is not None else self._readonly_end
+
+    @property
+    def commit_queue(self) -> CommitQueue | None:
+        """The group commit (commit.py); None on a read-only store."""
+        return self._commit
+
+    @property
+    def holds_lock(self) -> bool:
+        return self._lock is not None
+
+    @property
+    def compactions(self) -> int:
+        """Online compactions finished since the open."""
+        return self.compactor.count
+
+    @property
+    def compaction_pauses(self) -> deque[tuple[float, float]]:
+        """(cut seconds, switch seconds) of the last online compactions: the loop's pauses."""
+        return self.compactor.pauses
 
     def stats(self) -> dict[str, Any]:
         """Counters for /metrics and the bench."""
         c = self._commit
+        retained = self._epoch.retained
         return {
             "fsyncs": c.stats.fsyncs if c else 0,
             "commits": c.stats.commits if c else 0,
@@ -254,8 +277,8 @@ class Store:
             if self.recovered_tail else 0,
             "history_rows": sum(len(t.rows) for t in self._tables.values()),
             "log_bytes": c.writer.written if c else self._readonly_end,
-            "retained_bytes": self._retained.size if self._retained is not None else 0,
-            "compactions": self.compactions,
+            "retained_bytes": retained.size if retained is not None else 0,
+            "compactions": self.compactor.count,
         }
 
     def health(self, retry: bool = False) -> WriteHealth:
@@ -275,29 +298,18 @@ class Store:
 
     # -- writes ----------------------------------------------------------------------------
 
+    def check_writable(self) -> None:
+        """`Unavailable` unless the store takes writes now (read-only, or commit.py rule 4)."""
+        self._writable()
+
     def _writable(self) -> CommitQueue:
         if self._commit is None:
             raise Unavailable("the store was opened read-only")
         self._commit.check_writable()
         return self._commit
 
-    def _check_refs(self, table: Table, record: dict, previous: dict | None) -> None:
-        for f, parent in table.model.refs:
-            value = record[f]
-            if value is None or (previous is not None and previous[f] == value):
-                continue
-            if value not in self._tables[parent].live:
-                raise ForeignKeyViolation(
-                    f"{f} {value!r} does not match any {self._tables[parent].model.kebab}", field=f)
-
-    def _check_unique(self, table: Table, values: Values, record: dict) -> None:
-        clash = table.unique_clash(values)
-        if clash is not None:
-            f, other = clash
-            raise UniqueViolation(f"{f} {record[f]!r} is already used by {table.model.kebab} {other!r}", field=f)
-
     def _write(self, commit: CommitQueue, table: Table, kind: EventKind, id_: Any,
-               record: dict | None, previous: dict | None, apply: Callable[[], object]) -> asyncio.Future:
+               record: dict | None, previous: dict | None, apply: Callable[[], object]) -> asyncio.Future[None]:
         offset = self._next_offset
         shown = record if record is not None else previous       # a delete shows the last record
         assert shown is not None
@@ -305,180 +317,42 @@ class Store:
                             previous if kind is EventKind.UPDATE else None)
         return self._submit(commit, table, offset, encode_frame(offset, event.payload()), event, apply)
 
+    def submit_frame(self, table: Table, frame: bytes, event: ChangeEvent,
+                     apply: Callable[[], object]) -> asyncio.Future[None]:
+        """Commit a frame built elsewhere (a follower's replicated frame, follow.py) at
+        `event.offset`, the next offset, with `apply` changing `table` in memory: the
+        commit path of a local write. The caller has checked that the frame fits."""
+        assert event.offset == self._next_offset, "frames are submitted in offset order"
+        return self._submit(self._writable(), table, event.offset, frame, event, apply)
+
     def _submit(self, commit: CommitQueue, table: Table, offset: int, frame: bytes, event: ChangeEvent,
-                apply: Callable[[], object]) -> asyncio.Future:
+                apply: Callable[[], object]) -> asyncio.Future[None]:
         max_id = table.max_id
+        compactor = self.compactor
 
         def applied() -> tuple[Table, int, int]:
-            if self._cut is not None:
-                self._cut[table.name].note_write(event.id)
+            if compactor.cut is not None:
+                compactor.cut[table.name].note_write(event.id)
             apply()
             self._next_offset = offset + 1
             return table, max_id, offset
 
         future = commit.submit(frame, event, applied)
         if offset % recovery.CHECKPOINT_EVERY == 0 and self._next_offset > offset:
-            self._checkpoints.append((offset, commit.writer.written - len(frame)))
-        if commit.writer.written > self._compact_bytes and self._compaction is None:
-            self._maybe_compact(commit)
+            self._epoch.checkpoints.append((offset, commit.writer.written - len(frame)))
+        if commit.writer.written > compactor.compact_bytes and compactor.task is None:
+            compactor.after_write(commit)
         # The commit queue never needs the future back, so a writer that stops waiting for
         # it (a cancelled await) leaves its write to be committed, or rolled back, like any other.
         return future
-
-    # -- online compaction (online.py) -----------------------------------------------------
-
-    def _maybe_compact(self, commit: CommitQueue) -> None:
-        if commit.failed is not None or time.monotonic() < self._compact_not_before:
-            return
-        live = sum(len(t.live) for t in self._tables.values())
-        if recovery.needs_compaction(commit.writer.written, self._next_offset - 1 - self._log_base, live,
-                                     self._snapshot_bytes,
-                                     self._compact_bytes):
-            self.compact_now()
-
-    def compact_now(self) -> asyncio.Task:
-        """Start an online compaction whatever the size rule says (a bench, an operator),
-        or return the one running; its task finishes once the new epoch is in place, or
-        the attempt failed and was logged."""
-        if self._compaction is None:
-            progress = online.Progress()
-            self._compaction_progress = progress
-            self._compaction = asyncio.get_running_loop().create_task(self._compact(progress),
-                                                                      name="dbsvc-compaction")
-        return self._compaction
-
-    async def _compact(self, progress: online.Progress) -> None:
-        try:
-            await self._compact_steps(progress)
-        finally:
-            self._cut = None
-            self._compaction = None
-            self._compaction_progress = None
-
-    async def _compact_steps(self, progress: online.Progress) -> None:
-        """One online compaction: online.py's file steps, in the order of its docstring."""
-        commit = self._commit
-        assert commit is not None
-        directory, faults, every, log_path = self.directory, self._faults, self.checkpoint_every, self._log_path
-        try:
-            # Threads read the log file up to the cut (write_retained) and past it
-            # (start_log): the frames held for the next group commit are written first.
-            commit.write_held()
-        except Unavailable as exc:
-            self._compaction_failed(exc)
-            return
-        cut = online.take_cut(self._tables, self._next_offset - 1, commit.writer.written)
-        self._cut = {tc.table.name: tc for tc in cut.tables}
-        # The cut's id lists and the epoch's history are long-lived and acyclic: frozen, so
-        # that the collections the snapshot thread's allocations trigger do not walk them
-        # (docs/decisions.md, "Pauses").
-        gc.freeze()
-        keep = retain.plan(self._retain_bytes, self._epoch, self._retained, log_path, cut.position,
-                           self._log_base, cut.head)
-        new: online.NewLog | None = None
-        pending: retain.Segment | None = None
-        old_rows: builtins.list[builtins.list[Any]] = []
-        held: builtins.list[int] = []               # old files, freed after the switch
-        old_fds: builtins.list[int] = []
-        switched = [0.0]
-
-        def switch() -> None:
-            assert new is not None
-            start = time.perf_counter()
-            writer = commit.writer
-            online.finish_log(log_path, writer.written, new, cut, every, faults)
-            try:
-                segment = compact.install_pair(directory, faults, pending, progress.committed)
-            except OSError as exc:
-                if progress.committed[0]:
-                    log.error("%s: compaction failed after its commit point: %s; the store is now read-only "
-                              "(the next open finishes the switch)", directory, exc)
-                    commit.fail_stop(exc)
-                raise
-            old_fds.append(writer.fd)
-            writer.fd, new.fd = new.fd, -1
-            writer.written = new.size
-            old_rows.extend(self._enter_epoch(cut, new.checkpoints, segment))
-            switched[0] = time.perf_counter() - start
-
-        try:
-            await online.in_thread(progress, online.write_snapshot, directory, cut, progress, faults)
-            self._cut = None
-            online.end_cut(self._tables)
-            pending = await online.in_thread(progress, online.write_retained, directory, keep, progress, faults)
-            commit.check_writable()
-            commit.write_held()
-            new = await online.in_thread(progress, online.start_log, directory, log_path, cut,
-                                         commit.writer.written, every, progress)
-            held.extend(await online.in_thread(progress, online.hold_old_files, directory))
-            await commit.run_between_fsyncs(switch)
-        except BaseException as exc:
-            self._cut = None
-            online.release_files(held, old_fds)
-            progress.cancelled = True
-            progress.idle.wait(60)                  # a thread step stops at its next chunk
-            online.end_cut(self._tables)            # no thread reads the cut's sublists now
-            if new is not None and new.fd >= 0:
-                files.ops.close(new.fd)
-                new.fd = -1
-            if not progress.committed[0] and self._lock is not None:
-                online.discard(directory)
-            if not isinstance(exc, Exception):
-                raise
-            self._compaction_failed(exc)
-            return
-        self.compaction_pauses.append((cut.took, switched[0]))
-        log.info("%s: compacted online at offset %d: %d live records, new epoch %s (pauses %.1f ms + %.1f ms)",
-                 directory, cut.head, sum(tc.count for tc in cut.tables), cut.epoch,
-                 cut.took * 1e3, switched[0] * 1e3)
-        await online.in_thread(progress, online.release_files, held, old_fds)
-        await online.in_thread(progress, online.drop_slowly, old_rows)
-        # What the new epoch keeps (the snapshot's id lists, the surviving history) is
-        # long-lived and acyclic, like what `recovery.load` froze at open: out of the
-        # cyclic GC's way too (docs/decisions.md, "Pauses").
-        gc.freeze()
-
-    def _compaction_failed(self, exc: Exception) -> None:
-        """Log why (a compaction cancelled by `close()` is not a failure to report) and
-        wait RETRY_AFTER before the size rule may start another."""
-        if not isinstance(exc, online.Cancelled):
-            log.error("%s: online compaction failed: %s", self.directory, exc)
-        self._compact_not_before = time.monotonic() + online.RETRY_AFTER
-
-    def _enter_epoch(self, cut: online.Cut, checkpoints: builtins.list[tuple[int, int]],
-                     retained: retain.Segment | None) -> builtins.list[Any]:
-        """The switch of an online compaction, in memory: history restarts at the cut.
-        Returns the old history and id lists, for the caller to free off the loop."""
-        old = []
-        deltas = cut.deltas()
-        for tc in cut.tables:
-            table = tc.table
-            old.append(table.rows)
-            old.append(table.base_ids)
-            table.rows = table.rows[tc.rows:]
-            table.base_ids = tc.base_ids
-        head = cut.head
-        self._epoch, self._log_base, self._checkpoints = cut.epoch, head, checkpoints
-        self._snapshot_bytes = cut.snapshot_bytes
-        self._retained = retained
-
-        def renumber(event: ChangeEvent) -> ChangeEvent:
-            if event.offset <= head:
-                return event
-            return event._replace(watermark=event.watermark + deltas[event.model])
-
-        self._ring = deque((renumber(e) for e in self._ring if e.offset > head), maxlen=self._ring.maxlen)
-        assert self._commit is not None
-        self._commit.map_pending_events(renumber)
-        self.compactions += 1
-        return old
 
     def _rollback(self, undo: tuple[Table, int, int]) -> None:
         table, max_id, offset = undo
         table.undo_last(max_id)
         self._next_offset = offset
-        while self._checkpoints and self._checkpoints[-1][0] >= offset:
-            self._checkpoints.pop()
+        checkpoints = self._epoch.checkpoints
+        while checkpoints and checkpoints[-1][0] >= offset:
+            checkpoints.pop()
 
     async def insert(self, model: str, record: dict) -> dict:
         stored, durable = self.apply_insert(model, record)
@@ -495,74 +369,31 @@ class Store:
         await durable
         return previous
 
-    def apply_insert(self, model: str, record: dict) -> tuple[dict, asyncio.Future]:
+    def apply_insert(self, model: str, record: dict[str, Any]) -> tuple[dict[str, Any], asyncio.Future[None]]:
         commit = self._writable()
-        table = self._table(model)
-        m = table.model
-        id_ = record.get(m.id_field)
-        if id_ is None:
-            if m.id_type != "int":
-                raise ConstraintViolation([{"field": m.id_field, "message": "is required"}])
-            if table.max_id >= INT64_MAX:
-                # Ids are signed 64-bit (docs/guide/schema.md#types); one past the top would be stored
-                # but could never be parsed back from a path.
-                raise ConstraintViolation([{"field": m.id_field, "message":
-                    f"no automatic id is left: the largest id ever used is {table.max_id}; "
-                    "give an unused id explicitly"}])
-            record = dict(record)
-            record[m.id_field] = id_ = table.max_id + 1
-        if id_ in table.live:
-            raise UniqueViolation(f"{m.id_field} {id_!r} is already used by {m.kebab} {id_!r}", field=m.id_field)
-        values = m.row(record)
-        self._check_unique(table, values, record)
-        self._check_refs(table, record, None)
-
-        def apply() -> None:
-            table.prime(id_, table.insert(values), record)
-
+        table = self.table(model)
+        record, id_, apply = self._constraints.insert(table, record)
         return record, self._write(commit, table, EventKind.INSERT, id_, record, None, apply)
 
-    def apply_replace(self, model: str, id: Any, record: dict) -> tuple[dict, dict, asyncio.Future]:
+    def apply_replace(self, model: str, id: Any,
+                      record: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any], asyncio.Future[None]]:
         commit = self._writable()
-        table = self._table(model)
-        m = table.model
-        current = table.live.get(id)
-        if current is None:
-            raise NotFound(f"{m.kebab} {id!r} not found")
-        previous = table.shown(id, current)
-        if record.get(m.id_field) != id:
-            record = dict(record)
-            record[m.id_field] = id
-        values = m.row(record)
-        self._check_unique(table, values, record)
-        self._check_refs(table, record, previous)
-
-        def apply() -> None:
-            table.prime(id, table.replace(current, values, m.row(previous)), record)
-
+        table = self.table(model)
+        previous, record, apply = self._constraints.replace(table, id, record)
         return previous, record, self._write(commit, table, EventKind.UPDATE, id, record, previous, apply)
 
-    def apply_delete(self, model: str, id: Any) -> tuple[dict, asyncio.Future]:
+    def apply_delete(self, model: str, id: Any) -> tuple[dict[str, Any], asyncio.Future[None]]:
         commit = self._writable()
-        table = self._table(model)
-        current = table.live.get(id)
-        if current is None:
-            raise NotFound(f"{table.model.kebab} {id!r} not found")
-        previous = table.shown(id, current)
-        children = sum(child.refs[f].get(id, 0) for child, f in self._referrers[table.name])
-        if children:
-            names = sorted({child.name for child, f in self._referrers[table.name] if child.refs[f].get(id)})
-            raise Referenced(f"{table.model.kebab} {id!r} is referenced by {children} record(s) of "
-                             f"{', '.join(names)}", count=children)
-        return previous, self._write(commit, table, EventKind.DELETE, id, None, previous,
-                                     lambda: table.delete(id, current))
+        table = self.table(model)
+        previous, apply = self._constraints.delete(table, id)
+        return previous, self._write(commit, table, EventKind.DELETE, id, None, previous, apply)
 
     def check_batch(self, rows: Sequence[tuple[str, dict]]) -> None:
         """`BatchRejected` if `insert_batch(rows)` would refuse them; works on a read-only
         store too, so a tool can judge a batch before it opens the tenant for writing."""
         batch.plan(self._tables, rows)
 
-    def insert_batch(self, rows: Sequence[tuple[str, dict]]) -> builtins.list[dict]:
+    def insert_batch(self, rows: Sequence[tuple[str, dict]]) -> list[dict]:
         """Insert (model name, record) rows as one durable batch (batch.py): checked as a
         set (`BatchRejected` lists every bad row, nothing written), written with one fsync,
         then applied; returns the stored records (automatic ids filled in). Synchronous,
@@ -573,163 +404,79 @@ class Store:
         if not planned:
             return []
         first = self._next_offset
-        checkpoints: builtins.list[tuple[int, int]] = []
+        checkpoints: list[tuple[int, int]] = []
         commit.append_batch(batch.frames(planned, first, commit.writer.written, recovery.CHECKPOINT_EVERY,
                                          checkpoints), len(planned))
-        by_table: dict[str, builtins.list[Values]] = {}
+        by_table: dict[str, list[Values]] = {}
         for table, record in planned:
             by_table.setdefault(table.name, []).append(table.model.row(record))
         for name, records in by_table.items():
             self._tables[name].insert_many(records)
         self._next_offset = first + len(planned)
-        self._checkpoints.extend(checkpoints)
-        self._publish_batch(planned, first)
+        self._epoch.checkpoints.extend(checkpoints)
+        self._changes.publish_batch(planned, first)
         return [record for _t, record in planned]
 
-    def _publish_batch(self, planned: builtins.list[tuple[Table, dict]], first: int) -> None:
-        """The batch's events, after its commit: to the subscribers, if any, all of them;
-        otherwise only the ring's last `maxlen`, so a million-row import builds no events."""
-        self._head = first + len(planned) - 1
-        keep = len(planned) if self._subscribers else min(len(planned), self._ring.maxlen or 0)
-        watermarks = {t.name: t.watermark for t, _r in planned}
-        events = []
-        for offset in range(self._head, self._head - keep, -1):          # newest first
-            table, record = planned[offset - first]
-            events.append(ChangeEvent(EventKind.INSERT, table.name, offset, watermarks[table.name],
-                                      record[table.id_field], record))
-            watermarks[table.name] -= 1
-        for event in reversed(events):
-            if self._subscribers:
-                self._publish(event, event.frame())
-            else:
-                self._ring.append(event)
+    # -- following a primary (follow.py; dbsvc/replica) --------------------------------------
 
-    # -- following a primary (dbsvc/replica) ---------------------------------------------
-
-    def apply_replicated(self, frame: bytes) -> asyncio.Future:
-        """Apply one frame of a primary's `/replicate` stream with the primary's offset and
-        watermark, as the primary wrote it: the frame bytes go to this log unchanged, so a
-        follower's log, offsets and `as_of` history are the primary's. The frame was checked
-        by the stream reader (CRC, continuity); this checks that it fits this store:
-        `StreamError` for a frame out of sequence, an unknown model, a record of other
-        fields, or a row that contradicts the state (insert of a present id, update or
-        delete of an absent one, a record whose values the model's validator refuses);
-        `EpochChanged` when its watermark is not the next one
-        (the primary compacted). Nothing is applied when it raises."""
-        commit = self._writable()
-        offset = int.from_bytes(frame[:8], "big")              # FRAME's first field
-        if offset != self._next_offset:
-            raise StreamError(offset, f"expected offset {self._next_offset}")
-        try:
-            event = decode_event(memoryview(frame)[FRAME_HEADER_SIZE:])
-        except (ValueError, KeyError, TypeError) as exc:
-            raise StreamError(offset, f"payload is not a change event: {exc}") from None
-        table = self._tables.get(event.model)
-        if table is None:
-            raise StreamError(offset, f"unknown model {event.model!r}")
-        if event.offset != offset:
-            raise StreamError(offset, f"payload says offset {event.offset}")
-        if list(event.record) != list(table.model.fields):
-            raise StreamError(offset, f"{event.model} record has fields {list(event.record)}, "
-                                      f"expected {list(table.model.fields)}")
-        if event.watermark != table.watermark + 1:
-            raise EpochChanged(offset, f"{event.model} watermark {event.watermark} follows "
-                                       f"{table.watermark} here: the primary started a new epoch")
-        record, kind = event.record, event.kind
-        if kind is not EventKind.DELETE:
-            _check_replicated_record(table, offset, event)
-        try:
-            current = table.live.get(event.id)
-        except TypeError:                                   # an unhashable id
-            raise StreamError(offset, f"{event.model} id {event.id!r} is not an id value") from None
-        if kind is EventKind.INSERT:
-            if current is not None:
-                raise StreamError(offset, f"insert of {event.model} {event.id!r}, which exists here")
-            values = table.model.row(record)
-            return self._submit(commit, table, offset, frame, event, lambda: table.insert(values))
-        if current is None:
-            raise StreamError(offset, f"{kind.value} of {event.model} {event.id!r}, which does not exist here")
-        if kind is EventKind.UPDATE:
-            values = table.model.row(record)
-            return self._submit(commit, table, offset, frame, event, lambda: table.replace(current, values))
-        return self._submit(commit, table, offset, frame, event, lambda: table.delete(event.id, current))
+    def apply_replicated(self, frame: bytes) -> asyncio.Future[None]:
+        """Apply one frame of a primary's `/replicate` stream as the primary wrote it
+        (follow.py `apply_replicated`): `StreamError` for a frame that does not fit this
+        store, `EpochChanged` when the primary compacted; nothing applied when it raises."""
+        return follow.apply_replicated(self, frame)
 
     def epoch_snapshot(self) -> tuple[str, int, Iterator[bytes]]:
-        """What a follower bootstraps from: the current epoch's id, its base offset (the
-        offset its snapshot stands at), and the snapshot file's bytes in chunks, read
-        lazily from a file descriptor opened now (a later compaction renames a new file
-        over it without disturbing this one). An epoch that began without a snapshot
-        (base 0) is an empty image. Raises `Unavailable` in the instant of an online
-        compaction's switch, when the file already belongs to the next epoch."""
-        path = os.path.join(self.directory, SNAPSHOT_NAME)
-        try:
-            fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
-        except FileNotFoundError:
-            if self._log_base != 0:
-                raise Unavailable("the epoch's snapshot file is missing; try again") from None
-            image = SnapshotImage(self._epoch, 0, [ModelImage(t.name, list(t.model.fields), [], 0, t.key_fields)
-                                                   for t in self._tables.values()])
-            return self._epoch, 0, encode_snapshot(image)
-        try:
-            first = os.pread(fd, 1 << 16, 0).split(b"\n", 1)[0]
-            header = json.loads(first[9:])
-        except (OSError, ValueError) as exc:
-            os.close(fd)
-            raise Unavailable(f"the snapshot could not be read: {exc}") from None
-        if header.get("epoch") != self._epoch or header.get("head_offset") != self._log_base:
-            os.close(fd)
-            raise Unavailable("a compaction is switching epochs; try again in a moment")
-        return self._epoch, self._log_base, _read_chunks(fd)
+        """The current epoch's id, base offset and snapshot bytes in chunks, for a
+        follower's bootstrap (follow.py `epoch_snapshot`)."""
+        return follow.epoch_snapshot(self)
 
-    # -- change stream ---------------------------------------------------------------------
+    # -- change stream (changes.py) -----------------------------------------------------------
 
     def subscribe(self, callback: Callback) -> Callable[[], None]:
-        self._subscribers.append(callback)
-
-        def unsubscribe() -> None:
-            try:
-                self._subscribers.remove(callback)
-            except ValueError:
-                pass
-
-        return unsubscribe
-
-    def _publish(self, event: ChangeEvent, frame: bytes) -> None:
-        self._head = event.offset
-        self._ring.append(event)
-        for callback in tuple(self._subscribers):
-            try:
-                callback(event, frame)
-            except Exception:
-                log.exception("change-stream subscriber %r failed on offset %d", callback, event.offset)
+        return self._changes.subscribe(callback)
 
     def events_after(self, offset: int) -> Iterator[ChangeEvent]:
         """Committed events with offsets > `offset`, oldest first (rule 5)."""
-        return (decode_event(frame[FRAME_HEADER_SIZE:]) for frame in self.frames_after(offset)) \
-            if self.replication else iter(self._ring_after(offset))
-
-    def _check_offset(self, offset: int) -> None:
-        if offset < 0 or offset > self._head:
-            raise OffsetOutOfRange(f"offset {offset} is ahead of the head offset {self._head}",
-                                   head=self._head)
-
-    def _ring_after(self, offset: int) -> builtins.list[ChangeEvent]:
-        self._check_offset(offset)
-        if offset == self._head:
-            return []
-        if offset < self._log_base:
-            raise OffsetGone(f"offset {offset} was compacted away; the epoch starts after {self._log_base}",
-                             oldest=self._log_base)
-        if not self._ring or offset < self._ring[0].offset - 1:
-            oldest = self._ring[0].offset - 1 if self._ring else self._head
-            raise OffsetGone(f"offset {offset} is no longer retained; the oldest retained is {oldest}",
-                             oldest=oldest)
-        return [e for e in self._ring if e.offset > offset]
+        return self._changes.events_after(offset)
 
     def frames_after(self, offset: int) -> Iterator[bytes]:
         """Committed log frames (the `/replicate` messages) after `offset`, read lazily:
         the retained segment's, then the log's (rule 5, replay.py)."""
-        return replay.frames_after(self, offset)
+        return self._changes.frames_after(offset)
+
+    @property
+    def changes(self) -> ChangeStream:
+        """The change stream itself (changes.py), for a reader of its ring."""
+        return self._changes
+
+    # -- epochs (compactor.py, replay.py) ----------------------------------------------------
+
+    def compact_now(self) -> asyncio.Task[None]:
+        """Start an online compaction whatever the size rule says (a bench, an operator),
+        or return the one running (compactor.py)."""
+        return self.compactor.compact_now()
+
+    @property
+    def compaction(self) -> asyncio.Task[None] | None:
+        """The running online compaction's task, or None."""
+        return self.compactor.task
+
+    def install_epoch(self, epoch: Epoch, renumbered: Callable[[ChangeEvent], ChangeEvent]) -> None:
+        """A compaction's switch (compactor.py, on the loop, inside the committer): the new
+        epoch in one assignment, and the ring's and queued writes' events after its base
+        renumbered into it."""
+        self._epoch = epoch
+        self._changes.renumber(renumbered, epoch.log_base)
+        assert self._commit is not None
+        self._commit.map_pending_events(renumbered)
+
+    def drop_retained(self, segment: retain.Segment) -> bool:
+        """Stop serving `segment` (found damaged: replay.py rule 5); False if the epoch
+        no longer holds it."""
+        if self._epoch.retained is not segment:
+            return False
+        self._epoch = self._epoch.without_retained()
+        return True
 
     # -- shutdown --------------------------------------------------------------------------
 
@@ -737,16 +484,7 @@ class Store:
         """Stop a running compaction (its `.new` files are discarded), acknowledge what is
         written (one last fsync), stop the committer, unlock (or, with `keep_lock`, return
         the still-held lock for the next `open`)."""
-        progress, task = self._compaction_progress, self._compaction
-        if progress is not None and not progress.committed[0]:
-            progress.cancelled = True
-            progress.idle.wait(60)
-            if task is not None and not task.done():
-                try:
-                    task.cancel()
-                except RuntimeError:
-                    pass                # its loop is already closed
-            online.discard(self.directory)
+        self.compactor.stop()
         if self._commit is not None:
             self._commit.flush()
             self._commit.shutdown()
@@ -760,7 +498,7 @@ class Store:
 
     async def aclose(self) -> None:
         """Wait for a running compaction and for queued writes to commit, then `close()`."""
-        task = self._compaction
+        task = self.compactor.task
         if task is not None:
             try:
                 await task
@@ -769,33 +507,3 @@ class Store:
         while self._commit is not None and self._commit.pending and self._commit.failed is None:
             await asyncio.sleep(0.001)
         self.close()
-
-
-def _read_chunks(fd: int, size: int = 256 * 1024) -> Iterator[bytes]:
-    """The whole file behind `fd` in chunks; closes it at the end (or when abandoned)."""
-    try:
-        position = 0
-        while True:
-            chunk = os.pread(fd, size, position)
-            if not chunk:
-                return
-            position += len(chunk)
-            yield chunk
-    finally:
-        os.close(fd)
-
-
-def _check_replicated_record(table: Table, offset: int, event: ChangeEvent) -> None:
-    """A replicated record must be one this schema could have stored: the model's generated
-    replace validator accepts it under its own id. A frame can pass its CRC and still hold
-    values of other types (a bad primary, a proxy rewriting payloads), and such a value
-    would fail inside the indexes, half applied."""
-    model = table.model
-    record = event.record
-    if record.get(model.id_field) != event.id:
-        raise StreamError(offset, f"{event.model} event id {event.id!r} differs from the record's "
-                                  f"{model.id_field} {record.get(model.id_field)!r}")
-    try:
-        model.validate_replace(record, event.id)
-    except RequestError as exc:
-        raise StreamError(offset, f"{event.model} {event.id!r} does not fit the schema: {exc}") from None

@@ -66,14 +66,15 @@ from __future__ import annotations
 
 from bisect import bisect_left
 from collections import Counter, OrderedDict
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, KeysView, Mapping
 from itertools import chain
 from operator import itemgetter
 from typing import Any
 
 from dbsvc.runtime import CompiledModel
+from dbsvc.storage.hashes import FilterIndex, HashIndex, OrderedFilter, UniqueFilter
 from dbsvc.storage.idmap import LiveMap, pick, records_of
-from dbsvc.storage.indexes import FilterIndex, HashIndex, OrderedFilter, OrderedIndex, SortedIndex, UniqueFilter
+from dbsvc.storage.indexes import OrderedIndex, SortedIndex
 from dbsvc.storage.rows import Stored, Values, pack, unpack
 
 Row = tuple[Any, "Stored | None", "Stored | None"]
@@ -179,6 +180,11 @@ class Table:
     @property
     def records(self) -> Records:
         return Records(self)
+
+    @property
+    def shown_ids(self) -> KeysView[Any]:
+        """The ids whose handed-out dicts `shown` keeps for reuse (a view, never written)."""
+        return self._shown.keys()
 
     def shown(self, id_: Any, stored: Stored) -> dict:
         """The dict of the live stored record of `id_`: the one handed out before for this

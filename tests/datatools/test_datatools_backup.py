@@ -41,7 +41,7 @@ SCHEMA = str(ROOT / "schemas" / "blog.dbs")
 def state(directory: str) -> dict[str, dict]:
     store = open_store(directory, readonly=True)
     try:
-        return {m.name: {r["id"]: r for r in store.list(m.name, Query(limit=1 << 40))[0]} for m in BLOG.MODELS}
+        return {m.name: {r["id"]: r for r in store.list_records(m.name, Query(limit=1 << 40))[0]} for m in BLOG.MODELS}
     finally:
         store.close()
 

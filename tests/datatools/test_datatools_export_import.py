@@ -67,7 +67,7 @@ def seed(directory: str) -> None:
 def records(directory: str) -> dict[str, list[dict]]:
     store = open_store(directory, readonly=True)
     try:
-        return {m.name: store.list(m.name, Query(limit=1 << 40))[0] for m in BLOG.MODELS}
+        return {m.name: store.list_records(m.name, Query(limit=1 << 40))[0] for m in BLOG.MODELS}
     finally:
         store.close()
 
@@ -345,7 +345,7 @@ def test_batch_indexes_match_those_of_single_inserts(tmp_path):
     many.insert_batch([("User", u) for u in users[50:]])
     for query in (Query(limit=1000), Query(sort=(("name", False),), limit=1000), Query(sort=(("age", True),), limit=1000),
                   Query(filters={"name": frozenset({"n3"})}, limit=1000), Query(as_of=120, limit=1000)):
-        assert one.list("User", query) == many.list("User", query)
+        assert one.list_records("User", query) == many.list_records("User", query)
     one.close()
     many.close()
 

@@ -171,7 +171,7 @@ def test_live_query_init_waits_until_its_offset_is_published(tmp_path):
         broker, scheduler = attached(store)
         _record, durable = store.apply_insert("User", new_user(1))      # applied, fsync in flight
         offset = store.applied_offset
-        records, _total, watermark = store.list("User", Query(filters={}, limit=100))
+        records, _total, watermark = store.list_records("User", Query(filters={}, limit=100))
         spec = FeedSpec(FeedKind.LIVE, USER, {}, None)
         session = FeedSession(spec, broker, offset, init=(spec.init_frame(records, watermark, offset), offset))
         channel = Recorder()

@@ -48,7 +48,7 @@ def apply(store, frame: bytes) -> None:
 
 def snapshot(store) -> tuple:
     return (store.head_offset, store.watermarks(), store.live_counts(),
-            [store.list(m.name, Query())[0] for m in BLOG.MODELS])
+            [store.list_records(m.name, Query())[0] for m in BLOG.MODELS])
 
 
 @pytest.mark.parametrize("kind", [{"id": 1}, ["insert"], 1, None, "upsert"], ids=repr)

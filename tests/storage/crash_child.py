@@ -28,8 +28,8 @@ def emit(kind: str, model: str, id_, record) -> None:
 
 
 async def writer(store, rnd: random.Random) -> None:
-    users = store._tables["User"].records
-    posts = store._tables["BlogPost"].records
+    users = store.tables["User"].records
+    posts = store.tables["BlogPost"].records
     while True:
         op = rnd.random()
         try:

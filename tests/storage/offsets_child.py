@@ -30,7 +30,7 @@ def committed(event, _frame) -> None:
 
 
 async def writer(store, rnd: random.Random) -> None:
-    users = store._tables["User"].records
+    users = store.tables["User"].records
     while True:
         i = rnd.randrange(1, 11)
         try:

@@ -107,7 +107,7 @@ class AsOfMachine(RuleBasedStateMachine):
         state = self.history[n]
         for i in range(1, 13):
             assert self.store.get("User", i, as_of=n) == (state.get(i), n)
-        got, total, wm = self.store.list("User", Query(q.filters, q.sort, q.limit, q.offset, as_of=n))
+        got, total, wm = self.store.list_records("User", Query(q.filters, q.sort, q.limit, q.offset, as_of=n))
         want, want_total = reference_list(state, USER, q)
         assert (got, total, wm) == (want, want_total, n)
 
@@ -122,7 +122,7 @@ class AsOfMachine(RuleBasedStateMachine):
 
     @invariant()
     def live_reads_agree(self):
-        got, total, _ = self.store.list("User", Query(sort=(("age", True),), limit=100))
+        got, total, _ = self.store.list_records("User", Query(sort=(("age", True),), limit=100))
         want, want_total = reference_list(self.live, USER, Query(sort=(("age", True),), limit=100))
         assert got == want and total == want_total
 

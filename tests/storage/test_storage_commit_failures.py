@@ -73,7 +73,7 @@ async def _until(predicate, what: str) -> None:
 def _users(tenant: str) -> list[int]:
     s = open_store(tenant)
     try:
-        return sorted(s._tables["User"].records)
+        return sorted(s.tables["User"].records)
     finally:
         s.close()
 
@@ -84,7 +84,7 @@ async def _start_compaction(s) -> None:
     for i in range(1, 21):
         await s.insert("User", user(i))
     n = 0
-    while s._compaction is None:
+    while s.compaction is None:
         n += 1
         await s.replace("User", 1 + n % 20, user(1 + n % 20, name=f"n{n}"))
 
@@ -182,8 +182,8 @@ def test_a_log_switch_asked_for_after_a_failure_is_refused_with_the_cause(tmp_pa
 def test_an_fsync_failing_while_a_compaction_waits_to_switch_fails_both_and_keeps_the_old_log(tenant, caplog):
     s = open_store(tenant, compact_bytes=TINY)
     gate = FsyncGate(errno.EIO)
-    s._commit.writer.faults = gate
-    s._faults = HoldCompaction(gate.in_flight)          # taken by the compaction when it starts
+    s.commit_queue.writer.faults = gate
+    s.compactor.faults = HoldCompaction(gate.in_flight)          # taken by the compaction when it starts
     epoch = s.epoch
     acked: dict[int, dict] = {}
 
@@ -193,12 +193,12 @@ def test_an_fsync_failing_while_a_compaction_waits_to_switch_fails_both_and_keep
         gate.armed = True
         write = asyncio.ensure_future(s.insert("User", user(100)))
         await _until(gate.in_flight.is_set, "the fsync to be in flight")
-        await _until(lambda: s._commit._switch is not None or s._compaction is None, "the log switch")
-        assert s._commit._switch is not None, "the compaction ended before it asked to switch"
+        await _until(lambda: s.commit_queue.switch_requested or s.compaction is None, "the log switch")
+        assert s.commit_queue.switch_requested, "the compaction ended before it asked to switch"
         gate.release.set()
         with pytest.raises(Unavailable, match="write not stored"):
             await write
-        await _until(lambda: s._compaction is None, "the compaction to give up")
+        await _until(lambda: s.compaction is None, "the compaction to give up")
 
     with caplog.at_level(logging.ERROR, logger="dbsvc.storage"):
         run(go())
@@ -222,7 +222,7 @@ def test_a_write_queued_across_a_log_switch_is_published_as_the_new_log_holds_it
     published: dict[int, tuple[int, bytes]] = {}
     s.subscribe(lambda event, frame: published.__setitem__(event.offset, (event.watermark, frame)))
     gate = FsyncGate(None)
-    s._commit.writer.faults = gate
+    s.commit_queue.writer.faults = gate
     epoch = s.epoch
 
     async def go():
@@ -232,12 +232,12 @@ def test_a_write_queued_across_a_log_switch_is_published_as_the_new_log_holds_it
         await _until(gate.in_flight.is_set, "the fsync to be in flight")
         second = asyncio.ensure_future(s.insert("User", user(101)))     # queued behind it
         await asyncio.sleep(0)
-        await _until(lambda: s._commit._switch is not None or s._compaction is None, "the log switch")
-        assert s._commit._switch is not None, "the compaction ended before it asked to switch"
+        await _until(lambda: s.commit_queue.switch_requested or s.compaction is None, "the log switch")
+        assert s.commit_queue.switch_requested, "the compaction ended before it asked to switch"
         gate.release.set()
         await first
         await second
-        await _until(lambda: s._compaction is None, "the compaction to finish")
+        await _until(lambda: s.compaction is None, "the compaction to finish")
         return second.result()
 
     record = run(go())
@@ -269,7 +269,7 @@ def test_a_failure_right_after_a_compaction_cuts_the_new_log_back_to_its_own_end
 
     async def go():
         await _start_compaction(s)
-        await _until(lambda: s._compaction is None, "the compaction to finish")
+        await _until(lambda: s.compaction is None, "the compaction to finish")
     run(go())
     assert s.epoch != epoch
     reopened = _fail_a_write_and_reopen(s, tenant, 100)
@@ -285,7 +285,7 @@ def _fail_a_write_and_reopen(s: Store, tenant: str, id_: int) -> Store:
     closed and the tenant reopened for the caller's checks."""
     path = os.path.join(tenant, "log")
     size = os.path.getsize(path)
-    s._commit.writer.faults = FaultPlan("fsync:1:EIO")
+    s.commit_queue.writer.faults = FaultPlan("fsync:1:EIO")
     with pytest.raises(Unavailable):
         run(s.insert("User", user(id_)))
     assert os.path.getsize(path) == size == s.stats()["log_bytes"]
@@ -400,7 +400,7 @@ def test_close_waits_for_an_fsync_in_flight_before_closing_the_log(tenant):
     # for it. The held fsync is let go by a timer; close() must not return before that.
     s = open_store(tenant)
     gate = FsyncGate(None)
-    s._commit.writer.faults = gate
+    s.commit_queue.writer.faults = gate
     released_when_closed: list[bool] = []
 
     async def go():

@@ -55,7 +55,7 @@ def _stored_users(tenant: str) -> list[int]:
     s = open_store(tenant)
     try:
         assert s.recovered_tail is None, f"a tail was left behind: {s.recovered_tail}"
-        return [r["id"] for r in s.list("User", Query(limit=1000))[0]]
+        return [r["id"] for r in s.list_records("User", Query(limit=1000))[0]]
     finally:
         s.close()
 
@@ -114,7 +114,7 @@ def test_a_batch_out_of_space_is_refused_cut_back_and_taken_once_there_is_room(t
     assert s.health().state is WriteState.REFUSING
     assert s.stats()["failed_writes"] == 3
     assert os.path.getsize(_log(tenant)) == size
-    assert [r["id"] for r in s.list("User", Query())[0]] == [1]
+    assert [r["id"] for r in s.list_records("User", Query())[0]] == [1]
     assert s.health(retry=True).state is WriteState.REFUSING        # no probe before the interval
     clock.now += commit.RETRY_INTERVAL
     assert s.health(retry=True).state is WriteState.OK               # probe: write 3, room
@@ -214,7 +214,7 @@ def test_room_is_probed_once_per_interval_from_the_refusal_and_from_each_failed_
     run(s.insert("User", user(1)))
     with pytest.raises(Unavailable, match="no space"):
         run(s.insert("User", user(2)))
-    faults = s._commit.writer.faults
+    faults = s.commit_queue.writer.faults
     refused_at = clock.now
     clock.now = refused_at + commit.RETRY_INTERVAL / 2
     assert s.health(retry=True).state is WriteState.REFUSING      # too soon: not probed
@@ -311,7 +311,7 @@ def _close_with_a_write_queued(s, record: dict):
     async def go():
         write = asyncio.ensure_future(s.insert("User", record))
         await asyncio.sleep(0)                      # the write is appended and queued
-        assert s._commit.pending == 1
+        assert s.commit_queue.pending == 1
         s.close()
         return await asyncio.gather(write, return_exceptions=True)
     return run(go())[0]
@@ -485,7 +485,7 @@ def test_a_torn_write_that_cannot_be_cut_back_is_counted_in_the_log_size(tenant,
     reopened = open_store(tenant)                      # the half frame is a torn tail: cut
     try:
         assert reopened.stats()["torn_tail_bytes"] == size - acked
-        assert [r["id"] for r in reopened.list("User", Query())[0]] == [1]
+        assert [r["id"] for r in reopened.list_records("User", Query())[0]] == [1]
     finally:
         reopened.close()
 

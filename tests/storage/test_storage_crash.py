@@ -55,7 +55,7 @@ def crash_loop(tenant: str, kills: int, seed: int, compact_every: int = 0) -> in
                     pytest.fail(f"acknowledged write lost after kill {round_}: {ack}")
             for e in events:
                 apply(state, e)
-            assert {m: dict(t.records) for m, t in store._tables.items() if t.records} == \
+            assert {m: dict(t.records) for m, t in store.tables.items() if t.records} == \
                 {m: v for m, v in state.items() if v}
             check_indexes(store)
             head = store.head_offset

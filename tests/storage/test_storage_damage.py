@@ -45,7 +45,7 @@ def filled(tenant):
 def _state(tenant, **kw):
     s = open_store(tenant, **kw)
     try:
-        return {i: r for i, r in s._tables["User"].records.items()}, s.head_offset, s.recovered_tail
+        return {i: r for i, r in s.tables["User"].records.items()}, s.head_offset, s.recovered_tail
     finally:
         s.close()
 

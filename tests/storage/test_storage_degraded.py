@@ -33,7 +33,7 @@ def _users(tenant: str) -> tuple[dict, int]:
     s = open_store(tenant)
     try:
         assert s.recovered_tail is None, f"a tail was left behind: {s.recovered_tail}"
-        return {r["id"]: r for r in s.list("User", Query(limit=1000))[0]}, s.head_offset
+        return {r["id"]: r for r in s.list_records("User", Query(limit=1000))[0]}, s.head_offset
     finally:
         s.close()
 
@@ -90,14 +90,14 @@ def test_no_space_fails_every_queued_write_and_keeps_the_acknowledged(tenant, mo
             await asyncio.sleep(0.001)
         second = [asyncio.ensure_future(s.insert("User", user(i))) for i in (4, 5, 6)]
         await asyncio.sleep(0)
-        assert [r["id"] for r in s.list("User", Query())[0]] == [1, 2, 3, 4, 5, 6]     # applied, not durable
+        assert [r["id"] for r in s.list_records("User", Query())[0]] == [1, 2, 3, 4, 5, 6]     # applied, not durable
         gate.touch()
         return await asyncio.gather(*first, *second, return_exceptions=True)
 
     results = run(burst())
     assert results[:2] == [user(2), user(3)]
     assert all(isinstance(r, Unavailable) and "no space" in str(r) for r in results[2:]), results
-    assert [r["id"] for r in s.list("User", Query())[0]] == [1, 2, 3]     # 4-6 rolled back
+    assert [r["id"] for r in s.list_records("User", Query())[0]] == [1, 2, 3]     # 4-6 rolled back
     assert s.stats()["failed_writes"] == 3
     assert s.health(retry=True).state is WriteState.OK                       # probe: write 4
     run(s.insert("User", user(7)))

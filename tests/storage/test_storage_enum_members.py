@@ -28,7 +28,7 @@ def fresh(text: str) -> str:
 
 def _stored_roles(store) -> dict[int, str]:
     """The key object the role index holds for each user."""
-    buckets = store._tables["User"].hashes["role"].buckets
+    buckets = store.tables["User"].hashes["role"].buckets
     return {i: role for role, ids in buckets.items() for i in ids}
 
 

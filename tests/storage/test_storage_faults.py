@@ -20,7 +20,7 @@ from dbsvc.storage.tenants import create_tenant
 def _records(tenant):
     s = open_store(tenant)
     try:
-        return {m: dict(t.records) for m, t in s._tables.items()}, s.head_offset
+        return {m: dict(t.records) for m, t in s.tables.items()}, s.head_offset
     finally:
         s.close()
 
@@ -43,7 +43,7 @@ def test_failed_fsync_acknowledges_nothing_it_covered(tenant, monkeypatch, spec)
     assert s.stats()["read_only"]
     with pytest.raises(Unavailable, match="read-only"):
         run(s.insert("User", user(20)))
-    assert set(s._tables["User"].records) == {r["id"] for r in acked}     # rolled back in memory
+    assert set(s.tables["User"].records) == {r["id"] for r in acked}     # rolled back in memory
     s.close()
     monkeypatch.delenv("DBSVC_FAULT")
     records, head = _records(tenant)
@@ -58,7 +58,7 @@ def test_failed_write_fails_every_unacknowledged_write(tenant, monkeypatch, spec
     s = open_store(tenant)
     results = _results([s.insert("User", user(i)) for i in range(1, 11)])
     assert all(isinstance(r, Unavailable) for r in results)
-    assert s._tables["User"].records == {} and s.watermarks()["User"] == 0
+    assert s.tables["User"].records == {} and s.watermarks()["User"] == 0
     s.close()
     monkeypatch.delenv("DBSVC_FAULT")
     records, head = _records(tenant)
@@ -107,7 +107,7 @@ def test_real_enospc_on_a_full_tmpfs(small_tmpfs):
     assert s.stats()["read_only"]
     s.close()
     s = open_store(tenant, readonly=True)
-    assert sorted(s._tables["User"].records) == [r["id"] for r in acked]
+    assert sorted(s.tables["User"].records) == [r["id"] for r in acked]
     s.close()
 
 
@@ -130,7 +130,7 @@ def test_compaction_killed_after_each_step_loses_nothing(tenant, step):
             await s.delete("User", i)
         await s.replace("User", 2, user(2, name="kept"))
     run(go())
-    want = dict(s._tables["User"].records)
+    want = dict(s.tables["User"].records)
     head = s.head_offset
     frames = list(s.frames_after(0))
     s.close()
@@ -142,7 +142,7 @@ def test_compaction_killed_after_each_step_loses_nothing(tenant, step):
     # retained the whole old log, retain.py), byte for byte.
     for readonly in (True, False):
         s = open_store(tenant, readonly=readonly, retain_bytes=1 << 20)
-        assert s._tables["User"].records == want and s.head_offset == head
+        assert s.tables["User"].records == want and s.head_offset == head
         assert s.oldest_offset == 0 and list(s.frames_after(0)) == frames
         if not readonly:
             assert sorted(os.listdir(tenant)) in (["LOCK", "log", "schema.json"],
@@ -162,5 +162,5 @@ def test_second_compaction_after_an_interrupted_one_completes(tenant):
     assert "snapshot.new" in before and "log.retained.new" in before and "log.new" in before
     subprocess.run([sys.executable, "-c", code], check=True)
     s = open_store(tenant)
-    assert list(s._tables["User"].records) == [1] and s.watermarks()["User"] == 1
+    assert list(s.tables["User"].records) == [1] and s.watermarks()["User"] == 1
     s.close()

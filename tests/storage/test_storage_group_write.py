@@ -45,7 +45,7 @@ class CountingOps(FileOps):
 
 
 def _log_writes(ops: CountingOps, store) -> int:
-    return ops.writes.get(store._commit.writer.fd, 0)
+    return ops.writes.get(store.commit_queue.writer.fd, 0)
 
 
 def _frames(store) -> list[tuple[int, str, int]]:
@@ -69,7 +69,7 @@ def test_the_writes_of_one_turn_are_one_write_call_under_full_sync(tenant, sync,
     s.close()
     s = open_store(tenant)
     try:
-        assert sorted(s._tables["User"].records) == [1, 2, 3, 4, 5, 6] and s.head_offset == 6
+        assert sorted(s.tables["User"].records) == [1, 2, 3, 4, 5, 6] and s.head_offset == 6
         assert s.recovered_tail is None
     finally:
         s.close()
@@ -90,7 +90,7 @@ def test_writes_held_behind_an_fsync_in_flight_are_the_next_batch(tenant, tmp_pa
         behind = [asyncio.ensure_future(s.insert("User", user(i))) for i in (3, 4, 5)]
         await asyncio.sleep(0.01)
         # Applied and readable, but not in the file yet: held for the next batch.
-        assert sorted(s._tables["User"].records) == [1, 2, 3, 4, 5]
+        assert sorted(s.tables["User"].records) == [1, 2, 3, 4, 5]
         assert os.path.getsize(os.path.join(tenant, "log")) == size
         gate.touch()
         return await asyncio.gather(first, *behind)
@@ -131,10 +131,10 @@ def test_an_online_compaction_has_the_held_frames_written_before_its_cut(tenant,
 
     async def go():
         first, behind = await _two_held_behind_a_held_fsync(s, gate)
-        assert s._commit.writer._held                   # still held when the compaction starts
+        assert s.commit_queue.writer.held_frames        # still held when the compaction starts
         compaction = s.compact_now()
         await asyncio.sleep(0)
-        assert s._cut is not None                       # cut taken; the snapshot thread runs
+        assert s.compactor.cut is not None        # cut taken; the snapshot thread runs
         # Held after the cut, before the new log is started from the old one's frames.
         after_cut = [asyncio.ensure_future(s.insert("User", user(i))) for i in (5, 6)]
         await asyncio.sleep(0.05)
@@ -149,7 +149,7 @@ def test_an_online_compaction_has_the_held_frames_written_before_its_cut(tenant,
     monkeypatch.delenv("DBSVC_FAULT")
     s = open_store(tenant, replication=True, retain_bytes=1 << 20)
     try:
-        assert sorted(s._tables["User"].records) == [1, 2, 3, 4, 5, 6] and s.head_offset == 6
+        assert sorted(s.tables["User"].records) == [1, 2, 3, 4, 5, 6] and s.head_offset == 6
         assert _frames(s) == [(i, "User", i) for i in range(1, 7)]
     finally:
         s.close()
@@ -178,14 +178,14 @@ def test_a_compaction_whose_held_frames_find_no_room_fails_them_and_itself(tenan
     assert s.epoch == epoch
     assert any("online compaction failed: write not stored: writes are refused: no space" in r.getMessage()
                for r in caplog.records)
-    assert sorted(s._tables["User"].records) == [1, 2]
+    assert sorted(s.tables["User"].records) == [1, 2]
     assert s.health(retry=True).state is WriteState.OK          # room again: writes resume
     assert run(s.insert("User", user(5))) == user(5)
     s.close()
     monkeypatch.delenv("DBSVC_FAULT")
     s = open_store(tenant, replication=True)
     try:
-        assert sorted(s._tables["User"].records) == [1, 2, 5]
+        assert sorted(s.tables["User"].records) == [1, 2, 5]
         assert _frames(s) == [(1, "User", 1), (2, "User", 2), (3, "User", 5)]
         assert s.recovered_tail is None
     finally:

@@ -1,6 +1,6 @@
 """`HashIndex` buckets: sorted lists of ids while small; past SET_AT ids, flags over the id
 space (`IdBits`) when the ids are ints and the bucket holds an eighth of them, sets
-otherwise; the same answers in every form (indexes.py, `HashIndex`), and list pages whose
+otherwise; the same answers in every form (hashes.py, `HashIndex`), and list pages whose
 walks test ids against each form return what a brute-force list returns."""
 
 from __future__ import annotations
@@ -12,14 +12,14 @@ import pytest
 from support.storage import BLOG, check_indexes, open_store, post, reference_list, user
 
 from dbsvc.runtime import Query
-from dbsvc.storage import indexes
-from dbsvc.storage.indexes import HashIndex, IdBits
+from dbsvc.storage import hashes
+from dbsvc.storage.hashes import HashIndex, IdBits
 
 BLOG_POST = BLOG.BY_NAME["BlogPost"]
 
 @pytest.fixture
 def small_set_at(monkeypatch):
-    monkeypatch.setattr(indexes, "SET_AT", 8)
+    monkeypatch.setattr(hashes, "SET_AT", 8)
     return 8
 
 
@@ -90,10 +90,10 @@ def test_the_keeper_of_a_list_bucket_is_a_set_kept_until_its_bucket_changes():
 
 def test_keepers_keep_a_bounded_number_of_sets():
     index = HashIndex()
-    for key in range(3 * indexes.KEPT_SETS):
+    for key in range(3 * hashes.KEPT_SETS):
         index.add(key, key)
         assert _kept(index.keeper(key), range(100)) == [key]
-        assert len(index._sets) <= indexes.KEPT_SETS
+        assert len(index.kept_sets) <= hashes.KEPT_SETS
 
 
 def test_a_big_bucket_of_int_ids_is_flags_over_the_id_space(small_set_at):
@@ -180,10 +180,10 @@ def test_walks_and_counts_over_list_buckets_match_a_brute_force_list(tmp_path, m
     bucket (75 * 75 > KEPT_WALK_FACTOR * page end * 300), a list bucket's kept set; two
     filters count through `has`. Every page and total matches the brute-force list,
     before and after updates move records between buckets (dropping the kept sets)."""
-    monkeypatch.setattr(indexes, "SET_AT", 80)
+    monkeypatch.setattr(hashes, "SET_AT", 80)
     rnd = random.Random(seed)
     store = open_store(str(tmp_path), sync="off")
-    table = store._tables["BlogPost"]
+    table = store.tables["BlogPost"]
     walked = 0
     forms: set[str] = set()
 
@@ -196,9 +196,9 @@ def test_walks_and_counts_over_list_buckets_match_a_brute_force_list(tmp_path, m
                                                 published=rnd.random() < 0.3, score=float(rnd.randrange(4))))
         for round_ in range(4):
             for q in _queries(rnd):
-                page, total, _watermark = store.list("BlogPost", q)
+                page, total, _watermark = store.list_records("BlogPost", q)
                 assert (page, total) == reference_list(table.records, BLOG_POST, q), (round_, q)
-            walked += len(table.hashes["score"]._sets)
+            walked += len(table.hashes["score"].kept_sets)
             forms.update(type(b).__name__ for h in table.hashes.values() for b in h.buckets.values())
             for _ in range(40):
                 target = rnd.choice(sorted(table.live))

@@ -49,7 +49,7 @@ def test_random_writes_agree_with_a_dict(seed):
         if step % 250 == 0:
             _agree(m, model)
     _agree(m, model)
-    assert m._far, "the run put ids in the dict beside the list"
+    assert m.far, "the run put ids in the dict beside the list"
 
 
 def test_absent_ids_and_ids_of_other_types_are_absent():
@@ -67,14 +67,14 @@ def test_absent_ids_and_ids_of_other_types_are_absent():
 
 def test_from_ascending_takes_the_list_only_for_ids_it_holds_well():
     dense = IdMap.from_ascending(list(range(1, 1001)), [b"[%d]" % i for i in range(1, 1001)])
-    assert len(dense._slots) == 1001 and not dense._far
+    assert len(dense.slots) == 1001 and not dense.far
     sparse_ids = [10**9 + i for i in range(5)]
     sparse = IdMap.from_ascending(sparse_ids, [b"[%d]" % i for i in sparse_ids])
-    assert sparse._slots == [] and sorted(sparse._far) == sparse_ids
+    assert sparse.slots == [] and sorted(sparse.far) == sparse_ids
     gaps = IdMap.from_ascending([2, 3, 7, 40], [b"[2]", b"[3]", b"[7]", b"[40]"])
-    assert len(gaps._slots) == 41 and not gaps._far and gaps._slots[4] is None
+    assert len(gaps.slots) == 41 and not gaps.far and gaps.slots[4] is None
     contiguous = IdMap.from_ascending([5, 6, 7], [b"[5]", b"[6]", b"[7]"])
-    assert contiguous._slots == [None] * 5 + [b"[5]", b"[6]", b"[7]"]
+    assert contiguous.slots == [None] * 5 + [b"[5]", b"[6]", b"[7]"]
     negative = IdMap.from_ascending([-3, 1, 2], [b"[-3]", b"[1]", b"[2]"])
     assert negative.copy() == {-3: b"[-3]", 1: b"[1]", 2: b"[2]"}
     for m in (dense, sparse, gaps, contiguous, negative):
@@ -85,12 +85,12 @@ def test_the_list_grows_past_an_id_the_dict_holds():
     m = IdMap()
     far = STEP + 10
     m[far] = b"[far]"                               # past the list's end: the dict
-    assert far in m._far
+    assert far in m.far
     for i in range(1, 2 * far):                     # the list grows past it
         m[i if i != far else far + 10**6] = b"[%d]" % i
-    assert len(m._slots) > far and m._slots[far] is None
+    assert len(m.slots) > far and m.slots[far] is None
     assert m[far] == b"[far]" and m.get(far) == b"[far]" and far in m
     m[far] = b"[again]"                             # a replace stays where the id is
-    assert m._far[far] == b"[again]" and m._slots[far] is None
+    assert m.far[far] == b"[again]" and m.slots[far] is None
     del m[far]
     assert far not in m

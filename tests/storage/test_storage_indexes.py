@@ -10,7 +10,8 @@ import pytest
 from support.storage import BLOG, load_values, post, user
 
 from dbsvc.storage import indexes
-from dbsvc.storage.indexes import LOAD, HashIndex, OrderedFilter, OrderedIndex, SortedIndex, UniqueFilter
+from dbsvc.storage.hashes import HashIndex, OrderedFilter, UniqueFilter
+from dbsvc.storage.indexes import LOAD, OrderedIndex, SortedIndex
 from dbsvc.storage.rows import unpack
 from dbsvc.storage.table import Table
 
@@ -138,7 +139,7 @@ def test_load_base_builds_what_inserts_build():
         assert loaded.base_ids == [r["id"] for r in records] and loaded.rows == []
         for f, typecode in model.key_arrays.items():        # number keys in arrays, built or added
             for table in (loaded, filled):
-                assert {(type(sub), sub.typecode) for sub in table.ordered[f]._keys} == {(array, typecode)}
+                assert {(type(sub), sub.typecode) for sub in table.ordered[f].key_sublists} == {(array, typecode)}
 
 
 @pytest.mark.parametrize("seed, typecode", [(0, ""), (1, ""), (2, ""), (3, ""), (4, "q"), (5, "q"), (6, "d"), (7, "d")])
@@ -171,8 +172,8 @@ def test_ordered_updates_keep_key_then_id_order_through_splits_and_merges(seed, 
             assert list(index.pairs_descending()) == model[::-1]
             assert index.ids_slice(3, 3 + LOAD) == ([i for _k, i in model] + nulls)[3 : 3 + LOAD]
             assert len(index) == len(model) + len(nulls)
-            assert {type(sub) for sub in index._keys} <= ({array} if typecode else {list})
-            assert all(sub.typecode == typecode for sub in index._keys if typecode)
+            assert {type(sub) for sub in index.key_sublists} <= ({array} if typecode else {list})
+            assert all(sub.typecode == typecode for sub in index.key_sublists if typecode)
 
 
 @pytest.mark.parametrize("seed", range(4))
@@ -213,11 +214,11 @@ def test_ordered_updates_place_any_id_inside_runs_that_span_sublists(seed):
             assert list(index) == model
             assert list(index.pairs_descending()) == model[::-1]
             assert len(index) == len(model)
-            assert index._lastkeys == [sub[-1] for sub in index._keys]
-            assert index._lastids == [sub[-1] for sub in index._ids]
+            assert index.last_keys == [sub[-1] for sub in index.key_sublists]
+            assert index.last_ids == [sub[-1] for sub in index.id_sublists]
             for key, run in index.runs():
                 assert run == [i for k, i in model if k == key]
-    assert len(index._keys) > 2
+    assert len(index.key_sublists) > 2
 
 
 def test_hash_from_runs_is_the_hash_of_the_same_column():
@@ -291,9 +292,9 @@ def test_shared_sublists_never_change_while_the_index_does(seed):
     assert [x for sub in shared for x in sub] == entries
     assert list(index) == live and len(index) == len(live)
     index.unshare()
-    first = index._lists[0]
+    first = index.sublists[0]
     index.add(first[0])
-    assert index._lists[0] is first and list(index) == sorted(live + [first[0]])
+    assert index.sublists[0] is first and list(index) == sorted(live + [first[0]])
 
 
 @pytest.mark.parametrize("seed, typecode", [(0, ""), (1, "q"), (2, "")])

@@ -54,10 +54,10 @@ def test_added_fields_are_filled_and_persisted(populated):
     u1 = s.get("User", 1)[0]
     assert list(u1) == list(mod.MODELS[0].fields)
     assert u1["nickname"] is None and u1["rank"] == 5 and u1["since"].endswith("Z")
-    assert s.compacted_on_open and sorted(s._tables["User"].records) == [1, 2]
+    assert s.compacted_on_open and sorted(s.tables["User"].records) == [1, 2]
     assert s.get("User", 3)[0] is None
     from dbsvc.runtime import Query
-    assert [r["id"] for r in s.list("User", Query(filters={"nickname": frozenset({None})}))[0]] == [1, 2]
+    assert [r["id"] for r in s.list_records("User", Query(filters={"nickname": frozenset({None})}))[0]] == [1, 2]
     run(s.insert("User", user(7, nickname="x", rank=1, since="2026-02-02T00:00:00Z")))
     s.close()
     s = Store.open(populated, mod.MODELS, mod.DESCRIPTION)

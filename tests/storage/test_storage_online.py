@@ -51,11 +51,11 @@ def test_online_compaction_repeats_under_writers_and_keeps_every_ack(tenant):
     assert stats["compactions"] >= 5 and stats["commits"] == 20 + 16 * 300
     # Rows between compactions: at most what fits the threshold (plus one round of writes).
     assert highest < 2000, highest
-    want = {name: dict(t.records) for name, t in s._tables.items()}
+    want = {name: dict(t.records) for name, t in s.tables.items()}
     head, marks, epoch = s.head_offset, s.watermarks(), s.epoch
     s.close()
     s = open_store(tenant, replication=True)
-    assert {name: dict(t.records) for name, t in s._tables.items()} == want
+    assert {name: dict(t.records) for name, t in s.tables.items()} == want
     assert (s.head_offset, s.watermarks(), s.epoch) == (head, marks, epoch)
     check_indexes(s)
     assert sorted(os.listdir(tenant)) == ["LOCK", "log", "schema.json", "snapshot"]
@@ -74,10 +74,10 @@ def test_online_compaction_starts_a_new_epoch_and_drops_old_offsets(tenant):
             n += 1
             await s.replace("User", 1 + n % 20, user(1 + n % 20, name=f"x{n}"))
             await asyncio.sleep(0)
-        while s._compaction is not None:
+        while s.compaction is not None:
             await asyncio.sleep(0.001)
     run(go())
-    base = s._log_base
+    base = s.epoch_state.log_base
     assert base > 0 and s.watermarks()["User"] == 20 + (s.head_offset - base)
     with pytest.raises(OffsetGone):
         list(s.frames_after(base - 1))
@@ -97,11 +97,11 @@ def test_as_of_reads_within_the_new_epoch(tenant):
             await s.insert("User", user(i))
         epoch = s.epoch
         n = 0
-        while s.epoch == epoch or s._compaction is not None:
+        while s.epoch == epoch or s.compaction is not None:
             n += 1
             await s.replace("User", 1 + n % 20, user(1 + n % 20, name=f"x{n}"))
             await asyncio.sleep(0)
-        s._compact_bytes = 1 << 40          # no further compaction: the pin must stay valid
+        s.compactor.compact_bytes = 1 << 40          # no further compaction: the pin must stay valid
         pinned, pinned_epoch = s.watermarks()["User"], s.epoch
         seen = {i: s.get("User", i)[0] for i in range(1, 21)}
         await s.replace("User", 3, user(3, name="later"))
@@ -174,7 +174,7 @@ def test_online_compaction_killed_after_each_step_loses_nothing(tenant, step):
     assert last
     for readonly in (True, False):
         s = open_store(tenant, readonly=readonly, retain_bytes=1 << 20)
-        records = s._tables["User"].records
+        records = s.tables["User"].records
         # Retention is consistent whichever side of the commit point the kill fell: the
         # segment plus the log still hold every row since offset 0, gap-free.
         assert s.oldest_offset == 0

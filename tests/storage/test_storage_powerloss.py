@@ -134,7 +134,7 @@ class Workload:
 
 
 def _records(store: Any) -> dict[str, dict[int, dict]]:
-    return {m: {r["id"]: r for r in store.list(m, ALL)[0]} for m in MODELS}
+    return {m: {r["id"]: r for r in store.list_records(m, ALL)[0]} for m in MODELS}
 
 
 async def _settle() -> None:
@@ -375,7 +375,7 @@ def test_an_unsynced_append_lost_before_a_later_one_is_cut_like_a_torn_tail(tena
     s = open_store(tenant)
     try:
         assert s.head_offset == 3 and s.recovered_tail.position == ends[2]
-        assert sorted(r["id"] for r in s.list("User", ALL)[0]) == [1, 2, 3]
+        assert sorted(r["id"] for r in s.list_records("User", ALL)[0]) == [1, 2, 3]
         assert asyncio.run(s.insert("User", user(9)))["id"] == 9 and s.head_offset == 4
     finally:
         s.close()

@@ -62,7 +62,7 @@ def read_only_view(tenant: str) -> tuple[set, int, bool]:
     """(ids of the users, head offset, whether it met a torn tail) as a read-only open sees them."""
     s = open_store(tenant, readonly=True)
     try:
-        records, _total, _watermark = s.list("User", Query(limit=1000))
+        records, _total, _watermark = s.list_records("User", Query(limit=1000))
         return {r["id"] for r in records}, s.head_offset, s.recovered_tail is not None
     finally:
         s.close()

@@ -58,7 +58,7 @@ def test_a_record_read_twice_is_the_same_dict_until_it_changes(tenant):
     s = open_store(tenant)
     written = run(s.insert("User", user(1)))
     assert s.get("User", 1)[0] is written                  # the write's own dict
-    listed = s.list("User", Query())[0]
+    listed = s.list_records("User", Query())[0]
     assert listed[0] is written
     _previous, replaced = run(s.replace("User", 1, user(1, name="other")))
     assert s.get("User", 1)[0] is replaced and replaced["name"] == "other"
@@ -66,7 +66,7 @@ def test_a_record_read_twice_is_the_same_dict_until_it_changes(tenant):
     s = open_store(tenant)                                  # reopened: made once, then kept
     first = s.get("User", 1)[0]
     assert first == replaced and s.get("User", 1)[0] is first
-    assert s.list("User", Query(sort=(("name", False),)))[0][0] is first
+    assert s.list_records("User", Query(sort=(("name", False),)))[0][0] is first
     s.close()
 
 
@@ -76,7 +76,7 @@ def test_past_versions_are_dicts_of_their_own(tenant):
     run(s.replace("User", 1, user(1, name="second")))
     past, watermark = s.get("User", 1, as_of=1)
     assert past == user(1) and watermark == 1
-    assert s.list("User", Query(as_of=1))[0] == [user(1)]
+    assert s.list_records("User", Query(as_of=1))[0] == [user(1)]
     assert s.get("User", 1)[0]["name"] == "second"
     s.close()
 
@@ -86,11 +86,11 @@ def test_shown_dicts_are_bounded(monkeypatch):
     table = Table(USER)
     rows = [table.insert(USER.row(user(i))) for i in range(1, 6)]
     dicts = [table.shown(i, stored) for i, stored in enumerate(rows, 1)]
-    assert len(table._shown) == 3
+    assert len(table.shown_ids) == 3
     assert table.shown(5, rows[-1]) is dicts[-1]            # still remembered
     assert table.shown(1, rows[0]) is not dicts[0] and table.shown(1, rows[0]) == dicts[0]
     table.delete(1, rows[0])
-    assert 1 not in table._shown and 1 not in table.records
+    assert 1 not in table.shown_ids and 1 not in table.records
 
 
 def test_a_large_record_is_never_remembered_as_a_dict(monkeypatch):
@@ -102,10 +102,10 @@ def test_a_large_record_is_never_remembered_as_a_dict(monkeypatch):
     assert table.shown(1, small) is table.shown(1, small)
     first = table.shown(2, big)
     assert first == user(2, profile={"text": "x" * 300}) and table.shown(2, big) is not first
-    assert table._shown.keys() == {1}
+    assert table.shown_ids == {1}
     grown = table.replace(small, USER.row(user(1, profile={"text": "y" * 300})))
     table.prime(1, grown, user(1, profile={"text": "y" * 300}))                 # a write that grew it
-    assert table._shown.keys() == set()
+    assert table.shown_ids == set()
 
 
 def test_records_view_reads_dicts_and_sees_later_writes():

@@ -164,8 +164,8 @@ def assert_intact(tenant: str, head: int = HEAD) -> None:
     s = open_store(tenant)
     try:
         assert s.head_offset == head
-        assert dict(s._tables["User"].records.items()) == expected_users()
-        assert dict(s._tables["BlogPost"].records.items()) == {1: post(1)}
+        assert dict(s.tables["User"].records.items()) == expected_users()
+        assert dict(s.tables["BlogPost"].records.items()) == {1: post(1)}
     finally:
         s.close()
 
@@ -202,9 +202,9 @@ def test_load_returns_the_logs_position_and_every_record(history, readonly):
     data = read(log)
     before = dir_image(history)
     loaded = load(history, readonly=readonly)
-    assert (loaded.epoch, loaded.log_path, loaded.log_base, loaded.head_offset, loaded.log_size) == \
+    assert (loaded.epoch.id, loaded.epoch.log_path, loaded.epoch.log_base, loaded.head_offset, loaded.log_size) == \
         (decode_header(log, data).epoch, log, 0, HEAD, len(data))
-    assert (loaded.damage, loaded.compacted, loaded.snapshot_bytes, loaded.checkpoints, loaded.retained) == \
+    assert (loaded.damage, loaded.compacted, loaded.epoch.snapshot_bytes, loaded.epoch.checkpoints, loaded.epoch.retained) == \
         (None, False, 0, [], None)
     assert records(loaded, "User") == expected_users()
     assert records(loaded, "BlogPost") == {1: post(1)}
@@ -232,18 +232,18 @@ def test_a_checkpoint_is_kept_for_every_1024th_offset(tenant):
     assert [offset for offset, _pos in want] == [1024]
     for readonly in (False, True):
         loaded = load(tenant, readonly=readonly)
-        assert loaded.checkpoints == want and loaded.head_offset == 1030
+        assert loaded.epoch.checkpoints == want and loaded.head_offset == 1030
 
 
 def test_a_fresh_writer_load_creates_the_first_log_and_stores_the_schema(tenant, caplog):
     caplog.set_level(logging.INFO, logger=LOGGER)
     loaded = load(tenant)
     log = log_of(tenant)
-    assert len(loaded.epoch) == 32 and loaded.epoch != "0" * 32
-    assert read(log) == encode_header(loaded.epoch, 0)
-    assert (loaded.log_path, loaded.log_base, loaded.head_offset, loaded.log_size, loaded.damage) == \
+    assert len(loaded.epoch.id) == 32 and loaded.epoch.id != "0" * 32
+    assert read(log) == encode_header(loaded.epoch.id, 0)
+    assert (loaded.epoch.log_path, loaded.epoch.log_base, loaded.head_offset, loaded.log_size, loaded.damage) == \
         (log, 0, 0, HEADER_SIZE, None)
-    assert (loaded.compacted, loaded.snapshot_bytes, loaded.checkpoints, loaded.retained) == (False, 0, [], None)
+    assert (loaded.compacted, loaded.epoch.snapshot_bytes, loaded.epoch.checkpoints, loaded.epoch.retained) == (False, 0, [], None)
     assert loaded.recent == deque() and all(not t.live for t in loaded.tables.values())
     assert listing(tenant) == ["log", "schema.json"]
     with open(os.path.join(tenant, "schema.json")) as f:
@@ -254,10 +254,10 @@ def test_a_fresh_writer_load_creates_the_first_log_and_stores_the_schema(tenant,
 def test_a_read_only_load_of_a_never_opened_tenant_is_empty_and_creates_nothing(tenant, caplog):
     caplog.set_level(logging.INFO, logger=LOGGER)
     loaded = load(tenant, readonly=True)
-    assert (loaded.epoch, loaded.log_path, loaded.log_base, loaded.head_offset, loaded.log_size, loaded.damage) == \
+    assert (loaded.epoch.id, loaded.epoch.log_path, loaded.epoch.log_base, loaded.head_offset, loaded.log_size, loaded.damage) == \
         ("0" * 32, log_of(tenant), 0, 0, 0, None)
     assert type(loaded.recent) is deque and len(loaded.recent) == 0
-    assert (loaded.compacted, loaded.snapshot_bytes, loaded.checkpoints, loaded.retained) == (False, 0, [], None)
+    assert (loaded.compacted, loaded.epoch.snapshot_bytes, loaded.epoch.checkpoints, loaded.epoch.retained) == (False, 0, [], None)
     assert set(loaded.tables) == {"User", "BlogPost", "Comment"}
     assert all(not t.live and t.watermark == 0 for t in loaded.tables.values())
     assert listing(tenant) == [] and messages(caplog) == []
@@ -295,9 +295,9 @@ def test_load_from_a_snapshot_keeps_its_max_id_and_epoch(compacted, readonly):
     snap = snapshot_of(compacted)
     image = decode_snapshot(snap, read(snap))
     loaded = load(compacted, readonly=readonly)
-    assert (loaded.epoch, loaded.log_base, loaded.head_offset, loaded.log_size) == \
+    assert (loaded.epoch.id, loaded.epoch.log_base, loaded.head_offset, loaded.log_size) == \
         (image.epoch, HEAD, HEAD, HEADER_SIZE)
-    assert loaded.snapshot_bytes == os.path.getsize(snap) and not loaded.compacted
+    assert loaded.epoch.snapshot_bytes == os.path.getsize(snap) and not loaded.compacted
     assert records(loaded, "User") == expected_users() and records(loaded, "BlogPost") == {1: post(1)}
     users = loaded.tables["User"]
     assert (users.watermark, users.max_id, users.base_ids, users.rows) == (5, 6, [1, 2, 3, 4, 5], [])
@@ -312,7 +312,7 @@ def test_load_replays_the_log_after_the_snapshot(compacted, readonly):
     loaded = load(compacted, readonly=readonly)
     want = expected_users() | {7: user(7), 1: user(1, name="first")}
     assert records(loaded, "User") == want
-    assert (loaded.log_base, loaded.head_offset) == (HEAD, HEAD + 2)
+    assert (loaded.epoch.log_base, loaded.head_offset) == (HEAD, HEAD + 2)
     assert loaded.log_size == os.path.getsize(log_of(compacted))
     users = loaded.tables["User"]
     assert (users.watermark, users.max_id, len(users.rows)) == (7, 7, 2)
@@ -618,12 +618,12 @@ def test_compaction_on_open_starts_a_new_epoch_at_the_head(history, caplog):
     assert not loaded.compacted and read(log) == old and not os.path.exists(snap)
     assert messages(caplog) == []
     loaded = load(history, compact_bytes=len(old) - 1)          # one byte past it
-    assert loaded.compacted and loaded.epoch != old_epoch
-    assert read(log) == encode_header(loaded.epoch, HEAD)
-    assert (loaded.log_base, loaded.head_offset, loaded.log_size, loaded.checkpoints) == (HEAD, HEAD, HEADER_SIZE, [])
-    assert loaded.snapshot_bytes == os.path.getsize(snap) and loaded.retained is None
+    assert loaded.compacted and loaded.epoch.id != old_epoch
+    assert read(log) == encode_header(loaded.epoch.id, HEAD)
+    assert (loaded.epoch.log_base, loaded.head_offset, loaded.log_size, loaded.epoch.checkpoints) == (HEAD, HEAD, HEADER_SIZE, [])
+    assert loaded.epoch.snapshot_bytes == os.path.getsize(snap) and loaded.epoch.retained is None
     image = decode_snapshot(snap, read(snap))
-    assert (image.epoch, image.head_offset) == (loaded.epoch, HEAD)
+    assert (image.epoch, image.head_offset) == (loaded.epoch.id, HEAD)
     assert [(m.name, m.fields, m.rows, m.max_id) for m in image.models] == [
         ("User", USER_FIELDS, [list(r.values()) for _i, r in sorted(expected_users().items())], 6),
         ("BlogPost", POST_FIELDS, [list(post(1).values())], 1),
@@ -645,7 +645,7 @@ def test_compaction_on_open_retains_the_old_log_for_replicas(history):
     last = frames_of(log)[-1][1]
     loaded = load(history, compact_bytes=1, retain_bytes=1 << 20)
     segment = segment_of(history)
-    assert loaded.retained == retain.Segment(segment, old_epoch, 0, HEAD, len(old), last)
+    assert loaded.epoch.retained == retain.Segment(segment, old_epoch, 0, HEAD, len(old), last)
     assert read(segment) == encode_header(old_epoch, 0) + old[HEADER_SIZE:]
 
 
@@ -660,11 +660,11 @@ def test_a_second_compaction_counts_only_the_rows_after_the_base(history, caplog
     size, snapshot_bytes = os.path.getsize(log), os.path.getsize(snap)
     caplog.clear()
     loaded = load(history, compact_bytes=1, retain_bytes=1 << 20)
-    assert loaded.compacted and (loaded.log_base, loaded.head_offset) == (HEAD + 13, HEAD + 13)
+    assert loaded.compacted and (loaded.epoch.log_base, loaded.head_offset) == (HEAD + 13, HEAD + 13)
     assert messages(caplog) == [f"{history}: compacting on open (log of {size} bytes and 13 rows for 6 live "
                                 f"records, snapshot of {snapshot_bytes} bytes)"]
     # the older retained frames (1-9) are kept ahead of the compacted log's (10-22)
-    assert (loaded.retained.base, loaded.retained.end) == (0, HEAD + 13)
+    assert (loaded.epoch.retained.base, loaded.epoch.retained.end) == (0, HEAD + 13)
     assert records(loaded, "User") == expected_users() | {2: user(2, name="name 12")}
 
 
@@ -685,7 +685,7 @@ def test_a_writer_load_without_retain_bytes_removes_the_segment(with_segment, ca
     tenant, _segment = with_segment
     caplog.set_level(logging.INFO, logger=LOGGER)
     loaded = recovery.load(tenant, BLOG.MODELS, BLOG.DESCRIPTION, readonly=False, ring_capacity=16)
-    assert loaded.retained is None and not os.path.exists(segment_of(tenant))
+    assert loaded.epoch.retained is None and not os.path.exists(segment_of(tenant))
     assert messages(caplog) == [f"{tenant}: removed the retained log segment (retain_bytes is 0)"]
     assert records(loaded, "User") == expected_users()
 
@@ -695,7 +695,7 @@ def test_a_writer_load_with_a_one_byte_budget_keeps_the_segment(with_segment, ca
     caplog.set_level(logging.INFO, logger=LOGGER)
     before = read(segment.path)
     loaded = load(tenant, retain_bytes=1)
-    assert loaded.retained == segment and read(segment.path) == before
+    assert loaded.epoch.retained == segment and read(segment.path) == before
     assert messages(caplog) == []
 
 
@@ -703,7 +703,7 @@ def test_a_read_only_load_uses_the_segment_and_removes_nothing(with_segment):
     tenant, segment = with_segment
     before, names = dir_image(tenant), listing(tenant)
     loaded = load(tenant, readonly=True)                        # retain_bytes 0, as Store.open's default
-    assert loaded.retained == segment
+    assert loaded.epoch.retained == segment
     assert dir_image(tenant) == before and listing(tenant) == names
 
 

@@ -63,14 +63,14 @@ async def compact_online(s) -> None:
     """One online compaction, triggered by writes (the log must hold more than twice as
     many rows as live records) and awaited; nothing is written while it runs."""
     epoch = s.epoch
-    s._compact_bytes = 1
+    s.compactor.compact_bytes = 1
     n = 0
-    while s._compaction is None:
+    while s.compaction is None:
         n += 1
         assert n < 1000
         await s.replace("User", 1, user(1, name=f"trigger{n}"))
-    s._compact_bytes = BIG
-    while s._compaction is not None:
+    s.compactor.compact_bytes = BIG
+    while s.compaction is not None:
         await asyncio.sleep(0.001)
     assert s.epoch != epoch, "the online compaction did not happen"
 
@@ -96,7 +96,7 @@ def test_frames_after_reaches_back_across_an_offline_compaction(tenant):
     s.close()
     assert "retained" in compact(tenant)
     s = fresh(tenant, replication=True, retain_bytes=RETAIN)
-    assert s.head_offset == head and s._log_base == head and s.oldest_offset == 0
+    assert s.head_offset == head and s.epoch_state.log_base == head and s.oldest_offset == 0
     for after in (0, 1, 17, head - 1, head):
         assert list(s.frames_after(after)) == before[after:]            # byte for byte
         assert [e.offset for e in s.events_after(after)] == list(range(after + 1, head + 1))
@@ -116,7 +116,7 @@ def test_frames_after_across_two_compactions_offline_and_at_open(tenant):
     head = s.head_offset
     s.close()
     s = fresh(tenant, compact_bytes=1, retain_bytes=RETAIN)          # compacts at open
-    assert s.compacted_on_open and s._log_base == head
+    assert s.compacted_on_open and s.epoch_state.log_base == head
     assert s.oldest_offset == 0 and list(s.frames_after(0)) == before
     assert list(s.frames_after(55)) == before[55:]
     s.close()
@@ -129,7 +129,7 @@ def test_frames_after_across_two_online_compactions(tenant):
         await churn(s, 50)
         before = list(s.frames_after(0))
         await compact_online(s)
-        h1 = s._log_base
+        h1 = s.epoch_state.log_base
         after1 = list(s.frames_after(0))
         # Up to the cut (which includes the triggering write): the retained segment, byte
         # for byte. After it: the new log, whose watermarks were renumbered, so rows
@@ -140,7 +140,7 @@ def test_frames_after_across_two_online_compactions(tenant):
         await churn(s, 50)
         before2 = list(s.frames_after(0))
         await compact_online(s)
-        h2 = s._log_base
+        h2 = s.epoch_state.log_base
         after2 = list(s.frames_after(0))
         assert h2 > len(before2) > h1 and s.oldest_offset == 0
         assert after2[:len(before2)] == before2 and after2[:len(before)] == before
@@ -161,7 +161,7 @@ def test_retained_frames_keep_the_watermarks_of_their_epoch(tenant):
     run(go())
     events = list(s.events_after(0))
     assert [e.offset for e in events] == list(range(1, s.head_offset + 1))
-    first_epoch = [e for e in events if e.offset <= s._log_base and e.model == "User"]
+    first_epoch = [e for e in events if e.offset <= s.epoch_state.log_base and e.model == "User"]
     assert [e.watermark for e in first_epoch] == list(range(1, len(first_epoch) + 1))
     s.close()
 
@@ -279,18 +279,18 @@ def test_retain_zero_answers_410_right_after_each_kind_of_compaction(tenant):
     compact(tenant, retain_bytes=0)                                    # offline
     assert not os.path.exists(segment_path(tenant))
     s = fresh(tenant)
-    base = s._log_base
+    base = s.epoch_state.log_base
     with pytest.raises(OffsetGone, match=f"offset {base - 1} was compacted away"):
         s.frames_after(base - 1)
     run(churn(s, 30))
     s.close()
     s = fresh(tenant, compact_bytes=1)                                 # at open
-    assert s.compacted_on_open and s.oldest_offset == s._log_base == s.head_offset
+    assert s.compacted_on_open and s.oldest_offset == s.epoch_state.log_base == s.head_offset
     with pytest.raises(OffsetGone):
         s.frames_after(s.head_offset - 1)
     run(compact_online(s))                                             # online
     with pytest.raises(OffsetGone):
-        s.frames_after(s._log_base - 1)
+        s.frames_after(s.epoch_state.log_base - 1)
     s.close()
     assert sorted(os.listdir(tenant)) == ["LOCK", "log", "schema.json", "snapshot"]
 
@@ -308,7 +308,7 @@ def test_retain_zero_removes_a_segment_left_from_before(tenant, caplog):
     with caplog.at_level(logging.INFO, logger="dbsvc.storage"):
         s = fresh(tenant)
     assert not os.path.exists(segment_path(tenant)) and "removed the retained log segment" in caplog.text
-    assert s.oldest_offset == s._log_base > 0
+    assert s.oldest_offset == s.epoch_state.log_base > 0
     s.close()
 
 
@@ -356,7 +356,7 @@ def test_a_damaged_segment_is_logged_and_ignored_at_open(retained, caplog, where
             s = fresh(tenant, readonly=readonly, retain_bytes=RETAIN)
         assert "ignoring the retained log segment" in caplog.text
         caplog.clear()
-        base = s._log_base
+        base = s.epoch_state.log_base
         assert s.oldest_offset == base == len(before)
         with pytest.raises(OffsetGone, match=f"the oldest retained offset is {base}"):
             s.frames_after(0)
@@ -381,7 +381,7 @@ def test_damage_in_the_middle_is_found_while_reading(retained, caplog):
                 got.append(frame)
     assert got == before[:29]                        # only the good frames before the damage
     assert "ignoring the retained log segment" in caplog.text and f"byte {position - 20}" in caplog.text
-    assert s.oldest_offset == s._log_base
+    assert s.oldest_offset == s.epoch_state.log_base
     with pytest.raises(OffsetGone):
         s.frames_after(40)                           # dropped for the rest of the store's life
     s.close()
@@ -428,7 +428,7 @@ def test_compaction_at_open_killed_after_each_step_keeps_retention_consistent(te
     s = fresh(tenant, retain_bytes=RETAIN)
     run(churn(s, 40))
     before = list(s.frames_after(0))
-    head, records = s.head_offset, dict(s._tables["User"].records)
+    head, records = s.head_offset, dict(s.tables["User"].records)
     s.close()
     code = AT_OPEN_CHILD.format(root=str(ROOT), tests=str(ROOT / "tests"), tenant=tenant, retain=RETAIN)
     res = subprocess.run([sys.executable, "-c", code], env={**os.environ, "DBSVC_FAULT": f"compact:{step}:KILL"},
@@ -436,7 +436,7 @@ def test_compaction_at_open_killed_after_each_step_keeps_retention_consistent(te
     assert res.returncode == -9, res.stderr
     for readonly in (True, False):
         s = fresh(tenant, readonly=readonly, retain_bytes=RETAIN)
-        assert s.head_offset == head and s._tables["User"].records == records
+        assert s.head_offset == head and s.tables["User"].records == records
         assert s.oldest_offset == 0 and list(s.frames_after(0)) == before
         if not readonly:
             names = sorted(os.listdir(tenant))
@@ -461,7 +461,7 @@ def test_head_survives_restart_and_every_compaction(tenant):
     s.close()
     compact(tenant)                                                    # offline
     s = fresh(tenant)
-    assert s.head_offset == s._log_base == head
+    assert s.head_offset == s.epoch_state.log_base == head
     check_next_write(s, head)
     run(churn(s, 30))
     head = s.head_offset
@@ -470,9 +470,9 @@ def test_head_survives_restart_and_every_compaction(tenant):
     assert s.compacted_on_open and s.head_offset == head
     check_next_write(s, head)
     head = s.head_offset
-    s._compact_bytes = BIG
+    s.compactor.compact_bytes = BIG
     run(compact_online(s))                                             # online
-    assert s.head_offset == s._log_base > head                         # the trigger's rows
+    assert s.head_offset == s.epoch_state.log_base > head                         # the trigger's rows
     head = s.head_offset
     check_next_write(s, head)
     head = s.head_offset

@@ -49,8 +49,8 @@ def compacted(tenant, monkeypatch):
             await s.insert("User", _user(i))
         await s.delete("User", 7)
     run(go())
-    want = dict(s._tables["User"].records)
-    stored = dict(s._tables["User"].live)
+    want = dict(s.tables["User"].records)
+    stored = dict(s.tables["User"].live)
     s.close()
     compact_tenant(os.path.dirname(tenant), os.path.basename(tenant))
     return tenant, want, stored
@@ -176,8 +176,8 @@ def test_online_compaction_writes_blocks_whatever_chunks_it_reads(tenant, monkey
         await s.compact_now()
     try:
         run(go())
-        want = dict(s._tables["User"].records)
-        stored = dict(s._tables["User"].live)
+        want = dict(s.tables["User"].records)
+        stored = dict(s.tables["User"].live)
     finally:
         s.close()
     bodies = _bodies(tenant)
@@ -399,7 +399,7 @@ def test_any_records_read_from_the_keys_as_from_the_rows(users, deleted, block, 
                 if i <= len(users):
                     await s.delete("User", i)
         run(go())
-        want, stored = dict(s._tables["User"].records), dict(s._tables["User"].live)
+        want, stored = dict(s.tables["User"].records), dict(s.tables["User"].live)
         s.close()
         compact_tenant(base, "t")
         assert json.loads(_bodies(tenant)[0])["format"] == 2

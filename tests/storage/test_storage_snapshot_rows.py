@@ -35,7 +35,7 @@ def compacted(tenant, monkeypatch):
         for i in range(1, N_USERS + 1):
             await s.insert("User", user(i, name=f"user\t{i}"))        # a TAB in a value: escaped
     run(go())
-    want = dict(s._tables["User"].records)
+    want = dict(s.tables["User"].records)
     s.close()
     compact_tenant(os.path.dirname(tenant), os.path.basename(tenant))
     snapshot_in_format_1(os.path.join(tenant, "snapshot"))
@@ -245,7 +245,7 @@ def test_number_sort_keys_load_into_arrays_with_nulls_kept_apart(tenant, monkeyp
             age = None if i % 3 == 0 else 2**40 + i if i % 3 == 1 else 20 + i
             await s.insert("User", user(i, age=age, joined=f"2026-01-{i:02d}T00:00:00.{i:06d}Z"))
     run(go())
-    want = dict(s._tables["User"].records)
+    want = dict(s.tables["User"].records)
     s.close()
     compact_tenant(os.path.dirname(tenant), os.path.basename(tenant))
     if version == 1:
@@ -253,9 +253,9 @@ def test_number_sort_keys_load_into_arrays_with_nulls_kept_apart(tenant, monkeyp
     assert _users(tenant) == want                           # check_indexes included
     s = open_store(tenant)
     try:
-        table = s._tables["User"]
+        table = s.tables["User"]
         for f in ("age", "joined"):
-            assert {(type(sub), sub.typecode) for sub in table.ordered[f]._keys} == {(array, "q")}
+            assert {(type(sub), sub.typecode) for sub in table.ordered[f].key_sublists} == {(array, "q")}
         assert list(table.ordered["age"].nulls) == [3, 6, 9]
     finally:
         s.close()

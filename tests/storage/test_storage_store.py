@@ -58,12 +58,12 @@ def test_refused_write_changes_nothing_in_memory_or_on_disk(tenant):
     s = open_store(tenant)
     run(s.insert("User", user(1)))
     before = dir_image(tenant)
-    state = (s.watermarks(), s.head_offset, dict(s._tables["User"].records))
+    state = (s.watermarks(), s.head_offset, dict(s.tables["User"].records))
     for attempt in (s.insert("User", user(1)), s.insert("BlogPost", post(1, author=99)),
                     s.replace("User", 5, user(5)), s.delete("User", 77)):
         with pytest.raises((UniqueViolation, ForeignKeyViolation, NotFound)):
             run(attempt)
-    assert (s.watermarks(), s.head_offset, dict(s._tables["User"].records)) == state
+    assert (s.watermarks(), s.head_offset, dict(s.tables["User"].records)) == state
     assert dir_image(tenant) == before
     s.close()
 
@@ -91,7 +91,7 @@ def test_filters_are_typed_so_3_and_3_0_are_one_key(tenant):
     run(s.insert("User", user(1)))
     run(s.insert("BlogPost", post(1, score=3.0)))
     run(s.insert("BlogPost", post(2, score=3)))
-    records, total, _ = s.list("BlogPost", Query(filters={"score": frozenset({3})}))
+    records, total, _ = s.list_records("BlogPost", Query(filters={"score": frozenset({3})}))
     assert [r["id"] for r in records] == [1, 2] and total == 2
     s.close()
 
@@ -112,8 +112,8 @@ def _random_posts(s, n, seed=7):
 
 def assert_list_agrees_with_a_full_sort(s, model, q):
     """The store's planned list equals filtering and sorting every live record."""
-    got, total, wm = s.list(model, q)
-    want, want_total = reference_list(s._tables[model].records, s._tables[model].model, q)
+    got, total, wm = s.list_records(model, q)
+    want, want_total = reference_list(s.tables[model].records, s.tables[model].model, q)
     assert [r["id"] for r in got] == [r["id"] for r in want]
     assert total == want_total
     assert wm == s.watermarks()[model]
@@ -199,8 +199,8 @@ def test_ties_break_on_id_ascending_in_both_directions(tenant):
     run(s.insert("User", user(2, age=None)))
     run(s.insert("User", user(3, age=30)))
     run(s.insert("User", user(4, age=20)))
-    asc, _, _ = s.list("User", Query(sort=(("age", False),)))
-    desc, _, _ = s.list("User", Query(sort=(("age", True),)))
+    asc, _, _ = s.list_records("User", Query(sort=(("age", False),)))
+    desc, _, _ = s.list_records("User", Query(sort=(("age", True),)))
     assert [r["id"] for r in asc] == [4, 1, 3, 2]        # nulls last ascending
     assert [r["id"] for r in desc] == [2, 1, 3, 4]       # nulls first descending, ids ascending in ties
     s.close()
@@ -234,7 +234,7 @@ def test_event_frame_is_the_log_record(tenant):
     s = open_store(tenant, replication=True)
     run(s.insert("User", user(1)))
     frames = list(s.frames_after(0))
-    with open(s._log_path, "rb") as f:
+    with open(s.epoch_state.log_path, "rb") as f:
         assert f.read()[40:] == frames[0]
     assert frames[0] == next(iter(s.events_after(0))).frame()
     s.close()
@@ -294,11 +294,11 @@ def test_readonly_open_sees_writer_state_and_refuses_writes(tenant):
 def test_reopen_restores_everything(tenant):
     s = open_store(tenant)
     _random_posts(s, 300)
-    run(s.replace("BlogPost", next(iter(s._tables["BlogPost"].records)), post(None, title="x")))
-    state = {m: dict(t.records) for m, t in s._tables.items()}
+    run(s.replace("BlogPost", next(iter(s.tables["BlogPost"].records)), post(None, title="x")))
+    state = {m: dict(t.records) for m, t in s.tables.items()}
     marks, head, epoch = s.watermarks(), s.head_offset, s.epoch
     s.close()
     s = open_store(tenant)
-    assert {m: dict(t.records) for m, t in s._tables.items()} == state
+    assert {m: dict(t.records) for m, t in s.tables.items()} == state
     assert (s.watermarks(), s.head_offset, s.epoch) == (marks, head, epoch)
     s.close()

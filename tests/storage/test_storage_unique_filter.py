@@ -1,4 +1,4 @@
-"""A field that is @unique and @filter is filtered through its unique map (indexes.py
+"""A field that is @unique and @filter is filtered through its unique map (hashes.py
 `UniqueFilter`): the same pages and totals as a bucket per key would give, nulls included,
 through writes, undo, reopening from the log and from a snapshot."""
 
@@ -13,7 +13,7 @@ from dbsvc.compiler import compile_schema
 from dbsvc.runtime import Query
 from dbsvc.schema import parse_schema
 from dbsvc.storage import Store
-from dbsvc.storage.indexes import HashIndex, IdBits, UniqueFilter
+from dbsvc.storage.hashes import HashIndex, IdBits, UniqueFilter
 
 SCHEMA = compile_schema(parse_schema("""
 model Member {
@@ -45,9 +45,9 @@ QUERIES = [
 
 
 def assert_lists_agree(store: Store) -> None:
-    table = store._tables["Member"]
+    table = store.tables["Member"]
     for q in QUERIES:
-        got, total, _wm = store.list("Member", q)
+        got, total, _wm = store.list_records("Member", q)
         want, want_total = reference_list(table.records, table.model, q)
         assert [r["id"] for r in got] == [r["id"] for r in want], q
         assert total == want_total, q
@@ -61,8 +61,8 @@ def test_the_unique_map_answers_the_filter_and_no_bucket_is_kept_per_value(tenan
         for i in range(1, 41):
             await s.insert("Member", member(i, None if i % 4 == 0 else f"b{i}", team=1 + i % 2))
     run(go())
-    index = s._tables["Member"].hashes["badge"]
-    assert type(index) is UniqueFilter and index.unique is s._tables["Member"].unique["badge"]
+    index = s.tables["Member"].hashes["badge"]
+    assert type(index) is UniqueFilter and index.unique is s.tables["Member"].unique["badge"]
     assert list(index.nulls.buckets) == [None]                     # only null has a bucket
     assert sorted(index.nulls.ids((None,))) == list(range(4, 41, 4))
     assert index.count(frozenset({"b1", "b2", "nope"})) == 2
@@ -108,7 +108,7 @@ def test_writes_move_ids_between_a_value_and_null_and_reopening_rebuilds_the_sam
     reopened.close()
     open_members(tenant, compact_bytes=1).close()                  # writes a snapshot
     loaded = open_members(tenant)                                  # built from it (load_base)
-    table = loaded._tables["Member"]
+    table = loaded.tables["Member"]
     assert table.rows == [] and len(table.base_ids) == len(live)
     assert type(table.hashes["badge"]) is UniqueFilter and table.hashes["badge"].unique is table.unique["badge"]
     assert_lists_agree(loaded)
@@ -123,7 +123,7 @@ def test_a_taken_value_is_refused_and_the_filter_still_finds_its_holder(tenant):
     run(s.insert("Member", member(1, "same")))
     with pytest.raises(UniqueViolation):
         run(s.insert("Member", member(2, "same")))
-    got, total, _ = s.list("Member", Query(filters={"badge": frozenset({"same"})}))
+    got, total, _ = s.list_records("Member", Query(filters={"badge": frozenset({"same"})}))
     assert total == 1 and [r["id"] for r in got] == [1]
     assert_lists_agree(s)
     s.close()

@@ -20,8 +20,8 @@ from dbsvc.compiler import compile_schema
 from dbsvc.schema import load_schema
 from dbsvc.runtime import CompiledModel, Query
 from dbsvc.storage import Store
-from dbsvc.storage import indexes
-from dbsvc.storage.indexes import IdBits, OrderedFilter, UniqueFilter
+from dbsvc.storage import hashes
+from dbsvc.storage.hashes import IdBits, OrderedFilter, UniqueFilter
 from dbsvc.storage.query import sort_records
 from dbsvc.storage.rows import pack
 
@@ -64,7 +64,7 @@ def opened_users(tenant: str, **kw) -> tuple[dict, dict]:
     s = open_store(tenant, **kw)
     try:
         check_indexes(s)
-        table = s._tables["User"]
+        table = s.tables["User"]
         return dict(table.records), dict(table.live)
     finally:
         s.close()
@@ -99,7 +99,7 @@ def snapshot_in_format_1(path: str) -> bytes:
 def check_indexes(store: Store) -> None:
     """Every index of every table (primary key, unique, hash, ordered, ref counts) agrees
     with the records: what a store reopened after a crash must still hold."""
-    for table in store._tables.values():
+    for table in store.tables.values():
         recs = table.records
         assert list(table.pk) == sorted(recs)
         for f, index in table.unique.items():
@@ -124,7 +124,7 @@ def check_indexes(store: Store) -> None:
             assert {k: set(ids) for k, ids in hindex.buckets.items()} == want
             for bucket in hindex.buckets.values():
                 if type(bucket) is list:                # sorted and small
-                    assert bucket == sorted(bucket) and len(bucket) <= indexes.SET_AT
+                    assert bucket == sorted(bucket) and len(bucket) <= hashes.SET_AT
                 elif type(bucket) is IdBits:            # as long as the id space, counted right
                     assert len(bucket.flags) == hindex.span and len(bucket) == bucket.flags.count(1)
             if hindex.span >= 0:                        # every live id is inside the id space

@@ -1,0 +1,251 @@
+"""The online compaction driver: when a serving store compacts, and the steps in order.
+
+online.py holds the steps (cut, snapshot thread, retained segment, new log, the switch's
+file steps) and their rules; this module runs them for one store::
+
+    compactor = Compactor(host, commit, faults=..., compact_bytes=..., retain_bytes=...)
+    compactor.after_write(commit)     # the size rule (recovery.needs_compaction), after a write
+    task = compactor.compact_now()    # start one whatever the rule says, or the running one
+    compactor.cut                     # {model: online.TableCut} while the snapshot thread reads
+    compactor.stop()                  # close(): cancel a compaction before its commit point
+
+Invariants:
+
+1. One compaction at a time (`task`); after a failure the size rule waits
+   `online.RETRY_AFTER` seconds before it starts another (`compact_now` does not wait).
+2. The switch runs inside the committer between two fsyncs (commit.py
+   `run_between_fsyncs`) and ends with ONE `host.install_epoch`: the new `Epoch`, the
+   change stream's ring and the queued writes renumbered, together.
+3. Before the commit point a failure removes the `.new` files and the store serves on;
+   after it the store turns read-only (commit.py `fail_stop`) and the next open finishes.
+
+Talks to the store through `Host` (a protocol the Store implements); never imports
+store.py, replay.py or changes.py.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import gc
+import logging
+import time
+from collections import deque
+from collections.abc import Callable, Mapping
+from typing import Any, Protocol
+
+from dbsvc.errors import Unavailable
+from dbsvc.storage import compact, files, online, recovery, retain
+from dbsvc.storage.commit import CommitQueue
+from dbsvc.storage.epoch import Epoch
+from dbsvc.storage.events import ChangeEvent
+from dbsvc.storage.files import FaultPlan
+from dbsvc.storage.table import Table
+
+log = logging.getLogger("dbsvc.storage")
+
+
+class Host(Protocol):
+    """What the compaction driver reads and replaces of a store (store.py implements it)."""
+
+    @property
+    def directory(self) -> str: ...
+
+    @property
+    def tables(self) -> Mapping[str, Table]: ...
+
+    @property
+    def epoch_state(self) -> Epoch: ...
+
+    @property
+    def applied_offset(self) -> int: ...
+
+    @property
+    def holds_lock(self) -> bool: ...
+
+    def install_epoch(self, epoch: Epoch, renumbered: Callable[[ChangeEvent], ChangeEvent]) -> None: ...
+
+
+class Compactor:
+    """The online compaction of one store (module docstring)."""
+
+    def __init__(self, host: Host, commit: CommitQueue | None, *, faults: FaultPlan, compact_bytes: int,
+                 retain_bytes: int) -> None:
+        self._host = host
+        self._commit = commit
+        # Read when a compaction starts, so a test can hold one at a fault step.
+        self.faults = faults
+        # The log size past which the size rule is considered (recovery.AUTO_COMPACT_BYTES
+        # by default; tests use small values, a follower a huge one).
+        self.compact_bytes = compact_bytes
+        self.retain_bytes = retain_bytes
+        self.checkpoint_every = recovery.CHECKPOINT_EVERY
+        self.task: asyncio.Task[None] | None = None
+        self.progress: online.Progress | None = None
+        # While a compaction's snapshot thread reads the records as of its cut, each write
+        # notes the record it replaces here first (online.TableCut).
+        self.cut: dict[str, online.TableCut] | None = None
+        self._not_before = 0.0
+        self.count = 0
+        # (cut seconds, switch seconds) of the last online compactions: the loop's pauses.
+        self.pauses: deque[tuple[float, float]] = deque(maxlen=32)
+
+    def after_write(self, commit: CommitQueue) -> None:
+        """The size rule, checked after a write took the log past `compact_bytes`."""
+        if self.task is not None or commit.failed is not None or time.monotonic() < self._not_before:
+            return
+        host = self._host
+        live = sum(len(t.live) for t in host.tables.values())
+        epoch = host.epoch_state
+        if recovery.needs_compaction(commit.writer.written, host.applied_offset - epoch.log_base, live,
+                                     epoch.snapshot_bytes, self.compact_bytes):
+            self.compact_now()
+
+    def compact_now(self) -> asyncio.Task[None]:
+        """Start an online compaction whatever the size rule says (a bench, an operator),
+        or return the one running; its task finishes once the new epoch is in place, or
+        the attempt failed and was logged."""
+        if self.task is None:
+            progress = online.Progress()
+            self.progress = progress
+            self.task = asyncio.get_running_loop().create_task(self._compact(progress), name="dbsvc-compaction")
+        return self.task
+
+    def stop(self) -> None:
+        """`close()`: a compaction before its commit point stops in its thread step and its
+        `.new` files are discarded; one past it is left to finish (or to the next open)."""
+        progress, task = self.progress, self.task
+        if progress is None or progress.committed[0]:
+            return
+        progress.cancelled = True
+        progress.idle.wait(60)
+        if task is not None and not task.done():
+            try:
+                task.cancel()
+            except RuntimeError:
+                pass                # its loop is already closed
+        online.discard(self._host.directory)
+
+    async def _compact(self, progress: online.Progress) -> None:
+        try:
+            await self._compact_steps(progress)
+        finally:
+            self.cut = None
+            self.task = None
+            self.progress = None
+
+    async def _compact_steps(self, progress: online.Progress) -> None:
+        """One online compaction: online.py's file steps, in the order of its docstring."""
+        commit = self._commit
+        assert commit is not None
+        host = self._host
+        directory, faults, every = host.directory, self.faults, self.checkpoint_every
+        old = host.epoch_state
+        tables = dict(host.tables)
+        try:
+            # Threads read the log file up to the cut (write_retained) and past it
+            # (start_log): the frames held for the next group commit are written first.
+            commit.write_held()
+        except Unavailable as exc:
+            self._failed(exc)
+            return
+        cut = online.take_cut(tables, host.applied_offset, commit.writer.written)
+        self.cut = {tc.table.name: tc for tc in cut.tables}
+        # The cut's id lists and the epoch's history are long-lived and acyclic: frozen, so
+        # that the collections the snapshot thread's allocations trigger do not walk them
+        # (docs/decisions.md, "Pauses").
+        gc.freeze()
+        keep = retain.plan(self.retain_bytes, old.id, old.retained, old.log_path, cut.position, old.log_base,
+                           cut.head)
+        new: online.NewLog | None = None
+        pending: retain.Segment | None = None
+        old_rows: list[list[Any]] = []
+        held: list[int] = []               # old files, freed after the switch
+        old_fds: list[int] = []
+        switched = [0.0]
+
+        def switch() -> None:
+            assert new is not None
+            start = time.perf_counter()
+            writer = commit.writer
+            online.finish_log(old.log_path, writer.written, new, cut, every, faults)
+            try:
+                segment = compact.install_pair(directory, faults, pending, progress.committed)
+            except OSError as exc:
+                if progress.committed[0]:
+                    log.error("%s: compaction failed after its commit point: %s; the store is now read-only "
+                              "(the next open finishes the switch)", directory, exc)
+                    commit.fail_stop(exc)
+                raise
+            old_fds.append(writer.fd)
+            writer.fd, new.fd = new.fd, -1
+            writer.written = new.size
+            old_rows.extend(self._enter_epoch(cut, Epoch(cut.epoch, old.log_path, cut.head, new.checkpoints,
+                                                         segment, cut.snapshot_bytes)))
+            switched[0] = time.perf_counter() - start
+
+        try:
+            await online.in_thread(progress, online.write_snapshot, directory, cut, progress, faults)
+            self.cut = None
+            online.end_cut(tables)
+            pending = await online.in_thread(progress, online.write_retained, directory, keep, progress, faults)
+            commit.check_writable()
+            commit.write_held()
+            new = await online.in_thread(progress, online.start_log, directory, old.log_path, cut,
+                                         commit.writer.written, every, progress)
+            held.extend(await online.in_thread(progress, online.hold_old_files, directory))
+            await commit.run_between_fsyncs(switch)
+        except BaseException as exc:
+            self.cut = None
+            online.release_files(held, old_fds)
+            progress.cancelled = True
+            progress.idle.wait(60)                  # a thread step stops at its next chunk
+            online.end_cut(tables)                  # no thread reads the cut's sublists now
+            if new is not None and new.fd >= 0:
+                files.ops.close(new.fd)
+                new.fd = -1
+            if not progress.committed[0] and host.holds_lock:
+                online.discard(directory)
+            if not isinstance(exc, Exception):
+                raise
+            self._failed(exc)
+            return
+        self.pauses.append((cut.took, switched[0]))
+        log.info("%s: compacted online at offset %d: %d live records, new epoch %s (pauses %.1f ms + %.1f ms)",
+                 directory, cut.head, sum(tc.count for tc in cut.tables), cut.epoch,
+                 cut.took * 1e3, switched[0] * 1e3)
+        await online.in_thread(progress, online.release_files, held, old_fds)
+        await online.in_thread(progress, online.drop_slowly, old_rows)
+        # What the new epoch keeps (the snapshot's id lists, the surviving history) is
+        # long-lived and acyclic, like what `recovery.load` froze at open: out of the
+        # cyclic GC's way too (docs/decisions.md, "Pauses").
+        gc.freeze()
+
+    def _failed(self, exc: Exception) -> None:
+        """Log why (a compaction cancelled by `close()` is not a failure to report) and
+        wait RETRY_AFTER before the size rule may start another."""
+        if not isinstance(exc, online.Cancelled):
+            log.error("%s: online compaction failed: %s", self._host.directory, exc)
+        self._not_before = time.monotonic() + online.RETRY_AFTER
+
+    def _enter_epoch(self, cut: online.Cut, epoch: Epoch) -> list[Any]:
+        """The switch of an online compaction, in memory: history restarts at the cut, and
+        the store takes the new epoch (invariant 2). Returns the old history and id lists,
+        for the caller to free off the loop."""
+        old = []
+        deltas = cut.deltas()
+        for tc in cut.tables:
+            table = tc.table
+            old.append(table.rows)
+            old.append(table.base_ids)
+            table.rows = table.rows[tc.rows:]
+            table.base_ids = tc.base_ids
+        head = cut.head
+
+        def renumbered(event: ChangeEvent) -> ChangeEvent:
+            if event.offset <= head:
+                return event
+            return event._replace(watermark=event.watermark + deltas[event.model])
+
+        self._host.install_epoch(epoch, renumbered)
+        self.count += 1
+        return old

@@ -1,0 +1,365 @@
+"""In-memory equality indexes: key -> ids buckets, and the filters a list page tests.
+
+`HashIndex` maps an index key (`CompiledModel.keys[field](value)`: typed, so 3 and 3.0 are
+one key) to the ids holding it (a sorted list; once large, one byte per id of the id space,
+`IdBits`, or a set); null is the key None. `UniqueFilter` answers the same questions from a
+@unique field's key -> id map, and `OrderedFilter` from a sort field's `OrderedIndex`
+(indexes.py), so a field that is both sorted and filtered holds one index, not two.
+`FilterIndex` is any of the three: what query.py filters with.
+
+Bulk builds (`HashIndex.from_columns`, `from_runs`, `UniqueFilter.from_column`) take columns
+in id order, as a snapshot's open gives them.
+
+Imports indexes.py (the ordered index and the `Keep` test) and nothing else of dbsvc.
+Everything here is plain data: no I/O, no model knowledge.
+"""
+
+from __future__ import annotations
+
+from bisect import insort
+from collections import deque
+from collections.abc import Collection, Iterable, Iterator, Sequence
+from itertools import compress, repeat
+from operator import eq, is_
+from typing import Any, Union
+
+from dbsvc.storage.indexes import Keep, OrderedIndex, sorted_position
+
+FEW_KEYS = 4           # at most this many distinct keys: HashIndex.from_columns scans once per key
+SET_AT = 16384         # a HashIndex bucket is a sorted list up to this many ids, then flags or a set
+KEPT_SETS = 8          # sets of list buckets a HashIndex keeps for walks (`keeper`)
+_NOTHING = object()
+_NONE: frozenset[Any] = frozenset()
+
+
+class IdBits:
+    """A bucket holding a large share of a table's int ids: `flags[id]` is 1 for each id
+    held. One byte per id of the table's id space, where a set costs several times more
+    per id held and a list 8 bytes, so a bucket holding an eighth of the ids or more is
+    cheapest this way (bench/README.md has the measured bool-field figures).
+    `flags.__getitem__` is the walk's membership test, at C speed."""
+
+    __slots__ = ("flags", "n")
+
+    def __init__(self, ids: Iterable[int], span: int) -> None:
+        self.flags = bytearray(span)
+        deque(map(self.flags.__setitem__, ids, repeat(1)), maxlen=0)   # one C-level pass
+        self.n = self.flags.count(1)
+
+    def __len__(self) -> int:
+        return self.n
+
+    def __iter__(self) -> Iterator[int]:
+        return compress(range(len(self.flags)), self.flags)
+
+    def __contains__(self, id_: object) -> bool:
+        return type(id_) is int and 0 <= id_ < len(self.flags) and self.flags[id_] == 1
+
+    def add(self, id_: int) -> None:
+        if not self.flags[id_]:
+            self.flags[id_] = 1
+            self.n += 1
+
+    def discard(self, id_: int) -> None:
+        if self.flags[id_]:
+            self.flags[id_] = 0
+            self.n -= 1
+
+
+Bucket = Union[list, set, IdBits]
+
+
+class HashIndex:
+    """key -> the ids holding it; empty buckets are dropped so `len(buckets)` counts
+    distinct keys.
+
+    A bucket takes one of three forms, by size:
+
+    - a sorted list of ids, up to SET_AT of them. A set costs several times a list's 8
+      bytes an id (bench/README.md, "Open time and memory"). What a list gives up is
+      O(1) membership, which matters only to a list page that walks a sort order testing
+      each id against one bucket (query.py), and `keeper` gives such a walk a set all the
+      same, made from the list and kept until that key's bucket changes.
+    - past SET_AT, `IdBits` when the table's ids are ints and the bucket holds at least an
+      eighth of the id space (`span`, one more than the largest id seen);
+    - a set otherwise, or once the id space has grown so that the flags would cost more
+      than twice what a list would (a bucket stays big until it empties or the index is
+      rebuilt; it never goes back to a list).
+
+    `span` is -1 when ids are not ints (or one was negative): no flags then. Every id
+    added is below `span` afterwards, so every live id of the table indexes every bucket's
+    flags.
+    """
+
+    __slots__ = ("_sets", "buckets", "span")
+
+    def __init__(self, span: int = -1) -> None:
+        self.buckets: dict[Any, Bucket] = {}
+        self.span = span
+        self._sets: dict[Any, set[Any]] = {}        # key -> set of a list bucket, for walks
+
+    @property
+    def kept_sets(self) -> dict[Any, set[Any]]:
+        """The sets `keeper` made of list buckets and keeps for walks (at most KEPT_SETS)."""
+        return self._sets
+
+    @staticmethod
+    def span_of(int_ids: bool, ids: Sequence[Any]) -> int:
+        """The `span` for a table whose ids are `ids`, ascending: -1 unless they are ints
+        and none is negative."""
+        if not int_ids or (ids and ids[0] < 0):
+            return -1
+        return ids[-1] + 1 if ids else 0
+
+    @classmethod
+    def from_columns(cls, keys: Sequence[Any], ids: Sequence[Any], span: int = -1) -> HashIndex:
+        """The index of the records whose keys and ids are `keys` and `ids` (same order,
+        ids ascending). A field of a few distinct keys (a bool, a small enum) takes one
+        C-level pass per key (`compress`), half the time of the loop. Otherwise the ids
+        are gathered in one list per key, which is its bucket (ascending already)."""
+        index = cls(span)
+        buckets = index.buckets
+        distinct = set(keys)
+        if len(distinct) <= FEW_KEYS:
+            for key in distinct:
+                buckets[key] = index._bucket(list(compress(ids, map(eq, keys, repeat(key)))))
+            return index
+        groups: dict[Any, list[Any]] = {}
+        get = groups.get
+        for key, id_ in zip(keys, ids):
+            group = get(key)
+            if group is None:
+                groups[key] = [id_]
+            else:
+                group.append(id_)
+        index.buckets = {key: index._bucket(group) for key, group in groups.items()}
+        return index
+
+    @classmethod
+    def from_runs(cls, runs: Iterable[tuple[Any, list[Any]]], span: int = -1) -> HashIndex:
+        """The index whose buckets are `runs`' (key, ascending ids): a field that is also
+        sorted has them from its `OrderedIndex.runs`, one slice per key instead of one
+        loop step per id."""
+        index = cls(span)
+        index.buckets = {key: index._bucket(ids) for key, ids in runs}
+        return index
+
+    def _bucket(self, ids: list[Any]) -> Bucket:
+        """The form for a bucket of ascending `ids` (class doc)."""
+        if len(ids) <= SET_AT:
+            return ids
+        if self.span >= 0 and len(ids) * 8 >= self.span:
+            return IdBits(ids, self.span)
+        return set(ids)
+
+    def add(self, key: Any, id_: Any) -> None:
+        self.cover(id_)
+        bucket = self.buckets.get(key)
+        if bucket is None:
+            self.buckets[key] = [id_]
+            return
+        if isinstance(bucket, list):
+            if id_ > bucket[-1]:
+                bucket.append(id_)              # a new record: the largest id so far
+            else:
+                insort(bucket, id_)
+            if len(bucket) > SET_AT:
+                self.buckets[key] = self._bucket(bucket)
+            self._sets.pop(key, None)
+        else:
+            bucket.add(id_)
+
+    def cover(self, id_: Any) -> None:
+        """Take `id_` into the id space without adding it to a bucket: a table's every live
+        id must index every bucket's flags (`UniqueFilter` adds ids to no bucket here)."""
+        if self.span >= 0 and not 0 <= id_ < self.span:
+            self._widen(id_)
+
+    def _widen(self, id_: Any) -> None:
+        """An id at or past `span` (or a negative one): grow the id space by an eighth at
+        least, so that ids arriving in order grow it rarely; a bucket whose flags would then
+        cost more than twice a list becomes a set, and a negative id ends flags here."""
+        if id_ < 0:
+            span = -1
+        else:
+            span = max(id_ + 1, self.span + self.span // 8, 64)
+        for key, bucket in self.buckets.items():
+            if type(bucket) is IdBits:
+                if span < 0 or len(bucket) * 16 < span:
+                    self.buckets[key] = set(bucket)
+                else:
+                    bucket.flags.extend(bytes(span - len(bucket.flags)))
+        self.span = span
+
+    def remove(self, key: Any, id_: Any) -> None:
+        bucket = self.buckets[key]
+        if isinstance(bucket, list):
+            i = sorted_position(bucket, id_)
+            if i >= 0:
+                del bucket[i]
+            self._sets.pop(key, None)
+        else:
+            bucket.discard(id_)
+        if not bucket:
+            del self.buckets[key]
+
+    def count(self, keys: Iterable[Any]) -> int:
+        """Ids holding any of `keys` (keys are distinct, so buckets are disjoint)."""
+        return sum(map(len, map(self.buckets.get, keys, repeat(()))))
+
+    def ids(self, keys: Iterable[Any]) -> set[Any]:
+        out: set[Any] = set()
+        for k in keys:
+            bucket = self.buckets.get(k)
+            if bucket:
+                out.update(bucket)
+        return out
+
+    def has(self, keys: Iterable[Any], id_: Any) -> bool:
+        for k in keys:
+            bucket = self.buckets.get(k)
+            if bucket is None:
+                continue
+            if isinstance(bucket, list):
+                if sorted_position(bucket, id_) >= 0:
+                    return True
+            elif id_ in bucket:
+                return True
+        return False
+
+    def keeper(self, key: Any) -> Keep:
+        """Whether an id holds `key`, as a C-level test for a walk (class doc)."""
+        bucket = self.buckets.get(key)
+        if bucket is None:
+            return _NONE.__contains__
+        if type(bucket) is IdBits:
+            return bucket.flags.__getitem__
+        if type(bucket) is set:
+            return bucket.__contains__
+        found = self._sets.get(key)
+        if found is None:
+            if len(self._sets) >= KEPT_SETS:
+                self._sets.clear()
+            found = self._sets[key] = set(bucket)
+        return found.__contains__
+
+
+class UniqueFilter:
+    """The filter index of a field that is both @unique and @filter: the table's unique map
+    (key -> the one id holding it) answers every filter on a value, so no bucket is kept
+    per record. As a `HashIndex` the 1,000,000 distinct e-mails of a users table cost a
+    one-id list and a dict entry each, about 110 bytes a record and a second of open.
+
+    Null, which the unique map leaves out (any number of records may hold it), is the one
+    key kept here, in a `HashIndex` of its own (`nulls`). The table keeps the unique map
+    (table.py), so `add` and `remove` only ever move ids in and out of null. The read side
+    is `HashIndex`'s: `count`, `ids`, `has`, `keeper`.
+    """
+
+    __slots__ = ("nulls", "unique")
+
+    def __init__(self, unique: dict[Any, Any], span: int = -1) -> None:
+        self.unique = unique
+        self.nulls = HashIndex(span)
+
+    @classmethod
+    def from_column(cls, unique: dict[Any, Any], keys: Sequence[Any], ids: Sequence[Any],
+                    span: int = -1) -> UniqueFilter:
+        """Over the unique map already built from `keys` (ascending `ids`): only the ids
+        holding null are gathered, in one C-level pass."""
+        index = cls(unique, span)
+        held = list(compress(ids, map(is_, keys, repeat(None))))
+        index.nulls = HashIndex.from_runs([(None, held)] if held else [], span)
+        return index
+
+    def add(self, key: Any, id_: Any) -> None:
+        if key is None:
+            self.nulls.add(None, id_)
+        else:
+            self.nulls.cover(id_)
+
+    def remove(self, key: Any, id_: Any) -> None:
+        if key is None:
+            self.nulls.remove(None, id_)
+
+    def count(self, keys: Collection[Any]) -> int:
+        held = sum(map(self.unique.__contains__, keys))
+        return held + self.nulls.count((None,)) if None in keys else held
+
+    def ids(self, keys: Collection[Any]) -> set[Any]:
+        unique = self.unique
+        out = {unique[k] for k in keys if k in unique}
+        if None in keys:
+            out.update(self.nulls.ids((None,)))
+        return out
+
+    def has(self, keys: Collection[Any], id_: Any) -> bool:
+        unique = self.unique
+        if any(k in unique and unique[k] == id_ for k in keys):
+            return True
+        return None in keys and self.nulls.has((None,), id_)
+
+    def keeper(self, key: Any) -> Keep:
+        if key is None:
+            return self.nulls.keeper(None)
+        held = self.unique.get(key, _NOTHING)
+        return _NONE.__contains__ if held is _NOTHING else frozenset((held,)).__contains__
+
+
+class OrderedFilter:
+    """The filter index of a field that is both @filter and @sort (and not @unique): its
+    `OrderedIndex` answers every filter on a value from the run of that key (ids ascending
+    already), so no bucket is kept per record. As a `HashIndex` the bench's float score
+    (10,000 distinct values over 1,000,000 posts) cost 12 bytes a record, a bucket insert
+    on every write and 0.2 s of open.
+
+    The table keeps the ordered index (table.py); `add` and `remove` only drop the set a
+    walk was given for that key (`keeper`), as a `HashIndex` does. A lookup costs a bisect
+    per key where a bucket was a dict lookup: O(log n), on reads only.
+    """
+
+    __slots__ = ("_sets", "ordered")
+
+    def __init__(self, ordered: OrderedIndex) -> None:
+        self.ordered = ordered
+        self._sets: dict[Any, set[Any]] = {}
+
+    @property
+    def kept_sets(self) -> dict[Any, set[Any]]:
+        """The sets `keeper` made of runs and keeps for walks (at most KEPT_SETS)."""
+        return self._sets
+
+    def add(self, key: Any, id_: Any) -> None:
+        if self._sets:
+            self._sets.pop(key, None)
+
+    remove = add
+
+    def count(self, keys: Iterable[Any]) -> int:
+        return sum(map(self.ordered.run_count, keys))
+
+    def ids(self, keys: Iterable[Any]) -> set[Any]:
+        out: set[Any] = set()
+        for k in keys:
+            out.update(self.ordered.run_ids(k))
+        return out
+
+    def has(self, keys: Iterable[Any], id_: Any) -> bool:
+        holds = self.ordered.holds
+        return any(holds(k, id_) for k in keys)
+
+    def keeper(self, key: Any) -> Keep:
+        found = self._sets.get(key)
+        if found is None:
+            if len(self._sets) >= KEPT_SETS:
+                self._sets.clear()
+            found = self._sets[key] = set(self.ordered.run_ids(key))
+        return found.__contains__
+
+    @property
+    def buckets(self) -> dict[Any, list[Any]]:
+        """key -> ids, as a `HashIndex` holds them (for tests and tools: O(n))."""
+        return dict(self.ordered.runs())
+
+
+FilterIndex = Union[HashIndex, UniqueFilter, OrderedFilter]
