@@ -25,11 +25,6 @@ and holds each import to these rules:
 A "part" is a subpackage (`storage`, `http`, ...) or a top-level module (`errors`, `app`, ...)
 of dbsvc; `dbsvc` is the package's `__init__` (the version) and `launcher` is dbsvc.py. A new
 module in an existing part needs nothing here; a new part needs a row in `ALLOWED`.
-
-`MERGE_PENDING` names the breaks that issue 29's parallel work removes (websocket.py's move to
-http/ws/, the store <-> replay and connection <-> server circles, replay's reach into the
-Store's private state): they make their rule's test an expected failure until they are gone,
-and the entry must then be deleted (test_merge_pending_names_only_breaks_that_remain says so).
 """
 
 from __future__ import annotations
@@ -104,11 +99,6 @@ TYPE_ONLY_CIRCLES: dict[tuple[str, str], str] = {
                                                          "creates the sessions",
 }
 
-# Breaks that issue 29's parallel branches remove: (rule, file or module edge) -> which work.
-MERGE_PENDING: dict[tuple[str, str], str] = {
-    ("cycles", "dbsvc.storage.replay -> dbsvc.storage.store"): "the store's split cuts replay <-> store",
-    ("private", "dbsvc/storage/replay.py"): "the store's split gives replay named parts, not the Store's privates",
-}
 
 # Rules 1 and 2: foreign packages and the one place (a path prefix) that may import each.
 ONE_HOME: dict[str, tuple[str, str]] = {
@@ -150,7 +140,7 @@ class Import:
 
 @dataclass(frozen=True)
 class Violation:
-    key: str                    # what MERGE_PENDING would name: a file, or a module edge
+    key: str                    # what broke: a file, or a module edge
     message: str
 
 
@@ -253,21 +243,13 @@ def between_parts() -> Iterator[tuple[Import, str, str]]:
             yield found, source, target
 
 
-def report(violations: Iterable[Violation], rule: str, pending_rule: str | None = None) -> None:
-    """Fail listing every break of `rule`; an expected failure when every break is in
-    MERGE_PENDING under `pending_rule`."""
-    violations = list(violations)
-    pending = {key: why for (name, key), why in MERGE_PENDING.items() if name == pending_rule}
-    new = [v for v in violations if v.key not in pending]
-    waiting = [v for v in violations if v.key in pending]
-    footer = "(the rules: tests/test_layers.py's docstring; the drawing: docs/architecture.md)"
-    if new:
-        lines = [v.message for v in new] + [f"(pending merge) {v.message}" for v in waiting]
+def report(violations: Iterable[Violation], rule: str) -> None:
+    """Fail listing every break of `rule`."""
+    lines = [v.message for v in violations]
+    if lines:
         listed = "\n  ".join(lines)
-        pytest.fail(f"{len(new)} break(s) of the rule: {rule}\n  {listed}\n{footer}", pytrace=False)
-    if waiting:
-        keys = sorted({v.key for v in waiting})
-        pytest.xfail(f"issue 29's parallel work removes: {'; '.join(f'{k} ({pending[k]})' for k in keys)}")
+        footer = "(the rules: tests/test_layers.py's docstring; the drawing: docs/architecture.md)"
+        pytest.fail(f"{len(lines)} break(s) of the rule: {rule}\n  {listed}\n{footer}", pytrace=False)
 
 
 def top_package(module: str) -> str:
@@ -284,7 +266,7 @@ def foreign_packages_away_from_home() -> list[Violation]:
 
 
 def test_foreign_packages_are_imported_only_in_their_one_home():
-    report(foreign_packages_away_from_home(), "h11, wsproto and cryptography each have one home", "one home")
+    report(foreign_packages_away_from_home(), "h11, wsproto and cryptography each have one home")
 
 
 def test_realtime_never_touches_a_socket_or_the_protocol_libraries():
@@ -460,7 +442,7 @@ def private_breaks() -> list[Violation]:
 
 
 def test_no_private_name_crosses_a_module():
-    report(private_breaks(), "no module imports or reaches for another module's _private names", "private")
+    report(private_breaks(), "no module imports or reaches for another module's _private names")
 
 
 def strongly_connected(edges: dict[str, dict[str, Import]]) -> list[list[str]]:
@@ -524,18 +506,7 @@ def circles() -> list[Violation]:
 
 
 def test_no_import_cycle_between_modules():
-    report(circles(), "no import cycle between modules (move what both need down into its own module)",
-           "cycles")
-
-
-def test_merge_pending_names_only_breaks_that_remain():
-    """Once a parallel branch is merged, its entry in MERGE_PENDING goes too."""
-    found = {"one home": foreign_packages_away_from_home, "private": private_breaks, "cycles": circles}
-    keys = {rule: {violation.key for violation in breaks()} for rule, breaks in found.items()}
-    stale = [f"MERGE_PENDING lists {key!r} ({why}), which is fixed: delete the entry"
-             for (rule, key), why in MERGE_PENDING.items() if key not in keys[rule]]
-    if stale:
-        pytest.fail("\n".join(stale), pytrace=False)
+    report(circles(), "no import cycle between modules (move what both need down into its own module)")
 
 
 def test_the_scanner_sees_every_kind_of_import():
