@@ -16,8 +16,8 @@ Protocol (group commit, `sync="full"`)::
                                                loop while anything is queued
 
 So N writers arriving during one fsync share the next write and the next fsync: one
-system call each per batch, where a write call per frame cost about 6% of a durable
-POST's throughput at 64 connections (bench/README.md). `sync="off"` writes each frame at
+system call each per batch, where a write call per frame cost a measurable share of a
+durable POST's throughput at 64 connections (bench/README.md has the figure). `sync="off"` writes each frame at
 once and resolves after it reached the page cache (at once, inside `submit`, when no
 earlier write is queued). Online compaction reads the log file from a thread, so it has
 the held frames written first (`write_held`).

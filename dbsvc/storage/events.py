@@ -35,8 +35,8 @@ class EventKind(enum.Enum):
 
 class ChangeEvent(NamedTuple):
     """One committed row. Immutable, and a named tuple rather than a frozen dataclass
-    because every write builds one: 0.35 us against 1.15 (a frozen dataclass sets each
-    field through `object.__setattr__`)."""
+    because every write builds one, and a frozen dataclass costs several times more to build
+    (it sets each field through `object.__setattr__`; bench/README.md has the figures)."""
 
     kind: EventKind
     model: str

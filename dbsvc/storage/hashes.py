@@ -247,8 +247,8 @@ class HashIndex:
 class UniqueFilter:
     """The filter index of a field that is both @unique and @filter: the table's unique map
     (key -> the one id holding it) answers every filter on a value, so no bucket is kept
-    per record. As a `HashIndex` the 1,000,000 distinct e-mails of a users table cost a
-    one-id list and a dict entry each, about 110 bytes a record and a second of open.
+    per record. As a `HashIndex` every distinct value (a users table's e-mails) would cost
+    a one-id list and a dict entry of its own, in memory and at open (bench/README.md).
 
     Null, which the unique map leaves out (any number of records may hold it), is the one
     key kept here, in a `HashIndex` of its own (`nulls`). The table keeps the unique map
@@ -309,9 +309,9 @@ class UniqueFilter:
 class OrderedFilter:
     """The filter index of a field that is both @filter and @sort (and not @unique): its
     `OrderedIndex` answers every filter on a value from the run of that key (ids ascending
-    already), so no bucket is kept per record. As a `HashIndex` the bench's float score
-    (10,000 distinct values over 1,000,000 posts) cost 12 bytes a record, a bucket insert
-    on every write and 0.2 s of open.
+    already), so no bucket is kept per record. As a `HashIndex` a field of many distinct
+    values (the bench's float score) would cost memory per record, a bucket insert on every
+    write and time at open (bench/README.md has the figures).
 
     The table keeps the ordered index (table.py); `add` and `remove` only drop the set a
     walk was given for that key (`keeper`), as a `HashIndex` does. A lookup costs a bisect

@@ -4,9 +4,9 @@ Opening a tenant parses its snapshot a window at a time (snapshot.py): each wind
 its decoded string and the lists of its rows are large blocks that the C library's
 `malloc` hands out from its heap and takes back when the window is done. Freed, they stay
 in the heap as holes between the blocks that live on (the growing lists of stored records
-and ids), counted in the process's resident memory: 23 MiB at 1,000,000 posts, 24 bytes of
-RSS a record (bench/README.md, "Records as bytes"). glibc's `malloc_trim(0)` returns the
-whole free pages inside those holes to the kernel (`madvise`), in about 2 ms there.
+and ids), counted in the process's resident memory (bench/README.md, "Records as bytes", has how
+much). glibc's `malloc_trim(0)` returns the whole free pages inside those holes to the
+kernel (`madvise`), quickly enough to do after every window.
 
 Best effort: only where the C library is glibc (`ctypes` finds `malloc_trim`); elsewhere
 (musl, macOS) nothing happens and the memory is reused by later allocations as before.

@@ -13,8 +13,8 @@ explicit ids in the billions, costs what it did with a dict, plus one comparison
 An id stays where it was first put until it is deleted (the list may later grow past an id
 the dict holds: a lookup that finds an empty slot asks the dict).
 
-Lookups are Python calls instead of a dict's C lookup: about 0.1 us more each, a few a
-request. Iteration is in ascending id order for the list, then the dict's ids (a dict
+Lookups are Python calls instead of a dict's C lookup: a little more each, and a request
+makes only a few (bench/README.md). Iteration is in ascending id order for the list, then the dict's ids (a dict
 iterated in insertion order; nothing reads `live` in an order but tests comparing maps).
 """
 

@@ -196,7 +196,7 @@ class OrderedIndex:
     `typecode` ("d" for float keys, "q" for int ones: a float field's, an int's, a
     datetime's microseconds) keeps each sublist's keys in an `array` of that type, 8 bytes
     a key, where a list holds a pointer to a float or int object of its own (8 + 24 or 32
-    bytes): 32 bytes a record less for a float sort field at 1,000,000 records. Bisect
+    bytes): tens of bytes a record less for a float sort field (bench/README.md). Bisect
     and iteration read it as they read a list (each key read makes its object then).
     """
 
@@ -215,13 +215,13 @@ class OrderedIndex:
         and whose keys are `keys`, in the same order. One stable sort of the entries by key
         alone gives the index order: equal keys keep their ids' ascending order, which is
         the tie order, so no id is ever compared (sorting (key, id) tuples compares both on
-        every tie: 2.5 times slower on 1,000,000 float keys).
+        every tie, several times slower: bench/README.md).
 
         The entries sorted are the ids themselves when they are a run of ints starting at
         most SHIFT_MAX (a snapshot's without deletions, mostly): the key of id i is then
         `by_id[i]`, keys behind `ids[0]` placeholders, and the sorted entries are the index's
         ids. Otherwise they are positions, and the ids are gathered after the sort: one
-        more pass in random order over 1,000,000 objects, 0.25 s of an open."""
+        more pass in random order over every object, a visible share of an open."""
         index = cls.__new__(cls)
         index.typecode = typecode
         nulls = type(keys) is not array and None in keys      # an array holds no None
@@ -242,8 +242,8 @@ class OrderedIndex:
             index.nulls = SortedIndex()
         entries.sort(key=by_id.__getitem__)
         # Keys as a list, even for array keys: `_fill` makes each sublist's array from a
-        # slice of it. An array built from the map itself grows one item at a time (0.5 s
-        # at 1,000,000 float keys, against 0.2 for the list and 0.06 for the slices' arrays).
+        # slice of it. An array built from the map itself grows one item at a time, several
+        # times slower than the list and the slices' arrays together (bench/README.md).
         ordered_ids = entries if by_id is not keys else list(map(ids.__getitem__, entries))
         index._fill(list(map(by_id.__getitem__, entries)), ordered_ids)
         return index

@@ -54,14 +54,14 @@ their old-epoch watermark, and so do the frames of the retained segment (copied,
 renumbered). Offsets up to H are served from the retained segment afterwards as far as it
 reaches back; older ones are gone (`OffsetGone`).
 
-Pauses of the loop: the cut (the primary keys' sublists, ~0.1 ms at 1M records) and the
-switch (copy of the frames written since P1 plus one file fsync, three directory fsyncs and
-two renames; ~4 ms). The old snapshot's, retained segment's and log's blocks are freed by
+Pauses of the loop: the cut (the primary keys' sublists) and the switch (copy of the
+frames written since P1 plus one file fsync, three directory fsyncs and two renames); both
+short, and bench/README.md has the figures. The old snapshot's, retained segment's and log's blocks are freed by
 closing descriptors held across the switch, in a thread afterwards (`hold_old_files`), not
 inside the renames. The thread steps hold the GIL in short pieces: one block of the
 snapshot at a time (snapshot.py: its 2,048 stored records parsed for their key columns and
-the two lines encoded, ~3 ms; at 1,000,000 posts the snapshot step takes about 2.6 s of
-the thread, the loop's longest pause stays under 10 ms, bench/README.md). Memory during a
+the two lines encoded), so the loop's longest pause stays short however long the thread's
+step takes (bench/README.md has both). Memory during a
 compaction: the id lists (8 bytes per record), the records replaced since the cut, and one
 block of rows; the old history and id lists are freed in the thread afterwards, a slice at
 a time, and the heap is frozen again.
@@ -138,8 +138,8 @@ class TableCut:
         in the snapshot thread one sublist at a time, so the GIL can pass back to the loop
         between two of them, instead of one 1,000,000-id copy on the loop at the cut. The
         list itself was made at the cut, before the store froze the heap there: a young
-        list of 1,000,000 ids would cost every young collection a walk over all of them
-        (31 ms once, measured)."""
+        list of every id would cost every young collection a walk over all of them
+        (bench/README.md)."""
         ids = self.base_ids
         assert not ids, "the ids of a cut are gathered once"
         for sub in self.pk_lists:

@@ -29,8 +29,8 @@ few distinct values over many records makes such pages cost up to O(n).
 
 A list at a past watermark (`as_of`) filters, sorts and pages the materialised state: O(n log n).
 
-Live lists are planned on ids: a stored record's values are read (`rows.unpack`, about
-1-2 us) only where a sort needs keys the indexes do not hand out by id (a bucket sorted,
+Live lists are planned on ids: a stored record's values are read (`rows.unpack`, the
+costly step) only where a sort needs keys the indexes do not hand out by id (a bucket sorted,
 a run of equal first keys ordered by the others), and only the page's records become
 dicts; `list_state`, the as_of list, reads every record of its state (the indexes are
 the live state's), unless it is in id order with no filter. (The tests hold both to a
@@ -50,13 +50,14 @@ from dbsvc.storage.indexes import Keep, OrderedIndex
 from dbsvc.storage.rows import Stored, unpack
 from dbsvc.storage.table import Table
 
-# A bucket of s ids read and sorted costs about 2 us an id (each record read back out,
-# rows.py); a walk expected to pass end * n / s index entries costs about 0.2 us an
-# entry when it tests membership in a set (`keeper`, or the ids `_count` kept for several
-# fields: C speed), 1-3 us when it asks a hash index for one field's several values
-# (`_Matching`) or reads records to order runs (a sort on several keys). The bucket is taken while s * s <= factor * end * n
-# (bench/README.md, "Records as bytes": 100,000 posts, `author_id=5&sort=-score`, s = 1,000:
-# 1.98 ms sorted, 0.16 ms walked; at offset 500 the walk takes 11.5 ms, the bucket 1.9).
+# A bucket of s ids read and sorted costs about ten times more an id (each record read back
+# out, rows.py) than a walk costs an index entry when it tests membership in a set (`keeper`,
+# or the ids `_count` kept for several fields: C speed); a walk that asks a hash index for one
+# field's several values (`_Matching`) or reads records to order runs (a sort on several keys)
+# costs about as much an entry as the bucket does an id. A walk is expected to pass
+# end * n / s index entries, so the bucket is taken while s * s <= factor * end * n. The
+# factors were set from measured lists (bench/README.md, "Records as bytes", and "Figures
+# that were in docstrings").
 WALK_FACTOR = 2
 KEPT_WALK_FACTOR = 0.25
 _NOTHING = object()

@@ -77,8 +77,8 @@ def needs_compaction(log_bytes: int, rows_in_log: int, live: int, snapshot_bytes
     judged two ways: by rows (more than twice as many as there are live records) or by
     bytes (more than twice the snapshot, the live data as of the last compaction; none
     before the first). Rows alone miss big updates: each update frame holds the record
-    twice, so 200,000 records updated once each made a 529 MB log that was never compacted
-    and took 9.5 s to replay. Used at open and by the running store (online.py)."""
+    twice, so records updated once each made a log more than twice the live data that the
+    row rule never compacted, and that replayed slowly (bench/README.md). Used at open and by the running store (online.py)."""
     return log_bytes > compact_bytes and (rows_in_log > 2 * live or log_bytes > 2 * snapshot_bytes)
 
 

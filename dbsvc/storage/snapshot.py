@@ -18,8 +18,9 @@ the model's "keys" (its id and every field an index or a reference count is buil
 `Table.key_fields`), that field's values of the block's rows, in row order: the columns
 the indexes are built from, so that opening never parses a row (below). A column of
 consecutive integers a, a+1, ..., a+n-1 (the ids of a block without gaps) is written as
-{"first":a,"count":n}. The writer parses each stored record once for its keys: an online
-compaction of 1,000,000 posts takes 2.6 s of its thread where it took 0.7 (online.py).
+{"first":a,"count":n}. The writer parses each stored record once for its keys, so an
+online compaction's thread works several times longer than it did with format 1 (online.py;
+bench/README.md has the figures).
 
 Format 1 (written before; still read): the header without "block_rows" and "keys", and
 then one line per model holding all its rows, as one rows line.
@@ -40,9 +41,8 @@ Two ways to read a model (recovery.py picks):
 - From the keys (`model_blocks`, format 2, when the file's "keys" hold every column the
   table indexes and its fields are the model's own): each rows line is split into texts
   that are kept as they are, and the index keys come from the keys line, so no row is
-  parsed. At 1,000,000 posts, parsing every row to check it and take its keys was 1.5 s of
-  an open of 4.3; reading the keys instead, the open takes 2.5 (bench/README.md, "Open
-  from the keys"). What is checked instead: every line's CRC; each block's text count and
+  parsed. Parsing every row to check it and take its keys was a third of an open; reading
+  the keys instead saves it (bench/README.md, "Open from the keys"). What is checked instead: every line's CRC; each block's text count and
   column lengths against "block_rows"; the ids strictly ascending (recovery.py); and a
   sample of rows, every SAMPLE_EVERY-th of each block and its last, each scanned whole and
   held to be exactly one row of the model's width whose indexed values equal its keys
@@ -405,7 +405,7 @@ def _windows(path: str, name: str, line: RowsLine) -> Iterator[Window]:
 
 def _one_row_each(texts: list[bytes]) -> list | None:
     """The value of each text, or None unless every text is exactly one JSON value. In C
-    but for the list calls: about 0.9 us a row (rows.py, the scanner)."""
+    but for the list calls (rows.py, the scanner)."""
     try:
         strs = list(map(bytes.decode, texts, repeat("utf-8"), repeat("surrogatepass")))
         # The scanner raises StopIteration where no value starts, which ends the map

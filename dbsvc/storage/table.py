@@ -31,16 +31,16 @@ Watermark = len(base_ids) + len(rows): the number of the model's rows in this ep
 Dicts handed out: the store's reads and writes speak dicts (`shown`, `prime`). Reading one
 record version twice gives the same dict object for as long as it stays among the last
 SHOWN handed out, so the application's encoded-JSON cache, which trusts a record by
-identity (app.py `EncodedRecords`), keeps hitting: without it every page of 20 records
-would be encoded again (~47 us instead of ~1.4 us). A record whose stored form is over
+identity (app.py `EncodedRecords`), keeps hitting: without it every page would be encoded
+again, at many times the cost of joining cached bytes (bench/README.md). A record whose stored form is over
 SHOWN_BYTES is not remembered: its dict would hold every value a second time beside the
 stored bytes (a 200 KB record, 200 KB more), where decoding it again costs little next to
 sending it (app.py skips caching its encoding for the same reason). `records` is a
 read-only mapping of fresh dicts for tests and tools.
 
 History and `as_of` (docs/guide/queries.md#reading-the-past-watermarks-and-as_of). Rows after the snapshot are kept as 3-tuples that
-share their stored records with the live state, so history costs about 80 bytes per row
-(tuple + list slot) plus the superseded stored records themselves; snapshot rows cost one
+share their stored records with the live state, so history costs a tuple and a list slot
+per row (bench/README.md has the bytes) plus the superseded stored records themselves; snapshot rows cost one
 list slot (8 bytes) each. History is bounded by compaction, which starts a new epoch whose
 `rows` are only those written after its cut: at open, by `dbsvc compact`, and while serving
 (online.py) as soon as the log is over `compact_bytes` (64 MiB) and holds more than twice
