@@ -5,7 +5,8 @@ nothing, and the server starts again on the same data with the record as it was.
 The server runs with SERVICE_MAX_BODY at its largest allowed value (half a frame); a body
 under it can still make a larger record (numbers in a `json` field are stored in their
 canonical form: `1e15` is `1000000000000000.0`), which is how these bodies get past the
-body limit to the store's record limit. Real sizes, tens of MB per request.
+body limit to the store's record limit. Real sizes, tens of MB per request: the PUT and
+DELETE cases run with `-m slow`.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ import asyncio
 import json
 import os
 
+import pytest
 from support.server import ROOT, start_server
 from support.storage import open_store, user
 
@@ -75,6 +77,7 @@ def test_a_post_of_a_record_over_the_limit_is_413_and_the_server_restarts(tmp_pa
         server.stop()
 
 
+@pytest.mark.slow          # the same rule near a small limit: tests/storage/test_storage_record_size.py
 def test_a_put_of_a_record_over_the_limit_is_413_and_keeps_the_old_one(tmp_path):
     server = start(tenant_data(tmp_path))
     try:
@@ -102,6 +105,7 @@ def test_a_patch_making_an_80_mb_update_frame_is_413_and_the_server_restarts(tmp
         server.stop()
 
 
+@pytest.mark.slow          # the same rule near a small limit: tests/storage/test_storage_record_size.py
 def test_a_delete_whose_frame_carries_an_old_record_too_large_is_413_and_keeps_it(tmp_path):
     # A record a version before the record limit stored with a frame of exactly 64 MiB at
     # offset 9, watermark 9: its delete frame, at 10 and 10, is 2 bytes over.
