@@ -32,7 +32,7 @@ def dir_image(path: str) -> dict[str, bytes]:
 def users(directory: str) -> list[int]:
     store = open_store(directory, readonly=True)
     try:
-        return [r["id"] for r in store.list("User", Query(limit=1000))[0]]
+        return [r["id"] for r in store.list_records("User", Query(limit=1000))[0]]
     finally:
         store.close()
 

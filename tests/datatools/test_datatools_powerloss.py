@@ -47,7 +47,7 @@ def records(directory: str) -> tuple[int, dict[str, dict]]:
     """(head offset, every model's records by id) of the tenant at `directory`."""
     store = open_store(directory, readonly=True)
     try:
-        return store.head_offset, {m.name: {r["id"]: r for r in store.list(m.name, Query(limit=1 << 40))[0]}
+        return store.head_offset, {m.name: {r["id"]: r for r in store.list_records(m.name, Query(limit=1 << 40))[0]}
                                    for m in BLOG.MODELS}
     finally:
         store.close()
