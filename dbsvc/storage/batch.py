@@ -52,9 +52,11 @@ Problem = tuple[int, RequestError, "int | None"]
 
 
 def plan(tables: dict[str, Table], rows: Sequence[tuple[str, dict]],
-         max_payload: int = MAX_PAYLOAD) -> list[tuple[Table, dict]]:
+         max_payload: int = MAX_PAYLOAD, measure: bool = True) -> list[tuple[Table, dict]]:
     """The batch as (table, record with its id) pairs in row order; `BatchRejected` when
-    any row fails a check (module docstring)."""
+    any row fails a check (module docstring). `measure=False` leaves rule 5 to `frames`,
+    which sees each payload anyway (`Store.insert_batch`: an import measured its rows in
+    `check_batch` already, and one JSON encoding per row is a tenth of an import's time)."""
     problems: list[Problem] = []
     planned: list[tuple[Table, dict]] = []
     indexes: list[int] = []                                                 # row index of each planned
@@ -94,7 +96,7 @@ def plan(tables: dict[str, Table], rows: Sequence[tuple[str, dict]],
             continue
         # Rule 5. A character is at most 4 bytes of UTF-8: only a record whose text could be
         # near half the limit is measured exactly.
-        text = compact_json(record)
+        text = compact_json(record) if measure else ""
         if 8 * len(text) + HEAD_RESERVE > max_payload:
             too_large = size_refusal(EventKind.INSERT, name, id_, record, len(text.encode("utf-8")),
                                      max_payload, text)
@@ -153,8 +155,9 @@ def frames(planned: list[tuple[Table, dict]], first_offset: int, position: int, 
     """The insert frames of `planned` in chunks of about CHUNK_BYTES. `position`: the log
     size before the first one; (offset, byte position) of every frame whose offset is a
     multiple of `every` is appended to `checkpoints` (the epoch keeps them for replay: epoch.py).
-    A payload over `max_payload` raises `PayloadTooLarge` (rule 5 makes that impossible; the
-    commit queue cuts a batch that raises back to the log's acknowledged end)."""
+    A record over the record limit (rule 5, when `plan` did not measure) raises
+    `BatchRejected` naming its row before its frame is yielded; the commit queue cuts a batch
+    that raises back to the log's acknowledged end, so nothing of it stays."""
     watermarks = {t.name: t.watermark for t, _r in planned}
     offset = first_offset
     chunk: list[bytes] = []
@@ -164,10 +167,10 @@ def frames(planned: list[tuple[Table, dict]], first_offset: int, position: int, 
         watermark = watermarks[name] + 1
         watermarks[name] = watermark
         payload = event_payload(EventKind.INSERT, name, offset, watermark, record[table.id_field], record)
-        if len(payload) > max_payload:
+        if 2 * len(payload) + HEAD_RESERVE > max_payload:
             too_large = size_refusal(EventKind.INSERT, name, record[table.id_field], record, len(payload), max_payload)
-            assert too_large is not None
-            raise too_large
+            if too_large is not None:
+                raise BatchRejected([(offset - first_offset, too_large, None)], len(planned))
         frame = encode_frame(offset, payload)
         if offset % every == 0:
             checkpoints.append((offset, position))

@@ -414,7 +414,7 @@ class Store:
         for offline tools (`dbsvc import`) with no write in flight; subscribers get the
         events as usual. The next open compacts if the log has grown past the rule."""
         commit = self._writable()
-        planned = batch.plan(self._tables, rows, self.max_payload)
+        planned = batch.plan(self._tables, rows, self.max_payload, measure=False)
         if not planned:
             return []
         first = self._next_offset
