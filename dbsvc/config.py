@@ -34,6 +34,11 @@ after the tenant name has passed its check. A timeout of 0
 Go's http.Server and Node's http; the WebSocket liveness values must be positive.
 docs/security.md lists every limit and what is refused.
 
+SERVICE_MAX_BODY is at most `MAX_BODY` (33,553,920 bytes, storage/events.py "Sizes"): a
+PUT or PATCH writes one log frame holding the new record and the one it replaces, and a
+frame holds at most 64 MiB, so a body past half of that could be acknowledged as a record
+the log cannot hold beside its successor. A larger value is refused at start-up (exit 2).
+
 `[runtime]` keys: `replication`, `changefeed_capacity`, and `replication_retain_mb` (MiB of
 compacted log a compaction keeps for replicas that resume, storage/retain.py), carried as
 `replication_retain_bytes`: 0 when replication is off (nothing is retained beyond the
@@ -52,6 +57,8 @@ from typing import TYPE_CHECKING
 
 from dbsvc.errors import ConfigError, TenantError
 from dbsvc.http.types import HttpSettings
+from dbsvc.storage.events import record_limit
+from dbsvc.storage.logfile import MAX_PAYLOAD
 from dbsvc.storage.tenants import validate_name
 
 if TYPE_CHECKING:
@@ -60,6 +67,7 @@ if TYPE_CHECKING:
 
 DEFAULT_TENANT = "default"
 DEFAULT_DATA = "data"
+MAX_BODY = record_limit(MAX_PAYLOAD)     # the largest SERVICE_MAX_BODY (module docstring)
 
 
 @dataclass(frozen=True, slots=True)
@@ -93,6 +101,16 @@ def _int(environ: Mapping[str, str], name: str, default: int, lo: int, hi: int |
     if value is None or value < lo or (hi is not None and value > hi):
         bound = f"an integer from {lo} to {hi}" if hi is not None else f"an integer of at least {lo}"
         raise ConfigError(f"{name}={raw!r} is not valid: expected {bound}")
+    return value
+
+
+def _max_body(environ: Mapping[str, str]) -> int:
+    value = _int(environ, "SERVICE_MAX_BODY", 1_048_576, 1)
+    if value > MAX_BODY:
+        raise ConfigError(
+            f"SERVICE_MAX_BODY={environ['SERVICE_MAX_BODY']!r} is too large: the largest allowed value is "
+            f"{MAX_BODY} bytes, because a PUT or PATCH writes one log frame holding the new record and the "
+            f"one it replaces, and a frame holds at most {MAX_PAYLOAD} bytes (docs/guide/configuration.md)")
     return value
 
 
@@ -192,7 +210,7 @@ def load_config(environ: Mapping[str, str], runtime: Mapping[str, object] | None
     http = HttpSettings(
         host=environ.get("SERVICE_HOST", "127.0.0.1") or "127.0.0.1",
         port=_int(environ, "SERVICE_PORT", 3000, 0, 65535),
-        max_body=_int(environ, "SERVICE_MAX_BODY", 1_048_576, 1),
+        max_body=_max_body(environ),
         max_connections=_int(environ, "SERVICE_MAX_CONNECTIONS", 1024, 1),
         header_timeout=_seconds(environ, "SERVICE_HEADER_TIMEOUT", 10.0),
         idle_timeout=_seconds(environ, "SERVICE_IDLE_TIMEOUT", 60.0),

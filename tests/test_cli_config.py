@@ -102,6 +102,22 @@ def test_a_generated_module_run_as_a_script_ends_through_the_same_errors(tmp_pat
     assert not (tmp_path / "data").exists()
 
 
+def test_service_max_body_is_bounded_so_a_record_and_its_previous_fit_a_log_frame(tmp_path):
+    # Issue 30 item 2: a 40 MB POST then a 40 MB PATCH made an 80 MB update frame that the
+    # next start refused. Half a frame (less the event's head) is the largest value.
+    largest = 33_553_920
+    assert load_config({"SERVICE_MAX_BODY": str(largest)}).http.max_body == largest
+    done = dbsvc("serve", str(BLOG), cwd=tmp_path, SERVICE_MAX_BODY=str(40 << 20), SERVICE_PORT="0")
+    assert done.returncode == 2, done
+    assert done.stderr == (
+        f"dbsvc: error: SERVICE_MAX_BODY='{40 << 20}' is too large: the largest allowed value is {largest} "
+        "bytes, because a PUT or PATCH writes one log frame holding the new record and the one it replaces, "
+        "and a frame holds at most 67108864 bytes (docs/guide/configuration.md)\n")
+    assert not (tmp_path / "data").exists()
+    with pytest.raises(ConfigError, match=f"SERVICE_MAX_BODY='{largest + 1}' is too large"):
+        load_config({"SERVICE_MAX_BODY": str(largest + 1)})
+
+
 # ---------------------------------------------------------------- one parser, two shapes
 
 def test_the_apps_parser_has_no_schema_argument_and_no_schema_tools():

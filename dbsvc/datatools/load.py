@@ -9,7 +9,9 @@ tenant as it was)::
        POST: types, bounds, enums, defaults filled, unknown fields refused)
     3  open the tenant read-only and judge all records as one set (Store.check_batch):
        ids and @unique values unused in the tenant and in the file, every @ref found in the
-       tenant or anywhere in the file (so parents may come after their children)
+       tenant or anywhere in the file (so parents may come after their children), and no
+       record over the store's record size limit (`FILE:LINE: record too large: ...`: the
+       tenant could not reopen a log holding its frame; storage/events.py "Sizes")
     4  open the tenant for writing (as a server would: recovery, migration) with the lock
        still held, and append every record in one batch with one fsync (Store.insert_batch)
 
@@ -58,6 +60,7 @@ from dbsvc.errors import (
     ConfigError,
     ConstraintViolation,
     ImportRejected,
+    PayloadTooLarge,
     RequestError,
     UniqueViolation,
 )
@@ -222,7 +225,9 @@ def _batch_problems(exc: BatchRejected, rows: list[tuple[str, dict]], numbers: l
             where = f" (line {numbers[other]})"
         elif isinstance(error, UniqueViolation):
             where = " in the tenant"
-        problems.add(numbers[index], f"{rows[index][0]}: {error.detail}{where}")
+        # A record too large names its model itself and starts "record too large" (events.py).
+        model = "" if isinstance(error, PayloadTooLarge) else f"{rows[index][0]}: "
+        problems.add(numbers[index], f"{model}{error.detail}{where}")
 
 
 @contextmanager

@@ -12,7 +12,10 @@ lists them all and nothing is written:
    would (one more than the largest used so far, the batch's own rows included);
 2. the id is new: not in the store, not earlier in the batch;
 3. every @unique value is used neither in the store nor by an earlier row of the batch;
-4. every @ref value names a record in the store or a row anywhere in the batch.
+4. every @ref value names a record in the store or a row anywhere in the batch;
+5. the record is no larger than a store's record limit (events.py "Sizes": at most
+   `record_limit(max_payload)` bytes of compact JSON), so that its frame, and any update's
+   or delete's frame that carries it later, fits: `PayloadTooLarge`, "record too large".
 
 The messages are the ones a single insert would give (store.py), so a tool can show them
 next to the row they belong to.
@@ -38,9 +41,9 @@ from dbsvc.errors import (
     RequestError,
     UniqueViolation,
 )
-from dbsvc.runtime import INT64_MAX
-from dbsvc.storage.events import EventKind, event_payload
-from dbsvc.storage.logfile import encode_frame
+from dbsvc.runtime import INT64_MAX, compact_json
+from dbsvc.storage.events import HEAD_RESERVE, EventKind, event_payload, size_refusal
+from dbsvc.storage.logfile import MAX_PAYLOAD, encode_frame
 from dbsvc.storage.table import Table
 
 CHUNK_BYTES = 1 << 20
@@ -48,9 +51,12 @@ CHUNK_BYTES = 1 << 20
 Problem = tuple[int, RequestError, "int | None"]
 
 
-def plan(tables: dict[str, Table], rows: Sequence[tuple[str, dict]]) -> list[tuple[Table, dict]]:
+def plan(tables: dict[str, Table], rows: Sequence[tuple[str, dict]],
+         max_payload: int = MAX_PAYLOAD, measure: bool = True) -> list[tuple[Table, dict]]:
     """The batch as (table, record with its id) pairs in row order; `BatchRejected` when
-    any row fails a check (module docstring)."""
+    any row fails a check (module docstring). `measure=False` leaves rule 5 to `frames`,
+    which sees each payload anyway (`Store.insert_batch`: an import measured its rows in
+    `check_batch` already, and one JSON encoding per row is a tenth of an import's time)."""
     problems: list[Problem] = []
     planned: list[tuple[Table, dict]] = []
     indexes: list[int] = []                                                 # row index of each planned
@@ -88,6 +94,15 @@ def plan(tables: dict[str, Table], rows: Sequence[tuple[str, dict]]) -> list[tup
         if clash is not None:
             problems.append(clash)
             continue
+        # Rule 5. A character is at most 4 bytes of UTF-8: only a record whose text could be
+        # near half the limit is measured exactly.
+        text = compact_json(record) if measure else ""
+        if 8 * len(text) + HEAD_RESERVE > max_payload:
+            too_large = size_refusal(EventKind.INSERT, name, id_, record, len(text.encode("utf-8")),
+                                     max_payload, text)
+            if too_large is not None:
+                problems.append((index, too_large, None))
+                continue
         planned.append((table, record))
         indexes.append(index)
     problems += _reference_problems(tables, planned, indexes, ids)
@@ -136,10 +151,13 @@ def _reference_problems(tables: dict[str, Table], planned: list[tuple[Table, dic
 
 
 def frames(planned: list[tuple[Table, dict]], first_offset: int, position: int, every: int,
-           checkpoints: list[tuple[int, int]]) -> Iterator[bytes]:
+           checkpoints: list[tuple[int, int]], max_payload: int = MAX_PAYLOAD) -> Iterator[bytes]:
     """The insert frames of `planned` in chunks of about CHUNK_BYTES. `position`: the log
     size before the first one; (offset, byte position) of every frame whose offset is a
-    multiple of `every` is appended to `checkpoints` (the epoch keeps them for replay: epoch.py)."""
+    multiple of `every` is appended to `checkpoints` (the epoch keeps them for replay: epoch.py).
+    A record over the record limit (rule 5, when `plan` did not measure) raises
+    `BatchRejected` naming its row before its frame is yielded; the commit queue cuts a batch
+    that raises back to the log's acknowledged end, so nothing of it stays."""
     watermarks = {t.name: t.watermark for t, _r in planned}
     offset = first_offset
     chunk: list[bytes] = []
@@ -149,6 +167,10 @@ def frames(planned: list[tuple[Table, dict]], first_offset: int, position: int, 
         watermark = watermarks[name] + 1
         watermarks[name] = watermark
         payload = event_payload(EventKind.INSERT, name, offset, watermark, record[table.id_field], record)
+        if 2 * len(payload) + HEAD_RESERVE > max_payload:
+            too_large = size_refusal(EventKind.INSERT, name, record[table.id_field], record, len(payload), max_payload)
+            if too_large is not None:
+                raise BatchRejected([(offset - first_offset, too_large, None)], len(planned))
         frame = encode_frame(offset, payload)
         if offset % every == 0:
             checkpoints.append((offset, position))

@@ -15,6 +15,18 @@ after the event's commit (its fsync, under `sync="full"`), in offset order, exac
 subscriber. A callback must not block and must not raise; an exception is logged and the
 callback stays subscribed. Events are immutable; the record dicts inside them are shared
 with the store and must not be mutated.
+
+Sizes (issue 30: the writer never acknowledges what the reader refuses). A log frame's
+payload is at most `max_payload` bytes (logfile.MAX_PAYLOAD, 64 MiB, unless a store was
+opened with less), and every writer checks the payload it built before anything changes:
+`size_refusal` gives the `PayloadTooLarge` (413) to raise, or None. A record itself is at
+most `record_limit(max_payload)` bytes of compact JSON, `(max_payload - HEAD_RESERVE) // 2`
+(33,553,920 bytes for 64 MiB), so that any later frame that carries it fits: an update holds
+the record and the one it replaces, a delete the last record, both at any offset and
+watermark (the head is reckoned at LARGEST_COUNTER; an id so long that the head is over
+HEAD_RESERVE lowers that record's limit by as much). A frame of a record stored before this
+rule (a larger one) is still checked whole, so an update or delete it cannot fit is refused
+too, never acknowledged.
 """
 
 from __future__ import annotations
@@ -23,8 +35,12 @@ import enum
 import json
 from typing import Any, NamedTuple
 
+from dbsvc.errors import PayloadTooLarge
 from dbsvc.runtime import compact_json
 from dbsvc.storage.logfile import encode_frame
+
+HEAD_RESERVE = 1024             # bytes of an update's payload besides its two records (docstring)
+LARGEST_COUNTER = 2**64 - 1     # the widest offset and watermark a head can show (u64)
 
 
 class EventKind(enum.Enum):
@@ -102,3 +118,40 @@ def _layout(kind: EventKind, model: str, offset: int, watermark: int, id: Any,
 
 def decode_event(payload: bytes | memoryview) -> ChangeEvent:
     return ChangeEvent.from_dict(json.loads(bytes(payload)))
+
+
+def record_limit(max_payload: int) -> int:
+    """The largest record, in bytes of compact JSON, a store whose frames hold at most
+    `max_payload` bytes takes (module docstring, "Sizes")."""
+    return (max_payload - HEAD_RESERVE) // 2
+
+
+def _worst_head(model: str, id_: Any) -> int:
+    """Bytes of an update's payload of `model` `id_` besides its two records, at the widest
+    offset and watermark."""
+    return len(event_payload(EventKind.UPDATE, model, LARGEST_COUNTER, LARGEST_COUNTER, id_, {}, {})) - 4
+
+
+def size_refusal(kind: EventKind, model: str, id_: Any, record: dict, payload_size: int,
+                 max_payload: int, text: str | None = None) -> PayloadTooLarge | None:
+    """The refusal of a write whose payload is `payload_size` bytes (`record` the record it
+    stores: the new one of an insert or update; a delete stores none), or None when it fits
+    and, for an insert or update, its record may be stored (module docstring). `text`: the
+    record's compact JSON when the caller has it. Cheap unless the payload is near half the
+    limit: only then is the record measured on its own."""
+    if kind is not EventKind.DELETE and 2 * payload_size + HEAD_RESERVE > max_payload:
+        if text is None:
+            text = compact_json(record)
+        size = len(text.encode("utf-8"))
+        limit = (max_payload - max(HEAD_RESERVE, _worst_head(model, id_))) // 2
+        if size > limit:
+            return PayloadTooLarge(
+                f"record too large: the {model} record is {size} bytes of JSON, the limit is {limit} "
+                f"(an update's log frame holds a record and the one it replaces, and a frame holds at most "
+                f"{max_payload} bytes)", model=model, size=size, limit=limit)
+    if payload_size > max_payload:
+        return PayloadTooLarge(
+            f"record too large: the {kind.value} of {model} {id_!r} makes a log frame of {payload_size} bytes, "
+            f"over the limit of {max_payload} (the record was stored before the record size limit; "
+            "it can still be read)", model=model, size=payload_size, limit=max_payload)
+    return None

@@ -12,7 +12,9 @@ Rules:
 2. Every check runs before anything is applied: nothing is applied when it raises
    (`StreamError` for a frame that does not fit this store, `EpochChanged` when the
    primary started a new epoch). The write itself goes through the store's public
-   `submit_frame`, the same commit path as a local write.
+   `submit_frame`, the same commit path as a local write. A frame whose payload is over
+   this store's `max_payload` is a `StreamError` before it is even decoded: a follower
+   never stores a frame its own open would refuse (events.py "Sizes").
 3. `epoch_snapshot` hands out the snapshot file of the current epoch only: a file that
    already belongs to the next epoch (a compaction's switch in progress) is refused with
    `Unavailable`, never served under the wrong epoch.
@@ -34,7 +36,7 @@ from dbsvc.errors import EpochChanged, NotFound, RequestError, StreamError, Unav
 from dbsvc.storage.compact import SNAPSHOT_NAME
 from dbsvc.storage.epoch import Epoch
 from dbsvc.storage.events import ChangeEvent, EventKind, decode_event
-from dbsvc.storage.logfile import frame_offset, frame_payload
+from dbsvc.storage.logfile import FRAME_HEADER_SIZE, frame_offset, frame_payload
 from dbsvc.storage.snapshot import ModelImage, SnapshotImage, encode_snapshot
 from dbsvc.storage.table import Table
 
@@ -53,6 +55,9 @@ class Replicated(Protocol):
 
     @property
     def epoch_state(self) -> Epoch: ...
+
+    @property
+    def max_payload(self) -> int: ...
 
     def check_writable(self) -> None: ...
 
@@ -74,6 +79,10 @@ def apply_replicated(store: Replicated, frame: bytes) -> asyncio.Future[None]:
     expected = store.applied_offset + 1
     if offset != expected:
         raise StreamError(offset, f"expected offset {expected}")
+    size = len(frame) - FRAME_HEADER_SIZE
+    if size > store.max_payload:
+        raise StreamError(offset, f"record too large: a frame payload of {size} bytes, over this store's "
+                                  f"limit of {store.max_payload}")
     try:
         event = decode_event(frame_payload(frame))
     except (ValueError, KeyError, TypeError) as exc:

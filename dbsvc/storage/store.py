@@ -4,7 +4,7 @@ The API the application is written against (docs/architecture.md, "storage")::
 
     store = Store.open(directory, models, description, sync="full", replication=False,
                        readonly=False, ring_capacity=1024, compact_bytes=64 << 20,
-                       retain_bytes=0)
+                       retain_bytes=0, max_payload=MAX_PAYLOAD)
     record, watermark          = store.get("User", 7, as_of=None)
     records, total, watermark  = store.list_records("User", query)
     store.watermarks(), store.live_counts(), store.head_offset, store.epoch, store.oldest_offset
@@ -47,7 +47,9 @@ Rules:
 1. A write checks its constraints (primary key and @unique: `UniqueViolation`; @ref:
    `ForeignKeyViolation` on insert/replace, `Referenced` with the child count on delete),
    writes its frame and applies itself to memory before its first `await`, so under asyncio
-   it is atomic: a refused write changed nothing, in memory or on disk.
+   it is atomic: a refused write changed nothing, in memory or on disk. Its frame must fit
+   (events.py "Sizes": a record at most `record_limit(max_payload)` bytes of JSON, a frame
+   at most `max_payload`): else `PayloadTooLarge`, so what is acknowledged always reopens.
 2. It returns only once its frame is durable (commit.py: group commit, one fsync in flight).
    An I/O error fails it with `Unavailable` and stops writes (commit.py rules): until a
    restart after an fsync error (fail-stop), until there is room again after a write that
@@ -101,10 +103,10 @@ from dbsvc.storage.commit import CommitQueue, LogWriter, WriteHealth, WriteState
 from dbsvc.storage.compactor import Compactor
 from dbsvc.storage.constraints import Constraints
 from dbsvc.storage.epoch import Epoch
-from dbsvc.storage.events import ChangeEvent, EventKind
+from dbsvc.storage.events import HEAD_RESERVE, ChangeEvent, EventKind, record_limit, size_refusal
 from dbsvc.storage.files import FaultPlan
 from dbsvc.storage.lock import WriterLock
-from dbsvc.storage.logfile import encode_frame
+from dbsvc.storage.logfile import MAX_PAYLOAD, encode_frame
 from dbsvc.storage.query import list_live, list_state
 from dbsvc.storage.rows import Values, unpack
 from dbsvc.storage.table import Table
@@ -117,8 +119,11 @@ class Store:
 
     def __init__(self, directory: str, loaded: recovery.Loaded, lock: WriterLock | None, *,
                  sync: bool, replication: bool, ring_capacity: int, faults: FaultPlan,
-                 compact_bytes: int = recovery.AUTO_COMPACT_BYTES, retain_bytes: int = 0) -> None:
+                 compact_bytes: int = recovery.AUTO_COMPACT_BYTES, retain_bytes: int = 0,
+                 max_payload: int = MAX_PAYLOAD) -> None:
         self._directory = directory
+        self.max_payload = max_payload
+        self.max_record = record_limit(max_payload)
         self.readonly = lock is None
         self.replication = replication
         self._lock = lock
@@ -145,16 +150,20 @@ class Store:
     def open(cls, directory: str, models: Sequence[CompiledModel], description: dict, *,
              sync: str = "full", replication: bool = False, readonly: bool = False,
              ring_capacity: int = 1024, compact_bytes: int = recovery.AUTO_COMPACT_BYTES,
-             retain_bytes: int = 0, lock: WriterLock | None = None) -> Store:
+             retain_bytes: int = 0, lock: WriterLock | None = None, max_payload: int = MAX_PAYLOAD) -> Store:
         """Open (and recover) a tenant directory; see recovery.py for the steps.
         `compact_bytes`: the log size past which compaction is considered (at open and
         while serving, online.py); tests use small values, a follower a huge one (its
         epochs are the primary's). `lock`: a writer lock already held (handed over by
         `close(keep_lock=True)`), so a follower re-bootstraps without letting go of it.
         `retain_bytes`: how much of a compacted log each compaction keeps for `frames_after`
-        (retain.py; 0 keeps none and removes a segment left from before)."""
+        (retain.py; 0 keeps none and removes a segment left from before). `max_payload`: the
+        largest frame payload this store writes (events.py "Sizes"); at most logfile's
+        MAX_PAYLOAD, what every reader takes; tests use small values."""
         if sync not in ("full", "off"):
             raise ValueError(f"sync must be 'full' or 'off', got {sync!r}")
+        if not 4 * HEAD_RESERVE <= max_payload <= MAX_PAYLOAD:
+            raise ValueError(f"max_payload must be from {4 * HEAD_RESERVE} to {MAX_PAYLOAD}, got {max_payload!r}")
         if replication:
             # `events_after` reads the log then (`frames_after`): a ring would only hold
             # the last events' records once more, never read.
@@ -168,7 +177,7 @@ class Store:
                                    retain_bytes=retain_bytes)
             return cls(directory, loaded, lock, sync=sync == "full", replication=replication,
                        ring_capacity=ring_capacity, faults=faults, compact_bytes=compact_bytes,
-                       retain_bytes=retain_bytes)
+                       retain_bytes=retain_bytes, max_payload=max_payload)
         except BaseException:
             if lock is not None:
                 lock.release()
@@ -315,7 +324,12 @@ class Store:
         assert shown is not None
         event = ChangeEvent(kind, table.name, offset, table.watermark + 1, id_, shown,
                             previous if kind is EventKind.UPDATE else None)
-        return self._submit(commit, table, offset, encode_frame(offset, event.payload()), event, apply)
+        payload = event.payload()
+        if 2 * len(payload) + HEAD_RESERVE > self.max_payload:      # rule 1: only a large record is measured
+            refusal = size_refusal(kind, table.name, id_, shown, len(payload), self.max_payload)
+            if refusal is not None:
+                raise refusal
+        return self._submit(commit, table, offset, encode_frame(offset, payload), event, apply)
 
     def submit_frame(self, table: Table, frame: bytes, event: ChangeEvent,
                      apply: Callable[[], object]) -> asyncio.Future[None]:
@@ -391,7 +405,7 @@ class Store:
     def check_batch(self, rows: Sequence[tuple[str, dict]]) -> None:
         """`BatchRejected` if `insert_batch(rows)` would refuse them; works on a read-only
         store too, so a tool can judge a batch before it opens the tenant for writing."""
-        batch.plan(self._tables, rows)
+        batch.plan(self._tables, rows, self.max_payload)
 
     def insert_batch(self, rows: Sequence[tuple[str, dict]]) -> list[dict]:
         """Insert (model name, record) rows as one durable batch (batch.py): checked as a
@@ -400,13 +414,13 @@ class Store:
         for offline tools (`dbsvc import`) with no write in flight; subscribers get the
         events as usual. The next open compacts if the log has grown past the rule."""
         commit = self._writable()
-        planned = batch.plan(self._tables, rows)
+        planned = batch.plan(self._tables, rows, self.max_payload, measure=False)
         if not planned:
             return []
         first = self._next_offset
         checkpoints: list[tuple[int, int]] = []
         commit.append_batch(batch.frames(planned, first, commit.writer.written, recovery.CHECKPOINT_EVERY,
-                                         checkpoints), len(planned))
+                                         checkpoints, self.max_payload), len(planned))
         by_table: dict[str, list[Values]] = {}
         for table, record in planned:
             by_table.setdefault(table.name, []).append(table.model.row(record))

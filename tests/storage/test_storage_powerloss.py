@@ -11,6 +11,10 @@ Every seed checks:
 - its log, read again after the open, has clean CRCs from its header to its end;
 - a write after the restart gets offset h + 1 and is there after another open.
 
+The stores run with a small frame limit (`max_payload=LIMIT`), and some records are near
+the record limit, a few over it (issue 30 item 2): those are refused with
+`PayloadTooLarge` and never written, and no frame on the disk is over the limit.
+
 500 seeds run by default, 10,000 with `-m slow`. A failing seed replays alone:
 `DBSVC_POWERLOSS_SEED=1234 python -m pytest tests/storage/test_storage_powerloss.py -k seed`.
 A run is one thread of control (the fsync and compaction "threads" run as loop callbacks,
@@ -32,9 +36,10 @@ import pytest
 from support.powerloss_fs import PowerLoss, PowerLossFiles
 from support.storage import open_store, post, user
 
-from dbsvc.errors import CorruptLog, Referenced
+from dbsvc.errors import CorruptLog, PayloadTooLarge, Referenced
 from dbsvc.runtime import Query
 from dbsvc.storage import commit, files
+from dbsvc.storage.events import record_limit
 from dbsvc.storage.logfile import FRAME, FRAME_HEADER_SIZE, HEADER_SIZE, LogScan
 from dbsvc.storage.tenants import create_tenant
 
@@ -42,6 +47,8 @@ DEFAULT_SEEDS = 500
 SLOW_SEEDS = 10_000
 MODELS = ("User", "BlogPost")
 ALL = Query(limit=10**9)
+LIMIT = 16384                       # the stores' max_payload
+RECORD = record_limit(LIMIT)        # their largest record
 
 
 class LoopExecutor(concurrent.futures.ThreadPoolExecutor):
@@ -87,16 +94,30 @@ class Workload:
                 self.acked = max(self.acked, offset)
         return done
 
+    def profile(self) -> dict:
+        """Mostly small; one in ten near the record limit (a few bytes under or over)."""
+        rng = self.rng
+        if rng.random() < 0.1:
+            return {"n": "x" * (RECORD - 140 + rng.randrange(-60, 30))}
+        return {"n": "x" * rng.randrange(400)}
+
     def write_one(self, store: Any) -> asyncio.Future | None:
         rng, users = self.rng, self.state["User"]
         roll = rng.random()
+        try:
+            return self._write_one(store, rng, users, roll)
+        except PayloadTooLarge:
+            return None                 # refused before anything changed: not a write
+
+    def _write_one(self, store: Any, rng: random.Random, users: dict, roll: float) -> asyncio.Future | None:
         if roll < 0.35 or not users:
             rec, durable = store.apply_insert("User", user(None, email=f"e{rng.randrange(10**9)}@x",
-                                                           profile={"n": "x" * rng.randrange(400)}))
+                                                           profile=self.profile()))
             model, id_ = "User", rec["id"]
         elif roll < 0.6:
             id_ = rng.choice(sorted(users))
-            _prev, rec, durable = store.apply_replace("User", id_, dict(users[id_], name=f"n{rng.randrange(999)}"))
+            _prev, rec, durable = store.apply_replace("User", id_, dict(users[id_], name=f"n{rng.randrange(999)}",
+                                                                        profile=self.profile()))
             model = "User"
         elif roll < 0.85:
             rec, durable = store.apply_insert("BlogPost", post(None, author=rng.choice(sorted(users)),
@@ -207,11 +228,11 @@ async def _run(tenant: str, sim: PowerLossFiles, work: Workload, options: dict) 
             pass
 
 
-def _check_log(path: str) -> None:
+def _check_log(path: str, limit: int | None = None) -> None:
     with open(path, "rb") as f:
         scan = LogScan(path, f.read())
-    for _ in scan.records():
-        pass
+    for _offset, payload in scan.records():
+        assert limit is None or len(payload) <= limit, f"{path}: frame {_offset} of {len(payload)} bytes"
     assert scan.damage is None, f"{path}: damage after recovery: {scan.damage}"
 
 
@@ -219,7 +240,7 @@ def run_seed(seed: int, base: str, monkeypatch: pytest.MonkeyPatch) -> None:
     rng = random.Random(seed)
     tenant = create_tenant(os.path.join(base, f"live{seed}"), "t")
     options = {"sync": "full", "compact_bytes": rng.choice([3000, 8000, 1 << 20]),
-               "retain_bytes": rng.choice([0, 0, 6000])}
+               "retain_bytes": rng.choice([0, 0, 6000]), "max_payload": LIMIT}
     sim = PowerLossFiles(tenant, crash_at=rng.randint(1, 400))
     work = Workload(rng)
     monkeypatch.setattr(commit, "ThreadPoolExecutor", LoopExecutor)
@@ -242,7 +263,7 @@ def run_seed(seed: int, base: str, monkeypatch: pytest.MonkeyPatch) -> None:
         last = work.writes[-1][0] if work.writes else 0
         assert work.acked <= head <= last or head == work.acked == 0, f"{where}: head {head}, last written {last}"
         assert _records(store) == work.state_at(head), f"{where}: state at head {head} differs"
-        _check_log(os.path.join(crashed, "log"))
+        _check_log(os.path.join(crashed, "log"), LIMIT)
         after = asyncio.run(store.insert("User", user(None, email="after@x")))
         assert store.head_offset == head + 1, where
     finally:
