@@ -31,11 +31,11 @@ from dbsvc.http.types import Request, Upgrade
 from dbsvc.interfaces import TokenGuard
 from dbsvc.realtime.broker import Broker
 from dbsvc.realtime.feeds import FeedKind, FeedSpec
+from dbsvc.realtime.init import InitSlices
 from dbsvc.realtime.session import FeedSession, ReplicationSession, SnapshotSession
 from dbsvc.runtime import CompiledModel, Query, parse_count
 
 TOKEN_EXPIRED = 4401
-EVERYTHING = 2**62           # a live query's Init holds the whole result set
 
 
 def offered_subprotocols(request: Request) -> list[str]:
@@ -117,9 +117,8 @@ class RealtimeRoutes:
             return FeedSession(spec, broker, query.after, replay=events)
         if spec.kind is FeedKind.SUBSCRIBE:
             return FeedSession(spec, broker, store.head_offset)
-        offset = store.applied_offset
-        records, _total, watermark = store.list(spec.model.name, Query(filters=spec.filters, limit=EVERYTHING))
-        return FeedSession(spec, broker, offset, init=(spec.init_frame(records, watermark, offset), offset))
+        init = InitSlices(store, spec.model, spec.filters, spec.projection, store.applied_offset, broker.capacity)
+        return FeedSession(spec, broker, init.offset, init=init)
 
     def _authorize(self, request: Request) -> tuple[dict[str, Any] | None, str | None]:
         """(claims or None without a guard, the subprotocol to answer)."""

@@ -93,7 +93,7 @@ from dbsvc.errors import (
     Unavailable,
     UniqueViolation,
 )
-from dbsvc.runtime import INT64_MAX, CompiledModel, Query
+from dbsvc.runtime import INT64_MAX, CompiledModel, Filters, Query
 from dbsvc.storage import batch, compact, files, online, recovery, replay, retain
 from dbsvc.storage.commit import CommitQueue, LogWriter, WriteHealth, WriteState
 from dbsvc.storage.events import ChangeEvent, EventKind, decode_event
@@ -102,7 +102,7 @@ from dbsvc.storage.lock import WriterLock
 from dbsvc.storage.compact import SNAPSHOT_NAME
 from dbsvc.storage.logfile import FRAME_HEADER_SIZE, encode_frame
 from dbsvc.storage.snapshot import ModelImage, SnapshotImage, encode_snapshot
-from dbsvc.storage.query import list_live, list_state
+from dbsvc.storage.query import list_live, list_state, live_ids
 from dbsvc.storage.rows import Values, unpack
 from dbsvc.storage.table import Table
 
@@ -215,6 +215,11 @@ class Store:
             return records, total, table.watermark
         records, total = list_state(table.state_as_of(max(as_of, 0)), table, query)
         return records, total, as_of
+
+    def live_ids(self, model: str, filters: Filters) -> builtins.list[Any]:
+        """Every live id matching `filters`, in id order, at `applied_offset`: no record
+        is read (a live query's Init, realtime/init.py)."""
+        return live_ids(self._table(model), Query(filters=filters, limit=INT64_MAX))
 
     def watermarks(self) -> dict[str, int]:
         return {name: t.watermark for name, t in self._tables.items()}

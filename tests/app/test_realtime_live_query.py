@@ -30,7 +30,8 @@ def test_init_holds_the_matching_records_then_deltas_follow(blog):
         await post(blog, "/api/user", {**USER, "email": "b@x.io", "role": "reader"})
         async with open_ws(blog, "/live-query/User?role=reader") as ws:          # declared name
             init = await recv_json(ws)
-            assert list(init) == ["type", "model", "records", "watermark", "offset"]
+            assert list(init) == ["type", "model", "records", "watermark", "offset", "complete"]
+            assert init["complete"] is True                                       # one slice: all of it
             assert (init["type"], init["model"], init["watermark"], init["offset"]) == ("Init", "User", 2, 2)
             assert [r["id"] for r in init["records"]] == [2]
             await post(blog, "/api/user", {**USER, "email": "c@x.io"})                      # enters
