@@ -28,6 +28,10 @@ after the tenant name has passed its check. A timeout of 0
 Go's http.Server and Node's http; the WebSocket liveness values must be positive.
 docs/security.md lists every limit and what is refused.
 
+`SERVICE_CHANGEFEED_BYTES` (default 8 MiB, at least 64 KiB) bounds in bytes what a feed
+socket's queue holds, beside `changefeed_capacity`'s bound in frames (realtime/session.py
+rule 4).
+
 `[runtime]` keys: `replication`, `changefeed_capacity`, and `replication_retain_mb` (MiB of
 compacted log a compaction keeps for replicas that resume, storage/retain.py), carried as
 `replication_retain_bytes`: 0 when replication is off (nothing is retained beyond the
@@ -68,6 +72,7 @@ class Config:
     sync: str
     replication: bool
     changefeed_capacity: int
+    changefeed_bytes: int            # SERVICE_CHANGEFEED_BYTES: bytes a feed socket's queue may hold
     replication_retain_bytes: int    # 0 when replication is off
     explorer: bool | None = None     # SERVICE_EXPLORER; None: the default (docs/explorer.md)
     auth: AuthConfig | None = None   # the guard's settings; None: the guard is off (or not asked for)
@@ -206,6 +211,7 @@ def load_config(environ: Mapping[str, str], runtime: Mapping[str, object] | None
         sync=_choice(environ, "SERVICE_SYNC", "full", ("full", "off")),
         replication=replication,
         changefeed_capacity=_runtime_int(runtime, "changefeed_capacity", 1024),
+        changefeed_bytes=_int(environ, "SERVICE_CHANGEFEED_BYTES", 8 << 20, 65536),
         replication_retain_bytes=retain_mb << 20 if replication else 0,
         explorer=_switch(environ, "SERVICE_EXPLORER"),
         auth=guard,

@@ -163,3 +163,15 @@ def test_replays_share_each_turn_round_robin_within_the_byte_budget(tmp_path):
         assert [len(c.frames) for c in channels] == [6000] * 6
         store.close()
     run(body())
+
+
+def test_the_byte_budget_is_a_checked_setting():
+    import pytest
+
+    from dbsvc.config import load_config
+    from dbsvc.errors import ConfigError
+
+    assert load_config({}, {}).changefeed_bytes == 8 << 20
+    assert load_config({"SERVICE_CHANGEFEED_BYTES": "1048576"}, {}).changefeed_bytes == 1 << 20
+    with pytest.raises(ConfigError, match=r"SERVICE_CHANGEFEED_BYTES='1k' is not valid: expected an integer"):
+        load_config({"SERVICE_CHANGEFEED_BYTES": "1k"}, {})
