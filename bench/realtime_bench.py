@@ -37,6 +37,13 @@ dir, SERVICE_MAX_CONNECTIONS=20000, RUST_LOG=info) pinned to core 0; every clien
    `--window`-second window, beside writes/s (the server's row count) and `events_sent`/s
    from /metrics; lagged closes (1013) are counted on both sides.
 
+4. inits (issue 30 item 4): `--init-records` users imported (`dbsvc import`), then
+   `--init-sockets` `/live-query/user` sockets opened at once that never read (a client
+   that stalls), while a thread asks `/health` every 50 ms for `--init-window` seconds:
+   /health p50/p99/max, VmRSS before, at its peak during the window, and settled after the
+   sockets are closed; then the same sockets reading, with the bytes they received.
+   `--code DIR` runs another checkout's server (the tree before a change, for a before/after).
+
 The receivers are a minimal WebSocket client on a plain epoll loop (see "the minimal
 WebSocket client" below): no asyncio, no websockets package, whose per-read overhead would
 cost more than the frame itself at 50,000 frames/s on the one client core.
@@ -759,6 +766,112 @@ def memory_run(tmp: Path, route: str, args: argparse.Namespace) -> dict:
             "warnings": server.warnings()[:10]}
 
 
+# -- 4. live-query Inits of a large table ------------------------------------------------------------
+
+def _seed_users(data: Path, count: int, code: Path) -> None:
+    lines = data.parent / f"{data.name}-users.jsonl"
+    with open(lines, "w", encoding="utf-8") as out:
+        for i in range(1, count + 1):
+            out.write(json.dumps({"model": "User", "record": {
+                "id": i, "email": f"user{i}@example.com", "name": f"User number {i}", "age": 30,
+                "role": "reader", "joined": "2026-01-01T00:00:00Z", "profile": None}}) + "\n")
+    env = {k: v for k, v in os.environ.items() if not k.startswith("SERVICE_")}
+    env.update({"SERVICE_DATA": str(data), "SERVICE_TENANT": "default", "PYTHONPATH": str(code)})
+    for argv in (["tenant", "create", "default"], ["import", str(ROOT / "schemas" / "blog.dbs"), str(lines), "-q"]):
+        done = __import__("subprocess").run([sys.executable, str(code / "dbsvc.py"), *argv], env=env,
+                                            capture_output=True, text=True, timeout=600)
+        if done.returncode != 0:
+            raise RuntimeError(done.stderr)
+    lines.unlink()
+
+
+def _open_raw(port: int, path: str) -> socket.socket:
+    sock = socket.create_connection((HOST, port), timeout=30)
+    key = base64.b64encode(os.urandom(16)).decode()
+    sock.sendall(f"GET {path} HTTP/1.1\r\nHost: {HOST}\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
+                 f"Sec-WebSocket-Key: {key}\r\nSec-WebSocket-Version: 13\r\n\r\n".encode())
+    return sock
+
+
+def _health_probe(port: int, stop: threading.Event, samples: list[float], server: Server, peak: list[int]) -> None:
+    import http.client
+    while not stop.is_set():
+        started = time.perf_counter()
+        try:
+            conn = http.client.HTTPConnection(HOST, port, timeout=60)
+            conn.request("GET", "/health")
+            conn.getresponse().read()
+            conn.close()
+            samples.append(time.perf_counter() - started)
+        except OSError:
+            samples.append(float("inf"))
+        peak[0] = max(peak[0], server.rss())
+        stop.wait(0.05)
+
+
+def _drain(sock: socket.socket, stop: threading.Event, got: list[int]) -> None:
+    sock.settimeout(0.5)
+    while not stop.is_set():
+        try:
+            data = sock.recv(1 << 20)
+        except socket.timeout:
+            continue
+        except OSError:
+            return
+        if not data:
+            return
+        got[0] += len(data)
+
+
+def inits_run(tmp: Path, args: argparse.Namespace, reading: bool) -> dict:
+    code = Path(args.code).resolve() if args.code else ROOT
+    data = tmp / f"inits-{'reading' if reading else 'stalled'}"
+    _seed_users(data, args.init_records, code)
+    env = {"SERVICE_DATA": str(data), "SERVICE_SYNC": "off", "SERVICE_MAX_CONNECTIONS": "20000", "RUST_LOG": "info"}
+    proc, port, log = start_dbsvc(env, code=code)
+    server = Server.__new__(Server)
+    server.proc, server.port, server.log, server.sync, server.data = proc, port, log, "off", data
+    try:
+        before = server.settled_rss(5)
+        stop, samples, peak = threading.Event(), [], [before]
+        probe = threading.Thread(target=_health_probe, args=(port, stop, samples, server, peak), daemon=True)
+        probe.start()
+        socks = [_open_raw(port, "/live-query/user") for _ in range(args.init_sockets)]
+        got = [0]
+        drains = [threading.Thread(target=_drain, args=(s, stop, got), daemon=True) for s in socks] if reading else []
+        for t in drains:
+            t.start()
+        time.sleep(args.init_window)
+        stop.set()
+        probe.join(70)
+        for t in drains:
+            t.join(5)
+        for sock in socks:
+            sock.close()
+        after = server.settled_rss(20)
+    finally:
+        server.stop()
+    finite = sorted(x for x in samples if x != float("inf"))
+    return {"mode": "reading" if reading else "stalled", "records": args.init_records, "sockets": args.init_sockets,
+            "health_n": len(samples), "health_p50_ms": pct(finite, 50) * 1000 if finite else None,
+            "health_p99_ms": pct(finite, 99) * 1000 if finite else None,
+            "health_max_ms": finite[-1] * 1000 if finite else None,
+            "rss_before": before, "rss_peak": peak[0], "rss_after_close": after, "bytes_received": got[0],
+            "code": str(code)}
+
+
+def show_inits(runs: list[dict]) -> None:
+    if not runs:
+        return
+    print("\n4. live-query Inits of a large table (/health during, RSS before / peak / after close)")
+    mib = 1 << 20
+    for r in runs:
+        print(f"   {r['sockets']} x {r['records']:,} records, {r['mode']}: /health p50 {r['health_p50_ms']:.1f} ms, "
+              f"p99 {r['health_p99_ms']:.1f} ms, max {r['health_max_ms']:.1f} ms ({r['health_n']} probes); "
+              f"RSS {r['rss_before'] / mib:.0f} / {r['rss_peak'] / mib:.0f} / {r['rss_after_close'] / mib:.0f} MiB"
+              + (f"; {r['bytes_received'] / mib:.0f} MiB received" if r["mode"] == "reading" else ""))
+
+
 # -- 3. events/s to N unfiltered subscribers ---------------------------------------------------------
 
 def throughput_run(tmp: Path, args: argparse.Namespace) -> dict:
@@ -916,7 +1029,8 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--quick", action="store_true",
                         help="a smoke run: 100 subscribers for 3 s, sync off only, 500 idle sockets, "
                              "20 fan-out subscribers")
-    parser.add_argument("--only", default="latency,memory,throughput", help="comma list of runs")
+    parser.add_argument("--only", default="latency,memory,throughput",
+                        help="comma list of runs: latency, memory, throughput, inits")
     parser.add_argument("--sync", default="off,full", help="SERVICE_SYNC modes of the latency run")
     parser.add_argument("--subscribers", type=int, default=1000, help="sockets of the latency run")
     parser.add_argument("--filtered", type=float, default=0.5, help="fraction of subscribers filtered on a name")
@@ -934,9 +1048,13 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--writers", type=int, default=8, help="connections of the flood writer")
     parser.add_argument("--window", type=float, default=10, help="seconds of the throughput window")
     parser.add_argument("--json", action="store_true", help="also print the results as JSON")
+    parser.add_argument("--init-records", type=int, default=100_000, help="users of the inits run")
+    parser.add_argument("--init-sockets", type=int, default=50, help="live queries opened at once")
+    parser.add_argument("--init-window", type=float, default=20, help="seconds of /health probes")
+    parser.add_argument("--code", default="", help="inits: the checkout whose server runs (default this one)")
     if parser.parse_args(argv).quick:        # smaller defaults; flags given still win
         parser.set_defaults(subscribers=100, duration=3, warmup=1, idle=500, fanout_subscribers=20, window=3,
-                            sync="off")
+                            sync="off", init_records=20_000, init_sockets=10, init_window=5)
     args = parser.parse_args(argv)
     only = set(args.only.split(","))
     pin(LOAD_CORE)
@@ -946,7 +1064,7 @@ def main(argv: list[str]) -> int:
         return 2
     print(f"server on core {SERVER_CORE}, clients on core {LOAD_CORE}; RLIMIT_NOFILE {limit}; "
           f"load average {Path('/proc/loadavg').read_text().split()[0]} on {os.cpu_count()} cores")
-    results: dict = {"latency": [], "memory": [], "throughput": None}
+    results: dict = {"latency": [], "memory": [], "throughput": None, "inits": []}
     with tempfile.TemporaryDirectory(prefix="dbsvc-realtime-bench-") as tmp:
         if "latency" in only:
             for sync in args.sync.split(","):
@@ -959,9 +1077,14 @@ def main(argv: list[str]) -> int:
         if "throughput" in only:
             results["throughput"] = throughput_run(Path(tmp), args)
             print("   throughput run done", flush=True)
+        if "inits" in only:
+            for reading in (False, True):
+                results["inits"].append(inits_run(Path(tmp), args, reading))
+                print(f"   inits run {'reading' if reading else 'stalled'} done", flush=True)
     show_latency(results["latency"], args)
     show_memory(results["memory"])
     show_throughput(results["throughput"])
+    show_inits(results["inits"])
     disturbed = [f"latency sync={r['sync']} {label}: {r[key]['others_core0']:.0%}"
                  for r in results["latency"] for key, label in (("alone", "alone"), ("with", "with subscribers"))
                  if r[key]["others_core0"] >= DISTURBED]

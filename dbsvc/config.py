@@ -39,6 +39,10 @@ PUT or PATCH writes one log frame holding the new record and the one it replaces
 frame holds at most 64 MiB, so a body past half of that could be acknowledged as a record
 the log cannot hold beside its successor. A larger value is refused at start-up (exit 2).
 
+`SERVICE_CHANGEFEED_BYTES` (default 8 MiB, at least 64 KiB) bounds in bytes what a feed
+socket's queue holds, beside `changefeed_capacity`'s bound in frames (realtime/session.py
+rule 4).
+
 `[runtime]` keys: `replication`, `changefeed_capacity`, and `replication_retain_mb` (MiB of
 compacted log a compaction keeps for replicas that resume, storage/retain.py), carried as
 `replication_retain_bytes`: 0 when replication is off (nothing is retained beyond the
@@ -83,6 +87,7 @@ class Config:
     sync: str
     replication: bool
     changefeed_capacity: int
+    changefeed_bytes: int            # SERVICE_CHANGEFEED_BYTES: bytes a feed socket's queue may hold
     replication_retain_bytes: int    # 0 when replication is off
     explorer: bool | None = None     # SERVICE_EXPLORER; None: the default (docs/explorer.md)
     auth: AuthConfig | None = None   # the guard's settings; None: the guard is off (or not asked for)
@@ -245,6 +250,7 @@ def load_config(environ: Mapping[str, str], runtime: Mapping[str, object] | None
         sync=_choice(environ, "SERVICE_SYNC", "full", ("full", "off")),
         replication=replication,
         changefeed_capacity=_runtime_int(runtime, "changefeed_capacity", 1024),
+        changefeed_bytes=_int(environ, "SERVICE_CHANGEFEED_BYTES", 8 << 20, 65536),
         replication_retain_bytes=retain_mb << 20 if replication else 0,
         explorer=_switch(environ, "SERVICE_EXPLORER"),
         auth=guard,

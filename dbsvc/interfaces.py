@@ -20,10 +20,10 @@ layering (errors <- runtime <- interfaces <- auth, realtime, app, service).
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Protocol
 
-from dbsvc.runtime import CompiledModel, Query
+from dbsvc.runtime import CompiledModel, Filters, Query
 
 if TYPE_CHECKING:
     from dbsvc.storage.commit import WriteHealth
@@ -83,6 +83,8 @@ class ServedStore(Protocol):
     def get(self, model: str, id: Any, as_of: int | None = None) -> tuple[Record | None, int]: ...
 
     def list_records(self, model: str, query: Query) -> tuple[list[Record], int, int]: ...
+
+    def live_ids(self, model: str, filters: Filters) -> Sequence[Any]: ...
 
     def watermarks(self) -> dict[str, int]: ...
 

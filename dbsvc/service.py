@@ -141,7 +141,7 @@ def run_server(module: GeneratedModule, config: Config, follow: str | None = Non
         store = follower.store
     from dbsvc.realtime.broker import Broker
 
-    broker = Broker(store, module.BY_NAME, config.changefeed_capacity)
+    broker = Broker(store, module.BY_NAME, config.changefeed_capacity, config.changefeed_bytes)
     app = Application(module, store, broker, guard=guard, replication=config.replication,
                       origins=config.http.cors_origins, replica=follower.status if follower else None,
                       explorer=explorer_enabled(config.explorer, config.http.host, guard is not None))

@@ -65,7 +65,9 @@ CLOSE_CODES: dict[int, str] = {
     1011: "internal error",
     1013: "reason `lagged after <offset>`: a slow consumer whose buffer filled; resubscribe "
           "with `after=<offset>` to miss nothing (`<offset>` is the last offset it was sent, "
-          "or where its stream started if it was sent nothing)",
+          "or where its stream started if it was sent nothing); reason `lagged during init`: "
+          "a live query whose buffer filled before its last `Init` slice, opened again "
+          "without `after`",
     4401: "the token that authenticated the socket expired (plus the configured leeway)",
 }
 # /replicate reads the log at the socket's pace, so it never closes a peer for lagging.
@@ -224,7 +226,8 @@ def _add_feed_channels(channels: dict[str, Any], operations: dict[str, Any], sch
     op_id = kebab.replace("-", "_")
     capacity = schema.runtime.changefeed_capacity
     lag = (f"Slow consumers never slow writers: a socket whose buffer of {capacity} events "
-           "(`changefeed_capacity`) is full is closed with 1013.")
+           "(`changefeed_capacity`) or of `SERVICE_CHANGEFEED_BYTES` bytes (8 MiB by default) "
+           "is full is closed with 1013.")
     query = _feed_query(model)
 
     feed = f"subscribe.{kebab}"
@@ -263,7 +266,8 @@ def _add_feed_channels(channels: dict[str, Any], operations: dict[str, Any], sch
         "summary": f"The live result set of a `{name}` query.",
         "description": (
             f"Also answers at `/live-query/{name}`. Text frames, one `{name}LiveDelta` each: "
-            "first `Init` (the result set, its `watermark` and `offset`), then `Added` / "
+            "first the result set in `Init` slices (each with a part of `records`, the same "
+            "`watermark` and `offset`, the last one `complete: true`), then `Added` / "
             "`Updated` (`record`) and `Removed` (`id`) as records enter, change inside, or "
             "leave the result set. Resumed with `after`, no `Init` is sent: the client already "
             "holds the result set as of that offset and gets the deltas of the later events. "

@@ -160,13 +160,19 @@ def _live_schema(model: Model, kind: str) -> dict[str, Any]:
     props: dict[str, Any] = {"type": _const(kind), "model": _const(model.name)}
     if kind == "Init":
         props["records"] = {"type": "array", "items": record_or_projection(model),
-                            "description": "The whole result set." + _PROJECTED}
+                            "description": "A slice of the result set, in id order: the "
+                            "records of every `Init` of one socket together are the result set."
+                            + _PROJECTED}
         props["watermark"] = {**WATERMARK, "description": "The model's watermark the result set was read at."}
         props["offset"] = {"type": "integer", "minimum": 0, "description": "The global offset "
                            "the result set was read at (0 before any event); later deltas are "
-                           "after it."}
-        return object_schema(props, list(props), f"First frame of a `{model.name}` live query "
-                             "(not sent when resumed with `after`).")
+                           "after it. The same in every slice."}
+        props["complete"] = {"type": "boolean", "description": "True on the last slice: the "
+                             "initial result set is complete and deltas follow (RethinkDB's "
+                             "`state: ready`, Firestore's target-current)."}
+        return object_schema(props, list(props), f"First frames of a `{model.name}` live query "
+                             "(not sent when resumed with `after`): the result set in slices of "
+                             "at most about 64 KiB of records each, the last one `complete`.")
     props["offset"] = OFFSET
     props["watermark"] = WATERMARK
     if kind == "Removed":
@@ -189,8 +195,9 @@ def add_live_components(schemas: dict[str, Any], messages: dict[str, Any], model
     })
     put(messages, f"{name}.LiveDelta", message(
         f"{name}LiveDelta", f"{name} live delta", ref(f"{name}.LiveDelta"),
-        "One text frame, compact JSON: first "
-        f'`{{"type":"Init","model":"{name}","records":[...],"watermark":12,"offset":41}}`, then '
+        "One text frame, compact JSON: first the result set in one or more slices "
+        f'`{{"type":"Init","model":"{name}","records":[...],"watermark":12,"offset":41,"complete":false}}`, '
+        'the last one `"complete":true`, then '
         f'`{{"type":"Added","model":"{name}","offset":42,"watermark":13,"record":{{...}}}}`, '
         "`Updated` (`record`) and `Removed` (`id` instead of `record`) as records enter, "
         "change inside, or leave the result set."))

@@ -24,6 +24,7 @@
   let pageSeq = 0;              // the newest page read; older answers are dropped
   let feeds = [];               // the open sockets of live mode
   let liveRecords = new Map();  // id -> record: the live query's result set
+  let initOpen = false;          // an Init of several slices is being received
   let liveRun = 0;              // counts live starts and stops: a retry of an older run is dropped
 
   // ---------------------------------------------------------------- small helpers
@@ -356,6 +357,7 @@
 
   function openFeed(kind, onMessage, after) {
     const params = feedParams();
+    if (kind !== "subscribe") initOpen = false;   // a new socket: a new Init, whatever came before
     if (after) params.set("after", String(after));
     const t = token();
     const url = wsUrl(kind, params);
@@ -364,7 +366,9 @@
     ws.onopen = () => { feed.opened = true; };
     ws.onmessage = (event) => {
       const message = JSON.parse(event.data);
-      if (typeof message.offset === "number" && message.offset > feed.offset) feed.offset = message.offset;
+      // An Init comes in slices: its offset is a place to resume from only once complete.
+      const partial = message.type === "Init" && message.complete === false;
+      if (!partial && typeof message.offset === "number" && message.offset > feed.offset) feed.offset = message.offset;
       onMessage(message);
     };
     ws.onclose = (event) => onFeedClosed(feed, event.code, event.reason, onMessage);
@@ -409,7 +413,11 @@
     const model = state.model;
     let flash = null;
     if (message.type === "Init") {
-      liveRecords = new Map(message.records.map((r) => [text(r[model.id]), r]));
+      // The result set in slices, the last one `complete`: a new Init starts a new set.
+      if (!initOpen) liveRecords = new Map();
+      for (const r of message.records) liveRecords.set(text(r[model.id]), r);
+      initOpen = message.complete === false;
+      if (initOpen) return;
       refreshOps();
     } else if (message.type === "Added" || message.type === "Updated") {
       const id = text(message.record[model.id]);

@@ -6,6 +6,7 @@ is handed the event loop's `call_soon`. Modules:
 
     feeds.py     FeedSpec: which frame a feed sends for an event (matcher, links, live deltas)
     session.py   FeedSession: one socket's replay, Init, live delivery and bounded queue
+    init.py      InitSlices: a live query's Init, a slice a turn, as of its offset
     broker.py    Broker: the store's change stream, routed and fanned out to sessions
     routes.py    RealtimeRoutes: an upgrade request -> token, origin, query, offsets -> Upgrade
 

@@ -23,11 +23,19 @@ Rules:
 5. `/replicate` streams get every event as one binary frame (the log frame), built once.
 6. Counters for /metrics: open subscriptions, live queries and replication streams, events
    sent, lagged closes.
+7. Turns: the work of a session that is more than one live frame (a replay from the ring
+   or the log, a live query's Init slices) runs in `_run_turns`, one callback a loop turn,
+   round-robin over the sessions that asked (`want_turn`), at most TURN_BYTES in all and
+   SESSION_TURN_BYTES for one session a turn. Fifty replays or Inits starting at once
+   share the loop with every other client instead of each taking it for its whole length.
+8. While a live query's Init runs, every event of its model is shown to it (`observe`,
+   init.py rule 2) before the fan-out, so its slices hold the records as of its offset.
 """
 
 from __future__ import annotations
 
 import logging
+from collections import deque
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
@@ -41,6 +49,10 @@ from dbsvc.storage.events import ChangeEvent, EventKind
 log = logging.getLogger("dbsvc.realtime")
 
 Schedule = Callable[[Callable[[], None]], Any]
+
+TURN_BYTES = 512 * 1024          # rule 7: replay and Init bytes sent per loop turn, all sessions
+SESSION_TURN_BYTES = 128 * 1024  # ... and for one session
+DEFAULT_MAX_BYTES = 8 << 20      # session.py rule 4: bytes a socket's queue may hold
 
 
 class ModelFeeds:
@@ -99,10 +111,12 @@ class ModelFeeds:
 class Broker:
     """Fan-out from the store's change stream to feed sessions (see the module docstring)."""
 
-    def __init__(self, store: ServedStore, models: Mapping[str, CompiledModel], capacity: int) -> None:
+    def __init__(self, store: ServedStore, models: Mapping[str, CompiledModel], capacity: int,
+                 max_bytes: int = DEFAULT_MAX_BYTES) -> None:
         self.store = store
         self.models = dict(models)                        # by declared name
         self.capacity = capacity
+        self.max_bytes = max_bytes
         self.head = store.head_offset
         self.schedule: Schedule = _not_attached
         self.events_sent = 0
@@ -110,6 +124,10 @@ class Broker:
         self._feeds = {name: ModelFeeds() for name in self.models}
         self._pending: list[tuple[ChangeEvent, bytes]] = []
         self._waiting: list[FeedSession] = []
+        self._initializing: dict[str, list[FeedSession]] = {}   # rule 8, by model name
+        self._turns: deque[StreamSession] = deque()             # rule 7
+        self._in_turns: set[StreamSession] = set()
+        self._turn_scheduled = False
         self._replicas: set[ReplicationSession] = set()
         self._counts = {FeedKind.SUBSCRIBE: 0, FeedKind.LIVE: 0}
         self._open = 0                                    # sessions registered, of every kind
@@ -140,6 +158,9 @@ class Broker:
             session.close(code, reason)
         self._pending.clear()
         self._waiting.clear()
+        self._initializing.clear()
+        self._turns.clear()
+        self._in_turns.clear()
         self.detach()
         self.store = store
         if self.schedule is not _not_attached:
@@ -161,6 +182,8 @@ class Broker:
 
     def register(self, session: FeedSession) -> None:
         self._feeds[session.spec.model.name].add(session)
+        if session.init is not None:
+            self._initializing.setdefault(session.spec.model.name, []).append(session)
         self._counts[session.spec.kind] += 1
         self._open += 1
 
@@ -178,6 +201,44 @@ class Broker:
         self._counts[session.spec.kind] -= 1
         if session in self._waiting:
             self._waiting.remove(session)
+        self.init_finished(session)
+
+    def init_finished(self, session: FeedSession) -> None:
+        """`session`'s Init is sent (or abandoned): it observes events no more (rule 8)."""
+        name = session.spec.model.name
+        sessions = self._initializing.get(name)
+        if sessions is not None and session in sessions:
+            sessions.remove(session)
+            if not sessions:
+                del self._initializing[name]
+
+    def want_turn(self, session: StreamSession) -> None:
+        """Rule 7: `session` has more to send than a live frame; give it a turn."""
+        if session not in self._in_turns:
+            self._in_turns.add(session)
+            self._turns.append(session)
+        if not self._turn_scheduled:
+            self._turn_scheduled = True
+            self.schedule(self._run_turns)
+
+    def _run_turns(self) -> None:
+        """Rule 7: one pass of the round-robin, bounded in bytes; the rest next turn."""
+        self._turn_scheduled = False
+        turns, in_turns = self._turns, self._in_turns
+        budget = TURN_BYTES
+        for _ in range(len(turns)):
+            if budget <= 0:
+                break
+            session = turns.popleft()
+            in_turns.discard(session)
+            try:
+                budget -= session.work(min(budget, SESSION_TURN_BYTES))
+            except Exception:               # one session's bug must not stop the others' turns
+                log.exception("realtime session work failed")
+                session.close(1011, "internal error")
+        if turns and not self._turn_scheduled:
+            self._turn_scheduled = True
+            self.schedule(self._run_turns)
 
     def release_init(self, session: FeedSession) -> None:
         """Send `session`'s Init now if its offset is drained, else when it is (rule 4)."""
@@ -231,6 +292,9 @@ class Broker:
 
     def _dispatch(self, event: ChangeEvent, log_frame: bytes) -> None:
         offset = event.offset
+        if self._initializing:
+            for session in tuple(self._initializing.get(event.model, ())):
+                session.observe(event)
         if self._replicas:                  # rule 5: the log frame is the replication message
             frame = binary_frame(log_frame)
             for replica in tuple(self._replicas):

@@ -209,14 +209,6 @@ class FeedSpec:
                 return None
         return link.frame
 
-    def init_frame(self, records: list[dict], watermark: int, offset: int) -> bytes:
-        """A live query's first message: the result set as of `offset`."""
-        if self.projection is not None:
-            project = self.model.project[self.projection]
-            records = [project(r) for r in records]
-        return text_frame(json_bytes({"type": "Init", "model": self.model.name, "records": records,
-                                      "watermark": watermark, "offset": offset}))
-
 
 def replay_frames(spec: FeedSpec, events: Iterator[ChangeEvent], models: Mapping[str, CompiledModel],
                   lookup: Lookup) -> Iterator[tuple[int, bytes | None]]:

@@ -25,17 +25,28 @@ from collections.abc import Mapping
 from typing import Any
 
 from dbsvc.auth import authorize, token_from_subprotocols
-from dbsvc.errors import BadQuery, Forbidden, NotFound, OffsetOutOfRange
+from dbsvc.errors import BadQuery, Forbidden, NotFound
 from dbsvc.http.cors import CorsPolicy
 from dbsvc.http.types import Request, Upgrade
 from dbsvc.interfaces import TokenGuard
 from dbsvc.realtime.broker import Broker
 from dbsvc.realtime.feeds import FeedKind, FeedSpec
+from dbsvc.realtime.init import InitSlices
 from dbsvc.realtime.session import FeedSession, ReplicationSession, SnapshotSession
-from dbsvc.runtime import CompiledModel, Query, parse_count
+from dbsvc.runtime import INT64_MAX, CompiledModel, Query, parse_count
 
 TOKEN_EXPIRED = 4401
-EVERYTHING = 2**62           # a live query's Init holds the whole result set
+AFTER_EXPECTED = f"a non-negative integer offset of at most {INT64_MAX}"
+
+
+def check_after(after: int) -> int:
+    """One answer for every route's `after` (docs/guide/realtime.md): not a non-negative
+    integer, or past the int64 range offsets live in, is 400 `bad_query`; one ahead of the
+    head is 400 `offset_out_of_range` and one no longer retained 410 `offset_gone`, both
+    from the store."""
+    if after > INT64_MAX:
+        raise BadQuery(f"'after' must be {AFTER_EXPECTED}, got {str(after)!r}")
+    return after
 
 
 def offered_subprotocols(request: Request) -> list[str]:
@@ -72,8 +83,7 @@ class RealtimeRoutes:
 
     def replicate(self, request: Request) -> Upgrade:
         """The Upgrade for `/replicate?after=N`: every committed frame after N, from the
-        log, then live. A bad `after` (not a non-negative integer) is 400
-        `offset_out_of_range` like one ahead of the head; an old one 410 `offset_gone`."""
+        log, then live. `after` as for the feeds (`check_after`)."""
         claims, subprotocol = self._authorize(request)
         self._check_origin(request)
         after = 0
@@ -86,10 +96,8 @@ class RealtimeRoutes:
             seen = True
             parsed = parse_count(value)
             if parsed is None:
-                raise OffsetOutOfRange(f"after={value!r} is not an offset: expected an integer from 0 to "
-                                       f"the head offset {self.broker.store.head_offset}",
-                                       head=self.broker.store.head_offset)
-            after = parsed
+                raise BadQuery(f"'after' must be {AFTER_EXPECTED}, got {value!r}")
+            after = check_after(parsed)
         frames = self.broker.store.frames_after(after)         # 410 / 400 before the upgrade
         session = ReplicationSession(self.broker, after, frames)
         return Upgrade(session, subprotocol=subprotocol, route="replicate", close_at=self._close_at(claims))
@@ -113,13 +121,12 @@ class RealtimeRoutes:
     def _session(self, spec: FeedSpec, query: Query) -> FeedSession:
         broker, store = self.broker, self.broker.store
         if query.after is not None:
-            events = store.events_after(query.after)      # 410 / 400 before the upgrade
+            events = store.events_after(check_after(query.after))   # 410 / 400 before the upgrade
             return FeedSession(spec, broker, query.after, replay=events)
         if spec.kind is FeedKind.SUBSCRIBE:
             return FeedSession(spec, broker, store.head_offset)
-        offset = store.applied_offset
-        records, _total, watermark = store.list_records(spec.model.name, Query(filters=spec.filters, limit=EVERYTHING))
-        return FeedSession(spec, broker, offset, init=(spec.init_frame(records, watermark, offset), offset))
+        init = InitSlices(store, spec.model, spec.filters, spec.projection, store.applied_offset, broker.capacity)
+        return FeedSession(spec, broker, init.offset, init=init)
 
     def _authorize(self, request: Request) -> tuple[dict[str, Any] | None, str | None]:
         """(claims or None without a guard, the subprotocol to answer)."""

@@ -18,19 +18,23 @@ Rules:
    unless live delivery reached it (a row can make several frames: a row event and links).
    Replay and live delivery can therefore overlap without a duplicate, and since both are
    in offset order and the replay runs until it reaches the store's head, without a gap.
-2. Replay reads the ring or the log at the socket's pace: it stops while the channel is
-   not writable and after REPLAY_BATCH events per turn of the loop, so a long filtered
-   replay never blocks the loop. Live events that arrive during the replay are left to it
-   (it re-reads until it reaches the head).
-3. A live query's `Init` is the store's state at its last applied offset; it is sent once
-   the broker has published that offset (the write is durable), so a client never sees a
-   record that a crash could take back. Events up to that offset are skipped (rule 1).
+2. Work that is not one live frame (a replay, a live query's Init) is done in turns the
+   broker hands out round-robin (broker.py rule 7): a session asks for a turn with
+   `want_turn` and, given one, sends at most the bytes it is granted (and REPLAY_BATCH
+   events), then asks again. Nothing is produced while the channel is not writable:
+   `on_writable` asks again. Live events that arrive during a replay are left to it (it
+   re-reads until it reaches the head).
+3. A live query's `Init` is the store's state at its last applied offset `O`, sent in
+   slices (init.py) once the broker has published `O` (the write is durable), so a client
+   never sees a record that a crash could take back. Events up to `O` are skipped (rule
+   1); the deltas after `O` wait in the queue until the last slice is sent.
 4. Live frames go straight to the channel while it is writable and nothing is queued;
-   otherwise into a queue of at most `capacity` frames. One more is an overflow: a feed
-   closes with 1013 `lagged after <offset>` (the last offset sent, or where the stream
-   started), every frame of that offset sent first; a replica's stream drops its queue
-   and goes back to replaying from the log, so a slow replica costs disk reads, never
-   server memory.
+   otherwise into a queue of at most `capacity` frames and `max_bytes` bytes. Past either
+   is an overflow: a feed closes with 1013 `lagged after <offset>` (the last offset sent,
+   or where the stream started), every frame of that offset sent first, or with 1013
+   `lagged during init` while its Init is unfinished (the client opens the live query
+   again, without `after`); a replica's stream drops its queue and goes back to replaying
+   from the log, so a slow replica costs disk reads, never server memory.
 5. Client data messages are ignored.
 """
 
@@ -47,6 +51,7 @@ from dbsvc.errors import OffsetGone, OffsetOutOfRange
 from dbsvc.http.frames import binary_frame, text_frame
 from dbsvc.http.types import Channel
 from dbsvc.realtime.feeds import FeedSpec, replay_frames
+from dbsvc.realtime.init import InitSlices
 from dbsvc.runtime import json_bytes
 from dbsvc.storage.events import ChangeEvent
 from dbsvc.storage.logfile import frame_offset
@@ -74,14 +79,16 @@ class StreamSession:
     """What every realtime socket does; subclasses say where a replay reads and what an
     overflow means (rules 2 and 4)."""
 
-    __slots__ = ("_broker", "_channel", "_queue", "capacity", "last", "sent", "phase",
-                 "_replay", "_pumping", "_live_last", "_closing")
+    __slots__ = ("_broker", "_channel", "_queue", "_queued_bytes", "capacity", "max_bytes", "last", "sent",
+                 "phase", "_replay", "_pumping", "_live_last", "_closing")
 
     def __init__(self, broker: Broker, start: int, phase: Phase, replay: Steps | None = None) -> None:
         self._broker = broker
         self._channel: Channel | None = None
         self._queue: deque[tuple[int, bytes]] = deque()
+        self._queued_bytes = 0
         self.capacity = broker.capacity
+        self.max_bytes = broker.max_bytes
         self.last = start                    # rule 1
         self._live_last = False              # `last` was reached by live delivery
         self.sent = start                    # the offset a lagged close names
@@ -119,6 +126,7 @@ class StreamSession:
         if self.phase is not Phase.CLOSED:
             self.phase = Phase.CLOSED
             self._queue.clear()
+            self._queued_bytes = 0
             self._replay = None
             self._broker.unregister(self)
 
@@ -139,76 +147,99 @@ class StreamSession:
             self._broker.events_sent += 1
             return
         self._queue.append((offset, frame))
-        if len(self._queue) > self.capacity:
+        self._queued_bytes += len(frame)
+        if len(self._queue) > self.capacity or self._queued_bytes > self.max_bytes:
             self._overflow()
 
     # -- internals --------------------------------------------------------------------
 
     def _pump(self) -> None:
-        """Send queued frames, then replay, while the channel takes them."""
+        """Send queued frames while the channel takes them, then ask for a turn if a
+        replay or an Init remains (rule 2)."""
         channel = self._channel
-        if channel is None or self._pumping:
+        if channel is None or self._pumping or self.phase is Phase.CLOSED:
+            return
+        if self.phase is Phase.INIT:
+            if channel.writable and self.init_ready():
+                self._broker.want_turn(self)
             return
         self._pumping = True
         try:
             queue = self._queue
             while queue and channel.writable:
                 offset, frame = queue.popleft()
+                self._queued_bytes -= len(frame)
                 channel.send_frame(frame)
                 self.sent = offset
                 self._broker.events_sent += 1
-            if self.phase is Phase.REPLAY and not queue:
-                self._replay_some(channel)
+            if self.phase is Phase.REPLAY and not queue and channel.writable:
+                self._broker.want_turn(self)
         finally:
             self._pumping = False
 
-    def _replay_some(self, channel: Channel) -> None:
-        """Rule 2: up to REPLAY_BATCH events, then continue on a later turn."""
+    def init_ready(self) -> bool:
+        return False
+
+    def work(self, budget: int) -> int:
+        """The broker's turn (rule 2): send up to about `budget` bytes of replay; the bytes sent."""
+        channel = self._channel
+        if channel is None or self.phase is not Phase.REPLAY or self._queue:
+            return 0
+        return self._replay_some(channel, budget)
+
+    def _replay_some(self, channel: Channel, budget: int) -> int:
+        """Rule 2: up to `budget` bytes and REPLAY_BATCH events, then a later turn."""
         broker = self._broker
-        budget = REPLAY_BATCH
-        while channel.writable and budget > 0:
+        events = REPLAY_BATCH
+        used = 0
+        while channel.writable and events > 0 and used < budget:
             replay = self._replay
             if replay is None:
-                return
+                return used
             try:
                 step = next(replay, None)
             except (OffsetGone, OffsetOutOfRange):   # a compaction replaced the log under us
                 self._lagged()
-                return
+                return used
             except OSError as exc:
                 log.error("replay after %d failed: %s", self.last, exc)
                 self._close(INTERNAL, "replay failed")
-                return
+                return used
             if step is None:
                 if self.last >= broker.store_head():
                     self.phase = Phase.LIVE  # caught up: what follows comes from the broker
                     self._replay = None
-                    return
+                    return used
                 try:                         # more arrived meanwhile: read on from `last`
                     self._replay = self._replay_from(self.last)
                 except (OffsetGone, OffsetOutOfRange):
                     self._lagged()
-                    return
+                    return used
                 continue
-            budget -= 1
+            events -= 1
             offset, frame = step
             if offset > self.last:
                 self.last = offset
             if frame is not None:
                 channel.send_frame(frame)
+                used += len(frame)
                 self.sent = offset
                 broker.events_sent += 1
-        if budget == 0 and self.phase is Phase.REPLAY:
-            broker.schedule(self._pump)
+        if self.phase is Phase.REPLAY and channel.writable:
+            broker.want_turn(self)
+        return used
 
     def _lagged(self) -> None:
         """Rule 4 for a feed: the peer resumes with `after=<sent>`. A row can make several
         frames (a ref change: two links); the rest of the last one sent go out before the
         close, so `after=<sent>` never skips part of a row."""
         channel, queue = self._channel, self._queue
+        self._broker.lagged += 1
+        if self.phase is Phase.INIT:
+            self._close(LAGGED, "lagged during init")
+            return
         while channel is not None and queue and queue[0][0] == self.sent:
             channel.send_frame(queue.popleft()[1])
-        self._broker.lagged += 1
         self._close(LAGGED, f"lagged after {self.sent}")
 
     def close(self, code: int, reason: str) -> None:
@@ -226,12 +257,13 @@ class StreamSession:
 class FeedSession(StreamSession):
     """A `/subscribe` or `/live-query` socket: `spec` decides what each event sends."""
 
-    __slots__ = ("spec", "_init")
+    __slots__ = ("spec", "init", "_init_ready")
 
     def __init__(self, spec: FeedSpec, broker: Broker, start: int, *,
-                 replay: Iterator[ChangeEvent] | None = None, init: tuple[bytes, int] | None = None) -> None:
+                 replay: Iterator[ChangeEvent] | None = None, init: InitSlices | None = None) -> None:
         self.spec = spec
-        self._init = init
+        self.init = init
+        self._init_ready = False
         if replay is not None:
             super().__init__(broker, start, Phase.REPLAY, replay_frames(spec, replay, broker.models, broker.lookup))
         else:
@@ -250,15 +282,49 @@ class FeedSession(StreamSession):
         if self.phase is Phase.INIT:
             self._broker.release_init(self)
 
+    def on_close(self, code: int) -> None:
+        super().on_close(code)
+        self.init = None                     # the ids and kept states go now
+
     def send_init(self) -> None:
-        """Rule 3: the Init's offset is durable; send it, then go live."""
-        init, self._init = self._init, None
+        """Rule 3: the Init's offset is durable; its slices may go out."""
+        if self.init is None or self.phase is not Phase.INIT:
+            return
+        self._init_ready = True
+        self._pump()
+
+    def init_ready(self) -> bool:
+        return self._init_ready
+
+    def observe(self, event: ChangeEvent) -> None:
+        """An event of this live query's model while its Init runs (init.py rule 2)."""
+        init = self.init
         if init is None or self.phase is not Phase.INIT:
             return
-        frame, offset = init
-        self.phase = Phase.LIVE
-        self._queue.appendleft((offset, frame))
-        self._pump()
+        init.observe(event)
+        if init.overflowed:
+            self._lagged()
+
+    def work(self, budget: int) -> int:
+        """Rule 3: one slice of the Init; after the last, the queued deltas and live."""
+        if self.phase is not Phase.INIT:
+            return super().work(budget)
+        channel, init = self._channel, self.init
+        if channel is None or init is None or not self._init_ready or not channel.writable:
+            return 0
+        if init.epoch != self._broker.store.epoch:       # a compaction renumbered the watermarks
+            self._lagged()
+            return 0
+        frame = init.next_frame()
+        channel.send_frame(frame)
+        if init.done:
+            self.init = None
+            self.phase = Phase.LIVE
+            self._broker.init_finished(self)
+            self._pump()
+        elif channel.writable:
+            self._broker.want_turn(self)
+        return len(frame)
 
 
 def log_frame_steps(frames: Iterator[bytes]) -> Steps:
@@ -283,6 +349,7 @@ class ReplicationSession(StreamSession):
     def _overflow(self) -> None:
         """Rule 4 for a replica: back to the log from the last offset sent."""
         self._queue.clear()
+        self._queued_bytes = 0
         self.last = self.sent
         self._live_last = False
         self.phase = Phase.REPLAY

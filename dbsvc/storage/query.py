@@ -194,6 +194,12 @@ def list_live(table: Table, query: Query) -> tuple[list[dict], int]:
     return table.shown_all(ids), total
 
 
+def live_ids(table: Table, query: Query) -> list[Any]:
+    """The ids of `query`'s page over the live state, in its order, with no dict built
+    (a live query's Init reads its records a slice at a time, realtime/init.py)."""
+    return _plan_live(table, query)[0]
+
+
 def _plan_live(table: Table, query: Query) -> tuple[list[Any], int]:
     n = len(table.live)
     filters = query.filters

@@ -96,7 +96,7 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any
 
 from dbsvc.errors import NotFound, Unavailable
-from dbsvc.runtime import CompiledModel, Query
+from dbsvc.runtime import INT64_MAX, CompiledModel, Filters, Query
 from dbsvc.storage import batch, files, follow, recovery, retain
 from dbsvc.storage.changes import Callback, ChangeStream
 from dbsvc.storage.commit import CommitQueue, LogWriter, WriteHealth, WriteState
@@ -107,7 +107,7 @@ from dbsvc.storage.events import HEAD_RESERVE, ChangeEvent, EventKind, record_li
 from dbsvc.storage.files import FaultPlan
 from dbsvc.storage.lock import WriterLock
 from dbsvc.storage.logfile import MAX_PAYLOAD, encode_frame
-from dbsvc.storage.query import list_live, list_state
+from dbsvc.storage.query import list_live, list_state, live_ids
 from dbsvc.storage.rows import Values, unpack
 from dbsvc.storage.table import Table
 
@@ -213,6 +213,11 @@ class Store:
             return records, total, table.watermark
         records, total = list_state(table.state_as_of(max(as_of, 0)), table, query)
         return records, total, as_of
+
+    def live_ids(self, model: str, filters: Filters) -> list[Any]:
+        """Every live id matching `filters`, in id order, at `applied_offset`: no record
+        is read (a live query's Init, realtime/init.py)."""
+        return live_ids(self.table(model), Query(filters=filters, limit=INT64_MAX))
 
     def watermarks(self) -> dict[str, int]:
         return {name: t.watermark for name, t in self._tables.items()}

@@ -13,6 +13,7 @@ from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, rule
 
+from support.cli import run_on_tenant
 from support.server import ROOT, start_server
 from support.wskit import nothing_within, open_ws, post, recv_json, recv_n, request, run
 
@@ -30,7 +31,8 @@ def test_init_holds_the_matching_records_then_deltas_follow(blog):
         await post(blog, "/api/user", {**USER, "email": "b@x.io", "role": "reader"})
         async with open_ws(blog, "/live-query/User?role=reader") as ws:          # declared name
             init = await recv_json(ws)
-            assert list(init) == ["type", "model", "records", "watermark", "offset"]
+            assert list(init) == ["type", "model", "records", "watermark", "offset", "complete"]
+            assert init["complete"] is True                                       # one slice: all of it
             assert (init["type"], init["model"], init["watermark"], init["offset"]) == ("Init", "User", 2, 2)
             assert [r["id"] for r in init["records"]] == [2]
             await post(blog, "/api/user", {**USER, "email": "c@x.io"})                      # enters
@@ -216,3 +218,40 @@ def test_live_query_deltas_follow_a_model_of_the_result_set(tmp_path):
         runner().runTest()
     finally:
         server.stop()
+
+
+def test_a_client_with_a_1_mib_message_limit_receives_a_100000_record_init(serve, tmp_path):
+    """Issue 30 item 4: the Init of 100,000 records (about 13 MB of JSON) arrives in Init
+    slices a client with `max_size=2**20` (the `websockets` library) accepts, the last one
+    complete, and `/health` answers while it is sent."""
+    data = tmp_path / "big"
+    lines = tmp_path / "users.jsonl"
+    with open(lines, "w", encoding="utf-8") as out:
+        for i in range(1, 100_001):
+            out.write(json.dumps({"model": "User", "record": {
+                "id": i, "email": f"u{i}@x.io", "name": f"User {i}", "age": None, "role": "reader",
+                "joined": "2026-01-01T00:00:00Z", "profile": None}}) + "\n")
+    for args in (("tenant", "create", "t"), ("import", str(ROOT / "schemas" / "blog.dbs"), str(lines), "-q")):
+        done = run_on_tenant(data, *args)
+        assert done.returncode == 0, done.stderr
+    server = serve(env={"SERVICE_TENANT": "t"}, data_dir=data)
+
+    async def body():
+        async with open_ws(server, "/live-query/user", max_size=2**20) as ws:
+            ids: list[int] = []
+            slices = 0
+            health = asyncio.create_task(request(server, "GET", "/health"))
+            while True:
+                init = await recv_json(ws, timeout=30)
+                assert (init["type"], init["offset"], init["watermark"]) == ("Init", 100_000, 100_000)
+                slices += 1
+                ids.extend(r["id"] for r in init["records"])
+                if init["complete"]:
+                    break
+            assert ids == list(range(1, 100_001))
+            assert slices > 20
+            assert (await health).status == 200
+            await post(server, "/api/user", {**USER, "email": "new@x.io"})
+            added = await recv_json(ws)
+            assert (added["type"], added["record"]["id"], added["offset"]) == ("Added", 100_001, 100_001)
+    run(body())

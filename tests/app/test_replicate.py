@@ -109,10 +109,10 @@ def test_a_large_payload_travels_in_one_frame(blog):
 
 
 @pytest.mark.parametrize("query, status, code", [
-    ("after=abc", 400, "offset_out_of_range"),
-    ("after=-1", 400, "offset_out_of_range"),
-    ("after=1.5", 400, "offset_out_of_range"),
-    ("after=", 400, "offset_out_of_range"),
+    ("after=abc", 400, "bad_query"),                           # not an offset: as on the feeds
+    ("after=-1", 400, "bad_query"),
+    ("after=1.5", 400, "bad_query"),
+    ("after=", 400, "bad_query"),
     ("after=5", 400, "offset_out_of_range"),                   # ahead of the head (1)
     ("after=0&after=1", 400, "bad_query"),
     ("since=0", 400, "bad_query"),
@@ -122,6 +122,21 @@ def test_bad_after_is_refused_before_the_upgrade(blog, query, status, code):
     got, problem, _ = run(refusal(blog, f"/replicate?{query}"))
     assert (got, problem["code"]) == (status, code), problem
     assert blog.get("/api/user").json["total"] == 1
+
+
+@pytest.mark.parametrize("route", ["/replicate", "/subscribe/user", "/live-query/user"])
+@pytest.mark.parametrize("after, code", [
+    ("99999999999999999999", "bad_query"),                     # 20 digits, past int64
+    ("18446744073709551616", "bad_query"),                     # 2**64, 20 digits
+    ("9223372036854775808", "bad_query"),                      # int64 max + 1
+    ("9223372036854775807", "offset_out_of_range"),            # an offset, ahead of the head
+    ("00000000000000000099", "offset_out_of_range"),           # 20 digits, 99: ahead of the head
+])
+def test_after_past_int64_is_bad_query_and_ahead_of_the_head_is_out_of_range(blog, route, after, code):
+    """Every route answers a malformed `after` one way, whatever the digits count."""
+    got, problem, _ = run(refusal(blog, f"{route}?after={after}"))
+    assert (got, problem["code"]) == (400, code), problem
+    assert after.lstrip("0") in problem["detail"]
 
 
 def test_replication_off_is_404_and_snapshot_says_so(serve):

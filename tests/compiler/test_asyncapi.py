@@ -360,7 +360,9 @@ def test_every_live_delta_kind_matches(path: Path) -> None:
         message = doc["components"]["messages"][f"{name}.LiveDelta"]
         assert message["name"] == f"{name}LiveDelta"
         deltas = [
-            {"type": "Init", "model": name, "records": [record], "watermark": 1, "offset": 0},
+            {"type": "Init", "model": name, "records": [record], "watermark": 1, "offset": 0,
+             "complete": False},
+            {"type": "Init", "model": name, "records": [], "watermark": 1, "offset": 0, "complete": True},
             {"type": "Added", "model": name, "offset": 2, "watermark": 2, "record": record},
             {"type": "Updated", "model": name, "offset": 3, "watermark": 3, "record": record},
             {"type": "Removed", "model": name, "offset": 4, "watermark": 4,
@@ -371,11 +373,12 @@ def test_every_live_delta_kind_matches(path: Path) -> None:
 
 
 @pytest.mark.parametrize("delta", [
-    {"type": "Init", "model": "User", "records": [], "watermark": 0},
+    {"type": "Init", "model": "User", "records": [], "watermark": 0, "complete": True},
+    {"type": "Init", "model": "User", "records": [], "watermark": 0, "offset": 0},
     {"type": "Added", "model": "User", "offset": 2, "watermark": 2},
     {"type": "Removed", "model": "User", "offset": 4, "watermark": 4, "id": 1, "record": {}},
     {"type": "Deleted", "model": "User", "offset": 4, "watermark": 4, "id": 1},
-], ids=["init-without-offset", "added-without-record", "removed-with-record", "unknown-type"])
+], ids=["init-without-offset", "init-without-complete", "added-without-record", "removed-with-record", "unknown-type"])
 def test_malformed_live_deltas_are_refused(blog_doc: dict, delta: dict) -> None:
     with pytest.raises(ValidationError):
         _payload(blog_doc, "User.LiveDelta").validate(delta)

@@ -8,8 +8,9 @@ import json
 
 from support.realtime_kit import BLOG, Recorder, Scheduler, open_blog_store, run
 
-from dbsvc.realtime.broker import Broker
+from dbsvc.realtime.broker import SESSION_TURN_BYTES, Broker
 from dbsvc.realtime.feeds import FeedKind, FeedSpec
+from dbsvc.realtime.init import InitSlices
 from dbsvc.realtime.session import REPLAY_BATCH, FeedSession
 from dbsvc.runtime import Query
 
@@ -157,9 +158,13 @@ def test_replay_goes_at_the_sockets_pace_and_in_batches(tmp_path):
         assert channel.frames == []                        # not writable: nothing read yet
         channel.open = True
         session.on_writable()
-        assert len(channel.frames) == REPLAY_BATCH         # one batch per turn ...
+        assert channel.frames == []                        # the broker hands out turns ...
+        scheduler.step()
+        first = len(channel.frames)
+        assert 0 < first <= REPLAY_BATCH                   # ... one bounded batch a turn ...
+        assert sum(map(len, channel.frames)) <= SESSION_TURN_BYTES + max(map(len, channel.frames))
         await store.insert("User", new_user(99999))        # ... while writes go on
-        scheduler.run()                                    # next batch, then the live event
+        scheduler.run()                                    # next batches, then the live event
         assert offsets(channel) == list(range(1, REPLAY_BATCH + 12))
         store.close()
     run(body())
@@ -171,9 +176,8 @@ def test_live_query_init_waits_until_its_offset_is_published(tmp_path):
         broker, scheduler = attached(store)
         _record, durable = store.apply_insert("User", new_user(1))      # applied, fsync in flight
         offset = store.applied_offset
-        records, _total, watermark = store.list_records("User", Query(filters={}, limit=100))
         spec = FeedSpec(FeedKind.LIVE, USER, {}, None)
-        session = FeedSession(spec, broker, offset, init=(spec.init_frame(records, watermark, offset), offset))
+        session = FeedSession(spec, broker, offset, init=InitSlices(store, USER, {}, None, offset, 1024))
         channel = Recorder()
         session.on_open(channel)
         assert channel.frames == []                        # the write is not durable yet

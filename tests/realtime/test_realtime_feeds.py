@@ -112,9 +112,3 @@ def test_link_frame_layout():
     frame = LinkEvent("User", 1, "BlogPost", 9, "author_id", True, 12).frame()
     assert decoded(frame) == {"kind": "link", "model": "User", "id": 1, "child_model": "BlogPost",
                               "child_id": 9, "field": "author_id", "linked": True, "offset": 12}
-
-
-def test_init_frame_projects_its_records():
-    frame = spec(FeedKind.LIVE, projection="card").init_frame([user("admin")], 4, 9)
-    assert decoded(frame) == {"type": "Init", "model": "User", "records": [{"id": 7, "name": "A"}],
-                              "watermark": 4, "offset": 9}

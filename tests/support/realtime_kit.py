@@ -55,6 +55,13 @@ class Scheduler:
     def __call__(self, callback) -> None:
         self.pending.append(callback)
 
+    def step(self) -> int:
+        """One turn of the loop: the callbacks pending now (those they schedule wait)."""
+        batch, self.pending = self.pending, []
+        for callback in batch:
+            callback()
+        return len(batch)
+
     def run(self) -> int:
         ran = 0
         while self.pending:
