@@ -308,7 +308,7 @@ def test_projected_change_events_match_their_messages(path: Path) -> None:
     module = compile_schema(load_schema(str(path)))
     records = _records(path)
     for name, compiled in module.BY_NAME.items():
-        for projection, project in compiled.project.items():
+        for project in compiled.project.values():
             projected = project(records[name])
             event = {"kind": "update", "model": name, "offset": 3, "watermark": 2,
                      "id": records[name][compiled.id_field], "record": projected, "previous": projected}

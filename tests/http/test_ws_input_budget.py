@@ -74,8 +74,9 @@ def masked(opcode: int, payload: bytes = b"") -> bytes:
         b ^ mask[i % 4] for i, b in enumerate(payload))
 
 
-def open_socket(loop: asyncio.AbstractEventLoop, settings: HttpSettings = HttpSettings(),
+def open_socket(loop: asyncio.AbstractEventLoop, settings: HttpSettings | None = None,
                 ) -> tuple[WebSocketConnection, MemoryTransport, Counting]:
+    settings = settings or HttpSettings()
     transport = MemoryTransport()
     out = Outbox(lambda box: loop.call_soon(box.flush))
     out.transport = transport

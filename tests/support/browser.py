@@ -246,9 +246,9 @@ class Browser:
                 reply = self.cdp.call("Runtime.evaluate", {"expression": probe, "returnByValue": True},
                                       session=session)
                 value = reply.get("result", {}).get("value")
-            except BrowserError:
+            except BrowserError as exc:
                 if self.proc.poll() is not None:
-                    raise BrowserError(f"browser exited ({self.proc.returncode}):\n{self.stderr_tail()}")
+                    raise BrowserError(f"browser exited ({self.proc.returncode}):\n{self.stderr_tail()}") from exc
                 value = None  # e.g. the context was torn down by a navigation: ask again
             if isinstance(value, str):
                 return value
