@@ -325,7 +325,8 @@ def restore_backup(src: str, data_dir: str, name: str) -> dict[str, Any]:
     if os.path.exists(target):
         raise TenantError(f"tenant {name!r} already exists at {target!r}")
     manifest, contents = verify_backup(src)
-    contents[HISTORY] = encode_history(restored_history(src, contents, manifest))
+    if LOG in contents:                       # a never-opened tenant gets one when first opened
+        contents[HISTORY] = encode_history(restored_history(src, contents, manifest))
     root = os.path.dirname(target)
     os.makedirs(root, exist_ok=True)
     staging = os.path.join(root, f"{RESTORING_PREFIX}{name}-{secrets.token_hex(4)}")

@@ -528,7 +528,8 @@ def _follow(endpoint: Endpoint, sink: ReplicaFile | StdoutSink, last: int, heade
             problem = exc
         else:
             report.state = "streaming"
-            report.say(f"streaming {url} into {sink.path}")
+            check = "" if mine is None else f"; resuming after={last} once frame {last} matches the file's"
+            report.say(f"streaming {url} into {sink.path}{check}")
             with ws:
                 try:
                     while stop.signum is None and not sink.closed:
