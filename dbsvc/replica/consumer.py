@@ -37,7 +37,8 @@ Rules:
    3 s by a thread, minus the last offset). Other messages are plain lines on stderr.
 7. Histories (docs/replication.md, "Histories"): on every connection FILE's last frame L
    is checked against the server's: the run asks for `after=L-1` and the first frame must
-   be byte-equal to FILE's frame L (then it goes on after it). A different frame means the
+   be byte-equal to FILE's frame L (then it goes on after it), or differ only in the
+   payload's `watermark`, which an online compaction renumbers for the rows it carries. A different frame means the
    server's history is no longer the one FILE holds (a restore from a backup, a rewrite):
    the run ends with status 1 and a message naming L and what to do, FILE untouched. A
    server whose head is below L-1 answers 400 `offset_out_of_range`, which ends the run
@@ -73,8 +74,8 @@ from dbsvc.errors import ConfigError, CorruptLog, DbsvcError, HandshakeRefused, 
 from dbsvc.http.ws.client import open_websocket
 from dbsvc.storage import files
 from dbsvc.storage.files import fsync_dir, write_all
-from dbsvc.storage.logfile import (MAX_FRAME, MAX_PAYLOAD, frame_end, frame_error, frame_header, frame_payload,
-                                   frame_payload_at, frame_after_damage)
+from dbsvc.storage.logfile import (MAX_FRAME, MAX_PAYLOAD, frame_end, frame_error, frame_header, frame_offset,
+                                   frame_payload, frame_payload_at, frame_after_damage)
 
 KINDS = frozenset({"insert", "update", "delete"})
 SYNC_INTERVAL = 1.0                # rule 2
@@ -496,6 +497,26 @@ def replicate(url: str, *, after: int | None = None, out: str | None = None, tok
             report.finish()
 
 
+def same_row(theirs: bytes | str, mine: bytes) -> bool:
+    """Rule 7: the server's frame is FILE's: byte-equal, or (an online compaction renumbers
+    the watermarks of the rows it carries into its new log, docs/replication.md) equal but
+    for the payload's `watermark`."""
+    if theirs == mine:
+        return True
+    header = frame_header(theirs) if isinstance(theirs, bytes) else None
+    if not isinstance(theirs, bytes) or header is None or header.offset != frame_offset(mine):
+        return False
+    try:
+        a, b = json.loads(bytes(frame_payload(theirs))), json.loads(bytes(frame_payload(mine)))
+    except ValueError:
+        return False
+    if not isinstance(a, dict) or not isinstance(b, dict):
+        return False
+    a.pop("watermark", None)
+    b.pop("watermark", None)
+    return a == b
+
+
 def diverged_message(path: str, offset: int) -> str:
     """Rule 7: what a failed head-frame check says."""
     return (f"the server's frame at offset {offset} differs from the one {path} holds: the server's history "
@@ -536,7 +557,7 @@ def _follow(endpoint: Endpoint, sink: ReplicaFile | StdoutSink, last: int, heade
                         message = ws.receive(POLL)
                         now = time.monotonic()
                         if message is not None and mine is not None:          # rule 7: the head frame
-                            if message != mine:
+                            if not same_row(message, mine):
                                 raise ReplicaError(f"{url}: {diverged_message(sink.path, last)}")
                             mine = None
                             continue
