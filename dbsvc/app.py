@@ -421,7 +421,10 @@ class Application:
         health = self.store.health()
         # `status` first (docs/guide/rest.md); then which build answers: the dbsvc version and the
         # schema's fingerprint (the one a read replica compares), as `--version` prints them.
-        body = {"status": "ok", "version": __version__, "schema": self.fingerprint}
+        body: dict[str, Any] = {"status": "ok", "version": __version__, "schema": self.fingerprint}
+        if self.replica is not None and self.replica.state == "diverged":
+            # Alive, still serving reads, but no longer following: say so (docs/replication.md).
+            body["replica"] = {"state": "diverged", "detail": self.replica.error}
         if health.writable:
             return Response(200, json_bytes(body))
         return Response(200, json_bytes({**body, "storage": health.state.value, "detail": health.detail}))
@@ -461,7 +464,8 @@ class Application:
 
     def snapshot(self) -> Response:
         body = {"watermarks": self.store.watermarks(), "epoch": self.store.epoch, "replication": self.replication,
-                "offset": self.store.head_offset, "fingerprint": self.fingerprint}
+                "offset": self.store.head_offset, "fingerprint": self.fingerprint,
+                "history": self.store.history_json}
         if self.replica is not None:
             body["replica"] = self.replica.report(self.store.head_offset)
         return Response(200, json_bytes(body))

@@ -19,7 +19,7 @@ import argparse
 import json
 import os
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from dbsvc import __version__
@@ -100,7 +100,10 @@ def cmd_asyncapi(args: argparse.Namespace) -> int:
 def cmd_serve(args: argparse.Namespace) -> int:
     from dbsvc.service import serve
 
-    return serve(_schema_module(args), os.environ, follow=args.follow)
+    environ: Mapping[str, str] = os.environ
+    if args.rebootstrap:                      # the flag is the variable's twin (config.py)
+        environ = {**os.environ, "SERVICE_FOLLOW_REBOOTSTRAP": "1"}
+    return serve(_schema_module(args), environ, follow=args.follow)
 
 
 def cmd_init(args: argparse.Namespace) -> int:
@@ -251,6 +254,10 @@ def build_parser(module: Any = None) -> argparse.ArgumentParser:
                        help="serve as a read replica of the primary at URL (http://HOST:PORT): bootstrap from "
                             "its snapshot, follow its /replicate stream, refuse writes "
                             "(SERVICE_FOLLOW_TOKEN: a token for a guarded primary); see docs/replication.md")
+    serve.add_argument("--rebootstrap", action="store_true",
+                       help="with --follow: when the primary's history cannot continue this replica's and the "
+                            "primary holds fewer rows, bootstrap again anyway, discarding the rows it lacks "
+                            "(SERVICE_FOLLOW_REBOOTSTRAP=1); see docs/replication.md#histories")
     schema_command("openapi", f"print the OpenAPI 3.1 document of the service for {schema}", cmd_openapi)
     schema_command("asyncapi", "print the AsyncAPI 3.0 document of the service's WebSocket routes "
                    f"for {schema}", cmd_asyncapi)

@@ -21,6 +21,9 @@ value and what it accepts (the command line exits with status 2). Variables
     SERVICE_EXPLORER (on | off; unset: on for a loopback bind with the guard off, decided
                       where the guard is known: dbsvc.explorer.explorer_enabled)
     SERVICE_FOLLOW_TOKEN (unset)   the token a read replica (`serve --follow`) sends its primary
+    SERVICE_FOLLOW_REBOOTSTRAP (0)  1: a read replica whose history the primary cannot continue
+                      bootstraps again even when that discards rows the primary lacks
+                      (`serve --rebootstrap`; replica/follower.py rule 7)
     SERVICE_TOKEN (unset)          the token `dbsvc replicate` sends, unless --token is given
     SERVICE_ZIPAPP_CACHE (unset: $XDG_CACHE_HOME/dbsvc, else ~/.cache/dbsvc) where a
                       `dbsvc build --with-guard` app unpacks the packages it embeds
@@ -92,6 +95,7 @@ class Config:
     explorer: bool | None = None     # SERVICE_EXPLORER; None: the default (docs/explorer.md)
     auth: AuthConfig | None = None   # the guard's settings; None: the guard is off (or not asked for)
     follow_token: str | None = None  # SERVICE_FOLLOW_TOKEN
+    follow_rebootstrap: bool = False  # SERVICE_FOLLOW_REBOOTSTRAP
     token: str | None = None         # SERVICE_TOKEN
 
 
@@ -155,6 +159,16 @@ def _switch(environ: Mapping[str, str], name: str) -> bool | None:
     if raw is None or raw == "":
         return None
     return _choice(environ, name, "", ("on", "off")) == "on"
+
+
+def _flag(environ: Mapping[str, str], name: str) -> bool:
+    """A yes/no variable, default no: 1/0, on/off, true/false, yes/no."""
+    raw = environ.get(name, "").strip().lower()
+    if raw in ("", "0", "off", "false", "no"):
+        return False
+    if raw in ("1", "on", "true", "yes"):
+        return True
+    raise ConfigError(f"{name}={environ[name]!r}: expected 1 or 0 (on/off, true/false, yes/no)")
 
 
 def _hosts(environ: Mapping[str, str], name: str) -> tuple[str, ...]:
@@ -255,5 +269,6 @@ def load_config(environ: Mapping[str, str], runtime: Mapping[str, object] | None
         explorer=_switch(environ, "SERVICE_EXPLORER"),
         auth=guard,
         follow_token=_text(environ, "SERVICE_FOLLOW_TOKEN"),
+        follow_rebootstrap=_flag(environ, "SERVICE_FOLLOW_REBOOTSTRAP"),
         token=_text(environ, "SERVICE_TOKEN"),
     )

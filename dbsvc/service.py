@@ -188,7 +188,7 @@ def build_follower(module: GeneratedModule, config: Config, follow: str, directo
 
     endpoint = parse_endpoint(follow)
     follower = Follower(endpoint, directory, opener, schema_fingerprint(module.DESCRIPTION),
-                        token=config.follow_token)
+                        token=config.follow_token, rebootstrap=config.follow_rebootstrap)
     try:
         follower.prepare()
     except BaseException:

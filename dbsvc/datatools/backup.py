@@ -8,6 +8,8 @@ byte of the tenant changes, LOCK included. Layout of DIR::
       schema.json     the tenant's stored schema (absent if no server ever opened it)
       snapshot        the epoch's snapshot, byte for byte (absent before the first compaction)
       log             the epoch's log, cut at the last whole frame read
+      history         the tenant's history record (storage/history.py; absent for a tenant
+                      written before histories)
       manifest.json   written last, so its presence means the copy is complete:
         {"format": 1, "kind": "dbsvc-backup", "tenant": "shop", "created": "<RFC 3339>",
          "epoch": "<32 hex>", "base_offset": 0, "head_offset": 1234, "frames": 1234,
@@ -38,7 +40,11 @@ files, each file has its size and SHA-256, every snapshot line and every log fra
 its CRC, the log continues the snapshot and ends exactly at the head the manifest names.
 Then the files are written into a hidden `.restoring-NAME-*` directory under SERVICE_DATA,
 fsynced, and the directory is renamed to NAME (refused if NAME exists), so a tenant
-appears whole or not at all. The restored tenant keeps the epoch, offsets and watermarks.
+appears whole or not at all. The restored tenant keeps the epoch, offsets and watermarks,
+but not the history: its offsets after the backup's head will name rows the original
+never had, so it starts a new history forked from the backup's at that head
+(storage/history.py rule 3). A replica of the original then sees that it cannot continue
+(replica/follower.py rule 7) instead of serving rows the restored tenant no longer has.
 
 Both write through storage's file seam (`files.write_new`, `write_atomic`, `files.ops`), so
 the power-loss simulator judges a backup as it judges the log
@@ -62,6 +68,7 @@ from typing import Any
 from dbsvc.errors import BadBackup, CorruptLog, StorageError, TenantError
 from dbsvc.storage import files
 from dbsvc.storage.files import fsync_dir, write_atomic, write_new
+from dbsvc.storage.history import History, decode_history, encode_history, new_history_id
 from dbsvc.storage.logfile import HEADER_SIZE, LogScan, decode_header
 from dbsvc.storage.snapshot import snapshot_lines
 from dbsvc.storage.tenants import tenant_dir
@@ -69,8 +76,8 @@ from dbsvc.storage.tenants import tenant_dir
 FORMAT = 1
 KIND = "dbsvc-backup"
 MANIFEST = "manifest.json"
-SCHEMA, SNAPSHOT, LOG = "schema.json", "snapshot", "log"
-FILES = (SCHEMA, SNAPSHOT, LOG)
+SCHEMA, SNAPSHOT, LOG, HISTORY = "schema.json", "snapshot", "log", "history"
+FILES = (SCHEMA, SNAPSHOT, LOG, HISTORY)
 ATTEMPTS = 50
 RESTORING_PREFIX = ".restoring-"
 
@@ -181,6 +188,10 @@ def _capture_once(directory: str) -> Capture | None:
     if snapshot is not None:
         snapshot_lines(snap_path, snapshot)
     contents = {LOG: log_data}
+    history = _read_optional(os.path.join(directory, HISTORY))     # changed only offline: stable
+    if history is not None:
+        decode_history(os.path.join(directory, HISTORY), history)
+        contents[HISTORY] = history
     if snapshot is not None:
         contents[SNAPSHOT] = snapshot
     if schema is not None:
@@ -272,6 +283,8 @@ def verify_backup(src: str) -> tuple[dict[str, Any], dict[str, bytes]]:
         if hashlib.sha256(data).hexdigest() != meta.get("sha256"):
             raise BadBackup(f"{path}: SHA-256 differs from the manifest's (the file was altered)")
         contents[name] = data
+    if HISTORY in contents:
+        decode_history(os.path.join(src, HISTORY), contents[HISTORY])
     snapshot = contents.get(SNAPSHOT)
     expected: tuple[Any, Any] = (None, 0)
     if snapshot is not None:
@@ -298,12 +311,22 @@ def verify_backup(src: str) -> tuple[dict[str, Any], dict[str, bytes]]:
     return manifest, contents
 
 
+def restored_history(src: str, contents: dict[str, bytes], manifest: dict[str, Any]) -> History:
+    """The restored tenant's history: forked from the backup's at its head (module
+    docstring); a fresh one for a backup taken before histories."""
+    if HISTORY not in contents:
+        return History(new_history_id())
+    return decode_history(os.path.join(src, HISTORY), contents[HISTORY]).fork(int(manifest.get("head_offset") or 0))
+
+
 def restore_backup(src: str, data_dir: str, name: str) -> dict[str, Any]:
     """Verify the backup in `src`, then install it as the new tenant `name`; the manifest."""
     target = tenant_dir(data_dir, name)
     if os.path.exists(target):
         raise TenantError(f"tenant {name!r} already exists at {target!r}")
     manifest, contents = verify_backup(src)
+    if LOG in contents:                       # a never-opened tenant gets one when first opened
+        contents[HISTORY] = encode_history(restored_history(src, contents, manifest))
     root = os.path.dirname(target)
     os.makedirs(root, exist_ok=True)
     staging = os.path.join(root, f"{RESTORING_PREFIX}{name}-{secrets.token_hex(4)}")

@@ -34,6 +34,11 @@ rows too). An `int` id left out of a record gets the next automatic id, as a POS
 Every record becomes one insert row of the tenant's history: the tenant's watermarks
 advance by the records imported, as if they had been POSTed in file order.
 
+History: an import into a tenant that holds rows starts a new history forked at its head
+(storage/history.py rule 3), written before the batch: a replica at or below that head
+continues and takes the new history; a copy of the tenant that went on elsewhere (a
+replica's own directory imported into) no longer passes for the primary's history.
+
 Speed: per record, one `json.loads`, one validator call, the set checks (a few dict
 probes), one frame and the in-memory insert; no fsync but the batch's one. The cyclic
 garbage collector is paused meanwhile (as storage pauses it while loading): the import
@@ -280,6 +285,8 @@ def import_file(directory: str, module: Any, path: str, *, sync: str = "full", r
             store = Store.open(directory, module.MODELS, module.DESCRIPTION, sync=sync, replication=replication,
                                retain_bytes=retain_bytes, lock=lock)
             try:
+                if store.head_offset > 0:       # a used tenant: its rows after the head are new ones
+                    store.fork_history()         # (storage/history.py rule 3), forked first
                 stored = store.insert_batch(rows)
             finally:
                 store.close()

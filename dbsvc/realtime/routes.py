@@ -109,7 +109,7 @@ class RealtimeRoutes:
         if request.query:
             raise BadQuery(f"unknown query parameter {request.query[0][0]!r}; /replicate/snapshot takes none")
         epoch, offset, chunks = self.broker.store.epoch_snapshot()
-        session = SnapshotSession(epoch, offset, self.fingerprint, chunks)
+        session = SnapshotSession(epoch, offset, self.fingerprint, chunks, self.broker.store.history_json)
         return Upgrade(session, subprotocol=subprotocol, route="replicate-snapshot", close_at=self._close_at(claims))
 
     def _close_at(self, claims: dict[str, Any] | None) -> tuple[float, int, str] | None:

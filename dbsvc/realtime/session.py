@@ -45,7 +45,7 @@ import logging
 import zlib
 from collections import deque
 from collections.abc import Iterator
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from dbsvc.errors import OffsetGone, OffsetOutOfRange
 from dbsvc.http.frames import binary_frame, text_frame
@@ -364,7 +364,7 @@ class SnapshotSession:
     """A `/replicate/snapshot` socket: the epoch's snapshot file, at the socket's pace.
 
     Messages: a text header `{"type":"snapshot","format":1,"epoch":..,"offset":..,
-    "fingerprint":..}`, the snapshot file's bytes as binary messages (each line of it
+    "fingerprint":..,"history":..}` (history: storage/history.py's record, or null), the snapshot file's bytes as binary messages (each line of it
     carries its own CRC, storage/snapshot.py), then `{"type":"end","bytes":n,"crc32":c}`
     over all of them, then a normal close. A follower installs the file as its own epoch
     base and follows `/replicate?after=<offset>`.
@@ -372,9 +372,10 @@ class SnapshotSession:
 
     __slots__ = ("_header", "_chunks", "_channel", "_size", "_crc", "_done")
 
-    def __init__(self, epoch: str, offset: int, fingerprint: str, chunks: Iterator[bytes]) -> None:
+    def __init__(self, epoch: str, offset: int, fingerprint: str, chunks: Iterator[bytes],
+                 history: dict[str, Any] | None = None) -> None:
         self._header = json_bytes({"type": "snapshot", "format": 1, "epoch": epoch, "offset": offset,
-                                   "fingerprint": fingerprint})
+                                   "fingerprint": fingerprint, "history": history})
         self._chunks = chunks
         self._channel: Channel | None = None
         self._size = 0

@@ -35,6 +35,15 @@ Rules:
 6. When standard error is a terminal, one progress line is redrawn at most four times a
    second: frames, bytes, last offset, lag (the head offset of GET /snapshot, polled every
    3 s by a thread, minus the last offset). Other messages are plain lines on stderr.
+7. Histories (docs/replication.md, "Histories"): on every connection FILE's last frame L
+   is checked against the server's: the run asks for `after=L-1` and the first frame must
+   be byte-equal to FILE's frame L (then it goes on after it), or differ only in the
+   payload's `watermark`, which an online compaction renumbers for the rows it carries. A different frame means the
+   server's history is no longer the one FILE holds (a restore from a backup, a rewrite):
+   the run ends with status 1 and a message naming L and what to do, FILE untouched. A
+   server whose head is below L-1 answers 400 `offset_out_of_range`, which ends the run
+   the same way. A server that no longer holds frame L (410 for L-1) cannot be checked:
+   the run says so and continues after L, as before the check.
 
 Imports: the blocking WebSocket client of dbsvc.http.ws.client, the log's own frame
 rules from dbsvc.storage.logfile (`frame_error`, `frame_after_damage`), so a replica file
@@ -65,8 +74,8 @@ from dbsvc.errors import ConfigError, CorruptLog, DbsvcError, HandshakeRefused, 
 from dbsvc.http.ws.client import open_websocket
 from dbsvc.storage import files
 from dbsvc.storage.files import fsync_dir, write_all
-from dbsvc.storage.logfile import (MAX_FRAME, MAX_PAYLOAD, frame_end, frame_error, frame_header, frame_payload,
-                                   frame_payload_at, frame_after_damage)
+from dbsvc.storage.logfile import (MAX_FRAME, MAX_PAYLOAD, frame_end, frame_error, frame_header, frame_offset,
+                                   frame_payload, frame_payload_at, frame_after_damage)
 
 KINDS = frozenset({"insert", "update", "delete"})
 SYNC_INTERVAL = 1.0                # rule 2
@@ -164,9 +173,10 @@ def check_frame(message: bytes | str, expected: int) -> tuple[int, dict[str, Any
 class ReplicaFile:
     """FILE, locked, scanned, cut back to its last good frame, then appended to."""
 
-    def __init__(self, path: str, fd: int, last_offset: int | None) -> None:
+    def __init__(self, path: str, fd: int, last_offset: int | None, last_frame: bytes | None = None) -> None:
         self.path = path
         self.last_offset = last_offset
+        self.last_frame = last_frame         # the frame of `last_offset` (rule 7)
         self._fd = fd
         self._buffer: list[bytes] = []
         self._buffered = 0
@@ -188,32 +198,35 @@ class ReplicaFile:
                 raise ConfigError(f"{path!r} is in use by another `dbsvc replicate`") from None
             if created:
                 fsync_dir(os.path.dirname(os.path.abspath(path)))
-            last = cls._recover(path, fd, report)
+            last, frame = cls._recover(path, fd, report)
         except BaseException:
             files.ops.close(fd)
             raise
-        return cls(path, fd, last)
+        return cls(path, fd, last, frame)
 
     @staticmethod
-    def _recover(path: str, fd: int, report: Reporter) -> int | None:
-        """Rule 3: the last good offset; a torn tail cut; damage before the tail refused."""
+    def _recover(path: str, fd: int, report: Reporter) -> tuple[int | None, bytes | None]:
+        """Rule 3: the last good offset and its frame; a torn tail cut; damage before the
+        tail refused."""
         size = os.fstat(fd).st_size
         if size == 0:
-            return None
+            return None, None
         with mmap.mmap(fd, 0, access=mmap.ACCESS_READ) as data:
             end, last, reason = scan_frames(path, data)
+            frame = last_frame(data, end) if last is not None else None
         if reason is not None:
             report.say(f"{path}: cutting a torn tail of {size - end} bytes at byte {end} ({reason}); "
                        + ("the file held no whole frame" if last is None else f"resuming after offset {last}"))
             files.ops.ftruncate(fd, end)
             files.ops.fsync(fd)
-        return last
+        return last, frame
 
     def write(self, frame: bytes, event: dict[str, Any]) -> None:
         self._buffer.append(frame)
         self._buffered += len(frame)
         self.unsynced += len(frame)
         self.last_offset = event["offset"]
+        self.last_frame = frame
         if self._buffered >= WRITE_BUFFER:
             self._flush()
 
@@ -272,6 +285,14 @@ def scan_frames(path: str, data: Any) -> tuple[int, int | None, str | None]:
             raise CorruptLog(path, pos, f"{reason}; a good frame follows at byte {later}, so this is not a torn tail")
         return pos, last, reason
     return pos, last, None
+
+
+def last_frame(data: Any, end: int) -> bytes:
+    """A copy of the last of the whole frames in bytes [0, end) of a scanned image."""
+    pos = start = 0
+    while pos < end:
+        start, pos = pos, frame_end(data, pos)
+    return bytes(data[start:pos])
 
 
 def _payload_offset(payload: bytes) -> Any:
@@ -428,8 +449,10 @@ def refusal_message(exc: HandshakeRefused, after: int) -> str | None:
         return (f"HTTP 404 replication_disabled: {detail} (the server's schema needs "
                 "`[runtime] replication = true`)")
     if status == 400 and code == "offset_out_of_range":
-        return (f"HTTP 400 offset_out_of_range: {detail}; this replica is ahead of the server "
-                "(a different or reset server, or a wrong --after?)")
+        return (f"HTTP 400 offset_out_of_range: {detail}; this replica is ahead of the server, whose "
+                f"history no longer reaches offset {after} (a server restored from a backup, a different "
+                "or reset server, or a wrong --after?). The rows after the server's head are not the "
+                "server's: start a new replica file, keeping this one if its rows matter")
     if 400 <= status < 500 and status not in (408, 429):
         return f"HTTP {status} {code or ''}: {detail}".replace("  ", " ")
     return None
@@ -474,15 +497,50 @@ def replicate(url: str, *, after: int | None = None, out: str | None = None, tok
             report.finish()
 
 
+def same_row(theirs: bytes | str, mine: bytes) -> bool:
+    """Rule 7: the server's frame is FILE's: byte-equal, or (an online compaction renumbers
+    the watermarks of the rows it carries into its new log, docs/replication.md) equal but
+    for the payload's `watermark`."""
+    if theirs == mine:
+        return True
+    header = frame_header(theirs) if isinstance(theirs, bytes) else None
+    if not isinstance(theirs, bytes) or header is None or header.offset != frame_offset(mine):
+        return False
+    try:
+        a, b = json.loads(bytes(frame_payload(theirs))), json.loads(bytes(frame_payload(mine)))
+    except ValueError:
+        return False
+    if not isinstance(a, dict) or not isinstance(b, dict):
+        return False
+    a.pop("watermark", None)
+    b.pop("watermark", None)
+    return a == b
+
+
+def diverged_message(path: str, offset: int) -> str:
+    """Rule 7: what a failed head-frame check says."""
+    return (f"the server's frame at offset {offset} differs from the one {path} holds: the server's history "
+            f"is no longer this file's (restored from a backup, or rewritten), so its offsets after {offset} "
+            f"may name other rows. {path} was left as it is; start a new replica file (keep this one if "
+            "its rows matter)")
+
+
 def _follow(endpoint: Endpoint, sink: ReplicaFile | StdoutSink, last: int, headers: list[tuple[str, str]],
             stop: _Stop, report: Reporter) -> int:
     attempt = 0
+    unchecked = -1                  # the head whose frame the server no longer holds (rule 7)
     while stop.signum is None and not sink.closed:
-        url = endpoint.replicate_url(last)
+        mine = sink.last_frame if isinstance(sink, ReplicaFile) and last > 0 and last != unchecked else None
+        url = endpoint.replicate_url(last if mine is None else last - 1)
         report.state = "connecting"
         try:
             ws = open_websocket(url, headers=headers, timeout=CONNECT_TIMEOUT)
         except HandshakeRefused as exc:
+            if mine is not None and exc.status == 410:
+                report.say(f"the server no longer holds frame {last}, so it cannot be checked against "
+                           f"{sink.path}'s; continuing after offset {last} unchecked")
+                unchecked = last
+                continue
             verdict = refusal_message(exc, last)
             if verdict is not None:
                 raise ReplicaError(f"{url}: {verdict}") from exc
@@ -491,12 +549,18 @@ def _follow(endpoint: Endpoint, sink: ReplicaFile | StdoutSink, last: int, heade
             problem = exc
         else:
             report.state = "streaming"
-            report.say(f"streaming {url} into {sink.path}")
+            check = "" if mine is None else f"; resuming after={last} once frame {last} matches the file's"
+            report.say(f"streaming {url} into {sink.path}{check}")
             with ws:
                 try:
                     while stop.signum is None and not sink.closed:
                         message = ws.receive(POLL)
                         now = time.monotonic()
+                        if message is not None and mine is not None:          # rule 7: the head frame
+                            if not same_row(message, mine):
+                                raise ReplicaError(f"{url}: {diverged_message(sink.path, last)}")
+                            mine = None
+                            continue
                         if message is None:
                             if sink.unsynced or now - sink.synced_at >= SYNC_INTERVAL:
                                 sink.sync()                          # rule 2: the stream paused

@@ -34,6 +34,23 @@ Rules:
    caught up (0 while caught up).
 6. Shutdown: `stop()` ends the thread within about a second; frames already applied are
    durable by then (the store flushes on close).
+7. Histories (docs/replication.md, "Histories"): at every connection, before anything is
+   applied, the replica proves that it holds a prefix of the primary's history:
+   a. the history record (storage/history.py) of the primary's `/snapshot`: the same id as
+      ours, or one that forked from ours at or after our head, passes (ours becomes the
+      primary's); any other is a mismatch. A primary without a record (written before
+      histories) is judged by (b) alone; a replica without one adopts the primary's once
+      (b) passed.
+   b. the head frame: at head H (> 0, frame H still in our log) we ask for
+      `/replicate?after=H-1` and the first frame must be byte-equal to our frame H; we then
+      go on after it. A primary whose head is below H is shorter (a mismatch); a 410 for
+      H-1 means it no longer holds H (the same epoch, so bootstrap again).
+   On a mismatch the replica bootstraps again (rule 2), but never discards rows the
+   primary does not have: when the primary's head is below ours (shorter, or empty), it
+   stops following, keeps serving what it has, reports state `diverged` in `/metrics`,
+   `/snapshot` and `/health`, and logs what the operator can do: restart it with
+   `--rebootstrap` (SERVICE_FOLLOW_REBOOTSTRAP=1), which lets it bootstrap anyway, or
+   drop its tenant. The same guard holds for every bootstrap (an epoch change included).
 
 The reading side runs in one thread with the blocking client of `dbsvc.http.ws.client`;
 everything that touches the store runs on the event loop.
@@ -52,11 +69,13 @@ import zlib
 from collections.abc import Callable
 from typing import Any
 
-from dbsvc.errors import ConfigError, EpochChanged, HandshakeRefused, StreamError, WebSocketClientError
+from dbsvc.errors import (ConfigError, EpochChanged, HandshakeRefused, OffsetGone, OffsetOutOfRange, StreamError,
+                          WebSocketClientError)
 from dbsvc.http.ws.client import open_websocket
 from dbsvc.replica.consumer import Endpoint, FrameError, check_frame
 from dbsvc.replica.status import ReplicaStatus
 from dbsvc.storage import compact
+from dbsvc.storage.history import History, history_from_json
 from dbsvc.storage.lock import WriterLock
 from dbsvc.storage.snapshot import SnapshotImage, decode_snapshot
 from dbsvc.storage.store import Store
@@ -67,6 +86,7 @@ BATCH = 512                      # frames applied per turn of the loop
 POLL_SECONDS = 1.0
 MAX_BACKOFF = 10.0
 RETRIED = frozenset({408, 425, 429})
+HEAD_FRAME_SECONDS = 10.0        # how long the primary's copy of our head frame may take (rule 7b)
 
 Opener = Callable[[WriterLock | None], Store]
 
@@ -79,12 +99,19 @@ class _Stop(Exception):
     """A definitive answer: stop following (rule 4)."""
 
 
+class _Diverged(Exception):
+    """Bootstrapping again would discard rows the primary does not have (rule 7)."""
+
+
 class Follower:
     """Keeps one tenant's store in step with a primary (see the module docstring)."""
 
     def __init__(self, endpoint: Endpoint, directory: str, opener: Opener, fingerprint: str, *,
-                 token: str | None = None, on_store: Callable[[Store], None] | None = None) -> None:
+                 token: str | None = None, on_store: Callable[[Store], None] | None = None,
+                 rebootstrap: bool = False) -> None:
         self.endpoint = endpoint
+        self.rebootstrap = rebootstrap       # rule 7: may discard rows the primary lacks
+        self._primary_head = 0               # the head of the primary's last /snapshot
         self.directory = directory
         self.fingerprint = fingerprint
         self.status = ReplicaStatus(endpoint.http_base)
@@ -111,6 +138,8 @@ class Follower:
         if snapshot.get("epoch") != self.store.epoch:
             try:
                 self._bootstrap()
+            except _Diverged as exc:
+                self._diverge(str(exc))
             except _Stop as exc:
                 raise ConfigError(f"cannot follow {self.endpoint.http_base}: {exc}") from None
             except (WebSocketClientError, OSError) as exc:
@@ -131,7 +160,7 @@ class Follower:
     def _run(self) -> None:
         delay = 0.2
         last_poll = 0.0
-        while not self._stop.is_set():
+        while not self._stop.is_set() and self.status.state != "diverged":
             try:
                 self._follow()
                 delay = 0.2
@@ -142,12 +171,16 @@ class Follower:
                     self._bootstrap()
                     delay = 0.2
                     continue
+                except _Diverged as diverged:
+                    self._diverge(str(diverged))
+                    return
+                except _Stop as stop:
+                    self._stopped(str(stop))
+                    return
                 except Exception as again:              # the primary went away meanwhile
                     self._transient(f"bootstrap failed: {again}")
             except (_Stop, ConfigError) as exc:
-                self.status.state = "stopped"
-                self.status.error = str(exc)
-                log.error("stopped following %s: %s", self.endpoint.http_base, exc)
+                self._stopped(str(exc))
                 return
             except (WebSocketClientError, OSError, ValueError) as exc:
                 self._transient(str(exc))
@@ -159,6 +192,21 @@ class Follower:
                     pass                                 # the next connection bootstraps
             self._stop.wait(delay * (0.5 + random.random()))
             delay = min(delay * 2, MAX_BACKOFF)
+
+    def _stopped(self, reason: str) -> None:
+        self.status.state = "stopped"
+        self.status.error = reason
+        log.error("stopped following %s: %s", self.endpoint.http_base, reason)
+
+    def _diverge(self, reason: str) -> None:
+        """Rule 7: stop following, keep serving, say what the operator can do."""
+        self.status.state = "diverged"
+        self.status.error = reason
+        log.error("stopped following %s: %s. This replica keeps serving its %d rows but no longer follows. "
+                  "To discard them and copy the primary, restart it with --rebootstrap "
+                  "(or SERVICE_FOLLOW_REBOOTSTRAP=1), or drop its tenant (dbsvc tenant drop) and start it again; "
+                  "to keep them, back this tenant up first (dbsvc backup)",
+                  self.endpoint.http_base, reason, self.store.head_offset)
 
     def _transient(self, reason: str) -> None:
         self.status.state = "reconnecting"
@@ -172,15 +220,32 @@ class Follower:
         self.status.primary_offset = int(snapshot.get("offset", 0))
         self._check_epoch(snapshot)
         head = self.store.head_offset
+        adopt = self._check_history(snapshot, head)
+        if self._primary_head < head:
+            raise _Rebootstrap(f"the primary's head is offset {self._primary_head}, behind this replica's {head}")
+        own = self._call_on_loop(self._own_frame, head) if head > 0 else None
+        after = head if own is None else head - 1
         try:
-            ws = open_websocket(self.endpoint.replicate_url(head), headers=self._headers, timeout=10)
+            ws = open_websocket(self.endpoint.replicate_url(after), headers=self._headers, timeout=10)
         except HandshakeRefused as exc:
             if exc.status == 410:
-                raise _Rebootstrap(f"the primary no longer holds the rows after {head}") from None
+                raise _Rebootstrap(f"the primary no longer holds the rows after {after}") from None
+            if exc.status == 400 and exc.code == "offset_out_of_range":
+                raise _Rebootstrap(f"the primary's head is behind this replica's {head}") from None
             if exc.status >= 500 or exc.status in RETRIED:
                 raise WebSocketClientError(f"the primary answered {exc.status}") from None
             raise _Stop(f"the primary refused /replicate: {exc}") from None
         with ws:
+            if own is not None:
+                theirs = ws.receive(timeout=HEAD_FRAME_SECONDS)
+                if theirs is None:
+                    raise WebSocketClientError(f"the primary did not send its frame {head} "
+                                               f"within {HEAD_FRAME_SECONDS:.0f} s")
+                if theirs != own:
+                    raise _Rebootstrap(f"the primary's frame at offset {head} differs from this replica's: "
+                                       "the histories diverged (a restore or a rewrite on the primary)")
+            if adopt is not None:
+                self._call_on_loop(self._adopt, adopt)
             self.status.state = "following"
             self.status.error = None
             expected = head + 1
@@ -221,6 +286,28 @@ class Follower:
         self.status.primary_offset = max(self.status.primary_offset, int(snapshot.get("offset", 0)))
         self._check_epoch(snapshot)
 
+    def _check_history(self, snapshot: dict[str, Any], head: int) -> History | None:
+        """Rule 7a: the primary's history to adopt once the head frame passed (None: keep
+        ours); `_Rebootstrap` on a mismatch."""
+        theirs = history_from_json(snapshot.get("history"))
+        mine = self.store.history
+        if theirs is None or (mine is not None and mine.id == theirs.id):
+            return None
+        if mine is None or head == 0 or theirs.shares_prefix(mine.id, head):
+            return theirs
+        raise _Rebootstrap(f"the primary is in history {theirs.id}, which does not continue this replica's "
+                           f"history {mine.id} at offset {head} (a restore or an import on the primary)")
+
+    async def _own_frame(self, head: int) -> bytes | None:
+        """Our frame `head`, or None when our log no longer holds it (just bootstrapped)."""
+        try:
+            return next(iter(self.store.frames_after(head - 1)), None)
+        except (OffsetGone, OffsetOutOfRange):
+            return None
+
+    async def _adopt(self, history: History) -> None:
+        self.store.adopt_history(history)
+
     def _check_epoch(self, snapshot: dict[str, Any]) -> None:
         epoch = snapshot.get("epoch")
         if epoch != self.store.epoch:
@@ -249,25 +336,35 @@ class Follower:
     def _bootstrap(self) -> None:
         """Fetch and check the primary's snapshot here (a thread, or the start-up), then
         install it: on the event loop when one runs, since the store lives there."""
+        self._primary_snapshot()                     # its head, fresh, for the guard below
+        if self.store.head_offset > self._primary_head and not self.rebootstrap:
+            raise _Diverged(f"the primary holds offsets up to {self._primary_head}, this replica up to "
+                            f"{self.store.head_offset}; bootstrapping again would discard the rows after "
+                            f"{self._primary_head}")
         self.status.state = "bootstrapping"
         header, data = self._fetch_snapshot()
         self._check_fingerprint(header.get("fingerprint"))
         image = decode_snapshot(f"{self.endpoint.http_base}/replicate/snapshot", data)
         if image.head_offset != header.get("offset") or image.epoch != header.get("epoch"):
             raise _Stop("the snapshot's own header disagrees with the stream's header")
+        history = history_from_json(header.get("history"))
         if self._loop is None:
-            self._install(image)
+            self._install(image, history)
         else:
-            self._call_on_loop(self._install_on_loop, image)
+            self._call_on_loop(self._install_on_loop, image, history)
 
-    async def _install_on_loop(self, image: SnapshotImage) -> None:
-        self._install(image)
+    async def _install_on_loop(self, image: SnapshotImage, history: History | None) -> None:
+        self._install(image, history)
 
-    def _install(self, image: SnapshotImage) -> None:
-        """Rule 2: our epoch base becomes the primary's (the lock is never let go)."""
+    def _install(self, image: SnapshotImage, history: History | None) -> None:
+        """Rule 2: our epoch base becomes the primary's (the lock is never let go), and
+        then our history its history (rule 7: a crash between leaves the old record,
+        which only makes the next start bootstrap again)."""
         lock = self.store.close(keep_lock=True)
         compact.install(self.directory, image)
         self.store = self._opener(lock)
+        if history is not None:
+            self.store.adopt_history(history)
         self.status.bootstraps += 1
         log.info("bootstrapped from %s: epoch %s at offset %d", self.endpoint.http_base, image.epoch,
                  image.head_offset)
@@ -307,6 +404,8 @@ class Follower:
             body = json.loads(reply.read())
         if not isinstance(body, dict):
             raise ValueError("the primary's /snapshot is not an object")
+        offset = body.get("offset", 0)
+        self._primary_head = offset if type(offset) is int else 0
         return body
 
     def _check_fingerprint(self, theirs: Any) -> None:

@@ -22,7 +22,7 @@ class ReplicaStatus:
     """What `/metrics` and `/snapshot` say about the following (follower.py rule 5)."""
 
     primary: str
-    state: str = "starting"              # bootstrapping | following | reconnecting | stopped
+    state: str = "starting"              # bootstrapping | following | reconnecting | stopped | diverged
     primary_offset: int = 0
     caught_up_at: float | None = None    # monotonic time we last had the primary's head
     error: str | None = None

@@ -8,7 +8,8 @@ Order of a writer open (each step touches disk only once the previous ones succe
     4  load the snapshot, if any, and scan + replay the log; damage before the tail raises
        CorruptLog before anything was truncated
     5  a torn tail is logged, counted and truncated away (ftruncate + fsync)
-    6  a fresh tenant gets its first log (epoch, base offset 0), created durably
+    6  a fresh tenant gets its history (history.py) and its first log (epoch, base offset
+       0), each created durably, the history first
     7  the retained segment (retain.py) is checked against the log's base: used, or logged
        and ignored (never fatal); with `retain_bytes=0` it is deleted
     8  compaction if a migration reshaped a model holding records, or if the log is over
@@ -46,7 +47,7 @@ from typing import Any
 from dbsvc import runtime
 from dbsvc.errors import CorruptLog, TenantError
 from dbsvc.runtime import CompiledModel
-from dbsvc.storage import compact, heap, migrate, retain
+from dbsvc.storage import compact, heap, history, migrate, retain
 from dbsvc.storage.epoch import Epoch
 from dbsvc.storage.files import NO_FAULTS, FaultPlan, truncate_durably
 from dbsvc.storage.logfile import HEADER_SIZE, Damage, LogScan
@@ -69,6 +70,7 @@ class Loaded:
     damage: Damage | None
     recent: deque              # payloads of the last `ring_capacity` rows
     compacted: bool = False
+    history: history.History | None = None     # history.py; None: written before histories
 
 
 def needs_compaction(log_bytes: int, rows_in_log: int, live: int, snapshot_bytes: int,
@@ -316,6 +318,7 @@ def load(directory: str, models: Sequence[CompiledModel], description: dict, *, 
             try:
                 loaded = _load_once(directory, models, description, readonly, ring_capacity, faults, compact_bytes,
                                     retain_bytes)
+                loaded.history = history.read_history(directory)
                 break
             except CorruptLog:
                 if attempt + 1 == attempts:
@@ -354,6 +357,8 @@ def _load_once(directory: str, models: Sequence[CompiledModel], description: dic
         if readonly:
             return Loaded(tables, Epoch("0" * 32, files.log, 0, []), 0, 0, None, deque())
         epoch = compact.new_epoch()
+        if history.read_history(directory) is None:     # first: a crash before the log keeps it
+            history.write_history(directory, history.History(history.new_history_id()))
         compact.create_log(directory, epoch)
         files = compact.TenantFiles(None, files.log)
     data = _read(files.log) if readonly else _map(files.log)

@@ -97,7 +97,7 @@ from typing import Any
 
 from dbsvc.errors import NotFound, Unavailable
 from dbsvc.runtime import INT64_MAX, CompiledModel, Filters, Query
-from dbsvc.storage import batch, files, follow, recovery, retain
+from dbsvc.storage import batch, files, follow, history, recovery, retain
 from dbsvc.storage.changes import Callback, ChangeStream
 from dbsvc.storage.commit import CommitQueue, LogWriter, WriteHealth, WriteState
 from dbsvc.storage.compactor import Compactor
@@ -105,6 +105,7 @@ from dbsvc.storage.constraints import Constraints
 from dbsvc.storage.epoch import Epoch
 from dbsvc.storage.events import HEAD_RESERVE, ChangeEvent, EventKind, record_limit, size_refusal
 from dbsvc.storage.files import FaultPlan
+from dbsvc.storage.history import History
 from dbsvc.storage.lock import WriterLock
 from dbsvc.storage.logfile import MAX_PAYLOAD, encode_frame
 from dbsvc.storage.query import list_live, list_state, live_ids
@@ -131,6 +132,7 @@ class Store:
         # Replaced whole by a compaction's switch (install_epoch); epoch.py.
         self._epoch: Epoch = loaded.epoch
         self._next_offset = loaded.head_offset + 1
+        self._history = loaded.history
         self.recovered_tail = loaded.damage
         self.compacted_on_open = loaded.compacted
         self._changes = ChangeStream(self, loaded.recent, ring_capacity, loaded.head_offset,
@@ -242,6 +244,27 @@ class Store:
     @property
     def epoch(self) -> str:
         return self._epoch.id
+
+    @property
+    def history(self) -> History | None:
+        """The tenant's history (history.py), or None for one written before histories."""
+        return self._history
+
+    @property
+    def history_json(self) -> dict[str, Any] | None:
+        """The history as `/snapshot` and `/replicate/snapshot` carry it (history.py)."""
+        return None if self._history is None else self._history.to_json()
+
+    def fork_history(self) -> History:
+        """Start a new history after the current head (history.py rule 3: an import into
+        a tenant holding rows calls this before it appends)."""
+        self._history = history.fork_history(self._directory, self.head_offset)
+        return self._history
+
+    def adopt_history(self, record: History) -> None:
+        """A replica's history becomes its primary's (history.py rule 3), durably."""
+        history.write_history(self._directory, record)
+        self._history = record
 
     @property
     def epoch_state(self) -> Epoch:

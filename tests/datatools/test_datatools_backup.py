@@ -75,7 +75,7 @@ def test_backup_and_restore_through_the_command_line(data, seeded, tmp_path):
     assert "head offset 122" in done.stdout
     manifest = json.loads((backup / "manifest.json").read_text())
     assert manifest["kind"] == "dbsvc-backup" and manifest["tenant"] == "t" and manifest["head_offset"] == 122
-    assert sorted(os.listdir(backup)) == ["log", "manifest.json", "schema.json"]
+    assert sorted(os.listdir(backup)) == ["history", "log", "manifest.json", "schema.json"]
     for name, meta in manifest["files"].items():
         assert hashlib.sha256((backup / name).read_bytes()).hexdigest() == meta["sha256"]
     done = cli(data, "tenant", "create", "copy", "--from", str(backup))
@@ -101,7 +101,7 @@ def test_backup_of_a_compacted_tenant_keeps_snapshot_log_epoch_and_offsets(data,
     epoch, head, marks = store.epoch, store.head_offset, store.watermarks()
     store.close()
     take_backup(seeded, str(tmp_path / "bk"), "t")
-    assert sorted(os.listdir(tmp_path / "bk")) == ["log", "manifest.json", "schema.json", "snapshot"]
+    assert sorted(os.listdir(tmp_path / "bk")) == ["history", "log", "manifest.json", "schema.json", "snapshot"]
     restore_backup(str(tmp_path / "bk"), str(data), "copy")
     copy = open_store(str(data / "copy"), readonly=True)
     assert (copy.epoch, copy.head_offset, copy.watermarks()) == (epoch, head, marks)

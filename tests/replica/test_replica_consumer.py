@@ -535,8 +535,9 @@ def test_a_bad_frame_ends_the_run_naming_its_offset_and_is_never_written(tmp_pat
 
 def test_drops_and_closes_reconnect_after_the_last_good_offset(tmp_path):
     frames = [frame(n) for n in range(1, 6)]
-    plans = {0: [frames[0], frames[1], "abort"], 1: [frames[2], frames[3], ("close", 1001)],
-             2: [frames[4], "hold"]}
+    # Each reconnect asks for the last frame kept again and checks it (consumer.py rule 7).
+    plans = {0: [frames[0], frames[1], "abort"], 1: [frames[1], frames[2], frames[3], ("close", 1001)],
+             2: [frames[3], frames[4], "hold"]}
     primary = FakePrimary(lambda attempt, after: plans[attempt])
     out = tmp_path / "replica.log"
 
@@ -546,7 +547,7 @@ def test_drops_and_closes_reconnect_after_the_last_good_offset(tmp_path):
             proc = await start_consumer(tmp_path, f"ws://127.0.0.1:{port}/", "--out", str(out))
             return await stop_when(proc, lambda: last_offset(out) == 5, "offset 5")
     assert run(body()) == 0, fake_stderr(tmp_path)
-    assert primary.paths == ["/replicate?after=0", "/replicate?after=2", "/replicate?after=4"]
+    assert primary.paths == ["/replicate?after=0", "/replicate?after=1", "/replicate?after=3"]
     assert out.read_bytes() == b"".join(frames)
 
 

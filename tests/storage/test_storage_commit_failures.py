@@ -207,7 +207,7 @@ def test_an_fsync_failing_while_a_compaction_waits_to_switch_fails_both_and_keep
     assert s.stats()["read_only"] is True
     s.close()
     # Nothing of the abandoned compaction is left, and the old log holds what was acknowledged.
-    assert sorted(os.listdir(tenant)) == ["LOCK", "log", "schema.json"]
+    assert sorted(os.listdir(tenant)) == ["LOCK", "history", "log", "schema.json"]
     reopened = open_store(tenant)
     try:
         assert reopened.epoch == epoch

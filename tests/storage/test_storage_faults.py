@@ -145,8 +145,8 @@ def test_compaction_killed_after_each_step_loses_nothing(tenant, step):
         assert s.tables["User"].records == want and s.head_offset == head
         assert s.oldest_offset == 0 and list(s.frames_after(0)) == frames
         if not readonly:
-            assert sorted(os.listdir(tenant)) in (["LOCK", "log", "schema.json"],
-                                                  ["LOCK", "log", "log.retained", "schema.json", "snapshot"])
+            assert sorted(os.listdir(tenant)) in (["LOCK", "history", "log", "schema.json"],
+                                                  ["LOCK", "history", "log", "log.retained", "schema.json", "snapshot"])
             assert run(s.insert("User", user(None, email=f"{uuid.uuid4()}@x")))["id"] == 31
             assert s.head_offset == head + 1
         s.close()

@@ -58,7 +58,7 @@ def test_online_compaction_repeats_under_writers_and_keeps_every_ack(tenant):
     assert {name: dict(t.records) for name, t in s.tables.items()} == want
     assert (s.head_offset, s.watermarks(), s.epoch) == (head, marks, epoch)
     check_indexes(s)
-    assert sorted(os.listdir(tenant)) == ["LOCK", "log", "schema.json", "snapshot"]
+    assert sorted(os.listdir(tenant)) == ["LOCK", "history", "log", "schema.json", "snapshot"]
     s.close()
 
 
@@ -188,7 +188,7 @@ def test_online_compaction_killed_after_each_step_loses_nothing(tenant, step):
             assert int(got["name"].split("-")[1]) >= int(rec["name"].split("-")[1])
         if not readonly:
             check_indexes(s)
-            assert sorted(os.listdir(tenant)) == ["LOCK", "log", "log.retained", "schema.json", "snapshot"]
+            assert sorted(os.listdir(tenant)) == ["LOCK", "history", "log", "log.retained", "schema.json", "snapshot"]
             head = s.head_offset
             assert run(s.insert("User", user(None, email="new@x")))["id"] == 21
             assert s.head_offset == head + 1

@@ -245,7 +245,8 @@ def test_a_fresh_writer_load_creates_the_first_log_and_stores_the_schema(tenant,
         (log, 0, 0, HEADER_SIZE, None)
     assert (loaded.compacted, loaded.epoch.snapshot_bytes, loaded.epoch.checkpoints, loaded.epoch.retained) == (False, 0, [], None)
     assert loaded.recent == deque() and all(not t.live for t in loaded.tables.values())
-    assert listing(tenant) == ["log", "schema.json"]
+    assert listing(tenant) == ["history", "log", "schema.json"]
+    assert loaded.history is not None and loaded.history.forks == ()      # a fresh tenant's own history
     with open(os.path.join(tenant, "schema.json")) as f:
         assert json.load(f) == BLOG.DESCRIPTION
     assert messages(caplog) == []                               # a first description is no migration
@@ -634,7 +635,7 @@ def test_compaction_on_open_starts_a_new_epoch_at_the_head(history, caplog):
     assert loaded.tables["BlogPost"].watermark == 1 and records(loaded, "User") == expected_users()
     assert messages(caplog) == [f"{history}: compacting on open (log of {len(old)} bytes and {HEAD} rows "
                                 f"for 6 live records, snapshot of 0 bytes)"]
-    assert listing(history) == ["LOCK", "log", "schema.json", "snapshot"]
+    assert listing(history) == ["LOCK", "history", "log", "schema.json", "snapshot"]
     assert_intact(history)
 
 

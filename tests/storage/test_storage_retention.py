@@ -292,7 +292,7 @@ def test_retain_zero_answers_410_right_after_each_kind_of_compaction(tenant):
     with pytest.raises(OffsetGone):
         s.frames_after(s.epoch_state.log_base - 1)
     s.close()
-    assert sorted(os.listdir(tenant)) == ["LOCK", "log", "schema.json", "snapshot"]
+    assert sorted(os.listdir(tenant)) == ["LOCK", "history", "log", "schema.json", "snapshot"]
 
 
 def test_retain_zero_removes_a_segment_left_from_before(tenant, caplog):
@@ -440,7 +440,7 @@ def test_compaction_at_open_killed_after_each_step_keeps_retention_consistent(te
         assert s.oldest_offset == 0 and list(s.frames_after(0)) == before
         if not readonly:
             names = sorted(os.listdir(tenant))
-            assert names == ["LOCK", "log", "log.retained", "schema.json", "snapshot"]
+            assert names == ["LOCK", "history", "log", "log.retained", "schema.json", "snapshot"]
             with open(segment_path(tenant), "rb") as f:
                 assert decode_header("log.retained", f.read(HEADER_SIZE)).base_offset == 0
             check_next_write(s, head)

@@ -1,0 +1,268 @@
+"""Histories that cannot silently diverge (issue 30 item 1; docs/replication.md, "Histories").
+
+The story: back up a primary at offset 20, write to 40, let a replica (or a `dbsvc replicate
+--out` file) follow to 40, restore the backup as the primary and write 30 new rows (offsets
+21-50). The replica must not resume at 40 and serve rows the primary no longer has under the
+same offsets: it bootstraps again, or, when the primary holds fewer rows than it does, stops
+as `diverged` and keeps its data until the operator says otherwise. Real server processes,
+real sockets, real files; every wait is a poll with a deadline.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+import http.client
+import json
+import struct
+
+from dbsvc.errors import CorruptLog
+from dbsvc.storage.history import Fork, History, decode_history, encode_history
+from support.server import ROOT, Server, server_pool
+
+BLOG = ROOT / "schemas" / "blog.dbs"
+DEADLINE = 60.0
+
+
+# -- the history record (sans-IO units) --------------------------------------------------------
+
+def test_a_history_shares_a_prefix_only_up_to_every_later_fork():
+    a = History("a" * 32)
+    b = a.fork(40)                      # b holds a's rows up to 40
+    c = b.fork(20)                      # c holds b's rows up to 20, so a's up to 20 only
+    assert b.shares_prefix(a.id, 40) and not b.shares_prefix(a.id, 41)
+    assert c.shares_prefix(b.id, 20) and not c.shares_prefix(b.id, 21)
+    assert c.shares_prefix(a.id, 20) and not c.shares_prefix(a.id, 30)
+    assert c.shares_prefix(c.id, 10**9)
+    assert not c.shares_prefix("d" * 32, 0) and c.forks == (Fork(a.id, 40), Fork(b.id, 20))
+
+
+def test_the_history_file_is_checksummed():
+    record = History("a" * 32).fork(7)
+    data = encode_history(record)
+    assert decode_history("history", data) == record
+    with pytest.raises(CorruptLog, match="checksum"):
+        decode_history("history", data.replace(b'"at":7', b'"at":8'))
+
+
+# -- helpers ------------------------------------------------------------------------------------
+
+def dbsvc(data: Path, *args: str) -> subprocess.CompletedProcess:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("SERVICE_")}
+    env.update(SERVICE_DATA=str(data), SERVICE_TENANT="default")
+    done = subprocess.run([sys.executable, str(ROOT / "dbsvc.py"), *args], cwd=ROOT, env=env,
+                          capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    return done
+
+
+def write_users(port: int, count: int, prefix: str) -> None:
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
+    for i in range(count):
+        conn.request("POST", "/api/user", json.dumps({"email": f"{prefix}{i}@x.io", "name": prefix}),
+                     {"Content-Type": "application/json"})
+        reply = conn.getresponse()
+        assert reply.status == 201, reply.read()
+        reply.read()
+    conn.close()
+
+
+def file_offsets(path: Path) -> list[int]:
+    data = path.read_bytes() if path.exists() else b""
+    offsets, pos = [], 0
+    while pos + 16 <= len(data):
+        offset, _crc, length = struct.unpack_from(">QII", data, pos)
+        if pos + 16 + length > len(data):
+            break
+        offsets.append(offset)
+        pos += 16 + length
+    return offsets
+
+
+def consumer(tmp_path: Path, server: Server, out: Path) -> tuple[subprocess.Popen, Path]:
+    """`dbsvc replicate URL --out FILE`, its stderr in a file (no pipe can fill)."""
+    err = tmp_path / f"consumer-{time.monotonic_ns()}.stderr"
+    env = {k: v for k, v in os.environ.items() if not k.startswith("SERVICE_")}
+    with open(err, "wb") as f:
+        proc = subprocess.Popen([sys.executable, str(ROOT / "dbsvc.py"), "replicate",
+                                 f"http://127.0.0.1:{server.port}", "--out", str(out)],
+                                cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=f)
+    return proc, err
+
+
+def restore(primary: Server, backup: Path) -> None:
+    """Stop the primary and put the backup back as its tenant (the old one moved aside)."""
+    assert primary.stop() == 0
+    os.rename(primary.data_dir / "default", primary.data_dir / "before-restore")
+    dbsvc(primary.data_dir, "tenant", "create", "default", "--from", str(backup))
+
+
+def emails(server: Server) -> list[str]:
+    return [u["email"] for u in server.get("/api/user?limit=1000").json["data"]]
+
+
+def wait_for(predicate, what: str, server: Server | None = None) -> None:
+    deadline = time.monotonic() + DEADLINE
+    while time.monotonic() < deadline:
+        if predicate():
+            return
+        time.sleep(0.05)
+    log = "".join(server.log) if server is not None else ""
+    raise AssertionError(f"timed out waiting for {what}\n{log}")
+
+
+def caught_up(primary: Server, replica: Server) -> bool:
+    snap = replica.get("/snapshot").json
+    return snap["offset"] == primary.get("/snapshot").json["offset"] and snap["replica"]["state"] == "following"
+
+
+@pytest.fixture
+def nodes(tmp_path):
+    with server_pool(tmp_path) as pool:
+        def start(name: str, follow: Server | None = None, args: tuple[str, ...] = ()) -> Server:
+            if follow is not None:
+                args = ("--follow", f"http://127.0.0.1:{follow.port}", *args)
+            return pool(BLOG, None, tmp_path / name, args)
+        yield start
+
+
+@pytest.fixture
+def story(nodes, tmp_path):
+    """A primary backed up at 20 and written to 40, a replica that followed it to 40 and
+    was stopped: (primary, backup dir, the replica's name)."""
+    primary = nodes("primary")
+    write_users(primary.port, 20, "old")
+    backup = tmp_path / "bk"
+    dbsvc(primary.data_dir, "backup", str(backup))
+    write_users(primary.port, 20, "lost")
+    replica = nodes("replica", follow=primary)
+    wait_for(lambda: caught_up(primary, replica), "the replica at 40", replica)
+    assert replica.get("/snapshot").json["offset"] == 40
+    assert replica.stop() == 0                               # a routine restart follows
+    return primary, backup
+
+
+# -- a replica (`serve --follow`) ----------------------------------------------------------------
+
+def test_a_replica_of_a_primary_restored_from_a_backup_bootstraps_again(nodes, story):
+    primary, backup = story
+    before = primary.get("/snapshot").json.get("history")
+    restore(primary, backup)
+    primary = nodes("primary")
+    write_users(primary.port, 30, "new")                     # offsets 21-50: not the rows 21-40 it had
+    replica = nodes("replica", follow=primary)
+    wait_for(lambda: caught_up(primary, replica), "the replica at 50", replica)
+    assert not any(e.startswith("lost") for e in emails(replica))
+    assert emails(replica) == emails(primary)
+    status = replica.get("/metrics").json["replica"]
+    assert status["bootstraps"] == 1 and status["state"] == "following" and status["lag_offsets"] == 0
+    after = primary.get("/snapshot").json["history"]
+    assert after["id"] != before["id"] and after["forks"][-1] == {"id": before["id"], "at": 20}
+    assert replica.get("/snapshot").json["history"] == after
+
+
+def test_the_head_frame_alone_catches_a_restore_when_neither_side_has_a_history(nodes, story, tmp_path):
+    """Tenants written before histories have no history file: the byte-equal head frame
+    is then what tells the two histories apart."""
+    primary, backup = story
+    restore(primary, backup)
+    (primary.data_dir / "default" / "history").unlink(missing_ok=True)
+    (tmp_path / "replica" / "default" / "history").unlink(missing_ok=True)
+    primary = nodes("primary")
+    assert primary.get("/snapshot").json.get("history") is None
+    write_users(primary.port, 30, "new")
+    replica = nodes("replica", follow=primary)
+    wait_for(lambda: caught_up(primary, replica), "the replica at 50", replica)
+    assert emails(replica) == emails(primary)
+    assert replica.get("/metrics").json["replica"]["bootstraps"] == 1
+    assert any("differs from this replica's" in line for line in replica.log)
+
+
+def test_a_replica_ahead_of_its_restored_primary_keeps_its_rows_until_told(nodes, story):
+    primary, backup = story
+    restore(primary, backup)
+    primary = nodes("primary")                               # head 20, the replica holds 40
+    replica = nodes("replica", follow=primary)
+    wait_for(lambda: replica.get("/metrics").json["replica"]["state"] == "diverged", "diverged", replica)
+    status = replica.get("/metrics").json["replica"]
+    assert "primary holds offsets up to 20" in status["error"]
+    health = replica.get("/health")
+    assert health.status == 200 and health.json["replica"]["state"] == "diverged"
+    assert replica.get("/snapshot").json["offset"] == 40 and len(emails(replica)) == 40    # still served
+    assert any("--rebootstrap" in line for line in replica.log)
+    assert replica.stop() == 0
+    replica = nodes("replica", follow=primary, args=("--rebootstrap",))
+    wait_for(lambda: caught_up(primary, replica), "the replica at 20", replica)
+    assert emails(replica) == emails(primary) and len(emails(replica)) == 20
+
+
+def test_an_empty_primary_does_not_empty_its_replica(nodes, tmp_path):
+    primary = nodes("primary")
+    write_users(primary.port, 5, "a")
+    replica = nodes("replica", follow=primary)
+    wait_for(lambda: caught_up(primary, replica), "the replica at 5", replica)
+    assert replica.stop() == 0 and primary.stop() == 0
+    shutil.rmtree(primary.data_dir / "default")              # the primary starts over, empty
+    primary = nodes("primary")
+    replica = nodes("replica", follow=primary)
+    wait_for(lambda: replica.get("/metrics").json["replica"]["state"] == "diverged", "diverged", replica)
+    assert len(emails(replica)) == 5
+
+
+def test_an_import_into_a_used_tenant_forks_its_history_and_a_replica_at_its_head_continues(nodes, tmp_path):
+    primary = nodes("primary")
+    write_users(primary.port, 5, "a")
+    replica = nodes("replica", follow=primary)
+    wait_for(lambda: caught_up(primary, replica), "the replica at 5", replica)
+    before = primary.get("/snapshot").json.get("history")
+    assert replica.stop() == 0 and primary.stop() == 0
+    lines = tmp_path / "more.jsonl"
+    lines.write_text("".join(f'{{"model": "User", "record": {{"email": "i{i}@x.io", "name": "I"}}}}\n'
+                             for i in range(3)))
+    dbsvc(primary.data_dir, "import", str(BLOG), str(lines))
+    primary = nodes("primary")
+    replica = nodes("replica", follow=primary)
+    wait_for(lambda: caught_up(primary, replica), "the replica at 8", replica)
+    assert emails(replica) == emails(primary)
+    assert replica.get("/metrics").json["replica"]["bootstraps"] == 0     # continued, not rebuilt
+    after = primary.get("/snapshot").json["history"]
+    assert after["id"] != before["id"] and after["forks"][-1] == {"id": before["id"], "at": 5}
+    assert replica.get("/snapshot").json["history"] == after
+
+
+# -- a `dbsvc replicate --out` file ---------------------------------------------------------------
+
+def test_a_replica_file_of_a_primary_restored_from_a_backup_stops_naming_the_offset(nodes, tmp_path):
+    primary = nodes("primary")
+    write_users(primary.port, 20, "old")
+    backup = tmp_path / "bk"
+    dbsvc(primary.data_dir, "backup", str(backup))
+    write_users(primary.port, 20, "lost")
+    out = tmp_path / "replica.log"
+    first, err = consumer(tmp_path, primary, out)
+    try:
+        wait_for(lambda: file_offsets(out)[-1:] == [40], "offset 40 in the file")
+    finally:
+        first.terminate()
+    assert first.wait(timeout=30) == 0, err.read_text()
+    held = out.read_bytes()
+    restore(primary, backup)
+    primary = nodes("primary")
+    write_users(primary.port, 30, "new")
+    again, err = consumer(tmp_path, primary, out)
+    try:
+        status = again.wait(timeout=DEADLINE)
+    finally:
+        if again.poll() is None:
+            again.kill()
+    message = err.read_text()
+    assert status == 1, message
+    assert "frame at offset 40 differs" in message and "start a new replica file" in message
+    assert out.read_bytes() == held and file_offsets(out) == list(range(1, 41))
