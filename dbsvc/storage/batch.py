@@ -42,8 +42,10 @@ from dbsvc.errors import (
     UniqueViolation,
 )
 from dbsvc.runtime import INT64_MAX, compact_json
+from dbsvc.storage.commit import CommitQueue
 from dbsvc.storage.events import HEAD_RESERVE, EventKind, event_payload, size_refusal
 from dbsvc.storage.logfile import MAX_PAYLOAD, encode_frame
+from dbsvc.storage.rows import Values
 from dbsvc.storage.table import Table
 
 CHUNK_BYTES = 1 << 20
@@ -183,3 +185,20 @@ def frames(planned: list[tuple[Table, dict]], first_offset: int, position: int, 
             chunk, size = [], 0
     if chunk:
         yield b"".join(chunk)
+
+
+def write(commit: CommitQueue, planned: list[tuple[Table, dict]], first_offset: int, every: int,
+          checkpoints: list[tuple[int, int]], max_payload: int) -> None:
+    """Append the frames of `planned` (from `first_offset` on) as one batch with one fsync
+    (`CommitQueue.append_batch`), then apply the rows to their tables, each table's rows in
+    one `insert_many`; the checkpoints of the new frames are added to `checkpoints` only
+    once the batch is written. Raises as `append_batch` does, with nothing applied."""
+    found: list[tuple[int, int]] = []
+    commit.append_batch(frames(planned, first_offset, commit.writer.written, every, found, max_payload),
+                        len(planned))
+    by_table: dict[str, tuple[Table, list[Values]]] = {}
+    for table, record in planned:
+        by_table.setdefault(table.name, (table, []))[1].append(table.model.row(record))
+    for table, values in by_table.values():
+        table.insert_many(values)
+    checkpoints.extend(found)

@@ -65,23 +65,15 @@ Rules:
    log frame (the bytes just made durable: the `/replicate` message); without
    replication, the ring keeps the last `ring_capacity` committed events (after a
    restart, the log's last rows). changes.py.
-5. `events_after(offset)`: `OffsetOutOfRange` beyond the head; `OffsetGone` when the offset
-   is older than what the ring holds, or, with replication, what `frames_after` holds:
-   the log since the last compaction plus the retained segment before it (retain.py: the
-   newest rows compactions removed, within `retain_bytes`; 0 keeps none), so `OffsetGone`
-   before `oldest_offset`. It reads lazily in 1 MiB chunks, gap-free, up to the
-   acknowledged end (replay.py).
-6. Memory: every live record, held as a tuple of its values in field order and handed
-   out as a dict (the same dict for a version read again while it is among the last
-   65,536 handed out: the application caches encodings by identity; table.py), plus its
-   indexes, and the epoch's history (table.py: the rows after the snapshot, plus
-   superseded versions). History is bounded by online compaction (compactor.py, online.py):
-   past `compact_bytes` of log (64 MiB) holding more than twice as many rows as live
-   records, or more than twice the snapshot's bytes (recovery.py `needs_compaction`), the
-   store cuts a snapshot, writes it in a thread and switches to a fresh log in a new epoch
-   (short loop pauses: the cut's id lists and the switch's file steps; `compaction_pauses`;
-   `compact_now()` starts one whatever the rule says). `stats()["history_rows"]` reports
-   the size.
+5. `events_after(offset)` and `frames_after(offset)` (changes.py, replay.py): committed events
+   after `offset`, gap-free, up to the acknowledged end; `OffsetOutOfRange` beyond the head,
+   `OffsetGone` before what the ring holds or, with replication, what the log since the last
+   compaction and the retained segment (retain.py) hold (`oldest_offset`).
+6. Memory: every live record (table.py: its values, handed out as a dict shared while it is
+   among the last handed out), its indexes, and the epoch's history, which online compaction
+   bounds (compactor.py: when, by recovery.py's `needs_compaction`; online.py: the steps and
+   the loop's short pauses, `compaction_pauses`). `compact_now()` starts one whatever the
+   rule says; `stats()["history_rows"]` reports the history's size.
 
 Recommended feed pattern: subscribe first (buffering), then replay `events_after(after)`,
 then drain the buffer skipping offsets already sent.
@@ -93,6 +85,7 @@ import asyncio
 import os
 from collections import deque
 from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from dbsvc.errors import NotFound, Unavailable
@@ -109,24 +102,34 @@ from dbsvc.storage.history import History
 from dbsvc.storage.lock import WriterLock
 from dbsvc.storage.logfile import MAX_PAYLOAD, encode_frame
 from dbsvc.storage.query import list_live, list_state, live_ids
-from dbsvc.storage.rows import Values, unpack
+from dbsvc.storage.rows import unpack
 from dbsvc.storage.table import Table
 
 __all__ = ["Callback", "Store"]
 
 
+@dataclass(frozen=True, slots=True)
+class Options:
+    """How a store was opened (`Store.open`'s keywords, checked), handed to its parts."""
+
+    sync: bool
+    replication: bool
+    ring_capacity: int
+    faults: FaultPlan
+    compact_bytes: int
+    retain_bytes: int
+    max_payload: int
+
+
 class Store:
     """One open tenant. Construct with `Store.open`."""
 
-    def __init__(self, directory: str, loaded: recovery.Loaded, lock: WriterLock | None, *,
-                 sync: bool, replication: bool, ring_capacity: int, faults: FaultPlan,
-                 compact_bytes: int = recovery.AUTO_COMPACT_BYTES, retain_bytes: int = 0,
-                 max_payload: int = MAX_PAYLOAD) -> None:
+    def __init__(self, directory: str, loaded: recovery.Loaded, lock: WriterLock | None, options: Options) -> None:
         self._directory = directory
-        self.max_payload = max_payload
-        self.max_record = record_limit(max_payload)
+        self.max_payload = options.max_payload
+        self.max_record = record_limit(options.max_payload)
         self.readonly = lock is None
-        self.replication = replication
+        self.replication = options.replication
         self._lock = lock
         self._tables: dict[str, Table] = loaded.tables
         # Replaced whole by a compaction's switch (install_epoch); epoch.py.
@@ -135,18 +138,19 @@ class Store:
         self._history = loaded.history
         self.recovered_tail = loaded.damage
         self.compacted_on_open = loaded.compacted
-        self._changes = ChangeStream(self, loaded.recent, ring_capacity, loaded.head_offset,
-                                     replication=replication)
+        self._changes = ChangeStream(self, loaded.recent, options.ring_capacity, loaded.head_offset,
+                                     replication=options.replication)
         self._constraints = Constraints(self._tables)
         self._commit: CommitQueue | None = None
         self._readonly_end = loaded.log_size
         if lock is not None:
             log_path = self._epoch.log_path
             fd = files.ops.open(log_path, os.O_WRONLY | os.O_APPEND | os.O_CLOEXEC)
-            writer = LogWriter(log_path, fd, loaded.log_size, faults)
-            self._commit = CommitQueue(writer, sync=sync, publish=self._changes.publish, rollback=self._rollback)
-        self.compactor = Compactor(self, self._commit, faults=faults, compact_bytes=compact_bytes,
-                                   retain_bytes=retain_bytes)
+            writer = LogWriter(log_path, fd, loaded.log_size, options.faults)
+            self._commit = CommitQueue(writer, sync=options.sync, publish=self._changes.publish,
+                                       rollback=self._rollback)
+        self.compactor = Compactor(self, self._commit, faults=options.faults, compact_bytes=options.compact_bytes,
+                                   retain_bytes=options.retain_bytes)
 
     @classmethod
     def open(cls, directory: str, models: Sequence[CompiledModel], description: dict, *,
@@ -177,9 +181,8 @@ class Store:
             loaded = recovery.load(directory, models, description, readonly=readonly,
                                    ring_capacity=ring_capacity, faults=faults, compact_bytes=compact_bytes,
                                    retain_bytes=retain_bytes)
-            return cls(directory, loaded, lock, sync=sync == "full", replication=replication,
-                       ring_capacity=ring_capacity, faults=faults, compact_bytes=compact_bytes,
-                       retain_bytes=retain_bytes, max_payload=max_payload)
+            return cls(directory, loaded, lock, Options(sync == "full", replication, ring_capacity, faults,
+                                                        compact_bytes, retain_bytes, max_payload))
         except BaseException:
             if lock is not None:
                 lock.release()
@@ -446,16 +449,8 @@ class Store:
         if not planned:
             return []
         first = self._next_offset
-        checkpoints: list[tuple[int, int]] = []
-        commit.append_batch(batch.frames(planned, first, commit.writer.written, recovery.CHECKPOINT_EVERY,
-                                         checkpoints, self.max_payload), len(planned))
-        by_table: dict[str, list[Values]] = {}
-        for table, record in planned:
-            by_table.setdefault(table.name, []).append(table.model.row(record))
-        for name, records in by_table.items():
-            self._tables[name].insert_many(records)
+        batch.write(commit, planned, first, recovery.CHECKPOINT_EVERY, self._epoch.checkpoints, self.max_payload)
         self._next_offset = first + len(planned)
-        self._epoch.checkpoints.extend(checkpoints)
         self._changes.publish_batch(planned, first)
         return [record for _t, record in planned]
 

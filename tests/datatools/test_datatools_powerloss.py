@@ -37,10 +37,10 @@ from dbsvc.storage.tenants import create_tenant
 
 DEFAULT_SEEDS = 200
 SLOW_SEEDS = 5_000
-# Operations of a whole backup: 3 per data file (create, write, fsync), 5 for the manifest
-# (create, write, fsync, rename, directory fsync), 1 for the parent's fsync; a crash point
-# past the end lets some seeds finish.
-OPERATIONS = 18
+# Operations of a whole backup: 3 per data file (create, write, fsync; schema, snapshot, log
+# and history), 5 for the manifest (create, write, fsync, rename, directory fsync), 1 for the
+# parent's fsync: 18; a crash point past the end lets some seeds finish.
+OPERATIONS = 21
 
 
 def records(directory: str) -> tuple[int, dict[str, dict]]:
