@@ -27,7 +27,8 @@ import tempfile
 import zlib
 
 from dbsvc.errors import CorruptLog, StreamError
-from dbsvc.replica.consumer import KINDS, FrameError, check_frame, scan_frames
+from dbsvc.replica.consumer import KINDS, FrameError, check_frame
+from dbsvc.replica.sinks import scan_frames
 from dbsvc.storage.events import decode_event
 from dbsvc.runtime import Query
 from dbsvc.storage import Store

@@ -642,7 +642,7 @@ SCANS = [
 
 @pytest.mark.parametrize("name, data, expected", SCANS, ids=[c[0] for c in SCANS])
 def test_scan_finds_the_last_good_frame_and_a_torn_tail(name, data, expected):
-    from dbsvc.replica.consumer import scan_frames
+    from dbsvc.replica.sinks import scan_frames
 
     assert scan_frames("r.log", data) == expected
 
@@ -660,7 +660,7 @@ CORRUPT = [
 @pytest.mark.parametrize("name, data, position, reason", CORRUPT, ids=[c[0] for c in CORRUPT])
 def test_scan_refuses_damage_that_a_good_frame_follows(name, data, position, reason):
     from dbsvc.errors import CorruptLog
-    from dbsvc.replica.consumer import scan_frames
+    from dbsvc.replica.sinks import scan_frames
 
     with pytest.raises(CorruptLog) as caught:
         scan_frames("r.log", data)

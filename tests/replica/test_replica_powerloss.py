@@ -33,8 +33,9 @@ import pytest
 from support.powerloss_fs import PowerLoss, PowerLossFiles
 from support.storage import open_store, post, user
 
-from dbsvc.replica import consumer
-from dbsvc.replica.consumer import replicate, scan_frames
+from dbsvc.replica import consumer, sinks
+from dbsvc.replica.consumer import replicate
+from dbsvc.replica.sinks import scan_frames
 from dbsvc.storage import files
 from dbsvc.storage.logfile import HEADER_SIZE, FrameWalk
 from dbsvc.storage.tenants import create_tenant
@@ -113,7 +114,7 @@ def run_seed(seed: int, base: str, frames: list[bytes], monkeypatch: pytest.Monk
     primary = Primary(frames, rng)
     monkeypatch.setattr(consumer, "open_websocket", primary.open_websocket)
     # A small write buffer makes several writes between two fsyncs (torn and lost appends).
-    monkeypatch.setattr(consumer, "WRITE_BUFFER", rng.choice([700, 3000, 1 << 20]))
+    monkeypatch.setattr(sinks, "WRITE_BUFFER", rng.choice([700, 3000, 1 << 20]))
     live = os.path.join(base, f"live{seed}")
     os.makedirs(live)
     sim = PowerLossFiles(live, crash_at=rng.randint(1, 60))
