@@ -319,7 +319,7 @@ class Follower:
         future = asyncio.run_coroutine_threadsafe(make(*args), self._loop)
         try:
             return future.result(timeout=120)
-        except (EpochChanged,) as exc:
+        except EpochChanged as exc:
             raise _Rebootstrap(str(exc)) from None
         except StreamError as exc:
             raise _Stop(str(exc)) from None

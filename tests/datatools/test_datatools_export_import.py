@@ -304,7 +304,7 @@ def test_insert_batch_writes_the_frames_single_inserts_would(tmp_path):
     store.close()
     with open(os.path.join(directory, "log"), "rb") as f:
         scan = LogScan("log", f.read())
-    for (offset, payload), (event, frame) in zip(scan.records(), seen):
+    for (offset, payload), (_event, frame) in zip(scan.records(), seen):
         again = ChangeEvent.from_dict(json.loads(payload))
         assert again.kind is EventKind.INSERT and again.offset == offset
         assert again.payload() == bytes(payload) == frame[16:]

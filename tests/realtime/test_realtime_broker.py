@@ -12,7 +12,6 @@ from dbsvc.realtime.broker import SESSION_TURN_BYTES, Broker
 from dbsvc.realtime.feeds import FeedKind, FeedSpec
 from dbsvc.realtime.init import InitSlices
 from dbsvc.realtime.session import REPLAY_BATCH, FeedSession
-from dbsvc.runtime import Query
 
 USER = BLOG.BY_NAME["User"]
 
