@@ -44,6 +44,15 @@ dir, SERVICE_MAX_CONNECTIONS=20000, RUST_LOG=info) pinned to core 0; every clien
    sockets are closed; then the same sockets reading, with the bytes they received.
    `--code DIR` runs another checkout's server (the tree before a change, for a before/after).
 
+5. fanout (issue 30 item 7, scenario b; not in the default `--only`): for each of
+   `--fanout-sizes` (1000,10000), that many unfiltered `/subscribe/user` sockets (SERVICE_MAX_SOCKETS
+   set past it) in `--fanout-b-procs` receiver processes, `--rate` writes/s for `--duration` s
+   (paced_writes), `/health` asked every 50 ms meanwhile: writes/s achieved, latency at the
+   socket and in the client, server CPU per write, /health p50/p99/max, VmRSS idle and peak.
+   `--code DIR` for a before/after.
+6. flood (scenario c): `bench/ws_flood_bench.py --json` run as a subprocess on this tree (or
+   `--code`): /health p50/p99 with no flood, one client flooding empty pings, then empty text.
+
 The receivers are a minimal WebSocket client on a plain epoll loop (see "the minimal
 WebSocket client" below): no asyncio, no websockets package, whose per-read overhead would
 cost more than the frame itself at 50,000 frames/s on the one client core.
