@@ -44,6 +44,15 @@ dir, SERVICE_MAX_CONNECTIONS=20000, RUST_LOG=info) pinned to core 0; every clien
    sockets are closed; then the same sockets reading, with the bytes they received.
    `--code DIR` runs another checkout's server (the tree before a change, for a before/after).
 
+5. fanout (issue 30 item 7, scenario b; not in the default `--only`): for each of
+   `--fanout-sizes` (1000,10000), that many unfiltered `/subscribe/user` sockets (SERVICE_MAX_SOCKETS
+   set past it) in `--fanout-b-procs` receiver processes, `--rate` writes/s for `--duration` s
+   (paced_writes), `/health` asked every 50 ms meanwhile: writes/s achieved, latency at the
+   socket and in the client, server CPU per write, /health p50/p99/max, VmRSS idle and peak.
+   `--code DIR` for a before/after.
+6. flood (scenario c): `bench/ws_flood_bench.py --json` run as a subprocess on this tree (or
+   `--code`): /health p50/p99 with no flood, one client flooding empty pings, then empty text.
+
 The receivers are a minimal WebSocket client on a plain epoll loop (see "the minimal
 WebSocket client" below): no asyncio, no websockets package, whose per-read overhead would
 cost more than the frame itself at 50,000 frames/s on the one client core.
@@ -65,6 +74,7 @@ import select
 import signal
 import socket
 import struct
+import subprocess
 import sys
 import tempfile
 import threading
@@ -549,12 +559,13 @@ def core_busy(before: dict, after: dict) -> dict[str, dict[str, float]]:
 class Server:
     """A fresh dbsvc on core 0 with its own data dir."""
 
-    def __init__(self, tmp: Path, name: str, sync: str) -> None:
+    def __init__(self, tmp: Path, name: str, sync: str, extra: dict[str, str] | None = None,
+                 code: Path = ROOT) -> None:
         self.data = tmp / name
         # RUST_LOG stays at info: below it the server never prints the port it listens on
         env = {"SERVICE_DATA": str(self.data), "SERVICE_SYNC": sync, "SERVICE_MAX_CONNECTIONS": "20000",
-               "RUST_LOG": "info"}
-        self.proc, self.port, self.log = start_dbsvc(env)
+               "RUST_LOG": "info", **(extra or {})}
+        self.proc, self.port, self.log = start_dbsvc(env, code=code)
         self.sync = sync
 
     def get(self, path: str) -> dict:
@@ -926,6 +937,123 @@ def throughput_run(tmp: Path, args: argparse.Namespace) -> dict:
             "warnings": server.warnings()[:10]}
 
 
+# -- 5. fan-out to many unfiltered subscribers (issue 30 item 7, scenario b) ------------------------
+
+def fanout_run(tmp: Path, subscribers: int, args: argparse.Namespace) -> dict:
+    """`subscribers` unfiltered `/subscribe/user` sockets (receiver processes, timed), `--rate`
+    writes/s for `--duration` s (paced_writes), `/health` asked every 50 ms meanwhile."""
+    code = Path(args.code).resolve() if args.code else ROOT
+    extra = {"SERVICE_MAX_SOCKETS": str(subscribers + 100)}
+    server = Server(tmp, f"fanout-{subscribers}", "off", extra, code)
+    count = int(args.rate * args.duration)
+    limit = args.duration * 3 + 30
+    receivers = None
+    result: dict = {"subscribers": subscribers, "rate": args.rate, "procs": args.fanout_b_procs}
+    try:
+        rss_idle = server.rss()
+        opened_at = time.monotonic()
+        receivers = Receivers(server.port, [("/subscribe/user", False)] * subscribers, args.fanout_b_procs,
+                              timed=True)
+        result["open_seconds"] = time.monotonic() - opened_at
+        result["opened"] = receivers.opened
+        result["open_errors"] = receivers.errors
+        server.wait_for("subscriptions", subscribers, 60)
+        paced_writes(server.port, args.rate, int(args.rate * args.warmup), ["w"], "warm", limit)
+        deadline = time.monotonic() + 30                 # the warm-up's frames are all read
+        while receivers.frames() < receivers.opened * int(args.rate * args.warmup) and time.monotonic() < deadline:
+            time.sleep(0.2)
+        receivers.ask("reset")
+        before = server.realtime()
+        stop, samples, peak = threading.Event(), [], [server.rss()]
+        probe = threading.Thread(target=_health_probe, args=(server.port, stop, samples, server, peak), daemon=True)
+        cpu0, client0, cores0 = server.cpu(), receivers.cpu(), core_times()
+        probe.start()
+        fan = paced_writes(server.port, args.rate, count, ["w"], "fan", limit)
+        fan_cpu, client_cpu = server.cpu() - cpu0, receivers.cpu() - client0
+        cores = core_busy(cores0, core_times())
+        expected = fan["writes"] * receivers.opened
+        deadline = time.monotonic() + 30
+        got = receivers.frames()
+        while got < expected and time.monotonic() < deadline:
+            time.sleep(0.2)
+            got = receivers.frames()
+        stop.set()
+        probe.join(70)
+        after = server.realtime()
+        stats = receivers.ask("stats")
+        result["rss_idle"], result["rss_peak"] = rss_idle, peak[0]
+    finally:
+        if receivers is not None:
+            receivers.stop()
+        server.stop()
+    kernel, user = array.array("q"), array.array("q")
+    for answer in stats:
+        for kind in (False, True):
+            k, u = array.array("q"), array.array("q")
+            k.frombytes(answer["kernel"][kind])
+            u.frombytes(answer["user"][kind])
+            kernel.extend(k)
+            user.extend(u)
+    health = sorted(samples)
+    result.update({
+        "writes": fan["writes"], "errors": fan["errors"], "late": fan["late"],
+        "writes_per_s": fan["writes"] / fan["elapsed"], "http": ms_summary(fan["kernel_ns"]),
+        "expected": expected, "received": len(kernel),
+        "socket": ms_summary(kernel), "client": ms_summary(user),
+        "cpu_us_per_write": fan_cpu / max(1, fan["writes"]) * 1e6,
+        "server_cpu_share": fan_cpu / max(1e-9, fan["elapsed"]),
+        "client_cpu_share": client_cpu / max(1e-9, fan["elapsed"]), "cores": cores,
+        "health": {"n": len(health), "p50_ms": pct(health, 50) * 1e3, "p99_ms": pct(health, 99) * 1e3,
+                   "max_ms": (health[-1] * 1e3) if health else float("nan")},
+        "events_sent": after["events_sent"] - before["events_sent"],
+        "lagged_closes": after["lagged_closes"] - before["lagged_closes"],
+        "warnings": server.warnings()[:10]})
+    return result
+
+
+def show_fanout(runs: list[dict]) -> None:
+    if not runs:
+        return
+    print("\n5. fan-out to unfiltered subscribers (issue 30 item 7): N /subscribe/user, writes paced at "
+          f"{runs[0]['rate']:g}/s, /health every 50 ms; latency = writer's clock before send() to the "
+          "kernel's receive stamp at the subscriber's socket (\"at socket\") / the receiver reading it; ms")
+    print(f"   {'subs':>6} {'w/s':>6} | {'at socket p50':>13} {'p99':>7} {'max':>7} | {'in client p99':>13} | "
+          f"{'HTTP p99':>8} | {'/health p50':>11} {'p99':>7} {'max':>7} | {'us/write':>8} {'srv CPU':>7} "
+          f"{'rcv CPU':>7} | {'RSS idle/peak':>14} | received/expected")
+    for r in runs:
+        k, h = r["socket"], r["health"]
+        print(f"   {r['opened']:>6} {r['writes_per_s']:>6.1f} | {k['p50_ms']:>13.2f} {k['p99_ms']:>7.2f} "
+              f"{k['max_ms']:>7.2f} | {r['client']['p99_ms']:>13.2f} | {r['http']['p99_ms']:>8.2f} | "
+              f"{h['p50_ms']:>11.2f} {h['p99_ms']:>7.2f} {h['max_ms']:>7.2f} | {r['cpu_us_per_write']:>8.0f} "
+              f"{r['server_cpu_share']:>7.0%} {r['client_cpu_share']:>7.0%} | "
+              f"{r['rss_idle'] / 2**20:>5.0f}/{r['rss_peak'] / 2**20:<5.0f}MiB | {r['received']}/{r['expected']}"
+              f"{'; lagged closes ' + str(r['lagged_closes']) if r['lagged_closes'] else ''}"
+              f"{'; late ' + str(r['late']) if r['late'] else ''}"
+              f"{'; open errors ' + str(r['open_errors']) if r['open_errors'] else ''}")
+
+
+# -- 6. /health under a WebSocket flood (scenario c): bench/ws_flood_bench.py -------------------------
+
+def flood_run(args: argparse.Namespace) -> dict:
+    """Runs `bench/ws_flood_bench.py --json` (one client flooding empty pings, then empty text
+    frames, while /health is probed) on this tree or `--code`, and returns its figures."""
+    code = Path(args.code).resolve() if args.code else ROOT
+    out = subprocess.run([sys.executable, str(ROOT / "bench" / "ws_flood_bench.py"), "--tree", str(code),
+                          "--duration", str(args.flood_duration), "--json"],
+                         capture_output=True, text=True, timeout=args.flood_duration * 6 + 120, check=True)
+    return json.loads(out.stdout)
+
+
+def show_flood(result: dict | None) -> None:
+    if not result:
+        return
+    print("\n6. /health while one WebSocket client floods empty frames (bench/ws_flood_bench.py)")
+    for name, row in result.items():
+        extra = {k: v for k, v in row.items() if k not in ("p50_ms", "p99_ms", "probes")}
+        print(f"   {name:18} /health p50 {row['p50_ms']:8.2f} ms  p99 {row['p99_ms']:8.2f} ms  "
+              f"probes {row['probes']:6}  {extra or ''}")
+
+
 # -- report -------------------------------------------------------------------------------------------
 
 def others_on_server_core(cores: dict, server_cpu: float, seconds: float) -> float:
@@ -1030,7 +1158,7 @@ def main(argv: list[str]) -> int:
                         help="a smoke run: 100 subscribers for 3 s, sync off only, 500 idle sockets, "
                              "20 fan-out subscribers")
     parser.add_argument("--only", default="latency,memory,throughput",
-                        help="comma list of runs: latency, memory, throughput, inits")
+                        help="comma list of runs: latency, memory, throughput, inits, fanout, flood")
     parser.add_argument("--sync", default="off,full", help="SERVICE_SYNC modes of the latency run")
     parser.add_argument("--subscribers", type=int, default=1000, help="sockets of the latency run")
     parser.add_argument("--filtered", type=float, default=0.5, help="fraction of subscribers filtered on a name")
@@ -1047,6 +1175,10 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--fanout-procs", type=int, default=2, help="receiver processes of the throughput run")
     parser.add_argument("--writers", type=int, default=8, help="connections of the flood writer")
     parser.add_argument("--window", type=float, default=10, help="seconds of the throughput window")
+    parser.add_argument("--fanout-sizes", default="1000,10000",
+                        help="fanout: comma list of unfiltered subscriber counts (scenario b)")
+    parser.add_argument("--fanout-b-procs", type=int, default=4, help="receiver processes of the fanout run")
+    parser.add_argument("--flood-duration", type=float, default=5, help="flood: seconds of /health probes each")
     parser.add_argument("--json", action="store_true", help="also print the results as JSON")
     parser.add_argument("--init-records", type=int, default=100_000, help="users of the inits run")
     parser.add_argument("--init-sockets", type=int, default=50, help="live queries opened at once")
@@ -1054,7 +1186,8 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--code", default="", help="inits: the checkout whose server runs (default this one)")
     if parser.parse_args(argv).quick:        # smaller defaults; flags given still win
         parser.set_defaults(subscribers=100, duration=3, warmup=1, idle=500, fanout_subscribers=20, window=3,
-                            sync="off", init_records=20_000, init_sockets=10, init_window=5)
+                            sync="off", init_records=20_000, init_sockets=10, init_window=5,
+                            fanout_sizes="1000", flood_duration=2)
     args = parser.parse_args(argv)
     only = set(args.only.split(","))
     pin(LOAD_CORE)
@@ -1064,7 +1197,7 @@ def main(argv: list[str]) -> int:
         return 2
     print(f"server on core {SERVER_CORE}, clients on core {LOAD_CORE}; RLIMIT_NOFILE {limit}; "
           f"load average {Path('/proc/loadavg').read_text().split()[0]} on {os.cpu_count()} cores")
-    results: dict = {"latency": [], "memory": [], "throughput": None, "inits": []}
+    results: dict = {"latency": [], "memory": [], "throughput": None, "inits": [], "fanout": [], "flood": None}
     with tempfile.TemporaryDirectory(prefix="dbsvc-realtime-bench-") as tmp:
         if "latency" in only:
             for sync in args.sync.split(","):
@@ -1081,10 +1214,19 @@ def main(argv: list[str]) -> int:
             for reading in (False, True):
                 results["inits"].append(inits_run(Path(tmp), args, reading))
                 print(f"   inits run {'reading' if reading else 'stalled'} done", flush=True)
+        if "fanout" in only:
+            for size in args.fanout_sizes.split(","):
+                results["fanout"].append(fanout_run(Path(tmp), int(size), args))
+                print(f"   fanout run {size} done", flush=True)
+        if "flood" in only:
+            results["flood"] = flood_run(args)
+            print("   flood run done", flush=True)
     show_latency(results["latency"], args)
     show_memory(results["memory"])
     show_throughput(results["throughput"])
     show_inits(results["inits"])
+    show_fanout(results["fanout"])
+    show_flood(results["flood"])
     disturbed = [f"latency sync={r['sync']} {label}: {r[key]['others_core0']:.0%}"
                  for r in results["latency"] for key, label in (("alone", "alone"), ("with", "with subscribers"))
                  if r[key]["others_core0"] >= DISTURBED]

@@ -18,6 +18,9 @@ Rules:
 5. `handed` counts the bytes given to the transport; less its write buffer, that is what
    the transport has written (`written`): when it grows, the peer is reading (a WebSocket
    counts that as a sign of life, ws/server.py rule 3).
+6. `bulk` marks an upgraded WebSocket's output (ws/server.py sets it): the hub may hold it
+   a little past the turn's end while fan-outs are heavy, so the frames of several events
+   leave in one write (hub.py rule 10). HTTP responses are never held so.
 
 Imports nothing from dbsvc; no h11, no wsproto.
 """
@@ -33,13 +36,14 @@ OUT_LIMIT = 64 * 1024
 class Outbox:
     """The held output and write state of one transport."""
 
-    __slots__ = ("transport", "paused", "closed", "handed", "_defer", "_chunks", "_size")
+    __slots__ = ("transport", "paused", "closed", "handed", "bulk", "_defer", "_chunks", "_size")
 
     def __init__(self, defer: Callable[[Outbox], None]) -> None:
         self.transport: Any = None
         self.paused = False
         self.closed = False
         self.handed = 0                    # bytes given to the transport, ever (rule 5)
+        self.bulk = False                  # a WebSocket's output (rule 6)
         self._defer = defer
         self._chunks: list[bytes] = []
         self._size = 0

@@ -40,7 +40,8 @@ Rules:
    wsproto's code (1002, 1007) and TCP is closed without waiting.
 5. Flow control: frames are written through the connection's `Outbox` (output.py): held
    to the end of the loop's turn, so the frames of every event fanned out in one turn
-   leave a socket in one write. While the transport is over its high-water mark the
+   leave a socket in one write; while fan-outs are heavy, a little past it, so the frames
+   of several turns do (hub.py rule 10, at most 50 ms). While the transport is over its high-water mark the
    channel is not `writable` and the socket is not read (a client flooding pings cannot
    grow our write buffer); `Session.on_writable` is called when it drains.
 6. A session callback that raises is logged and closes its socket with 1011.
@@ -160,6 +161,7 @@ class WebSocketConnection:
     def __init__(self, out: Outbox, loop: asyncio.AbstractEventLoop, settings: HttpSettings,
                  upgrade: Upgrade, request: Request, trailing: bytes) -> None:
         self._ws = Connection(ConnectionType.SERVER)           # rule 1: no extensions
+        out.bulk = True                                        # rule 5: fan-outs coalesce (hub.py rule 10)
         self._out = out
         self._loop = loop
         self._settings = settings
