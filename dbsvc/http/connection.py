@@ -27,11 +27,9 @@ Rules:
    arrived whole is measured by the h11 wire (wire.H11Wire), and the fast path hands any
    head near the limit to h11. When the request line alone is past it, the answer is 414
    instead (§15.5.15): what the client has to shorten is the target, not its headers.
-4. Content-Length together with Transfer-Encoding is 400 and close (RFC 9112 §6.3 item 3:
-   such a message may be a smuggling attempt; h11 would silently prefer chunked). The fast
-   path hands over any Transfer-Encoding, so this, like rules 6, 10 and 13, is h11's case.
-5. A declared Content-Length over `max_body` is answered 413 at once, before any body
-   byte is read; a chunked body crossing `max_body` is 413 as soon as it does. Either way
+4. Content-Length together with Transfer-Encoding is 400 and close (intake.py rule 1). The
+   fast path hands over any Transfer-Encoding, so this, like rules 6, 10 and 13, is h11's case.
+5. A body over `max_body` is 413 (intake.py rule 2), at the head when its length is declared;
    the connection then closes, because the rest of the body was never read.
 6. `Expect: 100-continue` gets a 100 only once the head has passed rules 4 and 5
    (RFC 9110 §10.1.1), so a refused client never sends its body.
@@ -48,23 +46,18 @@ Rules:
    exception's type and frames, never its message (`exc_messages=False`): a message may
    hold the client's data.
 9. A response on a connection that stays open is written at the end of the event loop's
-   turn (`Hub.defer`), with every other response that turn produced, like Redis writes
-   its replies just before its loop sleeps: each write to a socket whose reader sleeps
-   wakes that reader, so a turn's responses wake it once, not once each, and pipelined
-   responses leave in one write. Held output is written at once past OUT_LIMIT, so write
-   back-pressure (rule 1) still bounds it, and before anything else touches the transport
-   (an error response, a close, a FIN, an upgrade): `Outbox` (output.py) holds it.
+   turn with every other response that turn produced (output.py rules 1-2: one wake-up of
+   the reader a turn, pipelined responses in one write); held output is written at once past
+   OUT_LIMIT and before anything else touches the transport (an error, a close, a FIN, an
+   upgrade), so write back-pressure (rule 1) still bounds it.
 10. An `Upgrade` answer is checked as a WebSocket opening handshake (ws/server.py); a
    valid one gets its 101 through h11 (503 when `max_sockets` are open: hub.py rule 8) and
    the socket passes to a `WebSocketConnection`, which from then on receives every
    transport callback (types.Upgraded). An invalid one is answered like any refused
    request (426 or 400) and the connection stays HTTP.
-11. A body must keep coming (intake.py rule 5: `idle_timeout` after its last byte, and
-   `min_body_rate` once `body_rate_grace` has passed), so a byte every few seconds cannot
-   hold a connection. Past its deadline the client gets 408 and the connection closes
-   (rule 7). All unfinished bodies together hold at most `body_memory` bytes
-   (`Hub.body_bytes`, intake.py rule 3): a declared length that does not fit, or a body
-   that crosses it, is answered 503 `unavailable` and closed.
+11. A body must keep coming (intake.py rule 5): past its deadline the client gets 408 and
+   the connection closes (rule 7). A body that does not fit in what is left of `body_memory`
+   (intake.py rule 3) is 503 `unavailable`, and the connection closes.
 12. Fairness: one call of `_process` starts at most PIPELINE_BUDGET requests; then the
    connection yields the loop's turn (`call_soon`) and parks its input (rule 1), so a
    client pipelining thousands of requests delays the others by one budget per turn.
@@ -80,13 +73,13 @@ import math
 import time
 from typing import Any, cast
 
-from dbsvc.errors import InternalError, RequestError, Unavailable
+from dbsvc.errors import RequestError, Unavailable
 from dbsvc.http.fastpath import FastWire
 from dbsvc.http.hub import DEADLINES, Bound, Hub, Phase
 from dbsvc.http.intake import BodyIntake
-from dbsvc.http.message import REASONS, Head, response_headers
+from dbsvc.http.message import REASONS, Head, encode_response, response_headers
 from dbsvc.http.output import Outbox
-from dbsvc.http.problem import internal_error_response, problem_response
+from dbsvc.http.problem import error_response, last_words, problem_response
 from dbsvc.http.types import Deferred, Response, Upgrade, Upgraded
 from dbsvc.http.ws.server import WebSocketConnection, handshake_headers
 from dbsvc.http.wire import CLOSED as PEER_CLOSED
@@ -101,9 +94,6 @@ PIPELINE_BUDGET = 32                 # requests one connection starts per turn o
 # The methods dbsvc's routes answer (dbsvc.routes.ALL_METHODS, which this layer cannot import;
 # a test holds the two equal).
 ASTERISK_ALLOW = "GET, POST, PUT, PATCH, DELETE, HEAD, OPTIONS"
-# A response that needs no h11 and no json: what a crashed connection still says (rule 8).
-_LAST_WORDS = (b"HTTP/1.1 500 Internal Server Error\r\ncontent-type: application/problem+json\r\n"
-               b"connection: close\r\ncontent-length: %d\r\n\r\n")
 
 log = logging.getLogger("dbsvc.http")
 
@@ -116,9 +106,10 @@ HEAD, BODY, APP, IDLE, LINGER, UPGRADED, CLOSED = (
 class HttpConnection(asyncio.Protocol):
     """The protocol instance of one accepted socket."""
 
+    # The attributes, packed: one a line would make a list longer than the class's methods.
     __slots__ = ("_hub", "_wire", "_transport", "_peer", "phase", "deadline", "counted", "reserve", "socket",
                  "_unfed", "_reading_paused", "_out", "_eof", "_eof_fed", "_head", "_intake", "_preflight",
-                 "_started", "_upgraded", "_deferred", "_yielding")
+                 "_started", "_upgraded", "_deferred", "_yielding")  # fmt: skip
 
     def __init__(self, hub: Hub) -> None:
         self._hub = hub
@@ -438,19 +429,8 @@ class HttpConnection(asyncio.Protocol):
     def _app_error(self, exc: BaseException) -> Response:
         """The response for an exception of the application's; never raises (rule 8)."""
         head = self._head
-        request_id = head.request.request_id if head is not None else ""
-        try:
-            if isinstance(exc, RequestError):
-                return problem_response(exc, request_id)
-            request = head.request if head is not None else None
-            log.error("unhandled error in %s %s (request_id=%s)",
-                      request.method if request else "-", request.path if request else "-",
-                      request_id, exc_info=exc, extra={"exc_messages": False})
-            return problem_response(InternalError("internal server error"), request_id)
-        except Exception as failure:
-            log.error("the error response of request_id=%s could not be rendered", request_id,
-                      exc_info=failure, extra={"exc_messages": False})
-            return internal_error_response(request_id)
+        return error_response(exc, head.request if head is not None else None,
+                              head.request.request_id if head is not None else "")
 
     # -- responses ----------------------------------------------------------------------
 
@@ -470,23 +450,14 @@ class HttpConnection(asyncio.Protocol):
         close = close or hub.shutting_down
         wire = self._wire
         try:
-            status = response.status
-            if request is not None and request.method == "CONNECT" and 200 <= status < 300:
-                raise ValueError(f"a {status} answer to CONNECT would open a tunnel: this server has none")
-            headers = response_headers(response, request_id, extra, close)
-            body = response.body
-            if not isinstance(body, (bytes, bytearray)):
-                raise TypeError(f"response body is {type(body).__name__}, expected bytes")
-            if (request is not None and request.method == "HEAD") or status == 204 or status == 304:
-                body = b""
-            data = wire.respond(status, REASONS.get(status, b""), headers, body, close)
+            data, size = encode_response(wire.respond, response, request, request_id, extra, close)
         except Exception as exc:                           # rule 8: e.g. CR/LF in a header value
             if fallback:
                 raise
             self._send(self._app_error(exc), [], close, request_id, fallback=True)
             return
         if hub.span_enabled:
-            self._log_span(request, status, len(body), request_id)
+            self._log_span(request, response.status, size, request_id)
         self._head = None
         if wire.closing:
             # Whoever said `Connection: close`, h11 then holds the client's side as MUST_CLOSE,
@@ -525,8 +496,7 @@ class HttpConnection(asyncio.Protocol):
         if self.phase is CLOSED or transport is None or transport.is_closing():
             return
         if self.phase is not UPGRADED and self._wire.can_respond:
-            body = internal_error_response(request_id).body
-            self._out.write((_LAST_WORDS % len(body)) + body)
+            self._out.write(last_words(request_id))
             self._linger()
             return
         transport.abort()

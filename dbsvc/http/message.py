@@ -36,6 +36,7 @@ import itertools
 import os
 import re
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from email.utils import formatdate
 from http import HTTPStatus
@@ -265,3 +266,22 @@ def _checked(name: bytes, value: str) -> bytes:
     if not _FIELD_VALUE.fullmatch(raw):
         raise h11.LocalProtocolError(f"illegal value for header {name.decode()!r}: {value!r}")
     return raw
+
+
+def encode_response(respond: Callable[[int, bytes, list[tuple[bytes, bytes]], bytes | bytearray, bool], bytes],
+                    response: Response, request: Request | None, request_id: str,
+                    extra: list[tuple[bytes, bytes]] | None, close: bool) -> tuple[bytes, int]:
+    """The bytes of one complete response to `request` (`respond`: the wire's) and its body's
+    size. No body for HEAD, 204 and 304. Raises for a response that must not be sent: a 2xx
+    to CONNECT (h11 would take it for a tunnel opened), a body that is not bytes, a header
+    that does not validate (connection.py rule 8 answers 500 instead)."""
+    status = response.status
+    if request is not None and request.method == "CONNECT" and 200 <= status < 300:
+        raise ValueError(f"a {status} answer to CONNECT would open a tunnel: this server has none")
+    headers = response_headers(response, request_id, extra, close)
+    body = response.body
+    if not isinstance(body, (bytes, bytearray)):
+        raise TypeError(f"response body is {type(body).__name__}, expected bytes")
+    if (request is not None and request.method == "HEAD") or status == 204 or status == 304:
+        body = b""
+    return respond(status, REASONS.get(status, b""), headers, body, close), len(body)
