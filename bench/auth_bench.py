@@ -26,11 +26,11 @@ from __future__ import annotations
 
 import argparse
 import base64
-import statistics
 import http.client
 import json
 import os
 import re
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -42,6 +42,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path[:0] = [str(ROOT), str(ROOT / "bench")]
 
 from http_bench import run_wrk, side_by_side, start_dbsvc, stop_server  # noqa: E402
+
 SCHEMA = ROOT / "schemas" / "blog.dbs"
 ISSUER, AUDIENCE, TENANT = "https://id.example.com/", "blog", "bench"
 

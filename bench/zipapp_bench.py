@@ -91,7 +91,7 @@ def main() -> None:
         guarded = build_zipapp(schema, work / "guard.pyz", with_guard=True)
         subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(work / "venv")], check=True)
         python = str(work / "venv" / "bin" / "python")
-        from idp import TestIdp                         # a key pair and tokens (PyJWT), as the tests use
+        from idp import TestIdp  # a key pair and tokens (PyJWT), as the tests use
 
         idp = TestIdp(work / "idp")
         guard_env = {**idp.server_env(), "SERVICE_TENANT": "default"}

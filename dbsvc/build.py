@@ -42,9 +42,9 @@ import json
 import marshal
 import os
 import re
+import secrets
 import stat
 import sys
-import secrets
 import sysconfig
 import zipfile
 from collections.abc import Iterator

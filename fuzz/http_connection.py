@@ -12,7 +12,6 @@ from __future__ import annotations
 import sys
 
 from dbsvc.http.types import AppResult, HttpSettings, Request
-
 from fuzz.common import ROOT
 from fuzz.wire import Wire, check_exchange
 

@@ -15,7 +15,6 @@ from dbsvc.app import parse_json_body
 from dbsvc.errors import RequestError
 from dbsvc.http.types import Request
 from dbsvc.runtime import compact_json
-
 from fuzz.common import all_models, current_record, generated_modules, render
 
 GENERATED = generated_modules()

@@ -26,7 +26,6 @@ from cryptography.hazmat.primitives.asymmetric.utils import decode_dss_signature
 from dbsvc.auth import AuthConfig, Guard, authorize
 from dbsvc.auth.jwt import b64url_encode, check_claims, check_header, parse_claims, parse_token
 from dbsvc.errors import RequestError, TokenError
-
 from fuzz.common import pick, render
 
 ALG = "ES256"

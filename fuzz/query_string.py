@@ -17,7 +17,6 @@ import h11
 from dbsvc.errors import RequestError
 from dbsvc.http.message import RequestIds, read_head
 from dbsvc.runtime import MAX_LIMIT, CompiledModel, Query
-
 from fuzz.common import all_models, current_record, generated_modules, render
 
 GENERATED = generated_modules()

@@ -29,11 +29,10 @@ import zlib
 from dbsvc.errors import CorruptLog, StreamError
 from dbsvc.replica.consumer import KINDS, FrameError, check_frame
 from dbsvc.replica.sinks import scan_frames
-from dbsvc.storage.events import decode_event
 from dbsvc.runtime import Query
 from dbsvc.storage import Store
+from dbsvc.storage.events import decode_event
 from dbsvc.storage.logfile import FRAME, FRAME_HEADER_SIZE, HEADER_SIZE, LogScan, encode_frame, encode_header
-
 from fuzz.common import generated, pick
 
 LOG_HEADER = encode_header("00" * 16, 0)

@@ -15,7 +15,6 @@ import sys
 from pathlib import Path
 
 import pytest
-from support.cli import run_dbsvc
 
 from dbsvc.cli import build_parser
 from dbsvc.compiler import compile_schema, generate_source
@@ -23,6 +22,7 @@ from dbsvc.config import load_config, zipapp_cache_dir
 from dbsvc.errors import ConfigError
 from dbsvc.schema import load_schema
 from dbsvc.schema.ir import AuthSettings
+from support.cli import run_dbsvc
 
 ROOT = Path(__file__).resolve().parents[1]
 BLOG = ROOT / "schemas" / "blog.dbs"

@@ -25,12 +25,11 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 
-from support.idp import TestIdp  # noqa: E402
-
 from dbsvc import __version__  # noqa: E402
 from dbsvc.build import build_zipapp  # noqa: E402
 from dbsvc.schema import load_schema  # noqa: E402
 from dbsvc.schema.describe import describe_schema, schema_fingerprint  # noqa: E402
+from support.idp import TestIdp  # noqa: E402
 
 BLOG = ROOT / "schemas" / "blog.dbs"
 
@@ -130,7 +129,7 @@ def test_a_plain_app_serves_in_an_empty_venv(python, plain_app, tmp_path):
         assert status == 201, body
         status, body = server.request("GET", f"/api/user/{json.loads(body)['id']}")
         assert status == 200 and json.loads(body)["name"] == "Ada"
-        from websockets.sync.client import connect      # wsproto answers from inside the app
+        from websockets.sync.client import connect  # wsproto answers from inside the app
         with connect(f"ws://127.0.0.1:{server.port}/subscribe/user?after=0", open_timeout=60) as ws:
             event = json.loads(ws.recv(timeout=60))
         assert (event["kind"], event["record"]["name"]) == ("insert", "Ada")

@@ -38,8 +38,25 @@ from typing import Any
 
 from dbsvc.compiler.naming import RT, origin, per_field, per_model, snake
 from dbsvc.compiler.nodes import (
-    Stmts, assign, call, const, dict_, dotted, eq, expr, function, if_, import_, import_from, item,
-    literal, name, raise_, return_, subscript, tuple_,
+    Stmts,
+    assign,
+    call,
+    const,
+    dict_,
+    dotted,
+    eq,
+    expr,
+    function,
+    if_,
+    import_,
+    import_from,
+    item,
+    literal,
+    name,
+    raise_,
+    return_,
+    subscript,
+    tuple_,
 )
 from dbsvc.compiler.queries import build_queries, key_function, keyed_fields
 from dbsvc.compiler.validators import build_validators

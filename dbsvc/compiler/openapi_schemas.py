@@ -11,7 +11,6 @@ from typing import Any
 from dbsvc import errors as _errors
 from dbsvc.schema.ir import DefaultKind, Field, FieldType, Model
 
-
 MAX_LIMIT = 1000  # mirrors dbsvc.runtime; the compiler layer must not import runtime
 
 # Every RequestError the service answers, in the order docs/guide/errors.md lists the codes.

@@ -33,8 +33,33 @@ import ast
 
 from dbsvc.compiler.naming import DOT_SEGMENTS, DOT_SEGMENTS_WHY, RT, expected, local, origin, per_field, per_model
 from dbsvc.compiler.nodes import (
-    Stmts, and_, assign, call, concat, const, dict_, expr, for_, function, gt, if_, in_,
-    is_, is_none, is_not, item, lt, name, ne, not_, not_in, raise_, return_, str_set, tuple_, type_is_not,
+    Stmts,
+    and_,
+    assign,
+    call,
+    concat,
+    const,
+    dict_,
+    expr,
+    for_,
+    function,
+    gt,
+    if_,
+    in_,
+    is_,
+    is_none,
+    is_not,
+    item,
+    lt,
+    name,
+    ne,
+    not_,
+    not_in,
+    raise_,
+    return_,
+    str_set,
+    tuple_,
+    type_is_not,
 )
 from dbsvc.schema.ir import DefaultKind, Field, FieldType, Model, Schema
 

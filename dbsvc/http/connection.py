@@ -81,9 +81,9 @@ from dbsvc.http.message import REASONS, Head, encode_response, response_headers
 from dbsvc.http.output import Outbox
 from dbsvc.http.problem import error_response, last_words, problem_response
 from dbsvc.http.types import Deferred, Response, Upgrade, Upgraded
-from dbsvc.http.ws.server import WebSocketConnection, handshake_headers
 from dbsvc.http.wire import CLOSED as PEER_CLOSED
 from dbsvc.http.wire import END, HAND_OVER, MAX_HEAD, NEED_DATA, H11Wire, Wire
+from dbsvc.http.ws.server import WebSocketConnection, handshake_headers
 from dbsvc.logs import log_request
 
 __all__ = ["MAX_HEAD", "HttpConnection", "Phase"]

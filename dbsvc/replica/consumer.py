@@ -70,8 +70,7 @@ from typing import Any, BinaryIO, TextIO
 from dbsvc.errors import ConfigError, DbsvcError, HandshakeRefused, MessageTooBig, WebSocketClientError
 from dbsvc.http.ws.client import open_websocket
 from dbsvc.replica.sinks import ReplicaFile, StdoutSink
-from dbsvc.storage.logfile import (MAX_FRAME, MAX_PAYLOAD, frame_error, frame_header, frame_offset,
-                                   frame_payload)
+from dbsvc.storage.logfile import MAX_FRAME, MAX_PAYLOAD, frame_error, frame_header, frame_offset, frame_payload
 
 KINDS = frozenset({"insert", "update", "delete"})
 SYNC_INTERVAL = 1.0                # rule 2

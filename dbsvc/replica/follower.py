@@ -69,8 +69,15 @@ import zlib
 from collections.abc import Callable
 from typing import Any
 
-from dbsvc.errors import (ConfigError, EpochChanged, HandshakeRefused, OffsetGone, OffsetOutOfRange, StreamError,
-                          WebSocketClientError)
+from dbsvc.errors import (
+    ConfigError,
+    EpochChanged,
+    HandshakeRefused,
+    OffsetGone,
+    OffsetOutOfRange,
+    StreamError,
+    WebSocketClientError,
+)
 from dbsvc.http.ws.client import open_websocket
 from dbsvc.replica.consumer import Endpoint, FrameError, check_frame
 from dbsvc.replica.status import ReplicaStatus

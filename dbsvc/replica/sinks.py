@@ -30,7 +30,14 @@ from typing import Any, BinaryIO, Protocol
 from dbsvc.errors import ConfigError, CorruptLog
 from dbsvc.storage import files
 from dbsvc.storage.files import fsync_dir, write_all
-from dbsvc.storage.logfile import frame_after_damage, frame_end, frame_error, frame_header, frame_payload, frame_payload_at
+from dbsvc.storage.logfile import (
+    frame_after_damage,
+    frame_end,
+    frame_error,
+    frame_header,
+    frame_payload,
+    frame_payload_at,
+)
 
 WRITE_BUFFER = 1024 * 1024          # bytes held before one write (FILE is fsynced on its own schedule)
 

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import math
 import re
-from datetime import date, datetime, UTC
+from datetime import UTC, date, datetime
 
 from dbsvc.schema.ir import Default, DefaultKind, FieldType
 from dbsvc.schema.syntax import Literal, LiteralKind

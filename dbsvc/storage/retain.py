@@ -63,8 +63,16 @@ from dataclasses import dataclass
 from dbsvc.errors import CorruptLog
 from dbsvc.storage import files
 from dbsvc.storage.files import fsync_dir, write_all
-from dbsvc.storage.logfile import (FRAME, FRAME_HEADER_SIZE, FRAME_OFFSET, HEADER_SIZE, MAX_PAYLOAD, FrameWalk,
-                                   decode_header, encode_header)
+from dbsvc.storage.logfile import (
+    FRAME,
+    FRAME_HEADER_SIZE,
+    FRAME_OFFSET,
+    HEADER_SIZE,
+    MAX_PAYLOAD,
+    FrameWalk,
+    decode_header,
+    encode_header,
+)
 
 log = logging.getLogger("dbsvc.storage")
 

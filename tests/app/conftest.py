@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-
 import pytest
 
 from support.server import ROOT, server_pool, start_server

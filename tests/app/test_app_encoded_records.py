@@ -7,7 +7,6 @@ import json
 from dbsvc.app import EncodedRecords
 from dbsvc.compiler import compile_schema
 from dbsvc.schema import load_schema
-
 from support.server import ROOT
 
 MODULE = compile_schema(load_schema(str(ROOT / "schemas" / "blog.dbs")))

@@ -5,8 +5,6 @@ from __future__ import annotations
 
 import pytest
 
-from support.server import ROOT
-
 from dbsvc.app import ParsedQueries
 from dbsvc.compiler import compile_schema
 from dbsvc.errors import BadQuery
@@ -14,6 +12,7 @@ from dbsvc.http.message import split_target
 from dbsvc.http.types import Request
 from dbsvc.runtime import DEFAULT_QUERY
 from dbsvc.schema import load_schema
+from support.server import ROOT
 
 MODULE = compile_schema(load_schema(str(ROOT / "schemas" / "blog.dbs")))
 POST = MODULE.BY_NAME["BlogPost"]

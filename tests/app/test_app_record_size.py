@@ -16,12 +16,12 @@ import json
 import os
 
 import pytest
-from support.server import ROOT, start_server
-from support.storage import open_store, user
 
 from dbsvc.storage.events import EventKind, event_payload, record_limit
 from dbsvc.storage.logfile import MAX_PAYLOAD, encode_frame
 from dbsvc.storage.tenants import create_tenant
+from support.server import ROOT, start_server
+from support.storage import open_store, user
 
 BLOG = ROOT / "schemas" / "blog.dbs"
 MAX_RECORD = record_limit(MAX_PAYLOAD)

@@ -22,8 +22,8 @@ import pytest
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 
-from support.server import ROOT, start_server
 from support.browser import Browser, PageServer, require_chromium
+from support.server import ROOT, start_server
 
 TENANT = "acme"
 

@@ -8,9 +8,8 @@ from urllib.parse import quote
 
 import pytest
 
-from support.server import ROOT
-
 from dbsvc import __version__
+from support.server import ROOT
 
 _seq = itertools.count(1)
 

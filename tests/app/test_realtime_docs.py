@@ -23,8 +23,8 @@ import pytest
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 
-from support.server import ROOT, Server
 from support.browser import Browser, PageServer, require_chromium
+from support.server import ROOT, Server
 
 DOC = ROOT / "docs" / "realtime.md"
 TENANT = "acme"

@@ -13,8 +13,8 @@ import time
 
 import pytest
 
-from support.server import ROOT
 from support.idp import TestIdp
+from support.server import ROOT
 from support.wskit import closed_with, nothing_within, open_ws, post, recv_json, refusal, request, run
 
 USER = {"email": "ann@x.io", "name": "Ann"}

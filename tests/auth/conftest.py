@@ -7,10 +7,10 @@ import dataclasses
 from typing import Any
 
 import pytest
-from support.authkit import AUDIENCE, ISSUER, TENANT, JwksServer, all_private_keys, public_pem
 
 from dbsvc.auth import Guard, load_auth_config
 from dbsvc.schema.ir import AuthSettings
+from support.authkit import AUDIENCE, ISSUER, TENANT, JwksServer, all_private_keys, public_pem
 
 
 @pytest.fixture(scope="session")

@@ -10,11 +10,11 @@ import asyncio
 import socket
 
 import pytest
-from support.authkit import mint
 
 from dbsvc.auth import Guard
 from dbsvc.auth.guard import KeyRefreshNeeded, KeysUnavailable, authorize
 from dbsvc.errors import Forbidden, Unauthorized
+from support.authkit import mint
 
 
 def _closed_port() -> int:

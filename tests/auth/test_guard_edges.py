@@ -14,11 +14,11 @@ import sys
 import time
 
 import pytest
-from support.authkit import Reply, jwk_of, mint, public_pem
 
 import dbsvc.auth
 from dbsvc.auth import Guard, KeyRefreshNeeded
 from dbsvc.errors import ConfigError, TokenError
+from support.authkit import Reply, jwk_of, mint, public_pem
 
 WAIT = 30.0            # generous: a loaded two-core machine
 

@@ -13,9 +13,8 @@ from __future__ import annotations
 import asyncio
 import socket
 
-from support.authkit import jwk_of
-
 from dbsvc.auth import Guard
+from support.authkit import jwk_of
 
 REAL_SLEEP = asyncio.sleep
 

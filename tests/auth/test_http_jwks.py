@@ -9,6 +9,7 @@ import time
 from pathlib import Path
 
 import pytest
+
 from support.authkit import AUDIENCE, ISSUER, TENANT, jwk_of, mint
 from support.server import start_server
 

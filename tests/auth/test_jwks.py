@@ -10,11 +10,11 @@ import secrets
 import time
 
 import pytest
-from support.authkit import Reply, jwk_of, mint
 
 from dbsvc.auth import KeyRefreshNeeded, KeysUnavailable
 from dbsvc.auth.jwks import parse_max_age
 from dbsvc.errors import TokenError
+from support.authkit import Reply, jwk_of, mint
 
 FAST = {"jwks_min_interval": 0.2, "jwks_default_max_age": 60.0}
 

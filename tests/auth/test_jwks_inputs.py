@@ -15,10 +15,10 @@ import json
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from support.authkit import KEY_FOR_ALG, Reply, jwk_of
 
 from dbsvc.auth.jwks import JwksError, KeySet, build_keyset, fetch_jwks
 from dbsvc.auth.jwt import load_json_object
+from support.authkit import KEY_FOR_ALG, Reply, jwk_of
 
 ALGS = ["RS256", "PS384", "ES256", "ES384", "ES512", "EdDSA"]
 

@@ -15,12 +15,12 @@ import time
 from pathlib import Path
 
 import pytest
-from support.authkit import AUDIENCE, ISSUER, TENANT, jwk_of, mint
-from support.server import start_server
 
 from dbsvc.auth import Guard, KeyRefreshNeeded, load_auth_config
 from dbsvc.errors import TokenError
 from dbsvc.schema.ir import AuthSettings
+from support.authkit import AUDIENCE, ISSUER, TENANT, jwk_of, mint
+from support.server import start_server
 
 ROOT = Path(__file__).resolve().parents[2]
 PROMISED = 10.0          # a rotated-in key is accepted at most this long after the last fetch

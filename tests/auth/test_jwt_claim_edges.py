@@ -11,7 +11,15 @@ import pytest
 from hypothesis import example, given
 from hypothesis import strategies as st
 
-from dbsvc.auth.jwt import b64url_decode, b64url_encode, check_claims, check_header, load_json_object, parse_claims, parse_token
+from dbsvc.auth.jwt import (
+    b64url_decode,
+    b64url_encode,
+    check_claims,
+    check_header,
+    load_json_object,
+    parse_claims,
+    parse_token,
+)
 from dbsvc.errors import TokenError
 
 NOW = 1_700_000_000.0

@@ -6,10 +6,9 @@ import asyncio
 import logging
 import traceback
 
-from support.authkit import Reply, forge, jwk_of, mint
-
 from dbsvc.auth import KeyRefreshNeeded
 from dbsvc.errors import DbsvcError
+from support.authkit import Reply, forge, jwk_of, mint
 
 
 def _fragments(token: str) -> list[str]:

@@ -7,12 +7,12 @@ import subprocess
 import sys
 
 import pytest
-from support.authkit import public_pem
 from cryptography.hazmat.primitives.asymmetric import rsa
 
 from dbsvc.auth import AuthConfig, Guard, load_auth_config
 from dbsvc.errors import ConfigError
 from dbsvc.schema.ir import AuthSettings
+from support.authkit import public_pem
 
 
 @pytest.fixture

@@ -10,6 +10,11 @@ import json
 import time
 
 import pytest
+from cryptography.hazmat.primitives import hashes
+from cryptography.hazmat.primitives.asymmetric import ec
+
+from dbsvc.auth import ALGORITHMS, token_from_subprotocols, www_authenticate
+from dbsvc.errors import TokenError
 from support.authkit import (
     KEY_FOR_ALG,
     TENANT,
@@ -22,11 +27,6 @@ from support.authkit import (
     public_pem,
     raw_sign,
 )
-from cryptography.hazmat.primitives import hashes
-from cryptography.hazmat.primitives.asymmetric import ec
-
-from dbsvc.auth import ALGORITHMS, token_from_subprotocols, www_authenticate
-from dbsvc.errors import TokenError
 
 
 def refused(guard, token: str) -> TokenError:

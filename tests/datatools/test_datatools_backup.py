@@ -20,10 +20,6 @@ import time
 from pathlib import Path
 
 import pytest
-from support.cli import run_on_tenant as cli
-from support.server import start_server
-from support.storage import BLOG, open_store, post, user
-from support.tree import dir_image
 
 from dbsvc.datatools.backup import restore_backup, take_backup
 from dbsvc.runtime import Query
@@ -32,6 +28,10 @@ from dbsvc.storage.lock import WriterLock
 from dbsvc.storage.logfile import LogScan
 from dbsvc.storage.migrate import read_description
 from dbsvc.storage.tenants import create_tenant
+from support.cli import run_on_tenant as cli
+from support.server import start_server
+from support.storage import BLOG, open_store, post, user
+from support.tree import dir_image
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parents[1]

@@ -13,10 +13,6 @@ import os
 from pathlib import Path
 
 import pytest
-from support.cli import run_on_tenant as cli
-from support.server import start_server
-from support.storage import BLOG, open_store, post, user
-from support.tree import dir_image as _dir_image
 
 from dbsvc.datatools.progress import Progress
 from dbsvc.errors import BatchRejected
@@ -24,6 +20,10 @@ from dbsvc.runtime import Query
 from dbsvc.storage.events import ChangeEvent, EventKind
 from dbsvc.storage.logfile import LogScan
 from dbsvc.storage.tenants import create_tenant
+from support.cli import run_on_tenant as cli
+from support.server import start_server
+from support.storage import BLOG, open_store, post, user
+from support.tree import dir_image as _dir_image
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parents[1]

@@ -11,13 +11,13 @@ import os
 from pathlib import Path
 
 import pytest
+
+from dbsvc.runtime import Query
+from dbsvc.storage.tenants import create_tenant
 from support.cli import run_dbsvc
 from support.cli import run_on_tenant as cli
 from support.storage import open_store, user
 from support.tree import dir_image as _dir_image
-
-from dbsvc.runtime import Query
-from dbsvc.storage.tenants import create_tenant
 
 ROOT = Path(__file__).resolve().parents[2]
 SCHEMA = str(ROOT / "schemas" / "blog.dbs")

@@ -22,9 +22,6 @@ import random
 import shutil
 
 import pytest
-from support.powerloss_fs import PowerLoss, PowerLossFiles
-from support.storage import BLOG, open_store, post, user
-from support.tree import dir_image
 
 from dbsvc.datatools.backup import restore_backup, take_backup, verify_backup
 from dbsvc.errors import BadBackup
@@ -34,6 +31,9 @@ from dbsvc.storage.compact import compact_directory
 from dbsvc.storage.lock import WriterLock
 from dbsvc.storage.migrate import read_description
 from dbsvc.storage.tenants import create_tenant
+from support.powerloss_fs import PowerLoss, PowerLossFiles
+from support.storage import BLOG, open_store, post, user
+from support.tree import dir_image
 
 DEFAULT_SEEDS = 200
 SLOW_SEEDS = 5_000

@@ -15,13 +15,13 @@ import json
 from pathlib import Path
 
 import pytest
-from support.cli import run_on_tenant as cli
-from support.storage import open_store, user
 
 from dbsvc.runtime import Query, compact_json
 from dbsvc.storage.events import record_limit
 from dbsvc.storage.logfile import MAX_PAYLOAD
 from dbsvc.storage.tenants import create_tenant
+from support.cli import run_on_tenant as cli
+from support.storage import open_store, user
 
 ROOT = Path(__file__).resolve().parents[2]
 SCHEMA = str(ROOT / "schemas" / "blog.dbs")

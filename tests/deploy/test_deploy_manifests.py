@@ -20,11 +20,21 @@ import kubernetes_validate
 import pytest
 import yaml
 
-from support.server import ROOT, start_server
 from dbsvc.storage.tenants import validate_name
-from support.deploykit import (DOCKERFILE, NGINX_SITE, STATEFULSET, UNIT, dockerfile_env, dockerfile_one, read_dockerfile,
-                       read_unit, readme_variables, unit_variables)
+from support.deploykit import (
+    DOCKERFILE,
+    NGINX_SITE,
+    STATEFULSET,
+    UNIT,
+    dockerfile_env,
+    dockerfile_one,
+    read_dockerfile,
+    read_unit,
+    readme_variables,
+    unit_variables,
+)
 from support.idp import TestIdp
+from support.server import ROOT, start_server
 
 KUBERNETES_VERSION = "1.30.0"          # the oldest Kubernetes release the example is meant for
 

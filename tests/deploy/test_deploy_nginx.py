@@ -23,9 +23,9 @@ from pathlib import Path
 
 import pytest
 
-from support.server import ROOT, Server, start_server
 from support.deploykit import NGINX_SITE
 from support.idp import TestIdp
+from support.server import ROOT, Server, start_server
 from support.wskit import open_ws, recv_json, refusal, run
 
 NGINX = shutil.which("nginx") or next((p for p in ("/usr/sbin/nginx",) if os.access(p, os.X_OK)), None)

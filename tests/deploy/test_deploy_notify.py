@@ -14,9 +14,9 @@ from pathlib import Path
 
 import pytest
 
-from support.server import ROOT, start_server
 from dbsvc.notify import notify
 from support.deploykit import receive_notification as receive
+from support.server import ROOT, start_server
 
 BLOG = ROOT / "schemas" / "blog.dbs"
 

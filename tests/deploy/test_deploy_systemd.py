@@ -20,8 +20,8 @@ from pathlib import Path
 
 import pytest
 
-from support.server import ROOT, start_server
 from support.deploykit import UNIT, read_unit, receive_notification
+from support.server import ROOT, start_server
 
 ANALYZE = shutil.which("systemd-analyze")
 HOST_UNITS = next((p for p in (Path("/usr/lib/systemd/system"), Path("/lib/systemd/system")) if p.is_dir()), None)

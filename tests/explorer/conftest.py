@@ -4,6 +4,7 @@ browser tests, one headless Chromium driven through Selenium and Debian's chromi
 from __future__ import annotations
 
 import pytest
+
 from support.explorer_kit import open_driver
 from support.server import server_pool
 

@@ -15,10 +15,10 @@ from pathlib import Path
 
 import pytest
 
-from support.server import ROOT
 from dbsvc.explorer import explorer_enabled
 from dbsvc.explorer.page import ASSETS, CONTENT_SECURITY_POLICY
 from support.idp import TestIdp
+from support.server import ROOT
 
 EXPLORER_DIR = ROOT / "dbsvc" / "explorer"
 BLOG = ROOT / "schemas" / "blog.dbs"

@@ -22,11 +22,11 @@ from pathlib import Path
 
 import pytest
 
-from support.server import ROOT, start_server
 from dbsvc.build import build_zipapp
 from dbsvc.explorer.page import ASSETS
 from dbsvc.schema import load_schema
 from support.idp import TestIdp
+from support.server import ROOT, start_server
 
 BLOG = ROOT / "schemas" / "blog.dbs"
 LAUNCHER = ROOT / "dbsvc.py"

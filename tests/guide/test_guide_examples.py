@@ -20,13 +20,12 @@ import shutil
 
 import pytest
 
-from support import guide_kit
-from support.guide_kit import ANY, GUIDE, ROOT, Command, GuideError, chapters, matches, parse_chapter
-
 from dbsvc import errors, routes
 from dbsvc.schema.checks import FIELD_ATTRIBUTES, MODEL_ATTRIBUTES
 from dbsvc.schema.ir import FieldType
 from dbsvc.schema.tables import TABLE_KEYS
+from support import guide_kit
+from support.guide_kit import ANY, GUIDE, ROOT, Command, GuideError, chapters, matches, parse_chapter
 
 CHAPTERS = ["README.md", "schema.md", "rest.md", "queries.md", "errors.md", "configuration.md",
             "auth.md", "realtime.md", "operations.md"]

@@ -12,6 +12,7 @@ import os
 from collections.abc import Iterator
 
 import pytest
+
 from support.httpkit import DemoServer, start_demo
 
 HTTP_PARSER = os.environ.get("DBSVC_TEST_HTTP_PARSER", "fast")

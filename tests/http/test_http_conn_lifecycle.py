@@ -32,13 +32,13 @@ from collections import Counter
 from collections.abc import Callable, Iterator
 
 import pytest
-from support.demo_app import app as demo_app
-from support.httpkit import Client, assert_one_layer_crash
-from support.inprocess import WAIT, InProcessServer
 
 import dbsvc.http.connection as connection_module
 from dbsvc.http.connection import PIPELINE_BUDGET, HttpConnection, Phase
 from dbsvc.http.types import Deferred, HttpSettings, Request, Response
+from support.demo_app import app as demo_app
+from support.httpkit import Client, assert_one_layer_crash
+from support.inprocess import WAIT, InProcessServer
 
 MAX_BODY = 1024
 PARSER = os.environ.get("SERVICE_HTTP_PARSER", "fast")     # tests/http/conftest.py

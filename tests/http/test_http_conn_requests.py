@@ -23,12 +23,12 @@ import time
 from collections.abc import Callable, Iterator
 
 import pytest
-from support import demo_app
-from support.httpkit import Client, HttpResponse
-from support.inprocess import WAIT, InProcessServer
 
 from dbsvc.http.connection import Phase
 from dbsvc.http.types import Deferred, HttpSettings, Request, Response, Upgrade
+from support import demo_app
+from support.httpkit import Client, HttpResponse
+from support.inprocess import WAIT, InProcessServer
 
 MAX_BODY = 2000
 BODY_MEMORY = 3000

@@ -28,14 +28,14 @@ import time
 from collections.abc import Callable, Iterator
 
 import pytest
-from support.demo_app import app as demo_app
-from support.httpkit import Client
-from support.inprocess import WAIT, InProcessServer
 
 import dbsvc.http.connection as connection_module
 from dbsvc.http.connection import Phase
 from dbsvc.http.hub import PROBE_RESERVE
 from dbsvc.http.types import HttpSettings, Request, Response, Upgrade
+from support.demo_app import app as demo_app
+from support.httpkit import Client
+from support.inprocess import WAIT, InProcessServer
 
 MAX_BODY = 1024
 ORIGIN = "https://app.example"

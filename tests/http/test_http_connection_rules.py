@@ -13,13 +13,13 @@ import time
 from collections.abc import Iterator
 
 import pytest
-from support.demo_app import app
-from support.httpkit import Client, assert_one_layer_crash
-from support.inprocess import WAIT, InProcessServer
 
 from dbsvc.errors import HeadersTooLarge, UriTooLong
 from dbsvc.http.connection import ASTERISK_ALLOW, MAX_HEAD
 from dbsvc.http.types import HttpSettings
+from support.demo_app import app
+from support.httpkit import Client, assert_one_layer_crash
+from support.inprocess import WAIT, InProcessServer
 
 MAX_BODY = 1024
 

@@ -10,7 +10,6 @@ import threading
 
 import h11
 import pytest
-from support.httpkit import Client
 
 from dbsvc.config import load_config
 from dbsvc.errors import ConfigError
@@ -20,6 +19,7 @@ from dbsvc.http.hub import Hub
 from dbsvc.http.message import RequestIds, response_headers
 from dbsvc.http.types import HttpSettings, Request, Response
 from dbsvc.http.wire import END, H11Wire
+from support.httpkit import Client
 
 WAIT = 30.0
 

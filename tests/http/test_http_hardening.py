@@ -14,12 +14,12 @@ import socket
 import time
 
 import pytest
-from support.httpkit import Client, build_request
 
 from dbsvc.config import load_config
 from dbsvc.errors import ConfigError
 from dbsvc.http.connection import ASTERISK_ALLOW
 from dbsvc.routes import ALL_METHODS
+from support.httpkit import Client, build_request
 
 WAIT = 15.0                                             # generous: a loaded 2-core machine
 

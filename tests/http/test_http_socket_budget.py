@@ -9,11 +9,11 @@ import json
 import os
 
 import pytest
-from support.httpkit import Client
 
 from dbsvc.config import load_config
 from dbsvc.errors import ConfigError
 from dbsvc.http.hub import PROBE_RESERVE
+from support.httpkit import Client
 
 
 def _upgrade(client: Client) -> int:

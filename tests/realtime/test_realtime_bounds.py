@@ -5,12 +5,11 @@ from __future__ import annotations
 
 import json
 
-from support.realtime_kit import BLOG, Recorder, Scheduler, open_blog_store, run
-
 from dbsvc.realtime.broker import SESSION_TURN_BYTES, TURN_BYTES, Broker
 from dbsvc.realtime.feeds import FeedKind, FeedSpec
 from dbsvc.realtime.init import SLICE_BYTES, InitSlices
 from dbsvc.realtime.session import FeedSession, ReplicationSession
+from support.realtime_kit import BLOG, Recorder, Scheduler, open_blog_store, run
 
 USER = BLOG.BY_NAME["User"]
 

@@ -6,12 +6,11 @@ from __future__ import annotations
 import dataclasses
 import json
 
-from support.realtime_kit import BLOG, Recorder, Scheduler, open_blog_store, run
-
 from dbsvc.realtime.broker import SESSION_TURN_BYTES, Broker
 from dbsvc.realtime.feeds import FeedKind, FeedSpec
 from dbsvc.realtime.init import InitSlices
 from dbsvc.realtime.session import REPLAY_BATCH, FeedSession
+from support.realtime_kit import BLOG, Recorder, Scheduler, open_blog_store, run
 
 USER = BLOG.BY_NAME["User"]
 

@@ -6,12 +6,11 @@ import json
 
 import pytest
 
-from support.realtime_kit import BLOG
-
 from dbsvc.http.frames import text_frame
 from dbsvc.realtime.feeds import Delta, EventFrames, FeedKind, FeedSpec, LinkEvent, derive_links
 from dbsvc.storage.events import ChangeEvent, EventKind
 from dbsvc.storage.logfile import encode_frame
+from support.realtime_kit import BLOG
 
 USER = BLOG.BY_NAME["User"]
 POST = BLOG.BY_NAME["BlogPost"]

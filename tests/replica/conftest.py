@@ -4,6 +4,7 @@ consumer as a subprocess, every wait bounded."""
 from __future__ import annotations
 
 import pytest
+
 from support.server import server_pool
 
 

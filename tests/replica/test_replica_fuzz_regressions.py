@@ -22,12 +22,12 @@ import asyncio
 import json
 
 import pytest
-from support.storage import BLOG, open_store
 
 from dbsvc.errors import StreamError
 from dbsvc.replica.consumer import FrameError, check_frame
 from dbsvc.runtime import Query
 from dbsvc.storage.logfile import encode_frame
+from support.storage import BLOG, open_store
 
 USER = {"id": 1, "email": "a@b.c", "name": "Ann", "age": None, "role": "reader",
         "joined": "2024-01-01T00:00:00Z", "profile": None}

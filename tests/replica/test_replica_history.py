@@ -10,18 +10,17 @@ real sockets, real files; every wait is a poll with a deadline.
 
 from __future__ import annotations
 
+import http.client
+import json
 import os
 import shutil
+import struct
 import subprocess
 import sys
 import time
 from pathlib import Path
 
 import pytest
-
-import http.client
-import json
-import struct
 
 from dbsvc.errors import CorruptLog
 from dbsvc.storage.history import Fork, History, decode_history, encode_history

@@ -30,8 +30,6 @@ import urllib.parse
 from typing import Any
 
 import pytest
-from support.powerloss_fs import PowerLoss, PowerLossFiles
-from support.storage import open_store, post, user
 
 from dbsvc.replica import consumer, sinks
 from dbsvc.replica.consumer import replicate
@@ -39,6 +37,8 @@ from dbsvc.replica.sinks import scan_frames
 from dbsvc.storage import files
 from dbsvc.storage.logfile import HEADER_SIZE, FrameWalk
 from dbsvc.storage.tenants import create_tenant
+from support.powerloss_fs import PowerLoss, PowerLossFiles
+from support.storage import open_store, post, user
 
 DEFAULT_SEEDS = 200
 SLOW_SEEDS = 5_000

@@ -13,9 +13,8 @@ import sys
 # Run by path as a child process: tests/ on sys.path for the shared kit, `support`.
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from support.storage import open_store, post, user
-
 from dbsvc.storage.tenants import compact_tenant, create_tenant
+from support.storage import open_store, post, user
 
 
 def mark(text: str) -> None:

@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import pytest
-from support.storage import BLOG
 
 from dbsvc.storage.tenants import create_tenant
+from support.storage import BLOG
 
 
 @pytest.fixture

@@ -20,10 +20,9 @@ import sys
 # Run by path as a child process: tests/ on sys.path for the shared kit, `support`.
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from support.storage import open_store, post, user
-
 from dbsvc.errors import ForeignKeyViolation, NotFound, PayloadTooLarge, Referenced, UniqueViolation
 from dbsvc.storage.events import record_limit
+from support.storage import open_store, post, user
 
 LIMIT = 16384                   # max_payload: the same value as test_storage_crash.py's
 RECORD = record_limit(LIMIT)

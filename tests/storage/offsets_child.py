@@ -19,9 +19,8 @@ import sys
 # Run by path as a child process: tests/ on sys.path for the shared kit, `support`.
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from support.storage import open_store, user
-
 from dbsvc.errors import NotFound, UniqueViolation
+from support.storage import open_store, user
 
 
 def committed(event, _frame) -> None:

@@ -24,11 +24,11 @@ from hypothesis.stateful import (
     rule,
     run_state_machine_as_test,
 )
-from support.storage import BLOG, open_store, reference_list, run, user
 
 from dbsvc.errors import UniqueViolation
 from dbsvc.runtime import Query
 from dbsvc.storage.tenants import compact_tenant, create_tenant
+from support.storage import BLOG, open_store, reference_list, run, user
 
 USER = BLOG.MODELS[0]
 NAMES = st.sampled_from(["ann", "bob", "cy", "dee"])

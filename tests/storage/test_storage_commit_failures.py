@@ -13,12 +13,12 @@ import subprocess
 import threading
 
 import pytest
-from support.storage import open_store, run, user
 
 from dbsvc.errors import Unavailable
-from dbsvc.storage.commit import CommitQueue, LogWriter
 from dbsvc.storage import Store, commit, files
+from dbsvc.storage.commit import CommitQueue, LogWriter
 from dbsvc.storage.files import FaultPlan, FileOps
+from support.storage import open_store, run, user
 
 TINY = 32 * 1024
 WAIT = 60.0            # generous: a loaded two-core machine

@@ -21,13 +21,13 @@ import threading
 import types
 
 import pytest
-from support.storage import open_store, run, user
 
 from dbsvc.errors import Unavailable
 from dbsvc.runtime import Query
 from dbsvc.storage import commit, files
 from dbsvc.storage.commit import CommitQueue, LogWriter, WriteState
 from dbsvc.storage.files import FileOps
+from support.storage import open_store, run, user
 
 
 class Clock:

@@ -16,9 +16,9 @@ import os
 import random
 
 import pytest
-from support.storage import check_indexes, kill_writer, open_store
 
 from dbsvc.storage.tenants import compact_tenant
+from support.storage import check_indexes, kill_writer, open_store
 
 CHILD = os.path.join(os.path.dirname(__file__), "crash_child.py")
 LIMIT = 16384                   # crash_child.py's max_payload

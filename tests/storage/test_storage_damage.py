@@ -7,10 +7,10 @@ import random
 import struct
 
 import pytest
-from support.storage import open_store, run, snapshot_in_format_1, user
 
 from dbsvc.errors import CorruptLog
 from dbsvc.storage.logfile import FRAME, HEADER_SIZE
+from support.storage import open_store, run, snapshot_in_format_1, user
 
 N_USERS = 12
 

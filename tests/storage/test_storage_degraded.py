@@ -15,13 +15,13 @@ import errno
 import os
 
 import pytest
-from support.storage import open_store, run, user
 
 from dbsvc.errors import Unavailable
 from dbsvc.runtime import Query
 from dbsvc.storage import commit, files
 from dbsvc.storage.commit import WriteState
 from dbsvc.storage.files import FaultPlan, FileOps
+from support.storage import open_store, run, user
 
 
 @pytest.fixture(autouse=True)

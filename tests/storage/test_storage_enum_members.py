@@ -10,11 +10,11 @@ import os
 import zlib
 
 import pytest
-from support.storage import BLOG, check_indexes, open_store, run, snapshot_in_format_1, user
 
 from dbsvc.errors import CorruptLog
 from dbsvc.runtime import shared
 from dbsvc.storage.tenants import compact_tenant
+from support.storage import BLOG, check_indexes, open_store, run, snapshot_in_format_1, user
 
 USER = BLOG.BY_NAME["User"]
 ROLE = USER.fields.index("role")

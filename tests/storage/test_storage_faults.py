@@ -10,11 +10,11 @@ import sys
 import uuid
 
 import pytest
-from support.storage import ROOT, open_store, run, user
-from support.tree import dir_image
 
 from dbsvc.errors import Unavailable
 from dbsvc.storage.tenants import create_tenant
+from support.storage import ROOT, open_store, run, user
+from support.tree import dir_image
 
 
 def _records(tenant):

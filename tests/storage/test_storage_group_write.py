@@ -16,7 +16,6 @@ import os
 import threading
 
 import pytest
-from support.storage import open_store, run, user
 
 from dbsvc.errors import Unavailable
 from dbsvc.storage import files
@@ -24,6 +23,7 @@ from dbsvc.storage.commit import CommitQueue, LogWriter, WriteState
 from dbsvc.storage.events import decode_event
 from dbsvc.storage.files import FaultPlan, FileOps
 from dbsvc.storage.logfile import FRAME_HEADER_SIZE
+from support.storage import open_store, run, user
 
 WAIT = 10.0
 

@@ -9,11 +9,11 @@ import asyncio
 import random
 
 import pytest
-from support.storage import BLOG, check_indexes, open_store, post, reference_list, user
 
 from dbsvc.runtime import Query
 from dbsvc.storage import hashes
 from dbsvc.storage.hashes import HashIndex, IdBits
+from support.storage import BLOG, check_indexes, open_store, post, reference_list, user
 
 BLOG_POST = BLOG.BY_NAME["BlogPost"]
 

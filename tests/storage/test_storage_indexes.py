@@ -7,13 +7,13 @@ import random
 from array import array
 
 import pytest
-from support.storage import BLOG, load_values, post, user
 
 from dbsvc.storage import indexes
 from dbsvc.storage.hashes import HashIndex, OrderedFilter, UniqueFilter
 from dbsvc.storage.indexes import LOAD, OrderedIndex, SortedIndex
 from dbsvc.storage.rows import unpack
 from dbsvc.storage.table import Table
+from support.storage import BLOG, load_values, post, user
 
 
 def _shape(index: OrderedIndex) -> dict:

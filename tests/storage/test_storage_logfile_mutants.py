@@ -14,7 +14,6 @@ import struct
 import zlib
 
 import pytest
-from support.storage import open_store, run, user
 
 from dbsvc.errors import CorruptLog
 from dbsvc.storage.logfile import (
@@ -28,10 +27,11 @@ from dbsvc.storage.logfile import (
     decode_header,
     encode_frame,
     encode_header,
-    read_frames,
     frame_error,
+    read_frames,
     renumber_frames,
 )
+from support.storage import open_store, run, user
 
 EPOCH = "0123456789abcdef0123456789abcdef"
 

@@ -6,13 +6,13 @@ import json
 import os
 
 import pytest
-from support.storage import ROOT, open_store, post, run, user
-from support.tree import dir_image
 
 from dbsvc.compiler import compile_schema
 from dbsvc.errors import IncompatibleSchema
 from dbsvc.schema import parse_schema
 from dbsvc.storage import Store
+from support.storage import ROOT, open_store, post, run, user
+from support.tree import dir_image
 
 BLOG_TEXT = (ROOT / "schemas" / "blog.dbs").read_text()
 

@@ -12,11 +12,11 @@ import sys
 import threading
 
 import pytest
-from support.storage import ROOT, check_indexes, open_store, run, user
 
 from dbsvc.errors import OffsetGone
 from dbsvc.storage import files
 from dbsvc.storage.snapshot import decode_snapshot
+from support.storage import ROOT, check_indexes, open_store, run, user
 
 TINY = 32 * 1024
 

@@ -33,8 +33,6 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
-from support.powerloss_fs import PowerLoss, PowerLossFiles
-from support.storage import open_store, post, user
 
 from dbsvc.errors import CorruptLog, PayloadTooLarge, Referenced
 from dbsvc.runtime import Query
@@ -42,6 +40,8 @@ from dbsvc.storage import commit, files
 from dbsvc.storage.events import record_limit
 from dbsvc.storage.logfile import FRAME, FRAME_HEADER_SIZE, HEADER_SIZE, LogScan
 from dbsvc.storage.tenants import create_tenant
+from support.powerloss_fs import PowerLoss, PowerLossFiles
+from support.storage import open_store, post, user
 
 DEFAULT_SEEDS = 500
 SLOW_SEEDS = 10_000

@@ -18,14 +18,14 @@ import subprocess
 import sys
 
 import pytest
-from support.cli import run_dbsvc
-from support.storage import ROOT, open_store, run, user
-from support.tree import dir_image
 
 from dbsvc.runtime import Query
 from dbsvc.storage.compact import finish_interrupted
 from dbsvc.storage.logfile import encode_frame
 from dbsvc.storage.tenants import create_tenant
+from support.cli import run_dbsvc
+from support.storage import ROOT, open_store, run, user
+from support.tree import dir_image
 
 HOLDER = os.path.join(os.path.dirname(__file__), "holder_child.py")
 WHOLE = 5                                         # whole frames in the log before the torn one

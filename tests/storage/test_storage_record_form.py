@@ -7,12 +7,12 @@ EncodedRecords)."""
 from __future__ import annotations
 
 import pytest
-from support.storage import BLOG, open_store, post, run, user
 
 from dbsvc.runtime import Query, compact_json
 from dbsvc.storage import table as table_module
 from dbsvc.storage.rows import pack, unpack
 from dbsvc.storage.table import Table
+from support.storage import BLOG, open_store, post, run, user
 
 USER, POST = BLOG.BY_NAME["User"], BLOG.BY_NAME["BlogPost"]
 

@@ -16,13 +16,13 @@ import os
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from support.storage import open_store, post, user
 
 from dbsvc.errors import BatchRejected, PayloadTooLarge, StreamError
 from dbsvc.runtime import Query, compact_json
 from dbsvc.storage.events import EventKind, event_payload, record_limit
 from dbsvc.storage.logfile import FRAME_HEADER_SIZE, HEADER_SIZE, MAX_PAYLOAD, FrameWalk, encode_frame
 from dbsvc.storage.tenants import create_tenant
+from support.storage import open_store, post, user
 
 LIMIT = 8192                              # max_payload of these stores
 RECORD = record_limit(LIMIT)              # the largest record they take

@@ -18,8 +18,6 @@ from collections import deque
 from collections.abc import Callable
 
 import pytest
-from support.storage import BLOG, ROOT, open_store, post, run, user
-from support.tree import dir_image
 
 from dbsvc.compiler import compile_schema
 from dbsvc.errors import CorruptLog, TenantError
@@ -29,6 +27,8 @@ from dbsvc.storage.events import ChangeEvent, EventKind
 from dbsvc.storage.logfile import HEADER_SIZE, Damage, LogScan, decode_header, encode_frame, encode_header
 from dbsvc.storage.rows import unpack
 from dbsvc.storage.snapshot import ModelImage, SnapshotImage, decode_snapshot, encode_snapshot
+from support.storage import BLOG, ROOT, open_store, post, run, user
+from support.tree import dir_image
 
 LOGGER = "dbsvc.storage"
 HEAD = 9                 # rows of the `history` tenant

@@ -14,11 +14,11 @@ import subprocess
 import sys
 
 import pytest
-from support.storage import ROOT, kill_writer, open_store, run, user
 
 from dbsvc.errors import OffsetGone
 from dbsvc.storage.logfile import HEADER_SIZE, decode_header
 from dbsvc.storage.tenants import compact_tenant
+from support.storage import ROOT, kill_writer, open_store, run, user
 
 BIG = 1 << 40                   # a compact_bytes that never triggers
 RETAIN = 1 << 22                # a budget that keeps everything these tests write

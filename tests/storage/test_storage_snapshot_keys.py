@@ -8,13 +8,12 @@ from __future__ import annotations
 import json
 import os
 import tempfile
-from datetime import datetime
 import zlib
+from datetime import datetime
 
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from support.storage import BLOG, ROOT, open_store, opened_users, run, snapshot_in_format_1, user
 
 from dbsvc.compiler import compile_schema
 from dbsvc.errors import CorruptLog
@@ -23,6 +22,7 @@ from dbsvc.storage import compact, snapshot
 from dbsvc.storage.rows import unpack
 from dbsvc.storage.table import Table
 from dbsvc.storage.tenants import compact_tenant, create_tenant
+from support.storage import BLOG, ROOT, open_store, opened_users, run, snapshot_in_format_1, user
 
 N_USERS = 10
 USER_KEYS = ["id", "email", "name", "age", "role", "joined"]     # the User table's key fields

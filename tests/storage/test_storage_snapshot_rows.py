@@ -13,13 +13,13 @@ import zlib
 from array import array
 
 import pytest
-from support.storage import BLOG, open_store, opened_users, run, snapshot_in_format_1, user
 
 from dbsvc.errors import CorruptLog
 from dbsvc.storage import snapshot
 from dbsvc.storage.rows import pack
 from dbsvc.storage.snapshot import ModelPart, RowsLine, model_windows, read_snapshot
 from dbsvc.storage.tenants import compact_tenant
+from support.storage import BLOG, open_store, opened_users, run, snapshot_in_format_1, user
 
 N_USERS = 10
 

@@ -6,8 +6,6 @@ import asyncio
 import random
 
 import pytest
-from support.storage import open_store, post, reference_list, run, user
-from support.tree import dir_image
 
 from dbsvc.errors import (
     ForeignKeyViolation,
@@ -19,8 +17,9 @@ from dbsvc.errors import (
     UniqueViolation,
 )
 from dbsvc.runtime import Query
-from dbsvc.storage import ChangeEvent, EventKind
-from dbsvc.storage import query
+from dbsvc.storage import ChangeEvent, EventKind, query
+from support.storage import open_store, post, reference_list, run, user
+from support.tree import dir_image
 
 
 def test_insert_assigns_max_ever_used_plus_one(tenant):

@@ -7,12 +7,12 @@ import subprocess
 import sys
 
 import pytest
-from support.storage import ROOT, open_store, run, user
-from support.tree import dir_image
 
 from dbsvc.errors import TenantError, TenantLocked
 from dbsvc.storage.lock import probe_lock
 from dbsvc.storage.tenants import create_tenant, drop_tenant, list_tenants, tenant_dir
+from support.storage import ROOT, open_store, run, user
+from support.tree import dir_image
 
 HOLDER = os.path.join(os.path.dirname(__file__), "holder_child.py")
 

@@ -7,13 +7,13 @@ from __future__ import annotations
 import random
 
 import pytest
-from support.storage import check_indexes, reference_list, run
 
 from dbsvc.compiler import compile_schema
 from dbsvc.runtime import Query
 from dbsvc.schema import parse_schema
 from dbsvc.storage import Store
 from dbsvc.storage.hashes import HashIndex, IdBits, UniqueFilter
+from support.storage import check_indexes, reference_list, run
 
 SCHEMA = compile_schema(parse_schema("""
 model Member {

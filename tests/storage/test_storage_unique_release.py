@@ -23,13 +23,13 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import pytest
-from support.storage import BLOG, ROOT, run
 
 from dbsvc.compiler import compile_schema
-from dbsvc.errors import BatchRejected, UniqueViolation, Unavailable
+from dbsvc.errors import BatchRejected, Unavailable, UniqueViolation
 from dbsvc.schema import load_schema
 from dbsvc.storage import Store
 from dbsvc.storage.tenants import compact_tenant, create_tenant
+from support.storage import BLOG, ROOT, run
 
 WRITE_TIMEOUT = 60.0      # a write whose commit task died would otherwise hang the test
 

@@ -20,8 +20,8 @@ import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
-from typing import IO
 from pathlib import Path
+from typing import IO
 
 ROOT = Path(__file__).resolve().parents[2]
 LISTENING = re.compile(r"listening on http://[^:]+:(\d+)")

@@ -17,10 +17,9 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
 from dbsvc.compiler import compile_schema
-from dbsvc.schema import load_schema
 from dbsvc.runtime import CompiledModel, Query
-from dbsvc.storage import Store
-from dbsvc.storage import hashes
+from dbsvc.schema import load_schema
+from dbsvc.storage import Store, hashes
 from dbsvc.storage.hashes import IdBits, OrderedFilter, UniqueFilter
 from dbsvc.storage.query import sort_records
 from dbsvc.storage.rows import pack

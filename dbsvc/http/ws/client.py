@@ -48,8 +48,10 @@ from wsproto.events import (
     Ping,
     RejectConnection,
     RejectData,
-    Request as WsRequest,
     TextMessage,
+)
+from wsproto.events import (
+    Request as WsRequest,
 )
 from wsproto.utilities import LocalProtocolError, RemoteProtocolError
 

@@ -82,8 +82,7 @@ from dbsvc.errors import BadRequest, UpgradeRequired
 from dbsvc.http.frames import binary_frame, text_frame
 from dbsvc.http.output import Outbox
 from dbsvc.http.types import HttpSettings, Request, Upgrade
-from dbsvc.http.ws.common import (ABNORMAL, GOING_AWAY, INTERNAL_ERROR, NORMAL_CLOSURE, POLICY_VIOLATION,
-                                  TOO_BIG)
+from dbsvc.http.ws.common import ABNORMAL, GOING_AWAY, INTERNAL_ERROR, NORMAL_CLOSURE, POLICY_VIOLATION, TOO_BIG
 from dbsvc.logs import log_span
 
 # The logger keeps the name of the module this code came from: RUST_LOG selects loggers
