@@ -1,4 +1,5 @@
 """Launcher: `python dbsvc.py ...` from a checkout runs the same command line as `dbsvc ...`."""
+
 import sys
 
 from dbsvc.cli import main

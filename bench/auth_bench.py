@@ -85,8 +85,13 @@ def oversized_token_refusal(alg: str, pem: Path, rounds: int) -> dict:
     from dbsvc.errors import TokenError
     from dbsvc.schema.ir import AuthSettings
 
-    environ = {"SERVICE_JWT_PUBKEY": str(pem), "SERVICE_JWT_ALG": alg, "SERVICE_TENANT": TENANT,
-               "SERVICE_JWT_ISSUER": ISSUER, "SERVICE_JWT_AUDIENCE": AUDIENCE}
+    environ = {
+        "SERVICE_JWT_PUBKEY": str(pem),
+        "SERVICE_JWT_ALG": alg,
+        "SERVICE_TENANT": TENANT,
+        "SERVICE_JWT_ISSUER": ISSUER,
+        "SERVICE_JWT_AUDIENCE": AUDIENCE,
+    }
     config = load_auth_config(environ, AuthSettings(), str(pem.parent))
     assert config is not None
     guard = Guard(config)
@@ -104,12 +109,15 @@ def oversized_token_refusal(alg: str, pem: Path, rounds: int) -> dict:
             times.append((time.perf_counter() - started) * 1000)
     finally:
         guard.close()
-    return {"token_bytes": len(header) - len("Bearer "), "refusals": len(times),
-            "median_ms": round(statistics.median(times), 4), "max_ms": round(max(times), 4)}
+    return {
+        "token_bytes": len(header) - len("Bearer "),
+        "refusals": len(times),
+        "median_ms": round(statistics.median(times), 4),
+        "max_ms": round(max(times), 4),
+    }
 
 
-def request(port: int, method: str, path: str, body: dict | None = None,
-            token: str | None = None) -> tuple[int, bytes]:
+def request(port: int, method: str, path: str, body: dict | None = None, token: str | None = None) -> tuple[int, bytes]:
     conn = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
     headers = {"Content-Type": "application/json"}
     if token:
@@ -173,10 +181,12 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--rounds", type=int, default=5, help="side-by-side rounds per ratio")
     parser.add_argument("--connections", type=int, default=64)
     parser.add_argument("--alg", default="RS256", choices=["RS256", "ES256"])
-    parser.add_argument("--python-load", action="store_true",
-                        help="a Python load loop instead of wrk, one server after the other")
-    parser.add_argument("--oversized-only", action="store_true",
-                        help="only time the refusal of a 1 MiB token (no servers)")
+    parser.add_argument(
+        "--python-load", action="store_true", help="a Python load loop instead of wrk, one server after the other"
+    )
+    parser.add_argument(
+        "--oversized-only", action="store_true", help="only time the refusal of a 1 MiB token (no servers)"
+    )
     args = parser.parse_args(argv)
 
     with tempfile.TemporaryDirectory(prefix="dbsvc-auth-bench-") as tmp:
@@ -188,14 +198,21 @@ def main(argv: list[str]) -> int:
             return 0
         off_env = {"SERVICE_DATA": str(workdir / "off")}
         on_env = {
-            "SERVICE_DATA": str(workdir / "on"), "SERVICE_TENANT": TENANT,
-            "SERVICE_JWT_PUBKEY": str(pem), "SERVICE_JWT_ALG": args.alg,
-            "SERVICE_JWT_ISSUER": ISSUER, "SERVICE_JWT_AUDIENCE": AUDIENCE,
+            "SERVICE_DATA": str(workdir / "on"),
+            "SERVICE_TENANT": TENANT,
+            "SERVICE_JWT_PUBKEY": str(pem),
+            "SERVICE_JWT_ALG": args.alg,
+            "SERVICE_JWT_ISSUER": ISSUER,
+            "SERVICE_JWT_AUDIENCE": AUDIENCE,
         }
         clean = {k: v for k, v in os.environ.items() if not k.startswith("SERVICE_")}
-        subprocess.run([sys.executable, str(ROOT / "dbsvc.py"), "tenant", "create", TENANT],
-                       cwd=ROOT, env={**clean, "SERVICE_DATA": on_env["SERVICE_DATA"]}, check=True,
-                       stdout=subprocess.DEVNULL)
+        subprocess.run(
+            [sys.executable, str(ROOT / "dbsvc.py"), "tenant", "create", TENANT],
+            cwd=ROOT,
+            env={**clean, "SERVICE_DATA": on_env["SERVICE_DATA"]},
+            check=True,
+            stdout=subprocess.DEVNULL,
+        )
         common = {"RUST_LOG": "warn,dbsvc=info", "SERVICE_SYNC": "off"}
         off, off_port, _ = start_dbsvc({**common, **off_env})
         on, on_port, _ = start_dbsvc({**common, **on_env})
@@ -206,27 +223,44 @@ def main(argv: list[str]) -> int:
             on_url = f"http://127.0.0.1:{on_port}/api/user/1"
             if args.python_load:
                 headers = {"Authorization": f"Bearer {token}"}
-                results = {"guard_off": python_load(off_url, args.duration, args.connections, {}),
-                           "guard_off_with_header": python_load(off_url, args.duration, args.connections, headers),
-                           "guard_on": python_load(on_url, args.duration, args.connections, headers)}
-                report = {"alg": args.alg, "load": "python", **results,
-                          "ratio_on_over_off": round(results["guard_on"]["rps"] / results["guard_off"]["rps"], 3),
-                          "ratio_on_over_off_with_header":
-                              round(results["guard_on"]["rps"] / results["guard_off_with_header"]["rps"], 3)}
+                results = {
+                    "guard_off": python_load(off_url, args.duration, args.connections, {}),
+                    "guard_off_with_header": python_load(off_url, args.duration, args.connections, headers),
+                    "guard_on": python_load(on_url, args.duration, args.connections, headers),
+                }
+                report = {
+                    "alg": args.alg,
+                    "load": "python",
+                    **results,
+                    "ratio_on_over_off": round(results["guard_on"]["rps"] / results["guard_off"]["rps"], 3),
+                    "ratio_on_over_off_with_header": round(
+                        results["guard_on"]["rps"] / results["guard_off_with_header"]["rps"], 3
+                    ),
+                }
             else:
                 script = auth_script(workdir, token)
-                run_wrk(off_url, duration=2, connections=args.connections)                   # warm-up
+                run_wrk(off_url, duration=2, connections=args.connections)  # warm-up
                 run_wrk(on_url, duration=2, connections=args.connections, script=script)
                 # guard_off_with_header sends the same Authorization header to the unguarded
                 # server: it separates what parsing a ~700-byte header costs the HTTP layer
                 # from what the guard itself costs.
-                plain = side_by_side((off, off_url), (on, on_url), args.rounds, args.duration,
-                                     args.connections, script=script)
-                same_header = side_by_side((off, off_url), (on, on_url), args.rounds, args.duration,
-                                           args.connections, script=script, baseline_script=script)
+                plain = side_by_side(
+                    (off, off_url), (on, on_url), args.rounds, args.duration, args.connections, script=script
+                )
+                same_header = side_by_side(
+                    (off, off_url),
+                    (on, on_url),
+                    args.rounds,
+                    args.duration,
+                    args.connections,
+                    script=script,
+                    baseline_script=script,
+                )
                 report = {
-                    "alg": args.alg, "load": "wrk, side by side on one core (http_bench.side_by_side)",
-                    "guard_off": plain["base"], "guard_off_with_header": same_header["base"],
+                    "alg": args.alg,
+                    "load": "wrk, side by side on one core (http_bench.side_by_side)",
+                    "guard_off": plain["base"],
+                    "guard_off_with_header": same_header["base"],
                     "guard_on": plain["subject"],
                     "ratio_on_over_off": round(plain["ratio"], 3),
                     "rounds_on_over_off": [round(r, 3) for r in plain["ratios"]],

@@ -30,7 +30,7 @@ class BareH11(asyncio.Protocol):
         self.conn = h11.Connection(h11.SERVER)
         self.transport: asyncio.Transport | None = None
 
-    def connection_made(self, transport) -> None:                  # type: ignore[no-untyped-def]
+    def connection_made(self, transport) -> None:  # type: ignore[no-untyped-def]
         self.transport = transport
 
     def data_received(self, data: bytes) -> None:
@@ -49,8 +49,11 @@ class BareH11(asyncio.Protocol):
                 transport.close()
                 return
             if type(event) is h11.EndOfMessage:
-                transport.write(conn.send(h11.Response(status_code=200, headers=HEADERS))
-                                + conn.send(h11.Data(data=BODY)) + conn.send(h11.EndOfMessage()))
+                transport.write(
+                    conn.send(h11.Response(status_code=200, headers=HEADERS))
+                    + conn.send(h11.Data(data=BODY))
+                    + conn.send(h11.EndOfMessage())
+                )
                 if conn.our_state is h11.MUST_CLOSE:
                     transport.close()
                     return

@@ -37,8 +37,9 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--port", type=int, default=0)
     args = parser.parse_args(argv)
     configure_logging(os.environ.get("RUST_LOG", "warn"), os.environ.get("SERVICE_LOG_FORMAT", "text"))
-    settings = HttpSettings(host=args.host, port=args.port, max_connections=4096,
-                            http_parser=os.environ.get("SERVICE_HTTP_PARSER", "fast"))
+    settings = HttpSettings(
+        host=args.host, port=args.port, max_connections=4096, http_parser=os.environ.get("SERVICE_HTTP_PARSER", "fast")
+    )
 
     async def run() -> None:
 

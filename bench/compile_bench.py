@@ -85,10 +85,18 @@ def main(argv: list[str] | None = None) -> int:
     t_total, _ = best(args.repeat, lambda: compile_schema(schema))
     assert len(module.MODELS) == args.models
 
-    print(f"schema: {args.models} models, {len(text.splitlines())} lines of schema, "
-          f"{len(source.splitlines())} generated lines ({len(source) // 1024} KiB); best of {args.repeat}")
-    for label, seconds in [("parse+check", t_parse), ("build_module", t_build), ("unparse", t_unparse),
-                           ("compile", t_compile), ("exec", t_exec), ("compile_schema total", t_total)]:
+    print(
+        f"schema: {args.models} models, {len(text.splitlines())} lines of schema, "
+        f"{len(source.splitlines())} generated lines ({len(source) // 1024} KiB); best of {args.repeat}"
+    )
+    for label, seconds in [
+        ("parse+check", t_parse),
+        ("build_module", t_build),
+        ("unparse", t_unparse),
+        ("compile", t_compile),
+        ("exec", t_exec),
+        ("compile_schema total", t_total),
+    ]:
         print(f"  {label:<22}{seconds * 1000:9.1f} ms")
     return 0
 

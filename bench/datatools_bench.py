@@ -52,18 +52,38 @@ def write_input(path: str, records: int, users_share: float) -> tuple[int, int]:
     with open(path, "w", encoding="utf-8", buffering=1 << 20) as out:
         batch = []
         for i in range(1, users + 1):
-            batch.append(encode_line(user_head, {
-                "id": i, "email": f"user{i}@example.com", "name": f"User number {i}", "age": 20 + i % 60,
-                "role": ("admin", "editor", "reader")[i % 3], "joined": f"2025-{1 + i % 12:02d}-01T08:30:00Z",
-                "profile": {"bio": "writes about databases", "links": [i]} if i % 4 == 0 else None}))
+            batch.append(
+                encode_line(
+                    user_head,
+                    {
+                        "id": i,
+                        "email": f"user{i}@example.com",
+                        "name": f"User number {i}",
+                        "age": 20 + i % 60,
+                        "role": ("admin", "editor", "reader")[i % 3],
+                        "joined": f"2025-{1 + i % 12:02d}-01T08:30:00Z",
+                        "profile": {"bio": "writes about databases", "links": [i]} if i % 4 == 0 else None,
+                    },
+                )
+            )
             if len(batch) == 4096:
                 out.write("".join(batch))
                 batch.clear()
         for i in range(1, posts + 1):
-            batch.append(encode_line(post_head, {
-                "id": i, "author_id": 1 + i % users, "title": f"Post {i} about storage engines",
-                "body": "A paragraph of text that stands for a blog post body. " * 2,
-                "published": i % 2 == 0, "score": (i % 1000) / 7, "tags": ["db", "python"] if i % 3 == 0 else None}))
+            batch.append(
+                encode_line(
+                    post_head,
+                    {
+                        "id": i,
+                        "author_id": 1 + i % users,
+                        "title": f"Post {i} about storage engines",
+                        "body": "A paragraph of text that stands for a blog post body. " * 2,
+                        "published": i % 2 == 0,
+                        "score": (i % 1000) / 7,
+                        "tags": ["db", "python"] if i % 3 == 0 else None,
+                    },
+                )
+            )
             if len(batch) == 4096:
                 out.write("".join(batch))
                 batch.clear()
@@ -85,19 +105,23 @@ def main() -> int:
     started = time.monotonic()
     users, posts = write_input(source, args.records, args.users_share)
     size = os.path.getsize(source)
-    print(f"input: {users:,} users + {posts:,} posts, {size / 1e6:.1f} MB, written in "
-          f"{time.monotonic() - started:.1f} s; load average {os.getloadavg()[0]:.2f}")
+    print(
+        f"input: {users:,} users + {posts:,} posts, {size / 1e6:.1f} MB, written in "
+        f"{time.monotonic() - started:.1f} s; load average {os.getloadavg()[0]:.2f}"
+    )
 
     directory = create_tenant(os.path.join(work, "data"), "bench")
     cpu = time.process_time()
     report = import_file(directory, module, source, sync=args.sync, quiet=True)
     cpu = time.process_time() - cpu
-    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024      # bytes (Linux reports KiB)
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024  # bytes (Linux reports KiB)
     import_rate = report.records / report.seconds
-    print(f"import: {report.records:,} records in {report.seconds:.2f} s = {import_rate:,.0f} records/s "
-          f"(read+validate {report.read_seconds:.2f} s, checks {report.check_seconds:.2f} s, "
-          f"write {report.write_seconds:.2f} s); CPU {cpu:.2f} s = {report.records / cpu:,.0f} records per CPU second; "
-          f"peak memory {peak / 1e6:,.0f} MB = {peak / report.records:,.0f} bytes per record")
+    print(
+        f"import: {report.records:,} records in {report.seconds:.2f} s = {import_rate:,.0f} records/s "
+        f"(read+validate {report.read_seconds:.2f} s, checks {report.check_seconds:.2f} s, "
+        f"write {report.write_seconds:.2f} s); CPU {cpu:.2f} s = {report.records / cpu:,.0f} records per CPU second; "
+        f"peak memory {peak / 1e6:,.0f} MB = {peak / report.records:,.0f} bytes per record"
+    )
 
     exported = os.path.join(work, "export.jsonl")
     first = _export(directory, module, exported, "after the import (the open replays the import's log rows)")
@@ -107,12 +131,23 @@ def main() -> int:
     second = _export(directory, module, exported, "after `dbsvc compact` (the open reads the snapshot)")
     same = same and _same_bytes(source, exported)
     print(f"load average {os.getloadavg()[0]:.2f}")
-    print(json.dumps({"records": report.records, "sync": args.sync, "import_records_per_s": round(import_rate),
-                      "import_records_per_cpu_s": round(report.records / cpu), "import_peak_rss_bytes": peak,
-                      "import_read_s": round(report.read_seconds, 2), "import_check_s": round(report.check_seconds, 2),
-                      "import_write_s": round(report.write_seconds, 2),
-                      "export_after_import": first, "export_after_compact": second,
-                      "round_trip_identical": same}))
+    print(
+        json.dumps(
+            {
+                "records": report.records,
+                "sync": args.sync,
+                "import_records_per_s": round(import_rate),
+                "import_records_per_cpu_s": round(report.records / cpu),
+                "import_peak_rss_bytes": peak,
+                "import_read_s": round(report.read_seconds, 2),
+                "import_check_s": round(report.check_seconds, 2),
+                "import_write_s": round(report.write_seconds, 2),
+                "export_after_import": first,
+                "export_after_compact": second,
+                "round_trip_identical": same,
+            }
+        )
+    )
     if not args.keep:
         import shutil
 
@@ -125,12 +160,18 @@ def _export(directory: str, module, path: str, when: str) -> dict:
     report = export_to_path(directory, module, path, list(module.MODELS), {}, quiet=True)
     cpu = time.process_time() - cpu
     write = report.seconds - report.open_seconds
-    figures = {"records_per_s": round(report.records / report.seconds), "seconds": round(report.seconds, 2),
-               "open_s": round(report.open_seconds, 2), "write_records_per_s": round(report.records / write),
-               "records_per_cpu_s": round(report.records / cpu)}
-    print(f"export {when}: {report.records:,} records in {report.seconds:.2f} s = {figures['records_per_s']:,} "
-          f"records/s (open {report.open_seconds:.2f} s; writing alone {figures['write_records_per_s']:,} "
-          f"records/s); CPU {cpu:.2f} s = {figures['records_per_cpu_s']:,} records per CPU second")
+    figures = {
+        "records_per_s": round(report.records / report.seconds),
+        "seconds": round(report.seconds, 2),
+        "open_s": round(report.open_seconds, 2),
+        "write_records_per_s": round(report.records / write),
+        "records_per_cpu_s": round(report.records / cpu),
+    }
+    print(
+        f"export {when}: {report.records:,} records in {report.seconds:.2f} s = {figures['records_per_s']:,} "
+        f"records/s (open {report.open_seconds:.2f} s; writing alone {figures['write_records_per_s']:,} "
+        f"records/s); CPU {cpu:.2f} s = {figures['records_per_cpu_s']:,} records per CPU second"
+    )
     return figures
 
 

@@ -83,15 +83,19 @@ def seed_sqlite(path: Path, posts: int, users: int = USERS) -> None:
     joined = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
     rows = []
     for i in range(posts):
-        rows.append((rng.randint(1, users), f"post {i}", "lorem ipsum " * 8,
-                     rng.random() < 0.5, round(rng.random() * 100, 2)))
+        rows.append(
+            (rng.randint(1, users), f"post {i}", "lorem ipsum " * 8, rng.random() < 0.5, round(rng.random() * 100, 2))
+        )
     conn = sqlite3.connect(path)
     try:
         conn.execute("PRAGMA synchronous=OFF")
-        conn.executemany("INSERT INTO user (email, name, joined) VALUES (?, ?, ?)",
-                         ((f"u{i}@bench.io", f"user {i}", joined) for i in range(users)))
-        conn.executemany("INSERT INTO blog_post (author_id, title, body, published, score) "
-                         "VALUES (?, ?, ?, ?, ?)", rows)
+        conn.executemany(
+            "INSERT INTO user (email, name, joined) VALUES (?, ?, ?)",
+            ((f"u{i}@bench.io", f"user {i}", joined) for i in range(users)),
+        )
+        conn.executemany(
+            "INSERT INTO blog_post (author_id, title, body, published, score) VALUES (?, ?, ?, ?, ?)", rows
+        )
         conn.commit()
     finally:
         conn.close()
@@ -108,8 +112,9 @@ def post_count(path: Path) -> int:
 def preflight(name: str, url: str, get_id: int) -> str:
     """One POST of the wrk script's shape and one GET; both must succeed."""
     body = json.dumps({"author_id": 1, "title": "bench preflight", "body": "b", "score": 1.5}).encode()
-    request = urllib.request.Request(f"{url}/api/blog-post", data=body, method="POST",
-                                     headers={"Content-Type": "application/json"})
+    request = urllib.request.Request(
+        f"{url}/api/blog-post", data=body, method="POST", headers={"Content-Type": "application/json"}
+    )
     try:
         with urllib.request.urlopen(request, timeout=10) as answer:
             status, text = answer.status, answer.read().decode()
@@ -123,9 +128,11 @@ def preflight(name: str, url: str, get_id: int) -> str:
 
 
 def fmt(result: dict) -> str:
-    return (f"{result['rps']:7.0f} req/s  p50 {result.get('p50_ms', 0.0):6.2f} ms  "
-            f"p99 {result.get('p99_ms', 0.0):6.2f} ms  max {result.get('max_ms', 0.0):7.2f} ms  "
-            f"cpu {result['cpu_us_per_request']:4.0f} us/req  errors {result['errors']}")
+    return (
+        f"{result['rps']:7.0f} req/s  p50 {result.get('p50_ms', 0.0):6.2f} ms  "
+        f"p99 {result.get('p99_ms', 0.0):6.2f} ms  max {result.get('max_ms', 0.0):7.2f} ms  "
+        f"cpu {result['cpu_us_per_request']:4.0f} us/req  errors {result['errors']}"
+    )
 
 
 def median_of(results: list[dict]) -> dict:
@@ -136,28 +143,30 @@ def median_of(results: list[dict]) -> dict:
     return out
 
 
-def run_variant(variant: str, db: Path, dbsvc: tuple, args: argparse.Namespace, work: Path,
-                floor: float) -> None:
+def run_variant(variant: str, db: Path, dbsvc: tuple, args: argparse.Namespace, work: Path, floor: float) -> None:
     print(f"\n== FastAPI + SQLite, variant {variant} ({VARIANTS[variant]}) ==", flush=True)
-    fast, fast_port = start_server([sys.executable, str(APP)],
-                                   env={"FASTAPI_BENCH_DB": str(db), "FASTAPI_BENCH_VARIANT": variant})
+    fast, fast_port = start_server(
+        [sys.executable, str(APP)], env={"FASTAPI_BENCH_DB": str(db), "FASTAPI_BENCH_VARIANT": variant}
+    )
     fast_url = f"http://127.0.0.1:{fast_port}"
     d_proc, d_url = dbsvc
     post = script_for(work, "post", args.records)
     get_id = args.records // 2
-    posts_2xx = 1                                           # the preflight's
+    posts_2xx = 1  # the preflight's
     try:
         rows_before = post_count(db)
         print("preflight: " + preflight("dbsvc", d_url, get_id))
         print("preflight: " + preflight("FastAPI", fast_url, get_id))
-        for proc, url in ((d_proc, d_url), (fast, fast_url)):                          # warm-up
+        for proc, url in ((d_proc, d_url), (fast, fast_url)):  # warm-up
             measure(proc, f"{url}/api/blog-post/{get_id}", duration=2, connections=64)
             result = measure(proc, url, duration=1, connections=1, script=post)
             if proc is fast:
                 posts_2xx += result["requests"] - result["errors"]
 
-        print(f"POST durable, one connection ({args.rounds} alternating rounds of {args.duration:g} s, "
-              f"median of rounds; one 200-byte append + fsync here: p50 {floor:.2f} ms)")
+        print(
+            f"POST durable, one connection ({args.rounds} alternating rounds of {args.duration:g} s, "
+            f"median of rounds; one 200-byte append + fsync here: p50 {floor:.2f} ms)"
+        )
         single: dict[str, list[dict]] = {"dbsvc": [], "FastAPI": []}
         for _round in range(args.rounds):
             single["dbsvc"].append(measure(d_proc, d_url, args.duration, 1, script=post))
@@ -166,20 +175,28 @@ def run_variant(variant: str, db: Path, dbsvc: tuple, args: argparse.Namespace, 
         for name, results in single.items():
             mid = median_of(results)
             rounds = ", ".join(f"{r.get('p50_ms', 0.0):.2f}" for r in results)
-            print(f"  {name:8s} {fmt(mid)}   p50 {mid['p50_ms'] - floor:+.2f} ms over the fsync; "
-                  f"rounds' p50: {rounds}")
+            print(f"  {name:8s} {fmt(mid)}   p50 {mid['p50_ms'] - floor:+.2f} ms over the fsync; rounds' p50: {rounds}")
         p50_d = statistics.median(r.get("p50_ms", 0.0) for r in single["dbsvc"])
         p50_f = statistics.median(r.get("p50_ms", 0.0) for r in single["FastAPI"])
         print(f"  p50 dbsvc / FastAPI: {p50_d / p50_f if p50_f else 0.0:.2f}")
 
-        figures = [("POST durable, 64 connections", "", post),
-                   ("GET one record, 64 connections", f"/api/blog-post/{get_id}", None)]
+        figures = [
+            ("POST durable, 64 connections", "", post),
+            ("GET one record, 64 connections", f"/api/blog-post/{get_id}", None),
+        ]
         for title, path, script in figures:
             print(title)
             alone_d = measure(d_proc, d_url + path, args.duration, 64, script=script)
             alone_f = measure(fast, fast_url + path, args.duration, 64, script=script)
-            figure = side_by_side((fast, fast_url + path), (d_proc, d_url + path), args.rounds,
-                                  args.duration, 64, script=script, baseline_script=script)
+            figure = side_by_side(
+                (fast, fast_url + path),
+                (d_proc, d_url + path),
+                args.rounds,
+                args.duration,
+                64,
+                script=script,
+                baseline_script=script,
+            )
             if script:
                 posts_2xx += alone_f["requests"] - alone_f["errors"]
                 posts_2xx += figure["base"]["requests"] - figure["base"]["errors"]
@@ -188,14 +205,19 @@ def run_variant(variant: str, db: Path, dbsvc: tuple, args: argparse.Namespace, 
             print(f"  side by side  dbsvc   {fmt(figure['subject'])}")
             print(f"  side by side  FastAPI {fmt(figure['base'])}")
             spread = ", ".join(f"{r:.2f}" for r in figure["ratios"])
-            print(f"  req/s dbsvc / FastAPI: alone {alone_d['rps'] / max(alone_f['rps'], 1e-9):.2f}, "
-                  f"side by side {figure['ratio']:.2f} (rounds {spread})", flush=True)
+            print(
+                f"  req/s dbsvc / FastAPI: alone {alone_d['rps'] / max(alone_f['rps'], 1e-9):.2f}, "
+                f"side by side {figure['ratio']:.2f} (rounds {spread})",
+                flush=True,
+            )
     finally:
         stop_server(fast)
     added = post_count(db) - rows_before
     lost = "" if added >= posts_2xx else "  ACKNOWLEDGED WRITES MISSING"
-    print(f"SQLite rows added: {added}; 2xx POSTs wrk counted: {posts_2xx} (rows may exceed it by the "
-          f"requests in flight when each wrk run stopped){lost}")
+    print(
+        f"SQLite rows added: {added}; 2xx POSTs wrk counted: {posts_2xx} (rows may exceed it by the "
+        f"requests in flight when each wrk run stopped){lost}"
+    )
 
 
 def main(argv: list[str]) -> int:
@@ -220,15 +242,15 @@ def main(argv: list[str]) -> int:
         seed_sqlite(work / "seed.sqlite", args.records)
         for variant in variants:
             shutil.copy(work / "seed.sqlite", work / f"{variant}.sqlite")
-        print(f"seeded {USERS} users and {args.records} posts: dbsvc {seeded_dbsvc:.1f} s, "
-              f"SQLite {time.perf_counter() - started:.1f} s")
+        print(
+            f"seeded {USERS} users and {args.records} posts: dbsvc {seeded_dbsvc:.1f} s, "
+            f"SQLite {time.perf_counter() - started:.1f} s"
+        )
         floor = fsync_p50_ms(work)
-        proc, port, log = start_dbsvc({"SERVICE_DATA": str(data), "SERVICE_SYNC": "full",
-                                       "RUST_LOG": args.log_level})
+        proc, port, log = start_dbsvc({"SERVICE_DATA": str(data), "SERVICE_SYNC": "full", "RUST_LOG": args.log_level})
         try:
             for variant in variants:
-                run_variant(variant, work / f"{variant}.sqlite", (proc, f"http://127.0.0.1:{port}"),
-                            args, work, floor)
+                run_variant(variant, work / f"{variant}.sqlite", (proc, f"http://127.0.0.1:{port}"), args, work, floor)
         finally:
             proc.send_signal(signal.SIGTERM)
             proc.wait(60)

@@ -73,8 +73,10 @@ CREATE INDEX IF NOT EXISTS blog_post_title ON blog_post(title);
 
 PRAGMAS = ("PRAGMA journal_mode=WAL", "PRAGMA synchronous=FULL", "PRAGMA foreign_keys=ON")
 
-INSERT = ("INSERT INTO blog_post (id, author_id, title, body, published, score, tags) "
-          "VALUES (?, ?, ?, ?, ?, ?, ?) RETURNING id")
+INSERT = (
+    "INSERT INTO blog_post (id, author_id, title, body, published, score, tags) "
+    "VALUES (?, ?, ?, ?, ?, ?, ?) RETURNING id"
+)
 SELECT = "SELECT id, author_id, title, body, published, score, tags FROM blog_post WHERE id = ?"
 
 
@@ -124,9 +126,15 @@ def build_app(path: str, variant: str):  # type: ignore[no-untyped-def]
         return {"id": new_id}
 
     def from_row(row: Any) -> dict:
-        return {"id": row[0], "author_id": row[1], "title": row[2], "body": row[3],
-                "published": bool(row[4]), "score": row[5],
-                "tags": None if row[6] is None else json.loads(row[6])}
+        return {
+            "id": row[0],
+            "author_id": row[1],
+            "title": row[2],
+            "body": row[3],
+            "published": bool(row[4]),
+            "score": row[5],
+            "tags": None if row[6] is None else json.loads(row[6]),
+        }
 
     def refused(exc: sqlite3.IntegrityError) -> HTTPException:
         return HTTPException(status_code=409, detail=str(exc))
@@ -230,7 +238,7 @@ def main(argv: list[str]) -> int:
     listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     listener.bind((args.host, args.port))
     port = listener.getsockname()[1]
-    config = uvicorn.Config(app, access_log=False, log_level="warning")   # loop, http: "auto"
+    config = uvicorn.Config(app, access_log=False, log_level="warning")  # loop, http: "auto"
 
     class Server(uvicorn.Server):
         async def startup(self, sockets: list[socket.socket] | None = None) -> None:
@@ -238,9 +246,13 @@ def main(argv: list[str]) -> int:
             if self.should_exit:
                 return
             protocol = getattr(self.config, "http_protocol_class", None)
-            print(f"fastapi_sqlite_app: variant {variant}, loop "
-                  f"{type(asyncio.get_running_loop()).__module__}, http "
-                  f"{getattr(protocol, '__name__', protocol)}", file=sys.stderr, flush=True)
+            print(
+                f"fastapi_sqlite_app: variant {variant}, loop "
+                f"{type(asyncio.get_running_loop()).__module__}, http "
+                f"{getattr(protocol, '__name__', protocol)}",
+                file=sys.stderr,
+                flush=True,
+            )
             sys.stdout.write(f"PORT {port}\n")
             sys.stdout.flush()
 

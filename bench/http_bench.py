@@ -59,11 +59,13 @@ def _pinned(core: str, command: list[str]) -> list[str]:
     return command
 
 
-def start_server(command: list[str], env: dict[str, str] | None = None,
-                 core: str = SERVER_CORE, timeout: float = 60.0) -> tuple[subprocess.Popen, int]:
+def start_server(
+    command: list[str], env: dict[str, str] | None = None, core: str = SERVER_CORE, timeout: float = 60.0
+) -> tuple[subprocess.Popen, int]:
     """Start a server that prints `PORT <n>` when listening, pinned to `core`."""
-    process = subprocess.Popen(_pinned(core, command), stdout=subprocess.PIPE,
-                               env=dict(os.environ, **(env or {})), cwd=ROOT)
+    process = subprocess.Popen(
+        _pinned(core, command), stdout=subprocess.PIPE, env=dict(os.environ, **(env or {})), cwd=ROOT
+    )
     assert process.stdout is not None
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
@@ -79,9 +81,13 @@ def start_server(command: list[str], env: dict[str, str] | None = None,
 LISTENING = re.compile(r"listening on http://[^:]+:(\d+)")
 
 
-def start_dbsvc(env: dict[str, str], schema: Path = ROOT / "schemas" / "blog.dbs",
-                core: str = SERVER_CORE, timeout: float = 120.0,
-                code: Path = ROOT) -> tuple[subprocess.Popen, int, list[str]]:
+def start_dbsvc(
+    env: dict[str, str],
+    schema: Path = ROOT / "schemas" / "blog.dbs",
+    core: str = SERVER_CORE,
+    timeout: float = 120.0,
+    code: Path = ROOT,
+) -> tuple[subprocess.Popen, int, list[str]]:
     """`python dbsvc.py serve SCHEMA` on port 0 pinned to `core`: the process, its port, and
     its log lines other than request spans (drained in a thread so the pipe never fills).
     `code`: the checkout to run (another one measures a before/after side by side)."""
@@ -90,8 +96,7 @@ def start_dbsvc(env: dict[str, str], schema: Path = ROOT / "schemas" / "blog.dbs
     if code != ROOT:
         full["PYTHONPATH"] = str(code)
     command = _pinned(core, [sys.executable, str(code / "dbsvc.py"), "serve", str(schema)])
-    proc = subprocess.Popen(command, cwd=code, env=full, stdout=subprocess.DEVNULL,
-                            stderr=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(command, cwd=code, env=full, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     assert proc.stderr is not None
     log: list[str] = []
     deadline = time.monotonic() + timeout
@@ -101,10 +106,12 @@ def start_dbsvc(env: dict[str, str], schema: Path = ROOT / "schemas" / "blog.dbs
             break
         match = LISTENING.search(line)
         if match:
+
             def drain() -> None:
                 for rest in proc.stderr:
                     if "dbsvc.http.request" not in rest:
                         log.append(rest)
+
             threading.Thread(target=drain, daemon=True).start()
             return proc, int(match.group(1)), log
         log.append(line)
@@ -136,7 +143,7 @@ def parse_wrk(output: str) -> dict:
         line = line.strip()
         if line.startswith("Requests/sec:"):
             result["rps"] = float(line.split()[1])
-        elif line.startswith("Latency ") and "Distribution" not in line:     # avg, stdev, max
+        elif line.startswith("Latency ") and "Distribution" not in line:  # avg, stdev, max
             result["max_ms"] = _ms(line.split()[3])
         elif re.match(r"^(50|75|90|99)(\.0+)?%\s", line):
             pct, value = line.split()[:2]
@@ -150,8 +157,14 @@ def parse_wrk(output: str) -> dict:
     return result
 
 
-def run_wrk(url: str, duration: float = 10, connections: int = 64, threads: int = 1,
-            script: str | None = None, core: str = LOAD_CORE) -> dict:
+def run_wrk(
+    url: str,
+    duration: float = 10,
+    connections: int = 64,
+    threads: int = 1,
+    script: str | None = None,
+    core: str = LOAD_CORE,
+) -> dict:
     """Run wrk pinned to `core` against `url`; the parsed result plus the raw output."""
     command = [ensure_wrk(), f"-t{threads}", f"-c{connections}", f"-d{duration:g}s", "--latency"]
     if script:
@@ -169,8 +182,9 @@ def process_cpu_seconds(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
-def measure(process: subprocess.Popen, url: str, duration: float = 10, connections: int = 64,
-            script: str | None = None) -> dict:
+def measure(
+    process: subprocess.Popen, url: str, duration: float = 10, connections: int = 64, script: str | None = None
+) -> dict:
     """run_wrk plus the server's CPU time per request: on a shared, busy machine req/s
     swings with the neighbours' load, CPU microseconds per request much less."""
     before = process_cpu_seconds(process.pid)
@@ -180,9 +194,15 @@ def measure(process: subprocess.Popen, url: str, duration: float = 10, connectio
     return result
 
 
-def side_by_side(baseline: tuple[subprocess.Popen, str], subject: tuple[subprocess.Popen, str],
-                 rounds: int = 5, duration: float = 3, connections: int = 64,
-                 script: str | None = None, baseline_script: str | None = None) -> dict:
+def side_by_side(
+    baseline: tuple[subprocess.Popen, str],
+    subject: tuple[subprocess.Popen, str],
+    rounds: int = 5,
+    duration: float = 3,
+    connections: int = 64,
+    script: str | None = None,
+    baseline_script: str | None = None,
+) -> dict:
     """The subject's requests/s as a ratio to the baseline's, both loaded at the same time.
 
     Both servers are pinned to the same core (SERVER_CORE) and each gets its own wrk
@@ -202,11 +222,13 @@ def side_by_side(baseline: tuple[subprocess.Popen, str], subject: tuple[subproce
         def load(key: str, server: tuple[subprocess.Popen, str], lua: str | None) -> None:
             try:
                 results[key] = measure(server[0], server[1], duration, connections, script=lua)
-            except BaseException as exc:            # noqa: BLE001 - re-raised below
+            except BaseException as exc:  # noqa: BLE001 - re-raised below
                 errors.append(exc)
 
-        threads = [threading.Thread(target=load, args=("base", baseline, baseline_script)),
-                   threading.Thread(target=load, args=("subject", subject, script))]
+        threads = [
+            threading.Thread(target=load, args=("base", baseline, baseline_script)),
+            threading.Thread(target=load, args=("subject", subject, script)),
+        ]
         for thread in threads:
             thread.start()
         for thread in threads:
@@ -217,9 +239,12 @@ def side_by_side(baseline: tuple[subprocess.Popen, str], subject: tuple[subproce
     ratios = sorted(m["rps"] / b["rps"] if b["rps"] else 0.0 for b, m in pairs)
     middle = len(ratios) // 2
     median = ratios[middle] if len(ratios) % 2 else (ratios[middle - 1] + ratios[middle]) / 2
-    return {"ratio": median, "ratios": ratios,
-            "base": _combined([b for b, _m in pairs], duration),
-            "subject": _combined([m for _b, m in pairs], duration)}
+    return {
+        "ratio": median,
+        "ratios": ratios,
+        "base": _combined([b for b, _m in pairs], duration),
+        "subject": _combined([m for _b, m in pairs], duration),
+    }
 
 
 def _combined(results: list[dict], duration: float) -> dict:
@@ -228,10 +253,15 @@ def _combined(results: list[dict], duration: float) -> dict:
     by_p50 = sorted(results, key=lambda r: r.get("p50_ms", 0.0))
     typical = by_p50[len(by_p50) // 2]
     cpu = sum(r["cpu_us_per_request"] * r["requests"] for r in results) / max(1, requests)
-    return {"rps": requests / (duration * len(results)), "requests": requests,
-            "errors": sum(r["errors"] for r in results),
-            "p50_ms": typical.get("p50_ms", 0.0), "p99_ms": typical.get("p99_ms", 0.0),
-            "max_ms": max(r.get("max_ms", 0.0) for r in results), "cpu_us_per_request": cpu}
+    return {
+        "rps": requests / (duration * len(results)),
+        "requests": requests,
+        "errors": sum(r["errors"] for r in results),
+        "p50_ms": typical.get("p50_ms", 0.0),
+        "p99_ms": typical.get("p99_ms", 0.0),
+        "max_ms": max(r.get("max_ms", 0.0) for r in results),
+        "cpu_us_per_request": cpu,
+    }
 
 
 def canned_command(profile_to: str | None = None) -> list[str]:
@@ -244,7 +274,7 @@ def canned_baseline(duration: float = 10, connections: int = 64, path: str = "/"
     """Start the canned server, measure it with wrk, stop it."""
     process, port = start_server(canned_command())
     try:
-        run_wrk(f"http://127.0.0.1:{port}{path}", duration=2, connections=connections)   # warm-up
+        run_wrk(f"http://127.0.0.1:{port}{path}", duration=2, connections=connections)  # warm-up
         return measure(process, f"http://127.0.0.1:{port}{path}", duration, connections)
     finally:
         stop_server(process)
@@ -280,11 +310,12 @@ def main(argv: list[str]) -> int:
     if args.json:
         print(json.dumps(result))
     else:
-        print(f"canned: {result['rps']:.0f} req/s  p50 {result.get('p50_ms', 0):.2f} ms  "
-              f"p99 {result.get('p99_ms', 0):.2f} ms  server CPU {result['cpu_us_per_request']:.0f} us/request  "
-              f"({result['requests']} requests, {result['errors']} errors)")
-        print(f"load average while measuring: {Path('/proc/loadavg').read_text().split()[0]} "
-              f"on {os.cpu_count()} cores")
+        print(
+            f"canned: {result['rps']:.0f} req/s  p50 {result.get('p50_ms', 0):.2f} ms  "
+            f"p99 {result.get('p99_ms', 0):.2f} ms  server CPU {result['cpu_us_per_request']:.0f} us/request  "
+            f"({result['requests']} requests, {result['errors']} errors)"
+        )
+        print(f"load average while measuring: {Path('/proc/loadavg').read_text().split()[0]} on {os.cpu_count()} cores")
     return 0
 
 

@@ -78,12 +78,37 @@ def parse_raw(path: Path) -> tuple[Counter[str], Counter[str], int]:
     return layers, functions, total
 
 
-def profile(figure: str, url: str, script: str | None, proc: subprocess.Popen, duration: float,
-            connections: int, rate: int, workdir: Path) -> tuple[dict, Counter[str], Counter[str], int]:
+def profile(
+    figure: str,
+    url: str,
+    script: str | None,
+    proc: subprocess.Popen,
+    duration: float,
+    connections: int,
+    rate: int,
+    workdir: Path,
+) -> tuple[dict, Counter[str], Counter[str], int]:
     raw = workdir / f"{figure}.txt"
-    spy = subprocess.Popen(["py-spy", "record", "--gil", "--format", "raw", "--rate", str(rate), "--duration",
-                            str(int(duration)), "--pid", str(proc.pid), "--output", str(raw)],
-                           stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    spy = subprocess.Popen(
+        [
+            "py-spy",
+            "record",
+            "--gil",
+            "--format",
+            "raw",
+            "--rate",
+            str(rate),
+            "--duration",
+            str(int(duration)),
+            "--pid",
+            str(proc.pid),
+            "--output",
+            str(raw),
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     result = measure(proc, url, duration, connections, script=script)
     _out, err = spy.communicate(timeout=duration + 60)
     if spy.returncode != 0 or not raw.exists():
@@ -115,14 +140,17 @@ def main(argv: list[str]) -> int:
                 path = FIGURE_SCRIPTS[figure][0]
                 lua = script_for(workdir, figure, args.records)
                 url = f"http://127.0.0.1:{port}{path.replace('RECORDS', str(args.records // 2))}"
-                measure(proc, url, 2, args.connections, script=lua)               # warm-up
-                result, layers, functions, total = profile(figure, url, lua, proc, args.duration,
-                                                           args.connections, args.rate, workdir)
+                measure(proc, url, 2, args.connections, script=lua)  # warm-up
+                result, layers, functions, total = profile(
+                    figure, url, lua, proc, args.duration, args.connections, args.rate, workdir
+                )
             finally:
                 stop_server(proc)
             cpu = result["cpu_us_per_request"]
-            print(f"\n{figure}: {result['rps']:.0f} req/s, {cpu:.0f} us CPU per request, "
-                  f"non-2xx {result['errors']}, {total} samples")
+            print(
+                f"\n{figure}: {result['rps']:.0f} req/s, {cpu:.0f} us CPU per request, "
+                f"non-2xx {result['errors']}, {total} samples"
+            )
             for name, count in layers.most_common():
                 print(f"  {name:40s} {count / total:6.1%}  {cpu * count / total:6.1f} us")
             for func, count in functions.most_common(args.top):

@@ -41,11 +41,23 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 MUTANTS = "mutants"
 RECORD = "dbsvc-mutation.json"
-STATS = "mutmut-stats.json"             # mutmut's record of which test calls which function
+STATS = "mutmut-stats.json"  # mutmut's record of which test calls which function
 
 # mutmut's exit codes per mutant (mutmut/stats.py), folded into the columns we print.
-STATUS = {1: "killed", 3: "killed", 37: "killed", 0: "survived", 5: "no tests", 33: "no tests",
-          36: "timeout", 24: "timeout", -24: "timeout", 152: "timeout", 255: "timeout", 34: "skipped"}
+STATUS = {
+    1: "killed",
+    3: "killed",
+    37: "killed",
+    0: "survived",
+    5: "no tests",
+    33: "no tests",
+    36: "timeout",
+    24: "timeout",
+    -24: "timeout",
+    152: "timeout",
+    255: "timeout",
+    34: "skipped",
+}
 COLUMNS = ("killed", "survived", "timeout", "no tests", "other", "unchecked")
 
 
@@ -102,10 +114,16 @@ def save_record(root: Path, record: dict[str, dict]) -> None:
 
 def changed_since(root: Path, rev: str, targets: list[str]) -> list[str]:
     """Targets that differ from `rev` in the work tree (committed or not) or are untracked."""
-    diff = subprocess.run(["git", "diff", "--name-only", rev, "--", "dbsvc"], cwd=root,
-                          capture_output=True, text=True, check=True).stdout.split()
-    untracked = subprocess.run(["git", "ls-files", "--others", "--exclude-standard", "--", "dbsvc"], cwd=root,
-                               capture_output=True, text=True, check=True).stdout.split()
+    diff = subprocess.run(
+        ["git", "diff", "--name-only", rev, "--", "dbsvc"], cwd=root, capture_output=True, text=True, check=True
+    ).stdout.split()
+    untracked = subprocess.run(
+        ["git", "ls-files", "--others", "--exclude-standard", "--", "dbsvc"],
+        cwd=root,
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.split()
     changed = set(diff) | set(untracked)
     return [m for m in targets if m in changed]
 
@@ -113,8 +131,9 @@ def changed_since(root: Path, rev: str, targets: list[str]) -> list[str]:
 def changed_since_record(root: Path, targets: list[str]) -> list[str]:
     """Targets whose source is not the one of a finished recorded run."""
     record = load_record(root)
-    return [m for m in targets
-            if record.get(m, {}).get("hash") != source_hash(root, m) or not record[m].get("complete")]
+    return [
+        m for m in targets if record.get(m, {}).get("hash") != source_hash(root, m) or not record[m].get("complete")
+    ]
 
 
 def verdicts(root: Path, module: str) -> dict[str, int | None]:
@@ -155,8 +174,11 @@ def recheck_selection(root: Path, module: str) -> list[str]:
     kill them now) and unchecked. Killed and timed-out verdicts stand: adding tests cannot
     revive them, and mutmut itself resets the verdicts of a function whose source changed
     (they show as unchecked from its next run on, which a plain run then picks up)."""
-    return [name for name, code in verdicts(root, module).items()
-            if code is None or STATUS.get(code) in ("survived", "no tests")]
+    return [
+        name
+        for name, code in verdicts(root, module).items()
+        if code is None or STATUS.get(code) in ("survived", "no tests")
+    ]
 
 
 def run_mutmut(root: Path, selection: list[str], max_children: int, deadline: float, log_path: Path) -> int | None:
@@ -166,20 +188,29 @@ def run_mutmut(root: Path, selection: list[str], max_children: int, deadline: fl
         return None
     # Not `python -m mutmut`: that would run mutmut.__main__ a second time under another name
     # (mutmut warns); this calls the CLI as the console script does.
-    command = ["nice", "-n", "15", sys.executable, "-c", "from mutmut.__main__ import cli; cli()",
-               "run", "--max-children", str(max_children), *selection]
+    command = [
+        "nice",
+        "-n",
+        "15",
+        sys.executable,
+        "-c",
+        "from mutmut.__main__ import cli; cli()",
+        "run",
+        "--max-children",
+        str(max_children),
+        *selection,
+    ]
     with open(log_path, "ab") as log:
         log.write(f"\n$ mutmut run --max-children {max_children} ... ({len(selection)} selectors)\n".encode())
         log.flush()
-        process = subprocess.Popen(command, cwd=root, stdout=log, stderr=subprocess.STDOUT,
-                                   start_new_session=True)
+        process = subprocess.Popen(command, cwd=root, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
         try:
             return process.wait(timeout=remaining)
         except subprocess.TimeoutExpired:
             stop(process)
             return None
         except BaseException:
-            stop(process)                   # Ctrl-C or SIGTERM: take mutmut's workers along
+            stop(process)  # Ctrl-C or SIGTERM: take mutmut's workers along
             raise
 
 
@@ -222,11 +253,17 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--since", metavar="REV", help="mutate the modules changed since this git revision")
     parser.add_argument("--report", action="store_true", help="run nothing; print the recorded results")
     parser.add_argument("--survivors", action="store_true", help="also list every surviving mutant")
-    parser.add_argument("--recheck", action="store_true",
-                        help="run only the survivors, 'no tests' and unchecked mutants of the named modules")
-    parser.add_argument("--restat", action="store_true",
-                        help="forget which test calls which function and record it again (mutmut only "
-                             "records new tests by itself; use this when existing tests changed what they call)")
+    parser.add_argument(
+        "--recheck",
+        action="store_true",
+        help="run only the survivors, 'no tests' and unchecked mutants of the named modules",
+    )
+    parser.add_argument(
+        "--restat",
+        action="store_true",
+        help="forget which test calls which function and record it again (mutmut only "
+        "records new tests by itself; use this when existing tests changed what they call)",
+    )
     parser.add_argument("--max-children", type=int, default=1, help="mutmut workers (default 1)")
     parser.add_argument("--time-limit", type=float, default=1800, help="seconds of wall clock (default 1800)")
     parser.add_argument("--root", type=Path, default=ROOT, help=argparse.SUPPRESS)
@@ -245,8 +282,11 @@ def main(argv: list[str] | None = None) -> int:
         chosen = changed_since_record(root, targets)
 
     if args.report:
-        shown = chosen if args.modules else [
-            m for m in targets if any(code is not None for code in verdicts(root, m).values())]
+        shown = (
+            chosen
+            if args.modules
+            else [m for m in targets if any(code is not None for code in verdicts(root, m).values())]
+        )
         print_table([tally(root, m) for m in shown], args.survivors)
         return 0
     if not chosen:
@@ -283,8 +323,11 @@ def main(argv: list[str] | None = None) -> int:
             return 2
         # The verdicts belong to the source as it was when the run started.
         done = tally(root, module)
-        record[module] = {"hash": before, "complete": done.counts["unchecked"] == 0 and done.total > 0,
-                          "when": time.strftime("%Y-%m-%d %H:%M:%S")}
+        record[module] = {
+            "hash": before,
+            "complete": done.counts["unchecked"] == 0 and done.total > 0,
+            "when": time.strftime("%Y-%m-%d %H:%M:%S"),
+        }
         save_record(root, record)
         if cut:
             break

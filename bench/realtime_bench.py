@@ -93,6 +93,7 @@ HOST = "127.0.0.1"
 
 # -- process set-up -----------------------------------------------------------------------
 
+
 def pin(core: str) -> None:
     """Pin this process (and its future children) to `core` when there are two cores."""
     if (os.cpu_count() or 1) > 1 and hasattr(os, "sched_setaffinity"):
@@ -126,7 +127,7 @@ def raise_nofile() -> int:
 # would see on this client core). Several frames in one read all get the read's stamp, the
 # latest, so both err on the slow side.
 
-SO_TIMESTAMPNS = getattr(socket, "SO_TIMESTAMPNS", 35)        # asm-generic/socket.h (x86-64, arm64)
+SO_TIMESTAMPNS = getattr(socket, "SO_TIMESTAMPNS", 35)  # asm-generic/socket.h (x86-64, arm64)
 SCM_TIMESTAMPNS = SO_TIMESTAMPNS
 ANCILLARY = socket.CMSG_SPACE(16)
 
@@ -176,23 +177,26 @@ class Tally:
         self.user = {False: array.array("q"), True: array.array("q")}
 
 
-def handshake(port: int, paths: list[tuple[str, bool]], timed: bool, batch: int = 100,
-              timeout: float = 30.0) -> tuple[list[Feed], list[str]]:
+def handshake(
+    port: int, paths: list[tuple[str, bool]], timed: bool, batch: int = 100, timeout: float = 30.0
+) -> tuple[list[Feed], list[str]]:
     """Open the sockets `batch` at a time: connect and send every request of a batch, then
     read every 101. Blocking sockets with a timeout; non-blocking once open."""
     feeds: list[Feed] = []
     errors: list[str] = []
     for first in range(0, len(paths), batch):
         pending = []
-        for path, filtered in paths[first:first + batch]:
+        for path, filtered in paths[first : first + batch]:
             try:
                 sock = socket.create_connection((HOST, port), timeout=timeout)
                 if timed:
                     sock.setsockopt(socket.SOL_SOCKET, SO_TIMESTAMPNS, 1)
                 key = base64.b64encode(os.urandom(16)).decode()
-                sock.sendall(f"GET {path} HTTP/1.1\r\nHost: {HOST}:{port}\r\nUpgrade: websocket\r\n"
-                             f"Connection: Upgrade\r\nSec-WebSocket-Key: {key}\r\n"
-                             f"Sec-WebSocket-Version: 13\r\n\r\n".encode())
+                sock.sendall(
+                    f"GET {path} HTTP/1.1\r\nHost: {HOST}:{port}\r\nUpgrade: websocket\r\n"
+                    f"Connection: Upgrade\r\nSec-WebSocket-Key: {key}\r\n"
+                    f"Sec-WebSocket-Version: 13\r\n\r\n".encode()
+                )
                 pending.append((sock, path, filtered))
             except OSError as exc:
                 errors.append(f"{path}: {exc!r}")
@@ -233,14 +237,14 @@ def read_frames(feed: Feed, tally: Tally, kernel_ns: int, user_ns: int, timed: b
         else:
             if n - pos < 10:
                 break
-            length = int.from_bytes(buf[pos + 2:pos + 10], "big")
+            length = int.from_bytes(buf[pos + 2 : pos + 10], "big")
             start = pos + 10
         end = start + length
         if end > n:
             break
         first = buf[pos]
         opcode = first & 15
-        if opcode <= 2:                                            # text, binary, continuation
+        if opcode <= 2:  # text, binary, continuation
             if first & 0x80:
                 feed.count += 1
                 if timed:
@@ -251,10 +255,10 @@ def read_frames(feed: Feed, tally: Tally, kernel_ns: int, user_ns: int, timed: b
                         tally.ts[kind].append(sent)
                         tally.kernel[kind].append(kernel_ns - sent)
                         tally.user[kind].append(user_ns - sent)
-        elif opcode == 9:                                          # ping: pong the payload
+        elif opcode == 9:  # ping: pong the payload
             send_quietly(feed, client_frame(10, bytes(buf[start:end])))
-        elif opcode == 8:                                          # close: count it, answer once
-            code = int.from_bytes(buf[start:start + 2], "big") if length >= 2 else 1005
+        elif opcode == 8:  # close: count it, answer once
+            code = int.from_bytes(buf[start : start + 2], "big") if length >= 2 else 1005
             tally.closes[code] = tally.closes.get(code, 0) + 1
             if not feed.closing:
                 feed.closing = True
@@ -266,12 +270,13 @@ def read_frames(feed: Feed, tally: Tally, kernel_ns: int, user_ns: int, timed: b
 
 def send_quietly(feed: Feed, data: bytes) -> None:
     try:
-        feed.sock.send(data)                   # a control frame: fits any send buffer
+        feed.sock.send(data)  # a control frame: fits any send buffer
     except OSError:
         pass
 
 
 # -- receiver process ---------------------------------------------------------------------------
+
 
 def receiver_main(conn, port: int, paths: list[tuple[str, bool]], timed: bool) -> None:
     """A receiver process: open `paths`, then serve its sockets and the parent's commands
@@ -304,11 +309,16 @@ def receiver_main(conn, port: int, paths: list[tuple[str, bool]], timed: bool) -
                             feed.count = 0
                         conn.send("ok")
                     elif command == "stats":
-                        conn.send({"counts": [(f.path, f.filtered, f.count) for f in feeds],
-                                   "open": len(by_fd), "closes": dict(tally.closes),
-                                   "ts": {k: v.tobytes() for k, v in tally.ts.items()},
-                                   "kernel": {k: v.tobytes() for k, v in tally.kernel.items()},
-                                   "user": {k: v.tobytes() for k, v in tally.user.items()}})
+                        conn.send(
+                            {
+                                "counts": [(f.path, f.filtered, f.count) for f in feeds],
+                                "open": len(by_fd),
+                                "closes": dict(tally.closes),
+                                "ts": {k: v.tobytes() for k, v in tally.ts.items()},
+                                "kernel": {k: v.tobytes() for k, v in tally.kernel.items()},
+                                "user": {k: v.tobytes() for k, v in tally.user.items()},
+                            }
+                        )
                     elif command == "close":
                         for feed in by_fd.values():
                             if not feed.closing:
@@ -331,7 +341,7 @@ def receiver_main(conn, port: int, paths: list[tuple[str, bool]], timed: bool) -
                     continue
                 except OSError:
                     data = b""
-                if not data:                                       # the server closed TCP
+                if not data:  # the server closed TCP
                     poller.unregister(fd)
                     sock_feed.sock.close()
                     sock_feed.done = True
@@ -339,8 +349,7 @@ def receiver_main(conn, port: int, paths: list[tuple[str, bool]], timed: bool) -
                     continue
                 user_ns = time.time_ns()
                 sock_feed.buf += data
-                read_frames(sock_feed, tally, kernel_stamp(ancillary, user_ns) if timed else user_ns, user_ns,
-                            timed)
+                read_frames(sock_feed, tally, kernel_stamp(ancillary, user_ns) if timed else user_ns, user_ns, timed)
             if closing_until is not None and (not by_fd or time.monotonic() > closing_until):
                 aborted = len(by_fd)
                 for fd, feed in list(by_fd.items()):
@@ -415,16 +424,19 @@ class Receivers:
 
 # -- writers --------------------------------------------------------------------------------------
 
+
 def user_body(tag: str, seq: int, name: str, sent_ns: int) -> bytes:
-    return json.dumps({"email": f"{tag}-{seq}@bench.io", "name": name,
-                       "profile": {"bench_ts": sent_ns}}, separators=(",", ":")).encode()
+    return json.dumps(
+        {"email": f"{tag}-{seq}@bench.io", "name": name, "profile": {"bench_ts": sent_ns}}, separators=(",", ":")
+    ).encode()
 
 
 CONTENT_LENGTH = re.compile(rb"(?i)\r\ncontent-length:\s*(\d+)")
 
 
-def paced_writes(port: int, rate: float, count: int, names: list[str], tag: str,
-                 time_limit: float, connections: int = 8) -> dict:
+def paced_writes(
+    port: int, rate: float, count: int, names: list[str], tag: str, time_limit: float, connections: int = 8
+) -> dict:
     """`count` POST /api/user at `rate` per second, open loop: write i is due at a random
     point of the first half of its slot [i/rate, (i+1)/rate) and goes on keep-alive socket
     i % `connections`, each socket served by its own thread, so a slow response (an fsync)
@@ -435,13 +447,13 @@ def paced_writes(port: int, rate: float, count: int, names: list[str], tag: str,
     time to its complete response, stamped by the kernel (`kernel_ns`) and when read (`user_ns`)."""
     jitter = random.Random(f"{tag}-{count}")
     interval = 1e9 / rate
-    start = time.monotonic_ns() + 50_000_000                  # the threads' sockets open first
+    start = time.monotonic_ns() + 50_000_000  # the threads' sockets open first
     due = [start + int((seq + jitter.random() / 2) * interval) for seq in range(count)]
     deadline = start + time_limit * 1e9
     kernel = [-1] * count
     user = [-1] * count
     status = [b""] * count
-    sent_at = [0] * count                                     # monotonic, for the achieved rate
+    sent_at = [0] * count  # monotonic, for the achieved rate
     late = [0]
     failures: list[BaseException] = []
 
@@ -462,8 +474,10 @@ def paced_writes(port: int, rate: float, count: int, names: list[str], tag: str,
                     sent_at[seq] = time.monotonic_ns()
                     sent = time.time_ns()
                     body = user_body(tag, seq, names[seq % len(names)], sent)
-                    sock.sendall(b"POST /api/user HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json"
-                                 b"\r\nContent-Length: %d\r\n\r\n%s" % (len(body), body))
+                    sock.sendall(
+                        b"POST /api/user HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json"
+                        b"\r\nContent-Length: %d\r\n\r\n%s" % (len(body), body)
+                    )
                     data = b""
                     need = -1
                     stamp = 0
@@ -480,7 +494,7 @@ def paced_writes(port: int, rate: float, count: int, names: list[str], tag: str,
                     user[seq] = time.time_ns() - sent
                     kernel[seq] = stamp - sent
                     status[seq] = data[:12]
-        except BaseException as exc:                           # noqa: BLE001 - reported below
+        except BaseException as exc:  # noqa: BLE001 - reported below
             failures.append(exc)
 
     threads = [threading.Thread(target=serve, args=(j,), daemon=True) for j in range(min(connections, count))]
@@ -493,10 +507,14 @@ def paced_writes(port: int, rate: float, count: int, names: list[str], tag: str,
     done = [seq for seq in range(count) if user[seq] >= 0]
     first = min((sent_at[seq] for seq in done), default=start)
     last = max((sent_at[seq] for seq in done), default=start)
-    return {"writes": len(done), "errors": sum(1 for seq in done if status[seq] != b"HTTP/1.1 201"),
-            "late": late[0], "elapsed": (last - first) / 1e9 + 1 / rate,
-            "kernel_ns": array.array("q", (kernel[seq] for seq in done)),
-            "user_ns": array.array("q", (user[seq] for seq in done))}
+    return {
+        "writes": len(done),
+        "errors": sum(1 for seq in done if status[seq] != b"HTTP/1.1 201"),
+        "late": late[0],
+        "elapsed": (last - first) / 1e9 + 1 / rate,
+        "kernel_ns": array.array("q", (kernel[seq] for seq in done)),
+        "user_ns": array.array("q", (user[seq] for seq in done)),
+    }
 
 
 def flood_main(conn, port: int, connections: int, seconds: float, cap: int) -> None:
@@ -507,17 +525,20 @@ def flood_main(conn, port: int, connections: int, seconds: float, cap: int) -> N
 
 async def _flood(port: int, connections: int, seconds: float, cap: int) -> dict:
     deadline = time.monotonic() + seconds
-    done = [0, 0]                                  # writes, errors
+    done = [0, 0]  # writes, errors
     pid = os.getpid()
 
     async def one(index: int) -> None:
         reader, writer = await asyncio.open_connection(HOST, port)
         seq = 0
         while time.monotonic() < deadline and done[0] < cap:
-            body = json.dumps({"email": f"f{pid}-{index}-{seq}@bench.io", "name": f"flood {index}"},
-                              separators=(",", ":")).encode()
-            writer.write(b"POST /api/user HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
-                         b"Content-Length: %d\r\n\r\n%s" % (len(body), body))
+            body = json.dumps(
+                {"email": f"f{pid}-{index}-{seq}@bench.io", "name": f"flood {index}"}, separators=(",", ":")
+            ).encode()
+            writer.write(
+                b"POST /api/user HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
+                b"Content-Length: %d\r\n\r\n%s" % (len(body), body)
+            )
             head = await reader.readuntil(b"\r\n\r\n")
             match = CONTENT_LENGTH.search(head)
             await reader.readexactly(int(match.group(1)) if match else 0)
@@ -556,15 +577,20 @@ def core_busy(before: dict, after: dict) -> dict[str, dict[str, float]]:
 
 # -- server helpers ---------------------------------------------------------------------------------
 
+
 class Server:
     """A fresh dbsvc on core 0 with its own data dir."""
 
-    def __init__(self, tmp: Path, name: str, sync: str, extra: dict[str, str] | None = None,
-                 code: Path = ROOT) -> None:
+    def __init__(self, tmp: Path, name: str, sync: str, extra: dict[str, str] | None = None, code: Path = ROOT) -> None:
         self.data = tmp / name
         # RUST_LOG stays at info: below it the server never prints the port it listens on
-        env = {"SERVICE_DATA": str(self.data), "SERVICE_SYNC": sync, "SERVICE_MAX_CONNECTIONS": "20000",
-               "RUST_LOG": "info", **(extra or {})}
+        env = {
+            "SERVICE_DATA": str(self.data),
+            "SERVICE_SYNC": sync,
+            "SERVICE_MAX_CONNECTIONS": "20000",
+            "RUST_LOG": "info",
+            **(extra or {}),
+        }
         self.proc, self.port, self.log = start_dbsvc(env, code=code)
         self.sync = sync
 
@@ -614,7 +640,7 @@ class Server:
             self.proc.send_signal(signal.SIGTERM)
             try:
                 self.proc.wait(30)
-            except Exception:                       # noqa: BLE001 - kill whatever state it is in
+            except Exception:  # noqa: BLE001 - kill whatever state it is in
                 self.proc.kill()
                 self.proc.wait(10)
 
@@ -623,6 +649,7 @@ class Server:
 
 
 # -- statistics -------------------------------------------------------------------------------------
+
 
 def pct(values: list[int] | list[float], p: float) -> float:
     """Nearest-rank percentile of an already sorted sequence."""
@@ -634,24 +661,37 @@ def pct(values: list[int] | list[float], p: float) -> float:
 
 def ms_summary(ns_values) -> dict:
     ordered = sorted(ns_values)
-    return {"n": len(ordered), "p50_ms": pct(ordered, 50) / 1e6, "p99_ms": pct(ordered, 99) / 1e6,
-            "p999_ms": pct(ordered, 99.9) / 1e6, "max_ms": (ordered[-1] / 1e6) if ordered else float("nan")}
+    return {
+        "n": len(ordered),
+        "p50_ms": pct(ordered, 50) / 1e6,
+        "p99_ms": pct(ordered, 99) / 1e6,
+        "p999_ms": pct(ordered, 99.9) / 1e6,
+        "max_ms": (ordered[-1] / 1e6) if ordered else float("nan"),
+    }
 
 
 # -- 1. latency -----------------------------------------------------------------------------------
+
 
 def latency_run(tmp: Path, sync: str, args: argparse.Namespace) -> dict:
     filtered_n = int(round(args.subscribers * args.filtered))
     unfiltered_n = args.subscribers - filtered_n
     names = [f"sub-{i:04d}" for i in range(max(1, filtered_n))]
-    paths = [("/subscribe/user", False)] * unfiltered_n \
-        + [(f"/subscribe/user?name={n}", True) for n in names[:filtered_n]]
+    paths = [("/subscribe/user", False)] * unfiltered_n + [
+        (f"/subscribe/user?name={n}", True) for n in names[:filtered_n]
+    ]
     count = int(args.rate * args.duration)
     warm = int(args.rate * args.warmup)
     limit = args.duration * 3 + 30
     server = Server(tmp, f"latency-{sync}", sync)
-    result: dict = {"sync": sync, "subscribers": args.subscribers, "unfiltered": unfiltered_n,
-                    "filtered": filtered_n, "rate": args.rate, "procs": args.procs}
+    result: dict = {
+        "sync": sync,
+        "subscribers": args.subscribers,
+        "unfiltered": unfiltered_n,
+        "filtered": filtered_n,
+        "rate": args.rate,
+        "procs": args.procs,
+    }
     receivers = None
     try:
         # a. the writes alone
@@ -659,11 +699,17 @@ def latency_run(tmp: Path, sync: str, args: argparse.Namespace) -> dict:
         cpu0, cores0 = server.cpu(), core_times()
         alone = paced_writes(server.port, args.rate, count, names, "alone", limit)
         alone_cpu, alone_cores = server.cpu() - cpu0, core_busy(cores0, core_times())
-        result["alone"] = {"writes": alone["writes"], "errors": alone["errors"], "late": alone["late"],
-                           "rate": alone["writes"] / alone["elapsed"],
-                           "http": ms_summary(alone["kernel_ns"]), "http_client": ms_summary(alone["user_ns"]),
-                           "cpu_us_per_write": alone_cpu / max(1, alone["writes"]) * 1e6, "cores": alone_cores,
-                           "others_core0": others_on_server_core(alone_cores, alone_cpu, alone["elapsed"])}
+        result["alone"] = {
+            "writes": alone["writes"],
+            "errors": alone["errors"],
+            "late": alone["late"],
+            "rate": alone["writes"] / alone["elapsed"],
+            "http": ms_summary(alone["kernel_ns"]),
+            "http_client": ms_summary(alone["user_ns"]),
+            "cpu_us_per_write": alone_cpu / max(1, alone["writes"]) * 1e6,
+            "cores": alone_cores,
+            "others_core0": others_on_server_core(alone_cores, alone_cpu, alone["elapsed"]),
+        }
         # b. the same writes with the subscribers
         opened_at = time.monotonic()
         receivers = Receivers(server.port, paths, args.procs, timed=True)
@@ -695,7 +741,7 @@ def latency_run(tmp: Path, sync: str, args: argparse.Namespace) -> dict:
         server.stop()
     kernel = {False: array.array("q"), True: array.array("q")}
     user = {False: array.array("q"), True: array.array("q")}
-    done: dict[int, int] = {}                     # send ts -> the write's last delivery (at the socket)
+    done: dict[int, int] = {}  # send ts -> the write's last delivery (at the socket)
     counts: dict[bool, list[int]] = {False: [], True: []}
     closes: dict[int, int] = {}
     for answer in stats:
@@ -714,20 +760,27 @@ def latency_run(tmp: Path, sync: str, args: argparse.Namespace) -> dict:
         for code, n in answer["closes"].items():
             closes[code] = closes.get(code, 0) + n
     result["with"] = {
-        "writes": fan["writes"], "errors": fan["errors"], "late": fan["late"],
+        "writes": fan["writes"],
+        "errors": fan["errors"],
+        "late": fan["late"],
         "rate": fan["writes"] / fan["elapsed"],
-        "http": ms_summary(fan["kernel_ns"]), "http_client": ms_summary(fan["user_ns"]),
+        "http": ms_summary(fan["kernel_ns"]),
+        "http_client": ms_summary(fan["user_ns"]),
         "cpu_us_per_write": fan_cpu / max(1, fan["writes"]) * 1e6,
-        "client_cpu_share": client_cpu / max(1e-9, fan["elapsed"]), "cores": fan_cores,
+        "client_cpu_share": client_cpu / max(1e-9, fan["elapsed"]),
+        "cores": fan_cores,
         "others_core0": others_on_server_core(fan_cores, fan_cpu, fan["elapsed"]),
         "deliveries_per_write": unfiltered_n + (1 if filtered_n else 0),
-        "expected": expected, "received": len(kernel[False]) + len(kernel[True]),
+        "expected": expected,
+        "received": len(kernel[False]) + len(kernel[True]),
         "socket": ms_summary(kernel[False] + kernel[True]),
         "client": ms_summary(user[False] + user[True]),
-        "socket_unfiltered": ms_summary(kernel[False]), "socket_filtered": ms_summary(kernel[True]),
+        "socket_unfiltered": ms_summary(kernel[False]),
+        "socket_filtered": ms_summary(kernel[True]),
         "fanout_done": ms_summary(done.values()),
-        "per_socket_min_max": {("filtered" if k else "unfiltered"): (min(v), max(v)) if v else None
-                               for k, v in counts.items()},
+        "per_socket_min_max": {
+            ("filtered" if k else "unfiltered"): (min(v), max(v)) if v else None for k, v in counts.items()
+        },
         "events_sent": after["events_sent"] - before["events_sent"],
         "lagged_closes": after["lagged_closes"] - before["lagged_closes"],
         "close_codes": closes,
@@ -738,13 +791,14 @@ def latency_run(tmp: Path, sync: str, args: argparse.Namespace) -> dict:
 
 # -- 2. memory per idle socket ---------------------------------------------------------------------
 
+
 def memory_run(tmp: Path, route: str, args: argparse.Namespace) -> dict:
     """RSS per idle socket; then `--memory-rounds - 1` more rounds of closing every socket and
     opening as many again on the same server (a leak would grow RSS round after round)."""
     key = "subscriptions" if route == "subscribe" else "live_queries"
     server = Server(tmp, f"memory-{route}", "off")
     receivers = None
-    rounds: list[tuple[int, int]] = []          # (RSS with the sockets open, RSS after closing them)
+    rounds: list[tuple[int, int]] = []  # (RSS with the sockets open, RSS after closing them)
     try:
         # warm the path once (first socket imports, caches), then the baseline
         warm = Receivers(server.port, [(f"/{route}/user", False)] * 10, 1, timed=False)
@@ -753,8 +807,7 @@ def memory_run(tmp: Path, route: str, args: argparse.Namespace) -> dict:
         before = server.settled_rss()
         for number in range(max(1, args.memory_rounds)):
             started = time.monotonic()
-            receivers = Receivers(server.port, [(f"/{route}/user", False)] * args.idle, args.memory_procs,
-                                  timed=False)
+            receivers = Receivers(server.port, [(f"/{route}/user", False)] * args.idle, args.memory_procs, timed=False)
             if number == 0:
                 open_seconds = time.monotonic() - started
                 opened, errors = receivers.opened, receivers.errors
@@ -770,27 +823,51 @@ def memory_run(tmp: Path, route: str, args: argparse.Namespace) -> dict:
         if receivers is not None:
             receivers.stop()
         server.stop()
-    return {"route": f"/{route}/user", "sockets": opened, "server_count": seen, "errors": errors,
-            "open_seconds": open_seconds, "rss_before": before, "rss_after": rounds[0][0],
-            "rss_after_close": rounds[0][1], "rounds": rounds,
-            "bytes_per_socket": (rounds[0][0] - before) / max(1, opened),
-            "warnings": server.warnings()[:10]}
+    return {
+        "route": f"/{route}/user",
+        "sockets": opened,
+        "server_count": seen,
+        "errors": errors,
+        "open_seconds": open_seconds,
+        "rss_before": before,
+        "rss_after": rounds[0][0],
+        "rss_after_close": rounds[0][1],
+        "rounds": rounds,
+        "bytes_per_socket": (rounds[0][0] - before) / max(1, opened),
+        "warnings": server.warnings()[:10],
+    }
 
 
 # -- 4. live-query Inits of a large table ------------------------------------------------------------
+
 
 def _seed_users(data: Path, count: int, code: Path) -> None:
     lines = data.parent / f"{data.name}-users.jsonl"
     with open(lines, "w", encoding="utf-8") as out:
         for i in range(1, count + 1):
-            out.write(json.dumps({"model": "User", "record": {
-                "id": i, "email": f"user{i}@example.com", "name": f"User number {i}", "age": 30,
-                "role": "reader", "joined": "2026-01-01T00:00:00Z", "profile": None}}) + "\n")
+            out.write(
+                json.dumps(
+                    {
+                        "model": "User",
+                        "record": {
+                            "id": i,
+                            "email": f"user{i}@example.com",
+                            "name": f"User number {i}",
+                            "age": 30,
+                            "role": "reader",
+                            "joined": "2026-01-01T00:00:00Z",
+                            "profile": None,
+                        },
+                    }
+                )
+                + "\n"
+            )
     env = {k: v for k, v in os.environ.items() if not k.startswith("SERVICE_")}
     env.update({"SERVICE_DATA": str(data), "SERVICE_TENANT": "default", "PYTHONPATH": str(code)})
     for argv in (["tenant", "create", "default"], ["import", str(ROOT / "schemas" / "blog.dbs"), str(lines), "-q"]):
-        done = __import__("subprocess").run([sys.executable, str(code / "dbsvc.py"), *argv], env=env,
-                                            capture_output=True, text=True, timeout=600)
+        done = __import__("subprocess").run(
+            [sys.executable, str(code / "dbsvc.py"), *argv], env=env, capture_output=True, text=True, timeout=600
+        )
         if done.returncode != 0:
             raise RuntimeError(done.stderr)
     lines.unlink()
@@ -799,13 +876,16 @@ def _seed_users(data: Path, count: int, code: Path) -> None:
 def _open_raw(port: int, path: str) -> socket.socket:
     sock = socket.create_connection((HOST, port), timeout=30)
     key = base64.b64encode(os.urandom(16)).decode()
-    sock.sendall(f"GET {path} HTTP/1.1\r\nHost: {HOST}\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
-                 f"Sec-WebSocket-Key: {key}\r\nSec-WebSocket-Version: 13\r\n\r\n".encode())
+    sock.sendall(
+        f"GET {path} HTTP/1.1\r\nHost: {HOST}\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
+        f"Sec-WebSocket-Key: {key}\r\nSec-WebSocket-Version: 13\r\n\r\n".encode()
+    )
     return sock
 
 
 def _health_probe(port: int, stop: threading.Event, samples: list[float], server: Server, peak: list[int]) -> None:
     import http.client
+
     while not stop.is_set():
         started = time.perf_counter()
         try:
@@ -863,12 +943,20 @@ def inits_run(tmp: Path, args: argparse.Namespace, reading: bool) -> dict:
     finally:
         server.stop()
     finite = sorted(x for x in samples if x != float("inf"))
-    return {"mode": "reading" if reading else "stalled", "records": args.init_records, "sockets": args.init_sockets,
-            "health_n": len(samples), "health_p50_ms": pct(finite, 50) * 1000 if finite else None,
-            "health_p99_ms": pct(finite, 99) * 1000 if finite else None,
-            "health_max_ms": finite[-1] * 1000 if finite else None,
-            "rss_before": before, "rss_peak": peak[0], "rss_after_close": after, "bytes_received": got[0],
-            "code": str(code)}
+    return {
+        "mode": "reading" if reading else "stalled",
+        "records": args.init_records,
+        "sockets": args.init_sockets,
+        "health_n": len(samples),
+        "health_p50_ms": pct(finite, 50) * 1000 if finite else None,
+        "health_p99_ms": pct(finite, 99) * 1000 if finite else None,
+        "health_max_ms": finite[-1] * 1000 if finite else None,
+        "rss_before": before,
+        "rss_peak": peak[0],
+        "rss_after_close": after,
+        "bytes_received": got[0],
+        "code": str(code),
+    }
 
 
 def show_inits(runs: list[dict]) -> None:
@@ -877,27 +965,32 @@ def show_inits(runs: list[dict]) -> None:
     print("\n4. live-query Inits of a large table (/health during, RSS before / peak / after close)")
     mib = 1 << 20
     for r in runs:
-        print(f"   {r['sockets']} x {r['records']:,} records, {r['mode']}: /health p50 {r['health_p50_ms']:.1f} ms, "
-              f"p99 {r['health_p99_ms']:.1f} ms, max {r['health_max_ms']:.1f} ms ({r['health_n']} probes); "
-              f"RSS {r['rss_before'] / mib:.0f} / {r['rss_peak'] / mib:.0f} / {r['rss_after_close'] / mib:.0f} MiB"
-              + (f"; {r['bytes_received'] / mib:.0f} MiB received" if r["mode"] == "reading" else ""))
+        print(
+            f"   {r['sockets']} x {r['records']:,} records, {r['mode']}: /health p50 {r['health_p50_ms']:.1f} ms, "
+            f"p99 {r['health_p99_ms']:.1f} ms, max {r['health_max_ms']:.1f} ms ({r['health_n']} probes); "
+            f"RSS {r['rss_before'] / mib:.0f} / {r['rss_peak'] / mib:.0f} / {r['rss_after_close'] / mib:.0f} MiB"
+            + (f"; {r['bytes_received'] / mib:.0f} MiB received" if r["mode"] == "reading" else "")
+        )
 
 
 # -- 3. events/s to N unfiltered subscribers ---------------------------------------------------------
+
 
 def throughput_run(tmp: Path, args: argparse.Namespace) -> dict:
     server = Server(tmp, "throughput", "off")
     receivers = None
     writer = None
     try:
-        receivers = Receivers(server.port, [("/subscribe/user", False)] * args.fanout_subscribers,
-                              args.fanout_procs, timed=False)
+        receivers = Receivers(
+            server.port, [("/subscribe/user", False)] * args.fanout_subscribers, args.fanout_procs, timed=False
+        )
         server.wait_for("subscriptions", args.fanout_subscribers, 30)
         ctx = multiprocessing.get_context("spawn")
         mine, theirs = ctx.Pipe()
         total = args.warmup + args.window + 1.0
-        writer = ctx.Process(target=flood_main, args=(theirs, server.port, args.writers, total, 10_000_000),
-                             daemon=True)
+        writer = ctx.Process(
+            target=flood_main, args=(theirs, server.port, args.writers, total, 10_000_000), daemon=True
+        )
         writer.start()
         theirs.close()
         time.sleep(args.warmup)
@@ -924,20 +1017,30 @@ def throughput_run(tmp: Path, args: argparse.Namespace) -> dict:
         for code, n in answer["closes"].items():
             closes[code] = closes.get(code, 0) + n
     received_total = sum(n for answer in final for _p, _k, n in answer["counts"])
-    return {"subscribers": args.fanout_subscribers, "writers": args.writers, "window": window,
-            "writes_per_s": (rows1 - rows0) / window, "events_per_s": (frames1 - frames0) / window,
-            "events_sent_per_s": (rt1["events_sent"] - rt0["events_sent"]) / window,
-            "server_cpu_share": (cpu1 - cpu0) / window, "receivers_cpu_share": (client1 - client0) / window,
-            "cores": core_busy(cores0, cores1),
-            "others_core0": others_on_server_core(core_busy(cores0, cores1), cpu1 - cpu0, window),
-            "flood": flood, "total_writes": rows2, "total_received": received_total,
-            "expected_total": rows2 * args.fanout_subscribers,
-            "lagged_closes": rt2["lagged_closes"], "client_close_codes": closes,
-            "open_at_end": sum(answer["open"] for answer in final),
-            "warnings": server.warnings()[:10]}
+    return {
+        "subscribers": args.fanout_subscribers,
+        "writers": args.writers,
+        "window": window,
+        "writes_per_s": (rows1 - rows0) / window,
+        "events_per_s": (frames1 - frames0) / window,
+        "events_sent_per_s": (rt1["events_sent"] - rt0["events_sent"]) / window,
+        "server_cpu_share": (cpu1 - cpu0) / window,
+        "receivers_cpu_share": (client1 - client0) / window,
+        "cores": core_busy(cores0, cores1),
+        "others_core0": others_on_server_core(core_busy(cores0, cores1), cpu1 - cpu0, window),
+        "flood": flood,
+        "total_writes": rows2,
+        "total_received": received_total,
+        "expected_total": rows2 * args.fanout_subscribers,
+        "lagged_closes": rt2["lagged_closes"],
+        "client_close_codes": closes,
+        "open_at_end": sum(answer["open"] for answer in final),
+        "warnings": server.warnings()[:10],
+    }
 
 
 # -- 5. fan-out to many unfiltered subscribers (issue 30 item 7, scenario b) ------------------------
+
 
 def fanout_run(tmp: Path, subscribers: int, args: argparse.Namespace) -> dict:
     """`subscribers` unfiltered `/subscribe/user` sockets (receiver processes, timed), `--rate`
@@ -952,14 +1055,13 @@ def fanout_run(tmp: Path, subscribers: int, args: argparse.Namespace) -> dict:
     try:
         rss_idle = server.rss()
         opened_at = time.monotonic()
-        receivers = Receivers(server.port, [("/subscribe/user", False)] * subscribers, args.fanout_b_procs,
-                              timed=True)
+        receivers = Receivers(server.port, [("/subscribe/user", False)] * subscribers, args.fanout_b_procs, timed=True)
         result["open_seconds"] = time.monotonic() - opened_at
         result["opened"] = receivers.opened
         result["open_errors"] = receivers.errors
         server.wait_for("subscriptions", subscribers, 60)
         paced_writes(server.port, args.rate, int(args.rate * args.warmup), ["w"], "warm", limit)
-        deadline = time.monotonic() + 30                 # the warm-up's frames are all read
+        deadline = time.monotonic() + 30  # the warm-up's frames are all read
         while receivers.frames() < receivers.opened * int(args.rate * args.warmup) and time.monotonic() < deadline:
             time.sleep(0.2)
         receivers.ask("reset")
@@ -995,52 +1097,84 @@ def fanout_run(tmp: Path, subscribers: int, args: argparse.Namespace) -> dict:
             kernel.extend(k)
             user.extend(u)
     health = sorted(samples)
-    result.update({
-        "writes": fan["writes"], "errors": fan["errors"], "late": fan["late"],
-        "writes_per_s": fan["writes"] / fan["elapsed"], "http": ms_summary(fan["kernel_ns"]),
-        "expected": expected, "received": len(kernel),
-        "socket": ms_summary(kernel), "client": ms_summary(user),
-        "cpu_us_per_write": fan_cpu / max(1, fan["writes"]) * 1e6,
-        "server_cpu_share": fan_cpu / max(1e-9, fan["elapsed"]),
-        "client_cpu_share": client_cpu / max(1e-9, fan["elapsed"]), "cores": cores,
-        "health": {"n": len(health), "p50_ms": pct(health, 50) * 1e3, "p99_ms": pct(health, 99) * 1e3,
-                   "max_ms": (health[-1] * 1e3) if health else float("nan")},
-        "events_sent": after["events_sent"] - before["events_sent"],
-        "lagged_closes": after["lagged_closes"] - before["lagged_closes"],
-        "warnings": server.warnings()[:10]})
+    result.update(
+        {
+            "writes": fan["writes"],
+            "errors": fan["errors"],
+            "late": fan["late"],
+            "writes_per_s": fan["writes"] / fan["elapsed"],
+            "http": ms_summary(fan["kernel_ns"]),
+            "expected": expected,
+            "received": len(kernel),
+            "socket": ms_summary(kernel),
+            "client": ms_summary(user),
+            "cpu_us_per_write": fan_cpu / max(1, fan["writes"]) * 1e6,
+            "server_cpu_share": fan_cpu / max(1e-9, fan["elapsed"]),
+            "client_cpu_share": client_cpu / max(1e-9, fan["elapsed"]),
+            "cores": cores,
+            "health": {
+                "n": len(health),
+                "p50_ms": pct(health, 50) * 1e3,
+                "p99_ms": pct(health, 99) * 1e3,
+                "max_ms": (health[-1] * 1e3) if health else float("nan"),
+            },
+            "events_sent": after["events_sent"] - before["events_sent"],
+            "lagged_closes": after["lagged_closes"] - before["lagged_closes"],
+            "warnings": server.warnings()[:10],
+        }
+    )
     return result
 
 
 def show_fanout(runs: list[dict]) -> None:
     if not runs:
         return
-    print("\n5. fan-out to unfiltered subscribers (issue 30 item 7): N /subscribe/user, writes paced at "
-          f"{runs[0]['rate']:g}/s, /health every 50 ms; latency = writer's clock before send() to the "
-          "kernel's receive stamp at the subscriber's socket (\"at socket\") / the receiver reading it; ms")
-    print(f"   {'subs':>6} {'w/s':>6} | {'at socket p50':>13} {'p99':>7} {'max':>7} | {'in client p99':>13} | "
-          f"{'HTTP p99':>8} | {'/health p50':>11} {'p99':>7} {'max':>7} | {'us/write':>8} {'srv CPU':>7} "
-          f"{'rcv CPU':>7} | {'RSS idle/peak':>14} | received/expected")
+    print(
+        "\n5. fan-out to unfiltered subscribers (issue 30 item 7): N /subscribe/user, writes paced at "
+        f"{runs[0]['rate']:g}/s, /health every 50 ms; latency = writer's clock before send() to the "
+        "kernel's receive stamp at the subscriber's socket (\"at socket\") / the receiver reading it; ms"
+    )
+    print(
+        f"   {'subs':>6} {'w/s':>6} | {'at socket p50':>13} {'p99':>7} {'max':>7} | {'in client p99':>13} | "
+        f"{'HTTP p99':>8} | {'/health p50':>11} {'p99':>7} {'max':>7} | {'us/write':>8} {'srv CPU':>7} "
+        f"{'rcv CPU':>7} | {'RSS idle/peak':>14} | received/expected"
+    )
     for r in runs:
         k, h = r["socket"], r["health"]
-        print(f"   {r['opened']:>6} {r['writes_per_s']:>6.1f} | {k['p50_ms']:>13.2f} {k['p99_ms']:>7.2f} "
-              f"{k['max_ms']:>7.2f} | {r['client']['p99_ms']:>13.2f} | {r['http']['p99_ms']:>8.2f} | "
-              f"{h['p50_ms']:>11.2f} {h['p99_ms']:>7.2f} {h['max_ms']:>7.2f} | {r['cpu_us_per_write']:>8.0f} "
-              f"{r['server_cpu_share']:>7.0%} {r['client_cpu_share']:>7.0%} | "
-              f"{r['rss_idle'] / 2**20:>5.0f}/{r['rss_peak'] / 2**20:<5.0f}MiB | {r['received']}/{r['expected']}"
-              f"{'; lagged closes ' + str(r['lagged_closes']) if r['lagged_closes'] else ''}"
-              f"{'; late ' + str(r['late']) if r['late'] else ''}"
-              f"{'; open errors ' + str(r['open_errors']) if r['open_errors'] else ''}")
+        print(
+            f"   {r['opened']:>6} {r['writes_per_s']:>6.1f} | {k['p50_ms']:>13.2f} {k['p99_ms']:>7.2f} "
+            f"{k['max_ms']:>7.2f} | {r['client']['p99_ms']:>13.2f} | {r['http']['p99_ms']:>8.2f} | "
+            f"{h['p50_ms']:>11.2f} {h['p99_ms']:>7.2f} {h['max_ms']:>7.2f} | {r['cpu_us_per_write']:>8.0f} "
+            f"{r['server_cpu_share']:>7.0%} {r['client_cpu_share']:>7.0%} | "
+            f"{r['rss_idle'] / 2**20:>5.0f}/{r['rss_peak'] / 2**20:<5.0f}MiB | {r['received']}/{r['expected']}"
+            f"{'; lagged closes ' + str(r['lagged_closes']) if r['lagged_closes'] else ''}"
+            f"{'; late ' + str(r['late']) if r['late'] else ''}"
+            f"{'; open errors ' + str(r['open_errors']) if r['open_errors'] else ''}"
+        )
 
 
 # -- 6. /health under a WebSocket flood (scenario c): bench/ws_flood_bench.py -------------------------
+
 
 def flood_run(args: argparse.Namespace) -> dict:
     """Runs `bench/ws_flood_bench.py --json` (one client flooding empty pings, then empty text
     frames, while /health is probed) on this tree or `--code`, and returns its figures."""
     code = Path(args.code).resolve() if args.code else ROOT
-    out = subprocess.run([sys.executable, str(ROOT / "bench" / "ws_flood_bench.py"), "--tree", str(code),
-                          "--duration", str(args.flood_duration), "--json"],
-                         capture_output=True, text=True, timeout=args.flood_duration * 6 + 120, check=True)
+    out = subprocess.run(
+        [
+            sys.executable,
+            str(ROOT / "bench" / "ws_flood_bench.py"),
+            "--tree",
+            str(code),
+            "--duration",
+            str(args.flood_duration),
+            "--json",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=args.flood_duration * 6 + 120,
+        check=True,
+    )
     return json.loads(out.stdout)
 
 
@@ -1050,11 +1184,14 @@ def show_flood(result: dict | None) -> None:
     print("\n6. /health while one WebSocket client floods empty frames (bench/ws_flood_bench.py)")
     for name, row in result.items():
         extra = {k: v for k, v in row.items() if k not in ("p50_ms", "p99_ms", "probes")}
-        print(f"   {name:18} /health p50 {row['p50_ms']:8.2f} ms  p99 {row['p99_ms']:8.2f} ms  "
-              f"probes {row['probes']:6}  {extra or ''}")
+        print(
+            f"   {name:18} /health p50 {row['p50_ms']:8.2f} ms  p99 {row['p99_ms']:8.2f} ms  "
+            f"probes {row['probes']:6}  {extra or ''}"
+        )
 
 
 # -- report -------------------------------------------------------------------------------------------
+
 
 def others_on_server_core(cores: dict, server_cpu: float, seconds: float) -> float:
     """The share of the server's core that went to other processes (a shared machine's
@@ -1063,7 +1200,7 @@ def others_on_server_core(cores: dict, server_cpu: float, seconds: float) -> flo
     return max(0.0, core["busy"] - server_cpu / max(1e-9, seconds)) if core else 0.0
 
 
-DISTURBED = 0.10         # other processes took more than this share of core 0: say so
+DISTURBED = 0.10  # other processes took more than this share of core 0: say so
 
 
 def disturbed_text(share: float) -> str:
@@ -1071,94 +1208,127 @@ def disturbed_text(share: float) -> str:
 
 
 def cores_text(cores: dict) -> str:
-    return ", ".join(f"{name} {c['busy']:.0%}" + (f" (stolen {c['steal']:.0%})" if c["steal"] >= 0.005 else "")
-                     for name, c in sorted(cores.items()))
+    return ", ".join(
+        f"{name} {c['busy']:.0%}" + (f" (stolen {c['steal']:.0%})" if c["steal"] >= 0.005 else "")
+        for name, c in sorted(cores.items())
+    )
 
 
 def show_latency(runs: list[dict], args: argparse.Namespace) -> None:
     if not runs:
         return
     r0 = runs[0]
-    print(f"\n1. fan-out latency: {r0['subscribers']} subscribers = {r0['unfiltered']} /subscribe/user + "
-          f"{r0['filtered']} /subscribe/user?name=sub-NNNN (distinct names) in {r0['procs']} receiver processes; "
-          f"{args.rate:g} POST /api/user per s for {args.duration:g} s, each write naming one filtered subscriber "
-          f"round-robin, so it reaches every unfiltered socket plus one filtered socket "
-          f"({r0['with']['deliveries_per_write']} deliveries per write)")
-    print("   latency from the writer's clock just before send() to: the kernel's receive stamp on the socket "
-          "(\"at socket\", the server's part) or the receiver process reading it (\"in client\"); all times ms")
-    print(f"   {'sync':4} {'subs':>5} {'writes':>6} {'w/s':>6} | {'HTTP p50':>8} {'p99':>6} {'max':>6} "
-          f"{'(client p99)':>12} | {'server us/write':>15} | busy: core 0, core 1")
+    print(
+        f"\n1. fan-out latency: {r0['subscribers']} subscribers = {r0['unfiltered']} /subscribe/user + "
+        f"{r0['filtered']} /subscribe/user?name=sub-NNNN (distinct names) in {r0['procs']} receiver processes; "
+        f"{args.rate:g} POST /api/user per s for {args.duration:g} s, each write naming one filtered subscriber "
+        f"round-robin, so it reaches every unfiltered socket plus one filtered socket "
+        f"({r0['with']['deliveries_per_write']} deliveries per write)"
+    )
+    print(
+        "   latency from the writer's clock just before send() to: the kernel's receive stamp on the socket "
+        "(\"at socket\", the server's part) or the receiver process reading it (\"in client\"); all times ms"
+    )
+    print(
+        f"   {'sync':4} {'subs':>5} {'writes':>6} {'w/s':>6} | {'HTTP p50':>8} {'p99':>6} {'max':>6} "
+        f"{'(client p99)':>12} | {'server us/write':>15} | busy: core 0, core 1"
+    )
     for r in runs:
         for subs, row in ((0, r["alone"]), (r["opened"], r["with"])):
-            print(f"   {r['sync']:4} {subs:>5} {row['writes']:>6} {row['rate']:>6.1f} | {row['http']['p50_ms']:>8.2f} "
-                  f"{row['http']['p99_ms']:>6.2f} {row['http']['max_ms']:>6.2f} "
-                  f"{row['http_client']['p99_ms']:>12.2f} | "
-                  f"{row['cpu_us_per_write']:>15.0f} | {cores_text(row['cores'])}"
-                  f"{disturbed_text(row['others_core0'])}"
-                  f"{'; late ' + str(row['late']) if row['late'] else ''}"
-                  f"{'; errors ' + str(row['errors']) if row['errors'] else ''}")
-    print(f"\n   {'sync':4} {'deliveries':>10} | {'at socket p50':>13} {'p99':>6} {'p99.9':>6} {'max':>6} | "
-          f"{'in client p50':>13} {'p99':>6} {'max':>6} | {'fan-out done p50':>16} {'p99':>6} {'max':>6}")
+            print(
+                f"   {r['sync']:4} {subs:>5} {row['writes']:>6} {row['rate']:>6.1f} | {row['http']['p50_ms']:>8.2f} "
+                f"{row['http']['p99_ms']:>6.2f} {row['http']['max_ms']:>6.2f} "
+                f"{row['http_client']['p99_ms']:>12.2f} | "
+                f"{row['cpu_us_per_write']:>15.0f} | {cores_text(row['cores'])}"
+                f"{disturbed_text(row['others_core0'])}"
+                f"{'; late ' + str(row['late']) if row['late'] else ''}"
+                f"{'; errors ' + str(row['errors']) if row['errors'] else ''}"
+            )
+    print(
+        f"\n   {'sync':4} {'deliveries':>10} | {'at socket p50':>13} {'p99':>6} {'p99.9':>6} {'max':>6} | "
+        f"{'in client p50':>13} {'p99':>6} {'max':>6} | {'fan-out done p50':>16} {'p99':>6} {'max':>6}"
+    )
     for r in runs:
         w = r["with"]
         k, u, d = w["socket"], w["client"], w["fanout_done"]
-        print(f"   {r['sync']:4} {w['received']:>10} | {k['p50_ms']:>13.2f} {k['p99_ms']:>6.2f} {k['p999_ms']:>6.2f} "
-              f"{k['max_ms']:>6.2f} | {u['p50_ms']:>13.2f} {u['p99_ms']:>6.2f} {u['max_ms']:>6.2f} | "
-              f"{d['p50_ms']:>16.2f} {d['p99_ms']:>6.2f} {d['max_ms']:>6.2f}")
+        print(
+            f"   {r['sync']:4} {w['received']:>10} | {k['p50_ms']:>13.2f} {k['p99_ms']:>6.2f} {k['p999_ms']:>6.2f} "
+            f"{k['max_ms']:>6.2f} | {u['p50_ms']:>13.2f} {u['p99_ms']:>6.2f} {u['max_ms']:>6.2f} | "
+            f"{d['p50_ms']:>16.2f} {d['p99_ms']:>6.2f} {d['max_ms']:>6.2f}"
+        )
     print("   (fan-out done: per write, its last delivery at a socket)")
     for r in runs:
         w = r["with"]
         worst = max(w["socket"]["p99_ms"], w["client"]["p99_ms"])
         verdict = "holds" if worst < 50 else "FAILS"
-        print(f"   sync={r['sync']}: p99 {w['socket']['p99_ms']:.2f} ms at the socket, {w['client']['p99_ms']:.2f} ms "
-              f"in the client -> target p99 < 50 ms {verdict}; unfiltered/filtered p99 at the socket "
-              f"{w['socket_unfiltered']['p99_ms']:.2f}/{w['socket_filtered']['p99_ms']:.2f}; missing deliveries "
-              f"{w['expected'] - w['received']}, server events_sent {w['events_sent']}, lagged closes "
-              f"{w['lagged_closes']}, close codes {w['close_codes'] or 'none'}; frames per socket "
-              f"{w['per_socket_min_max']}; receivers' CPU {w['client_cpu_share']:.0%} of core 1; "
-              f"{r['opened']} sockets opened in {r['open_seconds']:.1f} s"
-              f"{', errors ' + str(r['open_errors']) if r['open_errors'] else ''}; server RSS "
-              f"{r['rss_growth_during_run'] / 1024:+.0f} KiB over the measured writes")
+        print(
+            f"   sync={r['sync']}: p99 {w['socket']['p99_ms']:.2f} ms at the socket, {w['client']['p99_ms']:.2f} ms "
+            f"in the client -> target p99 < 50 ms {verdict}; unfiltered/filtered p99 at the socket "
+            f"{w['socket_unfiltered']['p99_ms']:.2f}/{w['socket_filtered']['p99_ms']:.2f}; missing deliveries "
+            f"{w['expected'] - w['received']}, server events_sent {w['events_sent']}, lagged closes "
+            f"{w['lagged_closes']}, close codes {w['close_codes'] or 'none'}; frames per socket "
+            f"{w['per_socket_min_max']}; receivers' CPU {w['client_cpu_share']:.0%} of core 1; "
+            f"{r['opened']} sockets opened in {r['open_seconds']:.1f} s"
+            f"{', errors ' + str(r['open_errors']) if r['open_errors'] else ''}; server RSS "
+            f"{r['rss_growth_during_run'] / 1024:+.0f} KiB over the measured writes"
+        )
 
 
 def show_memory(runs: list[dict]) -> None:
     if not runs:
         return
     print("\n2. server memory per idle socket (VmRSS, settled; kernel socket buffers not included)")
-    print(f"   {'route':18} {'sockets':>7} {'RSS before':>10} {'after':>10} {'after close':>11} "
-          f"{'bytes/socket':>12} {'open s':>6}")
+    print(
+        f"   {'route':18} {'sockets':>7} {'RSS before':>10} {'after':>10} {'after close':>11} "
+        f"{'bytes/socket':>12} {'open s':>6}"
+    )
     for r in runs:
-        print(f"   {r['route']:18} {r['sockets']:>7} {r['rss_before'] / 2**20:>8.1f}Mi "
-              f"{r['rss_after'] / 2**20:>8.1f}Mi "
-              f"{r['rss_after_close'] / 2**20:>9.1f}Mi {r['bytes_per_socket']:>12,.0f} {r['open_seconds']:>6.1f}"
-              f"{'  errors ' + str(r['errors']) if r['errors'] else ''}"
-              f"{'  server counted ' + str(r['server_count']) if r['server_count'] != r['sockets'] else ''}")
+        print(
+            f"   {r['route']:18} {r['sockets']:>7} {r['rss_before'] / 2**20:>8.1f}Mi "
+            f"{r['rss_after'] / 2**20:>8.1f}Mi "
+            f"{r['rss_after_close'] / 2**20:>9.1f}Mi {r['bytes_per_socket']:>12,.0f} {r['open_seconds']:>6.1f}"
+            f"{'  errors ' + str(r['errors']) if r['errors'] else ''}"
+            f"{'  server counted ' + str(r['server_count']) if r['server_count'] != r['sockets'] else ''}"
+        )
         if len(r["rounds"]) > 1:
-            print(f"   {'':18} rounds of open/close on the same server, RSS open/closed: " + ", ".join(
-                f"{a / 2**20:.1f}/{b / 2**20:.1f}Mi" for a, b in r["rounds"]))
+            print(
+                f"   {'':18} rounds of open/close on the same server, RSS open/closed: "
+                + ", ".join(f"{a / 2**20:.1f}/{b / 2**20:.1f}Mi" for a, b in r["rounds"])
+            )
 
 
 def show_throughput(r: dict | None) -> None:
     if not r:
         return
-    print(f"\n3. delivery rate: {r['subscribers']} unfiltered /subscribe/user, writer on {r['writers']} keep-alive "
-          f"connections as fast as it goes (SERVICE_SYNC=off), {r['window']:.1f} s window")
-    print(f"   {r['events_per_s']:,.0f} events/s received (server events_sent {r['events_sent_per_s']:,.0f}/s) "
-          f"at {r['writes_per_s']:,.0f} writes/s; server CPU {r['server_cpu_share']:.0%} of core 0, receivers "
-          f"{r['receivers_cpu_share']:.0%}; busy: {cores_text(r['cores'])}"
-          f"{disturbed_text(r['others_core0'])}")
-    print(f"   whole run: {r['total_writes']} writes, {r['total_received']} frames received of "
-          f"{r['expected_total']} expected; lagged closes {r['lagged_closes']}, client close codes "
-          f"{r['client_close_codes'] or 'none'}, sockets open at the end {r['open_at_end']}")
+    print(
+        f"\n3. delivery rate: {r['subscribers']} unfiltered /subscribe/user, writer on {r['writers']} keep-alive "
+        f"connections as fast as it goes (SERVICE_SYNC=off), {r['window']:.1f} s window"
+    )
+    print(
+        f"   {r['events_per_s']:,.0f} events/s received (server events_sent {r['events_sent_per_s']:,.0f}/s) "
+        f"at {r['writes_per_s']:,.0f} writes/s; server CPU {r['server_cpu_share']:.0%} of core 0, receivers "
+        f"{r['receivers_cpu_share']:.0%}; busy: {cores_text(r['cores'])}"
+        f"{disturbed_text(r['others_core0'])}"
+    )
+    print(
+        f"   whole run: {r['total_writes']} writes, {r['total_received']} frames received of "
+        f"{r['expected_total']} expected; lagged closes {r['lagged_closes']}, client close codes "
+        f"{r['client_close_codes'] or 'none'}, sockets open at the end {r['open_at_end']}"
+    )
 
 
 def main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--quick", action="store_true",
-                        help="a smoke run: 100 subscribers for 3 s, sync off only, 500 idle sockets, "
-                             "20 fan-out subscribers")
-    parser.add_argument("--only", default="latency,memory,throughput",
-                        help="comma list of runs: latency, memory, throughput, inits, fanout, flood")
+    parser.add_argument(
+        "--quick",
+        action="store_true",
+        help="a smoke run: 100 subscribers for 3 s, sync off only, 500 idle sockets, 20 fan-out subscribers",
+    )
+    parser.add_argument(
+        "--only",
+        default="latency,memory,throughput",
+        help="comma list of runs: latency, memory, throughput, inits, fanout, flood",
+    )
     parser.add_argument("--sync", default="off,full", help="SERVICE_SYNC modes of the latency run")
     parser.add_argument("--subscribers", type=int, default=1000, help="sockets of the latency run")
     parser.add_argument("--filtered", type=float, default=0.5, help="fraction of subscribers filtered on a name")
@@ -1168,15 +1338,17 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--procs", type=int, default=4, help="receiver processes of the latency run")
     parser.add_argument("--idle", type=int, default=10_000, help="idle sockets of the memory run")
     parser.add_argument("--memory-procs", type=int, default=2, help="receiver processes of the memory run")
-    parser.add_argument("--memory-rounds", type=int, default=2,
-                        help="open/close rounds on one server, RSS printed per round")
+    parser.add_argument(
+        "--memory-rounds", type=int, default=2, help="open/close rounds on one server, RSS printed per round"
+    )
     parser.add_argument("--no-live-query", action="store_true", help="memory: /subscribe only")
     parser.add_argument("--fanout-subscribers", type=int, default=100, help="sockets of the throughput run")
     parser.add_argument("--fanout-procs", type=int, default=2, help="receiver processes of the throughput run")
     parser.add_argument("--writers", type=int, default=8, help="connections of the flood writer")
     parser.add_argument("--window", type=float, default=10, help="seconds of the throughput window")
-    parser.add_argument("--fanout-sizes", default="1000,10000",
-                        help="fanout: comma list of unfiltered subscriber counts (scenario b)")
+    parser.add_argument(
+        "--fanout-sizes", default="1000,10000", help="fanout: comma list of unfiltered subscriber counts (scenario b)"
+    )
     parser.add_argument("--fanout-b-procs", type=int, default=4, help="receiver processes of the fanout run")
     parser.add_argument("--flood-duration", type=float, default=5, help="flood: seconds of /health probes each")
     parser.add_argument("--json", action="store_true", help="also print the results as JSON")
@@ -1184,10 +1356,21 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--init-sockets", type=int, default=50, help="live queries opened at once")
     parser.add_argument("--init-window", type=float, default=20, help="seconds of /health probes")
     parser.add_argument("--code", default="", help="inits: the checkout whose server runs (default this one)")
-    if parser.parse_args(argv).quick:        # smaller defaults; flags given still win
-        parser.set_defaults(subscribers=100, duration=3, warmup=1, idle=500, fanout_subscribers=20, window=3,
-                            sync="off", init_records=20_000, init_sockets=10, init_window=5,
-                            fanout_sizes="1000", flood_duration=2)
+    if parser.parse_args(argv).quick:  # smaller defaults; flags given still win
+        parser.set_defaults(
+            subscribers=100,
+            duration=3,
+            warmup=1,
+            idle=500,
+            fanout_subscribers=20,
+            window=3,
+            sync="off",
+            init_records=20_000,
+            init_sockets=10,
+            init_window=5,
+            fanout_sizes="1000",
+            flood_duration=2,
+        )
     args = parser.parse_args(argv)
     only = set(args.only.split(","))
     pin(LOAD_CORE)
@@ -1195,8 +1378,10 @@ def main(argv: list[str]) -> int:
     if "memory" in only and limit < args.idle + 100:
         print(f"RLIMIT_NOFILE is {limit}: too low for {args.idle} sockets")
         return 2
-    print(f"server on core {SERVER_CORE}, clients on core {LOAD_CORE}; RLIMIT_NOFILE {limit}; "
-          f"load average {Path('/proc/loadavg').read_text().split()[0]} on {os.cpu_count()} cores")
+    print(
+        f"server on core {SERVER_CORE}, clients on core {LOAD_CORE}; RLIMIT_NOFILE {limit}; "
+        f"load average {Path('/proc/loadavg').read_text().split()[0]} on {os.cpu_count()} cores"
+    )
     results: dict = {"latency": [], "memory": [], "throughput": None, "inits": [], "fanout": [], "flood": None}
     with tempfile.TemporaryDirectory(prefix="dbsvc-realtime-bench-") as tmp:
         if "latency" in only:
@@ -1227,16 +1412,22 @@ def main(argv: list[str]) -> int:
     show_inits(results["inits"])
     show_fanout(results["fanout"])
     show_flood(results["flood"])
-    disturbed = [f"latency sync={r['sync']} {label}: {r[key]['others_core0']:.0%}"
-                 for r in results["latency"] for key, label in (("alone", "alone"), ("with", "with subscribers"))
-                 if r[key]["others_core0"] >= DISTURBED]
+    disturbed = [
+        f"latency sync={r['sync']} {label}: {r[key]['others_core0']:.0%}"
+        for r in results["latency"]
+        for key, label in (("alone", "alone"), ("with", "with subscribers"))
+        if r[key]["others_core0"] >= DISTURBED
+    ]
     if results["throughput"] and results["throughput"]["others_core0"] >= DISTURBED:
         disturbed.append(f"throughput: {results['throughput']['others_core0']:.0%}")
     if disturbed:
-        print("\nDISTURBED: other processes took a share of the server's core 0 (its busy time minus the "
-              "server's CPU time), so these figures are not the server's alone: " + "; ".join(disturbed))
-    warnings = [w for r in results["latency"] + results["memory"] + [results["throughput"] or {}]
-                for w in r.get("warnings", [])]
+        print(
+            "\nDISTURBED: other processes took a share of the server's core 0 (its busy time minus the "
+            "server's CPU time), so these figures are not the server's alone: " + "; ".join(disturbed)
+        )
+    warnings = [
+        w for r in results["latency"] + results["memory"] + [results["throughput"] or {}] for w in r.get("warnings", [])
+    ]
     if warnings:
         print("\nserver warnings:\n   " + "\n   ".join(warnings[:20]))
     print(f"\nload average at the end: {Path('/proc/loadavg').read_text().split()[0]} on {os.cpu_count()} cores")

@@ -80,13 +80,14 @@ from http_bench import LISTENING, _pinned, process_cpu_seconds  # noqa: E402
 
 SCHEMA = ROOT / "schemas" / "blog.dbs"
 SERVER_CORE, CLIENT_CORE = "0", "1"
-LOG_HEADER = 40                          # dbsvc/storage/logfile.py HEADER_SIZE
+LOG_HEADER = 40  # dbsvc/storage/logfile.py HEADER_SIZE
 WS_GUID = b"258EAFA5-E914-47DA-95CA-C5AB0DC85B11"
 OTHER_BENCHES = re.compile(r"realtime_bench|service_bench|http_bench|auth_bench|storage_bench|(^|/)wrk(\s|$)")
-PEH = struct.Struct(">QII")              # PersistedEvent header: offset, crc32, length
+PEH = struct.Struct(">QII")  # PersistedEvent header: offset, crc32, length
 
 
 # -- the machine ------------------------------------------------------------------------------
+
 
 def loadavg() -> str:
     return " ".join(Path("/proc/loadavg").read_text().split()[:3])
@@ -119,8 +120,10 @@ def wait_idle(limit: float, what: str) -> None:
                 print(f"  (other benches done; load average {loadavg()})", flush=True)
             return
         if time.monotonic() >= deadline:
-            print(f"  WARNING: other benches still running after {limit:.0f} s; measuring {what} anyway: "
-                  f"{busy[0]}", flush=True)
+            print(
+                f"  WARNING: other benches still running after {limit:.0f} s; measuring {what} anyway: {busy[0]}",
+                flush=True,
+            )
             return
         if not said:
             print(f"  waiting for other benches before {what}: {busy[0]}", flush=True)
@@ -144,8 +147,10 @@ def core_busy(before: dict, after: dict) -> str:
     for name, (busy, steal, total) in sorted(after.items()):
         b0, s0, t0 = before.get(name, (0, 0, 0))
         span = max(1, total - t0)
-        parts.append(f"{name} {100 * (busy - b0) / span:.0f}% busy" +
-                     (f" ({100 * (steal - s0) / span:.0f}% stolen)" if steal - s0 else ""))
+        parts.append(
+            f"{name} {100 * (busy - b0) / span:.0f}% busy"
+            + (f" ({100 * (steal - s0) / span:.0f}% stolen)" if steal - s0 else "")
+        )
     return ", ".join(parts)
 
 
@@ -172,18 +177,27 @@ def pct(values: list[float], p: float) -> float:
 
 # -- servers ----------------------------------------------------------------------------------
 
+
 class Server:
     """`python dbsvc.py serve SCHEMA [args]` on port 0, pinned; stderr drained in a thread."""
 
-    def __init__(self, name: str, env: dict[str, str], args: tuple[str, ...] = (), core: str = SERVER_CORE,
-                 timeout: float = 300.0, profile_to: str | None = None) -> None:
+    def __init__(
+        self,
+        name: str,
+        env: dict[str, str],
+        args: tuple[str, ...] = (),
+        core: str = SERVER_CORE,
+        timeout: float = 300.0,
+        profile_to: str | None = None,
+    ) -> None:
         self.name = name
         full = {k: v for k, v in os.environ.items() if not k.startswith("SERVICE_") and k != "RUST_LOG"}
         full.update({"SERVICE_PORT": "0", "RUST_LOG": "info"}, **env)
         python = [sys.executable] + (["-m", "cProfile", "-o", profile_to] if profile_to else [])
         command = _pinned(core, [*python, str(ROOT / "dbsvc.py"), "serve", str(SCHEMA), *args])
-        self.proc = subprocess.Popen(command, cwd=ROOT, env=full, stdout=subprocess.DEVNULL,
-                                     stderr=subprocess.PIPE, text=True)
+        self.proc = subprocess.Popen(
+            command, cwd=ROOT, env=full, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True
+        )
         self.log: list[str] = []
         self.port = 0
         assert self.proc.stderr is not None
@@ -266,15 +280,15 @@ class Servers:
         for item in reversed(list(self.running)):
             try:
                 self.stop(item)
-            except Exception as exc:          # noqa: BLE001 - keep stopping the others
+            except Exception as exc:  # noqa: BLE001 - keep stopping the others
                 print(f"  (stopping {item}: {exc})", file=sys.stderr)
 
 
 # -- 0. the tenant ----------------------------------------------------------------------------
 
+
 def user_body(i: int) -> dict:
-    return {"email": f"user{i}@bench.example.com", "name": f"user number {i}", "age": i % 100,
-            "role": "reader"}
+    return {"email": f"user{i}@bench.example.com", "name": f"user number {i}", "age": i % 100, "role": "reader"}
 
 
 def build_tenant(cache: Path, count: int, rebuild: bool) -> tuple[Path, dict]:
@@ -285,8 +299,10 @@ def build_tenant(cache: Path, count: int, rebuild: bool) -> tuple[Path, dict]:
     if not rebuild and marker.exists() and log_path.exists():
         info = json.loads(marker.read_text())
         if info.get("events") == count and info.get("log_bytes") == log_path.stat().st_size:
-            print(f"cached tenant: {count:,} events, log {info['log_bytes'] / 2**20:.1f} MiB at {data} "
-                  f"(built in {info['build_s']:.1f} s; --rebuild to build again)")
+            print(
+                f"cached tenant: {count:,} events, log {info['log_bytes'] / 2**20:.1f} MiB at {data} "
+                f"(built in {info['build_s']:.1f} s; --rebuild to build again)"
+            )
             return data, info
         print("cached tenant does not match build.json: building again")
     shutil.rmtree(cache, ignore_errors=True)
@@ -308,7 +324,7 @@ def build_tenant(cache: Path, count: int, rebuild: bool) -> tuple[Path, dict]:
             for i in range(1, count + 1):
                 _record, pending = store.apply_insert("User", user.validate_create(user_body(i)))
                 if i % 10_000 == 0:
-                    await pending                # let the committer run: memory stays flat
+                    await pending  # let the committer run: memory stays flat
                 if i % 200_000 == 0:
                     print(f"  {i:,} events, {time.perf_counter() - started:.1f} s", flush=True)
             if pending is not None:
@@ -322,20 +338,29 @@ def build_tenant(cache: Path, count: int, rebuild: bool) -> tuple[Path, dict]:
     took = time.perf_counter() - started
     info = {"events": count, "log_bytes": log_path.stat().st_size, "build_s": took, "built_at": time.time()}
     marker.write_text(json.dumps(info))
-    print(f"built {count:,} events in {took:.1f} s ({count / took:,.0f} inserts/s), "
-          f"log {info['log_bytes'] / 2**20:.1f} MiB ({(info['log_bytes'] - LOG_HEADER) / count:.0f} bytes/frame)")
+    print(
+        f"built {count:,} events in {took:.1f} s ({count / took:,.0f} inserts/s), "
+        f"log {info['log_bytes'] / 2**20:.1f} MiB ({(info['log_bytes'] - LOG_HEADER) / count:.0f} bytes/frame)"
+    )
     return data, info
 
 
 # -- 1. the lean /replicate client ------------------------------------------------------------
 
+
 def ws_handshake(port: int, target: str, timeout: float = 10.0) -> tuple[socket.socket, bytearray]:
     """A WebSocket opening handshake by hand; the socket and the bytes that followed the 101."""
     sock = socket.create_connection(("127.0.0.1", port), timeout=timeout)
     key = base64.b64encode(os.urandom(16))
-    sock.sendall(b"GET " + target.encode() + b" HTTP/1.1\r\nHost: 127.0.0.1:" + str(port).encode() +
-                 b"\r\nUpgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Key: " + key +
-                 b"\r\nSec-WebSocket-Version: 13\r\n\r\n")
+    sock.sendall(
+        b"GET "
+        + target.encode()
+        + b" HTTP/1.1\r\nHost: 127.0.0.1:"
+        + str(port).encode()
+        + b"\r\nUpgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Key: "
+        + key
+        + b"\r\nSec-WebSocket-Version: 13\r\n\r\n"
+    )
     buf = bytearray()
     while b"\r\n\r\n" not in buf:
         chunk = sock.recv(65536)
@@ -385,7 +410,7 @@ def lean_catchup(port: int, after: int, head: int, timeout: float) -> dict:
                 elif b1 == 127:
                     if end - pos < 10:
                         break
-                    length = int.from_bytes(data[pos + 2:pos + 10], "big")
+                    length = int.from_bytes(data[pos + 2 : pos + 10], "big")
                     hl = 10
                 else:
                     length, hl = b1, 2
@@ -402,9 +427,9 @@ def lean_catchup(port: int, after: int, head: int, timeout: float) -> dict:
                     frames += 1
                     payload_bytes += length
                 elif opcode == 9:
-                    sock.sendall(masked_frame(10, bytes(data[pos + hl:pos + hl + length])))
+                    sock.sendall(masked_frame(10, bytes(data[pos + hl : pos + hl + length])))
                 elif opcode == 8:
-                    raise RuntimeError(f"server closed the stream: {bytes(data[pos + hl:pos + hl + length])!r}")
+                    raise RuntimeError(f"server closed the stream: {bytes(data[pos + hl : pos + hl + length])!r}")
                 else:
                     raise RuntimeError(f"unexpected opcode {opcode} (byte 0 {data[pos]:#x})")
                 pos += hl + length
@@ -427,8 +452,13 @@ def lean_catchup(port: int, after: int, head: int, timeout: float) -> dict:
         except OSError:
             pass
         sock.close()
-    return {"frames": frames, "payload_bytes": payload_bytes, "wire_bytes": wire_bytes, "seconds": elapsed,
-            "last": expected - 1}
+    return {
+        "frames": frames,
+        "payload_bytes": payload_bytes,
+        "wire_bytes": wire_bytes,
+        "seconds": elapsed,
+        "last": expected - 1,
+    }
 
 
 def measure_catchup(primary: Server, head: int, rounds: int, timeout: float) -> list[dict]:
@@ -436,22 +466,38 @@ def measure_catchup(primary: Server, head: int, rounds: int, timeout: float) -> 
     for r in range(rounds):
         wait_idle(ARGS.wait_idle, "catch-up")
         load0, cores0 = loadavg(), core_times()
-        cpu0, me0, rss0 = cpu_split(primary.proc.pid), resource.getrusage(resource.RUSAGE_SELF), rss_mib(primary.proc.pid)
+        cpu0, me0, rss0 = (
+            cpu_split(primary.proc.pid),
+            resource.getrusage(resource.RUSAGE_SELF),
+            rss_mib(primary.proc.pid),
+        )
         result = lean_catchup(primary.port, 0, head, timeout)
         cpu1, me1 = cpu_split(primary.proc.pid), resource.getrusage(resource.RUSAGE_SELF)
         user, system = cpu1[0] - cpu0[0], cpu1[1] - cpu0[1]
         n, s = result["frames"], result["seconds"]
-        result.update(server_user_s=user, server_sys_s=system, client_cpu_s=(me1.ru_utime + me1.ru_stime)
-                      - (me0.ru_utime + me0.ru_stime), load=load0, cores=core_busy(cores0, core_times()),
-                      rss_before=rss0, rss_after=rss_mib(primary.proc.pid))
+        result.update(
+            server_user_s=user,
+            server_sys_s=system,
+            client_cpu_s=(me1.ru_utime + me1.ru_stime) - (me0.ru_utime + me0.ru_stime),
+            load=load0,
+            cores=core_busy(cores0, core_times()),
+            rss_before=rss0,
+            rss_after=rss_mib(primary.proc.pid),
+        )
         results.append(result)
-        print(f"  round {r + 1}: {n:,} frames in {s:.2f} s = {n / s:8,.0f} frames/s, "
-              f"{result['payload_bytes'] / s / 1e6:6.1f} MB/s of frames ({result['wire_bytes'] / s / 1e6:.1f} MB/s "
-              f"on the wire); server CPU {(user + system) / n * 1e6:.1f} us/frame "
-              f"(user {user:.1f} s, sys {system:.1f} s, {100 * (user + system) / s:.0f}% of a core); "
-              f"client CPU {result['client_cpu_s'] / n * 1e6:.1f} us/frame", flush=True)
-        print(f"           load average {load0}; {result['cores']}; server RSS {rss0:.0f} -> "
-              f"{result['rss_after']:.0f} MiB", flush=True)
+        print(
+            f"  round {r + 1}: {n:,} frames in {s:.2f} s = {n / s:8,.0f} frames/s, "
+            f"{result['payload_bytes'] / s / 1e6:6.1f} MB/s of frames ({result['wire_bytes'] / s / 1e6:.1f} MB/s "
+            f"on the wire); server CPU {(user + system) / n * 1e6:.1f} us/frame "
+            f"(user {user:.1f} s, sys {system:.1f} s, {100 * (user + system) / s:.0f}% of a core); "
+            f"client CPU {result['client_cpu_s'] / n * 1e6:.1f} us/frame",
+            flush=True,
+        )
+        print(
+            f"           load average {load0}; {result['cores']}; server RSS {rss0:.0f} -> "
+            f"{result['rss_after']:.0f} MiB",
+            flush=True,
+        )
     return results
 
 
@@ -464,15 +510,18 @@ def measure_retained(servers: Servers, data: Path, head: int, workdir: Path) -> 
     env = {k: v for k, v in os.environ.items() if not k.startswith("SERVICE_")}
     env.update(SERVICE_DATA=str(copy), SERVICE_TENANT="default")
     started = time.perf_counter()
-    done = subprocess.run([sys.executable, str(ROOT / "dbsvc.py"), "compact"], cwd=ROOT, env=env,
-                          capture_output=True, text=True)
+    done = subprocess.run(
+        [sys.executable, str(ROOT / "dbsvc.py"), "compact"], cwd=ROOT, env=env, capture_output=True, text=True
+    )
     print(f"  compacted a copy in {time.perf_counter() - started:.1f} s: {(done.stdout + done.stderr).strip()[:300]}")
     if done.returncode != 0:
         raise RuntimeError("dbsvc compact failed")
     spawned = time.monotonic()
     server = servers.add(Server("compacted primary", {"SERVICE_DATA": str(copy)}))
-    print(f"  served after {server.listening_at - spawned:.1f} s (RSS {rss_mib(server.proc.pid):.0f} MiB); "
-          f"catch-up after=0 from log.retained:")
+    print(
+        f"  served after {server.listening_at - spawned:.1f} s (RSS {rss_mib(server.proc.pid):.0f} MiB); "
+        f"catch-up after=0 from log.retained:"
+    )
     try:
         return measure_catchup(server, head, ARGS.rounds, ARGS.timeout)
     finally:
@@ -482,17 +531,27 @@ def measure_retained(servers: Servers, data: Path, head: int, workdir: Path) -> 
 
 # -- 2. the checking consumer -----------------------------------------------------------------
 
-def measure_consumer(servers: Servers, primary: Server, head: int, frame_bytes: int, workdir: Path,
-                     timeout: float) -> dict:
+
+def measure_consumer(
+    servers: Servers, primary: Server, head: int, frame_bytes: int, workdir: Path, timeout: float
+) -> dict:
     wait_idle(ARGS.wait_idle, "the consumer")
     out = workdir / "replica.frames"
     out.unlink(missing_ok=True)
     load0, cores0 = loadavg(), core_times()
     cpu0 = primary.cpu()
-    proc = servers.add(subprocess.Popen(
-        _pinned(CLIENT_CORE, [sys.executable, str(ROOT / "dbsvc.py"), "replicate", primary.url,
-                              "--after", "0", "--out", str(out)]),
-        cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True))
+    proc = servers.add(
+        subprocess.Popen(
+            _pinned(
+                CLIENT_CORE,
+                [sys.executable, str(ROOT / "dbsvc.py"), "replicate", primary.url, "--after", "0", "--out", str(out)],
+            ),
+            cwd=ROOT,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+    )
     lines: list[str] = []
     streaming = threading.Event()
     started_at: list[float] = []
@@ -526,20 +585,35 @@ def measure_consumer(servers: Servers, primary: Server, head: int, frame_bytes: 
     seconds = done - started_at[0]
     ok = size == frame_bytes and status == 0
     c = consumer_cpu[0] + consumer_cpu[1]
-    print(f"  {head:,} frames in {seconds:.2f} s = {head / seconds:8,.0f} frames/s, {size / seconds / 1e6:6.1f} MB/s "
-          f"(start-up before the stream: {started_at[0] - spawned:.2f} s, not counted); consumer CPU "
-          f"{c / head * 1e6:.1f} us/frame (user {consumer_cpu[0]:.1f} s, sys {consumer_cpu[1]:.1f} s), server CPU "
-          f"{server_cpu / head * 1e6:.1f} us/frame", flush=True)
-    print(f"           FILE {size:,} bytes (expected {frame_bytes:,}), exit status {status}"
-          f"{'' if ok else '  <-- MISMATCH'}; load average {load0}; {cores}", flush=True)
+    print(
+        f"  {head:,} frames in {seconds:.2f} s = {head / seconds:8,.0f} frames/s, {size / seconds / 1e6:6.1f} MB/s "
+        f"(start-up before the stream: {started_at[0] - spawned:.2f} s, not counted); consumer CPU "
+        f"{c / head * 1e6:.1f} us/frame (user {consumer_cpu[0]:.1f} s, sys {consumer_cpu[1]:.1f} s), server CPU "
+        f"{server_cpu / head * 1e6:.1f} us/frame",
+        flush=True,
+    )
+    print(
+        f"           FILE {size:,} bytes (expected {frame_bytes:,}), exit status {status}"
+        f"{'' if ok else '  <-- MISMATCH'}; load average {load0}; {cores}",
+        flush=True,
+    )
     if not ok:
         print("".join(lines[-20:]))
     out.unlink(missing_ok=True)
-    return {"frames": head, "seconds": seconds, "bytes": size, "consumer_cpu_s": c, "server_cpu_s": server_cpu,
-            "ok": ok, "load": load0, "cores": cores}
+    return {
+        "frames": head,
+        "seconds": seconds,
+        "bytes": size,
+        "consumer_cpu_s": c,
+        "server_cpu_s": server_cpu,
+        "ok": ok,
+        "load": load0,
+        "cores": cores,
+    }
 
 
 # -- 3. a replica's apply rate ----------------------------------------------------------------
+
 
 def measure_replica(servers: Servers, primary: Server, head: int, sync: str, workdir: Path, timeout: float) -> dict:
     wait_idle(ARGS.wait_idle, f"the replica (SERVICE_SYNC={sync})")
@@ -548,8 +622,14 @@ def measure_replica(servers: Servers, primary: Server, head: int, sync: str, wor
     load0, cores0 = loadavg(), core_times()
     primary_cpu0 = primary.cpu()
     spawned = time.monotonic()
-    replica = servers.add(Server(f"replica ({sync})", {"SERVICE_DATA": str(data), "SERVICE_SYNC": sync},
-                                 ("--follow", primary.url), core=ARGS.replica_core))
+    replica = servers.add(
+        Server(
+            f"replica ({sync})",
+            {"SERVICE_DATA": str(data), "SERVICE_SYNC": sync},
+            ("--follow", primary.url),
+            core=ARGS.replica_core,
+        )
+    )
     startup = replica.listening_at - spawned
     first: tuple[float, int] | None = None
     last: tuple[float, int] = (time.monotonic(), 0)
@@ -582,19 +662,36 @@ def measure_replica(servers: Servers, primary: Server, head: int, sync: str, wor
     servers.stop(replica)
     replica_log = data / "default" / "log"
     size = replica_log.stat().st_size if replica_log.exists() else 0
-    print(f"  SERVICE_SYNC={sync}: {frames:,} frames applied in {span:.2f} s = {rate:8,.0f} frames/s "
-          f"(from its first /metrics at offset {first[1]:,}, {startup:.2f} s after spawn, bootstrap "
-          f"included there; bootstraps {bootstraps}); replica CPU {cpu / head * 1e6:.1f} us/frame over the "
-          f"whole run, primary CPU {primary_cpu / head * 1e6:.1f} us/frame", flush=True)
-    print(f"           RSS at the end: replica {replica_rss:.0f} MiB, primary {primary_rss:.0f} MiB; replica log "
-          f"{size:,} bytes; load average {load0}; {cores}", flush=True)
+    print(
+        f"  SERVICE_SYNC={sync}: {frames:,} frames applied in {span:.2f} s = {rate:8,.0f} frames/s "
+        f"(from its first /metrics at offset {first[1]:,}, {startup:.2f} s after spawn, bootstrap "
+        f"included there; bootstraps {bootstraps}); replica CPU {cpu / head * 1e6:.1f} us/frame over the "
+        f"whole run, primary CPU {primary_cpu / head * 1e6:.1f} us/frame",
+        flush=True,
+    )
+    print(
+        f"           RSS at the end: replica {replica_rss:.0f} MiB, primary {primary_rss:.0f} MiB; replica log "
+        f"{size:,} bytes; load average {load0}; {cores}",
+        flush=True,
+    )
     shutil.rmtree(data, ignore_errors=True)
-    return {"sync": sync, "frames": frames, "seconds": span, "rate": rate, "startup_s": startup,
-            "replica_cpu_s": cpu, "replica_rss_mib": replica_rss, "primary_rss_mib": primary_rss,
-            "replica_log_bytes": size, "load": load0, "cores": cores}
+    return {
+        "sync": sync,
+        "frames": frames,
+        "seconds": span,
+        "rate": rate,
+        "startup_s": startup,
+        "replica_cpu_s": cpu,
+        "replica_rss_mib": replica_rss,
+        "primary_rss_mib": primary_rss,
+        "replica_log_bytes": size,
+        "load": load0,
+        "cores": cores,
+    }
 
 
 # -- 4. lag at a steady write rate ------------------------------------------------------------
+
 
 class FeedClient(asyncio.Protocol):
     """A raw `/subscribe` WebSocket: stamps each event's arrival (monotonic_ns) by offset."""
@@ -609,9 +706,14 @@ class FeedClient(asyncio.Protocol):
 
     def connection_made(self, transport) -> None:
         self.transport = transport
-        transport.write(b"GET " + self.target.encode() + b" HTTP/1.1\r\nHost: 127.0.0.1:" +
-                        str(self.port).encode() + b"\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
-                        b"Sec-WebSocket-Key: " + self.key + b"\r\nSec-WebSocket-Version: 13\r\n\r\n")
+        transport.write(
+            b"GET "
+            + self.target.encode()
+            + b" HTTP/1.1\r\nHost: 127.0.0.1:"
+            + str(self.port).encode()
+            + b"\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
+            b"Sec-WebSocket-Key: " + self.key + b"\r\nSec-WebSocket-Version: 13\r\n\r\n"
+        )
 
     def data_received(self, data: bytes) -> None:
         now = time.monotonic_ns()
@@ -624,7 +726,7 @@ class FeedClient(asyncio.Protocol):
             if not buf.startswith(b"HTTP/1.1 101"):
                 self.ready.set_exception(RuntimeError(f"{self.target}: {bytes(buf[:300])!r}"))
                 return
-            del buf[:end + 4]
+            del buf[: end + 4]
             self.open = True
             self.ready.set_result(None)
         pos, size = 0, len(buf)
@@ -638,10 +740,10 @@ class FeedClient(asyncio.Protocol):
             elif b1 == 127:
                 if size - pos < 10:
                     break
-                b1, hl = int.from_bytes(buf[pos + 2:pos + 10], "big"), 10
+                b1, hl = int.from_bytes(buf[pos + 2 : pos + 10], "big"), 10
             if size - pos < hl + b1:
                 break
-            opcode, payload = buf[pos] & 0x0F, bytes(buf[pos + hl:pos + hl + b1])
+            opcode, payload = buf[pos] & 0x0F, bytes(buf[pos + hl : pos + hl + b1])
             pos += hl + b1
             if opcode == 1:
                 event = json.loads(payload)
@@ -663,7 +765,8 @@ async def open_feed(port: int, target: str, arrivals: dict[int, int]) -> FeedCli
     loop = asyncio.get_running_loop()
     ready = loop.create_future()
     _transport, client = await loop.create_connection(
-        lambda: FeedClient(port, target, arrivals, ready), "127.0.0.1", port)
+        lambda: FeedClient(port, target, arrivals, ready), "127.0.0.1", port
+    )
     await asyncio.wait_for(ready, 10)
     return client
 
@@ -688,8 +791,10 @@ async def paced_writes(port: int, rate: float, duration: float, connections: int
                 if delay > 0:
                     await asyncio.sleep(delay / 1e9)
                 body = json.dumps({"email": f"lag-{tag}-{i}@bench.example.com", "name": f"lag {i}"}).encode()
-                request = (b"POST /api/user HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
-                           b"Content-Length: " + str(len(body)).encode() + b"\r\n\r\n" + body)
+                request = (
+                    b"POST /api/user HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
+                    b"Content-Length: " + str(len(body)).encode() + b"\r\n\r\n" + body
+                )
                 sends[i] = time.monotonic_ns()
                 writer.write(request)
                 head = await reader.readuntil(b"\r\n\r\n")
@@ -735,15 +840,22 @@ def ms(ns: float) -> str:
     return f"{ns / 1e6:7.2f}"
 
 
-def measure_lag(servers: Servers, workdir: Path, rate: float, duration: float, connections: int,
-                replica_sync: str) -> dict:
+def measure_lag(
+    servers: Servers, workdir: Path, rate: float, duration: float, connections: int, replica_sync: str
+) -> dict:
     wait_idle(ARGS.wait_idle, "the lag run")
     pdata, rdata = workdir / "lag-primary", workdir / "lag-replica"
     for d in (pdata, rdata):
         shutil.rmtree(d, ignore_errors=True)
     primary = servers.add(Server("lag primary", {"SERVICE_DATA": str(pdata), "SERVICE_SYNC": "full"}))
-    replica = servers.add(Server("lag replica", {"SERVICE_DATA": str(rdata), "SERVICE_SYNC": replica_sync},
-                                 ("--follow", primary.url), core=ARGS.replica_core))
+    replica = servers.add(
+        Server(
+            "lag replica",
+            {"SERVICE_DATA": str(rdata), "SERVICE_SYNC": replica_sync},
+            ("--follow", primary.url),
+            core=ARGS.replica_core,
+        )
+    )
     deadline = time.monotonic() + 30
     while time.monotonic() < deadline:
         if (replica.get_json("/metrics").get("replica") or {}).get("state") == "following":
@@ -780,34 +892,54 @@ def measure_lag(servers: Servers, workdir: Path, rate: float, duration: float, c
     missing_p = sum(1 for i in ok if offsets[i] not in w["at_primary"])
 
     def line(name: str, values: list[int]) -> str:
-        return (f"    {name:<40} p50 {ms(pct(values, 50))} ms  p99 {ms(pct(values, 99))} ms  "
-                f"max {ms(max(values) if values else float('nan'))} ms  min {ms(min(values) if values else float('nan'))} ms")
+        return (
+            f"    {name:<40} p50 {ms(pct(values, 50))} ms  p99 {ms(pct(values, 99))} ms  "
+            f"max {ms(max(values) if values else float('nan'))} ms  min {ms(min(values) if values else float('nan'))} ms"
+        )
 
-    print(f"  {total:,} writes scheduled at {rate:,.0f}/s for {duration:g} s over {connections} connections: "
-          f"sent at {achieved:,.0f}/s; schedule slip p50 {ms(pct(slip, 50))} ms p99 {ms(pct(slip, 99))} ms "
-          f"max {ms(max(slip))} ms; {bad} not 201", flush=True)
+    print(
+        f"  {total:,} writes scheduled at {rate:,.0f}/s for {duration:g} s over {connections} connections: "
+        f"sent at {achieved:,.0f}/s; schedule slip p50 {ms(pct(slip, 50))} ms p99 {ms(pct(slip, 99))} ms "
+        f"max {ms(max(slip))} ms; {bad} not 201",
+        flush=True,
+    )
     print(line("POST latency (ack - send)", post))
     print(line("replica arrival - primary ack", r_ack))
     print(line("replica arrival - write sent", r_send))
     print(line("(primary's own feed) arrival - ack", p_ack))
-    print(f"    missing on the replica feed: {missing_r}, on the primary feed: {missing_p}; feeds closed: "
-          f"{w['feed_closed']}; replica at the end: {metrics}")
+    print(
+        f"    missing on the replica feed: {missing_r}, on the primary feed: {missing_p}; feeds closed: "
+        f"{w['feed_closed']}; replica at the end: {metrics}"
+    )
     n = max(1, len(ok))
-    print(f"    primary CPU {pcpu / n * 1e6:.0f} us/write (sys {psys / n * 1e6:.0f}), replica CPU "
-          f"{rcpu / n * 1e6:.0f} us/write (sys {rsys / n * 1e6:.0f}; replica SERVICE_SYNC={replica_sync}), this client (writer + "
-          f"2 feeds) {client_cpu / n * 1e6:.0f} us/write; load average {load0}; "
-          f"{cores}", flush=True)
-    return {"writes": total, "achieved_rate": achieved, "slip_p99_ms": pct(slip, 99) / 1e6,
-            "post_p50_ms": pct(post, 50) / 1e6, "post_p99_ms": pct(post, 99) / 1e6,
-            "replica_minus_ack_ms": [pct(r_ack, 50) / 1e6, pct(r_ack, 99) / 1e6, max(r_ack, default=0) / 1e6],
-            "replica_minus_send_ms": [pct(r_send, 50) / 1e6, pct(r_send, 99) / 1e6, max(r_send, default=0) / 1e6],
-            "primary_feed_minus_ack_ms": [pct(p_ack, 50) / 1e6, pct(p_ack, 99) / 1e6],
-            "missing_replica": missing_r, "not_201": bad, "load": load0, "cores": cores,
-            "primary_us_per_write": pcpu / n * 1e6, "replica_us_per_write": rcpu / n * 1e6,
-            "client_us_per_write": client_cpu / n * 1e6}
+    print(
+        f"    primary CPU {pcpu / n * 1e6:.0f} us/write (sys {psys / n * 1e6:.0f}), replica CPU "
+        f"{rcpu / n * 1e6:.0f} us/write (sys {rsys / n * 1e6:.0f}; replica SERVICE_SYNC={replica_sync}), this client (writer + "
+        f"2 feeds) {client_cpu / n * 1e6:.0f} us/write; load average {load0}; "
+        f"{cores}",
+        flush=True,
+    )
+    return {
+        "writes": total,
+        "achieved_rate": achieved,
+        "slip_p99_ms": pct(slip, 99) / 1e6,
+        "post_p50_ms": pct(post, 50) / 1e6,
+        "post_p99_ms": pct(post, 99) / 1e6,
+        "replica_minus_ack_ms": [pct(r_ack, 50) / 1e6, pct(r_ack, 99) / 1e6, max(r_ack, default=0) / 1e6],
+        "replica_minus_send_ms": [pct(r_send, 50) / 1e6, pct(r_send, 99) / 1e6, max(r_send, default=0) / 1e6],
+        "primary_feed_minus_ack_ms": [pct(p_ack, 50) / 1e6, pct(p_ack, 99) / 1e6],
+        "missing_replica": missing_r,
+        "not_201": bad,
+        "load": load0,
+        "cores": cores,
+        "primary_us_per_write": pcpu / n * 1e6,
+        "replica_us_per_write": rcpu / n * 1e6,
+        "client_us_per_write": client_cpu / n * 1e6,
+    }
 
 
 # -- main -------------------------------------------------------------------------------------
+
 
 def profile_report(path: str, top: int = 30) -> None:
     import pstats
@@ -822,14 +954,16 @@ ARGS: argparse.Namespace
 
 def main(argv: list[str]) -> int:
     global ARGS
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0],
-                                     formatter_class=argparse.RawDescriptionHelpFormatter, epilog=__doc__)
+    parser = argparse.ArgumentParser(
+        description=__doc__.splitlines()[0], formatter_class=argparse.RawDescriptionHelpFormatter, epilog=__doc__
+    )
     parser.add_argument("--events", type=int, default=1_000_000, help="size of the catch-up tenant")
     parser.add_argument("--quick", action="store_true", help="smoke run: 50,000 events, 5 s of writes")
     parser.add_argument("--rebuild", action="store_true", help="build the cached tenant again")
     parser.add_argument("--cache", default="/tmp/dbsvc-replication-bench", help="where built tenants are kept")
-    parser.add_argument("--only", default="catchup,consumer,replica,lag",
-                        help="comma list of: catchup, consumer, replica, lag")
+    parser.add_argument(
+        "--only", default="catchup,consumer,replica,lag", help="comma list of: catchup, consumer, replica, lag"
+    )
     parser.add_argument("--rounds", type=int, default=3, help="lean catch-up rounds")
     parser.add_argument("--replica-sync", default="full,off", help="SERVICE_SYNC modes of the apply-rate replica")
     parser.add_argument("--replica-core", default=CLIENT_CORE, help="core of the replicas (default 1)")
@@ -838,12 +972,18 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--connections", type=int, default=16, help="keep-alive connections of the lag writer")
     parser.add_argument("--lag-replica-sync", default="full", help="SERVICE_SYNC of the lag run's replica")
     parser.add_argument("--timeout", type=float, default=900.0, help="bound of each catch-up, seconds")
-    parser.add_argument("--wait-idle", type=float, default=1200.0,
-                        help="wait at most this long for other benches before each measurement")
-    parser.add_argument("--profile", action="store_true",
-                        help="run the catch-up primary under cProfile and print its top functions")
-    parser.add_argument("--retained", action="store_true",
-                        help="also: compact a copy of the tenant and catch up from its log.retained")
+    parser.add_argument(
+        "--wait-idle",
+        type=float,
+        default=1200.0,
+        help="wait at most this long for other benches before each measurement",
+    )
+    parser.add_argument(
+        "--profile", action="store_true", help="run the catch-up primary under cProfile and print its top functions"
+    )
+    parser.add_argument(
+        "--retained", action="store_true", help="also: compact a copy of the tenant and catch up from its log.retained"
+    )
     parser.add_argument("--json", action="store_true", help="print all results as one JSON line at the end")
     ARGS = parser.parse_args(argv)
     if ARGS.quick:
@@ -856,6 +996,7 @@ def main(argv: list[str]) -> int:
     results: dict = {"events": ARGS.events}
     servers = Servers()
     workdir = Path(tempfile.mkdtemp(prefix="dbsvc-replication-bench-"))
+
     def on_term(signum, frame):
         raise KeyboardInterrupt
 
@@ -872,9 +1013,11 @@ def main(argv: list[str]) -> int:
             primary = servers.add(Server("primary", {"SERVICE_DATA": str(data)}, profile_to=profile_to))
             snap = primary.get_json("/snapshot")
             head = snap["offset"]
-            print(f"primary on port {primary.port} (listening {primary.listening_at - spawned:.1f} s after spawn): "
-                  f"head offset {head:,}, RSS {rss_mib(primary.proc.pid):.0f} MiB, "
-                  f"replication {snap['replication']}")
+            print(
+                f"primary on port {primary.port} (listening {primary.listening_at - spawned:.1f} s after spawn): "
+                f"head offset {head:,}, RSS {rss_mib(primary.proc.pid):.0f} MiB, "
+                f"replication {snap['replication']}"
+            )
             if head != ARGS.events:
                 print(f"  NOTE: head {head} differs from --events {ARGS.events}")
             try:
@@ -886,21 +1029,29 @@ def main(argv: list[str]) -> int:
                     results["consumer"] = measure_consumer(servers, primary, head, frame_bytes, workdir, ARGS.timeout)
                 if "replica" in only:
                     print(f"replica apply rate (`serve --follow`, replica on core {ARGS.replica_core}):")
-                    results["replica"] = [measure_replica(servers, primary, head, sync, workdir, ARGS.timeout)
-                                          for sync in ARGS.replica_sync.split(",") if sync]
+                    results["replica"] = [
+                        measure_replica(servers, primary, head, sync, workdir, ARGS.timeout)
+                        for sync in ARGS.replica_sync.split(",")
+                        if sync
+                    ]
             finally:
                 servers.stop(primary)
                 if primary.log and any("Traceback" in line or "ERROR" in line for line in primary.log):
-                    print("primary log (errors):", "".join(l for l in primary.log if "ERROR" in l or "Error" in l)[-3000:])
+                    print(
+                        "primary log (errors):", "".join(l for l in primary.log if "ERROR" in l or "Error" in l)[-3000:]
+                    )
             if profile_to:
                 profile_report(profile_to)
             if ARGS.retained:
                 results["retained"] = measure_retained(servers, data, head, workdir)
         if "lag" in only:
-            print(f"replication lag at {ARGS.rate:,.0f} writes/s (primary SERVICE_SYNC=full on core {SERVER_CORE}, "
-                  f"replica on core {ARGS.replica_core}, writer and feeds on core {CLIENT_CORE}):")
-            results["lag"] = measure_lag(servers, workdir, ARGS.rate, ARGS.duration, ARGS.connections,
-                                         ARGS.lag_replica_sync)
+            print(
+                f"replication lag at {ARGS.rate:,.0f} writes/s (primary SERVICE_SYNC=full on core {SERVER_CORE}, "
+                f"replica on core {ARGS.replica_core}, writer and feeds on core {CLIENT_CORE}):"
+            )
+            results["lag"] = measure_lag(
+                servers, workdir, ARGS.rate, ARGS.duration, ARGS.connections, ARGS.lag_replica_sync
+            )
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
         return 130

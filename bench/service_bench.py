@@ -65,8 +65,13 @@ def seed(data_dir: Path, posts: int, users: int = 1000) -> None:
         for i in range(users):
             await store.insert("User", user.validate_create({"email": f"u{i}@bench.io", "name": f"user {i}"}))
         for i in range(posts):
-            body = {"author_id": rng.randint(1, users), "title": f"post {i}", "body": "lorem ipsum " * 8,
-                    "published": rng.random() < 0.5, "score": round(rng.random() * 100, 2)}
+            body = {
+                "author_id": rng.randint(1, users),
+                "title": f"post {i}",
+                "body": "lorem ipsum " * 8,
+                "published": rng.random() < 0.5,
+                "score": round(rng.random() * 100, 2),
+            }
             await store.insert("BlogPost", post.validate_create(body))
         await store.aclose()
 
@@ -76,7 +81,7 @@ def seed(data_dir: Path, posts: int, users: int = 1000) -> None:
 def group_commit(log: list[str]) -> str:
     """'W acknowledged writes, F fsyncs, R writes per fsync' from the shutdown summary of a
     dbsvc server just stopped (its drained stderr, http_bench.start_dbsvc); "" without one."""
-    time.sleep(0.2)                             # the drain thread reads the last lines
+    time.sleep(0.2)  # the drain thread reads the last lines
     summary = next((SUMMARY.search(line) for line in log if SUMMARY.search(line)), None)
     if summary is None:
         return ""
@@ -175,20 +180,27 @@ FIGURE_SCRIPTS = {
 
 def _latency(result: dict) -> str:
     p50, p99 = result.get("p50_ms", 0.0), result.get("p99_ms", 0.0)
-    return (f"p50 {p50:6.2f} ms  p99 {p99:6.2f} ms ({p99 / p50 if p50 else 0.0:4.1f}x p50)  "
-            f"max {result.get('max_ms', 0.0):7.2f} ms")
+    return (
+        f"p50 {p50:6.2f} ms  p99 {p99:6.2f} ms ({p99 / p50 if p50 else 0.0:4.1f}x p50)  "
+        f"max {result.get('max_ms', 0.0):7.2f} ms"
+    )
 
 
-def report(name: str, alone: dict, figure: dict, target: float | None, canned_ratio: float | None,
-           old_target: float | None) -> None:
+def report(
+    name: str, alone: dict, figure: dict, target: float | None, canned_ratio: float | None, old_target: float | None
+) -> None:
     mine, base = figure["subject"], figure["base"]
     goal = f" (target >= {target:.2f})" if target else ""
     spread = ", ".join(f"{r:.2f}" for r in figure["ratios"])
     print(f"{name}")
-    print(f"  alone:        {alone['rps']:7.0f} req/s  {_latency(alone)}  "
-          f"cpu {alone['cpu_us_per_request']:4.0f} us/req  errors {alone['errors']}")
-    print(f"  side by side: {mine['rps']:7.0f} req/s  {_latency(mine)}  cpu {mine['cpu_us_per_request']:4.0f} us/req"
-          f"  errors {mine['errors']}")
+    print(
+        f"  alone:        {alone['rps']:7.0f} req/s  {_latency(alone)}  "
+        f"cpu {alone['cpu_us_per_request']:4.0f} us/req  errors {alone['errors']}"
+    )
+    print(
+        f"  side by side: {mine['rps']:7.0f} req/s  {_latency(mine)}  cpu {mine['cpu_us_per_request']:4.0f} us/req"
+        f"  errors {mine['errors']}"
+    )
     print(f"  bare h11:     {base['rps']:7.0f} req/s  {_latency(base)}  cpu {base['cpu_us_per_request']:4.0f} us/req")
     line = f"  ratio to bare h11 {figure['ratio']:5.2f}{goal}   rounds: {spread}"
     if canned_ratio:
@@ -204,8 +216,9 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--rounds", type=int, default=5, help="side-by-side rounds per figure")
     parser.add_argument("--connections", type=int, default=64)
     parser.add_argument("--log-level", default="info", help="RUST_LOG for the measured server")
-    parser.add_argument("--only", default="canned,get,list,post,put,patch,delete,post1",
-                        help="comma list of figures to run")
+    parser.add_argument(
+        "--only", default="canned,get,list,post,put,patch,delete,post1", help="comma list of figures to run"
+    )
     parser.add_argument("--http-parser", default="fast", help="SERVICE_HTTP_PARSER for the service")
     args = parser.parse_args(argv)
     only = set(args.only.split(","))
@@ -217,42 +230,62 @@ def main(argv: list[str]) -> int:
         print(f"seeded {args.records} posts in {time.perf_counter() - started:.1f} s")
         bare, bare_port = start_server([sys.executable, str(BARE_H11)])
         canned, canned_port = start_server(canned_command(), env={"SERVICE_HTTP_PARSER": args.http_parser})
-        proc, port, log = start_dbsvc({"SERVICE_DATA": str(data), "RUST_LOG": args.log_level,
-                                       "SERVICE_HTTP_PARSER": args.http_parser})
+        proc, port, log = start_dbsvc(
+            {"SERVICE_DATA": str(data), "RUST_LOG": args.log_level, "SERVICE_HTTP_PARSER": args.http_parser}
+        )
         url = f"http://127.0.0.1:{port}"
         yardstick = (bare, f"http://127.0.0.1:{bare_port}/")
         figures = [
             ("canned", "canned server (dbsvc.http)", canned, f"http://127.0.0.1:{canned_port}/", None, None, None),
             ("get", "GET one", proc, f"{url}/api/blog-post/{args.records // 2}", None, 2.0, 0.75),
-            ("list", "list filter+sort+limit 20", proc, f"{url}/api/blog-post?published=true&sort=-score&limit=20",
-             None, 1.2, 0.50),
-            ("post", "POST durable (SERVICE_SYNC=full)", proc, url, script_for(Path(tmp), "post", args.records),
-             0.8, 0.40),
+            (
+                "list",
+                "list filter+sort+limit 20",
+                proc,
+                f"{url}/api/blog-post?published=true&sort=-score&limit=20",
+                None,
+                1.2,
+                0.50,
+            ),
+            (
+                "post",
+                "POST durable (SERVICE_SYNC=full)",
+                proc,
+                url,
+                script_for(Path(tmp), "post", args.records),
+                0.8,
+                0.40,
+            ),
             ("put", "PUT durable", proc, url, script_for(Path(tmp), "put", args.records), None, None),
             ("patch", "PATCH durable", proc, url, script_for(Path(tmp), "patch", args.records), None, None),
             ("delete", "DELETE durable", proc, url, script_for(Path(tmp), "delete", args.records), None, None),
         ]
         canned_ratio = None
         try:
-            for server, target_url in (yardstick, (canned, figures[0][3]), (proc, figures[1][3])):   # warm-up
+            for server, target_url in (yardstick, (canned, figures[0][3]), (proc, figures[1][3])):  # warm-up
                 measure(server, target_url, duration=2, connections=args.connections)
             alone = measure(bare, yardstick[1], args.duration, args.connections)
-            print(f"bare h11 server alone: {alone['rps']:7.0f} req/s  {_latency(alone)}  "
-                  f"cpu {alone['cpu_us_per_request']:4.0f} us/req")
+            print(
+                f"bare h11 server alone: {alone['rps']:7.0f} req/s  {_latency(alone)}  "
+                f"cpu {alone['cpu_us_per_request']:4.0f} us/req"
+            )
             for key, name, server, target_url, script, goal, old_goal in figures:
                 if key in only:
                     alone = measure(server, target_url, args.duration, args.connections, script=script)
-                    figure = side_by_side(yardstick, (server, target_url), args.rounds, args.duration,
-                                          args.connections, script=script)
+                    figure = side_by_side(
+                        yardstick, (server, target_url), args.rounds, args.duration, args.connections, script=script
+                    )
                     if key == "canned":
                         canned_ratio = figure["ratio"]
                     report(name, alone, figure, goal, None if key == "canned" else canned_ratio, old_goal)
             if "post1" in only:
                 single = measure(proc, url, args.duration, 1, script=script_for(Path(tmp), "post", args.records))
                 floor = fsync_p50_ms(data)
-                print(f"POST durable, one connection: {single['rps']:7.0f} req/s  {_latency(single)}  "
-                      f"cpu {single['cpu_us_per_request']:4.0f} us/req; one write + fsync on this disk: "
-                      f"p50 {floor:.2f} ms (the POST's p50 is {single.get('p50_ms', 0.0) - floor:+.2f} ms over it)")
+                print(
+                    f"POST durable, one connection: {single['rps']:7.0f} req/s  {_latency(single)}  "
+                    f"cpu {single['cpu_us_per_request']:4.0f} us/req; one write + fsync on this disk: "
+                    f"p50 {floor:.2f} ms (the POST's p50 is {single.get('p50_ms', 0.0) - floor:+.2f} ms over it)"
+                )
         finally:
             stop_server(bare)
             stop_server(canned)

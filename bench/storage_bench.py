@@ -49,14 +49,27 @@ BLOG = compile_schema(load_schema(os.path.join(ROOT, "schemas", "blog.dbs")))
 
 
 def _post(i: int | None, rnd: random.Random) -> dict:
-    return {"id": i, "author_id": 1 + (i or 0) % 100, "title": f"post number {i} about {rnd.randrange(10**6)}",
-            "body": "lorem ipsum dolor sit amet " * 4, "published": rnd.random() < 0.5,
-            "score": round(rnd.random() * 100, 2), "tags": ["a", "b"]}
+    return {
+        "id": i,
+        "author_id": 1 + (i or 0) % 100,
+        "title": f"post number {i} about {rnd.randrange(10**6)}",
+        "body": "lorem ipsum dolor sit amet " * 4,
+        "published": rnd.random() < 0.5,
+        "score": round(rnd.random() * 100, 2),
+        "tags": ["a", "b"],
+    }
 
 
 def _user(i: int) -> dict:
-    return {"id": i, "email": f"u{i}@example.com", "name": f"user {i}", "age": 30, "role": "reader",
-            "joined": "2026-01-01T00:00:00Z", "profile": None}
+    return {
+        "id": i,
+        "email": f"u{i}@example.com",
+        "name": f"user {i}",
+        "age": 30,
+        "role": "reader",
+        "joined": "2026-01-01T00:00:00Z",
+        "profile": None,
+    }
 
 
 def bench_creates(seconds: float = 2.0) -> None:
@@ -92,6 +105,7 @@ def bench_creates(seconds: float = 2.0) -> None:
                     while time.perf_counter() < stop:
                         await store.insert("BlogPost", _post(None, rnd))
                         done += 1
+
                 start = time.perf_counter()
                 fs0 = store.stats()["fsyncs"]
                 await asyncio.gather(*(writer() for _ in range(writers)))
@@ -99,9 +113,11 @@ def bench_creates(seconds: float = 2.0) -> None:
 
             done, elapsed, fsyncs = asyncio.run(run())
             store.close()
-            print(f"durable creates, {writers:2d} writers: {done / elapsed:8.0f} /s  "
-                  f"({fsyncs / max(done, 1):.3f} fsyncs per ack, {done / max(fsyncs, 1):.1f} acks per fsync, "
-                  f"{done / elapsed / base_rate:.1f}x baseline)")
+            print(
+                f"durable creates, {writers:2d} writers: {done / elapsed:8.0f} /s  "
+                f"({fsyncs / max(done, 1):.3f} fsyncs per ack, {done / max(fsyncs, 1):.1f} acks per fsync, "
+                f"{done / elapsed / base_rate:.1f}x baseline)"
+            )
     finally:
         shutil.rmtree(base, ignore_errors=True)
 
@@ -114,7 +130,7 @@ def build_tenant(base: str, n: int) -> str:
     from dbsvc.storage.tenants import create_tenant
 
     tenant = create_tenant(base, f"n{n}")
-    Store.open(tenant, BLOG.MODELS, BLOG.DESCRIPTION).close()     # log + schema.json
+    Store.open(tenant, BLOG.MODELS, BLOG.DESCRIPTION).close()  # log + schema.json
     rnd = random.Random(n)
     fields = list(BLOG.MODELS[1].fields)
     users = [[_user(i)[f] for f in BLOG.MODELS[0].fields] for i in range(1, 101)]
@@ -122,12 +138,16 @@ def build_tenant(base: str, n: int) -> str:
     for i in range(1, n + 1):
         p = _post(i, rnd)
         posts.append([p[f] for f in fields])
-    keys = [Table(m).key_fields for m in BLOG.MODELS]         # what the store's own compaction writes
-    image = SnapshotImage(compact.new_epoch(), n + 100, [
-        ModelImage("User", list(BLOG.MODELS[0].fields), users, 100, keys[0]),
-        ModelImage("BlogPost", fields, posts, n, keys[1]),
-        ModelImage("Comment", list(BLOG.MODELS[2].fields), [], 0, keys[2]),
-    ])
+    keys = [Table(m).key_fields for m in BLOG.MODELS]  # what the store's own compaction writes
+    image = SnapshotImage(
+        compact.new_epoch(),
+        n + 100,
+        [
+            ModelImage("User", list(BLOG.MODELS[0].fields), users, 100, keys[0]),
+            ModelImage("BlogPost", fields, posts, n, keys[1]),
+            ModelImage("Comment", list(BLOG.MODELS[2].fields), [], 0, keys[2]),
+        ],
+    )
     compact.install(tenant, image)
     return tenant
 
@@ -172,8 +192,12 @@ def bench_open(sizes: list[int], rounds: int = 1) -> None:
             size = os.path.getsize(os.path.join(tenant, "snapshot"))
             results = []
             for _ in range(rounds):
-                out = subprocess.run([sys.executable, "-c", CHILD.format(root=ROOT, tenant=tenant)],
-                                     capture_output=True, text=True, check=True).stdout
+                out = subprocess.run(
+                    [sys.executable, "-c", CHILD.format(root=ROOT, tenant=tenant)],
+                    capture_output=True,
+                    text=True,
+                    check=True,
+                ).stdout
                 results.append(json.loads(out))
                 _print_open(n, size, results[-1], "")
             if rounds > 1:
@@ -185,10 +209,12 @@ def bench_open(sizes: list[int], rounds: int = 1) -> None:
 
 
 def _print_open(n: int, size: int, r: dict, note: str) -> None:
-    print(f"{n:>9,} posts: open {r['open_s']:6.2f} s (CPU {r['open_cpu_s']:5.2f} s), "
-          f"RSS +{r['rss_bytes'] / 2**20:7.1f} MiB "
-          f"({r['rss_bytes'] / n:6.0f} bytes/record; snapshot {size / n:.0f} bytes/record), "
-          f"list p50 (filter, sort, limit 20) {r['list_p50_us']:7.1f} us{note}")
+    print(
+        f"{n:>9,} posts: open {r['open_s']:6.2f} s (CPU {r['open_cpu_s']:5.2f} s), "
+        f"RSS +{r['rss_bytes'] / 2**20:7.1f} MiB "
+        f"({r['rss_bytes'] / n:6.0f} bytes/record; snapshot {size / n:.0f} bytes/record), "
+        f"list p50 (filter, sort, limit 20) {r['list_p50_us']:7.1f} us{note}"
+    )
 
 
 RESTART_CHILD = r"""
@@ -250,14 +276,19 @@ def bench_restart(n: int, code: str) -> None:
         tenant = create_tenant(base, "restart")
         schema = os.path.join(ROOT, "schemas", "blog.dbs")
         for mode in ("write", "open", "open"):
-            out = subprocess.run([sys.executable, "-c", RESTART_CHILD.format(code=code, schema=schema, n=n,
-                                                                             mode=mode, tenant=tenant)],
-                                 capture_output=True, text=True, check=True).stdout
+            out = subprocess.run(
+                [sys.executable, "-c", RESTART_CHILD.format(code=code, schema=schema, n=n, mode=mode, tenant=tenant)],
+                capture_output=True,
+                text=True,
+                check=True,
+            ).stdout
             r = json.loads(out)
             what = "live (wrote)" if mode == "write" else "restart (open)"
-            print(f"{n:>9,} posts, {what:15s}: open {r['open_s']:6.2f} s, RSS +{r['rss_bytes'] / 2**20:7.1f} MiB, "
-                  f"log {r['log_bytes'] / 2**20:7.1f} MiB, history {r['history_rows']:,} rows, "
-                  f"online compactions {r['compactions']}, compacted on open {r['compacted_on_open']}")
+            print(
+                f"{n:>9,} posts, {what:15s}: open {r['open_s']:6.2f} s, RSS +{r['rss_bytes'] / 2**20:7.1f} MiB, "
+                f"log {r['log_bytes'] / 2**20:7.1f} MiB, history {r['history_rows']:,} rows, "
+                f"online compactions {r['compactions']}, compacted on open {r['compacted_on_open']}"
+            )
     finally:
         shutil.rmtree(base, ignore_errors=True)
 
@@ -337,15 +368,20 @@ def bench_pause(n: int, codes: list[str]) -> None:
         tenant = build_tenant(base, n)
         schema = os.path.join(ROOT, "schemas", "blog.dbs")
         for code in codes:
-            out = subprocess.run([sys.executable, "-c", PAUSE_CHILD.format(code=code, schema=schema, n=n,
-                                                                           tenant=tenant)],
-                                 capture_output=True, text=True, check=True).stdout
+            out = subprocess.run(
+                [sys.executable, "-c", PAUSE_CHILD.format(code=code, schema=schema, n=n, tenant=tenant)],
+                capture_output=True,
+                text=True,
+                check=True,
+            ).stdout
             r = json.loads(out.strip().splitlines()[-1])
-            print(f"{n:>9,} posts, online compaction ({code}): took {r['took_s']:5.2f} s, longest loop pause "
-                  f"{r['max_ms']:6.1f} ms (next {r['top_ms']}), cyclic GC {r['gc_ms']:6.1f} ms "
-                  f"({r['gc_full']} full, longest {r['gc_max_ms']:5.1f} ms), "
-                  f"store's cut {r['cut_ms']:6.1f} ms + switch {r['switch_ms']:5.1f} ms, "
-                  f"{r['ticks']} timer ticks")
+            print(
+                f"{n:>9,} posts, online compaction ({code}): took {r['took_s']:5.2f} s, longest loop pause "
+                f"{r['max_ms']:6.1f} ms (next {r['top_ms']}), cyclic GC {r['gc_ms']:6.1f} ms "
+                f"({r['gc_full']} full, longest {r['gc_max_ms']:5.1f} ms), "
+                f"store's cut {r['cut_ms']:6.1f} ms + switch {r['switch_ms']:5.1f} ms, "
+                f"{r['ticks']} timer ticks"
+            )
     finally:
         shutil.rmtree(base, ignore_errors=True)
 

@@ -39,8 +39,9 @@ def start(code: Path, data: Path) -> tuple[subprocess.Popen, str]:
     return proc, f"http://127.0.0.1:{port}"
 
 
-def compare(tmp: Path, seeded: Path, figure_name: str, connections: int, before_code: Path,
-            args: argparse.Namespace) -> None:
+def compare(
+    tmp: Path, seeded: Path, figure_name: str, connections: int, before_code: Path, args: argparse.Namespace
+) -> None:
     """One write figure at `connections`: both checkouts on copies of the seeded tenant, each
     loaded by its own wrk (its own copy of the script: DELETE's walk keeps its state there)."""
     servers, scripts = [], []
@@ -53,20 +54,30 @@ def compare(tmp: Path, seeded: Path, figure_name: str, connections: int, before_
         scripts.append(script_for(workdir, figure_name, args.records))
     try:
         (before, before_url), (after, after_url) = servers
-        figure = side_by_side((before, f"{before_url}/api/blog-post"), (after, f"{after_url}/api/blog-post"),
-                              rounds=args.rounds, duration=args.duration, connections=connections,
-                              script=scripts[1], baseline_script=scripts[0])
+        figure = side_by_side(
+            (before, f"{before_url}/api/blog-post"),
+            (after, f"{after_url}/api/blog-post"),
+            rounds=args.rounds,
+            duration=args.duration,
+            connections=connections,
+            script=scripts[1],
+            baseline_script=scripts[0],
+        )
     finally:
         for proc, _url in servers:
             stop_server(proc)
     for name, key in (("before", "base"), ("after", "subject")):
         r = figure[key]
-        print(f"{figure_name:6s} c{connections:<3d} {name:6s}: {r['rps']:6.0f} req/s  "
-              f"cpu {r['cpu_us_per_request']:4.0f} us/req  p50 {r['p50_ms']:6.2f} ms  "
-              f"p99 {r['p99_ms']:7.2f} ms  max {r['max_ms']:7.2f} ms  p99/p50 "
-              f"{r['p99_ms'] / max(r['p50_ms'], 1e-9):5.1f}  errors {r['errors']}")
-    print(f"{figure_name:6s} c{connections:<3d} after/before req/s {figure['ratio']:.2f} "
-          f"(rounds {', '.join(f'{r:.2f}' for r in figure['ratios'])})")
+        print(
+            f"{figure_name:6s} c{connections:<3d} {name:6s}: {r['rps']:6.0f} req/s  "
+            f"cpu {r['cpu_us_per_request']:4.0f} us/req  p50 {r['p50_ms']:6.2f} ms  "
+            f"p99 {r['p99_ms']:7.2f} ms  max {r['max_ms']:7.2f} ms  p99/p50 "
+            f"{r['p99_ms'] / max(r['p50_ms'], 1e-9):5.1f}  errors {r['errors']}"
+        )
+    print(
+        f"{figure_name:6s} c{connections:<3d} after/before req/s {figure['ratio']:.2f} "
+        f"(rounds {', '.join(f'{r:.2f}' for r in figure['ratios'])})"
+    )
 
 
 def main(argv: list[str]) -> int:

@@ -41,10 +41,21 @@ def free_port() -> int:
 
 def start(tree: Path, data: Path) -> tuple[subprocess.Popen, int]:
     port = free_port()
-    env = dict(os.environ, SERVICE_PORT=str(port), SERVICE_DATA=str(data), RUST_LOG="warn",
-               PYTHONPATH=str(tree), SERVICE_SYNC="off")
-    proc = subprocess.Popen([sys.executable, str(tree / "dbsvc.py"), "serve", str(ROOT / "schemas" / "blog.dbs")],
-                            env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, cwd=tree)
+    env = dict(
+        os.environ,
+        SERVICE_PORT=str(port),
+        SERVICE_DATA=str(data),
+        RUST_LOG="warn",
+        PYTHONPATH=str(tree),
+        SERVICE_SYNC="off",
+    )
+    proc = subprocess.Popen(
+        [sys.executable, str(tree / "dbsvc.py"), "serve", str(ROOT / "schemas" / "blog.dbs")],
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        cwd=tree,
+    )
     deadline = time.monotonic() + 30
     while time.monotonic() < deadline:
         try:
@@ -57,14 +68,18 @@ def start(tree: Path, data: Path) -> tuple[subprocess.Popen, int]:
 
 
 def flood_frame(opcode: int) -> bytes:
-    return bytes((0x80 | opcode, 0x80)) + os.urandom(4)   # FIN, masked, empty payload
+    return bytes((0x80 | opcode, 0x80)) + os.urandom(4)  # FIN, masked, empty payload
 
 
 def flooder(port: int, opcode: int, stop: threading.Event, report: dict) -> None:
     sock = socket.create_connection(("127.0.0.1", port), timeout=10)
     key = base64.b64encode(os.urandom(16)).decode()
-    sock.sendall((f"GET /subscribe/user HTTP/1.1\r\nHost: 127.0.0.1\r\nUpgrade: websocket\r\n"
-                  f"Connection: Upgrade\r\nSec-WebSocket-Key: {key}\r\nSec-WebSocket-Version: 13\r\n\r\n").encode())
+    sock.sendall(
+        (
+            f"GET /subscribe/user HTTP/1.1\r\nHost: 127.0.0.1\r\nUpgrade: websocket\r\n"
+            f"Connection: Upgrade\r\nSec-WebSocket-Key: {key}\r\nSec-WebSocket-Version: 13\r\n\r\n"
+        ).encode()
+    )
     head = b""
     while b"\r\n\r\n" not in head:
         head += sock.recv(1)
@@ -97,7 +112,7 @@ def flooder(port: int, opcode: int, stop: threading.Event, report: dict) -> None
     report["frames_sent"] = sent // 6
     close = bytes(received).find(b"\x88")
     if close >= 0 and len(received) >= close + 4:
-        report["close_code"] = int.from_bytes(received[close + 2:close + 4], "big")
+        report["close_code"] = int.from_bytes(received[close + 2 : close + 4], "big")
     sock.close()
 
 
@@ -116,9 +131,11 @@ def probe(port: int, duration: float) -> list[float]:
 
 def figures(latencies: list[float]) -> dict:
     ordered = sorted(latencies)
-    return {"p50_ms": round(statistics.median(ordered), 3),
-            "p99_ms": round(ordered[min(len(ordered) - 1, int(len(ordered) * 0.99))], 3),
-            "probes": len(ordered)}
+    return {
+        "p50_ms": round(statistics.median(ordered), 3),
+        "p99_ms": round(ordered[min(len(ordered) - 1, int(len(ordered) * 0.99))], 3),
+        "probes": len(ordered),
+    }
 
 
 def run(tree: Path, duration: float) -> dict:
@@ -131,7 +148,7 @@ def run(tree: Path, duration: float) -> dict:
                 stop, report = threading.Event(), {}
                 thread = threading.Thread(target=flooder, args=(port, opcode, stop, report))
                 thread.start()
-                time.sleep(0.2)                               # the flood is under way
+                time.sleep(0.2)  # the flood is under way
                 latencies = probe(port, duration)
                 stop.set()
                 thread.join(30)

@@ -45,8 +45,11 @@ from dbsvc.schema import load_schema  # noqa: E402
 
 
 def clean_env(home: Path, **extra: str) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items()
-           if not k.startswith(("SERVICE_", "PYTHON", "XDG_")) and k not in ("RUST_LOG", "HOME")}
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if not k.startswith(("SERVICE_", "PYTHON", "XDG_")) and k not in ("RUST_LOG", "HOME")
+    }
     env.update(HOME=str(home), SERVICE_PORT="0", SERVICE_EXPLORER="off", RUST_LOG="warn", **extra)
     return env
 
@@ -54,8 +57,9 @@ def clean_env(home: Path, **extra: str) -> dict[str, str]:
 def first_200(command: list[str], env: dict[str, str], path: str, token: str | None) -> float:
     """Seconds from starting `command` to the first 200 answer to GET `path`."""
     started = time.perf_counter()
-    proc = subprocess.Popen(command, env=env, cwd=env["HOME"], stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(
+        command, env=env, cwd=env["HOME"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
     try:
         assert proc.stdout is not None
         ready, api = proc.stdout.readline(), proc.stdout.readline()
@@ -108,14 +112,15 @@ def main() -> None:
 
             def tenant(**extra: str) -> dict[str, str]:
                 environ = env(**extra)
-                Path(environ["SERVICE_DATA"], "default").mkdir()      # a named tenant must exist
+                Path(environ["SERVICE_DATA"], "default").mkdir()  # a named tenant must exist
                 return environ
 
             results["plain"].append(first_200([python, "-I", str(plain)], env(), path, None))
             results["guard, cold"].append(first_200([python, "-I", str(guarded)], tenant(**guard_env), path, token))
             results["guard, warm"].append(first_200([python, "-I", str(guarded)], tenant(**guard_env), path, token))
-            results["checkout"].append(first_200([sys.executable, str(ROOT / "dbsvc.py"), "serve", args.schema],
-                                                 env(), path, None))
+            results["checkout"].append(
+                first_200([sys.executable, str(ROOT / "dbsvc.py"), "serve", args.schema], env(), path, None)
+            )
         sizes = {"plain": plain.stat().st_size, "guard": guarded.stat().st_size}
     finally:
         shutil.rmtree(work, ignore_errors=True)
@@ -123,12 +128,20 @@ def main() -> None:
     print(f"cold start to the first 200 on an empty tenant ({args.runs} runs each; load {os.getloadavg()[0]:.1f})")
     print(f"{'mode':<14} {'min':>8} {'median':>8} {'max':>8}")
     for mode, times in results.items():
-        print(f"{mode:<14} {min(times) * 1000:7.0f}ms {statistics.median(times) * 1000:7.0f}ms "
-              f"{max(times) * 1000:7.0f}ms")
+        print(
+            f"{mode:<14} {min(times) * 1000:7.0f}ms {statistics.median(times) * 1000:7.0f}ms {max(times) * 1000:7.0f}ms"
+        )
     print(f"archive sizes: plain {sizes['plain']:,} bytes, with the guard {sizes['guard']:,} bytes")
-    print(json.dumps({"runs": args.runs, "sizes": sizes,
-                      "median_ms": {m: round(statistics.median(t) * 1000, 1) for m, t in results.items()},
-                      "min_ms": {m: round(min(t) * 1000, 1) for m, t in results.items()}}))
+    print(
+        json.dumps(
+            {
+                "runs": args.runs,
+                "sizes": sizes,
+                "median_ms": {m: round(statistics.median(t) * 1000, 1) for m, t in results.items()},
+                "min_ms": {m: round(min(t) * 1000, 1) for m, t in results.items()},
+            }
+        )
+    )
 
 
 if __name__ == "__main__":

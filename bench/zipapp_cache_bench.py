@@ -74,13 +74,23 @@ def main() -> None:
     finally:
         shutil.rmtree(work, ignore_errors=True)
 
-    print(f"checking an unpacked cache of {len(names)} files, {size:,} bytes ({args.runs} runs; "
-          f"load {os.getloadavg()[0]:.1f})")
+    print(
+        f"checking an unpacked cache of {len(names)} files, {size:,} bytes ({args.runs} runs; "
+        f"load {os.getloadavg()[0]:.1f})"
+    )
     print(f"{'check':<10} {'min':>8} {'median':>8} {'max':>8}")
     for way, ms in times.items():
         print(f"{way:<10} {min(ms):6.2f}ms {statistics.median(ms):6.2f}ms {max(ms):6.2f}ms")
-    print(json.dumps({"files": len(names), "bytes": size, "runs": args.runs,
-                      "median_ms": {w: round(statistics.median(ms), 3) for w, ms in times.items()}}))
+    print(
+        json.dumps(
+            {
+                "files": len(names),
+                "bytes": size,
+                "runs": args.runs,
+                "median_ms": {w: round(statistics.median(ms), 3) for w, ms in times.items()},
+            }
+        )
+    )
 
 
 if __name__ == "__main__":

@@ -62,8 +62,6 @@ from dbsvc.schema.describe import schema_fingerprint
 log = logging.getLogger("dbsvc.app")
 
 
-
-
 class EncodedRecords:
     """The JSON bytes of stored records, encoded once per record version.
 
@@ -158,7 +156,7 @@ def parse_json_body(request: Request) -> Any:
         text = request.body.decode("utf-8")
     except UnicodeDecodeError as exc:
         raise BadRequest(f"request body is not UTF-8: invalid byte at position {exc.start}") from exc
-    return decode_body(text)        # 400/422 for what could not be stored (dbsvc.runtime)
+    return decode_body(text)  # 400/422 for what could not be stored (dbsvc.runtime)
 
 
 def _raw_item_segment(target: str, kebab: str) -> str | None:
@@ -169,37 +167,47 @@ def _raw_item_segment(target: str, kebab: str) -> str | None:
     on the raw target keeps such a record, created with that id, reachable.
     """
     path = target.partition("?")[0]
-    if not path.startswith("/"):                        # absolute form, RFC 9112 §3.2.2
+    if not path.startswith("/"):  # absolute form, RFC 9112 §3.2.2
         rest = path.partition("://")[2]
-        path = rest[rest.find("/"):] if "/" in rest else "/"
+        path = rest[rest.find("/") :] if "/" in rest else "/"
     prefix = item_path(kebab, "")
-    if not path.startswith(prefix) or "/" in path[len(prefix):]:
+    if not path.startswith(prefix) or "/" in path[len(prefix) :]:
         return None
-    return unquote(path[len(prefix):], errors="strict")
+    return unquote(path[len(prefix) :], errors="strict")
 
 
 class Application:
     """The callable the protocol layer serves: `app(request) -> Response | Deferred |
     Upgrade | Awaitable[Response | Upgrade]`."""
 
-    def __init__(self, module: GeneratedModule, store: ServedStore, broker: Broker, *,
-                 guard: TokenGuard | None = None, replication: bool = False,
-                 origins: tuple[str, ...] = (), replica: ReplicaStatus | None = None,
-                 explorer: bool = False) -> None:
+    def __init__(
+        self,
+        module: GeneratedModule,
+        store: ServedStore,
+        broker: Broker,
+        *,
+        guard: TokenGuard | None = None,
+        replication: bool = False,
+        origins: tuple[str, ...] = (),
+        replica: ReplicaStatus | None = None,
+        explorer: bool = False,
+    ) -> None:
         self.models: dict[str, CompiledModel] = dict(module.ROUTES)
         self.store = store
         self.guard = guard
         self.replication = replication
         self.accepting = True
-        self.replica = replica               # a read replica's following status, else None
+        self.replica = replica  # a read replica's following status, else None
         self.encoded = EncodedRecords(list(self.models.values()))
         self.queries = ParsedQueries()
         self.broker = broker
         self.fingerprint = schema_fingerprint(module.DESCRIPTION)
-        self.realtime = RealtimeRoutes(self.broker, module.BY_NAME, guard=guard, origins=origins,
-                                       fingerprint=self.fingerprint)
+        self.realtime = RealtimeRoutes(
+            self.broker, module.BY_NAME, guard=guard, origins=origins, fingerprint=self.fingerprint
+        )
         self._operational: dict[str, Callable[[], Response]] = {
-            route.path: getattr(self, route.name) for route in OPERATIONAL}
+            route.path: getattr(self, route.name) for route in OPERATIONAL
+        }
         self._openapi = getattr(module, "OPENAPI_JSON", "{}").encode("utf-8")
         self._asyncapi = getattr(module, "ASYNCAPI_JSON", "{}").encode("utf-8")
         self._feeds = {SUBSCRIBE: FeedKind.SUBSCRIBE, LIVE_QUERY: FeedKind.LIVE}
@@ -218,7 +226,7 @@ class Application:
     def __call__(self, request: Request) -> Response | Deferred | Upgrade | Awaitable[Response | Upgrade]:
         path = request.path
         if path.startswith(API_PREFIX):
-            return self.api(request, path[len(API_PREFIX):])
+            return self.api(request, path[len(API_PREFIX) :])
         handler = self._operational.get(path)
         if handler is not None:
             if request.method not in READ_METHODS:
@@ -249,7 +257,9 @@ class Application:
     def _open_socket(self, request: Request, open_: Callable[[], Upgrade]) -> Upgrade | Awaitable[Upgrade]:
         """GET only; `open_()` checks the rest, asked again after a key refresh if the guard needs one."""
         if request.method not in SOCKET_METHODS:
-            raise MethodNotAllowed(f"method {request.method!r} is not allowed on {request.path!r}", list(SOCKET_METHODS))
+            raise MethodNotAllowed(
+                f"method {request.method!r} is not allowed on {request.path!r}", list(SOCKET_METHODS)
+            )
         try:
             return open_()
         except self._refresh_needed:
@@ -271,7 +281,9 @@ class Application:
                 return self._after_key_refresh(lambda: self._authenticated_dispatch(request, model, item))
         return self.dispatch(request, model, item)
 
-    def _authenticated_dispatch(self, request: Request, model: CompiledModel, segment: str | None) -> Response | Deferred:
+    def _authenticated_dispatch(
+        self, request: Request, model: CompiledModel, segment: str | None
+    ) -> Response | Deferred:
         self.authenticate(request)
         return self.dispatch(request, model, segment)
 
@@ -301,13 +313,13 @@ class Application:
 
     def authenticate(self, request: Request) -> dict[str, Any]:
         """Verify the bearer token: its claims, or 401 / 403 / 503 (`dbsvc.auth.authorize`)."""
-        assert self.guard is not None                     # api() calls this only with a guard
+        assert self.guard is not None  # api() calls this only with a guard
         return self._authorize(self.guard, request.header("authorization"))
 
     async def _after_key_refresh(self, retry: Callable[[], Any]) -> Any:
         """The guard asked for fresh keys (an unknown `kid`): fetch them, then answer
         `retry()`; a key still unknown afterwards is 401."""
-        assert self.guard is not None                     # only the guard asks for a refresh
+        assert self.guard is not None  # only the guard asks for a refresh
         await self.guard.refresh_keys()
         try:
             result = retry()
@@ -369,8 +381,10 @@ class Application:
 
     def _check_writable(self) -> None:
         if self.replica is not None:
-            raise ReadOnlyReplica(f"this server is a read replica of {self.replica.primary}: "
-                                  "send writes to the primary", self.replica.primary)
+            raise ReadOnlyReplica(
+                f"this server is a read replica of {self.replica.primary}: send writes to the primary",
+                self.replica.primary,
+            )
 
     def create(self, request: Request, model: CompiledModel) -> Deferred:
         self._check_writable()
@@ -442,8 +456,12 @@ class Application:
 
     def metrics(self) -> Response:
         counts = self.store.live_counts()
-        body = {"model_count": len(counts), "rows_per_model": counts, "total_rows": sum(counts.values()),
-                "realtime": self.broker.metrics()}
+        body = {
+            "model_count": len(counts),
+            "rows_per_model": counts,
+            "total_rows": sum(counts.values()),
+            "realtime": self.broker.metrics(),
+        }
         if self.replica is not None:
             body["replica"] = self.replica.report(self.store.head_offset)
         return Response(200, json_bytes(body))
@@ -463,9 +481,14 @@ class Application:
         return Response(200, self._asyncapi)
 
     def snapshot(self) -> Response:
-        body = {"watermarks": self.store.watermarks(), "epoch": self.store.epoch, "replication": self.replication,
-                "offset": self.store.head_offset, "fingerprint": self.fingerprint,
-                "history": self.store.history_json}
+        body = {
+            "watermarks": self.store.watermarks(),
+            "epoch": self.store.epoch,
+            "replication": self.replication,
+            "offset": self.store.head_offset,
+            "fingerprint": self.fingerprint,
+            "history": self.store.history_json,
+        }
         if self.replica is not None:
             body["replica"] = self.replica.report(self.store.head_offset)
         return Response(200, json_bytes(body))

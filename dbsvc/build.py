@@ -109,7 +109,7 @@ def write_zipapp(output: str | os.PathLike[str], generated_source: str, *, with_
     try:
         fsync_dir(str(directory))
     except OSError:
-        pass                                   # best effort: see the module docstring
+        pass  # best effort: see the module docstring
     return target
 
 
@@ -146,7 +146,8 @@ def _package_dir(name: str) -> Path:
     if not locations:
         raise BuildError(
             f"cannot build the zipapp: the package {name!r} is not installed in this "
-            f"environment ({sys.executable}); install it (pip install {name}) and retry")
+            f"environment ({sys.executable}); install it (pip install {name}) and retry"
+        )
     return Path(locations[0])
 
 
@@ -160,8 +161,9 @@ def _package_files(package: str, root: Path, *, only: tuple[str, ...] | None) ->
             if filename.endswith(_SKIP_SUFFIXES) or filename.startswith("."):
                 continue
             if filename.endswith((".so", ".pyd", ".dylib")):
-                raise BuildError(f"cannot build the zipapp: {package!r} is not pure Python "
-                                 f"({str(path)!r} is a compiled extension)")
+                raise BuildError(
+                    f"cannot build the zipapp: {package!r} is not pure Python ({str(path)!r} is a compiled extension)"
+                )
             if only is not None and not filename.endswith(only):
                 continue
             relative = path.relative_to(root).as_posix()
@@ -176,7 +178,7 @@ def _bytecode(source: bytes, name: str) -> bytes:
     compiling the source at every start; an interpreter of another version skips it (its
     magic number differs) and compiles the .py beside it. `name` is the code's file name."""
     code = compile(source, name, "exec", dont_inherit=True, optimize=0)
-    flags = (0b11).to_bytes(4, "little")            # hash-based, checked against the source
+    flags = (0b11).to_bytes(4, "little")  # hash-based, checked against the source
     return importlib.util.MAGIC_NUMBER + flags + importlib.util.source_hash(source) + marshal.dumps(code)
 
 
@@ -195,6 +197,7 @@ def _license_text(distribution: str) -> bytes | None:
 
 
 # ---------------------------------------------------------------- --with-guard
+
 
 def embedded_entries(root: str) -> Iterator[tuple[str, bytes]]:
     """The installed distribution `root` and every distribution it requires, as archive
@@ -230,7 +233,8 @@ def required_distributions(root: str) -> list[importlib.metadata.Distribution]:
         except importlib.metadata.PackageNotFoundError:
             raise BuildError(
                 f"cannot build with --with-guard: the package {name!r} is not installed in this "
-                f"environment ({sys.executable}); install it (pip install {name}) and retry") from None
+                f"environment ({sys.executable}); install it (pip install {name}) and retry"
+            ) from None
         found[key] = dist
         pending.extend(required_names(dist.requires or []))
     return [found[key] for key in sorted(found)]
@@ -253,7 +257,7 @@ def required_names(requirements: list[str]) -> list[str]:
 
 def _marker_holds(marker: str) -> bool:
     if re.search(r"\bextra\s*==", marker):
-        return False                       # an optional feature nobody asked for
+        return False  # an optional feature nobody asked for
     try:
         from packaging.markers import Marker
     except ImportError:
@@ -266,8 +270,10 @@ def _distribution_files(dist: importlib.metadata.Distribution) -> Iterator[tuple
     leaving out caches, scripts outside site-packages and the installation's own records."""
     name = dist.metadata["Name"]
     if dist.files is None:
-        raise BuildError(f"cannot build with --with-guard: the installed {name!r} lists no files "
-                         "(installed without a RECORD); reinstall it with pip")
+        raise BuildError(
+            f"cannot build with --with-guard: the installed {name!r} lists no files "
+            "(installed without a RECORD); reinstall it with pip"
+        )
     for file in dist.files:
         parts = file.parts
         if parts[0] == ".." or "__pycache__" in parts or file.name.endswith(_SKIP_SUFFIXES):
@@ -276,8 +282,9 @@ def _distribution_files(dist: importlib.metadata.Distribution) -> Iterator[tuple
             continue
         located = Path(str(file.locate()))
         if not located.is_file():
-            raise BuildError(f"cannot build with --with-guard: {str(located)!r} of {name!r} is "
-                             "missing; reinstall it with pip")
+            raise BuildError(
+                f"cannot build with --with-guard: {str(located)!r} of {name!r} is missing; reinstall it with pip"
+            )
         yield file.as_posix(), located.read_bytes()
 
 

@@ -101,7 +101,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
     from dbsvc.service import serve
 
     environ: Mapping[str, str] = os.environ
-    if args.rebootstrap:                      # the flag is the variable's twin (config.py)
+    if args.rebootstrap:  # the flag is the variable's twin (config.py)
         environ = {**os.environ, "SERVICE_FOLLOW_REBOOTSTRAP": "1"}
     return serve(_schema_module(args), environ, follow=args.follow)
 
@@ -111,21 +111,23 @@ def cmd_init(args: argparse.Namespace) -> int:
     from string import Template
 
     path = args.name if args.name.endswith(".dbs") else f"{args.name}.dbs"
-    stem = os.path.basename(path)[:-len(".dbs")]
+    stem = os.path.basename(path)[: -len(".dbs")]
     if not stem or not stem.isprintable():
         report(f"{args.name!r} is not a schema name: expected a file name such as 'shop' or 'shop.dbs'")
         return EXIT_USAGE
     template = resources.files("dbsvc").joinpath("templates/starter.dbs").read_text(encoding="utf-8")
     text = Template(template).substitute(name=stem, file=path)
     try:
-        with open(path, "x", encoding="utf-8") as out:     # "x": never overwrite a schema
+        with open(path, "x", encoding="utf-8") as out:  # "x": never overwrite a schema
             out.write(text)
     except FileExistsError:
         report(f"{path} already exists: choose another NAME, or remove it first")
         return EXIT_FAILURE
     schema = _load(path)
-    print(f"wrote {path} ({len(schema.models)} models: {', '.join(m.name for m in schema.models)})\n"
-          f"next: dbsvc check {path} && dbsvc serve {path}")
+    print(
+        f"wrote {path} ({len(schema.models)} models: {', '.join(m.name for m in schema.models)})\n"
+        f"next: dbsvc check {path} && dbsvc serve {path}"
+    )
     return EXIT_OK
 
 
@@ -222,22 +224,28 @@ def build_parser(module: Any = None) -> argparse.ArgumentParser:
     """The parser of `dbsvc`, or, given the compiled `module` a built app carries, of the app."""
     if module is None:
         parser = argparse.ArgumentParser(
-            prog="dbsvc", description="Compile a schema into a database service and run it.",
-            formatter_class=_CommandsHelp)
+            prog="dbsvc",
+            description="Compile a schema into a database service and run it.",
+            formatter_class=_CommandsHelp,
+        )
         parser.add_argument("--version", action="version", version=f"dbsvc {__version__}")
     else:
         name, fingerprint = _identity(module)
         parser = argparse.ArgumentParser(
-            prog=f"python {os.path.basename(sys.argv[0]) or 'APP.pyz'}", formatter_class=_CommandsHelp,
+            prog=f"python {os.path.basename(sys.argv[0]) or 'APP.pyz'}",
+            formatter_class=_CommandsHelp,
             description=f"A dbsvc database service built for one schema, {name} (fingerprint "
-                        f"{fingerprint}). With no COMMAND it serves; SERVICE_* variables configure it.")
-        parser.add_argument("--version", action="version",
-                            version=f"dbsvc {__version__} (schema {name}, fingerprint {fingerprint})")
+            f"{fingerprint}). With no COMMAND it serves; SERVICE_* variables configure it.",
+        )
+        parser.add_argument(
+            "--version", action="version", version=f"dbsvc {__version__} (schema {name}, fingerprint {fingerprint})"
+        )
     parser.set_defaults(module=module)
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
-    def schema_command(name: str, help_text: str, func: Callable[[argparse.Namespace], int],
-                       description: str | None = None) -> argparse.ArgumentParser:
+    def schema_command(
+        name: str, help_text: str, func: Callable[[argparse.Namespace], int], description: str | None = None
+    ) -> argparse.ArgumentParser:
         """A command on the schema: SCHEMA is its argument, except in an app, which has one."""
         p = sub.add_parser(name, help=help_text, description=description or help_text)
         if module is None:
@@ -248,19 +256,25 @@ def build_parser(module: Any = None) -> argparse.ArgumentParser:
     schema = "SCHEMA" if module is None else "this app's schema"
     if module is None:
         _schema_tools(sub, schema_command)
-    serve = schema_command("serve", f"serve {schema}" + (", compiled in memory" if module is None else ""),
-                           cmd_serve)
-    serve.add_argument("--follow", metavar="URL",
-                       help="serve as a read replica of the primary at URL (http://HOST:PORT): bootstrap from "
-                            "its snapshot, follow its /replicate stream, refuse writes "
-                            "(SERVICE_FOLLOW_TOKEN: a token for a guarded primary); see docs/replication.md")
-    serve.add_argument("--rebootstrap", action="store_true",
-                       help="with --follow: when the primary's history cannot continue this replica's and the "
-                            "primary holds fewer rows, bootstrap again anyway, discarding the rows it lacks "
-                            "(SERVICE_FOLLOW_REBOOTSTRAP=1); see docs/replication.md#histories")
+    serve = schema_command("serve", f"serve {schema}" + (", compiled in memory" if module is None else ""), cmd_serve)
+    serve.add_argument(
+        "--follow",
+        metavar="URL",
+        help="serve as a read replica of the primary at URL (http://HOST:PORT): bootstrap from "
+        "its snapshot, follow its /replicate stream, refuse writes "
+        "(SERVICE_FOLLOW_TOKEN: a token for a guarded primary); see docs/replication.md",
+    )
+    serve.add_argument(
+        "--rebootstrap",
+        action="store_true",
+        help="with --follow: when the primary's history cannot continue this replica's and the "
+        "primary holds fewer rows, bootstrap again anyway, discarding the rows it lacks "
+        "(SERVICE_FOLLOW_REBOOTSTRAP=1); see docs/replication.md#histories",
+    )
     schema_command("openapi", f"print the OpenAPI 3.1 document of the service for {schema}", cmd_openapi)
-    schema_command("asyncapi", "print the AsyncAPI 3.0 document of the service's WebSocket routes "
-                   f"for {schema}", cmd_asyncapi)
+    schema_command(
+        "asyncapi", f"print the AsyncAPI 3.0 document of the service's WebSocket routes for {schema}", cmd_asyncapi
+    )
     _tenant_tools(sub)
     _data_tools(sub, schema_command)
     return parser
@@ -268,47 +282,66 @@ def build_parser(module: Any = None) -> argparse.ArgumentParser:
 
 def _schema_tools(sub: Any, schema_command: Callable[..., argparse.ArgumentParser]) -> None:
     """The commands that make schemas and apps: `dbsvc` only."""
-    init = sub.add_parser("init", help="write a commented starter schema to NAME.dbs",
-                          description="Write a commented starter schema (two models, a @ref, filters, "
-                                      "sorts, projections, a [runtime] table) to NAME.dbs; never "
-                                      "overwrites a file. Then: dbsvc serve NAME.dbs.")
-    init.add_argument("name", metavar="NAME", nargs="?", default="app",
-                      help="schema name or file (default: app, written to app.dbs)")
+    init = sub.add_parser(
+        "init",
+        help="write a commented starter schema to NAME.dbs",
+        description="Write a commented starter schema (two models, a @ref, filters, "
+        "sorts, projections, a [runtime] table) to NAME.dbs; never "
+        "overwrites a file. Then: dbsvc serve NAME.dbs.",
+    )
+    init.add_argument(
+        "name", metavar="NAME", nargs="?", default="app", help="schema name or file (default: app, written to app.dbs)"
+    )
     init.set_defaults(func=cmd_init)
     schema_command("check", "report every error in SCHEMA; exit 1 if any", cmd_check)
     gen = schema_command("generate", "write the generated Python module for SCHEMA", cmd_generate)
     gen.add_argument("-o", "--output", metavar="FILE", help="output file (default: standard output)")
     build = schema_command(
-        "build", "build a self-contained zipapp serving SCHEMA", cmd_build,
+        "build",
+        "build a self-contained zipapp serving SCHEMA",
+        cmd_build,
         description="Build one file that serves SCHEMA with nothing installed but Python 3.11+: the "
-                    "generated module, dbsvc and its pure-Python packages; the same inputs give the same "
-                    "bytes. `python APP.pyz` serves; `python APP.pyz --help` lists its commands.")
+        "generated module, dbsvc and its pure-Python packages; the same inputs give the same "
+        "bytes. `python APP.pyz` serves; `python APP.pyz --help` lists its commands.",
+    )
     build.add_argument("-o", "--output", metavar="APP.pyz", required=True, help="zipapp to write")
-    build.add_argument("--with-guard", action="store_true",
-                       help="also embed the installed cryptography (and what it needs), unpacked on first "
-                            "use into SERVICE_ZIPAPP_CACHE (default ~/.cache/dbsvc): the token guard then "
-                            "runs on a host of the same platform and Python with nothing installed")
+    build.add_argument(
+        "--with-guard",
+        action="store_true",
+        help="also embed the installed cryptography (and what it needs), unpacked on first "
+        "use into SERVICE_ZIPAPP_CACHE (default ~/.cache/dbsvc): the token guard then "
+        "runs on a host of the same platform and Python with nothing installed",
+    )
 
 
 def _tenant_tools(sub: Any) -> None:
     tenant = sub.add_parser(
-        "tenant", help="create, list or drop tenants under SERVICE_DATA",
+        "tenant",
+        help="create, list or drop tenants under SERVICE_DATA",
         description="Manage tenant directories under SERVICE_DATA (default: ./data).",
     )
     tsub = tenant.add_subparsers(dest="tenant_command", required=True, metavar="ACTION")
     create = tsub.add_parser("create", help="create a tenant directory", description="Create a tenant directory.")
     create.add_argument("name", metavar="NAME")
-    create.add_argument("--from", dest="source", metavar="DIR",
-                        help="restore a backup taken by `dbsvc backup DIR` (verified before it is installed)")
+    create.add_argument(
+        "--from",
+        dest="source",
+        metavar="DIR",
+        help="restore a backup taken by `dbsvc backup DIR` (verified before it is installed)",
+    )
     tsub.add_parser("list", help="list tenants with size and lock holder", description="List tenants.")
-    drop = tsub.add_parser("drop", help="delete a tenant (refused while a server holds it)",
-                           description="Delete a tenant directory; refused while a server holds it.")
+    drop = tsub.add_parser(
+        "drop",
+        help="delete a tenant (refused while a server holds it)",
+        description="Delete a tenant directory; refused while a server holds it.",
+    )
     drop.add_argument("name", metavar="NAME")
     drop.add_argument("--yes", action="store_true", help="confirm the deletion")
     tenant.set_defaults(func=cmd_tenant)
 
     compact = sub.add_parser(
-        "compact", help="compact the tenant named by SERVICE_TENANT (offline)",
+        "compact",
+        help="compact the tenant named by SERVICE_TENANT (offline)",
         description="Offline compaction of the tenant named by SERVICE_TENANT; refused while a server holds it.",
     )
     compact.set_defaults(func=cmd_compact)
@@ -316,47 +349,61 @@ def _tenant_tools(sub: Any) -> None:
 
 def _data_tools(sub: Any, schema_command: Callable[..., argparse.ArgumentParser]) -> None:
     export = schema_command(
-        "export", f"write the records of {TENANT_ENV} as JSON Lines", cmd_export,
+        "export",
+        f"write the records of {TENANT_ENV} as JSON Lines",
+        cmd_export,
         description=f"Write the records of {TENANT_ENV} as JSON Lines, one "
-                    '{"model": NAME, "record": {...}} per line (docs/data-tools.md). The tenant is '
-                    "locked for the run and opened read-only: refused while a server holds it.")
+        '{"model": NAME, "record": {...}} per line (docs/data-tools.md). The tenant is '
+        "locked for the run and opened read-only: refused while a server holds it.",
+    )
     export.add_argument("models", metavar="MODEL", nargs="*", help="models to export (default: all)")
     export.add_argument("-o", "--output", metavar="FILE", help="output file (default: standard output)")
-    export.add_argument("--as-of", action="append", metavar="[MODEL=]N",
-                        help="export MODEL as it was at watermark N of the current epoch (repeatable; "
-                             "a bare N needs exactly one MODEL)")
+    export.add_argument(
+        "--as-of",
+        action="append",
+        metavar="[MODEL=]N",
+        help="export MODEL as it was at watermark N of the current epoch (repeatable; "
+        "a bare N needs exactly one MODEL)",
+    )
     export.add_argument("-q", "--quiet", action="store_true", help="no progress on standard error")
     import_ = schema_command(
-        "import", f"load a JSON Lines FILE into {TENANT_ENV}, all or nothing", cmd_import,
+        "import",
+        f"load a JSON Lines FILE into {TENANT_ENV}, all or nothing",
+        cmd_import,
         description=f"Load FILE (as written by `dbsvc export`) into {TENANT_ENV}: every line "
-                    "is validated and checked (ids, @unique, @ref across the file and the tenant) "
-                    "before anything is written, then all records are written with one fsync. "
-                    "A bad line refuses the whole import with FILE:LINE: message. Refused while a "
-                    "server holds the tenant.")
+        "is validated and checked (ids, @unique, @ref across the file and the tenant) "
+        "before anything is written, then all records are written with one fsync. "
+        "A bad line refuses the whole import with FILE:LINE: message. Refused while a "
+        "server holds the tenant.",
+    )
     import_.add_argument("file", metavar="FILE", help="JSON Lines file to load")
     import_.add_argument("-q", "--quiet", action="store_true", help="no progress on standard error")
     backup = sub.add_parser(
-        "backup", help=f"copy {TENANT_ENV} into DIR while a server may run on it",
+        "backup",
+        help=f"copy {TENANT_ENV} into DIR while a server may run on it",
         description=f"Take a consistent copy of {TENANT_ENV} into DIR (new or empty) without "
-                    "stopping or locking a server running on it; restore it with "
-                    "`dbsvc tenant create NAME --from DIR`.",
+        "stopping or locking a server running on it; restore it with "
+        "`dbsvc tenant create NAME --from DIR`.",
     )
     backup.add_argument("directory", metavar="DIR", help="directory to create the backup in")
     backup.set_defaults(func=cmd_backup)
 
     replicate = sub.add_parser(
-        "replicate", help="follow a server's /replicate stream into a file",
+        "replicate",
+        help="follow a server's /replicate stream into a file",
         description="Follow the /replicate stream of the server at URL: check every frame, append the good "
-                    "ones to FILE (raw log frames), resume after FILE's last offset, reconnect with backoff. "
-                    "Exit 0 when stopped by SIGINT/SIGTERM, 1 on a bad frame or a definitive refusal "
-                    "(410 offset_gone, 401/403, 404 replication_disabled), 2 on a usage error. "
-                    "See docs/replication.md.",
+        "ones to FILE (raw log frames), resume after FILE's last offset, reconnect with backoff. "
+        "Exit 0 when stopped by SIGINT/SIGTERM, 1 on a bad frame or a definitive refusal "
+        "(410 offset_gone, 401/403, 404 replication_disabled), 2 on a usage error. "
+        "See docs/replication.md.",
     )
     replicate.add_argument("url", metavar="URL", help="the server's base URL: http://HOST:PORT or ws://HOST:PORT")
-    replicate.add_argument("--after", type=_offset, metavar="N",
-                           help="start after offset N (default: FILE's last offset, else 0)")
-    replicate.add_argument("--out", metavar="FILE",
-                           help="append the frames to FILE (default: one JSON event per line on standard output)")
+    replicate.add_argument(
+        "--after", type=_offset, metavar="N", help="start after offset N (default: FILE's last offset, else 0)"
+    )
+    replicate.add_argument(
+        "--out", metavar="FILE", help="append the frames to FILE (default: one JSON event per line on standard output)"
+    )
     replicate.add_argument("--token", metavar="T", help="bearer token for a guarded server (default: $SERVICE_TOKEN)")
     replicate.set_defaults(func=cmd_replicate)
 
@@ -365,6 +412,6 @@ def main(argv: Sequence[str] | None = None, module: Any = None) -> int:
     """Run one command; the exit status. `module`: the compiled schema a built app carries."""
     arguments = list(sys.argv[1:] if argv is None else argv)
     if module is not None and not arguments:
-        arguments = ["serve"]                       # `python APP.pyz` serves
+        arguments = ["serve"]  # `python APP.pyz` serves
     args = build_parser(module).parse_args(arguments)
     return run_reporting(lambda: args.func(args))

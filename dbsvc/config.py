@@ -74,7 +74,7 @@ if TYPE_CHECKING:
 
 DEFAULT_TENANT = "default"
 DEFAULT_DATA = "data"
-MAX_BODY = record_limit(MAX_PAYLOAD)     # the largest SERVICE_MAX_BODY (module docstring)
+MAX_BODY = record_limit(MAX_PAYLOAD)  # the largest SERVICE_MAX_BODY (module docstring)
 
 
 @dataclass(frozen=True, slots=True)
@@ -84,19 +84,19 @@ class Config:
     http: HttpSettings
     data_dir: str
     tenant: str
-    tenant_explicit: bool            # SERVICE_TENANT was set (a missing directory is then an error)
+    tenant_explicit: bool  # SERVICE_TENANT was set (a missing directory is then an error)
     log_level: str
     log_format: str
     sync: str
     replication: bool
     changefeed_capacity: int
-    changefeed_bytes: int            # SERVICE_CHANGEFEED_BYTES: bytes a feed socket's queue may hold
-    replication_retain_bytes: int    # 0 when replication is off
-    explorer: bool | None = None     # SERVICE_EXPLORER; None: the default (docs/explorer.md)
-    auth: AuthConfig | None = None   # the guard's settings; None: the guard is off (or not asked for)
+    changefeed_bytes: int  # SERVICE_CHANGEFEED_BYTES: bytes a feed socket's queue may hold
+    replication_retain_bytes: int  # 0 when replication is off
+    explorer: bool | None = None  # SERVICE_EXPLORER; None: the default (docs/explorer.md)
+    auth: AuthConfig | None = None  # the guard's settings; None: the guard is off (or not asked for)
     follow_token: str | None = None  # SERVICE_FOLLOW_TOKEN
     follow_rebootstrap: bool = False  # SERVICE_FOLLOW_REBOOTSTRAP
-    token: str | None = None         # SERVICE_TOKEN
+    token: str | None = None  # SERVICE_TOKEN
 
 
 def _int(environ: Mapping[str, str], name: str, default: int, lo: int, hi: int | None = None) -> int:
@@ -119,7 +119,8 @@ def _max_body(environ: Mapping[str, str]) -> int:
         raise ConfigError(
             f"SERVICE_MAX_BODY={environ['SERVICE_MAX_BODY']!r} is too large: the largest allowed value is "
             f"{MAX_BODY} bytes, because a PUT or PATCH writes one log frame holding the new record and the "
-            f"one it replaces, and a frame holds at most {MAX_PAYLOAD} bytes (docs/guide/configuration.md)")
+            f"one it replaces, and a frame holds at most {MAX_PAYLOAD} bytes (docs/guide/configuration.md)"
+        )
     return value
 
 
@@ -176,8 +177,10 @@ def _hosts(environ: Mapping[str, str], name: str) -> tuple[str, ...]:
     hosts = tuple(h.strip().lower() for h in environ.get(name, "").split(",") if h.strip())
     for host in hosts:
         if host != "*" and not re.fullmatch(r"\.?[a-z0-9_.-]+|\[[0-9a-f:.]+\]", host):
-            raise ConfigError(f"{name}: {host!r} is not a host name: expected a name (example.com), "
-                              "a domain and its subdomains (.example.com), an IP address ([::1] for IPv6) or *")
+            raise ConfigError(
+                f"{name}: {host!r} is not a host name: expected a name (example.com), "
+                "a domain and its subdomains (.example.com), an IP address ([::1] for IPv6) or *"
+            )
     return hosts
 
 
@@ -210,17 +213,24 @@ def zipapp_cache_dir(environ: Mapping[str, str]) -> str:
     if explicit is not None:
         return os.path.abspath(explicit)
     base = _text(environ, "XDG_CACHE_HOME")
-    if base is None or not os.path.isabs(base):         # the spec: a relative value is ignored
+    if base is None or not os.path.isabs(base):  # the spec: a relative value is ignored
         home = _text(environ, "HOME") or os.path.expanduser("~")
         if not os.path.isabs(home):
-            raise ConfigError("no cache directory for the app's embedded packages: HOME is not set; "
-                              "set SERVICE_ZIPAPP_CACHE to a directory only this user can write")
+            raise ConfigError(
+                "no cache directory for the app's embedded packages: HOME is not set; "
+                "set SERVICE_ZIPAPP_CACHE to a directory only this user can write"
+            )
         base = os.path.join(home, ".cache")
     return os.path.join(base, "dbsvc")
 
 
-def load_config(environ: Mapping[str, str], runtime: Mapping[str, object] | None = None, *,
-                auth: AuthSettings | None = None, schema_dir: str = ".") -> Config:
+def load_config(
+    environ: Mapping[str, str],
+    runtime: Mapping[str, object] | None = None,
+    *,
+    auth: AuthSettings | None = None,
+    schema_dir: str = ".",
+) -> Config:
     """Read and check the environment; `runtime` is the schema's `[runtime]` table. With
     `auth` (the schema's `[auth]` table; `schema_dir` resolves its relative key path) the
     guard's settings are read too: `Config.auth`, None when no key source is set."""

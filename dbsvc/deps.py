@@ -27,20 +27,24 @@ GUARD_PACKAGE = "cryptography"
 def _installed(name: str) -> bool:
     try:
         return importlib.util.find_spec(name) is not None
-    except (ImportError, ValueError):         # a broken parent or a bad __spec__
+    except (ImportError, ValueError):  # a broken parent or a bad __spec__
         return False
 
 
 def missing_package_message(name: str) -> str | None:
     """The one-line fix for a missing runtime package `name`, or None when it is not one."""
     if name in SERVER_PACKAGES:
-        return (f"the package {name!r} is not installed, and `dbsvc serve` needs it: run "
-                f"`python -m pip install {' '.join(SERVER_PACKAGES)}`, or with no install here, "
-                "build a self-contained app where dbsvc is installed (`dbsvc build SCHEMA -o APP.pyz`) "
-                "and run `python APP.pyz` on this host")
+        return (
+            f"the package {name!r} is not installed, and `dbsvc serve` needs it: run "
+            f"`python -m pip install {' '.join(SERVER_PACKAGES)}`, or with no install here, "
+            "build a self-contained app where dbsvc is installed (`dbsvc build SCHEMA -o APP.pyz`) "
+            "and run `python APP.pyz` on this host"
+        )
     if name == GUARD_PACKAGE:
-        return (f"the package {name!r} is not installed, and the token guard needs it "
-                f"(SERVICE_JWT_PUBKEY, SERVICE_JWKS_URL or the schema's [auth] names a key): {guard_fix()}")
+        return (
+            f"the package {name!r} is not installed, and the token guard needs it "
+            f"(SERVICE_JWT_PUBKEY, SERVICE_JWKS_URL or the schema's [auth] names a key): {guard_fix()}"
+        )
     return None
 
 
@@ -52,11 +56,15 @@ def in_archive() -> bool:
 def guard_fix() -> str:
     """How to get `cryptography` where it is missing: an app is rebuilt to carry it."""
     if in_archive():
-        return ("this app was built without it: rebuild it with `dbsvc build SCHEMA -o APP.pyz "
-                "--with-guard` where cryptography is installed (the app then carries it), or run the "
-                f"app with a Python that has it (`python -m pip install {GUARD_PACKAGE}`)")
-    return (f"run `python -m pip install {GUARD_PACKAGE}`, or serve without the guard; "
-            "`dbsvc build SCHEMA -o APP.pyz --with-guard` makes an app that carries it")
+        return (
+            "this app was built without it: rebuild it with `dbsvc build SCHEMA -o APP.pyz "
+            "--with-guard` where cryptography is installed (the app then carries it), or run the "
+            f"app with a Python that has it (`python -m pip install {GUARD_PACKAGE}`)"
+        )
+    return (
+        f"run `python -m pip install {GUARD_PACKAGE}`, or serve without the guard; "
+        "`dbsvc build SCHEMA -o APP.pyz --with-guard` makes an app that carries it"
+    )
 
 
 def require_guard_package(setting: str) -> None:

@@ -90,8 +90,10 @@ class TenantLocked(StorageError):
 
     def __init__(self, path: str, pid: int | None, hint: str = "") -> None:
         holder = f"process {pid}" if pid else "another process"
-        super().__init__(f"tenant directory {path!r} is locked by {holder}; one writer per data directory"
-                         + (f"; {hint}" if hint else ""))
+        super().__init__(
+            f"tenant directory {path!r} is locked by {holder}; one writer per data directory"
+            + (f"; {hint}" if hint else "")
+        )
         self.path = path
         self.pid = pid
 
@@ -139,8 +141,7 @@ class BatchRejected(StorageError):
 
     def __init__(self, problems: list[tuple[int, RequestError, int | None]], rows: int) -> None:
         index, error, _other = problems[0]
-        super().__init__(f"{len(problems)} of {rows} rows refused, nothing written; "
-                         f"first: row {index}: {error.detail}")
+        super().__init__(f"{len(problems)} of {rows} rows refused, nothing written; first: row {index}: {error.detail}")
         self.problems = problems
 
 

@@ -47,6 +47,6 @@ def run_reporting(action: Callable[[], int]) -> int:
     except ModuleNotFoundError as exc:
         missing = translate_import_error(exc)
         if missing is None:
-            raise                                   # not a runtime package: a real bug
+            raise  # not a runtime package: a real bug
         report(str(missing))
         return EXIT_USAGE

@@ -39,22 +39,22 @@ class GeneratedModule(Protocol):
     Read-only attributes, as properties: a module's globals satisfy them structurally."""
 
     @property
-    def MODELS(self) -> tuple[CompiledModel, ...]: ...          # declaration order
+    def MODELS(self) -> tuple[CompiledModel, ...]: ...  # declaration order
 
     @property
-    def ROUTES(self) -> Mapping[str, CompiledModel]: ...        # kebab -> model
+    def ROUTES(self) -> Mapping[str, CompiledModel]: ...  # kebab -> model
 
     @property
-    def BY_NAME(self) -> Mapping[str, CompiledModel]: ...       # declared name -> model
+    def BY_NAME(self) -> Mapping[str, CompiledModel]: ...  # declared name -> model
 
     @property
-    def DESCRIPTION(self) -> dict[str, Any]: ...                # describe_schema(schema)
+    def DESCRIPTION(self) -> dict[str, Any]: ...  # describe_schema(schema)
 
     @property
-    def RUNTIME(self) -> dict[str, Any]: ...                    # the [runtime] table
+    def RUNTIME(self) -> dict[str, Any]: ...  # the [runtime] table
 
     @property
-    def AUTH(self) -> dict[str, Any]: ...                       # the [auth] table
+    def AUTH(self) -> dict[str, Any]: ...  # the [auth] table
 
     @property
     def SCHEMA_PATH(self) -> str: ...

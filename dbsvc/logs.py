@@ -80,8 +80,10 @@ LEVELS = {
 _TARGET = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(?:(?:::|\.)[A-Za-z_][A-Za-z0-9_]*)*")
 _SECRET = re.compile(r"(?i)(authorization[\"']?\s*[:=]\s*[\"']?(?:[a-z]+\s+)?|bearer\s+)[^\s\"',;]+")
 
-_ACCEPTS = ("RUST_LOG accepts a level (off, error, warn, info, debug, trace) and "
-            "comma-separated directives target=level, e.g. 'warn,dbsvc::http=debug'")
+_ACCEPTS = (
+    "RUST_LOG accepts a level (off, error, warn, info, debug, trace) and "
+    "comma-separated directives target=level, e.g. 'warn,dbsvc::http=debug'"
+)
 
 
 def parse_level_spec(spec: str) -> tuple[int, dict[str, int]]:
@@ -184,9 +186,9 @@ def printable_json(text: str) -> str:
         code = ord(char)
         if code < 0x10000:
             out.append(f"\\u{code:04x}")
-        else:                                   # RFC 8259 §7: a UTF-16 surrogate pair
+        else:  # RFC 8259 §7: a UTF-16 surrogate pair
             code -= 0x10000
-            out.append(f"\\u{0xd800 | code >> 10:04x}\\u{0xdc00 | code & 0x3ff:04x}")
+            out.append(f"\\u{0xD800 | code >> 10:04x}\\u{0xDC00 | code & 0x3FF:04x}")
     return "".join(out)
 
 
@@ -212,9 +214,11 @@ def exception_text(exc: BaseException, messages: bool = True, indent: str = "  "
     parts: list[str] = []
     for index, each in enumerate(reversed(chain)):
         if index:
-            parts.append("\nThe above exception was the direct cause of the following exception:\n\n"
-                         if each.__cause__ is not None else
-                         "\nDuring handling of the above exception, another exception occurred:\n\n")
+            parts.append(
+                "\nThe above exception was the direct cause of the following exception:\n\n"
+                if each.__cause__ is not None
+                else "\nDuring handling of the above exception, another exception occurred:\n\n"
+            )
         if each.__traceback__ is not None:
             parts.append("Traceback (most recent call last):\n")
             parts.extend(traceback.format_tb(each.__traceback__))
@@ -243,14 +247,27 @@ class LineFormat(logging.Formatter):
     by `line`; `request_lines` renders request spans held as raw tuples a batch at a time,
     byte for byte what `line` writes for the same fields (tests/http/test_http_logs.py)."""
 
-    indent = ""                       # before each traceback line
+    indent = ""  # before each traceback line
 
     def format(self, record: logging.LogRecord) -> str:
-        return self.line(record.created, record.levelname, record.name, record.getMessage(),
-                         getattr(record, "fields", None), _record_exception(record, self.indent))
+        return self.line(
+            record.created,
+            record.levelname,
+            record.name,
+            record.getMessage(),
+            getattr(record, "fields", None),
+            _record_exception(record, self.indent),
+        )
 
-    def line(self, created: float, level: str, target: str, message: str, fields: dict[str, Any] | None,
-             error: str | None = None) -> str:
+    def line(
+        self,
+        created: float,
+        level: str,
+        target: str,
+        message: str,
+        fields: dict[str, Any] | None,
+        error: str | None = None,
+    ) -> str:
         raise NotImplementedError
 
     def request_lines(self, spans: list[tuple[Any, ...]]) -> list[str]:
@@ -261,11 +278,17 @@ class TextFormat(LineFormat):
     """`ts LEVEL target: message k=v ...`, then the traceback if any, indented."""
 
     indent = "  "
-    _REQUEST = (f" {'INFO':>5} {SPAN_LOGGER}: request "
-                + " ".join(f"{name}=%s" for name in SPAN_FIELDS))
+    _REQUEST = f" {'INFO':>5} {SPAN_LOGGER}: request " + " ".join(f"{name}=%s" for name in SPAN_FIELDS)
 
-    def line(self, created: float, level: str, target: str, message: str, fields: dict[str, Any] | None,
-             error: str | None = None) -> str:
+    def line(
+        self,
+        created: float,
+        level: str,
+        target: str,
+        message: str,
+        fields: dict[str, Any] | None,
+        error: str | None = None,
+    ) -> str:
         if not message.isprintable():
             message = escape(message)
         line = f"{_timestamp(created)} {level:>5} {target}: {message}"
@@ -292,8 +315,15 @@ class TextFormat(LineFormat):
 class JsonFormat(LineFormat):
     """One JSON object per line: ts, level, target, message, span fields, error."""
 
-    def line(self, created: float, level: str, target: str, message: str, fields: dict[str, Any] | None,
-             error: str | None = None) -> str:
+    def line(
+        self,
+        created: float,
+        level: str,
+        target: str,
+        message: str,
+        fields: dict[str, Any] | None,
+        error: str | None = None,
+    ) -> str:
         payload: dict[str, Any] = {"ts": _timestamp(created), "level": level, "target": target, "message": message}
         if fields:
             for key, value in fields.items():
@@ -308,14 +338,27 @@ class JsonFormat(LineFormat):
         dumps = json.dumps
         lines = []
         for t in spans:
-            line = dumps({"ts": _timestamp(t[0]), "level": "INFO", "target": SPAN_LOGGER, "message": "request",
-                          "method": t[1], "path": t[2], "status": t[3], "duration_ms": round(t[4], 3),
-                          "bytes": t[5], "request_id": t[6]}, ensure_ascii=False, default=str)
+            line = dumps(
+                {
+                    "ts": _timestamp(t[0]),
+                    "level": "INFO",
+                    "target": SPAN_LOGGER,
+                    "message": "request",
+                    "method": t[1],
+                    "path": t[2],
+                    "status": t[3],
+                    "duration_ms": round(t[4], 3),
+                    "bytes": t[5],
+                    "request_id": t[6],
+                },
+                ensure_ascii=False,
+                default=str,
+            )
             lines.append(line if t[2].isprintable() else printable_json(line))
         return lines
 
 
-SPAN_BUFFER_LINES = 256              # about 40 KiB of text lines
+SPAN_BUFFER_LINES = 256  # about 40 KiB of text lines
 SPAN_FLUSH_SECONDS = 0.5
 
 
@@ -333,7 +376,7 @@ class SpanLog(logging.StreamHandler[TextIO]):
         self.line_format = line_format
         self._pending: list[Any] = []
         self._pending_count = 0
-        self._requests: list[tuple[Any, ...]] | None = None     # the run being appended to, if any
+        self._requests: list[tuple[Any, ...]] | None = None  # the run being appended to, if any
         self._wake = threading.Event()
         self._closed = False
         self._flusher = threading.Thread(target=self._flush_later, name="dbsvc-log-flush", daemon=True)
@@ -345,8 +388,12 @@ class SpanLog(logging.StreamHandler[TextIO]):
         construction and dispatch (most of a span's cost; bench/README.md has the figure).
         Anyone adding a handler or a filter (pytest's caplog, an embedding application) gets
         the ordinary `logging` path."""
-        return (logging.root.handlers == [self] and not _span_logger.handlers
-                and not _span_logger.filters and not self.filters)
+        return (
+            logging.root.handlers == [self]
+            and not _span_logger.handlers
+            and not _span_logger.filters
+            and not self.filters
+        )
 
     def emit(self, record: logging.LogRecord) -> None:
         try:
@@ -395,11 +442,11 @@ class SpanLog(logging.StreamHandler[TextIO]):
             lines: list[str] = []
             for item in items:
                 if type(item) is str:
-                    lines.append(item)                  # formatted, so already redacted
+                    lines.append(item)  # formatted, so already redacted
                 else:
                     lines.extend(self.line_format.request_lines(item))
             text = "\n".join(lines)
-            if _may_hold_secret(text):                  # line by line: a match never spans two
+            if _may_hold_secret(text):  # line by line: a match never spans two
                 text = "\n".join(map(_redact, lines))
             self.stream.write(text + "\n")
             self.stream.flush()
@@ -425,7 +472,7 @@ class SpanLog(logging.StreamHandler[TextIO]):
 
 
 _span_logger = logging.getLogger(SPAN_LOGGER)
-_installed: list[SpanLog] = []          # the span log configure_logging installed, if any
+_installed: list[SpanLog] = []  # the span log configure_logging installed, if any
 _configured: list[str] = []
 
 
@@ -448,8 +495,9 @@ def configure_logging(level_spec: str, fmt: str = "text", stream: TextIO | None 
     for name in _configured:
         logging.getLogger(name).setLevel(logging.NOTSET)
     _configured.clear()
-    span_log = SpanLog(stream if stream is not None else sys.stderr,
-                       JsonFormat() if format_name == "json" else TextFormat())
+    span_log = SpanLog(
+        stream if stream is not None else sys.stderr, JsonFormat() if format_name == "json" else TextFormat()
+    )
     root.addHandler(span_log)
     _installed.append(span_log)
     root.setLevel(default)

@@ -30,8 +30,8 @@ SOCKET_METHODS = ("GET",)
 ALL_METHODS = ("GET", "POST", "PUT", "PATCH", "DELETE", "HEAD", "OPTIONS")
 
 API_PREFIX = "/api/"
-SUBSCRIBE = "subscribe"              # /subscribe/<kebab>
-LIVE_QUERY = "live-query"            # /live-query/<name or kebab>
+SUBSCRIBE = "subscribe"  # /subscribe/<kebab>
+LIVE_QUERY = "live-query"  # /live-query/<name or kebab>
 REPLICATE_PATH = "/replicate"
 REPLICATE_SNAPSHOT_PATH = "/replicate/snapshot"
 # The explorer's page and assets: an operational page like /health, but a static one the
@@ -46,7 +46,7 @@ class OperationalRoute:
     path: str
     name: str
     summary: str
-    schema: str | None               # the OpenAPI component of its 200 body (None: a document)
+    schema: str | None  # the OpenAPI component of its 200 body (None: a document)
 
 
 OPERATIONAL = (

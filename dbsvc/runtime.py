@@ -68,13 +68,15 @@ Filters: TypeAlias = Mapping[str, frozenset[Any]]
 
 DEFAULT_LIMIT = 100
 MAX_LIMIT = 1000
-MAX_FILTER_VALUES = 1000     # filter values in one query string, all fields together
-MAX_DEPTH = 64               # nesting of arrays and objects in a body, the body itself counted
+MAX_FILTER_VALUES = 1000  # filter values in one query string, all fields together
+MAX_DEPTH = 64  # nesting of arrays and objects in a body, the body itself counted
 # The refusal of a body nested deeper than MAX_DEPTH, whichever check finds it: the decoder's
 # recursion limit (RecursionError) or the level count after it (which of the two comes first
 # depends on the Python: 3.13's decoder takes 5,000 levels that 3.11's cannot).
-TOO_DEEP = (f"request body nests arrays and objects deeper than {MAX_DEPTH} levels: "
-            f"at most {MAX_DEPTH} are allowed, the body itself counted")
+TOO_DEEP = (
+    f"request body nests arrays and objects deeper than {MAX_DEPTH} levels: "
+    f"at most {MAX_DEPTH} are allowed, the body itself counted"
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -99,29 +101,29 @@ class Query:
 class CompiledModel:
     """Everything the runtime knows about one model, all of it generated code or constants."""
 
-    name: str                                   # declared name, "BlogPost"
-    kebab: str                                  # route segment, "blog-post"
-    fields: tuple[str, ...]                     # declaration order
+    name: str  # declared name, "BlogPost"
+    kebab: str  # route segment, "blog-post"
+    fields: tuple[str, ...]  # declaration order
     id_field: str
-    id_type: str                                # "int" | "str" | "uuid"
-    unique_fields: tuple[str, ...]              # @unique fields, the id excluded
+    id_type: str  # "int" | "str" | "uuid"
+    unique_fields: tuple[str, ...]  # @unique fields, the id excluded
     filter_fields: tuple[str, ...]
     sort_fields: tuple[str, ...]
-    refs: tuple[tuple[str, str], ...]           # (field, parent model name)
+    refs: tuple[tuple[str, str], ...]  # (field, parent model name)
     projections: Mapping[str, tuple[str, ...]]
-    keys: Mapping[str, Callable[[Any], Any]]    # index key of every id/unique/filter/sort/ref field
-    validate_create: Callable[[Any], Record]    # body -> record; raises BadRequest/ConstraintViolation
+    keys: Mapping[str, Callable[[Any], Any]]  # index key of every id/unique/filter/sort/ref field
+    validate_create: Callable[[Any], Record]  # body -> record; raises BadRequest/ConstraintViolation
     validate_replace: Callable[[Any, Any], Record]  # (body, path id) -> record
     validate_patch: Callable[[Any, Record], Record]  # (body, current record) -> record
-    parse_id: Callable[[str], Any]              # path segment -> id value; raises BadRequest
-    parse_list_query: Callable[[list[tuple[str, str]]], Query]   # raises BadQuery
-    parse_get_query: Callable[[list[tuple[str, str]]], Query]    # projection, as_of only
-    parse_feed_query: Callable[[list[tuple[str, str]]], Query]   # filters, projection, after
-    match: Callable[[Record, Filters], bool]       # record passes every filter
-    project: Mapping[str, Callable[[Record], Record]]                # projection name -> encoder
-    decode: Callable[[Sequence[Any]], Record]   # values in field order -> record
-    row: Callable[[Record], tuple[Any, ...]]    # record -> its values in field order (stored packed)
-    passes: Callable[[Sequence[Any], Filters], bool]     # `match` on a record's values
+    parse_id: Callable[[str], Any]  # path segment -> id value; raises BadRequest
+    parse_list_query: Callable[[list[tuple[str, str]]], Query]  # raises BadQuery
+    parse_get_query: Callable[[list[tuple[str, str]]], Query]  # projection, as_of only
+    parse_feed_query: Callable[[list[tuple[str, str]]], Query]  # filters, projection, after
+    match: Callable[[Record, Filters], bool]  # record passes every filter
+    project: Mapping[str, Callable[[Record], Record]]  # projection name -> encoder
+    decode: Callable[[Sequence[Any]], Record]  # values in field order -> record
+    row: Callable[[Record], tuple[Any, ...]]  # record -> its values in field order (stored packed)
+    passes: Callable[[Sequence[Any], Filters], bool]  # `match` on a record's values
     # position -> {member: member} of each enum field: the str objects index keys share
     shared_values: Mapping[int, Mapping[Any, Any]] = field(default_factory=dict)
     # sort field -> array typecode of its index keys ("d", "q"), where they are numbers
@@ -135,7 +137,7 @@ class CompiledModel:
 INT64_MIN = -(2**63)
 INT64_MAX = 2**63 - 1
 NO_FILTERS: Filters = MappingProxyType({})
-DEFAULT_QUERY = Query(filters=NO_FILTERS)   # what every parser answers for an empty query string
+DEFAULT_QUERY = Query(filters=NO_FILTERS)  # what every parser answers for an empty query string
 
 _EPOCH = datetime(1970, 1, 1)
 _MICROSECOND = timedelta(microseconds=1)
@@ -354,21 +356,24 @@ def _compact_encoder() -> Callable[[Any, int], Any] | None:
     each time (bench/README.md, "Figures that were in docstrings", has the figure)."""
     try:
         from json.encoder import c_make_encoder, encode_basestring  # type: ignore[attr-defined]
+
         if c_make_encoder is None:
             return None
         # markers, default, encoder, indent, key separator, item separator, sort_keys,
         # skipkeys, allow_nan: what JSONEncoder(separators=(",", ":"), ensure_ascii=False,
         # allow_nan=False, check_circular=False) passes.
         encoder: Callable[[Any, int], Any] = c_make_encoder(
-            None, _not_json, encode_basestring, None, ":", ",", False, False, False)
+            None, _not_json, encode_basestring, None, ":", ",", False, False, False
+        )
         return encoder
-    except (ImportError, TypeError):                # another interpreter's json internals
+    except (ImportError, TypeError):  # another interpreter's json internals
         return None
 
 
 _C_ENCODER = _compact_encoder()
-_PY_ENCODER = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False, allow_nan=False,
-                               check_circular=False, default=_not_json).encode
+_PY_ENCODER = json.JSONEncoder(
+    separators=(",", ":"), ensure_ascii=False, allow_nan=False, check_circular=False, default=_not_json
+).encode
 
 
 def compact_json(value: Any) -> str:
@@ -450,9 +455,10 @@ def _refuse_constant(name: str) -> Any:
 
 def _finite(text: str) -> float:
     value = float(text)
-    if value - value != 0.0:               # inf - inf is nan; a finite value gives 0.0
-        raise _Unacceptable(f"the number {text[:_SHOW_LIMIT]} is out of range: expected a finite number "
-                            "(a 64-bit float, RFC 8259 §6)")
+    if value - value != 0.0:  # inf - inf is nan; a finite value gives 0.0
+        raise _Unacceptable(
+            f"the number {text[:_SHOW_LIMIT]} is out of range: expected a finite number (a 64-bit float, RFC 8259 §6)"
+        )
     return value
 
 
@@ -466,8 +472,9 @@ def _each_name_once(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
         seen: set[str] = set()
         for name, _value in pairs:
             if name in seen:
-                raise _Unacceptable(f"an object names the member {show(name)} twice: expected each name "
-                                    "once (RFC 8259 §4)")
+                raise _Unacceptable(
+                    f"an object names the member {show(name)} twice: expected each name once (RFC 8259 §4)"
+                )
             seen.add(name)
     return members
 
@@ -475,8 +482,7 @@ def _each_name_once(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
 # One decoder for every body: json.loads with an argument builds a new JSONDecoder per call.
 # Public for `dbsvc import`, which scans its lines with the same hooks, and for the token
 # guard, which decodes a token's header and claims with it.
-BODY_DECODER = json.JSONDecoder(parse_constant=_refuse_constant, parse_float=_finite,
-                                object_pairs_hook=_each_name_once)
+BODY_DECODER = json.JSONDecoder(parse_constant=_refuse_constant, parse_float=_finite, object_pairs_hook=_each_name_once)
 
 
 def decode_body(text: str) -> Any:

@@ -67,11 +67,13 @@ def server_config(module: GeneratedModule, environ: Mapping[str, str]) -> Config
 def print_ready(base_url: str, explorer: bool) -> None:
     """Where to go, on standard output once the socket listens: the log's `listening on`
     line goes to stderr and is hidden below RUST_LOG=info, this never is."""
-    print(f"dbsvc: ready\n"
-          f"  API       {base_url}/api/\n"
-          f"  OpenAPI   {base_url}/openapi.json\n"
-          f"  Explorer  {base_url + '/_/' if explorer else 'off (SERVICE_EXPLORER=on serves it; docs/explorer.md)'}",
-          flush=True)
+    print(
+        f"dbsvc: ready\n"
+        f"  API       {base_url}/api/\n"
+        f"  OpenAPI   {base_url}/openapi.json\n"
+        f"  Explorer  {base_url + '/_/' if explorer else 'off (SERVICE_EXPLORER=on serves it; docs/explorer.md)'}",
+        flush=True,
+    )
 
 
 def resolve_tenant_dir(config: Config) -> str:
@@ -95,7 +97,7 @@ def build_guard(config: Config) -> TokenGuard | None:
         return None
     from dbsvc.auth import Guard
 
-    return Guard(config.auth)    # load_auth_config has already required SERVICE_TENANT
+    return Guard(config.auth)  # load_auth_config has already required SERVICE_TENANT
 
 
 def host_check(config: Config, guarded: bool) -> Config:
@@ -110,8 +112,12 @@ def host_check(config: Config, guarded: bool) -> Config:
     return dataclasses.replace(config, http=dataclasses.replace(config.http, allowed_hosts=LOOPBACK_NAMES))
 
 
-def run_server(module: GeneratedModule, config: Config, follow: str | None = None,
-               announce: Callable[[str, bool], None] | None = None) -> int:
+def run_server(
+    module: GeneratedModule,
+    config: Config,
+    follow: str | None = None,
+    announce: Callable[[str, bool], None] | None = None,
+) -> int:
     """Serve a generated module until a signal; the exit status for the command line.
     `config` is `server_config(module, ...)`; `follow`: the base URL of a primary this
     server is a read replica of. `announce(base URL, explorer on)` is called once the
@@ -127,24 +133,39 @@ def run_server(module: GeneratedModule, config: Config, follow: str | None = Non
     directory = resolve_tenant_dir(config)
 
     def open_store(lock: WriterLock | None = None, compact_bytes: int = AUTO_COMPACT_BYTES) -> Store:
-        return Store.open(directory, module.MODELS, module.DESCRIPTION, sync=config.sync,
-                          replication=config.replication, ring_capacity=config.changefeed_capacity,
-                          retain_bytes=config.replication_retain_bytes, lock=lock,
-                          compact_bytes=compact_bytes)
+        return Store.open(
+            directory,
+            module.MODELS,
+            module.DESCRIPTION,
+            sync=config.sync,
+            replication=config.replication,
+            ring_capacity=config.changefeed_capacity,
+            retain_bytes=config.replication_retain_bytes,
+            lock=lock,
+            compact_bytes=compact_bytes,
+        )
 
     follower = None
     if follow is None:
         store = open_store()
     else:
-        follower = build_follower(module, config, follow, directory,
-                                  lambda lock: open_store(lock, compact_bytes=FOLLOWER_COMPACT_BYTES))
+        follower = build_follower(
+            module, config, follow, directory, lambda lock: open_store(lock, compact_bytes=FOLLOWER_COMPACT_BYTES)
+        )
         store = follower.store
     from dbsvc.realtime.broker import Broker
 
     broker = Broker(store, module.BY_NAME, config.changefeed_capacity, config.changefeed_bytes)
-    app = Application(module, store, broker, guard=guard, replication=config.replication,
-                      origins=config.http.cors_origins, replica=follower.status if follower else None,
-                      explorer=explorer_enabled(config.explorer, config.http.host, guard is not None))
+    app = Application(
+        module,
+        store,
+        broker,
+        guard=guard,
+        replication=config.replication,
+        origins=config.http.cors_origins,
+        replica=follower.status if follower else None,
+        explorer=explorer_enabled(config.explorer, config.http.host, guard is not None),
+    )
     config = host_check(config, guard is not None)
     settle_heap()
     try:
@@ -152,7 +173,7 @@ def run_server(module: GeneratedModule, config: Config, follow: str | None = Non
             follower.on_store = app.use_store
         asyncio.run(_serve(app, config, guard, follower, announce))
     finally:
-        store = follower.store if follower is not None else store    # app.store, unless a follower swapped it
+        store = follower.store if follower is not None else store  # app.store, unless a follower swapped it
         stats = store.stats()
         store.close()
     log.info("storage: %d writes acknowledged, %d fsyncs", stats["commits"], stats["fsyncs"])
@@ -179,16 +200,21 @@ GC_THRESHOLDS = (2_000, 10, 100)
 FOLLOWER_COMPACT_BYTES = 1 << 62
 
 
-def build_follower(module: GeneratedModule, config: Config, follow: str, directory: str,
-                   opener: Opener) -> Follower:
+def build_follower(module: GeneratedModule, config: Config, follow: str, directory: str, opener: Opener) -> Follower:
     """The read replica's follower: store opened, fingerprint checked, bootstrapped if empty."""
     from dbsvc.replica.consumer import parse_endpoint
     from dbsvc.replica.follower import Follower
     from dbsvc.schema.describe import schema_fingerprint
 
     endpoint = parse_endpoint(follow)
-    follower = Follower(endpoint, directory, opener, schema_fingerprint(module.DESCRIPTION),
-                        token=config.follow_token, rebootstrap=config.follow_rebootstrap)
+    follower = Follower(
+        endpoint,
+        directory,
+        opener,
+        schema_fingerprint(module.DESCRIPTION),
+        token=config.follow_token,
+        rebootstrap=config.follow_rebootstrap,
+    )
     try:
         follower.prepare()
     except BaseException:
@@ -197,13 +223,18 @@ def build_follower(module: GeneratedModule, config: Config, follow: str, directo
     return follower
 
 
-async def _serve(app: Application, config: Config, guard: TokenGuard | None, follower: Follower | None = None,
-                 announce: Callable[[str, bool], None] | None = None) -> None:
+async def _serve(
+    app: Application,
+    config: Config,
+    guard: TokenGuard | None,
+    follower: Follower | None = None,
+    announce: Callable[[str, bool], None] | None = None,
+) -> None:
     from dbsvc.http.server import serve_until_signalled
 
     def on_ready(port: int) -> None:
         log.info("listening on http://%s:%d (tenant %r)", config.http.host, port, config.tenant)
-        notify_ready(f"listening on {config.http.host}:{port} (tenant {config.tenant})")    # Type=notify units
+        notify_ready(f"listening on {config.http.host}:{port} (tenant {config.tenant})")  # Type=notify units
         if announce is not None:
             host = f"[{config.http.host}]" if ":" in config.http.host else config.http.host
             announce(f"http://{host}:{port}", app.explorer is not None)

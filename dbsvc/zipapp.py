@@ -75,8 +75,8 @@ from typing import Any
 
 from dbsvc.errors import ConfigError
 
-APP_PACKAGE = "_dbsvc_app"                      # the generated module of the app's schema
-EMBEDDED = "_dbsvc_embedded"                    # the compiled packages, unpacked on first use
+APP_PACKAGE = "_dbsvc_app"  # the generated module of the app's schema
+EMBEDDED = "_dbsvc_embedded"  # the compiled packages, unpacked on first use
 MANIFEST = f"{EMBEDDED}/MANIFEST.json"
 MANIFEST_NAME = "MANIFEST.json"
 UNPACKED_NAME = "UNPACKED.json"
@@ -86,7 +86,7 @@ log = logging.getLogger("dbsvc.zipapp")
 
 def main(argv: Sequence[str]) -> int:
     """The app's entry point: the command line over the built-in schema; the exit status."""
-    loader: Any = __spec__.loader           # a zipimporter inside an app
+    loader: Any = __spec__.loader  # a zipimporter inside an app
     archive = getattr(loader, "archive", None)
     if archive is not None:
         install_embedded(loader, archive)
@@ -118,15 +118,16 @@ class EmbeddedPackages(importlib.abc.MetaPathFinder):
         self.names = frozenset(json.loads(manifest)["top_level"])
         self.directory: str | None = None
 
-    def find_spec(self, fullname: str, path: Sequence[str] | None,
-                  target: ModuleType | None = None) -> importlib.machinery.ModuleSpec | None:
+    def find_spec(
+        self, fullname: str, path: Sequence[str] | None, target: ModuleType | None = None
+    ) -> importlib.machinery.ModuleSpec | None:
         if path is not None or fullname not in self.names:
-            return None                       # submodules come through their package's __path__
+            return None  # submodules come through their package's __path__
         if self.directory is None:
             from dbsvc.config import zipapp_cache_dir
 
             self.directory = unpack(self.archive, self.manifest, zipapp_cache_dir(os.environ))
-            sys.path.insert(0, self.directory)    # importlib.metadata finds their dist-info too
+            sys.path.insert(0, self.directory)  # importlib.metadata finds their dist-info too
         return importlib.machinery.PathFinder.find_spec(fullname, [self.directory])
 
 
@@ -141,18 +142,21 @@ def unpack(archive: str, manifest: bytes, cache: str) -> str:
         return target
     try:
         with _cache_locked(cache):
-            found = check_unpacked(target, manifest, described["files"])   # again: another start may have repaired it
+            found = check_unpacked(target, manifest, described["files"])  # again: another start may have repaired it
             if found is None:
                 return target
-            if os.path.lexists(target):                 # not ours to guess at: start over
+            if os.path.lexists(target):  # not ours to guess at: start over
                 if found:
-                    log.warning("the app's unpacked packages in %r are damaged: %s; unpacking them again",
-                                target, found)
+                    log.warning(
+                        "the app's unpacked packages in %r are damaged: %s; unpacking them again", target, found
+                    )
                 _remove(target)
             _unpack_new(archive, manifest, described["files"], cache, target)
-    except OSError as exc:                              # the lock, or setting the old directory aside
-        raise ConfigError(f"cannot unpack the app's embedded packages into {cache!r} ({exc}); set "
-                          "SERVICE_ZIPAPP_CACHE to a directory this user can write") from exc
+    except OSError as exc:  # the lock, or setting the old directory aside
+        raise ConfigError(
+            f"cannot unpack the app's embedded packages into {cache!r} ({exc}); set "
+            "SERVICE_ZIPAPP_CACHE to a directory this user can write"
+        ) from exc
     return target
 
 
@@ -167,14 +171,16 @@ def _unpack_new(archive: str, manifest: bytes, names: dict[str, str], cache: str
         try:
             files.ops.rename(scratch, target)
         except OSError:
-            if check_unpacked(target, manifest, names) is not None:     # not a lost race: a real failure
+            if check_unpacked(target, manifest, names) is not None:  # not a lost race: a real failure
                 raise
             shutil.rmtree(scratch, ignore_errors=True)
         files.fsync_dir(cache)
     except OSError as exc:
         shutil.rmtree(scratch, ignore_errors=True)
-        raise ConfigError(f"cannot unpack the app's embedded packages into {cache!r} ({exc}); set "
-                          "SERVICE_ZIPAPP_CACHE to a directory this user can write") from exc
+        raise ConfigError(
+            f"cannot unpack the app's embedded packages into {cache!r} ({exc}); set "
+            "SERVICE_ZIPAPP_CACHE to a directory this user can write"
+        ) from exc
     except BaseException:
         shutil.rmtree(scratch, ignore_errors=True)
         raise
@@ -233,7 +239,7 @@ def _cache_locked(cache: str) -> Iterator[None]:
         fcntl.flock(fd, fcntl.LOCK_EX)
         yield
     finally:
-        os.close(fd)                            # closing releases the lock
+        os.close(fd)  # closing releases the lock
 
 
 def _check_platform(described: dict[str, Any]) -> None:
@@ -243,7 +249,8 @@ def _check_platform(described: dict[str, Any]) -> None:
         raise ConfigError(
             f"this app embeds cryptography built for {built_for!r} (Python and platform of the build "
             f"host), and this interpreter loads {here!r}: rebuild it with `dbsvc build SCHEMA -o "
-            "APP.pyz --with-guard` on a host like this one, or install cryptography for this Python")
+            "APP.pyz --with-guard` on a host like this one, or install cryptography for this Python"
+        )
 
 
 def _own_directory(cache: str) -> None:
@@ -252,12 +259,16 @@ def _own_directory(cache: str) -> None:
         os.makedirs(cache, mode=0o700, exist_ok=True)
         info = os.stat(cache)
     except OSError as exc:
-        raise ConfigError(f"cannot create the cache directory {cache!r} for the app's embedded packages "
-                          f"({exc.strerror or exc}); set SERVICE_ZIPAPP_CACHE to a writable directory") from exc
+        raise ConfigError(
+            f"cannot create the cache directory {cache!r} for the app's embedded packages "
+            f"({exc.strerror or exc}); set SERVICE_ZIPAPP_CACHE to a writable directory"
+        ) from exc
     if info.st_uid != os.geteuid() or info.st_mode & (stat.S_IWGRP | stat.S_IWOTH):
-        raise ConfigError(f"the cache directory {cache!r} is owned or writable by another user, so code "
-                          "unpacked there could be replaced; set SERVICE_ZIPAPP_CACHE to a directory only "
-                          "this user can write (mode 0700)")
+        raise ConfigError(
+            f"the cache directory {cache!r} is owned or writable by another user, so code "
+            "unpacked there could be replaced; set SERVICE_ZIPAPP_CACHE to a directory only "
+            "this user can write (mode 0700)"
+        )
 
 
 def _extract(archive: str, files: dict[str, str], scratch: str) -> None:
@@ -285,4 +296,3 @@ def _remove(target: str) -> None:
     aside = tempfile.mkdtemp(prefix=".discard.", dir=os.path.dirname(target))
     files.ops.rename(target, os.path.join(aside, "old"))
     shutil.rmtree(aside, ignore_errors=True)
-

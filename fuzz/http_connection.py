@@ -20,9 +20,22 @@ import demo_app  # noqa: E402
 
 MAX_INPUT = 64 * 1024
 # Routes that answer 500 by design, or when their parameter or body is not what they parse.
-FAILING_ROUTES = frozenset({"/error", "/async-error", "/none", "/bad-header", "/deferred-error",
-                            "/slow", "/deferred", "/big", "/echo-error", "/unrenderable",
-                            "/bad-body", "/bad-status"})
+FAILING_ROUTES = frozenset(
+    {
+        "/error",
+        "/async-error",
+        "/none",
+        "/bad-header",
+        "/deferred-error",
+        "/slow",
+        "/deferred",
+        "/big",
+        "/echo-error",
+        "/unrenderable",
+        "/bad-body",
+        "/bad-status",
+    }
+)
 _CAPS = {"/slow": 20, "/deferred": 20, "/big": 100_000}
 
 
@@ -30,7 +43,7 @@ def _bounded(value: str, cap: int) -> str:
     try:
         number = int(value)
     except ValueError:
-        return value                                   # the demo app's own 500
+        return value  # the demo app's own 500
     return str(max(0, min(number, cap)))
 
 
@@ -60,5 +73,7 @@ def TestOneInput(data: bytes) -> None:
     exchange = WIRE.exchange(data)
     answers = check_exchange(WIRE, exchange)
     if any(answer.status == 500 for answer in answers):
-        assert any(path in FAILING_ROUTES or path.startswith("/leaky-error") for path in APP.paths), \
-            (APP.paths, exchange.received[:500])
+        assert any(path in FAILING_ROUTES or path.startswith("/leaky-error") for path in APP.paths), (
+            APP.paths,
+            exchange.received[:500],
+        )

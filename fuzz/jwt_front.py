@@ -34,9 +34,10 @@ AUDIENCE = "blog"
 NOW = 1_700_000_000.0
 _KEY = ec.generate_private_key(ec.SECP256R1())
 _PEM = _KEY.public_key().public_bytes(serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo)
-GUARD = Guard(AuthConfig(alg=ALG, tenant="acme", issuer=ISSUER, audience=AUDIENCE, pubkey_pem=_PEM,
-                         token_cache_size=64),
-              clock=lambda: NOW)
+GUARD = Guard(
+    AuthConfig(alg=ALG, tenant="acme", issuer=ISSUER, audience=AUDIENCE, pubkey_pem=_PEM, token_cache_size=64),
+    clock=lambda: NOW,
+)
 MAX_TOKEN = GUARD.config.max_token_bytes
 
 

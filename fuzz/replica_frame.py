@@ -52,8 +52,8 @@ def _check(message: bytes, expected: int) -> None:
     assert event["kind"] in KINDS and event["offset"] == expected, event
     length = FRAME.unpack_from(message)[2]
     try:
-        decode_event(message[FRAME_HEADER_SIZE:FRAME_HEADER_SIZE + length])
-    except (ValueError, KeyError, TypeError):      # what Store.apply_replicated refuses
+        decode_event(message[FRAME_HEADER_SIZE : FRAME_HEADER_SIZE + length])
+    except (ValueError, KeyError, TypeError):  # what Store.apply_replicated refuses
         pass
 
 
@@ -117,7 +117,9 @@ async def _follow(store: Store, payloads: list[bytes]) -> None:
         await durable
         assert store.head_offset == offset
         for model in BLOG.MODELS:
-            records, total, _watermark = store.list_records(model.name, Query(sort=tuple((f, False) for f in model.sort_fields)))
+            records, total, _watermark = store.list_records(
+                model.name, Query(sort=tuple((f, False) for f in model.sort_fields))
+            )
             for record in records:
                 assert store.get(model.name, record[model.id_field])[0] == record
 

@@ -13,7 +13,7 @@ from dbsvc.compiler import compile_schema
 from dbsvc.errors import SchemaErrors
 from dbsvc.schema import describe_schema, format_errors, parse_schema
 
-MAX_SOURCE = 16 * 1024     # compiling is the slow part; larger inputs teach the parser nothing new
+MAX_SOURCE = 16 * 1024  # compiling is the slow part; larger inputs teach the parser nothing new
 
 
 def TestOneInput(data: bytes) -> None:
@@ -22,7 +22,7 @@ def TestOneInput(data: bytes) -> None:
     try:
         text = data.decode("utf-8-sig")
     except UnicodeDecodeError:
-        return                                   # load_schema's one SchemaError at 1:1
+        return  # load_schema's one SchemaError at 1:1
     try:
         schema = parse_schema(text, "fuzz.dbs")
     except SchemaErrors as exc:

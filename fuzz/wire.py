@@ -79,12 +79,12 @@ class Wire:
                 await asyncio.wait_for(loop.sock_sendall(client, data), EXCHANGE_TIMEOUT)
                 client.shutdown(socket.SHUT_WR)
             except (ConnectionError, BrokenPipeError):
-                pass                                   # the server closed before reading it all
+                pass  # the server closed before reading it all
             while loop.time() < deadline:
                 try:
                     chunk = await asyncio.wait_for(loop.sock_recv(client, 1 << 16), deadline - loop.time())
                 except ConnectionError:
-                    closed = True                      # a reset is a close too
+                    closed = True  # a reset is a close too
                     break
                 except asyncio.TimeoutError:
                     break
@@ -94,7 +94,7 @@ class Wire:
                 chunks.append(chunk)
         finally:
             client.close()
-            for _ in range(3):                        # connection_lost and turn-end callbacks
+            for _ in range(3):  # connection_lost and turn-end callbacks
                 await asyncio.sleep(0)
         return b"".join(chunks), closed
 
@@ -121,7 +121,7 @@ def request_methods(data: bytes) -> list[str]:
             except h11.LocalProtocolError:
                 return methods
         elif not isinstance(event, h11.Data):
-            return methods                              # NEED_DATA, PAUSED, ConnectionClosed
+            return methods  # NEED_DATA, PAUSED, ConnectionClosed
 
 
 def split_responses(data: bytes, methods: list[str]) -> tuple[list[Answer], bytes]:
@@ -130,7 +130,7 @@ def split_responses(data: bytes, methods: list[str]) -> tuple[list[Answer], byte
     pos = 0
     while pos < len(data):
         end = data.find(b"\r\n\r\n", pos)
-        assert end >= 0, f"truncated response head: {data[pos:pos + 200]!r}"
+        assert end >= 0, f"truncated response head: {data[pos : pos + 200]!r}"
         lines = data[pos:end].split(b"\r\n")
         match = _STATUS_LINE.fullmatch(lines[0])
         assert match, f"bad status line {lines[0]!r}"
@@ -150,7 +150,7 @@ def split_responses(data: bytes, methods: list[str]) -> tuple[list[Answer], byte
             continue
         index = len(answers)
         method = methods[index] if index < len(methods) else None
-        if status == 204:                              # RFC 9110 §8.6: no Content-Length
+        if status == 204:  # RFC 9110 §8.6: no Content-Length
             assert "content-length" not in headers, "Content-Length in a 204 response"
             body = b""
         elif method == "HEAD" or status == 304:
@@ -159,23 +159,21 @@ def split_responses(data: bytes, methods: list[str]) -> tuple[list[Answer], byte
         else:
             assert "content-length" in headers, f"no Content-Length in {status} response"
             length = int(headers["content-length"])
-            body = data[pos:pos + length]
+            body = data[pos : pos + length]
             assert len(body) == length, f"body of {len(body)} bytes, Content-Length {length}"
             pos += length
         answers.append(Answer(status, headers, body))
         if headers.get("connection", "").lower() == "close":
-            assert pos == len(data), f"bytes after a Connection: close response: {data[pos:pos + 200]!r}"
+            assert pos == len(data), f"bytes after a Connection: close response: {data[pos : pos + 200]!r}"
     return answers, b""
 
 
 def check_exchange(wire: Wire, exchange: Exchange) -> list[Answer]:
     """The promises of the module docstring; the responses for a harness's own checks."""
-    assert not exchange.loop_errors, [
-        (c.get("message"), repr(c.get("exception"))) for c in exchange.loop_errors]
+    assert not exchange.loop_errors, [(c.get("message"), repr(c.get("exception"))) for c in exchange.loop_errors]
     assert exchange.closed, f"connection still open after the client's EOF; got {exchange.received[:300]!r}"
     methods = request_methods(exchange.sent)
     answers, _frames = split_responses(exchange.received, methods)
     assert len(answers) <= len(methods) + 1, f"{len(answers)} responses to {len(methods)} requests"
     assert not wire.hub.connections, "a connection is still tracked after it closed"
     return answers
-

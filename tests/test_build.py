@@ -52,32 +52,52 @@ def _bare_env(**extra: str) -> dict[str, str]:
 
 
 def _run_app(app: Path, *args: str, cwd: Path, **env: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-I", "-S", str(app), *args], cwd=cwd,
-                          env=_bare_env(**env), capture_output=True, text=True, timeout=60)
+    return subprocess.run(
+        [sys.executable, "-I", "-S", str(app), *args],
+        cwd=cwd,
+        env=_bare_env(**env),
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
 
 
 def test_archive_holds_entry_point_generated_module_runtime_and_dependencies(app: Path) -> None:
     names = set(zipfile.ZipFile(app).namelist())
-    for required in ("__main__.py", "_dbsvc_app/__init__.py", "dbsvc/zipapp.py",
-                     "dbsvc/__init__.py", "dbsvc/cli.py", "dbsvc/build.py", "dbsvc/errors.py",
-                     "dbsvc/compiler/openapi.py", "h11/__init__.py", "h11/_connection.py",
-                     "wsproto/__init__.py", "wsproto/handshake.py"):
+    for required in (
+        "__main__.py",
+        "_dbsvc_app/__init__.py",
+        "dbsvc/zipapp.py",
+        "dbsvc/__init__.py",
+        "dbsvc/cli.py",
+        "dbsvc/build.py",
+        "dbsvc/errors.py",
+        "dbsvc/compiler/openapi.py",
+        "h11/__init__.py",
+        "h11/_connection.py",
+        "wsproto/__init__.py",
+        "wsproto/handshake.py",
+    ):
         assert required in names, required
     assert not [n for n in names if "__pycache__" in n or n.endswith(".so")]
     # bytecode beside each module, none without its source
     assert {n for n in names if n.endswith(".py")} - {"__main__.py"} == {n[:-1] for n in names if n.endswith(".pyc")}
     assert not [n for n in names if n.startswith(("tests/", "bench/", "dbsvc/tests/", "_dbsvc_embedded/"))]
     # dbsvc's code, plus the explorer's static page (served at /_/)
-    assert not [n for n in names if n.startswith("dbsvc/") and not n.endswith((".py", ".pyc", "/"))
-                and not n.startswith("dbsvc/explorer/")]
+    assert not [
+        n
+        for n in names
+        if n.startswith("dbsvc/") and not n.endswith((".py", ".pyc", "/")) and not n.startswith("dbsvc/explorer/")
+    ]
     assert {"dbsvc/explorer/index.html", "dbsvc/explorer/explorer.css", "dbsvc/explorer/explorer.js"} <= names
 
 
 def test_archive_carries_every_module_of_the_dbsvc_package(app: Path) -> None:
     names = set(zipfile.ZipFile(app).namelist())
     package = ROOT / "dbsvc"
-    expected = {f"dbsvc/{p.relative_to(package).as_posix()}" for p in package.rglob("*.py")
-                if "__pycache__" not in p.parts}
+    expected = {
+        f"dbsvc/{p.relative_to(package).as_posix()}" for p in package.rglob("*.py") if "__pycache__" not in p.parts
+    }
     assert expected <= names
 
 
@@ -103,9 +123,14 @@ def test_two_builds_give_the_same_bytes(tmp_path: Path, flags: list[str]) -> Non
         work = tmp_path / f"build{seed}"
         work.mkdir()
         output = work / "app.pyz"
-        done = subprocess.run([sys.executable, str(ROOT / "dbsvc.py"), "build", str(BLOG), "-o", str(output), *flags],
-                              capture_output=True, text=True, timeout=300, cwd=work,
-                              env={**os.environ, "PYTHONHASHSEED": seed})
+        done = subprocess.run(
+            [sys.executable, str(ROOT / "dbsvc.py"), "build", str(BLOG), "-o", str(output), *flags],
+            capture_output=True,
+            text=True,
+            timeout=300,
+            cwd=work,
+            env={**os.environ, "PYTHONHASHSEED": seed},
+        )
         assert done.returncode == 0, done.stderr
         outputs.append(output.read_bytes())
     assert outputs[0] == outputs[1]
@@ -139,8 +164,13 @@ def test_missing_dependency_is_refused_and_the_old_output_kept(tmp_path: Path, m
 
 def test_cli_build_writes_the_archive(tmp_path: Path) -> None:
     output = tmp_path / "out.pyz"
-    done = subprocess.run([sys.executable, str(ROOT / "dbsvc.py"), "build", str(BLOG), "-o", str(output)],
-                          capture_output=True, text=True, timeout=120, cwd=ROOT)
+    done = subprocess.run(
+        [sys.executable, str(ROOT / "dbsvc.py"), "build", str(BLOG), "-o", str(output)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=ROOT,
+    )
     assert done.returncode == 0, done.stderr
     assert zipfile.is_zipfile(output)
 
@@ -151,7 +181,7 @@ def test_help_runs_from_the_archive_alone(app: Path, tmp_path: Path) -> None:
     assert done.stdout.startswith("usage: python blog.pyz") and "blog.dbs" in done.stdout
     for command in ("serve", "openapi", "tenant", "compact", "export", "import", "backup", "replicate"):
         assert f"    {command}" in done.stdout, command
-    for absent in ("init", "check", "generate", "build"):       # schema-making commands: dbsvc only
+    for absent in ("init", "check", "generate", "build"):  # schema-making commands: dbsvc only
         assert f"    {absent} " not in done.stdout, absent
 
 
@@ -161,8 +191,9 @@ def test_version_names_dbsvc_and_the_schema_fingerprint(app: Path, tmp_path: Pat
     assert (done.returncode, done.stdout) == (0, f"dbsvc {__version__} (schema blog.dbs, fingerprint {fingerprint})\n")
 
 
-@pytest.mark.parametrize("args", [["frobnicate"], ["check", str(BLOG)], ["serve", str(BLOG)],
-                                  ["import", str(BLOG), "records.jsonl"]])
+@pytest.mark.parametrize(
+    "args", [["frobnicate"], ["check", str(BLOG)], ["serve", str(BLOG)], ["import", str(BLOG), "records.jsonl"]]
+)
 def test_an_unknown_command_or_a_schema_argument_is_a_usage_error(app: Path, tmp_path: Path, args) -> None:
     # The app carries its schema: `serve SCHEMA` and `import SCHEMA FILE` take none there.
     done = _run_app(app, *args, cwd=tmp_path, SERVICE_DATA=str(tmp_path / "data"))
@@ -180,11 +211,19 @@ def test_openapi_command_prints_the_embedded_document(app: Path, tmp_path: Path)
 def test_modules_load_from_the_archives_bytecode(app: Path, tmp_path: Path) -> None:
     # zipimport compiles a module from source only when no .pyc of this Python is beside it;
     # code from the archive's .pyc carries the name it was compiled under, without the path.
-    probe = ("import sys; sys.path.insert(0, sys.argv[1]); import dbsvc.cli, h11._connection, _dbsvc_app; "
-             "print(dbsvc.cli.main.__code__.co_filename, h11._connection.Connection.send.__code__.co_filename, "
-             "_dbsvc_app.validate_create_user.__code__.co_filename)")
-    done = subprocess.run([sys.executable, "-I", "-S", "-c", probe, str(app)], cwd=tmp_path,
-                          env=_bare_env(), capture_output=True, text=True, timeout=60)
+    probe = (
+        "import sys; sys.path.insert(0, sys.argv[1]); import dbsvc.cli, h11._connection, _dbsvc_app; "
+        "print(dbsvc.cli.main.__code__.co_filename, h11._connection.Connection.send.__code__.co_filename, "
+        "_dbsvc_app.validate_create_user.__code__.co_filename)"
+    )
+    done = subprocess.run(
+        [sys.executable, "-I", "-S", "-c", probe, str(app)],
+        cwd=tmp_path,
+        env=_bare_env(),
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert done.returncode == 0, done.stderr
     assert done.stdout.split() == ["dbsvc/cli.py", "h11/_connection.py", "_dbsvc_app/__init__.py"]
 
@@ -193,23 +232,37 @@ def test_bytecode_that_does_not_match_its_source_gives_way_to_the_source(tmp_pat
     app = write_zipapp(tmp_path / "app.pyz", "X = 1\n")
     with zipfile.ZipFile(app) as archive:
         entries = {info.filename: archive.read(info) for info in archive.infolist()}
-    entries["_dbsvc_app/__init__.py"] = b"X = 2\n"                # edited after the build
+    entries["_dbsvc_app/__init__.py"] = b"X = 2\n"  # edited after the build
     tampered = tmp_path / "tampered.pyz"
     with zipfile.ZipFile(tampered, "w") as archive:
         for name, data in entries.items():
             archive.writestr(name, data)
     probe = "import sys; sys.path.insert(0, sys.argv[1]); import _dbsvc_app; print(_dbsvc_app.X)"
-    done = subprocess.run([sys.executable, "-I", "-S", "-c", probe, str(tampered)], cwd=tmp_path,
-                          env=_bare_env(), capture_output=True, text=True, timeout=60)
-    assert (done.returncode, done.stdout) == (0, "2\n"), done.stderr       # the checked hash at work
+    done = subprocess.run(
+        [sys.executable, "-I", "-S", "-c", probe, str(tampered)],
+        cwd=tmp_path,
+        env=_bare_env(),
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert (done.returncode, done.stdout) == (0, "2\n"), done.stderr  # the checked hash at work
 
 
 def test_imports_resolve_inside_the_archive(app: Path, tmp_path: Path) -> None:
-    probe = ("import sys; sys.path.insert(0, sys.argv[1]); import dbsvc, dbsvc.compiler.openapi, "
-             "h11, wsproto, _dbsvc_app; print('\\n'.join(m.__file__ for m in "
-             "(dbsvc, dbsvc.compiler.openapi, h11, wsproto, _dbsvc_app)))")
-    done = subprocess.run([sys.executable, "-I", "-S", "-c", probe, str(app)], cwd=tmp_path,
-                          env=_bare_env(), capture_output=True, text=True, timeout=60)
+    probe = (
+        "import sys; sys.path.insert(0, sys.argv[1]); import dbsvc, dbsvc.compiler.openapi, "
+        "h11, wsproto, _dbsvc_app; print('\\n'.join(m.__file__ for m in "
+        "(dbsvc, dbsvc.compiler.openapi, h11, wsproto, _dbsvc_app)))"
+    )
+    done = subprocess.run(
+        [sys.executable, "-I", "-S", "-c", probe, str(app)],
+        cwd=tmp_path,
+        env=_bare_env(),
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert done.returncode == 0, done.stderr
     for line in done.stdout.splitlines():
         assert line.startswith(str(app) + os.sep), line
@@ -217,11 +270,19 @@ def test_imports_resolve_inside_the_archive(app: Path, tmp_path: Path) -> None:
 
 def test_default_command_serves_the_generated_module(app: Path, tmp_path: Path) -> None:
     # The real server needs storage; here dbsvc.service.serve is replaced to see what it gets.
-    probe = ("import sys; sys.path.insert(0, sys.argv[1]); import dbsvc.service, dbsvc.zipapp; "
-             "dbsvc.service.serve = lambda m, environ, follow=None: print(m.__name__, m.SCHEMA_PATH, "
-             "sorted(m.BY_NAME)) or 0; raise SystemExit(dbsvc.zipapp.main([]))")
-    done = subprocess.run([sys.executable, "-I", "-S", "-c", probe, str(app)], cwd=tmp_path,
-                          env=_bare_env(), capture_output=True, text=True, timeout=60)
+    probe = (
+        "import sys; sys.path.insert(0, sys.argv[1]); import dbsvc.service, dbsvc.zipapp; "
+        "dbsvc.service.serve = lambda m, environ, follow=None: print(m.__name__, m.SCHEMA_PATH, "
+        "sorted(m.BY_NAME)) or 0; raise SystemExit(dbsvc.zipapp.main([]))"
+    )
+    done = subprocess.run(
+        [sys.executable, "-I", "-S", "-c", probe, str(app)],
+        cwd=tmp_path,
+        env=_bare_env(),
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert done.returncode == 0, done.stderr
     module, schema_path, models = done.stdout.split(" ", 2)
     assert module == "_dbsvc_app" and schema_path.endswith("blog.dbs")
@@ -257,9 +318,13 @@ def _get(port: int, path: str, method: str = "GET", body: dict | None = None) ->
 
 def test_archive_serves_health_and_records_on_service_port(app: Path, tmp_path: Path) -> None:
     port = _free_port()
-    proc = subprocess.Popen([sys.executable, "-I", "-S", str(app)], cwd=tmp_path,
-                            env=_bare_env(SERVICE_PORT=str(port), SERVICE_DATA=str(tmp_path / "data")),
-                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    proc = subprocess.Popen(
+        [sys.executable, "-I", "-S", str(app)],
+        cwd=tmp_path,
+        env=_bare_env(SERVICE_PORT=str(port), SERVICE_DATA=str(tmp_path / "data")),
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+    )
     try:
         deadline = time.monotonic() + 30
         while True:
@@ -277,6 +342,7 @@ def test_archive_serves_health_and_records_on_service_port(app: Path, tmp_path: 
         assert status == 200 and json.loads(body)["name"] == "Ada"
         # wsproto travels in the archive too: a change feed replays the insert.
         from websockets.sync.client import connect
+
         with connect(f"ws://127.0.0.1:{port}/subscribe/user?after=0", open_timeout=30) as ws:
             event = json.loads(ws.recv(timeout=30))
         assert (event["kind"], event["record"]["name"]) == ("insert", "Ada")
@@ -293,6 +359,7 @@ def test_archive_serves_health_and_records_on_service_port(app: Path, tmp_path: 
 
 # ---------------------------------------------------------------- --with-guard: embedded packages
 
+
 def test_the_guard_build_embeds_cryptography_and_what_it_requires(tmp_path: Path) -> None:
     output = write_zipapp(tmp_path / "guard.pyz", "X = 1\n", with_guard=True)
     with zipfile.ZipFile(output) as archive:
@@ -308,25 +375,32 @@ def test_the_guard_build_embeds_cryptography_and_what_it_requires(tmp_path: Path
     assert any(n.startswith("cryptography-") and "/licenses/" in n for n in manifest["files"])
 
 
-@pytest.mark.parametrize(("requirements", "expected"), [
-    (["cffi>=2.0.0 ; platform_python_implementation != 'PyPy'"], ["cffi"]),
-    (["typing-extensions>=4.13.2 ; python_full_version < '3.11'"], []),
-    (["bcrypt>=3.1.5 ; extra == 'ssh'"], []),
-    (["pycparser", "a.b_c-d (>=1)"], ["pycparser", "a.b_c-d"]),
-])
+@pytest.mark.parametrize(
+    ("requirements", "expected"),
+    [
+        (["cffi>=2.0.0 ; platform_python_implementation != 'PyPy'"], ["cffi"]),
+        (["typing-extensions>=4.13.2 ; python_full_version < '3.11'"], []),
+        (["bcrypt>=3.1.5 ; extra == 'ssh'"], []),
+        (["pycparser", "a.b_c-d (>=1)"], ["pycparser", "a.b_c-d"]),
+    ],
+)
 def test_required_names_keep_what_this_python_needs(requirements: list[str], expected: list[str]) -> None:
     assert required_names(requirements) == expected
 
 
-def _embedding_archive(path: Path, files: dict[str, bytes], *, digests: dict[str, str] | None = None,
-                       ext_suffix: str | None = None) -> tuple[str, bytes]:
+def _embedding_archive(
+    path: Path, files: dict[str, bytes], *, digests: dict[str, str] | None = None, ext_suffix: str | None = None
+) -> tuple[str, bytes]:
     """A zip file shaped like a --with-guard app's embedded part, and its manifest."""
-    manifest = json.dumps({
-        "ext_suffix": ext_suffix or sysconfig.get_config_var("EXT_SUFFIX"),
-        "distributions": {"probe": "1"},
-        "top_level": sorted({name.split("/")[0] for name in files}),
-        "files": digests or {name: hashlib.sha256(data).hexdigest() for name, data in files.items()},
-    }, sort_keys=True).encode()
+    manifest = json.dumps(
+        {
+            "ext_suffix": ext_suffix or sysconfig.get_config_var("EXT_SUFFIX"),
+            "distributions": {"probe": "1"},
+            "top_level": sorted({name.split("/")[0] for name in files}),
+            "files": digests or {name: hashlib.sha256(data).hexdigest() for name, data in files.items()},
+        },
+        sort_keys=True,
+    ).encode()
     with zipfile.ZipFile(path, "w") as archive:
         for name, data in files.items():
             archive.writestr(f"_dbsvc_embedded/{name}", data)
@@ -334,8 +408,10 @@ def _embedding_archive(path: Path, files: dict[str, bytes], *, digests: dict[str
     return str(path), manifest
 
 
-PROBE = {"dbsvc_embedded_probe/__init__.py": b"from dbsvc_embedded_probe.part import VALUE\n",
-         "dbsvc_embedded_probe/part.py": b"VALUE = 42\n"}
+PROBE = {
+    "dbsvc_embedded_probe/__init__.py": b"from dbsvc_embedded_probe.part import VALUE\n",
+    "dbsvc_embedded_probe/part.py": b"VALUE = 42\n",
+}
 
 
 def test_embedded_packages_unpack_on_first_import_only_and_once(tmp_path: Path, monkeypatch) -> None:
@@ -345,19 +421,20 @@ def test_embedded_packages_unpack_on_first_import_only_and_once(tmp_path: Path, 
     finder = EmbeddedPackages(archive, manifest)
     monkeypatch.setattr(sys, "meta_path", [finder, *sys.meta_path])
     monkeypatch.setattr(sys, "path", list(sys.path))
-    assert importlib.util.find_spec("json") is not None and not cache.exists()   # other names: nothing
+    assert importlib.util.find_spec("json") is not None and not cache.exists()  # other names: nothing
     try:
         import dbsvc_embedded_probe  # type: ignore[import-not-found]
+
         assert dbsvc_embedded_probe.VALUE == 42
     finally:
         sys.modules.pop("dbsvc_embedded_probe", None)
         sys.modules.pop("dbsvc_embedded_probe.part", None)
-    (directory,) = cache.iterdir()                     # one directory, no scratch left behind
+    (directory,) = cache.iterdir()  # one directory, no scratch left behind
     assert dbsvc_embedded_probe.__file__ == str(directory / "dbsvc_embedded_probe" / "__init__.py")
     assert (directory / "MANIFEST.json").read_bytes() == manifest
     assert oct(cache.stat().st_mode & 0o777) == "0o700"
     inode = (directory / "MANIFEST.json").stat().st_ino
-    assert unpack(archive, manifest, str(cache)) == str(directory)        # the next run: as it is
+    assert unpack(archive, manifest, str(cache)) == str(directory)  # the next run: as it is
     assert (directory / "MANIFEST.json").stat().st_ino == inode
 
 
@@ -365,7 +442,7 @@ def test_an_incomplete_unpacked_directory_is_replaced(tmp_path: Path) -> None:
     archive, manifest = _embedding_archive(tmp_path / "app.pyz", PROBE)
     cache = tmp_path / "cache"
     directory = Path(unpack(archive, manifest, str(cache)))
-    (directory / "MANIFEST.json").unlink()            # as if something cut it short
+    (directory / "MANIFEST.json").unlink()  # as if something cut it short
     (directory / "dbsvc_embedded_probe" / "part.py").write_bytes(b"VALUE = 0\n")
     assert unpack(archive, manifest, str(cache)) == str(directory)
     assert (directory / "dbsvc_embedded_probe" / "part.py").read_bytes() == b"VALUE = 42\n"
@@ -384,8 +461,11 @@ def test_a_damaged_embedded_file_is_refused_and_nothing_is_left(tmp_path: Path) 
 
 def test_embedded_packages_of_another_python_are_refused_before_unpacking(tmp_path: Path) -> None:
     archive, manifest = _embedding_archive(tmp_path / "app.pyz", PROBE, ext_suffix=".cpython-39-sparc-linux-gnu.so")
-    with pytest.raises(ConfigError, match=r"built for '\.cpython-39-sparc-linux-gnu\.so'.*rebuild it with "
-                                          r"`dbsvc build SCHEMA -o APP.pyz --with-guard`"):
+    with pytest.raises(
+        ConfigError,
+        match=r"built for '\.cpython-39-sparc-linux-gnu\.so'.*rebuild it with "
+        r"`dbsvc build SCHEMA -o APP.pyz --with-guard`",
+    ):
         unpack(archive, manifest, str(tmp_path / "cache"))
     assert not (tmp_path / "cache").exists()
 
@@ -403,7 +483,7 @@ def test_a_cache_others_may_write_is_refused(tmp_path: Path, mode: int) -> None:
 
 def _damage_part(directory: Path) -> None:
     part = directory / "dbsvc_embedded_probe" / "part.py"
-    part.write_bytes(b"VALUE = 40\n")                  # the same size: only its mtime differs
+    part.write_bytes(b"VALUE = 40\n")  # the same size: only its mtime differs
     os.utime(part, ns=(0, part.stat().st_mtime_ns + 1_000_000))
 
 
@@ -413,19 +493,28 @@ def _directory_for_part(directory: Path) -> None:
     part.mkdir()
 
 
-@pytest.mark.parametrize(("damage", "said"), [
-    (_damage_part, "'dbsvc_embedded_probe/part.py' was modified after it was unpacked (its mtime changed)"),
-    (lambda d: (d / "dbsvc_embedded_probe" / "part.py").write_bytes(b"VALUE"),
-     "'dbsvc_embedded_probe/part.py' is 5 bytes, expected 11"),
-    (lambda d: (d / "dbsvc_embedded_probe" / "part.py").unlink(), "'dbsvc_embedded_probe/part.py' is missing"),
-    (_directory_for_part, "'dbsvc_embedded_probe/part.py' is a directory, expected a file"),
-    (lambda d: (d / "UNPACKED.json").unlink(), "UNPACKED.json is missing"),       # unpacked by an older dbsvc
-    (lambda d: (d / "UNPACKED.json").write_bytes(b"{"), "its record cannot be read"),
-    (lambda d: (d / "UNPACKED.json").write_bytes(b'{"files": {"dbsvc_embedded_probe/part.py": 11}}'),
-     "UNPACKED.json has no size and mtime for 'dbsvc_embedded_probe/"),
-], ids=["mtime", "size", "deleted", "directory", "no-record", "bad-record", "bad-entry"])
-def test_a_damaged_unpacked_directory_is_unpacked_again_with_one_warning(tmp_path: Path, caplog, damage,
-                                                                         said: str) -> None:
+@pytest.mark.parametrize(
+    ("damage", "said"),
+    [
+        (_damage_part, "'dbsvc_embedded_probe/part.py' was modified after it was unpacked (its mtime changed)"),
+        (
+            lambda d: (d / "dbsvc_embedded_probe" / "part.py").write_bytes(b"VALUE"),
+            "'dbsvc_embedded_probe/part.py' is 5 bytes, expected 11",
+        ),
+        (lambda d: (d / "dbsvc_embedded_probe" / "part.py").unlink(), "'dbsvc_embedded_probe/part.py' is missing"),
+        (_directory_for_part, "'dbsvc_embedded_probe/part.py' is a directory, expected a file"),
+        (lambda d: (d / "UNPACKED.json").unlink(), "UNPACKED.json is missing"),  # unpacked by an older dbsvc
+        (lambda d: (d / "UNPACKED.json").write_bytes(b"{"), "its record cannot be read"),
+        (
+            lambda d: (d / "UNPACKED.json").write_bytes(b'{"files": {"dbsvc_embedded_probe/part.py": 11}}'),
+            "UNPACKED.json has no size and mtime for 'dbsvc_embedded_probe/",
+        ),
+    ],
+    ids=["mtime", "size", "deleted", "directory", "no-record", "bad-record", "bad-entry"],
+)
+def test_a_damaged_unpacked_directory_is_unpacked_again_with_one_warning(
+    tmp_path: Path, caplog, damage, said: str
+) -> None:
     archive, manifest = _embedding_archive(tmp_path / "app.pyz", PROBE)
     cache = tmp_path / "cache"
     directory = Path(unpack(archive, manifest, str(cache)))
@@ -440,7 +529,7 @@ def test_a_damaged_unpacked_directory_is_unpacked_again_with_one_warning(tmp_pat
     assert [p.name for p in cache.iterdir()] == [directory.name]
     caplog.clear()
     inode = (directory / "MANIFEST.json").stat().st_ino
-    assert unpack(archive, manifest, str(cache)) == str(directory)      # repaired: the next start is quiet
+    assert unpack(archive, manifest, str(cache)) == str(directory)  # repaired: the next start is quiet
     assert caplog.records == [] and (directory / "MANIFEST.json").stat().st_ino == inode
 
 

@@ -38,11 +38,17 @@ def tree(directory: Path) -> dict[str, bytes]:
 
 # ---------------------------------------------------------------- the commands
 
+
 def tenant_commands(tmp_path: Path) -> list[list[str]]:
     records = tmp_path / "records.jsonl"
     records.write_text("")
-    return [["compact"], ["export", str(BLOG)], ["import", str(BLOG), str(records)],
-            ["backup", str(tmp_path / "backup")], ["serve", str(BLOG)]]
+    return [
+        ["compact"],
+        ["export", str(BLOG)],
+        ["import", str(BLOG), str(records)],
+        ["backup", str(tmp_path / "backup")],
+        ["serve", str(BLOG)],
+    ]
 
 
 @pytest.mark.parametrize("index", range(5), ids=["compact", "export", "import", "backup", "serve"])
@@ -53,8 +59,10 @@ def test_every_tenant_command_refuses_a_bad_tenant_name_alike(tmp_path, index):
     command = tenant_commands(tmp_path)[index]
     done = dbsvc(*command, cwd=tmp_path, SERVICE_DATA=str(data), SERVICE_TENANT="../acme", SERVICE_PORT="0")
     assert done.returncode == 2, done
-    assert done.stderr == ("dbsvc: error: SERVICE_TENANT: invalid tenant name '../acme': expected 1 to 63 "
-                           "characters of a-z, 0-9, '_' or '-', starting with a letter or digit\n")
+    assert done.stderr == (
+        "dbsvc: error: SERVICE_TENANT: invalid tenant name '../acme': expected 1 to 63 "
+        "characters of a-z, 0-9, '_' or '-', starting with a letter or digit\n"
+    )
     assert tree(data) == before and sorted(p.name for p in data.iterdir()) == ["acme"]
     assert not (tmp_path / "backup").exists()
 
@@ -67,20 +75,22 @@ def test_every_tenant_command_finds_its_tenant_the_same_way(tmp_path, index):
     data.mkdir()
     done = dbsvc(*tenant_commands(tmp_path)[index], cwd=tmp_path, SERVICE_DATA=str(data), SERVICE_TENANT="acme")
     assert done.returncode in (1, 2), done
-    assert done.stderr.endswith(f"tenant 'acme' does not exist under {str(data)!r}: "
-                                "create it with `dbsvc tenant create acme`\n")
+    assert done.stderr.endswith(
+        f"tenant 'acme' does not exist under {str(data)!r}: create it with `dbsvc tenant create acme`\n"
+    )
     assert list(data.iterdir()) == []
 
 
-@pytest.mark.parametrize(("variable", "value"), [("SERVICE_SYNC", "sometimes"), ("SERVICE_PORT", "http"),
-                                                 ("SERVICE_LOG_FORMAT", "xml")])
+@pytest.mark.parametrize(
+    ("variable", "value"), [("SERVICE_SYNC", "sometimes"), ("SERVICE_PORT", "http"), ("SERVICE_LOG_FORMAT", "xml")]
+)
 def test_a_bad_variable_is_refused_by_every_command_that_reads_the_environment(tmp_path, variable, value):
     for command in (["tenant", "list"], ["compact"], ["backup", str(tmp_path / "backup")]):
         done = dbsvc(*command, cwd=tmp_path, **{variable: value})
         assert done.returncode == 2, (command, done)
         assert done.stderr.startswith(f"dbsvc: error: {variable}={value!r} is not valid: expected "), command
     assert not (tmp_path / "data").exists() and not (tmp_path / "backup").exists()
-    assert dbsvc("check", str(BLOG), cwd=tmp_path, **{variable: value}).returncode == 0   # reads none
+    assert dbsvc("check", str(BLOG), cwd=tmp_path, **{variable: value}).returncode == 0  # reads none
 
 
 def test_tenant_tools_default_to_data_and_default(tmp_path):
@@ -95,8 +105,9 @@ def test_a_generated_module_run_as_a_script_ends_through_the_same_errors(tmp_pat
     script.write_text(generate_source(load_schema(str(BLOG))))
     env = {k: v for k, v in os.environ.items() if not k.startswith("SERVICE_")}
     env.update(PYTHONPATH=str(ROOT), SERVICE_DATA=str(tmp_path / "data"), SERVICE_MAX_BODY="-1")
-    done = subprocess.run([sys.executable, str(script)], cwd=tmp_path, env=env, capture_output=True,
-                          text=True, timeout=120)
+    done = subprocess.run(
+        [sys.executable, str(script)], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120
+    )
     assert done.returncode == 2
     assert done.stderr == "dbsvc: error: SERVICE_MAX_BODY='-1' is not valid: expected an integer of at least 1\n"
     assert not (tmp_path / "data").exists()
@@ -112,13 +123,15 @@ def test_service_max_body_is_bounded_so_a_record_and_its_previous_fit_a_log_fram
     assert done.stderr == (
         f"dbsvc: error: SERVICE_MAX_BODY='{40 << 20}' is too large: the largest allowed value is {largest} "
         "bytes, because a PUT or PATCH writes one log frame holding the new record and the one it replaces, "
-        "and a frame holds at most 67108864 bytes (docs/guide/configuration.md)\n")
+        "and a frame holds at most 67108864 bytes (docs/guide/configuration.md)\n"
+    )
     assert not (tmp_path / "data").exists()
     with pytest.raises(ConfigError, match=f"SERVICE_MAX_BODY='{largest + 1}' is too large"):
         load_config({"SERVICE_MAX_BODY": str(largest + 1)})
 
 
 # ---------------------------------------------------------------- one parser, two shapes
+
 
 def test_the_apps_parser_has_no_schema_argument_and_no_schema_tools():
     module = compile_schema(load_schema(str(BLOG)))
@@ -140,23 +153,27 @@ def test_the_apps_parser_has_no_schema_argument_and_no_schema_tools():
 
 # ---------------------------------------------------------------- Config
 
+
 def test_tokens_are_read_once_with_empty_meaning_unset():
     config = load_config({"SERVICE_FOLLOW_TOKEN": " a.b.c ", "SERVICE_TOKEN": ""})
     assert (config.follow_token, config.token, config.auth) == ("a.b.c", None, None)
 
 
-@pytest.mark.parametrize(("environ", "expected"), [
-    ({"SERVICE_ZIPAPP_CACHE": "/srv/cache", "XDG_CACHE_HOME": "/x", "HOME": "/h"}, "/srv/cache"),
-    ({"SERVICE_ZIPAPP_CACHE": "", "XDG_CACHE_HOME": "/x", "HOME": "/h"}, "/x/dbsvc"),
-    ({"XDG_CACHE_HOME": "relative", "HOME": "/h"}, "/h/.cache/dbsvc"),      # XDG: relative is ignored
-    ({"HOME": "/h"}, "/h/.cache/dbsvc"),
-])
+@pytest.mark.parametrize(
+    ("environ", "expected"),
+    [
+        ({"SERVICE_ZIPAPP_CACHE": "/srv/cache", "XDG_CACHE_HOME": "/x", "HOME": "/h"}, "/srv/cache"),
+        ({"SERVICE_ZIPAPP_CACHE": "", "XDG_CACHE_HOME": "/x", "HOME": "/h"}, "/x/dbsvc"),
+        ({"XDG_CACHE_HOME": "relative", "HOME": "/h"}, "/h/.cache/dbsvc"),  # XDG: relative is ignored
+        ({"HOME": "/h"}, "/h/.cache/dbsvc"),
+    ],
+)
 def test_the_zipapp_cache_follows_its_variable_then_xdg_then_home(environ, expected):
     assert zipapp_cache_dir(environ) == expected
 
 
 def test_without_a_home_the_cache_must_be_named(monkeypatch):
-    monkeypatch.setattr(os.path, "expanduser", lambda path: path)          # no passwd entry either
+    monkeypatch.setattr(os.path, "expanduser", lambda path: path)  # no passwd entry either
     with pytest.raises(ConfigError, match="HOME is not set; set SERVICE_ZIPAPP_CACHE"):
         zipapp_cache_dir({})
 
@@ -167,8 +184,11 @@ def pem(tmp_path) -> str:
     from cryptography.hazmat.primitives.asymmetric import ec
 
     path = tmp_path / "idp.pem"
-    path.write_bytes(ec.generate_private_key(ec.SECP256R1()).public_key().public_bytes(
-        serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo))
+    path.write_bytes(
+        ec.generate_private_key(ec.SECP256R1())
+        .public_key()
+        .public_bytes(serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo)
+    )
     return str(path)
 
 
@@ -182,13 +202,15 @@ LAYERS = [
 ]
 
 
-@pytest.mark.parametrize(("field", "key", "variable", "schema_value", "env_value", "default"), LAYERS,
-                         ids=[layer[0] for layer in LAYERS])
+@pytest.mark.parametrize(
+    ("field", "key", "variable", "schema_value", "env_value", "default"), LAYERS, ids=[layer[0] for layer in LAYERS]
+)
 def test_each_guard_setting_is_environment_over_schema_over_default(
-        pem, field, key, variable, schema_value, env_value, default):
+    pem, field, key, variable, schema_value, env_value, default
+):
     base = {"SERVICE_JWT_PUBKEY": pem, "SERVICE_TENANT": "acme"}
     if field != "alg":
-        base["SERVICE_JWT_ALG"] = "ES256"                   # the key is EC; RS256 would not fit it
+        base["SERVICE_JWT_ALG"] = "ES256"  # the key is EC; RS256 would not fit it
 
     def read(environ: dict[str, str], auth: AuthSettings) -> object:
         config = load_config(environ, auth=auth)
@@ -199,8 +221,8 @@ def test_each_guard_setting_is_environment_over_schema_over_default(
         assert read(base, AuthSettings()) == default
     schema = AuthSettings(**{key: schema_value})
     from_schema = read(base, schema)
-    assert from_schema == ("ES256" if field == "alg" else schema_value)      # 0 is a value, not unset
-    assert read({**base, variable: ""}, schema) == from_schema                # empty counts as unset
+    assert from_schema == ("ES256" if field == "alg" else schema_value)  # 0 is a value, not unset
+    assert read({**base, variable: ""}, schema) == from_schema  # empty counts as unset
     expected = int(env_value) if field == "leeway" else env_value
     assert read({**base, variable: env_value}, schema) == expected
 
@@ -221,14 +243,22 @@ def test_the_guard_needs_a_tenant_and_checks_its_name_first(pem):
 
 
 OTHER_PYTHONS = sorted(Path(os.environ.get("PYENV_ROOT", Path.home() / ".pyenv")).glob("versions/3.1[2-9]*/bin/python"))
-HELP_SCRIPT = ("import sys; sys.path.insert(0, sys.argv[1]); from dbsvc import cli\n"
-               "try:\n    cli.main(sys.argv[2:])\nexcept SystemExit:\n    pass\n")
+HELP_SCRIPT = (
+    "import sys; sys.path.insert(0, sys.argv[1]); from dbsvc import cli\n"
+    "try:\n    cli.main(sys.argv[2:])\nexcept SystemExit:\n    pass\n"
+)
 
 
 def _help(python: str, *words: str) -> str:
     env = {k: v for k, v in os.environ.items() if k not in ("COLUMNS", "LINES")}
-    return subprocess.run([python, "-c", HELP_SCRIPT, str(ROOT), *words, "--help"], capture_output=True,
-                          text=True, timeout=60, env=env, check=True).stdout
+    return subprocess.run(
+        [python, "-c", HELP_SCRIPT, str(ROOT), *words, "--help"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env=env,
+        check=True,
+    ).stdout
 
 
 @pytest.mark.skipif(not OTHER_PYTHONS, reason="no other Python 3.12+ on this machine (pyenv)")

@@ -27,7 +27,7 @@ if str(ROOT) not in sys.path:
 from fuzz import HARNESSES  # noqa: E402
 
 CORPUS = ROOT / "fuzz" / "corpus"
-SEED_LIMIT = 4096          # seeds stay small: the mutator grows them
+SEED_LIMIT = 4096  # seeds stay small: the mutator grows them
 SECONDS = int(os.environ.get("DBSVC_FUZZ_SECONDS", "60"))
 
 
@@ -49,8 +49,9 @@ def test_seed_passes_its_harness(harness, seed):
 
 
 def test_runner_refuses_an_unknown_harness():
-    result = subprocess.run([sys.executable, "-m", "fuzz", "no_such_harness"], cwd=ROOT,
-                            capture_output=True, text=True, timeout=120)
+    result = subprocess.run(
+        [sys.executable, "-m", "fuzz", "no_such_harness"], cwd=ROOT, capture_output=True, text=True, timeout=120
+    )
     assert result.returncode == 2
     assert "schema_parser" in result.stderr
 
@@ -61,8 +62,18 @@ def test_harness_survives_atheris(harness, tmp_path):
     pytest.importorskip("atheris")
     found = tmp_path / "found"
     found.mkdir()
-    command = [sys.executable, "-m", "fuzz", harness, f"-max_total_time={SECONDS}", "-timeout=60",
-               "-rss_limit_mb=3072", f"-artifact_prefix={tmp_path}/", str(found), str(CORPUS / harness)]
+    command = [
+        sys.executable,
+        "-m",
+        "fuzz",
+        harness,
+        f"-max_total_time={SECONDS}",
+        "-timeout=60",
+        "-rss_limit_mb=3072",
+        f"-artifact_prefix={tmp_path}/",
+        str(found),
+        str(CORPUS / harness),
+    ]
     result = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=SECONDS + 600)
     artifacts = [p.name for p in tmp_path.iterdir() if p.name != "found"]
     assert result.returncode == 0 and not artifacts, (artifacts, result.stderr[-6000:])

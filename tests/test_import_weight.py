@@ -38,6 +38,8 @@ def test_importing_the_app_loads_no_websocket_client_consumer_or_follower():
 
 
 def test_importing_the_websocket_server_does_not_load_the_client():
-    probe = ("import json, sys\nimport dbsvc.http.ws.server\n"
-             "print(json.dumps(sorted(m for m in sys.modules if m.startswith('dbsvc.http.ws.client'))))")
+    probe = (
+        "import json, sys\nimport dbsvc.http.ws.server\n"
+        "print(json.dumps(sorted(m for m in sys.modules if m.startswith('dbsvc.http.ws.client'))))"
+    )
     assert loaded_by(probe) == []

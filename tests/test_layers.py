@@ -40,63 +40,103 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGE = ROOT / "dbsvc"
 LAUNCHER = ROOT / "dbsvc.py"
-LAUNCHER_MODULE = "dbsvc.py"            # not importable by that name: it runs as __main__
+LAUNCHER_MODULE = "dbsvc.py"  # not importable by that name: it runs as __main__
 
 # Rule 4. Each part and the parts it may import (its own modules always). The table reads
 # bottom-up: a part's row comes after the rows of every part it imports.
-ALLOWED: dict[str, frozenset[str]] = {name: frozenset(parts) for name, parts in {
-    # the foundation: values and pure functions
-    "dbsvc": (),                        # __init__: the version and public names, no logic
-    "errors": (),                       # every exception class
-    "routes": (),                       # the route table as pure data
-    "notify": (),                       # systemd's READY=1 / STOPPING=1
-    "schema": ("errors",),              # source text -> IR
-    "runtime": ("errors",),             # the helpers generated code calls
-    "logs": ("errors",),                # RUST_LOG and the log line formats
-    "deps": ("errors",),                # a missing runtime package -> one line with its fix
-    "compiler": ("dbsvc", "errors", "schema", "runtime", "routes"),      # IR -> code object
-    "interfaces": ("runtime",),         # the Protocols at the app's boundaries
-    # the three layers over runtime, which know nothing of each other
-    "storage": ("errors", "runtime", "schema"),
-    "http": ("errors", "routes", "logs"),
-    "auth": ("errors", "runtime", "schema", "deps", "interfaces"),
-    # what is built on them
-    "explorer": ("errors", "routes", "http"),
-    "realtime": ("errors", "runtime", "interfaces", "storage", "http", "auth"),
-    "replica": ("errors", "storage", "http"),
-    "config": ("errors", "schema", "storage", "http", "auth"),
-    "exits": ("errors", "schema", "deps"),
-    "app": ("dbsvc", "errors", "routes", "schema", "runtime", "interfaces", "http", "auth",
-            "explorer", "realtime", "replica"),
-    "datatools": ("errors", "runtime", "storage", "config"),
-    "service": ("errors", "schema", "deps", "logs", "notify", "interfaces", "storage", "http",
-                "auth", "explorer", "realtime", "replica", "config", "exits", "app"),
-    # a built app's first module; it reaches cli: BACK_EDGES. Both write files durably through
-    # storage's one seam (files.py), so the power-loss simulator sees every fsync.
-    "zipapp": ("errors", "config", "storage"),
-    "build": ("errors", "schema", "compiler", "storage", "zipapp"),
-    "cli": ("dbsvc", "errors", "schema", "compiler", "storage", "replica", "config", "exits",
-            "datatools", "service", "build"),
-    "launcher": ("cli",),
-}.items()}
+ALLOWED: dict[str, frozenset[str]] = {
+    name: frozenset(parts)
+    for name, parts in {
+        # the foundation: values and pure functions
+        "dbsvc": (),  # __init__: the version and public names, no logic
+        "errors": (),  # every exception class
+        "routes": (),  # the route table as pure data
+        "notify": (),  # systemd's READY=1 / STOPPING=1
+        "schema": ("errors",),  # source text -> IR
+        "runtime": ("errors",),  # the helpers generated code calls
+        "logs": ("errors",),  # RUST_LOG and the log line formats
+        "deps": ("errors",),  # a missing runtime package -> one line with its fix
+        "compiler": ("dbsvc", "errors", "schema", "runtime", "routes"),  # IR -> code object
+        "interfaces": ("runtime",),  # the Protocols at the app's boundaries
+        # the three layers over runtime, which know nothing of each other
+        "storage": ("errors", "runtime", "schema"),
+        "http": ("errors", "routes", "logs"),
+        "auth": ("errors", "runtime", "schema", "deps", "interfaces"),
+        # what is built on them
+        "explorer": ("errors", "routes", "http"),
+        "realtime": ("errors", "runtime", "interfaces", "storage", "http", "auth"),
+        "replica": ("errors", "storage", "http"),
+        "config": ("errors", "schema", "storage", "http", "auth"),
+        "exits": ("errors", "schema", "deps"),
+        "app": (
+            "dbsvc",
+            "errors",
+            "routes",
+            "schema",
+            "runtime",
+            "interfaces",
+            "http",
+            "auth",
+            "explorer",
+            "realtime",
+            "replica",
+        ),
+        "datatools": ("errors", "runtime", "storage", "config"),
+        "service": (
+            "errors",
+            "schema",
+            "deps",
+            "logs",
+            "notify",
+            "interfaces",
+            "storage",
+            "http",
+            "auth",
+            "explorer",
+            "realtime",
+            "replica",
+            "config",
+            "exits",
+            "app",
+        ),
+        # a built app's first module; it reaches cli: BACK_EDGES. Both write files durably through
+        # storage's one seam (files.py), so the power-loss simulator sees every fsync.
+        "zipapp": ("errors", "config", "storage"),
+        "build": ("errors", "schema", "compiler", "storage", "zipapp"),
+        "cli": (
+            "dbsvc",
+            "errors",
+            "schema",
+            "compiler",
+            "storage",
+            "replica",
+            "config",
+            "exits",
+            "datatools",
+            "service",
+            "build",
+        ),
+        "launcher": ("cli",),
+    }.items()
+}
 
 # Rule 4. Part edges taken only under `if TYPE_CHECKING:`, against the table, and why.
 TYPE_ONLY: dict[tuple[str, str], str] = {
     ("interfaces", "storage"): "ServedStore's annotations name storage's ChangeEvent and WriteHealth; "
-                               "at run time the Protocols need only runtime",
+    "at run time the Protocols need only runtime"
 }
 
 # Rule 5. Run-time imports against the table: (importing module, imported part) -> why.
 BACK_EDGES: dict[tuple[str, str], str] = {
     ("dbsvc.zipapp", "cli"): "zipapp.main is a built app's entry point and hands its command line to "
-                             "cli.main; build imports zipapp's layout names, so zipapp sits below build",
+    "cli.main; build imports zipapp's layout names, so zipapp sits below build"
 }
 
 # Rule 7. Type-only imports that close a circle of modules: (importing, imported) -> why.
 TYPE_ONLY_CIRCLES: dict[tuple[str, str], str] = {
     ("dbsvc.realtime.session", "dbsvc.realtime.broker"): "a session holds its broker to unregister "
-                                                         "itself and count what it sent; the broker "
-                                                         "creates the sessions",
+    "itself and count what it sent; the broker "
+    "creates the sessions"
 }
 
 
@@ -118,13 +158,13 @@ ABOVE_STORAGE_AND_HTTP = ("realtime", "replica", "app", "service")
 class Import:
     """One import statement's edge to one module, as written in one module."""
 
-    module: str                 # the importing module, dotted ("dbsvc.storage.store")
-    path: str                   # its file, relative to the checkout
+    module: str  # the importing module, dotted ("dbsvc.storage.store")
+    path: str  # its file, relative to the checkout
     line: int
-    target: str                 # the module imported, dotted and absolute
-    names: tuple[str, ...]      # `from target import names`; () for a module imported whole
-    lazy: bool                  # inside a function: runs on the call, not on import
-    type_only: bool             # under `if TYPE_CHECKING:`: never runs
+    target: str  # the module imported, dotted and absolute
+    names: tuple[str, ...]  # `from target import names`; () for a module imported whole
+    lazy: bool  # inside a function: runs on the call, not on import
+    type_only: bool  # under `if TYPE_CHECKING:`: never runs
     package: str | None = None  # `from package import module`: the package as written
 
     def where(self) -> str:
@@ -140,7 +180,7 @@ class Import:
 
 @dataclass(frozen=True)
 class Violation:
-    key: str                    # what broke: a file, or a module edge
+    key: str  # what broke: a file, or a module edge
     message: str
 
 
@@ -165,11 +205,11 @@ def part_of(module: str) -> str | None:
 
 def is_type_checking(test: ast.expr) -> bool:
     return (isinstance(test, ast.Name) and test.id == "TYPE_CHECKING") or (
-        isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING")
+        isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING"
+    )
 
 
-def imports_in(tree: ast.Module, module: str, path: str, is_package: bool,
-               modules: frozenset[str]) -> Iterator[Import]:
+def imports_in(tree: ast.Module, module: str, path: str, is_package: bool, modules: frozenset[str]) -> Iterator[Import]:
     """Every import statement of one module, wherever it sits. `modules`: the dotted names of
     every module in the tree, to tell `from dbsvc.storage import compact` (a module) from
     `from dbsvc.storage import Store` (a name of the package)."""
@@ -182,7 +222,7 @@ def imports_in(tree: ast.Module, module: str, path: str, is_package: bool,
             base = node.module or ""
             if node.level:
                 package = module.split(".") if is_package else module.split(".")[:-1]
-                package = package[:len(package) - (node.level - 1)]
+                package = package[: len(package) - (node.level - 1)]
                 base = ".".join(package + ([base] if base else []))
             names = []
             for alias in node.names:
@@ -216,9 +256,12 @@ class Source:
 @cache
 def sources() -> tuple[Source, ...]:
     paths = sorted(PACKAGE.rglob("*.py")) + [LAUNCHER]
-    return tuple(Source(path, str(path.relative_to(ROOT)), module_name(path),
-                        ast.parse(path.read_text(encoding="utf-8"), str(path)))
-                 for path in paths)
+    return tuple(
+        Source(
+            path, str(path.relative_to(ROOT)), module_name(path), ast.parse(path.read_text(encoding="utf-8"), str(path))
+        )
+        for path in paths
+    )
 
 
 @cache
@@ -229,9 +272,11 @@ def all_modules() -> frozenset[str]:
 @cache
 def scan() -> tuple[Import, ...]:
     modules = all_modules()
-    return tuple(found for source in sources()
-                 for found in imports_in(source.tree, source.module, source.relative,
-                                         source.path.name == "__init__.py", modules))
+    return tuple(
+        found
+        for source in sources()
+        for found in imports_in(source.tree, source.module, source.relative, source.path.name == "__init__.py", modules)
+    )
 
 
 def between_parts() -> Iterator[tuple[Import, str, str]]:
@@ -271,8 +316,9 @@ def test_foreign_packages_are_imported_only_in_their_one_home():
 
 def test_realtime_never_touches_a_socket_or_the_protocol_libraries():
     violations = [
-        Violation(found.path, f"{found.where()}: realtime is sans-IO (sessions get a Channel, "
-                              "the broker gets call_soon)")
+        Violation(
+            found.path, f"{found.where()}: realtime is sans-IO (sessions get a Channel, the broker gets call_soon)"
+        )
         for found in scan()
         if part_of(found.module) in SANS_IO_PARTS and top_package(found.target) in SANS_IO_FORBIDDEN
     ]
@@ -285,8 +331,9 @@ def test_storage_and_http_know_nothing_of_each_other_or_of_what_is_built_on_them
         if source not in NEITHER_KNOWS_THE_OTHER or source == target:
             continue
         if target in NEITHER_KNOWS_THE_OTHER:
-            violations.append(Violation(found.path, f"{found.where()}: {source} must not know {target} "
-                                                    "(app ties them together)"))
+            violations.append(
+                Violation(found.path, f"{found.where()}: {source} must not know {target} (app ties them together)")
+            )
         elif target in ABOVE_STORAGE_AND_HTTP:
             violations.append(Violation(found.path, f"{found.where()}: {source} sits below {target}"))
     report(violations, "storage and http import nothing of each other, nor of realtime, replica, app or service")
@@ -298,8 +345,11 @@ def test_every_import_between_parts_is_an_edge_of_the_table():
         if source == target:
             continue
         if source not in ALLOWED:
-            violations.append(Violation(found.path, f"{found.where()}: part {source!r} has no row in "
-                                                    "ALLOWED; give it one, in layer order"))
+            violations.append(
+                Violation(
+                    found.path, f"{found.where()}: part {source!r} has no row in ALLOWED; give it one, in layer order"
+                )
+            )
             continue
         if target in ALLOWED[source]:
             continue
@@ -308,33 +358,49 @@ def test_every_import_between_parts_is_an_edge_of_the_table():
         if found.lazy and (found.module, target) in BACK_EDGES:
             continue
         allowed = ", ".join(sorted(ALLOWED[source])) or "nothing else in dbsvc"
-        violations.append(Violation(found.path, f"{found.where()}: {source} may import {allowed}; "
-                                                f"not {target}"))
+        violations.append(Violation(found.path, f"{found.where()}: {source} may import {allowed}; not {target}"))
     report(violations, "a part imports only what its row of ALLOWED lists")
 
 
 def test_every_back_edge_is_imported_on_use_and_still_needed():
     problems = []
     for (module, target), reason in BACK_EDGES.items():
-        uses = [found for found, _source, found_target in between_parts()
-                if found.module == module and found_target == target and not found.type_only]
+        uses = [
+            found
+            for found, _source, found_target in between_parts()
+            if found.module == module and found_target == target and not found.type_only
+        ]
         if not uses:
-            problems.append(Violation(module, f"BACK_EDGES lists {module} -> {target}, which no module "
-                                              "imports any more: delete the entry"))
-        problems.extend(Violation(found.path, f"{found.where()}: a back-edge ({reason}) is imported "
-                                              "inside the function that needs it")
-                        for found in uses if not found.lazy)
+            problems.append(
+                Violation(
+                    module, f"BACK_EDGES lists {module} -> {target}, which no module imports any more: delete the entry"
+                )
+            )
+        problems.extend(
+            Violation(
+                found.path, f"{found.where()}: a back-edge ({reason}) is imported inside the function that needs it"
+            )
+            for found in uses
+            if not found.lazy
+        )
     report(problems, "the only back-edges are BACK_EDGES' entries, each imported on use")
 
 
 def test_every_listed_type_only_edge_is_still_needed():
     type_edges = {(source, target) for found, source, target in between_parts() if found.type_only}
     type_imports = {(found.module, found.target) for found in scan() if found.type_only}
-    stale = [Violation(f"{a} -> {b}", f"TYPE_ONLY lists {a} -> {b}, which no module imports: delete it")
-             for a, b in TYPE_ONLY if (a, b) not in type_edges]
-    stale += [Violation(f"{a} -> {b}", f"TYPE_ONLY_CIRCLES lists {a} -> {b}, which is not a type-only "
-                                       "import any more: delete it")
-              for a, b in TYPE_ONLY_CIRCLES if (a, b) not in type_imports]
+    stale = [
+        Violation(f"{a} -> {b}", f"TYPE_ONLY lists {a} -> {b}, which no module imports: delete it")
+        for a, b in TYPE_ONLY
+        if (a, b) not in type_edges
+    ]
+    stale += [
+        Violation(
+            f"{a} -> {b}", f"TYPE_ONLY_CIRCLES lists {a} -> {b}, which is not a type-only import any more: delete it"
+        )
+        for a, b in TYPE_ONLY_CIRCLES
+        if (a, b) not in type_imports
+    ]
     report(stale, "TYPE_ONLY and TYPE_ONLY_CIRCLES hold only type-only imports in use")
 
 
@@ -345,8 +411,11 @@ def test_the_table_points_one_way():
     for part, imported in ALLOWED.items():
         later = sorted(imported - seen)
         if later:
-            problems.append(Violation(part, f"ALLOWED[{part!r}] names {', '.join(later)}, which come(s) "
-                                            "later in the table or not at all"))
+            problems.append(
+                Violation(
+                    part, f"ALLOWED[{part!r}] names {', '.join(later)}, which come(s) later in the table or not at all"
+                )
+            )
         seen.add(part)
     report(problems, "the table of allowed edges points one way")
 
@@ -367,7 +436,7 @@ def is_private(name: str) -> bool:
 def private_reach(source: Source, modules: frozenset[str]) -> Iterator[Violation]:
     """`module._name` (or `dbsvc.x._name`) where `module` is a name this file bound to
     another dbsvc module by an import."""
-    bound: dict[str, str] = {}          # local name -> the dotted module it stands for
+    bound: dict[str, str] = {}  # local name -> the dotted module it stands for
     for node in ast.walk(source.tree):
         if isinstance(node, ast.Import):
             for alias in node.names:
@@ -388,8 +457,11 @@ def private_reach(source: Source, modules: frozenset[str]) -> Iterator[Violation
             continue
         target = f"{bound[head]}.{rest}" if rest else bound[head]
         if target in modules and target != source.module:
-            yield Violation(source.relative, f"{source.relative}:{node.lineno}: {dotted}.{node.attr}: "
-                                             f"{node.attr} is private to {target}; ask it for a public name")
+            yield Violation(
+                source.relative,
+                f"{source.relative}:{node.lineno}: {dotted}.{node.attr}: "
+                f"{node.attr} is private to {target}; ask it for a public name",
+            )
 
 
 # A named tuple's own methods start with one underscore so as not to clash with field names.
@@ -399,10 +471,14 @@ NAMED_TUPLE_API = frozenset({"_replace", "_asdict", "_fields", "_make", "_field_
 def private_state_reach(source: Source) -> Iterator[Violation]:
     """`param._name` where `param` is annotated with a class another dbsvc module defines:
     one module reading another's private state (`store._log_base` in a helper of the store)."""
-    classes: dict[str, str] = {}        # a class name imported here -> its module
+    classes: dict[str, str] = {}  # a class name imported here -> its module
     for node in ast.walk(source.tree):
-        if isinstance(node, ast.ImportFrom) and node.module and part_of(node.module) is not None \
-                and node.module != source.module:
+        if (
+            isinstance(node, ast.ImportFrom)
+            and node.module
+            and part_of(node.module) is not None
+            and node.module != source.module
+        ):
             for alias in node.names:
                 if alias.name[:1].isupper():
                     classes[alias.asname or alias.name] = node.module
@@ -410,14 +486,27 @@ def private_state_reach(source: Source) -> Iterator[Violation]:
         if not isinstance(function, (ast.FunctionDef, ast.AsyncFunctionDef)):
             continue
         arguments = function.args.posonlyargs + function.args.args + function.args.kwonlyargs
-        typed = {argument.arg: classes[name] for argument in arguments if argument.annotation is not None
-                 for name in annotation_names(argument.annotation) if name in classes}
+        typed = {
+            argument.arg: classes[name]
+            for argument in arguments
+            if argument.annotation is not None
+            for name in annotation_names(argument.annotation)
+            if name in classes
+        }
         for node in ast.walk(function):
-            if (isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id in typed
-                    and is_private(node.attr) and node.attr not in NAMED_TUPLE_API):
-                yield Violation(source.relative, f"{source.relative}:{node.lineno}: {node.value.id}.{node.attr}: "
-                                                 f"private state of {typed[node.value.id]}'s object; "
-                                                 "ask it for a public name")
+            if (
+                isinstance(node, ast.Attribute)
+                and isinstance(node.value, ast.Name)
+                and node.value.id in typed
+                and is_private(node.attr)
+                and node.attr not in NAMED_TUPLE_API
+            ):
+                yield Violation(
+                    source.relative,
+                    f"{source.relative}:{node.lineno}: {node.value.id}.{node.attr}: "
+                    f"private state of {typed[node.value.id]}'s object; "
+                    "ask it for a public name",
+                )
 
 
 def annotation_names(annotation: ast.expr) -> Iterator[str]:
@@ -430,11 +519,13 @@ def annotation_names(annotation: ast.expr) -> Iterator[str]:
 
 def private_breaks() -> list[Violation]:
     modules = all_modules()
-    violations = [Violation(found.path, f"{found.where()}: {name} is private to {found.target}; "
-                                        "ask it for a public name")
-                  for found in scan()
-                  if part_of(found.target) is not None and found.target != found.module
-                  for name in found.names if is_private(name)]
+    violations = [
+        Violation(found.path, f"{found.where()}: {name} is private to {found.target}; ask it for a public name")
+        for found in scan()
+        if part_of(found.target) is not None and found.target != found.module
+        for name in found.names
+        if is_private(name)
+    ]
     for source in sources():
         violations.extend(private_reach(source, modules))
         violations.extend(private_state_reach(source))
@@ -520,10 +611,13 @@ def test_the_scanner_sees_every_kind_of_import():
         "if TYPE_CHECKING:\n"
         "    from dbsvc.app import Application\n"
         "def later():\n"
-        "    import wsproto\n")
+        "    import wsproto\n"
+    )
     modules = frozenset({"dbsvc.storage.compact", "dbsvc.storage.events"})
-    seen = {(found.target, found.names, found.lazy, found.type_only)
-            for found in imports_in(tree, "dbsvc.storage.sample", "sample.py", False, modules)}
+    seen = {
+        (found.target, found.names, found.lazy, found.type_only)
+        for found in imports_in(tree, "dbsvc.storage.sample", "sample.py", False, modules)
+    }
     assert seen == {
         ("typing", ("TYPE_CHECKING",), False, False),
         ("h11", (), False, False),
@@ -536,20 +630,25 @@ def test_the_scanner_sees_every_kind_of_import():
 
 
 def test_the_scanner_finds_a_reach_for_a_private_name():
-    tree = ast.parse("from dbsvc.storage import logfile\nimport dbsvc.storage.files\n"
-                     "logfile._frame(b'')\ndbsvc.storage.files._write(1)\nlogfile.frame(b'')\n")
+    tree = ast.parse(
+        "from dbsvc.storage import logfile\nimport dbsvc.storage.files\n"
+        "logfile._frame(b'')\ndbsvc.storage.files._write(1)\nlogfile.frame(b'')\n"
+    )
     source = Source(Path("sample.py"), "sample.py", "dbsvc.sample", tree)
     found = list(private_reach(source, frozenset({"dbsvc.storage.logfile", "dbsvc.storage.files"})))
-    assert [violation.message.split(": ")[1] for violation in found] == [
-        "logfile._frame", "dbsvc.storage.files._write"]
+    assert [violation.message.split(": ")[1] for violation in found] == ["logfile._frame", "dbsvc.storage.files._write"]
 
 
 def test_the_scanner_finds_a_reach_for_another_modules_private_state():
-    tree = ast.parse("from dbsvc.storage.store import Store\n"
-                     "from dbsvc.storage.events import ChangeEvent\n"
-                     "def f(store: Store, event: 'ChangeEvent', other) -> None:\n"
-                     "    store._epoch, store.epoch, event._replace(), other._x\n"
-                     "    event._payload\n")
+    tree = ast.parse(
+        "from dbsvc.storage.store import Store\n"
+        "from dbsvc.storage.events import ChangeEvent\n"
+        "def f(store: Store, event: 'ChangeEvent', other) -> None:\n"
+        "    store._epoch, store.epoch, event._replace(), other._x\n"
+        "    event._payload\n"
+    )
     source = Source(Path("sample.py"), "sample.py", "dbsvc.storage.replay", tree)
     assert sorted(violation.message.split(": ")[1] for violation in private_state_reach(source)) == [
-        "event._payload", "store._epoch"]
+        "event._payload",
+        "store._epoch",
+    ]

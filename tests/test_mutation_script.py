@@ -20,8 +20,9 @@ TESTS = "tests/realtime"
 pytestmark = [
     pytest.mark.slow,
     pytest.mark.timeout(1500),
-    pytest.mark.skipif(importlib.util.find_spec("mutmut") is None,
-                       reason="mutmut is not installed (pip install -e '.[mutation]')"),
+    pytest.mark.skipif(
+        importlib.util.find_spec("mutmut") is None, reason="mutmut is not installed (pip install -e '.[mutation]')"
+    ),
 ]
 
 
@@ -46,8 +47,9 @@ def _copy_tree(dest: Path) -> None:
 
 
 def _script(tree: Path, *args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "bench/mutation.py", *args], cwd=tree, capture_output=True,
-                          text=True, timeout=1400)
+    return subprocess.run(
+        [sys.executable, "bench/mutation.py", *args], cwd=tree, capture_output=True, text=True, timeout=1400
+    )
 
 
 def test_mutation_script_mutates_one_module_and_then_finds_nothing_changed(tmp_path):
@@ -55,7 +57,7 @@ def test_mutation_script_mutates_one_module_and_then_finds_nothing_changed(tmp_p
     _copy_tree(tree)
 
     first = _script(tree, MODULE, "--max-children", "1", "--time-limit", "1200")
-    assert first.returncode in (0, 3), first.stdout + first.stderr   # 3: cut by the time limit
+    assert first.returncode in (0, 3), first.stdout + first.stderr  # 3: cut by the time limit
     rows = [line.split() for line in first.stdout.splitlines() if line.startswith(MODULE)]
     assert len(rows) == 1, first.stdout
     killed, survived, timeout, no_tests, other, unchecked, total = map(int, rows[0][1:])

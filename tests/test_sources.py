@@ -36,8 +36,10 @@ def test_every_docstring_is_text_that_utf8_can_hold(path):
         try:
             text.encode("utf-8")
         except UnicodeEncodeError as exc:
-            pytest.fail(f"{path.relative_to(ROOT)}:{line}: docstring holds {text[exc.start]!r} "
-                        "(a lone surrogate); write the escape with a backslash doubled or make the docstring raw")
+            pytest.fail(
+                f"{path.relative_to(ROOT)}:{line}: docstring holds {text[exc.start]!r} "
+                "(a lone surrogate); write the escape with a backslash doubled or make the docstring raw"
+            )
 
 
 def test_the_check_finds_a_surrogate_written_as_an_escape(tmp_path):

@@ -41,8 +41,9 @@ def python(tmp_path_factory) -> Path:
     subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True, timeout=120)
     interpreter = venv / "bin" / "python"
     for name in ("h11", "wsproto", "cryptography", "dbsvc"):
-        probe = subprocess.run([str(interpreter), "-I", "-c", f"import {name}"], capture_output=True,
-                               cwd=venv, timeout=60)
+        probe = subprocess.run(
+            [str(interpreter), "-I", "-c", f"import {name}"], capture_output=True, cwd=venv, timeout=60
+        )
         assert probe.returncode != 0, f"the empty environment can import {name}"
     return interpreter
 
@@ -58,23 +59,38 @@ def guard_app(tmp_path_factory) -> Path:
 
 
 def app_env(home: Path, **extra: str) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items()
-           if not k.startswith(("SERVICE_", "PYTHON", "XDG_")) and k not in ("RUST_LOG", "HOME")}
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if not k.startswith(("SERVICE_", "PYTHON", "XDG_")) and k not in ("RUST_LOG", "HOME")
+    }
     env.update(HOME=str(home), SERVICE_PORT="0", SERVICE_EXPLORER="off", **extra)
     return env
 
 
 def run(python: Path, app: Path, *args: str, cwd: Path, **env: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([str(python), "-I", str(app), *args], cwd=cwd, env=app_env(cwd / "home", **env),
-                          capture_output=True, text=True, timeout=120)
+    return subprocess.run(
+        [str(python), "-I", str(app), *args],
+        cwd=cwd,
+        env=app_env(cwd / "home", **env),
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
 
 
 class Served:
     """`python -I APP.pyz` serving on port 0; the port from the lines it prints when ready."""
 
     def __init__(self, python: Path, app: Path, cwd: Path, **env: str) -> None:
-        self.proc = subprocess.Popen([str(python), "-I", str(app)], cwd=cwd, env=app_env(cwd / "home", **env),
-                                     stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        self.proc = subprocess.Popen(
+            [str(python), "-I", str(app)],
+            cwd=cwd,
+            env=app_env(cwd / "home", **env),
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
         first = self.proc.stdout.readline() if self.proc.stdout else ""
         api = self.proc.stdout.readline() if self.proc.stdout else ""
         if first != "dbsvc: ready\n":
@@ -83,8 +99,7 @@ class Served:
             raise AssertionError(f"the app did not start: {first!r} {err}")
         self.port = int(re.fullmatch(r"  API       http://127\.0\.0\.1:(\d+)/api/\n", api).group(1))
 
-    def request(self, method: str, path: str, body: dict | None = None,
-                token: str | None = None) -> tuple[int, bytes]:
+    def request(self, method: str, path: str, body: dict | None = None, token: str | None = None) -> tuple[int, bytes]:
         conn = http.client.HTTPConnection("127.0.0.1", self.port, timeout=60)
         try:
             headers = {"Content-Type": "application/json"} if body is not None else {}
@@ -120,31 +135,35 @@ def blog_fingerprint() -> str:
 
 # ---------------------------------------------------------------- a plain app
 
+
 def test_a_plain_app_serves_in_an_empty_venv(python, plain_app, tmp_path):
     with served(python, plain_app, tmp_path, SERVICE_DATA=str(tmp_path / "data")) as server:
         status, body = server.request("GET", "/health")
-        assert (status, json.loads(body)) == (200, {"status": "ok", "version": __version__,
-                                                    "schema": blog_fingerprint()})
+        assert (status, json.loads(body)) == (
+            200,
+            {"status": "ok", "version": __version__, "schema": blog_fingerprint()},
+        )
         status, body = server.request("POST", "/api/user", {"email": "ada@example.com", "name": "Ada"})
         assert status == 201, body
         status, body = server.request("GET", f"/api/user/{json.loads(body)['id']}")
         assert status == 200 and json.loads(body)["name"] == "Ada"
         from websockets.sync.client import connect  # wsproto answers from inside the app
+
         with connect(f"ws://127.0.0.1:{server.port}/subscribe/user?after=0", open_timeout=60) as ws:
             event = json.loads(ws.recv(timeout=60))
         assert (event["kind"], event["record"]["name"]) == ("insert", "Ada")
     assert (tmp_path / "data" / "default").is_dir()
-    assert not (tmp_path / "home").exists()              # no cache: nothing is embedded
+    assert not (tmp_path / "home").exists()  # no cache: nothing is embedded
 
 
 def read_frames(path: Path) -> list[dict]:
     """The events of a `replicate --out` file: u64 offset | u32 crc | u32 length | payload."""
     data, frames, at = path.read_bytes() if path.exists() else b"", [], 0
     while at + 16 <= len(data):
-        _offset, _crc, length = struct.unpack(">QII", data[at:at + 16])
+        _offset, _crc, length = struct.unpack(">QII", data[at : at + 16])
         if at + 16 + length > len(data):
             break
-        frames.append(json.loads(data[at + 16:at + 16 + length]))
+        frames.append(json.loads(data[at + 16 : at + 16 + length]))
         at += 16 + length
     return frames
 
@@ -159,10 +178,32 @@ def test_every_companion_command_runs_from_a_plain_app(python, plain_app, tmp_pa
         return done
 
     assert "created tenant 'acme'" in app("tenant", "create", "acme").stdout
-    records = [{"model": "User", "record": {"id": 1, "email": "ada@example.com", "name": "Ada", "age": None,
-                                            "role": "admin", "joined": "2024-01-02T03:04:05Z", "profile": None}},
-               {"model": "User", "record": {"id": 2, "email": "bob@example.com", "name": "Bob", "age": 40,
-                                            "role": "reader", "joined": "2024-01-02T03:04:06Z", "profile": {"a": 1}}}]
+    records = [
+        {
+            "model": "User",
+            "record": {
+                "id": 1,
+                "email": "ada@example.com",
+                "name": "Ada",
+                "age": None,
+                "role": "admin",
+                "joined": "2024-01-02T03:04:05Z",
+                "profile": None,
+            },
+        },
+        {
+            "model": "User",
+            "record": {
+                "id": 2,
+                "email": "bob@example.com",
+                "name": "Bob",
+                "age": 40,
+                "role": "reader",
+                "joined": "2024-01-02T03:04:06Z",
+                "profile": {"a": 1},
+            },
+        },
+    ]
     source = tmp_path / "records.jsonl"
     source.write_text("".join(json.dumps(r) + "\n" for r in records))
     app("import", str(source), "-q")
@@ -180,10 +221,14 @@ def test_every_companion_command_runs_from_a_plain_app(python, plain_app, tmp_pa
 
     with served(python, plain_app, tmp_path, **env) as server:
         out = tmp_path / "frames.bin"
-        follower = subprocess.Popen([str(python), "-I", str(plain_app), "replicate",
-                                     f"http://127.0.0.1:{server.port}", "--out", str(out)],
-                                    cwd=tmp_path, env=app_env(tmp_path / "home", **env),
-                                    stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+        follower = subprocess.Popen(
+            [str(python), "-I", str(plain_app), "replicate", f"http://127.0.0.1:{server.port}", "--out", str(out)],
+            cwd=tmp_path,
+            env=app_env(tmp_path / "home", **env),
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
         try:
             deadline = time.monotonic() + 60
             while len(read_frames(out)) < len(records) and time.monotonic() < deadline:
@@ -205,10 +250,11 @@ def test_a_guarded_schema_in_a_plain_app_fails_at_start_with_the_fix(python, pla
     assert line.startswith("dbsvc: error: SERVICE_JWT_PUBKEY is set but the 'cryptography' package is not installed")
     assert "rebuild it with `dbsvc build SCHEMA -o APP.pyz --with-guard`" in line
     assert done.stdout == "" and "Traceback" not in done.stderr
-    assert list((data / idp.tenant).iterdir()) == []          # the tenant was never opened
+    assert list((data / idp.tenant).iterdir()) == []  # the tenant was never opened
 
 
 # ---------------------------------------------------------------- a --with-guard app
+
 
 def test_a_guard_app_runs_the_guard_with_nothing_installed(python, guard_app, tmp_path):
     idp = TestIdp(tmp_path / "idp")
@@ -217,15 +263,14 @@ def test_a_guard_app_runs_the_guard_with_nothing_installed(python, guard_app, tm
     with served(python, guard_app, tmp_path, **env) as server:
         assert server.request("GET", "/api/user")[0] == 401
         assert server.request("GET", "/api/user", token=idp.token(tenant="other"))[0] == 403
-        status, body = server.request("POST", "/api/user", {"email": "a@example.com", "name": "Ada"},
-                                      token=idp.token())
+        status, body = server.request("POST", "/api/user", {"email": "a@example.com", "name": "Ada"}, token=idp.token())
         assert status == 201, body
         assert server.request("GET", "/api/user/1", token=idp.token())[0] == 200
-    (unpacked,) = cache.iterdir()                      # one directory; no scratch left
+    (unpacked,) = cache.iterdir()  # one directory; no scratch left
     assert (unpacked / "cryptography" / "__init__.py").is_file() and (unpacked / "MANIFEST.json").is_file()
     inode = (unpacked / "MANIFEST.json").stat().st_ino
 
-    with served(python, guard_app, tmp_path, **env) as server:     # the second run unpacks nothing
+    with served(python, guard_app, tmp_path, **env) as server:  # the second run unpacks nothing
         assert server.request("GET", "/api/user/1", token=idp.token())[0] == 200
     assert [p.name for p in cache.iterdir()] == [unpacked.name]
     assert (unpacked / "MANIFEST.json").stat().st_ino == inode
@@ -233,7 +278,7 @@ def test_a_guard_app_runs_the_guard_with_nothing_installed(python, guard_app, tm
 
 def test_a_guard_app_unpacks_nothing_until_the_guard_is_used(python, guard_app, tmp_path):
     with served(python, guard_app, tmp_path, SERVICE_DATA=str(tmp_path / "data")) as server:
-        assert server.request("GET", "/api/user")[0] == 200       # no key set: the guard is off
+        assert server.request("GET", "/api/user")[0] == 200  # no key set: the guard is off
     assert run(python, guard_app, "tenant", "list", cwd=tmp_path, SERVICE_DATA=str(tmp_path / "data")).returncode == 0
     assert not (tmp_path / "home").exists()
 
@@ -262,17 +307,27 @@ def test_the_cache_moves_with_its_variable_and_a_shared_one_is_refused(python, g
 def test_first_runs_at_once_share_one_unpacked_directory(python, guard_app, tmp_path):
     # Four processes import cryptography through the app's finder at the same moment: each
     # unpacks into its own scratch directory, one rename wins, all use the same directory.
-    probe = ("import sys; sys.path.insert(0, sys.argv[1]); import dbsvc.zipapp as z; "
-             "z.install_embedded(z.__spec__.loader, sys.argv[1]); "
-             "from cryptography.hazmat.primitives.asymmetric import ec; "
-             "from cryptography.hazmat.primitives import hashes; "
-             "key = ec.generate_private_key(ec.SECP256R1()); "
-             "key.public_key().verify(key.sign(b'x', ec.ECDSA(hashes.SHA256())), b'x', ec.ECDSA(hashes.SHA256())); "
-             "import cryptography; print(cryptography.__file__)")
+    probe = (
+        "import sys; sys.path.insert(0, sys.argv[1]); import dbsvc.zipapp as z; "
+        "z.install_embedded(z.__spec__.loader, sys.argv[1]); "
+        "from cryptography.hazmat.primitives.asymmetric import ec; "
+        "from cryptography.hazmat.primitives import hashes; "
+        "key = ec.generate_private_key(ec.SECP256R1()); "
+        "key.public_key().verify(key.sign(b'x', ec.ECDSA(hashes.SHA256())), b'x', ec.ECDSA(hashes.SHA256())); "
+        "import cryptography; print(cryptography.__file__)"
+    )
     cache = tmp_path / "cache"
-    procs = [subprocess.Popen([str(python), "-I", "-c", probe, str(guard_app)], cwd=tmp_path,
-                              env=app_env(tmp_path / "home", SERVICE_ZIPAPP_CACHE=str(cache)),
-                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for _ in range(4)]
+    procs = [
+        subprocess.Popen(
+            [str(python), "-I", "-c", probe, str(guard_app)],
+            cwd=tmp_path,
+            env=app_env(tmp_path / "home", SERVICE_ZIPAPP_CACHE=str(cache)),
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for _ in range(4)
+    ]
     results = [proc.communicate(timeout=120) for proc in procs]
     assert [proc.returncode for proc in procs] == [0, 0, 0, 0], results
     (unpacked,) = cache.iterdir()
@@ -280,6 +335,7 @@ def test_first_runs_at_once_share_one_unpacked_directory(python, guard_app, tmp_
 
 
 # ---------------------------------------------------------------- a damaged cache (issue 30, item 6)
+
 
 def _rust_extension(unpacked: Path) -> Path:
     (found,) = (unpacked / "cryptography" / "hazmat" / "bindings").glob("_rust*.so")
@@ -317,18 +373,28 @@ def warm_cache(python, guard_app, tmp_path_factory) -> Path:
     """A cache the guard app filled on a first start, to be copied per test (mtimes kept)."""
     cwd = tmp_path_factory.mktemp("warm")
     idp = TestIdp(cwd / "idp")
-    with served(python, guard_app, cwd, SERVICE_DATA=str(idp.data_dir()), SERVICE_ZIPAPP_CACHE=str(cwd / "cache"),
-                **idp.server_env()) as server:
+    with served(
+        python,
+        guard_app,
+        cwd,
+        SERVICE_DATA=str(idp.data_dir()),
+        SERVICE_ZIPAPP_CACHE=str(cwd / "cache"),
+        **idp.server_env(),
+    ) as server:
         assert server.request("GET", "/api/user", token=idp.token())[0] == 200
     return cwd / "cache"
 
 
-@pytest.mark.parametrize(("damage", "said"), [
-    (_truncate_so, "bytes, expected"),
-    (_modify_py, "was modified"),
-    (_delete_file, "is missing"),
-    (_file_to_directory, "is a directory, expected a file"),
-], ids=["truncated-so", "modified-py", "deleted", "directory"])
+@pytest.mark.parametrize(
+    ("damage", "said"),
+    [
+        (_truncate_so, "bytes, expected"),
+        (_modify_py, "was modified"),
+        (_delete_file, "is missing"),
+        (_file_to_directory, "is a directory, expected a file"),
+    ],
+    ids=["truncated-so", "modified-py", "deleted", "directory"],
+)
 def test_a_damaged_cache_is_unpacked_again_and_says_so(python, guard_app, warm_cache, tmp_path, damage, said):
     cache = tmp_path / "cache"
     shutil.copytree(warm_cache, cache)
@@ -338,16 +404,15 @@ def test_a_damaged_cache_is_unpacked_again_and_says_so(python, guard_app, warm_c
     env = {"SERVICE_DATA": str(idp.data_dir()), "SERVICE_ZIPAPP_CACHE": str(cache), **idp.server_env()}
     with served(python, guard_app, tmp_path, **env) as server:
         assert server.request("GET", "/api/user")[0] == 401
-        status, body = server.request("POST", "/api/user", {"email": "a@example.com", "name": "Ada"},
-                                      token=idp.token())
+        status, body = server.request("POST", "/api/user", {"email": "a@example.com", "name": "Ada"}, token=idp.token())
         assert status == 201, body
-        err = server.stop()                                    # exit 0
+        err = server.stop()  # exit 0
     repaired = [line for line in err.splitlines() if "unpacking them again" in line]
     assert len(repaired) == 1, err
     assert f"{name!r}" in repaired[0] and said in repaired[0], repaired[0]
-    assert [p.name for p in cache.iterdir()] == [unpacked.name]        # repaired in place, nothing left over
+    assert [p.name for p in cache.iterdir()] == [unpacked.name]  # repaired in place, nothing left over
 
-    with served(python, guard_app, tmp_path, **env) as server:          # and the next start is quiet
+    with served(python, guard_app, tmp_path, **env) as server:  # and the next start is quiet
         assert server.request("GET", "/api/user/1", token=idp.token())[0] == 200
         err = server.stop()
     assert "unpacking them again" not in err

@@ -59,6 +59,7 @@ class EchoSession:
 def make_app(max_message: int):
     def app(request: Request) -> Upgrade:
         return Upgrade(EchoSession(), route="echo", max_message=max_message)
+
     return app
 
 
@@ -66,8 +67,12 @@ def main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(description="WebSocket echo on dbsvc.http, for Autobahn|Testsuite")
     parser.add_argument("--host", default="127.0.0.1")
     parser.add_argument("--port", type=int, default=0)
-    parser.add_argument("--max-message", type=int, default=PRODUCTION_MAX_MESSAGE,
-                        help="incoming message limit in bytes (default: production's %(default)s)")
+    parser.add_argument(
+        "--max-message",
+        type=int,
+        default=PRODUCTION_MAX_MESSAGE,
+        help="incoming message limit in bytes (default: production's %(default)s)",
+    )
     args = parser.parse_args(argv)
     configure_logging(os.environ.get("RUST_LOG", "warn"), os.environ.get("SERVICE_LOG_FORMAT", "text"))
     settings = dataclasses.replace(load_config({}).http, host=args.host, port=args.port)

@@ -55,8 +55,7 @@ def start_server(cmd: list[str], log_path: Path, ready_timeout: float) -> tuple[
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO), env.get("PYTHONPATH")]))
     env.setdefault("PYTHONUNBUFFERED", "1")
     log = open(log_path, "wb")
-    proc = subprocess.Popen(cmd, cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=log,
-                            start_new_session=True)
+    proc = subprocess.Popen(cmd, cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=log, start_new_session=True)
     port: list[int] = []
     got = threading.Event()
 
@@ -74,8 +73,9 @@ def start_server(cmd: list[str], log_path: Path, ready_timeout: float) -> tuple[
     threading.Thread(target=pump, daemon=True).start()
     if not got.wait(ready_timeout) or not port:
         stop_server(proc)
-        raise RuntimeError(f"echo server did not report its port in {ready_timeout:.0f} s; "
-                           f"see {log_path}:\n{tail(log_path)}")
+        raise RuntimeError(
+            f"echo server did not report its port in {ready_timeout:.0f} s; see {log_path}:\n{tail(log_path)}"
+        )
     return proc, port[0]
 
 
@@ -102,9 +102,13 @@ def tail(path: Path, lines: int = 20) -> str:
 
 def run_wstest(wstest: str, spec_path: Path, cwd: Path, log_path: Path, timeout: float) -> int:
     with open(log_path, "wb") as log:
-        proc = subprocess.Popen([wstest, "-m", "fuzzingclient", "-s", str(spec_path)],
-                                cwd=cwd, stdout=log, stderr=subprocess.STDOUT,
-                                start_new_session=True)
+        proc = subprocess.Popen(
+            [wstest, "-m", "fuzzingclient", "-s", str(spec_path)],
+            cwd=cwd,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
         try:
             return proc.wait(timeout)
         except subprocess.TimeoutExpired:
@@ -115,27 +119,40 @@ def run_wstest(wstest: str, spec_path: Path, cwd: Path, log_path: Path, timeout:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--wstest", default=os.path.join(DEFAULT_VENV, "bin", "wstest"),
-                        help="wstest executable (default: %(default)s, made by install.sh)")
+    parser.add_argument(
+        "--wstest",
+        default=os.path.join(DEFAULT_VENV, "bin", "wstest"),
+        help="wstest executable (default: %(default)s, made by install.sh)",
+    )
     parser.add_argument("--cases", default="*", help="comma-separated case patterns (default: all)")
-    parser.add_argument("--exclude", default=",".join(EXCLUDED),
-                        help="comma-separated case patterns to skip (default: %(default)s)")
-    parser.add_argument("--max-message", type=int, default=BIG_MESSAGE,
-                        help="the echo's incoming message limit in bytes (default: %(default)s; "
-                             f"production: {PRODUCTION_MESSAGE})")
-    parser.add_argument("--timeout", type=float, default=1800.0,
-                        help="seconds wstest may run before it is killed (default: %(default)s)")
+    parser.add_argument(
+        "--exclude", default=",".join(EXCLUDED), help="comma-separated case patterns to skip (default: %(default)s)"
+    )
+    parser.add_argument(
+        "--max-message",
+        type=int,
+        default=BIG_MESSAGE,
+        help=f"the echo's incoming message limit in bytes (default: %(default)s; production: {PRODUCTION_MESSAGE})",
+    )
+    parser.add_argument(
+        "--timeout",
+        type=float,
+        default=1800.0,
+        help="seconds wstest may run before it is killed (default: %(default)s)",
+    )
     parser.add_argument("--outdir", help="keep the spec, logs and reports here (default: a temp dir, removed)")
     parser.add_argument("--keep", action="store_true", help="keep the temp dir and print its path")
-    parser.add_argument("--server-cmd", help="run this server instead of echo_server.py "
-                        "(a shell-split command that prints 'listening on PORT'); for checking wstest")
+    parser.add_argument(
+        "--server-cmd",
+        help="run this server instead of echo_server.py "
+        "(a shell-split command that prints 'listening on PORT'); for checking wstest",
+    )
     parser.add_argument("--path", default="/echo", help="request path of the echo (default: %(default)s)")
     parser.add_argument("--json", action="store_true", help="also print the summary as one JSON line")
     args = parser.parse_args()
 
     if not os.access(args.wstest, os.X_OK):
-        print(f"wstest not found at {args.wstest}: run `bash bench/autobahn/install.sh` first",
-              file=sys.stderr)
+        print(f"wstest not found at {args.wstest}: run `bash bench/autobahn/install.sh` first", file=sys.stderr)
         return 2
 
     if args.outdir:
@@ -153,11 +170,18 @@ def main() -> int:
 
     if args.server_cmd:
         import shlex
+
         server_cmd = shlex.split(args.server_cmd)
         agent = "custom"
     else:
-        server_cmd = [sys.executable, str(HERE / "echo_server.py"), "--port", "0",
-                      "--max-message", str(args.max_message)]
+        server_cmd = [
+            sys.executable,
+            str(HERE / "echo_server.py"),
+            "--port",
+            "0",
+            "--max-message",
+            str(args.max_message),
+        ]
         agent = "dbsvc"
 
     started = time.monotonic()
@@ -175,8 +199,9 @@ def main() -> int:
         try:
             rc = run_wstest(args.wstest, spec_path, work, work / "wstest.log", args.timeout)
         except subprocess.TimeoutExpired:
-            print(f"wstest did not finish in {args.timeout:.0f} s (killed); log: {work / 'wstest.log'}",
-                  file=sys.stderr)
+            print(
+                f"wstest did not finish in {args.timeout:.0f} s (killed); log: {work / 'wstest.log'}", file=sys.stderr
+            )
             print(tail(work / "wstest.log"), file=sys.stderr)
             return 2
         server_alive = server.poll() is None
@@ -196,25 +221,40 @@ def main() -> int:
     behavior = collections.Counter(r["behavior"] for r in results.values())
     behavior_close = collections.Counter(r["behaviorClose"] for r in results.values())
     failed = sorted((c for c, r in results.items() if r["behavior"] == "FAILED"), key=case_key)
-    unclean = sorted((c for c, r in results.items() if r["behaviorClose"] in ("UNCLEAN", "FAILED")),
-                     key=case_key)
+    unclean = sorted((c for c, r in results.items() if r["behaviorClose"] in ("UNCLEAN", "FAILED")), key=case_key)
 
-    limit_note = ("production's 64 KiB" if args.max_message == PRODUCTION_MESSAGE else
-                  f"{args.max_message} bytes (raised for cases 9.*, which send up to 16 MiB;"
-                  f" production: {PRODUCTION_MESSAGE})")
+    limit_note = (
+        "production's 64 KiB"
+        if args.max_message == PRODUCTION_MESSAGE
+        else f"{args.max_message} bytes (raised for cases 9.*, which send up to 16 MiB;"
+        f" production: {PRODUCTION_MESSAGE})"
+    )
     print(f"Autobahn|Testsuite fuzzingclient -> {spec['servers'][0]['url']} ({agent})")
     print(f"cases run: {len(results)}   wall time: {wall:.1f} s")
     if excluded:
-        print(f"excluded: {', '.join(excluded)} -- {EXCLUDED_WHY}" if excluded == EXCLUDED
-              else f"excluded: {', '.join(excluded)}")
+        print(
+            f"excluded: {', '.join(excluded)} -- {EXCLUDED_WHY}"
+            if excluded == EXCLUDED
+            else f"excluded: {', '.join(excluded)}"
+        )
     if not args.server_cmd:
         print(f"echo incoming message limit: {limit_note}")
-    print("behavior:       " + "  ".join(f"{b} {behavior.get(b, 0)}" for b in BEHAVIORS
-                                        + sorted(set(behavior) - set(BEHAVIORS))))
-    print("behaviorClose:  " + "  ".join(f"{b} {behavior_close.get(b, 0)}" for b in CLOSE_BEHAVIORS
-                                        + sorted(set(behavior_close) - set(CLOSE_BEHAVIORS))))
-    for name, ids in (("NON-STRICT", "NON-STRICT"), ("INFORMATIONAL", "INFORMATIONAL"),
-                      ("UNIMPLEMENTED", "UNIMPLEMENTED")):
+    print(
+        "behavior:       "
+        + "  ".join(f"{b} {behavior.get(b, 0)}" for b in BEHAVIORS + sorted(set(behavior) - set(BEHAVIORS)))
+    )
+    print(
+        "behaviorClose:  "
+        + "  ".join(
+            f"{b} {behavior_close.get(b, 0)}"
+            for b in CLOSE_BEHAVIORS + sorted(set(behavior_close) - set(CLOSE_BEHAVIORS))
+        )
+    )
+    for name, ids in (
+        ("NON-STRICT", "NON-STRICT"),
+        ("INFORMATIONAL", "INFORMATIONAL"),
+        ("UNIMPLEMENTED", "UNIMPLEMENTED"),
+    ):
         these = sorted((c for c, r in results.items() if r["behavior"] == ids), key=case_key)
         if these:
             print(f"  {name}: {' '.join(these)}")
@@ -228,17 +268,34 @@ def main() -> int:
     if failed or unclean:
         for case_id in (failed + [c for c in unclean if c not in failed])[:50]:
             r = results[case_id]
-            print(f"  {case_id}: behavior {r['behavior']}, close {r['behaviorClose']}, "
-                  f"remote close code {r.get('remoteCloseCode')}, report {reports / r['reportfile']}")
+            print(
+                f"  {case_id}: behavior {r['behavior']}, close {r['behaviorClose']}, "
+                f"remote close code {r.get('remoteCloseCode')}, report {reports / r['reportfile']}"
+            )
     if args.json:
-        print(json.dumps({"cases": len(results), "wall_s": round(wall, 1), "excluded": excluded,
-                          "max_message": args.max_message, "behavior": dict(behavior),
-                          "behaviorClose": dict(behavior_close), "failed": failed,
-                          "unclean": unclean}))
+        print(
+            json.dumps(
+                {
+                    "cases": len(results),
+                    "wall_s": round(wall, 1),
+                    "excluded": excluded,
+                    "max_message": args.max_message,
+                    "behavior": dict(behavior),
+                    "behaviorClose": dict(behavior_close),
+                    "failed": failed,
+                    "unclean": unclean,
+                }
+            )
+        )
     ok = not failed and not unclean and server_alive
-    print("RESULT: " + ("0 FAILED, 0 UNCLEAN" if ok else
-                        f"{len(failed)} FAILED, {len(unclean)} UNCLEAN"
-                        + ("" if server_alive else ", server died")))
+    print(
+        "RESULT: "
+        + (
+            "0 FAILED, 0 UNCLEAN"
+            if ok
+            else f"{len(failed)} FAILED, {len(unclean)} UNCLEAN" + ("" if server_alive else ", server died")
+        )
+    )
     if keep or not ok:
         print(f"reports kept in {work}")
     else:

@@ -129,9 +129,7 @@ def _import_crypto_modules() -> tuple[Any, Any]:
     try:
         from dbsvc.auth import jwks, keys
     except ImportError as exc:
-        raise ConfigError(
-            "the token guard needs the 'cryptography' package (pip install 'dbsvc[auth]')"
-        ) from exc
+        raise ConfigError("the token guard needs the 'cryptography' package (pip install 'dbsvc[auth]')") from exc
     return keys, jwks
 
 
@@ -154,11 +152,11 @@ class Guard:
         self._max_header = config.max_token_bytes + 64
         self._pem_key: VerifyKey | None = None
         self._keyset: KeySet | None = None
-        self._fresh_until = math.inf          # monotonic; JWKS keys stale from then on
+        self._fresh_until = math.inf  # monotonic; JWKS keys stale from then on
         self._last_attempt: float | None = None
         self._inflight: asyncio.Task[None] | None = None
         self._task: asyncio.Task[None] | None = None
-        self.fetches = 0                      # attempts, for tests and metrics
+        self.fetches = 0  # attempts, for tests and metrics
         if config.pubkey_pem is not None:
             try:
                 self._pem_key = self._keys_mod.load_pem_key(config.pubkey_pem, config.alg)
@@ -167,8 +165,9 @@ class Guard:
         elif config.jwks_url is None:
             raise ConfigError("the guard needs SERVICE_JWT_PUBKEY or SERVICE_JWKS_URL")
         elif config.jwks_url.startswith("http:") and not _is_loopback(config.jwks_url):
-            log.warning("SERVICE_JWKS_URL %s is plain http: keys fetched without TLS can be forged in transit",
-                        config.jwks_url)
+            log.warning(
+                "SERVICE_JWKS_URL %s is plain http: keys fetched without TLS can be forged in transit", config.jwks_url
+            )
 
     # -- the hot path -------------------------------------------------------------
 
@@ -182,7 +181,7 @@ class Guard:
         if len(authorization) > self._max_header:
             raise TokenError(f"token is larger than {self.config.max_token_bytes} bytes")
         if authorization[:7] == "Bearer " and authorization[7:8] not in (" ", "\t", ""):
-            token = authorization[7:]             # the usual spelling: one slice, no scans
+            token = authorization[7:]  # the usual spelling: one slice, no scans
             if token[-1] in " \t":
                 token = token.rstrip(" \t")
             return self.verify_token(token)
@@ -201,7 +200,7 @@ class Guard:
             if self._clock() >= entry[1]:
                 del self._cache[token]
             elif (
-                self._fresh_until == math.inf      # a PEM key never goes stale
+                self._fresh_until == math.inf  # a PEM key never goes stale
                 or self._monotonic() < self._fresh_until
                 or not self._stale_refresh_due()
             ):
@@ -228,15 +227,11 @@ class Guard:
             raise TokenError("token signature is invalid")
         claims = parse_claims(parsed.payload)
         deadline = check_claims(
-            claims,
-            now=self._clock(),
-            leeway=config.leeway,
-            issuer=config.issuer,
-            audience=config.audience,
+            claims, now=self._clock(), leeway=config.leeway, issuer=config.issuer, audience=config.audience
         )
         self._check_tenant(claims)
         if len(self._cache) >= self._cache_size:
-            del self._cache[next(iter(self._cache))]   # oldest first (dicts keep order)
+            del self._cache[next(iter(self._cache))]  # oldest first (dicts keep order)
         self._cache[token] = (claims, deadline)
         return claims
 
@@ -251,16 +246,14 @@ class Guard:
 
     def _select_key(self, kid: str | None) -> VerifyKey:
         if self._pem_key is not None:
-            return self._pem_key            # a single configured key: `kid` is not consulted
+            return self._pem_key  # a single configured key: `kid` is not consulted
         keyset = self._keyset
         if keyset is None:
             if self._inflight is not None or self._refresh_allowed():
                 raise KeyRefreshNeeded()
-            raise KeysUnavailable(
-                "token verification keys have not been fetched yet", self._retry_after()
-            )
+            raise KeysUnavailable("token verification keys have not been fetched yet", self._retry_after())
         if self._stale_refresh_due():
-            raise KeyRefreshNeeded()         # stale keys and no background refresher
+            raise KeyRefreshNeeded()  # stale keys and no background refresher
         key = keyset.select(kid)
         if key is not None:
             return key
@@ -274,11 +267,7 @@ class Guard:
 
     def _stale_refresh_due(self) -> bool:
         """Keys past max-age, no background refresher, and a fetch allowed now."""
-        return (
-            self._task is None
-            and self._monotonic() >= self._fresh_until
-            and self._refresh_allowed()
-        )
+        return self._task is None and self._monotonic() >= self._fresh_until and self._refresh_allowed()
 
     def _refresh_allowed(self) -> bool:
         if self.config.jwks_url is None:
@@ -324,7 +313,7 @@ class Guard:
             held = len(self._keyset) if self._keyset is not None else 0
             log.warning("jwks fetch from %s failed: %s; keeping %d key(s)", config.jwks_url, exc, held)
             return
-        except Exception:   # a bug must not take the guard down; the old keys stay
+        except Exception:  # a bug must not take the guard down; the old keys stay
             log.exception("jwks fetch from %s failed unexpectedly", config.jwks_url)
             return
         finally:
@@ -342,10 +331,13 @@ class Guard:
         self._fresh_until = self._monotonic() + max_age
         old = self._keyset
         if old is None or old.fingerprint != keyset.fingerprint:
-            self._cache.clear()              # removed keys must stop working, cached or not
+            self._cache.clear()  # removed keys must stop working, cached or not
             log.info(
                 "jwks: %d key(s) from %s (kids %s); fresh for %g s",
-                len(keyset), config.jwks_url, sorted(keyset.by_kid), max_age,
+                len(keyset),
+                config.jwks_url,
+                sorted(keyset.by_kid),
+                max_age,
             )
         self._keyset = keyset
 
@@ -377,4 +369,3 @@ class Guard:
     def has_keys(self) -> bool:
         """True once a PEM key is loaded or a JWKS fetch has succeeded."""
         return self._pem_key is not None or self._keyset is not None
-

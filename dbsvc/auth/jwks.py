@@ -126,13 +126,12 @@ class _SameOriginRedirects(urllib.request.HTTPRedirectHandler):
         super().__init__()
         self._origin = origin
 
-    def redirect_request(self, req: urllib.request.Request, fp: IO[bytes], code: int, msg: str,
-                         headers: HTTPMessage, newurl: str) -> urllib.request.Request | None:
+    def redirect_request(
+        self, req: urllib.request.Request, fp: IO[bytes], code: int, msg: str, headers: HTTPMessage, newurl: str
+    ) -> urllib.request.Request | None:
         target = urllib.parse.urljoin(req.full_url, newurl)
         if _origin(target) != self._origin:
-            raise urllib.error.HTTPError(
-                req.full_url, code, "redirect to another origin refused", headers, fp
-            )
+            raise urllib.error.HTTPError(req.full_url, code, "redirect to another origin refused", headers, fp)
         return super().redirect_request(req, fp, code, msg, headers, newurl)
 
 

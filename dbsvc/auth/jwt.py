@@ -81,8 +81,8 @@ def b64url_encode(data: bytes) -> str:
 def load_json_object(data: bytes) -> dict[str, Any]:
     """A strict JSON object from UTF-8 bytes. Raises ValueError."""
     try:
-        value = BODY_DECODER.decode(data.decode("utf-8"))    # finite numbers, each name once
-    except (ValueError, RecursionError):   # UnicodeDecodeError and JSONDecodeError included
+        value = BODY_DECODER.decode(data.decode("utf-8"))  # finite numbers, each name once
+    except (ValueError, RecursionError):  # UnicodeDecodeError and JSONDecodeError included
         raise ValueError("not a JSON object") from None
     if not isinstance(value, dict):
         raise ValueError("not a JSON object")
@@ -161,12 +161,7 @@ def _numeric_date(claims: dict[str, Any], name: str) -> float | None:
 
 
 def check_claims(
-    claims: dict[str, Any],
-    *,
-    now: float,
-    leeway: float,
-    issuer: str | None,
-    audience: str | None,
+    claims: dict[str, Any], *, now: float, leeway: float, issuer: str | None, audience: str | None
 ) -> float:
     """Check exp/nbf/iat/iss/aud; return the instant (unix seconds) the token stops
     being accepted, `exp + leeway`. Raises TokenError (401)."""

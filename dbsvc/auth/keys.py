@@ -44,28 +44,27 @@ Checker = Callable[[bytes, bytes], bool]
 
 MIN_RSA_BITS = 2048
 
-_HASHES: dict[str, type[hashes.HashAlgorithm]] = {
-    "256": hashes.SHA256, "384": hashes.SHA384, "512": hashes.SHA512,
-}
+_HASHES: dict[str, type[hashes.HashAlgorithm]] = {"256": hashes.SHA256, "384": hashes.SHA384, "512": hashes.SHA512}
 
 # alg -> (JWK crv, cryptography curve class, coordinate octets, group order n).
 # Orders from SEC 2 v2 sections 2.4.2, 2.5.1 and 2.6.1 (FIPS 186-5 / SP 800-186 D.1.2).
 _CURVES: dict[str, tuple[str, type[ec.EllipticCurve], int, int]] = {
-    "ES256": (
-        "P-256", ec.SECP256R1, 32,
-        0xFFFFFFFF00000000FFFFFFFFFFFFFFFFBCE6FAADA7179E84F3B9CAC2FC632551,
-    ),
+    "ES256": ("P-256", ec.SECP256R1, 32, 0xFFFFFFFF00000000FFFFFFFFFFFFFFFFBCE6FAADA7179E84F3B9CAC2FC632551),
     "ES384": (
-        "P-384", ec.SECP384R1, 48,
+        "P-384",
+        ec.SECP384R1,
+        48,
         0xFFFFFFFFFFFFFFFFFFFFFFFFFFFFFFFFFFFFFFFFFFFFFFFFC7634D81F4372DDF581A0DB248B0A77AECEC196ACCC52973,
     ),
     "ES512": (
-        "P-521", ec.SECP521R1, 66,
+        "P-521",
+        ec.SECP521R1,
+        66,
         0x01FFFFFFFFFFFFFFFFFFFFFFFFFFFFFFFFFFFFFFFFFFFFFFFFFFFFFFFFFFFFFFFFFFFA51868783BF2F966B7FCC0148F709A5D03BB5C9B8899C47AEBB6FB71E91386409,
     ),
 }
 
-_OKP_SIZES = {"Ed25519": (32, 64), "Ed448": (57, 114)}   # crv -> (key octets, signature octets)
+_OKP_SIZES = {"Ed25519": (32, 64), "Ed448": (57, 114)}  # crv -> (key octets, signature octets)
 
 
 class UnusableKey(ValueError):
@@ -82,9 +81,7 @@ class VerifyKey:
         self.alg = alg
         self.kid = kid
         self._public = public
-        der = public.public_bytes(
-            serialization.Encoding.DER, serialization.PublicFormat.SubjectPublicKeyInfo
-        )
+        der = public.public_bytes(serialization.Encoding.DER, serialization.PublicFormat.SubjectPublicKeyInfo)
         self.fingerprint = (kid, alg, der)
         family = alg[:2]
         if family in ("RS", "PS"):
@@ -102,7 +99,7 @@ class VerifyKey:
         hash_cls = _HASHES[alg[2:]]
         size = (public.key_size + 7) // 8
         if alg.startswith("RS"):
-            pad: padding.AsymmetricPadding = padding.PKCS1v15()     # RFC 7518 section 3.3
+            pad: padding.AsymmetricPadding = padding.PKCS1v15()  # RFC 7518 section 3.3
         else:
             pad = padding.PSS(mgf=padding.MGF1(hash_cls()), salt_length=hash_cls().digest_size)
 
@@ -242,12 +239,10 @@ def key_from_jwk(jwk: Mapping[str, Any], alg: str) -> VerifyKey:
             if jwk.get("crv") != crv:
                 raise UnusableKey(f"jwk 'crv' is {jwk.get('crv')!r}, {alg} needs {crv!r}")
             x, y = _b64_member(jwk, "x"), _b64_member(jwk, "y")
-            if len(x) != octets or len(y) != octets:   # RFC 7518 section 6.2.1.2
+            if len(x) != octets or len(y) != octets:  # RFC 7518 section 6.2.1.2
                 raise UnusableKey(f"jwk coordinates are not {octets} octets each")
-            numbers = ec.EllipticCurvePublicNumbers(
-                int.from_bytes(x, "big"), int.from_bytes(y, "big"), curve_cls()
-            )
-            public = numbers.public_key()              # refuses a point off the curve
+            numbers = ec.EllipticCurvePublicNumbers(int.from_bytes(x, "big"), int.from_bytes(y, "big"), curve_cls())
+            public = numbers.public_key()  # refuses a point off the curve
         elif alg == "EdDSA":
             if kty != "OKP":
                 raise UnusableKey(f"jwk 'kty' is {kty!r}, EdDSA needs 'OKP'")

@@ -42,12 +42,7 @@ from dbsvc.errors import ConfigError
 from dbsvc.schema.ir import AuthSettings
 
 # RFC 7518 section 3.1 (RS*, PS*, ES*) and RFC 8037 section 3.1 (EdDSA).
-ALGORITHMS: tuple[str, ...] = (
-    "RS256", "RS384", "RS512",
-    "PS256", "PS384", "PS512",
-    "ES256", "ES384", "ES512",
-    "EdDSA",
-)
+ALGORITHMS: tuple[str, ...] = ("RS256", "RS384", "RS512", "PS256", "PS384", "PS512", "ES256", "ES384", "ES512", "EdDSA")
 _CANONICAL = {name.lower(): name for name in ALGORITHMS}
 
 DEFAULT_ALG = "RS256"
@@ -72,18 +67,18 @@ class AuthConfig:
     issuer: str | None = None
     audience: str | None = None
     pubkey_pem: bytes | None = None
-    pubkey_source: str | None = None          # where the PEM came from, for messages
+    pubkey_source: str | None = None  # where the PEM came from, for messages
     jwks_url: str | None = None
     max_token_bytes: int = MAX_TOKEN_BYTES
     token_cache_size: int = 4096
-    jwks_timeout: float = 2.0                 # seconds, whole fetch
-    jwks_max_bytes: int = 1 << 20             # response body cap
+    jwks_timeout: float = 2.0  # seconds, whole fetch
+    jwks_max_bytes: int = 1 << 20  # response body cap
     # At most one fetch per interval: a token with an unknown `kid` (a key the IdP just
     # rotated in, or a random one) fetches at most this often, so a new key is accepted
     # within 10 s and a flood of random kids costs the IdP 6 requests a minute.
     jwks_min_interval: float = 10.0
-    jwks_default_max_age: float = 300.0       # when the response has no max-age
-    jwks_max_max_age: float = 86400.0         # a huge max-age is clamped to this
+    jwks_default_max_age: float = 300.0  # when the response has no max-age
+    jwks_max_max_age: float = 86400.0  # a huge max-age is clamped to this
 
 
 # The variable that overrides each `[auth]` key (rule 1).
@@ -110,8 +105,9 @@ def _text(value: str, name: str) -> str:
     return value
 
 
-def _setting(environ: Mapping[str, str], schema_auth: AuthSettings, key: str,
-             parse: Callable[[Any, str], T]) -> T | None:
+def _setting(
+    environ: Mapping[str, str], schema_auth: AuthSettings, key: str, parse: Callable[[Any, str], T]
+) -> T | None:
     """Rules 1 and 2 for one setting: the variable's value, else the `[auth]` key's, else
     None (the caller's default); `parse(value, where)` names the one that was wrong."""
     variable = VARIABLES[key]
@@ -156,9 +152,11 @@ def parse_leeway(value: str | int, name: str) -> int:
 def _check_jwks_url(url: str, name: str) -> str:
     parts = urllib.parse.urlsplit(url)
     if parts.scheme not in ("http", "https") or not parts.hostname:
-        raise ConfigError(f"{name}={url!r} is not an http(s) URL; expected e.g. https://id.example.com/.well-known/jwks.json")
+        raise ConfigError(
+            f"{name}={url!r} is not an http(s) URL; expected e.g. https://id.example.com/.well-known/jwks.json"
+        )
     try:
-        _ = parts.port                     # raises for a port out of range
+        _ = parts.port  # raises for a port out of range
     except ValueError:
         raise ConfigError(f"{name}={url!r} has an invalid port") from None
     if parts.username or parts.password:
@@ -188,9 +186,7 @@ def _read_pem(value: str, name: str, schema_relative: str | None) -> tuple[bytes
     return data, f"{name}={value!r}"
 
 
-def load_auth_config(
-    environ: Mapping[str, str], schema_auth: AuthSettings, schema_dir: str
-) -> AuthConfig | None:
+def load_auth_config(environ: Mapping[str, str], schema_auth: AuthSettings, schema_dir: str) -> AuthConfig | None:
     """The guard configuration, or None when no key source is set (guard off).
 
     Raises ConfigError, naming the variable and what it accepts, for: both key sources,
@@ -221,7 +217,7 @@ def load_auth_config(
 
     alg = _setting(environ, schema_auth, "alg", parse_alg) or DEFAULT_ALG
     leeway = _setting(environ, schema_auth, "leeway", parse_leeway)
-    tenant = _get(environ, "SERVICE_TENANT")       # its name passed dbsvc.config's check
+    tenant = _get(environ, "SERVICE_TENANT")  # its name passed dbsvc.config's check
     if tenant is None:
         raise ConfigError(
             "SERVICE_TENANT is required when the token guard is on (SERVICE_JWT_PUBKEY or "
@@ -237,9 +233,7 @@ def load_auth_config(
         try:
             load_pem_key(pem, alg)
         except UnusableKey as exc:
-            raise ConfigError(
-                f"{source}: {exc}; expected a PEM public key or certificate usable with {alg}"
-            ) from None
+            raise ConfigError(f"{source}: {exc}; expected a PEM public key or certificate usable with {alg}") from None
     else:
         assert jwks_url is not None
         jwks_url = _check_jwks_url(jwks_url, jwks_name)

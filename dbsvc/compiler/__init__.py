@@ -76,8 +76,7 @@ def build_module(schema: Schema) -> ast.Module:
     """The generated module's tree for a checked schema. It has no source locations: it
     is meant for `ast.unparse` (`generate_source`), whose text is what gets compiled."""
     check_invariants(schema)
-    documents = ApiDocuments(openapi=_compact(build_openapi(schema)),
-                             asyncapi=_compact(build_asyncapi(schema)))
+    documents = ApiDocuments(openapi=_compact(build_openapi(schema)), asyncapi=_compact(build_asyncapi(schema)))
     tree = build_tree(schema, describe_schema(schema), __version__, documents)
     top = [n.name for n in tree.body if isinstance(n, ast.FunctionDef)]
     top += [t.id for n in tree.body if isinstance(n, ast.Assign) for t in n.targets if isinstance(t, ast.Name)]

@@ -81,8 +81,10 @@ def build_project(schema: Schema, model: Model, index: int) -> ast.FunctionDef:
 
 def build_decode(schema: Schema, model: Model) -> ast.FunctionDef:
     record = dict_([(const(f.name), subscript(name("row"), const(i))) for i, f in enumerate(model.fields)])
-    doc = (origin(schema, model.line, model.name)
-           + "\n\nValues in declaration order (storage/rows.py unpacks them) -> record.")
+    doc = (
+        origin(schema, model.line, model.name)
+        + "\n\nValues in declaration order (storage/rows.py unpacks them) -> record."
+    )
     return function(per_model("decode", model), ["row"], doc, [return_(record)])
 
 
@@ -97,8 +99,9 @@ def build_members(model: Model) -> Stmts:
     sorted on an enum share a few key strings instead of holding a million (64 bytes each
     for a short member). The members are constants of the generated module, interned like
     any identifier."""
-    return [assign(per_field("members", model, f), literal({m: m for m in f.enum_members}))
-            for _i, f in enum_fields(model)]
+    return [
+        assign(per_field("members", model, f), literal({m: m for m in f.enum_members})) for _i, f in enum_fields(model)
+    ]
 
 
 def build_row(schema: Schema, model: Model) -> ast.FunctionDef:
@@ -113,8 +116,10 @@ def build_row(schema: Schema, model: Model) -> ast.FunctionDef:
         if f.type is FieldType.ENUM:
             value = call(f"{RT}.shared", name(per_field("members", model, f)), value)
         values.append(value)
-    doc = (origin(schema, model.line, model.name)
-           + "\n\nRecord -> its values in declaration order (storage packs them, storage/rows.py).")
+    doc = (
+        origin(schema, model.line, model.name)
+        + "\n\nRecord -> its values in declaration order (storage packs them, storage/rows.py)."
+    )
     return function(per_model("row", model), ["record"], doc, [return_(tuple_(values))])
 
 
@@ -151,11 +156,20 @@ def build_compiled_model(model: Model) -> ast.Assign:
         "row": name(per_model("row", model)),
         "passes": name(per_model("passes", model)),
         "shared_values": dict_([(const(i), name(per_field("members", model, f))) for i, f in enum_fields(model)]),
-        "key_arrays": dict_([(const(f.name), const(KEY_ARRAYS[f.type])) for f in model.fields
-                             if f.sortable and f.type in KEY_ARRAYS]),
+        "key_arrays": dict_(
+            [(const(f.name), const(KEY_ARRAYS[f.type])) for f in model.fields if f.sortable and f.type in KEY_ARRAYS]
+        ),
     }
-    for action in ("validate_create", "validate_replace", "validate_patch", "parse_id",
-                   "parse_list_query", "parse_get_query", "parse_feed_query", "match"):
+    for action in (
+        "validate_create",
+        "validate_replace",
+        "validate_patch",
+        "parse_id",
+        "parse_list_query",
+        "parse_get_query",
+        "parse_feed_query",
+        "match",
+    ):
         arguments[action] = name(per_model(action, model))
     return assign(model_constant(model), call("CompiledModel", **arguments))
 
@@ -196,8 +210,9 @@ class ApiDocuments:
     asyncapi: str = "{}"
 
 
-def build_tree(schema: Schema, description: dict[str, Any], version: str,
-               documents: ApiDocuments = ApiDocuments()) -> ast.Module:
+def build_tree(
+    schema: Schema, description: dict[str, Any], version: str, documents: ApiDocuments = ApiDocuments()
+) -> ast.Module:
     """The whole module; `description` is `describe_schema(schema)`, `documents` the API
     documents of `schema`. The tree carries no line numbers: unparse it, then compile the text."""
     body: Stmts = [
@@ -220,12 +235,15 @@ def build_tree(schema: Schema, description: dict[str, Any], version: str,
         assign("SCHEMA_PATH", const(schema.path)),
         assign("OPENAPI_JSON", const(documents.openapi)),
         assign("ASYNCAPI_JSON", const(documents.asyncapi)),
-        if_(eq(name("__name__"), const("__main__")), [
-            import_("dbsvc.service"),
-            raise_(call("SystemExit", call(
-                "dbsvc.service.main", subscript(dotted("sys.modules"), name("__name__")),
-            ))),
-        ]),
+        if_(
+            eq(name("__name__"), const("__main__")),
+            [
+                import_("dbsvc.service"),
+                raise_(
+                    call("SystemExit", call("dbsvc.service.main", subscript(dotted("sys.modules"), name("__name__"))))
+                ),
+            ],
+        ),
     ]
     # No source locations: the tree exists to be unparsed, and the text is what gets
     # compiled (a walk filling locations in would cost more than building the tree).

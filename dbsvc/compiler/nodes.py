@@ -204,17 +204,28 @@ def for_(target: str | tuple[str, ...], iterable: ast.expr, body: Sequence[ast.s
 def function(func_name: str, params: Sequence[str], docstring: str, body: Sequence[ast.stmt]) -> ast.FunctionDef:
     """`def func_name(params): "docstring"; body`."""
     args = ast.arguments(
-        posonlyargs=[], args=[ast.arg(arg=p) for p in params], vararg=None,
-        kwonlyargs=[], kw_defaults=[], kwarg=None, defaults=[],
+        posonlyargs=[],
+        args=[ast.arg(arg=p) for p in params],
+        vararg=None,
+        kwonlyargs=[],
+        kw_defaults=[],
+        kwarg=None,
+        defaults=[],
     )
-    if "\n" in docstring:   # indent continuation lines the way a hand-written docstring is
+    if "\n" in docstring:  # indent continuation lines the way a hand-written docstring is
         first, *rest = docstring.split("\n")
         docstring = "\n".join([first, *[("    " + line) if line else "" for line in rest]]) + "\n    "
     # Type parameters (PEP 695) are a field from 3.12 on.
     version_fields: dict[str, Any] = {"type_params": []} if sys.version_info >= (3, 12) else {}
     return ast.FunctionDef(
-        name=func_name, args=args, body=[expr(const(docstring)), *body],
-        decorator_list=[], returns=None, type_comment=None, lineno=0, **version_fields,
+        name=func_name,
+        args=args,
+        body=[expr(const(docstring)), *body],
+        decorator_list=[],
+        returns=None,
+        type_comment=None,
+        lineno=0,
+        **version_fields,
     )
 
 

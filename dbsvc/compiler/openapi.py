@@ -78,10 +78,8 @@ def build_openapi(schema: Schema) -> dict[str, Any]:
     schemas.update(problem_schemas())
     return {
         "openapi": OPENAPI_VERSION,
-        "info": {"title": stem, "version": __version__,
-                 "description": _info_description(schema, stem)},
-        "servers": [{"url": "http://127.0.0.1:3000",
-                     "description": "the defaults of SERVICE_HOST and SERVICE_PORT"}],
+        "info": {"title": stem, "version": __version__, "description": _info_description(schema, stem)},
+        "servers": [{"url": "http://127.0.0.1:3000", "description": "the defaults of SERVICE_HOST and SERVICE_PORT"}],
         "tags": _tags(schema),
         "paths": paths,
         "components": {
@@ -89,13 +87,17 @@ def build_openapi(schema: Schema) -> dict[str, Any]:
             "parameters": shared_parameters(),
             "headers": header_components(),
             "responses": error_response_components(),
-            "securitySchemes": {BEARER: {
-                "type": "http", "scheme": "bearer", "bearerFormat": "JWT",
-                "description": "A JWT from the external identity provider, verified only: "
-                "enforced only when SERVICE_JWT_PUBKEY or SERVICE_JWKS_URL is set (otherwise "
-                "every request passes). WebSocket clients that cannot set Authorization may "
-                "offer the subprotocols `bearer` and `bearer.<JWT>`.",
-            }},
+            "securitySchemes": {
+                BEARER: {
+                    "type": "http",
+                    "scheme": "bearer",
+                    "bearerFormat": "JWT",
+                    "description": "A JWT from the external identity provider, verified only: "
+                    "enforced only when SERVICE_JWT_PUBKEY or SERVICE_JWKS_URL is set (otherwise "
+                    "every request passes). WebSocket clients that cannot set Authorization may "
+                    "offer the subprotocols `bearer` and `bearer.<JWT>`.",
+                }
+            },
         },
         "security": [{BEARER: []}],
     }
@@ -135,25 +137,37 @@ def _add_crud_paths(paths: dict[str, Any], model: Model) -> None:
     projection = projection_parameter(model)
     paths[collection_path(kebab)] = {
         "get": {
-            "tags": [name], "operationId": f"list_{oid}",
+            "tags": [name],
+            "operationId": f"list_{oid}",
             "summary": f"List {name} records with filters, sort and pagination",
-            "parameters": parameter_list(*filter_parameters(model), sort_parameter(model),
-                                  ref("limit", "parameters"), ref("offset", "parameters"),
-                                  projection, ref("as_of", "parameters")),
+            "parameters": parameter_list(
+                *filter_parameters(model),
+                sort_parameter(model),
+                ref("limit", "parameters"),
+                ref("offset", "parameters"),
+                projection,
+                ref("as_of", "parameters"),
+            ),
             "responses": {
                 "200": json_response("One page of matches.", ref(f"{name}.Page"), *read_headers),
                 **errors_for(400, 401, 403, 503),
             },
         },
         "post": {
-            "tags": [name], "operationId": f"create_{oid}", "summary": f"Create a {name}",
+            "tags": [name],
+            "operationId": f"create_{oid}",
+            "summary": f"Create a {name}",
             "requestBody": request_body(f"{name}.Create", f"The new `{name}`."),
             "responses": {
-                "201": {"description": "Created.",
-                        "headers": {"X-Request-Id": ref("X-Request-Id", "headers"),
-                                    "Location": ref("Location", "headers"),
-                                    "Dbsvc-Offset": ref("Dbsvc-Offset", "headers")},
-                        "content": {JSON: {"schema": ref(f"{name}.Created")}}},
+                "201": {
+                    "description": "Created.",
+                    "headers": {
+                        "X-Request-Id": ref("X-Request-Id", "headers"),
+                        "Location": ref("Location", "headers"),
+                        "Dbsvc-Offset": ref("Dbsvc-Offset", "headers"),
+                    },
+                    "content": {JSON: {"schema": ref(f"{name}.Created")}},
+                },
                 **errors_for(400, 401, 403, 409, 413, 415, 422, 503),
             },
         },
@@ -162,33 +176,43 @@ def _add_crud_paths(paths: dict[str, Any], model: Model) -> None:
     paths[item_path(kebab)] = {
         "parameters": [id_parameter(model)],
         "get": {
-            "tags": [name], "operationId": f"get_{oid}", "summary": f"Fetch one {name}",
+            "tags": [name],
+            "operationId": f"get_{oid}",
+            "summary": f"Fetch one {name}",
             "parameters": parameter_list(projection, ref("as_of", "parameters")),
             "responses": {
-                "200": json_response("The record (projected when `projection` is given).",
-                                      record_or_projection(model), *read_headers),
+                "200": json_response(
+                    "The record (projected when `projection` is given).", record_or_projection(model), *read_headers
+                ),
                 **errors_for(400, 401, 403, 404, 503),
             },
         },
         "put": {
-            "tags": [name], "operationId": f"replace_{oid}", "summary": f"Replace a whole {name}",
+            "tags": [name],
+            "operationId": f"replace_{oid}",
+            "summary": f"Replace a whole {name}",
             "requestBody": request_body(f"{name}.Replace", "The whole record."),
-            "responses": {"200": json_response("The stored record.", ref(name), "Dbsvc-Offset"),
-                          **write_errors},
+            "responses": {"200": json_response("The stored record.", ref(name), "Dbsvc-Offset"), **write_errors},
         },
         "patch": {
-            "tags": [name], "operationId": f"patch_{oid}",
+            "tags": [name],
+            "operationId": f"patch_{oid}",
             "summary": f"Change some fields of a {name}",
             "requestBody": request_body(f"{name}.Patch", "The fields to change."),
-            "responses": {"200": json_response("The stored record.", ref(name), "Dbsvc-Offset"),
-                          **write_errors},
+            "responses": {"200": json_response("The stored record.", ref(name), "Dbsvc-Offset"), **write_errors},
         },
         "delete": {
-            "tags": [name], "operationId": f"delete_{oid}", "summary": f"Delete a {name}",
+            "tags": [name],
+            "operationId": f"delete_{oid}",
+            "summary": f"Delete a {name}",
             "responses": {
-                "204": {"description": "Deleted.",
-                        "headers": {"X-Request-Id": ref("X-Request-Id", "headers"),
-                                    "Dbsvc-Offset": ref("Dbsvc-Offset", "headers")}},
+                "204": {
+                    "description": "Deleted.",
+                    "headers": {
+                        "X-Request-Id": ref("X-Request-Id", "headers"),
+                        "Dbsvc-Offset": ref("Dbsvc-Offset", "headers"),
+                    },
+                },
                 **errors_for(400, 401, 403, 404, 409, 503),
             },
         },
@@ -196,10 +220,13 @@ def _add_crud_paths(paths: dict[str, Any], model: Model) -> None:
 
 
 def _switching(description: str) -> dict[str, Any]:
-    return {"description": description, "headers": {
-        "Upgrade": {"description": "`websocket`.", "schema": {"type": "string"}},
-        "Sec-WebSocket-Accept": {"description": "RFC 6455 §4.2.2.", "schema": {"type": "string"}},
-    }}
+    return {
+        "description": description,
+        "headers": {
+            "Upgrade": {"description": "`websocket`.", "schema": {"type": "string"}},
+            "Sec-WebSocket-Accept": {"description": "RFC 6455 §4.2.2.", "schema": {"type": "string"}},
+        },
+    }
 
 
 def _ws_parameters() -> list[dict[str, Any]]:
@@ -208,31 +235,38 @@ def _ws_parameters() -> list[dict[str, Any]]:
 
 def _add_feed_paths(paths: dict[str, Any], model: Model) -> None:
     name, kebab, oid = model.name, model.kebab, _op_id(model)
-    query = parameter_list(*filter_parameters(model), projection_parameter(model),
-                    ref("after", "parameters"), *_ws_parameters())
+    query = parameter_list(
+        *filter_parameters(model), projection_parameter(model), ref("after", "parameters"), *_ws_parameters()
+    )
     errors = errors_for(400, 401, 403, 410, 426, 503)
-    paths[feed_path(SUBSCRIBE, kebab)] = {"get": {
-        "tags": ["realtime", name], "operationId": f"subscribe_{oid}",
-        "summary": f"Change feed of {name} (WebSocket)",
-        "description": f"Text frames, one JSON event each: `insert`, `update` (with `previous`), "
-        f"`delete` (the last `record`) of matching `{name}` records, and `link` events when a "
-        "child record starts or stops referencing one, e.g. "
-        f'`{{"kind": "insert", "model": "{name}", "offset": 41, "watermark": 12, "id": 7, '
-        '"record": {...}}`. A subscriber whose buffer fills is closed with 1013 '
-        "`lagged after <offset>`; resubscribe with `after=` that offset.",
-        "parameters": query,
-        "responses": {"101": _switching("Upgraded; events follow."), **errors},
-    }}
-    paths[feed_path(LIVE_QUERY, kebab)] = {"get": {
-        "tags": ["realtime", name], "operationId": f"live_query_{oid}",
-        "summary": f"Live result set of {name} (WebSocket)",
-        "description": f"`{name}LiveDelta` text frames: first `Init` (`records`, `watermark`), "
-        "then `Added` / `Updated` (`record`) and `Removed` (`id`) as records enter, change "
-        f"inside or leave the result set. The route also answers at /live-query/{name}. "
-        "Resumed with `after`, no `Init` is sent.",
-        "parameters": query,
-        "responses": {"101": _switching("Upgraded; deltas follow."), **errors},
-    }}
+    paths[feed_path(SUBSCRIBE, kebab)] = {
+        "get": {
+            "tags": ["realtime", name],
+            "operationId": f"subscribe_{oid}",
+            "summary": f"Change feed of {name} (WebSocket)",
+            "description": f"Text frames, one JSON event each: `insert`, `update` (with `previous`), "
+            f"`delete` (the last `record`) of matching `{name}` records, and `link` events when a "
+            "child record starts or stops referencing one, e.g. "
+            f'`{{"kind": "insert", "model": "{name}", "offset": 41, "watermark": 12, "id": 7, '
+            '"record": {...}}`. A subscriber whose buffer fills is closed with 1013 '
+            "`lagged after <offset>`; resubscribe with `after=` that offset.",
+            "parameters": query,
+            "responses": {"101": _switching("Upgraded; events follow."), **errors},
+        }
+    }
+    paths[feed_path(LIVE_QUERY, kebab)] = {
+        "get": {
+            "tags": ["realtime", name],
+            "operationId": f"live_query_{oid}",
+            "summary": f"Live result set of {name} (WebSocket)",
+            "description": f"`{name}LiveDelta` text frames: first `Init` (`records`, `watermark`), "
+            "then `Added` / `Updated` (`record`) and `Removed` (`id`) as records enter, change "
+            f"inside or leave the result set. The route also answers at /live-query/{name}. "
+            "Resumed with `after`, no `Init` is sent.",
+            "parameters": query,
+            "responses": {"101": _switching("Upgraded; deltas follow."), **errors},
+        }
+    }
 
 
 def _replicate_operation(schema: Schema) -> dict[str, Any]:
@@ -241,17 +275,24 @@ def _replicate_operation(schema: Schema) -> dict[str, Any]:
     errors["404"] = ref("ReplicationDisabled", "responses")
     errors = dict(sorted(errors.items()))
     return {
-        "tags": ["realtime"], "operationId": "replicate",
+        "tags": ["realtime"],
+        "operationId": "replicate",
         "summary": "Durable, resumable replication (WebSocket)",
         "description": "Binary frames, one `PersistedEvent` each: `u64 offset | u32 "
         "crc32(payload) | u32 length | payload` (big-endian), the payload the JSON of an "
         "insert/update/delete event. Offsets are global, gap-free and survive restarts and "
         f"compaction. Replication is {state} in this schema (`[runtime].replication`); when "
         "off the route answers 404 `replication_disabled`.",
-        "parameters": [parameter(
-            "after", "query", "Start after this global offset. Older than the retained log: 410 "
-            "`offset_gone`; ahead of the head: 400 `offset_out_of_range`.",
-            {"type": "integer", "minimum": 0, "default": 0}), *_ws_parameters()],
+        "parameters": [
+            parameter(
+                "after",
+                "query",
+                "Start after this global offset. Older than the retained log: 410 "
+                "`offset_gone`; ahead of the head: 400 `offset_out_of_range`.",
+                {"type": "integer", "minimum": 0, "default": 0},
+            ),
+            *_ws_parameters(),
+        ],
         "responses": {"101": _switching("Upgraded; frames follow."), **errors},
     }
 
@@ -260,7 +301,8 @@ def _replicate_snapshot_operation() -> dict[str, Any]:
     errors = errors_for(400, 401, 403, 426, 503)
     errors["404"] = ref("ReplicationDisabled", "responses")
     return {
-        "tags": ["realtime"], "operationId": "replicate_snapshot",
+        "tags": ["realtime"],
+        "operationId": "replicate_snapshot",
         "summary": "The epoch's snapshot, to bootstrap a read replica (WebSocket)",
         "description": "A text header `{\"type\": \"snapshot\", \"format\": 1, \"epoch\", \"offset\", "
         "\"fingerprint\"}`, the snapshot file as binary messages (each line `CRC JSON`), then "
@@ -274,52 +316,88 @@ def _replicate_snapshot_operation() -> dict[str, Any]:
 
 
 def _add_operational(paths: dict[str, Any], schemas: dict[str, Any], schema: Schema) -> None:
-    counts = {"type": "object", "additionalProperties": {"type": "integer", "minimum": 0},
-              "propertyNames": {"enum": [m.name for m in schema.models]}}
-    schemas["Health"] = object_schema({
-        "status": {"type": "string", "const": "ok"},
-        "version": {"type": "string", "description": "The dbsvc version serving."},
-        "schema": {"type": "string", "description": "The schema's fingerprint (16 hex digits)."},
-        "storage": {"type": "string", "description": "Only while the store refuses writes: why."},
-        "detail": {"type": "string", "description": "Only while the store refuses writes: what to do."},
-    }, ["status", "version", "schema"], "Liveness: the process answers, and which build it is.")
-    schemas["Ready"] = object_schema({"status": {"type": "string", "const": "ready"}}, ["status"],
-                               "Readiness: the store answers a read.")
-    schemas["Metrics"] = object_schema({
-        "model_count": {"type": "integer", "minimum": 0},
-        "rows_per_model": {**counts, "description": "Live records per declared model name."},
-        "total_rows": {"type": "integer", "minimum": 0},
-        "realtime": object_schema({
-            "subscriptions": {"type": "integer", "minimum": 0, "description": "Open /subscribe sockets."},
-            "live_queries": {"type": "integer", "minimum": 0, "description": "Open /live-query sockets."},
-            "replication_streams": {"type": "integer", "minimum": 0, "description": "Open /replicate sockets."},
-            "events_sent": {"type": "integer", "minimum": 0,
-                            "description": "Feed messages sent since start (Init included)."},
-            "lagged_closes": {"type": "integer", "minimum": 0,
-                              "description": "Sockets closed with 1013 because their buffer filled."},
-        }, ["subscriptions", "live_queries", "replication_streams", "events_sent", "lagged_closes"],
-            "WebSocket feed counters."),
-    }, ["model_count", "rows_per_model", "total_rows", "realtime"], "Per-model row counts, and the "
-       "realtime feeds' counters.")
+    counts = {
+        "type": "object",
+        "additionalProperties": {"type": "integer", "minimum": 0},
+        "propertyNames": {"enum": [m.name for m in schema.models]},
+    }
+    schemas["Health"] = object_schema(
+        {
+            "status": {"type": "string", "const": "ok"},
+            "version": {"type": "string", "description": "The dbsvc version serving."},
+            "schema": {"type": "string", "description": "The schema's fingerprint (16 hex digits)."},
+            "storage": {"type": "string", "description": "Only while the store refuses writes: why."},
+            "detail": {"type": "string", "description": "Only while the store refuses writes: what to do."},
+        },
+        ["status", "version", "schema"],
+        "Liveness: the process answers, and which build it is.",
+    )
+    schemas["Ready"] = object_schema(
+        {"status": {"type": "string", "const": "ready"}}, ["status"], "Readiness: the store answers a read."
+    )
+    schemas["Metrics"] = object_schema(
+        {
+            "model_count": {"type": "integer", "minimum": 0},
+            "rows_per_model": {**counts, "description": "Live records per declared model name."},
+            "total_rows": {"type": "integer", "minimum": 0},
+            "realtime": object_schema(
+                {
+                    "subscriptions": {"type": "integer", "minimum": 0, "description": "Open /subscribe sockets."},
+                    "live_queries": {"type": "integer", "minimum": 0, "description": "Open /live-query sockets."},
+                    "replication_streams": {"type": "integer", "minimum": 0, "description": "Open /replicate sockets."},
+                    "events_sent": {
+                        "type": "integer",
+                        "minimum": 0,
+                        "description": "Feed messages sent since start (Init included).",
+                    },
+                    "lagged_closes": {
+                        "type": "integer",
+                        "minimum": 0,
+                        "description": "Sockets closed with 1013 because their buffer filled.",
+                    },
+                },
+                ["subscriptions", "live_queries", "replication_streams", "events_sent", "lagged_closes"],
+                "WebSocket feed counters.",
+            ),
+        },
+        ["model_count", "rows_per_model", "total_rows", "realtime"],
+        "Per-model row counts, and the realtime feeds' counters.",
+    )
     schemas["Snapshot"] = {
-        "type": "object", "description": "Current watermarks for `as_of` reads.",
+        "type": "object",
+        "description": "Current watermarks for `as_of` reads.",
         "properties": {
             "watermarks": {**counts, "description": "Watermark per declared model name."},
-            "epoch": {"type": "string", "description": "Opaque compaction epoch; watermarks of "
-                      "another epoch are meaningless."},
+            "epoch": {
+                "type": "string",
+                "description": "Opaque compaction epoch; watermarks of another epoch are meaningless.",
+            },
             "replication": {"type": "boolean", "description": "Whether /replicate works."},
-            "offset": {"type": "integer", "minimum": 0, "description": "The global offset of the last "
-                       "acknowledged row (0 before any): `after=` this misses nothing that follows."},
-            "fingerprint": {"type": "string", "description": "The schema's fingerprint (16 hex "
-                            "digits); a read replica must have the same."},
+            "offset": {
+                "type": "integer",
+                "minimum": 0,
+                "description": "The global offset of the last "
+                "acknowledged row (0 before any): `after=` this misses nothing that follows.",
+            },
+            "fingerprint": {
+                "type": "string",
+                "description": "The schema's fingerprint (16 hex digits); a read replica must have the same.",
+            },
         },
         "required": ["watermarks", "epoch", "replication", "offset", "fingerprint"],
     }
     for route in OPERATIONAL:
-        body = ref(route.schema) if route.schema is not None else {
-            "type": "object", "description": "A JSON document generated with the handlers."}
-        paths[route.path] = {"get": {
-            "tags": ["operations"], "operationId": route.name, "summary": route.summary,
-            "security": [],
-            "responses": {"200": json_response("OK.", body), **errors_for(503)},
-        }}
+        body = (
+            ref(route.schema)
+            if route.schema is not None
+            else {"type": "object", "description": "A JSON document generated with the handlers."}
+        )
+        paths[route.path] = {
+            "get": {
+                "tags": ["operations"],
+                "operationId": route.name,
+                "summary": route.summary,
+                "security": [],
+                "responses": {"200": json_response("OK.", body), **errors_for(503)},
+            }
+        }

@@ -27,67 +27,112 @@ MAX_HEAD = 16 * 1024  # mirrors dbsvc.http.connection.MAX_HEAD; the compiler mus
 
 # status -> (component name, description); every error response shares the Problem schema.
 ERROR_RESPONSES: dict[int, tuple[str, str]] = {
-    400: ("BadRequest", "`bad_query`: unknown parameter, filter or sort on a field not allowed, "
-          "unparsable value, unknown projection, bad `as_of`; `bad_request`: body not a JSON "
-          "object, a path id that does not parse as the primary key, or (any route) a request "
-          "target that is not valid percent-encoded UTF-8, or both Content-Length and "
-          "Transfer-Encoding; `offset_out_of_range`: a WebSocket `after` ahead of the head."),
-    401: ("Unauthorized", "`unauthorized`: missing, malformed, badly signed, expired or not yet "
-          "valid bearer token (only when the guard is configured)."),
-    403: ("Forbidden", "`forbidden`: the token's tenant claim is missing or differs from "
-          "SERVICE_TENANT (only when the guard is configured)."),
+    400: (
+        "BadRequest",
+        "`bad_query`: unknown parameter, filter or sort on a field not allowed, "
+        "unparsable value, unknown projection, bad `as_of`; `bad_request`: body not a JSON "
+        "object, a path id that does not parse as the primary key, or (any route) a request "
+        "target that is not valid percent-encoded UTF-8, or both Content-Length and "
+        "Transfer-Encoding; `offset_out_of_range`: a WebSocket `after` ahead of the head.",
+    ),
+    401: (
+        "Unauthorized",
+        "`unauthorized`: missing, malformed, badly signed, expired or not yet "
+        "valid bearer token (only when the guard is configured).",
+    ),
+    403: (
+        "Forbidden",
+        "`forbidden`: the token's tenant claim is missing or differs from "
+        "SERVICE_TENANT (only when the guard is configured).",
+    ),
     404: ("NotFound", "`not_found`: no record with this id."),
-    405: ("MethodNotAllowed", "`method_not_allowed`: the path exists but not for this method; "
-          "the `Allow` header lists the methods it has."),
-    409: ("Conflict", "`unique_violation` or `foreign_key_violation` on a write; `referenced` "
-          "when deleting a record that child records still reference."),
+    405: (
+        "MethodNotAllowed",
+        "`method_not_allowed`: the path exists but not for this method; the `Allow` header lists the methods it has.",
+    ),
+    409: (
+        "Conflict",
+        "`unique_violation` or `foreign_key_violation` on a write; `referenced` "
+        "when deleting a record that child records still reference.",
+    ),
     410: ("Gone", "`offset_gone`: `after` is older than the retained events."),
-    413: ("PayloadTooLarge", "`payload_too_large`: body over SERVICE_MAX_BODY bytes (any route: "
-          "checked before routing)."),
-    414: ("UriTooLong", "`bad_request`: the request line alone is over the server's limit of "
-          f"{MAX_HEAD // 1024} KiB for a request head (any route): a target too long."),
+    413: (
+        "PayloadTooLarge",
+        "`payload_too_large`: body over SERVICE_MAX_BODY bytes (any route: checked before routing).",
+    ),
+    414: (
+        "UriTooLong",
+        "`bad_request`: the request line alone is over the server's limit of "
+        f"{MAX_HEAD // 1024} KiB for a request head (any route): a target too long.",
+    ),
     415: ("UnsupportedMediaType", "`unsupported_media_type`: a Content-Type that is not JSON."),
     422: ("UnprocessableContent", "`constraint_violation`: `errors` lists every invalid field."),
-    426: ("UpgradeRequired", "`bad_request`: a WebSocket route asked without a WebSocket "
-          "opening handshake (or a version other than 13); `Upgrade: websocket` and "
-          "`Sec-WebSocket-Version: 13` say what is expected."),
-    431: ("HeadersTooLarge", "`bad_request`: the request head (line and headers) is over the "
-          f"server's limit of {MAX_HEAD // 1024} KiB (any route)."),
-    503: ("Unavailable", "`unavailable`: connection limit reached, or the store turned "
-          "read-only after an I/O error (writes)."),
+    426: (
+        "UpgradeRequired",
+        "`bad_request`: a WebSocket route asked without a WebSocket "
+        "opening handshake (or a version other than 13); `Upgrade: websocket` and "
+        "`Sec-WebSocket-Version: 13` say what is expected.",
+    ),
+    431: (
+        "HeadersTooLarge",
+        "`bad_request`: the request head (line and headers) is over the "
+        f"server's limit of {MAX_HEAD // 1024} KiB (any route).",
+    ),
+    503: (
+        "Unavailable",
+        "`unavailable`: connection limit reached, or the store turned read-only after an I/O error (writes).",
+    ),
 }
 
 
-def parameter(name: str, where: str, description: str, schema: dict[str, Any],
-              required: bool = False) -> dict[str, Any]:
-    return {"name": name, "in": where, "required": required, "description": description,
-            "schema": schema}
+def parameter(
+    name: str, where: str, description: str, schema: dict[str, Any], required: bool = False
+) -> dict[str, Any]:
+    return {"name": name, "in": where, "required": required, "description": description, "schema": schema}
 
 
 def shared_parameters() -> dict[str, Any]:
     count = {"type": "integer", "minimum": 0}
     return {
         "limit": parameter(
-            "limit", "query", f"Page size, default {DEFAULT_LIMIT}. Values above {MAX_LIMIT} are "
+            "limit",
+            "query",
+            f"Page size, default {DEFAULT_LIMIT}. Values above {MAX_LIMIT} are "
             f"accepted and clamped to {MAX_LIMIT}; the applied value is the page's `limit`.",
-            {**count, "default": DEFAULT_LIMIT}),
+            {**count, "default": DEFAULT_LIMIT},
+        ),
         "offset": parameter("offset", "query", "Number of matches skipped.", {**count, "default": 0}),
         "as_of": parameter(
-            "as_of", "query", "Point-in-time read at a watermark (a row count of the model, from "
+            "as_of",
+            "query",
+            "Point-in-time read at a watermark (a row count of the model, from "
             "`Dbsvc-Watermark` or /snapshot), valid within one compaction epoch. Ahead of the "
-            "current watermark is 400 `bad_query`.", count),
+            "current watermark is 400 `bad_query`.",
+            count,
+        ),
         "after": parameter(
-            "after", "query", "Replay the matching events after this global offset (from "
+            "after",
+            "query",
+            "Replay the matching events after this global offset (from "
             "`Dbsvc-Offset` or a `lagged after <offset>` close reason) before following live. "
             "No longer retained: 410 `offset_gone`; ahead of the head: 400 "
-            "`offset_out_of_range`.", count),
+            "`offset_out_of_range`.",
+            count,
+        ),
         "Upgrade": parameter(
-            "Upgrade", "header", "WebSocket opening handshake (RFC 6455 §4.1), with "
+            "Upgrade",
+            "header",
+            "WebSocket opening handshake (RFC 6455 §4.1), with "
             "`Connection: Upgrade`, `Sec-WebSocket-Key` and `Sec-WebSocket-Version: 13`.",
-            {"type": "string", "enum": ["websocket"]}, required=True),
+            {"type": "string", "enum": ["websocket"]},
+            required=True,
+        ),
         "Sec-WebSocket-Protocol": parameter(
-            "Sec-WebSocket-Protocol", "header", "For browsers, which cannot set Authorization: "
-            "offer `bearer, bearer.<JWT>`; the server answers `bearer`.", {"type": "string"}),
+            "Sec-WebSocket-Protocol",
+            "header",
+            "For browsers, which cannot set Authorization: offer `bearer, bearer.<JWT>`; the server answers `bearer`.",
+            {"type": "string"},
+        ),
     }
 
 
@@ -101,10 +146,19 @@ def filter_parameters(model: Model) -> list[dict[str, Any]]:
         if f.nullable:
             items = nullable(items)
             note = " The literal `null` matches records where the field is null."
-        params.append({**parameter(
-            f.name, "query", f"Exact-match filter on `{f.name}`, compared by type. Repeat the "
-            "parameter to match any of several values; different fields are ANDed." + note,
-            {"type": "array", "items": items}), "style": "form", "explode": True})
+        params.append(
+            {
+                **parameter(
+                    f.name,
+                    "query",
+                    f"Exact-match filter on `{f.name}`, compared by type. Repeat the "
+                    "parameter to match any of several values; different fields are ANDed." + note,
+                    {"type": "array", "items": items},
+                ),
+                "style": "form",
+                "explode": True,
+            }
+        )
     return params
 
 
@@ -114,23 +168,29 @@ def sort_parameter(model: Model) -> dict[str, Any] | None:
         return None
     key = "-?(?:" + "|".join(re.escape(k) for k in keys) + ")"
     return parameter(
-        "sort", "query", "Comma-separated sort keys, each a sortable field, ascending, or "
+        "sort",
+        "query",
+        "Comma-separated sort keys, each a sortable field, ascending, or "
         "descending with a leading `-`; ties break on the primary key ascending. Without "
         f"`sort`, primary-key order. Sortable: {', '.join(f'`{k}`' for k in keys)}.",
-        {"type": "string", "pattern": f"^{key}(?:,{key})*$", "examples": [keys[0], f"-{keys[0]}"]})
+        {"type": "string", "pattern": f"^{key}(?:,{key})*$", "examples": [keys[0], f"-{keys[0]}"]},
+    )
 
 
 def projection_parameter(model: Model) -> dict[str, Any] | None:
     if not model.projections:
         return None
-    return parameter("projection", "query", "Return only the columns of this declared projection.",
-                  {"type": "string", "enum": [p.name for p in model.projections]})
+    return parameter(
+        "projection",
+        "query",
+        "Return only the columns of this declared projection.",
+        {"type": "string", "enum": [p.name for p in model.projections]},
+    )
 
 
 def id_parameter(model: Model) -> dict[str, Any]:
     f = model.id_field
-    return parameter("id", "path", f"The `{f.name}` of the `{model.name}` record.",
-                  scalar_schema(f), required=True)
+    return parameter("id", "path", f"The `{f.name}` of the `{model.name}` record.", scalar_schema(f), required=True)
 
 
 def header_components() -> dict[str, Any]:
@@ -138,18 +198,25 @@ def header_components() -> dict[str, Any]:
         return {"description": description, "required": required, "schema": schema}
 
     return {
-        "X-Request-Id": header("Identifier of this request, also in the log line and any "
-                               "problem body's `request_id`.", {"type": "string"}),
-        "Dbsvc-Watermark": header("The model's watermark (row count) this read was made at; "
-                                  "usable as `as_of`.", {"type": "integer", "minimum": 0}),
-        "Dbsvc-Offset": header("On a read, the global event offset when it was made (0 before "
-                               "any event; absent on `as_of` reads): subscribe with `after=` it to "
-                               "miss nothing. On a write, the offset of the row it wrote: a read "
-                               "replica whose `/snapshot` offset reached it holds the write.",
-                               {"type": "integer", "minimum": 0}, False),
+        "X-Request-Id": header(
+            "Identifier of this request, also in the log line and any problem body's `request_id`.", {"type": "string"}
+        ),
+        "Dbsvc-Watermark": header(
+            "The model's watermark (row count) this read was made at; usable as `as_of`.",
+            {"type": "integer", "minimum": 0},
+        ),
+        "Dbsvc-Offset": header(
+            "On a read, the global event offset when it was made (0 before "
+            "any event; absent on `as_of` reads): subscribe with `after=` it to "
+            "miss nothing. On a write, the offset of the row it wrote: a read "
+            "replica whose `/snapshot` offset reached it holds the write.",
+            {"type": "integer", "minimum": 0},
+            False,
+        ),
         "Location": header("Path of the created record.", {"type": "string"}),
-        "WWW-Authenticate": header('`Bearer realm="dbsvc"`, plus `error="invalid_token"` when a '
-                                   "token was sent.", {"type": "string"}),
+        "WWW-Authenticate": header(
+            '`Bearer realm="dbsvc"`, plus `error="invalid_token"` when a token was sent.', {"type": "string"}
+        ),
         "Allow": header("Methods the path has.", {"type": "string"}),
     }
 
@@ -162,11 +229,15 @@ def error_response_components() -> dict[str, Any]:
             headers["WWW-Authenticate"] = ref("WWW-Authenticate", "headers")
         if status == 405:
             headers["Allow"] = ref("Allow", "headers")
-        out[name] = {"description": description, "headers": headers,
-                     "content": {PROBLEM_JSON: {"schema": ref("Problem")}}}
+        out[name] = {
+            "description": description,
+            "headers": headers,
+            "content": {PROBLEM_JSON: {"schema": ref("Problem")}},
+        }
     out["ReplicationDisabled"] = {
         **out["NotFound"],
-        "description": "`replication_disabled`: `[runtime].replication` is off."}
+        "description": "`replication_disabled`: `[runtime].replication` is off.",
+    }
     return out
 
 
@@ -194,5 +265,4 @@ def parameter_list(*items: dict[str, Any] | None) -> list[dict[str, Any]]:
 
 
 def request_body(name: str, description: str) -> dict[str, Any]:
-    return {"required": True, "description": description,
-            "content": {JSON: {"schema": ref(name)}}}
+    return {"required": True, "description": description, "content": {JSON: {"schema": ref(name)}}}

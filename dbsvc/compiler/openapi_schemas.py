@@ -15,11 +15,23 @@ MAX_LIMIT = 1000  # mirrors dbsvc.runtime; the compiler layer must not import ru
 
 # Every RequestError the service answers, in the order docs/guide/errors.md lists the codes.
 _ERROR_CLASSES: tuple[type[_errors.RequestError], ...] = (
-    _errors.BadRequest, _errors.BadQuery, _errors.NotFound, _errors.MethodNotAllowed,
-    _errors.UniqueViolation, _errors.ForeignKeyViolation, _errors.Referenced,
-    _errors.ConstraintViolation, _errors.Unauthorized, _errors.Forbidden,
-    _errors.PayloadTooLarge, _errors.UnsupportedMediaType, _errors.ReplicationDisabled,
-    _errors.OffsetGone, _errors.OffsetOutOfRange, _errors.Unavailable, _errors.InternalError,
+    _errors.BadRequest,
+    _errors.BadQuery,
+    _errors.NotFound,
+    _errors.MethodNotAllowed,
+    _errors.UniqueViolation,
+    _errors.ForeignKeyViolation,
+    _errors.Referenced,
+    _errors.ConstraintViolation,
+    _errors.Unauthorized,
+    _errors.Forbidden,
+    _errors.PayloadTooLarge,
+    _errors.UnsupportedMediaType,
+    _errors.ReplicationDisabled,
+    _errors.OffsetGone,
+    _errors.OffsetOutOfRange,
+    _errors.Unavailable,
+    _errors.InternalError,
     _errors.ReadOnlyReplica,
 )
 ERROR_CODES: tuple[str, ...] = tuple(dict.fromkeys(cls.code for cls in _ERROR_CLASSES))
@@ -34,7 +46,7 @@ def ref(name: str, kind: str = "schemas") -> dict[str, str]:
 _SCALARS: dict[FieldType, dict[str, Any]] = {
     # The validators and id parsers refuse values outside int64 (422 / 400); say so in bounds
     # a generator honours, not only in the `format` hint.
-    FieldType.INT: {"type": "integer", "format": "int64", "minimum": -2**63, "maximum": 2**63 - 1},
+    FieldType.INT: {"type": "integer", "format": "int64", "minimum": -(2**63), "maximum": 2**63 - 1},
     FieldType.FLOAT: {"type": "number"},
     FieldType.STR: {"type": "string"},
     FieldType.BOOL: {"type": "boolean"},
@@ -129,47 +141,58 @@ def add_model_schemas(schemas: dict[str, Any], model: Model) -> None:
     body = {f.name: field_schema(f, with_default=True) for f in model.fields}
     create_required = [f.name for f in model.fields if f.required]
     id_name = model.id_field.name
-    schemas[name] = object_schema(stored, [f.name for f in model.fields],
-                            f"A stored `{name}` record; fields in declaration order.")
+    schemas[name] = object_schema(
+        stored, [f.name for f in model.fields], f"A stored `{name}` record; fields in declaration order."
+    )
     schemas[f"{name}.Create"] = object_schema(
-        body, create_required,
+        body,
+        create_required,
         f"Body of POST /api/{model.kebab}. Unknown fields, a missing required field and an "
-        "explicit null for a non-nullable field are 422; an integer is accepted for a float.")
+        "explicit null for a non-nullable field are 422; an integer is accepted for a float.",
+    )
     schemas[f"{name}.Replace"] = object_schema(
-        body, [n for n in create_required if n != id_name],
+        body,
+        [n for n in create_required if n != id_name],
         f"Body of PUT /api/{model.kebab}/{{id}}: the whole record. Omitted nullable fields become "
         "null, omitted fields with a default take it; the id comes from the path, and a body "
-        "id that differs from it is 422.")
+        "id that differs from it is 422.",
+    )
     schemas[f"{name}.Patch"] = object_schema(
-        body, [],
-        f"Body of PATCH /api/{model.kebab}/{{id}}: the top-level fields to change (a json field "
-        "is replaced whole).")
+        body,
+        [],
+        f"Body of PATCH /api/{model.kebab}/{{id}}: the top-level fields to change (a json field is replaced whole).",
+    )
     for p in model.projections:
         props = {fname: stored[fname] for fname in p.fields}
         schemas[f"{name}.projection.{p.name}"] = object_schema(
-            props, list(p.fields), f"Projection `{p.name}` of `{name}`.")
+            props, list(p.fields), f"Projection `{p.name}` of `{name}`."
+        )
     schemas[f"{name}.Page"] = {
         "type": "object",
         "description": f"One page of `{name}` records (projected when `projection` is given).",
         "properties": {
             "data": {"type": "array", "items": record_or_projection(model)},
             "total": {"type": "integer", "minimum": 0, "description": "Matches before pagination."},
-            "limit": {"type": "integer", "minimum": 0, "maximum": MAX_LIMIT,
-                      "description": "Page size applied (after clamping)."},
+            "limit": {
+                "type": "integer",
+                "minimum": 0,
+                "maximum": MAX_LIMIT,
+                "description": "Page size applied (after clamping).",
+            },
             "offset": {"type": "integer", "minimum": 0, "description": "Offset applied."},
         },
         "required": ["data", "total", "limit", "offset"],
         "additionalProperties": False,
     }
     schemas[f"{name}.Created"] = object_schema(
-        {"id": stored[id_name]}, ["id"], f"Answer of POST /api/{model.kebab}: the id of the created record.")
+        {"id": stored[id_name]}, ["id"], f"Answer of POST /api/{model.kebab}: the id of the created record."
+    )
 
 
 def record_or_projection(model: Model) -> dict[str, Any]:
     if not model.projections:
         return ref(model.name)
-    return {"anyOf": [ref(model.name)]
-            + [ref(f"{model.name}.projection.{p.name}") for p in model.projections]}
+    return {"anyOf": [ref(model.name)] + [ref(f"{model.name}.projection.{p.name}") for p in model.projections]}
 
 
 # ---------------------------------------------------------------- parameters
@@ -187,19 +210,29 @@ def problem_schemas() -> dict[str, Any]:
                 "code": {"type": "string", "enum": list(ERROR_CODES)},
                 "detail": {"type": "string"},
                 "request_id": {"type": "string", "description": "Same as `X-Request-Id`."},
-                "errors": {"type": "array", "items": ref("FieldError"),
-                           "description": "422 only: every violation."},
+                "errors": {"type": "array", "items": ref("FieldError"), "description": "422 only: every violation."},
                 # RFC 9457 §3.2 extension members some errors add.
-                "field": {"type": "string", "description": "409 `unique_violation` and "
-                          "`foreign_key_violation`: the field whose value conflicts."},
-                "count": {"type": "integer", "minimum": 1, "description": "409 `referenced`: "
-                          "how many child records still reference the record."},
-                "limit": {"type": "integer", "minimum": 0, "description": "413: SERVICE_MAX_BODY, "
-                          "in bytes."},
-                "head": {"type": "integer", "minimum": 0, "description": "400 "
-                         "`offset_out_of_range`: the current head offset."},
-                "oldest": {"type": "integer", "minimum": 0, "description": "410 `offset_gone`: "
-                           "the oldest offset still usable as `after`."},
+                "field": {
+                    "type": "string",
+                    "description": "409 `unique_violation` and "
+                    "`foreign_key_violation`: the field whose value conflicts.",
+                },
+                "count": {
+                    "type": "integer",
+                    "minimum": 1,
+                    "description": "409 `referenced`: how many child records still reference the record.",
+                },
+                "limit": {"type": "integer", "minimum": 0, "description": "413: SERVICE_MAX_BODY, in bytes."},
+                "head": {
+                    "type": "integer",
+                    "minimum": 0,
+                    "description": "400 `offset_out_of_range`: the current head offset.",
+                },
+                "oldest": {
+                    "type": "integer",
+                    "minimum": 0,
+                    "description": "410 `offset_gone`: the oldest offset still usable as `after`.",
+                },
             },
             "required": ["type", "title", "status", "code", "detail", "request_id"],
         },
@@ -213,4 +246,3 @@ def problem_schemas() -> dict[str, Any]:
 
 
 # ---------------------------------------------------------------- paths
-

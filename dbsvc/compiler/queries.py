@@ -32,16 +32,7 @@ from __future__ import annotations
 import ast
 from collections.abc import Mapping
 
-from dbsvc.compiler.naming import (
-    DOT_SEGMENTS,
-    DOT_SEGMENTS_WHY,
-    RT,
-    expected,
-    field_list,
-    origin,
-    per_field,
-    per_model,
-)
+from dbsvc.compiler.naming import DOT_SEGMENTS, DOT_SEGMENTS_WHY, RT, expected, field_list, origin, per_field, per_model
 from dbsvc.compiler.nodes import (
     Stmts,
     and_,
@@ -97,6 +88,7 @@ def _allowed(names: list[str] | tuple[str, ...]) -> ast.expr:
 # ---------------------------------------------------------------------------------------
 # Ids, filter values, keys
 # ---------------------------------------------------------------------------------------
+
 
 def build_parse_id(schema: Schema, model: Model) -> ast.FunctionDef:
     field = model.id_field
@@ -170,11 +162,7 @@ def build_filter(schema: Schema, model: Model, field: Field) -> ast.FunctionDef:
             FieldType.DATE: "parse_date",
             FieldType.UUID: "parse_uuid",
         }[kind]
-        body += [
-            assign(key, call(f"{RT}.{parser}", text)),
-            if_(is_none(name(key)), [bad]),
-            return_(name(key)),
-        ]
+        body += [assign(key, call(f"{RT}.{parser}", text)), if_(is_none(name(key)), [bad]), return_(name(key))]
     doc = origin(schema, field.line, f"{model.name}.{field.name}") + "\n\nFilter text -> index key; raises BadQuery."
     return function(per_field("filter", model, field), [_TEXT], doc, body)
 
@@ -223,14 +211,17 @@ def build_match(schema: Schema, model: Model, stored_row: bool = False) -> ast.F
             if_(and_(is_not_none(name(keys)), not_in(stored, name(keys))), [return_(const(False))]),
         ]
     body.append(return_(const(True)))
-    doc = origin(schema, model.line, model.name) + \
-        f"\n\nTrue when `{subject}` passes every filter (OR within a field, AND across)."
+    doc = (
+        origin(schema, model.line, model.name)
+        + f"\n\nTrue when `{subject}` passes every filter (OR within a field, AND across)."
+    )
     return function(per_model("passes" if stored_row else "match", model), [subject, "filters"], doc, body)
 
 
 # ---------------------------------------------------------------------------------------
 # Query strings
 # ---------------------------------------------------------------------------------------
+
 
 def build_parse_sort(schema: Schema, model: Model) -> ast.FunctionDef:
     part, field, desc, out = "_dbsvc_part", "_dbsvc_field", "_dbsvc_descending", "_dbsvc_keys"
@@ -241,12 +232,20 @@ def build_parse_sort(schema: Schema, model: Model) -> ast.FunctionDef:
             [assign(field, subscript(name(part), ast.Slice(lower=const(1)))), assign(desc, const(True))],
             [assign(field, name(part)), assign(desc, const(False))],
         ),
-        if_(not_in(name(field), _allowed(sortable)), [_bad_query(
-            const("cannot sort by "), _quoted(part),
-            const(f"; sortable fields of {model.name}: {field_list(sortable)} (prefix - for descending)"),
-        )]),
         if_(
-            or_(in_(tuple_([name(field), const(False)]), name(out)), in_(tuple_([name(field), const(True)]), name(out))),
+            not_in(name(field), _allowed(sortable)),
+            [
+                _bad_query(
+                    const("cannot sort by "),
+                    _quoted(part),
+                    const(f"; sortable fields of {model.name}: {field_list(sortable)} (prefix - for descending)"),
+                )
+            ],
+        ),
+        if_(
+            or_(
+                in_(tuple_([name(field), const(False)]), name(out)), in_(tuple_([name(field), const(True)]), name(out))
+            ),
             [_bad_query(const("sort field "), _quoted(field), const(" given twice in "), _quoted(_TEXT))],
         ),
         expr(call(ast.Attribute(value=name(out), attr="append", ctx=ast.Load()), tuple_([name(field), name(desc)]))),
@@ -279,9 +278,10 @@ def _projection_branch(model: Model) -> tuple[ast.expr, Stmts]:
     listing = f"projections of {model.name}: {', '.join(names)}" if names else f"{model.name} declares no projections"
     return eq(name(_NAME), const("projection")), [
         _once("_dbsvc_projection", "projection"),
-        if_(not_in(name(_VALUE), _allowed(names)), [
-            _bad_query(const("unknown projection "), _quoted(_VALUE), const(f"; {listing}")),
-        ]),
+        if_(
+            not_in(name(_VALUE), _allowed(names)),
+            [_bad_query(const("unknown projection "), _quoted(_VALUE), const(f"; {listing}"))],
+        ),
         assign("_dbsvc_projection", name(_VALUE)),
     ]
 
@@ -301,23 +301,43 @@ def _filter_branches(model: Model) -> list[tuple[ast.expr, Stmts]]:
     for field in model.fields:
         if not field.filterable:
             continue
-        keys = call(ast.Attribute(value=name(filters), attr="setdefault", ctx=ast.Load()),
-                    const(field.name), ast.List(elts=[], ctx=ast.Load()))
-        added = call(ast.Attribute(value=keys, attr="append", ctx=ast.Load()),
-                     call(per_field("filter", model, field), name(_VALUE)))
+        keys = call(
+            ast.Attribute(value=name(filters), attr="setdefault", ctx=ast.Load()),
+            const(field.name),
+            ast.List(elts=[], ctx=ast.Load()),
+        )
+        added = call(
+            ast.Attribute(value=keys, attr="append", ctx=ast.Load()),
+            call(per_field("filter", model, field), name(_VALUE)),
+        )
         branches.append((eq(name(_NAME), const(field.name)), [expr(added)]))
     others = [f.name for f in model.fields if not f.filterable]
     if others:
-        branches.append((in_(name(_NAME), str_set(others)), [_bad_query(
-            const("cannot filter on "), _quoted(_NAME),
-            const(f" (not marked @filter); filterable fields of {model.name}: {field_list(filterable)}"),
-        )]))
+        branches.append(
+            (
+                in_(name(_NAME), str_set(others)),
+                [
+                    _bad_query(
+                        const("cannot filter on "),
+                        _quoted(_NAME),
+                        const(f" (not marked @filter); filterable fields of {model.name}: {field_list(filterable)}"),
+                    )
+                ],
+            )
+        )
     return branches
 
 
 def _parser(
-    schema: Schema, model: Model, action: str, doc: str, branches: list[tuple[ast.expr, Stmts]],
-    allowed: str, state: Mapping[str, ast.expr], finish: Stmts, result: Mapping[str, ast.expr],
+    schema: Schema,
+    model: Model,
+    action: str,
+    doc: str,
+    branches: list[tuple[ast.expr, Stmts]],
+    allowed: str,
+    state: Mapping[str, ast.expr],
+    finish: Stmts,
+    result: Mapping[str, ast.expr],
 ) -> ast.FunctionDef:
     """The common shape: fast path, state variables, one loop over pairs, then a Query."""
     unknown = [_bad_query(const("unknown query parameter "), _quoted(_NAME), const(f"; allowed: {allowed}"))]
@@ -338,28 +358,42 @@ def _allowed_text(model: Model, params: list[str], with_filters: bool) -> str:
 def build_parse_list_query(schema: Schema, model: Model) -> ast.FunctionDef:
     none = const(None)
     branches = _filter_branches(model)
-    branches.append((eq(name(_NAME), const("sort")), [
-        _once("_dbsvc_sort", "sort"),
-        assign("_dbsvc_sort", call(per_model("parse_sort", model), name(_VALUE))),
-    ]))
+    branches.append(
+        (
+            eq(name(_NAME), const("sort")),
+            [_once("_dbsvc_sort", "sort"), assign("_dbsvc_sort", call(per_model("parse_sort", model), name(_VALUE)))],
+        )
+    )
     branches.append((eq(name(_NAME), const("limit")), _count("_dbsvc_limit", "limit", "a non-negative integer")))
     branches.append((eq(name(_NAME), const("offset")), _count("_dbsvc_offset", "offset", "a non-negative integer")))
     branches.append(_projection_branch(model))
-    branches.append((eq(name(_NAME), const("as_of")), _count("_dbsvc_as_of", "as_of", "a non-negative integer watermark")))
+    branches.append(
+        (eq(name(_NAME), const("as_of")), _count("_dbsvc_as_of", "as_of", "a non-negative integer watermark"))
+    )
     finish: Stmts = [
         if_(is_none(name("_dbsvc_sort")), [assign("_dbsvc_sort", tuple_([]))]),
-        if_(is_none(name("_dbsvc_limit")), [assign("_dbsvc_limit", name(f"{RT}.DEFAULT_LIMIT"))], [
-            if_(gt(name("_dbsvc_limit"), name(f"{RT}.MAX_LIMIT")), [assign("_dbsvc_limit", name(f"{RT}.MAX_LIMIT"))]),
-        ]),
+        if_(
+            is_none(name("_dbsvc_limit")),
+            [assign("_dbsvc_limit", name(f"{RT}.DEFAULT_LIMIT"))],
+            [if_(gt(name("_dbsvc_limit"), name(f"{RT}.MAX_LIMIT")), [assign("_dbsvc_limit", name(f"{RT}.MAX_LIMIT"))])],
+        ),
         if_(is_none(name("_dbsvc_offset")), [assign("_dbsvc_offset", const(0))]),
     ]
     state = {
-        "_dbsvc_filters": ast.Dict(keys=[], values=[]), "_dbsvc_sort": none, "_dbsvc_limit": const(None),
-        "_dbsvc_offset": const(None), "_dbsvc_projection": const(None), "_dbsvc_as_of": const(None),
+        "_dbsvc_filters": ast.Dict(keys=[], values=[]),
+        "_dbsvc_sort": none,
+        "_dbsvc_limit": const(None),
+        "_dbsvc_offset": const(None),
+        "_dbsvc_projection": const(None),
+        "_dbsvc_as_of": const(None),
     }
     result = {
-        "filters": _filter_sets(), "sort": name("_dbsvc_sort"), "limit": name("_dbsvc_limit"),
-        "offset": name("_dbsvc_offset"), "projection": name("_dbsvc_projection"), "as_of": name("_dbsvc_as_of"),
+        "filters": _filter_sets(),
+        "sort": name("_dbsvc_sort"),
+        "limit": name("_dbsvc_limit"),
+        "offset": name("_dbsvc_offset"),
+        "projection": name("_dbsvc_projection"),
+        "as_of": name("_dbsvc_as_of"),
     }
     allowed = _allowed_text(model, ["sort", "limit", "offset", "projection", "as_of"], True)
     doc = (
@@ -384,7 +418,11 @@ def build_parse_feed_query(schema: Schema, model: Model) -> ast.FunctionDef:
     branches = _filter_branches(model)
     branches.append(_projection_branch(model))
     branches.append((eq(name(_NAME), const("after")), _count("_dbsvc_after", "after", "a non-negative integer offset")))
-    state = {"_dbsvc_filters": ast.Dict(keys=[], values=[]), "_dbsvc_projection": const(None), "_dbsvc_after": const(None)}
+    state = {
+        "_dbsvc_filters": ast.Dict(keys=[], values=[]),
+        "_dbsvc_projection": const(None),
+        "_dbsvc_after": const(None),
+    }
     result = {"filters": _filter_sets(), "projection": name("_dbsvc_projection"), "after": name("_dbsvc_after")}
     allowed = _allowed_text(model, ["projection", "after"], True)
     doc = "\n\nFeed query string (/subscribe, /live-query: filters, projection, after) -> Query; raises BadQuery."

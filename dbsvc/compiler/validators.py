@@ -107,6 +107,7 @@ def _number(bound: int | float) -> str:
 # Per-field check functions
 # ---------------------------------------------------------------------------------------
 
+
 def _bounds(field: Field, value: ast.expr, measured: ast.expr, *, length: bool) -> Stmts:
     """@min/@max: on the value for numbers, on the length for strings."""
     out: Stmts = []
@@ -117,7 +118,9 @@ def _bounds(field: Field, value: ast.expr, measured: ast.expr, *, length: bool) 
         if length:
             message = concat(
                 const(f"{label} must be at {word} {_plural(bound, 'character')} long, got "),
-                call("str", measured), const(" characters: "), call(f"{RT}.show", value),
+                call("str", measured),
+                const(" characters: "),
+                call(f"{RT}.show", value),
             )
         else:
             message = _shown(f"{label} must be at {word} {_number(bound)}, got ", value)
@@ -127,8 +130,7 @@ def _bounds(field: Field, value: ast.expr, measured: ast.expr, *, length: bool) 
 
 def _reject_bool(field: Field, value: ast.expr) -> ast.If:
     message = concat(
-        _got(f"{field.name!r} must be {expected(field)}, got ", value),
-        const(" (a JSON boolean is not a number)"),
+        _got(f"{field.name!r} must be {expected(field)}, got ", value), const(" (a JSON boolean is not a number)")
     )
     return if_(is_(call("type", value), name("bool")), _fail(field, message))
 
@@ -163,9 +165,9 @@ def _type_checks(field: Field) -> Stmts:
             _reject_bool(field, value),
             if_(type_is_not(value, "int"), _wrong_type(field, value)),
             if_(
-                ast.BoolOp(op=ast.Or(), values=[
-                    lt(value, name(f"{RT}.INT64_MIN")), gt(value, name(f"{RT}.INT64_MAX")),
-                ]),
+                ast.BoolOp(
+                    op=ast.Or(), values=[lt(value, name(f"{RT}.INT64_MIN")), gt(value, name(f"{RT}.INT64_MAX"))]
+                ),
                 _fail(field, _shown(f"{field.name!r} must be a signed 64-bit integer, got ", value)),
             ),
             *_bounds(field, value, value, length=False),
@@ -175,15 +177,9 @@ def _type_checks(field: Field) -> Stmts:
         number = "_dbsvc_number"
         return [
             _reject_bool(field, value),
-            if_(
-                and_(type_is_not(value, "float"), type_is_not(value, "int")),
-                _wrong_type(field, value),
-            ),
+            if_(and_(type_is_not(value, "float"), type_is_not(value, "int")), _wrong_type(field, value)),
             assign(number, call(f"{RT}.finite_float", value)),
-            if_(
-                is_none(name(number)),
-                _fail(field, _shown(f"{field.name!r} must be a finite number, got ", value)),
-            ),
+            if_(is_none(name(number)), _fail(field, _shown(f"{field.name!r} must be a finite number, got ", value))),
             *_bounds(field, value, name(number), length=False),
             return_(name(number)),
         ]
@@ -229,12 +225,12 @@ def build_check(schema: Schema, model: Model, field: Field) -> ast.FunctionDef:
 # Validators
 # ---------------------------------------------------------------------------------------
 
+
 def _preamble(model: Model) -> Stmts:
     """Rules 1 and 2: the body is an object, and every key is a declared field."""
     names = [f.name for f in model.fields]
     unknown = concat(
-        const("unknown field "), call("repr", name(_KEY)),
-        const(f"; {model.name} fields are {', '.join(names)}"),
+        const("unknown field "), call("repr", name(_KEY)), const(f"; {model.name} fields are {', '.join(names)}")
     )
     return [
         if_(
@@ -242,18 +238,13 @@ def _preamble(model: Model) -> Stmts:
             [raise_(call("BadRequest", _got("request body must be a JSON object, got ", name(_BODY))))],
         ),
         assign(_ERRS, ast.List(elts=[], ctx=ast.Load())),
-        for_(_KEY, name(_BODY), [
-            if_(not_in(name(_KEY), str_set(names)), [_violation(_ERRS, name(_KEY), unknown)]),
-        ]),
+        for_(_KEY, name(_BODY), [if_(not_in(name(_KEY), str_set(names)), [_violation(_ERRS, name(_KEY), unknown)])]),
     ]
 
 
 def _checked(model: Model, field: Field) -> ast.Assign:
     """`_dbsvc_v_f = check_m__f(body["f"], _dbsvc_errors)`."""
-    return assign(
-        local(field),
-        call(per_field("check", model, field), item(_BODY, field.name), name(_ERRS)),
-    )
+    return assign(local(field), call(per_field("check", model, field), item(_BODY, field.name), name(_ERRS)))
 
 
 def _omitted(field: Field) -> Stmts:
@@ -262,7 +253,7 @@ def _omitted(field: Field) -> Stmts:
     default = field.default
     if default is not None:
         if default.kind is DefaultKind.NOW:
-            assert field.type is FieldType.DATETIME, field   # the checker allows now only there
+            assert field.type is FieldType.DATETIME, field  # the checker allows now only there
             return [assign(target, call(f"{RT}.now"))]
         if default.kind is DefaultKind.UUID:
             return [assign(target, call(f"{RT}.new_uuid"))]
@@ -279,31 +270,21 @@ def _omitted(field: Field) -> Stmts:
 def _id_mismatch(model: Model, field: Field, other: ast.expr, what: str) -> ast.If:
     """Body id checked and valid but different from `other` -> one violation."""
     given = name(local(field))
-    message = concat(
-        _shown(f"{field.name!r} ", given),
-        const(f" differs from {what} "),
-        call(f"{RT}.show", other),
-    )
-    return if_(
-        and_(is_not(given, name(_INVALID)), ne(given, other)),
-        [_violation(_ERRS, const(field.name), message)],
-    )
+    message = concat(_shown(f"{field.name!r} ", given), const(f" differs from {what} "), call(f"{RT}.show", other))
+    return if_(and_(is_not(given, name(_INVALID)), ne(given, other)), [_violation(_ERRS, const(field.name), message)])
 
 
 def _finish(model: Model, values: dict[str, ast.expr]) -> Stmts:
     """Raise every violation at once, else return the record in declaration order."""
     record = dict_([(const(f.name), values[f.name]) for f in model.fields])
-    return [
-        if_(name(_ERRS), [raise_(call("ConstraintViolation", name(_ERRS)))]),
-        return_(record),
-    ]
+    return [if_(name(_ERRS), [raise_(call("ConstraintViolation", name(_ERRS)))]), return_(record)]
 
 
 def build_validate_create(schema: Schema, model: Model) -> ast.FunctionDef:
     body = _preamble(model)
     for field in model.fields:
         if field.is_id and field.type is FieldType.INT and field.default is None:
-            absent: Stmts = [assign(local(field), const(None))]   # storage assigns max + 1
+            absent: Stmts = [assign(local(field), const(None))]  # storage assigns max + 1
         else:
             absent = _omitted(field)
         body.append(if_(in_(const(field.name), name(_BODY)), [_checked(model, field)], absent))
@@ -321,10 +302,12 @@ def build_validate_replace(schema: Schema, model: Model) -> ast.FunctionDef:
     values: dict[str, ast.expr] = {}
     for field in model.fields:
         if field.is_id:
-            body.append(if_(in_(const(field.name), name(_BODY)), [
-                _checked(model, field),
-                _id_mismatch(model, field, name(path_id), "the id in the path"),
-            ]))
+            body.append(
+                if_(
+                    in_(const(field.name), name(_BODY)),
+                    [_checked(model, field), _id_mismatch(model, field, name(path_id), "the id in the path")],
+                )
+            )
             values[field.name] = name(path_id)
         else:
             body.append(if_(in_(const(field.name), name(_BODY)), [_checked(model, field)], _omitted(field)))
@@ -361,4 +344,3 @@ def build_validators(schema: Schema, model: Model) -> Stmts:
     out.append(build_validate_replace(schema, model))
     out.append(build_validate_patch(schema, model))
     return out
-

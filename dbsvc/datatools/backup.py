@@ -161,7 +161,7 @@ def _capture_once(directory: str) -> Capture | None:
             header = snapshot_header(snap_path, snapshot)
             expected = (header.get("epoch"), header.get("head_offset"))
         if log_fd is None:
-            if snapshot is None:              # never opened by a writer: nothing but its schema
+            if snapshot is None:  # never opened by a writer: nothing but its schema
                 contents = {SCHEMA: schema} if schema is not None else {}
                 return Capture(contents, "", 0, 0, 0)
             return None
@@ -183,12 +183,12 @@ def _capture_once(directory: str) -> Capture | None:
             if fd is not None:
                 os.close(fd)
     if _read_optional(os.path.join(directory, SCHEMA)) != schema:
-        return None                           # a server migrated the schema meanwhile
+        return None  # a server migrated the schema meanwhile
     log_data, scan, frames = _whole_frames(log_path, log_data)
     if snapshot is not None:
         snapshot_lines(snap_path, snapshot)
     contents = {LOG: log_data}
-    history = _read_optional(os.path.join(directory, HISTORY))     # changed only offline: stable
+    history = _read_optional(os.path.join(directory, HISTORY))  # changed only offline: stable
     if history is not None:
         decode_history(os.path.join(directory, HISTORY), history)
         contents[HISTORY] = history
@@ -213,8 +213,9 @@ def capture(directory: str) -> Capture:
         if image is not None:
             return image
         time.sleep(min(0.002 * (attempt + 1), 0.05))
-    raise StorageError(f"{directory}: snapshot and log kept changing during {ATTEMPTS} attempts "
-                       "(compactions in a loop?); try again")
+    raise StorageError(
+        f"{directory}: snapshot and log kept changing during {ATTEMPTS} attempts (compactions in a loop?); try again"
+    )
 
 
 def _prepare_destination(dest: str) -> None:
@@ -233,12 +234,18 @@ def take_backup(directory: str, dest: str, tenant: str) -> dict[str, Any]:
     for name, data in image.files.items():
         write_new(os.path.join(dest, name), data)
     manifest = {
-        "format": FORMAT, "kind": KIND, "tenant": tenant,
+        "format": FORMAT,
+        "kind": KIND,
+        "tenant": tenant,
         "created": datetime.now(UTC).isoformat(timespec="seconds").replace("+00:00", "Z"),
-        "epoch": image.epoch, "base_offset": image.base_offset, "head_offset": image.head_offset,
+        "epoch": image.epoch,
+        "base_offset": image.base_offset,
+        "head_offset": image.head_offset,
         "frames": image.frames,
-        "files": {name: {"bytes": len(data), "sha256": hashlib.sha256(data).hexdigest()}
-                  for name, data in sorted(image.files.items())},
+        "files": {
+            name: {"bytes": len(data), "sha256": hashlib.sha256(data).hexdigest()}
+            for name, data in sorted(image.files.items())
+        },
     }
     # The commit point: the manifest is written last, through a .tmp name and a rename.
     write_atomic(os.path.join(dest, MANIFEST), json.dumps(manifest, indent=1).encode("utf-8") + b"\n")
@@ -303,11 +310,14 @@ def verify_backup(src: str) -> tuple[dict[str, Any], dict[str, bytes]]:
         damage = scan.damage
         raise CorruptLog(path, len(cut), damage.reason if damage else "bytes after the last frame")
     if not _continues(expected, scan.header.epoch, scan.header.base_offset):
-        raise BadBackup(f"{path}: the log (epoch {scan.header.epoch}, base {scan.header.base_offset}) "
-                        f"does not continue the snapshot (epoch {expected[0]}, head {expected[1]})")
+        raise BadBackup(
+            f"{path}: the log (epoch {scan.header.epoch}, base {scan.header.base_offset}) "
+            f"does not continue the snapshot (epoch {expected[0]}, head {expected[1]})"
+        )
     if scan.next_offset - 1 != manifest.get("head_offset"):
-        raise BadBackup(f"{path}: ends at offset {scan.next_offset - 1}, the manifest says "
-                        f"{manifest.get('head_offset')!r}")
+        raise BadBackup(
+            f"{path}: ends at offset {scan.next_offset - 1}, the manifest says {manifest.get('head_offset')!r}"
+        )
     return manifest, contents
 
 
@@ -325,7 +335,7 @@ def restore_backup(src: str, data_dir: str, name: str) -> dict[str, Any]:
     if os.path.exists(target):
         raise TenantError(f"tenant {name!r} already exists at {target!r}")
     manifest, contents = verify_backup(src)
-    if LOG in contents:                       # a never-opened tenant gets one when first opened
+    if LOG in contents:  # a never-opened tenant gets one when first opened
         contents[HISTORY] = encode_history(restored_history(src, contents, manifest))
     root = os.path.dirname(target)
     os.makedirs(root, exist_ok=True)

@@ -19,8 +19,10 @@ from dbsvc.errors import ImportRejected, TenantLocked
 EXIT_OK, EXIT_FAILURE = 0, 1
 # What a refused export says to do instead: a backup is taken beside the server without
 # pausing it, and is a tenant directory an export can open (docs/data-tools.md).
-EXPORT_A_BACKUP = ("to export while a server runs, export a backup of it: dbsvc backup DIR, then "
-                   "SERVICE_DATA=<DIR's parent> SERVICE_TENANT=<DIR's name> dbsvc export ...")
+EXPORT_A_BACKUP = (
+    "to export while a server runs, export a backup of it: dbsvc backup DIR, then "
+    "SERVICE_DATA=<DIR's parent> SERVICE_TENANT=<DIR's name> dbsvc export ..."
+)
 
 
 def run_export(args: argparse.Namespace, module: Any, config: Config) -> int:
@@ -47,21 +49,27 @@ def run_import(args: argparse.Namespace, module: Any, config: Config) -> int:
     from dbsvc.datatools.tenant import existing_tenant
     from dbsvc.storage.tenants import create_tenant
 
-    source, _size = open_source(args.file)        # a file that cannot be imported touches no tenant
+    source, _size = open_source(args.file)  # a file that cannot be imported touches no tenant
     source.close()
     directory = os.path.join(config.data_dir, config.tenant)
     if not config.tenant_explicit and not os.path.isdir(directory):
-        create_tenant(config.data_dir, config.tenant)       # as `serve` does for `default`
+        create_tenant(config.data_dir, config.tenant)  # as `serve` does for `default`
     directory = existing_tenant(config.data_dir, config.tenant)
     try:
-        report = import_file(directory, module, args.file, sync=config.sync, replication=config.replication,
-                             retain_bytes=config.replication_retain_bytes, quiet=args.quiet)
+        report = import_file(
+            directory,
+            module,
+            args.file,
+            sync=config.sync,
+            replication=config.replication,
+            retain_bytes=config.replication_retain_bytes,
+            quiet=args.quiet,
+        )
     except ImportRejected as exc:
         for line in exc.problems:
             print(line, file=sys.stderr)
         more = f" ({exc.count - len(exc.problems)} more not shown)" if exc.count > len(exc.problems) else ""
-        print(f"dbsvc: error: import refused: {exc.count} bad line(s){more}; nothing was imported",
-              file=sys.stderr)
+        print(f"dbsvc: error: import refused: {exc.count} bad line(s){more}; nothing was imported", file=sys.stderr)
         return EXIT_FAILURE
     print(report.summary(), file=sys.stderr)
     return EXIT_OK
@@ -74,8 +82,10 @@ def run_backup(args: argparse.Namespace, config: Config) -> int:
     name = config.tenant
     manifest = take_backup(existing_tenant(config.data_dir, name), args.directory, name)
     size = sum(f["bytes"] for f in manifest["files"].values())
-    print(f"backed up tenant {name!r} to {args.directory}: {size} bytes, head offset {manifest['head_offset']}, "
-          f"epoch {manifest['epoch'] or '(never opened)'}")
+    print(
+        f"backed up tenant {name!r} to {args.directory}: {size} bytes, head offset {manifest['head_offset']}, "
+        f"epoch {manifest['epoch'] or '(never opened)'}"
+    )
     return EXIT_OK
 
 
@@ -83,6 +93,8 @@ def run_restore(args: argparse.Namespace, data_dir: str) -> int:
     from dbsvc.datatools.backup import restore_backup
 
     manifest = restore_backup(args.source, data_dir, args.name)
-    print(f"created tenant {args.name!r} from the backup in {args.source} (tenant {manifest.get('tenant')!r}, "
-          f"taken {manifest.get('created')}, head offset {manifest.get('head_offset')})")
+    print(
+        f"created tenant {args.name!r} from the backup in {args.source} (tenant {manifest.get('tenant')!r}, "
+        f"taken {manifest.get('created')}, head offset {manifest.get('head_offset')})"
+    )
     return EXIT_OK

@@ -37,11 +37,11 @@ _ALL = 1 << 62
 
 @dataclass(frozen=True, slots=True)
 class ExportReport:
-    counts: dict[str, int]          # records written per model
-    watermarks: dict[str, int]      # the watermark each model was read at
+    counts: dict[str, int]  # records written per model
+    watermarks: dict[str, int]  # the watermark each model was read at
     epoch: str
-    seconds: float                  # the whole run
-    open_seconds: float             # of which: locking and opening the tenant (replaying its log)
+    seconds: float  # the whole run
+    open_seconds: float  # of which: locking and opening the tenant (replaying its log)
 
     @property
     def records(self) -> int:
@@ -50,8 +50,10 @@ class ExportReport:
     def summary(self) -> str:
         parts = ", ".join(f"{name} {n} (watermark {self.watermarks[name]})" for name, n in self.counts.items())
         rate = self.records / self.seconds if self.seconds > 0 else 0.0
-        return (f"exported {self.records} records in {self.seconds:.1f} s ({rate:,.0f}/s; opening the tenant "
-                f"{self.open_seconds:.1f} s): {parts}; epoch {self.epoch}")
+        return (
+            f"exported {self.records} records in {self.seconds:.1f} s ({rate:,.0f}/s; opening the tenant "
+            f"{self.open_seconds:.1f} s): {parts}; epoch {self.epoch}"
+        )
 
 
 def select_models(module: Any, names: Sequence[str]) -> list[CompiledModel]:
@@ -77,39 +79,54 @@ def parse_as_of(specs: Sequence[str], models: Sequence[CompiledModel]) -> dict[s
         name, sep, number = spec.rpartition("=")
         if not sep:
             if len(models) != 1:
-                raise ConfigError(f"--as-of {spec!r}: a bare watermark needs exactly one MODEL; "
-                                  "write MODEL=N for each model")
+                raise ConfigError(
+                    f"--as-of {spec!r}: a bare watermark needs exactly one MODEL; write MODEL=N for each model"
+                )
             name = models[0].name
         model = by_name.get(name)
         if model is None:
-            raise ConfigError(f"--as-of {spec!r}: {name!r} is not one of the exported models "
-                              f"({', '.join(m.name for m in models)})")
+            raise ConfigError(
+                f"--as-of {spec!r}: {name!r} is not one of the exported models ({', '.join(m.name for m in models)})"
+            )
         if not (number.isascii() and number.isdigit()):
             raise ConfigError(f"--as-of {spec!r}: {number!r} is not a watermark: expected an integer >= 0")
         out[model.name] = int(number)
     return out
 
 
-def _lines(store: Store, models: Sequence[CompiledModel], as_of: dict[str, int],
-           counts: dict[str, int], watermarks: dict[str, int]) -> Iterator[list[str]]:
+def _lines(
+    store: Store,
+    models: Sequence[CompiledModel],
+    as_of: dict[str, int],
+    counts: dict[str, int],
+    watermarks: dict[str, int],
+) -> Iterator[list[str]]:
     """Batches of output lines; fills `counts` and `watermarks` as it goes."""
     current = store.watermarks()
     for model in models:
         at = as_of.get(model.name)
         if at is not None and at > current[model.name]:
-            raise ConfigError(f"--as-of {model.name}={at} is ahead of {model.name}'s current watermark "
-                              f"{current[model.name]}")
+            raise ConfigError(
+                f"--as-of {model.name}={at} is ahead of {model.name}'s current watermark {current[model.name]}"
+            )
         records, _total, watermark = store.list_records(model.name, Query(limit=_ALL, as_of=at))
         head = line_head(model.name)
         counts[model.name] = len(records)
         watermarks[model.name] = watermark
         for start in range(0, len(records), WRITE_BATCH):
-            yield [encode_line(head, r) for r in records[start:start + WRITE_BATCH]]
+            yield [encode_line(head, r) for r in records[start : start + WRITE_BATCH]]
 
 
-def export_records(directory: str, module: Any, out: TextIO, models: Sequence[CompiledModel],
-                   as_of: dict[str, int], *, progress_stream: TextIO | None = None,
-                   quiet: bool = False) -> ExportReport:
+def export_records(
+    directory: str,
+    module: Any,
+    out: TextIO,
+    models: Sequence[CompiledModel],
+    as_of: dict[str, int],
+    *,
+    progress_stream: TextIO | None = None,
+    quiet: bool = False,
+) -> ExportReport:
     """Write the records of `models` to `out` (lock, read-only open, stream, unlock)."""
     started = time.monotonic()
     with locked_snapshot(directory, module) as (_lock, store):
@@ -127,12 +144,13 @@ def export_records(directory: str, module: Any, out: TextIO, models: Sequence[Co
     return ExportReport(counts, watermarks, epoch, time.monotonic() - started, opened)
 
 
-def export_to_path(directory: str, module: Any, path: str, models: Sequence[CompiledModel],
-                   as_of: dict[str, int], **kw: Any) -> ExportReport:
+def export_to_path(
+    directory: str, module: Any, path: str, models: Sequence[CompiledModel], as_of: dict[str, int], **kw: Any
+) -> ExportReport:
     """`export_records` into `path` through `path.tmp`, fsynced and renamed on success."""
     with files.create_durably(path, buffer_size=EXPORT_BUFFER) as raw:
         out = io.TextIOWrapper(raw, encoding="utf-8", newline="\n")
         report = export_records(directory, module, out, models, as_of, **kw)
         out.flush()
-        out.detach()              # the binary file stays open: create_durably fsyncs it
+        out.detach()  # the binary file stays open: create_durably fsyncs it
     return report

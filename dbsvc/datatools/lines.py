@@ -68,12 +68,13 @@ def decode_line(line: bytes) -> tuple[str, Any] | None:
     try:
         text = line.decode("utf-8")
         obj = _decode(text)
-    except ValueError as exc:                     # UnicodeDecodeError included
+    except ValueError as exc:  # UnicodeDecodeError included
         if not line.strip():
             return None
-        if line.startswith(b"\xef\xbb\xbf"):       # load.open_source skips the file's own
-            raise BadLine("a UTF-8 byte order mark (EF BB BF) starts the line: only the file may start "
-                          "with one") from None
+        if line.startswith(b"\xef\xbb\xbf"):  # load.open_source skips the file's own
+            raise BadLine(
+                "a UTF-8 byte order mark (EF BB BF) starts the line: only the file may start with one"
+            ) from None
         raise BadLine(f"not JSON: {exc}") from None
     except RecursionError:
         obj = text = None
@@ -113,8 +114,13 @@ def decode_lines(lines: list[bytes], number: int) -> tuple[list[tuple[int, str, 
                 obj, end = _scan(text, start)
             except (StopIteration, ValueError, RecursionError):
                 obj = end = None
-            if end == line_end and type(obj) is dict and len(obj) == 2 \
-                    and type(obj.get("model")) is str and "record" in obj:
+            if (
+                end == line_end
+                and type(obj) is dict
+                and len(obj) == 2
+                and type(obj.get("model")) is str
+                and "record" in obj
+            ):
                 try:
                     check_record(text[start:line_end], obj["record"])
                 except BadLine as exc:

@@ -73,14 +73,22 @@ from dbsvc.storage import Store
 from dbsvc.storage.lock import WriterLock
 
 MAX_SHOWN = 20
-CHUNK_BYTES = 1 << 20          # lines are read, decoded and reported on in chunks of about this size
+CHUNK_BYTES = 1 << 20  # lines are read, decoded and reported on in chunks of about this size
 
 
 UTF8_BOM = codecs.BOM_UTF8
-_OTHER_BOMS = ((codecs.BOM_UTF32_BE, "UTF-32"), (codecs.BOM_UTF32_LE, "UTF-32"),   # before UTF-16's:
-               (codecs.BOM_UTF16_BE, "UTF-16"), (codecs.BOM_UTF16_LE, "UTF-16"))   # FF FE starts both
-_NOT_REGULAR = {stat.S_IFIFO: "a FIFO", stat.S_IFSOCK: "a socket", stat.S_IFCHR: "a character device",
-                stat.S_IFBLK: "a block device"}
+_OTHER_BOMS = (
+    (codecs.BOM_UTF32_BE, "UTF-32"),
+    (codecs.BOM_UTF32_LE, "UTF-32"),  # before UTF-16's:
+    (codecs.BOM_UTF16_BE, "UTF-16"),
+    (codecs.BOM_UTF16_LE, "UTF-16"),
+)  # FF FE starts both
+_NOT_REGULAR = {
+    stat.S_IFIFO: "a FIFO",
+    stat.S_IFSOCK: "a socket",
+    stat.S_IFCHR: "a character device",
+    stat.S_IFBLK: "a block device",
+}
 _READS_UTF8 = "dbsvc import reads UTF-8 JSON Lines: convert the file first (iconv -f {} -t UTF-8)"
 
 
@@ -88,6 +96,7 @@ def open_source(path: str) -> tuple[BinaryIO, int]:
     """The import file opened for reading, past a UTF-8 byte order mark, and its size; a
     ConfigError `cannot import 'PATH': what is wrong` for a file that cannot be imported as
     a whole (the module docstring). Nothing is opened that could block (a FIFO)."""
+
     def refused(why: str) -> ConfigError:
         return ConfigError(f"cannot import {path!r}: {why}")
 
@@ -131,18 +140,20 @@ def _not_utf8(head: bytes) -> str | None:
     try:
         codecs.getincrementaldecoder("utf-8")().decode(head, final=whole)
     except UnicodeDecodeError as exc:
-        return (f"its first line has the byte 0x{head[exc.start]:02x} at byte {exc.start + 1}, which UTF-8 "
-                "does not allow there; " + _READS_UTF8.format("LATIN1"))
+        return (
+            f"its first line has the byte 0x{head[exc.start]:02x} at byte {exc.start + 1}, which UTF-8 "
+            "does not allow there; " + _READS_UTF8.format("LATIN1")
+        )
     return None
 
 
 @dataclass(slots=True)
 class ImportReport:
-    counts: dict[str, int] = field(default_factory=dict)     # records imported per model
-    lines: int = 0                                            # lines read (blank ones included)
-    read_seconds: float = 0.0                                 # step 2
-    check_seconds: float = 0.0                                # step 3 (its read-only open included)
-    write_seconds: float = 0.0                                # step 4 (its writer open included)
+    counts: dict[str, int] = field(default_factory=dict)  # records imported per model
+    lines: int = 0  # lines read (blank ones included)
+    read_seconds: float = 0.0  # step 2
+    check_seconds: float = 0.0  # step 3 (its read-only open included)
+    write_seconds: float = 0.0  # step 4 (its writer open included)
 
     @property
     def records(self) -> int:
@@ -155,9 +166,11 @@ class ImportReport:
     def summary(self) -> str:
         parts = ", ".join(f"{name} {n}" for name, n in self.counts.items() if n)
         rate = self.records / self.seconds if self.seconds > 0 else 0.0
-        return (f"imported {self.records} records in {self.seconds:.1f} s ({rate:,.0f}/s; read and validate "
-                f"{self.read_seconds:.1f} s, check {self.check_seconds:.1f} s, write {self.write_seconds:.1f} s)"
-                f"{': ' + parts if parts else ''}")
+        return (
+            f"imported {self.records} records in {self.seconds:.1f} s ({rate:,.0f}/s; read and validate "
+            f"{self.read_seconds:.1f} s, check {self.check_seconds:.1f} s, write {self.write_seconds:.1f} s)"
+            f"{': ' + parts if parts else ''}"
+        )
 
 
 class _Problems:
@@ -180,12 +193,13 @@ class _Problems:
 
 def _violations(model: str, exc: RequestError) -> str:
     if isinstance(exc, ConstraintViolation):
-        return f"{model}: " + "; ".join(e["message"] for e in exc.errors)    # messages name their field
+        return f"{model}: " + "; ".join(e["message"] for e in exc.errors)  # messages name their field
     return f"{model}: {exc.detail}"
 
 
-def read_records(f: BinaryIO, module: Any, progress: Progress,
-                 problems: _Problems) -> tuple[list[tuple[str, dict]], list[int], int]:
+def read_records(
+    f: BinaryIO, module: Any, progress: Progress, problems: _Problems
+) -> tuple[list[tuple[str, dict]], list[int], int]:
     """Step 2: (rows, the line number of each row, lines read) of the file `f` (as
     `open_source` gives it). Bad lines go to `problems`."""
     validators = {m.name: m.validate_create for m in module.MODELS}
@@ -222,8 +236,7 @@ def read_records(f: BinaryIO, module: Any, progress: Progress,
     return rows, numbers, number - 1
 
 
-def _batch_problems(exc: BatchRejected, rows: list[tuple[str, dict]], numbers: list[int],
-                    problems: _Problems) -> None:
+def _batch_problems(exc: BatchRejected, rows: list[tuple[str, dict]], numbers: list[int], problems: _Problems) -> None:
     for index, error, other in exc.problems:
         where = ""
         if other is not None:
@@ -246,8 +259,17 @@ def _collector_paused() -> Iterator[None]:
             gc.enable()
 
 
-def import_file(directory: str, module: Any, path: str, *, sync: str = "full", replication: bool = False,
-                retain_bytes: int = 0, progress_stream: TextIO | None = None, quiet: bool = False) -> ImportReport:
+def import_file(
+    directory: str,
+    module: Any,
+    path: str,
+    *,
+    sync: str = "full",
+    replication: bool = False,
+    retain_bytes: int = 0,
+    progress_stream: TextIO | None = None,
+    quiet: bool = False,
+) -> ImportReport:
     """Steps 1-4 of the module docstring; `ImportRejected` when any line is bad, a
     ConfigError for a file that cannot be imported at all (`open_source`). `sync`,
     `replication` and `retain_bytes` are the server's settings (config.py), so the writer
@@ -281,12 +303,19 @@ def import_file(directory: str, module: Any, path: str, *, sync: str = "full", r
             problems.raise_any()
             report.check_seconds = time.monotonic() - started
             progress = Progress("import: writing", len(rows), "records", stream=progress_stream, quiet=quiet)
-            progress.show()                 # one batch: nothing to report until it is durable
-            store = Store.open(directory, module.MODELS, module.DESCRIPTION, sync=sync, replication=replication,
-                               retain_bytes=retain_bytes, lock=lock)
+            progress.show()  # one batch: nothing to report until it is durable
+            store = Store.open(
+                directory,
+                module.MODELS,
+                module.DESCRIPTION,
+                sync=sync,
+                replication=replication,
+                retain_bytes=retain_bytes,
+                lock=lock,
+            )
             try:
-                if store.head_offset > 0:       # a used tenant: its rows after the head are new ones
-                    store.fork_history()         # (storage/history.py rule 3), forked first
+                if store.head_offset > 0:  # a used tenant: its rows after the head are new ones
+                    store.fork_history()  # (storage/history.py rule 3), forked first
                 stored = store.insert_batch(rows)
             finally:
                 store.close()

@@ -30,8 +30,16 @@ class Progress:
     """One phase of work: `done` out of `total` (units of the caller's choice), shown as
     `count` `noun` (the count may be lines while the total is bytes)."""
 
-    def __init__(self, label: str, total: int, noun: str, *, stream: TextIO | None = None,
-                 tty: bool | None = None, quiet: bool = False) -> None:
+    def __init__(
+        self,
+        label: str,
+        total: int,
+        noun: str,
+        *,
+        stream: TextIO | None = None,
+        tty: bool | None = None,
+        quiet: bool = False,
+    ) -> None:
         self.stream = stream if stream is not None else sys.stderr
         self.tty = self.stream.isatty() if tty is None else tty
         self.quiet = quiet

@@ -29,8 +29,9 @@ def existing_tenant(data_dir: str, name: str) -> str:
     """The tenant's directory; `TenantError` naming `dbsvc tenant create` when it is missing."""
     path = tenant_dir(data_dir, name)
     if not os.path.isdir(path):
-        raise TenantError(f"tenant {name!r} does not exist under {data_dir!r}: "
-                          f"create it with `dbsvc tenant create {name}`")
+        raise TenantError(
+            f"tenant {name!r} does not exist under {data_dir!r}: create it with `dbsvc tenant create {name}`"
+        )
     return path
 
 

@@ -43,7 +43,7 @@ SECURITY_HEADERS = (
     ("Content-Security-Policy", CONTENT_SECURITY_POLICY),
     ("X-Content-Type-Options", "nosniff"),
     ("Referrer-Policy", "no-referrer"),
-    ("Cache-Control", "no-cache"),      # revalidate: a new dbsvc version ships new files
+    ("Cache-Control", "no-cache"),  # revalidate: a new dbsvc version ships new files
 )
 
 
@@ -61,7 +61,7 @@ def is_loopback(host: str) -> bool:
     try:
         return ipaddress.ip_address(host.strip("[]")).is_loopback
     except ValueError:
-        return False                    # a host name: it may resolve to anything
+        return False  # a host name: it may resolve to anything
 
 
 def load_assets() -> dict[str, tuple[bytes, str]]:
@@ -83,14 +83,15 @@ class ExplorerPage:
 
     def answer(self, request: Request) -> Response:
         if request.method not in READ_METHODS:
-            raise MethodNotAllowed(f"method {request.method!r} is not allowed on {request.path!r}",
-                                   list(READ_METHODS))
+            raise MethodNotAllowed(f"method {request.method!r} is not allowed on {request.path!r}", list(READ_METHODS))
         if request.path == EXPLORER_PATH.rstrip("/"):
             # A relative reference would resolve against `/`: the page needs the trailing slash.
             return Response(308, headers=[("Location", EXPLORER_PATH)], content_type=None)
-        asset = self._assets.get(request.path[len(EXPLORER_PATH):])
+        asset = self._assets.get(request.path[len(EXPLORER_PATH) :])
         if asset is None:
-            raise NotFound(f"no explorer file at {request.path!r}: expected one of "
-                           f"{', '.join(EXPLORER_PATH + name for name in ASSETS)}")
+            raise NotFound(
+                f"no explorer file at {request.path!r}: expected one of "
+                f"{', '.join(EXPLORER_PATH + name for name in ASSETS)}"
+            )
         body, content_type = asset
         return Response(200, body, list(SECURITY_HEADERS), content_type=content_type)

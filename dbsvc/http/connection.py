@@ -90,7 +90,7 @@ __all__ = ["MAX_HEAD", "HttpConnection", "Phase"]
 
 FEED_SIZE = 64 * 1024
 LINGER_SECONDS = 2.0
-PIPELINE_BUDGET = 32                 # requests one connection starts per turn of the loop (rule 12)
+PIPELINE_BUDGET = 32  # requests one connection starts per turn of the loop (rule 12)
 # The methods dbsvc's routes answer (dbsvc.routes.ALL_METHODS, which this layer cannot import;
 # a test holds the two equal).
 ASTERISK_ALLOW = "GET, POST, PUT, PATCH, DELETE, HEAD, OPTIONS"
@@ -100,7 +100,14 @@ log = logging.getLogger("dbsvc.http")
 _INF = math.inf
 
 HEAD, BODY, APP, IDLE, LINGER, UPGRADED, CLOSED = (
-    Phase.HEAD, Phase.BODY, Phase.APP, Phase.IDLE, Phase.LINGER, Phase.UPGRADED, Phase.CLOSED)
+    Phase.HEAD,
+    Phase.BODY,
+    Phase.APP,
+    Phase.IDLE,
+    Phase.LINGER,
+    Phase.UPGRADED,
+    Phase.CLOSED,
+)
 
 
 class HttpConnection(asyncio.Protocol):
@@ -113,25 +120,25 @@ class HttpConnection(asyncio.Protocol):
 
     def __init__(self, hub: Hub) -> None:
         self._hub = hub
-        self._wire: Wire = FastWire(hub.ids, None)          # replaced once the peer is known
+        self._wire: Wire = FastWire(hub.ids, None)  # replaced once the peer is known
         self._transport: Any = None
         self._peer: tuple[str, int] | None = None
         self._intake = BodyIntake(hub)
-        self._enter(HEAD)                                   # entered again, its clock restarted, at the accept
+        self._enter(HEAD)  # entered again, its clock restarted, at the accept
         self.counted = False
-        self.reserve = False                                # hub.py rule 7
-        self.socket = False                                 # hub.py rule 8
+        self.reserve = False  # hub.py rule 7
+        self.socket = False  # hub.py rule 8
         self._unfed = bytearray()
         self._reading_paused = False
-        self._out = Outbox(hub.defer)                       # rule 9, and write back-pressure
+        self._out = Outbox(hub.defer)  # rule 9, and write back-pressure
         self._eof = False
         self._eof_fed = False
         self._head: Head | None = None
         self._preflight = False
         self._started = 0.0
         self._upgraded: Upgraded | None = None
-        self._deferred: Response | None = None              # the answer waiting for a Deferred
-        self._yielding = False                              # rule 12
+        self._deferred: Response | None = None  # the answer waiting for a Deferred
+        self._yielding = False  # rule 12
 
     # -- asyncio.Protocol -------------------------------------------------------------
 
@@ -144,23 +151,23 @@ class HttpConnection(asyncio.Protocol):
         self._peer = (peer[0], peer[1]) if isinstance(peer, tuple) else None
         hub = self._hub
         self._wire = FastWire(hub.ids, self._peer) if hub.fast_path else H11Wire(hub.ids, self._peer)
-        self._enter(HEAD)                                   # slowloris: hub.py rule 3
+        self._enter(HEAD)  # slowloris: hub.py rule 3
         if not hub.admit(self):
             try:
                 self._refuse()
-            except Exception as exc:                       # rule 8
+            except Exception as exc:  # rule 8
                 self._crash(exc)
 
     def data_received(self, data: bytes) -> None:
         try:
             phase = self.phase
             if phase is UPGRADED:
-                self._upgraded.data_received(data)          # type: ignore[union-attr]
+                self._upgraded.data_received(data)  # type: ignore[union-attr]
                 return
             if phase is LINGER or phase is CLOSED:
-                return                                      # rule 7: discarded
+                return  # rule 7: discarded
             if phase is APP or self._out.paused or self._unfed or self._yielding:
-                self._unfed += data                         # rule 1: parked, reading paused
+                self._unfed += data  # rule 1: parked, reading paused
                 self._pause_reading()
                 if self._may_parse():
                     self._process()
@@ -168,22 +175,22 @@ class HttpConnection(asyncio.Protocol):
             if phase is IDLE:
                 self._enter(HEAD)
             if len(data) > FEED_SIZE:
-                self._unfed += data                         # rule 2: fed in pieces
+                self._unfed += data  # rule 2: fed in pieces
             else:
                 self._wire.receive(data)
             self._process()
-        except Exception as exc:                           # rule 8: our own bug
+        except Exception as exc:  # rule 8: our own bug
             self._crash(exc)
 
     def eof_received(self) -> bool | None:
         if self._upgraded is not None:
             return self._upgraded.eof_received()
         if self.phase is LINGER:
-            return False                                    # the client is done: close now
+            return False  # the client is done: close now
         self._eof = True
         if self._may_parse():
             self._process_guarded()
-        return True                                         # keep writing our response
+        return True  # keep writing our response
 
     def pause_writing(self) -> None:
         self._out.paused = True
@@ -212,19 +219,19 @@ class HttpConnection(asyncio.Protocol):
         """The sweeper found this connection past its deadline: end the phase it bounds."""
         phase = self.phase
         try:
-            self._enter(phase, expired=True)                # hub.py rule 5: fires once
+            self._enter(phase, expired=True)  # hub.py rule 5: fires once
             self._out.flush()
             if phase is IDLE and not self._transport.get_write_buffer_size():
-                self._transport.close()                     # quiet keep-alive: a normal FIN
+                self._transport.close()  # quiet keep-alive: a normal FIN
             elif phase is BODY:
-                self._fail(self._intake.timeout_error(), self._head)   # rule 11
+                self._fail(self._intake.timeout_error(), self._head)  # rule 11
             elif phase is HEAD or phase is LINGER or phase is IDLE:
                 # HEAD: too slow (slowloris); IDLE with unsent bytes: the client stopped
                 # reading its responses, and close() would wait for it forever.
                 if phase is not LINGER:
                     log.debug("closing %s: timed out in phase %s", self._peer, phase.value)
                 self._transport.abort()
-        except Exception as exc:                           # rule 8
+        except Exception as exc:  # rule 8
             self._crash(exc)
 
     def abort(self) -> None:
@@ -269,13 +276,13 @@ class HttpConnection(asyncio.Protocol):
         while self.phase is not APP and not self._out.paused:
             if self.phase is LINGER or self.phase is CLOSED or self.phase is UPGRADED:
                 return
-            if started >= PIPELINE_BUDGET:                  # rule 12
+            if started >= PIPELINE_BUDGET:  # rule 12
                 self._yielding = True
                 self._hub.loop.call_soon(self._resume_turn)
                 return
             try:
                 event = self._wire.next_event()
-            except RequestError as exc:                     # the client's bytes are not HTTP we serve
+            except RequestError as exc:  # the client's bytes are not HTTP we serve
                 self._refused(exc)
                 return
             kind = type(event)
@@ -298,13 +305,13 @@ class HttpConnection(asyncio.Protocol):
                     continue
                 self._resume_reading()
                 return
-            elif event is HAND_OVER:                        # h11 takes the connection from here
+            elif event is HAND_OVER:  # h11 takes the connection from here
                 self._wire = cast(FastWire, self._wire).hand_over()
             elif event is PEER_CLOSED:
                 self._out.flush()
                 self._transport.close()
                 return
-            else:                                           # PAUSED: nothing more until we act
+            else:  # PAUSED: nothing more until we act
                 self._pause_reading()
                 return
 
@@ -346,19 +353,23 @@ class HttpConnection(asyncio.Protocol):
         if refusal is not None:
             self._fail(refusal, head)
             return
-        self._preflight = head.asterisk or (hub.cors.enabled and head.preflight_method is not None
-                                            and head.origin is not None and head.request.method == "OPTIONS")
+        self._preflight = head.asterisk or (
+            hub.cors.enabled
+            and head.preflight_method is not None
+            and head.origin is not None
+            and head.request.method == "OPTIONS"
+        )
         self._intake.begin()
         self._enter(BODY)
         if head.expects_continue and self._wire.expects_100():
             self._out.write(self._wire.informational(100, b"", []))
 
     def _on_data(self, data: bytes) -> None:
-        refusal = self._intake.take(data)                   # rules 5 and 11
+        refusal = self._intake.take(data)  # rules 5 and 11
         if refusal is not None:
             self._fail(refusal, self._head)
             return
-        self._enter(BODY)                                   # its deadline moved on: hub.py rule 4
+        self._enter(BODY)  # its deadline moved on: hub.py rule 4
 
     def _on_end(self) -> None:
         head = self._head
@@ -366,11 +377,11 @@ class HttpConnection(asyncio.Protocol):
         request = head.request
         body = self._intake.take_body()
         if body:
-            request.body = body                             # type: ignore[assignment]  # maybe a bytearray
+            request.body = body  # type: ignore[assignment]  # maybe a bytearray
         self._enter(APP)
         if self._preflight:
             self._preflight = False
-            if head.asterisk:                               # rule 13
+            if head.asterisk:  # rule 13
                 self._send(Response(204, b"", [("Allow", ASTERISK_ALLOW)], None), None)
                 return
             extra = self._hub.cors.preflight_headers(head.origin, head.preflight_headers)
@@ -378,7 +389,7 @@ class HttpConnection(asyncio.Protocol):
             return
         try:
             result = self._hub.app(request)
-        except Exception as exc:                           # rule 8
+        except Exception as exc:  # rule 8
             result = self._app_error(exc)
         self._deliver(result)
 
@@ -400,17 +411,17 @@ class HttpConnection(asyncio.Protocol):
     async def _await_app(self, awaitable: Any) -> None:
         try:
             result = await awaitable
-        except Exception as exc:                           # rule 8
+        except Exception as exc:  # rule 8
             result = self._app_error(exc)
         try:
             if self.phase is not APP:
-                return                                      # the client went away meanwhile
+                return  # the client went away meanwhile
             if not isinstance(result, (Response, Deferred, Upgrade)):
                 result = self._app_error(TypeError(f"app returned {type(result).__name__}"))
             self._deliver(result)
             if self._may_parse():
                 self._process()
-        except Exception as exc:                           # rule 8
+        except Exception as exc:  # rule 8
             self._crash(exc)
 
     def _on_settled(self, future: asyncio.Future[Any]) -> None:
@@ -418,24 +429,31 @@ class HttpConnection(asyncio.Protocol):
         response, self._deferred = self._deferred, None
         error = future.exception() if not future.cancelled() else asyncio.CancelledError()
         if self.phase is not APP or response is None:
-            return                                          # the client went away meanwhile
+            return  # the client went away meanwhile
         try:
             self._send(self._app_error(error) if error is not None else response, None)
             if self._may_parse():
                 self._process()
-        except Exception as exc:                           # rule 8
+        except Exception as exc:  # rule 8
             self._crash(exc)
 
     def _app_error(self, exc: BaseException) -> Response:
         """The response for an exception of the application's; never raises (rule 8)."""
         head = self._head
-        return error_response(exc, head.request if head is not None else None,
-                              head.request.request_id if head is not None else "")
+        return error_response(
+            exc, head.request if head is not None else None, head.request.request_id if head is not None else ""
+        )
 
     # -- responses ----------------------------------------------------------------------
 
-    def _send(self, response: Response, extra: list[tuple[bytes, bytes]] | None,
-              close: bool = False, request_id: str = "", fallback: bool = False) -> None:
+    def _send(
+        self,
+        response: Response,
+        extra: list[tuple[bytes, bytes]] | None,
+        close: bool = False,
+        request_id: str = "",
+        fallback: bool = False,
+    ) -> None:
         """Send one complete response to the current request, then start the next cycle.
 
         A response that cannot be sent is replaced by the error's own response, without
@@ -451,7 +469,7 @@ class HttpConnection(asyncio.Protocol):
         wire = self._wire
         try:
             data, size = encode_response(wire.respond, response, request, request_id, extra, close)
-        except Exception as exc:                           # rule 8: e.g. CR/LF in a header value
+        except Exception as exc:  # rule 8: e.g. CR/LF in a header value
             if fallback:
                 raise
             self._send(self._app_error(exc), [], close, request_id, fallback=True)
@@ -488,8 +506,13 @@ class HttpConnection(asyncio.Protocol):
         message, say 500 in fixed bytes if the wire still allows a response, and close."""
         head = self._head
         request_id = head.request.request_id if head is not None else "-"
-        log.error("internal error in the http layer (phase %s, request_id=%s)", self.phase.value, request_id,
-                  exc_info=exc, extra={"exc_messages": False})
+        log.error(
+            "internal error in the http layer (phase %s, request_id=%s)",
+            self.phase.value,
+            request_id,
+            exc_info=exc,
+            extra={"exc_messages": False},
+        )
         self._head = None
         self._intake.drop()
         transport = self._transport
@@ -507,7 +530,8 @@ class HttpConnection(asyncio.Protocol):
         log.debug("refusing %s: %d connections open", self._peer, hub.settings.max_connections)
         request_id = hub.ids.choose(None)
         response = problem_response(
-            Unavailable(f"connection limit of {hub.settings.max_connections} reached"), request_id)
+            Unavailable(f"connection limit of {hub.settings.max_connections} reached"), request_id
+        )
         self._send(response, None, close=True, request_id=request_id)
 
     def _linger(self) -> None:
@@ -520,8 +544,8 @@ class HttpConnection(asyncio.Protocol):
         transport = self._transport
         if transport.can_write_eof():
             try:
-                transport.write_eof()                       # FIN after the buffered response
-            except OSError:                                 # the peer reset first: it is gone
+                transport.write_eof()  # FIN after the buffered response
+            except OSError:  # the peer reset first: it is gone
                 transport.abort()
                 return
         self._resume_reading()
@@ -537,17 +561,17 @@ class HttpConnection(asyncio.Protocol):
         try:
             extra = handshake_headers(request, upgrade.subprotocol)
             if not wire.switch_proposed:
-                raise AssertionError("h11 did not see an upgrade request")   # handshake_headers checked it
+                raise AssertionError("h11 did not see an upgrade request")  # handshake_headers checked it
             headers = response_headers(Response(101, b"", extra, None), request.request_id, None, False)
         except RequestError as exc:
             upgrade.session.on_close(1006)
             self._send(problem_response(exc, request.request_id), None)
             return
-        except Exception as exc:                           # rule 8
+        except Exception as exc:  # rule 8
             upgrade.session.on_close(1006)
             self._send(self._app_error(exc), None)
             return
-        if not self._hub.take_socket(self):                 # hub.py rule 8
+        if not self._hub.take_socket(self):  # hub.py rule 8
             upgrade.session.on_close(1006)
             limit = self._hub.settings.max_sockets
             self._send(problem_response(Unavailable(f"WebSocket limit of {limit} reached"), request.request_id), None)
@@ -556,12 +580,17 @@ class HttpConnection(asyncio.Protocol):
         trailing = wire.trailing_data() + bytes(self._unfed)
         self._unfed.clear()
         self._enter(UPGRADED)
-        self._upgraded = WebSocketConnection(self._out, self._hub.loop, self._hub.settings, upgrade, request,
-                                             trailing)
+        self._upgraded = WebSocketConnection(self._out, self._hub.loop, self._hub.settings, upgrade, request, trailing)
         self._resume_reading()
 
     def _log_span(self, request: Any, status: int, size: int, request_id: str) -> None:
-        if request is None:                                 # refused before a request existed
+        if request is None:  # refused before a request existed
             return log_request("-", "-", status, 0.0, size, request_id)
-        log_request(request.method, request.path, status, (time.perf_counter() - self._started) * 1000.0,
-                    size, request.request_id)
+        log_request(
+            request.method,
+            request.path,
+            status,
+            (time.perf_counter() - self._started) * 1000.0,
+            size,
+            request.request_id,
+        )

@@ -22,10 +22,20 @@ from __future__ import annotations
 from dbsvc.routes import ALL_METHODS
 
 ALLOWED_METHODS = ", ".join(ALL_METHODS).encode("ascii")
-ALLOWED_HEADERS = frozenset({
-    "accept", "accept-language", "authorization", "cache-control", "content-language",
-    "content-type", "if-match", "if-none-match", "x-request-id", "x-requested-with",
-})
+ALLOWED_HEADERS = frozenset(
+    {
+        "accept",
+        "accept-language",
+        "authorization",
+        "cache-control",
+        "content-language",
+        "content-type",
+        "if-match",
+        "if-none-match",
+        "x-request-id",
+        "x-requested-with",
+    }
+)
 EXPOSED_HEADERS = b"Location, X-Request-Id, Dbsvc-Watermark, Dbsvc-Offset"
 MAX_AGE = b"600"
 

@@ -51,30 +51,29 @@ _HEAD = re.compile(rf"({_TOKEN}) (/[\x21-\x7e]*) HTTP/1\.1\r\n((?:{_TOKEN}:[\t\x
 # h11's field-content (RFC 9110 §5.5); possessive, so the regex never backtracks.
 _FIELD = re.compile(rf"({_TOKEN}):[ \t]*+((?:[\x21-\x7e]++(?:[ \t]++[\x21-\x7e]++)*+)?+)[ \t]*+\r\n")
 _FIELD_LINE = b"%s: %s\r\n"
-_MAX_LENGTH_DIGITS = 18              # past that h11 decides (and int() stays cheap)
+_MAX_LENGTH_DIGITS = 18  # past that h11 decides (and int() stays cheap)
 
 
 class _State(enum.Enum):
-    IDLE = "idle"                    # between requests: the next bytes are a head
-    BODY = "body"                    # `_remaining` body bytes still to come
-    DONE = "done"                    # the request is complete; its response is pending
+    IDLE = "idle"  # between requests: the next bytes are a head
+    BODY = "body"  # `_remaining` body bytes still to come
+    DONE = "done"  # the request is complete; its response is pending
 
 
 class FastWire:
     """The fast path behind the `wire.Wire` interface."""
 
-    __slots__ = ("_ids", "_peer", "_buf", "_state", "_remaining", "_length", "_eof",
-                 "_client_close", "closing")
+    __slots__ = ("_ids", "_peer", "_buf", "_state", "_remaining", "_length", "_eof", "_client_close", "closing")
 
     def __init__(self, ids: RequestIds, peer: tuple[str, int] | None) -> None:
         self._ids = ids
         self._peer = peer
-        self._buf: bytes | bytearray = b""                  # received, not yet consumed
+        self._buf: bytes | bytearray = b""  # received, not yet consumed
         self._state = _State.IDLE
         self._remaining = 0
         self._length = 0
         self._eof = False
-        self._client_close = False                          # the request said `Connection: close`
+        self._client_close = False  # the request said `Connection: close`
         self.closing = False
 
     @property
@@ -83,7 +82,7 @@ class FastWire:
 
     @property
     def switch_proposed(self) -> bool:
-        return False                                        # an Upgrade is always handed over
+        return False  # an Upgrade is always handed over
 
     def receive(self, data: bytes | bytearray) -> None:
         if not data:
@@ -120,10 +119,12 @@ class FastWire:
             return END
         buf = self._buf
         if not buf:
-            if self._eof:                                   # h11's words (_readers.ContentLengthReader)
-                raise BadRequest("malformed request: peer closed connection without sending complete "
-                                 f"message body (received {self._length - remaining} bytes, "
-                                 f"expected {self._length})")
+            if self._eof:  # h11's words (_readers.ContentLengthReader)
+                raise BadRequest(
+                    "malformed request: peer closed connection without sending complete "
+                    f"message body (received {self._length - remaining} bytes, "
+                    f"expected {self._length})"
+                )
             return NEED_DATA
         if len(buf) <= remaining:
             piece = buf
@@ -161,7 +162,7 @@ class FastWire:
         if match is None:
             return HAND_OVER
         method, target, _fields = match.groups()
-        if method == "CONNECT":                             # h11 treats it as a protocol switch
+        if method == "CONNECT":  # h11 treats it as a protocol switch
             return HAND_OVER
         head = self._head(method, target, _FIELD.findall(text, match.start(3), match.end(3)))
         if head is None:
@@ -206,7 +207,7 @@ class FastWire:
                 preflight_headers = value
             elif name == "authorization":
                 if authorization is not None:
-                    return None                             # h11's path answers the 400 (message.py)
+                    return None  # h11's path answers the 400 (message.py)
                 authorization = value
         if hosts != 1:
             return None
@@ -217,11 +218,12 @@ class FastWire:
         request = Request(method, target, path, query, headers, b"", self._ids.choose(incoming_id), self._peer)
         return Head(request, length, False, False, origin, preflight_method, preflight_headers)
 
-    def respond(self, status: int, reason: bytes, headers: list[tuple[bytes, bytes]],
-                body: bytes | bytearray, close: bool) -> bytes:
+    def respond(
+        self, status: int, reason: bytes, headers: list[tuple[bytes, bytes]], body: bytes | bytearray, close: bool
+    ) -> bytes:
         """The response as h11 writes it, given headers as message.response_headers builds
         them: validated, framed by Content-Length (h11 would add chunked framing otherwise)."""
-        if not 200 <= status < 1000:                        # h11.Response's own check
+        if not 200 <= status < 1000:  # h11.Response's own check
             raise h11.LocalProtocolError(f"Response status_code should be in range [200, 1000), not {status}")
         if self._client_close:
             # h11 drops every Connection header and appends its own, title case (h11's

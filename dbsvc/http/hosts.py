@@ -30,9 +30,9 @@ def host_name(host: str) -> str:
     host = host.strip().lower()
     if host.startswith("["):
         end = host.find("]")
-        return host[:end + 1] if end >= 0 else host
+        return host[: end + 1] if end >= 0 else host
     name, _, _ = host.partition(":")
-    return name.rstrip(".")                      # `localhost.` is `localhost` (a rooted name)
+    return name.rstrip(".")  # `localhost.` is `localhost` (a rooted name)
 
 
 class HostPolicy:
@@ -47,7 +47,7 @@ class HostPolicy:
         self._domains = tuple(n for n in names if n.startswith("."))
 
     def permits(self, host: str | None) -> bool:
-        if not self.enabled or host is None:     # rules 1 and 3
+        if not self.enabled or host is None:  # rules 1 and 3
             return True
         name = host_name(host)
         if name in self._names:

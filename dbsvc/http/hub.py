@@ -75,10 +75,10 @@ from dbsvc.http.types import App, HttpSettings, Request
 
 __all__ = ["DEADLINES", "PROBE_PATHS", "PROBE_RESERVE", "Bound", "Hub", "Phase", "Tracked", "off_when_zero"]
 
-PROBE_RESERVE = 8                                # connections past the cap for the probes (rule 7)
-PROBE_PATHS = frozenset({"/health", "/ready"})   # the liveness and readiness probes (docs/guide/operations.md)
-BULK_HOLD_MIN = 0.001                            # rule 10: a WebSocket flush pass this long or longer ...
-BULK_HOLD_MAX = 0.050                            # ... holds the next one that long, at most this
+PROBE_RESERVE = 8  # connections past the cap for the probes (rule 7)
+PROBE_PATHS = frozenset({"/health", "/ready"})  # the liveness and readiness probes (docs/guide/operations.md)
+BULK_HOLD_MIN = 0.001  # rule 10: a WebSocket flush pass this long or longer ...
+BULK_HOLD_MAX = 0.050  # ... holds the next one that long, at most this
 
 span_log = logging.getLogger("dbsvc.http.request")
 
@@ -96,10 +96,10 @@ class Phase(enum.Enum):
 class Bound(enum.Enum):
     """What limits the time a connection spends in a phase."""
 
-    HEADER_TIMEOUT = "header_timeout"       # from the phase's start
-    BODY_DEADLINE = "body deadline"         # as the body intake says (intake.py rule 5)
-    IDLE_TIMEOUT = "idle_timeout"           # from the phase's start
-    LINGER = "LINGER_SECONDS"               # from the phase's start (connection.py rule 7)
+    HEADER_TIMEOUT = "header_timeout"  # from the phase's start
+    BODY_DEADLINE = "body deadline"  # as the body intake says (intake.py rule 5)
+    IDLE_TIMEOUT = "idle_timeout"  # from the phase's start
+    LINGER = "LINGER_SECONDS"  # from the phase's start (connection.py rule 7)
     NOTHING = "no deadline"
 
 
@@ -120,8 +120,8 @@ class Tracked(Protocol):
     phase: Phase
     deadline: float
     counted: bool
-    reserve: bool                   # admitted past the cap for the probes only (rule 7)
-    socket: bool                    # an upgraded socket, counted against max_sockets (rule 8)
+    reserve: bool  # admitted past the cap for the probes only (rule 7)
+    socket: bool  # an upgraded socket, counted against max_sockets (rule 8)
 
     def on_deadline(self) -> None: ...
 
@@ -133,38 +133,58 @@ class Tracked(Protocol):
 class Hub:
     """What every connection of one server shares."""
 
-    __slots__ = ("app", "settings", "loop", "cors", "ids", "span_enabled", "connections",
-                 "counted", "tasks", "shutting_down", "_deferred", "_bulk", "_bulk_cost", "header_timeout", "idle_timeout",
-                 "body_wait", "body_memory", "body_bytes", "fast_path", "reserved", "sockets",
-                 "hosts")
+    __slots__ = (
+        "app",
+        "settings",
+        "loop",
+        "cors",
+        "ids",
+        "span_enabled",
+        "connections",
+        "counted",
+        "tasks",
+        "shutting_down",
+        "_deferred",
+        "_bulk",
+        "_bulk_cost",
+        "header_timeout",
+        "idle_timeout",
+        "body_wait",
+        "body_memory",
+        "body_bytes",
+        "fast_path",
+        "reserved",
+        "sockets",
+        "hosts",
+    )
 
     def __init__(self, app: App, settings: HttpSettings, loop: asyncio.AbstractEventLoop) -> None:
         self.app = app
         self.settings = settings
         self.loop = loop
         self.cors = CorsPolicy(settings.cors_origins)
-        self.hosts = HostPolicy(settings.allowed_hosts)     # rule 9 (hosts.py)
+        self.hosts = HostPolicy(settings.allowed_hosts)  # rule 9 (hosts.py)
         self.ids = RequestIds()
         # Checked once: the span is the only per-request log line, and a disabled
         # logger should cost nothing per request (configure logging before serving).
         self.span_enabled = span_log.isEnabledFor(logging.INFO)
         self.connections: set[Tracked] = set()
         self.counted = 0
-        self.reserved = 0                                   # probe-only connections past the cap (rule 7)
-        self.sockets = 0                                    # upgraded sockets (rule 8)
+        self.reserved = 0  # probe-only connections past the cap (rule 7)
+        self.sockets = 0  # upgraded sockets (rule 8)
         self.tasks: set[asyncio.Task[None]] = set()
         self.shutting_down = False
         self._deferred: list[Outbox] = []
-        self._bulk: list[Outbox] = []                       # WebSocket output, rule 10
-        self._bulk_cost = 0.0                               # seconds the last bulk pass took
+        self._bulk: list[Outbox] = []  # WebSocket output, rule 10
+        self._bulk_cost = 0.0  # seconds the last bulk pass took
         # Deadlines as connections use them: 0 (off) becomes infinity (rule 2).
         self.header_timeout = off_when_zero(settings.header_timeout)
         self.idle_timeout = off_when_zero(settings.idle_timeout)
         grace = settings.body_rate_grace if settings.min_body_rate else math.inf
-        self.body_wait = min(self.idle_timeout, grace)      # a body's deadline before its first byte
+        self.body_wait = min(self.idle_timeout, grace)  # a body's deadline before its first byte
         self.body_memory = settings.body_memory
-        self.body_bytes = 0                                 # held by unfinished bodies, all connections
-        self.fast_path = settings.http_parser != "h11"      # connections start on fastpath.FastWire
+        self.body_bytes = 0  # held by unfinished bodies, all connections
+        self.fast_path = settings.http_parser != "h11"  # connections start on fastpath.FastWire
 
     def admit(self, connection: Tracked) -> bool:
         """Track `connection`; False when it is over the cap and the probes' reserve (it is
@@ -188,13 +208,17 @@ class Hub:
         known by (rule 9)."""
         probe = request.path in PROBE_PATHS
         if reserve and not probe:
-            return Unavailable(f"connection limit of {self.settings.max_connections} reached: "
-                               "only /health and /ready are answered past it")
+            return Unavailable(
+                f"connection limit of {self.settings.max_connections} reached: "
+                "only /health and /ready are answered past it"
+            )
         if self.hosts.enabled and not probe:
             host = request.header("host")
             if not self.hosts.permits(host):
-                return Forbidden(f"host {host!r} is not allowed: expected one of "
-                                 f"{', '.join(self.settings.allowed_hosts)} (SERVICE_ALLOWED_HOSTS)")
+                return Forbidden(
+                    f"host {host!r} is not allowed: expected one of "
+                    f"{', '.join(self.settings.allowed_hosts)} (SERVICE_ALLOWED_HOSTS)"
+                )
         return None
 
     def take_socket(self, connection: Tracked) -> bool:
@@ -248,7 +272,7 @@ class Hub:
 
     def _flush_bulk(self) -> None:
         """Rule 10: one pass over the held WebSocket output, timed for the next hold."""
-        started = time.thread_time()                      # CPU time: a pass preempted is not heavier
+        started = time.thread_time()  # CPU time: a pass preempted is not heavier
         pending, self._bulk = self._bulk, []
         for outbox in pending:
             outbox.flush()

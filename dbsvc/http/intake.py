@@ -52,9 +52,9 @@ class BodyIntake:
     def __init__(self, hub: Hub) -> None:
         self._hub = hub
         self._body: bytes | bytearray = b""
-        self.size = 0                       # bytes received, counted in hub.body_bytes (rule 4)
-        self.started = 0.0                  # the loop's time when the head was read
-        self.give_up_at = math.inf          # rule 5
+        self.size = 0  # bytes received, counted in hub.body_bytes (rule 4)
+        self.started = 0.0  # the loop's time when the head was read
+        self.give_up_at = math.inf  # rule 5
 
     def refusal_of(self, head: Head) -> RequestError | None:
         """Rules 1, 2 and 3 for the body `head` announces: the error to answer, or None."""
@@ -67,7 +67,8 @@ class BodyIntake:
         max_body = hub.settings.max_body
         if declared > max_body:
             return PayloadTooLarge(
-                f"request body of {declared} bytes is over the limit of {max_body} bytes", limit=max_body)
+                f"request body of {declared} bytes is over the limit of {max_body} bytes", limit=max_body
+            )
         if declared > hub.body_memory - hub.body_bytes:
             return self._memory_full(declared)
         return None
@@ -92,7 +93,7 @@ class BodyIntake:
             return self._memory_full(size)
         body = self._body
         if not body:
-            self._body = data                               # rule 6: the wire's own fresh buffer
+            self._body = data  # rule 6: the wire's own fresh buffer
         else:
             if type(body) is not bytearray:
                 body = self._body = bytearray(body)
@@ -122,13 +123,15 @@ class BodyIntake:
 
     def timeout_error(self) -> RequestTimeout:
         """The 408 for a body past `give_up_at` (rule 5)."""
-        return RequestTimeout(f"request body too slow: {self.size} bytes received in "
-                              f"{self._hub.loop.time() - self.started:.1f} s")
+        return RequestTimeout(
+            f"request body too slow: {self.size} bytes received in {self._hub.loop.time() - self.started:.1f} s"
+        )
 
     def _memory_full(self, size: int) -> Unavailable:
         hub = self._hub
         error = Unavailable(
             f"request bodies being received hold {hub.body_bytes} bytes; a body of {size} bytes "
-            f"would pass the limit of {hub.body_memory} bytes: retry later")
+            f"would pass the limit of {hub.body_memory} bytes: retry later"
+        )
         error.headers = [("Retry-After", "1")]
         return error

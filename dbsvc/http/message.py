@@ -78,8 +78,9 @@ _date_value = b""
 # same server wrote other status lines under another interpreter (problem titles, errors.py,
 # are RFC 9110's already).
 REASONS = {status.value: status.phrase.encode("ascii") for status in HTTPStatus}
-REASONS.update({413: b"Content Too Large", 414: b"URI Too Long", 416: b"Range Not Satisfiable",
-                422: b"Unprocessable Content"})
+REASONS.update(
+    {413: b"Content Too Large", 414: b"URI Too Long", 416: b"Range Not Satisfiable", 422: b"Unprocessable Content"}
+)
 
 
 def http_date() -> bytes:
@@ -98,13 +99,13 @@ class Head:
     """A parsed request head and the facts about it the connection loop acts on."""
 
     request: Request
-    content_length: int | None       # declared Content-Length, None when absent
-    chunked: bool                    # Transfer-Encoding present (h11 only accepts chunked)
-    expects_continue: bool           # `Expect: 100-continue` (RFC 9110 §10.1.1)
-    origin: str | None               # `Origin`, for CORS
-    preflight_method: str | None     # `Access-Control-Request-Method` (CORS preflight)
-    preflight_headers: str | None    # `Access-Control-Request-Headers`
-    asterisk: bool = False           # `OPTIONS *`: answered by the protocol layer itself
+    content_length: int | None  # declared Content-Length, None when absent
+    chunked: bool  # Transfer-Encoding present (h11 only accepts chunked)
+    expects_continue: bool  # `Expect: 100-continue` (RFC 9110 §10.1.1)
+    origin: str | None  # `Origin`, for CORS
+    preflight_method: str | None  # `Access-Control-Request-Method` (CORS preflight)
+    preflight_headers: str | None  # `Access-Control-Request-Headers`
+    asterisk: bool = False  # `OPTIONS *`: answered by the protocol layer itself
 
 
 def split_target(target: str) -> tuple[str, list[tuple[str, str]]]:
@@ -116,7 +117,7 @@ def split_target(target: str) -> tuple[str, list[tuple[str, str]]]:
     The absolute form (RFC 9112 §3.2.2) is accepted and reduced to its path.
     """
     if target[0] != "/":
-        if target == "*":                                   # RFC 9112 §3.2.4, OPTIONS *
+        if target == "*":  # RFC 9112 §3.2.4, OPTIONS *
             return "*", []
         scheme, sep, rest = target.partition("://")
         if not sep or scheme.lower() not in ("http", "https"):
@@ -134,19 +135,21 @@ def split_target(target: str) -> tuple[str, list[tuple[str, str]]]:
     return path, [(name, value) for name, _eq, value in (part.partition("=") for part in query.split("&") if part)]
 
 
-def read_head(event: h11.Request, request_id_source: RequestIds,
-              client: tuple[str, int] | None) -> Head:
+def read_head(event: h11.Request, request_id_source: RequestIds, client: tuple[str, int] | None) -> Head:
     """The `Head` of an h11 request event; raises BadRequest for an unusable target or a
     repeated Authorization, VersionNotSupported for an HTTP major version other than 1."""
     if event.http_version[:2] != b"1.":
         raise VersionNotSupported(
-            f"http version {event.http_version.decode('ascii')!r} is not supported: expected 1.0 or 1.1")
+            f"http version {event.http_version.decode('ascii')!r} is not supported: expected 1.0 or 1.1"
+        )
     try:
         target = event.target.decode("ascii")
         path, query = split_target(target)
     except (UnicodeDecodeError, ValueError) as exc:
-        raise BadRequest(f"request target {event.target[:64].decode('latin-1')!r} is not valid: "
-                         "expected ascii, percent-encoding utf-8") from exc
+        raise BadRequest(
+            f"request target {event.target[:64].decode('latin-1')!r} is not valid: "
+            "expected ascii, percent-encoding utf-8"
+        ) from exc
     method = event.method.decode("ascii")
     asterisk = path == "*"
     if asterisk and method != "OPTIONS":
@@ -155,14 +158,14 @@ def read_head(event: h11.Request, request_id_source: RequestIds,
     content_length: int | None = None
     chunked = expects = False
     origin = preflight_method = preflight_headers = incoming_id = authorization = None
-    for raw_name, raw_value in event.headers.raw_items():   # a plain list: cheaper than iterating Headers
+    for raw_name, raw_value in event.headers.raw_items():  # a plain list: cheaper than iterating Headers
         name = raw_name.lower().decode("latin-1")
         value = raw_value.decode("latin-1")
         headers.append((name, value))
         # A handful of names matter to us; one dict-free chain of compares is cheapest.
         if name[0] in "cteoax":
             if name == "content-length":
-                content_length = int(value)                 # h11 has validated the digits
+                content_length = int(value)  # h11 has validated the digits
             elif name == "transfer-encoding":
                 chunked = True
             elif name == "expect":
@@ -189,8 +192,7 @@ def read_head(event: h11.Request, request_id_source: RequestIds,
         client=client,
         http_version=event.http_version.decode("ascii"),
     )
-    return Head(request, content_length, chunked, expects, origin,
-                preflight_method, preflight_headers, asterisk)
+    return Head(request, content_length, chunked, expects, origin, preflight_method, preflight_headers, asterisk)
 
 
 # RFC 9110 §5.1 (field-name = token) and §5.5 (field-value: visible octets, spaces and
@@ -199,8 +201,9 @@ _FIELD_NAME = re.compile(rb"[-!#$%&'*+.^_`|~0-9a-zA-Z]+")
 _FIELD_VALUE = re.compile(rb"(?:[\x21-\x7e\x80-\xff](?:[ \t\x21-\x7e\x80-\xff]*[\x21-\x7e\x80-\xff])?)?")
 
 
-def response_headers(response: Response, request_id: str,
-                     extra: list[tuple[bytes, bytes]] | None, close: bool) -> list[tuple[bytes, bytes]]:
+def response_headers(
+    response: Response, request_id: str, extra: list[tuple[bytes, bytes]] | None, close: bool
+) -> list[tuple[bytes, bytes]]:
     """The header list h11 sends for `response`, already validated.
 
     Content-Length is the body's length, also for HEAD (RFC 9110 §9.3.2: the same header
@@ -260,7 +263,7 @@ def _checked_name(name: str, status: int) -> bytes:
 
 
 def _checked(name: bytes, value: str) -> bytes:
-    if value.isdigit() and value.isascii():               # counters, offsets: always valid
+    if value.isdigit() and value.isascii():  # counters, offsets: always valid
         return value.encode("ascii")
     raw = value.encode("latin-1")
     if not _FIELD_VALUE.fullmatch(raw):
@@ -268,9 +271,14 @@ def _checked(name: bytes, value: str) -> bytes:
     return raw
 
 
-def encode_response(respond: Callable[[int, bytes, list[tuple[bytes, bytes]], bytes | bytearray, bool], bytes],
-                    response: Response, request: Request | None, request_id: str,
-                    extra: list[tuple[bytes, bytes]] | None, close: bool) -> tuple[bytes, int]:
+def encode_response(
+    respond: Callable[[int, bytes, list[tuple[bytes, bytes]], bytes | bytearray, bool], bytes],
+    response: Response,
+    request: Request | None,
+    request_id: str,
+    extra: list[tuple[bytes, bytes]] | None,
+    close: bool,
+) -> tuple[bytes, int]:
     """The bytes of one complete response to `request` (`respond`: the wire's) and its body's
     size. No body for HEAD, 204 and 304. Raises for a response that must not be sent: a 2xx
     to CONNECT (h11 would take it for a tunnel opened), a body that is not bytes, a header

@@ -42,8 +42,8 @@ class Outbox:
         self.transport: Any = None
         self.paused = False
         self.closed = False
-        self.handed = 0                    # bytes given to the transport, ever (rule 5)
-        self.bulk = False                  # a WebSocket's output (rule 6)
+        self.handed = 0  # bytes given to the transport, ever (rule 5)
+        self.bulk = False  # a WebSocket's output (rule 6)
         self._defer = defer
         self._chunks: list[bytes] = []
         self._size = 0

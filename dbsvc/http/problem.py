@@ -53,8 +53,10 @@ def problem_response(exc: RequestError, request_id: str) -> Response:
     return Response(exc.status, text.encode("utf-8", "backslashreplace"), list(exc.headers), PROBLEM_JSON)
 
 
-_INTERNAL_HEAD = (b'{"type": "about:blank", "title": "Internal Server Error", "status": 500, '
-                  b'"code": "internal", "detail": "internal server error", "request_id": "')
+_INTERNAL_HEAD = (
+    b'{"type": "about:blank", "title": "Internal Server Error", "status": 500, '
+    b'"code": "internal", "detail": "internal server error", "request_id": "'
+)
 
 
 def internal_error_response(request_id: str) -> Response:
@@ -68,18 +70,30 @@ def error_response(exc: BaseException, request: Request | None, request_id: str)
     try:
         if isinstance(exc, RequestError):
             return problem_response(exc, request_id)
-        log.error("unhandled error in %s %s (request_id=%s)", request.method if request else "-",
-                  request.path if request else "-", request_id, exc_info=exc, extra={"exc_messages": False})
+        log.error(
+            "unhandled error in %s %s (request_id=%s)",
+            request.method if request else "-",
+            request.path if request else "-",
+            request_id,
+            exc_info=exc,
+            extra={"exc_messages": False},
+        )
         return problem_response(InternalError("internal server error"), request_id)
     except Exception as failure:
-        log.error("the error response of request_id=%s could not be rendered", request_id,
-                  exc_info=failure, extra={"exc_messages": False})
+        log.error(
+            "the error response of request_id=%s could not be rendered",
+            request_id,
+            exc_info=failure,
+            extra={"exc_messages": False},
+        )
         return internal_error_response(request_id)
 
 
 # A response that needs no h11 and no json: what a crashed connection still says (rule 8).
-_LAST_WORDS = (b"HTTP/1.1 500 Internal Server Error\r\ncontent-type: application/problem+json\r\n"
-               b"connection: close\r\ncontent-length: %d\r\n\r\n")
+_LAST_WORDS = (
+    b"HTTP/1.1 500 Internal Server Error\r\ncontent-type: application/problem+json\r\n"
+    b"connection: close\r\ncontent-length: %d\r\n\r\n"
+)
 
 
 def last_words(request_id: str) -> bytes:

@@ -68,8 +68,14 @@ async def _sweep_forever(hub: Hub, tick: float) -> None:
         hub.sweep()
 
 
-async def serve(app: App, settings: HttpSettings, *, stop: asyncio.Event,
-                on_ready: Callable[[int], None] | None = None, hub: Hub | None = None) -> None:
+async def serve(
+    app: App,
+    settings: HttpSettings,
+    *,
+    stop: asyncio.Event,
+    on_ready: Callable[[int], None] | None = None,
+    hub: Hub | None = None,
+) -> None:
     """Serve `app` on settings.host:settings.port until `stop` is set, then shut down gracefully.
 
     `on_ready(port)` is called once the socket listens (port 0 binds an ephemeral port).
@@ -81,8 +87,12 @@ async def serve(app: App, settings: HttpSettings, *, stop: asyncio.Event,
     if hub is None:
         hub = Hub(app, settings, loop)
     server = await loop.create_server(
-        lambda: HttpConnection(hub), settings.host, settings.port,
-        reuse_address=True, backlog=min(4096, max(128, settings.max_connections)))
+        lambda: HttpConnection(hub),
+        settings.host,
+        settings.port,
+        reuse_address=True,
+        backlog=min(4096, max(128, settings.max_connections)),
+    )
     port = server.sockets[0].getsockname()[1]
     tick = _tick(hub)
     sweeper = loop.create_task(_sweep_forever(hub, tick))
@@ -92,7 +102,7 @@ async def serve(app: App, settings: HttpSettings, *, stop: asyncio.Event,
             on_ready(port)
         await stop.wait()
     finally:
-        server.close()                                      # stop accepting
+        server.close()  # stop accepting
         hub.shutting_down = True
         for connection in list(hub.connections):
             connection.on_shutdown()
@@ -103,8 +113,7 @@ async def serve(app: App, settings: HttpSettings, *, stop: asyncio.Event,
         sweeper.cancel()
         leftover = [c for c in hub.connections if c.phase is not Phase.CLOSED]
         if hub.busy():
-            log.warning("shutdown timeout: aborting %d connections and %d tasks",
-                        len(leftover), len(hub.tasks))
+            log.warning("shutdown timeout: aborting %d connections and %d tasks", len(leftover), len(hub.tasks))
         for connection in leftover:
             connection.abort()
         for task in list(hub.tasks):
@@ -115,12 +124,13 @@ async def serve(app: App, settings: HttpSettings, *, stop: asyncio.Event,
             await asyncio.wait_for(server.wait_closed(), timeout=1.0)
         except (asyncio.TimeoutError, asyncio.CancelledError):
             pass
-        await asyncio.sleep(0)                              # let connection_lost callbacks run
+        await asyncio.sleep(0)  # let connection_lost callbacks run
         log.info("stopped serving on %s:%d", settings.host, port)
 
 
-async def serve_until_signalled(app: App, settings: HttpSettings,
-                                on_ready: Callable[[int], None] | None = None) -> None:
+async def serve_until_signalled(
+    app: App, settings: HttpSettings, on_ready: Callable[[int], None] | None = None
+) -> None:
     """`serve` until SIGINT or SIGTERM (docs/guide/operations.md#deployment), then the same
     graceful shutdown. The one place a process's signals are tied to the server."""
     stop = asyncio.Event()

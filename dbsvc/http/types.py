@@ -21,15 +21,15 @@ from typing import Any, Protocol, Union
 class Request:
     """One complete HTTP request, body included (bounded by HttpSettings.max_body)."""
 
-    method: str                              # upper case; HEAD arrives as HEAD
-    target: str                              # raw request target, "/api/user?x=1"
-    path: str                                # percent-decoded path, "/api/user"
-    query: list[tuple[str, str]]             # decoded pairs in order, blanks kept
-    headers: list[tuple[str, str]]           # lower-case names, latin-1 decoded values
+    method: str  # upper case; HEAD arrives as HEAD
+    target: str  # raw request target, "/api/user?x=1"
+    path: str  # percent-decoded path, "/api/user"
+    query: list[tuple[str, str]]  # decoded pairs in order, blanks kept
+    headers: list[tuple[str, str]]  # lower-case names, latin-1 decoded values
     body: bytes = b""
     request_id: str = ""
     client: tuple[str, int] | None = None
-    http_version: str = "1.1"                # "1.0" or "1.1" (the fast path reads 1.1 only)
+    http_version: str = "1.1"  # "1.0" or "1.1" (the fast path reads 1.1 only)
 
     def header(self, name: str) -> str | None:
         """The first value of header `name` (lower case), or None."""
@@ -160,17 +160,17 @@ class HttpSettings:
     host: str = "127.0.0.1"
     port: int = 3000
     max_body: int = 1_048_576
-    max_connections: int = 1024             # HTTP connections (hub.py rule 7: plus a probes' reserve)
-    max_sockets: int = 1024                  # upgraded WebSockets, counted apart (hub.py rule 8)
-    header_timeout: float = 10.0             # seconds to receive a complete request head
-    idle_timeout: float = 60.0               # keep-alive idle time; also the longest pause in a body
+    max_connections: int = 1024  # HTTP connections (hub.py rule 7: plus a probes' reserve)
+    max_sockets: int = 1024  # upgraded WebSockets, counted apart (hub.py rule 8)
+    header_timeout: float = 10.0  # seconds to receive a complete request head
+    idle_timeout: float = 60.0  # keep-alive idle time; also the longest pause in a body
     shutdown_timeout: float = 10.0
-    min_body_rate: float = 240.0             # bytes/s a body must average once the grace is over
-    body_rate_grace: float = 5.0             # seconds from the head before min_body_rate applies
-    body_memory: int = 64 << 20              # bytes all unfinished request bodies may hold together
+    min_body_rate: float = 240.0  # bytes/s a body must average once the grace is over
+    body_rate_grace: float = 5.0  # seconds from the head before min_body_rate applies
+    body_memory: int = 64 << 20  # bytes all unfinished request bodies may hold together
     cors_origins: tuple[str, ...] = ()
-    allowed_hosts: tuple[str, ...] = ()      # Host names answered (hosts.py); empty: any
-    ws_ping_interval: float = 30.0           # idle seconds before a WebSocket ping
-    ws_pong_timeout: float = 30.0            # seconds a pinged peer has to answer
-    ws_close_timeout: float = 5.0            # seconds to wait for the peer's close frame
-    http_parser: str = "fast"                # "fast": the fast path, h11 for the rest; "h11": h11 only
+    allowed_hosts: tuple[str, ...] = ()  # Host names answered (hosts.py); empty: any
+    ws_ping_interval: float = 30.0  # idle seconds before a WebSocket ping
+    ws_pong_timeout: float = 30.0  # seconds a pinged peer has to answer
+    ws_close_timeout: float = 5.0  # seconds to wait for the peer's close frame
+    http_parser: str = "fast"  # "fast": the fast path, h11 for the rest; "h11": h11 only

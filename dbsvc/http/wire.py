@@ -40,12 +40,11 @@ import h11
 from dbsvc.errors import BadRequest, HeadersTooLarge, UriTooLong
 from dbsvc.http.message import Head, RequestIds, read_head
 
-MAX_HEAD = 16 * 1024                 # the largest request head, in bytes (rule 3 of connection.py)
+MAX_HEAD = 16 * 1024  # the largest request head, in bytes (rule 3 of connection.py)
 _LINE_FRAME = len(b"  HTTP/1.1\r\n")  # a request line's bytes besides its method and target
 # One message whether h11 refused the line unfinished or the wire measured it whole, so the
 # answer does not depend on how the bytes were segmented.
-_LINE_TOO_LONG = (f"request line is over the limit of {MAX_HEAD} bytes for a request head: "
-                  "its target is too long")
+_LINE_TOO_LONG = f"request line is over the limit of {MAX_HEAD} bytes for a request head: its target is too long"
 
 
 class Signal(enum.Enum):
@@ -57,7 +56,12 @@ class Signal(enum.Enum):
 
 
 NEED_DATA, PAUSED, END, CLOSED, HAND_OVER = (
-    Signal.NEED_DATA, Signal.PAUSED, Signal.END, Signal.CLOSED, Signal.HAND_OVER)
+    Signal.NEED_DATA,
+    Signal.PAUSED,
+    Signal.END,
+    Signal.CLOSED,
+    Signal.HAND_OVER,
+)
 
 Event = Union[Head, bytes, bytearray, Signal]
 
@@ -82,8 +86,9 @@ class Wire(Protocol):
 
     def next_event(self) -> Event: ...
 
-    def respond(self, status: int, reason: bytes, headers: list[tuple[bytes, bytes]],
-                body: bytes | bytearray, close: bool) -> bytes:
+    def respond(
+        self, status: int, reason: bytes, headers: list[tuple[bytes, bytes]], body: bytes | bytearray, close: bool
+    ) -> bytes:
         """The bytes of one complete response. Raises h11.LocalProtocolError, before any
         state changes, for a response h11 would refuse (a status outside [200, 1000))."""
 
@@ -105,13 +110,14 @@ class H11Wire:
 
     __slots__ = ("_conn", "_ids", "_peer", "_fed", "_head_start")
 
-    def __init__(self, ids: RequestIds, peer: tuple[str, int] | None,
-                 data: bytes | bytearray = b"", eof: bool = False) -> None:
+    def __init__(
+        self, ids: RequestIds, peer: tuple[str, int] | None, data: bytes | bytearray = b"", eof: bool = False
+    ) -> None:
         self._conn = h11.Connection(h11.SERVER, max_incomplete_event_size=MAX_HEAD)
         self._ids = ids
         self._peer = peer
-        self._fed = 0                                       # bytes handed to h11 so far
-        self._head_start = 0                                # where the current head began, in _fed
+        self._fed = 0  # bytes handed to h11 so far
+        self._head_start = 0  # where the current head began, in _fed
         if data:
             self.receive(data)
         if eof:
@@ -131,7 +137,7 @@ class H11Wire:
 
     def receive(self, data: bytes | bytearray) -> None:
         self._fed += len(data)
-        self._conn.receive_data(data)                       # type: ignore[arg-type]  # h11 takes any buffer
+        self._conn.receive_data(data)  # type: ignore[arg-type]  # h11 takes any buffer
 
     def next_event(self) -> Event:
         conn = self._conn
@@ -145,9 +151,9 @@ class H11Wire:
             raise BadRequest(f"malformed request: {exc}") from exc
         kind = type(event)
         if kind is h11.Data:
-            return event.data                               # type: ignore[union-attr, no-any-return]
+            return event.data  # type: ignore[union-attr, no-any-return]
         if kind is h11.Request:
-            return self._read_head(event)                   # type: ignore[arg-type]
+            return self._read_head(event)  # type: ignore[arg-type]
         if kind is h11.EndOfMessage:
             self._head_start = self._fed - len(conn._receive_buffer)
             return END
@@ -168,20 +174,24 @@ class H11Wire:
                 raise HeadersTooLarge(f"request head of {size} bytes is over the limit of {MAX_HEAD} bytes")
         return read_head(event, self._ids, self._peer)
 
-    def respond(self, status: int, reason: bytes, headers: list[tuple[bytes, bytes]],
-                body: bytes | bytearray, close: bool) -> bytes:
+    def respond(
+        self, status: int, reason: bytes, headers: list[tuple[bytes, bytes]], body: bytes | bytearray, close: bool
+    ) -> bytes:
         conn = self._conn
         # message.response_headers has validated every header as h11 would, so h11's own
         # per-header regex pass is skipped (`_parsed=True`, the flag h11 uses for headers it
         # parsed). h11 sees `close` in the headers themselves.
         data = conn.send(h11.Response(status_code=status, reason=reason, headers=headers, _parsed=True))
         if body:
-            data += conn.send(h11.Data(data=body))          # type: ignore[operator, arg-type]
-        return data + conn.send(h11.EndOfMessage())         # type: ignore[operator, no-any-return]
+            data += conn.send(h11.Data(data=body))  # type: ignore[operator, arg-type]
+        return data + conn.send(h11.EndOfMessage())  # type: ignore[operator, no-any-return]
 
     def informational(self, status: int, reason: bytes, headers: list[tuple[bytes, bytes]]) -> bytes:
-        return self._conn.send(h11.InformationalResponse(    # type: ignore[return-value]
-            status_code=status, reason=reason, headers=headers))
+        return self._conn.send(
+            h11.InformationalResponse(  # type: ignore[return-value]
+                status_code=status, reason=reason, headers=headers
+            )
+        )
 
     def expects_100(self) -> bool:
         return self._conn.they_are_waiting_for_100_continue
@@ -191,4 +201,3 @@ class H11Wire:
 
     def trailing_data(self) -> bytes:
         return bytes(self._conn.trailing_data[0])
-

@@ -50,9 +50,9 @@ log = logging.getLogger("dbsvc.realtime")
 
 Schedule = Callable[[Callable[[], None]], Any]
 
-TURN_BYTES = 512 * 1024          # rule 7: replay and Init bytes sent per loop turn, all sessions
+TURN_BYTES = 512 * 1024  # rule 7: replay and Init bytes sent per loop turn, all sessions
 SESSION_TURN_BYTES = 128 * 1024  # ... and for one session
-DEFAULT_MAX_BYTES = 8 << 20      # session.py rule 4: bytes a socket's queue may hold
+DEFAULT_MAX_BYTES = 8 << 20  # session.py rule 4: bytes a socket's queue may hold
 
 
 class ModelFeeds:
@@ -111,10 +111,11 @@ class ModelFeeds:
 class Broker:
     """Fan-out from the store's change stream to feed sessions (see the module docstring)."""
 
-    def __init__(self, store: ServedStore, models: Mapping[str, CompiledModel], capacity: int,
-                 max_bytes: int = DEFAULT_MAX_BYTES) -> None:
+    def __init__(
+        self, store: ServedStore, models: Mapping[str, CompiledModel], capacity: int, max_bytes: int = DEFAULT_MAX_BYTES
+    ) -> None:
         self.store = store
-        self.models = dict(models)                        # by declared name
+        self.models = dict(models)  # by declared name
         self.capacity = capacity
         self.max_bytes = max_bytes
         self.head = store.head_offset
@@ -124,13 +125,13 @@ class Broker:
         self._feeds = {name: ModelFeeds() for name in self.models}
         self._pending: list[tuple[ChangeEvent, bytes]] = []
         self._waiting: list[FeedSession] = []
-        self._initializing: dict[str, list[FeedSession]] = {}   # rule 8, by model name
-        self._turns: deque[StreamSession] = deque()             # rule 7
+        self._initializing: dict[str, list[FeedSession]] = {}  # rule 8, by model name
+        self._turns: deque[StreamSession] = deque()  # rule 7
         self._in_turns: set[StreamSession] = set()
         self._turn_scheduled = False
         self._replicas: set[ReplicationSession] = set()
         self._counts = {FeedKind.SUBSCRIBE: 0, FeedKind.LIVE: 0}
-        self._open = 0                                    # sessions registered, of every kind
+        self._open = 0  # sessions registered, of every kind
         self._detach: Callable[[], None] | None = None
 
     def attach(self, schedule: Schedule) -> None:
@@ -233,7 +234,7 @@ class Broker:
             in_turns.discard(session)
             try:
                 budget -= session.work(min(budget, SESSION_TURN_BYTES))
-            except Exception:               # one session's bug must not stop the others' turns
+            except Exception:  # one session's bug must not stop the others' turns
                 log.exception("realtime session work failed")
                 session.close(1011, "internal error")
         if turns and not self._turn_scheduled:
@@ -248,9 +249,13 @@ class Broker:
             self._waiting.append(session)
 
     def metrics(self) -> dict[str, int]:
-        return {"subscriptions": self._counts[FeedKind.SUBSCRIBE], "live_queries": self._counts[FeedKind.LIVE],
-                "replication_streams": len(self._replicas), "events_sent": self.events_sent,
-                "lagged_closes": self.lagged}
+        return {
+            "subscriptions": self._counts[FeedKind.SUBSCRIBE],
+            "live_queries": self._counts[FeedKind.LIVE],
+            "replication_streams": len(self._replicas),
+            "events_sent": self.events_sent,
+            "lagged_closes": self.lagged,
+        }
 
     # -- the change stream ----------------------------------------------------------------
 
@@ -276,7 +281,7 @@ class Broker:
         for event, frame in events:
             try:
                 self._dispatch(event, frame)
-            except Exception:               # a bug must not cost the other events their delivery
+            except Exception:  # a bug must not cost the other events their delivery
                 log.exception("fan-out of offset %d failed", event.offset)
             self.head = event.offset
             if self._waiting:
@@ -295,7 +300,7 @@ class Broker:
         if self._initializing:
             for session in tuple(self._initializing.get(event.model, ())):
                 session.observe(event)
-        if self._replicas:                  # rule 5: the log frame is the replication message
+        if self._replicas:  # rule 5: the log frame is the replication message
             frame = binary_frame(log_frame)
             for replica in tuple(self._replicas):
                 replica.deliver(offset, frame)
@@ -321,8 +326,11 @@ class Broker:
             link_frames = LinkFrames(link, self.lookup)
             if parent_feeds.routed:
                 parent = link_frames.parent
-                receivers = parent_feeds.candidates(self.models[link.model], parent, None) \
-                    if parent is not None else parent_feeds.everyone
+                receivers = (
+                    parent_feeds.candidates(self.models[link.model], parent, None)
+                    if parent is not None
+                    else parent_feeds.everyone
+                )
             else:
                 receivers = parent_feeds.everyone
             for session in tuple(receivers):

@@ -45,7 +45,7 @@ from dbsvc.runtime import CompiledModel, json_bytes
 from dbsvc.storage.events import ChangeEvent, EventKind
 from dbsvc.storage.logfile import frame_payload
 
-Lookup = Callable[[str, Any], "dict | None"]       # (model name, id) -> current record
+Lookup = Callable[[str, Any], "dict | None"]  # (model name, id) -> current record
 
 
 class FeedKind(enum.Enum):
@@ -63,8 +63,8 @@ class Delta(enum.Enum):
 class LinkEvent:
     """A child record started (`linked`) or stopped referencing a parent record."""
 
-    model: str              # the parent model
-    id: Any                 # the parent id
+    model: str  # the parent model
+    id: Any  # the parent id
     child_model: str
     child_id: Any
     field: str
@@ -72,10 +72,20 @@ class LinkEvent:
     offset: int
 
     def frame(self) -> bytes:
-        return text_frame(json_bytes({
-            "kind": "link", "model": self.model, "id": self.id, "child_model": self.child_model,
-            "child_id": self.child_id, "field": self.field, "linked": self.linked, "offset": self.offset,
-        }))
+        return text_frame(
+            json_bytes(
+                {
+                    "kind": "link",
+                    "model": self.model,
+                    "id": self.id,
+                    "child_model": self.child_model,
+                    "child_id": self.child_id,
+                    "field": self.field,
+                    "linked": self.linked,
+                    "offset": self.offset,
+                }
+            )
+        )
 
 
 def derive_links(event: ChangeEvent, model: CompiledModel) -> Iterator[LinkEvent]:
@@ -105,7 +115,7 @@ class EventFrames:
     def __init__(self, event: ChangeEvent, model: CompiledModel, log_frame: bytes | None = None) -> None:
         self.event = event
         self.model = model
-        self._log_frame = log_frame           # live events: the log's whole frame (header and payload)
+        self._log_frame = log_frame  # live events: the log's whole frame (header and payload)
         self._cache: dict[Any, bytes] = {}
 
     def change(self, projection: str | None) -> bytes:
@@ -114,8 +124,7 @@ class EventFrames:
             event = self.event
             if projection is None:
                 log_frame = self._log_frame
-                frame = text_frame(frame_payload(log_frame) if log_frame is not None
-                                   else event.payload())
+                frame = text_frame(frame_payload(log_frame) if log_frame is not None else event.payload())
             else:
                 project = self.model.project[projection]
                 body = event.to_dict()
@@ -131,8 +140,12 @@ class EventFrames:
         frame = self._cache.get(key)
         if frame is None:
             event = self.event
-            body: dict[str, Any] = {"type": delta.value, "model": event.model, "offset": event.offset,
-                                    "watermark": event.watermark}
+            body: dict[str, Any] = {
+                "type": delta.value,
+                "model": event.model,
+                "offset": event.offset,
+                "watermark": event.watermark,
+            }
             if delta is Delta.REMOVED:
                 body["id"] = event.id
             else:
@@ -183,8 +196,7 @@ class FeedSpec:
         match, filters = self.model.match, self.filters
         kind = event.kind
         if self.kind is FeedKind.SUBSCRIBE:
-            if match(event.record, filters) or (
-                    kind is EventKind.UPDATE and match(event.previous, filters)):  # type: ignore[arg-type]
+            if match(event.record, filters) or (kind is EventKind.UPDATE and match(event.previous, filters)):  # type: ignore[arg-type]
                 return frames.change(self.projection)
             return None
         if kind is EventKind.INSERT:
@@ -210,8 +222,9 @@ class FeedSpec:
         return link.frame
 
 
-def replay_frames(spec: FeedSpec, events: Iterator[ChangeEvent], models: Mapping[str, CompiledModel],
-                  lookup: Lookup) -> Iterator[tuple[int, bytes | None]]:
+def replay_frames(
+    spec: FeedSpec, events: Iterator[ChangeEvent], models: Mapping[str, CompiledModel], lookup: Lookup
+) -> Iterator[tuple[int, bytes | None]]:
     """(offset, frame or None) for each event of a replay, in offset order: the same
     decisions as live delivery, for one feed. None marks an event that sends nothing (the
     caller still advances past it)."""

@@ -39,7 +39,7 @@ from dbsvc.interfaces import ServedStore
 from dbsvc.runtime import json_bytes
 from dbsvc.storage.events import ChangeEvent, EventKind
 
-SLICE_BYTES = 64 * 1024        # JSON of one Init message's records, at most about
+SLICE_BYTES = 64 * 1024  # JSON of one Init message's records, at most about
 SLICE_RECORDS = 2000
 
 _ABSENT = object()
@@ -49,11 +49,24 @@ class InitSlices:
     """The Init of one live query: its ids at `offset`, the position reached, and the
     state at `offset` of every id changed since (rules 1-3)."""
 
-    __slots__ = ("model", "offset", "watermark", "epoch", "projection", "_ids", "_pos", "_seen",
-                 "_changed", "_limit", "_store", "_tail")
+    __slots__ = (
+        "model",
+        "offset",
+        "watermark",
+        "epoch",
+        "projection",
+        "_ids",
+        "_pos",
+        "_seen",
+        "_changed",
+        "_limit",
+        "_store",
+        "_tail",
+    )
 
-    def __init__(self, store: ServedStore, model: Any, filters: Any, projection: str | None,
-                 offset: int, limit: int) -> None:
+    def __init__(
+        self, store: ServedStore, model: Any, filters: Any, projection: str | None, offset: int, limit: int
+    ) -> None:
         self.model = model
         self.offset = offset
         self.watermark = store.watermarks()[model.name]
@@ -61,7 +74,7 @@ class InitSlices:
         self.projection = None if projection is None else model.project[projection]
         self._ids: Sequence[Any] = store.live_ids(model.name, filters)
         self._pos = 0
-        self._seen = self.watermark              # model watermark of the last event observed
+        self._seen = self.watermark  # model watermark of the last event observed
         self._changed: dict[Any, dict | None] = {}
         self._limit = limit
         self._store = store
@@ -81,10 +94,10 @@ class InitSlices:
             return
         self._seen = event.watermark
         if event.kind is EventKind.INSERT:
-            return                               # absent at `offset`: not among the ids
+            return  # absent at `offset`: not among the ids
         id_, pos = event.id, self._pos
         if pos and id_ <= self._ids[pos - 1]:
-            return                               # rule 3: already sent
+            return  # rule 3: already sent
         if id_ not in self._changed:
             self._changed[id_] = event.previous if event.kind is EventKind.UPDATE else event.record
 
@@ -102,7 +115,7 @@ class InitSlices:
             record = changed.pop(id_, _ABSENT)
             if record is _ABSENT:
                 record, _watermark = get(name, id_, seen)
-            if record is None:                   # cannot happen: an id at `offset` has a state
+            if record is None:  # cannot happen: an id at `offset` has a state
                 continue
             part = json_bytes(record if project is None else project(record))
             parts.append(part)

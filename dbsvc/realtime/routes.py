@@ -51,21 +51,33 @@ def check_after(after: int) -> int:
 
 def offered_subprotocols(request: Request) -> list[str]:
     """The `Sec-WebSocket-Protocol` values offered, in order (the header may repeat)."""
-    return [p.strip() for name, value in request.headers if name == "sec-websocket-protocol"
-            for p in value.split(",") if p.strip()]
+    return [
+        p.strip()
+        for name, value in request.headers
+        if name == "sec-websocket-protocol"
+        for p in value.split(",")
+        if p.strip()
+    ]
 
 
 class RealtimeRoutes:
     """Opens `/subscribe` and `/live-query` sockets for the application."""
 
-    def __init__(self, broker: Broker, models: Mapping[str, CompiledModel], *, guard: TokenGuard | None = None,
-                 origins: tuple[str, ...] = (), fingerprint: str = "") -> None:
+    def __init__(
+        self,
+        broker: Broker,
+        models: Mapping[str, CompiledModel],
+        *,
+        guard: TokenGuard | None = None,
+        origins: tuple[str, ...] = (),
+        fingerprint: str = "",
+    ) -> None:
         self.broker = broker
         self.guard = guard
         self.fingerprint = fingerprint
         self._by_kebab = {m.kebab: m for m in models.values()}
         self._by_name = {**self._by_kebab, **{m.name: m for m in models.values()}}
-        self._origins = CorsPolicy(origins)                 # the same list and rules as CORS
+        self._origins = CorsPolicy(origins)  # the same list and rules as CORS
 
     def open(self, kind: FeedKind, request: Request, segment: str) -> Upgrade:
         """The Upgrade for `/<kind>/<segment>`, or a RequestError (or the guard's
@@ -98,7 +110,7 @@ class RealtimeRoutes:
             if parsed is None:
                 raise BadQuery(f"'after' must be {AFTER_EXPECTED}, got {value!r}")
             after = check_after(parsed)
-        frames = self.broker.store.frames_after(after)         # 410 / 400 before the upgrade
+        frames = self.broker.store.frames_after(after)  # 410 / 400 before the upgrade
         session = ReplicationSession(self.broker, after, frames)
         return Upgrade(session, subprotocol=subprotocol, route="replicate", close_at=self._close_at(claims))
 
@@ -113,7 +125,7 @@ class RealtimeRoutes:
         return Upgrade(session, subprotocol=subprotocol, route="replicate-snapshot", close_at=self._close_at(claims))
 
     def _close_at(self, claims: dict[str, Any] | None) -> tuple[float, int, str] | None:
-        if claims is None or self.guard is None:        # claims come only from a guard
+        if claims is None or self.guard is None:  # claims come only from a guard
             return None
         expires = self.guard.expires_at(claims)
         return None if expires is None else (expires, TOKEN_EXPIRED, "token expired")
@@ -121,7 +133,7 @@ class RealtimeRoutes:
     def _session(self, spec: FeedSpec, query: Query) -> FeedSession:
         broker, store = self.broker, self.broker.store
         if query.after is not None:
-            events = store.events_after(check_after(query.after))   # 410 / 400 before the upgrade
+            events = store.events_after(check_after(query.after))  # 410 / 400 before the upgrade
             return FeedSession(spec, broker, query.after, replay=events)
         if spec.kind is FeedKind.SUBSCRIBE:
             return FeedSession(spec, broker, store.head_offset)
@@ -145,8 +157,10 @@ class RealtimeRoutes:
         if origin is None or same_origin(origin, request.header("host")):
             return
         if not self._origins.permits(origin):
-            raise Forbidden(f"origin {origin!r} is not allowed to open WebSockets here; "
-                            "allowed: the origins of SERVICE_CORS_ORIGINS")
+            raise Forbidden(
+                f"origin {origin!r} is not allowed to open WebSockets here; "
+                "allowed: the origins of SERVICE_CORS_ORIGINS"
+            )
 
 
 def same_origin(origin: str, host: str | None) -> bool:

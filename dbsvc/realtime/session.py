@@ -65,7 +65,7 @@ REPLAY_BATCH = 2000
 LAGGED = 1013
 INTERNAL = 1011
 
-Steps = Iterator[tuple[int, "bytes | None"]]       # (offset, frame or None: nothing to send)
+Steps = Iterator[tuple[int, "bytes | None"]]  # (offset, frame or None: nothing to send)
 
 
 class Phase(enum.Enum):
@@ -79,8 +79,21 @@ class StreamSession:
     """What every realtime socket does; subclasses say where a replay reads and what an
     overflow means (rules 2 and 4)."""
 
-    __slots__ = ("_broker", "_channel", "_queue", "_queued_bytes", "capacity", "max_bytes", "last", "sent",
-                 "phase", "_replay", "_pumping", "_live_last", "_closing")
+    __slots__ = (
+        "_broker",
+        "_channel",
+        "_queue",
+        "_queued_bytes",
+        "capacity",
+        "max_bytes",
+        "last",
+        "sent",
+        "phase",
+        "_replay",
+        "_pumping",
+        "_live_last",
+        "_closing",
+    )
 
     def __init__(self, broker: Broker, start: int, phase: Phase, replay: Steps | None = None) -> None:
         self._broker = broker
@@ -89,9 +102,9 @@ class StreamSession:
         self._queued_bytes = 0
         self.capacity = broker.capacity
         self.max_bytes = broker.max_bytes
-        self.last = start                    # rule 1
-        self._live_last = False              # `last` was reached by live delivery
-        self.sent = start                    # the offset a lagged close names
+        self.last = start  # rule 1
+        self._live_last = False  # `last` was reached by live delivery
+        self.sent = start  # the offset a lagged close names
         self.phase = phase
         self._replay = replay
         self._pumping = False
@@ -108,13 +121,13 @@ class StreamSession:
 
     def on_open(self, channel: Channel) -> None:
         self._channel = channel
-        if self.phase is Phase.CLOSED:       # closed before the 101 was even written
+        if self.phase is Phase.CLOSED:  # closed before the 101 was even written
             channel.close(*self._closing)
             return
         self._pump()
 
     def on_message(self, data: str | bytes) -> None:
-        pass                                 # rule 5
+        pass  # rule 5
 
     def on_writable(self) -> None:
         self._pump()
@@ -135,9 +148,13 @@ class StreamSession:
     def deliver(self, offset: int, frame: bytes) -> None:
         """A live frame for the event at `offset` (rules 1 and 4)."""
         last = self.last
-        if offset < last or (offset == last and not self._live_last) \
-                or self.phase is Phase.REPLAY or self.phase is Phase.CLOSED:
-            return                           # one row may make several frames (links)
+        if (
+            offset < last
+            or (offset == last and not self._live_last)
+            or self.phase is Phase.REPLAY
+            or self.phase is Phase.CLOSED
+        ):
+            return  # one row may make several frames (links)
         self.last = offset
         self._live_last = True
         channel = self._channel
@@ -198,7 +215,7 @@ class StreamSession:
                 return used
             try:
                 step = next(replay, None)
-            except (OffsetGone, OffsetOutOfRange):   # a compaction replaced the log under us
+            except (OffsetGone, OffsetOutOfRange):  # a compaction replaced the log under us
                 self._lagged()
                 return used
             except OSError as exc:
@@ -210,7 +227,7 @@ class StreamSession:
                     self.phase = Phase.LIVE  # caught up: what follows comes from the broker
                     self._replay = None
                     return used
-                try:                         # more arrived meanwhile: read on from `last`
+                try:  # more arrived meanwhile: read on from `last`
                     self._replay = self._replay_from(self.last)
                 except (OffsetGone, OffsetOutOfRange):
                     self._lagged()
@@ -259,8 +276,15 @@ class FeedSession(StreamSession):
 
     __slots__ = ("spec", "init", "_init_ready")
 
-    def __init__(self, spec: FeedSpec, broker: Broker, start: int, *,
-                 replay: Iterator[ChangeEvent] | None = None, init: InitSlices | None = None) -> None:
+    def __init__(
+        self,
+        spec: FeedSpec,
+        broker: Broker,
+        start: int,
+        *,
+        replay: Iterator[ChangeEvent] | None = None,
+        init: InitSlices | None = None,
+    ) -> None:
         self.spec = spec
         self.init = init
         self._init_ready = False
@@ -284,7 +308,7 @@ class FeedSession(StreamSession):
 
     def on_close(self, code: int) -> None:
         super().on_close(code)
-        self.init = None                     # the ids and kept states go now
+        self.init = None  # the ids and kept states go now
 
     def send_init(self) -> None:
         """Rule 3: the Init's offset is durable; its slices may go out."""
@@ -312,7 +336,7 @@ class FeedSession(StreamSession):
         channel, init = self._channel, self.init
         if channel is None or init is None or not self._init_ready or not channel.writable:
             return 0
-        if init.epoch != self._broker.store.epoch:       # a compaction renumbered the watermarks
+        if init.epoch != self._broker.store.epoch:  # a compaction renumbered the watermarks
             self._lagged()
             return 0
         frame = init.next_frame()
@@ -372,10 +396,19 @@ class SnapshotSession:
 
     __slots__ = ("_header", "_chunks", "_channel", "_size", "_crc", "_done")
 
-    def __init__(self, epoch: str, offset: int, fingerprint: str, chunks: Iterator[bytes],
-                 history: dict[str, Any] | None = None) -> None:
-        self._header = json_bytes({"type": "snapshot", "format": 1, "epoch": epoch, "offset": offset,
-                                   "fingerprint": fingerprint, "history": history})
+    def __init__(
+        self, epoch: str, offset: int, fingerprint: str, chunks: Iterator[bytes], history: dict[str, Any] | None = None
+    ) -> None:
+        self._header = json_bytes(
+            {
+                "type": "snapshot",
+                "format": 1,
+                "epoch": epoch,
+                "offset": offset,
+                "fingerprint": fingerprint,
+                "history": history,
+            }
+        )
         self._chunks = chunks
         self._channel: Channel | None = None
         self._size = 0
@@ -398,7 +431,7 @@ class SnapshotSession:
         self._channel = None
         close = getattr(self._chunks, "close", None)
         if close is not None:
-            close()                          # the file descriptor goes now, not at GC
+            close()  # the file descriptor goes now, not at GC
 
     def _pump(self) -> None:
         channel = self._channel

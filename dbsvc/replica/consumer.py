@@ -73,9 +73,9 @@ from dbsvc.replica.sinks import ReplicaFile, StdoutSink
 from dbsvc.storage.logfile import MAX_FRAME, MAX_PAYLOAD, frame_error, frame_header, frame_offset, frame_payload
 
 KINDS = frozenset({"insert", "update", "delete"})
-SYNC_INTERVAL = 1.0                # rule 2
+SYNC_INTERVAL = 1.0  # rule 2
 SYNC_BYTES = 8 * 1024 * 1024
-POLL = 0.2                         # how often the loop looks at signals and the clock
+POLL = 0.2  # how often the loop looks at signals and the clock
 CONNECT_TIMEOUT = 10.0
 BACKOFF_FIRST, BACKOFF_CAP = 0.5, 30.0
 SNAPSHOT_EVERY = 3.0
@@ -102,8 +102,8 @@ _SCHEMES = {"http": ("ws", "http"), "ws": ("ws", "http"), "https": ("wss", "http
 
 @dataclass(frozen=True, slots=True)
 class Endpoint:
-    ws_base: str           # ws://host:port[/prefix]
-    http_base: str         # http://host:port[/prefix]
+    ws_base: str  # ws://host:port[/prefix]
+    http_base: str  # http://host:port[/prefix]
 
     def replicate_url(self, after: int) -> str:
         return f"{self.ws_base}/replicate?after={after}"
@@ -130,6 +130,7 @@ def parse_endpoint(url: str) -> Endpoint:
 
 # -- rule 1: one message --------------------------------------------------------------------
 
+
 def check_frame(message: bytes | str, expected: int) -> tuple[int, dict[str, Any]]:
     """(offset, event) of a good frame whose offset must be `expected`; else FrameError."""
     if isinstance(message, str):
@@ -145,17 +146,17 @@ def check_frame(message: bytes | str, expected: int) -> tuple[int, dict[str, Any
             raise FrameError(offset, f"offset gap: expected {expected}, offsets {missing} are missing")
         if length <= MAX_PAYLOAD and length < payload_bytes:
             raise FrameError(offset, f"length {length} is short of the message's {payload_bytes} payload bytes")
-    reason = frame_error(message, 0, expected)           # header, length, CRC: the log's checks
+    reason = frame_error(message, 0, expected)  # header, length, CRC: the log's checks
     if reason is not None:
         raise FrameError(expected, reason)
     try:
         event = json.loads(bytes(frame_payload(message)))
-    except ValueError as exc:                              # UnicodeDecodeError included
+    except ValueError as exc:  # UnicodeDecodeError included
         raise FrameError(expected, f"payload is not JSON ({exc})") from exc
     if not isinstance(event, dict):
         raise FrameError(expected, f"payload is a JSON {type(event).__name__}, expected an event object")
     kind = event.get("kind")
-    if not isinstance(kind, str) or kind not in KINDS:     # an object or array is unhashable
+    if not isinstance(kind, str) or kind not in KINDS:  # an object or array is unhashable
         raise FrameError(expected, f"payload is not an insert, update or delete event (kind {kind!r})")
     if event.get("offset") != expected or isinstance(event.get("offset"), bool):
         raise FrameError(expected, f"the event's offset {event.get('offset')!r} disagrees with the frame's {expected}")
@@ -163,6 +164,7 @@ def check_frame(message: bytes | str, expected: int) -> tuple[int, dict[str, Any
 
 
 # -- rule 6: progress -----------------------------------------------------------------------
+
 
 class Reporter:
     """Messages on stderr, plus the progress line when stderr is a terminal."""
@@ -216,7 +218,7 @@ class Reporter:
                 if reply.status == 200 and isinstance(body, dict) and isinstance(body.get("offset"), int):
                     self.head = body["offset"]
             except (OSError, ValueError, http.client.HTTPException):
-                pass                                # the stream's own reconnects say why
+                pass  # the stream's own reconnects say why
             finally:
                 conn.close()
             if self._stop.wait(SNAPSHOT_EVERY):
@@ -236,6 +238,7 @@ def _size(n: int) -> str:
 
 # -- rules 4 and 5: the run -----------------------------------------------------------------
 
+
 class _Stop:
     """The SIGINT/SIGTERM handler: only notes the signal (rule 5)."""
 
@@ -253,27 +256,37 @@ def refusal_message(exc: HandshakeRefused, after: int) -> str | None:
     if status == 410:
         oldest = (exc.problem or {}).get("oldest")
         since = f" (its log now starts after offset {oldest})" if isinstance(oldest, int) else ""
-        return (f"HTTP 410 offset_gone: the server no longer holds the rows after offset {after}{since}; "
-                "they were compacted away, so this replica cannot be continued. Re-bootstrap it: copy "
-                "the server's current records (note the Dbsvc-Offset header of the reads) and start a "
-                "new replica file with --after that offset")
+        return (
+            f"HTTP 410 offset_gone: the server no longer holds the rows after offset {after}{since}; "
+            "they were compacted away, so this replica cannot be continued. Re-bootstrap it: copy "
+            "the server's current records (note the Dbsvc-Offset header of the reads) and start a "
+            "new replica file with --after that offset"
+        )
     if status in (401, 403):
-        return (f"HTTP {status} {code}: {detail} (give a valid token with --token or SERVICE_TOKEN)")
+        return f"HTTP {status} {code}: {detail} (give a valid token with --token or SERVICE_TOKEN)"
     if status == 404 and code == "replication_disabled":
-        return (f"HTTP 404 replication_disabled: {detail} (the server's schema needs "
-                "`[runtime] replication = true`)")
+        return f"HTTP 404 replication_disabled: {detail} (the server's schema needs `[runtime] replication = true`)"
     if status == 400 and code == "offset_out_of_range":
-        return (f"HTTP 400 offset_out_of_range: {detail}; this replica is ahead of the server, whose "
-                f"history no longer reaches offset {after} (a server restored from a backup, a different "
-                "or reset server, or a wrong --after?). The rows after the server's head are not the "
-                "server's: start a new replica file, keeping this one if its rows matter")
+        return (
+            f"HTTP 400 offset_out_of_range: {detail}; this replica is ahead of the server, whose "
+            f"history no longer reaches offset {after} (a server restored from a backup, a different "
+            "or reset server, or a wrong --after?). The rows after the server's head are not the "
+            "server's: start a new replica file, keeping this one if its rows matter"
+        )
     if 400 <= status < 500 and status not in (408, 429):
         return f"HTTP {status} {code or ''}: {detail}".replace("  ", " ")
     return None
 
 
-def replicate(url: str, *, after: int | None = None, out: str | None = None, token: str | None = None,
-              stderr: TextIO | None = None, stdout: BinaryIO | None = None) -> int:
+def replicate(
+    url: str,
+    *,
+    after: int | None = None,
+    out: str | None = None,
+    token: str | None = None,
+    stderr: TextIO | None = None,
+    stdout: BinaryIO | None = None,
+) -> int:
     """Run the command; returns the exit status (raises ReplicaError / ConfigError too)."""
     endpoint = parse_endpoint(url)
     if after is not None and after < 0:
@@ -286,8 +299,10 @@ def replicate(url: str, *, after: int | None = None, out: str | None = None, tok
             stored = sink.last_offset
             if stored is not None and after is not None and after != stored:
                 sink.close()
-                raise ConfigError(f"--after {after} disagrees with {out!r}, which ends at offset {stored}; "
-                                  "leave --after out to resume from the file")
+                raise ConfigError(
+                    f"--after {after} disagrees with {out!r}, which ends at offset {stored}; "
+                    "leave --after out to resume from the file"
+                )
         else:
             sink = StdoutSink(stdout or sys.stdout.buffer)
     except BaseException:
@@ -333,16 +348,24 @@ def same_row(theirs: bytes | str, mine: bytes) -> bool:
 
 def diverged_message(path: str, offset: int) -> str:
     """Rule 7: what a failed head-frame check says."""
-    return (f"the server's frame at offset {offset} differs from the one {path} holds: the server's history "
-            f"is no longer this file's (restored from a backup, or rewritten), so its offsets after {offset} "
-            f"may name other rows. {path} was left as it is; start a new replica file (keep this one if "
-            "its rows matter)")
+    return (
+        f"the server's frame at offset {offset} differs from the one {path} holds: the server's history "
+        f"is no longer this file's (restored from a backup, or rewritten), so its offsets after {offset} "
+        f"may name other rows. {path} was left as it is; start a new replica file (keep this one if "
+        "its rows matter)"
+    )
 
 
-def _follow(endpoint: Endpoint, sink: ReplicaFile | StdoutSink, last: int, headers: list[tuple[str, str]],
-            stop: _Stop, report: Reporter) -> int:
+def _follow(
+    endpoint: Endpoint,
+    sink: ReplicaFile | StdoutSink,
+    last: int,
+    headers: list[tuple[str, str]],
+    stop: _Stop,
+    report: Reporter,
+) -> int:
     attempt = 0
-    unchecked = -1                  # the head whose frame the server no longer holds (rule 7)
+    unchecked = -1  # the head whose frame the server no longer holds (rule 7)
     while stop.signum is None and not sink.closed:
         mine = sink.last_frame if isinstance(sink, ReplicaFile) and last > 0 and last != unchecked else None
         url = endpoint.replicate_url(last if mine is None else last - 1)
@@ -351,8 +374,10 @@ def _follow(endpoint: Endpoint, sink: ReplicaFile | StdoutSink, last: int, heade
             ws = open_websocket(url, headers=headers, timeout=CONNECT_TIMEOUT)
         except HandshakeRefused as exc:
             if mine is not None and exc.status == 410:
-                report.say(f"the server no longer holds frame {last}, so it cannot be checked against "
-                           f"{sink.path}'s; continuing after offset {last} unchecked")
+                report.say(
+                    f"the server no longer holds frame {last}, so it cannot be checked against "
+                    f"{sink.path}'s; continuing after offset {last} unchecked"
+                )
                 unchecked = last
                 continue
             verdict = refusal_message(exc, last)
@@ -370,21 +395,21 @@ def _follow(endpoint: Endpoint, sink: ReplicaFile | StdoutSink, last: int, heade
                     while stop.signum is None and not sink.closed:
                         message = ws.receive(POLL)
                         now = time.monotonic()
-                        if message is not None and mine is not None:          # rule 7: the head frame
+                        if message is not None and mine is not None:  # rule 7: the head frame
                             if not same_row(message, mine):
                                 raise ReplicaError(f"{url}: {diverged_message(sink.path, last)}")
                             mine = None
                             continue
                         if message is None:
                             if sink.unsynced or now - sink.synced_at >= SYNC_INTERVAL:
-                                sink.sync()                          # rule 2: the stream paused
+                                sink.sync()  # rule 2: the stream paused
                             report.draw()
                             continue
                         offset, event = check_frame(message, last + 1)
                         assert isinstance(message, bytes)
                         sink.write(message, event)
                         last = offset
-                        attempt = 0                                  # it delivered: a fresh backoff
+                        attempt = 0  # it delivered: a fresh backoff
                         report.frames += 1
                         report.bytes += len(message)
                         report.last = last
@@ -393,13 +418,12 @@ def _follow(endpoint: Endpoint, sink: ReplicaFile | StdoutSink, last: int, heade
                         report.draw()
                     break
                 except MessageTooBig as exc:
-                    raise FrameError(last + 1, f"{exc} (a frame is at most {MAX_FRAME} "
-                                               "bytes)") from exc
+                    raise FrameError(last + 1, f"{exc} (a frame is at most {MAX_FRAME} bytes)") from exc
                 except WebSocketClientError as exc:
                     problem = exc
         sink.sync()
-        delay = min(BACKOFF_CAP, BACKOFF_FIRST * 2 ** attempt)
-        delay = random.uniform(delay / 2, delay)                     # jitter: replicas do not stampede
+        delay = min(BACKOFF_CAP, BACKOFF_FIRST * 2**attempt)
+        delay = random.uniform(delay / 2, delay)  # jitter: replicas do not stampede
         attempt = min(attempt + 1, 16)
         report.state = f"reconnecting in {delay:.1f} s"
         report.say(f"{problem}; reconnecting after offset {last} in {delay:.1f} s")

@@ -89,11 +89,11 @@ from dbsvc.storage.store import Store
 
 log = logging.getLogger("dbsvc.replica")
 
-BATCH = 512                      # frames applied per turn of the loop
+BATCH = 512  # frames applied per turn of the loop
 POLL_SECONDS = 1.0
 MAX_BACKOFF = 10.0
 RETRIED = frozenset({408, 425, 429})
-HEAD_FRAME_SECONDS = 10.0        # how long the primary's copy of our head frame may take (rule 7b)
+HEAD_FRAME_SECONDS = 10.0  # how long the primary's copy of our head frame may take (rule 7b)
 
 Opener = Callable[[WriterLock | None], Store]
 
@@ -113,12 +113,20 @@ class _Diverged(Exception):
 class Follower:
     """Keeps one tenant's store in step with a primary (see the module docstring)."""
 
-    def __init__(self, endpoint: Endpoint, directory: str, opener: Opener, fingerprint: str, *,
-                 token: str | None = None, on_store: Callable[[Store], None] | None = None,
-                 rebootstrap: bool = False) -> None:
+    def __init__(
+        self,
+        endpoint: Endpoint,
+        directory: str,
+        opener: Opener,
+        fingerprint: str,
+        *,
+        token: str | None = None,
+        on_store: Callable[[Store], None] | None = None,
+        rebootstrap: bool = False,
+    ) -> None:
         self.endpoint = endpoint
-        self.rebootstrap = rebootstrap       # rule 7: may discard rows the primary lacks
-        self._primary_head = 0               # the head of the primary's last /snapshot
+        self.rebootstrap = rebootstrap  # rule 7: may discard rows the primary lacks
+        self._primary_head = 0  # the head of the primary's last /snapshot
         self.directory = directory
         self.fingerprint = fingerprint
         self.status = ReplicaStatus(endpoint.http_base)
@@ -137,8 +145,7 @@ class Follower:
         try:
             snapshot = self._primary_snapshot()
         except (OSError, ValueError) as exc:
-            log.warning("primary %s not reachable yet (%s); following starts when it is",
-                        self.endpoint.http_base, exc)
+            log.warning("primary %s not reachable yet (%s); following starts when it is", self.endpoint.http_base, exc)
             return
         self._check_fingerprint(snapshot.get("fingerprint"))
         self.status.primary_offset = int(snapshot.get("offset", 0))
@@ -184,7 +191,7 @@ class Follower:
                 except _Stop as stop:
                     self._stopped(str(stop))
                     return
-                except Exception as again:              # the primary went away meanwhile
+                except Exception as again:  # the primary went away meanwhile
                     self._transient(f"bootstrap failed: {again}")
             except (_Stop, ConfigError) as exc:
                 self._stopped(str(exc))
@@ -196,7 +203,7 @@ class Follower:
                 try:
                     self._poll_head()
                 except _Rebootstrap:
-                    pass                                 # the next connection bootstraps
+                    pass  # the next connection bootstraps
             self._stop.wait(delay * (0.5 + random.random()))
             delay = min(delay * 2, MAX_BACKOFF)
 
@@ -209,11 +216,15 @@ class Follower:
         """Rule 7: stop following, keep serving, say what the operator can do."""
         self.status.state = "diverged"
         self.status.error = reason
-        log.error("stopped following %s: %s. This replica keeps serving its %d rows but no longer follows. "
-                  "To discard them and copy the primary, restart it with --rebootstrap "
-                  "(or SERVICE_FOLLOW_REBOOTSTRAP=1), or drop its tenant (dbsvc tenant drop) and start it again; "
-                  "to keep them, back this tenant up first (dbsvc backup)",
-                  self.endpoint.http_base, reason, self.store.head_offset)
+        log.error(
+            "stopped following %s: %s. This replica keeps serving its %d rows but no longer follows. "
+            "To discard them and copy the primary, restart it with --rebootstrap "
+            "(or SERVICE_FOLLOW_REBOOTSTRAP=1), or drop its tenant (dbsvc tenant drop) and start it again; "
+            "to keep them, back this tenant up first (dbsvc backup)",
+            self.endpoint.http_base,
+            reason,
+            self.store.head_offset,
+        )
 
     def _transient(self, reason: str) -> None:
         self.status.state = "reconnecting"
@@ -246,11 +257,14 @@ class Follower:
             if own is not None:
                 theirs = ws.receive(timeout=HEAD_FRAME_SECONDS)
                 if theirs is None:
-                    raise WebSocketClientError(f"the primary did not send its frame {head} "
-                                               f"within {HEAD_FRAME_SECONDS:.0f} s")
+                    raise WebSocketClientError(
+                        f"the primary did not send its frame {head} within {HEAD_FRAME_SECONDS:.0f} s"
+                    )
                 if theirs != own:
-                    raise _Rebootstrap(f"the primary's frame at offset {head} differs from this replica's: "
-                                       "the histories diverged (a restore or a rewrite on the primary)")
+                    raise _Rebootstrap(
+                        f"the primary's frame at offset {head} differs from this replica's: "
+                        "the histories diverged (a restore or a rewrite on the primary)"
+                    )
             if adopt is not None:
                 self._call_on_loop(self._adopt, adopt)
             self.status.state = "following"
@@ -264,7 +278,7 @@ class Follower:
                     try:
                         check_frame(message, expected)
                     except FrameError as exc:
-                        if batch:                        # the good frames before it still count
+                        if batch:  # the good frames before it still count
                             self._call_on_loop(self._apply, batch)
                         raise _Stop(str(exc)) from None
                     assert isinstance(message, bytes)
@@ -276,7 +290,7 @@ class Follower:
                 if batch:
                     self._call_on_loop(self._apply, batch)
                 elif self.store.head_offset >= self.status.primary_offset:
-                    self.status.caught_up_at = time.monotonic()      # quiet: caught up
+                    self.status.caught_up_at = time.monotonic()  # quiet: caught up
                 if not batch or time.monotonic() - last_poll > POLL_SECONDS:
                     if time.monotonic() - last_poll > POLL_SECONDS:
                         last_poll = time.monotonic()
@@ -302,8 +316,10 @@ class Follower:
             return None
         if mine is None or head == 0 or theirs.shares_prefix(mine.id, head):
             return theirs
-        raise _Rebootstrap(f"the primary is in history {theirs.id}, which does not continue this replica's "
-                           f"history {mine.id} at offset {head} (a restore or an import on the primary)")
+        raise _Rebootstrap(
+            f"the primary is in history {theirs.id}, which does not continue this replica's "
+            f"history {mine.id} at offset {head} (a restore or an import on the primary)"
+        )
 
     async def _own_frame(self, head: int) -> bytes | None:
         """Our frame `head`, or None when our log no longer holds it (just bootstrapped)."""
@@ -336,18 +352,20 @@ class Follower:
         for frame in frames:
             last = self.store.apply_replicated(frame)
         if last is not None:
-            await last                                    # rule 3: durable before reading on
+            await last  # rule 3: durable before reading on
 
     # -- bootstrap (rule 2) -------------------------------------------------------------------
 
     def _bootstrap(self) -> None:
         """Fetch and check the primary's snapshot here (a thread, or the start-up), then
         install it: on the event loop when one runs, since the store lives there."""
-        self._primary_snapshot()                     # its head, fresh, for the guard below
+        self._primary_snapshot()  # its head, fresh, for the guard below
         if self.store.head_offset > self._primary_head and not self.rebootstrap:
-            raise _Diverged(f"the primary holds offsets up to {self._primary_head}, this replica up to "
-                            f"{self.store.head_offset}; bootstrapping again would discard the rows after "
-                            f"{self._primary_head}")
+            raise _Diverged(
+                f"the primary holds offsets up to {self._primary_head}, this replica up to "
+                f"{self.store.head_offset}; bootstrapping again would discard the rows after "
+                f"{self._primary_head}"
+            )
         self.status.state = "bootstrapping"
         header, data = self._fetch_snapshot()
         self._check_fingerprint(header.get("fingerprint"))
@@ -373,8 +391,7 @@ class Follower:
         if history is not None:
             self.store.adopt_history(history)
         self.status.bootstraps += 1
-        log.info("bootstrapped from %s: epoch %s at offset %d", self.endpoint.http_base, image.epoch,
-                 image.head_offset)
+        log.info("bootstrapped from %s: epoch %s at offset %d", self.endpoint.http_base, image.epoch, image.head_offset)
         if self.on_store is not None:
             self.on_store(self.store)
 
@@ -407,7 +424,7 @@ class Follower:
 
     def _primary_snapshot(self) -> dict[str, Any]:
         request = urllib.request.Request(f"{self.endpoint.http_base}/snapshot")
-        with urllib.request.urlopen(request, timeout=5) as reply:         # noqa: S310 - our URL
+        with urllib.request.urlopen(request, timeout=5) as reply:  # noqa: S310 - our URL
             body = json.loads(reply.read())
         if not isinstance(body, dict):
             raise ValueError("the primary's /snapshot is not an object")
@@ -417,5 +434,7 @@ class Follower:
 
     def _check_fingerprint(self, theirs: Any) -> None:
         if theirs != self.fingerprint:
-            raise ConfigError(f"the primary's schema fingerprint {theirs!r} differs from this replica's "
-                              f"{self.fingerprint!r}: serve the same schema on both")
+            raise ConfigError(
+                f"the primary's schema fingerprint {theirs!r} differs from this replica's "
+                f"{self.fingerprint!r}: serve the same schema on both"
+            )

@@ -39,7 +39,7 @@ from dbsvc.storage.logfile import (
     frame_payload_at,
 )
 
-WRITE_BUFFER = 1024 * 1024          # bytes held before one write (FILE is fsynced on its own schedule)
+WRITE_BUFFER = 1024 * 1024  # bytes held before one write (FILE is fsynced on its own schedule)
 
 
 class Says(Protocol):
@@ -54,7 +54,7 @@ class ReplicaFile:
     def __init__(self, path: str, fd: int, last_offset: int | None, last_frame: bytes | None = None) -> None:
         self.path = path
         self.last_offset = last_offset
-        self.last_frame = last_frame         # the frame of `last_offset` (consumer.py rule 7)
+        self.last_frame = last_frame  # the frame of `last_offset` (consumer.py rule 7)
         self._fd = fd
         self._buffer: list[bytes] = []
         self._buffered = 0
@@ -93,8 +93,10 @@ class ReplicaFile:
             end, last, reason = scan_frames(path, data)
             frame = last_frame(data, end) if last is not None else None
         if reason is not None:
-            report.say(f"{path}: cutting a torn tail of {size - end} bytes at byte {end} ({reason}); "
-                       + ("the file held no whole frame" if last is None else f"resuming after offset {last}"))
+            report.say(
+                f"{path}: cutting a torn tail of {size - end} bytes at byte {end} ({reason}); "
+                + ("the file held no whole frame" if last is None else f"resuming after offset {last}")
+            )
             files.ops.ftruncate(fd, end)
             files.ops.fsync(fd)
         return last, frame
@@ -126,7 +128,7 @@ class ReplicaFile:
             try:
                 self.sync()
             finally:
-                files.ops.close(self._fd)         # releases the flock
+                files.ops.close(self._fd)  # releases the flock
                 self._fd = -1
 
 
@@ -150,8 +152,8 @@ def scan_frames(path: str, data: Any) -> tuple[int, int | None, str | None]:
                 reason = f"frame offset {search} disagrees with its payload's offset {inner!r}"
                 search = inner if isinstance(inner, int) and inner >= 0 else search
     while pos < size:
-        if expected is None:                       # the first frame is bad, or the file tiny
-            reason = reason or frame_error(data, 0, search)     # too short for a header
+        if expected is None:  # the first frame is bad, or the file tiny
+            reason = reason or frame_error(data, 0, search)  # too short for a header
         else:
             reason = frame_error(data, pos, expected)
             if reason is None:
@@ -190,7 +192,7 @@ class StdoutSink:
         self.last_offset: int | None = None
         self.unsynced = 0
         self.synced_at = time.monotonic()
-        self.closed = False                     # the reader went away (`| head`)
+        self.closed = False  # the reader went away (`| head`)
 
     def write(self, frame: bytes, event: dict[str, Any]) -> None:
         self.last_offset = event["offset"]

@@ -22,9 +22,9 @@ class ReplicaStatus:
     """What `/metrics` and `/snapshot` say about the following (follower.py rule 5)."""
 
     primary: str
-    state: str = "starting"              # bootstrapping | following | reconnecting | stopped | diverged
+    state: str = "starting"  # bootstrapping | following | reconnecting | stopped | diverged
     primary_offset: int = 0
-    caught_up_at: float | None = None    # monotonic time we last had the primary's head
+    caught_up_at: float | None = None  # monotonic time we last had the primary's head
     error: str | None = None
     bootstraps: int = 0
     reconnects: int = 0
@@ -35,6 +35,13 @@ class ReplicaStatus:
         primary = max(self.primary_offset, head)
         caught_up = head >= primary
         seconds = 0.0 if caught_up or self.caught_up_at is None else time.monotonic() - self.caught_up_at
-        return {"primary": self.primary, "state": self.state, "primary_offset": primary,
-                "lag_offsets": primary - head, "lag_seconds": round(seconds, 3),
-                "bootstraps": self.bootstraps, "reconnects": self.reconnects, "error": self.error}
+        return {
+            "primary": self.primary,
+            "state": self.state,
+            "primary_offset": primary,
+            "lag_offsets": primary - head,
+            "lag_seconds": round(seconds, 3),
+            "bootstraps": self.bootstraps,
+            "reconnects": self.reconnects,
+            "error": self.error,
+        }

@@ -30,8 +30,14 @@ from dbsvc.schema.parser import parse_tokens
 from dbsvc.schema.report import format_errors
 
 __all__ = [
-    "Schema", "SchemaError", "SchemaErrors", "describe_schema", "format_errors",
-    "load_schema", "parse_schema", "schema_changes",
+    "Schema",
+    "SchemaError",
+    "SchemaErrors",
+    "describe_schema",
+    "format_errors",
+    "load_schema",
+    "parse_schema",
+    "schema_changes",
 ]
 
 
@@ -43,10 +49,7 @@ def parse_schema(text: str, path: str = "<schema>") -> Schema:
     # A bad character or literal usually derails the parser on the rest of its line; the
     # lexical error says what is wrong, the syntax errors after it on that line add noise.
     lexed_bad = {(e.line, e.col) for e in lex_errors}
-    syntax_errors = [
-        e for e in syntax_errors
-        if not any(line == e.line and col <= e.col for line, col in lexed_bad)
-    ]
+    syntax_errors = [e for e in syntax_errors if not any(line == e.line and col <= e.col for line, col in lexed_bad)]
     errors = lex_errors + syntax_errors + check_errors
     if errors:
         errors.sort(key=lambda e: (e.line, e.col))

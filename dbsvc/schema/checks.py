@@ -47,7 +47,7 @@ from dbsvc.schema.values import (
 
 MODEL_NAME = re.compile(r"[A-Z][A-Za-z0-9]*")
 FIELD_NAME = re.compile(r"[a-z][a-z0-9_]*")
-RESERVED_MODEL_NAMES = frozenset({"None", "True", "False"})   # CapWords, yet Python keywords
+RESERVED_MODEL_NAMES = frozenset({"None", "True", "False"})  # CapWords, yet Python keywords
 TYPES = {t.value: t for t in FieldType}
 TYPES_HINT = "int, float, str, bool, json, datetime, date, uuid or enum(...)"
 
@@ -86,7 +86,8 @@ class _Checker:
             if decl.name in first:
                 self.error(
                     f"duplicate model {decl.name!r}, first declared at line {first[decl.name].line}",
-                    decl.line, decl.col,
+                    decl.line,
+                    decl.col,
                 )
                 continue
             first[decl.name] = decl
@@ -94,17 +95,18 @@ class _Checker:
                 self.error(
                     f"model name {decl.name!r} is not CapWords, expected a capital letter then "
                     "letters and digits, such as 'BlogPost'",
-                    decl.line, decl.col,
+                    decl.line,
+                    decl.col,
                 )
             elif decl.name in RESERVED_MODEL_NAMES:
-                self.error(f"model name {decl.name!r} is a Python keyword, expected another name",
-                           decl.line, decl.col)
+                self.error(f"model name {decl.name!r} is a Python keyword, expected another name", decl.line, decl.col)
             elif kebab_case(decl.name) in routes:
                 other = routes[kebab_case(decl.name)]
                 self.error(
                     f"model {decl.name!r} would be served at '/api/{kebab_case(decl.name)}' like model "
                     f"{other.name!r} (line {other.line}), expected a name with a different route",
-                    decl.line, decl.col,
+                    decl.line,
+                    decl.col,
                 )
             else:
                 routes[kebab_case(decl.name)] = decl
@@ -137,39 +139,40 @@ class _Checker:
     def check_field_name(self, model: ModelDecl, decl: FieldDecl, seen: dict[str, FieldDecl]) -> None:
         if decl.name in seen:
             self.error(
-                f"duplicate field {decl.name!r} in model {model.name!r}, "
-                f"first declared at line {seen[decl.name].line}",
-                decl.line, decl.col,
+                f"duplicate field {decl.name!r} in model {model.name!r}, first declared at line {seen[decl.name].line}",
+                decl.line,
+                decl.col,
             )
         elif decl.name in RESERVED_FIELD_NAMES:
             self.error(
                 f"field name {decl.name!r} is reserved for a query parameter, expected another name "
                 f"(reserved: {', '.join(sorted(RESERVED_FIELD_NAMES))})",
-                decl.line, decl.col,
+                decl.line,
+                decl.col,
             )
         elif not FIELD_NAME.fullmatch(decl.name):
             self.error(
                 f"field name {decl.name!r} is not snake_case, expected lower-case letters, digits "
                 "and '_', starting with a letter",
-                decl.line, decl.col,
+                decl.line,
+                decl.col,
             )
 
     def check_type(self, decl: FieldDecl) -> FieldType | None:
         ref = decl.type
         type_ = TYPES.get(ref.name)
         if type_ is None:
-            self.error(f"unknown type {ref.name!r} for field {decl.name!r}, expected {TYPES_HINT}",
-                       ref.line, ref.col)
+            self.error(f"unknown type {ref.name!r} for field {decl.name!r}, expected {TYPES_HINT}", ref.line, ref.col)
             return None
         if type_ is FieldType.ENUM:
             if not ref.members:
-                self.error(f"enum of field {decl.name!r} has no members, expected at least one",
-                           ref.line, ref.col)
+                self.error(f"enum of field {decl.name!r} has no members, expected at least one", ref.line, ref.col)
             seen: set[object] = set()
             for member in ref.members:
                 if member.value in seen:
-                    self.error(f"enum member {member.text!r} of field {decl.name!r} is repeated",
-                               member.line, member.col)
+                    self.error(
+                        f"enum member {member.text!r} of field {decl.name!r} is repeated", member.line, member.col
+                    )
                 seen.add(member.value)
         return type_
 
@@ -177,13 +180,15 @@ class _Checker:
         """Known name, not repeated, right number and kind of arguments. True if usable."""
         name = attr.name
         if name in MODEL_ATTRIBUTES:
-            self.error(f"@{name} is a model attribute, expected it on its own line in the model body",
-                       attr.line, attr.col)
+            self.error(
+                f"@{name} is a model attribute, expected it on its own line in the model body", attr.line, attr.col
+            )
             return False
         if name not in FIELD_ATTRIBUTES:
             known = ", ".join("@" + a for a in FIELD_ATTRIBUTES)
-            self.error(f"unknown attribute '@{name}' on field {decl.name!r}, expected one of {known}",
-                       attr.line, attr.col)
+            self.error(
+                f"unknown attribute '@{name}' on field {decl.name!r}, expected one of {known}", attr.line, attr.col
+            )
             return False
         if name in seen:
             self.error(f"duplicate attribute '@{name}' on field {decl.name!r}", attr.line, attr.col)
@@ -206,9 +211,7 @@ class _Checker:
 
     # -- one model: field meaning, @id, refs, projections -------------------------------
 
-    def build_model(
-        self, model: ModelDecl, facts: list[_FieldFacts], id_types: dict[str, FieldType | None]
-    ) -> Model:
+    def build_model(self, model: ModelDecl, facts: list[_FieldFacts], id_types: dict[str, FieldType | None]) -> Model:
         fields: list[Field] = []
         id_fields: list[_FieldFacts] = []
         for fact in facts:
@@ -224,7 +227,8 @@ class _Checker:
             self.error(
                 f"model {model.name!r} has a second @id field {extra.decl.name!r} "
                 f"(the first is {id_fields[0].decl.name!r}), expected exactly one",
-                attr.line, attr.col,
+                attr.line,
+                attr.col,
             )
         names = [f.decl.name for f in facts]
         projections = self.build_projections(model, names)
@@ -244,21 +248,21 @@ class _Checker:
         if "id" in attrs:
             at = attrs["id"]
             if type_ not in ID_TYPES:
-                self.error(f"@id field {name!r} has type {type_.value!r}, expected int, str or uuid",
-                           at.line, at.col)
+                self.error(f"@id field {name!r} has type {type_.value!r}, expected int, str or uuid", at.line, at.col)
             if nullable:
-                self.error(f"@id field {name!r} cannot be nullable, expected no '?' after its type",
-                           at.line, at.col)
+                self.error(f"@id field {name!r} cannot be nullable, expected no '?' after its type", at.line, at.col)
         if type_ is FieldType.JSON:
             for flag in ("filter", "sort"):
                 if flag in attrs:
                     at = attrs[flag]
-                    self.error(f"@{flag} on json field {name!r} is not allowed: json values have no order",
-                               at.line, at.col)
+                    self.error(
+                        f"@{flag} on json field {name!r} is not allowed: json values have no order", at.line, at.col
+                    )
             if "unique" in attrs:
                 at = attrs["unique"]
-                self.error(f"@unique on json field {name!r} is not allowed: json values have no index key",
-                           at.line, at.col)
+                self.error(
+                    f"@unique on json field {name!r} is not allowed: json values have no index key", at.line, at.col
+                )
         low, high = self.bound(fact, "min"), self.bound(fact, "max")
         if low is not None and high is not None and low[0] > high[0]:
             arg = attrs["min"].args[0]
@@ -271,13 +275,20 @@ class _Checker:
             ref = self.check_ref(fact, id_types)
         members = tuple(str(m.value) for m in decl.type.members)
         return Field(
-            name=name, type=type_, nullable=nullable,
+            name=name,
+            type=type_,
+            nullable=nullable,
             enum_members=tuple(dict.fromkeys(members)),
-            is_id="id" in attrs, unique="unique" in attrs,
+            is_id="id" in attrs,
+            unique="unique" in attrs,
             filterable="filter" in attrs and type_ is not FieldType.JSON,
             sortable="sort" in attrs and type_ is not FieldType.JSON,
-            min=low[0] if low else None, max=high[0] if high else None,
-            default=default, ref=ref, line=decl.line, col=decl.col,
+            min=low[0] if low else None,
+            max=high[0] if high else None,
+            default=default,
+            ref=ref,
+            line=decl.line,
+            col=decl.col,
         )
 
     def bound(self, fact: _FieldFacts, which: str) -> Bound | None:
@@ -288,7 +299,8 @@ class _Checker:
             self.error(
                 f"@{which} means nothing on {fact.type.value} field {fact.decl.name!r}, "
                 "expected it on int, float or str",
-                attr.line, attr.col,
+                attr.line,
+                attr.col,
             )
             return None
         arg = attr.args[0]
@@ -303,8 +315,11 @@ class _Checker:
         arg = attr.args[0]
         assert fact.type is not None
         if "id" in fact.attrs and fact.type is FieldType.INT:
-            self.error(f"@default on int @id field {fact.decl.name!r} is not allowed: int ids are auto-assigned",
-                       attr.line, attr.col)
+            self.error(
+                f"@default on int @id field {fact.decl.name!r} is not allowed: int ids are auto-assigned",
+                attr.line,
+                attr.col,
+            )
             return None
         members = tuple(str(m.value) for m in fact.decl.type.members)
         default = convert_default(fact.type, members, fact.decl.type.nullable, fact.decl.name, arg)
@@ -324,8 +339,9 @@ class _Checker:
             if self.lost_model:
                 return None
             known = ", ".join(sorted(id_types)) or "none"
-            self.error(f"@ref to unknown model {target!r}, expected one of the declared models ({known})",
-                       arg.line, arg.col)
+            self.error(
+                f"@ref to unknown model {target!r}, expected one of the declared models ({known})", arg.line, arg.col
+            )
             return None
         target_type = id_types[target]
         if target_type is not None and fact.type is not target_type:
@@ -333,7 +349,8 @@ class _Checker:
             self.error(
                 f"@ref({target}) on {fact.type.value} field {fact.decl.name!r} does not match the "
                 f"{target_type.value} id of model {target!r}, expected type {target_type.value!r}",
-                arg.line, arg.col,
+                arg.line,
+                arg.col,
             )
             return None
         return target
@@ -346,7 +363,8 @@ class _Checker:
                 self.error(
                     f"unknown model attribute '@{attr.name}' in model {model.name!r}, expected "
                     "'@projection' (field attributes go after the field's type)",
-                    attr.line, attr.col,
+                    attr.line,
+                    attr.col,
                 )
                 continue
             projection = self.check_projection(model, attr, field_names, seen)
@@ -361,7 +379,8 @@ class _Checker:
             self.error(
                 f"@projection takes a name and at least one field, got {len(attr.args)} "
                 f"argument{'s' if len(attr.args) != 1 else ''}",
-                attr.line, attr.col,
+                attr.line,
+                attr.col,
             )
             return None
         ok = True
@@ -378,7 +397,8 @@ class _Checker:
         if name in seen:
             self.error(
                 f"duplicate projection {name!r} in model {model.name!r}, first declared at line {seen[name]}",
-                name_arg.line, name_arg.col,
+                name_arg.line,
+                name_arg.col,
             )
             ok = False
         seen.setdefault(name, attr.line)
@@ -388,8 +408,9 @@ class _Checker:
             if field_name in model.broken:
                 ok = False
             elif field_name not in field_names:
-                self.error(f"projection {name!r} names unknown field {field_name!r} of model {model.name!r}",
-                           arg.line, arg.col)
+                self.error(
+                    f"projection {name!r} names unknown field {field_name!r} of model {model.name!r}", arg.line, arg.col
+                )
                 ok = False
             elif field_name in chosen:
                 self.error(f"projection {name!r} repeats field {field_name!r}", arg.line, arg.col)

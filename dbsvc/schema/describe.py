@@ -40,10 +40,7 @@ def schema_fingerprint(description: dict[str, Any]) -> str:
 
 def describe_schema(schema: Schema) -> dict[str, Any]:
     """The JSON-serialisable, deterministic description of `schema` (layout above)."""
-    return {
-        "version": DESCRIPTION_VERSION,
-        "models": [_describe_model(model) for model in schema.models],
-    }
+    return {"version": DESCRIPTION_VERSION, "models": [_describe_model(model) for model in schema.models]}
 
 
 def _describe_model(model: Model) -> dict[str, Any]:
@@ -98,9 +95,7 @@ def schema_changes(old: dict[str, Any], new: dict[str, Any]) -> tuple[list[str],
     compatible: list[str] = []
     incompatible: list[str] = []
     if old.get("version") != new.get("version"):
-        incompatible.append(
-            f"description version changed from {old.get('version')!r} to {new.get('version')!r}"
-        )
+        incompatible.append(f"description version changed from {old.get('version')!r} to {new.get('version')!r}")
         return compatible, incompatible
     old_models = {m["name"]: m for m in old["models"]}
     new_models = {m["name"]: m for m in new["models"]}
@@ -115,9 +110,7 @@ def schema_changes(old: dict[str, Any], new: dict[str, Any]) -> tuple[list[str],
     return compatible, incompatible
 
 
-def _compare_model(
-    old: dict[str, Any], new: dict[str, Any], compatible: list[str], incompatible: list[str]
-) -> None:
+def _compare_model(old: dict[str, Any], new: dict[str, Any], compatible: list[str], incompatible: list[str]) -> None:
     model = new["name"]
     old_fields = {f["name"]: f for f in old["fields"]}
     new_fields = {f["name"]: f for f in new["fields"]}

@@ -130,7 +130,7 @@ class RuntimeSettings:
 
     replication: bool = False
     changefeed_capacity: int = 1024
-    replication_retain_mb: int = 256       # log kept past a compaction for replicas (0: none)
+    replication_retain_mb: int = 256  # log kept past a compaction for replicas (0: none)
 
 
 @dataclass(frozen=True, slots=True)

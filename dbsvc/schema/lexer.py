@@ -93,7 +93,7 @@ class _Lexer:
         return self.text[index] if index < len(self.text) else ""
 
     def add(self, kind: TokenKind, start: int, value: object, line: int, col: int) -> None:
-        self.tokens.append(Token(kind, self.text[start:self.pos], value, line, col))
+        self.tokens.append(Token(kind, self.text[start : self.pos], value, line, col))
 
     def run(self) -> None:
         while self.pos < len(self.text):
@@ -112,7 +112,7 @@ class _Lexer:
             elif _is_ident_start(ch):
                 while _is_ident_char(self.peek()):
                     self.pos += 1
-                self.add(TokenKind.IDENT, start, self.text[start:self.pos], line, col)
+                self.add(TokenKind.IDENT, start, self.text[start : self.pos], line, col)
             elif _is_digit(ch) or (ch in "+-" and _is_digit(self.peek(1))):
                 self.number(start, line, col)
             elif ch == '"':
@@ -147,11 +147,11 @@ class _Lexer:
         if _is_ident_char(self.peek()) or self.peek() == ".":
             while _is_ident_char(self.peek()) or self.peek() == ".":
                 self.pos += 1
-            text = self.text[start:self.pos]
+            text = self.text[start : self.pos]
             self.error(f"invalid number {text!r}, expected digits with an optional fraction and exponent", line, col)
             self.add(TokenKind.BAD, start, None, line, col)
             return
-        text = self.text[start:self.pos]
+        text = self.text[start : self.pos]
         if is_float:
             self.add(TokenKind.FLOAT, start, float(text), line, col)
         else:
@@ -180,14 +180,14 @@ class _Lexer:
                 chars.append(_ESCAPES[nxt])
                 self.pos += 2
             elif nxt == "u" and all(self.peek(2 + i) in _HEX and self.peek(2 + i) for i in range(4)):
-                chars.append(chr(int(self.text[self.pos + 2:self.pos + 6], 16)))
+                chars.append(chr(int(self.text[self.pos + 2 : self.pos + 6], 16)))
                 self.pos += 6
             else:
                 bad = "\\" + nxt if nxt not in ("", "\n") else "\\"
                 self.error(
-                    f"invalid escape '{bad}' in string, expected one of "
-                    "\\\" \\\\ \\/ \\n \\t \\r \\b \\f \\uXXXX",
-                    line, esc_col,
+                    f"invalid escape '{bad}' in string, expected one of \\\" \\\\ \\/ \\n \\t \\r \\b \\f \\uXXXX",
+                    line,
+                    esc_col,
                 )
                 ok = False
                 self.pos += 1 if nxt in ("", "\n") else 2

@@ -132,10 +132,7 @@ class _Parser:
         return self.pos == 0 or self.tokens[self.pos - 1].kind is TokenKind.NEWLINE
 
     def at_model_start(self) -> bool:
-        return (
-            self.tok.kind is TokenKind.IDENT and self.tok.text == "model"
-            and self.peek(1).kind is TokenKind.IDENT
-        )
+        return self.tok.kind is TokenKind.IDENT and self.tok.text == "model" and self.peek(1).kind is TokenKind.IDENT
 
     def at_model_header(self) -> bool:
         """`model Name {`: inside a model body only this means the `}` is missing, since
@@ -232,9 +229,7 @@ class _Parser:
             elif self.at_closing_brace():
                 self.advance()
                 break
-            elif tok.kind is TokenKind.EOF or (
-                self.at_line_start() and (self.at_punct("[") or self.at_model_header())
-            ):
+            elif tok.kind is TokenKind.EOF or (self.at_line_start() and (self.at_punct("[") or self.at_model_header())):
                 # Missing '}': report it and let the top level carry on from here.
                 self.fail(f"'}}' to close model {name.text!r}")
                 return model()
@@ -251,7 +246,7 @@ class _Parser:
                     incomplete = True
                     self.skip_line(stop_at_brace=True)
                     # Any name on the broken line may be the field it meant to declare.
-                    broken.extend(t.text for t in self.tokens[member:self.pos] if t.kind is TokenKind.IDENT)
+                    broken.extend(t.text for t in self.tokens[member : self.pos] if t.kind is TokenKind.IDENT)
         self.advance()  # the NEWLINE or EOF after the closing brace
         return model()
 

@@ -19,7 +19,7 @@ class LiteralKind(enum.Enum):
     BOOL = "boolean"
     NULL = "null"
     IDENT = "identifier"
-    BAD = "invalid literal"   # already reported by the lexer; checks stay silent about it
+    BAD = "invalid literal"  # already reported by the lexer; checks stay silent about it
 
 
 @dataclass(frozen=True, slots=True)

@@ -61,11 +61,15 @@ def _url(lit: Literal) -> str | None:
 
 
 TABLE_KEYS: dict[str, dict[str, _Check]] = {
-    "runtime": {"replication": _bool, "changefeed_capacity": _positive_int,
-                "replication_retain_mb": _non_negative_int},
+    "runtime": {"replication": _bool, "changefeed_capacity": _positive_int, "replication_retain_mb": _non_negative_int},
     "auth": {
-        "issuer": _string, "audience": _string, "alg": _alg, "tenant_claim": _string,
-        "leeway": _non_negative_int, "pubkey": _string, "jwks_url": _url,
+        "issuer": _string,
+        "audience": _string,
+        "alg": _alg,
+        "tenant_claim": _string,
+        "leeway": _non_negative_int,
+        "pubkey": _string,
+        "jwks_url": _url,
     },
 }
 
@@ -88,7 +92,8 @@ def check_tables(
         if table.name in first_line:
             error(
                 f"duplicate table {table.name!r}, first declared at line {first_line[table.name]}",
-                table.line, table.col,
+                table.line,
+                table.col,
             )
         first_line.setdefault(table.name, table.line)
         seen = values[table.name]
@@ -97,7 +102,8 @@ def check_tables(
             if check is None:
                 error(
                     f"unknown key {entry.key!r} in [{table.name}], expected one of {', '.join(known)}",
-                    entry.line, entry.col,
+                    entry.line,
+                    entry.col,
                 )
                 continue
             if entry.key in seen:
@@ -109,11 +115,14 @@ def check_tables(
             if expected is not None:
                 error(
                     f"[{table.name}] {entry.key} expects {expected}, got {shown(entry.value)}",
-                    entry.value.line, entry.value.col,
+                    entry.value.line,
+                    entry.value.col,
                 )
                 continue
-            if entry.key == "pubkey" and "jwks_url" in values["auth"] or (
-                entry.key == "jwks_url" and "pubkey" in values["auth"]
+            if (
+                entry.key == "pubkey"
+                and "jwks_url" in values["auth"]
+                or (entry.key == "jwks_url" and "pubkey" in values["auth"])
             ):
                 error("[auth] pubkey and jwks_url exclude each other, expected only one", entry.line, entry.col)
                 continue
@@ -127,11 +136,13 @@ def _runtime(values: dict[str, Literal]) -> RuntimeSettings:
         replication=bool(values["replication"].value) if "replication" in values else defaults.replication,
         changefeed_capacity=(
             int(values["changefeed_capacity"].value)  # type: ignore[call-overload]
-            if "changefeed_capacity" in values else defaults.changefeed_capacity
+            if "changefeed_capacity" in values
+            else defaults.changefeed_capacity
         ),
         replication_retain_mb=(
             int(values["replication_retain_mb"].value)  # type: ignore[call-overload]
-            if "replication_retain_mb" in values else defaults.replication_retain_mb
+            if "replication_retain_mb" in values
+            else defaults.replication_retain_mb
         ),
     )
 

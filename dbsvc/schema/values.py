@@ -27,9 +27,7 @@ from dbsvc.schema.syntax import Literal, LiteralKind
 INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1
 BOUNDED_TYPES = frozenset({FieldType.INT, FieldType.FLOAT, FieldType.STR})
 
-_DATETIME = re.compile(
-    r"\d{4}-\d{2}-\d{2}[Tt ]\d{2}:\d{2}:\d{2}(?P<frac>\.\d+)?(?P<tz>[Zz]|[+-]\d{2}:\d{2})"
-)
+_DATETIME = re.compile(r"\d{4}-\d{2}-\d{2}[Tt ]\d{2}:\d{2}:\d{2}(?P<frac>\.\d+)?(?P<tz>[Zz]|[+-]\d{2}:\d{2})")
 _DATE = re.compile(r"\d{4}-\d{2}-\d{2}")
 _UUID = re.compile(r"[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}")
 
@@ -90,9 +88,7 @@ def convert_default(
     if type_ is FieldType.ENUM and kind in (LiteralKind.IDENT, LiteralKind.STRING):
         if value in members:
             return Default(DefaultKind.VALUE, value)
-        return Problem(
-            f"@default({shown(literal)}) on field {field!r} is not a member of enum({', '.join(members)})"
-        )
+        return Problem(f"@default({shown(literal)}) on field {field!r} is not a member of enum({', '.join(members)})")
     if kind is LiteralKind.IDENT and value == "now":
         if type_ is FieldType.DATETIME:
             return Default(DefaultKind.NOW)
@@ -150,18 +146,13 @@ def _convert_value(type_: FieldType, field: str, literal: Literal) -> object:
         return _canonical_date(str(value), on, got)
     assert type_ is FieldType.UUID
     if not _UUID.fullmatch(str(value)):
-        return Problem(
-            f"{on} expects the form 'xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx', got {got}"
-        )
+        return Problem(f"{on} expects the form 'xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx', got {got}")
     return str(value).lower()
 
 
 def _canonical_datetime(text: str, on: str, got: str) -> object:
     match = _DATETIME.fullmatch(text)
-    problem = Problem(
-        f"{on} expects an RFC 3339 instant with an offset "
-        f"such as \"2024-01-31T12:00:00Z\", got {got}"
-    )
+    problem = Problem(f"{on} expects an RFC 3339 instant with an offset such as \"2024-01-31T12:00:00Z\", got {got}")
     if not match:
         return problem
     frac = match.group("frac") or ""
@@ -194,7 +185,7 @@ def _canonical_date(text: str, on: str, got: str) -> object:
         return problem
 
 
-Bound = tuple[int | float, str]   # (value, as written)
+Bound = tuple[int | float, str]  # (value, as written)
 
 
 def check_default_bounds(

@@ -53,23 +53,23 @@ CHUNK_BYTES = 1 << 20
 Problem = tuple[int, RequestError, "int | None"]
 
 
-def plan(tables: dict[str, Table], rows: Sequence[tuple[str, dict]],
-         max_payload: int = MAX_PAYLOAD, measure: bool = True) -> list[tuple[Table, dict]]:
+def plan(
+    tables: dict[str, Table], rows: Sequence[tuple[str, dict]], max_payload: int = MAX_PAYLOAD, measure: bool = True
+) -> list[tuple[Table, dict]]:
     """The batch as (table, record with its id) pairs in row order; `BatchRejected` when
     any row fails a check (module docstring). `measure=False` leaves rule 5 to `frames`,
     which sees each payload anyway (`Store.insert_batch`: an import measured its rows in
     `check_batch` already, and one JSON encoding per row is a tenth of an import's time)."""
     problems: list[Problem] = []
     planned: list[tuple[Table, dict]] = []
-    indexes: list[int] = []                                                 # row index of each planned
-    ids: dict[str, dict[Any, int]] = {name: {} for name in tables}          # id -> row index
-    uniques: dict[tuple[str, str], dict[Any, tuple[Any, int]]] = {}         # key -> (id, row)
+    indexes: list[int] = []  # row index of each planned
+    ids: dict[str, dict[Any, int]] = {name: {} for name in tables}  # id -> row index
+    uniques: dict[tuple[str, str], dict[Any, tuple[Any, int]]] = {}  # key -> (id, row)
     next_ids = {name: t.max_id for name, t in tables.items()}
     for index, (name, record) in enumerate(rows):
         table = tables.get(name)
         if table is None:
-            problems.append((index, NotFound(f"unknown model {name!r}: expected one of "
-                                             f"{', '.join(tables)}"), None))
+            problems.append((index, NotFound(f"unknown model {name!r}: expected one of {', '.join(tables)}"), None))
             continue
         model = table.model
         idf = model.id_field
@@ -77,8 +77,11 @@ def plan(tables: dict[str, Table], rows: Sequence[tuple[str, dict]],
         if id_ is None:
             id_ = next_ids[name] + 1
             if model.id_type != "int" or id_ > INT64_MAX:
-                why = "is required" if model.id_type != "int" else \
-                    f"no automatic id is left: the largest id used is {next_ids[name]}; give an unused id"
+                why = (
+                    "is required"
+                    if model.id_type != "int"
+                    else f"no automatic id is left: the largest id used is {next_ids[name]}; give an unused id"
+                )
                 problems.append((index, ConstraintViolation([{"field": idf, "message": why}]), None))
                 continue
             record = dict(record)
@@ -88,8 +91,9 @@ def plan(tables: dict[str, Table], rows: Sequence[tuple[str, dict]],
         seen = ids[name]
         earlier = seen.get(id_)
         if earlier is not None or id_ in table.live:
-            problems.append((index, UniqueViolation(f"{idf} {id_!r} is already used by {model.kebab} {id_!r}",
-                                                    field=idf), earlier))
+            problems.append(
+                (index, UniqueViolation(f"{idf} {id_!r} is already used by {model.kebab} {id_!r}", field=idf), earlier)
+            )
             continue
         seen[id_] = index
         clash = _unique_problem(table, record, index, uniques)
@@ -100,8 +104,7 @@ def plan(tables: dict[str, Table], rows: Sequence[tuple[str, dict]],
         # near half the limit is measured exactly.
         text = compact_json(record) if measure else ""
         if 8 * len(text) + HEAD_RESERVE > max_payload:
-            too_large = size_refusal(EventKind.INSERT, name, id_, record, len(text.encode("utf-8")),
-                                     max_payload, text)
+            too_large = size_refusal(EventKind.INSERT, name, id_, record, len(text.encode("utf-8")), max_payload, text)
             if too_large is not None:
                 problems.append((index, too_large, None))
                 continue
@@ -114,13 +117,17 @@ def plan(tables: dict[str, Table], rows: Sequence[tuple[str, dict]],
     return planned
 
 
-def _unique_problem(table: Table, record: dict, index: int,
-                    uniques: dict[tuple[str, str], dict[Any, tuple[Any, int]]]) -> Problem | None:
+def _unique_problem(
+    table: Table, record: dict, index: int, uniques: dict[tuple[str, str], dict[Any, tuple[Any, int]]]
+) -> Problem | None:
     clash = table.unique_clash(table.model.row(record))
     if clash is not None:
         f, other = clash
-        return index, UniqueViolation(f"{f} {record[f]!r} is already used by {table.model.kebab} {other!r}",
-                                      field=f), None
+        return (
+            index,
+            UniqueViolation(f"{f} {record[f]!r} is already used by {table.model.kebab} {other!r}", field=f),
+            None,
+        )
     id_ = record[table.id_field]
     keys = table.keys
     for f in table.model.unique_fields:
@@ -131,14 +138,18 @@ def _unique_problem(table: Table, record: dict, index: int,
         key = keys[f](value)
         holder = used.get(key)
         if holder is not None:
-            return index, UniqueViolation(f"{f} {value!r} is already used by {table.model.kebab} {holder[0]!r}",
-                                          field=f), holder[1]
+            return (
+                index,
+                UniqueViolation(f"{f} {value!r} is already used by {table.model.kebab} {holder[0]!r}", field=f),
+                holder[1],
+            )
         used[key] = (id_, index)
     return None
 
 
-def _reference_problems(tables: dict[str, Table], planned: list[tuple[Table, dict]], indexes: list[int],
-                        ids: dict[str, dict[Any, int]]) -> list[Problem]:
+def _reference_problems(
+    tables: dict[str, Table], planned: list[tuple[Table, dict]], indexes: list[int], ids: dict[str, dict[Any, int]]
+) -> list[Problem]:
     """Rule 4, once every id of the batch is known (a row may name a later one)."""
     problems: list[Problem] = []
     for (table, record), index in zip(planned, indexes):
@@ -146,14 +157,25 @@ def _reference_problems(tables: dict[str, Table], planned: list[tuple[Table, dic
             value = record[f]
             if value is None or value in tables[parent].live or value in ids[parent]:
                 continue
-            problems.append((index, ForeignKeyViolation(
-                f"{f} {value!r} does not match any {tables[parent].model.kebab}", field=f), None))
+            problems.append(
+                (
+                    index,
+                    ForeignKeyViolation(f"{f} {value!r} does not match any {tables[parent].model.kebab}", field=f),
+                    None,
+                )
+            )
             break
     return problems
 
 
-def frames(planned: list[tuple[Table, dict]], first_offset: int, position: int, every: int,
-           checkpoints: list[tuple[int, int]], max_payload: int = MAX_PAYLOAD) -> Iterator[bytes]:
+def frames(
+    planned: list[tuple[Table, dict]],
+    first_offset: int,
+    position: int,
+    every: int,
+    checkpoints: list[tuple[int, int]],
+    max_payload: int = MAX_PAYLOAD,
+) -> Iterator[bytes]:
     """The insert frames of `planned` in chunks of about CHUNK_BYTES. `position`: the log
     size before the first one; (offset, byte position) of every frame whose offset is a
     multiple of `every` is appended to `checkpoints` (the epoch keeps them for replay: epoch.py).
@@ -187,15 +209,20 @@ def frames(planned: list[tuple[Table, dict]], first_offset: int, position: int, 
         yield b"".join(chunk)
 
 
-def write(commit: CommitQueue, planned: list[tuple[Table, dict]], first_offset: int, every: int,
-          checkpoints: list[tuple[int, int]], max_payload: int) -> None:
+def write(
+    commit: CommitQueue,
+    planned: list[tuple[Table, dict]],
+    first_offset: int,
+    every: int,
+    checkpoints: list[tuple[int, int]],
+    max_payload: int,
+) -> None:
     """Append the frames of `planned` (from `first_offset` on) as one batch with one fsync
     (`CommitQueue.append_batch`), then apply the rows to their tables, each table's rows in
     one `insert_many`; the checkpoints of the new frames are added to `checkpoints` only
     once the batch is written. Raises as `append_batch` does, with nothing applied."""
     found: list[tuple[int, int]] = []
-    commit.append_batch(frames(planned, first_offset, commit.writer.written, every, found, max_payload),
-                        len(planned))
+    commit.append_batch(frames(planned, first_offset, commit.writer.written, every, found, max_payload), len(planned))
     by_table: dict[str, tuple[Table, list[Values]]] = {}
     for table, record in planned:
         by_table.setdefault(table.name, (table, []))[1].append(table.model.row(record))

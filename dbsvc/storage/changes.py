@@ -45,8 +45,9 @@ Callback = Callable[[ChangeEvent, bytes], None]
 class ChangeStream:
     """Subscribers, the ring and the head of one store (module docstring)."""
 
-    def __init__(self, log_source: replay.LogSource, recent: Iterable[bytes], ring_capacity: int, head: int, *,
-                 replication: bool) -> None:
+    def __init__(
+        self, log_source: replay.LogSource, recent: Iterable[bytes], ring_capacity: int, head: int, *, replication: bool
+    ) -> None:
         self._log = log_source
         self._replication = replication
         self._head = head
@@ -93,10 +94,13 @@ class ChangeStream:
         keep = len(planned) if self._subscribers else min(len(planned), self._ring.maxlen or 0)
         watermarks = {t.name: t.watermark for t, _r in planned}
         events = []
-        for offset in range(self._head, self._head - keep, -1):          # newest first
+        for offset in range(self._head, self._head - keep, -1):  # newest first
             table, record = planned[offset - first]
-            events.append(ChangeEvent(EventKind.INSERT, table.name, offset, watermarks[table.name],
-                                      record[table.id_field], record))
+            events.append(
+                ChangeEvent(
+                    EventKind.INSERT, table.name, offset, watermarks[table.name], record[table.id_field], record
+                )
+            )
             watermarks[table.name] -= 1
         for event in reversed(events):
             if self._subscribers:
@@ -125,10 +129,8 @@ class ChangeStream:
             return []
         log_base = self._log.epoch_state.log_base
         if offset < log_base:
-            raise OffsetGone(f"offset {offset} was compacted away; the epoch starts after {log_base}",
-                             oldest=log_base)
+            raise OffsetGone(f"offset {offset} was compacted away; the epoch starts after {log_base}", oldest=log_base)
         if not self._ring or offset < self._ring[0].offset - 1:
             oldest = self._ring[0].offset - 1 if self._ring else self._head
-            raise OffsetGone(f"offset {offset} is no longer retained; the oldest retained is {oldest}",
-                             oldest=oldest)
+            raise OffsetGone(f"offset {offset} is no longer retained; the oldest retained is {oldest}", oldest=oldest)
         return [e for e in self._ring if e.offset > offset]

@@ -74,8 +74,8 @@ from dbsvc.storage.logfile import encode_frame
 
 log = logging.getLogger("dbsvc.storage")
 
-ROOM_ERRORS = frozenset((errno.ENOSPC, errno.EDQUOT))   # a write error that room can cure
-RETRY_INTERVAL = 1.0                                     # seconds between two probes for room
+ROOM_ERRORS = frozenset((errno.ENOSPC, errno.EDQUOT))  # a write error that room can cure
+RETRY_INTERVAL = 1.0  # seconds between two probes for room
 PROBE_BYTES = 64 * 1024
 
 
@@ -83,9 +83,9 @@ class WriteState(enum.Enum):
     """Whether the log takes writes (rule 4)."""
 
     OK = "ok"
-    REFUSING = "refusing_writes"        # out of space; retried, resumes without a restart
-    FAILED = "read_only"                # fail-stop: read-only until a restart
-    READ_ONLY = "opened_read_only"      # a store opened read-only (tools); never writes
+    REFUSING = "refusing_writes"  # out of space; retried, resumes without a restart
+    FAILED = "read_only"  # fail-stop: read-only until a restart
+    READ_ONLY = "opened_read_only"  # a store opened read-only (tools); never writes
 
 
 @dataclass(frozen=True, slots=True)
@@ -104,12 +104,12 @@ class WriteHealth:
 class Pending:
     """A written, not yet acknowledged write."""
 
-    end: int                       # file size after its frame
+    end: int  # file size after its frame
     future: asyncio.Future[None]
-    event: Any                     # ChangeEvent, published on commit
-    undo: Any                      # opaque to this module; handed to `rollback`
+    event: Any  # ChangeEvent, published on commit
+    undo: Any  # opaque to this module; handed to `rollback`
     applied: bool = True
-    frame: bytes = b""             # the frame written, published with the event
+    frame: bytes = b""  # the frame written, published with the event
 
 
 @dataclass(slots=True)
@@ -117,7 +117,7 @@ class CommitStats:
     """Counters of a commit queue; fixed size however long the store runs."""
 
     fsyncs: int = 0
-    commits: int = 0            # acknowledged writes (fsyncs / commits is the group-commit ratio)
+    commits: int = 0  # acknowledged writes (fsyncs / commits is the group-commit ratio)
     failures: int = 0
 
     def count_batch(self, size: int) -> None:
@@ -132,9 +132,9 @@ class LogWriter:
     def __init__(self, path: str, fd: int, size: int, faults: FaultPlan = NO_FAULTS) -> None:
         self.path = path
         self.fd = fd
-        self.written = size        # end of the last frame accepted: in the file, or held
-        self.durable = size        # bytes covered by the last successful fsync (or open)
-        self.acked = size          # end of the last acknowledged frame
+        self.written = size  # end of the last frame accepted: in the file, or held
+        self.durable = size  # bytes covered by the last successful fsync (or open)
+        self.acked = size  # end of the last acknowledged frame
         self.faults = faults
         self._held: list[bytes] = []
 
@@ -205,16 +205,17 @@ class LogWriter:
 class CommitQueue:
     """Group commit for one `LogWriter`; see the module docstring."""
 
-    def __init__(self, writer: LogWriter, *, sync: bool,
-                 publish: Callable[[Any, bytes], None], rollback: Callable[[Any], None]) -> None:
+    def __init__(
+        self, writer: LogWriter, *, sync: bool, publish: Callable[[Any, bytes], None], rollback: Callable[[Any], None]
+    ) -> None:
         self.writer = writer
         self.sync = sync
         self.publish = publish
         self.rollback = rollback
         self.failed: OSError | None = None
         self.stats = CommitStats()
-        self._room_error = False            # `failed` is a write that found no space (rule 4)
-        self._retry_at: float | None = None # REFUSING: when the next probe for room may run
+        self._room_error = False  # `failed` is a write that found no space (rule 4)
+        self._retry_at: float | None = None  # REFUSING: when the next probe for room may run
         self._pending: list[Pending] = []
         self._loop: asyncio.AbstractEventLoop | None = None
         self._wake: asyncio.Event | None = None
@@ -242,14 +243,18 @@ class CommitQueue:
     def health(self) -> WriteHealth:
         if self.failed is None:
             return WriteHealth(WriteState.OK)
-        if self._room_error:                # also before the cut-back (rule 3) is done
-            return WriteHealth(WriteState.REFUSING,
-                               f"writes are refused: no space for the log ({self.failed}); the server "
-                               f"checks for room every {RETRY_INTERVAL:g} s and takes writes again "
-                               "once there is some, with no restart")
-        return WriteHealth(WriteState.FAILED,
-                           f"the store is read-only after an I/O error on the log ({self.failed}): "
-                           "nothing written since can be trusted; fix the disk, then restart the server")
+        if self._room_error:  # also before the cut-back (rule 3) is done
+            return WriteHealth(
+                WriteState.REFUSING,
+                f"writes are refused: no space for the log ({self.failed}); the server "
+                f"checks for room every {RETRY_INTERVAL:g} s and takes writes again "
+                "once there is some, with no restart",
+            )
+        return WriteHealth(
+            WriteState.FAILED,
+            f"the store is read-only after an I/O error on the log ({self.failed}): "
+            "nothing written since can be trusted; fix the disk, then restart the server",
+        )
 
     def fail_stop(self, exc: OSError) -> None:
         """Stop taking writes until a restart (rule 4, FAILED)."""
@@ -268,8 +273,11 @@ class CommitQueue:
             log.error("probing %s for room failed: %s; the store is now read-only", self.writer.path, exc)
             self.fail_stop(exc)
             return False
-        log.warning("%s has room again (the write refused since failed with: %s); taking writes again",
-                    self.writer.path, self.failed)
+        log.warning(
+            "%s has room again (the write refused since failed with: %s); taking writes again",
+            self.writer.path,
+            self.failed,
+        )
         self.failed, self._room_error, self._retry_at = None, False, None
         return True
 
@@ -304,9 +312,12 @@ class CommitQueue:
         """A write raised: stop taking writes (rules 1 and 4); the committer, or the
         caller on its behalf, fails what is queued (rule 3)."""
         self._room_error = exc.errno in ROOM_ERRORS
-        log.error("write to %s failed: %s; %s", self.writer.path, exc,
-                  "writes are refused until there is room" if self._room_error
-                  else "the store is now read-only")
+        log.error(
+            "write to %s failed: %s; %s",
+            self.writer.path,
+            exc,
+            "writes are refused until there is room" if self._room_error else "the store is now read-only",
+        )
         self.failed = exc
 
     def _write_held(self) -> bool:
@@ -366,7 +377,7 @@ class CommitQueue:
         self._switch = None
         try:
             switch()
-        except BaseException as exc:            # noqa: BLE001 - handed to the waiting task
+        except BaseException as exc:  # noqa: BLE001 - handed to the waiting task
             if not future.done():
                 future.set_exception(exc)
             return
@@ -385,8 +396,9 @@ class CommitQueue:
         except BaseException as exc:
             # Not an I/O error (the loop handles those): a bug, or the process going down.
             # Queued writes must not wait forever, nor later ones queue behind a dead task.
-            log.error("the commit task of %s stopped: %r; the store is now read-only", self.writer.path, exc,
-                      exc_info=exc)
+            log.error(
+                "the commit task of %s stopped: %r; the store is now read-only", self.writer.path, exc, exc_info=exc
+            )
             self.fail_stop(OSError(f"the commit task stopped: {exc!r}"))
             self._fail_pending()
             if not isinstance(exc, Exception):
@@ -399,13 +411,13 @@ class CommitQueue:
             self._wake.clear()
             while self.failed is None:
                 if self._switch is not None:
-                    if self._write_held():          # the switch copies the log file's frames
+                    if self._write_held():  # the switch copies the log file's frames
                         self._run_switch()
                     continue
                 if not self._pending or not self._write_held():
                     break
                 target = self.writer.written
-                count = len(self._pending)      # every queued frame ends at or before `target`
+                count = len(self._pending)  # every queued frame ends at or before `target`
                 if self.sync:
                     try:
                         await self._loop.run_in_executor(self._executor, self.writer.fsync)
@@ -517,7 +529,7 @@ class CommitQueue:
             try:
                 self._task.cancel()
             except RuntimeError:
-                pass                    # its loop is already closed
+                pass  # its loop is already closed
         self._task = None
         if self._executor is not None:
             self._executor.shutdown(wait=True)

@@ -59,12 +59,7 @@ from dbsvc.errors import CorruptLog
 from dbsvc.storage import files, retain
 from dbsvc.storage.files import NO_FAULTS, FaultPlan, fsync_dir, write_all
 from dbsvc.storage.logfile import LogScan, encode_header
-from dbsvc.storage.snapshot import (
-    ModelImage,
-    SnapshotImage,
-    decode_snapshot,
-    encode_snapshot,
-)
+from dbsvc.storage.snapshot import ModelImage, SnapshotImage, decode_snapshot, encode_snapshot
 
 log = logging.getLogger("dbsvc.storage")
 
@@ -72,7 +67,7 @@ SNAPSHOT_NAME = "snapshot"
 LOG_NAME = "log"
 RETAINED_NAME = retain.RETAINED_NAME
 NEW_SUFFIX = retain.NEW_SUFFIX
-DEFAULT_RETAIN_BYTES = 256 << 20     # `[runtime] replication_retain_mb` default
+DEFAULT_RETAIN_BYTES = 256 << 20  # `[runtime] replication_retain_mb` default
 
 
 def new_epoch() -> str:
@@ -85,7 +80,7 @@ class TenantFiles:
 
     snapshot: str | None
     log: str
-    retained: str | None = None         # a retained segment to try (retain.load checks it)
+    retained: str | None = None  # a retained segment to try (retain.load checks it)
 
 
 def finish_interrupted(directory: str, *, readonly: bool) -> TenantFiles:
@@ -106,9 +101,11 @@ def finish_interrupted(directory: str, *, readonly: bool) -> TenantFiles:
                 fsync_dir(directory)
     elif os.path.exists(log_new) or os.path.exists(ret_new):
         if readonly:
-            return TenantFiles(snap if os.path.exists(snap) else None,
-                               log_new if os.path.exists(log_new) else logp,
-                               ret_new if os.path.exists(ret_new) else ret)
+            return TenantFiles(
+                snap if os.path.exists(snap) else None,
+                log_new if os.path.exists(log_new) else logp,
+                ret_new if os.path.exists(ret_new) else ret,
+            )
         log.warning("%s: finishing an interrupted compaction (after its commit point)", directory)
         if os.path.exists(ret_new):
             files.ops.rename(ret_new, ret)
@@ -135,25 +132,29 @@ def _chunks(chunks: Iterable[bytes]) -> Callable[[int], None]:
     def fill(fd: int) -> None:
         for chunk in chunks:
             write_all(fd, chunk)
+
     return fill
 
 
-def install(directory: str, image: SnapshotImage, faults: FaultPlan = NO_FAULTS,
-            retained: retain.Plan | None = None) -> retain.Segment | None:
+def install(
+    directory: str, image: SnapshotImage, faults: FaultPlan = NO_FAULTS, retained: retain.Plan | None = None
+) -> retain.Segment | None:
     """Write `image` as the new snapshot plus an empty log of its epoch, keeping what
     `retained` allows of the old log (steps 1-9). Returns the retained segment, if any."""
     write_durably(os.path.join(directory, SNAPSHOT_NAME + NEW_SUFFIX), _chunks(encode_snapshot(image)))
     faults.check("compact")
     pending = retain.write_pending(directory, retained)
     faults.check("compact")
-    write_durably(os.path.join(directory, LOG_NAME + NEW_SUFFIX),
-                  _chunks([encode_header(image.epoch, image.head_offset)]))
+    write_durably(
+        os.path.join(directory, LOG_NAME + NEW_SUFFIX), _chunks([encode_header(image.epoch, image.head_offset)])
+    )
     faults.check("compact")
     return install_pair(directory, faults, pending)
 
 
-def install_pair(directory: str, faults: FaultPlan, pending: retain.Segment | None,
-                 committed: list[bool] | None = None) -> retain.Segment | None:
+def install_pair(
+    directory: str, faults: FaultPlan, pending: retain.Segment | None, committed: list[bool] | None = None
+) -> retain.Segment | None:
     """Steps 4-9, shared by offline and online compaction: with snapshot.new, log.new and
     (if `pending`) log.retained.new complete and fsynced, put the new pair in place.
     `committed[0]` turns True once the snapshot's rename returned (an error after it leaves
@@ -196,7 +197,8 @@ def check_pair(files: TenantFiles, snapshot: SnapshotImage | None, scan: LogScan
         return
     if header.epoch != snapshot.epoch or header.base_offset != snapshot.head_offset:
         raise CorruptLog(
-            files.log, 0,
+            files.log,
+            0,
             f"log (epoch {header.epoch}, base {header.base_offset}) does not continue the snapshot "
             f"(epoch {snapshot.epoch}, head {snapshot.head_offset})",
         )
@@ -207,12 +209,16 @@ def key_fields(model: dict) -> list[str]:
     (snapshot.py): its id and every indexed or referencing field, in field order. The
     description's twin of `Table.key_fields` (a test holds them equal); were they ever
     to differ, an open would only parse the rows instead of reading the keys."""
-    return [f["name"] for f in model["fields"]
-            if f.get("id") or f.get("unique") or f.get("filter") or f.get("sort") or f.get("ref")]
+    return [
+        f["name"]
+        for f in model["fields"]
+        if f.get("id") or f.get("unique") or f.get("filter") or f.get("sort") or f.get("ref")
+    ]
 
 
-def compact_directory(directory: str, description: dict | None, faults: FaultPlan = NO_FAULTS, *,
-                      retain_bytes: int = DEFAULT_RETAIN_BYTES) -> str:
+def compact_directory(
+    directory: str, description: dict | None, faults: FaultPlan = NO_FAULTS, *, retain_bytes: int = DEFAULT_RETAIN_BYTES
+) -> str:
     """Offline compaction of a locked tenant directory; returns a one-line report. The old
     log's newest rows are retained within `retain_bytes` (retain.py)."""
     files = finish_interrupted(directory, readonly=False)
@@ -242,9 +248,7 @@ def compact_directory(directory: str, description: dict | None, faults: FaultPla
             keys[image.name] = image.keys
         pos = [image.fields.index(f) if f in image.fields else None for f in fields[image.name]]
         idf = image.fields.index(id_fields.get(image.name, image.fields[0]))
-        live[image.name] = {
-            row[idf]: [None if p is None else row[p] for p in pos] for row in image.rows
-        }
+        live[image.name] = {row[idf]: [None if p is None else row[p] for p in pos] for row in image.rows}
         max_ids[image.name] = image.max_id
     rows = 0
     for _offset, payload in scan.records():
@@ -268,12 +272,15 @@ def compact_directory(directory: str, description: dict | None, faults: FaultPla
     models = []
     for name in order:
         table = live.get(name, {})
-        models.append(ModelImage(name, fields[name], [table[k] for k in sorted(table)], max_ids.get(name, 0),
-                                 keys.get(name, [])))
+        models.append(
+            ModelImage(name, fields[name], [table[k] for k in sorted(table)], max_ids.get(name, 0), keys.get(name, []))
+        )
     epoch = new_epoch()
     kept = install(directory, SnapshotImage(epoch, head, models), faults, keep)
     size = sum(len(m.rows) for m in models)
     cut = f", dropped a torn tail of {scan.damage.size - scan.damage.position} bytes" if scan.damage else ""
     retained = f", retained {kept.size} bytes for replicas (offsets after {kept.base})" if kept else ""
-    return (f"compacted {directory}: {rows} log rows -> {size} live records, "
-            f"head offset {head}, new epoch {epoch}{cut}{retained}")
+    return (
+        f"compacted {directory}: {rows} log rows -> {size} live records, "
+        f"head offset {head}, new epoch {epoch}{cut}{retained}"
+    )

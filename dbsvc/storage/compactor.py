@@ -68,8 +68,9 @@ class Host(Protocol):
 class Compactor:
     """The online compaction of one store (module docstring)."""
 
-    def __init__(self, host: Host, commit: CommitQueue | None, *, faults: FaultPlan, compact_bytes: int,
-                 retain_bytes: int) -> None:
+    def __init__(
+        self, host: Host, commit: CommitQueue | None, *, faults: FaultPlan, compact_bytes: int, retain_bytes: int
+    ) -> None:
         self._host = host
         self._commit = commit
         # Read when a compaction starts, so a test can hold one at a fault step.
@@ -96,8 +97,9 @@ class Compactor:
         host = self._host
         live = sum(len(t.live) for t in host.tables.values())
         epoch = host.epoch_state
-        if recovery.needs_compaction(commit.writer.written, host.applied_offset - epoch.log_base, live,
-                                     epoch.snapshot_bytes, self.compact_bytes):
+        if recovery.needs_compaction(
+            commit.writer.written, host.applied_offset - epoch.log_base, live, epoch.snapshot_bytes, self.compact_bytes
+        ):
             self.compact_now()
 
     def compact_now(self) -> asyncio.Task[None]:
@@ -122,7 +124,7 @@ class Compactor:
             try:
                 task.cancel()
             except RuntimeError:
-                pass                # its loop is already closed
+                pass  # its loop is already closed
         online.discard(self._host.directory)
 
     async def _compact(self, progress: online.Progress) -> None:
@@ -154,12 +156,11 @@ class Compactor:
         # that the collections the snapshot thread's allocations trigger do not walk them
         # (docs/decisions.md, "Pauses").
         gc.freeze()
-        keep = retain.plan(self.retain_bytes, old.id, old.retained, old.log_path, cut.position, old.log_base,
-                           cut.head)
+        keep = retain.plan(self.retain_bytes, old.id, old.retained, old.log_path, cut.position, old.log_base, cut.head)
         new: online.NewLog | None = None
         pending: retain.Segment | None = None
         old_rows: list[list[Any]] = []
-        held: list[int] = []               # old files, freed after the switch
+        held: list[int] = []  # old files, freed after the switch
         old_fds: list[int] = []
         switched = [0.0]
 
@@ -172,15 +173,22 @@ class Compactor:
                 segment = compact.install_pair(directory, faults, pending, progress.committed)
             except OSError as exc:
                 if progress.committed[0]:
-                    log.error("%s: compaction failed after its commit point: %s; the store is now read-only "
-                              "(the next open finishes the switch)", directory, exc)
+                    log.error(
+                        "%s: compaction failed after its commit point: %s; the store is now read-only "
+                        "(the next open finishes the switch)",
+                        directory,
+                        exc,
+                    )
                     commit.fail_stop(exc)
                 raise
             old_fds.append(writer.fd)
             writer.fd, new.fd = new.fd, -1
             writer.written = new.size
-            old_rows.extend(self._enter_epoch(cut, Epoch(cut.epoch, old.log_path, cut.head, new.checkpoints,
-                                                         segment, cut.snapshot_bytes)))
+            old_rows.extend(
+                self._enter_epoch(
+                    cut, Epoch(cut.epoch, old.log_path, cut.head, new.checkpoints, segment, cut.snapshot_bytes)
+                )
+            )
             switched[0] = time.perf_counter() - start
 
         try:
@@ -190,16 +198,17 @@ class Compactor:
             pending = await online.in_thread(progress, online.write_retained, directory, keep, progress, faults)
             commit.check_writable()
             commit.write_held()
-            new = await online.in_thread(progress, online.start_log, directory, old.log_path, cut,
-                                         commit.writer.written, every, progress)
+            new = await online.in_thread(
+                progress, online.start_log, directory, old.log_path, cut, commit.writer.written, every, progress
+            )
             held.extend(await online.in_thread(progress, online.hold_old_files, directory))
             await commit.run_between_fsyncs(switch)
         except BaseException as exc:
             self.cut = None
             online.release_files(held, old_fds)
             progress.cancelled = True
-            progress.idle.wait(60)                  # a thread step stops at its next chunk
-            online.end_cut(tables)                  # no thread reads the cut's sublists now
+            progress.idle.wait(60)  # a thread step stops at its next chunk
+            online.end_cut(tables)  # no thread reads the cut's sublists now
             if new is not None and new.fd >= 0:
                 files.ops.close(new.fd)
                 new.fd = -1
@@ -210,9 +219,15 @@ class Compactor:
             self._failed(exc)
             return
         self.pauses.append((cut.took, switched[0]))
-        log.info("%s: compacted online at offset %d: %d live records, new epoch %s (pauses %.1f ms + %.1f ms)",
-                 directory, cut.head, sum(tc.count for tc in cut.tables), cut.epoch,
-                 cut.took * 1e3, switched[0] * 1e3)
+        log.info(
+            "%s: compacted online at offset %d: %d live records, new epoch %s (pauses %.1f ms + %.1f ms)",
+            directory,
+            cut.head,
+            sum(tc.count for tc in cut.tables),
+            cut.epoch,
+            cut.took * 1e3,
+            switched[0] * 1e3,
+        )
         await online.in_thread(progress, online.release_files, held, old_fds)
         await online.in_thread(progress, online.drop_slowly, old_rows)
         # What the new epoch keeps (the snapshot's id lists, the surviving history) is
@@ -237,7 +252,7 @@ class Compactor:
             table = tc.table
             old.append(table.rows)
             old.append(table.base_ids)
-            table.rows = table.rows[tc.rows:]
+            table.rows = table.rows[tc.rows :]
             table.base_ids = tc.base_ids
         head = cut.head
 

@@ -25,13 +25,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from dbsvc.errors import (
-    ConstraintViolation,
-    ForeignKeyViolation,
-    NotFound,
-    Referenced,
-    UniqueViolation,
-)
+from dbsvc.errors import ConstraintViolation, ForeignKeyViolation, NotFound, Referenced, UniqueViolation
 from dbsvc.runtime import INT64_MAX
 from dbsvc.storage.rows import Values
 from dbsvc.storage.table import Table
@@ -59,9 +53,15 @@ class Constraints:
             if table.max_id >= INT64_MAX:
                 # Ids are signed 64-bit (docs/guide/schema.md#types); one past the top would be stored
                 # but could never be parsed back from a path.
-                raise ConstraintViolation([{"field": m.id_field, "message":
-                    f"no automatic id is left: the largest id ever used is {table.max_id}; "
-                    "give an unused id explicitly"}])
+                raise ConstraintViolation(
+                    [
+                        {
+                            "field": m.id_field,
+                            "message": f"no automatic id is left: the largest id ever used is {table.max_id}; "
+                            "give an unused id explicitly",
+                        }
+                    ]
+                )
             record = dict(record)
             record[m.id_field] = id_ = table.max_id + 1
         if id_ in table.live:
@@ -76,8 +76,7 @@ class Constraints:
 
         return record, id_, apply
 
-    def replace(self, table: Table, id_: Any,
-                record: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any], Apply]:
+    def replace(self, table: Table, id_: Any, record: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any], Apply]:
         m = table.model
         current = table.live.get(id_)
         if current is None:
@@ -105,8 +104,10 @@ class Constraints:
         children = sum(child.refs[f].get(id_, 0) for child, f in referrers)
         if children:
             names = sorted({child.name for child, f in referrers if child.refs[f].get(id_)})
-            raise Referenced(f"{table.model.kebab} {id_!r} is referenced by {children} record(s) of "
-                             f"{', '.join(names)}", count=children)
+            raise Referenced(
+                f"{table.model.kebab} {id_!r} is referenced by {children} record(s) of {', '.join(names)}",
+                count=children,
+            )
         return previous, lambda: table.delete(id_, current)
 
     def _check_refs(self, table: Table, record: dict[str, Any], previous: dict[str, Any] | None) -> None:
@@ -116,7 +117,8 @@ class Constraints:
                 continue
             if value not in self._tables[parent].live:
                 raise ForeignKeyViolation(
-                    f"{f} {value!r} does not match any {self._tables[parent].model.kebab}", field=f)
+                    f"{f} {value!r} does not match any {self._tables[parent].model.kebab}", field=f
+                )
 
     def _check_unique(self, table: Table, values: Values, record: dict[str, Any]) -> None:
         clash = table.unique_clash(values)

@@ -39,8 +39,8 @@ from dbsvc.errors import PayloadTooLarge
 from dbsvc.runtime import compact_json
 from dbsvc.storage.logfile import encode_frame
 
-HEAD_RESERVE = 1024             # bytes of an update's payload besides its two records (docstring)
-LARGEST_COUNTER = 2**64 - 1     # the widest offset and watermark a head can show (u64)
+HEAD_RESERVE = 1024  # bytes of an update's payload besides its two records (docstring)
+LARGEST_COUNTER = 2**64 - 1  # the widest offset and watermark a head can show (u64)
 
 
 class EventKind(enum.Enum):
@@ -76,12 +76,14 @@ class ChangeEvent(NamedTuple):
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> ChangeEvent:
-        return cls(EventKind(d["kind"]), d["model"], d["offset"], d["watermark"], d["id"],
-                   d["record"], d.get("previous"))
+        return cls(
+            EventKind(d["kind"]), d["model"], d["offset"], d["watermark"], d["id"], d["record"], d.get("previous")
+        )
 
 
-def event_payload(kind: EventKind, model: str, offset: int, watermark: int, id_: Any,
-                  record: dict, previous: dict | None = None) -> bytes:
+def event_payload(
+    kind: EventKind, model: str, offset: int, watermark: int, id_: Any, record: dict, previous: dict | None = None
+) -> bytes:
     """The payload of the event these fields make (`ChangeEvent.payload`; batch.py builds an
     import's frames with it, no event made). The bytes of `compact_json(_layout(...))`, made
     without that dict: the fixed head of each kind and model is made once (`_head`), the
@@ -89,12 +91,13 @@ def event_payload(kind: EventKind, model: str, offset: int, watermark: int, id_:
     encoded to UTF-8 once."""
     shown = id_ if type(id_) is int else compact_json(id_)
     tail = f',"previous":{compact_json(previous)}}}' if kind is EventKind.UPDATE else "}"
-    return (f'{_head(kind, model)}{offset},"watermark":{watermark},"id":{shown},'
-            f'"record":{compact_json(record)}{tail}').encode("utf-8")
+    return (
+        f'{_head(kind, model)}{offset},"watermark":{watermark},"id":{shown},"record":{compact_json(record)}{tail}'
+    ).encode("utf-8")
 
 
 _HEADS: dict[tuple[EventKind, str], str] = {}
-_HEADS_MAX = 1024                   # kinds times models; past that (never in one schema) not kept
+_HEADS_MAX = 1024  # kinds times models; past that (never in one schema) not kept
 
 
 def _head(kind: EventKind, model: str) -> str:
@@ -107,10 +110,17 @@ def _head(kind: EventKind, model: str) -> str:
     return head
 
 
-def _layout(kind: EventKind, model: str, offset: int, watermark: int, id: Any,
-            record: dict, previous: dict | None) -> dict[str, Any]:
-    out: dict[str, Any] = {"kind": kind.value, "model": model, "offset": offset,
-                           "watermark": watermark, "id": id, "record": record}
+def _layout(
+    kind: EventKind, model: str, offset: int, watermark: int, id: Any, record: dict, previous: dict | None
+) -> dict[str, Any]:
+    out: dict[str, Any] = {
+        "kind": kind.value,
+        "model": model,
+        "offset": offset,
+        "watermark": watermark,
+        "id": id,
+        "record": record,
+    }
     if kind is EventKind.UPDATE:
         out["previous"] = previous
     return out
@@ -132,8 +142,9 @@ def _worst_head(model: str, id_: Any) -> int:
     return len(event_payload(EventKind.UPDATE, model, LARGEST_COUNTER, LARGEST_COUNTER, id_, {}, {})) - 4
 
 
-def size_refusal(kind: EventKind, model: str, id_: Any, record: dict, payload_size: int,
-                 max_payload: int, text: str | None = None) -> PayloadTooLarge | None:
+def size_refusal(
+    kind: EventKind, model: str, id_: Any, record: dict, payload_size: int, max_payload: int, text: str | None = None
+) -> PayloadTooLarge | None:
     """The refusal of a write whose payload is `payload_size` bytes (`record` the record it
     stores: the new one of an insert or update; a delete stores none), or None when it fits
     and, for an insert or update, its record may be stored (module docstring). `text`: the
@@ -148,10 +159,18 @@ def size_refusal(kind: EventKind, model: str, id_: Any, record: dict, payload_si
             return PayloadTooLarge(
                 f"record too large: the {model} record is {size} bytes of JSON, the limit is {limit} "
                 f"(an update's log frame holds a record and the one it replaces, and a frame holds at most "
-                f"{max_payload} bytes)", model=model, size=size, limit=limit)
+                f"{max_payload} bytes)",
+                model=model,
+                size=size,
+                limit=limit,
+            )
     if payload_size > max_payload:
         return PayloadTooLarge(
             f"record too large: the {kind.value} of {model} {id_!r} makes a log frame of {payload_size} bytes, "
             f"over the limit of {max_payload} (the record was stored before the record size limit; "
-            "it can still be read)", model=model, size=payload_size, limit=max_payload)
+            "it can still be read)",
+            model=model,
+            size=payload_size,
+            limit=max_payload,
+        )
     return None

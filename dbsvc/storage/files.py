@@ -179,8 +179,14 @@ class SeamFile(io.RawIOBase):
 
 
 @contextmanager
-def create_durably(path: str, *, tmp: str | None = None, mode: int = 0o644, buffer_size: int = io.DEFAULT_BUFFER_SIZE,
-                   sync_dir: bool = True) -> Iterator[BinaryIO]:
+def create_durably(
+    path: str,
+    *,
+    tmp: str | None = None,
+    mode: int = 0o644,
+    buffer_size: int = io.DEFAULT_BUFFER_SIZE,
+    sync_dir: bool = True,
+) -> Iterator[BinaryIO]:
     """A buffered binary file that becomes `path` durably when the block ends: it is
     `path.tmp`, flushed, fsynced, closed and renamed over `path`, and then the directory
     is fsynced (unless `sync_dir` is False: the caller does it, or tolerates it failing).
@@ -226,7 +232,7 @@ class FaultPlan:
             op, _, rest = part.partition(":")
             calls, _, what = rest.partition(":")
             first, _, last = calls.partition("-")
-            action, equals, argument = what.partition("=")       # HOLD=<path>: the path keeps its case
+            action, equals, argument = what.partition("=")  # HOLD=<path>: the path keeps its case
             self.rules[op] = (int(first), int(last or first), action.upper() + equals + argument or "EIO")
 
     @classmethod
@@ -248,7 +254,7 @@ class FaultPlan:
         if what == "KILL":
             os.kill(os.getpid(), signal.SIGKILL)
         if what.startswith("HOLD="):
-            _hold(what[len("HOLD="):], f"{op}:{count}")
+            _hold(what[len("HOLD=") :], f"{op}:{count}")
             return
         code = getattr(errno, what)
         raise OSError(code, f"{os.strerror(code)} (injected by DBSVC_FAULT {op}:{count})")

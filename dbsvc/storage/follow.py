@@ -63,8 +63,9 @@ class Replicated(Protocol):
 
     def table(self, model: str) -> Table: ...
 
-    def submit_frame(self, table: Table, frame: bytes, event: ChangeEvent,
-                     apply: Callable[[], object]) -> asyncio.Future[None]: ...
+    def submit_frame(
+        self, table: Table, frame: bytes, event: ChangeEvent, apply: Callable[[], object]
+    ) -> asyncio.Future[None]: ...
 
 
 def apply_replicated(store: Replicated, frame: bytes) -> asyncio.Future[None]:
@@ -81,8 +82,9 @@ def apply_replicated(store: Replicated, frame: bytes) -> asyncio.Future[None]:
         raise StreamError(offset, f"expected offset {expected}")
     size = len(frame) - FRAME_HEADER_SIZE
     if size > store.max_payload:
-        raise StreamError(offset, f"record too large: a frame payload of {size} bytes, over this store's "
-                                  f"limit of {store.max_payload}")
+        raise StreamError(
+            offset, f"record too large: a frame payload of {size} bytes, over this store's limit of {store.max_payload}"
+        )
     try:
         event = decode_event(frame_payload(frame))
     except (ValueError, KeyError, TypeError) as exc:
@@ -94,17 +96,21 @@ def apply_replicated(store: Replicated, frame: bytes) -> asyncio.Future[None]:
     if event.offset != offset:
         raise StreamError(offset, f"payload says offset {event.offset}")
     if list(event.record) != list(table.model.fields):
-        raise StreamError(offset, f"{event.model} record has fields {list(event.record)}, "
-                                  f"expected {list(table.model.fields)}")
+        raise StreamError(
+            offset, f"{event.model} record has fields {list(event.record)}, expected {list(table.model.fields)}"
+        )
     if event.watermark != table.watermark + 1:
-        raise EpochChanged(offset, f"{event.model} watermark {event.watermark} follows "
-                                   f"{table.watermark} here: the primary started a new epoch")
+        raise EpochChanged(
+            offset,
+            f"{event.model} watermark {event.watermark} follows "
+            f"{table.watermark} here: the primary started a new epoch",
+        )
     record, kind = event.record, event.kind
     if kind is not EventKind.DELETE:
         _check_replicated_record(table, offset, event)
     try:
         current = table.live.get(event.id)
-    except TypeError:                                   # an unhashable id
+    except TypeError:  # an unhashable id
         raise StreamError(offset, f"{event.model} id {event.id!r} is not an id value") from None
     if kind is EventKind.INSERT:
         if current is not None:
@@ -133,8 +139,9 @@ def epoch_snapshot(store: Replicated) -> tuple[str, int, Iterator[bytes]]:
     except FileNotFoundError:
         if epoch.log_base != 0:
             raise Unavailable("the epoch's snapshot file is missing; try again") from None
-        image = SnapshotImage(epoch.id, 0, [ModelImage(t.name, list(t.model.fields), [], 0, t.key_fields)
-                                            for t in store.tables.values()])
+        image = SnapshotImage(
+            epoch.id, 0, [ModelImage(t.name, list(t.model.fields), [], 0, t.key_fields) for t in store.tables.values()]
+        )
         return epoch.id, 0, encode_snapshot(image)
     try:
         first = os.pread(fd, 1 << 16, 0).split(b"\n", 1)[0]
@@ -170,8 +177,11 @@ def _check_replicated_record(table: Table, offset: int, event: ChangeEvent) -> N
     model = table.model
     record = event.record
     if record.get(model.id_field) != event.id:
-        raise StreamError(offset, f"{event.model} event id {event.id!r} differs from the record's "
-                                  f"{model.id_field} {record.get(model.id_field)!r}")
+        raise StreamError(
+            offset,
+            f"{event.model} event id {event.id!r} differs from the record's "
+            f"{model.id_field} {record.get(model.id_field)!r}",
+        )
     try:
         model.validate_replace(record, event.id)
     except RequestError as exc:

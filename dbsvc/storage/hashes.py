@@ -25,9 +25,9 @@ from typing import Any, Union
 
 from dbsvc.storage.indexes import Keep, OrderedIndex, sorted_position
 
-FEW_KEYS = 4           # at most this many distinct keys: HashIndex.from_columns scans once per key
-SET_AT = 16384         # a HashIndex bucket is a sorted list up to this many ids, then flags or a set
-KEPT_SETS = 8          # sets of list buckets a HashIndex keeps for walks (`keeper`)
+FEW_KEYS = 4  # at most this many distinct keys: HashIndex.from_columns scans once per key
+SET_AT = 16384  # a HashIndex bucket is a sorted list up to this many ids, then flags or a set
+KEPT_SETS = 8  # sets of list buckets a HashIndex keeps for walks (`keeper`)
 _NOTHING = object()
 _NONE: frozenset[Any] = frozenset()
 
@@ -43,7 +43,7 @@ class IdBits:
 
     def __init__(self, ids: Iterable[int], span: int) -> None:
         self.flags = bytearray(span)
-        deque(map(self.flags.__setitem__, ids, repeat(1)), maxlen=0)   # one C-level pass
+        deque(map(self.flags.__setitem__, ids, repeat(1)), maxlen=0)  # one C-level pass
         self.n = self.flags.count(1)
 
     def __len__(self) -> int:
@@ -96,7 +96,7 @@ class HashIndex:
     def __init__(self, span: int = -1) -> None:
         self.buckets: dict[Any, Bucket] = {}
         self.span = span
-        self._sets: dict[Any, set[Any]] = {}        # key -> set of a list bucket, for walks
+        self._sets: dict[Any, set[Any]] = {}  # key -> set of a list bucket, for walks
 
     @property
     def kept_sets(self) -> dict[Any, set[Any]]:
@@ -160,7 +160,7 @@ class HashIndex:
             return
         if isinstance(bucket, list):
             if id_ > bucket[-1]:
-                bucket.append(id_)              # a new record: the largest id so far
+                bucket.append(id_)  # a new record: the largest id so far
             else:
                 insort(bucket, id_)
             if len(bucket) > SET_AT:
@@ -263,8 +263,9 @@ class UniqueFilter:
         self.nulls = HashIndex(span)
 
     @classmethod
-    def from_column(cls, unique: dict[Any, Any], keys: Sequence[Any], ids: Sequence[Any],
-                    span: int = -1) -> UniqueFilter:
+    def from_column(
+        cls, unique: dict[Any, Any], keys: Sequence[Any], ids: Sequence[Any], span: int = -1
+    ) -> UniqueFilter:
         """Over the unique map already built from `keys` (ascending `ids`): only the ids
         holding null are gathered, in one C-level pass."""
         index = cls(unique, span)

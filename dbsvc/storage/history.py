@@ -51,8 +51,8 @@ MAX_FORKS = 64
 
 @dataclass(frozen=True, slots=True)
 class Fork:
-    id: str        # the parent history
-    at: int        # the last offset the child shares with it
+    id: str  # the parent history
+    at: int  # the last offset the child shares with it
 
 
 @dataclass(frozen=True, slots=True)

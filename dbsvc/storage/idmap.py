@@ -25,7 +25,7 @@ from typing import Any, cast
 
 from dbsvc.storage.rows import Stored
 
-STEP = 1024          # ids past the list's end that grow it whatever the count
+STEP = 1024  # ids past the list's end that grow it whatever the count
 
 
 class IdMap(MutableMapping[Any, Stored]):
@@ -34,7 +34,7 @@ class IdMap(MutableMapping[Any, Stored]):
     def __init__(self, pairs: Iterable[tuple[Any, Stored]] = ()) -> None:
         self._slots: list[Stored | None] = []
         self._far: dict[Any, Stored] = {}
-        self._count = 0                 # records in the list
+        self._count = 0  # records in the list
         self.update(pairs)
 
     @property
@@ -52,9 +52,9 @@ class IdMap(MutableMapping[Any, Stored]):
         """The map of `stored` records whose ids are `ids`, ascending ints (a snapshot's):
         one list built at once, ids it would hold badly in the dict."""
         out = cls()
-        if not ids or ids[0] < 0 or ids[-1] >= max(2 * len(ids), STEP):     # held badly
+        if not ids or ids[0] < 0 or ids[-1] >= max(2 * len(ids), STEP):  # held badly
             out.update(zip(ids, stored))
-        elif ids[-1] - ids[0] + 1 == len(ids):                              # no gaps: one copy
+        elif ids[-1] - ids[0] + 1 == len(ids):  # no gaps: one copy
             out._slots, out._count = [None] * ids[0] + stored, len(ids)
         else:
             slots: list[Stored | None] = [None] * (ids[-1] + 1)
@@ -91,7 +91,7 @@ class IdMap(MutableMapping[Any, Stored]):
 
     def __setitem__(self, id_: Any, record: Stored) -> None:
         slots = self._slots
-        if type(id_) is int and id_ == len(slots) and id_ not in self._far:     # the next id
+        if type(id_) is int and id_ == len(slots) and id_ not in self._far:  # the next id
             slots.append(record)
             self._count += 1
             return
@@ -127,11 +127,10 @@ class IdMap(MutableMapping[Any, Stored]):
         """The records of `ids`, all held (a list page): one comprehension over the list
         instead of a method call an id."""
         slots, far = self._slots, self._far
-        if not far:                     # every live id is a slot of the list
+        if not far:  # every live id is a slot of the list
             return cast("list[Stored]", [slots[i] for i in ids])
         n = len(slots)
-        return [r if (r := slots[i] if type(i) is int and 0 <= i < n else None) is not None else far[i]
-                for i in ids]
+        return [r if (r := slots[i] if type(i) is int and 0 <= i < n else None) is not None else far[i] for i in ids]
 
     def copy(self) -> dict[Any, Stored]:
         """A plain dict of the same entries (an `as_of` state is built on one)."""
@@ -140,7 +139,7 @@ class IdMap(MutableMapping[Any, Stored]):
         return out
 
 
-LiveMap = IdMap | dict[Any, Stored]     # a table's `live`: id -> stored record
+LiveMap = IdMap | dict[Any, Stored]  # a table's `live`: id -> stored record
 
 
 def records_of(int_ids: bool, ids: list[Any] | None = None, stored: list[Stored] | None = None) -> LiveMap:

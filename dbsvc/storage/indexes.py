@@ -37,11 +37,11 @@ from operator import is_, is_not, itemgetter
 from typing import Any
 
 LOAD = 512
-SHIFT_MAX = 1 << 16    # OrderedIndex.from_columns sorts ids starting at most this (so many placeholders)
+SHIFT_MAX = 1 << 16  # OrderedIndex.from_columns sorts ids starting at most this (so many placeholders)
 _FIRST = itemgetter(0)
 _SECOND = itemgetter(1)
 _NOTHING = object()
-Keep = Callable[[Any], Any]     # id -> truthy if the id is kept (a walk's membership test)
+Keep = Callable[[Any], Any]  # id -> truthy if the id is kept (a walk's membership test)
 
 
 class SortedIndex:
@@ -70,7 +70,7 @@ class SortedIndex:
         self._lists: list[list[Any]] = [items[i : i + LOAD] for i in range(0, len(items), LOAD)]
         self._maxes: list[Any] = [sub[-1] for sub in self._lists]
         self._len = len(items)
-        self._shared: set[int] | None = None     # id() of the sublists handed out by `share`
+        self._shared: set[int] | None = None  # id() of the sublists handed out by `share`
 
     def share(self) -> list[list[Any]]:
         """The sublists as they stand; they stay as they are until `unshare` (class doc)."""
@@ -224,8 +224,8 @@ class OrderedIndex:
         more pass in random order over every object, a visible share of an open."""
         index = cls.__new__(cls)
         index.typecode = typecode
-        nulls = type(keys) is not array and None in keys      # an array holds no None
-        if type(keys) is array:             # key objects made once, for the sort and the fill
+        nulls = type(keys) is not array and None in keys  # an array holds no None
+        if type(keys) is array:  # key objects made once, for the sort and the fill
             keys = keys.tolist()
         first = ids[0] if len(ids) else None
         if type(first) is int and 0 <= first <= SHIFT_MAX and ids[-1] - first == len(ids) - 1:
@@ -317,7 +317,7 @@ class OrderedIndex:
         else:
             keys, ids = self._keys[i], self._ids[i]
             j = bisect_left(keys, key)
-            if j < len(keys) and keys[j] == key:        # a run of this key: its ids ascend
+            if j < len(keys) and keys[j] == key:  # a run of this key: its ids ascend
                 j = bisect_left(ids, id_, j, bisect_right(keys, key, j))
             keys.insert(j, key)
             ids.insert(j, id_)
@@ -340,7 +340,7 @@ class OrderedIndex:
         j = bisect_left(keys, key)
         if j == len(keys) or keys[j] != key:
             raise KeyError((key, id_))
-        if ids[j] != id_:                               # not the first of its key's run
+        if ids[j] != id_:  # not the first of its key's run
             hi = bisect_right(keys, key, j)
             j = bisect_left(ids, id_, j, hi)
             if j == hi or ids[j] != id_:
@@ -358,8 +358,9 @@ class OrderedIndex:
             self._lastids[i] = ids[-1]
 
     def __iter__(self) -> Iterator[tuple[Any, Any]]:
-        return chain(zip(chain.from_iterable(self._keys), chain.from_iterable(self._ids)),
-                     zip(repeat(None), self.nulls))
+        return chain(
+            zip(chain.from_iterable(self._keys), chain.from_iterable(self._ids)), zip(repeat(None), self.nulls)
+        )
 
     def runs(self) -> Iterator[tuple[Any, list[Any]]]:
         """(key, the ids holding it) per distinct key, nulls last as (None, ids): what a
@@ -372,7 +373,7 @@ class OrderedIndex:
             while lo < n:
                 k = keys[lo]
                 hi = bisect_right(keys, k, lo)
-                if k == key:                    # a run continued from the sublist before
+                if k == key:  # a run continued from the sublist before
                     run.extend(ids[lo:hi])
                 else:
                     if run:

@@ -61,10 +61,10 @@ VERSION = 1
 HEADER = struct.Struct(">8sI16sQ")
 HEADER_SIZE = HEADER.size + 4
 FRAME = struct.Struct(">QII")
-FRAME_OFFSET = struct.Struct(">Q")     # FRAME's first field, alone (searching for an offset's bytes)
+FRAME_OFFSET = struct.Struct(">Q")  # FRAME's first field, alone (searching for an offset's bytes)
 FRAME_HEADER_SIZE = FRAME.size
 MAX_PAYLOAD = 64 * 1024 * 1024
-MAX_FRAME = FRAME_HEADER_SIZE + MAX_PAYLOAD     # the largest good frame, header included
+MAX_FRAME = FRAME_HEADER_SIZE + MAX_PAYLOAD  # the largest good frame, header included
 
 
 @dataclass(frozen=True, slots=True)
@@ -77,8 +77,8 @@ class LogHeader:
 class Damage:
     """A torn or corrupt tail found by `scan`: where the good part ends and why."""
 
-    position: int          # byte offset in the file of the first bad byte
-    size: int              # file size: bytes [position, size) are cut
+    position: int  # byte offset in the file of the first bad byte
+    size: int  # file size: bytes [position, size) are cut
     reason: str
 
 
@@ -171,7 +171,7 @@ def good_frame_after(data: bytes | memoryview | mmap.mmap, start: int, expected:
     """Byte position of any good frame with offset >= expected after `start` (rule 2)."""
     size = len(data)
     if not bytes(data[start:]).strip(b"\0"):
-        return None                     # zero-filled to the end: the common crash shape
+        return None  # zero-filled to the end: the common crash shape
     limit = size - FRAME_HEADER_SIZE
     # A frame needs at least FRAME_HEADER_SIZE bytes, so offsets above this are impossible.
     highest = expected + (size - start) // FRAME_HEADER_SIZE
@@ -216,8 +216,16 @@ class FrameWalk:
 
     __slots__ = ("source", "end", "stop", "next_offset", "payloads", "chunk", "error")
 
-    def __init__(self, source: int | bytes | mmap.mmap, start: int, stop: int, first: int | None = None,
-                 *, payloads: bool = False, chunk: int = 1 << 20) -> None:
+    def __init__(
+        self,
+        source: int | bytes | mmap.mmap,
+        start: int,
+        stop: int,
+        first: int | None = None,
+        *,
+        payloads: bool = False,
+        chunk: int = 1 << 20,
+    ) -> None:
         self.source = source
         self.end = start
         self.stop = stop
@@ -235,8 +243,8 @@ class FrameWalk:
         fd = source if isinstance(source, int) else None
         buf: bytes | mmap.mmap = b"" if isinstance(source, int) else source
         pos = self.end
-        base = pos if fd is not None else 0     # byte position of buf[0]
-        limit = min(len(buf), stop - base)      # buf[:limit] lies inside [start, stop)
+        base = pos if fd is not None else 0  # byte position of buf[0]
+        limit = min(len(buf), stop - base)  # buf[:limit] lies inside [start, stop)
         payloads = self.payloads
         unpack, crc32 = FRAME.unpack_from, zlib.crc32
         while pos < stop:
@@ -309,8 +317,7 @@ class LogScan(FrameWalk):
         later = frame_after_damage(data, pos, self.next_offset)
         if later is not None:
             raise CorruptLog(
-                self.path, pos,
-                f"{reason}; a good frame follows at byte {later}, so this is not a torn tail",
+                self.path, pos, f"{reason}; a good frame follows at byte {later}, so this is not a torn tail"
             )
         self.error = reason
         self.damage = Damage(pos, len(data), reason)
@@ -320,8 +327,13 @@ class LogScan(FrameWalk):
 _PREFIX = re.compile(rb'"model":"([^"\\]*)","offset":\d+,"watermark":(\d+),')
 
 
-def renumber_frames(frames: Iterable[tuple[int, bytes]], deltas: dict[str, int], position: int, every: int,
-                    checkpoints: list[tuple[int, int]]) -> Iterator[bytes]:
+def renumber_frames(
+    frames: Iterable[tuple[int, bytes]],
+    deltas: dict[str, int],
+    position: int,
+    every: int,
+    checkpoints: list[tuple[int, int]],
+) -> Iterator[bytes]:
     """The whole frames `frames` (offset, frame), each payload's `watermark` moved by
     `deltas[model]` (online compaction carries rows into a new epoch, whose watermarks
     restart; compact.py). They are to be written from byte `position` of the new log on;
@@ -335,6 +347,8 @@ def renumber_frames(frames: Iterable[tuple[int, bytes]], deltas: dict[str, int],
         if offset % every == 0:
             checkpoints.append((offset, position))
         if delta:
-            frame = encode_frame(offset, b"%s%d%s" % (payload[: m.start(2)], int(m.group(2)) + delta, payload[m.end(2):]))
+            frame = encode_frame(
+                offset, b"%s%d%s" % (payload[: m.start(2)], int(m.group(2)) + delta, payload[m.end(2) :])
+            )
         yield frame
         position += len(frame)

@@ -40,9 +40,9 @@ SCHEMA_NAME = "schema.json"
 
 @dataclass(slots=True)
 class MigrationPlan:
-    stored: dict | None                       # the description found on disk
+    stored: dict | None  # the description found on disk
     changes: list[str] = field(default_factory=list)
-    reshaped: set[str] = field(default_factory=set)   # models whose field list changed
+    reshaped: set[str] = field(default_factory=set)  # models whose field list changed
 
     @property
     def write_description(self) -> bool:
@@ -79,7 +79,8 @@ def plan_migration(directory: str, description: dict) -> MigrationPlan:
         raise IncompatibleSchema(incompatible)
     old_fields = {m["name"]: [f["name"] for f in m["fields"]] for m in stored["models"]}
     reshaped = {
-        m["name"] for m in description["models"]
+        m["name"]
+        for m in description["models"]
         if m["name"] in old_fields and old_fields[m["name"]] != [f["name"] for f in m["fields"]]
     }
     return MigrationPlan(stored, compatible or ["description changed"], reshaped)

@@ -97,9 +97,9 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("dbsvc.storage")
 
-CHUNK = 2048            # rows read from the cut at a time (the writer blocks them: snapshot.BLOCK_ROWS)
-RETRY_AFTER = 30.0      # seconds between attempts after a failed compaction
-COPY_CHUNK = 4 << 20    # bytes per read when copying frames into log.new
+CHUNK = 2048  # rows read from the cut at a time (the writer blocks them: snapshot.BLOCK_ROWS)
+RETRY_AFTER = 30.0  # seconds between attempts after a failed compaction
+COPY_CHUNK = 4 << 20  # bytes per read when copying frames into log.new
 
 
 class Cancelled(Exception):
@@ -116,13 +116,13 @@ class TableCut:
 
     table: Table
     records: Mapping[Any, Stored]  # the table's live map: id -> stored record (table.py)
-    pk_lists: list[list[Any]]    # the primary key's sublists at the cut (`SortedIndex.share`)
+    pk_lists: list[list[Any]]  # the primary key's sublists at the cut (`SortedIndex.share`)
     count: int
-    rows: int                    # len(table.rows) at the cut
+    rows: int  # len(table.rows) at the cut
     watermark: int
     max_id: int
     before: dict[Any, Stored | None] = field(default_factory=dict)
-    base_ids: list[Any] = field(default_factory=list)   # the ids at the cut, once gathered (`gather_ids`)
+    base_ids: list[Any] = field(default_factory=list)  # the ids at the cut, once gathered (`gather_ids`)
 
     @property
     def delta(self) -> int:
@@ -161,11 +161,11 @@ class TableCut:
 @dataclass(slots=True)
 class Cut:
     epoch: str
-    head: int                    # offset of the last row in the image
-    position: int                # byte size of the old log at the cut
+    head: int  # offset of the last row in the image
+    position: int  # byte size of the old log at the cut
     tables: list[TableCut]
-    took: float                  # seconds the loop spent copying
-    snapshot_bytes: int = 0      # the size of snapshot.new once written
+    took: float  # seconds the loop spent copying
+    snapshot_bytes: int = 0  # the size of snapshot.new once written
 
     def deltas(self) -> dict[str, int]:
         return {tc.table.name: tc.delta for tc in self.tables}
@@ -193,8 +193,7 @@ def take_cut(tables: dict[str, Table], head: int, position: int) -> Cut:
     before changing it), and the counters. Neither the ids nor the records are copied here
     (`TableCut`): the loop pays O(records / 512) instead of a copy of every id."""
     start = time.perf_counter()
-    cuts = [TableCut(t, t.live, t.pk.share(), len(t.live), len(t.rows), t.watermark, t.max_id)
-            for t in tables.values()]
+    cuts = [TableCut(t, t.live, t.pk.share(), len(t.live), len(t.rows), t.watermark, t.max_id) for t in tables.values()]
     return Cut(compact.new_epoch(), head, position, cuts, time.perf_counter() - start)
 
 
@@ -215,11 +214,19 @@ def end_cut(tables: dict[str, Table]) -> None:
 
 def write_snapshot(directory: str, cut: Cut, progress: Progress, faults: FaultPlan) -> None:
     """Thread step: snapshot.new from the cut, fsynced (fault step 1)."""
-    streams = [ModelStream(tc.table.name, list(tc.table.model.fields), tc.count, tc.max_id, _row_chunks(tc, progress),
-                           tc.table.key_fields) for tc in cut.tables]
+    streams = [
+        ModelStream(
+            tc.table.name,
+            list(tc.table.model.fields),
+            tc.count,
+            tc.max_id,
+            _row_chunks(tc, progress),
+            tc.table.key_fields,
+        )
+        for tc in cut.tables
+    ]
     path = os.path.join(directory, compact.SNAPSHOT_NAME + compact.NEW_SUFFIX)
-    cut.snapshot_bytes = compact.write_durably(
-        path, lambda fd: write_snapshot_stream(fd, cut.epoch, cut.head, streams))
+    cut.snapshot_bytes = compact.write_durably(path, lambda fd: write_snapshot_stream(fd, cut.epoch, cut.head, streams))
     faults.check("compact")
 
 
@@ -227,7 +234,7 @@ def write_snapshot(directory: str, cut: Cut, progress: Progress, faults: FaultPl
 class NewLog:
     fd: int
     size: int
-    copied: int                  # old-log bytes copied so far (the old log's [P, copied))
+    copied: int  # old-log bytes copied so far (the old log's [P, copied))
     checkpoints: list[tuple[int, int]]
 
 
@@ -277,8 +284,9 @@ def start_log(directory: str, old_path: str, cut: Cut, stop: int, every: int, pr
     return new
 
 
-def write_retained(directory: str, keep: retain.Plan | None, progress: Progress,
-                   faults: FaultPlan) -> retain.Segment | None:
+def write_retained(
+    directory: str, keep: retain.Plan | None, progress: Progress, faults: FaultPlan
+) -> retain.Segment | None:
     """Thread step: log.retained.new, fsynced (fault step 2)."""
     pending = retain.write_pending(directory, keep, progress.check)
     faults.check("compact")
@@ -348,6 +356,7 @@ def drop_slowly(lists: list[list[Any]]) -> None:
 
 async def in_thread(progress: Progress, fn: Any, *args: Any) -> Any:
     """Run a thread step; `progress.idle` is clear while it runs (`close()` waits on it)."""
+
     def call() -> Any:
         try:
             return fn(*args)
@@ -356,5 +365,3 @@ async def in_thread(progress: Progress, fn: Any, *args: Any) -> Any:
 
     progress.idle.clear()
     return await asyncio.to_thread(call)
-
-

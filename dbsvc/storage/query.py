@@ -68,15 +68,21 @@ def _null_last(kf: Callable[[Any], Any], value: Callable[[Any], Any]) -> Callabl
     def key(record: Any) -> tuple:
         k = kf(value(record))
         return (1, 0) if k is None else (0, k)
+
     return key
 
 
-def sort_records(records: list[Any], sort: Iterable[tuple[str, bool]], model: CompiledModel,
-                 positions: Mapping[str, int] | None = None) -> None:
+def sort_records(
+    records: list[Any],
+    sort: Iterable[tuple[str, bool]],
+    model: CompiledModel,
+    positions: Mapping[str, int] | None = None,
+) -> None:
     """Sort in place: the sort keys in order, ties on the id ascending (stable passes;
     `reverse=True` keeps the order of equal items, so ids stay ascending inside ties).
     Records are dicts, or records' values (`rows.unpack`) when `positions` says where
     each field is."""
+
     def at(f: str) -> itemgetter:
         return itemgetter(f if positions is None else positions[f])
 
@@ -91,7 +97,7 @@ def _walk(table: Table, sort: tuple[tuple[str, bool], ...]) -> Iterator[Any]:
     first, desc = sort[0]
     rest = sort[1:]
     index = table.ordered[first]
-    if desc and index.nulls:             # nulls first descending: one run, ids ascending
+    if desc and index.nulls:  # nulls first descending: one run, ids ascending
         yield from _order_run(list(index.nulls), rest, table)
     run: list[Any] = []
     current: Any = _NOTHING
@@ -139,12 +145,12 @@ def _one_key_page(index: OrderedIndex, desc: bool, keep: Keep | None, offset: in
         taken = list(islice(pairs, end - len(out)))
         if taken:
             last = taken[-1][0]
-            for pair in pairs:                      # the rest of the last run
+            for pair in pairs:  # the rest of the last run
                 if pair[0] != last:
                     break
                 taken.append(pair)
             taken.reverse()
-            taken.sort(key=_KEY, reverse=True)      # stable: ids stay ascending in a run
+            taken.sort(key=_KEY, reverse=True)  # stable: ids stay ascending in a run
             out.extend(map(_ID, taken))
     return out[offset:end]
 
@@ -236,7 +242,7 @@ def _plan_live(table: Table, query: Query) -> tuple[list[Any], int]:
         keep = _Matching(table.hashes[smallest], filters[smallest])
     if len(sort) <= 1:
         if sort:
-            (field, desc), = sort
+            ((field, desc),) = sort
             return _one_key_page(table.ordered[field], desc, keep, offset, end), total
         return list(islice(filter(keep, table.pk), offset, end)), total
     return _page(_walk(table, sort), offset, limit, keep), total
@@ -249,7 +255,7 @@ def list_state(state: Mapping[Any, Stored], table: Table, query: Query) -> tuple
     model = table.model
     passes, filters = model.passes, query.filters
     page = slice(query.offset, query.offset + query.limit)
-    if not filters and not query.sort:              # id order: only the page is read
+    if not filters and not query.sort:  # id order: only the page is read
         return [model.decode(unpack(state[i])) for i in sorted(state)[page]], len(state)
     chosen = list(map(unpack, state.values()))
     if filters:

@@ -58,23 +58,22 @@ from dbsvc.storage.table import Table
 log = logging.getLogger("dbsvc.storage")
 
 AUTO_COMPACT_BYTES = 64 * 1024 * 1024
-CHECKPOINT_EVERY = 1024        # one (offset, byte position) per this many frames, for replay reads
+CHECKPOINT_EVERY = 1024  # one (offset, byte position) per this many frames, for replay reads
 
 
 @dataclass(slots=True)
 class Loaded:
     tables: dict[str, Table]
-    epoch: Epoch               # the epoch as recovered (or as compacting on open made it)
+    epoch: Epoch  # the epoch as recovered (or as compacting on open made it)
     head_offset: int
-    log_size: int              # bytes of good frames (the append position)
+    log_size: int  # bytes of good frames (the append position)
     damage: Damage | None
-    recent: deque              # payloads of the last `ring_capacity` rows
+    recent: deque  # payloads of the last `ring_capacity` rows
     compacted: bool = False
-    history: history.History | None = None     # history.py; None: written before histories
+    history: history.History | None = None  # history.py; None: written before histories
 
 
-def needs_compaction(log_bytes: int, rows_in_log: int, live: int, snapshot_bytes: int,
-                     compact_bytes: int) -> bool:
+def needs_compaction(log_bytes: int, rows_in_log: int, live: int, snapshot_bytes: int, compact_bytes: int) -> bool:
     """docs/guide/operations.md#compaction: the log is over the threshold and more than twice the live data,
     judged two ways: by rows (more than twice as many as there are live records) or by
     bytes (more than twice the snapshot, the live data as of the last compaction; none
@@ -120,8 +119,9 @@ def _install_snapshot(tables: dict[str, Table], parts: list[ModelPart], path: st
         except (TypeError, OverflowError) as exc:
             # A value no index can take: a list where a key goes; a float, or an int past
             # 64 bits, where an int key goes (its sublists are arrays, indexes.py OrderedIndex).
-            raise CorruptLog(path, m.position, f"snapshot rows of {m.name} hold a value its indexes "
-                                               f"cannot take ({exc})") from None
+            raise CorruptLog(
+                path, m.position, f"snapshot rows of {m.name} hold a value its indexes cannot take ({exc})"
+            ) from None
 
 
 def _from_keys(table: Table, m: ModelPart, path: str) -> tuple[list[Stored], _KeyColumns]:
@@ -208,7 +208,7 @@ def _shared_members(column: list[Any], members: Mapping[Any, Any]) -> list[Any]:
     holds it (runtime.shared): its index keys are then a few objects, not one a record."""
     try:
         return list(map(members.get, column, column))
-    except TypeError:                       # an unhashable value, unchecked data: kept as it is
+    except TypeError:  # an unhashable value, unchecked data: kept as it is
         return [runtime.shared(members, value) for value in column]
 
 
@@ -229,18 +229,19 @@ class _IdOrder:
 
     def __init__(self, m: ModelPart, path: str) -> None:
         self.m, self.path = m, path
-        self.last: list[Any] = []               # the previous window's last id, once there is one
+        self.last: list[Any] = []  # the previous window's last id, once there is one
 
     def check(self, ids: list[Any] | range) -> None:
-        if type(ids) is range:              # a block of ids without gaps (snapshot.py `_column`)
+        if type(ids) is range:  # a block of ids without gaps (snapshot.py `_column`)
             ids = ids[:: max(len(ids) - 1, 1)]  # its first and last ids, or its one id
         try:
             ascending = all(starmap(operator.lt, pairwise(chain(self.last, ids))))
-        except TypeError:                   # ids of types that do not compare
+        except TypeError:  # ids of types that do not compare
             ascending = False
         if not ascending:
-            raise CorruptLog(self.path, self.m.position, f"snapshot rows of {self.m.name} are not in strictly "
-                                                         f"ascending id order")
+            raise CorruptLog(
+                self.path, self.m.position, f"snapshot rows of {self.m.name} are not in strictly ascending id order"
+            )
         if ids:
             self.last = [ids[-1]]
 
@@ -255,8 +256,9 @@ def _rebuilder(table: Table, migrating: bool) -> Callable[[dict], Values]:
     return row
 
 
-def _replay(tables: dict[str, Table], scan: LogScan, ring_capacity: int,
-            checkpoints: list[tuple[int, int]], migrating: set[str]) -> deque:
+def _replay(
+    tables: dict[str, Table], scan: LogScan, ring_capacity: int, checkpoints: list[tuple[int, int]], migrating: set[str]
+) -> deque:
     recent: deque = deque(maxlen=max(ring_capacity, 0))
     loads = json.loads
     rebuild = {name: _rebuilder(table, name in migrating) for name, table in tables.items()}
@@ -269,8 +271,9 @@ def _replay(tables: dict[str, Table], scan: LogScan, ring_capacity: int,
         if table is None:
             raise CorruptLog(scan.path, position, f"row for model {ev['model']!r}, which the schema does not declare")
         if ev["watermark"] != table.watermark + 1:
-            raise CorruptLog(scan.path, position,
-                             f"row watermark {ev['watermark']}, expected {table.watermark + 1} for {table.name}")
+            raise CorruptLog(
+                scan.path, position, f"row watermark {ev['watermark']}, expected {table.watermark + 1} for {table.name}"
+            )
         kind, id_ = ev["kind"], ev["id"]
         current = table.live.get(id_)
         try:
@@ -281,11 +284,13 @@ def _replay(tables: dict[str, Table], scan: LogScan, ring_capacity: int,
             elif kind == "delete" and current is not None:
                 table.delete(id_, current)
             else:
-                raise CorruptLog(scan.path, position,
-                                 f"{kind} of {table.name} {id_!r} does not fit the records replayed so far")
-        except (TypeError, OverflowError) as exc:   # a value no index can take (see _install_snapshot)
-            raise CorruptLog(scan.path, position, f"{kind} of {table.name} {id_!r} holds a value its indexes "
-                                                  f"cannot take ({exc})") from None
+                raise CorruptLog(
+                    scan.path, position, f"{kind} of {table.name} {id_!r} does not fit the records replayed so far"
+                )
+        except (TypeError, OverflowError) as exc:  # a value no index can take (see _install_snapshot)
+            raise CorruptLog(
+                scan.path, position, f"{kind} of {table.name} {id_!r} holds a value its indexes cannot take ({exc})"
+            ) from None
         if ring_capacity:
             recent.append(payload)
     return deque((bytes(p) for p in recent), maxlen=max(ring_capacity, 0))
@@ -295,14 +300,22 @@ def image_of(tables: dict[str, Table], epoch: str, head: int) -> SnapshotImage:
     models = []
     for table in tables.values():
         records = table.live
-        rows = [records[i] for i in table.pk]               # stored records are row texts already
+        rows = [records[i] for i in table.pk]  # stored records are row texts already
         models.append(ModelImage(table.name, list(table.model.fields), rows, table.max_id, table.key_fields))
     return SnapshotImage(epoch, head, models)
 
 
-def load(directory: str, models: Sequence[CompiledModel], description: dict, *, readonly: bool,
-         ring_capacity: int, faults: FaultPlan = NO_FAULTS, compact_bytes: int = AUTO_COMPACT_BYTES,
-         retain_bytes: int = 0) -> Loaded:
+def load(
+    directory: str,
+    models: Sequence[CompiledModel],
+    description: dict,
+    *,
+    readonly: bool,
+    ring_capacity: int,
+    faults: FaultPlan = NO_FAULTS,
+    compact_bytes: int = AUTO_COMPACT_BYTES,
+    retain_bytes: int = 0,
+) -> Loaded:
     """Steps 2-9 of the module docstring (the caller holds the lock for a writer open)."""
     if not os.path.isdir(directory):
         raise TenantError(f"tenant directory {directory!r} does not exist")
@@ -316,8 +329,9 @@ def load(directory: str, models: Sequence[CompiledModel], description: dict, *, 
     try:
         for attempt in range(attempts):
             try:
-                loaded = _load_once(directory, models, description, readonly, ring_capacity, faults, compact_bytes,
-                                    retain_bytes)
+                loaded = _load_once(
+                    directory, models, description, readonly, ring_capacity, faults, compact_bytes, retain_bytes
+                )
                 loaded.history = history.read_history(directory)
                 break
             except CorruptLog:
@@ -332,8 +346,16 @@ def load(directory: str, models: Sequence[CompiledModel], description: dict, *, 
     return loaded
 
 
-def _load_once(directory: str, models: Sequence[CompiledModel], description: dict, readonly: bool,
-               ring_capacity: int, faults: FaultPlan, compact_bytes: int, retain_bytes: int) -> Loaded:
+def _load_once(
+    directory: str,
+    models: Sequence[CompiledModel],
+    description: dict,
+    readonly: bool,
+    ring_capacity: int,
+    faults: FaultPlan,
+    compact_bytes: int,
+    retain_bytes: int,
+) -> Loaded:
     files = compact.finish_interrupted(directory, readonly=readonly)
     plan = migrate.plan_migration(directory, description)
     tables = {m.name: Table(m) for m in models}
@@ -349,15 +371,15 @@ def _load_once(directory: str, models: Sequence[CompiledModel], description: dic
         snapshot_bytes = len(image)
         epoch, head, parts = read_snapshot(files.snapshot, image)
         _install_snapshot(tables, parts, files.snapshot, migrating)
-        del image, parts                    # the mapping goes with the last view into it
-        snapshot = SnapshotImage(epoch, head, [])           # its rows are in the tables now
+        del image, parts  # the mapping goes with the last view into it
+        snapshot = SnapshotImage(epoch, head, [])  # its rows are in the tables now
     if not os.path.exists(files.log):
         if snapshot is not None:
             raise CorruptLog(files.log, 0, "the log is missing beside a snapshot")
         if readonly:
             return Loaded(tables, Epoch("0" * 32, files.log, 0, []), 0, 0, None, deque())
         epoch = compact.new_epoch()
-        if history.read_history(directory) is None:     # first: a crash before the log keeps it
+        if history.read_history(directory) is None:  # first: a crash before the log keeps it
             history.write_history(directory, history.History(history.new_history_id()))
         compact.create_log(directory, epoch)
         files = compact.TenantFiles(None, files.log)
@@ -371,12 +393,24 @@ def _load_once(directory: str, models: Sequence[CompiledModel], description: dic
         if isinstance(data, mmap.mmap):
             data.close()
     head = scan.next_offset - 1
-    loaded = Loaded(tables, Epoch(scan.header.epoch, files.log, scan.header.base_offset, checkpoints,
-                                  snapshot_bytes=snapshot_bytes), head, scan.end, scan.damage, recent)
+    loaded = Loaded(
+        tables,
+        Epoch(scan.header.epoch, files.log, scan.header.base_offset, checkpoints, snapshot_bytes=snapshot_bytes),
+        head,
+        scan.end,
+        scan.damage,
+        recent,
+    )
     if scan.damage is not None:
         d = scan.damage
-        log.warning("%s: torn tail at byte %d (%d bytes, %s)%s", files.log, d.position, d.size - d.position,
-                    d.reason, "" if readonly else "; truncated")
+        log.warning(
+            "%s: torn tail at byte %d (%d bytes, %s)%s",
+            files.log,
+            d.position,
+            d.size - d.position,
+            d.reason,
+            "" if readonly else "; truncated",
+        )
         if not readonly:
             truncate_durably(files.log, d.position)
     if readonly or retain_bytes > 0:
@@ -391,8 +425,11 @@ def _load_once(directory: str, models: Sequence[CompiledModel], description: dic
     live = sum(len(t.live) for t in tables.values())
     reshaped = any(tables[name].live for name in migrating if name in tables)
     if reshaped or needs_compaction(scan.end, rows_in_log, live, snapshot_bytes, compact_bytes):
-        why = "migration reshaped records" if reshaped else \
-            f"log of {scan.end} bytes and {rows_in_log} rows for {live} live records, snapshot of {snapshot_bytes} bytes"
+        why = (
+            "migration reshaped records"
+            if reshaped
+            else f"log of {scan.end} bytes and {rows_in_log} rows for {live} live records, snapshot of {snapshot_bytes} bytes"
+        )
         log.info("%s: compacting on open (%s)", directory, why)
         epoch = compact.new_epoch()
         old = loaded.epoch
@@ -401,8 +438,9 @@ def _load_once(directory: str, models: Sequence[CompiledModel], description: dic
         for table in tables.values():
             table.base_ids = list(table.pk)
             table.rows = []
-        loaded.epoch = Epoch(epoch, files.log, head, [], retained,
-                             os.path.getsize(os.path.join(directory, compact.SNAPSHOT_NAME)))
+        loaded.epoch = Epoch(
+            epoch, files.log, head, [], retained, os.path.getsize(os.path.join(directory, compact.SNAPSHOT_NAME))
+        )
         loaded.compacted = True
         loaded.log_size = HEADER_SIZE
     if plan.write_description:

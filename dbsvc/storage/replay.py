@@ -91,15 +91,17 @@ def _source(store: LogSource, after: int) -> Source:
     segment = epoch.retained
     if segment is None or after < segment.base:
         oldest = epoch.oldest_offset
-        raise OffsetGone(f"offset {after} was compacted away and is not retained; "
-                         f"the oldest retained offset is {oldest}", oldest=oldest)
+        raise OffsetGone(
+            f"offset {after} was compacted away and is not retained; the oldest retained offset is {oldest}",
+            oldest=oldest,
+        )
     return segment
 
 
 def _frames(store: LogSource, after: int, source: Source) -> Iterator[bytes]:
     while True:
         if isinstance(source, retain.Segment):
-            if source is not store.epoch_state.retained:        # rule 3: replaced or dropped
+            if source is not store.epoch_state.retained:  # rule 3: replaced or dropped
                 source = _source(store, after)
                 continue
             try:
@@ -108,11 +110,11 @@ def _frames(store: LogSource, after: int, source: Source) -> Iterator[bytes]:
                     after = frame_offset
             except retain.SegmentDamaged as exc:
                 raise _drop(store, source, exc) from None
-            source = _source(store, after)               # the log, or a newer segment
+            source = _source(store, after)  # the log, or a newer segment
             continue
         epoch_id, start, stop = source
         epoch = store.epoch_state
-        if epoch_id != epoch.id:                         # rule 3: the log was replaced
+        if epoch_id != epoch.id:  # rule 3: the log was replaced
             source = _source(store, after)
             continue
         fd = os.open(epoch.log_path, os.O_RDONLY | os.O_CLOEXEC)
@@ -128,8 +130,13 @@ def _frames(store: LogSource, after: int, source: Source) -> Iterator[bytes]:
 def _drop(store: LogSource, segment: retain.Segment, exc: retain.SegmentDamaged) -> OffsetGone:
     """Rule 5: the segment is ignored from now on; the error for the reader."""
     if store.drop_retained(segment):
-        log.error("%s: ignoring the retained log segment: %s; offsets before %d answer 410 offset_gone",
-                  store.directory, exc, store.epoch_state.log_base)
+        log.error(
+            "%s: ignoring the retained log segment: %s; offsets before %d answer 410 offset_gone",
+            store.directory,
+            exc,
+            store.epoch_state.log_base,
+        )
     oldest = store.epoch_state.oldest_offset
-    return OffsetGone(f"the retained log is damaged ({exc.reason}); the oldest retained offset is {oldest}",
-                      oldest=oldest)
+    return OffsetGone(
+        f"the retained log is damaged ({exc.reason}); the oldest retained offset is {oldest}", oldest=oldest
+    )

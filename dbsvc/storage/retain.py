@@ -77,10 +77,10 @@ from dbsvc.storage.logfile import (
 log = logging.getLogger("dbsvc.storage")
 
 RETAINED_NAME = "log.retained"
-NEW_SUFFIX = ".new"             # compact.NEW_SUFFIX (compact.py imports this module)
-WINDOW = 1 << 16                # bytes per read when searching for a frame
-CHUNK = 1 << 20                 # bytes per read when streaming or copying
-SEEK_BYTES = 1 << 16            # bisection stops within this many bytes of the target
+NEW_SUFFIX = ".new"  # compact.NEW_SUFFIX (compact.py imports this module)
+WINDOW = 1 << 16  # bytes per read when searching for a frame
+CHUNK = 1 << 20  # bytes per read when streaming or copying
+SEEK_BYTES = 1 << 16  # bisection stops within this many bytes of the target
 
 
 @dataclass(frozen=True, slots=True)
@@ -89,10 +89,10 @@ class Segment:
 
     path: str
     epoch: str
-    base: int                   # offset before its first frame
-    end: int                    # offset of its last frame
-    size: int                   # bytes, header included
-    last_pos: int               # byte position of its last frame
+    base: int  # offset before its first frame
+    end: int  # offset of its last frame
+    size: int  # bytes, header included
+    last_pos: int  # byte position of its last frame
 
 
 class SegmentDamaged(Exception):
@@ -124,8 +124,9 @@ class Plan:
     sources: tuple[Source, ...]
 
 
-def plan(budget: int, epoch: str, segment: Segment | None, log_path: str, log_stop: int,
-         log_base: int, head: int) -> Plan | None:
+def plan(
+    budget: int, epoch: str, segment: Segment | None, log_path: str, log_stop: int, log_base: int, head: int
+) -> Plan | None:
     """The plan of a compaction that replaces the log (`epoch`, base `log_base`, good frames
     up to byte `log_stop`, the last one `head`); None when it retains nothing."""
     if budget <= 0:
@@ -139,6 +140,7 @@ def plan(budget: int, epoch: str, segment: Segment | None, log_path: str, log_st
 
 
 # -- finding frames ----------------------------------------------------------------------
+
 
 def _frame_end(fd: int, pos: int, stop: int, lo: int, hi: int, header: bytes | None = None) -> tuple[int, int] | None:
     """(offset, end) of a good frame at byte `pos` with lo <= offset <= hi ending by `stop`."""
@@ -172,7 +174,7 @@ def find_frame(fd: int, pos: int, stop: int, lo: int, hi: int) -> tuple[int, int
     prefix = _common_prefix(lo, hi)
     while pos + FRAME_HEADER_SIZE <= stop:
         buf = os.pread(fd, min(WINDOW, stop - pos), pos)
-        limit = len(buf) - FRAME_HEADER_SIZE        # a candidate's header lies inside buf
+        limit = len(buf) - FRAME_HEADER_SIZE  # a candidate's header lies inside buf
         if limit < 0:
             return None
         i = buf.find(prefix, 0, limit + len(prefix))
@@ -206,6 +208,7 @@ def _last_frame(fd: int, size: int, offset: int) -> int | None:
 
 # -- opening -----------------------------------------------------------------------------
 
+
 def load(path: str | None, log_base: int) -> Segment | None:
     """The segment at `path` if it is usable beside a log of base `log_base` (see the
     module docstring); otherwise None, with a warning saying why."""
@@ -227,8 +230,12 @@ def load(path: str | None, log_base: int) -> Segment | None:
         if last is None:
             raise CorruptLog(path, size, f"it does not end with a good frame of offset {log_base}, the log's base")
     except (CorruptLog, OSError) as exc:
-        log.warning("%s: ignoring the retained log segment (%s); offsets before %d answer 410 offset_gone",
-                    os.path.dirname(path), exc, log_base)
+        log.warning(
+            "%s: ignoring the retained log segment (%s); offsets before %d answer 410 offset_gone",
+            os.path.dirname(path),
+            exc,
+            log_base,
+        )
         return None
     finally:
         os.close(fd)
@@ -246,6 +253,7 @@ def remove(directory: str) -> bool:
 
 
 # -- reading -----------------------------------------------------------------------------
+
 
 def _seek(fd: int, segment: Segment, target: int) -> tuple[int, int]:
     """(byte position, offset) of a frame at or before offset `target`, near it."""
@@ -285,7 +293,7 @@ def read(segment: Segment, after: int) -> Iterator[tuple[int, bytes]]:
                 yield offset, frame
         if walk.error is not None:
             raise SegmentDamaged(path, walk.end, walk.error)
-        assert walk.next_offset is not None         # a checked walk counts offsets
+        assert walk.next_offset is not None  # a checked walk counts offsets
         last = walk.next_offset - 1
         if last != segment.end:
             raise SegmentDamaged(path, walk.end, f"ends at offset {last}, expected {segment.end}")
@@ -294,6 +302,7 @@ def read(segment: Segment, after: int) -> Iterator[tuple[int, bytes]]:
 
 
 # -- writing (inside a compaction) -------------------------------------------------------
+
 
 def _choose(p: Plan) -> list[tuple[str, int, int, int]]:
     """(path, start, stop, first offset) of the byte ranges to keep, oldest first."""
@@ -314,7 +323,7 @@ def _choose(p: Plan) -> list[tuple[str, int, int, int]]:
             os.close(fd)
         if found is not None:
             parts.append((src.path, found[0], src.stop, found[1]))
-        break                   # anything older would leave a gap
+        break  # anything older would leave a gap
     parts.reverse()
     return parts
 

@@ -28,7 +28,7 @@ from typing import Any
 from dbsvc.runtime import compact_json
 
 Stored = bytes
-Values = Sequence[Any]         # a record's values in declaration order: CompiledModel.row, or unpack
+Values = Sequence[Any]  # a record's values in declaration order: CompiledModel.row, or unpack
 
 # The json module's C scanner, called directly: (value, index after it) of the JSON value
 # starting at an index of a str; StopIteration where none starts, JSONDecodeError if broken.

@@ -87,14 +87,14 @@ from dbsvc.storage.rows import SCAN, Stored, pack
 
 _VALUE, _END = itemgetter(0), itemgetter(1)
 
-Data = bytes | mmap.mmap   # a snapshot's bytes: read, or mapped by a writer's open (recovery.py)
+Data = bytes | mmap.mmap  # a snapshot's bytes: read, or mapped by a writer's open (recovery.py)
 
 FORMAT = 2
-READS = (1, 2)             # the formats the reader takes
-BLOCK_ROWS = 2048          # rows per block (format 2): one keys line and one rows line
-ROW_END = b",\t"           # what ends every row of a rows line but its last
-WINDOW = 1 << 19           # bytes of a format-1 model line the rows reader parses at a time
-SAMPLE_EVERY = 64          # the keys reader scans this block's every SAMPLE_EVERY-th row (and its last)
+READS = (1, 2)  # the formats the reader takes
+BLOCK_ROWS = 2048  # rows per block (format 2): one keys line and one rows line
+ROW_END = b",\t"  # what ends every row of a rows line but its last
+WINDOW = 1 << 19  # bytes of a format-1 model line the rows reader parses at a time
+SAMPLE_EVERY = 64  # the keys reader scans this block's every SAMPLE_EVERY-th row (and its last)
 
 
 @dataclass(slots=True)
@@ -125,9 +125,14 @@ def _line(text: bytes) -> bytes:
 
 def _header(epoch: str, head_offset: int, models: Iterable[tuple[str, list[str], int, int, list[str]]]) -> bytes:
     header = {
-        "format": FORMAT, "epoch": epoch, "head_offset": head_offset, "block_rows": BLOCK_ROWS,
-        "models": [{"name": name, "fields": fields, "count": count, "max_id": max_id, "keys": keys}
-                   for name, fields, count, max_id, keys in models],
+        "format": FORMAT,
+        "epoch": epoch,
+        "head_offset": head_offset,
+        "block_rows": BLOCK_ROWS,
+        "models": [
+            {"name": name, "fields": fields, "count": count, "max_id": max_id, "keys": keys}
+            for name, fields, count, max_id, keys in models
+        ],
     }
     return _line(compact_json(header).encode("utf-8"))
 
@@ -147,8 +152,12 @@ def _column(values: Sequence[Any]) -> Sequence[Any] | dict[str, int]:
     integers a, a+1, ..., a+n-1 (a block of ids without gaps: read as a range, with nothing
     to parse and nothing to check for order)."""
     first = values[0]
-    if type(first) is int and type(values[-1]) is int and values[-1] - first == len(values) - 1 \
-            and list(values) == list(range(first, first + len(values))):
+    if (
+        type(first) is int
+        and type(values[-1]) is int
+        and values[-1] - first == len(values) - 1
+        and list(values) == list(range(first, first + len(values)))
+    ):
         return {"first": first, "count": len(values)}
     return values
 
@@ -166,8 +175,9 @@ def _positions(fields: list[str], keys: list[str]) -> list[int]:
 
 def encode_snapshot(image: SnapshotImage) -> Iterator[bytes]:
     """The file's bytes, a block at a time (so 1,000,000 rows never sit in one string)."""
-    yield _header(image.epoch, image.head_offset,
-                  ((m.name, m.fields, len(m.rows), m.max_id, m.keys) for m in image.models))
+    yield _header(
+        image.epoch, image.head_offset, ((m.name, m.fields, len(m.rows), m.max_id, m.keys) for m in image.models)
+    )
     for m in image.models:
         yield from _blocks(m.rows, _positions(m.fields, m.keys))
 
@@ -237,7 +247,7 @@ class RowsLine:
     """A rows line, checked against its CRC, not yet parsed: the JSON array is
     `data[start:end]`; `keys` is its block's keys line (format 2), or None (format 1)."""
 
-    position: int              # byte offset of the line in the file
+    position: int  # byte offset of the line in the file
     data: Data
     start: int
     end: int
@@ -255,7 +265,7 @@ class ModelPart:
     count: int
     max_id: int
     keys: list[str] | None
-    position: int              # byte offset of its first line (the header's, if it has none)
+    position: int  # byte offset of its first line (the header's, if it has none)
     lines: list[RowsLine]
     block_rows: int
 
@@ -277,13 +287,19 @@ def read_snapshot(path: str, data: Data) -> tuple[str, int, list[ModelPart]]:
     for meta in metas if version == 2 else ():
         keys = meta.get("keys")
         if type(keys) is not list or not set(keys) <= set(meta["fields"]) or len(set(keys)) != len(keys):
-            raise CorruptLog(path, 0, f"snapshot header: the keys of model {meta['name']!r} are not "
-                                      f"distinct names of its fields: {keys!r}")
+            raise CorruptLog(
+                path,
+                0,
+                f"snapshot header: the keys of model {meta['name']!r} are not distinct names of its fields: {keys!r}",
+            )
     # Lines per model: one in format 1; in format 2 two a block (keys, rows), none for no rows.
     needs = [1 if version == 1 else 2 * -(-meta["count"] // block_rows) for meta in metas]
     if 1 + sum(needs) != len(lines):
-        raise CorruptLog(path, len(data), f"snapshot has {len(lines) - 1} lines after its header, "
-                                          f"its header's models need {sum(needs)}")
+        raise CorruptLog(
+            path,
+            len(data),
+            f"snapshot has {len(lines) - 1} lines after its header, its header's models need {sum(needs)}",
+        )
     parts: list[ModelPart] = []
     at = 1
     for meta, n in zip(metas, needs):
@@ -292,15 +308,26 @@ def read_snapshot(path: str, data: Data) -> tuple[str, int, list[ModelPart]]:
         if version == 1:
             rows_lines = [RowsLine(pos, data, pos + 9, pos + 9 + len(body), None, 0) for pos, body in mine]
         else:
-            rows_lines = [RowsLine(pos, data, pos + 9, pos + 9 + len(body), keys_body, keys_pos)
-                          for (keys_pos, keys_body), (pos, body) in zip(mine[0::2], mine[1::2])]
-        parts.append(ModelPart(meta["name"], meta["fields"], meta["count"], meta["max_id"],
-                               meta["keys"] if version == 2 else None, mine[0][0] if mine else 0, rows_lines,
-                               block_rows))
+            rows_lines = [
+                RowsLine(pos, data, pos + 9, pos + 9 + len(body), keys_body, keys_pos)
+                for (keys_pos, keys_body), (pos, body) in zip(mine[0::2], mine[1::2])
+            ]
+        parts.append(
+            ModelPart(
+                meta["name"],
+                meta["fields"],
+                meta["count"],
+                meta["max_id"],
+                meta["keys"] if version == 2 else None,
+                mine[0][0] if mine else 0,
+                rows_lines,
+                block_rows,
+            )
+        )
     return header["epoch"], header["head_offset"], parts
 
 
-Block = tuple[list[Stored], dict[str, "list | range"]]    # a block's row texts, and its columns by field
+Block = tuple[list[Stored], dict[str, "list | range"]]  # a block's row texts, and its columns by field
 
 
 def model_blocks(path: str, part: ModelPart) -> Iterator[Block]:
@@ -320,17 +347,30 @@ def model_blocks(path: str, part: ModelPart) -> Iterator[Block]:
         try:
             columns = _loads(line.keys) if line.keys is not None else None
         except ValueError as exc:
-            raise CorruptLog(path, line.keys_position, f"model {part.name!r}: a keys line is not JSON ({exc})") from None
+            raise CorruptLog(
+                path, line.keys_position, f"model {part.name!r}: a keys line is not JSON ({exc})"
+            ) from None
         if type(columns) is list:
             columns = [_run(c) if type(c) is dict else c for c in columns]
-        if len(texts) != n or type(columns) is not list or len(columns) != len(keys) \
-                or any(type(c) not in (list, range) or len(c) != n for c in columns):
-            raise CorruptLog(path, line.keys_position, f"model {part.name!r}: a block's rows and keys are not "
-                                                       f"{n} rows of its {len(keys)} keys each")
+        if (
+            len(texts) != n
+            or type(columns) is not list
+            or len(columns) != len(keys)
+            or any(type(c) not in (list, range) or len(c) != n for c in columns)
+        ):
+            raise CorruptLog(
+                path,
+                line.keys_position,
+                f"model {part.name!r}: a block's rows and keys are not {n} rows of its {len(keys)} keys each",
+            )
         for i in (*range(0, n, SAMPLE_EVERY), n - 1):
             if not _sample_fits(texts[i], i, columns, positions, width):
-                raise CorruptLog(path, line.position, f"model {part.name!r}: row {i + 1} of a block is not "
-                                                      f"one row of {width} fields matching its keys line")
+                raise CorruptLog(
+                    path,
+                    line.position,
+                    f"model {part.name!r}: row {i + 1} of a block is not "
+                    f"one row of {width} fields matching its keys line",
+                )
         yield texts, dict(zip(keys, columns))
 
 
@@ -339,7 +379,7 @@ def _run(column: dict) -> range | None:
     the caller refuses, for any other object."""
     first, count = column.get("first"), column.get("count")
     if column.keys() != {"first", "count"} or type(first) is not int or type(count) is not int:
-        return None             # (a count below 1 gives an empty range, which no block's length is)
+        return None  # (a count below 1 gives an empty range, which no block's length is)
     return range(first, first + count)
 
 
@@ -348,8 +388,7 @@ def _sample_fits(text: bytes, i: int, columns: list[list], positions: list[int],
     `i` of `columns`."""
     found = _one_row_each([text])
     row = found[0] if found else None
-    return type(row) is list and len(row) == width and \
-        all(row[p] == column[i] for p, column in zip(positions, columns))
+    return type(row) is list and len(row) == width and all(row[p] == column[i] for p, column in zip(positions, columns))
 
 
 def _bracketed(line: RowsLine) -> bool:
@@ -358,7 +397,7 @@ def _bracketed(line: RowsLine) -> bool:
     return end - start >= 2 and data[start] == 0x5B and data[end - 1] == 0x5D
 
 
-Window = tuple[list, "list[Stored] | None"]      # rows' values, and their texts when kept
+Window = tuple[list, "list[Stored] | None"]  # rows' values, and their texts when kept
 
 
 def model_windows(path: str, part: ModelPart) -> Iterator[Window]:
@@ -411,7 +450,7 @@ def _one_row_each(texts: list[bytes]) -> list | None:
         # The scanner raises StopIteration where no value starts, which ends the map
         # early: the lengths below then differ.
         found = list(map(SCAN, strs, repeat(0)))
-    except ValueError:                      # not UTF-8, or not JSON
+    except ValueError:  # not UTF-8, or not JSON
         return None
     if list(map(len, strs)) != list(map(_END, found)):
         return None
@@ -431,6 +470,14 @@ def _whole(path: str, name: str, line: RowsLine) -> list:
 def decode_snapshot(path: str, data: bytes) -> SnapshotImage:
     """The whole snapshot at once, every model's rows in one list (offline tools)."""
     epoch, head, parts = read_snapshot(path, data)
-    models = [ModelImage(m.name, m.fields, [row for rows, _texts in model_windows(path, m) for row in rows],
-                         m.max_id, list(m.keys or ())) for m in parts]
+    models = [
+        ModelImage(
+            m.name,
+            m.fields,
+            [row for rows, _texts in model_windows(path, m) for row in rows],
+            m.max_id,
+            list(m.keys or ()),
+        )
+        for m in parts
+    ]
     return SnapshotImage(epoch, head, models)

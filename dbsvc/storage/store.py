@@ -138,8 +138,9 @@ class Store:
         self._history = loaded.history
         self.recovered_tail = loaded.damage
         self.compacted_on_open = loaded.compacted
-        self._changes = ChangeStream(self, loaded.recent, options.ring_capacity, loaded.head_offset,
-                                     replication=options.replication)
+        self._changes = ChangeStream(
+            self, loaded.recent, options.ring_capacity, loaded.head_offset, replication=options.replication
+        )
         self._constraints = Constraints(self._tables)
         self._commit: CommitQueue | None = None
         self._readonly_end = loaded.log_size
@@ -147,16 +148,33 @@ class Store:
             log_path = self._epoch.log_path
             fd = files.ops.open(log_path, os.O_WRONLY | os.O_APPEND | os.O_CLOEXEC)
             writer = LogWriter(log_path, fd, loaded.log_size, options.faults)
-            self._commit = CommitQueue(writer, sync=options.sync, publish=self._changes.publish,
-                                       rollback=self._rollback)
-        self.compactor = Compactor(self, self._commit, faults=options.faults, compact_bytes=options.compact_bytes,
-                                   retain_bytes=options.retain_bytes)
+            self._commit = CommitQueue(
+                writer, sync=options.sync, publish=self._changes.publish, rollback=self._rollback
+            )
+        self.compactor = Compactor(
+            self,
+            self._commit,
+            faults=options.faults,
+            compact_bytes=options.compact_bytes,
+            retain_bytes=options.retain_bytes,
+        )
 
     @classmethod
-    def open(cls, directory: str, models: Sequence[CompiledModel], description: dict, *,
-             sync: str = "full", replication: bool = False, readonly: bool = False,
-             ring_capacity: int = 1024, compact_bytes: int = recovery.AUTO_COMPACT_BYTES,
-             retain_bytes: int = 0, lock: WriterLock | None = None, max_payload: int = MAX_PAYLOAD) -> Store:
+    def open(
+        cls,
+        directory: str,
+        models: Sequence[CompiledModel],
+        description: dict,
+        *,
+        sync: str = "full",
+        replication: bool = False,
+        readonly: bool = False,
+        ring_capacity: int = 1024,
+        compact_bytes: int = recovery.AUTO_COMPACT_BYTES,
+        retain_bytes: int = 0,
+        lock: WriterLock | None = None,
+        max_payload: int = MAX_PAYLOAD,
+    ) -> Store:
         """Open (and recover) a tenant directory; see recovery.py for the steps.
         `compact_bytes`: the log size past which compaction is considered (at open and
         while serving, online.py); tests use small values, a follower a huge one (its
@@ -178,11 +196,22 @@ class Store:
         if not readonly and lock is None:
             lock = WriterLock.acquire(directory)
         try:
-            loaded = recovery.load(directory, models, description, readonly=readonly,
-                                   ring_capacity=ring_capacity, faults=faults, compact_bytes=compact_bytes,
-                                   retain_bytes=retain_bytes)
-            return cls(directory, loaded, lock, Options(sync == "full", replication, ring_capacity, faults,
-                                                        compact_bytes, retain_bytes, max_payload))
+            loaded = recovery.load(
+                directory,
+                models,
+                description,
+                readonly=readonly,
+                ring_capacity=ring_capacity,
+                faults=faults,
+                compact_bytes=compact_bytes,
+                retain_bytes=retain_bytes,
+            )
+            return cls(
+                directory,
+                loaded,
+                lock,
+                Options(sync == "full", replication, ring_capacity, faults, compact_bytes, retain_bytes, max_payload),
+            )
         except BaseException:
             if lock is not None:
                 lock.release()
@@ -313,8 +342,7 @@ class Store:
             "failed_writes": c.stats.failures if c else 0,
             "read_only": self.readonly or (c is not None and c.failed is not None),
             "write_state": self.health().state.value,
-            "torn_tail_bytes": (self.recovered_tail.size - self.recovered_tail.position)
-            if self.recovered_tail else 0,
+            "torn_tail_bytes": (self.recovered_tail.size - self.recovered_tail.position) if self.recovered_tail else 0,
             "history_rows": sum(len(t.rows) for t in self._tables.values()),
             "log_bytes": c.writer.written if c else self._readonly_end,
             "retained_bytes": retained.size if retained is not None else 0,
@@ -348,30 +376,47 @@ class Store:
         self._commit.check_writable()
         return self._commit
 
-    def _write(self, commit: CommitQueue, table: Table, kind: EventKind, id_: Any,
-               record: dict | None, previous: dict | None, apply: Callable[[], object]) -> asyncio.Future[None]:
+    def _write(
+        self,
+        commit: CommitQueue,
+        table: Table,
+        kind: EventKind,
+        id_: Any,
+        record: dict | None,
+        previous: dict | None,
+        apply: Callable[[], object],
+    ) -> asyncio.Future[None]:
         offset = self._next_offset
-        shown = record if record is not None else previous       # a delete shows the last record
+        shown = record if record is not None else previous  # a delete shows the last record
         assert shown is not None
-        event = ChangeEvent(kind, table.name, offset, table.watermark + 1, id_, shown,
-                            previous if kind is EventKind.UPDATE else None)
+        event = ChangeEvent(
+            kind, table.name, offset, table.watermark + 1, id_, shown, previous if kind is EventKind.UPDATE else None
+        )
         payload = event.payload()
-        if 2 * len(payload) + HEAD_RESERVE > self.max_payload:      # rule 1: only a large record is measured
+        if 2 * len(payload) + HEAD_RESERVE > self.max_payload:  # rule 1: only a large record is measured
             refusal = size_refusal(kind, table.name, id_, shown, len(payload), self.max_payload)
             if refusal is not None:
                 raise refusal
         return self._submit(commit, table, offset, encode_frame(offset, payload), event, apply)
 
-    def submit_frame(self, table: Table, frame: bytes, event: ChangeEvent,
-                     apply: Callable[[], object]) -> asyncio.Future[None]:
+    def submit_frame(
+        self, table: Table, frame: bytes, event: ChangeEvent, apply: Callable[[], object]
+    ) -> asyncio.Future[None]:
         """Commit a frame built elsewhere (a follower's replicated frame, follow.py) at
         `event.offset`, the next offset, with `apply` changing `table` in memory: the
         commit path of a local write. The caller has checked that the frame fits."""
         assert event.offset == self._next_offset, "frames are submitted in offset order"
         return self._submit(self._writable(), table, event.offset, frame, event, apply)
 
-    def _submit(self, commit: CommitQueue, table: Table, offset: int, frame: bytes, event: ChangeEvent,
-                apply: Callable[[], object]) -> asyncio.Future[None]:
+    def _submit(
+        self,
+        commit: CommitQueue,
+        table: Table,
+        offset: int,
+        frame: bytes,
+        event: ChangeEvent,
+        apply: Callable[[], object],
+    ) -> asyncio.Future[None]:
         max_id = table.max_id
         compactor = self.compactor
 
@@ -420,8 +465,9 @@ class Store:
         record, id_, apply = self._constraints.insert(table, record)
         return record, self._write(commit, table, EventKind.INSERT, id_, record, None, apply)
 
-    def apply_replace(self, model: str, id: Any,
-                      record: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any], asyncio.Future[None]]:
+    def apply_replace(
+        self, model: str, id: Any, record: dict[str, Any]
+    ) -> tuple[dict[str, Any], dict[str, Any], asyncio.Future[None]]:
         commit = self._writable()
         table = self.table(model)
         previous, record, apply = self._constraints.replace(table, id, record)

@@ -79,8 +79,8 @@ from dbsvc.storage.rows import Stored, Values, pack, unpack
 
 Row = tuple[Any, "Stored | None", "Stored | None"]
 
-SHOWN = 65536             # dicts a table remembers handing out (app.py caches as many encodings)
-SHOWN_BYTES = 4096        # a stored record longer than this is never remembered as a dict
+SHOWN = 65536  # dicts a table remembers handing out (app.py caches as many encodings)
+SHOWN_BYTES = 4096  # a stored record longer than this is never remembered as a dict
 
 
 class Records(Mapping[Any, dict]):
@@ -140,14 +140,27 @@ class Table:
         self.id_position = self.positions[model.id_field]
         # The positions whose values `load_base` takes as columns: the id's and every
         # indexed or counted field's.
-        self.columns = sorted({self.id_position, *(self.positions[f] for f in (
-            *model.unique_fields, *model.filter_fields, *model.sort_fields, *(f for f, _p in model.refs)))})
+        self.columns = sorted(
+            {
+                self.id_position,
+                *(
+                    self.positions[f]
+                    for f in (
+                        *model.unique_fields,
+                        *model.filter_fields,
+                        *model.sort_fields,
+                        *(f for f, _p in model.refs),
+                    )
+                ),
+            }
+        )
         self.live: LiveMap = records_of(model.id_type == "int")
         self.pk = SortedIndex()
         self.unique: dict[str, dict[Any, Any]] = {f: {} for f in model.unique_fields}
         span = HashIndex.span_of(model.id_type == "int", ())
         self.ordered: dict[str, OrderedIndex] = {
-            f: OrderedIndex(typecode=model.key_arrays.get(f, "")) for f in model.sort_fields}
+            f: OrderedIndex(typecode=model.key_arrays.get(f, "")) for f in model.sort_fields
+        }
         self.hashes: dict[str, FilterIndex] = {}
         for f in model.filter_fields:
             if f in self.unique:
@@ -247,17 +260,17 @@ class Table:
         at = self.positions
         span = HashIndex.span_of(self.model.id_type == "int", ids)
         for f in dict.fromkeys(chain(self.unique, self.hashes, self.ordered)):
-            column = columns[at[f]]                 # one key column, shared by its indexes
+            column = columns[at[f]]  # one key column, shared by its indexes
             if f in self.unique:
                 index = self.unique[f]
                 index.update(zip(column, ids))
-                index.pop(None, None)                   # nulls are not indexed
+                index.pop(None, None)  # nulls are not indexed
             if f in self.ordered:
                 self.ordered[f] = OrderedIndex.from_columns(column, ids, self.model.key_arrays.get(f, ""))
             if f in self.hashes:
-                if f in self.unique:                # the unique map holds its keys
+                if f in self.unique:  # the unique map holds its keys
                     self.hashes[f] = UniqueFilter.from_column(self.unique[f], column, ids, span)
-                elif f in self.ordered:             # the ordered index's runs answer it
+                elif f in self.ordered:  # the ordered index's runs answer it
                     self.hashes[f] = OrderedFilter(self.ordered[f])
                 else:
                     self.hashes[f] = HashIndex.from_columns(column, ids, span)
@@ -277,7 +290,7 @@ class Table:
 
     def get_as_of(self, id_: Any, n: int) -> Stored | None:
         base = len(self.base_ids)
-        for row_id, _record, previous in self.rows[max(n - base, 0):]:
+        for row_id, _record, previous in self.rows[max(n - base, 0) :]:
             if row_id == id_:
                 found = previous
                 break
@@ -292,7 +305,7 @@ class Table:
     def state_as_of(self, n: int) -> dict[Any, Stored]:
         base = len(self.base_ids)
         state = self.live.copy()
-        for row_id, _record, previous in reversed(self.rows[max(n - base, 0):]):
+        for row_id, _record, previous in reversed(self.rows[max(n - base, 0) :]):
             if previous is None:
                 del state[row_id]
             else:

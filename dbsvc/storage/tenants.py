@@ -119,7 +119,7 @@ def drop_tenant(data_dir: str, name: str) -> None:
     path = tenant_dir(data_dir, name)
     if not os.path.isdir(path):
         raise TenantError(f"tenant {name!r} does not exist under {data_dir!r}")
-    lock = WriterLock.acquire(path)          # TenantLocked while a server holds it
+    lock = WriterLock.acquire(path)  # TenantLocked while a server holds it
     root = os.path.dirname(path)
     doomed = os.path.join(root, f"{DROPPING_PREFIX}{name}-{secrets.token_hex(4)}")
     try:
@@ -141,13 +141,18 @@ def compact_tenant(data_dir: str, name: str, *, retain_bytes: int | None = None)
 
     path = tenant_dir(data_dir, name)
     if not os.path.isdir(path):
-        raise TenantError(f"tenant {name!r} does not exist under {data_dir!r}: "
-                          f"create it with `dbsvc tenant create {name}`")
+        raise TenantError(
+            f"tenant {name!r} does not exist under {data_dir!r}: create it with `dbsvc tenant create {name}`"
+        )
     lock = WriterLock.acquire(path)
     try:
         if not os.path.exists(os.path.join(path, "log")) and not os.path.exists(os.path.join(path, "log.new")):
             return f"tenant {name!r} has never been opened; nothing to compact"
-        return compact_directory(path, read_description(path), FaultPlan.from_env(),
-                                 retain_bytes=DEFAULT_RETAIN_BYTES if retain_bytes is None else retain_bytes)
+        return compact_directory(
+            path,
+            read_description(path),
+            FaultPlan.from_env(),
+            retain_bytes=DEFAULT_RETAIN_BYTES if retain_bytes is None else retain_bytes,
+        )
     finally:
         lock.release()

@@ -48,10 +48,10 @@ def test_ready_is_503_while_the_disk_is_full_and_200_once_there_is_room(serve):
     assert health.status == 200
     assert health.json["status"] == "ok" and health.json["storage"] == "refusing_writes"
     assert "once there is some" in health.json["detail"]
-    assert server.get(first.headers["location"]).json["name"] == "user 1"       # reads go on
+    assert server.get(first.headers["location"]).json["name"] == "user 1"  # reads go on
 
     _ready_again(server)
-    assert list(server.get("/health").json) == ["status", "version", "schema"]   # no storage state
+    assert list(server.get("/health").json) == ["status", "version", "schema"]  # no storage state
     again = server.post("/api/user", _user(2))
     assert again.status == 201
     assert server.get(again.headers["location"]).json["name"] == "user 2"
@@ -70,7 +70,7 @@ def test_an_fsync_error_is_fail_stop_until_a_restart(serve):
     refused = server.post("/api/user", _user(2))
     assert refused.status == 503 and refused.json["code"] == "unavailable"
 
-    for _ in range(3):                      # polling /ready never brings it back
+    for _ in range(3):  # polling /ready never brings it back
         ready = server.get("/ready")
         assert ready.status == 503 and "restart the server" in ready.json["detail"]
     health = server.get("/health")
@@ -84,5 +84,5 @@ def test_an_fsync_error_is_fail_stop_until_a_restart(serve):
     assert list(restarted.get("/health").json) == ["status", "version", "schema"]
     assert restarted.get(first.headers["location"]).json["name"] == "user 1"
     names = [r["name"] for r in restarted.get("/api/user").json["data"]]
-    assert names == ["user 1"]                                  # the refused write is not there
+    assert names == ["user 1"]  # the refused write is not there
     assert restarted.post("/api/user", _user(2)).status == 201

@@ -30,7 +30,7 @@ from pathlib import Path
 
 import pytest
 
-TIMEOUT = 30.0          # generous: a loaded 2-core machine
+TIMEOUT = 30.0  # generous: a loaded 2-core machine
 
 KEEP = {"id": 1, "email": "keep@example.com", "name": "Keep", "age": 40}
 TARGET = {"id": 2, "email": "target@example.com", "name": "Target", "age": 20}
@@ -146,7 +146,7 @@ def test_write_is_not_answered_before_its_fsync_completes(serve, tmp_path, write
     before = users(server)
     sock = send_raw(server.port, write)
     try:
-        assert wait_for_file(held) == f"fsync:{WRITE_FSYNC}\n"    # the write's fsync has started
+        assert wait_for_file(held) == f"fsync:{WRITE_FSYNC}\n"  # the write's fsync has started
         # The loop is not blocked by the held fsync: another connection is served meanwhile.
         assert server.get("/health").status == 200
         assert users(server)[KEEP["id"]] == before[KEEP["id"]]
@@ -176,7 +176,7 @@ def test_writes_queued_behind_a_held_fsync_wait_for_it_too(serve, tmp_path):
     try:
         wait_for_file(tmp_path / "gate.held")
         second = send_raw(server.port, WRITES["POST"])
-        assert server.get("/health").status == 200                # both requests were read by now
+        assert server.get("/health").status == 200  # both requests were read by now
         assert not has_bytes(first, 0.2) and not has_bytes(second, 0.2)
         gate.touch()
         assert read_answer(first, "PUT")[0] == 200
@@ -207,9 +207,11 @@ def test_failed_fsync_answers_503_and_the_write_is_gone_after_a_crash(serve, wri
     # The failed write was rolled back in memory: readers see the state before it.
     assert users(server) == before
     # The tenant is read-only until a restart: every write is refused, reads go on.
-    for method, path, body in (("POST", "/api/user", {"email": "later@example.com", "name": "Later"}),
-                               ("PATCH", "/api/user/1", {"age": 41}),
-                               ("DELETE", "/api/user/1", None)):
+    for method, path, body in (
+        ("POST", "/api/user", {"email": "later@example.com", "name": "Later"}),
+        ("PATCH", "/api/user/1", {"age": 41}),
+        ("DELETE", "/api/user/1", None),
+    ):
         refused = server.request(method, path, body=body)
         assert (refused.status, refused.json["code"]) == (503, "unavailable"), (method, refused)
     assert server.get("/health").status == 200

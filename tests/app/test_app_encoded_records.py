@@ -14,8 +14,15 @@ USER = MODULE.BY_NAME["User"]
 
 
 def user(id_: int, name: str) -> dict:
-    return {"id": id_, "email": f"{id_}@x.io", "name": name, "age": None, "role": "reader",
-            "joined": "2024-01-01T00:00:00Z", "profile": None}
+    return {
+        "id": id_,
+        "email": f"{id_}@x.io",
+        "name": name,
+        "age": None,
+        "role": "reader",
+        "joined": "2024-01-01T00:00:00Z",
+        "profile": None,
+    }
 
 
 def test_same_record_object_is_encoded_once():
@@ -37,7 +44,7 @@ def test_capacity_evicts_the_oldest_entry():
     records = [user(i, f"n{i}") for i in range(3)]
     encoded = [cache.encode(USER, r) for r in records]
     assert cache.encode(USER, records[2]) is encoded[2]
-    assert cache.encode(USER, records[0]) is not encoded[0]      # evicted, encoded afresh
+    assert cache.encode(USER, records[0]) is not encoded[0]  # evicted, encoded afresh
     assert cache.encode(USER, records[0]) == encoded[0]
 
 
@@ -46,8 +53,8 @@ def test_an_encoding_over_the_largest_is_not_kept_nor_its_record():
     small, big = user(1, "Ann"), user(2, "x" * 300)
     cache.encode(USER, small)
     first = cache.encode(USER, big)
-    assert json.loads(first) == big and cache.encode(USER, big) is not first     # encoded each time
-    assert cache._entries["User"].keys() == {1}                                 # no entry holds the big dict
-    grown = user(1, "y" * 300)                                                  # a record that grew past it
+    assert json.loads(first) == big and cache.encode(USER, big) is not first  # encoded each time
+    assert cache._entries["User"].keys() == {1}  # no entry holds the big dict
+    grown = user(1, "y" * 300)  # a record that grew past it
     cache.encode(USER, grown)
     assert cache._entries["User"] == {} and json.loads(cache.encode(USER, grown)) == grown

@@ -46,7 +46,7 @@ def test_each_model_parses_its_own_queries():
     target = "/api/x?sort=-score"
     assert queries.list_query(POST, request(target)).sort == (("score", True),)
     with pytest.raises(BadQuery, match="cannot sort by '-score'"):
-        queries.list_query(USER, request(target))       # users have no score
+        queries.list_query(USER, request(target))  # users have no score
 
 
 def test_a_query_that_does_not_parse_is_refused_every_time_and_not_kept():
@@ -70,7 +70,7 @@ def test_capacity_drops_the_oldest_query_first():
     assert len(queries._parsed) == 2
     assert queries.list_query(POST, request("/api/blog-post?limit=3")) is parsed[2]
     dropped = queries.list_query(POST, request("/api/blog-post?limit=1"))
-    assert dropped == parsed[0] and dropped is not parsed[0]     # parsed afresh
+    assert dropped == parsed[0] and dropped is not parsed[0]  # parsed afresh
 
 
 def test_a_long_target_is_parsed_but_not_kept():

@@ -27,7 +27,7 @@ BLOG = ROOT / "schemas" / "blog.dbs"
 MAX_RECORD = record_limit(MAX_PAYLOAD)
 ENV = {"SERVICE_MAX_BODY": str(MAX_RECORD), "SERVICE_TENANT": "t"}
 JSON = {"Content-Type": "application/json"}
-FLOATS = 1_900_000          # "1e15," is 5 bytes of body and 19 stored: 9.5 MB in, 36 MB stored
+FLOATS = 1_900_000  # "1e15," is 5 bytes of body and 19 stored: 9.5 MB in, 36 MB stored
 
 
 def floats_body(**fields) -> bytes:
@@ -56,8 +56,9 @@ def problem(reply) -> dict:
 def check_record_too_large(reply) -> None:
     body = problem(reply)
     assert body["size"] > MAX_RECORD and body["limit"] == MAX_RECORD
-    assert body["detail"].startswith(f"record too large: the User record is {body['size']} bytes of JSON, "
-                                     f"the limit is {MAX_RECORD}")
+    assert body["detail"].startswith(
+        f"record too large: the User record is {body['size']} bytes of JSON, the limit is {MAX_RECORD}"
+    )
 
 
 def tenant_data(tmp_path):
@@ -77,7 +78,7 @@ def test_a_post_of_a_record_over_the_limit_is_413_and_the_server_restarts(tmp_pa
         server.stop()
 
 
-@pytest.mark.slow          # the same rule near a small limit: tests/storage/test_storage_record_size.py
+@pytest.mark.slow  # the same rule near a small limit: tests/storage/test_storage_record_size.py
 def test_a_put_of_a_record_over_the_limit_is_413_and_keeps_the_old_one(tmp_path):
     server = start(tenant_data(tmp_path))
     try:
@@ -105,7 +106,7 @@ def test_a_patch_making_an_80_mb_update_frame_is_413_and_the_server_restarts(tmp
         server.stop()
 
 
-@pytest.mark.slow          # the same rule near a small limit: tests/storage/test_storage_record_size.py
+@pytest.mark.slow  # the same rule near a small limit: tests/storage/test_storage_record_size.py
 def test_a_delete_whose_frame_carries_an_old_record_too_large_is_413_and_keeps_it(tmp_path):
     # A record a version before the record limit stored with a frame of exactly 64 MiB at
     # offset 9, watermark 9: its delete frame, at 10 and 10, is 2 bytes over.
@@ -129,10 +130,12 @@ def test_a_delete_whose_frame_carries_an_old_record_too_large_is_413_and_keeps_i
         reply = server.request("DELETE", "/api/user/9")
         body = problem(reply)
         assert body["size"] == MAX_PAYLOAD + 2 and body["limit"] == MAX_PAYLOAD
-        assert body["detail"].startswith(f"record too large: the delete of User 9 makes a log frame of "
-                                         f"{MAX_PAYLOAD + 2} bytes, over the limit of {MAX_PAYLOAD}")
+        assert body["detail"].startswith(
+            f"record too large: the delete of User 9 makes a log frame of "
+            f"{MAX_PAYLOAD + 2} bytes, over the limit of {MAX_PAYLOAD}"
+        )
         assert server.get("/api/user/9?projection=card").json == {"id": 9, "name": "user 9"}
-        assert server.request("DELETE", "/api/user/1").status == 204     # the others go on
+        assert server.request("DELETE", "/api/user/1").status == 204  # the others go on
         server = restarted(server)
         assert server.get("/api/user/9?projection=card").status == 200
         assert server.get("/api/user/1").status == 404

@@ -34,6 +34,8 @@ CHECKS = [
     response_headers_conformance,
 ]
 WEBSOCKET_PATHS = r"^/(subscribe|live-query)/|^/replicate$"
+
+
 @pytest.fixture(scope="module", params=["blog.dbs", "inventory.dbs"])
 def served_schema(request, tmp_path_factory):
     """A running server for one demo schema and the document it serves, aimed at it."""
@@ -52,14 +54,13 @@ api = schemathesis.pytest.from_fixture("served_schema").exclude(path_regex=WEBSO
 
 
 @api.parametrize()
-@settings(max_examples=25, derandomize=True, deadline=None,
-          suppress_health_check=list(HealthCheck))
+@settings(max_examples=25, derandomize=True, deadline=None, suppress_health_check=list(HealthCheck))
 def test_served_document_holds(case):
     case.call_and_validate(checks=CHECKS)
 
 
 @pytest.mark.slow
-@pytest.mark.timeout(1200)   # 500 examples per operation: minutes per schema, past the suite's 300 s
+@pytest.mark.timeout(1200)  # 500 examples per operation: minutes per schema, past the suite's 300 s
 @api.parametrize()
 @settings(max_examples=500, deadline=None, suppress_health_check=list(HealthCheck))
 def test_served_document_holds_at_length(case):

@@ -130,14 +130,18 @@ PAGES = {"/realtime": REALTIME, "/bad-token": BAD_TOKEN, "/other-origin": OTHER_
 
 def html(script: str, config: dict) -> bytes:
     body = PRELUDE % {"config": json.dumps(config)} + script
-    return f"<!doctype html><html><head><title>running</title></head><body><script>{body}</script></body></html>".encode()
+    return (
+        f"<!doctype html><html><head><title>running</title></head><body><script>{body}</script></body></html>".encode()
+    )
 
 
 def page_server(config: dict) -> PageServer:
     """The page's origin: one page per path of PAGES, with `config` baked in."""
+
     def route(path: str) -> tuple[bytes, str] | None:
         script = PAGES.get(path)
         return None if script is None else (html(script, config), "text/html; charset=utf-8")
+
     return PageServer(route)
 
 
@@ -148,22 +152,44 @@ def setup(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("browser")
     private = ec.generate_private_key(ec.SECP256R1())
     pem = tmp / "idp.pem"
-    pem.write_bytes(private.public_key().public_bytes(
-        serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo))
-    token = jwt.encode({"sub": "browser", "iss": "https://id.example.com/", "aud": "blog", "tenant": TENANT,
-                        "iat": int(time.time()), "exp": int(time.time()) + 600}, private, algorithm="ES256")
+    pem.write_bytes(
+        private.public_key().public_bytes(serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo)
+    )
+    token = jwt.encode(
+        {
+            "sub": "browser",
+            "iss": "https://id.example.com/",
+            "aud": "blog",
+            "tenant": TENANT,
+            "iat": int(time.time()),
+            "exp": int(time.time()) + 600,
+        },
+        private,
+        algorithm="ES256",
+    )
     data = tmp / "data"
     env = {k: v for k, v in os.environ.items() if not k.startswith("SERVICE_")}
-    created = subprocess.run([sys.executable, str(ROOT / "dbsvc.py"), "tenant", "create", TENANT],
-                             env={**env, "SERVICE_DATA": str(data)}, capture_output=True, text=True, timeout=30)
+    created = subprocess.run(
+        [sys.executable, str(ROOT / "dbsvc.py"), "tenant", "create", TENANT],
+        env={**env, "SERVICE_DATA": str(data)},
+        capture_output=True,
+        text=True,
+        timeout=30,
+    )
     assert created.returncode == 0, created.stderr
 
     config = {"token": token, "tag": f"b{os.getpid()}"}
     pages = page_server(config)
-    server = start_server(ROOT / "schemas" / "blog.dbs", data, {
-        "SERVICE_JWT_PUBKEY": str(pem), "SERVICE_JWT_ALG": "ES256", "SERVICE_TENANT": TENANT,
-        "SERVICE_CORS_ORIGINS": pages.origin,
-    })
+    server = start_server(
+        ROOT / "schemas" / "blog.dbs",
+        data,
+        {
+            "SERVICE_JWT_PUBKEY": str(pem),
+            "SERVICE_JWT_ALG": "ES256",
+            "SERVICE_TENANT": TENANT,
+            "SERVICE_CORS_ORIGINS": pages.origin,
+        },
+    )
     config["port"] = server.port
     browser = Browser()
     try:
@@ -198,8 +224,9 @@ def logged(setup: Setup, since: int, needle: str, timeout: float = 10) -> str:
             if needle in line:
                 return line
         if time.monotonic() >= deadline:
-            raise AssertionError(f"no server log line with {needle!r} within {timeout} s:\n"
-                                 + "".join(setup.server.log[since:]))
+            raise AssertionError(
+                f"no server log line with {needle!r} within {timeout} s:\n" + "".join(setup.server.log[since:])
+            )
         time.sleep(0.05)
 
 

@@ -205,10 +205,10 @@ def test_projection_on_list_and_read(blog):
         "as_of=abc",
         "as_of=-1",
         "nope=1",
-        "age=3",              # not @filter
-        "sort=email",         # not @sort
+        "age=3",  # not @filter
+        "sort=email",  # not @sort
         "sort=-nope",
-        "role=boss",          # outside the enum
+        "role=boss",  # outside the enum
         "limit=-1",
         "limit=ten",
         "offset=-5",
@@ -260,7 +260,9 @@ def test_body_that_is_not_a_json_object_is_400(blog, body):
 
 
 def test_non_json_content_type_is_415(blog):
-    reply = blog.request("POST", "/api/user", body=b"email=a", headers={"Content-Type": "application/x-www-form-urlencoded"})
+    reply = blog.request(
+        "POST", "/api/user", body=b"email=a", headers={"Content-Type": "application/x-www-form-urlencoded"}
+    )
     assert reply.status == 415
     assert reply.json["code"] == "unsupported_media_type"
 
@@ -284,7 +286,7 @@ def test_operational_routes(blog):
     make_user(blog)
     health = blog.get("/health").json
     assert list(health) == ["status", "version", "schema"] and health["status"] == "ok"
-    assert health["version"] == __version__ and len(health["schema"]) == 16      # the schema's fingerprint
+    assert health["version"] == __version__ and len(health["schema"]) == 16  # the schema's fingerprint
     assert blog.get("/ready").json == {"status": "ready"}
     metrics = blog.get("/metrics").json
     assert metrics["model_count"] == 3
@@ -368,9 +370,13 @@ def test_status_lines_use_rfc_9110_reason_phrases_on_every_python(blog):
     titles do, whichever Python serves (3.11 and 3.12's http.HTTPStatus say "Request Entity
     Too Large" and "Unprocessable Entity"; 3.13's say what RFC 9110 says)."""
     body = b'{"email": 5}'
-    invalid = (b"POST /api/user HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
-               b"Content-Length: %d\r\nConnection: close\r\n\r\n%s" % (len(body), body))
+    invalid = (
+        b"POST /api/user HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
+        b"Content-Length: %d\r\nConnection: close\r\n\r\n%s" % (len(body), body)
+    )
     assert _status_line(blog, invalid) == b"HTTP/1.1 422 Unprocessable Content"
-    too_big = (b"POST /api/user HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
-               b"Content-Length: 999999999\r\n\r\n")
+    too_big = (
+        b"POST /api/user HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
+        b"Content-Length: 999999999\r\n\r\n"
+    )
     assert _status_line(blog, too_big) == b"HTTP/1.1 413 Content Too Large"

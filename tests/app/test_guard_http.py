@@ -34,7 +34,9 @@ def guarded(serve, keypair, tmp_path):
     _private, path = keypair
     data = tmp_path / "data"
     (data / "acme").mkdir(parents=True)
-    return serve(data_dir=data, env={"SERVICE_JWT_PUBKEY": str(path), "SERVICE_JWT_ALG": "ES256", "SERVICE_TENANT": "acme"})
+    return serve(
+        data_dir=data, env={"SERVICE_JWT_PUBKEY": str(path), "SERVICE_JWT_ALG": "ES256", "SERVICE_TENANT": "acme"}
+    )
 
 
 def test_valid_token_reaches_crud(guarded, keypair):
@@ -59,7 +61,9 @@ def test_malformed_token_is_401_invalid_token(guarded, bad):
 
 
 def test_expired_token_is_401_invalid_token(guarded, keypair):
-    reply = guarded.get("/api/user", headers={"Authorization": f"Bearer {token(keypair[0], exp=int(time.time()) - 3600)}"})
+    reply = guarded.get(
+        "/api/user", headers={"Authorization": f"Bearer {token(keypair[0], exp=int(time.time()) - 3600)}"}
+    )
     assert reply.status == 401
     assert 'error="invalid_token"' in reply.headers["www-authenticate"]
 
@@ -84,8 +88,13 @@ def test_guard_on_without_tenant_refuses_to_start(keypair, tmp_path):
 
     env = {k: v for k, v in os.environ.items() if not k.startswith("SERVICE_")}
     env.update({"SERVICE_JWT_PUBKEY": str(keypair[1]), "SERVICE_JWT_ALG": "ES256", "SERVICE_DATA": str(tmp_path)})
-    result = subprocess.run([sys.executable, str(ROOT / "dbsvc.py"), "serve", str(ROOT / "schemas" / "blog.dbs")],
-                            env=env, capture_output=True, text=True, timeout=30)
+    result = subprocess.run(
+        [sys.executable, str(ROOT / "dbsvc.py"), "serve", str(ROOT / "schemas" / "blog.dbs")],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=30,
+    )
     assert result.returncode == 2
     assert "SERVICE_TENANT" in result.stderr
 

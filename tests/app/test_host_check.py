@@ -16,16 +16,18 @@ from dbsvc.service import host_check
 
 
 def test_a_rebound_name_is_403_on_a_loopback_bind_with_the_guard_off(serve):
-    server = serve()                                       # 127.0.0.1, no guard: the explorer's default
+    server = serve()  # 127.0.0.1, no guard: the explorer's default
     reply = server.get("/api/user", headers={"Host": f"evil.example:{server.port}"})
     assert reply.status == 403
     assert reply.json["code"] == "forbidden"
-    assert reply.json["detail"] == (f"host 'evil.example:{server.port}' is not allowed: expected one of "
-                                    "localhost, 127.0.0.1, [::1] (SERVICE_ALLOWED_HOSTS)")
+    assert reply.json["detail"] == (
+        f"host 'evil.example:{server.port}' is not allowed: expected one of "
+        "localhost, 127.0.0.1, [::1] (SERVICE_ALLOWED_HOSTS)"
+    )
     for host in (f"localhost:{server.port}", f"127.0.0.1:{server.port}", "LOCALHOST", f"[::1]:{server.port}"):
         assert server.get("/api/user", headers={"Host": host}).status == 200, host
-    assert server.get("/health", headers={"Host": "evil.example"}).status == 200     # probes are exempt
-    assert server.get("/_/", headers={"Host": "evil.example"}).status == 403         # the explorer too
+    assert server.get("/health", headers={"Host": "evil.example"}).status == 200  # probes are exempt
+    assert server.get("/_/", headers={"Host": "evil.example"}).status == 403  # the explorer too
 
 
 def test_a_rebound_page_cannot_open_a_websocket(serve):
@@ -33,9 +35,13 @@ def test_a_rebound_page_cannot_open_a_websocket(serve):
     evil = f"evil.example:{server.port}"
     with socket.create_connection(("127.0.0.1", server.port), timeout=10) as sock:
         key = base64.b64encode(os.urandom(16)).decode()
-        sock.sendall((f"GET /subscribe/user HTTP/1.1\r\nHost: {evil}\r\nOrigin: http://{evil}\r\n"
-                      "Upgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Version: 13\r\n"
-                      f"Sec-WebSocket-Key: {key}\r\n\r\n").encode())
+        sock.sendall(
+            (
+                f"GET /subscribe/user HTTP/1.1\r\nHost: {evil}\r\nOrigin: http://{evil}\r\n"
+                "Upgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Version: 13\r\n"
+                f"Sec-WebSocket-Key: {key}\r\n\r\n"
+            ).encode()
+        )
         head = b""
         while b"\r\n\r\n" not in head:
             chunk = sock.recv(4096)
@@ -52,11 +58,23 @@ def test_service_allowed_hosts_replaces_the_default(serve):
     assert server.get("/api/user", headers={"Host": "example.com"}).status == 403
 
 
-@pytest.mark.parametrize("host, allowed", [
-    ("localhost", True), ("localhost:3000", True), ("LocalHost.", True), ("127.0.0.1:1", True),
-    ("[::1]:3000", True), ("[::1]", True), ("::1", False), ("localhost.evil.example", False),
-    ("127.0.0.1.nip.io", False), ("evil.example", False), ("", False), (None, True),
-])
+@pytest.mark.parametrize(
+    "host, allowed",
+    [
+        ("localhost", True),
+        ("localhost:3000", True),
+        ("LocalHost.", True),
+        ("127.0.0.1:1", True),
+        ("[::1]:3000", True),
+        ("[::1]", True),
+        ("::1", False),
+        ("localhost.evil.example", False),
+        ("127.0.0.1.nip.io", False),
+        ("evil.example", False),
+        ("", False),
+        (None, True),
+    ],
+)
 def test_the_loopback_names_match_any_port_and_case(host, allowed):
     assert HostPolicy(LOOPBACK_NAMES).permits(host) is allowed
 
@@ -67,13 +85,16 @@ def test_an_empty_list_or_a_star_allows_any_host():
     assert HostPolicy(("a.example",)).enabled
 
 
-@pytest.mark.parametrize("env, guarded, expected", [
-    ({}, False, LOOPBACK_NAMES),
-    ({}, True, ()),                                                     # the guard protects it
-    ({"SERVICE_HOST": "0.0.0.0"}, False, ()),                            # as today: any host
-    ({"SERVICE_ALLOWED_HOSTS": "db.example"}, False, ("db.example",)),
-    ({"SERVICE_HOST": "0.0.0.0", "SERVICE_ALLOWED_HOSTS": "db.example"}, True, ("db.example",)),
-])
+@pytest.mark.parametrize(
+    "env, guarded, expected",
+    [
+        ({}, False, LOOPBACK_NAMES),
+        ({}, True, ()),  # the guard protects it
+        ({"SERVICE_HOST": "0.0.0.0"}, False, ()),  # as today: any host
+        ({"SERVICE_ALLOWED_HOSTS": "db.example"}, False, ("db.example",)),
+        ({"SERVICE_HOST": "0.0.0.0", "SERVICE_ALLOWED_HOSTS": "db.example"}, True, ("db.example",)),
+    ],
+)
 def test_which_hosts_a_server_answers(env, guarded, expected):
     assert host_check(load_config(env), guarded).http.allowed_hosts == expected
 

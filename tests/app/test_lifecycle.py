@@ -46,7 +46,9 @@ def test_second_server_on_same_tenant_exits_2_and_touches_nothing(serve, tmp_pat
 
 
 def test_named_tenant_must_exist(tmp_path):
-    result = run_cli(["serve", str(BLOG)], {"SERVICE_DATA": str(tmp_path), "SERVICE_TENANT": "acme", "SERVICE_PORT": "0"})
+    result = run_cli(
+        ["serve", str(BLOG)], {"SERVICE_DATA": str(tmp_path), "SERVICE_TENANT": "acme", "SERVICE_PORT": "0"}
+    )
     assert result.returncode == 2
     assert "dbsvc tenant create acme" in result.stderr
 
@@ -74,8 +76,10 @@ def test_sigterm_lets_an_in_flight_request_finish(serve, tmp_path):
     server = serve(data_dir=data)
     body = json.dumps({"email": "late@x.io", "name": "Late"}).encode()
     sock = socket.create_connection(("127.0.0.1", server.port), timeout=10)
-    head = (f"POST /api/user HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
-            f"Content-Length: {len(body)}\r\n\r\n").encode()
+    head = (
+        f"POST /api/user HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
+        f"Content-Length: {len(body)}\r\n\r\n"
+    ).encode()
     sock.sendall(head + body[:5])
     time.sleep(0.3)  # the request is now in flight (head parsed, body incomplete)
     server.proc.send_signal(signal.SIGTERM)
@@ -113,18 +117,29 @@ def test_generated_file_serves_itself(tmp_path):
     generated = run_cli(["generate", str(BLOG), "-o", str(target)], {})
     assert generated.returncode == 0, generated.stderr
     env = {k: v for k, v in os.environ.items() if not k.startswith("SERVICE_")}
-    env.update({"SERVICE_PORT": "0", "SERVICE_DATA": str(tmp_path / "data"), "RUST_LOG": "info",
-                "PYTHONPATH": str(ROOT)})
-    proc = subprocess.Popen([sys.executable, str(target)], cwd=tmp_path, env=env,
-                            stderr=subprocess.PIPE, stdout=subprocess.DEVNULL, text=True)
+    env.update(
+        {"SERVICE_PORT": "0", "SERVICE_DATA": str(tmp_path / "data"), "RUST_LOG": "info", "PYTHONPATH": str(ROOT)}
+    )
+    proc = subprocess.Popen(
+        [sys.executable, str(target)],
+        cwd=tmp_path,
+        env=env,
+        stderr=subprocess.PIPE,
+        stdout=subprocess.DEVNULL,
+        text=True,
+    )
     try:
         port = wait_for_port(proc, proc.stderr, LISTENING, [])
         threading.Thread(target=proc.stderr.read, daemon=True).start()
         import http.client
 
         conn = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
-        conn.request("POST", "/api/user", body=json.dumps({"email": "g@x.io", "name": "Gen"}),
-                     headers={"Content-Type": "application/json"})
+        conn.request(
+            "POST",
+            "/api/user",
+            body=json.dumps({"email": "g@x.io", "name": "Gen"}),
+            headers={"Content-Type": "application/json"},
+        )
         created = conn.getresponse()
         assert created.status == 201, created.read()
         created.read()

@@ -33,8 +33,7 @@ BLOCK = re.compile(r"^<!-- (example|output): ([\w-]+) -->\n```(\w*)\n(.*?)^```$"
 
 def child_env(**extra: str) -> dict[str, str]:
     """This environment without the server's variables or proxies, plus `extra`."""
-    env = {k: v for k, v in os.environ.items()
-           if not k.startswith(("SERVICE_", "DBSVC_")) and "proxy" not in k.lower()}
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("SERVICE_", "DBSVC_")) and "proxy" not in k.lower()}
     return {**env, **extra}
 
 
@@ -58,23 +57,38 @@ def guarded(serve, tmp_path):
     """start(env=None) -> a blog server with the token guard on (tenant acme); plus a token."""
     private = ec.generate_private_key(ec.SECP256R1())
     pem = tmp_path / "idp.pem"
-    pem.write_bytes(private.public_key().public_bytes(
-        serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo))
+    pem.write_bytes(
+        private.public_key().public_bytes(serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo)
+    )
     now = int(time.time())
-    token = jwt.encode({"sub": "docs", "iss": "https://id.example.com/", "aud": "blog", "tenant": TENANT,
-                        "iat": now, "exp": now + 600}, private, algorithm="ES256")
+    token = jwt.encode(
+        {
+            "sub": "docs",
+            "iss": "https://id.example.com/",
+            "aud": "blog",
+            "tenant": TENANT,
+            "iat": now,
+            "exp": now + 600,
+        },
+        private,
+        algorithm="ES256",
+    )
     data = tmp_path / "data"
-    created = subprocess.run([sys.executable, str(ROOT / "dbsvc.py"), "tenant", "create", TENANT],
-                             env=child_env(SERVICE_DATA=str(data)),
-                             capture_output=True, text=True, timeout=30)
+    created = subprocess.run(
+        [sys.executable, str(ROOT / "dbsvc.py"), "tenant", "create", TENANT],
+        env=child_env(SERVICE_DATA=str(data)),
+        capture_output=True,
+        text=True,
+        timeout=30,
+    )
     assert created.returncode == 0, created.stderr
     base_env = {"SERVICE_JWT_PUBKEY": str(pem), "SERVICE_JWT_ALG": "ES256", "SERVICE_TENANT": TENANT}
 
     def start(env: dict | None = None) -> Server:
         return serve(env={**base_env, **(env or {})}, data_dir=data)
 
-    start.token = token                                  # type: ignore[attr-defined]
-    start.auth = {"Authorization": f"Bearer {token}"}    # type: ignore[attr-defined]
+    start.token = token  # type: ignore[attr-defined]
+    start.auth = {"Authorization": f"Bearer {token}"}  # type: ignore[attr-defined]
     return start
 
 
@@ -109,8 +123,11 @@ class Lines:
 
 def test_doc_marks_each_runnable_example_once():
     blocks = doc_blocks()
-    assert set(blocks) == {("example", "python-subscribe"), ("example", "browser-live-query"),
-                           ("output", "python-subscribe")}
+    assert set(blocks) == {
+        ("example", "python-subscribe"),
+        ("example", "browser-live-query"),
+        ("output", "python-subscribe"),
+    }
     assert blocks["example", "python-subscribe"][0] == "python"
     assert blocks["example", "browser-live-query"][0] == "html"
 
@@ -118,25 +135,34 @@ def test_doc_marks_each_runnable_example_once():
 def test_python_example_prints_the_readers_then_every_change_across_a_restart(guarded, tmp_path):
     server = guarded()
     auth = guarded.auth
-    for body in ({"email": "ann@example.com", "name": "Ann", "age": 31, "role": "reader"},
-                 {"email": "bo@example.com", "name": "Bo", "role": "admin"},
-                 {"email": "cy@example.com", "name": "Cy", "role": "reader"}):
+    for body in (
+        {"email": "ann@example.com", "name": "Ann", "age": 31, "role": "reader"},
+        {"email": "bo@example.com", "name": "Bo", "role": "admin"},
+        {"email": "cy@example.com", "name": "Cy", "role": "reader"},
+    ):
         write(server, auth, "POST", "/api/user", body)
     script = tmp_path / "follow_readers.py"
     script.write_text(example("python-subscribe", "python"))
     env = child_env(DBSVC_URL=f"ws://127.0.0.1:{server.port}", DBSVC_TOKEN=guarded.token)
-    proc = subprocess.Popen([sys.executable, str(script), "--count", "6"], cwd=tmp_path, env=env,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(
+        [sys.executable, str(script), "--count", "6"],
+        cwd=tmp_path,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     try:
         out, err = Lines(proc.stdout), Lines(proc.stderr)
         out.wait_for(lambda line: line.startswith("-- "), "'-- N readers as of offset M'")
 
         # The writes of the doc's sample output.
-        write(server, auth, "PATCH", "/api/user/1", {"age": 32})                              # 4 update 1
+        write(server, auth, "PATCH", "/api/user/1", {"age": 32})  # 4 update 1
         write(server, auth, "POST", "/api/user", {"email": "dee@example.com", "name": "Dee"})  # 5 insert 4
-        write(server, auth, "PATCH", "/api/user/3", {"role": "admin"})                        # 6 update 3
-        write(server, auth, "POST", "/api/blog-post", {"author_id": 1, "title": "Hi", "body": "b",
-                                                       "score": 1})                           # 7 link 1
+        write(server, auth, "PATCH", "/api/user/3", {"role": "admin"})  # 6 update 3
+        write(
+            server, auth, "POST", "/api/blog-post", {"author_id": 1, "title": "Hi", "body": "b", "score": 1}
+        )  # 7 link 1
         out.wait_for(lambda line: line == "7 link 1", "'7 link 1'")
 
         # A restart on the same port: the socket closes with 1001; the writes made before the
@@ -144,10 +170,9 @@ def test_python_example_prints_the_readers_then_every_change_across_a_restart(gu
         port = server.port
         assert server.stop() == 0
         server = guarded({"SERVICE_PORT": str(port)})
-        write(server, auth, "DELETE", "/api/blog-post/1")                                     # 8 link 1
-        write(server, auth, "POST", "/api/user", {"email": "eve@example.com", "name": "Eve",
-                                                  "role": "admin"})                           # 9: no
-        write(server, auth, "PATCH", "/api/user/2", {"role": "reader"})                       # 10 update 2
+        write(server, auth, "DELETE", "/api/blog-post/1")  # 8 link 1
+        write(server, auth, "POST", "/api/user", {"email": "eve@example.com", "name": "Eve", "role": "admin"})  # 9: no
+        write(server, auth, "PATCH", "/api/user/2", {"role": "reader"})  # 10 update 2
         try:
             proc.wait(timeout=15)
         except subprocess.TimeoutExpired:
@@ -160,9 +185,9 @@ def test_python_example_prints_the_readers_then_every_change_across_a_restart(gu
     assert proc.returncode == 0, "\n".join(lines + errors)
 
     sample = doc_blocks()["output", "python-subscribe"][1].splitlines()
-    assert lines[:len(sample)] == sample
-    assert lines[len(sample):] == ["8 link 1", "10 update 2"]
-    assert "resuming after offset 7" in errors, errors             # resumed, not re-read
+    assert lines[: len(sample)] == sample
+    assert lines[len(sample) :] == ["8 link 1", "10 update 2"]
+    assert "resuming after offset 7" in errors, errors  # resumed, not re-read
     assert sum(line.startswith("-- ") for line in lines) == 1
 
 
@@ -222,23 +247,24 @@ def test_browser_example_keeps_the_live_result_set(guarded):
     try:
         server = guarded({"SERVICE_CORS_ORIGINS": pages.origin})
         auth = guarded.auth
-        pages.page = browser_page(example("browser-live-query", "html"), f"ws://127.0.0.1:{server.port}",
-                                  guarded.token)
-        for body in ({"email": "ann@example.com", "name": "Ann", "role": "reader"},
-                     {"email": "bo@example.com", "name": "Bo", "role": "admin"},
-                     {"email": "cy@example.com", "name": "Cy", "role": "reader"}):
+        pages.page = browser_page(example("browser-live-query", "html"), f"ws://127.0.0.1:{server.port}", guarded.token)
+        for body in (
+            {"email": "ann@example.com", "name": "Ann", "role": "reader"},
+            {"email": "bo@example.com", "name": "Bo", "role": "admin"},
+            {"email": "cy@example.com", "name": "Cy", "role": "reader"},
+        ):
             write(server, auth, "POST", "/api/user", body)
 
         def writes() -> list[dict]:
             """Once the page's live query is open: one write of each delta kind, then the
             offset to wait for (the head: the last write is a reader, so the page sees it)."""
             wait_for_live_queries(server, 1)
-            write(server, auth, "PATCH", "/api/user/1", {"name": "Ann B"})                    # Updated
-            write(server, auth, "POST", "/api/user", {"email": "dee@example.com", "name": "Dee"})    # Added
-            write(server, auth, "PATCH", "/api/user/3", {"role": "admin"})                    # Removed
-            write(server, auth, "PATCH", "/api/user/2", {"role": "reader"})                   # Added
-            write(server, auth, "DELETE", "/api/user/4")                                      # Removed
-            write(server, auth, "POST", "/api/user", {"email": "eve@example.com", "name": "Eve"})    # Added
+            write(server, auth, "PATCH", "/api/user/1", {"name": "Ann B"})  # Updated
+            write(server, auth, "POST", "/api/user", {"email": "dee@example.com", "name": "Dee"})  # Added
+            write(server, auth, "PATCH", "/api/user/3", {"role": "admin"})  # Removed
+            write(server, auth, "PATCH", "/api/user/2", {"role": "reader"})  # Added
+            write(server, auth, "DELETE", "/api/user/4")  # Removed
+            write(server, auth, "POST", "/api/user", {"email": "eve@example.com", "name": "Eve"})  # Added
             listed = server.get("/api/user?role=reader", headers=auth)
             assert listed.status == 200, listed
             pages.target = int(listed.headers["dbsvc-offset"])

@@ -29,25 +29,30 @@ def test_init_holds_the_matching_records_then_deltas_follow(blog):
     async def body():
         await post(blog, "/api/user", {**USER, "role": "admin"})
         await post(blog, "/api/user", {**USER, "email": "b@x.io", "role": "reader"})
-        async with open_ws(blog, "/live-query/User?role=reader") as ws:          # declared name
+        async with open_ws(blog, "/live-query/User?role=reader") as ws:  # declared name
             init = await recv_json(ws)
             assert list(init) == ["type", "model", "records", "watermark", "offset", "complete"]
-            assert init["complete"] is True                                       # one slice: all of it
+            assert init["complete"] is True  # one slice: all of it
             assert (init["type"], init["model"], init["watermark"], init["offset"]) == ("Init", "User", 2, 2)
             assert [r["id"] for r in init["records"]] == [2]
-            await post(blog, "/api/user", {**USER, "email": "c@x.io"})                      # enters
-            await request(blog, "PATCH", "/api/user/3", {"name": "Cy"})                     # changes inside
-            await request(blog, "PATCH", "/api/user/1", {"name": "Ad"})                     # outside: nothing
-            await request(blog, "PATCH", "/api/user/2", {"role": "editor"})                 # leaves
-            await request(blog, "PATCH", "/api/user/1", {"role": "reader"})                 # enters by update
-            await request(blog, "DELETE", "/api/user/3")                                    # leaves by delete
+            await post(blog, "/api/user", {**USER, "email": "c@x.io"})  # enters
+            await request(blog, "PATCH", "/api/user/3", {"name": "Cy"})  # changes inside
+            await request(blog, "PATCH", "/api/user/1", {"name": "Ad"})  # outside: nothing
+            await request(blog, "PATCH", "/api/user/2", {"role": "editor"})  # leaves
+            await request(blog, "PATCH", "/api/user/1", {"role": "reader"})  # enters by update
+            await request(blog, "DELETE", "/api/user/3")  # leaves by delete
             got = await recv_n(ws, 5)
             assert [(d["type"], d.get("id", d.get("record", {}).get("id")), d["offset"]) for d in got] == [
-                ("Added", 3, 3), ("Updated", 3, 4), ("Removed", 2, 6), ("Added", 1, 7), ("Removed", 3, 8)]
-            assert got[0] == {"type": "Added", "model": "User", "offset": 3, "watermark": 3,
-                              "record": got[0]["record"]}
+                ("Added", 3, 3),
+                ("Updated", 3, 4),
+                ("Removed", 2, 6),
+                ("Added", 1, 7),
+                ("Removed", 3, 8),
+            ]
+            assert got[0] == {"type": "Added", "model": "User", "offset": 3, "watermark": 3, "record": got[0]["record"]}
             assert got[2] == {"type": "Removed", "model": "User", "offset": 6, "watermark": 6, "id": 2}
             assert await nothing_within(ws, 0.2)
+
     run(body())
 
 
@@ -60,18 +65,20 @@ def test_kebab_route_and_projection(blog):
             assert init["records"] == [{"id": 1, "title": "t", "score": 2.0}]
             await request(blog, "PATCH", "/api/blog-post/1", {"title": "u"})
             assert (await recv_json(ws))["record"] == {"id": 1, "title": "u", "score": 2.0}
+
     run(body())
 
 
 def test_after_sends_no_init_only_later_deltas(blog):
     async def body():
-        await post(blog, "/api/user", USER)                                   # offset 1
-        await post(blog, "/api/user", {**USER, "email": "b@x.io"})           # offset 2
-        await request(blog, "PATCH", "/api/user/1", {"role": "admin"})       # offset 3: leaves
+        await post(blog, "/api/user", USER)  # offset 1
+        await post(blog, "/api/user", {**USER, "email": "b@x.io"})  # offset 2
+        await request(blog, "PATCH", "/api/user/1", {"role": "admin"})  # offset 3: leaves
         async with open_ws(blog, "/live-query/user?role=reader&after=1") as ws:
             got = await recv_n(ws, 2)
             assert [(d["type"], d["offset"]) for d in got] == [("Added", 2), ("Removed", 3)]
             assert await nothing_within(ws, 0.2)
+
     run(body())
 
 
@@ -114,15 +121,18 @@ def test_no_delta_is_lost_or_repeated_between_init_and_live(blog):
         finally:
             stop.set()
             thread.join(30)
+
     run(body())
 
 
 def start_conn(port: int):
     import http.client
+
     return http.client.HTTPConnection("127.0.0.1", port, timeout=30)
 
 
 # -- the state machine ---------------------------------------------------------------------------
+
 
 class LiveQueryMachine(RuleBasedStateMachine):
     """Random creates, updates and deletes against one server; one live query on
@@ -130,19 +140,21 @@ class LiveQueryMachine(RuleBasedStateMachine):
     delta must be the one the model predicts (Added only for an id outside the set,
     Updated and Removed only for one inside)."""
 
-    server = None          # one server for the whole run (started in the test below)
+    server = None  # one server for the whole run (started in the test below)
 
     @initialize()
     def open_query(self) -> None:
-        for record in self._list(""):            # each example starts from no users
+        for record in self._list(""):  # each example starts from no users
             assert self.server.request("DELETE", f"/api/user/{record['id']}").status == 204
         self.loop = asyncio.new_event_loop()
-        self.ws = self.loop.run_until_complete(open_ws(self.server, "/live-query/user?role=reader&role=editor").__aenter__())
+        self.ws = self.loop.run_until_complete(
+            open_ws(self.server, "/live-query/user?role=reader&role=editor").__aenter__()
+        )
         init = self._recv()
         assert init["type"] == "Init"
         assert init["records"] == []
-        self.held: dict[int, dict] = {}          # the client's result set, from deltas only
-        self.records: dict[int, dict] = {}       # every user, as the writes returned them
+        self.held: dict[int, dict] = {}  # the client's result set, from deltas only
+        self.records: dict[int, dict] = {}  # every user, as the writes returned them
         self.seq = 0
 
     def _recv(self) -> dict:
@@ -213,8 +225,13 @@ def test_live_query_deltas_follow_a_model_of_the_result_set(tmp_path):
     try:
         LiveQueryMachine.server = server
         runner = LiveQueryMachine.TestCase
-        runner.settings = settings(max_examples=15, stateful_step_count=20, deadline=None, derandomize=True,
-                                   suppress_health_check=list(HealthCheck))
+        runner.settings = settings(
+            max_examples=15,
+            stateful_step_count=20,
+            deadline=None,
+            derandomize=True,
+            suppress_health_check=list(HealthCheck),
+        )
         runner().runTest()
     finally:
         server.stop()
@@ -228,9 +245,23 @@ def test_a_client_with_a_1_mib_message_limit_receives_a_100000_record_init(serve
     lines = tmp_path / "users.jsonl"
     with open(lines, "w", encoding="utf-8") as out:
         for i in range(1, 100_001):
-            out.write(json.dumps({"model": "User", "record": {
-                "id": i, "email": f"u{i}@x.io", "name": f"User {i}", "age": None, "role": "reader",
-                "joined": "2026-01-01T00:00:00Z", "profile": None}}) + "\n")
+            out.write(
+                json.dumps(
+                    {
+                        "model": "User",
+                        "record": {
+                            "id": i,
+                            "email": f"u{i}@x.io",
+                            "name": f"User {i}",
+                            "age": None,
+                            "role": "reader",
+                            "joined": "2026-01-01T00:00:00Z",
+                            "profile": None,
+                        },
+                    }
+                )
+                + "\n"
+            )
     for args in (("tenant", "create", "t"), ("import", str(ROOT / "schemas" / "blog.dbs"), str(lines), "-q")):
         done = run_on_tenant(data, *args)
         assert done.returncode == 0, done.stderr
@@ -254,4 +285,5 @@ def test_a_client_with_a_1_mib_message_limit_receives_a_100000_record_init(serve
             await post(server, "/api/user", {**USER, "email": "new@x.io"})
             added = await recv_json(ws)
             assert (added["type"], added["record"]["id"], added["offset"]) == ("Added", 100_001, 100_001)
+
     run(body())

@@ -27,20 +27,24 @@ def blog(serve):
 
 # -- refusals before the upgrade ------------------------------------------------------------
 
-@pytest.mark.parametrize("path, status, code, detail", [
-    ("/subscribe/nobody", 404, "not_found", "no route for path '/subscribe/nobody'"),
-    ("/subscribe/User", 404, "not_found", "no route"),                        # kebab only here
-    ("/live-query/nobody", 404, "not_found", "no route"),
-    ("/subscribe/user?age=3", 400, "bad_query", "cannot filter on 'age' (not marked @filter)"),
-    ("/subscribe/user?role=boss", 400, "bad_query", "role"),
-    ("/subscribe/user?colour=red", 400, "bad_query", "unknown query parameter 'colour'"),
-    ("/live-query/user?projection=nope", 400, "bad_query", "unknown projection 'nope'"),
-    ("/subscribe/user?after=abc", 400, "bad_query", "'after' must be a non-negative integer"),
-    ("/subscribe/user?after=-1", 400, "bad_query", "'after' must be a non-negative integer"),
-    ("/subscribe/user?after=1&after=2", 400, "bad_query", "'after' given more than once"),
-    ("/subscribe/user?after=99", 400, "offset_out_of_range", "offset 99 is ahead of the head offset 0"),
-    ("/live-query/user?after=99", 400, "offset_out_of_range", "ahead of the head"),
-])
+
+@pytest.mark.parametrize(
+    "path, status, code, detail",
+    [
+        ("/subscribe/nobody", 404, "not_found", "no route for path '/subscribe/nobody'"),
+        ("/subscribe/User", 404, "not_found", "no route"),  # kebab only here
+        ("/live-query/nobody", 404, "not_found", "no route"),
+        ("/subscribe/user?age=3", 400, "bad_query", "cannot filter on 'age' (not marked @filter)"),
+        ("/subscribe/user?role=boss", 400, "bad_query", "role"),
+        ("/subscribe/user?colour=red", 400, "bad_query", "unknown query parameter 'colour'"),
+        ("/live-query/user?projection=nope", 400, "bad_query", "unknown projection 'nope'"),
+        ("/subscribe/user?after=abc", 400, "bad_query", "'after' must be a non-negative integer"),
+        ("/subscribe/user?after=-1", 400, "bad_query", "'after' must be a non-negative integer"),
+        ("/subscribe/user?after=1&after=2", 400, "bad_query", "'after' given more than once"),
+        ("/subscribe/user?after=99", 400, "offset_out_of_range", "offset 99 is ahead of the head offset 0"),
+        ("/live-query/user?after=99", 400, "offset_out_of_range", "ahead of the head"),
+    ],
+)
 def test_refusals_before_the_upgrade_are_http_problems(blog, path, status, code, detail):
     got_status, problem, headers = run(refusal(blog, path))
     assert (got_status, problem["code"]) == (status, code), problem
@@ -71,10 +75,11 @@ def test_replicate_with_replication_off_is_404_replication_disabled(serve):
 
 def test_compression_offered_by_the_client_is_declined(blog):
     async def body():
-        async with open_ws(blog, "/subscribe/user") as ws:       # websockets offers permessage-deflate
+        async with open_ws(blog, "/subscribe/user") as ws:  # websockets offers permessage-deflate
             assert ws.response.headers.get("Sec-WebSocket-Extensions") is None
             await post(blog, "/api/user", USER)
             assert (await recv_json(ws))["kind"] == "insert"
+
     run(body())
 
 
@@ -86,6 +91,7 @@ def test_asyncapi_document_is_served(blog):
 
 # -- origin ---------------------------------------------------------------------------------
 
+
 def test_origin_outside_the_cors_list_is_403_and_a_listed_one_opens(serve):
     server = serve(env={"SERVICE_CORS_ORIGINS": "https://app.example"})
 
@@ -95,17 +101,19 @@ def test_origin_outside_the_cors_list_is_403_and_a_listed_one_opens(serve):
         assert "origin 'https://evil.example' is not allowed" in problem["detail"]
         async with open_ws(server, "/subscribe/user", origin="https://app.example"):
             pass
-        async with open_ws(server, "/subscribe/user"):           # no Origin: not a browser
+        async with open_ws(server, "/subscribe/user"):  # no Origin: not a browser
             pass
-        own = f"http://127.0.0.1:{server.port}"                  # a page of the service (/_/)
+        own = f"http://127.0.0.1:{server.port}"  # a page of the service (/_/)
         async with open_ws(server, "/subscribe/user", origin=own):
             pass
         status, _, _ = await refusal(server, "/subscribe/user", origin=f"http://127.0.0.1:{server.port + 1}")
-        assert status == 403                                      # another port is another origin
+        assert status == 403  # another port is another origin
+
     run(body())
 
 
 # -- the token --------------------------------------------------------------------------------
+
 
 @pytest.fixture(scope="module")
 def idp(tmp_path_factory):
@@ -136,6 +144,7 @@ def test_bad_and_foreign_tokens_are_refused_before_the_upgrade(guarded, idp, how
         assert 'error="invalid_token"' in headers["www-authenticate"]
         status, problem, _ = await refusal(guarded, "/live-query/user", **offer(idp.token(tenant="other")))
         assert (status, problem["code"]) == (403, "forbidden")
+
     run(body())
 
 
@@ -149,6 +158,7 @@ def test_subprotocol_token_is_answered_with_bearer(guarded, idp):
             assert (await recv_json(ws))["kind"] == "insert"
         async with open_ws(guarded, "/subscribe/user", additional_headers={"Authorization": f"Bearer {good}"}) as ws:
             assert ws.subprotocol is None
+
     run(body())
 
 
@@ -160,44 +170,52 @@ def test_socket_closes_with_4401_when_its_token_expires(guarded, idp):
             started = time.monotonic()
             code, reason = await closed_with(ws, timeout=8)
             assert (code, reason) == (4401, "token expired")
-            assert time.monotonic() - started < 5          # by a timer, with no event needed
+            assert time.monotonic() - started < 5  # by a timer, with no event needed
+
     run(body())
 
 
 # -- limits ---------------------------------------------------------------------------------
 
+
 def test_message_over_64_kib_closes_with_1009_and_the_server_goes_on(blog):
     async def body():
         async with open_ws(blog, "/subscribe/user") as ws:
-            await ws.send("x" * 65536)                         # exactly the limit: ignored
+            await ws.send("x" * 65536)  # exactly the limit: ignored
             await ws.send(b"y" * (65536 + 1))
             code, _reason = await closed_with(ws)
             assert code == 1009
         async with open_ws(blog, "/subscribe/user") as ws:
             await post(blog, "/api/user", USER)
             assert (await recv_json(ws))["kind"] == "insert"
+
     run(body())
 
 
 def test_fragmented_message_over_the_limit_closes_with_1009(blog):
     async def body():
         async with open_ws(blog, "/subscribe/user") as ws:
-            await ws.send(iter([b"a" * 40000, b"b" * 40000]))   # two frames, 80,000 bytes
+            await ws.send(iter([b"a" * 40000, b"b" * 40000]))  # two frames, 80,000 bytes
             code, _reason = await closed_with(ws)
             assert code == 1009
+
     run(body())
 
 
 def _raw_socket(port: int, path: str, rcvbuf: int | None = None) -> socket.socket:
     """A client that completes the handshake by hand and then does what the test says."""
     sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-    if rcvbuf is not None:                      # before connect, so the TCP window stays small
+    if rcvbuf is not None:  # before connect, so the TCP window stays small
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, rcvbuf)
     sock.settimeout(10)
     sock.connect(("127.0.0.1", port))
     key = base64.b64encode(os.urandom(16)).decode()
-    sock.sendall((f"GET {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
-                  f"Sec-WebSocket-Key: {key}\r\nSec-WebSocket-Version: 13\r\n\r\n").encode())
+    sock.sendall(
+        (
+            f"GET {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
+            f"Sec-WebSocket-Key: {key}\r\nSec-WebSocket-Version: 13\r\n\r\n"
+        ).encode()
+    )
     head = b""
     while b"\r\n\r\n" not in head:
         chunk = sock.recv(1)
@@ -227,16 +245,17 @@ async def _metric_becomes(server, name: str, value: int, timeout: float = 10.0) 
 
 def test_dead_peer_is_dropped_after_a_missed_pong(serve):
     server = serve(env={"SERVICE_WS_PING_INTERVAL": "0.3", "SERVICE_WS_PONG_TIMEOUT": "0.3"})
-    dead = _raw_socket(server.port, "/subscribe/user")          # never answers a ping
+    dead = _raw_socket(server.port, "/subscribe/user")  # never answers a ping
 
     async def body():
-        async with open_ws(server, "/subscribe/user", ping_interval=None) as alive:   # answers pings
+        async with open_ws(server, "/subscribe/user", ping_interval=None) as alive:  # answers pings
             await _metric_becomes(server, "subscriptions", 2, timeout=0.25)
-            await _metric_becomes(server, "subscriptions", 1, timeout=5)       # the dead one dropped
-            await asyncio.sleep(1.5)                               # several more ping rounds
+            await _metric_becomes(server, "subscriptions", 1, timeout=5)  # the dead one dropped
+            await asyncio.sleep(1.5)  # several more ping rounds
             assert (await request(server, "GET", "/metrics")).json["realtime"]["subscriptions"] == 1
             await post(server, "/api/user", USER)
             assert (await recv_json(alive))["kind"] == "insert"
+
     run(body())
     dead.settimeout(5)
     received = b""
@@ -245,29 +264,32 @@ def test_dead_peer_is_dropped_after_a_missed_pong(serve):
         if not chunk:
             break
         received += chunk
-    assert received.startswith(b"\x89\x00")                        # the unanswered ping
+    assert received.startswith(b"\x89\x00")  # the unanswered ping
     dead.close()
 
 
 def test_slow_consumer_is_closed_1013_while_a_fast_one_keeps_up(serve, tmp_path):
     schema = tmp_path / "small.dbs"
-    schema.write_text((ROOT / "schemas" / "blog.dbs").read_text().replace("changefeed_capacity = 1024",
-                                                                          "changefeed_capacity = 8"))
+    schema.write_text(
+        (ROOT / "schemas" / "blog.dbs").read_text().replace("changefeed_capacity = 1024", "changefeed_capacity = 8")
+    )
     server = serve(schema)
-    slow = _raw_socket(server.port, "/subscribe/user", rcvbuf=4096)     # reads nothing from here on
+    slow = _raw_socket(server.port, "/subscribe/user", rcvbuf=4096)  # reads nothing from here on
     big = "x" * 200_000
-    writes = 80             # 16 MB: well past the kernel's socket buffers and 8 queued frames
+    writes = 80  # 16 MB: well past the kernel's socket buffers and 8 queued frames
     before = _proc_kib(server.proc.pid, "VmRSS")
 
     async def body():
         async with open_ws(server, "/subscribe/user") as fast:
+
             async def receive() -> list[int]:
                 return [(await recv_json(fast))["offset"] for _ in range(writes)]
 
-            receiver = asyncio.create_task(receive())                   # reads while writes go on
+            receiver = asyncio.create_task(receive())  # reads while writes go on
             for i in range(writes):
                 await post(server, "/api/user", {"email": f"{i}@x.io", "name": "Ann", "profile": big})
             assert await receiver == list(range(1, writes + 1))
+
     run(body())
     _wait_metric(server, "lagged_closes", 1)
     # Memory stayed bounded: the peak grew by the 16 MB of records the server now holds,
@@ -291,7 +313,7 @@ def test_slow_consumer_is_closed_1013_while_a_fast_one_keeps_up(serve, tmp_path)
     reason = close[0][2:].decode()
     assert code == 1013
     assert reason == f"lagged after {texts[-1]['offset']}"
-    assert [t["offset"] for t in texts] == list(range(1, len(texts) + 1))    # a prefix, no gap
+    assert [t["offset"] for t in texts] == list(range(1, len(texts) + 1))  # a prefix, no gap
     assert len(texts) < writes
 
 
@@ -309,12 +331,12 @@ def _parse_frames(data: bytes) -> list[tuple[int, bytes]]:
         opcode, n = data[i] & 0x0F, data[i + 1] & 0x7F
         i += 2
         if n == 126:
-            n, i = int.from_bytes(data[i:i + 2], "big"), i + 2
+            n, i = int.from_bytes(data[i : i + 2], "big"), i + 2
         elif n == 127:
-            n, i = int.from_bytes(data[i:i + 8], "big"), i + 8
+            n, i = int.from_bytes(data[i : i + 8], "big"), i + 8
         if i + n > len(data):
             break
-        frames.append((opcode, data[i:i + n]))
+        frames.append((opcode, data[i : i + n]))
         i += n
     return frames
 
@@ -322,10 +344,11 @@ def _parse_frames(data: bytes) -> list[tuple[int, bytes]]:
 def test_sigterm_closes_every_socket_with_1001(blog):
     async def body():
         async with open_ws(blog, "/subscribe/user") as a, open_ws(blog, "/live-query/user") as b:
-            await recv_json(b)                                      # Init
+            await recv_json(b)  # Init
             blog.proc.send_signal(signal.SIGTERM)
             assert (await closed_with(a))[0] == 1001
             assert (await closed_with(b))[0] == 1001
+
     run(body())
     assert blog.proc.wait(timeout=30) == 0
     assert any("closed cleanly" in line for line in blog.log)
@@ -342,10 +365,12 @@ def test_nothing_is_sent_to_a_feed_after_the_server_closed_it(blog):
             assert await nothing_within(ws, 0.2)
             await request(blog, "PATCH", "/api/user/1", {"name": "B"})
             assert (await recv_json(ws))["kind"] == "update"
+
     run(body())
 
 
 # -- the wire, byte by byte -------------------------------------------------------------------
+
 
 def _masked(opcode: int, payload: bytes, fin: bool = True) -> bytes:
     mask = os.urandom(4)
@@ -365,20 +390,23 @@ def _read_until_eof(sock: socket.socket, timeout: float = 10) -> bytes:
         data += chunk
 
 
-@pytest.mark.parametrize("name, frame, code", [
-    ("unmasked client frame", b"\x81\x02hi", 1002),                       # RFC 6455 §5.1
-    ("reserved bit set (no extension)", b"\xc1\x82" + b"\x00" * 4 + b"hi", 1002),
-    ("unknown opcode", _masked(0x3, b"x"), 1002),
-    ("fragmented ping", _masked(0x9, b"x", fin=False), 1002),
-    ("invalid UTF-8 in text", _masked(0x1, b"\xff\xfe"), 1007),
-    ("close code out of range", _masked(0x8, (999).to_bytes(2, "big")), 1002),
-])
+@pytest.mark.parametrize(
+    "name, frame, code",
+    [
+        ("unmasked client frame", b"\x81\x02hi", 1002),  # RFC 6455 §5.1
+        ("reserved bit set (no extension)", b"\xc1\x82" + b"\x00" * 4 + b"hi", 1002),
+        ("unknown opcode", _masked(0x3, b"x"), 1002),
+        ("fragmented ping", _masked(0x9, b"x", fin=False), 1002),
+        ("invalid UTF-8 in text", _masked(0x1, b"\xff\xfe"), 1007),
+        ("close code out of range", _masked(0x8, (999).to_bytes(2, "big")), 1002),
+    ],
+)
 def test_malformed_frames_close_with_their_code_and_lose_nothing(blog, name, frame, code):
     assert blog.post("/api/user", {"email": f"{code}-{len(name)}@x.io", "name": "Ann"}).status == 201
     before = blog.get("/api/user").json
     sock = _raw_socket(blog.port, "/subscribe/user")
     sock.sendall(frame)
-    frames = _parse_frames(_read_until_eof(sock))              # the server closes TCP itself
+    frames = _parse_frames(_read_until_eof(sock))  # the server closes TCP itself
     sock.close()
     assert frames and frames[-1][0] == 8, frames
     assert int.from_bytes(frames[-1][1][:2], "big") == code, name
@@ -407,11 +435,11 @@ def test_ping_from_the_client_gets_its_pong(blog):
 
 def test_shutdown_waits_for_a_close_reply_only_up_to_the_close_timeout(serve):
     server = serve(env={"SERVICE_SHUTDOWN_TIMEOUT": "60"})
-    sock = _raw_socket(server.port, "/subscribe/user")        # will never answer the close
+    sock = _raw_socket(server.port, "/subscribe/user")  # will never answer the close
     started = time.monotonic()
     server.proc.send_signal(signal.SIGTERM)
     frames = _parse_frames(_read_until_eof(sock, timeout=30))
     assert frames and frames[0][0] == 8 and int.from_bytes(frames[0][1][:2], "big") == 1001
     assert server.proc.wait(timeout=30) == 0
-    assert time.monotonic() - started < 20                     # the 5 s close timeout, not 60 s
+    assert time.monotonic() - started < 20  # the 5 s close timeout, not 60 s
     sock.close()

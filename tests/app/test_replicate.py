@@ -46,8 +46,12 @@ def blog(serve):
 def write_users(port: int, count: int, prefix: str = "u") -> None:
     conn = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
     for i in range(count):
-        conn.request("POST", "/api/user", json.dumps({**USER, "email": f"{prefix}{i}@x.io"}),
-                     {"Content-Type": "application/json"})
+        conn.request(
+            "POST",
+            "/api/user",
+            json.dumps({**USER, "email": f"{prefix}{i}@x.io"}),
+            {"Content-Type": "application/json"},
+        )
         assert conn.getresponse().read()
     conn.close()
 
@@ -68,12 +72,13 @@ def test_resume_after_n_gives_exactly_the_rest_and_streams_are_identical(blog):
 
     async def body():
         whole, again = await asyncio.gather(take(blog, 0, 20), take(blog, 0, 20))
-        assert whole == again                                  # two replicas: byte-identical
+        assert whole == again  # two replicas: byte-identical
         assert await take(blog, 7, 13) == whole[7:]
-        async with open_ws(blog, "/replicate?after=20") as ws:   # at the head: live only
+        async with open_ws(blog, "/replicate?after=20") as ws:  # at the head: live only
             await post(blog, "/api/user", {**USER, "email": "live@x.io"})
             offset, event = parse(await asyncio.wait_for(ws.recv(), 10))
             assert (offset, event["record"]["email"]) == (21, "live@x.io")
+
     run(body())
 
 
@@ -89,6 +94,7 @@ def test_replay_then_live_has_no_gap_and_no_duplicate_under_writes(blog):
         for t in writers:
             await asyncio.to_thread(t.join, 60)
         assert offsets == list(range(1, 601))
+
     run(body())
 
 
@@ -98,25 +104,29 @@ def test_default_after_is_zero(blog):
     async def body():
         async with open_ws(blog, "/replicate") as ws:
             assert parse(await asyncio.wait_for(ws.recv(), 10))[0] == 1
+
     run(body())
 
 
 def test_a_large_payload_travels_in_one_frame(blog):
-    big = "x" * 700_000                                        # a 64-bit WebSocket length
+    big = "x" * 700_000  # a 64-bit WebSocket length
     assert blog.post("/api/user", {**USER, "profile": big}).status == 201
     [frame] = run(take(blog, 0, 1))
     assert parse(frame)[1]["record"]["profile"] == big
 
 
-@pytest.mark.parametrize("query, status, code", [
-    ("after=abc", 400, "bad_query"),                           # not an offset: as on the feeds
-    ("after=-1", 400, "bad_query"),
-    ("after=1.5", 400, "bad_query"),
-    ("after=", 400, "bad_query"),
-    ("after=5", 400, "offset_out_of_range"),                   # ahead of the head (1)
-    ("after=0&after=1", 400, "bad_query"),
-    ("since=0", 400, "bad_query"),
-])
+@pytest.mark.parametrize(
+    "query, status, code",
+    [
+        ("after=abc", 400, "bad_query"),  # not an offset: as on the feeds
+        ("after=-1", 400, "bad_query"),
+        ("after=1.5", 400, "bad_query"),
+        ("after=", 400, "bad_query"),
+        ("after=5", 400, "offset_out_of_range"),  # ahead of the head (1)
+        ("after=0&after=1", 400, "bad_query"),
+        ("since=0", 400, "bad_query"),
+    ],
+)
 def test_bad_after_is_refused_before_the_upgrade(blog, query, status, code):
     write_users(blog.port, 1)
     got, problem, _ = run(refusal(blog, f"/replicate?{query}"))
@@ -125,13 +135,16 @@ def test_bad_after_is_refused_before_the_upgrade(blog, query, status, code):
 
 
 @pytest.mark.parametrize("route", ["/replicate", "/subscribe/user", "/live-query/user"])
-@pytest.mark.parametrize("after, code", [
-    ("99999999999999999999", "bad_query"),                     # 20 digits, past int64
-    ("18446744073709551616", "bad_query"),                     # 2**64, 20 digits
-    ("9223372036854775808", "bad_query"),                      # int64 max + 1
-    ("9223372036854775807", "offset_out_of_range"),            # an offset, ahead of the head
-    ("00000000000000000099", "offset_out_of_range"),           # 20 digits, 99: ahead of the head
-])
+@pytest.mark.parametrize(
+    "after, code",
+    [
+        ("99999999999999999999", "bad_query"),  # 20 digits, past int64
+        ("18446744073709551616", "bad_query"),  # 2**64, 20 digits
+        ("9223372036854775808", "bad_query"),  # int64 max + 1
+        ("9223372036854775807", "offset_out_of_range"),  # an offset, ahead of the head
+        ("00000000000000000099", "offset_out_of_range"),  # 20 digits, 99: ahead of the head
+    ],
+)
 def test_after_past_int64_is_bad_query_and_ahead_of_the_head_is_out_of_range(blog, route, after, code):
     """Every route answers a malformed `after` one way, whatever the digits count."""
     got, problem, _ = run(refusal(blog, f"{route}?after={after}"))
@@ -169,15 +182,19 @@ def test_kill_9_under_writes_leaves_a_gap_free_stream_that_resumes(serve, tmp_pa
         i = 0
         try:
             while not stop.is_set() and i < 5000:
-                conn.request("POST", "/api/user", json.dumps({**USER, "email": f"k{i}@x.io"}),
-                             {"Content-Type": "application/json"})
+                conn.request(
+                    "POST",
+                    "/api/user",
+                    json.dumps({**USER, "email": f"k{i}@x.io"}),
+                    {"Content-Type": "application/json"},
+                )
                 reply = conn.getresponse()
                 reply.read()
                 if reply.status == 201:
                     acked.append(i)
                 i += 1
         except (OSError, http.client.HTTPException):
-            pass                                               # the server died under us
+            pass  # the server died under us
 
     async def body():
         thread = threading.Thread(target=writer)
@@ -195,16 +212,17 @@ def test_kill_9_under_writes_leaves_a_gap_free_stream_that_resumes(serve, tmp_pa
         stop.set()
         await asyncio.to_thread(thread.join, 30)
         return seen
+
     seen = run(body())
     server.proc.wait(timeout=10)
     assert seen == list(range(1, len(seen) + 1))
     restarted = serve(data_dir=data)
     head = restarted.get("/snapshot").json["offset"]
-    assert head >= len(seen) and head >= len(acked)            # nothing streamed or acked was lost
+    assert head >= len(seen) and head >= len(acked)  # nothing streamed or acked was lost
     resumed = run(take(restarted, seen[-1], head - seen[-1]))
     assert [parse(f)[0] for f in resumed] == list(range(seen[-1] + 1, head + 1))
     write_users(restarted.port, 1, "after")
-    assert restarted.get("/snapshot").json["offset"] == head + 1      # never reused
+    assert restarted.get("/snapshot").json["offset"] == head + 1  # never reused
 
 
 def test_guard_applies_to_replicate(serve, tmp_path):
@@ -224,6 +242,7 @@ def test_guard_applies_to_replicate(serve, tmp_path):
         assert (got, problem["code"]) == (403, "forbidden")
         [frame] = await take(server, 0, 1, additional_headers=auth)
         assert parse(frame)[0] == 1
+
     run(body())
 
 
@@ -239,9 +258,13 @@ def test_a_slow_replica_does_not_grow_server_memory(serve):
     server = serve(env={"SERVICE_SYNC": "off"})
     profile = "x" * 100_000
     conn = http.client.HTTPConnection("127.0.0.1", server.port, timeout=30)
-    for i in range(300):                                       # 30 MB of log
-        conn.request("POST", "/api/user", json.dumps({**USER, "email": f"{i}@x.io", "profile": profile}),
-                     {"Content-Type": "application/json"})
+    for i in range(300):  # 30 MB of log
+        conn.request(
+            "POST",
+            "/api/user",
+            json.dumps({**USER, "email": f"{i}@x.io", "profile": profile}),
+            {"Content-Type": "application/json"},
+        )
         assert conn.getresponse().read()
     before = _rss_kib(server.proc.pid)
     sock = socket.socket()
@@ -249,16 +272,22 @@ def test_a_slow_replica_does_not_grow_server_memory(serve):
     sock.settimeout(10)
     sock.connect(("127.0.0.1", server.port))
     key = "dGhlIHNhbXBsZSBub25jZQ=="
-    sock.sendall(f"GET /replicate?after=0 HTTP/1.1\r\nHost: 127.0.0.1\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
-                 f"Sec-WebSocket-Key: {key}\r\nSec-WebSocket-Version: 13\r\n\r\n".encode())
+    sock.sendall(
+        f"GET /replicate?after=0 HTTP/1.1\r\nHost: 127.0.0.1\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
+        f"Sec-WebSocket-Key: {key}\r\nSec-WebSocket-Version: 13\r\n\r\n".encode()
+    )
     head = b""
     while b"\r\n\r\n" not in head:
         head += sock.recv(1)
     assert head.startswith(b"HTTP/1.1 101")
     # The replica reads nothing while 300 more writes arrive live.
     for i in range(300, 600):
-        conn.request("POST", "/api/user", json.dumps({**USER, "email": f"{i}@x.io", "profile": profile}),
-                     {"Content-Type": "application/json"})
+        conn.request(
+            "POST",
+            "/api/user",
+            json.dumps({**USER, "email": f"{i}@x.io", "profile": profile}),
+            {"Content-Type": "application/json"},
+        )
         assert conn.getresponse().read()
     time.sleep(0.5)
     during = _rss_kib(server.proc.pid)
@@ -284,11 +313,11 @@ def test_a_slow_replica_does_not_grow_server_memory(serve):
                 n, i = int.from_bytes(buffer[2:10], "big"), 10
             if len(buffer) < i + n:
                 break
-            offset, _event = parse(buffer[i:i + n])
+            offset, _event = parse(buffer[i : i + n])
             assert offset == last + 1
             last = offset
             received += 1
-            buffer = buffer[i + n:]
+            buffer = buffer[i + n :]
     sock.close()
     conn.close()
     assert received == 600

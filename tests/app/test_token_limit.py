@@ -15,18 +15,21 @@ from cryptography.hazmat.primitives.asymmetric import ec
 def guarded(serve, tmp_path):
     private = ec.generate_private_key(ec.SECP256R1())
     pem = tmp_path / "idp.pem"
-    pem.write_bytes(private.public_key().public_bytes(serialization.Encoding.PEM,
-                                                      serialization.PublicFormat.SubjectPublicKeyInfo))
+    pem.write_bytes(
+        private.public_key().public_bytes(serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo)
+    )
     (tmp_path / "data" / "acme").mkdir(parents=True)
-    server = serve(data_dir=tmp_path / "data",
-                   env={"SERVICE_JWT_PUBKEY": str(pem), "SERVICE_JWT_ALG": "ES256", "SERVICE_TENANT": "acme"})
+    server = serve(
+        data_dir=tmp_path / "data",
+        env={"SERVICE_JWT_PUBKEY": str(pem), "SERVICE_JWT_ALG": "ES256", "SERVICE_TENANT": "acme"},
+    )
     return server, private
 
 
 def _token(private, size: int) -> str:
     claims = {"exp": int(time.time()) + 300, "tenant": "acme", "iss": "https://id.example.com/", "aud": "blog"}
     token = jwt.encode({**claims, "pad": ""}, private, algorithm="ES256")
-    pad = (size - len(token)) * 3 // 4                      # base64url: 4 characters per 3 bytes
+    pad = (size - len(token)) * 3 // 4  # base64url: 4 characters per 3 bytes
     return jwt.encode({**claims, "pad": "x" * max(0, pad)}, private, algorithm="ES256")
 
 

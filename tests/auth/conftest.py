@@ -40,8 +40,9 @@ def make_guard(tmp_path, keys):
     """make_guard(alg, key="rsa" | private key | None, jwks_url=None, env={}, **tunables)."""
     built: list[Guard] = []
 
-    def factory(alg: str, key: Any = None, *, jwks_url: str | None = None,
-                env: dict[str, str] | None = None, **tunables: Any) -> Guard:
+    def factory(
+        alg: str, key: Any = None, *, jwks_url: str | None = None, env: dict[str, str] | None = None, **tunables: Any
+    ) -> Guard:
         environ = base_env(alg)
         if jwks_url is not None:
             environ["SERVICE_JWKS_URL"] = jwks_url

@@ -64,9 +64,9 @@ def test_a_jwks_guard_without_keys_says_when_to_retry(make_guard, keys):
     now = [1000.0]
     guard = Guard(config, monotonic=lambda: now[0])
     token = mint(keys["p256"], "ES256")
-    with pytest.raises(KeyRefreshNeeded):          # never tried: the app fetches, then asks again
+    with pytest.raises(KeyRefreshNeeded):  # never tried: the app fetches, then asks again
         guard.verify(f"Bearer {token}")
-    asyncio.run(guard.refresh_keys())              # refused connection: no keys
+    asyncio.run(guard.refresh_keys())  # refused connection: no keys
     assert guard.fetches == 1 and not guard.has_keys
     for elapsed, retry_after in ((0.0, 10), (3.5, 7), (9.2, 1), (9.99, 1)):
         now[0] = 1000.0 + elapsed
@@ -76,7 +76,7 @@ def test_a_jwks_guard_without_keys_says_when_to_retry(make_guard, keys):
         assert str(unavailable.value) == "token verification keys have not been fetched yet"
         assert unavailable.value.retry_after == retry_after
         assert unavailable.value.headers == [("Retry-After", str(retry_after))]
-    now[0] = 1010.0                                # the interval is over: fetch again
+    now[0] = 1010.0  # the interval is over: fetch again
     with pytest.raises(KeyRefreshNeeded):
         guard.verify(f"Bearer {token}")
 

@@ -20,7 +20,7 @@ from dbsvc.auth import Guard, KeyRefreshNeeded
 from dbsvc.errors import ConfigError, TokenError
 from support.authkit import Reply, jwk_of, mint, public_pem
 
-WAIT = 30.0            # generous: a loaded two-core machine
+WAIT = 30.0  # generous: a loaded two-core machine
 
 
 def _message(call) -> str:
@@ -35,7 +35,7 @@ def _message(call) -> str:
 def test_without_cryptography_building_a_guard_says_which_package_to_install(make_guard, monkeypatch):
     config = make_guard("ES256", "p256").config
     monkeypatch.delattr(dbsvc.auth, "jwks", raising=False)
-    monkeypatch.setitem(sys.modules, "dbsvc.auth.jwks", None)      # "import dbsvc.auth.jwks" fails
+    monkeypatch.setitem(sys.modules, "dbsvc.auth.jwks", None)  # "import dbsvc.auth.jwks" fails
     with pytest.raises(ConfigError) as refused:
         Guard(config)
     assert str(refused.value) == "the token guard needs the 'cryptography' package (pip install 'dbsvc[auth]')"
@@ -60,8 +60,12 @@ def test_a_guard_without_a_key_source_is_a_config_error(make_guard):
 
 def test_a_plain_http_jwks_url_is_warned_about_unless_it_is_loopback(make_guard, caplog):
     config = make_guard("ES256", "p256").config
-    quiet = ["http://127.0.0.1:8080/jwks.json", "http://localhost/jwks.json", "http://[::1]/jwks.json",
-             "https://keys.example/jwks.json"]
+    quiet = [
+        "http://127.0.0.1:8080/jwks.json",
+        "http://localhost/jwks.json",
+        "http://[::1]/jwks.json",
+        "https://keys.example/jwks.json",
+    ]
     loud = ["http://keys.example/jwks.json", "http://10.0.0.7/jwks.json"]
     for url in quiet + loud:
         with caplog.at_level(logging.WARNING, logger="dbsvc.auth"):
@@ -71,8 +75,7 @@ def test_a_plain_http_jwks_url_is_warned_about_unless_it_is_loopback(make_guard,
         if url in quiet:
             assert said == [], url
         else:
-            assert said == [f"SERVICE_JWKS_URL {url} is plain http: keys fetched without TLS can be forged "
-                            "in transit"]
+            assert said == [f"SERVICE_JWKS_URL {url} is plain http: keys fetched without TLS can be forged in transit"]
 
 
 # -- what a refusal says -------------------------------------------------------------------
@@ -89,7 +92,8 @@ def test_no_token_is_said_as_such_without_an_error_code(make_guard):
 def test_a_bad_signature_is_said_as_such(make_guard, keys):
     guard = make_guard("ES256", "p256")
     assert _message(lambda: guard.verify(f"Bearer {mint(keys['p256_other'], 'ES256')}")) == (
-        "token signature is invalid")
+        "token signature is invalid"
+    )
 
 
 # -- the Authorization spellings -------------------------------------------------------------
@@ -108,23 +112,37 @@ def _token_ending_in_x(keys) -> str:
 def test_spaces_and_tabs_around_the_token_are_allowed_in_every_spelling(make_guard, keys):
     guard = make_guard("ES384", "p384")
     token = _token_ending_in_x(keys)
-    for value in (f"Bearer  {token}", f"Bearer \t{token}", f"Bearer {token} ", f"Bearer {token}\t",
-                  f"Bearer {token} \t ", f"bearer {token} ", f"bearer {token}", f"Bearer   {token}  "):
-        guard._cache.clear()                   # each spelling is verified, not answered from the cache
+    for value in (
+        f"Bearer  {token}",
+        f"Bearer \t{token}",
+        f"Bearer {token} ",
+        f"Bearer {token}\t",
+        f"Bearer {token} \t ",
+        f"bearer {token} ",
+        f"bearer {token}",
+        f"Bearer   {token}  ",
+    ):
+        guard._cache.clear()  # each spelling is verified, not answered from the cache
         assert guard.verify(value)["tenant"] == "acme", value
     # Only spaces and tabs (RFC 9110 OWS), in either spelling: other characters a header
     # value may hold in its latin-1 decoding, a no-break space or NEL, are not whitespace.
-    for value in (f"Bearer {token}\xa0 ", f"Bearer {token}\x85", f"bearer {token}\x85",
-                  f"bearer {token}\xa0\t", f"\x85bearer {token}"):
-        assert _message(lambda: guard.verify(value)).startswith(("token is not a compact JWS",
-                                                                 "authorization scheme is not Bearer")), value
+    for value in (
+        f"Bearer {token}\xa0 ",
+        f"Bearer {token}\x85",
+        f"bearer {token}\x85",
+        f"bearer {token}\xa0\t",
+        f"\x85bearer {token}",
+    ):
+        assert _message(lambda: guard.verify(value)).startswith(
+            ("token is not a compact JWS", "authorization scheme is not Bearer")
+        ), value
 
 
 def test_the_header_limit_leaves_room_for_the_scheme_and_spaces_and_no_more(make_guard, keys):
     token = mint(keys["p256"], "ES256")
     guard = make_guard("ES256", "p256", max_token_bytes=len(token))
-    assert guard.verify(f"Bearer {token}")["tenant"] == "acme"         # a token of exactly the limit
-    padded = f"Bearer {token}" + " " * 57                                # the header limit: limit + 64
+    assert guard.verify(f"Bearer {token}")["tenant"] == "acme"  # a token of exactly the limit
+    padded = f"Bearer {token}" + " " * 57  # the header limit: limit + 64
     assert len(padded) == len(token) + 64
     guard._cache.clear()
     assert guard.verify(padded)["tenant"] == "acme"
@@ -142,7 +160,7 @@ def test_a_cached_token_is_refused_at_exactly_exp_plus_leeway(make_guard, keys):
     token = mint(keys["p256"], "ES256", iat=int(start), exp=int(start) + 100)
     assert guard.verify(f"Bearer {token}")["tenant"] == "acme"
     now[0] = start + 104.999
-    assert guard.verify(f"Bearer {token}")["tenant"] == "acme"          # from the cache
+    assert guard.verify(f"Bearer {token}")["tenant"] == "acme"  # from the cache
     now[0] = start + 105
     assert _message(lambda: guard.verify(f"Bearer {token}")) == "token has expired"
 
@@ -164,7 +182,7 @@ def test_keys_past_their_max_age_are_refreshed_first_cached_token_or_not(make_gu
     assert guard.verify(f"Bearer {cached}")["sub"] == "cached"
     assert guard.verify(f"Bearer {fresh}")["sub"] == "new"
     guard._cache.pop(fresh)
-    now[0] = 1060.0                            # max-age over, no background refresher: fetch first
+    now[0] = 1060.0  # max-age over, no background refresher: fetch first
     for token in (cached, fresh):
         with pytest.raises(KeyRefreshNeeded):
             guard.verify(f"Bearer {token}")
@@ -179,10 +197,10 @@ def test_a_cached_token_is_served_while_another_request_refreshes_stale_keys(mak
     async def scenario() -> None:
         await guard.refresh_keys()
         assert guard.verify(f"Bearer {token}")["tenant"] == "acme"
-        now[0] = 1100.0                                            # stale
+        now[0] = 1100.0  # stale
         reply = jwks_server.replies["/jwks.json"]
         jwks_server.replies["/jwks.json"] = dataclasses.replace(reply, delay=0.3)
-        refreshing = asyncio.create_task(guard.refresh_keys())     # another request's fetch
+        refreshing = asyncio.create_task(guard.refresh_keys())  # another request's fetch
         deadline = time.monotonic() + WAIT
         while jwks_server.hits.get("/jwks.json", 0) < 2:
             assert time.monotonic() < deadline, "the second fetch never reached the server"
@@ -201,18 +219,19 @@ def test_the_kid_refusals_say_what_was_wrong(make_guard, keys, jwks_server):
     guard = _jwks_guard(make_guard, jwks_server, now)
     asyncio.run(guard.refresh_keys())
     assert _message(lambda: guard.verify(f"Bearer {mint(keys['p256'], 'ES256')}")) == (
-        "token has no 'kid' header and the key set holds several keys")
+        "token has no 'kid' header and the key set holds several keys"
+    )
     # A fetch was made 0 s ago: an unknown kid is refused without another.
     assert _message(lambda: guard.verify(f"Bearer {mint(keys['p256'], 'ES256', kid='k9')}")) == (
-        "token 'kid' names no known key")
+        "token 'kid' names no known key"
+    )
     assert guard.fetches == 1
 
 
 # -- what the JWKS fetches log --------------------------------------------------------------
 
 
-def test_each_new_key_set_is_logged_once_and_a_failed_fetch_says_what_it_keeps(make_guard, keys, jwks_server,
-                                                                                 caplog):
+def test_each_new_key_set_is_logged_once_and_a_failed_fetch_says_what_it_keeps(make_guard, keys, jwks_server, caplog):
     now = [1000.0]
     guard = _jwks_guard(make_guard, jwks_server, now)
     url = jwks_server.url()
@@ -220,7 +239,7 @@ def test_each_new_key_set_is_logged_once_and_a_failed_fetch_says_what_it_keeps(m
     with caplog.at_level(logging.INFO, logger="dbsvc.auth"):
         asyncio.run(guard.refresh_keys())
         jwks_server.serve_keys([jwk_of(keys["p256"], "ES256", "k1")], max_age=60)
-        for _ in range(2):                     # the same set twice: said once
+        for _ in range(2):  # the same set twice: said once
             now[0] += 10
             asyncio.run(guard.refresh_keys())
         jwks_server.replies["/jwks.json"] = Reply(500, b"boom")
@@ -234,8 +253,9 @@ def test_each_new_key_set_is_logged_once_and_a_failed_fetch_says_what_it_keeps(m
     assert guard.fetches == 4
 
 
-def test_a_fetch_that_cannot_even_start_is_logged_with_its_cause_and_the_keys_stay(make_guard, keys, jwks_server,
-                                                                                    caplog):
+def test_a_fetch_that_cannot_even_start_is_logged_with_its_cause_and_the_keys_stay(
+    make_guard, keys, jwks_server, caplog
+):
     # fetch_jwks itself turns every I/O and parse failure into JwksError (test_jwks_inputs.py);
     # what is left for the last-resort branch is the thread the fetch runs in: here the
     # loop's default executor is already shut down, as at the very end of a shutdown.
@@ -249,7 +269,7 @@ def test_a_fetch_that_cannot_even_start_is_logged_with_its_cause_and_the_keys_st
         await asyncio.get_running_loop().shutdown_default_executor()
         await guard.refresh_keys()
 
-    now[0] += 120                                           # the keys are stale: a fetch is due
+    now[0] += 120  # the keys are stale: a fetch is due
     with caplog.at_level(logging.INFO, logger="dbsvc.auth"):
         asyncio.run(refresh_without_an_executor())
     [record] = caplog.records
@@ -258,7 +278,7 @@ def test_a_fetch_that_cannot_even_start_is_logged_with_its_cause_and_the_keys_st
     assert record.exc_info is not None and record.exc_info[0] is RuntimeError
     assert guard.fetches == 2
     token = mint(keys["p256"], "ES256", kid="k1", sub="after")
-    assert guard.verify(f"Bearer {token}")["sub"] == "after"       # the old keys still verify
+    assert guard.verify(f"Bearer {token}")["sub"] == "after"  # the old keys still verify
 
 
 def test_a_cache_size_below_one_still_caches_the_latest_token_only(make_guard, keys):

@@ -60,8 +60,7 @@ async def _sleeps_of(guard: Guard, clock: Clock, count: int) -> list[float]:
     return clock.sleeps
 
 
-def test_after_a_good_fetch_the_refresher_sleeps_until_the_keys_max_age(make_guard, keys, jwks_server,
-                                                                          monkeypatch):
+def test_after_a_good_fetch_the_refresher_sleeps_until_the_keys_max_age(make_guard, keys, jwks_server, monkeypatch):
     jwks_server.serve_keys([jwk_of(keys["p256"], "ES256", "k1")], max_age=300)
     clock = Clock()
     guard = _guard(make_guard, jwks_server.url(), clock)
@@ -92,8 +91,8 @@ def test_the_refresher_counts_the_interval_from_an_attempt_made_on_demand(make_g
     guard = _guard(make_guard, _closed_port_url(), clock)
 
     async def scenario() -> list[float]:
-        await guard.refresh_keys()             # a request's fetch at 1000 s, refused
-        clock.now = 1004.0                     # the refresher starts 4 s later
+        await guard.refresh_keys()  # a request's fetch at 1000 s, refused
+        clock.now = 1004.0  # the refresher starts 4 s later
         monkeypatch.setattr(asyncio, "sleep", clock.sleep)
         return await _sleeps_of(guard, clock, 2)
 
@@ -113,7 +112,7 @@ def test_start_twice_runs_one_refresher_and_close_stops_it(make_guard, keys, jwk
         await guard.start()
         await guard.start()
         await asyncio.wait_for(clock.reached.wait(), 60)
-        for _ in range(20):                    # let a second refresher, if any, reach its sleep
+        for _ in range(20):  # let a second refresher, if any, reach its sleep
             await REAL_SLEEP(0)
         guard.close()
         return clock.sleeps
@@ -122,8 +121,7 @@ def test_start_twice_runs_one_refresher_and_close_stops_it(make_guard, keys, jwk
     assert guard.fetches == 1
 
 
-def test_with_a_refresher_running_fresh_keys_verify_new_tokens_at_once(make_guard, keys, jwks_server,
-                                                                        monkeypatch):
+def test_with_a_refresher_running_fresh_keys_verify_new_tokens_at_once(make_guard, keys, jwks_server, monkeypatch):
     # The refresher fetches when the keys' max-age runs out; until then, a new token is
     # verified with the keys held, even once another fetch would be allowed.
     from support.authkit import mint
@@ -137,7 +135,7 @@ def test_with_a_refresher_running_fresh_keys_verify_new_tokens_at_once(make_guar
         clock.wanted = 1
         await guard.start()
         await asyncio.wait_for(clock.reached.wait(), 60)
-        clock.now = 1000.0 + 20                # past jwks_min_interval, within max-age
+        clock.now = 1000.0 + 20  # past jwks_min_interval, within max-age
         claims = guard.verify(f"Bearer {mint(keys['p256'], 'ES256', kid='k1')}")
         guard.close()
         return claims

@@ -19,10 +19,18 @@ ROOT = Path(__file__).resolve().parents[2]
 @pytest.fixture
 def jwks_dbsvc(tmp_path, jwks_server):
     (tmp_path / "data" / TENANT).mkdir(parents=True)
-    server = start_server(ROOT / "schemas" / "blog.dbs", tmp_path / "data", env={
-        "SERVICE_TENANT": TENANT, "SERVICE_JWKS_URL": jwks_server.url(), "SERVICE_JWT_ALG": "ES256",
-        "SERVICE_JWT_ISSUER": ISSUER, "SERVICE_JWT_AUDIENCE": AUDIENCE, "RUST_LOG": "debug",
-    })
+    server = start_server(
+        ROOT / "schemas" / "blog.dbs",
+        tmp_path / "data",
+        env={
+            "SERVICE_TENANT": TENANT,
+            "SERVICE_JWKS_URL": jwks_server.url(),
+            "SERVICE_JWT_ALG": "ES256",
+            "SERVICE_JWT_ISSUER": ISSUER,
+            "SERVICE_JWT_AUDIENCE": AUDIENCE,
+            "RUST_LOG": "debug",
+        },
+    )
     yield server.port, server.log
     server.stop(timeout=15)
 
@@ -40,7 +48,7 @@ def get(port: int, path: str, token: str | None = None) -> tuple[int, dict[str, 
 def _wait_for_first_fetch(jwks_server) -> None:
     deadline = time.monotonic() + 10
     while not jwks_server.hits.get("/jwks.json") and time.monotonic() < deadline:
-        time.sleep(0.02)                            # the background first fetch
+        time.sleep(0.02)  # the background first fetch
 
 
 def test_no_keys_yet_is_503_with_retry_after(jwks_server, jwks_dbsvc, keys):
@@ -50,8 +58,8 @@ def test_no_keys_yet_is_503_with_retry_after(jwks_server, jwks_dbsvc, keys):
     status, headers, body = get(port, "/api/user", mint(keys["p256"], "ES256", kid="k1"))
     assert status == 503, body
     assert 1 <= int(headers["retry-after"]) <= 30
-    assert get(port, "/health")[0] == 200           # never guarded
-    assert jwks_server.hits["/jwks.json"] == 1      # the request did not cause a second fetch
+    assert get(port, "/health")[0] == 200  # never guarded
+    assert jwks_server.hits["/jwks.json"] == 1  # the request did not cause a second fetch
 
 
 @pytest.fixture
@@ -72,7 +80,7 @@ def test_jwks_guard_answers_over_http(idp_up, jwks_server, jwks_dbsvc, keys):
     assert status == 401 and headers["www-authenticate"] == 'Bearer realm="dbsvc", error="invalid_token"'
     status, _, body = get(port, "/api/user", mint(keys["p256"], "ES256", kid="k1", tenant="other"))
     assert status == 403 and b"acme" not in body and b'"data"' not in body
-    assert jwks_server.hits["/jwks.json"] <= 2      # first fetch, at most one for the unknown kid
+    assert jwks_server.hits["/jwks.json"] <= 2  # first fetch, at most one for the unknown kid
 
     time.sleep(0.2)
     text = "".join(log)

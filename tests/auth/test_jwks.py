@@ -39,7 +39,7 @@ def wait_interval(guard) -> None:
 def test_first_request_fetches_then_verifies(make_guard, keys, jwks_server):
     jwks_server.serve_keys([jwk_of(keys["rsa"], "RS256", "k1", use="sig")])
     guard = make_guard("RS256", jwks_url=jwks_server.url(), **FAST)
-    assert not guard.has_keys                       # the constructor does not fetch
+    assert not guard.has_keys  # the constructor does not fetch
     assert jwks_server.hits == {}
     token = mint(keys["rsa"], "RS256", kid="k1")
     with pytest.raises(KeyRefreshNeeded):
@@ -75,9 +75,18 @@ def test_start_fetches_in_the_background(make_guard, keys, jwks_server):
     run(scenario())
 
 
-@pytest.mark.parametrize("alg,key", [("RS256", "rsa"), ("PS384", "rsa"), ("ES256", "p256"),
-                                     ("ES384", "p384"), ("ES512", "p521"), ("EdDSA", "ed25519"),
-                                     ("EdDSA", "ed448")])
+@pytest.mark.parametrize(
+    "alg,key",
+    [
+        ("RS256", "rsa"),
+        ("PS384", "rsa"),
+        ("ES256", "p256"),
+        ("ES384", "p384"),
+        ("ES512", "p521"),
+        ("EdDSA", "ed25519"),
+        ("EdDSA", "ed448"),
+    ],
+)
 def test_every_key_type_from_a_jwks(make_guard, keys, jwks_server, alg, key):
     jwks_server.serve_keys([jwk_of(keys[key], alg, "k1")])
     guard = make_guard(alg, jwks_url=jwks_server.url(), **FAST)
@@ -93,7 +102,7 @@ def test_rotation_new_kid_within_one_refresh_and_removed_kid_after_max_age(make_
     # The IdP publishes the new key and withdraws the old one.
     jwks_server.serve_keys([jwk_of(new, "RS256", "new")], max_age=1)
     wait_interval(guard)
-    assert run(authenticate(guard, new_token))       # picked up by one refresh
+    assert run(authenticate(guard, new_token))  # picked up by one refresh
     assert jwks_server.hits["/jwks.json"] == 2
     # That refresh already dropped "old": the cached old token no longer verifies.
     with pytest.raises(TokenError, match="kid"):
@@ -107,7 +116,7 @@ def test_removed_kid_is_refused_after_max_age_even_when_cached(make_guard, keys,
     token_a = mint(a, "ES256", kid="a")
     assert run(authenticate(guard, token_a))
     jwks_server.serve_keys([jwk_of(b, "ES256", "b")], max_age=1)
-    assert guard.verify(f"Bearer {token_a}")          # still fresh: cached, no fetch
+    assert guard.verify(f"Bearer {token_a}")  # still fresh: cached, no fetch
     assert jwks_server.hits["/jwks.json"] == 1
     time.sleep(1.1)
     with pytest.raises(TokenError):
@@ -140,11 +149,13 @@ def test_background_refresh_follows_max_age(make_guard, keys, jwks_server):
         guard.close()
 
     run(scenario())
-    assert 2 <= jwks_server.hits["/jwks.json"] <= 4   # one per max-age, give or take a tick
+    assert 2 <= jwks_server.hits["/jwks.json"] <= 4  # one per max-age, give or take a tick
 
 
-@pytest.mark.parametrize("failure", ["500", "503", "badjson", "notobject", "nokeys", "oversized",
-                                     "oversized-unsized", "unusable", "redirect-away"])
+@pytest.mark.parametrize(
+    "failure",
+    ["500", "503", "badjson", "notobject", "nokeys", "oversized", "oversized-unsized", "unusable", "redirect-away"],
+)
 def test_failed_refresh_keeps_the_keys(make_guard, keys, jwks_server, failure, caplog):
     jwks_server.serve_keys([jwk_of(keys["rsa"], "RS256", "k1")])
     guard = make_guard("RS256", jwks_url=jwks_server.url(), jwks_min_interval=0.1, jwks_max_bytes=1 << 20)
@@ -167,7 +178,7 @@ def test_failed_refresh_keeps_the_keys(make_guard, keys, jwks_server, failure, c
     with pytest.raises(TokenError, match="kid"):
         run(authenticate(guard, mint(keys["rsa"], "RS256", kid="unknown")))
     assert guard.fetches == before + 1
-    assert guard.verify(f"Bearer {token}")           # the old key still works
+    assert guard.verify(f"Bearer {token}")  # the old key still works
     assert any("jwks fetch" in r.getMessage() and "failed" in r.getMessage() for r in caplog.records)
 
 
@@ -176,18 +187,18 @@ def test_unreachable_endpoint_keeps_the_keys(make_guard, keys, jwks_server):
     guard = make_guard("RS256", jwks_url=jwks_server.url(), jwks_min_interval=0.1)
     token = mint(keys["rsa"], "RS256", kid="k1")
     assert run(authenticate(guard, token))
-    jwks_server.stop()                                # the port now refuses connections
+    jwks_server.stop()  # the port now refuses connections
     wait_interval(guard)
     with pytest.raises(TokenError):
         run(authenticate(guard, mint(keys["rsa"], "RS256", kid="k2")))
     assert guard.verify(f"Bearer {token}")
-    jwks_server.stop = lambda: None                   # already stopped
+    jwks_server.stop = lambda: None  # already stopped
 
 
 def test_unreachable_from_the_start_is_503(make_guard, keys):
     import socket
 
-    with socket.socket() as s:                        # a port nobody listens on
+    with socket.socket() as s:  # a port nobody listens on
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
     guard = make_guard("RS256", jwks_url=f"http://127.0.0.1:{port}/jwks.json", jwks_min_interval=5.0)
@@ -198,7 +209,7 @@ def test_unreachable_from_the_start_is_503(make_guard, keys):
 
 def test_slow_endpoint_times_out_without_blocking_the_loop(make_guard, keys, jwks_server):
     jwks_server.serve_keys([jwk_of(keys["rsa"], "RS256", "k1")])
-    guard = make_guard("RS256", jwks_url=jwks_server.url(), jwks_min_interval=0.1)   # 2 s timeout
+    guard = make_guard("RS256", jwks_url=jwks_server.url(), jwks_min_interval=0.1)  # 2 s timeout
     assert guard.config.jwks_timeout == 2.0
     token = mint(keys["rsa"], "RS256", kid="k1")
     assert run(authenticate(guard, token))
@@ -225,7 +236,7 @@ def test_slow_endpoint_times_out_without_blocking_the_loop(make_guard, keys, jwk
         return elapsed, answered
 
     elapsed, answered = run(scenario())
-    assert 1.8 <= elapsed < 60                        # the 2 s timeout, not the 60 s delay
+    assert 1.8 <= elapsed < 60  # the 2 s timeout, not the 60 s delay
     # Cached-token requests kept being answered while the fetch hung in its thread (a
     # blocked loop would have answered none, or one).
     assert answered >= 3
@@ -234,7 +245,7 @@ def test_slow_endpoint_times_out_without_blocking_the_loop(make_guard, keys, jwk
 
 def test_storm_of_random_kids_fetches_once_per_interval(make_guard, keys, jwks_server):
     jwks_server.serve_keys([jwk_of(keys["rsa"], "RS256", "k1")])
-    jwks_server.replies["/jwks.json"].delay = 0.2     # keep the fetch in flight a while
+    jwks_server.replies["/jwks.json"].delay = 0.2  # keep the fetch in flight a while
     guard = make_guard("RS256", jwks_url=jwks_server.url(), jwks_min_interval=30.0)
     good = mint(keys["rsa"], "RS256", kid="k1")
     storm = [mint(keys["rsa"], "RS256", kid=secrets.token_hex(8)) for _ in range(200)]
@@ -290,14 +301,9 @@ def test_same_origin_redirect_is_followed(make_guard, keys, jwks_server):
     assert run(authenticate(guard, mint(keys["rsa"], "RS256", kid="k1")))
 
 
-@pytest.mark.parametrize("bad_jwk", [
-    {"use": "enc"},
-    {"alg": "RS512"},
-    {"key_ops": ["encrypt"]},
-    {"kty": "EC"},
-    "small",
-    "ec",
-])
+@pytest.mark.parametrize(
+    "bad_jwk", [{"use": "enc"}, {"alg": "RS512"}, {"key_ops": ["encrypt"]}, {"kty": "EC"}, "small", "ec"]
+)
 @pytest.mark.filterwarnings("ignore::UserWarning")
 def test_unfit_jwks_keys_are_skipped(make_guard, keys, jwks_server, bad_jwk):
     if bad_jwk == "small":
@@ -316,25 +322,28 @@ def test_unfit_jwks_keys_are_skipped(make_guard, keys, jwks_server, bad_jwk):
         run(authenticate(guard, mint(signer, "RS256", kid="bad")))
 
 
-@pytest.mark.parametrize("alg,jwk_key,crv,signer", [
-    ("ES384", "p256", None, "p384"),       # a P-256 key offered for ES384
-    ("ES256", "p256", "P-384", "p256"),    # crv that does not match the coordinates
-    ("EdDSA", "ed25519", "X25519", "ed25519"),
-])
+@pytest.mark.parametrize(
+    "alg,jwk_key,crv,signer",
+    [
+        ("ES384", "p256", None, "p384"),  # a P-256 key offered for ES384
+        ("ES256", "p256", "P-384", "p256"),  # crv that does not match the coordinates
+        ("EdDSA", "ed25519", "X25519", "ed25519"),
+    ],
+)
 def test_curve_mismatches_are_skipped(make_guard, keys, jwks_server, alg, jwk_key, crv, signer):
     entry = jwk_of(keys[jwk_key], None, "k")
     if crv:
         entry["crv"] = crv
     jwks_server.serve_keys([entry])
     guard = make_guard(alg, jwks_url=jwks_server.url(), jwks_min_interval=30.0)
-    with pytest.raises(KeysUnavailable):               # nothing usable: never had keys
+    with pytest.raises(KeysUnavailable):  # nothing usable: never had keys
         run(authenticate(guard, mint(keys[signer], alg, kid="k")))
     assert guard.fetches == 1
 
 
 def test_off_curve_and_short_coordinates_are_skipped(make_guard, keys, jwks_server):
     good = jwk_of(keys["p256"], "ES256", "k")
-    off = {**good, "kid": "off", "y": good["x"]}      # (x, x) is not on the curve
+    off = {**good, "kid": "off", "y": good["x"]}  # (x, x) is not on the curve
     short = {**good, "kid": "short", "x": good["x"][:-2]}
     jwks_server.serve_keys([off, short, good])
     guard = make_guard("ES256", jwks_url=jwks_server.url(), jwks_min_interval=30.0)
@@ -347,7 +356,7 @@ def test_off_curve_and_short_coordinates_are_skipped(make_guard, keys, jwks_serv
 def test_token_without_kid(make_guard, keys, jwks_server):
     jwks_server.serve_keys([jwk_of(keys["rsa"], "RS256", "only")])
     guard = make_guard("RS256", jwks_url=jwks_server.url(), **FAST)
-    assert run(authenticate(guard, mint(keys["rsa"], "RS256")))   # one key: no guessing needed
+    assert run(authenticate(guard, mint(keys["rsa"], "RS256")))  # one key: no guessing needed
     jwks_server.serve_keys([jwk_of(keys["rsa"], "RS256", "a"), jwk_of(keys["rsa_other"], "RS256", "b")])
     wait_interval(guard)
     run(guard.refresh_keys())
@@ -355,11 +364,21 @@ def test_token_without_kid(make_guard, keys, jwks_server):
         guard.verify(f"Bearer {mint(keys['rsa'], 'RS256', sub='fresh')}")
 
 
-@pytest.mark.parametrize("header,expected", [
-    (None, None), ("", None), ("public", None), ("max-age=60", 60.0), ("public, max-age=600", 600.0),
-    ('max-age="120", must-revalidate', 120.0), ("no-store", 0.0), ("no-cache, max-age=5", 5.0),
-    ("s-maxage=10", None), ("max-age=-1", None),
-])
+@pytest.mark.parametrize(
+    "header,expected",
+    [
+        (None, None),
+        ("", None),
+        ("public", None),
+        ("max-age=60", 60.0),
+        ("public, max-age=600", 600.0),
+        ('max-age="120", must-revalidate', 120.0),
+        ("no-store", 0.0),
+        ("no-cache, max-age=5", 5.0),
+        ("s-maxage=10", None),
+        ("max-age=-1", None),
+    ],
+)
 def test_parse_max_age(header, expected):
     assert parse_max_age(header) == expected
 

@@ -25,16 +25,38 @@ ALGS = ["RS256", "PS384", "ES256", "ES384", "ES512", "EdDSA"]
 json_values = st.recursive(
     st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(max_size=20),
     lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=8), inner, max_size=4),
-    max_leaves=12)
+    max_leaves=12,
+)
 
 # JWK members with the names a key parser reads, each any JSON value or a plausible string.
 MEMBERS = ["kty", "crv", "n", "e", "x", "y", "kid", "use", "key_ops", "alg"]
 member_values = json_values | st.sampled_from(
-    ["RSA", "EC", "OKP", "P-256", "P-384", "P-521", "Ed25519", "Ed448", "sig", "enc", "verify",
-     "AQAB", "AA", "_-_-", "====", "", "RS256", "EdDSA", "ES256"])
+    [
+        "RSA",
+        "EC",
+        "OKP",
+        "P-256",
+        "P-384",
+        "P-521",
+        "Ed25519",
+        "Ed448",
+        "sig",
+        "enc",
+        "verify",
+        "AQAB",
+        "AA",
+        "_-_-",
+        "====",
+        "",
+        "RS256",
+        "EdDSA",
+        "ES256",
+    ]
+)
 jwks = st.dictionaries(st.sampled_from(MEMBERS), member_values, max_size=8)
-documents = st.fixed_dictionaries({}, optional={"keys": st.lists(jwks | json_values, max_size=4)}) | \
-    st.dictionaries(st.text(max_size=6), json_values, max_size=3)
+documents = st.fixed_dictionaries({}, optional={"keys": st.lists(jwks | json_values, max_size=4)}) | st.dictionaries(
+    st.text(max_size=6), json_values, max_size=3
+)
 
 
 def _keyset_or_jwks_error(build) -> None:
@@ -52,8 +74,11 @@ def test_any_document_is_a_key_set_or_a_jwks_error(document, alg):
 
 
 @settings(max_examples=300, deadline=None, derandomize=True)
-@given(body=st.binary(max_size=64) | st.builds(lambda v: json.dumps(v).encode(), json_values)
-       | st.builds(lambda d: "[" * d + "]" * d, st.integers(1, 200_000)).map(str.encode))
+@given(
+    body=st.binary(max_size=64)
+    | st.builds(lambda v: json.dumps(v).encode(), json_values)
+    | st.builds(lambda d: "[" * d + "]" * d, st.integers(1, 200_000)).map(str.encode)
+)
 def test_any_body_is_an_object_or_a_value_error(body):
     try:
         assert isinstance(load_json_object(body), dict)
@@ -61,14 +86,17 @@ def test_any_body_is_an_object_or_a_value_error(body):
         pass
 
 
-@settings(max_examples=60, deadline=None, derandomize=True,
-          suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(status=st.sampled_from([200, 200, 200, 204, 301, 302, 304, 404, 500, 999]),
-       headers=st.dictionaries(
-           st.sampled_from(["Content-Type", "Cache-Control", "Location", "Content-Encoding", "X-Pad"]),
-           st.text(st.characters(min_codepoint=0x20, max_codepoint=0x7e), max_size=40), max_size=3),
-       body=st.binary(max_size=200) | st.builds(lambda v: json.dumps({"keys": v}).encode(), json_values),
-       sized=st.booleans())
+@settings(max_examples=60, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(
+    status=st.sampled_from([200, 200, 200, 204, 301, 302, 304, 404, 500, 999]),
+    headers=st.dictionaries(
+        st.sampled_from(["Content-Type", "Cache-Control", "Location", "Content-Encoding", "X-Pad"]),
+        st.text(st.characters(min_codepoint=0x20, max_codepoint=0x7E), max_size=40),
+        max_size=3,
+    ),
+    body=st.binary(max_size=200) | st.builds(lambda v: json.dumps({"keys": v}).encode(), json_values),
+    sized=st.booleans(),
+)
 def test_any_answer_of_an_endpoint_is_a_key_set_or_a_jwks_error(jwks_server, status, headers, body, sized):
     jwks_server.replies["/jwks.json"] = Reply(status, body, headers, content_length=sized)
     _keyset_or_jwks_error(lambda: fetch_jwks(jwks_server.url(), "RS256", timeout=10.0, max_bytes=1 << 16)[0])

@@ -23,7 +23,7 @@ from support.authkit import AUDIENCE, ISSUER, TENANT, jwk_of, mint
 from support.server import start_server
 
 ROOT = Path(__file__).resolve().parents[2]
-PROMISED = 10.0          # a rotated-in key is accepted at most this long after the last fetch
+PROMISED = 10.0  # a rotated-in key is accepted at most this long after the last fetch
 
 
 class Clock:
@@ -41,8 +41,11 @@ def guard_at(tmp_path, jwks_server):
     """A JWKS guard built from the environment alone (every tunable at its default)."""
     clock = Clock()
     environ = {
-        "SERVICE_JWKS_URL": jwks_server.url(), "SERVICE_JWT_ALG": "ES256", "SERVICE_TENANT": TENANT,
-        "SERVICE_JWT_ISSUER": ISSUER, "SERVICE_JWT_AUDIENCE": AUDIENCE,
+        "SERVICE_JWKS_URL": jwks_server.url(),
+        "SERVICE_JWT_ALG": "ES256",
+        "SERVICE_TENANT": TENANT,
+        "SERVICE_JWT_ISSUER": ISSUER,
+        "SERVICE_JWT_AUDIENCE": AUDIENCE,
     }
     config = load_auth_config(environ, AuthSettings(), str(tmp_path))
     assert config is not None
@@ -76,7 +79,7 @@ def test_rotated_in_key_is_accepted_at_the_promised_interval(guard_at, jwks_serv
     clock.now += PROMISED - 0.5
     with pytest.raises(TokenError, match="'kid' names no known key"):
         asyncio.run(authenticate(guard, new_token))
-    assert fetches(jwks_server) == 1                 # inside the interval: no fetch
+    assert fetches(jwks_server) == 1  # inside the interval: no fetch
     clock.now += 0.5
     assert asyncio.run(authenticate(guard, new_token))["tenant"] == TENANT
     assert fetches(jwks_server) == 2
@@ -99,7 +102,7 @@ def test_random_kids_fetch_at_most_once_per_interval(guard_at, jwks_server, keys
             asyncio.run(authenticate(guard, mint(key, "ES256", kid=secrets.token_hex(8))))
         refused += 1
     assert refused == 120
-    assert fetches(jwks_server) == 1 + 2             # first fetch, then one at 10 s and one at 20 s
+    assert fetches(jwks_server) == 1 + 2  # first fetch, then one at 10 s and one at 20 s
     # The genuine key kept working all along.
     assert asyncio.run(authenticate(guard, mint(key, "ES256", kid="k1")))
 
@@ -117,20 +120,29 @@ def test_concurrent_random_kids_share_one_fetch(guard_at, jwks_server, keys):
 
     results = asyncio.run(storm())
     assert all(isinstance(r, TokenError) for r in results), results
-    assert fetches(jwks_server) == 2                 # single flight: fifty tokens, one fetch
+    assert fetches(jwks_server) == 2  # single flight: fifty tokens, one fetch
 
 
 # ---------------------------------------------------------------------------------------
 # The same through a real server process (wall-clock time, so marked slow).
 # ---------------------------------------------------------------------------------------
 
+
 @pytest.fixture
 def jwks_service(tmp_path, jwks_server):
     (tmp_path / "data" / TENANT).mkdir(parents=True)
-    server = start_server(ROOT / "schemas" / "blog.dbs", tmp_path / "data", env={
-        "SERVICE_TENANT": TENANT, "SERVICE_JWKS_URL": jwks_server.url(), "SERVICE_JWT_ALG": "ES256",
-        "SERVICE_JWT_ISSUER": ISSUER, "SERVICE_JWT_AUDIENCE": AUDIENCE, "RUST_LOG": "info",
-    })
+    server = start_server(
+        ROOT / "schemas" / "blog.dbs",
+        tmp_path / "data",
+        env={
+            "SERVICE_TENANT": TENANT,
+            "SERVICE_JWKS_URL": jwks_server.url(),
+            "SERVICE_JWT_ALG": "ES256",
+            "SERVICE_JWT_ISSUER": ISSUER,
+            "SERVICE_JWT_AUDIENCE": AUDIENCE,
+            "RUST_LOG": "info",
+        },
+    )
     yield server.port
     server.stop(timeout=15)
 

@@ -25,7 +25,7 @@ def _outcome(call) -> str:
 
 
 def test_no_token_text_in_logs_or_messages(make_guard, keys, jwks_server, caplog):
-    caplog.set_level(logging.DEBUG)                # every logger, every level
+    caplog.set_level(logging.DEBUG)  # every logger, every level
     jwks_server.serve_keys([jwk_of(keys["rsa"], "RS256", "k1"), jwk_of(keys["rsa_small"], "RS256", "weak")])
     guard = make_guard("RS256", jwks_url=jwks_server.url(), jwks_min_interval=0.05)
     tokens = [
@@ -60,7 +60,7 @@ def test_no_token_text_in_logs_or_messages(make_guard, keys, jwks_server, caplog
         await guard.refresh_keys()
 
     asyncio.run(scenario())
-    assert any("jwks" in r.getMessage() for r in caplog.records)   # the capture works
+    assert any("jwks" in r.getMessage() for r in caplog.records)  # the capture works
     logged = []
     for record in caplog.records:
         logged.append(record.getMessage())

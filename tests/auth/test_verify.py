@@ -15,18 +15,7 @@ from cryptography.hazmat.primitives.asymmetric import ec
 
 from dbsvc.auth import ALGORITHMS, token_from_subprotocols, www_authenticate
 from dbsvc.errors import TokenError
-from support.authkit import (
-    KEY_FOR_ALG,
-    TENANT,
-    b64,
-    claims,
-    forge,
-    jwk_of,
-    mint,
-    public_der,
-    public_pem,
-    raw_sign,
-)
+from support.authkit import KEY_FOR_ALG, TENANT, b64, claims, forge, jwk_of, mint, public_der, public_pem, raw_sign
 
 
 def refused(guard, token: str) -> TokenError:
@@ -90,15 +79,25 @@ def test_certificate_pem_is_accepted(tmp_path, keys):
     private = keys["p256"]
     name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "idp")])
     now = datetime.datetime.now(datetime.UTC)
-    cert = (x509.CertificateBuilder().subject_name(name).issuer_name(name)
-            .public_key(private.public_key()).serial_number(1)
-            .not_valid_before(now).not_valid_after(now + datetime.timedelta(days=1))
-            .sign(private, hashes.SHA256()))
+    cert = (
+        x509.CertificateBuilder()
+        .subject_name(name)
+        .issuer_name(name)
+        .public_key(private.public_key())
+        .serial_number(1)
+        .not_valid_before(now)
+        .not_valid_after(now + datetime.timedelta(days=1))
+        .sign(private, hashes.SHA256())
+    )
     from cryptography.hazmat.primitives import serialization
+
     path = tmp_path / "cert.pem"
     path.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
-    config = load_auth_config({"SERVICE_JWT_PUBKEY": str(path), "SERVICE_JWT_ALG": "ES256",
-                               "SERVICE_TENANT": TENANT}, AuthSettings(), str(tmp_path))
+    config = load_auth_config(
+        {"SERVICE_JWT_PUBKEY": str(path), "SERVICE_JWT_ALG": "ES256", "SERVICE_TENANT": TENANT},
+        AuthSettings(),
+        str(tmp_path),
+    )
     assert Guard(config).verify(f"Bearer {mint(private, 'ES256')}")
 
 
@@ -186,7 +185,7 @@ def test_ecdsa_signature_forms(make_guard, keys):
         "s_zero": raw[:32] + b"\0" * 32,
         "s_is_order": raw[:32] + order.to_bytes(32, "big"),
         "r_is_order": order.to_bytes(32, "big") + raw[32:],
-        "s_plus_order_wraps": raw[:32] + ((s + order) % 2 ** 256).to_bytes(32, "big"),
+        "s_plus_order_wraps": raw[:32] + ((s + order) % 2**256).to_bytes(32, "big"),
         "all_ff": b"\xff" * 64,
     }
     for signature in bad.values():
@@ -212,19 +211,23 @@ def test_eddsa_signature_of_the_wrong_length_is_refused(make_guard, keys):
     refused(guard, f"{head}.{body}.{shorter}")
 
 
-@pytest.mark.parametrize("mangle", [
-    lambda t: t.rsplit(".", 1)[0],                 # two segments
-    lambda t: t + ".e30",                          # four segments
-    lambda t: t + ".a.b",                          # five segments (JWE shape)
-    lambda t: t[:-10],                             # truncated signature
-    lambda t: t.replace(".", "..", 1),             # empty segment
-    lambda t: t + "=",                             # padding
-    lambda t: t[:-1] + "!",                        # outside the alphabet
-    lambda t: t[:-1] + "+",                        # plain base64, not base64url
-    lambda t: t[:-2] + "\u00e9",                   # non-ASCII
-    lambda t: "." + t,                             # leading dot
-    lambda t: "",                                  # empty
-], ids=["two", "four", "five", "truncated", "empty-seg", "padding", "bang", "plus", "nonascii", "lead", "empty"])
+@pytest.mark.parametrize(
+    "mangle",
+    [
+        lambda t: t.rsplit(".", 1)[0],  # two segments
+        lambda t: t + ".e30",  # four segments
+        lambda t: t + ".a.b",  # five segments (JWE shape)
+        lambda t: t[:-10],  # truncated signature
+        lambda t: t.replace(".", "..", 1),  # empty segment
+        lambda t: t + "=",  # padding
+        lambda t: t[:-1] + "!",  # outside the alphabet
+        lambda t: t[:-1] + "+",  # plain base64, not base64url
+        lambda t: t[:-2] + "\u00e9",  # non-ASCII
+        lambda t: "." + t,  # leading dot
+        lambda t: "",  # empty
+    ],
+    ids=["two", "four", "five", "truncated", "empty-seg", "padding", "bang", "plus", "nonascii", "lead", "empty"],
+)
 def test_malformed_tokens_are_refused(make_guard, keys, mangle):
     guard = make_guard("RS256", "rsa")
     refused(guard, mangle(mint(keys["rsa"], "RS256")))
@@ -234,23 +237,19 @@ def test_non_canonical_base64_is_refused(make_guard, keys):
     guard = make_guard("EdDSA", "ed25519")
     token = mint(keys["ed25519"], "EdDSA")
     head, body, sig = token.split(".")
-    assert len(sig) % 4 == 2                       # 64 bytes -> 86 chars, 4 unused bits
+    assert len(sig) % 4 == 2  # 64 bytes -> 86 chars, 4 unused bits
     alphabet = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_"
-    last = alphabet[alphabet.index(sig[-1]) | 1]   # same bytes, a non-zero unused bit
+    last = alphabet[alphabet.index(sig[-1]) | 1]  # same bytes, a non-zero unused bit
     refused(guard, f"{head}.{body}.{sig[:-1]}{last}")
 
 
-@pytest.mark.parametrize("header", [
-    "not json", "[]", '"RS256"', '{"alg":"RS256","alg":"RS256"}', '{"alg":"RS256"',
-])
+@pytest.mark.parametrize("header", ["not json", "[]", '"RS256"', '{"alg":"RS256","alg":"RS256"}', '{"alg":"RS256"'])
 def test_bad_headers_are_refused(make_guard, keys, header):
     guard = make_guard("RS256", "rsa")
     refused(guard, forge(header, claims(), private=keys["rsa"], alg="RS256"))
 
 
-@pytest.mark.parametrize("payload", [
-    "not json", "[1]", "null", '{"a":1,"a":2}', b"\xff\xfe".decode("latin-1"),
-])
+@pytest.mark.parametrize("payload", ["not json", "[1]", "null", '{"a":1,"a":2}', b"\xff\xfe".decode("latin-1")])
 def test_bad_payloads_are_refused(make_guard, keys, payload):
     guard = make_guard("RS256", "rsa")
     refused(guard, forge({"alg": "RS256"}, payload, private=keys["rsa"]))
@@ -271,7 +270,7 @@ def test_nbf_in_the_future_is_refused(make_guard, keys):
     guard = make_guard("RS256", "rsa")
     now = int(time.time())
     refused(guard, mint(keys["rsa"], "RS256", nbf=now + 120))
-    assert guard.verify(f"Bearer {mint(keys['rsa'], 'RS256', nbf=now + 30)}")   # within leeway
+    assert guard.verify(f"Bearer {mint(keys['rsa'], 'RS256', nbf=now + 30)}")  # within leeway
 
 
 def test_iat_in_the_future_is_refused(make_guard, keys):
@@ -279,19 +278,23 @@ def test_iat_in_the_future_is_refused(make_guard, keys):
     refused(guard, mint(keys["rsa"], "RS256", iat=int(time.time()) + 3600))
 
 
-@pytest.mark.parametrize("iss", ["https://evil.example.com/", "https://ID.example.com/", None, 7, ["https://id.example.com/"]])
+@pytest.mark.parametrize(
+    "iss", ["https://evil.example.com/", "https://ID.example.com/", None, 7, ["https://id.example.com/"]]
+)
 def test_wrong_issuer_is_refused(make_guard, keys, iss):
     guard = make_guard("RS256", "rsa")
-    token = forge({"alg": "RS256"}, {k: v for k, v in {**claims(), "iss": iss}.items() if v is not None},
-                  private=keys["rsa"])
+    token = forge(
+        {"alg": "RS256"}, {k: v for k, v in {**claims(), "iss": iss}.items() if v is not None}, private=keys["rsa"]
+    )
     refused(guard, token)
 
 
 @pytest.mark.parametrize("aud", ["other", ["other", "x"], [], None, 1, ["blog", 2], "Blog"])
 def test_wrong_audience_is_refused(make_guard, keys, aud):
     guard = make_guard("RS256", "rsa")
-    token = forge({"alg": "RS256"}, {k: v for k, v in {**claims(), "aud": aud}.items() if v is not None},
-                  private=keys["rsa"])
+    token = forge(
+        {"alg": "RS256"}, {k: v for k, v in {**claims(), "aud": aud}.items() if v is not None}, private=keys["rsa"]
+    )
     refused(guard, token)
 
 
@@ -358,7 +361,9 @@ def test_key_bearing_headers_are_never_trusted(make_guard, keys, jwks_server):
         refused(guard, forge({"alg": "RS256", **header}, claims(), private=attacker))
     assert jwks_server.hits == {}
     # A genuine token carrying such headers is judged by the configured key alone.
-    assert guard.verify(f"Bearer {forge({'alg': 'RS256', 'jku': jwks_server.url('/evil.json')}, claims(), private=keys['rsa'])}")
+    assert guard.verify(
+        f"Bearer {forge({'alg': 'RS256', 'jku': jwks_server.url('/evil.json')}, claims(), private=keys['rsa'])}"
+    )
     assert jwks_server.hits == {}
 
 
@@ -370,13 +375,13 @@ def test_tenant_problems_are_403_without_data(make_guard, keys, tenant):
     guard = make_guard("ES256", "p256")
     token = forge({"alg": "ES256"}, claims(tenant=tenant), private=keys["p256"])
     error = forbidden(guard, token)
-    assert TENANT not in str(error).lower()        # the served tenant is never revealed
+    assert TENANT not in str(error).lower()  # the served tenant is never revealed
     assert "user-1" not in str(error)
 
 
 def test_tenant_claim_name_is_configurable(make_guard, keys):
     guard = make_guard("ES256", "p256", env={"SERVICE_TENANT_CLAIM": "org"})
-    forbidden(guard, mint(keys["p256"], "ES256"))              # has `tenant`, not `org`
+    forbidden(guard, mint(keys["p256"], "ES256"))  # has `tenant`, not `org`
     assert guard.verify(f"Bearer {mint(keys['p256'], 'ES256', org=TENANT)}")
 
 
@@ -472,8 +477,11 @@ def test_ec_key_curve_must_match_in_config(tmp_path, keys):
     path = tmp_path / "k.pem"
     path.write_bytes(public_pem(ec.generate_private_key(ec.SECP256R1())))
     with pytest.raises(ConfigError, match="P-384"):
-        load_auth_config({"SERVICE_JWT_PUBKEY": str(path), "SERVICE_JWT_ALG": "ES384",
-                          "SERVICE_TENANT": "t"}, AuthSettings(), str(tmp_path))
+        load_auth_config(
+            {"SERVICE_JWT_PUBKEY": str(path), "SERVICE_JWT_ALG": "ES384", "SERVICE_TENANT": "t"},
+            AuthSettings(),
+            str(tmp_path),
+        )
 
 
 def test_verify_token_none_means_no_token(make_guard):

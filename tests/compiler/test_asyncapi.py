@@ -83,8 +83,9 @@ def _refs(node: Any) -> list[str]:
 def _validator(doc: dict, pointer: str) -> Draft7Validator:
     """A draft-7 validator of the schema at `pointer`, its `$ref`s resolved in `doc`."""
     registry = Registry().with_resource("urn:asyncapi", Resource.from_contents(doc, DRAFT7))
-    return Draft7Validator({"$ref": "urn:asyncapi" + pointer}, registry=registry,
-                           format_checker=Draft7Validator.FORMAT_CHECKER)
+    return Draft7Validator(
+        {"$ref": "urn:asyncapi" + pointer}, registry=registry, format_checker=Draft7Validator.FORMAT_CHECKER
+    )
 
 
 def _payload(doc: dict, message: str) -> Draft7Validator:
@@ -133,8 +134,7 @@ def test_one_ws_server_at_the_default_address(blog_doc: dict) -> None:
 def test_server_security_offers_the_header_and_the_subprotocols(blog_doc: dict) -> None:
     schemes = [_resolve(blog_doc, r["$ref"]) for r in blog_doc["servers"]["local"]["security"]]
     assert schemes[0] == {**schemes[0], "type": "http", "scheme": "bearer", "bearerFormat": "JWT"}
-    assert schemes[1] == {**schemes[1], "type": "httpApiKey", "in": "header",
-                          "name": "Sec-WebSocket-Protocol"}
+    assert schemes[1] == {**schemes[1], "type": "httpApiKey", "in": "header", "name": "Sec-WebSocket-Protocol"}
     assert "`bearer.<JWT>`" in schemes[1]["description"]
     assert "`Sec-WebSocket-Protocol: bearer`" in schemes[1]["description"]
 
@@ -166,10 +166,14 @@ def test_every_component_schema_is_a_valid_draft_7_schema(path: Path) -> None:
 def test_channels_are_one_feed_and_one_live_query_per_model_plus_replicate(blog_doc: dict) -> None:
     addresses = [c["address"] for c in blog_doc["channels"].values()]
     assert addresses == [
-        "/subscribe/user", "/live-query/user",
-        "/subscribe/blog-post", "/live-query/blog-post",
-        "/subscribe/comment", "/live-query/comment",
-        "/replicate", "/replicate/snapshot",
+        "/subscribe/user",
+        "/live-query/user",
+        "/subscribe/blog-post",
+        "/live-query/blog-post",
+        "/subscribe/comment",
+        "/live-query/comment",
+        "/replicate",
+        "/replicate/snapshot",
     ]
 
 
@@ -217,8 +221,12 @@ def test_operations_send_messages_of_their_own_channel(path: Path) -> None:
 
 def test_operation_ids_match_the_openapi_operation_ids(blog_doc: dict) -> None:
     openapi = build_openapi(load_schema(str(BLOG)))
-    realtime = {op["operationId"] for item in openapi["paths"].values()
-                for method, op in item.items() if method != "parameters" and "realtime" in op["tags"]}
+    realtime = {
+        op["operationId"]
+        for item in openapi["paths"].values()
+        for method, op in item.items()
+        if method != "parameters" and "realtime" in op["tags"]
+    }
     assert set(blog_doc["operations"]) == realtime
 
 
@@ -310,19 +318,29 @@ def test_projected_change_events_match_their_messages(path: Path) -> None:
     for name, compiled in module.BY_NAME.items():
         for project in compiled.project.values():
             projected = project(records[name])
-            event = {"kind": "update", "model": name, "offset": 3, "watermark": 2,
-                     "id": records[name][compiled.id_field], "record": projected, "previous": projected}
+            event = {
+                "kind": "update",
+                "model": name,
+                "offset": 3,
+                "watermark": 2,
+                "id": records[name][compiled.id_field],
+                "record": projected,
+                "previous": projected,
+            }
             _payload(doc, f"{name}.Update").validate(event)
 
 
-@pytest.mark.parametrize("change, why", [
-    ({"kind": "update"}, "an update without previous"),
-    ({"model": "BlogPost"}, "another model"),
-    ({"offset": 0}, "offsets start at 1"),
-    ({"id": "7"}, "an int id sent as a string"),
-    ({"extra": 1}, "an unknown member"),
-    ({"record": {"id": 1}}, "a partial record that is no projection"),
-])
+@pytest.mark.parametrize(
+    "change, why",
+    [
+        ({"kind": "update"}, "an update without previous"),
+        ({"model": "BlogPost"}, "another model"),
+        ({"offset": 0}, "offsets start at 1"),
+        ({"id": "7"}, "an int id sent as a string"),
+        ({"extra": 1}, "an unknown member"),
+        ({"record": {"id": 1}}, "a partial record that is no projection"),
+    ],
+)
 def test_malformed_events_are_refused(blog_doc: dict, change: dict, why: str) -> None:
     user = _records(BLOG)["User"]
     event = {**_wire(EventKind.INSERT, "User", user, "id"), **change}
@@ -332,16 +350,32 @@ def test_malformed_events_are_refused(blog_doc: dict, change: dict, why: str) ->
 
 @pytest.mark.parametrize("child, field, child_id", [("BlogPost", "author_id", 9), ("Comment", "author_id", 4)])
 def test_link_events_match(blog_doc: dict, child: str, field: str, child_id: int) -> None:
-    event = {"kind": "link", "model": "User", "id": 7, "child_model": child, "child_id": child_id,
-             "field": field, "linked": False, "offset": 41}
+    event = {
+        "kind": "link",
+        "model": "User",
+        "id": 7,
+        "child_model": child,
+        "child_id": child_id,
+        "field": field,
+        "linked": False,
+        "offset": 41,
+    }
     _payload(blog_doc, "User.Link").validate(event)
     with pytest.raises(ValidationError):
         _payload(blog_doc, "User.Link").validate({**event, "field": "post_id"})
 
 
 def test_link_child_id_takes_the_child_key_type(inventory_doc: dict) -> None:
-    event = {"kind": "link", "model": "Item", "id": "0b6e2c1e-7f3a-4c55-9d2e-6a1b8c0d4e07",
-             "child_model": "StockMove", "child_id": 12, "field": "item", "linked": True, "offset": 5}
+    event = {
+        "kind": "link",
+        "model": "Item",
+        "id": "0b6e2c1e-7f3a-4c55-9d2e-6a1b8c0d4e07",
+        "child_model": "StockMove",
+        "child_id": 12,
+        "field": "item",
+        "linked": True,
+        "offset": 5,
+    }
     _payload(inventory_doc, "Item.Link").validate(event)
     with pytest.raises(ValidationError):
         _payload(inventory_doc, "Item.Link").validate({**event, "child_id": "12"})
@@ -360,25 +394,27 @@ def test_every_live_delta_kind_matches(path: Path) -> None:
         message = doc["components"]["messages"][f"{name}.LiveDelta"]
         assert message["name"] == f"{name}LiveDelta"
         deltas = [
-            {"type": "Init", "model": name, "records": [record], "watermark": 1, "offset": 0,
-             "complete": False},
+            {"type": "Init", "model": name, "records": [record], "watermark": 1, "offset": 0, "complete": False},
             {"type": "Init", "model": name, "records": [], "watermark": 1, "offset": 0, "complete": True},
             {"type": "Added", "model": name, "offset": 2, "watermark": 2, "record": record},
             {"type": "Updated", "model": name, "offset": 3, "watermark": 3, "record": record},
-            {"type": "Removed", "model": name, "offset": 4, "watermark": 4,
-             "id": record[compiled.id_field]},
+            {"type": "Removed", "model": name, "offset": 4, "watermark": 4, "id": record[compiled.id_field]},
         ]
         for delta in deltas:
             _payload(doc, f"{name}.LiveDelta").validate(delta)
 
 
-@pytest.mark.parametrize("delta", [
-    {"type": "Init", "model": "User", "records": [], "watermark": 0, "complete": True},
-    {"type": "Init", "model": "User", "records": [], "watermark": 0, "offset": 0},
-    {"type": "Added", "model": "User", "offset": 2, "watermark": 2},
-    {"type": "Removed", "model": "User", "offset": 4, "watermark": 4, "id": 1, "record": {}},
-    {"type": "Deleted", "model": "User", "offset": 4, "watermark": 4, "id": 1},
-], ids=["init-without-offset", "init-without-complete", "added-without-record", "removed-with-record", "unknown-type"])
+@pytest.mark.parametrize(
+    "delta",
+    [
+        {"type": "Init", "model": "User", "records": [], "watermark": 0, "complete": True},
+        {"type": "Init", "model": "User", "records": [], "watermark": 0, "offset": 0},
+        {"type": "Added", "model": "User", "offset": 2, "watermark": 2},
+        {"type": "Removed", "model": "User", "offset": 4, "watermark": 4, "id": 1, "record": {}},
+        {"type": "Deleted", "model": "User", "offset": 4, "watermark": 4, "id": 1},
+    ],
+    ids=["init-without-offset", "init-without-complete", "added-without-record", "removed-with-record", "unknown-type"],
+)
 def test_malformed_live_deltas_are_refused(blog_doc: dict, delta: dict) -> None:
     with pytest.raises(ValidationError):
         _payload(blog_doc, "User.LiveDelta").validate(delta)

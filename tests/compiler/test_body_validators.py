@@ -52,8 +52,15 @@ model Code {
 """
 
 VALID = {
-    "n": 1, "f": 2.5, "s": "ab", "b": True, "e": "red", "dt": "2024-05-01T12:00:00Z",
-    "d": "2024-02-29", "u": "123e4567-e89b-12d3-a456-426614174000", "j": [1, {"a": None}],
+    "n": 1,
+    "f": 2.5,
+    "s": "ab",
+    "b": True,
+    "e": "red",
+    "dt": "2024-05-01T12:00:00Z",
+    "d": "2024-02-29",
+    "u": "123e4567-e89b-12d3-a456-426614174000",
+    "j": [1, {"a": None}],
 }
 
 
@@ -122,12 +129,19 @@ CASES = [
     ("b", "true", "'b' must be a boolean, got the string \"true\""),
     ("e", "blue", "'e' must be one of red, green, got the string \"blue\""),
     ("e", ["red"], "'e' must be one of red, green, got an array [\"red\"]"),
-    ("dt", "2024-05-01", "'dt' must be an RFC 3339 date-time such as \"2024-05-01T12:00:00Z\", got the string \"2024-05-01\""),
+    (
+        "dt",
+        "2024-05-01",
+        "'dt' must be an RFC 3339 date-time such as \"2024-05-01T12:00:00Z\", got the string \"2024-05-01\"",
+    ),
     ("dt", 0, "'dt' must be an RFC 3339 date-time such as \"2024-05-01T12:00:00Z\", got the number 0"),
     ("d", "2023-02-29", "'d' must be a date such as \"2024-05-01\" (YYYY-MM-DD), got the string \"2023-02-29\""),
     ("d", "2024-1-01", "'d' must be a date such as \"2024-05-01\" (YYYY-MM-DD), got the string \"2024-1-01\""),
-    ("u", "123e4567e89b12d3a456426614174000",
-     "'u' must be a UUID such as \"123e4567-e89b-12d3-a456-426614174000\", got the string \"123e4567e89b12d3a456426614174000\""),
+    (
+        "u",
+        "123e4567e89b12d3a456426614174000",
+        "'u' must be a UUID such as \"123e4567-e89b-12d3-a456-426614174000\", got the string \"123e4567e89b12d3a456426614174000\"",
+    ),
     ("u", {"a": 1}, "'u' must be a UUID such as \"123e4567-e89b-12d3-a456-426614174000\", got an object {\"a\": 1}"),
     ("j", None, "'j' must not be null; expected a JSON value"),
 ]
@@ -139,10 +153,12 @@ def test_each_violation_names_field_value_and_expectation(thing, violations, fie
 
 
 def test_unknown_field_is_a_violation(thing, violations):
-    assert violations(thing.validate_create, body(colour="red")) == [{
-        "field": "colour",
-        "message": "unknown field 'colour'; Thing fields are id, n, big, f, s, one, b, e, dt, d, u, j, jn",
-    }]
+    assert violations(thing.validate_create, body(colour="red")) == [
+        {
+            "field": "colour",
+            "message": "unknown field 'colour'; Thing fields are id, n, big, f, s, one, b, e, dt, d, u, j, jn",
+        }
+    ]
 
 
 @pytest.mark.parametrize("field", ["n", "f", "s", "b", "e", "dt", "d", "u", "j"])
@@ -164,25 +180,41 @@ def test_int_accepted_for_float_and_stored_as_float(thing):
     assert record["f"] == 3.0 and type(record["f"]) is float
 
 
-@pytest.mark.parametrize(("given", "stored"), [
-    ("2024-05-01T12:00:00Z", "2024-05-01T12:00:00Z"),
-    ("2024-05-01T14:30:00+02:30", "2024-05-01T12:00:00Z"),
-    ("2024-05-01t07:00:00.5-05:00", "2024-05-01T12:00:00.500000Z"),
-    ("2024-05-01 12:00:00.000z", "2024-05-01T12:00:00Z"),
-    ("2024-05-01T12:00:00.1234567+00:00", "2024-05-01T12:00:00.123456Z"),
-    ("2024-12-31T23:30:00-01:00", "2025-01-01T00:30:00Z"),
-    ("2024-05-01T12:00:00-00:00", "2024-05-01T12:00:00Z"),
-])
+@pytest.mark.parametrize(
+    ("given", "stored"),
+    [
+        ("2024-05-01T12:00:00Z", "2024-05-01T12:00:00Z"),
+        ("2024-05-01T14:30:00+02:30", "2024-05-01T12:00:00Z"),
+        ("2024-05-01t07:00:00.5-05:00", "2024-05-01T12:00:00.500000Z"),
+        ("2024-05-01 12:00:00.000z", "2024-05-01T12:00:00Z"),
+        ("2024-05-01T12:00:00.1234567+00:00", "2024-05-01T12:00:00.123456Z"),
+        ("2024-12-31T23:30:00-01:00", "2025-01-01T00:30:00Z"),
+        ("2024-05-01T12:00:00-00:00", "2024-05-01T12:00:00Z"),
+    ],
+)
 def test_datetime_is_stored_in_canonical_utc(thing, given, stored):
     assert thing.validate_create(body(dt=given))["dt"] == stored
 
 
-@pytest.mark.parametrize("given", [
-    "2024-05-01T12:00:00", "2024-05-01T12:00Z", "2024-05-01T12:00:00+0100", "2024-05-01T12:00:00+1:00",
-    "2024-W18-3T12:00:00Z", "20240501T120000Z", "2024-05-01T24:00:00Z", "2024-05-01T12:00:60Z",
-    "2024-02-30T12:00:00Z", "2024-05-01T12:00:00+24:00", "2024-05-01T12:00:00.Z", " 2024-05-01T12:00:00Z",
-    "0001-01-01T00:00:00+01:00", "２０２４-05-01T12:00:00Z",
-])
+@pytest.mark.parametrize(
+    "given",
+    [
+        "2024-05-01T12:00:00",
+        "2024-05-01T12:00Z",
+        "2024-05-01T12:00:00+0100",
+        "2024-05-01T12:00:00+1:00",
+        "2024-W18-3T12:00:00Z",
+        "20240501T120000Z",
+        "2024-05-01T24:00:00Z",
+        "2024-05-01T12:00:60Z",
+        "2024-02-30T12:00:00Z",
+        "2024-05-01T12:00:00+24:00",
+        "2024-05-01T12:00:00.Z",
+        " 2024-05-01T12:00:00Z",
+        "0001-01-01T00:00:00+01:00",
+        "２０２４-05-01T12:00:00Z",
+    ],
+)
 def test_datetime_outside_rfc3339_is_refused(thing, violations, given):
     assert [e["field"] for e in violations(thing.validate_create, body(dt=given))] == ["dt"]
 
@@ -192,8 +224,15 @@ def test_uuid_accepted_in_any_case_stored_lower(thing):
     assert record["u"] == "123e4567-e89b-12d3-a456-426614174abc"
 
 
-@pytest.mark.parametrize("given", ["{123e4567-e89b-12d3-a456-426614174000}", "urn:uuid:123e4567-e89b-12d3-a456-426614174000",
-                                   "123e4567-e89b-12d3-a456-42661417400g", "123e4567-e89b-12d3-a456-4266141740000"])
+@pytest.mark.parametrize(
+    "given",
+    [
+        "{123e4567-e89b-12d3-a456-426614174000}",
+        "urn:uuid:123e4567-e89b-12d3-a456-426614174000",
+        "123e4567-e89b-12d3-a456-42661417400g",
+        "123e4567-e89b-12d3-a456-4266141740000",
+    ],
+)
 def test_uuid_in_other_shapes_is_refused(thing, violations, given):
     assert [e["field"] for e in violations(thing.validate_create, body(u=given))] == ["u"]
 
@@ -206,8 +245,17 @@ def test_json_takes_any_value_and_nullable_json_takes_null(thing):
 def test_defaults_fill_omitted_fields(conf):
     record = conf.BY_NAME["Conf"].validate_create({"key": "k"})
     stamp, token = record.pop("stamp"), record.pop("token")
-    assert record == {"key": "k", "level": 3, "ratio": 1.0, "label": "x", "nothing": None, "flag": True,
-                      "color": "green", "at": "2024-01-01T00:00:00Z", "note": None}
+    assert record == {
+        "key": "k",
+        "level": 3,
+        "ratio": 1.0,
+        "label": "x",
+        "nothing": None,
+        "flag": True,
+        "color": "green",
+        "at": "2024-01-01T00:00:00Z",
+        "note": None,
+    }
     assert type(record["ratio"]) is float
     assert stamp.endswith("Z") and len(stamp) in (20, 27)
     assert len(token) == 36 and token == token.lower()
@@ -217,7 +265,10 @@ def test_explicit_null_is_refused_even_with_a_default(conf, violations):
     errors = violations(conf.BY_NAME["Conf"].validate_create, {"key": "k", "level": None, "stamp": None})
     assert errors == [
         {"field": "level", "message": "'level' must not be null; expected an integer"},
-        {"field": "stamp", "message": "'stamp' must not be null; expected an RFC 3339 date-time such as \"2024-05-01T12:00:00Z\""},
+        {
+            "field": "stamp",
+            "message": "'stamp' must not be null; expected an RFC 3339 date-time such as \"2024-05-01T12:00:00Z\"",
+        },
     ]
 
 
@@ -232,7 +283,10 @@ def test_each_create_gets_a_fresh_default_uuid(conf):
 
 def test_uuid_id_without_default_is_required(conf, violations):
     assert violations(conf.BY_NAME["Code"].validate_create, {"name": "a"}) == [
-        {"field": "id", "message": "missing required field 'id' (a UUID such as \"123e4567-e89b-12d3-a456-426614174000\")"},
+        {
+            "field": "id",
+            "message": "missing required field 'id' (a UUID such as \"123e4567-e89b-12d3-a456-426614174000\")",
+        }
     ]
 
 
@@ -243,11 +297,12 @@ def test_int_id_omitted_is_none_and_given_is_used(thing):
 
 def test_str_id_is_required(conf, violations):
     assert violations(conf.BY_NAME["Conf"].validate_create, {}) == [
-        {"field": "key", "message": "missing required field 'key' (a string)"},
+        {"field": "key", "message": "missing required field 'key' (a string)"}
     ]
 
 
 # --- PUT ----------------------------------------------------------------------------------
+
 
 def test_replace_uses_path_id_and_resets_omitted_fields(conf):
     model = conf.BY_NAME["Conf"]
@@ -262,7 +317,7 @@ def test_replace_with_matching_body_id_is_fine(thing):
 
 def test_replace_with_different_body_id_is_a_violation(thing, violations):
     assert violations(thing.validate_replace, body(id=8), 7) == [
-        {"field": "id", "message": "'id' 8 differs from the id in the path 7"},
+        {"field": "id", "message": "'id' 8 differs from the id in the path 7"}
     ]
 
 
@@ -279,18 +334,19 @@ def test_replace_requires_required_fields(thing, violations):
 
 def test_replace_with_invalid_body_id_reports_only_the_type(thing, violations):
     assert violations(thing.validate_replace, body(id="7"), 7) == [
-        {"field": "id", "message": "'id' must be an integer, got the string \"7\""},
+        {"field": "id", "message": "'id' must be an integer, got the string \"7\""}
     ]
 
 
 # --- PATCH --------------------------------------------------------------------------------
+
 
 def test_patch_merges_given_fields_and_keeps_order(thing):
     current = thing.validate_create(body(id=3, jn={"a": 1, "b": 2}))
     patched = thing.validate_patch({"jn": {"c": 3}, "s": "xyz"}, current)
     assert list(patched) == list(current)
     assert patched == {**current, "jn": {"c": 3}, "s": "xyz"}
-    assert current["s"] == "ab"   # the current record is not touched
+    assert current["s"] == "ab"  # the current record is not touched
 
 
 def test_patch_validates_only_given_fields(thing, violations):
@@ -305,7 +361,7 @@ def test_patch_may_not_change_the_id(thing, violations):
     current = thing.validate_create(body(id=3))
     assert thing.validate_patch({"id": 3}, current)["id"] == 3
     assert violations(thing.validate_patch, {"id": 4}, current) == [
-        {"field": "id", "message": "'id' 4 differs from the record's id 3"},
+        {"field": "id", "message": "'id' 4 differs from the record's id 3"}
     ]
 
 

@@ -44,12 +44,16 @@ def refused(text: str) -> str:
 
 # --- numbers -------------------------------------------------------------------------------
 
-@pytest.mark.parametrize("text,shown", [
-    ('{"doc":[1e400]}', "the number 1e400 is out of range"),
-    ('{"doc":{"x":-1e400}}', "the number -1e400 is out of range"),
-    ('{"score":1e309}', "the number 1e309 is out of range"),
-    ('{"score":' + "9" * 400 + '.0}', "the number 999"),
-])
+
+@pytest.mark.parametrize(
+    "text,shown",
+    [
+        ('{"doc":[1e400]}', "the number 1e400 is out of range"),
+        ('{"doc":{"x":-1e400}}', "the number -1e400 is out of range"),
+        ('{"score":1e309}', "the number 1e309 is out of range"),
+        ('{"score":' + "9" * 400 + '.0}', "the number 999"),
+    ],
+)
 def test_numbers_out_of_a_doubles_range_are_refused(text, shown):
     detail = refused(text)
     assert detail.startswith("request body is not acceptable JSON: ")
@@ -59,7 +63,8 @@ def test_numbers_out_of_a_doubles_range_are_refused(text, shown):
 @pytest.mark.parametrize("literal", ["NaN", "Infinity", "-Infinity"])
 def test_non_finite_literals_are_refused(literal):
     assert refused('{"doc":[%s]}' % literal) == (
-        f"request body is not valid JSON: {literal} is not valid JSON (RFC 8259 §6: numbers are finite)")
+        f"request body is not valid JSON: {literal} is not valid JSON (RFC 8259 §6: numbers are finite)"
+    )
 
 
 def test_finite_extremes_and_huge_integers_pass_and_encode_again():
@@ -70,25 +75,32 @@ def test_finite_extremes_and_huge_integers_pass_and_encode_again():
 
 # --- member names --------------------------------------------------------------------------
 
-@pytest.mark.parametrize("text,name", [
-    ('{"email":"a@x","email":"b@x"}', '"email"'),
-    ('{"doc":{"k":1,"j":2,"k":3}}', '"k"'),                        # inside a json field's value
-    ('{"doc":[{},{"a":[{"b":1,"b":1}]}]}', '"b"'),                  # deep, and equal values too
-    ('{"email":"a@x","\\u0065mail":"b@x"}', '"email"'),           # one name, spelled two ways
-])
+
+@pytest.mark.parametrize(
+    "text,name",
+    [
+        ('{"email":"a@x","email":"b@x"}', '"email"'),
+        ('{"doc":{"k":1,"j":2,"k":3}}', '"k"'),  # inside a json field's value
+        ('{"doc":[{},{"a":[{"b":1,"b":1}]}]}', '"b"'),  # deep, and equal values too
+        ('{"email":"a@x","\\u0065mail":"b@x"}', '"email"'),  # one name, spelled two ways
+    ],
+)
 def test_an_object_naming_a_member_twice_is_refused(text, name):
     # json keeps the last value without a word; which one was meant is not ours to guess.
-    assert refused(text) == (f"request body is not acceptable JSON: an object names the member {name} "
-                             "twice: expected each name once (RFC 8259 §4)")
+    assert refused(text) == (
+        f"request body is not acceptable JSON: an object names the member {name} "
+        "twice: expected each name once (RFC 8259 §4)"
+    )
 
 
 def test_one_name_in_different_objects_or_cases_is_fine():
     value = decode_body('{"doc":[{"a":1},{"a":2},{"A":3,"a":4}],"email":"x"}')
     assert value == {"doc": [{"a": 1}, {"a": 2}, {"A": 3, "a": 4}], "email": "x"}
-    assert list(value["doc"][2]) == ["A", "a"]                      # member order kept
+    assert list(value["doc"][2]) == ["A", "a"]  # member order kept
 
 
 # --- nesting -------------------------------------------------------------------------------
+
 
 def test_nesting_up_to_the_limit_is_accepted():
     value = decode_body(nested(MAX_DEPTH))
@@ -99,7 +111,8 @@ def test_nesting_up_to_the_limit_is_accepted():
 def test_nesting_past_the_limit_is_refused(depth):
     assert refused(nested(depth)) == (
         f"request body nests arrays and objects deeper than {MAX_DEPTH} levels: "
-        f"at most {MAX_DEPTH} are allowed, the body itself counted")
+        f"at most {MAX_DEPTH} are allowed, the body itself counted"
+    )
 
 
 def test_many_brackets_that_do_not_nest_deep_are_accepted():
@@ -115,6 +128,7 @@ def test_depth_counts_objects_and_arrays_alike():
 
 # --- lone surrogates -----------------------------------------------------------------------
 
+
 def violations_of(text: str) -> list[dict]:
     with pytest.raises(ConstraintViolation) as info:
         decode_body(text)
@@ -123,16 +137,22 @@ def violations_of(text: str) -> list[dict]:
 
 def test_lone_surrogate_in_a_value_is_422_naming_the_field():
     errors = violations_of('{"email":"s@x.io","name":"x","age":"\\ud800"}')
-    assert errors == [{"field": "age", "message": (
-        "'age' holds a lone surrogate in the string \"\\ud800\": expected Unicode text "
-        "(a lone surrogate has no UTF-8 form, RFC 8259 §8.2)")}]
+    assert errors == [
+        {
+            "field": "age",
+            "message": (
+                "'age' holds a lone surrogate in the string \"\\ud800\": expected Unicode text "
+                "(a lone surrogate has no UTF-8 form, RFC 8259 §8.2)"
+            ),
+        }
+    ]
 
 
 def test_every_field_holding_a_lone_surrogate_is_listed():
     errors = violations_of('{"id":"a\\udc00","email":"ok","doc":{"k":["x","\\uDBFF"]},"tag":"\\ud800z"}')
     assert [e["field"] for e in errors] == ["id", "doc", "tag"]
     assert '"\\udbff"' in errors[1]["message"] and '"\\ud800z"' in errors[2]["message"]
-    for error in errors:                              # every message encodes as UTF-8
+    for error in errors:  # every message encodes as UTF-8
         error["message"].encode("utf-8")
 
 
@@ -140,24 +160,32 @@ def test_lone_surrogate_in_a_nested_key_is_422_for_its_field():
     assert [e["field"] for e in violations_of('{"doc":{"\\ud800":1}}')] == ["doc"]
 
 
-@pytest.mark.parametrize("text,where", [
-    ('{"\\ud800":1}', 'in the key "\\ud800"'),
-    ('{"a":1,"x\\udfffy":2}', 'in the key "x\\udfffy"'),
-    ('"\\ud800"', 'in the string "\\ud800"'),
-    ('["ok","\\udc00"]', 'in the string "\\udc00"'),
-])
+@pytest.mark.parametrize(
+    "text,where",
+    [
+        ('{"\\ud800":1}', 'in the key "\\ud800"'),
+        ('{"a":1,"x\\udfffy":2}', 'in the key "x\\udfffy"'),
+        ('"\\ud800"', 'in the string "\\ud800"'),
+        ('["ok","\\udc00"]', 'in the string "\\udc00"'),
+    ],
+)
 def test_lone_surrogate_in_a_key_or_outside_an_object_is_400(text, where):
     detail = refused(text)
-    assert detail == f"request body holds a lone surrogate {where}: expected Unicode text " \
-                     "(a lone surrogate has no UTF-8 form, RFC 8259 §8.2)"
+    assert (
+        detail == f"request body holds a lone surrogate {where}: expected Unicode text "
+        "(a lone surrogate has no UTF-8 form, RFC 8259 §8.2)"
+    )
     detail.encode("utf-8")
 
 
-@pytest.mark.parametrize("text,expected", [
-    ('{"doc":"\\ud83d\\ude00"}', "\U0001F600"),          # a valid pair is one character
-    ('{"doc":"\\\\ud800"}', "\\ud800"),                  # an escaped backslash, then text
-    ('{"doc":"\\u00e9\\u4e2d"}', "\u00e9\u4e2d"),
-])
+@pytest.mark.parametrize(
+    "text,expected",
+    [
+        ('{"doc":"\\ud83d\\ude00"}', "\U0001f600"),  # a valid pair is one character
+        ('{"doc":"\\\\ud800"}', "\\ud800"),  # an escaped backslash, then text
+        ('{"doc":"\\u00e9\\u4e2d"}', "\u00e9\u4e2d"),
+    ],
+)
 def test_valid_escapes_pass(text, expected):
     assert decode_body(text)["doc"] == expected
 
@@ -168,6 +196,7 @@ def test_show_escapes_lone_surrogates():
 
 
 # --- NFC -----------------------------------------------------------------------------------
+
 
 def test_nfc_leaves_ascii_and_normalized_text_as_they_are():
     text = "plain ascii"
@@ -207,6 +236,7 @@ def test_str_filters_and_ids_are_normalized(account):
 
 # --- . and .. as str ids ---------------------------------------------------------------------
 
+
 @pytest.mark.parametrize("segment", [".", ".."])
 def test_dot_segments_are_not_ids_in_the_path(account, segment):
     with pytest.raises(BadRequest) as info:
@@ -216,10 +246,12 @@ def test_dot_segments_are_not_ids_in_the_path(account, segment):
 
 @pytest.mark.parametrize("value", [".", ".."])
 def test_dot_segments_are_not_ids_in_a_body(account, violations, value):
-    assert violations(account.validate_create, {"id": value, "email": "e", "score": 1}) == [{
-        "field": "id",
-        "message": f"'id' must not be \"{value}\": '.' and '..' are path segments, not ids (RFC 3986 §3.3)",
-    }]
+    assert violations(account.validate_create, {"id": value, "email": "e", "score": 1}) == [
+        {
+            "field": "id",
+            "message": f"'id' must not be \"{value}\": '.' and '..' are path segments, not ids (RFC 3986 §3.3)",
+        }
+    ]
 
 
 @pytest.mark.parametrize("value", ["...", ".a", "a.", "%2E"])
@@ -229,6 +261,7 @@ def test_other_dotted_ids_are_fine(account, value):
 
 
 # --- filter values ---------------------------------------------------------------------------
+
 
 def test_repeated_filters_collect_every_value(account):
     pairs = [("email", f"e{i}") for i in range(MAX_FILTER_VALUES)]
@@ -244,7 +277,8 @@ def test_filter_values_are_capped_across_fields(account):
         with pytest.raises(BadQuery) as info:
             parse(pairs)
         assert info.value.detail == (
-            f"{MAX_FILTER_VALUES + 1} filter values given: at most {MAX_FILTER_VALUES} are allowed in one query")
+            f"{MAX_FILTER_VALUES + 1} filter values given: at most {MAX_FILTER_VALUES} are allowed in one query"
+        )
 
 
 def test_repeats_of_one_value_count_towards_the_cap(account):

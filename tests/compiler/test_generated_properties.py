@@ -30,7 +30,9 @@ model Thing {
 }
 """
 
-FAST = settings(max_examples=150, deadline=None, database=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+FAST = settings(
+    max_examples=150, deadline=None, database=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
 
 INT64 = st.integers(min_value=-(2**63), max_value=2**63 - 1)
 INSTANTS = st.datetimes(min_value=datetime(1, 1, 2), max_value=datetime(9999, 12, 30))
@@ -57,22 +59,24 @@ def rfc3339(instant: datetime, offset: timedelta) -> str:
 
 
 ORDER = ("id", "n", "big", "f", "s", "b", "e", "dt", "d", "u", "j")
-RECORDS = st.fixed_dictionaries({
-    "id": INT64,
-    "n": st.integers(min_value=-1000, max_value=1000),
-    "big": st.none() | INT64,
-    "f": st.floats(allow_nan=False, allow_infinity=False),
-    # stored text is NFC (runtime.nfc): '\uf900' is stored, filtered and matched as '\u8c48'
-    "s": st.text(min_size=1, max_size=10).map(runtime.nfc).filter(lambda t: len(t) <= 10),
-    "b": st.booleans(),
-    "e": st.sampled_from(["red", "green", "blue"]),
-    "dt": st.none() | INSTANTS.map(canonical),
-    "d": st.dates().map(lambda d: f"{d.year:04d}-{d:%m-%d}"),
-    "u": st.uuids().map(str),
-    "j": JSON,
-}).map(lambda r: {name: r[name] for name in ORDER})
+RECORDS = st.fixed_dictionaries(
+    {
+        "id": INT64,
+        "n": st.integers(min_value=-1000, max_value=1000),
+        "big": st.none() | INT64,
+        "f": st.floats(allow_nan=False, allow_infinity=False),
+        # stored text is NFC (runtime.nfc): '\uf900' is stored, filtered and matched as '\u8c48'
+        "s": st.text(min_size=1, max_size=10).map(runtime.nfc).filter(lambda t: len(t) <= 10),
+        "b": st.booleans(),
+        "e": st.sampled_from(["red", "green", "blue"]),
+        "dt": st.none() | INSTANTS.map(canonical),
+        "d": st.dates().map(lambda d: f"{d.year:04d}-{d:%m-%d}"),
+        "u": st.uuids().map(str),
+        "j": JSON,
+    }
+).map(lambda r: {name: r[name] for name in ORDER})
 
-WRONG = {   # per field: values of a JSON kind the field never accepts
+WRONG = {  # per field: values of a JSON kind the field never accepts
     "n": st.text() | st.booleans() | st.floats() | st.none() | st.integers(min_value=1001),
     "big": st.text() | st.booleans() | st.floats() | st.integers(min_value=2**63),
     "f": st.text() | st.booleans() | st.none() | st.lists(st.integers()) | st.just(float("nan")),
@@ -107,7 +111,7 @@ def test_an_invalid_value_always_yields_a_violation_naming_its_field(thing, reco
     field = data.draw(st.sampled_from(sorted(WRONG)))
     value = data.draw(WRONG[field])
     if field == "dt" and isinstance(value, str) and runtime.parse_datetime(value) is not None:
-        return   # hypothesis found a valid date-time: not an invalid value after all
+        return  # hypothesis found a valid date-time: not an invalid value after all
     if field == "d" and isinstance(value, str) and runtime.parse_date(value) is not None:
         return
     if field == "u" and isinstance(value, str) and runtime.parse_uuid(value) is not None:
@@ -131,7 +135,9 @@ def test_a_record_matches_filters_on_its_own_values(thing, record, data):
         elif name == "dt":
             instant = datetime.strptime(value[:19], "%Y-%m-%dT%H:%M:%S").replace(microsecond=int(value[20:26] or 0))
             offset = data.draw(OFFSETS)
-            text = rfc3339(instant, offset) if datetime(1, 1, 2) <= instant + offset <= datetime(9999, 12, 30) else value
+            text = (
+                rfc3339(instant, offset) if datetime(1, 1, 2) <= instant + offset <= datetime(9999, 12, 30) else value
+            )
         elif name == "u":
             text = value.upper()
         else:
@@ -164,10 +170,35 @@ def test_arbitrary_json_bodies_only_raise_documented_errors(thing, body):
 
 
 @FAST
-@given(pairs=st.lists(st.tuples(
-    st.sampled_from(["n", "big", "f", "s", "b", "e", "dt", "d", "u", "j", "sort", "limit", "offset", "projection", "as_of", "after", "x"]),
-    st.text(max_size=12) | st.integers().map(str) | st.sampled_from(["null", "true", "-n", "n,-f", "3.0"]),
-), max_size=5))
+@given(
+    pairs=st.lists(
+        st.tuples(
+            st.sampled_from(
+                [
+                    "n",
+                    "big",
+                    "f",
+                    "s",
+                    "b",
+                    "e",
+                    "dt",
+                    "d",
+                    "u",
+                    "j",
+                    "sort",
+                    "limit",
+                    "offset",
+                    "projection",
+                    "as_of",
+                    "after",
+                    "x",
+                ]
+            ),
+            st.text(max_size=12) | st.integers().map(str) | st.sampled_from(["null", "true", "-n", "n,-f", "3.0"]),
+        ),
+        max_size=5,
+    )
+)
 def test_arbitrary_query_strings_only_raise_bad_query(thing, pairs):
     for parse in (thing.parse_list_query, thing.parse_get_query, thing.parse_feed_query):
         try:

@@ -92,14 +92,13 @@ def test_generated_file_in_a_fresh_interpreter_behaves_like_the_in_memory_module
         "import importlib.util, json, sys\n"
         "spec = importlib.util.spec_from_file_location('generated', sys.argv[1])\n"
         "module = importlib.util.module_from_spec(spec)\n"
-        "spec.loader.exec_module(module)\n"
-        + BATTERY +
-        "\nprint(json.dumps(run(module)))\n",
+        "spec.loader.exec_module(module)\n" + BATTERY + "\nprint(json.dumps(run(module)))\n",
         encoding="utf-8",
     )
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    done = subprocess.run([sys.executable, str(script), str(target)], capture_output=True, text=True,
-                          cwd=tmp_path, env=env, timeout=60)
+    done = subprocess.run(
+        [sys.executable, str(script), str(target)], capture_output=True, text=True, cwd=tmp_path, env=env, timeout=60
+    )
     assert done.returncode == 0, done.stderr
     fresh = json.loads(done.stdout)
     in_memory = battery(compile_schema(schema))
@@ -168,22 +167,26 @@ def hand_built(*fields: ir.Field) -> ir.Schema:
 
 
 def test_hand_built_ir_compiles():
-    schema = hand_built(ir.Field("id", ir.FieldType.STR, is_id=True, line=2),
-                        ir.Field("n", ir.FieldType.INT, filterable=True, line=3))
+    schema = hand_built(
+        ir.Field("id", ir.FieldType.STR, is_id=True, line=2), ir.Field("n", ir.FieldType.INT, filterable=True, line=3)
+    )
     module = compile_schema(schema)
     assert module.validate_create_hand({"id": "a", "n": 1}) == {"id": "a", "n": 1}
     assert module.DESCRIPTION["models"][0]["name"] == "Hand"
 
 
-@pytest.mark.parametrize("fields", [
-    (ir.Field("n", ir.FieldType.INT),),                                                     # no id
-    (ir.Field("id", ir.FieldType.INT, is_id=True), ir.Field("id2", ir.FieldType.INT, is_id=True)),
-    (ir.Field("id", ir.FieldType.FLOAT, is_id=True),),                                      # bad id type
-    (ir.Field("id", ir.FieldType.INT, is_id=True), ir.Field("j", ir.FieldType.JSON, filterable=True)),
-    (ir.Field("id", ir.FieldType.INT, is_id=True), ir.Field("n", ir.FieldType.INT, min=5, max=1)),
-    (ir.Field("id", ir.FieldType.INT, is_id=True), ir.Field("p", ir.FieldType.INT, ref="Nobody")),
-    (ir.Field("id", ir.FieldType.INT, is_id=True), ir.Field("limit", ir.FieldType.INT)),
-])
+@pytest.mark.parametrize(
+    "fields",
+    [
+        (ir.Field("n", ir.FieldType.INT),),  # no id
+        (ir.Field("id", ir.FieldType.INT, is_id=True), ir.Field("id2", ir.FieldType.INT, is_id=True)),
+        (ir.Field("id", ir.FieldType.FLOAT, is_id=True),),  # bad id type
+        (ir.Field("id", ir.FieldType.INT, is_id=True), ir.Field("j", ir.FieldType.JSON, filterable=True)),
+        (ir.Field("id", ir.FieldType.INT, is_id=True), ir.Field("n", ir.FieldType.INT, min=5, max=1)),
+        (ir.Field("id", ir.FieldType.INT, is_id=True), ir.Field("p", ir.FieldType.INT, ref="Nobody")),
+        (ir.Field("id", ir.FieldType.INT, is_id=True), ir.Field("limit", ir.FieldType.INT)),
+    ],
+)
 def test_unchecked_schema_trips_an_invariant(fields):
     with pytest.raises(AssertionError):
         build_module(hand_built(*fields))
@@ -192,7 +195,12 @@ def test_unchecked_schema_trips_an_invariant(fields):
 def test_cli_generate_writes_generate_source(tmp_path, monkeypatch):
     monkeypatch.chdir(ROOT)
     target = tmp_path / "blog_service.py"
-    done = subprocess.run([sys.executable, str(ROOT / "dbsvc.py"), "generate", "schemas/blog.dbs", "-o", str(target)],
-                          capture_output=True, text=True, cwd=ROOT, timeout=60)
+    done = subprocess.run(
+        [sys.executable, str(ROOT / "dbsvc.py"), "generate", "schemas/blog.dbs", "-o", str(target)],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=60,
+    )
     assert done.returncode == 0, done.stderr
     assert target.read_text(encoding="utf-8") == generate_source(load_schema("schemas/blog.dbs"))

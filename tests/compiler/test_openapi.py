@@ -81,8 +81,7 @@ def test_every_route_of_the_interface_is_present(blog: dict) -> None:
 
 
 def test_operation_ids_are_unique(blog: dict) -> None:
-    ids = [op["operationId"] for item in blog["paths"].values()
-           for key, op in item.items() if key != "parameters"]
+    ids = [op["operationId"] for item in blog["paths"].values() for key, op in item.items() if key != "parameters"]
     assert len(ids) == len(set(ids))
     assert "list_blog_post" in ids and "live_query_user" in ids
 
@@ -95,8 +94,13 @@ def test_record_schema_keeps_declaration_order_and_requires_every_field(blog: di
 
 def test_field_types_and_bounds(blog: dict) -> None:
     props = blog["components"]["schemas"]["User"]["properties"]
-    assert props["id"] == {"type": "integer", "format": "int64", "minimum": -2**63, "maximum": 2**63 - 1,
-                           "description": "primary key, assigned when omitted."}
+    assert props["id"] == {
+        "type": "integer",
+        "format": "int64",
+        "minimum": -(2**63),
+        "maximum": 2**63 - 1,
+        "description": "primary key, assigned when omitted.",
+    }
     assert props["email"]["type"] == "string" and props["email"]["maxLength"] == 254
     assert props["name"]["minLength"] == 1 and props["name"]["maxLength"] == 100
     assert props["age"]["type"] == ["integer", "null"]
@@ -136,7 +140,7 @@ def test_id_path_parameter_is_typed_by_the_primary_key(blog: dict, inventory: di
     def id_schema(spec: dict, kebab: str) -> dict:
         return spec["paths"][f"/api/{kebab}/{{id}}"]["parameters"][0]["schema"]
 
-    assert id_schema(blog, "user") == {"type": "integer", "format": "int64", "minimum": -2**63, "maximum": 2**63 - 1}
+    assert id_schema(blog, "user") == {"type": "integer", "format": "int64", "minimum": -(2**63), "maximum": 2**63 - 1}
     assert id_schema(inventory, "warehouse") == {"type": "string"}
     assert id_schema(inventory, "item") == {"type": "string", "format": "uuid"}
 
@@ -216,7 +220,12 @@ def test_operational_route_shapes(blog: dict) -> None:
     assert schemas["Ready"]["properties"]["status"]["const"] == "ready"
     assert schemas["Metrics"]["required"] == ["model_count", "rows_per_model", "total_rows", "realtime"]
     assert schemas["Metrics"]["properties"]["realtime"]["required"] == [
-        "subscriptions", "live_queries", "replication_streams", "events_sent", "lagged_closes"]
+        "subscriptions",
+        "live_queries",
+        "replication_streams",
+        "events_sent",
+        "lagged_closes",
+    ]
     assert schemas["Snapshot"]["required"] == ["watermarks", "epoch", "replication", "offset", "fingerprint"]
     assert schemas["Snapshot"]["properties"]["watermarks"]["propertyNames"]["enum"] == ["User", "BlogPost", "Comment"]
 
@@ -286,11 +295,21 @@ def test_websocket_routes_document_their_http_errors(blog: dict, inventory: dict
 
 
 def test_nullable_enum_admits_null_among_its_members() -> None:
-    model = Model("Task", (
-        Field("id", FieldType.INT, is_id=True),
-        Field("state", FieldType.ENUM, nullable=True, enum_members=("open", "done"), filterable=True,
-              default=Default(DefaultKind.VALUE, None)),
-    ), (Projection("bare", ("id",)),))
+    model = Model(
+        "Task",
+        (
+            Field("id", FieldType.INT, is_id=True),
+            Field(
+                "state",
+                FieldType.ENUM,
+                nullable=True,
+                enum_members=("open", "done"),
+                filterable=True,
+                default=Default(DefaultKind.VALUE, None),
+            ),
+        ),
+        (Projection("bare", ("id",)),),
+    )
     spec = build_openapi(Schema("tasks.dbs", (model,)))
     validate(spec)
     state = spec["components"]["schemas"]["Task.Create"]["properties"]["state"]
@@ -298,8 +317,13 @@ def test_nullable_enum_admits_null_among_its_members() -> None:
 
 
 def test_cli_prints_the_document() -> None:
-    done = subprocess.run([sys.executable, str(ROOT / "dbsvc.py"), "openapi", str(BLOG)],
-                          capture_output=True, text=True, timeout=60, cwd=ROOT)
+    done = subprocess.run(
+        [sys.executable, str(ROOT / "dbsvc.py"), "openapi", str(BLOG)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        cwd=ROOT,
+    )
     assert done.returncode == 0, done.stderr
     assert json.loads(done.stdout) == json.loads(json.dumps(build_openapi(load_schema(str(BLOG)))))
 
@@ -307,8 +331,12 @@ def test_cli_prints_the_document() -> None:
 # ---------------------------------------------------------------- the document agrees with the compiler
 
 _SAMPLES = {
-    FieldType.INT: 7, FieldType.FLOAT: 2.5, FieldType.BOOL: True, FieldType.JSON: {"k": [1]},
-    FieldType.DATETIME: "2024-05-01T12:00:00Z", FieldType.DATE: "2024-05-01",
+    FieldType.INT: 7,
+    FieldType.FLOAT: 2.5,
+    FieldType.BOOL: True,
+    FieldType.JSON: {"k": [1]},
+    FieldType.DATETIME: "2024-05-01T12:00:00Z",
+    FieldType.DATE: "2024-05-01",
     FieldType.UUID: "0f8fad5b-d9cb-469f-a165-70867728950e",
 }
 
@@ -357,8 +385,7 @@ def test_required_fields_match_the_generated_validators(path: Path) -> None:
             with pytest.raises(ConstraintViolation):
                 compiled.validate_create(partial)
         replace_required = spec["components"]["schemas"][f"{model.name}.Replace"]["required"]
-        replaced = compiled.validate_replace({n: body[n] for n in replace_required},
-                                             _sample(model.id_field))
+        replaced = compiled.validate_replace({n: body[n] for n in replace_required}, _sample(model.id_field))
         _validator(spec, model.name).validate(replaced)
 
 
@@ -373,8 +400,12 @@ def test_real_server_answers_match_the_document(tmp_path: Path) -> None:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
     env = {**os.environ, "SERVICE_PORT": str(port), "SERVICE_DATA": str(tmp_path / "data")}
-    proc = subprocess.Popen([sys.executable, str(ROOT / "dbsvc.py"), "serve", str(BLOG)], env=env,
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    proc = subprocess.Popen(
+        [sys.executable, str(ROOT / "dbsvc.py"), "serve", str(BLOG)],
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
 
     def call(method: str, path: str, body: dict | None = None) -> tuple[int, object]:
         conn = http.client.HTTPConnection("127.0.0.1", port, timeout=5)

@@ -45,8 +45,13 @@ def test_compiled_model_constants(post, item):
 
 def test_module_settings(blog, inventory):
     assert blog.RUNTIME == {"replication": True, "changefeed_capacity": 1024, "replication_retain_mb": 256}
-    assert blog.AUTH == {"issuer": "https://id.example.com/", "audience": "blog", "alg": "RS256",
-                         "tenant_claim": "tenant", "leeway": 60}
+    assert blog.AUTH == {
+        "issuer": "https://id.example.com/",
+        "audience": "blog",
+        "alg": "RS256",
+        "tenant_claim": "tenant",
+        "leeway": 60,
+    }
     assert inventory.AUTH == {} and inventory.RUNTIME["changefeed_capacity"] == 256
     assert blog.SCHEMA_PATH.endswith("blog.dbs")
 
@@ -62,7 +67,17 @@ def test_keys_cover_id_unique_filter_sort_and_ref_fields(blog, item):
     assert set(user.keys) == {"id", "email", "name", "age", "role", "joined"}
     assert set(post.keys) == {"id", "author_id", "title", "published", "score"}
     assert set(comment.keys) == {"id", "post_id", "author_id", "created"}
-    assert set(item.keys) == {"id", "sku", "warehouse", "kind", "quantity", "unit_price", "expires", "checked_at", "batch"}
+    assert set(item.keys) == {
+        "id",
+        "sku",
+        "warehouse",
+        "kind",
+        "quantity",
+        "unit_price",
+        "expires",
+        "checked_at",
+        "batch",
+    }
 
 
 def test_identity_keys_for_values_that_already_order(user, item):
@@ -76,8 +91,14 @@ def test_datetime_key_is_microseconds_since_epoch(user, item):
 
 
 def test_datetime_keys_order_like_instants(user):
-    stamps = ["0001-01-01T00:00:00Z", "1969-12-31T23:59:59.999999Z", "1970-01-01T00:00:00Z",
-              "2024-05-01T12:00:00Z", "2024-05-01T12:00:00.000001Z", "9999-12-31T23:59:59.999999Z"]
+    stamps = [
+        "0001-01-01T00:00:00Z",
+        "1969-12-31T23:59:59.999999Z",
+        "1970-01-01T00:00:00Z",
+        "2024-05-01T12:00:00Z",
+        "2024-05-01T12:00:00.000001Z",
+        "9999-12-31T23:59:59.999999Z",
+    ]
     keys = [user.keys["joined"](s) for s in stamps]
     assert keys == sorted(keys) and len(set(keys)) == len(keys)
 
@@ -107,7 +128,9 @@ def test_match_compares_typed_values(post, blog):
 
 
 def test_match_datetime_in_any_offset(item):
-    record = item.validate_create({"sku": "abc", "warehouse": "w1", "unit_price": 1, "checked_at": "2024-05-01T12:00:00Z"})
+    record = item.validate_create(
+        {"sku": "abc", "warehouse": "w1", "unit_price": 1, "checked_at": "2024-05-01T12:00:00Z"}
+    )
     for text in ["2024-05-01T12:00:00Z", "2024-05-01T13:00:00+01:00", "2024-05-01T02:00:00-10:00"]:
         assert item.match(record, item.parse_feed_query([("checked_at", text)]).filters)
     assert not item.match(record, item.parse_feed_query([("checked_at", "2024-05-01T12:00:00.000001Z")]).filters)

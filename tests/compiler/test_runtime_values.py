@@ -11,25 +11,40 @@ import pytest
 from dbsvc import runtime
 
 
-@pytest.mark.parametrize(("text", "canonical"), [
-    ("2024-05-01T12:00:00Z", "2024-05-01T12:00:00Z"),
-    ("2024-05-01T12:00:00.000001Z", "2024-05-01T12:00:00.000001Z"),
-    ("2024-05-01T12:00:00.9999999Z", "2024-05-01T12:00:00.999999Z"),   # truncated, never rounded up
-    ("2024-05-01T00:30:00+01:00", "2024-04-30T23:30:00Z"),
-    ("2024-02-29T23:00:00-01:00", "2024-03-01T00:00:00Z"),
-    ("0999-01-01T00:00:00Z", "0999-01-01T00:00:00Z"),
-    ("9999-12-31T23:59:59.999999Z", "9999-12-31T23:59:59.999999Z"),
-])
+@pytest.mark.parametrize(
+    ("text", "canonical"),
+    [
+        ("2024-05-01T12:00:00Z", "2024-05-01T12:00:00Z"),
+        ("2024-05-01T12:00:00.000001Z", "2024-05-01T12:00:00.000001Z"),
+        ("2024-05-01T12:00:00.9999999Z", "2024-05-01T12:00:00.999999Z"),  # truncated, never rounded up
+        ("2024-05-01T00:30:00+01:00", "2024-04-30T23:30:00Z"),
+        ("2024-02-29T23:00:00-01:00", "2024-03-01T00:00:00Z"),
+        ("0999-01-01T00:00:00Z", "0999-01-01T00:00:00Z"),
+        ("9999-12-31T23:59:59.999999Z", "9999-12-31T23:59:59.999999Z"),
+    ],
+)
 def test_parse_datetime_canonicalises(text, canonical):
     assert runtime.parse_datetime(text) == canonical
     assert runtime.datetime_key(canonical) == runtime.parse_datetime_key(text)
 
 
-@pytest.mark.parametrize("text", [
-    "", "2024-05-01", "2024-05-01T12:00:00", "2024-05-01T12:00Z", "2024-05-01T12:00:00+01", "2024-05-01T12:00:00+01:60",
-    "2024-05-01T12:00:00Z ", "2024-05-01T12:00:00ZZ", "9999-12-31T23:59:59-00:01", "2024-13-01T00:00:00Z",
-    "2024-05-01T12:00:00,5Z", "2024-05-01_12:00:00Z",
-])
+@pytest.mark.parametrize(
+    "text",
+    [
+        "",
+        "2024-05-01",
+        "2024-05-01T12:00:00",
+        "2024-05-01T12:00Z",
+        "2024-05-01T12:00:00+01",
+        "2024-05-01T12:00:00+01:60",
+        "2024-05-01T12:00:00Z ",
+        "2024-05-01T12:00:00ZZ",
+        "9999-12-31T23:59:59-00:01",
+        "2024-13-01T00:00:00Z",
+        "2024-05-01T12:00:00,5Z",
+        "2024-05-01_12:00:00Z",
+    ],
+)
 def test_parse_datetime_refuses(text):
     assert runtime.parse_datetime(text) is None and runtime.parse_datetime_key(text) is None
 
@@ -38,9 +53,10 @@ def test_datetime_key_of_none_is_none():
     assert runtime.datetime_key(None) is None
 
 
-@pytest.mark.parametrize(("text", "result"), [
-    ("2024-02-29", "2024-02-29"), ("2023-02-29", None), ("2024-2-29", None), ("0000-01-01", None), ("20240229", None),
-])
+@pytest.mark.parametrize(
+    ("text", "result"),
+    [("2024-02-29", "2024-02-29"), ("2023-02-29", None), ("2024-2-29", None), ("0000-01-01", None), ("20240229", None)],
+)
 def test_parse_date(text, result):
     assert runtime.parse_date(text) == result
 
@@ -50,22 +66,47 @@ def test_parse_uuid():
     assert runtime.parse_uuid("abcdef0123456789abcdef0123456789") is None
 
 
-@pytest.mark.parametrize(("text", "result"), [
-    ("3", 3), ("-3", -3), ("+3", 3), ("3.0", 3), ("3e2", 300), ("3.5", None), ("x", None), ("", None),
-    ("9223372036854775807", 2**63 - 1), ("9223372036854775808", None), ("1" * 30, None), ("nan", None),
-])
+@pytest.mark.parametrize(
+    ("text", "result"),
+    [
+        ("3", 3),
+        ("-3", -3),
+        ("+3", 3),
+        ("3.0", 3),
+        ("3e2", 300),
+        ("3.5", None),
+        ("x", None),
+        ("", None),
+        ("9223372036854775807", 2**63 - 1),
+        ("9223372036854775808", None),
+        ("1" * 30, None),
+        ("nan", None),
+    ],
+)
 def test_parse_int_text(text, result):
     assert runtime.parse_int_text(text) == result
 
 
-@pytest.mark.parametrize(("text", "result"), [
-    ("3", 3.0), ("-.5", -0.5), ("1e3", 1000.0), ("nan", None), ("inf", None), ("1e999", None), ("1_0", None), ("", None),
-])
+@pytest.mark.parametrize(
+    ("text", "result"),
+    [
+        ("3", 3.0),
+        ("-.5", -0.5),
+        ("1e3", 1000.0),
+        ("nan", None),
+        ("inf", None),
+        ("1e999", None),
+        ("1_0", None),
+        ("", None),
+    ],
+)
 def test_parse_float_text(text, result):
     assert runtime.parse_float_text(text) == result
 
 
-@pytest.mark.parametrize(("text", "result"), [("0", 0), ("12", 12), ("-1", None), ("+1", None), ("1.0", None), ("٣", None)])
+@pytest.mark.parametrize(
+    ("text", "result"), [("0", 0), ("12", 12), ("-1", None), ("+1", None), ("1.0", None), ("٣", None)]
+)
 def test_parse_count(text, result):
     assert runtime.parse_count(text) == result
 
@@ -80,10 +121,18 @@ def test_now_and_new_uuid_shapes():
     assert uuid.UUID(runtime.new_uuid()).version == 4
 
 
-@pytest.mark.parametrize(("value", "shown"), [
-    (None, "null"), (True, "the boolean true"), (False, "the boolean false"), ("a", 'the string "a"'),
-    (1.5, "the number 1.5"), ([1], "an array [1]"), ({"a": 1}, 'an object {"a": 1}'),
-])
+@pytest.mark.parametrize(
+    ("value", "shown"),
+    [
+        (None, "null"),
+        (True, "the boolean true"),
+        (False, "the boolean false"),
+        ("a", 'the string "a"'),
+        (1.5, "the number 1.5"),
+        ([1], "an array [1]"),
+        ({"a": 1}, 'an object {"a": 1}'),
+    ],
+)
 def test_got_describes_json_values(value, shown):
     assert runtime.got(value) == shown
 
@@ -93,9 +142,22 @@ def test_show_cuts_long_values():
 
 
 JSON_VALUES = [
-    {"id": 7, "title": "héllo \u2603 \"quoted\" \\ \n", "score": 1.5, "big": 2**63 - 1, "neg": -0.0,
-     "none": None, "flags": [True, False], "nested": {"a": [1, 2.25e-7, {"b": "c"}]}},
-    [], {}, "plain", 3, 1e300, "\ud800",
+    {
+        "id": 7,
+        "title": "héllo \u2603 \"quoted\" \\ \n",
+        "score": 1.5,
+        "big": 2**63 - 1,
+        "neg": -0.0,
+        "none": None,
+        "flags": [True, False],
+        "nested": {"a": [1, 2.25e-7, {"b": "c"}]},
+    },
+    [],
+    {},
+    "plain",
+    3,
+    1e300,
+    "\ud800",
 ]
 
 
@@ -103,14 +165,14 @@ JSON_VALUES = [
 def test_compact_json_writes_what_the_stdlib_encoder_writes(value, monkeypatch):
     reference = json.dumps(value, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
     assert runtime.compact_json(value) == reference
-    monkeypatch.setattr(runtime, "_C_ENCODER", None)                 # the pure-Python fallback
+    monkeypatch.setattr(runtime, "_C_ENCODER", None)  # the pure-Python fallback
     assert runtime.compact_json(value) == reference
 
 
 @pytest.mark.parametrize("c_encoder", [True, False], ids=["c", "python"])
-@pytest.mark.parametrize("value, error", [
-    ({"x": float("nan")}, ValueError), ([float("inf")], ValueError), ({"x": object()}, TypeError),
-])
+@pytest.mark.parametrize(
+    "value, error", [({"x": float("nan")}, ValueError), ([float("inf")], ValueError), ({"x": object()}, TypeError)]
+)
 def test_compact_json_refuses_what_is_not_json(value, error, c_encoder, monkeypatch):
     if not c_encoder:
         monkeypatch.setattr(runtime, "_C_ENCODER", None)

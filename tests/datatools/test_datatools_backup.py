@@ -86,7 +86,7 @@ def test_backup_and_restore_through_the_command_line(data, seeded, tmp_path):
 
 
 def test_backup_changes_no_byte_of_the_tenant(data, seeded, tmp_path):
-    os.unlink(os.path.join(seeded, "LOCK"))          # a backup must not even create the lock file
+    os.unlink(os.path.join(seeded, "LOCK"))  # a backup must not even create the lock file
     image = dir_image(seeded)
     stat = {name: os.stat(os.path.join(seeded, name)).st_mtime_ns for name in os.listdir(seeded)}
     take_backup(seeded, str(tmp_path / "bk"), "t")
@@ -119,7 +119,7 @@ def with_lock(directory: str, action):
 
 def test_backup_cuts_a_torn_tail_at_the_last_whole_frame(data, seeded, tmp_path):
     with open(os.path.join(seeded, "log"), "ab") as f:
-        f.write(b"\x00\x00\x00\x00\x00\x00\x00\x7b\x00\x00")        # half a frame header: an append in flight
+        f.write(b"\x00\x00\x00\x00\x00\x00\x00\x7b\x00\x00")  # half a frame header: an append in flight
     manifest = take_backup(seeded, str(tmp_path / "bk"), "t")
     assert manifest["head_offset"] == 122
     restore_backup(str(tmp_path / "bk"), str(data), "copy")
@@ -159,8 +159,9 @@ def test_backups_racing_compactions_are_never_torn(data, seeded, tmp_path):
 
     def compact_in_a_loop() -> None:
         while not stop.is_set():
-            compactions.append(with_lock(seeded, lambda: compact_directory(seeded, read_description(seeded),
-                                                                           retain_bytes=0)))
+            compactions.append(
+                with_lock(seeded, lambda: compact_directory(seeded, read_description(seeded), retain_bytes=0))
+            )
 
     thread = threading.Thread(target=compact_in_a_loop)
     thread.start()
@@ -176,7 +177,7 @@ def test_backups_racing_compactions_are_never_torn(data, seeded, tmp_path):
         restore_backup(str(tmp_path / f"bk{i}"), str(data), f"copy{i}")
         assert state(str(data / f"copy{i}")) == expected
         epochs.add(json.loads((tmp_path / f"bk{i}" / "manifest.json").read_text())["epoch"])
-    assert len(epochs) > 1                      # the backups really met different generations
+    assert len(epochs) > 1  # the backups really met different generations
 
 
 # -- the backup under 32 concurrent writers of a real server ------------------------------------
@@ -213,7 +214,7 @@ class Writer(threading.Thread):
                     reply = resp.read()
                     assert resp.status == 200, reply
             conn.close()
-        except BaseException as exc:        # noqa: BLE001 - reported by the test
+        except BaseException as exc:  # noqa: BLE001 - reported by the test
             self.error = exc
 
 
@@ -270,7 +271,7 @@ def run_backup_under_writers(data: Path, tmp_path: Path, writers: int, before_s:
     assert acked_before <= set(restored["User"])
     assert restored["User"] == replay_prefix(os.path.join(directory, "log"), manifest["head_offset"])
     later = state(directory)["User"]
-    assert set(restored["User"]) < set(later)                 # writes went on after the backup
+    assert set(restored["User"]) < set(later)  # writes went on after the backup
 
 
 def test_backup_under_32_concurrent_writers_restores_an_acknowledged_prefix(data, tmp_path):
@@ -280,8 +281,9 @@ def test_backup_under_32_concurrent_writers_restores_an_acknowledged_prefix(data
 @pytest.mark.slow
 def test_backups_under_32_writers_soak(tmp_path):
     for round_ in range(5):
-        run_backup_under_writers(tmp_path / f"data{round_}", tmp_path / f"r{round_}", writers=32,
-                                 before_s=2.0, after_s=1.0)
+        run_backup_under_writers(
+            tmp_path / f"data{round_}", tmp_path / f"r{round_}", writers=32, before_s=2.0, after_s=1.0
+        )
 
 
 # -- restore refusals ---------------------------------------------------------------------------
@@ -316,23 +318,32 @@ def drop_frames(backup: Path) -> None:
     raw = (backup / "log").read_bytes()
     with open(backup / "log", "rb") as f:
         scan = LogScan("log", f.read())
-        starts = []                      # inside the loop, scan.end is where this frame starts
+        starts = []  # inside the loop, scan.end is where this frame starts
         for _record in scan.records():
             starts.append(scan.end)
-    (backup / "log").write_bytes(raw[:starts[-3]])     # frames 120-122 gone
+    (backup / "log").write_bytes(raw[: starts[-3]])  # frames 120-122 gone
 
 
 DAMAGE = [
     ("altered file", flip_log_byte, "log: SHA-256 differs from the manifest's (the file was altered)"),
     ("truncated file", cut_log, "bytes, the manifest says"),
     ("no manifest", lambda b: os.unlink(b / "manifest.json"), "is not a complete backup: manifest.json is missing"),
-    ("foreign manifest", lambda b: (b / "manifest.json").write_text('{"kind": "other"}'),
-     "not a dbsvc backup manifest of format 1"),
-    ("path in manifest", lambda b: (b / "manifest.json").write_text(
-        '{"kind": "dbsvc-backup", "format": 1, "files": {"../x": {}}}'), '"files" must map some of'),
+    (
+        "foreign manifest",
+        lambda b: (b / "manifest.json").write_text('{"kind": "other"}'),
+        "not a dbsvc backup manifest of format 1",
+    ),
+    (
+        "path in manifest",
+        lambda b: (b / "manifest.json").write_text('{"kind": "dbsvc-backup", "format": 1, "files": {"../x": {}}}'),
+        '"files" must map some of',
+    ),
     ("bad crc, manifest matching", lambda b: (flip_log_byte(b), rewrite_manifest(b)), "corrupt at byte"),
-    ("frames missing, manifest matching", lambda b: (drop_frames(b), rewrite_manifest(b)),
-     "ends at offset 119, the manifest says 122"),
+    (
+        "frames missing, manifest matching",
+        lambda b: (drop_frames(b), rewrite_manifest(b)),
+        "ends at offset 119, the manifest says 122",
+    ),
 ]
 
 
@@ -342,7 +353,7 @@ def test_restore_verifies_the_backup_before_installing_anything(data, backup, da
     done = cli(data, "tenant", "create", "copy", "--from", str(backup))
     assert done.returncode == 1, done.stderr
     assert message in done.stderr
-    assert sorted(os.listdir(data)) == ["t"]                 # no tenant, no staging directory left
+    assert sorted(os.listdir(data)) == ["t"]  # no tenant, no staging directory left
 
 
 def test_restore_refuses_an_existing_tenant_and_a_bad_name(data, backup):

@@ -37,8 +37,13 @@ def dir_image(path: str) -> dict[str, bytes]:
 
 
 def comment(i: int, post_id: int, author: int, **over) -> dict:
-    rec = {"id": i, "post_id": post_id, "author_id": author, "body": f"comment {i}",
-           "created": "2026-02-03T04:05:06.500000Z"}
+    rec = {
+        "id": i,
+        "post_id": post_id,
+        "author_id": author,
+        "body": f"comment {i}",
+        "created": "2026-02-03T04:05:06.500000Z",
+    }
     rec.update(over)
     return rec
 
@@ -49,16 +54,24 @@ def seed(directory: str) -> None:
 
     async def go() -> None:
         for i in range(1, 31):
-            await store.insert("User", user(i, name=f"Ünïcode “{i}” 🙂", age=i if i % 2 else None,
-                                            profile={"n": i, "tags": ["a", {"b": None}]} if i % 3 else None))
+            await store.insert(
+                "User",
+                user(
+                    i,
+                    name=f"Ünïcode “{i}” 🙂",
+                    age=i if i % 2 else None,
+                    profile={"n": i, "tags": ["a", {"b": None}]} if i % 3 else None,
+                ),
+            )
         for i in range(1, 61):
-            await store.insert("BlogPost", post(i, author=1 + i % 30, score=i / 7, published=i % 2 == 0,
-                                                tags=["x"] if i % 4 else None))
+            await store.insert(
+                "BlogPost", post(i, author=1 + i % 30, score=i / 7, published=i % 2 == 0, tags=["x"] if i % 4 else None)
+            )
         for i in range(1, 41):
             await store.insert("Comment", comment(i, post_id=1 + i % 60, author=1 + i % 30))
         await store.replace("User", 4, user(4, email="renamed@example.com", name="renamed"))
         await store.delete("Comment", 5)
-        await store.delete("BlogPost", 6)          # its one comment (5) is gone
+        await store.delete("BlogPost", 6)  # its one comment (5) is gone
 
     asyncio.run(go())
     store.close()
@@ -107,8 +120,7 @@ def test_export_writes_one_model_record_pair_per_line_in_declaration_and_id_orde
     assert [d["record"]["id"] for d in decoded if d["model"] == "User"] == list(range(1, 31))
     first = decoded[0]["record"]
     assert list(first) == list(BLOG.BY_NAME["User"].fields)
-    assert lines[0] == '{"model":"User","record":' + json.dumps(first, ensure_ascii=False,
-                                                              separators=(",", ":")) + "}"
+    assert lines[0] == '{"model":"User","record":' + json.dumps(first, ensure_ascii=False, separators=(",", ":")) + "}"
 
 
 def test_import_accepts_children_before_parents_and_self_consistent_files(data, tmp_path):
@@ -126,9 +138,11 @@ def test_import_accepts_children_before_parents_and_self_consistent_files(data, 
 def test_import_fills_defaults_and_automatic_ids_like_a_create(data, tmp_path):
     directory = create_tenant(str(data), "t")
     path = tmp_path / "new.jsonl"
-    path.write_text('{"model": "User", "record": {"id": 10, "email": "a@x", "name": "A"}}\n'
-                    "\n"
-                    '{"record": {"email": "b@x", "name": "B"}, "model": "User"}\n')
+    path.write_text(
+        '{"model": "User", "record": {"id": 10, "email": "a@x", "name": "A"}}\n'
+        "\n"
+        '{"record": {"email": "b@x", "name": "B"}, "model": "User"}\n'
+    )
     done = cli(data, "import", SCHEMA, str(path))
     assert done.returncode == 0, done.stderr
     users = records(directory)["User"]
@@ -139,41 +153,75 @@ def test_import_fills_defaults_and_automatic_ids_like_a_create(data, tmp_path):
 BAD_LINES = [
     ("{not json", "not JSON: Expecting property name enclosed in double quotes: line 1 column 2 (char 1)"),
     ('["User", {}]', 'expected an object {"model": ..., "record": {...}}, got ["User", {}]'),
-    ('{"model": "User", "record": {}, "extra": 1}',
-     "expected exactly the keys \"model\" and \"record\", got 'model', 'record', 'extra'"),
+    (
+        '{"model": "User", "record": {}, "extra": 1}',
+        "expected exactly the keys \"model\" and \"record\", got 'model', 'record', 'extra'",
+    ),
     ('{"model": "Nope", "record": {}}', "unknown model 'Nope': expected one of User, BlogPost, Comment"),
     ('{"model": "User", "record": 7}', 'User: "record" must be an object of its fields'),
-    ('{"model": "User", "record": {"id": 900, "email": "z@x", "name": ""}}', "User: 'name' must be at least 1 character"),
-    ('{"model": "User", "record": {"id": 900, "email": "z@x", "name": "Z", "age": 200}}', "User: 'age' must be at most 150, got 200"),
-    ('{"model": "User", "record": {"id": 900, "email": "z@x", "name": "Z", "colour": 1}}',
-     "User: unknown field 'colour'"),
-    ('{"model": "User", "record": {"id": 3, "email": "z@x", "name": "Z"}}',
-     "User: id 3 is already used by user 3 in the tenant"),
-    ('{"model": "User", "record": {"id": 900, "email": "u7@example.com", "name": "Z"}}',
-     "User: email 'u7@example.com' is already used by user 7 in the tenant"),
-    ('{"model": "User", "record": {"id": 901, "email": "first@x", "name": "Z"}}',
-     "User: id 901 is already used by user 901 (line 1)"),
-    ('{"model": "User", "record": {"id": 902, "email": "first@x", "name": "Z"}}',
-     "User: email 'first@x' is already used by user 901 (line 1)"),
-    ('{"model": "BlogPost", "record": {"id": 900, "author_id": 999, "title": "T", "body": "", "score": 1}}',
-     "BlogPost: author_id 999 does not match any user"),
+    (
+        '{"model": "User", "record": {"id": 900, "email": "z@x", "name": ""}}',
+        "User: 'name' must be at least 1 character",
+    ),
+    (
+        '{"model": "User", "record": {"id": 900, "email": "z@x", "name": "Z", "age": 200}}',
+        "User: 'age' must be at most 150, got 200",
+    ),
+    (
+        '{"model": "User", "record": {"id": 900, "email": "z@x", "name": "Z", "colour": 1}}',
+        "User: unknown field 'colour'",
+    ),
+    (
+        '{"model": "User", "record": {"id": 3, "email": "z@x", "name": "Z"}}',
+        "User: id 3 is already used by user 3 in the tenant",
+    ),
+    (
+        '{"model": "User", "record": {"id": 900, "email": "u7@example.com", "name": "Z"}}',
+        "User: email 'u7@example.com' is already used by user 7 in the tenant",
+    ),
+    (
+        '{"model": "User", "record": {"id": 901, "email": "first@x", "name": "Z"}}',
+        "User: id 901 is already used by user 901 (line 1)",
+    ),
+    (
+        '{"model": "User", "record": {"id": 902, "email": "first@x", "name": "Z"}}',
+        "User: email 'first@x' is already used by user 901 (line 1)",
+    ),
+    (
+        '{"model": "BlogPost", "record": {"id": 900, "author_id": 999, "title": "T", "body": "", "score": 1}}',
+        "BlogPost: author_id 999 does not match any user",
+    ),
     (b'{"model": "User", "record": {"id": 903, "email": "\xff", "name": "Z"}}', "not JSON: 'utf-8' codec"),
     # what a request body could not hold, a file cannot either (runtime.refuse_unstorable)
-    ('{"model": "User", "record": {"id": 904, "email": "n@x", "name": "Z", "profile": [1e400]}}',
-     "not JSON: the number 1e400 is out of range: expected a finite number"),
-    ('{"model": "User", "record": {"id": 904, "email": "n@x", "name": "Z", "name": "Y"}}',
-     'not JSON: an object names the member "name" twice: expected each name once'),
-    ('{"model": "User", "model": "BlogPost", "record": {"id": 904, "email": "n@x", "name": "Z"}}',
-     'not JSON: an object names the member "model" twice'),
-    ('{"model": "User", "record": {"id": 904, "email": "n@x", "name": "Z", "profile": NaN}}',
-     "not JSON: NaN is not valid JSON"),
-    ('{"model": "User", "record": {"id": 904, "email": "n@x", "name": "\\ud800"}}',
-     "'name' holds a lone surrogate in the string"),
-    ('{"model": "User", "record": {"id": 904, "email": "n@x", "name": "Z", "profile": ' + "[" * 64 + "]" * 64 + "}}",
-     "record nests arrays and objects deeper than 64 levels"),
+    (
+        '{"model": "User", "record": {"id": 904, "email": "n@x", "name": "Z", "profile": [1e400]}}',
+        "not JSON: the number 1e400 is out of range: expected a finite number",
+    ),
+    (
+        '{"model": "User", "record": {"id": 904, "email": "n@x", "name": "Z", "name": "Y"}}',
+        'not JSON: an object names the member "name" twice: expected each name once',
+    ),
+    (
+        '{"model": "User", "model": "BlogPost", "record": {"id": 904, "email": "n@x", "name": "Z"}}',
+        'not JSON: an object names the member "model" twice',
+    ),
+    (
+        '{"model": "User", "record": {"id": 904, "email": "n@x", "name": "Z", "profile": NaN}}',
+        "not JSON: NaN is not valid JSON",
+    ),
+    (
+        '{"model": "User", "record": {"id": 904, "email": "n@x", "name": "\\ud800"}}',
+        "'name' holds a lone surrogate in the string",
+    ),
+    (
+        '{"model": "User", "record": {"id": 904, "email": "n@x", "name": "Z", "profile": ' + "[" * 64 + "]" * 64 + "}}",
+        "record nests arrays and objects deeper than 64 levels",
+    ),
     # past the decoder's recursion limit on 3.11 and 3.12, decoded on 3.13: one refusal either way
-    ('{"model": "User", "record": ' + "[" * 5000 + "]" * 5000 + "}",
-     "record nests arrays and objects deeper than 64 levels: at most 64 are allowed, the body itself counted"),
+    (
+        '{"model": "User", "record": ' + "[" * 5000 + "]" * 5000 + "}",
+        "record nests arrays and objects deeper than 64 levels: at most 64 are allowed, the body itself counted",
+    ),
 ]
 
 
@@ -208,7 +256,7 @@ def test_import_reports_every_bad_line_up_to_a_limit(data, tmp_path):
     assert len(shown) == 20
     assert shown[0].startswith(f"{path}:1: User: missing required field 'email'")
     assert "30 bad line(s) (10 more not shown)" in done.stderr
-    assert os.listdir(directory) == ["LOCK"]         # locked for the run, nothing else written
+    assert os.listdir(directory) == ["LOCK"]  # locked for the run, nothing else written
 
 
 def test_import_and_export_are_refused_while_a_server_holds_the_tenant(data, seeded, tmp_path):
@@ -248,13 +296,16 @@ def test_export_as_of_reads_a_model_at_a_past_watermark(data, seeded):
     assert [g["record"]["id"] for g in got if g["model"] == "BlogPost"] == [1]
 
 
-@pytest.mark.parametrize("args, message", [
-    (("Nope",), "unknown model 'Nope': expected one of User, BlogPost, Comment"),
-    (("--as-of", "3"), "a bare watermark needs exactly one MODEL"),
-    (("User", "--as-of", "x"), "'x' is not a watermark: expected an integer >= 0"),
-    (("User", "--as-of", "Comment=1"), "'Comment' is not one of the exported models (User)"),
-    (("User", "--as-of", "99"), "--as-of User=99 is ahead of User's current watermark 31"),
-])
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (("Nope",), "unknown model 'Nope': expected one of User, BlogPost, Comment"),
+        (("--as-of", "3"), "a bare watermark needs exactly one MODEL"),
+        (("User", "--as-of", "x"), "'x' is not a watermark: expected an integer >= 0"),
+        (("User", "--as-of", "Comment=1"), "'Comment' is not one of the exported models (User)"),
+        (("User", "--as-of", "99"), "--as-of User=99 is ahead of User's current watermark 31"),
+    ],
+)
 def test_export_refuses_bad_models_and_watermarks(data, seeded, tmp_path, args, message):
     out = tmp_path / "x.jsonl"
     done = cli(data, "export", SCHEMA, *args, "-o", str(out))
@@ -320,10 +371,19 @@ def test_insert_batch_refuses_the_whole_batch_and_lists_every_bad_row(tmp_path):
     asyncio.run(store.insert("User", user(1)))
     image = dir_image(directory)
     with pytest.raises(BatchRejected) as caught:
-        store.insert_batch([("User", user(2)), ("User", user(2, email="other@x")), ("BlogPost", post(1, author=7)),
-                            ("User", user(3, email="u1@example.com"))])
+        store.insert_batch(
+            [
+                ("User", user(2)),
+                ("User", user(2, email="other@x")),
+                ("BlogPost", post(1, author=7)),
+                ("User", user(3, email="u1@example.com")),
+            ]
+        )
     assert [(i, type(e).__name__, other) for i, e, other in caught.value.problems] == [
-        (1, "UniqueViolation", 0), (2, "ForeignKeyViolation", None), (3, "UniqueViolation", None)]
+        (1, "UniqueViolation", 0),
+        (2, "ForeignKeyViolation", None),
+        (3, "UniqueViolation", None),
+    ]
     assert dir_image(directory) == image
     assert store.live_counts() == {"User": 1, "BlogPost": 0, "Comment": 0}
     store.close()
@@ -343,8 +403,13 @@ def test_batch_indexes_match_those_of_single_inserts(tmp_path):
 
     asyncio.run(singly())
     many.insert_batch([("User", u) for u in users[50:]])
-    for query in (Query(limit=1000), Query(sort=(("name", False),), limit=1000), Query(sort=(("age", True),), limit=1000),
-                  Query(filters={"name": frozenset({"n3"})}, limit=1000), Query(as_of=120, limit=1000)):
+    for query in (
+        Query(limit=1000),
+        Query(sort=(("name", False),), limit=1000),
+        Query(sort=(("age", True),), limit=1000),
+        Query(filters={"name": frozenset({"n3"})}, limit=1000),
+        Query(as_of=120, limit=1000),
+    ):
         assert one.list_records("User", query) == many.list_records("User", query)
     one.close()
     many.close()
@@ -358,7 +423,7 @@ TRICKY = [
     b'   \n',
     b'  {"model":"User","record":{"id":2}}\n',
     b'{"record":{"id":3},"model":"User"}\r\n',
-    b'{"model":"User","record":{"x":[\n',                   # a value spread over two lines
+    b'{"model":"User","record":{"x":[\n',  # a value spread over two lines
     b'1]}}\n',
     b'{"model":"User","record":{}} {"model":"User","record":{}}\n',
     b'{"model":"User","record":{}}x\n',
@@ -366,7 +431,7 @@ TRICKY = [
     b'{"model":1,"record":{}}\n',
     b'"just a string"\n',
     b'{"model":"User","record":{"name":"caf\xc3\xa9"}}\n',
-    b'{"model":"User","record":{}}garbage',                 # the last line, no newline
+    b'{"model":"User","record":{}}garbage',  # the last line, no newline
 ]
 
 
@@ -392,11 +457,14 @@ def test_decode_lines_accepts_and_refuses_exactly_what_decode_line_does(with_bad
     assert [n for n, _m, _r in good] == ([7, 10, 11, 19] if not with_bad_utf8 else [7, 11, 12, 20])
 
 
-@pytest.mark.parametrize("spec, state", [
-    ("write:2:ENOSPC", "REFUSING"),        # the second 1 MiB chunk finds no room: cut back, refusing
-    ("write:1:EIO", "FAILED"),
-    ("fsync:1:EIO", "FAILED"),             # everything written, the one fsync fails: fail-stop
-])
+@pytest.mark.parametrize(
+    "spec, state",
+    [
+        ("write:2:ENOSPC", "REFUSING"),  # the second 1 MiB chunk finds no room: cut back, refusing
+        ("write:1:EIO", "FAILED"),
+        ("fsync:1:EIO", "FAILED"),  # everything written, the one fsync fails: fail-stop
+    ],
+)
 def test_insert_batch_that_fails_on_disk_leaves_log_and_memory_as_they_were(tmp_path, monkeypatch, spec, state):
     from dbsvc.errors import Unavailable
     from dbsvc.storage.commit import WriteState
@@ -408,7 +476,7 @@ def test_insert_batch_that_fails_on_disk_leaves_log_and_memory_as_they_were(tmp_
     log_before = Path(directory, "log").read_bytes()
     monkeypatch.setenv("DBSVC_FAULT", spec)
     store = open_store(directory)
-    batch = [("User", user(i, profile={"pad": "x" * 200})) for i in range(2, 6002)]    # about 2.5 MiB of frames
+    batch = [("User", user(i, profile={"pad": "x" * 200})) for i in range(2, 6002)]  # about 2.5 MiB of frames
     with pytest.raises(Unavailable):
         store.insert_batch(batch)
     assert store.health().state is getattr(WriteState, state)

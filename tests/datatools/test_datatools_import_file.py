@@ -68,8 +68,9 @@ def test_a_bom_past_the_first_line_is_a_bad_line_that_names_it(data, tenant, tmp
     path.write_bytes(LINE.encode() + b"\xef\xbb\xbf" + json.dumps({"model": "User", "record": user(501)}).encode())
     done = cli(data, "import", SCHEMA, str(path), "-q")
     assert done.returncode == 1, done.stderr
-    assert f"{path}:2: a UTF-8 byte order mark (EF BB BF) starts the line: only the file may start with one" \
-        in done.stderr
+    assert (
+        f"{path}:2: a UTF-8 byte order mark (EF BB BF) starts the line: only the file may start with one" in done.stderr
+    )
     assert users(tenant) == []
 
 
@@ -94,17 +95,24 @@ def test_an_unreadable_file_says_permission_denied(data, tenant, tmp_path):
 def test_a_fifo_is_refused_without_waiting_for_a_writer(data, tenant, tmp_path):
     path = tmp_path / "pipe.jsonl"
     os.mkfifo(path)
-    line = refused(data, tenant, path)                 # the run has a timeout: it must not block
+    line = refused(data, tenant, path)  # the run has a timeout: it must not block
     assert line.endswith("it is a FIFO, not a regular file: save the data to a file and import that")
 
 
-@pytest.mark.parametrize("data_bytes, said", [
-    (LINE.encode("utf-16"), "it is not UTF-8: it starts with a UTF-16 byte order mark"),
-    (LINE.encode("utf-16-le"), "it is not UTF-8: its first line holds NUL bytes (UTF-16 or UTF-32?)"),
-    (b"\x00\x00\xfe\xff" + LINE.encode("utf-32-be"), "it is not UTF-8: it starts with a UTF-32 byte order mark"),
-    (json.dumps({"model": "User", "record": user(502, name="Zoë")}, ensure_ascii=False).encode("latin-1") + b"\n",
-     "it is not UTF-8: its first line has the byte 0xeb at byte"),
-], ids=["utf-16-bom", "utf-16-le", "utf-32-bom", "latin-1"])
+@pytest.mark.parametrize(
+    "data_bytes, said",
+    [
+        (LINE.encode("utf-16"), "it is not UTF-8: it starts with a UTF-16 byte order mark"),
+        (LINE.encode("utf-16-le"), "it is not UTF-8: its first line holds NUL bytes (UTF-16 or UTF-32?)"),
+        (b"\x00\x00\xfe\xff" + LINE.encode("utf-32-be"), "it is not UTF-8: it starts with a UTF-32 byte order mark"),
+        (
+            json.dumps({"model": "User", "record": user(502, name="Zoë")}, ensure_ascii=False).encode("latin-1")
+            + b"\n",
+            "it is not UTF-8: its first line has the byte 0xeb at byte",
+        ),
+    ],
+    ids=["utf-16-bom", "utf-16-le", "utf-32-bom", "latin-1"],
+)
 def test_a_file_that_is_not_utf8_is_refused_as_a_whole(data, tenant, tmp_path, data_bytes, said):
     path = tmp_path / "encoded.jsonl"
     path.write_bytes(data_bytes)
@@ -118,4 +126,3 @@ def test_a_refused_file_creates_no_default_tenant(data, tmp_path):
     done = run_dbsvc("import", SCHEMA, str(path), env={"SERVICE_DATA": str(data)})
     assert done.returncode == 2, done.stderr
     assert not (data / "default").exists()
-

@@ -47,8 +47,9 @@ def records(directory: str) -> tuple[int, dict[str, dict]]:
     """(head offset, every model's records by id) of the tenant at `directory`."""
     store = open_store(directory, readonly=True)
     try:
-        return store.head_offset, {m.name: {r["id"]: r for r in store.list_records(m.name, Query(limit=1 << 40))[0]}
-                                   for m in BLOG.MODELS}
+        return store.head_offset, {
+            m.name: {r["id"]: r for r in store.list_records(m.name, Query(limit=1 << 40))[0]} for m in BLOG.MODELS
+        }
     finally:
         store.close()
 
@@ -93,7 +94,7 @@ def tenants(tmp_path_factory) -> list[tuple[str, tuple[int, dict]]]:
     with open(os.path.join(torn, "log"), "ab") as f:
         f.write(b"\x00\x00\x00\x00\x00\x00\x00\x7b\x00\x00")
     for directory in (plain, compacted, torn):
-        os.unlink(os.path.join(directory, "LOCK"))        # a backup must not even create it
+        os.unlink(os.path.join(directory, "LOCK"))  # a backup must not even create it
     return [(directory, records(directory)) for directory in (plain, compacted, torn)]
 
 
@@ -140,8 +141,9 @@ def _run_seeds(count: int, base: str, tenants: list[tuple[str, tuple[int, dict]]
         try:
             run_seed(seed, base, tenants)
         except Exception as exc:
-            raise AssertionError(f"seed {seed} failed; replay it alone with DBSVC_POWERLOSS_SEED={seed}: "
-                                 f"{exc!r}") from exc
+            raise AssertionError(
+                f"seed {seed} failed; replay it alone with DBSVC_POWERLOSS_SEED={seed}: {exc!r}"
+            ) from exc
 
 
 def test_backup_power_loss_seeds(tmp_path, tenants):
@@ -155,11 +157,11 @@ def test_backup_power_loss_seeds_slow(tmp_path, tenants):
 
 def test_every_operation_of_a_backup_is_a_crash_point(tmp_path, tenants):
     """The seeds reach every operation: a whole backup takes fewer than OPERATIONS."""
-    tenant, _records = tenants[1]                         # the most files: schema, snapshot, log
+    tenant, _records = tenants[1]  # the most files: schema, snapshot, log
     dest = str(tmp_path / "backup")
     os.makedirs(dest)
     sim = PowerLossFiles(dest, crash_at=None)
     with files.use(sim):
         take_backup(tenant, dest, "t")
     assert 0 < sim.operations < OPERATIONS
-    assert sim.durable("manifest.json") is not None      # the commit point is durable
+    assert sim.durable("manifest.json") is not None  # the commit point is durable

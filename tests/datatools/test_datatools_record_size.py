@@ -68,8 +68,10 @@ def test_import_of_a_70_mb_record_is_refused_and_the_tenant_still_opens(data, te
     before = stored_users(tenant)
     done = cli(data, "import", SCHEMA, str(path), "-q")
     assert done.returncode == 1, done.stderr
-    assert f"{path}:2: record too large: the User record is 70000000 bytes of JSON, the limit is " \
-           f"{MAX_RECORD}" in done.stderr
+    assert (
+        f"{path}:2: record too large: the User record is 70000000 bytes of JSON, the limit is "
+        f"{MAX_RECORD}" in done.stderr
+    )
     assert "nothing was imported" in done.stderr
     assert stored_users(tenant) == before and sorted(before) == [1, 2]
 

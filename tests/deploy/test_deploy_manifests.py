@@ -36,7 +36,7 @@ from support.deploykit import (
 from support.idp import TestIdp
 from support.server import ROOT, start_server
 
-KUBERNETES_VERSION = "1.30.0"          # the oldest Kubernetes release the example is meant for
+KUBERNETES_VERSION = "1.30.0"  # the oldest Kubernetes release the example is meant for
 
 
 def documents() -> list[dict]:
@@ -75,14 +75,22 @@ def test_every_variable_a_recipe_names_is_documented_and_read(recipe):
 
 def test_readme_table_is_read_whole():
     """The reader above sees the table: the variables of docs/guide/configuration.md are all there."""
-    assert {"SERVICE_HOST", "SERVICE_PORT", "SERVICE_DATA", "SERVICE_TENANT", "RUST_LOG",
-            "SERVICE_LOG_FORMAT", "SERVICE_JWT_PUBKEY", "SERVICE_SHUTDOWN_TIMEOUT"} <= set(readme_variables())
+    assert {
+        "SERVICE_HOST",
+        "SERVICE_PORT",
+        "SERVICE_DATA",
+        "SERVICE_TENANT",
+        "RUST_LOG",
+        "SERVICE_LOG_FORMAT",
+        "SERVICE_JWT_PUBKEY",
+        "SERVICE_SHUTDOWN_TIMEOUT",
+    } <= set(readme_variables())
 
 
 def test_container_listens_on_every_interface_at_the_readme_port():
     env = dockerfile_env(read_dockerfile())
     port = readme_variables()["SERVICE_PORT"]
-    assert env["SERVICE_HOST"] == "0.0.0.0"                          # docs/guide/configuration.md
+    assert env["SERVICE_HOST"] == "0.0.0.0"  # docs/guide/configuration.md
     assert env["SERVICE_PORT"] == port == dockerfile_one(read_dockerfile(), "EXPOSE")
     (container,) = pod()["containers"]
     assert [p["containerPort"] for p in container["ports"]] == [int(port)]
@@ -94,7 +102,7 @@ def test_container_listens_on_every_interface_at_the_readme_port():
 
 def test_probes_are_the_interfaces_health_and_ready_routes():
     (container,) = pod()["containers"]
-    assert container["livenessProbe"]["httpGet"]["path"] == "/health"    # docs/guide/operations.md#deployment (probes)
+    assert container["livenessProbe"]["httpGet"]["path"] == "/health"  # docs/guide/operations.md#deployment (probes)
     assert container["readinessProbe"]["httpGet"]["path"] == "/ready"
     healthcheck = dockerfile_one(read_dockerfile(), "HEALTHCHECK")
     assert "/ready" in healthcheck
@@ -104,7 +112,7 @@ def test_data_directory_is_the_volume_everywhere():
     instructions = read_dockerfile()
     data = dockerfile_env(instructions)["SERVICE_DATA"]
     assert dockerfile_one(instructions, "VOLUME") == data
-    assert read_unit().environment("acme")["SERVICE_DATA"] == data       # the systemd unit's too
+    assert read_unit().environment("acme")["SERVICE_DATA"] == data  # the systemd unit's too
     (claim,) = of_kind("StatefulSet")["spec"]["volumeClaimTemplates"]
     for container in pod()["initContainers"] + pod()["containers"]:
         mounts = {m["name"]: m["mountPath"] for m in container["volumeMounts"]}
@@ -117,12 +125,12 @@ def test_entrypoint_serves_the_schema_the_image_holds():
     entrypoint = json.loads(dockerfile_one(instructions, "ENTRYPOINT"))
     copied = [args.split()[-1] for keyword, args in instructions if keyword == "COPY" and "--from" not in args]
     assert entrypoint[:2] == ["dbsvc", "serve"] and entrypoint[2] in copied
-    assert entrypoint[2] == read_unit().value("ExecStart").split()[-1]      # the same path as systemd's
+    assert entrypoint[2] == read_unit().value("ExecStart").split()[-1]  # the same path as systemd's
 
 
 def test_one_pod_one_tenant_one_volume():
     statefulset = of_kind("StatefulSet")
-    assert statefulset["spec"]["replicas"] == 1                           # one writer per tenant
+    assert statefulset["spec"]["replicas"] == 1  # one writer per tenant
     (claim,) = statefulset["spec"]["volumeClaimTemplates"]
     assert claim["spec"]["accessModes"] == ["ReadWriteOnce"]
     tenants = {container_env(c)["SERVICE_TENANT"] for c in pod()["initContainers"] + pod()["containers"]}
@@ -140,7 +148,9 @@ def test_grace_period_exceeds_the_servers_shutdown_timeout():
 
 def test_nginx_drops_idle_upstream_connections_before_dbsvc_does():
     text = NGINX_SITE.read_text()
-    timeouts = {line.split()[1].rstrip(";") for line in text.splitlines() if line.strip().startswith("keepalive_timeout")}
+    timeouts = {
+        line.split()[1].rstrip(";") for line in text.splitlines() if line.strip().startswith("keepalive_timeout")
+    }
     assert timeouts == {"30s"}
     assert 30 < float(readme_variables()["SERVICE_IDLE_TIMEOUT"])
 
@@ -166,6 +176,7 @@ def test_dockerfile_passes_hadolint():
 
 # --- the manifests' commands and environment, run against the real program ---------------
 
+
 def dbsvc_on_path(directory: Path) -> dict[str, str]:
     """A PATH whose `dbsvc` is this checkout's (the image's /opt/dbsvc/bin/dbsvc)."""
     directory.mkdir(parents=True, exist_ok=True)
@@ -180,8 +191,8 @@ def container_environment(container: dict, data: Path, tmp_path: Path, idp: Test
     pod's mounts moved under the test's directories."""
     env = {**dockerfile_env(read_dockerfile()), **container_env(container), **dbsvc_on_path(tmp_path / "bin")}
     env["SERVICE_DATA"] = str(data)
-    env["SERVICE_HOST"] = "127.0.0.1"                # the house rule for test servers; the image says 0.0.0.0
-    if "SERVICE_JWT_PUBKEY" in env:                  # the test's identity provider signs with ES256
+    env["SERVICE_HOST"] = "127.0.0.1"  # the house rule for test servers; the image says 0.0.0.0
+    if "SERVICE_JWT_PUBKEY" in env:  # the test's identity provider signs with ES256
         env.update(SERVICE_JWT_PUBKEY=str(idp.pem), SERVICE_JWT_ALG="ES256")
     return env
 
@@ -193,7 +204,7 @@ def test_init_container_creates_the_tenant_once_and_the_pod_serves_it(tmp_path):
     data.mkdir()
     idp = TestIdp(tmp_path / "idp", tenant=container_env(container)["SERVICE_TENANT"])
     init_env = container_environment(init, data, tmp_path, idp)
-    for _restart in range(2):                         # a pod's second start finds the tenant there
+    for _restart in range(2):  # a pod's second start finds the tenant there
         result = subprocess.run(init["command"], env=init_env, capture_output=True, text=True, timeout=60)
         assert result.returncode == 0, result.stderr
     assert sorted(p.name for p in data.iterdir()) == [idp.tenant]
@@ -202,14 +213,16 @@ def test_init_container_creates_the_tenant_once_and_the_pod_serves_it(tmp_path):
     server = start_server(ROOT / "schemas" / "blog.dbs", data, {k: v for k, v in env.items() if k != "PATH"})
     try:
         for probe in ("startupProbe", "livenessProbe", "readinessProbe"):
-            assert server.get(container[probe]["httpGet"]["path"]).status == 200, probe   # no token: the kubelet has none
-        assert server.get("/api/user").status == 401                           # the guard is on
+            assert server.get(container[probe]["httpGet"]["path"]).status == 200, (
+                probe
+            )  # no token: the kubelet has none
+        assert server.get("/api/user").status == 401  # the guard is on
         auth = {"Authorization": f"Bearer {idp.token()}"}
         assert server.post("/api/user", {"email": "k@x.io", "name": "K"}, headers=auth).status == 201
         assert healthcheck(server.port) == 0
     finally:
         assert server.stop() == 0
-    assert healthcheck(server.port) != 0                                       # and it notices a stopped server
+    assert healthcheck(server.port) != 0  # and it notices a stopped server
 
 
 def healthcheck(port: int) -> int:

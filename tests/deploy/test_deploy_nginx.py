@@ -29,8 +29,10 @@ from support.server import ROOT, Server, start_server
 from support.wskit import open_ws, recv_json, refusal, run
 
 NGINX = shutil.which("nginx") or next((p for p in ("/usr/sbin/nginx",) if os.access(p, os.X_OK)), None)
-pytestmark = [pytest.mark.nginx,
-              pytest.mark.skipif(NGINX is None, reason="nginx is not installed (apt-get install nginx)")]
+pytestmark = [
+    pytest.mark.nginx,
+    pytest.mark.skipif(NGINX is None, reason="nginx is not installed (apt-get install nginx)"),
+]
 
 BLOG = ROOT / "schemas" / "blog.dbs"
 
@@ -44,9 +46,11 @@ def free_port() -> int:
 def site_for(acme_port: int, globex_port: int, listen_port: int) -> str:
     """The recipe with the test's ports; each replaced text must be there exactly once."""
     text = NGINX_SITE.read_text()
-    for old, new in (("server 127.0.0.1:3001;", f"server 127.0.0.1:{acme_port};"),
-                     ("server 127.0.0.1:3002;", f"server 127.0.0.1:{globex_port};"),
-                     ("listen 80;", f"listen 127.0.0.1:{listen_port};")):
+    for old, new in (
+        ("server 127.0.0.1:3001;", f"server 127.0.0.1:{acme_port};"),
+        ("server 127.0.0.1:3002;", f"server 127.0.0.1:{globex_port};"),
+        ("listen 80;", f"listen 127.0.0.1:{listen_port};"),
+    ):
         assert text.count(old) == 1, f"{NGINX_SITE.name} no longer holds {old!r} exactly once"
         text = text.replace(old, new)
     return text
@@ -119,8 +123,8 @@ def nginx_prefix() -> Iterator[Path]:
 
 @dataclass
 class Deployment:
-    proxy: Server                      # requests to nginx's port (its paths carry the prefix)
-    acme: Server                       # the servers themselves, to see where a request went
+    proxy: Server  # requests to nginx's port (its paths carry the prefix)
+    acme: Server  # the servers themselves, to see where a request went
     globex: Server
     idp: TestIdp
 
@@ -150,21 +154,29 @@ def test_crud_through_each_prefix_reaches_only_its_tenant(deployment):
     proxy, acme, globex = deployment.proxy, deployment.acme, deployment.globex
     headers = {tenant: deployment.auth(tenant) for tenant in ("acme", "globex")}
     for tenant in ("acme", "globex"):
-        created = proxy.post(f"/{tenant}/api/user", {"email": f"crud@{tenant}.io", "name": tenant},
-                             headers=headers[tenant])
+        created = proxy.post(
+            f"/{tenant}/api/user", {"email": f"crud@{tenant}.io", "name": tenant}, headers=headers[tenant]
+        )
         assert created.status == 201, created
         location = created.headers["location"]
-        assert location == f"/{tenant}/api/user/{created.json['id']}"          # the prefix put back
+        assert location == f"/{tenant}/api/user/{created.json['id']}"  # the prefix put back
         assert proxy.get(location, headers=headers[tenant]).json["name"] == tenant
-        replaced = proxy.request("PUT", location, {"email": f"crud@{tenant}.io", "name": tenant.upper()},
-                                 headers=headers[tenant])
+        replaced = proxy.request(
+            "PUT", location, {"email": f"crud@{tenant}.io", "name": tenant.upper()}, headers=headers[tenant]
+        )
         assert replaced.status == 200 and replaced.json["name"] == tenant.upper()
     for tenant, server in (("acme", acme), ("globex", globex)):
         direct = server.get("/api/user?email=crud%40" + tenant + ".io", headers=headers[tenant]).json
-        assert [r["name"] for r in direct["data"]] == [tenant.upper()]       # it landed on its own server
-        assert server.get(f"/api/user?email=crud%40{'globex' if tenant == 'acme' else 'acme'}.io",
-                          headers=headers[tenant]).json["total"] == 0
-    location = f"/acme/api/user/{acme.get('/api/user?email=crud%40acme.io', headers=headers['acme']).json['data'][0]['id']}"
+        assert [r["name"] for r in direct["data"]] == [tenant.upper()]  # it landed on its own server
+        assert (
+            server.get(
+                f"/api/user?email=crud%40{'globex' if tenant == 'acme' else 'acme'}.io", headers=headers[tenant]
+            ).json["total"]
+            == 0
+        )
+    location = (
+        f"/acme/api/user/{acme.get('/api/user?email=crud%40acme.io', headers=headers['acme']).json['data'][0]['id']}"
+    )
     assert proxy.request("DELETE", location, headers=headers["acme"]).status == 204
     gone = proxy.get(location, headers=headers["acme"])
     assert gone.status == 404 and gone.headers["content-type"] == "application/problem+json"
@@ -177,9 +189,9 @@ def test_guard_answers_through_the_proxy(deployment):
     assert missing.status == 401 and missing.json["code"] == "unauthorized"
     assert missing.headers["www-authenticate"] == 'Bearer realm="dbsvc"'
     assert proxy.get("/acme/api/user", headers=deployment.auth("acme")).status == 200
-    other = proxy.get("/globex/api/user", headers=deployment.auth("acme"))   # acme's token, globex's server
+    other = proxy.get("/globex/api/user", headers=deployment.auth("acme"))  # acme's token, globex's server
     assert other.status == 403 and other.json["code"] == "forbidden"
-    assert proxy.get("/acme/health").json["status"] == "ok"                   # operational: no token
+    assert proxy.get("/acme/health").json["status"] == "ok"  # operational: no token
     assert proxy.get("/globex/ready").json["status"] == "ready"
 
 
@@ -201,8 +213,9 @@ def test_browser_style_bearer_subprotocol_passes_the_proxy(deployment):
     proxy, token = deployment.proxy, deployment.idp.token(tenant="acme")
 
     async def body() -> tuple[str | None, dict]:
-        async with open_ws(proxy, "/acme/subscribe/user?name=Browser",
-                           subprotocols=["bearer", f"bearer.{token}"]) as ws:
+        async with open_ws(
+            proxy, "/acme/subscribe/user?name=Browser", subprotocols=["bearer", f"bearer.{token}"]
+        ) as ws:
             proxy.post("/acme/api/user", {"email": "b@acme.io", "name": "Browser"}, headers=deployment.auth("acme"))
             return ws.subprotocol, await recv_json(ws, timeout=30)
 
@@ -216,8 +229,9 @@ def test_websocket_without_token_is_refused_before_the_upgrade(deployment):
     assert headers["www-authenticate"] == 'Bearer realm="dbsvc"'
 
 
-@pytest.mark.parametrize("path", ["/api/user/a%2Fb", "/api/user/%20", "/api/user?email=a%2Bb%40x.io",
-                                  "/api/user?sort=nope", "/api/nosuch"])
+@pytest.mark.parametrize(
+    "path", ["/api/user/a%2Fb", "/api/user/%20", "/api/user?email=a%2Bb%40x.io", "/api/user?sort=nope", "/api/nosuch"]
+)
 def test_path_and_query_reach_dbsvc_as_sent(deployment, path):
     """The proxied answer is the direct answer, byte-identical paths and queries included."""
     headers = deployment.auth("acme")
@@ -257,6 +271,6 @@ def test_oversized_body_gets_dbsvcs_413_and_nothing_is_written(deployment):
     before = deployment.acme.get("/api/user", headers=headers).json["total"]
     body = json.dumps({"email": "big@acme.io", "name": "x" * (1536 * 1024)})
     reply = deployment.proxy.post("/acme/api/user", body, headers={**headers, "Content-Type": "application/json"})
-    assert reply.status == 413 and reply.json["code"] == "payload_too_large"   # dbsvc's, not nginx's page
+    assert reply.status == 413 and reply.json["code"] == "payload_too_large"  # dbsvc's, not nginx's page
     assert deployment.acme.get("/api/user", headers=headers).json["total"] == before
     assert deployment.proxy.get("/acme/api/user?email=big%40acme.io", headers=headers).json["total"] == 0

@@ -69,8 +69,9 @@ def test_server_with_a_dead_notify_socket_still_serves_and_says_why(tmp_path, so
         assert server.get("/api/user").json["total"] == 1
     finally:
         assert server.stop() == 0
-    assert any(f"could not notify the service manager at NOTIFY_SOCKET={str(socket_path)!r}" in line
-               for line in server.log), "".join(server.log)
+    assert any(
+        f"could not notify the service manager at NOTIFY_SOCKET={str(socket_path)!r}" in line for line in server.log
+    ), "".join(server.log)
 
 
 def test_notify_without_socket_sends_nothing():
@@ -93,5 +94,6 @@ def test_notify_sends_lines_as_one_datagram(listener, socket_path):
 def test_notify_reads_the_process_environment_by_default(listener, socket_path, monkeypatch):
     monkeypatch.setitem(os.environ, "NOTIFY_SOCKET", str(socket_path))
     from dbsvc.notify import notify_ready
+
     assert notify_ready("up") is True
     assert receive(listener) == {"READY": "1", "STATUS": "up"}

@@ -25,8 +25,9 @@ from support.server import ROOT, start_server
 
 ANALYZE = shutil.which("systemd-analyze")
 HOST_UNITS = next((p for p in (Path("/usr/lib/systemd/system"), Path("/lib/systemd/system")) if p.is_dir()), None)
-needs_analyze = pytest.mark.skipif(ANALYZE is None or HOST_UNITS is None,
-                                   reason="systemd-analyze and the host's unit directory are needed")
+needs_analyze = pytest.mark.skipif(
+    ANALYZE is None or HOST_UNITS is None, reason="systemd-analyze and the host's unit directory are needed"
+)
 INSTANCE = "acme"
 
 
@@ -45,8 +46,9 @@ def alternate_root(directory: Path, unit_text: str) -> Path:
 
 def analyze(root: Path, *args: str) -> subprocess.CompletedProcess[str]:
     assert ANALYZE is not None
-    return subprocess.run([ANALYZE, *args, f"--root={root}", f"dbsvc@{INSTANCE}.service"],
-                          capture_output=True, text=True, timeout=120)
+    return subprocess.run(
+        [ANALYZE, *args, f"--root={root}", f"dbsvc@{INSTANCE}.service"], capture_output=True, text=True, timeout=120
+    )
 
 
 @needs_analyze
@@ -105,7 +107,7 @@ def unit_command(root: Path, instance: str) -> tuple[Path, dict[str, str]]:
     env = unit.environment(instance)
     env["SERVICE_DATA"] = str(root / env["SERVICE_DATA"].lstrip("/"))
     env_file = root / unit.value("EnvironmentFile").replace("%i", instance).lstrip("/")
-    env_file.write_text("SERVICE_PORT=0\n")               # the one per-instance setting needed here
+    env_file.write_text("SERVICE_PORT=0\n")  # the one per-instance setting needed here
     for line in env_file.read_text().splitlines():
         name, _, value = line.partition("=")
         env[name] = value
@@ -113,9 +115,13 @@ def unit_command(root: Path, instance: str) -> tuple[Path, dict[str, str]]:
 
 
 def create_tenant(env: dict[str, str], name: str) -> None:
-    subprocess.run([sys.executable, str(ROOT / "dbsvc.py"), "tenant", "create", name],
-                   env={"SERVICE_DATA": env["SERVICE_DATA"], "PATH": "/usr/bin:/bin"},
-                   check=True, capture_output=True, timeout=60)
+    subprocess.run(
+        [sys.executable, str(ROOT / "dbsvc.py"), "tenant", "create", name],
+        env={"SERVICE_DATA": env["SERVICE_DATA"], "PATH": "/usr/bin:/bin"},
+        check=True,
+        capture_output=True,
+        timeout=60,
+    )
 
 
 def test_server_started_as_the_unit_starts_it_serves_its_tenant(host_root):
@@ -134,7 +140,7 @@ def test_server_started_as_the_unit_starts_it_serves_its_tenant(host_root):
             status = server.stop(getattr(signal, read_unit().value("KillSignal")))
         assert receive_notification(notify_socket)["STOPPING"] == "1"
     assert status == 0
-    tenant = Path(env["SERVICE_DATA"]) / INSTANCE          # the unit's only ReadWritePaths=
+    tenant = Path(env["SERVICE_DATA"]) / INSTANCE  # the unit's only ReadWritePaths=
     assert sorted(p.name for p in tenant.iterdir()), "the tenant's files are in its directory"
     assert sorted(p.name for p in tenant.parent.iterdir()) == [INSTANCE], "nothing written beside it"
 
@@ -142,8 +148,13 @@ def test_server_started_as_the_unit_starts_it_serves_its_tenant(host_root):
 def test_instance_without_a_tenant_exits_with_the_status_the_unit_does_not_restart(host_root):
     schema, env = unit_command(host_root, "nosuch")
     Path(env["SERVICE_DATA"]).mkdir(parents=True)
-    result = subprocess.run([sys.executable, str(ROOT / "dbsvc.py"), "serve", str(schema)],
-                            env={**env, "PATH": "/usr/bin:/bin"}, capture_output=True, text=True, timeout=60)
+    result = subprocess.run(
+        [sys.executable, str(ROOT / "dbsvc.py"), "serve", str(schema)],
+        env={**env, "PATH": "/usr/bin:/bin"},
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert result.returncode == int(read_unit().value("RestartPreventExitStatus")) == 2
     assert "dbsvc tenant create nosuch" in result.stderr
     assert list(Path(env["SERVICE_DATA"]).iterdir()) == [], "a missing tenant is never created"

@@ -35,14 +35,16 @@ PEOPLE = [
 def seed(server, headers: dict | None = None) -> list[int]:
     ids = []
     for email, name, age, role in PEOPLE:
-        reply = server.post("/api/user", {"email": email, "name": name, "age": age, "role": role},
-                            headers=headers)
+        reply = server.post("/api/user", {"email": email, "name": name, "age": age, "role": role}, headers=headers)
         assert reply.status == 201, reply
         ids.append(reply.json["id"])
     posts = [("Hello, world", 4.5), ("Notes on logs", 3.0), ("Watermarks", 5.0)]
     for n, (title, score) in enumerate(posts):
-        reply = server.post("/api/blog-post", {"author_id": ids[n % 2], "title": title, "body": "...",
-                                               "score": score, "published": n != 1}, headers=headers)
+        reply = server.post(
+            "/api/blog-post",
+            {"author_id": ids[n % 2], "title": title, "body": "...", "score": score, "published": n != 1},
+            headers=headers,
+        )
         assert reply.status == 201, reply
     return ids
 
@@ -80,10 +82,14 @@ def test_table_lists_the_seeded_records(serve, page):
     assert "never writes" in page.find_element(By.CSS_SELECTOR, ".bar .note").text
     wait_for(page, lambda: page.find_elements(By.CSS_SELECTOR, "#ops table.models tbody tr"), "the Service pane")
     metrics, snapshot = server.get("/metrics").json, server.get("/snapshot").json
-    shown = [[td.text for td in tr.find_elements(By.TAG_NAME, "td")]
-             for tr in page.find_elements(By.CSS_SELECTOR, "#ops table.models tbody tr")]
-    assert shown == [[name, str(metrics["rows_per_model"][name]), str(watermark)]
-                     for name, watermark in snapshot["watermarks"].items()]
+    shown = [
+        [td.text for td in tr.find_elements(By.TAG_NAME, "td")]
+        for tr in page.find_elements(By.CSS_SELECTOR, "#ops table.models tbody tr")
+    ]
+    assert shown == [
+        [name, str(metrics["rows_per_model"][name]), str(watermark)]
+        for name, watermark in snapshot["watermarks"].items()
+    ]
     assert page.find_element(By.CSS_SELECTOR, "#ops .epoch").text == f"epoch {snapshot['epoch']}"
     assert f"head offset\n{snapshot['offset']}" in page.find_element(By.ID, "ops").text
     screenshot(page, "explorer-list")
@@ -99,17 +105,17 @@ def test_filter_and_multi_key_sort_show_exactly_what_the_api_returns(serve, page
     wait_for_page(page, "/api/user?role=editor&limit=20")
     assert row_ids(page) == api_ids(server, {"role": "editor", "limit": 20})
 
-    header(page, "age").click()                       # sort=age
+    header(page, "age").click()  # sort=age
     wait_for_page(page, "/api/user?role=editor&sort=age&limit=20")
     assert row_ids(page) == api_ids(server, {"role": "editor", "sort": "age", "limit": 20})
 
-    header(page, "age").click()                       # the same key again: descending
+    header(page, "age").click()  # the same key again: descending
     wait_for_page(page, "/api/user?role=editor&sort=-age&limit=20")
     assert row_ids(page) == api_ids(server, {"role": "editor", "sort": "-age", "limit": 20})
 
     Select(page.find_element(By.CSS_SELECTOR, '#filters select[name="role"]')).select_by_value("")
     wait_for_page(page, "/api/user?sort=-age&limit=20")
-    shift_click(page, header(page, "name"))           # a second key
+    shift_click(page, header(page, "name"))  # a second key
     expected = {"sort": "-age,name", "limit": 20}
     wait_for_page(page, "/api/user?" + urlencode(expected))
     assert row_ids(page) == api_ids(server, expected)
@@ -152,7 +158,7 @@ def test_as_of_slider_shows_an_older_version_of_an_updated_record(serve, page):
 
     slider = page.find_element(By.ID, "as-of")
     wait_for(page, lambda: slider.get_attribute("max") == "2", "the slider reaching watermark 2")
-    slider.send_keys(Keys.ARROW_LEFT)                 # one row back: watermark 1
+    slider.send_keys(Keys.ARROW_LEFT)  # one row back: watermark 1
     wait_for_page(page, "/api/user?limit=20&as_of=1")
     assert cell(page, key, "name") == "Before"
     assert cell(page, key, "age") == "20"
@@ -193,14 +199,14 @@ def test_live_mode_shows_creates_changes_and_deletes_as_they_happen(serve, page)
 
     moved = server.get("/api/user?role=editor&sort=name&limit=1").json["data"][0]["id"]
     start = time.monotonic()
-    server.request("PATCH", f"/api/user/{moved}", body={"role": "reader"})   # leaves the filter
+    server.request("PATCH", f"/api/user/{moved}", body={"role": "reader"})  # leaves the filter
     wait_for(page, lambda: str(moved) not in row_ids(page), "the row leaving the filter")
     seen["leave"] = time.monotonic() - start
 
     feed = page.find_element(By.ID, "feed-list")
     wait_for(page, lambda: len(feed.find_elements(By.TAG_NAME, "li")) >= 3, "the feed pane's events")
     kinds = [li.get_attribute("data-kind") for li in feed.find_elements(By.TAG_NAME, "li")]
-    assert kinds[:3] == ["update", "update", "insert"]            # newest first
+    assert kinds[:3] == ["update", "update", "insert"]  # newest first
     screenshot(page, "explorer-live")
 
     start = time.monotonic()
@@ -212,7 +218,7 @@ def test_live_mode_shows_creates_changes_and_deletes_as_they_happen(serve, page)
 
 
 def test_live_mode_resumes_after_the_server_restarts(serve, page, tmp_path):
-    with socket.socket() as probe:                 # a fixed port, so the page's origin survives
+    with socket.socket() as probe:  # a fixed port, so the page's origin survives
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]
     data = tmp_path / "restart"
@@ -222,7 +228,7 @@ def test_live_mode_resumes_after_the_server_restarts(serve, page, tmp_path):
     wait_for_page(page, None, state="live")
     assert row_ids(page) == [str(first)]
 
-    server.proc.kill()                              # kill -9: the sockets just drop
+    server.proc.kill()  # kill -9: the sockets just drop
     server.proc.wait(timeout=30)
     wait_for(page, lambda: "reconnecting" in page.find_element(By.ID, "live-state").text, "the page noticing")
     server = serve(env={"SERVICE_PORT": str(port)}, data_dir=data)
@@ -236,12 +242,18 @@ def test_markup_in_a_record_renders_as_text_and_runs_nothing(serve, page):
     server = serve()
     hostile = "<img src=x onerror=alert(1)>"
     script = "<script>window.__pwned = 1</script>"
-    key = server.post("/api/user", {"email": "x@example.com", "name": hostile,
-                                    "profile": {"bio": script, "html": "<b onmouseover=alert(2)>hi</b>"}}).json["id"]
+    key = server.post(
+        "/api/user",
+        {
+            "email": "x@example.com",
+            "name": hostile,
+            "profile": {"bio": script, "html": "<b onmouseover=alert(2)>hi</b>"},
+        },
+    ).json["id"]
     open_explorer(page, server.port, "#/user?live=1")
     wait_for_page(page, None, state="live")
     assert cell(page, key, "name") == hostile
-    server.request("PATCH", f"/api/user/{key}", body={"email": "y@example.com"})   # the feed pane too
+    server.request("PATCH", f"/api/user/{key}", body={"email": "y@example.com"})  # the feed pane too
     wait_for(page, lambda: page.find_elements(By.CSS_SELECTOR, "#feed-list li"), "the feed event")
     page.find_element(By.CSS_SELECTOR, f'#records tbody tr[data-id="{key}"]').click()
     wait_for(page, lambda: page.find_element(By.ID, "record").get_attribute("data-state") == "shown", "the record view")
@@ -251,7 +263,7 @@ def test_markup_in_a_record_renders_as_text_and_runs_nothing(serve, page):
     assert page.find_elements(By.CSS_SELECTOR, "main img, main script, main b") == []
     assert page.execute_script("return window.__pwned === undefined")
     with pytest.raises(NoAlertPresentException):
-        _ = page.switch_to.alert.text                    # reading an alert that is not there raises
+        _ = page.switch_to.alert.text  # reading an alert that is not there raises
 
 
 def test_a_guarded_service_shows_nothing_without_a_token_and_the_data_with_one(serve, page, tmp_path):
@@ -272,7 +284,7 @@ def test_a_guarded_service_shows_nothing_without_a_token_and_the_data_with_one(s
     assert page.find_element(By.ID, "token").get_attribute("value") == ""
     assert page.find_element(By.ID, "token-state").text.startswith("token set, expires")
 
-    page.find_element(By.ID, "live").click()            # the WebSocket carries the token too
+    page.find_element(By.ID, "live").click()  # the WebSocket carries the token too
     wait_for_page(page, None, state="live")
     key = server.post("/api/user", {"email": "tok@example.com", "name": "Token"}, headers=auth).json["id"]
     wait_for(page, lambda: str(key) in row_ids(page), "a live row on the guarded service")

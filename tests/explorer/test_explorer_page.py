@@ -38,7 +38,7 @@ def test_page_and_assets_are_served_with_a_strict_policy(serve):
         assert reply.headers["content-security-policy"] == CONTENT_SECURITY_POLICY
         assert reply.headers["x-content-type-options"] == "nosniff"
     policy = dict(part.strip().split(" ", 1) for part in CONTENT_SECURITY_POLICY.split(";"))
-    assert policy["script-src"] == "'self'"            # no 'unsafe-inline', no 'unsafe-eval'
+    assert policy["script-src"] == "'self'"  # no 'unsafe-inline', no 'unsafe-eval'
     assert policy["default-src"] == "'none'"
     head = server.request("HEAD", "/_/")
     assert head.status == 200 and head.body == b""
@@ -53,9 +53,9 @@ def test_explorer_paths_answer_redirect_405_and_404(serve):
     missing = server.get("/_/secret.txt")
     assert missing.status == 404
     assert missing.json["code"] == "not_found" and "/_/explorer.js" in missing.json["detail"]
-    assert server.get("/_/../api/user").status == 404            # a name lookup: no path walks
-    assert server.get("/_/page.py").status == 404                # only the listed files
-    assert server.get("/api/user").status == 200                 # the API is untouched
+    assert server.get("/_/../api/user").status == 404  # a name lookup: no path walks
+    assert server.get("/_/page.py").status == 404  # only the listed files
+    assert server.get("/api/user").status == 200  # the API is untouched
 
 
 def test_the_openapi_document_does_not_describe_the_explorer(serve):
@@ -63,18 +63,21 @@ def test_the_openapi_document_does_not_describe_the_explorer(serve):
     assert not [p for p in paths if p.startswith("/_")]
 
 
-@pytest.mark.parametrize(("setting", "host", "guarded", "expected"), [
-    (None, "127.0.0.1", False, True),
-    (None, "127.0.0.53", False, True),
-    (None, "::1", False, True),
-    (None, "localhost", False, True),
-    (None, "0.0.0.0", False, False),
-    (None, "192.168.1.10", False, False),
-    (None, "db.example.com", False, False),
-    (None, "127.0.0.1", True, False),
-    (True, "0.0.0.0", True, True),
-    (False, "127.0.0.1", False, False),
-])
+@pytest.mark.parametrize(
+    ("setting", "host", "guarded", "expected"),
+    [
+        (None, "127.0.0.1", False, True),
+        (None, "127.0.0.53", False, True),
+        (None, "::1", False, True),
+        (None, "localhost", False, True),
+        (None, "0.0.0.0", False, False),
+        (None, "192.168.1.10", False, False),
+        (None, "db.example.com", False, False),
+        (None, "127.0.0.1", True, False),
+        (True, "0.0.0.0", True, True),
+        (False, "127.0.0.1", False, False),
+    ],
+)
 def test_explorer_default_is_loopback_without_guard(setting, host, guarded, expected):
     assert explorer_enabled(setting, host, guarded) is expected
 
@@ -99,8 +102,8 @@ def test_a_guarded_service_has_no_explorer_by_default_and_the_page_needs_no_toke
     assert server.get("/_/").status == 404
     idp2 = TestIdp(tmp_path / "idp2")
     server = serve(env=idp2.server_env(SERVICE_EXPLORER="on"), data_dir=idp2.data_dir())
-    assert server.get("/_/").status == 200                       # static: no token needed
-    assert server.get("/api/user").status == 401                 # the data still is guarded
+    assert server.get("/_/").status == 200  # static: no token needed
+    assert server.get("/api/user").status == 401  # the data still is guarded
     assert server.get("/api/user", headers={"Authorization": f"Bearer {idp2.token()}"}).status == 200
 
 
@@ -111,16 +114,21 @@ def test_a_bad_service_explorer_value_exits_2_and_leaves_the_tenant_intact(serve
     assert server.stop() == 0
     env = {k: v for k, v in os.environ.items() if not k.startswith("SERVICE_")}
     env.update(SERVICE_DATA=str(data), SERVICE_PORT="0", SERVICE_EXPLORER="maybe")
-    run = subprocess.run([sys.executable, str(ROOT / "dbsvc.py"), "serve", str(BLOG)], env=env,
-                         capture_output=True, text=True, timeout=60)
+    run = subprocess.run(
+        [sys.executable, str(ROOT / "dbsvc.py"), "serve", str(BLOG)],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert run.returncode == 2
-    assert run.stderr.strip() == ("dbsvc: error: SERVICE_EXPLORER='maybe' is not valid: "
-                                  "expected one of on, off")
+    assert run.stderr.strip() == ("dbsvc: error: SERVICE_EXPLORER='maybe' is not valid: expected one of on, off")
     again = serve(data_dir=data)
     assert [r["email"] for r in again.get("/api/user").json["data"]] == ["keep@example.com"]
 
 
 # ---------------------------------------------------------------- the files themselves
+
 
 def test_page_and_assets_stay_under_100_kb_together():
     total = sum(len(asset_bytes(name)) for name in ASSETS)
@@ -131,21 +139,29 @@ def test_the_page_loads_nothing_from_elsewhere_and_has_no_inline_code():
     html = asset_bytes("").decode()
     for name in ASSETS:
         text = asset_bytes(name).decode()
-        assert not re.search(r"(?:src|href)\s*=\s*[\"']?(?:https?:)?//", text), name      # no CDN
+        assert not re.search(r"(?:src|href)\s*=\s*[\"']?(?:https?:)?//", text), name  # no CDN
         assert not re.search(r"\b(?:fetch|WebSocket)\(\s*[\"'`](?:https?|wss?):", text), name
     css = asset_bytes("explorer.css").decode()
-    assert "@import" not in css and "url(" not in css                 # no fonts, no images
+    assert "@import" not in css and "url(" not in css  # no fonts, no images
     referenced = set(re.findall(r'(?:src|href)="([^"#?]+)"', html)) - {"../openapi.json"}
     assert referenced == {"explorer.css", "explorer.js"}
     assert re.findall(r"<script\b[^>]*>", html) == ['<script src="explorer.js" defer>']
-    assert not re.search(r"\son[a-z]+\s*=", html)                     # no inline handlers
+    assert not re.search(r"\son[a-z]+\s*=", html)  # no inline handlers
     assert "style=" not in html and "<style" not in html
 
 
 def test_the_script_never_builds_html_or_code_from_strings():
     script = asset_bytes("explorer.js").decode()
-    for forbidden in ("innerHTML", "outerHTML", "insertAdjacentHTML", "document.write", "eval(",
-                      "new Function", "setTimeout(\"", "setInterval(\""):
+    for forbidden in (
+        "innerHTML",
+        "outerHTML",
+        "insertAdjacentHTML",
+        "document.write",
+        "eval(",
+        "new Function",
+        "setTimeout(\"",
+        "setInterval(\"",
+    ):
         assert forbidden not in script, forbidden
 
 
@@ -157,8 +173,13 @@ def test_the_explorer_adds_no_runtime_dependency():
     stdlib = set(sys.stdlib_module_names)
     for module in EXPLORER_DIR.glob("*.py"):
         for node in ast.walk(ast.parse(module.read_text())):
-            names = ([a.name for a in node.names] if isinstance(node, ast.Import)
-                     else [node.module or ""] if isinstance(node, ast.ImportFrom) else [])
+            names = (
+                [a.name for a in node.names]
+                if isinstance(node, ast.Import)
+                else [node.module or ""]
+                if isinstance(node, ast.ImportFrom)
+                else []
+            )
             for name in names:
                 top = name.partition(".")[0]
                 assert top == "__future__" or top in stdlib or top == "dbsvc", (module.name, name)

@@ -33,8 +33,7 @@ LAUNCHER = ROOT / "dbsvc.py"
 
 
 def clean_env(**extra: str) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items()
-           if not k.startswith(("SERVICE_", "PYTHON")) and k != "RUST_LOG"}
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("SERVICE_", "PYTHON")) and k != "RUST_LOG"}
     env.update(extra)
     return env
 
@@ -45,8 +44,12 @@ def make_venv(directory: Path, *packages: str) -> Path:
     venv = directory / "venv"
     subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True, timeout=120)
     python = venv / "bin" / "python"
-    purelib = subprocess.run([str(python), "-E", "-s", "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
-                             capture_output=True, text=True, check=True).stdout.strip()
+    purelib = subprocess.run(
+        [str(python), "-E", "-s", "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.strip()
     for name in packages:
         shutil.copytree(Path(importlib.util.find_spec(name).origin).parent, Path(purelib) / name)
     return python
@@ -62,8 +65,14 @@ def bare_python(tmp_path_factory) -> Path:
 
 
 def run_bare(python: Path, *args: str, cwd: Path, **env: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([str(python), "-E", "-s", str(LAUNCHER), *args], cwd=cwd, env=clean_env(**env),
-                          capture_output=True, text=True, timeout=120)
+    return subprocess.run(
+        [str(python), "-E", "-s", str(LAUNCHER), *args],
+        cwd=cwd,
+        env=clean_env(**env),
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
 
 
 def test_serve_without_h11_is_one_line_with_the_fix_and_exit_2(bare_python, tmp_path):
@@ -76,7 +85,7 @@ def test_serve_without_h11_is_one_line_with_the_fix_and_exit_2(bare_python, tmp_
     assert "python -m pip install h11 wsproto" in lines[0]
     assert "dbsvc build SCHEMA -o APP.pyz" in lines[0]
     assert "Traceback" not in run.stderr and run.stdout == ""
-    assert not data.exists()                                   # nothing was touched
+    assert not data.exists()  # nothing was touched
 
 
 def test_serve_without_wsproto_names_wsproto(tmp_path):
@@ -92,14 +101,15 @@ def test_guarded_serve_without_cryptography_is_one_line_and_touches_nothing(tmp_
     python = make_venv(tmp_path, "h11", "wsproto")
     idp = TestIdp(tmp_path / "idp")
     data = idp.data_dir()
-    run = run_bare(python, "serve", str(BLOG), cwd=tmp_path, SERVICE_DATA=str(data), SERVICE_PORT="0",
-                   **idp.server_env())
+    run = run_bare(
+        python, "serve", str(BLOG), cwd=tmp_path, SERVICE_DATA=str(data), SERVICE_PORT="0", **idp.server_env()
+    )
     assert run.returncode == 2, run
     assert len(run.stderr.splitlines()) == 1, run.stderr
     # The guard's own check (dbsvc.auth.settings) says it, before anything is opened.
     assert run.stderr.startswith("dbsvc: error: ") and "'cryptography' package is not installed" in run.stderr
     assert "pip install" in run.stderr and "Traceback" not in run.stderr
-    assert list((data / idp.tenant).iterdir()) == []           # the tenant was never opened
+    assert list((data / idp.tenant).iterdir()) == []  # the tenant was never opened
 
 
 def test_commands_that_need_no_server_run_without_any_package(bare_python, tmp_path):
@@ -111,16 +121,19 @@ def test_commands_that_need_no_server_run_without_any_package(bare_python, tmp_p
 
 # ---------------------------------------------------------------- dbsvc init
 
+
 def dbsvc(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, str(LAUNCHER), *args], cwd=cwd, env=clean_env(),
-                          capture_output=True, text=True, timeout=120)
+    return subprocess.run(
+        [sys.executable, str(LAUNCHER), *args], cwd=cwd, env=clean_env(), capture_output=True, text=True, timeout=120
+    )
 
 
 def test_init_writes_a_starter_schema_that_checks_and_serves(tmp_path):
     run = dbsvc("init", "shop", cwd=tmp_path)
     assert run.returncode == 0, run
-    assert run.stdout == ("wrote shop.dbs (2 models: Project, Task)\n"
-                          "next: dbsvc check shop.dbs && dbsvc serve shop.dbs\n")
+    assert run.stdout == (
+        "wrote shop.dbs (2 models: Project, Task)\nnext: dbsvc check shop.dbs && dbsvc serve shop.dbs\n"
+    )
     text = (tmp_path / "shop.dbs").read_text()
     assert text.startswith("# shop: a starter schema written by `dbsvc init`")
     assert "[runtime]" in text and "@ref(Project)" in text and "@projection(" in text
@@ -144,7 +157,7 @@ def test_init_writes_a_starter_schema_that_checks_and_serves(tmp_path):
 
 
 def test_init_never_overwrites_and_refuses_a_nameless_file(tmp_path):
-    assert dbsvc("init", cwd=tmp_path).returncode == 0                       # app.dbs
+    assert dbsvc("init", cwd=tmp_path).returncode == 0  # app.dbs
     (tmp_path / "app.dbs").write_text("# mine\n")
     run = dbsvc("init", cwd=tmp_path)
     assert run.returncode == 1
@@ -152,12 +165,14 @@ def test_init_never_overwrites_and_refuses_a_nameless_file(tmp_path):
     assert (tmp_path / "app.dbs").read_text() == "# mine\n"
     run = dbsvc("init", ".dbs", cwd=tmp_path)
     assert run.returncode == 2
-    assert run.stderr == ("dbsvc: error: '.dbs' is not a schema name: expected a file name such as "
-                          "'shop' or 'shop.dbs'\n")
+    assert run.stderr == (
+        "dbsvc: error: '.dbs' is not a schema name: expected a file name such as 'shop' or 'shop.dbs'\n"
+    )
     assert sorted(p.name for p in tmp_path.iterdir()) == ["app.dbs"]
 
 
 # ---------------------------------------------------------------- the ready print
+
 
 def read_ready(proc: subprocess.Popen, timeout: float = 60) -> list[str]:
     """The four lines `serve` prints on standard output once it listens."""
@@ -173,10 +188,15 @@ def read_ready(proc: subprocess.Popen, timeout: float = 60) -> list[str]:
 
 @pytest.mark.parametrize("explorer", ["", "off"])
 def test_serve_prints_the_urls_on_stdout_even_when_logs_are_quiet(tmp_path, explorer):
-    env = clean_env(SERVICE_DATA=str(tmp_path / "data"), SERVICE_PORT="0", RUST_LOG="warn",
-                    SERVICE_EXPLORER=explorer)
-    proc = subprocess.Popen([sys.executable, str(LAUNCHER), "serve", str(BLOG)], env=env, cwd=tmp_path,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    env = clean_env(SERVICE_DATA=str(tmp_path / "data"), SERVICE_PORT="0", RUST_LOG="warn", SERVICE_EXPLORER=explorer)
+    proc = subprocess.Popen(
+        [sys.executable, str(LAUNCHER), "serve", str(BLOG)],
+        env=env,
+        cwd=tmp_path,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     try:
         lines = read_ready(proc)
         assert lines[0] == "dbsvc: ready", lines
@@ -194,16 +214,23 @@ def test_serve_prints_the_urls_on_stdout_even_when_logs_are_quiet(tmp_path, expl
         proc.send_signal(signal.SIGTERM)
         _out, err = proc.communicate(timeout=60)
     assert proc.returncode == 0
-    assert "listening on" not in err                        # hidden at warn; the print is not
+    assert "listening on" not in err  # hidden at warn; the print is not
 
 
 # ---------------------------------------------------------------- the zipapp
 
+
 def test_a_built_zipapp_serves_the_explorer_with_nothing_installed(tmp_path):
     app = build_zipapp(load_schema(str(BLOG)), tmp_path / "blog.pyz")
     env = clean_env(SERVICE_PORT="0", SERVICE_DATA=str(tmp_path / "data"))
-    proc = subprocess.Popen([sys.executable, "-I", "-S", str(app)], cwd=tmp_path, env=env,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(
+        [sys.executable, "-I", "-S", str(app)],
+        cwd=tmp_path,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     try:
         lines = read_ready(proc)
         assert lines[0] == "dbsvc: ready", (lines, proc.stderr.read() if proc.poll() is not None else "")
@@ -221,8 +248,9 @@ def test_a_built_zipapp_serves_the_explorer_with_nothing_installed(tmp_path):
     assert proc.returncode == 0
 
 
-@pytest.mark.parametrize(("name", "package"), [("h11", "h11"), ("wsproto.events", "wsproto"),
-                                               ("cryptography.hazmat", "cryptography")])
+@pytest.mark.parametrize(
+    ("name", "package"), [("h11", "h11"), ("wsproto.events", "wsproto"), ("cryptography.hazmat", "cryptography")]
+)
 def test_an_import_error_of_a_runtime_package_becomes_the_one_line_message(name, package):
     from dbsvc.deps import translate_import_error
 

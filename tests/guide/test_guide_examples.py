@@ -27,8 +27,17 @@ from dbsvc.schema.tables import TABLE_KEYS
 from support import guide_kit
 from support.guide_kit import ANY, GUIDE, ROOT, Command, GuideError, chapters, matches, parse_chapter
 
-CHAPTERS = ["README.md", "schema.md", "rest.md", "queries.md", "errors.md", "configuration.md",
-            "auth.md", "realtime.md", "operations.md"]
+CHAPTERS = [
+    "README.md",
+    "schema.md",
+    "rest.md",
+    "queries.md",
+    "errors.md",
+    "configuration.md",
+    "auth.md",
+    "realtime.md",
+    "operations.md",
+]
 
 
 def console_commands() -> list[tuple[str, Command]]:
@@ -55,6 +64,7 @@ def request_errors() -> list[type[errors.RequestError]]:
 
 # -- the examples ----------------------------------------------------------------------
 
+
 def test_guide_has_its_chapters():
     assert sorted(p.name for p in chapters()) == sorted(CHAPTERS)
 
@@ -69,18 +79,22 @@ def test_chapter_examples_print_what_the_guide_shows(chapter, tmp_path):
 
 # -- the kit's own rules -------------------------------------------------------------------
 
-@pytest.mark.parametrize("expected, actual, ok", [
-    (['{"id":1}'], '{"id":1}', True),
-    (['{"id":1}'], '{"id":2}', False),
-    (['{"joined":"…"}'], '{"joined":"2026-01-01T00:00:00Z"}', True),
-    (['{"joined":"…"}'], '{"joined":"a"}\nmore', False),
-    (["HTTP/1.1 200 OK", ANY, "", "body"], "HTTP/1.1 200 OK\r\ndate: x\r\nserver: y\r\n\r\nbody", True),
-    (["a", ANY, "b"], "a\nb\n", True),
-    (["a", ANY], "a\nb\nc", True),
-    ([], "", True),
-    ([], "something", False),
-    (["trailing  "], "trailing\n\n", True),
-])
+
+@pytest.mark.parametrize(
+    "expected, actual, ok",
+    [
+        (['{"id":1}'], '{"id":1}', True),
+        (['{"id":1}'], '{"id":2}', False),
+        (['{"joined":"…"}'], '{"joined":"2026-01-01T00:00:00Z"}', True),
+        (['{"joined":"…"}'], '{"joined":"a"}\nmore', False),
+        (["HTTP/1.1 200 OK", ANY, "", "body"], "HTTP/1.1 200 OK\r\ndate: x\r\nserver: y\r\n\r\nbody", True),
+        (["a", ANY, "b"], "a\nb\n", True),
+        (["a", ANY], "a\nb\nc", True),
+        ([], "", True),
+        ([], "something", False),
+        (["trailing  "], "trailing\n\n", True),
+    ],
+)
 def test_output_wildcards(expected, actual, ok):
     assert matches(expected, actual) is ok
 
@@ -103,11 +117,17 @@ def test_a_wrong_output_names_the_chapter_line_and_the_difference(tmp_path):
 
 # -- coverage --------------------------------------------------------------------------------
 
+
 def test_every_route_and_method_is_exercised():
     commands = "\n".join(c.text for _, c in console_commands())
-    paths = [r.path for r in routes.OPERATIONAL] + [routes.REPLICATE_PATH, routes.REPLICATE_SNAPSHOT_PATH,
-                                                    routes.EXPLORER_PATH, f"/{routes.SUBSCRIBE}/",
-                                                    f"/{routes.LIVE_QUERY}/", routes.API_PREFIX]
+    paths = [r.path for r in routes.OPERATIONAL] + [
+        routes.REPLICATE_PATH,
+        routes.REPLICATE_SNAPSHOT_PATH,
+        routes.EXPLORER_PATH,
+        f"/{routes.SUBSCRIBE}/",
+        f"/{routes.LIVE_QUERY}/",
+        routes.API_PREFIX,
+    ]
     missing = [p for p in paths if f"localhost:3000{p}" not in commands]
     assert not missing, f"no guide example requests {missing}"
     item = re.compile(re.escape(routes.API_PREFIX) + r"[a-z-]+/[^?\s'\"/]+")
@@ -121,9 +141,8 @@ def test_every_route_and_method_is_exercised():
 def test_every_error_code_is_shown_by_an_example():
     outputs = "\n".join("\n".join(c.expected) for _, c in console_commands())
     codes = sorted({cls.code for cls in request_errors()})
-    never_on_purpose = {"internal"}            # a bug in dbsvc: no example can provoke it
-    missing = [code for code in codes
-               if code not in never_on_purpose and f'"code": "{code}"' not in outputs]
+    never_on_purpose = {"internal"}  # a bug in dbsvc: no example can provoke it
+    missing = [code for code in codes if code not in never_on_purpose and f'"code": "{code}"' not in outputs]
     assert not missing, f"no guide example shows the codes {missing}"
     table = guide_text("errors.md")
     for cls in request_errors():
@@ -134,7 +153,7 @@ def test_every_error_code_is_shown_by_an_example():
 def test_every_service_variable_is_in_the_configuration_chapter():
     source = "\n".join(p.read_text(encoding="utf-8") for p in (ROOT / "dbsvc").rglob("*.py"))
     variables = set(re.findall(r"\b(SERVICE_[A-Z_]*[A-Z])\b", source)) | {"RUST_LOG"}
-    variables.discard("SERVICE_JWT")           # a prefix named in prose (SERVICE_JWT_*)
+    variables.discard("SERVICE_JWT")  # a prefix named in prose (SERVICE_JWT_*)
     chapter = guide_text("configuration.md")
     missing = sorted(v for v in variables if f"`{v}`" not in chapter)
     assert not missing, f"configuration.md does not name {missing}"
@@ -150,10 +169,14 @@ def test_every_schema_word_is_in_the_schema_chapter():
 
 
 def test_every_attribute_and_table_has_a_check_error_example():
-    errors_shown = "\n".join("\n".join(c.expected) for name, c in console_commands()
-                             if name == "schema.md" and c.text.startswith("dbsvc check"))
-    missing = [f"@{a}" for a in FIELD_ATTRIBUTES + MODEL_ATTRIBUTES
-               if not re.search(rf"error: [^\n]*@{a}\b", errors_shown)]
+    errors_shown = "\n".join(
+        "\n".join(c.expected)
+        for name, c in console_commands()
+        if name == "schema.md" and c.text.startswith("dbsvc check")
+    )
+    missing = [
+        f"@{a}" for a in FIELD_ATTRIBUTES + MODEL_ATTRIBUTES if not re.search(rf"error: [^\n]*@{a}\b", errors_shown)
+    ]
     missing += [f"[{t}]" for t in TABLE_KEYS if not re.search(rf"error: [^\n]*\[{t}\]", errors_shown)]
     assert not missing, f"schema.md shows no `dbsvc check` error about {missing}"
 
@@ -161,8 +184,9 @@ def test_every_attribute_and_table_has_a_check_error_example():
 def test_every_declared_file_is_used():
     for path in chapters():
         steps = parse_chapter(path)
-        used = "\n".join([c.text for s in steps for c in s.commands]
-                         + [" ".join(s.words) for s in steps if s.kind == "directive"])
+        used = "\n".join(
+            [c.text for s in steps for c in s.commands] + [" ".join(s.words) for s in steps if s.kind == "directive"]
+        )
         unused = [s.name for s in steps if s.kind == "file" and s.name not in used]
         assert not unused, f"{path.name} declares files no example uses: {unused}"
 
@@ -172,8 +196,9 @@ def test_guide_links_resolve():
         for target in re.findall(r"\]\(([^)#\s]+)(?:#[^)]*)?\)", path.read_text(encoding="utf-8")):
             if target.startswith(("http://", "https://")):
                 continue
-            assert (path.parent / target).exists() or target.startswith("../../deploy/"), \
+            assert (path.parent / target).exists() or target.startswith("../../deploy/"), (
                 f"{path.name} links to {target}, which does not exist"
+            )
 
 
 def test_readme_links_the_guide():

@@ -12,15 +12,23 @@ from pathlib import Path
 
 from support.guide_kit import GUIDE, ROOT
 
-SKIPPED_DIRS = {".git", "mutants", ".hypothesis", ".mypy_cache", "__pycache__", "dbsvc.egg-info",
-                ".pytest_cache", "node_modules"}
+SKIPPED_DIRS = {
+    ".git",
+    "mutants",
+    ".hypothesis",
+    ".mypy_cache",
+    "__pycache__",
+    "dbsvc.egg-info",
+    ".pytest_cache",
+    "node_modules",
+}
 THIS_FILE = Path(__file__).resolve()
 
 OUTSIDE = re.compile(
-    r"interface\.md|contract\.md"                       # the documents themselves
+    r"interface\.md|contract\.md"  # the documents themselves
     r"|\b(?:contract|interface)(?:'s)?\s+(?:sections?|§)"  # "contract section 3", "interface §5"
-    r"|\bthe\s+contract\b"                              # "as the contract says"
-    r"|/work/shared",                                   # where they were kept
+    r"|\bthe\s+contract\b"  # "as the contract says"
+    r"|/work/shared",  # where they were kept
     re.IGNORECASE,
 )
 GUIDE_LINK = re.compile(r"docs/guide/([a-z-]+\.md)#([a-z0-9_-]+)|\]\(([a-z-]+\.md)#([a-z0-9_-]+)\)")
@@ -37,7 +45,7 @@ def project_text_files() -> list[Path]:
         try:
             path.read_text(encoding="utf-8")
         except (UnicodeDecodeError, OSError):
-            continue                                    # binary: images, corpora, zipapps
+            continue  # binary: images, corpora, zipapps
         files.append(path)
     return files
 
@@ -69,12 +77,23 @@ def test_no_file_points_at_the_outside_specification():
 
 
 def test_the_pattern_catches_each_form():
-    for text in ("see interface.md", "contract.md settles it", "(contract section 3)",
-                 "contract sections 3 and 5", "interface section 5", "contract §4",
-                 "as the contract says", "/work/shared/style.md"):
+    for text in (
+        "see interface.md",
+        "contract.md settles it",
+        "(contract section 3)",
+        "contract sections 3 and 5",
+        "interface section 5",
+        "contract §4",
+        "as the contract says",
+        "/work/shared/style.md",
+    ):
         assert OUTSIDE.search(text), text
-    for text in ("a public contract, like PostgREST's", "the service's contract", "docs/guide/errors.md",
-                 "test_events_in_contract_layout"):
+    for text in (
+        "a public contract, like PostgREST's",
+        "the service's contract",
+        "docs/guide/errors.md",
+        "test_events_in_contract_layout",
+    ):
         assert not OUTSIDE.search(text), text
 
 
@@ -85,9 +104,11 @@ def test_every_guide_anchor_named_in_the_repository_exists():
         in_guide = path.parent == GUIDE
         for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
             for match in GUIDE_LINK.finditer(line):
-                chapter, anchor = (match.group(1), match.group(2)) if match.group(1) else (match.group(3), match.group(4))
+                chapter, anchor = (
+                    (match.group(1), match.group(2)) if match.group(1) else (match.group(3), match.group(4))
+                )
                 if match.group(3) and not in_guide:
-                    continue                            # a relative link elsewhere: not a guide chapter
+                    continue  # a relative link elsewhere: not a guide chapter
                 if chapter not in known or anchor not in known[chapter]:
                     broken.append(f"{path.relative_to(ROOT)}:{number}: {chapter}#{anchor}")
     assert not broken, "links to guide headings that do not exist:\n" + "\n".join(broken)

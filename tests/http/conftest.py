@@ -34,8 +34,7 @@ def server():
 def make_server():
     started: list[DemoServer] = []
 
-    def make(args: list[str] | None = None, env: dict[str, str] | None = None, *,
-             child: bool = False) -> DemoServer:
+    def make(args: list[str] | None = None, env: dict[str, str] | None = None, *, child: bool = False) -> DemoServer:
         demo = start_demo(args, env, child=child)
         started.append(demo)
         return demo

@@ -41,9 +41,9 @@ from support.httpkit import Client, assert_one_layer_crash
 from support.inprocess import WAIT, InProcessServer
 
 MAX_BODY = 1024
-PARSER = os.environ.get("SERVICE_HTTP_PARSER", "fast")     # tests/http/conftest.py
+PARSER = os.environ.get("SERVICE_HTTP_PARSER", "fast")  # tests/http/conftest.py
 BOTH_PARSERS = pytest.mark.parametrize("parser", sorted({PARSER, "fast", "h11"}))
-SHORT = 0.5             # a deadline the test waits for; nothing asserts how soon it fires
+SHORT = 0.5  # a deadline the test waits for; nothing asserts how soon it fires
 
 
 class Lab:
@@ -51,7 +51,7 @@ class Lab:
 
     def __init__(self) -> None:
         self.held: list[asyncio.Future] = []
-        self.seen: list[str] = []                           # the target of every request it was given
+        self.seen: list[str] = []  # the target of every request it was given
         self.turn = 0
         self._turn_ends = False
         self.entered = threading.Event()
@@ -62,13 +62,13 @@ class Lab:
         path = request.path
         if path == "/client":
             return Response(200, json.dumps(request.client).encode())
-        if path == "/hold":                                 # answered when the test says so
+        if path == "/hold":  # answered when the test says so
             future = asyncio.get_running_loop().create_future()
             self.held.append(future)
             return Deferred(future, Response(200, json.dumps({"held": request.target}).encode()))
         if path == "/turn":
             return Response(200, json.dumps({"target": request.target, "turn": self._current_turn()}).encode())
-        if path == "/block":                                # holds the whole loop (rule 12's window)
+        if path == "/block":  # holds the whole loop (rule 12's window)
             turn = self._current_turn()
             self.entered.set()
             self.release.wait(WAIT)
@@ -101,8 +101,12 @@ class Served(InProcessServer):
 
         def find() -> list[HttpConnection]:
             assert self.hub is not None
-            return [c for c in self.hub.connections
-                    if c._transport is not None and c._transport.get_extra_info("peername")[1] == port]
+            return [
+                c
+                for c in self.hub.connections
+                if c._transport is not None and c._transport.get_extra_info("peername")[1] == port
+            ]
+
         deadline = time.monotonic() + WAIT
         while not (found := self.call(find)):
             assert time.monotonic() < deadline, "the server never saw the client"
@@ -132,9 +136,19 @@ def serve() -> Iterator[Callable[..., Served]]:
     started: list[Served] = []
 
     def start(**overrides) -> Served:
-        options = dict(host="127.0.0.1", port=0, max_body=MAX_BODY, max_connections=64,
-                       header_timeout=WAIT, idle_timeout=WAIT * 10, shutdown_timeout=2.0,
-                       min_body_rate=0.0, body_rate_grace=5.0, body_memory=64 << 20, http_parser=PARSER)
+        options = dict(
+            host="127.0.0.1",
+            port=0,
+            max_body=MAX_BODY,
+            max_connections=64,
+            header_timeout=WAIT,
+            idle_timeout=WAIT * 10,
+            shutdown_timeout=2.0,
+            min_body_rate=0.0,
+            body_rate_grace=5.0,
+            body_memory=64 << 20,
+            http_parser=PARSER,
+        )
         options.update(overrides)
         lab = Lab()
         server = Served(lab, HttpSettings(**options))
@@ -156,6 +170,7 @@ def get(target: str, extra: str = "") -> bytes:
 
 # -- the peer ---------------------------------------------------------------------------
 
+
 @BOTH_PARSERS
 def test_the_application_sees_the_clients_address_and_port(serve, parser):
     served = serve(http_parser=parser)
@@ -171,19 +186,20 @@ def test_the_application_sees_the_clients_address_and_port(serve, parser):
 
 # -- rule 1: input parked while the application works ----------------------------------
 
+
 def test_rule_1_input_is_parked_and_reading_paused_while_the_app_works(serve):
     served = serve()
     client = served.client()
     conn = served.connection_of(client)
-    for round_ in (1, 2):                                   # the pause must come back the second time
+    for round_ in (1, 2):  # the pause must come back the second time
         client.send(get(f"/hold?round={round_}"))
         wait_until(lambda: len(served.lab.held) == round_, "the app to hold the request")
         follow = get(f"/echo?after={round_}")
         client.send(follow)
         wait_until(lambda: served.call(lambda: bool(conn._unfed)), "the server to park the next request")
         parked, reading = served.call(lambda: (bytes(conn._unfed), conn._transport.is_reading()))
-        assert parked == follow                             # not parsed yet: the app has the first one
-        assert reading is False                             # and nothing more is read meanwhile
+        assert parked == follow  # not parsed yet: the app has the first one
+        assert reading is False  # and nothing more is read meanwhile
         served.call(lambda: served.lab.held[-1].set_result(None))
         assert client.read_response().json() == {"held": f"/hold?round={round_}"}
         assert client.read_response().json()["query"] == [["after", str(round_)]]
@@ -202,9 +218,11 @@ def test_rule_1_a_client_that_does_not_read_holds_one_response_not_all(serve):
     conn = served.connection_of(client)
     size, count = 1 << 20, 40
     client.send(b"".join(get(f"/big?n={size}&i={i}") for i in range(count)))
-    bound = 4 * size                                        # one answer, the mark, one held batch
-    wait_until(lambda: served.call(lambda: conn._out.paused or conn._out.buffered > bound),
-               "the transport to ask the server to stop writing")
+    bound = 4 * size  # one answer, the mark, one held batch
+    wait_until(
+        lambda: served.call(lambda: conn._out.paused or conn._out.buffered > bound),
+        "the transport to ask the server to stop writing",
+    )
     assert served.call(lambda: conn._out.paused) is True
     assert served.call(lambda: conn._out.buffered) <= bound
     more = get("/echo?after=big")
@@ -223,6 +241,7 @@ def test_rule_1_a_client_that_does_not_read_holds_one_response_not_all(serve):
 
 # -- rule 7: the client's half-close ----------------------------------------------------
 
+
 @BOTH_PARSERS
 def test_rule_7_a_client_that_half_closes_after_its_request_still_gets_the_answer(serve, parser):
     served = serve(http_parser=parser)
@@ -230,37 +249,39 @@ def test_rule_7_a_client_that_half_closes_after_its_request_still_gets_the_answe
     conn = served.connection_of(client)
     client.send(get("/hold?half=1"))
     wait_until(lambda: len(served.lab.held) == 1, "the app to hold the request")
-    client.sock.shutdown(socket.SHUT_WR)                    # "that was all": the EOF comes while the app works
+    client.sock.shutdown(socket.SHUT_WR)  # "that was all": the EOF comes while the app works
     wait_until(lambda: served.call(lambda: conn._eof or conn._transport.is_closing()), "the server to see the EOF")
     served.call(lambda: served.lab.held[0].set_result(None))
     assert client.read_response().json() == {"held": "/hold?half=1"}
-    assert client.is_closed(WAIT)                           # then the server closes too
+    assert client.is_closed(WAIT)  # then the server closes too
     wait_until(lambda: served.call(lambda: conn not in served.hub.connections), "the server to forget it")
 
 
 @BOTH_PARSERS
 def test_rule_7_a_half_close_between_requests_closes_the_connection(serve, parser):
-    served = serve(http_parser=parser)                     # idle_timeout is far away
+    served = serve(http_parser=parser)  # idle_timeout is far away
     client = served.client()
     conn = served.connection_of(client)
     assert client.request("GET", "/echo?first=1").status == 200
     client.sock.shutdown(socket.SHUT_WR)
     assert client.is_closed(WAIT)
-    wait_until(lambda: served.call(lambda: conn not in served.hub.connections and served.hub.counted == 0),
-               "the server to forget the connection")
+    wait_until(
+        lambda: served.call(lambda: conn not in served.hub.connections and served.hub.counted == 0),
+        "the server to forget the connection",
+    )
 
 
 def test_rule_7_a_lingering_connection_discards_input_and_ends_at_the_clients_eof(serve, monkeypatch):
-    monkeypatch.setattr(connection_module, "LINGER_SECONDS", WAIT * 10)   # only the client's EOF ends it
+    monkeypatch.setattr(connection_module, "LINGER_SECONDS", WAIT * 10)  # only the client's EOF ends it
     served = serve()
     client = served.client()
     conn = served.connection_of(client)
     client.send(f"POST /echo HTTP/1.1\r\nHost: t\r\nContent-Length: {MAX_BODY * 8}\r\n\r\n".encode())
     assert client.read_response().status == 413
-    assert client.is_closed(WAIT)                           # the server's FIN after the answer
+    assert client.is_closed(WAIT)  # the server's FIN after the answer
     assert served.call(lambda: conn.phase) is Phase.LINGER
     junk = b"j" * (300 << 10)
-    client.send(junk)                                       # the refused body still comes: discarded
+    client.send(junk)  # the refused body still comes: discarded
     wait_until(lambda: served.call(lambda: unread_by_server(conn) == 0), "the server to read the junk")
     assert served.call(lambda: (conn.phase, bytes(conn._unfed))) == (Phase.LINGER, b"")
     client.sock.shutdown(socket.SHUT_WR)
@@ -270,32 +291,34 @@ def test_rule_7_a_lingering_connection_discards_input_and_ends_at_the_clients_eo
 
 # -- rule 11: deadlines ------------------------------------------------------------------
 
+
 @pytest.mark.parametrize("kept_alive", [False, True], ids=["first request", "after an answer"])
 def test_a_head_that_never_ends_is_closed_at_its_deadline_without_an_answer(serve, debug_log, kept_alive):
     served = serve(header_timeout=SHORT)
     client = served.client()
     conn = served.connection_of(client)
-    if kept_alive:                                          # the deadline starts again at the next head
+    if kept_alive:  # the deadline starts again at the next head
         assert client.request("GET", "/echo?first=1").status == 200
-    client.send(b"GET /echo HTTP/1.1\r\nHost: t\r\n")      # and nothing more (slowloris)
+    client.send(b"GET /echo HTTP/1.1\r\nHost: t\r\n")  # and nothing more (slowloris)
     try:
-        assert client.reader.read(1) == b""                 # closed: no response at all
+        assert client.reader.read(1) == b""  # closed: no response at all
     except ConnectionResetError:
         pass
     host, port = client.sock.getsockname()[:2]
     wait_until(lambda: served.call(lambda: conn not in served.hub.connections), "the server to forget it")
     lines = [line for line in served.log.lines if "timed out" in line]
-    assert len(lines) == 1 and lines[0].endswith(f" DEBUG dbsvc.http: closing ('{host}', {port}): "
-                                                 "timed out in phase head"), lines
+    assert len(lines) == 1 and lines[0].endswith(
+        f" DEBUG dbsvc.http: closing ('{host}', {port}): timed out in phase head"
+    ), lines
     client.close()
 
 
 def test_the_next_head_on_a_kept_alive_connection_gets_the_whole_header_time(serve):
-    served = serve()                                        # header_timeout: WAIT
+    served = serve()  # header_timeout: WAIT
     client = served.client()
     assert client.request("GET", "/echo?first=1").status == 200
     client.send(b"GET /echo?second=1 HTTP/1.1\r\n")
-    time.sleep(1.2)                                         # a slow client: the sweeper looks meanwhile
+    time.sleep(1.2)  # a slow client: the sweeper looks meanwhile
     client.send(b"Host: t\r\n\r\n")
     assert client.read_response().json()["query"] == [["second", "1"]]
     client.close()
@@ -307,9 +330,9 @@ def test_a_quiet_keep_alive_connection_ends_with_a_fin_at_the_idle_deadline(serv
     conn = served.connection_of(client)
     assert client.request("GET", "/echo").status == 200
     client.sock.settimeout(WAIT)
-    assert client.sock.recv(1) == b""                       # an orderly close, not a reset
+    assert client.sock.recv(1) == b""  # an orderly close, not a reset
     wait_until(lambda: served.call(lambda: conn not in served.hub.connections), "the server to forget it")
-    assert [line for line in served.log.lines if "timed out" in line] == []   # nothing unusual to say
+    assert [line for line in served.log.lines if "timed out" in line] == []  # nothing unusual to say
     client.close()
 
 
@@ -317,9 +340,10 @@ def test_a_client_that_stops_reading_is_dropped_at_the_idle_deadline(serve, debu
     served = serve(idle_timeout=SHORT)
     client = served.client()
     conn = served.connection_of(client)
-    client.send(get(f"/big?n={16 << 20}"))                  # far more than the socket buffers, never read
-    wait_until(lambda: served.call(lambda: conn not in served.hub.connections),
-               "the server to drop the connection")        # close() would wait for the client forever
+    client.send(get(f"/big?n={16 << 20}"))  # far more than the socket buffers, never read
+    wait_until(
+        lambda: served.call(lambda: conn not in served.hub.connections), "the server to drop the connection"
+    )  # close() would wait for the client forever
     host, port = client.sock.getsockname()[:2]
     lines = [line for line in served.log.lines if "timed out" in line]
     assert len(lines) == 1 and lines[0].endswith(f"closing ('{host}', {port}): timed out in phase idle"), lines
@@ -327,7 +351,7 @@ def test_a_client_that_stops_reading_is_dropped_at_the_idle_deadline(serve, debu
 
 
 def test_a_body_that_stops_coming_is_408_naming_what_arrived(serve):
-    served = serve(idle_timeout=SHORT)                      # the longest pause inside a body
+    served = serve(idle_timeout=SHORT)  # the longest pause inside a body
     client = served.client()
     conn = served.connection_of(client)
     started = time.monotonic()
@@ -337,23 +361,26 @@ def test_a_body_that_stops_coming_is_408_naming_what_arrived(serve):
     assert response.status == 408
     assert response.header("connection") == "close"
     problem = response.json()
-    assert problem["request_id"] == "slow-body-1"          # the request's own id, not a fresh one
+    assert problem["request_id"] == "slow-body-1"  # the request's own id, not a fresh one
     match = re.fullmatch(r"request body too slow: 3 bytes received in (\d+\.\d) s", problem["detail"])
     assert match is not None, problem["detail"]
-    assert float(match.group(1)) <= waited + 0.1            # seconds since its head, as the client saw them
+    assert float(match.group(1)) <= waited + 0.1  # seconds since its head, as the client saw them
     assert client.is_closed(WAIT)
-    client.sock.shutdown(socket.SHUT_WR)                    # read it all: the linger may end
-    wait_until(lambda: served.call(lambda: conn not in served.hub.connections and served.hub.body_bytes == 0),
-               "the server to forget the connection and its 3 bytes")
+    client.sock.shutdown(socket.SHUT_WR)  # read it all: the linger may end
+    wait_until(
+        lambda: served.call(lambda: conn not in served.hub.connections and served.hub.body_bytes == 0),
+        "the server to forget the connection and its 3 bytes",
+    )
 
 
 # -- the connection cap ------------------------------------------------------------------
 
+
 def test_a_refused_connection_does_not_free_a_place_under_the_cap(serve):
     served = serve(max_connections=1)
     first = served.client()
-    assert first.request("GET", "/echo").status == 200      # holds the only place
-    for _ in range(2):                                      # a refused one leaving frees nothing
+    assert first.request("GET", "/echo").status == 200  # holds the only place
+    for _ in range(2):  # a refused one leaving frees nothing
         refused = served.client()
         response = refused.request("GET", "/echo")
         assert response.status == 503 and response.json()["code"] == "unavailable"
@@ -362,14 +389,17 @@ def test_a_refused_connection_does_not_free_a_place_under_the_cap(serve):
         wait_until(lambda: served.call(lambda: len(served.hub.connections) == 1), "the refused one to go")
         assert served.call(lambda: served.hub.counted) == 1
     first.close()
-    wait_until(lambda: served.call(lambda: served.hub.counted == 0 and not served.hub.connections),
-               "the place to be given back")
+    wait_until(
+        lambda: served.call(lambda: served.hub.counted == 0 and not served.hub.connections),
+        "the place to be given back",
+    )
     after = served.client()
     assert after.request("GET", "/echo").status == 200
     after.close()
 
 
 # -- rule 12: fairness -------------------------------------------------------------------
+
 
 @pytest.mark.parametrize("then", ["more requests", "eof"])
 def test_rule_12_one_connection_starts_at_most_a_budget_of_requests_per_turn(serve, then):
@@ -388,10 +418,10 @@ def test_rule_12_one_connection_starts_at_most_a_budget_of_requests_per_turn(ser
         late = [f"/turn?i={i}" for i in range(101, 111)]
         client.send(b"".join(get(target) for target in late))
         targets += late
-    time.sleep(0.2)                                         # the bytes reach the server's socket meanwhile
+    time.sleep(0.2)  # the bytes reach the server's socket meanwhile
     lab.release.set()
     answers = [client.read_response().json() for _ in targets]
-    assert [a["target"] for a in answers] == targets        # in request order
+    assert [a["target"] for a in answers] == targets  # in request order
     # Counted by the app: the budget counts heads, so the head that ends a budget has its
     # request reach the app at the start of the next turn; never more than a budget per turn.
     per_turn = Counter(a["turn"] for a in answers)
@@ -399,7 +429,7 @@ def test_rule_12_one_connection_starts_at_most_a_budget_of_requests_per_turn(ser
     if then == "eof":
         assert client.is_closed(WAIT)
     else:
-        assert client.request("GET", "/echo?after=budget").status == 200   # still served
+        assert client.request("GET", "/echo?after=budget").status == 200  # still served
     client.close()
 
 
@@ -420,7 +450,7 @@ def test_rule_12_requests_parked_behind_an_answer_cut_short_by_an_abort_never_re
     wait_until(lambda: served.call(lambda: bytes(conn._unfed)) == parked, "the server to park the requests")
     served.call(lambda: (lab.held[0].set_result(None), conn.abort()))
     wait_until(lambda: served.call(lambda: conn not in served.hub.connections), "the server to forget it")
-    seen = served.call(lambda: list(lab.seen))              # after the turn the connection yielded to
+    seen = served.call(lambda: list(lab.seen))  # after the turn the connection yielded to
     assert seen[0] == "/hold?first=1"
     assert seen[1:] == [f"/echo?i={i}" for i in range(len(seen) - 1)]
     assert len(seen) - 1 <= PIPELINE_BUDGET, len(seen)
@@ -432,9 +462,11 @@ def test_rule_8_a_bug_met_after_the_connection_yielded_is_logged_with_its_type(s
     # (rule 12); the demo's /bad-upgrade then makes the WebSocket layer raise after the 101.
     served = serve()
     client = served.client()
-    upgrade = (b"GET /bad-upgrade HTTP/1.1\r\nHost: t\r\nConnection: Upgrade\r\nUpgrade: websocket\r\n"
-               b"Sec-WebSocket-Version: 13\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n"
-               b"X-Request-Id: crash-33\r\n\r\n")
+    upgrade = (
+        b"GET /bad-upgrade HTTP/1.1\r\nHost: t\r\nConnection: Upgrade\r\nUpgrade: websocket\r\n"
+        b"Sec-WebSocket-Version: 13\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n"
+        b"X-Request-Id: crash-33\r\n\r\n"
+    )
     with caplog.at_level(logging.ERROR, logger="dbsvc.http"):
         client.send(b"".join(get(f"/echo?i={i}") for i in range(PIPELINE_BUDGET)) + upgrade)
         for i in range(PIPELINE_BUDGET):

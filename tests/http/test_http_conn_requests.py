@@ -33,7 +33,7 @@ from support.inprocess import WAIT, InProcessServer
 MAX_BODY = 2000
 BODY_MEMORY = 3000
 
-HELD: dict[str, asyncio.Future] = {}       # the futures of /deferred-hold, by request id
+HELD: dict[str, asyncio.Future] = {}  # the futures of /deferred-hold, by request id
 
 
 class Answer(Response):
@@ -85,10 +85,10 @@ class Served(InProcessServer):
 
     def held(self) -> int:
         """The bytes every unfinished request body holds (rule 11's budget)."""
-        return self.call(lambda: self.hub.body_bytes)          # type: ignore[union-attr,return-value]
+        return self.call(lambda: self.hub.body_bytes)  # type: ignore[union-attr,return-value]
 
     def open_connections(self) -> int:
-        return self.call(lambda: len(self.hub.connections))   # type: ignore[union-attr,return-value]
+        return self.call(lambda: len(self.hub.connections))  # type: ignore[union-attr,return-value]
 
     def phases(self) -> list[Phase]:
         return self.call(lambda: [c.phase for c in self.hub.connections])  # type: ignore[union-attr,return-value]
@@ -103,7 +103,7 @@ class Served(InProcessServer):
         for n, line in enumerate(lines):
             if line.endswith(f" ERROR dbsvc.http: {message}"):
                 block = []
-                for following in lines[n + 1:]:
+                for following in lines[n + 1 :]:
                     if not following.startswith(" "):
                         break
                     block.append(following.strip())
@@ -113,10 +113,19 @@ class Served(InProcessServer):
 
 @pytest.fixture(scope="module")
 def served() -> Iterator[Served]:
-    settings = HttpSettings(host="127.0.0.1", port=0, max_body=MAX_BODY, max_connections=64,
-                            header_timeout=WAIT, idle_timeout=WAIT, shutdown_timeout=5.0,
-                            min_body_rate=0.0, body_rate_grace=5.0, body_memory=BODY_MEMORY,
-                            http_parser=os.environ.get("SERVICE_HTTP_PARSER", "fast"))   # conftest.py
+    settings = HttpSettings(
+        host="127.0.0.1",
+        port=0,
+        max_body=MAX_BODY,
+        max_connections=64,
+        header_timeout=WAIT,
+        idle_timeout=WAIT,
+        shutdown_timeout=5.0,
+        min_body_rate=0.0,
+        body_rate_grace=5.0,
+        body_memory=BODY_MEMORY,
+        http_parser=os.environ.get("SERVICE_HTTP_PARSER", "fast"),
+    )  # conftest.py
     server = Served(app, settings).start()
     yield server
     server.stop()
@@ -147,21 +156,31 @@ def connect(served: Served, nothing_held_afterwards: list[Client]) -> Callable[[
         client = served.client()
         nothing_held_afterwards.append(client)
         return client
+
     return make
 
 
 def post_head(length: int, request_id: str, extra: str = "") -> bytes:
-    return (f"POST /echo HTTP/1.1\r\nHost: t\r\nContent-Length: {length}\r\n"
-            f"X-Request-Id: {request_id}\r\n{extra}\r\n").encode()
+    return (
+        f"POST /echo HTTP/1.1\r\nHost: t\r\nContent-Length: {length}\r\nX-Request-Id: {request_id}\r\n{extra}\r\n"
+    ).encode()
 
 
-def assert_problem(response: HttpResponse, status: int, title: str, code: str, detail: str,
-                   request_id: str, **extra: object) -> None:
+def assert_problem(
+    response: HttpResponse, status: int, title: str, code: str, detail: str, request_id: str, **extra: object
+) -> None:
     assert response.status == status
     assert response.header("content-type") == "application/problem+json"
     assert response.header("x-request-id") == request_id
-    assert response.json() == {"type": "about:blank", "title": title, "status": status, "code": code,
-                               "detail": detail, "request_id": request_id, **extra}
+    assert response.json() == {
+        "type": "about:blank",
+        "title": title,
+        "status": status,
+        "code": code,
+        "detail": detail,
+        "request_id": request_id,
+        **extra,
+    }
 
 
 def reset(client: Client) -> None:
@@ -186,8 +205,7 @@ def test_each_answered_body_gives_its_bytes_back_to_the_budget(served, connect):
 
 def test_a_body_in_pieces_is_counted_while_it_arrives_and_delivered_whole(served, connect):
     client = connect()
-    client.send(b"POST /echo HTTP/1.1\r\nHost: t\r\nTransfer-Encoding: chunked\r\n\r\n"
-                b"384\r\n" + b"a" * 900 + b"\r\n")
+    client.send(b"POST /echo HTTP/1.1\r\nHost: t\r\nTransfer-Encoding: chunked\r\n\r\n384\r\n" + b"a" * 900 + b"\r\n")
     wait_until(lambda: served.held() == 900, "the first piece to be counted")
     client.send(b"384\r\n" + b"b" * 900 + b"\r\n")
     wait_until(lambda: served.held() == 1800, "the second piece to be counted")
@@ -196,16 +214,22 @@ def test_a_body_in_pieces_is_counted_while_it_arrives_and_delivered_whole(served
     assert response.status == 200
     assert response.json()["body"] == "a" * 900 + "b" * 900 + "ccccc"
     assert served.held() == 0
-    assert client.request("GET", "/echo").json()["body"] == ""     # the next request has no body
+    assert client.request("GET", "/echo").json()["body"] == ""  # the next request has no body
 
 
 def test_a_declared_length_over_max_body_is_413_naming_the_limit(served, connect):
     client = connect()
     client.send(post_head(MAX_BODY + 1, "big-1"))
     response = client.read_response()
-    assert_problem(response, 413, "Content Too Large", "payload_too_large",
-                   f"request body of {MAX_BODY + 1} bytes is over the limit of {MAX_BODY} bytes", "big-1",
-                   limit=MAX_BODY)
+    assert_problem(
+        response,
+        413,
+        "Content Too Large",
+        "payload_too_large",
+        f"request body of {MAX_BODY + 1} bytes is over the limit of {MAX_BODY} bytes",
+        "big-1",
+        limit=MAX_BODY,
+    )
     assert response.header("connection") == "close"
     assert client.is_closed(WAIT)
     assert served.held() == 0
@@ -213,13 +237,24 @@ def test_a_declared_length_over_max_body_is_413_naming_the_limit(served, connect
 
 def test_a_chunked_body_crossing_max_body_is_413_and_its_bytes_are_given_back(served, connect):
     client = connect()
-    client.send(b"POST /echo HTTP/1.1\r\nHost: t\r\nTransfer-Encoding: chunked\r\nX-Request-Id: big-2\r\n\r\n"
-                + f"{MAX_BODY:x}\r\n".encode() + b"a" * MAX_BODY + b"\r\n")
+    client.send(
+        b"POST /echo HTTP/1.1\r\nHost: t\r\nTransfer-Encoding: chunked\r\nX-Request-Id: big-2\r\n\r\n"
+        + f"{MAX_BODY:x}\r\n".encode()
+        + b"a" * MAX_BODY
+        + b"\r\n"
+    )
     wait_until(lambda: served.held() == MAX_BODY, "the body up to the limit to be counted")
     client.send(b"1\r\nz\r\n")
     response = client.read_response()
-    assert_problem(response, 413, "Content Too Large", "payload_too_large",
-                   f"request body is over the limit of {MAX_BODY} bytes", "big-2", limit=MAX_BODY)
+    assert_problem(
+        response,
+        413,
+        "Content Too Large",
+        "payload_too_large",
+        f"request body is over the limit of {MAX_BODY} bytes",
+        "big-2",
+        limit=MAX_BODY,
+    )
     assert response.header("connection") == "close"
     assert client.is_closed(WAIT)
     assert served.held() == 0
@@ -232,14 +267,20 @@ def test_a_declared_length_the_body_memory_cannot_hold_is_503_retry_after(served
     refused = connect()
     refused.send(post_head(1501, "mem-1"))
     response = refused.read_response()
-    assert_problem(response, 503, "Service Unavailable", "unavailable",
-                   f"request bodies being received hold 1500 bytes; a body of 1501 bytes "
-                   f"would pass the limit of {BODY_MEMORY} bytes: retry later", "mem-1")
+    assert_problem(
+        response,
+        503,
+        "Service Unavailable",
+        "unavailable",
+        f"request bodies being received hold 1500 bytes; a body of 1501 bytes "
+        f"would pass the limit of {BODY_MEMORY} bytes: retry later",
+        "mem-1",
+    )
     assert response.header("retry-after") == "1"
     assert response.header("connection") == "close"
     assert refused.is_closed(WAIT)
     assert served.held() == 1500
-    fits = connect()                                        # 1500 held + 1500 declared: just fits
+    fits = connect()  # 1500 held + 1500 declared: just fits
     assert fits.request("POST", "/echo", body=b"f" * 1500).json()["body_len"] == 1500
     holder.send(b"h" * (MAX_BODY - 1500))
     response = holder.read_response()
@@ -259,12 +300,18 @@ def test_a_body_crossing_the_memory_budget_is_503_and_the_others_complete(served
     crossing = BODY_MEMORY - (MAX_BODY - 1) + 1
     second.send(b"2" * crossing)
     response = second.read_response()
-    assert_problem(response, 503, "Service Unavailable", "unavailable",
-                   f"request bodies being received hold {BODY_MEMORY + 1} bytes; a body of "
-                   f"{crossing} bytes would pass the limit of {BODY_MEMORY} bytes: retry later", "cross-1")
+    assert_problem(
+        response,
+        503,
+        "Service Unavailable",
+        "unavailable",
+        f"request bodies being received hold {BODY_MEMORY + 1} bytes; a body of "
+        f"{crossing} bytes would pass the limit of {BODY_MEMORY} bytes: retry later",
+        "cross-1",
+    )
     assert response.header("retry-after") == "1"
     assert second.is_closed(WAIT)
-    assert served.held() == MAX_BODY - 1                    # the refused body's bytes went back
+    assert served.held() == MAX_BODY - 1  # the refused body's bytes went back
     first.send(b"1")
     response = first.read_response()
     assert response.status == 200 and response.json()["body"] == "1" * MAX_BODY
@@ -277,7 +324,7 @@ def test_a_body_whose_client_goes_away_gives_its_bytes_back(served, connect, how
     client.send(post_head(MAX_BODY, f"gone-{how}") + b"g" * 1500)
     wait_until(lambda: served.held() == 1500, "the partial body to be counted")
     if how == "eof":
-        client.sock.shutdown(socket.SHUT_WR)                # the body ends early: 400, then closed
+        client.sock.shutdown(socket.SHUT_WR)  # the body ends early: 400, then closed
         response = client.read_response()
         assert response.status == 400 and response.json()["request_id"] == "gone-eof"
     else:
@@ -304,7 +351,7 @@ def test_a_sweep_between_the_head_and_its_body_leaves_the_body_welcome(served, c
     client = connect()
     client.send(post_head(5, "sweep-1"))
     wait_until(lambda: served.phases() == [Phase.BODY], "the head to be read")
-    served.call(served.hub.sweep)                          # type: ignore[union-attr]
+    served.call(served.hub.sweep)  # type: ignore[union-attr]
     client.send(b"hello")
     response = client.read_response()
     assert response.status == 200 and response.json()["body"] == "hello"
@@ -315,11 +362,19 @@ def test_a_sweep_between_the_head_and_its_body_leaves_the_body_welcome(served, c
 
 def test_content_length_with_transfer_encoding_is_400_with_the_request_id(served, connect):
     client = connect()
-    client.send(b"POST /echo HTTP/1.1\r\nHost: t\r\nContent-Length: 5\r\nTransfer-Encoding: chunked\r\n"
-                b"X-Request-Id: smuggle-1\r\nExpect: 100-continue\r\n\r\n")
-    response = client.read_response()                       # no 100 first
-    assert_problem(response, 400, "Bad Request", "bad_request",
-                   "request has both content-length and transfer-encoding", "smuggle-1")
+    client.send(
+        b"POST /echo HTTP/1.1\r\nHost: t\r\nContent-Length: 5\r\nTransfer-Encoding: chunked\r\n"
+        b"X-Request-Id: smuggle-1\r\nExpect: 100-continue\r\n\r\n"
+    )
+    response = client.read_response()  # no 100 first
+    assert_problem(
+        response,
+        400,
+        "Bad Request",
+        "bad_request",
+        "request has both content-length and transfer-encoding",
+        "smuggle-1",
+    )
     assert response.header("connection") == "close"
     assert client.is_closed(WAIT)
 
@@ -367,20 +422,26 @@ def test_a_response_subclass_is_served_as_it_is(served, connect):
     assert client.request("GET", "/echo").status == 200
 
 
-INTERNAL = {"type": "about:blank", "title": "Internal Server Error", "status": 500, "code": "internal",
-            "detail": "internal server error"}
+INTERNAL = {
+    "type": "about:blank",
+    "title": "Internal Server Error",
+    "status": 500,
+    "code": "internal",
+    "detail": "internal server error",
+}
 
 
-@pytest.mark.parametrize("route, kind", [("/async-error", "RuntimeError"), ("/none", "TypeError"),
-                                         ("/async-none", "TypeError")])
+@pytest.mark.parametrize(
+    "route, kind", [("/async-error", "RuntimeError"), ("/none", "TypeError"), ("/async-none", "TypeError")]
+)
 def test_a_failing_app_is_logged_with_the_type_of_its_failure(served, connect, route, kind):
     client = connect()
     request_id = f"fail{route.replace('/', '-')}"
     response = client.request("GET", route, {"X-Request-Id": request_id})
     assert response.status == 500 and response.json() == {**INTERNAL, "request_id": request_id}
-    assert client.request("GET", "/echo").status == 200           # the connection goes on
+    assert client.request("GET", "/echo").status == 200  # the connection goes on
     [error] = served.errors(f"unhandled error in GET {route} (request_id={request_id})")
-    assert error[-1] == kind                          # its type, never its message
+    assert error[-1] == kind  # its type, never its message
 
 
 def test_a_cancelled_deferred_is_a_logged_500(served, connect):
@@ -399,20 +460,22 @@ def test_a_deferred_whose_client_is_gone_sends_and_logs_nothing(served, connect)
     reset(client)
     wait_until(lambda: served.open_connections() == 0, "the connection to be lost")
     served.call(lambda: HELD.pop("held-gone").set_result(None))
-    served.call(lambda: None)                               # the future's callbacks have run
-    served.call(lambda: None)                               # and what they deferred
+    served.call(lambda: None)  # the future's callbacks have run
+    served.call(lambda: None)  # and what they deferred
     assert served.log_lines("held-gone") == []
     assert connect().request("GET", "/echo").status == 200
 
 
 def test_a_held_deferred_is_answered_when_its_future_completes(served, connect):
     client = connect()
-    client.send(b"GET /deferred-hold HTTP/1.1\r\nHost: t\r\nX-Request-Id: held-1\r\n\r\n"
-                b"GET /echo?after=held HTTP/1.1\r\nHost: t\r\n\r\n")
+    client.send(
+        b"GET /deferred-hold HTTP/1.1\r\nHost: t\r\nX-Request-Id: held-1\r\n\r\n"
+        b"GET /echo?after=held HTTP/1.1\r\nHost: t\r\n\r\n"
+    )
     wait_until(lambda: served.call(lambda: "held-1" in HELD), "the deferred answer")
     served.call(lambda: HELD.pop("held-1").set_result(None))
     assert client.read_response().json() == {"held": "held-1"}
-    assert client.read_response().json()["query"] == [["after", "held"]]   # the next one follows
+    assert client.read_response().json()["query"] == [["after", "held"]]  # the next one follows
 
 
 def test_the_error_response_that_cannot_be_rendered_is_logged_with_its_request_id(served, connect):
@@ -430,16 +493,20 @@ def test_a_bug_of_the_layer_after_an_awaited_answer_is_logged_with_its_type(serv
     # /bad-upgrade chokes the WebSocket layer after its 101: an exception of the protocol
     # layer's own, here met while the loop goes on after a coroutine's or a Deferred's answer.
     client = connect()
-    upgrade = (b"Connection: Upgrade\r\nUpgrade: websocket\r\nSec-WebSocket-Version: 13\r\n"
-               b"Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n")
+    upgrade = (
+        b"Connection: Upgrade\r\nUpgrade: websocket\r\nSec-WebSocket-Version: 13\r\n"
+        b"Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n"
+    )
     request_id = f"crash-{how}"
     if how == "coroutine":
-        client.send(b"GET /async-bad-upgrade HTTP/1.1\r\nHost: t\r\n" + upgrade +
-                    f"X-Request-Id: {request_id}\r\n\r\n".encode())
+        client.send(
+            b"GET /async-bad-upgrade HTTP/1.1\r\nHost: t\r\n" + upgrade + f"X-Request-Id: {request_id}\r\n\r\n".encode()
+        )
     else:
-        client.send(b"GET /deferred?ms=50 HTTP/1.1\r\nHost: t\r\n\r\n"
-                    b"GET /bad-upgrade HTTP/1.1\r\nHost: t\r\n" + upgrade +
-                    f"X-Request-Id: {request_id}\r\n\r\n".encode())
+        client.send(
+            b"GET /deferred?ms=50 HTTP/1.1\r\nHost: t\r\n\r\n"
+            b"GET /bad-upgrade HTTP/1.1\r\nHost: t\r\n" + upgrade + f"X-Request-Id: {request_id}\r\n\r\n".encode()
+        )
         assert client.read_response().status == 200
     assert client.read_response().status == 101
     assert client.is_closed(WAIT)

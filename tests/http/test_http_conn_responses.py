@@ -39,11 +39,13 @@ from support.inprocess import WAIT, InProcessServer
 
 MAX_BODY = 1024
 ORIGIN = "https://app.example"
-PARSER = os.environ.get("SERVICE_HTTP_PARSER", "fast")     # tests/http/conftest.py
-HANDSHAKE = ("Connection: Upgrade\r\nUpgrade: websocket\r\nSec-WebSocket-Version: 13\r\n"
-             "Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n")
-ACCEPT = "s3pPLMBiTxaQ9kYGzzhZRbK+xOo="                     # RFC 6455 §1.3's example key
-SECRET = "client data that must not reach the log"     # a bug's message
+PARSER = os.environ.get("SERVICE_HTTP_PARSER", "fast")  # tests/http/conftest.py
+HANDSHAKE = (
+    "Connection: Upgrade\r\nUpgrade: websocket\r\nSec-WebSocket-Version: 13\r\n"
+    "Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n"
+)
+ACCEPT = "s3pPLMBiTxaQ9kYGzzhZRbK+xOo="  # RFC 6455 §1.3's example key
+SECRET = "client data that must not reach the log"  # a bug's message
 DATE = re.compile(rb"\r\ndate: [A-Z][a-z]{2}, \d\d [A-Z][a-z]{2} \d{4} \d\d:\d\d:\d\d GMT\r\n")
 
 
@@ -75,7 +77,7 @@ class App:
 
     def __call__(self, request: Request):
         query = dict(request.query)
-        if request.path == "/status":                       # any status, any body
+        if request.path == "/status":  # any status, any body
             return Response(int(query["code"]), query.get("body", "").encode())
         if request.path == "/socket":
             session = RecordingSession()
@@ -103,8 +105,11 @@ class Served(InProcessServer):
     def spans(self, since: int, having: str) -> list[str]:
         """The span lines written since `since` that contain `having`, from `method=` on (a
         WebSocket another test closed may log its own meanwhile)."""
-        return [line.partition(" dbsvc.http.request: request ")[2] for line in self.records(since)
-                if " dbsvc.http.request: request " in line and having in line]
+        return [
+            line.partition(" dbsvc.http.request: request ")[2]
+            for line in self.records(since)
+            if " dbsvc.http.request: request " in line and having in line
+        ]
 
     def connection_state(self, client: Client) -> list[tuple[Phase, float]]:
         """(phase, seconds to its deadline) of the server's side of `client`, if it still holds it."""
@@ -113,13 +118,25 @@ class Served(InProcessServer):
         def look() -> list[tuple[Phase, float]]:
             now = self.hub.loop.time()
             return [(c.phase, c.deadline - now) for c in self.hub.connections if c._peer == me]
-        return self.call(look)                              # type: ignore[return-value]
+
+        return self.call(look)  # type: ignore[return-value]
 
 
 def settings(parser: str, **overrides) -> HttpSettings:
-    values = dict(host="127.0.0.1", port=0, max_body=MAX_BODY, max_connections=64,
-                  header_timeout=WAIT, idle_timeout=WAIT, shutdown_timeout=5.0, min_body_rate=0.0,
-                  body_rate_grace=5.0, body_memory=64 << 20, cors_origins=(ORIGIN,), http_parser=parser)
+    values = dict(
+        host="127.0.0.1",
+        port=0,
+        max_body=MAX_BODY,
+        max_connections=64,
+        header_timeout=WAIT,
+        idle_timeout=WAIT,
+        shutdown_timeout=5.0,
+        min_body_rate=0.0,
+        body_rate_grace=5.0,
+        body_memory=64 << 20,
+        cors_origins=(ORIGIN,),
+        http_parser=parser,
+    )
     values.update(overrides)
     return HttpSettings(**values)
 
@@ -134,6 +151,7 @@ def servers() -> Iterator[Callable[..., Served]]:
         if key not in started:
             started[key] = Served(App(), settings(parser, max_connections=max_connections)).start()
         return started[key]
+
     yield get
     for server in started.values():
         server.stop()
@@ -148,8 +166,9 @@ def served(servers) -> Served:
 def capped(servers) -> Served:
     """The server with room for one connection, once the connections of earlier tests are gone."""
     server = servers(max_connections=1)
-    wait_until(lambda: server.call(lambda: server.hub.counted + server.hub.reserved) == 0,
-               "the earlier connections to close")
+    wait_until(
+        lambda: server.call(lambda: server.hub.counted + server.hub.reserved) == 0, "the earlier connections to close"
+    )
     return server
 
 
@@ -165,10 +184,12 @@ def faulty_filter() -> Iterator[Callable[[str, Callable[[logging.LogRecord], boo
                 if when(record):
                     raise RuntimeError(SECRET)
                 return True
+
         logger = logging.getLogger(logger_name)
         faulty = Faulty()
         logger.addFilter(faulty)
         installed.append((logger, faulty))
+
     yield install
     for logger, faulty in installed:
         logger.removeFilter(faulty)
@@ -197,16 +218,24 @@ def read_to_end(client: Client) -> bytes:
 
 
 def problem(status: int, title: str, code: str, detail: str, request_id: str, **more) -> dict:
-    return {"type": "about:blank", "title": title, "status": status, "code": code, "detail": detail,
-            "request_id": request_id, **more}
+    return {
+        "type": "about:blank",
+        "title": title,
+        "status": status,
+        "code": code,
+        "detail": detail,
+        "request_id": request_id,
+        **more,
+    }
 
 
 def last_words(request_id: str) -> bytes:
     """Rule 8's fixed 500, as a crashed connection writes it."""
-    body = json.dumps(problem(500, "Internal Server Error", "internal", "internal server error",
-                              request_id)).encode()
-    return (b"HTTP/1.1 500 Internal Server Error\r\ncontent-type: application/problem+json\r\n"
-            b"connection: close\r\ncontent-length: %d\r\n\r\n%s" % (len(body), body))
+    body = json.dumps(problem(500, "Internal Server Error", "internal", "internal server error", request_id)).encode()
+    return (
+        b"HTTP/1.1 500 Internal Server Error\r\ncontent-type: application/problem+json\r\n"
+        b"connection: close\r\ncontent-length: %d\r\n\r\n%s" % (len(body), body)
+    )
 
 
 def error_records(records: list[str], start: str) -> list[str]:
@@ -219,12 +248,14 @@ def error_records(records: list[str], start: str) -> list[str]:
 @pytest.mark.parametrize("status, reason", [(204, b"No Content"), (304, b"Not Modified")])
 def test_a_204_or_304_goes_out_without_its_body_and_the_connection_goes_on(served, status, reason):
     client = served.client()
-    client.send(f"GET /status?code={status}&body=dropped HTTP/1.1\r\nHost: t\r\nX-Request-Id: st-{status}\r\n"
-                "\r\n".encode())
+    client.send(
+        f"GET /status?code={status}&body=dropped HTTP/1.1\r\nHost: t\r\nX-Request-Id: st-{status}\r\n\r\n".encode()
+    )
     content_type = b"" if status == 204 else b"content-type: application/json\r\n"
-    assert read_head(client) == (b"HTTP/1.1 %d %s\r\n%sdate: <date>\r\nserver: dbsvc\r\n"
-                                 b"x-request-id: st-%d\r\nvary: Origin\r\n\r\n"
-                                 % (status, reason, content_type, status))
+    assert read_head(client) == (
+        b"HTTP/1.1 %d %s\r\n%sdate: <date>\r\nserver: dbsvc\r\n"
+        b"x-request-id: st-%d\r\nvary: Origin\r\n\r\n" % (status, reason, content_type, status)
+    )
     # Nothing of the body came: the next answer starts right after the head.
     client.send(b"GET /status?code=200&body=next HTTP/1.1\r\nHost: t\r\n\r\n")
     assert read_head(client).startswith(b"HTTP/1.1 200 OK\r\n")
@@ -235,8 +266,10 @@ def test_a_204_or_304_goes_out_without_its_body_and_the_connection_goes_on(serve
 def test_a_status_http_names_no_reason_for_has_an_empty_reason_phrase(served):
     client = served.client()
     client.send(b"GET /status?code=599&body=abc HTTP/1.1\r\nHost: t\r\nX-Request-Id: st-599\r\n\r\n")
-    assert read_head(client) == (b"HTTP/1.1 599 \r\ncontent-type: application/json\r\ncontent-length: 3\r\n"
-                                 b"date: <date>\r\nserver: dbsvc\r\nx-request-id: st-599\r\nvary: Origin\r\n\r\n")
+    assert read_head(client) == (
+        b"HTTP/1.1 599 \r\ncontent-type: application/json\r\ncontent-length: 3\r\n"
+        b"date: <date>\r\nserver: dbsvc\r\nx-request-id: st-599\r\nvary: Origin\r\n\r\n"
+    )
     assert client.reader.read(3) == b"abc"
     assert client.request("GET", "/echo").status == 200
     client.close()
@@ -250,14 +283,17 @@ def test_an_answer_that_cannot_be_sent_is_a_500_without_the_extra_headers(served
     since = served.mark()
     client.send(f"GET /bad-header HTTP/1.1\r\nHost: t\r\nOrigin: {ORIGIN}\r\nX-Request-Id: unsent-1\r\n\r\n".encode())
     body = json.dumps(problem(500, "Internal Server Error", "internal", "internal server error", "unsent-1")).encode()
-    assert read_head(client) == (b"HTTP/1.1 500 Internal Server Error\r\ncontent-type: application/problem+json\r\n"
-                                 b"content-length: %d\r\ndate: <date>\r\nserver: dbsvc\r\n"
-                                 b"x-request-id: unsent-1\r\n\r\n" % len(body))
+    assert read_head(client) == (
+        b"HTTP/1.1 500 Internal Server Error\r\ncontent-type: application/problem+json\r\n"
+        b"content-length: %d\r\ndate: <date>\r\nserver: dbsvc\r\n"
+        b"x-request-id: unsent-1\r\n\r\n" % len(body)
+    )
     assert client.reader.read(len(body)) == body
-    assert client.request("GET", "/echo").status == 200      # the connection goes on
+    assert client.request("GET", "/echo").status == 200  # the connection goes on
     [record] = error_records(served.records(since), "")
-    assert record.partition("\n")[0].endswith(" ERROR dbsvc.http: unhandled error in GET /bad-header "
-                                             "(request_id=unsent-1)")
+    assert record.partition("\n")[0].endswith(
+        " ERROR dbsvc.http: unhandled error in GET /bad-header (request_id=unsent-1)"
+    )
     assert record.rstrip().endswith("LocalProtocolError") and "Set-Cookie" not in record
     client.close()
 
@@ -272,17 +308,20 @@ def test_a_2xx_answer_to_connect_is_a_500_and_the_connection_goes_on(servers, pa
     since = served.mark()
     client.send(b"CONNECT /status?code=200 HTTP/1.1\r\nHost: t\r\nX-Request-Id: tunnel-1\r\n\r\n")
     body = json.dumps(problem(500, "Internal Server Error", "internal", "internal server error", "tunnel-1")).encode()
-    assert read_head(client) == (b"HTTP/1.1 500 Internal Server Error\r\ncontent-type: application/problem+json\r\n"
-                                 b"content-length: %d\r\ndate: <date>\r\nserver: dbsvc\r\n"
-                                 b"x-request-id: tunnel-1\r\n\r\n" % len(body))
+    assert read_head(client) == (
+        b"HTTP/1.1 500 Internal Server Error\r\ncontent-type: application/problem+json\r\n"
+        b"content-length: %d\r\ndate: <date>\r\nserver: dbsvc\r\n"
+        b"x-request-id: tunnel-1\r\n\r\n" % len(body)
+    )
     assert client.reader.read(len(body)) == body
     [record] = error_records(served.records(since), "")
-    assert record.partition("\n")[0].endswith(" ERROR dbsvc.http: unhandled error in CONNECT /status "
-                                             "(request_id=tunnel-1)")
+    assert record.partition("\n")[0].endswith(
+        " ERROR dbsvc.http: unhandled error in CONNECT /status (request_id=tunnel-1)"
+    )
     assert record.rstrip().endswith("ValueError")
-    for status in (300, 405):                                   # 300: the first status past 2xx
+    for status in (300, 405):  # 300: the first status past 2xx
         assert client.request("CONNECT", f"/status?code={status}").status == status
-    assert client.request("GET", "/echo").status == 200      # the same connection, still HTTP
+    assert client.request("GET", "/echo").status == 200  # the same connection, still HTTP
     client.close()
 
 
@@ -296,7 +335,8 @@ def test_when_even_the_500_cannot_be_rendered_the_last_words_go_out_and_the_conn
     records = served.records(since)
     unhandled = error_records(records, "unhandled error")
     assert [r.partition("\n")[0].partition("dbsvc.http: ")[2] for r in unhandled] == [
-        "unhandled error in GET /renamed (request_id=r\u00e9q)"]
+        "unhandled error in GET /renamed (request_id=r\u00e9q)"
+    ]
     [crash] = error_records(records, "internal error in the http layer")
     assert crash.partition("\n")[0].endswith("internal error in the http layer (phase app, request_id=r\u00e9q)")
     assert crash.rstrip().endswith("UnicodeEncodeError")
@@ -304,13 +344,12 @@ def test_when_even_the_500_cannot_be_rendered_the_last_words_go_out_and_the_conn
     client.close()
 
 
-def test_a_bug_before_anything_was_answered_is_the_last_words_with_no_request_id(
-        capped, faulty_filter, debug_log):
+def test_a_bug_before_anything_was_answered_is_the_last_words_with_no_request_id(capped, faulty_filter, debug_log):
     # The refusal past max_connections meets a bug (its debug line's filter raises) before
     # it answered: no request exists, the last words name the request id "-".
     holder = capped.client()
     assert holder.request("GET", "/echo").status == 200
-    probes = [capped.client() for _ in range(PROBE_RESERVE)]      # the probes' places (hub.py rule 7)
+    probes = [capped.client() for _ in range(PROBE_RESERVE)]  # the probes' places (hub.py rule 7)
     for probe in probes:
         assert probe.request("GET", "/health").status == 200
     faulty_filter("dbsvc.http", lambda record: record.getMessage().startswith("refusing"))
@@ -339,8 +378,7 @@ def test_with_h11_a_bug_after_the_answer_was_rendered_closes_without_a_word(serv
     client.close()
 
 
-def test_a_bug_met_while_a_shutdown_close_drains_is_logged_and_adds_nothing_to_the_answer(
-        faulty_filter, debug_log):
+def test_a_bug_met_while_a_shutdown_close_drains_is_logged_and_adds_nothing_to_the_answer(faulty_filter, debug_log):
     # A graceful shutdown closes an idle connection whose client is slow to read 16 MiB:
     # close(), which still sends what is buffered. Its idle deadline comes meanwhile, and the
     # "timed out" line meets a bug (its filter raises). The transport is closing already, so
@@ -352,14 +390,18 @@ def test_a_bug_met_while_a_shutdown_close_drains_is_logged_and_adds_nothing_to_t
         size = 16 << 20
         client.send(b"GET /big?n=%d HTTP/1.1\r\nHost: t\r\n\r\n" % size)
         me = client.sock.getsockname()[:2]
-        wait_until(lambda: served.call(lambda: [c._out.paused for c in served.hub.connections if c._peer == me])
-                   == [True], "the transport to ask the server to stop writing")
+        wait_until(
+            lambda: served.call(lambda: [c._out.paused for c in served.hub.connections if c._peer == me]) == [True],
+            "the transport to ask the server to stop writing",
+        )
         faulty_filter("dbsvc.http", lambda record: record.getMessage().startswith("closing"))
         since = served.mark()
         served.begin_stop()
-        wait_until(lambda: error_records(served.records(since), "internal error in the http layer"),
-                   "the bug at the idle deadline")
-        served.call(served.hub.sweep)                       # the sweeper looks again: nothing to do
+        wait_until(
+            lambda: error_records(served.records(since), "internal error in the http layer"),
+            "the bug at the idle deadline",
+        )
+        served.call(served.hub.sweep)  # the sweeper looks again: nothing to do
         response = client.read_response()
         assert response.status == 200 and len(response.body) == size
         assert read_to_end(client) == b""
@@ -376,10 +418,11 @@ def test_a_bug_met_while_a_shutdown_close_drains_is_logged_and_adds_nothing_to_t
 def test_options_asterisk_is_a_204_with_the_allow_header_as_written(served):
     client = served.client()
     client.send(b"OPTIONS * HTTP/1.1\r\nHost: t\r\nX-Request-Id: star-1\r\n\r\n")
-    assert read_head(client) == (b"HTTP/1.1 204 No Content\r\nAllow: %s\r\ndate: <date>\r\nserver: dbsvc\r\n"
-                                 b"x-request-id: star-1\r\nvary: Origin\r\n\r\n"
-                                 % connection_module.ASTERISK_ALLOW.encode())
-    assert client.request("GET", "/echo").status == 200     # no body came, and the connection goes on
+    assert read_head(client) == (
+        b"HTTP/1.1 204 No Content\r\nAllow: %s\r\ndate: <date>\r\nserver: dbsvc\r\n"
+        b"x-request-id: star-1\r\nvary: Origin\r\n\r\n" % connection_module.ASTERISK_ALLOW.encode()
+    )
+    assert client.request("GET", "/echo").status == 200  # no body came, and the connection goes on
     client.close()
 
 
@@ -387,15 +430,22 @@ def test_a_body_the_memory_budget_cannot_hold_is_a_503_with_retry_after_as_writt
     served = Served(App(), settings(PARSER, body_memory=MAX_BODY // 2)).start()
     try:
         client = served.client()
-        client.send(b"POST /echo HTTP/1.1\r\nHost: t\r\nX-Request-Id: mem-1\r\nContent-Length: %d\r\n\r\n"
-                    % MAX_BODY)
-        body = json.dumps(problem(503, "Service Unavailable", "unavailable",
-                                  f"request bodies being received hold 0 bytes; a body of {MAX_BODY} bytes "
-                                  f"would pass the limit of {MAX_BODY // 2} bytes: retry later", "mem-1")).encode()
+        client.send(b"POST /echo HTTP/1.1\r\nHost: t\r\nX-Request-Id: mem-1\r\nContent-Length: %d\r\n\r\n" % MAX_BODY)
+        body = json.dumps(
+            problem(
+                503,
+                "Service Unavailable",
+                "unavailable",
+                f"request bodies being received hold 0 bytes; a body of {MAX_BODY} bytes "
+                f"would pass the limit of {MAX_BODY // 2} bytes: retry later",
+                "mem-1",
+            )
+        ).encode()
         assert DATE.sub(b"\r\ndate: <date>\r\n", read_to_end(client)) == (
             b"HTTP/1.1 503 Service Unavailable\r\ncontent-type: application/problem+json\r\nRetry-After: 1\r\n"
             b"content-length: %d\r\ndate: <date>\r\nserver: dbsvc\r\nx-request-id: mem-1\r\nvary: Origin\r\n"
-            b"connection: close\r\n\r\n%s" % (len(body), body))
+            b"connection: close\r\n\r\n%s" % (len(body), body)
+        )
         client.close()
     finally:
         served.stop()
@@ -417,16 +467,25 @@ def test_a_refused_body_is_answered_with_the_clients_request_id_and_close(served
     since = served.mark()
     client = served.client()
     client.send(b"POST /echo HTTP/1.1\r\nHost: t\r\nX-Request-Id: big-1\r\nContent-Length: 5000\r\n\r\n")
-    body = json.dumps(problem(413, "Content Too Large", "payload_too_large",
-                              "request body of 5000 bytes is over the limit of 1024 bytes", "big-1",
-                              limit=MAX_BODY)).encode()
+    body = json.dumps(
+        problem(
+            413,
+            "Content Too Large",
+            "payload_too_large",
+            "request body of 5000 bytes is over the limit of 1024 bytes",
+            "big-1",
+            limit=MAX_BODY,
+        )
+    ).encode()
     assert DATE.sub(b"\r\ndate: <date>\r\n", read_to_end(client)) == (
         b"HTTP/1.1 413 Content Too Large\r\ncontent-type: application/problem+json\r\n"
         b"content-length: %d\r\ndate: <date>\r\nserver: dbsvc\r\nx-request-id: big-1\r\nvary: Origin\r\n"
-        b"connection: close\r\n\r\n%s" % (len(body), body))
+        b"connection: close\r\n\r\n%s" % (len(body), body)
+    )
     [span] = served.spans(since, "request_id=big-1")
-    assert re.fullmatch(r"method=POST path=/echo status=413 duration_ms=\S+ bytes=%d request_id=big-1" % len(body),
-                        span), span
+    assert re.fullmatch(
+        r"method=POST path=/echo status=413 duration_ms=\S+ bytes=%d request_id=big-1" % len(body), span
+    ), span
     client.close()
 
 
@@ -445,13 +504,13 @@ def test_a_body_h11_refuses_is_400_for_the_request_it_belongs_to(served):
 
 
 def test_rule_7_a_closing_answer_lingers_discarding_input_until_the_clients_fin(served, monkeypatch):
-    linger = WAIT                                           # more than this test can take
+    linger = WAIT  # more than this test can take
     monkeypatch.setattr(connection_module, "LINGER_SECONDS", linger)
     since = served.mark()
     client = served.client()
     # The refused body follows the head at once: unread input the linger discards.
     client.send(b"POST /echo HTTP/1.1\r\nHost: t\r\nContent-Length: 5000\r\n\r\n" + b"x" * 5000)
-    answer = read_to_end(client)                            # the 413, then the server's FIN
+    answer = read_to_end(client)  # the 413, then the server's FIN
     assert answer.startswith(b"HTTP/1.1 413 ") and answer.endswith(b"}")
     # The server still holds the connection, lingering, until at most LINGER_SECONDS from now,
     # and a sweep of the deadlines does not end it early.
@@ -459,9 +518,9 @@ def test_rule_7_a_closing_answer_lingers_discarding_input_until_the_clients_fin(
     assert phase is Phase.LINGER and 0 < left <= linger
     served.call(served.hub.sweep)
     assert [phase for phase, _ in served.connection_state(client)] == [Phase.LINGER]
-    client.send(b"GET /echo HTTP/1.1\r\nHost: t\r\n\r\n")    # discarded: never answered
+    client.send(b"GET /echo HTTP/1.1\r\nHost: t\r\n\r\n")  # discarded: never answered
     assert [phase for phase, _ in served.connection_state(client)] == [Phase.LINGER]
-    client.sock.shutdown(socket.SHUT_WR)                    # the client's FIN ends it at once
+    client.sock.shutdown(socket.SHUT_WR)  # the client's FIN ends it at once
     wait_until(lambda: not served.connection_state(client), "the lingering connection to close")
     assert error_records(served.records(since), "") == []
     client.close()
@@ -479,8 +538,8 @@ def wait_until(check: Callable[[], object], what: str, timeout: float = WAIT) ->
 
 def test_past_max_connections_a_connection_gets_a_503_problem_and_close(capped, debug_log):
     holder = capped.client()
-    assert holder.request("GET", "/echo").status == 200      # the one place, taken
-    probes = [capped.client() for _ in range(PROBE_RESERVE)]      # and the probes' (hub.py rule 7)
+    assert holder.request("GET", "/echo").status == 200  # the one place, taken
+    probes = [capped.client() for _ in range(PROBE_RESERVE)]  # and the probes' (hub.py rule 7)
     for probe in probes:
         assert probe.request("GET", "/health").status == 200
     since = capped.mark()
@@ -488,19 +547,23 @@ def test_past_max_connections_a_connection_gets_a_503_problem_and_close(capped, 
     answer = read_to_end(client)
     head, _, body = answer.partition(b"\r\n\r\n")
     request_id = re.search(rb"\r\nx-request-id: (\S+)\r\n", head).group(1).decode()
-    assert json.loads(body) == problem(503, "Service Unavailable", "unavailable",
-                                       "connection limit of 1 reached", request_id)
+    assert json.loads(body) == problem(
+        503, "Service Unavailable", "unavailable", "connection limit of 1 reached", request_id
+    )
     assert DATE.sub(b"\r\ndate: <date>\r\n", head + b"\r\n\r\n") == (
         b"HTTP/1.1 503 Service Unavailable\r\ncontent-type: application/problem+json\r\ncontent-length: %d\r\n"
         b"date: <date>\r\nserver: dbsvc\r\nx-request-id: %s\r\nconnection: close\r\n\r\n"
-        % (len(body), request_id.encode()))
+        % (len(body), request_id.encode())
+    )
     records = capped.records(since)
     host, port = client.sock.getsockname()[:2]
     assert [r.partition(" dbsvc.http: ")[2] for r in records if " DEBUG dbsvc.http: " in r] == [
-        f"refusing ('{host}', {port}): 1 connections open"]
-    assert capped.spans(since, "method=- ") == [f"method=- path=- status=503 duration_ms=0.0 bytes={len(body)} "
-                                   f"request_id={request_id}"]
-    assert holder.request("GET", "/echo").status == 200      # the holder is served on
+        f"refusing ('{host}', {port}): 1 connections open"
+    ]
+    assert capped.spans(since, "method=- ") == [
+        f"method=- path=- status=503 duration_ms=0.0 bytes={len(body)} request_id={request_id}"
+    ]
+    assert holder.request("GET", "/echo").status == 200  # the holder is served on
     client.close()
     holder.close()
 
@@ -548,14 +611,17 @@ def masked_text(text: str) -> bytes:
 
 def test_a_valid_handshake_gets_a_101_with_its_subprotocol_and_the_socket_is_a_websocket(served):
     client = served.client()
-    client.send(f"GET /socket?protocol=chat HTTP/1.1\r\nHost: t\r\nX-Request-Id: ws-1\r\n{HANDSHAKE}"
-                "Sec-WebSocket-Protocol: chat\r\n\r\n".encode())
+    client.send(
+        f"GET /socket?protocol=chat HTTP/1.1\r\nHost: t\r\nX-Request-Id: ws-1\r\n{HANDSHAKE}"
+        "Sec-WebSocket-Protocol: chat\r\n\r\n".encode()
+    )
     assert read_head(client) == (
         b"HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
         b"Sec-WebSocket-Accept: %s\r\nSec-WebSocket-Protocol: chat\r\ndate: <date>\r\nserver: dbsvc\r\n"
-        b"x-request-id: ws-1\r\n\r\n" % ACCEPT.encode())
+        b"x-request-id: ws-1\r\n\r\n" % ACCEPT.encode()
+    )
     assert [phase for phase, _ in served.connection_state(client)] == [Phase.UPGRADED]
-    served.call(served.hub.sweep)                           # an upgraded socket has no HTTP deadline
+    served.call(served.hub.sweep)  # an upgraded socket has no HTTP deadline
     client.send(masked_text("hello"))
     assert client.reader.read(7) == b"\x81\x05hello"
     [(phase, left)] = served.connection_state(client)
@@ -564,29 +630,34 @@ def test_a_valid_handshake_gets_a_101_with_its_subprotocol_and_the_socket_is_a_w
 
 
 def test_a_refused_handshake_is_its_problem_the_session_hears_1006_and_the_connection_goes_on(served):
-    app: App = served.app                                   # type: ignore[assignment]
+    app: App = served.app  # type: ignore[assignment]
     client = served.client()
-    response = client.request("GET", "/socket", {"X-Request-Id": "ws-no"})     # no Upgrade headers
+    response = client.request("GET", "/socket", {"X-Request-Id": "ws-no"})  # no Upgrade headers
     assert response.status == 426 and response.header("upgrade") == "websocket"
     assert response.json() == problem(
-        426, "Upgrade Required", "bad_request",
-        "/socket is a WebSocket route: expected a GET with 'Upgrade: websocket' and 'Connection: Upgrade'", "ws-no")
+        426,
+        "Upgrade Required",
+        "bad_request",
+        "/socket is a WebSocket route: expected a GET with 'Upgrade: websocket' and 'Connection: Upgrade'",
+        "ws-no",
+    )
     assert app.sessions[-1].closes == [1006]
     assert client.request("GET", "/echo").status == 200
     client.close()
 
 
 def test_a_101_that_cannot_be_sent_is_a_logged_500_the_session_hears_1006_and_the_connection_goes_on(served):
-    app: App = served.app                                   # type: ignore[assignment]
+    app: App = served.app  # type: ignore[assignment]
     since = served.mark()
     client = served.client()
-    client.send(f"GET /socket?protocol=a%0D%0Ab HTTP/1.1\r\nHost: t\r\nX-Request-Id: ws-bad\r\n{HANDSHAKE}"
-                "\r\n".encode())
+    client.send(
+        f"GET /socket?protocol=a%0D%0Ab HTTP/1.1\r\nHost: t\r\nX-Request-Id: ws-bad\r\n{HANDSHAKE}\r\n".encode()
+    )
     response = client.read_response()
     assert response.status == 500
     assert response.json() == problem(500, "Internal Server Error", "internal", "internal server error", "ws-bad")
     assert app.sessions[-1].closes == [1006]
-    assert client.request("GET", "/echo").status == 200      # still HTTP, still open
+    assert client.request("GET", "/echo").status == 200  # still HTTP, still open
     [record] = error_records(served.records(since), "")
     assert record.partition("\n")[0].endswith("unhandled error in GET /socket (request_id=ws-bad)")
     assert record.rstrip().endswith("LocalProtocolError")

@@ -31,10 +31,19 @@ class Served(InProcessServer):
 
 @pytest.fixture(scope="module")
 def served() -> Iterator[Served]:
-    settings = HttpSettings(host="127.0.0.1", port=0, max_body=MAX_BODY, max_connections=64,
-                            header_timeout=WAIT, idle_timeout=WAIT, shutdown_timeout=5.0,
-                            min_body_rate=0.0, body_rate_grace=5.0, body_memory=64 << 20,
-                            http_parser=os.environ.get("SERVICE_HTTP_PARSER", "fast"))   # conftest.py
+    settings = HttpSettings(
+        host="127.0.0.1",
+        port=0,
+        max_body=MAX_BODY,
+        max_connections=64,
+        header_timeout=WAIT,
+        idle_timeout=WAIT,
+        shutdown_timeout=5.0,
+        min_body_rate=0.0,
+        body_rate_grace=5.0,
+        body_memory=64 << 20,
+        http_parser=os.environ.get("SERVICE_HTTP_PARSER", "fast"),
+    )  # conftest.py
     server = Served(app, settings).start()
     yield server
     server.stop()
@@ -50,7 +59,7 @@ def _send_in_pieces(client: Client, head: bytes, pieces: int, pause: float = 0.0
     step = -(-len(head) // pieces)
     try:
         for i in range(0, len(head), step):
-            client.send(head[i:i + step])
+            client.send(head[i : i + step])
             if pause:
                 time.sleep(pause)
     except (BrokenPipeError, ConnectionResetError):
@@ -99,7 +108,7 @@ def test_rule_3_a_request_line_over_the_limit_is_414_whole_or_in_pieces(served, 
     # so 414 says so where 431 would send it looking at its headers. In pieces (apart in
     # time, so the server reads them apart), h11 refuses the unfinished line; whole, the
     # wire measures it.
-    target = "/echo?" + "&".join(f"name=value{n}" for n in range(MAX_HEAD // 7))      # about twice the limit
+    target = "/echo?" + "&".join(f"name=value{n}" for n in range(MAX_HEAD // 7))  # about twice the limit
     head = f"GET {target} HTTP/1.1\r\nHost: t\r\n{headers}\r\n".encode()
     assert len(target) > MAX_HEAD
     client = served.client()
@@ -107,8 +116,9 @@ def test_rule_3_a_request_line_over_the_limit_is_414_whole_or_in_pieces(served, 
     response = client.read_response()
     assert response.status == 414
     assert response.json()["title"] == "URI Too Long" and response.json()["code"] == UriTooLong.code
-    assert response.json()["detail"] == (f"request line is over the limit of {MAX_HEAD} bytes for a request head: "
-                                         "its target is too long")
+    assert response.json()["detail"] == (
+        f"request line is over the limit of {MAX_HEAD} bytes for a request head: its target is too long"
+    )
     assert client.is_closed(WAIT)
     client.close()
     assert served.client().request("GET", "/echo").status == 200
@@ -140,8 +150,10 @@ def test_rule_3_a_head_just_under_the_limit_is_served(served):
 
 def test_rule_4_content_length_with_transfer_encoding_is_400_and_close(served):
     client = served.client()
-    client.send(b"POST /echo HTTP/1.1\r\nHost: t\r\nContent-Length: 5\r\n"
-                b"Transfer-Encoding: chunked\r\n\r\n5\r\nhello\r\n0\r\n\r\n")
+    client.send(
+        b"POST /echo HTTP/1.1\r\nHost: t\r\nContent-Length: 5\r\n"
+        b"Transfer-Encoding: chunked\r\n\r\n5\r\nhello\r\n0\r\n\r\n"
+    )
     response = client.read_response()
     assert response.status == 400
     assert response.json()["detail"] == "request has both content-length and transfer-encoding"
@@ -171,7 +183,7 @@ def test_rule_5_a_chunked_body_crossing_the_limit_is_413_and_close(served):
     client = served.client()
     client.send(b"POST /echo HTTP/1.1\r\nHost: t\r\nTransfer-Encoding: chunked\r\n\r\n")
     client.send(b"200\r\n" + b"a" * 512 + b"\r\n" + b"200\r\n" + b"a" * 512 + b"\r\n")
-    client.send(b"1\r\na\r\n")                               # byte 1025
+    client.send(b"1\r\na\r\n")  # byte 1025
     response = client.read_response()
     assert response.status == 413
     assert response.json()["detail"] == f"request body is over the limit of {MAX_BODY} bytes"
@@ -187,9 +199,10 @@ def test_rule_6_100_continue_only_for_a_head_that_passed(served):
     assert client.read_response().json()["body"] == "hello"
     client.close()
     refused = served.client()
-    refused.send(f"POST /echo HTTP/1.1\r\nHost: t\r\nContent-Length: {MAX_BODY + 1}\r\n"
-                 "Expect: 100-continue\r\n\r\n".encode())
-    assert refused.read_response().status == 413          # no 100 first
+    refused.send(
+        f"POST /echo HTTP/1.1\r\nHost: t\r\nContent-Length: {MAX_BODY + 1}\r\nExpect: 100-continue\r\n\r\n".encode()
+    )
+    assert refused.read_response().status == 413  # no 100 first
     assert refused.is_closed(WAIT)
 
 
@@ -197,16 +210,18 @@ def test_rule_7_an_error_answer_is_readable_although_the_client_sent_more(served
     client = served.client()
     # The refused request's body follows at once; the server must not reset before the
     # client has read the 413 (it lingers, discarding the input).
-    client.send(f"POST /echo HTTP/1.1\r\nHost: t\r\nContent-Length: {MAX_BODY * 8}\r\n\r\n".encode()
-                + b"x" * (MAX_BODY * 8))
+    client.send(
+        f"POST /echo HTTP/1.1\r\nHost: t\r\nContent-Length: {MAX_BODY * 8}\r\n\r\n".encode() + b"x" * (MAX_BODY * 8)
+    )
     response = client.read_response()
     assert response.status == 413
     assert response.json()["code"] == "payload_too_large"
     assert client.is_closed(WAIT)
 
 
-@pytest.mark.parametrize("route", ["/error", "/async-error", "/none", "/bad-header", "/bad-body",
-                                   "/bad-status", "/deferred-error?kind=boom"])
+@pytest.mark.parametrize(
+    "route", ["/error", "/async-error", "/none", "/bad-header", "/bad-body", "/bad-status", "/deferred-error?kind=boom"]
+)
 def test_rule_8_an_application_failure_is_a_500_problem_and_the_connection_goes_on(served, route, caplog):
     client = served.client()
     with caplog.at_level(logging.ERROR, logger="dbsvc.http"):
@@ -214,8 +229,14 @@ def test_rule_8_an_application_failure_is_a_500_problem_and_the_connection_goes_
         assert client.request("GET", "/echo").status == 200
     assert response.status == 500
     assert response.header("content-type") == "application/problem+json"
-    assert response.json() == {"type": "about:blank", "title": "Internal Server Error", "status": 500,
-                               "code": "internal", "detail": "internal server error", "request_id": "fail-1"}
+    assert response.json() == {
+        "type": "about:blank",
+        "title": "Internal Server Error",
+        "status": 500,
+        "code": "internal",
+        "detail": "internal server error",
+        "request_id": "fail-1",
+    }
     # One log line naming the request, with the exception's type and frames but never its
     # message; the 500 itself rendered (no "could not be rendered" fallback).
     path = route.partition("?")[0]
@@ -260,7 +281,7 @@ def test_rule_1_responses_held_back_by_a_client_that_does_not_read_all_arrive_in
     # 32 pipelined requests for 1 MB answers, unread: the server's socket buffer fills,
     # writing pauses (no further request is parsed), and resumes as the client reads.
     client = served.client()
-    client.sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 16 * 1024)     # a slow reader
+    client.sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 16 * 1024)  # a slow reader
     sizes = [1_000_000 + i for i in range(32)]
     client.send(b"".join(f"GET /big?n={n} HTTP/1.1\r\nHost: t\r\n\r\n".encode() for n in sizes))
     got = []
@@ -290,9 +311,11 @@ def test_rule_8_a_bug_in_this_layer_is_logged_without_its_message_and_the_connec
     # an exception of the protocol layer's own after the 101.
     client = served.client()
     with caplog.at_level(logging.ERROR, logger="dbsvc.http"):
-        client.send(b"GET /bad-upgrade HTTP/1.1\r\nHost: t\r\nConnection: Upgrade\r\nUpgrade: websocket\r\n"
-                    b"Sec-WebSocket-Version: 13\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n"
-                    b"X-Request-Id: crash-1\r\n\r\n")
+        client.send(
+            b"GET /bad-upgrade HTTP/1.1\r\nHost: t\r\nConnection: Upgrade\r\nUpgrade: websocket\r\n"
+            b"Sec-WebSocket-Version: 13\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n"
+            b"X-Request-Id: crash-1\r\n\r\n"
+        )
         assert client.read_response().status == 101
         assert client.is_closed(WAIT)
     assert_one_layer_crash(caplog.records, "upgraded", "crash-1", TypeError)

@@ -10,11 +10,15 @@ ORIGIN = "https://app.example"
 
 def test_preflight_from_allowed_origin_is_204_with_allow_headers(server):
     client = server.client()
-    response = client.request("OPTIONS", "/api/thing", {
-        "Origin": ORIGIN,
-        "Access-Control-Request-Method": "DELETE",
-        "Access-Control-Request-Headers": "Authorization, Content-Type, X-Secret-Sauce",
-    })
+    response = client.request(
+        "OPTIONS",
+        "/api/thing",
+        {
+            "Origin": ORIGIN,
+            "Access-Control-Request-Method": "DELETE",
+            "Access-Control-Request-Headers": "Authorization, Content-Type, X-Secret-Sauce",
+        },
+    )
     assert response.status == 204
     assert response.header("access-control-allow-origin") == ORIGIN
     assert response.header("access-control-allow-methods") == "GET, POST, PUT, PATCH, DELETE, HEAD, OPTIONS"
@@ -22,12 +26,13 @@ def test_preflight_from_allowed_origin_is_204_with_allow_headers(server):
     assert response.header("access-control-max-age") == "600"
     assert response.header("vary") == "Origin"
     assert response.header("content-length") is None
-    assert client.request("GET", "/echo").status == 200     # connection reusable
+    assert client.request("GET", "/echo").status == 200  # connection reusable
 
 
 def test_preflight_from_other_origin_gets_no_allow_headers(server):
-    response = server.client().request("OPTIONS", "/echo", {
-        "Origin": "https://evil.example", "Access-Control-Request-Method": "GET"})
+    response = server.client().request(
+        "OPTIONS", "/echo", {"Origin": "https://evil.example", "Access-Control-Request-Method": "GET"}
+    )
     assert response.status == 204
     assert response.header("access-control-allow-origin") is None
     assert response.header("vary") == "Origin"
@@ -37,8 +42,7 @@ def test_simple_request_from_allowed_origin_gets_cors_headers(server):
     response = server.get("/echo", {"Origin": ORIGIN})
     assert response.status == 200
     assert response.header("access-control-allow-origin") == ORIGIN
-    assert response.header("access-control-expose-headers") == \
-        "Location, X-Request-Id, Dbsvc-Watermark, Dbsvc-Offset"
+    assert response.header("access-control-expose-headers") == "Location, X-Request-Id, Dbsvc-Watermark, Dbsvc-Offset"
     assert response.header("vary") == "Origin"
 
 
@@ -63,8 +67,7 @@ def test_wildcard_origin_answers_star(make_server):
 
 def test_no_cors_configured_means_no_cors_headers(make_server):
     demo = make_server()
-    response = demo.client().request("OPTIONS", "/echo", {
-        "Origin": ORIGIN, "Access-Control-Request-Method": "GET"})
-    assert response.status == 200                         # the app answered it
+    response = demo.client().request("OPTIONS", "/echo", {"Origin": ORIGIN, "Access-Control-Request-Method": "GET"})
+    assert response.status == 200  # the app answered it
     assert response.header("access-control-allow-origin") is None
     assert response.header("vary") is None

@@ -28,7 +28,7 @@ def _answer(wire, request: bytes, response: Response, extra=None, close: bool = 
     """Read one request on `wire`, then render `response` to it as the connection does."""
     wire.receive(request)
     head = wire.next_event()
-    while wire.next_event() is not END:                     # the body, if any
+    while wire.next_event() is not END:  # the body, if any
         pass
     headers = response_headers(response, "rid-1", extra, close)
     body = b"" if head.request.method == "HEAD" or response.status in (204, 304) else response.body
@@ -37,19 +37,39 @@ def _answer(wire, request: bytes, response: Response, extra=None, close: bool = 
 
 RESPONSES = {
     "json": (b"GET /x HTTP/1.1\r\nHost: t\r\n\r\n", Response(200, b'{"a":1}'), None, False),
-    "created_with_location": (b"POST /x HTTP/1.1\r\nHost: t\r\nContent-Length: 2\r\n\r\n{}",
-                              Response(201, b"{}", [("Location", "/x/1"), ("ETag", '"3"')]), None, False),
+    "created_with_location": (
+        b"POST /x HTTP/1.1\r\nHost: t\r\nContent-Length: 2\r\n\r\n{}",
+        Response(201, b"{}", [("Location", "/x/1"), ("ETag", '"3"')]),
+        None,
+        False,
+    ),
     "no_content": (b"DELETE /x/1 HTTP/1.1\r\nHost: t\r\n\r\n", Response(204, b""), None, False),
     "not_modified": (b"GET /x HTTP/1.1\r\nHost: t\r\n\r\n", Response(304, b"", [("ETag", '"3"')]), None, False),
     "head": (b"HEAD /x HTTP/1.1\r\nHost: t\r\n\r\n", Response(200, b'{"a":1}'), None, False),
-    "problem_closing": (b"GET /x HTTP/1.1\r\nHost: t\r\n\r\n",
-                        Response(503, b"{}", [("Retry-After", "1")], "application/problem+json"), None, True),
-    "client_asked_close": (b"GET /x HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n", Response(200, b"{}"),
-                           None, False),
-    "both_close": (b"GET /x HTTP/1.1\r\nHost: t\r\nConnection: Keep-Alive, close\r\n\r\n",
-                   Response(200, b"{}"), None, True),
-    "cors_extra": (b"GET /x HTTP/1.1\r\nHost: t\r\nOrigin: https://a.example\r\n\r\n", Response(200, b"[]"),
-                   [(b"access-control-allow-origin", b"https://a.example"), (b"vary", b"Origin")], False),
+    "problem_closing": (
+        b"GET /x HTTP/1.1\r\nHost: t\r\n\r\n",
+        Response(503, b"{}", [("Retry-After", "1")], "application/problem+json"),
+        None,
+        True,
+    ),
+    "client_asked_close": (
+        b"GET /x HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n",
+        Response(200, b"{}"),
+        None,
+        False,
+    ),
+    "both_close": (
+        b"GET /x HTTP/1.1\r\nHost: t\r\nConnection: Keep-Alive, close\r\n\r\n",
+        Response(200, b"{}"),
+        None,
+        True,
+    ),
+    "cors_extra": (
+        b"GET /x HTTP/1.1\r\nHost: t\r\nOrigin: https://a.example\r\n\r\n",
+        Response(200, b"[]"),
+        [(b"access-control-allow-origin", b"https://a.example"), (b"vary", b"Origin")],
+        False,
+    ),
     "no_content_type": (b"GET /x HTTP/1.1\r\nHost: t\r\n\r\n", Response(200, b"hi", [], None), None, False),
     "unknown_status": (b"GET /x HTTP/1.1\r\nHost: t\r\n\r\n", Response(599, b"{}"), None, False),
 }
@@ -71,7 +91,7 @@ def test_fast_path_refuses_the_statuses_h11_refuses(status):
         wire.next_event()
         with pytest.raises(h11.LocalProtocolError, match="status_code"):
             wire.respond(status, b"", [(b"content-length", b"0")], b"", False)
-        assert wire.can_respond                             # nothing was sent: an error answer still can be
+        assert wire.can_respond  # nothing was sent: an error answer still can be
 
 
 @pytest.mark.parametrize("name", ["Connection", "content-length", "Transfer-Encoding", "Host", "Keep-Alive"])
@@ -83,14 +103,15 @@ def test_application_may_not_set_headers_the_protocol_layer_owns(name):
 
 
 def test_a_101_still_carries_connection_upgrade():
-    headers = response_headers(Response(101, b"", [("Upgrade", "websocket"), ("Connection", "Upgrade")], None),
-                               "rid", None, False)
+    headers = response_headers(
+        Response(101, b"", [("Upgrade", "websocket"), ("Connection", "Upgrade")], None), "rid", None, False
+    )
     assert (b"Connection", b"Upgrade") in headers
 
 
 def test_a_status_that_is_not_an_int_is_refused():
     with pytest.raises(h11.LocalProtocolError, match="not an int"):
-        response_headers(Response(200.0, b"{}"), "rid", None, False)   # type: ignore[arg-type]
+        response_headers(Response(200.0, b"{}"), "rid", None, False)  # type: ignore[arg-type]
 
 
 def test_service_http_parser_setting():
@@ -102,9 +123,14 @@ def test_service_http_parser_setting():
 
 # -- on a real socket -------------------------------------------------------------------------
 
+
 def _echo(request: Request) -> Response:
-    return Response(200, b"%s %s %d:%s" % (request.method.encode(), request.target.encode(),
-                                            len(request.body), bytes(request.body)), [], "text/plain")
+    return Response(
+        200,
+        b"%s %s %d:%s" % (request.method.encode(), request.target.encode(), len(request.body), bytes(request.body)),
+        [],
+        "text/plain",
+    )
 
 
 class Served:
@@ -149,16 +175,18 @@ def test_a_connection_moves_to_h11_at_the_first_request_it_hands_over(parser):
         client = Client(served.port, timeout=WAIT)
         # Two fast-path requests, a chunked one (h11's), then two more: one write, so the
         # hand-over happens with pipelined bytes waiting behind it.
-        client.send(b"POST /a HTTP/1.1\r\nHost: t\r\nContent-Length: 3\r\n\r\none"
-                    b"GET /b?x=1 HTTP/1.1\r\nHost: t\r\n\r\n"
-                    b"POST /c HTTP/1.1\r\nHost: t\r\nTransfer-Encoding: chunked\r\n\r\n3\r\nabc\r\n0\r\n\r\n"
-                    b"POST /d HTTP/1.1\r\nHost: t\r\nContent-Length: 4\r\n\r\nfour"
-                    b"GET /e HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n")
+        client.send(
+            b"POST /a HTTP/1.1\r\nHost: t\r\nContent-Length: 3\r\n\r\none"
+            b"GET /b?x=1 HTTP/1.1\r\nHost: t\r\n\r\n"
+            b"POST /c HTTP/1.1\r\nHost: t\r\nTransfer-Encoding: chunked\r\n\r\n3\r\nabc\r\n0\r\n\r\n"
+            b"POST /d HTTP/1.1\r\nHost: t\r\nContent-Length: 4\r\n\r\nfour"
+            b"GET /e HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n"
+        )
         bodies = [client.read_response().body for _ in range(5)]
         assert bodies == [b"POST /a 3:one", b"GET /b?x=1 0:", b"POST /c 3:abc", b"POST /d 4:four", b"GET /e 0:"]
         assert client.is_closed()
         client.close()
-        assert served.wires() == ["H11Wire"]                # h11 from the chunked request on
+        assert served.wires() == ["H11Wire"]  # h11 from the chunked request on
     finally:
         served.stop()
 

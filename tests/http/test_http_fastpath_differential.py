@@ -33,15 +33,15 @@ BODY = b'{"ok":true}'
 
 def _ids() -> RequestIds:
     ids = RequestIds()
-    ids._prefix = "diff-"                                  # the same id sequence on both sides
+    ids._prefix = "diff-"  # the same id sequence on both sides
     return ids
 
 
 @dataclass
 class Outcome:
     events: list[tuple] = field(default_factory=list)
-    fast_requests: int = 0          # requests the fast path read itself
-    handed_over_at: int | None = None   # index of the request at which it handed over
+    fast_requests: int = 0  # requests the fast path read itself
+    handed_over_at: int | None = None  # index of the request at which it handed over
 
 
 def drive(wire, chunks: list[bytes]) -> Outcome:
@@ -68,21 +68,39 @@ def drive(wire, chunks: list[bytes]) -> Outcome:
             requests += 1
             if type(wire) is FastWire:
                 outcome.fast_requests += 1
-            outcome.events.append(("head", request.method, request.target, request.path, request.query,
-                                   request.headers, request.request_id, request.client, event.content_length,
-                                   event.chunked, event.expects_continue, event.origin, event.preflight_method,
-                                   event.preflight_headers, event.asterisk))
+            outcome.events.append(
+                (
+                    "head",
+                    request.method,
+                    request.target,
+                    request.path,
+                    request.query,
+                    request.headers,
+                    request.request_id,
+                    request.client,
+                    event.content_length,
+                    event.chunked,
+                    event.expects_continue,
+                    event.origin,
+                    event.preflight_method,
+                    event.preflight_headers,
+                    event.asterisk,
+                )
+            )
             body.clear()
         elif event is END:
             close = requests % 3 == 0
-            headers = [(b"content-type", b"application/json"), (b"content-length", b"%d" % len(BODY)),
-                       (b"x-request", b"%d" % requests)]
+            headers = [
+                (b"content-type", b"application/json"),
+                (b"content-length", b"%d" % len(BODY)),
+                (b"x-request", b"%d" % requests),
+            ]
             if close:
                 headers.append((b"connection", b"close"))
             try:
                 # As the connection does: no body for HEAD (RFC 9110 §9.3.2).
                 data = wire.respond(200, b"OK", headers, b"" if method == "HEAD" else BODY, close)
-            except h11.LocalProtocolError as exc:       # a 2xx to CONNECT: h11 switched protocols
+            except h11.LocalProtocolError as exc:  # a 2xx to CONNECT: h11 switched protocols
                 outcome.events.append(("cannot respond", str(exc)))
                 return outcome
             outcome.events.append(("end", bytes(body), data, wire.closing))
@@ -94,7 +112,7 @@ def drive(wire, chunks: list[bytes]) -> Outcome:
                 wire.receive(pending.pop(0))
             elif not eof_sent:
                 eof_sent = True
-                outcome.events.append(("end of input",))      # what was decided before it, and after
+                outcome.events.append(("end of input",))  # what was decided before it, and after
                 wire.receive(b"")
             else:
                 outcome.events.append(("waiting",))
@@ -124,8 +142,14 @@ def compare(data: bytes, cuts: list[int]) -> tuple[Outcome, Outcome]:
     return fast, reference
 
 
-def req(method: str = "GET", target: str = "/api/user/1", headers: list[str] | None = None,
-        body: bytes = b"", version: str = "HTTP/1.1", eol: str = "\r\n") -> bytes:
+def req(
+    method: str = "GET",
+    target: str = "/api/user/1",
+    headers: list[str] | None = None,
+    body: bytes = b"",
+    version: str = "HTTP/1.1",
+    eol: str = "\r\n",
+) -> bytes:
     lines = [f"{method} {target} {version}"] + (["Host: t"] if headers is None else headers)
     if body and headers is None:
         lines.append(f"Content-Length: {len(body)}")
@@ -135,10 +159,8 @@ def req(method: str = "GET", target: str = "/api/user/1", headers: list[str] | N
 # -- the corpus: each must be handed over, never read by the fast path -----------------------
 
 REFUSED = {
-    "cl_and_te": req("POST", "/x", ["Host: t", "Content-Length: 5", "Transfer-Encoding: chunked"],
-                     b"0\r\n\r\n"),
-    "te_and_cl": req("POST", "/x", ["Host: t", "Transfer-Encoding: chunked", "Content-Length: 5"],
-                     b"0\r\n\r\n"),
+    "cl_and_te": req("POST", "/x", ["Host: t", "Content-Length: 5", "Transfer-Encoding: chunked"], b"0\r\n\r\n"),
+    "te_and_cl": req("POST", "/x", ["Host: t", "Transfer-Encoding: chunked", "Content-Length: 5"], b"0\r\n\r\n"),
     "te_chunked": req("POST", "/x", ["Host: t", "Transfer-Encoding: chunked"], b"3\r\nabc\r\n0\r\n\r\n"),
     "te_identity": req("POST", "/x", ["Host: t", "Transfer-Encoding: identity"], b""),
     "cl_plus": req("POST", "/x", ["Host: t", "Content-Length: +5"], b"hello"),
@@ -177,8 +199,17 @@ REFUSED = {
     "lowercase_version": req("GET", "/x", version="http/1.1"),
     "no_host": req("GET", "/x", []),
     "two_hosts": req("GET", "/x", ["Host: a", "Host: b"]),
-    "upgrade": req("GET", "/ws", ["Host: t", "Upgrade: websocket", "Connection: Upgrade",
-                                  "Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==", "Sec-WebSocket-Version: 13"]),
+    "upgrade": req(
+        "GET",
+        "/ws",
+        [
+            "Host: t",
+            "Upgrade: websocket",
+            "Connection: Upgrade",
+            "Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==",
+            "Sec-WebSocket-Version: 13",
+        ],
+    ),
     "upgrade_empty": req("GET", "/x", ["Host: t", "Upgrade:"]),
     "expect_continue": req("POST", "/x", ["Host: t", "Expect: 100-continue", "Content-Length: 2"], b"hi"),
     "expect_other": req("POST", "/x", ["Host: t", "Expect: teapot", "Content-Length: 2"], b"hi"),
@@ -240,9 +271,16 @@ ACCEPTED = {
     "query": req("GET", "/api/user?name=a%20b&flag=&x&sort=-score&limit=20"),
     "plus_in_query": req("GET", "/x?q=a+b"),
     "double_slash": req("GET", "//x/../y"),
-    "cors": req("OPTIONS", "/x", ["Host: t", "Origin: https://app.example",
-                                  "Access-Control-Request-Method: POST",
-                                  "Access-Control-Request-Headers: content-type"]),
+    "cors": req(
+        "OPTIONS",
+        "/x",
+        [
+            "Host: t",
+            "Origin: https://app.example",
+            "Access-Control-Request-Method: POST",
+            "Access-Control-Request-Headers: content-type",
+        ],
+    ),
     "request_id": req("GET", "/x", ["Host: t", "X-Request-Id: abc-123"]),
     "insane_request_id": req("GET", "/x", ["Host: t", "X-Request-Id: a b;c"]),
     "authorization": req("GET", "/x", ["Host: t", "Authorization: Bearer abc.def.ghi"]),
@@ -276,13 +314,41 @@ def test_body_cut_short_by_end_of_input_is_h11s_400():
 
 # -- hypothesis: streams of mostly good requests, with damage ------------------------------
 
-_GOOD_NAME = st.sampled_from(["Accept", "Content-Type", "X-A", "Origin", "X-Request-Id", "Connection",
-                              "Cookie", "te", "Keep-Alive", "user-AGENT", "Access-Control-Request-Method"])
-_ODD_NAME = st.sampled_from(["Host", "host", "Content-Length", "Transfer-Encoding", "Upgrade", "Expect",
-                             "Authorization", "X A", "X-A ", ""])
+_GOOD_NAME = st.sampled_from(
+    [
+        "Accept",
+        "Content-Type",
+        "X-A",
+        "Origin",
+        "X-Request-Id",
+        "Connection",
+        "Cookie",
+        "te",
+        "Keep-Alive",
+        "user-AGENT",
+        "Access-Control-Request-Method",
+    ]
+)
+_ODD_NAME = st.sampled_from(
+    ["Host", "host", "Content-Length", "Transfer-Encoding", "Upgrade", "Expect", "Authorization", "X A", "X-A ", ""]
+)
 _GOOD_VALUE = st.one_of(
-    st.sampled_from(["t", "0", "close", "keep-alive", "Close, x", "application/json", "", " x ", "a\tb",
-                     "Bearer x.y.z", "abc-123", "a b;c"]),
+    st.sampled_from(
+        [
+            "t",
+            "0",
+            "close",
+            "keep-alive",
+            "Close, x",
+            "application/json",
+            "",
+            " x ",
+            "a\tb",
+            "Bearer x.y.z",
+            "abc-123",
+            "a b;c",
+        ]
+    ),
     st.text(st.characters(min_codepoint=32, max_codepoint=126), max_size=12),
 )
 _ODD_VALUE = st.one_of(
@@ -290,12 +356,21 @@ _ODD_VALUE = st.one_of(
     st.text(st.characters(min_codepoint=0, max_codepoint=255), max_size=12),
 )
 _GOOD_TARGET = st.one_of(
-    st.sampled_from(["/", "/api/user/1", "/api/blog-post?published=true&sort=-score&limit=20",
-                     "/x?a=%20&b", "/%e2%82%ac", "/x?q=a+b&r=%2B"]),
+    st.sampled_from(
+        [
+            "/",
+            "/api/user/1",
+            "/api/blog-post?published=true&sort=-score&limit=20",
+            "/x?a=%20&b",
+            "/%e2%82%ac",
+            "/x?q=a+b&r=%2B",
+        ]
+    ),
     # no `%`: "/%80" is printable but no UTF-8 escape, refused as it should be (the odd targets
     # and the sampled ones above cover percent-encoding)
-    st.text(st.characters(min_codepoint=33, max_codepoint=126, exclude_characters="%"), max_size=10)
-    .map(lambda t: "/" + t),
+    st.text(st.characters(min_codepoint=33, max_codepoint=126, exclude_characters="%"), max_size=10).map(
+        lambda t: "/" + t
+    ),
 )
 _ODD_TARGET = st.sampled_from(["/%ff", "*", "http://h/x", "/a b", "", "/caf\xe9"])
 
@@ -312,8 +387,11 @@ _GOOD_ONLY = [False]
 
 @st.composite
 def _request(draw) -> bytes:
-    method = _mostly(draw, st.sampled_from(["GET", "POST", "PUT", "DELETE", "HEAD", "OPTIONS", "PATCH"]),
-                     st.sampled_from(["get", "CONNECT", "M-SEARCH", "G(T", ""]))
+    method = _mostly(
+        draw,
+        st.sampled_from(["GET", "POST", "PUT", "DELETE", "HEAD", "OPTIONS", "PATCH"]),
+        st.sampled_from(["get", "CONNECT", "M-SEARCH", "G(T", ""]),
+    )
     version = _mostly(draw, st.just("HTTP/1.1"), st.sampled_from(["HTTP/1.0", "HTTP/2.0", "HTTP/1.1 ", "HTTP/1"]))
     headers = _mostly(draw, st.just(["Host: t"]), st.sampled_from([[], ["Host: a", "Host: b"], ["Host:"]]))
     for _ in range(draw(st.integers(0, 4))):
@@ -332,11 +410,11 @@ def _request(draw) -> bytes:
 @st.composite
 def _stream(draw) -> bytes:
     data = b"".join(draw(st.lists(_request(), min_size=1, max_size=4)))
-    for _ in range(_mostly(draw, st.just(0), st.integers(1, 2), odds=4)):   # a byte inserted, dropped or changed
+    for _ in range(_mostly(draw, st.just(0), st.integers(1, 2), odds=4)):  # a byte inserted, dropped or changed
         at = draw(st.integers(0, len(data) - 1))
         byte = bytes([draw(st.sampled_from([0, 9, 10, 13, 32, 58, 127, 255, 65]))])
         kind = draw(st.integers(0, 2))
-        data = data[:at] + (byte if kind != 1 else b"") + data[at + (kind != 0):]
+        data = data[:at] + (byte if kind != 1 else b"") + data[at + (kind != 0) :]
     return data
 
 

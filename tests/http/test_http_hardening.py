@@ -21,7 +21,7 @@ from dbsvc.http.connection import ASTERISK_ALLOW
 from dbsvc.routes import ALL_METHODS
 from support.httpkit import Client, build_request
 
-WAIT = 15.0                                             # generous: a loaded 2-core machine
+WAIT = 15.0  # generous: a loaded 2-core machine
 
 
 def wait_for(predicate, timeout: float = WAIT, what: str = "condition"):
@@ -58,12 +58,13 @@ def read_all(client: Client, timeout: float = WAIT) -> bytes:
 
 # -- 1. error bodies always render; rule 8 holds for every exception ---------------------
 
+
 def test_lone_surrogate_in_an_error_detail_is_escaped_not_fatal(make_server):
     demo = make_server()
     client = demo.client()
     response = client.request("POST", "/echo-error", body=b'{"v": "\\ud800 and \\udfff"}')
     assert response.status == 422
-    response.body.decode("utf-8")                        # strict: valid UTF-8 on the wire
+    response.body.decode("utf-8")  # strict: valid UTF-8 on the wire
     problem = response.json()
     assert problem["errors"][0]["message"] == "got the string \ud800 and \udfff"
     assert problem["request_id"] == response.header("x-request-id")
@@ -105,28 +106,46 @@ def test_unhandled_error_is_logged_with_frames_and_type_but_not_its_message(make
     assert response.status == 500
     log = wait_for(lambda: "RuntimeError" in demo.log() and demo.log(), what="the error log line")
     assert "unhandled error in POST /leaky-error" in log
-    assert "demo_app.py" in log                          # the frames are there
+    assert "demo_app.py" in log  # the frames are there
     assert "CLIENT-BODY-77" not in log
 
 
 def test_a_bug_in_the_protocol_layer_is_logged_and_the_connection_closed(make_server):
     demo = make_server()
     client = demo.client()
-    client.send(build_request("GET", "/bad-upgrade", {
-        "Connection": "Upgrade", "Upgrade": "websocket", "Sec-WebSocket-Version": "13",
-        "Sec-WebSocket-Key": "dGhlIHNhbXBsZSBub25jZQ=="}))
-    assert client.read_response().status == 101          # then the WebSocket layer fails
+    client.send(
+        build_request(
+            "GET",
+            "/bad-upgrade",
+            {
+                "Connection": "Upgrade",
+                "Upgrade": "websocket",
+                "Sec-WebSocket-Version": "13",
+                "Sec-WebSocket-Key": "dGhlIHNhbXBsZSBub25jZQ==",
+            },
+        )
+    )
+    assert client.read_response().status == 101  # then the WebSocket layer fails
     assert client.is_closed()
-    log = wait_for(lambda: "internal error in the http layer" in demo.log() and demo.log(),
-                   what="the error log line")
+    log = wait_for(lambda: "internal error in the http layer" in demo.log() and demo.log(), what="the error log line")
     assert "TypeError" in log and "Fatal error" not in log
     still_serves(demo)
 
 
 # -- 2. slow bodies, and the memory of unfinished bodies -------------------------------
 
-SLOW = ["--body-grace", "1", "--min-body-rate", "240", "--max-body", "200000",
-        "--idle-timeout", "30", "--header-timeout", "30"]
+SLOW = [
+    "--body-grace",
+    "1",
+    "--min-body-rate",
+    "240",
+    "--max-body",
+    "200000",
+    "--idle-timeout",
+    "30",
+    "--header-timeout",
+    "30",
+]
 
 
 def test_body_slower_than_the_minimum_rate_is_408_after_the_grace(make_server):
@@ -136,7 +155,7 @@ def test_body_slower_than_the_minimum_rate_is_408_after_the_grace(make_server):
     client.sock.settimeout(0.3)
     answer = b""
     deadline = time.monotonic() + WAIT
-    while not answer and time.monotonic() < deadline:     # 1 byte every 0.3 s: ~3 bytes/s
+    while not answer and time.monotonic() < deadline:  # 1 byte every 0.3 s: ~3 bytes/s
         try:
             client.sock.sendall(b"x")
             answer = client.sock.recv(65536)
@@ -144,7 +163,7 @@ def test_body_slower_than_the_minimum_rate_is_408_after_the_grace(make_server):
             continue
         except (BrokenPipeError, ConnectionResetError):
             break
-    answer += read_all(client)                            # the rest, up to the server's FIN
+    answer += read_all(client)  # the rest, up to the server's FIN
     head = answer.split(b"\r\n", 1)[0]
     assert head == b"HTTP/1.1 408 Request Timeout", answer[:200]
     body = json.loads(answer.split(b"\r\n\r\n", 1)[1])
@@ -157,8 +176,8 @@ def test_body_at_a_decent_rate_is_served_past_the_grace(make_server):
     demo = make_server(SLOW)
     client = demo.client()
     client.send(b"POST /echo HTTP/1.1\r\nHost: t\r\nContent-Length: 6000\r\n\r\n")
-    for _ in range(10):                                   # 600 bytes every 0.15 s: 4000 bytes/s, for
-        client.send(b"y" * 600)                           # 1.5 s: past the 1 s grace
+    for _ in range(10):  # 600 bytes every 0.15 s: 4000 bytes/s, for
+        client.send(b"y" * 600)  # 1.5 s: past the 1 s grace
         time.sleep(0.15)
     response = client.read_response()
     assert response.status == 200
@@ -174,7 +193,7 @@ def test_dripping_bodies_cannot_hold_every_connection_slot(make_server):
     def served() -> bool:
         for drip in drips:
             if not select.select([drip.sock], [], [], 0)[0]:
-                drip.sock.send(b"z")                      # dripping until answered: the idle timer never fires
+                drip.sock.send(b"z")  # dripping until answered: the idle timer never fires
         try:
             client = Client(demo.port, timeout=WAIT)
             try:
@@ -199,18 +218,18 @@ def test_bodies_past_the_memory_budget_get_503_and_the_held_ones_complete(make_s
     demo = make_server(["--max-body", "4000", "--body-memory", "10000", "--idle-timeout", "30"])
     holders = [_hold_body(demo, 4000, 3000) for _ in range(3)]
     wait_for(lambda: demo.get("/echo").status == 200, what="the holders to be read")
-    time.sleep(0.3)                                       # let the server read the held bytes
+    time.sleep(0.3)  # let the server read the held bytes
     refused = demo.client()
     refused.send(b"POST /echo HTTP/1.1\r\nHost: t\r\nContent-Length: 2000\r\n\r\n")
     response = refused.read_response()
     assert response.status == 503
     assert response.json()["code"] == "unavailable"
     assert refused.is_closed()
-    chunked = demo.client()                               # no declared length: refused when it crosses
+    chunked = demo.client()  # no declared length: refused when it crosses
     chunked.send(b"POST /echo HTTP/1.1\r\nHost: t\r\nTransfer-Encoding: chunked\r\n\r\n")
     chunked.send(b"7d0\r\n" + b"c" * 2000 + b"\r\n")
     assert chunked.read_response().status == 503
-    for holder in holders:                                # the bodies in progress are intact
+    for holder in holders:  # the bodies in progress are intact
         holder.send(b"h" * 1000)
         response = holder.read_response()
         assert response.status == 200
@@ -221,19 +240,32 @@ def test_bodies_past_the_memory_budget_get_503_and_the_held_ones_complete(make_s
 
 def test_unfinished_bodies_do_not_grow_server_memory_past_the_budget(make_server):
     mib = 1 << 20
-    demo = make_server(["--max-body", str(mib), "--body-memory", str(4 * mib),
-                        "--idle-timeout", "60", "--header-timeout", "60", "--max-connections", "200"],
-                       child=True)                  # its RSS
+    demo = make_server(
+        [
+            "--max-body",
+            str(mib),
+            "--body-memory",
+            str(4 * mib),
+            "--idle-timeout",
+            "60",
+            "--header-timeout",
+            "60",
+            "--max-connections",
+            "200",
+        ],
+        child=True,
+    )  # its RSS
     assert demo.get("/echo").status == 200
     before = demo.rss_kib()
     clients = []
-    for _ in range(40):                                   # 40 x 900 KiB unfinished: 35 MiB unbounded
+    for _ in range(40):  # 40 x 900 KiB unfinished: 35 MiB unbounded
         client = demo.client()
         try:
-            client.send(f"POST /echo HTTP/1.1\r\nHost: t\r\nContent-Length: {mib}\r\n\r\n".encode()
-                        + b"m" * (900 * 1024))
+            client.send(
+                f"POST /echo HTTP/1.1\r\nHost: t\r\nContent-Length: {mib}\r\n\r\n".encode() + b"m" * (900 * 1024)
+            )
         except (BrokenPipeError, ConnectionResetError):
-            pass                                          # refused (503) and closed: fine
+            pass  # refused (503) and closed: fine
         clients.append(client)
     wait_for(lambda: demo.get("/echo").status == 200, what="the server to read the bodies")
     time.sleep(0.5)
@@ -263,6 +295,7 @@ def test_text_log_escapes_control_characters_in_the_path(make_server):
 
 # -- 6. the head limit does not depend on segmentation ---------------------------------
 
+
 def _head_of(size: int) -> bytes:
     filler = "".join(f"X-Filler-{n}: {'v' * 90}\r\n" for n in range(size // 106))
     return f"GET /echo HTTP/1.1\r\nHost: t\r\n{filler}\r\n".encode()
@@ -277,10 +310,10 @@ def test_a_60_kb_head_is_431_whatever_the_segmentation(server, piece):
             client.send(data)
         else:
             for start in range(0, len(data), piece):
-                client.send(data[start:start + piece])
+                client.send(data[start : start + piece])
                 time.sleep(0.001)
     except (BrokenPipeError, ConnectionResetError):
-        pass                                              # the server may stop reading early
+        pass  # the server may stop reading early
     response = client.read_response()
     assert response.status == 431
     assert client.is_closed()
@@ -293,18 +326,19 @@ def test_a_15_kb_head_is_served_whatever_the_segmentation(server, piece):
     assert 14_000 < len(data) < 16 * 1024
     client = server.client()
     for start in range(0, len(data), piece or len(data)):
-        client.send(data[start:start + (piece or len(data))])
+        client.send(data[start : start + (piece or len(data))])
     assert client.read_response().status == 200
 
 
 def test_head_limit_counts_each_pipelined_head_on_its_own(server):
     one = _head_of(10_000)
     client = server.client()
-    client.send(one * 5)                                  # 50 KB in one write: five heads under the limit
+    client.send(one * 5)  # 50 KB in one write: five heads under the limit
     assert [client.read_response().status for _ in range(5)] == [200] * 5
 
 
 # -- 8. invalid UTF-8 in the query ----------------------------------------------------
+
 
 @pytest.mark.parametrize("query", ["name=%ff", "%ff=x", "name=%C3", "name=%ED%A0%80"])
 def test_invalid_utf8_in_the_query_is_400(server, query):
@@ -320,6 +354,7 @@ def test_valid_utf8_in_the_query_is_decoded(server):
 
 
 # -- 10. fairness between a pipelining connection and everyone else -------------------
+
 
 def test_a_pipelined_flood_does_not_starve_another_connection(make_server):
     demo = make_server(["--idle-timeout", "30", "--header-timeout", "30"])
@@ -338,6 +373,7 @@ def test_a_pipelined_flood_does_not_starve_another_connection(make_server):
 
 
 # -- 11. request line, headers, timeouts ----------------------------------------------
+
 
 @pytest.mark.parametrize("version", [b"HTTP/2.0", b"HTTP/3.0", b"HTTP/0.9"])
 def test_an_http_version_other_than_1_is_505(server, version):
@@ -403,7 +439,7 @@ def test_timeouts_of_zero_are_off_on_a_real_server(make_server):
     silent = demo.client()
     half = demo.client()
     half.send(b"GET /echo HTTP/1.1\r\n")
-    assert still_open_after(silent, 1.5)                 # 0 would have meant "at once"
+    assert still_open_after(silent, 1.5)  # 0 would have meant "at once"
     assert still_open_after(half, 0.5)
     half.send(b"Host: t\r\n\r\n")
     assert half.read_response().status == 200

@@ -28,7 +28,7 @@ def test_content_length_over_limit_is_413_without_reading_the_body(server):
 def test_chunked_body_growing_past_the_limit_is_413_and_close(server):
     client = server.client()
     client.send(b"POST /echo HTTP/1.1\r\nHost: t\r\nTransfer-Encoding: chunked\r\n\r\n")
-    for _ in range(3):                                   # 3 x 400 bytes > max_body 1024
+    for _ in range(3):  # 3 x 400 bytes > max_body 1024
         client.send(b"190\r\n" + b"a" * 400 + b"\r\n")
     response = client.read_response()
     assert response.status == 413
@@ -48,7 +48,7 @@ def test_64_kib_of_headers_is_431(server):
     try:
         client.send(f"GET /echo HTTP/1.1\r\nHost: t\r\n{headers}\r\n".encode())
     except (BrokenPipeError, ConnectionResetError):
-        pass                                             # the server may stop reading early
+        pass  # the server may stop reading early
     response = client.read_response()
     assert response.status == 431
     assert response.header("content-type") == "application/problem+json"
@@ -57,8 +57,10 @@ def test_64_kib_of_headers_is_431(server):
 
 def test_content_length_with_transfer_encoding_is_400_and_close(server):
     client = server.client()
-    client.send(b"POST /echo HTTP/1.1\r\nHost: t\r\nContent-Length: 5\r\n"
-                b"Transfer-Encoding: chunked\r\n\r\n5\r\nhello\r\n0\r\n\r\n")
+    client.send(
+        b"POST /echo HTTP/1.1\r\nHost: t\r\nContent-Length: 5\r\n"
+        b"Transfer-Encoding: chunked\r\n\r\n5\r\nhello\r\n0\r\n\r\n"
+    )
     response = client.read_response()
     assert response.status == 400
     assert response.json()["code"] == "bad_request"
@@ -125,7 +127,7 @@ def test_silent_connection_is_closed_at_the_header_deadline(server):
     started = time.monotonic()
     client = server.client(timeout=30)
     assert _closed_within(client.sock, 30)
-    assert time.monotonic() - started > 0.9             # header_timeout is 1 s
+    assert time.monotonic() - started > 0.9  # header_timeout is 1 s
 
 
 def test_idle_keep_alive_connection_is_closed_after_idle_timeout(server):
@@ -133,7 +135,7 @@ def test_idle_keep_alive_connection_is_closed_after_idle_timeout(server):
     assert client.request("GET", "/echo").status == 200
     started = time.monotonic()
     assert client.is_closed(wait=30)
-    assert time.monotonic() - started > 1.9             # idle_timeout is 2 s
+    assert time.monotonic() - started > 1.9  # idle_timeout is 2 s
 
 
 def test_connection_cap_answers_503_and_service_resumes(make_server):
@@ -141,7 +143,7 @@ def test_connection_cap_answers_503_and_service_resumes(make_server):
     held = [demo.client() for _ in range(3)]
     for client in held:
         assert client.request("GET", "/echo").status == 200
-    extra = demo.client()                     # past the cap: a probes' place (hub.py rule 7)
+    extra = demo.client()  # past the cap: a probes' place (hub.py rule 7)
     response = extra.request("GET", "/echo")
     assert response.status == 503
     assert response.json()["code"] == "unavailable"
@@ -161,13 +163,13 @@ def test_accept_survives_emfile(make_server):
     demo = make_server(["--nofile", "40", "--max-connections", "1000"], child=True)
     hogs = []
     try:
-        for _ in range(60):                              # well past 40 descriptors
+        for _ in range(60):  # well past 40 descriptors
             hogs.append(socket.create_connection(("127.0.0.1", demo.port), timeout=30))
         time.sleep(0.3)
     finally:
         for sock in hogs:
             sock.close()
-    deadline = time.monotonic() + 30                    # asyncio retries accept after 1 s
+    deadline = time.monotonic() + 30  # asyncio retries accept after 1 s
     while True:
         try:
             client = Client(demo.port, timeout=10)
@@ -182,12 +184,12 @@ def test_accept_survives_emfile(make_server):
 
 
 def test_pipelined_flood_does_not_grow_server_memory(make_server):
-    demo = make_server(["--idle-timeout", "10", "--header-timeout", "10"], child=True)   # its RSS
+    demo = make_server(["--idle-timeout", "10", "--header-timeout", "10"], child=True)  # its RSS
     assert demo.get("/big?n=10").status == 200
     before = demo.rss_kib()
     client = demo.client()
     client.sock.setblocking(False)
-    chunk = build_request("GET", "/big?n=65536") * 2000   # each request answers 64 KiB
+    chunk = build_request("GET", "/big?n=65536") * 2000  # each request answers 64 KiB
     sent = 0
     stalled_since = None
     deadline = time.monotonic() + 30

@@ -32,33 +32,39 @@ def lines_of(stream: io.StringIO) -> list[str]:
     return stream.getvalue().splitlines()
 
 
-@pytest.mark.parametrize("raw, shown", [
-    ("/api/user", "/api/user"),
-    ("/é/日本", "/é/日本"),
-    ("/a\nb", "/a\\nb"),
-    ("/a\r\tb", "/a\\r\\tb"),
-    ("/\x1b[31mred", "/\\x1b[31mred"),
-    ("/\x9b31m", "/\\x9b31m"),                          # C1 CSI: a terminal escape on its own
-    ("/\x7f", "/\\x7f"),
-    ("/\u2028\u2029", "/\\u2028\\u2029"),               # line and paragraph separators
-    ("/\u202eevil", "/\\u202eevil"),                    # bidi override
-    ("/\ud800", "/\\ud800"),                            # lone surrogate
-    ("/\U000e0001", "/\\U000e0001"),
-])
+@pytest.mark.parametrize(
+    "raw, shown",
+    [
+        ("/api/user", "/api/user"),
+        ("/é/日本", "/é/日本"),
+        ("/a\nb", "/a\\nb"),
+        ("/a\r\tb", "/a\\r\\tb"),
+        ("/\x1b[31mred", "/\\x1b[31mred"),
+        ("/\x9b31m", "/\\x9b31m"),  # C1 CSI: a terminal escape on its own
+        ("/\x7f", "/\\x7f"),
+        ("/\u2028\u2029", "/\\u2028\\u2029"),  # line and paragraph separators
+        ("/\u202eevil", "/\\u202eevil"),  # bidi override
+        ("/\ud800", "/\\ud800"),  # lone surrogate
+        ("/\U000e0001", "/\\U000e0001"),
+    ],
+)
 def test_escape_writes_every_non_printable_character_as_an_escape(raw, shown):
     assert escape(raw) == shown
 
 
-@pytest.mark.parametrize("value, shown", [
-    ("/api/user", "/api/user"),
-    (200, "200"),
-    ("", ""),
-    ("/a b", '"/a b"'),
-    ('/a"b', '"/a\\"b"'),
-    ("/a\\b", "/a\\b"),                                  # plain: a backslash alone is not an escape
-    ("/a\\b c", '"/a\\\\b c"'),
-    ("/a\nb", '"/a\\nb"'),
-])
+@pytest.mark.parametrize(
+    "value, shown",
+    [
+        ("/api/user", "/api/user"),
+        (200, "200"),
+        ("", ""),
+        ("/a b", '"/a b"'),
+        ('/a"b', '"/a\\"b"'),
+        ("/a\\b", "/a\\b"),  # plain: a backslash alone is not an escape
+        ("/a\\b c", '"/a\\\\b c"'),
+        ("/a\nb", '"/a\\nb"'),
+    ],
+)
 def test_span_field_values_are_quoted_when_not_plain(value, shown):
     assert field_text(value) == shown
 
@@ -70,11 +76,12 @@ def test_request_span_path_cannot_start_a_line():
     assert len(lines) == 1
     assert lines[0].endswith(
         'path="/x\\n2026-11-23T07:00:00.000Z ERROR dbsvc.storage: FORGED\\x1b[2J" '
-        "status=404 duration_ms=1.0 bytes=10 request_id=r-1")
+        "status=404 duration_ms=1.0 bytes=10 request_id=r-1"
+    )
 
 
 def test_span_through_the_logging_path_is_escaped_the_same_way():
-    handler = logging.NullHandler()                      # a second handler: the ordinary path
+    handler = logging.NullHandler()  # a second handler: the ordinary path
     logging.getLogger("dbsvc.http.request").addHandler(handler)
     try:
         with logging_to() as stream:
@@ -117,18 +124,20 @@ def test_traceback_is_indented_and_its_messages_escaped():
 
 def test_request_failures_log_types_and_frames_but_no_messages():
     with logging_to() as stream:
-        logging.getLogger("dbsvc.test").error("unhandled", exc_info=_raise_chain("CLIENT-DATA"),
-                                              extra={"exc_messages": False})
+        logging.getLogger("dbsvc.test").error(
+            "unhandled", exc_info=_raise_chain("CLIENT-DATA"), extra={"exc_messages": False}
+        )
         text = "\n".join(lines_of(stream))
     assert "CLIENT-DATA" not in text
     assert "  KeyError" in text and "  RuntimeError" in text
-    assert "_raise_chain" in text                         # the frames are kept
+    assert "_raise_chain" in text  # the frames are kept
 
 
 def test_json_format_carries_the_same_traceback_unindented():
     with logging_to("json") as stream:
-        logging.getLogger("dbsvc.test").error("unhandled", exc_info=_raise_chain("CLIENT-DATA"),
-                                              extra={"exc_messages": False})
+        logging.getLogger("dbsvc.test").error(
+            "unhandled", exc_info=_raise_chain("CLIENT-DATA"), extra={"exc_messages": False}
+        )
         lines = lines_of(stream)
     assert len(lines) == 1
     payload = json.loads(lines[0])

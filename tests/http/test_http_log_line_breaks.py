@@ -50,9 +50,9 @@ def written(stream: io.StringIO) -> str:
 def test_json_lines_escape_the_character_and_keep_the_value(char):
     path = f"/api/user/a{char}b"
     with logging_to("json") as stream:
-        log_request("GET", path, 404, 0.5, 10, "r-1")                      # the fast path
-        log_span({"method": "GET", "path": path, "status": 404})           # a span as fields
-        logging.getLogger("dbsvc.test").warning("refused %s", path)        # a message argument
+        log_request("GET", path, 404, 0.5, 10, "r-1")  # the fast path
+        log_span({"method": "GET", "path": path, "status": 404})  # a span as fields
+        logging.getLogger("dbsvc.test").warning("refused %s", path)  # a message argument
         text = written(stream)
     lines = text.splitlines()
     assert len(lines) == 3, lines
@@ -101,7 +101,7 @@ def test_a_served_request_with_each_break_in_its_path_logs_one_json_line_each(ma
     log = demo.log()
     spans = []
     for line in log.splitlines():
-        record = json.loads(line)                          # every piece is one whole object
+        record = json.loads(line)  # every piece is one whole object
         if record["target"] == "dbsvc.http.request":
             spans.append(record)
     assert [s["path"] for s in spans] == [f"/echo/x{char}y" for char in BREAKS]

@@ -36,21 +36,24 @@ def logging_to_stream(spec: str = "info", fmt: str = "text"):
         configure_logging("info", "text", stream=io.StringIO())
 
 
-@pytest.mark.parametrize("spec, default, targets", [
-    ("", I, {}),
-    ("info", I, {}),
-    ("debug", D, {}),
-    ("trace", D, {}),
-    ("warn", W, {}),
-    ("WARN", W, {}),
-    ("error", E, {}),
-    ("off", OFF, {}),
-    ("dbsvc::http=debug,warn", W, {"dbsvc.http": D}),
-    ("warn,dbsvc::http=debug", W, {"dbsvc.http": D}),
-    ("dbsvc::storage=trace, dbsvc::http = error", I, {"dbsvc.storage": D, "dbsvc.http": E}),
-    ("dbsvc.realtime=off", I, {"dbsvc.realtime": OFF}),
-    ("dbsvc::http", I, {"dbsvc.http": D}),
-])
+@pytest.mark.parametrize(
+    "spec, default, targets",
+    [
+        ("", I, {}),
+        ("info", I, {}),
+        ("debug", D, {}),
+        ("trace", D, {}),
+        ("warn", W, {}),
+        ("WARN", W, {}),
+        ("error", E, {}),
+        ("off", OFF, {}),
+        ("dbsvc::http=debug,warn", W, {"dbsvc.http": D}),
+        ("warn,dbsvc::http=debug", W, {"dbsvc.http": D}),
+        ("dbsvc::storage=trace, dbsvc::http = error", I, {"dbsvc.storage": D, "dbsvc.http": E}),
+        ("dbsvc.realtime=off", I, {"dbsvc.realtime": OFF}),
+        ("dbsvc::http", I, {"dbsvc.http": D}),
+    ],
+)
 def test_rust_log_spec_is_parsed(spec, default, targets):
     assert parse_level_spec(spec) == (default, targets)
 
@@ -105,13 +108,12 @@ def test_fast_span_path_writes_exactly_what_the_logging_path_writes(fmt):
         logging.getLogger("dbsvc.http.request").info("request", extra={"fields": fields})
         flush_logs()
         fast, slow = stream.getvalue().splitlines()
-        cut = 24 if fmt == "text" else fast.index('"level"')     # past the timestamps
+        cut = 24 if fmt == "text" else fast.index('"level"')  # past the timestamps
         assert fast[cut:] == slow[cut:]
 
 
 @pytest.mark.parametrize("fmt", ["text", "json"])
-@pytest.mark.parametrize("path", ["/api/user", "/api/user/Bearer abc.def", "/api/ünï còde",
-                                  "/a\u2028b\x85c\U000e0001"])
+@pytest.mark.parametrize("path", ["/api/user", "/api/user/Bearer abc.def", "/api/ünï còde", "/a\u2028b\x85c\U000e0001"])
 def test_request_spans_held_unformatted_write_what_log_span_writes(fmt, path):
     fields = {"method": "GET", "path": path, "status": 200, "duration_ms": 0.123, "bytes": 9, "request_id": "r-1"}
     with logging_to_stream("info", fmt) as stream:
@@ -120,7 +122,7 @@ def test_request_spans_held_unformatted_write_what_log_span_writes(fmt, path):
         log_request("GET", path, 200, 0.1234567, 9, "r-1")
         flush_logs()
         first, middle, last = stream.getvalue().splitlines()
-        cut = 24 if fmt == "text" else first.index('"level"')     # past the timestamps
+        cut = 24 if fmt == "text" else first.index('"level"')  # past the timestamps
         assert first[cut:] == middle[cut:] == last[cut:]
         assert "abc.def" not in stream.getvalue()
 
@@ -175,15 +177,25 @@ def test_json_span_line_per_request(make_server):
     assert response.status == 200
     [line] = _wait_for_lines(demo, 1, '"span-1"')
     span = json.loads(line)
-    assert set(span) >= {"ts", "level", "target", "message", "method", "path", "status",
-                         "duration_ms", "bytes", "request_id"}
+    assert set(span) >= {
+        "ts",
+        "level",
+        "target",
+        "message",
+        "method",
+        "path",
+        "status",
+        "duration_ms",
+        "bytes",
+        "request_id",
+    }
     assert span["target"] == "dbsvc.http.request" and span["level"] == "INFO"
     assert span["method"] == "GET" and span["path"] == "/echo" and span["status"] == 200
     assert span["bytes"] == len(response.body) and span["request_id"] == "span-1"
     assert isinstance(span["duration_ms"], float)
-    assert "hunter2" not in demo.log()                     # no query strings in logs
+    assert "hunter2" not in demo.log()  # no query strings in logs
     for raw in demo.log().splitlines():
-        json.loads(raw)                                    # every line is one JSON object
+        json.loads(raw)  # every line is one JSON object
 
 
 def test_one_text_span_per_request(make_server):

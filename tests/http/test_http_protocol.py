@@ -24,8 +24,10 @@ def test_keep_alive_serves_several_requests_on_one_connection(server):
 def test_hundred_pipelined_requests_in_one_write_are_answered_in_order(server):
     client = server.client()
     routes = ["/echo", "/async-echo", "/slow?ms=1", "/deferred?ms=1"]
-    data = b"".join(build_request("GET", f"{routes[n % 4]}{'&' if n % 4 >= 2 else '?'}n={n}",
-                                  {"X-Request-Id": f"pipe-{n}"}) for n in range(100))
+    data = b"".join(
+        build_request("GET", f"{routes[n % 4]}{'&' if n % 4 >= 2 else '?'}n={n}", {"X-Request-Id": f"pipe-{n}"})
+        for n in range(100)
+    )
     client.send(data)
     for n in range(100):
         response = client.read_response()
@@ -33,17 +35,19 @@ def test_hundred_pipelined_requests_in_one_write_are_answered_in_order(server):
         assert response.header("x-request-id") == f"pipe-{n}"
 
 
-@pytest.mark.parametrize("last, status", [
-    (b"THIS IS NOT HTTP\r\n\r\n", 400),
-    (b"POST /echo HTTP/1.1\r\nHost: t\r\nContent-Length: 99999999\r\n\r\n", 413),
-    (b"GET /echo HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n", 200),
-])
+@pytest.mark.parametrize(
+    "last, status",
+    [
+        (b"THIS IS NOT HTTP\r\n\r\n", 400),
+        (b"POST /echo HTTP/1.1\r\nHost: t\r\nContent-Length: 99999999\r\n\r\n", 413),
+        (b"GET /echo HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n", 200),
+    ],
+)
 def test_held_responses_leave_before_a_closing_response(server, last, status):
     # Responses on a kept-alive connection are held to the end of the loop's turn; a
     # response that closes the connection must still come after them, and all of them arrive.
     client = server.client()
-    client.send(b"".join(build_request("GET", f"/echo?n={n}", {"X-Request-Id": f"held-{n}"}) for n in range(5))
-                + last)
+    client.send(b"".join(build_request("GET", f"/echo?n={n}", {"X-Request-Id": f"held-{n}"}) for n in range(5)) + last)
     for n in range(5):
         response = client.read_response()
         assert response.status == 200
@@ -57,7 +61,7 @@ def test_deferred_answer_is_sent_when_its_future_completes(server):
     response = client.request("GET", "/deferred?ms=50", {"X-Request-Id": "late-1"})
     assert response.status == 200
     assert response.json() == {"deferred_ms": 50, "request_id": "late-1"}
-    assert client.request("GET", "/echo").status == 200          # the connection goes on
+    assert client.request("GET", "/echo").status == 200  # the connection goes on
 
 
 @pytest.mark.parametrize("kind, status, code", [("bad", 400, "bad_request"), ("boom", 500, "internal")])
@@ -84,7 +88,7 @@ def test_head_sends_get_content_length_and_no_body(server):
     response = client.request("HEAD", "/big?n=1234")
     assert response.status == 200
     assert response.header("content-length") == "1234"
-    follow = client.request("GET", "/big?n=7")          # no stray body bytes in between
+    follow = client.request("GET", "/big?n=7")  # no stray body bytes in between
     assert follow.body == b"xxxxxxx"
 
 
@@ -108,8 +112,9 @@ def test_header_names_reach_the_app_in_lower_case(server):
 
 def test_chunked_request_body_is_assembled(server):
     client = server.client()
-    client.send(b"POST /echo HTTP/1.1\r\nHost: t\r\nTransfer-Encoding: chunked\r\n\r\n"
-                b"5\r\nhello\r\n6\r\n world\r\n0\r\n\r\n")
+    client.send(
+        b"POST /echo HTTP/1.1\r\nHost: t\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nhello\r\n6\r\n world\r\n0\r\n\r\n"
+    )
     assert client.read_response().json()["body"] == "hello world"
 
 
@@ -138,7 +143,7 @@ def test_app_failure_is_500_problem_with_the_request_id_and_serving_continues(se
     problem = response.json()
     assert problem["code"] == "internal" and problem["status"] == 500
     assert problem["request_id"] == "fail-1"
-    assert client.request("GET", "/echo").status == 200        # same connection still works
+    assert client.request("GET", "/echo").status == 200  # same connection still works
     assert server.get("/echo").status == 200
 
 
@@ -158,8 +163,12 @@ def _client_frame(opcode: int, payload: bytes) -> bytes:
     return bytes((0x80 | opcode, 0x80 | len(payload))) + mask + masked
 
 
-WS_HEADERS = {"Connection": "Upgrade", "Upgrade": "websocket", "Sec-WebSocket-Version": "13",
-              "Sec-WebSocket-Key": "dGhlIHNhbXBsZSBub25jZQ=="}
+WS_HEADERS = {
+    "Connection": "Upgrade",
+    "Upgrade": "websocket",
+    "Sec-WebSocket-Version": "13",
+    "Sec-WebSocket-Key": "dGhlIHNhbXBsZSBub25jZQ==",
+}
 
 
 def test_upgrade_hands_over_transport_and_trailing_bytes(server):
@@ -184,7 +193,7 @@ def test_upgrade_route_without_handshake_is_426_and_stays_http(server):
     assert response.header("upgrade") == "websocket"
     assert response.header("sec-websocket-version") == "13"
     assert json.loads(response.body)["detail"].startswith("/upgrade is a WebSocket route")
-    assert client.request("GET", "/echo").status == 200        # same connection still works
+    assert client.request("GET", "/echo").status == 200  # same connection still works
 
 
 def test_upgrade_with_bad_key_is_400(server):

@@ -42,13 +42,13 @@ def test_sigterm_lets_in_flight_request_finish_and_refuses_new_connections(make_
     assert idle.request("GET", "/echo").status == 200
     busy = _busy_client(demo)
     busy.send(build_request("GET", "/slow?ms=3000"))
-    assert idle.request("GET", "/echo").status == 200     # the slow request is with the app now
+    assert idle.request("GET", "/echo").status == 200  # the slow request is with the app now
     demo.begin_shutdown()
     deadline = time.monotonic() + 30
     while not _refused(demo.port):
         assert time.monotonic() < deadline, "still accepting after SIGTERM"
         time.sleep(0.02)
-    assert idle.is_closed(wait=30)                        # idle keep-alive closed, not kept
+    assert idle.is_closed(wait=30)  # idle keep-alive closed, not kept
     response = busy.read_response()
     assert response.status == 200
     assert response.json()["slept_ms"] == 3000
@@ -60,7 +60,7 @@ def test_shutdown_timeout_cuts_off_requests_that_run_too_long(make_server):
     demo = make_server(["--shutdown-timeout", "0.5", "--header-timeout", "30"])
     busy = _busy_client(demo)
     busy.send(build_request("GET", "/slow?ms=120000"))
-    assert demo.client(timeout=30).request("GET", "/echo").status == 200   # the slow request is with the app
+    assert demo.client(timeout=30).request("GET", "/echo").status == 200  # the slow request is with the app
     # Exiting within 30 s of a 120 s request: the shutdown timeout cut it off.
     assert demo.terminate(timeout=30) == 0
     assert busy.is_closed(wait=30)
@@ -70,7 +70,7 @@ def test_sigterm_waits_for_a_deferred_answer_and_sends_it(make_server):
     demo = make_server(RELAXED)
     busy = _busy_client(demo)
     busy.send(build_request("GET", "/deferred?ms=3000", {"X-Request-Id": "deferred-at-stop"}))
-    assert demo.client(timeout=30).request("GET", "/echo").status == 200   # applied; waiting for its future
+    assert demo.client(timeout=30).request("GET", "/echo").status == 200  # applied; waiting for its future
     demo.begin_shutdown()
     response = busy.read_response()
     assert response.status == 200

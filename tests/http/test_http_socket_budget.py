@@ -18,22 +18,26 @@ from support.httpkit import Client
 
 def _upgrade(client: Client) -> int:
     key = base64.b64encode(os.urandom(16)).decode()
-    client.send((f"GET /upgrade HTTP/1.1\r\nHost: 127.0.0.1\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
-                 f"Sec-WebSocket-Key: {key}\r\nSec-WebSocket-Version: 13\r\n\r\n").encode())
+    client.send(
+        (
+            f"GET /upgrade HTTP/1.1\r\nHost: 127.0.0.1\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
+            f"Sec-WebSocket-Key: {key}\r\nSec-WebSocket-Version: 13\r\n\r\n"
+        ).encode()
+    )
     return client.read_response(head_only=True).status
 
 
 def test_upgraded_sockets_leave_the_http_connection_count(make_server):
     demo = make_server(["--max-connections", "2", "--max-sockets", "10"])
     sockets = []
-    for _ in range(5):                                       # one at a time: each leaves the count
+    for _ in range(5):  # one at a time: each leaves the count
         sockets.append(demo.client())
         assert _upgrade(sockets[-1]) == 101
     held = [demo.client() for _ in range(2)]
     for client in held:
         assert client.request("GET", "/echo").status == 200
     sockets[0].send(b"\x81\x82abcd" + bytes(b ^ k for b, k in zip(b"hi", b"ab")))
-    assert sockets[0].reader.read(4) == b"\x81\x02hi"        # the sockets still work
+    assert sockets[0].reader.read(4) == b"\x81\x02hi"  # the sockets still work
 
 
 def test_an_upgrade_past_max_sockets_is_503_before_the_101(make_server):
@@ -43,12 +47,16 @@ def test_an_upgrade_past_max_sockets_is_503_before_the_101(make_server):
         assert _upgrade(client) == 101
     refused = demo.client()
     key = base64.b64encode(os.urandom(16)).decode()
-    refused.send((f"GET /upgrade HTTP/1.1\r\nHost: 127.0.0.1\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
-                  f"Sec-WebSocket-Key: {key}\r\nSec-WebSocket-Version: 13\r\n\r\n").encode())
+    refused.send(
+        (
+            f"GET /upgrade HTTP/1.1\r\nHost: 127.0.0.1\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
+            f"Sec-WebSocket-Key: {key}\r\nSec-WebSocket-Version: 13\r\n\r\n"
+        ).encode()
+    )
     response = refused.read_response()
     assert response.status == 503
     assert json.loads(response.body)["detail"] == "WebSocket limit of 2 reached"
-    assert refused.request("GET", "/echo").status == 200      # the connection stays HTTP
+    assert refused.request("GET", "/echo").status == 200  # the connection stays HTTP
     sockets[0].close()
     assert demo.get("/echo").status == 200
 
@@ -60,12 +68,11 @@ def test_the_probes_answer_at_the_connection_cap_and_nothing_else_does(make_serv
         assert client.request("GET", "/echo").status == 200
     probe = demo.client()
     assert probe.request("GET", "/health").status == 200
-    assert probe.request("GET", "/health").status == 200      # keep-alive on the reserve
+    assert probe.request("GET", "/health").status == 200  # keep-alive on the reserve
     other = demo.client()
     response = other.request("GET", "/echo")
     assert response.status == 503
-    assert response.json()["detail"] == \
-        "connection limit of 2 reached: only /health and /ready are answered past it"
+    assert response.json()["detail"] == "connection limit of 2 reached: only /health and /ready are answered past it"
     assert other.is_closed()
 
 
@@ -77,7 +84,7 @@ def test_the_reserve_is_bounded(make_server):
     for client in reserve:
         assert client.request("GET", "/health").status == 200
     past = demo.client()
-    response = past.read_response()                          # refused at the accept, as before
+    response = past.read_response()  # refused at the accept, as before
     assert response.status == 503
     assert response.json()["detail"] == "connection limit of 1 reached"
 

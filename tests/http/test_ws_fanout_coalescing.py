@@ -31,7 +31,7 @@ class Recording:
         return 0
 
 
-async def _app(request):                      # never called: no request is served here
+async def _app(request):  # never called: no request is served here
     raise AssertionError("unused")
 
 
@@ -53,19 +53,20 @@ def test_after_a_heavy_pass_the_frames_of_several_turns_leave_in_one_write():
     async def body():
         loop = asyncio.get_running_loop()
         hub = Hub(_app, HttpSettings(port=0), loop)
-        slow, slow_t = _outbox(hub, True, cost=0.005)          # makes the pass cost 5 ms
+        slow, slow_t = _outbox(hub, True, cost=0.005)  # makes the pass cost 5 ms
         fast, fast_t = _outbox(hub, True)
         for out in (slow, fast):
             out.write_later(b"e1")
-        await _until(lambda: len(fast_t.writes) == 1)           # the first pass: at the turn's end
+        await _until(lambda: len(fast_t.writes) == 1)  # the first pass: at the turn's end
         for out in (slow, fast):
             out.write_later(b"e2")
-        await asyncio.sleep(0)                                  # another turn: another event
+        await asyncio.sleep(0)  # another turn: another event
         for out in (slow, fast):
             out.write_later(b"e3")
         await _until(lambda: len(fast_t.writes) == 2)
         assert fast_t.writes == [b"e1", b"e2e3"]
         assert slow_t.writes == [b"e1", b"e2e3"]
+
     asyncio.run(body())
 
 
@@ -82,6 +83,7 @@ def test_after_a_light_pass_the_next_runs_at_the_turn_end():
         await asyncio.sleep(0)
         await asyncio.sleep(0)
         assert transport.writes == [b"e1", b"e2"]
+
     asyncio.run(body())
 
 
@@ -89,7 +91,7 @@ def test_http_output_is_never_held_and_the_hold_is_bounded():
     async def body():
         loop = asyncio.get_running_loop()
         hub = Hub(_app, HttpSettings(port=0), loop)
-        heavy, _heavy_t = _outbox(hub, True, cost=0.2)          # a pass far over BULK_HOLD_MAX
+        heavy, _heavy_t = _outbox(hub, True, cost=0.2)  # a pass far over BULK_HOLD_MAX
         heavy.write_later(b"e1")
         await asyncio.sleep(0)
         await asyncio.sleep(0)
@@ -101,7 +103,8 @@ def test_http_output_is_never_held_and_the_hold_is_bounded():
         await asyncio.sleep(0)
         await asyncio.sleep(0)
         assert http_t.writes == [b"HTTP/1.1 200 OK\r\n\r\n"]  # the response: at the turn's end
-        assert ws_t.writes == []                                # the frame: held
+        assert ws_t.writes == []  # the frame: held
         await _until(lambda: ws_t.writes == [b"e2"])
-        assert loop.time() - started < BULK_HOLD_MAX + 0.1      # at most BULK_HOLD_MAX (slack for a loaded box)
+        assert loop.time() - started < BULK_HOLD_MAX + 0.1  # at most BULK_HOLD_MAX (slack for a loaded box)
+
     asyncio.run(body())

@@ -9,8 +9,14 @@ KEY = "dGhlIHNhbXBsZSBub25jZQ=="
 
 
 def _handshake(version: str, keys: list[str]) -> bytes:
-    lines = [f"GET /upgrade HTTP/{version}", "Host: 127.0.0.1", "Connection: Upgrade", "Upgrade: websocket",
-             "Sec-WebSocket-Version: 13", *[f"Sec-WebSocket-Key: {key}" for key in keys]]
+    lines = [
+        f"GET /upgrade HTTP/{version}",
+        "Host: 127.0.0.1",
+        "Connection: Upgrade",
+        "Upgrade: websocket",
+        "Sec-WebSocket-Version: 13",
+        *[f"Sec-WebSocket-Key: {key}" for key in keys],
+    ]
     return ("\r\n".join(lines) + "\r\n\r\n").encode("ascii")
 
 
@@ -36,8 +42,7 @@ def test_a_handshake_over_http_1_0_is_400_naming_the_version(server):
     client.send(_handshake("1.0", [KEY]))
     response = client.read_response()
     assert response.status == 400
-    assert json.loads(response.body)["detail"] == \
-        "a WebSocket handshake over HTTP/1.0 is not valid: expected HTTP/1.1"
+    assert json.loads(response.body)["detail"] == "a WebSocket handshake over HTTP/1.0 is not valid: expected HTTP/1.1"
 
 
 def test_one_key_over_http_1_1_still_opens(server):

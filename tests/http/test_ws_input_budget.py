@@ -20,13 +20,13 @@ class MemoryTransport:
 
     def __init__(self) -> None:
         self.written = bytearray()
-        self.buffer = 0                                     # bytes "not yet sent" (a slow peer)
+        self.buffer = 0  # bytes "not yet sent" (a slow peer)
         self.reading = True
         self.closed = False
 
     def write(self, data: bytes) -> None:
         self.written += data
-        if self.buffer:                                     # behind a backlog, as asyncio queues it
+        if self.buffer:  # behind a backlog, as asyncio queues it
             self.buffer += len(data)
 
     def get_write_buffer_size(self) -> int:
@@ -70,12 +70,12 @@ class Counting:
 
 def masked(opcode: int, payload: bytes = b"") -> bytes:
     mask = os.urandom(4)
-    return bytes((0x80 | opcode, 0x80 | len(payload))) + mask + bytes(
-        b ^ mask[i % 4] for i, b in enumerate(payload))
+    return bytes((0x80 | opcode, 0x80 | len(payload))) + mask + bytes(b ^ mask[i % 4] for i, b in enumerate(payload))
 
 
-def open_socket(loop: asyncio.AbstractEventLoop, settings: HttpSettings | None = None,
-                ) -> tuple[WebSocketConnection, MemoryTransport, Counting]:
+def open_socket(
+    loop: asyncio.AbstractEventLoop, settings: HttpSettings | None = None
+) -> tuple[WebSocketConnection, MemoryTransport, Counting]:
     settings = settings or HttpSettings()
     transport = MemoryTransport()
     out = Outbox(lambda box: loop.call_soon(box.flush))
@@ -92,9 +92,9 @@ def close_code(written: bytes) -> int | None:
         opcode, n = written[i] & 0x0F, written[i + 1] & 0x7F
         i += 2
         if n == 126:
-            n, i = struct.unpack(">H", written[i:i + 2])[0], i + 2
+            n, i = struct.unpack(">H", written[i : i + 2])[0], i + 2
         if opcode == 8:
-            return struct.unpack(">H", written[i:i + 2])[0]
+            return struct.unpack(">H", written[i : i + 2])[0]
         i += n
     return None
 
@@ -103,19 +103,20 @@ def test_one_read_of_empty_text_frames_is_acted_on_a_budget_per_turn():
     async def body():
         loop = asyncio.get_running_loop()
         ws, transport, session = open_socket(loop)
-        flood = masked(0x1) * 43_000                        # 258 KB: one read's worth
+        flood = masked(0x1) * 43_000  # 258 KB: one read's worth
         ws.data_received(flood)
-        assert session.messages <= EVENT_BUDGET             # the rest waits for later turns
-        assert not transport.reading                        # and reading is paused meanwhile
+        assert session.messages <= EVENT_BUDGET  # the rest waits for later turns
+        assert not transport.reading  # and reading is paused meanwhile
         turns = 0
         while session.messages < 43_000 and turns < 10_000:
             await asyncio.sleep(0)
             turns += 1
-        assert session.messages == 43_000                   # nothing lost
+        assert session.messages == 43_000  # nothing lost
         assert turns >= 43_000 // EVENT_BUDGET
         await asyncio.sleep(0)
         assert transport.reading
         assert session.closed is None
+
     asyncio.run(body())
 
 
@@ -130,6 +131,7 @@ def test_a_ping_flood_is_closed_with_1008_and_the_rest_discarded():
         assert session.closed == 1008
         pongs = bytes(transport.written).count(b"\x8a\x00")
         assert pongs <= CONTROL_BURST
+
     asyncio.run(body())
 
 
@@ -141,14 +143,19 @@ def test_pings_within_the_burst_are_answered_and_the_socket_stays_open():
         await asyncio.sleep(0)
         assert bytes(transport.written).count(b"\x8a\x02hi") == CONTROL_BURST // 2
         assert not transport.closed and session.closed is None
+
     asyncio.run(body())
 
 
 def test_a_real_ping_flood_closes_1008_and_other_requests_go_on(server):
     sock = socket.create_connection(("127.0.0.1", server.port), timeout=10)
     key = base64.b64encode(os.urandom(16)).decode()
-    sock.sendall((f"GET /upgrade HTTP/1.1\r\nHost: 127.0.0.1\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
-                  f"Sec-WebSocket-Key: {key}\r\nSec-WebSocket-Version: 13\r\n\r\n").encode())
+    sock.sendall(
+        (
+            f"GET /upgrade HTTP/1.1\r\nHost: 127.0.0.1\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
+            f"Sec-WebSocket-Key: {key}\r\nSec-WebSocket-Version: 13\r\n\r\n"
+        ).encode()
+    )
     head = b""
     while b"\r\n\r\n" not in head:
         head += sock.recv(1)
@@ -156,7 +163,7 @@ def test_a_real_ping_flood_closes_1008_and_other_requests_go_on(server):
     try:
         sock.sendall(masked(0x9) * 43_000)
     except OSError:
-        pass                                                # closed while we still wrote: fine
+        pass  # closed while we still wrote: fine
     data = b""
     try:
         while True:
@@ -181,14 +188,15 @@ def test_a_peer_taking_its_backlog_is_alive_though_it_never_answers_a_ping():
         for _ in range(100):
             ws.send_text("x" * 1000)
         await asyncio.sleep(0)
-        transport.buffer = len(transport.written)           # all of it still waiting for the peer
-        until = loop.time() + 0.6                           # a dozen ping rounds
+        transport.buffer = len(transport.written)  # all of it still waiting for the peer
+        until = loop.time() + 0.6  # a dozen ping rounds
         while loop.time() < until:
             await asyncio.sleep(0.01)
-            transport.buffer = max(1, transport.buffer - 800)   # the peer reads, slowly
+            transport.buffer = max(1, transport.buffer - 800)  # the peer reads, slowly
             assert not transport.closed, "dropped while it was reading"
-        until = loop.time() + 2.0                           # it stops reading: dropped
+        until = loop.time() + 2.0  # it stops reading: dropped
         while not transport.closed and loop.time() < until:
             await asyncio.sleep(0.01)
-        assert transport.closed                             # aborted: connection_lost reports 1006
+        assert transport.closed  # aborted: connection_lost reports 1006
+
     asyncio.run(body())

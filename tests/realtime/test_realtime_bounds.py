@@ -20,7 +20,7 @@ def new_user(i: int, **over) -> dict:
 
 def decoded(frame: bytes) -> dict:
     n = frame[1] & 0x7F
-    return json.loads(frame[2 if n < 126 else 4 if n == 126 else 10:])
+    return json.loads(frame[2 if n < 126 else 4 if n == 126 else 10 :])
 
 
 def attached(store, capacity: int = 1024, max_bytes: int = 8 << 20) -> tuple[Broker, Scheduler]:
@@ -48,7 +48,7 @@ def test_a_large_init_goes_out_in_bounded_slices_one_per_turn(tmp_path):
         broker, scheduler = attached(store)
         session, channel = live_query(broker)
         scheduler.step()
-        assert len(channel.frames) == 1                    # one slice in the first turn
+        assert len(channel.frames) == 1  # one slice in the first turn
         while scheduler.pending:
             before = len(channel.frames)
             scheduler.step()
@@ -61,21 +61,23 @@ def test_a_large_init_goes_out_in_bounded_slices_one_per_turn(tmp_path):
         ids = [r["id"] for i in inits for r in i["records"]]
         assert ids == list(range(1, 3001))
         store.close()
+
     run(body())
 
 
 def test_init_slices_hold_the_state_at_their_offset_while_writes_change_it(tmp_path):
     """Records changed, deleted and added between slices: the Init is the set as of its
     offset, and the deltas after it add up to the truth, nothing repeated or missing."""
+
     async def body():
         store = open_blog_store(tmp_path)
         store.insert_batch([("User", new_user(i, profile={"pad": "x" * 200})) for i in range(3000)])
         broker, scheduler = attached(store)
         session, channel = live_query(broker, {"role": "reader"})
         truth_at_init = {r["id"]: r for r in _all(store)}
-        scheduler.step()                                   # the first slice is out
+        scheduler.step()  # the first slice is out
         await store.replace("User", 2999, {**truth_at_init[2999], "name": "changed"})
-        await store.replace("User", 2998, {**truth_at_init[2998], "role": "admin"})   # leaves
+        await store.replace("User", 2998, {**truth_at_init[2998], "role": "admin"})  # leaves
         await store.delete("User", 2997)
         await store.insert("User", new_user(5000))
         await store.replace("User", 1, {**truth_at_init[1], "name": "sent already"})
@@ -83,23 +85,26 @@ def test_init_slices_hold_the_state_at_their_offset_while_writes_change_it(tmp_p
         frames = [decoded(f) for f in channel.frames]
         inits = [f for f in frames if f["type"] == "Init"]
         assert inits[-1]["complete"] is True
-        assert frames[:len(inits)] == inits                 # every delta after the last slice
+        assert frames[: len(inits)] == inits  # every delta after the last slice
         held = {r["id"]: r for i in inits for r in i["records"]}
-        assert held == truth_at_init                       # the state at the Init's offset
-        for delta in frames[len(inits):]:
+        assert held == truth_at_init  # the state at the Init's offset
+        for delta in frames[len(inits) :]:
             if delta["type"] == "Removed":
                 del held[delta["id"]]
             else:
                 held[delta["record"]["id"]] = delta["record"]
         assert held == {r["id"]: r for r in _all(store)}
         store.close()
+
     run(body())
 
 
 def _all(store) -> list[dict]:
     from dbsvc.runtime import Query
-    records, _total, _wm = store.list_records("User", Query(filters=USER.parse_feed_query([("role", "reader")]).filters,
-                                                    limit=10**9))
+
+    records, _total, _wm = store.list_records(
+        "User", Query(filters=USER.parse_feed_query([("role", "reader")]).filters, limit=10**9)
+    )
     return records
 
 
@@ -110,13 +115,14 @@ def test_a_stalled_subscriber_is_closed_past_its_byte_budget_before_its_frame_co
         session = FeedSession(FeedSpec(FeedKind.SUBSCRIBE, USER, {}, None), broker, store.head_offset)
         channel = Recorder()
         session.on_open(channel)
-        channel.open = False                               # the peer stopped reading
-        for i in range(8):                                 # 8 frames of 300 KB: far below 1024
+        channel.open = False  # the peer stopped reading
+        for i in range(8):  # 8 frames of 300 KB: far below 1024
             await store.insert("User", new_user(i, profile={"pad": "x" * 300_000}))
             scheduler.run()
         assert channel.closed == (1013, "lagged after 0")
         assert broker.metrics()["lagged_closes"] == 1
         store.close()
+
     run(body())
 
 
@@ -127,13 +133,14 @@ def test_a_live_query_lagging_during_its_init_is_told_to_open_again(tmp_path):
         broker, scheduler = attached(store, capacity=4)
         session, channel = live_query(broker)
         scheduler.step()
-        channel.open = False                               # stops reading after one slice
+        channel.open = False  # stops reading after one slice
         for i in range(6):
             await store.insert("User", new_user(10_000 + i))
             scheduler.run()
         assert channel.closed == (1013, "lagged during init")
-        assert session.init is None                        # its ids are let go
+        assert session.init is None  # its ids are let go
         store.close()
+
     run(body())
 
 
@@ -150,7 +157,7 @@ def test_replays_share_each_turn_round_robin_within_the_byte_budget(tmp_path):
             channels.append(channel)
         scheduler.step()
         sizes = [sum(map(len, c.frames)) for c in channels]
-        assert sum(sizes) <= TURN_BYTES + 2 * 1024       # one turn: bounded for all of them
+        assert sum(sizes) <= TURN_BYTES + 2 * 1024  # one turn: bounded for all of them
         assert all(s <= SESSION_TURN_BYTES + 1024 for s in sizes)
         assert sum(1 for s in sizes if s) >= TURN_BYTES // SESSION_TURN_BYTES
         turns = 1
@@ -158,9 +165,10 @@ def test_replays_share_each_turn_round_robin_within_the_byte_budget(tmp_path):
             scheduler.step()
             turns += 1
             progress = [len(c.frames) for c in channels]
-            assert max(progress) - min(progress) <= 2 * 1000   # nobody runs far ahead
+            assert max(progress) - min(progress) <= 2 * 1000  # nobody runs far ahead
         assert [len(c.frames) for c in channels] == [6000] * 6
         store.close()
+
     run(body())
 
 

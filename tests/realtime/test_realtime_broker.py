@@ -28,8 +28,9 @@ def attached(store, capacity: int = 1024) -> tuple[Broker, Scheduler]:
 
 def feed(broker: Broker, kind: FeedKind = FeedKind.SUBSCRIBE, model=USER, **kw) -> tuple[FeedSession, Recorder]:
     query = model.parse_feed_query(list(kw.pop("query", {}).items()))
-    session = FeedSession(FeedSpec(kind, model, query.filters, query.projection), broker,
-                          kw.pop("start", broker.store.head_offset), **kw)
+    session = FeedSession(
+        FeedSpec(kind, model, query.filters, query.projection), broker, kw.pop("start", broker.store.head_offset), **kw
+    )
     channel = Recorder()
     session.on_open(channel)
     return session, channel
@@ -45,10 +46,11 @@ def test_publishing_only_enqueues_and_the_drain_sends(tmp_path):
         broker, scheduler = attached(store)
         _session, channel = feed(broker)
         await store.insert("User", new_user(1))
-        assert channel.frames == []                        # nothing sent on the commit path
-        assert scheduler.run() == 2                        # a hop behind the responses, then the drain
+        assert channel.frames == []  # nothing sent on the commit path
+        assert scheduler.run() == 2  # a hop behind the responses, then the drain
         assert offsets(channel) == [1]
         store.close()
+
     run(body())
 
 
@@ -63,6 +65,7 @@ def test_every_receiver_gets_the_same_frame_bytes(tmp_path):
         assert all(c.frames[0] is first for c in channels)
         assert broker.events_sent == 50
         store.close()
+
     run(body())
 
 
@@ -76,15 +79,16 @@ def test_routing_runs_the_matcher_only_for_feeds_the_event_may_reach(tmp_path):
         channels = {i: feed(broker, model=counted, query={"name": f"n{i}"})[1] for i in range(1000)}
         await store.insert("User", new_user(500))
         scheduler.run()
-        assert len(calls) == 1                             # not 1000
+        assert len(calls) == 1  # not 1000
         assert [i for i, c in channels.items() if c.frames] == [500]
         calls.clear()
-        await store.replace("User", 1, {**new_user(500), "id": 1, "name": "n7"})     # old n500, new n7
+        await store.replace("User", 1, {**new_user(500), "id": 1, "name": "n7"})  # old n500, new n7
         scheduler.run()
         assert len(calls) <= 4
         assert [i for i, c in channels.items() if len(c.frames) == 2] == [500]
         assert len(channels[7].frames) == 1
         store.close()
+
     run(body())
 
 
@@ -100,6 +104,7 @@ def test_closing_unregisters_from_the_routes(tmp_path):
         scheduler.run()
         assert channel.frames == []
         store.close()
+
     run(body())
 
 
@@ -110,17 +115,23 @@ def test_a_full_queue_closes_1013_naming_the_last_offset_sent(tmp_path):
         _session, channel = feed(broker)
         await store.insert("User", new_user(1))
         scheduler.run()
-        channel.open = False                               # the transport is over its high-water mark
+        channel.open = False  # the transport is over its high-water mark
         for i in range(2, 5):
             await store.insert("User", new_user(i))
         scheduler.run()
-        assert channel.closed is None                      # 3 queued: still within capacity
+        assert channel.closed is None  # 3 queued: still within capacity
         await store.insert("User", new_user(5))
         scheduler.run()
         assert channel.closed == (1013, "lagged after 1")
-        assert broker.metrics() == {"subscriptions": 0, "live_queries": 0, "replication_streams": 0,
-                                    "events_sent": 1, "lagged_closes": 1}
+        assert broker.metrics() == {
+            "subscriptions": 0,
+            "live_queries": 0,
+            "replication_streams": 0,
+            "events_sent": 1,
+            "lagged_closes": 1,
+        }
         store.close()
+
     run(body())
 
 
@@ -138,33 +149,34 @@ def test_queued_frames_leave_when_the_channel_drains(tmp_path):
         session.on_writable()
         assert offsets(channel) == [1, 2, 3]
         store.close()
+
     run(body())
 
 
 def test_replay_goes_at_the_sockets_pace_and_in_batches(tmp_path):
     async def body():
-        store = open_blog_store(tmp_path, replication=True)          # replay from the log
+        store = open_blog_store(tmp_path, replication=True)  # replay from the log
         broker, scheduler = attached(store)
         for i in range(REPLAY_BATCH + 10):
             await store.insert("User", new_user(i))
         scheduler.run()
         channel = Recorder()
         channel.open = False
-        session = FeedSession(FeedSpec(FeedKind.SUBSCRIBE, USER, {}, None), broker, 0,
-                              replay=store.events_after(0))
+        session = FeedSession(FeedSpec(FeedKind.SUBSCRIBE, USER, {}, None), broker, 0, replay=store.events_after(0))
         session.on_open(channel)
-        assert channel.frames == []                        # not writable: nothing read yet
+        assert channel.frames == []  # not writable: nothing read yet
         channel.open = True
         session.on_writable()
-        assert channel.frames == []                        # the broker hands out turns ...
+        assert channel.frames == []  # the broker hands out turns ...
         scheduler.step()
         first = len(channel.frames)
-        assert 0 < first <= REPLAY_BATCH                   # ... one bounded batch a turn ...
+        assert 0 < first <= REPLAY_BATCH  # ... one bounded batch a turn ...
         assert sum(map(len, channel.frames)) <= SESSION_TURN_BYTES + max(map(len, channel.frames))
-        await store.insert("User", new_user(99999))        # ... while writes go on
-        scheduler.run()                                    # next batches, then the live event
+        await store.insert("User", new_user(99999))  # ... while writes go on
+        scheduler.run()  # next batches, then the live event
         assert offsets(channel) == list(range(1, REPLAY_BATCH + 12))
         store.close()
+
     run(body())
 
 
@@ -172,21 +184,22 @@ def test_live_query_init_waits_until_its_offset_is_published(tmp_path):
     async def body():
         store = open_blog_store(tmp_path, sync="full")
         broker, scheduler = attached(store)
-        _record, durable = store.apply_insert("User", new_user(1))      # applied, fsync in flight
+        _record, durable = store.apply_insert("User", new_user(1))  # applied, fsync in flight
         offset = store.applied_offset
         spec = FeedSpec(FeedKind.LIVE, USER, {}, None)
         session = FeedSession(spec, broker, offset, init=InitSlices(store, USER, {}, None, offset, 1024))
         channel = Recorder()
         session.on_open(channel)
-        assert channel.frames == []                        # the write is not durable yet
+        assert channel.frames == []  # the write is not durable yet
         await durable
         scheduler.run()
         init = json.loads(channel.frames[0][2:] if channel.frames[0][1] < 126 else channel.frames[0][4:])
         assert (init["type"], init["offset"], len(init["records"])) == ("Init", 1, 1)
         await store.insert("User", new_user(2))
         scheduler.run()
-        assert len(channel.frames) == 2                    # Added, not a repeat of offset 1
+        assert len(channel.frames) == 2  # Added, not a repeat of offset 1
         store.close()
+
     run(body())
 
 
@@ -205,9 +218,9 @@ def test_a_lag_close_never_splits_the_frames_of_one_row(tmp_path):
         scheduler.run()
         session, channel = feed(broker)
         channel.open = False
-        await store.replace("BlogPost", 1, {**record, "id": 1, "author_id": 2})   # offset 4: two links
+        await store.replace("BlogPost", 1, {**record, "id": 1, "author_id": 2})  # offset 4: two links
         scheduler.run()
-        assert channel.frames == [] and channel.closed is None          # both queued
+        assert channel.frames == [] and channel.closed is None  # both queued
         channel.open = True
         # Send exactly one frame, as if the transport filled again right after it.
         queue_head = session._queue.popleft()
@@ -221,6 +234,7 @@ def test_a_lag_close_never_splits_the_frames_of_one_row(tmp_path):
         links = [json.loads(f[2:]) for f in channel.frames]
         assert [(m["id"], m["linked"], m["offset"]) for m in links] == [(1, False, 4), (2, True, 4)]
         store.close()
+
     run(body())
 
 
@@ -234,7 +248,7 @@ def test_a_closed_session_lets_go_of_its_channel(tmp_path):
         store = open_blog_store(tmp_path)
         broker, _scheduler = attached(store)
         session, channel = feed(broker)
-        channel.session = session                      # the cycle a real channel makes
+        channel.session = session  # the cycle a real channel makes
         gone = weakref.ref(channel)
         session.on_close(1000)
         del channel
@@ -244,4 +258,5 @@ def test_a_closed_session_lets_go_of_its_channel(tmp_path):
         finally:
             gc.enable()
         store.close()
+
     run(body())

@@ -17,8 +17,15 @@ POST = BLOG.BY_NAME["BlogPost"]
 
 
 def user(role: str, id_: int = 7) -> dict:
-    return {"id": id_, "email": "a@x.io", "name": "A", "age": None, "role": role,
-            "joined": "2026-01-01T00:00:00Z", "profile": None}
+    return {
+        "id": id_,
+        "email": "a@x.io",
+        "name": "A",
+        "age": None,
+        "role": role,
+        "joined": "2026-01-01T00:00:00Z",
+        "profile": None,
+    }
 
 
 def event(kind: EventKind, record: dict, previous: dict | None = None, offset: int = 5) -> ChangeEvent:
@@ -33,7 +40,7 @@ def spec(kind: FeedKind, projection: str | None = None, **filters: str) -> FeedS
 def decoded(frame: bytes | None) -> dict | None:
     if frame is None:
         return None
-    assert frame[0] == 0x81                       # FIN + text, unmasked
+    assert frame[0] == 0x81  # FIN + text, unmasked
     return json.loads(frame[2:] if frame[1] < 126 else frame[4:])
 
 
@@ -71,10 +78,10 @@ def test_unfiltered_feeds_share_the_logs_payload_bytes():
     frames = EventFrames(ev, USER, log_frame)
     a = spec(FeedKind.SUBSCRIBE).row_frame(frames)
     b = spec(FeedKind.SUBSCRIBE).row_frame(frames)
-    assert a is b                                              # encoded once, shared
+    assert a is b  # encoded once, shared
     assert a == text_frame(log_frame[16:])
     assert json.loads(log_frame[16:]) == ev.to_dict()
-    assert EventFrames(ev, USER).change(None) == a             # a replay encodes the same bytes
+    assert EventFrames(ev, USER).change(None) == a  # a replay encodes the same bytes
 
 
 def test_projection_is_encoded_once_per_projection_and_applies_to_previous():
@@ -92,12 +99,15 @@ def post_record(author: int | None, id_: int = 9) -> dict:
     return {"id": id_, "author_id": author, "title": "t", "body": "b", "published": False, "score": 1.0, "tags": None}
 
 
-@pytest.mark.parametrize("kind, before, after, expected", [
-    (EventKind.INSERT, None, 1, [(1, True)]),
-    (EventKind.UPDATE, 1, 2, [(1, False), (2, True)]),
-    (EventKind.UPDATE, 1, 1, []),
-    (EventKind.DELETE, None, 1, [(1, False)]),
-])
+@pytest.mark.parametrize(
+    "kind, before, after, expected",
+    [
+        (EventKind.INSERT, None, 1, [(1, True)]),
+        (EventKind.UPDATE, 1, 2, [(1, False), (2, True)]),
+        (EventKind.UPDATE, 1, 1, []),
+        (EventKind.DELETE, None, 1, [(1, False)]),
+    ],
+)
 def test_links_are_derived_from_ref_changes(kind, before, after, expected):
     previous = post_record(before) if before is not None else None
     ev = ChangeEvent(kind, "BlogPost", 12, 4, 9, post_record(after), previous)
@@ -109,5 +119,13 @@ def test_links_are_derived_from_ref_changes(kind, before, after, expected):
 
 def test_link_frame_layout():
     frame = LinkEvent("User", 1, "BlogPost", 9, "author_id", True, 12).frame()
-    assert decoded(frame) == {"kind": "link", "model": "User", "id": 1, "child_model": "BlogPost",
-                              "child_id": 9, "field": "author_id", "linked": True, "offset": 12}
+    assert decoded(frame) == {
+        "kind": "link",
+        "model": "User",
+        "id": 1,
+        "child_model": "BlogPost",
+        "child_id": 9,
+        "field": "author_id",
+        "linked": True,
+        "offset": 12,
+    }

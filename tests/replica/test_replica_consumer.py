@@ -38,6 +38,7 @@ DEADLINE = 30.0
 
 # -- helpers ----------------------------------------------------------------------------------
 
+
 def clean_env(extra: dict | None = None) -> dict:
     env = {k: v for k, v in os.environ.items() if not k.startswith("SERVICE_")}
     env.update(extra or {})
@@ -53,9 +54,13 @@ class Consumer:
         self.out_path = tmp / f"consumer{Consumer.count}.stdout"
         self.err_path = tmp / f"consumer{Consumer.count}.stderr"
         with open(self.out_path, "wb") as out, open(self.err_path, "wb") as err:
-            self.proc = subprocess.Popen([sys.executable, str(ROOT / "dbsvc.py"), "replicate", *args],
-                                         cwd=ROOT, env=clean_env(env), stdout=out,
-                                         stderr=err if stderr is None else stderr)
+            self.proc = subprocess.Popen(
+                [sys.executable, str(ROOT / "dbsvc.py"), "replicate", *args],
+                cwd=ROOT,
+                env=clean_env(env),
+                stdout=out,
+                stderr=err if stderr is None else stderr,
+            )
         RUNNING.append(self)
 
     count = 0
@@ -124,9 +129,11 @@ def last_offset(path: Path) -> int:
 
 def server_frames(server, after: int, count: int, **kw) -> bytes:
     """The server's frames after `after`, read by an independent client (websockets)."""
+
     async def take():
         async with open_ws(server, f"/replicate?after={after}", max_size=None, **kw) as ws:
             return [await asyncio.wait_for(ws.recv(), 10) for _ in range(count)]
+
     return b"".join(run(take()))
 
 
@@ -137,8 +144,12 @@ def head(server) -> int:
 def write_users(port: int, count: int, prefix: str = "u", headers: dict | None = None) -> None:
     conn = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
     for i in range(count):
-        conn.request("POST", "/api/user", json.dumps({**USER, "email": f"{prefix}{i}@x.io"}),
-                     {"Content-Type": "application/json", **(headers or {})})
+        conn.request(
+            "POST",
+            "/api/user",
+            json.dumps({**USER, "email": f"{prefix}{i}@x.io"}),
+            {"Content-Type": "application/json", **(headers or {})},
+        )
         reply = conn.getresponse()
         assert reply.status == 201, reply.read()
         reply.read()
@@ -159,6 +170,7 @@ def follow(tmp_path: Path, server, out: Path, *args: str, env: dict | None = Non
 
 
 # -- against a real server -------------------------------------------------------------------
+
 
 def test_file_holds_exactly_the_frames_the_server_holds(serve, tmp_path):
     server = serve()
@@ -239,12 +251,17 @@ def test_a_guarded_server_takes_the_token_from_the_flag_or_the_environment(guard
     by_flag, by_env = tmp_path / "flag.log", tmp_path / "env.log"
     follow(tmp_path, server, by_flag, "--token", token())
     follow(tmp_path, server, by_env, env={"SERVICE_TOKEN": token()})
-    assert by_flag.read_bytes() == by_env.read_bytes() == \
-        server_frames(server, 0, 2, additional_headers={"Authorization": f"Bearer {token()}"})
+    assert (
+        by_flag.read_bytes()
+        == by_env.read_bytes()
+        == server_frames(server, 0, 2, additional_headers={"Authorization": f"Bearer {token()}"})
+    )
 
 
-@pytest.mark.parametrize("how, status", [("none", "HTTP 401 unauthorized"), ("garbage", "HTTP 401 unauthorized"),
-                                         ("foreign", "HTTP 403 forbidden")])
+@pytest.mark.parametrize(
+    "how, status",
+    [("none", "HTTP 401 unauthorized"), ("garbage", "HTTP 401 unauthorized"), ("foreign", "HTTP 403 forbidden")],
+)
 def test_a_refused_token_ends_the_run_with_status_1(guarded, tmp_path, how, status):
     server, token = guarded
     args = {"none": [], "garbage": ["--token", "not.a.jwt"], "foreign": ["--token", token(tenant="other")]}[how]
@@ -268,11 +285,16 @@ def compacted_server(serve, tmp_path, retain_mb: int | None):
     out = tmp_path / "replica.log"
     follow(tmp_path, server, out)
     frames = server_frames(server, 0, 5)
-    with open(out, "r+b") as f:                          # keep offsets 1..2 only
+    with open(out, "r+b") as f:  # keep offsets 1..2 only
         f.truncate(len(server_frames(server, 0, 2)))
     assert server.stop() == 0
-    compact = subprocess.run([sys.executable, str(ROOT / "dbsvc.py"), "compact"], cwd=ROOT,
-                             env=clean_env({"SERVICE_DATA": str(data)}), capture_output=True, timeout=60)
+    compact = subprocess.run(
+        [sys.executable, str(ROOT / "dbsvc.py"), "compact"],
+        cwd=ROOT,
+        env=clean_env({"SERVICE_DATA": str(data)}),
+        capture_output=True,
+        timeout=60,
+    )
     assert compact.returncode == 0, compact.stderr
     return serve(schema, data_dir=data), out, frames
 
@@ -336,7 +358,7 @@ def test_damage_before_the_tail_is_refused_and_nothing_is_cut(serve, tmp_path):
     follow(tmp_path, server, out)
     frames = server_frames(server, 0, 2)
     data = bytearray(out.read_bytes())
-    data[len(frames) + 20] ^= 0x01                        # a payload byte of frame 3
+    data[len(frames) + 20] ^= 0x01  # a payload byte of frame 3
     out.write_bytes(bytes(data))
     consumer = Consumer(tmp_path, base(server), "--out", str(out))
     assert consumer.wait() == 1
@@ -354,7 +376,7 @@ def test_after_must_agree_with_the_file(serve, tmp_path):
     assert consumer.wait() == 2
     assert "--after 1 disagrees with" in consumer.stderr and "ends at offset 3" in consumer.stderr
     assert out.read_bytes() == before
-    follow(tmp_path, server, out, "--after", "3")           # agreeing is fine
+    follow(tmp_path, server, out, "--after", "3")  # agreeing is fine
     assert out.read_bytes() == before
 
 
@@ -378,7 +400,7 @@ def test_without_out_each_event_is_a_json_line_on_stdout(serve, tmp_path):
     assert consumer.stop(signal.SIGINT) == 0
     lines = consumer.stdout.splitlines()
     frames = server_frames(server, 1, 2)
-    assert lines == [frames[16:16 + len(lines[0])], frames[32 + len(lines[0]):]]
+    assert lines == [frames[16 : 16 + len(lines[0])], frames[32 + len(lines[0]) :]]
     assert [json.loads(line)["offset"] for line in lines] == [2, 3]
 
 
@@ -410,14 +432,28 @@ def test_bad_urls_are_usage_errors(tmp_path):
 
 # -- against a fake primary -------------------------------------------------------------------
 
+
 def event_payload(offset: int, *, event_offset: int | None = None, kind: str = "insert") -> bytes:
-    event = {"kind": kind, "model": "User", "offset": offset if event_offset is None else event_offset,
-             "watermark": offset, "id": offset, "record": {"id": offset, "name": "x" * offset}}
+    event = {
+        "kind": kind,
+        "model": "User",
+        "offset": offset if event_offset is None else event_offset,
+        "watermark": offset,
+        "id": offset,
+        "record": {"id": offset, "name": "x" * offset},
+    }
     return json.dumps(event, separators=(",", ":")).encode()
 
 
-def frame(offset: int, payload: bytes | None = None, *, crc: int | None = None, length_delta: int = 0,
-          length: int | None = None, **event) -> bytes:
+def frame(
+    offset: int,
+    payload: bytes | None = None,
+    *,
+    crc: int | None = None,
+    length_delta: int = 0,
+    length: int | None = None,
+    **event,
+) -> bytes:
     payload = event_payload(offset, **event) if payload is None else payload
     size = len(payload) + length_delta if length is None else length
     return struct.pack(">QII", offset, zlib.crc32(payload) if crc is None else crc, size) + payload
@@ -431,8 +467,12 @@ BAD_FRAMES = [
     ("truncated payload", frame(4)[:-5], 4, f"truncated payload ({len(event_payload(4)) - 5} of "),
     ("wrong crc", frame(4, crc=12345), 4, "payload checksum mismatch"),
     ("length past the message", frame(4, length_delta=10), 4, "truncated payload"),
-    ("length short of the message", frame(4, length_delta=-3), 4,
-     f"length {len(event_payload(4)) - 3} is short of the message's {len(event_payload(4))} payload bytes"),
+    (
+        "length short of the message",
+        frame(4, length_delta=-3),
+        4,
+        f"length {len(event_payload(4)) - 3} is short of the message's {len(event_payload(4))} payload bytes",
+    ),
     ("length over the maximum", frame(4, length=2**32 - 1), 4, "frame length 4294967295 exceeds 67108864"),
     ("offset gap", frame(6), 6, "offset gap: expected 4, offsets 4..5 are missing"),
     ("offset repeat", frame(3), 3, "offset repeats: 3 was already received, expected 4"),
@@ -462,8 +502,9 @@ class FakePrimary:
         step = self.plan(len(self.paths) - 1, int(request.path.partition("after=")[2] or 0))
         if isinstance(step, int):
             body = json.dumps({"type": "about:blank", "status": step, "code": "unavailable", "detail": "busy"})
-            return Response(step, http.HTTPStatus(step).phrase,
-                            Headers({"Content-Type": "application/problem+json"}), body.encode())
+            return Response(
+                step, http.HTTPStatus(step).phrase, Headers({"Content-Type": "application/problem+json"}), body.encode()
+            )
         connection.dbsvc_steps = step
         return None
 
@@ -487,15 +528,24 @@ class FakePrimary:
         await connection.wait_closed()
 
     def serve(self, **extra):
-        return ws_serve(self._handler, "127.0.0.1", 0, process_request=self._process_request,
-                        **{**self.options, **extra})
+        return ws_serve(
+            self._handler, "127.0.0.1", 0, process_request=self._process_request, **{**self.options, **extra}
+        )
 
 
 async def start_consumer(tmp_path: Path, url: str, *args: str, env: dict | None = None):
     out, err = open(tmp_path / "fake.stdout", "wb"), open(tmp_path / "fake.stderr", "wb")
     proc = await asyncio.create_subprocess_exec(
-        sys.executable, str(ROOT / "dbsvc.py"), "replicate", url, *args,
-        cwd=ROOT, env=clean_env(env), stdout=out, stderr=err)
+        sys.executable,
+        str(ROOT / "dbsvc.py"),
+        "replicate",
+        url,
+        *args,
+        cwd=ROOT,
+        env=clean_env(env),
+        stdout=out,
+        stderr=err,
+    )
     out.close()
     err.close()
     return proc
@@ -527,17 +577,21 @@ def test_a_bad_frame_ends_the_run_naming_its_offset_and_is_never_written(tmp_pat
             port = server.sockets[0].getsockname()[1]
             proc = await start_consumer(tmp_path, f"http://127.0.0.1:{port}", "--out", str(out))
             return await asyncio.wait_for(proc.wait(), DEADLINE)
+
     assert run(body()) == 1
     assert f"bad frame at offset {offset}: {reason}" in fake_stderr(tmp_path)
     assert out.read_bytes() == b"".join(GOOD)
-    assert primary.paths == ["/replicate?after=0"]                 # a bad frame is never retried
+    assert primary.paths == ["/replicate?after=0"]  # a bad frame is never retried
 
 
 def test_drops_and_closes_reconnect_after_the_last_good_offset(tmp_path):
     frames = [frame(n) for n in range(1, 6)]
     # Each reconnect asks for the last frame kept again and checks it (consumer.py rule 7).
-    plans = {0: [frames[0], frames[1], "abort"], 1: [frames[1], frames[2], frames[3], ("close", 1001)],
-             2: [frames[3], frames[4], "hold"]}
+    plans = {
+        0: [frames[0], frames[1], "abort"],
+        1: [frames[1], frames[2], frames[3], ("close", 1001)],
+        2: [frames[3], frames[4], "hold"],
+    }
     primary = FakePrimary(lambda attempt, after: plans[attempt])
     out = tmp_path / "replica.log"
 
@@ -546,6 +600,7 @@ def test_drops_and_closes_reconnect_after_the_last_good_offset(tmp_path):
             port = server.sockets[0].getsockname()[1]
             proc = await start_consumer(tmp_path, f"ws://127.0.0.1:{port}/", "--out", str(out))
             return await stop_when(proc, lambda: last_offset(out) == 5, "offset 5")
+
     assert run(body()) == 0, fake_stderr(tmp_path)
     assert primary.paths == ["/replicate?after=0", "/replicate?after=1", "/replicate?after=3"]
     assert out.read_bytes() == b"".join(frames)
@@ -560,6 +615,7 @@ def test_a_busy_server_is_retried_and_a_definitive_refusal_is_not(tmp_path):
             port = server.sockets[0].getsockname()[1]
             proc = await start_consumer(tmp_path, f"http://127.0.0.1:{port}", "--out", str(out))
             return await stop_when(proc, lambda: last_offset(out) == 3, "offset 3")
+
     assert run(body()) == 0, fake_stderr(tmp_path)
     assert primary.paths == ["/replicate?after=0"] * 3
     assert "HTTP 503" in fake_stderr(tmp_path)
@@ -567,10 +623,13 @@ def test_a_busy_server_is_retried_and_a_definitive_refusal_is_not(tmp_path):
 
 
 def test_fragmented_messages_are_reassembled_and_pings_answered(tmp_path):
-    big = frame(2, event_payload(2) + b" " * 200_000)              # JSON allows trailing spaces
+    big = frame(2, event_payload(2) + b" " * 200_000)  # JSON allows trailing spaces
     parts = [big[:7], big[7:100_000], big[100_000:]]
-    primary = FakePrimary(lambda attempt, after: [GOOD[0], ("fragments", parts), ("sleep", 2.5), GOOD[2], "hold"],
-                          ping_interval=0.3, ping_timeout=1.0)
+    primary = FakePrimary(
+        lambda attempt, after: [GOOD[0], ("fragments", parts), ("sleep", 2.5), GOOD[2], "hold"],
+        ping_interval=0.3,
+        ping_timeout=1.0,
+    )
     out = tmp_path / "replica.log"
 
     async def body():
@@ -578,8 +637,9 @@ def test_fragmented_messages_are_reassembled_and_pings_answered(tmp_path):
             port = server.sockets[0].getsockname()[1]
             proc = await start_consumer(tmp_path, f"http://127.0.0.1:{port}", "--out", str(out))
             return await stop_when(proc, lambda: last_offset(out) == 3, "offset 3")
+
     assert run(body()) == 0, fake_stderr(tmp_path)
-    assert primary.paths == ["/replicate?after=0"]                 # pings answered: never dropped
+    assert primary.paths == ["/replicate?after=0"]  # pings answered: never dropped
     assert out.read_bytes() == GOOD[0] + big + GOOD[2]
 
 
@@ -592,16 +652,23 @@ def test_wss_is_spoken_with_the_system_trust_store(tmp_path):
     key = ec.generate_private_key(ec.SECP256R1())
     name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "127.0.0.1")])
     now = datetime.datetime.now(datetime.timezone.utc)
-    cert = (x509.CertificateBuilder().subject_name(name).issuer_name(name).public_key(key.public_key())
-            .serial_number(x509.random_serial_number()).not_valid_before(now - datetime.timedelta(minutes=5))
-            .not_valid_after(now + datetime.timedelta(hours=1))
-            .add_extension(x509.SubjectAlternativeName([x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]), False)
-            .add_extension(x509.BasicConstraints(ca=True, path_length=None), True)
-            .sign(key, hashes.SHA256()))
+    cert = (
+        x509.CertificateBuilder()
+        .subject_name(name)
+        .issuer_name(name)
+        .public_key(key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now - datetime.timedelta(minutes=5))
+        .not_valid_after(now + datetime.timedelta(hours=1))
+        .add_extension(x509.SubjectAlternativeName([x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]), False)
+        .add_extension(x509.BasicConstraints(ca=True, path_length=None), True)
+        .sign(key, hashes.SHA256())
+    )
     cert_path, key_path = tmp_path / "cert.pem", tmp_path / "key.pem"
     cert_path.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
-    key_path.write_bytes(key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
-                                           serialization.NoEncryption()))
+    key_path.write_bytes(
+        key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption())
+    )
     context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
     context.load_cert_chain(cert_path, key_path)
     primary = FakePrimary(lambda attempt, after: [*GOOD, "hold"])
@@ -610,20 +677,22 @@ def test_wss_is_spoken_with_the_system_trust_store(tmp_path):
     async def body():
         async with primary.serve(ssl=context) as server:
             port = server.sockets[0].getsockname()[1]
-            proc = await start_consumer(tmp_path, f"wss://127.0.0.1:{port}", "--out", str(out),
-                                        env={"SSL_CERT_FILE": str(cert_path)})
+            proc = await start_consumer(
+                tmp_path, f"wss://127.0.0.1:{port}", "--out", str(out), env={"SSL_CERT_FILE": str(cert_path)}
+            )
             return await stop_when(proc, lambda: last_offset(out) == 3, "offset 3")
+
     assert run(body()) == 0, fake_stderr(tmp_path)
     assert out.read_bytes() == b"".join(GOOD)
 
 
 # -- the replica file's scan, in process -------------------------------------------------------
 
-F5, F6, F7 = (frame(n) for n in (5, 6, 7))                  # a file begun with --after 4
+F5, F6, F7 = (frame(n) for n in (5, 6, 7))  # a file begun with --after 4
 
 
 def flip(data: bytes, at: int) -> bytes:
-    return data[:at] + bytes([data[at] ^ 0x01]) + data[at + 1:]
+    return data[:at] + bytes([data[at] ^ 0x01]) + data[at + 1 :]
 
 
 SCANS = [
@@ -636,7 +705,11 @@ SCANS = [
     ("zeros", F5 + b"\0" * 100, (len(F5), 5, "frame offset 0, expected 6")),
     ("a bad checksum last", F5 + flip(F6, 20), (len(F5), 5, "payload checksum mismatch")),
     # logfile rule 3: zeros, then a whole frame, are appends no fsync covered, kept out of order
-    ("an unsynced append lost before a later one", F5 + bytes(len(F6)) + F7, (len(F5), 5, "frame offset 0, expected 6")),
+    (
+        "an unsynced append lost before a later one",
+        F5 + bytes(len(F6)) + F7,
+        (len(F5), 5, "frame offset 0, expected 6"),
+    ),
 ]
 
 
@@ -649,8 +722,12 @@ def test_scan_finds_the_last_good_frame_and_a_torn_tail(name, data, expected):
 
 CORRUPT = [
     ("a bad checksum first", flip(F5, 20) + F6 + F7, 0, "payload checksum mismatch"),
-    ("the first offset field flipped", flip(F5, 7) + F6 + F7, 0,
-     "frame offset 4 disagrees with its payload's offset 5"),
+    (
+        "the first offset field flipped",
+        flip(F5, 7) + F6 + F7,
+        0,
+        "frame offset 4 disagrees with its payload's offset 5",
+    ),
     ("a bad checksum in the middle", F5 + flip(F6, 20) + F7, len(F5), "payload checksum mismatch"),
     ("an offset field flipped in the middle", F5 + flip(F6, 7) + F7, len(F5), "frame offset 7, expected 6"),
     ("garbage in the middle", F5 + b"garbage" + F6 + F7, len(F5), "frame offset"),
@@ -670,12 +747,14 @@ def test_scan_refuses_damage_that_a_good_frame_follows(name, data, position, rea
 
 # -- the blocking client of dbsvc.http.ws.client, in process ----------------------------------
 
+
 def test_client_reports_refusals_closes_and_oversized_messages(tmp_path):
     from dbsvc.errors import HandshakeRefused, MessageTooBig, WebSocketClosed
     from dbsvc.http.ws.client import open_websocket
 
     def plan(attempt, after):
         return [[b"x" * 2000, "hold"], [("sleep", 0.5), ("close", 4001)], 410][attempt]
+
     primary = FakePrimary(plan)
 
     def client(url: str) -> list:
@@ -686,7 +765,7 @@ def test_client_reports_refusals_closes_and_oversized_messages(tmp_path):
             except MessageTooBig as exc:
                 seen.append(exc)
         with open_websocket(url, timeout=5) as ws:
-            assert ws.receive(0.05) is None                        # nothing yet is not an error
+            assert ws.receive(0.05) is None  # nothing yet is not an error
             try:
                 ws.receive(5)
             except WebSocketClosed as exc:
@@ -701,6 +780,7 @@ def test_client_reports_refusals_closes_and_oversized_messages(tmp_path):
         async with primary.serve() as server:
             port = server.sockets[0].getsockname()[1]
             return await asyncio.to_thread(client, f"ws://127.0.0.1:{port}/replicate?after=0")
+
     too_big, code, refused = run(body())
     assert "a message over 1000 bytes" in str(too_big)
     assert code == 4001

@@ -17,13 +17,14 @@ import pytest
 from support.server import ROOT, Server, server_pool, start_server
 
 BLOG = ROOT / "schemas" / "blog.dbs"
-MODELS = {"user": "-name", "blog-post": "score", "comment": "-created"}      # model -> a sort
+MODELS = {"user": "-name", "blog-post": "score", "comment": "-created"}  # model -> a sort
 
 
 @pytest.fixture
 def nodes(tmp_path):
     """Factory: nodes(name, follow=None, env=...) -> Server; every one killed afterwards."""
     with server_pool(tmp_path) as pool:
+
         def start(name: str, follow: Server | None = None, env: dict | None = None) -> Server:
             args = ("--follow", f"http://127.0.0.1:{follow.port}") if follow is not None else ()
             return pool(BLOG, env, tmp_path / name, args)
@@ -54,12 +55,17 @@ def writer(port: int, count: int, prefix: str, errors: list) -> None:
                 errors.append(data)
                 continue
             uid = data["id"]
-            conn.request("POST", "/api/blog-post", json.dumps({"author_id": uid, "title": "t", "body": "b",
-                                                               "score": i}), {"Content-Type": "application/json"})
+            conn.request(
+                "POST",
+                "/api/blog-post",
+                json.dumps({"author_id": uid, "title": "t", "body": "b", "score": i}),
+                {"Content-Type": "application/json"},
+            )
             conn.getresponse().read()
             if i % 3 == 0:
-                conn.request("PATCH", f"/api/user/{uid}", json.dumps({"name": "changed"}),
-                             {"Content-Type": "application/json"})
+                conn.request(
+                    "PATCH", f"/api/user/{uid}", json.dumps({"name": "changed"}), {"Content-Type": "application/json"}
+                )
                 conn.getresponse().read()
     finally:
         conn.close()
@@ -114,10 +120,10 @@ def test_replica_killed_with_9_resumes_where_it_was(nodes, tmp_path):
     replica.proc.send_signal(signal.SIGKILL)
     replica.proc.wait(timeout=10)
     writer(primary.port, 20, "b", errors)
-    again = nodes("replica", follow=primary)                 # same data directory
+    again = nodes("replica", follow=primary)  # same data directory
     wait_caught_up(primary, again)
     same_reads(primary, again)
-    assert again.get("/metrics").json["replica"]["bootstraps"] == 0     # resumed, not rebuilt
+    assert again.get("/metrics").json["replica"]["bootstraps"] == 0  # resumed, not rebuilt
 
 
 def test_an_empty_replica_bootstraps_from_the_snapshot_after_a_compaction(nodes, tmp_path):
@@ -126,8 +132,9 @@ def test_an_empty_replica_bootstraps_from_the_snapshot_after_a_compaction(nodes,
     writer(primary.port, 30, "a", errors)
     assert primary.stop() == 0
     env = dict(os.environ, SERVICE_DATA=str(tmp_path / "primary"), SERVICE_TENANT="default")
-    done = subprocess.run([sys.executable, str(ROOT / "dbsvc.py"), "compact"], env=env, capture_output=True,
-                          text=True, timeout=60)
+    done = subprocess.run(
+        [sys.executable, str(ROOT / "dbsvc.py"), "compact"], env=env, capture_output=True, text=True, timeout=60
+    )
     assert done.returncode == 0, done.stderr
     primary = nodes("primary")
     writer(primary.port, 5, "b", errors)
@@ -147,8 +154,12 @@ def test_a_replica_behind_a_compaction_bootstraps_again(nodes, tmp_path):
     writer(primary.port, 10, "b", errors)
     assert primary.stop() == 0
     env = dict(os.environ, SERVICE_DATA=str(tmp_path / "primary"), SERVICE_TENANT="default")
-    assert subprocess.run([sys.executable, str(ROOT / "dbsvc.py"), "compact"], env=env,
-                          capture_output=True, timeout=60).returncode == 0
+    assert (
+        subprocess.run(
+            [sys.executable, str(ROOT / "dbsvc.py"), "compact"], env=env, capture_output=True, timeout=60
+        ).returncode
+        == 0
+    )
     primary = nodes("primary", env={"SERVICE_SYNC": "off"})
     writer(primary.port, 3, "c", errors)
     replica = nodes("replica", follow=primary)
@@ -160,10 +171,13 @@ def test_fingerprint_mismatch_refuses_to_start(nodes, tmp_path):
     primary = nodes("primary")
     other = tmp_path / "other.dbs"
     other.write_text(BLOG.read_text().replace("body      str      @min(1) @max(2000)", "body      str      @max(2000)"))
-    proc = subprocess.run([sys.executable, str(ROOT / "dbsvc.py"), "serve", str(other), "--follow",
-                           f"http://127.0.0.1:{primary.port}"],
-                          env=dict(os.environ, SERVICE_PORT="0", SERVICE_DATA=str(tmp_path / "r")),
-                          capture_output=True, text=True, timeout=60)
+    proc = subprocess.run(
+        [sys.executable, str(ROOT / "dbsvc.py"), "serve", str(other), "--follow", f"http://127.0.0.1:{primary.port}"],
+        env=dict(os.environ, SERVICE_PORT="0", SERVICE_DATA=str(tmp_path / "r")),
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert proc.returncode == 2
     theirs = primary.get("/snapshot").json["fingerprint"]
     assert "fingerprint" in proc.stderr and theirs in proc.stderr
@@ -191,12 +205,13 @@ def test_a_client_switches_from_primary_to_replica_with_after(nodes):
     writer(primary.port, 5, "b", errors)
     wait_caught_up(primary, replica)
     with connect(f"ws://127.0.0.1:{replica.port}/subscribe/user?after={offset}", open_timeout=10) as ws:
-        got = [json.loads(ws.recv(timeout=10)) for _ in range(5 + 5 + 2)]   # inserts, links, patches
+        got = [json.loads(ws.recv(timeout=10)) for _ in range(5 + 5 + 2)]  # inserts, links, patches
     offsets = [e["offset"] for e in got]
     assert offsets == sorted(offsets) and offsets[0] > offset
 
 
 # -- the stream as untrusted input: a fake primary ------------------------------------------
+
 
 def _good_frames(n: int) -> list[bytes]:
     """Frames a real blog primary would send for n user inserts."""
@@ -205,8 +220,15 @@ def _good_frames(n: int) -> list[bytes]:
 
     frames = []
     for i in range(1, n + 1):
-        record = {"id": i, "email": f"u{i}@x.io", "name": "U", "age": None, "role": "reader",
-                  "joined": "2026-01-01T00:00:00Z", "profile": None}
+        record = {
+            "id": i,
+            "email": f"u{i}@x.io",
+            "name": "U",
+            "age": None,
+            "role": "reader",
+            "joined": "2026-01-01T00:00:00Z",
+            "profile": None,
+        }
         event = ChangeEvent(EventKind.INSERT, "User", i, i, i, record)
         frames.append(encode_frame(i, event.payload()))
     return frames
@@ -252,9 +274,11 @@ class FakePrimary:
         self.done = threading.Event()
         self.messages = messages
         self.fingerprint = fingerprint
-        fields = {"User": ["id", "email", "name", "age", "role", "joined", "profile"],
-                  "BlogPost": ["id", "author_id", "title", "body", "published", "score", "tags"],
-                  "Comment": ["id", "post_id", "author_id", "body", "created"]}
+        fields = {
+            "User": ["id", "email", "name", "age", "role", "joined", "profile"],
+            "BlogPost": ["id", "author_id", "title", "body", "published", "score", "tags"],
+            "Comment": ["id", "post_id", "author_id", "body", "created"],
+        }
         image = SnapshotImage(self.epoch, 0, [ModelImage(name, f, [], 0) for name, f in fields.items()])
         self.snapshot = b"".join(encode_snapshot(image))
         self.server = serve(self.handle, "127.0.0.1", 0, process_request=self.http)
@@ -264,8 +288,13 @@ class FakePrimary:
 
     def http(self, connection, request):
         if request.path == "/snapshot":
-            body = {"watermarks": {}, "epoch": self.epoch, "replication": True,
-                    "offset": len(self.messages), "fingerprint": self.fingerprint}
+            body = {
+                "watermarks": {},
+                "epoch": self.epoch,
+                "replication": True,
+                "offset": len(self.messages),
+                "fingerprint": self.fingerprint,
+            }
             return connection.respond(200, json.dumps(body))
         return None
 
@@ -273,11 +302,15 @@ class FakePrimary:
         import zlib
 
         if connection.request.path.startswith("/replicate/snapshot"):
-            connection.send(json.dumps({"type": "snapshot", "format": 1, "epoch": self.epoch, "offset": 0,
-                                        "fingerprint": self.fingerprint}))
+            connection.send(
+                json.dumps(
+                    {"type": "snapshot", "format": 1, "epoch": self.epoch, "offset": 0, "fingerprint": self.fingerprint}
+                )
+            )
             connection.send(self.snapshot)
-            connection.send(json.dumps({"type": "end", "bytes": len(self.snapshot),
-                                        "crc32": zlib.crc32(self.snapshot)}))
+            connection.send(
+                json.dumps({"type": "end", "bytes": len(self.snapshot), "crc32": zlib.crc32(self.snapshot)})
+            )
             return
         for message in self.messages:
             connection.send(message)
@@ -288,8 +321,19 @@ class FakePrimary:
         self.server.shutdown()
 
 
-@pytest.mark.parametrize("case", ["wrong crc", "truncated", "length past the message", "offset gap",
-                                  "offset repeat", "bad json", "unknown model", "fields of another schema"])
+@pytest.mark.parametrize(
+    "case",
+    [
+        "wrong crc",
+        "truncated",
+        "length past the message",
+        "offset gap",
+        "offset repeat",
+        "bad json",
+        "unknown model",
+        "fields of another schema",
+    ],
+)
 def test_a_bad_frame_stops_the_replica_and_nothing_past_the_last_good_one_is_applied(tmp_path, case):
     from dbsvc.compiler import compile_schema
     from dbsvc.schema import load_schema
@@ -309,7 +353,7 @@ def test_a_bad_frame_stops_the_replica_and_nothing_past_the_last_good_one_is_app
         users = replica.get("/api/user?limit=100").json
         assert [u["id"] for u in users["data"]] == [1, 2]
         assert replica.get("/snapshot").json["offset"] == 2
-        assert replica.get("/health").status == 200                      # still serving reads
+        assert replica.get("/health").status == 200  # still serving reads
         assert any("stopped following" in line for line in replica.log)
     finally:
         replica.stop()

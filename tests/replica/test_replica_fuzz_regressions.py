@@ -29,13 +29,26 @@ from dbsvc.runtime import Query
 from dbsvc.storage.logfile import encode_frame
 from support.storage import BLOG, open_store
 
-USER = {"id": 1, "email": "a@b.c", "name": "Ann", "age": None, "role": "reader",
-        "joined": "2024-01-01T00:00:00Z", "profile": None}
+USER = {
+    "id": 1,
+    "email": "a@b.c",
+    "name": "Ann",
+    "age": None,
+    "role": "reader",
+    "joined": "2024-01-01T00:00:00Z",
+    "profile": None,
+}
 
 
 def insert_frame(offset: int, record: dict) -> bytes:
-    event = {"kind": "insert", "model": "User", "offset": offset, "watermark": offset, "id": record["id"],
-             "record": record}
+    event = {
+        "kind": "insert",
+        "model": "User",
+        "offset": offset,
+        "watermark": offset,
+        "id": record["id"],
+        "record": record,
+    }
     return encode_frame(offset, json.dumps(event, separators=(",", ":")).encode())
 
 
@@ -47,8 +60,12 @@ def apply(store, frame: bytes) -> None:
 
 
 def snapshot(store) -> tuple:
-    return (store.head_offset, store.watermarks(), store.live_counts(),
-            [store.list_records(m.name, Query())[0] for m in BLOG.MODELS])
+    return (
+        store.head_offset,
+        store.watermarks(),
+        store.live_counts(),
+        [store.list_records(m.name, Query())[0] for m in BLOG.MODELS],
+    )
 
 
 @pytest.mark.parametrize("kind", [{"id": 1}, ["insert"], 1, None, "upsert"], ids=repr)
@@ -72,26 +89,30 @@ def test_a_well_formed_replicated_insert_is_applied(tmp_path):
         store.close()
 
 
-@pytest.mark.parametrize("record", [
-    dict(USER, joined=5),                # a datetime field holding a number: its index key fails
-    dict(USER, joined="2024-01-01T00:200:00"),   # a datetime that is no datetime (ValueError)
-    dict(USER, name=3),                  # a str sort field holding a number: the sorted index compares
-    dict(USER, id="x"),                  # a str id for an int-id model, next to an int id
-    dict(USER, id=[2]),                  # an unhashable id
-], ids=["datetime-as-number", "datetime-malformed", "str-as-number", "str-id", "list-id"])
+@pytest.mark.parametrize(
+    "record",
+    [
+        dict(USER, joined=5),  # a datetime field holding a number: its index key fails
+        dict(USER, joined="2024-01-01T00:200:00"),  # a datetime that is no datetime (ValueError)
+        dict(USER, name=3),  # a str sort field holding a number: the sorted index compares
+        dict(USER, id="x"),  # a str id for an int-id model, next to an int id
+        dict(USER, id=[2]),  # an unhashable id
+    ],
+    ids=["datetime-as-number", "datetime-malformed", "str-as-number", "str-id", "list-id"],
+)
 def test_a_replicated_record_of_the_wrong_shape_is_a_stream_error(tmp_path, record):
     store = open_store(str(tmp_path), sync="off", replication=True)
     try:
         apply(store, insert_frame(1, USER))
         before = snapshot(store)
         frame = insert_frame(2, dict(record, id=record["id"] if record["id"] != 1 else 2))
-        check_frame(frame, 2)                                  # the stream reader lets it through
+        check_frame(frame, 2)  # the stream reader lets it through
         with pytest.raises(StreamError):
             apply(store, frame)
-        assert snapshot(store) == before                       # nothing applied
+        assert snapshot(store) == before  # nothing applied
     finally:
         store.close()
-    store = open_store(str(tmp_path), sync="off", replication=True)   # and nothing logged
+    store = open_store(str(tmp_path), sync="off", replication=True)  # and nothing logged
     try:
         assert snapshot(store) == before
     finally:

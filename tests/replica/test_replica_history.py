@@ -32,10 +32,11 @@ DEADLINE = 60.0
 
 # -- the history record (sans-IO units) --------------------------------------------------------
 
+
 def test_a_history_shares_a_prefix_only_up_to_every_later_fork():
     a = History("a" * 32)
-    b = a.fork(40)                      # b holds a's rows up to 40
-    c = b.fork(20)                      # c holds b's rows up to 20, so a's up to 20 only
+    b = a.fork(40)  # b holds a's rows up to 40
+    c = b.fork(20)  # c holds b's rows up to 20, so a's up to 20 only
     assert b.shares_prefix(a.id, 40) and not b.shares_prefix(a.id, 41)
     assert c.shares_prefix(b.id, 20) and not c.shares_prefix(b.id, 21)
     assert c.shares_prefix(a.id, 20) and not c.shares_prefix(a.id, 30)
@@ -53,11 +54,13 @@ def test_the_history_file_is_checksummed():
 
 # -- helpers ------------------------------------------------------------------------------------
 
+
 def dbsvc(data: Path, *args: str) -> subprocess.CompletedProcess:
     env = {k: v for k, v in os.environ.items() if not k.startswith("SERVICE_")}
     env.update(SERVICE_DATA=str(data), SERVICE_TENANT="default")
-    done = subprocess.run([sys.executable, str(ROOT / "dbsvc.py"), *args], cwd=ROOT, env=env,
-                          capture_output=True, text=True, timeout=60)
+    done = subprocess.run(
+        [sys.executable, str(ROOT / "dbsvc.py"), *args], cwd=ROOT, env=env, capture_output=True, text=True, timeout=60
+    )
     assert done.returncode == 0, done.stderr
     return done
 
@@ -65,8 +68,12 @@ def dbsvc(data: Path, *args: str) -> subprocess.CompletedProcess:
 def write_users(port: int, count: int, prefix: str) -> None:
     conn = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
     for i in range(count):
-        conn.request("POST", "/api/user", json.dumps({"email": f"{prefix}{i}@x.io", "name": prefix}),
-                     {"Content-Type": "application/json"})
+        conn.request(
+            "POST",
+            "/api/user",
+            json.dumps({"email": f"{prefix}{i}@x.io", "name": prefix}),
+            {"Content-Type": "application/json"},
+        )
         reply = conn.getresponse()
         assert reply.status == 201, reply.read()
         reply.read()
@@ -90,9 +97,13 @@ def consumer(tmp_path: Path, server: Server, out: Path) -> tuple[subprocess.Pope
     err = tmp_path / f"consumer-{time.monotonic_ns()}.stderr"
     env = {k: v for k, v in os.environ.items() if not k.startswith("SERVICE_")}
     with open(err, "wb") as f:
-        proc = subprocess.Popen([sys.executable, str(ROOT / "dbsvc.py"), "replicate",
-                                 f"http://127.0.0.1:{server.port}", "--out", str(out)],
-                                cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=f)
+        proc = subprocess.Popen(
+            [sys.executable, str(ROOT / "dbsvc.py"), "replicate", f"http://127.0.0.1:{server.port}", "--out", str(out)],
+            cwd=ROOT,
+            env=env,
+            stdout=subprocess.DEVNULL,
+            stderr=f,
+        )
     return proc, err
 
 
@@ -125,10 +136,12 @@ def caught_up(primary: Server, replica: Server) -> bool:
 @pytest.fixture
 def nodes(tmp_path):
     with server_pool(tmp_path) as pool:
+
         def start(name: str, follow: Server | None = None, args: tuple[str, ...] = ()) -> Server:
             if follow is not None:
                 args = ("--follow", f"http://127.0.0.1:{follow.port}", *args)
             return pool(BLOG, None, tmp_path / name, args)
+
         yield start
 
 
@@ -144,18 +157,19 @@ def story(nodes, tmp_path):
     replica = nodes("replica", follow=primary)
     wait_for(lambda: caught_up(primary, replica), "the replica at 40", replica)
     assert replica.get("/snapshot").json["offset"] == 40
-    assert replica.stop() == 0                               # a routine restart follows
+    assert replica.stop() == 0  # a routine restart follows
     return primary, backup
 
 
 # -- a replica (`serve --follow`) ----------------------------------------------------------------
+
 
 def test_a_replica_of_a_primary_restored_from_a_backup_bootstraps_again(nodes, story):
     primary, backup = story
     before = primary.get("/snapshot").json.get("history")
     restore(primary, backup)
     primary = nodes("primary")
-    write_users(primary.port, 30, "new")                     # offsets 21-50: not the rows 21-40 it had
+    write_users(primary.port, 30, "new")  # offsets 21-50: not the rows 21-40 it had
     replica = nodes("replica", follow=primary)
     wait_for(lambda: caught_up(primary, replica), "the replica at 50", replica)
     assert not any(e.startswith("lost") for e in emails(replica))
@@ -187,14 +201,14 @@ def test_the_head_frame_alone_catches_a_restore_when_neither_side_has_a_history(
 def test_a_replica_ahead_of_its_restored_primary_keeps_its_rows_until_told(nodes, story):
     primary, backup = story
     restore(primary, backup)
-    primary = nodes("primary")                               # head 20, the replica holds 40
+    primary = nodes("primary")  # head 20, the replica holds 40
     replica = nodes("replica", follow=primary)
     wait_for(lambda: replica.get("/metrics").json["replica"]["state"] == "diverged", "diverged", replica)
     status = replica.get("/metrics").json["replica"]
     assert "primary holds offsets up to 20" in status["error"]
     health = replica.get("/health")
     assert health.status == 200 and health.json["replica"]["state"] == "diverged"
-    assert replica.get("/snapshot").json["offset"] == 40 and len(emails(replica)) == 40    # still served
+    assert replica.get("/snapshot").json["offset"] == 40 and len(emails(replica)) == 40  # still served
     assert any("--rebootstrap" in line for line in replica.log)
     assert replica.stop() == 0
     replica = nodes("replica", follow=primary, args=("--rebootstrap",))
@@ -208,7 +222,7 @@ def test_an_empty_primary_does_not_empty_its_replica(nodes, tmp_path):
     replica = nodes("replica", follow=primary)
     wait_for(lambda: caught_up(primary, replica), "the replica at 5", replica)
     assert replica.stop() == 0 and primary.stop() == 0
-    shutil.rmtree(primary.data_dir / "default")              # the primary starts over, empty
+    shutil.rmtree(primary.data_dir / "default")  # the primary starts over, empty
     primary = nodes("primary")
     replica = nodes("replica", follow=primary)
     wait_for(lambda: replica.get("/metrics").json["replica"]["state"] == "diverged", "diverged", replica)
@@ -223,20 +237,22 @@ def test_an_import_into_a_used_tenant_forks_its_history_and_a_replica_at_its_hea
     before = primary.get("/snapshot").json.get("history")
     assert replica.stop() == 0 and primary.stop() == 0
     lines = tmp_path / "more.jsonl"
-    lines.write_text("".join(f'{{"model": "User", "record": {{"email": "i{i}@x.io", "name": "I"}}}}\n'
-                             for i in range(3)))
+    lines.write_text(
+        "".join(f'{{"model": "User", "record": {{"email": "i{i}@x.io", "name": "I"}}}}\n' for i in range(3))
+    )
     dbsvc(primary.data_dir, "import", str(BLOG), str(lines))
     primary = nodes("primary")
     replica = nodes("replica", follow=primary)
     wait_for(lambda: caught_up(primary, replica), "the replica at 8", replica)
     assert emails(replica) == emails(primary)
-    assert replica.get("/metrics").json["replica"]["bootstraps"] == 0     # continued, not rebuilt
+    assert replica.get("/metrics").json["replica"]["bootstraps"] == 0  # continued, not rebuilt
     after = primary.get("/snapshot").json["history"]
     assert after["id"] != before["id"] and after["forks"][-1] == {"id": before["id"], "at": 5}
     assert replica.get("/snapshot").json["history"] == after
 
 
 # -- a `dbsvc replicate --out` file ---------------------------------------------------------------
+
 
 def test_a_replica_file_of_a_primary_restored_from_a_backup_stops_naming_the_offset(nodes, tmp_path):
     primary = nodes("primary")

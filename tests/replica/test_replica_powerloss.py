@@ -62,9 +62,9 @@ class FakeStream:
 
     def receive(self, timeout: float) -> bytes | None:
         if self.rng.random() < 0.2:
-            return None                             # the stream pauses: the consumer fsyncs
+            return None  # the stream pauses: the consumer fsyncs
         if not self.pending:
-            signal.raise_signal(signal.SIGTERM)     # rule 5: finish, fsync, status 0
+            signal.raise_signal(signal.SIGTERM)  # rule 5: finish, fsync, status 0
             return None
         return self.pending.pop(0)
 
@@ -161,8 +161,9 @@ def _run_seeds(count: int, base: str, frames: list[bytes], monkeypatch: pytest.M
         try:
             run_seed(seed, base, frames, monkeypatch)
         except Exception as exc:
-            raise AssertionError(f"seed {seed} failed; replay it alone with DBSVC_POWERLOSS_SEED={seed}: "
-                                 f"{exc!r}") from exc
+            raise AssertionError(
+                f"seed {seed} failed; replay it alone with DBSVC_POWERLOSS_SEED={seed}: {exc!r}"
+            ) from exc
 
 
 def test_replica_file_power_loss_seeds(tmp_path, primary_frames, monkeypatch):

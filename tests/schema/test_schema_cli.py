@@ -12,7 +12,10 @@ ROOT = Path(__file__).resolve().parents[2]
 def run_check(schema: Path) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [sys.executable, str(ROOT / "dbsvc.py"), "check", str(schema)],
-        cwd=ROOT, capture_output=True, text=True, timeout=60,
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=60,
     )
 
 
@@ -27,15 +30,7 @@ def test_check_accepts_the_demo_schemas() -> None:
 def test_check_reports_every_error_and_exits_1(tmp_path: Path) -> None:
     broken = tmp_path / "broken.dbs"
     broken.write_text(
-        "[runtime]\n"
-        "replication = 1\n"
-        "model A {\n"
-        "  id float @id\n"
-        "}\n"
-        "model B {\n"
-        "  id int @id\n"
-        "  a int @ref(Nope)\n"
-        "}\n",
+        "[runtime]\nreplication = 1\nmodel A {\n  id float @id\n}\nmodel B {\n  id int @id\n  a int @ref(Nope)\n}\n",
         encoding="utf-8",
     )
     result = run_check(broken)

@@ -20,9 +20,7 @@ def src(*lines: str) -> str:
 
 CASES = [
     pytest.param(
-        src('model A {', '  id int @id', '  n str $', '}'),
-        [(3, 9, "unexpected character '$'")],
-        id='unexpected_char',
+        src('model A {', '  id int @id', '  n str $', '}'), [(3, 9, "unexpected character '$'")], id='unexpected_char'
     ),
     pytest.param(
         src('[auth]', 'issuer = "abc', 'model A {', '  id int @id', '}'),
@@ -31,9 +29,7 @@ CASES = [
     ),
     pytest.param(
         src('[auth]', 'issuer = "a\\qb"', 'model A {', '  id int @id', '}'),
-        [
-            (2, 12, 'invalid escape \'\\q\' in string, expected one of \\" \\\\ \\/ \\n \\t \\r \\b \\f \\uXXXX'),
-        ],
+        [(2, 12, 'invalid escape \'\\q\' in string, expected one of \\" \\\\ \\/ \\n \\t \\r \\b \\f \\uXXXX')],
         id='bad_escape',
     ),
     pytest.param(
@@ -128,13 +124,7 @@ CASES = [
     ),
     pytest.param(
         src(
-            '[runtime]',
-            'replication = true',
-            '[runtime]',
-            'changefeed_capacity = 5',
-            'model A {',
-            '  id int @id',
-            '}',
+            '[runtime]', 'replication = true', '[runtime]', 'changefeed_capacity = 5', 'model A {', '  id int @id', '}'
         ),
         [(3, 2, "duplicate table 'runtime', first declared at line 1")],
         id='duplicate_table',
@@ -142,8 +132,12 @@ CASES = [
     pytest.param(
         src('[runtime]', 'replicas = 2', 'model A {', '  id int @id', '}'),
         [
-            (2, 1, "unknown key 'replicas' in [runtime], expected one of replication, changefeed_capacity, "
-                   "replication_retain_mb"),
+            (
+                2,
+                1,
+                "unknown key 'replicas' in [runtime], expected one of replication, changefeed_capacity, "
+                "replication_retain_mb",
+            )
         ],
         id='runtime_unknown_key',
     ),
@@ -190,7 +184,11 @@ CASES = [
     pytest.param(
         src('[auth]', 'secret = "x"', 'model A {', '  id int @id', '}'),
         [
-            (2, 1, "unknown key 'secret' in [auth], expected one of issuer, audience, alg, tenant_claim, leeway, pubkey, jwks_url"),
+            (
+                2,
+                1,
+                "unknown key 'secret' in [auth], expected one of issuer, audience, alg, tenant_claim, leeway, pubkey, jwks_url",
+            )
         ],
         id='auth_unknown_key',
     ),
@@ -207,7 +205,11 @@ CASES = [
     pytest.param(
         src('[auth]', 'alg = "HS256"', 'model A {', '  id int @id', '}'),
         [
-            (2, 7, '[auth] alg expects an asymmetric algorithm, one of RS256, RS384, RS512, PS256, PS384, PS512, ES256, ES384, ES512, EdDSA, got "HS256"'),
+            (
+                2,
+                7,
+                '[auth] alg expects an asymmetric algorithm, one of RS256, RS384, RS512, PS256, PS384, PS512, ES256, ES384, ES512, EdDSA, got "HS256"',
+            )
         ],
         id='auth_alg_symmetric',
     ),
@@ -227,22 +229,28 @@ CASES = [
         id='no_models',
     ),
     pytest.param(
-        src(),
-        [(1, 1, "the schema declares no models, expected at least one 'model Name { ... }'")],
-        id='empty',
+        src(), [(1, 1, "the schema declares no models, expected at least one 'model Name { ... }'")], id='empty'
     ),
     pytest.param(
         src('model blog_post {', '  id int @id', '}'),
         [
-            (1, 7, "model name 'blog_post' is not CapWords, expected a capital letter then letters and digits, such as 'BlogPost'"),
+            (
+                1,
+                7,
+                "model name 'blog_post' is not CapWords, expected a capital letter then letters and digits, such as 'BlogPost'",
+            )
         ],
         id='model_not_capwords',
     ),
     pytest.param(
         src('model HTTPLog {', '  id int @id', '}', 'model HttpLog {', '  id int @id', '}'),
         [
-            (4, 7, "model 'HttpLog' would be served at '/api/http-log' like model 'HTTPLog' (line 1), "
-                   "expected a name with a different route"),
+            (
+                4,
+                7,
+                "model 'HttpLog' would be served at '/api/http-log' like model 'HTTPLog' (line 1), "
+                "expected a name with a different route",
+            )
         ],
         id='route_collision',
     ),
@@ -264,14 +272,22 @@ CASES = [
     pytest.param(
         src('model A {', '  id integer @id', '}'),
         [
-            (2, 6, "unknown type 'integer' for field 'id', expected int, float, str, bool, json, datetime, date, uuid or enum(...)"),
+            (
+                2,
+                6,
+                "unknown type 'integer' for field 'id', expected int, float, str, bool, json, datetime, date, uuid or enum(...)",
+            )
         ],
         id='unknown_type',
     ),
     pytest.param(
         src('model A {', '  id int @id @primary', '}'),
         [
-            (2, 14, "unknown attribute '@primary' on field 'id', expected one of @id, @unique, @filter, @sort, @min, @max, @default, @ref"),
+            (
+                2,
+                14,
+                "unknown attribute '@primary' on field 'id', expected one of @id, @unique, @filter, @sort, @min, @max, @default, @ref",
+            )
         ],
         id='unknown_attribute',
     ),
@@ -283,14 +299,16 @@ CASES = [
     pytest.param(
         src('model A {', '  id int @id', '  @index(id)', '}'),
         [
-            (3, 3, "unknown model attribute '@index' in model 'A', expected '@projection' (field attributes go after the field's type)"),
+            (
+                3,
+                3,
+                "unknown model attribute '@index' in model 'A', expected '@projection' (field attributes go after the field's type)",
+            )
         ],
         id='unknown_model_attribute',
     ),
     pytest.param(
-        src('model A {', '  id int @id(1)', '}'),
-        [(2, 10, '@id takes no arguments, got 1')],
-        id='flag_with_args',
+        src('model A {', '  id int @id(1)', '}'), [(2, 10, '@id takes no arguments, got 1')], id='flag_with_args'
     ),
     pytest.param(
         src('model A {', '  id int @id', '  n int @min', '}'),
@@ -318,15 +336,11 @@ CASES = [
         id='default_no_args',
     ),
     pytest.param(
-        src('model A {', '  n int', '}'),
-        [(1, 7, "model 'A' has no @id field, expected exactly one")],
-        id='missing_id',
+        src('model A {', '  n int', '}'), [(1, 7, "model 'A' has no @id field, expected exactly one")], id='missing_id'
     ),
     pytest.param(
         src('model A {', '  id int @id', '  code str @id', '}'),
-        [
-            (3, 12, "model 'A' has a second @id field 'code' (the first is 'id'), expected exactly one"),
-        ],
+        [(3, 12, "model 'A' has a second @id field 'code' (the first is 'id'), expected exactly one")],
         id='double_id',
     ),
     pytest.param(
@@ -361,9 +375,7 @@ CASES = [
     ),
     pytest.param(
         src('model A {', '  id int @id', '}', 'model B {', '  id int @id', '  a str @ref(A)', '}'),
-        [
-            (6, 14, "@ref(A) on str field 'a' does not match the int id of model 'A', expected type 'int'"),
-        ],
+        [(6, 14, "@ref(A) on str field 'a' does not match the int id of model 'A', expected type 'int'")],
         id='ref_type_mismatch',
     ),
     pytest.param(
@@ -394,14 +406,22 @@ CASES = [
     pytest.param(
         src('model A {', '  id int @id', '  limit int', '}'),
         [
-            (3, 3, "field name 'limit' is reserved for a query parameter, expected another name (reserved: after, as_of, limit, offset, projection, sort)"),
+            (
+                3,
+                3,
+                "field name 'limit' is reserved for a query parameter, expected another name (reserved: after, as_of, limit, offset, projection, sort)",
+            )
         ],
         id='reserved_name',
     ),
     pytest.param(
         src('model A {', '  id int @id', '  authorId int', '}'),
         [
-            (3, 3, "field name 'authorId' is not snake_case, expected lower-case letters, digits and '_', starting with a letter"),
+            (
+                3,
+                3,
+                "field name 'authorId' is not snake_case, expected lower-case letters, digits and '_', starting with a letter",
+            )
         ],
         id='not_snake',
     ),
@@ -472,15 +492,17 @@ CASES = [
     ),
     pytest.param(
         src('model A {', '  id int @id', '  s str @default(null)', '}'),
-        [
-            (3, 18, "@default(null) on non-nullable field 's', expected a str value or a '?' after the type"),
-        ],
+        [(3, 18, "@default(null) on non-nullable field 's', expected a str value or a '?' after the type")],
         id='default_null_not_nullable',
     ),
     pytest.param(
         src('model A {', '  id int @id', '  t datetime @default("2024-01-01")', '}'),
         [
-            (3, 23, '@default on datetime field \'t\' expects an RFC 3339 instant with an offset such as "2024-01-31T12:00:00Z", got "2024-01-01"'),
+            (
+                3,
+                23,
+                '@default on datetime field \'t\' expects an RFC 3339 instant with an offset such as "2024-01-31T12:00:00Z", got "2024-01-01"',
+            )
         ],
         id='default_bad_datetime',
     ),
@@ -492,7 +514,11 @@ CASES = [
     pytest.param(
         src('model A {', '  id uuid @id', '  u uuid @default("not-a-uuid")', '}'),
         [
-            (3, 19, '@default on uuid field \'u\' expects the form \'xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx\', got "not-a-uuid"'),
+            (
+                3,
+                19,
+                '@default on uuid field \'u\' expects the form \'xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx\', got "not-a-uuid"',
+            )
         ],
         id='default_bad_uuid',
     ),
@@ -503,9 +529,7 @@ CASES = [
     ),
     pytest.param(
         src('model A {', '  id int @id', '  n int @default(9223372036854775808)', '}'),
-        [
-            (3, 18, "@default on int field 'n' is outside the signed 64-bit range, got 9223372036854775808"),
-        ],
+        [(3, 18, "@default on int field 'n' is outside the signed 64-bit range, got 9223372036854775808")],
         id='default_int_overflow',
     ),
     pytest.param(
@@ -537,7 +561,11 @@ CASES = [
             (3, 14, "@min(9) of field 'n' is above @max(1)"),
             (6, 12, "@id field 'id' has type 'float', expected int, str or uuid"),
             (7, 10, "@sort on json field 'x' is not allowed: json values have no order"),
-            (10, 7, "unknown type 'bad' for field 'bad', expected int, float, str, bool, json, datetime, date, uuid or enum(...)"),
+            (
+                10,
+                7,
+                "unknown type 'bad' for field 'bad', expected int, float, str, bool, json, datetime, date, uuid or enum(...)",
+            ),
             (11, 19, "@ref to unknown model 'Nope', expected one of the declared models (A, B, C)"),
         ],
         id='several_models',
@@ -559,9 +587,7 @@ CASES = [
     ),
     pytest.param(
         src('model A {', '  id int @id', '  b json @ref(A)', '}'),
-        [
-            (3, 15, "@ref(A) on json field 'b' does not match the int id of model 'A', expected type 'int'"),
-        ],
+        [(3, 15, "@ref(A) on json field 'b' does not match the int id of model 'A', expected type 'int'")],
         id='ref_from_json_field',
     ),
     pytest.param(
@@ -581,12 +607,7 @@ CASES = [
     ),
     pytest.param(
         src(
-            'model A {',
-            '  id int @id',
-            '  a int @min(',
-            '  b str @max(3) @default("toolong")',
-            '  c json @filter',
-            '}',
+            'model A {', '  id int @id', '  a int @min(', '  b str @max(3) @default("toolong")', '  c json @filter', '}'
         ),
         [
             (3, 14, "expected an argument of '@min', got end of line"),

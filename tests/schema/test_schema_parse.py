@@ -21,9 +21,15 @@ def field_of(body: str, name: str = "f") -> Field:
 @pytest.mark.parametrize(
     ("written", "expected"),
     [
-        ("int", FieldType.INT), ("float", FieldType.FLOAT), ("str", FieldType.STR),
-        ("bool", FieldType.BOOL), ("json", FieldType.JSON), ("datetime", FieldType.DATETIME),
-        ("date", FieldType.DATE), ("uuid", FieldType.UUID), ("enum(a, b)", FieldType.ENUM),
+        ("int", FieldType.INT),
+        ("float", FieldType.FLOAT),
+        ("str", FieldType.STR),
+        ("bool", FieldType.BOOL),
+        ("json", FieldType.JSON),
+        ("datetime", FieldType.DATETIME),
+        ("date", FieldType.DATE),
+        ("uuid", FieldType.UUID),
+        ("enum(a, b)", FieldType.ENUM),
     ],
 )
 def test_parse_accepts_every_type(written: str, expected: FieldType) -> None:
@@ -92,7 +98,10 @@ def test_parse_reads_bounds(body: str, low: float | None, high: float | None) ->
         ("  f datetime @default(now)", Default(DefaultKind.NOW)),
         ('  f datetime @default("2024-01-31T12:00:00Z")', Default(DefaultKind.VALUE, "2024-01-31T12:00:00Z")),
         ('  f datetime @default("2024-01-01T01:30:00+02:00")', Default(DefaultKind.VALUE, "2023-12-31T23:30:00Z")),
-        ('  f datetime @default("2024-01-31t12:00:00.250z")', Default(DefaultKind.VALUE, "2024-01-31T12:00:00.250000Z")),
+        (
+            '  f datetime @default("2024-01-31t12:00:00.250z")',
+            Default(DefaultKind.VALUE, "2024-01-31T12:00:00.250000Z"),
+        ),
         ('  f date @default("2024-02-29")', Default(DefaultKind.VALUE, "2024-02-29")),
         ("  f uuid @default(uuid)", Default(DefaultKind.UUID)),
         (
@@ -188,7 +197,11 @@ def test_parse_reads_the_auth_table_and_resolves_pubkey_beside_the_schema() -> N
     )
     auth = one_model("", header).auth
     assert (auth.issuer, auth.audience, auth.alg, auth.tenant_claim, auth.leeway) == (
-        "https://id/", "aud", "ES256", "org", 0,
+        "https://id/",
+        "aud",
+        "ES256",
+        "org",
+        0,
     )
     assert auth.pubkey == "dir/keys/idp.pem"
 

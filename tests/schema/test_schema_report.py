@@ -25,8 +25,9 @@ def test_format_errors_shows_the_line_and_a_caret_under_the_column() -> None:
 
 
 def test_format_errors_omits_the_source_line_when_there_is_none() -> None:
-    errors = SchemaErrors([SchemaError("expected '}' to close model 'A', got end of file", 3, 1, "a.dbs")],
-                          "model A {\n  id int @id\n")
+    errors = SchemaErrors(
+        [SchemaError("expected '}' to close model 'A', got end of file", 3, 1, "a.dbs")], "model A {\n  id int @id\n"
+    )
     assert format_errors(errors) == "a.dbs:3:1: error: expected '}' to close model 'A', got end of file"
 
 

@@ -25,6 +25,7 @@ async def writes(store, base: int) -> None:
     async def one(i: int) -> None:
         await store.insert("User", user(base + i))
         mark("ACK")
+
     await asyncio.gather(*(one(i) for i in range(20)))
     await store.insert("BlogPost", post(None, author=base))
     mark("ACK")

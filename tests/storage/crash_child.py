@@ -24,7 +24,7 @@ from dbsvc.errors import ForeignKeyViolation, NotFound, PayloadTooLarge, Referen
 from dbsvc.storage.events import record_limit
 from support.storage import open_store, post, user
 
-LIMIT = 16384                   # max_payload: the same value as test_storage_crash.py's
+LIMIT = 16384  # max_payload: the same value as test_storage_crash.py's
 RECORD = record_limit(LIMIT)
 
 
@@ -52,14 +52,23 @@ async def writer(store, rnd: random.Random) -> None:
                 emit("insert", "User", rec["id"], rec)
             elif op < 0.65:
                 author = rnd.choice(list(users))
-                rec = await store.insert("BlogPost", post(None, author=author, title="t" * rnd.randrange(1, 300),
-                                                          score=float(rnd.randrange(10)), body=body(rnd)))
+                rec = await store.insert(
+                    "BlogPost",
+                    post(
+                        None,
+                        author=author,
+                        title="t" * rnd.randrange(1, 300),
+                        score=float(rnd.randrange(10)),
+                        body=body(rnd),
+                    ),
+                )
                 emit("insert", "BlogPost", rec["id"], rec)
             elif op < 0.8 and posts:
                 pid = rnd.choice(list(posts))
                 author = rnd.choice(list(users))
-                _prev, rec = await store.replace("BlogPost", pid, post(pid, author=author, title=f"r{rnd.random()}",
-                                                                       body=body(rnd)))
+                _prev, rec = await store.replace(
+                    "BlogPost", pid, post(pid, author=author, title=f"r{rnd.random()}", body=body(rnd))
+                )
                 emit("update", "BlogPost", pid, rec)
             elif op < 0.95 and posts:
                 pid = rnd.choice(list(posts))

@@ -35,9 +35,14 @@ NAMES = st.sampled_from(["ann", "bob", "cy", "dee"])
 AGES = st.one_of(st.none(), st.integers(0, 5))
 QUERIES = st.builds(
     Query,
-    filters=st.one_of(st.just({}), st.builds(lambda n: {"name": frozenset(n)}, st.sets(NAMES, min_size=1, max_size=2)),
-                      st.builds(lambda r: {"role": frozenset([r])}, st.sampled_from(["admin", "reader"]))),
-    sort=st.sampled_from([(), (("age", False),), (("age", True),), (("name", True), ("age", False)), (("joined", False),)]),
+    filters=st.one_of(
+        st.just({}),
+        st.builds(lambda n: {"name": frozenset(n)}, st.sets(NAMES, min_size=1, max_size=2)),
+        st.builds(lambda r: {"role": frozenset([r])}, st.sampled_from(["admin", "reader"])),
+    ),
+    sort=st.sampled_from(
+        [(), (("age", False),), (("age", True),), (("name", True), ("age", False)), (("joined", False),)]
+    ),
     limit=st.integers(0, 6),
     offset=st.integers(0, 4),
 )
@@ -49,7 +54,7 @@ class AsOfMachine(RuleBasedStateMachine):
         self.data = tempfile.mkdtemp()
         self.tenant = create_tenant(self.data, "t")
         self.store = open_store(self.tenant, sync="off")
-        self.history: list[dict] = [{}]          # history[n]: the state after n rows of this epoch
+        self.history: list[dict] = [{}]  # history[n]: the state after n rows of this epoch
 
     def teardown(self):
         self.store.close()
@@ -138,14 +143,28 @@ class FixedSeedAsOfMachine(AsOfMachine):
 
 
 def test_as_of_matches_a_model():
-    run_state_machine_as_test(FixedSeedAsOfMachine, settings=settings(
-        max_examples=40, stateful_step_count=40, deadline=None, derandomize=True,
-        suppress_health_check=[HealthCheck.too_slow]))
+    run_state_machine_as_test(
+        FixedSeedAsOfMachine,
+        settings=settings(
+            max_examples=40,
+            stateful_step_count=40,
+            deadline=None,
+            derandomize=True,
+            suppress_health_check=[HealthCheck.too_slow],
+        ),
+    )
 
 
 @pytest.mark.slow
 @pytest.mark.timeout(1800)
 def test_as_of_matches_a_model_random_search():
-    run_state_machine_as_test(AsOfMachine, settings=settings(
-        max_examples=400, stateful_step_count=60, deadline=None, database=None,
-        suppress_health_check=[HealthCheck.too_slow]))
+    run_state_machine_as_test(
+        AsOfMachine,
+        settings=settings(
+            max_examples=400,
+            stateful_step_count=60,
+            deadline=None,
+            database=None,
+            suppress_health_check=[HealthCheck.too_slow],
+        ),
+    )

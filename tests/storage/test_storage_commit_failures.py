@@ -21,7 +21,7 @@ from dbsvc.storage.files import FaultPlan, FileOps
 from support.storage import open_store, run, user
 
 TINY = 32 * 1024
-WAIT = 60.0            # generous: a loaded two-core machine
+WAIT = 60.0  # generous: a loaded two-core machine
 
 
 class FsyncGate(FaultPlan):
@@ -31,7 +31,7 @@ class FsyncGate(FaultPlan):
 
     def __init__(self, error: int | None) -> None:
         super().__init__(None)
-        self.rules = {"fsync": (1, 1, "GATE")}      # non-empty: LogWriter consults the plan
+        self.rules = {"fsync": (1, 1, "GATE")}  # non-empty: LogWriter consults the plan
         self.error = error
         self.armed = False
         self.in_flight = threading.Event()
@@ -97,6 +97,7 @@ def test_metrics_after_a_failed_fsync_count_the_lost_writes_and_the_real_log_siz
 
     async def burst():
         return await asyncio.gather(*(s.insert("User", user(i)) for i in range(2, 7)), return_exceptions=True)
+
     results = run(burst())
     assert all(isinstance(r, Unavailable) for r in results)
     stats = s.stats()
@@ -128,7 +129,8 @@ def append_only(tenant):
 
 
 def test_a_failed_cut_back_is_logged_and_the_unacknowledged_whole_frames_survive_a_restart(
-        tenant, monkeypatch, caplog, append_only):
+    tenant, monkeypatch, caplog, append_only
+):
     monkeypatch.setenv("DBSVC_FAULT", "fsync:2:EIO")
     s = open_store(tenant)
     run(s.insert("User", user(1)))
@@ -138,13 +140,16 @@ def test_a_failed_cut_back_is_logged_and_the_unacknowledged_whole_frames_survive
 
     async def burst():
         return await asyncio.gather(*(s.insert("User", user(i)) for i in range(2, 5)), return_exceptions=True)
+
     with caplog.at_level(logging.ERROR, logger="dbsvc.storage"):
         results = run(burst())
     assert all(isinstance(r, Unavailable) for r in results)
     assert s.stats()["read_only"] is True
     # The operator is told which file kept which extra bytes, and why.
-    expected = (f"could not truncate {path} to {acked_size} bytes after an I/O error: "
-                f"[Errno {errno.EPERM}] {os.strerror(errno.EPERM)}")
+    expected = (
+        f"could not truncate {path} to {acked_size} bytes after an I/O error: "
+        f"[Errno {errno.EPERM}] {os.strerror(errno.EPERM)}"
+    )
     assert expected in [r.getMessage() for r in caplog.records]
     assert os.path.getsize(path) > acked_size
     s.close()
@@ -168,6 +173,7 @@ def test_a_log_switch_asked_for_after_a_failure_is_refused_with_the_cause(tmp_pa
         with pytest.raises(Unavailable) as refused:
             await queue.run_between_fsyncs(lambda: switched.append(True))
         return str(refused.value)
+
     try:
         message = run(go())
     finally:
@@ -183,7 +189,7 @@ def test_an_fsync_failing_while_a_compaction_waits_to_switch_fails_both_and_keep
     s = open_store(tenant, compact_bytes=TINY)
     gate = FsyncGate(errno.EIO)
     s.commit_queue.writer.faults = gate
-    s.compactor.faults = HoldCompaction(gate.in_flight)          # taken by the compaction when it starts
+    s.compactor.faults = HoldCompaction(gate.in_flight)  # taken by the compaction when it starts
     epoch = s.epoch
     acked: dict[int, dict] = {}
 
@@ -230,7 +236,7 @@ def test_a_write_queued_across_a_log_switch_is_published_as_the_new_log_holds_it
         gate.armed = True
         first = asyncio.ensure_future(s.insert("User", user(100)))
         await _until(gate.in_flight.is_set, "the fsync to be in flight")
-        second = asyncio.ensure_future(s.insert("User", user(101)))     # queued behind it
+        second = asyncio.ensure_future(s.insert("User", user(101)))  # queued behind it
         await asyncio.sleep(0)
         await _until(lambda: s.commit_queue.switch_requested or s.compaction is None, "the log switch")
         assert s.commit_queue.switch_requested, "the compaction ended before it asked to switch"
@@ -270,6 +276,7 @@ def test_a_failure_right_after_a_compaction_cuts_the_new_log_back_to_its_own_end
     async def go():
         await _start_compaction(s)
         await _until(lambda: s.compaction is None, "the compaction to finish")
+
     run(go())
     assert s.epoch != epoch
     reopened = _fail_a_write_and_reopen(s, tenant, 100)
@@ -297,8 +304,9 @@ def _fail_a_write_and_reopen(s: Store, tenant: str, id_: int) -> Store:
 
 def _queue_on(path: str, faults: FaultPlan) -> tuple[CommitQueue, int]:
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
-    return CommitQueue(LogWriter(path, fd, 0, faults), sync=True,
-                       publish=lambda event, frame: None, rollback=lambda undo: None), fd
+    return CommitQueue(
+        LogWriter(path, fd, 0, faults), sync=True, publish=lambda event, frame: None, rollback=lambda undo: None
+    ), fd
 
 
 def test_a_log_switch_that_fails_before_its_commit_point_fails_alone(tmp_path):
@@ -318,6 +326,7 @@ def test_a_log_switch_that_fails_before_its_commit_point_fails_alone(tmp_path):
             await asyncio.wait_for(switched, WAIT)
         await asyncio.wait_for(first, WAIT)
         await asyncio.wait_for(queue.submit(b"frame two;", "event 2", lambda: "undo 2"), WAIT)
+
     try:
         run(go())
         assert queue.health().writable and queue.stats.commits == 2
@@ -355,9 +364,10 @@ def test_a_full_disk_while_a_switch_waits_fails_the_switch_and_writes_resume_wit
             for future in (refused, switched):
                 with pytest.raises(Unavailable, match="write not stored: writes are refused: no space"):
                     await asyncio.wait_for(future, WAIT)
-        queue.check_writable()                          # the probe finds room: OK again
+        queue.check_writable()  # the probe finds room: OK again
         await asyncio.wait_for(queue.submit(b"frame three;", "event 3", lambda: "undo 3"), WAIT)
         await asyncio.wait_for(queue.run_between_fsyncs(lambda: switches.append("second")), WAIT)
+
     try:
         run(go())
         assert queue.health().writable
@@ -386,6 +396,7 @@ def test_an_fsync_does_not_wait_for_the_loops_default_executor(tenant):
         finally:
             blocker.set()
             await busy
+
     try:
         assert run(go()) == user(1)
         assert s.stats()["fsyncs"] == 1
@@ -409,11 +420,11 @@ def test_close_waits_for_an_fsync_in_flight_before_closing_the_log(tenant):
         await _until(gate.in_flight.is_set, "the fsync to be in flight")
         timer = threading.Timer(0.3, gate.release.set)
         timer.start()
-        s.close()                                   # on the loop, as the service's shutdown does
+        s.close()  # on the loop, as the service's shutdown does
         released_when_closed.append(gate.release.is_set())
         timer.join()
         return await write
 
     record = run(go())
     assert released_when_closed == [True], "close() returned while an fsync was still in flight"
-    assert _users(tenant) == [record["id"]]         # acknowledged by close()'s own final fsync
+    assert _users(tenant) == [record["id"]]  # acknowledged by close()'s own final fsync

@@ -110,14 +110,15 @@ def test_a_batch_out_of_space_is_refused_cut_back_and_taken_once_there_is_room(t
     assert str(refused.value) == (
         "batch not stored: writes are refused: no space for the log ([Errno 28] No space left on device "
         "(injected by DBSVC_FAULT write:2)); the server checks for room every 1 s and takes writes "
-        "again once there is some, with no restart")
+        "again once there is some, with no restart"
+    )
     assert s.health().state is WriteState.REFUSING
     assert s.stats()["failed_writes"] == 3
     assert os.path.getsize(_log(tenant)) == size
     assert [r["id"] for r in s.list_records("User", Query())[0]] == [1]
-    assert s.health(retry=True).state is WriteState.REFUSING        # no probe before the interval
+    assert s.health(retry=True).state is WriteState.REFUSING  # no probe before the interval
     clock.now += commit.RETRY_INTERVAL
-    assert s.health(retry=True).state is WriteState.OK               # probe: write 3, room
+    assert s.health(retry=True).state is WriteState.OK  # probe: write 3, room
     assert [r["id"] for r in s.insert_batch(_batch(2, 3))] == [2, 3]
     s.close()
     monkeypatch.delenv("DBSVC_FAULT")
@@ -137,12 +138,13 @@ def test_a_batch_whose_fsync_or_write_fails_is_fail_stop_and_cut_back(tenant, mo
     cause = f"[Errno {getattr(errno, name)}] {os.strerror(getattr(errno, name))} (injected by DBSVC_FAULT {op}:2)"
     assert str(refused.value) == (
         f"batch not stored: the store is read-only after an I/O error on the log ({cause}): nothing "
-        "written since can be trusted; fix the disk, then restart the server")
+        "written since can be trusted; fix the disk, then restart the server"
+    )
     assert f"batch write to {_log(tenant)} failed: {cause}" in [r.getMessage() for r in caplog.records]
     assert os.path.getsize(_log(tenant)) == size
     assert s.stats()["failed_writes"] == 2
     clock.now += 10 * commit.RETRY_INTERVAL
-    assert s.health(retry=True).state is WriteState.FAILED          # never probed, never back
+    assert s.health(retry=True).state is WriteState.FAILED  # never probed, never back
     with pytest.raises(Unavailable, match="read-only"):
         s.insert_batch(_batch(4))
     s.close()
@@ -154,8 +156,12 @@ def _queue(tmp_path) -> tuple[CommitQueue, str, int]:
     path = str(tmp_path / "log")
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
     os.write(fd, b"acknowledged")
-    queue = CommitQueue(LogWriter(path, fd, len(b"acknowledged")), sync=True,
-                        publish=lambda event, frame: None, rollback=lambda undo: None)
+    queue = CommitQueue(
+        LogWriter(path, fd, len(b"acknowledged")),
+        sync=True,
+        publish=lambda event, frame: None,
+        rollback=lambda undo: None,
+    )
     return queue, path, fd
 
 
@@ -206,8 +212,9 @@ def test_a_batch_broken_by_another_exception_that_cannot_be_cut_back_is_fail_sto
 # -- the clock of the room probes ----------------------------------------------------------
 
 
-def test_room_is_probed_once_per_interval_from_the_refusal_and_from_each_failed_probe(tenant, monkeypatch,
-                                                                                         clock, caplog):
+def test_room_is_probed_once_per_interval_from_the_refusal_and_from_each_failed_probe(
+    tenant, monkeypatch, clock, caplog
+):
     # write 1: user 1; write 2: user 2, no space; write 3: a probe, no space; write 4: room.
     monkeypatch.setenv("DBSVC_FAULT", "write:2-3:ENOSPC")
     s = open_store(tenant)
@@ -217,22 +224,23 @@ def test_room_is_probed_once_per_interval_from_the_refusal_and_from_each_failed_
     faults = s.commit_queue.writer.faults
     refused_at = clock.now
     clock.now = refused_at + commit.RETRY_INTERVAL / 2
-    assert s.health(retry=True).state is WriteState.REFUSING      # too soon: not probed
+    assert s.health(retry=True).state is WriteState.REFUSING  # too soon: not probed
     assert faults.counts["write"] == 2
-    clock.now = refused_at + commit.RETRY_INTERVAL                   # due: probe 3, no room
+    clock.now = refused_at + commit.RETRY_INTERVAL  # due: probe 3, no room
     with pytest.raises(Unavailable, match="no space"):
         run(s.insert("User", user(2)))
     assert faults.counts["write"] == 3
-    clock.now = refused_at + 1.5 * commit.RETRY_INTERVAL           # the interval starts again
+    clock.now = refused_at + 1.5 * commit.RETRY_INTERVAL  # the interval starts again
     assert s.health(retry=True).state is WriteState.REFUSING
     assert faults.counts["write"] == 3
     clock.now = refused_at + 2 * commit.RETRY_INTERVAL
     with caplog.at_level(logging.WARNING, logger="dbsvc.storage"):
-        assert run(s.insert("User", user(2))) == user(2)            # probe 4: room; then write 5
+        assert run(s.insert("User", user(2))) == user(2)  # probe 4: room; then write 5
     assert faults.counts["write"] == 5
-    assert (f"{_log(tenant)} has room again (the write refused since failed with: [Errno 28] No space left "
-            "on device (injected by DBSVC_FAULT write:2)); taking writes again") in [
-        r.getMessage() for r in caplog.records]
+    assert (
+        f"{_log(tenant)} has room again (the write refused since failed with: [Errno 28] No space left "
+        "on device (injected by DBSVC_FAULT write:2)); taking writes again"
+    ) in [r.getMessage() for r in caplog.records]
     assert s.health(retry=True).state is WriteState.OK
     s.close()
     monkeypatch.delenv("DBSVC_FAULT")
@@ -271,7 +279,7 @@ def test_failed_writes_add_up_over_every_episode_of_a_full_disk(tenant, clock):
             run(s.insert("User", user(5)))
     assert s.stats()["failed_writes"] == 4
     clock.now += commit.RETRY_INTERVAL
-    assert run(s.insert("User", user(5))) == user(5)                # its own probe found room
+    assert run(s.insert("User", user(5))) == user(5)  # its own probe found room
     assert s.stats()["failed_writes"] == 4
     s.close()
     assert _stored_users(tenant) == [1, 5]
@@ -291,12 +299,14 @@ def test_a_probe_that_meets_an_io_error_refuses_every_write_without_touching_the
                 run(s.insert("User", user(3)))
             assert str(refused.value) == (
                 "the store is read-only after an I/O error on the log ([Errno 5] injected: Input/output "
-                "error): nothing written since can be trusted; fix the disk, then restart the server")
+                "error): nothing written since can be trusted; fix the disk, then restart the server"
+            )
         clock.now += 10 * commit.RETRY_INTERVAL
         assert s.health(retry=True).state is WriteState.FAILED
-    assert broken.calls == 1                                          # the probe, nothing after it
-    assert (f"probing {_log(tenant)} for room failed: [Errno 5] injected: Input/output error; "
-            "the store is now read-only") in [r.getMessage() for r in caplog.records]
+    assert broken.calls == 1  # the probe, nothing after it
+    assert (
+        f"probing {_log(tenant)} for room failed: [Errno 5] injected: Input/output error; the store is now read-only"
+    ) in [r.getMessage() for r in caplog.records]
     assert s.stats()["failed_writes"] == 1
     s.close()
     assert _stored_users(tenant) == [1]
@@ -308,12 +318,14 @@ def test_a_probe_that_meets_an_io_error_refuses_every_write_without_touching_the
 def _close_with_a_write_queued(s, record: dict):
     """Start an insert, let it reach its wait for the fsync, then close the store before the
     committer ran: the insert's answer is whatever `close()` made of it."""
+
     async def go():
         write = asyncio.ensure_future(s.insert("User", record))
-        await asyncio.sleep(0)                      # the write is appended and queued
+        await asyncio.sleep(0)  # the write is appended and queued
         assert s.commit_queue.pending == 1
         s.close()
         return await asyncio.gather(write, return_exceptions=True)
+
     return run(go())[0]
 
 
@@ -333,8 +345,9 @@ def test_close_whose_final_fsync_fails_refuses_the_queued_write_and_cuts_it_off(
         answer = _close_with_a_write_queued(s, user(2))
     assert isinstance(answer, Unavailable)
     assert str(answer).startswith("write not stored: the store is read-only after an I/O error on the log")
-    assert (f"final fsync of {_log(tenant)} failed: [Errno 5] Input/output error (injected by DBSVC_FAULT "
-            "fsync:2)") in [r.getMessage() for r in caplog.records]
+    assert (
+        f"final fsync of {_log(tenant)} failed: [Errno 5] Input/output error (injected by DBSVC_FAULT fsync:2)"
+    ) in [r.getMessage() for r in caplog.records]
     assert os.path.getsize(_log(tenant)) == size
     monkeypatch.delenv("DBSVC_FAULT")
     assert _stored_users(tenant) == [1]
@@ -358,7 +371,7 @@ def test_a_store_used_from_a_second_event_loop_while_the_first_is_still_open_com
     threads = set(threading.enumerate())
     try:
         assert first.run_until_complete(s.insert("User", user(1))) == user(1)
-        assert [t.get_name() for t in asyncio.all_tasks(first)] == ["dbsvc-committer"]   # still pending there
+        assert [t.get_name() for t in asyncio.all_tasks(first)] == ["dbsvc-committer"]  # still pending there
         # Named for whoever looks at a live process (py-spy dump, threading.enumerate()).
         assert [t.name for t in threading.enumerate() if t not in threads] == ["dbsvc-fsync_0"]
         assert run(asyncio.wait_for(s.insert("User", user(2)), 10.0)) == user(2)
@@ -392,9 +405,10 @@ def test_without_fsync_a_lone_write_is_answered_in_the_same_turn_of_the_loop(ten
         writes = []
         for i in (1, 2, 3):
             write = asyncio.ensure_future(s.insert("User", user(i)))
-            await asyncio.sleep(0)                          # one turn: the write runs and returns
+            await asyncio.sleep(0)  # one turn: the write runs and returns
             writes.append(write.done())
         return writes
+
     assert run(go()) == [True, True, True]
     assert s.stats()["fsyncs"] == 0
     s.close()
@@ -426,21 +440,23 @@ def test_writes_arriving_together_share_one_fsync_and_each_write_alone_gets_its_
 
     async def together():
         return await asyncio.gather(*(s.insert("User", user(i)) for i in range(4, 9)))
+
     assert [r["id"] for r in run(together())] == [4, 5, 6, 7, 8]
     assert (s.stats()["fsyncs"], s.stats()["commits"]) == (4, 8)
     s.close()
     assert _stored_users(tenant) == list(range(1, 9))
 
 
-@pytest.mark.parametrize("code, then", [(errno.ENOSPC, "writes are refused until there is room"),
-                                        (errno.EIO, "the store is now read-only")])
-def test_a_failed_write_is_logged_with_what_follows_and_the_writes_behind_it_are_refused(tenant, caplog, code,
-                                                                                       then):
+@pytest.mark.parametrize(
+    "code, then", [(errno.ENOSPC, "writes are refused until there is room"), (errno.EIO, "the store is now read-only")]
+)
+def test_a_failed_write_is_logged_with_what_follows_and_the_writes_behind_it_are_refused(tenant, caplog, code, then):
     s = open_store(tenant)
     run(s.insert("User", user(1)))
 
     async def together():
         return await asyncio.gather(*(s.insert("User", user(i)) for i in (2, 3, 4)), return_exceptions=True)
+
     disk = NoSpace(code)
     with files.use(disk), caplog.at_level(logging.ERROR, logger="dbsvc.storage"):
         answers = run(together())
@@ -450,7 +466,7 @@ def test_a_failed_write_is_logged_with_what_follows_and_the_writes_behind_it_are
     cause = f"[Errno {code}] injected: {os.strerror(code)}"
     assert f"write to {_log(tenant)} failed: {cause}; {then}" in [r.getMessage() for r in caplog.records]
     assert s.stats()["failed_writes"] == 3
-    assert s.get("User", 2)[0] is None          # applied when held, rolled back with the batch
+    assert s.get("User", 2)[0] is None  # applied when held, rolled back with the batch
     s.close()
     assert _stored_users(tenant) == [1]
 
@@ -479,10 +495,10 @@ def test_a_torn_write_that_cannot_be_cut_back_is_counted_in_the_log_size(tenant,
         with pytest.raises(Unavailable, match="read-only"):
             run(s.insert("User", user(2)))
     size = os.path.getsize(_log(tenant))
-    assert size > acked                               # half a frame stayed behind
-    assert s.stats()["log_bytes"] == size              # /metrics tells the file's real size
+    assert size > acked  # half a frame stayed behind
+    assert s.stats()["log_bytes"] == size  # /metrics tells the file's real size
     s.close()
-    reopened = open_store(tenant)                      # the half frame is a torn tail: cut
+    reopened = open_store(tenant)  # the half frame is a torn tail: cut
     try:
         assert reopened.stats()["torn_tail_bytes"] == size - acked
         assert [r["id"] for r in reopened.list_records("User", Query())[0]] == [1]
@@ -497,6 +513,8 @@ def test_a_failed_fsync_is_logged_with_its_file_and_cause(tenant, monkeypatch, c
     with caplog.at_level(logging.ERROR, logger="dbsvc.storage"):
         with pytest.raises(Unavailable, match="read-only"):
             run(s.insert("User", user(2)))
-    assert (f"fsync of {_log(tenant)} failed: [Errno 5] Input/output error (injected by DBSVC_FAULT fsync:2); "
-            "the store is now read-only") in [r.getMessage() for r in caplog.records]
+    assert (
+        f"fsync of {_log(tenant)} failed: [Errno 5] Input/output error (injected by DBSVC_FAULT fsync:2); "
+        "the store is now read-only"
+    ) in [r.getMessage() for r in caplog.records]
     s.close()

@@ -21,7 +21,7 @@ from dbsvc.storage.tenants import compact_tenant
 from support.storage import check_indexes, kill_writer, open_store
 
 CHILD = os.path.join(os.path.dirname(__file__), "crash_child.py")
-LIMIT = 16384                   # crash_child.py's max_payload
+LIMIT = 16384  # crash_child.py's max_payload
 
 
 def apply(state: dict, event) -> None:
@@ -40,7 +40,7 @@ def crash_loop(tenant: str, kills: int, seed: int, compact_every: int = 0) -> in
     for round_ in range(kills):
         out = kill_writer([CHILD, tenant, str(seed * 1000 + round_)], head, rnd.uniform(0.0, 0.12))
         lines = out.split("\n")
-        acks = [json.loads(line) for line in lines[:-1] if line]     # the last piece may be torn
+        acks = [json.loads(line) for line in lines[:-1] if line]  # the last piece may be torn
         acked_total += len(acks)
 
         store = open_store(tenant, replication=True)
@@ -59,8 +59,9 @@ def crash_loop(tenant: str, kills: int, seed: int, compact_every: int = 0) -> in
                     pytest.fail(f"acknowledged write lost after kill {round_}: {ack}")
             for e in events:
                 apply(state, e)
-            assert {m: dict(t.records) for m, t in store.tables.items() if t.records} == \
-                {m: v for m, v in state.items() if v}
+            assert {m: dict(t.records) for m, t in store.tables.items() if t.records} == {
+                m: v for m, v in state.items() if v
+            }
             check_indexes(store)
             head = store.head_offset
         finally:
@@ -76,6 +77,6 @@ def test_sigkill_at_random_moments_loses_no_acknowledged_write(tenant):
 
 
 @pytest.mark.slow
-@pytest.mark.timeout(1800)   # 400 kill-and-verify rounds take several minutes
+@pytest.mark.timeout(1800)  # 400 kill-and-verify rounds take several minutes
 def test_sigkill_soak(tenant):
     crash_loop(tenant, kills=400, seed=2, compact_every=37)

@@ -34,6 +34,7 @@ def filled(tenant):
             await s.insert("User", user(i, name="n" * (i * 3)))
         await s.replace("User", 3, user(3, name="renamed"))
         await s.delete("User", 5)
+
     run(go())
     s.close()
     path = os.path.join(tenant, "log")
@@ -80,7 +81,7 @@ def test_log_cut_at_every_byte_of_its_last_record(filled):
             assert damage is None
         else:
             assert damage.position == start, cut
-        assert os.path.getsize(path) == start        # the torn bytes were cut off
+        assert os.path.getsize(path) == start  # the torn bytes were cut off
 
 
 def test_cut_tail_is_logged_with_its_byte_offset(filled, caplog):
@@ -130,7 +131,7 @@ def test_flipped_byte_before_the_tail_refuses_and_names_the_offset(filled, which
         _state(tenant)
     assert info.value.offset == start and info.value.path == path
     assert f"corrupt at byte {start}" in str(info.value)
-    assert bytes(open(path, "rb").read()) == bytes(broken)     # nothing truncated
+    assert bytes(open(path, "rb").read()) == bytes(broken)  # nothing truncated
 
 
 def test_flipped_byte_in_the_last_record_is_cut_as_a_tail(filled):
@@ -147,7 +148,7 @@ def test_flipped_byte_in_the_last_record_is_cut_as_a_tail(filled):
 def test_zero_filled_block_in_the_middle_refuses(filled):
     tenant, path, data = filled
     start, _ = _frames(data)[4]
-    broken = data[:start] + bytes(64) + data[start + 64:]
+    broken = data[:start] + bytes(64) + data[start + 64 :]
     _write(path, broken)
     with pytest.raises(CorruptLog) as info:
         _state(tenant)
@@ -190,10 +191,10 @@ def test_random_damage_never_serves_a_bad_record(filled):
             broken[p] ^= 1 << rnd.randrange(8)
         elif kind == "zero":
             n = rnd.randint(1, 300)
-            broken[p:p + n] = bytes(len(broken[p:p + n]))
+            broken[p : p + n] = bytes(len(broken[p : p + n]))
         elif kind == "dup":
             n = rnd.randint(1, 300)
-            broken[p:p] = data[p - min(n, p - HEADER_SIZE):p]
+            broken[p:p] = data[p - min(n, p - HEADER_SIZE) : p]
         else:
             del broken[p:]
         _write(path, bytes(broken))
@@ -209,6 +210,7 @@ def test_random_damage_never_serves_a_bad_record(filled):
 def test_damaged_snapshot_refuses_with_its_path(filled):
     tenant, _path, _data = filled
     from dbsvc.storage.tenants import compact_tenant
+
     compact_tenant(os.path.dirname(tenant), os.path.basename(tenant))
     snap = os.path.join(tenant, "snapshot")
     raw = bytearray(open(snap, "rb").read())
@@ -233,18 +235,21 @@ def test_frame_offsets_are_checked(filled):
     frames = _frames(data)
     start, _ = frames[-1]
     broken = bytearray(data)
-    struct.pack_into(">Q", broken, start, 999)      # wrong offset, payload and CRC intact
+    struct.pack_into(">Q", broken, start, 999)  # wrong offset, payload and CRC intact
     _write(path, bytes(broken))
     records, head, damage = _state(tenant)
     assert head == len(frames) - 1 and "offset 999" in damage.reason
 
 
-@pytest.mark.parametrize("change, reason", [
-    ("swap", "not in strictly ascending id order"),
-    ("duplicate", "not in strictly ascending id order"),
-    ("short", "not lists of its 7 fields"),
-    ("object", "not lists of its 7 fields"),
-])
+@pytest.mark.parametrize(
+    "change, reason",
+    [
+        ("swap", "not in strictly ascending id order"),
+        ("duplicate", "not in strictly ascending id order"),
+        ("short", "not lists of its 7 fields"),
+        ("object", "not lists of its 7 fields"),
+    ],
+)
 def test_snapshot_rows_out_of_shape_refuse_and_leave_the_files(filled, change, reason):
     """A snapshot line with a good checksum whose rows are not strictly ascending by id, or
     not one value per field (another writer, or damage the CRC cannot see), is refused
@@ -254,10 +259,11 @@ def test_snapshot_rows_out_of_shape_refuse_and_leave_the_files(filled, change, r
 
     tenant, _path, _data = filled
     from dbsvc.storage.tenants import compact_tenant
+
     compact_tenant(os.path.dirname(tenant), os.path.basename(tenant))
     snap = os.path.join(tenant, "snapshot")
-    lines = snapshot_in_format_1(snap).split(b"\n")    # an open parses its rows
-    user_line = 1                                   # the header lists User first
+    lines = snapshot_in_format_1(snap).split(b"\n")  # an open parses its rows
+    user_line = 1  # the header lists User first
     rows = json.loads(lines[user_line][9:])
     if change == "swap":
         rows[2], rows[3] = rows[3], rows[2]
@@ -274,4 +280,4 @@ def test_snapshot_rows_out_of_shape_refuse_and_leave_the_files(filled, change, r
     with pytest.raises(CorruptLog) as info:
         _state(tenant)
     assert info.value.path == snap and reason in info.value.reason
-    assert open(snap, "rb").read() == broken                     # nothing rewritten
+    assert open(snap, "rb").read() == broken  # nothing rewritten

@@ -61,13 +61,13 @@ def test_no_space_refuses_writes_then_resumes_when_room_returns(tenant, monkeypa
     assert health.state is WriteState.REFUSING and not health.writable
     assert "takes writes again once there is some" in health.detail
     assert s.stats()["read_only"] and s.stats()["write_state"] == "refusing_writes"
-    assert s.get("User", 1)[0] == user(1) and s.get("User", 3)[0] is None     # reads go on
-    with pytest.raises(Unavailable, match="no space"):       # probe: write 4, still no room
+    assert s.get("User", 1)[0] == user(1) and s.get("User", 3)[0] is None  # reads go on
+    with pytest.raises(Unavailable, match="no space"):  # probe: write 4, still no room
         run(s.insert("User", user(3)))
-    assert s.health(retry=True).state is WriteState.REFUSING                 # probe: write 5
-    assert s.health(retry=True).state is WriteState.OK                       # probe: write 6
+    assert s.health(retry=True).state is WriteState.REFUSING  # probe: write 5
+    assert s.health(retry=True).state is WriteState.OK  # probe: write 6
     size = os.path.getsize(os.path.join(tenant, "log"))
-    assert s.stats()["log_bytes"] == size                                    # the probe's zeros are gone
+    assert s.stats()["log_bytes"] == size  # the probe's zeros are gone
     stored = run(s.insert("User", user(3)))
     assert stored == user(3) and s.head_offset == 3
     s.close()
@@ -90,16 +90,16 @@ def test_no_space_fails_every_queued_write_and_keeps_the_acknowledged(tenant, mo
             await asyncio.sleep(0.001)
         second = [asyncio.ensure_future(s.insert("User", user(i))) for i in (4, 5, 6)]
         await asyncio.sleep(0)
-        assert [r["id"] for r in s.list_records("User", Query())[0]] == [1, 2, 3, 4, 5, 6]     # applied, not durable
+        assert [r["id"] for r in s.list_records("User", Query())[0]] == [1, 2, 3, 4, 5, 6]  # applied, not durable
         gate.touch()
         return await asyncio.gather(*first, *second, return_exceptions=True)
 
     results = run(burst())
     assert results[:2] == [user(2), user(3)]
     assert all(isinstance(r, Unavailable) and "no space" in str(r) for r in results[2:]), results
-    assert [r["id"] for r in s.list_records("User", Query())[0]] == [1, 2, 3]     # 4-6 rolled back
+    assert [r["id"] for r in s.list_records("User", Query())[0]] == [1, 2, 3]  # 4-6 rolled back
     assert s.stats()["failed_writes"] == 3
-    assert s.health(retry=True).state is WriteState.OK                       # probe: write 4
+    assert s.health(retry=True).state is WriteState.OK  # probe: write 4
     run(s.insert("User", user(7)))
     s.close()
     monkeypatch.delenv("DBSVC_FAULT")
@@ -107,15 +107,17 @@ def test_no_space_fails_every_queued_write_and_keeps_the_acknowledged(tenant, mo
     assert users == {i: user(i) for i in (1, 2, 3, 7)} and head == 4
 
 
-@pytest.mark.parametrize("spec, words", [("fsync:2:EIO", "fix the disk"), ("fsync:2:ENOSPC", "fix the disk"),
-                                         ("write:2:EIO", "fix the disk")])
+@pytest.mark.parametrize(
+    "spec, words",
+    [("fsync:2:EIO", "fix the disk"), ("fsync:2:ENOSPC", "fix the disk"), ("write:2:EIO", "fix the disk")],
+)
 def test_fsync_errors_and_other_write_errors_are_fail_stop(tenant, monkeypatch, spec, words):
     monkeypatch.setenv("DBSVC_FAULT", spec)
     s = open_store(tenant)
     run(s.insert("User", user(1)))
     with pytest.raises(Unavailable, match=words):
         run(s.insert("User", user(2)))
-    for _ in range(3):                                   # never probed, never back
+    for _ in range(3):  # never probed, never back
         health = s.health(retry=True)
         assert health.state is WriteState.FAILED and "restart the server" in health.detail
     with pytest.raises(Unavailable, match="read-only"):
@@ -125,7 +127,7 @@ def test_fsync_errors_and_other_write_errors_are_fail_stop(tenant, monkeypatch, 
     monkeypatch.delenv("DBSVC_FAULT")
     users, head = _users(tenant)
     assert users == {1: user(1)} and head == 1
-    s = open_store(tenant)                               # a restart is the recovery
+    s = open_store(tenant)  # a restart is the recovery
     assert s.health().state is WriteState.OK
     run(s.insert("User", user(2)))
     s.close()

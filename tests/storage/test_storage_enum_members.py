@@ -37,7 +37,7 @@ def test_the_generated_module_names_each_member_once():
     assert fresh("editor") is not MEMBERS["editor"]
     row = USER.row(user(1, role=fresh("editor")))
     assert row[ROLE] == "editor" and row[ROLE] is MEMBERS["editor"]
-    assert USER.row(user(2, role=None))[ROLE] is None          # nullable enums keep their null
+    assert USER.row(user(2, role=None))[ROLE] is None  # nullable enums keep their null
 
 
 @pytest.mark.parametrize("value", ["ghost", ["a", "list"], {"an": "object"}, 7])
@@ -52,17 +52,18 @@ def test_writes_replay_and_snapshots_all_store_the_member_objects(tenant):
     async def go():
         for i in range(1, 7):
             await s.insert("User", user(i, role=fresh(("admin", "editor", "reader")[i % 3])))
+
     run(go())
     assert all(role is MEMBERS[role] for role in _stored_roles(s).values())
     s.close()
-    s = open_store(tenant)                              # the log replayed
+    s = open_store(tenant)  # the log replayed
     try:
         roles = _stored_roles(s)
         assert all(role is MEMBERS[role] for role in roles.values()) and len(roles) == 6
     finally:
         s.close()
     compact_tenant(os.path.dirname(tenant), os.path.basename(tenant))
-    s = open_store(tenant)                              # the snapshot loaded
+    s = open_store(tenant)  # the snapshot loaded
     try:
         assert _stored_roles(s) == roles
         assert all(role is MEMBERS[role] for role in _stored_roles(s).values())
@@ -78,12 +79,13 @@ def _compacted_with_roles(tenant, roles: dict[int, object]) -> bytes:
     async def go():
         for i in range(1, 5):
             await s.insert("User", user(i))
+
     run(go())
     s.close()
     compact_tenant(os.path.dirname(tenant), os.path.basename(tenant))
     path = os.path.join(tenant, "snapshot")
-    lines = snapshot_in_format_1(path).split(b"\n")     # rows read by parsing them
-    rows = json.loads(lines[1][9:])                     # the header lists User first
+    lines = snapshot_in_format_1(path).split(b"\n")  # rows read by parsing them
+    rows = json.loads(lines[1][9:])  # the header lists User first
     for row in rows:
         row[ROLE] = roles.get(row[0], row[ROLE])
     body = json.dumps(rows, separators=(",", ":")).encode()

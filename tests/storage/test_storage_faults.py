@@ -28,6 +28,7 @@ def _records(tenant):
 def _results(coros):
     async def go():
         return await asyncio.gather(*coros, return_exceptions=True)
+
     return run(go())
 
 
@@ -43,7 +44,7 @@ def test_failed_fsync_acknowledges_nothing_it_covered(tenant, monkeypatch, spec)
     assert s.stats()["read_only"]
     with pytest.raises(Unavailable, match="read-only"):
         run(s.insert("User", user(20)))
-    assert set(s.tables["User"].records) == {r["id"] for r in acked}     # rolled back in memory
+    assert set(s.tables["User"].records) == {r["id"] for r in acked}  # rolled back in memory
     s.close()
     monkeypatch.delenv("DBSVC_FAULT")
     records, head = _records(tenant)
@@ -82,8 +83,7 @@ def test_failure_after_acknowledged_writes_keeps_them(tenant, monkeypatch):
 def small_tmpfs(tmp_path):
     mnt = tmp_path / "full"
     mnt.mkdir()
-    res = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=192k", "tmpfs", str(mnt)],
-                         capture_output=True)
+    res = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=192k", "tmpfs", str(mnt)], capture_output=True)
     if res.returncode != 0:
         pytest.skip(f"cannot mount a tmpfs here: {res.stderr.decode().strip()}")
     try:
@@ -129,14 +129,16 @@ def test_compaction_killed_after_each_step_loses_nothing(tenant, step):
         for i in range(1, 31, 3):
             await s.delete("User", i)
         await s.replace("User", 2, user(2, name="kept"))
+
     run(go())
     want = dict(s.tables["User"].records)
     head = s.head_offset
     frames = list(s.frames_after(0))
     s.close()
     code = COMPACT_CHILD.format(root=str(ROOT), data=os.path.dirname(tenant), name=os.path.basename(tenant))
-    res = subprocess.run([sys.executable, "-c", code], env={**os.environ, "DBSVC_FAULT": f"compact:{step}:KILL"},
-                         capture_output=True)
+    res = subprocess.run(
+        [sys.executable, "-c", code], env={**os.environ, "DBSVC_FAULT": f"compact:{step}:KILL"}, capture_output=True
+    )
     assert res.returncode == -9, res.stderr
     # The old files or the new ones; either way every row is still served (the compaction
     # retained the whole old log, retain.py), byte for byte.
@@ -145,8 +147,10 @@ def test_compaction_killed_after_each_step_loses_nothing(tenant, step):
         assert s.tables["User"].records == want and s.head_offset == head
         assert s.oldest_offset == 0 and list(s.frames_after(0)) == frames
         if not readonly:
-            assert sorted(os.listdir(tenant)) in (["LOCK", "history", "log", "schema.json"],
-                                                  ["LOCK", "history", "log", "log.retained", "schema.json", "snapshot"])
+            assert sorted(os.listdir(tenant)) in (
+                ["LOCK", "history", "log", "schema.json"],
+                ["LOCK", "history", "log", "log.retained", "schema.json", "snapshot"],
+            )
             assert run(s.insert("User", user(None, email=f"{uuid.uuid4()}@x")))["id"] == 31
             assert s.head_offset == head + 1
         s.close()

@@ -17,7 +17,11 @@ CHUNKS = [1, FRAME_HEADER_SIZE, FRAME_HEADER_SIZE + 5, 100, 1 << 20]
 
 def event(offset: int, pad: int = 0) -> bytes:
     return b'{"model":"User","offset":%d,"watermark":%d,"kind":"insert","id":%d,"pad":"%s"}' % (
-        offset, offset, offset, b"x" * pad)
+        offset,
+        offset,
+        offset,
+        b"x" * pad,
+    )
 
 
 def image(n: int) -> tuple[bytes, list[int]]:
@@ -69,7 +73,7 @@ def test_a_bad_checksum_stops_a_checked_file_walk_where_the_scan_stops(log_file,
     walk = FrameWalk(log_file(bytes(broken)), HEADER_SIZE, len(data), 1, chunk=chunk)
     assert [offset for offset, _ in walk] == [1, 2, 3]
     scan = LogScan("log", bytes(broken))
-    with pytest.raises(CorruptLog) as info:         # frame 5 is good after it: rule 3
+    with pytest.raises(CorruptLog) as info:  # frame 5 is good after it: rule 3
         list(scan.records())
     assert walk.error == "payload checksum mismatch" and info.value.reason.startswith(walk.error)
     assert walk.end == starts[3] == scan.end and walk.next_offset == 4 == scan.next_offset

@@ -23,9 +23,22 @@ def _trace(tmp_path) -> list[tuple[str, str, int | None]]:
     out = tmp_path / "trace.txt"
     data = tmp_path / "data"
     res = subprocess.run(
-        ["strace", "-f", "-qq", "-o", str(out), "-e",
-         "trace=fsync,fdatasync,rename,renameat,renameat2,openat,write,mkdir,mkdirat", sys.executable, CHILD, str(data)],
-        capture_output=True, text=True, timeout=120)
+        [
+            "strace",
+            "-f",
+            "-qq",
+            "-o",
+            str(out),
+            "-e",
+            "trace=fsync,fdatasync,rename,renameat,renameat2,openat,write,mkdir,mkdirat",
+            sys.executable,
+            CHILD,
+            str(data),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     if res.returncode != 0 and ("ptrace" in res.stderr or "Operation not permitted" in res.stderr):
         pytest.skip(f"ptrace not permitted: {res.stderr.strip()}")
     assert res.returncode == 0, res.stderr
@@ -49,7 +62,7 @@ def test_fsync_audit(tmp_path):
     fds: dict[int, str] = {}
     dir_fds: set[int] = set()
     log_fds: set[int] = set()
-    dirty_log = False                         # a frame written and not yet covered by a finished fsync
+    dirty_log = False  # a frame written and not yet covered by a finished fsync
     needs_dir_sync: list[str] = []
     acks = dir_syncs = 0
     in_flight_fd: int | None = None
@@ -72,7 +85,7 @@ def test_fsync_audit(tmp_path):
             needs_dir_sync.append(f"mkdir {args}")
         elif name in ("fsync", "fdatasync"):
             fd = int(args.split(",")[0].strip())
-            if ret is None:                   # unfinished: runs in the committer thread
+            if ret is None:  # unfinished: runs in the committer thread
                 in_flight_fd, write_since_start = fd, False
                 continue
             if fd in dir_fds:

@@ -61,6 +61,7 @@ def test_the_writes_of_one_turn_are_one_write_call_under_full_sync(tenant, sync,
 
     async def together():
         return await asyncio.gather(*(s.insert("User", user(i)) for i in range(1, 7)))
+
     with files.use(ops):
         assert [r["id"] for r in run(together())] == [1, 2, 3, 4, 5, 6]
         assert _log_writes(ops, s) == calls
@@ -82,8 +83,8 @@ def test_writes_held_behind_an_fsync_in_flight_are_the_next_batch(tenant, tmp_pa
     ops = CountingOps()
 
     async def go():
-        await s.insert("User", user(1))                                  # write 1, fsync 1
-        first = asyncio.ensure_future(s.insert("User", user(2)))          # write 2, fsync 2 held
+        await s.insert("User", user(1))  # write 1, fsync 1
+        first = asyncio.ensure_future(s.insert("User", user(2)))  # write 2, fsync 2 held
         while not os.path.exists(f"{gate}.held"):
             await asyncio.sleep(0.001)
         size = os.path.getsize(os.path.join(tenant, "log"))
@@ -94,6 +95,7 @@ def test_writes_held_behind_an_fsync_in_flight_are_the_next_batch(tenant, tmp_pa
         assert os.path.getsize(os.path.join(tenant, "log")) == size
         gate.touch()
         return await asyncio.gather(first, *behind)
+
     with files.use(ops):
         assert [r["id"] for r in run(go())] == [2, 3, 4, 5]
         assert _log_writes(ops, s) == 3
@@ -131,10 +133,10 @@ def test_an_online_compaction_has_the_held_frames_written_before_its_cut(tenant,
 
     async def go():
         first, behind = await _two_held_behind_a_held_fsync(s, gate)
-        assert s.commit_queue.writer.held_frames        # still held when the compaction starts
+        assert s.commit_queue.writer.held_frames  # still held when the compaction starts
         compaction = s.compact_now()
         await asyncio.sleep(0)
-        assert s.compactor.cut is not None        # cut taken; the snapshot thread runs
+        assert s.compactor.cut is not None  # cut taken; the snapshot thread runs
         # Held after the cut, before the new log is started from the old one's frames.
         after_cut = [asyncio.ensure_future(s.insert("User", user(i))) for i in (5, 6)]
         await asyncio.sleep(0.05)
@@ -142,9 +144,10 @@ def test_an_online_compaction_has_the_held_frames_written_before_its_cut(tenant,
         done = await asyncio.gather(first, *behind, *after_cut)
         await asyncio.wait_for(compaction, WAIT)
         return done
+
     assert [r["id"] for r in run(go())] == [2, 3, 4, 5, 6]
     assert s.epoch != epoch, "the compaction did not complete"
-    assert _frames(s) == [(i, "User", i) for i in range(1, 7)]         # retained segment + new log
+    assert _frames(s) == [(i, "User", i) for i in range(1, 7)]  # retained segment + new log
     s.close()
     monkeypatch.delenv("DBSVC_FAULT")
     s = open_store(tenant, replication=True, retain_bytes=1 << 20)
@@ -155,8 +158,7 @@ def test_an_online_compaction_has_the_held_frames_written_before_its_cut(tenant,
         s.close()
 
 
-def test_a_compaction_whose_held_frames_find_no_room_fails_them_and_itself(tenant, tmp_path, monkeypatch,
-                                                                           caplog):
+def test_a_compaction_whose_held_frames_find_no_room_fails_them_and_itself(tenant, tmp_path, monkeypatch, caplog):
     gate = tmp_path / "gate"
     monkeypatch.setenv("DBSVC_FAULT", f"fsync:2:HOLD={gate}")
     monkeypatch.setattr("dbsvc.storage.commit.RETRY_INTERVAL", 0.0)
@@ -168,18 +170,21 @@ def test_a_compaction_whose_held_frames_find_no_room_fails_them_and_itself(tenan
         first, behind = await _two_held_behind_a_held_fsync(s, gate)
         ops.fail_next = errno.ENOSPC
         compaction = s.compact_now()
-        await asyncio.wait_for(compaction, WAIT)        # failed at its first step, logged
+        await asyncio.wait_for(compaction, WAIT)  # failed at its first step, logged
         gate.touch()
         return await asyncio.gather(first, *behind, return_exceptions=True)
+
     with files.use(ops), caplog.at_level(logging.ERROR, logger="dbsvc.storage"):
         results = run(go())
-    assert results[0] == user(2)                        # covered by the held fsync: acknowledged
+    assert results[0] == user(2)  # covered by the held fsync: acknowledged
     assert all(isinstance(r, Unavailable) and "no space" in str(r) for r in results[1:]), results
     assert s.epoch == epoch
-    assert any("online compaction failed: write not stored: writes are refused: no space" in r.getMessage()
-               for r in caplog.records)
+    assert any(
+        "online compaction failed: write not stored: writes are refused: no space" in r.getMessage()
+        for r in caplog.records
+    )
     assert sorted(s.tables["User"].records) == [1, 2]
-    assert s.health(retry=True).state is WriteState.OK          # room again: writes resume
+    assert s.health(retry=True).state is WriteState.OK  # room again: writes resume
     assert run(s.insert("User", user(5))) == user(5)
     s.close()
     monkeypatch.delenv("DBSVC_FAULT")
@@ -197,7 +202,7 @@ class HeldFsync(FaultPlan):
 
     def __init__(self) -> None:
         super().__init__(None)
-        self.rules = {"fsync": (1, 1, "HOLD")}     # non-empty: LogWriter consults the plan
+        self.rules = {"fsync": (1, 1, "HOLD")}  # non-empty: LogWriter consults the plan
         self.in_flight = threading.Event()
         self.release = threading.Event()
 
@@ -232,15 +237,18 @@ def test_a_committer_stopped_by_a_bug_makes_the_queue_read_only_instead_of_wedge
             await asyncio.wait_for(second, WAIT)
         with pytest.raises(Unavailable, match="the commit task stopped: RuntimeError"):
             queue.check_writable()
+
     try:
         with caplog.at_level(logging.ERROR, logger="dbsvc.storage"):
             run(go())
         assert queue.health().state is WriteState.FAILED
         assert rolled_back == ["undo 2"]
-        assert any(f"the commit task of {path} stopped: RuntimeError('a broken subscriber')" in r.getMessage()
-                   for r in caplog.records)
+        assert any(
+            f"the commit task of {path} stopped: RuntimeError('a broken subscriber')" in r.getMessage()
+            for r in caplog.records
+        )
     finally:
         queue.shutdown()
         os.close(fd)
     with open(path, "rb") as f:
-        assert f.read() == b"frame one;"              # the refused write's frame was never written
+        assert f.read() == b"frame one;"  # the refused write's frame was never written

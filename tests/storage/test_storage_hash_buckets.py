@@ -17,6 +17,7 @@ from support.storage import BLOG, check_indexes, open_store, post, reference_lis
 
 BLOG_POST = BLOG.BY_NAME["BlogPost"]
 
+
 @pytest.fixture
 def small_set_at(monkeypatch):
     monkeypatch.setattr(hashes, "SET_AT", 8)
@@ -29,15 +30,15 @@ def test_a_bucket_is_a_sorted_list_whatever_order_ids_come_in():
         index.add("k", id_)
     assert index.buckets == {"k": [1, 3, 5, 7, 9]}
     index.remove("k", 5)
-    index.remove("k", 4)                     # absent: nothing happens, as with a set's discard
-    index.remove("k", 99)                    # absent and past the last id too
+    index.remove("k", 4)  # absent: nothing happens, as with a set's discard
+    index.remove("k", 99)  # absent and past the last id too
     assert index.buckets == {"k": [1, 3, 7, 9]}
     assert index.has(["x", "k"], 7) and not index.has(["k"], 5) and not index.has(["x"], 7)
     assert not index.has(["k"], 99) and not index.has(["k"], 0)
     assert index.count(["k", "x"]) == 4 and index.ids(["k", "x"]) == {1, 3, 7, 9}
     for id_ in (1, 3, 7, 9):
         index.remove("k", id_)
-    assert index.buckets == {}                # an emptied bucket is dropped
+    assert index.buckets == {}  # an emptied bucket is dropped
 
 
 def test_a_bucket_past_set_at_becomes_a_set_and_stays_one(small_set_at):
@@ -45,11 +46,11 @@ def test_a_bucket_past_set_at_becomes_a_set_and_stays_one(small_set_at):
     for id_ in range(small_set_at):
         index.add(True, id_)
     assert type(index.buckets[True]) is list
-    index.add(True, 100)                             # no id space known (span -1): a set
+    index.add(True, 100)  # no id space known (span -1): a set
     assert index.buckets[True] == set(range(small_set_at)) | {100}
     for id_ in range(small_set_at):
         index.remove(True, id_)
-    assert index.buckets[True] == {100}       # still a set: no flapping around the limit
+    assert index.buckets[True] == {100}  # still a set: no flapping around the limit
     assert index.has([True], 100)
     assert index.keeper(True) == index.buckets[True].__contains__
 
@@ -57,7 +58,7 @@ def test_a_bucket_past_set_at_becomes_a_set_and_stays_one(small_set_at):
 @pytest.mark.parametrize("build", ["from_columns", "from_runs"])
 def test_bulk_builds_choose_lists_and_sets_by_size(small_set_at, build):
     ids = list(range(1, 40))
-    keys = ["big" if i % 2 else f"small{i % 6}" for i in ids]      # 20 ids vs 3-4 each
+    keys = ["big" if i % 2 else f"small{i % 6}" for i in ids]  # 20 ids vs 3-4 each
     if build == "from_columns":
         index = HashIndex.from_columns(keys, ids)
     else:
@@ -78,11 +79,11 @@ def test_the_keeper_of_a_list_bucket_is_a_set_kept_until_its_bucket_changes():
         index.add("a", id_)
     index.add("b", 4)
     first = index.keeper("a")
-    assert _kept(first) == [1, 2, 3] and index.keeper("a") == first      # the same set's test
+    assert _kept(first) == [1, 2, 3] and index.keeper("a") == first  # the same set's test
     index.add("b", 5)
-    assert index.keeper("a") == first                                    # another key's change
+    assert index.keeper("a") == first  # another key's change
     index.add("a", 9)
-    assert _kept(index.keeper("a")) == [1, 2, 3, 9]                      # made afresh
+    assert _kept(index.keeper("a")) == [1, 2, 3, 9]  # made afresh
     index.remove("a", 1)
     assert _kept(index.keeper("a")) == [2, 3, 9]
     assert _kept(index.keeper("nobody")) == []
@@ -98,28 +99,31 @@ def test_keepers_keep_a_bounded_number_of_sets():
 
 def test_a_big_bucket_of_int_ids_is_flags_over_the_id_space(small_set_at):
     ids = list(range(0, 40))
-    keys = [i % 2 == 0 for i in ids]                 # 20 ids each: past SET_AT (8), half the space
+    keys = [i % 2 == 0 for i in ids]  # 20 ids each: past SET_AT (8), half the space
     index = HashIndex.from_columns(keys, ids, HashIndex.span_of(True, ids))
     bits = index.buckets[True]
     assert type(bits) is IdBits and len(bits) == 20 and list(bits) == ids[::2]
     assert bytes(bits.flags) == bytes([1, 0] * 20)
-    assert index.keeper(True) == bits.flags.__getitem__                  # the walk's test, in C
+    assert index.keeper(True) == bits.flags.__getitem__  # the walk's test, in C
     assert index.has([True], 4) and not index.has([True], 5) and not index.has([True], 400)
     assert 0 in bits and 4 in bits and 1 not in bits
     assert "4" not in bits and -2 not in bits and 40 not in bits
     index.remove(True, 4)
-    index.remove(True, 4)                            # absent: nothing happens
+    index.remove(True, 4)  # absent: nothing happens
     assert len(bits) == 19 and not bits.flags[4] and index.count([True, False]) == 39
     assert index.ids([True]) == set(ids[::2]) - {4}
 
 
-@pytest.mark.parametrize("size, span, form", [
-    (8, 100, list),          # SET_AT ids exactly: still a list
-    (9, 72, IdBits),         # 9 * 8 = 72: flags cost what a list would
-    (9, 73, set),            # one id more of space: a set
-    (10, 80, IdBits),
-    (10, 81, set),
-])
+@pytest.mark.parametrize(
+    "size, span, form",
+    [
+        (8, 100, list),  # SET_AT ids exactly: still a list
+        (9, 72, IdBits),  # 9 * 8 = 72: flags cost what a list would
+        (9, 73, set),  # one id more of space: a set
+        (10, 80, IdBits),
+        (10, 81, set),
+    ],
+)
 def test_the_form_of_a_bucket_built_whole(small_set_at, size, span, form):
     ids = list(range(span - size, span))
     index = HashIndex.from_runs([("k", ids)], span)
@@ -130,11 +134,11 @@ def test_flags_grow_with_the_ids_and_every_live_id_indexes_them(small_set_at):
     ids = list(range(1, 41))
     index = HashIndex.from_columns([i % 2 == 0 for i in ids], ids, HashIndex.span_of(True, ids))
     assert index.span == 41 and {type(b) for b in index.buckets.values()} == {IdBits}
-    for id_ in range(41, 2000):                      # new records, ids in order
+    for id_ in range(41, 2000):  # new records, ids in order
         index.add(id_ % 2 == 0, id_)
         assert index.span > id_
         assert all(len(b.flags) == index.span for b in index.buckets.values())
-    assert index.span < 2 * 2000                      # grown by an eighth at a time, not doubled
+    assert index.span < 2 * 2000  # grown by an eighth at a time, not doubled
     assert _kept(index.keeper(True), range(2000)) == list(range(2, 2000, 2))
     assert _kept(index.keeper(False), range(2000)) == list(range(1, 2000, 2))
 
@@ -142,7 +146,7 @@ def test_flags_grow_with_the_ids_and_every_live_id_indexes_them(small_set_at):
 def test_flags_that_would_cost_more_than_twice_a_list_become_a_set(small_set_at):
     ids = list(range(1, 41))
     index = HashIndex.from_columns([i % 2 == 0 for i in ids], ids, HashIndex.span_of(True, ids))
-    index.add(True, 10_000)                          # a client's id far past the others
+    index.add(True, 10_000)  # a client's id far past the others
     assert {type(b) for b in index.buckets.values()} == {set}
     assert index.buckets[True] == set(range(2, 41, 2)) | {10_000}
     assert _kept(index.keeper(True), [2, 3, 10_000]) == [2, 10_000]
@@ -154,14 +158,14 @@ def test_a_negative_id_ends_flags_for_the_index(small_set_at):
     assert type(index.buckets[True]) is IdBits
     index.add(True, -5)
     assert index.span == -1 and index.buckets[True] == set(ids) | {-5}
-    index.add(False, 7_000)                          # no flags any more, whatever the id
+    index.add(False, 7_000)  # no flags any more, whatever the id
     assert index.span == -1 and index.buckets[False] == [7_000]
 
 
 @pytest.mark.parametrize("ids, span", [([], 0), ([0, 5], 6), ([-1, 5], -1)])
 def test_the_span_of_int_ids_is_one_past_the_largest(ids, span):
     assert HashIndex.span_of(True, ids) == span
-    assert HashIndex.span_of(False, ids) == -1                 # str or uuid ids: never flags
+    assert HashIndex.span_of(False, ids) == -1  # str or uuid ids: never flags
 
 
 def test_str_ids_never_get_flags(small_set_at):
@@ -192,8 +196,16 @@ def test_walks_and_counts_over_list_buckets_match_a_brute_force_list(tmp_path, m
         for i in range(1, 6):
             await store.insert("User", user(i))
         for i in range(1, 301):
-            await store.insert("BlogPost", post(i, author=rnd.randint(1, 5), title=f"t{rnd.randrange(50)}",
-                                                published=rnd.random() < 0.3, score=float(rnd.randrange(4))))
+            await store.insert(
+                "BlogPost",
+                post(
+                    i,
+                    author=rnd.randint(1, 5),
+                    title=f"t{rnd.randrange(50)}",
+                    published=rnd.random() < 0.3,
+                    score=float(rnd.randrange(4)),
+                ),
+            )
         for round_ in range(4):
             for q in _queries(rnd):
                 page, total, _watermark = store.list_records("BlogPost", q)

@@ -40,7 +40,7 @@ def test_free_pages_between_kept_blocks_go_back_to_the_kernel():
         assert out[0] == "False"
         return
     released, dropped_kib = out[0] == "True", int(out[1])
-    assert released and dropped_kib > 16 * 1024, out            # most of the 32 MiB of holes
+    assert released and dropped_kib > 16 * 1024, out  # most of the 32 MiB of holes
 
 
 def test_release_is_harmless_to_call_again():

@@ -35,7 +35,7 @@ def test_random_writes_agree_with_a_dict(seed):
             del model[id_]
         elif model and roll < 0.45:
             id_ = rnd.choice(list(model))
-            m[id_] = model[id_] = b"[%d,%d]" % (id_, step)                 # a replace
+            m[id_] = model[id_] = b"[%d,%d]" % (id_, step)  # a replace
         else:
             kind = rnd.random()
             if kind < 0.8:
@@ -44,7 +44,7 @@ def test_random_writes_agree_with_a_dict(seed):
             elif kind < 0.9:
                 id_ = -rnd.randrange(1, 10**6)
             else:
-                id_ = top + STEP + rnd.randrange(10**9)                   # far ahead
+                id_ = top + STEP + rnd.randrange(10**9)  # far ahead
             m[id_] = model[id_] = b"[%d]" % id_
         if step % 250 == 0:
             _agree(m, model)
@@ -60,7 +60,7 @@ def test_absent_ids_and_ids_of_other_types_are_absent():
             m[id_]
         with pytest.raises(KeyError):
             del m[id_]
-    with pytest.raises(TypeError):                  # unhashable, as a dict says
+    with pytest.raises(TypeError):  # unhashable, as a dict says
         m.get([1])
     assert len(m) == 3
 
@@ -84,13 +84,13 @@ def test_from_ascending_takes_the_list_only_for_ids_it_holds_well():
 def test_the_list_grows_past_an_id_the_dict_holds():
     m = IdMap()
     far = STEP + 10
-    m[far] = b"[far]"                               # past the list's end: the dict
+    m[far] = b"[far]"  # past the list's end: the dict
     assert far in m.far
-    for i in range(1, 2 * far):                     # the list grows past it
+    for i in range(1, 2 * far):  # the list grows past it
         m[i if i != far else far + 10**6] = b"[%d]" % i
     assert len(m.slots) > far and m.slots[far] is None
     assert m[far] == b"[far]" and m.get(far) == b"[far]" and far in m
-    m[far] = b"[again]"                             # a replace stays where the id is
+    m[far] = b"[again]"  # a replace stays where the id is
     assert m.far[far] == b"[again]" and m.slots[far] is None
     del m[far]
     assert far not in m

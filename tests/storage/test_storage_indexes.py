@@ -53,7 +53,9 @@ def test_ordered_from_columns_keeps_ids_ascending_inside_a_run_of_equal_keys():
     keys = ["b" if i % 3 else "a" for i in ids]
     built = OrderedIndex.from_columns(keys, ids)
     assert list(built) == sorted(zip(keys, ids))
-    assert list(built.ids_ascending()) == [i for i in ids if keys[i - 1] == "a"] + [i for i in ids if keys[i - 1] == "b"]
+    assert list(built.ids_ascending()) == [i for i in ids if keys[i - 1] == "a"] + [
+        i for i in ids if keys[i - 1] == "b"
+    ]
 
 
 def test_ordered_from_columns_takes_updates_afterwards():
@@ -123,10 +125,14 @@ def _table_shape(table: Table) -> dict:
 
 def test_load_base_builds_what_inserts_build():
     rnd = random.Random(3)
-    users = [user(i, name=f"n{rnd.randrange(5)}", age=rnd.choice([None, 20, 30]), email=f"u{i}@x")
-             for i in range(1, 3 * LOAD)]
-    posts = [post(i, author=rnd.randrange(1, 9), score=rnd.choice([0.5, 1.0, 2.25]), published=rnd.random() < 0.5)
-             for i in range(1, 2 * LOAD)]
+    users = [
+        user(i, name=f"n{rnd.randrange(5)}", age=rnd.choice([None, 20, 30]), email=f"u{i}@x")
+        for i in range(1, 3 * LOAD)
+    ]
+    posts = [
+        post(i, author=rnd.randrange(1, 9), score=rnd.choice([0.5, 1.0, 2.25]), published=rnd.random() < 0.5)
+        for i in range(1, 2 * LOAD)
+    ]
     for model, records in ((BLOG.BY_NAME["User"], users), (BLOG.BY_NAME["BlogPost"], posts)):
         stored = [model.row(r) for r in records]
         loaded = Table(model)
@@ -137,7 +143,7 @@ def test_load_base_builds_what_inserts_build():
         assert {f: type(h) for f, h in loaded.hashes.items()} == {f: type(h) for f, h in filled.hashes.items()}
         assert want["records"] == {r["id"]: r for r in records}
         assert loaded.base_ids == [r["id"] for r in records] and loaded.rows == []
-        for f, typecode in model.key_arrays.items():        # number keys in arrays, built or added
+        for f, typecode in model.key_arrays.items():  # number keys in arrays, built or added
             for table in (loaded, filled):
                 assert {(type(sub), sub.typecode) for sub in table.ordered[f].key_sublists} == {(array, typecode)}
 
@@ -190,7 +196,7 @@ def test_ordered_updates_place_any_id_inside_runs_that_span_sublists(seed):
     order = sorted(range(len(ids)), key=ids.__getitem__)
     index = OrderedIndex.from_columns([keys[i] for i in order], [ids[i] for i in order])
     taken = set(ids)
-    spare = [i for i in range(1, 30 * LOAD) if i not in taken]      # a third above every id so far
+    spare = [i for i in range(1, 30 * LOAD) if i not in taken]  # a third above every id so far
     rnd.shuffle(spare)
     steps = 6 * LOAD
     for step in range(steps):
@@ -202,9 +208,9 @@ def test_ordered_updates_place_any_id_inside_runs_that_span_sublists(seed):
         elif roll < 0.35 and model:
             key, id_ = rnd.choice(model)
             with pytest.raises(KeyError):
-                index.remove("b" if key != "b" else "c", id_)   # the id is there, under another key
+                index.remove("b" if key != "b" else "c", id_)  # the id is there, under another key
             with pytest.raises(KeyError):
-                index.remove(key, spare[-1])                    # the key is there, not with this id
+                index.remove(key, spare[-1])  # the key is there, not with this id
         else:
             entry = (rnd.choice("abc"), spare.pop())
             index.add(*entry)
@@ -226,7 +232,7 @@ def test_hash_from_runs_is_the_hash_of_the_same_column():
     ids = list(range(1, 4 * LOAD))
     keys = [None if i % 11 == 0 else (i * 7) % 5 for i in ids]
     from_runs = HashIndex.from_runs(OrderedIndex.from_columns(keys, ids).runs())
-    assert from_runs.buckets == HashIndex.from_columns(keys, ids).buckets      # the same lists
+    assert from_runs.buckets == HashIndex.from_columns(keys, ids).buckets  # the same lists
     assert HashIndex.from_runs(OrderedIndex().runs()).buckets == {}
 
 
@@ -245,12 +251,20 @@ def test_replace_moves_only_changed_keys_and_undo_restores_exactly(seed):
     for step in range(400):
         i = rnd.randrange(1, 300)
         current = dict(table.records[i])
-        change = rnd.choice([{}, {"age": rnd.choice([None, 20, 31])}, {"name": f"n{rnd.randrange(9)}"},
-                             {"email": f"moved{step}@x", "role": "admin"}, {"age": current["age"]}])
+        change = rnd.choice(
+            [
+                {},
+                {"age": rnd.choice([None, 20, 31])},
+                {"name": f"n{rnd.randrange(9)}"},
+                {"email": f"moved{step}@x", "role": "admin"},
+                {"age": current["age"]},
+            ]
+        )
         table.replace(table.live[i], model.row({**current, **change}))
     fresh = _fill(Table(model), list(map(unpack, table.live.values())))
-    assert {k: v for k, v in _table_shape(table).items() if k != "max_id"} == \
-        {k: v for k, v in fresh.items() if k != "max_id"}
+    assert {k: v for k, v in _table_shape(table).items() if k != "max_id"} == {
+        k: v for k, v in fresh.items() if k != "max_id"
+    }
     for _ in range(400):
         table.undo_last(table.max_id)
     assert _table_shape(table) == first
@@ -346,9 +360,10 @@ def test_ordered_from_columns_sorts_a_run_of_ids_itself_and_agrees(first, typeco
     rnd = random.Random(first)
     ids = list(range(first, first + 3 * LOAD + 5))
     keys = [None if rnd.random() < 0.2 else float(rnd.randrange(40)) for _ in ids]
-    if typecode:                                    # an array holds no null
+    if typecode:  # an array holds no null
         keys = array(typecode, [k or 0.0 for k in keys])
     built = OrderedIndex.from_columns(keys, ids, typecode)
     assert _shape(built) == _shape(OrderedIndex(zip(keys, ids), typecode))
-    assert list(built) == sorted(p for p in zip(keys, ids) if p[0] is not None) + \
-        [(None, i) for k, i in zip(keys, ids) if k is None]
+    assert list(built) == sorted(p for p in zip(keys, ids) if p[0] is not None) + [
+        (None, i) for k, i in zip(keys, ids) if k is None
+    ]

@@ -39,8 +39,13 @@ EPOCH = "0123456789abcdef0123456789abcdef"
 def payload(offset: int, model: str = "User", watermark: int | None = None) -> bytes:
     """An event payload with the prefix events.py writes."""
     mark = offset if watermark is None else watermark
-    return (b'{"kind":"insert","model":"%s","offset":%d,"watermark":%d,"id":%d,"record":{"id":%d}}'
-            % (model.encode(), offset, mark, offset, offset))
+    return b'{"kind":"insert","model":"%s","offset":%d,"watermark":%d,"id":%d,"record":{"id":%d}}' % (
+        model.encode(),
+        offset,
+        mark,
+        offset,
+        offset,
+    )
 
 
 def image(n: int, base: int = 0) -> tuple[bytes, list[int]]:
@@ -60,6 +65,7 @@ def scan(data: bytes) -> tuple[list[int], LogScan]:
 
 # -- header (rule 4) -----------------------------------------------------------------------
 
+
 def test_header_round_trips_epoch_and_base():
     head = decode_header("log", encode_header(EPOCH, 41))
     assert (head.epoch, head.base_offset) == (EPOCH, 41)
@@ -75,14 +81,15 @@ def test_an_empty_log_is_just_its_header():
 
 def test_short_header_names_its_length():
     with pytest.raises(CorruptLog) as info:
-        decode_header("log", encode_header(EPOCH, 0)[:HEADER_SIZE - 1])
+        decode_header("log", encode_header(EPOCH, 0)[: HEADER_SIZE - 1])
     assert info.value.offset == 0
     assert info.value.reason == f"log header is {HEADER_SIZE - 1} bytes, expected {HEADER_SIZE}"
     # The refusal names the file, as opening a store reports it.
     with pytest.raises(CorruptLog) as info:
-        LogScan("/data/t/log", encode_header(EPOCH, 0)[:HEADER_SIZE - 1])
-    assert str(info.value) == (f"/data/t/log: corrupt at byte 0: log header is {HEADER_SIZE - 1} bytes, "
-                               f"expected {HEADER_SIZE}")
+        LogScan("/data/t/log", encode_header(EPOCH, 0)[: HEADER_SIZE - 1])
+    assert str(info.value) == (
+        f"/data/t/log: corrupt at byte 0: log header is {HEADER_SIZE - 1} bytes, expected {HEADER_SIZE}"
+    )
 
 
 def test_wrong_magic_is_named():
@@ -95,7 +102,7 @@ def test_wrong_magic_is_named():
 
 def test_a_header_failing_its_checksum_is_refused_at_byte_0_naming_the_file():
     header = bytearray(encode_header(EPOCH, 7))
-    header[30] ^= 0x01                           # the base offset, under the header's CRC
+    header[30] ^= 0x01  # the base offset, under the header's CRC
     with pytest.raises(CorruptLog) as info:
         LogScan("/data/t/log", bytes(header))
     assert str(info.value) == "/data/t/log: corrupt at byte 0: log header checksum mismatch"
@@ -118,9 +125,10 @@ def test_other_format_version_is_refused_at_byte_0_naming_the_file():
 
 # -- why a frame is bad (rule 1): the reason is the operator's only clue ----------------------
 
+
 def test_reason_for_a_torn_frame_header_counts_its_bytes():
     data, starts = image(3)
-    offsets, s = scan(data[:starts[2] + 5])
+    offsets, s = scan(data[: starts[2] + 5])
     assert offsets == [1, 2]
     assert s.damage.reason == f"truncated frame header (5 of {FRAME_HEADER_SIZE} bytes)"
     assert (s.damage.position, s.damage.size) == (starts[2], starts[2] + 5)
@@ -130,7 +138,7 @@ def test_reason_for_a_torn_frame_header_counts_its_bytes():
 def test_reason_for_a_frame_whose_payload_is_missing_entirely():
     data, starts = image(3)
     length = len(payload(3))
-    offsets, s = scan(data[:starts[2] + FRAME_HEADER_SIZE])
+    offsets, s = scan(data[: starts[2] + FRAME_HEADER_SIZE])
     assert offsets == [1, 2]
     assert s.damage.reason == f"truncated payload (0 of {length} bytes)"
 
@@ -172,6 +180,7 @@ def test_every_good_frame_passes_the_check_replicas_share():
 
 
 # -- torn tail or damage before it (rules 2 and 3) -------------------------------------------
+
 
 def test_a_skipped_offset_at_the_end_is_a_torn_tail():
     """Frames 1, 2 and then 4: nothing after the bad frame proves an acknowledged write."""
@@ -225,7 +234,7 @@ def test_a_frame_that_just_fits_after_damage_is_evidence():
     data, starts = image(2)
     frame = encode_frame(9, payload(9))
     junk = b"\x07" * 3
-    assert 3 + (len(junk) + len(frame)) // FRAME_HEADER_SIZE == 9     # offset 9 is the highest
+    assert 3 + (len(junk) + len(frame)) // FRAME_HEADER_SIZE == 9  # offset 9 is the highest
     with pytest.raises(CorruptLog) as info:
         scan(data + junk + frame)
     assert info.value.offset == len(data)
@@ -256,7 +265,7 @@ def test_zeros_then_a_good_frame_are_cut_like_a_torn_tail(gap):
 def test_a_frame_torn_to_zeros_before_a_good_frame_is_cut():
     data, starts = image(3)
     torn = bytearray(data)
-    torn[starts[2] + 20:] = bytes(len(torn) - starts[2] - 20)
+    torn[starts[2] + 20 :] = bytes(len(torn) - starts[2] - 20)
     offsets, s = scan(bytes(torn) + encode_frame(4, payload(4)))
     assert offsets == [1, 2] and s.damage.position == starts[2]
 
@@ -268,7 +277,7 @@ def test_store_refuses_a_stray_byte_and_keeps_the_file(tenant):
     path = os.path.join(tenant, "log")
     with open(path, "rb") as f:
         data = f.read()
-    frame = encode_frame(2, data[HEADER_SIZE + FRAME_HEADER_SIZE:].replace(b'"offset":1', b'"offset":2'))
+    frame = encode_frame(2, data[HEADER_SIZE + FRAME_HEADER_SIZE :].replace(b'"offset":1', b'"offset":2'))
     broken = data + b"\x01" + frame
     with open(path, "wb") as f:
         f.write(broken)
@@ -280,6 +289,7 @@ def test_store_refuses_a_stray_byte_and_keeps_the_file(tenant):
 
 
 # -- read_frames: what /replicate sends ------------------------------------------------------
+
 
 @pytest.mark.parametrize("chunk", [1, FRAME_HEADER_SIZE, 100, 1 << 20])
 def test_read_frames_gives_whole_frames_at_any_chunk_size(tmp_path, chunk):
@@ -293,7 +303,7 @@ def test_read_frames_gives_whole_frames_at_any_chunk_size(tmp_path, chunk):
         assert b"".join(f for _, f in got) == data[HEADER_SIZE:]
         # stop at a frame boundary: nothing from there on
         part = list(read_frames(fd, starts[1], starts[3], chunk))
-        assert [o for o, _ in part] == [2, 3] and b"".join(f for _, f in part) == data[starts[1]:starts[3]]
+        assert [o for o, _ in part] == [2, 3] and b"".join(f for _, f in part) == data[starts[1] : starts[3]]
     finally:
         os.close(fd)
 
@@ -312,9 +322,13 @@ def test_read_frames_stops_quietly_where_the_file_ends(tmp_path):
 
 # -- renumber_frames: online compaction's carried rows ---------------------------------------
 
+
 def test_renumbered_frames_move_only_their_models_watermark_and_stay_checksummed():
-    frames = (encode_frame(11, payload(11, "User", 4)) + encode_frame(12, payload(12, "Post", 9))
-              + encode_frame(13, payload(13, "User", 5)))
+    frames = (
+        encode_frame(11, payload(11, "User", 4))
+        + encode_frame(12, payload(12, "Post", 9))
+        + encode_frame(13, payload(13, "User", 5))
+    )
     checkpoints: list[tuple[int, int]] = []
     out = b"".join(renumber_frames(FrameWalk(frames, 0, len(frames)), {"User": -3}, HEADER_SIZE, 2, checkpoints))
     offsets, s = scan(encode_header(EPOCH, 10) + out)
@@ -323,8 +337,9 @@ def test_renumbered_frames_move_only_their_models_watermark_and_stay_checksummed
     assert [(e["model"], e["watermark"]) for e in events] == [("User", 1), ("Post", 9), ("User", 2)]
     second = HEADER_SIZE + FRAME_HEADER_SIZE + len(payload(11, "User", 1))
     assert checkpoints == [(12, second)]
-    assert out[second - HEADER_SIZE:second - HEADER_SIZE + FRAME_HEADER_SIZE + len(payload(12, "Post", 9))] \
-        == encode_frame(12, payload(12, "Post", 9))
+    assert out[
+        second - HEADER_SIZE : second - HEADER_SIZE + FRAME_HEADER_SIZE + len(payload(12, "Post", 9))
+    ] == encode_frame(12, payload(12, "Post", 9))
 
 
 def test_renumbering_with_no_delta_copies_the_bytes():
@@ -346,15 +361,14 @@ def test_an_unchecked_walk_yields_payloads_when_asked(tmp_path):
     path.write_bytes(data)
     fd = os.open(path, os.O_RDONLY)
     try:
-        assert list(FrameWalk(fd, starts[1], len(data), payloads=True, chunk=20)) == [(2, payload(2)),
-                                                                                       (3, payload(3))]
+        assert list(FrameWalk(fd, starts[1], len(data), payloads=True, chunk=20)) == [(2, payload(2)), (3, payload(3))]
     finally:
         os.close(fd)
 
 
 def test_a_checked_walk_of_an_image_stopping_inside_a_frame_says_how_much_is_missing():
     data, starts = image(3)
-    stop = len(data) - 5                       # frame 3's payload lacks its last 5 bytes
+    stop = len(data) - 5  # frame 3's payload lacks its last 5 bytes
     walk = FrameWalk(data, HEADER_SIZE, stop, 1)
     assert [o for o, _ in walk] == [1, 2]
     size = len(payload(3))
@@ -371,6 +385,7 @@ def asked(monkeypatch) -> list[int]:
     def pread(fd: int, n: int, offset: int) -> bytes:
         sizes.append(n)
         return real_pread(fd, n, offset)
+
     monkeypatch.setattr(os, "pread", pread)
     return sizes
 
@@ -399,9 +414,11 @@ def test_a_largest_allowed_frame_is_walked_from_an_image_and_from_a_file_in_chun
     big = body + b"a" * (MAX_PAYLOAD - len(body) - 3) + b'"}}'
     data += encode_frame(2, big) + encode_frame(3, payload(3))
     walk = FrameWalk(data, HEADER_SIZE, len(data), 1)
-    assert [(o, len(f)) for o, f in walk] == [(1, len(encode_frame(1, payload(1)))),
-                                              (2, FRAME_HEADER_SIZE + MAX_PAYLOAD),
-                                              (3, len(encode_frame(3, payload(3))))]
+    assert [(o, len(f)) for o, f in walk] == [
+        (1, len(encode_frame(1, payload(1)))),
+        (2, FRAME_HEADER_SIZE + MAX_PAYLOAD),
+        (3, len(encode_frame(3, payload(3)))),
+    ]
     assert walk.error is None
     path = tmp_path / "log"
     path.write_bytes(data)

@@ -35,6 +35,7 @@ def populated(tenant):
             await s.insert("User", user(i))
         await s.insert("BlogPost", post(1))
         await s.delete("User", 3)
+
     run(go())
     s.close()
     return tenant
@@ -47,9 +48,11 @@ def test_first_open_stores_the_description(tenant, blog):
 
 
 def test_added_fields_are_filled_and_persisted(populated):
-    mod = _evolve("  profile  json?\n",
-                  "  profile  json?\n  nickname str?   @filter\n  rank     int     @sort @default(5)\n"
-                  "  since    datetime @default(now)\n")
+    mod = _evolve(
+        "  profile  json?\n",
+        "  profile  json?\n  nickname str?   @filter\n  rank     int     @sort @default(5)\n"
+        "  since    datetime @default(now)\n",
+    )
     s = Store.open(populated, mod.MODELS, mod.DESCRIPTION)
     u1 = s.get("User", 1)[0]
     assert list(u1) == list(mod.MODELS[0].fields)
@@ -57,11 +60,12 @@ def test_added_fields_are_filled_and_persisted(populated):
     assert s.compacted_on_open and sorted(s.tables["User"].records) == [1, 2]
     assert s.get("User", 3)[0] is None
     from dbsvc.runtime import Query
+
     assert [r["id"] for r in s.list_records("User", Query(filters={"nickname": frozenset({None})}))[0]] == [1, 2]
     run(s.insert("User", user(7, nickname="x", rank=1, since="2026-02-02T00:00:00Z")))
     s.close()
     s = Store.open(populated, mod.MODELS, mod.DESCRIPTION)
-    assert s.get("User", 1)[0] == u1                  # `now` was filled once, not per open
+    assert s.get("User", 1)[0] == u1  # `now` was filled once, not per open
     assert not s.compacted_on_open
     assert s.get("User", 7)[0]["nickname"] == "x"
     s.close()
@@ -70,19 +74,24 @@ def test_added_fields_are_filled_and_persisted(populated):
 
 
 def test_flag_changes_and_added_model_migrate_without_compaction(populated):
-    mod = _module(BLOG_TEXT.replace("  body      str\n", "  body      str      @filter\n", 1)
-                  + "\nmodel Tag {\n  id int @id\n  label str @unique\n}\n")
+    mod = _module(
+        BLOG_TEXT.replace("  body      str\n", "  body      str      @filter\n", 1)
+        + "\nmodel Tag {\n  id int @id\n  label str @unique\n}\n"
+    )
     s = Store.open(populated, mod.MODELS, mod.DESCRIPTION)
     assert not s.compacted_on_open and s.live_counts()["Tag"] == 0
     assert run(s.insert("Tag", {"id": None, "label": "x"}))["id"] == 1
     s.close()
 
 
-@pytest.mark.parametrize("old,new,reason", [
-    ("  profile  json?\n", "", "field 'profile' of model 'User' was removed"),
-    ("  age      int?      @sort", "  age      str?      @sort", "type changed from 'int' to 'str'"),
-    ("  profile  json?\n", "  profile  json?\n  code     str\n", "as required"),
-])
+@pytest.mark.parametrize(
+    "old,new,reason",
+    [
+        ("  profile  json?\n", "", "field 'profile' of model 'User' was removed"),
+        ("  age      int?      @sort", "  age      str?      @sort", "type changed from 'int' to 'str'"),
+        ("  profile  json?\n", "  profile  json?\n  code     str\n", "as required"),
+    ],
+)
 def test_incompatible_change_refuses_listing_reasons_and_touches_nothing(populated, old, new, reason):
     mod = _evolve(old, new)
     before = dir_image(populated)
@@ -92,7 +101,7 @@ def test_incompatible_change_refuses_listing_reasons_and_touches_nothing(populat
     with pytest.raises(IncompatibleSchema):
         Store.open(populated, mod.MODELS, mod.DESCRIPTION, readonly=True)
     assert dir_image(populated) == {k: v for k, v in before.items()}
-    open_store(populated).close()                       # the old schema still opens
+    open_store(populated).close()  # the old schema still opens
 
 
 def test_every_reason_is_listed(populated):

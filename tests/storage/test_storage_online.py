@@ -27,6 +27,7 @@ async def _churn(store, writers: int, rounds: int, users: int = 20) -> None:
         for n in range(rounds):
             i = rnd.randrange(1, users + 1)
             await store.replace("User", i, user(i, name=f"n{k}-{n}"))
+
     await asyncio.gather(*(writer(k) for k in range(writers)))
 
 
@@ -43,9 +44,11 @@ def test_online_compaction_repeats_under_writers_and_keeps_every_ack(tenant):
             while True:
                 highest = max(highest, s.stats()["history_rows"])
                 await asyncio.sleep(0)
+
         watcher = asyncio.create_task(watch())
         await _churn(s, writers=16, rounds=300)
         watcher.cancel()
+
     run(go())
     stats = s.stats()
     assert stats["compactions"] >= 5 and stats["commits"] == 20 + 16 * 300
@@ -76,6 +79,7 @@ def test_online_compaction_starts_a_new_epoch_and_drops_old_offsets(tenant):
             await asyncio.sleep(0)
         while s.compaction is not None:
             await asyncio.sleep(0.001)
+
     run(go())
     base = s.epoch_state.log_base
     assert base > 0 and s.watermarks()["User"] == 20 + (s.head_offset - base)
@@ -101,7 +105,7 @@ def test_as_of_reads_within_the_new_epoch(tenant):
             n += 1
             await s.replace("User", 1 + n % 20, user(1 + n % 20, name=f"x{n}"))
             await asyncio.sleep(0)
-        s.compactor.compact_bytes = 1 << 40          # no further compaction: the pin must stay valid
+        s.compactor.compact_bytes = 1 << 40  # no further compaction: the pin must stay valid
         pinned, pinned_epoch = s.watermarks()["User"], s.epoch
         seen = {i: s.get("User", i)[0] for i in range(1, 21)}
         await s.replace("User", 3, user(3, name="later"))
@@ -111,8 +115,9 @@ def test_as_of_reads_within_the_new_epoch(tenant):
         for i in range(1, 21):
             assert s.get("User", i, as_of=pinned)[0] == seen[i]
         assert s.get("User", 99, as_of=pinned)[0] is None
-        assert s.get("User", 1, as_of=5)[0] == seen[1]       # a snapshot row, by id order
+        assert s.get("User", 1, as_of=5)[0] == seen[1]  # a snapshot row, by id order
         assert s.get("User", 6, as_of=5)[0] is None
+
     run(go())
     s.close()
 
@@ -158,14 +163,20 @@ def test_online_compaction_killed_after_each_step_loses_nothing(tenant, step):
     async def go():
         for i in range(1, 21):
             await s.insert("User", user(i))
+
     run(go())
     s.close()
-    code = ONLINE_CHILD.format(root=str(ROOT), tests=str(ROOT / "tests"), tenant=tenant, tiny=TINY,
-                               retain=1 << 20)
+    code = ONLINE_CHILD.format(root=str(ROOT), tests=str(ROOT / "tests"), tenant=tenant, tiny=TINY, retain=1 << 20)
     # Step N of the second compaction: the first one already left a snapshot (and a
     # retained segment holding every row before it) behind.
-    res = subprocess.run([sys.executable, "-c", code], env={**os.environ, "DBSVC_FAULT": f"compact:{step + 9}:KILL"},
-                         capture_output=True, text=True, timeout=60, check=False)
+    res = subprocess.run(
+        [sys.executable, "-c", code],
+        env={**os.environ, "DBSVC_FAULT": f"compact:{step + 9}:KILL"},
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
     assert res.returncode == -9, res.stderr
     last: dict[int, dict] = {}
     for line in res.stdout.split("\n")[:-1]:
@@ -235,7 +246,7 @@ def test_writes_during_the_snapshot_thread_do_not_leak_into_the_image(tenant):
         await s.delete("User", 9)
         await s.insert("User", user(9, name="back again"))
         await s.insert("User", user(5000))
-        for i in range(100, 1100):                      # many rows past one CHUNK's worth
+        for i in range(100, 1100):  # many rows past one CHUNK's worth
             await s.replace("User", i, user(i, name=f"r{i}"))
         layer.release.set()
         await task

@@ -47,8 +47,8 @@ DEFAULT_SEEDS = 500
 SLOW_SEEDS = 10_000
 MODELS = ("User", "BlogPost")
 ALL = Query(limit=10**9)
-LIMIT = 16384                       # the stores' max_payload
-RECORD = record_limit(LIMIT)        # their largest record
+LIMIT = 16384  # the stores' max_payload
+RECORD = record_limit(LIMIT)  # their largest record
 
 
 class LoopExecutor(concurrent.futures.ThreadPoolExecutor):
@@ -67,7 +67,7 @@ class LoopExecutor(concurrent.futures.ThreadPoolExecutor):
                 return
             try:
                 result = fn(*args, **kwargs)
-            except BaseException as exc:        # noqa: BLE001 - handed to the awaiting task
+            except BaseException as exc:  # noqa: BLE001 - handed to the awaiting task
                 future.set_exception(exc)
             else:
                 future.set_result(result)
@@ -85,13 +85,14 @@ class Workload:
     def __init__(self, rng: random.Random) -> None:
         self.rng = rng
         self.state: dict[str, dict[int, dict]] = {m: {} for m in MODELS}
-        self.writes: list[tuple[int, str, int, dict | None]] = []    # offset, model, id, record
+        self.writes: list[tuple[int, str, int, dict | None]] = []  # offset, model, id, record
         self.acked = 0
 
     def _acknowledge(self, offset: int) -> Callable[[asyncio.Future], None]:
         def done(future: asyncio.Future) -> None:
             if not future.cancelled() and future.exception() is None:
                 self.acked = max(self.acked, offset)
+
         return done
 
     def profile(self) -> dict:
@@ -107,21 +108,24 @@ class Workload:
         try:
             return self._write_one(store, rng, users, roll)
         except PayloadTooLarge:
-            return None                 # refused before anything changed: not a write
+            return None  # refused before anything changed: not a write
 
     def _write_one(self, store: Any, rng: random.Random, users: dict, roll: float) -> asyncio.Future | None:
         if roll < 0.35 or not users:
-            rec, durable = store.apply_insert("User", user(None, email=f"e{rng.randrange(10**9)}@x",
-                                                           profile=self.profile()))
+            rec, durable = store.apply_insert(
+                "User", user(None, email=f"e{rng.randrange(10**9)}@x", profile=self.profile())
+            )
             model, id_ = "User", rec["id"]
         elif roll < 0.6:
             id_ = rng.choice(sorted(users))
-            _prev, rec, durable = store.apply_replace("User", id_, dict(users[id_], name=f"n{rng.randrange(999)}",
-                                                                        profile=self.profile()))
+            _prev, rec, durable = store.apply_replace(
+                "User", id_, dict(users[id_], name=f"n{rng.randrange(999)}", profile=self.profile())
+            )
             model = "User"
         elif roll < 0.85:
-            rec, durable = store.apply_insert("BlogPost", post(None, author=rng.choice(sorted(users)),
-                                                               body="b" * rng.randrange(1500)))
+            rec, durable = store.apply_insert(
+                "BlogPost", post(None, author=rng.choice(sorted(users)), body="b" * rng.randrange(1500))
+            )
             model, id_ = "BlogPost", rec["id"]
         else:
             model = rng.choice(MODELS)
@@ -176,7 +180,7 @@ async def _client(store: Any, sim: PowerLossFiles, work: Workload, rounds: int) 
     """One writer: a few writes at a time, each batch awaited before the next, or (half the
     time) not awaited at all, so that writes are queued whenever a switch or fsync comes."""
     for _round in range(rounds):
-        if sim.crashed:                 # nothing runs once the power is gone
+        if sim.crashed:  # nothing runs once the power is gone
             return
         futures = [f for f in (work.write_one(store) for _ in range(work.rng.randint(1, 4))) if f is not None]
         if work.rng.random() < 0.5:
@@ -239,8 +243,12 @@ def _check_log(path: str, limit: int | None = None) -> None:
 def run_seed(seed: int, base: str, monkeypatch: pytest.MonkeyPatch) -> None:
     rng = random.Random(seed)
     tenant = create_tenant(os.path.join(base, f"live{seed}"), "t")
-    options = {"sync": "full", "compact_bytes": rng.choice([3000, 8000, 1 << 20]),
-               "retain_bytes": rng.choice([0, 0, 6000]), "max_payload": LIMIT}
+    options = {
+        "sync": "full",
+        "compact_bytes": rng.choice([3000, 8000, 1 << 20]),
+        "retain_bytes": rng.choice([0, 0, 6000]),
+        "max_payload": LIMIT,
+    }
     sim = PowerLossFiles(tenant, crash_at=rng.randint(1, 400))
     work = Workload(rng)
     monkeypatch.setattr(commit, "ThreadPoolExecutor", LoopExecutor)
@@ -299,8 +307,9 @@ def _run_seeds(count: int, scratch: str, monkeypatch: pytest.MonkeyPatch) -> Non
         try:
             run_seed(seed, scratch, monkeypatch)
         except Exception as exc:
-            raise AssertionError(f"seed {seed} failed; replay it alone with DBSVC_POWERLOSS_SEED={seed}: "
-                                 f"{exc!r}") from exc
+            raise AssertionError(
+                f"seed {seed} failed; replay it alone with DBSVC_POWERLOSS_SEED={seed}: {exc!r}"
+            ) from exc
 
 
 def test_power_loss_seeds(scratch, monkeypatch):
@@ -313,6 +322,7 @@ def test_power_loss_seeds_slow(scratch, monkeypatch):
 
 
 # -- the simulator itself, and the log rule it made necessary --------------------------------
+
 
 def _images(tmp_path, sim: PowerLossFiles, seeds: int = 64) -> list[dict[str, bytes]]:
     out = []
@@ -329,19 +339,19 @@ def test_simulator_keeps_what_fsync_covered_and_loses_some_of_the_rest(tmp_path)
     sim.write(fd, b"a" * 700)
     sim.fsync(fd)
     sim.fsync_dir(str(root))
-    sim.write(fd, b"b" * 1200)                  # never fsynced
+    sim.write(fd, b"b" * 1200)  # never fsynced
     sim.write(fd, b"c" * 300)
     sim.close(fd)
     sim.power_off()
     with pytest.raises(PowerLoss):
-        sim.fsync_dir(str(root))                # nothing runs once the power is off
+        sim.fsync_dir(str(root))  # nothing runs once the power is off
     seen = {image["f"] for image in _images(tmp_path, sim)}
     assert all(f.startswith(b"a" * 700) for f in seen)
-    assert b"a" * 700 in seen                                        # nothing after the fsync
-    assert b"a" * 700 + b"b" * 1200 + b"c" * 300 in seen              # all of it
-    assert b"a" * 700 + bytes(1200) + b"c" * 300 in seen              # a subset: a hole of zeros
+    assert b"a" * 700 in seen  # nothing after the fsync
+    assert b"a" * 700 + b"b" * 1200 + b"c" * 300 in seen  # all of it
+    assert b"a" * 700 + bytes(1200) + b"c" * 300 in seen  # a subset: a hole of zeros
     torn = [f for f in seen if 700 < len(f) < 1900 and set(f[700:]) == {ord("b")}]
-    assert torn and all(len(f) % 512 == 0 for f in torn)              # torn at a sector boundary
+    assert torn and all(len(f) % 512 == 0 for f in torn)  # torn at a sector boundary
 
 
 def test_simulator_forgets_unsynced_directory_changes_in_order(tmp_path):
@@ -364,10 +374,10 @@ def test_simulator_loses_power_at_the_chosen_operation(tmp_path):
     root = tmp_path / "d"
     root.mkdir()
     sim = PowerLossFiles(str(root), crash_at=3)
-    fd = sim.open(str(root / "f"), os.O_WRONLY | os.O_CREAT, 0o644)    # operation 1
-    sim.write(fd, b"one")                                              # operation 2
+    fd = sim.open(str(root / "f"), os.O_WRONLY | os.O_CREAT, 0o644)  # operation 1
+    sim.write(fd, b"one")  # operation 2
     with pytest.raises(PowerLoss):
-        sim.fsync(fd)                                                  # operation 3: not done
+        sim.fsync(fd)  # operation 3: not done
     sim.close_all()
     assert all(image.get("f", b"") in (b"", b"one") for image in _images(tmp_path, sim))
 
@@ -392,7 +402,7 @@ def test_an_unsynced_append_lost_before_a_later_one_is_cut_like_a_torn_tail(tena
     # Frames 1-3 acknowledged; frame 4 never reached the disk (zeros), frame 5 did.
     path, data, ends = _log_of_users(tenant, 5)
     with open(path, "wb") as f:
-        f.write(data[: ends[2]] + bytes(ends[3] - ends[2]) + data[ends[3]:])
+        f.write(data[: ends[2]] + bytes(ends[3] - ends[2]) + data[ends[3] :])
     s = open_store(tenant)
     try:
         assert s.head_offset == 3 and s.recovered_tail.position == ends[2]
@@ -405,9 +415,9 @@ def test_an_unsynced_append_lost_before_a_later_one_is_cut_like_a_torn_tail(tena
 
 def test_a_torn_append_before_a_later_whole_one_is_cut_like_a_torn_tail(tenant):
     path, data, ends = _log_of_users(tenant, 5)
-    keep = ends[2] + 20                         # frame 4's header and a few payload bytes
+    keep = ends[2] + 20  # frame 4's header and a few payload bytes
     with open(path, "wb") as f:
-        f.write(data[:keep] + bytes(ends[3] - keep) + data[ends[3]:])
+        f.write(data[:keep] + bytes(ends[3] - keep) + data[ends[3] :])
     s = open_store(tenant)
     try:
         assert s.head_offset == 3 and s.recovered_tail.position == ends[2]
@@ -426,4 +436,4 @@ def test_damage_ending_in_a_payload_byte_before_a_good_frame_still_refuses(tenan
         open_store(tenant)
     assert info.value.offset == ends[2]
     with open(path, "rb") as f:
-        assert f.read() == bytes(broken)        # nothing was truncated
+        assert f.read() == bytes(broken)  # nothing was truncated

@@ -28,7 +28,7 @@ from support.storage import ROOT, open_store, run, user
 from support.tree import dir_image
 
 HOLDER = os.path.join(os.path.dirname(__file__), "holder_child.py")
-WHOLE = 5                                         # whole frames in the log before the torn one
+WHOLE = 5  # whole frames in the log before the torn one
 
 
 def fill(tenant: str) -> None:
@@ -83,7 +83,7 @@ def cli_on(tenant: str, *args: str) -> subprocess.CompletedProcess:
 
 def test_read_only_open_leaves_a_torn_tail_in_place(torn):
     before = dir_image(torn)
-    assert read_only_view(torn) == (set(range(1, WHOLE + 1)), WHOLE, True)     # whole frames only
+    assert read_only_view(torn) == (set(range(1, WHOLE + 1)), WHOLE, True)  # whole frames only
     assert dir_image(torn) == before
 
 
@@ -91,8 +91,7 @@ def test_read_only_open_beside_a_running_writer_leaves_its_tail(tenant):
     """The writer holds the lock and is (as far as the reader can tell) appending the torn
     frame right now: the reader must not cut it."""
     fill(tenant)
-    child = subprocess.Popen([sys.executable, HOLDER, tenant], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                             text=True)
+    child = subprocess.Popen([sys.executable, HOLDER, tenant], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
     try:
         assert child.stdout.readline().startswith("READY")
         tear(os.path.join(tenant, "log"))

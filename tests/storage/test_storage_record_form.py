@@ -17,38 +17,46 @@ from support.storage import BLOG, open_store, post, run, user
 USER, POST = BLOG.BY_NAME["User"], BLOG.BY_NAME["BlogPost"]
 
 
-@pytest.mark.parametrize("model, record", [
-    (USER, user(3, age=40, profile={"a": [1, 2]})),
-    (POST, post(9, author=2, score=2.5, published=True, tags=["x"])),
-])
+@pytest.mark.parametrize(
+    "model, record",
+    [(USER, user(3, age=40, profile={"a": [1, 2]})), (POST, post(9, author=2, score=2.5, published=True, tags=["x"]))],
+)
 def test_row_is_the_values_in_field_order_and_decode_turns_it_back(model, record):
     stored = model.row(record)
     assert type(stored) is tuple and stored == tuple(record[f] for f in model.fields)
     assert model.decode(stored) == record and list(model.decode(stored)) == list(model.fields)
 
 
-@pytest.mark.parametrize("values", [
-    (1, "plain", None, True, False, 0, -0.0, 2.5, 1e300, 2**63 - 1, -(2**63)),
-    (7, "ünïcödé ✓ 🙂", "tab\tnewline\nquote\"backslash\\", "\x00\x1f", "]", "[", ",\t"),
-    (3, {"nested": [1, {"deep": [None, "x"]}], "": {}}, [], [[]], "2026-01-01T00:00:00Z"),
-    (4, "\ud800 lone surrogate (only a hand-made file holds one)"),
-])
+@pytest.mark.parametrize(
+    "values",
+    [
+        (1, "plain", None, True, False, 0, -0.0, 2.5, 1e300, 2**63 - 1, -(2**63)),
+        (7, "ünïcödé ✓ 🙂", "tab\tnewline\nquote\"backslash\\", "\x00\x1f", "]", "[", ",\t"),
+        (3, {"nested": [1, {"deep": [None, "x"]}], "": {}}, [], [[]], "2026-01-01T00:00:00Z"),
+        (4, "\ud800 lone surrogate (only a hand-made file holds one)"),
+    ],
+)
 def test_a_stored_record_is_its_values_as_compact_json_and_unpacks_to_them(values):
     stored = pack(values)
     assert type(stored) is bytes
-    assert stored == compact_json(values).encode("utf-8", "surrogatepass")     # the snapshot's row text
-    assert b"\t" not in stored                  # a TAB in a value is escaped: ",TAB" ends rows only
+    assert stored == compact_json(values).encode("utf-8", "surrogatepass")  # the snapshot's row text
+    assert b"\t" not in stored  # a TAB in a value is escaped: ",TAB" ends rows only
     back = unpack(stored)
     assert back == list(values) and type(back) is list
-    assert [type(v) for v in back] == [type(v) for v in values]             # -0.0 stays a float, 0 an int
-    assert unpack(stored) is not back                                       # a new list each time
+    assert [type(v) for v in back] == [type(v) for v in values]  # -0.0 stays a float, 0 an int
+    assert unpack(stored) is not back  # a new list each time
 
 
-@pytest.mark.parametrize("filters", [
-    {}, {"author_id": frozenset([2])}, {"author_id": frozenset([3])},
-    {"published": frozenset([True]), "score": frozenset([2.5, 7.0])},
-    {"published": frozenset([False])},
-])
+@pytest.mark.parametrize(
+    "filters",
+    [
+        {},
+        {"author_id": frozenset([2])},
+        {"author_id": frozenset([3])},
+        {"published": frozenset([True]), "score": frozenset([2.5, 7.0])},
+        {"published": frozenset([False])},
+    ],
+)
 def test_passes_on_a_row_is_match_on_its_record(filters):
     record = post(9, author=2, score=2.5, published=True)
     assert POST.passes(POST.row(record), filters) is POST.match(record, filters)
@@ -57,13 +65,13 @@ def test_passes_on_a_row_is_match_on_its_record(filters):
 def test_a_record_read_twice_is_the_same_dict_until_it_changes(tenant):
     s = open_store(tenant)
     written = run(s.insert("User", user(1)))
-    assert s.get("User", 1)[0] is written                  # the write's own dict
+    assert s.get("User", 1)[0] is written  # the write's own dict
     listed = s.list_records("User", Query())[0]
     assert listed[0] is written
     _previous, replaced = run(s.replace("User", 1, user(1, name="other")))
     assert s.get("User", 1)[0] is replaced and replaced["name"] == "other"
     s.close()
-    s = open_store(tenant)                                  # reopened: made once, then kept
+    s = open_store(tenant)  # reopened: made once, then kept
     first = s.get("User", 1)[0]
     assert first == replaced and s.get("User", 1)[0] is first
     assert s.list_records("User", Query(sort=(("name", False),)))[0][0] is first
@@ -87,7 +95,7 @@ def test_shown_dicts_are_bounded(monkeypatch):
     rows = [table.insert(USER.row(user(i))) for i in range(1, 6)]
     dicts = [table.shown(i, stored) for i, stored in enumerate(rows, 1)]
     assert len(table.shown_ids) == 3
-    assert table.shown(5, rows[-1]) is dicts[-1]            # still remembered
+    assert table.shown(5, rows[-1]) is dicts[-1]  # still remembered
     assert table.shown(1, rows[0]) is not dicts[0] and table.shown(1, rows[0]) == dicts[0]
     table.delete(1, rows[0])
     assert 1 not in table.shown_ids and 1 not in table.records
@@ -104,7 +112,7 @@ def test_a_large_record_is_never_remembered_as_a_dict(monkeypatch):
     assert first == user(2, profile={"text": "x" * 300}) and table.shown(2, big) is not first
     assert table.shown_ids == {1}
     grown = table.replace(small, USER.row(user(1, profile={"text": "y" * 300})))
-    table.prime(1, grown, user(1, profile={"text": "y" * 300}))                 # a write that grew it
+    table.prime(1, grown, user(1, profile={"text": "y" * 300}))  # a write that grew it
     assert table.shown_ids == set()
 
 

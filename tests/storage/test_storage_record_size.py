@@ -24,8 +24,8 @@ from dbsvc.storage.logfile import FRAME_HEADER_SIZE, HEADER_SIZE, MAX_PAYLOAD, F
 from dbsvc.storage.tenants import create_tenant
 from support.storage import open_store, post, user
 
-LIMIT = 8192                              # max_payload of these stores
-RECORD = record_limit(LIMIT)              # the largest record they take
+LIMIT = 8192  # max_payload of these stores
+RECORD = record_limit(LIMIT)  # the largest record they take
 ALL = Query(limit=10**6)
 
 
@@ -70,10 +70,11 @@ def test_an_insert_over_the_record_limit_is_413_naming_model_size_and_limit(tena
         err = info.value
         assert err.status == 413 and err.code == "payload_too_large"
         assert err.extra == {"model": "User", "size": RECORD + 1, "limit": RECORD}
-        assert err.detail.startswith(f"record too large: the User record is {RECORD + 1} bytes of JSON, "
-                                     f"the limit is {RECORD}")
+        assert err.detail.startswith(
+            f"record too large: the User record is {RECORD + 1} bytes of JSON, the limit is {RECORD}"
+        )
         assert list(users(s)) == [1] and s.head_offset == 1 and s.applied_offset == 1
-        assert asyncio.run(s.insert("User", user(3)))["id"] == 3          # the store goes on
+        assert asyncio.run(s.insert("User", user(3)))["id"] == 3  # the store goes on
     finally:
         s.close()
     again = open_store(tenant, max_payload=LIMIT)
@@ -137,13 +138,14 @@ def test_an_update_or_delete_of_a_record_stored_under_a_larger_limit_is_413_not_
     try:
         with pytest.raises(PayloadTooLarge) as info:
             s.apply_delete("User", 9)
-        assert info.value.detail.startswith(f"record too large: the delete of User 9 makes a log frame of "
-                                            f"{LIMIT + 2} bytes, over the limit of {LIMIT}")
+        assert info.value.detail.startswith(
+            f"record too large: the delete of User 9 makes a log frame of {LIMIT + 2} bytes, over the limit of {LIMIT}"
+        )
         assert info.value.extra == {"model": "User", "size": LIMIT + 2, "limit": LIMIT}
         with pytest.raises(PayloadTooLarge):
             s.apply_replace("User", 9, dict(rec, name="changed"))
         assert s.get("User", 9)[0] == rec and s.applied_offset == 9
-        asyncio.run(s.delete("User", 1))                        # other records are untouched
+        asyncio.run(s.delete("User", 1))  # other records are untouched
     finally:
         s.close()
     assert max(payloads(tenant)[9:]) <= LIMIT
@@ -179,6 +181,7 @@ def test_max_payload_is_bounded_by_what_every_reader_takes(tenant):
 
 # -- the follower ------------------------------------------------------------------------------
 
+
 def test_a_replicated_frame_over_the_followers_limit_is_a_stream_error_and_nothing_is_applied(tmp_path):
     primary = open_store(create_tenant(str(tmp_path / "p"), "t"), max_payload=4 * LIMIT)
     follower_dir = create_tenant(str(tmp_path / "f"), "t")
@@ -194,8 +197,9 @@ def test_a_replicated_frame_over_the_followers_limit_is_a_stream_error_and_nothi
             with pytest.raises(StreamError) as info:
                 follower.apply_replicated(frames[1])
             size = len(frames[1]) - FRAME_HEADER_SIZE
-            assert str(info.value).endswith(f"record too large: a frame payload of {size} bytes, over this "
-                                            f"store's limit of {LIMIT}")
+            assert str(info.value).endswith(
+                f"record too large: a frame payload of {size} bytes, over this store's limit of {LIMIT}"
+            )
 
         asyncio.run(follow())
         assert list(users(follower)) == [1] and follower.applied_offset == 1
@@ -235,8 +239,9 @@ def test_a_replicated_frame_over_64_mib_is_refused_before_it_is_decoded(tmp_path
 
 # Sizes around the limit: just under, at, just over, and far from it.
 SIZES = st.one_of(st.integers(RECORD - 40, RECORD + 40), st.integers(200, 2 * LIMIT))
-OPS = st.lists(st.tuples(st.sampled_from(["insert", "replace", "delete", "batch"]), SIZES, SIZES),
-               min_size=1, max_size=12)
+OPS = st.lists(
+    st.tuples(st.sampled_from(["insert", "replace", "delete", "batch"]), SIZES, SIZES), min_size=1, max_size=12
+)
 
 
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])

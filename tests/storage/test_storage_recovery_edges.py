@@ -31,12 +31,13 @@ from support.storage import BLOG, ROOT, open_store, post, run, user
 from support.tree import dir_image
 
 LOGGER = "dbsvc.storage"
-HEAD = 9                 # rows of the `history` tenant
+HEAD = 9  # rows of the `history` tenant
 NEXT_USER_WATERMARK = 9  # User rows 1..8 are in its log (6 inserts, 1 update, 1 delete)
 BLOG_TEXT = (ROOT / "schemas" / "blog.dbs").read_text()
 
 
 # -- the tenant and its files ---------------------------------------------------------------
+
 
 def expected_users() -> dict[int, dict]:
     """The User records the `history` tenant holds: 1..5 (6 was deleted), 3 renamed."""
@@ -57,6 +58,7 @@ def history(tenant) -> str:
         await s.replace("User", 3, user(3, name="renamed"))
         await s.delete("User", 6)
         await s.insert("BlogPost", post(1))
+
     run(go())
     s.close()
     return tenant
@@ -71,8 +73,9 @@ def compacted(history) -> str:
 
 
 def load(tenant: str, *, readonly: bool = False, ring_capacity: int = 16, module=BLOG, **kw) -> recovery.Loaded:
-    return recovery.load(tenant, module.MODELS, module.DESCRIPTION, readonly=readonly,
-                         ring_capacity=ring_capacity, **kw)
+    return recovery.load(
+        tenant, module.MODELS, module.DESCRIPTION, readonly=readonly, ring_capacity=ring_capacity, **kw
+    )
 
 
 def log_of(tenant: str) -> str:
@@ -172,29 +175,31 @@ def assert_intact(tenant: str, head: int = HEAD) -> None:
 
 # -- needs_compaction: the rule's edges ------------------------------------------------------
 
+
 def test_compaction_needs_a_log_strictly_over_the_threshold():
-    assert not recovery.needs_compaction(100, 10, 1, 0, 100)            # at the threshold: no
-    assert recovery.needs_compaction(101, 10, 1, 0, 100)                # one byte past it: yes
-    assert not recovery.needs_compaction(50, 10, 1, 0, 1000)            # under it, however many rows
+    assert not recovery.needs_compaction(100, 10, 1, 0, 100)  # at the threshold: no
+    assert recovery.needs_compaction(101, 10, 1, 0, 100)  # one byte past it: yes
+    assert not recovery.needs_compaction(50, 10, 1, 0, 1000)  # under it, however many rows
 
 
 def test_compaction_by_rows_needs_more_than_twice_the_live_records():
     # bytes alone would not compact here: 1000 is not more than twice a 500 byte snapshot
     assert not recovery.needs_compaction(1000, 3, 2, 500, 10)
-    assert not recovery.needs_compaction(1000, 4, 2, 500, 10)           # exactly twice: no
-    assert recovery.needs_compaction(1000, 5, 2, 500, 10)               # one more: yes
-    assert recovery.needs_compaction(1000, 1, 0, 500, 10)               # any row beside no live record
+    assert not recovery.needs_compaction(1000, 4, 2, 500, 10)  # exactly twice: no
+    assert recovery.needs_compaction(1000, 5, 2, 500, 10)  # one more: yes
+    assert recovery.needs_compaction(1000, 1, 0, 500, 10)  # any row beside no live record
 
 
 def test_compaction_by_bytes_needs_more_than_twice_the_snapshot():
     # rows alone would not compact here: 0 rows for 5 live records
-    assert not recovery.needs_compaction(1000, 0, 5, 500, 10)           # exactly twice: no
-    assert recovery.needs_compaction(1001, 0, 5, 500, 10)               # one byte more: yes
+    assert not recovery.needs_compaction(1000, 0, 5, 500, 10)  # exactly twice: no
+    assert recovery.needs_compaction(1001, 0, 5, 500, 10)  # one byte more: yes
     assert not recovery.needs_compaction(1499, 0, 5, 1000, 10)
-    assert recovery.needs_compaction(11, 0, 5, 0, 10)                   # no snapshot yet: the log is all
+    assert recovery.needs_compaction(11, 0, 5, 0, 10)  # no snapshot yet: the log is all
 
 
 # -- a good load: what it returns -------------------------------------------------------------
+
 
 @pytest.mark.parametrize("readonly", [False, True])
 def test_load_returns_the_logs_position_and_every_record(history, readonly):
@@ -202,16 +207,29 @@ def test_load_returns_the_logs_position_and_every_record(history, readonly):
     data = read(log)
     before = dir_image(history)
     loaded = load(history, readonly=readonly)
-    assert (loaded.epoch.id, loaded.epoch.log_path, loaded.epoch.log_base, loaded.head_offset, loaded.log_size) == \
-        (decode_header(log, data).epoch, log, 0, HEAD, len(data))
-    assert (loaded.damage, loaded.compacted, loaded.epoch.snapshot_bytes, loaded.epoch.checkpoints, loaded.epoch.retained) == \
-        (None, False, 0, [], None)
+    assert (loaded.epoch.id, loaded.epoch.log_path, loaded.epoch.log_base, loaded.head_offset, loaded.log_size) == (
+        decode_header(log, data).epoch,
+        log,
+        0,
+        HEAD,
+        len(data),
+    )
+    assert (
+        loaded.damage,
+        loaded.compacted,
+        loaded.epoch.snapshot_bytes,
+        loaded.epoch.checkpoints,
+        loaded.epoch.retained,
+    ) == (None, False, 0, [], None)
     assert records(loaded, "User") == expected_users()
     assert records(loaded, "BlogPost") == {1: post(1)}
-    assert {name: t.watermark for name, t in loaded.tables.items()} == \
-        {"User": NEXT_USER_WATERMARK - 1, "BlogPost": 1, "Comment": 0}
-    assert (loaded.tables["User"].max_id, loaded.tables["BlogPost"].max_id) == (6, 1)   # 6 was deleted
-    assert dir_image(history) == before                         # a sound tenant is left as it was
+    assert {name: t.watermark for name, t in loaded.tables.items()} == {
+        "User": NEXT_USER_WATERMARK - 1,
+        "BlogPost": 1,
+        "Comment": 0,
+    }
+    assert (loaded.tables["User"].max_id, loaded.tables["BlogPost"].max_id) == (6, 1)  # 6 was deleted
+    assert dir_image(history) == before  # a sound tenant is left as it was
 
 
 @pytest.mark.parametrize("readonly", [False, True])
@@ -241,24 +259,45 @@ def test_a_fresh_writer_load_creates_the_first_log_and_stores_the_schema(tenant,
     log = log_of(tenant)
     assert len(loaded.epoch.id) == 32 and loaded.epoch.id != "0" * 32
     assert read(log) == encode_header(loaded.epoch.id, 0)
-    assert (loaded.epoch.log_path, loaded.epoch.log_base, loaded.head_offset, loaded.log_size, loaded.damage) == \
-        (log, 0, 0, HEADER_SIZE, None)
-    assert (loaded.compacted, loaded.epoch.snapshot_bytes, loaded.epoch.checkpoints, loaded.epoch.retained) == (False, 0, [], None)
+    assert (loaded.epoch.log_path, loaded.epoch.log_base, loaded.head_offset, loaded.log_size, loaded.damage) == (
+        log,
+        0,
+        0,
+        HEADER_SIZE,
+        None,
+    )
+    assert (loaded.compacted, loaded.epoch.snapshot_bytes, loaded.epoch.checkpoints, loaded.epoch.retained) == (
+        False,
+        0,
+        [],
+        None,
+    )
     assert loaded.recent == deque() and all(not t.live for t in loaded.tables.values())
     assert listing(tenant) == ["history", "log", "schema.json"]
-    assert loaded.history is not None and loaded.history.forks == ()      # a fresh tenant's own history
+    assert loaded.history is not None and loaded.history.forks == ()  # a fresh tenant's own history
     with open(os.path.join(tenant, "schema.json")) as f:
         assert json.load(f) == BLOG.DESCRIPTION
-    assert messages(caplog) == []                               # a first description is no migration
+    assert messages(caplog) == []  # a first description is no migration
 
 
 def test_a_read_only_load_of_a_never_opened_tenant_is_empty_and_creates_nothing(tenant, caplog):
     caplog.set_level(logging.INFO, logger=LOGGER)
     loaded = load(tenant, readonly=True)
-    assert (loaded.epoch.id, loaded.epoch.log_path, loaded.epoch.log_base, loaded.head_offset, loaded.log_size, loaded.damage) == \
-        ("0" * 32, log_of(tenant), 0, 0, 0, None)
+    assert (
+        loaded.epoch.id,
+        loaded.epoch.log_path,
+        loaded.epoch.log_base,
+        loaded.head_offset,
+        loaded.log_size,
+        loaded.damage,
+    ) == ("0" * 32, log_of(tenant), 0, 0, 0, None)
     assert type(loaded.recent) is deque and len(loaded.recent) == 0
-    assert (loaded.compacted, loaded.epoch.snapshot_bytes, loaded.epoch.checkpoints, loaded.epoch.retained) == (False, 0, [], None)
+    assert (loaded.compacted, loaded.epoch.snapshot_bytes, loaded.epoch.checkpoints, loaded.epoch.retained) == (
+        False,
+        0,
+        [],
+        None,
+    )
     assert set(loaded.tables) == {"User", "BlogPost", "Comment"}
     assert all(not t.live and t.watermark == 0 for t in loaded.tables.values())
     assert listing(tenant) == [] and messages(caplog) == []
@@ -286,18 +325,23 @@ def test_load_leaves_the_collector_as_it_found_it(history):
     append_event(log_of(history), ChangeEvent(EventKind.INSERT, "Ghost", HEAD + 1, 1, 1, {"id": 1}))
     with pytest.raises(CorruptLog):
         load(history)
-    assert gc.isenabled()                                       # a refusal re-enables it too
+    assert gc.isenabled()  # a refusal re-enables it too
 
 
 # -- loads from a snapshot ---------------------------------------------------------------------
+
 
 @pytest.mark.parametrize("readonly", [False, True])
 def test_load_from_a_snapshot_keeps_its_max_id_and_epoch(compacted, readonly):
     snap = snapshot_of(compacted)
     image = decode_snapshot(snap, read(snap))
     loaded = load(compacted, readonly=readonly)
-    assert (loaded.epoch.id, loaded.epoch.log_base, loaded.head_offset, loaded.log_size) == \
-        (image.epoch, HEAD, HEAD, HEADER_SIZE)
+    assert (loaded.epoch.id, loaded.epoch.log_base, loaded.head_offset, loaded.log_size) == (
+        image.epoch,
+        HEAD,
+        HEAD,
+        HEADER_SIZE,
+    )
     assert loaded.epoch.snapshot_bytes == os.path.getsize(snap) and not loaded.compacted
     assert records(loaded, "User") == expected_users() and records(loaded, "BlogPost") == {1: post(1)}
     users = loaded.tables["User"]
@@ -324,14 +368,16 @@ def test_snapshot_columns_in_another_order_are_read_by_name(compacted):
         m = model_image(image, "User")
         m.fields = m.fields[::-1]
         m.rows = [row[::-1] for row in m.rows]
+
     rewrite_snapshot(compacted, reverse)
     for readonly in (True, False):
         loaded = load(compacted, readonly=readonly)
         assert records(loaded, "User") == expected_users()
-        assert unpack(loaded.tables["User"].live[2]) == list(user(2).values())   # stored in the model's order
+        assert unpack(loaded.tables["User"].live[2]) == list(user(2).values())  # stored in the model's order
 
 
 # -- refusals of the log ------------------------------------------------------------------------
+
 
 def _without(record: dict, field: str) -> dict:
     return {k: v for k, v in record.items() if k != field}
@@ -340,44 +386,59 @@ def _without(record: dict, field: str) -> dict:
 LOG_REFUSALS = {
     "insert without a field": (
         ChangeEvent(EventKind.INSERT, "User", HEAD + 1, NEXT_USER_WATERMARK, 7, _without(user(7), "email")),
-        f"record without its field 'email': {_without(user(7), 'email')!r}"),
+        f"record without its field 'email': {_without(user(7), 'email')!r}",
+    ),
     "update without a field": (
         ChangeEvent(EventKind.UPDATE, "User", HEAD + 1, NEXT_USER_WATERMARK, 2, _without(user(2), "name"), user(2)),
-        f"record without its field 'name': {_without(user(2), 'name')!r}"),
+        f"record without its field 'name': {_without(user(2), 'name')!r}",
+    ),
     "insert of a value no index can take": (
         ChangeEvent(EventKind.INSERT, "User", HEAD + 1, NEXT_USER_WATERMARK, 7, user(7, role=["a", "list"])),
-        "insert of User 7 holds a value its indexes cannot take (unhashable type: 'list')"),
+        "insert of User 7 holds a value its indexes cannot take (unhashable type: 'list')",
+    ),
     "update of a value no index can take": (
-        ChangeEvent(EventKind.UPDATE, "User", HEAD + 1, NEXT_USER_WATERMARK, 2, user(2, name={"an": "object"}), user(2)),
+        ChangeEvent(
+            EventKind.UPDATE, "User", HEAD + 1, NEXT_USER_WATERMARK, 2, user(2, name={"an": "object"}), user(2)
+        ),
         # name is filtered through its sort index (OrderedFilter), which compares keys
-        "update of User 2 holds a value its indexes cannot take ('<' not supported between instances of 'str' and 'dict')"),
-    "insert of a float where an int sort key goes": (   # its sublists are arrays (OrderedIndex)
+        "update of User 2 holds a value its indexes cannot take ('<' not supported between instances of 'str' and 'dict')",
+    ),
+    "insert of a float where an int sort key goes": (  # its sublists are arrays (OrderedIndex)
         ChangeEvent(EventKind.INSERT, "User", HEAD + 1, NEXT_USER_WATERMARK, 7, user(7, age=30.5)),
-        "insert of User 7 holds a value its indexes cannot take ('float' object cannot be interpreted as an integer)"),
+        "insert of User 7 holds a value its indexes cannot take ('float' object cannot be interpreted as an integer)",
+    ),
     "update of an int past 64 bits where an int sort key goes": (
         ChangeEvent(EventKind.UPDATE, "User", HEAD + 1, NEXT_USER_WATERMARK, 2, user(2, age=2**64), user(2)),
-        "update of User 2 holds a value its indexes cannot take (int too big to convert)"),
+        "update of User 2 holds a value its indexes cannot take (int too big to convert)",
+    ),
     "undeclared model": (
         ChangeEvent(EventKind.INSERT, "Ghost", HEAD + 1, 1, 1, {"id": 1}),
-        "row for model 'Ghost', which the schema does not declare"),
+        "row for model 'Ghost', which the schema does not declare",
+    ),
     "watermark skipped": (
         ChangeEvent(EventKind.INSERT, "User", HEAD + 1, 10, 7, user(7)),
-        "row watermark 10, expected 9 for User"),
+        "row watermark 10, expected 9 for User",
+    ),
     "watermark repeated": (
         ChangeEvent(EventKind.INSERT, "User", HEAD + 1, 8, 7, user(7)),
-        "row watermark 8, expected 9 for User"),
+        "row watermark 8, expected 9 for User",
+    ),
     "watermark of another model": (
         ChangeEvent(EventKind.INSERT, "BlogPost", HEAD + 1, 1, 2, post(2)),
-        "row watermark 1, expected 2 for BlogPost"),
+        "row watermark 1, expected 2 for BlogPost",
+    ),
     "insert of a live id": (
         ChangeEvent(EventKind.INSERT, "User", HEAD + 1, NEXT_USER_WATERMARK, 2, user(2)),
-        "insert of User 2 does not fit the records replayed so far"),
+        "insert of User 2 does not fit the records replayed so far",
+    ),
     "update of a deleted id": (
         ChangeEvent(EventKind.UPDATE, "User", HEAD + 1, NEXT_USER_WATERMARK, 6, user(6), user(6)),
-        "update of User 6 does not fit the records replayed so far"),
+        "update of User 6 does not fit the records replayed so far",
+    ),
     "delete of a deleted id": (
         ChangeEvent(EventKind.DELETE, "User", HEAD + 1, NEXT_USER_WATERMARK, 6, user(6)),
-        "delete of User 6 does not fit the records replayed so far"),
+        "delete of User 6 does not fit the records replayed so far",
+    ),
 }
 
 
@@ -436,13 +497,18 @@ def test_a_log_of_another_epoch_than_the_snapshot_is_refused(compacted):
     epoch = decode_header(log, good).epoch
     other = "ab" * 16
     write(log, encode_header(other, HEAD))
-    assert_refused(compacted, log, 0, f"log (epoch {other}, base {HEAD}) does not continue the snapshot "
-                                      f"(epoch {epoch}, head {HEAD})")
+    assert_refused(
+        compacted,
+        log,
+        0,
+        f"log (epoch {other}, base {HEAD}) does not continue the snapshot (epoch {epoch}, head {HEAD})",
+    )
     write(log, good)
     assert_intact(compacted)
 
 
 # -- refusals of the snapshot -----------------------------------------------------------------------
+
 
 def _ghost(image: SnapshotImage) -> None:
     image.models.append(ModelImage("Ghost", ["id"], [[1]], 1))
@@ -459,6 +525,7 @@ def _row(change: Callable[[list], object]) -> Callable[[SnapshotImage], None]:
         rows = [list(r) for r in m.rows]
         rows[3] = change(rows)
         m.rows = rows
+
     return edit
 
 
@@ -487,9 +554,9 @@ SNAPSHOT_REFUSALS = {
 def test_a_snapshot_line_failing_its_checksum_is_refused_at_that_line(compacted):
     snap = snapshot_of(compacted)
     original = read(snap)
-    user_line = original.index(b"\n") + 1                       # the header lists User first
+    user_line = original.index(b"\n") + 1  # the header lists User first
     broken = bytearray(original)
-    broken[user_line + 12] ^= 0x01                              # inside the line's JSON
+    broken[user_line + 12] ^= 0x01  # inside the line's JSON
     write(snap, bytes(broken))
     assert_refused(compacted, snap, user_line, "snapshot line checksum mismatch")
     write(snap, original)
@@ -509,6 +576,7 @@ def test_a_snapshot_that_does_not_fit_the_schema_is_refused(compacted, case):
 
 
 # -- the read-only retries -----------------------------------------------------------------------------
+
 
 def test_a_read_only_load_tries_three_times_and_a_writer_once(history, caplog):
     caplog.set_level(logging.INFO, logger=LOGGER)
@@ -556,6 +624,7 @@ def test_a_read_only_retry_reads_the_files_again(history):
 
 # -- torn tails ----------------------------------------------------------------------------------------
 
+
 def tear(tenant: str) -> tuple[bytes, bytes, str]:
     """Append the first half of the next frame; (bytes before, bytes after, the scan's reason)."""
     log = log_of(tenant)
@@ -573,9 +642,10 @@ def test_a_writer_load_cuts_a_torn_tail_and_says_where(history, caplog):
     loaded = load(history)
     assert loaded.damage == Damage(len(good), len(torn), reason)
     assert (loaded.head_offset, loaded.log_size) == (HEAD, len(good))
-    assert read(log) == good                                    # cut at the first bad byte
-    assert messages(caplog) == [f"{log}: torn tail at byte {len(good)} ({len(torn) - len(good)} bytes, {reason}); "
-                                "truncated"]
+    assert read(log) == good  # cut at the first bad byte
+    assert messages(caplog) == [
+        f"{log}: torn tail at byte {len(good)} ({len(torn) - len(good)} bytes, {reason}); truncated"
+    ]
     assert records(loaded, "User") == expected_users()
 
 
@@ -594,12 +664,12 @@ def test_a_read_only_load_leaves_a_torn_tail_and_every_byte(history, caplog):
 
 def test_a_read_only_load_leaves_an_interrupted_compaction_as_it_found_it(compacted):
     snap = snapshot_of(compacted)
-    write(snap + ".new", read(snap))                           # a compaction before its commit point
+    write(snap + ".new", read(snap))  # a compaction before its commit point
     before, names = dir_image(compacted), listing(compacted)
     loaded = load(compacted, readonly=True)
     assert records(loaded, "User") == expected_users()
     assert dir_image(compacted) == before and listing(compacted) == names
-    load(compacted)                                             # a writer discards it
+    load(compacted)  # a writer discards it
     assert "snapshot.new" not in listing(compacted)
 
 
@@ -615,13 +685,18 @@ def test_compaction_on_open_starts_a_new_epoch_at_the_head(history, caplog):
     log, snap = log_of(history), snapshot_of(history)
     old = read(log)
     old_epoch = decode_header(log, old).epoch
-    loaded = load(history, compact_bytes=len(old))              # exactly at the threshold
+    loaded = load(history, compact_bytes=len(old))  # exactly at the threshold
     assert not loaded.compacted and read(log) == old and not os.path.exists(snap)
     assert messages(caplog) == []
-    loaded = load(history, compact_bytes=len(old) - 1)          # one byte past it
+    loaded = load(history, compact_bytes=len(old) - 1)  # one byte past it
     assert loaded.compacted and loaded.epoch.id != old_epoch
     assert read(log) == encode_header(loaded.epoch.id, HEAD)
-    assert (loaded.epoch.log_base, loaded.head_offset, loaded.log_size, loaded.epoch.checkpoints) == (HEAD, HEAD, HEADER_SIZE, [])
+    assert (loaded.epoch.log_base, loaded.head_offset, loaded.log_size, loaded.epoch.checkpoints) == (
+        HEAD,
+        HEAD,
+        HEADER_SIZE,
+        [],
+    )
     assert loaded.epoch.snapshot_bytes == os.path.getsize(snap) and loaded.epoch.retained is None
     image = decode_snapshot(snap, read(snap))
     assert (image.epoch, image.head_offset) == (loaded.epoch.id, HEAD)
@@ -633,8 +708,10 @@ def test_compaction_on_open_starts_a_new_epoch_at_the_head(history, caplog):
     users = loaded.tables["User"]
     assert (users.watermark, users.base_ids, users.rows, users.max_id) == (5, [1, 2, 3, 4, 5], [], 6)
     assert loaded.tables["BlogPost"].watermark == 1 and records(loaded, "User") == expected_users()
-    assert messages(caplog) == [f"{history}: compacting on open (log of {len(old)} bytes and {HEAD} rows "
-                                f"for 6 live records, snapshot of 0 bytes)"]
+    assert messages(caplog) == [
+        f"{history}: compacting on open (log of {len(old)} bytes and {HEAD} rows "
+        f"for 6 live records, snapshot of 0 bytes)"
+    ]
     assert listing(history) == ["LOCK", "history", "log", "schema.json", "snapshot"]
     assert_intact(history)
 
@@ -652,9 +729,9 @@ def test_compaction_on_open_retains_the_old_log_for_replicas(history):
 
 def test_a_second_compaction_counts_only_the_rows_after_the_base(history, caplog):
     caplog.set_level(logging.INFO, logger=LOGGER)
-    load(history, compact_bytes=1, retain_bytes=1 << 20)        # snapshot at 9, offsets 1-9 retained
+    load(history, compact_bytes=1, retain_bytes=1 << 20)  # snapshot at 9, offsets 1-9 retained
     s = Store.open(history, BLOG.MODELS, BLOG.DESCRIPTION, retain_bytes=1 << 20)
-    for n in range(13):                                         # 13 rows > twice the 6 live records
+    for n in range(13):  # 13 rows > twice the 6 live records
         run(s.replace("User", 2, user(2, name=f"name {n}")))
     s.close()
     log, snap = log_of(history), snapshot_of(history)
@@ -662,8 +739,10 @@ def test_a_second_compaction_counts_only_the_rows_after_the_base(history, caplog
     caplog.clear()
     loaded = load(history, compact_bytes=1, retain_bytes=1 << 20)
     assert loaded.compacted and (loaded.epoch.log_base, loaded.head_offset) == (HEAD + 13, HEAD + 13)
-    assert messages(caplog) == [f"{history}: compacting on open (log of {size} bytes and 13 rows for 6 live "
-                                f"records, snapshot of {snapshot_bytes} bytes)"]
+    assert messages(caplog) == [
+        f"{history}: compacting on open (log of {size} bytes and 13 rows for 6 live "
+        f"records, snapshot of {snapshot_bytes} bytes)"
+    ]
     # the older retained frames (1-9) are kept ahead of the compacted log's (10-22)
     assert (loaded.epoch.retained.base, loaded.epoch.retained.end) == (0, HEAD + 13)
     assert records(loaded, "User") == expected_users() | {2: user(2, name="name 12")}
@@ -671,13 +750,15 @@ def test_a_second_compaction_counts_only_the_rows_after_the_base(history, caplog
 
 # -- the retained segment at open -----------------------------------------------------------------
 
+
 @pytest.fixture
 def with_segment(history) -> tuple[str, retain.Segment]:
     """`history` compacted with its old log retained: (tenant, the segment a load must find)."""
     log = log_of(history)
     old = read(log)
-    expected = retain.Segment(segment_of(history), decode_header(log, old).epoch, 0, HEAD, len(old),
-                              frames_of(log)[-1][1])
+    expected = retain.Segment(
+        segment_of(history), decode_header(log, old).epoch, 0, HEAD, len(old), frames_of(log)[-1][1]
+    )
     load(history, compact_bytes=1, retain_bytes=1 << 20)
     return history, expected
 
@@ -703,20 +784,23 @@ def test_a_writer_load_with_a_one_byte_budget_keeps_the_segment(with_segment, ca
 def test_a_read_only_load_uses_the_segment_and_removes_nothing(with_segment):
     tenant, segment = with_segment
     before, names = dir_image(tenant), listing(tenant)
-    loaded = load(tenant, readonly=True)                        # retain_bytes 0, as Store.open's default
+    loaded = load(tenant, readonly=True)  # retain_bytes 0, as Store.open's default
     assert loaded.epoch.retained == segment
     assert dir_image(tenant) == before and listing(tenant) == names
 
 
 # -- migrations ---------------------------------------------------------------------------------------
 
+
 def _module(text: str):
     return compile_schema(parse_schema(text, "evolved.dbs"))
 
 
 RANKED = _module(BLOG_TEXT.replace("  profile  json?\n", "  profile  json?\n  rank     int     @default(5)\n", 1))
-FLAGGED = _module(BLOG_TEXT.replace("  body      str\n", "  body      str      @filter\n", 1)
-                  + "\nmodel Tag {\n  id int @id\n  label str @unique\n}\n")
+FLAGGED = _module(
+    BLOG_TEXT.replace("  body      str\n", "  body      str      @filter\n", 1)
+    + "\nmodel Tag {\n  id int @id\n  label str @unique\n}\n"
+)
 
 
 @pytest.fixture
@@ -735,7 +819,7 @@ def ranked_users() -> dict[int, dict]:
 
 
 def test_a_reshaping_migration_fills_snapshot_and_log_records_and_compacts(split, caplog):
-    changes = migrate.plan_migration(split, RANKED.DESCRIPTION).changes     # reads only
+    changes = migrate.plan_migration(split, RANKED.DESCRIPTION).changes  # reads only
     assert changes
     caplog.set_level(logging.INFO, logger=LOGGER)
     loaded = load(split, module=RANKED)
@@ -751,7 +835,7 @@ def test_a_reshaping_migration_fills_snapshot_and_log_records_and_compacts(split
         f"{split}: compacting on open (migration reshaped records)",
         f"{split}: schema migrated:\n" + "\n".join(f"  - {c}" for c in changes),
     ]
-    again = load(split, module=RANKED)                          # migrated once: a plain open now
+    again = load(split, module=RANKED)  # migrated once: a plain open now
     assert not again.compacted and records(again, "User") == ranked_users()
 
 

@@ -20,13 +20,14 @@ from dbsvc.storage.logfile import HEADER_SIZE, decode_header
 from dbsvc.storage.tenants import compact_tenant
 from support.storage import ROOT, kill_writer, open_store, run, user
 
-BIG = 1 << 40                   # a compact_bytes that never triggers
-RETAIN = 1 << 22                # a budget that keeps everything these tests write
+BIG = 1 << 40  # a compact_bytes that never triggers
+RETAIN = 1 << 22  # a budget that keeps everything these tests write
 TINY = 32 * 1024
 OFFSETS_CHILD = os.path.join(os.path.dirname(__file__), "offsets_child.py")
 
 
 # -- helpers -----------------------------------------------------------------------------
+
 
 def offsets(frames) -> list[int]:
     return [int.from_bytes(f[:8], "big") for f in frames]
@@ -88,6 +89,7 @@ def check_next_write(s, head: int) -> None:
 
 # -- frames_after across compactions -----------------------------------------------------
 
+
 def test_frames_after_reaches_back_across_an_offline_compaction(tenant):
     s = fresh(tenant, replication=True)
     run(churn(s, 60))
@@ -98,7 +100,7 @@ def test_frames_after_reaches_back_across_an_offline_compaction(tenant):
     s = fresh(tenant, replication=True, retain_bytes=RETAIN)
     assert s.head_offset == head and s.epoch_state.log_base == head and s.oldest_offset == 0
     for after in (0, 1, 17, head - 1, head):
-        assert list(s.frames_after(after)) == before[after:]            # byte for byte
+        assert list(s.frames_after(after)) == before[after:]  # byte for byte
         assert [e.offset for e in s.events_after(after)] == list(range(after + 1, head + 1))
     run(churn(s, 5))
     assert offsets(s.frames_after(head - 3)) == list(range(head - 2, head + 6))
@@ -112,10 +114,10 @@ def test_frames_after_across_two_compactions_offline_and_at_open(tenant):
     compact(tenant)
     s = fresh(tenant, retain_bytes=RETAIN)
     run(churn(s, 40))
-    before = list(s.frames_after(0))                 # segment, then log
+    before = list(s.frames_after(0))  # segment, then log
     head = s.head_offset
     s.close()
-    s = fresh(tenant, compact_bytes=1, retain_bytes=RETAIN)          # compacts at open
+    s = fresh(tenant, compact_bytes=1, retain_bytes=RETAIN)  # compacts at open
     assert s.compacted_on_open and s.epoch_state.log_base == head
     assert s.oldest_offset == 0 and list(s.frames_after(0)) == before
     assert list(s.frames_after(55)) == before[55:]
@@ -134,8 +136,8 @@ def test_frames_after_across_two_online_compactions(tenant):
         # Up to the cut (which includes the triggering write): the retained segment, byte
         # for byte. After it: the new log, whose watermarks were renumbered, so rows
         # compare without them.
-        assert h1 > len(before) and after1[:len(before)] == before
-        assert rows(after1[:len(before)]) == rows(before)
+        assert h1 > len(before) and after1[: len(before)] == before
+        assert rows(after1[: len(before)]) == rows(before)
         assert offsets(after1) == list(range(1, s.head_offset + 1))
         await churn(s, 50)
         before2 = list(s.frames_after(0))
@@ -143,11 +145,12 @@ def test_frames_after_across_two_online_compactions(tenant):
         h2 = s.epoch_state.log_base
         after2 = list(s.frames_after(0))
         assert h2 > len(before2) > h1 and s.oldest_offset == 0
-        assert after2[:len(before2)] == before2 and after2[:len(before)] == before
-        assert rows(after2[:len(before2)]) == rows(before2)
+        assert after2[: len(before2)] == before2 and after2[: len(before)] == before
+        assert rows(after2[: len(before2)]) == rows(before2)
         assert offsets(after2) == list(range(1, s.head_offset + 1))
         for after in (0, h1 - 1, h1, h1 + 1, h2 - 1, h2):
             assert offsets(s.frames_after(after)) == list(range(after + 1, s.head_offset + 1))
+
     run(go())
     s.close()
 
@@ -158,6 +161,7 @@ def test_retained_frames_keep_the_watermarks_of_their_epoch(tenant):
     async def go():
         await churn(s, 30, users=3)
         await compact_online(s)
+
     run(go())
     events = list(s.events_after(0))
     assert [e.offset for e in events] == list(range(1, s.head_offset + 1))
@@ -174,11 +178,12 @@ def test_a_stream_started_before_an_online_compaction_goes_on_without_a_gap(tena
         head = s.head_offset
         stream = s.frames_after(3)
         got = [next(stream) for _ in range(5)]
-        await compact_online(s)                      # the log under the stream is replaced
+        await compact_online(s)  # the log under the stream is replaced
         got.extend(stream)
         assert offsets(got) == list(range(4, head + 1))
         got.extend(s.frames_after(head))
         assert offsets(got) == list(range(4, s.head_offset + 1))
+
     run(go())
     s.close()
 
@@ -195,6 +200,7 @@ def test_seek_into_a_large_segment_finds_every_offset(tenant):
                 await s.insert("User", user(i, profile=pad))
             else:
                 await s.replace("User", i, user(i, name=f"n{k}", profile=pad))
+
     run(go())
     before = list(s.frames_after(0))
     s.close()
@@ -210,6 +216,7 @@ def test_seek_into_a_large_segment_finds_every_offset(tenant):
 
 
 # -- the budget --------------------------------------------------------------------------
+
 
 def _fitting_suffix(frames: list[bytes], budget: int) -> list[bytes]:
     kept: list[bytes] = []
@@ -232,6 +239,7 @@ def test_budget_keeps_the_newest_whole_frames(tenant, budget):
             i = 1 + k % 4
             rec = user(i, name=f"n{k}", profile={"pad": "p" * rnd.randrange(0, 300)})
             await (s.insert("User", rec) if s.get("User", i)[0] is None else s.replace("User", i, rec))
+
     run(go())
     before = list(s.frames_after(0))
     s.close()
@@ -276,7 +284,7 @@ def test_retain_zero_answers_410_right_after_each_kind_of_compaction(tenant):
     s = fresh(tenant)
     run(churn(s, 30))
     s.close()
-    compact(tenant, retain_bytes=0)                                    # offline
+    compact(tenant, retain_bytes=0)  # offline
     assert not os.path.exists(segment_path(tenant))
     s = fresh(tenant)
     base = s.epoch_state.log_base
@@ -284,11 +292,11 @@ def test_retain_zero_answers_410_right_after_each_kind_of_compaction(tenant):
         s.frames_after(base - 1)
     run(churn(s, 30))
     s.close()
-    s = fresh(tenant, compact_bytes=1)                                 # at open
+    s = fresh(tenant, compact_bytes=1)  # at open
     assert s.compacted_on_open and s.oldest_offset == s.epoch_state.log_base == s.head_offset
     with pytest.raises(OffsetGone):
         s.frames_after(s.head_offset - 1)
-    run(compact_online(s))                                             # online
+    run(compact_online(s))  # online
     with pytest.raises(OffsetGone):
         s.frames_after(s.epoch_state.log_base - 1)
     s.close()
@@ -301,7 +309,7 @@ def test_retain_zero_removes_a_segment_left_from_before(tenant, caplog):
     s.close()
     compact(tenant)
     assert os.path.exists(segment_path(tenant))
-    ro = fresh(tenant, readonly=True)               # a read-only open touches nothing
+    ro = fresh(tenant, readonly=True)  # a read-only open touches nothing
     assert ro.oldest_offset == 0
     ro.close()
     assert os.path.exists(segment_path(tenant))
@@ -313,6 +321,7 @@ def test_retain_zero_removes_a_segment_left_from_before(tenant, caplog):
 
 
 # -- damage ------------------------------------------------------------------------------
+
 
 @pytest.fixture
 def retained(tenant):
@@ -370,7 +379,7 @@ def test_damage_in_the_middle_is_found_while_reading(retained, caplog):
     tenant, before = retained
     path = segment_path(tenant)
     s = fresh(tenant, retain_bytes=RETAIN)
-    assert s.oldest_offset == 0                      # only the ends are checked at open
+    assert s.oldest_offset == 0  # only the ends are checked at open
     # Flip a byte inside the payload of frame 30.
     position = HEADER_SIZE + sum(map(len, before[:29])) + 20
     _damage(path, position)
@@ -379,11 +388,11 @@ def test_damage_in_the_middle_is_found_while_reading(retained, caplog):
         with pytest.raises(OffsetGone, match="damaged"):
             for frame in s.frames_after(0):
                 got.append(frame)
-    assert got == before[:29]                        # only the good frames before the damage
+    assert got == before[:29]  # only the good frames before the damage
     assert "ignoring the retained log segment" in caplog.text and f"byte {position - 20}" in caplog.text
     assert s.oldest_offset == s.epoch_state.log_base
     with pytest.raises(OffsetGone):
-        s.frames_after(40)                           # dropped for the rest of the store's life
+        s.frames_after(40)  # dropped for the rest of the store's life
     s.close()
 
 
@@ -395,7 +404,7 @@ def test_a_segment_that_does_not_meet_the_log_is_ignored_and_the_next_compaction
     head = s.head_offset
     s.close()
     compact(tenant, retain_bytes=0)
-    with open(segment_path(tenant), "wb") as f:      # the segment of the first compaction
+    with open(segment_path(tenant), "wb") as f:  # the segment of the first compaction
         f.write(stale)
     with caplog.at_level(logging.WARNING, logger="dbsvc.storage"):
         s = fresh(tenant, retain_bytes=RETAIN)
@@ -424,15 +433,21 @@ def test_compaction_at_open_killed_after_each_step_keeps_retention_consistent(te
     s = fresh(tenant)
     run(churn(s, 40))
     s.close()
-    compact(tenant)                                  # a segment exists: the next one merges it
+    compact(tenant)  # a segment exists: the next one merges it
     s = fresh(tenant, retain_bytes=RETAIN)
     run(churn(s, 40))
     before = list(s.frames_after(0))
     head, records = s.head_offset, dict(s.tables["User"].records)
     s.close()
     code = AT_OPEN_CHILD.format(root=str(ROOT), tests=str(ROOT / "tests"), tenant=tenant, retain=RETAIN)
-    res = subprocess.run([sys.executable, "-c", code], env={**os.environ, "DBSVC_FAULT": f"compact:{step}:KILL"},
-                         capture_output=True, text=True, timeout=60, check=False)
+    res = subprocess.run(
+        [sys.executable, "-c", code],
+        env={**os.environ, "DBSVC_FAULT": f"compact:{step}:KILL"},
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
     assert res.returncode == -9, res.stderr
     for readonly in (True, False):
         s = fresh(tenant, readonly=readonly, retain_bytes=RETAIN)
@@ -449,30 +464,31 @@ def test_compaction_at_open_killed_after_each_step_keeps_retention_consistent(te
 
 # -- offsets are never reused ------------------------------------------------------------
 
+
 def test_head_survives_restart_and_every_compaction(tenant):
     s = fresh(tenant)
     run(churn(s, 30))
     head = s.head_offset
     s.close()
-    s = fresh(tenant)                                                  # restart
+    s = fresh(tenant)  # restart
     assert s.head_offset == head
     check_next_write(s, head)
     head = s.head_offset
     s.close()
-    compact(tenant)                                                    # offline
+    compact(tenant)  # offline
     s = fresh(tenant)
     assert s.head_offset == s.epoch_state.log_base == head
     check_next_write(s, head)
     run(churn(s, 30))
     head = s.head_offset
     s.close()
-    s = fresh(tenant, compact_bytes=1)                                 # at open
+    s = fresh(tenant, compact_bytes=1)  # at open
     assert s.compacted_on_open and s.head_offset == head
     check_next_write(s, head)
     head = s.head_offset
     s.compactor.compact_bytes = BIG
-    run(compact_online(s))                                             # online
-    assert s.head_offset == s.epoch_state.log_base > head                         # the trigger's rows
+    run(compact_online(s))  # online
+    assert s.head_offset == s.epoch_state.log_base > head  # the trigger's rows
     head = s.head_offset
     check_next_write(s, head)
     head = s.head_offset
@@ -488,12 +504,13 @@ def offsets_loop(tenant: str, rounds: int, seed: int) -> int:
     moments; after each kill every offset ever seen must still name the same row, the head
     must cover every committed row, and the next write must get head + 1."""
     rnd = random.Random(seed)
-    seen: dict[int, tuple] = {}          # offset -> (kind, model, id), over every round
+    seen: dict[int, tuple] = {}  # offset -> (kind, model, id), over every round
     head = oldest = 0
     committed_total = 0
     for round_ in range(rounds):
-        out = kill_writer([OFFSETS_CHILD, tenant, str(seed * 1000 + round_), str(TINY), str(RETAIN)], head,
-                          rnd.uniform(0.05, 0.4))
+        out = kill_writer(
+            [OFFSETS_CHILD, tenant, str(seed * 1000 + round_), str(TINY), str(RETAIN)], head, rnd.uniform(0.05, 0.4)
+        )
         lines = [line.split() for line in out.split("\n")[:-1] if line.startswith("C ")]
         for _c, offset, kind, model, id_ in lines:
             row = (kind, model, id_)
@@ -503,7 +520,7 @@ def offsets_loop(tenant: str, rounds: int, seed: int) -> int:
         s = fresh(tenant, retain_bytes=RETAIN)
         try:
             if lines:
-                assert s.head_offset >= int(lines[-1][1])             # every committed row survived
+                assert s.head_offset >= int(lines[-1][1])  # every committed row survived
             assert s.head_offset >= head and s.oldest_offset >= oldest
             oldest, head = s.oldest_offset, s.head_offset
             frames = list(s.frames_after(oldest))

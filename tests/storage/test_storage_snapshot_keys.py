@@ -25,15 +25,20 @@ from dbsvc.storage.tenants import compact_tenant, create_tenant
 from support.storage import BLOG, ROOT, open_store, opened_users, run, snapshot_in_format_1, user
 
 N_USERS = 10
-USER_KEYS = ["id", "email", "name", "age", "role", "joined"]     # the User table's key fields
+USER_KEYS = ["id", "email", "name", "age", "role", "joined"]  # the User table's key fields
 
 
 def _user(i: int) -> dict:
     """Values of every kind a key column carries: text with a TAB and non-ASCII, null
     and large ages, the three enum members, json profiles holding TABs."""
-    return user(i, name=f"user\t{i} é", age=None if i % 4 == 0 else 2**40 + i if i % 4 == 1 else 20 + i,
-                role=("admin", "editor", "reader")[i % 3], joined=f"2026-01-{i:02d}T00:00:00.{i:06d}Z",
-                profile={"tabs": "a\tb", "n": [i, [i]]} if i % 2 else None)
+    return user(
+        i,
+        name=f"user\t{i} é",
+        age=None if i % 4 == 0 else 2**40 + i if i % 4 == 1 else 20 + i,
+        role=("admin", "editor", "reader")[i % 3],
+        joined=f"2026-01-{i:02d}T00:00:00.{i:06d}Z",
+        profile={"tabs": "a\tb", "n": [i, [i]]} if i % 2 else None,
+    )
 
 
 @pytest.fixture
@@ -48,6 +53,7 @@ def compacted(tenant, monkeypatch):
         for i in range(1, N_USERS + 1):
             await s.insert("User", _user(i))
         await s.delete("User", 7)
+
     run(go())
     want = dict(s.tables["User"].records)
     stored = dict(s.tables["User"].live)
@@ -84,19 +90,19 @@ def test_the_writer_puts_each_block_of_rows_after_its_keys(compacted):
     models = {m["name"]: m for m in header["models"]}
     assert models["User"]["keys"] == USER_KEYS == Table(BLOG.BY_NAME["User"]).key_fields
     assert models["User"]["count"] == N_USERS - 1 and models["BlogPost"]["count"] == 0
-    assert len(bodies) == 1 + 2 * 3                     # User's three blocks; no lines for models without rows
+    assert len(bodies) == 1 + 2 * 3  # User's three blocks; no lines for models without rows
     ids = sorted(stored)
     blocks = [ids[0:4], ids[4:8], ids[8:]]
     assert blocks == [[1, 2, 3, 4], [5, 6, 8, 9], [10]]
     fields = list(BLOG.BY_NAME["User"].fields)
     for n, block in enumerate(blocks):
         keys, rows = json.loads(bodies[1 + 2 * n]), bodies[2 + 2 * n]
-        assert rows[1:-1].split(b",\t") == [stored[i] for i in block]        # the rows are the records
-        values = json.loads(rows)                                             # and one JSON array
+        assert rows[1:-1].split(b",\t") == [stored[i] for i in block]  # the rows are the records
+        values = json.loads(rows)  # and one JSON array
         assert values == [unpack(stored[i]) for i in block]
         assert keys[0] == ({"first": block[0], "count": len(block)} if n != 1 else block)
         for name, column in zip(USER_KEYS, keys):
-            if type(column) is dict:                    # consecutive integers are written as a run
+            if type(column) is dict:  # consecutive integers are written as a run
                 column = list(range(column["first"], column["first"] + column["count"]))
             assert column == [row[fields.index(name)] for row in values]
 
@@ -112,6 +118,7 @@ def test_an_open_reads_the_keys_and_only_a_sample_of_the_rows(compacted, monkeyp
     def counting(text, at):
         scanned.append(text)
         return scan(text, at)
+
     monkeypatch.setattr(snapshot, "SCAN", counting)
     for readonly in (False, True):
         scanned.clear()
@@ -127,6 +134,7 @@ def test_a_sample_is_every_64th_row_and_each_blocks_last(tenant, monkeypatch):
     async def go():
         for i in range(1, 201):
             await s.insert("User", user(i))
+
     run(go())
     s.close()
     compact_tenant(os.path.dirname(tenant), os.path.basename(tenant))
@@ -137,6 +145,7 @@ def test_a_sample_is_every_64th_row_and_each_blocks_last(tenant, monkeypatch):
         value = scan(text, at)
         scanned.append(value[0][0])
         return value
+
     monkeypatch.setattr(snapshot, "SCAN", counting)
     _users(tenant)
     assert scanned == [1, 65, 129, 150, 151, 200]
@@ -155,6 +164,7 @@ def test_a_format_1_snapshot_is_compacted_into_format_2(compacted):
 
     async def go():
         await s.compact_now()
+
     try:
         run(go())
     finally:
@@ -174,6 +184,7 @@ def test_online_compaction_writes_blocks_whatever_chunks_it_reads(tenant, monkey
         for i in range(1, N_USERS + 1):
             await s.insert("User", _user(i))
         await s.compact_now()
+
     try:
         run(go())
         want = dict(s.tables["User"].records)
@@ -184,8 +195,11 @@ def test_online_compaction_writes_blocks_whatever_chunks_it_reads(tenant, monkey
     assert json.loads(bodies[0])["models"][0]["keys"] == USER_KEYS
     rows = [text for body in bodies[2::2] for text in body[1:-1].split(b",\t")]
     assert rows == [stored[i] for i in sorted(stored)] and [len(json.loads(b)) for b in bodies[2::2]] == [4, 4, 2]
-    assert [json.loads(b)[0] for b in bodies[1::2]] == [{"first": 1, "count": 4}, {"first": 5, "count": 4},
-                                                         {"first": 9, "count": 2}]
+    assert [json.loads(b)[0] for b in bodies[1::2]] == [
+        {"first": 1, "count": 4},
+        {"first": 5, "count": 4},
+        {"first": 9, "count": 2},
+    ]
     assert _users(tenant) == want
 
 
@@ -207,23 +221,27 @@ def test_keys_that_do_not_cover_the_table_are_read_from_the_rows(compacted, monk
     scan = snapshot.SCAN
     monkeypatch.setattr(snapshot, "SCAN", lambda text, i: scanned.append(text) or scan(text, i))
     assert _users(tenant) == want
-    assert len(scanned) == N_USERS - 1                  # each row once, by the rows reader
+    assert len(scanned) == N_USERS - 1  # each row once, by the rows reader
 
 
 def _edit_keys(n: int, column: int, change):
     """Change column `column` of keys line `n` (1, 3, 5: User's blocks)."""
+
     def edit(bodies: list[bytes]) -> None:
         keys = json.loads(bodies[n])
         keys[column] = change(keys[column])
         bodies[n] = json.dumps(keys, separators=(",", ":"), ensure_ascii=False).encode()
+
     return edit
 
 
 def _edit_rows(n: int, change):
     """Change the row texts of rows line `n` (2, 4, 6: User's blocks)."""
+
     def edit(bodies: list[bytes]) -> None:
         texts = bodies[n][1:-1].split(b",\t")
         bodies[n] = change(texts)
+
     return edit
 
 
@@ -232,6 +250,7 @@ def _edit_header(change):
         header = json.loads(bodies[0])
         change(header)
         bodies[0] = json.dumps(header).encode()
+
     return edit
 
 
@@ -283,35 +302,74 @@ REFUSALS = {
     "a run too short": (_edit_keys(1, 0, lambda c: {"first": 1, "count": 3}), 1, BLOCK_SHAPE),
     "a run of another shape": (_edit_keys(1, 0, lambda c: {"first": 1, "count": 4, "step": 1}), 1, BLOCK_SHAPE),
     "a run of text": (_edit_keys(1, 0, lambda c: {"first": "1", "count": 4}), 1, BLOCK_SHAPE),
-    "two rows in one text": (_edit_rows(4, lambda t: b"[" + b",".join(t[:2]) + b",\t" + b",\t".join(t[2:]) + b"]"),
-                             3, BLOCK_SHAPE),
-    "rows line not an array": (_edit_rows(4, lambda t: b"{" + b",\t".join(t) + b"]"), 4,
-                               "model 'User': a rows line is not a JSON array"),
-    "a sampled row unlike its keys": (_edit_rows(4, _other_email), 4,
-                                      "model 'User': row 1 of a block is not one row of 7 fields matching its keys line"),
-    "a sampled row short": (_edit_rows(6, lambda t: b"[" + t[0][:t[0].rindex(b",")] + b"]]"), 6,
-                            "model 'User': row 1 of a block is not one row of 7 fields matching its keys line"),
-    "a sampled row not JSON": (_edit_rows(2, lambda t: b"[" + b",\t".join([*t[:3], t[3][:-1] + b"}"]) + b"]"), 2,
-                               "model 'User': row 4 of a block is not one row of 7 fields matching its keys line"),
-    "a sampled row not UTF-8": (_edit_rows(2, lambda t: b"[" + b",\t".join([t[0][:-2] + b'"\xff"]', *t[1:]]) + b"]"),
-                                2, "model 'User': row 1 of a block is not one row of 7 fields matching its keys line"),
-    "ids out of order across blocks": (_last_id_is_3, 1, "snapshot rows of User are not in strictly ascending id order"),
-    "a block starting inside a run": (_block_2_starts_at_id_2, 1,
-                                      "snapshot rows of User are not in strictly ascending id order"),
-    "a sampled row with more after it": (_edit_rows(6, lambda t: b"[" + t[0] + b"[10]]"), 6,
-                                         "model 'User': row 1 of a block is not one row of 7 fields matching its keys line"),
-    "a key no index can take": (_edit_keys(1, 4, lambda c: [c[0], ["not", "hashable"], *c[2:]]), 1,
-                                "snapshot rows of User hold a value its indexes cannot take (unhashable type: 'list')"),
-    "a block missing": (_no_last_block, None,
-                        "snapshot has 4 lines after its header, its header's models need 6"),
-    "keys naming no field": (_edit_header(lambda h: h["models"][0]["keys"].append("nope")), 0,
-                             "snapshot header: the keys of model 'User' are not distinct names of its fields: "
-                             "['id', 'email', 'name', 'age', 'role', 'joined', 'nope']"),
-    "keys named twice": (_edit_header(lambda h: h["models"][0]["keys"].append("id")), 0,
-                         "snapshot header: the keys of model 'User' are not distinct names of its fields: "
-                         "['id', 'email', 'name', 'age', 'role', 'joined', 'id']"),
-    "blocks of no rows": (_edit_header(lambda h: h.update(block_rows=0)), 0,
-                          "snapshot header: block_rows 0 is not a positive integer"),
+    "two rows in one text": (
+        _edit_rows(4, lambda t: b"[" + b",".join(t[:2]) + b",\t" + b",\t".join(t[2:]) + b"]"),
+        3,
+        BLOCK_SHAPE,
+    ),
+    "rows line not an array": (
+        _edit_rows(4, lambda t: b"{" + b",\t".join(t) + b"]"),
+        4,
+        "model 'User': a rows line is not a JSON array",
+    ),
+    "a sampled row unlike its keys": (
+        _edit_rows(4, _other_email),
+        4,
+        "model 'User': row 1 of a block is not one row of 7 fields matching its keys line",
+    ),
+    "a sampled row short": (
+        _edit_rows(6, lambda t: b"[" + t[0][: t[0].rindex(b",")] + b"]]"),
+        6,
+        "model 'User': row 1 of a block is not one row of 7 fields matching its keys line",
+    ),
+    "a sampled row not JSON": (
+        _edit_rows(2, lambda t: b"[" + b",\t".join([*t[:3], t[3][:-1] + b"}"]) + b"]"),
+        2,
+        "model 'User': row 4 of a block is not one row of 7 fields matching its keys line",
+    ),
+    "a sampled row not UTF-8": (
+        _edit_rows(2, lambda t: b"[" + b",\t".join([t[0][:-2] + b'"\xff"]', *t[1:]]) + b"]"),
+        2,
+        "model 'User': row 1 of a block is not one row of 7 fields matching its keys line",
+    ),
+    "ids out of order across blocks": (
+        _last_id_is_3,
+        1,
+        "snapshot rows of User are not in strictly ascending id order",
+    ),
+    "a block starting inside a run": (
+        _block_2_starts_at_id_2,
+        1,
+        "snapshot rows of User are not in strictly ascending id order",
+    ),
+    "a sampled row with more after it": (
+        _edit_rows(6, lambda t: b"[" + t[0] + b"[10]]"),
+        6,
+        "model 'User': row 1 of a block is not one row of 7 fields matching its keys line",
+    ),
+    "a key no index can take": (
+        _edit_keys(1, 4, lambda c: [c[0], ["not", "hashable"], *c[2:]]),
+        1,
+        "snapshot rows of User hold a value its indexes cannot take (unhashable type: 'list')",
+    ),
+    "a block missing": (_no_last_block, None, "snapshot has 4 lines after its header, its header's models need 6"),
+    "keys naming no field": (
+        _edit_header(lambda h: h["models"][0]["keys"].append("nope")),
+        0,
+        "snapshot header: the keys of model 'User' are not distinct names of its fields: "
+        "['id', 'email', 'name', 'age', 'role', 'joined', 'nope']",
+    ),
+    "keys named twice": (
+        _edit_header(lambda h: h["models"][0]["keys"].append("id")),
+        0,
+        "snapshot header: the keys of model 'User' are not distinct names of its fields: "
+        "['id', 'email', 'name', 'age', 'role', 'joined', 'id']",
+    ),
+    "blocks of no rows": (
+        _edit_header(lambda h: h.update(block_rows=0)),
+        0,
+        "snapshot header: block_rows 0 is not a positive integer",
+    ),
     "a format to come": (_edit_header(lambda h: h.update(format=3)), 0, "snapshot format 3, expected one of [1, 2]"),
 }
 
@@ -366,18 +424,26 @@ def test_offline_compaction_writes_the_keys_the_tables_index(schema):
 
 
 _text = st.text(st.characters(blacklist_categories=("Cs",)), max_size=12)
-_json = st.recursive(st.none() | st.booleans() | st.integers(-2**70, 2**70) | _text
-                     | st.floats(allow_nan=False, allow_infinity=False),
-                     lambda inner: st.lists(inner, max_size=3) | st.dictionaries(_text, inner, max_size=3),
-                     max_leaves=6)
-_user_fields = st.lists(st.fixed_dictionaries({
-    "name": _text.map(lambda t: "n" + t),
-    "age": st.none() | st.integers(-2**63, 2**63 - 1),
-    "role": st.sampled_from(["admin", "editor", "reader"]),
-    "joined": st.datetimes(datetime(1000, 1, 1), datetime(9999, 1, 1)).map(
-        lambda d: d.strftime("%Y-%m-%dT%H:%M:%S.%fZ")),
-    "profile": _json,
-}), min_size=1, max_size=24)
+_json = st.recursive(
+    st.none() | st.booleans() | st.integers(-(2**70), 2**70) | _text | st.floats(allow_nan=False, allow_infinity=False),
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(_text, inner, max_size=3),
+    max_leaves=6,
+)
+_user_fields = st.lists(
+    st.fixed_dictionaries(
+        {
+            "name": _text.map(lambda t: "n" + t),
+            "age": st.none() | st.integers(-(2**63), 2**63 - 1),
+            "role": st.sampled_from(["admin", "editor", "reader"]),
+            "joined": st.datetimes(datetime(1000, 1, 1), datetime(9999, 1, 1)).map(
+                lambda d: d.strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+            ),
+            "profile": _json,
+        }
+    ),
+    min_size=1,
+    max_size=24,
+)
 
 
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
@@ -398,6 +464,7 @@ def test_any_records_read_from_the_keys_as_from_the_rows(users, deleted, block, 
             for i in sorted(deleted):
                 if i <= len(users):
                     await s.delete("User", i)
+
         run(go())
         want, stored = dict(s.tables["User"].records), dict(s.tables["User"].live)
         s.close()

@@ -33,7 +33,8 @@ def compacted(tenant, monkeypatch):
 
     async def go():
         for i in range(1, N_USERS + 1):
-            await s.insert("User", user(i, name=f"user\t{i}"))        # a TAB in a value: escaped
+            await s.insert("User", user(i, name=f"user\t{i}"))  # a TAB in a value: escaped
+
     run(go())
     want = dict(s.tables["User"].records)
     s.close()
@@ -56,7 +57,7 @@ def _stored(tenant):
 
 def _rewrite_user_line(tenant, body: bytes) -> bytes:
     lines = _lines(tenant)
-    lines[1] = b"%08x " % zlib.crc32(body) + body          # the header lists User first
+    lines[1] = b"%08x " % zlib.crc32(body) + body  # the header lists User first
     data = b"\n".join(lines)
     with open(os.path.join(tenant, "snapshot"), "wb") as f:
         f.write(data)
@@ -102,7 +103,7 @@ def test_a_line_of_the_older_pieces_is_read_and_its_rows_packed(compacted):
     _rewrite_user_line(tenant, b"[" + b",\t".join(b",".join(texts[i : i + 3]) for i in range(0, N_USERS, 3)) + b"]")
     _data, _line, windows = _read(tenant)
     assert sum(len(p) for p, _t in windows) == N_USERS
-    assert [len(p) for p, t in windows if t is None] == [3, 3, 3]     # the last text is one row: kept
+    assert [len(p) for p, t in windows if t is None] == [3, 3, 3]  # the last text is one row: kept
     assert _users(tenant) == want
     assert list(_stored(tenant).values()) == [pack(r) for r in rows]
 
@@ -112,13 +113,13 @@ def test_a_text_that_is_not_exactly_one_row_is_never_kept(compacted, monkeypatch
     (the texts and the rows of the window then number the same), whitespace before a row
     and inside one: each such window is parsed, and the records are the line's."""
     tenant, _want = compacted
-    monkeypatch.setattr(snapshot, "WINDOW", 1 << 20)         # one window: the counts must agree
+    monkeypatch.setattr(snapshot, "WINDOW", 1 << 20)  # one window: the counts must agree
     rows = json.loads(_lines(tenant)[1][9:])
-    rows[3][-1] = [[1], [2]]                                  # profile, a json field
+    rows[3][-1] = [[1], [2]]  # profile, a json field
     rows[4][-1] = [[3]]
     texts = [json.dumps(r, separators=(",", ":")).encode() for r in rows]
-    texts[3] = texts[3].replace(b"[[1],[2]]", b"[[1],\t[2]]")      # row 4 split in two texts...
-    texts[4] = texts[4] + b"," + texts.pop(5)                      # ...rows 5 and 6 in one
+    texts[3] = texts[3].replace(b"[[1],[2]]", b"[[1],\t[2]]")  # row 4 split in two texts...
+    texts[4] = texts[4] + b"," + texts.pop(5)  # ...rows 5 and 6 in one
     texts[6] = b" " + texts[6]
     texts[7] = texts[7][:-1] + b" ]"
     body = b"[" + b",\t".join(texts) + b"]"
@@ -143,8 +144,9 @@ def test_a_row_written_with_spaces_is_kept_as_it_is_and_reads_the_same(compacted
     assert _users(tenant) == want
 
 
-@pytest.mark.parametrize("where", ["after the bracket", "inside a row", "inside a row after good windows",
-                                   "before a comma", "at the end"])
+@pytest.mark.parametrize(
+    "where", ["after the bracket", "inside a row", "inside a row after good windows", "before a comma", "at the end"]
+)
 def test_tabs_elsewhere_read_the_line_whole(compacted, where):
     """TABs that are JSON whitespace but not row ends: the rows are still the line's."""
     tenant, want = compacted
@@ -153,10 +155,21 @@ def test_tabs_elsewhere_read_the_line_whole(compacted, where):
     if where == "after the bracket":
         body = b"[\t" + b",".join(texts) + b"]"
     elif where == "inside a row":
-        body = b"[" + b",".join(texts[:4]) + b"," + texts[4].replace(b",", b",\t", 1) + b"," + b",".join(texts[5:]) + b"]"
-    elif where == "inside a row after good pieces":     # pieces 1-2 parse, piece 3 does not
-        body = (b"[" + b",".join(texts[:2]) + b",\t" + b",".join(texts[2:4]) + b",\t"
-                + texts[4].replace(b",", b",\t", 1) + b"," + b",".join(texts[5:]) + b"]")
+        body = (
+            b"[" + b",".join(texts[:4]) + b"," + texts[4].replace(b",", b",\t", 1) + b"," + b",".join(texts[5:]) + b"]"
+        )
+    elif where == "inside a row after good pieces":  # pieces 1-2 parse, piece 3 does not
+        body = (
+            b"["
+            + b",".join(texts[:2])
+            + b",\t"
+            + b",".join(texts[2:4])
+            + b",\t"
+            + texts[4].replace(b",", b",\t", 1)
+            + b","
+            + b",".join(texts[5:])
+            + b"]"
+        )
     elif where == "before a comma":
         body = b"[" + b",".join(texts[:5]) + b"\t," + b",".join(texts[5:]) + b"]"
     else:
@@ -166,17 +179,18 @@ def test_tabs_elsewhere_read_the_line_whole(compacted, where):
     assert _users(tenant) == want
 
 
-
-
-@pytest.mark.parametrize("shape, reason", [
-    ("empty piece", "not JSON"),                 # "[r1,TAB,TAB r2...]": invalid JSON whole
-    ("blank piece", "not JSON"),                 # "[ ,TAB r1...]": a piece of whitespace alone
-    ("object", "not a JSON array"),
-    ("unclosed", "not JSON"),
-    ("opened wrong", "not JSON"),                # "(r1,TAB r2...]": its pieces would parse
-    ("no comma before a tab", "not JSON"),       # "[r1 TAB r2...]": so would these
-    ("not UTF-8", "not JSON"),                   # a byte no UTF-8 text holds, in a row's last value
-])
+@pytest.mark.parametrize(
+    "shape, reason",
+    [
+        ("empty piece", "not JSON"),  # "[r1,TAB,TAB r2...]": invalid JSON whole
+        ("blank piece", "not JSON"),  # "[ ,TAB r1...]": a piece of whitespace alone
+        ("object", "not a JSON array"),
+        ("unclosed", "not JSON"),
+        ("opened wrong", "not JSON"),  # "(r1,TAB r2...]": its pieces would parse
+        ("no comma before a tab", "not JSON"),  # "[r1 TAB r2...]": so would these
+        ("not UTF-8", "not JSON"),  # a byte no UTF-8 text holds, in a row's last value
+    ],
+)
 def test_a_line_that_is_not_an_array_of_rows_refuses_and_keeps_the_file(compacted, shape, reason):
     tenant, _want = compacted
     rows = json.loads(_lines(tenant)[1][9:])
@@ -194,14 +208,14 @@ def test_a_line_that_is_not_an_array_of_rows_refuses_and_keeps_the_file(compacte
     with pytest.raises(CorruptLog) as info:
         open_store(tenant)
     assert info.value.path == os.path.join(tenant, "snapshot") and reason in info.value.reason
-    assert info.value.offset == len(_lines(tenant)[0]) + 1                 # the User line
+    assert info.value.offset == len(_lines(tenant)[0]) + 1  # the User line
     assert open(os.path.join(tenant, "snapshot"), "rb").read() == data
 
 
 def test_row_count_is_checked_over_all_pieces(compacted):
     tenant, _want = compacted
     body = _lines(tenant)[1][9:]
-    cut = body[: body.rindex(b",\t")] + b"]"                          # the last piece dropped
+    cut = body[: body.rindex(b",\t")] + b"]"  # the last piece dropped
     _rewrite_user_line(tenant, cut)
     with pytest.raises(CorruptLog) as info:
         open_store(tenant)
@@ -213,7 +227,7 @@ def test_ids_must_ascend_across_a_piece_boundary(compacted):
     the last of the one before."""
     tenant, _want = compacted
     rows = json.loads(_lines(tenant)[1][9:])
-    rows[2], rows[3] = rows[3], rows[2]                   # ids 1 2 4 | 3 5 6 | ...
+    rows[2], rows[3] = rows[3], rows[2]  # ids 1 2 4 | 3 5 6 | ...
     texts = [json.dumps(r, separators=(",", ":")).encode() for r in rows]
     pieces = [b",".join(texts[i : i + 3]) for i in range(0, len(texts), 3)]
     _rewrite_user_line(tenant, b"[" + b",\t".join(pieces) + b"]")
@@ -244,13 +258,14 @@ def test_number_sort_keys_load_into_arrays_with_nulls_kept_apart(tenant, monkeyp
         for i in range(1, N_USERS + 1):
             age = None if i % 3 == 0 else 2**40 + i if i % 3 == 1 else 20 + i
             await s.insert("User", user(i, age=age, joined=f"2026-01-{i:02d}T00:00:00.{i:06d}Z"))
+
     run(go())
     want = dict(s.tables["User"].records)
     s.close()
     compact_tenant(os.path.dirname(tenant), os.path.basename(tenant))
     if version == 1:
         snapshot_in_format_1(os.path.join(tenant, "snapshot"))
-    assert _users(tenant) == want                           # check_indexes included
+    assert _users(tenant) == want  # check_indexes included
     s = open_store(tenant)
     try:
         table = s.tables["User"]

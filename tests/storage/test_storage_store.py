@@ -58,8 +58,12 @@ def test_refused_write_changes_nothing_in_memory_or_on_disk(tenant):
     run(s.insert("User", user(1)))
     before = dir_image(tenant)
     state = (s.watermarks(), s.head_offset, dict(s.tables["User"].records))
-    for attempt in (s.insert("User", user(1)), s.insert("BlogPost", post(1, author=99)),
-                    s.replace("User", 5, user(5)), s.delete("User", 77)):
+    for attempt in (
+        s.insert("User", user(1)),
+        s.insert("BlogPost", post(1, author=99)),
+        s.replace("User", 5, user(5)),
+        s.delete("User", 77),
+    ):
         with pytest.raises((UniqueViolation, ForeignKeyViolation, NotFound)):
             run(attempt)
     assert (s.watermarks(), s.head_offset, dict(s.tables["User"].records)) == state
@@ -102,10 +106,17 @@ def _random_posts(s, n, seed=7):
         await s.insert("User", user(1))
         await s.insert("User", user(2))
         for i in range(1, n + 1):
-            await s.insert("BlogPost", post(
-                rnd.choice([None, i]) and rnd.randint(1, 10**6), author=rnd.choice([1, 2]),
-                title=rnd.choice(["a", "b", "c", "d"]) + str(rnd.randint(0, 3)),
-                published=rnd.random() < 0.3, score=float(rnd.randint(0, 5))))
+            await s.insert(
+                "BlogPost",
+                post(
+                    rnd.choice([None, i]) and rnd.randint(1, 10**6),
+                    author=rnd.choice([1, 2]),
+                    title=rnd.choice(["a", "b", "c", "d"]) + str(rnd.randint(0, 3)),
+                    published=rnd.random() < 0.3,
+                    score=float(rnd.randint(0, 5)),
+                ),
+            )
+
     run(go())
 
 
@@ -127,8 +138,11 @@ QUERIES = [
     Query(filters={"published": frozenset({True})}, sort=(("score", True),), limit=20),
     Query(filters={"published": frozenset({False})}, sort=(("title", False),), limit=20, offset=40),
     Query(filters={"author_id": frozenset({1}), "published": frozenset({True})}, limit=10),
-    Query(filters={"score": frozenset({1.0, 2.0}), "author_id": frozenset({2})},
-          sort=(("title", False), ("score", True)), limit=30),
+    Query(
+        filters={"score": frozenset({1.0, 2.0}), "author_id": frozenset({2})},
+        sort=(("title", False), ("score", True)),
+        limit=30,
+    ),
     Query(filters={"score": frozenset({9.0})}),
     Query(limit=0),
     Query(offset=10_000),
@@ -154,10 +168,17 @@ def _random_users(s, n, seed=11):
     rnd = random.Random(seed)
 
     async def go():
-        for i in rnd.sample(range(1, 10 * n), n):          # ids out of insertion order
-            await s.insert("User", user(i, age=rnd.choice([None, 20, 30, 30, 40, rnd.randint(0, 150)]),
-                                        role=rnd.choice(["admin", "editor", "reader", "reader"]),
-                                        name=rnd.choice(["ann", "bob", "cy"])))
+        for i in rnd.sample(range(1, 10 * n), n):  # ids out of insertion order
+            await s.insert(
+                "User",
+                user(
+                    i,
+                    age=rnd.choice([None, 20, 30, 30, 40, rnd.randint(0, 150)]),
+                    role=rnd.choice(["admin", "editor", "reader", "reader"]),
+                    name=rnd.choice(["ann", "bob", "cy"]),
+                ),
+            )
+
     run(go())
 
 
@@ -176,7 +197,9 @@ ONE_KEY_QUERIES = [
     # Not one value of one field: the walk tests the generated matcher instead of a bucket.
     Query(filters={"role": frozenset({"admin", "editor"})}, sort=(("age", True),), limit=7, offset=3),
     Query(filters={"role": frozenset({"admin", "editor"})}, sort=(("age", False),), limit=40, offset=30),
-    Query(filters={"role": frozenset({"reader"}), "name": frozenset({"ann"})}, sort=(("age", True),), limit=25, offset=5),
+    Query(
+        filters={"role": frozenset({"reader"}), "name": frozenset({"ann"})}, sort=(("age", True),), limit=25, offset=5
+    ),
     Query(filters={"role": frozenset({"admin", "editor"})}, limit=9, offset=4),
 ]
 
@@ -200,8 +223,8 @@ def test_ties_break_on_id_ascending_in_both_directions(tenant):
     run(s.insert("User", user(4, age=20)))
     asc, _, _ = s.list_records("User", Query(sort=(("age", False),)))
     desc, _, _ = s.list_records("User", Query(sort=(("age", True),)))
-    assert [r["id"] for r in asc] == [4, 1, 3, 2]        # nulls last ascending
-    assert [r["id"] for r in desc] == [2, 1, 3, 4]       # nulls first descending, ids ascending in ties
+    assert [r["id"] for r in asc] == [4, 1, 3, 2]  # nulls last ascending
+    assert [r["id"] for r in desc] == [2, 1, 3, 4]  # nulls first descending, ids ascending in ties
     s.close()
 
 
@@ -220,8 +243,15 @@ def test_events_reach_subscribers_after_commit_in_offset_order(tenant):
     assert [e.offset for e in seen] == list(range(1, 24))
     last = seen[-2]
     assert last.kind is EventKind.UPDATE and last.previous["title"] == "title 3"
-    assert last.to_dict() == {"kind": "update", "model": "BlogPost", "offset": 22, "watermark": 21, "id": 3,
-                              "record": post(3, title="new"), "previous": post(3)}
+    assert last.to_dict() == {
+        "kind": "update",
+        "model": "BlogPost",
+        "offset": 22,
+        "watermark": 21,
+        "id": 3,
+        "record": post(3, title="new"),
+        "previous": post(3),
+    }
     assert seen[-1].to_dict()["kind"] == "delete" and "previous" not in seen[-1].to_dict()
     unsubscribe()
     run(s.insert("BlogPost", post(99)))
@@ -246,6 +276,7 @@ def test_events_after_ring_and_log(tenant, replication):
     async def go():
         for i in range(1, 11):
             await s.insert("User", user(i))
+
     run(go())
     assert [e.offset for e in s.events_after(7)] == [8, 9, 10]
     assert list(s.events_after(10)) == []
@@ -264,12 +295,14 @@ def test_events_after_ring_and_log(tenant, replication):
 
 def test_events_after_reads_from_checkpoints(tenant, monkeypatch):
     from dbsvc.storage import recovery
+
     monkeypatch.setattr(recovery, "CHECKPOINT_EVERY", 4)
     s = open_store(tenant, replication=True, sync="off")
 
     async def go():
         for i in range(1, 40):
             await s.insert("User", user(i))
+
     run(go())
     for after in (0, 3, 4, 5, 17, 38, 39):
         assert [e.offset for e in s.events_after(after)] == list(range(after + 1, 40))

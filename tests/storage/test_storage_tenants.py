@@ -56,8 +56,14 @@ def test_second_writer_in_process_gets_the_holder_pid(tenant):
 
 
 def _cli(*args, env):
-    return subprocess.run([sys.executable, str(ROOT / "dbsvc.py"), *args], capture_output=True, text=True,
-                          env=env, cwd=str(ROOT), timeout=60)
+    return subprocess.run(
+        [sys.executable, str(ROOT / "dbsvc.py"), *args],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=str(ROOT),
+        timeout=60,
+    )
 
 
 @pytest.fixture
@@ -105,6 +111,6 @@ def test_cli_tenant_commands(tmp_path):
     assert bad.returncode != 0 and "invalid tenant name" in bad.stderr
     assert not os.path.exists(tmp_path / "evil")
     assert "shop\t" in _cli("tenant", "list", env=env).stdout
-    assert _cli("tenant", "drop", "shop", env=env).returncode == 2     # no --yes
+    assert _cli("tenant", "drop", "shop", env=env).returncode == 2  # no --yes
     assert _cli("tenant", "drop", "shop", "--yes", env=env).returncode == 0
     assert _cli("tenant", "list", env=env).stdout == ""

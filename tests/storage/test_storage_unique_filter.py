@@ -15,13 +15,18 @@ from dbsvc.storage import Store
 from dbsvc.storage.hashes import HashIndex, IdBits, UniqueFilter
 from support.storage import check_indexes, reference_list, run
 
-SCHEMA = compile_schema(parse_schema("""
+SCHEMA = compile_schema(
+    parse_schema(
+        """
 model Member {
   id     int   @id
   badge  str?  @unique @filter @sort
   team   int   @filter
 }
-""", "members.dbs"))
+""",
+        "members.dbs",
+    )
+)
 
 
 def open_members(path: str, **kw) -> Store:
@@ -60,10 +65,11 @@ def test_the_unique_map_answers_the_filter_and_no_bucket_is_kept_per_value(tenan
     async def go():
         for i in range(1, 41):
             await s.insert("Member", member(i, None if i % 4 == 0 else f"b{i}", team=1 + i % 2))
+
     run(go())
     index = s.tables["Member"].hashes["badge"]
     assert type(index) is UniqueFilter and index.unique is s.tables["Member"].unique["badge"]
-    assert list(index.nulls.buckets) == [None]                     # only null has a bucket
+    assert list(index.nulls.buckets) == [None]  # only null has a bucket
     assert sorted(index.nulls.ids((None,))) == list(range(4, 41, 4))
     assert index.count(frozenset({"b1", "b2", "nope"})) == 2
     assert index.count(frozenset({None, "b1"})) == 11
@@ -100,14 +106,15 @@ def test_writes_move_ids_between_a_value_and_null_and_reopening_rebuilds_the_sam
                     continue
                 await s.replace("Member", i, member(i, badge, team=rnd.randrange(1, 3)))
                 live[i] = badge
+
     run(go())
     assert_lists_agree(s)
     s.close()
-    reopened = open_members(tenant)                                # replayed from the log
+    reopened = open_members(tenant)  # replayed from the log
     assert_lists_agree(reopened)
     reopened.close()
-    open_members(tenant, compact_bytes=1).close()                  # writes a snapshot
-    loaded = open_members(tenant)                                  # built from it (load_base)
+    open_members(tenant, compact_bytes=1).close()  # writes a snapshot
+    loaded = open_members(tenant)  # built from it (load_base)
     table = loaded.tables["Member"]
     assert table.rows == [] and len(table.base_ids) == len(live)
     assert type(table.hashes["badge"]) is UniqueFilter and table.hashes["badge"].unique is table.unique["badge"]
@@ -142,7 +149,7 @@ def test_null_flags_cover_every_id_even_when_only_values_were_added():
         unique[f"v{i}"] = i
         index.add(f"v{i}", i)
     keep = index.keeper(None)
-    assert sum(map(bool, map(keep, ids))) == 20_000                # no IndexError past 20,000
+    assert sum(map(bool, map(keep, ids))) == 20_000  # no IndexError past 20,000
     assert index.nulls.span > ids[-1]
     for i in ids[:20_000]:
         index.remove(None, i)

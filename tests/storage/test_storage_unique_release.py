@@ -31,7 +31,7 @@ from dbsvc.storage import Store
 from dbsvc.storage.tenants import compact_tenant, create_tenant
 from support.storage import BLOG, ROOT, run
 
-WRITE_TIMEOUT = 60.0      # a write whose commit task died would otherwise hang the test
+WRITE_TIMEOUT = 60.0  # a write whose commit task died would otherwise hang the test
 
 INVENTORY = compile_schema(load_schema(str(ROOT / "schemas" / "inventory.dbs")))
 _serial = itertools.count(1)
@@ -60,9 +60,13 @@ class Case:
 
 CASES = [
     Case(BLOG, "User", "email", lambda v: {"email": v, "name": "Ann"}),
-    Case(INVENTORY, "Item", "sku", lambda v: {"id": str(uuid.uuid4()), "sku": v, "warehouse": "w1",
-                                              "unit_price": 1.5},
-         parents=(("Warehouse", {"code": "w1", "city": "Oslo", "opened": "2026-01-01"}),)),
+    Case(
+        INVENTORY,
+        "Item",
+        "sku",
+        lambda v: {"id": str(uuid.uuid4()), "sku": v, "warehouse": "w1", "unit_price": 1.5},
+        parents=(("Warehouse", {"code": "w1", "city": "Oslo", "opened": "2026-01-01"}),),
+    ),
 ]
 
 
@@ -185,7 +189,7 @@ def test_a_write_keeping_its_value_still_holds_it(tenant, when, how):
     value = tenant.case.value("kept")
     holder = tenant.insert(value)
     bystander = tenant.insert(tenant.case.value("by"))
-    holder = getattr(tenant, how)(holder, value)          # no self-clash with its own value
+    holder = getattr(tenant, how)(holder, value)  # no self-clash with its own value
     tenant.settle(when)
     tenant.assert_taken(value, holder, bystander)
     holder = tenant.put(holder, value)
@@ -207,7 +211,7 @@ def test_a_value_passed_from_one_record_to_another_belongs_to_the_second(tenant,
     first = tenant.insert(first_value)
     second = tenant.insert(second_value)
     first = tenant.put(first, tenant.case.value("moved"))
-    second = tenant.patch(second, first_value)            # the value `first` gave up
+    second = tenant.patch(second, first_value)  # the value `first` gave up
     tenant.settle(when)
     tenant.assert_taken(first_value, second, first)
     tenant.assert_free(second_value)

@@ -45,8 +45,12 @@ def claims(**overrides: Any) -> dict[str, Any]:
     """Good claims for tenant `acme`; an override of None removes the claim."""
     now = int(time.time())
     body: dict[str, Any] = {
-        "sub": "user-1", "iss": ISSUER, "aud": AUDIENCE, "tenant": TENANT,
-        "iat": now, "exp": now + 300,
+        "sub": "user-1",
+        "iss": ISSUER,
+        "aud": AUDIENCE,
+        "tenant": TENANT,
+        "iat": now,
+        "exp": now + 300,
     }
     body.update(overrides)
     return {k: v for k, v in body.items() if v is not None}
@@ -74,8 +78,13 @@ def raw_sign(private: Any, alg: str, data: bytes) -> bytes:
     return private.sign(data)
 
 
-def forge(header: dict | str, payload: dict | str, signature: bytes | str | None = None,
-          private: Any = None, alg: str | None = None) -> str:
+def forge(
+    header: dict | str,
+    payload: dict | str,
+    signature: bytes | str | None = None,
+    private: Any = None,
+    alg: str | None = None,
+) -> str:
     """A hand-built token. Header and payload may be raw JSON text (for NaN, 1e400 ...).
     With `private`, the signature is a real one over exactly these segments."""
     head = header if isinstance(header, str) else json.dumps(header, separators=(",", ":"))
@@ -96,8 +105,11 @@ def jwk_of(private: Any, alg: str | None = None, kid: str | None = None, **extra
     if isinstance(public, rsa.RSAPublicKey):
         nums = public.public_numbers()
         size = (nums.n.bit_length() + 7) // 8
-        jwk: dict[str, Any] = {"kty": "RSA", "n": b64(nums.n.to_bytes(size, "big")),
-                               "e": b64(nums.e.to_bytes(3, "big"))}
+        jwk: dict[str, Any] = {
+            "kty": "RSA",
+            "n": b64(nums.n.to_bytes(size, "big")),
+            "e": b64(nums.e.to_bytes(3, "big")),
+        }
     elif isinstance(public, ec.EllipticCurvePublicKey):
         crv = {"secp256r1": "P-256", "secp384r1": "P-384", "secp521r1": "P-521"}[public.curve.name]
         n = {"P-256": 32, "P-384": 48, "P-521": 66}[crv]
@@ -195,8 +207,14 @@ def all_private_keys() -> dict[str, Any]:
 
 # Which key signs which algorithm.
 KEY_FOR_ALG = {
-    "RS256": "rsa", "RS384": "rsa", "RS512": "rsa",
-    "PS256": "rsa", "PS384": "rsa", "PS512": "rsa",
-    "ES256": "p256", "ES384": "p384", "ES512": "p521",
+    "RS256": "rsa",
+    "RS384": "rsa",
+    "RS512": "rsa",
+    "PS256": "rsa",
+    "PS384": "rsa",
+    "PS512": "rsa",
+    "ES256": "p256",
+    "ES384": "p384",
+    "ES512": "p521",
     "EdDSA": "ed25519",
 }

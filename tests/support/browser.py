@@ -89,8 +89,9 @@ def require_chromium() -> str:
 
     binary = chromium_binary()
     if binary is None:
-        pytest.skip("no Chromium found (install Debian's `chromium` package; .ci/run does it, "
-                    "or point $CHROMIUM at a binary)")
+        pytest.skip(
+            "no Chromium found (install Debian's `chromium` package; .ci/run does it, or point $CHROMIUM at a binary)"
+        )
     return binary
 
 
@@ -132,8 +133,7 @@ class _Pipe:
                 self._closed = True
                 self._cond.notify_all()
 
-    def call(self, method: str, params: dict | None = None, session: str | None = None,
-             timeout: float = 10.0) -> dict:
+    def call(self, method: str, params: dict | None = None, session: str | None = None, timeout: float = 10.0) -> dict:
         with self._cond:
             self._next_id += 1
             ident = self._next_id
@@ -144,7 +144,7 @@ class _Pipe:
         with self._write_lock:
             try:
                 while data:
-                    data = data[os.write(self._write_fd, data):]
+                    data = data[os.write(self._write_fd, data) :]
             except OSError as exc:
                 raise BrowserError(f"browser pipe closed while sending {method}: {exc}") from None
         deadline = time.monotonic() + timeout
@@ -180,13 +180,15 @@ class Browser:
         self._stderr = open(self.profile.parent / (self.profile.name + ".stderr"), "w+b")
         to_child_r, to_child_w = os.pipe()
         from_child_r, from_child_w = os.pipe()
-        argv = [self.binary, *FLAGS, f"--user-data-dir={self.profile}", "--remote-debugging-pipe",
-                "about:blank"]
+        argv = [self.binary, *FLAGS, f"--user-data-dir={self.profile}", "--remote-debugging-pipe", "about:blank"]
         try:
             self.proc = subprocess.Popen(
                 [sys.executable, "-c", _TRAMPOLINE, str(to_child_r), str(from_child_w), *argv],
-                stdin=subprocess.DEVNULL, stdout=self._stderr, stderr=self._stderr,
-                pass_fds=(to_child_r, from_child_w), start_new_session=True,
+                stdin=subprocess.DEVNULL,
+                stdout=self._stderr,
+                stderr=self._stderr,
+                pass_fds=(to_child_r, from_child_w),
+                start_new_session=True,
             )
         finally:
             os.close(to_child_r)
@@ -243,8 +245,7 @@ class Browser:
         probe = f"(() => {{ const v = ({result}); return typeof v === 'string' ? v : null; }})()"
         while True:
             try:
-                reply = self.cdp.call("Runtime.evaluate", {"expression": probe, "returnByValue": True},
-                                      session=session)
+                reply = self.cdp.call("Runtime.evaluate", {"expression": probe, "returnByValue": True}, session=session)
                 value = reply.get("result", {}).get("value")
             except BrowserError as exc:
                 if self.proc.poll() is not None:
@@ -258,12 +259,22 @@ class Browser:
 
     def _timeout_report(self, url: str, timeout: float, session: str) -> str:
         try:
-            title = self.cdp.call("Runtime.evaluate", {"expression": "document.title", "returnByValue": True},
-                                  session=session, timeout=2).get("result", {}).get("value")
+            title = (
+                self.cdp.call(
+                    "Runtime.evaluate",
+                    {"expression": "document.title", "returnByValue": True},
+                    session=session,
+                    timeout=2,
+                )
+                .get("result", {})
+                .get("value")
+            )
         except BrowserError as exc:
             title = f"<unavailable: {exc}>"
-        return (f"{url}: no result within {timeout} s; title={title!r}\n"
-                f"page log:\n{self.page_log()}\nbrowser stderr:\n{self.stderr_tail()}")
+        return (
+            f"{url}: no result within {timeout} s; title={title!r}\n"
+            f"page log:\n{self.page_log()}\nbrowser stderr:\n{self.stderr_tail()}"
+        )
 
     def page_log(self) -> str:
         """Console messages and uncaught exceptions of the pages so far, one per line."""

@@ -19,21 +19,30 @@ LAUNCHER = ROOT / "dbsvc.py"
 
 def clean_env(env: Mapping[str, str] | None = None) -> dict[str, str]:
     """os.environ minus dbsvc's own variables, plus `env`."""
-    full = {k: v for k, v in os.environ.items()
-            if not k.startswith("SERVICE_") and k not in ("RUST_LOG", "DBSVC_FAULT")}
+    full = {
+        k: v for k, v in os.environ.items() if not k.startswith("SERVICE_") and k not in ("RUST_LOG", "DBSVC_FAULT")
+    }
     full.update(env or {})
     return full
 
 
-def run_dbsvc(*args: str, env: Mapping[str, str] | None = None, cwd: str | os.PathLike[str] = ROOT,
-              timeout: float = 300) -> subprocess.CompletedProcess[str]:
+def run_dbsvc(
+    *args: str, env: Mapping[str, str] | None = None, cwd: str | os.PathLike[str] = ROOT, timeout: float = 300
+) -> subprocess.CompletedProcess[str]:
     """Run `dbsvc ARGS` to completion; stdout and stderr captured as text."""
-    return subprocess.run([sys.executable, str(LAUNCHER), *args], cwd=cwd, env=clean_env(env),
-                          capture_output=True, text=True, timeout=timeout)
+    return subprocess.run(
+        [sys.executable, str(LAUNCHER), *args],
+        cwd=cwd,
+        env=clean_env(env),
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
 
 
-def run_on_tenant(data: str | os.PathLike[str], *args: str, tenant: str = "t",
-                  env: Mapping[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+def run_on_tenant(
+    data: str | os.PathLike[str], *args: str, tenant: str = "t", env: Mapping[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
     """`run_dbsvc` with SERVICE_DATA and SERVICE_TENANT naming one tenant (the data tools'
     tests), plus `env`."""
     return run_dbsvc(*args, env={"SERVICE_DATA": str(data), "SERVICE_TENANT": tenant, **(env or {})})

@@ -105,7 +105,9 @@ def deferred(request: Request) -> Deferred:
 def deferred_error(request: Request) -> Deferred:
     kind = dict(request.query).get("kind", "boom")
     future = asyncio.get_running_loop().create_future()
-    future.set_exception(BadRequest("the deferred work was refused") if kind == "bad" else RuntimeError("deferred boom"))
+    future.set_exception(
+        BadRequest("the deferred work was refused") if kind == "bad" else RuntimeError("deferred boom")
+    )
     return Deferred(future, Response(200, b'{"never": "sent"}'))
 
 
@@ -170,11 +172,17 @@ def parse_args(argv: list[str]) -> tuple[HttpSettings, int]:
     parser.add_argument("--nofile", type=int, default=0, help="lower RLIMIT_NOFILE to this")
     args = parser.parse_args(argv)
     settings = HttpSettings(
-        host="127.0.0.1", port=0, max_body=args.max_body, max_connections=args.max_connections,
+        host="127.0.0.1",
+        port=0,
+        max_body=args.max_body,
+        max_connections=args.max_connections,
         max_sockets=args.max_sockets,
-        header_timeout=args.header_timeout, idle_timeout=args.idle_timeout,
+        header_timeout=args.header_timeout,
+        idle_timeout=args.idle_timeout,
         shutdown_timeout=args.shutdown_timeout,
-        min_body_rate=args.min_body_rate, body_rate_grace=args.body_grace, body_memory=args.body_memory,
+        min_body_rate=args.min_body_rate,
+        body_rate_grace=args.body_grace,
+        body_memory=args.body_memory,
         cors_origins=tuple(o for o in args.cors.split(",") if o),
         http_parser=os.environ.get("SERVICE_HTTP_PARSER", "fast"),
     )

@@ -21,7 +21,7 @@ DOCKERFILE = DEPLOY / "docker" / "Dockerfile"
 STATEFULSET = DEPLOY / "kubernetes" / "statefulset.yaml"
 
 # A variable name of the process configuration (docs/guide/configuration.md).
-VARIABLE = re.compile(r"\b(SERVICE_[A-Z_]*[A-Z]|RUST_LOG)\b")    # not `SERVICE_JWT_*`, a family
+VARIABLE = re.compile(r"\b(SERVICE_[A-Z_]*[A-Z]|RUST_LOG)\b")  # not `SERVICE_JWT_*`, a family
 
 
 @dataclass(frozen=True)
@@ -109,7 +109,7 @@ def read_dockerfile(path: Path = DOCKERFILE) -> list[tuple[str, str]]:
 def final_stage(instructions: list[tuple[str, str]]) -> list[tuple[str, str]]:
     """The instructions of the last build stage: what the image is made of."""
     starts = [i for i, (keyword, _) in enumerate(instructions) if keyword == "FROM"]
-    return instructions[starts[-1]:]
+    return instructions[starts[-1] :]
 
 
 def dockerfile_env(instructions: list[tuple[str, str]]) -> dict[str, str]:

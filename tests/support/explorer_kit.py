@@ -25,7 +25,7 @@ from support.browser import chromium_binary
 
 ROOT = Path(__file__).resolve().parents[2]
 SCREENSHOTS = ROOT / "docs" / "img"
-WAIT = 30.0                   # seconds: generous, for a loaded 2-core machine
+WAIT = 30.0  # seconds: generous, for a loaded 2-core machine
 T = TypeVar("T")
 
 
@@ -49,13 +49,20 @@ def open_driver() -> Any:
         pytest.skip("selenium is not installed (pip install -e '.[test]')")
     browser, driver = chromium_binary(), chromedriver_binary()
     if browser is None or driver is None:
-        pytest.skip("no Chromium or chromedriver found (Debian: apt-get install chromium-driver; "
-                    ".ci/run does it)")
+        pytest.skip("no Chromium or chromedriver found (Debian: apt-get install chromium-driver; .ci/run does it)")
     options = webdriver.ChromeOptions()
     options.binary_location = browser
-    for flag in ("--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
-                 "--window-size=1400,900", "--no-first-run", "--disable-extensions",
-                 "--disable-background-networking", "--password-store=basic"):
+    for flag in (
+        "--headless=new",
+        "--no-sandbox",
+        "--disable-gpu",
+        "--disable-dev-shm-usage",
+        "--window-size=1400,900",
+        "--no-first-run",
+        "--disable-extensions",
+        "--disable-background-networking",
+        "--password-store=basic",
+    ):
         options.add_argument(flag)
     options.set_capability("goog:loggingPrefs", {"browser": "ALL"})
     return webdriver.Chrome(service=Service(driver), options=options)
@@ -68,7 +75,7 @@ def wait_for(driver: Any, probe: Callable[[], T], what: str, timeout: float = WA
     while True:
         try:
             last = probe()
-        except Exception as exc:                     # the DOM is being replaced: ask again
+        except Exception as exc:  # the DOM is being replaced: ask again
             last = exc
         if last and not isinstance(last, Exception):
             return last
@@ -100,8 +107,7 @@ def wait_for_page(driver: Any, url: str | None = None, state: str = "page") -> N
 
     def shown() -> bool:
         table = driver.find_element(By.ID, "records")
-        return (table.get_attribute("data-state") == state
-                and (url is None or table.get_attribute("data-url") == url))
+        return table.get_attribute("data-state") == state and (url is None or table.get_attribute("data-url") == url)
 
     wait_for(driver, shown, f"the table showing {url or 'a page'} ({state})")
 
@@ -116,7 +122,8 @@ def cell(driver: Any, record_id: Any, field: str) -> str:
     from selenium.webdriver.common.by import By
 
     return driver.find_element(
-        By.CSS_SELECTOR, f'#records tbody tr[data-id="{record_id}"] td[data-field="{field}"]').text
+        By.CSS_SELECTOR, f'#records tbody tr[data-id="{record_id}"] td[data-field="{field}"]'
+    ).text
 
 
 def screenshot(driver: Any, name: str) -> Path:

@@ -45,7 +45,7 @@ from support.server import ROOT, Server, start_server
 GUIDE = ROOT / "docs" / "guide"
 DIRECTIVE = re.compile(r"^<!-- guide: (.*?) -->\s*$")
 FENCE = re.compile(r"^(```+|~~~+)\s*([\w.+-]*)\s*$")
-HOST = re.compile(r"localhost([:/])(\d{4,5})\b")      # localhost:3000, /dev/tcp/localhost/3000
+HOST = re.compile(r"localhost([:/])(\d{4,5})\b")  # localhost:3000, /dev/tcp/localhost/3000
 ANY = "…"
 COMMAND_TIMEOUT = 120
 
@@ -56,19 +56,19 @@ class Command:
 
     text: str
     expected: list[str]
-    line: int                         # 1-based line of the `$ ` in the chapter
+    line: int  # 1-based line of the `$ ` in the chapter
 
 
 @dataclass(slots=True)
 class Step:
     """A directive or a runnable block, in chapter order."""
 
-    kind: str                         # "directive", "console" or "file"
+    kind: str  # "directive", "console" or "file"
     line: int
-    words: list[str] = field(default_factory=list)         # directive
+    words: list[str] = field(default_factory=list)  # directive
     commands: list[Command] = field(default_factory=list)  # console
-    name: str = ""                                          # file
-    body: str = ""                                          # file
+    name: str = ""  # file
+    body: str = ""  # file
 
 
 class GuideError(AssertionError):
@@ -111,7 +111,7 @@ def parse_chapter(path: Path) -> list[Step]:
             end += 1
         if end == len(lines):
             raise GuideError(f"{path.name}:{i + 1}: unclosed fence")
-        body = lines[i + 1:end]
+        body = lines[i + 1 : end]
         if pending_file is not None:
             pending_file.body = "\n".join(body) + "\n"
             steps.append(pending_file)
@@ -119,8 +119,10 @@ def parse_chapter(path: Path) -> list[Step]:
         elif lang == "console":
             steps.append(Step("console", i + 1, commands=parse_console(body, path.name, i + 2)))
         else:
-            raise GuideError(f"{path.name}:{i + 1}: a ```{lang} block that does not run: mark it "
-                             f"`console`, or declare it with <!-- guide: file NAME -->")
+            raise GuideError(
+                f"{path.name}:{i + 1}: a ```{lang} block that does not run: mark it "
+                f"`console`, or declare it with <!-- guide: file NAME -->"
+            )
         i = end + 1
     if pending_file is not None:
         raise GuideError(f"{path.name}:{pending_file.line}: `file {pending_file.name}` has no block after it")
@@ -198,7 +200,7 @@ class JwksServer:
 
     def __init__(self, body: bytes) -> None:
         class Handler(http.server.BaseHTTPRequestHandler):
-            def do_GET(self) -> None:          # noqa: N802 (the stdlib's name)
+            def do_GET(self) -> None:  # noqa: N802 (the stdlib's name)
                 if self.path != "/jwks.json":
                     self.send_error(404)
                     return
@@ -226,7 +228,7 @@ class ChapterRun:
     def __init__(self, path: Path, workdir: Path) -> None:
         self.path = path
         self.workdir = workdir
-        self.ports: dict[str, int] = {}          # the guide's port -> the real one
+        self.ports: dict[str, int] = {}  # the guide's port -> the real one
         self.servers: dict[str, Server] = {}
         self.idp: Idp | None = None
         self.jwks: JwksServer | None = None
@@ -243,6 +245,7 @@ class ChapterRun:
     def localise(self, text: str) -> str:
         """`localhost:<guide port>` -> `127.0.0.1:<real port>` for every port started (and
         bash's `/dev/tcp/localhost/<guide port>` likewise)."""
+
         def swap(match: re.Match[str]) -> str:
             real = self.ports.get(match.group(2))
             return f"127.0.0.1{match.group(1)}{real}" if real is not None else match.group(0)
@@ -250,11 +253,14 @@ class ChapterRun:
         return HOST.sub(swap, text)
 
     def environ(self) -> dict[str, str]:
-        env = {k: v for k, v in os.environ.items()
-               if not k.startswith(("SERVICE_", "TOKEN")) and k != "RUST_LOG" and "proxy" not in k.lower()}
+        env = {
+            k: v
+            for k, v in os.environ.items()
+            if not k.startswith(("SERVICE_", "TOKEN")) and k != "RUST_LOG" and "proxy" not in k.lower()
+        }
         env["PATH"] = f"{self.bin}{os.pathsep}{env.get('PATH', '')}"
         env["PYTHONWARNINGS"] = "ignore"
-        env["COLUMNS"] = "80"                   # argparse wraps help to the terminal
+        env["COLUMNS"] = "80"  # argparse wraps help to the terminal
         if self.idp is not None:
             env.update(self.idp.tokens())
         return env
@@ -288,8 +294,9 @@ class ChapterRun:
                 server = self.servers.pop(port)
                 status = server.stop(signal.SIGTERM, timeout=60)
                 if status != 0:
-                    raise GuideError(f"{where}: the server on guide port {port} exited with {status}:\n"
-                                     + "".join(server.log[-20:]))
+                    raise GuideError(
+                        f"{where}: the server on guide port {port} exited with {status}:\n" + "".join(server.log[-20:])
+                    )
         elif verb == "idp":
             self.idp = Idp(self.workdir)
         elif verb == "jwks":
@@ -316,7 +323,7 @@ class ChapterRun:
         for name, value in env.items():
             candidate = self.workdir / value
             if value and not os.path.isabs(value) and candidate.exists():
-                env[name] = str(candidate)           # the server runs from the repository
+                env[name] = str(candidate)  # the server runs from the repository
         schema_path = self.workdir / schema
         if not schema_path.exists():
             raise GuideError(f"{where}: schema {schema!r} is not in the chapter's directory")
@@ -331,18 +338,29 @@ class ChapterRun:
     def command(self, command: Command) -> None:
         text = self.localise(command.text)
         try:
-            done = subprocess.run(["bash", "-c", text], cwd=self.workdir, env=self.environ(),
-                                  stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                                  timeout=COMMAND_TIMEOUT)
+            done = subprocess.run(
+                ["bash", "-c", text],
+                cwd=self.workdir,
+                env=self.environ(),
+                stdout=subprocess.PIPE,
+                stderr=subprocess.STDOUT,
+                timeout=COMMAND_TIMEOUT,
+            )
         except subprocess.TimeoutExpired as exc:
-            raise GuideError(f"{self.path.name}:{command.line}: `{command.text}` did not finish "
-                             f"within {COMMAND_TIMEOUT} s") from exc
+            raise GuideError(
+                f"{self.path.name}:{command.line}: `{command.text}` did not finish within {COMMAND_TIMEOUT} s"
+            ) from exc
         actual = done.stdout.decode("utf-8", "replace")
         if not matches(command.expected, actual):
-            diff = "\n".join(difflib.unified_diff(normalise("\n".join(command.expected)), normalise(actual),
-                                                  "guide", "actual", lineterm=""))
-            raise GuideError(f"{self.path.name}:{command.line}: `{command.text}` printed something "
-                             f"else (exit {done.returncode}):\n{diff}")
+            diff = "\n".join(
+                difflib.unified_diff(
+                    normalise("\n".join(command.expected)), normalise(actual), "guide", "actual", lineterm=""
+                )
+            )
+            raise GuideError(
+                f"{self.path.name}:{command.line}: `{command.text}` printed something "
+                f"else (exit {done.returncode}):\n{diff}"
+            )
 
     def close(self) -> None:
         for server in self.servers.values():

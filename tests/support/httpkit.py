@@ -20,7 +20,7 @@ from support.inprocess import InProcessServer
 from support.server import wait_for_port
 
 DEMO_APP = Path(__file__).with_name("demo_app.py")
-DEMO_PORT = re.compile(r"^PORT (\d+)$")             # demo_app.py's line once it listens
+DEMO_PORT = re.compile(r"^PORT (\d+)$")  # demo_app.py's line once it listens
 TIMEOUT = 5.0
 
 
@@ -38,6 +38,7 @@ class HttpResponse:
 
     def json(self):
         import json
+
         return json.loads(self.body)
 
 
@@ -51,8 +52,9 @@ class Client:
     def send(self, data: bytes) -> None:
         self.sock.sendall(data)
 
-    def request(self, method: str, target: str, headers: dict[str, str] | None = None,
-                body: bytes = b"") -> HttpResponse:
+    def request(
+        self, method: str, target: str, headers: dict[str, str] | None = None, body: bytes = b""
+    ) -> HttpResponse:
         self.send(build_request(method, target, headers, body))
         return self.read_response(head_only=method == "HEAD")
 
@@ -90,8 +92,7 @@ class Client:
         self.sock.close()
 
 
-def build_request(method: str, target: str, headers: dict[str, str] | None = None,
-                  body: bytes = b"") -> bytes:
+def build_request(method: str, target: str, headers: dict[str, str] | None = None, body: bytes = b"") -> bytes:
     lines = [f"{method} {target} HTTP/1.1", "Host: test"]
     headers = dict(headers or {})
     if body and "Content-Length" not in headers and "Transfer-Encoding" not in headers:
@@ -201,7 +202,7 @@ class InProcessDemo(DemoServer):
         self.server.begin_stop()
 
     def wait(self, timeout: float) -> int:
-        self.server.stop(timeout)                   # raises if it did not end well
+        self.server.stop(timeout)  # raises if it did not end well
         return 0
 
     def _stop(self) -> None:
@@ -209,8 +210,7 @@ class InProcessDemo(DemoServer):
             self.server.stop()
 
 
-def start_demo(args: list[str] | None = None, env: dict[str, str] | None = None, *,
-               child: bool = False) -> DemoServer:
+def start_demo(args: list[str] | None = None, env: dict[str, str] | None = None, *, child: bool = False) -> DemoServer:
     """The demo app with these command-line `args`, in-process when IN_PROCESS, unless the
     test needs a process of its own (`child`: signals, RSS, rlimits) or another log
     configuration (`env`)."""
@@ -226,8 +226,8 @@ def start_child_demo(args: list[str] | None = None, env: dict[str, str] | None =
     full_env = dict(os.environ, RUST_LOG="info", SERVICE_LOG_FORMAT="text", PYTHONUNBUFFERED="1")
     full_env.update(env or {})
     process = subprocess.Popen(
-        [sys.executable, str(DEMO_APP), *(args or [])],
-        stdout=subprocess.PIPE, stderr=log_file, env=full_env, text=True)
+        [sys.executable, str(DEMO_APP), *(args or [])], stdout=subprocess.PIPE, stderr=log_file, env=full_env, text=True
+    )
     log_file.close()
     assert process.stdout is not None
     try:
@@ -237,12 +237,14 @@ def start_child_demo(args: list[str] | None = None, env: dict[str, str] | None =
     return ChildDemo(process, port, Path(log_file.name))
 
 
-def assert_one_layer_crash(records: list[logging.LogRecord], phase: str, request_id: str,
-                           exc_type: type[BaseException]) -> None:
+def assert_one_layer_crash(
+    records: list[logging.LogRecord], phase: str, request_id: str, exc_type: type[BaseException]
+) -> None:
     """Rule 8: among `records`, one "internal error in the http layer" line naming the phase and
     the request id, with the exception attached by type and its message kept out of the log."""
     crashes = [r for r in records if r.getMessage().startswith("internal error in the http layer")]
     assert [r.getMessage() for r in crashes] == [
-        f"internal error in the http layer (phase {phase}, request_id={request_id})"]
+        f"internal error in the http layer (phase {phase}, request_id={request_id})"
+    ]
     assert crashes[0].exc_info is not None and crashes[0].exc_info[0] is exc_type
     assert getattr(crashes[0], "exc_messages", None) is False

@@ -25,7 +25,7 @@ from dbsvc.http.server import serve
 from dbsvc.http.types import HttpSettings
 from dbsvc.logs import TextFormat
 
-WAIT = 30.0             # generous: a loaded two-core machine
+WAIT = 30.0  # generous: a loaded two-core machine
 
 
 class ThreadLog(logging.Handler):
@@ -56,7 +56,7 @@ class InProcessServer:
         self.port = 0
         self.log = ThreadLog()
         self._ready = threading.Event()
-        self.hub: Hub | None = None       # the server's shared state (open connections, body bytes)
+        self.hub: Hub | None = None  # the server's shared state (open connections, body bytes)
         self._loop: asyncio.AbstractEventLoop | None = None
         self._stop: asyncio.Event | None = None
         self._thread = threading.Thread(target=self._run, name="inprocess-http", daemon=True)
@@ -76,15 +76,16 @@ class InProcessServer:
 
             self.hub = Hub(self.app, self.settings, self._loop)
             await serve(self.app, self.settings, stop=self._stop, on_ready=ready, hub=self.hub)
+
         try:
             asyncio.run(main())
-        except BaseException as exc:                       # reported by start()/stop()
+        except BaseException as exc:  # reported by start()/stop()
             self._failure = exc
             self._ready.set()
 
     def start(self) -> InProcessServer:
         logging.root.addHandler(self.log)
-        if logging.root.level > logging.INFO:             # the service logs at info
+        if logging.root.level > logging.INFO:  # the service logs at info
             logging.root.setLevel(logging.INFO)
         self._thread.start()
         assert self._ready.wait(WAIT), "the in-process server did not start"
@@ -100,9 +101,10 @@ class InProcessServer:
         def run() -> None:
             try:
                 box.append((True, fn()))
-            except BaseException as exc:             # handed back to the test
+            except BaseException as exc:  # handed back to the test
                 box.append((False, exc))
             done.set()
+
         self._loop.call_soon_threadsafe(run)
         assert done.wait(WAIT), "the server's loop did not run the call"
         ok, value = box[0]

@@ -73,11 +73,11 @@ def crash_image(inode: Inode, rng: random.Random) -> bytes:
     data = bytearray(inode.durable)
     pending = inode.pending
     mode = rng.randrange(3) if pending else 0
-    if mode == 1:                                       # a random subset, each op whole
+    if mode == 1:  # a random subset, each op whole
         for op in pending:
             if rng.random() < 0.5:
                 _apply(data, op)
-    elif mode == 2:                                     # a prefix, the next op torn
+    elif mode == 2:  # a prefix, the next op torn
         k = rng.randint(0, len(pending))
         for op in pending[:k]:
             _apply(data, op)
@@ -100,11 +100,11 @@ class PowerLossFiles(FileOps):
         self.crashed = False
         self._lock = threading.RLock()
         self._inodes: list[Inode] = []
-        self._fds: dict[int, tuple[int, bool]] = {}     # fd -> (inode, opened O_APPEND)
-        self._names: dict[str, int] = {}                # the directory now
-        self._durable_names: dict[str, int] = {}        # the directory at its last fsync
+        self._fds: dict[int, tuple[int, bool]] = {}  # fd -> (inode, opened O_APPEND)
+        self._names: dict[str, int] = {}  # the directory now
+        self._durable_names: dict[str, int] = {}  # the directory at its last fsync
         self._name_changes: list[tuple[str, str, int | str]] = []
-        for name in sorted(os.listdir(self.root)):      # what exists before is durable
+        for name in sorted(os.listdir(self.root)):  # what exists before is durable
             with open(os.path.join(self.root, name), "rb") as f:
                 self._inodes.append(Inode(bytearray(f.read())))
             self._names[name] = self._durable_names[name] = len(self._inodes) - 1

@@ -91,8 +91,9 @@ class Server:
         return self.proc.wait(timeout=timeout)
 
 
-def wait_for_port(proc: subprocess.Popen, stream: IO[str], pattern: re.Pattern[str], log: list[str],
-                  timeout: float = 30) -> int:
+def wait_for_port(
+    proc: subprocess.Popen, stream: IO[str], pattern: re.Pattern[str], log: list[str], timeout: float = 30
+) -> int:
     """The port a child bound, from the first line of `stream` that `pattern` matches (group 1);
     the lines before it go to `log`. A child that exits or stays silent for `timeout`
     seconds is killed and the test fails with everything it wrote."""
@@ -113,19 +114,24 @@ def wait_for_port(proc: subprocess.Popen, stream: IO[str], pattern: re.Pattern[s
 def service_env(data_dir: Path, env: dict | None = None) -> dict[str, str]:
     """The environment of a test server: this one's without SERVICE_* and RUST_LOG, then
     port 0, the data directory, info logs, the HTTP parser under test, and `env`."""
-    full_env = {key: value for key, value in os.environ.items()
-                if not key.startswith("SERVICE_") and key != "RUST_LOG"}
-    full_env.update({"SERVICE_PORT": "0", "SERVICE_DATA": str(data_dir), "RUST_LOG": "info",
-                     "SERVICE_HTTP_PARSER": HTTP_PARSER})
+    full_env = {key: value for key, value in os.environ.items() if not key.startswith("SERVICE_") and key != "RUST_LOG"}
+    full_env.update(
+        {"SERVICE_PORT": "0", "SERVICE_DATA": str(data_dir), "RUST_LOG": "info", "SERVICE_HTTP_PARSER": HTTP_PARSER}
+    )
     full_env.update(env or {})
     return full_env
 
 
-def start_server(schema: str | Path, data_dir: Path, env: dict | None = None, timeout: float = 30,
-                 args: tuple[str, ...] = ()) -> Server:
+def start_server(
+    schema: str | Path, data_dir: Path, env: dict | None = None, timeout: float = 30, args: tuple[str, ...] = ()
+) -> Server:
     proc = subprocess.Popen(
         [sys.executable, str(ROOT / "dbsvc.py"), "serve", str(schema), *args],
-        cwd=ROOT, env=service_env(data_dir, env), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+        cwd=ROOT,
+        env=service_env(data_dir, env),
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
     )
     log: list[str] = []
     port = wait_for_port(proc, proc.stderr, LISTENING, log, timeout)
@@ -144,8 +150,12 @@ def server_pool(default_data: Path) -> Iterator[Callable[..., Server]]:
     the pool started is killed when the block ends (the `serve` fixtures)."""
     started: list[Server] = []
 
-    def start(schema: str | Path = ROOT / "schemas" / "blog.dbs", env: dict | None = None,
-              data_dir: Path | None = None, args: tuple[str, ...] = ()) -> Server:
+    def start(
+        schema: str | Path = ROOT / "schemas" / "blog.dbs",
+        env: dict | None = None,
+        data_dir: Path | None = None,
+        args: tuple[str, ...] = (),
+    ) -> Server:
         server = start_server(schema, data_dir or default_data, env, args=args)
         started.append(server)
         return server

@@ -28,16 +28,29 @@ BLOG = compile_schema(load_schema(str(ROOT / "schemas" / "blog.dbs")))
 
 
 def user(i: int | None = None, **over) -> dict:
-    rec = {"id": i, "email": f"u{i}@example.com" if i is not None else f"anon{id(over)}@x",
-           "name": f"user {i}", "age": None, "role": "reader", "joined": "2026-01-01T00:00:00Z",
-           "profile": None}
+    rec = {
+        "id": i,
+        "email": f"u{i}@example.com" if i is not None else f"anon{id(over)}@x",
+        "name": f"user {i}",
+        "age": None,
+        "role": "reader",
+        "joined": "2026-01-01T00:00:00Z",
+        "profile": None,
+    }
     rec.update(over)
     return rec
 
 
 def post(i: int | None = None, author: int = 1, **over) -> dict:
-    rec = {"id": i, "author_id": author, "title": f"title {i}", "body": "body", "published": False,
-           "score": 0.0, "tags": None}
+    rec = {
+        "id": i,
+        "author_id": author,
+        "title": f"title {i}",
+        "body": "body",
+        "published": False,
+        "score": 0.0,
+        "tags": None,
+    }
     rec.update(over)
     return rec
 
@@ -84,11 +97,17 @@ def snapshot_in_format_1(path: str) -> bytes:
         return b"%08x " % zlib.crc32(body) + body + b"\n"
 
     image = decode_snapshot(path, open(path, "rb").read())
-    header = {"format": 1, "epoch": image.epoch, "head_offset": image.head_offset,
-              "models": [{"name": m.name, "fields": m.fields, "count": len(m.rows), "max_id": m.max_id}
-                         for m in image.models]}
+    header = {
+        "format": 1,
+        "epoch": image.epoch,
+        "head_offset": image.head_offset,
+        "models": [
+            {"name": m.name, "fields": m.fields, "count": len(m.rows), "max_id": m.max_id} for m in image.models
+        ],
+    }
     data = line(json.dumps(header, separators=(",", ":")).encode()) + b"".join(
-        line(b"[" + b",\t".join(pack(r) for r in m.rows) + b"]") for m in image.models)
+        line(b"[" + b",\t".join(pack(r) for r in m.rows) + b"]") for m in image.models
+    )
     with open(path + ".tmp", "wb") as f:
         f.write(data)
     os.replace(path + ".tmp", path)
@@ -108,30 +127,31 @@ def check_indexes(store: Store) -> None:
             want: dict = {}
             for i, r in recs.items():
                 want.setdefault(table.keys[f](r[f]), set()).add(i)
-            if type(hindex) is OrderedFilter:           # the sort index's runs are its buckets
+            if type(hindex) is OrderedFilter:  # the sort index's runs are its buckets
                 assert f not in table.unique and hindex.ordered is table.ordered[f]
                 assert {k: set(ids) for k, ids in hindex.buckets.items()} == want
                 for k, ids in want.items():
                     assert hindex.count([k]) == len(ids) and hindex.ids([k]) == ids
                     assert all(hindex.has([k], i) for i in ids)
                 continue
-            if f in table.unique:                       # the unique map holds all but null
+            if f in table.unique:  # the unique map holds all but null
                 assert type(hindex) is UniqueFilter and hindex.unique is table.unique[f]
                 assert all(len(ids) == 1 for k, ids in want.items() if k is not None)
                 want = {k: ids for k, ids in want.items() if k is None}
                 hindex = hindex.nulls
             assert {k: set(ids) for k, ids in hindex.buckets.items()} == want
             for bucket in hindex.buckets.values():
-                if type(bucket) is list:                # sorted and small
+                if type(bucket) is list:  # sorted and small
                     assert bucket == sorted(bucket) and len(bucket) <= hashes.SET_AT
-                elif type(bucket) is IdBits:            # as long as the id space, counted right
+                elif type(bucket) is IdBits:  # as long as the id space, counted right
                     assert len(bucket.flags) == hindex.span and len(bucket) == bucket.flags.count(1)
-            if hindex.span >= 0:                        # every live id is inside the id space
+            if hindex.span >= 0:  # every live id is inside the id space
                 assert all(0 <= i < hindex.span for i in recs)
         for f, sindex in table.ordered.items():
             pairs = [(table.keys[f](r[f]), i) for i, r in recs.items()]
-            assert list(sindex) == sorted(p for p in pairs if p[0] is not None) + \
-                [(None, i) for k, i in sorted(pairs, key=lambda p: p[1]) if k is None]
+            assert list(sindex) == sorted(p for p in pairs if p[0] is not None) + [
+                (None, i) for k, i in sorted(pairs, key=lambda p: p[1]) if k is None
+            ]
         for f, counts in table.refs.items():
             want = {}
             for r in recs.values():
@@ -147,7 +167,7 @@ def kill_writer(argv: list[str], head: int, delay: float) -> str:
     printed after READY (its acknowledgements; the last line may be torn)."""
     with tempfile.TemporaryFile("w+") as errors:
         child = subprocess.Popen([sys.executable, *argv], stdout=subprocess.PIPE, stderr=errors, text=True)
-        ready = child.stdout.readline()                 # type: ignore[union-attr]
+        ready = child.stdout.readline()  # type: ignore[union-attr]
         if not ready.startswith("READY"):
             child.wait()
             errors.seek(0)
@@ -155,7 +175,7 @@ def kill_writer(argv: list[str], head: int, delay: float) -> str:
         assert int(ready.split()[1]) == head
         time.sleep(delay)
         child.send_signal(signal.SIGKILL)
-        out = child.stdout.read()       # type: ignore[union-attr]   not communicate(): it would skip readline's buffer
+        out = child.stdout.read()  # type: ignore[union-attr]   not communicate(): it would skip readline's buffer
         child.wait()
     return out
 

@@ -50,9 +50,7 @@ from wsproto.events import (
     RejectData,
     TextMessage,
 )
-from wsproto.events import (
-    Request as WsRequest,
-)
+from wsproto.events import Request as WsRequest
 from wsproto.utilities import LocalProtocolError, RemoteProtocolError
 
 from dbsvc.errors import HandshakeRefused, MessageTooBig, WebSocketClientError, WebSocketClosed
@@ -80,9 +78,14 @@ def _client_target(url: str) -> tuple[str, int, str, str, bool]:
     return host, port, parts.netloc.rpartition("@")[2], target, tls
 
 
-def open_websocket(url: str, *, headers: Iterable[tuple[str, str]] = (), timeout: float = 10.0,
-                   max_message: int = CLIENT_MAX_MESSAGE,
-                   idle_timeout: float = CLIENT_IDLE_TIMEOUT) -> ClientWebSocket:
+def open_websocket(
+    url: str,
+    *,
+    headers: Iterable[tuple[str, str]] = (),
+    timeout: float = 10.0,
+    max_message: int = CLIENT_MAX_MESSAGE,
+    idle_timeout: float = CLIENT_IDLE_TIMEOUT,
+) -> ClientWebSocket:
     """Connect to `url` and complete the opening handshake within `timeout` seconds (C1, C2)."""
     host, port, authority, target, tls = _client_target(url)
     deadline = time.monotonic() + timeout
@@ -142,7 +145,7 @@ class ClientWebSocket:
         self._parts: list[Any] = []
         self._size = 0
         self._ended: WebSocketClientError | None = None
-        self._drain()                               # messages that came with the 101
+        self._drain()  # messages that came with the 101
 
     def __enter__(self) -> ClientWebSocket:
         return self
@@ -160,7 +163,7 @@ class ClientWebSocket:
                 raise self._ended
             now = time.monotonic()
             idle_end = self._last_seen + self._idle_timeout
-            if now >= idle_end:                                         # rule C4
+            if now >= idle_end:  # rule C4
                 self._end(WebSocketClosed(ABNORMAL, f"nothing received for {self._idle_timeout:g} s"))
                 continue
             if deadline is not None and now >= deadline:
@@ -179,7 +182,7 @@ class ClientWebSocket:
             self._last_seen = time.monotonic()
             try:
                 self._ws.receive_data(data)
-            except LocalProtocolError:                                  # bytes after a close
+            except LocalProtocolError:  # bytes after a close
                 continue
             self._drain()
 
@@ -205,7 +208,7 @@ class ClientWebSocket:
             if isinstance(event, (BytesMessage, TextMessage)):
                 data = event.data
                 self._size += len(data.encode("utf-8")) if isinstance(data, str) else len(data)
-                if self._size > self._max_message:                     # rule C3
+                if self._size > self._max_message:  # rule C3
                     self._parts.clear()
                     self._send(CloseConnection(code=TOO_BIG, reason="message too big"))
                     self._end(MessageTooBig(f"a message over {self._max_message} bytes"))
@@ -217,7 +220,7 @@ class ClientWebSocket:
             elif isinstance(event, Ping):
                 self._send(event.response())
             elif isinstance(event, CloseConnection):
-                if ws.state is not ConnectionState.CLOSED:             # the peer's close, or a
+                if ws.state is not ConnectionState.CLOSED:  # the peer's close, or a
                     self._send(CloseConnection(code=event.code, reason=""))  # protocol error
                 self._end(WebSocketClosed(event.code, event.reason or ""))
                 return
@@ -227,7 +230,7 @@ class ClientWebSocket:
             self._sock.settimeout(self._idle_timeout)
             self._sock.sendall(self._ws.send(event))
         except (OSError, LocalProtocolError):
-            pass                                    # the next recv reports the broken socket
+            pass  # the next recv reports the broken socket
 
     def _end(self, error: WebSocketClientError) -> None:
         if self._ended is None:

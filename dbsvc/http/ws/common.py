@@ -9,9 +9,9 @@ again) belong to the code that chooses them.
 from __future__ import annotations
 
 NORMAL_CLOSURE = 1000
-GOING_AWAY = 1001         # the server is shutting down (server rule 8)
-NO_STATUS = 1005          # a close frame without a code
-ABNORMAL = 1006           # the TCP connection ended without a close frame (never sent on the wire)
+GOING_AWAY = 1001  # the server is shutting down (server rule 8)
+NO_STATUS = 1005  # a close frame without a code
+ABNORMAL = 1006  # the TCP connection ended without a close frame (never sent on the wire)
 POLICY_VIOLATION = 1008  # a peer flooding control frames (server rule 10)
-TOO_BIG = 1009            # a message over the receiver's limit (server rule 2, client rule C3)
-INTERNAL_ERROR = 1011     # a session callback raised (server rule 6)
+TOO_BIG = 1009  # a message over the receiver's limit (server rule 2, client rule C3)
+INTERNAL_ERROR = 1011  # a session callback raised (server rule 6)

@@ -92,18 +92,18 @@ span_log = logging.getLogger("dbsvc.http.request")
 
 # Rule 10: what one socket's input may cost per turn of the loop, and the control frames
 # (ping, pong, close) a peer may send: a burst, then a steady rate.
-EVENT_BUDGET = 256                   # wsproto events acted on per turn
-FEED_SIZE = 16 * 1024                # bytes handed to wsproto at a time
-TURN_BYTES = 64 * 1024               # bytes handed to wsproto per turn
-CONTROL_BURST = 64                   # control frames a peer may send at once
-CONTROL_RATE = 8.0                   # control frames a second, sustained, past the burst
-CLOSE_PATIENCE = 6                   # rule 4: close timeouts a reading peer may take to answer
+EVENT_BUDGET = 256  # wsproto events acted on per turn
+FEED_SIZE = 16 * 1024  # bytes handed to wsproto at a time
+TURN_BYTES = 64 * 1024  # bytes handed to wsproto per turn
+CONTROL_BURST = 64  # control frames a peer may send at once
+CONTROL_RATE = 8.0  # control frames a second, sustained, past the burst
+CLOSE_PATIENCE = 6  # rule 4: close timeouts a reading peer may take to answer
 
 
 class State(enum.Enum):
     OPEN = "open"
-    CLOSING = "closing"        # our close frame sent; waiting for the peer's
-    CLOSED = "closed"          # close handshake done or failed; TCP closing or closed
+    CLOSING = "closing"  # our close frame sent; waiting for the peer's
+    CLOSED = "closed"  # close handshake done or failed; TCP closing or closed
 
 
 def _tokens(value: str | None) -> list[str]:
@@ -118,17 +118,21 @@ def handshake_headers(request: Request, subprotocol: str | None) -> list[tuple[s
     `BadRequest` for a malformed or repeated key, or a handshake over HTTP/1.0 (RFC 6455
     §4.1: the handshake is HTTP/1.1 or later, with one `Sec-WebSocket-Key`).
     """
-    if request.method != "GET" or "websocket" not in _tokens(request.header("upgrade")) \
-            or "upgrade" not in _tokens(request.header("connection")):
-        raise UpgradeRequired(f"{request.path} is a WebSocket route: expected a GET with "
-                              "'Upgrade: websocket' and 'Connection: Upgrade'")
-    if request.http_version == "1.0":                  # RFC 6455 §4.1: HTTP/1.1 or later
+    if (
+        request.method != "GET"
+        or "websocket" not in _tokens(request.header("upgrade"))
+        or "upgrade" not in _tokens(request.header("connection"))
+    ):
+        raise UpgradeRequired(
+            f"{request.path} is a WebSocket route: expected a GET with 'Upgrade: websocket' and 'Connection: Upgrade'"
+        )
+    if request.http_version == "1.0":  # RFC 6455 §4.1: HTTP/1.1 or later
         raise BadRequest("a WebSocket handshake over HTTP/1.0 is not valid: expected HTTP/1.1")
     version = (request.header("sec-websocket-version") or "").strip()
     if version != "13":
         raise UpgradeRequired(f"Sec-WebSocket-Version {version!r} is not supported: expected '13'")
     keys = [value for name, value in request.headers if name == "sec-websocket-key"]
-    if len(keys) > 1:                                  # RFC 6455 §4.1: exactly one key
+    if len(keys) > 1:  # RFC 6455 §4.1: exactly one key
         raise BadRequest(f"Sec-WebSocket-Key appears {len(keys)} times: expected exactly one")
     key = (keys[0] if keys else "").strip()
     try:
@@ -137,8 +141,11 @@ def handshake_headers(request: Request, subprotocol: str | None) -> list[tuple[s
         valid = False
     if not valid:
         raise BadRequest(f"Sec-WebSocket-Key {key!r} is not valid: expected 16 bytes in base64")
-    headers = [("Upgrade", "websocket"), ("Connection", "Upgrade"),
-               ("Sec-WebSocket-Accept", generate_accept_token(key.encode("ascii")).decode("ascii"))]
+    headers = [
+        ("Upgrade", "websocket"),
+        ("Connection", "Upgrade"),
+        ("Sec-WebSocket-Accept", generate_accept_token(key.encode("ascii")).decode("ascii")),
+    ]
     if subprotocol is not None:
         headers.append(("Sec-WebSocket-Protocol", subprotocol))
     return headers
@@ -149,18 +156,48 @@ class WebSocketConnection:
     for its session."""
 
     __slots__ = (
-        "_ws", "_out", "_loop", "_settings", "_session", "_request", "_route", "state",
-        "_max_message", "_message", "_message_size", "_message_text", "_close_code",
-        "_reported", "_last_seen", "_ping_at", "_timer", "_expiry", "_started",
-        "frames_sent", "bytes_sent", "_reading_paused", "_unfed", "_yielding",
-        "_control_tokens", "_control_at", "_written_mark", "_backlogged",
+        "_ws",
+        "_out",
+        "_loop",
+        "_settings",
+        "_session",
+        "_request",
+        "_route",
+        "state",
+        "_max_message",
+        "_message",
+        "_message_size",
+        "_message_text",
+        "_close_code",
+        "_reported",
+        "_last_seen",
+        "_ping_at",
+        "_timer",
+        "_expiry",
+        "_started",
+        "frames_sent",
+        "bytes_sent",
+        "_reading_paused",
+        "_unfed",
+        "_yielding",
+        "_control_tokens",
+        "_control_at",
+        "_written_mark",
+        "_backlogged",
         "_closing_until",
     )
 
-    def __init__(self, out: Outbox, loop: asyncio.AbstractEventLoop, settings: HttpSettings,
-                 upgrade: Upgrade, request: Request, trailing: bytes) -> None:
-        self._ws = Connection(ConnectionType.SERVER)           # rule 1: no extensions
-        out.bulk = True                                        # rule 5: fan-outs coalesce (hub.py rule 10)
+    def __init__(
+        self,
+        out: Outbox,
+        loop: asyncio.AbstractEventLoop,
+        settings: HttpSettings,
+        upgrade: Upgrade,
+        request: Request,
+        trailing: bytes,
+    ) -> None:
+        self._ws = Connection(ConnectionType.SERVER)  # rule 1: no extensions
+        out.bulk = True  # rule 5: fan-outs coalesce (hub.py rule 10)
         self._out = out
         self._loop = loop
         self._settings = settings
@@ -177,19 +214,20 @@ class WebSocketConnection:
         self._last_seen = loop.time()
         self._ping_at: float | None = None
         self._timer: asyncio.TimerHandle | None = loop.call_at(
-            self._last_seen + settings.ws_ping_interval, self._on_timer)
+            self._last_seen + settings.ws_ping_interval, self._on_timer
+        )
         self._expiry: asyncio.TimerHandle | None = None
         self._started = time.perf_counter()
         self.frames_sent = 0
         self.bytes_sent = 0
         self._reading_paused = False
-        self._unfed = bytearray()                  # rule 10: read, not yet given to wsproto
+        self._unfed = bytearray()  # rule 10: read, not yet given to wsproto
         self._yielding = False
         self._control_tokens = float(CONTROL_BURST)
         self._control_at = self._last_seen
-        self._written_mark = 0                     # rule 3: out.written at the last timer
-        self._backlogged = False                   # rule 3: bytes were waiting then
-        self._closing_until = 0.0                  # rule 4: the longest a close may wait
+        self._written_mark = 0  # rule 3: out.written at the last timer
+        self._backlogged = False  # rule 3: bytes were waiting then
+        self._closing_until = 0.0  # rule 4: the longest a close may wait
         if upgrade.close_at is not None:
             when, code, reason = upgrade.close_at
             self._expiry = loop.call_later(max(0.0, when - time.time()), self.close, code, reason)
@@ -220,10 +258,10 @@ class WebSocketConnection:
         if self.state is not State.OPEN:
             return
         self._send_close(code, reason)
-        if self.state is State.OPEN:               # wsproto: now LOCAL_CLOSING
+        if self.state is State.OPEN:  # wsproto: now LOCAL_CLOSING
             self.state = State.CLOSING
             now = self._loop.time()
-            self._peer_reading()                   # the marks rule 4's wait compares with
+            self._peer_reading()  # the marks rule 4's wait compares with
             self._closing_until = now + CLOSE_PATIENCE * self._settings.ws_close_timeout
             self._arm(now + self._settings.ws_close_timeout)
 
@@ -265,7 +303,7 @@ class WebSocketConnection:
             fed += len(piece)
             try:
                 ws.receive_data(piece)
-            except LocalProtocolError:             # bytes after the close handshake
+            except LocalProtocolError:  # bytes after the close handshake
                 unfed.clear()
                 return
 
@@ -275,9 +313,10 @@ class WebSocketConnection:
         if isinstance(event, (TextMessage, BytesMessage)):
             self._on_data(event)
             return False
-        if not self._control_allowed():                                   # rule 10
-            log.info("closing %s socket: over %d control frames at once or %.0f/s",
-                     self._route, CONTROL_BURST, CONTROL_RATE)
+        if not self._control_allowed():  # rule 10
+            log.info(
+                "closing %s socket: over %d control frames at once or %.0f/s", self._route, CONTROL_BURST, CONTROL_RATE
+            )
             self._fail(POLICY_VIOLATION, "control frame flood")
             return True
         if isinstance(event, Ping):
@@ -312,7 +351,7 @@ class WebSocketConnection:
             return
         try:
             self._drain()
-        except Exception:                          # a bug of ours: this socket, not the loop
+        except Exception:  # a bug of ours: this socket, not the loop
             log.exception("WebSocket %s failed while reading", self._route)
             self._abort()
 
@@ -330,7 +369,7 @@ class WebSocketConnection:
                 self._out.transport.resume_reading()
 
     def eof_received(self) -> bool | None:
-        return None                                # the peer is done: let the transport close
+        return None  # the peer is done: let the transport close
 
     def connection_lost(self, exc: Exception | None) -> None:
         self.state = State.CLOSED
@@ -343,13 +382,22 @@ class WebSocketConnection:
         self._report()
         if span_log.isEnabledFor(logging.INFO):
             request = self._request
-            log_span({"method": "GET", "path": request.path, "status": 101,
-                      "duration_ms": round((time.perf_counter() - self._started) * 1000.0, 3),
-                      "bytes": self.bytes_sent, "request_id": request.request_id,
-                      "route": self._route, "frames": self.frames_sent, "close_code": self._close_code})
+            log_span(
+                {
+                    "method": "GET",
+                    "path": request.path,
+                    "status": 101,
+                    "duration_ms": round((time.perf_counter() - self._started) * 1000.0, 3),
+                    "bytes": self.bytes_sent,
+                    "request_id": request.request_id,
+                    "route": self._route,
+                    "frames": self.frames_sent,
+                    "close_code": self._close_code,
+                }
+            )
 
     def pause_writing(self) -> None:
-        self._update_reading()                         # rule 5
+        self._update_reading()  # rule 5
 
     def resume_writing(self) -> None:
         self._update_reading()
@@ -365,7 +413,7 @@ class WebSocketConnection:
         data = event.data
         size = len(data.encode("utf-8")) if isinstance(data, str) else len(data)
         self._message_size += size
-        if self._message_size > self._max_message:                 # rule 2
+        if self._message_size > self._max_message:  # rule 2
             self._message.clear()
             self._fail(TOO_BIG, f"message over {self._max_message} bytes")
             return
@@ -396,14 +444,14 @@ class WebSocketConnection:
 
     def _on_close_frame(self, event: CloseConnection) -> None:
         ws_state = self._ws.state
-        if ws_state is ConnectionState.REMOTE_CLOSING:             # the peer closes: answer
+        if ws_state is ConnectionState.REMOTE_CLOSING:  # the peer closes: answer
             if self._close_code is None:
                 self._close_code = event.code
             self._send_close(event.code, "")
             self._finish()
-        elif ws_state is ConnectionState.CLOSED:                   # the answer to our close
+        elif ws_state is ConnectionState.CLOSED:  # the answer to our close
             self._finish()
-        else:                                                      # wsproto: a protocol error
+        else:  # wsproto: a protocol error
             self._fail(event.code, event.reason or "")
 
     def _send_close(self, code: int, reason: str) -> None:
@@ -452,23 +500,22 @@ class WebSocketConnection:
         settings = self._settings
         reading = self._peer_reading()
         if state is State.CLOSING:
-            if reading and now < self._closing_until:           # rule 4: still reading its way to our close
+            if reading and now < self._closing_until:  # rule 4: still reading its way to our close
                 self._arm(now + settings.ws_close_timeout)
                 return
             log.debug("%s: no close frame from the peer within %.1f s", self._route, settings.ws_close_timeout)
             if self._out.buffered == 0:
-                self._out.transport.close()                     # our close frame is with the kernel: FIN after it
+                self._out.transport.close()  # our close frame is with the kernel: FIN after it
             else:
                 self._abort()
             return
         ping_at = self._ping_at
         if ping_at is not None:
             if self._last_seen <= ping_at and not reading:
-                log.info("dropping %s socket: no answer to a ping within %.1f s",
-                         self._route, settings.ws_pong_timeout)
+                log.info("dropping %s socket: no answer to a ping within %.1f s", self._route, settings.ws_pong_timeout)
                 self._abort()
                 return
-            if self._last_seen <= ping_at:                      # alive by what it read: ask again later
+            if self._last_seen <= ping_at:  # alive by what it read: ask again later
                 self._last_seen = now
             self._ping_at = None
         due = self._last_seen + settings.ws_ping_interval
