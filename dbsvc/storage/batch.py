@@ -30,7 +30,7 @@ Imports storage's own modules and the runtime only (never the compiler).
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
 from dbsvc.errors import (
@@ -54,7 +54,7 @@ Problem = tuple[int, RequestError, "int | None"]
 
 
 def plan(
-    tables: dict[str, Table], rows: Sequence[tuple[str, dict]], max_payload: int = MAX_PAYLOAD, measure: bool = True
+    tables: Mapping[str, Table], rows: Sequence[tuple[str, dict]], max_payload: int = MAX_PAYLOAD, measure: bool = True
 ) -> list[tuple[Table, dict]]:
     """The batch as (table, record with its id) pairs in row order; `BatchRejected` when
     any row fails a check (module docstring). `measure=False` leaves rule 5 to `frames`,
@@ -148,7 +148,7 @@ def _unique_problem(
 
 
 def _reference_problems(
-    tables: dict[str, Table], planned: list[tuple[Table, dict]], indexes: list[int], ids: dict[str, dict[Any, int]]
+    tables: Mapping[str, Table], planned: list[tuple[Table, dict]], indexes: list[int], ids: dict[str, dict[Any, int]]
 ) -> list[Problem]:
     """Rule 4, once every id of the batch is known (a row may name a later one)."""
     problems: list[Problem] = []

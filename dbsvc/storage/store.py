@@ -34,13 +34,14 @@ The Store is a facade over named parts, each in its own module:
     replay.py      reading frames back (through `replay.LogSource`, which Store implements)
     follow.py      the follower side: applying a primary's frames, the epoch's snapshot
     compactor.py   `Compactor`: when and how an online compaction runs (steps: online.py)
-    constraints.py a write's checks (unique, refs, automatic ids) before it touches anything
+    writes.py      `WritePath`: the write path (the checks of constraints.py, the event,
+                   the frame, the commit, the undo) and the next offset
     commit.py      the group commit; batch.py the offline batch; table.py one model's
                    records, history and indexes; recovery.py the open
 
-It keeps the write path's plumbing (the event, the frame, the commit, the rollback) and
-the reads. The parts never import store.py (replay.py, follow.py and compactor.py see it
-through protocols: `LogSource`, `Replicated`, `Host`).
+It keeps the reads and hands each write to `WritePath`. The parts never import store.py
+(replay.py, follow.py and compactor.py see it through protocols: `LogSource`, `Replicated`,
+`Host`; writes.py is handed what it needs).
 
 Rules:
 
@@ -88,22 +89,22 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from dbsvc.errors import NotFound, Unavailable
+from dbsvc.errors import NotFound
 from dbsvc.runtime import INT64_MAX, CompiledModel, Filters, Query
 from dbsvc.storage import batch, files, follow, history, recovery, retain
 from dbsvc.storage.changes import Callback, ChangeStream
-from dbsvc.storage.commit import CommitQueue, LogWriter, WriteHealth, WriteState
+from dbsvc.storage.commit import CommitQueue, LogWriter, WriteHealth
 from dbsvc.storage.compactor import Compactor
-from dbsvc.storage.constraints import Constraints
 from dbsvc.storage.epoch import Epoch
-from dbsvc.storage.events import HEAD_RESERVE, ChangeEvent, EventKind, record_limit, size_refusal
+from dbsvc.storage.events import HEAD_RESERVE, ChangeEvent, record_limit
 from dbsvc.storage.files import FaultPlan
 from dbsvc.storage.history import History
 from dbsvc.storage.lock import WriterLock
-from dbsvc.storage.logfile import MAX_PAYLOAD, encode_frame
+from dbsvc.storage.logfile import MAX_PAYLOAD
 from dbsvc.storage.query import list_live, list_state, live_ids
 from dbsvc.storage.rows import unpack
 from dbsvc.storage.table import Table
+from dbsvc.storage.writes import WritePath
 
 __all__ = ["Callback", "Store"]
 
@@ -134,30 +135,35 @@ class Store:
         self._tables: dict[str, Table] = loaded.tables
         # Replaced whole by a compaction's switch (install_epoch); epoch.py.
         self._epoch: Epoch = loaded.epoch
-        self._next_offset = loaded.head_offset + 1
         self._history = loaded.history
         self.recovered_tail = loaded.damage
         self.compacted_on_open = loaded.compacted
         self._changes = ChangeStream(
             self, loaded.recent, options.ring_capacity, loaded.head_offset, replication=options.replication
         )
-        self._constraints = Constraints(self._tables)
-        self._commit: CommitQueue | None = None
         self._readonly_end = loaded.log_size
+        writer = None
         if lock is not None:
             log_path = self._epoch.log_path
             fd = files.ops.open(log_path, os.O_WRONLY | os.O_APPEND | os.O_CLOEXEC)
             writer = LogWriter(log_path, fd, loaded.log_size, options.faults)
-            self._commit = CommitQueue(
-                writer, sync=options.sync, publish=self._changes.publish, rollback=self._rollback
-            )
+        self._writes = WritePath(
+            self._tables,
+            writer,
+            sync=options.sync,
+            next_offset=loaded.head_offset + 1,
+            max_payload=options.max_payload,
+            epoch_of=lambda: self._epoch,
+            changes=self._changes,
+        )
         self.compactor = Compactor(
             self,
-            self._commit,
+            self._writes.commit,
             faults=options.faults,
             compact_bytes=options.compact_bytes,
             retain_bytes=options.retain_bytes,
         )
+        self._writes.compactor = self.compactor
 
     @classmethod
     def open(
@@ -271,7 +277,7 @@ class Store:
     def applied_offset(self) -> int:
         """Offset of the last row applied to memory (>= head_offset: its fsync may be in
         flight). A read reflects exactly the rows up to here."""
-        return self._next_offset - 1
+        return self._writes.next_offset - 1
 
     @property
     def epoch(self) -> str:
@@ -311,12 +317,13 @@ class Store:
     @property
     def acked_log_bytes(self) -> int:
         """The log's acknowledged end: what `frames_after` reads up to (replay.py)."""
-        return self._commit.writer.acked if self._commit is not None else self._readonly_end
+        commit = self._writes.commit
+        return commit.writer.acked if commit is not None else self._readonly_end
 
     @property
     def commit_queue(self) -> CommitQueue | None:
         """The group commit (commit.py); None on a read-only store."""
-        return self._commit
+        return self._writes.commit
 
     @property
     def holds_lock(self) -> bool:
@@ -334,7 +341,7 @@ class Store:
 
     def stats(self) -> dict[str, Any]:
         """Counters for /metrics and the bench."""
-        c = self._commit
+        c = self._writes.commit
         retained = self._epoch.retained
         return {
             "fsyncs": c.stats.fsyncs if c else 0,
@@ -355,49 +362,13 @@ class Store:
         FAILED, fail-stop, after an fsync or other I/O error (until a restart). `retry`:
         while REFUSING, probe for room now if a probe is due (the server's `/ready` does;
         `/health` does not touch the disk)."""
-        if self._commit is None:
-            return WriteHealth(WriteState.READ_ONLY, "the store was opened read-only")
-        if retry and self._commit.failed is not None:
-            try:
-                self._commit.check_writable()
-            except Unavailable:
-                pass
-        return self._commit.health()
+        return self._writes.health(retry)
 
     # -- writes ----------------------------------------------------------------------------
 
     def check_writable(self) -> None:
         """`Unavailable` unless the store takes writes now (read-only, or commit.py rule 4)."""
-        self._writable()
-
-    def _writable(self) -> CommitQueue:
-        if self._commit is None:
-            raise Unavailable("the store was opened read-only")
-        self._commit.check_writable()
-        return self._commit
-
-    def _write(
-        self,
-        commit: CommitQueue,
-        table: Table,
-        kind: EventKind,
-        id_: Any,
-        record: dict | None,
-        previous: dict | None,
-        apply: Callable[[], object],
-    ) -> asyncio.Future[None]:
-        offset = self._next_offset
-        shown = record if record is not None else previous  # a delete shows the last record
-        assert shown is not None
-        event = ChangeEvent(
-            kind, table.name, offset, table.watermark + 1, id_, shown, previous if kind is EventKind.UPDATE else None
-        )
-        payload = event.payload()
-        if 2 * len(payload) + HEAD_RESERVE > self.max_payload:  # rule 1: only a large record is measured
-            refusal = size_refusal(kind, table.name, id_, shown, len(payload), self.max_payload)
-            if refusal is not None:
-                raise refusal
-        return self._submit(commit, table, offset, encode_frame(offset, payload), event, apply)
+        self._writes.writable()
 
     def submit_frame(
         self, table: Table, frame: bytes, event: ChangeEvent, apply: Callable[[], object]
@@ -405,44 +376,9 @@ class Store:
         """Commit a frame built elsewhere (a follower's replicated frame, follow.py) at
         `event.offset`, the next offset, with `apply` changing `table` in memory: the
         commit path of a local write. The caller has checked that the frame fits."""
-        assert event.offset == self._next_offset, "frames are submitted in offset order"
-        return self._submit(self._writable(), table, event.offset, frame, event, apply)
-
-    def _submit(
-        self,
-        commit: CommitQueue,
-        table: Table,
-        offset: int,
-        frame: bytes,
-        event: ChangeEvent,
-        apply: Callable[[], object],
-    ) -> asyncio.Future[None]:
-        max_id = table.max_id
-        compactor = self.compactor
-
-        def applied() -> tuple[Table, int, int]:
-            if compactor.cut is not None:
-                compactor.cut[table.name].note_write(event.id)
-            apply()
-            self._next_offset = offset + 1
-            return table, max_id, offset
-
-        future = commit.submit(frame, event, applied)
-        if offset % recovery.CHECKPOINT_EVERY == 0 and self._next_offset > offset:
-            self._epoch.checkpoints.append((offset, commit.writer.written - len(frame)))
-        if commit.writer.written > compactor.compact_bytes and compactor.task is None:
-            compactor.after_write(commit)
-        # The commit queue never needs the future back, so a writer that stops waiting for
-        # it (a cancelled await) leaves its write to be committed, or rolled back, like any other.
-        return future
-
-    def _rollback(self, undo: tuple[Table, int, int]) -> None:
-        table, max_id, offset = undo
-        table.undo_last(max_id)
-        self._next_offset = offset
-        checkpoints = self._epoch.checkpoints
-        while checkpoints and checkpoints[-1][0] >= offset:
-            checkpoints.pop()
+        writes = self._writes
+        assert event.offset == writes.next_offset, "frames are submitted in offset order"
+        return writes.submit(writes.writable(), table, event.offset, frame, event, apply)
 
     async def insert(self, model: str, record: dict) -> dict:
         stored, durable = self.apply_insert(model, record)
@@ -460,24 +396,15 @@ class Store:
         return previous
 
     def apply_insert(self, model: str, record: dict[str, Any]) -> tuple[dict[str, Any], asyncio.Future[None]]:
-        commit = self._writable()
-        table = self.table(model)
-        record, id_, apply = self._constraints.insert(table, record)
-        return record, self._write(commit, table, EventKind.INSERT, id_, record, None, apply)
+        return self._writes.apply_insert(self.table(model), record)
 
     def apply_replace(
         self, model: str, id: Any, record: dict[str, Any]
     ) -> tuple[dict[str, Any], dict[str, Any], asyncio.Future[None]]:
-        commit = self._writable()
-        table = self.table(model)
-        previous, record, apply = self._constraints.replace(table, id, record)
-        return previous, record, self._write(commit, table, EventKind.UPDATE, id, record, previous, apply)
+        return self._writes.apply_replace(self.table(model), id, record)
 
     def apply_delete(self, model: str, id: Any) -> tuple[dict[str, Any], asyncio.Future[None]]:
-        commit = self._writable()
-        table = self.table(model)
-        previous, apply = self._constraints.delete(table, id)
-        return previous, self._write(commit, table, EventKind.DELETE, id, None, previous, apply)
+        return self._writes.apply_delete(self.table(model), id)
 
     def check_batch(self, rows: Sequence[tuple[str, dict]]) -> None:
         """`BatchRejected` if `insert_batch(rows)` would refuse them; works on a read-only
@@ -490,15 +417,7 @@ class Store:
         then applied; returns the stored records (automatic ids filled in). Synchronous,
         for offline tools (`dbsvc import`) with no write in flight; subscribers get the
         events as usual. The next open compacts if the log has grown past the rule."""
-        commit = self._writable()
-        planned = batch.plan(self._tables, rows, self.max_payload, measure=False)
-        if not planned:
-            return []
-        first = self._next_offset
-        batch.write(commit, planned, first, recovery.CHECKPOINT_EVERY, self._epoch.checkpoints, self.max_payload)
-        self._next_offset = first + len(planned)
-        self._changes.publish_batch(planned, first)
-        return [record for _t, record in planned]
+        return self._writes.insert_batch(rows)
 
     # -- following a primary (follow.py; dbsvc/replica) --------------------------------------
 
@@ -550,8 +469,8 @@ class Store:
         renumbered into it."""
         self._epoch = epoch
         self._changes.renumber(renumbered, epoch.log_base)
-        assert self._commit is not None
-        self._commit.map_pending_events(renumbered)
+        assert self._writes.commit is not None
+        self._writes.commit.map_pending_events(renumbered)
 
     def drop_retained(self, segment: retain.Segment) -> bool:
         """Stop serving `segment` (found damaged: replay.py rule 5); False if the epoch
@@ -568,11 +487,12 @@ class Store:
         written (one last fsync), stop the committer, unlock (or, with `keep_lock`, return
         the still-held lock for the next `open`)."""
         self.compactor.stop()
-        if self._commit is not None:
-            self._commit.flush()
-            self._commit.shutdown()
-            files.ops.close(self._commit.writer.fd)
-            self._commit = None
+        commit = self._writes.commit
+        if commit is not None:
+            commit.flush()
+            commit.shutdown()
+            files.ops.close(commit.writer.fd)
+            self._writes.commit = None
         lock, self._lock = self._lock, None
         if lock is not None and not keep_lock:
             lock.release()
@@ -587,6 +507,6 @@ class Store:
                 await task
             except asyncio.CancelledError:
                 pass
-        while self._commit is not None and self._commit.pending and self._commit.failed is None:
+        while (commit := self._writes.commit) is not None and commit.pending and commit.failed is None:
             await asyncio.sleep(0.001)
         self.close()

@@ -1,0 +1,178 @@
+"""The write path of one store: a write's checks, its event and frame, its commit, its undo.
+
+Job: `WritePath` owns what a write changes besides the tables: the next offset, the group
+commit (commit.py, None on a read-only store), and the epoch's checkpoints of the frames it
+appends. store.py's `Store` hands every write here (`apply_insert`, `apply_replace`,
+`apply_delete`, a follower's `submit_frame`, the offline `insert_batch`) and keeps the reads.
+
+Rules (store.py rules 1-2 hold here):
+1. A write runs its checks (constraints.py), builds its event and frame and submits them
+   before its first `await`, so under asyncio it is atomic: a refused write changed
+   nothing. A frame larger than the store's `max_payload` allows is refused before any of
+   that (events.py "Sizes": `PayloadTooLarge`), so what is acknowledged always reopens.
+2. The commit queue applies a write to memory (`applied`) when its frame is handed to the
+   log, and undoes it (`rollback`) when that write fails: the table's last row, the next
+   offset and any checkpoint at or past its offset go back, in that order.
+3. Every CHECKPOINT_EVERY-th offset gets a checkpoint (offset, byte position) in the current
+   epoch (epoch.py), which a compaction replaces whole; `epoch_of` is read at each write.
+4. Past the compactor's size rule a write asks it to run (compactor.py), and while one runs
+   each write notes its id in the compaction's cut.
+
+Imports storage's own modules only; never store.py (the Store passes what this needs).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+from dbsvc.errors import Unavailable
+from dbsvc.storage import batch, recovery
+from dbsvc.storage.changes import ChangeStream
+from dbsvc.storage.commit import CommitQueue, LogWriter, WriteHealth, WriteState
+from dbsvc.storage.compactor import Compactor
+from dbsvc.storage.constraints import Constraints
+from dbsvc.storage.epoch import Epoch
+from dbsvc.storage.events import HEAD_RESERVE, ChangeEvent, EventKind, size_refusal
+from dbsvc.storage.logfile import encode_frame
+from dbsvc.storage.table import Table
+
+__all__ = ["WritePath"]
+
+
+class WritePath:
+    """The writes of one store (module docstring)."""
+
+    def __init__(
+        self,
+        tables: Mapping[str, Table],
+        writer: LogWriter | None,
+        *,
+        sync: bool,
+        next_offset: int,
+        max_payload: int,
+        epoch_of: Callable[[], Epoch],
+        changes: ChangeStream,
+    ) -> None:
+        self.next_offset = next_offset
+        self.max_payload = max_payload
+        self.compactor: Compactor | None = None  # set once the store has built it
+        self._tables = tables
+        self._constraints = Constraints(tables)
+        self._epoch_of = epoch_of
+        self._changes = changes
+        self.commit: CommitQueue | None = None
+        if writer is not None:
+            self.commit = CommitQueue(writer, sync=sync, publish=changes.publish, rollback=self.rollback)
+
+    def writable(self) -> CommitQueue:
+        """The commit queue, or `Unavailable` unless the store takes writes now (read-only,
+        or commit.py rule 4)."""
+        if self.commit is None:
+            raise Unavailable("the store was opened read-only")
+        self.commit.check_writable()
+        return self.commit
+
+    def health(self, retry: bool = False) -> WriteHealth:
+        """Whether the store takes writes (Store.health)."""
+        if self.commit is None:
+            return WriteHealth(WriteState.READ_ONLY, "the store was opened read-only")
+        if retry and self.commit.failed is not None:
+            try:
+                self.commit.check_writable()
+            except Unavailable:
+                pass
+        return self.commit.health()
+
+    def apply_insert(self, table: Table, record: dict[str, Any]) -> tuple[dict[str, Any], asyncio.Future[None]]:
+        commit = self.writable()
+        record, id_, apply = self._constraints.insert(table, record)
+        return record, self._write(commit, table, EventKind.INSERT, id_, record, None, apply)
+
+    def apply_replace(
+        self, table: Table, id: Any, record: dict[str, Any]
+    ) -> tuple[dict[str, Any], dict[str, Any], asyncio.Future[None]]:
+        commit = self.writable()
+        previous, record, apply = self._constraints.replace(table, id, record)
+        return previous, record, self._write(commit, table, EventKind.UPDATE, id, record, previous, apply)
+
+    def apply_delete(self, table: Table, id: Any) -> tuple[dict[str, Any], asyncio.Future[None]]:
+        commit = self.writable()
+        previous, apply = self._constraints.delete(table, id)
+        return previous, self._write(commit, table, EventKind.DELETE, id, None, previous, apply)
+
+    def _write(
+        self,
+        commit: CommitQueue,
+        table: Table,
+        kind: EventKind,
+        id_: Any,
+        record: dict | None,
+        previous: dict | None,
+        apply: Callable[[], object],
+    ) -> asyncio.Future[None]:
+        offset = self.next_offset
+        shown = record if record is not None else previous  # a delete shows the last record
+        assert shown is not None
+        event = ChangeEvent(
+            kind, table.name, offset, table.watermark + 1, id_, shown, previous if kind is EventKind.UPDATE else None
+        )
+        payload = event.payload()
+        if 2 * len(payload) + HEAD_RESERVE > self.max_payload:  # rule 1: only a large record is measured
+            refusal = size_refusal(kind, table.name, id_, shown, len(payload), self.max_payload)
+            if refusal is not None:
+                raise refusal
+        return self.submit(commit, table, offset, encode_frame(offset, payload), event, apply)
+
+    def submit(
+        self,
+        commit: CommitQueue,
+        table: Table,
+        offset: int,
+        frame: bytes,
+        event: ChangeEvent,
+        apply: Callable[[], object],
+    ) -> asyncio.Future[None]:
+        """Hand `frame` at `offset` (the next one) to the commit queue, `apply` changing
+        `table` when it is written (rules 2-4); a follower's frames come here too."""
+        max_id = table.max_id
+        compactor = self.compactor
+        assert compactor is not None
+
+        def applied() -> tuple[Table, int, int]:
+            if compactor.cut is not None:
+                compactor.cut[table.name].note_write(event.id)
+            apply()
+            self.next_offset = offset + 1
+            return table, max_id, offset
+
+        future = commit.submit(frame, event, applied)
+        if offset % recovery.CHECKPOINT_EVERY == 0 and self.next_offset > offset:
+            self._epoch_of().checkpoints.append((offset, commit.writer.written - len(frame)))
+        if commit.writer.written > compactor.compact_bytes and compactor.task is None:
+            compactor.after_write(commit)
+        # The commit queue never needs the future back, so a writer that stops waiting for
+        # it (a cancelled await) leaves its write to be committed, or rolled back, like any other.
+        return future
+
+    def rollback(self, undo: tuple[Table, int, int]) -> None:
+        """The commit queue's undo of a write that failed (rule 2)."""
+        table, max_id, offset = undo
+        table.undo_last(max_id)
+        self.next_offset = offset
+        checkpoints = self._epoch_of().checkpoints
+        while checkpoints and checkpoints[-1][0] >= offset:
+            checkpoints.pop()
+
+    def insert_batch(self, rows: Sequence[tuple[str, dict]]) -> list[dict]:
+        """Store.insert_batch: checked as a set, written with one fsync, then applied."""
+        commit = self.writable()
+        planned = batch.plan(self._tables, rows, self.max_payload, measure=False)
+        if not planned:
+            return []
+        first = self.next_offset
+        batch.write(commit, planned, first, recovery.CHECKPOINT_EVERY, self._epoch_of().checkpoints, self.max_payload)
+        self.next_offset = first + len(planned)
+        self._changes.publish_batch(planned, first)
+        return [record for _t, record in planned]
