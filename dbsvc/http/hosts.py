@@ -23,6 +23,7 @@ Rules:
 from __future__ import annotations
 
 LOOPBACK_NAMES = ("localhost", "127.0.0.1", "[::1]")
+SEEN_LIMIT = 1024  # permitted Host values remembered (any more are checked each time)
 
 
 def host_name(host: str) -> str:
@@ -38,18 +39,28 @@ def host_name(host: str) -> str:
 class HostPolicy:
     """The names requests may address this server by (rules 1-2)."""
 
-    __slots__ = ("enabled", "_names", "_domains")
+    __slots__ = ("enabled", "_names", "_domains", "_seen")
 
     def __init__(self, allowed: tuple[str, ...]) -> None:
         names = {n.strip().lower() for n in allowed if n.strip()}
         self.enabled = bool(names) and "*" not in names
         self._names = frozenset(n for n in names if not n.startswith("."))
         self._domains = tuple(n for n in names if n.startswith("."))
+        # Host values already permitted, as the client wrote them: a client sends the same
+        # Host on every request, so the check is one set lookup after its first.
+        self._seen: set[str] = set()
+
+    @property
+    def remembered(self) -> frozenset[str]:
+        """The permitted Host values kept for a quick answer (at most SEEN_LIMIT)."""
+        return frozenset(self._seen)
 
     def permits(self, host: str | None) -> bool:
-        if not self.enabled or host is None:  # rules 1 and 3
+        if not self.enabled or host is None or host in self._seen:  # rules 1 and 3
             return True
         name = host_name(host)
-        if name in self._names:
+        if name in self._names or any(name.endswith(domain) or name == domain[1:] for domain in self._domains):
+            if len(self._seen) < SEEN_LIMIT:
+                self._seen.add(host)
             return True
-        return any(name.endswith(domain) or name == domain[1:] for domain in self._domains)
+        return False

@@ -11,7 +11,7 @@ import pytest
 
 from dbsvc.config import load_config
 from dbsvc.errors import ConfigError
-from dbsvc.http.hosts import LOOPBACK_NAMES, HostPolicy
+from dbsvc.http.hosts import LOOPBACK_NAMES, SEEN_LIMIT, HostPolicy
 from dbsvc.service import host_check
 
 
@@ -102,3 +102,16 @@ def test_which_hosts_a_server_answers(env, guarded, expected):
 def test_a_malformed_allowed_host_is_a_config_error():
     with pytest.raises(ConfigError, match="SERVICE_ALLOWED_HOSTS: 'http://x' is not a host name"):
         load_config({"SERVICE_ALLOWED_HOSTS": "a.example, http://x"})
+
+
+def test_a_host_asked_again_gets_the_same_answer_and_the_remembered_ones_are_bounded():
+    """A permitted Host is remembered (one set lookup on later requests); a refused one is
+    judged again each time, and no more than SEEN_LIMIT are kept."""
+    policy = HostPolicy(("localhost",))
+    for _ in range(2):
+        assert policy.permits("LocalHost:3000") is True
+        assert policy.permits("evil.example:3000") is False
+    for port in range(SEEN_LIMIT + 10):
+        assert policy.permits(f"localhost:{port}")
+    assert policy.permits("evil.example") is False
+    assert len(policy.remembered) == SEEN_LIMIT
