@@ -30,6 +30,7 @@ from websockets.datastructures import Headers
 from websockets.http11 import Response
 
 from support.server import ROOT, start_server
+from support.storage import file_offsets
 from support.wskit import open_ws, run
 
 USER = {"email": "ann@x.io", "name": "Ann"}
@@ -107,19 +108,6 @@ def wait_until(predicate, what: str, timeout: float = DEADLINE, consumer: Consum
         time.sleep(0.05)
     extra = f"\nconsumer stderr:\n{consumer.stderr}" if consumer is not None else ""
     raise AssertionError(f"timed out waiting for {what}{extra}")
-
-
-def file_offsets(path: Path) -> list[int]:
-    """Offsets of the whole frames in a replica file (a partial last frame is ignored)."""
-    data = path.read_bytes() if path.exists() else b""
-    offsets, pos = [], 0
-    while pos + 16 <= len(data):
-        offset, _crc, length = struct.unpack_from(">QII", data, pos)
-        if pos + 16 + length > len(data):
-            break
-        offsets.append(offset)
-        pos += 16 + length
-    return offsets
 
 
 def last_offset(path: Path) -> int:

@@ -14,7 +14,6 @@ import http.client
 import json
 import os
 import shutil
-import struct
 import subprocess
 import sys
 import time
@@ -25,6 +24,7 @@ import pytest
 from dbsvc.errors import CorruptLog
 from dbsvc.storage.history import Fork, History, decode_history, encode_history
 from support.server import ROOT, Server, server_pool
+from support.storage import file_offsets
 
 BLOG = ROOT / "schemas" / "blog.dbs"
 DEADLINE = 60.0
@@ -78,18 +78,6 @@ def write_users(port: int, count: int, prefix: str) -> None:
         assert reply.status == 201, reply.read()
         reply.read()
     conn.close()
-
-
-def file_offsets(path: Path) -> list[int]:
-    data = path.read_bytes() if path.exists() else b""
-    offsets, pos = [], 0
-    while pos + 16 <= len(data):
-        offset, _crc, length = struct.unpack_from(">QII", data, pos)
-        if pos + 16 + length > len(data):
-            break
-        offsets.append(offset)
-        pos += 16 + length
-    return offsets
 
 
 def consumer(tmp_path: Path, server: Server, out: Path) -> tuple[subprocess.Popen, Path]:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import signal
+import struct
 import subprocess
 import sys
 import tempfile
@@ -188,3 +189,18 @@ def reference_list(records: Mapping[Any, dict], model: CompiledModel, query: Que
     chosen = [r for r in records.values() if match(r, filters)] if filters else list(records.values())
     sort_records(chosen, query.sort, model)
     return chosen[query.offset : query.offset + query.limit], len(chosen)
+
+
+def file_offsets(path: Path) -> list[int]:
+    """Offsets of the whole frames in a headerless log such as a `replicate --out` file (a
+    partial last frame is ignored), read with the layout written out here, independently of
+    dbsvc.storage.logfile: u64 offset, u32 crc, u32 length, then the payload."""
+    data = path.read_bytes() if path.exists() else b""
+    offsets, pos = [], 0
+    while pos + 16 <= len(data):
+        offset, _crc, length = struct.unpack_from(">QII", data, pos)
+        if pos + 16 + length > len(data):
+            break
+        offsets.append(offset)
+        pos += 16 + length
+    return offsets
