@@ -4,7 +4,6 @@ liveness, lag and shutdown (docs/guide/realtime.md; dbsvc/http/ws/server.py rule
 from __future__ import annotations
 
 import asyncio
-import base64
 import json
 import os
 import signal
@@ -15,7 +14,7 @@ import pytest
 
 from support.idp import TestIdp
 from support.server import ROOT
-from support.wskit import closed_with, nothing_within, open_ws, post, recv_json, refusal, request, run
+from support.wskit import closed_with, nothing_within, open_ws, post, raw_websocket, recv_json, refusal, request, run
 
 USER = {"email": "ann@x.io", "name": "Ann"}
 
@@ -202,29 +201,6 @@ def test_fragmented_message_over_the_limit_closes_with_1009(blog):
     run(body())
 
 
-def _raw_socket(port: int, path: str, rcvbuf: int | None = None) -> socket.socket:
-    """A client that completes the handshake by hand and then does what the test says."""
-    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-    if rcvbuf is not None:  # before connect, so the TCP window stays small
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, rcvbuf)
-    sock.settimeout(10)
-    sock.connect(("127.0.0.1", port))
-    key = base64.b64encode(os.urandom(16)).decode()
-    sock.sendall(
-        (
-            f"GET {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
-            f"Sec-WebSocket-Key: {key}\r\nSec-WebSocket-Version: 13\r\n\r\n"
-        ).encode()
-    )
-    head = b""
-    while b"\r\n\r\n" not in head:
-        chunk = sock.recv(1)
-        assert chunk, "closed during the handshake"
-        head += chunk
-    assert head.startswith(b"HTTP/1.1 101"), head
-    return sock
-
-
 def _wait_metric(server, name: str, value: int, timeout: float = 10.0) -> None:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
@@ -245,7 +221,7 @@ async def _metric_becomes(server, name: str, value: int, timeout: float = 10.0) 
 
 def test_dead_peer_is_dropped_after_a_missed_pong(serve):
     server = serve(env={"SERVICE_WS_PING_INTERVAL": "0.3", "SERVICE_WS_PONG_TIMEOUT": "0.3"})
-    dead = _raw_socket(server.port, "/subscribe/user")  # never answers a ping
+    dead = raw_websocket(server.port, "/subscribe/user")  # never answers a ping
 
     async def body():
         async with open_ws(server, "/subscribe/user", ping_interval=None) as alive:  # answers pings
@@ -274,7 +250,7 @@ def test_slow_consumer_is_closed_1013_while_a_fast_one_keeps_up(serve, tmp_path)
         (ROOT / "schemas" / "blog.dbs").read_text().replace("changefeed_capacity = 1024", "changefeed_capacity = 8")
     )
     server = serve(schema)
-    slow = _raw_socket(server.port, "/subscribe/user", rcvbuf=4096)  # reads nothing from here on
+    slow = raw_websocket(server.port, "/subscribe/user", rcvbuf=4096)  # reads nothing from here on
     big = "x" * 200_000
     writes = 80  # 16 MB: well past the kernel's socket buffers and 8 queued frames
     before = _proc_kib(server.proc.pid, "VmRSS")
@@ -404,7 +380,7 @@ def _read_until_eof(sock: socket.socket, timeout: float = 10) -> bytes:
 def test_malformed_frames_close_with_their_code_and_lose_nothing(blog, name, frame, code):
     assert blog.post("/api/user", {"email": f"{code}-{len(name)}@x.io", "name": "Ann"}).status == 201
     before = blog.get("/api/user").json
-    sock = _raw_socket(blog.port, "/subscribe/user")
+    sock = raw_websocket(blog.port, "/subscribe/user")
     sock.sendall(frame)
     frames = _parse_frames(_read_until_eof(sock))  # the server closes TCP itself
     sock.close()
@@ -415,7 +391,7 @@ def test_malformed_frames_close_with_their_code_and_lose_nothing(blog, name, fra
 
 
 def test_a_client_close_is_echoed_and_the_server_closes_tcp(blog):
-    sock = _raw_socket(blog.port, "/subscribe/user")
+    sock = raw_websocket(blog.port, "/subscribe/user")
     sock.sendall(_masked(0x8, (1000).to_bytes(2, "big") + b"bye"))
     frames = _parse_frames(_read_until_eof(sock))
     sock.close()
@@ -423,7 +399,7 @@ def test_a_client_close_is_echoed_and_the_server_closes_tcp(blog):
 
 
 def test_ping_from_the_client_gets_its_pong(blog):
-    sock = _raw_socket(blog.port, "/subscribe/user")
+    sock = raw_websocket(blog.port, "/subscribe/user")
     sock.sendall(_masked(0x9, b"are you there"))
     sock.settimeout(10)
     data = b""
@@ -435,7 +411,7 @@ def test_ping_from_the_client_gets_its_pong(blog):
 
 def test_shutdown_waits_for_a_close_reply_only_up_to_the_close_timeout(serve):
     server = serve(env={"SERVICE_SHUTDOWN_TIMEOUT": "60"})
-    sock = _raw_socket(server.port, "/subscribe/user")  # will never answer the close
+    sock = raw_websocket(server.port, "/subscribe/user")  # will never answer the close
     started = time.monotonic()
     server.proc.send_signal(signal.SIGTERM)
     frames = _parse_frames(_read_until_eof(sock, timeout=30))

@@ -5,14 +5,13 @@ socket, not a layer of ours), then one end-to-end flood through a real server.""
 from __future__ import annotations
 
 import asyncio
-import base64
 import os
-import socket
 import struct
 
 from dbsvc.http.output import Outbox
 from dbsvc.http.types import HttpSettings, Request, Upgrade
 from dbsvc.http.ws.server import CONTROL_BURST, EVENT_BUDGET, WebSocketConnection
+from support.wskit import raw_websocket
 
 
 class MemoryTransport:
@@ -148,18 +147,7 @@ def test_pings_within_the_burst_are_answered_and_the_socket_stays_open():
 
 
 def test_a_real_ping_flood_closes_1008_and_other_requests_go_on(server):
-    sock = socket.create_connection(("127.0.0.1", server.port), timeout=10)
-    key = base64.b64encode(os.urandom(16)).decode()
-    sock.sendall(
-        (
-            f"GET /upgrade HTTP/1.1\r\nHost: 127.0.0.1\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
-            f"Sec-WebSocket-Key: {key}\r\nSec-WebSocket-Version: 13\r\n\r\n"
-        ).encode()
-    )
-    head = b""
-    while b"\r\n\r\n" not in head:
-        head += sock.recv(1)
-    assert head.startswith(b"HTTP/1.1 101")
+    sock = raw_websocket(server.port, "/upgrade")
     try:
         sock.sendall(masked(0x9) * 43_000)
     except OSError:

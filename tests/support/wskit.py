@@ -6,7 +6,10 @@ Tests are plain functions; each drives its sockets inside `run(coroutine)` with 
 from __future__ import annotations
 
 import asyncio
+import base64
 import json
+import os
+import socket
 from typing import Any
 
 from websockets.asyncio.client import ClientConnection, connect
@@ -77,3 +80,26 @@ def post(server: Any, path: str, body: dict, **kw: Any) -> Any:
 
 def request(server: Any, method: str, path: str, body: Any = None, **kw: Any) -> Any:
     return asyncio.to_thread(server.request, method, path, body, **kw)
+
+
+def raw_websocket(port: int, path: str, rcvbuf: int | None = None) -> socket.socket:
+    """A client that completes the handshake by hand and then does what the test says."""
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    if rcvbuf is not None:  # before connect, so the TCP window stays small
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, rcvbuf)
+    sock.settimeout(10)
+    sock.connect(("127.0.0.1", port))
+    key = base64.b64encode(os.urandom(16)).decode()
+    sock.sendall(
+        (
+            f"GET {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
+            f"Sec-WebSocket-Key: {key}\r\nSec-WebSocket-Version: 13\r\n\r\n"
+        ).encode()
+    )
+    head = b""
+    while b"\r\n\r\n" not in head:
+        chunk = sock.recv(1)
+        assert chunk, "closed during the handshake"
+        head += chunk
+    assert head.startswith(b"HTTP/1.1 101"), head
+    return sock
