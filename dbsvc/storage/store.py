@@ -96,7 +96,7 @@ from dbsvc.storage.changes import Callback, ChangeStream
 from dbsvc.storage.commit import CommitQueue, LogWriter, WriteHealth
 from dbsvc.storage.compactor import Compactor
 from dbsvc.storage.epoch import Epoch
-from dbsvc.storage.events import HEAD_RESERVE, ChangeEvent, record_limit
+from dbsvc.storage.events import HEAD_RESERVE, ChangeEvent
 from dbsvc.storage.files import FaultPlan
 from dbsvc.storage.history import History
 from dbsvc.storage.lock import WriterLock
@@ -128,7 +128,6 @@ class Store:
     def __init__(self, directory: str, loaded: recovery.Loaded, lock: WriterLock | None, options: Options) -> None:
         self._directory = directory
         self.max_payload = options.max_payload
-        self.max_record = record_limit(options.max_payload)
         self.readonly = lock is None
         self.replication = options.replication
         self._lock = lock
