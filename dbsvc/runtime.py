@@ -60,6 +60,7 @@ from types import MappingProxyType
 from typing import Any, TypeAlias
 
 from dbsvc.errors import BadQuery, BadRequest, ConstraintViolation
+from dbsvc.rules import Claims, ModelRules
 
 # The shapes that cross every layer: a record as JSON gives it (field name -> value, in
 # declaration order), and the filters of a query (field -> the index keys any of which matches).
@@ -128,6 +129,11 @@ class CompiledModel:
     shared_values: Mapping[int, Mapping[Any, Any]] = field(default_factory=dict)
     # sort field -> array typecode of its index keys ("d", "q"), where they are numbers
     key_arrays: Mapping[str, str] = field(default_factory=dict)
+    # the model's compiled `@allow` rules (dbsvc/rules.py); None: the model has none, and
+    # every valid token may do everything
+    rules: ModelRules | None = None
+    # fills the fields declared `@default(token.CLAIM)` of a create body from the claims
+    fill_from_token: Callable[[dict[str, Any], Claims], None] | None = None
 
 
 # ---------------------------------------------------------------------------------------

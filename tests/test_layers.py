@@ -53,18 +53,19 @@ ALLOWED: dict[str, frozenset[str]] = {
         "routes": (),  # the route table as pure data
         "notify": (),  # systemd's READY=1 / STOPPING=1
         "schema": ("errors",),  # source text -> IR
-        "runtime": ("errors",),  # the helpers generated code calls
+        "rules": (),  # what compiled access rules answer (Scope, ModelRules) and the claim helpers
+        "runtime": ("errors", "rules"),  # the helpers generated code calls
         "logs": ("errors",),  # RUST_LOG and the log line formats
         "deps": ("errors",),  # a missing runtime package -> one line with its fix
-        "compiler": ("dbsvc", "errors", "schema", "runtime", "routes"),  # IR -> code object
-        "interfaces": ("runtime",),  # the Protocols at the app's boundaries
+        "compiler": ("dbsvc", "errors", "schema", "rules", "runtime", "routes"),  # IR -> code object
+        "interfaces": ("rules", "runtime"),  # the Protocols at the app's boundaries
         # the three layers over runtime, which know nothing of each other
-        "storage": ("errors", "runtime", "schema"),
+        "storage": ("errors", "rules", "runtime", "schema"),
         "http": ("errors", "routes", "logs"),
         "auth": ("errors", "runtime", "schema", "deps", "interfaces"),
         # what is built on them
         "explorer": ("errors", "routes", "http"),
-        "realtime": ("errors", "runtime", "interfaces", "storage", "http", "auth"),
+        "realtime": ("errors", "rules", "runtime", "interfaces", "storage", "http", "auth"),
         "replica": ("errors", "storage", "http"),
         "config": ("errors", "schema", "storage", "http", "auth"),
         "exits": ("errors", "schema", "deps"),
@@ -73,6 +74,7 @@ ALLOWED: dict[str, frozenset[str]] = {
             "errors",
             "routes",
             "schema",
+            "rules",
             "runtime",
             "interfaces",
             "http",
