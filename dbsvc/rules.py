@@ -156,3 +156,18 @@ class ModelRules:
 
 OPERATIONS: Final = ("list", "get", "create", "update", "delete", "subscribe")
 SHORTHANDS: Final = {"read": ("list", "get", "subscribe"), "write": ("create", "update", "delete"), "all": OPERATIONS}
+
+
+class Refusals:
+    """Refusals by operation, for `/metrics` (`"refused": {operation: count}`): a `get`,
+    `update` or `delete` of a record the token may not read (answered 404), a write its rule
+    refuses (403), a `subscribe` or `replicate` socket refused at its upgrade (403). A list
+    is never refused: its rule is a filter. One instance per server, shared by REST and feeds."""
+
+    __slots__ = ("counts",)
+
+    def __init__(self) -> None:
+        self.counts: dict[str, int] = dict.fromkeys((*OPERATIONS, "replicate"), 0)
+
+    def count(self, operation: str) -> None:
+        self.counts[operation] += 1
