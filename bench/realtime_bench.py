@@ -53,6 +53,16 @@ dir, SERVICE_MAX_CONNECTIONS=20000, RUST_LOG=info) pinned to core 0; every clien
 6. flood (scenario c): `bench/ws_flood_bench.py --json` run as a subprocess on this tree (or
    `--code`): /health p50/p99 with no flood, one client flooding empty pings, then empty text.
 
+7. rules (issue 31; not in the default `--only`): sans-IO, in this process, no socket: a
+   store of `model Note { owner str @filter ... }` and the real broker with `--rules-sizes`
+   (1000,10000) feed sessions on a channel that only counts frames, each allowed only its
+   own records. Three feeds per size: `owner` (the Scope `record.owner == token.sub`
+   compiles to, pinned to `owner`: routed by the claim's value), `where` (the same rule
+   as a residual record test: tested for every event, what routing avoids) and `filter`
+   (no rules, `?owner=<sub>` instead: the routing the owner rule must equal). `--rules-writes`
+   inserts, each owned by one subscriber round-robin; the broker's CPU per write (the
+   drain only: time.process_time around the scheduled callbacks) and the deliveries.
+
 The receivers are a minimal WebSocket client on a plain epoll loop (see "the minimal
 WebSocket client" below): no asyncio, no websockets package, whose per-read overhead would
 cost more than the frame itself at 50,000 frames/s on the one client core.
@@ -1193,6 +1203,100 @@ def show_flood(result: dict | None) -> None:
 # -- report -------------------------------------------------------------------------------------------
 
 
+RULES_SCHEMA = """
+model Note {
+  id    int  @id
+  owner str  @filter
+  text  str
+}
+"""
+
+
+class CountingChannel:
+    """A `Channel` that counts frames (the rules run measures the broker, not sockets)."""
+
+    __slots__ = ("frames",)
+    writable = True
+
+    def __init__(self) -> None:
+        self.frames = 0
+
+    def send_frame(self, frame: bytes) -> None:
+        self.frames += 1
+
+    def close(self, code: int = 1000, reason: str = "") -> None:
+        pass
+
+
+def rules_run(tmp: Path, subscribers: int, feed: str, writes: int) -> dict:
+    """Scenario 7: one size and one kind of feed; CPU per write of the broker's drain."""
+    from dbsvc.compiler import compile_schema
+    from dbsvc.realtime.broker import Broker
+    from dbsvc.realtime.feeds import FeedKind, FeedSpec
+    from dbsvc.realtime.session import FeedSession
+    from dbsvc.rules import Scope
+    from dbsvc.schema import parse_schema
+    from dbsvc.storage import Store
+    from dbsvc.storage.tenants import create_tenant
+
+    module = compile_schema(parse_schema(RULES_SCHEMA, str(tmp / "rules.dbs")))
+    note = module.BY_NAME["Note"]
+    directory = create_tenant(str(tmp / f"rules-{feed}-{subscribers}"), "t")
+    store = Store.open(directory, module.MODELS, module.DESCRIPTION, sync="off")
+    pending: list = []
+    broker = Broker(store, module.BY_NAME, 1024)
+    broker.attach(pending.append)
+    key = note.keys["owner"]
+    channels = []
+    for i in range(subscribers):
+        sub = f"u{i}"
+        if feed == "owner":
+            spec = FeedSpec(FeedKind.SUBSCRIBE, note, {}, None, Scope(field="owner", keys=frozenset({key(sub)}), key=key))
+        elif feed == "where":
+            spec = FeedSpec(FeedKind.SUBSCRIBE, note, {}, None, Scope(where=lambda r, sub=sub: r["owner"] == sub))
+        else:
+            spec = FeedSpec(FeedKind.SUBSCRIBE, note, note.parse_feed_query([("owner", sub)]).filters, None)
+        session = FeedSession(spec, broker, store.head_offset)
+        channel = CountingChannel()
+        session.on_open(channel)  # type: ignore[arg-type]
+        channels.append(channel)
+
+    async def write_all() -> float:
+        cpu = 0.0
+        for i in range(writes):
+            await store.insert("Note", note.validate_create({"owner": f"u{i % subscribers}", "text": "x"}))
+            started = time.process_time()
+            while pending:
+                batch = pending[:]
+                del pending[:]
+                for callback in batch:
+                    callback()
+            cpu += time.process_time() - started
+        return cpu
+
+    cpu = asyncio.run(write_all())
+    store.close()
+    return {
+        "subscribers": subscribers,
+        "feed": feed,
+        "writes": writes,
+        "cpu_per_write_us": cpu / writes * 1e6,
+        "deliveries": sum(c.frames for c in channels),
+    }
+
+
+def show_rules(runs: list[dict]) -> None:
+    if not runs:
+        return
+    print("\nrules (sans-IO broker, each subscriber allowed only its own records)")
+    print(f"   {'subscribers':>11} {'feed':>7} {'writes':>7} {'deliveries':>10} {'CPU per write':>14}")
+    for r in runs:
+        print(
+            f"   {r['subscribers']:>11,} {r['feed']:>7} {r['writes']:>7,} {r['deliveries']:>10,} "
+            f"{r['cpu_per_write_us']:>11,.1f} us"
+        )
+
+
 def others_on_server_core(cores: dict, server_cpu: float, seconds: float) -> float:
     """The share of the server's core that went to other processes (a shared machine's
     neighbours): the core's busy share minus the server's own CPU time over the span."""
@@ -1327,7 +1431,7 @@ def main(argv: list[str]) -> int:
     parser.add_argument(
         "--only",
         default="latency,memory,throughput",
-        help="comma list of runs: latency, memory, throughput, inits, fanout, flood",
+        help="comma list of runs: latency, memory, throughput, inits, fanout, flood, rules",
     )
     parser.add_argument("--sync", default="off,full", help="SERVICE_SYNC modes of the latency run")
     parser.add_argument("--subscribers", type=int, default=1000, help="sockets of the latency run")
@@ -1352,6 +1456,8 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--fanout-b-procs", type=int, default=4, help="receiver processes of the fanout run")
     parser.add_argument("--flood-duration", type=float, default=5, help="flood: seconds of /health probes each")
     parser.add_argument("--json", action="store_true", help="also print the results as JSON")
+    parser.add_argument("--rules-sizes", default="1000,10000", help="rules: comma list of subscriber counts")
+    parser.add_argument("--rules-writes", type=int, default=2000, help="rules: inserts per size and feed")
     parser.add_argument("--init-records", type=int, default=100_000, help="users of the inits run")
     parser.add_argument("--init-sockets", type=int, default=50, help="live queries opened at once")
     parser.add_argument("--init-window", type=float, default=20, help="seconds of /health probes")
@@ -1382,7 +1488,15 @@ def main(argv: list[str]) -> int:
         f"server on core {SERVER_CORE}, clients on core {LOAD_CORE}; RLIMIT_NOFILE {limit}; "
         f"load average {Path('/proc/loadavg').read_text().split()[0]} on {os.cpu_count()} cores"
     )
-    results: dict = {"latency": [], "memory": [], "throughput": None, "inits": [], "fanout": [], "flood": None}
+    results: dict = {
+        "latency": [],
+        "memory": [],
+        "throughput": None,
+        "inits": [],
+        "fanout": [],
+        "flood": None,
+        "rules": [],
+    }
     with tempfile.TemporaryDirectory(prefix="dbsvc-realtime-bench-") as tmp:
         if "latency" in only:
             for sync in args.sync.split(","):
@@ -1406,12 +1520,18 @@ def main(argv: list[str]) -> int:
         if "flood" in only:
             results["flood"] = flood_run(args)
             print("   flood run done", flush=True)
+        if "rules" in only:
+            for size in args.rules_sizes.split(","):
+                for feed in ("owner", "filter", "where"):
+                    results["rules"].append(rules_run(Path(tmp), int(size), feed, args.rules_writes))
+                print(f"   rules run {size} done", flush=True)
     show_latency(results["latency"], args)
     show_memory(results["memory"])
     show_throughput(results["throughput"])
     show_inits(results["inits"])
     show_fanout(results["fanout"])
     show_flood(results["flood"])
+    show_rules(results["rules"])
     disturbed = [
         f"latency sync={r['sync']} {label}: {r[key]['others_core0']:.0%}"
         for r in results["latency"]
