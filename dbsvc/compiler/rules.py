@@ -300,15 +300,11 @@ def build_scope(schema: Schema, model: Model, operation: str) -> ast.FunctionDef
     rules = _rules_for(model, operation)
     body: Stmts = [assign(_PARTS, ast.List(elts=[], ctx=ast.Load()))]
     branches = [parts for rule in rules for parts in _branches(rule)]
+    doc = _doc(schema, model, operation, rules) + "\n\nThe token's Scope (dbsvc.rules): what it may see."
+    if len(branches) == 1:  # the common case, built straight (no Part, no scope_of)
+        return function(rules_name("scope", model, operation), ["token"], doc, _single(model, branches[0]))
     for number, parts in enumerate(branches, 1):
-        token_only = [p for p in parts if not _reads_record(p)]
-        on_record = [p for p in parts if _reads_record(p)]
-        pin = None
-        for candidate in on_record:
-            pin = _pin(model, candidate)
-            if pin is not None:
-                on_record.remove(candidate)
-                break
+        token_only, pin, on_record = _split(model, parts)
         branch = _branch(model, number, pin, on_record)
         if token_only:
             test = and_(*(_condition(p, _Subject(model)) for p in token_only))
@@ -318,8 +314,51 @@ def build_scope(schema: Schema, model: Model, operation: str) -> ast.FunctionDef
         if pin is None and not on_record:
             break  # EVERYTHING returned: later branches are unreachable
     body.append(return_(_helper("scope_of", name(_PARTS))))
-    doc = _doc(schema, model, operation, rules) + "\n\nThe token's Scope (dbsvc.rules): what it may see."
     return function(rules_name("scope", model, operation), ["token"], doc, body)
+
+
+def _split(model: Model, parts: list[RuleExpr]) -> tuple[list[RuleExpr], _Pin | None, list[RuleExpr]]:
+    """A branch's parts: (those reading only the token, the first pin, the record tests left)."""
+    token_only = [p for p in parts if not _reads_record(p)]
+    on_record = [p for p in parts if _reads_record(p)]
+    for index, candidate in enumerate(on_record):
+        pin = _pin(model, candidate)
+        if pin is not None:
+            return token_only, pin, on_record[:index] + on_record[index + 1 :]
+    return token_only, None, on_record
+
+
+def _single(model: Model, parts: list[RuleExpr]) -> Stmts:
+    """The body of a scope function whose rules make one branch: the Scope built directly."""
+    token_only, pin, tests = _split(model, parts)
+    body: Stmts = []
+    if token_only:
+        test = and_(*(_condition(p, _Subject(model)) for p in token_only))
+        body.append(if_(not_(test), [return_(dotted(f"{RULES_ALIAS}.NOTHING"))]))
+    if pin is None and not tests:
+        return body + [return_(dotted(f"{RULES_ALIAS}.EVERYTHING"))]
+    arguments: dict[str, ast.expr] = {}
+    if tests:
+        body += _where_functions(model, 1, tests)
+        arguments["where"] = name("_dbsvc_where_1")
+        arguments["where_row"] = name("_dbsvc_where_row_1")
+    if pin is not None:
+        keys = "_dbsvc_keys"
+        body += [assign(keys, pin.keys), if_(not_(name(keys)), [return_(dotted(f"{RULES_ALIAS}.NOTHING"))])]
+        arguments = {"field": const(pin.field.name), "keys": name(keys), "key": key_function(model, pin.field), **arguments}
+    return body + [return_(call(f"{RULES_ALIAS}.Scope", **arguments))]
+
+
+def _where_functions(model: Model, number: int, tests: list[RuleExpr]) -> Stmts:
+    """`_dbsvc_where_N(record)` and `_dbsvc_where_row_N(row)`: a branch's record tests,
+    closures over the enclosing call's token."""
+    doc = "The record-side parts of this branch (the token is the enclosing call's)."
+    record_test = and_(*(_condition(p, _Subject(model)) for p in tests))
+    row_test = and_(*(_condition(p, _Subject(model, row=True)) for p in tests))
+    return [
+        function(f"_dbsvc_where_{number}", ["record"], doc, [return_(record_test)]),
+        function(f"_dbsvc_where_row_{number}", ["row"], doc.replace("record-side", "stored values'"), [return_(row_test)]),
+    ]
 
 
 def _branch(model: Model, number: int, pin: _Pin | None, tests: list[RuleExpr]) -> Stmts:
@@ -329,14 +368,9 @@ def _branch(model: Model, number: int, pin: _Pin | None, tests: list[RuleExpr]) 
     out: Stmts = []
     arguments: dict[str, ast.expr] = {}
     if tests:
-        where, where_row = f"_dbsvc_where_{number}", f"_dbsvc_where_row_{number}"
-        doc = "The record-side parts of this branch (the token is the enclosing call's)."
-        record_test = and_(*(_condition(p, _Subject(model)) for p in tests))
-        row_test = and_(*(_condition(p, _Subject(model, row=True)) for p in tests))
-        out.append(function(where, ["record"], doc, [return_(record_test)]))
-        out.append(function(where_row, ["row"], doc.replace("record-side", "stored values'"), [return_(row_test)]))
-        arguments["where"] = name(where)
-        arguments["where_row"] = name(where_row)
+        out += _where_functions(model, number, tests)
+        arguments["where"] = name(f"_dbsvc_where_{number}")
+        arguments["where_row"] = name(f"_dbsvc_where_row_{number}")
     if pin is not None:
         position = [f.name for f in model.fields].index(pin.field.name)
         arguments["field"] = const(pin.field.name)

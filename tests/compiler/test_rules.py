@@ -119,6 +119,18 @@ def test_a_token_only_branch_that_holds_is_everything(mod) -> None:
     assert mod.allow_note__get(note(owner="zed"), {"role": "admin"}) is True
 
 
+def test_a_single_branch_scope_is_built_directly(compile_text) -> None:
+    module = compile_text(PROPERTY)
+    assert module.scope_s__list({"level": 1, "sub": "a"}) is run.NOTHING
+    assert module.scope_s__list({"level": 2, "sub": 5}) is run.NOTHING
+    scope = module.scope_s__list({"level": 2, "sub": "a"})
+    assert (scope.field, scope.keys) == ("org", frozenset({"a"}))
+    assert scope.visible({"id": 1, "org": "a", "done": True})
+    assert not scope.visible({"id": 1, "org": "a", "done": False})
+    assert module.scope_u__list({}) is run.EVERYTHING
+    assert module.scope_u__list({"banned": True}) is run.NOTHING
+
+
 def test_literal_pin_and_claim_pin_on_different_fields_scan(mod) -> None:
     scope = mod.scope_post__list({"sub": "ann"})
     assert scope.field is None and scope.where is not None
@@ -261,6 +273,24 @@ model R {
   @allow(read, record.org == token.sub or record.org in token.orgs and token.anon and record.done)
   @allow(read, token.role == "admin" and not token.banned)
 }
+model S {
+  id int @id
+  org str? @filter
+  done bool
+  @allow(read, token.level > 1 and record.org == token.sub and record.done)
+}
+model T {
+  id int @id
+  org str? @filter
+  done bool
+  @allow(read, record.done or token.role == "admin")
+}
+model U {
+  id int @id
+  org str? @filter
+  done bool
+  @allow(read, not token.banned)
+}
 """
 
 claim_values = st.one_of(
@@ -300,7 +330,7 @@ q_records = st.fixed_dictionaries(
 def test_scope_visible_agrees_with_get_for_any_claims_and_record(compile_text, claims, record, other) -> None:
     module = compile_text(PROPERTY)
     third = {"id": 1, "org": record["org"], "done": record["done"]}
-    for model, sample in (("p", record), ("q", other), ("r", third)):
+    for model, sample in (("p", record), ("q", other), ("r", third), ("s", third), ("t", third), ("u", third)):
         allowed = getattr(module, f"allow_{model}__get")(sample, claims)
         for operation in ("list", "subscribe"):
             scope = getattr(module, f"scope_{model}__{operation}")(claims)
