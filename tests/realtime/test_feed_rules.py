@@ -12,6 +12,7 @@ from cryptography.hazmat.primitives.asymmetric import ec
 
 from dbsvc.auth import Guard
 from dbsvc.auth.settings import AuthConfig
+from dbsvc.compiler import compile_schema
 from dbsvc.errors import Forbidden
 from dbsvc.http.types import Request
 from dbsvc.realtime.broker import Broker, ModelFeeds
@@ -20,9 +21,10 @@ from dbsvc.realtime.init import InitSlices
 from dbsvc.realtime.routes import RealtimeRoutes
 from dbsvc.realtime.session import FeedSession
 from dbsvc.rules import EVERYTHING, MISSING, NOTHING, ModelRules, Refusals, Scope, claim
+from dbsvc.schema import load_schema
 from dbsvc.storage.events import ChangeEvent, EventKind
 from support.authkit import AUDIENCE, ISSUER, TENANT, mint, public_pem
-from support.realtime_kit import BLOG, Recorder, Scheduler, open_blog_store, run
+from support.realtime_kit import BLOG, ROOT, Recorder, Scheduler, open_blog_store, run
 
 USER = BLOG.BY_NAME["User"]
 POST = BLOG.BY_NAME["BlogPost"]
@@ -412,3 +414,39 @@ def test_replication_under_rules_needs_the_replicate_rule(tmp_path, guarded, rul
                 opener(upgrade_request(path, token))
     assert refusals.counts["replicate"] == (0 if allowed else 2)
     store.close()
+
+
+# -- the rules of the example schema, as the compiler generates them
+
+NOTES = compile_schema(load_schema(str(ROOT / "schemas" / "notes.dbs")))
+
+
+def test_a_compiled_owner_rule_routes_as_its_filter_would():
+    note = NOTES.BY_NAME["Note"]
+    scope = note.rules.subscribe({"sub": "ann"})
+    assert FeedSpec(FeedKind.SUBSCRIBE, note, {}, None, scope).route() == ("owner", frozenset({"ann"}))
+    assert note.rules.subscribe({}).nothing  # no `sub`: sees nothing, refused at the upgrade
+
+
+@pytest.mark.parametrize(
+    "before, after, ann, bo",
+    [
+        ("published", "draft", "update", "delete"),
+        ("draft", "published", "update", "insert"),
+        ("draft", "draft", "update", None),
+        ("published", "published", "update", "update"),
+    ],
+)
+def test_a_compiled_public_read_rule_shows_drafts_to_their_author_only(before, after, ann, bo):
+    model = NOTES.BY_NAME["Post"]
+    old = {"id": 1, "author": "ann", "status": before, "title": "old"}
+    new = {"id": 1, "author": "ann", "status": after, "title": "new"}
+    frames = EventFrames(ChangeEvent(EventKind.UPDATE, "Post", 5, 2, 1, new, old), model)
+    sent = {}
+    for sub in ("ann", "bo"):
+        feed = FeedSpec(FeedKind.SUBSCRIBE, model, {}, None, model.rules.subscribe({"sub": sub}))
+        got = decoded(feed.row_frame(frames))
+        sent[sub] = got["kind"] if got else None
+        if got and got["kind"] != "update":
+            assert "previous" not in got
+    assert sent == {"ann": ann, "bo": bo}
