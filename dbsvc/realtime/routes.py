@@ -121,7 +121,8 @@ class RealtimeRoutes:
             if scope.nothing:
                 self.refusals.count("subscribe")
                 raise Forbidden(
-                    f"{kind.value} of {model.name} is not allowed for this token by {model.name}'s access rules"
+                    f"subscribe is not allowed on {model.name}: no access rule of {model.name} "
+                    "lets this token see any of its records"
                 )
         link_scopes: dict[str, Scope] = {}
         if kind is FeedKind.SUBSCRIBE:
