@@ -25,7 +25,8 @@ Rules:
    observed, so it is read with `as_of` that event's model watermark: the rows the store
    applied but the broker has not yet published (an fsync in flight) are stepped over.
 3. Ids are ascending, so a change to an id already sent is a delta the socket's queue
-   holds, not a change to keep; `changed` keeps at most `limit` entries, past which the
+   holds, not a change to keep, and so is a change to an id not in the result set (found
+   by bisection); `changed` keeps at most `limit` entries, past which the
    Init cannot finish in bounded memory and the socket is closed 1013 (session.py).
 4. Access rules: under a `subscribe` Scope (dbsvc/rules.py) the Init holds only the
    records in view (feeds.py): a Scope pinned to a field narrows the ids through that
@@ -36,6 +37,7 @@ Rules:
 
 from __future__ import annotations
 
+from bisect import bisect_left
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -113,8 +115,12 @@ class InitSlices:
         if event.kind is EventKind.INSERT:
             return  # absent at `offset`: not among the ids
         id_, pos = event.id, self._pos
-        if pos and id_ <= self._ids[pos - 1]:
+        ids = self._ids
+        if pos and id_ <= ids[pos - 1]:
             return  # rule 3: already sent
+        at = bisect_left(ids, id_, pos)
+        if at == len(ids) or ids[at] != id_:
+            return  # not in the result set at `offset` (its filter or Scope left it out)
         if id_ not in self._changed:
             self._changed[id_] = event.previous if event.kind is EventKind.UPDATE else event.record
 

@@ -450,3 +450,21 @@ def test_a_compiled_public_read_rule_shows_drafts_to_their_author_only(before, a
         if got and got["kind"] != "update":
             assert "previous" not in got
     assert sent == {"ann": ann, "bo": bo}
+
+
+def test_changes_to_records_out_of_view_do_not_fill_an_init(tmp_path):
+    async def body():
+        store = open_blog_store(tmp_path)
+        for i in (1, 2):
+            await store.insert("User", USER.validate_create({"email": f"u{i}@x.io", "name": "a"}))
+        posts = [await store.insert("BlogPost", new_post(i, 1 + i % 2)) for i in range(6)]
+        init = InitSlices(store, POST, {}, None, store.applied_offset, 2, owner(1))
+        for record in posts:
+            if record["author_id"] == 2:  # out of view: three changes, past the limit of 2
+                _old, new = await store.replace("BlogPost", record["id"], {**record, "title": "changed"})
+                init.observe(ChangeEvent(EventKind.UPDATE, "BlogPost", store.head_offset, 9, record["id"], new, record))
+        assert not init.overflowed
+        assert [r["author_id"] for r in decoded(init.next_frame())["records"]] == [1, 1, 1]
+        store.close()
+
+    run(body())
