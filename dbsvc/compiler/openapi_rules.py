@@ -27,7 +27,7 @@ _REFUSAL = {
     "create": "The record as it would be stored (defaults and token defaults applied) must pass, else 403 "
     "`forbidden`.",
     "update": "A record the `get` rule hides answers 404; when the update rule refuses (`record` the record "
-    "before, `new` after), 403 `forbidden`.",
+    "before, `new` after; a rule that does not read `new` must hold before and after the change), 403 `forbidden`.",
     "delete": "A record the `get` rule hides answers 404; when the delete rule refuses, 403 `forbidden`.",
     "subscribe": "Only events with records the token may see reach the socket (an update leaving its view "
     "arrives as a delete, one entering it as an insert); a token that may see nothing is refused 403 at "

@@ -126,7 +126,8 @@ def _doc(schema: Schema, model: Model, operation: str, rules: list[Rule]) -> str
     if not rules:
         return head + f"\n\nNo rule allows {operation}: refused."
     quoted = "\n".join(f"line {rule.line}: {rule.text}" for rule in rules)
-    return f"{head}\n\nAllowed when any of these holds:\n{quoted}"
+    both = "\nA rule that does not read `new` is tested on the record before and after the change."
+    return f"{head}\n\nAllowed when any of these holds:\n{quoted}" + (both if operation == "update" else "")
 
 
 # ---------------------------------------------------------------------------------------
@@ -136,16 +137,20 @@ def _doc(schema: Schema, model: Model, operation: str, rules: list[Rule]) -> str
 
 @dataclass(frozen=True, slots=True)
 class _Subject:
-    """How a field reference reads: `record['f']` / `new['f']`, or `row[i]` (stored values)."""
+    """How a field reference reads: `record['f']` / `new['f']`, or `row[i]` (stored values).
+    `record_as` reads `record.f` from another variable: an update rule that does not mention
+    `new` is tested on the record after the change too (`new`, build_allow)."""
 
     model: Model
     row: bool = False
+    record_as: str | None = None
 
     def field(self, ref: FieldRef) -> ast.expr:
         if self.row:
             position = [f.name for f in self.model.fields].index(ref.field.name)
             return subscript(name("row"), const(position))
-        return item(ref.side, ref.field.name)
+        side = self.record_as if self.record_as is not None and ref.side == "record" else ref.side
+        return item(side, ref.field.name)
 
 
 def _typed(operand: Operand, other: Field | None, subject: _Subject) -> ast.expr:
@@ -196,6 +201,16 @@ def _condition(node: RuleExpr, subject: _Subject) -> ast.expr:
     return _helper("ordered", left, const(node.op), right)
 
 
+def _reads_side(node: RuleExpr, side: str) -> bool:
+    """Whether `node` reads a field of `side` ("record" or "new")."""
+    if isinstance(node, (AllOf, AnyOf)):
+        return any(_reads_side(part, side) for part in node.parts)
+    if isinstance(node, Negation):
+        return _reads_side(node.operand, side)
+    operands = (node.operand,) if isinstance(node, Truth) else (node.left, node.right)
+    return any(isinstance(o, FieldRef) and o.side == side for o in operands)
+
+
 def _reads_record(node: RuleExpr) -> bool:
     if isinstance(node, (AllOf, AnyOf)):
         return any(_reads_record(part) for part in node.parts)
@@ -226,7 +241,11 @@ def build_allow(schema: Schema, model: Model, operation: str) -> ast.FunctionDef
         if rule.expr is None:
             body.append(return_(const(True)))
             break
-        body.append(if_(_condition(rule.expr, subject), [return_(const(True))]))
+        condition = _condition(rule.expr, subject)
+        if operation == "update" and not _reads_side(rule.expr, "new"):
+            # PostgreSQL's row security without WITH CHECK: the rule holds before and after.
+            condition = and_(condition, _condition(rule.expr, _Subject(model, record_as="new")))
+        body.append(if_(condition, [return_(const(True))]))
     else:
         body.append(return_(const(False)))
     return function(

@@ -176,6 +176,16 @@ def test_update_reads_both_sides(mod) -> None:
     assert mod.allow_note__update(before, note(), {"sub": "bob"}) is False
 
 
+def test_an_update_rule_without_new_holds_before_and_after(mod) -> None:
+    # Post: @allow(write, record.author == token.sub), no `new`: PostgreSQL's USING without
+    # WITH CHECK, tested on both sides, so an author cannot hand a post to someone else.
+    mine = {"id": 1, "author": "ann", "status": "draft"}
+    assert mod.allow_post__update(mine, {**mine, "status": "published"}, {"sub": "ann"}) is True
+    assert mod.allow_post__update(mine, {**mine, "author": "bob"}, {"sub": "ann"}) is False
+    assert mod.allow_post__update({**mine, "author": "bob"}, mine, {"sub": "ann"}) is False
+    assert "tested on the record before and after" in mod.allow_post__update.__doc__
+
+
 def test_create_and_operations_no_rule_allows(mod) -> None:
     assert mod.allow_note__create(note(), {"sub": "ann"}) is True
     assert mod.allow_note__create(note(), {"sub": None}) is False

@@ -62,7 +62,7 @@ def test_each_operation_quotes_its_rule(openapi: dict) -> None:
     listing = paths["/api/note"]["get"]["description"]
     assert "Access rule (list): `@allow(all, record.owner == token.sub)`. The rule is a filter" in listing
     for operation in ("put", "patch"):
-        assert "`new` after), 403 `forbidden`" in paths["/api/post/{id}"][operation]["description"]
+        assert "must hold before and after the change), 403 `forbidden`" in paths["/api/post/{id}"][operation]["description"]
     assert "`@allow(read, record.org == token.org or record.org in token.orgs)`" in (
         paths["/subscribe/doc"]["get"]["description"]
     )
