@@ -9,6 +9,8 @@ import json
 
 import pytest
 from cryptography.hazmat.primitives.asymmetric import ec
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from dbsvc.auth import Guard
 from dbsvc.auth.settings import AuthConfig
@@ -468,3 +470,64 @@ def test_changes_to_records_out_of_view_do_not_fill_an_init(tmp_path):
         store.close()
 
     run(body())
+
+
+# -- a property: what a client builds from its frames is exactly what its token may see
+
+OPS = st.lists(st.tuples(st.integers(1, 4), st.integers(1, 3), st.booleans(), st.booleans()), max_size=40)
+SCOPES = [owner(1), owner(2), PUBLISHED, EVERYTHING]
+
+
+def events_of(ops) -> list[ChangeEvent]:
+    """Row events of a random history: an op on an absent id inserts it, on a present one
+    updates it, or deletes it when its last flag says so."""
+    state: dict[int, dict] = {}
+    events = []
+    for offset, (id_, author, published, delete) in enumerate(ops, start=1):
+        record = post(id_=id_, author=author, published=published, title=f"v{offset}")
+        old = state.get(id_)
+        if old is None:
+            state[id_] = record
+            events.append(ChangeEvent(EventKind.INSERT, "BlogPost", offset, offset, id_, record))
+        elif delete:
+            del state[id_]
+            events.append(ChangeEvent(EventKind.DELETE, "BlogPost", offset, offset, id_, old))
+        else:
+            state[id_] = record
+            events.append(ChangeEvent(EventKind.UPDATE, "BlogPost", offset, offset, id_, record, old))
+    return events
+
+
+@settings(max_examples=150, deadline=None)
+@given(OPS)
+def test_a_client_holds_exactly_the_visible_records(ops):
+    events = events_of(ops)
+    for scope in SCOPES:
+        feed = FeedSpec(FeedKind.SUBSCRIBE, POST, {}, None, scope)
+        live = spec(FeedKind.LIVE, scope, published="true")
+        state: dict[int, dict] = {}
+        held: dict[int, dict] = {}
+        members: dict[int, dict] = {}
+        for event in events:
+            if event.kind is EventKind.DELETE:
+                state.pop(event.id)
+            else:
+                state[event.id] = event.record
+            frames = EventFrames(event, POST)
+            got = decoded(feed.row_frame(frames))
+            if got is not None:
+                assert scope.visible(got["record"])  # never a record the token may not see
+                assert got.get("previous") is None or scope.visible(got["previous"])
+                if got["kind"] == "delete":
+                    del held[got["id"]]
+                else:
+                    held[got["id"]] = got["record"]
+            assert held == {i: r for i, r in state.items() if scope.visible(r)}
+            delta = decoded(live.row_frame(frames))
+            if delta is not None:
+                if delta["type"] == "Removed":
+                    del members[delta["id"]]
+                else:
+                    assert scope.visible(delta["record"]) and delta["record"]["published"]
+                    members[delta["record"]["id"]] = delta["record"]
+            assert members == {i: r for i, r in state.items() if scope.visible(r) and r["published"]}
