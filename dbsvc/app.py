@@ -203,7 +203,13 @@ class Application:
         self.broker = broker
         self.fingerprint = schema_fingerprint(module.DESCRIPTION)
         self.realtime = RealtimeRoutes(
-            self.broker, module.BY_NAME, guard=guard, origins=origins, fingerprint=self.fingerprint
+            self.broker,
+            module.BY_NAME,
+            guard=guard,
+            origins=origins,
+            fingerprint=self.fingerprint,
+            rules=bool(getattr(module, "RULES", False)),  # access rules (issue 31): /replicate's rule
+            replicate_rule=getattr(module, "REPLICATE_RULE", None),
         )
         self._operational: dict[str, Callable[[], Response]] = {
             route.path: getattr(self, route.name) for route in OPERATIONAL
