@@ -58,6 +58,7 @@ from dbsvc.storage.logfile import frame_offset
 
 if TYPE_CHECKING:
     from dbsvc.realtime.broker import Broker
+    from dbsvc.realtime.fanout import Batch
 
 log = logging.getLogger("dbsvc.realtime")
 
@@ -167,6 +168,26 @@ class StreamSession:
         self._queued_bytes += len(frame)
         if len(self._queue) > self.capacity or self._queued_bytes > self.max_bytes:
             self._overflow()
+
+    def deliver_batch(self, batch: Batch) -> None:
+        """A drain's frames for this socket at once (fanout.py rule 2): one write of the
+        joined bytes when the socket takes them now, else each frame through `deliver`."""
+        channel = self._channel
+        if (
+            channel is not None
+            and batch.first > self.last
+            and self.phase is Phase.LIVE
+            and not self._queue
+            and channel.writable
+        ):
+            count = batch.count
+            channel.send_frames(batch.data, count)
+            self.last = self.sent = batch.last
+            self._live_last = True
+            self._broker.events_sent += count
+            return
+        for offset, frame in batch.items():
+            self.deliver(offset, frame)
 
     # -- internals --------------------------------------------------------------------
 

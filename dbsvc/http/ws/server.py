@@ -247,6 +247,14 @@ class WebSocketConnection:
             self.frames_sent += 1
             self.bytes_sent += len(frame)
 
+    def send_frames(self, data: bytes, count: int) -> None:
+        """Rule 5: a fan-out's batch is written now, after anything held; the broker
+        already waited for the events it joins (broker.py rule 10)."""
+        if self.state is State.OPEN:
+            self._out.write(data)
+            self.frames_sent += count
+            self.bytes_sent += len(data)
+
     def send_text(self, text: str) -> None:
         self.send_frame(text_frame(text.encode("utf-8")))
 

@@ -1,0 +1,165 @@
+"""Shared fan-out: feeds that make the same decisions get one decision and one batch a drain.
+
+Job: the broker's fast path for the common case of many sockets with the same feed (10,000
+browsers on `/subscribe/user`). Sans-IO, like the rest of the package.
+
+A feed without filters decides every event by its kind, model and projection alone (and,
+under access rules, its scope: whatever `FeedSpec` compares equal on). Such feeds are
+*plain*, and the plain feeds of one model with equal specs form a `Group`. Per drain of the
+broker (broker.py rule 1):
+
+1. Per event, the group asks its spec once for the frame (`row_frame`, `link_frame`) and
+   appends it to the group's `Batch`: one decision per group per event, not one per socket.
+2. When the drain ends, each touched group hands every one of its sessions the whole batch
+   at once (`FeedSession.deliver_batch`): one call and, for a socket that is live, writable
+   and has nothing queued, one write of the batch's joined bytes. A session that cannot
+   take it whole (it is replaying, waiting for its Init, queueing, or an offset of the batch
+   is at or below its `last`) takes it frame by frame through `deliver`, so order, the
+   no-gap/no-duplicate rule and the lag accounting (session.py rules 1 and 4) are the ones
+   of the per-session path.
+3. A session belongs to exactly one place: a group, or the model's routed feeds
+   (`ModelFeeds`), never both, so it never gets an event twice.
+4. Groups are keyed by (kind, projection) and checked with `FeedSpec ==`: a feed whose spec
+   differs in anything else (a scope that is not equal, say) is not plain and goes to
+   `ModelFeeds` as before.
+
+Invariants: a `Batch`'s offsets are in non-decreasing order (the drain's order); its frames
+are the shared `bytes` of `EventFrames` (never copied until joined, once per group).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeVar
+
+if TYPE_CHECKING:
+    from dbsvc.realtime.feeds import FeedSpec
+
+
+class Receiver(Protocol):
+    """What a group needs of a session (session.py's `FeedSession`; named here, not
+    imported, so the two modules do not import each other)."""
+
+    @property
+    def spec(self) -> FeedSpec: ...
+
+    def deliver_batch(self, batch: Batch) -> None: ...
+
+
+S = TypeVar("S", bound=Receiver)
+
+
+class Batch:
+    """The frames one group's sessions get from one drain, in offset order."""
+
+    __slots__ = ("offsets", "frames", "size", "_data")
+
+    def __init__(self) -> None:
+        self.offsets: list[int] = []
+        self.frames: list[bytes] = []
+        self.size = 0
+        self._data: bytes | None = None
+
+    def add(self, offset: int, frame: bytes) -> None:
+        self.offsets.append(offset)
+        self.frames.append(frame)
+        self.size += len(frame)
+        self._data = None
+
+    @property
+    def first(self) -> int:
+        return self.offsets[0]
+
+    @property
+    def last(self) -> int:
+        return self.offsets[-1]
+
+    @property
+    def count(self) -> int:
+        return len(self.frames)
+
+    @property
+    def data(self) -> bytes:
+        """Every frame joined, built once for all the group's sockets (a single frame is
+        itself: `bytes.join` of one item returns it)."""
+        data = self._data
+        if data is None:
+            data = self._data = b"".join(self.frames)
+        return data
+
+    def items(self) -> Iterator[tuple[int, bytes]]:
+        return zip(self.offsets, self.frames)
+
+
+class Group(Generic[S]):
+    """Plain feeds of one model with equal specs (rule 4)."""
+
+    __slots__ = ("spec", "sessions", "batch")
+
+    def __init__(self, spec: FeedSpec) -> None:
+        self.spec = spec
+        self.sessions: dict[S, None] = {}  # insertion-ordered set
+        self.batch: Batch | None = None
+
+    def add(self, offset: int, frame: bytes) -> None:
+        batch = self.batch
+        if batch is None:
+            batch = self.batch = Batch()
+        batch.add(offset, frame)
+
+    def deliver(self) -> int:
+        """Rule 2: hand this drain's batch to every session; the sessions it went to."""
+        batch, self.batch = self.batch, None
+        if batch is None:
+            return 0
+        sessions = tuple(self.sessions)
+        for session in sessions:
+            session.deliver_batch(batch)
+        return len(sessions)
+
+
+def plain_key(spec: FeedSpec) -> tuple[Any, str | None] | None:
+    """The group key of a feed that may be plain (rule 4), or None."""
+    if spec.filters:
+        return None
+    return spec.kind, spec.projection
+
+
+class PlainFeeds(Generic[S]):
+    """The groups of one model (rule 3's other place)."""
+
+    __slots__ = ("groups",)
+
+    def __init__(self) -> None:
+        self.groups: dict[tuple[Any, str | None], Group[S]] = {}
+
+    def add(self, session: S) -> bool:
+        """Put `session` in its group; False when it is not plain (the caller routes it)."""
+        spec = session.spec
+        key = plain_key(spec)
+        if key is None:
+            return False
+        group = self.groups.get(key)
+        if group is None:
+            group = self.groups[key] = Group[S](spec)
+        elif group.spec != spec:
+            return False
+        group.sessions[session] = None
+        return True
+
+    def remove(self, session: S) -> bool:
+        """Take `session` out of its group; False when it was in none."""
+        key = plain_key(session.spec)
+        if key is None:
+            return False
+        group = self.groups.get(key)
+        if group is None or session not in group.sessions:
+            return False
+        del group.sessions[session]
+        if not group.sessions:  # a batch it still holds goes to no one
+            del self.groups[key]
+        return True
+
+    def sessions(self) -> Iterator[S]:
+        for group in self.groups.values():
+            yield from group.sessions
