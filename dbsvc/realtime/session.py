@@ -28,10 +28,14 @@ Rules:
    slices (init.py) once the broker has published `O` (the write is durable), so a client
    never sees a record that a crash could take back. Events up to `O` are skipped (rule
    1); the deltas after `O` wait in the queue until the last slice is sent.
-4. Live frames go straight to the channel while it is writable and nothing is queued;
-   otherwise into a queue of at most `capacity` frames and `max_bytes` bytes. Past either
+4. Live frames go straight to the channel while it is writable and nothing is queued
+   (a drain's batch for a grouped feed in one `send_frames`, fanout.py rule 2, counted as
+   its frames); otherwise into a queue of at most `capacity` frames and `max_bytes` bytes,
+   frame by frame (the channel is not writable as soon as the kernel does not take a write
+   whole, ws/server.py rule 5, so the frames not started on the wire are here). Past either
    is an overflow: a feed closes with 1013 `lagged after <offset>` (the last offset sent,
-   or where the stream started), every frame of that offset sent first, or with 1013
+   or where the stream started), every frame of that offset sent first and the rest of the
+   queue dropped, so the close is next in line behind what is on the wire, or with 1013
    `lagged during init` while its Init is unfinished (the client opens the live query
    again, without `after`); a replica's stream drops its queue and goes back to replaying
    from the log, so a slow replica costs disk reads, never server memory.
