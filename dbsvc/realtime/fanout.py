@@ -13,8 +13,10 @@ broker (broker.py rule 1):
 2. When the drain ends, each touched group hands every one of its sessions the whole batch
    at once (`FeedSession.deliver_batch`): one call and, for a socket that is live, writable
    and has nothing queued, one write of the batch's joined bytes. A session that cannot
-   take it whole (it is replaying, waiting for its Init, queueing, or an offset of the batch
-   is at or below its `last`) takes it frame by frame through `deliver`, so order, the
+   take it whole (it is replaying, waiting for its Init, queueing, an offset of the batch
+   is at or below its `last`, or the batch is over BATCH_BYTES, so that what one write may
+   leave unsent in the transport stays small: ws/server.py rule 4) takes it frame by frame
+   through `deliver`, so order, the
    no-gap/no-duplicate rule and the lag accounting (session.py rules 1 and 4) are the ones
    of the per-session path.
 3. A session belongs to exactly one place: a group, or the model's routed feeds
@@ -34,6 +36,8 @@ from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeVar
 
 if TYPE_CHECKING:
     from dbsvc.realtime.feeds import FeedSpec
+
+BATCH_BYTES = 64 * 1024  # rule 2: a batch larger than this goes frame by frame
 
 
 class Receiver(Protocol):

@@ -54,6 +54,7 @@ from typing import TYPE_CHECKING, Any
 from dbsvc.errors import OffsetGone, OffsetOutOfRange
 from dbsvc.http.frames import binary_frame, text_frame
 from dbsvc.http.types import Channel
+from dbsvc.realtime.fanout import BATCH_BYTES
 from dbsvc.realtime.feeds import FeedSpec, replay_frames
 from dbsvc.realtime.init import InitSlices
 from dbsvc.runtime import json_bytes
@@ -179,6 +180,7 @@ class StreamSession:
         channel = self._channel
         if (
             channel is not None
+            and batch.size <= BATCH_BYTES
             and batch.first > self.last
             and self.phase is Phase.LIVE
             and not self._queue

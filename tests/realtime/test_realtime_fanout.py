@@ -192,3 +192,18 @@ def test_after_a_heavy_drain_the_next_waits_at_most_as_long(tmp_path):
 
     scheduler = None
     run(body())
+
+
+def test_a_batch_over_the_write_bound_goes_frame_by_frame(tmp_path):
+    async def body():
+        store = open_blog_store(tmp_path)
+        broker, scheduler = attached(store)
+        _session, channel = feed(broker)
+        for i in range(1, 3):  # two 100 KB frames: over BATCH_BYTES together
+            await store.insert("User", new_user(i, profile={"pad": "x" * 100_000}))
+        scheduler.run()
+        assert channel.writes == []  # not one joined write: each frame through `deliver`
+        assert offsets(channel) == [1, 2]
+        store.close()
+
+    run(body())
