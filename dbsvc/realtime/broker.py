@@ -35,9 +35,11 @@ Rules:
    session with every frame of the drain, written in one send. The per-session cost is
    then per drain, not per event.
 10. Drains are held while fan-outs are heavy (like hub.py rule 10 for writes): after a
-   drain that took DRAIN_HOLD_MIN (1 ms) of CPU time or more, the next one runs that long
-   after its first event is published (at most DRAIN_HOLD_MAX, 50 ms), so the events
-   committed meanwhile reach each socket in one batch. A drain costs per socket, so the
+   drain that took DRAIN_HOLD_MIN (1 ms) of CPU time or more (its delivery's slices
+   included), the next one runs that long after its first event is published (at most
+   DRAIN_HOLD_MAX, 50 ms), so the events committed meanwhile reach each socket in one
+   batch. Events published while a delivery is under way wait for its end (fanout.py
+   rule 5) and are drained then, at once. A drain costs per socket, so the
    cost per event falls as the write rate rises, and the delay added is never more than
    the drain before it took.
 """
@@ -52,7 +54,7 @@ from typing import Any
 
 from dbsvc.http.frames import binary_frame
 from dbsvc.interfaces import ServedStore
-from dbsvc.realtime.fanout import Group, PlainFeeds
+from dbsvc.realtime.fanout import DELIVERY_SLICE, Delivery, Group, PlainFeeds
 from dbsvc.realtime.feeds import EventFrames, FeedKind, LinkFrames, derive_links
 from dbsvc.realtime.session import FeedSession, ReplicationSession, StreamSession
 from dbsvc.runtime import CompiledModel
@@ -142,6 +144,8 @@ class Broker:
         self._plain = {name: PlainFeeds[FeedSession]() for name in self.models}  # rule 9
         self._touched: list[Group[FeedSession]] = []  # groups with a batch in this drain
         self._hold = 0.0  # rule 10: the delay of the next drain
+        self._delivery = Delivery[FeedSession]()  # rule 9: a drain's batches, a slice a turn
+        self._delivery_cost = 0.0  # CPU time of the drain and delivery under way
         self._pending: list[tuple[ChangeEvent, bytes]] = []
         self._waiting: list[FeedSession] = []
         self._initializing: dict[str, list[FeedSession]] = {}  # rule 8, by model name
@@ -183,6 +187,7 @@ class Broker:
             session.close(code, reason)
         self._pending.clear()
         self._touched.clear()
+        self._delivery.clear()
         self._waiting.clear()
         self._initializing.clear()
         self._turns.clear()
@@ -296,7 +301,7 @@ class Broker:
             self.head = event.offset
             return
         pending.append((event, frame))
-        if len(pending) == 1:
+        if len(pending) == 1 and not self._delivery:  # else the delivery's end drains them
             if self._hold and self.later is not None:  # rule 10
                 self.later(self._hold, self._drain)
             else:
@@ -321,12 +326,29 @@ class Broker:
                 self._release_waiting()
         touched, self._touched = self._touched, []
         for group in touched:  # rule 9: each session gets the drain's frames at once
-            try:
-                group.deliver()
-            except Exception:
-                log.exception("fan-out to a group of %d sockets failed", len(group.sessions))
-        cost = time.thread_time() - started
+            taken = group.take()
+            if taken is not None:
+                self._delivery.add(*taken)
+        self._delivery_cost = time.thread_time() - started
+        self._deliver()
+
+    def _deliver(self) -> None:
+        """Rule 9 (fanout.py rule 5): a slice of the drain's deliveries this turn, the rest
+        on the next; once all are done, the hold of rule 10 and any events that waited."""
+        started = time.thread_time()
+        delivery = self._delivery
+        try:
+            delivery.run(DELIVERY_SLICE)
+        except Exception:  # a bug must not stop the other sockets' delivery
+            log.exception("fan-out delivery failed")
+        self._delivery_cost += time.thread_time() - started
+        if delivery:
+            self.schedule(self._deliver)
+            return
+        cost = self._delivery_cost
         self._hold = min(cost, DRAIN_HOLD_MAX) if cost >= DRAIN_HOLD_MIN else 0.0
+        if self._pending:  # published during the delivery: they have waited already
+            self.schedule(self._drain)
 
     def _release_waiting(self) -> None:
         head = self.head

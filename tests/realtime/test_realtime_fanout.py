@@ -8,6 +8,7 @@ import dataclasses
 import json
 
 from dbsvc.realtime.broker import DRAIN_HOLD_MAX, DRAIN_HOLD_MIN, Broker
+from dbsvc.realtime.fanout import DELIVERY_SLICE
 from dbsvc.realtime.feeds import FeedKind, FeedSpec
 from dbsvc.realtime.session import FeedSession
 from support.realtime_kit import BLOG, Recorder, Scheduler, open_blog_store, run
@@ -204,6 +205,27 @@ def test_a_batch_over_the_write_bound_goes_frame_by_frame(tmp_path):
         scheduler.run()
         assert channel.writes == []  # not one joined write: each frame through `deliver`
         assert offsets(channel) == [1, 2]
+        store.close()
+
+    run(body())
+
+
+def test_a_large_fan_out_is_handed_out_a_slice_a_turn_and_later_events_wait_their_turn(tmp_path):
+    async def body():
+        store = open_blog_store(tmp_path)
+        broker, scheduler = attached(store)
+        channels = [feed(broker)[1] for _ in range(DELIVERY_SLICE * 2 + 500)]
+        await store.insert("User", new_user(1))
+        scheduler.step()  # the hop behind the responses
+        scheduler.step()  # the drain and the first slice
+        assert sum(1 for c in channels if c.frames) == DELIVERY_SLICE
+        await store.insert("User", new_user(2))  # published while the delivery is under way
+        scheduler.step()  # the second slice: offset 1 only
+        assert sum(1 for c in channels if c.frames) == DELIVERY_SLICE * 2
+        assert all(offsets(c) == [1] for c in channels[: DELIVERY_SLICE * 2])
+        scheduler.run()
+        assert all(offsets(c) == [1, 2] for c in channels)
+        assert broker.events_sent == 2 * len(channels)
         store.close()
 
     run(body())
