@@ -39,7 +39,7 @@ Rules:
    included), the next one runs that long after its first event is published (at most
    DRAIN_HOLD_MAX, 50 ms), so the events committed meanwhile reach each socket in one
    batch. Events published while a delivery is under way wait for its end (fanout.py
-   rule 5) and are drained then, at once. A drain costs per socket, so the
+   rule 5) and the same hold after it: the loop is the other clients' that long. A drain costs per socket, so the
    cost per event falls as the write rate rises, and the delay added is never more than
    the drain before it took.
 """
@@ -347,8 +347,11 @@ class Broker:
             return
         cost = self._delivery_cost
         self._hold = min(cost, DRAIN_HOLD_MAX) if cost >= DRAIN_HOLD_MIN else 0.0
-        if self._pending:  # published during the delivery: they have waited already
-            self.schedule(self._drain)
+        if self._pending:  # published during the delivery: drained after the same hold
+            if self._hold and self.later is not None:
+                self.later(self._hold, self._drain)
+            else:
+                self.schedule(self._drain)
 
     def _release_waiting(self) -> None:
         head = self.head
