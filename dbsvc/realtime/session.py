@@ -29,6 +29,7 @@ Rules:
    never sees a record that a crash could take back. Events up to `O` are skipped (rule
    1); the deltas after `O` wait in the queue until the last slice is sent.
 4. Live frames go straight to the channel while it is writable and nothing is queued
+   (queued ones leave joined, up to BATCH_BYTES a write, when it is writable again)
    (a drain's batch for a grouped feed in one `send_frames`, fanout.py rule 2, counted as
    its frames); otherwise into a queue of at most `capacity` frames and `max_bytes` bytes,
    frame by frame (the channel is not writable as soon as the kernel does not take a write
@@ -210,12 +211,18 @@ class StreamSession:
         self._pumping = True
         try:
             queue = self._queue
-            while queue and channel.writable:
-                offset, frame = queue.popleft()
-                self._queued_bytes -= len(frame)
-                channel.send_frame(frame)
+            while queue and channel.writable:  # whole frames, up to BATCH_BYTES a write
+                frames: list[bytes] = []
+                size = 0
+                offset = self.sent
+                while queue and size < BATCH_BYTES:
+                    offset, frame = queue.popleft()
+                    frames.append(frame)
+                    size += len(frame)
+                self._queued_bytes -= size
+                channel.send_frames(frames[0] if len(frames) == 1 else b"".join(frames), len(frames))
                 self.sent = offset
-                self._broker.events_sent += 1
+                self._broker.events_sent += len(frames)
             if self.phase is Phase.REPLAY and not queue and channel.writable:
                 self._broker.want_turn(self)
         finally:
