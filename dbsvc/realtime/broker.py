@@ -39,9 +39,9 @@ Rules:
    included), the next one runs that long after its first event is published (at most
    DRAIN_HOLD_MAX, 50 ms), so the events committed meanwhile reach each socket in one
    batch. Events published while a delivery is under way wait for its end (fanout.py
-   rule 5) and the same hold after it: the loop is the other clients' that long. A drain costs per socket, so the
-   cost per event falls as the write rate rises, and the delay added is never more than
-   the drain before it took.
+   rule 5) and the same hold after it: the loop is the other clients' that long. A drain
+   costs per socket, so the cost per event falls as the write rate rises, and the delay
+   added is never more than the drain before it took.
 """
 
 from __future__ import annotations
@@ -400,8 +400,8 @@ class Broker:
         for link in derive_links(event, model):
             parent_groups = self._plain[link.model].groups if link.model in self._plain else {}
             parent_feeds = self._feeds.get(link.model)
+            link_frames = LinkFrames(link, self.lookup)  # the parent is read once, if at all
             if parent_groups:
-                link_frames = LinkFrames(link, self.lookup)
                 for group in parent_groups.values():
                     message = group.spec.link_frame(link_frames)
                     if message is not None:
@@ -410,7 +410,6 @@ class Broker:
                         group.add(offset, message)
             if parent_feeds is None or not (parent_feeds.everyone or parent_feeds.routed):
                 continue
-            link_frames = LinkFrames(link, self.lookup)
             if parent_feeds.routed:
                 parent = link_frames.parent
                 receivers = (
