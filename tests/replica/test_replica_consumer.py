@@ -483,9 +483,13 @@ class FakePrimary:
     def __init__(self, plan, **server_options) -> None:
         self.plan = plan
         self.paths: list[str] = []
+        self.snapshots = 0
         self.options = server_options
 
     async def _process_request(self, connection, request):
+        if request.path == "/snapshot":  # no history to name: the head frame alone judges
+            self.snapshots += 1
+            return Response(404, "Not Found", Headers({"Content-Type": "text/plain"}), b"no /snapshot here")
         self.paths.append(request.path)
         step = self.plan(len(self.paths) - 1, int(request.path.partition("after=")[2] or 0))
         if isinstance(step, int):
