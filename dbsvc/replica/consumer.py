@@ -12,6 +12,9 @@ Rules:
    a length equal to the rest of the message, a matching CRC, a JSON payload that is an
    insert/update/delete event whose `offset` is the frame's. A bad message ends the run
    with status 1 and a message naming its offset and the fault; the frames before it stay.
+   A payload over the log's limit (logfile.MAX_PAYLOAD; a follower's store may have a
+   smaller `max_payload`) is `record too large`, never written: FILE, like a log, could
+   not be reopened past it.
 2. With `--out FILE`, good frames are appended to FILE back to back, the bytes as
    received (FILE is a log without its header). FILE is fsynced at least every second,
    every 8 MiB, whenever the stream pauses, and before exiting, so a crash loses at most
@@ -146,8 +149,9 @@ def parse_endpoint(url: str) -> Endpoint:
 # -- rule 1: one message --------------------------------------------------------------------
 
 
-def check_frame(message: bytes | str, expected: int) -> tuple[int, dict[str, Any]]:
-    """(offset, event) of a good frame whose offset must be `expected`; else FrameError."""
+def check_frame(message: bytes | str, expected: int, max_payload: int = MAX_PAYLOAD) -> tuple[int, dict[str, Any]]:
+    """(offset, event) of a good frame whose offset must be `expected` and whose payload is at
+    most `max_payload` bytes (a log's limit; a follower passes its store's); else FrameError."""
     if isinstance(message, str):
         raise FrameError(expected, f"a text message ({len(message)} characters), expected a binary frame")
     header = frame_header(message)
@@ -159,7 +163,13 @@ def check_frame(message: bytes | str, expected: int) -> tuple[int, dict[str, Any
         if offset > expected:
             missing = f"{expected}" if offset == expected + 1 else f"{expected}..{offset - 1}"
             raise FrameError(offset, f"offset gap: expected {expected}, offsets {missing} are missing")
-        if length <= MAX_PAYLOAD and length < payload_bytes:
+        if length > max_payload:  # rule 1: what a log holding it would not reopen is never kept
+            raise FrameError(
+                offset,
+                f"record too large: a frame payload of {length} bytes, over the limit of {max_payload} "
+                "(a log holding it would not reopen); nothing of it is kept",
+            )
+        if length < payload_bytes:
             raise FrameError(offset, f"length {length} is short of the message's {payload_bytes} payload bytes")
     reason = frame_error(message, 0, expected)  # header, length, CRC: the log's checks
     if reason is not None:
