@@ -8,9 +8,8 @@ reopens, replicates, and `as_of` reads before it still show the whole record.
 
 The oversized record is written here through public storage calls only: a store opened
 with a larger `max_payload` (what an older version's log holds), then the store reopened
-with the limit under test. A slow end-to-end case does the same at the real 64 MiB limit
-with a follower store's `apply_replicated` (which takes any frame a store reopens) and
-deletes through a server.
+with the limit under test. The end-to-end case, at the real 64 MiB limit through a server,
+is tests/app/test_app_record_size.py (slow).
 """
 
 from __future__ import annotations
@@ -18,15 +17,12 @@ from __future__ import annotations
 import asyncio
 import json
 import os
-import shutil
 
 import pytest
 
-from dbsvc.runtime import compact_json
 from dbsvc.storage.events import EventKind, event_payload
-from dbsvc.storage.logfile import HEADER_SIZE, MAX_PAYLOAD, FrameWalk, encode_frame
+from dbsvc.storage.logfile import HEADER_SIZE, FrameWalk
 from dbsvc.storage.tenants import create_tenant
-from support.server import ROOT, server_pool
 from support.storage import open_store, user
 
 LIMIT = 8192
@@ -150,50 +146,3 @@ def test_a_follower_applies_a_fitted_delete(oversized, tmp_path):
         assert follower.get("User", 9)[0] is None and follower.head_offset == 10
     finally:
         follower.close()
-
-
-# -- end to end, at the real limit -------------------------------------------------------------
-
-
-@pytest.mark.slow
-def test_a_record_near_64_mib_is_deleted_through_the_api_and_the_server_restarts(tmp_path):
-    """A 64 MiB insert frame (a record from before the limit), applied by a follower store,
-    then DELETE /api/user/9 on a server over that tenant: 204, and it restarts."""
-    data = tmp_path / "data"
-    source = create_tenant(str(tmp_path / "src"), "t")
-    s = open_store(source, max_payload=LIMIT)
-    try:
-        for i in range(1, 9):
-            asyncio.run(s.insert("User", user(i)))
-        frames = list(s.frames_after(0))
-    finally:
-        s.close()
-    rec = near_limit_user(9, 9, MAX_PAYLOAD)
-    payload = event_payload(EventKind.INSERT, "User", 9, 9, 9, rec)
-    assert len(payload) == MAX_PAYLOAD and compact_json(rec)
-    tenant = create_tenant(str(data), "default")
-    follower = open_store(tenant)
-    try:
-
-        async def apply_all():
-            last = None
-            for frame in [*frames, encode_frame(9, payload)]:
-                last = follower.apply_replicated(frame)
-            await last
-
-        asyncio.run(apply_all())
-    finally:
-        follower.close()
-    shutil.rmtree(source, ignore_errors=True)
-    del rec, payload
-    with server_pool(data) as serve:
-        server = serve(ROOT / "schemas" / "blog.dbs")
-        reply = server.request("DELETE", "/api/user/9")
-        assert reply.status == 204, reply.body[:300]
-        assert server.get("/api/user/9").status == 404
-        assert server.stop() == 0
-        server = serve(ROOT / "schemas" / "blog.dbs")
-        assert server.get("/api/user/9").status == 404
-        assert server.get("/snapshot").json["offset"] == 10
-    assert max(payload_sizes(tenant)) <= MAX_PAYLOAD
-    assert frames_of(tenant)[-1]["omitted"] == ["profile"]
