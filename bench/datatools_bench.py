@@ -1,6 +1,7 @@
 """Import and export speed of the data tools (docs/data-tools.md) at N records.
 
     python bench/datatools_bench.py [--records 1000000] [--users-share 0.1] [--sync full] [--keep DIR]
+                                    [--no-size-check]
 
 Writes a JSON Lines file of the blog schema (`schemas/blog.dbs`): N/10 users, then the rest
 as blog posts each referencing a user, every record in its canonical form and in id order,
@@ -15,6 +16,10 @@ commands make:
    file imported (the round trip);
 3. `compact_tenant` (what `dbsvc compact` runs), then the export again: the open now reads
    a snapshot, as a server's start-up does after compaction.
+
+`--no-size-check` runs the import without the record-size rule (storage/events.py
+"Sizes"; batch.py rule 5): the check step's measure of each record and the write step's
+per-frame test are switched off in this process only, to price the rule (bench/README.md).
 
 Prints records/s for both (wall clock) and records per CPU second of this process, plus a
 JSON line with every figure. These machines are shared: when neighbours load both cores the
@@ -97,7 +102,10 @@ def main() -> int:
     parser.add_argument("--users-share", type=float, default=0.1)
     parser.add_argument("--sync", choices=("full", "off"), default="full")
     parser.add_argument("--keep", metavar="DIR", help="work in DIR and keep it (default: a temporary directory)")
+    parser.add_argument("--no-size-check", action="store_true", help="price the record-size rule: run without it")
     args = parser.parse_args()
+    if args.no_size_check:
+        _without_size_check()
     module = compile_schema(load_schema(str(ROOT / "schemas" / "blog.dbs")))
     work = args.keep or tempfile.mkdtemp(prefix="dbsvc-datatools-")
     os.makedirs(work, exist_ok=True)
@@ -136,6 +144,7 @@ def main() -> int:
             {
                 "records": report.records,
                 "sync": args.sync,
+                "size_check": not args.no_size_check,
                 "import_records_per_s": round(import_rate),
                 "import_records_per_cpu_s": round(report.records / cpu),
                 "import_peak_rss_bytes": peak,
@@ -153,6 +162,15 @@ def main() -> int:
 
         shutil.rmtree(work, ignore_errors=True)
     return 0 if same else 1
+
+
+def _without_size_check() -> None:
+    """Switch the record-size rule off in this process (the figure without it)."""
+    from dbsvc.storage import batch
+
+    plan = batch.plan
+    batch.plan = lambda tables, rows, max_payload=batch.MAX_PAYLOAD, measure=True: plan(tables, rows, max_payload, False)
+    batch.size_refusal = lambda *args, **kwargs: None
 
 
 def _export(directory: str, module, path: str, when: str) -> dict:

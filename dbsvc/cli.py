@@ -394,7 +394,8 @@ def _data_tools(sub: Any, schema_command: Callable[..., argparse.ArgumentParser]
         description="Follow the /replicate stream of the server at URL: check every frame, append the good "
         "ones to FILE (raw log frames), resume after FILE's last offset, reconnect with backoff. "
         "Exit 0 when stopped by SIGINT/SIGTERM, 1 on a bad frame or a definitive refusal "
-        "(410 offset_gone, 401/403, 404 replication_disabled), 2 on a usage error. "
+        "(410 offset_gone, 401/403, 404 replication_disabled), 2 on a usage error, 3 when the server's "
+        "history no longer continues FILE's (a restore or a rewrite: FILE is left as it is). "
         "See docs/replication.md.",
     )
     replicate.add_argument("url", metavar="URL", help="the server's base URL: http://HOST:PORT or ws://HOST:PORT")

@@ -23,6 +23,7 @@ Tree::
         BatchRejected        rows of a batch insert that break a constraint (nothing written)
         BadBackup            a backup directory that is incomplete or does not verify
       ImportRejected         bad lines of an import file (nothing imported)
+      HistoryDiverged        a replica file no longer continues its server's history (exit status 3)
       TokenError             token rejected (mapped to 401 or 403 by the guard)
       WebSocketClientError   the blocking WebSocket client could not open a socket, or it failed
         HandshakeRefused     the server answered the handshake with a status other than 101
@@ -158,6 +159,11 @@ class ImportRejected(DbsvcError):
         super().__init__("\n".join(problems) + more)
         self.problems = problems
         self.count = count
+
+
+class HistoryDiverged(DbsvcError):
+    """`dbsvc replicate --out FILE`: the server's history is no longer the one FILE holds
+    (a restore, an import that rewrote it): the run stops, FILE untouched (exit status 3)."""
 
 
 class TokenError(DbsvcError):

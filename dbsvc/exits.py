@@ -4,6 +4,9 @@
     1  failure: a schema with errors, a failed operation, an I/O error
     2  usage or configuration: bad arguments, a bad SERVICE_* value, a missing runtime
        package, a tenant locked by another process (nothing was touched)
+    3  diverged: `dbsvc replicate --out FILE` found that the server's history is no
+       longer FILE's (docs/replication.md, "Histories"); FILE was left as it was, and
+       resuming cannot help, so a supervisor must not simply restart it
 
 Three entry points end through `run_reporting`: the command line (`dbsvc.cli.main`, also
 inside a built app) and a generated module run as a script (`dbsvc.service.main`). A known
@@ -19,9 +22,9 @@ import sys
 from collections.abc import Callable
 
 from dbsvc.deps import translate_import_error
-from dbsvc.errors import ConfigError, DbsvcError, SchemaErrors, TenantLocked
+from dbsvc.errors import ConfigError, DbsvcError, HistoryDiverged, SchemaErrors, TenantLocked
 
-EXIT_OK, EXIT_FAILURE, EXIT_USAGE = 0, 1, 2
+EXIT_OK, EXIT_FAILURE, EXIT_USAGE, EXIT_DIVERGED = 0, 1, 2, 3
 
 
 def report(message: str) -> None:
@@ -41,6 +44,9 @@ def run_reporting(action: Callable[[], int]) -> int:
     except (ConfigError, TenantLocked) as exc:
         report(str(exc))
         return EXIT_USAGE
+    except HistoryDiverged as exc:
+        report(str(exc))
+        return EXIT_DIVERGED
     except (DbsvcError, OSError) as exc:
         report(str(exc))
         return EXIT_FAILURE

@@ -40,7 +40,12 @@ continues and takes the new history; a copy of the tenant that went on elsewhere
 replica's own directory imported into) no longer passes for the primary's history.
 
 Speed: per record, one `json.loads`, one validator call, the set checks (a few dict
-probes), one frame and the in-memory insert; no fsync but the batch's one. The cyclic
+probes), one frame and the in-memory insert; no fsync but the batch's one. Step 3 measures
+each record's JSON against the record size limit only when the file's longest line could
+hold a record near it (`may_be_near_the_record_limit`: lines up to about 1.6 MB never can),
+so an import of ordinary records does not encode each one twice; the write step still checks
+every frame it builds (batch.py), and a refusal there is reported by line like step 3's,
+nothing of the batch written. The cyclic
 garbage collector is paused meanwhile (as storage pauses it while loading): the import
 creates millions of long-lived objects and no cycles.
 """
@@ -70,9 +75,14 @@ from dbsvc.errors import (
     UniqueViolation,
 )
 from dbsvc.storage import Store
+from dbsvc.storage.events import HEAD_RESERVE
 from dbsvc.storage.lock import WriterLock
+from dbsvc.storage.logfile import MAX_PAYLOAD
 
 MAX_SHOWN = 20
+RECORD_GROWTH = 5  # a record's compact JSON, in characters, per byte of its line at most
+RECORD_SLACK = 64  # characters validation may add to one field (a default, a normalised value)
+DEFAULTS_SLACK = 4096  # and to one record besides
 CHUNK_BYTES = 1 << 20  # lines are read, decoded and reported on in chunks of about this size
 
 
@@ -199,19 +209,21 @@ def _violations(model: str, exc: RequestError) -> str:
 
 def read_records(
     f: BinaryIO, module: Any, progress: Progress, problems: _Problems
-) -> tuple[list[tuple[str, dict]], list[int], int]:
-    """Step 2: (rows, the line number of each row, lines read) of the file `f` (as
-    `open_source` gives it). Bad lines go to `problems`."""
+) -> tuple[list[tuple[str, dict]], list[int], int, int]:
+    """Step 2: (rows, the line number of each row, lines read, bytes of the longest line)
+    of the file `f` (as `open_source` gives it). Bad lines go to `problems`."""
     validators = {m.name: m.validate_create for m in module.MODELS}
     known = ", ".join(validators)
     rows: list[tuple[str, dict]] = []
     numbers: list[int] = []
     append_row, append_number = rows.append, numbers.append
     number = 1
+    longest = 0
     while True:
         lines = f.readlines(CHUNK_BYTES)
         if not lines:
             break
+        longest = max(longest, max(map(len, lines)))
         good, bad = decode_lines(lines, number)
         for line, name, body in good:
             validate = validators.get(name)
@@ -233,7 +245,18 @@ def read_records(
             problems.add(line, message)
         number += len(lines)
         progress.advance(sum(map(len, lines)), len(lines))
-    return rows, numbers, number - 1
+    return rows, numbers, number - 1, longest
+
+
+def may_be_near_the_record_limit(longest_line: int, module: Any, max_payload: int = MAX_PAYLOAD) -> bool:
+    """Whether a record read from lines of at most `longest_line` bytes could be near the
+    record size limit, so that step 3 must measure each record's JSON (module docstring,
+    "Speed"). A record's compact JSON is at most RECORD_GROWTH times its line's bytes (a
+    number may be written longer: `1e15` is `1000000000000000.0`) plus what validation
+    adds (defaults, normalised datetimes: RECORD_SLACK a field, DEFAULTS_SLACK in all)."""
+    fields = max((len(m.fields) for m in module.MODELS), default=0)
+    bound = RECORD_GROWTH * longest_line + RECORD_SLACK * fields + DEFAULTS_SLACK
+    return 2 * 4 * bound + HEAD_RESERVE > max_payload  # batch.py rule 5: 4 bytes a character at most
 
 
 def _batch_problems(exc: BatchRejected, rows: list[tuple[str, dict]], numbers: list[int], problems: _Problems) -> None:
@@ -286,7 +309,7 @@ def import_file(
         with _collector_paused():
             progress = Progress("import: reading", size, "lines", stream=progress_stream, quiet=quiet)
             with source:
-                rows, numbers, report.lines = read_records(source, module, progress, problems)
+                rows, numbers, report.lines, longest = read_records(source, module, progress, problems)
             report.read_seconds = progress.finish()
             problems.raise_any()
             if not rows:
@@ -294,7 +317,7 @@ def import_file(
             started = time.monotonic()
             checked = Store.open(directory, module.MODELS, module.DESCRIPTION, readonly=True, ring_capacity=0)
             try:
-                checked.check_batch(rows)
+                checked.check_batch(rows, measure=may_be_near_the_record_limit(longest, module))
             except BatchRejected as exc:
                 _batch_problems(exc, rows, numbers, problems)
             finally:
@@ -317,6 +340,10 @@ def import_file(
                 if store.head_offset > 0:  # a used tenant: its rows after the head are new ones
                     store.fork_history()  # (storage/history.py rule 3), forked first
                 stored = store.insert_batch(rows)
+            except BatchRejected as exc:  # a record the bound of step 3 let through: nothing written
+                _batch_problems(exc, rows, numbers, problems)
+                problems.raise_any()
+                raise
             finally:
                 store.close()
             progress.advance(len(stored), len(stored))

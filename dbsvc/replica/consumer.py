@@ -12,6 +12,9 @@ Rules:
    a length equal to the rest of the message, a matching CRC, a JSON payload that is an
    insert/update/delete event whose `offset` is the frame's. A bad message ends the run
    with status 1 and a message naming its offset and the fault; the frames before it stay.
+   A payload over the log's limit (logfile.MAX_PAYLOAD; a follower's store may have a
+   smaller `max_payload`) is `record too large`, never written: FILE, like a log, could
+   not be reopened past it.
 2. With `--out FILE`, good frames are appended to FILE back to back, the bytes as
    received (FILE is a log without its header). FILE is fsynced at least every second,
    every 8 MiB, whenever the stream pauses, and before exiting, so a crash loses at most
@@ -35,21 +38,28 @@ Rules:
 6. When standard error is a terminal, one progress line is redrawn at most four times a
    second: frames, bytes, last offset, lag (the head offset of GET /snapshot, polled every
    3 s by a thread, minus the last offset). Other messages are plain lines on stderr.
-7. Histories (docs/replication.md, "Histories"): on every connection FILE's last frame L
-   is checked against the server's: the run asks for `after=L-1` and the first frame must
-   be byte-equal to FILE's frame L (then it goes on after it), or differ only in the
-   payload's `watermark`, which an online compaction renumbers for the rows it carries. A different frame means the
-   server's history is no longer the one FILE holds (a restore from a backup, a rewrite):
-   the run ends with status 1 and a message naming L and what to do, FILE untouched. A
-   server whose head is below L-1 answers 400 `offset_out_of_range`, which ends the run
-   the same way. A server that no longer holds frame L (410 for L-1) cannot be checked:
-   the run says so and continues after L, as before the check.
+7. Histories (docs/replication.md, "Histories"): on every connection, before anything
+   is written, FILE must be shown to hold a prefix of the server's history, twice over:
+   a. the history record: the server's `GET /snapshot` names its history; FILE.history
+      (sinks.py) names the one FILE's frames came from. The server's must be FILE's, or
+      one that forked from it at or after FILE's last offset L (an import on the server at
+      L); any other is a divergence. A server that names none (older than histories) is
+      judged by (b) alone; a FILE without a record takes the server's once (b) passed.
+   b. the head frame: the run asks for `after=L-1` and the first frame must be byte-equal
+      to FILE's frame L (then it goes on after it), or differ only in the payload's
+      `watermark`, which an online compaction renumbers for the rows it carries.
+   A divergence (a restore from a backup, a rewrite) ends the run with `HistoryDiverged`,
+   exit status 3 (dbsvc/exits.py), a message naming L and what to do, FILE and its record
+   untouched; so does a server whose head is below L-1 (its 400 `offset_out_of_range`).
+   A server that no longer holds frame L (410 for L-1) cannot be checked by (b): the run
+   says so and continues after L, as before the check. The record is written (sinks.py)
+   only once both checks passed, before the first frame after them.
 
 Where the good frames go (rules 2 and 3: FILE, or standard output) is sinks.py.
 
 Imports: the blocking WebSocket client of dbsvc.http.ws.client, the log's own frame
 rules from dbsvc.storage.logfile (`frame_error`), so a replica file and a server log are
-judged alike, and sinks.py, which opens, writes, cuts, fsyncs and closes FILE through the
+judged alike, the history record of dbsvc.storage.history, and sinks.py, which opens, writes, cuts, fsyncs and closes FILE through the
 file seam `files.ops`, so the power-loss simulator (tests/support/powerloss_fs.py) judges
 it as it judges the log. Nothing of the server (app, realtime, Store), no asyncio.
 """
@@ -67,9 +77,17 @@ import urllib.parse
 from dataclasses import dataclass
 from typing import Any, BinaryIO, TextIO
 
-from dbsvc.errors import ConfigError, DbsvcError, HandshakeRefused, MessageTooBig, WebSocketClientError
+from dbsvc.errors import (
+    ConfigError,
+    DbsvcError,
+    HandshakeRefused,
+    HistoryDiverged,
+    MessageTooBig,
+    WebSocketClientError,
+)
 from dbsvc.http.ws.client import open_websocket
 from dbsvc.replica.sinks import ReplicaFile, StdoutSink
+from dbsvc.storage.history import History, history_from_json
 from dbsvc.storage.logfile import MAX_FRAME, MAX_PAYLOAD, frame_error, frame_header, frame_offset, frame_payload
 
 KINDS = frozenset({"insert", "update", "delete"})
@@ -131,8 +149,9 @@ def parse_endpoint(url: str) -> Endpoint:
 # -- rule 1: one message --------------------------------------------------------------------
 
 
-def check_frame(message: bytes | str, expected: int) -> tuple[int, dict[str, Any]]:
-    """(offset, event) of a good frame whose offset must be `expected`; else FrameError."""
+def check_frame(message: bytes | str, expected: int, max_payload: int = MAX_PAYLOAD) -> tuple[int, dict[str, Any]]:
+    """(offset, event) of a good frame whose offset must be `expected` and whose payload is at
+    most `max_payload` bytes (a log's limit; a follower passes its store's); else FrameError."""
     if isinstance(message, str):
         raise FrameError(expected, f"a text message ({len(message)} characters), expected a binary frame")
     header = frame_header(message)
@@ -144,7 +163,13 @@ def check_frame(message: bytes | str, expected: int) -> tuple[int, dict[str, Any
         if offset > expected:
             missing = f"{expected}" if offset == expected + 1 else f"{expected}..{offset - 1}"
             raise FrameError(offset, f"offset gap: expected {expected}, offsets {missing} are missing")
-        if length <= MAX_PAYLOAD and length < payload_bytes:
+        if length > max_payload:  # rule 1: what a log holding it would not reopen is never kept
+            raise FrameError(
+                offset,
+                f"record too large: a frame payload of {length} bytes, over the limit of {max_payload} "
+                "(a log holding it would not reopen); nothing of it is kept",
+            )
+        if length < payload_bytes:
             raise FrameError(offset, f"length {length} is short of the message's {payload_bytes} payload bytes")
     reason = frame_error(message, 0, expected)  # header, length, CRC: the log's checks
     if reason is not None:
@@ -207,22 +232,35 @@ class Reporter:
             self.stream.flush()
 
     def _poll(self, endpoint: Endpoint) -> None:
-        parts = urllib.parse.urlsplit(endpoint.http_base)
-        cls = http.client.HTTPSConnection if parts.scheme == "https" else http.client.HTTPConnection
         while True:
-            conn = cls(parts.netloc, timeout=2.0)
             try:
-                conn.request("GET", f"{parts.path}/snapshot")
-                reply = conn.getresponse()
-                body = json.loads(reply.read())
-                if reply.status == 200 and isinstance(body, dict) and isinstance(body.get("offset"), int):
+                status, body = get_snapshot(endpoint, 2.0)
+                if status == 200 and isinstance(body.get("offset"), int):
                     self.head = body["offset"]
             except (OSError, ValueError, http.client.HTTPException):
                 pass  # the stream's own reconnects say why
-            finally:
-                conn.close()
             if self._stop.wait(SNAPSHOT_EVERY):
                 return
+
+
+def get_snapshot(endpoint: Endpoint, timeout: float) -> tuple[int, dict[str, Any]]:
+    """(status, JSON object) of the server's `GET /snapshot` (no token needed); OSError,
+    HTTPException or ValueError when it cannot be had."""
+    parts = urllib.parse.urlsplit(endpoint.http_base)
+    cls = http.client.HTTPSConnection if parts.scheme == "https" else http.client.HTTPConnection
+    conn = cls(parts.netloc, timeout=timeout)
+    try:
+        conn.request("GET", f"{parts.path}/snapshot")
+        reply = conn.getresponse()
+        data = reply.read()
+    finally:
+        conn.close()
+    if reply.status != 200:
+        return reply.status, {}
+    body = json.loads(data)
+    if not isinstance(body, dict):
+        raise ValueError("the server's /snapshot is not a JSON object")
+    return reply.status, body
 
 
 def _size(n: int) -> str:
@@ -356,6 +394,27 @@ def diverged_message(path: str, offset: int) -> str:
     )
 
 
+def history_to_adopt(endpoint: Endpoint, sink: ReplicaFile, last: int) -> History | None:
+    """Rule 7a: the server's history, to record once the head frame passed (None: keep
+    FILE's record); `HistoryDiverged` when the server's history does not continue FILE's
+    at offset `last`. OSError, HTTPException or ValueError when /snapshot cannot be had."""
+    status, body = get_snapshot(endpoint, CONNECT_TIMEOUT)
+    if status >= 500 or status in (408, 429):
+        raise OSError(f"GET /snapshot answered {status}")
+    theirs = history_from_json(body.get("history")) if status == 200 else None
+    mine = sink.history
+    if theirs is None or theirs == mine:
+        return None  # an older server, or a /snapshot a proxy does not pass: rule 7b alone
+    if mine is None or sink.last_frame is None or theirs.shares_prefix(mine.id, last):
+        return theirs
+    raise HistoryDiverged(
+        f"the server's history {theirs.id} does not continue the history {mine.id} that {sink.path} "
+        f"holds up to offset {last} (the server was restored from a backup, or an import rewrote "
+        f"it after an offset the file holds), so its offsets may name other rows. {sink.path} was "
+        "left as it is; start a new replica file (keep this one if its rows matter)"
+    )
+
+
 def _follow(
     endpoint: Endpoint,
     sink: ReplicaFile | StdoutSink,
@@ -370,7 +429,10 @@ def _follow(
         mine = sink.last_frame if isinstance(sink, ReplicaFile) and last > 0 and last != unchecked else None
         url = endpoint.replicate_url(last if mine is None else last - 1)
         report.state = "connecting"
+        adopt: History | None = None
         try:
+            if isinstance(sink, ReplicaFile):
+                adopt = history_to_adopt(endpoint, sink, last)  # rule 7a
             ws = open_websocket(url, headers=headers, timeout=CONNECT_TIMEOUT)
         except HandshakeRefused as exc:
             if mine is not None and exc.status == 410:
@@ -381,24 +443,33 @@ def _follow(
                 unchecked = last
                 continue
             verdict = refusal_message(exc, last)
+            if verdict is not None and isinstance(sink, ReplicaFile) and sink.last_frame is not None:
+                if exc.status == 400 and exc.code == "offset_out_of_range":  # rule 7: a shorter server
+                    raise HistoryDiverged(f"{url}: {verdict}") from exc
             if verdict is not None:
                 raise ReplicaError(f"{url}: {verdict}") from exc
             problem: Exception = exc
-        except WebSocketClientError as exc:
-            problem = exc
+        except (WebSocketClientError, OSError, http.client.HTTPException, ValueError) as exc:
+            problem = exc  # the /snapshot of rule 7a as well as the stream
         else:
             report.state = "streaming"
             check = "" if mine is None else f"; resuming after={last} once frame {last} matches the file's"
             report.say(f"streaming {url} into {sink.path}{check}")
             with ws:
+                if adopt is not None and mine is None and isinstance(sink, ReplicaFile):
+                    sink.adopt_history(adopt)  # nothing of FILE to compare the frame with
+                    adopt = None
                 try:
                     while stop.signum is None and not sink.closed:
                         message = ws.receive(POLL)
                         now = time.monotonic()
                         if message is not None and mine is not None:  # rule 7: the head frame
                             if not same_row(message, mine):
-                                raise ReplicaError(f"{url}: {diverged_message(sink.path, last)}")
+                                raise HistoryDiverged(f"{url}: {diverged_message(sink.path, last)}")
                             mine = None
+                            if adopt is not None and isinstance(sink, ReplicaFile):
+                                sink.adopt_history(adopt)  # rule 7: both checks passed
+                                adopt = None
                             continue
                         if message is None:
                             if sink.unsynced or now - sink.synced_at >= SYNC_INTERVAL:

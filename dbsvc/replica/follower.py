@@ -20,7 +20,7 @@ Rules:
    reopens its store with the writer lock kept throughout, and follows from its offset.
    The primary's epoch is thus rebuilt exactly: the snapshot rows, then the same log rows.
 3. Following: `/replicate?after=<our head>`; every message is checked by the consumer's
-   `check_frame` (CRC, length, offset continuity, JSON), then applied on the event loop in
+   `check_frame` (CRC, length within this store's `max_payload`, offset continuity, JSON), then applied on the event loop in
    batches (`Store.apply_replicated`, which checks it fits: model, fields, state). The
    reading thread waits until each batch is durable before it reads on, so a fast primary
    never grows the replica's memory, and nothing unchecked is ever applied.
@@ -276,7 +276,7 @@ class Follower:
                 message = ws.receive(timeout=0.5)
                 while message is not None:
                     try:
-                        check_frame(message, expected)
+                        check_frame(message, expected, self.store.max_payload)
                     except FrameError as exc:
                         if batch:  # the good frames before it still count
                             self._call_on_loop(self._apply, batch)

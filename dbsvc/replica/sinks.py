@@ -10,6 +10,11 @@ rules 2 and 3:
   `WRITE_BUFFER` bytes and fsynced when consumer.py says (`sync`). Every operation that
   creates, changes or makes FILE durable goes through `files.ops`, so the power-loss
   simulator judges FILE as it judges the log.
+  Beside FILE, `FILE.history` holds the history of the server FILE's frames came from
+  (storage/history.py's one checksummed line, written whole: tmp, fsync, rename, fsync the
+  directory), so consumer.py rule 7 can tell a server that rewrote its history from one
+  that continued it. It is written only before a frame of that history is appended, so it
+  never names a history FILE's frames are not a prefix of. FILE's lock covers it too.
 - `StdoutSink`: each event's JSON on standard output, one line each; a reader that went away
   (`| head`) marks the sink closed, and the run ends quietly.
 
@@ -29,7 +34,8 @@ from typing import Any, BinaryIO, Protocol
 
 from dbsvc.errors import ConfigError, CorruptLog
 from dbsvc.storage import files
-from dbsvc.storage.files import fsync_dir, write_all
+from dbsvc.storage.files import fsync_dir, write_all, write_atomic
+from dbsvc.storage.history import History, decode_history, encode_history
 from dbsvc.storage.logfile import (
     frame_after_damage,
     frame_end,
@@ -40,6 +46,7 @@ from dbsvc.storage.logfile import (
 )
 
 WRITE_BUFFER = 1024 * 1024  # bytes held before one write (FILE is fsynced on its own schedule)
+HISTORY_SUFFIX = ".history"  # FILE.history: the server history FILE's frames belong to
 
 
 class Says(Protocol):
@@ -51,10 +58,18 @@ class Says(Protocol):
 class ReplicaFile:
     """FILE, locked, scanned, cut back to its last good frame, then appended to."""
 
-    def __init__(self, path: str, fd: int, last_offset: int | None, last_frame: bytes | None = None) -> None:
+    def __init__(
+        self,
+        path: str,
+        fd: int,
+        last_offset: int | None,
+        last_frame: bytes | None = None,
+        history: History | None = None,
+    ) -> None:
         self.path = path
         self.last_offset = last_offset
         self.last_frame = last_frame  # the frame of `last_offset` (consumer.py rule 7)
+        self.history = history  # FILE.history's record, None when there is none (consumer.py rule 7)
         self._fd = fd
         self._buffer: list[bytes] = []
         self._buffered = 0
@@ -77,10 +92,18 @@ class ReplicaFile:
             if created:
                 fsync_dir(os.path.dirname(os.path.abspath(path)))
             last, frame = cls._recover(path, fd, report)
+            history = read_file_history(path)
         except BaseException:
             files.ops.close(fd)
             raise
-        return cls(path, fd, last, frame)
+        return cls(path, fd, last, frame, history)
+
+    def adopt_history(self, history: History) -> None:
+        """FILE's frames are a prefix of `history` (consumer.py rule 7 proved it): record it,
+        durably, before any frame of it is appended."""
+        if history != self.history:
+            write_atomic(self.path + HISTORY_SUFFIX, encode_history(history))
+            self.history = history
 
     @staticmethod
     def _recover(path: str, fd: int, report: Says) -> tuple[int | None, bytes | None]:
@@ -130,6 +153,18 @@ class ReplicaFile:
             finally:
                 files.ops.close(self._fd)  # releases the flock
                 self._fd = -1
+
+
+def read_file_history(path: str) -> History | None:
+    """The record of FILE.history, None when there is none (a new FILE, or one written before
+    histories); `CorruptLog` naming it when it does not verify."""
+    name = path + HISTORY_SUFFIX
+    try:
+        with open(name, "rb") as f:
+            data = f.read()
+    except FileNotFoundError:
+        return None
+    return decode_history(name, data)
 
 
 def scan_frames(path: str, data: Any) -> tuple[int, int | None, str | None]:

@@ -126,6 +126,32 @@ def _layout(
     return out
 
 
+def fitted_delete_payload(event: ChangeEvent, id_field: str, max_payload: int) -> bytes:
+    """The payload of the delete `event` within `max_payload` bytes where it can be (module
+    docstring, "Sizes": the largest values of its record, never `id_field`, null and named in
+    `omitted`); as `event.payload()` when that fits, or as small as it gets when nothing does
+    (the caller's `size_refusal` then refuses it)."""
+    assert event.kind is EventKind.DELETE
+    payload = event.payload()
+    if len(payload) <= max_payload:
+        return payload
+    sizes = sorted(
+        ((len(compact_json(v).encode("utf-8")), k) for k, v in event.record.items() if k != id_field and v is not None),
+        reverse=True,
+    )
+    record = dict(event.record)
+    omitted: list[str] = []
+    excess = len(payload) - max_payload + len(',"omitted":[]')
+    for size, key in sizes:
+        record[key] = None
+        omitted.append(key)
+        excess -= size - len("null") - len(compact_json(key)) - 1  # the value out, its name in `omitted`
+        if excess <= 0:
+            break
+    head = event_payload(EventKind.DELETE, event.model, event.offset, event.watermark, event.id, record)
+    return head[:-1] + b',"omitted":' + compact_json(omitted).encode("utf-8") + b"}"
+
+
 def decode_event(payload: bytes | memoryview) -> ChangeEvent:
     return ChangeEvent.from_dict(json.loads(bytes(payload)))
 

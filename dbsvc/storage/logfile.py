@@ -26,6 +26,10 @@ Recovery rules (`scan`), in this order; the first bad frame at byte P decides:
 
 1. A frame is good when its whole header and payload lie inside the file, its offset is
    exactly the one expected, its length is at most MAX_PAYLOAD and its CRC matches.
+   MAX_PAYLOAD, not a store's smaller `max_payload`: a reader takes every frame any writer
+   may have written (a log from a store opened with a larger limit must still open, its
+   records readable and deletable: events.py "Sizes"); a writer checks the limit it was
+   opened with, never above this one, so whatever it acknowledges reopens.
 2. If no good frame with a larger offset starts anywhere after P (byte by byte
    resynchronisation), the damage is a torn tail: every byte from P on is reported (byte
    offset, reason) and, by a writer, truncated away and fsynced. A torn tail is what a

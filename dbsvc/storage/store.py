@@ -405,10 +405,11 @@ class Store:
     def apply_delete(self, model: str, id: Any) -> tuple[dict[str, Any], asyncio.Future[None]]:
         return self._writes.apply_delete(self.table(model), id)
 
-    def check_batch(self, rows: Sequence[tuple[str, dict]]) -> None:
+    def check_batch(self, rows: Sequence[tuple[str, dict]], measure: bool = True) -> None:
         """`BatchRejected` if `insert_batch(rows)` would refuse them; works on a read-only
-        store too, so a tool can judge a batch before it opens the tenant for writing."""
-        batch.plan(self._tables, rows, self.max_payload)
+        store too, so a tool can judge a batch before it opens the tenant for writing.
+        `measure=False`: the caller knows no record is near the size limit (batch.py rule 5)."""
+        batch.plan(self._tables, rows, self.max_payload, measure)
 
     def insert_batch(self, rows: Sequence[tuple[str, dict]]) -> list[dict]:
         """Insert (model name, record) rows as one durable batch (batch.py): checked as a

@@ -9,7 +9,8 @@ Rules (store.py rules 1-2 hold here):
 1. A write runs its checks (constraints.py), builds its event and frame and submits them
    before its first `await`, so under asyncio it is atomic: a refused write changed
    nothing. A frame larger than the store's `max_payload` allows is refused before any of
-   that (events.py "Sizes": `PayloadTooLarge`), so what is acknowledged always reopens.
+   that (events.py "Sizes": `PayloadTooLarge`), so what is acknowledged always reopens;
+   a delete's frame is fitted first (its largest values left out), so a delete is always possible.
 2. The commit queue applies a write to memory (`applied`) when its frame is handed to the
    log, and undoes it (`rollback`) when that write fails: the table's last row, the next
    offset and any checkpoint at or past its offset go back, in that order.
@@ -34,7 +35,7 @@ from dbsvc.storage.commit import CommitQueue, LogWriter, WriteHealth, WriteState
 from dbsvc.storage.compactor import Compactor
 from dbsvc.storage.constraints import Constraints
 from dbsvc.storage.epoch import Epoch
-from dbsvc.storage.events import HEAD_RESERVE, ChangeEvent, EventKind, size_refusal
+from dbsvc.storage.events import HEAD_RESERVE, ChangeEvent, EventKind, fitted_delete_payload, size_refusal
 from dbsvc.storage.logfile import encode_frame
 from dbsvc.storage.table import Table
 
@@ -119,6 +120,8 @@ class WritePath:
             kind, table.name, offset, table.watermark + 1, id_, shown, previous if kind is EventKind.UPDATE else None
         )
         payload = event.payload()
+        if kind is EventKind.DELETE and len(payload) > self.max_payload:
+            payload = fitted_delete_payload(event, table.id_field, self.max_payload)  # a delete is always possible
         if 2 * len(payload) + HEAD_RESERVE > self.max_payload:  # rule 1: only a large record is measured
             refusal = size_refusal(kind, table.name, id_, shown, len(payload), self.max_payload)
             if refusal is not None:

@@ -29,6 +29,7 @@ from websockets.asyncio.server import serve as ws_serve
 from websockets.datastructures import Headers
 from websockets.http11 import Response
 
+from dbsvc.storage.logfile import MAX_PAYLOAD
 from support.server import ROOT, start_server
 from support.storage import file_offsets
 from support.wskit import open_ws, run
@@ -461,7 +462,12 @@ BAD_FRAMES = [
         4,
         f"length {len(event_payload(4)) - 3} is short of the message's {len(event_payload(4))} payload bytes",
     ),
-    ("length over the maximum", frame(4, length=2**32 - 1), 4, "frame length 4294967295 exceeds 67108864"),
+    (
+        "length over the maximum",
+        frame(4, length=2**32 - 1),
+        4,
+        "record too large: a frame payload of 4294967295 bytes, over the limit of 67108864",
+    ),
     ("offset gap", frame(6), 6, "offset gap: expected 4, offsets 4..5 are missing"),
     ("offset repeat", frame(3), 3, "offset repeats: 3 was already received, expected 4"),
     ("offset far behind", frame(1), 1, "offset repeats: 1 was already received, expected 4"),
@@ -483,9 +489,13 @@ class FakePrimary:
     def __init__(self, plan, **server_options) -> None:
         self.plan = plan
         self.paths: list[str] = []
+        self.snapshots = 0
         self.options = server_options
 
     async def _process_request(self, connection, request):
+        if request.path == "/snapshot":  # no history to name: the head frame alone judges
+            self.snapshots += 1
+            return Response(404, "Not Found", Headers({"Content-Type": "text/plain"}), b"no /snapshot here")
         self.paths.append(request.path)
         step = self.plan(len(self.paths) - 1, int(request.path.partition("after=")[2] or 0))
         if isinstance(step, int):
@@ -570,6 +580,32 @@ def test_a_bad_frame_ends_the_run_naming_its_offset_and_is_never_written(tmp_pat
     assert f"bad frame at offset {offset}: {reason}" in fake_stderr(tmp_path)
     assert out.read_bytes() == b"".join(GOOD)
     assert primary.paths == ["/replicate?after=0"]  # a bad frame is never retried
+
+
+def test_a_whole_frame_over_the_log_limit_is_refused_as_record_too_large_and_never_written(tmp_path):
+    """A well-formed frame (CRC and JSON good) whose payload is one byte over the 64 MiB a
+    log reopens: the file would not reopen past it, so it is refused, not written (issue 30)."""
+    head = event_payload(4)[:-3]  # ..."name":"xxxx, then more x and the payload's end
+    payload = head + b"x" * (MAX_PAYLOAD + 1 - len(head) - 3) + b'"}}'
+    assert len(payload) == MAX_PAYLOAD + 1 and json.loads(payload)["offset"] == 4
+    big = frame(4, payload)
+    del payload
+    primary = FakePrimary(lambda attempt, after: [*GOOD, big, "hold"], max_size=None)
+    out = tmp_path / "replica.log"
+
+    async def body():
+        async with primary.serve() as server:
+            port = server.sockets[0].getsockname()[1]
+            proc = await start_consumer(tmp_path, f"http://127.0.0.1:{port}", "--out", str(out))
+            return await asyncio.wait_for(proc.wait(), DEADLINE)
+
+    assert run(body()) == 1
+    message = fake_stderr(tmp_path)
+    assert (
+        f"bad frame at offset 4: record too large: a frame payload of {MAX_PAYLOAD + 1} bytes, "
+        f"over the limit of {MAX_PAYLOAD} (a log holding it would not reopen)"
+    ) in message
+    assert out.read_bytes() == b"".join(GOOD)
 
 
 def test_drops_and_closes_reconnect_after_the_last_good_offset(tmp_path):

@@ -10,6 +10,7 @@ real sockets, real files; every wait is a poll with a deadline.
 
 from __future__ import annotations
 
+import asyncio
 import http.client
 import json
 import os
@@ -25,6 +26,7 @@ from dbsvc.errors import CorruptLog
 from dbsvc.storage.history import Fork, History, decode_history, encode_history
 from support.server import ROOT, Server, server_pool
 from support.storage import file_offsets
+from support.wskit import open_ws, run
 
 BLOG = ROOT / "schemas" / "blog.dbs"
 DEADLINE = 60.0
@@ -65,13 +67,13 @@ def dbsvc(data: Path, *args: str) -> subprocess.CompletedProcess:
     return done
 
 
-def write_users(port: int, count: int, prefix: str) -> None:
+def write_users(port: int, count: int, prefix: str, **fields) -> None:
     conn = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
     for i in range(count):
         conn.request(
             "POST",
             "/api/user",
-            json.dumps({"email": f"{prefix}{i}@x.io", "name": prefix}),
+            json.dumps({"email": f"{prefix}{i}@x.io", "name": prefix, **fields}),
             {"Content-Type": "application/json"},
         )
         reply = conn.getresponse()
@@ -266,6 +268,83 @@ def test_a_replica_file_of_a_primary_restored_from_a_backup_stops_naming_the_off
         if again.poll() is None:
             again.kill()
     message = err.read_text()
-    assert status == 1, message
-    assert "frame at offset 40 differs" in message and "start a new replica file" in message
+    assert status == 3, message  # dbsvc/exits.py: diverged, distinct from a failure a restart may cure
+    assert "history" in message and "start a new replica file" in message
     assert out.read_bytes() == held and file_offsets(out) == list(range(1, 41))
+
+
+def run_consumer_until(tmp_path: Path, server: Server, out: Path, offset: int) -> None:
+    """A consumer run that follows to `offset`, then is stopped (SIGTERM, status 0)."""
+    proc, err = consumer(tmp_path, server, out)
+    try:
+        wait_for(lambda: file_offsets(out)[-1:] == [offset], f"offset {offset} in the file")
+    finally:
+        proc.terminate()
+    assert proc.wait(timeout=30) == 0, err.read_text()
+
+
+def frame_at(server: Server, offset: int) -> bytes:
+    async def take():
+        async with open_ws(server, f"/replicate?after={offset - 1}", max_size=None) as ws:
+            return await asyncio.wait_for(ws.recv(), 10)
+
+    return run(take())
+
+
+def rerun_consumer(tmp_path: Path, server: Server, out: Path) -> tuple[int, str]:
+    proc, err = consumer(tmp_path, server, out)
+    try:
+        status = proc.wait(timeout=DEADLINE)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    return status, err.read_text()
+
+
+def test_a_replica_file_records_its_servers_history(nodes, tmp_path):
+    primary = nodes("primary")
+    write_users(primary.port, 5, "a")
+    out = tmp_path / "replica.log"
+    run_consumer_until(tmp_path, primary, out, 5)
+    recorded = decode_history(str(out) + ".history", (tmp_path / "replica.log.history").read_bytes())
+    assert recorded.to_json() == primary.get("/snapshot").json["history"]
+
+
+def test_a_replica_file_stops_on_a_rewrite_whose_head_frame_is_byte_identical(nodes, tmp_path):
+    """The rows 21-40 written again, byte for byte, after a restore from a backup at 20: the
+    head frame passes, the history id does not (issue 30 item 1)."""
+    same = {"joined": "2025-01-01T00:00:00Z"}  # no `now` default: the frames repeat exactly
+    primary = nodes("primary")
+    write_users(primary.port, 20, "old", **same)
+    backup = tmp_path / "bk"
+    dbsvc(primary.data_dir, "backup", str(backup))
+    write_users(primary.port, 20, "lost", **same)
+    out = tmp_path / "replica.log"
+    run_consumer_until(tmp_path, primary, out, 40)
+    held, record = out.read_bytes(), (tmp_path / "replica.log.history").read_bytes()
+    restore(primary, backup)
+    primary = nodes("primary")
+    write_users(primary.port, 20, "lost", **same)
+    assert held.endswith(frame_at(primary, 40))  # the head-frame check alone would pass
+    status, message = rerun_consumer(tmp_path, primary, out)
+    assert status == 3, message
+    assert "does not continue the history" in message and "offset 40" in message
+    assert out.read_bytes() == held and (tmp_path / "replica.log.history").read_bytes() == record
+
+
+def test_a_replica_file_at_the_head_of_an_import_continues_into_the_new_history(nodes, tmp_path):
+    primary = nodes("primary")
+    write_users(primary.port, 5, "a")
+    out = tmp_path / "replica.log"
+    run_consumer_until(tmp_path, primary, out, 5)
+    assert primary.stop() == 0
+    lines = tmp_path / "more.jsonl"
+    lines.write_text(
+        "".join(f'{{"model": "User", "record": {{"email": "i{i}@x.io", "name": "I"}}}}\n' for i in range(3))
+    )
+    dbsvc(primary.data_dir, "import", str(BLOG), str(lines))
+    primary = nodes("primary")
+    run_consumer_until(tmp_path, primary, out, 8)
+    recorded = decode_history(str(out) + ".history", (tmp_path / "replica.log.history").read_bytes())
+    assert recorded.to_json() == primary.get("/snapshot").json["history"]
+    assert recorded.forks[-1].at == 5

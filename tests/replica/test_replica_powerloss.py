@@ -33,7 +33,8 @@ import pytest
 
 from dbsvc.replica import consumer, sinks
 from dbsvc.replica.consumer import replicate
-from dbsvc.replica.sinks import scan_frames
+from dbsvc.replica.sinks import read_file_history, scan_frames
+from dbsvc.storage.history import History, encode_history
 from dbsvc.storage import files
 from dbsvc.storage.logfile import HEADER_SIZE, FrameWalk
 from dbsvc.storage.tenants import create_tenant
@@ -44,6 +45,7 @@ DEFAULT_SEEDS = 200
 SLOW_SEEDS = 5_000
 FRAMES = 60
 OUT = "replica"
+HISTORY = History("9c2f" * 8)
 
 
 class FakeStream:
@@ -76,6 +78,11 @@ class Primary:
         self.frames = frames
         self.rng = rng
         self.afters: list[int] = []
+
+    def get_snapshot(self, _endpoint: Any, _timeout: float) -> tuple[int, dict]:
+        """The primary's `GET /snapshot`: its head and history (FILE.history is written
+        through the seam too, consumer.py rule 7)."""
+        return 200, {"offset": len(self.frames), "history": HISTORY.to_json()}
 
     def open_websocket(self, url: str, **_kw: Any) -> FakeStream:
         after = int(urllib.parse.parse_qs(urllib.parse.urlsplit(url).query)["after"][0])
@@ -113,6 +120,7 @@ def run_seed(seed: int, base: str, frames: list[bytes], monkeypatch: pytest.Monk
     rng = random.Random(seed)
     primary = Primary(frames, rng)
     monkeypatch.setattr(consumer, "open_websocket", primary.open_websocket)
+    monkeypatch.setattr(consumer, "get_snapshot", primary.get_snapshot)
     # A small write buffer makes several writes between two fsyncs (torn and lost appends).
     monkeypatch.setattr(sinks, "WRITE_BUFFER", rng.choice([700, 3000, 1 << 20]))
     live = os.path.join(base, f"live{seed}")
@@ -147,6 +155,7 @@ def run_seed(seed: int, base: str, frames: list[bytes], monkeypatch: pytest.Monk
     assert primary.afters[0] == checked, f"{where}: resumed after {primary.afters[0]}, FILE ends at {last}"
     with open(os.path.join(disk, OUT), "rb") as f:
         assert f.read() == whole, f"{where}: FILE after the resumed run is not the primary's frames"
+    assert read_file_history(os.path.join(disk, OUT)) == HISTORY, f"{where}: FILE.history is not the primary's"
     shutil.rmtree(live)
     shutil.rmtree(disk)
 
@@ -179,7 +188,9 @@ def test_a_whole_run_fsyncs_every_frame_through_the_seam(tmp_path, primary_frame
     """Without a power loss the simulator sees the run make every frame durable."""
     primary = Primary(primary_frames, random.Random(1))
     monkeypatch.setattr(consumer, "open_websocket", primary.open_websocket)
+    monkeypatch.setattr(consumer, "get_snapshot", primary.get_snapshot)
     sim = PowerLossFiles(str(tmp_path), crash_at=None)
     with files.use(sim):
         _run(primary, str(tmp_path / OUT))
     assert sim.durable(OUT) == b"".join(primary_frames)
+    assert sim.durable(OUT + ".history") == encode_history(HISTORY)
