@@ -28,7 +28,6 @@ Imports errors, rules and runtime only (tests/test_layers.py, the `access` row).
 
 from __future__ import annotations
 
-from dataclasses import replace
 from typing import Any
 
 from dbsvc.errors import Forbidden, NotFound
@@ -55,31 +54,51 @@ def scoped_query(model: CompiledModel, query: Query, scope: Scope) -> Query | No
         keys = scope.keys if asked is None else asked & scope.keys
         if not keys:
             return None
-        filters = {**filters, scope.field: frozenset(keys)}
+        filters = {**filters, scope.field: keys}
     where_row = scope.where_row
     if where_row is None and scope.where is not None:
         where, decode = scope.where, model.decode
         where_row = lambda values: where(decode(values))  # noqa: E731
-    if where_row is None:
-        return replace(query, filters=filters)
-    if query.where_row is not None:
+    if where_row is not None and query.where_row is not None:
         first, second = query.where_row, where_row
         where_row = lambda values: first(values) and second(values)  # noqa: E731
-    return replace(query, filters=filters, where_row=where_row)
+    # built directly: dataclasses.replace costs more than the rest of this function
+    return Query(
+        filters, query.sort, query.limit, query.offset, query.projection, query.as_of, query.after,
+        where_row if where_row is not None else query.where_row,
+    )
 
 
 class Access:
     """The rule checks of the REST routes, each raising what its refusal answers (module
     docstring) and counting it in `refusals`."""
 
-    __slots__ = ("refusals",)
+    __slots__ = ("capacity", "refusals", "_scoped")
 
-    def __init__(self, refusals: Refusals) -> None:
+    def __init__(self, refusals: Refusals, capacity: int = 1024) -> None:
         self.refusals = refusals
+        self.capacity = capacity
+        # (id of a parsed query, pinned field, keys) -> (that query, its scoped query): a
+        # polled list under an owner rule skips building a Query (a frozen dataclass's
+        # __init__ is a noticeable share of a cached list, bench/rules_bench.py). The
+        # query is kept in the entry and compared with `is`, so a recycled id never matches.
+        self._scoped: dict[tuple[int, str, frozenset[Any]], tuple[Query, Query | None]] = {}
 
     def list_query(self, model: CompiledModel, rules: ModelRules, query: Query, claims: Claims) -> Query | None:
         """The query a `list` runs under the token's scope; None: an empty page."""
-        return scoped_query(model, query, rules.list(claims))
+        scope = rules.list(claims)
+        field = scope.field
+        if field is None or scope.where is not None or scope.where_row is not None or query.where_row is not None:
+            return scoped_query(model, query, scope)
+        key = (id(query), field, scope.keys)
+        entry = self._scoped.get(key)
+        if entry is not None and entry[0] is query:
+            return entry[1]
+        scoped = scoped_query(model, query, scope)
+        if len(self._scoped) >= self.capacity:
+            del self._scoped[next(iter(self._scoped))]
+        self._scoped[key] = (query, scoped)
+        return scoped
 
     def check_get(self, model: CompiledModel, rules: ModelRules, record: Record, key: Any, claims: Claims) -> None:
         if not rules.get(record, claims):

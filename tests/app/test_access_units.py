@@ -167,6 +167,8 @@ def test_an_owner_rule_meets_the_requests_own_filter_on_its_field(api):
         await seeded(a)
         status, page = await a.call(ANN, "GET", "/api/blog-post?limit=100")
         assert page["total"] == 10 and {r["author_id"] for r in page["data"]} == {1}
+        status, page = await a.call(BOB, "GET", "/api/blog-post?limit=100")  # the same parsed query
+        assert page["total"] == 10 and {r["author_id"] for r in page["data"]} == {2}
         status, page = await a.call(ANN, "GET", "/api/blog-post?author_id=2")
         assert (status, page["data"], page["total"]) == (200, [], 0)  # another's: an empty page
         status, page = await a.call(ANN, "GET", "/api/blog-post?author_id=2&author_id=1&published=true")
