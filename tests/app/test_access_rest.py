@@ -2,8 +2,8 @@
 "Access rules on these routes"): every row of the REST semantics, one server per module.
 
 Notes are private to their owner unless shared; anyone with the `writer` role may create
-(the owner comes from the token), only the owner may change or delete, an admin may do
-everything. Tokens are signed with a key made here, by PyJWT (an independent library)."""
+(the owner comes from the token), only the owner may change (and not give the note away)
+or delete, an admin may do everything. Tokens are signed with a key made here, by PyJWT (an independent library)."""
 
 from __future__ import annotations
 
@@ -26,7 +26,8 @@ model Note {
   shared  bool  @filter @default(false)
   @allow(read, record.owner == token.sub or record.shared)
   @allow(create, token.role == "writer")
-  @allow(update delete, record.owner == token.sub)
+  @allow(update, record.owner == token.sub and new.owner == token.sub)
+  @allow(delete, record.owner == token.sub)
   @allow(all, token.role == "admin")
 }
 """
@@ -147,7 +148,7 @@ def test_a_readable_record_the_write_rule_refuses_is_403_and_changes_nothing(ser
     before = state(server)
     for method, body, operation in (
         ("PATCH", {"title": "ann's now"}, "update"),
-        ("PUT", {"title": "ann's now", "shared": True}, "update"),
+        ("PUT", {"owner": "bob", "title": "ann's now", "shared": True}, "update"),
         ("DELETE", None, "delete"),
     ):
         reply = ann(method, f"/api/note/{shared}", body)
