@@ -111,7 +111,6 @@ def main() -> None:
                     "SERVICE_JWT_PUBKEY": str(pem),
                     "SERVICE_JWT_ALG": "ES256",
                     "SERVICE_SYNC": "off",
-                    "RUST_LOG": "warn",
                 }
                 proc, port, _log = start_dbsvc(env, schema=schema)
                 servers[name] = (proc, f"http://127.0.0.1:{port}")

@@ -78,23 +78,28 @@ class Access:
     def __init__(self, refusals: Refusals, capacity: int = 1024) -> None:
         self.refusals = refusals
         self.capacity = capacity
-        # (id of a parsed query, pinned field, keys) -> (that query, its scoped query): a
-        # polled list under an owner rule skips building a Query (a frozen dataclass's
-        # __init__ is a noticeable share of a cached list, bench/rules_bench.py). The
-        # query is kept in the entry and compared with `is`, so a recycled id never matches.
-        self._scoped: dict[tuple[int, str, frozenset[Any]], tuple[Query, Query | None]] = {}
+        # (token, model, id of a parsed query) -> (that query, its scoped query): a client
+        # polling a list with one token asks the rule once. A rule is a pure function of
+        # the claims, and the claims of a verified token are a function of its text, so the
+        # token's text stands for them (the guard has checked its expiry on this very
+        # request before we get here). The query is kept in the entry and compared with
+        # `is`, so a recycled id never matches. Asking the compiled rule and building the
+        # Query were most of a list's cost under an owner rule (bench/README.md).
+        self._scoped: dict[tuple[str, str, int], tuple[Query, Query | None]] = {}
 
-    def list_query(self, model: CompiledModel, rules: ModelRules, query: Query, claims: Claims) -> Query | None:
-        """The query a `list` runs under the token's scope; None: an empty page."""
-        scope = rules.list(claims)
-        field = scope.field
-        if field is None or scope.where is not None or scope.where_row is not None or query.where_row is not None:
-            return scoped_query(model, query, scope)
-        key = (id(query), field, scope.keys)
+    def list_query(
+        self, model: CompiledModel, rules: ModelRules, query: Query, claims: Claims, token: str | None = None
+    ) -> Query | None:
+        """The query a `list` runs under the token's scope; None: an empty page. `token`:
+        the request's Authorization value the claims were verified from (the cache key);
+        None (no guard, or claims given directly): asked afresh."""
+        if token is None:
+            return scoped_query(model, query, rules.list(claims))
+        key = (token, model.name, id(query))
         entry = self._scoped.get(key)
         if entry is not None and entry[0] is query:
             return entry[1]
-        scoped = scoped_query(model, query, scope)
+        scoped = scoped_query(model, query, rules.list(claims))
         if len(self._scoped) >= self.capacity:
             del self._scoped[next(iter(self._scoped))]
         self._scoped[key] = (query, scoped)

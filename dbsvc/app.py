@@ -364,7 +364,8 @@ class Application:
         query = self.queries.list_query(model, request)
         self._check_as_of(model, query.as_of)
         if model.rules is not None:
-            scoped = self.access.list_query(model, model.rules, query, claims)
+            token = request.header("authorization") if self.guard is not None else None
+            scoped = self.access.list_query(model, model.rules, query, claims, token)
             if scoped is None:  # the token may see nothing the query asks for: no scan
                 watermark = self.store.watermarks()[model.name] if query.as_of is None else query.as_of
                 body = b'{"data":[],"total":0,"limit":%d,"offset":%d}' % (query.limit, query.offset)

@@ -321,3 +321,21 @@ def test_a_schema_without_rules_answers_as_before_and_shows_no_refusals(tmp_path
     app = Application(BLOG, store, Broker(store, BLOG.BY_NAME, 64))
     assert "refused" not in json.loads(app.metrics().body)
     store.close()
+
+
+def test_a_tokens_scoped_list_query_is_kept_per_token_and_parsed_query():
+    from dbsvc.access import Access
+    from dbsvc.rules import Refusals
+
+    access, rules = Access(Refusals()), rules_of(own)
+    query = Query(limit=20)
+    first = access.list_query(POST, rules, query, ANN, "Bearer ann")
+    assert access.list_query(POST, rules, query, ANN, "Bearer ann") is first
+    bob = access.list_query(POST, rules, query, BOB, "Bearer bob")
+    assert first is not None and bob is not None
+    assert (first.filters, bob.filters) == ({"author_id": frozenset({1})}, {"author_id": frozenset({2})})
+    other = Query(limit=20)  # an equal query parsed again is another entry
+    assert access.list_query(POST, rules, other, BOB, "Bearer bob") is not bob
+    # without a token (no guard) nothing is kept: the claims decide each time
+    assert access.list_query(POST, rules, query, ANN, None).filters == {"author_id": frozenset({1})}
+    assert access.list_query(POST, rules, query, BOB, None).filters == {"author_id": frozenset({2})}
