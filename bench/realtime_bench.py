@@ -53,6 +53,24 @@ dir, SERVICE_MAX_CONNECTIONS=20000, RUST_LOG=info) pinned to core 0; every clien
 6. flood (scenario c): `bench/ws_flood_bench.py --json` run as a subprocess on this tree (or
    `--code`): /health p50/p99 with no flood, one client flooding empty pings, then empty text.
 
+7. rules (issue 31; not in the default `--only`): sans-IO, in this process, no socket: a
+   store of `model Note { owner str @filter ... }` and the real broker with `--rules-sizes`
+   (1000,10000) feed sessions on a channel that only counts frames, each allowed only its
+   own records. Three feeds per size: `owner` (the Scope `record.owner == token.sub`
+   compiles to, pinned to `owner`: routed by the claim's value), `where` (the same rule
+   as a residual record test: tested for every event, what routing avoids) and `filter`
+   (no rules, `?owner=<sub>` instead: the routing the owner rule must equal). `--rules-writes`
+   inserts, each owned by one subscriber round-robin; the broker's CPU per write (the
+   drain only: time.process_time around the scheduled callbacks) and the deliveries.
+
+8. owned (issue 31, the issue's case; not in the default `--only`): a server of
+   `OWNED_SCHEMA` (`@allow(read, record.owner == token.sub)` on an `@filter` owner) with
+   the token guard on (a P-256 key made here, tokens minted by PyJWT), for each of
+   `--owned-sizes` (1000,10000) that many `/subscribe/note` sockets, subscriber i with a
+   token of `sub` s<i>, and `--rate` writes/s for `--duration` s by a writer token, write j
+   owned by s<j mod N>: each write reaches exactly one socket. Latency at the socket and in
+   the client, server CPU per write (it must not grow with N), /health.
+
 The receivers are a minimal WebSocket client on a plain epoll loop (see "the minimal
 WebSocket client" below): no asyncio, no websockets package, whose per-read overhead would
 cost more than the frame itself at 50,000 frames/s on the one client core.
@@ -178,7 +196,7 @@ class Tally:
 
 
 def handshake(
-    port: int, paths: list[tuple[str, bool]], timed: bool, batch: int = 100, timeout: float = 30.0
+    port: int, paths: list[tuple], timed: bool, batch: int = 100, timeout: float = 30.0
 ) -> tuple[list[Feed], list[str]]:
     """Open the sockets `batch` at a time: connect and send every request of a batch, then
     read every 101. Blocking sockets with a timeout; non-blocking once open."""
@@ -186,7 +204,9 @@ def handshake(
     errors: list[str] = []
     for first in range(0, len(paths), batch):
         pending = []
-        for path, filtered in paths[first : first + batch]:
+        for entry in paths[first : first + batch]:
+            path, filtered = entry[0], entry[1]
+            extra = entry[2] if len(entry) > 2 else ""  # header lines, each ending in CRLF
             try:
                 sock = socket.create_connection((HOST, port), timeout=timeout)
                 if timed:
@@ -194,7 +214,7 @@ def handshake(
                 key = base64.b64encode(os.urandom(16)).decode()
                 sock.sendall(
                     f"GET {path} HTTP/1.1\r\nHost: {HOST}:{port}\r\nUpgrade: websocket\r\n"
-                    f"Connection: Upgrade\r\nSec-WebSocket-Key: {key}\r\n"
+                    f"Connection: Upgrade\r\nSec-WebSocket-Key: {key}\r\n{extra}"
                     f"Sec-WebSocket-Version: 13\r\n\r\n".encode()
                 )
                 pending.append((sock, path, filtered))
@@ -435,7 +455,16 @@ CONTENT_LENGTH = re.compile(rb"(?i)\r\ncontent-length:\s*(\d+)")
 
 
 def paced_writes(
-    port: int, rate: float, count: int, names: list[str], tag: str, time_limit: float, connections: int = 8
+    port: int,
+    rate: float,
+    count: int,
+    names: list[str],
+    tag: str,
+    time_limit: float,
+    connections: int = 8,
+    target: bytes = b"/api/user",
+    make_body=user_body,
+    headers: bytes = b"",
 ) -> dict:
     """`count` POST /api/user at `rate` per second, open loop: write i is due at a random
     point of the first half of its slot [i/rate, (i+1)/rate) and goes on keep-alive socket
@@ -473,10 +502,10 @@ def paced_writes(
                         return
                     sent_at[seq] = time.monotonic_ns()
                     sent = time.time_ns()
-                    body = user_body(tag, seq, names[seq % len(names)], sent)
+                    body = make_body(tag, seq, names[seq % len(names)], sent)
                     sock.sendall(
-                        b"POST /api/user HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json"
-                        b"\r\nContent-Length: %d\r\n\r\n%s" % (len(body), body)
+                        b"POST %s HTTP/1.1\r\nHost: 127.0.0.1\r\n%sContent-Type: application/json"
+                        b"\r\nContent-Length: %d\r\n\r\n%s" % (target, headers, len(body), body)
                     )
                     data = b""
                     need = -1
@@ -581,8 +610,19 @@ def core_busy(before: dict, after: dict) -> dict[str, dict[str, float]]:
 class Server:
     """A fresh dbsvc on core 0 with its own data dir."""
 
-    def __init__(self, tmp: Path, name: str, sync: str, extra: dict[str, str] | None = None, code: Path = ROOT) -> None:
+    def __init__(
+        self,
+        tmp: Path,
+        name: str,
+        sync: str,
+        extra: dict[str, str] | None = None,
+        code: Path = ROOT,
+        schema: Path = ROOT / "schemas" / "blog.dbs",
+        tenant: str = "",
+    ) -> None:
         self.data = tmp / name
+        if tenant:
+            (self.data / tenant).mkdir(parents=True, exist_ok=True)
         # RUST_LOG stays at info: below it the server never prints the port it listens on
         env = {
             "SERVICE_DATA": str(self.data),
@@ -591,7 +631,7 @@ class Server:
             "RUST_LOG": "info",
             **(extra or {}),
         }
-        self.proc, self.port, self.log = start_dbsvc(env, code=code)
+        self.proc, self.port, self.log = start_dbsvc(env, schema=schema, code=code)
         self.sync = sync
 
     def get(self, path: str) -> dict:
@@ -1153,6 +1193,134 @@ def show_fanout(runs: list[dict]) -> None:
         )
 
 
+# -- 8. the issue's case: each subscriber allowed only its own records (issue 31) -----------------
+
+OWNED_SCHEMA = """
+model Note {
+  id       int   @id
+  owner    str   @filter
+  profile  json?
+  @allow(read, record.owner == token.sub)
+  @allow(create, token.role == "writer")
+}
+"""
+
+
+def note_body(tag: str, seq: int, name: str, sent_ns: int) -> bytes:
+    return json.dumps({"owner": name, "profile": {"bench_ts": sent_ns, "tag": tag}}, separators=(",", ":")).encode()
+
+
+def owned_run(tmp: Path, subscribers: int, args: argparse.Namespace) -> dict:
+    """Scenario 8: `subscribers` owner-scoped sockets, one delivery per write."""
+    import jwt  # PyJWT: tokens made by an independent implementation, as in the tests
+    from cryptography.hazmat.primitives import serialization
+    from cryptography.hazmat.primitives.asymmetric import ec
+
+    private = ec.generate_private_key(ec.SECP256R1())
+    pem = tmp / "owned-idp.pem"
+    pem.write_bytes(
+        private.public_key().public_bytes(serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo)
+    )
+    schema = tmp / "owned.dbs"
+    schema.write_text(OWNED_SCHEMA)
+    exp = int(time.time()) + 3600
+
+    def token(**claims: str) -> str:
+        return jwt.encode({"exp": exp, "tenant": "bench", **claims}, private, algorithm="ES256")
+
+    extra = {
+        "SERVICE_MAX_SOCKETS": str(subscribers + 100),
+        "SERVICE_JWT_PUBKEY": str(pem),
+        "SERVICE_JWT_ALG": "ES256",
+        "SERVICE_TENANT": "bench",
+    }
+    code = Path(args.code).resolve() if args.code else ROOT
+    server = Server(tmp, f"owned-{subscribers}", "off", extra, code, schema=schema, tenant="bench")
+    names = [f"s{i}" for i in range(subscribers)]
+    paths = [("/subscribe/note", True, f"Authorization: Bearer {token(sub=name)}\r\n") for name in names]
+    writer = b"Authorization: Bearer %s\r\n" % token(sub="writer", role="writer").encode()
+    count = int(args.rate * args.duration)
+    limit = args.duration * 3 + 30
+    receivers = None
+    result: dict = {"subscribers": subscribers, "rate": args.rate}
+    try:
+        rss_idle = server.rss()
+        receivers = Receivers(server.port, paths, args.fanout_b_procs, timed=True)
+        result["opened"], result["open_errors"] = receivers.opened, receivers.errors
+        server.wait_for("subscriptions", subscribers, 60)
+        warm = int(args.rate * args.warmup)
+        write = dict(target=b"/api/note", make_body=note_body, headers=writer)
+        paced_writes(server.port, args.rate, warm, names, "warm", limit, **write)
+        deadline = time.monotonic() + 30
+        while receivers.frames() < warm and time.monotonic() < deadline:
+            time.sleep(0.2)
+        receivers.ask("reset")
+        stop, samples, peak = threading.Event(), [], [server.rss()]
+        probe = threading.Thread(target=_health_probe, args=(server.port, stop, samples, server, peak), daemon=True)
+        cpu0 = server.cpu()
+        probe.start()
+        fan = paced_writes(server.port, args.rate, count, names, "owned", limit, **write)
+        fan_cpu = server.cpu() - cpu0
+        deadline = time.monotonic() + 30
+        while receivers.frames() < warm + fan["writes"] and time.monotonic() < deadline:
+            time.sleep(0.2)
+        stop.set()
+        probe.join(70)
+        stats = receivers.ask("stats")
+        result["rss_idle"], result["rss_peak"] = rss_idle, peak[0]
+    finally:
+        if receivers is not None:
+            receivers.stop()
+        server.stop()
+    kernel, user = array.array("q"), array.array("q")
+    for answer in stats:
+        for kind in (False, True):
+            k, u = array.array("q"), array.array("q")
+            k.frombytes(answer["kernel"][kind])
+            u.frombytes(answer["user"][kind])
+            kernel.extend(k)
+            user.extend(u)
+    health = sorted(samples)
+    result.update(
+        {
+            "writes": fan["writes"],
+            "errors": fan["errors"],
+            "writes_per_s": fan["writes"] / fan["elapsed"],
+            "http": ms_summary(fan["kernel_ns"]),
+            "expected": fan["writes"],
+            "received": len(kernel),
+            "socket": ms_summary(kernel),
+            "client": ms_summary(user),
+            "cpu_us_per_write": fan_cpu / max(1, fan["writes"]) * 1e6,
+            "health": {"n": len(health), "p99_ms": pct(health, 99) * 1e3},
+        }
+    )
+    return result
+
+
+def show_owned(runs: list[dict]) -> None:
+    if not runs:
+        return
+    print(
+        "\n8. each subscriber allowed only its own records (issue 31): N /subscribe/note under "
+        f"record.owner == token.sub, writes paced at {runs[0]['rate']:g}/s, one delivery per write; ms"
+    )
+    print(
+        f"   {'subs':>6} {'w/s':>6} | {'at socket p50':>13} {'p99':>7} {'max':>7} | {'in client p99':>13} | "
+        f"{'HTTP p99':>8} | {'/health p99':>11} | {'us/write':>8} | {'RSS idle/peak':>14} | received/expected"
+    )
+    for r in runs:
+        k = r["socket"]
+        print(
+            f"   {r['opened']:>6} {r['writes_per_s']:>6.1f} | {k['p50_ms']:>13.2f} {k['p99_ms']:>7.2f} "
+            f"{k['max_ms']:>7.2f} | {r['client']['p99_ms']:>13.2f} | {r['http']['p99_ms']:>8.2f} | "
+            f"{r['health']['p99_ms']:>11.2f} | {r['cpu_us_per_write']:>8.0f} | "
+            f"{r['rss_idle'] / 2**20:>5.0f}/{r['rss_peak'] / 2**20:<5.0f}MiB | {r['received']}/{r['expected']}"
+            f"{'; errors ' + str(r['errors']) if r['errors'] else ''}"
+            f"{'; open errors ' + str(r['open_errors']) if r['open_errors'] else ''}"
+        )
+
+
 # -- 6. /health under a WebSocket flood (scenario c): bench/ws_flood_bench.py -------------------------
 
 
@@ -1191,6 +1359,100 @@ def show_flood(result: dict | None) -> None:
 
 
 # -- report -------------------------------------------------------------------------------------------
+
+
+RULES_SCHEMA = """
+model Note {
+  id    int  @id
+  owner str  @filter
+  text  str
+}
+"""
+
+
+class CountingChannel:
+    """A `Channel` that counts frames (the rules run measures the broker, not sockets)."""
+
+    __slots__ = ("frames",)
+    writable = True
+
+    def __init__(self) -> None:
+        self.frames = 0
+
+    def send_frame(self, frame: bytes) -> None:
+        self.frames += 1
+
+    def close(self, code: int = 1000, reason: str = "") -> None:
+        pass
+
+
+def rules_run(tmp: Path, subscribers: int, feed: str, writes: int) -> dict:
+    """Scenario 7: one size and one kind of feed; CPU per write of the broker's drain."""
+    from dbsvc.compiler import compile_schema
+    from dbsvc.realtime.broker import Broker
+    from dbsvc.realtime.feeds import FeedKind, FeedSpec
+    from dbsvc.realtime.session import FeedSession
+    from dbsvc.rules import Scope
+    from dbsvc.schema import parse_schema
+    from dbsvc.storage import Store
+    from dbsvc.storage.tenants import create_tenant
+
+    module = compile_schema(parse_schema(RULES_SCHEMA, str(tmp / "rules.dbs")))
+    note = module.BY_NAME["Note"]
+    directory = create_tenant(str(tmp / f"rules-{feed}-{subscribers}"), "t")
+    store = Store.open(directory, module.MODELS, module.DESCRIPTION, sync="off")
+    pending: list = []
+    broker = Broker(store, module.BY_NAME, 1024)
+    broker.attach(pending.append)
+    key = note.keys["owner"]
+    channels = []
+    for i in range(subscribers):
+        sub = f"u{i}"
+        if feed == "owner":
+            spec = FeedSpec(FeedKind.SUBSCRIBE, note, {}, None, Scope(field="owner", keys=frozenset({key(sub)}), key=key))
+        elif feed == "where":
+            spec = FeedSpec(FeedKind.SUBSCRIBE, note, {}, None, Scope(where=lambda r, sub=sub: r["owner"] == sub))
+        else:
+            spec = FeedSpec(FeedKind.SUBSCRIBE, note, note.parse_feed_query([("owner", sub)]).filters, None)
+        session = FeedSession(spec, broker, store.head_offset)
+        channel = CountingChannel()
+        session.on_open(channel)  # type: ignore[arg-type]
+        channels.append(channel)
+
+    async def write_all() -> float:
+        cpu = 0.0
+        for i in range(writes):
+            await store.insert("Note", note.validate_create({"owner": f"u{i % subscribers}", "text": "x"}))
+            started = time.process_time()
+            while pending:
+                batch = pending[:]
+                del pending[:]
+                for callback in batch:
+                    callback()
+            cpu += time.process_time() - started
+        return cpu
+
+    cpu = asyncio.run(write_all())
+    store.close()
+    return {
+        "subscribers": subscribers,
+        "feed": feed,
+        "writes": writes,
+        "cpu_per_write_us": cpu / writes * 1e6,
+        "deliveries": sum(c.frames for c in channels),
+    }
+
+
+def show_rules(runs: list[dict]) -> None:
+    if not runs:
+        return
+    print("\nrules (sans-IO broker, each subscriber allowed only its own records)")
+    print(f"   {'subscribers':>11} {'feed':>7} {'writes':>7} {'deliveries':>10} {'CPU per write':>14}")
+    for r in runs:
+        print(
+            f"   {r['subscribers']:>11,} {r['feed']:>7} {r['writes']:>7,} {r['deliveries']:>10,} "
+            f"{r['cpu_per_write_us']:>11,.1f} us"
+        )
 
 
 def others_on_server_core(cores: dict, server_cpu: float, seconds: float) -> float:
@@ -1327,7 +1589,7 @@ def main(argv: list[str]) -> int:
     parser.add_argument(
         "--only",
         default="latency,memory,throughput",
-        help="comma list of runs: latency, memory, throughput, inits, fanout, flood",
+        help="comma list of runs: latency, memory, throughput, inits, fanout, flood, rules, owned",
     )
     parser.add_argument("--sync", default="off,full", help="SERVICE_SYNC modes of the latency run")
     parser.add_argument("--subscribers", type=int, default=1000, help="sockets of the latency run")
@@ -1352,6 +1614,9 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--fanout-b-procs", type=int, default=4, help="receiver processes of the fanout run")
     parser.add_argument("--flood-duration", type=float, default=5, help="flood: seconds of /health probes each")
     parser.add_argument("--json", action="store_true", help="also print the results as JSON")
+    parser.add_argument("--rules-sizes", default="1000,10000", help="rules: comma list of subscriber counts")
+    parser.add_argument("--rules-writes", type=int, default=2000, help="rules: inserts per size and feed")
+    parser.add_argument("--owned-sizes", default="1000,10000", help="owned: comma list of subscriber counts")
     parser.add_argument("--init-records", type=int, default=100_000, help="users of the inits run")
     parser.add_argument("--init-sockets", type=int, default=50, help="live queries opened at once")
     parser.add_argument("--init-window", type=float, default=20, help="seconds of /health probes")
@@ -1382,7 +1647,16 @@ def main(argv: list[str]) -> int:
         f"server on core {SERVER_CORE}, clients on core {LOAD_CORE}; RLIMIT_NOFILE {limit}; "
         f"load average {Path('/proc/loadavg').read_text().split()[0]} on {os.cpu_count()} cores"
     )
-    results: dict = {"latency": [], "memory": [], "throughput": None, "inits": [], "fanout": [], "flood": None}
+    results: dict = {
+        "latency": [],
+        "memory": [],
+        "throughput": None,
+        "inits": [],
+        "fanout": [],
+        "flood": None,
+        "rules": [],
+        "owned": [],
+    }
     with tempfile.TemporaryDirectory(prefix="dbsvc-realtime-bench-") as tmp:
         if "latency" in only:
             for sync in args.sync.split(","):
@@ -1406,12 +1680,23 @@ def main(argv: list[str]) -> int:
         if "flood" in only:
             results["flood"] = flood_run(args)
             print("   flood run done", flush=True)
+        if "rules" in only:
+            for size in args.rules_sizes.split(","):
+                for feed in ("owner", "filter", "where"):
+                    results["rules"].append(rules_run(Path(tmp), int(size), feed, args.rules_writes))
+                print(f"   rules run {size} done", flush=True)
+        if "owned" in only:
+            for size in args.owned_sizes.split(","):
+                results["owned"].append(owned_run(Path(tmp), int(size), args))
+                print(f"   owned run {size} done", flush=True)
     show_latency(results["latency"], args)
     show_memory(results["memory"])
     show_throughput(results["throughput"])
     show_inits(results["inits"])
     show_fanout(results["fanout"])
     show_flood(results["flood"])
+    show_rules(results["rules"])
+    show_owned(results["owned"])
     disturbed = [
         f"latency sync={r['sync']} {label}: {r[key]['others_core0']:.0%}"
         for r in results["latency"]

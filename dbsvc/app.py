@@ -212,7 +212,14 @@ class Application:
         self.refusals = Refusals()
         self.access = Access(self.refusals)
         self.realtime = RealtimeRoutes(
-            self.broker, module.BY_NAME, guard=guard, origins=origins, fingerprint=self.fingerprint
+            self.broker,
+            module.BY_NAME,
+            guard=guard,
+            origins=origins,
+            fingerprint=self.fingerprint,
+            rules=self.rules,  # access rules (issue 31): /replicate's rule
+            replicate_rule=getattr(module, "REPLICATE_RULE", None),
+            refusals=self.refusals,  # one counter: /metrics shows REST's and the sockets' refusals
         )
         self._operational: dict[str, Callable[[], Response]] = {
             route.path: getattr(self, route.name) for route in OPERATIONAL

@@ -132,6 +132,105 @@ EVERYTHING: Final = Scope(everything=True)
 NOTHING: Final = Scope(nothing=True)
 
 
+# ---------------------------------------------------------------------------------------
+# What the generated scope functions assemble a Scope from (compiler/rules.py).
+# ---------------------------------------------------------------------------------------
+
+
+def converted(value: Any, convert: Callable[[str], Any]) -> Any:
+    """A claim in the typed form of the field it is compared with (a datetime's index key,
+    a uuid in lower case): `convert(text)` of a string claim, None for null, MISSING for any
+    other kind or a text `convert` refuses (answers None); a list claim item by item (for
+    `in`), the refused items left out. So rule 2 holds for typed fields too."""
+    if isinstance(value, list):
+        items = [converted(item, convert) for item in value]
+        return [item for item in items if item is not MISSING]
+    if value is None:
+        return None
+    if not isinstance(value, str):
+        return MISSING
+    result = convert(value)
+    return MISSING if result is None else result
+
+
+def claim_keys(
+    value: Any, kinds: tuple[type, ...], convert: Callable[[Any], Any], many: bool = False, nullable: bool = False
+) -> frozenset[Any]:
+    """The index keys a claim pins an `@filter` field to: `record.F == token.C` one,
+    `record.F in token.C` each item of a list claim (`many`). Only values of F's JSON
+    `kinds` count (rule 2: exact types, so `true` is never an int), null only when F is
+    `nullable`; each goes through `convert` (F's key, or a parser answering None for a text
+    it refuses). A missing claim, or one of another kind, pins nothing: an empty set."""
+    if many and not isinstance(value, list):
+        return frozenset()
+    keys: set[Any] = set()
+    for item in value if many else (value,):
+        if item is None:
+            if nullable:
+                keys.add(None)
+            continue
+        if type(item) not in kinds:
+            continue
+        key = convert(item)
+        if key is not None:
+            keys.add(key)
+    return frozenset(keys)
+
+
+@dataclass(frozen=True, slots=True)
+class Part:
+    """One OR-ed branch of a read rule that the token's claims leave possible: a record is
+    in it when its `field` value (at `position` in the stored values) has its index key in
+    `keys` (when `field` is set) and `where` holds (when set; `where_row` on the values)."""
+
+    field: str | None = None
+    position: int = 0
+    keys: frozenset[Any] = frozenset()
+    key: Callable[[Any], Any] | None = None
+    where: Callable[[Record], bool] | None = None
+    where_row: Callable[[Sequence[Any]], bool] | None = None
+
+    def holds(self, subject: Any, row: bool) -> bool:
+        if self.field is not None:
+            assert self.key is not None
+            if self.key(subject[self.position] if row else subject[self.field]) not in self.keys:
+                return False
+        test = self.where_row if row else self.where
+        return test is None or bool(test(subject))
+
+
+def scope_of(parts: Sequence[Part]) -> Scope:
+    """The Scope of the branches a token leaves possible: NOTHING when none can hold (a
+    pinned branch whose claim pins no key cannot), EVERYTHING when one holds for every
+    record, an index lookup when every branch pins the same field (their keys united; the
+    branches' own tests only when there is more than one or they test more), else a scan."""
+    live = [part for part in parts if part.field is None or part.keys]
+    if not live:
+        return NOTHING
+    if any(part.field is None and part.where is None for part in live):
+        return EVERYTHING
+    fields = {part.field for part in live}
+    if len(fields) == 1 and None not in fields:
+        first = live[0]
+        if len(live) == 1:
+            return Scope(
+                field=first.field, keys=first.keys, key=first.key, where=first.where, where_row=first.where_row
+            )
+        keys = frozenset().union(*(part.keys for part in live))
+        return Scope(field=first.field, keys=keys, key=first.key, where=_any(live, False), where_row=_any(live, True))
+    return Scope(where=_any(live, False), where_row=_any(live, True))
+
+
+def _any(parts: list[Part], row: bool) -> Callable[[Any], bool]:
+    def test(subject: Any) -> bool:
+        for part in parts:
+            if part.holds(subject, row):
+                return True
+        return False
+
+    return test
+
+
 @dataclass(frozen=True, slots=True)
 class ModelRules:
     """One model's compiled rules: a function per operation (generated, compiler/rules.py).

@@ -44,6 +44,7 @@ from dbsvc.compiler.asyncapi_messages import (
     message,
     put,
 )
+from dbsvc.compiler.openapi_rules import replicate_sentence, rule_sentence
 from dbsvc.compiler.openapi_schemas import nullable, object_schema, ref, scalar_schema
 from dbsvc.routes import LIVE_QUERY, REPLICATE_PATH, REPLICATE_SNAPSHOT_PATH, SUBSCRIBE, feed_path
 from dbsvc.schema.ir import Model, Schema
@@ -251,6 +252,8 @@ def _add_feed_channels(channels: dict[str, Any], operations: dict[str, Any], sch
         "is full is closed with 1013."
     )
     query = _feed_query(model)
+    # With rules, the subscribe rule decides what reaches the socket (openapi_rules.py).
+    rule = f"\n\n{rule_sentence(model, 'subscribe')}" if model.rules else ""
 
     feed = f"subscribe.{kebab}"
     feed_messages = {kind: ref(f"{name}.{kind.capitalize()}", "messages") for kind in ("insert", "update", "delete")}
@@ -274,7 +277,7 @@ def _add_feed_channels(channels: dict[str, Any], operations: dict[str, Any], sch
                 "old or new record matches, and links whose parent matches. With `projection`, "
                 "`record` and `previous` carry only the projection's fields. With `after`, the "
                 "matching events after that offset are replayed first, then the feed follows live "
-                f"with no gap and no duplicate. {lag}\n\n{_FEED_REFUSALS}\n\n" + _socket_rules(tuple(CLOSE_CODES))
+                f"with no gap and no duplicate. {lag}{rule}\n\n{_FEED_REFUSALS}\n\n" + _socket_rules(tuple(CLOSE_CODES))
             ),
             "messages": feed_messages,
             "bindings": _ws_binding(query),
@@ -307,7 +310,7 @@ def _add_feed_channels(channels: dict[str, Any], operations: dict[str, Any], sch
                 "`Updated` (`record`) and `Removed` (`id`) as records enter, change inside, or "
                 "leave the result set. Resumed with `after`, no `Init` is sent: the client already "
                 "holds the result set as of that offset and gets the deltas of the later events. "
-                f"With `projection`, records carry only its fields. {lag}\n\n{_FEED_REFUSALS}\n\n"
+                f"With `projection`, records carry only its fields. {lag}{rule}\n\n{_FEED_REFUSALS}\n\n"
                 + _socket_rules(tuple(CLOSE_CODES))
             ),
             "messages": {"delta": ref(f"{name}.LiveDelta", "messages")},
@@ -325,6 +328,11 @@ def _add_feed_channels(channels: dict[str, Any], operations: dict[str, Any], sch
             ["realtime", name],
         ),
     )
+
+
+def _who_replicates(schema: Schema) -> str:
+    who = replicate_sentence(schema)
+    return f"\n\n{who}" if who else ""
 
 
 def _add_replication(
@@ -386,7 +394,7 @@ def _add_replication(
                 "rows in offset order. Offsets are global, gap-free, never reused, and survive "
                 "restarts and compaction. The stream replays from disk after `after`, then follows "
                 "live; it reads the log at the socket's pace, so a slow replica never grows server "
-                f"memory.\n\n{refusals}\n\n" + _socket_rules(_REPLICATE_CLOSE_CODES)
+                f"memory.{_who_replicates(schema)}\n\n{refusals}\n\n" + _socket_rules(_REPLICATE_CLOSE_CODES)
             ),
             "messages": {"event": ref("PersistedEvent", "messages")},
             "bindings": _ws_binding(
@@ -413,11 +421,16 @@ def _add_replication(
             ["realtime"],
         ),
     )
-    _add_snapshot_channel(schemas, messages, channels, operations, state)
+    _add_snapshot_channel(schemas, messages, channels, operations, state, _who_replicates(schema))
 
 
 def _add_snapshot_channel(
-    schemas: dict[str, Any], messages: dict[str, Any], channels: dict[str, Any], operations: dict[str, Any], state: str
+    schemas: dict[str, Any],
+    messages: dict[str, Any],
+    channels: dict[str, Any],
+    operations: dict[str, Any],
+    state: str,
+    who: str = "",
 ) -> None:
     """`/replicate/snapshot`: what a read replica bootstraps from (replica/follower.py)."""
     put(
@@ -481,7 +494,7 @@ def _add_snapshot_channel(
                 f"Replication is {state} in this schema; when off the route answers HTTP 404 "
                 "`replication_disabled`. A header, the snapshot file in binary chunks (every line "
                 "carries its CRC), an end message with the size and crc32 of all of them, then close "
-                "1000.\n\nRefused before the upgrade with a plain HTTP `application/problem+json` error: "
+                f"1000.{who}\n\nRefused before the upgrade with a plain HTTP `application/problem+json` error: "
                 "400 `bad_query` (any query parameter); 401 `unauthorized`; 403 `forbidden`; 404 "
                 "`replication_disabled`; 426 when the request is not a WebSocket handshake; 503 "
                 "`unavailable` while a compaction switches epochs.\n\n" + _socket_rules(_REPLICATE_CLOSE_CODES)

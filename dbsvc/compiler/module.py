@@ -4,15 +4,21 @@ Layout of the generated module, top to bottom::
 
     \"\"\"header docstring\"\"\"
     import sys
+    import dbsvc.rules as _dbsvc_rules
     import dbsvc.runtime as _dbsvc_rt
-    from dbsvc.errors import BadQuery, BadRequest, ConstraintViolation
+    from dbsvc.errors import BadQuery, BadRequest, ConstraintViolation, Forbidden
     from dbsvc.runtime import CompiledModel, Query
     # per model, in declaration order:
     #   check_m__f ..., validate_create_m, validate_replace_m, validate_patch_m,
     #   parse_id_m, key_m__f ..., filter_m__f ..., match_m, passes_m, parse_sort_m,
     #   parse_list_query_m, parse_get_query_m, parse_feed_query_m,
     #   project_m_<projection> ..., decode_m, members_m__f ... (enum fields), row_m,
+    #   scope_m__list, allow_m__get, allow_m__create, allow_m__update, allow_m__delete,
+    #   scope_m__subscribe (a model with @allow), fill_m__from_token (@default(token.X)),
     #   M_MODEL = CompiledModel(...)
+    allow_replicate(token)  a schema with @allow(replicate, ...)
+    REPLICATE_RULE = ...    allow_replicate or None
+    RULES = True|False      the schema has any rule or token default (compiler/rules.py)
     MODELS = (...)          declaration order
     ROUTES = {...}          kebab -> CompiledModel
     BY_NAME = {...}         declared name -> CompiledModel
@@ -59,6 +65,7 @@ from dbsvc.compiler.nodes import (
     tuple_,
 )
 from dbsvc.compiler.queries import build_queries, key_function, keyed_fields
+from dbsvc.compiler.rules import RULES_ALIAS, build_replicate, build_rules, model_rules_arguments
 from dbsvc.compiler.validators import build_validators
 from dbsvc.schema.ir import Field, FieldType, Model, Schema
 
@@ -171,6 +178,7 @@ def build_compiled_model(model: Model) -> ast.Assign:
         "match",
     ):
         arguments[action] = name(per_model(action, model))
+    arguments.update(model_rules_arguments(model))
     return assign(model_constant(model), call("CompiledModel", **arguments))
 
 
@@ -182,6 +190,7 @@ def build_model(schema: Schema, model: Model) -> Stmts:
     out.append(build_decode(schema, model))
     out += build_members(model)
     out.append(build_row(schema, model))
+    out += build_rules(schema, model)
     out.append(build_compiled_model(model))
     return out
 
@@ -218,8 +227,9 @@ def build_tree(
     body: Stmts = [
         expr(const(_header(schema, version))),
         import_("sys"),
+        import_("dbsvc.rules", RULES_ALIAS),
         import_("dbsvc.runtime", RT),
-        import_from("dbsvc.errors", ["BadQuery", "BadRequest", "ConstraintViolation"]),
+        import_from("dbsvc.errors", ["BadQuery", "BadRequest", "ConstraintViolation", "Forbidden"]),
         import_from("dbsvc.runtime", ["CompiledModel", "Query"]),
     ]
     for model in schema.models:
@@ -235,6 +245,7 @@ def build_tree(
         assign("SCHEMA_PATH", const(schema.path)),
         assign("OPENAPI_JSON", const(documents.openapi)),
         assign("ASYNCAPI_JSON", const(documents.asyncapi)),
+        *build_replicate(schema),
         if_(
             eq(name("__name__"), const("__main__")),
             [

@@ -45,6 +45,7 @@ from dbsvc.compiler.openapi_parts import (
     shared_parameters,
     sort_parameter,
 )
+from dbsvc.compiler.openapi_rules import describe_rules
 from dbsvc.compiler.openapi_schemas import add_model_schemas, object_schema, problem_schemas, record_or_projection, ref
 from dbsvc.routes import (
     LIVE_QUERY,
@@ -75,6 +76,7 @@ def build_openapi(schema: Schema) -> dict[str, Any]:
         _add_feed_paths(paths, model)
     paths[REPLICATE_PATH] = {"get": _replicate_operation(schema)}
     paths[REPLICATE_SNAPSHOT_PATH] = {"get": _replicate_snapshot_operation()}
+    describe_rules(paths, schema)
     schemas.update(problem_schemas())
     return {
         "openapi": OPENAPI_VERSION,

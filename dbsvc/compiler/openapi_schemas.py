@@ -124,6 +124,13 @@ def field_notes(f: Field) -> list[str]:
         notes.append("unique")
     if f.ref:
         notes.append(f"references `{f.ref}` by its id")
+    if f.token_default:
+        claim = ".".join(f.token_default)
+        missing = "null" if f.nullable else "403 `forbidden`"
+        notes.append(
+            f"set from the token's claim `{claim}` on create (`@default(token.{claim})`): omit it or send the "
+            f"same value, another is 403 `forbidden`; a token without the claim gives {missing}"
+        )
     return notes
 
 
@@ -139,7 +146,8 @@ def add_model_schemas(schemas: dict[str, Any], model: Model) -> None:
     name = model.name
     stored = {f.name: field_schema(f, with_default=False) for f in model.fields}
     body = {f.name: field_schema(f, with_default=True) for f in model.fields}
-    create_required = [f.name for f in model.fields if f.required]
+    create_required = [f.name for f in model.fields if f.required and not f.token_default]
+    replace_required = [f.name for f in model.fields if f.required and not f.is_id]
     id_name = model.id_field.name
     schemas[name] = object_schema(
         stored, [f.name for f in model.fields], f"A stored `{name}` record; fields in declaration order."
@@ -152,7 +160,7 @@ def add_model_schemas(schemas: dict[str, Any], model: Model) -> None:
     )
     schemas[f"{name}.Replace"] = object_schema(
         body,
-        [n for n in create_required if n != id_name],
+        replace_required,
         f"Body of PUT /api/{model.kebab}/{{id}}: the whole record. Omitted nullable fields become "
         "null, omitted fields with a default take it; the id comes from the path, and a body "
         "id that differs from it is 422.",

@@ -11,11 +11,16 @@ Rules:
    the commit.
 2. Routing scales with the matches, not the subscribers. Per model, feeds without a
    filter are in one set; a filtered feed is indexed under one of its filter fields (its
-   first, in declaration order) by each of that field's values, as
+   first, in declaration order; a feed whose access-rule Scope pins a field, that field,
+   with the Scope's keys narrowed by the query's own filter on it: `FeedSpec.route`) by
+   each of that field's values, as
    `routed[field][index key] -> feeds`. An event looks up its record's (and, for an
    update, its previous record's) key under each field in use and tests only those
    candidates with the generated matcher, so it costs O(feeds it may reach), not
    O(all feeds). (Supabase Realtime runs every subscriber's filter for every event.)
+   A feed whose Scope only tests records (`where`) is filed by its filter, or with the
+   unfiltered ones, and tested; one no event can reach (its Scope sees nothing, or its
+   filter and Scope share no key) is kept in `idle`, in no route.
 3. Each event's frames are encoded once per distinct form and projection (`EventFrames`)
    and the same bytes go to every receiver.
 4. `head` is the offset of the last event drained. A live query's Init waits in
@@ -58,37 +63,52 @@ DEFAULT_MAX_BYTES = 8 << 20  # session.py rule 4: bytes a socket's queue may hol
 class ModelFeeds:
     """The feed sockets of one model, indexed for routing (rule 2)."""
 
-    __slots__ = ("everyone", "routed")
+    __slots__ = ("everyone", "routed", "idle")
 
     def __init__(self) -> None:
         self.everyone: set[FeedSession] = set()
         self.routed: dict[str, dict[Any, set[FeedSession]]] = {}
+        self.idle: set[FeedSession] = set()  # rule 2: routed under no key
+
+    def sessions(self) -> set[FeedSession]:
+        """Every feed of the model, however filed."""
+        found = self.everyone | self.idle
+        for by_key in self.routed.values():
+            for group in by_key.values():
+                found |= group
+        return found
 
     def add(self, session: FeedSession) -> None:
-        filters = session.spec.filters
-        if not filters:
+        route = session.spec.route()
+        if route is None:
             self.everyone.add(session)
             return
-        field = next(f for f in session.spec.model.fields if f in filters)
+        field, keys = route
+        if not keys:
+            self.idle.add(session)  # a Scope that sees nothing, or a filter its Scope excludes
+            return
         by_key = self.routed.setdefault(field, {})
-        for key in filters[field]:
+        for key in keys:
             by_key.setdefault(key, set()).add(session)
 
     def remove(self, session: FeedSession) -> None:
-        filters = session.spec.filters
-        if not filters:
+        route = session.spec.route()
+        if route is None:
             self.everyone.discard(session)
             return
-        field = next(f for f in session.spec.model.fields if f in filters)
-        by_key = self.routed.get(field, {})
-        for key in filters[field]:
+        field, keys = route
+        self.idle.discard(session)
+        by_key = self.routed.get(field)
+        if by_key is None:
+            return
+        for key in keys:
             sessions = by_key.get(key)
             if sessions is not None:
                 sessions.discard(session)
                 if not sessions:
                     del by_key[key]
         if not by_key:
-            self.routed.pop(field, None)
+            del self.routed[field]
 
     def candidates(self, model: CompiledModel, record: dict | None, previous: dict | None) -> set[FeedSession]:
         """Every feed `record` or `previous` may match: the unfiltered ones plus the ones
@@ -151,10 +171,7 @@ class Broker:
         stream comes from the new store."""
         sessions: list[StreamSession] = [*self._replicas]
         for feeds in self._feeds.values():
-            sessions.extend(feeds.everyone)
-            for by_key in feeds.routed.values():
-                for group in by_key.values():
-                    sessions.extend(group)
+            sessions.extend(feeds.sessions())
         for session in set(sessions):
             session.close(code, reason)
         self._pending.clear()

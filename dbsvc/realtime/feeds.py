@@ -15,11 +15,29 @@ Change feed (docs/guide/realtime.md, docs/realtime.md), for a spec on model M:
   "field":f,"linked":true|false,"offset":<the row's offset>}`; it passes when the parent
   record (read from the store when the link is delivered) matches.
 
+Access rules (docs/realtime.md, "Access rules"): the spec of a model with `@allow` rules
+carries the `Scope` its socket's token got from the model's `subscribe` rule, and the
+Scopes of the models whose records reference it (for links). A record is *visible* when
+the Scope lets the token see it, and *in view* when it is visible and passes the query's
+filters. An event passes when a side of it is in view (insert: the new record; delete:
+the old; update: either), as the filters alone decide without rules; visibility decides
+its form:
+
+    update, both sides visible   -> update (with `previous`)
+    update, only old visible     -> delete of the old record (it left the token's view)
+    update, only new visible     -> insert of the new record (`previous` never sent)
+
+The insert or delete so made is the frame a real insert or delete of that record would be,
+at the update's own offset and watermark (so `after=` resumes past it), and shows nothing
+the token may not see. A `link` passes when its parent is in view and its child (`child`:
+the new record of a link, the old one of an unlink) is visible under the child model's
+Scope for the same token. A model without rules has no Scope: everything is visible.
+
 Live query, stateless: membership before and after a row follows from the event alone,
 because an update carries `previous` and a delete its last record::
 
-    was = match(previous) for update, match(record) for delete, False for insert
-    now = match(record) for insert and update, False for delete
+    was = in_view(previous) for update, in_view(record) for delete, False for insert
+    now = in_view(record) for insert and update, False for delete
     not was, now  -> Added      was, now -> Updated      was, not now -> Removed
 
 so a resumed live query (`after=`) gets exactly the deltas of the later events with no
@@ -38,11 +56,13 @@ from __future__ import annotations
 import enum
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
+from dataclasses import field as dataclass_field
 from typing import Any
 
 from dbsvc.http.frames import text_frame
+from dbsvc.rules import Scope
 from dbsvc.runtime import CompiledModel, json_bytes
-from dbsvc.storage.events import ChangeEvent, EventKind
+from dbsvc.storage.events import ChangeEvent, EventKind, event_payload
 from dbsvc.storage.logfile import frame_payload
 
 Lookup = Callable[[str, Any], "dict | None"]  # (model name, id) -> current record
@@ -70,6 +90,9 @@ class LinkEvent:
     field: str
     linked: bool
     offset: int
+    # the child record on the side the link is about (new when linked, old when not): what
+    # a feed under access rules tests against the child model's Scope; not in the frame
+    child: dict | None = dataclass_field(default=None, compare=False)
 
     def frame(self) -> bytes:
         return text_frame(
@@ -101,10 +124,11 @@ def derive_links(event: ChangeEvent, model: CompiledModel) -> Iterator[LinkEvent
             old, new = previous[field], record[field]
             if old == new:
                 continue
+        before = previous if kind is EventKind.UPDATE else record
         if old is not None:
-            yield LinkEvent(parent, old, model.name, event.id, field, False, event.offset)
+            yield LinkEvent(parent, old, model.name, event.id, field, False, event.offset, before)
         if new is not None:
-            yield LinkEvent(parent, new, model.name, event.id, field, True, event.offset)
+            yield LinkEvent(parent, new, model.name, event.id, field, True, event.offset, record)
 
 
 class EventFrames:
@@ -133,6 +157,23 @@ class EventFrames:
                     body["previous"] = project(event.previous)
                 frame = text_frame(json_bytes(body))
             self._cache[projection] = frame
+        return frame
+
+    def as_kind(self, kind: EventKind, projection: str | None) -> bytes:
+        """An update shown as the insert of its new record (`INSERT`) or the delete of its
+        old one (`DELETE`), to a token that may see only that side (module docstring): the
+        frame a real insert or delete of that record would be, at the update's offset and
+        watermark."""
+        key = (kind, projection)
+        frame = self._cache.get(key)
+        if frame is None:
+            event = self.event
+            assert event.kind is EventKind.UPDATE and event.previous is not None
+            record = event.record if kind is EventKind.INSERT else event.previous
+            if projection is not None:
+                record = self.model.project[projection](record)
+            payload = event_payload(kind, event.model, event.offset, event.watermark, event.id, record)
+            frame = self._cache[key] = text_frame(payload)
         return frame
 
     def delta(self, delta: Delta, projection: str | None) -> bytes:
@@ -189,9 +230,36 @@ class FeedSpec:
     model: CompiledModel
     filters: Mapping[str, frozenset]
     projection: str | None
+    scope: Scope | None = None  # the token's `subscribe` Scope; None: the model has no rules
+    link_scopes: Mapping[str, Scope] = dataclass_field(default_factory=dict)  # child model -> Scope; absent: no rules
+
+    def route(self) -> tuple[str, frozenset] | None:
+        """The (field, index keys) the broker files this feed under (broker.py rule 2), or
+        None: it is tested for every event. A Scope pinned to a field routes on it, its
+        keys narrowed by the query's own filter on that field; else the first filter
+        field; a Scope that sees nothing routes under no key at all."""
+        scope, filters = self.scope, self.filters
+        if scope is not None and not scope.everything:
+            if scope.nothing:
+                return self.model.id_field, frozenset()
+            if scope.field is not None:
+                keys = scope.keys if scope.field not in filters else scope.keys & filters[scope.field]
+                return scope.field, keys
+        if not filters:
+            return None
+        first = next(f for f in self.model.fields if f in filters)
+        return first, filters[first]
+
+    def in_view(self, record: dict | None) -> bool:
+        """`record` passes the filters and the token may see it."""
+        if record is None or not self.model.match(record, self.filters):
+            return False
+        return self.scope is None or self.scope.visible(record)
 
     def row_frame(self, frames: EventFrames) -> bytes | None:
         """The frame this feed sends for a row event of its model, or None."""
+        if self.scope is not None and not self.scope.everything:
+            return self._ruled_frame(frames)
         event = frames.event
         match, filters = self.model.match, self.filters
         kind = event.kind
@@ -205,6 +273,33 @@ class FeedSpec:
             was, now = match(event.previous, filters), match(event.record, filters)  # type: ignore[arg-type]
         else:
             was, now = match(event.record, filters), False
+        return self._delta(frames, was, now)
+
+    def _ruled_frame(self, frames: EventFrames) -> bytes | None:
+        """`row_frame` under a Scope (module docstring, "Access rules")."""
+        event = frames.event
+        kind, in_view = event.kind, self.in_view
+        if kind is EventKind.INSERT:
+            was, now = False, in_view(event.record)
+        elif kind is EventKind.UPDATE:
+            was, now = in_view(event.previous), in_view(event.record)
+        else:
+            was, now = in_view(event.record), False
+        if self.kind is FeedKind.LIVE:
+            return self._delta(frames, was, now)
+        if not (was or now):
+            return None
+        if kind is not EventKind.UPDATE:
+            return frames.change(self.projection)
+        scope = self.scope
+        assert scope is not None
+        before = was or scope.visible(event.previous)
+        after = now or scope.visible(event.record)
+        if before and after:
+            return frames.change(self.projection)
+        return frames.as_kind(EventKind.DELETE if before else EventKind.INSERT, self.projection)
+
+    def _delta(self, frames: EventFrames, was: bool, now: bool) -> bytes | None:
         if now:
             return frames.delta(Delta.UPDATED if was else Delta.ADDED, self.projection)
         if was:
@@ -215,9 +310,13 @@ class FeedSpec:
         """The frame this feed sends for a link to one of its model's records, or None."""
         if self.kind is not FeedKind.SUBSCRIBE:
             return None
-        if self.filters:
-            parent = link.parent
-            if parent is None or not self.model.match(parent, self.filters):
+        scope = self.scope
+        if self.filters or (scope is not None and not scope.everything):
+            if not self.in_view(link.parent):
+                return None
+        if self.link_scopes:
+            child_scope = self.link_scopes.get(link.link.child_model)
+            if child_scope is not None and not child_scope.visible(link.link.child):
                 return None
         return link.frame
 

@@ -25,17 +25,25 @@ Rules:
    observed, so it is read with `as_of` that event's model watermark: the rows the store
    applied but the broker has not yet published (an fsync in flight) are stepped over.
 3. Ids are ascending, so a change to an id already sent is a delta the socket's queue
-   holds, not a change to keep; `changed` keeps at most `limit` entries, past which the
+   holds, not a change to keep, and so is a change to an id not in the result set (found
+   by bisection); `changed` keeps at most `limit` entries, past which the
    Init cannot finish in bounded memory and the socket is closed 1013 (session.py).
+4. Access rules: under a `subscribe` Scope (dbsvc/rules.py) the Init holds only the
+   records in view (feeds.py): a Scope pinned to a field narrows the ids through that
+   field's hash index exactly as a filter on it would (intersected with the query's own
+   filter on the same field); its `where` tests each record, as it was at `O`, when its
+   slice is built, so a record the token may not see is never read into a frame.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from bisect import bisect_left
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from dbsvc.http.frames import text_frame
 from dbsvc.interfaces import ServedStore
+from dbsvc.rules import Scope
 from dbsvc.runtime import json_bytes
 from dbsvc.storage.events import ChangeEvent, EventKind
 
@@ -62,17 +70,28 @@ class InitSlices:
         "_limit",
         "_store",
         "_tail",
+        "_where",
     )
 
     def __init__(
-        self, store: ServedStore, model: Any, filters: Any, projection: str | None, offset: int, limit: int
+        self,
+        store: ServedStore,
+        model: Any,
+        filters: Any,
+        projection: str | None,
+        offset: int,
+        limit: int,
+        scope: Scope | None = None,
     ) -> None:
         self.model = model
         self.offset = offset
         self.watermark = store.watermarks()[model.name]
         self.epoch = store.epoch
         self.projection = None if projection is None else model.project[projection]
-        self._ids: Sequence[Any] = store.live_ids(model.name, filters)
+        self._where = None if scope is None or scope.everything else scope.where
+        self._ids: Sequence[Any] = [] if scope is not None and scope.nothing else store.live_ids(
+            model.name, scoped_filters(filters, scope)
+        )
         self._pos = 0
         self._seen = self.watermark  # model watermark of the last event observed
         self._changed: dict[Any, dict | None] = {}
@@ -96,8 +115,12 @@ class InitSlices:
         if event.kind is EventKind.INSERT:
             return  # absent at `offset`: not among the ids
         id_, pos = event.id, self._pos
-        if pos and id_ <= self._ids[pos - 1]:
+        ids = self._ids
+        if pos and id_ <= ids[pos - 1]:
             return  # rule 3: already sent
+        at = bisect_left(ids, id_, pos)
+        if at == len(ids) or ids[at] != id_:
+            return  # not in the result set at `offset` (its filter or Scope left it out)
         if id_ not in self._changed:
             self._changed[id_] = event.previous if event.kind is EventKind.UPDATE else event.record
 
@@ -105,7 +128,7 @@ class InitSlices:
         """The next slice's `Init` message (the last one once `done`)."""
         ids, pos, end = self._ids, self._pos, len(self._ids)
         changed, get, name, seen = self._changed, self._store.get, self.model.name, self._seen
-        project = self.projection
+        project, where = self.projection, self._where
         parts: list[bytes] = []
         size = 0
         stop = min(end, pos + SLICE_RECORDS)
@@ -115,8 +138,10 @@ class InitSlices:
             record = changed.pop(id_, _ABSENT)
             if record is _ABSENT:
                 record, _watermark = get(name, id_, seen)
-            if record is None:  # cannot happen: an id at `offset` has a state
+            if not isinstance(record, dict):  # None cannot happen: an id at `offset` has a state
                 continue
+            if where is not None and not where(record):
+                continue  # rule 4: not visible to this token at `offset`
             part = json_bytes(record if project is None else project(record))
             parts.append(part)
             size += len(part) + 1
@@ -127,3 +152,13 @@ class InitSlices:
             self._changed.clear()
         head = b'{"type":"Init","model":%s,"records":[' % json_bytes(name)
         return text_frame(b"".join((head, b",".join(parts), self._tail, complete)))
+
+
+def scoped_filters(filters: Mapping[str, frozenset], scope: Scope | None) -> Mapping[str, frozenset]:
+    """`filters` narrowed by a Scope pinned to a field (rule 4): that field's keys are the
+    Scope's, intersected with the filter's own when the query filters on it too."""
+    if scope is None or scope.everything or scope.field is None:
+        return filters
+    field = scope.field
+    keys = scope.keys if field not in filters else scope.keys & filters[field]
+    return {**filters, field: keys}

@@ -14,6 +14,16 @@ passes: its Origin names the Host it connects to), the model, every query parame
 `parse_feed_query`), and `after` (410 `offset_gone`, 400 `offset_out_of_range`). The
 WebSocket handshake itself is the protocol layer's (426 / 400).
 
+Access rules (docs/realtime.md, "Access rules"): a model with `@allow` rules gives the
+socket's token its `subscribe` Scope here, once (`ModelRules.subscribe(claims)`); a Scope
+that sees nothing is 403 `forbidden` before the upgrade, naming the operation and the
+model. The feed keeps the Scope (and the Scopes of the models that reference it, for its
+links) for the socket's life: the claims are the token's that opened it. `/replicate` and
+`/replicate/snapshot` stream every record, so when the schema has any rule (`rules`) they
+need the schema-level `@allow(replicate, ...)` rule to hold for the token
+(`replicate_rule`), else 403; without that rule they are 403 for every token. Every such
+refusal is counted in the server's `Refusals` (`/metrics`).
+
 The session is created and registered with the broker in the same synchronous step that
 reads its starting point from the store (the replay iterator, or a live query's Init), so
 no event falls between them.
@@ -21,7 +31,7 @@ no event falls between them.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from dbsvc.auth import authorize, token_from_subprotocols
@@ -33,6 +43,7 @@ from dbsvc.realtime.broker import Broker
 from dbsvc.realtime.feeds import FeedKind, FeedSpec
 from dbsvc.realtime.init import InitSlices
 from dbsvc.realtime.session import FeedSession, ReplicationSession, SnapshotSession
+from dbsvc.rules import Claims, Refusals, Scope
 from dbsvc.runtime import INT64_MAX, CompiledModel, Query, parse_count
 
 TOKEN_EXPIRED = 4401
@@ -71,10 +82,17 @@ class RealtimeRoutes:
         guard: TokenGuard | None = None,
         origins: tuple[str, ...] = (),
         fingerprint: str = "",
+        refusals: Refusals | None = None,
+        rules: bool = False,
+        replicate_rule: Callable[[Claims], bool] | None = None,
     ) -> None:
         self.broker = broker
         self.guard = guard
         self.fingerprint = fingerprint
+        self.refusals = Refusals() if refusals is None else refusals
+        self.rules = rules  # the schema has a rule or a token default (the module's RULES)
+        self.replicate_rule = replicate_rule  # the module's REPLICATE_RULE
+        self._models = tuple(models.values())
         self._by_kebab = {m.kebab: m for m in models.values()}
         self._by_name = {**self._by_kebab, **{m.name: m for m in models.values()}}
         self._origins = CorsPolicy(origins)  # the same list and rules as CORS
@@ -89,15 +107,47 @@ class RealtimeRoutes:
         claims, subprotocol = self._authorize(request)
         self._check_origin(request)
         query = model.parse_feed_query(request.query)
-        spec = FeedSpec(kind, model, query.filters, query.projection)
+        spec = self._spec(kind, model, query, {} if claims is None else claims)
         session = self._session(spec, query)
         return Upgrade(session, subprotocol=subprotocol, route=kind.value, close_at=self._close_at(claims))
+
+    def _spec(self, kind: FeedKind, model: CompiledModel, query: Query, claims: Claims) -> FeedSpec:
+        """The feed of `model` for a token's claims: its `subscribe` Scope (403 when it sees
+        nothing), and for a change feed the Scopes of the models referencing it (links)."""
+        if model.rules is None:
+            scope: Scope | None = None
+        else:
+            scope = model.rules.subscribe(claims)
+            if scope.nothing:
+                self.refusals.count("subscribe")
+                raise Forbidden(
+                    f"subscribe is not allowed on {model.name}: no access rule of {model.name} "
+                    "lets this token see any of its records"
+                )
+        link_scopes: dict[str, Scope] = {}
+        if kind is FeedKind.SUBSCRIBE:
+            for child in self._models:
+                if child.rules is not None and any(parent == model.name for _field, parent in child.refs):
+                    link_scopes[child.name] = child.rules.subscribe(claims)
+        return FeedSpec(kind, model, query.filters, query.projection, scope, link_scopes)
+
+    def _check_replicate(self, claims: dict[str, Any] | None, path: str) -> None:
+        """Under rules, the schema-level replicate rule must hold for the token (403)."""
+        if not self.rules:
+            return
+        rule = self.replicate_rule
+        if rule is not None and rule({} if claims is None else claims):
+            return
+        self.refusals.count("replicate")
+        why = "its replicate rule refuses this token" if rule is not None else "it has no @allow(replicate, ...) rule"
+        raise Forbidden(f"{path} is not allowed: the schema has access rules and {why}")
 
     def replicate(self, request: Request) -> Upgrade:
         """The Upgrade for `/replicate?after=N`: every committed frame after N, from the
         log, then live. `after` as for the feeds (`check_after`)."""
         claims, subprotocol = self._authorize(request)
         self._check_origin(request)
+        self._check_replicate(claims, "/replicate")
         after = 0
         seen = False
         for name, value in request.query:
@@ -118,6 +168,7 @@ class RealtimeRoutes:
         """The Upgrade for `/replicate/snapshot` (session.SnapshotSession)."""
         claims, subprotocol = self._authorize(request)
         self._check_origin(request)
+        self._check_replicate(claims, "/replicate/snapshot")
         if request.query:
             raise BadQuery(f"unknown query parameter {request.query[0][0]!r}; /replicate/snapshot takes none")
         epoch, offset, chunks = self.broker.store.epoch_snapshot()
@@ -137,7 +188,9 @@ class RealtimeRoutes:
             return FeedSession(spec, broker, query.after, replay=events)
         if spec.kind is FeedKind.SUBSCRIBE:
             return FeedSession(spec, broker, store.head_offset)
-        init = InitSlices(store, spec.model, spec.filters, spec.projection, store.applied_offset, broker.capacity)
+        init = InitSlices(
+            store, spec.model, spec.filters, spec.projection, store.applied_offset, broker.capacity, spec.scope
+        )
         return FeedSession(spec, broker, init.offset, init=init)
 
     def _authorize(self, request: Request) -> tuple[dict[str, Any] | None, str | None]:

@@ -44,7 +44,7 @@ __all__ = [
 def parse_schema(text: str, path: str = "<schema>") -> Schema:
     """Parse and check schema source `text`; `path` names it in errors and anchors `pubkey`."""
     tokens, lex_errors = tokenize(text, path)
-    tree, syntax_errors = parse_tokens(tokens, path)
+    tree, syntax_errors = parse_tokens(tokens, path, text)
     schema, check_errors = check_schema(tree, text, path)
     # A bad character or literal usually derails the parser on the rest of its line; the
     # lexical error says what is wrong, the syntax errors after it on that line add noise.

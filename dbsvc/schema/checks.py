@@ -29,10 +29,12 @@ from dbsvc.schema.ir import (
     FieldType,
     Model,
     Projection,
+    Rule,
     Schema,
     kebab_case,
 )
 from dbsvc.schema.syntax import Attribute, FieldDecl, LiteralKind, ModelDecl, SchemaFile
+from dbsvc.schema.rules import RuleChecker
 from dbsvc.schema.tables import check_tables
 from dbsvc.schema.values import (
     BOUNDED_TYPES,
@@ -54,7 +56,7 @@ TYPES_HINT = "int, float, str, bool, json, datetime, date, uuid or enum(...)"
 # Flags take no arguments; every other field attribute takes exactly one.
 FLAG_ATTRIBUTES = ("id", "unique", "filter", "sort")
 FIELD_ATTRIBUTES = ("id", "unique", "filter", "sort", "min", "max", "default", "ref")
-MODEL_ATTRIBUTES = ("projection",)
+MODEL_ATTRIBUTES = ("projection", "allow")
 
 
 @dataclass(slots=True)
@@ -117,7 +119,25 @@ class _Checker:
         models = []
         for name, decl in first.items():
             models.append(self.build_model(decl, facts[name], id_types))
-        return Schema(self.path, tuple(models), runtime, auth, source)
+        replicate = self.top_level_rules(tree)
+        return Schema(self.path, tuple(models), runtime, auth, source, replicate)
+
+    def top_level_rules(self, tree: SchemaFile) -> tuple[Rule, ...]:
+        checker = RuleChecker(self.error, None, {}, ())
+        rules = []
+        for attr in tree.rules:
+            if attr.rule is None:
+                self.error(
+                    f"unknown top-level attribute '@{attr.name}', expected '@allow(replicate, ...)' "
+                    "(field and model attributes go inside a model)",
+                    attr.line,
+                    attr.col,
+                )
+                continue
+            rule = checker.check(attr.rule)
+            if rule is not None:
+                rules.append(rule)
+        return tuple(rules)
 
     # -- fields: names, types, attribute shapes ----------------------------------------
 
@@ -232,7 +252,14 @@ class _Checker:
             )
         names = [f.decl.name for f in facts]
         projections = self.build_projections(model, names)
-        return Model(model.name, tuple(fields), projections, model.line, model.col)
+        checker = RuleChecker(self.error, model.name, {f.name: f for f in fields}, model.broken + tuple(names))
+        rules = []
+        for attr in model.attributes:
+            if attr.rule is not None:
+                rule = checker.check(attr.rule)
+                if rule is not None:
+                    rules.append(rule)
+        return Model(model.name, tuple(fields), projections, model.line, model.col, tuple(rules))
 
     @staticmethod
     def id_mentioned(facts: list[_FieldFacts]) -> bool:
@@ -268,7 +295,10 @@ class _Checker:
             arg = attrs["min"].args[0]
             self.error(f"@min({low[1]}) of field {name!r} is above @max({high[1]})", arg.line, arg.col)
         default = None
-        if "default" in attrs:
+        token_default = None
+        if "default" in attrs and attrs["default"].args[0].kind is LiteralKind.CLAIM:
+            token_default = self.token_default(fact)
+        elif "default" in attrs:
             default = self.field_default(fact, low, high)
         ref = None
         if "ref" in attrs:
@@ -289,7 +319,23 @@ class _Checker:
             ref=ref,
             line=decl.line,
             col=decl.col,
+            token_default=token_default,
         )
+
+    def token_default(self, fact: _FieldFacts) -> tuple[str, ...] | None:
+        """`@default(token.a.b)`: the claim path, unless the field is the `@id`."""
+        attr = fact.attrs["default"]
+        arg = attr.args[0]
+        if "id" in fact.attrs:
+            self.error(
+                f"@default({arg.text}) on @id field {fact.decl.name!r} is not allowed: a token claim "
+                "names a user, not a record",
+                arg.line,
+                arg.col,
+            )
+            return None
+        assert isinstance(arg.value, tuple)
+        return arg.value
 
     def bound(self, fact: _FieldFacts, which: str) -> Bound | None:
         attr = fact.attrs.get(which)
@@ -359,10 +405,12 @@ class _Checker:
         projections: list[Projection] = []
         seen: dict[str, int] = {}
         for attr in model.attributes:
+            if attr.name == "allow":
+                continue  # a rule: checked once the fields are built (build_model)
             if attr.name not in MODEL_ATTRIBUTES:
                 self.error(
                     f"unknown model attribute '@{attr.name}' in model {model.name!r}, expected "
-                    "'@projection' (field attributes go after the field's type)",
+                    "'@projection' or '@allow' (field attributes go after the field's type)",
                     attr.line,
                     attr.col,
                 )

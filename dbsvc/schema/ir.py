@@ -7,7 +7,11 @@ The parser (`dbsvc.schema.parser`) builds these from source text and the checker
 - `filterable`/`sortable` are never set on JSON fields;
 - `ref` names an existing model whose id field has the same type;
 - `min <= max` when both are set; defaults are of the field's type and inside its bounds;
-- projection names are unique per model and name existing fields.
+- projection names are unique per model and name existing fields;
+- a rule names only existing fields, `new` only in rules whose operations are all
+  `update`, no field in the replicate rules; every constant it compares with a field is of
+  that field's type, in the canonical form below (`Default`); `<` and friends only on
+  int, float, str, date and datetime values; a lone operand is boolean.
 
 Everything downstream (compiler, OpenAPI, storage) reads only these classes and may rely
 on the invariants above. Imports nothing from dbsvc but `errors` (and not even that).
@@ -74,6 +78,9 @@ class Field:
     ref: str | None = None
     line: int = 0
     col: int = 0
+    # `@default(token.a.b)`: ("a", "b"), the claim a create takes the value from (the field
+    # has no `default` then; on create the claim fills it, docs/guide/schema.md)
+    token_default: tuple[str, ...] | None = None
 
     @property
     def required(self) -> bool:
@@ -95,15 +102,106 @@ class Projection:
     col: int = 0
 
 
+# -- access rules (`@allow`, docs/guide/schema.md#access-rules) -----------------------------
+
+OPERATIONS = ("list", "get", "create", "update", "delete", "subscribe")  # as dbsvc.rules
+SHORTHANDS = {"read": ("list", "get", "subscribe"), "write": ("create", "update", "delete"), "all": OPERATIONS}
+REPLICATE = "replicate"  # the one operation of a schema-level rule
+
+
+@dataclass(frozen=True, slots=True)
+class FieldRef:
+    """`record.FIELD` (`side` "record") or `new.FIELD` (`side` "new", update rules only)."""
+
+    side: str
+    field: Field
+
+
+@dataclass(frozen=True, slots=True)
+class ClaimRef:
+    """`token.a.b`: the claim at that path of the verified token (missing: dbsvc.rules.MISSING)."""
+
+    path: tuple[str, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class Const:
+    """A literal: a JSON scalar. Compared with a field, it is of the field's type in its
+    canonical stored form (as `Default.value`: a datetime `...Z` in UTC, a lower-case uuid,
+    a float for a float field)."""
+
+    value: object
+
+
+@dataclass(frozen=True, slots=True)
+class ListConst:
+    """`[a, b, ...]`, only after `in`; each value converted as `Const` is."""
+
+    values: tuple[object, ...]
+
+
+Operand = FieldRef | ClaimRef | Const | ListConst
+
+
+@dataclass(frozen=True, slots=True)
+class Comparison:
+    """`left OP right`; OP one of `== != < <= > >= in`."""
+
+    op: str
+    left: Operand
+    right: Operand
+
+
+@dataclass(frozen=True, slots=True)
+class Truth:
+    """A lone operand used as a condition: a bool field, `true`/`false`, or a claim (true
+    only when the claim is the JSON `true`)."""
+
+    operand: Operand
+
+
+@dataclass(frozen=True, slots=True)
+class AllOf:
+    parts: tuple[RuleExpr, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class AnyOf:
+    parts: tuple[RuleExpr, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class Negation:
+    operand: RuleExpr
+
+
+RuleExpr = Comparison | Truth | AllOf | AnyOf | Negation
+
+
+@dataclass(frozen=True, slots=True)
+class Rule:
+    """`@allow(OPERATIONS, EXPRESSION)`: `operations` expanded (`read` -> list, get,
+    subscribe) in `OPERATIONS` order, or `("replicate",)` for a schema-level rule; `expr`
+    None allows any valid token; `text` is the source, `@` to `)`; `line`/`col` at the `@`."""
+
+    operations: tuple[str, ...]
+    expr: RuleExpr | None
+    text: str
+    line: int = 0
+    col: int = 0
+
+
 @dataclass(frozen=True, slots=True)
 class Model:
-    """A record type. `fields` are in declaration order, which is also the wire order."""
+    """A record type. `fields` are in declaration order, which is also the wire order.
+    `rules`: its `@allow` rules in source order; none keeps every operation open."""
 
     name: str
     fields: tuple[Field, ...]
     projections: tuple[Projection, ...] = ()
     line: int = 0
     col: int = 0
+    rules: tuple[Rule, ...] = ()
 
     @property
     def kebab(self) -> str:
@@ -156,6 +254,14 @@ class Schema:
     runtime: RuntimeSettings = field(default_factory=RuntimeSettings)
     auth: AuthSettings = field(default_factory=AuthSettings)
     source: str = ""
+    replicate_rules: tuple[Rule, ...] = ()  # the top-level `@allow(replicate, ...)`, OR-ed
+
+    @property
+    def has_rules(self) -> bool:
+        """Any `@allow` or `@default(token.X)`: the service then needs a token guard."""
+        return bool(self.replicate_rules) or any(
+            m.rules or any(f.token_default for f in m.fields) for m in self.models
+        )
 
     def model(self, name: str) -> Model | None:
         for m in self.models:

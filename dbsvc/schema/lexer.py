@@ -10,7 +10,8 @@ Token kinds:
 - INT     `[+-]?[0-9]+`, value an `int`
 - FLOAT   `[+-]?[0-9]+(.[0-9]+)?([eE][+-]?[0-9]+)?` with a dot or an exponent, value a `float`
 - STRING  double quoted, escapes `\\" \\\\ \\/ \\n \\t \\r \\b \\f \\uXXXX`, no raw newline
-- PUNCT   one of `{ } ( ) [ ] , = ? @`
+- PUNCT   one of `{ } ( ) [ ] , = ? @ .` or a comparison operator `== != < <= > >=`
+          (a two-character operator is one token: `==` never lexes as two `=`)
 - NEWLINE end of a line (a comment runs up to it and is dropped)
 - BAD     a string or number that could not be decoded (already reported); the parser
           takes it as a literal and the checks skip it, so one typo gives one error
@@ -54,7 +55,8 @@ class Token:
         return repr(self.text)
 
 
-PUNCTUATION = frozenset("{}()[],=?@")
+PUNCTUATION = frozenset("{}()[],=?@.<>")
+OPERATORS = frozenset({"==", "!=", "<=", ">="})  # lexed before the one-character punctuation
 _ESCAPES = {'"': '"', "\\": "\\", "/": "/", "n": "\n", "t": "\t", "r": "\r", "b": "\b", "f": "\f"}
 _HEX = frozenset("0123456789abcdefABCDEF")
 
@@ -117,6 +119,9 @@ class _Lexer:
                 self.number(start, line, col)
             elif ch == '"':
                 self.string(start, line, col)
+            elif ch + self.peek(1) in OPERATORS:
+                self.pos += 2
+                self.add(TokenKind.PUNCT, start, ch + self.peek(-1), line, col)
             elif ch in PUNCTUATION:
                 self.pos += 1
                 self.add(TokenKind.PUNCT, start, ch, line, col)

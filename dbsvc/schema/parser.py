@@ -2,18 +2,31 @@
 
 Grammar (NEWLINE ends a line; `#` comments are gone already)::
 
-    file     := { NEWLINE | table | model } EOF
+    file     := { NEWLINE | table | model | attr eol } EOF    top-level attr: `@allow(replicate, ...)`
     table    := '[' IDENT ']' eol { NEWLINE | entry }
     entry    := IDENT '=' literal eol
     model    := 'model' IDENT '{' { NEWLINE | field | modelattr } '}' eol
     field    := IDENT type { attr } (eol | before a final '}')
     type     := IDENT [ '(' [ IDENT { ',' IDENT } ] ')' ] [ '?' ]     members only for enum
     attr     := '@' IDENT [ '(' [ literal { ',' literal } ] ')' ]
+              | '@' 'allow' '(' IDENT { IDENT } [ ',' or ] ')'      an access rule, on one line
     modelattr:= attr { attr } (eol | before a final '}')
-    literal  := INT | FLOAT | STRING | IDENT       true/false/null are IDENTs given meaning here
+    literal  := INT | FLOAT | STRING | IDENT | claim   true/false/null are IDENTs given meaning here
+    claim    := 'token' '.' name { '.' name }          name := IDENT | STRING
     eol      := NEWLINE | EOF
 
-A table's entries run until a line that starts a model (`model Name`) or a table (`[`).
+Rule expressions (`@allow`), loosest first; `and`, `or`, `not`, `in` are words::
+
+    or       := and { 'or' and }
+    and      := not { 'and' not }
+    not      := 'not' not | compare
+    compare  := operand [ ('==' | '!=' | '<' | '<=' | '>' | '>=' | 'in') operand ]
+    operand  := ('record' | 'new') '.' IDENT | claim | scalar | '[' [ scalar { ',' scalar } ] ']'
+              | '(' or ')'
+    scalar   := INT | FLOAT | STRING | 'true' | 'false' | 'null'
+
+A table's entries run until a line that starts a model (`model Name`), a table (`[`) or a
+top-level attribute (`@`).
 
 Recovery: a syntax error is recorded and raises `_Resync`; the rule that owns the current
 line catches it and skips ahead:
@@ -39,10 +52,17 @@ from dbsvc.errors import SchemaError
 from dbsvc.schema.lexer import Token, TokenKind
 from dbsvc.schema.syntax import (
     Attribute,
+    BoolOp,
+    Compare,
+    Expr,
     FieldDecl,
+    ListLit,
     Literal,
     LiteralKind,
     ModelDecl,
+    Not,
+    Ref,
+    RuleDecl,
     SchemaFile,
     TableDecl,
     TableEntry,
@@ -66,11 +86,16 @@ class _Resync(Exception):
     """Raised after a syntax error has been recorded; the catcher skips ahead."""
 
 
+COMPARISONS = frozenset({"==", "!=", "<", "<=", ">", ">="})
+REFERENCE_ROOTS = ("record", "new", "token")
+
+
 class _Parser:
-    def __init__(self, tokens: list[Token], path: str) -> None:
+    def __init__(self, tokens: list[Token], path: str, source: str = "") -> None:
         assert tokens and tokens[-1].kind is TokenKind.EOF
         self.tokens = tokens
         self.path = path
+        self.lines = source.splitlines()
         self.pos = 0
         self.errors: list[SchemaError] = []
 
@@ -91,6 +116,9 @@ class _Parser:
 
     def at_punct(self, ch: str) -> bool:
         return self.tok.kind is TokenKind.PUNCT and self.tok.text == ch
+
+    def at_word(self, word: str) -> bool:
+        return self.tok.kind is TokenKind.IDENT and self.tok.text == word
 
     def at_eol(self) -> bool:
         return self.tok.kind in (TokenKind.NEWLINE, TokenKind.EOF)
@@ -147,7 +175,7 @@ class _Parser:
         if self.tok.kind is TokenKind.IDENT and self.tok.text == "model":
             after = self.peek(1)
             return not (after.kind is TokenKind.PUNCT and after.text == "=")
-        return self.at_punct("[")
+        return self.at_punct("[") or self.at_punct("@")
 
     def skip_to_section(self) -> None:
         self.advance()
@@ -159,6 +187,7 @@ class _Parser:
     def parse_file(self) -> SchemaFile:
         tables: list[TableDecl] = []
         models: list[ModelDecl] = []
+        rules: list[Attribute] = []
         lost_model = False
         while self.tok.kind is not TokenKind.EOF:
             if self.tok.kind is TokenKind.NEWLINE:
@@ -170,14 +199,17 @@ class _Parser:
                     tables.append(self.parse_table())
                 elif self.tok.kind is TokenKind.IDENT and self.tok.text == "model":
                     models.append(self.parse_model())
+                elif self.at_punct("@"):
+                    rules.append(self.parse_attribute())
+                    self.expect_eol("the end of the line after a top-level attribute")
                 else:
-                    raise self.fail("'model' or a '[table]' header")
+                    raise self.fail("'model', a '[table]' header or '@allow(replicate, ...)'")
             except _Resync:
                 if self.tokens[start].text == "model":
                     lost_model = True
                 if self.pos == start or not self.at_section_start():
                     self.skip_to_section()
-        return SchemaFile(tuple(tables), tuple(models), lost_model)
+        return SchemaFile(tuple(tables), tuple(models), lost_model, tuple(rules))
 
     # -- tables ----------------------------------------------------------------------
 
@@ -299,6 +331,8 @@ class _Parser:
         if name.kind is not TokenKind.IDENT or name.line != at.line or name.col != at.col + 1:
             raise self.fail("an attribute name right after '@'")
         self.advance()
+        if name.text == "allow":
+            return Attribute(name.text, (), at.line, at.col, self.parse_rule(at))
         args: list[Literal] = []
         if self.at_punct("("):
             self.advance()
@@ -311,6 +345,108 @@ class _Parser:
             self.expect_punct(")", f"',' or ')' in the arguments of '@{name.text}'")
         return Attribute(name.text, tuple(args), at.line, at.col)
 
+    # -- access rules ----------------------------------------------------------------
+
+    def parse_rule(self, at: Token) -> RuleDecl:
+        """`@allow(OPERATIONS[, EXPRESSION])` after the `@allow`, on one line."""
+        self.expect_punct("(", "'(' after '@allow'")
+        operations: list[Literal] = []
+        while self.tok.kind is TokenKind.IDENT:
+            word = self.advance()
+            operations.append(Literal(LiteralKind.IDENT, word.text, word.text, word.line, word.col))
+        if not operations:
+            raise self.fail("an operation such as 'read' or 'update' after '@allow('")
+        expr: Expr | None = None
+        if self.at_punct(","):
+            self.advance()
+            expr = self.parse_or()
+            close = self.expect_punct(")", "'and', 'or', a comparison or ')' in the rule of '@allow'")
+        else:
+            close = self.expect_punct(")", "',' then the rule, or ')' after the operations of '@allow'")
+        if close.line != at.line:
+            raise self.fail("the whole '@allow(...)' on one line", close)
+        line = self.lines[at.line - 1] if at.line <= len(self.lines) else ""
+        return RuleDecl(tuple(operations), expr, line[at.col - 1 : close.col], at.line, at.col)
+
+    def parse_or(self) -> Expr:
+        first = self.parse_and()
+        operands = [first]
+        while self.at_word("or"):
+            self.advance()
+            operands.append(self.parse_and())
+        return first if len(operands) == 1 else BoolOp("or", tuple(operands), first.line, first.col)
+
+    def parse_and(self) -> Expr:
+        first = self.parse_not()
+        operands = [first]
+        while self.at_word("and"):
+            self.advance()
+            operands.append(self.parse_not())
+        return first if len(operands) == 1 else BoolOp("and", tuple(operands), first.line, first.col)
+
+    def parse_not(self) -> Expr:
+        if self.at_word("not"):
+            word = self.advance()
+            return Not(self.parse_not(), word.line, word.col)
+        left = self.parse_operand()
+        if (self.tok.kind is TokenKind.PUNCT and self.tok.text in COMPARISONS) or self.at_word("in"):
+            op = self.advance()
+            return Compare(op.text, left, self.parse_operand(), op.line, op.col)
+        return left
+
+    def parse_operand(self) -> Expr:
+        tok = self.tok
+        if self.at_punct("("):
+            self.advance()
+            inner = self.parse_or()
+            self.expect_punct(")", "'and', 'or', a comparison or ')'")
+            return inner
+        if self.at_punct("["):
+            self.advance()
+            items: list[Literal] = []
+            if not self.at_punct("]"):
+                while True:
+                    items.append(self.parse_scalar("a value in the list"))
+                    if not self.at_punct(","):
+                        break
+                    self.advance()
+            self.expect_punct("]", "',' or ']' in the list")
+            return ListLit(tuple(items), tok.line, tok.col)
+        if tok.kind is TokenKind.IDENT and tok.text in REFERENCE_ROOTS:
+            return self.parse_ref()
+        return self.parse_scalar("'record.FIELD', 'new.FIELD', 'token.CLAIM', a value, '[' or '('")
+
+    def parse_scalar(self, expected: str) -> Literal:
+        tok = self.tok
+        if tok.kind in _TOKEN_LITERALS:
+            self.advance()
+            return Literal(_TOKEN_LITERALS[tok.kind], tok.value, tok.text, tok.line, tok.col)
+        if tok.kind is TokenKind.IDENT and tok.text in _KEYWORD_LITERALS:
+            self.advance()
+            kind, value = _KEYWORD_LITERALS[tok.text]
+            return Literal(kind, value, tok.text, tok.line, tok.col)
+        raise self.fail(expected)
+
+    def parse_ref(self) -> Ref:
+        """`record.f`, `new.f`, `token.a.b` (a claim step may be a string: `token."https://x/roles"`)."""
+        root = self.advance()
+        what = "a claim name" if root.text == "token" else "a field name"
+        path: list[str] = []
+        cols: list[int] = []
+        while True:
+            if not self.at_punct("."):  # only before the first step: the loop goes on at a '.'
+                raise self.fail(f"'.' and {what} after {root.text!r}")
+            self.advance()
+            step = self.tok
+            if step.kind is TokenKind.IDENT or (root.text == "token" and step.kind is TokenKind.STRING):
+                self.advance()
+                path.append(str(step.value))
+                cols.append(step.col)
+            else:
+                raise self.fail(f"{what} after '.'")
+            if root.text != "token" or not self.at_punct("."):
+                return Ref(root.text, tuple(path), tuple(cols), root.line, root.col)
+
     # -- literals --------------------------------------------------------------------
 
     def parse_literal(self, expected: str) -> Literal:
@@ -318,6 +454,9 @@ class _Parser:
         if tok.kind in _TOKEN_LITERALS:
             self.advance()
             return Literal(_TOKEN_LITERALS[tok.kind], tok.value, tok.text, tok.line, tok.col)
+        if self.at_word("token") and self.peek(1).kind is TokenKind.PUNCT and self.peek(1).text == ".":
+            ref = self.parse_ref()
+            return Literal(LiteralKind.CLAIM, ref.path, ref.text, ref.line, ref.col)
         if tok.kind is TokenKind.IDENT:
             self.advance()
             kind, value = _KEYWORD_LITERALS.get(tok.text, (LiteralKind.IDENT, tok.text))
@@ -325,8 +464,11 @@ class _Parser:
         raise self.fail(expected)
 
 
-def parse_tokens(tokens: list[Token], path: str = "<schema>") -> tuple[SchemaFile, list[SchemaError]]:
-    """Build the parse tree from `tokens` (ending with EOF), plus every syntax error."""
-    parser = _Parser(tokens, path)
+def parse_tokens(
+    tokens: list[Token], path: str = "<schema>", source: str = ""
+) -> tuple[SchemaFile, list[SchemaError]]:
+    """Build the parse tree from `tokens` (ending with EOF), plus every syntax error;
+    `source` is the text the tokens came from (a rule keeps its source line)."""
+    parser = _Parser(tokens, path, source)
     tree = parser.parse_file()
     return tree, parser.errors

@@ -19,6 +19,7 @@ class LiteralKind(enum.Enum):
     BOOL = "boolean"
     NULL = "null"
     IDENT = "identifier"
+    CLAIM = "token claim"  # `token.a.b` (in `@default`); `value` is the path, ("a", "b")
     BAD = "invalid literal"  # already reported by the lexer; checks stay silent about it
 
 
@@ -36,10 +37,86 @@ class Literal:
 
 @dataclass(frozen=True, slots=True)
 class Attribute:
-    """`@name` or `@name(arg, ...)`; `line`/`col` point at the `@`."""
+    """`@name` or `@name(arg, ...)`; `line`/`col` point at the `@`.
+    `@allow(...)` has no `args` but a `rule` (its operations and expression)."""
 
     name: str
     args: tuple[Literal, ...]
+    line: int
+    col: int
+    rule: RuleDecl | None = None
+
+
+# -- access rules: `@allow(OPERATIONS, EXPRESSION)` ----------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Ref:
+    """`record.FIELD`, `new.FIELD` or `token.CLAIM{.CLAIM}`; `line`/`col` point at the root
+    word, `cols[i]` at `path[i]` (all on one line)."""
+
+    root: str
+    path: tuple[str, ...]
+    cols: tuple[int, ...]
+    line: int
+    col: int
+
+    @property
+    def text(self) -> str:
+        return ".".join((self.root, *self.path))
+
+
+@dataclass(frozen=True, slots=True)
+class ListLit:
+    """`[literal, ...]`; `line`/`col` point at the `[`."""
+
+    items: tuple[Literal, ...]
+    line: int
+    col: int
+
+
+@dataclass(frozen=True, slots=True)
+class Compare:
+    """`left OP right`, OP one of `== != < <= > >= in`; `line`/`col` point at OP."""
+
+    op: str
+    left: Expr
+    right: Expr
+    line: int
+    col: int
+
+
+@dataclass(frozen=True, slots=True)
+class BoolOp:
+    """`a and b and ...` or `a or b or ...` (`op` is "and" or "or"); at the first operand."""
+
+    op: str
+    operands: tuple[Expr, ...]
+    line: int
+    col: int
+
+
+@dataclass(frozen=True, slots=True)
+class Not:
+    """`not operand`; `line`/`col` point at `not`."""
+
+    operand: Expr
+    line: int
+    col: int
+
+
+Expr = Ref | Literal | ListLit | Compare | BoolOp | Not
+
+
+@dataclass(frozen=True, slots=True)
+class RuleDecl:
+    """`@allow(OPERATIONS[, EXPRESSION])`: the operation words as IDENT literals, the
+    expression (None: always, for any valid token), and `text`, the source from the `@` to
+    the closing `)`."""
+
+    operations: tuple[Literal, ...]
+    expr: Expr | None
+    text: str
     line: int
     col: int
 
@@ -102,9 +179,10 @@ class TableDecl:
 
 @dataclass(frozen=True, slots=True)
 class SchemaFile:
-    """The whole file. `lost_model` is true when a model header was too broken to read
+    """The whole file; `rules` are the attributes written outside models and tables. `lost_model` is true when a model header was too broken to read
     (already reported): its name is unknown, so a `@ref` to an unknown model may mean it."""
 
     tables: tuple[TableDecl, ...]
     models: tuple[ModelDecl, ...]
     lost_model: bool = False
+    rules: tuple[Attribute, ...] = ()  # top-level attributes (`@allow(replicate, ...)`)

@@ -151,10 +151,17 @@ def _convert_value(type_: FieldType, field: str, literal: Literal) -> object:
 
 
 def _canonical_datetime(text: str, on: str, got: str) -> object:
+    instant = canonical_instant(text)
+    if instant is None:
+        return Problem(f"{on} expects an RFC 3339 instant with an offset such as \"2024-01-31T12:00:00Z\", got {got}")
+    return instant
+
+
+def canonical_instant(text: str) -> str | None:
+    """An RFC 3339 instant with an offset -> its canonical UTC `...Z` form, or None."""
     match = _DATETIME.fullmatch(text)
-    problem = Problem(f"{on} expects an RFC 3339 instant with an offset such as \"2024-01-31T12:00:00Z\", got {got}")
     if not match:
-        return problem
+        return None
     frac = match.group("frac") or ""
     normalised = text[:19].replace("t", "T").replace(" ", "T") + frac[:7]
     tz = match.group("tz")
@@ -162,8 +169,23 @@ def _canonical_datetime(text: str, on: str, got: str) -> object:
     try:
         instant = datetime.fromisoformat(normalised)
     except ValueError:
-        return problem
+        return None
     return format_datetime(instant)
+
+
+def canonical_day(text: str) -> str | None:
+    """`YYYY-MM-DD` naming a real day -> the same text, or None."""
+    if not _DATE.fullmatch(text):
+        return None
+    try:
+        return date.fromisoformat(text).isoformat()
+    except ValueError:
+        return None
+
+
+def canonical_uuid(text: str) -> str | None:
+    """A hyphenated uuid in any letter case -> lower case, or None."""
+    return text.lower() if _UUID.fullmatch(text) else None
 
 
 def format_datetime(instant: datetime) -> str:

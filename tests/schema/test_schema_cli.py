@@ -62,3 +62,23 @@ def test_check_ignores_a_utf8_byte_order_mark(tmp_path: Path) -> None:
     schema.write_bytes("\ufeffmodel A {\n  id int @id\n}\n".encode())
     result = run_check(schema)
     assert result.returncode == 0, result.stderr
+
+
+def test_check_reports_rule_errors_with_line_and_column(tmp_path: Path) -> None:
+    broken = tmp_path / "rules.dbs"
+    broken.write_text(
+        "model Note {\n  id int @id\n  owner str @default(token.sub)\n"
+        "  @allow(reed, record.owner == token.sub)\n  @allow(get, record.ownr == token.sub)\n}\n",
+        encoding="utf-8",
+    )
+    result = run_check(broken)
+    assert result.returncode == 1
+    assert result.stderr.splitlines() == [
+        f"{broken}:4:10: error: unknown operation 'reed' in @allow, expected list, get, create, update, "
+        "delete, subscribe, read, write, all",
+        "    @allow(reed, record.owner == token.sub)",
+        "           ^",
+        f"{broken}:5:22: error: unknown field 'ownr' of model 'Note' in @allow, expected one of id, owner",
+        "    @allow(get, record.ownr == token.sub)",
+        "                       ^",
+    ]

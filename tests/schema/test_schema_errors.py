@@ -39,7 +39,7 @@ CASES = [
     ),
     pytest.param(
         src('modle A {', '  id int @id', '}', 'model B {', '  id int @id', '}'),
-        [(1, 1, "expected 'model' or a '[table]' header, got 'modle'")],
+        [(1, 1, "expected 'model', a '[table]' header or '@allow(replicate, ...)', got 'modle'")],
         id='top_level_junk',
     ),
     pytest.param(
@@ -302,7 +302,7 @@ CASES = [
             (
                 3,
                 3,
-                "unknown model attribute '@index' in model 'A', expected '@projection' (field attributes go after the field's type)",
+                "unknown model attribute '@index' in model 'A', expected '@projection' or '@allow' (field attributes go after the field's type)",
             )
         ],
         id='unknown_model_attribute',
@@ -592,7 +592,7 @@ CASES = [
     ),
     pytest.param(
         src('}', 'model A {', '  id int @id', '}'),
-        [(1, 1, "expected 'model' or a '[table]' header, got '}'")],
+        [(1, 1, "expected 'model', a '[table]' header or '@allow(replicate, ...)', got '}'")],
         id='stray_close_brace',
     ),
     pytest.param(

@@ -16,6 +16,10 @@ The guide's conventions, which docs/guide/README.md states for readers too:
       idp                 a throwaway identity provider: `idp.pem` (its EC P-256 public key)
                           and the variables TOKEN, TOKEN_GLOBEX, TOKEN_NO_TENANT,
                           TOKEN_EXPIRED, TOKEN_FORGED for the commands
+      token NAME CLAIM=VALUE ...
+                          one more variable NAME: a valid token of that IdP carrying those
+                          claims besides the tenant's (VALUE is JSON when it parses as JSON,
+                          else a string), for the access-rules examples: `token ANN sub=ann`
       jwks [port=8080]    serve that IdP's key as a JWKS at `localhost:<port>/jwks.json`
       file NAME           the next fenced block is written to NAME
 
@@ -176,6 +180,10 @@ class Idp:
 
         self.idp = TestIdp(directory)
         self.forger = TestIdp(directory / "forger")
+        self.named: dict[str, dict[str, object]] = {}  # `token NAME ...` directives
+
+    def name_token(self, name: str, claims: dict[str, object]) -> None:
+        self.named[name] = claims
 
     def tokens(self) -> dict[str, str]:
         now = int(time.time())
@@ -185,6 +193,7 @@ class Idp:
             "TOKEN_NO_TENANT": self.idp.token(tenant=None),
             "TOKEN_EXPIRED": self.idp.token(exp=now - 3600),
             "TOKEN_FORGED": self.forger.token(),
+            **{name: self.idp.token(**claims) for name, claims in self.named.items()},
         }
 
     def jwks(self) -> bytes:
@@ -193,6 +202,16 @@ class Idp:
         key = json.loads(ECAlgorithm.to_jwk(self.idp.private.public_key()))
         key.update({"kid": "guide-1", "use": "sig", "alg": "ES256"})
         return json.dumps({"keys": [key]}).encode()
+
+
+def _claim(word: str, where: str) -> tuple[str, object]:
+    name, equals, text = word.partition("=")
+    if not equals or not name:
+        raise GuideError(f"{where}: a token claim is CLAIM=VALUE, not {word!r}")
+    try:
+        return name, json.loads(text)
+    except ValueError:
+        return name, text
 
 
 class JwksServer:
@@ -299,6 +318,10 @@ class ChapterRun:
                     )
         elif verb == "idp":
             self.idp = Idp(self.workdir)
+        elif verb == "token":
+            if self.idp is None or not rest or not rest[0].isidentifier():
+                raise GuideError(f"{where}: `token NAME CLAIM=VALUE ...` needs an `idp` first and a NAME")
+            self.idp.name_token(rest[0], dict(_claim(word, where) for word in rest[1:]))
         elif verb == "jwks":
             if self.idp is None:
                 raise GuideError(f"{where}: `jwks` needs an `idp` first")
