@@ -2,7 +2,7 @@
 
 The rules themselves are generated code (compiler/rules.py) returning answers of the shapes
 `dbsvc/rules.py` defines; this module decides what each answer means for a request
-(docs/guide/access.md has the table users read):
+(docs/guide/rest.md, "Access rules on these routes", has the table users read):
 
 1. `list` never refuses: the token's `Scope` narrows the query (`scoped_query`). A pinned
    `field`/`keys` meets the request's own filter on that field (the intersection; an empty
@@ -135,13 +135,18 @@ class Access:
             self.refusals.count("delete")
             raise self._forbidden("delete", model)
 
+    def fill_from_token(self, model: CompiledModel, body: Any, claims: Claims) -> None:
+        """Fill the body's `@default(token.X)` fields from the claims (rule 4); the generated
+        filler refuses a forged value or a missing claim (403), counted as a `create`
+        refusal. A body that is not an object is left for `validate_create` to refuse (400)."""
+        fill = model.fill_from_token
+        if fill is not None and isinstance(body, dict):
+            try:
+                fill(body, claims)
+            except Forbidden:
+                self.refusals.count("create")
+                raise
+
     @staticmethod
     def _forbidden(operation: str, model: CompiledModel) -> Forbidden:
         return Forbidden(f"{operation} of {model.name} is not allowed by the model's access rules for this token")
-
-
-def fill_from_token(model: CompiledModel, body: Any, claims: Claims) -> None:
-    """Fill the body's `@default(token.X)` fields from the claims (rule 4); a body that is not
-    an object is left for `validate_create` to refuse with its usual 400."""
-    if model.fill_from_token is not None and isinstance(body, dict):
-        model.fill_from_token(body, claims)

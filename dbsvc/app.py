@@ -27,7 +27,7 @@ from typing import Any
 from urllib.parse import quote, unquote
 
 from dbsvc import __version__
-from dbsvc.access import NO_CLAIMS, Access, fill_from_token, missing
+from dbsvc.access import NO_CLAIMS, Access, missing
 from dbsvc.errors import (
     BadQuery,
     BadRequest,
@@ -419,7 +419,7 @@ class Application:
     def create(self, request: Request, model: CompiledModel, claims: Claims = NO_CLAIMS) -> Deferred:
         self._check_writable()
         body = parse_json_body(request)
-        fill_from_token(model, body, claims)
+        self.access.fill_from_token(model, body, claims)
         record = model.validate_create(body)
         if model.rules is not None:
             self.access.check_create(model, model.rules, record, claims)

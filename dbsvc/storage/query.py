@@ -30,7 +30,7 @@ few distinct values over many records makes such pages cost up to O(n).
 A list at a past watermark (`as_of`) filters, sorts and pages the materialised state: O(n log n).
 
 A row test (`Query.where_row`, the part of an access rule no index answers,
-docs/guide/access.md) is applied to every candidate before anything is counted or paged:
+docs/guide/rest.md#access-rules-on-these-routes) is applied to every candidate before anything is counted or paged:
 the candidates are the filtered fields' matches (hash indexes, as above) or, with no
 filter, every live record; each one's values are read once and tested, so `total`, the
 sort and the page cover only the records that pass. Cost O(candidates) per list, which is

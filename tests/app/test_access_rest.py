@@ -202,13 +202,14 @@ def test_metrics_count_the_refusals_by_operation(server, users):
     ann("GET", f"/api/note/{hidden}")
     ann("DELETE", f"/api/note/{hidden}")
     users["eve"]("POST", "/api/note", {"title": "no"})
+    ann("POST", "/api/note", {"title": "forged", "owner": "bob"})  # the token default refuses: a create
     ann("GET", "/api/note")
     # a socket that could see nothing is refused at its upgrade, counted in the same map
     status, problem, _headers = run(refusal(server, "/subscribe/audit", additional_headers=ann.auth))
     assert (status, problem["code"]) == (403, "forbidden")
     after = server.get("/metrics").json["refused"]
     assert {op: after[op] - before[op] for op in after} == {
-        "list": 0, "get": 1, "create": 1, "update": 0, "delete": 1, "subscribe": 1, "replicate": 0
+        "list": 0, "get": 1, "create": 2, "update": 0, "delete": 1, "subscribe": 1, "replicate": 0
     }
 
 
