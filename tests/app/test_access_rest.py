@@ -8,9 +8,13 @@ or delete, an admin may do everything. Tokens are signed with a key made here, b
 from __future__ import annotations
 
 import time
+from typing import Any
 
 import jwt
 import pytest
+from hypothesis import HealthCheck, settings
+from hypothesis import strategies as st
+from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, rule
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 
@@ -226,3 +230,128 @@ def test_a_schema_with_rules_and_no_guard_refuses_to_start(schema, tmp_path):
     assert result.returncode == 2
     assert result.stderr.startswith("dbsvc: error: the schema has access rules") and "SERVICE_JWT_PUBKEY" in result.stderr
     assert not (tmp_path / "data").exists()
+
+
+# -- a state machine: random writes by several tokens, every answer held to a model ------------
+
+
+class AccessMachine(RuleBasedStateMachine):
+    """Random creates, patches, puts and deletes by tokens of different `sub` and `role`
+    against the notes server, allowed and refused. A model of every note predicts each
+    answer from the schema's rules (201/200/204, 403, 404); after each step every token's
+    list (its page and `total`) and every note's GET must be exactly what its rules let it
+    see, and a refused write must have changed nothing (the offset did not move)."""
+
+    server: Any = None
+    users: dict[str, User] = {}
+    WHO = ("ann", "bob", "eve", "root")
+    ROLE = {"ann": "writer", "bob": "writer", "eve": "reader", "root": "admin"}
+
+    @initialize()
+    def start(self) -> None:
+        root = self.users["root"]
+        for note in root("GET", "/api/note?limit=1000").json["data"]:  # an admin sees and may delete all
+            assert root("DELETE", f"/api/note/{note['id']}").status == 204
+        self.notes: dict[int, dict] = {}
+
+    # the rules of SCHEMA, written again as plain Python
+    def readable(self, who: str, note: dict) -> bool:
+        return self.ROLE[who] == "admin" or note["owner"] == who or note["shared"] is True
+
+    def may_update(self, who: str, before: dict, after: dict) -> bool:
+        return self.ROLE[who] == "admin" or (before["owner"] == who and after["owner"] == who)
+
+    def may_delete(self, who: str, note: dict) -> bool:
+        return self.ROLE[who] == "admin" or note["owner"] == who
+
+    def offset(self) -> int:
+        return self.server.get("/snapshot").json["offset"]
+
+    def refused(self, reply, status: int, before: int) -> None:
+        assert reply.status == status, reply
+        assert self.offset() == before  # nothing written
+
+    def target(self, data) -> int:
+        """A note's id, or one no note has (what is drawn never depends on the server's ids,
+        so hypothesis can replay and shrink a run)."""
+        ids = sorted(self.notes)
+        position = data.draw(st.integers(0, 15))
+        return ids[position % len(ids)] if ids and position < 12 else 10**6 + position
+
+    @rule(who=st.sampled_from(WHO), title=st.sampled_from(["a", "b", "c"]), shared=st.booleans())
+    def create(self, who: str, title: str, shared: bool) -> None:
+        before = self.offset()
+        reply = self.users[who]("POST", "/api/note", {"title": title, "shared": shared})
+        if self.ROLE[who] in ("writer", "admin"):
+            assert reply.status == 201, reply
+            self.notes[reply.json["id"]] = {"id": reply.json["id"], "owner": who, "title": title, "shared": shared}
+        else:
+            self.refused(reply, 403, before)
+
+    @rule(who=st.sampled_from(WHO), data=st.data(), put=st.booleans())
+    def change(self, who: str, data, put: bool) -> None:
+        key = self.target(data)
+        note = self.notes.get(key)
+        fields = data.draw(
+            st.fixed_dictionaries(
+                {},
+                optional={
+                    "title": st.sampled_from(["a", "b", "c"]),
+                    "shared": st.booleans(),
+                    "owner": st.sampled_from(self.WHO),
+                },
+            )
+        )
+        if put:
+            base = note or {"owner": who, "title": "x", "shared": False}
+            body = {"owner": base["owner"], "title": base["title"], "shared": base["shared"], **fields}
+        else:
+            body = fields
+        before = self.offset()
+        reply = self.users[who]("PUT" if put else "PATCH", f"/api/note/{key}", body)
+        if note is None or not self.readable(who, note):
+            return self.refused(reply, 404, before)
+        after = {**note, **body}
+        if not self.may_update(who, note, after):
+            return self.refused(reply, 403, before)
+        assert (reply.status, reply.json) == (200, after)
+        self.notes[key] = after
+
+    @rule(who=st.sampled_from(WHO), data=st.data())
+    def delete(self, who: str, data) -> None:
+        key = self.target(data)
+        note = self.notes.get(key)
+        before = self.offset()
+        reply = self.users[who]("DELETE", f"/api/note/{key}")
+        if note is None or not self.readable(who, note):
+            return self.refused(reply, 404, before)
+        if not self.may_delete(who, note):
+            return self.refused(reply, 403, before)
+        assert reply.status == 204, reply
+        del self.notes[key]
+
+    @invariant()
+    def every_token_sees_exactly_what_its_rules_allow(self) -> None:
+        for who in self.WHO:
+            user = self.users[who]
+            visible = sorted((n for n in self.notes.values() if self.readable(who, n)), key=lambda n: n["id"])
+            listed = user("GET", "/api/note?limit=1000").json
+            assert (listed["data"], listed["total"]) == (visible, len(visible)), who
+            page = user("GET", "/api/note?sort=title&limit=2&offset=1").json
+            in_order = sorted(visible, key=lambda n: (n["title"], n["id"]))
+            assert (page["data"], page["total"]) == (in_order[1:3], len(visible)), who
+            for key, note in self.notes.items():
+                reply = user("GET", f"/api/note/{key}")
+                if self.readable(who, note):
+                    assert (reply.status, reply.json) == (200, note)
+                else:
+                    assert (reply.status, reply.json["detail"]) == (404, f"Note {key} does not exist")
+
+
+def test_every_answer_follows_a_model_of_the_rules(server, users):
+    AccessMachine.server, AccessMachine.users = server, {who: users[who] for who in AccessMachine.WHO}
+    runner = AccessMachine.TestCase
+    runner.settings = settings(
+        max_examples=30, stateful_step_count=15, deadline=None, derandomize=True, suppress_health_check=list(HealthCheck)
+    )
+    runner().runTest()
