@@ -1191,6 +1191,10 @@ def show_fanout(runs: list[dict]) -> None:
             f"{'; late ' + str(r['late']) if r['late'] else ''}"
             f"{'; open errors ' + str(r['open_errors']) if r['open_errors'] else ''}"
         )
+        # The server's share of core 0 says whether it could go faster; the clients' of
+        # core 1 whether the latencies are theirs; others on core 0 whether to trust the run.
+        others = others_on_server_core(r["cores"], r["server_cpu_share"], 1.0)
+        print(f"          busy: {cores_text(r['cores'])}{disturbed_text(others)}")
 
 
 # -- 8. the issue's case: each subscriber allowed only its own records (issue 31) -----------------

@@ -257,7 +257,7 @@ async def _serve(
     if guard is not None:
         await guard.start()
     loop = asyncio.get_running_loop()
-    app.broker.attach(loop.call_soon)
+    app.broker.attach(loop.call_soon, loop.call_later)
     if follower is not None:
         follower.start(loop)
     try:

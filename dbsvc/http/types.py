@@ -80,6 +80,10 @@ class Channel(Protocol):
         """Send one complete server frame built by `dbsvc.http.frames` (shared bytes:
         the same object may go to many sockets)."""
 
+    def send_frames(self, data: bytes, count: int) -> None:
+        """Send `count` complete server frames joined in `data`, in one write now (a
+        fan-out's batch, shared by many sockets): no later than anything sent before."""
+
     def send_text(self, text: str) -> None: ...
 
     def send_bytes(self, data: bytes) -> None: ...

@@ -8,6 +8,7 @@ is handed the event loop's `call_soon`. Modules:
     session.py   FeedSession: one socket's replay, Init, live delivery and bounded queue
     init.py      InitSlices: a live query's Init, a slice a turn, as of its offset
     broker.py    Broker: the store's change stream, routed and fanned out to sessions
+    fanout.py    PlainFeeds: feeds with equal specs share one decision and one batch a drain
     routes.py    RealtimeRoutes: an upgrade request -> token, origin, query, offsets -> Upgrade
 
 Storage and http never import this package; the application wires it (dbsvc/app.py).

@@ -35,17 +35,31 @@ Rules:
    share the loop with every other client instead of each taking it for its whole length.
 8. While a live query's Init runs, every event of its model is shown to it (`observe`,
    init.py rule 2) before the fan-out, so its slices hold the records as of its offset.
+9. Plain feeds (no filter: the same decision for every socket) are grouped (fanout.py):
+   one frame decision per group per event, and when the drain ends one `deliver_batch` per
+   session with every frame of the drain, written in one send. The per-session cost is
+   then per drain, not per event.
+10. Drains are held while fan-outs are heavy (like hub.py rule 10 for writes): after a
+   drain that took DRAIN_HOLD_MIN (1 ms) of CPU time or more (its delivery's slices
+   included), the next one runs that long after its first event is published (at most
+   DRAIN_HOLD_MAX, 50 ms), so the events committed meanwhile reach each socket in one
+   batch. Events published while a delivery is under way wait for its end (fanout.py
+   rule 5) and the same hold after it: the loop is the other clients' that long. A drain
+   costs per socket, so the cost per event falls as the write rate rises, and the delay
+   added is never more than the drain before it took.
 """
 
 from __future__ import annotations
 
 import logging
+import time
 from collections import deque
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
 from dbsvc.http.frames import binary_frame
 from dbsvc.interfaces import ServedStore
+from dbsvc.realtime.fanout import DELIVERY_SLICE, Delivery, Group, PlainFeeds
 from dbsvc.realtime.feeds import EventFrames, FeedKind, LinkFrames, derive_links
 from dbsvc.realtime.session import FeedSession, ReplicationSession, StreamSession
 from dbsvc.runtime import CompiledModel
@@ -54,10 +68,13 @@ from dbsvc.storage.events import ChangeEvent, EventKind
 log = logging.getLogger("dbsvc.realtime")
 
 Schedule = Callable[[Callable[[], None]], Any]
+Later = Callable[[float, Callable[[], None]], Any]  # the loop's call_later
 
 TURN_BYTES = 512 * 1024  # rule 7: replay and Init bytes sent per loop turn, all sessions
 SESSION_TURN_BYTES = 128 * 1024  # ... and for one session
 DEFAULT_MAX_BYTES = 8 << 20  # session.py rule 4: bytes a socket's queue may hold
+DRAIN_HOLD_MIN = 0.001  # rule 10: a drain this long or longer ...
+DRAIN_HOLD_MAX = 0.050  # ... holds the next one that long, at most this
 
 
 class ModelFeeds:
@@ -140,9 +157,15 @@ class Broker:
         self.max_bytes = max_bytes
         self.head = store.head_offset
         self.schedule: Schedule = _not_attached
+        self.later: Later | None = None
         self.events_sent = 0
         self.lagged = 0
         self._feeds = {name: ModelFeeds() for name in self.models}
+        self._plain = {name: PlainFeeds[FeedSession]() for name in self.models}  # rule 9
+        self._touched: list[Group[FeedSession]] = []  # groups with a batch in this drain
+        self._hold = 0.0  # rule 10: the delay of the next drain
+        self._delivery = Delivery[FeedSession]()  # rule 9: a drain's batches, a slice a turn
+        self._delivery_cost = 0.0  # CPU time of the drain and delivery under way
         self._pending: list[tuple[ChangeEvent, bytes]] = []
         self._waiting: list[FeedSession] = []
         self._initializing: dict[str, list[FeedSession]] = {}  # rule 8, by model name
@@ -154,9 +177,12 @@ class Broker:
         self._open = 0  # sessions registered, of every kind
         self._detach: Callable[[], None] | None = None
 
-    def attach(self, schedule: Schedule) -> None:
-        """Start receiving the store's events; `schedule` runs a callback on a later turn."""
+    def attach(self, schedule: Schedule, later: Later | None = None) -> None:
+        """Start receiving the store's events; `schedule` runs a callback on a later turn,
+        `later(delay, callback)` after a delay (rule 10; without it drains are never held)."""
         self.schedule = schedule
+        if later is not None:
+            self.later = later
         self.head = self.store.head_offset
         self._detach = self.store.subscribe(self._on_event)
 
@@ -170,11 +196,15 @@ class Broker:
         is closed with `code` (its offsets may no longer be replayable) and the change
         stream comes from the new store."""
         sessions: list[StreamSession] = [*self._replicas]
+        for plain in self._plain.values():
+            sessions.extend(plain.sessions())
         for feeds in self._feeds.values():
             sessions.extend(feeds.sessions())
         for session in set(sessions):
             session.close(code, reason)
         self._pending.clear()
+        self._touched.clear()
+        self._delivery.clear()
         self._waiting.clear()
         self._initializing.clear()
         self._turns.clear()
@@ -199,7 +229,9 @@ class Broker:
     # -- registration -------------------------------------------------------------------
 
     def register(self, session: FeedSession) -> None:
-        self._feeds[session.spec.model.name].add(session)
+        name = session.spec.model.name
+        if not self._plain[name].add(session):  # rule 9
+            self._feeds[name].add(session)
         if session.init is not None:
             self._initializing.setdefault(session.spec.model.name, []).append(session)
         self._counts[session.spec.kind] += 1
@@ -215,7 +247,9 @@ class Broker:
             self._replicas.discard(session)
             return
         assert isinstance(session, FeedSession)
-        self._feeds[session.spec.model.name].remove(session)
+        name = session.spec.model.name
+        if not self._plain[name].remove(session):
+            self._feeds[name].remove(session)
         self._counts[session.spec.kind] -= 1
         if session in self._waiting:
             self._waiting.remove(session)
@@ -284,8 +318,11 @@ class Broker:
             self.head = event.offset
             return
         pending.append((event, frame))
-        if len(pending) == 1:
-            self.schedule(self._drain_after_responses)
+        if len(pending) == 1 and not self._delivery:  # else the delivery's end drains them
+            if self._hold and self.later is not None:  # rule 10
+                self.later(self._hold, self._drain)
+            else:
+                self.schedule(self._drain_after_responses)
 
     def _drain_after_responses(self) -> None:
         """Rule 1: one more hop, so the fan-out runs after the writers' responses of this
@@ -294,6 +331,7 @@ class Broker:
         self.schedule(self._drain)
 
     def _drain(self) -> None:
+        started = time.thread_time()  # rule 10: CPU time, so a drain preempted is not heavier
         events, self._pending = self._pending, []
         for event, frame in events:
             try:
@@ -303,6 +341,34 @@ class Broker:
             self.head = event.offset
             if self._waiting:
                 self._release_waiting()
+        touched, self._touched = self._touched, []
+        for group in touched:  # rule 9: each session gets the drain's frames at once
+            taken = group.take()
+            if taken is not None:
+                self._delivery.add(*taken)
+        self._delivery_cost = time.thread_time() - started
+        self._deliver()
+
+    def _deliver(self) -> None:
+        """Rule 9 (fanout.py rule 5): a slice of the drain's deliveries this turn, the rest
+        on the next; once all are done, the hold of rule 10 and any events that waited."""
+        started = time.thread_time()
+        delivery = self._delivery
+        try:
+            delivery.run(DELIVERY_SLICE)
+        except Exception:  # a bug must not stop the other sockets' delivery
+            log.exception("fan-out delivery failed")
+        self._delivery_cost += time.thread_time() - started
+        if delivery:
+            self.schedule(self._deliver)
+            return
+        cost = self._delivery_cost
+        self._hold = min(cost, DRAIN_HOLD_MAX) if cost >= DRAIN_HOLD_MIN else 0.0
+        if self._pending:  # published during the delivery: drained after the same hold
+            if self._hold and self.later is not None:
+                self.later(self._hold, self._drain)
+            else:
+                self.schedule(self._drain)
 
     def _release_waiting(self) -> None:
         head = self.head
@@ -325,11 +391,23 @@ class Broker:
         if model is None:
             return
         feeds = self._feeds[model.name]
+        groups = self._plain[model.name].groups
+        frames: EventFrames | None = None
+        if groups:  # rule 9: one decision per group
+            frames = EventFrames(event, model, log_frame)
+            touched = self._touched
+            for group in groups.values():
+                message = group.spec.row_frame(frames)
+                if message is not None:
+                    if group.batch is None:
+                        touched.append(group)
+                    group.add(offset, message)
         if feeds.everyone or feeds.routed:
             previous = event.previous if event.kind is EventKind.UPDATE else None
             receivers = feeds.candidates(model, event.record, previous)
             if receivers:
-                frames = EventFrames(event, model, log_frame)
+                if frames is None:
+                    frames = EventFrames(event, model, log_frame)
                 for session in tuple(receivers):
                     message = session.spec.row_frame(frames)
                     if message is not None:
@@ -337,10 +415,18 @@ class Broker:
         if not model.refs:
             return
         for link in derive_links(event, model):
+            parent_groups = self._plain[link.model].groups if link.model in self._plain else {}
             parent_feeds = self._feeds.get(link.model)
+            link_frames = LinkFrames(link, self.lookup)  # the parent is read once, if at all
+            if parent_groups:
+                for group in parent_groups.values():
+                    message = group.spec.link_frame(link_frames)
+                    if message is not None:
+                        if group.batch is None:
+                            self._touched.append(group)
+                        group.add(offset, message)
             if parent_feeds is None or not (parent_feeds.everyone or parent_feeds.routed):
                 continue
-            link_frames = LinkFrames(link, self.lookup)
             if parent_feeds.routed:
                 parent = link_frames.parent
                 receivers = (

@@ -28,10 +28,15 @@ Rules:
    slices (init.py) once the broker has published `O` (the write is durable), so a client
    never sees a record that a crash could take back. Events up to `O` are skipped (rule
    1); the deltas after `O` wait in the queue until the last slice is sent.
-4. Live frames go straight to the channel while it is writable and nothing is queued;
-   otherwise into a queue of at most `capacity` frames and `max_bytes` bytes. Past either
+4. Live frames go straight to the channel while it is writable and nothing is queued
+   (queued ones leave joined, up to BATCH_BYTES a write, when it is writable again)
+   (a drain's batch for a grouped feed in one `send_frames`, fanout.py rule 2, counted as
+   its frames); otherwise into a queue of at most `capacity` frames and `max_bytes` bytes,
+   frame by frame (the channel is not writable as soon as the kernel does not take a write
+   whole, ws/server.py rule 5, so the frames not started on the wire are here). Past either
    is an overflow: a feed closes with 1013 `lagged after <offset>` (the last offset sent,
-   or where the stream started), every frame of that offset sent first, or with 1013
+   or where the stream started), every frame of that offset sent first and the rest of the
+   queue dropped, so the close is next in line behind what is on the wire, or with 1013
    `lagged during init` while its Init is unfinished (the client opens the live query
    again, without `after`); a replica's stream drops its queue and goes back to replaying
    from the log, so a slow replica costs disk reads, never server memory.
@@ -50,6 +55,7 @@ from typing import TYPE_CHECKING, Any
 from dbsvc.errors import OffsetGone, OffsetOutOfRange
 from dbsvc.http.frames import binary_frame, text_frame
 from dbsvc.http.types import Channel
+from dbsvc.realtime.fanout import BATCH_BYTES
 from dbsvc.realtime.feeds import FeedSpec, replay_frames
 from dbsvc.realtime.init import InitSlices
 from dbsvc.runtime import json_bytes
@@ -58,6 +64,7 @@ from dbsvc.storage.logfile import frame_offset
 
 if TYPE_CHECKING:
     from dbsvc.realtime.broker import Broker
+    from dbsvc.realtime.fanout import Batch
 
 log = logging.getLogger("dbsvc.realtime")
 
@@ -168,6 +175,27 @@ class StreamSession:
         if len(self._queue) > self.capacity or self._queued_bytes > self.max_bytes:
             self._overflow()
 
+    def deliver_batch(self, batch: Batch) -> None:
+        """A drain's frames for this socket at once (fanout.py rule 2): one write of the
+        joined bytes when the socket takes them now, else each frame through `deliver`."""
+        channel = self._channel
+        if (
+            channel is not None
+            and batch.size <= BATCH_BYTES
+            and batch.first > self.last
+            and self.phase is Phase.LIVE
+            and not self._queue
+            and channel.writable
+        ):
+            count = batch.count
+            channel.send_frames(batch.data, count)
+            self.last = self.sent = batch.last
+            self._live_last = True
+            self._broker.events_sent += count
+            return
+        for offset, frame in batch.items():
+            self.deliver(offset, frame)
+
     # -- internals --------------------------------------------------------------------
 
     def _pump(self) -> None:
@@ -183,12 +211,18 @@ class StreamSession:
         self._pumping = True
         try:
             queue = self._queue
-            while queue and channel.writable:
-                offset, frame = queue.popleft()
-                self._queued_bytes -= len(frame)
-                channel.send_frame(frame)
+            while queue and channel.writable:  # whole frames, up to BATCH_BYTES a write
+                frames: list[bytes] = []
+                size = 0
+                offset = self.sent
+                while queue and size < BATCH_BYTES:
+                    offset, frame = queue.popleft()
+                    frames.append(frame)
+                    size += len(frame)
+                self._queued_bytes -= size
+                channel.send_frames(frames[0] if len(frames) == 1 else b"".join(frames), len(frames))
                 self.sent = offset
-                self._broker.events_sent += 1
+                self._broker.events_sent += len(frames)
             if self.phase is Phase.REPLAY and not queue and channel.writable:
                 self._broker.want_turn(self)
         finally:

@@ -28,6 +28,9 @@ class MemoryTransport:
         if self.buffer:  # behind a backlog, as asyncio queues it
             self.buffer += len(data)
 
+    def set_write_buffer_limits(self, high: int | None = None, low: int | None = None) -> None:
+        pass
+
     def get_write_buffer_size(self) -> int:
         return self.buffer
 

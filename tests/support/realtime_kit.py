@@ -24,6 +24,7 @@ class Recorder:
 
     def __init__(self) -> None:
         self.frames: list[bytes] = []
+        self.writes: list[bytes] = []  # what send_frames wrote, one item a call
         self.closed: tuple[int, str] | None = None
         self.open = True
 
@@ -35,6 +36,17 @@ class Recorder:
         assert self.closed is None, "frame sent after close"
         self.frames.append(frame)
 
+    def send_frames(self, data: bytes, count: int) -> None:
+        """A batch: kept as one write in `writes`, split into its frames in `frames`."""
+        assert self.closed is None, "frames sent after close"
+        self.writes.append(data)
+        if count == 1:
+            self.frames.append(data)
+            return
+        split = split_frames(data)
+        assert len(split) == count, (len(split), count)
+        self.frames.extend(split)
+
     def send_text(self, text: str) -> None:
         raise AssertionError("feeds send shared frames only")
 
@@ -44,6 +56,20 @@ class Recorder:
     def close(self, code: int = 1000, reason: str = "") -> None:
         if self.closed is None:
             self.closed = (code, reason)
+
+
+def split_frames(data: bytes) -> list[bytes]:
+    """Server frames (unmasked) cut from a byte string, each with its header."""
+    frames, i = [], 0
+    while i < len(data):
+        n, head = data[i + 1] & 0x7F, 2
+        if n == 126:
+            n, head = int.from_bytes(data[i + 2 : i + 4], "big"), 4
+        elif n == 127:
+            n, head = int.from_bytes(data[i + 2 : i + 10], "big"), 10
+        frames.append(data[i : i + head + n])
+        i += head + n
+    return frames
 
 
 class Scheduler:

@@ -30,18 +30,26 @@ Rules:
    reading steadily on a slow link meets our ping late, behind the data queued before it,
    and is not dropped for that. One timer handle per socket, re-armed lazily.
 4. Closing (RFC 6455 §7.1): `close(code, reason)` sends a close frame after every frame
-   already queued (the frames a session counted as sent are owed: a 1013 names the last
-   of them), then waits `ws_close_timeout` (5 s) for the peer's close frame, longer while
-   the peer is still reading (rule 3's sign, up to CLOSE_PATIENCE timeouts), and closes
-   TCP (the server closes TCP first, §7.1.1): with a FIN when our close frame has left our
-   buffer, so a late reader still finds it, with a reset when it has not; a peer-initiated close is answered
+   already handed to this channel (the frames a session counted as sent are owed: a 1013
+   names the last of them). That is little: the transport holds at most the unsent rest of
+   one write (rule 5's high-water mark of 0), plus this turn's held output; frames not
+   started on the wire wait in the session's queue, which a lagged close drops. It then
+   waits `ws_close_timeout` (5 s) for the peer's close frame, longer (up to CLOSE_PATIENCE
+   timeouts) while the peer is still reading (rule 3's sign) or our close frame has not
+   left our buffer (a client that stopped reading finds it when it reads again), and
+   closes TCP (the server closes TCP first, §7.1.1): with a FIN when our close frame has
+   left our buffer, so a late reader still finds it, with a reset when it has not; a peer-initiated close is answered
    with the same code and TCP is closed at once. A protocol error from the peer (bad
    framing, invalid UTF-8, a masked-bit violation) is answered with a close frame carrying
    wsproto's code (1002, 1007) and TCP is closed without waiting.
 5. Flow control: frames are written through the connection's `Outbox` (output.py): held
    to the end of the loop's turn, so the frames of every event fanned out in one turn
    leave a socket in one write; while fan-outs are heavy, a little past it, so the frames
-   of several turns do (hub.py rule 10, at most 50 ms). While the transport is over its high-water mark the
+   of several turns do (hub.py rule 10, at most 50 ms). A fan-out's batch (`send_frames`)
+   is written at once: the broker held it already (broker.py rule 10). The transport's
+   high-water mark is 0: as soon as the kernel does not take a whole write, the channel is
+   not `writable` and the session queues whole frames itself (session.py rule 4), where a
+   lagged close can drop them. While the transport is over its high-water mark the
    channel is not `writable` and the socket is not read (a client flooding pings cannot
    grow our write buffer); `Session.on_writable` is called when it drains.
 6. A session callback that raises is logged and closes its socket with 1011.
@@ -198,6 +206,8 @@ class WebSocketConnection:
     ) -> None:
         self._ws = Connection(ConnectionType.SERVER)  # rule 1: no extensions
         out.bulk = True  # rule 5: fan-outs coalesce (hub.py rule 10)
+        if out.transport is not None:  # rule 5: frames not started stay with the session
+            out.transport.set_write_buffer_limits(high=0)
         self._out = out
         self._loop = loop
         self._settings = settings
@@ -246,6 +256,14 @@ class WebSocketConnection:
             self._out.write_later(frame)
             self.frames_sent += 1
             self.bytes_sent += len(frame)
+
+    def send_frames(self, data: bytes, count: int) -> None:
+        """Rule 5: a fan-out's batch is written now, after anything held; the broker
+        already waited for the events it joins (broker.py rule 10)."""
+        if self.state is State.OPEN:
+            self._out.write(data)
+            self.frames_sent += count
+            self.bytes_sent += len(data)
 
     def send_text(self, text: str) -> None:
         self.send_frame(text_frame(text.encode("utf-8")))
@@ -500,7 +518,9 @@ class WebSocketConnection:
         settings = self._settings
         reading = self._peer_reading()
         if state is State.CLOSING:
-            if reading and now < self._closing_until:  # rule 4: still reading its way to our close
+            if now < self._closing_until and (reading or self._out.buffered > 0):
+                # rule 4: still reading its way to our close, or our close is still ours to
+                # write: a peer that paused its reading finds it when it reads again
                 self._arm(now + settings.ws_close_timeout)
                 return
             log.debug("%s: no close frame from the peer within %.1f s", self._route, settings.ws_close_timeout)
