@@ -64,8 +64,14 @@ def scoped_query(model: CompiledModel, query: Query, scope: Scope) -> Query | No
         where_row = lambda values: first(values) and second(values)  # noqa: E731
     # built directly: dataclasses.replace costs more than the rest of this function
     return Query(
-        filters, query.sort, query.limit, query.offset, query.projection, query.as_of, query.after,
-        where_row if where_row is not None else query.where_row,
+        filters=filters,
+        sort=query.sort,
+        limit=query.limit,
+        offset=query.offset,
+        projection=query.projection,
+        as_of=query.as_of,
+        after=query.after,
+        where_row=where_row if where_row is not None else query.where_row,
     )
 
 

@@ -187,6 +187,9 @@ def test_scoped_query_keeps_the_query_and_adds_only_what_the_scope_pins():
     assert scoped_query(POST, query, NOTHING) is None
     residual = scoped_query(POST, query, public_or_own(ANN))
     assert residual is not None and residual.filters == query.filters and residual.where_row is not None
+    full = Query(filters={}, sort=(("score", True),), limit=7, offset=3, projection="summary", as_of=5, after=2)
+    scoped = scoped_query(POST, full, own(BOB))
+    assert scoped == dataclasses.replace(full, filters={"author_id": frozenset({2})})  # nothing else changed
 
 
 def test_a_hidden_record_is_404_exactly_as_a_missing_one_for_get_put_patch_delete(api):
