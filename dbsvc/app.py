@@ -10,7 +10,9 @@ coroutine per write. Every schema-specific
 decision (which query parameters exist, how a body validates, how an id parses) is a call
 into the generated module's `CompiledModel`; this module only sequences them. Errors are
 raised as `RequestError`s and rendered by `dbsvc.http.problem` in one place (the protocol
-layer calls it for anything raised here).
+layer calls it for anything raised here). Access rules are asked through `dbsvc.access`
+(the verified token's claims reach every handler); a model without rules pays one
+`model.rules is None` test per request.
 
 Imports no storage module (the store is an `interfaces.ServedStore`) and, of replica, only its
 status type (`replica/status.py`), so `import dbsvc.app` loads neither the WebSocket client nor
@@ -25,6 +27,7 @@ from typing import Any
 from urllib.parse import quote, unquote
 
 from dbsvc import __version__
+from dbsvc.access import NO_CLAIMS, Access, missing
 from dbsvc.errors import (
     BadQuery,
     BadRequest,
@@ -43,6 +46,7 @@ from dbsvc.realtime.broker import Broker
 from dbsvc.realtime.feeds import FeedKind
 from dbsvc.realtime.routes import RealtimeRoutes
 from dbsvc.replica.status import ReplicaStatus
+from dbsvc.rules import Claims, Refusals
 from dbsvc.routes import (
     API_PREFIX,
     COLLECTION_METHODS,
@@ -202,14 +206,20 @@ class Application:
         self.queries = ParsedQueries()
         self.broker = broker
         self.fingerprint = schema_fingerprint(module.DESCRIPTION)
+        # Access rules (dbsvc/access.py): whether the schema has any (`/metrics` shows the
+        # refusals then), and the one refusal counter of the server, shared with the feeds.
+        self.rules = bool(getattr(module, "RULES", False))
+        self.refusals = Refusals()
+        self.access = Access(self.refusals)
         self.realtime = RealtimeRoutes(
             self.broker,
             module.BY_NAME,
             guard=guard,
             origins=origins,
             fingerprint=self.fingerprint,
-            rules=bool(getattr(module, "RULES", False)),  # access rules (issue 31): /replicate's rule
+            rules=self.rules,  # access rules (issue 31): /replicate's rule
             replicate_rule=getattr(module, "REPLICATE_RULE", None),
+            refusals=self.refusals,  # one counter: /metrics shows REST's and the sockets' refusals
         )
         self._operational: dict[str, Callable[[], Response]] = {
             route.path: getattr(self, route.name) for route in OPERATIONAL
@@ -280,37 +290,41 @@ class Application:
         if model is None or (slash and not segment) or segment is None:
             raise NotFound(f"no route for path {request.path!r}")
         item = segment if slash else None
+        claims = NO_CLAIMS
         if self.guard is not None:
             try:
-                self.authenticate(request)
+                claims = self.authenticate(request)
             except self._refresh_needed:
                 return self._after_key_refresh(lambda: self._authenticated_dispatch(request, model, item))
-        return self.dispatch(request, model, item)
+        return self.dispatch(request, model, item, claims)
 
     def _authenticated_dispatch(
         self, request: Request, model: CompiledModel, segment: str | None
     ) -> Response | Deferred:
-        self.authenticate(request)
-        return self.dispatch(request, model, segment)
+        return self.dispatch(request, model, segment, self.authenticate(request))
 
-    def dispatch(self, request: Request, model: CompiledModel, segment: str | None) -> Response | Deferred:
+    def dispatch(
+        self, request: Request, model: CompiledModel, segment: str | None, claims: Claims = NO_CLAIMS
+    ) -> Response | Deferred:
+        """Answer an `/api/` request for `model` (`segment`: the item's id, None for the
+        collection) made with the verified token's `claims` (none without a guard)."""
         method = request.method
         if segment is None:
             if method == "GET" or method == "HEAD":
-                return self.list(request, model)
+                return self.list(request, model, claims)
             if method == "POST":
-                return self.create(request, model)
+                return self.create(request, model, claims)
             if method == "OPTIONS":
                 return Response(204, headers=[("Allow", ", ".join(COLLECTION_METHODS))], content_type=None)
             raise MethodNotAllowed(f"method {method!r} is not allowed on {request.path!r}", list(COLLECTION_METHODS))
         if method == "GET" or method == "HEAD":
-            return self.read(request, model, segment)
+            return self.read(request, model, segment, claims)
         if method == "PUT":
-            return self.replace(request, model, segment)
+            return self.replace(request, model, segment, claims)
         if method == "PATCH":
-            return self.patch(request, model, segment)
+            return self.patch(request, model, segment, claims)
         if method == "DELETE":
-            return self.delete(request, model, segment)
+            return self.delete(request, model, segment, claims)
         if method == "OPTIONS":
             return Response(204, headers=[("Allow", ", ".join(ITEM_METHODS))], content_type=None)
         raise MethodNotAllowed(f"method {method!r} is not allowed on {request.path!r}", list(ITEM_METHODS))
@@ -353,9 +367,17 @@ class Application:
                     f"expected an integer from 0 to {current}"
                 )
 
-    def list(self, request: Request, model: CompiledModel) -> Response:
+    def list(self, request: Request, model: CompiledModel, claims: Claims = NO_CLAIMS) -> Response:
         query = self.queries.list_query(model, request)
         self._check_as_of(model, query.as_of)
+        if model.rules is not None:
+            token = request.header("authorization") if self.guard is not None else None
+            scoped = self.access.list_query(model, model.rules, query, claims, token)
+            if scoped is None:  # the token may see nothing the query asks for: no scan
+                watermark = self.store.watermarks()[model.name] if query.as_of is None else query.as_of
+                body = b'{"data":[],"total":0,"limit":%d,"offset":%d}' % (query.limit, query.offset)
+                return Response(200, body, self._read_headers(watermark, query.as_of))
+            query = scoped
         records, total, watermark = self.store.list_records(model.name, query)
         if query.projection is not None:
             project = model.project[query.projection]
@@ -365,13 +387,15 @@ class Application:
         body = b'{"data":[%s],"total":%d,"limit":%d,"offset":%d}' % (page, total, query.limit, query.offset)
         return Response(200, body, self._read_headers(watermark, query.as_of))
 
-    def read(self, request: Request, model: CompiledModel, segment: str) -> Response:
+    def read(self, request: Request, model: CompiledModel, segment: str, claims: Claims = NO_CLAIMS) -> Response:
         key = model.parse_id(segment)
         query = model.parse_get_query(request.query)
         self._check_as_of(model, query.as_of)
         record, watermark = self.store.get(model.name, key, query.as_of)
         if record is None:
-            raise NotFound(f"{model.name} {key!r} does not exist")
+            raise missing(model, key)
+        if model.rules is not None:  # as_of: the rule asked of the record as it was
+            self.access.check_get(model, model.rules, record, key, claims)
         if query.projection is not None:
             body = json_bytes(model.project[query.projection](record))
         else:
@@ -392,9 +416,13 @@ class Application:
                 self.replica.primary,
             )
 
-    def create(self, request: Request, model: CompiledModel) -> Deferred:
+    def create(self, request: Request, model: CompiledModel, claims: Claims = NO_CLAIMS) -> Deferred:
         self._check_writable()
-        record = model.validate_create(parse_json_body(request))
+        body = parse_json_body(request)
+        self.access.fill_from_token(model, body, claims)
+        record = model.validate_create(body)
+        if model.rules is not None:
+            self.access.check_create(model, model.rules, record, claims)
         stored, durable = self.store.apply_insert(model.name, record)
         key = stored[model.id_field]
         if type(key) is int:
@@ -407,28 +435,50 @@ class Application:
             body = json_bytes({"id": key})
         return Deferred(durable, Response(201, body, [("Location", location), self._written()]))
 
-    def replace(self, request: Request, model: CompiledModel, segment: str) -> Deferred:
+    def replace(self, request: Request, model: CompiledModel, segment: str, claims: Claims = NO_CLAIMS) -> Deferred:
         self._check_writable()
         key = model.parse_id(segment)
-        record = model.validate_replace(parse_json_body(request), key)
+        body = parse_json_body(request)
+        rules = model.rules
+        if rules is not None:  # PUT never creates: a missing or hidden record is 404
+            current, _watermark = self.store.get(model.name, key)
+            if current is None:
+                raise missing(model, key)
+            self.access.check_visible(model, rules, "update", current, key, claims)
+            record = model.validate_replace(body, key)
+            self.access.check_update(model, rules, current, record, claims)
+        else:
+            record = model.validate_replace(body, key)
         _previous, stored, durable = self.store.apply_replace(model.name, key, record)
         return Deferred(durable, Response(200, self.encoded.encode(model, stored), [self._written()]))
 
-    def patch(self, request: Request, model: CompiledModel, segment: str) -> Deferred:
+    def patch(self, request: Request, model: CompiledModel, segment: str, claims: Claims = NO_CLAIMS) -> Deferred:
         self._check_writable()
         key = model.parse_id(segment)
         body = parse_json_body(request)
         current, _watermark = self.store.get(model.name, key)
         if current is None:
-            raise NotFound(f"{model.name} {key!r} does not exist")
+            raise missing(model, key)
+        rules = model.rules
+        if rules is not None:
+            self.access.check_visible(model, rules, "update", current, key, claims)
         record = model.validate_patch(body, current)
+        if rules is not None:
+            self.access.check_update(model, rules, current, record, claims)
         # Read, merge and apply run in one synchronous call: the merge is atomic.
         _previous, stored, durable = self.store.apply_replace(model.name, key, record)
         return Deferred(durable, Response(200, self.encoded.encode(model, stored), [self._written()]))
 
-    def delete(self, request: Request, model: CompiledModel, segment: str) -> Deferred:
+    def delete(self, request: Request, model: CompiledModel, segment: str, claims: Claims = NO_CLAIMS) -> Deferred:
         self._check_writable()
         key = model.parse_id(segment)
+        rules = model.rules
+        if rules is not None:
+            current, _watermark = self.store.get(model.name, key)
+            if current is None:
+                raise missing(model, key)
+            self.access.check_visible(model, rules, "delete", current, key, claims)
+            self.access.check_delete(model, rules, current, claims)
         _previous, durable = self.store.apply_delete(model.name, key)
         return Deferred(durable, Response(204, headers=[self._written()], content_type=None))
 
@@ -468,6 +518,8 @@ class Application:
             "total_rows": sum(counts.values()),
             "realtime": self.broker.metrics(),
         }
+        if self.rules:
+            body["refused"] = dict(self.refusals.counts)
         if self.replica is not None:
             body["replica"] = self.replica.report(self.store.head_offset)
         return Response(200, json_bytes(body))

@@ -86,7 +86,9 @@ class Query:
 
     `filters` maps a filterable field to the set of index keys it may take (OR inside a
     field, AND across fields). `sort` lists (field, descending) pairs; ties always break
-    on the primary key ascending. `limit` is already clamped to MAX_LIMIT.
+    on the primary key ascending. `limit` is already clamped to MAX_LIMIT. `where_row`,
+    set only by the app from an access rule's `Scope` (never parsed from a query string),
+    is a test of a record's stored values that every listed record must also pass.
     """
 
     filters: Filters = field(default_factory=dict)
@@ -96,6 +98,7 @@ class Query:
     projection: str | None = None
     as_of: int | None = None
     after: int | None = None
+    where_row: Callable[[Sequence[Any]], bool] | None = None
 
 
 @dataclass(frozen=True, slots=True)

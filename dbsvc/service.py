@@ -3,7 +3,8 @@
 Order matters and each step fails before the next one touches anything:
 0. the server's packages are importable (`dbsvc.deps`: one line and exit 2 if not);
 1. configuration is read and checked, the guard's settings with it (`dbsvc.config`, the one
-   reader of SERVICE_*; ConfigError -> exit 2);
+   reader of SERVICE_*; ConfigError -> exit 2); a schema with access rules and no guard
+   stops here (`require_guard_for_rules`);
 2. logging is configured (so everything after is logged in the chosen format);
 3. the tenant directory is resolved: `SERVICE_TENANT` unset (guard off) serves `default`,
    creating it; a named tenant must exist (`dbsvc tenant create NAME`);
@@ -61,7 +62,21 @@ def server_config(module: GeneratedModule, environ: Mapping[str, str]) -> Config
     from dbsvc.schema.ir import AuthSettings
 
     schema_dir = os.path.dirname(os.path.abspath(getattr(module, "SCHEMA_PATH", "") or "."))
-    return load_config(environ, module.RUNTIME, auth=AuthSettings(**module.AUTH), schema_dir=schema_dir)
+    config = load_config(environ, module.RUNTIME, auth=AuthSettings(**module.AUTH), schema_dir=schema_dir)
+    require_guard_for_rules(module, config)
+    return config
+
+
+def require_guard_for_rules(module: GeneratedModule, config: Config) -> None:
+    """Access rules read the token's claims: a schema with any rule or token default
+    (`module.RULES`) served with no guard would answer every request as a token without
+    claims, so it refuses to start (ConfigError -> exit 2) before anything is touched."""
+    if getattr(module, "RULES", False) and config.auth is None:
+        raise ConfigError(
+            "the schema has access rules (@allow or @default(token.*)) but no token guard is configured, "
+            "so no request could carry the claims they read: set SERVICE_JWT_PUBKEY or SERVICE_JWKS_URL "
+            "(or pubkey / jwks_url in the schema's [auth] table) and SERVICE_TENANT"
+        )
 
 
 def print_ready(base_url: str, explorer: bool) -> None:

@@ -67,10 +67,14 @@ ALLOWED: dict[str, frozenset[str]] = {
         "explorer": ("errors", "routes", "http"),
         "realtime": ("errors", "rules", "runtime", "interfaces", "storage", "http", "auth"),
         "replica": ("errors", "storage", "http"),
+        # access rules on the REST routes (issue 31): what a compiled rule's answer means for a
+        # request (404, 403, a list's narrowed query); the app asks it, nothing below does
+        "access": ("errors", "rules", "runtime"),
         "config": ("errors", "schema", "storage", "http", "auth"),
         "exits": ("errors", "schema", "deps"),
         "app": (
             "dbsvc",
+            "access",
             "errors",
             "routes",
             "schema",

@@ -29,6 +29,14 @@ few distinct values over many records makes such pages cost up to O(n).
 
 A list at a past watermark (`as_of`) filters, sorts and pages the materialised state: O(n log n).
 
+A row test (`Query.where_row`, the part of an access rule no index answers,
+docs/guide/rest.md#access-rules-on-these-routes) is applied to every candidate before anything is counted or paged:
+the candidates are the filtered fields' matches (hash indexes, as above) or, with no
+filter, every live record; each one's values are read once and tested, so `total`, the
+sort and the page cover only the records that pass. Cost O(candidates) per list, which is
+why a rule of the form `record.F == token.C` on an `@filter` field is turned into a filter
+on F by the app and leaves no row test.
+
 Live lists are planned on ids: a stored record's values are read (`rows.unpack`, the
 costly step) only where a sort needs keys the indexes do not hand out by id (a bucket sorted,
 a run of equal first keys ordered by the others), and only the page's records become
@@ -207,6 +215,8 @@ def live_ids(table: Table, query: Query) -> list[Any]:
 
 
 def _plan_live(table: Table, query: Query) -> tuple[list[Any], int]:
+    if query.where_row is not None:
+        return _plan_tested(table, query, query.where_row)
     n = len(table.live)
     filters = query.filters
     sort = tuple(query.sort)
@@ -248,18 +258,49 @@ def _plan_live(table: Table, query: Query) -> tuple[list[Any], int]:
     return _page(_walk(table, sort), offset, limit, keep), total
 
 
+def _plan_tested(table: Table, query: Query, test: Callable[[Any], bool]) -> tuple[list[Any], int]:
+    """`_plan_live` under a row test: the candidates (the filters' matches, or every live
+    record) kept only when their values pass `test`, then counted, ordered and paged."""
+    live, filters = table.live, query.filters
+    candidates: Iterable[Any]
+    if filters:
+        total, smallest, _size, matches = _count(table, filters)
+        if total == 0:
+            return [], 0
+        candidates = table.hashes[smallest].ids(filters[smallest]) if matches is None else matches
+    else:
+        candidates = table.pk
+    kept = [id_ for id_ in candidates if test(unpack(live[id_]))]
+    total = len(kept)
+    sort = tuple(query.sort)
+    offset, end = query.offset, query.offset + query.limit
+    if total == 0 or offset >= total or query.limit == 0:
+        return [], total
+    if not sort:
+        return (kept if not filters else sorted(kept))[offset:end], total
+    if total * total <= WALK_FACTOR * end * len(live):
+        return _ordered_ids(kept, sort, table)[offset:end], total
+    keep = frozenset(kept).__contains__
+    if len(sort) == 1:
+        ((field, desc),) = sort
+        return _one_key_page(table.ordered[field], desc, keep, offset, end), total
+    return _page(_walk(table, sort), offset, query.limit, keep), total
+
+
 def list_state(state: Mapping[Any, Stored], table: Table, query: Query) -> tuple[list[dict], int]:
     """(page, total) over a materialised map of stored records (an `as_of` state,
     `Table.state_as_of`): every record's values read, filtered and sorted, only the page
     made into dicts; in id order with no filter, only the page's records are read."""
     model = table.model
-    passes, filters = model.passes, query.filters
+    passes, filters, test = model.passes, query.filters, query.where_row
     page = slice(query.offset, query.offset + query.limit)
-    if not filters and not query.sort:  # id order: only the page is read
+    if not filters and not query.sort and test is None:  # id order: only the page is read
         return [model.decode(unpack(state[i])) for i in sorted(state)[page]], len(state)
     chosen = list(map(unpack, state.values()))
     if filters:
         chosen = [v for v in chosen if passes(v, filters)]
+    if test is not None:
+        chosen = [v for v in chosen if test(v)]
     sort_records(chosen, query.sort, model, table.positions)
     return list(map(model.decode, chosen[page])), len(chosen)
 
