@@ -35,6 +35,7 @@ CHAPTERS = [
     "errors.md",
     "configuration.md",
     "auth.md",
+    "access.md",
     "realtime.md",
     "operations.md",
 ]
