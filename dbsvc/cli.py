@@ -408,10 +408,16 @@ def _data_tools(sub: Any, schema_command: Callable[..., argparse.ArgumentParser]
     replicate.set_defaults(func=cmd_replicate)
 
 
+# What a built app (or a generated module run as a script) reads as its own, not as `serve`'s.
+APP_WORDS = frozenset({"-h", "--help", "--version"})
+
+
 def main(argv: Sequence[str] | None = None, module: Any = None) -> int:
     """Run one command; the exit status. `module`: the compiled schema a built app carries."""
     arguments = list(sys.argv[1:] if argv is None else argv)
-    if module is not None and not arguments:
-        arguments = ["serve"]  # `python APP.pyz` serves
+    if module is not None and (not arguments or arguments[0] not in APP_WORDS and arguments[0].startswith("-")):
+        # `python APP.pyz` serves, and so does `python APP.pyz --follow URL`; an option
+        # `serve` does not know is refused by name ("unrecognized arguments: --bogus")
+        arguments = ["serve", *arguments]
     args = build_parser(module).parse_args(arguments)
     return run_reporting(lambda: args.func(args))

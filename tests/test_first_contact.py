@@ -1,0 +1,155 @@
+"""First contact (issue 32): the edges a newcomer meets before the first request works.
+
+Each case runs the program as a user does, in a child process, and reads its standard
+output, standard error and exit status:
+
+- an interpreter older than 3.11 gets one line and exit 2 from every entry point
+  (`dbsvc.py`, `python -m dbsvc`, a built app, a generated module), under every older
+  Python pyenv has here;
+- `python -I dbsvc.py`, `python -m dbsvc` and `python GENERATED.py --help` work, and a
+  generated module refuses arguments it does not know, creating nothing.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from support.cli import clean_env
+
+
+ROOT = Path(__file__).resolve().parents[1]
+BLOG = ROOT / "schemas" / "blog.dbs"
+OLD_PYTHONS = ("3.6", "3.7", "3.8", "3.9", "3.10")
+TOO_OLD = "dbsvc: error: dbsvc needs Python 3.11 or newer; this is {}\n"
+
+
+def old_python(version: str) -> str:
+    """The interpreter `pythonX.Y`: pyenv's build of it (its shims answer only for the
+    versions a directory selects), else one on PATH; or a skip saying it is missing."""
+    pyenv = Path(os.environ.get("PYENV_ROOT", Path.home() / ".pyenv")) / "versions"
+    for found in sorted(pyenv.glob(f"{version}.*/bin/python{version}")):
+        return str(found)
+    on_path = shutil.which(f"python{version}")
+    if on_path is None or "/shims/" in on_path:
+        pytest.skip(f"python{version} is not installed here (pyenv install {version})")
+    return on_path
+
+
+def run(command: list[str], cwd: Path | str = ROOT, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    """`command` to completion, with the test's environment less SERVICE_*; port 0, so a
+    program that wrongly starts to serve binds nothing in use, and the timeout ends it."""
+    full = clean_env({"SERVICE_PORT": "0"})
+    full.pop("PYTHONPATH", None)
+    full.update(env or {})
+    return subprocess.run(command, cwd=cwd, env=full, capture_output=True, text=True, timeout=60)
+
+
+@pytest.fixture(scope="module")
+def built(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    """A built app and a generated module of the blog schema."""
+    where = tmp_path_factory.mktemp("first-contact")
+    app, module = where / "blog.pyz", where / "blog_service.py"
+    for args in (["build", str(BLOG), "-o", str(app)], ["generate", str(BLOG), "-o", str(module)]):
+        done = run([sys.executable, str(ROOT / "dbsvc.py"), *args])
+        assert done.returncode == 0, done.stderr
+    return {"app": app, "module": module}
+
+
+def version_of(python: str) -> str:
+    done = run([python, "-c", "import sys; print('%d.%d.%d' % sys.version_info[:3])"])
+    return done.stdout.strip()
+
+
+def assert_too_old(done: subprocess.CompletedProcess[str], python: str) -> None:
+    assert (done.returncode, done.stdout, done.stderr) == (2, "", TOO_OLD.format(version_of(python)))
+
+
+# -- item 1: Python 3.10 and older ------------------------------------------------------
+
+
+@pytest.mark.parametrize("version", OLD_PYTHONS)
+def test_old_python_running_the_launcher_gets_one_line_and_exit_2(version, tmp_path):
+    python = old_python(version)
+    done = run([python, str(ROOT / "dbsvc.py"), "serve", str(BLOG)], cwd=tmp_path)
+    assert_too_old(done, python)
+    assert list(tmp_path.iterdir()) == []  # no ./data: nothing was touched
+
+
+@pytest.mark.parametrize("version", OLD_PYTHONS)
+def test_old_python_running_python_m_dbsvc_gets_one_line_and_exit_2(version):
+    python = old_python(version)
+    assert_too_old(run([python, "-m", "dbsvc", "--version"]), python)
+
+
+@pytest.mark.parametrize("version", OLD_PYTHONS)
+def test_old_python_running_a_built_app_gets_one_line_and_exit_2(version, built, tmp_path):
+    python = old_python(version)
+    assert_too_old(run([python, str(built["app"]), "--version"], cwd=tmp_path), python)
+
+
+@pytest.mark.parametrize("version", OLD_PYTHONS)
+def test_old_python_running_a_generated_module_gets_one_line_and_exit_2(version, built, tmp_path):
+    python = old_python(version)
+    # no dbsvc importable at all (the usual case: it is installed for 3.11 only), and with it
+    for env in ({}, {"PYTHONPATH": str(ROOT)}):
+        assert_too_old(run([python, str(built["module"]), "--help"], cwd=tmp_path, env=env), python)
+
+
+def test_the_check_names_the_version_it_found():
+    from dbsvc.launch import too_old
+
+    assert too_old((3, 10, 13, "final", 0)) == "dbsvc: error: dbsvc needs Python 3.11 or newer; this is 3.10.13"
+    assert too_old((3, 6, 0)) == "dbsvc: error: dbsvc needs Python 3.11 or newer; this is 3.6.0"
+    assert too_old((3, 11, 0)) is None
+    assert too_old((4, 0, 0)) is None
+
+
+# -- item 3: launching --------------------------------------------------------------------
+
+
+def test_isolated_mode_runs_the_checkouts_launcher(tmp_path):
+    done = run([sys.executable, "-I", str(ROOT / "dbsvc.py"), "check", str(BLOG)], cwd=tmp_path)
+    assert (done.returncode, done.stderr) == (0, "")
+    assert done.stdout == f"{BLOG}: ok (3 models)\n"
+
+
+def test_python_m_dbsvc_runs_the_command_line():
+    done = run([sys.executable, "-m", "dbsvc", "check", str(BLOG)])
+    assert (done.returncode, done.stdout, done.stderr) == (0, f"{BLOG}: ok (3 models)\n", "")
+    helped = run([sys.executable, "-m", "dbsvc", "--help"])
+    assert helped.returncode == 0
+    assert "serve" in helped.stdout and "export" in helped.stdout
+
+
+def test_generated_module_help_lists_its_commands_and_creates_nothing(built, tmp_path):
+    done = run([sys.executable, str(built["module"]), "--help"], cwd=tmp_path, env={"PYTHONPATH": str(ROOT)})
+    assert (done.returncode, done.stderr) == (0, "")
+    assert done.stdout.startswith("usage: ")
+    for command in ("serve", "tenant", "export", "import", "backup"):
+        assert f"    {command}" in done.stdout
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_generated_module_refuses_an_unknown_argument_by_name(built, tmp_path):
+    done = run([sys.executable, str(built["module"]), "--bogus"], cwd=tmp_path, env={"PYTHONPATH": str(ROOT)})
+    assert done.returncode == 2
+    assert "unrecognized arguments: --bogus" in done.stderr
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_generated_module_refuses_an_unknown_command_by_name(built, tmp_path):
+    done = run([sys.executable, str(built["module"]), "srve"], cwd=tmp_path, env={"PYTHONPATH": str(ROOT)})
+    assert done.returncode == 2
+    assert "invalid choice: 'srve'" in done.stderr
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_generated_module_reports_its_version(built, tmp_path):
+    done = run([sys.executable, str(built["module"]), "--version"], cwd=tmp_path, env={"PYTHONPATH": str(ROOT)})
+    assert done.returncode == 0
+    assert done.stdout.startswith("dbsvc ") and "schema blog.dbs" in done.stdout
