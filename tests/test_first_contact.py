@@ -16,10 +16,12 @@ import os
 import shutil
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from support.cli import clean_env
+from support.server import Server, start_server
 
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -153,3 +155,62 @@ def test_generated_module_reports_its_version(built, tmp_path):
     done = run([sys.executable, str(built["module"]), "--version"], cwd=tmp_path, env={"PYTHONPATH": str(ROOT)})
     assert done.returncode == 0
     assert done.stdout.startswith("dbsvc ") and "schema blog.dbs" in done.stdout
+
+
+# -- a served blog, replication on (items 5 and 8) ------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
+    server = start_server(BLOG, tmp_path_factory.mktemp("served"))  # blog.dbs: replication on
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+def test_an_unknown_model_names_the_models_and_the_close_match(served):
+    reply = served.get("/api/users")
+    assert (reply.status, reply.json["code"]) == (404, "not_found")
+    assert reply.json["detail"] == (
+        "no model 'users' under /api/: did you mean 'user'? "
+        "the models are user, blog-post, comment (GET /api/<model>)"
+    )
+
+
+@pytest.mark.parametrize(
+    ("path", "guess"), [("/api/BlogPost", "blog-post"), ("/api/blog_post", "blog-post"), ("/api/coment/3", "comment")]
+)
+def test_an_unknown_model_spelled_as_declared_or_misspelt_is_matched(served, path, guess):
+    reply = served.get(path)
+    assert reply.status == 404
+    assert f"did you mean {guess!r}?" in reply.json["detail"]
+
+
+def test_an_unknown_model_with_no_close_match_still_lists_the_models(served):
+    reply = served.get("/api/zebra")
+    assert reply.status == 404
+    assert reply.json["detail"] == "no model 'zebra' under /api/: the models are user, blog-post, comment (GET /api/<model>)"
+
+
+def test_replicate_with_a_malformed_after_is_bad_query_as_on_the_feeds(served):
+    for path in ("/replicate?after=abc", "/subscribe/user?after=abc", "/live-query/user?after=abc"):
+        reply = served.get(path)
+        assert (reply.status, reply.json["code"]) == (400, "bad_query"), path
+        assert "'abc'" in reply.json["detail"]
+
+
+def test_a_plain_get_on_a_websocket_route_is_426_upgrade_required(served):
+    reply = served.get("/subscribe/user", headers={"Connection": "upgrade", "Upgrade": "websocket"})
+    assert (reply.status, reply.json["code"]) == (426, "upgrade_required")
+    assert reply.headers["upgrade"] == "websocket"
+
+
+def test_a_422_counts_the_other_errors_as_errors(served):
+    reply = served.post("/api/user", {"a": 1, "b": 2, "c": 3})
+    assert reply.status == 422
+    assert len(reply.json["errors"]) == 5  # a, b, c unknown; email and name missing
+    assert reply.json["detail"].endswith(" (and 4 more errors)")
+    one_more = served.post("/api/user", {"email": "a@b.c", "a": 1})
+    assert len(one_more.json["errors"]) == 2
+    assert one_more.json["detail"].endswith(" (and 1 more error)")
