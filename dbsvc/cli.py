@@ -262,7 +262,7 @@ def build_parser(module: Any = None) -> argparse.ArgumentParser:
         metavar="URL",
         help="serve as a read replica of the primary at URL (http://HOST:PORT): bootstrap from "
         "its snapshot, follow its /replicate stream, refuse writes "
-        "(SERVICE_FOLLOW_TOKEN: a token for a guarded primary); see docs/replication.md",
+        "(SERVICE_TOKEN: a token for a guarded primary); see docs/replication.md",
     )
     serve.add_argument(
         "--rebootstrap",

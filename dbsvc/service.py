@@ -212,7 +212,7 @@ def build_follower(module: GeneratedModule, config: Config, follow: str, directo
         directory,
         opener,
         schema_fingerprint(module.DESCRIPTION),
-        token=config.follow_token,
+        token=config.token,
         rebootstrap=config.follow_rebootstrap,
     )
     try:

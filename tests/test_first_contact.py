@@ -214,3 +214,26 @@ def test_a_422_counts_the_other_errors_as_errors(served):
     one_more = served.post("/api/user", {"email": "a@b.c", "a": 1})
     assert len(one_more.json["errors"]) == 2
     assert one_more.json["detail"].endswith(" (and 1 more error)")
+
+
+# -- item 8: one variable for the token sent to a primary ------------------------------------
+
+
+def test_service_token_is_the_token_a_replica_and_replicate_send():
+    from dbsvc.config import load_config
+
+    assert load_config({"SERVICE_TOKEN": "a.b.c"}).token == "a.b.c"
+    assert load_config({"SERVICE_FOLLOW_TOKEN": " a.b.c "}).token == "a.b.c"  # the alias
+    assert load_config({"SERVICE_FOLLOW_TOKEN": "a.b.c", "SERVICE_TOKEN": "a.b.c"}).token == "a.b.c"
+    assert load_config({"SERVICE_FOLLOW_TOKEN": "", "SERVICE_TOKEN": ""}).token is None
+
+
+def test_the_token_and_its_alias_set_to_different_values_are_refused(tmp_path):
+    env = {"SERVICE_DATA": str(tmp_path / "data"), "SERVICE_TOKEN": "a.b.c", "SERVICE_FOLLOW_TOKEN": "x.y.z"}
+    done = run([sys.executable, str(ROOT / "dbsvc.py"), "serve", str(BLOG), "--follow", "http://127.0.0.1:9"], env=env)
+    assert (done.returncode, done.stdout) == (2, "")
+    assert done.stderr == (
+        "dbsvc: error: SERVICE_TOKEN and SERVICE_FOLLOW_TOKEN (its old name) are both set, to different "
+        "tokens: set SERVICE_TOKEN only\n"
+    )
+    assert not (tmp_path / "data").exists()
