@@ -237,3 +237,17 @@ def test_the_token_and_its_alias_set_to_different_values_are_refused(tmp_path):
         "tokens: set SERVICE_TOKEN only\n"
     )
     assert not (tmp_path / "data").exists()
+
+
+def test_export_ends_with_one_summary_line(tmp_path):
+    lines = '{"model": "User", "record": {"id": 1, "email": "ann@example.com", "name": "Ann"}}\n'
+    (tmp_path / "in.jsonl").write_text(lines, encoding="utf-8")
+    env = {"SERVICE_DATA": str(tmp_path / "data"), "SERVICE_TENANT": "t"}
+    launcher = [sys.executable, str(ROOT / "dbsvc.py")]
+    for args in (["tenant", "create", "t"], ["import", str(BLOG), str(tmp_path / "in.jsonl"), "--quiet"]):
+        assert run([*launcher, *args], env=env).returncode == 0
+    done = run([*launcher, "export", str(BLOG), "-o", str(tmp_path / "out.jsonl")], env=env)
+    assert (done.returncode, done.stdout) == (0, "")
+    assert len(done.stderr.splitlines()) == 1, done.stderr
+    assert done.stderr.startswith("exported 1 records in ")
+    assert (tmp_path / "out.jsonl").read_text(encoding="utf-8").count("\n") == 1
