@@ -29,9 +29,22 @@ TENANT_ENV = "the tenant named by SERVICE_TENANT (default: default) under SERVIC
 
 
 def _load(path: str) -> Any:
+    """The schema at `path`; a file that cannot be read is a usage error naming SCHEMA."""
+    from dbsvc.errors import ConfigError
+    from dbsvc.launch import program
     from dbsvc.schema import load_schema
 
-    return load_schema(path)
+    try:
+        return load_schema(path)
+    except FileNotFoundError as exc:
+        raise ConfigError(
+            f"schema file {path!r} does not exist: give the path of a .dbs file as SCHEMA "
+            f"(`{program()} init NAME` writes a starter one)"
+        ) from exc
+    except IsADirectoryError as exc:
+        raise ConfigError(f"SCHEMA {path!r} is a directory: give the path of a .dbs file in it") from exc
+    except PermissionError as exc:
+        raise ConfigError(f"cannot read the schema file {path!r}: permission denied") from exc
 
 
 def _schema_module(args: argparse.Namespace) -> Any:
@@ -123,6 +136,16 @@ def cmd_init(args: argparse.Namespace) -> int:
     except FileExistsError:
         report(f"{path} already exists: choose another NAME, or remove it first")
         return EXIT_FAILURE
+    except (FileNotFoundError, NotADirectoryError):
+        parent = os.path.dirname(path)
+        report(
+            f"cannot write {path!r}: the directory {parent!r} does not exist: create it first "
+            f"(mkdir -p {parent}), or give NAME in an existing directory"
+        )
+        return EXIT_USAGE
+    except PermissionError:
+        report(f"cannot write {path!r}: permission denied: give NAME in a directory you can write")
+        return EXIT_USAGE
     schema = _load(path)
     print(
         f"wrote {path} ({len(schema.models)} models: {', '.join(m.name for m in schema.models)})\n"

@@ -207,6 +207,22 @@ def _text(environ: Mapping[str, str], name: str) -> str | None:
     return environ.get(name, "").strip() or None
 
 
+def _data_dir(environ: Mapping[str, str]) -> str:
+    """SERVICE_DATA: a directory, or a path where one can be created. A file there, or in
+    place of one of its parents, is refused by name here rather than as an errno wherever
+    the directory is first used (issue 32)."""
+    path = environ.get("SERVICE_DATA", DEFAULT_DATA) or DEFAULT_DATA
+    probe = os.path.abspath(path)
+    while not os.path.lexists(probe) and os.path.dirname(probe) != probe:
+        probe = os.path.dirname(probe)
+    if os.path.exists(probe) and not os.path.isdir(probe):
+        where = path if probe == os.path.abspath(path) else probe
+        raise ConfigError(
+            f"SERVICE_DATA {where!r} is a file, not a directory: set SERVICE_DATA to a directory (created if missing)"
+        )
+    return path
+
+
 def _token(environ: Mapping[str, str]) -> str | None:
     """SERVICE_TOKEN, or SERVICE_FOLLOW_TOKEN, the name a read replica's token had before
     one variable served both the replica and `dbsvc replicate` (issue 32)."""
@@ -279,7 +295,7 @@ def load_config(
         guard = load_auth_config(environ, auth, schema_dir)
     return Config(
         http=http,
-        data_dir=environ.get("SERVICE_DATA", DEFAULT_DATA) or DEFAULT_DATA,
+        data_dir=_data_dir(environ),
         tenant=tenant,
         tenant_explicit=bool(tenant_raw),
         log_level=environ.get("RUST_LOG", "info") or "info",

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import socket
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -251,3 +252,60 @@ def test_export_ends_with_one_summary_line(tmp_path):
     assert len(done.stderr.splitlines()) == 1, done.stderr
     assert done.stderr.startswith("exported 1 records in ")
     assert (tmp_path / "out.jsonl").read_text(encoding="utf-8").count("\n") == 1
+
+
+# -- item 6: operating-system errors name the setting and the fix ----------------------------
+
+
+def test_a_port_in_use_is_named_and_creates_no_tenant(tmp_path):
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        env = {"SERVICE_DATA": str(tmp_path / "data"), "SERVICE_PORT": str(port)}
+        done = run([sys.executable, str(ROOT / "dbsvc.py"), "serve", str(BLOG)], env=env)
+    assert (done.returncode, done.stdout) == (2, "")
+    assert done.stderr == f"dbsvc: error: port {port} is in use on 127.0.0.1: set SERVICE_PORT (0 picks a free one)\n"
+    assert not (tmp_path / "data").exists()
+
+
+def test_a_missing_schema_file_is_named_with_the_fix(tmp_path):
+    done = run([sys.executable, str(ROOT / "dbsvc.py"), "serve", "nope.dbs"], cwd=tmp_path)
+    assert (done.returncode, done.stdout) == (2, "")
+    assert done.stderr == (
+        "dbsvc: error: schema file 'nope.dbs' does not exist: give the path of a .dbs file as SCHEMA "
+        "(`dbsvc init NAME` writes a starter one)\n"
+    )
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_service_data_naming_a_file_is_named_with_the_fix(tmp_path):
+    (tmp_path / "afile").write_text("", encoding="utf-8")
+    env = {"SERVICE_DATA": str(tmp_path / "afile")}
+    expected = (
+        f"dbsvc: error: SERVICE_DATA {str(tmp_path / 'afile')!r} is a file, not a directory: "
+        "set SERVICE_DATA to a directory (created if missing)\n"
+    )
+    for args in (["serve", str(BLOG)], ["tenant", "list"], ["tenant", "create", "t"]):
+        done = run([sys.executable, str(ROOT / "dbsvc.py"), *args], env=env)
+        assert (done.returncode, done.stdout, done.stderr) == (2, "", expected), args
+    env = {"SERVICE_DATA": str(tmp_path / "afile" / "below")}
+    done = run([sys.executable, str(ROOT / "dbsvc.py"), "tenant", "list"], env=env)
+    assert (done.returncode, done.stdout, done.stderr) == (2, "", expected)
+
+
+def test_init_into_a_missing_directory_is_named_with_the_fix(tmp_path):
+    done = run([sys.executable, str(ROOT / "dbsvc.py"), "init", "sub/dir/x"], cwd=tmp_path)
+    assert (done.returncode, done.stdout) == (2, "")
+    assert done.stderr == (
+        "dbsvc: error: cannot write 'sub/dir/x.dbs': the directory 'sub/dir' does not exist: "
+        "create it first (mkdir -p sub/dir), or give NAME in an existing directory\n"
+    )
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_a_built_apps_hints_name_the_app_as_it_was_run(built, tmp_path):
+    env = {"SERVICE_DATA": str(tmp_path), "SERVICE_TENANT": "ghost"}
+    done = run([sys.executable, str(built["app"]), "export"], env=env)
+    assert done.returncode == 1
+    assert f"create it with `{sys.executable} {built['app']} tenant create ghost`" in done.stderr

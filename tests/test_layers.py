@@ -84,9 +84,10 @@ ALLOWED: dict[str, frozenset[str]] = {
             "realtime",
             "replica",
         ),
-        "datatools": ("errors", "runtime", "storage", "config"),
+        "datatools": ("errors", "launch", "runtime", "storage", "config"),
         "service": (
             "errors",
+            "launch",
             "schema",
             "deps",
             "logs",
@@ -109,6 +110,7 @@ ALLOWED: dict[str, frozenset[str]] = {
         "cli": (
             "dbsvc",
             "errors",
+            "launch",
             "schema",
             "compiler",
             "storage",
