@@ -187,9 +187,11 @@ def cmd_tenant(args: argparse.Namespace) -> int:
 
 
 def cmd_compact(args: argparse.Namespace) -> int:
+    from dbsvc.datatools.tenant import existing_tenant
     from dbsvc.storage import tenants
 
     config = _config()
+    existing_tenant(config.data_dir, config.tenant)  # a missing one: the hint names this program
     print(tenants.compact_tenant(config.data_dir, config.tenant))
     return EXIT_OK
 
