@@ -316,3 +316,18 @@ def test_a_built_apps_hints_name_the_app_as_it_was_run(built, tmp_path, command)
     done = run([sys.executable, str(built["app"]), command], env=env)
     assert done.returncode in (1, 2)
     assert f"create it with `{sys.executable} {built['app']} tenant create ghost`" in done.stderr
+
+
+def test_the_openapi_document_admits_every_error_code_the_service_answers():
+    from dbsvc import errors
+    from dbsvc.compiler.openapi import build_openapi
+    from dbsvc.schema import load_schema
+
+    def subclasses(cls: type) -> list[type]:
+        return [cls, *(sub for child in cls.__subclasses__() for sub in subclasses(child))]
+
+    document = build_openapi(load_schema(str(BLOG)))
+    enum = set(document["components"]["schemas"]["Problem"]["properties"]["code"]["enum"])
+    answered = {cls.code for cls in subclasses(errors.RequestError) if cls is not errors.RequestError}
+    assert "upgrade_required" in answered
+    assert answered <= enum, sorted(answered - enum)
