@@ -21,6 +21,7 @@ the replica consumer; never imports h11, wsproto or cryptography (tests/test_lay
 
 from __future__ import annotations
 
+import difflib
 import logging
 from collections.abc import Awaitable, Callable
 from typing import Any
@@ -180,6 +181,19 @@ def _raw_item_segment(target: str, kebab: str) -> str | None:
     return unquote(path[len(prefix) :], errors="strict")
 
 
+def unknown_model(kebab: str, models: dict[str, CompiledModel]) -> str:
+    """The 404 detail of `/api/<kebab>` for a model that does not exist: the models there
+    are, and the likeliest one meant (the declared name or snake case of one, else the
+    closest spelling by difflib), as every other refusal lists its choices."""
+    folded = {route.replace("-", ""): route for route in models}
+    meant = folded.get(kebab.lower().replace("-", "").replace("_", ""))
+    if meant is None:
+        close = difflib.get_close_matches(kebab.lower(), list(models), n=1)
+        meant = close[0] if close else None
+    guess = f"did you mean {meant!r}? " if meant else ""
+    return f"no model {kebab!r} under /api/: {guess}the models are {', '.join(models)} (GET /api/<model>)"
+
+
 class Application:
     """The callable the protocol layer serves: `app(request) -> Response | Deferred |
     Upgrade | Awaitable[Response | Upgrade]`."""
@@ -287,6 +301,8 @@ class Application:
         segment: str | None = rest_of_path
         if model is not None and "/" in rest_of_path:
             segment = _raw_item_segment(request.target, kebab)
+        if model is None and kebab:
+            raise NotFound(unknown_model(kebab, self.models))
         if model is None or (slash and not segment) or segment is None:
             raise NotFound(f"no route for path {request.path!r}")
         item = segment if slash else None

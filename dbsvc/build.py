@@ -70,8 +70,13 @@ _DBSVC_SUFFIXES = (".py", ".html", ".css", ".js")
 # Files of an installed distribution that describe this installation, not the package.
 _INSTALL_RECORDS = frozenset({"RECORD", "INSTALLER", "REQUESTED", "direct_url.json"})
 
+# The interpreter check first, in the syntax every Python parses (dbsvc/launch.py).
 MAIN_SOURCE = '''"""Entry point of a dbsvc app: the command line over the schema it was built for (dbsvc/zipapp.py)."""
 import sys
+
+from dbsvc.launch import require_python
+
+require_python()
 
 from dbsvc.zipapp import main
 

@@ -29,9 +29,22 @@ TENANT_ENV = "the tenant named by SERVICE_TENANT (default: default) under SERVIC
 
 
 def _load(path: str) -> Any:
+    """The schema at `path`; a file that cannot be read is a usage error naming SCHEMA."""
+    from dbsvc.errors import ConfigError
+    from dbsvc.launch import program
     from dbsvc.schema import load_schema
 
-    return load_schema(path)
+    try:
+        return load_schema(path)
+    except FileNotFoundError as exc:
+        raise ConfigError(
+            f"schema file {path!r} does not exist: give the path of a .dbs file as SCHEMA "
+            f"(`{program()} init NAME` writes a starter one)"
+        ) from exc
+    except IsADirectoryError as exc:
+        raise ConfigError(f"SCHEMA {path!r} is a directory: give the path of a .dbs file in it") from exc
+    except PermissionError as exc:
+        raise ConfigError(f"cannot read the schema file {path!r}: permission denied") from exc
 
 
 def _schema_module(args: argparse.Namespace) -> Any:
@@ -123,6 +136,16 @@ def cmd_init(args: argparse.Namespace) -> int:
     except FileExistsError:
         report(f"{path} already exists: choose another NAME, or remove it first")
         return EXIT_FAILURE
+    except (FileNotFoundError, NotADirectoryError):
+        parent = os.path.dirname(path)
+        report(
+            f"cannot write {path!r}: the directory {parent!r} does not exist: create it first "
+            f"(mkdir -p {parent}), or give NAME in an existing directory"
+        )
+        return EXIT_USAGE
+    except PermissionError:
+        report(f"cannot write {path!r}: permission denied: give NAME in a directory you can write")
+        return EXIT_USAGE
     schema = _load(path)
     print(
         f"wrote {path} ({len(schema.models)} models: {', '.join(m.name for m in schema.models)})\n"
@@ -164,9 +187,11 @@ def cmd_tenant(args: argparse.Namespace) -> int:
 
 
 def cmd_compact(args: argparse.Namespace) -> int:
+    from dbsvc.datatools.tenant import existing_tenant
     from dbsvc.storage import tenants
 
     config = _config()
+    existing_tenant(config.data_dir, config.tenant)  # a missing one: the hint names this program
     print(tenants.compact_tenant(config.data_dir, config.tenant))
     return EXIT_OK
 
@@ -262,7 +287,7 @@ def build_parser(module: Any = None) -> argparse.ArgumentParser:
         metavar="URL",
         help="serve as a read replica of the primary at URL (http://HOST:PORT): bootstrap from "
         "its snapshot, follow its /replicate stream, refuse writes "
-        "(SERVICE_FOLLOW_TOKEN: a token for a guarded primary); see docs/replication.md",
+        "(SERVICE_TOKEN: a token for a guarded primary); see docs/replication.md",
     )
     serve.add_argument(
         "--rebootstrap",
@@ -409,10 +434,16 @@ def _data_tools(sub: Any, schema_command: Callable[..., argparse.ArgumentParser]
     replicate.set_defaults(func=cmd_replicate)
 
 
+# What a built app (or a generated module run as a script) reads as its own, not as `serve`'s.
+APP_WORDS = frozenset({"-h", "--help", "--version"})
+
+
 def main(argv: Sequence[str] | None = None, module: Any = None) -> int:
     """Run one command; the exit status. `module`: the compiled schema a built app carries."""
     arguments = list(sys.argv[1:] if argv is None else argv)
-    if module is not None and not arguments:
-        arguments = ["serve"]  # `python APP.pyz` serves
+    if module is not None and (not arguments or arguments[0] not in APP_WORDS and arguments[0].startswith("-")):
+        # `python APP.pyz` serves, and so does `python APP.pyz --follow URL`; an option
+        # `serve` does not know is refused by name ("unrecognized arguments: --bogus")
+        arguments = ["serve", *arguments]
     args = build_parser(module).parse_args(arguments)
     return run_reporting(lambda: args.func(args))

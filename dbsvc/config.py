@@ -20,11 +20,13 @@ value and what it accepts (the command line exits with status 2). Variables
     SERVICE_HTTP_PARSER (fast | h11: h11 alone, the fast path off; dbsvc/http/fastpath.py)
     SERVICE_EXPLORER (on | off; unset: on for a loopback bind with the guard off, decided
                       where the guard is known: dbsvc.explorer.explorer_enabled)
-    SERVICE_FOLLOW_TOKEN (unset)   the token a read replica (`serve --follow`) sends its primary
     SERVICE_FOLLOW_REBOOTSTRAP (0)  1: a read replica whose history the primary cannot continue
                       bootstraps again even when that discards rows the primary lacks
                       (`serve --rebootstrap`; replica/follower.py rule 7)
-    SERVICE_TOKEN (unset)          the token `dbsvc replicate` sends, unless --token is given
+    SERVICE_TOKEN (unset)          the token this process sends another dbsvc server: a read
+                      replica (`serve --follow`) to its primary, `dbsvc replicate` unless
+                      --token is given. SERVICE_FOLLOW_TOKEN, its old name for the replica,
+                      is an alias; both set to different tokens is refused.
     SERVICE_ZIPAPP_CACHE (unset: $XDG_CACHE_HOME/dbsvc, else ~/.cache/dbsvc) where a
                       `dbsvc build --with-guard` app unpacks the packages it embeds
 
@@ -94,9 +96,8 @@ class Config:
     replication_retain_bytes: int  # 0 when replication is off
     explorer: bool | None = None  # SERVICE_EXPLORER; None: the default (docs/explorer.md)
     auth: AuthConfig | None = None  # the guard's settings; None: the guard is off (or not asked for)
-    follow_token: str | None = None  # SERVICE_FOLLOW_TOKEN
     follow_rebootstrap: bool = False  # SERVICE_FOLLOW_REBOOTSTRAP
-    token: str | None = None  # SERVICE_TOKEN
+    token: str | None = None  # SERVICE_TOKEN (or its alias SERVICE_FOLLOW_TOKEN)
 
 
 def _int(environ: Mapping[str, str], name: str, default: int, lo: int, hi: int | None = None) -> int:
@@ -206,6 +207,34 @@ def _text(environ: Mapping[str, str], name: str) -> str | None:
     return environ.get(name, "").strip() or None
 
 
+def _data_dir(environ: Mapping[str, str]) -> str:
+    """SERVICE_DATA: a directory, or a path where one can be created. A file there, or in
+    place of one of its parents, is refused by name here rather than as an errno wherever
+    the directory is first used (issue 32)."""
+    path = environ.get("SERVICE_DATA", DEFAULT_DATA) or DEFAULT_DATA
+    probe = os.path.abspath(path)
+    while not os.path.lexists(probe) and os.path.dirname(probe) != probe:
+        probe = os.path.dirname(probe)
+    if os.path.exists(probe) and not os.path.isdir(probe):
+        where = path if probe == os.path.abspath(path) else probe
+        raise ConfigError(
+            f"SERVICE_DATA {where!r} is a file, not a directory: set SERVICE_DATA to a directory (created if missing)"
+        )
+    return path
+
+
+def _token(environ: Mapping[str, str]) -> str | None:
+    """SERVICE_TOKEN, or SERVICE_FOLLOW_TOKEN, the name a read replica's token had before
+    one variable served both the replica and `dbsvc replicate` (issue 32)."""
+    token, alias = _text(environ, "SERVICE_TOKEN"), _text(environ, "SERVICE_FOLLOW_TOKEN")
+    if token is not None and alias is not None and token != alias:
+        raise ConfigError(
+            "SERVICE_TOKEN and SERVICE_FOLLOW_TOKEN (its old name) are both set, to different tokens: "
+            "set SERVICE_TOKEN only"
+        )
+    return token or alias
+
+
 def zipapp_cache_dir(environ: Mapping[str, str]) -> str:
     """Where a built app unpacks the packages it embeds (dbsvc/zipapp.py): SERVICE_ZIPAPP_CACHE,
     else `dbsvc` under XDG_CACHE_HOME (the XDG base directory rule), else ~/.cache/dbsvc."""
@@ -266,7 +295,7 @@ def load_config(
         guard = load_auth_config(environ, auth, schema_dir)
     return Config(
         http=http,
-        data_dir=environ.get("SERVICE_DATA", DEFAULT_DATA) or DEFAULT_DATA,
+        data_dir=_data_dir(environ),
         tenant=tenant,
         tenant_explicit=bool(tenant_raw),
         log_level=environ.get("RUST_LOG", "info") or "info",
@@ -278,7 +307,6 @@ def load_config(
         replication_retain_bytes=retain_mb << 20 if replication else 0,
         explorer=_switch(environ, "SERVICE_EXPLORER"),
         auth=guard,
-        follow_token=_text(environ, "SERVICE_FOLLOW_TOKEN"),
         follow_rebootstrap=_flag(environ, "SERVICE_FOLLOW_REBOOTSTRAP"),
-        token=_text(environ, "SERVICE_TOKEN"),
+        token=_token(environ),
     )

@@ -313,7 +313,8 @@ class ConstraintViolation(RequestError):
 
     def __init__(self, errors: list[dict[str, str]]) -> None:
         first = errors[0] if errors else {"field": "", "message": "invalid record"}
-        more = f" (and {len(errors) - 1} more)" if len(errors) > 1 else ""
+        others = len(errors) - 1
+        more = f" (and {others} more error{'s' if others > 1 else ''})" if others else ""
         super().__init__(f"{first['field']}: {first['message']}{more}", errors=errors)
         self.errors = errors
 
@@ -332,7 +333,7 @@ class HeadersTooLarge(RequestError):
 class UpgradeRequired(RequestError):
     """426: a WebSocket route asked without a (version 13) WebSocket handshake."""
 
-    status, code, title = 426, "bad_request", "Upgrade Required"
+    status, code, title = 426, "upgrade_required", "Upgrade Required"
 
     def __init__(self, detail: str) -> None:
         super().__init__(detail)

@@ -6,8 +6,11 @@ Order matters and each step fails before the next one touches anything:
    reader of SERVICE_*; ConfigError -> exit 2); a schema with access rules and no guard
    stops here (`require_guard_for_rules`);
 2. logging is configured (so everything after is logged in the chosen format);
-3. the tenant directory is resolved: `SERVICE_TENANT` unset (guard off) serves `default`,
-   creating it; a named tenant must exist (`dbsvc tenant create NAME`);
+3. a named tenant must exist; the listening sockets are bound (`SERVICE_HOST`:`SERVICE_PORT`): a port in use, a host
+   that is not this machine's or a port that needs privileges is one line naming the
+   variable (ConfigError -> exit 2), before any tenant directory is created or opened;
+   then the tenant directory is resolved: `SERVICE_TENANT` unset (guard off) serves
+   `default`, creating it; a named tenant must exist (`dbsvc tenant create NAME`);
 4. the store opens, taking the writer lock (TenantLocked -> exit 2, nothing touched);
 5. the guard is built from its settings (JWKS fetched in the background);
    the realtime broker is attached to the store's change stream on the running loop;
@@ -23,9 +26,11 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import errno
 import gc
 import logging
 import os
+import socket
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING
 
@@ -33,6 +38,7 @@ from dbsvc.config import Config, load_config
 from dbsvc.deps import require_server_packages
 from dbsvc.errors import ConfigError
 from dbsvc.exits import run_reporting
+from dbsvc.launch import program
 from dbsvc.notify import notify_ready, notify_stopping
 
 if TYPE_CHECKING:
@@ -95,15 +101,53 @@ def resolve_tenant_dir(config: Config) -> str:
     """The tenant's directory, creating the implicit `default` tenant on first use."""
     from dbsvc.storage import tenants
 
-    directory = os.path.join(config.data_dir, config.tenant)
+    directory = check_tenant(config)
     if os.path.isdir(directory):
         return directory
-    if config.tenant_explicit:
+    return str(tenants.create_tenant(config.data_dir, config.tenant))
+
+
+def check_tenant(config: Config) -> str:
+    """The tenant's directory path; a named tenant that does not exist is a ConfigError
+    (checked before the bind: it touches nothing, and is the more useful answer)."""
+    directory = os.path.join(config.data_dir, config.tenant)
+    if config.tenant_explicit and not os.path.isdir(directory):
         raise ConfigError(
             f"tenant {config.tenant!r} does not exist under {config.data_dir!r}: "
-            f"create it with `dbsvc tenant create {config.tenant}`"
+            f"create it with `{program()} tenant create {config.tenant}`"
         )
-    return str(tenants.create_tenant(config.data_dir, config.tenant))
+    return directory
+
+
+def bind(config: Config) -> list[socket.socket]:
+    """The server's sockets, bound (step 3); an error the operator can fix is a ConfigError
+    naming the variable and the fix, never a bare errno."""
+    from dbsvc.http.server import bind_sockets
+
+    host, port = config.http.host, config.http.port
+    try:
+        return bind_sockets(config.http)
+    except socket.gaierror as exc:
+        raise ConfigError(
+            f"SERVICE_HOST {host!r} does not resolve ({exc.strerror}): set SERVICE_HOST to an address "
+            "of this host (127.0.0.1, or 0.0.0.0 for every interface)"
+        ) from exc
+    except OSError as exc:
+        if exc.errno == errno.EADDRINUSE:
+            message = f"port {port} is in use on {host}: set SERVICE_PORT (0 picks a free one)"
+        elif exc.errno == errno.EACCES:
+            message = (
+                f"port {port} on {host} needs privileges this process does not have: set SERVICE_PORT "
+                "to 1024 or above (and put a proxy in front), or grant CAP_NET_BIND_SERVICE"
+            )
+        elif exc.errno == errno.EADDRNOTAVAIL:
+            message = (
+                f"SERVICE_HOST {host!r} is not an address of this host: set SERVICE_HOST to one "
+                "(127.0.0.1, or 0.0.0.0 for every interface)"
+            )
+        else:
+            message = f"cannot listen on {host}:{port} (SERVICE_HOST, SERVICE_PORT): {exc.strerror or exc}"
+        raise ConfigError(message) from exc
 
 
 def build_guard(config: Config) -> TokenGuard | None:
@@ -137,14 +181,33 @@ def run_server(
     `config` is `server_config(module, ...)`; `follow`: the base URL of a primary this
     server is a read replica of. `announce(base URL, explorer on)` is called once the
     socket listens (the command line prints the URLs)."""
-    from dbsvc.app import Application
-    from dbsvc.explorer import explorer_enabled
     from dbsvc.logs import configure_logging
-    from dbsvc.storage import Store
-    from dbsvc.storage.recovery import AUTO_COMPACT_BYTES
 
     configure_logging(config.log_level, config.log_format)
     guard = build_guard(config)
+    check_tenant(config)
+    sockets = bind(config)
+    try:
+        return _run_bound(module, config, guard, sockets, follow, announce)
+    finally:
+        for sock in sockets:
+            sock.close()  # already closed when served; a start that failed leaves them here
+
+
+def _run_bound(
+    module: GeneratedModule,
+    config: Config,
+    guard: TokenGuard | None,
+    sockets: list[socket.socket],
+    follow: str | None,
+    announce: Callable[[str, bool], None] | None,
+) -> int:
+    """`run_server` from the tenant on, the sockets bound."""
+    from dbsvc.app import Application
+    from dbsvc.explorer import explorer_enabled
+    from dbsvc.storage import Store
+    from dbsvc.storage.recovery import AUTO_COMPACT_BYTES
+
     directory = resolve_tenant_dir(config)
 
     def open_store(lock: WriterLock | None = None, compact_bytes: int = AUTO_COMPACT_BYTES) -> Store:
@@ -186,7 +249,7 @@ def run_server(
     try:
         if follower is not None:
             follower.on_store = app.use_store
-        asyncio.run(_serve(app, config, guard, follower, announce))
+        asyncio.run(_serve(app, config, guard, sockets, follower, announce))
     finally:
         store = follower.store if follower is not None else store  # app.store, unless a follower swapped it
         stats = store.stats()
@@ -227,7 +290,7 @@ def build_follower(module: GeneratedModule, config: Config, follow: str, directo
         directory,
         opener,
         schema_fingerprint(module.DESCRIPTION),
-        token=config.follow_token,
+        token=config.token,
         rebootstrap=config.follow_rebootstrap,
     )
     try:
@@ -242,6 +305,7 @@ async def _serve(
     app: Application,
     config: Config,
     guard: TokenGuard | None,
+    sockets: list[socket.socket],
     follower: Follower | None = None,
     announce: Callable[[str, bool], None] | None = None,
 ) -> None:
@@ -261,7 +325,7 @@ async def _serve(
     if follower is not None:
         follower.start(loop)
     try:
-        await serve_until_signalled(app, config.http, on_ready=on_ready)
+        await serve_until_signalled(app, config.http, on_ready=on_ready, sockets=sockets)
     finally:
         notify_stopping()
         if follower is not None:

@@ -156,7 +156,7 @@ def test_the_apps_parser_has_no_schema_argument_and_no_schema_tools():
 
 def test_tokens_are_read_once_with_empty_meaning_unset():
     config = load_config({"SERVICE_FOLLOW_TOKEN": " a.b.c ", "SERVICE_TOKEN": ""})
-    assert (config.follow_token, config.token, config.auth) == ("a.b.c", None, None)
+    assert (config.token, config.auth) == ("a.b.c", None)  # SERVICE_FOLLOW_TOKEN: SERVICE_TOKEN's alias
 
 
 @pytest.mark.parametrize(

@@ -50,6 +50,7 @@ ALLOWED: dict[str, frozenset[str]] = {
         # the foundation: values and pure functions
         "dbsvc": (),  # __init__: the version and public names, no logic
         "errors": (),  # every exception class
+        "launch": (),  # the interpreter check every entry point runs first (old syntax)
         "routes": (),  # the route table as pure data
         "notify": (),  # systemd's READY=1 / STOPPING=1
         "schema": ("errors",),  # source text -> IR
@@ -57,7 +58,7 @@ ALLOWED: dict[str, frozenset[str]] = {
         "runtime": ("errors", "rules"),  # the helpers generated code calls
         "logs": ("errors",),  # RUST_LOG and the log line formats
         "deps": ("errors",),  # a missing runtime package -> one line with its fix
-        "compiler": ("dbsvc", "errors", "schema", "rules", "runtime", "routes"),  # IR -> code object
+        "compiler": ("dbsvc", "errors", "launch", "schema", "rules", "runtime", "routes"),  # IR -> code object
         "interfaces": ("rules", "runtime"),  # the Protocols at the app's boundaries
         # the three layers over runtime, which know nothing of each other
         "storage": ("errors", "rules", "runtime", "schema"),
@@ -87,9 +88,10 @@ ALLOWED: dict[str, frozenset[str]] = {
             "realtime",
             "replica",
         ),
-        "datatools": ("errors", "runtime", "storage", "config"),
+        "datatools": ("errors", "launch", "runtime", "storage", "config"),
         "service": (
             "errors",
+            "launch",
             "schema",
             "deps",
             "logs",
@@ -112,6 +114,7 @@ ALLOWED: dict[str, frozenset[str]] = {
         "cli": (
             "dbsvc",
             "errors",
+            "launch",
             "schema",
             "compiler",
             "storage",
@@ -122,7 +125,8 @@ ALLOWED: dict[str, frozenset[str]] = {
             "service",
             "build",
         ),
-        "launcher": ("cli",),
+        "launcher": ("launch", "cli"),
+        "__main__": ("launch", "cli"),  # `python -m dbsvc`: the launcher inside the package
     }.items()
 }
 

@@ -69,7 +69,7 @@ ERROR_RESPONSES: dict[int, tuple[str, str]] = {
     422: ("UnprocessableContent", "`constraint_violation`: `errors` lists every invalid field."),
     426: (
         "UpgradeRequired",
-        "`bad_request`: a WebSocket route asked without a WebSocket "
+        "`upgrade_required`: a WebSocket route asked without a WebSocket "
         "opening handshake (or a version other than 13); `Upgrade: websocket` and "
         "`Sec-WebSocket-Version: 13` say what is expected.",
     ),

@@ -33,6 +33,7 @@ _ERROR_CLASSES: tuple[type[_errors.RequestError], ...] = (
     _errors.Unavailable,
     _errors.InternalError,
     _errors.ReadOnlyReplica,
+    _errors.UpgradeRequired,
 )
 ERROR_CODES: tuple[str, ...] = tuple(dict.fromkeys(cls.code for cls in _ERROR_CLASSES))
 

@@ -19,10 +19,15 @@ from dbsvc.errors import ImportRejected, TenantLocked
 EXIT_OK, EXIT_FAILURE = 0, 1
 # What a refused export says to do instead: a backup is taken beside the server without
 # pausing it, and is a tenant directory an export can open (docs/data-tools.md).
-EXPORT_A_BACKUP = (
-    "to export while a server runs, export a backup of it: dbsvc backup DIR, then "
-    "SERVICE_DATA=<DIR's parent> SERVICE_TENANT=<DIR's name> dbsvc export ..."
-)
+def export_a_backup() -> str:
+    """The hint, naming the program as it was run (`python3 blog.pyz backup DIR`)."""
+    from dbsvc.launch import program
+
+    name = program()
+    return (
+        f"to export while a server runs, export a backup of it: {name} backup DIR, then "
+        f"SERVICE_DATA=<DIR's parent> SERVICE_TENANT=<DIR's name> {name} export ..."
+    )
 
 
 def run_export(args: argparse.Namespace, module: Any, config: Config) -> int:
@@ -39,7 +44,7 @@ def run_export(args: argparse.Namespace, module: Any, config: Config) -> int:
             report = export.export_records(directory, module, sys.stdout, models, as_of, quiet=args.quiet)
             sys.stdout.flush()
     except TenantLocked as exc:
-        raise TenantLocked(exc.path, exc.pid, EXPORT_A_BACKUP) from None
+        raise TenantLocked(exc.path, exc.pid, export_a_backup()) from None
     print(report.summary(), file=sys.stderr)
     return EXIT_OK
 

@@ -139,7 +139,7 @@ def export_records(
         for batch in _lines(store, models, as_of, counts, watermarks):
             out.write("".join(batch))
             progress.advance(len(batch), len(batch))
-        progress.finish()
+        progress.finish(line=False)  # the command's summary line says it (datatools/commands.py)
         epoch = store.epoch
     return ExportReport(counts, watermarks, epoch, time.monotonic() - started, opened)
 

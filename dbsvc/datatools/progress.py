@@ -11,6 +11,9 @@ at most every `PLAIN_INTERVAL` seconds, plus one when each phase ends::
     import: reading: 340112 lines (34%)
     import: reading: done, 1000000 lines in 12.3 s
 
+A run of one phase (export) ends with its own summary line instead (`finish(line=False)`),
+so its standard error ends in exactly one line saying what was done.
+
 Callers report work in chunks (`advance(n)` every few thousand records), so the cost per
 record is nothing; the clock is read once per call.
 """
@@ -82,15 +85,17 @@ class Progress:
             self.stream.write(f"{self.label}: {self.count} {self.noun} ({percent}%)\n")
         self.stream.flush()
 
-    def finish(self) -> float:
-        """End the phase with one line; returns its duration in seconds."""
+    def finish(self, line: bool = True) -> float:
+        """End the phase with one line; returns its duration in seconds. `line=False`: the
+        caller's summary line follows at once (a one-phase run such as export), so a plain
+        stream gets nothing here and a terminal's bar is ended, not repeated."""
         elapsed = time.monotonic() - self.started
         if not self.quiet:
             self.done = self.total
             if self.tty:
                 self._show(time.monotonic())
                 self.stream.write("\n")
-            else:
+            elif line:
                 self.stream.write(f"{self.label}: done, {self.count} {self.noun} in {elapsed:.1f} s\n")
             self.stream.flush()
         return elapsed

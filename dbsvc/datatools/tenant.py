@@ -20,6 +20,7 @@ from contextlib import contextmanager
 from typing import Any
 
 from dbsvc.errors import TenantError
+from dbsvc.launch import program
 from dbsvc.storage import Store
 from dbsvc.storage.lock import WriterLock
 from dbsvc.storage.tenants import tenant_dir
@@ -30,7 +31,7 @@ def existing_tenant(data_dir: str, name: str) -> str:
     path = tenant_dir(data_dir, name)
     if not os.path.isdir(path):
         raise TenantError(
-            f"tenant {name!r} does not exist under {data_dir!r}: create it with `dbsvc tenant create {name}`"
+            f"tenant {name!r} does not exist under {data_dir!r}: create it with `{program()} tenant create {name}`"
         )
     return path
 

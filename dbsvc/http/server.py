@@ -38,6 +38,10 @@ Design notes, measured or checked rather than assumed:
   (close the listening sockets), close idle and half-read-head connections, tell upgraded
   handlers (`shutdown()`), answer the in-flight requests with `Connection: close`, wait up to
   `shutdown_timeout` for them and for running app tasks, then abort whatever is left.
+- Binding comes apart from serving (`bind_sockets`), as asyncio's `create_server` binds:
+  one socket per address the host resolves to, SO_REUSEADDR, IPv6 sockets V6ONLY. A server
+  process binds before it opens its tenant (dbsvc/service.py), so a port in use touches
+  nothing; `serve` binds itself when given no sockets.
 """
 
 from __future__ import annotations
@@ -45,6 +49,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import signal
+import socket
 from collections.abc import Callable
 
 from dbsvc.http.connection import LINGER_SECONDS, HttpConnection
@@ -54,6 +59,28 @@ from dbsvc.http.types import App, HttpSettings
 log = logging.getLogger("dbsvc.http")
 
 __all__ = ["serve"]
+
+
+def bind_sockets(settings: HttpSettings) -> list[socket.socket]:
+    """Sockets bound to settings.host:settings.port, not yet listening, one per address the
+    host resolves to. Raises OSError (`socket.gaierror` for a name that does not resolve)."""
+    infos = socket.getaddrinfo(
+        settings.host or None, settings.port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE
+    )
+    sockets: list[socket.socket] = []
+    try:
+        for family, kind, proto, _name, address in dict.fromkeys(infos):
+            sock = socket.socket(family, kind, proto)
+            sockets.append(sock)
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            if family == socket.AF_INET6:
+                sock.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 1)
+            sock.bind(address)
+    except BaseException:
+        for sock in sockets:
+            sock.close()
+        raise
+    return sockets
 
 
 def _tick(hub: Hub) -> float:
@@ -75,25 +102,33 @@ async def serve(
     stop: asyncio.Event,
     on_ready: Callable[[int], None] | None = None,
     hub: Hub | None = None,
+    sockets: list[socket.socket] | None = None,
 ) -> None:
     """Serve `app` on settings.host:settings.port until `stop` is set, then shut down gracefully.
 
     `on_ready(port)` is called once the socket listens (port 0 binds an ephemeral port).
     `hub` is the connections' shared state, built on this loop for `app` and `settings`, when
     the caller wants to look at it (the in-process protocol tests do); made here otherwise.
+    `sockets`: already bound (`bind_sockets`), which this call then owns; bound here otherwise.
     Returns after every connection is closed, at most about `shutdown_timeout` after `stop`.
     """
     loop = asyncio.get_running_loop()
     if hub is None:
         hub = Hub(app, settings, loop)
-    server = await loop.create_server(
-        lambda: HttpConnection(hub),
-        settings.host,
-        settings.port,
-        reuse_address=True,
-        backlog=min(4096, max(128, settings.max_connections)),
-    )
-    port = server.sockets[0].getsockname()[1]
+    bound = bind_sockets(settings) if sockets is None else sockets
+    servers = []
+    try:
+        for sock in bound:
+            servers.append(
+                await loop.create_server(
+                    lambda: HttpConnection(hub), sock=sock, backlog=min(4096, max(128, settings.max_connections))
+                )
+            )
+    except BaseException:
+        for sock in bound:
+            sock.close()
+        raise
+    port = bound[0].getsockname()[1]
     tick = _tick(hub)
     sweeper = loop.create_task(_sweep_forever(hub, tick))
     log.info("listening on %s:%d", settings.host, port)
@@ -102,7 +137,8 @@ async def serve(
             on_ready(port)
         await stop.wait()
     finally:
-        server.close()  # stop accepting
+        for server in servers:
+            server.close()  # stop accepting
         hub.shutting_down = True
         for connection in list(hub.connections):
             connection.on_shutdown()
@@ -120,16 +156,20 @@ async def serve(
             task.cancel()
         if hub.tasks:
             await asyncio.wait(list(hub.tasks), timeout=1.0)
-        try:
-            await asyncio.wait_for(server.wait_closed(), timeout=1.0)
-        except (asyncio.TimeoutError, asyncio.CancelledError):
-            pass
+        for server in servers:
+            try:
+                await asyncio.wait_for(server.wait_closed(), timeout=1.0)
+            except (asyncio.TimeoutError, asyncio.CancelledError):
+                pass
         await asyncio.sleep(0)  # let connection_lost callbacks run
         log.info("stopped serving on %s:%d", settings.host, port)
 
 
 async def serve_until_signalled(
-    app: App, settings: HttpSettings, on_ready: Callable[[int], None] | None = None
+    app: App,
+    settings: HttpSettings,
+    on_ready: Callable[[int], None] | None = None,
+    sockets: list[socket.socket] | None = None,
 ) -> None:
     """`serve` until SIGINT or SIGTERM (docs/guide/operations.md#deployment), then the same
     graceful shutdown. The one place a process's signals are tied to the server."""
@@ -138,7 +178,7 @@ async def serve_until_signalled(
     for signum in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(signum, stop.set)
     try:
-        await serve(app, settings, stop=stop, on_ready=on_ready)
+        await serve(app, settings, stop=stop, on_ready=on_ready, sockets=sockets)
     finally:
         for signum in (signal.SIGINT, signal.SIGTERM):
             loop.remove_signal_handler(signum)

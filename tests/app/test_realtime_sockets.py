@@ -56,7 +56,7 @@ def test_a_plain_get_on_a_feed_is_426_with_the_upgrade_header(blog):
     reply = blog.get("/subscribe/user")
     assert reply.status == 426
     assert reply.headers["upgrade"] == "websocket"
-    assert reply.json["code"] == "bad_request"
+    assert reply.json["code"] == "upgrade_required"
 
 
 def test_a_post_to_a_feed_is_405(blog):

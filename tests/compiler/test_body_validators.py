@@ -172,7 +172,7 @@ def test_every_violation_is_reported_at_once(thing, violations):
     bad = {"zzz": 1, "n": True, "f": "x", "s": "", "b": None, "e": "blue", "dt": "now", "d": "x", "u": 3}
     errors = violations(thing.validate_create, bad)
     assert [e["field"] for e in errors] == ["zzz", "n", "f", "s", "b", "e", "dt", "d", "u", "j"]
-    assert str(ConstraintViolation(errors)).endswith("(and 9 more)")
+    assert str(ConstraintViolation(errors)).endswith("(and 9 more errors)")
 
 
 def test_int_accepted_for_float_and_stored_as_float(thing):

@@ -109,7 +109,7 @@ def test_generated_file_in_a_fresh_interpreter_behaves_like_the_in_memory_module
 def test_generated_file_runs_the_cli_when_executed_as_main():
     text = generate_source(load_schema(str(ROOT / "schemas" / "blog.dbs")))
     assert text.rstrip().endswith(
-        "if __name__ == '__main__':\n    import dbsvc.service\n    raise SystemExit(dbsvc.service.main(sys.modules[__name__]))"
+        "if __name__ == '__main__':\n    import dbsvc.cli\n    raise SystemExit(dbsvc.cli.main(None, module=sys.modules[__name__]))"
     )
 
 

@@ -637,7 +637,7 @@ def test_a_refused_handshake_is_its_problem_the_session_hears_1006_and_the_conne
     assert response.json() == problem(
         426,
         "Upgrade Required",
-        "bad_request",
+        "upgrade_required",
         "/socket is a WebSocket route: expected a GET with 'Upgrade: websocket' and 'Connection: Upgrade'",
         "ws-no",
     )
