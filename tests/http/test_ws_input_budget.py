@@ -174,18 +174,20 @@ def test_a_peer_taking_its_backlog_is_alive_though_it_never_answers_a_ping():
     # progress through that data is its sign of life, and when the progress stops it is dropped.
     async def body():
         loop = asyncio.get_running_loop()
-        settings = HttpSettings(ws_ping_interval=0.05, ws_pong_timeout=0.05)
+        # Intervals far above a loaded machine's scheduling gaps (two cores shared with a
+        # whole suite): a 0.05 s pong timeout dropped the reader when the loop stalled.
+        settings = HttpSettings(ws_ping_interval=0.25, ws_pong_timeout=0.25)
         ws, transport, session = open_socket(loop, settings)
-        for _ in range(100):
+        for _ in range(300):
             ws.send_text("x" * 1000)
         await asyncio.sleep(0)
         transport.buffer = len(transport.written)  # all of it still waiting for the peer
-        until = loop.time() + 0.6  # a dozen ping rounds
+        until = loop.time() + 1.5  # several ping rounds
         while loop.time() < until:
             await asyncio.sleep(0.01)
             transport.buffer = max(1, transport.buffer - 800)  # the peer reads, slowly
             assert not transport.closed, "dropped while it was reading"
-        until = loop.time() + 2.0  # it stops reading: dropped
+        until = loop.time() + 5.0  # it stops reading: dropped
         while not transport.closed and loop.time() < until:
             await asyncio.sleep(0.01)
         assert transport.closed  # aborted: connection_lost reports 1006
