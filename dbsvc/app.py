@@ -22,6 +22,7 @@ the replica consumer; never imports h11, wsproto or cryptography (tests/test_lay
 from __future__ import annotations
 
 import difflib
+import json
 import logging
 from collections.abc import Awaitable, Callable
 from typing import Any
@@ -194,6 +195,19 @@ def unknown_model(kebab: str, models: dict[str, CompiledModel]) -> str:
     return f"no model {kebab!r} under /api/: {guess}the models are {', '.join(models)} (GET /api/<model>)"
 
 
+def _served_openapi(document: str, *, guarded: bool) -> bytes:
+    """The OpenAPI document as this server serves it. Generated per schema, it declares the
+    bearer scheme and requires it nowhere; a server running the guard requires every scheme
+    the document declares at the top level (the operational routes keep their own
+    `security: []`), so the document never asks for a token the server ignores."""
+    if not guarded:
+        return document.encode("utf-8")
+    doc = json.loads(document)
+    schemes = doc.get("components", {}).get("securitySchemes", {})
+    doc["security"] = [{scheme: []} for scheme in schemes]
+    return json.dumps(doc, separators=(",", ":"), ensure_ascii=False).encode("utf-8")
+
+
 class Application:
     """The callable the protocol layer serves: `app(request) -> Response | Deferred |
     Upgrade | Awaitable[Response | Upgrade]`."""
@@ -238,7 +252,7 @@ class Application:
         self._operational: dict[str, Callable[[], Response]] = {
             route.path: getattr(self, route.name) for route in OPERATIONAL
         }
-        self._openapi = getattr(module, "OPENAPI_JSON", "{}").encode("utf-8")
+        self._openapi = _served_openapi(getattr(module, "OPENAPI_JSON", "{}"), guarded=guard is not None)
         self._asyncapi = getattr(module, "ASYNCAPI_JSON", "{}").encode("utf-8")
         self._feeds = {SUBSCRIBE: FeedKind.SUBSCRIBE, LIVE_QUERY: FeedKind.LIVE}
         # The explorer's static page (docs/explorer.md); None: its paths are unknown routes.
@@ -542,7 +556,8 @@ class Application:
 
     def openapi(self) -> Response:
         """The service's own OpenAPI document, generated with the handlers (a public contract,
-        like PostgREST's root document: no token needed to read it)."""
+        like PostgREST's root document: no token needed to read it), as this server runs it:
+        with the guard, the bearer requirement `_served_openapi` adds."""
         return Response(200, self._openapi)
 
     def use_store(self, store: ServedStore) -> None:

@@ -302,13 +302,12 @@ def parse_count(text: str) -> int | None:
 
 
 def parse_int_id(segment: str) -> int | None:
-    """A path segment naming an int primary key -> int, or None (negative ids are allowed)."""
-    if _INT_TEXT_RE.fullmatch(segment) is None or segment.startswith("+") or len(segment) > 24:
+    """A path segment naming an int primary key -> int, or None (negative ids are allowed).
+    Integral spellings (`-925.0`, `1e3`) name that integer, as in a filter and a body: the
+    OpenAPI document's `"type": "integer"` admits them (docs/decisions.md); `+1` does not."""
+    if segment.startswith("+") or len(segment) > 24:
         return None
-    number = int(segment)
-    if number < INT64_MIN or number > INT64_MAX:
-        return None
-    return number
+    return parse_int_text(segment)
 
 
 def finite_float(value: int | float) -> float | None:

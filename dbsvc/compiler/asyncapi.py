@@ -3,7 +3,7 @@
 `build_asyncapi(schema) -> dict` describes the wire formats of docs/guide/realtime.md for exactly
 that schema: per model the change feed `/subscribe/<kebab>` and the live query
 `/live-query/<kebab>`, and the replication stream `/replicate`. The OpenAPI document
-(`openapi.py`) covers the same routes only as GETs answering 101; this one says what flows
+(`openapi.py`) lists the same routes under `x-websocket-routes` as GETs answering 101; this one says what flows
 after the upgrade. The document describes the server, so every operation is a `send`.
 This module assembles the document, its channels and operations; the component schemas and
 messages of what flows on them are built by `asyncapi_messages.py`.

@@ -127,6 +127,23 @@ def shared_parameters() -> dict[str, Any]:
             {"type": "string", "enum": ["websocket"]},
             required=True,
         ),
+        "Connection": parameter(
+            "Connection", "header", "`Upgrade` (RFC 6455 §4.1).", {"type": "string", "enum": ["Upgrade"]}, required=True
+        ),
+        "Sec-WebSocket-Key": parameter(
+            "Sec-WebSocket-Key",
+            "header",
+            "16 random bytes in base64 (RFC 6455 §4.1); the 101 answers its digest in `Sec-WebSocket-Accept`.",
+            {"type": "string", "pattern": "^[A-Za-z0-9+/]{22}==$"},
+            required=True,
+        ),
+        "Sec-WebSocket-Version": parameter(
+            "Sec-WebSocket-Version",
+            "header",
+            "`13` (RFC 6455 §4.1); another version answers 426.",
+            {"type": "string", "enum": ["13"]},
+            required=True,
+        ),
         "Sec-WebSocket-Protocol": parameter(
             "Sec-WebSocket-Protocol",
             "header",

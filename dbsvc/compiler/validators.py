@@ -16,7 +16,8 @@ is raised (docs/guide/errors.md). Rules the emitted code follows:
    and replace) default, null, auto id, or "missing required field"; (patch) kept.
 4. `null` is only accepted by nullable fields, even when the field has a default.
 5. Type checks are exact (`type(v) is int`), so a JSON boolean is never a number; a JSON
-   integer is accepted for a float and stored as a float. The first failed check of a
+   integer is accepted for a float and stored as a float, and an integral JSON number
+   (`-925.0`, finite: decode_body refuses the others) for an int, stored as the int. The first failed check of a
    field ends that field's checks: one violation per field.
 6. Messages name the field, show the value (`_dbsvc_rt.got`) and say what was expected.
 7. A str value is stored in Unicode NFC (`_dbsvc_rt.nfc`), normalized before its length is
@@ -161,15 +162,20 @@ def _type_checks(field: Field) -> Stmts:
     value = name(_VALUE)
     kind = field.type
     if kind is FieldType.INT:
+        out_of_range = ast.BoolOp(
+            op=ast.Or(), values=[lt(value, name(f"{RT}.INT64_MIN")), gt(value, name(f"{RT}.INT64_MAX"))]
+        )
+        too_wide = _fail(field, _shown(f"{field.name!r} must be a signed 64-bit integer, got ", value))
         return [
             _reject_bool(field, value),
-            if_(type_is_not(value, "int"), _wrong_type(field, value)),
+            # Rule 5: an integral JSON number (`-925.0`) is an integer, as JSON Schema's
+            # "integer" (2020-12 §6.1.1) and pydantic say; stored as the int.
             if_(
-                ast.BoolOp(
-                    op=ast.Or(), values=[lt(value, name(f"{RT}.INT64_MIN")), gt(value, name(f"{RT}.INT64_MAX"))]
-                ),
-                _fail(field, _shown(f"{field.name!r} must be a signed 64-bit integer, got ", value)),
+                and_(is_(call("type", value), name("float")), call(f"{_VALUE}.is_integer")),
+                [if_(out_of_range, too_wide), assign(_VALUE, call("int", value))],
             ),
+            if_(type_is_not(value, "int"), _wrong_type(field, value)),
+            if_(out_of_range, too_wide),
             *_bounds(field, value, value, length=False),
             return_(value),
         ]

@@ -108,7 +108,8 @@ CASES = [
     # (field, value, message)
     ("n", "1", "'n' must be an integer, got the string \"1\""),
     ("n", True, "'n' must be an integer, got the boolean true (a JSON boolean is not a number)"),
-    ("n", 1.0, "'n' must be an integer, got the number 1.0"),
+    ("n", 1.5, "'n' must be an integer, got the number 1.5"),
+    ("big", 2.0**63, "'big' must be a signed 64-bit integer, got 9.223372036854776e+18"),
     ("n", -6, "'n' must be at least -5, got -6"),
     ("n", 6, "'n' must be at most 5, got 6"),
     ("n", None, "'n' must not be null; expected an integer"),
@@ -178,6 +179,12 @@ def test_every_violation_is_reported_at_once(thing, violations):
 def test_int_accepted_for_float_and_stored_as_float(thing):
     record = thing.validate_create(body(f=3))
     assert record["f"] == 3.0 and type(record["f"]) is float
+
+
+def test_integral_number_accepted_for_int_and_stored_as_int(thing):
+    record = thing.validate_create(body(n=-5.0, big=-(2.0**63)))
+    assert record["n"] == -5 and type(record["n"]) is int
+    assert record["big"] == -(2**63) and type(record["big"]) is int
 
 
 @pytest.mark.parametrize(

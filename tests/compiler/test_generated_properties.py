@@ -76,9 +76,13 @@ RECORDS = st.fixed_dictionaries(
     }
 ).map(lambda r: {name: r[name] for name in ORDER})
 
+# A float an int field refuses: a fraction, or out of the 64-bit range (an integral one in
+# range, `-925.0`, is that integer: docs/decisions.md).
+NOT_AN_INT64 = st.floats().filter(lambda x: not (x.is_integer() and -(2**63) <= x < 2**63))
+
 WRONG = {  # per field: values of a JSON kind the field never accepts
-    "n": st.text() | st.booleans() | st.floats() | st.none() | st.integers(min_value=1001),
-    "big": st.text() | st.booleans() | st.floats() | st.integers(min_value=2**63),
+    "n": st.text() | st.booleans() | NOT_AN_INT64 | st.none() | st.integers(min_value=1001),
+    "big": st.text() | st.booleans() | NOT_AN_INT64 | st.integers(min_value=2**63),
     "f": st.text() | st.booleans() | st.none() | st.lists(st.integers()) | st.just(float("nan")),
     "s": st.integers() | st.booleans() | st.none() | st.just("") | st.text(min_size=11),
     "b": st.integers() | st.text() | st.none() | st.floats(),

@@ -273,13 +273,14 @@ def test_same_errors_from_feed_parser(row):
 
 
 @pytest.mark.parametrize(
-    ("segment", "value"), [("0", 0), ("42", 42), ("-7", -7), ("9223372036854775807", 2**63 - 1), ("007", 7)]
+    ("segment", "value"),
+    [("0", 0), ("42", 42), ("-7", -7), ("9223372036854775807", 2**63 - 1), ("007", 7), ("-925.0", -925), ("1e3", 1000)],
 )
 def test_int_ids_parse(row, segment, value):
     assert row.parse_id(segment) == value
 
 
-@pytest.mark.parametrize("segment", ["", "x", "1.0", "+1", " 1", "9223372036854775808", "١", "1e3"])
+@pytest.mark.parametrize("segment", ["", "x", "1.5", "+1", " 1", "9223372036854775808", "١", "1e30", "NaN"])
 def test_bad_int_ids_are_bad_requests_naming_the_segment(row, segment):
     with pytest.raises(BadRequest) as info:
         row.parse_id(segment)

@@ -64,9 +64,9 @@ def test_each_operation_quotes_its_rule(openapi: dict) -> None:
     for operation in ("put", "patch"):
         assert "must hold before and after the change), 403 `forbidden`" in paths["/api/post/{id}"][operation]["description"]
     assert "`@allow(read, record.org == token.org or record.org in token.orgs)`" in (
-        paths["/subscribe/doc"]["get"]["description"]
+        openapi["x-websocket-routes"]["/subscribe/doc"]["get"]["description"]
     )
-    assert "refused 403 at the upgrade" in paths["/live-query/doc"]["get"]["description"]
+    assert "refused 403 at the upgrade" in openapi["x-websocket-routes"]["/live-query/doc"]["get"]["description"]
 
 
 def test_rules_add_their_403_and_404_responses(openapi: dict) -> None:
@@ -76,7 +76,7 @@ def test_rules_add_their_403_and_404_responses(openapi: dict) -> None:
     assert "the `create` rule of `Doc` refuses it" in (
         openapi["paths"]["/api/doc"]["post"]["responses"]["403"]["description"]
     )
-    assert "403" in openapi["paths"]["/subscribe/doc"]["get"]["responses"]
+    assert "403" in openapi["x-websocket-routes"]["/subscribe/doc"]["get"]["responses"]
 
 
 def test_token_default_fields_are_set_from_the_token(openapi: dict) -> None:
@@ -89,7 +89,7 @@ def test_token_default_fields_are_set_from_the_token(openapi: dict) -> None:
 
 def test_replicate_says_who_may(openapi: dict, asyncapi: dict) -> None:
     for path in ("/replicate", "/replicate/snapshot"):
-        operation = openapi["paths"][path]["get"]
+        operation = openapi["x-websocket-routes"][path]["get"]
         assert '(`@allow(replicate, token.role == "replicator")`) may replicate' in operation["description"]
         assert "may replicate" in operation["responses"]["403"]["description"]
     for channel in ("replicate", "replicate-snapshot"):
@@ -99,10 +99,10 @@ def test_replicate_says_who_may(openapi: dict, asyncapi: dict) -> None:
 def test_without_a_replicate_rule_replication_is_refused_to_every_token() -> None:
     schema = parse_schema("model A {\n  id int @id\n  @allow(read)\n}\n", "a.dbs")
     doc = build_openapi(schema)
-    assert "no `@allow(replicate, ...)`: every token gets 403" in doc["paths"]["/replicate"]["get"]["description"]
+    assert "no `@allow(replicate, ...)`: every token gets 403" in doc["x-websocket-routes"]["/replicate"]["get"]["description"]
     validate(doc)
     plain = build_openapi(parse_schema("model A {\n  id int @id\n}\n", "a.dbs"))
-    assert "access rules" not in plain["paths"]["/replicate"]["get"]["description"]
+    assert "access rules" not in plain["x-websocket-routes"]["/replicate"]["get"]["description"]
     assert "Access rule" not in plain["paths"]["/api/a"]["get"].get("description", "")
 
 

@@ -38,6 +38,7 @@ CHAPTERS = [
     "access.md",
     "realtime.md",
     "operations.md",
+    "recipes.md",
 ]
 
 

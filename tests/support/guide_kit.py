@@ -23,8 +23,8 @@ The guide's conventions, which docs/guide/README.md states for readers too:
       jwks [port=8080]    serve that IdP's key as a JWKS at `localhost:<port>/jwks.json`
       file NAME           the next fenced block is written to NAME
 
-Each chapter runs in a fresh directory holding `schemas/` (the repository's demo schemas),
-with `dbsvc` and `python` on PATH, through `bash -c`, one command at a time, in order.
+Each chapter runs in a fresh directory holding `schemas/` (the repository's demo schemas)
+and `deploy/` (its recipes), with `dbsvc`, `python` and `python3` on PATH, through `bash -c`, one command at a time, in order.
 Every other fenced block is refused: nothing in the guide is shown without being run.
 """
 
@@ -254,10 +254,12 @@ class ChapterRun:
         self.bin = workdir / ".bin"
         self.bin.mkdir(parents=True)
         (self.bin / "dbsvc").write_text(f'#!/bin/sh\nexec "{sys.executable}" "{ROOT / "dbsvc.py"}" "$@"\n')
-        (self.bin / "python").write_text(f'#!/bin/sh\nexec "{sys.executable}" "$@"\n')
-        for shim in ("dbsvc", "python"):
+        for shim in ("python", "python3"):
+            (self.bin / shim).write_text(f'#!/bin/sh\nexec "{sys.executable}" "$@"\n')
+        for shim in ("dbsvc", "python", "python3"):
             (self.bin / shim).chmod(0o755)
         (workdir / "schemas").symlink_to(ROOT / "schemas")
+        (workdir / "deploy").symlink_to(ROOT / "deploy")  # the recipes run deploy/'s scripts
 
     # -- what the commands see --------------------------------------------------------
 
