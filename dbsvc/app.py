@@ -508,18 +508,23 @@ class Application:
         # `status` first (docs/guide/rest.md); then which build answers: the dbsvc version and the
         # schema's fingerprint (the one a read replica compares), as `--version` prints them.
         body: dict[str, Any] = {"status": "ok", "version": __version__, "schema": self.fingerprint}
-        if self.replica is not None and self.replica.state == "diverged":
-            # Alive, still serving reads, but no longer following: say so (docs/replication.md).
-            body["replica"] = {"state": "diverged", "detail": self.replica.error}
+        if self.replica is not None:
+            # Which primary, the state (`diverged`: alive, serving, no longer following) and
+            # whether it is ready or what it waits for (docs/replication.md, "Readiness").
+            body["replica"] = self.replica.health()
         if health.writable:
             return Response(200, json_bytes(body))
         return Response(200, json_bytes({**body, "storage": health.state.value, "detail": health.detail}))
 
     def ready(self) -> Response:
-        """Readiness: the server is not shutting down, the store answers a read and takes
-        writes; while it refuses them for lack of space, this is what probes for room."""
+        """Readiness: the server is not shutting down, a read replica has bootstrapped, the
+        store answers a read and takes writes; while it refuses them for lack of space, this
+        is what probes for room."""
         if not self.accepting:
             raise Unavailable("the server is shutting down")
+        waiting = self.replica.waiting_for() if self.replica is not None else None
+        if waiting is not None:  # an empty replica would answer empty lists (follower.py rule 8)
+            raise Unavailable(f"not ready: this read replica waits for {waiting}")
         self.store.watermarks()
         health = self.store.health(retry=True)
         if not health.writable:
