@@ -346,6 +346,7 @@ async def _serve(
     follower: Follower | None = None,
     announce: Callable[[str, bool], None] | None = None,
 ) -> None:
+    from dbsvc.http.hub import Hub
     from dbsvc.http.server import serve_until_signalled
 
     def on_ready(port: int) -> None:
@@ -358,10 +359,13 @@ async def _serve(
         await guard.start()
     loop = asyncio.get_running_loop()
     app.broker.attach(loop.call_soon, loop.call_later)
+    hub = Hub(app, config.http, loop)
+    hub.meter = app.meters.unmatched  # requests no route matched (dbsvc/metrics.py rule 1)
+    app.connections = lambda: {"http": len(hub.connections) - hub.sockets, "websockets": hub.sockets}
     if follower is not None:
         follower.start(loop)
     try:
-        await serve_until_signalled(app, config.http, on_ready=on_ready, sockets=sockets)
+        await serve_until_signalled(app, config.http, on_ready=on_ready, sockets=sockets, hub=hub)
     finally:
         notify_stopping()
         if follower is not None:

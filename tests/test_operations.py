@@ -125,3 +125,73 @@ def test_replica_is_not_ready_until_its_first_bootstrap_and_names_its_primary(tm
     )
     assert health["ready"] is True and health["waiting_for"] is None
     poll(lambda: replica.get("/api/user").json["total"] == 1, 30, "the replica's copy")
+    families = scrape(replica)  # item 11: the replica's state and lag in the text format too
+    assert sample(families, "dbsvc_replica_ready", primary=primary_url) == 1
+    assert sample(families, "dbsvc_replica_state", primary=primary_url, state="following") == 1
+    assert sample(families, "dbsvc_replica_lag_offsets", primary=primary_url) >= 0
+
+
+# -- item 11: /metrics in the Prometheus text format -------------------------------------------
+
+
+def scrape(server: Server, path: str = "/metrics", accept: str | None = "text/plain") -> dict:
+    """`path` read with prometheus_client's own parser: {family name: family}."""
+    from prometheus_client.parser import text_string_to_metric_families
+
+    reply = server.get(path, headers={"Accept": accept} if accept else None)
+    assert reply.status == 200, reply
+    assert reply.headers["content-type"].startswith("text/plain; version=0.0.4"), reply.headers
+    return {family.name: family for family in text_string_to_metric_families(reply.body.decode("utf-8"))}
+
+
+def sample(families: dict, name: str, suffix: str = "", **labels) -> float:
+    """The value of the one sample `name + suffix` whose labels include `labels`."""
+    found = [
+        s.value
+        for s in families[name].samples
+        if s.name == name + suffix and all(s.labels.get(k) == v for k, v in labels.items())
+    ]
+    assert len(found) == 1, (name, suffix, labels, families[name].samples)
+    return found[0]
+
+
+def test_metrics_speak_prometheus_text_on_accept_and_stay_json_by_default(tmp_path, servers):
+    server = start(BLOG, tmp_path / "data")
+    servers.append(server)
+    for i in range(3):
+        assert server.post("/api/user", {"email": f"u{i}@example.com", "name": "U"}).status == 201
+    assert server.get("/api/user/1").status == 200
+    assert server.get("/api/user/99").status == 404
+    assert server.get("/nowhere").status == 404
+
+    plain = server.get("/metrics")  # curl's */*: JSON, as the interface says
+    assert plain.headers["content-type"] == "application/json" and plain.json["total_rows"] == 3
+
+    prometheus = "application/openmetrics-text;version=1.0.0,text/plain;version=0.0.4;q=0.5,*/*;q=0.1"
+    families = scrape(server, accept=prometheus)  # what a Prometheus scrape sends
+    assert families["dbsvc_http_requests"].type == "counter"
+    assert sample(families, "dbsvc_http_requests", "_total", route="/api/user", method="POST", status="201") == 3
+    assert sample(families, "dbsvc_http_requests", "_total", route="/api/user/{id}", method="GET", status="200") == 1
+    assert sample(families, "dbsvc_http_requests", "_total", route="/api/user/{id}", method="GET", status="404") == 1
+    assert sample(families, "dbsvc_http_requests", "_total", route="unmatched", method="GET", status="404") == 1
+    assert families["dbsvc_http_request_duration_seconds"].type == "histogram"
+    assert sample(families, "dbsvc_http_request_duration_seconds", "_count", route="/api/user") == 3
+    assert sample(families, "dbsvc_http_request_duration_seconds", "_bucket", route="/api/user", le="+Inf") == 3
+    assert sample(families, "dbsvc_writes", "_total") == 3
+    assert 1 <= sample(families, "dbsvc_fsyncs", "_total") <= 3
+    assert sample(families, "dbsvc_commit_batch_size", "_count") == sample(families, "dbsvc_fsyncs", "_total")
+    assert sample(families, "dbsvc_commit_batch_size", "_sum") == 3
+    assert sample(families, "dbsvc_log_bytes") > 0
+    assert sample(families, "dbsvc_snapshot_bytes") == 0  # never compacted
+    assert sample(families, "dbsvc_compactions", "_total") == 0
+    assert sample(families, "dbsvc_rows", model="User") == 3
+    assert sample(families, "dbsvc_http_connections_open") >= 1  # this scrape's own
+    assert sample(families, "dbsvc_websockets_open") == 0
+    assert sample(families, "dbsvc_lagged_closes", "_total") == 0
+    assert "dbsvc_replica_lag_offsets" not in families and "dbsvc_access_refusals" not in families
+
+    by_query = scrape(server, "/metrics?format=prometheus", accept=None)
+    assert sample(by_query, "dbsvc_writes", "_total") == 3
+    bad = server.get("/metrics?format=xml")
+    assert bad.status == 400 and "expected one of json, prometheus" in bad.json["detail"], bad
+    assert server.get("/metrics?format=json").json["total_rows"] == 3
