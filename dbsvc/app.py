@@ -42,6 +42,7 @@ from dbsvc.errors import (
 )
 from dbsvc.explorer import ExplorerPage
 from dbsvc.http.types import Deferred, Request, Response, Upgrade
+from dbsvc.index import build_index, root_redirect
 from dbsvc.interfaces import GeneratedModule, ServedStore, TokenGuard
 from dbsvc.metrics import TEXT_TYPE, Meters, render_text, wants_text
 from dbsvc.readcache import EncodedRecords, ParsedQueries
@@ -58,13 +59,14 @@ from dbsvc.routes import (
     READ_METHODS,
     REPLICATE_PATH,
     REPLICATE_SNAPSHOT_PATH,
+    ROOT_PATH,
     SOCKET_METHODS,
     SUBSCRIBE,
     collection_path,
     item_path,
 )
 from dbsvc.rules import Claims, Refusals
-from dbsvc.runtime import CompiledModel, Query, decode_body, json_bytes
+from dbsvc.runtime import CompiledModel, decode_body, json_bytes
 from dbsvc.schema.describe import schema_fingerprint
 
 log = logging.getLogger("dbsvc.app")
@@ -170,6 +172,7 @@ class Application:
         self._collection_meters = {k: self.meters.meter(collection_path(k)) for k in self.models}
         self._item_meters = {k: self.meters.meter(item_path(k)) for k in self.models}
         self._route_meters = {route.path: self.meters.meter(route.path) for route in OPERATIONAL}
+        self._route_meters[ROOT_PATH] = self.meters.meter(ROOT_PATH)
         self._route_meters.update({k: self.meters.meter(f"/{k}/{{model}}") for k in (SUBSCRIBE, LIVE_QUERY)})
         # The protocol layer's open connections for /metrics (the service sets it).
         self.connections: Callable[[], dict[str, int]] = dict
@@ -178,6 +181,13 @@ class Application:
         self._feeds = {SUBSCRIBE: FeedKind.SUBSCRIBE, LIVE_QUERY: FeedKind.LIVE}
         # The explorer's static page (docs/explorer.md); None: its paths are unknown routes.
         self.explorer = ExplorerPage() if explorer else None
+        self._index = build_index(
+            self.models.values(),
+            version=__version__,
+            fingerprint=self.fingerprint,
+            explorer=explorer,
+            replication=replication,
+        )
         self._refresh_needed: type[Exception] = _Never
         if guard is not None:
             from dbsvc.auth import KeyRefreshNeeded, authorize, token_problem
@@ -190,9 +200,11 @@ class Application:
 
     def __call__(self, request: Request) -> Response | Deferred | Upgrade | Awaitable[Response | Upgrade]:
         path = request.path
-        if path.startswith(API_PREFIX):
+        if path.startswith(API_PREFIX) and path != API_PREFIX:
             return self.api(request, path[len(API_PREFIX) :])
         handler = self._operational.get(path)
+        if handler is None and path == ROOT_PATH:
+            handler = self.root
         if handler is not None:
             request.meter = self._route_meters[path]
             if request.method not in READ_METHODS:
@@ -500,6 +512,14 @@ class Application:
         if self.replica is not None:
             body["replica"] = self.replica.report(self.store.head_offset)
         return Response(200, json_bytes(body))
+
+    def index(self, request: Request | None = None) -> Response:
+        """`/api/`: the models, their routes and the documents (dbsvc/index.py)."""
+        return Response(200, self._index)
+
+    def root(self, request: Request | None = None) -> Response:
+        """`/`: to the explorer when it is on, else to the index."""
+        return root_redirect(self.explorer is not None)
 
     def openapi(self, request: Request | None = None) -> Response:
         """The service's own OpenAPI document, generated with the handlers (a public contract,

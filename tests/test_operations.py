@@ -195,3 +195,60 @@ def test_metrics_speak_prometheus_text_on_accept_and_stay_json_by_default(tmp_pa
     bad = server.get("/metrics?format=xml")
     assert bad.status == 400 and "expected one of json, prometheus" in bad.json["detail"], bad
     assert server.get("/metrics?format=json").json["total_rows"] == 3
+
+
+# -- item 4: the printed URLs answer ------------------------------------------------------------
+
+
+def banner_urls(server: Process) -> dict[str, str]:
+    """The ready banner's `NAME  URL` lines (waiting for its last line, the explorer's)."""
+    poll(lambda: any(line.startswith("  Explorer") for line in server.out), 10, "the banner")
+    return {line.split()[0]: line.split()[1] for line in server.out if line.startswith("  ")}
+
+
+def test_api_index_lists_models_routes_and_documents_and_root_redirects(tmp_path, servers):
+    server = start(BLOG, tmp_path / "data", env={"SERVICE_EXPLORER": "off"})
+    servers.append(server)
+    api = banner_urls(server)["API"]
+    assert api == f"http://127.0.0.1:{server.port}/api/"
+
+    index = server.get("/api/")
+    assert index.status == 200, index
+    body = index.json
+    assert [m["name"] for m in body["models"]] == ["User", "BlogPost", "Comment"]
+    post = body["models"][1]
+    assert post["collection"] == {"path": "/api/blog-post", "methods": ["GET", "HEAD", "POST"]}
+    assert post["item"]["path"] == "/api/blog-post/{id}" and "PATCH" in post["item"]["methods"]
+    assert post["id"] == {"field": "id", "type": "int"} and "summary" in post["projections"]
+    assert post["subscribe"] == "/subscribe/blog-post" and "title" in post["fields"]
+    assert body["documents"] == {"openapi": "/openapi.json", "asyncapi": "/asyncapi.json", "explorer": None}
+    assert "/health" in body["operations"] and body["replicate"] == "/replicate"
+    for model in body["models"]:  # every route the index names answers
+        assert server.get(model["collection"]["path"]).status == 200
+    assert server.get(body["documents"]["openapi"]).status == 200
+    assert "/api/" in server.get("/openapi.json").json["paths"]
+
+    root = server.get("/")
+    assert root.status == 302 and root.headers["location"] == "/api/", root
+    assert server.request("POST", "/", body={}).status == 405
+    assert server.request("DELETE", "/api/").status == 405
+
+
+def test_root_redirects_to_the_explorer_when_it_is_on(tmp_path, servers):
+    server = start(BLOG, tmp_path / "data", env={"SERVICE_EXPLORER": "on"})
+    servers.append(server)
+    root = server.get("/")
+    assert root.status == 302 and root.headers["location"] == "/_/", root
+    assert server.get("/api/").json["documents"]["explorer"] == "/_/"
+    assert banner_urls(server)["Explorer"] == f"http://127.0.0.1:{server.port}/_/"
+
+
+def test_a_wildcard_bind_prints_a_reachable_address(tmp_path, servers):
+    server = start(BLOG, tmp_path / "data", env={"SERVICE_HOST": "0.0.0.0"})
+    servers.append(server)
+    api = banner_urls(server)["API"]
+    assert "0.0.0.0" not in api, api
+    import urllib.request
+
+    with urllib.request.urlopen(api.replace("/api/", "/health"), timeout=10) as reply:  # the printed address answers
+        assert json.loads(reply.read())["status"] == "ok"
