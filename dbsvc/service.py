@@ -218,9 +218,13 @@ def run_server(
     `config` is `server_config(module, ...)`; `follow`: the base URL of a primary this
     server is a read replica of. `announce(base URL, explorer on)` is called once the
     socket listens (the command line prints the URLs)."""
-    from dbsvc.logs import configure_logging
+    from dbsvc import exits
+    from dbsvc.logs import configure_logging, json_error_writer
 
     configure_logging(config.log_level, config.log_format)
+    json_errors = json_error_writer()
+    if json_errors is not None:  # SERVICE_LOG_FORMAT=json: the exit's error line is JSON too
+        exits.reporter[:] = [json_errors]
     guard = build_guard(config)
     check_tenant(config)
     sockets = bind(config)

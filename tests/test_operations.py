@@ -252,3 +252,65 @@ def test_a_wildcard_bind_prints_a_reachable_address(tmp_path, servers):
 
     with urllib.request.urlopen(api.replace("/api/", "/health"), timeout=10) as reply:  # the printed address answers
         assert json.loads(reply.read())["status"] == "ok"
+
+
+# -- item 7: JSON logs are JSON, every line ----------------------------------------------------
+
+
+def all_json(lines: list[str]) -> list[dict]:
+    """Every line parsed as one JSON object (the assertion names the first that is not)."""
+    objects = []
+    for line in lines:
+        try:
+            value = json.loads(line)
+        except ValueError:
+            raise AssertionError(f"not a JSON line: {line!r}") from None
+        assert isinstance(value, dict), line
+        objects.append(value)
+    return objects
+
+
+def test_json_log_format_writes_only_json_lines_on_both_streams(tmp_path, servers):
+    env = {"SERVICE_LOG_FORMAT": "json"}
+    server = start(BLOG, tmp_path / "data", env=env)  # a fresh tenant: `default` is created
+    servers.append(server)
+    assert server.post("/api/user", {"email": "ann@example.com", "name": "Ann"}).status == 201
+    assert server.get("/api/nope").status == 404
+    poll(lambda: server.out, 10, "the banner")
+    assert server.stop() == 0
+    out = all_json(server.out)
+    assert [o["message"] for o in out] == ["ready"]
+    assert out[0]["api"] == f"http://127.0.0.1:{server.port}/api/" and out[0]["level"] == "INFO"
+    err = all_json(server.log)
+    assert any(o["message"] == "request" and o.get("status") == 201 for o in err), err
+    assert any("stopped" in o["message"] for o in err), err
+
+    # a start that fails (the port is taken) ends in one JSON error line, exit 2
+    with socket.socket() as holder:
+        holder.bind(("127.0.0.1", 0))
+        holder.listen()
+        port = holder.getsockname()[1]
+        failed = subprocess.run(
+            [sys.executable, str(ROOT / "dbsvc.py"), "serve", str(BLOG)],
+            cwd=ROOT,
+            env=service_env(tmp_path / "other", {**env, "SERVICE_PORT": str(port)}),
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+    assert failed.returncode == 2, failed
+    assert failed.stdout == ""
+    (error,) = all_json(failed.stderr.splitlines())
+    assert error["level"] == "ERROR" and f"port {port} is in use" in error["message"], error
+
+
+def test_json_log_format_covers_a_replica_waiting_for_its_primary(tmp_path, servers):
+    primary_url = f"http://127.0.0.1:{free_port()}"
+    replica = start(BLOG, tmp_path / "replica", env={"SERVICE_LOG_FORMAT": "json"}, args=("--follow", primary_url))
+    servers.append(replica)
+    assert replica.get("/ready").status == 503
+    poll(lambda: replica.out, 10, "the banner")
+    assert replica.stop() == 0
+    (banner,) = all_json(replica.out)
+    assert banner["replica_of"] == primary_url
+    all_json(replica.log)
