@@ -314,3 +314,66 @@ def test_json_log_format_covers_a_replica_waiting_for_its_primary(tmp_path, serv
     (banner,) = all_json(replica.out)
     assert banner["replica_of"] == primary_url
     all_json(replica.log)
+
+
+# -- item 10: export beside a running server, the tenant's own schema --------------------------
+
+
+def dbsvc(*args: str, data: Path, env: dict | None = None) -> subprocess.CompletedProcess[str]:
+    """`python dbsvc.py ARGS` with SERVICE_DATA=`data`, to completion."""
+    return subprocess.run(
+        [sys.executable, str(ROOT / "dbsvc.py"), *args],
+        cwd=ROOT,
+        env=service_env(data, env),
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+
+
+def test_export_beside_a_running_server_takes_its_own_consistent_copy(tmp_path, servers):
+    data = tmp_path / "data"
+    server = start(BLOG, data)
+    servers.append(server)
+    for i in range(5):
+        assert server.post("/api/user", {"email": f"u{i}@example.com", "name": f"U{i}"}).status == 201
+
+    done = dbsvc("export", str(BLOG), "-o", str(tmp_path / "all.jsonl"), "-q", data=data)
+    assert done.returncode == 0, done.stderr
+    assert "a consistent copy taken beside the running server" in done.stderr, done.stderr
+    lines = [json.loads(line) for line in (tmp_path / "all.jsonl").read_text().splitlines()]
+    assert [line["record"]["email"] for line in lines] == [f"u{i}@example.com" for i in range(5)]
+    # the server never paused, and still takes writes
+    assert server.post("/api/user", {"email": "late@example.com", "name": "Late"}).status == 201
+
+    # no SCHEMA: the tenant's own (stored) schema, the same records; MODEL still works
+    bare = dbsvc("export", "-o", str(tmp_path / "bare.jsonl"), "-q", data=data)
+    assert bare.returncode == 0, bare.stderr
+    assert len((tmp_path / "bare.jsonl").read_text().splitlines()) == 6
+    users = dbsvc("export", "User", "-q", data=data)
+    assert users.returncode == 0, users.stderr
+    assert len(users.stdout.splitlines()) == 6
+
+
+def test_import_reads_the_schema_the_tenant_holds(tmp_path, servers):
+    source = tmp_path / "records.jsonl"
+    source.write_text(
+        '{"model":"User","record":{"id":1,"email":"ann@example.com","name":"Ann"}}\n'
+        '{"model":"BlogPost","record":{"id":1,"author_id":1,"title":"Hi","body":"x","score":1}}\n'
+    )
+    fresh = dbsvc("import", str(source), data=tmp_path / "empty")  # nothing holds a schema yet
+    assert fresh.returncode == 2, fresh
+    assert "holds no schema" in fresh.stderr and "SCHEMA" in fresh.stderr, fresh.stderr
+
+    data = tmp_path / "data"
+    server = start(BLOG, data)  # the tenant now holds the blog schema
+    assert server.stop() == 0
+    done = dbsvc("import", str(source), data=data)
+    assert done.returncode == 0, done.stderr
+    assert "imported 2 records" in done.stderr
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text('{"model":"User","record":{"id":2,"email":"bo@example.com","name":""}}\n')
+    refused = dbsvc("import", str(bad), data=data)
+    assert refused.returncode == 1 and "'name' must be at least 1 character" in refused.stderr, refused.stderr
+    exported = dbsvc("export", "-q", data=data)
+    assert [json.loads(line)["model"] for line in exported.stdout.splitlines()] == ["User", "BlogPost"]
