@@ -473,7 +473,8 @@ class HttpConnection(asyncio.Protocol):
                 raise
             self._send(self._app_error(exc), [], close, request_id, fallback=True)
             return
-        account(hub.span_enabled, hub.meter, request, response.status, size, request_id, self._started)
+        elapsed = time.perf_counter() - self._started  # both clock readings here (the span's test steps them)
+        account(hub.span_enabled, hub.meter, request, response.status, size, request_id, elapsed)
         self._head = None
         if wire.closing:
             # Whoever said `Connection: close`, h11 then holds the client's side as MUST_CLOSE,
