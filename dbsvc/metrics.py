@@ -1,6 +1,6 @@
 """Request meters and the Prometheus text exposition of `/metrics` (docs/guide/operations.md, "Monitoring").
 
-`/metrics` answers JSON by default (interface.md says so); `Accept: text/plain` (what a
+`/metrics` answers JSON by default (docs/guide/rest.md); `Accept: text/plain` (what a
 Prometheus scrape sends, after OpenMetrics, which it falls back from) or
 `?format=prometheus` gets the text exposition format 0.0.4 instead (`wants_text`).
 
