@@ -14,6 +14,11 @@ layer calls it for anything raised here). Access rules are asked through `dbsvc.
 (the verified token's claims reach every handler); a model without rules pays one
 `model.rules is None` test per request.
 
+The operational routes include `/api/` (the index, dbsvc/index.py) and `/` (a redirect);
+`/metrics` answers JSON or, asked for it, the Prometheus text (dbsvc/metrics.py): each
+request gets its route's meter (`request.meter`, made at start-up), on which the protocol
+layer counts the response.
+
 Imports no storage module (the store is an `interfaces.ServedStore`) and, of replica, only its
 status type (`replica/status.py`), so `import dbsvc.app` loads neither the WebSocket client nor
 the replica consumer; never imports h11, wsproto or cryptography (tests/test_layers.py).

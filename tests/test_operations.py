@@ -377,3 +377,44 @@ def test_import_reads_the_schema_the_tenant_holds(tmp_path, servers):
     assert refused.returncode == 1 and "'name' must be at least 1 character" in refused.stderr, refused.stderr
     exported = dbsvc("export", "-q", data=data)
     assert [json.loads(line)["model"] for line in exported.stdout.splitlines()] == ["User", "BlogPost"]
+
+
+# -- units: content negotiation and bounded series ---------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("query", "accept", "text"),
+    [
+        ([], None, False),
+        ([], "*/*", False),  # curl
+        ([], "text/html,application/xhtml+xml,*/*;q=0.8", False),  # a browser
+        ([], "application/json", False),
+        ([], "text/plain;version=0.0.4;q=0.5,*/*;q=0.1", True),  # Prometheus before OpenMetrics
+        ([], "application/openmetrics-text;version=1.0.0,text/plain;version=0.0.4;q=0.5", True),
+        ([], "application/json, text/plain", False),  # JSON named first
+        ([("format", "prometheus")], "application/json", True),
+        ([("format", "json")], "text/plain", False),
+    ],
+)
+def test_metrics_format_follows_the_query_then_accept(query, accept, text):
+    from dbsvc.metrics import wants_text
+
+    assert wants_text(query, accept) is text
+
+
+def test_metrics_format_refuses_an_unknown_format_by_name():
+    from dbsvc.errors import BadQuery
+    from dbsvc.metrics import wants_text
+
+    with pytest.raises(BadQuery, match=r"format='xml' is not a metrics format: expected one of json, prometheus"):
+        wants_text([("format", "xml")], None)
+
+
+def test_a_route_meter_counts_unknown_methods_as_other():
+    from dbsvc.metrics import RouteMeter
+
+    meter = RouteMeter("/api/user")
+    for method in ("GET", "BREW", "PROPFIND", "GET"):
+        meter.observe(method, 200, 0.002)
+    assert meter.counts == {"GET": {200: 2}, "OTHER": {200: 2}}
+    assert sum(meter.buckets) == 4 and meter.sum == pytest.approx(0.008)
