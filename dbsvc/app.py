@@ -14,6 +14,11 @@ layer calls it for anything raised here). Access rules are asked through `dbsvc.
 (the verified token's claims reach every handler); a model without rules pays one
 `model.rules is None` test per request.
 
+The operational routes include `/api/` (the index, dbsvc/index.py) and `/` (a redirect);
+`/metrics` answers JSON or, asked for it, the Prometheus text (dbsvc/metrics.py): each
+request gets its route's meter (`request.meter`, made at start-up), on which the protocol
+layer counts the response.
+
 Imports no storage module (the store is an `interfaces.ServedStore`) and, of replica, only its
 status type (`replica/status.py`), so `import dbsvc.app` loads neither the WebSocket client nor
 the replica consumer; never imports h11, wsproto or cryptography (tests/test_layers.py).
@@ -43,12 +48,14 @@ from dbsvc.errors import (
 )
 from dbsvc.explorer import ExplorerPage
 from dbsvc.http.types import Deferred, Request, Response, Upgrade
+from dbsvc.index import build_index, root_redirect
 from dbsvc.interfaces import GeneratedModule, ServedStore, TokenGuard
+from dbsvc.metrics import TEXT_TYPE, Meters, render_text, wants_text
+from dbsvc.readcache import EncodedRecords, ParsedQueries
 from dbsvc.realtime.broker import Broker
 from dbsvc.realtime.feeds import FeedKind
 from dbsvc.realtime.routes import RealtimeRoutes
 from dbsvc.replica.status import ReplicaStatus
-from dbsvc.rules import Claims, Refusals
 from dbsvc.routes import (
     API_PREFIX,
     COLLECTION_METHODS,
@@ -58,91 +65,17 @@ from dbsvc.routes import (
     READ_METHODS,
     REPLICATE_PATH,
     REPLICATE_SNAPSHOT_PATH,
+    ROOT_PATH,
     SOCKET_METHODS,
     SUBSCRIBE,
+    collection_path,
     item_path,
 )
-from dbsvc.runtime import CompiledModel, Query, Record, decode_body, json_bytes
+from dbsvc.rules import Claims, Refusals
+from dbsvc.runtime import CompiledModel, decode_body, json_bytes
 from dbsvc.schema.describe import schema_fingerprint
 
 log = logging.getLogger("dbsvc.app")
-
-
-class EncodedRecords:
-    """The JSON bytes of stored records, encoded once per record version.
-
-    The store replaces records and never mutates a stored one, so an entry is fresh exactly
-    when it holds the very record object the store returned (`is`, not `==`). Encoding a page
-    costs far more than joining cached bytes (float repr dominates; bench/README.md has the
-    figures). Each model keeps at most `capacity` entries, the oldest evicted first, so the
-    cache costs at most that many encoded records of memory per model. An encoding over
-    `largest` bytes is not kept: the entry would hold that record's dict and its JSON
-    beside its stored form, three copies of a large record, to spare an encoding that
-    costs little next to sending it (storage/table.py keeps no dict of it either).
-    """
-
-    def __init__(self, models: list[CompiledModel], capacity: int = 65536, largest: int = 4096) -> None:
-        self.capacity = capacity
-        self.largest = largest
-        self._entries: dict[str, dict[Any, tuple[Record, bytes]]] = {m.name: {} for m in models}
-
-    def encode(self, model: CompiledModel, record: Record) -> bytes:
-        entries = self._entries[model.name]
-        key = record[model.id_field]
-        entry = entries.get(key)
-        if entry is not None and entry[0] is record:
-            return entry[1]
-        data = json_bytes(record)
-        if len(data) > self.largest:
-            if entry is not None:
-                del entries[key]
-            return data
-        if entry is None and len(entries) >= self.capacity:
-            del entries[next(iter(entries))]
-        entries[key] = (record, data)
-        return data
-
-    def encode_page(self, model: CompiledModel, records: list[Record]) -> bytes:
-        """The records' JSON joined with commas: `encode` for each, with the cache hit inline."""
-        entries = self._entries[model.name]
-        id_field = model.id_field
-        parts = []
-        for record in records:
-            entry = entries.get(record[id_field])
-            parts.append(entry[1] if entry is not None and entry[0] is record else self.encode(model, record))
-        return b",".join(parts)
-
-
-class ParsedQueries:
-    """List queries parsed once per distinct query: a list URL a client polls is parsed
-    on its first request, then found by its decoded pairs (parsing and making a Query, a
-    noticeable share of a list request, become one dict lookup; bench/README.md).
-
-    The key is the model and the tuple of the request's decoded query pairs, from which
-    the generated parser's answer follows and nothing else does; a query that fails to
-    parse is never kept, so its error is raised afresh each time. At most `capacity`
-    queries are kept, the oldest dropped first, and a target over `longest` characters is
-    parsed without being kept, so a client sending distinct queries costs a bounded memory.
-    """
-
-    __slots__ = ("_parsed", "capacity", "longest")
-
-    def __init__(self, capacity: int = 1024, longest: int = 512) -> None:
-        self.capacity = capacity
-        self.longest = longest
-        self._parsed: dict[tuple[str, tuple[tuple[str, str], ...]], Query] = {}
-
-    def list_query(self, model: CompiledModel, request: Request) -> Query:
-        if not request.query or len(request.target) > self.longest:
-            return model.parse_list_query(request.query)
-        key = (model.name, tuple(request.query))
-        query = self._parsed.get(key)
-        if query is None:
-            query = model.parse_list_query(request.query)
-            if len(self._parsed) >= self.capacity:
-                del self._parsed[next(iter(self._parsed))]
-            self._parsed[key] = query
-        return query
 
 
 class _Never(Exception):
@@ -249,14 +182,31 @@ class Application:
             replicate_rule=getattr(module, "REPLICATE_RULE", None),
             refusals=self.refusals,  # one counter: /metrics shows REST's and the sockets' refusals
         )
-        self._operational: dict[str, Callable[[], Response]] = {
+        self._operational: dict[str, Callable[[Request], Response]] = {
             route.path: getattr(self, route.name) for route in OPERATIONAL
         }
+        # Request meters (dbsvc/metrics.py), one per route template, made here so the hot
+        # path only sets `request.meter`: the collection and the item route of each model.
+        self.meters = Meters()
+        self._collection_meters = {k: self.meters.meter(collection_path(k)) for k in self.models}
+        self._item_meters = {k: self.meters.meter(item_path(k)) for k in self.models}
+        self._route_meters = {route.path: self.meters.meter(route.path) for route in OPERATIONAL}
+        self._route_meters[ROOT_PATH] = self.meters.meter(ROOT_PATH)
+        self._route_meters.update({k: self.meters.meter(f"/{k}/{{model}}") for k in (SUBSCRIBE, LIVE_QUERY)})
+        # The protocol layer's open connections for /metrics (the service sets it).
+        self.connections: Callable[[], dict[str, int]] = dict
         self._openapi = _served_openapi(getattr(module, "OPENAPI_JSON", "{}"), guarded=guard is not None)
         self._asyncapi = getattr(module, "ASYNCAPI_JSON", "{}").encode("utf-8")
         self._feeds = {SUBSCRIBE: FeedKind.SUBSCRIBE, LIVE_QUERY: FeedKind.LIVE}
         # The explorer's static page (docs/explorer.md); None: its paths are unknown routes.
         self.explorer = ExplorerPage() if explorer else None
+        self._index = build_index(
+            self.models.values(),
+            version=__version__,
+            fingerprint=self.fingerprint,
+            explorer=explorer,
+            replication=replication,
+        )
         self._refresh_needed: type[Exception] = _Never
         if guard is not None:
             from dbsvc.auth import KeyRefreshNeeded, authorize, token_problem
@@ -269,16 +219,20 @@ class Application:
 
     def __call__(self, request: Request) -> Response | Deferred | Upgrade | Awaitable[Response | Upgrade]:
         path = request.path
-        if path.startswith(API_PREFIX):
+        if path.startswith(API_PREFIX) and path != API_PREFIX:
             return self.api(request, path[len(API_PREFIX) :])
         handler = self._operational.get(path)
+        if handler is None and path == ROOT_PATH:
+            handler = self.root
         if handler is not None:
+            request.meter = self._route_meters[path]
             if request.method not in READ_METHODS:
                 raise MethodNotAllowed(f"method {request.method!r} is not allowed on {path!r}", list(READ_METHODS))
-            return handler()
+            return handler(request)
         prefix, slash, segment = path[1:].partition("/")
         kind = self._feeds.get(prefix)
         if kind is not None and slash and segment and "/" not in segment:
+            request.meter = self._route_meters[prefix]
             return self.feed(request, kind, segment)
         if path == REPLICATE_PATH or path == REPLICATE_SNAPSHOT_PATH:
             return self.replicate(request)
@@ -320,6 +274,7 @@ class Application:
         if model is None or (slash and not segment) or segment is None:
             raise NotFound(f"no route for path {request.path!r}")
         item = segment if slash else None
+        request.meter = self._collection_meters[kebab] if item is None else self._item_meters[kebab]
         claims = NO_CLAIMS
         if self.guard is not None:
             try:
@@ -514,7 +469,7 @@ class Application:
 
     # -- operational routes ----------------------------------------------------------------
 
-    def health(self) -> Response:
+    def health(self, request: Request | None = None) -> Response:
         """Liveness: never touches the disk. The process is alive even when its store
         refuses writes, so this stays 200 and only names the degraded state
         (docs/security.md, "Storage failures")."""
@@ -522,26 +477,49 @@ class Application:
         # `status` first (docs/guide/rest.md); then which build answers: the dbsvc version and the
         # schema's fingerprint (the one a read replica compares), as `--version` prints them.
         body: dict[str, Any] = {"status": "ok", "version": __version__, "schema": self.fingerprint}
-        if self.replica is not None and self.replica.state == "diverged":
-            # Alive, still serving reads, but no longer following: say so (docs/replication.md).
-            body["replica"] = {"state": "diverged", "detail": self.replica.error}
+        if self.replica is not None:
+            # Which primary, the state (`diverged`: alive, serving, no longer following) and
+            # whether it is ready or what it waits for (docs/replication.md, "Readiness").
+            body["replica"] = self.replica.health()
         if health.writable:
             return Response(200, json_bytes(body))
         return Response(200, json_bytes({**body, "storage": health.state.value, "detail": health.detail}))
 
-    def ready(self) -> Response:
-        """Readiness: the server is not shutting down, the store answers a read and takes
-        writes; while it refuses them for lack of space, this is what probes for room."""
+    def ready(self, request: Request | None = None) -> Response:
+        """Readiness: the server is not shutting down, a read replica has bootstrapped, the
+        store answers a read and takes writes; while it refuses them for lack of space, this
+        is what probes for room."""
         if not self.accepting:
             raise Unavailable("the server is shutting down")
+        waiting = self.replica.waiting_for() if self.replica is not None else None
+        if waiting is not None:  # an empty replica would answer empty lists (follower.py rule 8)
+            raise Unavailable(f"not ready: this read replica waits for {waiting}")
         self.store.watermarks()
         health = self.store.health(retry=True)
         if not health.writable:
             raise Unavailable(f"not ready: {health.detail}")
         return Response(200, b'{"status":"ready"}')
 
-    def metrics(self) -> Response:
+    def metrics(self, request: Request | None = None) -> Response:
+        """Row counts and counters in JSON, or the Prometheus text format when the request
+        asks for it (dbsvc/metrics.py; docs/guide/operations.md, "Monitoring")."""
         counts = self.store.live_counts()
+        if request is not None and wants_text(request.query, request.header("accept")):
+            replica = None
+            if self.replica is not None:
+                replica = {**self.replica.report(self.store.head_offset), "ready": self.replica.synced}
+            text = render_text(
+                version=__version__,
+                fingerprint=self.fingerprint,
+                rows=counts,
+                meters=self.meters,
+                store=self.store.stats(),
+                realtime=self.broker.metrics(),
+                connections=self.connections(),
+                refused=dict(self.refusals.counts) if self.rules else None,
+                replica=replica,
+            )
+            return Response(200, text, content_type=TEXT_TYPE)
         body = {
             "model_count": len(counts),
             "rows_per_model": counts,
@@ -554,7 +532,15 @@ class Application:
             body["replica"] = self.replica.report(self.store.head_offset)
         return Response(200, json_bytes(body))
 
-    def openapi(self) -> Response:
+    def index(self, request: Request | None = None) -> Response:
+        """`/api/`: the models, their routes and the documents (dbsvc/index.py)."""
+        return Response(200, self._index)
+
+    def root(self, request: Request | None = None) -> Response:
+        """`/`: to the explorer when it is on, else to the index."""
+        return root_redirect(self.explorer is not None)
+
+    def openapi(self, request: Request | None = None) -> Response:
         """The service's own OpenAPI document, generated with the handlers (a public contract,
         like PostgREST's root document: no token needed to read it), as this server runs it:
         with the guard, the bearer requirement `_served_openapi` adds."""
@@ -565,11 +551,11 @@ class Application:
         self.store = store
         self.broker.rebind(store, 1012, "the replica bootstrapped again; resubscribe")
 
-    def asyncapi(self) -> Response:
+    def asyncapi(self, request: Request | None = None) -> Response:
         """The AsyncAPI 3.0 document of the WebSocket routes, generated with the handlers."""
         return Response(200, self._asyncapi)
 
-    def snapshot(self) -> Response:
+    def snapshot(self, request: Request | None = None) -> Response:
         body = {
             "watermarks": self.store.watermarks(),
             "epoch": self.store.epoch,

@@ -206,15 +206,47 @@ def cmd_replicate(args: argparse.Namespace) -> int:
 def cmd_export(args: argparse.Namespace) -> int:
     from dbsvc.datatools.commands import run_export
 
-    module = _schema_module(args)
+    if args.module is None and args.schema is not None and not _names_a_schema(args.schema):
+        args.models.insert(0, args.schema)  # `dbsvc export User`: a MODEL, no SCHEMA
+        args.schema = None
+    module = _data_tool_module(args)
     return run_export(args, module, _config(module))
 
 
 def cmd_import(args: argparse.Namespace) -> int:
     from dbsvc.datatools.commands import run_import
 
-    module = _schema_module(args)
+    module = _data_tool_module(args)
     return run_import(args, module, _config(module))
+
+
+def _names_a_schema(word: str) -> bool:
+    """Whether export's first word is SCHEMA (a .dbs name or a file) rather than a MODEL."""
+    return word.endswith(".dbs") or os.path.isfile(word)
+
+
+def _data_tool_module(args: argparse.Namespace) -> Any:
+    """The schema export and import work with: the app's own, SCHEMA, else the one the
+    tenant holds (the description it was created or last served with: every model, field
+    and projection; docs/data-tools.md)."""
+    if args.module is not None or args.schema is not None:
+        return _schema_module(args)
+    from dbsvc.compiler import compile_schema
+    from dbsvc.errors import ConfigError
+    from dbsvc.launch import program
+    from dbsvc.schema.describe import schema_from_description
+    from dbsvc.storage.migrate import read_description
+    from dbsvc.storage.tenants import tenant_dir
+
+    config = _config()
+    directory = tenant_dir(config.data_dir, config.tenant)
+    description = read_description(directory) if os.path.isdir(directory) else None
+    if description is None:
+        raise ConfigError(
+            f"tenant {config.tenant!r} under {config.data_dir!r} holds no schema yet (it was never "
+            f"served): give SCHEMA, as in `{program()} {args.command} SCHEMA ...`"
+        )
+    return compile_schema(schema_from_description(description, os.path.join(directory, "schema.json")))
 
 
 def cmd_backup(args: argparse.Namespace) -> int:
@@ -269,11 +301,20 @@ def build_parser(module: Any = None) -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     def schema_command(
-        name: str, help_text: str, func: Callable[[argparse.Namespace], int], description: str | None = None
+        name: str,
+        help_text: str,
+        func: Callable[[argparse.Namespace], int],
+        description: str | None = None,
+        optional: bool = False,
     ) -> argparse.ArgumentParser:
-        """A command on the schema: SCHEMA is its argument, except in an app, which has one."""
+        """A command on the schema: SCHEMA is its argument, except in an app, which has one.
+        `optional`: without SCHEMA the command uses the schema the tenant holds."""
         p = sub.add_parser(name, help=help_text, description=description or help_text)
-        if module is None:
+        if module is None and optional:
+            p.add_argument(
+                "schema", metavar="SCHEMA", nargs="?", help="path to a .dbs schema file (default: the tenant's own)"
+            )
+        elif module is None:
             p.add_argument("schema", metavar="SCHEMA", help="path to a .dbs schema file")
         p.set_defaults(func=func)
         return p
@@ -379,7 +420,10 @@ def _data_tools(sub: Any, schema_command: Callable[..., argparse.ArgumentParser]
         cmd_export,
         description=f"Write the records of {TENANT_ENV} as JSON Lines, one "
         '{"model": NAME, "record": {...}} per line (docs/data-tools.md). The tenant is '
-        "locked for the run and opened read-only: refused while a server holds it.",
+        "locked for the run and opened read-only; while a server holds it, the export takes a "
+        "consistent copy beside it (as `backup` does, in TMPDIR) and exports that. Without "
+        "SCHEMA it uses the schema the tenant holds.",
+        optional=True,
     )
     export.add_argument("models", metavar="MODEL", nargs="*", help="models to export (default: all)")
     export.add_argument("-o", "--output", metavar="FILE", help="output file (default: standard output)")
@@ -399,7 +443,8 @@ def _data_tools(sub: Any, schema_command: Callable[..., argparse.ArgumentParser]
         "is validated and checked (ids, @unique, @ref across the file and the tenant) "
         "before anything is written, then all records are written with one fsync. "
         "A bad line refuses the whole import with FILE:LINE: message. Refused while a "
-        "server holds the tenant.",
+        "server holds the tenant. Without SCHEMA it uses the schema the tenant holds.",
+        optional=True,
     )
     import_.add_argument("file", metavar="FILE", help="JSON Lines file to load")
     import_.add_argument("-q", "--quiet", action="store_true", help="no progress on standard error")

@@ -28,8 +28,17 @@ EXIT_OK, EXIT_FAILURE, EXIT_USAGE, EXIT_DIVERGED = 0, 1, 2, 3
 
 
 def report(message: str) -> None:
-    """One error line on standard error, in the form every dbsvc command uses."""
+    """One error line on standard error, in the form every dbsvc command uses (a server
+    logging JSON lines writes it as one: `reporter`)."""
+    if reporter:
+        reporter[0](message)
+        return
     print(f"dbsvc: error: {message}", file=sys.stderr)
+
+
+# A server with SERVICE_LOG_FORMAT=json puts its writer of JSON error lines here
+# (logs.configure_logging), so that its last line, too, is one JSON object.
+reporter: list[Callable[[str], None]] = []
 
 
 def run_reporting(action: Callable[[], int]) -> int:

@@ -109,6 +109,8 @@ class ServedStore(Protocol):
 
     def health(self, retry: bool = False) -> WriteHealth: ...
 
+    def stats(self) -> dict[str, Any]: ...  # counters for /metrics (Store.stats)
+
 
 class TokenGuard(Protocol):
     """The verify-only token guard (dbsvc/auth/guard.py) as its callers use it."""

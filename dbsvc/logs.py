@@ -63,6 +63,7 @@ import sys
 import threading
 import time
 import traceback
+from collections.abc import Callable
 from typing import Any, TextIO
 
 from dbsvc.errors import ConfigError
@@ -474,6 +475,8 @@ class SpanLog(logging.StreamHandler[TextIO]):
 _span_logger = logging.getLogger(SPAN_LOGGER)
 _installed: list[SpanLog] = []  # the span log configure_logging installed, if any
 _configured: list[str] = []
+_error_lines: list[Callable[[str], None]] = []  # JSON mode's error line writer (write_json_everywhere)
+_hooks: list[tuple[Any, Any]] = []  # the exception hooks JSON mode replaced, put back on reconfiguring
 
 
 def configure_logging(level_spec: str, fmt: str = "text", stream: TextIO | None = None) -> None:
@@ -498,12 +501,50 @@ def configure_logging(level_spec: str, fmt: str = "text", stream: TextIO | None 
     span_log = SpanLog(
         stream if stream is not None else sys.stderr, JsonFormat() if format_name == "json" else TextFormat()
     )
+    if _error_lines:  # a JSON configuration before this one: its hooks go
+        _error_lines.clear()
+        sys.excepthook, threading.excepthook = _hooks.pop()
+        logging.captureWarnings(False)
+    if format_name == "json":
+        _hooks.append((sys.excepthook, threading.excepthook))
+        _error_lines.append(write_json_everywhere(span_log.line_format))
     root.addHandler(span_log)
     _installed.append(span_log)
     root.setLevel(default)
     for name, level in targets.items():
         logging.getLogger(name).setLevel(level)
         _configured.append(name)
+
+
+def write_json_everywhere(line_format: LineFormat) -> Callable[[str], None]:
+    """SERVICE_LOG_FORMAT=json: whatever else the process writes becomes one JSON object too,
+    so a collector reading its merged output meets no other line: warnings go through
+    logging, an exception nothing caught (in the main thread or another) is one ERROR
+    object whose `error` holds the traceback. Returns the writer of one ERROR line, which
+    the service makes the exit's error report (exits.report: `json_error_writer`); the
+    ready banner is written in this format by service.print_ready."""
+    logging.captureWarnings(True)
+
+    def error_line(message: str, error: str | None = None) -> None:
+        flush_logs()
+        sys.stderr.write(line_format.line(time.time(), "ERROR", "dbsvc", message, None, error) + "\n")
+        sys.stderr.flush()
+
+    def uncaught(kind: type[BaseException], exc: BaseException, tb: Any) -> None:
+        error_line(f"unhandled {kind.__name__}", "".join(traceback.format_exception(kind, exc, tb)))
+
+    def uncaught_in_thread(args: threading.ExceptHookArgs) -> None:
+        if args.exc_value is not None:
+            uncaught(args.exc_type, args.exc_value, args.exc_traceback)
+
+    sys.excepthook = uncaught
+    threading.excepthook = uncaught_in_thread
+    return error_line
+
+
+def json_error_writer() -> Callable[[str], None] | None:
+    """The writer of one JSON ERROR line when SERVICE_LOG_FORMAT=json is configured, else None."""
+    return _error_lines[0] if _error_lines else None
 
 
 def log_span(fields: dict[str, Any]) -> None:

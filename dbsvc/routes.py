@@ -6,6 +6,8 @@ methods (dbsvc/http/cors.py). Pure data; imports nothing from dbsvc.
 
     GET|HEAD                  /health /ready /metrics /snapshot    operational, never guarded
     GET|HEAD                  /openapi.json /asyncapi.json         the API documents, never guarded
+    GET|HEAD                  /api/                                the index: models, routes, documents
+    GET|HEAD                  /                                    302 to the explorer if on, else /api/
     GET|HEAD|POST             /api/<kebab>                         list, create
     GET|HEAD|PUT|PATCH|DELETE /api/<kebab>/<id>                    read, replace, merge, delete
     GET (WebSocket)           /subscribe/<kebab>                   change feed
@@ -56,7 +58,9 @@ OPERATIONAL = (
     OperationalRoute("/snapshot", "snapshot", "Current per-model watermarks", "Snapshot"),
     OperationalRoute("/openapi.json", "openapi", "This OpenAPI document", None),
     OperationalRoute("/asyncapi.json", "asyncapi", "The AsyncAPI 3.0 document of the WebSocket routes", None),
+    OperationalRoute(API_PREFIX, "index", "The index: the models, their routes and the documents", None),
 )
+ROOT_PATH = "/"  # redirects to the explorer when it is on, else to the index (dbsvc/index.py)
 
 
 def collection_path(kebab: str) -> str:

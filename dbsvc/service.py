@@ -31,6 +31,7 @@ import gc
 import logging
 import os
 import socket
+import time
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING
 
@@ -59,7 +60,12 @@ def serve(module: GeneratedModule, environ: Mapping[str, str], follow: str | Non
     """Check the packages, read the configuration, serve `module` until a signal, printing
     where to go once it listens. `follow`: a primary's base URL (read replica)."""
     require_server_packages()
-    return run_server(module, server_config(module, environ), follow=follow, announce=print_ready)
+    config = server_config(module, environ)
+
+    def announce(base_url: str, explorer: bool) -> None:
+        print_ready(base_url, explorer, fmt=config.log_format, primary=follow)
+
+    return run_server(module, config, follow=follow, announce=announce)
 
 
 def server_config(module: GeneratedModule, environ: Mapping[str, str]) -> Config:
@@ -85,16 +91,47 @@ def require_guard_for_rules(module: GeneratedModule, config: Config) -> None:
         )
 
 
-def print_ready(base_url: str, explorer: bool) -> None:
+def print_ready(base_url: str, explorer: bool, *, fmt: str = "text", primary: str | None = None) -> None:
     """Where to go, on standard output once the socket listens: the log's `listening on`
-    line goes to stderr and is hidden below RUST_LOG=info, this never is."""
+    line goes to stderr and is hidden below RUST_LOG=info, this never is. With
+    SERVICE_LOG_FORMAT=json it is one JSON object, as every other line then (a collector
+    reading the merged streams meets nothing else); `primary`: a read replica's primary."""
+    explorer_url = base_url + "/_/" if explorer else None
+    if fmt == "json":
+        from dbsvc.logs import JsonFormat
+
+        fields = {"api": f"{base_url}/api/", "openapi": f"{base_url}/openapi.json", "explorer": explorer_url}
+        if primary is not None:
+            fields["replica_of"] = primary
+        print(JsonFormat().line(time.time(), "INFO", "dbsvc", "ready", fields), flush=True)
+        return
+    replica = f"  Replica   of {primary} (reads only; /ready answers 503 until its first bootstrap)\n"
     print(
         f"dbsvc: ready\n"
         f"  API       {base_url}/api/\n"
         f"  OpenAPI   {base_url}/openapi.json\n"
-        f"  Explorer  {base_url + '/_/' if explorer else 'off (SERVICE_EXPLORER=on serves it; docs/explorer.md)'}",
+        f"{replica if primary is not None else ''}"
+        f"  Explorer  {explorer_url or 'off (SERVICE_EXPLORER=on serves it; docs/explorer.md)'}",
         flush=True,
     )
+
+
+def reachable_base(host: str, port: int) -> str:
+    """The base URL a client can use: a wildcard bind (0.0.0.0, ::) listens on every
+    interface but is no address to connect to, so the banner names this host's address on
+    its default route (a UDP socket's connect sends nothing), else its name."""
+    if host in ("0.0.0.0", "::", ""):
+        family = socket.AF_INET6 if host == "::" else socket.AF_INET
+        probe = "2001:db8::1" if host == "::" else "192.0.2.1"  # documentation addresses (RFC 3849, 5737)
+        try:
+            with socket.socket(family, socket.SOCK_DGRAM) as udp:
+                udp.connect((probe, 9))
+                host = udp.getsockname()[0]
+        except OSError:
+            host = socket.gethostname()
+        if host in ("0.0.0.0", "::"):
+            host = socket.gethostname()
+    return f"http://[{host}]:{port}" if ":" in host else f"http://{host}:{port}"
 
 
 def resolve_tenant_dir(config: Config) -> str:
@@ -181,9 +218,13 @@ def run_server(
     `config` is `server_config(module, ...)`; `follow`: the base URL of a primary this
     server is a read replica of. `announce(base URL, explorer on)` is called once the
     socket listens (the command line prints the URLs)."""
-    from dbsvc.logs import configure_logging
+    from dbsvc import exits
+    from dbsvc.logs import configure_logging, json_error_writer
 
     configure_logging(config.log_level, config.log_format)
+    json_errors = json_error_writer()
+    if json_errors is not None:  # SERVICE_LOG_FORMAT=json: the exit's error line is JSON too
+        exits.reporter[:] = [json_errors]
     guard = build_guard(config)
     check_tenant(config)
     sockets = bind(config)
@@ -309,23 +350,26 @@ async def _serve(
     follower: Follower | None = None,
     announce: Callable[[str, bool], None] | None = None,
 ) -> None:
+    from dbsvc.http.hub import Hub
     from dbsvc.http.server import serve_until_signalled
 
     def on_ready(port: int) -> None:
         log.info("listening on http://%s:%d (tenant %r)", config.http.host, port, config.tenant)
         notify_ready(f"listening on {config.http.host}:{port} (tenant {config.tenant})")  # Type=notify units
         if announce is not None:
-            host = f"[{config.http.host}]" if ":" in config.http.host else config.http.host
-            announce(f"http://{host}:{port}", app.explorer is not None)
+            announce(reachable_base(config.http.host, port), app.explorer is not None)
 
     if guard is not None:
         await guard.start()
     loop = asyncio.get_running_loop()
     app.broker.attach(loop.call_soon, loop.call_later)
+    hub = Hub(app, config.http, loop)
+    hub.meter = app.meters.unmatched  # requests no route matched (dbsvc/metrics.py rule 1)
+    app.connections = lambda: {"http": len(hub.connections) - hub.sockets, "websockets": hub.sockets}
     if follower is not None:
         follower.start(loop)
     try:
-        await serve_until_signalled(app, config.http, on_ready=on_ready, sockets=sockets)
+        await serve_until_signalled(app, config.http, on_ready=on_ready, sockets=sockets, hub=hub)
     finally:
         notify_stopping()
         if follower is not None:

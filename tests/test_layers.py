@@ -73,9 +73,16 @@ ALLOWED: dict[str, frozenset[str]] = {
         "access": ("errors", "rules", "runtime"),
         "config": ("errors", "schema", "storage", "http", "auth"),
         "exits": ("errors", "schema", "deps"),
+        # issue 32: /metrics' request meters and text format; the read path's caches; /api/'s index
+        "metrics": ("errors",),
+        "readcache": ("runtime", "http"),
+        "index": ("routes", "runtime", "http"),
         "app": (
             "dbsvc",
             "access",
+            "metrics",
+            "readcache",
+            "index",
             "errors",
             "routes",
             "schema",

@@ -37,16 +37,42 @@ def run_export(args: argparse.Namespace, module: Any, config: Config) -> int:
     models = export.select_models(module, args.models)
     as_of = export.parse_as_of(args.as_of or (), models)
     directory = existing_tenant(config.data_dir, config.tenant)
-    try:
+
+    def export_from(source: str) -> Any:
         if args.output and args.output != "-":
-            report = export.export_to_path(directory, module, args.output, models, as_of, quiet=args.quiet)
-        else:
-            report = export.export_records(directory, module, sys.stdout, models, as_of, quiet=args.quiet)
-            sys.stdout.flush()
+            return export.export_to_path(source, module, args.output, models, as_of, quiet=args.quiet)
+        report = export.export_records(source, module, sys.stdout, models, as_of, quiet=args.quiet)
+        sys.stdout.flush()
+        return report
+
+    try:
+        report = export_from(directory)
+        note = ""
     except TenantLocked as exc:
-        raise TenantLocked(exc.path, exc.pid, export_a_backup()) from None
-    print(report.summary(), file=sys.stderr)
+        # A server holds the tenant: take a consistent copy beside it (the backup path,
+        # which never pauses or locks the server) and export that, in one command.
+        report, note = export_running(directory, config.tenant, exc.pid, export_from)
+    print(report.summary() + note, file=sys.stderr)
     return EXIT_OK
+
+
+def export_running(directory: str, tenant: str, pid: int | None, export_from: Any) -> tuple[Any, str]:
+    """Export a copy of the tenant a server at `pid` holds: `take_backup` into a temporary
+    directory (TMPDIR; removed afterwards, whatever happens), then `export_from` it. The
+    copy is the state at one offset, so the file is one consistent state of the live tenant."""
+    import tempfile
+
+    from dbsvc.datatools.backup import take_backup
+
+    with tempfile.TemporaryDirectory(prefix="dbsvc-export-") as scratch:
+        copy = os.path.join(scratch, tenant)
+        try:
+            manifest = take_backup(directory, copy, tenant)
+        except OSError as exc:
+            raise TenantLocked(directory, pid, f"{export_a_backup()} (the copy failed: {exc})") from exc
+        report = export_from(copy)
+    held = f"process {pid}" if pid else "a server"
+    return report, f" (from a consistent copy taken beside the running server, {held}, at offset {manifest['head_offset']})"
 
 
 def run_import(args: argparse.Namespace, module: Any, config: Config) -> int:

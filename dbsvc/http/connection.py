@@ -74,6 +74,7 @@ import time
 from typing import Any, cast
 
 from dbsvc.errors import RequestError, Unavailable
+from dbsvc.http.account import account
 from dbsvc.http.fastpath import FastWire
 from dbsvc.http.hub import DEADLINES, Bound, Hub, Phase
 from dbsvc.http.intake import BodyIntake
@@ -84,7 +85,6 @@ from dbsvc.http.types import Deferred, Response, Upgrade, Upgraded
 from dbsvc.http.wire import CLOSED as PEER_CLOSED
 from dbsvc.http.wire import END, HAND_OVER, MAX_HEAD, NEED_DATA, H11Wire, Wire
 from dbsvc.http.ws.server import WebSocketConnection, handshake_headers
-from dbsvc.logs import log_request
 
 __all__ = ["MAX_HEAD", "HttpConnection", "Phase"]
 
@@ -345,8 +345,7 @@ class HttpConnection(asyncio.Protocol):
 
     def _on_head(self, head: Head) -> None:
         hub = self._hub
-        if hub.span_enabled:
-            self._started = time.perf_counter()
+        self._started = time.perf_counter()  # the span's duration and the route meter's
         self._head = head
         # rules 4, 5 and 11; hub.py rules 7 (the probes' reserve) and 9 (the Host)
         refusal = self._intake.refusal_of(head) or hub.refusal_of(head.request, self.reserve)
@@ -474,8 +473,8 @@ class HttpConnection(asyncio.Protocol):
                 raise
             self._send(self._app_error(exc), [], close, request_id, fallback=True)
             return
-        if hub.span_enabled:
-            self._log_span(request, response.status, size, request_id)
+        elapsed = time.perf_counter() - self._started  # both clock readings here (the span's test steps them)
+        account(hub.span_enabled, hub.meter, request, response.status, size, request_id, elapsed)
         self._head = None
         if wire.closing:
             # Whoever said `Connection: close`, h11 then holds the client's side as MUST_CLOSE,
@@ -582,15 +581,3 @@ class HttpConnection(asyncio.Protocol):
         self._enter(UPGRADED)
         self._upgraded = WebSocketConnection(self._out, self._hub.loop, self._hub.settings, upgrade, request, trailing)
         self._resume_reading()
-
-    def _log_span(self, request: Any, status: int, size: int, request_id: str) -> None:
-        if request is None:  # refused before a request existed
-            return log_request("-", "-", status, 0.0, size, request_id)
-        log_request(
-            request.method,
-            request.path,
-            status,
-            (time.perf_counter() - self._started) * 1000.0,
-            size,
-            request.request_id,
-        )

@@ -71,7 +71,7 @@ from dbsvc.http.cors import CorsPolicy
 from dbsvc.http.hosts import HostPolicy
 from dbsvc.http.message import RequestIds
 from dbsvc.http.output import Outbox
-from dbsvc.http.types import App, HttpSettings, Request
+from dbsvc.http.types import App, HttpSettings, Meter, Request
 
 __all__ = ["DEADLINES", "PROBE_PATHS", "PROBE_RESERVE", "Bound", "Hub", "Phase", "Tracked", "off_when_zero"]
 
@@ -156,6 +156,7 @@ class Hub:
         "reserved",
         "sockets",
         "hosts",
+        "meter",
     )
 
     def __init__(self, app: App, settings: HttpSettings, loop: asyncio.AbstractEventLoop) -> None:
@@ -168,6 +169,7 @@ class Hub:
         # Checked once: the span is the only per-request log line, and a disabled
         # logger should cost nothing per request (configure logging before serving).
         self.span_enabled = span_log.isEnabledFor(logging.INFO)
+        self.meter: Meter | None = None  # unmatched requests' meter (account.py), set by the service
         self.connections: set[Tracked] = set()
         self.counted = 0
         self.reserved = 0  # probe-only connections past the cap (rule 7)

@@ -170,15 +170,17 @@ async def serve_until_signalled(
     settings: HttpSettings,
     on_ready: Callable[[int], None] | None = None,
     sockets: list[socket.socket] | None = None,
+    hub: Hub | None = None,
 ) -> None:
     """`serve` until SIGINT or SIGTERM (docs/guide/operations.md#deployment), then the same
-    graceful shutdown. The one place a process's signals are tied to the server."""
+    graceful shutdown. The one place a process's signals are tied to the server. `hub`: as
+    `serve` takes it (the service builds it to count the open connections for /metrics)."""
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for signum in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(signum, stop.set)
     try:
-        await serve(app, settings, stop=stop, on_ready=on_ready, sockets=sockets)
+        await serve(app, settings, stop=stop, on_ready=on_ready, sockets=sockets, hub=hub)
     finally:
         for signum in (signal.SIGINT, signal.SIGTERM):
             loop.remove_signal_handler(signum)

@@ -17,6 +17,12 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol, Union
 
 
+class Meter(Protocol):
+    """Counts one response: its request's method, the status, the seconds it took."""
+
+    def observe(self, method: str, status: int, seconds: float) -> None: ...
+
+
 @dataclass(slots=True)
 class Request:
     """One complete HTTP request, body included (bounded by HttpSettings.max_body)."""
@@ -30,6 +36,10 @@ class Request:
     request_id: str = ""
     client: tuple[str, int] | None = None
     http_version: str = "1.1"  # "1.0" or "1.1" (the fast path reads 1.1 only)
+    # The route's request meter (dbsvc/metrics.py), which the application sets once it knows
+    # the route; the protocol layer counts the response on it (account.py), or on the hub's
+    # meter of unmatched requests while it is None.
+    meter: Meter | None = None
 
     def header(self, name: str) -> str | None:
         """The first value of header `name` (lower case), or None."""

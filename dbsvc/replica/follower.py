@@ -51,6 +51,12 @@ Rules:
    `/snapshot` and `/health`, and logs what the operator can do: restart it with
    `--rebootstrap` (SERVICE_FOLLOW_REBOOTSTRAP=1), which lets it bootstrap anyway, or
    drop its tenant. The same guard holds for every bootstrap (an epoch change included).
+8. Readiness (docs/replication.md, "Readiness"): the replica is ready (`status.synced`, so
+   `/ready` 200) once its store holds a primary's epoch: after its first bootstrap, or a
+   connection that finds it in the primary's epoch already, or at start when its store
+   holds rows (it followed before: what it serves is a past state of the primary). An empty
+   replica whose primary cannot be reached, or whose bootstrap failed, is not ready: it
+   would answer empty lists, and a load balancer probing `/ready` must send reads elsewhere.
 
 The reading side runs in one thread with the blocking client of `dbsvc.http.ws.client`;
 everything that touches the store runs on the event loop.
@@ -137,6 +143,7 @@ class Follower:
         self._thread: threading.Thread | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self.store: Store = opener(None)
+        self.status.synced = self.store.head_offset > 0  # rule 8: it followed before
 
     # -- start-up (before the loop runs) ---------------------------------------------------
 
@@ -146,10 +153,13 @@ class Follower:
             snapshot = self._primary_snapshot()
         except (OSError, ValueError) as exc:
             log.warning("primary %s not reachable yet (%s); following starts when it is", self.endpoint.http_base, exc)
+            self.status.error = f"the primary is not reachable: {exc}"
             return
         self._check_fingerprint(snapshot.get("fingerprint"))
         self.status.primary_offset = int(snapshot.get("offset", 0))
-        if snapshot.get("epoch") != self.store.epoch:
+        if snapshot.get("epoch") == self.store.epoch:
+            self.status.synced = True  # rule 8
+        else:
             try:
                 self._bootstrap()
             except _Diverged as exc:
@@ -269,6 +279,7 @@ class Follower:
                 self._call_on_loop(self._adopt, adopt)
             self.status.state = "following"
             self.status.error = None
+            self.status.synced = True  # rule 8: in the primary's epoch, its history proved
             expected = head + 1
             last_poll = time.monotonic()
             while not self._stop.is_set():
@@ -391,6 +402,7 @@ class Follower:
         if history is not None:
             self.store.adopt_history(history)
         self.status.bootstraps += 1
+        self.status.synced = True  # rule 8
         log.info("bootstrapped from %s: epoch %s at offset %d", self.endpoint.http_base, image.epoch, image.head_offset)
         if self.on_store is not None:
             self.on_store(self.store)

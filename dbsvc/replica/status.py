@@ -6,8 +6,13 @@ WebSocket client (`dbsvc.http.ws.client`) nor the consumer nor the follower
 (tests/test_import_weight.py holds it to that).
 
 Imports only the standard library; never the follower, the consumer, the WebSocket client
-or anything of the server side. The follower (follower.py rules 4 and 5) is the only
-writer of a status; the application only reads it through `report`.
+or anything of the server side. The follower (follower.py rules 4, 5 and 8) is the only
+writer of a status; the application only reads it (`report`, `waiting_for`, `health`).
+
+Readiness (follower.py rule 8): a replica is ready once its store holds a primary's epoch:
+`synced` is set by its first bootstrap, by a connection that finds it already in the
+primary's epoch, or at start by a store that holds rows (it followed before, so it serves a
+consistent past state of the primary). Until then `/ready` answers 503 with `waiting_for`.
 """
 
 from __future__ import annotations
@@ -28,6 +33,7 @@ class ReplicaStatus:
     error: str | None = None
     bootstraps: int = 0
     reconnects: int = 0
+    synced: bool = False  # the store holds a primary's epoch (rule 8 of follower.py)
     extra: dict[str, Any] = field(default_factory=dict)
 
     def report(self, head: int) -> dict[str, Any]:
@@ -44,4 +50,21 @@ class ReplicaStatus:
             "bootstraps": self.bootstraps,
             "reconnects": self.reconnects,
             "error": self.error,
+        }
+
+    def waiting_for(self) -> str | None:
+        """What keeps this replica from being ready, or None once it is (`/ready`, `/health`)."""
+        if self.synced:
+            return None
+        why = f" ({self.state}: {self.error})" if self.error else f" ({self.state})"
+        return f"the first bootstrap from its primary {self.primary}{why}"
+
+    def health(self) -> dict[str, Any]:
+        """What `/health` says of the following: which primary, the state, readiness."""
+        return {
+            "primary": self.primary,
+            "state": self.state,
+            "ready": self.synced,
+            "waiting_for": self.waiting_for(),
+            "detail": self.error,
         }

@@ -26,7 +26,7 @@ import hashlib
 import json
 from typing import Any
 
-from dbsvc.schema.ir import Default, Field, Model, Schema
+from dbsvc.schema.ir import Default, DefaultKind, Field, FieldType, Model, Projection, Schema
 
 DESCRIPTION_VERSION = 1
 
@@ -41,6 +41,37 @@ def schema_fingerprint(description: dict[str, Any]) -> str:
 def describe_schema(schema: Schema) -> dict[str, Any]:
     """The JSON-serialisable, deterministic description of `schema` (layout above)."""
     return {"version": DESCRIPTION_VERSION, "models": [_describe_model(model) for model in schema.models]}
+
+
+def schema_from_description(description: dict[str, Any], path: str) -> Schema:
+    """The schema a stored description describes (`describe_schema`'s inverse for every
+    part it keeps: models, fields, projections), named `path`: what `dbsvc export` and
+    `import` compile when no SCHEMA is given. Access rules, token defaults and the
+    `[runtime]`/`[auth]` tables are not in a description, so they are absent (an offline
+    tool reads and writes records without a token). `describe_schema` of the result is
+    `description`, so the tenant opens with it unchanged."""
+    models = []
+    for model in description["models"]:
+        fields = tuple(
+            Field(
+                name=f["name"],
+                type=FieldType(f["type"]),
+                nullable=f["nullable"],
+                enum_members=tuple(f["enum"]),
+                is_id=f["id"],
+                unique=f["unique"],
+                filterable=f["filter"],
+                sortable=f["sort"],
+                min=f["min"],
+                max=f["max"],
+                default=None if f["default"] is None else Default(DefaultKind(f["default"]["kind"]), f["default"]["value"]),
+                ref=f["ref"],
+            )
+            for f in model["fields"]
+        )
+        projections = tuple(Projection(name, tuple(names)) for name, names in model["projections"].items())
+        models.append(Model(model["name"], fields, projections))
+    return Schema(path, tuple(models))
 
 
 def _describe_model(model: Model) -> dict[str, Any]:

@@ -62,9 +62,10 @@ import errno
 import logging
 import os
 import time
+from bisect import bisect_left
 from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from dbsvc.errors import Unavailable
@@ -112,16 +113,24 @@ class Pending:
     frame: bytes = b""  # the frame written, published with the event
 
 
+BATCH_BOUNDS = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024)  # writes per commit (CommitStats)
+
+
 @dataclass(slots=True)
 class CommitStats:
-    """Counters of a commit queue; fixed size however long the store runs."""
+    """Counters of a commit queue; fixed size however long the store runs. `batches[i]`
+    counts the commits that acknowledged at most BATCH_BOUNDS[i] writes (the last: more),
+    the group-commit histogram of /metrics."""
 
     fsyncs: int = 0
     commits: int = 0  # acknowledged writes (fsyncs / commits is the group-commit ratio)
     failures: int = 0
+    batches: list[int] = field(default_factory=lambda: [0] * (len(BATCH_BOUNDS) + 1))
 
     def count_batch(self, size: int) -> None:
         self.commits += size
+        self.batches[bisect_left(BATCH_BOUNDS, size)] += 1
+
 
 
 class LogWriter:

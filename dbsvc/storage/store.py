@@ -93,7 +93,8 @@ from dbsvc.errors import NotFound
 from dbsvc.runtime import INT64_MAX, CompiledModel, Filters, Query
 from dbsvc.storage import batch, files, follow, history, recovery, retain
 from dbsvc.storage.changes import Callback, ChangeStream
-from dbsvc.storage.commit import CommitQueue, LogWriter, WriteHealth
+from dbsvc.storage.commit import BATCH_BOUNDS, CommitQueue, LogWriter, WriteHealth
+from dbsvc.storage.compact import SNAPSHOT_NAME
 from dbsvc.storage.compactor import Compactor
 from dbsvc.storage.epoch import Epoch
 from dbsvc.storage.events import HEAD_RESERVE, ChangeEvent
@@ -353,6 +354,8 @@ class Store:
             "log_bytes": c.writer.written if c else self._readonly_end,
             "retained_bytes": retained.size if retained is not None else 0,
             "compactions": self.compactor.count,
+            "batch_sizes": (BATCH_BOUNDS, list(c.stats.batches)) if c else None,
+            "snapshot_bytes": _size(os.path.join(self._directory, SNAPSHOT_NAME)),
         }
 
     def health(self, retry: bool = False) -> WriteHealth:
@@ -510,3 +513,11 @@ class Store:
         while (commit := self._writes.commit) is not None and commit.pending and commit.failed is None:
             await asyncio.sleep(0.001)
         self.close()
+
+
+def _size(path: str) -> int:
+    """A file's size in bytes, 0 when there is none (a tenant never compacted has no snapshot)."""
+    try:
+        return os.stat(path).st_size
+    except FileNotFoundError:
+        return 0

@@ -11,7 +11,8 @@ The guide's conventions, which docs/guide/README.md states for readers too:
 
       serve SCHEMA [NAME=VALUE ...] [port=3000] [data=data] [args="..."]
           start `dbsvc serve SCHEMA` with those variables (SERVICE_DATA is `data`, relative
-          to the chapter's directory); it stands in for `localhost:<port>` in what follows
+          to the chapter's directory) and wait until its `/ready` answers 200 (a read
+          replica's first bootstrap); it stands in for `localhost:<port>` in what follows
       stop [PORT]         SIGTERM the server(s); they must exit with status 0
       idp                 a throwaway identity provider: `idp.pem` (its EC P-256 public key)
                           and the variables TOKEN, TOKEN_GLOBEX, TOKEN_NO_TENANT,
@@ -52,6 +53,19 @@ FENCE = re.compile(r"^(```+|~~~+)\s*([\w.+-]*)\s*$")
 HOST = re.compile(r"localhost([:/])(\d{4,5})\b")  # localhost:3000, /dev/tcp/localhost/3000
 ANY = "…"
 COMMAND_TIMEOUT = 120
+
+
+def wait_ready(server: Server, where: str, timeout: float = 60) -> None:
+    """Poll `/ready` until 200, as a user (or a load balancer) waits before the first read: a
+    read replica listens before its first bootstrap ends and is not ready until it has."""
+    deadline = time.monotonic() + timeout
+    while True:
+        reply = server.get("/ready")
+        if reply.status == 200:
+            return
+        if time.monotonic() > deadline or server.proc.poll() is not None:
+            raise GuideError(f"{where}: the server never got ready: {reply.body[:300]!r}")
+        time.sleep(0.05)
 
 
 @dataclass(slots=True)
@@ -358,6 +372,7 @@ class ChapterRun:
         args = tuple(shlex.split(self.localise(options["args"])))
         server = start_server(schema_path.resolve(), self.workdir / options["data"], env, timeout=60, args=args)
         self.servers[port] = server
+        wait_ready(server, where)
         self.ports[port] = server.port
 
     def command(self, command: Command) -> None:

@@ -1,0 +1,91 @@
+"""The read path's two caches: records' JSON encoded once per version (`EncodedRecords`) and
+list queries parsed once per distinct query (`ParsedQueries`); the application keeps one of
+each (dbsvc/app.py, which re-exports both names).
+
+Each is bounded in entries and in the size of what it keeps; neither ever answers stale
+data (the rules are in each class's docstring). Imports runtime and http's Request type.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from dbsvc.http.types import Request
+from dbsvc.runtime import CompiledModel, Query, Record, json_bytes
+
+
+class EncodedRecords:
+    """The JSON bytes of stored records, encoded once per record version.
+
+    The store replaces records and never mutates a stored one, so an entry is fresh exactly
+    when it holds the very record object the store returned (`is`, not `==`). Encoding a page
+    costs far more than joining cached bytes (float repr dominates; bench/README.md has the
+    figures). Each model keeps at most `capacity` entries, the oldest evicted first, so the
+    cache costs at most that many encoded records of memory per model. An encoding over
+    `largest` bytes is not kept: the entry would hold that record's dict and its JSON
+    beside its stored form, three copies of a large record, to spare an encoding that
+    costs little next to sending it (storage/table.py keeps no dict of it either).
+    """
+
+    def __init__(self, models: list[CompiledModel], capacity: int = 65536, largest: int = 4096) -> None:
+        self.capacity = capacity
+        self.largest = largest
+        self._entries: dict[str, dict[Any, tuple[Record, bytes]]] = {m.name: {} for m in models}
+
+    def encode(self, model: CompiledModel, record: Record) -> bytes:
+        entries = self._entries[model.name]
+        key = record[model.id_field]
+        entry = entries.get(key)
+        if entry is not None and entry[0] is record:
+            return entry[1]
+        data = json_bytes(record)
+        if len(data) > self.largest:
+            if entry is not None:
+                del entries[key]
+            return data
+        if entry is None and len(entries) >= self.capacity:
+            del entries[next(iter(entries))]
+        entries[key] = (record, data)
+        return data
+
+    def encode_page(self, model: CompiledModel, records: list[Record]) -> bytes:
+        """The records' JSON joined with commas: `encode` for each, with the cache hit inline."""
+        entries = self._entries[model.name]
+        id_field = model.id_field
+        parts = []
+        for record in records:
+            entry = entries.get(record[id_field])
+            parts.append(entry[1] if entry is not None and entry[0] is record else self.encode(model, record))
+        return b",".join(parts)
+
+
+class ParsedQueries:
+    """List queries parsed once per distinct query: a list URL a client polls is parsed
+    on its first request, then found by its decoded pairs (parsing and making a Query, a
+    noticeable share of a list request, become one dict lookup; bench/README.md).
+
+    The key is the model and the tuple of the request's decoded query pairs, from which
+    the generated parser's answer follows and nothing else does; a query that fails to
+    parse is never kept, so its error is raised afresh each time. At most `capacity`
+    queries are kept, the oldest dropped first, and a target over `longest` characters is
+    parsed without being kept, so a client sending distinct queries costs a bounded memory.
+    """
+
+    __slots__ = ("_parsed", "capacity", "longest")
+
+    def __init__(self, capacity: int = 1024, longest: int = 512) -> None:
+        self.capacity = capacity
+        self.longest = longest
+        self._parsed: dict[tuple[str, tuple[tuple[str, str], ...]], Query] = {}
+
+    def list_query(self, model: CompiledModel, request: Request) -> Query:
+        if not request.query or len(request.target) > self.longest:
+            return model.parse_list_query(request.query)
+        key = (model.name, tuple(request.query))
+        query = self._parsed.get(key)
+        if query is None:
+            query = model.parse_list_query(request.query)
+            if len(self._parsed) >= self.capacity:
+                del self._parsed[next(iter(self._parsed))]
+            self._parsed[key] = query
+        return query
