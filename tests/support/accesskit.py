@@ -68,9 +68,6 @@ class Bearer:
         return self.server.request(method, path, body=body, headers=self.auth)
 
 
-User = Bearer  # the name test_access_rest.py's machine knew it by
-
-
 class LiveSocket:
     """One open socket: `frames` (decoded JSON, in arrival order) filled by its reader task;
     `closed` the (code, reason) of the server's close, once it came."""
