@@ -85,6 +85,8 @@ model Comment {
 """
 
 MODELS = ("Note", "Doc", "Post", "Comment")
+FEEDS = (*MODELS, "Post")  # Post's feeds twice as often: they are the ones with links
+CREATED = (*MODELS, "Post", "Comment")  # and posts and comments (which make the links) too
 WHO = tuple(USERS)
 KEBAB = {"Note": "note", "Doc": "doc", "Post": "post", "Comment": "comment"}
 VALUES = {
@@ -131,9 +133,10 @@ class AccessRulesMachine(RuleBasedStateMachine):
         self.model = Model(snapshot["offset"], snapshot["watermarks"])
         self.watches: list[Watch] = []
         for _ in range(data.draw(st.integers(0, 3))):  # sockets open before the first write
-            self.open_socket(data.draw(st.sampled_from(WHO)), data.draw(st.sampled_from(MODELS)), data, data.draw(st.booleans()))
+            who, name, live = data.draw(st.sampled_from(WHO)), data.draw(st.sampled_from(FEEDS)), data.draw(st.booleans())
+            self.open_socket(who, name, data, live)
         for _ in range(count):
-            self.create(data.draw(st.sampled_from(WHO)), data.draw(st.sampled_from(MODELS)), data)
+            self.create(data.draw(st.sampled_from(WHO)), data.draw(st.sampled_from(CREATED)), data)
 
     def teardown(self) -> None:
         try:
@@ -197,7 +200,7 @@ class AccessRulesMachine(RuleBasedStateMachine):
 
     # -- writes -------------------------------------------------------------------------
 
-    @rule(who=st.sampled_from(WHO), name=st.sampled_from(MODELS), data=st.data())
+    @rule(who=st.sampled_from(WHO), name=st.sampled_from(CREATED), data=st.data())
     def create(self, who: str, name: str, data) -> None:
         model = self.model
         filled = FILLED[name][0]
@@ -314,7 +317,7 @@ class AccessRulesMachine(RuleBasedStateMachine):
 
     # -- sockets ------------------------------------------------------------------------
 
-    @rule(who=st.sampled_from(WHO), name=st.sampled_from(MODELS), data=st.data(), live=st.booleans())
+    @rule(who=st.sampled_from(WHO), name=st.sampled_from(FEEDS), data=st.data(), live=st.booleans())
     def open_socket(self, who: str, name: str, data, live: bool) -> None:
         model = self.model
         filters = data.draw(st.sampled_from([{}] + [{f: [v]} for f, vs in FILTERS[name].items() for v in vs[:2]]))
@@ -338,16 +341,13 @@ class AccessRulesMachine(RuleBasedStateMachine):
 
     @rule(data=st.data())
     def check_socket(self, data) -> None:
-        if self.watches:
-            self.check_watch(data.draw(st.sampled_from(self.watches)))
-
-    @rule(data=st.data())
-    def close_socket(self, data) -> None:
+        """Check one socket; now and then close it after its check."""
         if self.watches:
             watch = data.draw(st.sampled_from(self.watches))
             self.check_watch(watch)
-            watch.socket.close()
-            self.watches.remove(watch)
+            if data.draw(st.integers(0, 3)) == 0:
+                watch.socket.close()
+                self.watches.remove(watch)
 
     def check_watch(self, watch: Watch) -> None:
         """The socket's frames are the model's sequence for it (after the head reached the
@@ -387,27 +387,30 @@ class AccessRulesMachine(RuleBasedStateMachine):
             assert self.server.get("/snapshot").json["offset"] == self.model.head
 
 
-def run_machine(ruled, max_examples: int, steps: int) -> None:
+def run_machine(ruled, max_examples: int, steps: int, derandomize: bool) -> None:
+    """Run the machine; a derandomized run (the same draws each time) must also have met
+    every kind of answer and frame, so it cannot pass by staying trivial."""
     AccessRulesMachine.server, AccessRulesMachine.users, AccessRulesMachine.hub = ruled
     runner = AccessRulesMachine.TestCase
     runner.settings = settings(
         max_examples=max_examples,
         stateful_step_count=steps,
         deadline=None,
-        derandomize=True,
+        derandomize=derandomize,
         suppress_health_check=list(HealthCheck),
     )
     SEEN.clear()
     runner().runTest()
     kinds = {f"write {status}" for status in (200, 201, 204, 403, 404, 409)} | {"socket 403"}
     kinds |= {f"frame {kind}" for kind in ("insert", "update", "delete", "link", "Init", "Added", "Updated", "Removed")}
-    assert kinds <= set(SEEN), f"the run never met {sorted(kinds - set(SEEN))}: {dict(SEEN)}"
+    assert not derandomize or kinds <= set(SEEN), f"the run never met {sorted(kinds - set(SEEN))}: {dict(SEEN)}"
 
 
 def test_rest_and_sockets_follow_a_model_of_the_rules(ruled):
-    run_machine(ruled, max_examples=120, steps=50)
+    run_machine(ruled, max_examples=60, steps=80, derandomize=True)
 
 
 @pytest.mark.slow
 def test_rest_and_sockets_follow_a_model_of_the_rules_long(ruled):
-    run_machine(ruled, max_examples=300, steps=50)
+    """New draws on every run: 300 examples of up to 80 steps (about two minutes)."""
+    run_machine(ruled, max_examples=300, steps=80, derandomize=False)
