@@ -282,7 +282,8 @@ class Model:
         return self.visible(watch.model, watch.who, watch.filters, records)
 
     def init_frame(self, watch: Watch) -> dict:
-        records = [self.project(watch, r) for r in self.visible(watch.model, watch.who, watch.filters, self.records[watch.model])]
+        visible = self.visible(watch.model, watch.who, watch.filters, self.records[watch.model])
+        records = [self.project(watch, r) for r in visible]
         return {
             "type": "Init", "model": watch.model, "records": records,
             "watermark": self.watermarks[watch.model], "offset": self.head, "complete": True,
@@ -373,5 +374,6 @@ class Model:
         event = next(e for e in self.events if e.offset == frame["offset"])
         for side in ("record", "previous"):
             if side in frame:
-                sides = [v for v in (event.record, event.previous) if v is not None and self.project(watch, v) == frame[side]]
+                sides = [v for v in (event.record, event.previous) if v is not None]
+                sides = [v for v in sides if self.project(watch, v) == frame[side]]
                 assert any(readable(watch.model, watch.who, v) for v in sides), (watch.who, watch.path, frame)
