@@ -13,15 +13,21 @@ model has a token default; an admin role reads everything. Five tokens: `anon` c
 The machine writes (POST, PUT, PATCH, DELETE, ownership changes) as random users, reads
 (GET, lists with random filters, sort, limit and offset, `as_of`), and opens `/subscribe`
 (with and without a filter, with a projection) and `/live-query` sockets for random users
-at random times, some resuming with `after=`. `Model` below evaluates the rules by hand
-and keeps every record's history. Invariants:
+at random times, some resuming with `after=`. `Model` (tests/support/access_model.py)
+evaluates the rules by hand and keeps every record's history. Invariants:
 - every REST answer is the model's (status, body, `total`, page, `Dbsvc-Offset`);
 - a refused write leaves `/snapshot` (offset and watermarks) as it was;
 - each socket's frames are exactly the model's sequence for its token, model, filter,
   projection and start (so no frame carries a record or `previous` the token may not see,
   and every visible change arrives once, in order): checked by waiting (a condition and a
   deadline, no sleeps) for the expected frames, then a ping barrier for strays;
-- a live query's result set, rebuilt from its frames, is the model's visible matches.
+- a live query's result set, rebuilt from its frames, is the model's visible matches;
+- a derandomized run meets every kind of answer (200, 201, 204, 403, 404, 409, a refused
+  socket) and frame (insert, update, delete, link, Init, Added, Updated, Removed).
+
+A link's parent is read by the server when it sends the link (docs/realtime.md), so a link
+whose parent came into or left view between its event and the check may or may not come:
+the model counts it optional, every other frame is required.
 
 One server for the module; each example starts from an empty tenant (an admin's DELETE
 sweep), its ids and offsets new, so nothing of an earlier example can be mistaken for its own.
