@@ -10,15 +10,13 @@ from __future__ import annotations
 import time
 from typing import Any
 
-import jwt
 import pytest
 from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, rule
-from cryptography.hazmat.primitives import serialization
-from cryptography.hazmat.primitives.asymmetric import ec
 
-from support.server import start_server
+from support.accesskit import Bearer as User
+from support.accesskit import keypair, start_ruled_server
 from support.wskit import refusal, run
 
 SCHEMA = """
@@ -44,12 +42,8 @@ model Audit {
 
 
 @pytest.fixture(scope="module")
-def keypair(tmp_path_factory):
-    private = ec.generate_private_key(ec.SECP256R1())
-    pem = private.public_key().public_bytes(serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo)
-    path = tmp_path_factory.mktemp("keys") / "idp.pem"
-    path.write_bytes(pem)
-    return private, path
+def keys(tmp_path_factory):
+    return keypair(tmp_path_factory.mktemp("keys"))
 
 
 @pytest.fixture(scope="module")
@@ -60,30 +54,15 @@ def schema(tmp_path_factory):
 
 
 @pytest.fixture(scope="module")
-def server(schema, keypair, tmp_path_factory):
-    data = tmp_path_factory.mktemp("notes") / "data"
-    (data / "acme").mkdir(parents=True)
-    env = {"SERVICE_JWT_PUBKEY": str(keypair[1]), "SERVICE_JWT_ALG": "ES256", "SERVICE_TENANT": "acme"}
-    server = start_server(schema, data, env)
+def server(schema, keys, tmp_path_factory):
+    server = start_ruled_server(schema, keys[1], tmp_path_factory.mktemp("notes") / "data")
     yield server
     server.stop()
 
 
-class User:
-    """A token's bearer: requests to the server with `Authorization` set."""
-
-    def __init__(self, server, private, **claims) -> None:
-        body = {"exp": int(time.time()) + 600, "tenant": "acme", **claims}
-        self.server = server
-        self.auth = {"Authorization": f"Bearer {jwt.encode(body, private, algorithm='ES256')}"}
-
-    def __call__(self, method: str, path: str, body=None):
-        return self.server.request(method, path, body=body, headers=self.auth)
-
-
 @pytest.fixture(scope="module")
-def users(server, keypair):
-    private = keypair[0]
+def users(server, keys):
+    private = keys[0]
     return {
         "ann": User(server, private, sub="ann", role="writer"),
         "bob": User(server, private, sub="bob", role="writer"),
