@@ -169,7 +169,9 @@ def _without_size_check() -> None:
     from dbsvc.storage import batch
 
     plan = batch.plan
-    batch.plan = lambda tables, rows, max_payload=batch.MAX_PAYLOAD, measure=True: plan(tables, rows, max_payload, False)
+    batch.plan = lambda tables, rows, max_payload=batch.MAX_PAYLOAD, measure=True: plan(
+        tables, rows, max_payload, False
+    )
     batch.size_refusal = lambda *args, **kwargs: None
 
 

@@ -56,8 +56,7 @@ def main() -> int:
                     store.check_batch(rows, measure=measure)
                     cpu = time.process_time() - cpu
                     print(
-                        f"round {round_} measure={measure}: {cpu:.3f} CPU s = "
-                        f"{cpu / len(rows) * 1e6:.2f} us a record"
+                        f"round {round_} measure={measure}: {cpu:.3f} CPU s = {cpu / len(rows) * 1e6:.2f} us a record"
                     )
         finally:
             store.close()

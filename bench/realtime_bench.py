@@ -1413,7 +1413,9 @@ def rules_run(tmp: Path, subscribers: int, feed: str, writes: int) -> dict:
     for i in range(subscribers):
         sub = f"u{i}"
         if feed == "owner":
-            spec = FeedSpec(FeedKind.SUBSCRIBE, note, {}, None, Scope(field="owner", keys=frozenset({key(sub)}), key=key))
+            spec = FeedSpec(
+                FeedKind.SUBSCRIBE, note, {}, None, Scope(field="owner", keys=frozenset({key(sub)}), key=key)
+            )
         elif feed == "where":
             spec = FeedSpec(FeedKind.SUBSCRIBE, note, {}, None, Scope(where=lambda r, sub=sub: r["owner"] == sub))
         else:

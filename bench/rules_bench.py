@@ -141,7 +141,11 @@ def per_request_us(app: Application, target: str, segment: str | None, claims: A
 
 
 def compare(
-    name: str, left: tuple[Application, str, str | None, Any], right: tuple[Application, str, str | None, Any], rounds: int, seconds: float
+    name: str,
+    left: tuple[Application, str, str | None, Any],
+    right: tuple[Application, str, str | None, Any],
+    rounds: int,
+    seconds: float,
 ) -> dict[str, float]:
     a, b = [], []
     for _ in range(rounds):

@@ -93,7 +93,9 @@ def main() -> None:
         private = ec.generate_private_key(ec.SECP256R1())
         pem = work / "idp.pem"
         pem.write_bytes(
-            private.public_key().public_bytes(serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo)
+            private.public_key().public_bytes(
+                serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo
+            )
         )
         token = jwt.encode({"sub": SUB, "tenant": "bench", "exp": int(time.time()) + 3600}, private, algorithm="ES256")
         script = lua(work, token)
@@ -138,7 +140,13 @@ def main() -> None:
                 ),
             ):
                 result = side_by_side(
-                    baseline, subject, args.rounds, args.duration, args.connections, script=script, baseline_script=script
+                    baseline,
+                    subject,
+                    args.rounds,
+                    args.duration,
+                    args.connections,
+                    script=script,
+                    baseline_script=script,
                 )
                 sub, base = result["subject"], result["base"]
                 print(

@@ -120,7 +120,9 @@ class Exposition:
     def __init__(self) -> None:
         self.lines: list[str] = []
 
-    def family(self, name: str, kind: str, help_text: str, samples: Iterable[tuple[Mapping[str, object], float]]) -> None:
+    def family(
+        self, name: str, kind: str, help_text: str, samples: Iterable[tuple[Mapping[str, object], float]]
+    ) -> None:
         sample = f"{name}_total" if kind == "counter" else name  # text 0.0.4 names the sample
         self.lines.append(f"# HELP {sample} {help_text}")
         self.lines.append(f"# TYPE {sample} {kind}")
@@ -131,7 +133,10 @@ class Exposition:
         self.family(name, kind, help_text, [({}, value)])
 
     def histogram(
-        self, name: str, help_text: str, series: Iterable[tuple[Mapping[str, object], Sequence[float], Sequence[int], float]]
+        self,
+        name: str,
+        help_text: str,
+        series: Iterable[tuple[Mapping[str, object], Sequence[float], Sequence[int], float]],
     ) -> None:
         """`series`: (labels, upper bounds, per-bucket counts with the +Inf one last, sum)."""
         self.lines.append(f"# HELP {name} {help_text}")

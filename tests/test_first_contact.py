@@ -49,7 +49,9 @@ def old_python(version: str) -> str:
     return on_path
 
 
-def run(command: list[str], cwd: Path | str = ROOT, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+def run(
+    command: list[str], cwd: Path | str = ROOT, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
     """`command` to completion, with the test's environment less SERVICE_*; port 0, so a
     program that wrongly starts to serve binds nothing in use, and the timeout ends it."""
     full = clean_env({"SERVICE_PORT": "0"})
@@ -180,8 +182,7 @@ def test_an_unknown_model_names_the_models_and_the_close_match(served):
     reply = served.get("/api/users")
     assert (reply.status, reply.json["code"]) == (404, "not_found")
     assert reply.json["detail"] == (
-        "no model 'users' under /api/: did you mean 'user'? "
-        "the models are user, blog-post, comment (GET /api/<model>)"
+        "no model 'users' under /api/: did you mean 'user'? the models are user, blog-post, comment (GET /api/<model>)"
     )
 
 
@@ -197,7 +198,10 @@ def test_an_unknown_model_spelled_as_declared_or_misspelt_is_matched(served, pat
 def test_an_unknown_model_with_no_close_match_still_lists_the_models(served):
     reply = served.get("/api/zebra")
     assert reply.status == 404
-    assert reply.json["detail"] == "no model 'zebra' under /api/: the models are user, blog-post, comment (GET /api/<model>)"
+    assert (
+        reply.json["detail"]
+        == "no model 'zebra' under /api/: the models are user, blog-post, comment (GET /api/<model>)"
+    )
 
 
 def test_replicate_with_a_malformed_after_is_bad_query_as_on_the_feeds(served):

@@ -120,9 +120,7 @@ def test_replica_is_not_ready_until_its_first_bootstrap_and_names_its_primary(tm
     assert primary.post("/api/user", {"email": "ann@example.com", "name": "Ann"}).status == 201
     poll(lambda: replica.get("/ready").status == 200, 60, "the replica's readiness")
     assert replica.get("/ready").json == {"status": "ready"}
-    health = poll(
-        lambda: (h := replica.get("/health").json["replica"])["state"] == "following" and h, 30, "following"
-    )
+    health = poll(lambda: (h := replica.get("/health").json["replica"])["state"] == "following" and h, 30, "following")
     assert health["ready"] is True and health["waiting_for"] is None
     poll(lambda: replica.get("/api/user").json["total"] == 1, 30, "the replica's copy")
     families = scrape(replica)  # item 11: the replica's state and lag in the text format too

@@ -220,7 +220,9 @@ def python_check() -> ast.If:
     """`if sys.version_info < (3, 11):` write dbsvc/launch.py's one line and exit 2: the
     module may run where dbsvc is not installed for that interpreter, so the check is
     inline, before the first dbsvc import."""
-    message = ast.BinOp(const(TOO_OLD + "\n"), ast.Mod(), subscript(dotted("sys.version_info"), ast.Slice(None, const(3))))
+    message = ast.BinOp(
+        const(TOO_OLD + "\n"), ast.Mod(), subscript(dotted("sys.version_info"), ast.Slice(None, const(3)))
+    )
     return if_(
         lt(dotted("sys.version_info"), tuple_([const(part) for part in MINIMUM])),
         [expr(call("sys.stderr.write", message)), raise_(call("SystemExit", const(EXIT_USAGE)))],

@@ -140,7 +140,12 @@ def _info_description(schema: Schema, stem: str) -> str:
 def _tags(schema: Schema) -> list[dict[str, str]]:
     tags = [{"name": "operations", "description": "Health, readiness, metrics and watermarks; no token."}]
     tags += [{"name": m.name, "description": f"Records of `{m.name}`."} for m in schema.models]
-    tags.append({"name": "realtime", "description": "WebSocket routes (RFC 6455): GET upgrades answering 101, under `x-websocket-routes`."})
+    tags.append(
+        {
+            "name": "realtime",
+            "description": "WebSocket routes (RFC 6455): GET upgrades answering 101, under `x-websocket-routes`.",
+        }
+    )
     return tags
 
 

@@ -16,7 +16,15 @@ from typing import Any
 
 from dbsvc.compiler.openapi_parts import PROBLEM_JSON
 from dbsvc.compiler.openapi_schemas import ref
-from dbsvc.routes import LIVE_QUERY, REPLICATE_PATH, REPLICATE_SNAPSHOT_PATH, SUBSCRIBE, collection_path, feed_path, item_path
+from dbsvc.routes import (
+    LIVE_QUERY,
+    REPLICATE_PATH,
+    REPLICATE_SNAPSHOT_PATH,
+    SUBSCRIBE,
+    collection_path,
+    feed_path,
+    item_path,
+)
 from dbsvc.schema.ir import OPERATIONS, Model, Schema
 
 # What a refusal answers, per operation (the semantics table).
@@ -24,8 +32,7 @@ _REFUSAL = {
     "list": "The rule is a filter: the page, `total` and pagination count only the records the token may see "
     "(never an error).",
     "get": "A record the rule hides answers 404, exactly as a missing record.",
-    "create": "The record as it would be stored (defaults and token defaults applied) must pass, else 403 "
-    "`forbidden`.",
+    "create": "The record as it would be stored (defaults and token defaults applied) must pass, else 403 `forbidden`.",
     "update": "A record the `get` rule hides answers 404; when the update rule refuses (`record` the record "
     "before, `new` after; a rule that does not read `new` must hold before and after the change), 403 `forbidden`.",
     "delete": "A record the `get` rule hides answers 404; when the delete rule refuses, 403 `forbidden`.",
@@ -70,14 +77,14 @@ def _response(description: str) -> dict[str, Any]:
 def _forbidden(model: Model, operation: str) -> dict[str, Any]:
     return _response(
         f"`forbidden`: the token's tenant claim is missing or differs, or the `{operation}` rule of "
-        f"`{model.name}` refuses it (the detail names the operation and the model, never the record).",
+        f"`{model.name}` refuses it (the detail names the operation and the model, never the record)."
     )
 
 
 def _hidden(model: Model) -> dict[str, Any]:
     return _response(
         f"`not_found`: no such record, or the `get` rule of `{model.name}` hides it from this token "
-        "(the two are never told apart).",
+        "(the two are never told apart)."
     )
 
 
@@ -93,7 +100,10 @@ def describe_rules(paths: dict[str, Any], schema: Schema) -> None:
             "get": [item["get"]],
             "update": [item["put"], item["patch"]],
             "delete": [item["delete"]],
-            "subscribe": [paths[feed_path(SUBSCRIBE, model.kebab)]["get"], paths[feed_path(LIVE_QUERY, model.kebab)]["get"]],
+            "subscribe": [
+                paths[feed_path(SUBSCRIBE, model.kebab)]["get"],
+                paths[feed_path(LIVE_QUERY, model.kebab)]["get"],
+            ],
         }
         for operation in OPERATIONS:
             for op in where[operation]:

@@ -364,7 +364,12 @@ def _single(model: Model, parts: list[RuleExpr]) -> Stmts:
     if pin is not None:
         keys = "_dbsvc_keys"
         body += [assign(keys, pin.keys), if_(not_(name(keys)), [return_(dotted(f"{RULES_ALIAS}.NOTHING"))])]
-        arguments = {"field": const(pin.field.name), "keys": name(keys), "key": key_function(model, pin.field), **arguments}
+        arguments = {
+            "field": const(pin.field.name),
+            "keys": name(keys),
+            "key": key_function(model, pin.field),
+            **arguments,
+        }
     return body + [return_(call(f"{RULES_ALIAS}.Scope", **arguments))]
 
 
@@ -376,7 +381,9 @@ def _where_functions(model: Model, number: int, tests: list[RuleExpr]) -> Stmts:
     row_test = and_(*(_condition(p, _Subject(model, row=True)) for p in tests))
     return [
         function(f"_dbsvc_where_{number}", ["record"], doc, [return_(record_test)]),
-        function(f"_dbsvc_where_row_{number}", ["row"], doc.replace("record-side", "stored values'"), [return_(row_test)]),
+        function(
+            f"_dbsvc_where_row_{number}", ["row"], doc.replace("record-side", "stored values'"), [return_(row_test)]
+        ),
     ]
 
 
@@ -512,4 +519,3 @@ def build_replicate(schema: Schema) -> Stmts:
     out.append(assign("REPLICATE_RULE", name("allow_replicate") if rules else const(None)))
     out.append(assign("RULES", const(schema.has_rules)))
     return out
-

@@ -17,6 +17,8 @@ from dbsvc.config import Config
 from dbsvc.errors import ImportRejected, TenantLocked
 
 EXIT_OK, EXIT_FAILURE = 0, 1
+
+
 # What a refused export says to do instead: a backup is taken beside the server without
 # pausing it, and is a tenant directory an export can open (docs/data-tools.md).
 def export_a_backup() -> str:
@@ -72,7 +74,10 @@ def export_running(directory: str, tenant: str, pid: int | None, export_from: An
             raise TenantLocked(directory, pid, f"{export_a_backup()} (the copy failed: {exc})") from exc
         report = export_from(copy)
     held = f"process {pid}" if pid else "a server"
-    return report, f" (from a consistent copy taken beside the running server, {held}, at offset {manifest['head_offset']})"
+    return (
+        report,
+        f" (from a consistent copy taken beside the running server, {held}, at offset {manifest['head_offset']})",
+    )
 
 
 def run_import(args: argparse.Namespace, module: Any, config: Config) -> int:

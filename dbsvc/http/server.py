@@ -64,9 +64,7 @@ __all__ = ["serve"]
 def bind_sockets(settings: HttpSettings) -> list[socket.socket]:
     """Sockets bound to settings.host:settings.port, not yet listening, one per address the
     host resolves to. Raises OSError (`socket.gaierror` for a name that does not resolve)."""
-    infos = socket.getaddrinfo(
-        settings.host or None, settings.port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE
-    )
+    infos = socket.getaddrinfo(settings.host or None, settings.port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
     sockets: list[socket.socket] = []
     try:
         for family, kind, proto, _name, address in dict.fromkeys(infos):

@@ -89,8 +89,8 @@ class InitSlices:
         self.epoch = store.epoch
         self.projection = None if projection is None else model.project[projection]
         self._where = None if scope is None or scope.everything else scope.where
-        self._ids: Sequence[Any] = [] if scope is not None and scope.nothing else store.live_ids(
-            model.name, scoped_filters(filters, scope)
+        self._ids: Sequence[Any] = (
+            [] if scope is not None and scope.nothing else store.live_ids(model.name, scoped_filters(filters, scope))
         )
         self._pos = 0
         self._seen = self.watermark  # model watermark of the last event observed

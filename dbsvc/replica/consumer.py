@@ -77,14 +77,7 @@ import urllib.parse
 from dataclasses import dataclass
 from typing import Any, BinaryIO, TextIO
 
-from dbsvc.errors import (
-    ConfigError,
-    DbsvcError,
-    HandshakeRefused,
-    HistoryDiverged,
-    MessageTooBig,
-    WebSocketClientError,
-)
+from dbsvc.errors import ConfigError, DbsvcError, HandshakeRefused, HistoryDiverged, MessageTooBig, WebSocketClientError
 from dbsvc.http.ws.client import open_websocket
 from dbsvc.replica.sinks import ReplicaFile, StdoutSink
 from dbsvc.storage.history import History, history_from_json

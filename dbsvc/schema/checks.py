@@ -33,8 +33,8 @@ from dbsvc.schema.ir import (
     Schema,
     kebab_case,
 )
-from dbsvc.schema.syntax import Attribute, FieldDecl, LiteralKind, ModelDecl, SchemaFile
 from dbsvc.schema.rules import RuleChecker
+from dbsvc.schema.syntax import Attribute, FieldDecl, LiteralKind, ModelDecl, SchemaFile
 from dbsvc.schema.tables import check_tables
 from dbsvc.schema.values import (
     BOUNDED_TYPES,

@@ -64,7 +64,9 @@ def schema_from_description(description: dict[str, Any], path: str) -> Schema:
                 sortable=f["sort"],
                 min=f["min"],
                 max=f["max"],
-                default=None if f["default"] is None else Default(DefaultKind(f["default"]["kind"]), f["default"]["value"]),
+                default=None
+                if f["default"] is None
+                else Default(DefaultKind(f["default"]["kind"]), f["default"]["value"]),
                 ref=f["ref"],
             )
             for f in model["fields"]

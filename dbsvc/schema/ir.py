@@ -259,9 +259,7 @@ class Schema:
     @property
     def has_rules(self) -> bool:
         """Any `@allow` or `@default(token.X)`: the service then needs a token guard."""
-        return bool(self.replicate_rules) or any(
-            m.rules or any(f.token_default for f in m.fields) for m in self.models
-        )
+        return bool(self.replicate_rules) or any(m.rules or any(f.token_default for f in m.fields) for m in self.models)
 
     def model(self, name: str) -> Model | None:
         for m in self.models:

@@ -464,9 +464,7 @@ class _Parser:
         raise self.fail(expected)
 
 
-def parse_tokens(
-    tokens: list[Token], path: str = "<schema>", source: str = ""
-) -> tuple[SchemaFile, list[SchemaError]]:
+def parse_tokens(tokens: list[Token], path: str = "<schema>", source: str = "") -> tuple[SchemaFile, list[SchemaError]]:
     """Build the parse tree from `tokens` (ending with EOF), plus every syntax error;
     `source` is the text the tokens came from (a rule keeps its source line)."""
     parser = _Parser(tokens, path, source)

@@ -132,7 +132,6 @@ class CommitStats:
         self.batches[bisect_left(BATCH_BOUNDS, size)] += 1
 
 
-
 class LogWriter:
     """Appends frames to an open log descriptor and fsyncs it. A frame is held first
     (`hold`: its byte position is fixed then) and handed to the kernel with the other

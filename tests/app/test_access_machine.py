@@ -212,7 +212,9 @@ class AccessRulesMachine(RuleBasedStateMachine):
         is a problem body, which never carries a record."""
         assert reply.status == status, (reply, status)
         if status >= 400:
-            assert set(reply.json) <= {"type", "title", "status", "code", "detail", "request_id", "field", "count"}, reply
+            assert set(reply.json) <= {"type", "title", "status", "code", "detail", "request_id", "field", "count"}, (
+                reply
+            )
         SEEN[f"write {status}"] += 1
         snapshot = self.server.get("/snapshot").json
         assert (snapshot["offset"], snapshot["watermarks"]) == (self.model.head, self.model.watermarks)
@@ -339,7 +341,9 @@ class AccessRulesMachine(RuleBasedStateMachine):
     @rule(who=st.sampled_from(WHO), name=st.sampled_from(MODELS), data=st.data())
     @guarded
     def list(self, who: str, name: str, data) -> None:
-        values = {f: st.lists(st.sampled_from(v), min_size=1, max_size=2, unique=True) for f, v in FILTERS[name].items()}
+        values = {
+            f: st.lists(st.sampled_from(v), min_size=1, max_size=2, unique=True) for f, v in FILTERS[name].items()
+        }
         filters = data.draw(st.fixed_dictionaries({}, optional=values))
         sort = data.draw(st.none() | st.sampled_from(SORTS[name]).flatmap(lambda f: st.sampled_from((f, "-" + f))))
         limit = data.draw(st.sampled_from((1, 2, 5, 1000)))

@@ -40,7 +40,6 @@ model Audit {
 """
 
 
-
 @pytest.fixture(scope="module")
 def keys(tmp_path_factory):
     return keypair(tmp_path_factory.mktemp("keys"))
@@ -192,7 +191,13 @@ def test_metrics_count_the_refusals_by_operation(server, users):
     assert (status, problem["code"]) == (403, "forbidden")
     after = server.get("/metrics").json["refused"]
     assert {op: after[op] - before[op] for op in after} == {
-        "list": 0, "get": 1, "create": 2, "update": 0, "delete": 1, "subscribe": 1, "replicate": 0
+        "list": 0,
+        "get": 1,
+        "create": 2,
+        "update": 0,
+        "delete": 1,
+        "subscribe": 1,
+        "replicate": 0,
     }
 
 
@@ -204,10 +209,16 @@ def test_a_schema_with_rules_and_no_guard_refuses_to_start(schema, tmp_path):
 
     result = subprocess.run(
         [sys.executable, str(ROOT / "dbsvc.py"), "serve", str(schema)],
-        cwd=ROOT, env=service_env(tmp_path / "data"), capture_output=True, text=True, timeout=60,
+        cwd=ROOT,
+        env=service_env(tmp_path / "data"),
+        capture_output=True,
+        text=True,
+        timeout=60,
     )
     assert result.returncode == 2
-    assert result.stderr.startswith("dbsvc: error: the schema has access rules") and "SERVICE_JWT_PUBKEY" in result.stderr
+    assert (
+        result.stderr.startswith("dbsvc: error: the schema has access rules") and "SERVICE_JWT_PUBKEY" in result.stderr
+    )
     assert not (tmp_path / "data").exists()
 
 
@@ -331,6 +342,10 @@ def test_every_answer_follows_a_model_of_the_rules(server, users):
     AccessMachine.server, AccessMachine.users = server, {who: users[who] for who in AccessMachine.WHO}
     runner = AccessMachine.TestCase
     runner.settings = settings(
-        max_examples=30, stateful_step_count=15, deadline=None, derandomize=True, suppress_health_check=list(HealthCheck)
+        max_examples=30,
+        stateful_step_count=15,
+        deadline=None,
+        derandomize=True,
+        suppress_health_check=list(HealthCheck),
     )
     runner().runTest()

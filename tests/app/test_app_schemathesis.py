@@ -72,9 +72,7 @@ def known_limit(response) -> bool:
         return False
     messages = [e.get("message", "") for e in body.get("errors", [])] or [body.get("detail", "")]
     return any(
-        response.status_code == status
-        and body.get("code") == code
-        and all(phrase in message for message in messages)
+        response.status_code == status and body.get("code") == code and all(phrase in message for message in messages)
         for status, code, phrase in KNOWN_LIMITS
     )
 
@@ -152,4 +150,3 @@ def test_served_document_holds(case):
 @settings(max_examples=500, deadline=None, suppress_health_check=list(HealthCheck))
 def test_served_document_holds_at_length(case):
     case.call_and_validate(checks=CHECKS)
-

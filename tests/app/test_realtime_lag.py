@@ -145,4 +145,3 @@ def test_events_committed_together_reach_a_subscriber_in_fewer_writes_than_event
     assert [t["offset"] for t in texts] == list(range(1, writes + 1))
     assert reads < writes  # coalesced: not one send per event
     sub.close()
-

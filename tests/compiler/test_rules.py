@@ -241,9 +241,7 @@ def test_generated_functions_quote_their_rules_with_lines(mod) -> None:
 
 
 def test_uuid_claims_compare_in_any_letter_case(compile_text) -> None:
-    module = compile_text(
-        "model R {\n  id int @id\n  who uuid @filter\n  @allow(read, record.who == token.sub)\n}\n"
-    )
+    module = compile_text("model R {\n  id int @id\n  who uuid @filter\n  @allow(read, record.who == token.sub)\n}\n")
     lower = "aaaaaaaa-0000-0000-0000-00000000000a"
     record = {"id": 1, "who": lower}
     claims = {"sub": lower.upper()}

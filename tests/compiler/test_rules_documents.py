@@ -62,9 +62,13 @@ def test_each_operation_quotes_its_rule(openapi: dict) -> None:
     listing = paths["/api/note"]["get"]["description"]
     assert "Access rule (list): `@allow(all, record.owner == token.sub)`. The rule is a filter" in listing
     for operation in ("put", "patch"):
-        assert "must hold before and after the change), 403 `forbidden`" in paths["/api/post/{id}"][operation]["description"]
-    assert "`@allow(read, record.org == token.org or record.org in token.orgs)`" in (
-        openapi["x-websocket-routes"]["/subscribe/doc"]["get"]["description"]
+        assert (
+            "must hold before and after the change), 403 `forbidden`"
+            in paths["/api/post/{id}"][operation]["description"]
+        )
+    assert (
+        "`@allow(read, record.org == token.org or record.org in token.orgs)`"
+        in (openapi["x-websocket-routes"]["/subscribe/doc"]["get"]["description"])
     )
     assert "refused 403 at the upgrade" in openapi["x-websocket-routes"]["/live-query/doc"]["get"]["description"]
 
@@ -73,8 +77,9 @@ def test_rules_add_their_403_and_404_responses(openapi: dict) -> None:
     item = openapi["paths"]["/api/doc/{id}"]
     assert "the `update` rule of `Doc` refuses it" in item["put"]["responses"]["403"]["description"]
     assert "the `get` rule of `Doc` hides it" in item["get"]["responses"]["404"]["description"]
-    assert "the `create` rule of `Doc` refuses it" in (
-        openapi["paths"]["/api/doc"]["post"]["responses"]["403"]["description"]
+    assert (
+        "the `create` rule of `Doc` refuses it"
+        in (openapi["paths"]["/api/doc"]["post"]["responses"]["403"]["description"])
     )
     assert "403" in openapi["x-websocket-routes"]["/subscribe/doc"]["get"]["responses"]
 
@@ -99,7 +104,10 @@ def test_replicate_says_who_may(openapi: dict, asyncapi: dict) -> None:
 def test_without_a_replicate_rule_replication_is_refused_to_every_token() -> None:
     schema = parse_schema("model A {\n  id int @id\n  @allow(read)\n}\n", "a.dbs")
     doc = build_openapi(schema)
-    assert "no `@allow(replicate, ...)`: every token gets 403" in doc["x-websocket-routes"]["/replicate"]["get"]["description"]
+    assert (
+        "no `@allow(replicate, ...)`: every token gets 403"
+        in doc["x-websocket-routes"]["/replicate"]["get"]["description"]
+    )
     validate(doc)
     plain = build_openapi(parse_schema("model A {\n  id int @id\n}\n", "a.dbs"))
     assert "access rules" not in plain["x-websocket-routes"]["/replicate"]["get"]["description"]

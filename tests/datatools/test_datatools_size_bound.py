@@ -27,10 +27,7 @@ MODULE = compile_schema(load_schema(str(ROOT / "schemas" / "blog.dbs")))
 VALIDATE = {m.name: m.validate_create for m in MODULE.MODELS}
 
 growing = st.one_of(
-    st.sampled_from([1e15, 9e15, 1e5, 0.1, -1e15, 123456789012345678]),
-    st.text(max_size=20),
-    st.booleans(),
-    st.none(),
+    st.sampled_from([1e15, 9e15, 1e5, 0.1, -1e15, 123456789012345678]), st.text(max_size=20), st.booleans(), st.none()
 )
 json_values = st.recursive(
     growing,
@@ -61,7 +58,9 @@ def test_a_record_from_a_line_the_bound_calls_safe_is_never_near_the_limit(profi
     record = VALIDATE["User"](json.loads(line)["record"])
     text = compact_json(record)
     # The smallest limit under which the bound still calls this line safe:
-    limit = bisect.bisect_left(range(MAX_PAYLOAD), True, key=lambda p: not may_be_near_the_record_limit(len(line), MODULE, p))
+    limit = bisect.bisect_left(
+        range(MAX_PAYLOAD), True, key=lambda p: not may_be_near_the_record_limit(len(line), MODULE, p)
+    )
     assert not may_be_near_the_record_limit(len(line), MODULE, limit)
     assert 8 * len(text) + HEAD_RESERVE <= limit
 

@@ -158,7 +158,9 @@ def test_wss_feed_receives_an_insert_made_over_https(proxied):
 
     async def scenario() -> dict:
         async with websockets.connect(f"wss://127.0.0.1:{port}/subscribe/user?name=W", ssl=context) as ws:
-            status, _h, body = https_request(port, context, "POST", "/api/user", {"email": "w@example.com", "name": "W"})
+            status, _h, body = https_request(
+                port, context, "POST", "/api/user", {"email": "w@example.com", "name": "W"}
+            )
             assert status == 201, body
             return await recv_json(ws)
 

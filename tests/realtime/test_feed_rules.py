@@ -44,7 +44,15 @@ PUBLISHED = Scope(where=lambda record: record["published"] is True, where_row=la
 
 
 def post(id_: int = 9, author: int = 1, published: bool = False, title: str = "t") -> dict:
-    return {"id": id_, "author_id": author, "title": title, "body": "b", "published": published, "score": 1.0, "tags": None}
+    return {
+        "id": id_,
+        "author_id": author,
+        "title": title,
+        "body": "b",
+        "published": published,
+        "score": 1.0,
+        "tags": None,
+    }
 
 
 def post_event(kind: EventKind, record: dict, previous: dict | None = None, offset: int = 12) -> ChangeEvent:
@@ -91,16 +99,37 @@ def test_feeds_follow_visibility(kind, before, after, change, delta):
 def test_an_update_leaving_the_view_is_the_delete_of_the_old_record():
     ev = post_event(EventKind.UPDATE, post(author=2, title="new"), post(author=1, title="old"))
     got = decoded(spec(FeedKind.SUBSCRIBE, owner(1)).row_frame(EventFrames(ev, POST)))
-    assert got == {"kind": "delete", "model": "BlogPost", "offset": 12, "watermark": 4, "id": 9, "record": post(author=1, title="old")}
+    assert got == {
+        "kind": "delete",
+        "model": "BlogPost",
+        "offset": 12,
+        "watermark": 4,
+        "id": 9,
+        "record": post(author=1, title="old"),
+    }
 
 
 def test_an_update_entering_the_view_is_an_insert_without_previous():
     ev = post_event(EventKind.UPDATE, post(author=1, title="new"), post(author=2, title="secret"))
     frames = EventFrames(ev, POST)
     got = decoded(spec(FeedKind.SUBSCRIBE, owner(1)).row_frame(frames))
-    assert got == {"kind": "insert", "model": "BlogPost", "offset": 12, "watermark": 4, "id": 9, "record": post(author=1, title="new")}
+    assert got == {
+        "kind": "insert",
+        "model": "BlogPost",
+        "offset": 12,
+        "watermark": 4,
+        "id": 9,
+        "record": post(author=1, title="new"),
+    }
     projected = decoded(spec(FeedKind.SUBSCRIBE, owner(1), projection="summary").row_frame(frames))
-    assert projected == {"kind": "insert", "model": "BlogPost", "offset": 12, "watermark": 4, "id": 9, "record": {"id": 9, "title": "new", "score": 1.0}}
+    assert projected == {
+        "kind": "insert",
+        "model": "BlogPost",
+        "offset": 12,
+        "watermark": 4,
+        "id": 9,
+        "record": {"id": 9, "title": "new", "score": 1.0},
+    }
     live = decoded(spec(FeedKind.LIVE, owner(1)).row_frame(frames))
     assert "secret" not in json.dumps(live) and live["record"]["title"] == "new"
 
@@ -139,7 +168,15 @@ def test_a_scope_of_everything_is_the_unruled_feed():
 
 
 def user(id_: int, role: str = "reader") -> dict:
-    return {"id": id_, "email": f"u{id_}@x.io", "name": "n", "age": None, "role": role, "joined": "2026-01-01T00:00:00Z", "profile": None}
+    return {
+        "id": id_,
+        "email": f"u{id_}@x.io",
+        "name": "n",
+        "age": None,
+        "role": role,
+        "joined": "2026-01-01T00:00:00Z",
+        "profile": None,
+    }
 
 
 ADMINS = Scope(field="role", keys=frozenset({USER.keys["role"]("admin")}), key=USER.keys["role"])
@@ -168,15 +205,17 @@ def test_a_link_needs_its_child_visible(kind, before, after, sent):
 def test_an_unlink_is_judged_by_the_old_child_and_a_link_by_the_new():
     user_feed = FeedSpec(FeedKind.SUBSCRIBE, USER, {}, None, None, {"BlogPost": PUBLISHED})
     # moved from author 1 to 2 while being unpublished: the unlink shows the published post
-    links = link_frames(EventKind.UPDATE, post(author=2, published=False), post(author=1, published=True), {1: user(1), 2: user(2)})
+    links = link_frames(
+        EventKind.UPDATE, post(author=2, published=False), post(author=1, published=True), {1: user(1), 2: user(2)}
+    )
     assert [(linked, user_feed.link_frame(f) is not None) for linked, f in links] == [(False, True), (True, False)]
 
 
 def test_a_link_needs_its_parent_in_view():
     feed = FeedSpec(FeedKind.SUBSCRIBE, USER, {}, None, ADMINS)
     parents = {1: user(1, "admin"), 2: user(2, "reader")}
-    (_, to_admin), = link_frames(EventKind.INSERT, post(author=1), None, parents)
-    (_, to_reader), = link_frames(EventKind.INSERT, post(author=2), None, parents)
+    ((_, to_admin),) = link_frames(EventKind.INSERT, post(author=1), None, parents)
+    ((_, to_reader),) = link_frames(EventKind.INSERT, post(author=2), None, parents)
     assert feed.link_frame(to_admin) is not None and feed.link_frame(to_reader) is None
 
 
@@ -219,7 +258,9 @@ def test_an_owner_scoped_write_tests_only_its_owners_feeds(tmp_path):
         store = open_blog_store(tmp_path)
         await store.insert("User", USER.validate_create({"email": "a@x.io", "name": "a"}))
         broker, scheduler = attached(store)
-        channels = [open_feed(broker, FeedSpec(FeedKind.SUBSCRIBE, counted, {}, None, owner(1 + i % 2))) for i in range(n)]
+        channels = [
+            open_feed(broker, FeedSpec(FeedKind.SUBSCRIBE, counted, {}, None, owner(1 + i % 2))) for i in range(n)
+        ]
         where_only = open_feed(broker, FeedSpec(FeedKind.SUBSCRIBE, counted, {}, None, PUBLISHED))
         await store.insert("BlogPost", new_post(1, 1))
         scheduler.run()
@@ -323,14 +364,22 @@ def test_a_replay_applies_the_same_transform(tmp_path):
         await store.replace("BlogPost", created["id"], {**created, "author_id": 2})  # leaves: delete
         await store.delete("BlogPost", created["id"])  # hidden
         subscribe = FeedSpec(FeedKind.SUBSCRIBE, POST, {}, None, owner(1))
-        sent = [decoded(f) for _o, f in replay_frames(subscribe, store.events_after(start), BLOG.BY_NAME, lambda m, i: None) if f]
+        sent = [
+            decoded(f)
+            for _o, f in replay_frames(subscribe, store.events_after(start), BLOG.BY_NAME, lambda m, i: None)
+            if f
+        ]
         assert [(e["kind"], e["record"]["author_id"], "previous" in e) for e in sent] == [
             ("insert", 1, False),
             ("update", 1, True),
             ("delete", 1, False),
         ]
         live = FeedSpec(FeedKind.LIVE, POST, {}, None, owner(1))
-        deltas = [decoded(f)["type"] for _o, f in replay_frames(live, store.events_after(start), BLOG.BY_NAME, lambda m, i: None) if f]
+        deltas = [
+            decoded(f)["type"]
+            for _o, f in replay_frames(live, store.events_after(start), BLOG.BY_NAME, lambda m, i: None)
+            if f
+        ]
         assert deltas == ["Added", "Updated", "Removed"]
         store.close()
 
@@ -387,9 +436,16 @@ def test_a_socket_whose_scope_sees_nothing_is_refused_and_counted(tmp_path, guar
         with pytest.raises(Forbidden, match="BlogPost"):
             routes.open(kind, upgrade_request(f"/{kind.value}/{path}", mint(private, "ES256")), path)
     assert refusals.counts["subscribe"] == 2
-    upgrade = routes.open(FeedKind.SUBSCRIBE, upgrade_request("/subscribe/blog-post", mint(private, "ES256", uid=7)), "blog-post")
+    upgrade = routes.open(
+        FeedKind.SUBSCRIBE, upgrade_request("/subscribe/blog-post", mint(private, "ES256", uid=7)), "blog-post"
+    )
     assert upgrade.session.spec.scope.keys == frozenset({7})
-    assert routes.open(FeedKind.SUBSCRIBE, upgrade_request("/subscribe/user", mint(private, "ES256")), "user").session.spec.link_scopes["BlogPost"] is NOTHING
+    assert (
+        routes.open(
+            FeedKind.SUBSCRIBE, upgrade_request("/subscribe/user", mint(private, "ES256")), "user"
+        ).session.spec.link_scopes["BlogPost"]
+        is NOTHING
+    )
     assert refusals.counts["subscribe"] == 2
     store.close()
 

@@ -34,8 +34,8 @@ import pytest
 from dbsvc.replica import consumer, sinks
 from dbsvc.replica.consumer import replicate
 from dbsvc.replica.sinks import read_file_history, scan_frames
-from dbsvc.storage.history import History, encode_history
 from dbsvc.storage import files
+from dbsvc.storage.history import History, encode_history
 from dbsvc.storage.logfile import HEADER_SIZE, FrameWalk
 from dbsvc.storage.tenants import create_tenant
 from support.powerloss_fs import PowerLoss, PowerLossFiles

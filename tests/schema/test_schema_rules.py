@@ -7,17 +7,7 @@ import pytest
 
 from dbsvc.errors import SchemaErrors
 from dbsvc.schema import parse_schema
-from dbsvc.schema.ir import (
-    AllOf,
-    AnyOf,
-    ClaimRef,
-    Comparison,
-    Const,
-    FieldRef,
-    ListConst,
-    Negation,
-    Truth,
-)
+from dbsvc.schema.ir import AllOf, AnyOf, ClaimRef, Comparison, Const, FieldRef, ListConst, Negation, Truth
 
 
 def src(*lines: str) -> str:
@@ -58,18 +48,17 @@ def test_rule_operations_expand_shorthands_in_declaration_order() -> None:
 
 
 def test_rule_expression_tree_keeps_precedence_or_and_not() -> None:
-    rule = parse_schema(
-        note('@allow(read, record.owner == token.sub or not token.banned and token.role in ["a", "b"])')
-    ).models[0].rules[0]
+    rule = (
+        parse_schema(note('@allow(read, record.owner == token.sub or not token.banned and token.role in ["a", "b"])'))
+        .models[0]
+        .rules[0]
+    )
     owner = parse_schema(note()).models[0].field("owner")
     assert rule.expr == AnyOf(
         (
             Comparison("==", FieldRef("record", owner), ClaimRef(("sub",))),
             AllOf(
-                (
-                    Negation(Truth(ClaimRef(("banned",)))),
-                    Comparison("in", ClaimRef(("role",)), ListConst(("a", "b"))),
-                )
+                (Negation(Truth(ClaimRef(("banned",)))), Comparison("in", ClaimRef(("role",)), ListConst(("a", "b"))))
             ),
         )
     )
@@ -77,12 +66,16 @@ def test_rule_expression_tree_keeps_precedence_or_and_not() -> None:
 
 
 def test_rule_literals_take_the_canonical_form_of_their_field() -> None:
-    rule = parse_schema(
-        note(
-            '@allow(get, record.at < "2026-01-01T01:00:00+01:00" and record.ref == "AAAAAAAA-0000-0000-0000-00000000000A"'
-            " and record.score > 2 and record.day >= \"2024-02-29\" and (record.done) and record.org == null)"
+    rule = (
+        parse_schema(
+            note(
+                '@allow(get, record.at < "2026-01-01T01:00:00+01:00" and record.ref == "AAAAAAAA-0000-0000-0000-00000000000A"'
+                " and record.score > 2 and record.day >= \"2024-02-29\" and (record.done) and record.org == null)"
+            )
         )
-    ).models[0].rules[0]
+        .models[0]
+        .rules[0]
+    )
     assert isinstance(rule.expr, AllOf)
     consts = [p.right for p in rule.expr.parts if isinstance(p, Comparison)]
     assert consts == [
@@ -96,9 +89,11 @@ def test_rule_literals_take_the_canonical_form_of_their_field() -> None:
 
 
 def test_rule_nested_and_quoted_claims() -> None:
-    rule = parse_schema(note('@allow(get, token.org.id == record.org or "admin" in token."https://x.io/roles")')).models[
-        0
-    ].rules[0]
+    rule = (
+        parse_schema(note('@allow(get, token.org.id == record.org or "admin" in token."https://x.io/roles")'))
+        .models[0]
+        .rules[0]
+    )
     assert isinstance(rule.expr, AnyOf)
     assert rule.expr.parts[0].left == ClaimRef(("org", "id"))  # type: ignore[union-attr]
     assert rule.expr.parts[1].right == ClaimRef(("https://x.io/roles",))  # type: ignore[union-attr]
@@ -158,32 +153,68 @@ L = len(NOTE) + 1  # the line of the first rule in note(...)
 ERRORS = [
     pytest.param(
         note("@allow(reed, record.owner == token.sub)"),
-        [(L, 10, "unknown operation 'reed' in @allow, expected list, get, create, update, delete, subscribe, read, write, all")],
+        [
+            (
+                L,
+                10,
+                "unknown operation 'reed' in @allow, expected list, get, create, update, delete, subscribe, read, write, all",
+            )
+        ],
         id="unknown_operation",
     ),
     pytest.param(
         note("@allow(read, record.ownr == token.sub)"),
-        [(L, 23, "unknown field 'ownr' of model 'Note' in @allow, expected one of id, owner, org, at, day, ref, score, n, done, status, meta")],
+        [
+            (
+                L,
+                23,
+                "unknown field 'ownr' of model 'Note' in @allow, expected one of id, owner, org, at, day, ref, score, n, done, status, meta",
+            )
+        ],
         id="unknown_field",
     ),
     pytest.param(
         note("@allow(update delete, new.owner == token.sub)"),
-        [(L, 25, "new.owner: 'new' is the record after an update, expected it only in a rule whose operations are all 'update' (this one also allows delete)")],
+        [
+            (
+                L,
+                25,
+                "new.owner: 'new' is the record after an update, expected it only in a rule whose operations are all 'update' (this one also allows delete)",
+            )
+        ],
         id="new_outside_update",
     ),
     pytest.param(
         note(top=("@allow(replicate, record.owner == token.sub)",)),
-        [(1, 19, "record.owner in the replicate rule: it is about the token, not a record, expected only 'token.CLAIM' operands")],
+        [
+            (
+                1,
+                19,
+                "record.owner in the replicate rule: it is about the token, not a record, expected only 'token.CLAIM' operands",
+            )
+        ],
         id="record_in_replicate",
     ),
     pytest.param(
         note(top=("@allow(read, token.role == \"x\")",)),
-        [(1, 8, "operation 'read' of a top-level @allow is not 'replicate', expected @allow(replicate, ...) here and model operations in a model body")],
+        [
+            (
+                1,
+                8,
+                "operation 'read' of a top-level @allow is not 'replicate', expected @allow(replicate, ...) here and model operations in a model body",
+            )
+        ],
         id="model_operation_at_top_level",
     ),
     pytest.param(
         note("@allow(replicate)"),
-        [(L, 10, "@allow(replicate) in model 'Note': replication is of the whole schema, expected it at the top level, outside models")],
+        [
+            (
+                L,
+                10,
+                "@allow(replicate) in model 'Note': replication is of the whole schema, expected it at the top level, outside models",
+            )
+        ],
         id="replicate_in_model",
     ),
     pytest.param(
@@ -193,7 +224,13 @@ ERRORS = [
     ),
     pytest.param(
         note('@allow(get, record.at > "yesterday")'),
-        [(L, 27, 'record.at is datetime, expected an RFC 3339 instant with an offset such as "2024-01-31T12:00:00Z", got "yesterday"')],
+        [
+            (
+                L,
+                27,
+                'record.at is datetime, expected an RFC 3339 instant with an offset such as "2024-01-31T12:00:00Z", got "yesterday"',
+            )
+        ],
         id="datetime_unparsable",
     ),
     pytest.param(
@@ -223,17 +260,35 @@ ERRORS = [
     ),
     pytest.param(
         note("@allow(get, record.done < true)"),
-        [(L, 27, "'<' needs ordered values, but record.done is bool; expected int, float, str, date or datetime values (use '==' or '!=')")],
+        [
+            (
+                L,
+                27,
+                "'<' needs ordered values, but record.done is bool; expected int, float, str, date or datetime values (use '==' or '!=')",
+            )
+        ],
         id="order_on_bool",
     ),
     pytest.param(
         note("@allow(get, record.meta >= 1)"),
-        [(L, 27, "'>=' needs ordered values, but record.meta is json; expected int, float, str, date or datetime values (use '==' or '!=')")],
+        [
+            (
+                L,
+                27,
+                "'>=' needs ordered values, but record.meta is json; expected int, float, str, date or datetime values (use '==' or '!=')",
+            )
+        ],
         id="order_on_json",
     ),
     pytest.param(
         note("@allow(get, record.owner)"),
-        [(L, 15, "record.owner is not a condition, expected a comparison such as 'record.owner == ...', a bool field, a token claim, true or false")],
+        [
+            (
+                L,
+                15,
+                "record.owner is not a condition, expected a comparison such as 'record.owner == ...', a bool field, a token claim, true or false",
+            )
+        ],
         id="lone_non_boolean",
     ),
     pytest.param(
@@ -278,7 +333,13 @@ ERRORS = [
     ),
     pytest.param(
         src("@index(x)", "model Note {", "  id int @id", "}"),
-        [(1, 1, "unknown top-level attribute '@index', expected '@allow(replicate, ...)' (field and model attributes go inside a model)")],
+        [
+            (
+                1,
+                1,
+                "unknown top-level attribute '@index', expected '@allow(replicate, ...)' (field and model attributes go inside a model)",
+            )
+        ],
         id="unknown_top_level_attribute",
     ),
     pytest.param(
@@ -294,9 +355,21 @@ ERRORS = [
     pytest.param(
         note("@allow(reed, record.nope == 1 and record.done < 1)", "@allow(get, record.owner == token.sub)"),
         [
-            (L, 10, "unknown operation 'reed' in @allow, expected list, get, create, update, delete, subscribe, read, write, all"),
-            (L, 23, "unknown field 'nope' of model 'Note' in @allow, expected one of id, owner, org, at, day, ref, score, n, done, status, meta"),
-            (L, 49, "'<' needs ordered values, but record.done is bool; expected int, float, str, date or datetime values (use '==' or '!=')"),
+            (
+                L,
+                10,
+                "unknown operation 'reed' in @allow, expected list, get, create, update, delete, subscribe, read, write, all",
+            ),
+            (
+                L,
+                23,
+                "unknown field 'nope' of model 'Note' in @allow, expected one of id, owner, org, at, day, ref, score, n, done, status, meta",
+            ),
+            (
+                L,
+                49,
+                "'<' needs ordered values, but record.done is bool; expected int, float, str, date or datetime values (use '==' or '!=')",
+            ),
         ],
         id="every_error_of_a_rule",
     ),
@@ -304,7 +377,11 @@ ERRORS = [
         note("@allow(get, record.a ==", "@allow(get, record.b == 1)", "oops int int"),
         [
             (L, 26, "expected 'record.FIELD', 'new.FIELD', 'token.CLAIM', a value, '[' or '(', got end of line"),
-            (L + 1, 22, "unknown field 'b' of model 'Note' in @allow, expected one of id, owner, org, at, day, ref, score, n, done, status, meta"),
+            (
+                L + 1,
+                22,
+                "unknown field 'b' of model 'Note' in @allow, expected one of id, owner, org, at, day, ref, score, n, done, status, meta",
+            ),
             (L + 2, 12, "expected an attribute such as '@filter' or the end of the line, got 'int'"),
         ],
         id="one_typo_one_error",

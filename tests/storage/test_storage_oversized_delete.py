@@ -74,7 +74,7 @@ def test_a_delete_whose_frame_would_be_over_the_limit_is_acknowledged_and_reopen
         previous = asyncio.run(s.delete("User", 9))
         assert previous == rec
         assert s.get("User", 9)[0] is None
-        (event, frame), = seen
+        ((event, frame),) = seen
         assert event.kind is EventKind.DELETE and event.record == rec  # in this process: whole
         assert len(frame) - 16 <= LIMIT
     finally:

@@ -113,6 +113,7 @@ def test_the_test_is_given_each_records_stored_values(filled):
 
     page, total, _ = s.list_records("BlogPost", Query(filters={"author_id": frozenset({2})}, where_row=spy))
     assert all(len(values) == len(POST.fields) for values in seen)
-    assert {values[0] for values in seen} == {r["id"] for r in s.list_records(
-        "BlogPost", Query(filters={"author_id": frozenset({2})}, limit=1000))[0]}  # only the filter's matches
+    assert {values[0] for values in seen} == {
+        r["id"] for r in s.list_records("BlogPost", Query(filters={"author_id": frozenset({2})}, limit=1000))[0]
+    }  # only the filter's matches
     assert total == sum(1 for values in seen if values[PUBLISHED]) and all(r["published"] for r in page)

@@ -285,8 +285,12 @@ class Model:
         visible = self.visible(watch.model, watch.who, watch.filters, self.records[watch.model])
         records = [self.project(watch, r) for r in visible]
         return {
-            "type": "Init", "model": watch.model, "records": records,
-            "watermark": self.watermarks[watch.model], "offset": self.head, "complete": True,
+            "type": "Init",
+            "model": watch.model,
+            "records": records,
+            "watermark": self.watermarks[watch.model],
+            "offset": self.head,
+            "complete": True,
         }
 
     def expected(self, watch: Watch) -> list[tuple[dict, bool]]:
@@ -346,8 +350,14 @@ class Model:
             else:
                 certain = True
             frame = {
-                "kind": "link", "model": "Post", "id": parent, "child_model": "Comment",
-                "child_id": event.id, "field": "post", "linked": linked, "offset": event.offset,
+                "kind": "link",
+                "model": "Post",
+                "id": parent,
+                "child_model": "Comment",
+                "child_id": event.id,
+                "field": "post",
+                "linked": linked,
+                "offset": event.offset,
             }
             out.append((frame, certain))
         return out
