@@ -400,6 +400,59 @@ def test_the_scoped_query_cache_holds_at_most_its_capacity_and_drops_the_oldest(
     assert again is not ann and again is not None and again.filters == {"author_id": frozenset({1})}
 
 
+def test_one_token_keeps_an_entry_per_parsed_query():
+    from dbsvc.access import Access
+    from dbsvc.rules import Refusals
+
+    access, rules = Access(Refusals()), rules_of(own)
+    first, second = Query(limit=20), Query(limit=5)
+    one = access.list_query(POST, rules, first, ANN, "Bearer ann")
+    two = access.list_query(POST, rules, second, ANN, "Bearer ann")
+    assert access.list_query(POST, rules, first, ANN, "Bearer ann") is one
+    assert access.list_query(POST, rules, second, ANN, "Bearer ann") is two
+    assert (one is not None and one.limit, two is not None and two.limit) == (20, 5)
+
+
+def test_a_list_under_a_scope_with_only_a_record_test_tests_the_stored_rows():
+    from dbsvc.access import Access
+    from dbsvc.rules import Refusals
+
+    def published(claims) -> Scope:
+        return Scope(where=lambda record: record["published"] is True)
+
+    access, rules = Access(Refusals()), rules_of(published)
+    yes = tuple(POST.row(post(1, author=1, published=True)))
+    no = tuple(POST.row(post(2, author=1, published=False)))
+    for token in (None, "Bearer ann"):
+        scoped = access.list_query(POST, rules, Query(), ANN, token)
+        assert scoped is not None and scoped.where_row is not None
+        assert (scoped.where_row(yes), scoped.where_row(no)) == (True, False)
+
+
+def test_a_forged_token_default_is_refused_and_counted_as_a_create():
+    from dbsvc.access import Access
+    from dbsvc.compiler import compile_schema
+    from dbsvc.errors import Forbidden
+    from dbsvc.rules import Refusals
+    from dbsvc.schema import parse_schema
+
+    module = compile_schema(
+        parse_schema("model Note {\n  id int @id\n  owner str @default(token.sub)\n}\n", "test.dbs")
+    )
+    note = module.BY_NAME["Note"]
+    refusals = Refusals()
+    access = Access(refusals)
+    body = {"owner": "ann"}
+    access.fill_from_token(note, body, {"sub": "ann"})  # the same value: allowed
+    access.fill_from_token(note, "not an object", {"sub": "ann"})  # left for validation
+    assert refusals.counts["create"] == 0
+    with pytest.raises(Forbidden):
+        access.fill_from_token(note, {"owner": "bob"}, {"sub": "ann"})
+    assert refusals.counts == {
+        "list": 0, "get": 0, "create": 1, "update": 0, "delete": 0, "subscribe": 0, "replicate": 0
+    }
+
+
 def test_each_check_counts_its_own_operation_once_and_passes_what_the_rule_allows():
     from dbsvc.access import Access
     from dbsvc.errors import Forbidden, NotFound
