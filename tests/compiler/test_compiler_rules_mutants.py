@@ -7,7 +7,7 @@ mutation run records every test as a caller of the builders it exercises."""
 from __future__ import annotations
 
 from dbsvc import rules as run
-from dbsvc.compiler import compile_schema
+from dbsvc.compiler import compile_schema, generate_source
 from dbsvc.schema import parse_schema
 
 
@@ -149,3 +149,83 @@ def test_two_rules_pinned_on_one_float_field_unite_their_keys_and_keep_each_test
     only_second = mod.scope_two__list({"levels": [2]})
     assert (only_second.field, only_second.keys) == ("level", frozenset({2.0}))
     assert mod.scope_two__list({}) is run.NOTHING or mod.scope_two__list({}).nothing is True
+
+
+DOCUMENTED = """\
+model Two {
+  id int @id
+  level float @filter
+  note str
+  @allow(read, record.level == token.level and record.note == "x")
+  @allow(read, record.level in token.levels)
+  @allow(update, record.note == "x")
+}
+"""
+
+
+def test_the_generated_functions_quote_their_rules_as_written():
+    mod = compiled(DOCUMENTED)
+    assert mod.allow_two__update.__doc__.strip().splitlines() == [
+        "Generated from test.dbs:7 (Two, update).",
+        "",
+        "    Allowed when any of these holds:",
+        '    line 7: @allow(update, record.note == "x")',
+        "    A rule that does not read `new` is tested on the record before and after the change.",
+    ]
+    assert mod.allow_two__get.__doc__.strip().splitlines() == [
+        "Generated from test.dbs:5 (Two, get).",
+        "",
+        "    Allowed when any of these holds:",
+        '    line 5: @allow(read, record.level == token.level and record.note == "x")',
+        "    line 6: @allow(read, record.level in token.levels)",
+    ]
+    assert mod.allow_two__delete.__doc__.strip().splitlines() == [
+        "Generated from test.dbs:1 (Two, delete).",
+        "",
+        "    No rule allows delete: refused.",
+    ]
+
+
+def test_the_record_tests_of_a_branch_say_what_they_test():
+    source = generate_source(parse_schema(DOCUMENTED, "test.dbs"))
+    assert "    def _dbsvc_where_1(record):\n" in source
+    assert '        """The record-side parts of this branch (the token is the enclosing call\'s)."""\n' in source
+    assert "    def _dbsvc_where_row_1(row):\n" in source
+    assert '        """The stored values\' parts of this branch (the token is the enclosing call\'s)."""\n' in source
+    assert "        return _dbsvc_rules.same(row[2], 'x')\n" in source
+
+
+LITERALS = """\
+model Tag {
+  id int @id
+  tag str? @filter
+  @allow(read, record.tag == "a")
+}
+model Level {
+  id int @id
+  level float @filter
+  @allow(read, record.level in [1, 2.5])
+}
+model At {
+  id int @id
+  at datetime @filter
+  @allow(read, record.at == "2026-01-01T01:00:00+01:00")
+}
+model Untagged {
+  id int @id
+  tag str? @filter
+  @allow(read, record.tag == null)
+}
+"""
+
+
+def test_a_scope_pinned_by_a_literal_holds_the_literals_index_keys():
+    mod = compiled(LITERALS)
+    assert (mod.scope_tag__list({}).field, mod.scope_tag__list({}).keys) == ("tag", frozenset({"a"}))
+    level = mod.scope_level__list({})
+    assert level.keys == frozenset({1.0, 2.5}) and {type(k) for k in level.keys} == {float}
+    at = mod.scope_at__list({})
+    assert at.keys == frozenset({mod.BY_NAME["At"].keys["at"]("2026-01-01T00:00:00Z")})
+    assert at.visible({"id": 1, "at": "2026-01-01T00:00:00.000Z"}) is True
+    assert at.visible({"id": 1, "at": "2026-01-01T01:00:00Z"}) is False
+    assert mod.scope_untagged__list({}).keys == frozenset({None})
