@@ -27,7 +27,7 @@ class Taker:
 
 def test_a_batch_keeps_offsets_frames_and_size_and_joins_its_frames_once():
     batch = Batch()
-    assert (batch.offsets, batch.frames, batch.size, batch.count) == ([], [], 0, 0)
+    assert (batch.offsets, batch.frames, batch.size, batch.count, batch.data) == ([], [], 0, 0, b"")
     batch.add(5, b"ab")
     assert (batch.first, batch.last, batch.count, batch.size) == (5, 5, 1, 2)
     assert batch.data == b"ab"
