@@ -91,3 +91,45 @@ def test_every_bad_item_of_a_list_is_reported_and_the_rule_dropped():
     assert refusals('@allow(read, record.n in ["a", 1])') == [
         (12, 29, 'record.n is int, expected a signed 64-bit integer, got "a"')
     ]
+
+
+@pytest.mark.parametrize(
+    "rule, col",
+    [
+        ("@allow(read, (record.b or record.b) < 1)", 17),
+        ("@allow(read, record.n in (record.b and record.b))", 29),
+        ("@allow(read, (record.n == 1) == true)", 17),
+        ("@allow(read, (not record.b) == true)", 17),
+    ],
+)
+def test_a_condition_compared_as_a_value_is_refused_at_its_first_piece(rule, col):
+    # the checker used to stop with "AssertionError: not an operand" here (a bug a survivor
+    # of _place's BoolOp branch pointed at: the parser does build these)
+    assert refusals(rule) == [
+        (
+            12,
+            col,
+            "(...) is a condition, not a value; expected 'record.FIELD', 'new.FIELD', 'token.CLAIM', "
+            "a value or a [...] list on each side of a comparison",
+        )
+    ]
+
+
+@pytest.mark.parametrize(
+    "rule",
+    [
+        "@allow(read, record.n == record.x and record.j == record.n)",
+        "@allow(read, record.n == 9223372036854775807 or record.n == -9223372036854775808)",
+    ],
+)
+def test_numbers_compare_across_int_and_float_and_int64_holds_its_ends(rule):
+    parse_schema("\n".join((*HEAD, "  " + rule, "}")) + "\n", "r.dbs")
+
+
+def test_fields_of_different_types_and_ints_past_int64_are_refused():
+    assert refusals("@allow(read, record.n == record.s)") == [
+        (12, 25, "record.n (int) is compared with record.s (str), expected two fields of one type")
+    ]
+    big = "record.n is int, expected a signed 64-bit integer, got "
+    assert refusals("@allow(read, record.n == 9223372036854775808)") == [(12, 28, big + "9223372036854775808")]
+    assert refusals("@allow(read, record.n == -9223372036854775809)") == [(12, 28, big + "-9223372036854775809")]
