@@ -12,6 +12,7 @@ Where an error points:
 - a literal that does not fit the field it is compared with: at the literal (a list item
   at the item); two fields of different types, an ordering of unordered values: at the
   operator; a lone operand that is not a condition, `in` without a list: at the operand.
+- a parenthesized condition used as a value (`(a or b) < 1`): at its first piece.
 
 Invariants of what it returns: see `dbsvc.schema.ir` (rules). Imports nothing from dbsvc
 but `dbsvc.errors` and `dbsvc.schema.*`.
@@ -159,7 +160,15 @@ class RuleChecker:
             return ListConst(tuple(self.plain(item) for item in node.items))
         if isinstance(node, Literal):
             return Const(self.plain(node))
-        raise AssertionError(f"not an operand: {node!r}")  # the parser builds no other kind
+        # a parenthesized condition (`(a or b) < 1`, `x in (a and b)`): the parser builds it
+        line, col = _place(node)
+        self.report(
+            f"{_text(node)} is a condition, not a value; expected 'record.FIELD', 'new.FIELD', "
+            "'token.CLAIM', a value or a [...] list on each side of a comparison",
+            line,
+            col,
+        )
+        raise _Skip
 
     @staticmethod
     def plain(literal: Literal) -> object:

@@ -342,3 +342,147 @@ def test_a_tokens_scoped_list_query_is_kept_per_token_and_parsed_query():
     # without a token (no guard) nothing is kept: the claims decide each time
     assert access.list_query(POST, rules, query, ANN, None).filters == {"author_id": frozenset({1})}
     assert access.list_query(POST, rules, query, BOB, None).filters == {"author_id": frozenset({2})}
+
+
+# The edges a mutation run of dbsvc/access.py left (docs/mutation.md): the scoped query's
+# row tests, the cache's bound and order of eviction, the checks' refusals counted once.
+
+
+def test_scoped_query_of_everything_is_the_query_itself():
+    query = Query(filters={"author_id": frozenset({1})}, limit=5)
+    assert scoped_query(POST, query, Scope(everything=True)) is query
+
+
+def test_scoped_query_tests_rows_with_a_scope_that_has_only_a_record_test():
+    def published(record):
+        return record["published"] is True
+
+    scoped = scoped_query(POST, Query(), Scope(where=published))
+    assert scoped is not None and scoped.where_row is not None and scoped.filters == {}
+    yes = tuple(POST.row(post(1, author=1, published=True)))
+    no = tuple(POST.row(post(2, author=1, published=False)))
+    assert (scoped.where_row(yes), scoped.where_row(no)) == (True, False)
+
+
+def test_scoped_query_ands_the_querys_row_test_with_the_scopes():
+    def first_author(values):
+        return values[AUTHOR] == 1
+
+    def published(values):
+        return values[PUBLISHED] is True
+
+    query = Query(where_row=first_author)
+    scoped = scoped_query(POST, query, Scope(where_row=published))
+    assert scoped is not None and scoped.where_row is not None
+    rows = {
+        (a, p): tuple(POST.row(post(1, author=a, published=p))) for a in (1, 2) for p in (True, False)
+    }
+    assert {k for k, v in rows.items() if scoped.where_row(v)} == {(1, True)}
+    # a scope without a row test keeps the query's own
+    assert scoped_query(POST, query, own(ANN)).where_row is first_author
+    assert scoped_query(POST, Query(), own(ANN)).where_row is None
+
+
+def test_the_scoped_query_cache_holds_at_most_its_capacity_and_drops_the_oldest():
+    from dbsvc.access import Access
+    from dbsvc.rules import Refusals
+
+    assert Access(Refusals()).capacity == 1024
+    access, rules = Access(Refusals(), capacity=2), rules_of(own)
+    query = Query(limit=20)
+    ann = access.list_query(POST, rules, query, ANN, "Bearer ann")
+    bob = access.list_query(POST, rules, query, BOB, "Bearer bob")
+    assert access.list_query(POST, rules, query, ANN, "Bearer ann") is ann
+    cy = access.list_query(POST, rules, query, {"uid": 3}, "Bearer cy")  # ann's entry goes
+    assert access.list_query(POST, rules, query, BOB, "Bearer bob") is bob
+    assert access.list_query(POST, rules, query, {"uid": 3}, "Bearer cy") is cy
+    again = access.list_query(POST, rules, query, ANN, "Bearer ann")
+    assert again is not ann and again is not None and again.filters == {"author_id": frozenset({1})}
+
+
+def test_one_token_keeps_an_entry_per_parsed_query():
+    from dbsvc.access import Access
+    from dbsvc.rules import Refusals
+
+    access, rules = Access(Refusals()), rules_of(own)
+    first, second = Query(limit=20), Query(limit=5)
+    one = access.list_query(POST, rules, first, ANN, "Bearer ann")
+    two = access.list_query(POST, rules, second, ANN, "Bearer ann")
+    assert access.list_query(POST, rules, first, ANN, "Bearer ann") is one
+    assert access.list_query(POST, rules, second, ANN, "Bearer ann") is two
+    assert (one is not None and one.limit, two is not None and two.limit) == (20, 5)
+
+
+def test_a_list_under_a_scope_with_only_a_record_test_tests_the_stored_rows():
+    from dbsvc.access import Access
+    from dbsvc.rules import Refusals
+
+    def published(claims) -> Scope:
+        return Scope(where=lambda record: record["published"] is True)
+
+    access, rules = Access(Refusals()), rules_of(published)
+    yes = tuple(POST.row(post(1, author=1, published=True)))
+    no = tuple(POST.row(post(2, author=1, published=False)))
+    for token in (None, "Bearer ann"):
+        scoped = access.list_query(POST, rules, Query(), ANN, token)
+        assert scoped is not None and scoped.where_row is not None
+        assert (scoped.where_row(yes), scoped.where_row(no)) == (True, False)
+
+
+def test_a_forged_token_default_is_refused_and_counted_as_a_create():
+    from dbsvc.access import Access
+    from dbsvc.compiler import compile_schema
+    from dbsvc.errors import Forbidden
+    from dbsvc.rules import Refusals
+    from dbsvc.schema import parse_schema
+
+    module = compile_schema(
+        parse_schema("model Note {\n  id int @id\n  owner str @default(token.sub)\n}\n", "test.dbs")
+    )
+    note = module.BY_NAME["Note"]
+    refusals = Refusals()
+    access = Access(refusals)
+    body = {"owner": "ann"}
+    access.fill_from_token(note, body, {"sub": "ann"})  # the same value: allowed
+    access.fill_from_token(note, "not an object", {"sub": "ann"})  # left for validation
+    assert refusals.counts["create"] == 0
+    with pytest.raises(Forbidden):
+        access.fill_from_token(note, {"owner": "bob"}, {"sub": "ann"})
+    assert refusals.counts == {
+        "list": 0, "get": 0, "create": 1, "update": 0, "delete": 0, "subscribe": 0, "replicate": 0
+    }
+
+
+def test_each_check_counts_its_own_operation_once_and_passes_what_the_rule_allows():
+    from dbsvc.access import Access
+    from dbsvc.errors import Forbidden, NotFound
+    from dbsvc.rules import Refusals
+
+    refusals = Refusals()
+    access, rules = Access(refusals), rules_of(own)
+    mine, theirs = post(7, author=1), post(8, author=2)
+    access.check_get(POST, rules, mine, 7, ANN)
+    access.check_create(POST, rules, mine, ANN)
+    access.check_visible(POST, rules, "update", mine, 7, ANN)
+    access.check_update(POST, rules, mine, mine, ANN)
+    access.check_delete(POST, rules, mine, ANN)
+    assert set(refusals.counts.values()) == {0}
+    with pytest.raises(NotFound) as hidden:
+        access.check_get(POST, rules, theirs, 8, ANN)
+    assert hidden.value.detail == "BlogPost 8 does not exist"
+    with pytest.raises(NotFound) as hidden:
+        access.check_visible(POST, rules, "delete", theirs, "8", ANN)
+    assert hidden.value.detail == "BlogPost '8' does not exist"
+    for check, args, operation in (
+        (access.check_create, (theirs,), "create"),
+        (access.check_update, (mine, theirs), "update"),
+        (access.check_delete, (theirs,), "delete"),
+    ):
+        with pytest.raises(Forbidden) as refused:
+            check(POST, rules, *args, ANN)
+        assert refused.value.detail == (
+            f"{operation} of BlogPost is not allowed by the model's access rules for this token"
+        )
+    assert refusals.counts == {
+        "list": 0, "get": 1, "create": 1, "update": 1, "delete": 2, "subscribe": 0, "replicate": 0
+    }

@@ -1,0 +1,231 @@
+"""The access-rule builders (dbsvc/compiler/rules.py) at the decisions a mutation run showed
+unpinned (docs/mutation.md): which update rules read `new` (a rule that does not is tested
+on both sides), scopes pinned on a keyed (float, datetime) `@filter` field, branches of
+several rules. Each test compiles its own schema (no cache shared between tests), so that a
+mutation run records every test as a caller of the builders it exercises."""
+
+from __future__ import annotations
+
+from dbsvc import rules as run
+from dbsvc.compiler import compile_schema, generate_source
+from dbsvc.schema import parse_schema
+
+
+def compiled(text: str):
+    return compile_schema(parse_schema(text, "test.dbs"))
+
+
+TASK = """\
+model Finish {
+  id int @id
+  owner str
+  done bool
+  @allow(update, record.done == false and new.done == true)
+}
+model Either {
+  id int @id
+  owner str
+  done bool
+  @allow(update, new.done == true or record.owner == token.sub)
+}
+model Toggle {
+  id int @id
+  owner str
+  done bool
+  @allow(update, not (record.done == new.done))
+}
+model Bare {
+  id int @id
+  owner str
+  done bool
+  @allow(update, new.done)
+}
+model Plain {
+  id int @id
+  owner str
+  done bool
+  @allow(update, record.owner == token.sub)
+}
+"""
+
+
+def task(done: bool, owner: str = "ann") -> dict:
+    return {"id": 1, "owner": owner, "done": done}
+
+
+def test_an_update_rule_reading_new_under_and_is_asked_once_of_both_sides():
+    mod = compiled(TASK)
+    assert mod.allow_finish__update(task(False), task(True), {}) is True
+    assert mod.allow_finish__update(task(True), task(True), {}) is False
+    assert mod.allow_finish__update(task(False), task(False), {}) is False
+
+
+def test_an_update_rule_reading_new_under_or_is_asked_once_of_both_sides():
+    mod = compiled(TASK)
+    # the owner hands the task to bob, not done: the rule's second branch holds for the old record
+    assert mod.allow_either__update(task(False), task(False, "bob"), {"sub": "ann"}) is True
+    assert mod.allow_either__update(task(False, "bob"), task(True, "bob"), {"sub": "ann"}) is True
+    assert mod.allow_either__update(task(False, "bob"), task(False, "bob"), {"sub": "ann"}) is False
+
+
+def test_an_update_rule_reading_new_under_not_is_asked_once_of_both_sides():
+    mod = compiled(TASK)
+    assert mod.allow_toggle__update(task(False), task(True), {}) is True
+    assert mod.allow_toggle__update(task(True), task(False), {}) is True
+    assert mod.allow_toggle__update(task(True), task(True), {}) is False
+
+
+def test_a_bare_new_field_as_an_update_rule():
+    mod = compiled(TASK)
+    assert mod.allow_bare__update(task(False), task(True), {}) is True
+    assert mod.allow_bare__update(task(True), task(False), {}) is False
+
+
+def test_an_update_rule_reading_only_the_record_holds_before_and_after():
+    mod = compiled(TASK)
+    assert mod.allow_plain__update(task(False), task(True), {"sub": "ann"}) is True
+    assert mod.allow_plain__update(task(False), task(False, "bob"), {"sub": "ann"}) is False
+    assert mod.allow_plain__update(task(False, "bob"), task(False), {"sub": "ann"}) is False
+
+
+KEYED = """\
+model Score {
+  id int @id
+  level float @filter
+  at datetime @filter
+  @allow(read, record.level == token.level)
+}
+model Stamp {
+  id int @id
+  at datetime @filter
+  note str
+  @allow(read, record.at == token.at and record.note == token.note)
+}
+model Two {
+  id int @id
+  level float @filter
+  note str
+  @allow(read, record.level == token.level and record.note == "x")
+  @allow(read, record.level in token.levels)
+}
+"""
+
+
+def test_a_scope_pinned_on_a_float_field_keys_the_claim_as_the_index_does():
+    mod = compiled(KEYED)
+    model = mod.BY_NAME["Score"]
+    scope = mod.scope_score__list({"level": 2})
+    assert (scope.field, scope.keys) == ("level", frozenset({2.0}))
+    assert type(next(iter(scope.keys))) is float
+    assert scope.key is model.keys["level"]
+    assert scope.visible({"id": 1, "level": 2.0, "at": "2026-01-01T00:00:00Z"}) is True
+    assert scope.visible({"id": 1, "level": 3.0, "at": "2026-01-01T00:00:00Z"}) is False
+    assert mod.scope_score__list({"level": "2"}).nothing is True  # another kind pins nothing
+    assert mod.scope_score__list({}).nothing is True
+
+
+def test_a_scope_pinned_on_a_datetime_field_parses_the_claim_and_keeps_the_rest_as_a_test():
+    mod = compiled(KEYED)
+    scope = mod.scope_stamp__list({"at": "2026-01-01T01:00:00+01:00", "note": "n"})
+    assert scope.field == "at" and len(scope.keys) == 1
+    stored = mod.BY_NAME["Stamp"].keys["at"]("2026-01-01T00:00:00Z")
+    assert scope.keys == frozenset({stored})
+    assert scope.visible({"id": 1, "at": "2026-01-01T00:00:00Z", "note": "n"}) is True
+    assert scope.visible({"id": 1, "at": "2026-01-01T00:00:00Z", "note": "m"}) is False
+    assert scope.where_row is not None and scope.where_row((1, stored, "n")) is True
+    assert scope.where_row((1, stored, "m")) is False
+    assert mod.scope_stamp__list({"at": "not a time", "note": "n"}).nothing is True
+
+
+def test_two_rules_pinned_on_one_float_field_unite_their_keys_and_keep_each_test():
+    mod = compiled(KEYED)
+    scope = mod.scope_two__list({"level": 1, "levels": [2, 3.5, "x"]})
+    assert (scope.field, scope.keys) == ("level", frozenset({1.0, 2.0, 3.5}))
+    assert scope.visible({"id": 1, "level": 1.0, "note": "x"}) is True
+    assert scope.visible({"id": 1, "level": 1.0, "note": "y"}) is False  # the first rule's test
+    assert scope.visible({"id": 1, "level": 2.0, "note": "y"}) is True
+    assert scope.where_row is not None
+    assert (scope.where_row((1, 1.0, "y")), scope.where_row((1, 3.5, "y"))) == (False, True)
+    only_second = mod.scope_two__list({"levels": [2]})
+    assert (only_second.field, only_second.keys) == ("level", frozenset({2.0}))
+    assert mod.scope_two__list({}) is run.NOTHING or mod.scope_two__list({}).nothing is True
+
+
+DOCUMENTED = """\
+model Two {
+  id int @id
+  level float @filter
+  note str
+  @allow(read, record.level == token.level and record.note == "x")
+  @allow(read, record.level in token.levels)
+  @allow(update, record.note == "x")
+}
+"""
+
+
+def test_the_generated_functions_quote_their_rules_as_written():
+    mod = compiled(DOCUMENTED)
+    assert mod.allow_two__update.__doc__.strip().splitlines() == [
+        "Generated from test.dbs:7 (Two, update).",
+        "",
+        "    Allowed when any of these holds:",
+        '    line 7: @allow(update, record.note == "x")',
+        "    A rule that does not read `new` is tested on the record before and after the change.",
+    ]
+    assert mod.allow_two__get.__doc__.strip().splitlines() == [
+        "Generated from test.dbs:5 (Two, get).",
+        "",
+        "    Allowed when any of these holds:",
+        '    line 5: @allow(read, record.level == token.level and record.note == "x")',
+        "    line 6: @allow(read, record.level in token.levels)",
+    ]
+    assert mod.allow_two__delete.__doc__.strip().splitlines() == [
+        "Generated from test.dbs:1 (Two, delete).",
+        "",
+        "    No rule allows delete: refused.",
+    ]
+
+
+def test_the_record_tests_of_a_branch_say_what_they_test():
+    source = generate_source(parse_schema(DOCUMENTED, "test.dbs"))
+    assert "    def _dbsvc_where_1(record):\n" in source
+    assert '        """The record-side parts of this branch (the token is the enclosing call\'s)."""\n' in source
+    assert "    def _dbsvc_where_row_1(row):\n" in source
+    assert '        """The stored values\' parts of this branch (the token is the enclosing call\'s)."""\n' in source
+    assert "        return _dbsvc_rules.same(row[2], 'x')\n" in source
+
+
+LITERALS = """\
+model Tag {
+  id int @id
+  tag str? @filter
+  @allow(read, record.tag == "a")
+}
+model Level {
+  id int @id
+  level float @filter
+  @allow(read, record.level in [1, 2.5])
+}
+model At {
+  id int @id
+  at datetime @filter
+  @allow(read, record.at == "2026-01-01T01:00:00+01:00")
+}
+model Untagged {
+  id int @id
+  tag str? @filter
+  @allow(read, record.tag == null)
+}
+"""
+
+
+def test_a_scope_pinned_by_a_literal_holds_the_literals_index_keys():
+    mod = compiled(LITERALS)
+    assert (mod.scope_tag__list({}).field, mod.scope_tag__list({}).keys) == ("tag", frozenset({"a"}))
+    level = mod.scope_level__list({})
+    assert level.keys == frozenset({1.0, 2.5}) and {type(k) for k in level.keys} == {float}
+    at = mod.scope_at__list({})
+    assert at.keys == frozenset({mod.BY_NAME["At"].keys["at"]("2026-01-01T00:00:00Z")})
+    assert at.visible({"id": 1, "at": "2026-01-01T00:00:00.000Z"}) is True
+    assert at.visible({"id": 1, "at": "2026-01-01T01:00:00Z"}) is False
+    assert mod.scope_untagged__list({}).keys == frozenset({None})
