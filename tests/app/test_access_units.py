@@ -60,8 +60,9 @@ def rules_of(read: Callable[[Any], Scope]) -> ModelRules:
         subscribe=read,
         get=lambda record, claims: read(claims).visible(record),
         create=lambda record, claims: same(record["author_id"], uid(claims)),
-        update=lambda before, after, claims: same(before["author_id"], uid(claims))
-        and same(after["author_id"], uid(claims)),
+        update=lambda before, after, claims: (
+            same(before["author_id"], uid(claims)) and same(after["author_id"], uid(claims))
+        ),
         delete=lambda record, claims: same(record["author_id"], uid(claims)),
         text={},
     )
@@ -122,7 +123,9 @@ def api(tmp_path):
     made: list[Api] = []
 
     def make(read: Callable[[Any], Scope] = public_or_own) -> Api:
-        made.append(Api(create_tenant(str(tmp_path / "data"), f"t{len(made)}"), dataclasses.replace(POST, rules=rules_of(read))))
+        made.append(
+            Api(create_tenant(str(tmp_path / "data"), f"t{len(made)}"), dataclasses.replace(POST, rules=rules_of(read)))
+        )
         return made[-1]
 
     yield make
@@ -203,7 +206,10 @@ def test_a_hidden_record_is_404_exactly_as_a_missing_one_for_get_put_patch_delet
             seen = await a.call(ANN, method, f"/api/blog-post/{hidden}", body)
             absent = await a.call(ANN, method, "/api/blog-post/999", body)
             assert seen[0] == absent[0] == 404, method
-            assert seen[1]["detail"] == "BlogPost 1 does not exist" and absent[1]["detail"] == "BlogPost 999 does not exist"
+            assert (
+                seen[1]["detail"] == "BlogPost 1 does not exist"
+                and absent[1]["detail"] == "BlogPost 999 does not exist"
+            )
             assert a.state() == before
         assert (await a.call(BOB, "GET", f"/api/blog-post/{hidden}"))[0] == 200
 
@@ -222,7 +228,10 @@ def test_a_readable_record_the_write_rule_refuses_is_403_and_changes_nothing(api
             status, problem = await a.call(ANN, method, f"/api/blog-post/{published}", body)
             operation = "delete" if method == "DELETE" else "update"
             assert (status, problem["code"]) == (403, "forbidden"), method
-            assert problem["detail"] == f"{operation} of BlogPost is not allowed by the model's access rules for this token"
+            assert (
+                problem["detail"]
+                == f"{operation} of BlogPost is not allowed by the model's access rules for this token"
+            )
         assert a.state() == before
         assert (await a.call(ANN, "GET", f"/api/blog-post/{published}"))[1]["title"] == "title 5"
 
@@ -374,9 +383,7 @@ def test_scoped_query_ands_the_querys_row_test_with_the_scopes():
     query = Query(where_row=first_author)
     scoped = scoped_query(POST, query, Scope(where_row=published))
     assert scoped is not None and scoped.where_row is not None
-    rows = {
-        (a, p): tuple(POST.row(post(1, author=a, published=p))) for a in (1, 2) for p in (True, False)
-    }
+    rows = {(a, p): tuple(POST.row(post(1, author=a, published=p))) for a in (1, 2) for p in (True, False)}
     assert {k for k, v in rows.items() if scoped.where_row(v)} == {(1, True)}
     # a scope without a row test keeps the query's own
     assert scoped_query(POST, query, own(ANN)).where_row is first_author
@@ -449,7 +456,13 @@ def test_a_forged_token_default_is_refused_and_counted_as_a_create():
     with pytest.raises(Forbidden):
         access.fill_from_token(note, {"owner": "bob"}, {"sub": "ann"})
     assert refusals.counts == {
-        "list": 0, "get": 0, "create": 1, "update": 0, "delete": 0, "subscribe": 0, "replicate": 0
+        "list": 0,
+        "get": 0,
+        "create": 1,
+        "update": 0,
+        "delete": 0,
+        "subscribe": 0,
+        "replicate": 0,
     }
 
 
@@ -484,5 +497,11 @@ def test_each_check_counts_its_own_operation_once_and_passes_what_the_rule_allow
             f"{operation} of BlogPost is not allowed by the model's access rules for this token"
         )
     assert refusals.counts == {
-        "list": 0, "get": 1, "create": 1, "update": 1, "delete": 2, "subscribe": 0, "replicate": 0
+        "list": 0,
+        "get": 1,
+        "create": 1,
+        "update": 1,
+        "delete": 2,
+        "subscribe": 0,
+        "replicate": 0,
     }

@@ -257,8 +257,14 @@ def test_scope_of_one_pinned_branch_keeps_its_own_test():
 
 
 def test_scope_of_branches_pinned_on_one_field_unite_their_keys_and_keep_each_test():
-    ann = Part(field="owner", position=0, keys=frozenset({"ann"}), key=lower, where=lambda r: r["n"] == 1,
-               where_row=lambda v: v[1] == 1)
+    ann = Part(
+        field="owner",
+        position=0,
+        keys=frozenset({"ann"}),
+        key=lower,
+        where=lambda r: r["n"] == 1,
+        where_row=lambda v: v[1] == 1,
+    )
     bob = Part(field="owner", position=0, keys=frozenset({"bob", "cy"}), key=lower)
     scope = run.scope_of([ann, bob])
     assert (scope.field, scope.keys, scope.key) == ("owner", frozenset({"ann", "bob", "cy"}), lower)

@@ -61,13 +61,25 @@ def test_misplaced_lists_and_unordered_values_are_refused_at_their_piece(rule, e
 @pytest.mark.parametrize(
     "rule, message",
     [
-        ("@allow(read, record.n == null)", "record.n is int, not nullable, so it never is null; expected an integer, got null"),
-        ("@allow(read, record.x == null)", "record.x is float, not nullable, so it never is null; expected a number, got null"),
-        ("@allow(read, record.b == null)", "record.b is bool, not nullable, so it never is null; expected true or false, got null"),
+        (
+            "@allow(read, record.n == null)",
+            "record.n is int, not nullable, so it never is null; expected an integer, got null",
+        ),
+        (
+            "@allow(read, record.x == null)",
+            "record.x is float, not nullable, so it never is null; expected a number, got null",
+        ),
+        (
+            "@allow(read, record.b == null)",
+            "record.b is bool, not nullable, so it never is null; expected true or false, got null",
+        ),
         ("@allow(read, record.s == 1)", "record.s is str, expected a string, got 1"),
         ("@allow(read, record.b == 1)", "record.b is bool, expected true or false, got 1"),
         ("@allow(read, record.d == 1)", 'record.d is date, expected a "YYYY-MM-DD" date, got 1'),
-        ("@allow(read, record.d == \"2026-13-01\")", 'record.d is date, expected a "YYYY-MM-DD" date, got "2026-13-01"'),
+        (
+            "@allow(read, record.d == \"2026-13-01\")",
+            'record.d is date, expected a "YYYY-MM-DD" date, got "2026-13-01"',
+        ),
         ("@allow(read, record.u == 1)", f"record.u is uuid?, expected {UUID}, got 1"),
         ("@allow(read, record.u == \"nope\")", f'record.u is uuid?, expected {UUID}, got "nope"'),
         ("@allow(read, record.t == 1)", f"record.t is datetime, expected {INSTANT}, got 1"),
