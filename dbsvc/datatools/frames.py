@@ -21,8 +21,9 @@ Steps (nothing reaches the tenant before step 5, so a refused import leaves it a
     4  apply every frame to a new store in STAGING, a directory inside the tenant, with
        every check a replica makes (model in the schema, the record's fields and values,
        insert of an absent id, update and delete of a present one); watermarks count per
-       epoch, so a frame whose watermark restarted (the primary compacted while FILE was
-       written) is renumbered as a compaction renumbers (`renumber_frames`)
+       epoch, so a frame refused with `EpochChanged` (its watermark restarted: the primary
+       compacted while FILE was written) is renumbered as a compaction renumbers
+       (`renumber_frames`) and applied again (a refused frame was not applied at all)
     5  close the staged store (one last fsync), give it its history, move its files into the
        tenant (the log last: it is the commit point) and fsync the directory
 
@@ -42,7 +43,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from dbsvc.errors import ConfigError, CorruptLog, ImportRejected, StreamError, TenantError
+from dbsvc.errors import ConfigError, CorruptLog, EpochChanged, ImportRejected, StreamError, TenantError
 from dbsvc.storage import Store, files
 from dbsvc.storage.events import decode_event
 from dbsvc.storage.files import fsync_dir
@@ -67,17 +68,17 @@ COMMIT_LAST = "log"  # the file moved last: the tenant holds the rows once it is
 class FramesReport:
     frames: int = 0
     head: int = 0
-    counts: dict[str, int] = field(default_factory=dict)
+    counts: dict[str, int] = field(default_factory=dict)  # live records by model, at the head
     torn: str | None = None  # what was left out at the end of FILE, if anything
     history: str = ""
     seconds: float = 0.0
 
     def summary(self) -> str:
-        counts = ", ".join(f"{name} {n}" for name, n in sorted(self.counts.items())) or "no rows"
+        counts = ", ".join(f"{name} {n}" for name, n in self.counts.items()) or "none"
         rate = f"{self.frames / self.seconds:,.0f} frames/s" if self.seconds > 0 else "-"
         return (
             f"imported {self.frames} frames in {self.seconds:.2f} s ({rate}): head offset {self.head}, "
-            f"{self.history}; frames by model: {counts}"
+            f"{self.history}; records: {counts}"
         )
 
 
@@ -128,32 +129,26 @@ def scan_file(path: str, data: Any) -> tuple[int, int, str | None]:
     return pos, expected - 1, None
 
 
-def _renumbered(store: Store, offset: int, frame: bytes) -> tuple[bytes, str]:
-    """(`frame` with its watermark the next of its model here (step 4) when that differs, its
-    model); a frame that is not an event of a known model is left for `apply_replicated` to
-    refuse."""
-    try:
-        event = decode_event(frame_payload(frame))
-        table = store.table(event.model)
-    except Exception:
-        return frame, "?"
-    delta = table.watermark + 1 - event.watermark
-    if delta == 0:
-        return frame, event.model
-    return next(renumber_frames([(offset, frame)], {event.model: delta}, 0, offset + 1, [])), event.model
+def _renumbered(store: Store, offset: int, frame: bytes) -> bytes:
+    """`frame` with its watermark the next of its model here (step 4): what
+    `apply_replicated` refused with `EpochChanged`, so the frame is an event of a known model."""
+    event = decode_event(frame_payload(frame))
+    delta = store.table(event.model).watermark + 1 - event.watermark
+    return next(renumber_frames([(offset, frame)], {event.model: delta}, 0, offset + 1, []))
 
 
 async def _apply(store: Store, data: Any, end: int, report: FramesReport) -> None:
     pos, pending, held = 0, None, 0
-    counts = report.counts
     try:
         while pos < end:
             stop = frame_end(data, pos)
             frame = bytes(data[pos:stop])
             offset = report.frames + 1
-            frame, model = _renumbered(store, offset, frame)
-            pending = store.apply_replicated(frame)
-            counts[model] = counts.get(model, 0) + 1
+            try:
+                pending = store.apply_replicated(frame)
+            except EpochChanged:  # checked before anything is applied: renumber, then apply
+                frame = _renumbered(store, offset, frame)
+                pending = store.apply_replicated(frame)
             report.frames, pos = offset, stop
             held += len(frame)
             if held >= AWAIT_BYTES:
@@ -161,6 +156,7 @@ async def _apply(store: Store, data: Any, end: int, report: FramesReport) -> Non
                 held = 0
         if pending is not None:
             await pending
+        report.counts = dict(store.live_counts())
     finally:
         await store.aclose()
 
