@@ -448,7 +448,9 @@ def _data_tools(sub: Any, schema_command: Callable[..., argparse.ArgumentParser]
         "is validated and checked (ids, @unique, @ref across the file and the tenant) "
         "before anything is written, then all records are written with one fsync. "
         "A bad line refuses the whole import with FILE:LINE: message. Refused while a "
-        "server holds the tenant. Without SCHEMA it uses the schema the tenant holds.",
+        "server holds the tenant. Without SCHEMA it uses the schema the tenant holds. "
+        "With --frames FILE instead, an empty tenant is rebuilt from a `dbsvc replicate --out` "
+        "file, keeping its offsets (docs/data-tools.md).",
         optional=True,
     )
     import_.add_argument("file", metavar="FILE", nargs="?", help="JSON Lines file to load")
