@@ -14,7 +14,7 @@ import sys
 from typing import Any
 
 from dbsvc.config import Config
-from dbsvc.errors import ImportRejected, TenantLocked
+from dbsvc.errors import ConfigError, ImportRejected, TenantLocked
 
 EXIT_OK, EXIT_FAILURE = 0, 1
 
@@ -121,8 +121,6 @@ def run_import_frames(args: argparse.Namespace, module: Any, config: Config) -> 
     from dbsvc.storage.tenants import create_tenant
 
     if not os.path.isfile(args.frames):
-        from dbsvc.errors import ConfigError
-
         raise ConfigError(f"--frames {args.frames!r}: not a file (expected a `replicate --out` file)")
     directory = os.path.join(config.data_dir, config.tenant)
     if not config.tenant_explicit and not os.path.isdir(directory):

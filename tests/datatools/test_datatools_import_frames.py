@@ -284,3 +284,13 @@ def test_watermarks_that_restart_midway_are_renumbered(data, frames):
         assert store.get("User", 2, as_of=5)[0]["name"] == "user 2"  # User watermarks, renumbered
     finally:
         store.close()
+
+
+def test_a_directory_or_an_empty_file_is_refused(data, tmp_path):
+    err = refused(data, SCHEMA, "--frames", str(tmp_path))
+    assert f"--frames {str(tmp_path)!r}: not a file" in err
+    empty = tmp_path / "empty.log"
+    empty.write_bytes(b"")
+    done = cli(data, "import", SCHEMA, "--frames", str(empty))
+    assert done.returncode == 1
+    assert f"{empty}: holds no frame (an empty file)" in done.stderr
