@@ -218,7 +218,10 @@ def import_frames(
                     report.torn = f"left out a torn tail of {size - end} bytes at byte {end} ({torn})"
                 if history is not None:
                     rebuilt = history.fork(last)
-                    report.history = f"history {rebuilt.id[:8]}, forked from FILE's {history.id[:8]} at offset {last}"
+                    report.history = (
+                        f"history {rebuilt.id[:8]}, forked at offset {last} from "
+                        f"{os.path.basename(path)}{HISTORY_SUFFIX}'s {history.id[:8]}"
+                    )
                 else:
                     rebuilt = History(new_history_id())
                     report.history = f"a new history {rebuilt.id[:8]} (no {os.path.basename(path)}{HISTORY_SUFFIX})"

@@ -24,7 +24,8 @@ from pathlib import Path
 import pytest
 
 from dbsvc.storage.tenants import create_tenant
-from support.cli import clean_env, run_on_tenant as cli
+from support.cli import clean_env
+from support.cli import run_on_tenant as cli
 from support.server import ROOT, start_server
 from support.storage import file_offsets, open_store, post, user
 from support.tree import dir_image
@@ -106,7 +107,7 @@ def test_round_trip_keeps_records_offsets_and_head_and_a_consumer_resumes(tmp_pa
     done = cli(rebuilt_data, "import", SCHEMA, "--frames", str(out), tenant="default")
     assert done.returncode == 0, done.stderr
     assert "imported 8 frames" in done.stderr and "head offset 8" in done.stderr
-    assert "forked from FILE's" in done.stderr
+    assert f"forked at offset 8 from {out.name}.history's" in done.stderr
 
     rebuilt = start_server(SCHEMA, rebuilt_data)
     try:
