@@ -215,7 +215,12 @@ def cmd_export(args: argparse.Namespace) -> int:
 
 def cmd_import(args: argparse.Namespace) -> int:
     from dbsvc.datatools.commands import run_import
+    from dbsvc.errors import ConfigError
 
+    if args.file is None and args.frames is None and getattr(args, "schema", None) is not None:
+        args.file, args.schema = args.schema, None  # `dbsvc import FILE`: a FILE, no SCHEMA
+    if (args.file is None) == (args.frames is None):
+        raise ConfigError("import: give FILE (JSON Lines) or --frames FILE (a `replicate --out` file), one of them")
     module = _data_tool_module(args)
     return run_import(args, module, _config(module))
 
@@ -443,10 +448,20 @@ def _data_tools(sub: Any, schema_command: Callable[..., argparse.ArgumentParser]
         "is validated and checked (ids, @unique, @ref across the file and the tenant) "
         "before anything is written, then all records are written with one fsync. "
         "A bad line refuses the whole import with FILE:LINE: message. Refused while a "
-        "server holds the tenant. Without SCHEMA it uses the schema the tenant holds.",
+        "server holds the tenant. Without SCHEMA it uses the schema the tenant holds. "
+        "With --frames FILE instead, an empty tenant is rebuilt from a `dbsvc replicate --out` "
+        "file, keeping its offsets (docs/data-tools.md).",
         optional=True,
     )
-    import_.add_argument("file", metavar="FILE", help="JSON Lines file to load")
+    import_.add_argument("file", metavar="FILE", nargs="?", help="JSON Lines file to load")
+    import_.add_argument(
+        "--frames",
+        metavar="FILE",
+        help="instead, rebuild an empty tenant from a `dbsvc replicate --out` FILE: every frame applied "
+        "as a replica applies it, so the tenant's offsets and head are FILE's (and its history continues "
+        "FILE.history's); a torn tail is left out and reported; a damaged frame, a frame the schema does "
+        "not fit or a tenant holding rows refuses it, nothing written. See docs/data-tools.md",
+    )
     import_.add_argument("-q", "--quiet", action="store_true", help="no progress on standard error")
     backup = sub.add_parser(
         "backup",

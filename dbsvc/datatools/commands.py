@@ -14,7 +14,7 @@ import sys
 from typing import Any
 
 from dbsvc.config import Config
-from dbsvc.errors import ImportRejected, TenantLocked
+from dbsvc.errors import ConfigError, ImportRejected, TenantLocked
 
 EXIT_OK, EXIT_FAILURE = 0, 1
 
@@ -85,6 +85,8 @@ def run_import(args: argparse.Namespace, module: Any, config: Config) -> int:
     from dbsvc.datatools.tenant import existing_tenant
     from dbsvc.storage.tenants import create_tenant
 
+    if args.frames is not None:
+        return run_import_frames(args, module, config)
     source, _size = open_source(args.file)  # a file that cannot be imported touches no tenant
     source.close()
     directory = os.path.join(config.data_dir, config.tenant)
@@ -107,6 +109,32 @@ def run_import(args: argparse.Namespace, module: Any, config: Config) -> int:
         more = f" ({exc.count - len(exc.problems)} more not shown)" if exc.count > len(exc.problems) else ""
         print(f"dbsvc: error: import refused: {exc.count} bad line(s){more}; nothing was imported", file=sys.stderr)
         return EXIT_FAILURE
+    print(report.summary(), file=sys.stderr)
+    return EXIT_OK
+
+
+def run_import_frames(args: argparse.Namespace, module: Any, config: Config) -> int:
+    """`dbsvc import --frames FILE` (frames.py): an empty tenant rebuilt from a
+    `replicate --out` file, offsets and all; a refusal leaves the tenant as it was."""
+    from dbsvc.datatools.frames import import_frames
+    from dbsvc.datatools.tenant import existing_tenant
+    from dbsvc.storage.tenants import create_tenant
+
+    if not os.path.isfile(args.frames):
+        raise ConfigError(f"--frames {args.frames!r}: not a file (expected a `replicate --out` file)")
+    directory = os.path.join(config.data_dir, config.tenant)
+    if not config.tenant_explicit and not os.path.isdir(directory):
+        create_tenant(config.data_dir, config.tenant)  # as `serve` does for `default`
+    directory = existing_tenant(config.data_dir, config.tenant)
+    try:
+        report = import_frames(directory, module, args.frames, config.tenant, sync=config.sync)
+    except ImportRejected as exc:
+        for line in exc.problems:
+            print(line, file=sys.stderr)
+        print(f"dbsvc: error: import refused; tenant {config.tenant!r} was left as it was", file=sys.stderr)
+        return EXIT_FAILURE
+    if report.torn is not None:
+        print(f"{args.frames}: {report.torn}", file=sys.stderr)
     print(report.summary(), file=sys.stderr)
     return EXIT_OK
 
