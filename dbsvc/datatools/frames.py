@@ -177,14 +177,7 @@ def _install(staging: str, directory: str) -> None:
     shutil.rmtree(staging, ignore_errors=True)
 
 
-def import_frames(
-    directory: str,
-    module: Any,
-    path: str,
-    tenant: str,
-    *,
-    sync: str = "full",
-) -> FramesReport:
+def import_frames(directory: str, module: Any, path: str, tenant: str, *, sync: str = "full") -> FramesReport:
     """Steps 1-5 of the module docstring. `ImportRejected` (one `FILE: message`) for a file
     that cannot rebuild a tenant, `CorruptLog` for damage, `TenantError` for a used tenant."""
     report = FramesReport()
