@@ -11,9 +11,9 @@ import time
 
 import jwt
 import pytest
-from cryptography.hazmat.primitives import serialization
-from cryptography.hazmat.primitives.asymmetric import ec
 
+from support.accesskit import TENANT, guard_env
+from support.accesskit import keypair as make_keypair
 from support.wskit import nothing_within, open_ws, recv_json, refusal, run
 
 SCHEMA = """
@@ -44,15 +44,11 @@ model Audit {
 
 @pytest.fixture(scope="module")
 def keypair(tmp_path_factory):
-    private = ec.generate_private_key(ec.SECP256R1())
-    pem = private.public_key().public_bytes(serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo)
-    path = tmp_path_factory.mktemp("keys") / "idp.pem"
-    path.write_bytes(pem)
-    return private, path
+    return make_keypair(tmp_path_factory.mktemp("keys"))
 
 
 def token(private, **claims) -> str:
-    body = {"exp": int(time.time()) + 300, "tenant": "acme", "iss": "https://id.example.com/", "aud": "notes"}
+    body = {"exp": int(time.time()) + 300, "tenant": TENANT, "iss": "https://id.example.com/", "aud": "notes"}
     body.update(claims)
     return jwt.encode(body, private, algorithm="ES256")
 
@@ -63,12 +59,8 @@ def notes(serve, keypair, tmp_path):
     schema = tmp_path / "notes.dbs"
     schema.write_text(SCHEMA)
     data = tmp_path / "data"
-    (data / "acme").mkdir(parents=True)
-    return serve(
-        schema=schema,
-        data_dir=data,
-        env={"SERVICE_JWT_PUBKEY": str(path), "SERVICE_JWT_ALG": "ES256", "SERVICE_TENANT": "acme"},
-    )
+    (data / TENANT).mkdir(parents=True)
+    return serve(schema=schema, data_dir=data, env=guard_env(path))
 
 
 def bearer(private, **claims) -> dict:
