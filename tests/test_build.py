@@ -62,6 +62,18 @@ def _run_app(app: Path, *args: str, cwd: Path, **env: str) -> subprocess.Complet
     )
 
 
+def _probe(archive: Path, code: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+    """Run `code` in an isolated interpreter with `archive` first on sys.path (as `sys.argv[1]`)."""
+    return subprocess.run(
+        [sys.executable, "-I", "-S", "-c", code, str(archive)],
+        cwd=cwd,
+        env=_bare_env(),
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+
+
 def test_archive_holds_entry_point_generated_module_runtime_and_dependencies(app: Path) -> None:
     names = set(zipfile.ZipFile(app).namelist())
     for required in (
@@ -216,14 +228,7 @@ def test_modules_load_from_the_archives_bytecode(app: Path, tmp_path: Path) -> N
         "print(dbsvc.cli.main.__code__.co_filename, h11._connection.Connection.send.__code__.co_filename, "
         "_dbsvc_app.validate_create_user.__code__.co_filename)"
     )
-    done = subprocess.run(
-        [sys.executable, "-I", "-S", "-c", probe, str(app)],
-        cwd=tmp_path,
-        env=_bare_env(),
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
+    done = _probe(app, probe, tmp_path)
     assert done.returncode == 0, done.stderr
     assert done.stdout.split() == ["dbsvc/cli.py", "h11/_connection.py", "_dbsvc_app/__init__.py"]
 
@@ -238,14 +243,7 @@ def test_bytecode_that_does_not_match_its_source_gives_way_to_the_source(tmp_pat
         for name, data in entries.items():
             archive.writestr(name, data)
     probe = "import sys; sys.path.insert(0, sys.argv[1]); import _dbsvc_app; print(_dbsvc_app.X)"
-    done = subprocess.run(
-        [sys.executable, "-I", "-S", "-c", probe, str(tampered)],
-        cwd=tmp_path,
-        env=_bare_env(),
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
+    done = _probe(tampered, probe, tmp_path)
     assert (done.returncode, done.stdout) == (0, "2\n"), done.stderr  # the checked hash at work
 
 
@@ -255,14 +253,7 @@ def test_imports_resolve_inside_the_archive(app: Path, tmp_path: Path) -> None:
         "h11, wsproto, _dbsvc_app; print('\\n'.join(m.__file__ for m in "
         "(dbsvc, dbsvc.compiler.openapi, h11, wsproto, _dbsvc_app)))"
     )
-    done = subprocess.run(
-        [sys.executable, "-I", "-S", "-c", probe, str(app)],
-        cwd=tmp_path,
-        env=_bare_env(),
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
+    done = _probe(app, probe, tmp_path)
     assert done.returncode == 0, done.stderr
     for line in done.stdout.splitlines():
         assert line.startswith(str(app) + os.sep), line
@@ -275,14 +266,7 @@ def test_default_command_serves_the_generated_module(app: Path, tmp_path: Path) 
         "dbsvc.service.serve = lambda m, environ, follow=None: print(m.__name__, m.SCHEMA_PATH, "
         "sorted(m.BY_NAME)) or 0; raise SystemExit(dbsvc.zipapp.main([]))"
     )
-    done = subprocess.run(
-        [sys.executable, "-I", "-S", "-c", probe, str(app)],
-        cwd=tmp_path,
-        env=_bare_env(),
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
+    done = _probe(app, probe, tmp_path)
     assert done.returncode == 0, done.stderr
     module, schema_path, models = done.stdout.split(" ", 2)
     assert module == "_dbsvc_app" and schema_path.endswith("blog.dbs")
