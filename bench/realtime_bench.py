@@ -699,6 +699,20 @@ def pct(values: list[int] | list[float], p: float) -> float:
     return values[rank]
 
 
+def receiver_stamps(stats) -> tuple[array.array, array.array]:
+    """Every receiver process's latencies, (at the socket, in the client), in ns: each answer
+    carries them as packed int64 arrays per kind of frame."""
+    kernel, user = array.array("q"), array.array("q")
+    for answer in stats:
+        for kind in (False, True):
+            k, u = array.array("q"), array.array("q")
+            k.frombytes(answer["kernel"][kind])
+            u.frombytes(answer["user"][kind])
+            kernel.extend(k)
+            user.extend(u)
+    return kernel, user
+
+
 def ms_summary(ns_values) -> dict:
     ordered = sorted(ns_values)
     return {
@@ -1128,14 +1142,7 @@ def fanout_run(tmp: Path, subscribers: int, args: argparse.Namespace) -> dict:
         if receivers is not None:
             receivers.stop()
         server.stop()
-    kernel, user = array.array("q"), array.array("q")
-    for answer in stats:
-        for kind in (False, True):
-            k, u = array.array("q"), array.array("q")
-            k.frombytes(answer["kernel"][kind])
-            u.frombytes(answer["user"][kind])
-            kernel.extend(k)
-            user.extend(u)
+    kernel, user = receiver_stamps(stats)
     health = sorted(samples)
     result.update(
         {
@@ -1276,14 +1283,7 @@ def owned_run(tmp: Path, subscribers: int, args: argparse.Namespace) -> dict:
         if receivers is not None:
             receivers.stop()
         server.stop()
-    kernel, user = array.array("q"), array.array("q")
-    for answer in stats:
-        for kind in (False, True):
-            k, u = array.array("q"), array.array("q")
-            k.frombytes(answer["kernel"][kind])
-            u.frombytes(answer["user"][kind])
-            kernel.extend(k)
-            user.extend(u)
+    kernel, user = receiver_stamps(stats)
     health = sorted(samples)
     result.update(
         {
