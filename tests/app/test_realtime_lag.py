@@ -9,7 +9,7 @@ import socket
 import time
 
 from support.server import ROOT
-from support.wskit import nothing_within, open_ws, raw_websocket, recv_json, run
+from support.wskit import nothing_within, open_ws, raw_websocket, recv_json, run, server_frames
 
 CLOSE_TIMEOUT = 5.0  # HttpSettings.ws_close_timeout: not a setting, the server's constant
 
@@ -55,24 +55,8 @@ def _read_to_end(sock: socket.socket, limit: float = 30.0) -> bytes:
     return data
 
 
-def _frames(data: bytes) -> list[tuple[int, bytes]]:
-    frames, i = [], 0
-    while i + 2 <= len(data):
-        opcode, n = data[i] & 0x0F, data[i + 1] & 0x7F
-        i += 2
-        if n == 126:
-            n, i = int.from_bytes(data[i : i + 2], "big"), i + 2
-        elif n == 127:
-            n, i = int.from_bytes(data[i : i + 8], "big"), i + 8
-        if i + n > len(data):
-            break
-        frames.append((opcode, data[i : i + n]))
-        i += n
-    return frames
-
-
 def _texts_and_close(data: bytes) -> tuple[list[dict], tuple[int, str] | None]:
-    frames = _frames(data)
+    frames = server_frames(data)
     texts = [json.loads(payload) for opcode, payload in frames if opcode == 1]
     closes = [payload for opcode, payload in frames if opcode == 8]
     close = (int.from_bytes(closes[0][:2], "big"), closes[0][2:].decode()) if closes else None
@@ -138,10 +122,10 @@ def test_events_committed_together_reach_a_subscriber_in_fewer_writes_than_event
         assert answers.count(b"HTTP/1.1 201") == writes
     sub.settimeout(10)
     data, reads = b"", 0
-    while len(_frames(data)) < writes:  # the frames of one send arrive together on loopback
+    while len(server_frames(data)) < writes:  # the frames of one send arrive together on loopback
         data += sub.recv(65536)
         reads += 1
-    texts = [json.loads(payload) for opcode, payload in _frames(data) if opcode == 1]
+    texts = [json.loads(payload) for opcode, payload in server_frames(data) if opcode == 1]
     assert [t["offset"] for t in texts] == list(range(1, writes + 1))
     assert reads < writes  # coalesced: not one send per event
     sub.close()

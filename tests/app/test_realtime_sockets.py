@@ -14,7 +14,18 @@ import pytest
 
 from support.idp import TestIdp
 from support.server import ROOT
-from support.wskit import closed_with, nothing_within, open_ws, post, raw_websocket, recv_json, refusal, request, run
+from support.wskit import (
+    closed_with,
+    nothing_within,
+    open_ws,
+    post,
+    raw_websocket,
+    recv_json,
+    refusal,
+    request,
+    run,
+    server_frames,
+)
 
 USER = {"email": "ann@x.io", "name": "Ann"}
 
@@ -281,7 +292,7 @@ def test_slow_consumer_is_closed_1013_while_a_fast_one_keeps_up(serve, tmp_path)
         if not chunk:
             break
         data += chunk
-    frames = _parse_frames(data)
+    frames = server_frames(data)
     texts = [json.loads(payload) for opcode, payload in frames if opcode == 1]
     close = [payload for opcode, payload in frames if opcode == 8]
     assert close, "no close frame"
@@ -299,22 +310,6 @@ def _proc_kib(pid: int, field: str) -> int:
             if line.startswith(field + ":"):
                 return int(line.split()[1])
     raise AssertionError(f"no {field}")
-
-
-def _parse_frames(data: bytes) -> list[tuple[int, bytes]]:
-    frames, i = [], 0
-    while i + 2 <= len(data):
-        opcode, n = data[i] & 0x0F, data[i + 1] & 0x7F
-        i += 2
-        if n == 126:
-            n, i = int.from_bytes(data[i : i + 2], "big"), i + 2
-        elif n == 127:
-            n, i = int.from_bytes(data[i : i + 8], "big"), i + 8
-        if i + n > len(data):
-            break
-        frames.append((opcode, data[i : i + n]))
-        i += n
-    return frames
 
 
 def test_sigterm_closes_every_socket_with_1001(blog):
@@ -382,7 +377,7 @@ def test_malformed_frames_close_with_their_code_and_lose_nothing(blog, name, fra
     before = blog.get("/api/user").json
     sock = raw_websocket(blog.port, "/subscribe/user")
     sock.sendall(frame)
-    frames = _parse_frames(_read_until_eof(sock))  # the server closes TCP itself
+    frames = server_frames(_read_until_eof(sock))  # the server closes TCP itself
     sock.close()
     assert frames and frames[-1][0] == 8, frames
     assert int.from_bytes(frames[-1][1][:2], "big") == code, name
@@ -393,7 +388,7 @@ def test_malformed_frames_close_with_their_code_and_lose_nothing(blog, name, fra
 def test_a_client_close_is_echoed_and_the_server_closes_tcp(blog):
     sock = raw_websocket(blog.port, "/subscribe/user")
     sock.sendall(_masked(0x8, (1000).to_bytes(2, "big") + b"bye"))
-    frames = _parse_frames(_read_until_eof(sock))
+    frames = server_frames(_read_until_eof(sock))
     sock.close()
     assert frames == [(8, (1000).to_bytes(2, "big"))]
 
@@ -405,7 +400,7 @@ def test_ping_from_the_client_gets_its_pong(blog):
     data = b""
     while len(data) < 2 + len(b"are you there"):
         data += sock.recv(1024)
-    assert _parse_frames(data)[0] == (0xA, b"are you there")
+    assert server_frames(data)[0] == (0xA, b"are you there")
     sock.close()
 
 
@@ -414,7 +409,7 @@ def test_shutdown_waits_for_a_close_reply_only_up_to_the_close_timeout(serve):
     sock = raw_websocket(server.port, "/subscribe/user")  # will never answer the close
     started = time.monotonic()
     server.proc.send_signal(signal.SIGTERM)
-    frames = _parse_frames(_read_until_eof(sock, timeout=30))
+    frames = server_frames(_read_until_eof(sock, timeout=30))
     assert frames and frames[0][0] == 8 and int.from_bytes(frames[0][1][:2], "big") == 1001
     assert server.proc.wait(timeout=30) == 0
     assert time.monotonic() - started < 20  # the 5 s close timeout, not 60 s

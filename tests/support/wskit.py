@@ -103,3 +103,21 @@ def raw_websocket(port: int, path: str, rcvbuf: int | None = None) -> socket.soc
         head += chunk
     assert head.startswith(b"HTTP/1.1 101"), head
     return sock
+
+
+def server_frames(data: bytes) -> list[tuple[int, bytes]]:
+    """(opcode, payload) of each whole unmasked frame a server sent, as a `raw_websocket`
+    reads them; a frame cut short at the end is left out."""
+    frames, i = [], 0
+    while i + 2 <= len(data):
+        opcode, n = data[i] & 0x0F, data[i + 1] & 0x7F
+        i += 2
+        if n == 126:
+            n, i = int.from_bytes(data[i : i + 2], "big"), i + 2
+        elif n == 127:
+            n, i = int.from_bytes(data[i : i + 8], "big"), i + 8
+        if i + n > len(data):
+            break
+        frames.append((opcode, data[i : i + n]))
+        i += n
+    return frames
