@@ -112,9 +112,7 @@ class Access:
         return scoped
 
     def check_get(self, model: CompiledModel, rules: ModelRules, record: Record, key: Any, claims: Claims) -> None:
-        if not rules.get(record, claims):
-            self.refusals.count("get")
-            raise missing(model, key)
+        self.check_visible(model, rules, "get", record, key, claims)
 
     def check_create(self, model: CompiledModel, rules: ModelRules, record: Record, claims: Claims) -> None:
         if not rules.create(record, claims):
@@ -124,7 +122,8 @@ class Access:
     def check_visible(
         self, model: CompiledModel, rules: ModelRules, operation: str, record: Record, key: Any, claims: Claims
     ) -> None:
-        """A write to a record the token may not read is a 404, as a missing record (rule 2)."""
+        """A read of, or a write to, a record the token may not read is a 404, as a missing
+        record (rule 2), counted under `operation`."""
         if not rules.get(record, claims):
             self.refusals.count(operation)
             raise missing(model, key)
