@@ -47,7 +47,7 @@ from dbsvc.errors import ConfigError, CorruptLog, EpochChanged, ImportRejected, 
 from dbsvc.storage import Store, files
 from dbsvc.storage.events import decode_event
 from dbsvc.storage.files import fsync_dir
-from dbsvc.storage.history import History, decode_history, new_history_id
+from dbsvc.storage.history import HISTORY_SUFFIX, History, new_history_id, read_history_file
 from dbsvc.storage.lock import LOCK_NAME, WriterLock
 from dbsvc.storage.logfile import (
     frame_after_damage,
@@ -58,7 +58,6 @@ from dbsvc.storage.logfile import (
     renumber_frames,
 )
 
-HISTORY_SUFFIX = ".history"  # FILE.history, beside FILE (replica/sinks.py writes it)
 STAGING = ".frames-import"  # inside the tenant directory, removed after each run
 AWAIT_BYTES = 8 * 1024 * 1024  # frames applied before waiting for them to be durable
 COMMIT_LAST = "log"  # the file moved last: the tenant holds the rows once it is in place
@@ -84,18 +83,6 @@ class FramesReport:
 
 def _refused(path: str, message: str) -> ImportRejected:
     return ImportRejected([f"{path}: {message}"], 1)
-
-
-def read_file_history(path: str) -> History | None:
-    """FILE.history's record, None when there is none; `CorruptLog` naming it when it does
-    not verify (a record cut or edited: the import cannot tell which history FILE is)."""
-    name = path + HISTORY_SUFFIX
-    try:
-        with open(name, "rb") as f:
-            data = f.read()
-    except FileNotFoundError:
-        return None
-    return decode_history(name, data)
 
 
 def scan_file(path: str, data: Any) -> tuple[int, int, str | None]:
@@ -203,7 +190,7 @@ def import_frames(directory: str, module: Any, path: str, tenant: str, *, sync: 
                         f"tenant {tenant!r} holds rows up to offset {head}: --frames rebuilds an empty tenant "
                         "only (its offsets would name other rows); create a new tenant and import into it"
                     )
-                history = read_file_history(path)
+                history = read_history_file(path + HISTORY_SUFFIX)  # CorruptLog when it does not verify
                 end, last, torn = scan_file(path, data)
                 if last == 0:
                     raise _refused(path, f"holds no whole frame ({torn})")

@@ -35,7 +35,7 @@ from typing import Any, BinaryIO, Protocol
 from dbsvc.errors import ConfigError, CorruptLog
 from dbsvc.storage import files
 from dbsvc.storage.files import fsync_dir, write_all, write_atomic
-from dbsvc.storage.history import History, decode_history, encode_history
+from dbsvc.storage.history import HISTORY_SUFFIX, History, encode_history, read_history_file
 from dbsvc.storage.logfile import (
     frame_after_damage,
     frame_end,
@@ -46,7 +46,6 @@ from dbsvc.storage.logfile import (
 )
 
 WRITE_BUFFER = 1024 * 1024  # bytes held before one write (FILE is fsynced on its own schedule)
-HISTORY_SUFFIX = ".history"  # FILE.history: the server history FILE's frames belong to
 
 
 class Says(Protocol):
@@ -158,13 +157,7 @@ class ReplicaFile:
 def read_file_history(path: str) -> History | None:
     """The record of FILE.history, None when there is none (a new FILE, or one written before
     histories); `CorruptLog` naming it when it does not verify."""
-    name = path + HISTORY_SUFFIX
-    try:
-        with open(name, "rb") as f:
-            data = f.read()
-    except FileNotFoundError:
-        return None
-    return decode_history(name, data)
+    return read_history_file(path + HISTORY_SUFFIX)
 
 
 def scan_frames(path: str, data: Any) -> tuple[int, int | None, str | None]:

@@ -45,6 +45,7 @@ from dbsvc.errors import CorruptLog
 from dbsvc.storage.files import write_atomic
 
 HISTORY_NAME = "history"
+HISTORY_SUFFIX = ".history"  # a frame file's record, FILE.history beside FILE (replicate --out, import --frames)
 FORMAT = 1
 MAX_FORKS = 64
 
@@ -122,7 +123,13 @@ def decode_history(path: str, data: bytes) -> History:
 
 def read_history(directory: str) -> History | None:
     """The tenant's history, or None when it has no history file (rule 2)."""
-    path = os.path.join(directory, HISTORY_NAME)
+    return read_history_file(os.path.join(directory, HISTORY_NAME))
+
+
+def read_history_file(path: str) -> History | None:
+    """The history record in the file at `path` (a tenant's, or a `replicate --out` FILE's
+    `FILE.history`), None when there is no such file; `CorruptLog` naming it when it does
+    not verify."""
     try:
         with open(path, "rb") as f:
             data = f.read()
