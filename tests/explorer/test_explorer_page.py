@@ -48,6 +48,19 @@ def test_page_and_assets_are_served_with_a_strict_policy(serve):
     assert head.status == 200 and head.body == b""
 
 
+def test_the_documented_headers_are_the_ones_served():
+    # docs/explorer.md is what operators read; the literal CSP above (and in
+    # test_explorer_answers.py, which checks every header's exact value and order) is its text.
+    text = (ROOT / "docs" / "explorer.md").read_text()
+    for header in (
+        f"Content-Security-Policy: {CSP}",
+        "X-Content-Type-Options: nosniff",
+        "Referrer-Policy: no-referrer",
+        "Cache-Control: no-cache",
+    ):
+        assert f"`{header}`" in text, header
+
+
 def test_explorer_paths_answer_redirect_405_and_404(serve):
     server = serve()
     redirect = server.get("/_")
