@@ -140,6 +140,7 @@ def test_owns_the_bare_prefix_and_everything_under_it_only(path, owned):
         ("10.0.0.1", False),
         ("localhost.example.com", False),
         ("db.example.com", False),
+        ("X::1X", False),  # only the brackets of "[::1]" come off, no other character
         ("", False),
     ],
 )
