@@ -16,6 +16,7 @@ import asyncio
 
 import pytest
 
+from support.server import start_server
 from support.wskit import open_ws, post, request, run
 
 SCHEMA = """\
@@ -37,29 +38,46 @@ model Book {
 """
 
 
+@pytest.fixture(scope="module")
+def schema(tmp_path_factory):
+    path = tmp_path_factory.mktemp("shop") / "shop.dbs"
+    path.write_text(SCHEMA)
+    return path
+
+
+@pytest.fixture(scope="module")
+def rest(schema, tmp_path_factory):
+    """One server for the REST tests (each uses its own ids)."""
+    server = start_server(schema, tmp_path_factory.mktemp("rest") / "data")
+    yield server
+    server.stop()
+
+
 @pytest.fixture
-def shop(serve, tmp_path):
-    schema = tmp_path / "shop.dbs"
-    schema.write_text(SCHEMA)
+def shop(serve, schema):
+    """A fresh server: the feed test's offsets start at 1."""
     return serve(schema=schema)
 
 
-def test_records_projections_and_pages_are_written_in_the_promised_order(shop):
-    assert shop.post("/api/author", {"born": "1900-01-02", "name": "Ann"}).body == b'{"id":1}'
-    book = {"meta": {"z": 1, "a": [2]}, "price": 3, "title": "T", "author_id": 1}  # any order in
+def test_records_projections_and_pages_are_written_in_the_promised_order(rest):
+    shop = rest
+    assert shop.post("/api/author", {"born": "1900-01-02", "name": "Ann", "id": 1}).body == b'{"id":1}'
+    book = {"meta": {"z": 1, "a": [2]}, "price": 3, "title": "T", "author_id": 1, "id": 1}  # any order in
     assert shop.post("/api/book", book).body == b'{"id":1}'
 
-    assert shop.get("/api/author/1").body == b'{"id":1,"name":"Ann","born":"1900-01-02"}'
+    read = shop.get("/api/author/1")
+    assert read.body == b'{"id":1,"name":"Ann","born":"1900-01-02"}'
     assert shop.get("/api/author/1?projection=rev").body == b'{"name":"Ann","id":1}'
     assert shop.get("/api/book/1").body == b'{"id":1,"author_id":1,"title":"T","price":3.0,"meta":{"z":1,"a":[2]}}'
-    assert shop.get("/api/book?projection=head").body == (
+    assert shop.get("/api/book?projection=head&author_id=1").body == (
         b'{"data":[{"title":"T","id":1}],"total":1,"limit":100,"offset":0}'
     )
     assert shop.get("/api/book?author_id=1").body == (
         b'{"data":[{"id":1,"author_id":1,"title":"T","price":3.0,"meta":{"z":1,"a":[2]}}],'
         b'"total":1,"limit":100,"offset":0}'
     )
-    assert shop.get("/api/author?projection=rev&as_of=1").body == (
+    as_of = read.headers["dbsvc-watermark"]
+    assert shop.get(f"/api/author?projection=rev&name=Ann&as_of={as_of}").body == (
         b'{"data":[{"name":"Ann","id":1}],"total":1,"limit":100,"offset":0}'
     )
     put = shop.request("PUT", "/api/book/1", body={"title": "U", "price": 4.5, "author_id": 1})
@@ -75,9 +93,10 @@ def problem(reply) -> bytes:
     return reply.body.replace(rid.encode(), b"RID")
 
 
-def test_problem_bodies_keep_their_key_order_and_codes(shop):
-    assert shop.post("/api/author", {"name": "Ann"}).status == 201
-    assert shop.post("/api/book", {"title": "T", "price": 1, "author_id": 1}).status == 201
+def test_problem_bodies_keep_their_key_order_and_codes(rest):
+    shop = rest
+    assert shop.post("/api/author", {"id": 50, "name": "Bo"}).status == 201
+    assert shop.post("/api/book", {"id": 50, "title": "T", "price": 1, "author_id": 50}).status == 201
     assert problem(shop.get("/api/book/9")) == (
         b'{"type": "about:blank", "title": "Not Found", "status": 404, "code": "not_found", '
         b'"detail": "Book 9 does not exist", "request_id": "RID"}'
@@ -90,9 +109,9 @@ def test_problem_bodies_keep_their_key_order_and_codes(shop):
         b"{\"field\": \"author_id\", \"message\": \"missing required field 'author_id' (an integer)\"}, "
         b"{\"field\": \"price\", \"message\": \"missing required field 'price' (a number)\"}]}"
     )
-    assert problem(shop.request("DELETE", "/api/author/1")) == (
+    assert problem(shop.request("DELETE", "/api/author/50")) == (
         b'{"type": "about:blank", "title": "Conflict", "status": 409, "code": "referenced", '
-        b'"detail": "author 1 is referenced by 1 record(s) of Book", "request_id": "RID", "count": 1}'
+        b'"detail": "author 50 is referenced by 1 record(s) of Book", "request_id": "RID", "count": 1}'
     )
     assert problem(shop.post("/api/book", {"title": "y", "price": 1, "author_id": 7})).startswith(
         b'{"type": "about:blank", "title": "Conflict", "status": 409, "code": "foreign_key_violation", '
