@@ -1,6 +1,6 @@
 """Every problem body as bytes (dbsvc/http/problem.py, the one place errors become bodies):
-the key order, the status, title and code of each error class against the contract's list
-(interface.md section 7, contract.md section 3, docs/guide/errors.md), the extra members
+the key order, the status, title and code of each error class against the list
+docs/guide/errors.md documents, the extra members
 after `request_id` and the headers, compared with literals, never with errors.py's own
 class attributes. In process: mutmut sees these (docs/mutation.md)."""
 
