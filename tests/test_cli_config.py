@@ -272,3 +272,15 @@ def test_help_reads_the_same_on_every_python(words):
     assert here.startswith("usage: dbsvc")
     for python in OTHER_PYTHONS:
         assert _help(str(python), *words) == here, python
+
+
+def test_the_documented_defaults_are_the_ones_in_the_configuration_chapter():
+    text = (Path(__file__).resolve().parents[1] / "docs" / "guide" / "configuration.md").read_text()
+    for row in (
+        "| `SERVICE_HEADER_TIMEOUT` | `10` |",
+        "| `SERVICE_IDLE_TIMEOUT` | `60` |",
+        "| `SERVICE_SHUTDOWN_TIMEOUT` | `10` |",
+        "| `SERVICE_WS_PING_INTERVAL` | `30` |",
+        "| `SERVICE_WS_PONG_TIMEOUT` | `30` |",
+    ):
+        assert row in text, row

@@ -14,7 +14,8 @@ change the committer runs once the frame is held (commit.py):
   matching no parent;
 - replace: `NotFound`, then the @unique and @ref checks (a @ref left unchanged is not
   checked again: its parent may not be deleted while it is referenced);
-- delete: `NotFound`, `Referenced` with the number of children and their models.
+- delete: `NotFound`, `Referenced` with the number of children and their models (a
+  record's @ref to itself is not a child: it goes with the record).
 
 Invariants: nothing here changes a table; the messages are the interface's
 (docs/guide, tests/storage). Imports errors, runtime and table.py; never store.py.
@@ -101,9 +102,13 @@ class Constraints:
             raise NotFound(f"{table.model.kebab} {id_!r} not found")
         previous = table.shown(id_, current)
         referrers = self._referrers[table.name]
-        children = sum(child.refs[f].get(id_, 0) for child, f in referrers)
+        # A record's reference to itself goes with it (as in PostgreSQL): only others count.
+        counts = [
+            (child, child.refs[f].get(id_, 0) - (child is table and previous[f] == id_)) for child, f in referrers
+        ]
+        children = sum(count for _child, count in counts)
         if children:
-            names = sorted({child.name for child, f in referrers if child.refs[f].get(id_)})
+            names = sorted({child.name for child, count in counts if count})
             raise Referenced(
                 f"{table.model.kebab} {id_!r} is referenced by {children} record(s) of {', '.join(names)}",
                 count=children,

@@ -88,7 +88,7 @@ def test_an_empty_list_or_a_star_allows_any_host():
 @pytest.mark.parametrize(
     "env, guarded, expected",
     [
-        ({}, False, LOOPBACK_NAMES),
+        ({}, False, ("localhost", "127.0.0.1", "[::1]")),  # docs/security.md's list, not the constant
         ({}, True, ()),  # the guard protects it
         ({"SERVICE_HOST": "0.0.0.0"}, False, ()),  # as today: any host
         ({"SERVICE_ALLOWED_HOSTS": "db.example"}, False, ("db.example",)),
