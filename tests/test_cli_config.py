@@ -272,3 +272,20 @@ def test_help_reads_the_same_on_every_python(words):
     assert here.startswith("usage: dbsvc")
     for python in OTHER_PYTHONS:
         assert _help(str(python), *words) == here, python
+
+
+def test_each_websocket_timing_variable_sets_its_own_setting():
+    # Three different values, so a swap of any two of the three variables is seen.
+    environ = {"SERVICE_WS_PING_INTERVAL": "11", "SERVICE_WS_PONG_TIMEOUT": "2.5", "SERVICE_WS_CLOSE_TIMEOUT": "0.75"}
+    http = load_config(environ).http
+    assert (http.ws_ping_interval, http.ws_pong_timeout, http.ws_close_timeout) == (11.0, 2.5, 0.75)
+    defaults = load_config({}).http
+    assert (defaults.ws_ping_interval, defaults.ws_pong_timeout, defaults.ws_close_timeout) == (30.0, 30.0, 5.0)
+
+
+@pytest.mark.parametrize("value", ["0", "-1", "soon", "nan", "inf"])
+def test_a_close_timeout_must_be_a_positive_number_of_seconds(value):
+    with pytest.raises(ConfigError) as refused:
+        load_config({"SERVICE_WS_CLOSE_TIMEOUT": value})
+    expected = "a positive number of seconds" if value in ("0",) else "a non-negative number of seconds"
+    assert str(refused.value) == f"SERVICE_WS_CLOSE_TIMEOUT={value!r} is not valid: expected {expected}"
