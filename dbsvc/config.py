@@ -11,6 +11,8 @@ value and what it accepts (the command line exits with status 2). Variables
     SERVICE_HEADER_TIMEOUT (10)    SERVICE_IDLE_TIMEOUT (60)
     SERVICE_MIN_BODY_RATE (240 bytes/s, 0 off)  SERVICE_BODY_MEMORY (67108864 bytes)
     SERVICE_WS_PING_INTERVAL (30)  SERVICE_WS_PONG_TIMEOUT (30)  -- WebSocket liveness
+    SERVICE_WS_CLOSE_TIMEOUT (5)   seconds a closing WebSocket waits for the peer's close frame
+                      (at most 6 times that while the peer is still reading: http/ws/server.py)
     SERVICE_MAX_SOCKETS (1024)     open WebSockets, counted apart from SERVICE_MAX_CONNECTIONS:
                       an upgrade past it is 503 before the 101 (dbsvc/http/hub.py rules 7-8)
     SERVICE_ALLOWED_HOSTS (unset)  comma list of the Host names requests may use (DNS
@@ -278,6 +280,7 @@ def load_config(
         cors_origins=origins,
         ws_ping_interval=_positive_seconds(environ, "SERVICE_WS_PING_INTERVAL", 30.0),
         ws_pong_timeout=_positive_seconds(environ, "SERVICE_WS_PONG_TIMEOUT", 30.0),
+        ws_close_timeout=_positive_seconds(environ, "SERVICE_WS_CLOSE_TIMEOUT", 5.0),
         # Socket budgets and the Host check (docs/security.md, issue 30): upgraded WebSockets
         # count apart from HTTP connections (http/hub.py rule 8).
         max_sockets=_int(environ, "SERVICE_MAX_SOCKETS", 1024, 1),

@@ -282,5 +282,14 @@ def test_the_documented_defaults_are_the_ones_in_the_configuration_chapter():
         "| `SERVICE_SHUTDOWN_TIMEOUT` | `10` |",
         "| `SERVICE_WS_PING_INTERVAL` | `30` |",
         "| `SERVICE_WS_PONG_TIMEOUT` | `30` |",
+        "| `SERVICE_WS_CLOSE_TIMEOUT` | `5` |",
     ):
         assert row in text, row
+
+
+@pytest.mark.parametrize("value", ["0", "-1", "soon", "nan", "inf"])
+def test_a_close_timeout_must_be_a_positive_number_of_seconds(value):
+    with pytest.raises(ConfigError) as refused:
+        load_config({"SERVICE_WS_CLOSE_TIMEOUT": value})
+    expected = "a positive number of seconds" if value in ("0",) else "a non-negative number of seconds"
+    assert str(refused.value) == f"SERVICE_WS_CLOSE_TIMEOUT={value!r} is not valid: expected {expected}"

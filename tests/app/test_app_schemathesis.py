@@ -1,8 +1,11 @@
 """Schemathesis against the served OpenAPI document: no 5xx, every answer as documented.
 
-Each case gets a real server (its own data directory): the demo schemas with the guard off,
-and the blog schema with the guard on (an ES256 key; every request carries a valid token,
-and `ignored_auth` checks that leaving it out or forging it is refused). The document is
+Each case gets a real server (its own data directory): the inventory schema with the guard
+off, and the blog schema with the guard on (an ES256 key; every request carries a valid
+token, and `ignored_auth` checks that leaving it out or forging it is refused). The blog
+schema without the guard is not a case of its own: its document is the guarded one less the
+security scheme, the handlers are the same, and the unguarded path is the inventory case's
+(a third server cost the default suite about 14 s for no check the other two lack). The document is
 loaded from the server's own `GET /openapi.json`, which describes the server serving it
 (issue 32 item 12), then every HTTP operation is fuzzed, with valid and invalid inputs, under
 every check that judges one case: the five conformance checks, the data checks (invalid
@@ -100,7 +103,7 @@ CHECKS = [
     allow_header_conformance,
     ignored_auth,
 ]
-CASES = {"blog": ("blog.dbs", False), "inventory": ("inventory.dbs", False), "blog-guarded": ("blog.dbs", True)}
+CASES = {"inventory": ("inventory.dbs", False), "blog-guarded": ("blog.dbs", True)}
 
 
 def _guard(tmp_path_factory) -> tuple[dict[str, str], str]:

@@ -43,6 +43,7 @@ def test_every_variable_lands_in_its_own_field():
         "SERVICE_BODY_MEMORY": "2000003",
         "SERVICE_WS_PING_INTERVAL": "7.5",
         "SERVICE_WS_PONG_TIMEOUT": "8.5",
+        "SERVICE_WS_CLOSE_TIMEOUT": "9.25",
         "SERVICE_CHANGEFEED_BYTES": "70000",
     }
     config = load_config(env, {"replication": True, "changefeed_capacity": 17, "replication_retain_mb": 3})
@@ -60,6 +61,7 @@ def test_every_variable_lands_in_its_own_field():
         "body_memory": http.body_memory,
         "ws_ping_interval": http.ws_ping_interval,
         "ws_pong_timeout": http.ws_pong_timeout,
+        "ws_close_timeout": http.ws_close_timeout,
         "changefeed_bytes": config.changefeed_bytes,
         "changefeed_capacity": config.changefeed_capacity,
         "replication_retain_bytes": config.replication_retain_bytes,
@@ -77,6 +79,7 @@ def test_every_variable_lands_in_its_own_field():
         "body_memory": 2000003,
         "ws_ping_interval": 7.5,
         "ws_pong_timeout": 8.5,
+        "ws_close_timeout": 9.25,
         "changefeed_bytes": 70000,
         "changefeed_capacity": 17,
         "replication_retain_bytes": 3 << 20,
