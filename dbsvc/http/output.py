@@ -93,6 +93,13 @@ class Outbox:
         return self.handed - transport.get_write_buffer_size()
 
     @property
+    def backlog(self) -> int:
+        """Bytes in the transport's write buffer: what leaves only as the peer reads. Bytes
+        held here are not counted: a flush hands them on whether or not anyone reads."""
+        transport = self.transport
+        return transport.get_write_buffer_size() if transport is not None and not self.closed else 0
+
+    @property
     def buffered(self) -> int:
         """Bytes held here plus bytes in the transport's write buffer."""
         transport = self.transport

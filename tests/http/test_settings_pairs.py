@@ -260,12 +260,6 @@ def test_a_close_to_a_peer_that_reads_nothing_waits_close_patience_close_timeout
     assert transport.ended == "abort"  # never left our buffer: reset, not FIN
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="ws/server.py close() marks the peer's progress while our close frame is still held "
-    "in the Outbox, so that frame's own flush reads as 'the peer is reading' and a silent peer "
-    "gets a second close timeout (reported to the lead; the close timeout code is not ours)",
-)
 def test_a_close_to_a_silent_peer_ends_at_the_close_timeout():
     loop, ws, transport = open_socket()
     loop.advance(1.0)

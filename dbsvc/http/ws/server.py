@@ -548,11 +548,12 @@ class WebSocketConnection:
 
     def _peer_reading(self) -> bool:
         """Rule 3: whether the transport wrote bytes out of a backlog since the last look.
-        Only a backlog counts: bytes written into an empty kernel buffer (our ping, say)
-        leave whether or not anyone reads them; out of a backlog, only as the peer reads."""
+        Only the transport's backlog counts: bytes written into an empty kernel buffer (our
+        ping, say, or the close frame still held in the Outbox when `close` looks) leave
+        whether or not anyone reads them; out of a backlog, only as the peer reads."""
         written, backlogged = self._written_mark, self._backlogged
         self._written_mark = self._out.written
-        self._backlogged = self._out.buffered > 0
+        self._backlogged = self._out.backlog > 0
         return backlogged and self._written_mark > written
 
     def _abort(self) -> None:
