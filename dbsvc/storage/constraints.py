@@ -81,7 +81,7 @@ class Constraints:
         m = table.model
         current = table.live.get(id_)
         if current is None:
-            raise NotFound(f"{m.kebab} {id_!r} not found")
+            raise NotFound(f"{m.name} {id_!r} does not exist")
         previous = table.shown(id_, current)
         if record.get(m.id_field) != id_:
             record = dict(record)
@@ -99,7 +99,7 @@ class Constraints:
     def delete(self, table: Table, id_: Any) -> tuple[dict[str, Any], Apply]:
         current = table.live.get(id_)
         if current is None:
-            raise NotFound(f"{table.model.kebab} {id_!r} not found")
+            raise NotFound(f"{table.model.name} {id_!r} does not exist")
         previous = table.shown(id_, current)
         referrers = self._referrers[table.name]
         # A record's reference to itself goes with it (as in PostgreSQL): only others count.
