@@ -1,5 +1,9 @@
 """Fixtures for the compiler tests: the demo schemas compiled once per session, and a
-factory compiling schema text (the schema parser builds the IR, as in production)."""
+factory compiling schema text (the schema parser builds the IR, as in production).
+
+Under mutmut every compilation happens inside the test that asks for it (a fixture per test,
+no cache: support/mutation.py), so mutmut maps each builder of `dbsvc/compiler/` to every test
+that compiles a schema, not to the first one only."""
 
 from __future__ import annotations
 
@@ -10,17 +14,18 @@ import pytest
 from dbsvc.compiler import compile_schema
 from dbsvc.errors import ConstraintViolation
 from dbsvc.schema import load_schema, parse_schema
+from support.mutation import UNDER_MUTMUT, shared
 
 ROOT = Path(__file__).resolve().parents[2]
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope=shared("session"))
 def blog():
     """The generated module of schemas/blog.dbs."""
     return compile_schema(load_schema(str(ROOT / "schemas" / "blog.dbs")))
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope=shared("session"))
 def inventory():
     """The generated module of schemas/inventory.dbs."""
     return compile_schema(load_schema(str(ROOT / "schemas" / "inventory.dbs")))
@@ -32,6 +37,8 @@ def compile_text():
     cache: dict[str, object] = {}
 
     def factory(text: str):
+        if UNDER_MUTMUT:
+            return compile_schema(parse_schema(text, "test.dbs"))
         if text not in cache:
             cache[text] = compile_schema(parse_schema(text, "test.dbs"))
         return cache[text]
