@@ -229,3 +229,60 @@ def test_a_scope_pinned_by_a_literal_holds_the_literals_index_keys():
     assert at.visible({"id": 1, "at": "2026-01-01T00:00:00.000Z"}) is True
     assert at.visible({"id": 1, "at": "2026-01-01T01:00:00Z"}) is False
     assert mod.scope_untagged__list({}).keys == frozenset({None})
+
+
+NESTED = """\
+model Desk {
+  id int @id
+  org str @filter
+  level int
+  note str
+  @allow(read, record.org == token.org and (token.role == "admin" or token.role == "auditor"))
+}
+model Shelf {
+  id int @id
+  org str @filter
+  level int
+  @allow(read, token.on == true and (record.level > 1 or record.org == token.org))
+}
+model Loose {
+  id int @id
+  org str @filter
+  note str
+  @allow(read, record.note == token.note)
+}
+"""
+
+
+def test_an_or_nested_in_an_and_is_a_token_test_or_a_record_test_by_what_it_reads():
+    mod = compiled(NESTED)
+    desk = mod.scope_desk__list({"org": "a", "role": "auditor"})
+    assert (desk.field, desk.keys, desk.where) == ("org", frozenset({"a"}), None)  # the or is token-only
+    assert mod.scope_desk__list({"org": "a", "role": "guest"}).nothing is True
+    shelf = mod.scope_shelf__list({"on": True, "org": "a"})
+    assert shelf.field is None and shelf.where is not None  # the or reads the record: a test
+    assert shelf.visible({"id": 1, "org": "b", "level": 2}) is True
+    assert shelf.visible({"id": 1, "org": "a", "level": 0}) is True
+    assert shelf.visible({"id": 1, "org": "b", "level": 1}) is False
+    assert mod.scope_shelf__list({"on": False, "org": "a"}).nothing is True
+
+
+def test_a_comparison_on_a_field_without_filter_is_a_test_never_a_pin():
+    mod = compiled(NESTED)
+    scope = mod.scope_loose__list({"note": "x"})
+    assert scope.field is None and scope.key is None
+    assert scope.visible({"id": 1, "org": "a", "note": "x"}) is True
+    assert scope.visible({"id": 1, "org": "a", "note": "y"}) is False
+
+
+def test_the_rule_functions_are_valid_trees_not_only_valid_text():
+    """build_rules' trees compile as trees (every context set): the module is unparsed
+    first, but a tree that unparse happens to print would break the day it is compiled."""
+    import ast
+
+    from dbsvc.compiler.rules import build_replicate, build_rules
+
+    for text in (NESTED, KEYED, TASK, DOCUMENTED, LITERALS):
+        schema = parse_schema(text, "test.dbs")
+        body = [stmt for model in schema.models for stmt in build_rules(schema, model)] + build_replicate(schema)
+        compile(ast.fix_missing_locations(ast.Module(body=body, type_ignores=[])), "<rules>", "exec")
