@@ -286,3 +286,54 @@ def test_the_rule_functions_are_valid_trees_not_only_valid_text():
         schema = parse_schema(text, "test.dbs")
         body = [stmt for model in schema.models for stmt in build_rules(schema, model)] + build_replicate(schema)
         compile(ast.fix_missing_locations(ast.Module(body=body, type_ignores=[])), "<rules>", "exec")
+
+
+FIELDS = """\
+model Same {
+  id int @id
+  org str @filter
+  owner str
+  @allow(read, record.org == record.owner)
+}
+model Within {
+  id int @id
+  org str @filter
+  tags json
+  @allow(read, record.org in record.tags)
+}
+model Span {
+  id int @id
+  start datetime
+  end datetime
+  @allow(read, record.start < record.end)
+}
+model Echo {
+  id int @id
+  at datetime
+  j json
+  @allow(read, record.at == record.j)
+}
+"""
+
+
+def test_a_filter_field_compared_with_another_field_is_a_test_never_a_pin():
+    mod = compiled(FIELDS)
+    same = mod.scope_same__list({})
+    assert same.field is None and same.key is None
+    assert (same.visible({"id": 1, "org": "a", "owner": "a"}), same.visible({"id": 1, "org": "a", "owner": "b"})) == (
+        True,
+        False,
+    )
+    within = mod.scope_within__list({})
+    assert within.field is None and within.key is None
+    assert within.visible({"id": 1, "org": "a", "tags": ["b", "a"]}) is True
+    assert within.visible({"id": 1, "org": "a", "tags": ["b"]}) is False
+
+
+def test_two_datetime_fields_compare_as_instants_and_a_json_field_as_the_stored_text():
+    mod = compiled(FIELDS)
+    whole, half = "2026-01-01T00:00:00Z", "2026-01-01T00:00:00.500000Z"  # as stored; as text half < whole
+    assert mod.allow_span__get({"id": 1, "start": whole, "end": half}, {}) is True
+    assert mod.allow_span__get({"id": 1, "start": half, "end": whole}, {}) is False
+    assert mod.allow_echo__get({"id": 1, "at": whole, "j": whole}, {}) is True
+    assert mod.allow_echo__get({"id": 1, "at": whole, "j": half}, {}) is False
