@@ -337,3 +337,39 @@ def test_two_datetime_fields_compare_as_instants_and_a_json_field_as_the_stored_
     assert mod.allow_span__get({"id": 1, "start": half, "end": whole}, {}) is False
     assert mod.allow_echo__get({"id": 1, "at": whole, "j": whole}, {}) is True
     assert mod.allow_echo__get({"id": 1, "at": whole, "j": half}, {}) is False
+
+
+CONSTANTS = """\
+model Yes {
+  id int @id
+  @allow(read, true)
+}
+model No {
+  id int @id
+  @allow(read, false)
+}
+model Listed {
+  id int @id
+  level int
+  at datetime
+  @allow(read, record.level in [1, 2])
+  @allow(delete, record.at in ["2026-01-01T01:00:00+01:00", "2027-01-01T00:00:00Z"])
+}
+"""
+
+
+def test_a_literal_true_or_false_rule_allows_or_refuses_every_record():
+    mod = compiled(CONSTANTS)
+    assert mod.allow_yes__get({"id": 1}, {}) is True
+    assert mod.scope_yes__list({}).everything is True
+    assert mod.allow_no__get({"id": 1}, {}) is False
+    assert mod.scope_no__list({}).nothing is True
+
+
+def test_a_list_literal_on_a_field_without_filter_holds_the_fields_typed_values():
+    mod = compiled(CONSTANTS)
+    record = {"id": 1, "level": 2, "at": "2026-01-01T00:00:00Z"}
+    assert mod.allow_listed__get(record, {}) is True
+    assert mod.allow_listed__get({**record, "level": 3}, {}) is False
+    assert mod.allow_listed__delete(record, {}) is True  # the same instant as the first literal
+    assert mod.allow_listed__delete({**record, "at": "2026-06-01T00:00:00Z"}, {}) is False
