@@ -373,3 +373,32 @@ def test_a_list_literal_on_a_field_without_filter_holds_the_fields_typed_values(
     assert mod.allow_listed__get({**record, "level": 3}, {}) is False
     assert mod.allow_listed__delete(record, {}) is True  # the same instant as the first literal
     assert mod.allow_listed__delete({**record, "at": "2026-06-01T00:00:00Z"}, {}) is False
+
+
+BARE = """\
+@allow(replicate)
+model Open {
+  id int @id
+  at datetime
+  @allow(read)
+  @allow(delete, token.since <= record.at)
+  @allow(update, "2026-01-01T01:00:00+01:00" == record.at)
+}
+"""
+
+
+def test_a_rule_without_a_condition_allows_every_record_and_token():
+    mod = compiled(BARE)
+    assert mod.allow_open__get({"id": 1, "at": "2026-01-01T00:00:00Z"}, {}) is True
+    assert mod.scope_open__list({}).everything is True
+    assert mod.allow_replicate({}) is True
+    assert mod.allow_open__create({"id": 1, "at": "2026-01-01T00:00:00Z"}, {}) is False  # no create rule
+
+
+def test_a_claim_or_literal_on_the_left_of_a_datetime_field_is_typed_like_the_field():
+    mod = compiled(BARE)
+    record = {"id": 1, "at": "2026-01-01T00:00:00.500000Z"}
+    assert mod.allow_open__delete(record, {"since": "2026-01-01T01:00:00.2+01:00"}) is True
+    assert mod.allow_open__delete(record, {"since": "2026-01-01T00:00:01Z"}) is False
+    assert mod.allow_open__update({"id": 1, "at": "2026-01-01T00:00:00Z"}, {"id": 1, "at": "2026-01-01T00:00:00Z"}, {})
+    assert mod.allow_open__update(record, record, {}) is False
