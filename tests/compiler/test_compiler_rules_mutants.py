@@ -402,3 +402,16 @@ def test_a_claim_or_literal_on_the_left_of_a_datetime_field_is_typed_like_the_fi
     assert mod.allow_open__delete(record, {"since": "2026-01-01T00:00:01Z"}) is False
     assert mod.allow_open__update({"id": 1, "at": "2026-01-01T00:00:00Z"}, {"id": 1, "at": "2026-01-01T00:00:00Z"}, {})
     assert mod.allow_open__update(record, record, {}) is False
+
+
+def test_a_scope_function_says_what_it_answers():
+    mod = compiled(DOCUMENTED)
+    assert mod.scope_two__list.__doc__.strip().splitlines() == [
+        "Generated from test.dbs:5 (Two, list).",
+        "",
+        "    Allowed when any of these holds:",
+        '    line 5: @allow(read, record.level == token.level and record.note == "x")',
+        "    line 6: @allow(read, record.level in token.levels)",
+        "",
+        "    The token's Scope (dbsvc.rules): what it may see.",
+    ]
