@@ -415,3 +415,12 @@ def test_a_scope_function_says_what_it_answers():
         "",
         "    The token's Scope (dbsvc.rules): what it may see.",
     ]
+
+
+def test_a_branch_that_allows_everything_ends_a_scope_of_several_rules():
+    mod = compiled(
+        "model Board {\n  id int @id\n  org str @filter\n"
+        "  @allow(read, record.org == token.org)\n  @allow(read)\n  @allow(read, token.role == \"x\")\n}\n"
+    )
+    assert mod.scope_board__list({}).everything is True
+    assert mod.scope_board__list({"org": "a"}).everything is True
