@@ -424,3 +424,105 @@ def test_a_branch_that_allows_everything_ends_a_scope_of_several_rules():
     )
     assert mod.scope_board__list({}).everything is True
     assert mod.scope_board__list({"org": "a"}).everything is True
+
+
+CARDS = """\
+@allow(replicate, token.role == "replicator")
+@allow(replicate, token.sub == "backup")
+model Card {
+  id int @id
+  owner str @default(token.sub)
+  team str? @default(token.org.team)
+  title str
+  @allow(read, record.owner == token.sub)
+  @allow(create delete, token.role == "admin")
+  @allow(delete, token.sub == "x")
+}
+model Free {
+  id int @id
+  by str @default(token.sub)
+}
+"""
+
+FILL_CARD = '''\
+def fill_card__from_token(body, token):
+    """Generated from cards.dbs:5 (Card).
+
+    Sets from the token, on create:
+    line 5: owner @default(token.sub)
+    line 6: team @default(token.org.team)
+    """
+    if not isinstance(body, dict):
+        return None
+    _dbsvc_value = _dbsvc_rules.claim(token, ('sub',))
+    if _dbsvc_value is _dbsvc_rules.MISSING:
+        raise Forbidden("the token has no claim 'sub', which sets field 'owner' of Card (@default(token.sub)), \
+expected a token carrying it")
+    if 'owner' in body and (not _dbsvc_rules.same(body['owner'], _dbsvc_value)):
+        raise Forbidden("field 'owner' of Card is set from the token's claim 'sub' (@default(token.sub)), expected \
+the body to omit it or carry the same value")
+    body['owner'] = _dbsvc_value
+    _dbsvc_value = _dbsvc_rules.claim(token, ('org', 'team'))
+    if _dbsvc_value is _dbsvc_rules.MISSING:
+        _dbsvc_value = None
+    if 'team' in body and (not _dbsvc_rules.same(body['team'], _dbsvc_value)):
+        raise Forbidden("field 'team' of Card is set from the token's claim 'org.team' (@default(token.org.team)), \
+expected the body to omit it or carry the same value")
+    body['team'] = _dbsvc_value'''
+
+REPLICATE = '''\
+def allow_replicate(token):
+    """Generated from cards.dbs:1 (replicate).
+
+    May this token replicate? Any of:
+    line 1: @allow(replicate, token.role == "replicator")
+    line 2: @allow(replicate, token.sub == "backup")
+    """
+    if _dbsvc_rules.same(_dbsvc_rules.claim(token, ('role',)), 'replicator'):
+        return True
+    if _dbsvc_rules.same(_dbsvc_rules.claim(token, ('sub',)), 'backup'):
+        return True
+    return False
+REPLICATE_RULE = allow_replicate
+RULES = True'''
+
+CARD_ARGUMENTS = {
+    "rules": "_dbsvc_rules.ModelRules(list=scope_card__list, get=allow_card__get, create=allow_card__create, "
+    "update=allow_card__update, delete=allow_card__delete, subscribe=scope_card__subscribe, "
+    "text={'list': '@allow(read, record.owner == token.sub)', 'get': '@allow(read, record.owner == token.sub)', "
+    "'create': '@allow(create delete, token.role == \"admin\")', 'update': '', "
+    "'delete': '@allow(create delete, token.role == \"admin\") or @allow(delete, token.sub == \"x\")', "
+    "'subscribe': '@allow(read, record.owner == token.sub)'})",
+    "fill_from_token": "fill_card__from_token",
+}
+
+
+def test_the_token_defaults_the_model_arguments_and_the_replicate_rule_as_emitted():
+    import ast
+
+    from dbsvc.compiler.rules import build_fill, build_replicate, build_rules, model_rules_arguments
+
+    schema = parse_schema(CARDS, "cards.dbs")
+    card, free = schema.models
+    assert ast.unparse(build_fill(schema, card)) == FILL_CARD
+    assert ast.unparse(ast.Module(body=build_replicate(schema), type_ignores=[])) == REPLICATE
+    assert {k: ast.unparse(v) for k, v in model_rules_arguments(card).items()} == CARD_ARGUMENTS
+    assert list(model_rules_arguments(card)) == ["rules", "fill_from_token"]
+    assert {k: ast.unparse(v) for k, v in model_rules_arguments(free).items()} == {
+        "fill_from_token": "fill_free__from_token"
+    }
+    assert [f.name for f in build_rules(schema, card)] == [  # type: ignore[attr-defined]
+        "scope_card__list",
+        "allow_card__get",
+        "allow_card__create",
+        "allow_card__update",
+        "allow_card__delete",
+        "scope_card__subscribe",
+        "fill_card__from_token",
+    ]
+    assert [f.name for f in build_rules(schema, free)] == ["fill_free__from_token"]  # type: ignore[attr-defined]
+    plain = parse_schema("model A {\n  id int @id\n}\n", "a.dbs")
+    assert ast.unparse(ast.Module(body=build_replicate(plain), type_ignores=[])) == "REPLICATE_RULE = None\nRULES = False"
+    assert build_fill(plain, plain.models[0]) is None
+    assert model_rules_arguments(plain.models[0]) == {}
+    assert build_rules(plain, plain.models[0]) == []
