@@ -6,8 +6,11 @@ mutation run records every test as a caller of the builders it exercises."""
 
 from __future__ import annotations
 
+import pytest
+
 from dbsvc import rules as run
 from dbsvc.compiler import compile_schema, generate_source
+from dbsvc.errors import Forbidden
 from dbsvc.schema import parse_schema
 
 
@@ -440,7 +443,7 @@ model Card {
 }
 model Free {
   id int @id
-  by str @default(token.sub)
+  by str @default(token.org.id)
 }
 """
 
@@ -526,3 +529,9 @@ def test_the_token_defaults_the_model_arguments_and_the_replicate_rule_as_emitte
     assert build_fill(plain, plain.models[0]) is None
     assert model_rules_arguments(plain.models[0]) == {}
     assert build_rules(plain, plain.models[0]) == []
+    with pytest.raises(Forbidden) as refused:
+        compiled(CARDS).fill_free__from_token({}, {"org": {}})
+    assert refused.value.detail == (
+        "the token has no claim 'org.id', which sets field 'by' of Free (@default(token.org.id)), "
+        "expected a token carrying it"
+    )
