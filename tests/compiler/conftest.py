@@ -1,5 +1,9 @@
 """Fixtures for the compiler tests: the demo schemas compiled once per session, and a
-factory compiling schema text (the schema parser builds the IR, as in production)."""
+factory compiling schema text (the schema parser builds the IR, as in production).
+
+Under mutmut every compilation happens inside the test that asks for it (each fixture per test:
+support/mutation.py), so mutmut maps each builder of `dbsvc/compiler/` to every test
+that compiles a schema, not to the first one only."""
 
 from __future__ import annotations
 
@@ -10,25 +14,27 @@ import pytest
 from dbsvc.compiler import compile_schema
 from dbsvc.errors import ConstraintViolation
 from dbsvc.schema import load_schema, parse_schema
+from support.mutation import shared
 
 ROOT = Path(__file__).resolve().parents[2]
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope=shared("session"))
 def blog():
     """The generated module of schemas/blog.dbs."""
     return compile_schema(load_schema(str(ROOT / "schemas" / "blog.dbs")))
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope=shared("session"))
 def inventory():
     """The generated module of schemas/inventory.dbs."""
     return compile_schema(load_schema(str(ROOT / "schemas" / "inventory.dbs")))
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope=shared("session"))
 def compile_text():
-    """compile_text(schema_text) -> generated module (path 'test.dbs')."""
+    """compile_text(schema_text) -> generated module (path 'test.dbs'), each text compiled once
+    per session (under mutmut once per test: a property test compiles once, not per example)."""
     cache: dict[str, object] = {}
 
     def factory(text: str):

@@ -29,6 +29,7 @@ from dbsvc.compiler.asyncapi import CLOSE_CODES, build_asyncapi
 from dbsvc.compiler.openapi import build_openapi
 from dbsvc.schema import load_schema, parse_schema
 from dbsvc.storage.events import ChangeEvent, EventKind
+from support.mutation import shared
 
 ROOT = Path(__file__).resolve().parents[2]
 BLOG = ROOT / "schemas" / "blog.dbs"
@@ -51,12 +52,12 @@ def _document(path: Path) -> dict:
     return build_asyncapi(load_schema(str(path)))
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope=shared("module"))
 def blog_doc() -> dict:
     return _document(BLOG)
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope=shared("module"))
 def inventory_doc() -> dict:
     return _document(INVENTORY)
 

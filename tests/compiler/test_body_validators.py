@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from dbsvc.errors import BadRequest, ConstraintViolation
+from support.mutation import shared
 
 TYPES = """
 model Thing {
@@ -64,12 +65,12 @@ VALID = {
 }
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope=shared("module"))
 def thing(compile_text):
     return compile_text(TYPES).BY_NAME["Thing"]
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope=shared("module"))
 def conf(compile_text):
     return compile_text(DEFAULTS)
 

@@ -11,6 +11,7 @@ import pytest
 
 from dbsvc.errors import BadQuery, BadRequest, ConstraintViolation
 from dbsvc.runtime import MAX_DEPTH, MAX_FILTER_VALUES, compact_json, decode_body, filter_sets, nfc, show
+from support.mutation import shared
 
 NFD_CAFE = "cafe\u0301"
 NFC_CAFE = "caf\u00e9"
@@ -26,7 +27,7 @@ model Account {
 """
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope=shared("module"))
 def account(compile_text):
     return compile_text(SCHEMA).BY_NAME["Account"]
 

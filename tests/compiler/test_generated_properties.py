@@ -13,6 +13,7 @@ from hypothesis import strategies as st
 
 from dbsvc import runtime
 from dbsvc.errors import BadQuery, BadRequest, ConstraintViolation
+from support.mutation import shared
 
 SCHEMA = """
 model Thing {
@@ -93,7 +94,7 @@ WRONG = {  # per field: values of a JSON kind the field never accepts
 }
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope=shared("module"))
 def thing(compile_text):
     return compile_text(SCHEMA).BY_NAME["Thing"]
 

@@ -16,18 +16,19 @@ from dbsvc.compiler.openapi import build_openapi
 from dbsvc.compiler.openapi_schemas import ERROR_CODES
 from dbsvc.schema import load_schema
 from dbsvc.schema.ir import Default, DefaultKind, Field, FieldType, Model, Projection, Schema
+from support.mutation import shared
 
 ROOT = Path(__file__).resolve().parents[2]
 BLOG = ROOT / "schemas" / "blog.dbs"
 INVENTORY = ROOT / "schemas" / "inventory.dbs"
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope=shared("module"))
 def blog() -> dict:
     return build_openapi(load_schema(str(BLOG)))
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope=shared("module"))
 def inventory() -> dict:
     return build_openapi(load_schema(str(INVENTORY)))
 

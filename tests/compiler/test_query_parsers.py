@@ -6,6 +6,7 @@ import pytest
 
 from dbsvc.errors import BadQuery, BadRequest
 from dbsvc.runtime import DEFAULT_QUERY, MAX_LIMIT, Query
+from support.mutation import shared
 
 FILTERS = """
 model Row {
@@ -37,17 +38,17 @@ model Keyed {
 FILTERABLE = "id, n, f, s, b, e, dt, d, u"
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope=shared("module"))
 def module(compile_text):
     return compile_text(FILTERS)
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope=shared("module"))
 def row(module):
     return module.BY_NAME["Row"]
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope=shared("module"))
 def bare(module):
     return module.BY_NAME["Bare"]
 

@@ -5,19 +5,20 @@ from __future__ import annotations
 import pytest
 
 from dbsvc.runtime import CompiledModel, identity
+from support.mutation import shared
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope=shared("module"))
 def user(blog):
     return blog.BY_NAME["User"]
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope=shared("module"))
 def post(blog):
     return blog.BY_NAME["BlogPost"]
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope=shared("module"))
 def item(inventory):
     return inventory.BY_NAME["Item"]
 

@@ -14,6 +14,7 @@ from dbsvc import rules as run
 from dbsvc.compiler import generate_source
 from dbsvc.errors import Forbidden
 from dbsvc.schema import parse_schema
+from support.mutation import shared
 
 NOTES = """\
 @allow(replicate, token.role == "replicator")
@@ -54,7 +55,7 @@ model Open {
 """
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope=shared("module"))
 def mod(compile_text):
     return compile_text(NOTES)
 

@@ -14,17 +14,18 @@ from openapi_spec_validator import validate
 from dbsvc.compiler.asyncapi import build_asyncapi
 from dbsvc.compiler.openapi import build_openapi
 from dbsvc.schema import load_schema, parse_schema
+from support.mutation import shared
 
 ROOT = Path(__file__).resolve().parents[2]
 NOTES = ROOT / "schemas" / "notes.dbs"
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope=shared("module"))
 def openapi() -> dict:
     return build_openapi(load_schema(str(NOTES)))
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope=shared("module"))
 def asyncapi() -> dict:
     return build_asyncapi(load_schema(str(NOTES)))
 
