@@ -344,15 +344,17 @@ def test_find_frame_resynchronises_on_the_first_good_frame_in_range(tmp_path):
 
 
 def test_find_frame_finds_a_frame_whose_header_straddles_a_window(tmp_path):
-    """Windows are 64 KiB: put frame 2's header across the first window's end."""
+    """Windows are 64 KiB and a candidate's 16-byte header must lie inside one: frame 2
+    starts at byte 65,521, the first position the first window (from byte 0) cannot hold
+    a header at, so the next window must start exactly there."""
     path = str(tmp_path / "f")
-    first = frame(1, 65536 - 8)
-    data = first + frame(2, 500) + frame(3, 500)
+    data = frame(1, 65521) + frame(2, 500) + frame(3, 500)
     open(path, "wb").write(data)
     fd = os.open(path, os.O_RDONLY)
     try:
-        assert retain.find_frame(fd, 1, len(data), 2, 3) == (65528, 2)
-        assert retain.find_frame(fd, 1, len(data), 3, 3) == (66028, 3)
+        assert retain.find_frame(fd, 0, len(data), 2, 3) == (65521, 2)
+        assert retain.find_frame(fd, 0, len(data), 3, 3) == (66021, 3)
+        assert retain.find_frame(fd, 1, len(data), 2, 2) == (65521, 2)
     finally:
         os.close(fd)
 
