@@ -18,7 +18,7 @@ from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
 
-from dbsvc.storage.idmap import IdMap
+from dbsvc.storage.idmap import IdMap, pick, records_of
 
 
 class Model:
@@ -210,3 +210,17 @@ def test_the_list_takes_ids_up_to_twice_its_records():
 def test_from_ascending_holds_each_id_where_the_rule_says(start, listed, far):
     m = run_script([], start=start)
     assert len(m.slots) == listed and list(m.far) == far
+
+
+def test_records_of_chooses_the_map_by_id_kind_and_pick_reads_either():
+    """Int ids get an IdMap, any other kind a plain dict; `pick` reads a list page from both,
+    in the order asked."""
+    ints = records_of(True, [1, 2, 5000], [b"[1]", b"[2]", b"[5000]"])
+    assert type(ints) is IdMap and list(ints.far) == [5000] and len(ints.slots) == 3
+    assert pick(ints, [5000, 2, 1]) == [b"[5000]", b"[2]", b"[1]"]
+    texts = records_of(False, ["a", "b"], [b'["a"]', b'["b"]'])
+    assert type(texts) is dict and texts == {"a": b'["a"]', "b": b'["b"]'}
+    assert pick(texts, ["b", "a"]) == [b'["b"]', b'["a"]']
+    assert records_of(True) == IdMap() and type(records_of(False)) is dict and records_of(False) == {}
+    with pytest.raises(KeyError):
+        pick(texts, ["c"])
