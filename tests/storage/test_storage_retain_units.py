@@ -221,24 +221,28 @@ def test_load_takes_a_sound_segment_with_trailing_nothing(tmp_path):
 
 
 @pytest.mark.parametrize(
-    ("damage", "log_base", "reason"),
+    ("damage", "log_base", "at", "reason"),
     [
-        ("none", 7, "it does not end with a good frame of offset 7, the log's base"),
-        ("none", 5, "it does not end with a good frame of offset 5, the log's base"),
-        ("none", 3, "it starts after offset 3, not before the log's base 3"),
-        ("none", 2, "it starts after offset 3, not before the log's base 2"),
-        ("first", 6, "its first frame is not a good frame of offset 4"),
-        ("last", 6, "it does not end with a good frame of offset 6, the log's base"),
-        ("tail", 6, "it does not end with a good frame of offset 6, the log's base"),
-        ("header", 6, "header checksum mismatch"),
+        ("none", 7, 220, "it does not end with a good frame of offset 7, the log's base"),
+        ("none", 5, 220, "it does not end with a good frame of offset 5, the log's base"),
+        ("none", 3, 0, "it starts after offset 3, not before the log's base 3"),
+        ("none", 2, 0, "it starts after offset 3, not before the log's base 2"),
+        ("first", 6, 40, "its first frame is not a good frame of offset 4"),
+        ("early", 6, 40, "its first frame is not a good frame of offset 5"),  # header base 4, first frame 4
+        ("late", 6, 40, "its first frame is not a good frame of offset 3"),  # header base 2, first frame 4
+        ("last", 6, 220, "it does not end with a good frame of offset 6, the log's base"),
+        ("tail", 6, 221, "it does not end with a good frame of offset 6, the log's base"),
+        ("header", 6, 0, "log header checksum mismatch"),
     ],
 )
-def test_load_ignores_a_segment_that_fails_a_check_and_says_why(tmp_path, caplog, damage, log_base, reason):
+def test_load_ignores_a_segment_that_fails_a_check_and_says_why(tmp_path, caplog, damage, log_base, at, reason):
     path = str(tmp_path / "log.retained")
-    write_log(path, OLD, 3, [50, 60, 70])
+    write_log(path, OLD, 3, [50, 60, 70])  # frames 4, 5, 6: 40 + 180 = 220 bytes
     data = bytearray(open(path, "rb").read())
     if damage == "first":
         data[40 + 30] ^= 1
+    elif damage in ("early", "late"):
+        data[:40] = header(OLD, 4 if damage == "early" else 2)
     elif damage == "last":
         data[-5] ^= 1
     elif damage == "tail":
@@ -248,9 +252,10 @@ def test_load_ignores_a_segment_that_fails_a_check_and_says_why(tmp_path, caplog
     open(path, "wb").write(bytes(data))
     with caplog.at_level(logging.WARNING, logger="dbsvc.storage"):
         assert retain.load(path, log_base) is None
-    assert f"{tmp_path}: ignoring the retained log segment" in caplog.text
-    assert reason in caplog.text
-    assert f"offsets before {log_base} answer 410 offset_gone" in caplog.text
+    assert [r.getMessage() for r in caplog.records] == [
+        f"{tmp_path}: ignoring the retained log segment ({path}: corrupt at byte {at}: {reason});"
+        f" offsets before {log_base} answer 410 offset_gone"
+    ]
 
 
 def test_load_finds_the_last_frame_behind_a_large_one(tmp_path):
@@ -301,14 +306,21 @@ def test_read_refuses_a_replaced_file_a_damaged_header_and_a_short_end(big):
     segment, frames = big
     data = open(segment.path, "rb").read()
     open(segment.path, "wb").write(header(NEW, 100) + data[40:])
-    with pytest.raises(SegmentDamaged, match="damaged at byte 0: the file was replaced"):
+    with pytest.raises(SegmentDamaged) as caught:
         list(retain.read(segment, 0))
+    assert str(caught.value) == f"{segment.path}: damaged at byte 0: the file was replaced"
     open(segment.path, "wb").write(header(OLD, 99) + data[40:])
     with pytest.raises(SegmentDamaged, match="the file was replaced"):
         list(retain.read(segment, 0))
     open(segment.path, "wb").write(b"X" + data[1:])
-    with pytest.raises(SegmentDamaged, match="damaged at byte 0"):
+    with pytest.raises(SegmentDamaged) as caught:
         list(retain.read(segment, 0))
+    assert str(caught.value) == f"{segment.path}: damaged at byte 0: not a dbsvc log (magic b'XBSVCLOG')"
+    assert (caught.value.path, caught.value.position, caught.value.reason) == (
+        segment.path,
+        0,
+        "not a dbsvc log (magic b'XBSVCLOG')",
+    )
     cut = len(data) - len(frames[700]) - len(frames[699])  # ends after frame 698
     open(segment.path, "wb").write(data[:cut])
     got = []
@@ -318,8 +330,37 @@ def test_read_refuses_a_replaced_file_a_damaged_header_and_a_short_end(big):
     assert got == [696, 697, 698]
     # The same size, but its last frame is 699: the walk ends cleanly one offset short.
     open(segment.path, "wb").write(data[:cut] + frame(699, len(frames[699]) + len(frames[700])))
-    with pytest.raises(SegmentDamaged, match=f"damaged at byte {len(data)}: ends at offset 699, expected 700"):
+    with pytest.raises(SegmentDamaged) as caught:
         list(retain.read(segment, 695))
+    assert str(caught.value) == f"{segment.path}: damaged at byte {len(data)}: ends at offset 699, expected 700"
+
+
+@pytest.mark.parametrize("big_every", [0, 10])
+def test_read_seeks_near_the_wanted_frame_instead_of_walking_from_the_start(tmp_path, monkeypatch, big_every):
+    """A segment of about 9 MiB (2,000 frames of 4 to 6 KiB; with `big_every`, every tenth
+    one 100 KiB, so a bisection step can find no frame between its middle and its upper
+    end): the frames after an offset deep inside it cost a bisection over 64 KiB windows
+    and one 1 MiB chunk, never a walk over everything before them."""
+    path = str(tmp_path / "log.retained")
+    sizes = [102_400 if big_every and i % big_every == 5 else 4000 + (i % 7) * 300 for i in range(2000)]
+    frames = write_log(path, OLD, 0, sizes)
+    segment = retain.load(path, 2000)
+    reads: list[int] = []
+    real = os.pread
+
+    def counting(fd: int, n: int, pos: int) -> bytes:
+        data = real(fd, n, pos)
+        reads.append(len(data))
+        return data
+
+    monkeypatch.setattr(os, "pread", counting)
+    for after in (1500, 1999, 1000, 1, 0, 700, 1995, 1994, *range(1490, 1510)):
+        reads.clear()
+        got = retain.read(segment, after)
+        assert next(got) == (after + 1, frames[after + 1])
+        got.close()
+        # 1 MiB for the walk's chunk, at most 16 steps of a 64 KiB window and a 100 KiB frame.
+        assert sum(reads) <= (1 << 20) + 16 * (65536 + 102_400 + 16), (after, sum(reads))
 
 
 def test_find_frame_resynchronises_on_the_first_good_frame_in_range(tmp_path):
