@@ -191,8 +191,34 @@ def test_a_source_cut_short_under_the_copy_retains_nothing(tmp_path, log5, caplo
     p = retain.plan(10**6, NEW, None, log, 1040 - 5, 10, 15)
     with caplog.at_level(logging.WARNING, logger="dbsvc.storage"):
         assert retain.write_pending(str(tmp_path), p) is None
-    assert f"{tmp_path}: the retained copy does not end with offset 15; retaining nothing" in caplog.text
+    assert [r.getMessage() for r in caplog.records] == [
+        f"{tmp_path}: the retained copy does not end with offset 15; retaining nothing"
+    ]
     assert not os.path.exists(tmp_path / "log.retained.new")
+
+
+def test_a_source_shorter_than_planned_fails_the_copy_naming_it(tmp_path, log5):
+    log, _ = log5
+    p = retain.plan(10**6, NEW, None, log, 1045, 10, 15)
+    with pytest.raises(OSError) as caught:
+        retain.write_pending(str(tmp_path), p)
+    assert str(caught.value) == f"{log} ended at byte 1040, expected 1045"
+
+
+def test_write_pending_replaces_a_leftover_file_whole_with_mode_0644(tmp_path, log5):
+    log, frames = log5
+    new = tmp_path / "log.retained.new"
+    old_mask = os.umask(0o022)
+    try:
+        new.write_bytes(b"j" * 5000)  # a leftover of a compaction that stopped before its commit
+        pending, data = retained(str(tmp_path), 340, None, log, 10, 15)
+        assert data == header(NEW, 14) + frames[15]
+        fresh = tmp_path / "fresh"
+        fresh.mkdir()
+        retained(str(fresh), 340, None, log, 10, 15)
+        assert os.stat(fresh / "log.retained.new").st_mode & 0o777 == 0o644
+    finally:
+        os.umask(old_mask)
 
 
 def test_write_pending_asks_check_before_each_chunk_and_stops_when_it_raises(tmp_path, two_sources):
@@ -366,7 +392,7 @@ def test_read_seeks_near_the_wanted_frame_instead_of_walking_from_the_start(tmp_
 def test_find_frame_resynchronises_on_the_first_good_frame_in_range(tmp_path):
     path = str(tmp_path / "f")
     a, b, c = frame(5, 100), frame(6, 100), frame(7, 100)
-    junk = b"\x00" * 30 + struct.pack(">QII", 6, 0, 10) + b"\x00" * 10  # a header with a bad CRC
+    junk = b"\x00" * 31 + struct.pack(">QII", 6, 0, 10) + b"\x00" * 10  # a header with a bad CRC; odd length
     data = junk + a + b + c
     open(path, "wb").write(data)
     fd = os.open(path, os.O_RDONLY)
@@ -398,6 +424,44 @@ def test_find_frame_finds_a_frame_whose_header_straddles_a_window(tmp_path):
         assert retain.find_frame(fd, 1, len(data), 2, 2) == (65521, 2)
     finally:
         os.close(fd)
+
+
+def test_find_frame_takes_a_candidate_just_inside_the_windows_end(tmp_path):
+    """A first window from byte 0 holds candidates up to byte 65,520; frame 2 starts at
+    65,515, after a candidate (frame 1's header) that is out of range."""
+    path = str(tmp_path / "f")
+    data = frame(1, 65515) + frame(2, 500) + frame(3, 500)
+    open(path, "wb").write(data)
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        assert retain.find_frame(fd, 0, len(data), 2, 3) == (65515, 2)
+    finally:
+        os.close(fd)
+
+
+@pytest.mark.parametrize("last", [65537, 65540, 200])
+def test_load_finds_a_last_frame_starting_just_before_a_window_of_the_search(tmp_path, last):
+    """The search from the end reads 64 KiB windows, each with the 7 bytes past it: a last
+    frame of 65,537 bytes starts one byte before the first window, 65,540 four bytes."""
+    path = str(tmp_path / "log.retained")
+    write_log(path, OLD, 0, [50, last])
+    assert retain.load(path, 2) == Segment(path, OLD, 0, 2, 90 + last, 90)
+
+
+def test_a_frame_of_exactly_the_largest_payload_is_good(tmp_path):
+    """64 MiB of payload (sparse zeros: cheap on disk) is a good frame: a retained segment
+    whose last frame is that big is found from the end and taken."""
+    n = 64 * 1024 * 1024
+    path = str(tmp_path / "big")
+    with open(path, "wb") as f:
+        f.write(header(OLD, 0) + frame(1, 100) + struct.pack(">QII", 2, zlib.crc32(bytes(n)), n))
+        f.truncate(40 + 100 + 16 + n)
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        assert retain.find_frame(fd, 140, 156 + n, 2, 2) == (140, 2)
+    finally:
+        os.close(fd)
+    assert retain.load(path, 2) == Segment(path, OLD, 0, 2, 156 + n, 140)
 
 
 # -- the file steps ------------------------------------------------------------------------
