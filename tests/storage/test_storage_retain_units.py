@@ -408,6 +408,13 @@ def test_find_frame_resynchronises_on_the_first_good_frame_in_range(tmp_path):
         assert retain.find_frame(fd, 0, len(data), 7, 6) is None
     finally:
         os.close(fd)
+    # One stray zero byte: the first candidate (byte 0) fails, the next one (byte 1) is frame 5.
+    open(path, "wb").write(b"\x00" + a + b + c)
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        assert retain.find_frame(fd, 0, 301, 5, 7) == (1, 5)
+    finally:
+        os.close(fd)
 
 
 def test_find_frame_finds_a_frame_whose_header_straddles_a_window(tmp_path):
