@@ -181,7 +181,7 @@ def test_deletes_and_reinserts_move_ids_between_the_dict_order_and_the_list():
     run_script(
         [("put", -1), ("put", "x"), ("put", 10**9), ("del", "x"), ("put", "x"), ("put", -1), ("del", -1), ("put", 3)]
         + [("put", i) for i in range(4, 12)]
-        + [("del", 3), ("put", 3), ("del", 10**9)],
+        + [("del", 3), ("put", 3), ("del", 10**9), ("put", 0), ("put", 0)],  # id 0 replaced in the list
         start=[0, 1, 2],
     )
 
@@ -205,6 +205,8 @@ def test_the_list_takes_ids_up_to_twice_its_records():
         ([3, 5, 2000], 6, [2000]),  # one by one, 2000 is far past it
         ([-2, 1, 2], 3, [-2]),
         ([600, 1100], 1101, []),
+        ([*range(1100), 2200], 2201, []),  # 2,200 < twice 1,101 ids: one list (put one by one, 2,200 is far)
+        ([*range(1100), 2210], 1100, [2210]),  # past twice the ids: one by one, and 2,210 is far
     ],
 )
 def test_from_ascending_holds_each_id_where_the_rule_says(start, listed, far):
