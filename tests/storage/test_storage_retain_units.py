@@ -121,7 +121,8 @@ def test_plan_lists_its_sources_oldest_first(tmp_path, log5):
     stale = Segment(seg_path, OLD, 7, 9, 220, 150)
     only_log = retain.Plan(5, NEW, (retain.Source(log, 40, 1040, 11, 15),))
     assert retain.plan(5, NEW, stale, log, 1040, 10, 15) == only_log
-    assert retain.plan(5, NEW, segment, log, 40, 10, 10) == retain.Plan(5, NEW, (retain.Source(seg_path, 40, 220, 8, 10),))
+    only_segment = retain.Plan(5, NEW, (retain.Source(seg_path, 40, 220, 8, 10),))
+    assert retain.plan(5, NEW, segment, log, 40, 10, 10) == only_segment
     assert retain.plan(5, NEW, None, log, 40, 10, 10) == retain.Plan(5, NEW, ())
 
 
