@@ -224,6 +224,7 @@ def test_a_log_of_another_epoch_beside_the_snapshot_is_not_paired(data, tenant, 
         (b"0000000 {}\n", "snapshot header line is missing or has no checksum"),
         (b"00000000{}\n", "snapshot header line is missing or has no checksum"),
         (b"00000000 {}\n", "snapshot header checksum mismatch"),
+        (b"00000000 \n", "snapshot header is not JSON: Expecting value: line 1 column 1 (char 0)"),
         (b"%08x {x}\n" % 0, None),
         (b"[]", None),
     ],
@@ -328,7 +329,43 @@ def test_a_log_with_bytes_after_its_last_frame_is_refused(bk):
     log = (bk / "log").read_bytes()
     (bk / "log").write_bytes(log + b"\x00\x00\x00")
     rewrite_manifest(bk)
-    assert refusal(bk).startswith(f"{bk}/log: corrupt at byte {len(log)}: ")
+    assert refusal(bk) == f"{bk}/log: corrupt at byte {len(log)}: truncated frame header (3 of 16 bytes)"
+
+
+def test_a_log_damaged_before_its_tail_is_refused_naming_the_file(bk):
+    log = bytearray((bk / "log").read_bytes())
+    log[60] ^= 1  # inside the first frame: good frames follow
+    (bk / "log").write_bytes(bytes(log))
+    rewrite_manifest(bk)
+    assert refusal(bk).startswith(f"{bk}/log: corrupt at byte 40: ")
+
+
+@pytest.fixture
+def compacted_bk(tenant, tmp_path) -> Path:
+    compact(tenant)
+    write(tenant, 4)
+    take_backup(tenant, str(tmp_path / "cbk"), "t")
+    return tmp_path / "cbk"
+
+
+def test_a_damaged_snapshot_line_is_refused_naming_the_file(compacted_bk):
+    snap = bytearray((compacted_bk / "snapshot").read_bytes())
+    snap[-3] ^= 1
+    (compacted_bk / "snapshot").write_bytes(bytes(snap))
+    rewrite_manifest(compacted_bk)
+    message = refusal(compacted_bk)
+    assert message.startswith(f"{compacted_bk}/snapshot: corrupt at byte ")
+    assert message.endswith(": snapshot line checksum mismatch")
+
+
+def test_a_snapshot_header_that_is_not_json_is_refused_naming_the_file(compacted_bk):
+    import zlib
+
+    (compacted_bk / "snapshot").write_bytes(b"%08x {x}\n" % zlib.crc32(b"{x}"))
+    rewrite_manifest(compacted_bk)
+    assert refusal(compacted_bk).startswith(
+        f"{compacted_bk}/snapshot: corrupt at byte 0: snapshot header is not JSON: "
+    )
 
 
 def test_the_log_must_end_at_the_head_the_manifest_names(bk):
@@ -383,7 +420,7 @@ def test_a_damaged_history_is_refused(bk):
     raw[-3] ^= 1
     (bk / "history").write_bytes(bytes(raw))
     rewrite_manifest(bk)
-    assert "history" in refusal(bk)
+    assert refusal(bk) == f"{bk}/history: corrupt at byte 0: history file checksum mismatch"
 
 
 def test_restore_refuses_a_tenant_that_exists(data, bk):
@@ -392,14 +429,61 @@ def test_restore_refuses_a_tenant_that_exists(data, bk):
     assert str(caught.value) == f"tenant 't' already exists at {str(data / 't')!r}"
 
 
-def test_a_restore_that_fails_on_disk_leaves_no_tenant_and_no_staging(data, bk, monkeypatch):
+def test_a_restore_that_fails_on_disk_leaves_no_tenant_and_no_staging(data, bk, monkeypatch, tmp_path):
+    """The files are staged in `.restoring-NAME-<8 hex>` beside the tenants (never in the
+    working directory), and removed when the rename fails."""
+    seen: list[str] = []
+
     def refuse(src, dst):
+        seen.append(src)
         raise OSError(28, "No space left on device")
 
+    elsewhere = tmp_path / "cwd"
+    elsewhere.mkdir()
+    monkeypatch.chdir(elsewhere)
     monkeypatch.setattr(files.ops, "rename", refuse)
     with pytest.raises(OSError):
         restore_backup(str(bk), str(data), "copy")
+    (staging,) = seen
+    assert os.path.dirname(staging) == str(data)
+    assert re.fullmatch(r"\.restoring-copy-[0-9a-f]{8}", os.path.basename(staging)), staging
     assert sorted(os.listdir(data)) == ["t"]
+    assert os.listdir(elsewhere) == []
+
+
+def test_a_tenant_created_while_restoring_is_not_replaced(data, bk, monkeypatch):
+    """NAME is checked again just before the rename: a tenant created meanwhile wins."""
+    real = backup.fsync_dir
+
+    def meanwhile(path: str) -> None:
+        real(path)
+        if os.path.basename(path).startswith(".restoring-"):
+            os.mkdir(data / "copy")
+
+    monkeypatch.setattr(backup, "fsync_dir", meanwhile)
+    with pytest.raises(TenantError) as caught:
+        restore_backup(str(bk), str(data), "copy")
+    assert str(caught.value) == f"tenant 'copy' already exists at {str(data / 'copy')!r}"
+    assert sorted(os.listdir(data)) == ["copy", "t"] and os.listdir(data / "copy") == []
+
+
+def test_the_restored_tenant_directory_is_0755_whatever_the_umask(data, bk):
+    old = os.umask(0)
+    try:
+        restore_backup(str(bk), str(data), "copy")
+    finally:
+        os.umask(old)
+    assert os.stat(data / "copy").st_mode & 0o777 == 0o755
+
+
+def test_a_tenant_opened_but_never_written_restores_forked_at_offset_0(data, tmp_path):
+    directory = create_tenant(str(data), "blank")
+    open_store(directory).close()
+    manifest = take_backup(directory, str(tmp_path / "bk"), "blank")
+    assert (manifest["head_offset"], manifest["frames"]) == (0, 0)
+    restore_backup(str(tmp_path / "bk"), str(data), "copy")
+    before, after = history(directory), history(str(data / "copy"))
+    assert [(f.id, f.at) for f in after.forks] == [(before.id, 0)]
 
 
 def test_restore_into_a_data_directory_that_does_not_exist_yet(bk, tmp_path):
