@@ -12,6 +12,7 @@ import gc
 import io
 import json
 import os
+from pathlib import Path
 
 import pytest
 
@@ -343,11 +344,19 @@ def test_a_utf8_bom_is_skipped_and_only_at_the_start(tmp_path):
         (lambda p: None, "no such file"),
         (lambda p: p.mkdir(), "it is a directory, not a JSON Lines file"),
         (lambda p: os.mkfifo(p), "it is a FIFO, not a regular file: save the data to a file and import that"),
+        ("/dev/zero", "it is a character device, not a regular file: save the data to a file and import that"),
+        ("under-a-file", "not a directory"),
     ],
 )
 def test_what_is_not_a_readable_regular_file_is_refused(tmp_path, make, why):
     path = tmp_path / "f.jsonl"
-    make(path)
+    if make == "/dev/zero":
+        path = Path("/dev/zero")
+    elif make == "under-a-file":
+        (tmp_path / "plain").write_text("")
+        path = tmp_path / "plain" / "f.jsonl"
+    else:
+        make(path)
     with pytest.raises(ConfigError) as caught:
         open_source(str(path))
     assert str(caught.value) == f"cannot import {str(path)!r}: {why}"
