@@ -36,8 +36,9 @@ in flight (as a read may see them). The retained segment (`log.retained`, kept o
 replicas) is not copied.
 
 Restore (`restore_backup`) verifies before it installs: the manifest lists only known
-files, each file has its size and SHA-256, every snapshot line and every log frame passes
-its CRC, the log continues the snapshot and ends exactly at the head the manifest names.
+files, each with an object of its size and SHA-256, each file has that size and SHA-256,
+every snapshot line and every log frame passes its CRC, the log continues the snapshot and
+ends exactly at the head the manifest names.
 Then the files are written into a hidden `.restoring-NAME-*` directory under SERVICE_DATA,
 fsynced, and the directory is renamed to NAME (refused if NAME exists), so a tenant
 appears whole or not at all. The restored tenant keeps the epoch, offsets and watermarks,
