@@ -161,7 +161,8 @@ def test_a_log_larger_than_one_read_is_copied_whole(data, tmp_path):
 def test_a_never_opened_tenant_backs_up_nothing_but_its_schema(data, tmp_path):
     directory = create_tenant(str(data), "fresh")
     manifest = take_backup(directory, str(tmp_path / "bk0"), "fresh")
-    assert (manifest["epoch"], manifest["head_offset"], manifest["frames"], manifest["files"]) == ("", 0, 0, {})
+    assert (manifest["epoch"], manifest["base_offset"], manifest["head_offset"], manifest["frames"]) == ("", 0, 0, 0)
+    assert manifest["files"] == {}
     Path(directory, "schema.json").write_bytes(b'{"kept": true}\n')
     manifest = take_backup(directory, str(tmp_path / "bk"), "fresh")
     assert sorted(manifest["files"]) == ["schema.json"]
@@ -212,6 +213,43 @@ def test_a_log_of_another_epoch_beside_the_snapshot_is_not_paired(data, tenant, 
     monkeypatch.setattr(backup, "ATTEMPTS", 1)
     with pytest.raises(StorageError, match="kept changing during 1 attempts"):
         take_backup(tenant, str(tmp_path / "bk"), "t")
+
+
+def test_a_snapshot_of_the_same_head_but_another_epoch_is_refused(tenant, tmp_path):
+    """Two compactions with no row between them: same head, new epoch. The log of the second
+    does not continue the snapshot of the first (both must match, not either)."""
+    compact(tenant)
+    take_backup(tenant, str(tmp_path / "old"), "t")
+    compact(tenant)
+    take_backup(tenant, str(tmp_path / "bk"), "t")
+    bk = tmp_path / "bk"
+    old = json.loads((tmp_path / "old" / "manifest.json").read_text())
+    new = json.loads((bk / "manifest.json").read_text())
+    assert old["epoch"] != new["epoch"] and old["base_offset"] == new["base_offset"] == 4
+    (bk / "snapshot").write_bytes((tmp_path / "old" / "snapshot").read_bytes())
+    rewrite_manifest(bk)
+    assert refusal(bk) == (
+        f"{bk}/log: the log (epoch {new['epoch']}, base 4) does not continue the snapshot "
+        f"(epoch {old['epoch']}, head 4)"
+    )
+
+
+def test_a_tenant_with_a_damaged_snapshot_header_or_log_is_not_backed_up(tenant, tmp_path):
+    log = bytearray(Path(tenant, "log").read_bytes())
+    log[60] ^= 1
+    Path(tenant, "log").write_bytes(bytes(log))
+    with pytest.raises(CorruptLog) as caught:
+        take_backup(tenant, str(tmp_path / "bk"), "t")
+    assert str(caught.value).startswith(f"{tenant}/log: corrupt at byte 40: ")
+    log[60] ^= 1
+    Path(tenant, "log").write_bytes(bytes(log))
+    compact(tenant)
+    snap = bytearray(Path(tenant, "snapshot").read_bytes())
+    snap[0] = ord("g")
+    Path(tenant, "snapshot").write_bytes(bytes(snap))
+    with pytest.raises(CorruptLog) as caught:
+        take_backup(tenant, str(tmp_path / "bk2"), "t")
+    assert str(caught.value) == f"{tenant}/snapshot: corrupt at byte 0: snapshot header checksum mismatch"
 
 
 # -- the snapshot's header line -------------------------------------------------------------------
