@@ -308,9 +308,9 @@ def test_export_as_of_reads_a_model_at_a_past_watermark(data, seeded):
         (("User", "--as-of", "99"), "--as-of User=99 is ahead of User's current watermark 31"),
     ],
 )
-def test_export_refuses_bad_models_and_watermarks(data, seeded, tmp_path, args, message):
+def test_export_refuses_bad_models_and_watermarks(data, seeded, tmp_path, args, message, cli_in_process):
     out = tmp_path / "x.jsonl"
-    done = cli(data, "export", SCHEMA, *args, "-o", str(out))
+    done = cli_in_process(data, "export", SCHEMA, *args, "-o", str(out))
     assert done.returncode == 2, done.stderr
     assert message in done.stderr
     assert not out.exists() and not Path(f"{out}.tmp").exists()
