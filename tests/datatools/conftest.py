@@ -37,3 +37,11 @@ def cli_in_process(monkeypatch, capsys):
         return subprocess.CompletedProcess(["dbsvc", *args], code, out, err)
 
     return run
+
+
+@pytest.fixture(autouse=True)
+def empty_working_directory(monkeypatch, tmp_path_factory):
+    """Each test runs in an empty working directory of its own: a file a tool writes to a
+    relative path by mistake lands there, not in the checkout (or mutmut's `mutants/`, where
+    a stray `schema.json` once let a mutant that re-read the schema by a relative path pass)."""
+    monkeypatch.chdir(tmp_path_factory.mktemp("cwd"))
