@@ -215,6 +215,75 @@ def test_a_log_of_another_epoch_beside_the_snapshot_is_not_paired(data, tenant, 
         take_backup(tenant, str(tmp_path / "bk"), "t")
 
 
+def test_between_a_compactions_commit_point_and_its_log_rename_log_new_is_read(data, tenant, tmp_path):
+    """compact.py steps 5-8: the new snapshot is in place, its log still `log.new`, the old log
+    still `log`. The backup pairs the snapshot with `log.new`."""
+    compact(tenant)
+    write(tenant, 4)
+    old_log = Path(tenant, "log").read_bytes()
+    expected = state(tenant)
+    compact(tenant)
+    os.rename(os.path.join(tenant, "log"), os.path.join(tenant, "log.new"))
+    Path(tenant, "log").write_bytes(old_log)
+    manifest = take_backup(tenant, str(tmp_path / "bk"), "t")
+    assert (tmp_path / "bk" / "log").read_bytes() == Path(tenant, "log.new").read_bytes()
+    assert (manifest["base_offset"], manifest["head_offset"], manifest["frames"]) == (5, 5, 0)
+    restore_backup(str(tmp_path / "bk"), str(data), "copy")
+    assert (state(str(data / "copy"))[1], state(str(data / "copy"))[3]) == (expected[1], expected[3])
+
+
+def test_a_log_new_that_does_not_continue_the_snapshot_either_is_retried(tenant, tmp_path, monkeypatch):
+    compact(tenant)
+    stale = Path(tenant, "log").read_bytes()
+    write(tenant, 4)
+    compact(tenant)
+    Path(tenant, "log.new").write_bytes(stale)  # a log of the compaction before: base 4, not 5
+    Path(tenant, "log").write_bytes(stale)
+    monkeypatch.setattr(backup, "ATTEMPTS", 1)
+    with pytest.raises(StorageError, match="kept changing during 1 attempts"):
+        take_backup(tenant, str(tmp_path / "bk"), "t")
+
+
+def test_a_damaged_log_new_header_is_refused_naming_the_log(tenant, tmp_path):
+    compact(tenant)
+    stale = Path(tenant, "log").read_bytes()
+    write(tenant, 4)
+    compact(tenant)
+    os.rename(os.path.join(tenant, "log"), os.path.join(tenant, "log.new"))
+    Path(tenant, "log").write_bytes(stale)
+    header = bytearray(Path(tenant, "log.new").read_bytes())
+    header[0] ^= 1
+    Path(tenant, "log.new").write_bytes(bytes(header))
+    with pytest.raises(CorruptLog) as caught:
+        take_backup(tenant, str(tmp_path / "bk"), "t")
+    assert str(caught.value).startswith(f"{tenant}/log: corrupt at byte 0: ")
+
+
+def test_a_damaged_log_header_is_refused_naming_the_log(tenant, tmp_path):
+    raw = bytearray(Path(tenant, "log").read_bytes())
+    raw[0] ^= 1
+    Path(tenant, "log").write_bytes(bytes(raw))
+    with pytest.raises(CorruptLog) as caught:
+        take_backup(tenant, str(tmp_path / "bk"), "t")
+    assert str(caught.value).startswith(f"{tenant}/log: corrupt at byte 0: ")
+
+
+def test_a_damaged_snapshot_line_or_history_of_the_tenant_is_refused_naming_it(tenant, tmp_path):
+    history_bytes = Path(tenant, "history").read_bytes()
+    Path(tenant, "history").write_bytes(b"x" + history_bytes[1:])
+    with pytest.raises(CorruptLog) as caught:
+        take_backup(tenant, str(tmp_path / "bk"), "t")
+    assert str(caught.value) == f"{tenant}/history: corrupt at byte 0: history file checksum mismatch"
+    Path(tenant, "history").write_bytes(history_bytes)
+    compact(tenant)
+    snap = bytearray(Path(tenant, "snapshot").read_bytes())
+    snap[-3] ^= 1
+    Path(tenant, "snapshot").write_bytes(bytes(snap))
+    with pytest.raises(CorruptLog) as caught:
+        take_backup(tenant, str(tmp_path / "bk2"), "t")
+    assert str(caught.value).startswith(f"{tenant}/snapshot: corrupt at byte ")
+
+
 def test_a_snapshot_of_the_same_head_but_another_epoch_is_refused(tenant, tmp_path):
     """Two compactions with no row between them: same head, new epoch. The log of the second
     does not continue the snapshot of the first (both must match, not either)."""
