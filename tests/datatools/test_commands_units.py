@@ -10,9 +10,11 @@ which conflicts within one process too (storage/lock.py rule 2).
 from __future__ import annotations
 
 import asyncio
+import io
 import json
 import os
 import re
+import sys
 from pathlib import Path
 
 import pytest
@@ -128,9 +130,17 @@ def test_the_note_names_a_holder_without_a_pid_a_server(tenant, tmp_path):
     from dbsvc.datatools.commands import export_running
 
     seen = []
-    report, note = export_running(tenant, "t", None, lambda copy: seen.append(sorted(os.listdir(copy))) or "R")
+
+    def export_from(copy: str) -> str:
+        seen.append((os.path.basename(os.path.dirname(copy)), os.path.basename(copy), sorted(os.listdir(copy))))
+        seen.append(json.loads(Path(copy, "manifest.json").read_text())["tenant"])
+        return "R"
+
+    report, note = export_running(tenant, "t", None, export_from)
     assert report == "R"
-    assert seen == [["history", "log", "manifest.json", "schema.json"]]
+    (scratch, name, listed), manifest_tenant = seen
+    assert scratch.startswith("dbsvc-export-") and name == "t" and manifest_tenant == "t"
+    assert listed == ["history", "log", "manifest.json", "schema.json"]
     assert note == " (from a consistent copy taken beside the running server, a server, at offset 3)"
 
 
@@ -243,3 +253,93 @@ def test_backup_of_a_never_opened_tenant_says_so(run, env, tmp_path):
     create_tenant(str(env), "t")
     code, out, _err = run("backup", str(tmp_path / "bk"))
     assert (code, out) == (0, f"backed up tenant 't' to {tmp_path / 'bk'}: 0 bytes, head offset 0, epoch (never opened)\n")
+
+
+class Tty(io.StringIO):
+    def isatty(self) -> bool:
+        return True
+
+
+def test_export_draws_a_bar_on_a_terminal_unless_quiet(run, tenant, monkeypatch, tmp_path):
+    for quiet in (True, False):
+        err = Tty()
+        monkeypatch.setattr(sys, "stderr", err)
+        args = ["export", SCHEMA, "-o", str(tmp_path / f"{quiet}.jsonl")] + (["-q"] if quiet else [])
+        assert main(args) == 0
+        bar = "\rexport  [##########################] 100%  3 records  "
+        assert err.getvalue().startswith(bar) != quiet, err.getvalue()
+        assert err.getvalue().startswith("exported 3 records") == quiet
+    monkeypatch.setattr(sys, "stderr", err := Tty())
+    assert main(["export", SCHEMA]) == 0
+    assert err.getvalue().startswith("\rexport  [")
+
+
+@pytest.fixture
+def frames_file(tenant, tmp_path) -> Path:
+    """tenant t's log without its 40-byte header: a `replicate --out` file of 3 frames."""
+    out = tmp_path / "events.log"
+    out.write_bytes(Path(tenant, "log").read_bytes()[40:])
+    return out
+
+
+def test_import_frames_rebuilds_the_default_tenant_and_reports_a_torn_tail(run, env, frames_file, monkeypatch):
+    size = frames_file.stat().st_size
+    with open(frames_file, "ab") as f:
+        f.write(b"\x00" * 5)
+    monkeypatch.delenv("SERVICE_TENANT")
+    code, out, err = run("import", SCHEMA, "--frames", str(frames_file))
+    assert (code, out) == (0, "")
+    torn, summary = err.splitlines()
+    assert torn == f"{frames_file}: left out a torn tail of 5 bytes at byte {size} (truncated frame header (5 of 16 bytes))"
+    assert re.fullmatch(
+        r"imported 3 frames in \d+\.\d\d s \([\d,]+ frames/s\): head offset 3, a new history [0-9a-f]{8} "
+        r"\(no events.log.history\); records: User 2, BlogPost 1, Comment 0",
+        summary,
+    ), summary
+    store = open_store(str(env / "default"), readonly=True)
+    try:
+        assert store.head_offset == 3
+    finally:
+        store.close()
+
+
+def test_import_frames_without_a_torn_tail_prints_the_summary_only(run, env, frames_file):
+    create_tenant(str(env), "u")
+    code, out, err = run_as(run, "u", "import", SCHEMA, "--frames", str(frames_file))
+    assert (code, out) == (0, "")
+    assert err.startswith("imported 3 frames in ") and err.count("\n") == 1
+
+
+def run_as(run, tenant: str, *argv: str):
+    os.environ["SERVICE_TENANT"] = tenant  # the env fixture's monkeypatch restores it
+    return run(*argv)
+
+
+def test_a_refused_import_frames_prints_why_and_that_the_tenant_was_left(run, env, tenant, frames_file):
+    image = dir_image(tenant)
+    code, out, err = run("import", SCHEMA, "--frames", str(frames_file))
+    assert (code, out) == (1, "")
+    assert err == (
+        "dbsvc: error: tenant 't' holds rows up to offset 3: --frames rebuilds an empty tenant only (its offsets "
+        "would name other rows); create a new tenant and import into it\n"
+    )
+    create_tenant(str(env), "v")
+    first = frames_file.read_bytes()[:30]  # the first frame's header and 14 bytes of its payload
+    frames_file.write_bytes(first)
+    length = int.from_bytes(first[12:16], "big")
+    code, out, err = run_as(run, "v", "import", SCHEMA, "--frames", str(frames_file))
+    assert (code, out) == (1, "")
+    assert err.splitlines() == [
+        f"{frames_file}: holds no whole frame (truncated payload (14 of {length} bytes))",
+        "dbsvc: error: import refused; tenant 'v' was left as it was",
+    ]
+    assert dir_image(tenant) == image
+
+
+def test_import_frames_into_a_missing_named_tenant_is_refused(run, env, frames_file):
+    code, _out, err = run_as(run, "w", "import", SCHEMA, "--frames", str(frames_file))
+    assert (code, err) == (
+        1,
+        f"dbsvc: error: tenant 'w' does not exist under {str(env)!r}: create it with `dbsvc tenant create w`\n",
+    )
+    assert sorted(os.listdir(env)) == ["t"]  # no tenant w was created
