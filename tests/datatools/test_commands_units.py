@@ -20,6 +20,7 @@ from pathlib import Path
 import pytest
 
 from dbsvc.cli import main
+from dbsvc.runtime import Query
 from dbsvc.storage.lock import WriterLock
 from dbsvc.storage.tenants import create_tenant
 from support.storage import open_store, post, user
@@ -213,6 +214,14 @@ def test_import_creates_the_default_tenant_but_not_a_named_one(run, env, tmp_pat
     code, _out, err = run("import", SCHEMA, str(path), "-q")
     assert code == 0, err
     assert sorted(os.listdir(env)) == ["default"]
+    path.write_text(json.dumps({"model": "User", "record": user(2)}) + "\n")
+    code, _out, err = run("import", SCHEMA, str(path), "-q")  # into the default tenant it made
+    assert code == 0, err
+    store = open_store(str(env / "default"), readonly=True)
+    try:
+        assert [r["id"] for r in store.list_records("User", Query())[0]] == [1, 2]
+    finally:
+        store.close()
     code, _out, err = run("import", SCHEMA, str(tmp_path / "missing.jsonl"), "-q")
     assert (code, err) == (2, f"dbsvc: error: cannot import {str(tmp_path / 'missing.jsonl')!r}: no such file\n")
 

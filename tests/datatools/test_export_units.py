@@ -209,3 +209,41 @@ def test_summary_names_each_model_its_watermark_and_the_epoch():
     assert ExportReport({}, {}, "e", 0.0, 0.0).summary() == (
         "exported 0 records in 0.0 s (0/s; opening the tenant 0.0 s): ; epoch e"
     )
+
+
+def test_every_record_is_exported_past_any_page_limit(data):
+    """An export is not a page: 1,100 records (past the API's default and largest page) are
+    all written."""
+    directory = create_tenant(str(data), "many")
+    store = open_store(directory)
+
+    async def go() -> None:
+        for i in range(1, 1101):
+            await store.insert("User", user(i))
+
+    asyncio.run(go())
+    store.close()
+    out = io.StringIO()
+    report = export_records(directory, BLOG, out, [USER], {}, quiet=True)
+    assert report.counts == {"User": 1100}
+    assert out.getvalue().count("\n") == 1100
+
+
+def test_quiet_draws_nothing_even_on_a_terminal(tenant):
+    class Tty(io.StringIO):
+        def isatty(self) -> bool:
+            return True
+
+    stream = Tty()
+    export_records(tenant, BLOG, io.StringIO(), BLOG.MODELS, {}, progress_stream=stream, quiet=True)
+    assert stream.getvalue() == ""
+
+
+def test_the_report_times_the_run_and_the_open_within_it(tenant):
+    report = export_records(tenant, BLOG, io.StringIO(), BLOG.MODELS, {}, quiet=True)
+    assert 0 <= report.open_seconds <= report.seconds < 60
+
+
+def test_the_rate_is_counted_for_a_run_under_a_second():
+    report = ExportReport({"User": 3}, {"User": 3}, "e", 0.5, 0.25)
+    assert report.summary() == "exported 3 records in 0.5 s (6/s; opening the tenant 0.2 s): User 3 (watermark 3); epoch e"
