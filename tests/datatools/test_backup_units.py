@@ -115,6 +115,9 @@ def test_a_tenant_without_a_snapshot_is_backed_up_and_restored_whole(data, tenan
         },
     }
     assert json.loads(copied["manifest.json"])["head_offset"] == 4
+    # one key a line, indented by one space, keys in this order, one newline at the end
+    assert copied["manifest.json"].startswith(b'{\n "format": 1,\n "kind": "dbsvc-backup",\n "tenant": "t",\n "created": "')
+    assert copied["manifest.json"].endswith(b'\n  }\n }\n}\n')
     restored = restore_backup(str(bk), str(data), "copy")
     assert restored["head_offset"] == 4
     assert state(str(data / "copy")) == state(tenant)
