@@ -38,3 +38,60 @@ def test_problems_past_the_twentieth_are_counted_not_shown():
     for line in range(1, 22):
         problems.add(line, "bad")
     assert (problems.count, len(problems.shown), problems.shown[-1]) == (21, 20, "f:20: bad")
+
+
+# Explicit ids: mutmut runs a test by its node id, and ids made of raw bytes did not match.
+@pytest.mark.parametrize(
+    "head, why",
+    [
+        (b'{"a": 1}\xc3', "its first line has the byte 0xc3 at byte 9, which UTF-8 does not allow there; "),
+        (b'{"a": 1}\xc3\n', "its first line has the byte 0xc3 at byte 9, which UTF-8 does not allow there; "),
+    ],
+    ids=["cut-character-at-the-end-of-the-file", "cut-character-before-the-newline"],
+)
+def test_a_character_cut_by_the_end_of_a_short_first_line_is_not_utf8(tmp_path, head, why):
+    from dbsvc.errors import ConfigError
+
+    path = tmp_path / "f.jsonl"
+    path.write_bytes(head)
+    with pytest.raises(ConfigError) as caught:
+        load.open_source(str(path))
+    assert str(caught.value).startswith(f"cannot import {str(path)!r}: it is not UTF-8: {why}")
+
+
+def test_an_import_into_a_tenant_of_one_row_forks_its_history(data, tmp_path):
+    from support.storage import open_store
+
+    tenant = create_tenant(str(data), "t")
+    path = tmp_path / "f.jsonl"
+    path.write_text('{"model": "User", "record": {"id": 1, "email": "a@x", "name": "A"}}\n')
+    import_file(tenant, BLOG, str(path), quiet=True)
+    store = open_store(tenant, readonly=True)
+    first = store.history
+    store.close()
+    path.write_text('{"model": "User", "record": {"id": 2, "email": "b@x", "name": "B"}}\n')
+    report = import_file(tenant, BLOG, str(path), quiet=True)
+    store = open_store(tenant, readonly=True)
+    try:
+        assert [(f.id, f.at) for f in store.history.forks] == [(first.id, 1)]
+    finally:
+        store.close()
+    assert 0 <= report.check_seconds < 60 and 0 <= report.read_seconds < 60 and 0 <= report.write_seconds < 60
+
+
+def test_every_bad_line_of_one_chunk_is_reported(data, tmp_path):
+    tenant = create_tenant(str(data), "t")
+    path = tmp_path / "f.jsonl"
+    path.write_text(
+        '{"model": "Nope", "record": {}}\n'
+        '{"model": "User", "record": 7}\n'
+        '{"model": "User", "record": {"id": 1, "email": "a@x", "name": "A"}}\n'
+        '{"model": "Nope", "record": {}}\n'
+    )
+    with pytest.raises(ImportRejected) as caught:
+        import_file(tenant, BLOG, str(path), quiet=True)
+    assert caught.value.problems == [
+        f"{path}:1: unknown model 'Nope': expected one of User, BlogPost, Comment",
+        f'{path}:2: User: "record" must be an object of its fields',
+        f"{path}:4: unknown model 'Nope': expected one of User, BlogPost, Comment",
+    ]
