@@ -95,3 +95,25 @@ def test_every_bad_line_of_one_chunk_is_reported(data, tmp_path):
         f'{path}:2: User: "record" must be an object of its fields',
         f"{path}:4: unknown model 'Nope': expected one of User, BlogPost, Comment",
     ]
+
+
+def test_only_the_first_chunk_of_a_long_first_line_decides_the_encoding(tmp_path):
+    """A bad byte past the first 1 MiB of the first line is a bad line later, not a file
+    that is not UTF-8 (open_source reads at most CHUNK_BYTES of it)."""
+    path = tmp_path / "f.jsonl"
+    path.write_bytes(b"a" * ((1 << 20) + 10) + b"\xff\n")
+    source, size = load.open_source(str(path))
+    source.close()
+    assert size == (1 << 20) + 12
+
+
+def test_the_record_limit_bound_of_a_schema_without_models():
+    """No model: no field slack (0 fields), the bound is the line's growth and the defaults."""
+    from types import SimpleNamespace
+
+    from dbsvc.storage.events import HEAD_RESERVE
+
+    empty = SimpleNamespace(MODELS=[])
+    limit = 8 * (5 * 100 + 4096) + HEAD_RESERVE
+    assert not load.may_be_near_the_record_limit(100, empty, max_payload=limit)
+    assert load.may_be_near_the_record_limit(100, empty, max_payload=limit - 1)
