@@ -117,3 +117,29 @@ def test_the_record_limit_bound_of_a_schema_without_models():
     limit = 8 * (5 * 100 + 4096) + HEAD_RESERVE
     assert not load.may_be_near_the_record_limit(100, empty, max_payload=limit)
     assert load.may_be_near_the_record_limit(100, empty, max_payload=limit - 1)
+
+
+@pytest.mark.parametrize(
+    "error, why",
+    [
+        (PermissionError(13, "Permission denied"), "permission denied: this user may not read it"),
+        (OSError(24, "Too many open files"), "too many open files"),
+        (OSError("no strerror"), "no strerror"),
+    ],
+    ids=["permission", "strerror-lowercased", "no-strerror"],
+)
+def test_a_file_that_stats_but_does_not_open_is_refused_saying_why(tmp_path, monkeypatch, error, why):
+    """As root every file opens, so the open is made to fail the way it fails for a user
+    (a module-level `open` in load.py shadows the builtin for this test only)."""
+    from dbsvc.errors import ConfigError
+
+    path = tmp_path / "f.jsonl"
+    path.write_text("{}\n")
+
+    def refuse(*args, **kwargs):
+        raise error
+
+    monkeypatch.setattr(load, "open", refuse, raising=False)
+    with pytest.raises(ConfigError) as caught:
+        load.open_source(str(path))
+    assert str(caught.value) == f"cannot import {str(path)!r}: {why}"
