@@ -143,3 +143,18 @@ def test_a_file_that_stats_but_does_not_open_is_refused_saying_why(tmp_path, mon
     with pytest.raises(ConfigError) as caught:
         load.open_source(str(path))
     assert str(caught.value) == f"cannot import {str(path)!r}: {why}"
+
+
+@pytest.mark.parametrize(
+    "raw, keys",
+    [(b'{"model":"User","x":1}\n', "'model', 'x'"), (b'{"x":1,"record":{}}\n', "'x', 'record'")],
+    ids=["model-without-record", "record-without-model"],
+)
+def test_two_keys_of_which_one_is_not_ours_are_refused_by_name(raw, keys):
+    from dbsvc.datatools.lines import BadLine, decode_line, decode_lines
+
+    with pytest.raises(BadLine) as caught:
+        decode_line(raw)
+    message = f'expected exactly the keys "model" and "record", got {keys}'
+    assert str(caught.value) == message
+    assert decode_lines([raw], 5) == ([], [(5, message)])
