@@ -158,3 +158,15 @@ def test_two_keys_of_which_one_is_not_ours_are_refused_by_name(raw, keys):
     message = f'expected exactly the keys "model" and "record", got {keys}'
     assert str(caught.value) == message
     assert decode_lines([raw], 5) == ([], [(5, message)])
+
+
+def test_every_lone_surrogate_of_a_record_is_named_joined_by_semicolons():
+    from dbsvc.datatools.lines import BadLine, decode_line, decode_lines
+
+    raw = b'{"model":"U","record":{"a":"\\ud800","b":"\\udc00"}}\n'
+    why = "expected Unicode text (a lone surrogate has no UTF-8 form, RFC 8259 \u00a78.2)"
+    message = f"'a' holds a lone surrogate in the string \"\\ud800\": {why}; 'b' holds a lone surrogate in the string \"\\udc00\": {why}"
+    with pytest.raises(BadLine) as caught:
+        decode_line(raw)
+    assert str(caught.value) == message
+    assert decode_lines([raw], 1) == ([], [(1, message)])
