@@ -170,3 +170,28 @@ def test_every_lone_surrogate_of_a_record_is_named_joined_by_semicolons():
         decode_line(raw)
     assert str(caught.value) == message
     assert decode_lines([raw], 1) == ([], [(1, message)])
+
+
+def test_import_frames_into_an_existing_empty_default_tenant(data, tmp_path, monkeypatch, capsys):
+    """SERVICE_TENANT unset and `default` already there (empty): it is used, not created again."""
+    import asyncio
+    import os
+
+    from dbsvc.cli import main
+    from support.storage import open_store, user
+
+    source = create_tenant(str(tmp_path / "src"), "s")
+    store = open_store(source)
+    asyncio.run(store.insert("User", user(1)))
+    store.close()
+    frames = tmp_path / "events.log"
+    with open(os.path.join(source, "log"), "rb") as log:
+        frames.write_bytes(log.read()[40:])  # a `replicate --out` file: the log without its header
+    create_tenant(str(data), "default")
+    for name in list(os.environ):
+        if name.startswith("SERVICE_"):
+            monkeypatch.delenv(name)
+    monkeypatch.setenv("SERVICE_DATA", str(data))
+    schema = str(os.path.join(os.path.dirname(__file__), "..", "..", "schemas", "blog.dbs"))
+    assert main(["import", schema, "--frames", str(frames)]) == 0, capsys.readouterr().err
+    assert capsys.readouterr().err.startswith("imported 1 frames in ")
