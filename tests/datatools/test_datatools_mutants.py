@@ -195,3 +195,34 @@ def test_import_frames_into_an_existing_empty_default_tenant(data, tmp_path, mon
     schema = str(os.path.join(os.path.dirname(__file__), "..", "..", "schemas", "blog.dbs"))
     assert main(["import", schema, "--frames", str(frames)]) == 0, capsys.readouterr().err
     assert capsys.readouterr().err.startswith("imported 1 frames in ")
+
+
+def test_export_to_standard_output_with_q_draws_no_bar_on_a_terminal(data, monkeypatch, capsys):
+    import asyncio
+    import io
+    import os
+    import sys
+
+    from dbsvc.cli import main
+    from support.storage import open_store, user
+
+    tenant = create_tenant(str(data), "t")
+    store = open_store(tenant)
+    asyncio.run(store.insert("User", user(1)))
+    store.close()
+    for name in list(os.environ):
+        if name.startswith("SERVICE_"):
+            monkeypatch.delenv(name)
+    monkeypatch.setenv("SERVICE_DATA", str(data))
+    monkeypatch.setenv("SERVICE_TENANT", "t")
+
+    class Tty(io.StringIO):
+        def isatty(self) -> bool:
+            return True
+
+    err = Tty()
+    monkeypatch.setattr(sys, "stderr", err)
+    schema = os.path.join(os.path.dirname(__file__), "..", "..", "schemas", "blog.dbs")
+    assert main(["export", schema, "-q"]) == 0
+    assert err.getvalue().startswith("exported 1 records in ")
+    assert capsys.readouterr().out.count("\n") == 1
