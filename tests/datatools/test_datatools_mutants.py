@@ -226,3 +226,24 @@ def test_export_to_standard_output_with_q_draws_no_bar_on_a_terminal(data, monke
     assert main(["export", schema, "-q"]) == 0
     assert err.getvalue().startswith("exported 1 records in ")
     assert capsys.readouterr().out.count("\n") == 1
+
+
+def test_import_creates_the_default_tenant_beside_other_tenants(data, tmp_path, monkeypatch, capsys):
+    """SERVICE_DATA exists (it holds another tenant) and SERVICE_TENANT is unset: `default`
+    is created, as `serve` does."""
+    import json
+    import os
+
+    from dbsvc.cli import main
+    from support.storage import user
+
+    create_tenant(str(data), "other")
+    for name in list(os.environ):
+        if name.startswith("SERVICE_"):
+            monkeypatch.delenv(name)
+    monkeypatch.setenv("SERVICE_DATA", str(data))
+    path = tmp_path / "in.jsonl"
+    path.write_text(json.dumps({"model": "User", "record": user(1)}) + "\n")
+    schema = os.path.join(os.path.dirname(__file__), "..", "..", "schemas", "blog.dbs")
+    assert main(["import", schema, str(path), "-q"]) == 0, capsys.readouterr().err
+    assert sorted(os.listdir(data)) == ["default", "other"]
