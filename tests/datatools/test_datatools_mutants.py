@@ -247,3 +247,35 @@ def test_import_creates_the_default_tenant_beside_other_tenants(data, tmp_path, 
     schema = os.path.join(os.path.dirname(__file__), "..", "..", "schemas", "blog.dbs")
     assert main(["import", schema, str(path), "-q"]) == 0, capsys.readouterr().err
     assert sorted(os.listdir(data)) == ["default", "other"]
+
+
+def test_progress_times_from_its_own_start_not_from_zero(monkeypatch):
+    """A clock that does not start at 0: the rate and the duration count from the start."""
+    import io
+
+    from dbsvc.datatools import progress
+
+    now = [1000.0]
+    monkeypatch.setattr(progress.time, "monotonic", lambda: now[0])
+
+    class Tty(io.StringIO):
+        def isatty(self) -> bool:
+            return True
+
+    out = Tty()
+    p = progress.Progress("export", 4, "records", stream=out)
+    now[0] = 1002.0
+    p.advance(4, 4)
+    assert p.finish(line=False) == 2.0
+    assert out.getvalue() == "\rexport  [##########################] 100%  4 records  2/s " * 2 + "\n"
+
+
+def test_a_frames_refusal_counts_one_problem(tmp_path):
+    from dbsvc.datatools.frames import import_frames
+
+    empty = tmp_path / "empty.log"
+    empty.write_bytes(b"")
+    tenant = create_tenant(str(tmp_path / "data"), "t")
+    with pytest.raises(ImportRejected) as caught:
+        import_frames(tenant, BLOG, str(empty), "t")
+    assert (caught.value.count, str(caught.value)) == (1, f"{empty}: holds no frame (an empty file)")
