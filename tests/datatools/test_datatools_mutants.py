@@ -279,3 +279,21 @@ def test_a_frames_refusal_counts_one_problem(tmp_path):
     with pytest.raises(ImportRejected) as caught:
         import_frames(tenant, BLOG, str(empty), "t")
     assert (caught.value.count, str(caught.value)) == (1, f"{empty}: holds no frame (an empty file)")
+
+
+def test_a_frames_import_times_its_run(tmp_path):
+    import asyncio
+    import os
+
+    from dbsvc.datatools.frames import import_frames
+    from support.storage import open_store, user
+
+    source = create_tenant(str(tmp_path / "src"), "s")
+    store = open_store(source)
+    asyncio.run(store.insert("User", user(1)))
+    store.close()
+    frames = tmp_path / "events.log"
+    with open(os.path.join(source, "log"), "rb") as log:
+        frames.write_bytes(log.read()[40:])
+    report = import_frames(create_tenant(str(tmp_path / "data"), "t"), BLOG, str(frames), "t")
+    assert 0 < report.seconds < 60
