@@ -10,6 +10,7 @@ import hashlib
 import json
 import os
 import re
+import zlib
 from pathlib import Path
 
 import pytest
@@ -340,8 +341,6 @@ def test_a_tenant_with_a_damaged_snapshot_header_or_log_is_not_backed_up(tenant,
     ],
 )
 def test_a_bad_snapshot_header_is_corrupt(data, reason):
-    import zlib
-
     if reason is None:  # a checksum that matches a body that is not a JSON object
         body = data.split(b" ", 1)[-1].rstrip(b"\n")
         data = b"%08x " % zlib.crc32(body) + body + b"\n"
@@ -352,8 +351,6 @@ def test_a_bad_snapshot_header_is_corrupt(data, reason):
 
 
 def test_a_good_snapshot_header_is_read():
-    import zlib
-
     body = b'{"epoch":"e","head_offset":7}'
     assert snapshot_header("s", b"%08x " % zlib.crc32(body) + body + b"\nrest") == {"epoch": "e", "head_offset": 7}
 
@@ -469,8 +466,6 @@ def test_a_damaged_snapshot_line_is_refused_naming_the_file(compacted_bk):
 
 
 def test_a_snapshot_header_that_is_not_json_is_refused_naming_the_file(compacted_bk):
-    import zlib
-
     (compacted_bk / "snapshot").write_bytes(b"%08x {x}\n" % zlib.crc32(b"{x}"))
     rewrite_manifest(compacted_bk)
     assert refusal(compacted_bk).startswith(
