@@ -36,8 +36,9 @@ in flight (as a read may see them). The retained segment (`log.retained`, kept o
 replicas) is not copied.
 
 Restore (`restore_backup`) verifies before it installs: the manifest lists only known
-files, each file has its size and SHA-256, every snapshot line and every log frame passes
-its CRC, the log continues the snapshot and ends exactly at the head the manifest names.
+files, each with an object of its size and SHA-256, each file has that size and SHA-256,
+every snapshot line and every log frame passes its CRC, the log continues the snapshot and
+ends exactly at the head the manifest names.
 Then the files are written into a hidden `.restoring-NAME-*` directory under SERVICE_DATA,
 fsynced, and the directory is renamed to NAME (refused if NAME exists), so a tenant
 appears whole or not at all. The restored tenant keeps the epoch, offsets and watermarks,
@@ -268,7 +269,7 @@ def read_manifest(src: str) -> dict[str, Any]:
     if not isinstance(manifest, dict) or manifest.get("kind") != KIND or manifest.get("format") != FORMAT:
         raise BadBackup(f"{path}: not a dbsvc backup manifest of format {FORMAT}")
     listed = manifest.get("files")
-    if not isinstance(listed, dict) or any(name not in FILES for name in listed):
+    if not isinstance(listed, dict) or any(name not in FILES or not isinstance(listed[name], dict) for name in listed):
         raise BadBackup(f"{path}: \"files\" must map some of {', '.join(FILES)} to their size and sha256")
     return manifest
 
@@ -285,7 +286,7 @@ def verify_backup(src: str) -> tuple[dict[str, Any], dict[str, bytes]]:
                 data = f.read()
         except FileNotFoundError:
             raise BadBackup(f"{path}: missing (the manifest lists it)") from None
-        if not isinstance(meta, dict) or len(data) != meta.get("bytes"):
+        if len(data) != meta.get("bytes"):
             raise BadBackup(f"{path}: {len(data)} bytes, the manifest says {meta.get('bytes')!r}")
         if hashlib.sha256(data).hexdigest() != meta.get("sha256"):
             raise BadBackup(f"{path}: SHA-256 differs from the manifest's (the file was altered)")

@@ -208,10 +208,11 @@ def _violations(model: str, exc: RequestError) -> str:
 
 
 def read_records(
-    f: BinaryIO, module: Any, progress: Progress, problems: _Problems
+    f: BinaryIO, module: Any, progress: Progress, problems: _Problems, chunk_bytes: int = CHUNK_BYTES
 ) -> tuple[list[tuple[str, dict]], list[int], int, int]:
     """Step 2: (rows, the line number of each row, lines read, bytes of the longest line)
-    of the file `f` (as `open_source` gives it). Bad lines go to `problems`."""
+    of the file `f` (as `open_source` gives it), read `chunk_bytes` at a time (whole lines:
+    a chunk ends at the first line end at or past that size). Bad lines go to `problems`."""
     validators = {m.name: m.validate_create for m in module.MODELS}
     known = ", ".join(validators)
     rows: list[tuple[str, dict]] = []
@@ -220,7 +221,7 @@ def read_records(
     number = 1
     longest = 0
     while True:
-        lines = f.readlines(CHUNK_BYTES)
+        lines = f.readlines(chunk_bytes)
         if not lines:
             break
         longest = max(longest, max(map(len, lines)))
@@ -292,11 +293,13 @@ def import_file(
     retain_bytes: int = 0,
     progress_stream: TextIO | None = None,
     quiet: bool = False,
+    chunk_bytes: int = CHUNK_BYTES,
 ) -> ImportReport:
     """Steps 1-4 of the module docstring; `ImportRejected` when any line is bad, a
     ConfigError for a file that cannot be imported at all (`open_source`). `sync`,
     `replication` and `retain_bytes` are the server's settings (config.py), so the writer
-    open in step 4 treats the tenant exactly as a server starting on it would."""
+    open in step 4 treats the tenant exactly as a server starting on it would.
+    `chunk_bytes`: the read size of step 2 (a test's seam; the command uses CHUNK_BYTES)."""
     report = ImportReport()
     problems = _Problems(path)
     source, size = open_source(path)
@@ -309,7 +312,7 @@ def import_file(
         with _collector_paused():
             progress = Progress("import: reading", size, "lines", stream=progress_stream, quiet=quiet)
             with source:
-                rows, numbers, report.lines, longest = read_records(source, module, progress, problems)
+                rows, numbers, report.lines, longest = read_records(source, module, progress, problems, chunk_bytes)
             report.read_seconds = progress.finish()
             problems.raise_any()
             if not rows:

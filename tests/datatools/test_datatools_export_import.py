@@ -226,7 +226,7 @@ BAD_LINES = [
 
 
 @pytest.mark.parametrize("bad, message", BAD_LINES, ids=[str(i) for i in range(len(BAD_LINES))])
-def test_import_with_one_bad_line_in_the_middle_changes_nothing(data, seeded, tmp_path, bad, message):
+def test_import_with_one_bad_line_in_the_middle_changes_nothing(data, seeded, tmp_path, bad, message, cli_in_process):
     good_before = ['{"model": "User", "record": {"id": 901, "email": "first@x", "name": "first"}}']
     good_after = [json.dumps({"model": "User", "record": user(950 + i)}) for i in range(5)]
     path = tmp_path / "bad.jsonl"
@@ -238,7 +238,7 @@ def test_import_with_one_bad_line_in_the_middle_changes_nothing(data, seeded, tm
             f.write(line.encode() + b"\n")
     image = dir_image(seeded)
     before = records(seeded)
-    done = cli(data, "import", SCHEMA, str(path))
+    done = cli_in_process(data, "import", SCHEMA, str(path))  # in process: 21 cases
     assert done.returncode == 1, done.stderr
     assert f"{path}:2: {message}" in done.stderr
     assert "nothing was imported" in done.stderr
@@ -308,9 +308,9 @@ def test_export_as_of_reads_a_model_at_a_past_watermark(data, seeded):
         (("User", "--as-of", "99"), "--as-of User=99 is ahead of User's current watermark 31"),
     ],
 )
-def test_export_refuses_bad_models_and_watermarks(data, seeded, tmp_path, args, message):
+def test_export_refuses_bad_models_and_watermarks(data, seeded, tmp_path, args, message, cli_in_process):
     out = tmp_path / "x.jsonl"
-    done = cli(data, "export", SCHEMA, *args, "-o", str(out))
+    done = cli_in_process(data, "export", SCHEMA, *args, "-o", str(out))
     assert done.returncode == 2, done.stderr
     assert message in done.stderr
     assert not out.exists() and not Path(f"{out}.tmp").exists()

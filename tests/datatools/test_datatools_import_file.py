@@ -42,11 +42,11 @@ def tenant(data) -> str:
     return create_tenant(str(data), "t")
 
 
-def refused(data: Path, tenant: str, path: Path) -> str:
-    """Run the import of `path`, check it is refused with one line and exit 2 and that the
-    tenant is unchanged; the line."""
+def refused(data: Path, tenant: str, path: Path, run=cli) -> str:
+    """Run the import of `path` (`run`: a child process, or `cli_in_process`), check it is
+    refused with one line and exit 2 and that the tenant is unchanged; the line."""
     before = dir_image(tenant)
-    done = cli(data, "import", SCHEMA, str(path), "-q")
+    done = run(data, "import", SCHEMA, str(path), "-q")
     assert done.returncode == 2, done.stderr
     assert dir_image(tenant) == before
     assert "Traceback" not in done.stderr and done.stdout == ""
@@ -74,22 +74,22 @@ def test_a_bom_past_the_first_line_is_a_bad_line_that_names_it(data, tenant, tmp
     assert users(tenant) == []
 
 
-def test_a_directory_is_named_a_directory(data, tenant, tmp_path):
+def test_a_directory_is_named_a_directory(data, tenant, tmp_path, cli_in_process):
     path = tmp_path / "dump"
     path.mkdir()
-    assert refused(data, tenant, path).endswith("it is a directory, not a JSON Lines file")
+    assert refused(data, tenant, path, cli_in_process).endswith("it is a directory, not a JSON Lines file")
 
 
-def test_a_missing_file_is_a_usage_error(data, tenant, tmp_path):
-    assert refused(data, tenant, tmp_path / "missing.jsonl").endswith("no such file")
+def test_a_missing_file_is_a_usage_error(data, tenant, tmp_path, cli_in_process):
+    assert refused(data, tenant, tmp_path / "missing.jsonl", cli_in_process).endswith("no such file")
 
 
 @pytest.mark.skipif(os.geteuid() == 0, reason="root reads a file whatever its mode")
-def test_an_unreadable_file_says_permission_denied(data, tenant, tmp_path):
+def test_an_unreadable_file_says_permission_denied(data, tenant, tmp_path, cli_in_process):
     path = tmp_path / "secret.jsonl"
     path.write_text(LINE)
     path.chmod(0)
-    assert refused(data, tenant, path).endswith("permission denied: this user may not read it")
+    assert refused(data, tenant, path, cli_in_process).endswith("permission denied: this user may not read it")
 
 
 def test_a_fifo_is_refused_without_waiting_for_a_writer(data, tenant, tmp_path):
@@ -113,10 +113,10 @@ def test_a_fifo_is_refused_without_waiting_for_a_writer(data, tenant, tmp_path):
     ],
     ids=["utf-16-bom", "utf-16-le", "utf-32-bom", "latin-1"],
 )
-def test_a_file_that_is_not_utf8_is_refused_as_a_whole(data, tenant, tmp_path, data_bytes, said):
+def test_a_file_that_is_not_utf8_is_refused_as_a_whole(data, tenant, tmp_path, data_bytes, said, cli_in_process):
     path = tmp_path / "encoded.jsonl"
     path.write_bytes(data_bytes)
-    line = refused(data, tenant, path)
+    line = refused(data, tenant, path, cli_in_process)
     assert said in line and "dbsvc import reads UTF-8" in line
 
 
