@@ -1,0 +1,229 @@
+"""One socket's stream (dbsvc/realtime/session.py) at the unit where each decision is made: a
+replica that falls behind goes back to the log (no gap, no duplicate, never closed), a replay
+that fails on the disk or loses its offsets, a snapshot stream that fails or is closed, a
+socket closed before it opened, queued frames leaving joined up to the write bound, and a
+drain's batch taken whole or frame by frame. Written for the survivors of a mutation run
+(docs/mutation.md). A real store, the broker on a hand-run scheduler, recording channels."""
+
+from __future__ import annotations
+
+import json
+import logging
+import zlib
+
+from dbsvc.errors import OffsetGone
+from dbsvc.realtime.broker import Broker
+from dbsvc.realtime.feeds import FeedKind, FeedSpec
+from dbsvc.realtime.session import FeedSession, ReplicationSession, SnapshotSession
+from support.realtime_kit import BLOG, Recorder, Scheduler, open_blog_store, run, split_frames
+
+USER = BLOG.BY_NAME["User"]
+JOINED = "2026-01-01T00:00:00Z"
+
+
+def new_user(i: int, **over) -> dict:
+    return USER.validate_create({"email": f"u{i}@x.io", "name": f"n{i}", "joined": JOINED, **over})
+
+
+def payload(frame: bytes) -> bytes:
+    n = frame[1] & 0x7F
+    return frame[2 if n < 126 else 4 if n == 126 else 10 :]
+
+
+def attached(store, capacity: int = 1024, max_bytes: int = 8 << 20) -> tuple[Broker, Scheduler]:
+    broker = Broker(store, BLOG.BY_NAME, capacity, max_bytes)
+    scheduler = Scheduler()
+    broker.attach(scheduler)
+    return broker, scheduler
+
+
+def feed(broker: Broker, **kw) -> tuple[FeedSession, Recorder]:
+    session = FeedSession(FeedSpec(FeedKind.SUBSCRIBE, USER, {}, None), broker, kw.pop("start", broker.store.head_offset), **kw)
+    channel = Recorder()
+    session.on_open(channel)
+    return session, channel
+
+
+def offsets(channel: Recorder) -> list[int]:
+    return [json.loads(payload(f))["offset"] for f in channel.frames]
+
+
+def test_a_replica_that_falls_behind_reads_on_from_the_log_from_the_last_frame_sent(tmp_path):
+    async def body():
+        store = open_blog_store(tmp_path, replication=True)
+        broker, scheduler = attached(store, capacity=2)
+        await store.insert("User", new_user(1))
+        session = ReplicationSession(broker, 0, store.frames_after(0))
+        channel = Recorder()
+        session.on_open(channel)
+        scheduler.run()
+        await store.insert("User", new_user(2))
+        scheduler.run()
+        assert [payload(f) for f in channel.frames] == list(store.frames_after(0))  # live now
+        channel.open = False
+        for i in range(3, 7):  # 4 frames for a queue of 2: back to the log
+            await store.insert("User", new_user(i))
+        scheduler.run()
+        assert channel.closed is None and len(channel.frames) == 2
+        await store.insert("User", new_user(7))  # while replaying: left to the replay
+        scheduler.run()
+        channel.open = True
+        session.on_writable()
+        scheduler.run()
+        assert [payload(f) for f in channel.frames] == list(store.frames_after(0))  # 1-7, once each
+        await store.insert("User", new_user(8))
+        scheduler.run()
+        assert [payload(f) for f in channel.frames] == list(store.frames_after(0))
+        assert channel.closed is None and broker.metrics()["lagged_closes"] == 0
+        store.close()
+
+    run(body())
+
+
+def test_a_replay_that_fails_on_the_disk_closes_1011_naming_where_it_was(tmp_path, caplog):
+    def failing():
+        raise OSError(5, "Input/output error")
+        yield b""
+
+    store = open_blog_store(tmp_path, replication=True)
+    broker, scheduler = attached(store)
+    channel = Recorder()
+    ReplicationSession(broker, 0, failing()).on_open(channel)
+    with caplog.at_level(logging.ERROR, logger="dbsvc.realtime"):
+        scheduler.run()
+    assert channel.closed == (1011, "replay failed")
+    assert [r.getMessage() for r in caplog.records] == ["replay after 0 failed: [Errno 5] Input/output error"]
+    assert broker.metrics()["replication_streams"] == 0
+    store.close()
+
+
+def test_a_replay_whose_offsets_are_gone_is_a_lag_close_naming_the_last_offset_sent(tmp_path):
+    async def body():
+        store = open_blog_store(tmp_path)
+        for i in (1, 2):
+            await store.insert("User", new_user(i))
+        broker, scheduler = attached(store)
+
+        def compacted_away():
+            yield from store.events_after(0)
+            raise OffsetGone("offset 2 is no longer retained")
+
+        _, channel = feed(broker, start=0, replay=compacted_away())
+        scheduler.run()
+        assert offsets(channel) == [1, 2]
+        assert channel.closed == (1013, "lagged after 2")
+        assert broker.metrics()["lagged_closes"] == 1
+        store.close()
+
+    run(body())
+
+
+def test_a_snapshot_stream_that_fails_to_read_closes_1011_after_its_header(tmp_path, caplog):
+    def chunks():
+        yield b"line 1\n"
+        raise OSError(5, "Input/output error")
+
+    channel = Recorder()
+    with caplog.at_level(logging.ERROR, logger="dbsvc.realtime"):
+        SnapshotSession("e1", 4, "fp", chunks()).on_open(channel)
+    assert payload(channel.frames[0]) == (
+        b'{"type":"snapshot","format":1,"epoch":"e1","offset":4,"fingerprint":"fp","history":null}'
+    )
+    assert payload(channel.frames[1]) == b"line 1\n" and len(channel.frames) == 2
+    assert channel.closed == (1011, "snapshot read failed")
+    assert [r.getMessage() for r in caplog.records] == ["snapshot stream failed: [Errno 5] Input/output error"]
+
+
+def test_a_snapshot_stream_goes_at_the_sockets_pace_and_lets_its_file_go_on_close():
+    closed = []
+
+    def chunks():
+        try:
+            yield from (b"a", b"bc", b"def")
+        finally:
+            closed.append(True)
+
+    channel = Recorder()
+    session = SnapshotSession("e1", 4, "fp", chunks(), {"id": "h", "forks": []})
+    channel.open = False
+    session.on_open(channel)
+    assert len(channel.frames) == 1  # the header only
+    channel.open = True
+    session.on_writable()
+    assert [payload(f) for f in channel.frames[1:]] == [
+        b"a",
+        b"bc",
+        b"def",
+        b'{"type":"end","bytes":6,"crc32":%d}' % zlib.crc32(b"abcdef"),
+    ]
+    assert payload(channel.frames[0]).endswith(b',"history":{"id":"h","forks":[]}}')
+    assert channel.closed == (1000, "")
+    session.on_writable()  # done: nothing more
+    assert len(channel.frames) == 5
+    unread = SnapshotSession("e1", 4, "fp", chunks())
+    unread.on_open(Recorder())  # generator started: its finally runs on close
+    session.on_close(1000)
+    unread.on_close(1006)
+    assert closed == [True, True]
+
+
+def test_a_socket_closed_before_it_opened_is_closed_with_that_code_at_once(tmp_path):
+    async def body():
+        store = open_blog_store(tmp_path)
+        await store.insert("User", new_user(1))
+        broker, scheduler = attached(store)
+        session = FeedSession(FeedSpec(FeedKind.SUBSCRIBE, USER, {}, None), broker, 0, replay=store.events_after(0))
+        session.close(4000, "rebootstrapped")
+        channel = Recorder()
+        session.on_open(channel)
+        scheduler.run()
+        assert (channel.frames, channel.closed) == ([], (4000, "rebootstrapped"))
+        assert broker.metrics()["subscriptions"] == 0
+        store.close()
+
+    run(body())
+
+
+def test_queued_frames_leave_joined_up_to_the_write_bound(tmp_path):
+    async def body():
+        store = open_blog_store(tmp_path)
+        broker, scheduler = attached(store, capacity=100)
+        query = USER.parse_feed_query([("role", "reader")])  # routed: frame by frame, not a group's batch
+        session = FeedSession(FeedSpec(FeedKind.SUBSCRIBE, USER, query.filters, None), broker, 0)
+        channel = Recorder()
+        session.on_open(channel)
+        channel.open = False
+        for i in range(1, 4):  # three 30 KB frames: two fit under 64 KiB joined, the third goes alone
+            await store.insert("User", new_user(i, profile={"pad": "x" * 30_000}))
+        await store.insert("User", new_user(4))
+        scheduler.run()
+        channel.open = True
+        session.on_writable()
+        assert [len(split) for split in map(split_frames, channel.writes)] == [3, 1]
+        assert offsets(channel) == [1, 2, 3, 4]
+        assert broker.events_sent == 4
+        await store.insert("User", new_user(5))
+        scheduler.run()
+        assert offsets(channel)[-1] == 5 and len(channel.writes) == 2  # straight to the channel
+        store.close()
+
+    run(body())
+
+
+def test_a_batch_at_or_below_the_last_offset_taken_goes_frame_by_frame(tmp_path):
+    """A plain feed opened at offset N while N is still waiting to be drained: the drain's
+    batch starts at N, so it is not written whole; only the frames after N go out."""
+
+    async def body():
+        store = open_blog_store(tmp_path)
+        broker, scheduler = attached(store)
+        _, first = feed(broker)
+        await store.insert("User", new_user(1))
+        _, second = feed(broker)  # starts at 1, which the broker has not drained
+        await store.insert("User", new_user(2))
+        scheduler.run()
+        assert (offsets(first), len(first.writes)) == ([1, 2], 1)
+        assert (offsets(second), len(second.writes)) == ([2], 0)
+        store.close()
+
+    run(body())
