@@ -194,10 +194,11 @@ def test_no_socket_open_means_no_drain_and_the_head_moves_at_once(tmp_path):
         broker, scheduler = attached(store)
         await store.insert("User", new_user(1))
         assert (scheduler.pending, broker.head) == ([], 1)
+        first, _ = feed(broker)
         replica = ReplicationSession(broker, 1, iter(()))
-        session, _ = feed(broker)
-        replica.close(1000, "")
-        session.close(1000, "")
+        second, _ = feed(broker)
+        for session in (first, replica, second):
+            session.close(1000, "")
         await store.insert("User", new_user(2))
         assert (scheduler.pending, broker.head) == ([], 2)
         store.close()
@@ -318,6 +319,7 @@ def test_a_broker_used_before_attach_says_so(tmp_path):
 def test_a_detached_broker_hears_no_more_events(tmp_path):
     async def body():
         store = open_blog_store(tmp_path)
+        Broker(store, BLOG.BY_NAME, 16).detach()  # never attached: nothing to undo
         broker, scheduler = attached(store)
         _, channel = feed(broker)
         broker.detach()
@@ -388,6 +390,36 @@ def test_a_closed_session_is_let_go_of_wherever_it_was_filed(tmp_path, kind, fil
         assert alive_sessions() == before
         await store.insert("User", new_user(2))
         scheduler.run()
+        store.close()
+
+    run(body())
+
+
+def test_sessions_left_over_by_a_turn_get_the_next_one_and_a_turn_is_one_pass(tmp_path):
+    """Each replica has one 200 KB frame to send: three use up a turn's 512 KiB and finish
+    without asking again, so the broker itself must give the rest the next turn; a socket
+    opened in between joins that turn, which is still one bounded pass."""
+
+    async def body():
+        store = open_blog_store(tmp_path, replication=True)
+        await store.insert("User", new_user(1, profile={"pad": "x" * 200_000}))
+        broker, scheduler = attached(store)
+        channels = []
+
+        def open_replica() -> None:
+            channel = Recorder()
+            ReplicationSession(broker, 0, store.frames_after(0)).on_open(channel)
+            channels.append(channel)
+
+        for _ in range(8):
+            open_replica()
+        scheduler.step()
+        assert [len(c.frames) for c in channels] == [1, 1, 1, 0, 0, 0, 0, 0]
+        open_replica()
+        scheduler.step()
+        assert [len(c.frames) for c in channels] == [1, 1, 1, 1, 1, 1, 0, 0, 0]
+        scheduler.run()
+        assert [len(c.frames) for c in channels] == [1] * 9
         store.close()
 
     run(body())
