@@ -68,11 +68,15 @@ def test_a_replica_that_falls_behind_reads_on_from_the_log_from_the_last_frame_s
         await store.insert("User", new_user(7))  # while replaying: left to the replay
         scheduler.run()
         channel.open = True
+        await store.insert("User", new_user(8))  # published; drained after the replay has read it
         session.on_writable()
         scheduler.run()
-        assert [payload(f) for f in channel.frames] == list(store.frames_after(0))  # 1-7, once each
-        await store.insert("User", new_user(8))
+        assert [payload(f) for f in channel.frames] == list(store.frames_after(0))  # 1-8, once each
+        channel.open = False  # live again: a frame that waits is queued, not replayed
+        await store.insert("User", new_user(9))
         scheduler.run()
+        channel.open = True
+        session.on_writable()
         assert [payload(f) for f in channel.frames] == list(store.frames_after(0))
         assert channel.closed is None and broker.metrics()["lagged_closes"] == 0
         store.close()
@@ -113,6 +117,10 @@ def test_a_replay_whose_offsets_are_gone_is_a_lag_close_naming_the_last_offset_s
         assert offsets(channel) == [1, 2]
         assert channel.closed == (1013, "lagged after 2")
         assert broker.metrics()["lagged_closes"] == 1
+        _, again = feed(broker, start=0, replay=compacted_away())
+        scheduler.run()
+        assert again.closed == (1013, "lagged after 2")
+        assert broker.metrics()["lagged_closes"] == 2
         store.close()
 
     run(body())
@@ -124,14 +132,17 @@ def test_a_snapshot_stream_that_fails_to_read_closes_1011_after_its_header(tmp_p
         raise OSError(5, "Input/output error")
 
     channel = Recorder()
+    session = SnapshotSession("e1", 4, "fp", chunks())
     with caplog.at_level(logging.ERROR, logger="dbsvc.realtime"):
-        SnapshotSession("e1", 4, "fp", chunks()).on_open(channel)
+        session.on_open(channel)
     assert payload(channel.frames[0]) == (
         b'{"type":"snapshot","format":1,"epoch":"e1","offset":4,"fingerprint":"fp","history":null}'
     )
     assert payload(channel.frames[1]) == b"line 1\n" and len(channel.frames) == 2
     assert channel.closed == (1011, "snapshot read failed")
     assert [r.getMessage() for r in caplog.records] == ["snapshot stream failed: [Errno 5] Input/output error"]
+    session.on_writable()  # failed: nothing more, not even the end message
+    assert len(channel.frames) == 2
 
 
 def test_a_snapshot_stream_goes_at_the_sockets_pace_and_lets_its_file_go_on_close():
@@ -165,6 +176,7 @@ def test_a_snapshot_stream_goes_at_the_sockets_pace_and_lets_its_file_go_on_clos
     session.on_close(1000)
     unread.on_close(1006)
     assert closed == [True, True]
+    unread.on_writable()  # after the close: a no-op
 
 
 def test_a_socket_closed_before_it_opened_is_closed_with_that_code_at_once(tmp_path):
@@ -224,6 +236,29 @@ def test_a_batch_at_or_below_the_last_offset_taken_goes_frame_by_frame(tmp_path)
         scheduler.run()
         assert (offsets(first), len(first.writes)) == ([1, 2], 1)
         assert (offsets(second), len(second.writes)) == ([2], 0)
+        store.close()
+
+    run(body())
+
+
+def test_a_filtered_replay_that_reads_on_past_its_first_reader_still_judges_links_by_the_parent(tmp_path):
+    async def body():
+        store = open_blog_store(tmp_path, replication=True)
+        await store.insert("User", new_user(1, role="admin"))
+        await store.insert("User", new_user(2, role="reader"))
+        broker, scheduler = attached(store)
+        query = USER.parse_feed_query([("role", "admin")])
+        session = FeedSession(
+            FeedSpec(FeedKind.SUBSCRIBE, USER, query.filters, None), broker, 0, replay=store.events_after(0)
+        )
+        channel = Recorder()
+        session.on_open(channel)
+        post = BLOG.BY_NAME["BlogPost"]
+        for author in (1, 2):  # after the replay's first reader was made
+            await store.insert("BlogPost", post.validate_create({"author_id": author, "title": "t", "body": "b", "score": 1.0}))
+        scheduler.run()
+        sent = [json.loads(payload(f)) for f in channel.frames]
+        assert [(f["kind"], f["offset"]) for f in sent] == [("insert", 1), ("link", 3)]
         store.close()
 
     run(body())
