@@ -260,7 +260,7 @@ def test_after_a_cheap_drain_the_next_is_not_held(tmp_path):
         store = open_blog_store(tmp_path)
         broker, scheduler = attached(store, later=lambda delay, callback: holds.append(delay))
         feed(broker)
-        for i in (1, 2, 3):
+        for i in (1, 2):  # one socket: a drain of well under 1 ms of CPU time
             await store.insert("User", new_user(i))
             scheduler.run()
         assert holds == []
