@@ -423,3 +423,23 @@ def test_sessions_left_over_by_a_turn_get_the_next_one_and_a_turn_is_one_pass(tm
         store.close()
 
     run(body())
+
+
+def test_a_live_query_closed_while_its_init_waits_is_forgotten(tmp_path):
+    async def body():
+        store = open_blog_store(tmp_path)
+        await store.insert("User", new_user(1))
+        broker, scheduler = attached(store)
+        feed(broker)
+        await store.insert("User", new_user(2))  # offset 2: published, not drained
+        init = InitSlices(store, USER, {}, None, store.applied_offset, 10)
+        waiting = FeedSession(FeedSpec(FeedKind.LIVE, USER, {}, None), broker, init.offset, init=init)
+        channel = Recorder()
+        waiting.on_open(channel)
+        waiting.close(1000, "")
+        assert broker.metrics()["live_queries"] == 0
+        scheduler.run()
+        assert (channel.frames, channel.closed) == ([], (1000, ""))
+        store.close()
+
+    run(body())
