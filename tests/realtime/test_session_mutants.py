@@ -11,10 +11,16 @@ import json
 import logging
 import zlib
 
+import pytest
+
 from dbsvc.errors import OffsetGone
+from dbsvc.http.frames import text_frame
 from dbsvc.realtime.broker import Broker
+from dbsvc.realtime.fanout import Batch
 from dbsvc.realtime.feeds import FeedKind, FeedSpec
+from dbsvc.realtime.init import InitSlices
 from dbsvc.realtime.session import FeedSession, ReplicationSession, SnapshotSession
+from dbsvc.storage.logfile import encode_frame
 from support.realtime_kit import BLOG, Recorder, Scheduler, open_blog_store, run, split_frames
 
 USER = BLOG.BY_NAME["User"]
@@ -246,6 +252,8 @@ def test_a_filtered_replay_that_reads_on_past_its_first_reader_still_judges_link
         store = open_blog_store(tmp_path, replication=True)
         await store.insert("User", new_user(1, role="admin"))
         await store.insert("User", new_user(2, role="reader"))
+        post = BLOG.BY_NAME["BlogPost"]
+        await store.insert("BlogPost", post.validate_create({"author_id": 1, "title": "t", "body": "b", "score": 1.0}))
         broker, scheduler = attached(store)
         query = USER.parse_feed_query([("role", "admin")])
         session = FeedSession(
@@ -253,12 +261,171 @@ def test_a_filtered_replay_that_reads_on_past_its_first_reader_still_judges_link
         )
         channel = Recorder()
         session.on_open(channel)
-        post = BLOG.BY_NAME["BlogPost"]
         for author in (1, 2):  # after the replay's first reader was made
             await store.insert("BlogPost", post.validate_create({"author_id": author, "title": "t", "body": "b", "score": 1.0}))
         scheduler.run()
         sent = [json.loads(payload(f)) for f in channel.frames]
-        assert [(f["kind"], f["offset"]) for f in sent] == [("insert", 1), ("link", 3)]
+        assert [(f["kind"], f["offset"]) for f in sent] == [("insert", 1), ("link", 3), ("link", 4)]
+        store.close()
+
+    run(body())
+
+
+# -- exact bounds and counts, with frames of chosen sizes handed to a session directly
+
+
+def text_of(size: int) -> bytes:
+    """A text frame of exactly `size` bytes (a 4-byte header: 126 <= payload < 65536)."""
+    return text_frame(b"x" * (size - 4))
+
+
+def routed_feed(broker: Broker) -> tuple[FeedSession, Recorder]:
+    query = USER.parse_feed_query([("role", "reader")])
+    session = FeedSession(FeedSpec(FeedKind.SUBSCRIBE, USER, query.filters, None), broker, 0)
+    channel = Recorder()
+    session.on_open(channel)
+    return session, channel
+
+
+def test_every_frame_sent_is_counted_once_whichever_way_it_leaves(tmp_path):
+    async def body():
+        store = open_blog_store(tmp_path)
+        for i in (1, 2):
+            await store.insert("User", new_user(i))
+        broker, scheduler = attached(store)
+        _, channel = feed(broker, start=0, replay=store.events_after(0))
+        scheduler.run()
+        assert broker.events_sent == 2  # replayed
+        await store.insert("User", new_user(3))
+        scheduler.run()
+        assert broker.events_sent == 3  # live, straight to the channel
+        channel.open = False
+        for i in (4, 5):
+            await store.insert("User", new_user(i))
+        scheduler.run()
+        channel.open = True
+        _.on_writable()
+        assert (broker.events_sent, offsets(channel)) == (5, [1, 2, 3, 4, 5])  # queued, then written
+        store.close()
+
+    run(body())
+
+
+def test_the_queue_holds_exactly_max_bytes_and_a_write_frees_them(tmp_path):
+    store = open_blog_store(tmp_path)
+    broker, _ = attached(store, max_bytes=2000)
+    session, channel = routed_feed(broker)
+    channel.open = False
+    session.deliver(1, text_of(1000))
+    session.deliver(2, text_of(1000))  # 2000 bytes queued: at the bound, not past it
+    assert channel.closed is None
+    channel.open = True
+    session.on_writable()
+    channel.open = False
+    session.deliver(3, text_of(1000))
+    session.deliver(4, text_of(1000))  # the first 2000 were written: 2000 again
+    assert channel.closed is None
+    session.deliver(5, text_of(1))
+    assert channel.closed == (1013, "lagged after 2")
+    store.close()
+
+
+@pytest.mark.parametrize(
+    "sizes, writes",
+    [
+        ((32768, 32768, 32768), [2, 1]),  # the second makes exactly 64 KiB: the write ends there
+        ((32767, 32768, 200), [3]),  # 65,535 bytes: under the bound, one more joins
+    ],
+)
+def test_queued_frames_are_joined_until_a_write_reaches_64_kib(tmp_path, sizes, writes):
+    store = open_blog_store(tmp_path)
+    broker, _ = attached(store)
+    session, channel = routed_feed(broker)
+    channel.open = False
+    for offset, size in enumerate(sizes, 1):
+        session.deliver(offset, text_of(size))
+    channel.open = True
+    session.on_writable()
+    assert [len(split_frames(w)) for w in channel.writes] == writes
+    assert [len(f) for f in channel.frames] == list(sizes)
+    store.close()
+
+
+@pytest.mark.parametrize("size, whole", [(65536, True), (65537, False)])
+def test_a_batch_of_at_most_64_kib_is_written_whole(tmp_path, size, whole):
+    store = open_blog_store(tmp_path)
+    broker, _ = attached(store)
+    session, channel = feed(broker)
+    batch = Batch()
+    batch.add(1, text_of(32768))
+    batch.add(2, text_of(size - 32768))
+    session.deliver_batch(batch)
+    assert len(channel.writes) == (1 if whole else 0)
+    assert [len(f) for f in channel.frames] == [32768, size - 32768]
+    store.close()
+
+
+def tiny_log(count: int) -> list[bytes]:
+    return [encode_frame(offset, b"x") for offset in range(1, count + 1)]
+
+
+def test_a_replay_turn_sends_at_most_2000_events(tmp_path):
+    store = open_blog_store(tmp_path, replication=True)
+    broker, scheduler = attached(store)
+    channel = Recorder()
+    ReplicationSession(broker, 0, iter(tiny_log(4500))).on_open(channel)
+    counts = []
+    while scheduler.pending and len(counts) < 10:
+        scheduler.step()
+        counts.append(len(channel.frames))
+    assert counts == [2000, 4000, 4500]
+    store.close()
+
+
+class FillsUp(Recorder):
+    """A channel whose transport stops taking writes after `room` frames."""
+
+    def __init__(self, room: int) -> None:
+        super().__init__()
+        self.room = room
+
+    @property
+    def writable(self) -> bool:
+        return super().writable and len(self.frames) < self.room
+
+
+def test_a_replay_stops_asking_for_turns_while_its_channel_is_full(tmp_path):
+    store = open_blog_store(tmp_path, replication=True)
+    broker, scheduler = attached(store)
+    channel = FillsUp(10)
+    session = ReplicationSession(broker, 0, iter(tiny_log(30)))
+    session.on_open(channel)
+    for _ in range(5):
+        scheduler.step()
+    assert (len(channel.frames), scheduler.pending) == (10, [])
+    channel.room = 30
+    session.on_writable()
+    scheduler.run()
+    assert len(channel.frames) == 30
+    store.close()
+
+
+def test_an_init_turn_sends_nothing_to_a_channel_that_filled_up_meanwhile(tmp_path):
+    async def body():
+        store = open_blog_store(tmp_path)
+        await store.insert("User", new_user(1))
+        broker, scheduler = attached(store)
+        init = InitSlices(store, USER, {}, None, store.applied_offset, 10)
+        session = FeedSession(FeedSpec(FeedKind.LIVE, USER, {}, None), broker, init.offset, init=init)
+        channel = Recorder()
+        session.on_open(channel)  # its offset is drained: a turn is asked for at once
+        channel.open = False
+        scheduler.run()
+        assert channel.frames == []
+        channel.open = True
+        session.on_writable()
+        scheduler.run()
+        assert [json.loads(payload(f))["type"] for f in channel.frames] == ["Init"]
         store.close()
 
     run(body())
