@@ -429,3 +429,39 @@ def test_an_init_turn_sends_nothing_to_a_channel_that_filled_up_meanwhile(tmp_pa
         store.close()
 
     run(body())
+
+
+class ReentrantChannel(Recorder):
+    """A channel whose transport reports room again from inside a write (a resume that runs
+    synchronously): the session is asked to pump while it is pumping."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.session: FeedSession | None = None
+
+    def send_frames(self, data: bytes, count: int) -> None:
+        super().send_frames(data, count)
+        session, self.session = self.session, None
+        if session is not None:
+            session.on_writable()
+
+
+def test_a_pump_asked_for_again_while_it_writes_keeps_order_and_the_last_offset_sent(tmp_path):
+    store = open_blog_store(tmp_path)
+    broker, _ = attached(store, capacity=2)
+    query = USER.parse_feed_query([("role", "reader")])
+    session = FeedSession(FeedSpec(FeedKind.SUBSCRIBE, USER, query.filters, None), broker, 0)
+    channel = ReentrantChannel()
+    session.on_open(channel)
+    channel.open = False
+    for offset in (1, 2):  # 64 KiB each: one write each
+        session.deliver(offset, text_of(65536))
+    channel.open = True
+    channel.session = session
+    session.on_writable()
+    assert [len(split_frames(w)) for w in channel.writes] == [1, 1]
+    channel.open = False
+    for offset in (3, 4, 5):
+        session.deliver(offset, text_of(200))
+    assert channel.closed == (1013, "lagged after 2")
+    store.close()
