@@ -177,9 +177,11 @@ def test_a_snapshot_stream_goes_at_the_sockets_pace_and_lets_its_file_go_on_clos
     assert channel.closed == (1000, "")
     session.on_writable()  # done: nothing more
     assert len(channel.frames) == 5
-    unread = SnapshotSession("e1", 4, "fp", chunks())
-    unread.on_open(Recorder())  # generator started: its finally runs on close
     session.on_close(1000)
+    assert closed == [True]  # read to its end
+    unread = SnapshotSession("e1", 4, "fp", chunks())
+    unread.on_open(FillsUp(2))  # the header and one chunk: the file is open, half read
+    assert closed == [True]
     unread.on_close(1006)
     assert closed == [True, True]
     unread.on_writable()  # after the close: a no-op
@@ -293,19 +295,24 @@ def test_every_frame_sent_is_counted_once_whichever_way_it_leaves(tmp_path):
         for i in (1, 2):
             await store.insert("User", new_user(i))
         broker, scheduler = attached(store)
-        _, channel = feed(broker, start=0, replay=store.events_after(0))
+        query = USER.parse_feed_query([("role", "reader")])  # routed: `deliver`, not a group's batch
+        spec = FeedSpec(FeedKind.SUBSCRIBE, USER, query.filters, None)
+        session = FeedSession(spec, broker, 0, replay=store.events_after(0))
+        channel = Recorder()
+        session.on_open(channel)
         scheduler.run()
         assert broker.events_sent == 2  # replayed
-        await store.insert("User", new_user(3))
-        scheduler.run()
-        assert broker.events_sent == 3  # live, straight to the channel
+        for i in (3, 4):
+            await store.insert("User", new_user(i))
+            scheduler.run()
+        assert broker.events_sent == 4  # live, straight to the channel
         channel.open = False
-        for i in (4, 5):
+        for i in (5, 6):
             await store.insert("User", new_user(i))
         scheduler.run()
         channel.open = True
-        _.on_writable()
-        assert (broker.events_sent, offsets(channel)) == (5, [1, 2, 3, 4, 5])  # queued, then written
+        session.on_writable()
+        assert (broker.events_sent, offsets(channel)) == (6, [1, 2, 3, 4, 5, 6])  # queued, then written
         store.close()
 
     run(body())
