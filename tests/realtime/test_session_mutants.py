@@ -472,3 +472,34 @@ def test_a_pump_asked_for_again_while_it_writes_keeps_order_and_the_last_offset_
         session.deliver(offset, text_of(200))
     assert channel.closed == (1013, "lagged after 2")
     store.close()
+
+
+def replica_frame(offset: int, size: int) -> bytes:
+    """A log frame whose `/replicate` message is exactly `size` bytes (16 bytes of frame
+    header; a message header of 10 bytes from 65,536 bytes on, else 4)."""
+    head = 10 if size - 4 >= 65536 else 4
+    return encode_frame(offset, b"x" * (size - head - 16))
+
+
+def test_a_turn_grants_exactly_512_kib_and_a_session_that_sends_nothing_costs_nothing(tmp_path):
+    store = open_blog_store(tmp_path, replication=True)
+    broker, scheduler = attached(store)
+
+    def replica(*sizes: int) -> Recorder:
+        channel = Recorder()
+        ReplicationSession(broker, 0, iter([replica_frame(i, s) for i, s in enumerate(sizes, 1)])).on_open(channel)
+        return channel
+
+    closed = ReplicationSession(broker, 0, iter([replica_frame(1, 200)]))
+    closed.on_open(Recorder())
+    closed.close(1000, "")  # asked for a turn, then closed: its turn sends nothing
+    init = InitSlices(store, USER, {}, None, store.applied_offset, 10)
+    waiting = FeedSession(FeedSpec(FeedKind.LIVE, USER, {}, None), broker, init.offset, init=init)
+    full = Recorder()
+    waiting.on_open(full)  # asks for a turn for its Init ...
+    full.open = False  # ... and its transport is full when the turn comes
+    channels = [replica(131072, 200), replica(131072), replica(131072), replica(131071), replica(200)]
+    scheduler.step()
+    assert [[len(f) for f in c.frames] for c in channels] == [[131072], [131072], [131072], [131071], [200]]
+    assert full.frames == []
+    store.close()
