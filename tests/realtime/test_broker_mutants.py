@@ -443,3 +443,43 @@ def test_a_live_query_closed_while_its_init_waits_is_forgotten(tmp_path):
         store.close()
 
     run(body())
+
+
+def test_a_turn_used_up_by_an_init_that_is_done_gives_the_next_turn_to_the_rest(tmp_path):
+    """A one-record Init of 600 KB uses up a turn and needs no more: nobody asks again, so
+    the broker gives the replica waiting behind it the next turn itself."""
+
+    async def body():
+        store = open_blog_store(tmp_path, replication=True)
+        await store.insert("User", new_user(1, profile={"pad": "x" * 600_000}))
+        broker, scheduler = attached(store)
+        init = InitSlices(store, USER, {}, None, store.applied_offset, 10)
+        live = Recorder()
+        FeedSession(FeedSpec(FeedKind.LIVE, USER, {}, None), broker, init.offset, init=init).on_open(live)
+        replica = Recorder()
+        ReplicationSession(broker, 0, store.frames_after(0)).on_open(replica)
+        scheduler.step()
+        assert (len(live.frames), len(replica.frames)) == (1, 0)
+        scheduler.step()
+        assert len(replica.frames) == 1
+        scheduler.run()
+        assert (len(live.frames), len(replica.frames)) == (1, 1)
+        store.close()
+
+    run(body())
+
+
+def test_a_session_that_asks_twice_before_its_turn_gets_one_turn(tmp_path):
+    async def body():
+        store = open_blog_store(tmp_path, replication=True)
+        store.insert_batch([("User", new_user(i, profile={"pad": "x" * 1000})) for i in range(1, 400)])
+        broker, scheduler = attached(store)
+        channel = Recorder()
+        session = ReplicationSession(broker, 0, store.frames_after(0))
+        session.on_open(channel)
+        session.on_writable()  # asks again before the turn
+        scheduler.step()
+        assert 131072 <= sum(map(len, channel.frames)) < 131072 + 1200
+        store.close()
+
+    run(body())
