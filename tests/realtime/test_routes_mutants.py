@@ -132,6 +132,7 @@ def test_offered_subprotocols_are_every_sec_websocket_protocol_value_in_order():
         ("http://localhost:8080", None, False),
         ("http://evil.example://localhost:8080", "localhost:8080", False),  # the first "://" splits
         ("null", "localhost:8080", False),
+        ("http://hostX", "host", False),  # only slashes are stripped
     ],
 )
 def test_same_origin_is_the_authority_after_the_scheme_against_the_host(origin, host, same):
@@ -290,6 +291,10 @@ def test_a_token_in_the_subprotocols_authorizes_and_its_expiry_closes_the_socket
     assert upgrade.close_at == (float(exp + 60), 4401, "token expired")  # the guard's leeway: 60 s
     upgrade = routes.open(FeedKind.LIVE, request("/live-query/user", headers=bearer(token)), "user")
     assert (upgrade.subprotocol, upgrade.close_at) == (None, (float(exp + 60), 4401, "token expired"))
+    other = mint(private, "ES256", uid=8)
+    headers = bearer(token) + [("sec-websocket-protocol", f"bearer, bearer.{other}")]
+    upgrade = routes.open(FeedKind.SUBSCRIBE, request("/subscribe/blog-post", headers=headers), "blog-post")
+    assert upgrade.session.spec.scope.keys == frozenset({7})  # the Authorization header wins
     store.close()
 
 
@@ -439,6 +444,7 @@ def test_the_snapshot_stream_opens_with_its_header_and_ends_with_the_count_and_c
         upgrade = routes.replicate_snapshot(request("/replicate/snapshot", headers=headers))
         assert (upgrade.route, upgrade.subprotocol) == ("replicate-snapshot", "bearer")
         assert upgrade.close_at == (float(exp + 60), 4401, "token expired")
+        assert routes.replicate(request("/replicate", headers=bearer(token))).close_at == upgrade.close_at
         channel = opened(upgrade)
         epoch, offset, chunks = store.epoch_snapshot()
         body = b"".join(chunks)
