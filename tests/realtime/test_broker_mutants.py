@@ -143,7 +143,8 @@ def test_a_plain_feed_gets_a_link_in_a_drain_with_no_row_of_its_own_model(tmp_pa
     run(body())
 
 
-def test_a_live_delete_frame_is_the_logs_fitted_payload(tmp_path):
+@pytest.mark.parametrize("grouped", [True, False])
+def test_a_live_delete_frame_is_the_logs_fitted_payload(tmp_path, grouped):
     """A record written under a larger max_payload, deleted after a reopen with a smaller
     one: the log holds the delete fitted (`omitted`), and every subscriber gets those bytes,
     as a replay of the log would."""
@@ -155,7 +156,7 @@ def test_a_live_delete_frame_is_the_logs_fitted_payload(tmp_path):
         store.close()
         store = Store.open(directory, BLOG.MODELS, BLOG.DESCRIPTION, sync="off", max_payload=4096)
         broker, scheduler = attached(store)
-        _, plain = feed(broker)
+        _, plain = feed(broker) if grouped else feed(broker, role="reader")
         _, routed = feed(broker, role="reader")
         await store.delete("User", 1)
         scheduler.run()
@@ -480,6 +481,42 @@ def test_a_session_that_asks_twice_before_its_turn_gets_one_turn(tmp_path):
         session.on_writable()  # asks again before the turn
         scheduler.step()
         assert 131072 <= sum(map(len, channel.frames)) < 131072 + 1200
+        store.close()
+
+    run(body())
+
+
+def test_an_event_of_another_model_goes_out_while_a_live_query_waits_for_its_init(tmp_path):
+    async def body():
+        store = open_blog_store(tmp_path)
+        await store.insert("User", new_user(1))
+        broker, scheduler = attached(store)
+        _, posts = feed(broker, model=POST, published="false")
+        await store.insert("User", new_user(2))  # offset 2: published, not drained
+        init = InitSlices(store, USER, {}, None, store.applied_offset, 10)
+        FeedSession(FeedSpec(FeedKind.LIVE, USER, {}, None), broker, init.offset, init=init).on_open(Recorder())
+        await store.insert("BlogPost", new_post(1))
+        scheduler.run()
+        assert [json.loads(payload(f))["offset"] for f in posts.frames] == [3]
+        store.close()
+
+    run(body())
+
+
+class Broken(Recorder):
+    def send_frames(self, data: bytes, count: int) -> None:
+        raise ConnectionError("transport gone")
+
+
+def test_a_delivery_that_fails_for_a_socket_is_logged(tmp_path, caplog):
+    async def body():
+        store = open_blog_store(tmp_path)
+        broker, scheduler = attached(store)
+        FeedSession(FeedSpec(FeedKind.SUBSCRIBE, USER, {}, None), broker, 0).on_open(Broken())
+        await store.insert("User", new_user(1))
+        with caplog.at_level(logging.ERROR, logger="dbsvc.realtime"):
+            scheduler.run()
+        assert [r.getMessage() for r in caplog.records] == ["fan-out delivery failed"]
         store.close()
 
     run(body())
