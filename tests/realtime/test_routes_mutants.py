@@ -23,7 +23,7 @@ from dbsvc.http.types import Request
 from dbsvc.realtime.broker import Broker
 from dbsvc.realtime.feeds import FeedKind
 from dbsvc.realtime.routes import RealtimeRoutes, check_after, offered_subprotocols, same_origin
-from dbsvc.rules import MISSING, NOTHING, ModelRules, Refusals, Scope, claim
+from dbsvc.rules import MISSING, NOTHING, ModelRules, Scope, claim
 from support.authkit import AUDIENCE, ISSUER, TENANT, mint, public_pem
 from support.realtime_kit import BLOG, Recorder, Scheduler, open_blog_store, run
 
