@@ -185,6 +185,9 @@ def test_a_snapshot_stream_goes_at_the_sockets_pace_and_lets_its_file_go_on_clos
     unread.on_close(1006)
     assert closed == [True, True]
     unread.on_writable()  # after the close: a no-op
+    listed = SnapshotSession("e1", 4, "fp", iter([b"a", b"b"]))  # an iterator without close()
+    listed.on_open(FillsUp(2))
+    listed.on_close(1006)
 
 
 def test_a_socket_closed_before_it_opened_is_closed_with_that_code_at_once(tmp_path):
