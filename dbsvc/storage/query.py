@@ -186,13 +186,13 @@ def list_live(table: Table, query: Query) -> tuple[list[dict], int]:
 
 
 def list_page(table: Table, query: Query) -> tuple[list[dict], int, bool]:
-    """(page, total, whether another page follows) over the live state; a query with
+    """(page, total, whether another page follows it: never after an empty page) over the live state; a query with
     operators or a cursor is planned by seek.py."""
     if has_operators(query):
         ids, total, more = plan_operators(table, query)
     else:
         ids, total = _plan_live(table, query)
-        more = query.offset + len(ids) < total
+        more = bool(ids) and query.offset + len(ids) < total
     return table.shown_all(ids), total, more
 
 
@@ -201,7 +201,7 @@ def state_page(state: Mapping[Any, Stored], table: Table, query: Query) -> tuple
     if has_operators(query):
         return plan_state(state, table, query)
     records, total = list_state(state, table, query)
-    return records, total, query.offset + len(records) < total
+    return records, total, bool(records) and query.offset + len(records) < total
 
 
 def live_ids(table: Table, query: Query) -> list[Any]:
