@@ -233,3 +233,21 @@ def test_field_names_with_double_underscores_are_refused_at_their_place():
     (error,) = info.value.errors
     assert (error.line, error.col) == (3, 3)
     assert "contains '__'" in error.message
+
+
+def test_openapi_lists_every_operator_parameter_with_its_type():
+    from dbsvc.compiler import build_openapi
+
+    document = build_openapi(parse_schema(SCHEMA, "test.dbs"))
+    operation = document["paths"]["/api/post"]["get"]
+    params = {p["name"]: p["schema"] for p in operation["parameters"] if "name" in p}
+    assert params["score__gte"]["type"] == "number"
+    assert (params["views__lt"]["type"], params["views__lt"]["format"]) == ("integer", "int64")
+    assert (params["at__gt"]["type"], params["at__gt"]["format"]) == ("string", "date-time")
+    assert params["kind__lte"] == {"type": "string", "enum": ["a", "b"]}
+    assert params["title__prefix"] == {"type": "string"}
+    assert params["tag__null"] == params["views__null"] == {"type": "boolean"}
+    assert "body__gt" not in params and "score__prefix" not in params and "score__null" not in params
+    assert {"$ref": "#/components/parameters/cursor"} in operation["parameters"]
+    assert "Link" in operation["responses"]["200"]["headers"]
+    assert document["components"]["parameters"]["cursor"]["schema"] == {"type": "string"}

@@ -129,6 +129,7 @@ def queries(draw):
     sort = draw(st.lists(st.sampled_from(SORTABLE), unique=True, max_size=3))
     sort_spec = [(f, draw(st.booleans())) for f in sort]
     nulls_tested: set[str] = set()
+    filtered: set[str] = set()
     for _ in range(draw(st.integers(0, 3))):
         kind = draw(st.sampled_from(["first", "first", "range", "filter", "null"]))
         if kind == "first" and sort:
@@ -136,7 +137,11 @@ def queries(draw):
         elif kind in ("first", "range"):
             _range(draw, draw(st.sampled_from(SORTABLE)), params, where, args)
         elif kind == "filter":
-            _filter(draw, draw(st.sampled_from(["n", "s", "b", "g"])), params, where, args)
+            field = draw(st.sampled_from(["n", "s", "b", "g"]))
+            if field in filtered:  # repeated values of one field are ORed: one draw makes them all
+                continue
+            filtered.add(field)
+            _filter(draw, field, params, where, args)
         else:
             field = draw(st.sampled_from(NULLABLE))
             if field in nulls_tested:
