@@ -64,8 +64,8 @@ def test_list_page_agrees_with_sqlite(rows, checks):
 
 
 @pytest.mark.slow
-@settings(max_examples=150, **PROPERTY)
-@given(rows=records(most=400), checks=CHECKS)
+@settings(max_examples=60, **PROPERTY)
+@given(rows=records(most=300), checks=CHECKS)
 def test_list_page_agrees_with_sqlite_long(rows, checks):
     check(rows, checks)
 
