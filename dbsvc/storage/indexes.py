@@ -515,20 +515,21 @@ class OrderedIndex:
 
     def pairs_span_descending(self, start: tuple[int, int], stop: tuple[int, int]) -> Iterator[tuple[Any, Any]]:
         """(key, id) of [start, stop) from the last: keys descending, ids descending in a run."""
-        keys = _backwards(list(_pieces(self._keys, start, stop)))
-        ids = _backwards(list(_pieces(self._ids, start, stop)))
+        keys = _backwards(_pieces(self._keys, start, stop))
+        ids = _backwards(_pieces(self._ids, start, stop))
         return zip(keys, ids)
 
 
-def _pieces(lists: list[Any], start: tuple[int, int], stop: tuple[int, int]) -> Iterator[Any]:
-    """The slices of `lists` (sublists) that cover positions [start, stop), in order."""
+def _pieces(lists: list[Any], start: tuple[int, int], stop: tuple[int, int]) -> list[Any]:
+    """The slices of `lists` (sublists) that cover positions [start, stop), in order: the
+    two ends copied, the sublists between them as they are (one list slice, no Python loop)."""
     (i1, j1), (i2, j2) = start, stop
     if (i2, j2) <= (i1, j1):
-        return
+        return []
     if i1 == i2:
-        yield lists[i1][j1:j2]
-        return
-    yield lists[i1][j1:]
-    yield from islice(lists, i1 + 1, i2)
+        return [lists[i1][j1:j2]]
+    out = [lists[i1][j1:]]
+    out += lists[i1 + 1 : i2]
     if i2 < len(lists) and j2:
-        yield lists[i2][:j2]
+        out.append(lists[i2][:j2])
+    return out

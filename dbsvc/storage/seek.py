@@ -37,7 +37,7 @@ counts every match (the cursor pages, it does not filter). `plan_state` does the
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator, Mapping
-from itertools import islice
+from itertools import chain, islice
 from operator import itemgetter
 from typing import Any
 
@@ -48,6 +48,7 @@ from dbsvc.storage.table import Table
 
 WALK_FACTOR = 2  # query.py's, for the same trade between a sorted gather and a walk
 _NOTHING = object()
+_KEY, _ID = itemgetter(0), itemgetter(1)
 
 
 def _null_last(kf: Callable[[Any], Any], value: Callable[[Any], Any]) -> Callable[[Any], tuple]:
@@ -248,8 +249,32 @@ def _one_key(table: Table, field: str, desc: bool, window: Window, cursor: Any) 
         if window.holds(ck):  # the rest of the cursor's run, ids ascending
             yield from index.ids_span(max(start, index.after(ck, cid)), min(stop, index.upper(ck, True)))
         stop = min(stop, index.lower(ck, True))
-    for _key, run in _descending_runs(index.pairs_span_descending(start, stop)):
-        yield from run
+    yield from _descending_ids(index.pairs_span_descending(start, stop))
+
+
+def _descending_ids(pairs: Iterator[tuple[Any, Any]]) -> Iterator[Any]:
+    """Descending (key, id) pairs (ids descending in a run) -> ids, keys descending and ids
+    ascending in a run, in growing batches at C speed: each batch is the next pairs plus the
+    rest of its last run, reversed, then sorted by key descending (stable: a run's ids stay
+    ascending), as query.py's `_one_key_page` does for a whole page."""
+    size = 32
+    while True:
+        taken = list(islice(pairs, size))
+        if not taken:
+            return
+        last, pending = taken[-1][0], None
+        for pair in pairs:  # the rest of the last run
+            if pair[0] != last:
+                pending = pair
+                break
+            taken.append(pair)
+        taken.reverse()
+        taken.sort(key=_KEY, reverse=True)
+        yield from map(_ID, taken)
+        if pending is None:
+            return
+        pairs = chain((pending,), pairs)
+        size *= 2
 
 
 def _runs(table: Table, field: str, desc: bool, window: Window, cursor: Any) -> Iterator[tuple[Any, list[Any]]]:
@@ -323,11 +348,10 @@ def plan_operators(table: Table, query: Query) -> tuple[list[Any], int, bool]:
     over the live state (module docstring)."""
     windows, filters, not_null = _windows(table, query)
     sort, limit, offset = query.sort, query.limit, query.offset
-    n = len(table.live)
     first = sort[0][0] if sort else None
     if not filters and not not_null and query.where_row is None and set(windows) <= {first}:
         window = windows.get(first) if first is not None else None
-        total = window.count(table.ordered[first]) if window is not None and first is not None else n
+        total = window.count(table.ordered[first]) if window is not None and first is not None else len(table.live)
         if limit == 0 or total == 0:
             return [], total, False
         ids = _page(_walk(table, query, window), offset, limit + 1)
@@ -341,7 +365,7 @@ def plan_operators(table: Table, query: Query) -> tuple[list[Any], int, bool]:
         ids = sorted(i for i in matched if i > query.cursor[1])[offset:end]
     elif not sort:
         ids = sorted(matched)[offset:end]
-    elif total * total <= WALK_FACTOR * end * n:
+    elif total * total <= WALK_FACTOR * end * len(table.live):
         chosen = matched
         if query.cursor is not None:
             after, live = _after_test(table, query), table.live
