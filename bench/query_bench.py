@@ -9,8 +9,10 @@
    holds the same number of posts.
 2. Starts `python dbsvc.py serve schemas/blog.dbs` on it pinned to core 0 (wrk on core 1,
    `--connections` connections), SERVICE_SYNC=off, RUST_LOG=info (as service_bench.py).
-3. Loads each URL alone for `--duration` seconds and prints req/s, p50 and p99, and each
-   list's p50 as a multiple of the GET's:
+3. Loads each URL alone for `--duration` seconds and prints req/s, p50 and p99, each
+   list's p50 as a multiple of the GET's, and the median time of requests sent one after
+   another on one connection ("alone"; the only figure for `offset=` at the end, whose
+   requests outlast wrk's 2 s timeout):
    - `GET /api/blog-post/<id>`, the yardstick;
    - `score__gte=50&sort=-score&limit=20` (a range sorted by its own field: a seek);
    - `title__prefix=ab&limit=20` (a prefix in id order: the prefix's ids gathered and sorted);
@@ -23,11 +25,14 @@ Figures in bench/README.md ("Operators and cursor pages").
 from __future__ import annotations
 
 import argparse
+import http.client
 import json
 import random
+import statistics
 import string
 import sys
 import tempfile
+import time
 import urllib.request
 from pathlib import Path
 
@@ -73,6 +78,22 @@ def get_json(port: int, path: str) -> dict:
         return json.load(reply)
 
 
+def sequential_ms(port: int, path: str, count: int = 15) -> float:
+    """The median time of `count` requests one after another on one connection: what one
+    client waits, where wrk's 2 s timeout drops a request slower than that."""
+    connection = http.client.HTTPConnection("127.0.0.1", port, timeout=600)
+    times = []
+    for _ in range(count):
+        start = time.perf_counter()
+        connection.request("GET", path)
+        reply = connection.getresponse()
+        reply.read()
+        assert reply.status == 200, (path, reply.status)
+        times.append((time.perf_counter() - start) * 1000)
+    connection.close()
+    return statistics.median(times)
+
+
 def main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--records", type=int, default=1_000_000)
@@ -108,14 +129,18 @@ def main(argv: list[str]) -> int:
         check = get_json(port, urls["sort=-score&limit=20&cursor= (last page)"][len(f"http://127.0.0.1:{port}") :])
         assert len(check["data"]) == 20, check
         print(f"{n} posts; wrk -c{args.connections}, {args.duration:g} s each, server on core 0")
-        print(f"{'figure':52} {'req/s':>8} {'p50 ms':>8} {'p99 ms':>8} {'p50 / GET':>10}")
+        print(f"{'figure':52} {'req/s':>8} {'p50 ms':>8} {'p99 ms':>8} {'p50 / GET':>10} {'alone ms':>9}")
         yardstick = None
         for label, url in urls.items():
+            alone = sequential_ms(port, url[len(f"http://127.0.0.1:{port}") :], 15 if "offset=" not in url else 3)
+            if "offset=" in url:  # seconds a request: wrk's 2 s timeout would drop them all
+                print(f"{label:52} {'-':>8} {'-':>8} {'-':>8} {'-':>10} {alone:9.2f}")
+                continue
             result = measure(process, url, duration=args.duration, connections=args.connections)
             yardstick = yardstick or result["p50_ms"]
             print(
                 f"{label:52} {result['rps']:8.0f} {result['p50_ms']:8.2f} {result['p99_ms']:8.2f} "
-                f"{result['p50_ms'] / yardstick:10.2f}"
+                f"{result['p50_ms'] / yardstick:10.2f} {alone:9.2f}"
             )
     finally:
         stop_server(process)
