@@ -72,6 +72,9 @@ def scoped_query(model: CompiledModel, query: Query, scope: Scope) -> Query | No
         as_of=query.as_of,
         after=query.after,
         where_row=where_row if where_row is not None else query.where_row,
+        ranges=query.ranges,
+        nulls=query.nulls,
+        cursor=query.cursor,
     )
 
 

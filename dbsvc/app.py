@@ -51,6 +51,7 @@ from dbsvc.http.types import Deferred, Request, Response, Upgrade
 from dbsvc.index import build_index, root_redirect
 from dbsvc.interfaces import GeneratedModule, ServedStore, TokenGuard
 from dbsvc.metrics import TEXT_TYPE, Meters, render_text, wants_text
+from dbsvc.operators import encode_cursor, next_link
 from dbsvc.readcache import EncodedRecords, ParsedQueries
 from dbsvc.realtime.broker import Broker
 from dbsvc.realtime.feeds import FeedKind
@@ -363,14 +364,20 @@ class Application:
                 body = b'{"data":[],"total":0,"limit":%d,"offset":%d}' % (query.limit, query.offset)
                 return Response(200, body, self._read_headers(watermark, query.as_of))
             query = scoped
-        records, total, watermark = self.store.list_records(model.name, query)
+        records, total, watermark, more = self.store.list_page(model.name, query)
         if query.projection is not None:
             project = model.project[query.projection]
             page = b",".join([json_bytes(project(record)) for record in records])
         else:
             page = self.encoded.encode_page(model, records)
         body = b'{"data":[%s],"total":%d,"limit":%d,"offset":%d}' % (page, total, query.limit, query.offset)
-        return Response(200, body, self._read_headers(watermark, query.as_of))
+        headers = self._read_headers(watermark, query.as_of)
+        if more and records:  # RFC 8288: the next page, keyed on this page's last record
+            last = records[-1]
+            keys = [model.keys[f](last[f]) for f, _desc in query.sort]
+            cursor = encode_cursor(model.name, query.sort, keys, last[model.id_field])
+            headers.append(("Link", next_link(request.path, request.query, cursor)))
+        return Response(200, body, headers)
 
     def read(self, request: Request, model: CompiledModel, segment: str, claims: Claims = NO_CLAIMS) -> Response:
         key = model.parse_id(segment)

@@ -89,6 +89,10 @@ class Query:
     on the primary key ascending. `limit` is already clamped to MAX_LIMIT. `where_row`,
     set only by the app from an access rule's `Scope` (never parsed from a query string),
     is a test of a record's stored values that every listed record must also pass.
+    `ranges` (one `(field, low, low inclusive, high, high inclusive)` per @sort field, None
+    unbounded, never matching a null), `nulls` ((field, must be null) pairs) and `cursor`
+    ((sort keys, id) of the record a page starts after) are the operators of
+    dbsvc/operators.py.
     """
 
     filters: Filters = field(default_factory=dict)
@@ -99,6 +103,9 @@ class Query:
     as_of: int | None = None
     after: int | None = None
     where_row: Callable[[Sequence[Any]], bool] | None = None
+    ranges: tuple[tuple[str, Any, bool, Any, bool], ...] = ()
+    nulls: tuple[tuple[str, bool], ...] = ()
+    cursor: tuple[tuple[Any, ...], Any] | None = None
 
 
 @dataclass(frozen=True, slots=True)

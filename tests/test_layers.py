@@ -56,6 +56,7 @@ ALLOWED: dict[str, frozenset[str]] = {
         "schema": ("errors",),  # source text -> IR
         "rules": (),  # what compiled access rules answer (Scope, ModelRules) and the claim helpers
         "runtime": ("errors", "rules"),  # the helpers generated code calls
+        "operators": ("errors",),  # issue 34: query operators' bounds and cursors, called by generated parsers
         "logs": ("errors",),  # RUST_LOG and the log line formats
         "deps": ("errors",),  # a missing runtime package -> one line with its fix
         "compiler": ("dbsvc", "errors", "launch", "schema", "rules", "runtime", "routes"),  # IR -> code object
@@ -80,6 +81,7 @@ ALLOWED: dict[str, frozenset[str]] = {
         "app": (
             "dbsvc",
             "access",
+            "operators",
             "metrics",
             "readcache",
             "index",

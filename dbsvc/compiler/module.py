@@ -7,6 +7,7 @@ Layout of the generated module, top to bottom::
     if sys.version_info < (3, 11): one line, exit 2   (dbsvc/launch.py, before any dbsvc import)
     import dbsvc.rules as _dbsvc_rules
     import dbsvc.runtime as _dbsvc_rt
+    import dbsvc.operators as _dbsvc_ops
     from dbsvc.errors import BadQuery, BadRequest, ConstraintViolation, Forbidden
     from dbsvc.runtime import CompiledModel, Query
     # per model, in declaration order:
@@ -69,6 +70,7 @@ from dbsvc.compiler.nodes import (
     subscript,
     tuple_,
 )
+from dbsvc.compiler.operators import OPS
 from dbsvc.compiler.queries import build_queries, key_function, keyed_fields
 from dbsvc.compiler.rules import RULES_ALIAS, build_replicate, build_rules, model_rules_arguments
 from dbsvc.compiler.validators import build_validators
@@ -249,6 +251,7 @@ def build_tree(
         python_check(),
         import_("dbsvc.rules", RULES_ALIAS),
         import_("dbsvc.runtime", RT),
+        import_("dbsvc.operators", OPS),
         import_from("dbsvc.errors", ["BadQuery", "BadRequest", "ConstraintViolation", "Forbidden"]),
         import_from("dbsvc.runtime", ["CompiledModel", "Query"]),
     ]

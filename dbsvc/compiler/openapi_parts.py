@@ -17,6 +17,7 @@ import re
 from typing import Any
 
 from dbsvc.compiler.openapi_schemas import MAX_LIMIT, nullable, ref, scalar_schema
+from dbsvc.compiler.operators import operator_params
 from dbsvc.schema.ir import Model
 
 PROBLEM_JSON = "application/problem+json"
@@ -102,6 +103,14 @@ def shared_parameters() -> dict[str, Any]:
             {**count, "default": DEFAULT_LIMIT},
         ),
         "offset": parameter("offset", "query", "Number of matches skipped.", {**count, "default": 0}),
+        "cursor": parameter(
+            "cursor",
+            "query",
+            "Opaque: the `cursor` of a list's `Link: <...>; rel=\"next\"` header. The page starts right after "
+            "the record it was made from, in the same sort (another sort, another model or a malformed "
+            "cursor is 400 `bad_query`); not together with `offset`. Valid across compactions.",
+            {"type": "string"},
+        ),
         "as_of": parameter(
             "as_of",
             "query",
@@ -179,6 +188,34 @@ def filter_parameters(model: Model) -> list[dict[str, Any]]:
     return params
 
 
+_OPERATOR_WORDS = {
+    "gt": "Greater than",
+    "gte": "Greater than or equal to",
+    "lt": "Less than",
+    "lte": "Less than or equal to",
+}
+
+
+def operator_parameters(model: Model) -> list[dict[str, Any]]:
+    """One parameter per declared operator (compiler/operators.py `operator_params`), typed."""
+    params = []
+    for param, f, op in operator_params(model):
+        if op == "null":
+            text = f"`true`: only records whose `{f.name}` is null; `false`: only those where it is not."
+            schema: dict[str, Any] = {"type": "boolean"}
+        elif op == "prefix":
+            text = f"Records whose `{f.name}` starts with this text (a range over the sorted strings)."
+            schema = scalar_schema(f)
+        else:
+            text = (
+                f"{_OPERATOR_WORDS[op]}: a range over `{f.name}`'s ordered index, compared by type; "
+                "never matches a null. Several bounds are ANDed."
+            )
+            schema = scalar_schema(f)
+        params.append(parameter(param, "query", text, schema))
+    return params
+
+
 def sort_parameter(model: Model) -> dict[str, Any] | None:
     keys = [f.name for f in model.fields if f.sortable]
     if not keys:
@@ -235,6 +272,12 @@ def header_components() -> dict[str, Any]:
             '`Bearer realm="dbsvc"`, plus `error="invalid_token"` when a token was sent.', {"type": "string"}
         ),
         "Allow": header("Methods the path has.", {"type": "string"}),
+        "Link": header(
+            'RFC 8288 `<PATH?...&cursor=...>; rel="next"`: the next page, keyed on this page\'s last record '
+            "(the request's own parameters, `offset` left out, and a `cursor`). Absent on the last page.",
+            {"type": "string"},
+            required=False,
+        ),
     }
 
 

@@ -61,6 +61,15 @@ from dbsvc.compiler.nodes import (
     subscript,
     tuple_,
 )
+from dbsvc.compiler.operators import (
+    allowed_operators,
+    build_bounds,
+    operator_branches,
+    operator_finish,
+    operator_refusal,
+    operator_result,
+    operator_state,
+)
 from dbsvc.schema.ir import Field, FieldType, Model, Schema
 
 _PAIRS = "pairs"
@@ -370,7 +379,14 @@ def build_parse_list_query(schema: Schema, model: Model) -> ast.FunctionDef:
     branches.append(
         (eq(name(_NAME), const("as_of")), _count("_dbsvc_as_of", "as_of", "a non-negative integer watermark"))
     )
-    finish: Stmts = [
+    branches += operator_branches(model)
+    operators = allowed_operators(model)
+    allowed = _allowed_text(model, ["sort", "limit", "offset", "cursor", "projection", "as_of"], True)
+    if operators:
+        allowed = f"{allowed}; operators {operators}"
+    branches.append(operator_refusal(model, allowed))
+    finish: Stmts = operator_finish(model, "_dbsvc_sort", "_dbsvc_offset")
+    finish += [
         if_(is_none(name("_dbsvc_sort")), [assign("_dbsvc_sort", tuple_([]))]),
         if_(
             is_none(name("_dbsvc_limit")),
@@ -386,6 +402,7 @@ def build_parse_list_query(schema: Schema, model: Model) -> ast.FunctionDef:
         "_dbsvc_offset": const(None),
         "_dbsvc_projection": const(None),
         "_dbsvc_as_of": const(None),
+        **operator_state(),
     }
     result = {
         "filters": _filter_sets(),
@@ -394,11 +411,12 @@ def build_parse_list_query(schema: Schema, model: Model) -> ast.FunctionDef:
         "offset": name("_dbsvc_offset"),
         "projection": name("_dbsvc_projection"),
         "as_of": name("_dbsvc_as_of"),
+        **operator_result(),
     }
-    allowed = _allowed_text(model, ["sort", "limit", "offset", "projection", "as_of"], True)
     doc = (
         "\n\nList query string -> Query; raises BadQuery. `limit` defaults to DEFAULT_LIMIT and is"
         "\nclamped to MAX_LIMIT; `limit=0` is allowed and pages no records (total still counts)."
+        "\nOperators (`f__gte`, `f__prefix`, `f__null`) and `cursor`: compiler/operators.py."
     )
     return _parser(schema, model, "parse_list_query", doc, branches, allowed, state, finish, result)
 
@@ -434,6 +452,7 @@ def build_queries(schema: Schema, model: Model) -> Stmts:
     out: Stmts = [build_parse_id(schema, model)]
     out += [build_key(schema, model, f) for f in keyed_fields(model) if f.type in KEYED_TYPES]
     out += [build_filter(schema, model, f) for f in model.fields if f.filterable]
+    out += build_bounds(schema, model)
     out.append(build_match(schema, model))
     out.append(build_match(schema, model, stored_row=True))
     out.append(build_parse_sort(schema, model))

@@ -11,7 +11,7 @@ Rules:
    (tokens travel in `Authorization`, which a wildcard origin may still send explicitly).
 3. Every response under CORS carries `Vary: Origin`, allowed or not, so a shared cache never
    serves one origin's answer to another.
-4. Actual responses expose Location, X-Request-Id, Dbsvc-Watermark, Dbsvc-Offset.
+4. Actual responses expose Location, X-Request-Id, Dbsvc-Watermark, Dbsvc-Offset, Link.
 5. A preflight is answered 204 by the protocol layer: Allow-Methods (the route table's),
    Allow-Headers (the requested ones that are in `ALLOWED_HEADERS`), Max-Age 600. A
    preflight from a disallowed origin gets 204 without Allow-* headers: the browser fails it.
@@ -36,7 +36,7 @@ ALLOWED_HEADERS = frozenset(
         "x-requested-with",
     }
 )
-EXPOSED_HEADERS = b"Location, X-Request-Id, Dbsvc-Watermark, Dbsvc-Offset"
+EXPOSED_HEADERS = b"Location, X-Request-Id, Dbsvc-Watermark, Dbsvc-Offset, Link"
 MAX_AGE = b"600"
 
 Headers = list[tuple[bytes, bytes]]

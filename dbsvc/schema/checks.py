@@ -170,6 +170,13 @@ class _Checker:
                 decl.line,
                 decl.col,
             )
+        elif "__" in decl.name:
+            self.error(
+                f"field name {decl.name!r} contains '__', expected a name without a double underscore: "
+                "query operators are written field__op (score__gte=3), so '__' cannot be part of a field name",
+                decl.line,
+                decl.col,
+            )
         elif not FIELD_NAME.fullmatch(decl.name):
             self.error(
                 f"field name {decl.name!r} is not snake_case, expected lower-case letters, digits "

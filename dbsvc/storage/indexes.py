@@ -32,7 +32,7 @@ from __future__ import annotations
 from array import array
 from bisect import bisect_left, bisect_right, insort
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from itertools import chain, compress, repeat
+from itertools import chain, compress, islice, repeat
 from operator import is_, is_not, itemgetter
 from typing import Any
 
@@ -152,6 +152,15 @@ class SortedIndex:
     def slice(self, start: int, stop: int) -> list[Any]:
         """Entries [start, stop) by position, O(len(_lists) + stop - start)."""
         return _slice(self._lists, start, stop)
+
+    def iter_after(self, entry: Any) -> Iterator[Any]:
+        """The entries after `entry` (present or not), ascending: a seek, O(log n) to start."""
+        lists = self._lists
+        i = bisect_right(self._maxes, entry)
+        if i == len(lists):
+            return iter(())
+        sub = lists[i]
+        return chain(islice(sub, bisect_right(sub, entry), None), chain.from_iterable(islice(lists, i + 1, None)))
 
 
 def sorted_position(items: list[Any], entry: Any) -> int:
@@ -453,3 +462,74 @@ class OrderedIndex:
         if stop > n:
             out.extend(self.nulls.slice(max(start - n, 0), stop - n))
         return out
+
+    # -- ranges and seeks: positions (i, j) are sublist i, entry j of the non-null entries,
+    # normalized so that j < len(sublist i) unless i is the number of sublists (the end).
+
+    def _norm(self, i: int, j: int) -> tuple[int, int]:
+        if i < len(self._keys) and j >= len(self._keys[i]):
+            return i + 1, 0
+        return i, j
+
+    def lower(self, key: Any, inclusive: bool) -> tuple[int, int]:
+        """The position of the first entry whose key is >= `key` (inclusive) or > `key`:
+        one bisect over the last keys, one in a sublist."""
+        if inclusive:
+            i = bisect_left(self._lastkeys, key)
+            if i == len(self._keys):
+                return i, 0
+            return self._norm(i, bisect_left(self._keys[i], key))
+        i = bisect_right(self._lastkeys, key)
+        if i == len(self._keys):
+            return i, 0
+        return self._norm(i, bisect_right(self._keys[i], key))
+
+    def upper(self, key: Any, inclusive: bool) -> tuple[int, int]:
+        """The position just past the last entry whose key is <= `key` (inclusive) or < `key`."""
+        return self.lower(key, not inclusive)
+
+    def after(self, key: Any, id_: Any) -> tuple[int, int]:
+        """The position of the first entry after (key, id_), which need not be in the index:
+        a cursor's seek, O(log n)."""
+        i = self._sublist(key, id_)
+        if i == len(self._keys):
+            return i, 0
+        keys = self._keys[i]
+        lo = bisect_left(keys, key)
+        hi = bisect_right(keys, key, lo)
+        return self._norm(i, bisect_right(self._ids[i], id_, lo, hi))
+
+    @property
+    def end(self) -> tuple[int, int]:
+        return len(self._keys), 0
+
+    def count_span(self, start: tuple[int, int], stop: tuple[int, int]) -> int:
+        """Entries in [start, stop), O(number of sublists) (their lengths summed)."""
+        if stop <= start:
+            return 0
+        return sum(map(len, islice(self._ids, start[0], stop[0]))) - start[1] + stop[1]
+
+    def ids_span(self, start: tuple[int, int], stop: tuple[int, int]) -> Iterator[Any]:
+        """The ids in [start, stop), in index order (keys ascending, ids ascending in a run)."""
+        return chain.from_iterable(_pieces(self._ids, start, stop))
+
+    def pairs_span_descending(self, start: tuple[int, int], stop: tuple[int, int]) -> Iterator[tuple[Any, Any]]:
+        """(key, id) of [start, stop) from the last: keys descending, ids descending in a run."""
+        keys = _backwards(_pieces(self._keys, start, stop))
+        ids = _backwards(_pieces(self._ids, start, stop))
+        return zip(keys, ids)
+
+
+def _pieces(lists: list[Any], start: tuple[int, int], stop: tuple[int, int]) -> list[Any]:
+    """The slices of `lists` (sublists) that cover positions [start, stop), in order: the
+    two ends copied, the sublists between them as they are (one list slice, no Python loop)."""
+    (i1, j1), (i2, j2) = start, stop
+    if (i2, j2) <= (i1, j1):
+        return []
+    if i1 == i2:
+        return [lists[i1][j1:j2]]
+    out = [lists[i1][j1:]]
+    out += lists[i1 + 1 : i2]
+    if i2 < len(lists) and j2:
+        out.append(lists[i2][:j2])
+    return out

@@ -37,6 +37,9 @@ sort and the page cover only the records that pass. Cost O(candidates) per list,
 why a rule of the form `record.F == token.C` on an `@filter` field is turned into a filter
 on F by the app and leaves no row test.
 
+A query with operators (ranges, null tests) or a cursor is planned by seek.py, which also
+holds the order's comparison (`sort_records`).
+
 Live lists are planned on ids: a stored record's values are read (`rows.unpack`, the
 costly step) only where a sort needs keys the indexes do not hand out by id (a bucket sorted,
 a run of equal first keys ordered by the others), and only the page's records become
@@ -52,10 +55,11 @@ from itertools import islice
 from operator import itemgetter
 from typing import Any
 
-from dbsvc.runtime import CompiledModel, Query
+from dbsvc.runtime import Query
 from dbsvc.storage.hashes import FilterIndex
 from dbsvc.storage.indexes import Keep, OrderedIndex
 from dbsvc.storage.rows import Stored, unpack
+from dbsvc.storage.seek import has_operators, plan_operators, plan_state, sort_records
 from dbsvc.storage.table import Table
 
 # A bucket of s ids read and sorted costs about ten times more an id (each record read back
@@ -70,33 +74,6 @@ WALK_FACTOR = 2
 KEPT_WALK_FACTOR = 0.25
 _NOTHING = object()
 _KEY, _ID = itemgetter(0), itemgetter(1)
-
-
-def _null_last(kf: Callable[[Any], Any], value: Callable[[Any], Any]) -> Callable[[Any], tuple]:
-    def key(record: Any) -> tuple:
-        k = kf(value(record))
-        return (1, 0) if k is None else (0, k)
-
-    return key
-
-
-def sort_records(
-    records: list[Any],
-    sort: Iterable[tuple[str, bool]],
-    model: CompiledModel,
-    positions: Mapping[str, int] | None = None,
-) -> None:
-    """Sort in place: the sort keys in order, ties on the id ascending (stable passes;
-    `reverse=True` keeps the order of equal items, so ids stay ascending inside ties).
-    Records are dicts, or records' values (`rows.unpack`) when `positions` says where
-    each field is."""
-
-    def at(f: str) -> itemgetter:
-        return itemgetter(f if positions is None else positions[f])
-
-    records.sort(key=at(model.id_field))
-    for f, desc in reversed(tuple(sort)):
-        records.sort(key=_null_last(model.keys[f], at(f)), reverse=desc)
 
 
 def _walk(table: Table, sort: tuple[tuple[str, bool], ...]) -> Iterator[Any]:
@@ -206,6 +183,25 @@ def list_live(table: Table, query: Query) -> tuple[list[dict], int]:
     here, are handed out as dicts (`Table.shown`) only once chosen."""
     ids, total = _plan_live(table, query)
     return table.shown_all(ids), total
+
+
+def list_page(table: Table, query: Query) -> tuple[list[dict], int, bool]:
+    """(page, total, whether another page follows it: never after an empty page) over the live state; a query with
+    operators or a cursor is planned by seek.py."""
+    if has_operators(query):
+        ids, total, more = plan_operators(table, query)
+    else:
+        ids, total = _plan_live(table, query)
+        more = bool(ids) and query.offset + len(ids) < total
+    return table.shown_all(ids), total, more
+
+
+def state_page(state: Mapping[Any, Stored], table: Table, query: Query) -> tuple[list[dict], int, bool]:
+    """`list_page` over an `as_of` state."""
+    if has_operators(query):
+        return plan_state(state, table, query)
+    records, total = list_state(state, table, query)
+    return records, total, bool(records) and query.offset + len(records) < total
 
 
 def live_ids(table: Table, query: Query) -> list[Any]:

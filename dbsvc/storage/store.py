@@ -102,7 +102,7 @@ from dbsvc.storage.files import FaultPlan
 from dbsvc.storage.history import History
 from dbsvc.storage.lock import WriterLock
 from dbsvc.storage.logfile import MAX_PAYLOAD
-from dbsvc.storage.query import list_live, list_state, live_ids
+from dbsvc.storage.query import list_page, live_ids, state_page
 from dbsvc.storage.rows import unpack
 from dbsvc.storage.table import Table
 from dbsvc.storage.writes import WritePath
@@ -246,13 +246,18 @@ class Store:
         return (None if past is None else table.model.decode(unpack(past))), as_of
 
     def list_records(self, model: str, query: Query) -> tuple[list[dict], int, int]:
+        records, total, watermark, _more = self.list_page(model, query)
+        return records, total, watermark
+
+    def list_page(self, model: str, query: Query) -> tuple[list[dict], int, int, bool]:
+        """(page, total, watermark, whether another page follows: a list's Link rel=next)."""
         table = self.table(model)
         as_of = query.as_of
         if as_of is None or as_of >= table.watermark:
-            records, total = list_live(table, query)
-            return records, total, table.watermark
-        records, total = list_state(table.state_as_of(max(as_of, 0)), table, query)
-        return records, total, as_of
+            records, total, more = list_page(table, query)
+            return records, total, table.watermark, more
+        records, total, more = state_page(table.state_as_of(max(as_of, 0)), table, query)
+        return records, total, as_of, more
 
     def live_ids(self, model: str, filters: Filters) -> list[Any]:
         """Every live id matching `filters`, in id order, at `applied_offset`: no record

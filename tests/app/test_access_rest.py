@@ -106,6 +106,28 @@ def test_a_list_shows_each_token_only_what_it_may_read(users):
     assert root("GET", "/api/note?limit=1000").json["total"] >= 9
 
 
+def test_operators_and_cursor_pages_count_and_show_only_what_the_token_may_read(users):
+    """Issue 34: a range, a prefix and a cursor walk under a row rule (owner or shared)."""
+    ann, bob = users["ann"], users["bob"]
+    tag = f"ops-{time.monotonic_ns()}"
+    mine = [note(ann, f"{tag} a{i}") for i in range(4)]
+    shared = note(bob, f"{tag} b-shared", shared=True)
+    for i in range(3):
+        note(bob, f"{tag} b{i}")
+    first = ann("GET", f"/api/note?title__prefix={tag}&sort=-title&limit=2")
+    assert first.json["total"] == 5 and [r["id"] for r in first.json["data"]] == [shared, mine[3]]
+    walked, path = [], f"/api/note?title__prefix={tag}&sort=-title&limit=2"
+    while path:
+        reply = ann("GET", path)
+        assert reply.status == 200 and reply.json["total"] == 5, reply
+        walked += [r["id"] for r in reply.json["data"]]
+        link = reply.headers.get("link")
+        path = link[1 : link.index(">")] if link else None
+    assert walked == [shared, *reversed(mine)]
+    ranged = ann("GET", f"/api/note?title__gt={tag}%20a1&title__lt={tag}%20b&limit=10").json
+    assert (ranged["total"], [r["id"] for r in ranged["data"]]) == (2, mine[2:])
+
+
 def test_a_hidden_record_is_404_with_the_body_of_a_missing_one(users):
     ann, bob = users["ann"], users["bob"]
     hidden = note(bob, "bob's secret")

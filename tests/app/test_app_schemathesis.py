@@ -55,6 +55,10 @@ from support.server import ROOT, start_server
 KNOWN_LIMITS = (
     # as_of ahead of the model's current watermark: the document cannot know the watermark.
     (400, "bad_query", "is ahead of the current watermark"),
+    # `cursor` beside `offset`: a constraint between two parameters.
+    (400, "bad_query", "'cursor' and 'offset' cannot be combined"),
+    # a `cursor` the server did not make: an opaque token a generator cannot make either.
+    (400, "bad_query", "malformed cursor"),
     # a body id other than the path id (PUT, PATCH): a constraint between two parameters.
     (422, "constraint_violation", "differs from the id in the path"),
     (422, "constraint_violation", "differs from the record's id"),

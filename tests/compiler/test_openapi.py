@@ -181,7 +181,10 @@ def test_filter_parameters_are_typed_exploded_arrays(blog: dict, inventory: dict
 
 def test_only_declared_filters_are_parameters(blog: dict) -> None:
     names = _names(blog["paths"]["/api/user"]["get"], blog)
-    assert names == ["email", "name", "role", "sort", "limit", "offset", "projection", "as_of"]
+    operators = [f"{f}__{op}" for f in ("name", "age", "joined") for op in ("gt", "gte", "lt", "lte")]
+    operators[4:4] = ["name__prefix"]
+    operators.insert(9, "age__null")
+    assert names == ["email", "name", "role", *operators, "sort", "limit", "offset", "cursor", "projection", "as_of"]
 
 
 def test_sort_pattern_accepts_sortable_keys_with_optional_minus(blog: dict) -> None:
@@ -225,7 +228,7 @@ def test_list_and_create_responses(blog: dict) -> None:
     created = blog["paths"]["/api/user"]["post"]["responses"]["201"]
     assert set(created["headers"]) == {"X-Request-Id", "Location", "Dbsvc-Offset"}
     listed = blog["paths"]["/api/user"]["get"]["responses"]["200"]
-    assert set(listed["headers"]) == {"X-Request-Id", "Dbsvc-Watermark", "Dbsvc-Offset"}
+    assert set(listed["headers"]) == {"X-Request-Id", "Dbsvc-Watermark", "Dbsvc-Offset", "Link"}
 
 
 def test_read_headers_watermark_always_offset_unless_as_of(blog: dict) -> None:

@@ -36,6 +36,7 @@ model Keyed {
 """
 
 FILTERABLE = "id, n, f, s, b, e, dt, d, u"
+SORTABLE = "n, f, s, e, dt, d"
 
 
 @pytest.fixture(scope=shared("module"))
@@ -117,7 +118,9 @@ def test_repeated_control_parameter_is_refused(row, param):
 
 def test_unknown_parameter_names_it_and_the_allowed_ones(row):
     assert bad(row.parse_list_query, [("colour", "red")]) == (
-        f"unknown query parameter 'colour'; allowed: filters on {FILTERABLE}; sort, limit, offset, projection, as_of"
+        f"unknown query parameter 'colour'; allowed: filters on {FILTERABLE}; "
+        "sort, limit, offset, cursor, projection, as_of; "
+        f"operators __gt, __gte, __lt, __lte on {SORTABLE}; __prefix on s; __null on s, dt"
     )
 
 
@@ -133,7 +136,7 @@ def test_model_without_filters_says_so(bare):
         "cannot filter on 'x' (not marked @filter); filterable fields of Bare: (none)"
     )
     assert bad(bare.parse_list_query, [("y", "1")]) == (
-        "unknown query parameter 'y'; allowed: sort, limit, offset, projection, as_of"
+        "unknown query parameter 'y'; allowed: sort, limit, offset, cursor, projection, as_of"
     )
 
 

@@ -409,10 +409,21 @@ CASES = [
             (
                 3,
                 3,
-                "field name 'limit' is reserved for a query parameter, expected another name (reserved: after, as_of, limit, offset, projection, sort)",
+                "field name 'limit' is reserved for a query parameter, expected another name (reserved: after, as_of, cursor, limit, offset, projection, sort)",
             )
         ],
         id='reserved_name',
+    ),
+    pytest.param(
+        src('model A {', '  id int @id', '  score__max int @sort', '}'),
+        [
+            (
+                3,
+                3,
+                "field name 'score__max' contains '__', expected a name without a double underscore: query operators are written field__op (score__gte=3), so '__' cannot be part of a field name",
+            )
+        ],
+        id='double_underscore_name',
     ),
     pytest.param(
         src('model A {', '  id int @id', '  authorId int', '}'),

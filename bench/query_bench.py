@@ -1,0 +1,151 @@
+"""Operators and cursor pages at scale (issue 34): range, prefix and cursor lists against a GET of one record.
+
+    python bench/query_bench.py [--records 1000000] [--duration 5] [--connections 16] [--data DIR]
+
+1. Seeds a tenant with 1,000 users and N blog posts (random titles of six lowercase
+   letters, so `title__prefix=ab` matches about N / 676 of them; random scores 0-100)
+   through `Store.insert_batch` in chunks of 10,000 (one fsync each), then compacts it, so
+   the server opens a snapshot. `--data DIR` keeps the tenant there and reuses it when it
+   holds the same number of posts.
+2. Starts `python dbsvc.py serve schemas/blog.dbs` on it pinned to core 0 (wrk on core 1,
+   `--connections` connections), SERVICE_SYNC=off, RUST_LOG=info (as service_bench.py).
+3. Loads each URL alone for `--duration` seconds and prints req/s, p50 and p99, each
+   list's p50 as a multiple of the GET's, and the median time of requests sent one after
+   another on one connection ("alone"; the only figure for `offset=` at the end, whose
+   requests outlast wrk's 2 s timeout):
+   - `GET /api/blog-post/<id>`, the yardstick;
+   - `score__gte=50&sort=-score&limit=20` (a range sorted by its own field: a seek);
+   - `title__prefix=ab&limit=20` (a prefix in id order: the prefix's ids gathered and sorted);
+   - `sort=-score&limit=20`, the first page, then the last page twice: by `cursor` (made
+     from the record at position N - 21, read once) and by `offset=N-20`.
+
+Figures in bench/README.md ("Operators and cursor pages").
+"""
+
+from __future__ import annotations
+
+import argparse
+import http.client
+import json
+import random
+import statistics
+import string
+import sys
+import tempfile
+import time
+import urllib.request
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path[:0] = [str(ROOT), str(ROOT / "bench")]
+
+from http_bench import measure, start_dbsvc, stop_server  # noqa: E402
+
+SCHEMA = ROOT / "schemas" / "blog.dbs"
+CHUNK = 10_000
+
+
+def seed(data_dir: Path, posts: int, users: int = 1000) -> None:
+    """The tenant `default` with `users` users and `posts` posts, compacted."""
+    from dbsvc.compiler import compile_schema
+    from dbsvc.schema import load_schema
+    from dbsvc.storage import Store, tenants
+
+    module = compile_schema(load_schema(str(SCHEMA)))
+    directory = tenants.create_tenant(str(data_dir), "default")
+    store = Store.open(str(directory), module.MODELS, module.DESCRIPTION, sync="off")
+    user, post = module.BY_NAME["User"], module.BY_NAME["BlogPost"]
+    rng = random.Random(34)
+    store.insert_batch([("User", user.validate_create({"email": f"u{i}@bench.io", "name": f"u{i}"})) for i in range(users)])
+    for start in range(0, posts, CHUNK):
+        rows = []
+        for _ in range(start, min(posts, start + CHUNK)):
+            body = {
+                "author_id": rng.randint(1, users),
+                "title": "".join(rng.choices(string.ascii_lowercase, k=6)),
+                "body": "lorem ipsum",
+                "published": rng.random() < 0.5,
+                "score": round(rng.random() * 100, 2),
+            }
+            rows.append(("BlogPost", post.validate_create(body)))
+        store.insert_batch(rows)
+    store.close()
+    tenants.compact_tenant(str(data_dir), "default")
+
+
+def get_json(port: int, path: str) -> dict:
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}{path}", timeout=600) as reply:
+        return json.load(reply)
+
+
+def sequential_ms(port: int, path: str, count: int = 15) -> float:
+    """The median time of `count` requests one after another on one connection: what one
+    client waits, where wrk's 2 s timeout drops a request slower than that."""
+    connection = http.client.HTTPConnection("127.0.0.1", port, timeout=600)
+    times = []
+    for _ in range(count):
+        start = time.perf_counter()
+        connection.request("GET", path)
+        reply = connection.getresponse()
+        reply.read()
+        assert reply.status == 200, (path, reply.status)
+        times.append((time.perf_counter() - start) * 1000)
+    connection.close()
+    return statistics.median(times)
+
+
+def main(argv: list[str]) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--records", type=int, default=1_000_000)
+    parser.add_argument("--duration", type=float, default=5)
+    parser.add_argument("--connections", type=int, default=16)
+    parser.add_argument("--data", type=Path, default=None)
+    args = parser.parse_args(argv)
+    from dbsvc.operators import encode_cursor
+
+    data = args.data or Path(tempfile.mkdtemp(prefix="query-bench-"))
+    marker = data / "posts"
+    if not (marker.exists() and marker.read_text() == str(args.records)):
+        if (data / "default").exists():
+            raise SystemExit(f"{data} holds another tenant: remove it first")
+        data.mkdir(parents=True, exist_ok=True)
+        seed(data, args.records)
+        marker.write_text(str(args.records))
+    env = {"SERVICE_DATA": str(data), "SERVICE_SYNC": "off", "RUST_LOG": "info"}
+    process, port, _log = start_dbsvc(env, timeout=600)
+    try:
+        n = get_json(port, "/api/blog-post?limit=0")["total"]
+        last = get_json(port, f"/api/blog-post?sort=-score&limit=1&offset={n - 21}")["data"][0]
+        cursor = encode_cursor("BlogPost", (("score", True),), [last["score"]], last["id"])
+        base = f"http://127.0.0.1:{port}/api/blog-post"
+        urls = {
+            "GET one record": f"{base}/{n // 2}",
+            "score__gte=50&sort=-score&limit=20": f"{base}?score__gte=50&sort=-score&limit=20",
+            "title__prefix=ab&limit=20": f"{base}?title__prefix=ab&limit=20",
+            "sort=-score&limit=20 (first page)": f"{base}?sort=-score&limit=20",
+            "sort=-score&limit=20&cursor= (last page)": f"{base}?sort=-score&limit=20&cursor={cursor}",
+            f"sort=-score&limit=20&offset={n - 20} (last page)": f"{base}?sort=-score&limit=20&offset={n - 20}",
+        }
+        check = get_json(port, urls["sort=-score&limit=20&cursor= (last page)"][len(f"http://127.0.0.1:{port}") :])
+        assert len(check["data"]) == 20, check
+        print(f"{n} posts; wrk -c{args.connections}, {args.duration:g} s each, server on core 0")
+        print(f"{'figure':52} {'req/s':>8} {'p50 ms':>8} {'p99 ms':>8} {'p50 / GET':>10} {'alone ms':>9}")
+        yardstick = None
+        for label, url in urls.items():
+            alone = sequential_ms(port, url[len(f"http://127.0.0.1:{port}") :], 15 if "offset=" not in url else 3)
+            if "offset=" in url:  # seconds a request: wrk's 2 s timeout would drop them all
+                print(f"{label:52} {'-':>8} {'-':>8} {'-':>8} {'-':>10} {alone:9.2f}")
+                continue
+            result = measure(process, url, duration=args.duration, connections=args.connections)
+            yardstick = yardstick or result["p50_ms"]
+            print(
+                f"{label:52} {result['rps']:8.0f} {result['p50_ms']:8.2f} {result['p99_ms']:8.2f} "
+                f"{result['p50_ms'] / yardstick:10.2f} {alone:9.2f}"
+            )
+    finally:
+        stop_server(process)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main(sys.argv[1:]))

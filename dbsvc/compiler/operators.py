@@ -1,0 +1,205 @@
+"""Builders of a list parser's operators: `field__op` parameters, `cursor`, their parsers.
+
+The one place that knows which parameters a list accepts beyond the plain filters and
+`sort`/`limit`/`offset`/`projection`/`as_of` (docs/decisions.md, "Query operators"):
+
+- `operator_params(model)`: every `(parameter, field, operator)` the model declares:
+  `f__gt`, `f__gte`, `f__lt`, `f__lte` on each `@sort` field, `f__prefix` on each `str @sort`
+  field, `f__null` on each nullable `@filter` or `@sort` field. The generated parser's branches
+  and the OpenAPI parameters (openapi_parts.py) are both made from it.
+- `bound_m__f(text, param)` per `@sort` field: a bound's text -> the field's index key,
+  typed like a filter value (`3` is the float key 3.0; a datetime in any offset is its
+  microseconds; str text in NFC), never null; BadQuery names the parameter and what was expected.
+- The parser's pieces (`operator_branches`, `operator_state`, `operator_finish`,
+  `operator_result`, `operator_refusal`): bounds are collected as (field, op, key) and become
+  `Query.ranges` through `_dbsvc_ops.ranges`; `__null` is given once per field; `cursor` is
+  decoded after the loop against the parsed sort (`_dbsvc_ops.decode_cursor`) and is refused
+  beside `offset`. A `__` name the branches did not take is refused by
+  `_dbsvc_ops.operator_problem`, which says what the field does take.
+
+Generated code calls `dbsvc.operators` as `_dbsvc_ops`. Imports the schema IR, sibling
+helpers and the stdlib.
+"""
+
+from __future__ import annotations
+
+import ast
+
+from dbsvc.compiler.naming import RT, expected, origin, per_field
+from dbsvc.compiler.nodes import (
+    Stmts,
+    assign,
+    call,
+    concat,
+    const,
+    dict_,
+    eq,
+    expr,
+    function,
+    if_,
+    in_,
+    is_none,
+    is_not_none,
+    literal,
+    name,
+    not_in,
+    raise_,
+    return_,
+    set_item,
+    str_set,
+    tuple_,
+)
+from dbsvc.schema.ir import Field, FieldType, Model, Schema
+
+OPS = "_dbsvc_ops"  # the generated module's `import dbsvc.operators as _dbsvc_ops`
+RANGE_OPS = ("gt", "gte", "lt", "lte")
+_BOUNDS, _NULLS, _CURSOR = "_dbsvc_bounds", "_dbsvc_nulls", "_dbsvc_cursor"
+_NAME, _VALUE = "_dbsvc_name", "_dbsvc_value"
+
+# The letter of a field's index key kind in a cursor (operators.decode_cursor).
+_KINDS = {
+    FieldType.INT: "i",
+    FieldType.DATETIME: "i",
+    FieldType.FLOAT: "f",
+    FieldType.BOOL: "b",
+}
+
+
+def operator_params(model: Model) -> list[tuple[str, Field, str]]:
+    """(parameter, field, operator) of every operator parameter the model declares."""
+    out: list[tuple[str, Field, str]] = []
+    for field in model.fields:
+        if field.sortable:
+            out += [(f"{field.name}__{op}", field, op) for op in RANGE_OPS]
+            if field.type is FieldType.STR:
+                out.append((f"{field.name}__prefix", field, "prefix"))
+        if field.nullable and (field.sortable or field.filterable):
+            out.append((f"{field.name}__null", field, "null"))
+    return out
+
+
+def allowed_operators(model: Model) -> str:
+    """The operator parameters in words, for a 400 detail's list of what is allowed."""
+    sortable = [f.name for f in model.fields if f.sortable]
+    prefixes = [f.name for f in model.fields if f.sortable and f.type is FieldType.STR]
+    nulls = [f.name for f in model.fields if f.nullable and (f.sortable or f.filterable)]
+    parts = []
+    if sortable:
+        parts.append(f"__gt, __gte, __lt, __lte on {', '.join(sortable)}")
+    if prefixes:
+        parts.append(f"__prefix on {', '.join(prefixes)}")
+    if nulls:
+        parts.append(f"__null on {', '.join(nulls)}")
+    return "; ".join(parts)
+
+
+def build_bound(schema: Schema, model: Model, field: Field) -> ast.FunctionDef:
+    """`bound_m__f(text, param)`: a range bound -> the field's index key, or BadQuery."""
+    text, param, key = name("text"), name("param"), "_dbsvc_key"
+    bad = raise_(
+        call(
+            "BadQuery",
+            concat(
+                const("invalid value "),
+                call("repr", text),
+                const(" for "),
+                call("repr", param),
+                const(f": expected {expected(field)}"),
+            ),
+        )
+    )
+    kind = field.type
+    body: Stmts
+    if kind is FieldType.STR:
+        body = [return_(call(f"{RT}.nfc", text))]
+    elif kind is FieldType.BOOL:
+        body = [if_(eq(text, const("true")), [return_(const(True))]), if_(eq(text, const("false")), [return_(const(False))]), bad]
+    elif kind is FieldType.ENUM:
+        body = [if_(not_in(text, str_set(field.enum_members)), [bad]), return_(text)]
+    else:
+        parser = {
+            FieldType.INT: "parse_int_text",
+            FieldType.FLOAT: "parse_float_text",
+            FieldType.DATETIME: "parse_datetime_key",
+            FieldType.DATE: "parse_date",
+            FieldType.UUID: "parse_uuid",
+        }[kind]
+        body = [assign(key, call(f"{RT}.{parser}", text)), if_(is_none(name(key)), [bad]), return_(name(key))]
+    doc = origin(schema, field.line, f"{model.name}.{field.name}") + "\n\nRange bound text -> index key; raises BadQuery."
+    return function(per_field("bound", model, field), ["text", "param"], doc, body)
+
+
+def build_bounds(schema: Schema, model: Model) -> Stmts:
+    return [build_bound(schema, model, f) for f in model.fields if f.sortable]
+
+
+def _method(variable: str, method: str, *args: ast.expr) -> ast.expr:
+    return call(ast.Attribute(value=name(variable), attr=method, ctx=ast.Load()), *args)
+
+
+def operator_branches(model: Model) -> list[tuple[ast.expr, Stmts]]:
+    """One branch per declared operator parameter, then `cursor`."""
+    branches: list[tuple[ast.expr, Stmts]] = []
+    for param, field, op in operator_params(model):
+        test = eq(name(_NAME), const(param))
+        if op == "null":
+            twice = raise_(call("BadQuery", const(f"{param!r} given more than once")))
+            wanted = call(f"{OPS}.null_wanted", name(_VALUE), const(param))
+            branches.append(
+                (
+                    test,
+                    [
+                        if_(in_(const(field.name), name(_NULLS)), [twice]),
+                        set_item(_NULLS, const(field.name), wanted),
+                    ],
+                )
+            )
+            continue
+        key = call(per_field("bound", model, field), name(_VALUE), const(param))
+        branches.append((test, [expr(_method(_BOUNDS, "append", tuple_([const(field.name), const(op), key])))]))
+    once = raise_(call("BadQuery", const("'cursor' given more than once")))
+    branches.append(
+        (eq(name(_NAME), const("cursor")), [if_(is_not_none(name(_CURSOR)), [once]), assign(_CURSOR, name(_VALUE))])
+    )
+    return branches
+
+
+def operator_state() -> dict[str, ast.expr]:
+    return {_BOUNDS: ast.List(elts=[], ctx=ast.Load()), _NULLS: ast.Dict(keys=[], values=[]), _CURSOR: const(None)}
+
+
+def operator_finish(model: Model, sort: str, offset: str) -> Stmts:
+    """After the loop, before `sort` and `offset` take their defaults: the cursor decoded
+    against the sort asked for (None: id order), and refused beside `offset`."""
+    kinds = dict_([(const(f.name), const(_KINDS.get(f.type, "s"))) for f in model.fields if f.sortable])
+    id_kind = _KINDS.get(model.id_field.type, "s")
+    together = (
+        "'cursor' and 'offset' cannot be combined: a cursor page starts right after the cursor's record; "
+        "leave out offset"
+    )
+    sort_given = ast.IfExp(test=is_none(name(sort)), body=tuple_([]), orelse=name(sort))
+    decoded = call(f"{OPS}.decode_cursor", name(_CURSOR), const(model.name), sort_given, kinds, const(id_kind))
+    return [
+        if_(
+            is_not_none(name(_CURSOR)),
+            [
+                if_(is_not_none(name(offset)), [raise_(call("BadQuery", const(together)))]),
+                assign(_CURSOR, decoded),
+            ],
+        )
+    ]
+
+
+def operator_result() -> dict[str, ast.expr]:
+    return {
+        "ranges": call(f"{OPS}.ranges", name(_BOUNDS)),
+        "nulls": call("tuple", _method(_NULLS, "items")),
+        "cursor": name(_CURSOR),
+    }
+
+
+def operator_refusal(model: Model, allowed: str) -> tuple[ast.expr, Stmts]:
+    """The last branch: a `__` name no branch took, refused with what its field takes."""
+    info = {f.name: (f.type.value, f.sortable, f.filterable, f.nullable) for f in model.fields}
+    problem = call(f"{OPS}.operator_problem", name(_NAME), literal(info), const(allowed))
+    return in_(const("__"), name(_NAME)), [raise_(problem)]

@@ -1,0 +1,220 @@
+"""The query operators' run-time half: range bounds, prefixes, null tests, cursors.
+
+Generated list parsers (compiler/queries.py) accept exactly the parameters a schema
+declares (`score__gte`, `title__prefix`, `deleted_at__null`, `cursor`, ...) and call the
+helpers here for the parts that are not schema-specific (docs/guide/queries.md,
+"Operators" and "Cursor pages"; the syntax is settled in docs/decisions.md):
+
+- `ranges(bounds)`: the (field, operator, key) bounds a parser collected -> one
+  `(field, low, low_inclusive, high, high_inclusive)` range per field (`Query.ranges`),
+  every bound of a field ANDed; `__prefix=p` is the range [p, prefix_end(p)). A None
+  low or high is unbounded; a range never holds a null.
+- `null_wanted(text, param)`: `true` / `false` -> bool, or BadQuery.
+- `operator_problem(param, fields, allowed)`: the BadQuery for a `field__op` name the
+  parser did not accept, saying which of the model's fields take which operators.
+- Cursors: `encode_cursor(model, sort, keys, id)` and `decode_cursor(text, model, sort,
+  kinds)`. A cursor is base64url (no padding) of the JSON array
+  `["c1", MODEL, SORT, [KEY, ...], ID]`: the model it was made for, the sort spec as text
+  (`-score,title`, "" for id order), the page's last record's index keys (the form of
+  `CompiledModel.keys`: a datetime's microseconds, a float as a float) and its id. It holds
+  keys, never positions, so compaction leaves it valid. Anything else, or a cursor made for
+  another model or another sort, is BadQuery. A cursor is not signed: a forged one only
+  seeks somewhere else in the same list, under the same access rules.
+
+Imports errors and the standard library only; storage never sees a cursor's text, only the
+decoded `Query.cursor`.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import json
+import math
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+from urllib.parse import quote, urlencode
+
+from dbsvc.errors import BadQuery
+
+RANGE_OPERATORS = ("gt", "gte", "lt", "lte")
+OPERATORS = (*RANGE_OPERATORS, "prefix", "null")
+CURSOR_VERSION = "c1"
+MAX_CURSOR = 4096  # characters of a cursor parameter: a page's keys, never more
+_TOP = chr(0x10FFFF)
+
+# One range of `Query.ranges`: (field, low, low inclusive, high, high inclusive).
+Range = tuple[str, Any, bool, Any, bool]
+
+
+def prefix_end(prefix: str) -> str | None:
+    """The least string after every string that starts with `prefix` (code point order,
+    the order str keys sort in), or None when there is none (all U+10FFFF)."""
+    stripped = prefix.rstrip(_TOP)
+    if not stripped:
+        return None
+    return stripped[:-1] + chr(ord(stripped[-1]) + 1)
+
+
+def ranges(bounds: Iterable[tuple[str, str, Any]]) -> tuple[Range, ...]:
+    """(field, operator, key) bounds -> one range per field, in the order fields first
+    appear; bounds of one field are ANDed (the tighter one wins)."""
+    out: dict[str, list[Any]] = {}
+    for field, op, key in bounds:
+        out.setdefault(field, [None, True, None, True])
+        if op == "prefix":
+            end = prefix_end(key)
+            _tighten_low(out[field], key, True)
+            if end is not None:
+                _tighten_high(out[field], end, False)
+        elif op in ("gt", "gte"):
+            _tighten_low(out[field], key, op == "gte")
+        else:
+            _tighten_high(out[field], key, op == "lte")
+    return tuple((field, b[0], b[1], b[2], b[3]) for field, b in out.items())
+
+
+def _tighten_low(bound: list[Any], key: Any, inclusive: bool) -> None:
+    if bound[0] is None or key > bound[0]:
+        bound[0], bound[1] = key, inclusive
+    elif key == bound[0]:
+        bound[1] = bound[1] and inclusive
+
+
+def _tighten_high(bound: list[Any], key: Any, inclusive: bool) -> None:
+    if bound[2] is None or key < bound[2]:
+        bound[2], bound[3] = key, inclusive
+    elif key == bound[2]:
+        bound[3] = bound[3] and inclusive
+
+
+def null_wanted(text: str, param: str) -> bool:
+    """`field__null=true|false` -> whether the field must be null."""
+    if text == "true":
+        return True
+    if text == "false":
+        return False
+    raise BadQuery(f"invalid value {text!r} for {param!r}: expected true or false")
+
+
+def operator_problem(param: str, fields: Mapping[str, tuple[str, bool, bool, bool]], allowed: str) -> BadQuery:
+    """The refusal of a `field__op` parameter the parser did not accept. `fields` maps each
+    field name to (type word, sortable, filterable, nullable); `allowed` lists every
+    parameter the parser does accept."""
+    field, _sep, op = param.rpartition("__")
+    if field not in fields:
+        return BadQuery(f"unknown query parameter {param!r}; allowed: {allowed}")
+    kind, sortable, filterable, nullable = fields[field]
+    if op not in OPERATORS:
+        wanted = ", ".join("__" + o for o in OPERATORS)
+        return BadQuery(f"unknown operator {'__' + op!r} in {param!r}: operators are {wanted}; allowed: {allowed}")
+    sortables = [f for f, info in fields.items() if info[1]]
+    if op in RANGE_OPERATORS:
+        return BadQuery(
+            f"cannot use {param!r}: {field!r} is not marked @sort, and range operators apply to sort fields "
+            f"({_names(sortables)}); allowed: {allowed}"
+        )
+    if op == "prefix":
+        strings = [f for f, info in fields.items() if info[1] and info[0] == "str"]
+        why = f"{field!r} is {kind}, not str" if kind != "str" else f"{field!r} is not marked @sort"
+        return BadQuery(
+            f"cannot use {param!r}: {why}; __prefix applies to str @sort fields ({_names(strings)}); allowed: {allowed}"
+        )
+    nullables = [f for f, info in fields.items() if info[3] and (info[1] or info[2])]
+    why = f"{field!r} is not nullable" if not nullable else f"{field!r} is neither @filter nor @sort"
+    return BadQuery(
+        f"cannot use {param!r}: {why}; __null applies to nullable @filter or @sort fields ({_names(nullables)}); "
+        f"allowed: {allowed}"
+    )
+
+
+def _names(names: Sequence[str]) -> str:
+    return ", ".join(names) if names else "none"
+
+
+# ---------------------------------------------------------------------------------------
+# Cursors.
+# ---------------------------------------------------------------------------------------
+
+
+def sort_text(sort: Sequence[tuple[str, bool]]) -> str:
+    """A parsed sort -> its canonical text (`-score,title`; "" for id order)."""
+    return ",".join(("-" if desc else "") + field for field, desc in sort)
+
+
+def encode_cursor(model: str, sort: Sequence[tuple[str, bool]], keys: Sequence[Any], id_: Any) -> str:
+    """The opaque `cursor` of the page that ends on the record with these sort keys and id."""
+    text = json.dumps([CURSOR_VERSION, model, sort_text(sort), list(keys), id_], separators=(",", ":"))
+    return base64.urlsafe_b64encode(text.encode()).rstrip(b"=").decode("ascii")
+
+
+def decode_cursor(
+    text: str, model: str, sort: Sequence[tuple[str, bool]], kinds: Mapping[str, str], id_kind: str
+) -> tuple[tuple[Any, ...], Any]:
+    """`cursor` text -> (the sort keys, the id) to seek after, for a list of `model` sorted
+    by `sort`. `kinds` maps each sort field, and `id_kind` names the id, to the letter of
+    its index keys: `i` int, `f` float, `s` str, `b` bool."""
+    shown = text if len(text) <= 40 else text[:39] + "…"
+    malformed = BadQuery(f"malformed cursor {shown!r}: expected the cursor of a Link rel=\"next\" header of this list")
+    if len(text) > MAX_CURSOR:
+        raise malformed
+    try:
+        raw = base64.urlsafe_b64decode(text + "=" * (-len(text) % 4))
+        value = json.loads(raw.decode("utf-8"), parse_constant=_refuse)
+    except (binascii.Error, ValueError, UnicodeDecodeError):
+        raise malformed from None
+    if not (isinstance(value, list) and len(value) == 5 and value[0] == CURSOR_VERSION):
+        raise malformed
+    _version, made_for, made_sort, keys, id_ = value
+    wanted = sort_text(sort)
+    if made_for != model:
+        raise BadQuery(f"cursor {shown!r} was made for a list of {made_for!r}, not {model!r}")
+    if made_sort != wanted:
+        raise BadQuery(
+            f"cursor {shown!r} was made for sort={made_sort!r}, and this request sorts by {wanted!r}: "
+            "a cursor continues the list it came from, with the same sort"
+        )
+    if not isinstance(keys, list) or len(keys) != len(sort):
+        raise malformed
+    decoded = []
+    for key, (field, _desc) in zip(keys, sort):
+        checked = _key(key, kinds[field], nullable=True)
+        if checked is _BAD:
+            raise malformed
+        decoded.append(checked)
+    checked_id = _key(id_, id_kind, nullable=False)
+    if checked_id is _BAD:
+        raise malformed
+    return tuple(decoded), checked_id
+
+
+def next_link(path: str, pairs: Sequence[tuple[str, str]], cursor: str) -> str:
+    """The RFC 8288 `Link` value of the next page: the request's own path and parameters,
+    `offset` and `cursor` left out, then the next `cursor`."""
+    kept = [(k, v) for k, v in pairs if k not in ("offset", "cursor")]
+    kept.append(("cursor", cursor))
+    return f'<{quote(path)}?{urlencode(kept, quote_via=quote)}>; rel="next"'
+
+
+_BAD = object()
+
+
+def _refuse(name: str) -> Any:
+    raise ValueError(name)
+
+
+def _key(value: Any, kind: str, nullable: bool) -> Any:
+    """`value` as an index key of `kind`, or _BAD."""
+    if value is None:
+        return None if nullable else _BAD
+    if kind == "i":
+        return value if type(value) is int else _BAD
+    if kind == "f":
+        if type(value) in (int, float) and math.isfinite(value):
+            return float(value)
+        return _BAD
+    if kind == "s":
+        return value if type(value) is str else _BAD
+    if kind == "b":
+        return value if type(value) is bool else _BAD
+    return _BAD

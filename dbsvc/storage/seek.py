@@ -1,0 +1,437 @@
+"""List plans for queries with operators or a cursor: range scans, null tests, keyset seeks.
+
+A `Query` with `ranges`, `nulls` or a `cursor` (dbsvc/operators.py, docs/guide/queries.md)
+is planned here; query.py plans the others as before and hands these over. The order is
+query.py's: the sort keys in turn, nulls last ascending and first descending, ties on the
+id ascending; without `sort`, id order.
+
+Conditions per field:
+
+- On a `@sort` field (ranges, and `__null` there) a `Window` of its ordered index: the
+  non-null keys between the bounds and/or the nulls. Its size is counted from two
+  positions (a bisect each, then the sublist lengths between: O(log n + n / LOAD)).
+- `__null=true` on a field that is only `@filter` is the filter `{None}` (its hash index
+  holds the nulls' bucket); `__null=false` there is a test of that bucket per id.
+
+Plan (n live records; the page is `limit` ids, plus one to tell whether another page follows):
+
+1. Seek: no filter, no row test, and no window but on the first sort key. `total` is that
+   window's size (or n); the page is a walk of the first sort key's index (the id index
+   without `sort`) from max(the window's bound, the cursor's position), so a page costs
+   O(log n + limit) at any depth (plus a run of equal first keys for a sort on several keys,
+   or descending, as query.py says).
+2. Otherwise, gather: the smallest source (a filter's bucket union, a window's ids, or every
+   live id) is read and each id tested against the other conditions (hash indexes first; a
+   record's values only for the other windows and a row test): `total` is what passes,
+   O(s). Small enough (s * s <= WALK_FACTOR * end * n, as in query.py) the matches are ordered
+   by their keys and cut after the cursor; larger, the sort order is walked from the cursor's
+   seek keeping only the matches.
+
+A cursor is (the sort keys, the id) of the last record of the page before: the next page
+starts right after that place in the order, whether or not that record is still there, so
+records written meanwhile before the place are not seen and none is seen twice. `total` still
+counts every match (the cursor pages, it does not filter). `plan_state` does the same over an
+`as_of` state, where every record is read (query.py's `list_state`).
+"""
+
+from __future__ import annotations
+
+import heapq
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from itertools import chain, islice
+from operator import itemgetter
+from typing import Any
+
+from dbsvc.runtime import CompiledModel, Query
+from dbsvc.storage.indexes import OrderedIndex
+from dbsvc.storage.rows import Stored, unpack
+from dbsvc.storage.table import Table
+
+WALK_FACTOR = 2  # query.py's, for the same trade between a sorted gather and a walk
+_NOTHING = object()
+_KEY, _ID = itemgetter(0), itemgetter(1)
+
+
+def _null_last(kf: Callable[[Any], Any], value: Callable[[Any], Any]) -> Callable[[Any], tuple]:
+    def key(record: Any) -> tuple:
+        k = kf(value(record))
+        return (1, 0) if k is None else (0, k)
+
+    return key
+
+
+def sort_records(
+    records: list[Any],
+    sort: Iterable[tuple[str, bool]],
+    model: CompiledModel,
+    positions: Mapping[str, int] | None = None,
+) -> None:
+    """Sort in place: the sort keys in order, ties on the id ascending (stable passes;
+    `reverse=True` keeps the order of equal items, so ids stay ascending inside ties).
+    Records are dicts, or records' values (`rows.unpack`) when `positions` says where
+    each field is."""
+
+    def at(f: str) -> itemgetter:
+        return itemgetter(f if positions is None else positions[f])
+
+    records.sort(key=at(model.id_field))
+    for f, desc in reversed(tuple(sort)):
+        records.sort(key=_null_last(model.keys[f], at(f)), reverse=desc)
+
+
+def has_operators(query: Query) -> bool:
+    return bool(query.ranges or query.nulls) or query.cursor is not None
+
+
+class Window:
+    """Which entries of a sort field's ordered index a query keeps: non-null keys between
+    `low` and `high` (None: unbounded) when `values`, the nulls when `nulls`."""
+
+    __slots__ = ("field", "high", "high_in", "low", "low_in", "nulls", "values")
+
+    def __init__(self, field: str) -> None:
+        self.field = field
+        self.low: Any = None
+        self.high: Any = None
+        self.low_in = self.high_in = True
+        self.values = self.nulls = True
+
+    def holds(self, key: Any) -> bool:
+        if key is None:
+            return self.nulls
+        if not self.values:
+            return False
+        low, high = self.low, self.high
+        if low is not None and (key < low or (key == low and not self.low_in)):
+            return False
+        return high is None or key < high or (key == high and self.high_in)
+
+    def span(self, index: OrderedIndex) -> tuple[tuple[int, int], tuple[int, int]]:
+        """Positions [start, stop) of the window's non-null keys in `index`."""
+        if not self.values:
+            return index.end, index.end
+        start = (0, 0) if self.low is None else index.lower(self.low, self.low_in)
+        stop = index.end if self.high is None else index.upper(self.high, self.high_in)
+        return start, stop
+
+    def count(self, index: OrderedIndex) -> int:
+        start, stop = self.span(index)
+        return index.count_span(start, stop) + (len(index.nulls) if self.nulls else 0)
+
+    def ids(self, index: OrderedIndex) -> Iterator[Any]:
+        start, stop = self.span(index)
+        if self.nulls:
+            return chain(index.ids_span(start, stop), index.nulls)
+        return index.ids_span(start, stop)
+
+
+def _windows(table: Table, query: Query) -> tuple[dict[str, Window], dict[str, frozenset], list[str]]:
+    """(a window per @sort field with a condition, the filters with `__null=true` on filter-
+    only fields folded in, the filter-only fields that must not be null)."""
+    windows: dict[str, Window] = {}
+    filters = dict(query.filters)
+    not_null: list[str] = []
+    for field, low, low_in, high, high_in in query.ranges:
+        w = windows[field] = Window(field)
+        w.low, w.low_in, w.high, w.high_in, w.nulls = low, low_in, high, high_in, False
+    for field, wanted in query.nulls:
+        if field in table.ordered:
+            w = windows.setdefault(field, Window(field))
+            if wanted:
+                w.values = False
+            else:
+                w.nulls = False
+        elif wanted:
+            keys = filters.get(field)
+            filters[field] = frozenset({None}) if keys is None else keys & {None}
+        else:
+            not_null.append(field)
+    return windows, filters, not_null
+
+
+def _value_test(table: Table, windows: Iterable[Window], where_row: Callable | None) -> Callable[[Any], bool] | None:
+    """A test of a record's values against `windows` and the row test, or None."""
+    checks = [(table.positions[w.field], table.keys[w.field], w.holds) for w in windows]
+    if not checks:
+        return where_row
+    if len(checks) == 1 and where_row is None:
+        ((pos, key, holds),) = checks
+        return lambda values: holds(key(values[pos]))
+
+    def test(values: Any) -> bool:
+        for pos, key, holds in checks:
+            if not holds(key(values[pos])):
+                return False
+        return where_row is None or bool(where_row(values))
+
+    return test
+
+
+def _after_test(table: Table, query: Query) -> Callable[[Any], bool]:
+    """Whether a record's values come after the cursor in the query's order."""
+    assert query.cursor is not None
+    ckeys, cid = query.cursor
+    fields = [(table.positions[f], table.keys[f], desc, ck) for (f, desc), ck in zip(query.sort, ckeys)]
+    id_pos = table.id_position
+
+    def after(values: Any) -> bool:
+        for pos, key, desc, ck in fields:
+            k = key(values[pos])
+            if k is None or ck is None:
+                if k is None and ck is None:
+                    continue
+                return (k is None) != desc  # ascending: nulls last; descending: nulls first
+            if k != ck:
+                return k < ck if desc else k > ck
+        return bool(values[id_pos] > cid)
+
+    return after
+
+
+# ---------------------------------------------------------------------------------------
+# Walks in the query's order, from the cursor's place.
+# ---------------------------------------------------------------------------------------
+
+
+def _descending_runs(pairs: Iterator[tuple[Any, Any]]) -> Iterator[tuple[Any, list[Any]]]:
+    """Descending (key, id) pairs (ids descending in a run) -> (key, ids ascending) runs."""
+    key: Any = _NOTHING
+    run: list[Any] = []
+    for k, id_ in pairs:
+        if k != key:
+            if run:
+                run.reverse()
+                yield key, run
+            key, run = k, [id_]
+        else:
+            run.append(id_)
+    if run:
+        run.reverse()
+        yield key, run
+
+
+def _ascending_runs(index: OrderedIndex, start: tuple[int, int], stop: tuple[int, int]) -> Iterator[tuple[Any, list[Any]]]:
+    key: Any = _NOTHING
+    run: list[Any] = []
+    keys = index.key_sublists
+    for i, ids in enumerate(index.id_sublists[start[0] : stop[0] + 1], start[0]):
+        lo = start[1] if i == start[0] else 0
+        hi = stop[1] if i == stop[0] else len(ids)
+        sub = keys[i]
+        for j in range(lo, hi):
+            k = sub[j]
+            if k != key:
+                if run:
+                    yield key, run
+                key, run = k, [ids[j]]
+            else:
+                run.append(ids[j])
+    if run:
+        yield key, run
+
+
+def _one_key(table: Table, field: str, desc: bool, window: Window, cursor: Any) -> Iterator[Any]:
+    """Ids in the order of one sort key, inside `window`, after `cursor` ((keys, id) or None)."""
+    index = table.ordered[field]
+    start, stop = window.span(index)
+    if cursor is not None:
+        ck, cid = cursor[0][0], cursor[1]
+    if not desc:
+        if cursor is None or ck is not None:
+            if cursor is not None:
+                start = max(start, index.after(ck, cid))
+            yield from index.ids_span(start, stop)
+        if window.nulls:
+            yield from (index.nulls if cursor is None or ck is not None else index.nulls.iter_after(cid))
+        return
+    if window.nulls and (cursor is None or ck is None):
+        yield from (index.nulls if cursor is None else index.nulls.iter_after(cid))
+    if cursor is not None and ck is not None:
+        if window.holds(ck):  # the rest of the cursor's run, ids ascending
+            yield from index.ids_span(max(start, index.after(ck, cid)), min(stop, index.upper(ck, True)))
+        stop = min(stop, index.lower(ck, True))
+    yield from _descending_ids(index.pairs_span_descending(start, stop))
+
+
+def _descending_ids(pairs: Iterator[tuple[Any, Any]]) -> Iterator[Any]:
+    """Descending (key, id) pairs (ids descending in a run) -> ids, keys descending and ids
+    ascending in a run, in growing batches at C speed: each batch is the next pairs plus the
+    rest of its last run, reversed, then sorted by key descending (stable: a run's ids stay
+    ascending), as query.py's `_one_key_page` does for a whole page."""
+    size = 32
+    while True:
+        taken = list(islice(pairs, size))
+        if not taken:
+            return
+        last, pending = taken[-1][0], None
+        for pair in pairs:  # the rest of the last run
+            if pair[0] != last:
+                pending = pair
+                break
+            taken.append(pair)
+        taken.reverse()
+        taken.sort(key=_KEY, reverse=True)
+        yield from map(_ID, taken)
+        if pending is None:
+            return
+        pairs = chain((pending,), pairs)
+        size *= 2
+
+
+def _runs(table: Table, field: str, desc: bool, window: Window, cursor: Any) -> Iterator[tuple[Any, list[Any]]]:
+    """(key, ids ascending) runs of the first sort key in list order, inside `window`,
+    starting with the cursor's run (whole: the caller cuts it)."""
+    index = table.ordered[field]
+    start, stop = window.span(index)
+    ck = cursor[0][0] if cursor is not None else _NOTHING
+    nulls = [(None, list(index.nulls))] if window.nulls and index.nulls else []
+    if not desc:
+        if ck is not None:
+            if ck is not _NOTHING:
+                start = max(start, index.lower(ck, True))
+            yield from _ascending_runs(index, start, stop)
+        yield from nulls
+        return
+    if ck is _NOTHING or ck is None:
+        yield from nulls
+    if ck is not _NOTHING and ck is not None:
+        stop = min(stop, index.upper(ck, True))
+    yield from _descending_runs(index.pairs_span_descending(start, stop))
+
+
+def _walk(table: Table, query: Query, window: Window | None) -> Iterator[Any]:
+    """Every id in the query's order after its cursor (inside `window`, a condition on the
+    first sort key, when given): the seek of the module docstring."""
+    sort, cursor = query.sort, query.cursor
+    if not sort:
+        return table.pk.iter_after(cursor[1]) if cursor is not None else iter(table.pk)
+    field, desc = sort[0]
+    window = window or Window(field)
+    if len(sort) == 1:
+        return _one_key(table, field, desc, window, cursor)
+    return _several_keys(table, query, window)
+
+
+def _several_keys(table: Table, query: Query, window: Window) -> Iterator[Any]:
+    (field, desc), rest = query.sort[0], query.sort[1:]
+    after = _after_test(table, query) if query.cursor is not None else None
+    live = table.live
+    first = True
+    for _key, run in _runs(table, field, desc, window, query.cursor):
+        if len(run) > 1:
+            run = _ordered(table, run, rest)
+        if first and after is not None:
+            run = [i for i in run if after(unpack(live[i]))]
+        first = False
+        yield from run
+
+
+def _ordered(table: Table, ids: Iterable[Any], sort: tuple[tuple[str, bool], ...]) -> list[Any]:
+    """`ids` in the order of `sort` (then the id), their records' values read."""
+    values = [unpack(table.live[i]) for i in ids]
+    sort_records(values, sort, table.model, table.positions)
+    return [v[table.id_position] for v in values]
+
+
+def _page(ids: Iterator[Any], offset: int, count: int, keep: Callable[[Any], Any] | None = None) -> list[Any]:
+    if keep is not None:
+        ids = filter(keep, ids)
+    return list(islice(ids, offset, offset + count))
+
+
+# ---------------------------------------------------------------------------------------
+# Plans.
+# ---------------------------------------------------------------------------------------
+
+
+def plan_operators(table: Table, query: Query) -> tuple[list[Any], int, bool]:
+    """(the page's ids, total, whether more follow) of a query with operators or a cursor
+    over the live state (module docstring)."""
+    windows, filters, not_null = _windows(table, query)
+    sort, limit, offset = query.sort, query.limit, query.offset
+    first = sort[0][0] if sort else None
+    if not filters and not not_null and query.where_row is None and set(windows) <= {first}:
+        window = windows.get(first) if first is not None else None
+        total = window.count(table.ordered[first]) if window is not None and first is not None else len(table.live)
+        if limit == 0 or total == 0:
+            return [], total, False
+        ids = _page(_walk(table, query, window), offset, limit + 1)
+        return ids[:limit], total, len(ids) > limit
+    matched = _gather(table, query, windows, filters, not_null)
+    total = len(matched)
+    if limit == 0 or total == 0:
+        return [], total, False
+    end = offset + limit + 1
+    if not sort:  # id order: the first `end` ids after the cursor, O(s log end)
+        if query.cursor is not None:
+            matched = [i for i in matched if i > query.cursor[1]]
+        ids = heapq.nsmallest(end, matched)[offset:]
+    elif total * total <= WALK_FACTOR * end * len(table.live):
+        chosen = matched
+        if query.cursor is not None:
+            after, live = _after_test(table, query), table.live
+            chosen = [i for i in matched if after(unpack(live[i]))]
+        ids = _ordered(table, chosen, sort)[offset:end]
+    else:
+        ids = _page(_walk(table, query, windows.get(sort[0][0])), offset, limit + 1, frozenset(matched).__contains__)
+    return ids[:limit], total, len(ids) > limit
+
+
+def _gather(
+    table: Table, query: Query, windows: dict[str, Window], filters: Mapping[str, frozenset], not_null: list[str]
+) -> list[Any]:
+    """Every live id passing the query's conditions (the cursor aside), from the smallest source."""
+    sources: list[tuple[int, str, str]] = [(table.hashes[f].count(k), "filter", f) for f, k in filters.items()]
+    sources += [(w.count(table.ordered[f]), "window", f) for f, w in windows.items()]
+    candidates: Iterable[Any]
+    if sources:
+        size, kind, chosen = min(sources)
+        if size == 0:
+            return []
+        if kind == "filter":
+            candidates = table.hashes[chosen].ids(filters[chosen])
+        else:
+            candidates = windows[chosen].ids(table.ordered[chosen])
+    else:
+        kind, chosen = "", ""
+        candidates = table.pk
+    hash_tests = [(table.hashes[f].has, k, True) for f, k in filters.items() if not (kind == "filter" and f == chosen)]
+    hash_tests += [(table.hashes[f].has, frozenset({None}), False) for f in not_null]
+    others = [w for f, w in windows.items() if not (kind == "window" and f == chosen)]
+    test = _value_test(table, others, query.where_row)
+    if not hash_tests and test is None:  # one condition: its ids, at C speed
+        return list(candidates)
+    live = table.live
+    out = []
+    for id_ in candidates:
+        for has, keys, wanted in hash_tests:
+            if has(keys, id_) is not wanted:
+                break
+        else:
+            if test is None or test(unpack(live[id_])):
+                out.append(id_)
+    return out
+
+
+def plan_state(state: Mapping[Any, Stored], table: Table, query: Query) -> tuple[list[dict], int, bool]:
+    """(page, total, whether more follow) over an `as_of` state: every record read, tested,
+    ordered, then cut after the cursor and paged."""
+    model = table.model
+    windows, filters, not_null = _windows(table, query)
+    test = _value_test(table, windows.values(), query.where_row)
+    chosen = list(map(unpack, state.values()))
+    if filters:
+        chosen = [v for v in chosen if model.passes(v, filters)]
+    for field in not_null:
+        pos = table.positions[field]
+        chosen = [v for v in chosen if v[pos] is not None]
+    if test is not None:
+        chosen = [v for v in chosen if test(v)]
+    total = len(chosen)
+    sort_records(chosen, query.sort, model, table.positions)
+    if query.cursor is not None:
+        after = _after_test(table, query)
+        chosen = [v for v in chosen if after(v)]
+    page = chosen[query.offset : query.offset + query.limit + 1] if query.limit else []
+    more = len(page) > query.limit
+    return list(map(model.decode, page[: query.limit])), total, more
