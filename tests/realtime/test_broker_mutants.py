@@ -2,8 +2,9 @@
 feeds of a parent model however they are filed (grouped, routed by a filter, unfiltered), the
 parent read once for them, the log's own bytes as a live change frame, what /metrics counts,
 no work while no socket is open, a session whose turn fails, a fan-out that fails for one
-event, the hold after a drain (none after a cheap one), a detached or rebound broker, and a
-closed session let go of wherever it was filed. Written for the survivors of a mutation run
+event, the hold after a drain (none after a cheap one), a detached or rebound broker, a
+closed session let go of wherever it was filed, a turn used up to its last byte, and a pass
+the broker schedules itself that a socket joins. Written for the survivors of a mutation run
 (docs/mutation.md). A real store, the broker on a hand-run scheduler, sessions sending into
 recording channels."""
 

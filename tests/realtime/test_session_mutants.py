@@ -1,9 +1,10 @@
 """One socket's stream (dbsvc/realtime/session.py) at the unit where each decision is made: a
 replica that falls behind goes back to the log (no gap, no duplicate, never closed), a replay
 that fails on the disk or loses its offsets, a snapshot stream that fails or is closed, a
-socket closed before it opened, queued frames leaving joined up to the write bound, and a
-drain's batch taken whole or frame by frame. Written for the survivors of a mutation run
-(docs/mutation.md). A real store, the broker on a hand-run scheduler, recording channels."""
+socket closed before it opened, queued frames leaving joined up to the write bound, a
+drain's batch taken whole or frame by frame, and an Init a compaction made stale at its turn.
+Written for the survivors of a mutation run (docs/mutation.md). A real store, the broker on a
+hand-run scheduler, recording channels."""
 
 from __future__ import annotations
 
