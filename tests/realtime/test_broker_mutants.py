@@ -399,9 +399,10 @@ def test_a_closed_session_is_let_go_of_wherever_it_was_filed(tmp_path, kind, fil
 
 
 def test_sessions_left_over_by_a_turn_get_the_next_one_and_a_turn_is_one_pass(tmp_path):
-    """Each replica has one 200 KB frame to send: three use up a turn's 512 KiB and finish
-    without asking again, so the broker itself must give the rest the next turn; a socket
-    opened in between joins that turn, which is still one bounded pass."""
+    """Each replica has one 200 KB frame to send: three use up a turn's 512 KiB (each asks
+    again, to find its replay's end), the rest get the next turn; a socket opened in between
+    joins that turn, which is still one bounded pass. (The pass the broker schedules itself,
+    when nobody asked again, is the test below the 512 KiB one.)"""
 
     async def body():
         store = open_blog_store(tmp_path, replication=True)
