@@ -402,7 +402,7 @@ def test_sessions_left_over_by_a_turn_get_the_next_one_and_a_turn_is_one_pass(tm
     """Each replica has one 200 KB frame to send: three use up a turn's 512 KiB (each asks
     again, to find its replay's end), the rest get the next turn; a socket opened in between
     joins that turn, which is still one bounded pass. (The pass the broker schedules itself,
-    when nobody asked again, is the test below the 512 KiB one.)"""
+    when nobody asked again: `test_a_socket_asking_before_the_pass_the_broker_scheduled_...`.)"""
 
     async def body():
         store = open_blog_store(tmp_path, replication=True)
