@@ -2,8 +2,9 @@
 feeds of a parent model however they are filed (grouped, routed by a filter, unfiltered), the
 parent read once for them, the log's own bytes as a live change frame, what /metrics counts,
 no work while no socket is open, a session whose turn fails, a fan-out that fails for one
-event, the hold after a drain (none after a cheap one), a detached or rebound broker, and a
-closed session let go of wherever it was filed. Written for the survivors of a mutation run
+event, the hold after a drain (none after a cheap one), a detached or rebound broker, a
+closed session let go of wherever it was filed, a turn used up to its last byte, and a pass
+the broker schedules itself that a socket joins. Written for the survivors of a mutation run
 (docs/mutation.md). A real store, the broker on a hand-run scheduler, sessions sending into
 recording channels."""
 
@@ -22,6 +23,7 @@ from dbsvc.realtime.init import InitSlices
 from dbsvc.realtime.session import FeedSession, ReplicationSession
 from dbsvc.rules import EVERYTHING, Scope
 from dbsvc.storage import Store
+from dbsvc.storage.logfile import encode_frame
 from support.realtime_kit import BLOG, Recorder, Scheduler, open_blog_store, run
 
 USER = BLOG.BY_NAME["User"]
@@ -397,9 +399,10 @@ def test_a_closed_session_is_let_go_of_wherever_it_was_filed(tmp_path, kind, fil
 
 
 def test_sessions_left_over_by_a_turn_get_the_next_one_and_a_turn_is_one_pass(tmp_path):
-    """Each replica has one 200 KB frame to send: three use up a turn's 512 KiB and finish
-    without asking again, so the broker itself must give the rest the next turn; a socket
-    opened in between joins that turn, which is still one bounded pass."""
+    """Each replica has one 200 KB frame to send: three use up a turn's 512 KiB (each asks
+    again, to find its replay's end), the rest get the next turn; a socket opened in between
+    joins that turn, which is still one bounded pass. (The pass the broker schedules itself,
+    when nobody asked again: `test_a_socket_asking_before_the_pass_the_broker_scheduled_...`.)"""
 
     async def body():
         store = open_blog_store(tmp_path, replication=True)
@@ -517,6 +520,66 @@ def test_a_delivery_that_fails_for_a_socket_is_logged(tmp_path, caplog):
         with caplog.at_level(logging.ERROR, logger="dbsvc.realtime"):
             scheduler.run()
         assert [r.getMessage() for r in caplog.records] == ["fan-out delivery failed"]
+        store.close()
+
+    run(body())
+
+
+def replica_frame(offset: int, size: int) -> bytes:
+    """A log frame whose `/replicate` message is exactly `size` bytes (16 bytes of frame
+    header; a message header of 10 bytes from 65,536 bytes on, else 4)."""
+    head = 10 if size - 4 >= 65536 else 4
+    return encode_frame(offset, b"x" * (size - head - 16))
+
+
+def replica_of(broker: Broker, *sizes: int) -> Recorder:
+    channel = Recorder()
+    ReplicationSession(broker, 0, iter([replica_frame(i, s) for i, s in enumerate(sizes, 1)])).on_open(channel)
+    return channel
+
+
+def test_a_turn_that_ends_on_exactly_512_kib_serves_nobody_else(tmp_path):
+    """Four replicas send exactly 128 KiB each: the turn's bytes are used up to the byte, so
+    the live query behind them waits for the next turn (its Init ignores the grant and would
+    send a slice past the bound), and that turn starts with it."""
+    store = open_blog_store(tmp_path, replication=True)
+    broker, scheduler = attached(store)
+    replicas = [replica_of(broker, 131072, 131072) for _ in range(4)]
+    init = InitSlices(store, USER, {}, None, store.applied_offset, 10)
+    live = Recorder()
+    FeedSession(FeedSpec(FeedKind.LIVE, USER, {}, None), broker, init.offset, init=init).on_open(live)
+    scheduler.step()
+    assert [[len(f) for f in c.frames] for c in replicas] == [[131072]] * 4
+    assert live.frames == []
+    scheduler.step()
+    assert [payload(f) for f in live.frames] == [
+        b'{"type":"Init","model":"User","records":[],"watermark":0,"offset":0,"complete":true}'
+    ]
+    assert [[len(f) for f in c.frames] for c in replicas] == [[131072, 131072]] * 4
+    store.close()
+
+
+def test_a_socket_asking_before_the_pass_the_broker_scheduled_itself_joins_that_one_pass(tmp_path):
+    """A one-record Init of 600 KB uses up a turn and is done, so nobody asks again: the broker
+    schedules the next pass itself. A replica opened before that pass runs joins it; the loop
+    turn still holds one pass, one 128 KiB frame for each replica."""
+
+    async def body():
+        store = open_blog_store(tmp_path, replication=True)
+        await store.insert("User", new_user(1, profile={"pad": "x" * 600_000}))
+        broker, scheduler = attached(store)
+        init = InitSlices(store, USER, {}, None, store.applied_offset, 10)
+        live = Recorder()
+        FeedSession(FeedSpec(FeedKind.LIVE, USER, {}, None), broker, init.offset, init=init).on_open(live)
+        first = replica_of(broker, 131072, 131072, 131072)
+        scheduler.step()
+        assert (len(live.frames), first.frames, len(scheduler.pending)) == (1, [], 1)
+        second = replica_of(broker, 131072, 131072, 131072)  # asks before the pass runs
+        assert len(scheduler.pending) == 1
+        scheduler.step()
+        assert [[len(f) for f in c.frames] for c in (first, second)] == [[131072], [131072]]
+        scheduler.run()
+        assert [[len(f) for f in c.frames] for c in (first, second)] == [[131072] * 3] * 2
         store.close()
 
     run(body())

@@ -1,9 +1,10 @@
 """One socket's stream (dbsvc/realtime/session.py) at the unit where each decision is made: a
 replica that falls behind goes back to the log (no gap, no duplicate, never closed), a replay
 that fails on the disk or loses its offsets, a snapshot stream that fails or is closed, a
-socket closed before it opened, queued frames leaving joined up to the write bound, and a
-drain's batch taken whole or frame by frame. Written for the survivors of a mutation run
-(docs/mutation.md). A real store, the broker on a hand-run scheduler, recording channels."""
+socket closed before it opened, queued frames leaving joined up to the write bound, a
+drain's batch taken whole or frame by frame, and an Init a compaction made stale at its turn.
+Written for the survivors of a mutation run (docs/mutation.md). A real store, the broker on a
+hand-run scheduler, recording channels."""
 
 from __future__ import annotations
 
@@ -506,3 +507,35 @@ def test_a_turn_grants_exactly_512_kib_and_a_session_that_sends_nothing_costs_no
     assert [[len(f) for f in c.frames] for c in channels] == [[131072], [131072], [131072], [131071], [200]]
     assert full.frames == []
     store.close()
+
+
+def test_an_init_lagged_by_a_compaction_at_its_turn_costs_the_turn_nothing(tmp_path):
+    """The same 512 KiB turn with a live query first in line whose Init a compaction made
+    stale between its ask and its turn: it is closed 1013 and costs no byte, so four replicas
+    still leave 1 byte and the fifth is served."""
+
+    async def body():
+        store = open_blog_store(tmp_path, replication=True)
+        await store.insert("User", new_user(1))
+        broker, scheduler = attached(store)
+        init = InitSlices(store, USER, {}, None, store.applied_offset, 10)
+        stale = Recorder()
+        FeedSession(FeedSpec(FeedKind.LIVE, USER, {}, None), broker, init.offset, init=init).on_open(stale)
+        epoch = store.epoch
+        await store.compact_now()
+        assert store.epoch != epoch
+
+        def replica(*sizes: int) -> Recorder:
+            channel = Recorder()
+            frames = iter([replica_frame(i, s) for i, s in enumerate(sizes, 1)])
+            ReplicationSession(broker, 0, frames).on_open(channel)
+            return channel
+
+        channels = [replica(131072, 200), replica(131072), replica(131072), replica(131071), replica(200)]
+        scheduler.step()
+        assert (stale.frames, stale.closed) == ([], (1013, "lagged during init"))
+        assert [[len(f) for f in c.frames] for c in channels] == [[131072], [131072], [131072], [131071], [200]]
+        assert broker.metrics()["lagged_closes"] == 1
+        store.close()
+
+    run(body())
