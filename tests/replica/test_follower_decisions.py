@@ -22,7 +22,7 @@ from typing import Any
 
 import pytest
 
-from dbsvc.errors import ConfigError, HandshakeRefused, WebSocketClientError
+from dbsvc.errors import ConfigError, HandshakeRefused, StreamError, WebSocketClientError
 from dbsvc.replica.consumer import parse_endpoint
 from dbsvc.replica.follower import Follower, next_wait
 from dbsvc.replica.status import ReplicaStatus
@@ -183,9 +183,10 @@ class ScriptedPrimary:
 class Replica:
     """A Follower over a real store in `directory`, its loop in a thread of its own."""
 
-    def __init__(self, directory: str, primary: ScriptedPrimary, **options: Any) -> None:
+    def __init__(self, directory: str, primary: ScriptedPrimary, max_payload: int | None = None, **options: Any) -> None:
         self.primary = primary
         self.directory = directory
+        self.limits = {} if max_payload is None else {"max_payload": max_payload}
         self.loop = asyncio.new_event_loop()
         self.thread = threading.Thread(target=self.loop.run_forever, daemon=True)
         self.thread.start()
@@ -193,7 +194,13 @@ class Replica:
 
     def open(self, lock: Any) -> Store:
         return Store.open(
-            self.directory, BLOG.MODELS, BLOG.DESCRIPTION, replication=True, lock=lock, compact_bytes=1 << 62
+            self.directory,
+            BLOG.MODELS,
+            BLOG.DESCRIPTION,
+            replication=True,
+            lock=lock,
+            compact_bytes=1 << 62,
+            **self.limits,
         )
 
     @property
@@ -240,7 +247,7 @@ def replica(tmp_path):
     made: list[Replica] = []
 
     def make(primary: ScriptedPrimary, directory: str = "replica", **options: Any) -> Replica:
-        (tmp_path / directory).mkdir()
+        (tmp_path / directory).mkdir(exist_ok=True)
         node = Replica(str(tmp_path / directory), primary, **options)
         made.append(node)
         return node
@@ -510,3 +517,318 @@ def test_a_primary_history_forked_before_our_head_bootstraps_again(replica):
     node.wait("in epoch B", lambda: node.store.epoch == EPOCH_B and node.status.state == "following")
     assert node.store.history == History(H2, (Fork(H1, 2),))
     assert primary.afters == [0, 3]  # the stream was not asked for in epoch A again
+
+
+# -- rule 4: refusals, reconnections, definitive answers ----------------------------------------
+
+
+@pytest.mark.parametrize(
+    "status, code",
+    [(410, "offset_gone"), (400, "offset_out_of_range")],
+)
+def test_a_refusal_that_says_our_rows_are_gone_bootstraps_again(replica, status, code):
+    primary = ScriptedPrimary(body(EPOCH_A, 0, hist=history(H1)))
+    primary.streams = [refused(status, code), []]
+    primary.epochs = [epoch_stream(EPOCH_A, 0, hist=history(H1)), epoch_stream(EPOCH_A, 0, hist=history(H1))]
+    node = replica(primary).start()
+    node.wait("following", lambda: node.status.state == "following")
+    assert node.status.bootstraps == 2
+    assert node.status.reconnects == 0
+    assert primary.afters == [0, 0]
+
+
+@pytest.mark.parametrize("status", [500, 503, 408, 425, 429])
+def test_a_busy_or_failing_primary_is_retried(replica, status):
+    primary = ScriptedPrimary(body(EPOCH_A, 1, hist=history(H1)))
+    primary.streams = [refused(status, "unavailable"), [insert(1)]]
+    primary.epochs = [epoch_stream(EPOCH_A, 0, hist=history(H1))]
+    node = replica(primary).start()
+    node.wait("one reconnection", lambda: node.status.reconnects == 1)
+    assert node.status.error in (f"the primary answered {status}", None)
+    node.wait("at 1", lambda: node.store.head_offset == 1 and node.status.state == "following")
+    assert node.status.error is None
+    assert node.status.bootstraps == 1
+    assert primary.afters == [0, 0]
+
+
+@pytest.mark.parametrize(
+    "status, code",
+    [(401, "unauthorized"), (403, "forbidden"), (404, "replication_disabled"), (400, "bad_query"), (499, "other")],
+)
+def test_a_definitive_refusal_stops_following_and_the_replica_keeps_serving(replica, status, code):
+    primary = ScriptedPrimary(body(EPOCH_A, 1, hist=history(H1)))
+    primary.streams = [refused(status, code, "go away")]
+    primary.epochs = [epoch_stream(EPOCH_A, 0, hist=history(H1))]
+    node = replica(primary).start()
+    node.wait("stopped", lambda: node.status.state == "stopped")
+    assert node.status.error == (
+        f"the primary refused /replicate: the server refused the WebSocket handshake: HTTP {status} {code}: go away"
+    )
+    assert node.status.reconnects == 0
+    assert primary.afters == [0]
+    assert node.status.synced is True  # bootstrapped: it serves the primary's epoch
+
+
+def test_a_failed_bootstrap_is_retried_and_a_refused_one_stops(replica):
+    primary = ScriptedPrimary(body(EPOCH_A, 0, hist=history(H1)))
+    primary.epochs = [
+        epoch_stream(EPOCH_A, 0, hist=history(H1)),
+        WebSocketClientError("cannot connect to 127.0.0.1:9: refused"),
+        refused(401, "unauthorized", "no token"),
+    ]
+    primary.streams = [refused(410, "offset_gone"), refused(410, "offset_gone")]
+    node = replica(primary).start()
+    node.wait("stopped", lambda: node.status.state == "stopped")
+    assert node.status.reconnects == 1  # the failed bootstrap
+    assert node.status.error == (
+        "the primary refused /replicate/snapshot: the server refused the WebSocket handshake: "
+        "HTTP 401 unauthorized: no token"
+    )
+    assert primary.epochs_asked == 3 and node.status.bootstraps == 1
+
+
+def test_a_dropped_connection_is_retried_after_the_rows_kept(replica):
+    primary = ScriptedPrimary(body(EPOCH_A, 3, hist=history(H1)), epochs=[epoch_stream(EPOCH_A, 0, hist=history(H1))])
+    primary.streams = [[insert(1), None, WebSocketClientError("connection lost: reset")], [insert(1), insert(2), insert(3)]]
+    node = replica(primary).start()
+    node.wait("at 3", lambda: node.store.head_offset == 3 and node.status.state == "following")
+    assert primary.afters == [0, 0]  # head 1: its frame asked for again (after=0), then 2 and 3
+    assert node.status.reconnects == 1
+    assert node.status.error is None
+    assert node.user_ids() == [1, 2, 3]
+
+
+# -- rule 3: what is applied ---------------------------------------------------------------------
+
+
+def test_a_bad_frame_stops_following_after_applying_the_good_frames_before_it(replica):
+    primary = ScriptedPrimary(body(EPOCH_A, 4, hist=history(H1)), epochs=[epoch_stream(EPOCH_A, 0, hist=history(H1))])
+    primary.streams = [[insert(1), insert(2), insert(4)]]
+    node = replica(primary).start()
+    node.wait("stopped", lambda: node.status.state == "stopped")
+    assert node.status.error == "bad frame at offset 4: offset gap: expected 3, offsets 3 are missing"
+    assert node.store.head_offset == 2
+    assert node.user_ids() == [1, 2]
+
+
+def test_a_frame_over_this_stores_payload_limit_is_refused_before_it_is_applied(replica):
+    primary = ScriptedPrimary(body(EPOCH_A, 2, hist=history(H1)), epochs=[epoch_stream(EPOCH_A, 0, hist=history(H1))])
+    big = insert(2, name="x" * 5000)
+    primary.streams = [[insert(1), big]]
+    node = replica(primary, max_payload=4096).start()
+    node.wait("stopped", lambda: node.status.state == "stopped")
+    size = len(big) - 16
+    assert node.status.error == (
+        f"bad frame at offset 2: record too large: a frame payload of {size} bytes, over the limit of 4096 "
+        "(a log holding it would not reopen); nothing of it is kept"
+    )
+    assert node.store.head_offset == 1
+
+
+def test_a_frame_that_does_not_fit_the_store_stops_following(replica):
+    primary = ScriptedPrimary(body(EPOCH_A, 2, hist=history(H1)), epochs=[epoch_stream(EPOCH_A, 0, hist=history(H1))])
+    ghost = encode_frame(2, insert(2)[16:].replace(b'"model":"User"', b'"model":"Ghost"'))
+    primary.streams = [[insert(1), None, ghost]]
+    node = replica(primary).start()
+    node.wait("stopped", lambda: node.status.state == "stopped")
+    assert node.status.error == "replication frame at offset 2: unknown model 'Ghost'"
+    assert node.store.head_offset == 1
+
+
+# -- rule 5: lag ------------------------------------------------------------------------------------
+
+
+def test_lag_counts_the_primarys_head_and_a_quiet_stream_is_caught_up(replica):
+    primary = ScriptedPrimary(body(EPOCH_A, 5, hist=history(H1)), epochs=[epoch_stream(EPOCH_A, 0, hist=history(H1))])
+    node: Replica | None = None
+    reports: list[dict] = []
+
+    def behind() -> None:  # frames 3-5 not sent yet: 3 behind
+        assert node is not None
+        reports.append(node.status.report(node.store.head_offset))
+        return None
+
+    primary.streams = [[insert(1), insert(2), None, behind, insert(3), insert(4), insert(5)]]
+    node = replica(primary)
+    node.start()
+    node.wait("caught up", lambda: node.store.head_offset == 5 and node.status.caught_up_at is not None)
+    assert reports[0]["primary_offset"] == 5 and reports[0]["lag_offsets"] == 3
+    assert reports[0]["state"] == "following"
+    report = node.status.report(5)
+    assert (report["primary_offset"], report["lag_offsets"], report["lag_seconds"]) == (5, 0, 0.0)
+
+
+def test_the_poll_of_snapshot_raises_the_primarys_head_while_streaming(replica):
+    primary = ScriptedPrimary(body(EPOCH_A, 1, hist=history(H1)), epochs=[epoch_stream(EPOCH_A, 0, hist=history(H1))])
+
+    def written_on() -> None:
+        primary.answer = body(EPOCH_A, 9, hist=history(H1))
+
+    primary.streams = [[insert(1), None, written_on]]
+    node = replica(primary, poll_seconds=0.0).start()
+    node.wait("the head of 9", lambda: node.status.primary_offset == 9)
+    assert node.status.report(1)["lag_offsets"] == 8
+
+
+# -- rules 1, 2 and 8 at start ----------------------------------------------------------------------
+
+
+def test_a_replica_already_in_the_primarys_epoch_starts_without_a_bootstrap(replica):
+    primary = ScriptedPrimary(body(EPOCH_A, 2, hist=history(H1)), epochs=[epoch_stream(EPOCH_A, 0, hist=history(H1))])
+    primary.streams = [[insert(1), insert(2)]]
+    first = following(primary, replica, 2)
+    first.close()
+    again = ScriptedPrimary(body(EPOCH_A, 3, hist=history(H1)), streams=[[insert(2), insert(3)]])
+    node = replica(again)
+    assert node.status.synced is True  # rows: it followed before (rule 8)
+    node.start()
+    node.wait("at 3", lambda: node.store.head_offset == 3)
+    assert again.epochs_asked == 0
+    assert again.afters == [1]
+    assert node.status.bootstraps == 0
+
+
+def test_an_empty_replica_whose_bootstrap_fails_at_start_starts_unready(replica):
+    primary = ScriptedPrimary(body(EPOCH_A, 0), epochs=[[json.dumps({"type": "snapshot"}), None]])
+    node = replica(primary)
+    node.follower.prepare()
+    assert node.status.synced is False
+    assert node.status.bootstraps == 0
+    assert node.store.head_offset == 0
+
+
+@pytest.mark.parametrize(
+    "answer, error",
+    [
+        (OSError("connection refused"), "the primary is not reachable: connection refused"),
+        (ValueError("Expecting value"), "the primary is not reachable: Expecting value"),
+        ([1, 2], "the primary is not reachable: the primary's /snapshot is not an object"),
+    ],
+    ids=["refused", "not-json", "not-an-object"],
+)
+def test_a_primary_unreachable_at_start_does_not_stop_the_start(replica, answer, error):
+    primary = ScriptedPrimary(answer)
+    node = replica(primary)
+    node.follower.prepare()
+    assert node.status.error == error
+    assert node.status.state == "starting"
+    assert primary.epochs_asked == 0
+
+
+@pytest.mark.parametrize(
+    "stream, message",
+    [
+        (
+            epoch_stream(EPOCH_A, 0, header_offset=5),
+            "cannot follow http://127.0.0.1:9: the snapshot's own header disagrees with the stream's header",
+        ),
+        (
+            [json.dumps(dict(json.loads(epoch_stream(EPOCH_A, 0)[0]), epoch=EPOCH_B))] + epoch_stream(EPOCH_A, 0)[1:],
+            "cannot follow http://127.0.0.1:9: the snapshot's own header disagrees with the stream's header",
+        ),
+        (
+            refused(403, "forbidden", "not a replicator"),
+            "cannot follow http://127.0.0.1:9: the primary refused /replicate/snapshot: the server refused the "
+            "WebSocket handshake: HTTP 403 forbidden: not a replicator",
+        ),
+    ],
+    ids=["offset", "epoch", "refused"],
+)
+def test_a_bootstrap_the_primary_refuses_or_contradicts_refuses_the_start(replica, stream, message):
+    primary = ScriptedPrimary(body(EPOCH_A, 0), epochs=[stream])
+    node = replica(primary)
+    with pytest.raises(ConfigError) as info:
+        node.follower.prepare()
+    assert str(info.value) == message
+    assert node.store.epoch != EPOCH_A
+
+
+@pytest.mark.parametrize(
+    "stream, message",
+    [
+        (epoch_stream(EPOCH_A, 0)[:2] + [json.dumps({"type": "end", "bytes": 1, "crc32": 0})], "size or crc32"),
+        (epoch_stream(EPOCH_A, 0)[:2] + [json.dumps({"type": "stop"})], "size or crc32"),
+        (epoch_stream(EPOCH_A, 0)[1:], "the snapshot stream did not start with its header"),
+    ],
+    ids=["size", "not-end", "no-header"],
+)
+def test_a_damaged_bootstrap_snapshot_is_never_installed(replica, stream, message):
+    primary = ScriptedPrimary(body(EPOCH_A, 0), epochs=[stream])
+    node = replica(primary)
+    with pytest.raises(StreamError) as info:
+        node.follower.prepare()
+    assert message in str(info.value)
+    assert node.store.epoch != EPOCH_A
+
+
+def test_a_replica_ahead_of_a_primary_in_another_epoch_diverges_at_start(replica):
+    primary = ScriptedPrimary(body(EPOCH_A, 3, hist=history(H1)), epochs=[epoch_stream(EPOCH_A, 0, hist=history(H1))])
+    primary.streams = [[insert(1), insert(2), insert(3)]]
+    following(primary, replica, 3).close()
+    smaller = ScriptedPrimary(body(EPOCH_B, "3", hist=history(H2)))  # a head that is no offset counts as 0
+    node = replica(smaller)
+    node.follower.prepare()
+    assert node.status.state == "diverged"
+    assert node.status.error == (
+        "the primary holds offsets up to 0, this replica up to 3; bootstrapping again would discard the rows after 0"
+    )
+    assert smaller.epochs_asked == 0
+
+
+def test_stop_ends_the_reading_thread(replica):
+    primary = ScriptedPrimary(body(EPOCH_A, 1, hist=history(H1)), epochs=[epoch_stream(EPOCH_A, 0, hist=history(H1))])
+    primary.streams = [[insert(1)]]
+    node = following(primary, replica, 1)
+    node.follower.stop()  # the stream is quiet: the thread is inside a receive of 0.5 s
+    assert not [t for t in threading.enumerate() if t.name == "dbsvc-follower"]
+
+
+# -- rule 4's backoff, and the status (status.py) ------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "delay, draw, expected",
+    [(0.2, 0.0, (0.1, 0.4)), (0.2, 0.5, (0.2, 0.4)), (1.0, 0.75, (1.25, 2.0)), (6.0, 0.0, (3.0, 10.0)), (10.0, 0.5, (10.0, 10.0))],
+)
+def test_backoff_jitters_the_delay_and_doubles_it_up_to_ten_seconds(delay, draw, expected):
+    assert next_wait(delay, draw) == expected
+
+
+def test_the_status_reports_its_fields_in_order():
+    status = ReplicaStatus("http://p:1", state="following", primary_offset=7, bootstraps=2, reconnects=3, error="e")
+    assert list(status.report(7).items()) == [
+        ("primary", "http://p:1"),
+        ("state", "following"),
+        ("primary_offset", 7),
+        ("lag_offsets", 0),
+        ("lag_seconds", 0.0),
+        ("bootstraps", 2),
+        ("reconnects", 3),
+        ("error", "e"),
+    ]
+    assert status.report(9)["primary_offset"] == 9  # our own head when it is past the primary's
+
+
+def test_lag_seconds_count_from_when_the_replica_was_last_caught_up():
+    status = ReplicaStatus("http://p:1", primary_offset=10, caught_up_at=time.monotonic() - 30)
+    report = status.report(4)
+    assert report["lag_offsets"] == 6
+    assert 30.0 <= report["lag_seconds"] < 60.0
+    assert ReplicaStatus("http://p:1", primary_offset=10).report(4)["lag_seconds"] == 0.0  # never caught up
+
+
+def test_readiness_waits_for_the_first_bootstrap():
+    status = ReplicaStatus("http://p:1")
+    assert status.waiting_for() == "the first bootstrap from its primary http://p:1 (starting)"
+    status.state, status.error = "reconnecting", "refused"
+    assert status.waiting_for() == "the first bootstrap from its primary http://p:1 (reconnecting: refused)"
+    assert list(status.health().items()) == [
+        ("primary", "http://p:1"),
+        ("state", "reconnecting"),
+        ("ready", False),
+        ("waiting_for", "the first bootstrap from its primary http://p:1 (reconnecting: refused)"),
+        ("detail", "refused"),
+    ]
+    status.synced = True
+    assert status.waiting_for() is None
+    assert status.health()["ready"] is True
