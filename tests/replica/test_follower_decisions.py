@@ -310,7 +310,11 @@ def test_a_new_epoch_seen_by_the_poll_of_snapshot_mid_stream_bootstraps_again(re
 # -- rule 3: a batch is durable before the stream is read on ------------------------------------
 
 
-def test_each_batch_of_512_is_durable_before_the_next_frame_is_read(replica):
+def test_each_batch_of_512_is_durable_before_the_next_frame_is_read(replica, tmp_path, monkeypatch):
+    # The first batch's fsync is held (DBSVC_FAULT HOLD, storage/files.py) until the gate
+    # file exists: while it is held the reading thread must not ask for frame 513.
+    gate = tmp_path / "gate"
+    monkeypatch.setenv("DBSVC_FAULT", f"fsync:1:HOLD={gate}")
     seen: dict[int, tuple[int, int]] = {}
     primary = ScriptedPrimary(body(EPOCH_A, 600, hist=history(H1)))
     node: Replica | None = None
@@ -326,7 +330,16 @@ def test_each_batch_of_512_is_durable_before_the_next_frame_is_read(replica):
     primary.streams = [[at(n) for n in range(1, 601)]]
     primary.epochs = [epoch_stream(EPOCH_A, 0, hist=history(H1))]
     node = replica(primary)
-    node.start()
+    try:
+        node.start()
+        node.wait("the first batch's fsync held", lambda: (tmp_path / "gate.held").exists())
+        deadline = time.monotonic() + 0.3  # a reader that does not wait asks for 513 at once
+        while 513 not in seen and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert 513 not in seen
+        assert node.store.applied_offset == 512 and node.store.head_offset == 0
+    finally:
+        gate.touch()  # a failed check must not leave the fsync held (the store's close waits for it)
     node.wait("at 600", lambda: node.store.head_offset == 600)
     # The first frame of each batch is read only once the batch before it is durable (head ==
     # applied); inside a batch nothing is applied until the batch is whole.
@@ -507,16 +520,16 @@ def test_a_primary_history_that_continues_ours_is_adopted_after_the_head_frame(r
 def test_a_primary_history_forked_before_our_head_bootstraps_again(replica):
     primary = ScriptedPrimary(body(EPOCH_A, 3, hist=history(H1)), epochs=[epoch_stream(EPOCH_A, 0, hist=history(H1))])
 
-    def imported_at_two() -> Exception:
-        primary.answer = body(EPOCH_B, 3, hist=history(H2, (H1, 2)))
+    def imported_at_two() -> Exception:  # an import rewrote the primary after offset 2
+        primary.answer = body(EPOCH_A, 3, hist=history(H2, (H1, 2)))
         return WebSocketClientError("connection closed without a close frame")
 
     primary.streams = [[insert(1), insert(2), insert(3), None, imported_at_two]]
-    primary.epochs.append(epoch_stream(EPOCH_B, 3, range(1, 4), hist=history(H2, (H1, 2))))
+    primary.epochs.append(epoch_stream(EPOCH_A, 3, range(1, 4), hist=history(H2, (H1, 2))))
     node = replica(primary).start()
-    node.wait("in epoch B", lambda: node.store.epoch == EPOCH_B and node.status.state == "following")
+    node.wait("bootstrapped again", lambda: node.status.bootstraps == 2 and node.status.state == "following")
     assert node.store.history == History(H2, (Fork(H1, 2),))
-    assert primary.afters == [0, 3]  # the stream was not asked for in epoch A again
+    assert primary.afters == [0, 3]  # no head frame asked for: the history alone refused it
 
 
 # -- rule 4: refusals, reconnections, definitive answers ----------------------------------------
@@ -668,6 +681,9 @@ def test_the_poll_of_snapshot_raises_the_primarys_head_while_streaming(replica):
     node = replica(primary, poll_seconds=0.0).start()
     node.wait("the head of 9", lambda: node.status.primary_offset == 9)
     assert node.status.report(1)["lag_offsets"] == 8
+    # caught up at 1 until the poll saw 9: the seconds behind count from then
+    node.wait("seconds behind", lambda: node.status.report(1)["lag_seconds"] > 0)
+    assert node.status.report(1)["lag_seconds"] < DEADLINE
 
 
 # -- rules 1, 2 and 8 at start ----------------------------------------------------------------------
@@ -747,10 +763,15 @@ def test_a_bootstrap_the_primary_refuses_or_contradicts_refuses_the_start(replic
     "stream, message",
     [
         (epoch_stream(EPOCH_A, 0)[:2] + [json.dumps({"type": "end", "bytes": 1, "crc32": 0})], "size or crc32"),
+        (
+            epoch_stream(EPOCH_A, 0)[:2]
+            + [json.dumps(dict(json.loads(epoch_stream(EPOCH_A, 0)[2]), crc32=zlib.crc32(b"other")))],
+            "size or crc32",
+        ),
         (epoch_stream(EPOCH_A, 0)[:2] + [json.dumps({"type": "stop"})], "size or crc32"),
         (epoch_stream(EPOCH_A, 0)[1:], "the snapshot stream did not start with its header"),
     ],
-    ids=["size", "not-end", "no-header"],
+    ids=["size", "crc", "not-end", "no-header"],
 )
 def test_a_damaged_bootstrap_snapshot_is_never_installed(replica, stream, message):
     primary = ScriptedPrimary(body(EPOCH_A, 0), epochs=[stream])
@@ -832,3 +853,108 @@ def test_readiness_waits_for_the_first_bootstrap():
     status.synced = True
     assert status.waiting_for() is None
     assert status.health()["ready"] is True
+
+
+# -- what the log says (rules 4 and 7: the operator reads why) ---------------------------------
+
+
+def test_the_log_says_why_following_stopped_or_diverged(replica, caplog):
+    caplog.set_level("INFO", logger="dbsvc.replica")
+    primary = ScriptedPrimary(body(EPOCH_A, 3, hist=history(H1)), epochs=[epoch_stream(EPOCH_A, 0, hist=history(H1))])
+
+    def restored_to_one() -> Exception:
+        primary.answer = body(EPOCH_A, 1, hist=history(H1))
+        return WebSocketClientError("connection closed without a close frame")
+
+    primary.streams = [[insert(1), insert(2), insert(3), None, restored_to_one]]
+    node = replica(primary).start()
+    node.wait("diverged and logged", lambda: any(r.levelname == "ERROR" for r in caplog.records))
+    lines = [(r.levelname, r.getMessage()) for r in caplog.records if r.name == "dbsvc.replica"]
+    assert ("INFO", f"following {URL}: connection closed without a close frame; reconnecting") in lines
+    assert (
+        "WARNING",
+        f"following {URL}: the primary's head is offset 1, behind this replica's 3; bootstrapping again",
+    ) in lines
+    assert lines[-1] == (
+        "ERROR",
+        f"stopped following {URL}: the primary holds offsets up to 1, this replica up to 3; bootstrapping "
+        "again would discard the rows after 1. This replica keeps serving its 3 rows but no longer follows. "
+        "To discard them and copy the primary, restart it with --rebootstrap (or SERVICE_FOLLOW_REBOOTSTRAP=1), "
+        "or drop its tenant (dbsvc tenant drop) and start it again; to keep them, back this tenant up first "
+        "(dbsvc backup)",
+    )
+
+
+def test_the_log_says_why_following_stopped(replica, caplog):
+    caplog.set_level("INFO", logger="dbsvc.replica")
+    primary = ScriptedPrimary(body(EPOCH_A, 1, hist=history(H1)), epochs=[epoch_stream(EPOCH_A, 0, hist=history(H1))])
+    primary.streams = [refused(401, "unauthorized", "bad token")]
+    node = replica(primary).start()
+    node.wait("stopped and logged", lambda: any(r.levelname == "ERROR" for r in caplog.records))
+    lines = [(r.levelname, r.getMessage()) for r in caplog.records if r.name == "dbsvc.replica"]
+    assert lines[0] == ("INFO", f"bootstrapped from {URL}: epoch {EPOCH_A} at offset 0")
+    assert lines[-1] == (
+        "ERROR",
+        f"stopped following {URL}: the primary refused /replicate: the server refused the WebSocket "
+        "handshake: HTTP 401 unauthorized: bad token",
+    )
+
+
+def test_a_primary_that_stays_down_keeps_the_replica_reconnecting(replica, caplog):
+    caplog.set_level("WARNING", logger="dbsvc.replica")
+    primary = ScriptedPrimary(OSError("connection refused"))
+    node = replica(primary)
+    node.follower.prepare()
+    node.follower.start(node.loop)
+    node.wait("three reconnections", lambda: node.status.reconnects >= 3)
+    assert node.status.state == "reconnecting"
+    assert node.status.error == "connection refused"
+    assert node.status.synced is False
+    assert (
+        "WARNING",
+        f"primary {URL} not reachable yet (connection refused); following starts when it is",
+    ) in [(r.levelname, r.getMessage()) for r in caplog.records]
+
+
+# -- primary.py: the primary over HTTP and WebSocket --------------------------------------------
+
+
+def test_the_http_primary_asks_snapshot_without_a_token_and_the_streams_with_it():
+    from websockets.sync.server import serve
+
+    from dbsvc.replica.primary import HttpPrimary
+
+    seen: list[tuple[str, str | None]] = []
+
+    def http(connection, request):
+        seen.append((request.path, request.headers.get("Authorization")))
+        if request.path == "/db/snapshot":
+            return connection.respond(200, json.dumps({"offset": 7, "epoch": EPOCH_A}))
+        if request.path == "/gone/snapshot":
+            return connection.respond(404, "no such path")
+        return None
+
+    def handle(connection) -> None:
+        connection.send(b"frame" if connection.request.path.startswith("/db/replicate?") else "header")
+
+    with serve(handle, "127.0.0.1", 0, process_request=http) as server:
+        threading.Thread(target=server.serve_forever, daemon=True).start()
+        port = server.socket.getsockname()[1]
+        primary = HttpPrimary(parse_endpoint(f"http://127.0.0.1:{port}/db"), "tok")
+        assert primary.snapshot() == {"offset": 7, "epoch": EPOCH_A}
+        with primary.replicate(7) as stream:
+            assert stream.receive(5) == b"frame"
+        with primary.epoch_snapshot() as stream:
+            assert stream.receive(5) == "header"
+        with pytest.raises(OSError):
+            HttpPrimary(parse_endpoint(f"http://127.0.0.1:{port}/gone")).snapshot()
+        with HttpPrimary(parse_endpoint(f"ws://127.0.0.1:{port}/db")).replicate(0) as stream:
+            assert stream.receive(5) == b"frame"
+        server.shutdown()
+    assert seen == [
+        ("/db/snapshot", None),
+        ("/db/replicate?after=7", "Bearer tok"),
+        ("/db/replicate/snapshot", "Bearer tok"),
+        ("/gone/snapshot", None),
+        ("/db/replicate?after=0", None),
+    ]
