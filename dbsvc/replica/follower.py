@@ -26,8 +26,10 @@ Rules:
    never grows the replica's memory, and nothing unchecked is ever applied.
 4. Reconnect with a capped, jittered backoff on anything transient (connection refused or
    dropped, 5xx). A definitive answer (401, 403, 404, another 4xx, a fingerprint
-   mismatch, a frame that does not fit) stops following; the replica goes on serving what
-   it has, `/metrics` shows the state and the error, and the log says why.
+   mismatch, a frame that does not fit) stops following; so does a store that refuses
+   writes (its log's fsync failed: fail-stop, commit.py) and any error not named here: the
+   replica goes on serving what it has, `/metrics` shows the state and the error, and the
+   log says why.
 5. Lag: `primary_offset` is the primary's head (its `/snapshot`, polled every second, and
    our own head whenever the stream has gone quiet, which means caught up);
    `lag_offsets` = primary_offset - our head; `lag_seconds` = seconds since we were last
@@ -226,6 +228,9 @@ class Follower:
                 return
             except (WebSocketClientError, OSError, ValueError) as exc:
                 self._transient(str(exc))
+            except Exception as exc:  # the store refuses writes (a failed fsync: commit.py), or a bug
+                self._stopped(str(exc))  # never a reading thread gone while /metrics says "following"
+                return
             if time.monotonic() - last_poll > self.poll_seconds:
                 last_poll = time.monotonic()
                 try:

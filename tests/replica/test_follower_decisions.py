@@ -961,3 +961,22 @@ def test_the_http_primary_asks_snapshot_without_a_token_and_the_streams_with_it(
         ("/gone/snapshot", None),
         ("/db/replicate?after=0", None),
     ]
+
+
+# -- a store that fails under the replica ------------------------------------------------------------
+
+
+def test_a_replica_whose_store_fails_says_it_stopped_following(replica, monkeypatch, caplog):
+    # The first fsync of the replica's log fails: the store is fail-stop (commit.py) and
+    # refuses every later write, so following cannot go on; /metrics must say so rather than
+    # show "following" with a reading thread that is gone.
+    monkeypatch.setenv("DBSVC_FAULT", "fsync:1:EIO")
+    primary = ScriptedPrimary(body(EPOCH_A, 2, hist=history(H1)), epochs=[epoch_stream(EPOCH_A, 0, hist=history(H1))])
+    primary.streams = [[insert(1)], [insert(1)], [insert(1)]]
+    node = replica(primary).start()
+    node.wait("stopped", lambda: node.status.state == "stopped")
+    assert node.status.error == (
+        "write not stored: the store is read-only after an I/O error on the log ([Errno 5] Input/output error "
+        "(injected by DBSVC_FAULT fsync:1)): nothing written since can be trusted; fix the disk, then restart the server"
+    )
+    assert any(r.levelname == "ERROR" and r.getMessage().startswith(f"stopped following {URL}: ") for r in caplog.records)
