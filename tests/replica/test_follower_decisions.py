@@ -980,3 +980,13 @@ def test_a_replica_whose_store_fails_says_it_stopped_following(replica, monkeypa
         "(injected by DBSVC_FAULT fsync:1)): nothing written since can be trusted; fix the disk, then restart the server"
     )
     assert any(r.levelname == "ERROR" and r.getMessage().startswith(f"stopped following {URL}: ") for r in caplog.records)
+
+
+def test_a_snapshot_without_an_offset_counts_as_offset_0(replica):
+    empty = {"epoch": EPOCH_A, "fingerprint": FINGERPRINT, "history": history(H1)}  # no "offset"
+    primary = ScriptedPrimary(empty, epochs=[epoch_stream(EPOCH_A, 0, hist=history(H1))])
+    node = replica(primary, poll_seconds=0.0).start()
+    node.wait("three polls while following", lambda: primary.snapshots_asked >= 6)
+    assert node.status.state == "following"
+    assert node.status.primary_offset == 0
+    assert node.status.report(0)["lag_offsets"] == 0
