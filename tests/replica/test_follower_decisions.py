@@ -270,7 +270,7 @@ def following(primary: ScriptedPrimary, replica: Callable[..., Replica], head: i
 # -- rule 2 and 3: a new epoch met in the middle of a stream ------------------------------------
 
 
-def test_a_new_epoch_met_mid_stream_bootstraps_again_and_follows_on(replica):
+def test_a_new_epoch_met_mid_stream_bootstraps_again_and_follows_on(replica, caplog):
     primary = ScriptedPrimary(body(EPOCH_A, 4, hist=history(H1)))
 
     def compacted() -> bytes:
@@ -292,6 +292,11 @@ def test_a_new_epoch_met_mid_stream_bootstraps_again_and_follows_on(replica):
     assert node.status.bootstraps == 2
     assert node.user_ids() == [1, 2, 3, 5]
     assert node.status.error is None
+    assert (
+        "WARNING",
+        f"following {URL}: replication frame at offset 5: User watermark 4 follows 4 here: "
+        "the primary started a new epoch; bootstrapping again",
+    ) in [(r.levelname, r.getMessage()) for r in caplog.records]
 
 
 def test_a_new_epoch_seen_by_the_poll_of_snapshot_mid_stream_bootstraps_again(replica):
@@ -990,3 +995,32 @@ def test_a_snapshot_without_an_offset_counts_as_offset_0(replica):
     assert node.status.state == "following"
     assert node.status.primary_offset == 0
     assert node.status.report(0)["lag_offsets"] == 0
+
+
+def test_a_replica_without_a_history_record_adopts_the_primarys_once_the_head_frame_passed(replica, tmp_path):
+    primary = ScriptedPrimary(body(EPOCH_A, 2, hist=history(H1)), epochs=[epoch_stream(EPOCH_A, 0, hist=history(H1))])
+    primary.streams = [[insert(1), insert(2)]]
+    following(primary, replica, 2).close()
+    (tmp_path / "replica" / "history").unlink()  # a tenant written before histories
+    again = ScriptedPrimary(body(EPOCH_A, 3, hist=history(H2, (H1, 2))), streams=[[insert(2), insert(3)]])
+    node = replica(again)
+    assert node.store.history is None
+    node.start()
+    node.wait("at 3", lambda: node.store.head_offset == 3)
+    assert node.store.history == History(H2, (Fork(H1, 2),))
+    assert again.afters == [1] and again.epochs_asked == 0
+
+
+def test_an_empty_replica_adopts_any_history_of_its_primary(replica):
+    primary = ScriptedPrimary(body(EPOCH_A, 0, hist=history(H1)), epochs=[epoch_stream(EPOCH_A, 0, hist=history(H1))])
+    node = replica(primary)
+
+    def another_history() -> Exception:  # unrelated to H1, but the replica holds no row of H1
+        primary.answer = body(EPOCH_A, 0, hist=history(H3))
+        return WebSocketClientError("connection closed without a close frame")
+
+    primary.streams = [[None, another_history], []]
+    node.start()
+    node.wait("in H3", lambda: node.store.history == History(H3, ()))
+    assert node.status.bootstraps == 1
+    assert primary.afters == [0, 0]
