@@ -190,12 +190,14 @@ class Replica:
         self.primary = primary
         self.directory = directory
         self.limits = {} if max_payload is None else {"max_payload": max_payload}
+        self.locks: list[Any] = []  # the writer lock each open of the store was handed
         self.loop = asyncio.new_event_loop()
         self.thread = threading.Thread(target=self.loop.run_forever, daemon=True)
         self.thread.start()
         self.follower = Follower(parse_endpoint(URL), directory, self.open, FINGERPRINT, primary=primary, **options)
 
     def open(self, lock: Any) -> Store:
+        self.locks.append(lock)
         return Store.open(
             self.directory,
             BLOG.MODELS,
@@ -299,7 +301,7 @@ def test_a_new_epoch_met_mid_stream_bootstraps_again_and_follows_on(replica, cap
     ) in [(r.levelname, r.getMessage()) for r in caplog.records]
 
 
-def test_a_new_epoch_seen_by_the_poll_of_snapshot_mid_stream_bootstraps_again(replica):
+def test_a_new_epoch_seen_by_the_poll_of_snapshot_mid_stream_bootstraps_again(replica, caplog):
     primary = ScriptedPrimary(body(EPOCH_A, 2, hist=history(H1)))
 
     def compacted() -> None:  # the primary compacts while the stream is quiet
@@ -313,6 +315,10 @@ def test_a_new_epoch_seen_by_the_poll_of_snapshot_mid_stream_bootstraps_again(re
     assert node.status.bootstraps == 2
     assert primary.afters == [0, 2]
     assert node.user_ids() == [1, 2]
+    assert (
+        "WARNING",
+        f"following {URL}: the primary is in epoch {EPOCH_B}, this replica in {EPOCH_A}; bootstrapping again",
+    ) in [(r.levelname, r.getMessage()) for r in caplog.records]
 
 
 # -- rule 3: a batch is durable before the stream is read on ------------------------------------
@@ -525,7 +531,7 @@ def test_a_primary_history_that_continues_ours_is_adopted_after_the_head_frame(r
     assert node.status.bootstraps == 1
 
 
-def test_a_primary_history_forked_before_our_head_bootstraps_again(replica):
+def test_a_primary_history_forked_before_our_head_bootstraps_again(replica, caplog):
     primary = ScriptedPrimary(body(EPOCH_A, 3, hist=history(H1)), epochs=[epoch_stream(EPOCH_A, 0, hist=history(H1))])
 
     def imported_at_two() -> Exception:  # an import rewrote the primary after offset 2
@@ -538,6 +544,11 @@ def test_a_primary_history_forked_before_our_head_bootstraps_again(replica):
     node.wait("bootstrapped again", lambda: node.status.bootstraps == 2 and node.status.state == "following")
     assert node.store.history == History(H2, (Fork(H1, 2),))
     assert primary.afters == [0, 3]  # no head frame asked for: the history alone refused it
+    assert (
+        "WARNING",
+        f"following {URL}: the primary is in history {H2}, which does not continue this replica's history "
+        f"{H1} at offset 3 (a restore or an import on the primary); bootstrapping again",
+    ) in [(r.levelname, r.getMessage()) for r in caplog.records]
 
 
 # -- rule 4: refusals, reconnections, definitive answers ----------------------------------------
@@ -1024,3 +1035,13 @@ def test_an_empty_replica_adopts_any_history_of_its_primary(replica):
     node.wait("in H3", lambda: node.store.history == History(H3, ()))
     assert node.status.bootstraps == 1
     assert primary.afters == [0, 0]
+
+
+def test_a_bootstrap_keeps_the_writer_lock_and_hands_the_new_store_on(replica):
+    primary = ScriptedPrimary(body(EPOCH_A, 1, hist=history(H1)), epochs=[epoch_stream(EPOCH_A, 0, hist=history(H1))])
+    primary.streams = [[insert(1)]]
+    handed: list[Store] = []
+    node = following(primary, replica, 1, on_store=handed.append)
+    assert node.locks[0] is None  # the first open takes the lock
+    assert len(node.locks) == 2 and node.locks[1] is not None  # the bootstrap's reopen is handed it
+    assert handed == [node.store]
