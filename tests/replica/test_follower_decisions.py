@@ -23,7 +23,7 @@ from typing import Any
 
 import pytest
 
-from dbsvc.errors import ConfigError, HandshakeRefused, StreamError, WebSocketClientError
+from dbsvc.errors import ConfigError, CorruptLog, HandshakeRefused, StreamError, WebSocketClientError
 from dbsvc.replica.consumer import parse_endpoint
 from dbsvc.replica.follower import Follower, next_wait
 from dbsvc.replica.status import ReplicaStatus
@@ -540,8 +540,10 @@ def test_a_primary_history_forked_before_our_head_bootstraps_again(replica, capl
 
     primary.streams = [[insert(1), insert(2), insert(3), None, imported_at_two]]
     primary.epochs.append(epoch_stream(EPOCH_A, 3, range(1, 4), hist=history(H2, (H1, 2))))
-    node = replica(primary).start()
+    installed: list[History | None] = []  # the history of each store the bootstraps hand on
+    node = replica(primary, on_store=lambda store: installed.append(store.history)).start()
     node.wait("bootstrapped again", lambda: node.status.bootstraps == 2 and node.status.state == "following")
+    assert installed == [History(H1, ()), History(H2, (Fork(H1, 2),))]  # adopted with the snapshot
     assert node.store.history == History(H2, (Fork(H1, 2),))
     assert primary.afters == [0, 3]  # no head frame asked for: the history alone refused it
     assert (
@@ -1045,3 +1047,32 @@ def test_a_bootstrap_keeps_the_writer_lock_and_hands_the_new_store_on(replica):
     assert node.locks[0] is None  # the first open takes the lock
     assert len(node.locks) == 2 and node.locks[1] is not None  # the bootstrap's reopen is handed it
     assert handed == [node.store]
+
+
+def test_the_state_is_bootstrapping_while_the_snapshot_is_fetched(replica):
+    node: Replica | None = None
+    states: list[str] = []
+    header, data, end = epoch_stream(EPOCH_A, 0, hist=history(H1))
+
+    def first() -> str:
+        assert node is not None
+        states.append(node.status.state)
+        return header
+
+    primary = ScriptedPrimary(body(EPOCH_A, 0, hist=history(H1)), epochs=[[first, data, end]])
+    node = replica(primary)
+    node.start()
+    node.wait("following", lambda: node.status.state == "following")
+    assert states == ["bootstrapping"]
+
+
+def test_a_snapshot_whose_lines_do_not_verify_names_where_it_came_from(replica):
+    header, data, _ = epoch_stream(EPOCH_A, 0)
+    damaged = b"00000000" + data[8:]  # the first line's CRC
+    end = json.dumps({"type": "end", "bytes": len(damaged), "crc32": zlib.crc32(damaged)})
+    primary = ScriptedPrimary(body(EPOCH_A, 0), epochs=[[header, damaged, end]])
+    node = replica(primary)
+    with pytest.raises(CorruptLog) as info:
+        node.follower.prepare()
+    assert info.value.path == f"{URL}/replicate/snapshot"
+    assert node.store.epoch != EPOCH_A
