@@ -725,10 +725,14 @@ def test_a_replica_already_in_the_primarys_epoch_starts_without_a_bootstrap(repl
     assert node.status.bootstraps == 0
 
 
-def test_an_empty_replica_whose_bootstrap_fails_at_start_starts_unready(replica):
+def test_an_empty_replica_whose_bootstrap_fails_at_start_starts_unready(replica, caplog):
     primary = ScriptedPrimary(body(EPOCH_A, 0), epochs=[[json.dumps({"type": "snapshot"}), None]])
     node = replica(primary)
     node.follower.prepare()
+    assert (
+        "WARNING",
+        f"bootstrap from {URL} failed (the snapshot stream stalled); retrying while serving",
+    ) in [(r.levelname, r.getMessage()) for r in caplog.records]
     assert node.status.synced is False
     assert node.status.bootstraps == 0
     assert node.store.head_offset == 0
@@ -780,27 +784,52 @@ def test_a_bootstrap_the_primary_refuses_or_contradicts_refuses_the_start(replic
     assert node.store.epoch != EPOCH_A
 
 
+DAMAGED = "the snapshot arrived damaged (size or crc32)"
+
+
+def end_with(**fields: Any) -> str:
+    """The end message of epoch A's snapshot at offset 5, with `fields` changed."""
+    return json.dumps(dict(json.loads(epoch_stream(EPOCH_A, 5)[2]), **fields))
+
+
+def without_offset(header: str) -> str:
+    return json.dumps({k: v for k, v in json.loads(header).items() if k != "offset"})
+
+
 @pytest.mark.parametrize(
     "stream, message",
     [
-        (epoch_stream(EPOCH_A, 0)[:2] + [json.dumps({"type": "end", "bytes": 1, "crc32": 0})], "size or crc32"),
+        (epoch_stream(EPOCH_A, 5)[:2] + [end_with(bytes=1)], f"replication frame at offset 5: {DAMAGED}"),
+        (epoch_stream(EPOCH_A, 5)[:2] + [end_with(crc32=zlib.crc32(b"other"))], f"replication frame at offset 5: {DAMAGED}"),
+        (epoch_stream(EPOCH_A, 5)[:2] + [end_with(type="stop")], f"replication frame at offset 5: {DAMAGED}"),
+        (epoch_stream(EPOCH_A, 5)[:2] + [json.dumps({"type": "stop"})], f"replication frame at offset 5: {DAMAGED}"),
         (
-            epoch_stream(EPOCH_A, 0)[:2]
-            + [json.dumps(dict(json.loads(epoch_stream(EPOCH_A, 0)[2]), crc32=zlib.crc32(b"other")))],
-            "size or crc32",
+            [without_offset(epoch_stream(EPOCH_A, 5)[0]), epoch_stream(EPOCH_A, 5)[1], end_with(bytes=1)],
+            f"replication frame at offset 0: {DAMAGED}",
         ),
-        (epoch_stream(EPOCH_A, 0)[:2] + [json.dumps({"type": "stop"})], "size or crc32"),
-        (epoch_stream(EPOCH_A, 0)[1:], "the snapshot stream did not start with its header"),
+        (
+            epoch_stream(EPOCH_A, 5)[1:],
+            "replication frame at offset 0: the snapshot stream did not start with its header",
+        ),
     ],
-    ids=["size", "crc", "not-end", "no-header"],
+    ids=["size", "crc", "type", "not-end", "header-without-offset", "no-header"],
 )
 def test_a_damaged_bootstrap_snapshot_is_never_installed(replica, stream, message):
-    primary = ScriptedPrimary(body(EPOCH_A, 0), epochs=[stream])
+    primary = ScriptedPrimary(body(EPOCH_A, 5), epochs=[stream])
     node = replica(primary)
     with pytest.raises(StreamError) as info:
         node.follower.prepare()
-    assert message in str(info.value)
+    assert str(info.value) == message
     assert node.store.epoch != EPOCH_A
+
+
+def test_a_snapshot_in_several_messages_is_joined_whole(replica):
+    header, data, end = epoch_stream(EPOCH_A, 3, range(1, 4))
+    primary = ScriptedPrimary(body(EPOCH_A, 3), epochs=[[header, data[:40], data[40:], end]])
+    node = replica(primary)
+    node.follower.prepare()
+    assert node.store.epoch == EPOCH_A and node.store.head_offset == 3
+    assert node.status.bootstraps == 1
 
 
 def test_a_replica_ahead_of_a_primary_in_another_epoch_diverges_at_start(replica):
