@@ -881,10 +881,11 @@ def test_the_status_reports_its_fields_in_order():
 
 
 def test_lag_seconds_count_from_when_the_replica_was_last_caught_up():
-    status = ReplicaStatus("http://p:1", primary_offset=10, caught_up_at=time.monotonic() - 30)
+    status = ReplicaStatus("http://p:1", primary_offset=10, caught_up_at=time.monotonic() - 30.2506)
     report = status.report(4)
     assert report["lag_offsets"] == 6
-    assert 30.0 <= report["lag_seconds"] < 60.0
+    assert 30.25 <= report["lag_seconds"] < 60.0
+    assert report["lag_seconds"] == round(report["lag_seconds"], 3)  # milliseconds
     assert ReplicaStatus("http://p:1", primary_offset=10).report(4)["lag_seconds"] == 0.0  # never caught up
 
 
