@@ -850,6 +850,8 @@ def test_stop_ends_the_reading_thread(replica):
     primary = ScriptedPrimary(body(EPOCH_A, 1, hist=history(H1)), epochs=[epoch_stream(EPOCH_A, 0, hist=history(H1))])
     primary.streams = [[insert(1)]]
     node = following(primary, replica, 1)
+    threads = [t for t in threading.enumerate() if t.name == "dbsvc-follower"]
+    assert len(threads) == 1 and threads[0].daemon  # named for a debugger; never holds the process open
     node.follower.stop()  # the stream is quiet: the thread is inside a receive of 0.5 s
     assert not [t for t in threading.enumerate() if t.name == "dbsvc-follower"]
 
