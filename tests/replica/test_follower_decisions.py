@@ -844,6 +844,10 @@ def test_a_replica_ahead_of_a_primary_in_another_epoch_diverges_at_start(replica
         "the primary holds offsets up to 0, this replica up to 3; bootstrapping again would discard the rows after 0"
     )
     assert smaller.epochs_asked == 0
+    asked = smaller.snapshots_asked
+    node.follower.start(node.loop)  # a diverged replica's thread does not follow
+    node.wait("the thread gone", lambda: not [t for t in threading.enumerate() if t.name == "dbsvc-follower"])
+    assert smaller.snapshots_asked == asked and smaller.afters == []
 
 
 def test_stop_ends_the_reading_thread(replica):
@@ -1108,3 +1112,13 @@ def test_a_snapshot_whose_lines_do_not_verify_names_where_it_came_from(replica):
         node.follower.prepare()
     assert info.value.path == f"{URL}/replicate/snapshot"
     assert node.store.epoch != EPOCH_A
+
+
+def test_a_failure_after_a_bootstrap_mid_run_is_retried(replica):
+    primary = ScriptedPrimary(body(EPOCH_A, 1, hist=history(H1)))
+    primary.streams = [refused(410, "offset_gone"), refused(503, "unavailable"), [insert(1)]]
+    primary.epochs = [epoch_stream(EPOCH_A, 0, hist=history(H1)), epoch_stream(EPOCH_A, 0, hist=history(H1))]
+    node = replica(primary).start()
+    node.wait("at 1", lambda: node.store.head_offset == 1 and node.status.state == "following")
+    assert (node.status.bootstraps, node.status.reconnects) == (2, 1)
+    assert primary.afters == [0, 0, 0]
