@@ -448,7 +448,7 @@ def test_a_reconnection_asks_for_the_head_frame_and_goes_on_after_it(replica):
     assert node.user_ids() == [1, 2, 3, 4]
 
 
-def test_a_head_frame_that_differs_on_reconnection_bootstraps_from_the_primary(replica):
+def test_a_head_frame_that_differs_on_reconnection_bootstraps_from_the_primary(replica, caplog):
     primary = ScriptedPrimary(body(EPOCH_A, 3, hist=history(H1)), epochs=[epoch_stream(EPOCH_A, 0, hist=history(H1))])
     restored = [insert(3, name="restored")]  # the same offset, another row: a restore
     primary.streams = [[insert(1), insert(2), insert(3), None, reconnected(primary, restored)]]
@@ -458,6 +458,11 @@ def test_a_head_frame_that_differs_on_reconnection_bootstraps_from_the_primary(r
     assert primary.afters == [0, 2, 3]
     assert node.status.reconnects == 1
     assert node.store.head_offset == 3
+    assert (
+        "WARNING",
+        f"following {URL}: the primary's frame at offset 3 differs from this replica's: the histories "
+        "diverged (a restore or a rewrite on the primary); bootstrapping again",
+    ) in [(r.levelname, r.getMessage()) for r in caplog.records]
 
 
 def test_a_head_frame_not_sent_in_time_is_a_reconnection(replica):
@@ -557,10 +562,13 @@ def test_a_primary_history_forked_before_our_head_bootstraps_again(replica, capl
 
 
 @pytest.mark.parametrize(
-    "status, code",
-    [(410, "offset_gone"), (400, "offset_out_of_range")],
+    "status, code, why",
+    [
+        (410, "offset_gone", "the primary no longer holds the rows after 0"),
+        (400, "offset_out_of_range", "the primary's head is behind this replica's 0"),
+    ],
 )
-def test_a_refusal_that_says_our_rows_are_gone_bootstraps_again(replica, status, code):
+def test_a_refusal_that_says_our_rows_are_gone_bootstraps_again(replica, caplog, status, code, why):
     primary = ScriptedPrimary(body(EPOCH_A, 0, hist=history(H1)))
     primary.streams = [refused(status, code), []]
     primary.epochs = [epoch_stream(EPOCH_A, 0, hist=history(H1)), epoch_stream(EPOCH_A, 0, hist=history(H1))]
@@ -569,6 +577,9 @@ def test_a_refusal_that_says_our_rows_are_gone_bootstraps_again(replica, status,
     assert node.status.bootstraps == 2
     assert node.status.reconnects == 0
     assert primary.afters == [0, 0]
+    assert ("WARNING", f"following {URL}: {why}; bootstrapping again") in [
+        (r.levelname, r.getMessage()) for r in caplog.records
+    ]
 
 
 @pytest.mark.parametrize("status", [500, 503, 408, 425, 429])
