@@ -1133,3 +1133,24 @@ def test_a_failure_after_a_bootstrap_mid_run_is_retried(replica):
     node.wait("at 1", lambda: node.store.head_offset == 1 and node.status.state == "following")
     assert (node.status.bootstraps, node.status.reconnects) == (2, 1)
     assert primary.afters == [0, 0, 0]
+
+
+def test_the_primarys_head_is_polled_between_batches_while_frames_keep_coming(replica):
+    primary = ScriptedPrimary(body(EPOCH_A, 1, hist=history(H1)), epochs=[epoch_stream(EPOCH_A, 0, hist=history(H1))])
+    node: Replica | None = None
+    seen: list[int] = []
+
+    def written_on() -> bytes:
+        primary.answer = body(EPOCH_A, 9, hist=history(H1))
+        return insert(1)
+
+    def record() -> bytes:
+        assert node is not None
+        seen.append(node.status.primary_offset)
+        return insert(3)
+
+    primary.streams = [[written_on, None, insert(2), None, record]]  # never a quiet turn
+    node = replica(primary, poll_seconds=0.0)
+    node.start()
+    node.wait("at 3", lambda: node.store.head_offset == 3)
+    assert seen == [9]
