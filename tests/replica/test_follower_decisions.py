@@ -186,7 +186,14 @@ class ScriptedPrimary:
 class Replica:
     """A Follower over a real store in `directory`, its loop in a thread of its own."""
 
-    def __init__(self, directory: str, primary: ScriptedPrimary, max_payload: int | None = None, **options: Any) -> None:
+    def __init__(
+        self,
+        directory: str,
+        primary: ScriptedPrimary | None,
+        max_payload: int | None = None,
+        url: str = URL,
+        **options: Any,
+    ) -> None:
         self.primary = primary
         self.directory = directory
         self.limits = {} if max_payload is None else {"max_payload": max_payload}
@@ -194,7 +201,7 @@ class Replica:
         self.loop = asyncio.new_event_loop()
         self.thread = threading.Thread(target=self.loop.run_forever, daemon=True)
         self.thread.start()
-        self.follower = Follower(parse_endpoint(URL), directory, self.open, FINGERPRINT, primary=primary, **options)
+        self.follower = Follower(parse_endpoint(url), directory, self.open, FINGERPRINT, primary=primary, **options)
 
     def open(self, lock: Any) -> Store:
         self.locks.append(lock)
@@ -237,7 +244,8 @@ class Replica:
         return self.on_loop(lambda: [u["id"] for u in self.store.list_records("User", Query())[0]])
 
     def close(self) -> None:
-        self.primary.idle.set()
+        if self.primary is not None:
+            self.primary.idle.set()
         self.follower.stop()
         if self.loop.is_running():
             asyncio.run_coroutine_threadsafe(self.store.aclose(), self.loop).result(10)
@@ -251,7 +259,7 @@ def replica(tmp_path):
     """Factory: replica(primary, **Follower options) -> Replica, closed after the test."""
     made: list[Replica] = []
 
-    def make(primary: ScriptedPrimary, directory: str = "replica", **options: Any) -> Replica:
+    def make(primary: ScriptedPrimary | None, directory: str = "replica", **options: Any) -> Replica:
         (tmp_path / directory).mkdir(exist_ok=True)
         node = Replica(str(tmp_path / directory), primary, **options)
         made.append(node)
@@ -722,17 +730,17 @@ def test_the_poll_of_snapshot_raises_the_primarys_head_while_streaming(replica):
 
 
 def test_a_replica_already_in_the_primarys_epoch_starts_without_a_bootstrap(replica):
-    primary = ScriptedPrimary(body(EPOCH_A, 2, hist=history(H1)), epochs=[epoch_stream(EPOCH_A, 0, hist=history(H1))])
-    primary.streams = [[insert(1), insert(2)]]
-    first = following(primary, replica, 2)
+    primary = ScriptedPrimary(body(EPOCH_A, 1, hist=history(H1)), epochs=[epoch_stream(EPOCH_A, 0, hist=history(H1))])
+    primary.streams = [[insert(1)]]
+    first = following(primary, replica, 1)
     first.close()
-    again = ScriptedPrimary(body(EPOCH_A, 3, hist=history(H1)), streams=[[insert(2), insert(3)]])
+    again = ScriptedPrimary(body(EPOCH_A, 3, hist=history(H1)), streams=[[insert(1), insert(2), insert(3)]])
     node = replica(again)
-    assert node.status.synced is True  # rows: it followed before (rule 8)
+    assert node.status.synced is True  # a row: it followed before (rule 8)
     node.start()
     node.wait("at 3", lambda: node.store.head_offset == 3)
     assert again.epochs_asked == 0
-    assert again.afters == [1]
+    assert again.afters == [0]
     assert node.status.bootstraps == 0
 
 
@@ -1154,3 +1162,37 @@ def test_the_primarys_head_is_polled_between_batches_while_frames_keep_coming(re
     node.start()
     node.wait("at 3", lambda: node.store.head_offset == 3)
     assert seen == [9]
+
+
+def test_a_follower_without_a_primary_given_reaches_its_endpoint_over_http_with_its_token(replica):
+    from websockets.sync.server import serve
+
+    answer: dict[str, Any] = {}
+    asked: list[tuple[str, str | None]] = []
+    done = threading.Event()
+
+    def http(connection, request):
+        asked.append((request.path, request.headers.get("Authorization")))
+        if request.path == "/snapshot":
+            return connection.respond(200, json.dumps(answer))
+        return None
+
+    def handle(connection) -> None:
+        done.wait(10)
+
+    with serve(handle, "127.0.0.1", 0, process_request=http) as server:
+        threading.Thread(target=server.serve_forever, daemon=True).start()
+        port = server.socket.getsockname()[1]
+        node = replica(None, url=f"http://127.0.0.1:{port}", token="tok")  # the default primary
+        answer.update(body(node.store.epoch, 0, fingerprint=OTHER))
+        try:
+            with pytest.raises(ConfigError):  # it asked the endpoint's /snapshot
+                node.follower.prepare()
+            answer.update(fingerprint=FINGERPRINT)
+            node.follower.start(node.loop)
+            node.wait("the stream asked", lambda: ("/replicate?after=0", "Bearer tok") in asked)
+        finally:
+            done.set()
+            node.close()
+            server.shutdown()
+    assert asked[0] == ("/snapshot", None)
