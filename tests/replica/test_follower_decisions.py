@@ -1196,3 +1196,19 @@ def test_a_follower_without_a_primary_given_reaches_its_endpoint_over_http_with_
             node.close()
             server.shutdown()
     assert asked[0] == ("/snapshot", None)
+
+
+@pytest.mark.parametrize("offset, expected", [(7, 7), (None, 0)], ids=["offset", "no-offset"])
+def test_start_up_reports_the_primarys_head(replica, offset, expected):
+    primary = ScriptedPrimary(None)
+    node = replica(primary)
+    answer = body(node.store.epoch, 0)
+    if offset is None:
+        del answer["offset"]
+    else:
+        answer["offset"] = offset
+    primary.answer = answer
+    node.follower.prepare()  # already in the primary's epoch: nothing fetched
+    assert primary.epochs_asked == 0
+    assert node.status.primary_offset == expected
+    assert node.status.report(0)["lag_offsets"] == expected
