@@ -1208,7 +1208,19 @@ def test_start_up_reports_the_primarys_head(replica, offset, expected):
     else:
         answer["offset"] = offset
     primary.answer = answer
+    assert node.status.synced is False  # empty
     node.follower.prepare()  # already in the primary's epoch: nothing fetched
     assert primary.epochs_asked == 0
+    assert node.status.synced is True
     assert node.status.primary_offset == expected
     assert node.status.report(0)["lag_offsets"] == expected
+
+
+def test_a_primary_that_names_no_head_is_taken_as_empty_by_a_replica_with_rows(replica):
+    primary = ScriptedPrimary(body(EPOCH_A, 1, hist=history(H1)), epochs=[epoch_stream(EPOCH_A, 0, hist=history(H1))])
+    primary.streams = [[insert(1)]]
+    following(primary, replica, 1).close()
+    headless = {"epoch": EPOCH_A, "fingerprint": FINGERPRINT, "history": history(H1)}
+    node = replica(ScriptedPrimary(headless)).start()
+    node.wait("diverged", lambda: node.status.state == "diverged")
+    assert node.user_ids() == [1]
