@@ -10,10 +10,12 @@ docs/replication.md. Modules:
     consumer.py  the command: URL, frame checks (`check_frame`), the replica file,
                  reconnects, progress; blocking, no asyncio, nothing of the server side
     follower.py  `dbsvc serve SCHEMA --follow URL`: a read replica fed by the same checks
+    primary.py   how the follower reaches its primary (`/snapshot`, `/replicate`,
+                 `/replicate/snapshot`): the seam its in-process tests replace
     status.py    `ReplicaStatus`, what a read replica reports; light, so the application
                  can name it without loading the client, the consumer or the follower
 
-The consumer and the follower read the stream through the blocking client of
+The consumer and the follower (through primary.py) read the stream through the blocking client of
 `dbsvc.http.ws.client` (with `ws.server`, the only wsproto importers) and judge frames by
 the log's rules (`dbsvc.storage.logfile`). This file imports nothing: importing
 `dbsvc.replica.status` must stay as light as the status itself.

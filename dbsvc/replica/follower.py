@@ -26,8 +26,10 @@ Rules:
    never grows the replica's memory, and nothing unchecked is ever applied.
 4. Reconnect with a capped, jittered backoff on anything transient (connection refused or
    dropped, 5xx). A definitive answer (401, 403, 404, another 4xx, a fingerprint
-   mismatch, a frame that does not fit) stops following; the replica goes on serving what
-   it has, `/metrics` shows the state and the error, and the log says why.
+   mismatch, a frame that does not fit) stops following; so does a store that refuses
+   writes (its log's fsync failed: fail-stop, commit.py) and any error not named here: the
+   replica goes on serving what it has, `/metrics` shows the state and the error, and the
+   log says why.
 5. Lag: `primary_offset` is the primary's head (its `/snapshot`, polled every second, and
    our own head whenever the stream has gone quiet, which means caught up);
    `lag_offsets` = primary_offset - our head; `lag_seconds` = seconds since we were last
@@ -58,8 +60,14 @@ Rules:
    replica whose primary cannot be reached, or whose bootstrap failed, is not ready: it
    would answer empty lists, and a load balancer probing `/ready` must send reads elsewhere.
 
-The reading side runs in one thread with the blocking client of `dbsvc.http.ws.client`;
-everything that touches the store runs on the event loop.
+The reading side runs in one thread; everything that touches the store runs on the event
+loop. The primary is reached through `primary.py` (`HttpPrimary`: urllib and the blocking
+client of `dbsvc.http.ws.client`); this module only decides. That seam is why a `Follower`
+takes a `primary=`: tests/replica/test_follower_decisions.py plays a primary from a script
+and goes through every decision above (a new epoch met mid-stream, the wait for a batch to
+be durable, the fingerprint and history checks of every connection, each refusal) in
+process, on a real store, without a server. `next_wait` is rule 4's backoff as a pure step
+for the same reason.
 """
 
 from __future__ import annotations
@@ -70,7 +78,6 @@ import logging
 import random
 import threading
 import time
-import urllib.request
 import zlib
 from collections.abc import Callable
 from typing import Any
@@ -84,8 +91,8 @@ from dbsvc.errors import (
     StreamError,
     WebSocketClientError,
 )
-from dbsvc.http.ws.client import open_websocket
 from dbsvc.replica.consumer import Endpoint, FrameError, check_frame
+from dbsvc.replica.primary import HttpPrimary, Primary
 from dbsvc.replica.status import ReplicaStatus
 from dbsvc.storage import compact
 from dbsvc.storage.history import History, history_from_json
@@ -102,6 +109,13 @@ RETRIED = frozenset({408, 425, 429})
 HEAD_FRAME_SECONDS = 10.0  # how long the primary's copy of our head frame may take (rule 7b)
 
 Opener = Callable[[WriterLock | None], Store]
+
+
+def next_wait(delay: float, draw: float) -> tuple[float, float]:
+    """Rule 4 after a failed attempt: (seconds to wait now, the delay after that): `delay`
+    jittered to 0.5-1.5 times (`draw` in [0, 1), random.random()), then doubled up to
+    MAX_BACKOFF, so replicas of one primary do not reconnect in step."""
+    return delay * (0.5 + draw), min(delay * 2, MAX_BACKOFF)
 
 
 class _Rebootstrap(Exception):
@@ -129,7 +143,12 @@ class Follower:
         token: str | None = None,
         on_store: Callable[[Store], None] | None = None,
         rebootstrap: bool = False,
+        primary: Primary | None = None,
+        poll_seconds: float = POLL_SECONDS,
     ) -> None:
+        """`primary`: how the primary is reached (primary.py; by default over HTTP at
+        `endpoint`, with `token`). `poll_seconds`: how often its `/snapshot` is polled
+        (rule 5)."""
         self.endpoint = endpoint
         self.rebootstrap = rebootstrap  # rule 7: may discard rows the primary lacks
         self._primary_head = 0  # the head of the primary's last /snapshot
@@ -137,7 +156,8 @@ class Follower:
         self.fingerprint = fingerprint
         self.status = ReplicaStatus(endpoint.http_base)
         self._opener = opener
-        self._headers = [("Authorization", f"Bearer {token}")] if token else []
+        self._primary: Primary = primary if primary is not None else HttpPrimary(endpoint, token)
+        self.poll_seconds = poll_seconds
         self.on_store = on_store
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
@@ -208,14 +228,17 @@ class Follower:
                 return
             except (WebSocketClientError, OSError, ValueError) as exc:
                 self._transient(str(exc))
-            if time.monotonic() - last_poll > POLL_SECONDS:
+            except Exception as exc:  # the store refuses writes (a failed fsync: commit.py), or a bug
+                self._stopped(str(exc))  # never a reading thread gone while /metrics says "following"
+                return
+            if time.monotonic() - last_poll > self.poll_seconds:
                 last_poll = time.monotonic()
                 try:
                     self._poll_head()
                 except _Rebootstrap:
                     pass  # the next connection bootstraps
-            self._stop.wait(delay * (0.5 + random.random()))
-            delay = min(delay * 2, MAX_BACKOFF)
+            wait, delay = next_wait(delay, random.random())
+            self._stop.wait(wait)
 
     def _stopped(self, reason: str) -> None:
         self.status.state = "stopped"
@@ -254,7 +277,7 @@ class Follower:
         own = self._call_on_loop(self._own_frame, head) if head > 0 else None
         after = head if own is None else head - 1
         try:
-            ws = open_websocket(self.endpoint.replicate_url(after), headers=self._headers, timeout=10)
+            ws = self._primary.replicate(after)
         except HandshakeRefused as exc:
             if exc.status == 410:
                 raise _Rebootstrap(f"the primary no longer holds the rows after {after}") from None
@@ -302,8 +325,8 @@ class Follower:
                     self._call_on_loop(self._apply, batch)
                 elif self.store.head_offset >= self.status.primary_offset:
                     self.status.caught_up_at = time.monotonic()  # quiet: caught up
-                if not batch or time.monotonic() - last_poll > POLL_SECONDS:
-                    if time.monotonic() - last_poll > POLL_SECONDS:
+                if not batch or time.monotonic() - last_poll > self.poll_seconds:
+                    if time.monotonic() - last_poll > self.poll_seconds:
                         last_poll = time.monotonic()
                         self._poll_head()
                 if self.store.head_offset >= self.status.primary_offset:
@@ -408,9 +431,8 @@ class Follower:
             self.on_store(self.store)
 
     def _fetch_snapshot(self) -> tuple[dict[str, Any], bytes]:
-        url = f"{self.endpoint.ws_base}/replicate/snapshot"
         try:
-            ws = open_websocket(url, headers=self._headers, timeout=10)
+            ws = self._primary.epoch_snapshot()
         except HandshakeRefused as exc:
             raise _Stop(f"the primary refused /replicate/snapshot: {exc}") from None
         parts: list[bytes] = []
@@ -435,9 +457,7 @@ class Follower:
     # -- the primary's /snapshot (rules 1 and 5) ----------------------------------------------
 
     def _primary_snapshot(self) -> dict[str, Any]:
-        request = urllib.request.Request(f"{self.endpoint.http_base}/snapshot")
-        with urllib.request.urlopen(request, timeout=5) as reply:  # noqa: S310 - our URL
-            body = json.loads(reply.read())
+        body = self._primary.snapshot()
         if not isinstance(body, dict):
             raise ValueError("the primary's /snapshot is not an object")
         offset = body.get("offset", 0)

@@ -358,3 +358,35 @@ def test_a_bad_frame_stops_the_replica_and_nothing_past_the_last_good_one_is_app
     finally:
         replica.stop()
         fake.close()
+
+
+def test_a_primary_that_comes_back_with_another_schema_stops_its_replica_which_keeps_serving(tmp_path):
+    """The fingerprint is checked on every connection, not only at start (follower.py rule 1):
+    a primary redeployed with another schema while its replica runs is not followed on."""
+    from dbsvc.compiler import compile_schema
+    from dbsvc.schema import load_schema
+    from dbsvc.schema.describe import schema_fingerprint
+
+    fingerprint = schema_fingerprint(compile_schema(load_schema(str(BLOG))).DESCRIPTION)
+    fake = FakePrimary(fingerprint, _good_frames(2))
+    replica = start_server(BLOG, tmp_path / "replica", args=("--follow", f"http://127.0.0.1:{fake.port}"))
+    try:
+        deadline = time.monotonic() + 30
+        while replica.get("/snapshot").json["offset"] != 2:
+            assert time.monotonic() < deadline, replica.get("/metrics").json["replica"]
+            time.sleep(0.05)
+        fake.fingerprint = "0123456789abcdef"  # redeployed with another schema
+        fake.done.set()  # its restart drops the stream
+        while replica.get("/metrics").json["replica"]["state"] != "stopped":
+            assert time.monotonic() < deadline, replica.get("/metrics").json["replica"]
+            time.sleep(0.05)
+        assert replica.get("/metrics").json["replica"]["error"] == (
+            f"the primary's schema fingerprint '0123456789abcdef' differs from this replica's "
+            f"{fingerprint!r}: serve the same schema on both"
+        )
+        assert [u["id"] for u in replica.get("/api/user?limit=100").json["data"]] == [1, 2]
+        assert replica.get("/health").status == 200
+        assert any("stopped following" in line for line in replica.log)
+    finally:
+        replica.stop()
+        fake.close()
