@@ -56,7 +56,9 @@ def seed(data_dir: Path, posts: int, users: int = 1000) -> None:
     store = Store.open(str(directory), module.MODELS, module.DESCRIPTION, sync="off")
     user, post = module.BY_NAME["User"], module.BY_NAME["BlogPost"]
     rng = random.Random(34)
-    store.insert_batch([("User", user.validate_create({"email": f"u{i}@bench.io", "name": f"u{i}"})) for i in range(users)])
+    store.insert_batch(
+        [("User", user.validate_create({"email": f"u{i}@bench.io", "name": f"u{i}"})) for i in range(users)]
+    )
     for start in range(0, posts, CHUNK):
         rows = []
         for _ in range(start, min(posts, start + CHUNK)):

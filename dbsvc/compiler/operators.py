@@ -57,12 +57,7 @@ _BOUNDS, _NULLS, _CURSOR = "_dbsvc_bounds", "_dbsvc_nulls", "_dbsvc_cursor"
 _NAME, _VALUE = "_dbsvc_name", "_dbsvc_value"
 
 # The letter of a field's index key kind in a cursor (operators.decode_cursor).
-_KINDS = {
-    FieldType.INT: "i",
-    FieldType.DATETIME: "i",
-    FieldType.FLOAT: "f",
-    FieldType.BOOL: "b",
-}
+_KINDS = {FieldType.INT: "i", FieldType.DATETIME: "i", FieldType.FLOAT: "f", FieldType.BOOL: "b"}
 
 
 def operator_params(model: Model) -> list[tuple[str, Field, str]]:
@@ -113,7 +108,11 @@ def build_bound(schema: Schema, model: Model, field: Field) -> ast.FunctionDef:
     if kind is FieldType.STR:
         body = [return_(call(f"{RT}.nfc", text))]
     elif kind is FieldType.BOOL:
-        body = [if_(eq(text, const("true")), [return_(const(True))]), if_(eq(text, const("false")), [return_(const(False))]), bad]
+        body = [
+            if_(eq(text, const("true")), [return_(const(True))]),
+            if_(eq(text, const("false")), [return_(const(False))]),
+            bad,
+        ]
     elif kind is FieldType.ENUM:
         body = [if_(not_in(text, str_set(field.enum_members)), [bad]), return_(text)]
     else:
@@ -125,7 +124,9 @@ def build_bound(schema: Schema, model: Model, field: Field) -> ast.FunctionDef:
             FieldType.UUID: "parse_uuid",
         }[kind]
         body = [assign(key, call(f"{RT}.{parser}", text)), if_(is_none(name(key)), [bad]), return_(name(key))]
-    doc = origin(schema, field.line, f"{model.name}.{field.name}") + "\n\nRange bound text -> index key; raises BadQuery."
+    doc = (
+        origin(schema, field.line, f"{model.name}.{field.name}") + "\n\nRange bound text -> index key; raises BadQuery."
+    )
     return function(per_field("bound", model, field), ["text", "param"], doc, body)
 
 
@@ -148,10 +149,7 @@ def operator_branches(model: Model) -> list[tuple[ast.expr, Stmts]]:
             branches.append(
                 (
                     test,
-                    [
-                        if_(in_(const(field.name), name(_NULLS)), [twice]),
-                        set_item(_NULLS, const(field.name), wanted),
-                    ],
+                    [if_(in_(const(field.name), name(_NULLS)), [twice]), set_item(_NULLS, const(field.name), wanted)],
                 )
             )
             continue
@@ -182,10 +180,7 @@ def operator_finish(model: Model, sort: str, offset: str) -> Stmts:
     return [
         if_(
             is_not_none(name(_CURSOR)),
-            [
-                if_(is_not_none(name(offset)), [raise_(call("BadQuery", const(together)))]),
-                assign(_CURSOR, decoded),
-            ],
+            [if_(is_not_none(name(offset)), [raise_(call("BadQuery", const(together)))]), assign(_CURSOR, decoded)],
         )
     ]
 

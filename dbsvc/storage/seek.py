@@ -210,7 +210,9 @@ def _descending_runs(pairs: Iterator[tuple[Any, Any]]) -> Iterator[tuple[Any, li
         yield key, run
 
 
-def _ascending_runs(index: OrderedIndex, start: tuple[int, int], stop: tuple[int, int]) -> Iterator[tuple[Any, list[Any]]]:
+def _ascending_runs(
+    index: OrderedIndex, start: tuple[int, int], stop: tuple[int, int]
+) -> Iterator[tuple[Any, list[Any]]]:
     key: Any = _NOTHING
     run: list[Any] = []
     keys = index.key_sublists

@@ -93,9 +93,7 @@ def test_without_rules_nobody_is_named_and_replication_off_is_said():
 
 def test_rules_without_a_replicate_rule_refuse_every_replica():
     doc = _doc("model Item {\n  code str @id\n  @allow(read, token.role == \"x\")\n}\n")
-    sentence = (
-        "This schema has access rules and no `@allow(replicate, ...)`: every token gets 403 `forbidden`."
-    )
+    sentence = "This schema has access rules and no `@allow(replicate, ...)`: every token gets 403 `forbidden`."
     assert f"server memory.\n\n{sentence}\n\nRefused before" in doc["channels"]["replicate"]["description"]
     assert f"then close 1000.\n\n{sentence}\n\nRefused" in doc["channels"]["replicate-snapshot"]["description"]
 

@@ -525,7 +525,9 @@ def test_the_token_defaults_the_model_arguments_and_the_replicate_rule_as_emitte
     ]
     assert [f.name for f in build_rules(schema, free)] == ["fill_free__from_token"]  # type: ignore[attr-defined]
     plain = parse_schema("model A {\n  id int @id\n}\n", "a.dbs")
-    assert ast.unparse(ast.Module(body=build_replicate(plain), type_ignores=[])) == "REPLICATE_RULE = None\nRULES = False"
+    assert (
+        ast.unparse(ast.Module(body=build_replicate(plain), type_ignores=[])) == "REPLICATE_RULE = None\nRULES = False"
+    )
     assert build_fill(plain, plain.models[0]) is None
     assert model_rules_arguments(plain.models[0]) == {}
     assert build_rules(plain, plain.models[0]) == []

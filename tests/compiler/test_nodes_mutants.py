@@ -28,7 +28,10 @@ def test_names_constants_and_dotted_reads():
 
 def test_calls_subscripts_and_literals():
     assert text(n.call("f")) == "f()"
-    assert text(n.call("m.f", n.name("x"), n.const(1), key=n.const("v"), other=n.name("y"))) == "m.f(x, 1, key='v', other=y)"
+    assert (
+        text(n.call("m.f", n.name("x"), n.const(1), key=n.const("v"), other=n.name("y")))
+        == "m.f(x, 1, key='v', other=y)"
+    )
     assert text(n.call(n.name("g"), n.name("x"))) == "g(x)"
     assert text(n.subscript(n.name("row"), n.const(2))) == "row[2]"
     assert text(n.item("body", "title")) == "body['title']"
@@ -76,7 +79,9 @@ def test_statements():
     assert text(n.if_(n.name("a"), [n.return_(n.const(1))], [n.return_(n.const(2))])) == (
         "if a:\n    return 1\nelse:\n    return 2"
     )
-    chain = n.if_chain([(n.name("a"), [n.return_(n.const(1))]), (n.name("b"), [n.return_(n.const(2))])], [n.return_(n.const(3))])
+    chain = n.if_chain(
+        [(n.name("a"), [n.return_(n.const(1))]), (n.name("b"), [n.return_(n.const(2))])], [n.return_(n.const(3))]
+    )
     assert len(chain) == 1
     assert text(chain[0]) == "if a:\n    return 1\nelif b:\n    return 2\nelse:\n    return 3"
     assert n.if_chain([], [n.return_(n.const(3))])[0].value.value == 3  # type: ignore[attr-defined]
@@ -122,7 +127,9 @@ def test_the_trees_are_valid_python_not_only_valid_text():
             n.call("sorted", n.call(n.dotted("out.items"))),
             [n.expr(n.call(n.dotted("seen.append"), n.tuple_([n.name("k"), n.subscript(n.name("out"), n.name("k"))])))],
         ),
-        n.for_("k", n.name("out"), [n.if_(n.and_(n.is_none(n.name("k"))), [n.raise_(n.call("ValueError", n.name("k")))])]),
+        n.for_(
+            "k", n.name("out"), [n.if_(n.and_(n.is_none(n.name("k"))), [n.raise_(n.call("ValueError", n.name("k")))])]
+        ),
         n.if_(n.or_(n.not_in(n.const("key"), n.name("out"))), [n.raise_(n.call("KeyError", n.const("key")))]),
         n.return_(n.call("dumps", n.name("seen"))),
     ]

@@ -31,7 +31,11 @@ REQUEST_ID = {"$ref": "#/components/headers/X-Request-Id"}
 
 
 def _response(description: str) -> dict:
-    return {"description": description, "headers": {"X-Request-Id": REQUEST_ID}, "content": {"application/problem+json": PROBLEM}}
+    return {
+        "description": description,
+        "headers": {"X-Request-Id": REQUEST_ID},
+        "content": {"application/problem+json": PROBLEM},
+    }
 
 
 def _paths() -> dict:
@@ -99,24 +103,36 @@ OK = {"200": {"description": "OK"}}
 def test_each_operation_gets_its_rule_and_the_answers_a_refusal_gives():
     paths = _paths()
     describe_rules(paths, parse_schema(SCHEMA, "memo.dbs"))
-    assert json.dumps(paths) == json.dumps({
-        "/api/memo": {
-            "get": {"responses": OK, "description": "Lists memos. " + LIST},
-            "post": {"responses": {**OK, "403": _forbidden("create")}, "description": CREATE},
-        },
-        "/api/memo/{id}": {
-            "get": {"responses": {**OK, "404": HIDDEN}, "description": GET},
-            "put": {"responses": {**OK, "403": _forbidden("update"), "404": HIDDEN}, "description": UPDATE},
-            "patch": {"responses": {**OK, "403": _forbidden("update"), "404": HIDDEN}, "description": "Merges. " + UPDATE},
-            "delete": {"responses": {**OK, "403": _forbidden("delete"), "404": HIDDEN}, "description": DELETE},
-        },
-        "/subscribe/memo": {"get": {"responses": {**OK, "403": _forbidden("subscribe")}, "description": SUBSCRIBE}},
-        "/live-query/memo": {"get": {"responses": {**OK, "403": _forbidden("subscribe")}, "description": SUBSCRIBE}},
-        "/replicate": {
-            "get": {"responses": {**OK, "403": _response("`forbidden`: " + WHO)}, "description": "Streams frames. " + WHO}
-        },
-        "/replicate/snapshot": {"get": {"responses": {**OK, "403": _response("`forbidden`: " + WHO)}, "description": WHO}},
-    })  # as JSON: the key order is the document's
+    assert json.dumps(paths) == json.dumps(
+        {
+            "/api/memo": {
+                "get": {"responses": OK, "description": "Lists memos. " + LIST},
+                "post": {"responses": {**OK, "403": _forbidden("create")}, "description": CREATE},
+            },
+            "/api/memo/{id}": {
+                "get": {"responses": {**OK, "404": HIDDEN}, "description": GET},
+                "put": {"responses": {**OK, "403": _forbidden("update"), "404": HIDDEN}, "description": UPDATE},
+                "patch": {
+                    "responses": {**OK, "403": _forbidden("update"), "404": HIDDEN},
+                    "description": "Merges. " + UPDATE,
+                },
+                "delete": {"responses": {**OK, "403": _forbidden("delete"), "404": HIDDEN}, "description": DELETE},
+            },
+            "/subscribe/memo": {"get": {"responses": {**OK, "403": _forbidden("subscribe")}, "description": SUBSCRIBE}},
+            "/live-query/memo": {
+                "get": {"responses": {**OK, "403": _forbidden("subscribe")}, "description": SUBSCRIBE}
+            },
+            "/replicate": {
+                "get": {
+                    "responses": {**OK, "403": _response("`forbidden`: " + WHO)},
+                    "description": "Streams frames. " + WHO,
+                }
+            },
+            "/replicate/snapshot": {
+                "get": {"responses": {**OK, "403": _response("`forbidden`: " + WHO)}, "description": WHO}
+            },
+        }
+    )  # as JSON: the key order is the document's
 
 
 def test_an_operation_no_rule_allows_says_so():

@@ -117,7 +117,9 @@ def test_a_tenant_without_a_snapshot_is_backed_up_and_restored_whole(data, tenan
     }
     assert json.loads(copied["manifest.json"])["head_offset"] == 4
     # one key a line, indented by one space, keys in this order, one newline at the end
-    assert copied["manifest.json"].startswith(b'{\n "format": 1,\n "kind": "dbsvc-backup",\n "tenant": "t",\n "created": "')
+    assert copied["manifest.json"].startswith(
+        b'{\n "format": 1,\n "kind": "dbsvc-backup",\n "tenant": "t",\n "created": "'
+    )
     assert copied["manifest.json"].endswith(b'\n  }\n }\n}\n')
     restored = restore_backup(str(bk), str(data), "copy")
     assert restored["head_offset"] == 4
@@ -382,20 +384,30 @@ def bk(tenant, tmp_path) -> Path:
 @pytest.mark.parametrize(
     "manifest, message",
     [
-        (b"{", "{bk}/manifest.json: not JSON: Expecting property name enclosed in double quotes: line 1 column 2 "
-         "(char 1)"),
+        (
+            b"{",
+            "{bk}/manifest.json: not JSON: Expecting property name enclosed in double quotes: line 1 column 2 (char 1)",
+        ),
         (b"[]", "{bk}/manifest.json: not a dbsvc backup manifest of format 1"),
         (b'{"kind": "dbsvc-backup", "format": 2}', "{bk}/manifest.json: not a dbsvc backup manifest of format 1"),
         (b'{"kind": "backup", "format": 1}', "{bk}/manifest.json: not a dbsvc backup manifest of format 1"),
-        (b'{"kind": "dbsvc-backup", "format": 1}',
-         '{bk}/manifest.json: "files" must map some of schema.json, snapshot, log, history to their size and sha256'),
-        (b'{"kind": "dbsvc-backup", "format": 1, "files": []}',
-         '{bk}/manifest.json: "files" must map some of schema.json, snapshot, log, history to their size and sha256'),
-        (b'{"kind": "dbsvc-backup", "format": 1, "files": {"log": {}, "LOCK": {}}}',
-         '{bk}/manifest.json: "files" must map some of schema.json, snapshot, log, history to their size and sha256'),
+        (
+            b'{"kind": "dbsvc-backup", "format": 1}',
+            '{bk}/manifest.json: "files" must map some of schema.json, snapshot, log, history to their size and sha256',
+        ),
+        (
+            b'{"kind": "dbsvc-backup", "format": 1, "files": []}',
+            '{bk}/manifest.json: "files" must map some of schema.json, snapshot, log, history to their size and sha256',
+        ),
+        (
+            b'{"kind": "dbsvc-backup", "format": 1, "files": {"log": {}, "LOCK": {}}}',
+            '{bk}/manifest.json: "files" must map some of schema.json, snapshot, log, history to their size and sha256',
+        ),
         # a file's entry that is not an object was an AttributeError (a traceback) before
-        (b'{"kind": "dbsvc-backup", "format": 1, "files": {"log": "5678"}}',
-         '{bk}/manifest.json: "files" must map some of schema.json, snapshot, log, history to their size and sha256'),
+        (
+            b'{"kind": "dbsvc-backup", "format": 1, "files": {"log": "5678"}}',
+            '{bk}/manifest.json: "files" must map some of schema.json, snapshot, log, history to their size and sha256',
+        ),
     ],
 )
 def test_a_manifest_that_is_not_ours_is_refused(bk, manifest, message):

@@ -171,8 +171,10 @@ def test_a_copy_that_fails_names_the_two_step_way(run, tenant, monkeypatch):
 def test_import_prints_a_summary_by_model(run, tenant, tmp_path):
     path = tmp_path / "in.jsonl"
     path.write_text(
-        json.dumps({"model": "User", "record": user(7)}) + "\n" + json.dumps({"model": "Comment", "record": {
-            "id": 1, "post_id": 1, "author_id": 7, "body": "hi"}}) + "\n"
+        json.dumps({"model": "User", "record": user(7)})
+        + "\n"
+        + json.dumps({"model": "Comment", "record": {"id": 1, "post_id": 1, "author_id": 7, "body": "hi"}})
+        + "\n"
     )
     code, out, err = run("import", SCHEMA, str(path), "-q")
     assert (code, out) == (0, "")
@@ -207,8 +209,10 @@ def test_import_creates_the_default_tenant_but_not_a_named_one(run, env, tmp_pat
     path = tmp_path / "in.jsonl"
     path.write_text(json.dumps({"model": "User", "record": user(1)}) + "\n")
     code, _out, err = run("import", SCHEMA, str(path), "-q")
-    assert (code, err) == (1, f"dbsvc: error: tenant 't' does not exist under {str(env)!r}: create it with "
-                              "`dbsvc tenant create t`\n")
+    assert (code, err) == (
+        1,
+        f"dbsvc: error: tenant 't' does not exist under {str(env)!r}: create it with `dbsvc tenant create t`\n",
+    )
     assert not os.path.exists(env / "t")
     monkeypatch.delenv("SERVICE_TENANT")
     code, _out, err = run("import", SCHEMA, str(path), "-q")
@@ -247,9 +251,7 @@ def test_backup_and_restore_print_what_they_did(run, tenant, env, tmp_path):
     assert (code, err) == (0, "")
     manifest = json.loads((bk / "manifest.json").read_text())
     size = sum(f["bytes"] for f in manifest["files"].values())
-    assert out == (
-        f"backed up tenant 't' to {bk}: {size} bytes, head offset 3, epoch {epoch_of(tenant)}\n"
-    )
+    assert out == (f"backed up tenant 't' to {bk}: {size} bytes, head offset 3, epoch {epoch_of(tenant)}\n")
     code, out, err = run("tenant", "create", "copy", "--from", str(bk))
     assert (code, err) == (0, "")
     assert out == (
@@ -261,7 +263,10 @@ def test_backup_and_restore_print_what_they_did(run, tenant, env, tmp_path):
 def test_backup_of_a_never_opened_tenant_says_so(run, env, tmp_path):
     create_tenant(str(env), "t")
     code, out, _err = run("backup", str(tmp_path / "bk"))
-    assert (code, out) == (0, f"backed up tenant 't' to {tmp_path / 'bk'}: 0 bytes, head offset 0, epoch (never opened)\n")
+    assert (code, out) == (
+        0,
+        f"backed up tenant 't' to {tmp_path / 'bk'}: 0 bytes, head offset 0, epoch (never opened)\n",
+    )
 
 
 class Tty(io.StringIO):
@@ -299,7 +304,10 @@ def test_import_frames_rebuilds_the_default_tenant_and_reports_a_torn_tail(run, 
     code, out, err = run("import", SCHEMA, "--frames", str(frames_file))
     assert (code, out) == (0, "")
     torn, summary = err.splitlines()
-    assert torn == f"{frames_file}: left out a torn tail of 5 bytes at byte {size} (truncated frame header (5 of 16 bytes))"
+    assert (
+        torn
+        == f"{frames_file}: left out a torn tail of 5 bytes at byte {size} (truncated frame header (5 of 16 bytes))"
+    )
     assert re.fullmatch(
         r"imported 3 frames in \d+\.\d\d s \([\d,]+ frames/s\): head offset 3, a new history [0-9a-f]{8} "
         r"\(no events.log.history\); records: User 2, BlogPost 1, Comment 0",

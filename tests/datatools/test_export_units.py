@@ -92,8 +92,11 @@ def test_as_of_takes_the_declared_name_the_route_form_or_a_bare_watermark(specs,
     [
         ("3", [USER, POST], "--as-of '3': a bare watermark needs exactly one MODEL; write MODEL=N for each model"),
         ("3", [], "--as-of '3': a bare watermark needs exactly one MODEL; write MODEL=N for each model"),
-        ("blogpost=1", [USER, POST], "--as-of 'blogpost=1': 'blogpost' is not one of the exported models "
-         "(User, BlogPost)"),
+        (
+            "blogpost=1",
+            [USER, POST],
+            "--as-of 'blogpost=1': 'blogpost' is not one of the exported models (User, BlogPost)",
+        ),
         ("Comment=1", [USER], "--as-of 'Comment=1': 'Comment' is not one of the exported models (User)"),
         ("=1", [USER], "--as-of '=1': '' is not one of the exported models (User)"),
         ("User=1=2", [USER], "--as-of 'User=1=2': 'User=1' is not one of the exported models (User)"),
@@ -246,4 +249,6 @@ def test_the_report_times_the_run_and_the_open_within_it(tenant):
 
 def test_the_rate_is_counted_for_a_run_under_a_second():
     report = ExportReport({"User": 3}, {"User": 3}, "e", 0.5, 0.25)
-    assert report.summary() == "exported 3 records in 0.5 s (6/s; opening the tenant 0.2 s): User 3 (watermark 3); epoch e"
+    assert (
+        report.summary() == "exported 3 records in 0.5 s (6/s; opening the tenant 0.2 s): User 3 (watermark 3); epoch e"
+    )

@@ -27,11 +27,15 @@ CASES = [
     (b'{"model":"U","record":7}\n', ("U", 7)),  # the model's validator refuses it, not the format
     (b"\n", None),
     (b"  \r\n", None),
-    (b'\xef\xbb\xbf{"model":"User","record":{}}\n',
-     "a UTF-8 byte order mark (EF BB BF) starts the line: only the file may start with one"),
+    (
+        b'\xef\xbb\xbf{"model":"User","record":{}}\n',
+        "a UTF-8 byte order mark (EF BB BF) starts the line: only the file may start with one",
+    ),
     (b'{"model":"User","record":{}}x\n', "not JSON: Extra data: line 1 column 29 (char 28)"),
-    (b'{"model":"User","record":{}} {"model":"User","record":{}}\n',
-     "not JSON: Extra data: line 1 column 30 (char 29)"),
+    (
+        b'{"model":"User","record":{}} {"model":"User","record":{}}\n',
+        "not JSON: Extra data: line 1 column 30 (char 29)",
+    ),
     (b"[1]\n", 'expected an object {"model": ..., "record": {...}}, got [1]'),
     (b'"s"\n', 'expected an object {"model": ..., "record": {...}}, got "s"'),
     (b"null\n", 'expected an object {"model": ..., "record": {...}}, got null'),
@@ -42,9 +46,11 @@ CASES = [
     (b'{"model":1,"record":{}}\n', '"model" must be a model name, got 1'),
     (b'{"model":null,"record":1}\n', '"model" must be a model name, got null'),
     (b'{"model":"User","record":{"a":NaN}}\n', "not JSON: NaN is not valid JSON (RFC 8259 §6: numbers are finite)"),
-    (b'{"model":"U","record":{"a":"\\ud800"}}\n',
-     "'a' holds a lone surrogate in the string \"\\ud800\": expected Unicode text (a lone surrogate has no UTF-8 "
-     "form, RFC 8259 §8.2)"),
+    (
+        b'{"model":"U","record":{"a":"\\ud800"}}\n',
+        "'a' holds a lone surrogate in the string \"\\ud800\": expected Unicode text (a lone surrogate has no UTF-8 "
+        "form, RFC 8259 §8.2)",
+    ),
     (b'{"model":"U","record":{"a":' + b"[" * 64 + b"]" * 64 + b"}}\n", DEEP),
     (b'{"model":"U","record":{"a":' + b"[" * 63 + b"]" * 63 + b"}}\n", ("U", {"a": nested(63)})),
     (b"[" * 5000 + b"]" * 5000 + b"\n", DEEP),  # past the decoder's own recursion limit

@@ -170,10 +170,14 @@ def test_set_checks_name_the_other_line_or_the_tenant(tenant, tmp_path):
     import_file(tenant, BLOG, str(seed), quiet=True)
     path = tmp_path / "f.jsonl"
     path.write_bytes(
-        users_line(1, email="new@x") + b"\n"
-        + users_line(2) + b"\n"
-        + users_line(3, email="u2@example.com") + b"\n"
-        + json.dumps({"model": "BlogPost", "record": post(1, author=99)}).encode() + b"\n"
+        users_line(1, email="new@x")
+        + b"\n"
+        + users_line(2)
+        + b"\n"
+        + users_line(3, email="u2@example.com")
+        + b"\n"
+        + json.dumps({"model": "BlogPost", "record": post(1, author=99)}).encode()
+        + b"\n"
     )
     exc = rejected(tenant, path)
     assert exc.problems == [
@@ -292,20 +296,41 @@ def test_summary_names_each_phase_and_each_model_imported():
 @pytest.mark.parametrize(
     "head, why",
     [
-        (b"\x00\x00\xfe\xff{}", "it starts with a UTF-32 byte order mark; dbsvc import reads UTF-8 JSON Lines: "
-         "convert the file first (iconv -f UTF-32 -t UTF-8)"),
-        (b"\xff\xfe\x00\x00{}", "it starts with a UTF-32 byte order mark; dbsvc import reads UTF-8 JSON Lines: "
-         "convert the file first (iconv -f UTF-32 -t UTF-8)"),
-        (b"\xfe\xff\x00{", "it starts with a UTF-16 byte order mark; dbsvc import reads UTF-8 JSON Lines: "
-         "convert the file first (iconv -f UTF-16 -t UTF-8)"),
-        (b"\xff\xfe{\x00", "it starts with a UTF-16 byte order mark; dbsvc import reads UTF-8 JSON Lines: "
-         "convert the file first (iconv -f UTF-16 -t UTF-8)"),
-        (b"{\x00}\n", "its first line holds NUL bytes (UTF-16 or UTF-32?); dbsvc import reads UTF-8 JSON Lines: "
-         "convert the file first (iconv -f UTF-16 -t UTF-8)"),
-        (b'{"a": "caf\xe9"}\n', "its first line has the byte 0xe9 at byte 11, which UTF-8 does not allow there; "
-         "dbsvc import reads UTF-8 JSON Lines: convert the file first (iconv -f LATIN1 -t UTF-8)"),
-        (b'{"a": "\xc3"}', "its first line has the byte 0xc3 at byte 8, which UTF-8 does not allow there; "
-         "dbsvc import reads UTF-8 JSON Lines: convert the file first (iconv -f LATIN1 -t UTF-8)"),
+        (
+            b"\x00\x00\xfe\xff{}",
+            "it starts with a UTF-32 byte order mark; dbsvc import reads UTF-8 JSON Lines: "
+            "convert the file first (iconv -f UTF-32 -t UTF-8)",
+        ),
+        (
+            b"\xff\xfe\x00\x00{}",
+            "it starts with a UTF-32 byte order mark; dbsvc import reads UTF-8 JSON Lines: "
+            "convert the file first (iconv -f UTF-32 -t UTF-8)",
+        ),
+        (
+            b"\xfe\xff\x00{",
+            "it starts with a UTF-16 byte order mark; dbsvc import reads UTF-8 JSON Lines: "
+            "convert the file first (iconv -f UTF-16 -t UTF-8)",
+        ),
+        (
+            b"\xff\xfe{\x00",
+            "it starts with a UTF-16 byte order mark; dbsvc import reads UTF-8 JSON Lines: "
+            "convert the file first (iconv -f UTF-16 -t UTF-8)",
+        ),
+        (
+            b"{\x00}\n",
+            "its first line holds NUL bytes (UTF-16 or UTF-32?); dbsvc import reads UTF-8 JSON Lines: "
+            "convert the file first (iconv -f UTF-16 -t UTF-8)",
+        ),
+        (
+            b'{"a": "caf\xe9"}\n',
+            "its first line has the byte 0xe9 at byte 11, which UTF-8 does not allow there; "
+            "dbsvc import reads UTF-8 JSON Lines: convert the file first (iconv -f LATIN1 -t UTF-8)",
+        ),
+        (
+            b'{"a": "\xc3"}',
+            "its first line has the byte 0xc3 at byte 8, which UTF-8 does not allow there; "
+            "dbsvc import reads UTF-8 JSON Lines: convert the file first (iconv -f LATIN1 -t UTF-8)",
+        ),
     ],
 )
 def test_a_file_that_is_not_utf8_is_refused_naming_what_was_found(tmp_path, head, why):

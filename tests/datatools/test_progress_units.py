@@ -51,9 +51,7 @@ def test_a_plain_stream_gets_a_line_every_five_seconds_and_one_at_the_end(clock)
     clock.now = 12.375
     assert p.finish() == 12.375
     assert out.getvalue() == (
-        "import: reading: 34 lines (34%)\n"
-        "import: reading: 35 lines (34%)\n"
-        "import: reading: done, 35 lines in 12.4 s\n"
+        "import: reading: 34 lines (34%)\nimport: reading: 35 lines (34%)\nimport: reading: done, 35 lines in 12.4 s\n"
     )
     assert p.done == 1000
 

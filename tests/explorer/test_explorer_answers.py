@@ -53,7 +53,9 @@ def page() -> ExplorerPage:
     ],
 )
 @pytest.mark.parametrize("method", ["GET", "HEAD"])
-def test_each_file_is_answered_with_its_bytes_type_and_the_documented_headers(page, path, filename, content_type, method):
+def test_each_file_is_answered_with_its_bytes_type_and_the_documented_headers(
+    page, path, filename, content_type, method
+):
     response = page.answer(get(path, method))
     assert response.status == 200
     assert response.body == (FILES / filename).read_bytes()

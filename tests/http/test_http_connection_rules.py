@@ -260,7 +260,9 @@ def test_options_asterisk_is_204_with_allow_and_the_connection_goes_on(served):
     client.send(b"OPTIONS * HTTP/1.1\r\nHost: t\r\n\r\n")
     response = client.read_response()
     assert response.status == 204 and response.body == b""
-    assert response.header("allow") == "GET, POST, PUT, PATCH, DELETE, HEAD, OPTIONS"  # docs/security.md's text, not the constant
+    assert (
+        response.header("allow") == "GET, POST, PUT, PATCH, DELETE, HEAD, OPTIONS"
+    )  # docs/security.md's text, not the constant
     assert client.request("GET", "/echo?after=options").json()["query"] == [["after", "options"]]
     client.close()
 

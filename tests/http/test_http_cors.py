@@ -42,7 +42,10 @@ def test_simple_request_from_allowed_origin_gets_cors_headers(server):
     response = server.get("/echo", {"Origin": ORIGIN})
     assert response.status == 200
     assert response.header("access-control-allow-origin") == ORIGIN
-    assert response.header("access-control-expose-headers") == "Location, X-Request-Id, Dbsvc-Watermark, Dbsvc-Offset, Link"
+    assert (
+        response.header("access-control-expose-headers")
+        == "Location, X-Request-Id, Dbsvc-Watermark, Dbsvc-Offset, Link"
+    )
     assert response.header("vary") == "Origin"
 
 

@@ -397,7 +397,9 @@ def test_options_asterisk_is_204_with_allow(server):
     client.send(b"OPTIONS * HTTP/1.1\r\nHost: t\r\n\r\n")
     response = client.read_response()
     assert response.status == 204
-    assert response.header("allow") == "GET, POST, PUT, PATCH, DELETE, HEAD, OPTIONS"  # docs/security.md's text, not the constant
+    assert (
+        response.header("allow") == "GET, POST, PUT, PATCH, DELETE, HEAD, OPTIONS"
+    )  # docs/security.md's text, not the constant
     assert client.request("GET", "/echo").status == 200  # keep-alive goes on
 
 

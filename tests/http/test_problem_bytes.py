@@ -30,7 +30,10 @@ def head(status: int, title: str, code: str, detail: str = "d") -> bytes:
         (errors.NotFound("d"), head(404, "Not Found", "not_found") + b"}"),
         (errors.ReplicationDisabled("d"), head(404, "Not Found", "replication_disabled") + b"}"),
         (errors.RequestTimeout("d"), head(408, "Request Timeout", "bad_request") + b"}"),
-        (errors.UniqueViolation("d", field="email"), head(409, "Conflict", "unique_violation") + b', "field": "email"}'),
+        (
+            errors.UniqueViolation("d", field="email"),
+            head(409, "Conflict", "unique_violation") + b', "field": "email"}',
+        ),
         (
             errors.ForeignKeyViolation("d", field="author_id"),
             head(409, "Conflict", "foreign_key_violation") + b', "field": "author_id"}',

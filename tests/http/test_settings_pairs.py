@@ -271,8 +271,7 @@ def test_a_close_to_a_silent_peer_ends_at_the_close_timeout():
 
 
 @pytest.mark.parametrize(
-    ("ping", "pong", "first_ping", "dropped"),
-    [(2.0, 7.0, 2.0, 9.0), (7.0, 2.0, 7.0, 9.0), (0.5, 3.0, 0.5, 3.5)],
+    ("ping", "pong", "first_ping", "dropped"), [(2.0, 7.0, 2.0, 9.0), (7.0, 2.0, 7.0, 9.0), (0.5, 3.0, 0.5, 3.5)]
 )
 def test_each_timer_follows_its_own_setting(ping, pong, first_ping, dropped):
     loop, _ws, transport = open_socket(HttpSettings(ws_ping_interval=ping, ws_pong_timeout=pong))

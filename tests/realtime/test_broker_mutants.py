@@ -53,7 +53,9 @@ def attached(store, later=None) -> tuple[Broker, Scheduler]:
 
 def feed(broker: Broker, model=USER, kind=FeedKind.SUBSCRIBE, scope=None, **filters) -> tuple[FeedSession, Recorder]:
     query = model.parse_feed_query(list(filters.items()))
-    session = FeedSession(FeedSpec(kind, model, query.filters, query.projection, scope), broker, broker.store.head_offset)
+    session = FeedSession(
+        FeedSpec(kind, model, query.filters, query.projection, scope), broker, broker.store.head_offset
+    )
     channel = Recorder()
     session.on_open(channel)
     return session, channel
@@ -339,11 +341,7 @@ def test_rebinding_closes_every_socket_and_follows_the_new_store(tmp_path):
     async def body():
         store = open_blog_store(tmp_path / "a", replication=True)
         broker, scheduler = attached(store)
-        channels = [
-            feed(broker)[1],
-            feed(broker, role="admin")[1],
-            feed(broker, scope=Scope(nothing=True))[1],
-        ]
+        channels = [feed(broker)[1], feed(broker, role="admin")[1], feed(broker, scope=Scope(nothing=True))[1]]
         replica = Recorder()
         ReplicationSession(broker, 0, iter(())).on_open(replica)
         other = open_blog_store(tmp_path / "b", replication=True)

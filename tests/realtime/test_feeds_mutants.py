@@ -40,14 +40,24 @@ def user(id_: int = 7, role: str = "reader", name: str = "A") -> dict:
 
 
 def post(id_: int = 9, author: int = 1, published: bool = False) -> dict:
-    return {"id": id_, "author_id": author, "title": "t", "body": "b", "published": published, "score": 1.0, "tags": None}
+    return {
+        "id": id_,
+        "author_id": author,
+        "title": "t",
+        "body": "b",
+        "published": published,
+        "score": 1.0,
+        "tags": None,
+    }
 
 
 def comment(id_: int = 3, post_id: int = 9, author: int = 1) -> dict:
     return {"id": id_, "post_id": post_id, "author_id": author, "body": "c", "created": "2026-01-01T00:00:00Z"}
 
 
-def spec(model, kind: FeedKind = FeedKind.SUBSCRIBE, scope: Scope | None = None, projection=None, **filters) -> FeedSpec:
+def spec(
+    model, kind: FeedKind = FeedKind.SUBSCRIBE, scope: Scope | None = None, projection=None, **filters
+) -> FeedSpec:
     pairs = list(filters.items()) + ([("projection", projection)] if projection else [])
     query = model.parse_feed_query(pairs)
     return FeedSpec(kind, model, query.filters, query.projection, scope)

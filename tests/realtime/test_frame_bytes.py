@@ -46,11 +46,9 @@ def text(frame: bytes) -> bytes:
 
 
 def frames(kind: EventKind) -> EventFrames:
-    record, previous = {
-        EventKind.INSERT: (OLD, None),
-        EventKind.UPDATE: (NEW, OLD),
-        EventKind.DELETE: (NEW, None),
-    }[kind]
+    record, previous = {EventKind.INSERT: (OLD, None), EventKind.UPDATE: (NEW, OLD), EventKind.DELETE: (NEW, None)}[
+        kind
+    ]
     return EventFrames(ChangeEvent(kind, "Author", 7, 3, 1, record, previous), AUTHOR)
 
 
@@ -118,8 +116,7 @@ def test_an_update_shown_as_an_insert_or_a_delete_is_that_frame_at_the_updates_o
         b'{"kind":"insert","model":"Author","offset":7,"watermark":3,"id":1,"record":{"name":"Anna","id":1}}'
     )
     assert text(update.as_kind(EventKind.DELETE, None)) == (
-        b'{"kind":"delete","model":"Author","offset":7,"watermark":3,"id":1,'
-        b'"record":{"id":1,"name":"Ann","born":null}}'
+        b'{"kind":"delete","model":"Author","offset":7,"watermark":3,"id":1,"record":{"id":1,"name":"Ann","born":null}}'
     )
 
 

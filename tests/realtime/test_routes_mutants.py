@@ -112,11 +112,7 @@ def test_after_is_bounded_by_int64_with_the_value_named():
 
 
 def test_offered_subprotocols_are_every_sec_websocket_protocol_value_in_order():
-    headers = [
-        ("sec-websocket-protocol", "bearer, chat"),
-        ("origin", "a,b"),
-        ("sec-websocket-protocol", " x ,, y"),
-    ]
+    headers = [("sec-websocket-protocol", "bearer, chat"), ("origin", "a,b"), ("sec-websocket-protocol", " x ,, y")]
     assert offered_subprotocols(request("/subscribe/user", headers=headers)) == ["bearer", "chat", "x", "y"]
     assert offered_subprotocols(request("/subscribe/user")) == []
 
@@ -171,8 +167,7 @@ def test_a_feed_keeps_its_query_filters_and_projection(tmp_path):
 
 
 @pytest.mark.parametrize(
-    "offered, answer",
-    [("Bearer, chat", "bearer"), ("chat, bearer", "bearer"), ("chat", None), ("bearer.x", None)],
+    "offered, answer", [("Bearer, chat", "bearer"), ("chat, bearer", "bearer"), ("chat", None), ("bearer.x", None)]
 )
 def test_the_bearer_subprotocol_is_answered_when_offered_in_any_case(tmp_path, offered, answer):
     store = open_blog_store(tmp_path)
@@ -305,7 +300,9 @@ def test_a_live_query_under_a_scope_lists_only_the_tokens_records(tmp_path, guar
         for i in (1, 2):
             await store.insert("User", new_user(i))
         for author in (1, 2, 1):
-            await store.insert("BlogPost", POST.validate_create({"author_id": author, "title": "t", "body": "b", "score": 1.0}))
+            await store.insert(
+                "BlogPost", POST.validate_create({"author_id": author, "title": "t", "body": "b", "score": 1.0})
+            )
         routes, scheduler = routes_of(store, RULED, guard=guard)
         token = mint(private, "ES256", uid=1)
         channel = opened(routes.open(FeedKind.LIVE, request("/live-query/BlogPost", headers=bearer(token)), "BlogPost"))

@@ -45,7 +45,9 @@ def attached(store, capacity: int = 1024, max_bytes: int = 8 << 20) -> tuple[Bro
 
 
 def feed(broker: Broker, **kw) -> tuple[FeedSession, Recorder]:
-    session = FeedSession(FeedSpec(FeedKind.SUBSCRIBE, USER, {}, None), broker, kw.pop("start", broker.store.head_offset), **kw)
+    session = FeedSession(
+        FeedSpec(FeedKind.SUBSCRIBE, USER, {}, None), broker, kw.pop("start", broker.store.head_offset), **kw
+    )
     channel = Recorder()
     session.on_open(channel)
     return session, channel
@@ -268,7 +270,9 @@ def test_a_filtered_replay_that_reads_on_past_its_first_reader_still_judges_link
         channel = Recorder()
         session.on_open(channel)
         for author in (1, 2):  # after the replay's first reader was made
-            await store.insert("BlogPost", post.validate_create({"author_id": author, "title": "t", "body": "b", "score": 1.0}))
+            await store.insert(
+                "BlogPost", post.validate_create({"author_id": author, "title": "t", "body": "b", "score": 1.0})
+            )
         scheduler.run()
         sent = [json.loads(payload(f)) for f in channel.frames]
         assert [(f["kind"], f["offset"]) for f in sent] == [("insert", 1), ("link", 3), ("link", 4)]

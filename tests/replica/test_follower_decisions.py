@@ -64,7 +64,9 @@ def insert(offset: int, watermark: int | None = None, uid: int | None = None, **
     """The frame of a User insert at `offset` (its watermark: `offset` unless given)."""
     uid = offset if uid is None else uid
     record = dict(user(uid), **over)
-    return ChangeEvent(EventKind.INSERT, "User", offset, offset if watermark is None else watermark, uid, record).frame()
+    return ChangeEvent(
+        EventKind.INSERT, "User", offset, offset if watermark is None else watermark, uid, record
+    ).frame()
 
 
 def update(offset: int, uid: int, **over: Any) -> bytes:
@@ -317,7 +319,10 @@ def test_a_new_epoch_seen_by_the_poll_of_snapshot_mid_stream_bootstraps_again(re
         return None
 
     primary.streams = [[insert(1), insert(2), None, compacted]]
-    primary.epochs = [epoch_stream(EPOCH_A, 0, hist=history(H1)), epoch_stream(EPOCH_B, 2, range(1, 3), hist=history(H1))]
+    primary.epochs = [
+        epoch_stream(EPOCH_A, 0, hist=history(H1)),
+        epoch_stream(EPOCH_B, 2, range(1, 3), hist=history(H1)),
+    ]
     node = replica(primary, poll_seconds=0.0).start()
     node.wait("in epoch B", lambda: node.store.epoch == EPOCH_B and node.status.state == "following")
     assert node.status.bootstraps == 2
@@ -495,8 +500,7 @@ def test_a_primary_behind_the_replica_leaves_it_diverged_with_its_rows(replica):
     node = replica(primary).start()
     node.wait("diverged", lambda: node.status.state == "diverged")
     assert node.status.error == (
-        "the primary holds offsets up to 1, this replica up to 3; "
-        "bootstrapping again would discard the rows after 1"
+        "the primary holds offsets up to 1, this replica up to 3; bootstrapping again would discard the rows after 1"
     )
     assert primary.epochs_asked == 1 and primary.afters == [0]
     assert node.user_ids() == [1, 2, 3]
@@ -642,7 +646,10 @@ def test_a_failed_bootstrap_is_retried_and_a_refused_one_stops(replica):
 
 def test_a_dropped_connection_is_retried_after_the_rows_kept(replica):
     primary = ScriptedPrimary(body(EPOCH_A, 3, hist=history(H1)), epochs=[epoch_stream(EPOCH_A, 0, hist=history(H1))])
-    primary.streams = [[insert(1), None, WebSocketClientError("connection lost: reset")], [insert(1), insert(2), insert(3)]]
+    primary.streams = [
+        [insert(1), None, WebSocketClientError("connection lost: reset")],
+        [insert(1), insert(2), insert(3)],
+    ]
     node = replica(primary).start()
     node.wait("at 3", lambda: node.store.head_offset == 3 and node.status.state == "following")
     assert primary.afters == [0, 0]  # head 1: its frame asked for again (after=0), then 2 and 3
@@ -748,10 +755,9 @@ def test_an_empty_replica_whose_bootstrap_fails_at_start_starts_unready(replica,
     primary = ScriptedPrimary(body(EPOCH_A, 0), epochs=[[json.dumps({"type": "snapshot"}), None]])
     node = replica(primary)
     node.follower.prepare()
-    assert (
-        "WARNING",
-        f"bootstrap from {URL} failed (the snapshot stream stalled); retrying while serving",
-    ) in [(r.levelname, r.getMessage()) for r in caplog.records]
+    assert ("WARNING", f"bootstrap from {URL} failed (the snapshot stream stalled); retrying while serving") in [
+        (r.levelname, r.getMessage()) for r in caplog.records
+    ]
     assert node.status.synced is False
     assert node.status.bootstraps == 0
     assert node.store.head_offset == 0
@@ -819,7 +825,10 @@ def without_offset(header: str) -> str:
     "stream, message",
     [
         (epoch_stream(EPOCH_A, 5)[:2] + [end_with(bytes=1)], f"replication frame at offset 5: {DAMAGED}"),
-        (epoch_stream(EPOCH_A, 5)[:2] + [end_with(crc32=zlib.crc32(b"other"))], f"replication frame at offset 5: {DAMAGED}"),
+        (
+            epoch_stream(EPOCH_A, 5)[:2] + [end_with(crc32=zlib.crc32(b"other"))],
+            f"replication frame at offset 5: {DAMAGED}",
+        ),
         (epoch_stream(EPOCH_A, 5)[:2] + [end_with(type="stop")], f"replication frame at offset 5: {DAMAGED}"),
         (epoch_stream(EPOCH_A, 5)[:2] + [json.dumps({"type": "stop"})], f"replication frame at offset 5: {DAMAGED}"),
         (
@@ -884,7 +893,13 @@ def test_stop_ends_the_reading_thread(replica):
 
 @pytest.mark.parametrize(
     "delay, draw, expected",
-    [(0.2, 0.0, (0.1, 0.4)), (0.2, 0.5, (0.2, 0.4)), (1.0, 0.75, (1.25, 2.0)), (6.0, 0.0, (3.0, 10.0)), (10.0, 0.5, (10.0, 10.0))],
+    [
+        (0.2, 0.0, (0.1, 0.4)),
+        (0.2, 0.5, (0.2, 0.4)),
+        (1.0, 0.75, (1.25, 2.0)),
+        (6.0, 0.0, (3.0, 10.0)),
+        (10.0, 0.5, (10.0, 10.0)),
+    ],
 )
 def test_backoff_jitters_the_delay_and_doubles_it_up_to_ten_seconds(delay, draw, expected):
     assert next_wait(delay, draw) == expected
@@ -986,10 +1001,9 @@ def test_a_primary_that_stays_down_keeps_the_replica_reconnecting(replica, caplo
     assert node.status.state == "reconnecting"
     assert node.status.error == "connection refused"
     assert node.status.synced is False
-    assert (
-        "WARNING",
-        f"primary {URL} not reachable yet (connection refused); following starts when it is",
-    ) in [(r.levelname, r.getMessage()) for r in caplog.records]
+    assert ("WARNING", f"primary {URL} not reachable yet (connection refused); following starts when it is") in [
+        (r.levelname, r.getMessage()) for r in caplog.records
+    ]
 
 
 # -- primary.py: the primary over HTTP and WebSocket --------------------------------------------
@@ -1052,7 +1066,9 @@ def test_a_replica_whose_store_fails_says_it_stopped_following(replica, monkeypa
         "write not stored: the store is read-only after an I/O error on the log ([Errno 5] Input/output error "
         "(injected by DBSVC_FAULT fsync:1)): nothing written since can be trusted; fix the disk, then restart the server"
     )
-    assert any(r.levelname == "ERROR" and r.getMessage().startswith(f"stopped following {URL}: ") for r in caplog.records)
+    assert any(
+        r.levelname == "ERROR" and r.getMessage().startswith(f"stopped following {URL}: ") for r in caplog.records
+    )
 
 
 def test_a_snapshot_without_an_offset_counts_as_offset_0(replica):

@@ -113,9 +113,7 @@ def test_plan_lists_its_sources_oldest_first(tmp_path, log5):
     write_log(seg_path, OLD, 7, [50, 60, 70])
     segment = Segment(seg_path, OLD, 7, 10, 220, 150)
     assert retain.plan(1, NEW, segment, log, 1040, 10, 15) == retain.Plan(
-        1,
-        NEW,
-        (retain.Source(seg_path, 40, 220, 8, 10), retain.Source(log, 40, 1040, 11, 15)),
+        1, NEW, (retain.Source(seg_path, 40, 220, 8, 10), retain.Source(log, 40, 1040, 11, 15))
     )
     # A segment that does not end at the log's base is left out; so is an empty log.
     stale = Segment(seg_path, OLD, 7, 9, 220, 150)
