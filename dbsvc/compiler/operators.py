@@ -88,6 +88,31 @@ def allowed_operators(model: Model) -> str:
     return "; ".join(parts)
 
 
+def key_from_text(field: Field, text: ast.expr, key: str, bad: ast.stmt) -> Stmts:
+    """The statements that turn query text into `field`'s index key, or run `bad`: one
+    parse per type, shared by filter values and range bounds, so a filter and a bound on
+    the same field read a value alike (`score=3` and `score__gte=3` both match 3.0)."""
+    kind = field.type
+    if kind is FieldType.STR:
+        return [return_(call(f"{RT}.nfc", text))]
+    if kind is FieldType.BOOL:
+        return [
+            if_(eq(text, const("true")), [return_(const(True))]),
+            if_(eq(text, const("false")), [return_(const(False))]),
+            bad,
+        ]
+    if kind is FieldType.ENUM:
+        return [if_(not_in(text, str_set(field.enum_members)), [bad]), return_(text)]
+    parser = {
+        FieldType.INT: "parse_int_text",
+        FieldType.FLOAT: "parse_float_text",
+        FieldType.DATETIME: "parse_datetime_key",
+        FieldType.DATE: "parse_date",
+        FieldType.UUID: "parse_uuid",
+    }[kind]
+    return [assign(key, call(f"{RT}.{parser}", text)), if_(is_none(name(key)), [bad]), return_(name(key))]
+
+
 def build_bound(schema: Schema, model: Model, field: Field) -> ast.FunctionDef:
     """`bound_m__f(text, param)`: a range bound -> the field's index key, or BadQuery."""
     text, param, key = name("text"), name("param"), "_dbsvc_key"
@@ -103,27 +128,7 @@ def build_bound(schema: Schema, model: Model, field: Field) -> ast.FunctionDef:
             ),
         )
     )
-    kind = field.type
-    body: Stmts
-    if kind is FieldType.STR:
-        body = [return_(call(f"{RT}.nfc", text))]
-    elif kind is FieldType.BOOL:
-        body = [
-            if_(eq(text, const("true")), [return_(const(True))]),
-            if_(eq(text, const("false")), [return_(const(False))]),
-            bad,
-        ]
-    elif kind is FieldType.ENUM:
-        body = [if_(not_in(text, str_set(field.enum_members)), [bad]), return_(text)]
-    else:
-        parser = {
-            FieldType.INT: "parse_int_text",
-            FieldType.FLOAT: "parse_float_text",
-            FieldType.DATETIME: "parse_datetime_key",
-            FieldType.DATE: "parse_date",
-            FieldType.UUID: "parse_uuid",
-        }[kind]
-        body = [assign(key, call(f"{RT}.{parser}", text)), if_(is_none(name(key)), [bad]), return_(name(key))]
+    body = key_from_text(field, text, key, bad)
     doc = (
         origin(schema, field.line, f"{model.name}.{field.name}") + "\n\nRange bound text -> index key; raises BadQuery."
     )

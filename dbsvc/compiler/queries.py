@@ -64,6 +64,7 @@ from dbsvc.compiler.nodes import (
 from dbsvc.compiler.operators import (
     allowed_operators,
     build_bounds,
+    key_from_text,
     operator_branches,
     operator_finish,
     operator_refusal,
@@ -152,26 +153,7 @@ def build_filter(schema: Schema, model: Model, field: Field) -> ast.FunctionDef:
     body: Stmts = []
     if field.nullable:
         body.append(if_(eq(text, const("null")), [return_(const(None))]))
-    kind = field.type
-    if kind is FieldType.STR:
-        body.append(return_(call(f"{RT}.nfc", text)))
-    elif kind is FieldType.BOOL:
-        body += [
-            if_(eq(text, const("true")), [return_(const(True))]),
-            if_(eq(text, const("false")), [return_(const(False))]),
-            bad,
-        ]
-    elif kind is FieldType.ENUM:
-        body += [if_(not_in(text, str_set(field.enum_members)), [bad]), return_(text)]
-    else:
-        parser = {
-            FieldType.INT: "parse_int_text",
-            FieldType.FLOAT: "parse_float_text",
-            FieldType.DATETIME: "parse_datetime_key",
-            FieldType.DATE: "parse_date",
-            FieldType.UUID: "parse_uuid",
-        }[kind]
-        body += [assign(key, call(f"{RT}.{parser}", text)), if_(is_none(name(key)), [bad]), return_(name(key))]
+    body += key_from_text(field, text, key, bad)
     doc = origin(schema, field.line, f"{model.name}.{field.name}") + "\n\nFilter text -> index key; raises BadQuery."
     return function(per_field("filter", model, field), [_TEXT], doc, body)
 
