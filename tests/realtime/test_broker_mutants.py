@@ -23,8 +23,7 @@ from dbsvc.realtime.init import InitSlices
 from dbsvc.realtime.session import FeedSession, ReplicationSession
 from dbsvc.rules import EVERYTHING, Scope
 from dbsvc.storage import Store
-from dbsvc.storage.logfile import encode_frame
-from support.realtime_kit import BLOG, Recorder, Scheduler, open_blog_store, run
+from support.realtime_kit import BLOG, Recorder, Scheduler, open_blog_store, replica_frame, run
 
 USER = BLOG.BY_NAME["User"]
 POST = BLOG.BY_NAME["BlogPost"]
@@ -521,13 +520,6 @@ def test_a_delivery_that_fails_for_a_socket_is_logged(tmp_path, caplog):
         store.close()
 
     run(body())
-
-
-def replica_frame(offset: int, size: int) -> bytes:
-    """A log frame whose `/replicate` message is exactly `size` bytes (16 bytes of frame
-    header; a message header of 10 bytes from 65,536 bytes on, else 4)."""
-    head = 10 if size - 4 >= 65536 else 4
-    return encode_frame(offset, b"x" * (size - head - 16))
 
 
 def replica_of(broker: Broker, *sizes: int) -> Recorder:

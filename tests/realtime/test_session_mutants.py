@@ -22,7 +22,7 @@ from dbsvc.realtime.feeds import FeedKind, FeedSpec
 from dbsvc.realtime.init import InitSlices
 from dbsvc.realtime.session import FeedSession, ReplicationSession, SnapshotSession
 from dbsvc.storage.logfile import encode_frame
-from support.realtime_kit import BLOG, Recorder, Scheduler, open_blog_store, run, split_frames
+from support.realtime_kit import BLOG, Recorder, Scheduler, open_blog_store, replica_frame, run, split_frames
 
 USER = BLOG.BY_NAME["User"]
 JOINED = "2026-01-01T00:00:00Z"
@@ -480,13 +480,6 @@ def test_a_pump_asked_for_again_while_it_writes_keeps_order_and_the_last_offset_
         session.deliver(offset, text_of(200))
     assert channel.closed == (1013, "lagged after 2")
     store.close()
-
-
-def replica_frame(offset: int, size: int) -> bytes:
-    """A log frame whose `/replicate` message is exactly `size` bytes (16 bytes of frame
-    header; a message header of 10 bytes from 65,536 bytes on, else 4)."""
-    head = 10 if size - 4 >= 65536 else 4
-    return encode_frame(offset, b"x" * (size - head - 16))
 
 
 def test_a_turn_grants_exactly_512_kib_and_a_session_that_sends_nothing_costs_nothing(tmp_path):

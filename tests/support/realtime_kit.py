@@ -14,6 +14,7 @@ if str(ROOT) not in sys.path:
 from dbsvc.compiler import compile_schema
 from dbsvc.schema import load_schema
 from dbsvc.storage import Store
+from dbsvc.storage.logfile import encode_frame
 from dbsvc.storage.tenants import create_tenant
 
 BLOG = compile_schema(load_schema(str(ROOT / "schemas" / "blog.dbs")))
@@ -106,3 +107,10 @@ def open_blog_store(tmp_path, **kw) -> Store:
 
 def run(coroutine):
     return asyncio.run(coroutine)
+
+
+def replica_frame(offset: int, size: int) -> bytes:
+    """A log frame whose `/replicate` message is exactly `size` bytes (16 bytes of frame
+    header; a message header of 10 bytes from 65,536 bytes on, else 4)."""
+    head = 10 if size - 4 >= 65536 else 4
+    return encode_frame(offset, b"x" * (size - head - 16))
