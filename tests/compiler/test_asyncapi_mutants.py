@@ -1,6 +1,6 @@
 """The AsyncAPI builders (dbsvc/compiler/asyncapi.py, asyncapi_messages.py) word for word.
 
-The document is the contract a client generator reads, and most of it is text: every
+The document is what a client generator reads, and most of it is text: every
 description, title, example frame and close code. `golden/realtime.asyncapi.json` is the
 whole document of `golden/realtime.dbs` (two rules, a replicate rule, three id types, a
 nullable and a plain `@filter`, a projection, links from two children), reviewed by hand
