@@ -461,7 +461,7 @@ def run_machine(ruled, max_examples: int, steps: int, derandomize: bool) -> None
 
 
 def test_rest_and_sockets_follow_a_model_of_the_rules(ruled):
-    run_machine(ruled, max_examples=60, steps=120, derandomize=True)
+    run_machine(ruled, max_examples=40, steps=120, derandomize=True)  # every kind met: see run_machine
 
 
 @pytest.mark.slow

@@ -146,7 +146,7 @@ api = schemathesis.pytest.from_fixture("served_schema")
 
 
 @api.parametrize()
-@settings(max_examples=25, derandomize=True, deadline=None, suppress_health_check=list(HealthCheck))
+@settings(max_examples=20, derandomize=True, deadline=None, suppress_health_check=list(HealthCheck))
 def test_served_document_holds(case):
     case.call_and_validate(checks=CHECKS)
 

@@ -262,7 +262,10 @@ def test_after_beyond_the_ring_is_410_offset_gone(serve):
         status, problem, _ = await refusal(server, "/subscribe/warehouse?after=10")
         assert (status, problem["code"]) == (410, "offset_gone")
         assert "no longer retained" in problem["detail"]
-        async with open_ws(server, "/subscribe/warehouse?after=100") as ws:  # still in the ring
+        # Still in the ring. max_queue=None: the 199 events behind the one read would fill the
+        # websockets client's queue, which then stops reading the socket, and its close would
+        # wait its 10 s close timeout for the server's close frame queued behind them.
+        async with open_ws(server, "/subscribe/warehouse?after=100", max_queue=None) as ws:
             assert (await recv_json(ws))["offset"] == 101
 
     run(body())
