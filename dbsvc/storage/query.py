@@ -59,7 +59,7 @@ from dbsvc.runtime import Query
 from dbsvc.storage.hashes import FilterIndex
 from dbsvc.storage.indexes import Keep, OrderedIndex
 from dbsvc.storage.rows import Stored, unpack
-from dbsvc.storage.seek import has_operators, plan_operators, plan_state, sort_records
+from dbsvc.storage.seek import has_operators, ordered_ids, page_ids, plan_operators, plan_state, sort_records
 from dbsvc.storage.table import Table
 
 # A bucket of s ids read and sorted costs about ten times more an id (each record read back
@@ -143,17 +143,8 @@ def _one_key_page(index: OrderedIndex, desc: bool, keep: Keep | None, offset: in
 def _order_run(run: list[Any], rest: tuple[tuple[str, bool], ...], table: Table) -> list[Any]:
     """The ids of a run of equal first keys, ordered by the other keys and the id."""
     if len(run) > 1:
-        return _ordered_ids(run, rest, table)
+        return ordered_ids(run, rest, table)
     return run
-
-
-def _ordered_ids(ids: Iterable[Any], sort: Iterable[tuple[str, bool]], table: Table) -> list[Any]:
-    """`ids` (of live records) in the order of `sort`: the records' values read to sort
-    them by their keys."""
-    live = table.live
-    values = [unpack(live[i]) for i in ids]
-    sort_records(values, sort, table.model, table.positions)
-    return list(map(itemgetter(table.id_position), values))
 
 
 def _count(table: Table, filters: Mapping[str, frozenset]) -> tuple[int, str, int, list[Any] | None]:
@@ -225,7 +216,7 @@ def _plan_live(table: Table, query: Query) -> tuple[list[Any], int]:
             return table.pk.slice(offset, end), n
         if len(sort) == 1:
             return _one_key_page(table.ordered[sort[0][0]], True, None, offset, end), n
-        return _page(_walk(table, sort), offset, limit), n
+        return page_ids(_walk(table, sort), offset, limit), n
     total, smallest, size, matches = _count(table, filters)
     if total == 0 or offset >= total or limit == 0:
         return [], total
@@ -235,7 +226,7 @@ def _plan_live(table: Table, query: Query) -> tuple[list[Any], int]:
         chosen = table.hashes[smallest].ids(filters[smallest]) if matches is None else matches
         if not sort:
             return sorted(chosen)[offset:end], total
-        return _ordered_ids(chosen, sort, table)[offset:end], total
+        return ordered_ids(chosen, sort, table)[offset:end], total
     keep: Keep
     if one_value:
         # One field, one value: membership in that value's hash bucket (read on the loop
@@ -251,7 +242,7 @@ def _plan_live(table: Table, query: Query) -> tuple[list[Any], int]:
             ((field, desc),) = sort
             return _one_key_page(table.ordered[field], desc, keep, offset, end), total
         return list(islice(filter(keep, table.pk), offset, end)), total
-    return _page(_walk(table, sort), offset, limit, keep), total
+    return page_ids(_walk(table, sort), offset, limit, keep), total
 
 
 def _plan_tested(table: Table, query: Query, test: Callable[[Any], bool]) -> tuple[list[Any], int]:
@@ -275,12 +266,12 @@ def _plan_tested(table: Table, query: Query, test: Callable[[Any], bool]) -> tup
     if not sort:
         return (kept if not filters else sorted(kept))[offset:end], total
     if total * total <= WALK_FACTOR * end * len(live):
-        return _ordered_ids(kept, sort, table)[offset:end], total
+        return ordered_ids(kept, sort, table)[offset:end], total
     keep = frozenset(kept).__contains__
     if len(sort) == 1:
         ((field, desc),) = sort
         return _one_key_page(table.ordered[field], desc, keep, offset, end), total
-    return _page(_walk(table, sort), offset, query.limit, keep), total
+    return page_ids(_walk(table, sort), offset, query.limit, keep), total
 
 
 def list_state(state: Mapping[Any, Stored], table: Table, query: Query) -> tuple[list[dict], int]:
@@ -299,22 +290,3 @@ def list_state(state: Mapping[Any, Stored], table: Table, query: Query) -> tuple
         chosen = [v for v in chosen if test(v)]
     sort_records(chosen, query.sort, model, table.positions)
     return list(map(model.decode, chosen[page])), len(chosen)
-
-
-def _page(ids: Iterator[Any], offset: int, limit: int, keep: Keep | None = None) -> list[Any]:
-    """Ids [offset, offset + limit) of `ids` (those `keep` says yes to, when given), in
-    one loop with no generator between the walk and the page."""
-    out: list[Any] = []
-    if limit <= 0:
-        return out
-    skipped = 0
-    for id_ in ids:
-        if keep is not None and not keep(id_):
-            continue
-        if skipped < offset:
-            skipped += 1
-            continue
-        out.append(id_)
-        if len(out) >= limit:
-            break
-    return out

@@ -321,24 +321,39 @@ def _several_keys(table: Table, query: Query, window: Window) -> Iterator[Any]:
     first = True
     for _key, run in _runs(table, field, desc, window, query.cursor):
         if len(run) > 1:
-            run = _ordered(table, run, rest)
+            run = ordered_ids(run, rest, table)
         if first and after is not None:
             run = [i for i in run if after(unpack(live[i]))]
         first = False
         yield from run
 
 
-def _ordered(table: Table, ids: Iterable[Any], sort: tuple[tuple[str, bool], ...]) -> list[Any]:
-    """`ids` in the order of `sort` (then the id), their records' values read."""
-    values = [unpack(table.live[i]) for i in ids]
+def ordered_ids(ids: Iterable[Any], sort: Iterable[tuple[str, bool]], table: Table) -> list[Any]:
+    """`ids` (of live records) in the order of `sort` (then the id): the records' values
+    read to sort them by their keys. Shared with query.py's plans."""
+    live = table.live
+    values = [unpack(live[i]) for i in ids]
     sort_records(values, sort, table.model, table.positions)
-    return [v[table.id_position] for v in values]
+    return list(map(itemgetter(table.id_position), values))
 
 
-def _page(ids: Iterator[Any], offset: int, count: int, keep: Callable[[Any], Any] | None = None) -> list[Any]:
-    if keep is not None:
-        ids = filter(keep, ids)
-    return list(islice(ids, offset, offset + count))
+def page_ids(ids: Iterator[Any], offset: int, count: int, keep: Callable[[Any], Any] | None = None) -> list[Any]:
+    """Ids [offset, offset + count) of `ids` (those `keep` says yes to, when given), in
+    one loop with no generator between the walk and the page. Shared with query.py."""
+    out: list[Any] = []
+    if count <= 0:
+        return out
+    skipped = 0
+    for id_ in ids:
+        if keep is not None and not keep(id_):
+            continue
+        if skipped < offset:
+            skipped += 1
+            continue
+        out.append(id_)
+        if len(out) >= count:
+            break
+    return out
 
 
 # ---------------------------------------------------------------------------------------
@@ -357,7 +372,7 @@ def plan_operators(table: Table, query: Query) -> tuple[list[Any], int, bool]:
         total = window.count(table.ordered[first]) if window is not None and first is not None else len(table.live)
         if limit == 0 or total == 0:
             return [], total, False
-        ids = _page(_walk(table, query, window), offset, limit + 1)
+        ids = page_ids(_walk(table, query, window), offset, limit + 1)
         return ids[:limit], total, len(ids) > limit
     matched = _gather(table, query, windows, filters, not_null)
     total = len(matched)
@@ -373,9 +388,9 @@ def plan_operators(table: Table, query: Query) -> tuple[list[Any], int, bool]:
         if query.cursor is not None:
             after, live = _after_test(table, query), table.live
             chosen = [i for i in matched if after(unpack(live[i]))]
-        ids = _ordered(table, chosen, sort)[offset:end]
+        ids = ordered_ids(chosen, sort, table)[offset:end]
     else:
-        ids = _page(_walk(table, query, windows.get(sort[0][0])), offset, limit + 1, frozenset(matched).__contains__)
+        ids = page_ids(_walk(table, query, windows.get(sort[0][0])), offset, limit + 1, frozenset(matched).__contains__)
     return ids[:limit], total, len(ids) > limit
 
 
