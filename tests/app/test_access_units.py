@@ -190,7 +190,22 @@ def test_scoped_query_keeps_the_query_and_adds_only_what_the_scope_pins():
     assert scoped_query(POST, query, NOTHING) is None
     residual = scoped_query(POST, query, public_or_own(ANN))
     assert residual is not None and residual.filters == query.filters and residual.where_row is not None
-    full = Query(filters={}, sort=(("score", True),), limit=7, offset=3, projection="summary", as_of=5, after=2)
+    # Every field of Query set away from its default: scoped_query builds its Query field by
+    # field (for speed), so a field it forgot to carry shows here.
+    full = Query(
+        filters={},
+        sort=(("score", True),),
+        limit=7,
+        offset=3,
+        projection="summary",
+        as_of=5,
+        after=2,
+        ranges=(("score", 1.0, True, None, False),),
+        nulls=(("score", False),),
+        cursor=((9.0,), 4),
+    )
+    unset = [f.name for f in dataclasses.fields(Query) if getattr(full, f.name) == getattr(Query(), f.name)]
+    assert unset == ["filters", "where_row"], unset  # filters: the scope's; where_row: none for own()
     scoped = scoped_query(POST, full, own(BOB))
     assert scoped == dataclasses.replace(full, filters={"author_id": frozenset({2})})  # nothing else changed
 
