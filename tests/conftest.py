@@ -3,13 +3,24 @@
 pytest runs with `--import-mode=importlib` (setup.cfg): test files are imported without
 touching sys.path, so they may share basenames across folders. This puts `tests/` itself on
 sys.path, once, so `from support.server import start_server` works from any folder.
+
+It also puts this checkout first on PYTHONPATH for every child process a test starts (servers,
+CLI runs, crash children): a child imports the dbsvc beside these tests, never whichever tree
+an editable install last pointed at (a git worktree's tests would otherwise run main's code in
+their children, or fail when nothing is installed). Tests that need a bare environment (the
+zipapp and first-contact ones) pass their own env or `python -I`.
 """
 
 from __future__ import annotations
 
+import os
 import sys
 from pathlib import Path
 
 TESTS = str(Path(__file__).resolve().parent)
 if TESTS not in sys.path:
     sys.path.insert(0, TESTS)
+
+CHECKOUT = str(Path(TESTS).parent)
+_inherited = [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p and p != CHECKOUT]
+os.environ["PYTHONPATH"] = os.pathsep.join([CHECKOUT, *_inherited])
