@@ -9,8 +9,6 @@ helpers here for the parts that are not schema-specific (docs/guide/queries.md,
   `(field, low, low_inclusive, high, high_inclusive)` range per field (`Query.ranges`),
   every bound of a field ANDed; `__prefix=p` is the range [p, prefix_end(p)). A None
   low or high is unbounded; a range never holds a null.
-- `within(key, low, low_inclusive, high, high_inclusive)`: whether a record's index key
-  lies in one of those ranges (the generated matcher of `/subscribe` and `/live-query`).
 - `null_wanted(text, param)`: `true` / `false` -> bool, or BadQuery.
 - `operator_problem(param, fields, allowed)`: the BadQuery for a `field__op` name the
   parser did not accept, saying which of the model's fields take which operators.
@@ -88,16 +86,6 @@ def _tighten_high(bound: list[Any], key: Any, inclusive: bool) -> None:
         bound[2], bound[3] = key, inclusive
     elif key == bound[2]:
         bound[3] = bound[3] and inclusive
-
-
-def within(key: Any, low: Any, low_inclusive: bool, high: Any, high_inclusive: bool) -> bool:
-    """Whether an index key lies in one range of `Query.ranges`; a null never does (the
-    generated matcher's test, storage/seek.py `Window.holds` for a record with no null test)."""
-    if key is None:
-        return False
-    if low is not None and (key < low or (key == low and not low_inclusive)):
-        return False
-    return high is None or key < high or (key == high and high_inclusive)
 
 
 def null_wanted(text: str, param: str) -> bool:

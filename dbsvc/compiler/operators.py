@@ -34,6 +34,7 @@ import ast
 from dbsvc.compiler.naming import RT, expected, origin, per_field
 from dbsvc.compiler.nodes import (
     Stmts,
+    and_,
     assign,
     call,
     concat,
@@ -43,15 +44,18 @@ from dbsvc.compiler.nodes import (
     expr,
     for_,
     function,
+    gt,
     if_,
     if_chain,
     in_,
     is_none,
     is_not_none,
     literal,
+    lt,
     name,
     not_,
     not_in,
+    or_,
     raise_,
     return_,
     set_item,
@@ -247,16 +251,22 @@ _KEYED = (FieldType.FLOAT, FieldType.DATETIME)  # compiler/queries.py KEYED_TYPE
 
 def operator_tests(model: Model) -> Stmts:
     """The statements of `match_m` that test `Query.ranges` and `Query.nulls` on `record`:
-    a field's index key against its range (`_dbsvc_ops.within`: a null is never in one),
-    then each null test. The same conditions storage/seek.py serves from the indexes."""
+    a field's index key against its range (a null is never in one: storage/seek.py
+    `Window.holds`, written out), then each null test. The same conditions storage serves
+    from its indexes."""
     keyed = [f for f in model.fields if f.sortable and f.type in _KEYED]
     key_of = [
         (eq(name(_FIELD), const(f.name)), [assign(_KEY, call(per_field("key", model, f), name(_KEY)))]) for f in keyed
     ]
     subject = ast.Subscript(value=name("record"), slice=name(_FIELD), ctx=ast.Load())
-    in_range = call(f"{OPS}.within", name(_KEY), *[name(v) for v in _RANGE])
+    key, (low, low_in, high, high_in) = name(_KEY), [name(v) for v in _RANGE]
+    no = [return_(const(False))]
     ranges_loop: Stmts = [assign(_KEY, subject), *(if_chain(key_of, []) if key_of else [])]
-    ranges_loop.append(if_(not_(in_range), [return_(const(False))]))
+    ranges_loop += [
+        if_(is_none(key), no),  # a range never holds a null
+        if_(is_not_none(low), [if_(or_(lt(key, low), and_(eq(key, low), not_(low_in))), no)]),
+        if_(is_not_none(high), [if_(or_(gt(key, high), and_(eq(key, high), not_(high_in))), no)]),
+    ]
     null_test = ast.Compare(left=is_none(subject), ops=[ast.IsNot()], comparators=[name(_WANTED)])
     return [
         for_((_FIELD, *_RANGE), name("ranges"), ranges_loop),
