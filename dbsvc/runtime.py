@@ -57,7 +57,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, date, datetime, timedelta
 from types import MappingProxyType
-from typing import Any, TypeAlias
+from typing import Any, Protocol, TypeAlias
 
 from dbsvc.errors import BadQuery, BadRequest, ConstraintViolation
 from dbsvc.rules import Claims, ModelRules
@@ -108,6 +108,13 @@ class Query:
     cursor: tuple[tuple[Any, ...], Any] | None = None
 
 
+class Matcher(Protocol):
+    """`match_m(record, filters, ranges=(), nulls=())`: whether a record passes a query's
+    filters and operators (`Query.ranges`, `Query.nulls`), the test of every feed event."""
+
+    def __call__(self, record: Record, filters: Filters, ranges: tuple = (), nulls: tuple = (), /) -> bool: ...
+
+
 @dataclass(frozen=True, slots=True)
 class CompiledModel:
     """Everything the runtime knows about one model, all of it generated code or constants."""
@@ -130,7 +137,7 @@ class CompiledModel:
     parse_list_query: Callable[[list[tuple[str, str]]], Query]  # raises BadQuery
     parse_get_query: Callable[[list[tuple[str, str]]], Query]  # projection, as_of only
     parse_feed_query: Callable[[list[tuple[str, str]]], Query]  # filters, projection, after
-    match: Callable[[Record, Filters], bool]  # record passes every filter
+    match: Matcher  # record passes every filter and operator
     project: Mapping[str, Callable[[Record], Record]]  # projection name -> encoder
     decode: Callable[[Sequence[Any]], Record]  # values in field order -> record
     row: Callable[[Record], tuple[Any, ...]]  # record -> its values in field order (stored packed)

@@ -44,6 +44,7 @@ from dbsvc.compiler.asyncapi_messages import (
     message,
     put,
 )
+from dbsvc.compiler.openapi_parts import operator_parameters
 from dbsvc.compiler.openapi_rules import replicate_sentence, rule_sentence
 from dbsvc.compiler.openapi_schemas import nullable, object_schema, ref, scalar_schema
 from dbsvc.routes import LIVE_QUERY, REPLICATE_PATH, REPLICATE_SNAPSHOT_PATH, SUBSCRIBE, feed_path
@@ -206,8 +207,18 @@ def _ws_binding(query: dict[str, Any]) -> dict[str, Any]:
     }
 
 
+def _operator_properties(model: Model) -> dict[str, Any]:
+    """The list's `field__op` parameters, which the feeds take too, typed as the OpenAPI
+    document types them (openapi_parts.py `operator_parameters`)."""
+    props: dict[str, Any] = {}
+    for param in operator_parameters(model):
+        props[param["name"]] = {**param["schema"], "description": param["description"]}
+    return props
+
+
 def _feed_query(model: Model) -> dict[str, Any]:
     query = _filter_properties(model)
+    query.update(_operator_properties(model))
     if model.projections:
         query["projection"] = {
             "type": "string",
@@ -220,8 +231,9 @@ def _feed_query(model: Model) -> dict[str, Any]:
 
 _FEED_REFUSALS = (
     "Refused before the upgrade with a plain HTTP `application/problem+json` error: 400 "
-    "`bad_query` (unknown parameter, unparsable value, unknown projection, a repeated "
-    "`projection` or `after`) or `offset_out_of_range` (`after` ahead of the head); 401 "
+    "`bad_query` (unknown parameter, unparsable value, an operator on a field that does not "
+    "take it, `sort`/`limit`/`offset`/`cursor`, which a feed has no use for, unknown projection, "
+    "a repeated `projection` or `after`) or `offset_out_of_range` (`after` ahead of the head); 401 "
     "`unauthorized`; 403 `forbidden`; 410 `offset_gone` (`after` no longer retained); 426 when "
     "the request is not a WebSocket handshake; 503 `unavailable` (connection limit)."
 )
@@ -273,7 +285,8 @@ def _add_feed_channels(channels: dict[str, Any], operations: dict[str, Any], sch
             "description": (
                 "Text frames, one JSON event each, in offset order: `insert` (POST), `update` "
                 f"(PUT/PATCH, with `previous`), `delete` (the last `record`) of `{name}` records"
-                f"{links}. The filters pass inserts and deletes whose record matches, updates whose "
+                f"{links}. The filters and operators (`field__gte=`, `field__prefix=`, "
+                "`field__null=`, ...) pass inserts and deletes whose record matches, updates whose "
                 "old or new record matches, and links whose parent matches. With `projection`, "
                 "`record` and `previous` carry only the projection's fields. With `after`, the "
                 "matching events after that offset are replayed first, then the feed follows live "

@@ -265,7 +265,11 @@ def _ws_parameters() -> list[dict[str, Any]]:
 def _add_feed_paths(paths: dict[str, Any], model: Model) -> None:
     name, kebab, oid = model.name, model.kebab, _op_id(model)
     query = parameter_list(
-        *filter_parameters(model), projection_parameter(model), ref("after", "parameters"), *_ws_parameters()
+        *filter_parameters(model),
+        *operator_parameters(model),
+        projection_parameter(model),
+        ref("after", "parameters"),
+        *_ws_parameters(),
     )
     errors = errors_for(400, 401, 403, 410, 426, 503)
     paths[feed_path(SUBSCRIBE, kebab)] = {

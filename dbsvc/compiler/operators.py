@@ -16,6 +16,12 @@ The one place that knows which parameters a list accepts beyond the plain filter
   decoded after the loop against the parsed sort (`_dbsvc_ops.decode_cursor`) and is refused
   beside `offset`. A `__` name the branches did not take is refused by
   `_dbsvc_ops.operator_problem`, which says what the field does take.
+- Feeds (`/subscribe`, `/live-query`): the feed parser takes the same operator branches and
+  refusal, without `cursor`; `feed_paging_refusal` refuses `sort`, `limit`, `offset` and
+  `cursor` with the reason (a feed has no pages).
+- The matcher (`operator_tests`): the part of `match_m(record, filters, ranges=(),
+  nulls=())` that tests a record against `Query.ranges` and `Query.nulls`, what a feed runs
+  on every event (realtime/feeds.py); storage serves the same conditions from its indexes.
 
 Generated code calls `dbsvc.operators` as `_dbsvc_ops`. Imports the schema IR, sibling
 helpers and the stdlib.
@@ -28,6 +34,7 @@ import ast
 from dbsvc.compiler.naming import RT, expected, origin, per_field
 from dbsvc.compiler.nodes import (
     Stmts,
+    and_,
     assign,
     call,
     concat,
@@ -35,14 +42,20 @@ from dbsvc.compiler.nodes import (
     dict_,
     eq,
     expr,
+    for_,
     function,
+    gt,
     if_,
+    if_chain,
     in_,
     is_none,
     is_not_none,
     literal,
+    lt,
     name,
+    not_,
     not_in,
+    or_,
     raise_,
     return_,
     set_item,
@@ -143,8 +156,8 @@ def _method(variable: str, method: str, *args: ast.expr) -> ast.expr:
     return call(ast.Attribute(value=name(variable), attr=method, ctx=ast.Load()), *args)
 
 
-def operator_branches(model: Model) -> list[tuple[ast.expr, Stmts]]:
-    """One branch per declared operator parameter, then `cursor`."""
+def operator_branches(model: Model, cursor: bool = True) -> list[tuple[ast.expr, Stmts]]:
+    """One branch per declared operator parameter, then (for a list) `cursor`."""
     branches: list[tuple[ast.expr, Stmts]] = []
     for param, field, op in operator_params(model):
         test = eq(name(_NAME), const(param))
@@ -160,6 +173,8 @@ def operator_branches(model: Model) -> list[tuple[ast.expr, Stmts]]:
             continue
         key = call(per_field("bound", model, field), name(_VALUE), const(param))
         branches.append((test, [expr(_method(_BOUNDS, "append", tuple_([const(field.name), const(op), key])))]))
+    if not cursor:
+        return branches
     once = raise_(call("BadQuery", const("'cursor' given more than once")))
     branches.append(
         (eq(name(_NAME), const("cursor")), [if_(is_not_none(name(_CURSOR)), [once]), assign(_CURSOR, name(_VALUE))])
@@ -167,8 +182,11 @@ def operator_branches(model: Model) -> list[tuple[ast.expr, Stmts]]:
     return branches
 
 
-def operator_state() -> dict[str, ast.expr]:
-    return {_BOUNDS: ast.List(elts=[], ctx=ast.Load()), _NULLS: ast.Dict(keys=[], values=[]), _CURSOR: const(None)}
+def operator_state(cursor: bool = True) -> dict[str, ast.expr]:
+    state: dict[str, ast.expr] = {_BOUNDS: ast.List(elts=[], ctx=ast.Load()), _NULLS: ast.Dict(keys=[], values=[])}
+    if cursor:
+        state[_CURSOR] = const(None)
+    return state
 
 
 def operator_finish(model: Model, sort: str, offset: str) -> Stmts:
@@ -190,12 +208,28 @@ def operator_finish(model: Model, sort: str, offset: str) -> Stmts:
     ]
 
 
-def operator_result() -> dict[str, ast.expr]:
-    return {
+def operator_result(cursor: bool = True) -> dict[str, ast.expr]:
+    result: dict[str, ast.expr] = {
         "ranges": call(f"{OPS}.ranges", name(_BOUNDS)),
         "nulls": call("tuple", _method(_NULLS, "items")),
-        "cursor": name(_CURSOR),
     }
+    if cursor:
+        result["cursor"] = name(_CURSOR)
+    return result
+
+
+FEED_REFUSED = ("sort", "limit", "offset", "cursor")
+
+
+def feed_paging_refusal(allowed: str) -> tuple[ast.expr, Stmts]:
+    """A feed's branch for the list's paging parameters: refused with the reason (a feed
+    has no pages; docs/decisions.md, "Operators on feeds")."""
+    why = (
+        " does not apply to a feed: /subscribe and /live-query have no pages "
+        f"(a live query's Init is the whole result set); allowed: {allowed}"
+    )
+    problem = call("BadQuery", concat(call("repr", name(_NAME)), const(why)))
+    return in_(name(_NAME), str_set(FEED_REFUSED)), [raise_(problem)]
 
 
 def operator_refusal(model: Model, allowed: str) -> tuple[ast.expr, Stmts]:
@@ -203,3 +237,38 @@ def operator_refusal(model: Model, allowed: str) -> tuple[ast.expr, Stmts]:
     info = {f.name: (f.type.value, f.sortable, f.filterable, f.nullable) for f in model.fields}
     problem = call(f"{OPS}.operator_problem", name(_NAME), literal(info), const(allowed))
     return in_(const("__"), name(_NAME)), [raise_(problem)]
+
+
+# ---------------------------------------------------------------------------------------
+# The matcher's operator half (compiler/queries.py `build_match`).
+# ---------------------------------------------------------------------------------------
+
+MATCH_PARAMS = ("ranges", "nulls")  # `match_m(record, filters, ranges=(), nulls=())`
+_FIELD, _KEY, _WANTED = "_dbsvc_field", "_dbsvc_key", "_dbsvc_wanted"
+_RANGE = ("_dbsvc_low", "_dbsvc_low_in", "_dbsvc_high", "_dbsvc_high_in")
+_KEYED = (FieldType.FLOAT, FieldType.DATETIME)  # compiler/queries.py KEYED_TYPES
+
+
+def operator_tests(model: Model) -> Stmts:
+    """The statements of `match_m` that test `Query.ranges` and `Query.nulls` on `record`:
+    a field's index key against its range (a null is never in one: storage/seek.py
+    `Window.holds`, written out), then each null test. The same conditions storage serves
+    from its indexes."""
+    keyed = [f for f in model.fields if f.sortable and f.type in _KEYED]
+    key_of = [
+        (eq(name(_FIELD), const(f.name)), [assign(_KEY, call(per_field("key", model, f), name(_KEY)))]) for f in keyed
+    ]
+    subject = ast.Subscript(value=name("record"), slice=name(_FIELD), ctx=ast.Load())
+    key, (low, low_in, high, high_in) = name(_KEY), [name(v) for v in _RANGE]
+    no = [return_(const(False))]
+    ranges_loop: Stmts = [assign(_KEY, subject), *(if_chain(key_of, []) if key_of else [])]
+    ranges_loop += [
+        if_(is_none(key), no),  # a range never holds a null
+        if_(is_not_none(low), [if_(or_(lt(key, low), and_(eq(key, low), not_(low_in))), no)]),
+        if_(is_not_none(high), [if_(or_(gt(key, high), and_(eq(key, high), not_(high_in))), no)]),
+    ]
+    null_test = ast.Compare(left=is_none(subject), ops=[ast.IsNot()], comparators=[name(_WANTED)])
+    return [
+        for_((_FIELD, *_RANGE), name("ranges"), ranges_loop),
+        for_((_FIELD, _WANTED), name("nulls"), [if_(null_test, [return_(const(False))])]),
+    ]

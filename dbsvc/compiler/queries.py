@@ -21,7 +21,11 @@ Generated per model `m` (docs/guide/queries.md, decisions in docs/decisions.md):
   `limit=0` is allowed and pages no records (`total` still counts every match); a larger
   limit is clamped to `MAX_LIMIT`.
 - `key_m__f(value)` for float and datetime fields (every other key is the value itself);
-  `match_m(record, filters)`: straight-line, one `if` per filterable field.
+  `match_m(record, filters, ranges=(), nulls=())`: straight-line, one `if` per filterable
+  field, then the operators' loops (compiler/operators.py `operator_tests`); `passes_m(row,
+  filters)` the filter test on a stored row.
+- `parse_feed_query_m` takes the list's operators too (not `cursor`), and refuses `sort`,
+  `limit`, `offset` and `cursor`: a feed has no pages.
 
 Every `BadQuery` detail names the offending parameter or value with `repr` and lists what
 would have been accepted. Imports only the schema IR, sibling helpers and the stdlib.
@@ -62,14 +66,17 @@ from dbsvc.compiler.nodes import (
     tuple_,
 )
 from dbsvc.compiler.operators import (
+    MATCH_PARAMS,
     allowed_operators,
     build_bounds,
+    feed_paging_refusal,
     key_from_text,
     operator_branches,
     operator_finish,
     operator_refusal,
     operator_result,
     operator_state,
+    operator_tests,
 )
 from dbsvc.schema.ir import Field, FieldType, Model, Schema
 
@@ -184,13 +191,17 @@ def keyed_fields(model: Model) -> list[Field]:
 
 
 def build_match(schema: Schema, model: Model, stored_row: bool = False) -> ast.FunctionDef:
-    """`match_m(record, filters)`: True when the record passes every filter. With
-    `stored_row`, `passes_m(row, filters)`: the same test on the storage's form of a
-    record, its values in declaration order (a tuple), read by position. (Not
-    `match_row_m`: the `match` of a model named `RowM` would take that name.)"""
+    """`match_m(record, filters, ranges=(), nulls=())`: True when the record passes every
+    filter and, for a feed, every operator (`Query.ranges`, `Query.nulls`: compiler/
+    operators.py `operator_tests`). With `stored_row`, `passes_m(row, filters)`: the filter
+    test on the storage's form of a record, its values in declaration order (a tuple), read
+    by position (storage serves operators from its indexes). (Not `match_row_m`: the
+    `match` of a model named `RowM` would take that name.)"""
     keys = "_dbsvc_keys"
     subject = "row" if stored_row else "record"
-    body: Stmts = [if_(not_(name("filters")), [return_(const(True))])]
+    params = ["filters"] if stored_row else ["filters", *MATCH_PARAMS]
+    nothing = and_(*[not_(name(p)) for p in params]) if len(params) > 1 else not_(name("filters"))
+    body: Stmts = [if_(nothing, [return_(const(True))])]
     for position, field in enumerate(model.fields):
         if not field.filterable:
             continue
@@ -201,12 +212,14 @@ def build_match(schema: Schema, model: Model, stored_row: bool = False) -> ast.F
             assign(keys, call(ast.Attribute(value=name("filters"), attr="get", ctx=ast.Load()), const(field.name))),
             if_(and_(is_not_none(name(keys)), not_in(stored, name(keys))), [return_(const(False))]),
         ]
+    if not stored_row:
+        body += operator_tests(model)
     body.append(return_(const(True)))
-    doc = (
-        origin(schema, model.line, model.name)
-        + f"\n\nTrue when `{subject}` passes every filter (OR within a field, AND across)."
-    )
-    return function(per_model("passes" if stored_row else "match", model), [subject, "filters"], doc, body)
+    what = "every filter (OR within a field, AND across)" + ("" if stored_row else " and every operator")
+    doc = origin(schema, model.line, model.name) + f"\n\nTrue when `{subject}` passes {what}."
+    matcher = function(per_model("passes" if stored_row else "match", model), [subject, *params], doc, body)
+    matcher.args.defaults = [tuple_([]) for _ in params[1:]]
+    return matcher
 
 
 # ---------------------------------------------------------------------------------------
@@ -415,17 +428,34 @@ def build_parse_get_query(schema: Schema, model: Model) -> ast.FunctionDef:
 
 
 def build_parse_feed_query(schema: Schema, model: Model) -> ast.FunctionDef:
+    """The feed parser: filters, the list's operators (no `cursor`), projection, after.
+    `sort`, `limit`, `offset` and `cursor` are refused with the reason."""
     branches = _filter_branches(model)
     branches.append(_projection_branch(model))
     branches.append((eq(name(_NAME), const("after")), _count("_dbsvc_after", "after", "a non-negative integer offset")))
+    branches += operator_branches(model, cursor=False)
+    allowed = _allowed_text(model, ["projection", "after"], True)
+    operators = allowed_operators(model)
+    if operators:
+        allowed = f"{allowed}; operators {operators}"
+    branches.append(feed_paging_refusal(allowed))
+    branches.append(operator_refusal(model, allowed))
     state = {
         "_dbsvc_filters": ast.Dict(keys=[], values=[]),
         "_dbsvc_projection": const(None),
         "_dbsvc_after": const(None),
+        **operator_state(cursor=False),
     }
-    result = {"filters": _filter_sets(), "projection": name("_dbsvc_projection"), "after": name("_dbsvc_after")}
-    allowed = _allowed_text(model, ["projection", "after"], True)
-    doc = "\n\nFeed query string (/subscribe, /live-query: filters, projection, after) -> Query; raises BadQuery."
+    result = {
+        "filters": _filter_sets(),
+        "projection": name("_dbsvc_projection"),
+        "after": name("_dbsvc_after"),
+        **operator_result(cursor=False),
+    }
+    doc = (
+        "\n\nFeed query string (/subscribe, /live-query: filters, operators, projection, after) -> Query;"
+        "\nraises BadQuery. A feed has no pages: sort, limit, offset and cursor are refused."
+    )
     return _parser(schema, model, "parse_feed_query", doc, branches, allowed, state, [], result)
 
 

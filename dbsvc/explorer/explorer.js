@@ -1,8 +1,10 @@
 /* dbsvc explorer: reads and watches a dbsvc service through its public API only.
  *
  * Models, fields, filters, sort keys and projections come from /openapi.json; records from
- * GET /api/<model>; time travel is ?as_of=<watermark>; Live follows /live-query/<model>
- * (the table) and /subscribe/<model> (the feed pane) with the same filters; the Service
+ * GET /api/<model>, a page at a time by the cursor of its `Link: rel="next"` header; the
+ * query form (exact filters, ranges, prefixes, null tests) is explorer-query.js; time travel
+ * is ?as_of=<watermark>; Live follows /live-query/<model> (the table) and /subscribe/<model>
+ * (the feed pane) with the same conditions; the Service
  * pane shows /metrics and /snapshot. A token kept in sessionStorage goes out as
  * `Authorization: Bearer` and as the `bearer.<JWT>` WebSocket subprotocol.
  *
@@ -16,11 +18,13 @@
   const LIVE_ROWS = 500;        // live mode shows at most this many rows of the result set
   const FEED_ROWS = 200;        // the feed pane keeps this many events
   const $ = (id) => document.getElementById(id);
+  const Q = window.DbsvcQuery;  // explorer-query.js
 
   const state = {
-    models: [], model: null, filters: {}, sort: [], limit: 20, offset: 0,
+    models: [], model: null, filters: {}, sort: [], limit: 20,
     projection: "", asOf: null, live: false, head: {},
   };
+  const pages = new Q.Pages();  // the cursor pages followed (Next / Previous)
   let pageSeq = 0;              // the newest page read; older answers are dropped
   let feeds = [];               // the open sockets of live mode
   let liveRecords = new Map();  // id -> record: the live query's result set
@@ -122,8 +126,9 @@
             const shape = schemas[`${name}.projection.${p}`];
             model.projections[p] = shape ? Object.keys(shape.properties || {}) : [];
           }
-        } else if (param.schema && param.schema.type === "array") {
-          model.filters.push({name: param.name, values: enumOf(param.schema.items)});
+        } else {
+          const condition = Q.conditionOf(param, enumOf);  // a filter or an operator
+          if (condition) model.filters.push(condition);
         }
       }
       const itemGet = (doc.paths[path + "/{id}"] || {}).get;
@@ -134,6 +139,7 @@
         const ref = /^references `([^`]+)`/.exec((s && s.description) || "");
         return {name: field, ref: ref ? ref[1] : null};
       });
+      model.filters = Q.ordered(model.filters, model.fields);
       models.push(model);
     }
     return models;
@@ -142,12 +148,7 @@
   // ---------------------------------------------------------------- state <-> URL
 
   function filterParams() {
-    const params = new URLSearchParams();
-    for (const f of state.model.filters) {
-      const value = state.filters[f.name];
-      if (value !== undefined && value !== "") params.append(f.name, value);
-    }
-    return params;
+    return Q.params(state.model.filters, state.filters);
   }
 
   function feedParams() {
@@ -160,13 +161,14 @@
     const params = feedParams();
     if (state.sort.length) params.set("sort", state.sort.map((k) => (k.desc ? "-" : "") + k.field).join(","));
     params.set("limit", String(state.limit));
-    if (state.offset) params.set("offset", String(state.offset));
+    if (pages.cursor) params.set("cursor", pages.cursor);
     if (state.asOf !== null) params.set("as_of", String(state.asOf));
     return params;
   }
 
   function writeHash() {
     const params = listParams();
+    params.delete("cursor");   // a page's place is this tab's walk, not part of the link
     if (state.live) params.set("live", "1");
     history.replaceState(null, "", "#/" + state.model.kebab + "?" + params.toString());
   }
@@ -183,7 +185,7 @@
       .map((k) => ({field: k.replace(/^-/, ""), desc: k.startsWith("-")}))
       .filter((k) => model.sortable.includes(k.field));
     state.limit = number("limit", 20);
-    state.offset = number("offset", 0);
+    pages.reset();
     state.projection = model.projections[params.get("projection")] ? params.get("projection") : "";
     state.asOf = params.has("as_of") ? number("as_of", null) : null;
     state.live = params.get("live") === "1";
@@ -260,7 +262,7 @@
     } else {
       state.sort = [{field, desc: false}];
     }
-    state.offset = 0;
+    pages.reset();
     renderHead();
     writeHash();
     if (state.live) renderLive(); else loadPage();
@@ -277,11 +279,14 @@
       if (seq !== pageSeq) return;
       if (state.asOf === null) setHead(model.name, Number(headers.get("Dbsvc-Watermark")));
       renderRows(body.data);
-      const last = body.offset + body.data.length;
+      pages.shown = body.data.length;
+      pages.next = Q.nextCursor(headers.get("Link"));
+      const last = pages.start + body.data.length;
       $("page-state").textContent = body.total
-        ? `${body.offset + 1}–${last} of ${body.total}` : "no records";
-      $("prev").disabled = body.offset === 0;
-      $("next").disabled = last >= body.total;
+        ? (body.data.length ? `${pages.start + 1}–${last} of ${body.total}` : `none here of ${body.total}`)
+        : "no records";
+      $("prev").disabled = !pages.back.length;
+      $("next").disabled = !pages.next;
       setStatus(state.asOf === null ? "" : `Showing ${model.name} as it was at watermark ${state.asOf} (of ${state.head[model.name]}).`);
       table.dataset.state = "page";
     } catch (error) {
@@ -317,6 +322,7 @@
     const slider = $("as-of");
     const value = Number(slider.value);
     state.asOf = value >= Number(slider.max) ? null : value;
+    pages.reset();
     renderSlider();
     clearTimeout(sliderTimer);
     sliderTimer = setTimeout(() => { writeHash(); loadPage(); }, 120);
@@ -501,22 +507,12 @@
       if (a.dataset.model === model.kebab) a.setAttribute("aria-current", "page"); else a.removeAttribute("aria-current");
     }
     const form = $("filters");
-    const inputs = model.filters.map((f) => {
-      let input;
-      if (f.values) {
-        input = el("select", {name: f.name}, el("option", {value: ""}, "any"));
-        for (const v of f.values) input.append(el("option", {value: v}, v));
-      } else {
-        input = el("input", {type: "text", name: f.name, placeholder: "any", spellcheck: false});
-      }
-      input.value = state.filters[f.name] || "";
-      return el("label", {}, f.name + " ", input);
-    });
+    const inputs = Q.inputs(model.filters, state.filters);
     form.replaceChildren(...inputs);
     if (inputs.length) {
       form.append(el("button", {type: "submit"}, "Filter"), el("button", {type: "reset"}, "Clear"));
     } else {
-      form.append(el("span", {class: "muted"}, "no @filter fields"));
+      form.append(el("span", {class: "muted"}, "no @filter or @sort fields"));
     }
     const projection = $("projection");
     projection.replaceChildren(el("option", {value: ""}, "all fields"),
@@ -534,12 +530,12 @@
 
   function readFilters() {
     for (const f of state.model.filters) state.filters[f.name] = $("filters").elements[f.name].value.trim();
-    state.offset = 0;
     refresh();
   }
 
   /** Show the current state: a fresh live query, or the page read again. */
   function refresh() {
+    pages.reset();
     writeHash();
     renderControls();
     if (state.live) startLive(); else loadPage();
@@ -616,18 +612,17 @@
     $("filters").addEventListener("change", (e) => { if (e.target.tagName === "SELECT") readFilters(); });
     $("filters").addEventListener("reset", () => setTimeout(readFilters));
     $("projection").addEventListener("change", () => { state.projection = $("projection").value; refresh(); });
-    $("limit").addEventListener("change", () => { state.limit = Number($("limit").value); state.offset = 0; refresh(); });
+    $("limit").addEventListener("change", () => { state.limit = Number($("limit").value); refresh(); });
     $("live").addEventListener("change", () => {
       if (!$("live").checked) stopLive();
       state.live = $("live").checked;
       state.asOf = null;
-      state.offset = 0;
       refresh();
     });
     $("as-of").addEventListener("input", onSlider);
     $("as-of-now").addEventListener("click", () => { state.asOf = null; refresh(); });
-    $("prev").addEventListener("click", () => { state.offset = Math.max(0, state.offset - state.limit); refresh(); });
-    $("next").addEventListener("click", () => { state.offset += state.limit; refresh(); });
+    $("prev").addEventListener("click", () => { pages.backward(); loadPage(); });
+    $("next").addEventListener("click", () => { pages.forward(); loadPage(); });
     $("record-close").addEventListener("click", () => { $("record").hidden = true; });
     $("ops-refresh").addEventListener("click", refreshOps);
     window.addEventListener("hashchange", selectFromHash);

@@ -33,6 +33,7 @@ ASSETS: dict[str, tuple[str, str]] = {
     "": ("index.html", "text/html; charset=utf-8"),
     "explorer.css": ("explorer.css", "text/css; charset=utf-8"),
     "explorer.js": ("explorer.js", "text/javascript; charset=utf-8"),
+    "explorer-query.js": ("explorer-query.js", "text/javascript; charset=utf-8"),  # the query form
 }
 
 CONTENT_SECURITY_POLICY = (

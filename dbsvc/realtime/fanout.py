@@ -3,7 +3,7 @@
 Job: the broker's fast path for the common case of many sockets with the same feed (10,000
 browsers on `/subscribe/user`). Sans-IO, like the rest of the package.
 
-A feed without filters decides every event by its kind, model and projection alone (and,
+A feed without filters or operators decides every event by its kind, model and projection alone (and,
 under access rules, its scope: whatever `FeedSpec` compares equal on). Such feeds are
 *plain*, and the plain feeds of one model with equal specs form a `Group`. Per drain of the
 broker (broker.py rule 1):
@@ -169,7 +169,7 @@ def plain_key(spec: FeedSpec) -> tuple[Any, str | None] | None:
     """The group key of a feed that may be plain (rule 4), or None. A feed under an access
     rule that does not show it everything is never plain: a pinned Scope is routed by its
     keys (broker.py rule 2), so an owner's write costs only its owner's feeds."""
-    if spec.filters or (spec.scope is not None and not spec.scope.everything):
+    if spec.conditions or (spec.scope is not None and not spec.scope.everything):
         return None
     return spec.kind, spec.projection
 

@@ -1,9 +1,13 @@
 """What a feed sends for an event: the change-feed and live-query transforms, sans-IO.
 
-A feed is a `FeedSpec`: a model, the filters of its query string (parsed by the generated
-`parse_feed_query`), an optional projection, and its kind (`/subscribe` or `/live-query`).
-Given a committed row event, the spec decides which frame, if any, its socket gets; the
-decision is the generated matcher's (`CompiledModel.match`), never interpreted here.
+A feed is a `FeedSpec`: a model, the filters and operators of its query string (parsed by
+the generated `parse_feed_query`: exact filters, `field__gt`/`__gte`/`__lt`/`__lte`/
+`__prefix` ranges, `field__null` tests), an optional projection, and its kind (`/subscribe`
+or `/live-query`). Given a committed row event, the spec decides which frame, if any, its
+socket gets; whether a record is in the query is the generated matcher's decision
+(`CompiledModel.match(record, filters, ranges, nulls)`), never interpreted here. A record
+"matches" below when it passes all of them: an update moving a record into a range is an
+`Added`, out of it a `Removed`.
 
 Change feed (docs/guide/realtime.md, docs/realtime.md), for a spec on model M:
 - a row event of M: insert and delete pass when their record matches, update when its
@@ -66,6 +70,8 @@ from dbsvc.storage.events import ChangeEvent, EventKind, event_payload
 from dbsvc.storage.logfile import frame_payload
 
 Lookup = Callable[[str, Any], "dict | None"]  # (model name, id) -> current record
+Ranges = tuple[tuple[str, Any, bool, Any, bool], ...]  # Query.ranges
+Nulls = tuple[tuple[str, bool], ...]  # Query.nulls
 
 
 class FeedKind(enum.Enum):
@@ -232,6 +238,17 @@ class FeedSpec:
     projection: str | None
     scope: Scope | None = None  # the token's `subscribe` Scope; None: the model has no rules
     link_scopes: Mapping[str, Scope] = dataclass_field(default_factory=dict)  # child model -> Scope; absent: no rules
+    ranges: Ranges = ()  # the query's `field__gt`... and `__prefix` (Query.ranges)
+    nulls: Nulls = ()  # the query's `field__null` tests (Query.nulls)
+
+    @property
+    def conditions(self) -> bool:
+        """The query has a filter or an operator: not every record is in it."""
+        return bool(self.filters or self.ranges or self.nulls)
+
+    def matches(self, record: dict) -> bool:
+        """`record` passes the query: the generated matcher with the filters and operators."""
+        return self.model.match(record, self.filters, self.ranges, self.nulls)
 
     def route(self) -> tuple[str, frozenset] | None:
         """The (field, index keys) the broker files this feed under (broker.py rule 2), or
@@ -252,7 +269,7 @@ class FeedSpec:
 
     def in_view(self, record: dict | None) -> bool:
         """`record` passes the filters and the token may see it."""
-        if record is None or not self.model.match(record, self.filters):
+        if record is None or not self.matches(record):
             return False
         return self.scope is None or self.scope.visible(record)
 
@@ -261,18 +278,18 @@ class FeedSpec:
         if self.scope is not None and not self.scope.everything:
             return self._ruled_frame(frames)
         event = frames.event
-        match, filters = self.model.match, self.filters
+        match = self.matches
         kind = event.kind
         if self.kind is FeedKind.SUBSCRIBE:
-            if match(event.record, filters) or (kind is EventKind.UPDATE and match(event.previous, filters)):  # type: ignore[arg-type]
+            if match(event.record) or (kind is EventKind.UPDATE and match(event.previous)):  # type: ignore[arg-type]
                 return frames.change(self.projection)
             return None
         if kind is EventKind.INSERT:
-            was, now = False, match(event.record, filters)
+            was, now = False, match(event.record)
         elif kind is EventKind.UPDATE:
-            was, now = match(event.previous, filters), match(event.record, filters)  # type: ignore[arg-type]
+            was, now = match(event.previous), match(event.record)  # type: ignore[arg-type]
         else:
-            was, now = match(event.record, filters), False
+            was, now = match(event.record), False
         return self._delta(frames, was, now)
 
     def _ruled_frame(self, frames: EventFrames) -> bytes | None:
@@ -311,7 +328,7 @@ class FeedSpec:
         if self.kind is not FeedKind.SUBSCRIBE:
             return None
         scope = self.scope
-        if self.filters or (scope is not None and not scope.everything):
+        if self.conditions or (scope is not None and not scope.everything):
             if not self.in_view(link.parent):
                 return None
         if self.link_scopes:

@@ -14,7 +14,8 @@ A result set that fits one slice is one `Init` with `"complete": true` (docs/dec
 "Live query Init in slices").
 
 Rules:
-1. The snapshot is the list of matching ids at `O` (`store.live_ids`: no record read);
+1. The snapshot is the list of matching ids at `O` (`store.live_ids`: no record read; a
+   query's ranges and null tests are served by storage's range scans, storage/seek.py);
    records are read when their slice is built, at most `SLICE_BYTES` of JSON (or
    `SLICE_RECORDS` records) per slice, so a 100,000-record Init costs the loop one slice
    per turn and holds about 36 bytes per id, never the encoded result set.
@@ -82,6 +83,8 @@ class InitSlices:
         offset: int,
         limit: int,
         scope: Scope | None = None,
+        ranges: tuple = (),
+        nulls: tuple = (),
     ) -> None:
         self.model = model
         self.offset = offset
@@ -90,7 +93,9 @@ class InitSlices:
         self.projection = None if projection is None else model.project[projection]
         self._where = None if scope is None or scope.everything else scope.where
         self._ids: Sequence[Any] = (
-            [] if scope is not None and scope.nothing else store.live_ids(model.name, scoped_filters(filters, scope))
+            []
+            if scope is not None and scope.nothing
+            else store.live_ids(model.name, scoped_filters(filters, scope), ranges, nulls)
         )
         self._pos = 0
         self._seen = self.watermark  # model watermark of the last event observed

@@ -193,7 +193,9 @@ def test_feed_query_takes_filters_projection_after(row):
     assert query == Query(filters={"n": frozenset({1})}, projection="tiny", after=12)
     assert bad(row.parse_feed_query, [("after", "x")]) == "'after' must be a non-negative integer offset, got 'x'"
     assert bad(row.parse_feed_query, [("sort", "n")]) == (
-        f"unknown query parameter 'sort'; allowed: filters on {FILTERABLE}; projection, after"
+        "'sort' does not apply to a feed: /subscribe and /live-query have no pages (a live query's Init is the "
+        f"whole result set); allowed: filters on {FILTERABLE}; projection, after; operators __gt, __gte, __lt, "
+        f"__lte on {SORTABLE}; __prefix on s; __null on s, dt"
     )
 
 

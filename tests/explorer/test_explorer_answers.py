@@ -50,6 +50,7 @@ def page() -> ExplorerPage:
         ("/_/", "index.html", "text/html; charset=utf-8"),
         ("/_/explorer.css", "explorer.css", "text/css; charset=utf-8"),
         ("/_/explorer.js", "explorer.js", "text/javascript; charset=utf-8"),
+        ("/_/explorer-query.js", "explorer-query.js", "text/javascript; charset=utf-8"),
     ],
 )
 @pytest.mark.parametrize("method", ["GET", "HEAD"])
@@ -103,7 +104,7 @@ def test_an_unlisted_path_is_404_naming_it_and_the_files_there_are(page, path):
     with pytest.raises(NotFound) as missing:
         page.answer(get(path))
     assert missing.value.detail == (
-        f"no explorer file at {path!r}: expected one of /_/, /_/explorer.css, /_/explorer.js"
+        f"no explorer file at {path!r}: expected one of /_/, /_/explorer.css, /_/explorer.js, /_/explorer-query.js"
     )
 
 

@@ -251,7 +251,7 @@ def open_feed(broker: Broker, feed_spec: FeedSpec, **kw) -> Recorder:
 
 def test_an_owner_scoped_write_tests_only_its_owners_feeds(tmp_path):
     calls = []
-    counted = dataclasses.replace(POST, match=lambda record, filters: calls.append(1) or POST.match(record, filters))
+    counted = dataclasses.replace(POST, match=lambda record, *query: calls.append(1) or POST.match(record, *query))
     n = 2000
 
     async def body():

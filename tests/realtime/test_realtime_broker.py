@@ -71,7 +71,7 @@ def test_every_receiver_gets_the_same_frame_bytes(tmp_path):
 
 def test_routing_runs_the_matcher_only_for_feeds_the_event_may_reach(tmp_path):
     calls = []
-    counted = dataclasses.replace(USER, match=lambda record, filters: calls.append(1) or USER.match(record, filters))
+    counted = dataclasses.replace(USER, match=lambda record, *query: calls.append(1) or USER.match(record, *query))
 
     async def body():
         store = open_blog_store(tmp_path)

@@ -58,7 +58,7 @@ def test_a_feed_under_a_pinned_scope_is_routed_by_its_keys_not_grouped(tmp_path)
 
 def test_unfiltered_feeds_make_one_decision_per_event_not_one_per_socket(tmp_path):
     calls = []
-    counted = dataclasses.replace(USER, match=lambda record, filters: calls.append(1) or USER.match(record, filters))
+    counted = dataclasses.replace(USER, match=lambda record, *query: calls.append(1) or USER.match(record, *query))
 
     async def body():
         store = open_blog_store(tmp_path)
