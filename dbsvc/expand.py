@@ -20,8 +20,8 @@ docs/decisions.md, "expand"):
 4. `as_of=N`: each referenced model is read at the moment `N` names for the model read
    (`ServedStore.watermarks_at`, storage/instants.py: the last moment its watermark was N).
    The answer for a past watermark never changes within an epoch, so it is cached.
-5. Cost: one lookup per distinct referenced record per answer (`_Page`): twenty posts of
-   one author read and encode that author once. At most one level: an embedded record is
+5. Cost: one lookup per distinct referenced record per answer: twenty posts of one
+   author read and encode that author once. At most one level: an embedded record is
    never expanded itself.
 
 Imports runtime, rules and interfaces only (tests/test_layers.py, the `expand` row).
@@ -38,57 +38,8 @@ from dbsvc.runtime import CompiledModel, Query, Record, json_bytes
 
 Encode = Callable[[CompiledModel, Record], bytes]  # a live record's JSON (the app's cache)
 
-
-class _Page:
-    """The referenced records one answer embeds, each read and encoded once (rule 5)."""
-
-    __slots__ = ("claims", "encode", "found", "models", "moment", "store", "texts")
-
-    def __init__(
-        self,
-        store: ServedStore,
-        models: Mapping[str, CompiledModel],
-        moment: Mapping[str, int] | None,
-        claims: Claims,
-        encode: Encode,
-    ) -> None:
-        self.store = store
-        self.models = models
-        self.moment = moment  # model -> the watermark to read it at; None: the present
-        self.claims = claims
-        self.encode = encode
-        self.found: dict[tuple[str, Any], Record | None] = {}
-        self.texts: dict[tuple[str, Any, str | None], bytes | None] = {}
-
-    def entry(self, parent: str, key: Any, projection: str | None) -> bytes | None:
-        """The JSON of the referenced record `key` of `parent` (projected), or None."""
-        text_key = (parent, key, projection)
-        if text_key in self.texts:
-            return self.texts[text_key]
-        record = self.record(parent, key)
-        text: bytes | None = None
-        if record is not None:
-            model = self.models[parent]
-            if projection is not None:
-                text = json_bytes(model.project[projection](record))
-            elif self.moment is None:
-                text = self.encode(model, record)
-            else:  # a past version: not one for the live records' cache
-                text = json_bytes(record)
-        self.texts[text_key] = text
-        return text
-
-    def record(self, parent: str, key: Any) -> Record | None:
-        found_key = (parent, key)
-        if found_key in self.found:
-            return self.found[found_key]
-        as_of = None if self.moment is None else self.moment[parent]
-        record, _watermark = self.store.get(parent, key, as_of)
-        rules = self.models[parent].rules
-        if record is not None and rules is not None and not rules.get(record, self.claims):
-            record = None  # rule 2: hidden, as if absent
-        self.found[found_key] = record
-        return record
+# One asked field: (field, the referenced model, its projection or None, b'"field":')
+Step = tuple[str, CompiledModel, "str | None", bytes]
 
 
 class Expander:
@@ -100,7 +51,8 @@ class Expander:
         self.capacity = capacity
         # (epoch, model, as_of) -> every model's watermark then (rule 4), for past watermarks
         self._moments: dict[tuple[str, str, int], dict[str, int]] = {}
-        self._names = {field: json_bytes(field) for m in models for field, _parent in m.refs}
+        # (model, Query.expand) -> its steps: the parsed queries are few (readcache.py)
+        self._plans: dict[tuple[str, tuple[tuple[str, str | None], ...]], list[Step]] = {}
 
     def records(
         self,
@@ -111,23 +63,68 @@ class Expander:
         encoded: Sequence[bytes],
         claims: Claims,
     ) -> list[bytes]:
-        """Each of `encoded` (the JSON of `records`, projected or not) with its `_expand`."""
-        page = _Page(store, self.models, self.moment(store, model, query.as_of), claims, self.encode)
-        parents = dict(model.refs)
-        names = self._names
+        """Each of `encoded` (the JSON of `records`, projected or not) with its `_expand`.
+        Straight loops with the page's caches inline: the per-record work is a dict probe
+        per asked field (rule 5; bench/README.md, "expand")."""
+        moment = self.moment(store, model, query.as_of)
+        steps = self._plan(model, query.expand)
+        found: dict[tuple[str, Any], Record | None] = {}  # (model, id) -> record or None: one read each
+        texts: dict[tuple[str, Any], bytes | None] = {}  # (field, id) -> `"field":{...}` or None
         out = []
         for record, data in zip(records, encoded):
             entries = []
-            for field, projection in query.expand:
+            for field, parent, projection, prefix in steps:
                 key = record[field]
                 if key is None:
                     continue  # rule 2: a null reference has no entry
-                text = page.entry(parents[field], key, projection)
+                text = texts.get((field, key), b"")
+                if text == b"":
+                    text = self._entry(store, parent, key, projection, prefix, moment, claims, found)
+                    texts[(field, key)] = text
                 if text is not None:
-                    entries.append(names[field] + b":" + text)
+                    entries.append(text)
             joined = b'"_expand":{' + b",".join(entries) + b"}}"
             out.append(data[:-1] + (b"," + joined if len(data) > 2 else joined))
         return out
+
+    def _entry(
+        self,
+        store: ServedStore,
+        parent: CompiledModel,
+        key: Any,
+        projection: str | None,
+        prefix: bytes,
+        moment: Mapping[str, int] | None,
+        claims: Claims,
+        found: dict[tuple[str, Any], Record | None],
+    ) -> bytes | None:
+        """`"field":` and the JSON of the referenced record, or None (rule 2)."""
+        if (parent.name, key) in found:
+            record = found[(parent.name, key)]
+        else:
+            as_of = None if moment is None else moment[parent.name]
+            record, _watermark = store.get(parent.name, key, as_of)
+            rules = parent.rules
+            if record is not None and rules is not None and not rules.get(record, claims):
+                record = None  # hidden, as if absent
+            found[(parent.name, key)] = record
+        if record is None:
+            return None
+        if projection is not None:
+            return prefix + json_bytes(parent.project[projection](record))
+        if moment is None:
+            return prefix + self.encode(parent, record)
+        return prefix + json_bytes(record)  # a past version: not one for the live records' cache
+
+    def _plan(self, model: CompiledModel, expand: tuple[tuple[str, str | None], ...]) -> list[Step]:
+        steps = self._plans.get((model.name, expand))
+        if steps is None:
+            parents = dict(model.refs)
+            steps = [(f, self.models[parents[f]], p, json_bytes(f) + b":") for f, p in expand]
+            if len(self._plans) >= self.capacity:
+                del self._plans[next(iter(self._plans))]
+            self._plans[(model.name, expand)] = steps
+        return steps
 
     def moment(self, store: ServedStore, model: CompiledModel, as_of: int | None) -> dict[str, int] | None:
         """Where `as_of` on `model` reads every model (rule 4); None: the present."""
