@@ -118,3 +118,12 @@ def test_dbsvc_generate_shows_the_expand_parser_with_the_declared_names():
     assert "elif _dbsvc_field == 'tag':" in parser
     assert "_dbsvc_projection not in {'card', 'tiny'}" in parser or "_dbsvc_projection not in {'tiny', 'card'}" in parser
     assert "def parse_expand_person" not in source  # no @ref fields: no parser
+
+
+def test_a_field_may_not_be_named_expand():
+    """A `@filter` field named `expand` would take the parameter from the expand branch."""
+    from dbsvc.schema import SchemaErrors
+
+    with pytest.raises(SchemaErrors) as caught:
+        parse_schema("model M {\n  id int @id\n  expand str @filter\n}\n", "m.dbs")
+    assert "field name 'expand' is reserved for a query parameter" in str(caught.value.errors[0])
