@@ -122,7 +122,8 @@
             const shape = schemas[`${name}.projection.${p}`];
             model.projections[p] = shape ? Object.keys(shape.properties || {}) : [];
           }
-        } else if (param.schema && param.schema.type === "array") {
+        } else if (param.schema && param.schema.type === "array" && param.explode !== false) {
+          // a filter (repeatable); `expand` is a comma list (explode false), not a filter
           model.filters.push({name: param.name, values: enumOf(param.schema.items)});
         }
       }
