@@ -35,6 +35,7 @@ import os
 from typing import Any
 
 from dbsvc import __version__
+from dbsvc.compiler.expand import expand_params
 from dbsvc.compiler.openapi_parts import (
     JSON,
     PROBLEM_JSON,
@@ -54,7 +55,6 @@ from dbsvc.compiler.openapi_parts import (
     sort_parameter,
 )
 from dbsvc.compiler.openapi_rules import describe_rules
-from dbsvc.compiler.expand import expand_params
 from dbsvc.compiler.openapi_schemas import (
     add_expand_schemas,
     add_model_schemas,

@@ -229,7 +229,7 @@ def add_expand_schemas(schemas: dict[str, Any], models: tuple[Model, ...], model
     schemas[f"{model.name}._expand"] = object_schema(
         entries,
         [],
-        f"The records the `@ref` fields named by `expand` point to, in the order asked. An entry is "
+        "The records the `@ref` fields named by `expand` point to, in the order asked. An entry is "
         "absent when its reference is null or names a record the token may not read.",
     )
     for name in _plain_names(model):
