@@ -1,4 +1,4 @@
-"""Operators and cursor pages at scale (issue 34): range, prefix and cursor lists against a GET of one record.
+"""Operators, cursor pages and expand at scale (issue 34): lists against a GET of one record.
 
     python bench/query_bench.py [--records 1000000] [--duration 5] [--connections 16] [--data DIR]
 
@@ -12,12 +12,16 @@
 3. Loads each URL alone for `--duration` seconds and prints req/s, p50 and p99, each
    list's p50 as a multiple of the GET's, and the median time of requests sent one after
    another on one connection ("alone"; the only figure for `offset=` at the end, whose
-   requests outlast wrk's 2 s timeout):
+   requests outlast wrk's 2 s timeout), and the server's CPU time per request ("cpu us",
+   the steadiest figure on a shared machine):
    - `GET /api/blog-post/<id>`, the yardstick;
    - `score__gte=50&sort=-score&limit=20` (a range sorted by its own field: a seek);
    - `title__prefix=ab&limit=20` (a prefix in id order: the prefix's ids gathered and sorted);
    - `sort=-score&limit=20`, the first page, then the last page twice: by `cursor` (made
-     from the record at position N - 21, read once) and by `offset=N-20`.
+     from the record at position N - 21, read once) and by `offset=N-20`;
+   - `limit=20` against `limit=20&expand=author_id` and `...=author_id:card` (each post's
+     author embedded: 20 posts of ~20 distinct authors of 1,000; issue 34 item 4, run at
+     `--records 100000`).
 
 Figures in bench/README.md ("Operators and cursor pages").
 """
@@ -127,11 +131,17 @@ def main(argv: list[str]) -> int:
             "sort=-score&limit=20 (first page)": f"{base}?sort=-score&limit=20",
             "sort=-score&limit=20&cursor= (last page)": f"{base}?sort=-score&limit=20&cursor={cursor}",
             f"sort=-score&limit=20&offset={n - 20} (last page)": f"{base}?sort=-score&limit=20&offset={n - 20}",
+            # expand (issue 34 item 4): the same page of 20 bare, with each author embedded, and projected
+            "limit=20": f"{base}?limit=20",
+            "limit=20&expand=author_id": f"{base}?limit=20&expand=author_id",
+            "limit=20&expand=author_id:card": f"{base}?limit=20&expand=author_id:card",
         }
         check = get_json(port, urls["sort=-score&limit=20&cursor= (last page)"][len(f"http://127.0.0.1:{port}") :])
         assert len(check["data"]) == 20, check
         print(f"{n} posts; wrk -c{args.connections}, {args.duration:g} s each, server on core 0")
-        print(f"{'figure':52} {'req/s':>8} {'p50 ms':>8} {'p99 ms':>8} {'p50 / GET':>10} {'alone ms':>9}")
+        print(
+            f"{'figure':52} {'req/s':>8} {'p50 ms':>8} {'p99 ms':>8} {'p50 / GET':>10} {'alone ms':>9} {'cpu us':>7}"
+        )
         yardstick = None
         for label, url in urls.items():
             alone = sequential_ms(port, url[len(f"http://127.0.0.1:{port}") :], 15 if "offset=" not in url else 3)
@@ -142,7 +152,7 @@ def main(argv: list[str]) -> int:
             yardstick = yardstick or result["p50_ms"]
             print(
                 f"{label:52} {result['rps']:8.0f} {result['p50_ms']:8.2f} {result['p99_ms']:8.2f} "
-                f"{result['p50_ms'] / yardstick:10.2f} {alone:9.2f}"
+                f"{result['p50_ms'] / yardstick:10.2f} {alone:9.2f} {result['cpu_us_per_request']:7.0f}"
             )
     finally:
         stop_server(process)

@@ -29,7 +29,7 @@ from __future__ import annotations
 import difflib
 import json
 import logging
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 from urllib.parse import quote, unquote
 
@@ -46,6 +46,7 @@ from dbsvc.errors import (
     Unavailable,
     UnsupportedMediaType,
 )
+from dbsvc.expand import Expander
 from dbsvc.explorer import ExplorerPage
 from dbsvc.http.types import Deferred, Request, Response, Upgrade
 from dbsvc.index import build_index, root_redirect
@@ -73,7 +74,7 @@ from dbsvc.routes import (
     item_path,
 )
 from dbsvc.rules import Claims, Refusals
-from dbsvc.runtime import CompiledModel, decode_body, json_bytes
+from dbsvc.runtime import CompiledModel, Query, Record, decode_body, json_bytes
 from dbsvc.schema.describe import schema_fingerprint
 
 log = logging.getLogger("dbsvc.app")
@@ -166,6 +167,7 @@ class Application:
         self.replica = replica  # a read replica's following status, else None
         self.encoded = EncodedRecords(list(self.models.values()))
         self.queries = ParsedQueries()
+        self.expander = Expander(list(self.models.values()), self.encoded.encode)  # `expand=` (dbsvc/expand.py)
         self.broker = broker
         self.fingerprint = schema_fingerprint(module.DESCRIPTION)
         # Access rules (dbsvc/access.py): whether the schema has any (`/metrics` shows the
@@ -365,7 +367,9 @@ class Application:
                 return Response(200, body, self._read_headers(watermark, query.as_of))
             query = scoped
         records, total, watermark, more = self.store.list_page(model.name, query)
-        if query.projection is not None:
+        if query.expand:
+            page = b",".join(self._expanded(model, query, records, claims))
+        elif query.projection is not None:
             project = model.project[query.projection]
             page = b",".join([json_bytes(project(record)) for record in records])
         else:
@@ -388,11 +392,22 @@ class Application:
             raise missing(model, key)
         if model.rules is not None:  # as_of: the rule asked of the record as it was
             self.access.check_get(model, model.rules, record, key, claims)
-        if query.projection is not None:
+        if query.expand:
+            body = self._expanded(model, query, [record], claims)[0]
+        elif query.projection is not None:
             body = json_bytes(model.project[query.projection](record))
         else:
             body = self.encoded.encode(model, record)
         return Response(200, body, self._read_headers(watermark, query.as_of))
+
+    def _expanded(self, model: CompiledModel, query: Query, records: Sequence[Record], claims: Claims) -> Sequence[bytes]:
+        """The records' JSON (projected, if asked) each with its `_expand` (dbsvc/expand.py)."""
+        if query.projection is not None:
+            project = model.project[query.projection]
+            encoded = [json_bytes(project(record)) for record in records]
+        else:
+            encoded = [self.encoded.encode(model, record) for record in records]
+        return self.expander.records(self.store, model, query, records, encoded, claims)
 
     # -- writes -------------------------------------------------------------------------
 

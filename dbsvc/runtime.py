@@ -92,7 +92,8 @@ class Query:
     `ranges` (one `(field, low, low inclusive, high, high inclusive)` per @sort field, None
     unbounded, never matching a null), `nulls` ((field, must be null) pairs) and `cursor`
     ((sort keys, id) of the record a page starts after) are the operators of
-    dbsvc/operators.py.
+    dbsvc/operators.py. `expand` lists the `@ref` fields whose records a get or a list
+    embeds under `_expand`, each with the referenced model's projection (dbsvc/expand.py).
     """
 
     filters: Filters = field(default_factory=dict)
@@ -106,6 +107,7 @@ class Query:
     ranges: tuple[tuple[str, Any, bool, Any, bool], ...] = ()
     nulls: tuple[tuple[str, bool], ...] = ()
     cursor: tuple[tuple[Any, ...], Any] | None = None
+    expand: tuple[tuple[str, str | None], ...] = ()  # (@ref field, projection or None), as asked
 
 
 class Matcher(Protocol):

@@ -72,6 +72,8 @@ ALLOWED: dict[str, frozenset[str]] = {
         # access rules on the REST routes (issue 31): what a compiled rule's answer means for a
         # request (404, 403, a list's narrowed query); the app asks it, nothing below does
         "access": ("errors", "rules", "runtime"),
+        # issue 34: `expand=`, the referenced records a get or a list embeds under `_expand`
+        "expand": ("rules", "runtime", "interfaces"),
         "config": ("errors", "schema", "storage", "http", "auth"),
         "exits": ("errors", "schema", "deps"),
         # issue 32: /metrics' request meters and text format; the read path's caches; /api/'s index
@@ -81,6 +83,7 @@ ALLOWED: dict[str, frozenset[str]] = {
         "app": (
             "dbsvc",
             "access",
+            "expand",
             "operators",
             "metrics",
             "readcache",

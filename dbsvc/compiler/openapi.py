@@ -35,11 +35,13 @@ import os
 from typing import Any
 
 from dbsvc import __version__
+from dbsvc.compiler.expand import expand_params
 from dbsvc.compiler.openapi_parts import (
     JSON,
     PROBLEM_JSON,
     error_response_components,
     errors_for,
+    expand_parameter,
     filter_parameters,
     header_components,
     id_parameter,
@@ -53,7 +55,14 @@ from dbsvc.compiler.openapi_parts import (
     sort_parameter,
 )
 from dbsvc.compiler.openapi_rules import describe_rules
-from dbsvc.compiler.openapi_schemas import add_model_schemas, object_schema, problem_schemas, record_or_projection, ref
+from dbsvc.compiler.openapi_schemas import (
+    add_expand_schemas,
+    add_model_schemas,
+    object_schema,
+    problem_schemas,
+    record_or_projection,
+    ref,
+)
 from dbsvc.routes import (
     LIVE_QUERY,
     OPERATIONAL,
@@ -81,7 +90,8 @@ def build_openapi(schema: Schema) -> dict[str, Any]:
     _add_operational(paths, schemas, schema)
     for model in schema.models:
         add_model_schemas(schemas, model)
-        _add_crud_paths(paths, model)
+        add_expand_schemas(schemas, schema.models, model)
+        _add_crud_paths(paths, model, expand_parameter(expand_params(schema, model)))
     http_paths = list(paths)
     for model in schema.models:
         _add_feed_paths(paths, model)
@@ -157,7 +167,7 @@ def _op_id(model: Model) -> str:
 # ---------------------------------------------------------------- responses
 
 
-def _add_crud_paths(paths: dict[str, Any], model: Model) -> None:
+def _add_crud_paths(paths: dict[str, Any], model: Model, expand: dict[str, Any] | None = None) -> None:
     name, kebab, oid = model.name, model.kebab, _op_id(model)
     read_headers = ("Dbsvc-Watermark", "Dbsvc-Offset")
     projection = projection_parameter(model)
@@ -175,6 +185,7 @@ def _add_crud_paths(paths: dict[str, Any], model: Model) -> None:
                 ref("cursor", "parameters"),
                 projection,
                 ref("as_of", "parameters"),
+                expand,
             ),
             "responses": {
                 "200": json_response("One page of matches.", ref(f"{name}.Page"), *read_headers, "Link"),
@@ -207,10 +218,12 @@ def _add_crud_paths(paths: dict[str, Any], model: Model) -> None:
             "tags": [name],
             "operationId": f"get_{oid}",
             "summary": f"Fetch one {name}",
-            "parameters": parameter_list(projection, ref("as_of", "parameters")),
+            "parameters": parameter_list(projection, ref("as_of", "parameters"), expand),
             "responses": {
                 "200": json_response(
-                    "The record (projected when `projection` is given).", record_or_projection(model), *read_headers
+                    "The record (projected when `projection` is given; with `_expand` when `expand` is).",
+                    record_or_projection(model, expanded=True),
+                    *read_headers,
                 ),
                 **errors_for(400, 401, 403, 404, 503),
             },

@@ -242,6 +242,23 @@ def projection_parameter(model: Model) -> dict[str, Any] | None:
     )
 
 
+def expand_parameter(values: list[str]) -> dict[str, Any] | None:
+    """`expand` (compiler/expand.py's `expand_params`: each `@ref` field, alone or with a
+    projection of the referenced model), a comma-separated list: form style, not exploded."""
+    if not values:
+        return None
+    described = parameter(
+        "expand",
+        "query",
+        "Embed the record each named `@ref` field points to under `_expand`, the record's last member, "
+        "in the order named (`field:projection` applies a projection of the referenced model). "
+        "One level; each field once; a null reference or a record the token may not read has no entry. "
+        f"Values: {', '.join(f'`{v}`' for v in values)}.",
+        {"type": "array", "items": {"type": "string", "enum": values}, "minItems": 1, "uniqueItems": True},
+    )
+    return {**described, "style": "form", "explode": False}
+
+
 def id_parameter(model: Model) -> dict[str, Any]:
     f = model.id_field
     return parameter("id", "path", f"The `{f.name}` of the `{model.name}` record.", scalar_schema(f), required=True)

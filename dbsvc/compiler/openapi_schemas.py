@@ -180,7 +180,7 @@ def add_model_schemas(schemas: dict[str, Any], model: Model) -> None:
         "type": "object",
         "description": f"One page of `{name}` records (projected when `projection` is given).",
         "properties": {
-            "data": {"type": "array", "items": record_or_projection(model)},
+            "data": {"type": "array", "items": record_or_projection(model, expanded=True)},
             "total": {"type": "integer", "minimum": 0, "description": "Matches before pagination."},
             "limit": {
                 "type": "integer",
@@ -198,10 +198,48 @@ def add_model_schemas(schemas: dict[str, Any], model: Model) -> None:
     )
 
 
-def record_or_projection(model: Model) -> dict[str, Any]:
-    if not model.projections:
-        return ref(model.name)
-    return {"anyOf": [ref(model.name)] + [ref(f"{model.name}.projection.{p.name}") for p in model.projections]}
+def _plain_names(model: Model) -> list[str]:
+    """The schemas a record of `model` may take without `_expand`: whole, or projected."""
+    return [model.name] + [f"{model.name}.projection.{p.name}" for p in model.projections]
+
+
+def record_or_projection(model: Model, expanded: bool = False) -> dict[str, Any]:
+    """A record of `model`: whole or projected and, with `expanded` (a get or a list answers
+    it; a feed never does) for a model with `@ref` fields, each of those with `_expand`
+    (`add_expand_schemas`)."""
+    names = _plain_names(model)
+    if expanded and any(f.ref for f in model.fields):
+        names += [f"{n}.Expanded" for n in names]
+    return ref(names[0]) if len(names) == 1 else {"anyOf": [ref(n) for n in names]}
+
+
+def add_expand_schemas(schemas: dict[str, Any], models: tuple[Model, ...], model: Model) -> None:
+    """`<Model>._expand` (one optional entry per `@ref` field: the referenced record, whole or
+    projected, never expanded itself) and a `.Expanded` twin of each plain record schema,
+    the same properties plus `_expand`, last (dbsvc/expand.py). After `add_model_schemas`."""
+    refs = [f for f in model.fields if f.ref]
+    if not refs:
+        return
+    by_name = {m.name: m for m in models}
+    entries: dict[str, Any] = {}
+    for f in refs:
+        names = _plain_names(by_name[str(f.ref)])
+        entry = ref(names[0]) if len(names) == 1 else {"anyOf": [ref(n) for n in names]}
+        entries[f.name] = {**entry, "description": f"The `{f.ref}` record `{f.name}` points to."}
+    schemas[f"{model.name}._expand"] = object_schema(
+        entries,
+        [],
+        "The records the `@ref` fields named by `expand` point to, in the order asked. An entry is "
+        "absent when its reference is null or names a record the token may not read.",
+    )
+    for name in _plain_names(model):
+        plain = schemas[name]
+        schemas[f"{name}.Expanded"] = {
+            **plain,
+            "description": f"{plain['description']} With `_expand` (`expand=`).",
+            "properties": {**plain["properties"], "_expand": ref(f"{model.name}._expand")},
+            "required": [*plain.get("required", []), "_expand"],
+        }
 
 
 # ---------------------------------------------------------------- parameters

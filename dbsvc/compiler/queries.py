@@ -20,6 +20,8 @@ Generated per model `m` (docs/guide/queries.md, decisions in docs/decisions.md):
   is refused.
   `limit=0` is allowed and pages no records (`total` still counts every match); a larger
   limit is clamped to `MAX_LIMIT`.
+- `parse_expand_m(text)` for a model with `@ref` fields, and the `expand` branch of the
+  list and get parsers: compiler/expand.py.
 - `key_m__f(value)` for float and datetime fields (every other key is the value itself);
   `match_m(record, filters, ranges=(), nulls=())`: straight-line, one `if` per filterable
   field, then the operators' loops (compiler/operators.py `operator_tests`); `passes_m(row,
@@ -36,6 +38,7 @@ from __future__ import annotations
 import ast
 from collections.abc import Mapping
 
+from dbsvc.compiler.expand import EXPAND, build_expand, expand_allowed, expand_branch, expand_result
 from dbsvc.compiler.naming import DOT_SEGMENTS, DOT_SEGMENTS_WHY, RT, expected, field_list, origin, per_field, per_model
 from dbsvc.compiler.nodes import (
     Stmts,
@@ -374,9 +377,11 @@ def build_parse_list_query(schema: Schema, model: Model) -> ast.FunctionDef:
     branches.append(
         (eq(name(_NAME), const("as_of")), _count("_dbsvc_as_of", "as_of", "a non-negative integer watermark"))
     )
+    branches.append(expand_branch(model))
     branches += operator_branches(model)
     operators = allowed_operators(model)
-    allowed = _allowed_text(model, ["sort", "limit", "offset", "cursor", "projection", "as_of"], True)
+    params = ["sort", "limit", "offset", "cursor", "projection", "as_of", *expand_allowed(model)]
+    allowed = _allowed_text(model, params, True)
     if operators:
         allowed = f"{allowed}; operators {operators}"
     branches.append(operator_refusal(model, allowed))
@@ -397,6 +402,7 @@ def build_parse_list_query(schema: Schema, model: Model) -> ast.FunctionDef:
         "_dbsvc_offset": const(None),
         "_dbsvc_projection": const(None),
         "_dbsvc_as_of": const(None),
+        EXPAND: const(None),
         **operator_state(),
     }
     result = {
@@ -406,6 +412,7 @@ def build_parse_list_query(schema: Schema, model: Model) -> ast.FunctionDef:
         "offset": name("_dbsvc_offset"),
         "projection": name("_dbsvc_projection"),
         "as_of": name("_dbsvc_as_of"),
+        "expand": expand_result(),
         **operator_result(),
     }
     doc = (
@@ -420,11 +427,13 @@ def build_parse_get_query(schema: Schema, model: Model) -> ast.FunctionDef:
     branches = [
         _projection_branch(model),
         (eq(name(_NAME), const("as_of")), _count("_dbsvc_as_of", "as_of", "a non-negative integer watermark")),
+        expand_branch(model),
     ]
-    state = {"_dbsvc_projection": const(None), "_dbsvc_as_of": const(None)}
-    result = {"projection": name("_dbsvc_projection"), "as_of": name("_dbsvc_as_of")}
-    doc = "\n\nSingle-read query string (projection, as_of only) -> Query; raises BadQuery."
-    return _parser(schema, model, "parse_get_query", doc, branches, "projection, as_of", state, [], result)
+    state = {"_dbsvc_projection": const(None), "_dbsvc_as_of": const(None), EXPAND: const(None)}
+    result = {"projection": name("_dbsvc_projection"), "as_of": name("_dbsvc_as_of"), "expand": expand_result()}
+    allowed = ", ".join(["projection", "as_of", *expand_allowed(model)])
+    doc = "\n\nSingle-read query string (projection, as_of, expand) -> Query; raises BadQuery."
+    return _parser(schema, model, "parse_get_query", doc, branches, allowed, state, [], result)
 
 
 def build_parse_feed_query(schema: Schema, model: Model) -> ast.FunctionDef:
@@ -465,6 +474,7 @@ def build_queries(schema: Schema, model: Model) -> Stmts:
     out += [build_key(schema, model, f) for f in keyed_fields(model) if f.type in KEYED_TYPES]
     out += [build_filter(schema, model, f) for f in model.fields if f.filterable]
     out += build_bounds(schema, model)
+    out += build_expand(schema, model)
     out.append(build_match(schema, model))
     out.append(build_match(schema, model, stored_row=True))
     out.append(build_parse_sort(schema, model))

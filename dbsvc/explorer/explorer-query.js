@@ -32,6 +32,7 @@ window.DbsvcQuery = (() => {
   /** The condition a list parameter stands for, or null: {name, field, op, values}. */
   function conditionOf(param, enumOf) {
     const schema = param.schema || {};
+    if (schema.type === "array" && param.explode === false) return null;  // `expand`: a comma list, not a filter
     if (schema.type === "array") return {name: param.name, field: param.name, op: "exact", values: enumOf(schema.items)};
     const match = /^(.+)__([a-z]+)$/.exec(param.name);
     if (!match || !(match[2] in OPERATORS)) return null;   // __gt and __lt: "from"/"to" cover them

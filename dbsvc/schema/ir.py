@@ -39,7 +39,7 @@ class FieldType(enum.Enum):
 
 
 ID_TYPES = frozenset({FieldType.INT, FieldType.STR, FieldType.UUID})
-RESERVED_FIELD_NAMES = frozenset({"sort", "limit", "offset", "projection", "as_of", "after", "cursor"})
+RESERVED_FIELD_NAMES = frozenset({"sort", "limit", "offset", "projection", "as_of", "after", "cursor", "expand"})
 
 
 class DefaultKind(enum.Enum):

@@ -8,6 +8,7 @@ The API the application is written against (docs/architecture.md, "storage")::
     record, watermark          = store.get("User", 7, as_of=None)
     records, total, watermark  = store.list_records("User", query)
     store.watermarks(), store.live_counts(), store.head_offset, store.epoch, store.oldest_offset
+    store.watermarks_at("BlogPost", 5)                          # every model then (instants.py)
     health             = store.health(retry=False)             # WriteHealth: state, detail
     record             = await store.insert("User", record)     # id None: max ever used + 1
     previous, record   = await store.replace("User", 7, record)
@@ -91,7 +92,7 @@ from typing import Any
 
 from dbsvc.errors import NotFound
 from dbsvc.runtime import INT64_MAX, CompiledModel, Filters, Query
-from dbsvc.storage import batch, files, follow, history, recovery, retain
+from dbsvc.storage import batch, files, follow, history, instants, recovery, retain
 from dbsvc.storage.changes import Callback, ChangeStream
 from dbsvc.storage.commit import BATCH_BOUNDS, CommitQueue, LogWriter, WriteHealth
 from dbsvc.storage.compact import SNAPSHOT_NAME
@@ -266,6 +267,11 @@ class Store:
 
     def watermarks(self) -> dict[str, int]:
         return {name: t.watermark for name, t in self._tables.items()}
+
+    def watermarks_at(self, model: str, n: int) -> dict[str, int]:
+        """Every model's watermark at the last moment `model`'s was `n`: where `as_of=n` on
+        `model` reads the other models (`expand=`; instants.py)."""
+        return instants.watermarks_at(self, model, n)
 
     def live_counts(self) -> dict[str, int]:
         return {name: len(t.live) for name, t in self._tables.items()}

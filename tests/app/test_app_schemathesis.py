@@ -67,6 +67,9 @@ KNOWN_LIMITS = (
     # the same field twice in `sort`: only a regular expression with look-aheads could say
     # so, and generators (hypothesis' from_regex) refuse those.
     (400, "bad_query", "given twice in"),
+    # `expand=author_id,author_id:card`: two distinct values naming one field, which
+    # `uniqueItems` cannot see (only a look-ahead could, as for `sort`).
+    (400, "bad_query", "expand names"),
 )
 
 

@@ -119,7 +119,7 @@ def test_problem_bodies_keep_their_key_order_and_codes(rest):
     assert problem(shop.get("/api/book?nope=1")) == (
         b'{"type": "about:blank", "title": "Bad Request", "status": 400, "code": "bad_query", '
         b"\"detail\": \"unknown query parameter 'nope'; allowed: filters on author_id; "
-        b"sort, limit, offset, cursor, projection, as_of; operators __gt, __gte, __lt, __lte on title; "
+        b"sort, limit, offset, cursor, projection, as_of, expand; operators __gt, __gte, __lt, __lte on title; "
         b'__prefix on title", "request_id": "RID"}'
     )
 

@@ -218,7 +218,9 @@ def test_projection_parameter_enumerates_declared_names(inventory: dict) -> None
     assert list(stock["properties"]) == ["id", "sku", "quantity"]
     assert stock["required"] == ["id", "sku", "quantity"]
     items = inventory["components"]["schemas"]["Item.Page"]["properties"]["data"]["items"]
-    assert len(items["anyOf"]) == 3
+    plain = ["Item", "Item.projection.stock", "Item.projection.pricing"]  # then each with `_expand` (Item has a @ref)
+    names = [*plain, *(f"{n}.Expanded" for n in plain)]
+    assert items["anyOf"] == [{"$ref": f"#/components/schemas/{n}"} for n in names]
 
 
 def test_list_and_create_responses(blog: dict) -> None:

@@ -303,3 +303,13 @@ def test_a_token_for_another_tenant_is_refused_and_shows_nothing(serve, page, tm
     page.find_element(By.ID, "token").send_keys(idp.token(tenant="other"), Keys.ENTER)
     wait_for(page, lambda: "refused for this tenant" in page.find_element(By.ID, "status").text, "the 403")
     assert row_ids(page) == []
+
+
+def test_a_model_with_refs_gets_its_filters_and_no_expand_box(serve, page):
+    """`expand` is a comma list (an array parameter, form style, not exploded), not a filter."""
+    server = serve()
+    open_explorer(page, server.port, "#/blog-post")
+    wait_for_page(page, "/api/blog-post?limit=20")
+    boxes = [e.get_attribute("name") for e in page.find_elements(By.CSS_SELECTOR, "#filters select, #filters input")]
+    assert {"author_id", "published", "score"} <= set(boxes)
+    assert "expand" not in boxes

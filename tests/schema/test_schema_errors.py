@@ -409,7 +409,7 @@ CASES = [
             (
                 3,
                 3,
-                "field name 'limit' is reserved for a query parameter, expected another name (reserved: after, as_of, cursor, limit, offset, projection, sort)",
+                "field name 'limit' is reserved for a query parameter, expected another name (reserved: after, as_of, cursor, expand, limit, offset, projection, sort)",
             )
         ],
         id='reserved_name',

@@ -1,0 +1,140 @@
+"""Embedded references: the `_expand` member of a get or a list asked with `expand=`.
+
+The generated parser has already checked the parameter (compiler/expand.py): `Query.expand`
+holds `(field, projection or None)` pairs, each a `@ref` field of the model, each once, a
+projection one the referenced model declares. This module reads the referenced records and
+writes them into the answer (docs/guide/queries.md, "Embedded references"; the choices in
+docs/decisions.md, "expand"):
+
+1. Shape (PocketBase's): each record gets one more member, `_expand`, after all of its own
+   (after the projected ones under `projection=`), holding one entry per asked field in the
+   order asked: `{"id": 7, "author_id": 3, ..., "_expand": {"author_id": {"id": 3, ...}}}`.
+   `_expand` is there on every record of an expanded answer, `{}` when no entry is.
+2. An entry is absent, never null, when the reference is null, or when the referenced
+   record is one the token may not read (the referenced model's `get` rule): the record
+   itself, the page and its `total` are unchanged. A foreign key keeps references from
+   dangling; a reference to a record that did not exist at an `as_of` moment (rule 4) is
+   absent too.
+3. The reference is read from the whole record, so a projection that leaves the `@ref`
+   field out still expands it. An entry is the referenced record whole, or its `:projection`.
+4. `as_of=N`: each referenced model is read at the moment `N` names for the model read
+   (`ServedStore.watermarks_at`, storage/instants.py: the last moment its watermark was N).
+   The answer for a past watermark never changes within an epoch, so it is cached.
+5. Cost: one lookup per distinct referenced record per answer: twenty posts of one
+   author read and encode that author once. At most one level: an embedded record is
+   never expanded itself.
+
+Imports runtime, rules and interfaces only (tests/test_layers.py, the `expand` row).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+from dbsvc.interfaces import ServedStore
+from dbsvc.rules import Claims
+from dbsvc.runtime import CompiledModel, Query, Record, json_bytes
+
+Encode = Callable[[CompiledModel, Record], bytes]  # a live record's JSON (the app's cache)
+
+# One asked field: (field, the referenced model, its projection or None, b'"field":')
+Step = tuple[str, CompiledModel, "str | None", bytes]
+
+
+class Expander:
+    """Writes `_expand` into encoded records (module docstring). One per application."""
+
+    def __init__(self, models: Sequence[CompiledModel], encode: Encode, capacity: int = 256) -> None:
+        self.models = {m.name: m for m in models}
+        self.encode = encode
+        self.capacity = capacity
+        # (epoch, model, as_of) -> every model's watermark then (rule 4), for past watermarks
+        self._moments: dict[tuple[str, str, int], dict[str, int]] = {}
+        # (model, Query.expand) -> its steps: the parsed queries are few (readcache.py)
+        self._plans: dict[tuple[str, tuple[tuple[str, str | None], ...]], list[Step]] = {}
+
+    def records(
+        self,
+        store: ServedStore,
+        model: CompiledModel,
+        query: Query,
+        records: Sequence[Record],
+        encoded: Sequence[bytes],
+        claims: Claims,
+    ) -> list[bytes]:
+        """Each of `encoded` (the JSON of `records`, projected or not) with its `_expand`.
+        Straight loops with the page's caches inline: the per-record work is a dict probe
+        per asked field (rule 5; bench/README.md, "expand")."""
+        moment = self.moment(store, model, query.as_of)
+        steps = self._plan(model, query.expand)
+        found: dict[tuple[str, Any], Record | None] = {}  # (model, id) -> record or None: one read each
+        texts: dict[tuple[str, Any], bytes | None] = {}  # (field, id) -> `"field":{...}` or None
+        out = []
+        for record, data in zip(records, encoded):
+            entries = []
+            for field, parent, projection, prefix in steps:
+                key = record[field]
+                if key is None:
+                    continue  # rule 2: a null reference has no entry
+                text = texts.get((field, key), b"")
+                if text == b"":
+                    text = self._entry(store, parent, key, projection, prefix, moment, claims, found)
+                    texts[(field, key)] = text
+                if text is not None:
+                    entries.append(text)
+            joined = b'"_expand":{' + b",".join(entries) + b"}}"
+            out.append(data[:-1] + (b"," + joined if len(data) > 2 else joined))
+        return out
+
+    def _entry(
+        self,
+        store: ServedStore,
+        parent: CompiledModel,
+        key: Any,
+        projection: str | None,
+        prefix: bytes,
+        moment: Mapping[str, int] | None,
+        claims: Claims,
+        found: dict[tuple[str, Any], Record | None],
+    ) -> bytes | None:
+        """`"field":` and the JSON of the referenced record, or None (rule 2)."""
+        if (parent.name, key) in found:
+            record = found[(parent.name, key)]
+        else:
+            as_of = None if moment is None else moment[parent.name]
+            record, _watermark = store.get(parent.name, key, as_of)
+            rules = parent.rules
+            if record is not None and rules is not None and not rules.get(record, claims):
+                record = None  # hidden, as if absent
+            found[(parent.name, key)] = record
+        if record is None:
+            return None
+        if projection is not None:
+            return prefix + json_bytes(parent.project[projection](record))
+        if moment is None:
+            return prefix + self.encode(parent, record)
+        return prefix + json_bytes(record)  # a past version: not one for the live records' cache
+
+    def _plan(self, model: CompiledModel, expand: tuple[tuple[str, str | None], ...]) -> list[Step]:
+        steps = self._plans.get((model.name, expand))
+        if steps is None:
+            parents = dict(model.refs)
+            steps = [(f, self.models[parents[f]], p, json_bytes(f) + b":") for f, p in expand]
+            if len(self._plans) >= self.capacity:
+                del self._plans[next(iter(self._plans))]
+            self._plans[(model.name, expand)] = steps
+        return steps
+
+    def moment(self, store: ServedStore, model: CompiledModel, as_of: int | None) -> dict[str, int] | None:
+        """Where `as_of` on `model` reads every model (rule 4); None: the present."""
+        if as_of is None or as_of >= store.watermarks()[model.name]:
+            return None
+        key = (store.epoch, model.name, as_of)
+        moment = self._moments.get(key)
+        if moment is None:
+            moment = store.watermarks_at(model.name, as_of)
+            if len(self._moments) >= self.capacity:
+                del self._moments[next(iter(self._moments))]
+            self._moments[key] = moment
+        return moment

@@ -1,0 +1,78 @@
+"""dbsvc/expand.py without a server: a real store of the blog schema, the `Expander`, and a
+count of the store's reads (rule 5: one lookup per distinct referenced record per answer)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from dbsvc.expand import Expander
+from dbsvc.runtime import Query, json_bytes
+from dbsvc.storage.tenants import create_tenant
+from support.storage import BLOG, open_store, post, run, user
+
+POST = BLOG.BY_NAME["BlogPost"]
+
+
+class CountingStore:
+    """The real store, with its `get` calls counted: (model, id, as_of) each."""
+
+    def __init__(self, store: Any) -> None:
+        self.store = store
+        self.gets: list[tuple[str, Any, int | None]] = []
+
+    def get(self, model: str, id: Any, as_of: int | None = None):
+        self.gets.append((model, id, as_of))
+        return self.store.get(model, id, as_of)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.store, name)
+
+
+def filled(tmp_path):
+    store = open_store(create_tenant(str(tmp_path), "t"), sync="off")
+    for i in (1, 2, 3):
+        run(store.insert("User", user(i)))
+    for i in range(1, 21):
+        run(store.insert("BlogPost", post(i, author=1 + i % 3)))
+    return store
+
+
+def test_a_page_of_twenty_posts_by_three_authors_reads_each_author_once(tmp_path):
+    store = filled(tmp_path)
+    try:
+        counting = CountingStore(store)
+        expander = Expander(BLOG.MODELS, lambda model, record: json_bytes(record))
+        records, _total, _wm = store.list_records("BlogPost", Query(limit=20))
+        query = Query(expand=(("author_id", "card"),))
+        out = expander.records(counting, POST, query, records, [json_bytes(r) for r in records], {})
+        assert sorted(counting.gets) == [("User", 1, None), ("User", 2, None), ("User", 3, None)]
+        assert out[0] == json_bytes(records[0])[:-1] + b',"_expand":{"author_id":{"id":2,"name":"user 2"}}}'
+        assert len(out) == 20
+    finally:
+        store.close()
+
+
+def test_a_past_moment_is_asked_of_the_store_once_per_watermark(tmp_path):
+    store = filled(tmp_path)
+    try:
+        asked: list[tuple[str, int]] = []
+
+        class Moments(CountingStore):
+            def watermarks_at(self, model: str, n: int) -> dict[str, int]:
+                asked.append((model, n))
+                return self.store.watermarks_at(model, n)
+
+        counting = Moments(store)
+        expander = Expander(BLOG.MODELS, lambda model, record: json_bytes(record))
+        record, _wm = store.get("BlogPost", 1, as_of=5)
+        query = Query(as_of=5, expand=(("author_id", None),))
+        for _ in range(3):
+            expander.records(counting, POST, query, [record], [json_bytes(record)], {})
+        assert asked == [("BlogPost", 5)]
+        assert counting.gets == [("User", 2, 3)] * 3  # users 1..3 were written before post 1
+        # the present watermark is not a past moment: nothing asked, read live
+        now = Query(as_of=20, expand=(("author_id", None),))
+        expander.records(counting, POST, now, [record], [json_bytes(record)], {})
+        assert asked == [("BlogPost", 5)] and counting.gets[-1] == ("User", 2, None)
+    finally:
+        store.close()
