@@ -23,7 +23,8 @@ Rules:
 4. Both headers may arrive on several lines: the lines are one comma-separated list
    (RFC 9110 §5.3). A value that is not `*` or a list of entity tags is 400 `bad_request`
    naming the header, the value and what was expected; `*` inside a list is malformed.
-   Empty list elements are allowed (§5.6.1).
+   Empty list elements are allowed, and so is an empty list (§5.6.1): no tag matches it,
+   so an empty If-Match fails (412) and an empty If-None-Match holds.
 
 Imports errors and http.types only; no h11.
 """
@@ -56,7 +57,8 @@ def _etagc(c: str) -> bool:
 
 
 def parse_tags(name: str, value: str) -> tuple[Tag, ...] | None:
-    """The entity tags of an If-Match / If-None-Match value, None for `*` (rule 4)."""
+    """The entity tags of an If-Match / If-None-Match value, None for `*` (rule 4); an
+    empty list for an empty value (RFC 9110 §5.6.1: `#entity-tag` may have no element)."""
     text = value.strip(" \t")
     if text == ANY:
         return None
@@ -78,8 +80,6 @@ def parse_tags(name: str, value: str) -> tuple[Tag, ...] | None:
             i += 1
         if i < n and text[i] != ",":
             raise _malformed(name, value)
-    if not tags:
-        raise _malformed(name, value)
     return tuple(tags)
 
 
@@ -101,8 +101,8 @@ def _field(request: Request, name: str) -> str | None:
 
 @dataclass(frozen=True, slots=True)
 class Conditions:
-    """A request's If-Match and If-None-Match, parsed: `None` for an absent header, an
-    empty tuple never (a list holds at least one tag), `ANY` for `*`."""
+    """A request's If-Match and If-None-Match, parsed: `None` for an absent header, `ANY`
+    for `*`, else the tags (maybe none)."""
 
     if_match: tuple[Tag, ...] | str | None
     if_none_match: tuple[Tag, ...] | str | None
@@ -133,12 +133,8 @@ class Conditions:
         """Rules 2-3 for a write to `what` ("Post 3") at its current `version` (0: none):
         PreconditionFailed unless both conditions hold."""
         if not self.matches(version):
-            now = f'is at version "{version}"' if version else "does not exist"
-            raise PreconditionFailed(
-                f"If-Match {_shown(self.if_match)} does not match: {what} {now}; "
-                "read it again and retry with its ETag",
-                version,
-            )
+            now = f'is at version "{version}"; read it again and retry with its ETag' if version else "does not exist"
+            raise PreconditionFailed(f"If-Match {_shown(self.if_match)} does not match: {what} {now}", version)
         if not self.none_match(version):
             raise PreconditionFailed(
                 f'If-None-Match {_shown(self.if_none_match)} matches: {what} is at version "{version}"', version
@@ -148,6 +144,8 @@ class Conditions:
 def _shown(tags: tuple[Tag, ...] | str | None) -> str:
     if isinstance(tags, str) or tags is None:
         return "*"
+    if not tags:
+        return "(empty)"
     return ", ".join(("W/" if weak else "") + opaque for weak, opaque in tags)
 
 
@@ -158,7 +156,11 @@ def preconditions(request: Request) -> Conditions | None:
     if_none_match = _field(request, IF_NONE_MATCH)
     if if_match is None and if_none_match is None:
         return None
-    return Conditions(
-        None if if_match is None else (parse_tags(IF_MATCH, if_match) or ANY),
-        None if if_none_match is None else (parse_tags(IF_NONE_MATCH, if_none_match) or ANY),
-    )
+    return Conditions(_tags(IF_MATCH, if_match), _tags(IF_NONE_MATCH, if_none_match))
+
+
+def _tags(name: str, value: str | None) -> tuple[Tag, ...] | str | None:
+    if value is None:
+        return None
+    tags = parse_tags(name, value)
+    return ANY if tags is None else tags

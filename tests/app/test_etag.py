@@ -150,7 +150,7 @@ def test_if_match_on_a_missing_record_is_412_not_404(blog, method):
 
 @pytest.mark.parametrize(
     "value",
-    ["12", '"12', 'W/12', '"1" "2"', '*, "1"', '"a"b', ",", 'w/"1"', '"tab\there"'],
+    ["12", '"12', 'W/12', '"1" "2"', '*, "1"', '"a"b', 'w/"1"', '"tab\there"'],
 )
 @pytest.mark.parametrize("header", ["If-Match", "If-None-Match"])
 def test_a_malformed_precondition_is_400_naming_the_header_and_the_value(blog, header, value):
