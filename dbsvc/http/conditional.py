@@ -58,6 +58,7 @@ def etag(version: int) -> tuple[str, str]:
 _TAG = r'(?:W/)?"[\x21\x23-\x7e\x80-\xff]*+"'
 _LIST = re.compile(rf"(?:{_TAG})?(?:[ \t]*+,[ \t]*+(?:{_TAG})?)*+")
 _TAGS = re.compile(r'(W/)?("[\x21\x23-\x7e\x80-\xff]*")')
+_ONE = re.compile(r'"[\x21\x23-\x7e\x80-\xff]*+"')
 
 
 def parse_tags(name: str, value: str) -> tuple[Tag, ...] | None:
@@ -66,9 +67,11 @@ def parse_tags(name: str, value: str) -> tuple[Tag, ...] | None:
     text = value.strip(" \t")
     if text == ANY:
         return None
+    if _ONE.fullmatch(text) is not None:  # the common case: one strong tag, as a client sends it
+        return ((False, text),)
     if _LIST.fullmatch(text) is None:
         raise _malformed(name, value)
-    return tuple((weak == "W/", opaque) for weak, opaque in _TAGS.findall(value))
+    return tuple([(weak == "W/", opaque) for weak, opaque in _TAGS.findall(text)])
 
 
 def _malformed(name: str, value: str) -> BadRequest:
