@@ -251,8 +251,8 @@ def test_the_exact_bytes_of_a_304_and_of_a_412(blog):
 
 def test_etags_stay_the_same_across_a_restart_and_dbsvc_compact(serve, tmp_path):
     """A version names a record version for good: a cached ETag stays valid (304, If-Match
-    goes through) after the server restarts and after `dbsvc compact`, until the record
-    changes."""
+    goes through) after the server stops, `dbsvc compact` runs and it starts again, until
+    the record changes."""
     import os
     import subprocess
     import sys
@@ -274,10 +274,7 @@ def test_etags_stay_the_same_across_a_restart_and_dbsvc_compact(serve, tmp_path)
             assert server.get(f"/api/user/{uid}").headers["etag"] == tag
             assert server.get(f"/api/user/{uid}", headers={"If-None-Match": tag}).status == 304
 
-    assert server.stop() == 0
-    server = serve(data_dir=data)
-    check(server)
-    assert server.stop() == 0
+    assert server.stop() == 0  # a plain restart replays the log: tests/storage/test_storage_versions.py
     env = {k: v for k, v in os.environ.items() if not k.startswith("SERVICE_")}
     env.update(SERVICE_DATA=str(data), SERVICE_TENANT="default")
     done = subprocess.run([sys.executable, str(ROOT / "dbsvc.py"), "compact"], env=env, capture_output=True, text=True)
