@@ -48,6 +48,7 @@ from dbsvc.errors import (
 )
 from dbsvc.expand import Expander
 from dbsvc.explorer import ExplorerPage
+from dbsvc.http.conditional import etag, preconditions
 from dbsvc.http.types import Deferred, Request, Response, Upgrade
 from dbsvc.index import build_index, root_redirect
 from dbsvc.interfaces import GeneratedModule, ServedStore, TokenGuard
@@ -387,18 +388,25 @@ class Application:
         key = model.parse_id(segment)
         query = model.parse_get_query(request.query)
         self._check_as_of(model, query.as_of)
-        record, watermark = self.store.get(model.name, key, query.as_of)
+        record, watermark, version = self.store.get_versioned(model.name, key, query.as_of)
         if record is None:
             raise missing(model, key)
         if model.rules is not None:  # as_of: the rule asked of the record as it was
             self.access.check_get(model, model.rules, record, key, claims)
+        headers = self._read_headers(watermark, query.as_of)
+        headers.append(etag(version))  # the record version, whatever the projection (http/conditional.py)
+        conditions = preconditions(request)
+        # RFC 9110 §13.1.2; an expanded read embeds records with versions of their own, so the
+        # record's tag cannot say the answer is unchanged: it is always answered whole
+        if conditions is not None and not query.expand and not conditions.none_match(version):
+            return Response(304, b"", headers, content_type=None)
         if query.expand:
             body = self._expanded(model, query, [record], claims)[0]
         elif query.projection is not None:
             body = json_bytes(model.project[query.projection](record))
         else:
             body = self.encoded.encode(model, record)
-        return Response(200, body, self._read_headers(watermark, query.as_of))
+        return Response(200, body, headers)
 
     def _expanded(self, model: CompiledModel, query: Query, records: Sequence[Record], claims: Claims) -> Sequence[bytes]:
         """The records' JSON (projected, if asked) each with its `_expand` (dbsvc/expand.py)."""
@@ -415,6 +423,36 @@ class Application:
         """`Dbsvc-Offset` of the row a write just applied: a client reads its own write on a
         replica once the replica's offset reaches it (docs/replication.md)."""
         return ("Dbsvc-Offset", str(self.store.applied_offset))
+
+    def _stored(self) -> tuple[tuple[str, str], tuple[str, str]]:
+        """`_written`, and the `ETag` of the record just stored (its version: that row's offset)."""
+        return self._written(), etag(self.store.applied_offset)
+
+    def _current(
+        self, request: Request, model: CompiledModel, key: Any, claims: Claims, operation: str, need: bool
+    ) -> dict | None:
+        """The record a PUT, PATCH or DELETE of `key` changes (read under rules or `need`):
+        404 when missing or hidden (PUT never creates); 412 when If-Match / If-None-Match fails (a missing or
+        hidden record has no version: http/conditional.py). No await comes between this
+        check and the write, so no other write can (the single writer)."""
+        conditions = preconditions(request)
+        if model.rules is None and not need:
+            if conditions is not None:
+                conditions.check_write(self.store.version(model.name, key), f"{model.name} {key!r}")
+            return None
+        current, _watermark = self.store.get(model.name, key)
+        try:
+            if current is None:
+                raise missing(model, key)
+            if model.rules is not None:
+                self.access.check_visible(model, model.rules, operation, current, key, claims)
+        except NotFound:
+            if conditions is not None:
+                conditions.check_write(0, f"{model.name} {key!r}")
+            raise
+        if conditions is not None:
+            conditions.check_write(self.store.version(model.name, key), f"{model.name} {key!r}")
+        return current
 
     def _check_writable(self) -> None:
         if self.replica is not None:
@@ -440,52 +478,40 @@ class Application:
             # percent-encoded (a header value is ASCII; a raw CR/LF would split the response).
             location = item_path(model.kebab, quote(str(key), safe=""))
             body = json_bytes({"id": key})
-        return Deferred(durable, Response(201, body, [("Location", location), self._written()]))
+        return Deferred(durable, Response(201, body, [("Location", location), *self._stored()]))
 
     def replace(self, request: Request, model: CompiledModel, segment: str, claims: Claims = NO_CLAIMS) -> Deferred:
         self._check_writable()
         key = model.parse_id(segment)
         body = parse_json_body(request)
-        rules = model.rules
-        if rules is not None:  # PUT never creates: a missing or hidden record is 404
-            current, _watermark = self.store.get(model.name, key)
-            if current is None:
-                raise missing(model, key)
-            self.access.check_visible(model, rules, "update", current, key, claims)
-            record = model.validate_replace(body, key)
-            self.access.check_update(model, rules, current, record, claims)
-        else:
-            record = model.validate_replace(body, key)
+        current = self._current(request, model, key, claims, "update", need=False)
+        record = model.validate_replace(body, key)
+        if model.rules is not None:
+            assert current is not None  # _current read it
+            self.access.check_update(model, model.rules, current, record, claims)
         _previous, stored, durable = self.store.apply_replace(model.name, key, record)
-        return Deferred(durable, Response(200, self.encoded.encode(model, stored), [self._written()]))
+        return Deferred(durable, Response(200, self.encoded.encode(model, stored), [*self._stored()]))
 
     def patch(self, request: Request, model: CompiledModel, segment: str, claims: Claims = NO_CLAIMS) -> Deferred:
         self._check_writable()
         key = model.parse_id(segment)
         body = parse_json_body(request)
-        current, _watermark = self.store.get(model.name, key)
-        if current is None:
-            raise missing(model, key)
-        rules = model.rules
-        if rules is not None:
-            self.access.check_visible(model, rules, "update", current, key, claims)
+        current = self._current(request, model, key, claims, "update", need=True)
+        assert current is not None  # need=True: read, or refused
         record = model.validate_patch(body, current)
-        if rules is not None:
-            self.access.check_update(model, rules, current, record, claims)
+        if model.rules is not None:
+            self.access.check_update(model, model.rules, current, record, claims)
         # Read, merge and apply run in one synchronous call: the merge is atomic.
         _previous, stored, durable = self.store.apply_replace(model.name, key, record)
-        return Deferred(durable, Response(200, self.encoded.encode(model, stored), [self._written()]))
+        return Deferred(durable, Response(200, self.encoded.encode(model, stored), [*self._stored()]))
 
     def delete(self, request: Request, model: CompiledModel, segment: str, claims: Claims = NO_CLAIMS) -> Deferred:
         self._check_writable()
         key = model.parse_id(segment)
-        rules = model.rules
-        if rules is not None:
-            current, _watermark = self.store.get(model.name, key)
-            if current is None:
-                raise missing(model, key)
-            self.access.check_visible(model, rules, "delete", current, key, claims)
-            self.access.check_delete(model, rules, current, claims)
+        current = self._current(request, model, key, claims, "delete", need=False)
+        if model.rules is not None:
+            assert current is not None  # _current read it
+            self.access.check_delete(model, model.rules, current, claims)
         _previous, durable = self.store.apply_delete(model.name, key)
         return Deferred(durable, Response(204, headers=[self._written()], content_type=None))
 

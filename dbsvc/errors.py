@@ -288,6 +288,19 @@ class Referenced(RequestError):
     status, code, title = 409, "referenced", "Conflict"
 
 
+class PreconditionFailed(RequestError):
+    """412: an If-Match or If-None-Match of a write did not hold (RFC 9110 §13.1.1-2); the
+    record's current `ETag` rides along when it has one, so the client need not read again
+    to learn it (dbsvc/http/conditional.py)."""
+
+    status, code, title = 412, "precondition_failed", "Precondition Failed"
+
+    def __init__(self, detail: str, version: int) -> None:
+        super().__init__(detail)
+        if version:
+            self.headers = [("ETag", f'"{version}"')]
+
+
 class RequestTimeout(RequestError):
     """408: the request body did not arrive in time (the protocol layer's body deadline)."""
 

@@ -204,6 +204,7 @@ def _add_crud_paths(paths: dict[str, Any], model: Model, expand: dict[str, Any] 
                         "X-Request-Id": ref("X-Request-Id", "headers"),
                         "Location": ref("Location", "headers"),
                         "Dbsvc-Offset": ref("Dbsvc-Offset", "headers"),
+                        "ETag": ref("ETag", "headers"),
                     },
                     "content": {JSON: {"schema": ref(f"{name}.Created")}},
                 },
@@ -211,20 +212,29 @@ def _add_crud_paths(paths: dict[str, Any], model: Model, expand: dict[str, Any] 
             },
         },
     }
-    write_errors = errors_for(400, 401, 403, 404, 409, 413, 415, 422, 503)
+    write_errors = errors_for(400, 401, 403, 404, 409, 412, 413, 415, 422, 503)
+    conditions = (ref("If-Match", "parameters"), ref("If-None-Match", "parameters"))
+    stored = json_response("The stored record.", ref(name), "Dbsvc-Offset", "ETag")
     paths[item_path(kebab)] = {
         "parameters": [id_parameter(model)],
         "get": {
             "tags": [name],
             "operationId": f"get_{oid}",
             "summary": f"Fetch one {name}",
-            "parameters": parameter_list(projection, ref("as_of", "parameters"), expand),
+            "parameters": parameter_list(
+                projection, ref("as_of", "parameters"), expand, ref("If-None-Match", "parameters")
+            ),
             "responses": {
                 "200": json_response(
                     "The record (projected when `projection` is given; with `_expand` when `expand` is).",
                     record_or_projection(model, expanded=True),
                     *read_headers,
+                    "ETag",
                 ),
+                "304": {
+                    "description": "Not Modified: the record's `ETag` matches `If-None-Match`; no body.",
+                    "headers": {h: ref(h, "headers") for h in ("X-Request-Id", *read_headers, "ETag")},
+                },
                 **errors_for(400, 401, 403, 404, 503),
             },
         },
@@ -232,20 +242,23 @@ def _add_crud_paths(paths: dict[str, Any], model: Model, expand: dict[str, Any] 
             "tags": [name],
             "operationId": f"replace_{oid}",
             "summary": f"Replace a whole {name}",
+            "parameters": list(conditions),
             "requestBody": request_body(f"{name}.Replace", "The whole record."),
-            "responses": {"200": json_response("The stored record.", ref(name), "Dbsvc-Offset"), **write_errors},
+            "responses": {"200": stored, **write_errors},
         },
         "patch": {
             "tags": [name],
             "operationId": f"patch_{oid}",
             "summary": f"Change some fields of a {name}",
+            "parameters": list(conditions),
             "requestBody": request_body(f"{name}.Patch", "The fields to change."),
-            "responses": {"200": json_response("The stored record.", ref(name), "Dbsvc-Offset"), **write_errors},
+            "responses": {"200": stored, **write_errors},
         },
         "delete": {
             "tags": [name],
             "operationId": f"delete_{oid}",
             "summary": f"Delete a {name}",
+            "parameters": list(conditions),
             "responses": {
                 "204": {
                     "description": "Deleted.",
@@ -254,7 +267,7 @@ def _add_crud_paths(paths: dict[str, Any], model: Model, expand: dict[str, Any] 
                         "Dbsvc-Offset": ref("Dbsvc-Offset", "headers"),
                     },
                 },
-                **errors_for(400, 401, 403, 404, 409, 503),
+                **errors_for(400, 401, 403, 404, 409, 412, 503),
             },
         },
     }

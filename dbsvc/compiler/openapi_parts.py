@@ -23,6 +23,10 @@ from dbsvc.schema.ir import Model
 PROBLEM_JSON = "application/problem+json"
 JSON = "application/json"
 DEFAULT_LIMIT = 100  # mirrors dbsvc.runtime; the compiler layer must not import runtime
+# RFC 9110 §8.8.3 and §5.6.1: `*`, or a comma-separated list of entity tags, empty elements
+# and OWS allowed (obs-text left out); mirrors dbsvc/http/conditional.py.
+_TAG = r'(W/)?"[\x21\x23-\x7e]*"'
+ENTITY_TAGS = rf"^(\*|[ \t,]*({_TAG}([ \t]*,[ \t,]*{_TAG})*[ \t,]*)?)$"
 MAX_HEAD = 16 * 1024  # mirrors dbsvc.http.connection.MAX_HEAD; the compiler must not import http
 
 
@@ -34,7 +38,8 @@ ERROR_RESPONSES: dict[int, tuple[str, str]] = {
         "unparsable value, unknown projection, bad `as_of`; `bad_request`: body not a JSON "
         "object, a path id that does not parse as the primary key, or (any route) a request "
         "target that is not valid percent-encoded UTF-8, or both Content-Length and "
-        "Transfer-Encoding; `offset_out_of_range`: a WebSocket `after` ahead of the head.",
+        "Transfer-Encoding, or an `If-Match` / `If-None-Match` that is not `*` or a list of "
+        "entity tags; `offset_out_of_range`: a WebSocket `after` ahead of the head.",
     ),
     401: (
         "Unauthorized",
@@ -57,6 +62,12 @@ ERROR_RESPONSES: dict[int, tuple[str, str]] = {
         "when deleting a record that child records still reference.",
     ),
     410: ("Gone", "`offset_gone`: `after` is older than the retained events."),
+    412: (
+        "PreconditionFailed",
+        "`precondition_failed`: the record's current version does not match `If-Match` (or "
+        "the record does not exist), or matches `If-None-Match`; nothing was changed. The "
+        "`ETag` header carries the current version when there is a record.",
+    ),
     413: (
         "PayloadTooLarge",
         "`payload_too_large`: body over SERVICE_MAX_BODY bytes (any route: checked before routing).",
@@ -103,6 +114,21 @@ def shared_parameters() -> dict[str, Any]:
             {**count, "default": DEFAULT_LIMIT},
         ),
         "offset": parameter("offset", "query", "Number of matches skipped.", {**count, "default": 0}),
+        "If-Match": parameter(
+            "If-Match",
+            "header",
+            'RFC 9110 §13.1.1: write only if the record\'s current `ETag` is one of these (`"12"`, '
+            'a comma-separated list, or `*`: any existing record); weak tags (`W/"12"`) never match. '
+            "Otherwise 412 `precondition_failed` and nothing changes; a missing record is 412 too.",
+            {"type": "string", "pattern": ENTITY_TAGS},
+        ),
+        "If-None-Match": parameter(
+            "If-None-Match",
+            "header",
+            "RFC 9110 §13.1.2, compared weakly: on a read, 304 Not Modified when the record's `ETag` "
+            "is one of these (or `*`); on a write, 412 `precondition_failed` then.",
+            {"type": "string", "pattern": ENTITY_TAGS},
+        ),
         "cursor": parameter(
             "cursor",
             "query",
@@ -285,6 +311,12 @@ def header_components() -> dict[str, Any]:
             False,
         ),
         "Location": header("Path of the created record.", {"type": "string"}),
+        "ETag": header(
+            'The record\'s version: `"<n>"`, n the global offset of its last write (strong; the same '
+            "with or without `projection`; on an `as_of` read, the version it shows). Send it back in "
+            "`If-Match` to write only that version, or in `If-None-Match` to read it only if it changed.",
+            {"type": "string", "pattern": '^"[1-9][0-9]*"$'},
+        ),
         "WWW-Authenticate": header(
             '`Bearer realm="dbsvc"`, plus `error="invalid_token"` when a token was sent.', {"type": "string"}
         ),
@@ -306,6 +338,12 @@ def error_response_components() -> dict[str, Any]:
             headers["WWW-Authenticate"] = ref("WWW-Authenticate", "headers")
         if status == 405:
             headers["Allow"] = ref("Allow", "headers")
+        if status == 412:
+            headers["ETag"] = {  # absent when there is no record
+                "description": "The record's current version, when there is a record.",
+                "required": False,
+                "schema": {"type": "string", "pattern": '^"[1-9][0-9]*"$'},
+            }
         out[name] = {
             "description": description,
             "headers": headers,

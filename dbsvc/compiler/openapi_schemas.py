@@ -30,6 +30,7 @@ _ERROR_CLASSES: tuple[type[_errors.RequestError], ...] = (
     _errors.ReplicationDisabled,
     _errors.OffsetGone,
     _errors.OffsetOutOfRange,
+    _errors.PreconditionFailed,
     _errors.Unavailable,
     _errors.InternalError,
     _errors.ReadOnlyReplica,

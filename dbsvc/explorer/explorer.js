@@ -341,8 +341,11 @@
     pane.hidden = false;
     pane.dataset.id = text(id);
     $("record-title").textContent = model.name + " " + text(id) + (params.has("as_of") ? ` as of watermark ${state.asOf}` : "");
+    $("record-etag").textContent = "";
     try {
-      const {body} = await getJson(path);
+      const {body, headers} = await getJson(path);
+      // The record's version (docs/guide/rest.md, "ETags and conditional writes").
+      $("record-etag").textContent = headers.get("ETag") ? "ETag " + headers.get("ETag") : "";
       list.replaceChildren(...Object.entries(body).flatMap(([field, value]) => [
         el("dt", {}, field),
         el("dd", {"data-field": field}, value !== null && typeof value === "object" ? JSON.stringify(value, null, 2) : text(value)),

@@ -11,7 +11,8 @@ Rules:
    (tokens travel in `Authorization`, which a wildcard origin may still send explicitly).
 3. Every response under CORS carries `Vary: Origin`, allowed or not, so a shared cache never
    serves one origin's answer to another.
-4. Actual responses expose Location, X-Request-Id, Dbsvc-Watermark, Dbsvc-Offset, Link.
+4. Actual responses expose Location, X-Request-Id, Dbsvc-Watermark, Dbsvc-Offset, Link, ETag
+   (a record's version, which a browser client sends back in If-Match: issue 35).
 5. A preflight is answered 204 by the protocol layer: Allow-Methods (the route table's),
    Allow-Headers (the requested ones that are in `ALLOWED_HEADERS`), Max-Age 600. A
    preflight from a disallowed origin gets 204 without Allow-* headers: the browser fails it.
@@ -36,7 +37,7 @@ ALLOWED_HEADERS = frozenset(
         "x-requested-with",
     }
 )
-EXPOSED_HEADERS = b"Location, X-Request-Id, Dbsvc-Watermark, Dbsvc-Offset, Link"
+EXPOSED_HEADERS = b"Location, X-Request-Id, Dbsvc-Watermark, Dbsvc-Offset, Link, ETag"
 MAX_AGE = b"600"
 
 Headers = list[tuple[bytes, bytes]]

@@ -223,9 +223,12 @@ def write(
     once the batch is written. Raises as `append_batch` does, with nothing applied."""
     found: list[tuple[int, int]] = []
     commit.append_batch(frames(planned, first_offset, commit.writer.written, every, found, max_payload), len(planned))
-    by_table: dict[str, tuple[Table, list[Values]]] = {}
-    for table, record in planned:
-        by_table.setdefault(table.name, (table, []))[1].append(table.model.row(record))
-    for table, values in by_table.values():
+    by_table: dict[str, tuple[Table, list[Values], list[int]]] = {}
+    for offset, (table, record) in enumerate(planned, first_offset):
+        entry = by_table.setdefault(table.name, (table, [], []))
+        entry[1].append(table.model.row(record))
+        entry[2].append(offset)
+    for table, values, offsets in by_table.values():
         table.insert_many(values)
+        table.stamp_inserts(offsets)  # each record's version: its row's offset (versions.py)
     checkpoints.extend(found)

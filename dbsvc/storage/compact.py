@@ -234,6 +234,7 @@ def compact_directory(
     fields: dict[str, list[str]] = {}
     max_ids: dict[str, int] = {}
     live: dict[str, dict[Any, list[Any]]] = {}
+    versions: dict[str, dict[Any, int]] = {}  # each live record's version (versions.py)
     id_fields: dict[str, str] = {}
     keys: dict[str, list[str]] = {}
     for m in (description or {}).get("models", ()):
@@ -249,19 +250,24 @@ def compact_directory(
         pos = [image.fields.index(f) if f in image.fields else None for f in fields[image.name]]
         idf = image.fields.index(id_fields.get(image.name, image.fields[0]))
         live[image.name] = {row[idf]: [None if p is None else row[p] for p in pos] for row in image.rows}
+        assert image.versions is not None  # decode_snapshot reads them (the head's for an old file)
+        versions[image.name] = {row[idf]: version for row, version in zip(image.rows, image.versions)}
         max_ids[image.name] = image.max_id
     rows = 0
-    for _offset, payload in scan.records():
+    for offset, payload in scan.records():
         ev = json.loads(bytes(payload))
         name, record = ev["model"], ev["record"]
         if name not in fields:
             order.append(name)
             fields[name] = list(record)
         table = live.setdefault(name, {})
+        stamps = versions.setdefault(name, {})
         if ev["kind"] == "delete":
             table.pop(ev["id"], None)
+            stamps.pop(ev["id"], None)
         else:
             table[ev["id"]] = [record.get(f) for f in fields[name]]
+            stamps[ev["id"]] = offset
         if type(ev["id"]) is int:
             max_ids[name] = max(max_ids.get(name, 0), ev["id"])
         rows += 1
@@ -272,8 +278,12 @@ def compact_directory(
     models = []
     for name in order:
         table = live.get(name, {})
+        ids = sorted(table)
+        stamps = versions.get(name, {})
         models.append(
-            ModelImage(name, fields[name], [table[k] for k in sorted(table)], max_ids.get(name, 0), keys.get(name, []))
+            ModelImage(
+                name, fields[name], [table[k] for k in ids], max_ids.get(name, 0), keys.get(name, []), [stamps[k] for k in ids]
+            )
         )
     epoch = new_epoch()
     kept = install(directory, SnapshotImage(epoch, head, models), faults, keep)

@@ -253,6 +253,7 @@ class Compactor:
             old.append(table.rows)
             old.append(table.base_ids)
             table.rows = table.rows[tc.rows :]
+            table.prior = table.prior[tc.rows :]  # beside the rows (table.py)
             table.base_ids = tc.base_ids
         head = cut.head
 

@@ -122,6 +122,7 @@ class TableCut:
     watermark: int
     max_id: int
     before: dict[Any, Stored | None] = field(default_factory=dict)
+    versions_before: dict[Any, int] = field(default_factory=dict)  # the versions `before`'s records had
     base_ids: list[Any] = field(default_factory=list)  # the ids at the cut, once gathered (`gather_ids`)
 
     @property
@@ -132,6 +133,7 @@ class TableCut:
         """A write to `id_` is about to change `records` (called on the loop)."""
         if id_ not in self.before:
             self.before[id_] = self.records.get(id_)
+            self.versions_before[id_] = self.table.versions.get(id_)
 
     def gather_ids(self) -> list[Any]:
         """The ids at the cut, ascending, as one list (the new epoch's `base_ids`): filled
@@ -146,6 +148,13 @@ class TableCut:
             ids += sub
         assert len(ids) == self.count, f"{self.table.name}: {len(ids)} ids at the cut, {self.count} records"
         return ids
+
+    def image_versions(self, ids: list[Any]) -> list[int]:
+        """The versions of `ids`' records as they stood at the cut (snapshot thread), read
+        like `image_records`: the table's versions first, the notes second."""
+        current = list(map(self.table.versions.get, ids))
+        before = self.versions_before
+        return [before[id_] if id_ in before else version for id_, version in zip(ids, current)]
 
     def image_records(self, ids: list[Any]) -> Iterator[Stored]:
         """The records of `ids` as they stood at the cut (called in the snapshot thread)."""
@@ -197,12 +206,14 @@ def take_cut(tables: dict[str, Table], head: int, position: int) -> Cut:
     return Cut(compact.new_epoch(), head, position, cuts, time.perf_counter() - start)
 
 
-def _row_chunks(tc: TableCut, progress: Progress) -> Iterator[list[Stored]]:
-    """The image's rows, CHUNK at a time: stored records are row texts already (rows.py)."""
+def _row_chunks(tc: TableCut, progress: Progress) -> Iterator[tuple[list[Stored], list[int]]]:
+    """The image's rows and their versions, CHUNK at a time: stored records are row texts
+    already (rows.py)."""
     ids = tc.gather_ids()
     for i in range(0, len(ids), CHUNK):
         progress.check()
-        yield list(tc.image_records(ids[i : i + CHUNK]))
+        chunk = ids[i : i + CHUNK]
+        yield list(tc.image_records(chunk)), tc.image_versions(chunk)
 
 
 def end_cut(tables: dict[str, Table]) -> None:

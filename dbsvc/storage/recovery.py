@@ -52,7 +52,15 @@ from dbsvc.storage.epoch import Epoch
 from dbsvc.storage.files import NO_FAULTS, FaultPlan, truncate_durably
 from dbsvc.storage.logfile import HEADER_SIZE, Damage, LogScan
 from dbsvc.storage.rows import Stored, Values, pack
-from dbsvc.storage.snapshot import ModelImage, ModelPart, SnapshotImage, model_blocks, model_windows, read_snapshot
+from dbsvc.storage.snapshot import (
+    ModelImage,
+    ModelPart,
+    SnapshotImage,
+    model_blocks,
+    model_versions,
+    model_windows,
+    read_snapshot,
+)
 from dbsvc.storage.table import Table
 
 log = logging.getLogger("dbsvc.storage")
@@ -99,9 +107,12 @@ def _map(path: str) -> bytes | mmap.mmap:
         return mmap.mmap(f.fileno(), 0, prot=mmap.PROT_READ)
 
 
-def _install_snapshot(tables: dict[str, Table], parts: list[ModelPart], path: str, migrating: set[str]) -> None:
+def _install_snapshot(
+    tables: dict[str, Table], parts: list[ModelPart], path: str, migrating: set[str], head: int
+) -> None:
     """Each model's records into its empty table: from the snapshot's key columns when they
-    fit the table, its rows parsed otherwise (snapshot.py, "Two ways to read a model")."""
+    fit the table, its rows parsed otherwise (snapshot.py, "Two ways to read a model");
+    their versions from its versions lines (`head` for a file without: versions.py)."""
     for m in parts:
         table = tables.get(m.name)
         if table is None:
@@ -115,7 +126,7 @@ def _install_snapshot(tables: dict[str, Table], parts: list[ModelPart], path: st
                 stored, columns = _from_keys(table, m, path)
             else:
                 stored, columns = _from_rows(table, m, path, as_stored)
-            table.load_base(stored, columns.columns, m.max_id)
+            table.load_base(stored, columns.columns, m.max_id, model_versions(path, m, head))
         except (TypeError, OverflowError) as exc:
             # A value no index can take: a list where a key goes; a float, or an int past
             # 64 bits, where an int key goes (its sublists are arrays, indexes.py OrderedIndex).
@@ -291,6 +302,7 @@ def _replay(
             raise CorruptLog(
                 scan.path, position, f"{kind} of {table.name} {id_!r} holds a value its indexes cannot take ({exc})"
             ) from None
+        table.stamp(offset)  # the record's version (versions.py)
         if ring_capacity:
             recent.append(payload)
     return deque((bytes(p) for p in recent), maxlen=max(ring_capacity, 0))
@@ -301,7 +313,8 @@ def image_of(tables: dict[str, Table], epoch: str, head: int) -> SnapshotImage:
     for table in tables.values():
         records = table.live
         rows = [records[i] for i in table.pk]  # stored records are row texts already
-        models.append(ModelImage(table.name, list(table.model.fields), rows, table.max_id, table.key_fields))
+        versions = list(map(table.versions.get, table.pk))
+        models.append(ModelImage(table.name, list(table.model.fields), rows, table.max_id, table.key_fields, versions))
     return SnapshotImage(epoch, head, models)
 
 
@@ -370,7 +383,7 @@ def _load_once(
         image = _read(files.snapshot) if readonly else _map(files.snapshot)
         snapshot_bytes = len(image)
         epoch, head, parts = read_snapshot(files.snapshot, image)
-        _install_snapshot(tables, parts, files.snapshot, migrating)
+        _install_snapshot(tables, parts, files.snapshot, migrating, head)
         del image, parts  # the mapping goes with the last view into it
         snapshot = SnapshotImage(epoch, head, [])  # its rows are in the tables now
     if not os.path.exists(files.log):
@@ -438,6 +451,7 @@ def _load_once(
         for table in tables.values():
             table.base_ids = list(table.pk)
             table.rows = []
+            table.prior = array("q")
         loaded.epoch = Epoch(
             epoch, files.log, head, [], retained, os.path.getsize(os.path.join(directory, compact.SNAPSHOT_NAME))
         )

@@ -1,16 +1,17 @@
 """The snapshot file: every live record at one offset, in checksummed lines.
 
 Layout (UTF-8 text; every line is `CRC SP JSON LF`, CRC = 8 hex digits of crc32(JSON)).
-Format 2, the one written::
+Format 3, the one written::
 
-    1a2b3c4d {"format":2,"epoch":"<32 hex>","head_offset":1234,"block_rows":2048,
+    1a2b3c4d {"format":3,"epoch":"<32 hex>","head_offset":1234,"block_rows":2048,
               "models":[{"name":"User","fields":["id","email",...],"count":2,"max_id":7,
                          "keys":["id","email","name",...]}, ...]}
     then, for each entry of "models" in that order, its records in blocks of
     "block_rows" rows (the last block of a model may be shorter; a model without
-    records has none), each block two lines:
+    records has none), each block three lines:
     9abc0123 [[1,7],["a@b.c","x@y.z"],["Ann","Xi"],...]          the keys line
     5e6f7081 [[1,"a@b.c","Ann",null,...],<TAB>[7,"x@y.z",...]]   the rows line
+    0f1e2d3c [12,1187]                                           the versions line
 
 A rows line holds the block's records as rows (lists in the "fields" order), ascending by
 id, each but the last followed by ",<TAB>". The keys line holds, for each field named in
@@ -18,12 +19,19 @@ the model's "keys" (its id and every field an index or a reference count is buil
 `Table.key_fields`), that field's values of the block's rows, in row order: the columns
 the indexes are built from, so that opening never parses a row (below). A column of
 consecutive integers a, a+1, ..., a+n-1 (the ids of a block without gaps) is written as
-{"first":a,"count":n}. The writer parses each stored record once for its keys, so an
+{"first":a,"count":n}. The versions line holds each row's version, the log offset of
+its record's last write (versions.py: a record's ETag), in row order, a column like the
+keys line's (a run of consecutive offsets, an import's, as {"first":a,"count":n}); each
+is from 1 to "head_offset". The writer parses each stored record once for its keys, so an
 online compaction's thread works several times longer than it did with format 1 (online.py;
 bench/README.md has the figures).
 
-Format 1 (written before; still read): the header without "block_rows" and "keys", and
-then one line per model holding all its rows, as one rows line.
+Format 2 (written before versions; still read): format 3 without the versions lines, two
+lines a block. Format 1 (written before that; still read): the header without
+"block_rows" and "keys", and then one line per model holding all its rows, as one rows
+line. The records of a format 1 or 2 file get "head_offset" as their version
+(`model_versions`): no record was written after it, and the next compaction writes that
+version down, so it stays the record's until the record changes (versions.py).
 
 The epoch named here is the epoch of the log that continues it (the log header carries the
 same id and `head_offset` as its base). Rows are in id order because each snapshot record
@@ -74,6 +82,7 @@ from __future__ import annotations
 import json
 import mmap
 import zlib
+from array import array
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from itertools import islice, repeat
@@ -89,8 +98,8 @@ _VALUE, _END = itemgetter(0), itemgetter(1)
 
 Data = bytes | mmap.mmap  # a snapshot's bytes: read, or mapped by a writer's open (recovery.py)
 
-FORMAT = 2
-READS = (1, 2)  # the formats the reader takes
+FORMAT = 3
+READS = (1, 2, 3)  # the formats the reader takes
 BLOCK_ROWS = 2048  # rows per block (format 2): one keys line and one rows line
 ROW_END = b",\t"  # what ends every row of a rows line but its last
 WINDOW = 1 << 19  # bytes of a format-1 model line the rows reader parses at a time
@@ -110,6 +119,7 @@ class ModelImage:
     rows: Sequence[Sequence[Any]]
     max_id: int
     keys: list[str] = field(default_factory=list)
+    versions: Sequence[int] | None = None  # each row's version; None: the image's head offset
 
 
 @dataclass(slots=True)
@@ -137,14 +147,17 @@ def _header(epoch: str, head_offset: int, models: Iterable[tuple[str, list[str],
     return _line(compact_json(header).encode("utf-8"))
 
 
-def _block(rows: Sequence[Stored | Sequence[Any]], positions: list[int]) -> bytes:
-    """A block's two lines: its keys line (the columns at `positions`) and its rows line.
-    Stored records are parsed for their keys in one call (a compaction's only parse)."""
+def _block(block: list[tuple[Stored | Sequence[Any], int]], positions: list[int]) -> bytes:
+    """A block's three lines from its (row, version) pairs: its keys line (the columns at
+    `positions`), its rows line and its versions line. Stored records are parsed for their
+    keys in one call (a compaction's only parse)."""
+    rows = [r for r, _v in block]
     texts = [r if type(r) is bytes else pack(r) for r in rows]
     values = json.loads(b"[" + b",".join(texts) + b"]") if positions and type(rows[0]) is bytes else rows
     fields = list(zip(*values)) if positions else []
     keys = compact_json([_column(fields[p]) for p in positions]).encode("utf-8", "surrogatepass")
-    return _line(keys) + _line(b"[" + ROW_END.join(texts) + b"]")
+    versions = compact_json(_column([v for _r, v in block])).encode("ascii")
+    return _line(keys) + _line(b"[" + ROW_END.join(texts) + b"]") + _line(versions)
 
 
 def _column(values: Sequence[Any]) -> Sequence[Any] | dict[str, int]:
@@ -162,8 +175,9 @@ def _column(values: Sequence[Any]) -> Sequence[Any] | dict[str, int]:
     return values
 
 
-def _blocks(rows: Iterable[Stored | Sequence[Any]], positions: list[int]) -> Iterator[bytes]:
-    """The blocks of a model's rows, BLOCK_ROWS at a time, whatever chunks they come in."""
+def _blocks(rows: Iterable[tuple[Stored | Sequence[Any], int]], positions: list[int]) -> Iterator[bytes]:
+    """The blocks of a model's (row, version) pairs, BLOCK_ROWS at a time, whatever chunks
+    they come in."""
     it = iter(rows)
     while block := list(islice(it, BLOCK_ROWS)):
         yield _block(block, positions)
@@ -179,19 +193,20 @@ def encode_snapshot(image: SnapshotImage) -> Iterator[bytes]:
         image.epoch, image.head_offset, ((m.name, m.fields, len(m.rows), m.max_id, m.keys) for m in image.models)
     )
     for m in image.models:
-        yield from _blocks(m.rows, _positions(m.fields, m.keys))
+        versions = repeat(image.head_offset) if m.versions is None else m.versions
+        yield from _blocks(zip(m.rows, versions), _positions(m.fields, m.keys))
 
 
 @dataclass(slots=True)
 class ModelStream:
     """One model's part of a snapshot written piecewise: rows arrive in chunks (lists of
-    rows, ascending by id), `count` of them in all."""
+    rows, ascending by id, and their versions), `count` of them in all."""
 
     name: str
     fields: list[str]
     count: int
     max_id: int
-    chunks: Iterable[Sequence[Sequence[Any]]]
+    chunks: Iterable[tuple[Sequence[Stored | Sequence[Any]], Sequence[int]]]
     keys: list[str] = field(default_factory=list)
 
 
@@ -202,7 +217,7 @@ def write_snapshot_stream(fd: int, epoch: str, head_offset: int, models: list[Mo
     write_all(fd, _header(epoch, head_offset, ((m.name, m.fields, m.count, m.max_id, m.keys) for m in models)))
     for m in models:
         written = 0
-        rows = (row for chunk in m.chunks for row in chunk)
+        rows = (pair for chunk, versions in m.chunks for pair in zip(chunk, versions))
         for block in _blocks(rows, _positions(m.fields, m.keys)):
             write_all(fd, block)
             written += 1
@@ -245,7 +260,8 @@ def _loads(body: memoryview) -> Any:
 @dataclass(slots=True)
 class RowsLine:
     """A rows line, checked against its CRC, not yet parsed: the JSON array is
-    `data[start:end]`; `keys` is its block's keys line (format 2), or None (format 1)."""
+    `data[start:end]`; `keys` is its block's keys line (formats 2 and 3), or None (format
+    1); `versions` its block's versions line (format 3), or None."""
 
     position: int  # byte offset of the line in the file
     data: Data
@@ -253,12 +269,14 @@ class RowsLine:
     end: int
     keys: memoryview | None
     keys_position: int
+    versions: memoryview | None = None
+    versions_position: int = 0
 
 
 @dataclass(slots=True)
 class ModelPart:
     """One model's part of a snapshot: its header entry and its rows lines (one in
-    format 1, one per block in format 2). `keys` is None in format 1."""
+    format 1, one per block in formats 2 and 3). `keys` is None in format 1."""
 
     name: str
     fields: list[str]
@@ -281,10 +299,11 @@ def read_snapshot(path: str, data: Data) -> tuple[str, int, list[ModelPart]]:
     if version not in READS:
         raise CorruptLog(path, 0, f"snapshot format {version!r}, expected one of {list(READS)}")
     metas = header["models"]
-    block_rows = header.get("block_rows", 0) if version == 2 else 0
-    if version == 2 and (type(block_rows) is not int or block_rows < 1):
+    blocked = version != 1  # formats 2 and 3: blocks with their keys lines
+    block_rows = header.get("block_rows", 0) if blocked else 0
+    if blocked and (type(block_rows) is not int or block_rows < 1):
         raise CorruptLog(path, 0, f"snapshot header: block_rows {block_rows!r} is not a positive integer")
-    for meta in metas if version == 2 else ():
+    for meta in metas if blocked else ():
         keys = meta.get("keys")
         if type(keys) is not list or not set(keys) <= set(meta["fields"]) or len(set(keys)) != len(keys):
             raise CorruptLog(
@@ -292,8 +311,10 @@ def read_snapshot(path: str, data: Data) -> tuple[str, int, list[ModelPart]]:
                 0,
                 f"snapshot header: the keys of model {meta['name']!r} are not distinct names of its fields: {keys!r}",
             )
-    # Lines per model: one in format 1; in format 2 two a block (keys, rows), none for no rows.
-    needs = [1 if version == 1 else 2 * -(-meta["count"] // block_rows) for meta in metas]
+    # Lines per model: one in format 1; in format 2 two a block (keys, rows), in format 3
+    # three (keys, rows, versions); none for no rows.
+    per_block = 3 if version == 3 else 2
+    needs = [1 if version == 1 else per_block * -(-meta["count"] // block_rows) for meta in metas]
     if 1 + sum(needs) != len(lines):
         raise CorruptLog(
             path,
@@ -307,10 +328,17 @@ def read_snapshot(path: str, data: Data) -> tuple[str, int, list[ModelPart]]:
         at += n
         if version == 1:
             rows_lines = [RowsLine(pos, data, pos + 9, pos + 9 + len(body), None, 0) for pos, body in mine]
-        else:
+        elif version == 2:
             rows_lines = [
                 RowsLine(pos, data, pos + 9, pos + 9 + len(body), keys_body, keys_pos)
                 for (keys_pos, keys_body), (pos, body) in zip(mine[0::2], mine[1::2])
+            ]
+        else:
+            rows_lines = [
+                RowsLine(pos, data, pos + 9, pos + 9 + len(body), keys_body, keys_pos, versions_body, versions_pos)
+                for (keys_pos, keys_body), (pos, body), (versions_pos, versions_body) in zip(
+                    mine[0::3], mine[1::3], mine[2::3]
+                )
             ]
         parts.append(
             ModelPart(
@@ -318,7 +346,7 @@ def read_snapshot(path: str, data: Data) -> tuple[str, int, list[ModelPart]]:
                 meta["fields"],
                 meta["count"],
                 meta["max_id"],
-                meta["keys"] if version == 2 else None,
+                meta["keys"] if blocked else None,
                 mine[0][0] if mine else 0,
                 rows_lines,
                 block_rows,
@@ -334,7 +362,7 @@ def model_blocks(path: str, part: ModelPart) -> Iterator[Block]:
     """The rows of a format-2 model as stored records and its key columns, a block at a
     time, without parsing a row but the sample (module docstring, "From the keys").
     CorruptLog for a block whose texts or columns do not fit."""
-    assert part.keys is not None, "model_blocks reads format 2"
+    assert part.keys is not None, "model_blocks reads formats 2 and 3"
     keys, width = part.keys, len(part.fields)
     positions = _positions(part.fields, keys)
     left = part.count
@@ -372,6 +400,35 @@ def model_blocks(path: str, part: ModelPart) -> Iterator[Block]:
                     f"one row of {width} fields matching its keys line",
                 )
         yield texts, dict(zip(keys, columns))
+
+
+def model_versions(path: str, part: ModelPart, head: int) -> array:
+    """The versions of a model's rows, in row order (versions.py): its versions lines
+    (format 3), each checked to hold one offset from 1 to `head` per row of its block; for
+    a format 1 or 2 file, `head` for every row (module docstring)."""
+    out = array("q")
+    left = part.count
+    for line in part.lines:
+        n = min(left, part.block_rows) if part.block_rows else left
+        left -= n
+        if line.versions is None:
+            out.frombytes(array("q", (head,)).tobytes() * n)
+            continue
+        try:
+            column = _loads(line.versions)
+            if type(column) is dict:
+                column = _run(column)
+            if type(column) not in (list, range) or len(column) != n:
+                raise ValueError(f"not {n} versions")
+            versions = array("q", column)
+            if n and (min(versions) < 1 or max(versions) > head):
+                raise ValueError(f"a version outside 1..{head}")
+        except (ValueError, TypeError, OverflowError) as exc:
+            raise CorruptLog(
+                path, line.versions_position, f"model {part.name!r}: a versions line is not its block's versions ({exc})"
+            ) from None
+        out.extend(versions)
+    return out
 
 
 def _run(column: dict) -> range | None:
@@ -477,6 +534,7 @@ def decode_snapshot(path: str, data: bytes) -> SnapshotImage:
             [row for rows, _texts in model_windows(path, m) for row in rows],
             m.max_id,
             list(m.keys or ()),
+            model_versions(path, m, head),
         )
         for m in parts
     ]

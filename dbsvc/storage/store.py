@@ -6,6 +6,8 @@ The API the application is written against (docs/architecture.md, "storage")::
                        readonly=False, ring_capacity=1024, compact_bytes=64 << 20,
                        retain_bytes=0, max_payload=MAX_PAYLOAD)
     record, watermark          = store.get("User", 7, as_of=None)
+    record, watermark, version = store.get_versioned("User", 7, as_of=None)
+    version                    = store.version("User", 7)   # offset of its last write, 0: none
     records, total, watermark  = store.list_records("User", query)
     store.watermarks(), store.live_counts(), store.head_offset, store.epoch, store.oldest_offset
     store.watermarks_at("BlogPost", 5)                          # every model then (instants.py)
@@ -243,8 +245,25 @@ class Store:
         if as_of is None or as_of >= table.watermark:
             stored = table.live.get(id)
             return (None if stored is None else table.shown(id, stored)), table.watermark
-        past = table.get_as_of(id, max(as_of, 0))
+        past, _version = table.get_as_of(id, max(as_of, 0))
         return (None if past is None else table.model.decode(unpack(past))), as_of
+
+    def get_versioned(self, model: str, id: Any, as_of: int | None = None) -> tuple[dict | None, int, int]:
+        """`get`, and the record's version: the log offset of its last write (as of
+        `as_of`), 0 with no record (versions.py; the ETag, docs/guide/rest.md)."""
+        table = self.table(model)
+        if as_of is None or as_of >= table.watermark:
+            stored = table.live.get(id)
+            if stored is None:
+                return None, table.watermark, 0
+            return table.shown(id, stored), table.watermark, table.versions.get(id)
+        past, version = table.get_as_of(id, max(as_of, 0))
+        return (None if past is None else table.model.decode(unpack(past))), as_of, version
+
+    def version(self, model: str, id: Any) -> int:
+        """The log offset of live record `id`'s last write (its ETag), 0 when there is
+        none: O(1), read under the single writer by a conditional write's check."""
+        return self.table(model).versions.get(id)
 
     def list_records(self, model: str, query: Query) -> tuple[list[dict], int, int]:
         records, total, watermark, _more = self.list_page(model, query)

@@ -19,6 +19,8 @@ State of a `Table`::
     refs        field -> {parent id -> number of children}, for every @ref field
     base_ids    ids of the snapshot's records, ascending: rows 1..len(base_ids) of the epoch
     rows        (id, stored | None, previous stored | None) per row after the snapshot
+    prior       array('q') beside `rows`: the version of each row's previous record (0: none)
+    versions    id -> offset of the live record's last write (versions.py): its ETag
     max_id      largest int id ever used (survives deletes and compaction)
     _shown      id -> (stored, its dict): the dicts handed out lately (`shown`)
 
@@ -50,23 +52,27 @@ max(2 x live records, the rows of a `compact_bytes` log) plus the rows written d
 compaction. Costs:
 
 - `get_as_of(id, n)`: O(rows after n), a scan for the first later row touching `id`
-  (its `previous` is the answer; none means the live record is).
+  (its `previous` is the answer, `prior` that record's version; none means the live
+  record is).
 - `state_as_of(n)`: O(live records + rows after n): copy the live map, undo later rows.
   A list at a past watermark then filters, sorts and pages that map (see query.py).
 
 Snapshot rows: a snapshot record counts as one row, in id order, so `as_of=n` below the
 snapshot's count sees the first n records by id, each as it was when the snapshot was taken.
 
-All mutation goes through `insert` / `replace` / `delete` (which append a row) and
-`undo_last` (which removes the last row and restores the previous state exactly); the store
-checks constraints before calling them, so they never fail half way.
+All mutation goes through `insert` / `replace` / `delete` (which append a row and its
+`prior`), `stamp(offset)` (the offset of the row just appended becomes its record's
+version: every writer calls it right after the mutation, versions.py) and
+`undo_last` (which removes the last row and restores the previous state exactly, versions
+included); the store checks constraints before calling them, so they never fail half way.
 """
 
 from __future__ import annotations
 
+from array import array
 from bisect import bisect_left
 from collections import Counter, OrderedDict
-from collections.abc import Callable, Iterator, KeysView, Mapping
+from collections.abc import Callable, Iterator, KeysView, Mapping, Sequence
 from itertools import chain
 from operator import itemgetter
 from typing import Any
@@ -76,6 +82,7 @@ from dbsvc.storage.hashes import FilterIndex, HashIndex, OrderedFilter, UniqueFi
 from dbsvc.storage.idmap import LiveMap, pick, records_of
 from dbsvc.storage.indexes import OrderedIndex, SortedIndex
 from dbsvc.storage.rows import Stored, Values, pack, unpack
+from dbsvc.storage.versions import Versions
 
 Row = tuple[Any, "Stored | None", "Stored | None"]
 
@@ -126,9 +133,11 @@ class Table:
         "ordered",
         "pk",
         "positions",
+        "prior",
         "refs",
         "rows",
         "unique",
+        "versions",
     )
 
     def __init__(self, model: CompiledModel) -> None:
@@ -172,6 +181,8 @@ class Table:
         self.refs: dict[str, dict[Any, int]] = {f: {} for f, _parent in model.refs}
         self.base_ids: list[Any] = []
         self.rows: list[Row] = []
+        self.prior = array("q")  # beside `rows`: the version of each row's previous record
+        self.versions = Versions()
         self.max_id = 0
         self._shown: OrderedDict[Any, tuple[Stored, dict]] = OrderedDict()
         # Fills fields added by a migration into records read from disk (migrate.py).
@@ -244,16 +255,22 @@ class Table:
         fields = self.model.fields
         return [fields[p] for p in self.columns]
 
-    def load_base(self, stored: list[Stored], columns: Mapping[int, Any], max_id: int) -> None:
+    def load_base(
+        self, stored: list[Stored], columns: Mapping[int, Any], max_id: int, versions: Sequence[int] = ()
+    ) -> None:
         """Install the snapshot's records as rows 1..n of an empty table: `stored` in
         their stored form, `columns` the index keys (`self.keys`) of each field at
         `self.columns`, a list, or an array of a sort field's number keys (recovery.py
         `_KeyColumns`; the id's and references' keys are their values, their key
         function being the identity). The records' other values are never made objects.
         Their ids must be strictly ascending (recovery.py checks the file's rows), so the
-        primary key needs no sort and each ordered index one stable sort by key alone."""
+        primary key needs no sort and each ordered index one stable sort by key alone.
+        `versions`: each record's version (versions.py), in the same order."""
         assert not self.live and not self.rows, "load_base fills an empty table"
         ids = columns[self.id_position]
+        if versions:
+            assert len(versions) == len(ids), f"{self.name}: {len(versions)} versions for {len(ids)} records"
+            self.versions = Versions.from_ascending(ids, versions)
         self.live = records_of(self.model.id_type == "int", ids, stored)
         self.base_ids = ids
         self.pk = SortedIndex.from_sorted(ids)
@@ -288,19 +305,25 @@ class Table:
     def watermark(self) -> int:
         return len(self.base_ids) + len(self.rows)
 
-    def get_as_of(self, id_: Any, n: int) -> Stored | None:
+    def get_as_of(self, id_: Any, n: int) -> tuple[Stored | None, int]:
+        """The record `id_` as it was after the table's first `n` rows, and its version
+        then (0 with no record)."""
         base = len(self.base_ids)
-        for row_id, _record, previous in self.rows[max(n - base, 0) :]:
+        start = max(n - base, 0)
+        for i, (row_id, _record, previous) in enumerate(self.rows[start:], start):
             if row_id == id_:
-                found = previous
+                found, version = previous, self.prior[i]
                 break
         else:
             found = self.live.get(id_)
-        if n < base and found is not None:
+            version = self.versions.get(id_)
+        if found is None:
+            return None, 0
+        if n < base:
             i = bisect_left(self.base_ids, id_)
             if i >= n or self.base_ids[i] != id_:
-                return None
-        return found
+                return None, 0
+        return found, version
 
     def state_as_of(self, n: int) -> dict[Any, Stored]:
         base = len(self.base_ids)
@@ -365,6 +388,19 @@ class Table:
             if v is not None:
                 _uncount(counts, v)
 
+    def stamp(self, offset: int) -> None:
+        """The row just appended was written at log offset `offset`: its record's version
+        (a delete's record has none left)."""
+        id_, record, _previous = self.rows[-1]
+        if record is not None:
+            self.versions.set(id_, offset)
+
+    def stamp_inserts(self, offsets: Sequence[int]) -> None:
+        """`stamp` of each of the last `len(offsets)` rows (an `insert_many`'s), in order."""
+        rows, versions = self.rows, self.versions
+        for (id_, _record, _previous), offset in zip(rows[len(rows) - len(offsets) :], offsets):
+            versions.set(id_, offset)
+
     def insert(self, values: Values) -> Stored:
         """Store a new record from its values; returns its stored form."""
         id_ = values[self.id_position]
@@ -372,6 +408,7 @@ class Table:
         self._index(id_, values)
         self.live[id_] = stored
         self.rows.append((id_, stored, None))
+        self.prior.append(0)
         if type(id_) is int and id_ > self.max_id:
             self.max_id = id_
         return stored
@@ -388,6 +425,7 @@ class Table:
         records = list(map(pack, batch))
         self.live.update(zip(ids, records))
         self.rows.extend(zip(ids, records, [None] * len(records)))
+        self.prior.frombytes(bytes(8 * len(records)))
         self.pk = SortedIndex(chain(self.pk, ids))
         for _f, pos, kf, index in self._plan_unique:
             for id_, r in zip(ids, batch):
@@ -454,24 +492,34 @@ class Table:
         self._swap(id_, unpack(previous) if was is None else was, values)
         self.live[id_] = stored
         self.rows.append((id_, stored, previous))
+        self.prior.append(self.versions.get(id_))
         return stored
 
     def delete(self, id_: Any, previous: Stored) -> None:
         self._unindex(id_, previous)
         self.rows.append((id_, None, previous))
+        self.prior.append(self.versions.pop(id_))
 
     def undo_last(self, max_id: int) -> None:
-        """Remove the last row and restore exactly the state before it."""
+        """Remove the last row and restore exactly the state before it, its record's
+        version included."""
         id_, record, previous = self.rows.pop()
+        version = self.prior.pop()
         if previous is None:
             assert record is not None
             self._unindex(id_, record)
+            self.versions.pop(id_)
         elif record is None:
             self._index(id_, unpack(previous))
             self.live[id_] = previous
         else:
             self._swap(id_, unpack(record), unpack(previous))
             self.live[id_] = previous
+        if previous is not None:
+            if version:
+                self.versions.set(id_, version)
+            else:
+                self.versions.pop(id_)
         self.max_id = max_id
 
 

@@ -147,6 +147,7 @@ class WritePath:
             if compactor.cut is not None:
                 compactor.cut[table.name].note_write(event.id)
             apply()
+            table.stamp(offset)  # the record's version (versions.py)
             self.next_offset = offset + 1
             return table, max_id, offset
 

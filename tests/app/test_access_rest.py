@@ -371,3 +371,23 @@ def test_every_answer_follows_a_model_of_the_rules(server, users):
         suppress_health_check=list(HealthCheck),
     )
     runner().runTest()
+
+
+def test_a_read_through_a_rule_has_the_records_etag_and_a_hidden_one_fails_if_match_as_a_missing_one(users):
+    """Issue 35: the ETag names the record version, whoever reads it; a record the token
+    may not read has no version for it, so If-Match is 412 there as for a missing one (a
+    404 would tell a hidden record from a missing one no better, but a client that sent
+    If-Match learns its precondition failed), and nothing changes."""
+    ann, bob, root = users["ann"], users["bob"], users["root"]
+    shared = note(bob, "etag shared", shared=True)
+    hidden = note(bob, "etag hidden")
+    tag = root("GET", f"/api/note/{shared}").headers["etag"]
+    assert ann("GET", f"/api/note/{shared}").headers["etag"] == tag == bob("GET", f"/api/note/{shared}").headers["etag"]
+    before = state(ann.server)
+    for method, body in (("PUT", {"title": "t"}), ("PATCH", {"title": "t"}), ("DELETE", None)):
+        for path in (f"/api/note/{hidden}", "/api/note/999999"):
+            reply = ann(method, path, body, headers={"If-Match": "*"})
+            assert (reply.status, reply.json["code"]) == (412, "precondition_failed"), (method, path, reply)
+            assert "etag" not in reply.headers
+    assert state(ann.server) == before
+    assert bob("GET", f"/api/note/{hidden}").json["title"] == "etag hidden"

@@ -70,6 +70,8 @@ KNOWN_LIMITS = (
     # `expand=author_id,author_id:card`: two distinct values naming one field, which
     # `uniqueItems` cannot see (only a look-ahead could, as for `sort`).
     (400, "bad_query", "expand names"),
+    # If-Match / If-None-Match against the record's current version (issue 35): the state.
+    (412, "precondition_failed", "If-"),
 )
 
 
@@ -97,13 +99,22 @@ def positive_data_accepted(ctx, response, case):
         raise
 
 
+def negative_data_refused(ctx, response, case):
+    """`negative_data_rejection`, where a 412 `precondition_failed` is a refusal too: the
+    server checks If-Match / If-None-Match before it reads the body (RFC 9110 §13.2.2), so a
+    bad body under a failing precondition is 412, and nothing was written either way."""
+    if response.status_code == 412 and known_limit(response):
+        return None
+    return negative_data_rejection(ctx, response, case)
+
+
 CHECKS = [
     not_a_server_error,
     status_code_conformance,
     content_type_conformance,
     response_schema_conformance,
     response_headers_conformance,
-    negative_data_rejection,
+    negative_data_refused,
     positive_data_accepted,
     missing_required_header,
     unsupported_method,

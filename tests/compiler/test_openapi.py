@@ -228,9 +228,35 @@ def test_list_and_create_responses(blog: dict) -> None:
     assert schemas["User.Page"]["required"] == ["data", "total", "limit", "offset"]
     assert schemas["User.Created"]["properties"]["id"]["type"] == "integer"
     created = blog["paths"]["/api/user"]["post"]["responses"]["201"]
-    assert set(created["headers"]) == {"X-Request-Id", "Location", "Dbsvc-Offset"}
+    assert set(created["headers"]) == {"X-Request-Id", "Location", "Dbsvc-Offset", "ETag"}
     listed = blog["paths"]["/api/user"]["get"]["responses"]["200"]
     assert set(listed["headers"]) == {"X-Request-Id", "Dbsvc-Watermark", "Dbsvc-Offset", "Link"}
+
+
+def test_etags_and_conditional_requests_are_described(blog: dict) -> None:
+    """Issue 35: every record answer has an ETag; If-None-Match on a read (304), If-Match
+    and If-None-Match on a write (412 `precondition_failed`)."""
+    item = blog["paths"]["/api/user/{id}"]
+    etag = blog["components"]["headers"]["ETag"]
+    assert etag["required"] is True and etag["schema"] == {"type": "string", "pattern": '^"[1-9][0-9]*"$'}
+    params = blog["components"]["parameters"]
+    assert (params["If-Match"]["in"], params["If-None-Match"]["in"]) == ("header", "header")
+
+    def names(operation: dict) -> set[str]:
+        return {p["$ref"].rsplit("/", 1)[1] for p in operation.get("parameters", []) if "$ref" in p}
+
+    assert {"If-None-Match"} <= names(item["get"]) and "If-Match" not in names(item["get"])
+    assert set(item["get"]["responses"]["200"]["headers"]) == {"X-Request-Id", "Dbsvc-Watermark", "Dbsvc-Offset", "ETag"}
+    not_modified = item["get"]["responses"]["304"]
+    assert "content" not in not_modified and {"ETag", "Dbsvc-Watermark"} <= set(not_modified["headers"])
+    for method in ("put", "patch", "delete"):
+        assert {"If-Match", "If-None-Match"} <= names(item[method]), method
+        assert item[method]["responses"]["412"] == {"$ref": "#/components/responses/PreconditionFailed"}
+    for method in ("put", "patch"):
+        assert "ETag" in item[method]["responses"]["200"]["headers"]
+    failed = blog["components"]["responses"]["PreconditionFailed"]
+    assert "precondition_failed" in failed["description"] and "ETag" in failed["headers"]
+    assert "precondition_failed" in ERROR_CODES
 
 
 def test_read_headers_watermark_always_offset_unless_as_of(blog: dict) -> None:

@@ -99,14 +99,20 @@ def test_backup_of_a_compacted_tenant_keeps_snapshot_log_epoch_and_offsets(data,
     store = open_store(seeded)
     asyncio.run(store.insert("User", user(900)))
     epoch, head, marks = store.epoch, store.head_offset, store.watermarks()
+    versions = _versions(store)  # each record's ETag (issue 35): the snapshot's and the log's
     store.close()
     take_backup(seeded, str(tmp_path / "bk"), "t")
     assert sorted(os.listdir(tmp_path / "bk")) == ["history", "log", "manifest.json", "schema.json", "snapshot"]
     restore_backup(str(tmp_path / "bk"), str(data), "copy")
     copy = open_store(str(data / "copy"), readonly=True)
     assert (copy.epoch, copy.head_offset, copy.watermarks()) == (epoch, head, marks)
+    assert _versions(copy) == versions and len(set(versions["User"].values())) > 1
     copy.close()
     assert state(str(data / "copy")) == state(seeded)
+
+
+def _versions(store) -> dict:
+    return {name: {i: store.version(name, i) for i in table.live} for name, table in store.tables.items()}
 
 
 def with_lock(directory: str, action):

@@ -169,6 +169,8 @@ def test_as_of_slider_shows_an_older_version_of_an_updated_record(serve, page):
     wait_for(page, lambda: record.get_attribute("data-state") == "shown", "the record view")
     assert page.find_element(By.ID, "record-title").text == f"User {key} as of watermark 1"
     assert page.find_element(By.CSS_SELECTOR, '#record-fields dd[data-field="name"]').text == "Before"
+    # the version shown is the one read (as of watermark 1: the create's, offset 1), issue 35
+    assert page.find_element(By.ID, "record-etag").text == 'ETag "1"'
     screenshot(page, "explorer-record")
 
     page.find_element(By.ID, "as-of-now").click()

@@ -29,6 +29,22 @@ def test_preflight_from_allowed_origin_is_204_with_allow_headers(server):
     assert client.request("GET", "/echo").status == 200  # connection reusable
 
 
+def test_preflight_allows_the_conditional_request_headers(server):
+    """A browser editor sends If-Match with its writes and If-None-Match with its reads
+    (issue 35): both pass a preflight, and the ETag it compares is exposed (above)."""
+    response = server.client().request(
+        "OPTIONS",
+        "/api/thing",
+        {
+            "Origin": ORIGIN,
+            "Access-Control-Request-Method": "PUT",
+            "Access-Control-Request-Headers": "if-match, If-None-Match, content-type",
+        },
+    )
+    assert response.status == 204
+    assert response.header("access-control-allow-headers") == "if-match, if-none-match, content-type"
+
+
 def test_preflight_from_other_origin_gets_no_allow_headers(server):
     response = server.client().request(
         "OPTIONS", "/echo", {"Origin": "https://evil.example", "Access-Control-Request-Method": "GET"}
@@ -44,7 +60,7 @@ def test_simple_request_from_allowed_origin_gets_cors_headers(server):
     assert response.header("access-control-allow-origin") == ORIGIN
     assert (
         response.header("access-control-expose-headers")
-        == "Location, X-Request-Id, Dbsvc-Watermark, Dbsvc-Offset, Link"
+        == "Location, X-Request-Id, Dbsvc-Watermark, Dbsvc-Offset, Link, ETag"
     )
     assert response.header("vary") == "Origin"
 

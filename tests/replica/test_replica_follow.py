@@ -80,6 +80,10 @@ def same_reads(primary: Server, replica: Server) -> None:
             assert a.headers["dbsvc-offset"] == b.headers["dbsvc-offset"]
     pa, pb = primary.get("/snapshot").json, replica.get("/snapshot").json
     assert (pa["watermarks"], pa["offset"], pa["epoch"]) == (pb["watermarks"], pb["offset"], pb["epoch"])
+    for model in ("user", "blog-post"):  # each record's version (its ETag), from frames or a bootstrap
+        for record in primary.get(f"/api/{model}?limit=20").json["data"]:
+            path = f"/api/{model}/{record['id']}"
+            assert primary.get(path).headers["etag"] == replica.get(path).headers["etag"], path
 
 
 def test_replica_of_a_primary_under_32_writers_reads_the_same(nodes):

@@ -86,17 +86,19 @@ def test_the_writer_puts_each_block_of_rows_after_its_keys(compacted):
     tenant, _want, stored = compacted
     bodies = _bodies(tenant)
     header = json.loads(bodies[0])
-    assert header["format"] == 2 and header["block_rows"] == 4
+    assert header["format"] == 3 and header["block_rows"] == 4
     models = {m["name"]: m for m in header["models"]}
     assert models["User"]["keys"] == USER_KEYS == Table(BLOG.BY_NAME["User"]).key_fields
     assert models["User"]["count"] == N_USERS - 1 and models["BlogPost"]["count"] == 0
-    assert len(bodies) == 1 + 2 * 3  # User's three blocks; no lines for models without rows
+    assert len(bodies) == 1 + 3 * 3  # User's three blocks; no lines for models without rows
     ids = sorted(stored)
     blocks = [ids[0:4], ids[4:8], ids[8:]]
     assert blocks == [[1, 2, 3, 4], [5, 6, 8, 9], [10]]
     fields = list(BLOG.BY_NAME["User"].fields)
     for n, block in enumerate(blocks):
-        keys, rows = json.loads(bodies[1 + 2 * n]), bodies[2 + 2 * n]
+        keys, rows = json.loads(bodies[1 + 3 * n]), bodies[2 + 3 * n]
+        versions = json.loads(bodies[3 + 3 * n])  # each record's last write: offsets 1-10
+        assert versions == ({"first": block[0], "count": len(block)} if n != 1 else block)
         assert rows[1:-1].split(b",\t") == [stored[i] for i in block]  # the rows are the records
         values = json.loads(rows)  # and one JSON array
         assert values == [unpack(stored[i]) for i in block]
@@ -157,7 +159,7 @@ def test_the_same_file_in_format_1_reads_the_same(compacted):
     assert opened_users(tenant) == (want, stored)
 
 
-def test_a_format_1_snapshot_is_compacted_into_format_2(compacted):
+def test_a_format_1_snapshot_is_compacted_into_format_3(compacted):
     tenant, want, _stored = compacted
     snapshot_in_format_1(_path(tenant))
     s = open_store(tenant)
@@ -169,7 +171,7 @@ def test_a_format_1_snapshot_is_compacted_into_format_2(compacted):
         run(go())
     finally:
         s.close()
-    assert json.loads(_bodies(tenant)[0])["format"] == 2
+    assert json.loads(_bodies(tenant)[0])["format"] == 3
     assert _users(tenant) == want
 
 
@@ -193,9 +195,9 @@ def test_online_compaction_writes_blocks_whatever_chunks_it_reads(tenant, monkey
         s.close()
     bodies = _bodies(tenant)
     assert json.loads(bodies[0])["models"][0]["keys"] == USER_KEYS
-    rows = [text for body in bodies[2::2] for text in body[1:-1].split(b",\t")]
-    assert rows == [stored[i] for i in sorted(stored)] and [len(json.loads(b)) for b in bodies[2::2]] == [4, 4, 2]
-    assert [json.loads(b)[0] for b in bodies[1::2]] == [
+    rows = [text for body in bodies[2::3] for text in body[1:-1].split(b",\t")]
+    assert rows == [stored[i] for i in sorted(stored)] and [len(json.loads(b)) for b in bodies[2::3]] == [4, 4, 2]
+    assert [json.loads(b)[0] for b in bodies[1::3]] == [
         {"first": 1, "count": 4},
         {"first": 5, "count": 4},
         {"first": 9, "count": 2},
@@ -212,7 +214,7 @@ def test_keys_that_do_not_cover_the_table_are_read_from_the_rows(compacted, monk
     at = header["models"][0]["keys"].index("email")
     del header["models"][0]["keys"][at]
     bodies[0] = json.dumps(header).encode()
-    for n in (1, 3, 5):
+    for n in (1, 4, 7):
         keys = json.loads(bodies[n])
         del keys[at]
         bodies[n] = json.dumps(keys).encode()
@@ -225,7 +227,7 @@ def test_keys_that_do_not_cover_the_table_are_read_from_the_rows(compacted, monk
 
 
 def _edit_keys(n: int, column: int, change):
-    """Change column `column` of keys line `n` (1, 3, 5: User's blocks)."""
+    """Change column `column` of keys line `n` (1, 4, 7: User's blocks)."""
 
     def edit(bodies: list[bytes]) -> None:
         keys = json.loads(bodies[n])
@@ -236,7 +238,7 @@ def _edit_keys(n: int, column: int, change):
 
 
 def _edit_rows(n: int, change):
-    """Change the row texts of rows line `n` (2, 4, 6: User's blocks)."""
+    """Change the row texts of rows line `n` (2, 5, 8: User's blocks)."""
 
     def edit(bodies: list[bytes]) -> None:
         texts = bodies[n][1:-1].split(b",\t")
@@ -263,29 +265,29 @@ def _other_email(texts: list[bytes]) -> bytes:
 def _last_id_is_3(bodies: list[bytes]) -> None:
     """Block 3's one row takes id 3, in its keys and its row alike: the sample agrees,
     the order across blocks does not."""
-    keys = json.loads(bodies[5])
+    keys = json.loads(bodies[7])
     keys[0] = {"first": 3, "count": 1}
-    bodies[5] = json.dumps(keys, ensure_ascii=False).encode()
-    row = json.loads(bodies[6])[0]
+    bodies[7] = json.dumps(keys, ensure_ascii=False).encode()
+    row = json.loads(bodies[8])[0]
     row[0] = 3
-    bodies[6] = b"[" + json.dumps(row, ensure_ascii=False, separators=(",", ":")).encode() + b"]"
+    bodies[8] = b"[" + json.dumps(row, ensure_ascii=False, separators=(",", ":")).encode() + b"]"
 
 
 def _block_2_starts_at_id_2(bodies: list[bytes]) -> None:
     """Block 2's first row takes id 2, in its keys and its row alike: inside the run of
     block 1 (ids 1-4), which only that run's last id tells."""
-    keys = json.loads(bodies[3])
+    keys = json.loads(bodies[4])
     keys[0][0] = 2
-    bodies[3] = json.dumps(keys, ensure_ascii=False).encode()
-    texts = bodies[4][1:-1].split(b",\t")
+    bodies[4] = json.dumps(keys, ensure_ascii=False).encode()
+    texts = bodies[5][1:-1].split(b",\t")
     row = json.loads(texts[0])
     row[0] = 2
     texts[0] = json.dumps(row, ensure_ascii=False, separators=(",", ":")).encode()
-    bodies[4] = b"[" + b",\t".join(texts) + b"]"
+    bodies[5] = b"[" + b",\t".join(texts) + b"]"
 
 
 def _no_last_block(bodies: list[bytes]) -> None:
-    del bodies[5:7]
+    del bodies[7:10]
 
 
 def _line_at(bodies: list[bytes], n: int) -> int:
@@ -295,31 +297,31 @@ def _line_at(bodies: list[bytes], n: int) -> int:
 BLOCK_SHAPE = "model 'User': a block's rows and keys are not 4 rows of its 6 keys each"
 REFUSALS = {
     # case: (edit, line the refusal names (None: the end of the file), reason)
-    "keys line not JSON": (lambda b: b.__setitem__(3, b[3][:-1]), 3, "model 'User': a keys line is not JSON"),
-    "a column short": (_edit_keys(3, 1, lambda c: c[:-1]), 3, BLOCK_SHAPE),
-    "a column missing": (lambda b: b.__setitem__(3, json.dumps(json.loads(b[3])[:-1]).encode()), 3, BLOCK_SHAPE),
-    "a column not a list": (_edit_keys(3, 5, lambda c: None), 3, BLOCK_SHAPE),
+    "keys line not JSON": (lambda b: b.__setitem__(4, b[4][:-1]), 4, "model 'User': a keys line is not JSON"),
+    "a column short": (_edit_keys(4, 1, lambda c: c[:-1]), 4, BLOCK_SHAPE),
+    "a column missing": (lambda b: b.__setitem__(4, json.dumps(json.loads(b[4])[:-1]).encode()), 4, BLOCK_SHAPE),
+    "a column not a list": (_edit_keys(4, 5, lambda c: None), 4, BLOCK_SHAPE),
     "a run too short": (_edit_keys(1, 0, lambda c: {"first": 1, "count": 3}), 1, BLOCK_SHAPE),
     "a run of another shape": (_edit_keys(1, 0, lambda c: {"first": 1, "count": 4, "step": 1}), 1, BLOCK_SHAPE),
     "a run of text": (_edit_keys(1, 0, lambda c: {"first": "1", "count": 4}), 1, BLOCK_SHAPE),
     "two rows in one text": (
-        _edit_rows(4, lambda t: b"[" + b",".join(t[:2]) + b",\t" + b",\t".join(t[2:]) + b"]"),
-        3,
+        _edit_rows(5, lambda t: b"[" + b",".join(t[:2]) + b",\t" + b",\t".join(t[2:]) + b"]"),
+        4,
         BLOCK_SHAPE,
     ),
     "rows line not an array": (
-        _edit_rows(4, lambda t: b"{" + b",\t".join(t) + b"]"),
-        4,
+        _edit_rows(5, lambda t: b"{" + b",\t".join(t) + b"]"),
+        5,
         "model 'User': a rows line is not a JSON array",
     ),
     "a sampled row unlike its keys": (
-        _edit_rows(4, _other_email),
-        4,
+        _edit_rows(5, _other_email),
+        5,
         "model 'User': row 1 of a block is not one row of 7 fields matching its keys line",
     ),
     "a sampled row short": (
-        _edit_rows(6, lambda t: b"[" + t[0][: t[0].rindex(b",")] + b"]]"),
-        6,
+        _edit_rows(8, lambda t: b"[" + t[0][: t[0].rindex(b",")] + b"]]"),
+        8,
         "model 'User': row 1 of a block is not one row of 7 fields matching its keys line",
     ),
     "a sampled row not JSON": (
@@ -343,8 +345,8 @@ REFUSALS = {
         "snapshot rows of User are not in strictly ascending id order",
     ),
     "a sampled row with more after it": (
-        _edit_rows(6, lambda t: b"[" + t[0] + b"[10]]"),
-        6,
+        _edit_rows(8, lambda t: b"[" + t[0] + b"[10]]"),
+        8,
         "model 'User': row 1 of a block is not one row of 7 fields matching its keys line",
     ),
     "a key no index can take": (
@@ -352,7 +354,7 @@ REFUSALS = {
         1,
         "snapshot rows of User hold a value its indexes cannot take (unhashable type: 'list')",
     ),
-    "a block missing": (_no_last_block, None, "snapshot has 4 lines after its header, its header's models need 6"),
+    "a block missing": (_no_last_block, None, "snapshot has 6 lines after its header, its header's models need 9"),
     "keys naming no field": (
         _edit_header(lambda h: h["models"][0]["keys"].append("nope")),
         0,
@@ -370,7 +372,10 @@ REFUSALS = {
         0,
         "snapshot header: block_rows 0 is not a positive integer",
     ),
-    "a format to come": (_edit_header(lambda h: h.update(format=3)), 0, "snapshot format 3, expected one of [1, 2]"),
+    "a format to come": (_edit_header(lambda h: h.update(format=4)), 0, "snapshot format 4, expected one of [1, 2, 3]"),
+    "versions line short": (lambda b: b.__setitem__(3, b"[1,2,3]"), 3, "model 'User': a versions line is not its block"),
+    "a version past the head": (lambda b: b.__setitem__(6, b"[5,6,8,99]"), 6, "model 'User': a versions line is not its"),
+    "a version of text": (lambda b: b.__setitem__(9, b'["10"]'), 9, "model 'User': a versions line is not its block"),
 }
 
 
@@ -469,7 +474,7 @@ def test_any_records_read_from_the_keys_as_from_the_rows(users, deleted, block, 
         want, stored = dict(s.tables["User"].records), dict(s.tables["User"].live)
         s.close()
         compact_tenant(base, "t")
-        assert json.loads(_bodies(tenant)[0])["format"] == 2
+        assert json.loads(_bodies(tenant)[0])["format"] == 3
         assert opened_users(tenant) == (want, stored)
         snapshot_in_format_1(_path(tenant))
         assert _users(tenant) == want

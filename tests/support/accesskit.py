@@ -64,8 +64,8 @@ class Bearer:
         self.token = jwt.encode(body, private, algorithm="ES256")
         self.auth = {"Authorization": f"Bearer {self.token}"}
 
-    def __call__(self, method: str, path: str, body: Any = None):
-        return self.server.request(method, path, body=body, headers=self.auth)
+    def __call__(self, method: str, path: str, body: Any = None, headers: dict | None = None):
+        return self.server.request(method, path, body=body, headers={**self.auth, **(headers or {})})
 
 
 class LiveSocket:
