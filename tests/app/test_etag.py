@@ -96,6 +96,20 @@ def test_if_none_match_on_a_get_is_304_when_a_tag_matches(blog, value, status):
             assert "dbsvc-watermark" in reply.headers and "dbsvc-offset" in reply.headers
 
 
+def test_an_expanded_read_is_answered_whole_whatever_if_none_match_says(blog):
+    # its body holds the author as well, whose version the post's tag does not follow: a 304
+    # would keep a client's stale author (docs/decisions.md, "ETags are log offsets")
+    uid, _ = make_user(blog)
+    reply = blog.post("/api/blog-post", {"title": "t", "body": "b", "author_id": uid, "score": 1.5})
+    assert reply.status == 201, reply
+    pid, tag = reply.json["id"], reply.headers["etag"]
+    assert blog.get(f"/api/blog-post/{pid}", headers={"If-None-Match": tag}).status == 304
+    assert blog.request("PATCH", f"/api/user/{uid}", {"name": "Bea"}).status == 200
+    reply = blog.get(f"/api/blog-post/{pid}?expand=author_id", headers={"If-None-Match": tag})
+    assert reply.status == 200 and reply.headers["etag"] == tag  # the post's version, for If-Match
+    assert reply.json["_expand"]["author_id"]["name"] == "Bea"
+
+
 def test_if_none_match_on_a_missing_record_is_still_404(blog):
     assert blog.get("/api/user/987654321", headers={"If-None-Match": "*"}).status == 404
 
