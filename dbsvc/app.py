@@ -27,7 +27,6 @@ the replica consumer; never imports h11, wsproto or cryptography (tests/test_lay
 from __future__ import annotations
 
 import difflib
-import json
 import logging
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
@@ -43,16 +42,16 @@ from dbsvc.errors import (
     ReadOnlyReplica,
     ReplicationDisabled,
     TokenError,
-    Unavailable,
     UnsupportedMediaType,
 )
 from dbsvc.expand import Expander
 from dbsvc.explorer import ExplorerPage
 from dbsvc.http.conditional import etag, preconditions
 from dbsvc.http.types import Deferred, Request, Response, Upgrade
-from dbsvc.index import build_index, root_redirect
+from dbsvc.index import build_index
 from dbsvc.interfaces import GeneratedModule, ServedStore, TokenGuard
-from dbsvc.metrics import TEXT_TYPE, Meters, render_text, wants_text
+from dbsvc.metrics import Meters
+from dbsvc.operational import OperationalRoutes, served_openapi
 from dbsvc.operators import encode_cursor, next_link
 from dbsvc.readcache import EncodedRecords, ParsedQueries
 from dbsvc.realtime.broker import Broker
@@ -131,20 +130,7 @@ def unknown_model(kebab: str, models: dict[str, CompiledModel]) -> str:
     return f"no model {kebab!r} under /api/: {guess}the models are {', '.join(models)} (GET /api/<model>)"
 
 
-def _served_openapi(document: str, *, guarded: bool) -> bytes:
-    """The OpenAPI document as this server serves it. Generated per schema, it declares the
-    bearer scheme and requires it nowhere; a server running the guard requires every scheme
-    the document declares at the top level (the operational routes keep their own
-    `security: []`), so the document never asks for a token the server ignores."""
-    if not guarded:
-        return document.encode("utf-8")
-    doc = json.loads(document)
-    schemes = doc.get("components", {}).get("securitySchemes", {})
-    doc["security"] = [{scheme: []} for scheme in schemes]
-    return json.dumps(doc, separators=(",", ":"), ensure_ascii=False).encode("utf-8")
-
-
-class Application:
+class Application(OperationalRoutes):
     """The callable the protocol layer serves: `app(request) -> Response | Deferred |
     Upgrade | Awaitable[Response | Upgrade]`."""
 
@@ -199,7 +185,7 @@ class Application:
         self._route_meters.update({k: self.meters.meter(f"/{k}/{{model}}") for k in (SUBSCRIBE, LIVE_QUERY)})
         # The protocol layer's open connections for /metrics (the service sets it).
         self.connections: Callable[[], dict[str, int]] = dict
-        self._openapi = _served_openapi(getattr(module, "OPENAPI_JSON", "{}"), guarded=guard is not None)
+        self._openapi = served_openapi(getattr(module, "OPENAPI_JSON", "{}"), guarded=guard is not None)
         self._asyncapi = getattr(module, "ASYNCAPI_JSON", "{}").encode("utf-8")
         self._feeds = {SUBSCRIBE: FeedKind.SUBSCRIBE, LIVE_QUERY: FeedKind.LIVE}
         # The explorer's static page (docs/explorer.md); None: its paths are unknown routes.
@@ -408,7 +394,9 @@ class Application:
             body = self.encoded.encode(model, record)
         return Response(200, body, headers)
 
-    def _expanded(self, model: CompiledModel, query: Query, records: Sequence[Record], claims: Claims) -> Sequence[bytes]:
+    def _expanded(
+        self, model: CompiledModel, query: Query, records: Sequence[Record], claims: Claims
+    ) -> Sequence[bytes]:
         """The records' JSON (projected, if asked) each with its `_expand` (dbsvc/expand.py)."""
         if query.projection is not None:
             project = model.project[query.projection]
@@ -515,103 +503,9 @@ class Application:
         _previous, durable = self.store.apply_delete(model.name, key)
         return Deferred(durable, Response(204, headers=[self._written()], content_type=None))
 
-    # -- operational routes ----------------------------------------------------------------
-
-    def health(self, request: Request | None = None) -> Response:
-        """Liveness: never touches the disk. The process is alive even when its store
-        refuses writes, so this stays 200 and only names the degraded state
-        (docs/security.md, "Storage failures")."""
-        health = self.store.health()
-        # `status` first (docs/guide/rest.md); then which build answers: the dbsvc version and the
-        # schema's fingerprint (the one a read replica compares), as `--version` prints them.
-        body: dict[str, Any] = {"status": "ok", "version": __version__, "schema": self.fingerprint}
-        if self.replica is not None:
-            # Which primary, the state (`diverged`: alive, serving, no longer following) and
-            # whether it is ready or what it waits for (docs/replication.md, "Readiness").
-            body["replica"] = self.replica.health()
-        if health.writable:
-            return Response(200, json_bytes(body))
-        return Response(200, json_bytes({**body, "storage": health.state.value, "detail": health.detail}))
-
-    def ready(self, request: Request | None = None) -> Response:
-        """Readiness: the server is not shutting down, a read replica has bootstrapped, the
-        store answers a read and takes writes; while it refuses them for lack of space, this
-        is what probes for room."""
-        if not self.accepting:
-            raise Unavailable("the server is shutting down")
-        waiting = self.replica.waiting_for() if self.replica is not None else None
-        if waiting is not None:  # an empty replica would answer empty lists (follower.py rule 8)
-            raise Unavailable(f"not ready: this read replica waits for {waiting}")
-        self.store.watermarks()
-        health = self.store.health(retry=True)
-        if not health.writable:
-            raise Unavailable(f"not ready: {health.detail}")
-        return Response(200, b'{"status":"ready"}')
-
-    def metrics(self, request: Request | None = None) -> Response:
-        """Row counts and counters in JSON, or the Prometheus text format when the request
-        asks for it (dbsvc/metrics.py; docs/guide/operations.md, "Monitoring")."""
-        counts = self.store.live_counts()
-        if request is not None and wants_text(request.query, request.header("accept")):
-            replica = None
-            if self.replica is not None:
-                replica = {**self.replica.report(self.store.head_offset), "ready": self.replica.synced}
-            text = render_text(
-                version=__version__,
-                fingerprint=self.fingerprint,
-                rows=counts,
-                meters=self.meters,
-                store=self.store.stats(),
-                realtime=self.broker.metrics(),
-                connections=self.connections(),
-                refused=dict(self.refusals.counts) if self.rules else None,
-                replica=replica,
-            )
-            return Response(200, text, content_type=TEXT_TYPE)
-        body = {
-            "model_count": len(counts),
-            "rows_per_model": counts,
-            "total_rows": sum(counts.values()),
-            "realtime": self.broker.metrics(),
-        }
-        if self.rules:
-            body["refused"] = dict(self.refusals.counts)
-        if self.replica is not None:
-            body["replica"] = self.replica.report(self.store.head_offset)
-        return Response(200, json_bytes(body))
-
-    def index(self, request: Request | None = None) -> Response:
-        """`/api/`: the models, their routes and the documents (dbsvc/index.py)."""
-        return Response(200, self._index)
-
-    def root(self, request: Request | None = None) -> Response:
-        """`/`: to the explorer when it is on, else to the index."""
-        return root_redirect(self.explorer is not None)
-
-    def openapi(self, request: Request | None = None) -> Response:
-        """The service's own OpenAPI document, generated with the handlers (a public contract,
-        like PostgREST's root document: no token needed to read it), as this server runs it:
-        with the guard, the bearer requirement `_served_openapi` adds."""
-        return Response(200, self._openapi)
+    # -- a read replica's new store ---------------------------------------------------
 
     def use_store(self, store: ServedStore) -> None:
         """A read replica bootstrapped again: serve `store` from now on (on the loop)."""
         self.store = store
         self.broker.rebind(store, 1012, "the replica bootstrapped again; resubscribe")
-
-    def asyncapi(self, request: Request | None = None) -> Response:
-        """The AsyncAPI 3.0 document of the WebSocket routes, generated with the handlers."""
-        return Response(200, self._asyncapi)
-
-    def snapshot(self, request: Request | None = None) -> Response:
-        body = {
-            "watermarks": self.store.watermarks(),
-            "epoch": self.store.epoch,
-            "replication": self.replication,
-            "offset": self.store.head_offset,
-            "fingerprint": self.fingerprint,
-            "history": self.store.history_json,
-        }
-        if self.replica is not None:
-            body["replica"] = self.replica.report(self.store.head_offset)
-        return Response(200, json_bytes(body))

@@ -80,8 +80,23 @@ ALLOWED: dict[str, frozenset[str]] = {
         "metrics": ("errors",),
         "readcache": ("runtime", "http"),
         "index": ("routes", "runtime", "http"),
+        # /health, /ready, /metrics, the index, the documents and /snapshot: a base of the app
+        "operational": (
+            "dbsvc",
+            "errors",
+            "explorer",
+            "http",
+            "index",
+            "interfaces",
+            "metrics",
+            "realtime",
+            "replica",
+            "rules",
+            "runtime",
+        ),
         "app": (
             "dbsvc",
+            "operational",
             "access",
             "expand",
             "operators",
