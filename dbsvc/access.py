@@ -75,6 +75,7 @@ def scoped_query(model: CompiledModel, query: Query, scope: Scope) -> Query | No
         ranges=query.ranges,
         nulls=query.nulls,
         cursor=query.cursor,
+        search=query.search,
     )
 
 

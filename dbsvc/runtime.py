@@ -92,7 +92,8 @@ class Query:
     `ranges` (one `(field, low, low inclusive, high, high inclusive)` per @sort field, None
     unbounded, never matching a null), `nulls` ((field, must be null) pairs) and `cursor`
     ((sort keys, id) of the record a page starts after) are the operators of
-    dbsvc/operators.py.
+    dbsvc/operators.py. `search` holds the folded words of `search=` (dbsvc/textsearch.py),
+    each a prefix of some word of every matching record's `@search` fields.
     """
 
     filters: Filters = field(default_factory=dict)
@@ -106,6 +107,7 @@ class Query:
     ranges: tuple[tuple[str, Any, bool, Any, bool], ...] = ()
     nulls: tuple[tuple[str, bool], ...] = ()
     cursor: tuple[tuple[Any, ...], Any] | None = None
+    search: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -144,6 +146,8 @@ class CompiledModel:
     rules: ModelRules | None = None
     # fills the fields declared `@default(token.CLAIM)` of a create body from the claims
     fill_from_token: Callable[[dict[str, Any], Claims], None] | None = None
+    # the `@search` fields, whose words `search=` matches (dbsvc/textsearch.py)
+    search_fields: tuple[str, ...] = ()
 
 
 # ---------------------------------------------------------------------------------------

@@ -57,12 +57,13 @@ ALLOWED: dict[str, frozenset[str]] = {
         "rules": (),  # what compiled access rules answer (Scope, ModelRules) and the claim helpers
         "runtime": ("errors", "rules"),  # the helpers generated code calls
         "operators": ("errors",),  # issue 34: query operators' bounds and cursors, called by generated parsers
+        "textsearch": ("errors",),  # issue 34: text search's tokenizer, for storage's index and generated matchers
         "logs": ("errors",),  # RUST_LOG and the log line formats
         "deps": ("errors",),  # a missing runtime package -> one line with its fix
         "compiler": ("dbsvc", "errors", "launch", "schema", "rules", "runtime", "routes"),  # IR -> code object
         "interfaces": ("rules", "runtime"),  # the Protocols at the app's boundaries
         # the three layers over runtime, which know nothing of each other
-        "storage": ("errors", "rules", "runtime", "schema"),
+        "storage": ("errors", "rules", "runtime", "schema", "textsearch"),
         "http": ("errors", "routes", "logs"),
         "auth": ("errors", "runtime", "schema", "deps", "interfaces"),
         # what is built on them

@@ -21,7 +21,8 @@ Generated per model `m` (docs/guide/queries.md, decisions in docs/decisions.md):
   `limit=0` is allowed and pages no records (`total` still counts every match); a larger
   limit is clamped to `MAX_LIMIT`.
 - `key_m__f(value)` for float and datetime fields (every other key is the value itself);
-  `match_m(record, filters)`: straight-line, one `if` per filterable field.
+  `match_m(record, filters)`: straight-line, one `if` per filterable field (and, for a
+  model with `@search` fields, a `search=()` argument tested first: compiler/search.py).
 
 Every `BadQuery` detail names the offending parameter or value with `repr` and lists what
 would have been accepted. Imports only the schema IR, sibling helpers and the stdlib.
@@ -71,6 +72,7 @@ from dbsvc.compiler.operators import (
     operator_result,
     operator_state,
 )
+from dbsvc.compiler.search import build_search, search_branch, search_clause, search_params, search_result, search_state
 from dbsvc.schema.ir import Field, FieldType, Model, Schema
 
 _PAIRS = "pairs"
@@ -206,7 +208,9 @@ def build_match(schema: Schema, model: Model, stored_row: bool = False) -> ast.F
         origin(schema, model.line, model.name)
         + f"\n\nTrue when `{subject}` passes every filter (OR within a field, AND across)."
     )
-    return function(per_model("passes" if stored_row else "match", model), [subject, "filters"], doc, body)
+    built = function(per_model("passes" if stored_row else "match", model), [subject, "filters"], doc, body)
+    search_clause(model, built, stored_row)  # text search's `search=()` (compiler/search.py)
+    return built
 
 
 # ---------------------------------------------------------------------------------------
@@ -362,8 +366,10 @@ def build_parse_list_query(schema: Schema, model: Model) -> ast.FunctionDef:
         (eq(name(_NAME), const("as_of")), _count("_dbsvc_as_of", "as_of", "a non-negative integer watermark"))
     )
     branches += operator_branches(model)
+    branches += search_branch(model)
     operators = allowed_operators(model)
-    allowed = _allowed_text(model, ["sort", "limit", "offset", "cursor", "projection", "as_of"], True)
+    params = ["sort", "limit", "offset", "cursor", "projection", "as_of", *search_params(model)]
+    allowed = _allowed_text(model, params, True)
     if operators:
         allowed = f"{allowed}; operators {operators}"
     branches.append(operator_refusal(model, allowed))
@@ -385,6 +391,7 @@ def build_parse_list_query(schema: Schema, model: Model) -> ast.FunctionDef:
         "_dbsvc_projection": const(None),
         "_dbsvc_as_of": const(None),
         **operator_state(),
+        **search_state(model),
     }
     result = {
         "filters": _filter_sets(),
@@ -394,6 +401,7 @@ def build_parse_list_query(schema: Schema, model: Model) -> ast.FunctionDef:
         "projection": name("_dbsvc_projection"),
         "as_of": name("_dbsvc_as_of"),
         **operator_result(),
+        **search_result(model),
     }
     doc = (
         "\n\nList query string -> Query; raises BadQuery. `limit` defaults to DEFAULT_LIMIT and is"
@@ -418,13 +426,20 @@ def build_parse_feed_query(schema: Schema, model: Model) -> ast.FunctionDef:
     branches = _filter_branches(model)
     branches.append(_projection_branch(model))
     branches.append((eq(name(_NAME), const("after")), _count("_dbsvc_after", "after", "a non-negative integer offset")))
+    branches += search_branch(model)
     state = {
         "_dbsvc_filters": ast.Dict(keys=[], values=[]),
         "_dbsvc_projection": const(None),
         "_dbsvc_after": const(None),
+        **search_state(model),
     }
-    result = {"filters": _filter_sets(), "projection": name("_dbsvc_projection"), "after": name("_dbsvc_after")}
-    allowed = _allowed_text(model, ["projection", "after"], True)
+    result = {
+        "filters": _filter_sets(),
+        "projection": name("_dbsvc_projection"),
+        "after": name("_dbsvc_after"),
+        **search_result(model),
+    }
+    allowed = _allowed_text(model, ["projection", "after", *search_params(model)], True)
     doc = "\n\nFeed query string (/subscribe, /live-query: filters, projection, after) -> Query; raises BadQuery."
     return _parser(schema, model, "parse_feed_query", doc, branches, allowed, state, [], result)
 
@@ -435,6 +450,7 @@ def build_queries(schema: Schema, model: Model) -> Stmts:
     out += [build_key(schema, model, f) for f in keyed_fields(model) if f.type in KEYED_TYPES]
     out += [build_filter(schema, model, f) for f in model.fields if f.filterable]
     out += build_bounds(schema, model)
+    out += build_search(schema, model) + build_search(schema, model, stored_row=True)
     out.append(build_match(schema, model))
     out.append(build_match(schema, model, stored_row=True))
     out.append(build_parse_sort(schema, model))

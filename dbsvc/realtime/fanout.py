@@ -169,7 +169,7 @@ def plain_key(spec: FeedSpec) -> tuple[Any, str | None] | None:
     """The group key of a feed that may be plain (rule 4), or None. A feed under an access
     rule that does not show it everything is never plain: a pinned Scope is routed by its
     keys (broker.py rule 2), so an owner's write costs only its owner's feeds."""
-    if spec.filters or (spec.scope is not None and not spec.scope.everything):
+    if spec.filters or spec.search or (spec.scope is not None and not spec.scope.everything):
         return None
     return spec.kind, spec.projection
 

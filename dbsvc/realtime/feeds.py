@@ -232,6 +232,14 @@ class FeedSpec:
     projection: str | None
     scope: Scope | None = None  # the token's `subscribe` Scope; None: the model has no rules
     link_scopes: Mapping[str, Scope] = dataclass_field(default_factory=dict)  # child model -> Scope; absent: no rules
+    search: tuple[str, ...] = ()  # `search=`'s words: the generated matcher tests them too
+
+    def matcher(self) -> Callable[[Any, Mapping[str, frozenset]], bool]:
+        """The generated `match(record, filters)`, given the feed's `search` words when it has some."""
+        match, words = self.model.match, self.search
+        if not words:
+            return match
+        return lambda record, filters: match(record, filters, words)  # type: ignore[call-arg]
 
     def route(self) -> tuple[str, frozenset] | None:
         """The (field, index keys) the broker files this feed under (broker.py rule 2), or
@@ -252,7 +260,7 @@ class FeedSpec:
 
     def in_view(self, record: dict | None) -> bool:
         """`record` passes the filters and the token may see it."""
-        if record is None or not self.model.match(record, self.filters):
+        if record is None or not self.matcher()(record, self.filters):
             return False
         return self.scope is None or self.scope.visible(record)
 
@@ -261,7 +269,7 @@ class FeedSpec:
         if self.scope is not None and not self.scope.everything:
             return self._ruled_frame(frames)
         event = frames.event
-        match, filters = self.model.match, self.filters
+        match, filters = self.matcher(), self.filters
         kind = event.kind
         if self.kind is FeedKind.SUBSCRIBE:
             if match(event.record, filters) or (kind is EventKind.UPDATE and match(event.previous, filters)):  # type: ignore[arg-type]

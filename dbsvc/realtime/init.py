@@ -82,6 +82,7 @@ class InitSlices:
         offset: int,
         limit: int,
         scope: Scope | None = None,
+        search: tuple[str, ...] = (),
     ) -> None:
         self.model = model
         self.offset = offset
@@ -90,7 +91,7 @@ class InitSlices:
         self.projection = None if projection is None else model.project[projection]
         self._where = None if scope is None or scope.everything else scope.where
         self._ids: Sequence[Any] = (
-            [] if scope is not None and scope.nothing else store.live_ids(model.name, scoped_filters(filters, scope))
+            [] if scope is not None and scope.nothing else store.live_ids(model.name, scoped_filters(filters, scope), search)
         )
         self._pos = 0
         self._seen = self.watermark  # model watermark of the last event observed

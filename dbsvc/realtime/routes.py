@@ -129,7 +129,7 @@ class RealtimeRoutes:
             for child in self._models:
                 if child.rules is not None and any(parent == model.name for _field, parent in child.refs):
                     link_scopes[child.name] = child.rules.subscribe(claims)
-        return FeedSpec(kind, model, query.filters, query.projection, scope, link_scopes)
+        return FeedSpec(kind, model, query.filters, query.projection, scope, link_scopes, query.search)
 
     def _check_replicate(self, claims: dict[str, Any] | None, path: str) -> None:
         """Under rules, the schema-level replicate rule must hold for the token (403)."""
@@ -189,7 +189,7 @@ class RealtimeRoutes:
         if spec.kind is FeedKind.SUBSCRIBE:
             return FeedSession(spec, broker, store.head_offset)
         init = InitSlices(
-            store, spec.model, spec.filters, spec.projection, store.applied_offset, broker.capacity, spec.scope
+            store, spec.model, spec.filters, spec.projection, store.applied_offset, broker.capacity, spec.scope, spec.search
         )
         return FeedSession(spec, broker, init.offset, init=init)
 

@@ -198,6 +198,8 @@ def state_page(state: Mapping[Any, Stored], table: Table, query: Query) -> tuple
 def live_ids(table: Table, query: Query) -> list[Any]:
     """The ids of `query`'s page over the live state, in its order, with no dict built
     (a live query's Init reads its records a slice at a time, realtime/init.py)."""
+    if has_operators(query):  # a text search (seek.py)
+        return plan_operators(table, query)[0]
     return _plan_live(table, query)[0]
 
 
