@@ -60,7 +60,7 @@ ALLOWED: dict[str, frozenset[str]] = {
         "textsearch": ("errors",),  # issue 34: text search's tokenizer, for storage's index and generated matchers
         "logs": ("errors",),  # RUST_LOG and the log line formats
         "deps": ("errors",),  # a missing runtime package -> one line with its fix
-        "compiler": ("dbsvc", "errors", "launch", "schema", "rules", "runtime", "routes"),  # IR -> code object
+        "compiler": ("dbsvc", "errors", "launch", "schema", "rules", "runtime", "routes", "textsearch"),  # IR -> code object
         "interfaces": ("rules", "runtime"),  # the Protocols at the app's boundaries
         # the three layers over runtime, which know nothing of each other
         "storage": ("errors", "rules", "runtime", "schema", "textsearch"),

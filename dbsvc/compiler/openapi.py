@@ -49,6 +49,7 @@ from dbsvc.compiler.openapi_parts import (
     parameter_list,
     projection_parameter,
     request_body,
+    search_parameter,
     shared_parameters,
     sort_parameter,
 )
@@ -169,6 +170,7 @@ def _add_crud_paths(paths: dict[str, Any], model: Model) -> None:
             "parameters": parameter_list(
                 *filter_parameters(model),
                 *operator_parameters(model),
+                search_parameter(model),
                 sort_parameter(model),
                 ref("limit", "parameters"),
                 ref("offset", "parameters"),
@@ -265,7 +267,11 @@ def _ws_parameters() -> list[dict[str, Any]]:
 def _add_feed_paths(paths: dict[str, Any], model: Model) -> None:
     name, kebab, oid = model.name, model.kebab, _op_id(model)
     query = parameter_list(
-        *filter_parameters(model), projection_parameter(model), ref("after", "parameters"), *_ws_parameters()
+        *filter_parameters(model),
+        search_parameter(model),
+        projection_parameter(model),
+        ref("after", "parameters"),
+        *_ws_parameters(),
     )
     errors = errors_for(400, 401, 403, 410, 426, 503)
     paths[feed_path(SUBSCRIBE, kebab)] = {

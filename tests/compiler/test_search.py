@@ -21,6 +21,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from dbsvc.compiler import compile_schema
+from dbsvc.compiler.openapi import build_openapi
 from dbsvc.errors import BadQuery
 from dbsvc.schema import parse_schema
 from dbsvc.storage.words import WordIndex
@@ -140,3 +141,13 @@ def test_the_word_index_answers_as_a_scan_after_any_writes(ops, query):
     rebuilt = WordIndex([0, 1])
     rebuilt.build(live.items())
     assert rebuilt.postings == index.postings and list(rebuilt.ordered) == list(index.ordered)
+
+
+def test_openapi_lists_search_with_its_type_and_match_rule_only_where_declared():
+    schema = parse_schema(SCHEMA + "model P {\n  id int @id\n  t str @filter\n}\n", "items.dbs")
+    paths = build_openapi(schema)["paths"]
+    (search,) = [p for p in paths["/api/item"]["get"]["parameters"] if p.get("name") == "search"]
+    assert (search["in"], search["required"], search["schema"]) == ("query", False, {"type": "string", "minLength": 1})
+    assert search["description"].startswith("Text search over `t`, `w`: a record matches when every word")
+    assert "At most 16 words of at most 64 characters" in search["description"]
+    assert not [p for p in paths["/api/p"]["get"]["parameters"] if p.get("name") == "search"]
