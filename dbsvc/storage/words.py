@@ -8,7 +8,8 @@ record's entry is the set of distinct words of its `@search` fields' values.
 
 State::
 
-    postings   word -> the ids of the live records holding it (a set)
+    postings   word -> the ids of the live records holding it: a tuple while they are at
+               most SMALL, a set past that (back to a tuple at SMALL // 2 or fewer)
     ordered    SortedIndex of the distinct words (indexes.py): a prefix is a range of it,
                a bisect then a walk while the words start with the prefix, never a scan
                of every word
@@ -24,9 +25,13 @@ against its words' sets. An empty set ends it at once. Cost
 O(sum of the matched words' postings of the cheapest query word + the narrowing), never a
 walk of every record.
 
-Memory (bench/README.md, "Text search"): a posting costs a set slot (about 8 to 16 bytes
-in a set's table, which is kept at most 60 % full, plus the int id objects the records
-share), a distinct word a str, a dict entry and an entry of `ordered`.
+Memory (bench/README.md, "Text search"): most distinct words of real text are rare (Zipf's
+law), and an empty set alone is 216 bytes, so a word held by few records keeps them in a
+tuple (48 bytes for one id, 8 more per id), changed by making a new one (at most SMALL
+ids); a common word's ids are a set (an entry 16 bytes in a table at most 60 % full, so
+about 27 to 53 bytes an id), where adding and removing one is O(1). Both answer `len`,
+`in` and iteration, which is all `match` asks. A distinct word also costs its str, a dict
+entry and an entry of `ordered`; the id objects are the records' own.
 
 Imports indexes.py and the tokenizer only; no I/O.
 """
@@ -40,6 +45,9 @@ from typing import Any
 from dbsvc.storage.indexes import SortedIndex
 from dbsvc.textsearch import word_set
 
+SMALL = 8  # ids a word keeps in a tuple before they become a set
+Ids = tuple[Any, ...] | set[Any]
+
 
 class WordIndex:
     """The inverted index of one model's `@search` fields (module docstring)."""
@@ -48,7 +56,7 @@ class WordIndex:
 
     def __init__(self, positions: Sequence[int]) -> None:
         self.positions = tuple(positions)  # where the @search fields are in a record's values
-        self.postings: dict[str, set[Any]] = {}
+        self.postings: dict[str, Ids] = {}
         self.ordered = SortedIndex()
 
     def record_words(self, values: Sequence[Any]) -> set[str]:
@@ -57,15 +65,16 @@ class WordIndex:
 
     def build(self, records: Iterable[tuple[Any, Sequence[Any]]]) -> None:
         """Fill an empty index from (id, values) pairs: one sort of the words at the end."""
-        postings = self.postings
+        lists: dict[str, list[Any]] = {}
         for id_, values in records:
             for word in self.record_words(values):
-                ids = postings.get(word)
+                ids = lists.get(word)
                 if ids is None:
-                    postings[word] = {id_}
+                    lists[word] = [id_]
                 else:
-                    ids.add(id_)
-        self.ordered = SortedIndex.from_sorted(sorted(postings))
+                    ids.append(id_)
+        self.postings = {w: tuple(ids) if len(ids) <= SMALL else set(ids) for w, ids in lists.items()}
+        self.ordered = SortedIndex.from_sorted(sorted(self.postings))
 
     def add(self, id_: Any, values: Sequence[Any]) -> None:
         self._add_words(id_, self.record_words(values))
@@ -87,17 +96,28 @@ class WordIndex:
         for word in found:
             ids = postings.get(word)
             if ids is None:
-                postings[word] = {id_}
+                postings[word] = (id_,)
                 self.ordered.add(word)
-            else:
+            elif type(ids) is set:
                 ids.add(id_)
+            elif len(ids) < SMALL:
+                postings[word] = (*ids, id_)
+            else:
+                postings[word] = {*ids, id_}
 
     def _remove_words(self, id_: Any, found: Iterable[str]) -> None:
         postings = self.postings
         for word in found:
             ids = postings[word]
-            ids.discard(id_)
-            if not ids:
+            if type(ids) is set:
+                ids.discard(id_)
+                if len(ids) <= SMALL // 2:
+                    postings[word] = tuple(ids)
+                continue
+            left = tuple(i for i in ids if i != id_)
+            if left:
+                postings[word] = left
+            else:
                 del postings[word]
                 self.ordered.remove(word)
 
@@ -109,7 +129,7 @@ class WordIndex:
         """(word, id) pairs held: the figure the memory per posting is divided by."""
         return sum(map(len, self.postings.values()))
 
-    def expand(self, prefix: str) -> list[set[Any]]:
+    def expand(self, prefix: str) -> list[Ids]:
         """The id sets of every word that starts with `prefix` (the word itself included)."""
         postings = self.postings
         out = []
@@ -127,7 +147,7 @@ class WordIndex:
         if not expanded or expanded[0][0] == 0:
             return set()
         _cost, _i, first = expanded[0]
-        found: set[Any] = set(first[0]) if len(first) == 1 else set().union(*first)
+        found: set[Any] = set().union(*first)
         for cost, _i, sets in expanded[1:]:
             if cost == 0:
                 return set()
