@@ -124,6 +124,8 @@
           }
         } else if (param.schema && param.schema.type === "array") {
           model.filters.push({name: param.name, values: enumOf(param.schema.items)});
+        } else if (param.name === "search") {  // text search: a box among the filters (@search fields)
+          model.filters.push({name: "search", values: null, hint: "words (each a prefix)"});
         }
       }
       const itemGet = (doc.paths[path + "/{id}"] || {}).get;
@@ -507,7 +509,7 @@
         input = el("select", {name: f.name}, el("option", {value: ""}, "any"));
         for (const v of f.values) input.append(el("option", {value: v}, v));
       } else {
-        input = el("input", {type: "text", name: f.name, placeholder: "any", spellcheck: false});
+        input = el("input", {type: "text", name: f.name, placeholder: f.hint || "any", spellcheck: false});
       }
       input.value = state.filters[f.name] || "";
       return el("label", {}, f.name + " ", input);

@@ -19,11 +19,13 @@ Invariant: a word is in `ordered` exactly when `postings` holds it with at least
 `match(query)`: the ids of the records every query word matches (a prefix of some word
 of theirs). Each query word's cost is estimated first (the summed sizes of the id sets of
 the words it is a prefix of); the cheapest is made into a set (a union at C speed), then
-each next query word, cheapest first, narrows it: by intersecting with its union, or, when
-that union would be larger than the candidates times its words, by testing each candidate
-against its words' sets. An empty set ends it at once. Cost
-O(sum of the matched words' postings of the cheapest query word + the narrowing), never a
-walk of every record.
+each next query word, cheapest first, narrows it: a query word that is a prefix of one word
+of the index by intersecting with its ids (C speed, over the smaller side), one of several
+words by intersecting with their union, or, when that union would cost more than
+UNION_FACTOR times testing each candidate against each of its words' ids, by those tests.
+An empty set ends it at once. Cost O(the postings of the words the cheapest query word
+covers + the narrowing), never a walk of every record; the dear case is a query of only
+one-letter words, each the prefix of a large share of all words (bench/README.md).
 
 Memory (bench/README.md, "Text search"): most distinct words of real text are rare (Zipf's
 law), and an empty set alone is 216 bytes, so a word held by few records keeps them in a
@@ -46,6 +48,10 @@ from dbsvc.storage.indexes import SortedIndex
 from dbsvc.textsearch import word_set
 
 SMALL = 8  # ids a word keeps in a tuple before they become a set
+# A union of a prefix's id sets runs at C speed, several times faster an id than a Python
+# test of each candidate against each set: the union is taken while it is at most this
+# many times the tests' count (bench/README.md, "Text search").
+UNION_FACTOR = 8
 Ids = tuple[Any, ...] | set[Any]
 
 
@@ -151,9 +157,11 @@ class WordIndex:
         for cost, _i, sets in expanded[1:]:
             if cost == 0:
                 return set()
-            if cost <= len(found) * len(sets):
-                found.intersection_update(sets[0] if len(sets) == 1 else set().union(*sets))
-            else:
+            if len(sets) == 1:  # one word: C speed, over the smaller side when it is a set
+                found.intersection_update(sets[0])
+            elif cost <= UNION_FACTOR * len(found) * len(sets):
+                found.intersection_update(set().union(*sets))
+            else:  # a short prefix held by many words, against few candidates
                 found = {id_ for id_ in found if any(id_ in ids for ids in sets)}
             if not found:
                 break
