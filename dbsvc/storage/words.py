@@ -72,9 +72,10 @@ class WordIndex:
     def build(self, records: Iterable[tuple[Any, Sequence[Any]]]) -> None:
         """Fill an empty index from (id, values) pairs: one sort of the words at the end."""
         lists: dict[str, list[Any]] = {}
+        get, record_words = lists.get, self.record_words
         for id_, values in records:
-            for word in self.record_words(values):
-                ids = lists.get(word)
+            for word in record_words(values):
+                ids = get(word)
                 if ids is None:
                     lists[word] = [id_]
                 else:
