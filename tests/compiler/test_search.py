@@ -21,7 +21,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from dbsvc.compiler import compile_schema
+from dbsvc.compiler import compile_schema, generate_source
 from dbsvc.compiler.openapi import build_openapi
 from dbsvc.errors import BadQuery
 from dbsvc.schema import parse_schema
@@ -155,3 +155,12 @@ def test_openapi_lists_search_with_its_type_and_match_rule_only_where_declared()
     assert search["description"].startswith("Text search over `t`, `w`: a record matches when every word")
     assert "At most 16 words of at most 64 characters" in search["description"]
     assert not [p for p in paths["/api/p"]["get"]["parameters"] if p.get("name") == "search"]
+
+
+def test_dbsvc_generate_shows_the_search_parser_and_matcher():
+    source = generate_source(parse_schema(SCHEMA, "items.dbs"))
+    assert "import dbsvc.textsearch as _dbsvc_words" in source
+    assert "def search_item(record, words):" in source and "def match_item(record, filters, search=()):" in source
+    assert "_dbsvc_search = _dbsvc_words.query_words(_dbsvc_value)" in source
+    plain = generate_source(parse_schema("model P {\n  id int @id\n  t str @filter\n}\n", "p.dbs"))
+    assert "textsearch" not in plain and "def match_p(record, filters):" in plain
