@@ -1,8 +1,9 @@
 """Text search as a user meets it (issue 34 item 2): `search=` over REST and on a live query.
 
 The blog demo schema (BlogPost: `title str @sort @search`, `body str @search`), one server
-per module for the REST cases; the restart/compaction case and the live query have servers
-of their own. docs/guide/queries.md, "Text search".
+per module for the REST cases; the restart/compaction case (`-m slow`: the store's test
+covers it in process) and the live query have servers of their own. docs/guide/queries.md,
+"Text search".
 """
 
 from __future__ import annotations
@@ -116,6 +117,7 @@ def test_bad_searches_are_400_naming_what_was_expected(posts):
     assert server.get("/api/blog-post").json == before  # nothing lost
 
 
+@pytest.mark.slow  # two servers and `dbsvc compact`: tests/storage/test_storage_search.py covers it in process
 def test_the_index_is_rebuilt_at_open_and_after_compaction(tmp_path):
     data = tmp_path / "data"
     server = start_server(ROOT / "schemas" / "blog.dbs", data)
