@@ -22,6 +22,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from dbsvc.compiler import compile_schema, generate_source
+from dbsvc.compiler.asyncapi import build_asyncapi
 from dbsvc.compiler.openapi import build_openapi
 from dbsvc.errors import BadQuery
 from dbsvc.schema import parse_schema
@@ -164,3 +165,12 @@ def test_dbsvc_generate_shows_the_search_parser_and_matcher():
     assert "_dbsvc_search = _dbsvc_words.query_words(_dbsvc_value)" in source
     plain = generate_source(parse_schema("model P {\n  id int @id\n  t str @filter\n}\n", "p.dbs"))
     assert "textsearch" not in plain and "def match_p(record, filters):" in plain
+
+
+def test_asyncapi_feeds_of_a_model_with_search_fields_take_search():
+    schema = parse_schema(SCHEMA + "model P {\n  id int @id\n  t str @filter\n}\n", "items.dbs")
+    channels = build_asyncapi(schema)["channels"]
+    queries = {name: c["bindings"]["ws"]["query"]["properties"] for name, c in channels.items() if "bindings" in c}
+    item = [queries["subscribe.item"], queries["live-query.item"]]
+    assert all(q["search"]["type"] == "string" for q in item)
+    assert "search" not in queries["subscribe.p"] and "search" not in queries["live-query.p"]
