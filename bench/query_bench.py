@@ -1,9 +1,12 @@
 """Operators, cursor pages and expand at scale (issue 34): lists against a GET of one record.
 
     python bench/query_bench.py [--records 1000000] [--duration 5] [--connections 16] [--data DIR]
+    python bench/query_bench.py --search-memory [--records 100000]
 
 1. Seeds a tenant with 1,000 users and N blog posts (random titles of six lowercase
-   letters, so `title__prefix=ab` matches about N / 676 of them; random scores 0-100)
+   letters, so `title__prefix=ab` matches about N / 676 of them; random scores 0-100;
+   bodies of 12 words drawn from a vocabulary of 5,000 made-up words with Zipf's law,
+   word k of it with weight 1/k, for text search)
    through `Store.insert_batch` in chunks of 10,000 (one fsync each), then compacts it, so
    the server opens a snapshot. `--data DIR` keeps the tenant there and reuses it when it
    holds the same number of posts.
@@ -22,6 +25,14 @@
    - `limit=20` against `limit=20&expand=author_id` and `...=author_id:card` (each post's
      author embedded: 20 posts of ~20 distinct authors of 1,000; issue 34 item 4, run at
      `--records 100000`).
+   - text search (issue 34 item 2): `search=` two words of the vocabulary (ranks 50 and
+     200: a few thousand and a few hundred posts hold them), the same sorted by score, and a
+     two-letter prefix (`search=ab`, every word starting with it unioned).
+
+`--search-memory` measures the search index alone, in process: the bytes `tracemalloc`
+sees allocated by `WordIndex.build` over the N posts' titles and bodies (the index's sets,
+dict, word strings and sorted word list; the records' own id objects are not counted), per
+record, per distinct word and per (word, record) posting.
 
 Figures in bench/README.md ("Operators and cursor pages").
 """
@@ -47,6 +58,23 @@ from http_bench import measure, start_dbsvc, stop_server  # noqa: E402
 
 SCHEMA = ROOT / "schemas" / "blog.dbs"
 CHUNK = 10_000
+VOCABULARY = 5000
+BODY_WORDS = 12
+
+
+def vocabulary() -> tuple[list[str], list[float]]:
+    """The made-up words of the bodies, and their Zipf weights (word k: 1/k)."""
+    rng = random.Random(35)
+    words: dict[str, None] = {}
+    while len(words) < VOCABULARY:
+        words["".join(rng.choices(string.ascii_lowercase, k=rng.randint(3, 9)))] = None
+    return list(words), [1 / k for k in range(1, VOCABULARY + 1)]
+
+
+def bodies(count: int) -> list[str]:
+    words, weights = vocabulary()
+    rng = random.Random(36)
+    return [" ".join(rng.choices(words, weights, k=BODY_WORDS)) for _ in range(count)]
 
 
 def seed(data_dir: Path, posts: int, users: int = 1000) -> None:
@@ -60,6 +88,7 @@ def seed(data_dir: Path, posts: int, users: int = 1000) -> None:
     store = Store.open(str(directory), module.MODELS, module.DESCRIPTION, sync="off")
     user, post = module.BY_NAME["User"], module.BY_NAME["BlogPost"]
     rng = random.Random(34)
+    texts = iter(bodies(posts))
     store.insert_batch(
         [("User", user.validate_create({"email": f"u{i}@bench.io", "name": f"u{i}"})) for i in range(users)]
     )
@@ -69,7 +98,7 @@ def seed(data_dir: Path, posts: int, users: int = 1000) -> None:
             body = {
                 "author_id": rng.randint(1, users),
                 "title": "".join(rng.choices(string.ascii_lowercase, k=6)),
-                "body": "lorem ipsum",
+                "body": next(texts),
                 "published": rng.random() < 0.5,
                 "score": round(rng.random() * 100, 2),
             }
@@ -106,7 +135,10 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--duration", type=float, default=5)
     parser.add_argument("--connections", type=int, default=16)
     parser.add_argument("--data", type=Path, default=None)
+    parser.add_argument("--search-memory", action="store_true", help="measure the search index's memory, in process")
     args = parser.parse_args(argv)
+    if args.search_memory:
+        return search_memory(args.records)
     from dbsvc.operators import encode_cursor
 
     data = args.data or Path(tempfile.mkdtemp(prefix="query-bench-"))
@@ -136,12 +168,18 @@ def main(argv: list[str]) -> int:
             "limit=20&expand=author_id": f"{base}?limit=20&expand=author_id",
             "limit=20&expand=author_id:card": f"{base}?limit=20&expand=author_id:card",
         }
+        words, _weights = vocabulary()
+        two = f"{words[49]}%20{words[199]}"
+        urls[f"search={words[49]} {words[199]}&limit=20"] = f"{base}?search={two}&limit=20"
+        urls["search=(same)&sort=-score&limit=20"] = f"{base}?search={two}&sort=-score&limit=20"
+        urls["search=ab&limit=20"] = f"{base}?search=ab&limit=20"
+        for label in list(urls)[-3:]:
+            found = get_json(port, urls[label][len(f"http://127.0.0.1:{port}") :])
+            print(f"{label}: {found['total']} matches")
         check = get_json(port, urls["sort=-score&limit=20&cursor= (last page)"][len(f"http://127.0.0.1:{port}") :])
         assert len(check["data"]) == 20, check
         print(f"{n} posts; wrk -c{args.connections}, {args.duration:g} s each, server on core 0")
-        print(
-            f"{'figure':52} {'req/s':>8} {'p50 ms':>8} {'p99 ms':>8} {'p50 / GET':>10} {'alone ms':>9} {'cpu us':>7}"
-        )
+        print(f"{'figure':52} {'req/s':>8} {'p50 ms':>8} {'p99 ms':>8} {'p50 / GET':>10} {'alone ms':>9} {'cpu us':>7}")
         yardstick = None
         for label, url in urls.items():
             alone = sequential_ms(port, url[len(f"http://127.0.0.1:{port}") :], 15 if "offset=" not in url else 3)
@@ -156,6 +194,35 @@ def main(argv: list[str]) -> int:
             )
     finally:
         stop_server(process)
+    return 0
+
+
+def search_memory(posts: int) -> int:
+    """The bytes of the search index over `posts` posts (module docstring), per record,
+    per distinct word and per posting."""
+    import tracemalloc
+
+    from dbsvc.storage.words import WordIndex
+
+    rng = random.Random(34)
+    rows = []
+    for id_, body in enumerate(bodies(posts), 1):
+        rng.randint(1, 1000)  # the seed's draws in its order: author, title, published, score
+        title = "".join(rng.choices(string.ascii_lowercase, k=6))
+        rng.random(), rng.random()
+        rows.append((id_, (title, body)))
+    index = WordIndex([0, 1])
+    tracemalloc.start()
+    before = tracemalloc.get_traced_memory()[0]
+    index.build(rows)
+    size = tracemalloc.get_traced_memory()[0] - before
+    tracemalloc.stop()
+    postings, words = index.postings_count(), len(index)
+    print(f"{posts} posts: {words} distinct words, {postings} postings (word, record)")
+    print(
+        f"search index: {size / 2**20:.1f} MiB; {size / posts:.0f} B a record, {size / words:.0f} B a distinct word, "
+        f"{size / postings:.1f} B a posting"
+    )
     return 0
 
 

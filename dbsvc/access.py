@@ -76,6 +76,7 @@ def scoped_query(model: CompiledModel, query: Query, scope: Scope) -> Query | No
         nulls=query.nulls,
         cursor=query.cursor,
         expand=query.expand,
+        search=query.search,
     )
 
 

@@ -34,6 +34,7 @@ from urllib.parse import quote, unquote
 
 from dbsvc import __version__
 from dbsvc.access import NO_CLAIMS, Access, missing
+from dbsvc.bodies import decode_body
 from dbsvc.errors import (
     BadQuery,
     BadRequest,
@@ -74,7 +75,7 @@ from dbsvc.routes import (
     item_path,
 )
 from dbsvc.rules import Claims, Refusals
-from dbsvc.runtime import CompiledModel, Query, Record, decode_body, json_bytes
+from dbsvc.runtime import CompiledModel, Query, Record, json_bytes
 from dbsvc.schema.describe import schema_fingerprint
 
 log = logging.getLogger("dbsvc.app")
@@ -97,7 +98,7 @@ def parse_json_body(request: Request) -> Any:
         text = request.body.decode("utf-8")
     except UnicodeDecodeError as exc:
         raise BadRequest(f"request body is not UTF-8: invalid byte at position {exc.start}") from exc
-    return decode_body(text)  # 400/422 for what could not be stored (dbsvc.runtime)
+    return decode_body(text)  # 400/422 for what could not be stored (dbsvc/bodies.py)
 
 
 def _raw_item_segment(target: str, kebab: str) -> str | None:

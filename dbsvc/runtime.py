@@ -25,14 +25,7 @@ shape, calendar validity, uuid shape, and how a bad value is shown in a message.
 return the canonical value, or `None` when the text is not acceptable; the generated code
 owns the message, which names the field.
 
-Request bodies (`decode_body`, the third part): JSON text -> value, refusing at decode time
-what the rest of dbsvc could not store or encode again, so no such value ever reaches a
-validator, the log or a response: `NaN`/`Infinity` literals and numbers out of a double's
-range (400), an object naming a member twice (400: which value was meant is unknown),
-arrays and objects nested deeper than MAX_DEPTH (400), and lone surrogates
-(`"\\ud800"`: not Unicode, no UTF-8 form), 422 naming the field, 400 in a key. The checks
-cost almost nothing on an ordinary body: a float hook, two `str.count` calls and one substring
-test decide whether the (rare) walk over the decoded value is needed at all.
+Request bodies are decoded by dbsvc/bodies.py (`decode_body`), which uses `show` from here.
 
 Text values: every `str` field, str id and str filter value is stored and compared in
 Unicode Normalization Form C (`nfc`), so the NFC and NFD spellings of one e-mail are one
@@ -59,7 +52,7 @@ from datetime import UTC, date, datetime, timedelta
 from types import MappingProxyType
 from typing import Any, Protocol, TypeAlias
 
-from dbsvc.errors import BadQuery, BadRequest, ConstraintViolation
+from dbsvc.errors import BadQuery
 from dbsvc.rules import Claims, ModelRules
 
 # The shapes that cross every layer: a record as JSON gives it (field name -> value, in
@@ -70,14 +63,6 @@ Filters: TypeAlias = Mapping[str, frozenset[Any]]
 DEFAULT_LIMIT = 100
 MAX_LIMIT = 1000
 MAX_FILTER_VALUES = 1000  # filter values in one query string, all fields together
-MAX_DEPTH = 64  # nesting of arrays and objects in a body, the body itself counted
-# The refusal of a body nested deeper than MAX_DEPTH, whichever check finds it: the decoder's
-# recursion limit (RecursionError) or the level count after it (which of the two comes first
-# depends on the Python: 3.13's decoder takes 5,000 levels that 3.11's cannot).
-TOO_DEEP = (
-    f"request body nests arrays and objects deeper than {MAX_DEPTH} levels: "
-    f"at most {MAX_DEPTH} are allowed, the body itself counted"
-)
 
 
 @dataclass(frozen=True, slots=True)
@@ -94,6 +79,8 @@ class Query:
     ((sort keys, id) of the record a page starts after) are the operators of
     dbsvc/operators.py. `expand` lists the `@ref` fields whose records a get or a list
     embeds under `_expand`, each with the referenced model's projection (dbsvc/expand.py).
+    `search` holds the folded words of `search=` (dbsvc/textsearch.py), each a prefix of
+    some word of every matching record's `@search` fields.
     """
 
     filters: Filters = field(default_factory=dict)
@@ -108,13 +95,17 @@ class Query:
     nulls: tuple[tuple[str, bool], ...] = ()
     cursor: tuple[tuple[Any, ...], Any] | None = None
     expand: tuple[tuple[str, str | None], ...] = ()  # (@ref field, projection or None), as asked
+    search: tuple[str, ...] = ()
 
 
 class Matcher(Protocol):
-    """`match_m(record, filters, ranges=(), nulls=())`: whether a record passes a query's
-    filters and operators (`Query.ranges`, `Query.nulls`), the test of every feed event."""
+    """`match_m(record, filters, ranges=(), nulls=(), search=())`: whether a record passes a
+    query's filters, operators (`Query.ranges`, `Query.nulls`) and, on a model with `@search`
+    fields only, its search words (`Query.search`): the test of every feed event."""
 
-    def __call__(self, record: Record, filters: Filters, ranges: tuple = (), nulls: tuple = (), /) -> bool: ...
+    def __call__(
+        self, record: Record, filters: Filters, ranges: tuple = (), nulls: tuple = (), search: tuple = (), /
+    ) -> bool: ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -153,6 +144,8 @@ class CompiledModel:
     rules: ModelRules | None = None
     # fills the fields declared `@default(token.CLAIM)` of a create body from the claims
     fill_from_token: Callable[[dict[str, Any], Claims], None] | None = None
+    # the `@search` fields, whose words `search=` matches (dbsvc/textsearch.py)
+    search_fields: tuple[str, ...] = ()
 
 
 # ---------------------------------------------------------------------------------------
@@ -174,7 +167,8 @@ _DATE_RE = re.compile(r"([0-9]{4})-([0-9]{2})-([0-9]{2})")
 _UUID_RE = re.compile(r"[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}")
 _INT_TEXT_RE = re.compile(r"[+-]?[0-9]+")
 _NUMBER_TEXT_RE = re.compile(r"[+-]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[eE][+-]?[0-9]+)?")
-_SHOW_LIMIT = 60
+SHOW_LIMIT = 60  # the characters of a value a message shows (`show`, bodies.py)
+SURROGATE_RE = re.compile("[\ud800-\udfff]")  # a lone surrogate: no UTF-8 form (bodies.py refuses it)
 
 
 class _Invalid:
@@ -414,6 +408,10 @@ def json_bytes(value: Any) -> bytes:
     return compact_json(value).encode("utf-8")
 
 
+def _escaped(match: re.Match[str]) -> str:
+    return f"\\u{ord(match.group()):04x}"
+
+
 def show(value: Any) -> str:
     """A JSON rendering of `value` cut to a readable length (`"abc…"` for long strings).
     A lone surrogate is shown escaped (`"\\ud800"`): a message must always encode as UTF-8."""
@@ -421,10 +419,10 @@ def show(value: Any) -> str:
         text = json.dumps(value, ensure_ascii=False, default=repr)
     except ValueError:
         text = repr(value)
-    if _SURROGATE_RE.search(text) is not None:
-        text = _SURROGATE_RE.sub(_escaped, text)
-    if len(text) > _SHOW_LIMIT:
-        text = text[: _SHOW_LIMIT - 1] + "…"
+    if SURROGATE_RE.search(text) is not None:
+        text = SURROGATE_RE.sub(_escaped, text)
+    if len(text) > SHOW_LIMIT:
+        text = text[: SHOW_LIMIT - 1] + "…"
     return text
 
 
@@ -452,147 +450,3 @@ def filter_sets(filters: dict[str, list[Any]]) -> Filters:
     if given > MAX_FILTER_VALUES:
         raise BadQuery(f"{given} filter values given: at most {MAX_FILTER_VALUES} are allowed in one query")
     return out
-
-
-# ---------------------------------------------------------------------------------------
-# Request bodies.
-# ---------------------------------------------------------------------------------------
-
-_SURROGATE_RE = re.compile("[\ud800-\udfff]")
-# A decoded string can hold a surrogate only if the text escaped one: UTF-8 input cannot
-# carry one (the strict decode refuses it), and json decodes a valid pair into one character.
-_ESCAPED_SURROGATE_RE = re.compile(r"\\u[dD][89a-fA-F]")
-
-
-class _Unacceptable(ValueError):
-    """JSON that parses, but that dbsvc refuses to store: a number a double cannot hold
-    (decoded it would be an infinity), or an object that names one member twice."""
-
-
-def _escaped(match: re.Match[str]) -> str:
-    return f"\\u{ord(match.group()):04x}"
-
-
-def _refuse_constant(name: str) -> Any:
-    raise ValueError(f"{name} is not valid JSON (RFC 8259 §6: numbers are finite)")
-
-
-def _finite(text: str) -> float:
-    value = float(text)
-    if value - value != 0.0:  # inf - inf is nan; a finite value gives 0.0
-        raise _Unacceptable(
-            f"the number {text[:_SHOW_LIMIT]} is out of range: expected a finite number (a 64-bit float, RFC 8259 §6)"
-        )
-    return value
-
-
-def _each_name_once(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
-    """An object's members as a dict, refusing a name given twice: json would keep the
-    last value and drop the others without a word, and which one the client meant is not
-    ours to guess (RFC 8259 §4 calls the outcome unpredictable; I-JSON, RFC 7493 §2.3,
-    forbids it). About half a microsecond more per decoded object."""
-    members = dict(pairs)
-    if len(members) != len(pairs):
-        seen: set[str] = set()
-        for name, _value in pairs:
-            if name in seen:
-                raise _Unacceptable(
-                    f"an object names the member {show(name)} twice: expected each name once (RFC 8259 §4)"
-                )
-            seen.add(name)
-    return members
-
-
-# One decoder for every body: json.loads with an argument builds a new JSONDecoder per call.
-# Public for `dbsvc import`, which scans its lines with the same hooks, and for the token
-# guard, which decodes a token's header and claims with it.
-BODY_DECODER = json.JSONDecoder(parse_constant=_refuse_constant, parse_float=_finite, object_pairs_hook=_each_name_once)
-
-
-def decode_body(text: str) -> Any:
-    """A request body's JSON text -> value; BadRequest (400) or ConstraintViolation (422).
-
-    Refused: text that is not JSON (400); `NaN`, `Infinity`, `-Infinity` and numbers out
-    of a double's range such as `1e400` (400: JSON numbers are finite, and the encoder
-    refuses infinities); an object, at any depth, that names a member twice (400); arrays
-    and objects nested deeper than MAX_DEPTH, the body counted as level 1 (400); a lone
-    surrogate, 400 in an object key of the body, else 422 naming the body field whose value
-    holds it.
-    """
-    try:
-        value = BODY_DECODER.decode(text)
-    except _Unacceptable as exc:
-        raise BadRequest(f"request body is not acceptable JSON: {exc}") from exc
-    except RecursionError as exc:
-        raise BadRequest(TOO_DEEP) from exc
-    except ValueError as exc:
-        raise BadRequest(f"request body is not valid JSON: {exc}") from exc
-    refuse_unstorable(text, value)
-    return value
-
-
-def refuse_unstorable(text: str, value: Any) -> None:
-    """The checks of `decode_body` after the decoder: `value`, decoded from (a part of)
-    `text`, nests no deeper than MAX_DEPTH and holds no lone surrogate. `dbsvc import`
-    applies them to each line's record, so a file cannot store what a request could not."""
-    # Nesting deeper than MAX_DEPTH needs more than MAX_DEPTH opening brackets.
-    if text.count("[") + text.count("{") > MAX_DEPTH and _nests_deeper(value, MAX_DEPTH):
-        raise BadRequest(TOO_DEEP)
-    if "\\u" in text and _ESCAPED_SURROGATE_RE.search(text) is not None:
-        _refuse_surrogates(value)
-
-
-def _nests_deeper(value: Any, limit: int) -> bool:
-    """True when arrays and objects nest more than `limit` levels (`value` is level 1).
-    Level by level, without recursion: the point is to refuse what recursion could not
-    handle, and a wide body costs one visit per child."""
-    level = [value] if type(value) is dict or type(value) is list else []
-    depth = 1
-    while level:
-        below = []
-        for node in level:
-            for child in node.values() if type(node) is dict else node:
-                if type(child) is dict or type(child) is list:
-                    below.append(child)
-        if below and depth == limit:
-            return True
-        level = below
-        depth += 1
-    return False
-
-
-def _surrogate_text(value: Any) -> str | None:
-    """The first string (object keys included) in `value` holding a lone surrogate, or None."""
-    stack = [value]
-    while stack:
-        node = stack.pop()
-        if type(node) is str:
-            if not node.isascii() and _SURROGATE_RE.search(node) is not None:
-                return node
-        elif type(node) is dict:
-            stack.extend(node.keys())
-            stack.extend(node.values())
-        elif type(node) is list:
-            stack.extend(node)
-    return None
-
-
-def _refuse_surrogates(body: Any) -> None:
-    """BadRequest for a lone surrogate in a key of the body object or in a body that is
-    not an object; ConstraintViolation listing every field whose value holds one."""
-    why = "expected Unicode text (a lone surrogate has no UTF-8 form, RFC 8259 §8.2)"
-    if type(body) is not dict:
-        found = _surrogate_text(body)
-        if found is not None:
-            raise BadRequest(f"request body holds a lone surrogate in the string {show(found)}: {why}")
-        return
-    errors = []
-    for key, value in body.items():
-        if _SURROGATE_RE.search(key) is not None:
-            raise BadRequest(f"request body holds a lone surrogate in the key {show(key)}: {why}")
-        found = _surrogate_text(value)
-        if found is not None:
-            message = f"{key!r} holds a lone surrogate in the string {show(found)}: {why}"
-            errors.append({"field": key, "message": message})
-    if errors:
-        raise ConstraintViolation(errors)

@@ -56,15 +56,26 @@ ALLOWED: dict[str, frozenset[str]] = {
         "schema": ("errors",),  # source text -> IR
         "rules": (),  # what compiled access rules answer (Scope, ModelRules) and the claim helpers
         "runtime": ("errors", "rules"),  # the helpers generated code calls
+        "bodies": ("errors", "runtime"),  # the strict JSON decoder of request bodies, tokens and imported lines
         "operators": ("errors",),  # issue 34: query operators' bounds and cursors, called by generated parsers
+        "textsearch": ("errors",),  # issue 34: text search's tokenizer, for storage's index and generated matchers
         "logs": ("errors",),  # RUST_LOG and the log line formats
         "deps": ("errors",),  # a missing runtime package -> one line with its fix
-        "compiler": ("dbsvc", "errors", "launch", "schema", "rules", "runtime", "routes"),  # IR -> code object
+        "compiler": (
+            "dbsvc",
+            "errors",
+            "launch",
+            "schema",
+            "rules",
+            "runtime",
+            "routes",
+            "textsearch",
+        ),  # IR -> code object
         "interfaces": ("rules", "runtime"),  # the Protocols at the app's boundaries
         # the three layers over runtime, which know nothing of each other
-        "storage": ("errors", "rules", "runtime", "schema"),
+        "storage": ("errors", "rules", "runtime", "schema", "textsearch"),
         "http": ("errors", "routes", "logs"),
-        "auth": ("errors", "runtime", "schema", "deps", "interfaces"),
+        "auth": ("errors", "runtime", "bodies", "schema", "deps", "interfaces"),
         # what is built on them
         "explorer": ("errors", "routes", "http"),
         "realtime": ("errors", "rules", "runtime", "interfaces", "storage", "http", "auth"),
@@ -97,6 +108,7 @@ ALLOWED: dict[str, frozenset[str]] = {
         "app": (
             "dbsvc",
             "operational",
+            "bodies",
             "access",
             "expand",
             "operators",
@@ -115,7 +127,7 @@ ALLOWED: dict[str, frozenset[str]] = {
             "realtime",
             "replica",
         ),
-        "datatools": ("errors", "launch", "runtime", "storage", "config"),
+        "datatools": ("errors", "launch", "runtime", "bodies", "storage", "config"),
         "service": (
             "errors",
             "launch",

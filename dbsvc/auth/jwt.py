@@ -30,8 +30,8 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
+from dbsvc.bodies import BODY_DECODER
 from dbsvc.errors import TokenError
-from dbsvc.runtime import BODY_DECODER
 
 _B64URL = re.compile(r"[A-Za-z0-9_-]+")
 _ALPHABET = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_"

@@ -219,6 +219,14 @@ def _operator_properties(model: Model) -> dict[str, Any]:
 def _feed_query(model: Model) -> dict[str, Any]:
     query = _filter_properties(model)
     query.update(_operator_properties(model))
+    searched = [f.name for f in model.fields if f.searchable]
+    if searched:  # text search (compiler/search.py): the match rule as the list's OpenAPI parameter says
+        query["search"] = {
+            "type": "string",
+            "minLength": 1,
+            "description": f"Text search over {', '.join(searched)}: every word of it is a prefix of a word "
+            "of those fields, compared after NFKD, accent stripping and case folding (at most 16 words).",
+        }
     if model.projections:
         query["projection"] = {
             "type": "string",

@@ -8,6 +8,7 @@ Layout of the generated module, top to bottom::
     import dbsvc.rules as _dbsvc_rules
     import dbsvc.runtime as _dbsvc_rt
     import dbsvc.operators as _dbsvc_ops
+    import dbsvc.textsearch as _dbsvc_words   (only when some model has `@search` fields)
     from dbsvc.errors import BadQuery, BadRequest, ConstraintViolation, Forbidden
     from dbsvc.runtime import CompiledModel, Query
     # per model, in declaration order:
@@ -74,6 +75,7 @@ from dbsvc.compiler.nodes import (
 from dbsvc.compiler.operators import OPS
 from dbsvc.compiler.queries import build_queries, key_function, keyed_fields
 from dbsvc.compiler.rules import RULES_ALIAS, build_replicate, build_rules, model_rules_arguments
+from dbsvc.compiler.search import WORDS, search_fields, uses_search
 from dbsvc.compiler.validators import build_validators
 from dbsvc.launch import EXIT_USAGE, MINIMUM, TOO_OLD
 from dbsvc.schema.ir import Field, FieldType, Model, Schema
@@ -176,6 +178,8 @@ def build_compiled_model(model: Model) -> ast.Assign:
             [(const(f.name), const(KEY_ARRAYS[f.type])) for f in model.fields if f.sortable and f.type in KEY_ARRAYS]
         ),
     }
+    if search_fields(model):
+        arguments["search_fields"] = names([f.name for f in search_fields(model)])
     for action in (
         "validate_create",
         "validate_replace",
@@ -253,6 +257,7 @@ def build_tree(
         import_("dbsvc.rules", RULES_ALIAS),
         import_("dbsvc.runtime", RT),
         import_("dbsvc.operators", OPS),
+        *([import_("dbsvc.textsearch", WORDS)] if uses_search(schema) else []),
         import_from("dbsvc.errors", ["BadQuery", "BadRequest", "ConstraintViolation", "Forbidden"]),
         import_from("dbsvc.runtime", ["CompiledModel", "Query"]),
     ]

@@ -51,6 +51,7 @@ from dbsvc.compiler.openapi_parts import (
     parameter_list,
     projection_parameter,
     request_body,
+    search_parameter,
     shared_parameters,
     sort_parameter,
 )
@@ -179,6 +180,7 @@ def _add_crud_paths(paths: dict[str, Any], model: Model, expand: dict[str, Any] 
             "parameters": parameter_list(
                 *filter_parameters(model),
                 *operator_parameters(model),
+                search_parameter(model),
                 sort_parameter(model),
                 ref("limit", "parameters"),
                 ref("offset", "parameters"),
@@ -293,6 +295,7 @@ def _add_feed_paths(paths: dict[str, Any], model: Model) -> None:
     query = parameter_list(
         *filter_parameters(model),
         *operator_parameters(model),
+        search_parameter(model),
         projection_parameter(model),
         ref("after", "parameters"),
         *_ws_parameters(),

@@ -19,6 +19,7 @@ from typing import Any
 from dbsvc.compiler.openapi_schemas import MAX_LIMIT, nullable, ref, scalar_schema
 from dbsvc.compiler.operators import operator_params
 from dbsvc.schema.ir import Model
+from dbsvc.textsearch import MAX_QUERY_WORDS, MAX_WORD
 
 PROBLEM_JSON = "application/problem+json"
 JSON = "application/json"
@@ -240,6 +241,20 @@ def operator_parameters(model: Model) -> list[dict[str, Any]]:
             schema = scalar_schema(f)
         params.append(parameter(param, "query", text, schema))
     return params
+
+
+def search_parameter(model: Model) -> dict[str, Any] | None:
+    """`search` for a model with `@search` fields (compiler/search.py), else None."""
+    fields = [f.name for f in model.fields if f.searchable]
+    if not fields:
+        return None
+    text = (
+        f"Text search over {', '.join(f'`{f}`' for f in fields)}: a record matches when every word of this "
+        "text is a prefix of some word of those fields. Words are compared after Unicode NFKD, accent "
+        "stripping and case folding, and split on every character that is not a letter or digit. "
+        f"At most {MAX_QUERY_WORDS} words of at most {MAX_WORD} characters; no word at all is 400 `bad_query`."
+    )
+    return parameter("search", "query", text, {"type": "string", "minLength": 1})
 
 
 def sort_parameter(model: Model) -> dict[str, Any] | None:

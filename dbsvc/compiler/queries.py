@@ -24,10 +24,11 @@ Generated per model `m` (docs/guide/queries.md, decisions in docs/decisions.md):
   list and get parsers: compiler/expand.py.
 - `key_m__f(value)` for float and datetime fields (every other key is the value itself);
   `match_m(record, filters, ranges=(), nulls=())`: straight-line, one `if` per filterable
-  field, then the operators' loops (compiler/operators.py `operator_tests`); `passes_m(row,
-  filters)` the filter test on a stored row.
-- `parse_feed_query_m` takes the list's operators too (not `cursor`), and refuses `sort`,
-  `limit`, `offset` and `cursor`: a feed has no pages.
+  field, then the operators' loops (compiler/operators.py `operator_tests`); for a model with
+  `@search` fields, a last `search=()` argument tested first (compiler/search.py);
+  `passes_m(row, filters)` the filter test on a stored row.
+- `parse_feed_query_m` takes the list's operators and `search` too (not `cursor`), and
+  refuses `sort`, `limit`, `offset` and `cursor`: a feed has no pages.
 
 Every `BadQuery` detail names the offending parameter or value with `repr` and lists what
 would have been accepted. Imports only the schema IR, sibling helpers and the stdlib.
@@ -81,6 +82,7 @@ from dbsvc.compiler.operators import (
     operator_state,
     operator_tests,
 )
+from dbsvc.compiler.search import build_search, search_branch, search_clause, search_params, search_result, search_state
 from dbsvc.schema.ir import Field, FieldType, Model, Schema
 
 _PAIRS = "pairs"
@@ -222,6 +224,7 @@ def build_match(schema: Schema, model: Model, stored_row: bool = False) -> ast.F
     doc = origin(schema, model.line, model.name) + f"\n\nTrue when `{subject}` passes {what}."
     matcher = function(per_model("passes" if stored_row else "match", model), [subject, *params], doc, body)
     matcher.args.defaults = [tuple_([]) for _ in params[1:]]
+    search_clause(model, matcher, stored_row)  # text search's `search=()` (compiler/search.py)
     return matcher
 
 
@@ -379,8 +382,9 @@ def build_parse_list_query(schema: Schema, model: Model) -> ast.FunctionDef:
     )
     branches.append(expand_branch(model))
     branches += operator_branches(model)
+    branches += search_branch(model)
     operators = allowed_operators(model)
-    params = ["sort", "limit", "offset", "cursor", "projection", "as_of", *expand_allowed(model)]
+    params = ["sort", "limit", "offset", "cursor", "projection", "as_of", *expand_allowed(model), *search_params(model)]
     allowed = _allowed_text(model, params, True)
     if operators:
         allowed = f"{allowed}; operators {operators}"
@@ -404,6 +408,7 @@ def build_parse_list_query(schema: Schema, model: Model) -> ast.FunctionDef:
         "_dbsvc_as_of": const(None),
         EXPAND: const(None),
         **operator_state(),
+        **search_state(model),
     }
     result = {
         "filters": _filter_sets(),
@@ -414,6 +419,7 @@ def build_parse_list_query(schema: Schema, model: Model) -> ast.FunctionDef:
         "as_of": name("_dbsvc_as_of"),
         "expand": expand_result(),
         **operator_result(),
+        **search_result(model),
     }
     doc = (
         "\n\nList query string -> Query; raises BadQuery. `limit` defaults to DEFAULT_LIMIT and is"
@@ -443,7 +449,8 @@ def build_parse_feed_query(schema: Schema, model: Model) -> ast.FunctionDef:
     branches.append(_projection_branch(model))
     branches.append((eq(name(_NAME), const("after")), _count("_dbsvc_after", "after", "a non-negative integer offset")))
     branches += operator_branches(model, cursor=False)
-    allowed = _allowed_text(model, ["projection", "after"], True)
+    branches += search_branch(model)
+    allowed = _allowed_text(model, ["projection", "after", *search_params(model)], True)
     operators = allowed_operators(model)
     if operators:
         allowed = f"{allowed}; operators {operators}"
@@ -454,16 +461,18 @@ def build_parse_feed_query(schema: Schema, model: Model) -> ast.FunctionDef:
         "_dbsvc_projection": const(None),
         "_dbsvc_after": const(None),
         **operator_state(cursor=False),
+        **search_state(model),
     }
     result = {
         "filters": _filter_sets(),
         "projection": name("_dbsvc_projection"),
         "after": name("_dbsvc_after"),
         **operator_result(cursor=False),
+        **search_result(model),
     }
     doc = (
-        "\n\nFeed query string (/subscribe, /live-query: filters, operators, projection, after) -> Query;"
-        "\nraises BadQuery. A feed has no pages: sort, limit, offset and cursor are refused."
+        "\n\nFeed query string (/subscribe, /live-query: filters, operators, search, projection, after)"
+        " -> Query;\nraises BadQuery. A feed has no pages: sort, limit, offset and cursor are refused."
     )
     return _parser(schema, model, "parse_feed_query", doc, branches, allowed, state, [], result)
 
@@ -475,6 +484,7 @@ def build_queries(schema: Schema, model: Model) -> Stmts:
     out += [build_filter(schema, model, f) for f in model.fields if f.filterable]
     out += build_bounds(schema, model)
     out += build_expand(schema, model)
+    out += build_search(schema, model) + build_search(schema, model, stored_row=True)
     out.append(build_match(schema, model))
     out.append(build_match(schema, model, stored_row=True))
     out.append(build_parse_sort(schema, model))

@@ -23,7 +23,7 @@ is raised (docs/guide/errors.md). Rules the emitted code follows:
 7. A str value is stored in Unicode NFC (`_dbsvc_rt.nfc`), normalized before its length is
    checked; a str id may not be `.` or `..` (they are path segments, RFC 3986 §3.3).
    Lone surrogates, non-finite numbers and excess nesting never get here:
-   `_dbsvc_rt.decode_body` refuses them while decoding.
+   `dbsvc.bodies.decode_body` refuses them while decoding.
 
 Imports only the schema IR, the sibling builder helpers and the standard library.
 """

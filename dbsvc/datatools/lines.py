@@ -16,7 +16,7 @@ line over it, checking that each value ends its line; any line that does not tak
 path (blank, leading spaces, a value spread over lines, bad UTF-8 anywhere in the chunk)
 goes through `decode_line`, so both accept and refuse exactly the same lines, with the
 same messages. Both decode with the request bodies' decoder and after-checks
-(`runtime.BODY_DECODER`, `refuse_unstorable`): `NaN`, `1e400`, nesting past the depth limit
+(`bodies.BODY_DECODER`, `refuse_unstorable`): `NaN`, `1e400`, nesting past the depth limit
 and lone surrogates are refused as a POST would refuse them. Imports nothing from dbsvc but
 the runtime and its errors.
 """
@@ -27,8 +27,9 @@ from collections.abc import Callable
 from json.scanner import make_scanner
 from typing import Any
 
+from dbsvc.bodies import BODY_DECODER, TOO_DEEP, refuse_unstorable
 from dbsvc.errors import BadRequest, RequestError
-from dbsvc.runtime import BODY_DECODER, TOO_DEEP, compact_json, refuse_unstorable, show
+from dbsvc.runtime import compact_json, show
 
 _decode = BODY_DECODER.decode
 # json's C scanner, (text, index) -> (value, end); typeshed misdeclares its argument.
@@ -49,7 +50,7 @@ class BadLine(ValueError):
 
 
 def check_record(text: str | None, record: Any) -> None:
-    """BadLine for a record a request body could not hold (`runtime.refuse_unstorable`);
+    """BadLine for a record a request body could not hold (`bodies.refuse_unstorable`);
     `text` None: the line nests too deep for the decoder itself, which is refused as a
     record nested past the limit, as on a Python whose decoder reaches the level count."""
     try:

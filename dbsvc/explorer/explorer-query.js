@@ -7,6 +7,7 @@
  *   `field__gte/lte` "from" and "to" on a sortable field (a range over its ordered index)
  *   `field__prefix`  "starts with" on a sortable string field
  *   `field__null`    a null test on a nullable filter or sort field
+ *   `search`         the words of a text search, each a prefix (a model with `@search` fields)
  * A control's `name` is its query parameter, so the page's state, its URL fragment and the
  * request share one spelling. Live mode sends the same parameters to /live-query and
  * /subscribe, which take them too.
@@ -32,6 +33,7 @@ window.DbsvcQuery = (() => {
   /** The condition a list parameter stands for, or null: {name, field, op, values}. */
   function conditionOf(param, enumOf) {
     const schema = param.schema || {};
+    if (param.name === "search") return {name: "search", field: "search", op: "search", values: null, hint: ""};
     if (schema.type === "array" && param.explode === false) return null;  // `expand`: a comma list, not a filter
     if (schema.type === "array") return {name: param.name, field: param.name, op: "exact", values: enumOf(schema.items)};
     const match = /^(.+)__([a-z]+)$/.exec(param.name);
@@ -49,7 +51,7 @@ window.DbsvcQuery = (() => {
 
   /** The conditions in field order: each field's exact filter, range, prefix, null test. */
   function ordered(conditions, fields) {
-    const rank = {exact: 0, gte: 1, lte: 2, prefix: 3, null: 4};
+    const rank = {exact: 0, gte: 1, lte: 2, prefix: 3, null: 4, search: 5};
     const at = Object.fromEntries(fields.map((f, i) => [f.name, i]));
     return conditions.slice().sort((a, b) => (at[a.field] ?? 1e9) - (at[b.field] ?? 1e9) || rank[a.op] - rank[b.op]);
   }
@@ -76,15 +78,17 @@ window.DbsvcQuery = (() => {
       for (const v of c.values) select.append(el("option", {value: v}, v));
       return select;
     }
-    const placeholder = c.op === "exact" ? "exact value" : c.op === "prefix" ? "starts with" : c.hint || OPERATORS[c.op];
+    const placeholder = c.op === "exact" ? "exact value" : c.op === "prefix" ? "starts with"
+      : c.op === "search" ? "words (each a prefix)" : c.hint || OPERATORS[c.op];
     const title = c.op === "exact" ? "matches this exact value (compared by type)"
+      : c.op === "search" ? "records holding a word that starts with each of these words, accents and case aside"
       : c.op === "prefix" ? `${c.name}: values starting with this text`
       : `${c.name}: ${c.op === "gte" ? "at least" : "at most"} this value (never a null)`;
     return el("input", {type: "text", name: c.name, placeholder, title, spellcheck: false});
   }
 
   function label(c) {
-    if (c.op === "exact") return c.field + " ";
+    if (c.op === "exact" || c.op === "search") return c.field + " ";
     if (c.op === "null") return c.field + " null? ";
     if (c.op === "prefix") return c.field + " prefix ";
     return `${c.field} ${OPERATORS[c.op]} `;

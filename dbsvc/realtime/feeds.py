@@ -240,14 +240,18 @@ class FeedSpec:
     link_scopes: Mapping[str, Scope] = dataclass_field(default_factory=dict)  # child model -> Scope; absent: no rules
     ranges: Ranges = ()  # the query's `field__gt`... and `__prefix` (Query.ranges)
     nulls: Nulls = ()  # the query's `field__null` tests (Query.nulls)
+    search: tuple[str, ...] = ()  # `search=`'s words (Query.search): the generated matcher tests them too
 
     @property
     def conditions(self) -> bool:
-        """The query has a filter or an operator: not every record is in it."""
-        return bool(self.filters or self.ranges or self.nulls)
+        """The query has a filter, an operator or search words: not every record is in it."""
+        return bool(self.filters or self.ranges or self.nulls or self.search)
 
     def matches(self, record: dict) -> bool:
-        """`record` passes the query: the generated matcher with the filters and operators."""
+        """`record` passes the query: the generated matcher with the filters, the operators
+        and, on a model with `@search` fields, the search words."""
+        if self.search:
+            return self.model.match(record, self.filters, self.ranges, self.nulls, self.search)
         return self.model.match(record, self.filters, self.ranges, self.nulls)
 
     def route(self) -> tuple[str, frozenset] | None:

@@ -85,6 +85,7 @@ class InitSlices:
         scope: Scope | None = None,
         ranges: tuple = (),
         nulls: tuple = (),
+        search: tuple[str, ...] = (),
     ) -> None:
         self.model = model
         self.offset = offset
@@ -95,7 +96,7 @@ class InitSlices:
         self._ids: Sequence[Any] = (
             []
             if scope is not None and scope.nothing
-            else store.live_ids(model.name, scoped_filters(filters, scope), ranges, nulls)
+            else store.live_ids(model.name, scoped_filters(filters, scope), ranges, nulls, search)
         )
         self._pos = 0
         self._seen = self.watermark  # model watermark of the last event observed

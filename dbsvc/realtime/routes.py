@@ -130,7 +130,15 @@ class RealtimeRoutes:
                 if child.rules is not None and any(parent == model.name for _field, parent in child.refs):
                     link_scopes[child.name] = child.rules.subscribe(claims)
         return FeedSpec(
-            kind, model, query.filters, query.projection, scope, link_scopes, ranges=query.ranges, nulls=query.nulls
+            kind,
+            model,
+            query.filters,
+            query.projection,
+            scope,
+            link_scopes,
+            ranges=query.ranges,
+            nulls=query.nulls,
+            search=query.search,
         )
 
     def _check_replicate(self, claims: dict[str, Any] | None, path: str) -> None:
@@ -200,6 +208,7 @@ class RealtimeRoutes:
             spec.scope,
             ranges=spec.ranges,
             nulls=spec.nulls,
+            search=spec.search,
         )
         return FeedSession(spec, broker, init.offset, init=init)
 

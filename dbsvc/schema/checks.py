@@ -54,8 +54,8 @@ TYPES = {t.value: t for t in FieldType}
 TYPES_HINT = "int, float, str, bool, json, datetime, date, uuid or enum(...)"
 
 # Flags take no arguments; every other field attribute takes exactly one.
-FLAG_ATTRIBUTES = ("id", "unique", "filter", "sort")
-FIELD_ATTRIBUTES = ("id", "unique", "filter", "sort", "min", "max", "default", "ref")
+FLAG_ATTRIBUTES = ("id", "unique", "filter", "sort", "search")
+FIELD_ATTRIBUTES = ("id", "unique", "filter", "sort", "search", "min", "max", "default", "ref")
 MODEL_ATTRIBUTES = ("projection", "allow")
 
 
@@ -297,6 +297,14 @@ class _Checker:
                 self.error(
                     f"@unique on json field {name!r} is not allowed: json values have no index key", at.line, at.col
                 )
+        if "search" in attrs and type_ is not FieldType.STR:
+            at = attrs["search"]
+            self.error(
+                f"@search on {type_.value} field {name!r} is not allowed: expected it on a str field "
+                "(text search cuts a field's text into words)",
+                at.line,
+                at.col,
+            )
         low, high = self.bound(fact, "min"), self.bound(fact, "max")
         if low is not None and high is not None and low[0] > high[0]:
             arg = attrs["min"].args[0]
@@ -320,6 +328,7 @@ class _Checker:
             unique="unique" in attrs,
             filterable="filter" in attrs and type_ is not FieldType.JSON,
             sortable="sort" in attrs and type_ is not FieldType.JSON,
+            searchable="search" in attrs and type_ is FieldType.STR,
             min=low[0] if low else None,
             max=high[0] if high else None,
             default=default,

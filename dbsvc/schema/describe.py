@@ -11,7 +11,9 @@ in declaration order (a dict, kept in insertion order). Version 1 layout::
                    "filter": false, "sort": false, "min": null, "max": null}, ...],
        "projections": {"card": ["id", "name"]}}]}
 
-`default` is null or `{"kind": "value" | "now" | "uuid", "value": ...}`.
+`default` is null or `{"kind": "value" | "now" | "uuid", "value": ...}`. A `@search` field
+adds `"search": true`; the key is absent otherwise, so a description stored before text
+search existed is unchanged (and read as `search` false).
 
 `schema_fingerprint(description)` names a description in 16 hex digits.
 `schema_changes(old, new)` compares two descriptions (docs/guide/schema.md#changing-a-schema) and returns
@@ -62,6 +64,7 @@ def schema_from_description(description: dict[str, Any], path: str) -> Schema:
                 unique=f["unique"],
                 filterable=f["filter"],
                 sortable=f["sort"],
+                searchable=f.get("search", False),
                 min=f["min"],
                 max=f["max"],
                 default=None
@@ -85,7 +88,7 @@ def _describe_model(model: Model) -> dict[str, Any]:
 
 
 def _describe_field(f: Field) -> dict[str, Any]:
-    return {
+    described = {
         "name": f.name,
         "type": f.type.value,
         "nullable": f.nullable,
@@ -99,6 +102,9 @@ def _describe_field(f: Field) -> dict[str, Any]:
         "min": f.min,
         "max": f.max,
     }
+    if f.searchable:  # only when set: descriptions stored before `@search` stay as they were
+        described["search"] = True
+    return described
 
 
 def _describe_default(default: Default | None) -> dict[str, Any] | None:
@@ -215,6 +221,8 @@ def _compare_field(
     for key in ("filter", "sort", "min", "max"):
         if old[key] != new[key]:
             compatible.append(f"{where}: {key} changed from {old[key]!r} to {new[key]!r}")
+    if old.get("search", False) != new.get("search", False):
+        compatible.append(f"{where}: search changed from {old.get('search', False)!r} to {new.get('search', False)!r}")
     if old["default"] != new["default"]:
         compatible.append(
             f"{where}: default changed from {_show_default(old['default'])} to {_show_default(new['default'])}"

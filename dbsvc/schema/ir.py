@@ -4,7 +4,7 @@ The parser (`dbsvc.schema.parser`) builds these from source text and the checker
 (`dbsvc.schema.checks`) guarantees their invariants before anyone else sees them:
 
 - every model has exactly one `@id` field, of type INT, STR or UUID, never nullable;
-- `filterable`/`sortable` are never set on JSON fields;
+- `filterable`/`sortable` are never set on JSON fields; `searchable` only on STR fields;
 - `ref` names an existing model whose id field has the same type;
 - `min <= max` when both are set; defaults are of the field's type and inside its bounds;
 - projection names are unique per model and name existing fields;
@@ -39,7 +39,9 @@ class FieldType(enum.Enum):
 
 
 ID_TYPES = frozenset({FieldType.INT, FieldType.STR, FieldType.UUID})
-RESERVED_FIELD_NAMES = frozenset({"sort", "limit", "offset", "projection", "as_of", "after", "cursor", "expand"})
+RESERVED_FIELD_NAMES = frozenset(
+    {"sort", "limit", "offset", "projection", "as_of", "after", "cursor", "expand", "search"}
+)
 
 
 class DefaultKind(enum.Enum):
@@ -72,6 +74,7 @@ class Field:
     unique: bool = False
     filterable: bool = False
     sortable: bool = False
+    searchable: bool = False  # `@search`: only on str fields; its words feed `search=` (textsearch.py)
     min: int | float | None = None
     max: int | float | None = None
     default: Default | None = None

@@ -282,7 +282,12 @@ def compact_directory(
         stamps = versions.get(name, {})
         models.append(
             ModelImage(
-                name, fields[name], [table[k] for k in ids], max_ids.get(name, 0), keys.get(name, []), [stamps[k] for k in ids]
+                name,
+                fields[name],
+                [table[k] for k in ids],
+                max_ids.get(name, 0),
+                keys.get(name, []),
+                [stamps[k] for k in ids],
             )
         )
     epoch = new_epoch()

@@ -45,6 +45,7 @@ class Source(Protocol):
 
     def frames_after(self, offset: int) -> Iterator[bytes]: ...
 
+
 _MODEL = b'"model":"'
 
 

@@ -198,7 +198,7 @@ def state_page(state: Mapping[Any, Stored], table: Table, query: Query) -> tuple
 def live_ids(table: Table, query: Query) -> list[Any]:
     """The ids of `query`'s page over the live state, in its order, with no dict built
     (a live query's Init reads its records a slice at a time, realtime/init.py); a query
-    with operators is planned by seek.py, as a list's is."""
+    with operators or a text search is planned by seek.py, as a list's is."""
     if has_operators(query):
         return plan_operators(table, query)[0]
     return _plan_live(table, query)[0]

@@ -12,6 +12,11 @@ Conditions per field:
   positions (a bisect each, then the sublist lengths between: O(log n + n / LOAD)).
 - `__null=true` on a field that is only `@filter` is the filter `{None}` (its hash index
   holds the nulls' bucket); `__null=false` there is a test of that bucket per id.
+- `search=` (text search): the ids the model's inverted index matches (words.py
+  `WordIndex.match`, the smallest query word's ids first), a set: a source of its own in
+  the gather below, or a membership test when another source is smaller. Over an `as_of`
+  state each record's `@search` fields are cut into words again (dbsvc/textsearch.py), the
+  index being the live state's.
 
 Plan (n live records; the page is `limit` ids, plus one to tell whether another page follows):
 
@@ -46,6 +51,7 @@ from dbsvc.runtime import CompiledModel, Query
 from dbsvc.storage.indexes import OrderedIndex
 from dbsvc.storage.rows import Stored, unpack
 from dbsvc.storage.table import Table
+from dbsvc.textsearch import matches
 
 WALK_FACTOR = 2  # query.py's, for the same trade between a sorted gather and a walk
 _NOTHING = object()
@@ -80,7 +86,14 @@ def sort_records(
 
 
 def has_operators(query: Query) -> bool:
-    return bool(query.ranges or query.nulls) or query.cursor is not None
+    return bool(query.ranges or query.nulls or query.search) or query.cursor is not None
+
+
+def _search_test(table: Table, words: tuple[str, ...]) -> Callable[[Any], bool]:
+    """Whether a record's values (its @search fields' words) match `words`: the as_of
+    lists' test, with the tokenizer the live index uses."""
+    positions = table.words.positions if table.words is not None else ()
+    return lambda values: matches((values[p] for p in positions), words)
 
 
 class Window:
@@ -367,7 +380,7 @@ def plan_operators(table: Table, query: Query) -> tuple[list[Any], int, bool]:
     windows, filters, not_null = _windows(table, query)
     sort, limit, offset = query.sort, query.limit, query.offset
     first = sort[0][0] if sort else None
-    if not filters and not not_null and query.where_row is None and set(windows) <= {first}:
+    if not filters and not not_null and not query.search and query.where_row is None and set(windows) <= {first}:
         window = windows.get(first) if first is not None else None
         total = window.count(table.ordered[first]) if window is not None and first is not None else len(table.live)
         if limit == 0 or total == 0:
@@ -397,9 +410,14 @@ def plan_operators(table: Table, query: Query) -> tuple[list[Any], int, bool]:
 def _gather(
     table: Table, query: Query, windows: dict[str, Window], filters: Mapping[str, frozenset], not_null: list[str]
 ) -> list[Any]:
-    """Every live id passing the query's conditions (the cursor aside), from the smallest source."""
+    """Every live id passing the query's conditions (the cursor aside), from the smallest source.
+    A `search` is a source of its own: the inverted index's matches (words.py), a set."""
     sources: list[tuple[int, str, str]] = [(table.hashes[f].count(k), "filter", f) for f, k in filters.items()]
     sources += [(w.count(table.ordered[f]), "window", f) for f, w in windows.items()]
+    found: set[Any] | None = None
+    if query.search:
+        found = table.words.match(query.search) if table.words is not None else set()
+        sources.append((len(found), "search", ""))
     candidates: Iterable[Any]
     if sources:
         size, kind, chosen = min(sources)
@@ -407,13 +425,20 @@ def _gather(
             return []
         if kind == "filter":
             candidates = table.hashes[chosen].ids(filters[chosen])
+        elif kind == "search":
+            assert found is not None
+            candidates = found
         else:
             candidates = windows[chosen].ids(table.ordered[chosen])
     else:
         kind, chosen = "", ""
         candidates = table.pk
-    hash_tests = [(table.hashes[f].has, k, True) for f, k in filters.items() if not (kind == "filter" and f == chosen)]
+    hash_tests: list[tuple[Callable[[Any, Any], bool], Any, bool]] = [
+        (table.hashes[f].has, k, True) for f, k in filters.items() if not (kind == "filter" and f == chosen)
+    ]
     hash_tests += [(table.hashes[f].has, frozenset({None}), False) for f in not_null]
+    if found is not None and kind != "search":
+        hash_tests.append((_in_set, found, True))
     others = [w for f, w in windows.items() if not (kind == "window" and f == chosen)]
     test = _value_test(table, others, query.where_row)
     if not hash_tests and test is None:  # one condition: its ids, at C speed
@@ -430,6 +455,11 @@ def _gather(
     return out
 
 
+def _in_set(ids: set[Any], id_: Any) -> bool:
+    """A search's membership test, in the form of a hash index's `has(keys, id)`."""
+    return id_ in ids
+
+
 def plan_state(state: Mapping[Any, Stored], table: Table, query: Query) -> tuple[list[dict], int, bool]:
     """(page, total, whether more follow) over an `as_of` state: every record read, tested,
     ordered, then cut after the cursor and paged."""
@@ -444,6 +474,9 @@ def plan_state(state: Mapping[Any, Stored], table: Table, query: Query) -> tuple
         chosen = [v for v in chosen if v[pos] is not None]
     if test is not None:
         chosen = [v for v in chosen if test(v)]
+    if query.search:
+        searched = _search_test(table, query.search)
+        chosen = [v for v in chosen if searched(v)]
     total = len(chosen)
     sort_records(chosen, query.sort, model, table.positions)
     if query.cursor is not None:

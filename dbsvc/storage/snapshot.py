@@ -425,7 +425,9 @@ def model_versions(path: str, part: ModelPart, head: int) -> array:
                 raise ValueError(f"a version outside 1..{head}")
         except (ValueError, TypeError, OverflowError) as exc:
             raise CorruptLog(
-                path, line.versions_position, f"model {part.name!r}: a versions line is not its block's versions ({exc})"
+                path,
+                line.versions_position,
+                f"model {part.name!r}: a versions line is not its block's versions ({exc})",
             ) from None
         out.extend(versions)
     return out

@@ -279,10 +279,15 @@ class Store:
         records, total, more = state_page(table.state_as_of(max(as_of, 0)), table, query)
         return records, total, as_of, more
 
-    def live_ids(self, model: str, filters: Filters, ranges: tuple = (), nulls: tuple = ()) -> list[Any]:
-        """Every live id matching `filters` and the operators (`Query.ranges`, `Query.nulls`),
-        in id order, at `applied_offset`: no record is read (a live query's Init, realtime/init.py)."""
-        return live_ids(self.table(model), Query(filters=filters, limit=INT64_MAX, ranges=ranges, nulls=nulls))
+    def live_ids(
+        self, model: str, filters: Filters, ranges: tuple = (), nulls: tuple = (), search: tuple[str, ...] = ()
+    ) -> list[Any]:
+        """Every live id matching `filters`, the operators (`Query.ranges`, `Query.nulls`) and
+        the text `search`'s words, in id order, at `applied_offset`: no record is read (a live
+        query's Init, realtime/init.py)."""
+        return live_ids(
+            self.table(model), Query(filters=filters, limit=INT64_MAX, ranges=ranges, nulls=nulls, search=search)
+        )
 
     def watermarks(self) -> dict[str, int]:
         return {name: t.watermark for name, t in self._tables.items()}

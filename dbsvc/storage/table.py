@@ -17,6 +17,7 @@ State of a `Table`::
                 over `ordered` for one that is @sort too: its runs are the buckets)
     ordered     field -> OrderedIndex of (key, id) entries, nulls apart, for every @sort field
     refs        field -> {parent id -> number of children}, for every @ref field
+    words       WordIndex (words.py): word -> ids of the @search fields, or None without any
     base_ids    ids of the snapshot's records, ascending: rows 1..len(base_ids) of the epoch
     rows        (id, stored | None, previous stored | None) per row after the snapshot
     prior       array('q') beside `rows`: the version of each row's previous record (0: none)
@@ -83,6 +84,7 @@ from dbsvc.storage.idmap import LiveMap, pick, records_of
 from dbsvc.storage.indexes import OrderedIndex, SortedIndex
 from dbsvc.storage.rows import Stored, Values, pack, unpack
 from dbsvc.storage.versions import Versions
+from dbsvc.storage.words import WordIndex
 
 Row = tuple[Any, "Stored | None", "Stored | None"]
 
@@ -138,6 +140,7 @@ class Table:
         "rows",
         "unique",
         "versions",
+        "words",
     )
 
     def __init__(self, model: CompiledModel) -> None:
@@ -179,6 +182,8 @@ class Table:
             else:
                 self.hashes[f] = HashIndex(span)
         self.refs: dict[str, dict[Any, int]] = {f: {} for f, _parent in model.refs}
+        search = [self.positions[f] for f in model.search_fields]
+        self.words: WordIndex | None = WordIndex(search) if search else None
         self.base_ids: list[Any] = []
         self.rows: list[Row] = []
         self.prior = array("q")  # beside `rows`: the version of each row's previous record
@@ -294,6 +299,8 @@ class Table:
         for f, counts in self.refs.items():
             counts.update(Counter(columns[at[f]]))
             counts.pop(None, None)
+        if self.words is not None:  # text is no index key: its words are read from the records
+            self.words.build(zip(ids, map(unpack, stored)))
         self.max_id = max(max_id, self.max_id)
         if self.model.id_type == "int" and ids:
             self.max_id = max(self.max_id, ids[-1])
@@ -368,6 +375,8 @@ class Table:
             v = r[pos]
             if v is not None:
                 counts[v] = counts.get(v, 0) + 1
+        if self.words is not None:
+            self.words.add(id_, r)
 
     def _unindex(self, id_: Any, stored: Stored) -> None:
         """Take a live record out of the live state and every index."""
@@ -387,6 +396,8 @@ class Table:
             v = r[pos]
             if v is not None:
                 _uncount(counts, v)
+        if self.words is not None:
+            self.words.remove(id_, r)
 
     def stamp(self, offset: int) -> None:
         """The row just appended was written at log offset `offset`: its record's version
@@ -447,6 +458,9 @@ class Table:
                 v = r[pos]
                 if v is not None:
                     counts[v] = counts.get(v, 0) + 1
+        if self.words is not None:
+            for id_, r in zip(ids, batch):
+                self.words.add(id_, r)
         top = max((i for i in ids if type(i) is int), default=None)
         if top is not None and top > self.max_id:
             self.max_id = top
@@ -483,6 +497,8 @@ class Table:
                     _uncount(counts, a)
                 if b is not None:
                     counts[b] = counts.get(b, 0) + 1
+        if self.words is not None:
+            self.words.swap(id_, old, new)
 
     def replace(self, previous: Stored, values: Values, was: Values | None = None) -> Stored:
         """Store a new version of a live record (`previous` its stored form now, `was` its

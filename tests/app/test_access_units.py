@@ -204,6 +204,7 @@ def test_scoped_query_keeps_the_query_and_adds_only_what_the_scope_pins():
         nulls=(("score", False),),
         cursor=((9.0,), 4),
         expand=(("author_id", None),),
+        search=("caf",),
     )
     unset = [f.name for f in dataclasses.fields(Query) if getattr(full, f.name) == getattr(Query(), f.name)]
     assert unset == ["filters", "where_row"], unset  # filters: the scope's; where_row: none for own()

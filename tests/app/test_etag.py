@@ -162,10 +162,7 @@ def test_if_match_on_a_missing_record_is_412_not_404(blog, method):
     assert snapshot_of(blog) == before
 
 
-@pytest.mark.parametrize(
-    "value",
-    ["12", '"12', 'W/12', '"1" "2"', '*, "1"', '"a"b', 'w/"1"', '"tab\there"'],
-)
+@pytest.mark.parametrize("value", ["12", '"12', 'W/12', '"1" "2"', '*, "1"', '"a"b', 'w/"1"', '"tab\there"'])
 @pytest.mark.parametrize("header", ["If-Match", "If-None-Match"])
 def test_a_malformed_precondition_is_400_naming_the_header_and_the_value(blog, header, value):
     uid, _tag = make_user(blog)
@@ -256,11 +253,15 @@ def test_the_exact_bytes_of_a_304_and_of_a_412(blog):
         b'"detail": "If-Match \\"0\\" does not match: User %d is at version \\"%s\\"; read it again and retry '
         b'with its ETag", "request_id": "%s"}' % (uid, version, request_id)
     )
-    assert _normal(got) == (
-        b"HTTP/1.1 412 Precondition Failed\r\ncontent-type: application/problem+json\r\nETag: \"%s\"\r\n"
-        b"content-length: %d\r\ndate: DATE\r\nserver: dbsvc\r\nx-request-id: ID\r\nConnection: close\r\n\r\n"
-        % (version, len(body))
-    ) + body
+    assert (
+        _normal(got)
+        == (
+            b"HTTP/1.1 412 Precondition Failed\r\ncontent-type: application/problem+json\r\nETag: \"%s\"\r\n"
+            b"content-length: %d\r\ndate: DATE\r\nserver: dbsvc\r\nx-request-id: ID\r\nConnection: close\r\n\r\n"
+            % (version, len(body))
+        )
+        + body
+    )
 
 
 def test_etags_stay_the_same_across_a_restart_and_dbsvc_compact(serve, tmp_path):
@@ -296,6 +297,7 @@ def test_etags_stay_the_same_across_a_restart_and_dbsvc_compact(serve, tmp_path)
     server = serve(data_dir=data)
     check(server)
     uid = next(iter(tags))
-    put = server.request("PUT", f"/api/user/{uid}", body={"email": f"k{uid}@example.com", "name": "K"},
-                         headers={"If-Match": tags[uid]})
+    put = server.request(
+        "PUT", f"/api/user/{uid}", body={"email": f"k{uid}@example.com", "name": "K"}, headers={"If-Match": tags[uid]}
+    )
     assert put.status == 200 and put.headers["etag"] != tags[uid]

@@ -81,7 +81,10 @@ def test_as_of_reads_the_referenced_record_as_it_was_at_that_moment(tmp_path):
         # of it saw Annie (User row 2), not yet Anne
         past = server.get("/api/blog-post/1?as_of=1&expand=author_id:card")
         assert past.status == 200
-        assert past.body == b'{"id":1,"author_id":1,"title":"T","body":"b","published":false,"score":1.0,"tags":null,"_expand":{"author_id":{"id":1,"name":"Annie"}}}'
+        assert (
+            past.body
+            == b'{"id":1,"author_id":1,"title":"T","body":"b","published":false,"score":1.0,"tags":null,"_expand":{"author_id":{"id":1,"name":"Annie"}}}'
+        )
         assert past.headers["dbsvc-watermark"] == "1"
         listed = server.get("/api/blog-post?as_of=1&expand=author_id:card&projection=summary")
         assert listed.body == (

@@ -10,6 +10,9 @@ written from the query independently of dbsvc's code: prefixes are `substr`, dat
 compared as the instants Python's `datetime` makes of them, text in code point order (SQLite's
 BINARY collation on UTF-8).
 
+Text search (`search=`) is checked against SQLite's FTS5 with prefix queries, on an alphabet
+where its tokenizer and dbsvc's agree (tests/support/query_oracle.py).
+
 The default run makes a few dozen examples (a few seconds); `-m slow` runs the larger profile.
 """
 
@@ -108,6 +111,13 @@ PROPERTY = dict(deadline=None, suppress_health_check=[HealthCheck.too_slow, Heal
 @settings(max_examples=40, **PROPERTY)
 @given(rows=records(), query=queries(), page=st.tuples(st.integers(0, 6), st.integers(0, 4)))
 def test_lists_agree_with_sqlite(oracle_server, rows, query, page):
+    check(Oracle.shared(oracle_server), rows, query, page)
+
+
+@settings(max_examples=15, **PROPERTY)
+@given(rows=records(), query=queries(search=True), page=st.tuples(st.integers(0, 6), st.integers(0, 4)))
+def test_text_searches_agree_with_sqlite_fts5(oracle_server, rows, query, page):
+    """Every query holds a `search=` (FTS5 is the oracle: tests/support/query_oracle.py)."""
     check(Oracle.shared(oracle_server), rows, query, page)
 
 

@@ -10,7 +10,8 @@ import unicodedata
 import pytest
 
 from dbsvc.errors import BadQuery, BadRequest, ConstraintViolation
-from dbsvc.runtime import MAX_DEPTH, MAX_FILTER_VALUES, compact_json, decode_body, filter_sets, nfc, show
+from dbsvc.bodies import MAX_DEPTH, decode_body
+from dbsvc.runtime import MAX_FILTER_VALUES, compact_json, filter_sets, nfc, show
 from support.mutation import shared
 
 NFD_CAFE = "cafe\u0301"

@@ -55,7 +55,12 @@ def test_expanded_answers_validate_and_a_nested_expand_does_not(document):
     page.validate({"data": [{"id": 1, "title": "T", "score": 1.0, "_expand": {}}], "total": 1, "limit": 1, "offset": 0})
     with pytest.raises(ValidationError):  # at most one level
         page.validate(
-            {"data": [{**record, "_expand": {"author_id": {**ann, "_expand": {}}}}], "total": 1, "limit": 1, "offset": 0}
+            {
+                "data": [{**record, "_expand": {"author_id": {**ann, "_expand": {}}}}],
+                "total": 1,
+                "limit": 1,
+                "offset": 0,
+            }
         )
     with pytest.raises(ValidationError):  # only @ref fields
         page.validate({"data": [{**record, "_expand": {"title": ann}}], "total": 1, "limit": 1, "offset": 0})

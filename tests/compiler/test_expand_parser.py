@@ -116,7 +116,9 @@ def test_dbsvc_generate_shows_the_expand_parser_with_the_declared_names():
     assert "if _dbsvc_field == 'author':" in parser
     assert "elif _dbsvc_field == 'editor':" in parser
     assert "elif _dbsvc_field == 'tag':" in parser
-    assert "_dbsvc_projection not in {'card', 'tiny'}" in parser or "_dbsvc_projection not in {'tiny', 'card'}" in parser
+    assert (
+        "_dbsvc_projection not in {'card', 'tiny'}" in parser or "_dbsvc_projection not in {'tiny', 'card'}" in parser
+    )
     assert "def parse_expand_person" not in source  # no @ref fields: no parser
 
 

@@ -246,7 +246,12 @@ def test_etags_and_conditional_requests_are_described(blog: dict) -> None:
         return {p["$ref"].rsplit("/", 1)[1] for p in operation.get("parameters", []) if "$ref" in p}
 
     assert {"If-None-Match"} <= names(item["get"]) and "If-Match" not in names(item["get"])
-    assert set(item["get"]["responses"]["200"]["headers"]) == {"X-Request-Id", "Dbsvc-Watermark", "Dbsvc-Offset", "ETag"}
+    assert set(item["get"]["responses"]["200"]["headers"]) == {
+        "X-Request-Id",
+        "Dbsvc-Watermark",
+        "Dbsvc-Offset",
+        "ETag",
+    }
     not_modified = item["get"]["responses"]["304"]
     assert "content" not in not_modified and {"ETag", "Dbsvc-Watermark"} <= set(not_modified["headers"])
     for method in ("put", "patch", "delete"):

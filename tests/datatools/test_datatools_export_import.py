@@ -192,7 +192,7 @@ BAD_LINES = [
         "BlogPost: author_id 999 does not match any user",
     ),
     (b'{"model": "User", "record": {"id": 903, "email": "\xff", "name": "Z"}}', "not JSON: 'utf-8' codec"),
-    # what a request body could not hold, a file cannot either (runtime.refuse_unstorable)
+    # what a request body could not hold, a file cannot either (bodies.refuse_unstorable)
     (
         '{"model": "User", "record": {"id": 904, "email": "n@x", "name": "Z", "profile": [1e400]}}',
         "not JSON: the number 1e400 is out of range: expected a finite number",

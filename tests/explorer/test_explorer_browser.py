@@ -136,6 +136,22 @@ def test_filter_and_multi_key_sort_show_exactly_what_the_api_returns(serve, page
     assert headings == ["id", "name"]
 
 
+def test_a_model_with_search_fields_has_a_search_box_whose_words_filter_the_table(serve, page):
+    server = serve()
+    seed(server)
+    open_explorer(page, server.port, "#/user")
+    wait_for_page(page, "/api/user?limit=20")
+    assert not page.find_elements(By.CSS_SELECTOR, '#filters input[name="search"]')  # User has no @search field
+    open_explorer(page, server.port, "#/blog-post")
+    wait_for_page(page, "/api/blog-post?limit=20")
+    box = page.find_element(By.CSS_SELECTOR, '#filters input[name="search"]')
+    assert box.get_attribute("placeholder") == "words (each a prefix)"
+    box.send_keys("NOTE lo", Keys.ENTER)
+    wait_for_page(page, "/api/blog-post?" + urlencode({"search": "NOTE lo", "limit": 20}))
+    reply = server.get("/api/blog-post?" + urlencode({"search": "NOTE lo", "limit": 20}))
+    assert row_ids(page) == [str(r["id"]) for r in reply.json["data"]] == ["2"]
+
+
 def test_a_bad_filter_value_shows_the_services_problem_and_the_data_stays(serve, page):
     server = serve()
     seed(server)

@@ -163,7 +163,10 @@ def test_the_page_loads_nothing_from_elsewhere_and_has_no_inline_code():
     referenced = set(re.findall(r'(?:src|href)="([^"#?]+)"', html)) - {"../openapi.json"}
     assert referenced == {"explorer.css", "explorer-query.js", "explorer.js"}
     # the query form first: explorer.js reads it (deferred scripts run in document order)
-    assert re.findall(r"<script\b[^>]*>", html) == ['<script src="explorer-query.js" defer>', '<script src="explorer.js" defer>']
+    assert re.findall(r"<script\b[^>]*>", html) == [
+        '<script src="explorer-query.js" defer>',
+        '<script src="explorer.js" defer>',
+    ]
     assert not re.search(r"\son[a-z]+\s*=", html)  # no inline handlers
     assert "style=" not in html and "<style" not in html
 

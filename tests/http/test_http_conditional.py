@@ -35,8 +35,20 @@ def test_entity_tag_lists_parse(value, tags):
 
 @pytest.mark.parametrize(
     "value",
-    ["12", '"12', 'W/12', "w/\"1\"", '"1" "2"', '"1";"2"', '*, "1"', '"1", *', '"a"b', '"tab\there"',
-     '"sp ace"', '"quo"te"'],
+    [
+        "12",
+        '"12',
+        'W/12',
+        "w/\"1\"",
+        '"1" "2"',
+        '"1";"2"',
+        '*, "1"',
+        '"1", *',
+        '"a"b',
+        '"tab\there"',
+        '"sp ace"',
+        '"quo"te"',
+    ],
 )
 def test_anything_else_is_400_naming_the_header_and_the_value(value):
     with pytest.raises(BadRequest) as info:
@@ -112,7 +124,9 @@ def test_the_412_details_say_what_failed():
     assert info.value.detail == 'If-None-Match * matches: User 1 is at version "5"'
 
 
-@pytest.mark.parametrize("value", ["," * 16000 + "x", " ," * 8000 + "x", ", " * 8000 + "x", '"a" ,' * 3000 + " x", '"' + "a" * 16000])
+@pytest.mark.parametrize(
+    "value", ["," * 16000 + "x", " ," * 8000 + "x", ", " * 8000 + "x", '"a" ,' * 3000 + " x", '"' + "a" * 16000]
+)
 def test_a_hostile_value_is_refused_in_linear_time(value):
     """16 KiB (a head's limit) of list separators before a bad byte: refused at once, not
     after seconds of backtracking."""

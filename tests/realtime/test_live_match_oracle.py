@@ -1,7 +1,8 @@
 """SQLite as the oracle of the live-query matcher (issue 34, "Show", over the live-query matcher).
 
 Hypothesis makes records (nulls, equal keys, unicode, extreme numbers) and feed queries
-(exact filters with repeated values, every operator, null tests: support/query_oracle.py,
+(exact filters with repeated values, every operator, null tests, text search against FTS5:
+support/query_oracle.py,
 the REST oracle's strategies, without `sort`, which a feed refuses). The same records go
 into an in-memory `sqlite3` table. For every record, the generated `match` (what
 `/subscribe` and `/live-query` run on each event: no server) must say what the SQL WHERE
@@ -44,7 +45,7 @@ def check_match(rows, checks) -> None:
         parsed = ITEM.parse_feed_query(pairs)
         want = set(twin.expected(where, args, "id"))
         for record in stored:
-            got = ITEM.match(record, parsed.filters, parsed.ranges, parsed.nulls)
+            got = ITEM.match(record, parsed.filters, parsed.ranges, parsed.nulls, parsed.search)
             assert got == (record["id"] in want), (pairs, where, args, record)
 
 
@@ -77,7 +78,7 @@ def test_a_live_querys_init_ids_agree_with_sqlite(rows, checks):
             for query in checks:
                 pairs, where, args = feed_query(query)
                 parsed = ITEM.parse_feed_query(pairs)
-                got = list(store.live_ids("Item", parsed.filters, parsed.ranges, parsed.nulls))
+                got = list(store.live_ids("Item", parsed.filters, parsed.ranges, parsed.nulls, parsed.search))
                 assert got == twin.expected(where, args, "id"), (pairs, where, args)
         finally:
             store.close()

@@ -286,7 +286,7 @@ CASES = [
             (
                 2,
                 14,
-                "unknown attribute '@primary' on field 'id', expected one of @id, @unique, @filter, @sort, @min, @max, @default, @ref",
+                "unknown attribute '@primary' on field 'id', expected one of @id, @unique, @filter, @sort, @search, @min, @max, @default, @ref",
             )
         ],
         id='unknown_attribute',
@@ -359,6 +359,34 @@ CASES = [
         id='filter_json',
     ),
     pytest.param(
+        src('model A {', '  id int @id', '  n int? @search', '  j json @search', '  t str? @search(x)', '}'),
+        [
+            (
+                3,
+                10,
+                "@search on int field 'n' is not allowed: expected it on a str field (text search cuts a field's text into words)",
+            ),
+            (
+                4,
+                10,
+                "@search on json field 'j' is not allowed: expected it on a str field (text search cuts a field's text into words)",
+            ),
+            (5, 10, '@search takes no arguments, got 1'),
+        ],
+        id='search_not_on_str',
+    ),
+    pytest.param(
+        src('model A {', '  id int @id', '  search str @search', '}'),
+        [
+            (
+                3,
+                3,
+                "field name 'search' is reserved for a query parameter, expected another name (reserved: after, as_of, cursor, expand, limit, offset, projection, search, sort)",
+            )
+        ],
+        id='search_reserved',
+    ),
+    pytest.param(
         src('model A {', '  id int @id', '  j json @unique', '}'),
         [(3, 10, "@unique on json field 'j' is not allowed: json values have no index key")],
         id='unique_json',
@@ -409,7 +437,7 @@ CASES = [
             (
                 3,
                 3,
-                "field name 'limit' is reserved for a query parameter, expected another name (reserved: after, as_of, cursor, expand, limit, offset, projection, sort)",
+                "field name 'limit' is reserved for a query parameter, expected another name (reserved: after, as_of, cursor, expand, limit, offset, projection, search, sort)",
             )
         ],
         id='reserved_name',

@@ -18,7 +18,7 @@ def test_format_errors_shows_the_line_and_a_caret_under_the_column() -> None:
         "    id   integer @id\n"
         "         ^\n"
         "schemas/u.dbs:3:11: error: unknown attribute '@bogus' on field 'name', expected one of "
-        "@id, @unique, @filter, @sort, @min, @max, @default, @ref\n"
+        "@id, @unique, @filter, @sort, @search, @min, @max, @default, @ref\n"
         "  \tname str @bogus\n"
         "  \t         ^"
     )

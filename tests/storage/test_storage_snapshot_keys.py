@@ -373,8 +373,16 @@ REFUSALS = {
         "snapshot header: block_rows 0 is not a positive integer",
     ),
     "a format to come": (_edit_header(lambda h: h.update(format=4)), 0, "snapshot format 4, expected one of [1, 2, 3]"),
-    "versions line short": (lambda b: b.__setitem__(3, b"[1,2,3]"), 3, "model 'User': a versions line is not its block"),
-    "a version past the head": (lambda b: b.__setitem__(6, b"[5,6,8,99]"), 6, "model 'User': a versions line is not its"),
+    "versions line short": (
+        lambda b: b.__setitem__(3, b"[1,2,3]"),
+        3,
+        "model 'User': a versions line is not its block",
+    ),
+    "a version past the head": (
+        lambda b: b.__setitem__(6, b"[5,6,8,99]"),
+        6,
+        "model 'User': a versions line is not its",
+    ),
     "a version of text": (lambda b: b.__setitem__(9, b'["10"]'), 9, "model 'User': a versions line is not its block"),
 }
 

@@ -145,7 +145,7 @@ def _as_format_2(path: str) -> None:
 
 def test_a_snapshot_from_before_versions_gives_its_head_and_the_next_compaction_keeps_it(tenant):
     s = open_store(tenant)
-    last = _fill(s)
+    _fill(s)
     s.close()
     compact_tenant(os.path.dirname(tenant), os.path.basename(tenant))
     path = os.path.join(tenant, "snapshot")
@@ -236,10 +236,7 @@ def test_a_batch_gives_each_record_its_own_rows_offset(tenant):
         s.close()
 
 
-@pytest.mark.parametrize(
-    "ids",
-    [[1, 2, 3], [1, 5, 9], [0], [-3, 4], [10**12], ["a", "b"], [2**40, 1]],
-)
+@pytest.mark.parametrize("ids", [[1, 2, 3], [1, 5, 9], [0], [-3, 4], [10**12], ["a", "b"], [2**40, 1]])
 def test_the_versions_map_holds_any_ids(ids):
     ascending = sorted(ids, key=lambda i: (type(i) is str, i))
     built = Versions.from_ascending(ascending, list(range(1, len(ids) + 1)))

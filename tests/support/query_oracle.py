@@ -6,6 +6,16 @@ is written from the query independently of dbsvc's code: prefixes are `substr`, 
 are the instants Python's `datetime` makes of them, text is compared in code point order
 (SQLite's BINARY collation on UTF-8), nulls last ascending and first descending, ties on
 the id ascending.
+
+Text search (`search=`) is asked of SQLite's FTS5 (`tokenize="unicode61 remove_diacritics 2"`,
+each query word a prefix query `"word"*`, the words ANDed), a tokenizer written apart from
+dbsvc's (dbsvc/textsearch.py). The two agree on every character `SEARCH_LETTERS`,
+`SEARCH_SEPARATORS` and `TEXTS` draw from: ASCII letters and digits, precomposed and
+decomposed Latin accents, Greek sigma in its three forms, a CJK ideograph, and as
+separators space, punctuation, an apostrophe (straight and curly) and an emoji. They
+differ where unicode61 does not apply compatibility decomposition or full case folding
+(`ß` is `ss` for dbsvc only; `ﬁ`, `²`, `½`, `ª`, `ĳ`, `ǆ` are decomposed by dbsvc's NFKD
+only): those are left out of the alphabet, and docs/decisions.md ("Text search") says so.
 """
 
 from __future__ import annotations
@@ -22,10 +32,11 @@ model Item {
   n     int?       @filter @sort
   f     float?     @sort
   s     str?       @filter @sort
-  t     str        @sort
+  t     str        @sort @search
   b     bool       @filter
   dt    datetime?  @sort
   g     int?       @filter
+  w     str?       @search
 }
 """
 SORTABLE = ("n", "f", "s", "t", "dt")
@@ -38,6 +49,13 @@ FLOATS = st.sampled_from([0.0, -0.0, 0.5, 1.0, 2.0, -2.5, 1e308, -1e308, 5e-324,
 TEXTS = st.lists(st.sampled_from(["a", "b", "ab", "é", "e\u0301", "Z", "😀", "\u00ff", " "]), max_size=3).map("".join)
 INSTANTS = st.sampled_from([0, 1, 86_400_000_000, 1_700_000_000_500_000, -1_000_000])
 OFFSETS = st.sampled_from([0, 60, -330, 840])
+# Text search's alphabet: where FTS5's unicode61 and dbsvc's tokenizer agree (module docstring).
+SEARCH_LETTERS = ["a", "b", "ab", "ba", "Z", "é", "e\u0301", "É", "ñ", "ö", "ø", "7", "σ", "Σ", "ς", "東"]
+SEARCH_SEPARATORS = [" ", " ", "-", "'", "\u2019", ", ", "😀"]
+WORDS = st.lists(st.sampled_from(SEARCH_LETTERS), min_size=1, max_size=3).map("".join)
+PROSE = st.lists(st.tuples(WORDS, st.sampled_from(SEARCH_SEPARATORS)), max_size=4).map(
+    lambda pairs: "".join(w + s for w, s in pairs)
+)
 
 
 def instant_text(micros: int, offset_minutes: int) -> str:
@@ -61,6 +79,7 @@ def records(draw, most: int = 14):
                 "b": draw(st.booleans()),
                 "dt": dt,
                 "g": draw(st.none() | st.integers(0, 2)),
+                "w": draw(st.none() | PROSE),
             }
         )
     return out
@@ -119,20 +138,38 @@ def _range(draw, field: str, params: list, where: list, args: list) -> None:
         args.append(value)
 
 
+def _search(draw, params: list, where: list, args: list) -> None:
+    """`search=` of one to three words (with separators around them), and its FTS5 query."""
+    words = draw(st.lists(WORDS, min_size=1, max_size=3))
+    seps = draw(st.lists(st.sampled_from(SEARCH_SEPARATORS), min_size=len(words) + 1, max_size=len(words) + 1))
+    params.append(("search", seps[0] + "".join(w + s for w, s in zip(words, seps[1:]))))
+    where.append("id IN (SELECT rowid FROM item_text WHERE item_text MATCH ?)")
+    args.append(" AND ".join(f'"{w}"*' for w in words))
+
+
 @st.composite
-def queries(draw):
+def queries(draw, search: bool = False):
     """(params, SQL where, its args, SQL order): a sort of up to three keys, then up to
-    three conditions, ranges on the first sort key (what a seek serves) drawn most often."""
+    three conditions, ranges on the first sort key (what a seek serves) drawn most often;
+    with `search`, always a `search=` among them."""
     params: list[tuple[str, str]] = []
     where: list[str] = []
     args: list = []
+    if search:
+        _search(draw, params, where, args)
     sort = draw(st.lists(st.sampled_from(SORTABLE), unique=True, max_size=3))
     sort_spec = [(f, draw(st.booleans())) for f in sort]
     nulls_tested: set[str] = set()
     filtered: set[str] = set()
+    searched = search
     for _ in range(draw(st.integers(0, 3))):
-        kind = draw(st.sampled_from(["first", "first", "range", "filter", "null"]))
-        if kind == "first" and sort:
+        kind = draw(st.sampled_from(["first", "first", "range", "filter", "null", "search"]))
+        if kind == "search":
+            if searched:
+                continue
+            searched = True
+            _search(draw, params, where, args)
+        elif kind == "first" and sort:
             _range(draw, sort[0], params, where, args)
         elif kind in ("first", "range"):
             _range(draw, draw(st.sampled_from(SORTABLE)), params, where, args)
@@ -176,14 +213,17 @@ class Twin:
 
     def fill(self, rows: list[tuple[int, dict]]) -> None:
         self.db.execute("DROP TABLE IF EXISTS item")
+        self.db.execute("DROP TABLE IF EXISTS item_text")
         self.db.execute(
             "CREATE TABLE item (id INTEGER PRIMARY KEY, n INTEGER, f REAL, s TEXT, t TEXT, b INTEGER, dt INTEGER, g INTEGER)"
         )
+        self.db.execute('CREATE VIRTUAL TABLE item_text USING fts5(t, w, tokenize="unicode61 remove_diacritics 2")')
         for id_, row in rows:
             f = None if row["f"] is None else float(row["f"])
             dt = None if row["dt"] is None else row["dt"][0]
             values = (id_, row["n"], f, nfc(row["s"]), nfc(row["t"]), int(row["b"]), dt, row["g"])
             self.db.execute("INSERT INTO item VALUES (?, ?, ?, ?, ?, ?, ?, ?)", values)
+            self.db.execute("INSERT INTO item_text (rowid, t, w) VALUES (?, ?, ?)", (id_, nfc(row["t"]), nfc(row["w"])))
 
     def expected(self, where: str, args: list, order: str) -> list[int]:
         return [r[0] for r in self.db.execute(f"SELECT id FROM item WHERE {where} ORDER BY {order}", args)]

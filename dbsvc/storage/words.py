@@ -1,0 +1,169 @@
+"""Text search's inverted index: word -> ids, and the words in order for prefix lookups.
+
+A model with `@search` fields has one `WordIndex` in its `Table` (table.py), kept like the
+other indexes: built when a snapshot is loaded (`build`), changed by every insert, replace,
+delete and undo (`add` / `remove` / `swap`), so it is right after open, compaction,
+a restore and a restart as the live records are. Words are dbsvc/textsearch.py's: a
+record's entry is the set of distinct words of its `@search` fields' values.
+
+State::
+
+    postings   word -> the ids of the live records holding it: a tuple while they are at
+               most SMALL, a set past that (back to a tuple at SMALL // 2 or fewer)
+    ordered    SortedIndex of the distinct words (indexes.py): a prefix is a range of it,
+               a bisect then a walk while the words start with the prefix, never a scan
+               of every word
+
+Invariant: a word is in `ordered` exactly when `postings` holds it with at least one id.
+
+`match(query)`: the ids of the records every query word matches (a prefix of some word
+of theirs). Each query word's cost is estimated first (the summed sizes of the id sets of
+the words it is a prefix of); the cheapest is made into a set (a union at C speed), then
+each next query word, cheapest first, narrows it: a query word that is a prefix of one word
+of the index by intersecting with its ids (C speed, over the smaller side), one of several
+words by intersecting with their union, or, when that union would cost more than
+UNION_FACTOR times testing each candidate against each of its words' ids, by those tests.
+An empty set ends it at once. Cost O(the postings of the words the cheapest query word
+covers + the narrowing), never a walk of every record; the dear case is a query of only
+one-letter words, each the prefix of a large share of all words (bench/README.md).
+
+Memory (bench/README.md, "Text search"): most distinct words of real text are rare (Zipf's
+law), and an empty set alone is 216 bytes, so a word held by few records keeps them in a
+tuple (48 bytes for one id, 8 more per id), changed by making a new one (at most SMALL
+ids); a common word's ids are a set (an entry 16 bytes in a table at most 60 % full, so
+about 27 to 53 bytes an id), where adding and removing one is O(1). Both answer `len`,
+`in` and iteration, which is all `match` asks. A distinct word also costs its str, a dict
+entry and an entry of `ordered`; the id objects are the records' own.
+
+Imports indexes.py and the tokenizer only; no I/O.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator, Sequence
+from itertools import takewhile
+from typing import Any
+
+from dbsvc.storage.indexes import SortedIndex
+from dbsvc.textsearch import word_set
+
+SMALL = 8  # ids a word keeps in a tuple before they become a set
+# A union of a prefix's id sets runs at C speed, several times faster an id than a Python
+# test of each candidate against each set: the union is taken while it is at most this
+# many times the tests' count (bench/README.md, "Text search").
+UNION_FACTOR = 8
+Ids = tuple[Any, ...] | set[Any]
+
+
+class WordIndex:
+    """The inverted index of one model's `@search` fields (module docstring)."""
+
+    __slots__ = ("ordered", "positions", "postings")
+
+    def __init__(self, positions: Sequence[int]) -> None:
+        self.positions = tuple(positions)  # where the @search fields are in a record's values
+        self.postings: dict[str, Ids] = {}
+        self.ordered = SortedIndex()
+
+    def record_words(self, values: Sequence[Any]) -> set[str]:
+        """The distinct words of a record's `@search` fields (its values in field order)."""
+        return word_set(values[p] for p in self.positions)
+
+    def build(self, records: Iterable[tuple[Any, Sequence[Any]]]) -> None:
+        """Fill an empty index from (id, values) pairs: one sort of the words at the end."""
+        lists: dict[str, list[Any]] = {}
+        get, record_words = lists.get, self.record_words
+        for id_, values in records:
+            for word in record_words(values):
+                ids = get(word)
+                if ids is None:
+                    lists[word] = [id_]
+                else:
+                    ids.append(id_)
+        self.postings = {w: tuple(ids) if len(ids) <= SMALL else set(ids) for w, ids in lists.items()}
+        self.ordered = SortedIndex.from_sorted(sorted(self.postings))
+
+    def add(self, id_: Any, values: Sequence[Any]) -> None:
+        self._add_words(id_, self.record_words(values))
+
+    def remove(self, id_: Any, values: Sequence[Any]) -> None:
+        self._remove_words(id_, self.record_words(values))
+
+    def swap(self, id_: Any, old: Sequence[Any], new: Sequence[Any]) -> None:
+        """Move record `id_` from the words of `old` to those of `new`: only the changed ones."""
+        positions = self.positions
+        if all(old[p] == new[p] for p in positions):
+            return
+        was, now = self.record_words(old), self.record_words(new)
+        self._remove_words(id_, was - now)
+        self._add_words(id_, now - was)
+
+    def _add_words(self, id_: Any, found: Iterable[str]) -> None:
+        postings = self.postings
+        for word in found:
+            ids = postings.get(word)
+            if ids is None:
+                postings[word] = (id_,)
+                self.ordered.add(word)
+            elif type(ids) is set:
+                ids.add(id_)
+            elif len(ids) < SMALL:
+                postings[word] = (*ids, id_)
+            else:
+                postings[word] = {*ids, id_}
+
+    def _remove_words(self, id_: Any, found: Iterable[str]) -> None:
+        postings = self.postings
+        for word in found:
+            ids = postings[word]
+            if type(ids) is set:
+                ids.discard(id_)
+                if len(ids) <= SMALL // 2:
+                    postings[word] = tuple(ids)
+                continue
+            left = tuple(i for i in ids if i != id_)
+            if left:
+                postings[word] = left
+            else:
+                del postings[word]
+                self.ordered.remove(word)
+
+    def __len__(self) -> int:
+        """The number of distinct words."""
+        return len(self.postings)
+
+    def postings_count(self) -> int:
+        """(word, id) pairs held: the figure the memory per posting is divided by."""
+        return sum(map(len, self.postings.values()))
+
+    def expand(self, prefix: str) -> list[Ids]:
+        """The id sets of every word that starts with `prefix` (the word itself included)."""
+        postings = self.postings
+        out = []
+        exact = postings.get(prefix)
+        if exact is not None:
+            out.append(exact)
+        longer: Iterator[str] = takewhile(lambda w: w.startswith(prefix), self.ordered.iter_after(prefix))
+        out.extend(map(postings.__getitem__, longer))
+        return out
+
+    def match(self, query: Sequence[str]) -> set[Any]:
+        """The ids every word of `query` matches (module docstring). A new set: the caller
+        may keep or change it."""
+        expanded = sorted(((sum(map(len, sets)), i, sets) for i, sets in enumerate(map(self.expand, query))))
+        if not expanded or expanded[0][0] == 0:
+            return set()
+        _cost, _i, first = expanded[0]
+        found: set[Any] = set().union(*first)
+        for cost, _i, sets in expanded[1:]:
+            if cost == 0:
+                return set()
+            if len(sets) == 1:  # one word: C speed, over the smaller side when it is a set
+                found.intersection_update(sets[0])
+            elif cost <= UNION_FACTOR * len(found) * len(sets):
+                found.intersection_update(set().union(*sets))
+            else:  # a short prefix held by many words, against few candidates
+                found = {id_ for id_ in found if any(id_ in ids for ids in sets)}
+            if not found:
+                break
+        return found
