@@ -78,9 +78,12 @@ ALLOWED: dict[str, frozenset[str]] = {
         "metrics": ("errors",),
         "readcache": ("runtime", "http"),
         "index": ("routes", "runtime", "http"),
+        # issue 35: POST /batch, its ops parsed and run through the store's atomic batch
+        "batchops": ("access", "errors", "rules", "runtime", "interfaces", "http"),
         "app": (
             "dbsvc",
             "access",
+            "batchops",
             "operators",
             "metrics",
             "readcache",
