@@ -26,16 +26,18 @@ Rules:
 5. Crash atomicity is the log's: recovery cuts a batch whose last row is missing
    (recovery.py), so after a crash at any byte the log holds all of a batch or none.
 
-Imports storage's own modules and errors; never store.py (writes.py hands what it needs).
+Imports storage's own modules; never store.py or writes.py (`WriteHost` names what it needs).
 """
 
 from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable, Mapping
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from dbsvc.storage import recovery
+from dbsvc.storage.commit import CommitQueue
+from dbsvc.storage.compactor import Compactor
 from dbsvc.storage.constraints import Constraints
 from dbsvc.storage.events import (
     BATCH_MARK_MAX,
@@ -47,21 +49,33 @@ from dbsvc.storage.events import (
     size_refusal,
 )
 from dbsvc.storage.logfile import encode_frame
+from dbsvc.storage.epoch import Epoch
 from dbsvc.storage.table import Table
-
-if TYPE_CHECKING:
-    from dbsvc.storage.writes import WritePath
 
 __all__ = ["BatchWrite"]
 
 Undo = tuple[Table, int, int]  # writes.py `rollback`: the table, its max id before, the offset
 
 
+class WriteHost(Protocol):
+    """What a batch needs of the store's write path (writes.py's `WritePath` is one)."""
+
+    next_offset: int
+    max_payload: int
+    compactor: Compactor | None
+
+    def writable(self) -> CommitQueue: ...
+
+    def rollback(self, undo: Undo) -> None: ...
+
+    def epoch_of(self) -> Epoch: ...
+
+
 class BatchWrite:
     """One batch under way (module docstring). Not reusable: after `commit` or `abort`
     every method raises AssertionError."""
 
-    def __init__(self, writes: WritePath, tables: Mapping[str, Table], constraints: Constraints) -> None:
+    def __init__(self, writes: WriteHost, tables: Mapping[str, Table], constraints: Constraints) -> None:
         self._writes = writes
         self._tables = tables
         self._constraints = constraints
