@@ -141,6 +141,7 @@ class Store:
         self._epoch: Epoch = loaded.epoch
         self._history = loaded.history
         self.recovered_tail = loaded.damage
+        self.held_frames: list[bytes] = []  # a follower's unfinished batch (follow.py rule 4)
         self.compacted_on_open = loaded.compacted
         self._changes = ChangeStream(
             self, loaded.recent, options.ring_capacity, loaded.head_offset, replication=options.replication

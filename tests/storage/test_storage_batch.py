@@ -14,7 +14,8 @@ import pytest
 
 from dbsvc.errors import ForeignKeyViolation, NotFound, Referenced, UniqueViolation
 from dbsvc.runtime import Query
-from dbsvc.storage.logfile import HEADER_SIZE, LogScan
+from dbsvc.storage.logfile import HEADER_SIZE, LogScan, frame_offset
+from dbsvc.storage.tenants import create_tenant
 from support.storage import check_indexes, open_store, post, user
 
 ALL = Query(limit=10**9)
@@ -187,3 +188,32 @@ def test_a_log_cut_inside_any_frame_reopens_with_all_of_a_batch_or_none(tenant, 
 @pytest.mark.slow
 def test_a_log_cut_at_every_byte_reopens_with_all_of_a_batch_or_none(tenant, scratch):
     _check_cuts(tenant, scratch, lambda image: range(HEADER_SIZE, len(image) + 1))
+
+
+def test_a_follower_applies_a_batch_only_with_its_last_row(tenant, tmp_path):
+    """A follower store fed the primary's frames one at a time (Store.apply_replicated):
+    after every frame its state is the primary's at a batch boundary, never inside one."""
+    boundaries = dict(_write_batches(tenant))
+    primary = open_store(tenant, readonly=True, replication=True)
+    try:
+        frames = list(primary.frames_after(0))
+    finally:
+        primary.close()
+    follower_dir = create_tenant(str(tmp_path / "replica"), "t")
+
+    async def main():
+        follower = open_store(follower_dir)
+        seen = []
+        try:
+            for frame in frames:
+                await follower.apply_replicated(frame)
+                head = follower.head_offset
+                assert head in boundaries, f"after frame {frame_offset(frame)}: head {head} is inside a batch"
+                assert state(follower) == boundaries[head]
+                seen.append(head)
+        finally:
+            await follower.aclose()
+        return seen
+
+    seen = asyncio.run(main())
+    assert seen == [1, 1, 1, 1, 5, 6]
