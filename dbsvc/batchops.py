@@ -222,11 +222,13 @@ def _resolve(index: int, value: Any, expected: str, written: list[tuple[Compiled
     if not _is_op_ref(value):
         return value
     target = value["$op"]
+    # Raised while the batch runs: `BatchRoute.answer` adds the op's index.
     if isinstance(target, bool) or not isinstance(target, int) or not 0 <= target < index:
-        raise _refused(index, f"{what} {{'$op': {target!r}}} must name an earlier op: expected 0 to {index - 1}")
+        earlier = f"0 to {index - 1}" if index > 1 else "0" if index else "none: it is the first op"
+        raise BadRequest(f"{what} {{'$op': {target!r}}} must name an earlier op: expected {earlier}")
     other, id_ = written[target]
     if other.name != expected:
-        raise _refused(index, f"{what} {{'$op': {target}}} names a {other.name} (op {target}), expected a {expected}")
+        raise BadRequest(f"{what} {{'$op': {target}}} names a {other.name} (op {target}), expected a {expected}")
     return id_
 
 
