@@ -23,7 +23,9 @@ Rules:
    delete), `model` (the kebab route name or the declared name), `record` (an object:
    create, update, patch; absent for delete), `id` (update, patch, delete; absent for
    create, whose record holds its id if it gives one). Anything else is 400 naming the
-   op's index (`"op": i` in the problem); more than MAX_OPS is 413.
+   op's index (`"op": i` in the problem); more than MAX_OPS is 400 too (a shape the
+   OpenAPI document refuses, `maxItems`), with `limit`. A body over SERVICE_MAX_BODY is the
+   protocol layer's 413.
 2. `if_match` is reserved for the precondition of issue 35 item 2 (If-Match); until that
    lands an op carrying it is refused (400), never silently ignored.
 3. `{"$op": i}` as an op's `id`, or as the value of a @ref field of its `record`, is the id
@@ -50,7 +52,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from dbsvc.access import NO_CLAIMS, Access, missing
-from dbsvc.errors import BadRequest, PayloadTooLarge, RequestError
+from dbsvc.errors import BadRequest, RequestError
 from dbsvc.http.types import Deferred, Request, Response
 from dbsvc.interfaces import BatchWriter, ServedStore
 from dbsvc.rules import Claims
@@ -97,7 +99,7 @@ def parse_ops(body: Any, models: Mapping[str, CompiledModel]) -> list[Op]:
     if not ops:
         raise BadRequest(f"'ops' is empty: expected 1 to {MAX_OPS} ops")
     if len(ops) > MAX_OPS:
-        raise PayloadTooLarge(f"a batch holds at most {MAX_OPS} ops, got {len(ops)}: split it", limit=MAX_OPS)
+        raise BadRequest(f"a batch holds at most {MAX_OPS} ops, got {len(ops)}: split it", limit=MAX_OPS)
     return [_parse_op(i, raw, models) for i, raw in enumerate(ops)]
 
 
@@ -105,7 +107,7 @@ def _parse_op(index: int, raw: Any, models: Mapping[str, CompiledModel]) -> Op:
     if not isinstance(raw, dict):
         raise _refused(index, f"an op is a JSON object, got {type(raw).__name__}")
     kind = raw.get("op")
-    if kind not in _KEYS:
+    if not isinstance(kind, str) or kind not in _KEYS:
         raise _refused(index, f"unknown op {kind!r}: expected one of {', '.join(OPS)}")
     reserved = sorted(RESERVED & set(raw))
     if reserved:

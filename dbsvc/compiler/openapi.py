@@ -35,6 +35,7 @@ import os
 from typing import Any
 
 from dbsvc import __version__
+from dbsvc.compiler.openapi_batch import batch_path
 from dbsvc.compiler.openapi_parts import (
     JSON,
     PROBLEM_JSON,
@@ -82,6 +83,9 @@ def build_openapi(schema: Schema) -> dict[str, Any]:
     for model in schema.models:
         add_model_schemas(schemas, model)
         _add_crud_paths(paths, model)
+    batch_item, batch_schemas = batch_path(schema)
+    paths.update(batch_item)
+    schemas.update(batch_schemas)
     http_paths = list(paths)
     for model in schema.models:
         _add_feed_paths(paths, model)
@@ -141,6 +145,7 @@ def _info_description(schema: Schema, stem: str) -> str:
 def _tags(schema: Schema) -> list[dict[str, str]]:
     tags = [{"name": "operations", "description": "Health, readiness, metrics and watermarks; no token."}]
     tags += [{"name": m.name, "description": f"Records of `{m.name}`."} for m in schema.models]
+    tags.append({"name": "batch", "description": "`POST /batch`: several writes, all or nothing."})
     tags.append(
         {
             "name": "realtime",

@@ -67,6 +67,11 @@ KNOWN_LIMITS = (
     # the same field twice in `sort`: only a regular expression with look-aheads could say
     # so, and generators (hypothesis' from_regex) refuse those.
     (400, "bad_query", "given twice in"),
+    # POST /batch: `{"$op": i}` names an earlier op of the right model (a constraint between
+    # two ops), an id names a record (the data, as for PUT's path id)... every op's refusal
+    # is its own route's, named by its index; only the reference's is the batch's own.
+    (400, "bad_request", "must name an earlier op"),
+    (400, "bad_request", "(op "),
 )
 
 
