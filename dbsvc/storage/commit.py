@@ -15,6 +15,10 @@ Protocol (group commit, `sync="full"`)::
                                                  resolve its future, publish its event
                                                loop while anything is queued
 
+A batch (`submit_group`, batchwrite.py) holds all its frames at once, so they are in
+one write call and under one fsync, acknowledged and published in one `_acknowledge`, or
+all rolled back (rule 3).
+
 So N writers arriving during one fsync share the next write and the next fsync: one
 system call each per batch, where a write call per frame cost a measurable share of a
 durable POST's throughput at 64 connections (bench/README.md has the figure). `sync="off"` writes each frame at
