@@ -1,4 +1,4 @@
-"""`POST /batch`: several writes, all or nothing (issue 35; docs/guide/rest.md#batches).
+"""`POST /batch`: several writes, all or nothing (issue 35; docs/guide/rest.md#batches-post-batch).
 
 Request and response (docs/decisions.md, "POST /batch")::
 
@@ -53,12 +53,12 @@ from typing import Any
 
 from dbsvc.access import NO_CLAIMS, Access, missing
 from dbsvc.errors import BadRequest, RequestError
-from dbsvc.http.types import Deferred, Request, Response
+from dbsvc.http.types import Deferred, Response
 from dbsvc.interfaces import BatchWriter, ServedStore
 from dbsvc.rules import Claims
 from dbsvc.runtime import CompiledModel, json_bytes
 
-MAX_OPS = 1000  # ops per batch (docs/guide/rest.md#batches)
+MAX_OPS = 1000  # ops per batch (docs/guide/rest.md#batches-post-batch)
 OPS = ("create", "update", "patch", "delete")
 _KEYS = {
     "create": frozenset(("op", "model", "record")),

@@ -1,4 +1,4 @@
-"""The OpenAPI description of `POST /batch` (dbsvc/batchops.py; docs/guide/rest.md#batches).
+"""The OpenAPI description of `POST /batch` (dbsvc/batchops.py; docs/guide/rest.md#batches-post-batch).
 
     path_item, schemas = batch_path(schema)
 

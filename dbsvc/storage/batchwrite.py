@@ -39,6 +39,7 @@ from dbsvc.storage import recovery
 from dbsvc.storage.commit import CommitQueue
 from dbsvc.storage.compactor import Compactor
 from dbsvc.storage.constraints import Constraints
+from dbsvc.storage.epoch import Epoch
 from dbsvc.storage.events import (
     BATCH_MARK_MAX,
     HEAD_RESERVE,
@@ -49,7 +50,6 @@ from dbsvc.storage.events import (
     size_refusal,
 )
 from dbsvc.storage.logfile import encode_frame
-from dbsvc.storage.epoch import Epoch
 from dbsvc.storage.table import Table
 
 __all__ = ["BatchWrite"]

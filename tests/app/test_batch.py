@@ -1,4 +1,4 @@
-"""`POST /batch` through a real server (dbsvc/batchops.py, docs/guide/rest.md#batches):
+"""`POST /batch` through a real server (dbsvc/batchops.py, docs/guide/rest.md#batches-post-batch):
 all or nothing, every op checked against the state the earlier ops leave, a refusal naming
 its op and leaving the data byte for byte as it was."""
 
@@ -9,7 +9,6 @@ import itertools
 import pytest
 
 from support.accesskit import Bearer, keypair, start_ruled_server
-from support.server import ROOT
 
 _seq = itertools.count(1)
 MODELS = ("user", "blog-post", "comment")
