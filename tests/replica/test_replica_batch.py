@@ -15,7 +15,9 @@ import pytest
 
 from dbsvc.replica.sinks import ReplicaFile
 from dbsvc.storage.logfile import frame_payload
+from dbsvc.storage.tenants import create_tenant
 from support.server import ROOT, Server, server_pool
+from support.storage import open_store, post, user
 from support.wskit import open_ws, recv_json, run
 
 BLOG = ROOT / "schemas" / "blog.dbs"
@@ -167,20 +169,41 @@ def test_lists_feeds_streams_and_a_replica_see_batches_whole(nodes):
     assert all(r.rows == TOTAL and r.open is None for r in readers)
 
 
-def test_a_replicate_out_file_cut_inside_a_batch_is_cut_back_to_its_start(nodes, tmp_path):
-    primary = nodes("primary")
-    errors: list = []
-    write_batches(primary.port, 0, errors)
-    assert not errors
+def test_a_replicate_out_file_cut_inside_a_batch_is_cut_back_to_its_start(tmp_path):
+    """A FILE of `dbsvc replicate --out` (a log without its header) holding two batches of
+    SIZE and part of a third: opened again, it is cut back to the end of the second."""
+    tenant = create_tenant(str(tmp_path / "data"), "t")
 
-    async def frames() -> list[bytes]:
-        async with open_ws(primary, "/replicate?after=0") as ws:
-            return [await asyncio.wait_for(ws.recv(), 10) for _ in range(SIZE * BATCHES)]
+    async def write() -> None:
+        store = open_store(tenant)
+        try:
+            await store.insert("User", user(None, email="a@x"))
+            for b in range(3):
+                batch = store.begin_batch()
+                for i in range(SIZE):
+                    batch.insert("BlogPost", post(None, author=1, title=f"b{b}-{i}"))
+                await batch.commit()
+        finally:
+            await store.aclose()
 
-    data = b"".join(run(frames()))
-    sizes = [len(f) for f in run(frames())]
-    boundary = sum(sizes[: 2 * SIZE])  # after two whole batches
-    for cut, last in ((boundary, 2 * SIZE), (boundary + sizes[2 * SIZE] + 3, 2 * SIZE), (boundary + sum(sizes[2 * SIZE : 3 * SIZE]) - 1, 2 * SIZE), (boundary + sum(sizes[2 * SIZE : 3 * SIZE]), 3 * SIZE)):
+    asyncio.run(write())
+    primary = open_store(tenant, readonly=True, replication=True)
+    try:
+        sizes = [len(f) for f in primary.frames_after(0)]
+        data = b"".join(primary.frames_after(0))
+    finally:
+        primary.close()
+    two = 1 + 2 * SIZE  # the user and two whole batches
+    boundary = sum(sizes[:two])
+    third = sizes[two : two + SIZE]
+    cuts = [
+        (boundary, two),
+        (boundary + third[0] + 3, two),  # inside the third batch's second frame
+        (boundary + sum(third) - 1, two),  # its last frame torn
+        (boundary + sum(third[:-1]), two),  # every frame of it whole but the last
+        (boundary + sum(third), two + SIZE),
+    ]
+    for cut, last in cuts:
         out = tmp_path / f"out{cut}"
         out.write_bytes(data[:cut])
         said: list[str] = []
