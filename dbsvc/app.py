@@ -473,13 +473,13 @@ class Application:
         request.meter = self._route_meters[BATCH_PATH]
         if request.method not in BATCH_METHODS:
             raise MethodNotAllowed(f"method {request.method!r} is not allowed on {request.path!r}", list(BATCH_METHODS))
+        claims = NO_CLAIMS
+        if self.guard is not None:  # 401/403 first, as on the model routes
+            try:
+                claims = self.authenticate(request)
+            except self._refresh_needed:
+                return self._after_key_refresh(lambda: self.batch(request))
         self._check_writable()
-        if self.guard is None:
-            return self.batches.answer(self.store, parse_json_body(request))
-        try:
-            claims = self.authenticate(request)
-        except self._refresh_needed:
-            return self._after_key_refresh(lambda: self.batch(request))
         return self.batches.answer(self.store, parse_json_body(request), claims)
 
     def delete(self, request: Request, model: CompiledModel, segment: str, claims: Claims = NO_CLAIMS) -> Deferred:

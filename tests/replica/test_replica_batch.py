@@ -167,6 +167,8 @@ def test_lists_feeds_streams_and_a_replica_see_batches_whole(nodes):
 
     run(main(), timeout=120)
     assert all(r.rows == TOTAL and r.open is None for r in readers)
+    refused = replica.post("/batch", {"ops": [{"op": "delete", "model": "user", "id": 1}]})
+    assert refused.status == 405 and refused.json["code"] == "read_only_replica"
 
 
 def test_a_replicate_out_file_cut_inside_a_batch_is_cut_back_to_its_start(tmp_path):
