@@ -34,6 +34,7 @@ from urllib.parse import quote, unquote
 
 from dbsvc import __version__
 from dbsvc.access import NO_CLAIMS, Access, missing
+from dbsvc.batchops import BatchRoute
 from dbsvc.bodies import decode_body
 from dbsvc.errors import (
     BadQuery,
@@ -61,6 +62,8 @@ from dbsvc.realtime.routes import RealtimeRoutes
 from dbsvc.replica.status import ReplicaStatus
 from dbsvc.routes import (
     API_PREFIX,
+    BATCH_METHODS,
+    BATCH_PATH,
     COLLECTION_METHODS,
     ITEM_METHODS,
     LIVE_QUERY,
@@ -183,6 +186,8 @@ class Application(OperationalRoutes):
         self._item_meters = {k: self.meters.meter(item_path(k)) for k in self.models}
         self._route_meters = {route.path: self.meters.meter(route.path) for route in OPERATIONAL}
         self._route_meters[ROOT_PATH] = self.meters.meter(ROOT_PATH)
+        self._route_meters[BATCH_PATH] = self.meters.meter(BATCH_PATH)
+        self.batches = BatchRoute(self.models, self.access)  # POST /batch (dbsvc/batchops.py)
         self._route_meters.update({k: self.meters.meter(f"/{k}/{{model}}") for k in (SUBSCRIBE, LIVE_QUERY)})
         # The protocol layer's open connections for /metrics (the service sets it).
         self.connections: Callable[[], dict[str, int]] = dict
@@ -227,6 +232,8 @@ class Application(OperationalRoutes):
             return self.feed(request, kind, segment)
         if path == REPLICATE_PATH or path == REPLICATE_SNAPSHOT_PATH:
             return self.replicate(request)
+        if path == BATCH_PATH:
+            return self.batch(request)
         if self.explorer is not None and self.explorer.owns(path):
             return self.explorer.answer(request)
         raise NotFound(f"no route for path {path!r}")
@@ -493,6 +500,20 @@ class Application(OperationalRoutes):
         # Read, merge and apply run in one synchronous call: the merge is atomic.
         _previous, stored, durable = self.store.apply_replace(model.name, key, record)
         return Deferred(durable, Response(200, self.encoded.encode(model, stored), [*self._stored()]))
+
+    def batch(self, request: Request) -> Deferred | Awaitable[Response]:
+        """`POST /batch`: guarded like the model routes; dbsvc/batchops.py does the rest."""
+        request.meter = self._route_meters[BATCH_PATH]
+        if request.method not in BATCH_METHODS:
+            raise MethodNotAllowed(f"method {request.method!r} is not allowed on {request.path!r}", list(BATCH_METHODS))
+        claims = NO_CLAIMS
+        if self.guard is not None:  # 401/403 first, as on the model routes
+            try:
+                claims = self.authenticate(request)
+            except self._refresh_needed:
+                return self._after_key_refresh(lambda: self.batch(request))
+        self._check_writable()
+        return self.batches.answer(self.store, parse_json_body(request), claims)
 
     def delete(self, request: Request, model: CompiledModel, segment: str, claims: Claims = NO_CLAIMS) -> Deferred:
         self._check_writable()

@@ -22,6 +22,7 @@ from typing import Any
 from dbsvc.http.types import Response
 from dbsvc.routes import (
     API_PREFIX,
+    BATCH_PATH,
     COLLECTION_METHODS,
     EXPLORER_PATH,
     ITEM_METHODS,
@@ -70,6 +71,7 @@ def build_index(
         },
         "operations": [route.path for route in OPERATIONAL if route.path not in DOCUMENTS and route.path != API_PREFIX],
         "replicate": REPLICATE_PATH if replication else None,
+        "batch": BATCH_PATH,  # POST: several writes, all or nothing (docs/guide/rest.md#batches-post-batch)
     }
     return json_bytes(body)
 

@@ -36,6 +36,8 @@ SUBSCRIBE = "subscribe"  # /subscribe/<kebab>
 LIVE_QUERY = "live-query"  # /live-query/<name or kebab>
 REPLICATE_PATH = "/replicate"
 REPLICATE_SNAPSHOT_PATH = "/replicate/snapshot"
+BATCH_PATH = "/batch"  # POST: several writes, all or nothing (dbsvc/batchops.py); guarded
+BATCH_METHODS = ("POST",)
 # The explorer's page and assets: an operational page like /health, but a static one the
 # OpenAPI document leaves out (it is not API). `/_` redirects to `/_/`.
 EXPLORER_PATH = "/_/"

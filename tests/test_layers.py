@@ -105,12 +105,15 @@ ALLOWED: dict[str, frozenset[str]] = {
             "rules",
             "runtime",
         ),
+        # issue 35: POST /batch, its ops parsed and run through the store's atomic batch
+        "batchops": ("access", "errors", "rules", "runtime", "interfaces", "http"),
         "app": (
             "dbsvc",
             "operational",
             "bodies",
             "access",
             "expand",
+            "batchops",
             "operators",
             "metrics",
             "readcache",

@@ -221,6 +221,7 @@ def test_api_index_lists_models_routes_and_documents_and_root_redirects(tmp_path
     assert post["subscribe"] == "/subscribe/blog-post" and "title" in post["fields"]
     assert body["documents"] == {"openapi": "/openapi.json", "asyncapi": "/asyncapi.json", "explorer": None}
     assert "/health" in body["operations"] and body["replicate"] == "/replicate"
+    assert body["batch"] == "/batch"
     for model in body["models"]:  # every route the index names answers
         assert server.get(model["collection"]["path"]).status == 200
     assert server.get(body["documents"]["openapi"]).status == 200

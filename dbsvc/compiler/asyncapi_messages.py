@@ -30,6 +30,14 @@ WATERMARK = {
     "minimum": 0,
     "description": "The model's watermark (row count of the epoch) after this row.",
 }
+BATCH = {
+    "type": "object",
+    "description": "Only on a row of a batch of two or more (`POST /batch`): the offsets of "
+    "the batch's first and last rows; the row at `last` ends it.",
+    "properties": {"first": {"type": "integer", "minimum": 1}, "last": {"type": "integer", "minimum": 1}},
+    "required": ["first", "last"],
+    "additionalProperties": False,
+}
 
 
 def put(mapping: dict[str, Any], key: str, value: Any) -> None:
@@ -81,7 +89,9 @@ def _event_schema(model: Model, kind: str) -> dict[str, Any]:
     else:
         props["record"] = _record(model, "The new record." + _PROJECTED)
     verb = {"insert": "POST", "update": "PUT or PATCH", "delete": "DELETE"}[kind]
-    return object_schema(props, list(props), f"A `{model.name}` {kind} ({verb}).")
+    required = list(props)
+    props["batch"] = BATCH
+    return object_schema(props, required, f"A `{model.name}` {kind} ({verb}, or an op of `POST /batch`).")
 
 
 def link_sources(schema: Schema, model: Model) -> list[tuple[Model, Field]]:
@@ -228,7 +238,9 @@ def _live_schema(model: Model, kind: str) -> dict[str, Any]:
             if kind == "Added"
             else "a record inside the result set changed and still matches"
         )
-    return object_schema(props, list(props), f"`{model.name}` live delta: {what}.")
+    required = list(props)
+    props["batch"] = BATCH
+    return object_schema(props, required, f"`{model.name}` live delta: {what}.")
 
 
 def add_live_components(schemas: dict[str, Any], messages: dict[str, Any], model: Model) -> None:

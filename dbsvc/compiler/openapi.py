@@ -36,6 +36,7 @@ from typing import Any
 
 from dbsvc import __version__
 from dbsvc.compiler.expand import expand_params
+from dbsvc.compiler.openapi_batch import batch_path
 from dbsvc.compiler.openapi_parts import (
     JSON,
     PROBLEM_JSON,
@@ -93,6 +94,9 @@ def build_openapi(schema: Schema) -> dict[str, Any]:
         add_model_schemas(schemas, model)
         add_expand_schemas(schemas, schema.models, model)
         _add_crud_paths(paths, model, expand_parameter(expand_params(schema, model)))
+    batch_item, batch_schemas = batch_path(schema)
+    paths.update(batch_item)
+    schemas.update(batch_schemas)
     http_paths = list(paths)
     for model in schema.models:
         _add_feed_paths(paths, model)
@@ -152,6 +156,7 @@ def _info_description(schema: Schema, stem: str) -> str:
 def _tags(schema: Schema) -> list[dict[str, str]]:
     tags = [{"name": "operations", "description": "Health, readiness, metrics and watermarks; no token."}]
     tags += [{"name": m.name, "description": f"Records of `{m.name}`."} for m in schema.models]
+    tags.append({"name": "batch", "description": "`POST /batch`: several writes, all or nothing."})
     tags.append(
         {
             "name": "realtime",

@@ -270,11 +270,21 @@ def problem_schemas() -> dict[str, Any]:
                     "minimum": 1,
                     "description": "409 `referenced`: how many child records still reference the record.",
                 },
-                "limit": {"type": "integer", "minimum": 0, "description": "413: SERVICE_MAX_BODY, in bytes."},
+                "limit": {
+                    "type": "integer",
+                    "minimum": 0,
+                    "description": "413: the limit passed (SERVICE_MAX_BODY or the record size, in bytes; "
+                    "a batch's ops, in ops).",
+                },
                 "head": {
                     "type": "integer",
                     "minimum": 0,
                     "description": "400 `offset_out_of_range`: the current head offset.",
+                },
+                "op": {
+                    "type": "integer",
+                    "minimum": 0,
+                    "description": "`POST /batch`: the index of the op that refused the batch.",
                 },
                 "oldest": {
                     "type": "integer",

@@ -178,7 +178,9 @@ class EventFrames:
             record = event.record if kind is EventKind.INSERT else event.previous
             if projection is not None:
                 record = self.model.project[projection](record)
-            payload = event_payload(kind, event.model, event.offset, event.watermark, event.id, record)
+            payload = event_payload(
+                kind, event.model, event.offset, event.watermark, event.id, record, None, event.batch
+            )
             frame = self._cache[key] = text_frame(payload)
         return frame
 
@@ -198,6 +200,8 @@ class EventFrames:
             else:
                 record = event.record
                 body["record"] = record if projection is None else self.model.project[projection](record)
+            if event.batch is not None:  # a row of a batch (events.py "Batches")
+                body["batch"] = {"first": event.batch[0], "last": event.batch[1]}
             frame = self._cache[key] = text_frame(json_bytes(body))
         return frame
 

@@ -6,7 +6,8 @@ rules 2 and 3:
 - `ReplicaFile`: FILE, a log without its header, locked with flock (a second consumer is
   refused), scanned on open with the log's own frame checks (`scan_frames`: a torn tail is
   cut, fsynced and reported; damage a good frame follows is `CorruptLog`, unless zeros just
-  before it show unsynced appends, logfile rule 3), then appended to in writes of up to
+  before it show unsynced appends, logfile rule 3; a file that ends inside a batch is cut
+  back to the batch's first frame, logfile rule 5), then appended to in writes of up to
   `WRITE_BUFFER` bytes and fsynced when consumer.py says (`sync`). Every operation that
   creates, changes or makes FILE durable goes through `files.ops`, so the power-loss
   simulator judges FILE as it judges the log.
@@ -179,20 +180,50 @@ def scan_frames(path: str, data: Any) -> tuple[int, int | None, str | None]:
             else:
                 reason = f"frame offset {search} disagrees with its payload's offset {inner!r}"
                 search = inner if isinstance(inner, int) and inner >= 0 else search
+    batch: tuple[int, int, int] | None = None  # an unfinished batch: (first offset, last, byte position)
     while pos < size:
         if expected is None:  # the first frame is bad, or the file tiny
             reason = reason or frame_error(data, 0, search)  # too short for a header
         else:
             reason = frame_error(data, pos, expected)
             if reason is None:
+                mark = _batch_mark(frame_payload_at(data, pos))
+                if mark is not None and batch is None and expected < mark[1]:
+                    batch = (expected, mark[1], pos)
+                elif mark is None or mark[1] == expected:
+                    batch = None
                 pos = frame_end(data, pos)
                 last, expected = expected, expected + 1
                 continue
         later = frame_after_damage(data, pos, search if expected is None else expected)
         if later is not None:
             raise CorruptLog(path, pos, f"{reason}; a good frame follows at byte {later}, so this is not a torn tail")
+        return _cut_batch(batch, pos, last, reason)
+    return _cut_batch(batch, pos, last, None)
+
+
+def _cut_batch(
+    batch: tuple[int, int, int] | None, pos: int, last: int | None, reason: str | None
+) -> tuple[int, int | None, str | None]:
+    """`scan_frames`' answer when the good frames end inside a batch (events.py "Batches"):
+    cut back to the batch's first frame, as the log's recovery does (logfile.py rule 5), so
+    FILE never ends inside a batch and the next run fetches the batch again, whole."""
+    if batch is None:
         return pos, last, reason
-    return pos, last, None
+    first, final, start = batch
+    why = f"an unfinished batch: rows {first} to {final}, the file ends after row {last}"
+    return start, (first - 1 if start > 0 else None), why + (f" ({reason} there)" if reason else "")
+
+
+def _batch_mark(payload: bytes) -> tuple[int, int] | None:
+    """The (first, last) offsets of a payload's `batch` mark, or None."""
+    if b'"batch":' not in payload:
+        return None
+    try:
+        mark = json.loads(payload).get("batch")
+        return (int(mark["first"]), int(mark["last"]))
+    except (ValueError, TypeError, KeyError, AttributeError):
+        return None
 
 
 def last_frame(data: Any, end: int) -> bytes:

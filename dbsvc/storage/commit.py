@@ -15,6 +15,10 @@ Protocol (group commit, `sync="full"`)::
                                                  resolve its future, publish its event
                                                loop while anything is queued
 
+A batch (`submit_group`, batchwrite.py) holds all its frames at once, so they are in
+one write call and under one fsync, acknowledged and published in one `_acknowledge`, or
+all rolled back (rule 3).
+
 So N writers arriving during one fsync share the next write and the next fsync: one
 system call each per batch, where a write call per frame cost a measurable share of a
 durable POST's throughput at 64 connections (bench/README.md has the figure). `sync="off"` writes each frame at
@@ -315,6 +319,36 @@ class CommitQueue:
         assert self._wake is not None
         self._wake.set()
         return future
+
+    def submit_group(self, frames: list[bytes], events: list[Any], undos: list[Any]) -> asyncio.Future[None]:
+        """Log the frames of one batch (already applied to memory: `undos[i]` undoes the
+        i-th) as `submit` logs one: held together, so one write call and one fsync cover
+        them all, or written at once in one call under "off". One future, resolved when the
+        last is durable; they are acknowledged and published in one `_acknowledge`, or all
+        rolled back (rule 3)."""
+        loop = self._ensure_task()
+        done: asyncio.Future[None] = loop.create_future()
+        start = self.writer.written
+        ends = [start := start + len(frame) for frame in frames]
+        failed = False
+        if self.sync:
+            for frame in frames:
+                self.writer.hold(frame)
+        else:
+            try:
+                self.writer.append(b"".join(frames))
+            except OSError as exc:
+                self._write_failed(exc)
+                failed = True
+        for i, (end, frame, event, undo) in enumerate(zip(ends, frames, events, undos)):
+            future = done if i == len(frames) - 1 else loop.create_future()
+            self._pending.append(Pending(end, future, event, undo, frame=frame))
+        if not self.sync and not failed and len(self._pending) == len(frames) and self._switch is None:
+            self._acknowledge(len(frames))
+            return done
+        assert self._wake is not None
+        self._wake.set()
+        return done
 
     def _write_failed(self, exc: OSError) -> None:
         """A write raised: stop taking writes (rules 1 and 4); the committer, or the

@@ -10,6 +10,13 @@ An event's JSON (its log payload, byte for byte)::
 model's row count in the current epoch after this row, `record` the stored record (for a
 delete, the last one). `link` events are derived by the realtime layer, never stored.
 
+Batches (`POST /batch`, batchwrite.py): every row of a batch of two or more rows ends with
+`"batch":{"first":F,"last":L}`, the offsets of the batch's first and last rows (its rows
+take every offset from F to L). The key comes after the records, so every reader that
+looks only at the head (logfile.py `renumber_frames`) is unchanged, and an older log, which has none, reads
+as rows of one. Recovery cuts a batch whose row L is missing (recovery.py), a follower
+applies a batch only once it holds row L (follow.py).
+
 Delivery (store.py): `Store.subscribe(callback)` calls `callback(event, frame)` on the event loop
 after the event's commit (its fsync, under `sync="full"`), in offset order, exactly once per
 subscriber. A callback must not block and must not raise; an exception is logged and the
@@ -61,10 +68,13 @@ class ChangeEvent(NamedTuple):
     id: Any
     record: dict
     previous: dict | None = None
+    batch: tuple[int, int] | None = None  # (first, last) offsets of its batch (docstring)
 
     def to_dict(self) -> dict[str, Any]:
         """The event as docs/realtime.md shows it (key order included)."""
-        return _layout(self.kind, self.model, self.offset, self.watermark, self.id, self.record, self.previous)
+        return _layout(
+            self.kind, self.model, self.offset, self.watermark, self.id, self.record, self.previous, self.batch
+        )
 
     def payload(self) -> bytes:
         """Compact JSON: the log payload and the text of a `/subscribe` frame."""
@@ -76,13 +86,28 @@ class ChangeEvent(NamedTuple):
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> ChangeEvent:
+        batch = d.get("batch")
         return cls(
-            EventKind(d["kind"]), d["model"], d["offset"], d["watermark"], d["id"], d["record"], d.get("previous")
+            EventKind(d["kind"]),
+            d["model"],
+            d["offset"],
+            d["watermark"],
+            d["id"],
+            d["record"],
+            d.get("previous"),
+            None if batch is None else (batch["first"], batch["last"]),
         )
 
 
 def event_payload(
-    kind: EventKind, model: str, offset: int, watermark: int, id_: Any, record: dict, previous: dict | None = None
+    kind: EventKind,
+    model: str,
+    offset: int,
+    watermark: int,
+    id_: Any,
+    record: dict,
+    previous: dict | None = None,
+    batch: tuple[int, int] | None = None,
 ) -> bytes:
     """The payload of the event these fields make (`ChangeEvent.payload`; batch.py builds an
     import's frames with it, no event made). The bytes of `compact_json(_layout(...))`, made
@@ -91,9 +116,19 @@ def event_payload(
     encoded to UTF-8 once."""
     shown = id_ if type(id_) is int else compact_json(id_)
     tail = f',"previous":{compact_json(previous)}}}' if kind is EventKind.UPDATE else "}"
+    if batch is not None:
+        tail = tail[:-1] + batch_mark(*batch) + "}"
     return (
         f'{_head(kind, model)}{offset},"watermark":{watermark},"id":{shown},"record":{compact_json(record)}{tail}'
     ).encode("utf-8")
+
+
+def batch_mark(first: int, last: int) -> str:
+    """The `,"batch":{...}` a payload of a batch's row ends with (module docstring)."""
+    return f',"batch":{{"first":{first},"last":{last}}}'
+
+
+BATCH_MARK_MAX = len(batch_mark(LARGEST_COUNTER, LARGEST_COUNTER))  # the widest mark, in bytes
 
 
 _HEADS: dict[tuple[EventKind, str], str] = {}
@@ -111,7 +146,14 @@ def _head(kind: EventKind, model: str) -> str:
 
 
 def _layout(
-    kind: EventKind, model: str, offset: int, watermark: int, id: Any, record: dict, previous: dict | None
+    kind: EventKind,
+    model: str,
+    offset: int,
+    watermark: int,
+    id: Any,
+    record: dict,
+    previous: dict | None,
+    batch: tuple[int, int] | None = None,
 ) -> dict[str, Any]:
     out: dict[str, Any] = {
         "kind": kind.value,
@@ -123,6 +165,8 @@ def _layout(
     }
     if kind is EventKind.UPDATE:
         out["previous"] = previous
+    if batch is not None:
+        out["batch"] = {"first": batch[0], "last": batch[1]}
     return out
 
 
@@ -148,7 +192,9 @@ def fitted_delete_payload(event: ChangeEvent, id_field: str, max_payload: int) -
         excess -= size - len("null") - len(compact_json(key)) - 1  # the value out, its name in `omitted`
         if excess <= 0:
             break
-    head = event_payload(EventKind.DELETE, event.model, event.offset, event.watermark, event.id, record)
+    head = event_payload(
+        EventKind.DELETE, event.model, event.offset, event.watermark, event.id, record, None, event.batch
+    )
     return head[:-1] + b',"omitted":' + compact_json(omitted).encode("utf-8") + b"}"
 
 

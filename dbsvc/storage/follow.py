@@ -18,9 +18,18 @@ Rules:
 3. `epoch_snapshot` hands out the snapshot file of the current epoch only: a file that
    already belongs to the next epoch (a compaction's switch in progress) is refused with
    `Unavailable`, never served under the wrong epoch.
+4. A batch is applied as a unit (events.py "Batches"): a frame whose payload's `batch`
+   mark says more rows follow is held (`held_frames`), and the batch's frames are checked
+   and committed in the one call that brings its last row, with no await between them,
+   so a read on the follower sees all of a batch or none, and its log gets the whole
+   batch in one group (its own recovery cuts a torn one: logfile.py rule 5). A stream
+   that starts again at the follower's head drops what was held (it is sent again). A
+   held row that fails its check once the batch is complete is a `StreamError` after the
+   rows before it were committed: a primary whose stream breaks mid-batch is a diverged
+   primary, and the follower stops (replica/follower.py rule 4).
 
 Uses only the Store's public surface, named by the `Replicated` protocol below
-(`check_writable`, `table`, `tables`, `applied_offset`, `epoch_state`, `submit_frame`);
+(`check_writable`, `table`, `tables`, `applied_offset`, `epoch_state`, `held_frames`, `submit_frame`);
 store.py imports this module, never the other way round.
 """
 
@@ -59,6 +68,9 @@ class Replicated(Protocol):
     @property
     def max_payload(self) -> int: ...
 
+    @property
+    def held_frames(self) -> list[bytes]: ...
+
     def check_writable(self) -> None: ...
 
     def table(self, model: str) -> Table: ...
@@ -69,13 +81,51 @@ class Replicated(Protocol):
 
 
 def apply_replicated(store: Replicated, frame: bytes) -> asyncio.Future[None]:
-    """Apply one frame of a primary's `/replicate` stream (rule 1). The frame was checked
-    by the stream reader (CRC, continuity); this checks that it fits this store:
-    `StreamError` for a frame out of sequence, an unknown model, a record of other
-    fields, or a row that contradicts the state (insert of a present id, update or
-    delete of an absent one, a record whose values the model's validator refuses);
-    `EpochChanged` when its watermark is not the next one (the primary compacted)."""
+    """Apply one frame of a primary's `/replicate` stream (rule 1), or hold it while its
+    batch is unfinished (rule 4). The frame was checked by the stream reader (CRC,
+    continuity); this checks that it fits this store: `StreamError` for a frame out of
+    sequence, an unknown model, a record of other fields, or a row that contradicts the
+    state (insert of a present id, update or delete of an absent one, a record whose
+    values the model's validator refuses); `EpochChanged` when its watermark is not the
+    next one (the primary compacted)."""
     store.check_writable()
+    held = store.held_frames
+    offset = frame_offset(frame)
+    if held and offset == store.applied_offset + 1:
+        held.clear()  # the stream started again at our head: its batch comes again whole
+    expected = store.applied_offset + 1 + len(held)
+    if offset != expected:
+        raise StreamError(offset, f"expected offset {expected}")
+    mark = _batch_mark(frame)
+    if mark is not None and offset < mark[1]:
+        held.append(frame)  # rule 4: applied with the batch's last row
+        done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        done.set_result(None)
+        return done
+    if held:
+        frames = [*held, frame]
+        held.clear()
+        durable = None
+        for one in frames:
+            durable = _apply_one(store, one)
+        assert durable is not None
+        return durable
+    return _apply_one(store, frame)
+
+
+def _batch_mark(frame: bytes) -> tuple[int, int] | None:
+    """The (first, last) offsets of the batch the frame's row belongs to, or None; a
+    payload that does not decode is left to `_apply_one` to refuse."""
+    if b'"batch":' not in frame:
+        return None
+    try:
+        return decode_event(frame_payload(frame)).batch
+    except (ValueError, KeyError, TypeError):
+        return None
+
+
+def _apply_one(store: Replicated, frame: bytes) -> asyncio.Future[None]:
+    """The checks and the commit of one frame (`apply_replicated`)."""
     offset = frame_offset(frame)
     expected = store.applied_offset + 1
     if offset != expected:

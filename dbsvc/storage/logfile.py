@@ -45,6 +45,14 @@ Recovery rules (`scan`), in this order; the first bad frame at byte P decides:
 4. A header that is short, has the wrong magic or version, or fails its CRC is `CorruptLog`
    at byte 0: a log header is written to a `.tmp` name, fsynced and renamed, so a crash
    cannot leave a half header under the real name.
+5. An unfinished batch is a torn tail too. The payloads of a batch's rows (`POST /batch`,
+   two or more rows) end with `"batch":{"first":F,"last":L}` (events.py "Batches"); the
+   batch's frames are written with one write call and covered by one fsync before any of
+   them is acknowledged. When the good frames end after row F but before row L, replay
+   (recovery.py `_cut_batch`) undoes rows F.. and the cut starts at row F's first byte, so
+   a reopened log holds all of a batch or none of it. The mark is inside the payload, so the
+   CRC covers it, and the frame layout and version are unchanged: an older log (no marks)
+   reads as before, and an older reader reads a newer log (it only keeps a torn batch).
 
 A frame whose checksum fails is never decoded, so it is never served.
 """

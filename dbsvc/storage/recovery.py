@@ -7,7 +7,8 @@ Order of a writer open (each step touches disk only once the previous ones succe
     3  compare the stored schema (migrate.py; IncompatibleSchema: nothing touched)
     4  load the snapshot, if any, and scan + replay the log; damage before the tail raises
        CorruptLog before anything was truncated
-    5  a torn tail is logged, counted and truncated away (ftruncate + fsync)
+    5  a torn tail is logged, counted and truncated away (ftruncate + fsync); a log that
+       ends inside a batch is cut from the batch's first frame (logfile.py rule 5)
     6  a fresh tenant gets its history (history.py) and its first log (epoch, base offset
        0), each created durably, the history first
     7  the retained segment (retain.py) is checked against the log's base: used, or logged
@@ -273,11 +274,15 @@ def _replay(
     recent: deque = deque(maxlen=max(ring_capacity, 0))
     loads = json.loads
     rebuild = {name: _rebuilder(table, name in migrating) for name, table in tables.items()}
+    batch: _OpenBatch | None = None  # a batch whose last row is still to come
     for offset, payload in scan.records():
         position = scan.end
         if offset % CHECKPOINT_EVERY == 0:
             checkpoints.append((offset, position))
         ev = loads(payload)
+        mark = ev.get("batch")
+        if mark is not None and mark["first"] == offset:
+            batch = _OpenBatch(offset, mark["last"], position)
         table = tables.get(ev["model"])
         if table is None:
             raise CorruptLog(scan.path, position, f"row for model {ev['model']!r}, which the schema does not declare")
@@ -287,6 +292,7 @@ def _replay(
             )
         kind, id_ = ev["kind"], ev["id"]
         current = table.live.get(id_)
+        max_id = table.max_id
         try:
             if kind == "insert" and current is None:
                 table.insert(_stored(rebuild[table.name], ev["record"], scan.path, position))
@@ -305,7 +311,43 @@ def _replay(
         table.stamp(offset)  # the record's version (versions.py)
         if ring_capacity:
             recent.append(payload)
+        if batch is not None:
+            if mark is None or mark["last"] == offset:
+                batch = None
+            else:
+                batch.undo.append((table, max_id))
+    if batch is not None:
+        _cut_batch(scan, batch, checkpoints, recent)
     return deque((bytes(p) for p in recent), maxlen=max(ring_capacity, 0))
+
+
+@dataclass(slots=True)
+class _OpenBatch:
+    """The rows replayed so far of a batch (events.py "Batches") whose last row is not yet seen."""
+
+    first: int
+    last: int
+    position: int  # byte position of its first frame
+    undo: list[tuple[Table, int]] = dataclasses.field(default_factory=list)  # (table, max id before the row)
+
+
+def _cut_batch(scan: LogScan, batch: _OpenBatch, checkpoints: list[tuple[int, int]], recent: deque) -> None:
+    """The log ends inside a batch: a crash before its one fsync covered it, so none of it
+    was acknowledged. Its rows are undone, last first, and the scan's end and damage moved
+    to its first frame, so the open cuts it like a torn tail (logfile.py rule 5)."""
+    for table, max_id in reversed(batch.undo):
+        table.undo_last(max_id)
+    while checkpoints and checkpoints[-1][0] >= batch.first:
+        checkpoints.pop()
+    for _ in range(min(len(batch.undo), len(recent))):
+        recent.pop()
+    reason = f"unfinished batch: rows {batch.first} to {batch.last}, the log ends after row {scan.next_offset - 1}" + (
+        f" ({scan.damage.reason} there)" if scan.damage is not None else ""
+    )
+    size = len(scan.source) if not isinstance(scan.source, int) else scan.end
+    scan.damage = Damage(batch.position, size, reason)
+    scan.end = batch.position
+    scan.next_offset = batch.first
 
 
 def image_of(tables: dict[str, Table], epoch: str, head: int) -> SnapshotImage:

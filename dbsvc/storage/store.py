@@ -18,6 +18,9 @@ The API the application is written against (docs/architecture.md, "storage")::
     record, durable    = store.apply_insert("User", record)     # and apply_replace, apply_delete:
                                                                 # applied now, `durable` resolves
                                                                 # (or fails) as the await would
+    batch              = store.begin_batch()               # POST /batch: batch.insert(...),
+                                                                # .replace, .delete, then
+                                                                # .commit() -> durable, or .abort()
     records            = store.insert_batch([("User", record), ...])   # offline: checked as a set,
                                                                 # one fsync (batch.py)
     unsubscribe        = store.subscribe(callback)              # callback(ChangeEvent, frame)
@@ -95,6 +98,7 @@ from typing import Any
 from dbsvc.errors import NotFound
 from dbsvc.runtime import INT64_MAX, CompiledModel, Filters, Query
 from dbsvc.storage import batch, files, follow, history, instants, recovery, retain
+from dbsvc.storage.batchwrite import BatchWrite
 from dbsvc.storage.changes import Callback, ChangeStream
 from dbsvc.storage.commit import BATCH_BOUNDS, CommitQueue, LogWriter, WriteHealth
 from dbsvc.storage.compact import SNAPSHOT_NAME
@@ -140,6 +144,7 @@ class Store:
         self._epoch: Epoch = loaded.epoch
         self._history = loaded.history
         self.recovered_tail = loaded.damage
+        self.held_frames: list[bytes] = []  # a follower's unfinished batch (follow.py rule 4)
         self.compacted_on_open = loaded.compacted
         self._changes = ChangeStream(
             self, loaded.recent, options.ring_capacity, loaded.head_offset, replication=options.replication
@@ -442,6 +447,12 @@ class Store:
 
     def apply_delete(self, model: str, id: Any) -> tuple[dict[str, Any], asyncio.Future[None]]:
         return self._writes.apply_delete(self.table(model), id)
+
+    def begin_batch(self) -> BatchWrite:
+        """An atomic batch (`POST /batch`, batchwrite.py): ops applied one by one, each
+        checked against the ones before; then `commit()` (one durable group) or `abort()`.
+        No await may run between this and the commit or abort."""
+        return self._writes.begin_batch()
 
     def check_batch(self, rows: Sequence[tuple[str, dict]], measure: bool = True) -> None:
         """`BatchRejected` if `insert_batch(rows)` would refuse them; works on a read-only

@@ -3,7 +3,8 @@
 Job: `WritePath` owns what a write changes besides the tables: the next offset, the group
 commit (commit.py, None on a read-only store), and the epoch's checkpoints of the frames it
 appends. store.py's `Store` hands every write here (`apply_insert`, `apply_replace`,
-`apply_delete`, a follower's `submit_frame`, the offline `insert_batch`) and keeps the reads.
+`apply_delete`, `begin_batch` for `POST /batch` (batchwrite.py), a follower's
+`submit_frame`, the offline `insert_batch`) and keeps the reads.
 
 Rules (store.py rules 1-2 hold here):
 1. A write runs its checks (constraints.py), builds its event and frame and submits them
@@ -30,6 +31,7 @@ from typing import Any
 
 from dbsvc.errors import Unavailable
 from dbsvc.storage import batch, recovery
+from dbsvc.storage.batchwrite import BatchWrite
 from dbsvc.storage.changes import ChangeStream
 from dbsvc.storage.commit import CommitQueue, LogWriter, WriteHealth, WriteState
 from dbsvc.storage.compactor import Compactor
@@ -61,7 +63,7 @@ class WritePath:
         self.compactor: Compactor | None = None  # set once the store has built it
         self._tables = tables
         self._constraints = Constraints(tables)
-        self._epoch_of = epoch_of
+        self._epoch_of = self.epoch_of = epoch_of  # epoch_of: for batchwrite.py's checkpoints
         self._changes = changes
         self.commit: CommitQueue | None = None
         if writer is not None:
@@ -102,6 +104,10 @@ class WritePath:
         commit = self.writable()
         previous, apply = self._constraints.delete(table, id)
         return previous, self._write(commit, table, EventKind.DELETE, id, None, previous, apply)
+
+    def begin_batch(self) -> BatchWrite:
+        """An atomic batch of writes (batchwrite.py), checked op by op, committed as one."""
+        return BatchWrite(self, self._tables, self._constraints)
 
     def _write(
         self,

@@ -72,6 +72,11 @@ KNOWN_LIMITS = (
     (400, "bad_query", "expand names"),
     # If-Match / If-None-Match against the record's current version (issue 35): the state.
     (412, "precondition_failed", "If-"),
+    # POST /batch: `{"$op": i}` names an earlier op of the right model (a constraint between
+    # two ops), an id names a record (the data, as for PUT's path id)... every op's refusal
+    # is its own route's, named by its index; only the reference's is the batch's own.
+    (400, "bad_request", "must name an earlier op"),
+    (400, "bad_request", "(op "),
 )
 
 

@@ -9,8 +9,8 @@ import unicodedata
 
 import pytest
 
-from dbsvc.errors import BadQuery, BadRequest, ConstraintViolation
 from dbsvc.bodies import MAX_DEPTH, decode_body
+from dbsvc.errors import BadQuery, BadRequest, ConstraintViolation
 from dbsvc.runtime import MAX_FILTER_VALUES, compact_json, filter_sets, nfc, show
 from support.mutation import shared
 

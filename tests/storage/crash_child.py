@@ -3,7 +3,8 @@
     python crash_child.py TENANT_DIR SEED [WRITERS]
 
 Prints `READY <head>` once open, then for every acknowledged write one JSON line
-`{"kind", "model", "id", "record"}` (flushed before the next write starts). Runs until killed.
+`{"kind", "model", "id", "record"}` (flushed before the next write starts); about one write
+in seven is a batch (`Store.begin_batch`) of 2 to 5 rows, one line per row once it is durable. Runs until killed.
 The store's frames hold at most LIMIT bytes (test_storage_crash.py checks the log against
 it); some posts are near the record limit, a few over it, and those are refused
 (`PayloadTooLarge`, nothing written, nothing printed).
@@ -17,8 +18,10 @@ import os
 import random
 import sys
 
-# Run by path as a child process: tests/ on sys.path for the shared kit, `support`.
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+# Run by path as a child process: tests/ on sys.path for the shared kit, `support`, and this
+# checkout's root before it, so `dbsvc` is this checkout's, not an installed one.
+TESTS = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path[:0] = [os.path.dirname(TESTS), TESTS]
 
 from dbsvc.errors import ForeignKeyViolation, NotFound, PayloadTooLarge, Referenced, UniqueViolation
 from dbsvc.storage.events import record_limit
@@ -40,13 +43,38 @@ def emit(kind: str, model: str, id_, record) -> None:
     sys.stdout.flush()
 
 
+async def write_batch(store, rnd: random.Random, posts) -> None:
+    """A batch (storage/batchwrite.py): a user, one to three posts of theirs, perhaps a
+    replaced post; acknowledged, one line per row, once the whole batch is durable."""
+    batch = store.begin_batch()
+    rows = []
+    try:
+        u = batch.insert("User", user(None, email=f"e{rnd.randrange(400)}@x", name=f"n{rnd.randrange(99)}"))
+        rows.append(("insert", "User", u["id"], u))
+        for _ in range(rnd.randint(1, 3)):
+            p = batch.insert("BlogPost", post(None, author=u["id"], title="b" * rnd.randrange(1, 300), body=body(rnd)))
+            rows.append(("insert", "BlogPost", p["id"], p))
+        if rnd.random() < 0.5:
+            pid = rnd.choice(list(posts))
+            _prev, r = batch.replace("BlogPost", pid, post(pid, author=u["id"], title=f"r{rnd.random()}"))
+            rows.append(("update", "BlogPost", pid, r))
+    except BaseException:
+        batch.abort()
+        raise
+    await batch.commit()
+    for row in rows:
+        emit(*row)
+
+
 async def writer(store, rnd: random.Random) -> None:
     users = store.tables["User"].records
     posts = store.tables["BlogPost"].records
     while True:
         op = rnd.random()
         try:
-            if op < 0.25 or not users:
+            if rnd.random() < 0.15:
+                await write_batch(store, rnd, posts)
+            elif op < 0.25 or not users:
                 email = f"e{rnd.randrange(400)}@x"
                 rec = await store.insert("User", user(None, email=email, name=f"n{rnd.randrange(99)}"))
                 emit("insert", "User", rec["id"], rec)

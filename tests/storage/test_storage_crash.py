@@ -5,6 +5,7 @@ After each kill the tenant is reopened and checked:
 - offsets are gap-free (the scan refuses anything else) and the state equals the previous
   state with the new rows applied (nothing half-applied);
 - every index (primary key, unique, hash, ordered, ref counts) agrees with the records;
+- every batch the child wrote (crash_child.py: about one write in seven) is whole or absent;
 - no frame is over the child's frame limit (LIMIT, crash_child.py: some of its records are
   near the record limit, a few over it and refused; issue 30 item 2).
 """
@@ -48,6 +49,9 @@ def crash_loop(tenant: str, kills: int, seed: int, compact_every: int = 0) -> in
             events = list(store.events_after(head))
             assert [e.offset for e in events] == list(range(head + 1, store.head_offset + 1))
             assert all(len(e.payload()) <= LIMIT for e in events)
+            # A batch is all there or not at all (logfile.py rule 5).
+            for e in events:
+                assert e.batch is None or head < e.batch[0] <= e.batch[1] <= store.head_offset, (round_, e.batch)
             pos = 0
             for ack in acks:
                 while pos < len(events):

@@ -7,7 +7,9 @@ Every seed checks:
 - the store opens (no `CorruptLog`): damage is only ever a cut tail;
 - it holds exactly the state after some offset h: every acknowledged write (h >= the
   highest acknowledged offset), and of the unacknowledged ones at most a prefix (h <= the
-  last offset written), never part of a write (nothing half-visible);
+  last offset written), never part of a write (nothing half-visible) and never part of a
+  batch (`POST /batch`'s store side: one in seven writes is a batch of 2 to 6 ops, and h is
+  never inside one);
 - its log, read again after the open, has clean CRCs from its header to its end;
 - a write after the restart gets offset h + 1 and is there after another open.
 
@@ -86,6 +88,7 @@ class Workload:
         self.rng = rng
         self.state: dict[str, dict[int, dict]] = {m: {} for m in MODELS}
         self.writes: list[tuple[int, str, int, dict | None]] = []  # offset, model, id, record
+        self.batches: list[tuple[int, int]] = []  # (first, last) offsets of each batch
         self.acked = 0
 
     def _acknowledge(self, offset: int) -> Callable[[asyncio.Future], None]:
@@ -105,10 +108,59 @@ class Workload:
     def write_one(self, store: Any) -> asyncio.Future | None:
         rng, users = self.rng, self.state["User"]
         roll = rng.random()
+        if roll < 0.15:
+            return self.write_batch(store)
         try:
             return self._write_one(store, rng, users, roll)
         except PayloadTooLarge:
             return None  # refused before anything changed: not a write
+
+    def write_batch(self, store: Any) -> asyncio.Future | None:
+        """A batch of 2 to 6 ops (storage/batchwrite.py), each free to use what an earlier
+        one made; a refused op (a referenced user, a record over the limit) drops it whole."""
+        rng = self.rng
+        state = {m: dict(records) for m, records in self.state.items()}
+        rows: list[tuple[str, int, dict | None]] = []
+        batch = store.begin_batch()
+        try:
+            for _op in range(rng.randint(2, 6)):
+                roll, users = rng.random(), state["User"]
+                if roll < 0.35 or not users:
+                    rec = batch.insert("User", user(None, email=f"e{rng.randrange(10**9)}@x", profile=self.profile()))
+                    model, id_ = "User", rec["id"]
+                elif roll < 0.6:
+                    id_ = rng.choice(sorted(users))
+                    _prev, rec = batch.replace("User", id_, dict(users[id_], name=f"b{rng.randrange(999)}"))
+                    model = "User"
+                elif roll < 0.85:
+                    rec = batch.insert("BlogPost", post(None, author=rng.choice(sorted(users))))
+                    model, id_ = "BlogPost", rec["id"]
+                else:
+                    model = rng.choice(MODELS)
+                    if not state[model]:
+                        continue
+                    id_ = rng.choice(sorted(state[model]))
+                    batch.delete(model, id_)
+                    rec = None
+                if rec is None:
+                    del state[model][id_]
+                else:
+                    state[model][id_] = rec
+                rows.append((model, id_, rec))
+        except (PayloadTooLarge, Referenced):
+            batch.abort()
+            return None
+        durable = batch.commit()
+        if not rows:
+            return None
+        last = store.applied_offset
+        first = last - len(rows) + 1
+        for offset, (model, id_, rec) in enumerate(rows, first):
+            self.writes.append((offset, model, id_, rec))
+        self.state = state
+        self.batches.append((first, last))
+        durable.add_done_callback(self._acknowledge(last))
+        return durable
 
     def _write_one(self, store: Any, rng: random.Random, users: dict, roll: float) -> asyncio.Future | None:
         if roll < 0.35 or not users:
@@ -270,6 +322,8 @@ def run_seed(seed: int, base: str, monkeypatch: pytest.MonkeyPatch) -> None:
         head = store.head_offset
         last = work.writes[-1][0] if work.writes else 0
         assert work.acked <= head <= last or head == work.acked == 0, f"{where}: head {head}, last written {last}"
+        inside = [(f, l) for f, l in work.batches if f <= head < l]
+        assert not inside, f"{where}: head {head} is inside the batch {inside[0]}"
         assert _records(store) == work.state_at(head), f"{where}: state at head {head} differs"
         _check_log(os.path.join(crashed, "log"), LIMIT)
         after = asyncio.run(store.insert("User", user(None, email="after@x")))

@@ -1,0 +1,244 @@
+"""`POST /batch`: several writes, all or nothing (issue 35; docs/guide/rest.md#batches-post-batch).
+
+Request and response (docs/decisions.md, "POST /batch")::
+
+    {"ops": [
+      {"op": "create", "model": "order", "record": {"id": 7, ...}},
+      {"op": "create", "model": "order-line", "record": {"order_id": {"$op": 0}, ...}},
+      {"op": "update", "model": "product", "id": 3, "record": {...}},
+      {"op": "patch",  "model": "Product", "id": 3, "record": {"stock": 4}},
+      {"op": "delete", "model": "product", "id": 9}
+    ]}
+    -> 200 {"results": [{"status": 201, "id": 7, "etag": "\\"41\\""},
+                        {"status": 201, "id": 12, "etag": "\\"42\\""},
+                        {"status": 200, "id": 3, "etag": "\\"43\\"", "record": {...}},
+                        {"status": 200, "id": 3, "etag": "\\"44\\"", "record": {...}},
+                        {"status": 204, "id": 9}],
+            "first": 41, "last": 45}                    Dbsvc-Offset: 45
+
+Rules:
+
+1. Shape first, every op, before anything is applied: the body is an object whose only key
+   is `ops`, a list of 1 to MAX_OPS objects; each has `op` (create, update, patch,
+   delete), `model` (the kebab route name or the declared name), `record` (an object:
+   create, update, patch; absent for delete), `id` (update, patch, delete; absent for
+   create, whose record holds its id if it gives one). Anything else is 400 naming the
+   op's index (`"op": i` in the problem); more than MAX_OPS is 400 too (a shape the
+   OpenAPI document refuses, `maxItems`), with `limit`. A body over SERVICE_MAX_BODY is the
+   protocol layer's 413.
+2. `if_match` is reserved for the precondition of issue 35 item 2 (If-Match); until that
+   lands an op carrying it is refused (400), never silently ignored.
+3. `{"$op": i}` as an op's `id`, or as the value of a @ref field of its `record`, is the id
+   of the record op i (an earlier op) wrote; for an `id` op i must be of the same model, for
+   a @ref of the referenced model. A batch may so create a parent and its children with
+   automatic ids. Anywhere else (a `json` field) the object is stored as it is.
+4. Ops run in order, each through the single route's own steps (generated validators,
+   access rules, the store's checks) against the state the earlier ops left
+   (storage/batchwrite.py); the first refusal aborts the batch (nothing applied, nothing
+   written, nothing published) and is answered with the status and problem that op alone
+   would get, plus `"op": i` and `op i: ` before its detail.
+5. No await between the first op and the commit (batchwrite.py rule 2). The answer is
+   sent once the whole batch is durable; `Dbsvc-Offset` is its last row's offset.
+6. `etag` of a result: `"<offset of that op's row>"`, the record's version once ETags land
+   (the offset of its last write); none for a delete.
+
+Imports errors, access, rules, routes, runtime, interfaces and http.types (the app's
+seams); app.py calls `BatchRoute.answer`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from dbsvc.access import NO_CLAIMS, Access, missing
+from dbsvc.errors import BadRequest, RequestError
+from dbsvc.http.types import Deferred, Response
+from dbsvc.interfaces import BatchWriter, ServedStore
+from dbsvc.rules import Claims
+from dbsvc.runtime import CompiledModel, json_bytes
+
+MAX_OPS = 1000  # ops per batch (docs/guide/rest.md#batches-post-batch)
+OPS = ("create", "update", "patch", "delete")
+_KEYS = {
+    "create": frozenset(("op", "model", "record")),
+    "update": frozenset(("op", "model", "id", "record")),
+    "patch": frozenset(("op", "model", "id", "record")),
+    "delete": frozenset(("op", "model", "id")),
+}
+RESERVED = frozenset(("if_match",))  # rule 2
+
+
+class Op:
+    """One op of a batch, its shape checked (rule 1)."""
+
+    __slots__ = ("index", "kind", "model", "id", "record")
+
+    def __init__(self, index: int, kind: str, model: CompiledModel, id_: Any, record: dict | None) -> None:
+        self.index = index
+        self.kind = kind
+        self.model = model
+        self.id = id_
+        self.record = record
+
+
+def _refused(index: int, detail: str) -> BadRequest:
+    return BadRequest(f"op {index}: {detail}", op=index)
+
+
+def parse_ops(body: Any, models: Mapping[str, CompiledModel]) -> list[Op]:
+    """The ops of a batch body, every op's shape checked (rule 1), or the refusal."""
+    if not isinstance(body, dict):
+        raise BadRequest(f'a batch is a JSON object {{"ops": [...]}}, got {type(body).__name__}')
+    extra = sorted(set(body) - {"ops"})
+    if extra:
+        raise BadRequest(f"unknown batch key {extra[0]!r}: expected only 'ops'")
+    ops = body.get("ops")
+    if not isinstance(ops, list):
+        raise BadRequest(f"'ops' must be a list of ops, got {type(ops).__name__ if 'ops' in body else 'nothing'}")
+    if not ops:
+        raise BadRequest(f"'ops' is empty: expected 1 to {MAX_OPS} ops")
+    if len(ops) > MAX_OPS:
+        raise BadRequest(f"a batch holds at most {MAX_OPS} ops, got {len(ops)}: split it", limit=MAX_OPS)
+    return [_parse_op(i, raw, models) for i, raw in enumerate(ops)]
+
+
+def _parse_op(index: int, raw: Any, models: Mapping[str, CompiledModel]) -> Op:
+    if not isinstance(raw, dict):
+        raise _refused(index, f"an op is a JSON object, got {type(raw).__name__}")
+    kind = raw.get("op")
+    if not isinstance(kind, str) or kind not in _KEYS:
+        raise _refused(index, f"unknown op {kind!r}: expected one of {', '.join(OPS)}")
+    reserved = sorted(RESERVED & set(raw))
+    if reserved:
+        raise _refused(index, f"{reserved[0]!r} is reserved for If-Match preconditions, which batches do not take yet")
+    allowed = _KEYS[kind]
+    extra = sorted(set(raw) - allowed)
+    if extra:
+        raise _refused(index, f"unknown key {extra[0]!r} in a {kind} op: expected {', '.join(sorted(allowed))}")
+    missing_keys = sorted(allowed - set(raw))
+    if missing_keys:
+        raise _refused(index, f"a {kind} op needs {missing_keys[0]!r}")
+    name = raw["model"]
+    model = models.get(name) if isinstance(name, str) else None
+    if model is None:
+        raise _refused(index, f"unknown model {name!r}: expected one of {', '.join(sorted(models))}")
+    record = raw.get("record")
+    if kind != "delete" and not isinstance(record, dict):
+        raise _refused(index, f"'record' must be a JSON object, got {type(record).__name__}")
+    id_ = raw.get("id")
+    if kind != "create" and not _is_op_ref(id_):
+        if isinstance(id_, bool) or not isinstance(id_, (int, str)):
+            raise _refused(index, f"'id' must be a {model.name} id (a number or a string), got {id_!r}")
+        try:
+            id_ = model.parse_id(str(id_))
+        except RequestError as exc:
+            raise _refused(index, exc.detail) from None
+    return Op(index, kind, model, id_, record)
+
+
+def _is_op_ref(value: Any) -> bool:
+    return isinstance(value, dict) and len(value) == 1 and "$op" in value
+
+
+class BatchRoute:
+    """Answers `POST /batch` (module docstring) with the app's models and access rules."""
+
+    def __init__(self, models: Mapping[str, CompiledModel], access: Access) -> None:
+        # Both spellings of every model (rule 1): the route name and the declared name.
+        self.models: dict[str, CompiledModel] = {}
+        for kebab, model in models.items():
+            self.models[kebab] = model
+            self.models[model.name] = model
+        self.access = access
+
+    def answer(self, store: ServedStore, body: Any, claims: Claims = NO_CLAIMS) -> Deferred:
+        ops = parse_ops(body, self.models)
+        batch = store.begin_batch()
+        results: list[dict[str, Any]] = []
+        written: list[tuple[CompiledModel, Any]] = []  # per op: its model and id (rule 3)
+        try:
+            for op in ops:
+                results.append(self._run(store, batch, op, written, claims))
+        except RequestError as exc:
+            batch.abort()
+            index = len(results)
+            exc.detail = f"op {index}: {exc.detail}"
+            exc.extra["op"] = index
+            raise
+        except BaseException:
+            batch.abort()
+            raise
+        last = store.applied_offset
+        first = last - len(ops) + 1
+        for offset, result in enumerate(results, first):
+            if result["status"] != 204:
+                result["etag"] = f'"{offset}"'
+        body_out = json_bytes({"results": results, "first": first, "last": last})
+        return Deferred(batch.commit(), Response(200, body_out, [("Dbsvc-Offset", str(last))]))
+
+    def _run(
+        self, store: ServedStore, batch: BatchWriter, op: Op, written: list[tuple[CompiledModel, Any]], claims: Claims
+    ) -> dict[str, Any]:
+        """One op, as its single route runs it (rule 4); its result."""
+        model, rules, access = op.model, op.model.rules, self.access
+        key = _resolve(op.index, op.id, model.name, written, "id") if op.kind != "create" else None
+        record = _resolve_refs(op, written) if op.record is not None else None
+        if op.kind == "create":
+            assert record is not None
+            access.fill_from_token(model, record, claims)
+            checked = model.validate_create(record)
+            if rules is not None:
+                access.check_create(model, rules, checked, claims)
+            stored = batch.insert(model.name, checked)
+            written.append((model, stored[model.id_field]))
+            return {"status": 201, "id": stored[model.id_field]}
+        current, _watermark = store.get(model.name, key)
+        if op.kind == "delete":
+            if rules is not None:
+                if current is None:
+                    raise missing(model, key)
+                access.check_visible(model, rules, "delete", current, key, claims)
+                access.check_delete(model, rules, current, claims)
+            batch.delete(model.name, key)
+            written.append((model, key))
+            return {"status": 204, "id": key}
+        if current is None:
+            raise missing(model, key)
+        if rules is not None:
+            access.check_visible(model, rules, "update", current, key, claims)
+        if op.kind == "update":
+            checked = model.validate_replace(record, key)
+        else:
+            checked = model.validate_patch(record, current)
+        if rules is not None:
+            access.check_update(model, rules, current, checked, claims)
+        _previous, stored = batch.replace(model.name, key, checked)
+        written.append((model, key))
+        return {"status": 200, "id": key, "record": stored}
+
+
+def _resolve(index: int, value: Any, expected: str, written: list[tuple[CompiledModel, Any]], what: str) -> Any:
+    """`value`, or the id `{"$op": i}` names (rule 3), which must be a record of the
+    model named `expected`."""
+    if not _is_op_ref(value):
+        return value
+    target = value["$op"]
+    # Raised while the batch runs: `BatchRoute.answer` adds the op's index.
+    if isinstance(target, bool) or not isinstance(target, int) or not 0 <= target < index:
+        earlier = f"0 to {index - 1}" if index > 1 else "0" if index else "none: it is the first op"
+        raise BadRequest(f"{what} {{'$op': {target!r}}} must name an earlier op: expected {earlier}")
+    other, id_ = written[target]
+    if other.name != expected:
+        raise BadRequest(f"{what} {{'$op': {target}}} names a {other.name} (op {target}), expected a {expected}")
+    return id_
+
+
+def _resolve_refs(op: Op, written: list[tuple[CompiledModel, Any]]) -> dict:
+    """The op's record with every `{"$op": i}` of a @ref field replaced (rule 3); a copy."""
+    assert op.record is not None
+    record = dict(op.record)
+    for field, parent in op.model.refs:
+        if field in record:
+            record[field] = _resolve(op.index, record[field], parent, written, field)
+    return record
