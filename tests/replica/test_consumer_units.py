@@ -394,6 +394,8 @@ SCANS = [
     ("tiny", F5[:9], (0, None, "truncated frame header (9 of 16 bytes)")),
     ("half the first", F5[:30], (0, None, f"truncated payload (14 of {len(F5) - 16} bytes)")),
     ("half the last", F5 + F6 + F7[:30], (len(F5 + F6), 6, f"truncated payload (14 of {len(F7) - 16} bytes)")),
+    ("a header only last", F5 + F6[:16], (len(F5), 5, f"truncated payload (0 of {len(F6) - 16} bytes)")),
+    ("a bad checksum last", F5 + F6[:20] + bytes([F6[20] ^ 1]) + F6[21:], (len(F5), 5, "payload checksum mismatch")),
     ("zeros", F5 + bytes(100), (len(F5), 5, "frame offset 0, expected 6")),
     ("unsynced append lost", F5 + bytes(len(F6)) + F7, (len(F5), 5, "frame offset 0, expected 6")),
     (
