@@ -283,6 +283,9 @@ def test_after_must_be_an_offset_and_agree_with_the_file(primary, tmp_path):
     with pytest.raises(ConfigError) as caught:
         replicate(p.base, after=-1, stderr=io.StringIO())
     assert str(caught.value) == "--after -1 is not an offset: expected an integer >= 0"
+    with open(tmp_path / "out", "wb") as stdout:
+        status, _err = run(p.base, after=0, stdout=stdout)  # 0 is an offset: the run starts
+    assert isinstance(status, ReplicaError) and p.paths == ["/replicate?after=0"]
     out = tmp_path / "r.log"
     out.write_bytes(F1 + F2)
     with pytest.raises(ConfigError) as caught:
@@ -292,7 +295,21 @@ def test_after_must_be_an_offset_and_agree_with_the_file(primary, tmp_path):
     )
     ReplicaFile.open(str(out), Reporter(io.StringIO())).close()  # the refused run let go of FILE's lock
     status, _err = run(p.base, after=2, out=str(out))  # agreeing: the run starts (and is refused)
-    assert isinstance(status, ReplicaError) and p.paths == ["/replicate?after=1"]
+    assert isinstance(status, ReplicaError) and p.paths[1:] == ["/replicate?after=1"]
+
+
+def test_a_torn_tail_is_cut_and_said_and_the_progress_line_starts_at_the_files_last_offset(primary, tmp_path):
+    out = tmp_path / "r.log"
+    out.write_bytes(F1 + F2 + F3[:20])
+    p = primary(lambda attempt, after: 403)
+    err = Terminal()
+    with pytest.raises(ReplicaError):
+        replicate(p.base, out=str(out), stderr=err)
+    assert out.read_bytes() == F1 + F2
+    said = f"{out}: cutting a torn tail of 20 bytes at byte {len(F1 + F2)} (truncated payload (4 of {len(F3) - 16} bytes)); resuming after offset 2"
+    line = "0 frames  0 B  offset {}  lag ?  (connecting)\x1b[K"
+    # said while FILE is opened, before the run knows where it resumes; then the line at the end
+    assert err.getvalue() == f"\r\x1b[Kdbsvc replicate: {said}\n\r{line.format('-')}\r{line.format(2)}\n"
 
 
 def test_without_a_file_events_go_to_standard_output_after_the_given_offset(primary, tmp_path):
