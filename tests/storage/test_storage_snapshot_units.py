@@ -330,3 +330,17 @@ def test_a_row_end_before_the_closing_bracket_is_refused_as_not_json_in_a_line_o
         exc = refusal(lambda: decode_snapshot(PATH, head + line(body)))
         assert (exc.path, exc.offset) == (PATH, len(head))
         assert exc.reason.startswith("model 'User': the line is not JSON (Expecting value"), body
+
+
+def test_blocks_of_one_row_are_read():
+    """block_rows 1, the smallest the header may name: one keys line and one rows line a row."""
+    head = header_2(("User", ["id", "name"], 2, 3, ["id"]), block_rows=1)
+    data = head + line(b'[{"first":1,"count":1}]') + line(b'[[1,"a"]]') + line(b"[[3]]") + line(b'[[3,"c"]]')
+    _epoch, _head, [part] = read_snapshot(PATH, data)
+    assert part.block_rows == 1
+    assert list(model_blocks(PATH, part)) == [
+        ([b'[1,"a"]'], {"id": range(1, 2)}),
+        ([b'[3,"c"]'], {"id": [3]}),
+    ]
+    exc = refusal(lambda: read_snapshot(PATH, header_2(("User", ["id"], 0, 0, ["id"]), block_rows=0)))
+    assert exc.reason == "snapshot header: block_rows 0 is not a positive integer"
