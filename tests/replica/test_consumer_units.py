@@ -451,6 +451,27 @@ def test_scan_refuses_damage_a_good_frame_follows(data, position, reason, later)
     )
 
 
+def test_the_search_after_damage_starts_at_the_offset_the_first_payload_confirms():
+    """A first frame whose header offset disagrees with its payload: the search for a good
+    frame after the damage expects the payload's offset (0 included), not the header's."""
+    high = F5[:2] + bytes([F5[2] ^ 0x01]) + F5[3:]  # offset 5 + 2**40 in the header
+    with pytest.raises(CorruptLog) as caught:
+        scan_frames("r.log", high + F6 + F7)
+    assert caught.value.reason == (
+        f"frame offset {5 + 2**40} disagrees with its payload's offset 5; "
+        f"a good frame follows at byte {len(F5)}, so this is not a torn tail"
+    )
+    zero = frame(4, payload(0))
+    with pytest.raises(CorruptLog) as caught:
+        scan_frames("r.log", zero + frame(2))
+    assert caught.value.reason.endswith(f"a good frame follows at byte {len(zero)}, so this is not a torn tail")
+
+
+def test_after_good_frames_only_a_later_offset_after_the_damage_is_a_good_frame():
+    """F5, F6, junk, then F6 again: an offset already kept is no evidence; a torn tail."""
+    assert scan_frames("r.log", F5 + F6 + b"junk" + F6) == (len(F5 + F6), 6, f"frame offset {int.from_bytes(b'junk' + F6[:4], 'big')}, expected 7")
+
+
 def test_a_first_frame_whose_payload_names_a_negative_offset_searches_from_its_header():
     """The payload's offset is used for the search only when it can be one (an int >= 0)."""
     bad = frame(4, payload(-1))
@@ -470,8 +491,9 @@ def test_without_a_file_each_event_is_a_json_line(tmp_path):
         sink.write(F5, event(5))
         sink.write(F6, event(6))
         assert (sink.last_offset, sink.unsynced) == (6, len(F5) + len(F6))
+        before = sink.synced_at
         sink.sync()
-        assert sink.unsynced == 0
+        assert sink.unsynced == 0 and sink.synced_at >= before  # consumer.py reads it as a clock
         sink.close()
     assert (tmp_path / "out").read_bytes() == payload(5) + b"\n" + payload(6) + b"\n"
 
