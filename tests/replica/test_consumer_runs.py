@@ -1,117 +1,39 @@
 """`dbsvc replicate` run in this process (`replicate(url, out=..., stderr=...)`), against a
-scripted primary on a loopback port served from a thread of this process, so a mutation
-run sees every decision of the run loop (rules 4, 5 and 7): where each connection resumes,
-the head-frame check, the history record, which refusal ends the run and with what, the
-messages on stderr, the progress line (rule 6), `GET /snapshot` (`get_snapshot`) and
-the history check (`history_to_adopt`). test_replica_consumer.py runs the same command as
-a subprocess against real servers.
+scripted primary on a loopback port served from a thread of this process
+(support/replica_kit.py), so a mutation run sees every decision of the run loop (rules 2,
+4, 5 and 7): where each connection resumes, the head-frame check, the history record,
+which refusal ends the run and with what, when FILE is fsynced, the messages on stderr
+and the progress line's states. test_replica_consumer.py runs the same command as a
+subprocess against real servers; test_consumer_snapshot.py holds `GET /snapshot`, the
+history check and the progress line.
 
 Every run here ends by itself: a refusal the scripted primary answers, a bad frame, or a
 SIGTERM this process sends itself once FILE holds what the test waits for."""
 
 from __future__ import annotations
 
-import asyncio
-import http
+import functools
 import io
-import json
 import os
 import re
 import signal
-import struct
 import threading
 import time
-import zlib
 from pathlib import Path
 
 import pytest
-from websockets.asyncio.server import serve as ws_serve
-from websockets.datastructures import Headers
-from websockets.http11 import Response
 
 from dbsvc.errors import ConfigError, HistoryDiverged
-from dbsvc.replica.consumer import (
-    FrameError,
-    ReplicaError,
-    Reporter,
-    get_snapshot,
-    history_to_adopt,
-    parse_endpoint,
-    replicate,
-)
+from dbsvc.http.ws.client import open_websocket
+from dbsvc.replica import consumer
+from dbsvc.replica.consumer import FrameError, ReplicaError, Reporter, replicate
 from dbsvc.replica.sinks import ReplicaFile
+from dbsvc.storage import files
 from dbsvc.storage.history import History
+from support.replica_kit import DEADLINE, Primary, Terminal, frame, payload
 
-DEADLINE = 20.0
 pytestmark = pytest.mark.timeout(60)  # a run that never ends fails here, not at the suite's 300 s
 H1, H2 = "1" * 32, "2" * 32
-
-
-def payload(at: int, **over) -> bytes:
-    event = {"kind": "insert", "model": "User", "offset": at, "watermark": at, "id": at, "record": {"id": at}, **over}
-    return json.dumps(event, separators=(",", ":")).encode()
-
-
-def frame(at: int, body: bytes | None = None) -> bytes:
-    body = payload(at) if body is None else body
-    return struct.pack(">QII", at, zlib.crc32(body), len(body)) + body
-
-
-class Primary:
-    """A scripted primary in a thread: `GET /snapshot` answers `snapshot` (status, JSON body)
-    (or a list of them, answered in turn, the last one from then on);
-    `/replicate?after=N` answers `plan(attempt, after)`: a list of messages, ending with
-    ("close", code) or nothing (the connection is then held open), or an HTTP status (with
-    a problem body: `problems[status]`, or code "unavailable")."""
-
-    def __init__(self, plan, snapshot: tuple | list = (404, None), problems: dict | None = None) -> None:
-        self.plan, self.snapshot, self.problems = plan, snapshot, problems or {}
-        self.paths: list[str] = []
-        self.authorization: list[str | None] = []
-        self.snapshot_paths: list[str] = []
-        self.loop = asyncio.new_event_loop()
-        self._started = threading.Event()
-        self._thread = threading.Thread(target=self.loop.run_until_complete, args=(self._main(),), daemon=True)
-        self._thread.start()
-        assert self._started.wait(DEADLINE), "the scripted primary did not start"
-        self.base = f"http://127.0.0.1:{self.port}"
-
-    async def _main(self) -> None:
-        self._done = asyncio.Event()
-        async with ws_serve(self._handler, "127.0.0.1", 0, process_request=self._process) as server:
-            self.port = server.sockets[0].getsockname()[1]
-            self._started.set()
-            await self._done.wait()
-
-    def close(self) -> None:
-        self.loop.call_soon_threadsafe(self._done.set)
-        self._thread.join(DEADLINE)
-
-    def _response(self, status: int, body: bytes, kind: str) -> Response:
-        return Response(status, http.HTTPStatus(status).phrase, Headers({"Content-Type": kind}), body)
-
-    async def _process(self, connection, request):
-        if request.path.endswith("/snapshot"):
-            self.snapshot_paths.append(request.path)
-            answers = self.snapshot if isinstance(self.snapshot, list) else [self.snapshot]
-            status, body = answers.pop(0) if len(answers) > 1 else answers[0]
-            return self._response(status, json.dumps(body).encode(), "application/json")
-        self.paths.append(request.path)
-        self.authorization.append(request.headers.get("Authorization"))
-        step = self.plan(len(self.paths) - 1, int(request.path.partition("after=")[2]))
-        if isinstance(step, int):
-            problem = {"status": step, "code": "unavailable", "detail": "busy", **self.problems.get(step, {})}
-            return self._response(step, json.dumps(problem).encode(), "application/problem+json")
-        connection.steps = step
-        return None
-
-    async def _handler(self, connection) -> None:
-        for step in connection.steps:
-            if isinstance(step, tuple):
-                await connection.close(step[1])
-                return
-            await connection.send(step)
-        await connection.wait_closed()
 
 
 @pytest.fixture
@@ -200,7 +122,7 @@ def test_a_file_of_one_frame_checks_it_as_the_head_frame(primary, tmp_path):
 
 def test_the_progress_line_follows_the_run(primary, tmp_path):
     out = tmp_path / "r.log"
-    p = primary(lambda attempt, after: [F1, ("close", 1001)] if attempt == 0 else 403)
+    p = primary(lambda attempt, after: [F1, F2, ("close", 1001)] if attempt == 0 else 403)
     err = Terminal()
     with pytest.raises(ReplicaError):
         replicate(p.base, out=str(out), stderr=err)
@@ -208,11 +130,11 @@ def test_the_progress_line_follows_the_run(primary, tmp_path):
     ws = f"ws://127.0.0.1:{p.port}"
     assert f"\r\x1b[Kdbsvc replicate: streaming {ws}/replicate?after=0 into {out}\n\r0 frames  0 B  offset 0  lag ?  (streaming)\x1b[K" in text
     assert re.search(
-        r"\r\x1b\[Kdbsvc replicate: WebSocket closed with code 1001; reconnecting after offset 1 in (0\.[2-5]) s\n"
-        rf"\r1 frames  {len(F1)} B  offset 1  lag \?  \(reconnecting in \1 s\)\x1b\[K",
+        r"\r\x1b\[Kdbsvc replicate: WebSocket closed with code 1001; reconnecting after offset 2 in (0\.[2-5]) s\n"
+        rf"\r2 frames  {len(F1 + F2)} B  offset 2  lag \?  \(reconnecting in \1 s\)\x1b\[K",
         text,
     ), text
-    assert text.endswith(f"\r1 frames  {len(F1)} B  offset 1  lag ?  (connecting)\x1b[K\n")
+    assert text.endswith(f"\r2 frames  {len(F1 + F2)} B  offset 2  lag ?  (connecting)\x1b[K\n")
 
 
 def test_a_snapshot_that_fails_is_retried_like_a_refused_stream(primary, tmp_path):
@@ -428,156 +350,60 @@ def test_a_forked_history_is_adopted_only_after_the_head_frame_matched(primary, 
     reopened.close()
 
 
-# --- GET /snapshot and the history check (rule 7a) ----------------------------------------
+class Fsyncs(files.FileOps):
+    """The seam storage's file operations go through (files.ops): records, in order, the
+    bytes written to FILE and each fsync of it."""
+
+    def __init__(self) -> None:
+        self.events: list = []
+
+    def write(self, fd, data):  # type: ignore[override]
+        n = os.write(fd, data)
+        self.events.append(n)
+        return n
+
+    def fsync(self, fd):  # type: ignore[override]
+        self.events.append("fsync")
+        os.fsync(fd)
 
 
-def test_get_snapshot_reads_the_servers_answer_under_its_prefix(primary):
-    p = primary(lambda attempt, after: 403, snapshot=(200, {"offset": 7}))
-    assert get_snapshot(parse_endpoint(p.base + "/db"), 5) == (200, {"offset": 7})
-    assert p.snapshot_paths == ["/db/snapshot"]
-    p.snapshot = (503, {"detail": "busy"})
-    assert get_snapshot(parse_endpoint(p.base), 5) == (503, {})
-    p.snapshot = (200, [7])
-    with pytest.raises(ValueError, match=r"^the server's /snapshot is not a JSON object$"):
-        get_snapshot(parse_endpoint(p.base), 5)
+def test_file_is_fsynced_when_the_stream_pauses_and_at_every_8_mib(primary, tmp_path):
+    """Rule 2: a pause (no frame for the 0.2 s receive) syncs what came before it; 8 MiB
+    unsynced syncs at once, a frame of exactly the 8th MiB included; a quick succession
+    of small frames is written and fsynced together."""
+    mib = [frame(n, payload(n, record={"id": n, "pad": "x" * (1024 * 1024 - 16 - len(payload(n, record={"id": n, "pad": ""})))})) for n in range(3, 12)]
+    assert all(len(f) == 1024 * 1024 for f in mib)
+    steps = [F1, 0.5, F2, 0.5, *mib, ("close", 1001)]
+    p = primary(lambda attempt, after: steps if attempt == 0 else 403)
+    with files.use(Fsyncs()) as seen:
+        status, _err = run(p.base, out=str(tmp_path / "r.log"))
+    assert isinstance(status, ReplicaError)
+    big = 1024 * 1024
+    assert seen.events == [len(F1), "fsync", len(F2), "fsync", big, big, big, big, big, big, big, big, "fsync", big, "fsync"]
 
 
-def sink_with(tmp_path: Path, frames: bytes, history: History | None) -> ReplicaFile:
+def test_a_head_frame_checked_against_a_server_without_histories_keeps_the_files_record(primary, tmp_path):
     out = tmp_path / "r.log"
-    out.write_bytes(frames)
-    sink = ReplicaFile.open(str(out), Reporter(io.StringIO()))
-    if history is not None:
-        sink.adopt_history(history)
-    return sink
+    out.write_bytes(F1 + F2)
+    mine = ReplicaFile.open(str(out), Reporter(io.StringIO()))
+    mine.adopt_history(History(H1))
+    mine.close()
+    p = primary(lambda attempt, after: [F2, F3] if attempt == 0 else 403)
+    terminate_when(size_is(out, len(F1 + F2 + F3)))
+    status, err = run(p.base, out=str(out))
+    assert status == 0, err
+    reopened = ReplicaFile.open(str(out), Reporter(io.StringIO()))
+    assert reopened.history == History(H1)
+    reopened.close()
 
 
-@pytest.mark.parametrize("status", [500, 503, 408, 429])
-def test_a_snapshot_the_server_cannot_give_now_is_a_reason_to_retry(primary, tmp_path, status):
-    p = primary(lambda attempt, after: 403, snapshot=(status, {}))
-    sink = sink_with(tmp_path, F1, None)
-    with pytest.raises(OSError, match=rf"^GET /snapshot answered {status}$"):
-        history_to_adopt(parse_endpoint(p.base), sink, 1)
-    sink.close()
-
-
-def test_which_server_history_is_adopted(primary, tmp_path):
-    p = primary(lambda attempt, after: 403, snapshot=(404, {}))
-    endpoint = parse_endpoint(p.base)
-    sink = sink_with(tmp_path, F1 + F2, History(H1))
-    assert history_to_adopt(endpoint, sink, 2) is None  # a server without /snapshot: the head frame alone
-    p.snapshot = (200, {"offset": 2})
-    assert history_to_adopt(endpoint, sink, 2) is None  # a server that names no history
-    p.snapshot = (200, {"offset": 2, "history": {"id": H1, "forks": []}})
-    assert history_to_adopt(endpoint, sink, 2) is None  # FILE's own
-    forked_at_2 = {"id": H2, "forks": [{"id": H1, "at": 2}]}
-    p.snapshot = (200, {"offset": 5, "history": forked_at_2})
-    assert history_to_adopt(endpoint, sink, 2) == History(H2, (History(H1).forks or ()) + (_fork(H1, 2),))
-    p.snapshot = (200, {"offset": 5, "history": {"id": H2, "forks": [{"id": H1, "at": 1}]}})
-    with pytest.raises(HistoryDiverged) as caught:
-        history_to_adopt(endpoint, sink, 2)
-    assert str(caught.value) == (
-        f"the server's history {H2} does not continue the history {H1} that {sink.path} "
-        f"holds up to offset 2 (the server was restored from a backup, or an import rewrote "
-        f"it after an offset the file holds), so its offsets may name other rows. {sink.path} was "
-        "left as it is; start a new replica file (keep this one if its rows matter)"
-    )
-    sink.close()
-
-
-def test_a_file_without_a_record_or_without_frames_takes_the_servers_history(primary, tmp_path):
-    p = primary(lambda attempt, after: 403, snapshot=(200, {"offset": 5, "history": {"id": H2, "forks": []}}))
-    endpoint = parse_endpoint(p.base)
-    sink = sink_with(tmp_path, F1, None)
-    assert history_to_adopt(endpoint, sink, 1) == History(H2)
-    sink.close()
-    empty = sink_with(tmp_path / "..", b"", History(H1))
-    assert history_to_adopt(endpoint, empty, 0) == History(H2)
-    empty.close()
-
-
-def _fork(at_id: str, at: int):
-    from dbsvc.storage.history import Fork
-
-    return Fork(at_id, at)
-
-
-# --- the progress line (rule 6) -----------------------------------------------------------
-
-
-class Terminal(io.StringIO):
-    def isatty(self) -> bool:
-        return True
-
-
-def test_messages_are_plain_lines_unless_stderr_is_a_terminal(primary):
-    plain = Reporter(io.StringIO(), parse_endpoint("http://127.0.0.1:1"))
-    plain.say("hello")
-    plain.draw(force=True)
-    plain.finish()
-    assert plain.stream.getvalue() == "dbsvc replicate: hello\n"
-    quiet = Reporter(Terminal())  # no endpoint: no progress line either
-    quiet.say("hello")
-    quiet.finish()
-    assert quiet.stream.getvalue() == "dbsvc replicate: hello\n"
-
-
-def test_the_progress_line_shows_frames_bytes_offset_and_lag_from_the_polled_head(primary):
-    p = primary(lambda attempt, after: 403, snapshot=(200, {"offset": 42}))
-    report = Reporter(Terminal(), parse_endpoint(p.base))
-    deadline = time.monotonic() + DEADLINE
-    while report.head is None and time.monotonic() < deadline:
-        time.sleep(0.02)
-    assert report.head == 42
-    out = report.stream
-    report.draw(force=True)
-    assert out.getvalue() == "\r0 frames  0 B  offset -  lag ?  (connecting)\x1b[K"
-    for n, shown in [(1023, "1023 B"), (1024, "1.0 KiB"), (1536, "1.5 KiB"), (1024**2 - 1, "1024.0 KiB"), (1024**2, "1.0 MiB"), (1024**3, "1.0 GiB"), (5 * 1024**3 // 2, "2.5 GiB")]:
-        report.bytes, report.frames, report.last, report.state = n, 3, 40, "streaming"
-        out.seek(0)
-        out.truncate()
-        report.draw(force=True)
-        assert out.getvalue() == f"\r3 frames  {shown}  offset 40  lag 2  ({report.state})\x1b[K"
-    report.last = 50  # ahead of the last poll: no negative lag
-    out.seek(0)
-    out.truncate()
-    report.draw(force=True)
-    report.draw()  # within a quarter second: not drawn again
-    assert out.getvalue() == "\r3 frames  2.5 GiB  offset 50  lag 0  (streaming)\x1b[K"
-    out.seek(0)
-    out.truncate()
-    report.say("a message")
-    assert out.getvalue() == "\r\x1b[Kdbsvc replicate: a message\n\r3 frames  2.5 GiB  offset 50  lag 0  (streaming)\x1b[K"
-    out.seek(0)
-    out.truncate()
-    report.finish()
-    assert out.getvalue() == "\r3 frames  2.5 GiB  offset 50  lag 0  (streaming)\x1b[K\n"
-    polls = len(p.snapshot_paths)
-    time.sleep(0.2)
-    assert len(p.snapshot_paths) == polls  # finish() stopped the poller
-    assert not any(t.name == "snapshot" and t.is_alive() for t in threading.enumerate())
-
-
-def test_the_progress_line_is_redrawn_only_when_a_quarter_second_passed(primary):
-    report = Reporter(Terminal(), parse_endpoint("http://127.0.0.1:1"))
-    out = report.stream
-    report.draw(force=True)
-    report.frames = 1
-    report.draw()
-    assert out.getvalue().count("\r") == 1
-    time.sleep(0.3)
-    report.draw()
-    assert out.getvalue().endswith("\r1 frames  0 B  offset -  lag ?  (connecting)\x1b[K")
-    report.draw(force=True)  # forced: drawn again, the same line
-    assert out.getvalue().count("\r") == 3
-    report.finish()
-
-
-@pytest.mark.parametrize("answer, head", [((200, {"offset": 7}), 7), ((200, {"offset": "7"}), None), ((503, {"offset": 7}), None)])
-def test_the_poller_takes_only_an_integer_head_from_a_200(primary, answer, head):
-    p = primary(lambda attempt, after: 403, snapshot=answer)
-    report = Reporter(Terminal(), parse_endpoint(p.base))
-    report.finish()  # the poller makes its first request, then sees the stop
-    deadline = time.monotonic() + DEADLINE
-    while any(t.name == "snapshot" and t.is_alive() for t in threading.enumerate()) and time.monotonic() < deadline:
-        time.sleep(0.02)
-    assert len(p.snapshot_paths) == 1 and report.head == head
+def test_a_message_over_the_clients_limit_ends_the_run_naming_the_next_offset(primary, tmp_path, monkeypatch):
+    """The client's limit (80 MiB) stood in for by 1,000 bytes, through the one seam: the
+    client the consumer opens its stream with."""
+    monkeypatch.setattr(consumer, "open_websocket", functools.partial(open_websocket, max_message=1000))
+    out = tmp_path / "r.log"
+    p = primary(lambda attempt, after: [F1, b"x" * 2000])
+    status, _err = run(p.base, out=str(out))
+    assert isinstance(status, FrameError)
+    assert (status.offset, status.reason) == (2, f"a message over 1000 bytes (a frame is at most {64 * 1024 * 1024 + 16} bytes)")
+    assert out.read_bytes() == F1
