@@ -29,6 +29,7 @@ from dbsvc.replica.consumer import (
     same_row,
 )
 from dbsvc.replica.sinks import ReplicaFile, StdoutSink, last_frame, read_file_history, scan_frames
+from dbsvc.storage import files
 from dbsvc.storage.history import History
 
 MiB = 1024 * 1024
@@ -295,6 +296,55 @@ def test_a_new_file_is_created_empty_and_takes_frames_in_writes_of_a_mebibyte(tm
         assert f.read() == F5 + big + F7 + frame(8)
 
 
+class Seen(files.FileOps):
+    """storage's file seam (files.ops), recording the calls FILE's life makes."""
+
+    def __init__(self) -> None:
+        self.calls: list = []
+
+    def fsync_dir(self, path: str) -> None:
+        self.calls.append(("fsync_dir", path))
+        super().fsync_dir(path)
+
+    def close(self, fd: int) -> None:  # type: ignore[override]
+        self.calls.append("close")
+        os.close(fd)
+
+
+def test_a_created_file_is_0644_and_its_directory_fsynced_and_a_closed_one_closed_once(tmp_path):
+    path = tmp_path / "r.log"
+    old_umask = os.umask(0o022)
+    try:
+        with files.use(Seen()) as seen:
+            sink = ReplicaFile.open(str(path), Said())
+            sink.close()
+            sink.close()
+            assert seen.calls == [("fsync_dir", str(tmp_path)), "close"]
+            seen.calls.clear()
+            ReplicaFile.open(str(path), Said()).close()  # it exists: no directory entry to make durable
+            assert seen.calls == ["close"]
+    finally:
+        os.umask(old_umask)
+    assert path.stat().st_mode & 0o777 == 0o644
+
+
+def test_a_buffer_of_exactly_a_mebibyte_is_written_and_the_count_starts_again_after(tmp_path):
+    path = tmp_path / "r.log"
+    sink = ReplicaFile.open(str(path), Said())
+    body = payload(6, record={"id": 6, "pad": ""})
+    body = payload(6, record={"id": 6, "pad": "x" * (MiB - len(F5) - 16 - len(body))})
+    sink.write(F5, event(5))
+    sink.write(frame(6, body), event(6))
+    assert os.path.getsize(path) == MiB  # exactly 1 MiB held: written
+    sink.write(F7, event(7))
+    sink.sync()  # the buffer flushed: the count starts from nothing again
+    short = payload(8, record={"id": 8, "pad": ""})
+    short = payload(8, record={"id": 8, "pad": "x" * (MiB - 1 - 16 - len(short))})
+    sink.write(frame(8, short), event(8))
+    assert os.path.getsize(path) == MiB + len(F7)  # 1 MiB - 1 byte: held
+    sink.close()
+
+
 def test_a_buffer_one_byte_short_of_a_mebibyte_is_held(tmp_path):
     sink = ReplicaFile.open(str(tmp_path / "r.log"), Said())
     fill = MiB - len(F5) - 16
@@ -362,7 +412,8 @@ def test_damage_a_good_frame_follows_is_refused_and_the_file_kept(tmp_path):
     path.write_bytes(data)
     with pytest.raises(CorruptLog) as caught:
         ReplicaFile.open(str(path), Said())
-    assert (caught.value.offset, caught.value.reason) == (
+    assert (caught.value.path, caught.value.offset, caught.value.reason) == (
+        str(path),
         len(F5),
         f"frame offset {int.from_bytes(b'garbage' + F6[:1], 'big')}, expected 6; "
         f"a good frame follows at byte {len(F5) + 7}, so this is not a torn tail",
