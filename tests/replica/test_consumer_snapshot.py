@@ -5,12 +5,21 @@ character. The run loop is test_consumer_runs.py's."""
 
 from __future__ import annotations
 
+import datetime
+import http.server
 import io
+import ipaddress
+import json
+import ssl
 import threading
 import time
 from pathlib import Path
 
 import pytest
+from cryptography import x509
+from cryptography.hazmat.primitives import hashes, serialization
+from cryptography.hazmat.primitives.asymmetric import ec
+from cryptography.x509.oid import NameOID
 
 from dbsvc.errors import HistoryDiverged
 from dbsvc.replica.consumer import Reporter, get_snapshot, history_to_adopt, parse_endpoint
@@ -108,6 +117,7 @@ def test_a_file_without_a_record_or_without_frames_takes_the_servers_history(pri
 
 def test_messages_are_plain_lines_unless_stderr_is_a_terminal(primary):
     plain = Reporter(io.StringIO(), parse_endpoint("http://127.0.0.1:1"))
+    assert not any(t.name == "snapshot" for t in threading.enumerate())  # nothing to draw: no poller
     plain.say("hello")
     plain.draw(force=True)
     plain.finish()
@@ -125,6 +135,8 @@ def test_the_progress_line_shows_frames_bytes_offset_and_lag_from_the_polled_hea
     while report.head is None and time.monotonic() < deadline:
         time.sleep(0.02)
     assert report.head == 42
+    [poller] = [t for t in threading.enumerate() if t.name == "snapshot"]
+    assert poller.daemon  # an exit never waits for it
     out = report.stream
     report.draw(force=True)
     assert out.getvalue() == "\r0 frames  0 B  offset -  lag ?  (connecting)\x1b[K"
@@ -157,16 +169,89 @@ def test_the_progress_line_shows_frames_bytes_offset_and_lag_from_the_polled_hea
 def test_the_progress_line_is_redrawn_only_when_a_quarter_second_passed(primary):
     report = Reporter(Terminal(), parse_endpoint("http://127.0.0.1:1"))
     out = report.stream
-    report.draw(force=True)
+    report.draw()  # the first: drawn
+    assert out.getvalue() == "\r0 frames  0 B  offset -  lag ?  (connecting)\x1b[K"
     report.frames = 1
     report.draw()
     assert out.getvalue().count("\r") == 1
     time.sleep(0.3)
     report.draw()
     assert out.getvalue().endswith("\r1 frames  0 B  offset -  lag ?  (connecting)\x1b[K")
+    time.sleep(0.3)
+    report.draw()  # a quarter second later, but the same line: not drawn again
+    assert out.getvalue().count("\r") == 2
     report.draw(force=True)  # forced: drawn again, the same line
     assert out.getvalue().count("\r") == 3
     report.finish()
+
+
+@pytest.fixture
+def https_snapshot(tmp_path, monkeypatch):
+    """A plain HTTP server over TLS (the standard library's), answering GET /snapshot with
+    {"offset": 5}, its self-signed certificate trusted through SSL_CERT_FILE as the
+    system store would hold it; yields its port."""
+    cert_path, key_path = tmp_path / "cert.pem", tmp_path / "key.pem"
+    key = ec.generate_private_key(ec.SECP256R1())
+    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "127.0.0.1")])
+    now = datetime.datetime.now(datetime.timezone.utc)
+    cert = (
+        x509.CertificateBuilder()
+        .subject_name(name)
+        .issuer_name(name)
+        .public_key(key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now - datetime.timedelta(minutes=5))
+        .not_valid_after(now + datetime.timedelta(hours=1))
+        .add_extension(x509.SubjectAlternativeName([x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]), False)
+        .add_extension(x509.BasicConstraints(ca=True, path_length=None), True)
+        .sign(key, hashes.SHA256())
+    )
+    cert_path.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
+    key_path.write_bytes(
+        key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption())
+    )
+    monkeypatch.setenv("SSL_CERT_FILE", str(cert_path))
+    yield from _http_server(ssl_files=(cert_path, key_path))
+
+
+def _http_server(ssl_files=None):
+    class Snapshot(http.server.BaseHTTPRequestHandler):
+        def do_GET(self) -> None:  # noqa: N802 (the standard library's name)
+            body = json.dumps({"offset": 5, "path": self.path}).encode()
+            self.send_response(200)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args) -> None:
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Snapshot)
+    if ssl_files is not None:
+        context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+        context.load_cert_chain(*ssl_files)
+        server.socket = context.wrap_socket(server.socket, server_side=True)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield server.server_address[1]
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+def test_get_snapshot_speaks_tls_to_an_https_server(https_snapshot):
+    assert get_snapshot(parse_endpoint(f"https://127.0.0.1:{https_snapshot}/db"), 5) == (
+        200,
+        {"offset": 5, "path": "/db/snapshot"},
+    )
+
+
+def test_get_snapshot_asks_with_the_get_method():
+    """A server strict about its methods (the standard library's answers 501 to any other)."""
+    for port in _http_server():
+        assert get_snapshot(parse_endpoint(f"http://127.0.0.1:{port}"), 5) == (200, {"offset": 5, "path": "/snapshot"})
 
 
 @pytest.mark.parametrize("answer, head", [((200, {"offset": 7}), 7), ((200, {"offset": "7"}), None), ((503, {"offset": 7}), None)])

@@ -59,6 +59,7 @@ def frame(offset: int, body: bytes | None = None, *, crc: int | None = None, len
         ("https://db.example/base/", "wss://db.example/base", "https://db.example/base"),
         ("WSS://db.example:9/base/replicate", "wss://db.example:9/base", "https://db.example:9/base"),
         ("  http://h:1/replicate/  ", "ws://h:1", "http://h:1"),
+        ("http://h:1/DBX/", "ws://h:1/DBX", "http://h:1/DBX"),
     ],
 )
 def test_a_base_url_names_both_the_stream_and_the_http_side(url, ws, http):
