@@ -407,3 +407,12 @@ def test_a_message_over_the_clients_limit_ends_the_run_naming_the_next_offset(pr
     assert isinstance(status, FrameError)
     assert (status.offset, status.reason) == (2, f"a message over 1000 bytes (a frame is at most {64 * 1024 * 1024 + 16} bytes)")
     assert out.read_bytes() == F1
+
+
+def test_a_sigterm_during_the_backoff_ends_the_run_without_another_connection(primary, tmp_path):
+    p = primary(lambda attempt, after: 503)
+    terminate_when(lambda: len(p.paths) >= 1)
+    status, err = run(p.base, out=str(tmp_path / "r.log"))
+    assert status == 0, err
+    assert p.paths == ["/replicate?after=0"]
+    assert err.splitlines()[-1] == "dbsvc replicate: stopped by SIGTERM at offset 0"
