@@ -22,6 +22,7 @@ from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import NameOID
 
 from dbsvc.errors import HistoryDiverged
+from dbsvc.replica import consumer
 from dbsvc.replica.consumer import Reporter, get_snapshot, history_to_adopt, parse_endpoint
 from dbsvc.replica.sinks import ReplicaFile
 from dbsvc.storage.history import Fork, History
@@ -265,3 +266,18 @@ def test_the_poller_takes_only_an_integer_head_from_a_200(primary, answer, head)
     assert len(p.snapshot_paths) == 1 and report.head == head
 
 
+
+
+def test_the_poller_keeps_polling_the_head(primary, monkeypatch):
+    """Every SNAPSHOT_EVERY seconds (3 s; 0.05 s here): the lag follows the server's head."""
+    monkeypatch.setattr(consumer, "SNAPSHOT_EVERY", 0.05)
+    p = primary(lambda attempt, after: 403, snapshot=(200, {"offset": 42}))
+    report = Reporter(Terminal(), parse_endpoint(p.base))
+    deadline = time.monotonic() + DEADLINE
+    while report.head != 42 and time.monotonic() < deadline:
+        time.sleep(0.02)
+    p.snapshot = (200, {"offset": 43})
+    while report.head != 43 and time.monotonic() < deadline:
+        time.sleep(0.02)
+    report.finish()
+    assert report.head == 43
