@@ -481,7 +481,9 @@ def _windows(path: str, name: str, line: RowsLine) -> Iterator[Window]:
     a, stop = line.start + 1, line.end - 1
     given = 0
     while a < stop:
-        cut = data.find(ROW_END, min(a + WINDOW, stop), stop)
+        # a row end is followed by a row: one right before the "]" is left in the window,
+        # whose parse then refuses the line (`[row,TAB]` is not JSON)
+        cut = data.find(ROW_END, min(a + WINDOW, stop), stop - 1)
         b = stop if cut < 0 else cut
         window = data[a:b]
         split = window.split(ROW_END)

@@ -565,7 +565,12 @@ def fake_stderr(tmp_path: Path) -> str:
     return (tmp_path / "fake.stderr").read_text(errors="replace")
 
 
-@pytest.mark.parametrize("name, bad, offset, reason", BAD_FRAMES, ids=[c[0] for c in BAD_FRAMES])
+# Every bad frame's exact reason is checked in process (test_consumer_units.py, `check_frame`);
+# as a command, one of each family: the header's checks, the order of offsets, the payload.
+END_TO_END = [c for c in BAD_FRAMES if c[0] in ("wrong crc", "offset gap", "a link event", "text message")]
+
+
+@pytest.mark.parametrize("name, bad, offset, reason", END_TO_END, ids=[c[0] for c in END_TO_END])
 def test_a_bad_frame_ends_the_run_naming_its_offset_and_is_never_written(tmp_path, name, bad, offset, reason):
     primary = FakePrimary(lambda attempt, after: [*GOOD, bad, "hold"])
     out = tmp_path / "replica.log"
@@ -710,63 +715,8 @@ def test_wss_is_spoken_with_the_system_trust_store(tmp_path):
     assert out.read_bytes() == b"".join(GOOD)
 
 
-# -- the replica file's scan, in process -------------------------------------------------------
-
-F5, F6, F7 = (frame(n) for n in (5, 6, 7))  # a file begun with --after 4
-
-
-def flip(data: bytes, at: int) -> bytes:
-    return data[:at] + bytes([data[at] ^ 0x01]) + data[at + 1 :]
-
-
-SCANS = [
-    ("empty", b"", (0, None, None)),
-    ("whole", F5 + F6 + F7, (len(F5 + F6 + F7), 7, None)),
-    ("a tiny file", F5[:9], (0, None, "truncated frame header (9 of 16 bytes)")),
-    ("half the first frame", F5[:30], (0, None, f"truncated payload (14 of {len(F5) - 16} bytes)")),
-    ("half the last frame", F5 + F6 + F7[:30], (len(F5 + F6), 6, f"truncated payload (14 of {len(F7) - 16} bytes)")),
-    ("a header only", F5 + F6[:16], (len(F5), 5, f"truncated payload (0 of {len(F6) - 16} bytes)")),
-    ("zeros", F5 + b"\0" * 100, (len(F5), 5, "frame offset 0, expected 6")),
-    ("a bad checksum last", F5 + flip(F6, 20), (len(F5), 5, "payload checksum mismatch")),
-    # logfile rule 3: zeros, then a whole frame, are appends no fsync covered, kept out of order
-    (
-        "an unsynced append lost before a later one",
-        F5 + bytes(len(F6)) + F7,
-        (len(F5), 5, "frame offset 0, expected 6"),
-    ),
-]
-
-
-@pytest.mark.parametrize("name, data, expected", SCANS, ids=[c[0] for c in SCANS])
-def test_scan_finds_the_last_good_frame_and_a_torn_tail(name, data, expected):
-    from dbsvc.replica.sinks import scan_frames
-
-    assert scan_frames("r.log", data) == expected
-
-
-CORRUPT = [
-    ("a bad checksum first", flip(F5, 20) + F6 + F7, 0, "payload checksum mismatch"),
-    (
-        "the first offset field flipped",
-        flip(F5, 7) + F6 + F7,
-        0,
-        "frame offset 4 disagrees with its payload's offset 5",
-    ),
-    ("a bad checksum in the middle", F5 + flip(F6, 20) + F7, len(F5), "payload checksum mismatch"),
-    ("an offset field flipped in the middle", F5 + flip(F6, 7) + F7, len(F5), "frame offset 7, expected 6"),
-    ("garbage in the middle", F5 + b"garbage" + F6 + F7, len(F5), "frame offset"),
-]
-
-
-@pytest.mark.parametrize("name, data, position, reason", CORRUPT, ids=[c[0] for c in CORRUPT])
-def test_scan_refuses_damage_that_a_good_frame_follows(name, data, position, reason):
-    from dbsvc.errors import CorruptLog
-    from dbsvc.replica.sinks import scan_frames
-
-    with pytest.raises(CorruptLog) as caught:
-        scan_frames("r.log", data)
-    assert caught.value.offset == position
-    assert caught.value.reason.startswith(reason) and "a good frame follows" in caught.value.reason
+# The replica file's scan (sinks.py `scan_frames`) is tested in process, case by case, in
+# test_consumer_units.py.
 
 
 # -- the blocking client of dbsvc.http.ws.client, in process ----------------------------------

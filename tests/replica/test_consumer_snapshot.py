@@ -1,0 +1,283 @@
+"""consumer.py's `GET /snapshot` (`get_snapshot`), its history check (`history_to_adopt`,
+rule 7a) and the progress line (`Reporter`, rule 6), in process against a scripted primary
+on a loopback port (support/replica_kit.py), every line drawn compared character for
+character. The run loop is test_consumer_runs.py's."""
+
+from __future__ import annotations
+
+import datetime
+import http.server
+import io
+import ipaddress
+import json
+import ssl
+import threading
+import time
+from pathlib import Path
+
+import pytest
+from cryptography import x509
+from cryptography.hazmat.primitives import hashes, serialization
+from cryptography.hazmat.primitives.asymmetric import ec
+from cryptography.x509.oid import NameOID
+
+from dbsvc.errors import HistoryDiverged
+from dbsvc.replica import consumer
+from dbsvc.replica.consumer import Reporter, get_snapshot, history_to_adopt, parse_endpoint
+from dbsvc.replica.sinks import ReplicaFile
+from dbsvc.storage.history import Fork, History
+from support.replica_kit import DEADLINE, Primary, Terminal, frame
+
+pytestmark = pytest.mark.timeout(60)
+H1, H2 = "1" * 32, "2" * 32
+F1, F2 = frame(1), frame(2)
+
+
+@pytest.fixture
+def primary():
+    made: list[Primary] = []
+
+    def make(plan, **kw) -> Primary:
+        made.append(Primary(plan, **kw))
+        return made[-1]
+
+    yield make
+    for p in made:
+        p.close()
+
+
+# --- GET /snapshot and the history check (rule 7a) ----------------------------------------
+
+
+def test_get_snapshot_reads_the_servers_answer_under_its_prefix(primary):
+    p = primary(lambda attempt, after: 403, snapshot=(200, {"offset": 7}))
+    assert get_snapshot(parse_endpoint(p.base + "/db"), 5) == (200, {"offset": 7})
+    assert p.snapshot_paths == ["/db/snapshot"]
+    p.snapshot = (503, {"detail": "busy"})
+    assert get_snapshot(parse_endpoint(p.base), 5) == (503, {})
+    p.snapshot = (200, [7])
+    with pytest.raises(ValueError, match=r"^the server's /snapshot is not a JSON object$"):
+        get_snapshot(parse_endpoint(p.base), 5)
+
+
+def sink_with(tmp_path: Path, frames: bytes, history: History | None) -> ReplicaFile:
+    out = tmp_path / "r.log"
+    out.write_bytes(frames)
+    sink = ReplicaFile.open(str(out), Reporter(io.StringIO()))
+    if history is not None:
+        sink.adopt_history(history)
+    return sink
+
+
+@pytest.mark.parametrize("status", [500, 503, 408, 429])
+def test_a_snapshot_the_server_cannot_give_now_is_a_reason_to_retry(primary, tmp_path, status):
+    p = primary(lambda attempt, after: 403, snapshot=(status, {}))
+    sink = sink_with(tmp_path, F1, None)
+    with pytest.raises(OSError, match=rf"^GET /snapshot answered {status}$"):
+        history_to_adopt(parse_endpoint(p.base), sink, 1)
+    sink.close()
+
+
+def test_which_server_history_is_adopted(primary, tmp_path):
+    p = primary(lambda attempt, after: 403, snapshot=(404, {}))
+    endpoint = parse_endpoint(p.base)
+    sink = sink_with(tmp_path, F1 + F2, History(H1))
+    assert history_to_adopt(endpoint, sink, 2) is None  # a server without /snapshot: the head frame alone
+    p.snapshot = (200, {"offset": 2})
+    assert history_to_adopt(endpoint, sink, 2) is None  # a server that names no history
+    p.snapshot = (200, {"offset": 2, "history": {"id": H1, "forks": []}})
+    assert history_to_adopt(endpoint, sink, 2) is None  # FILE's own
+    forked_at_2 = {"id": H2, "forks": [{"id": H1, "at": 2}]}
+    p.snapshot = (200, {"offset": 5, "history": forked_at_2})
+    assert history_to_adopt(endpoint, sink, 2) == History(H2, (Fork(H1, 2),))
+    p.snapshot = (200, {"offset": 5, "history": {"id": H2, "forks": [{"id": H1, "at": 1}]}})
+    with pytest.raises(HistoryDiverged) as caught:
+        history_to_adopt(endpoint, sink, 2)
+    assert str(caught.value) == (
+        f"the server's history {H2} does not continue the history {H1} that {sink.path} "
+        f"holds up to offset 2 (the server was restored from a backup, or an import rewrote "
+        f"it after an offset the file holds), so its offsets may name other rows. {sink.path} was "
+        "left as it is; start a new replica file (keep this one if its rows matter)"
+    )
+    sink.close()
+
+
+def test_a_file_without_a_record_or_without_frames_takes_the_servers_history(primary, tmp_path):
+    p = primary(lambda attempt, after: 403, snapshot=(200, {"offset": 5, "history": {"id": H2, "forks": []}}))
+    endpoint = parse_endpoint(p.base)
+    sink = sink_with(tmp_path, F1, None)
+    assert history_to_adopt(endpoint, sink, 1) == History(H2)
+    sink.close()
+    empty = sink_with(tmp_path / "..", b"", History(H1))
+    assert history_to_adopt(endpoint, empty, 0) == History(H2)
+    empty.close()
+
+
+# --- the progress line (rule 6) -----------------------------------------------------------
+
+
+def test_messages_are_plain_lines_unless_stderr_is_a_terminal(primary):
+    plain = Reporter(io.StringIO(), parse_endpoint("http://127.0.0.1:1"))
+    assert not any(t.name == "snapshot" for t in threading.enumerate())  # nothing to draw: no poller
+    plain.say("hello")
+    plain.draw(force=True)
+    plain.finish()
+    assert plain.stream.getvalue() == "dbsvc replicate: hello\n"
+    quiet = Reporter(Terminal())  # no endpoint: no progress line either
+    quiet.say("hello")
+    quiet.finish()
+    assert quiet.stream.getvalue() == "dbsvc replicate: hello\n"
+
+
+def test_the_progress_line_shows_frames_bytes_offset_and_lag_from_the_polled_head(primary):
+    p = primary(lambda attempt, after: 403, snapshot=(200, {"offset": 42}))
+    report = Reporter(Terminal(), parse_endpoint(p.base))
+    deadline = time.monotonic() + DEADLINE
+    while report.head is None and time.monotonic() < deadline:
+        time.sleep(0.02)
+    assert report.head == 42
+    [poller] = [t for t in threading.enumerate() if t.name == "snapshot"]
+    assert poller.daemon  # an exit never waits for it
+    out = report.stream
+    report.draw(force=True)
+    assert out.getvalue() == "\r0 frames  0 B  offset -  lag ?  (connecting)\x1b[K"
+    for n, shown in [(1023, "1023 B"), (1024, "1.0 KiB"), (1536, "1.5 KiB"), (1024**2 - 1, "1024.0 KiB"), (1024**2, "1.0 MiB"), (1024**3, "1.0 GiB"), (5 * 1024**3 // 2, "2.5 GiB")]:
+        report.bytes, report.frames, report.last, report.state = n, 3, 40, "streaming"
+        out.seek(0)
+        out.truncate()
+        report.draw(force=True)
+        assert out.getvalue() == f"\r3 frames  {shown}  offset 40  lag 2  ({report.state})\x1b[K"
+    report.last = 50  # ahead of the last poll: no negative lag
+    out.seek(0)
+    out.truncate()
+    report.draw(force=True)
+    report.draw()  # within a quarter second: not drawn again
+    assert out.getvalue() == "\r3 frames  2.5 GiB  offset 50  lag 0  (streaming)\x1b[K"
+    out.seek(0)
+    out.truncate()
+    report.say("a message")
+    assert out.getvalue() == "\r\x1b[Kdbsvc replicate: a message\n\r3 frames  2.5 GiB  offset 50  lag 0  (streaming)\x1b[K"
+    out.seek(0)
+    out.truncate()
+    report.finish()
+    assert out.getvalue() == "\r3 frames  2.5 GiB  offset 50  lag 0  (streaming)\x1b[K\n"
+    polls = len(p.snapshot_paths)
+    time.sleep(0.2)
+    assert len(p.snapshot_paths) == polls  # finish() stopped the poller
+    assert not any(t.name == "snapshot" and t.is_alive() for t in threading.enumerate())
+
+
+def test_the_progress_line_is_redrawn_only_when_a_quarter_second_passed(primary):
+    report = Reporter(Terminal(), parse_endpoint("http://127.0.0.1:1"))
+    out = report.stream
+    report.draw()  # the first: drawn
+    assert out.getvalue() == "\r0 frames  0 B  offset -  lag ?  (connecting)\x1b[K"
+    report.frames = 1
+    report.draw()
+    assert out.getvalue().count("\r") == 1
+    time.sleep(0.3)
+    report.draw()
+    assert out.getvalue().endswith("\r1 frames  0 B  offset -  lag ?  (connecting)\x1b[K")
+    time.sleep(0.3)
+    report.draw()  # a quarter second later, but the same line: not drawn again
+    assert out.getvalue().count("\r") == 2
+    report.draw(force=True)  # forced: drawn again, the same line
+    assert out.getvalue().count("\r") == 3
+    report.finish()
+
+
+@pytest.fixture
+def https_snapshot(tmp_path, monkeypatch):
+    """A plain HTTP server over TLS (the standard library's), answering GET /snapshot with
+    {"offset": 5}, its self-signed certificate trusted through SSL_CERT_FILE as the
+    system store would hold it; yields its port."""
+    cert_path, key_path = tmp_path / "cert.pem", tmp_path / "key.pem"
+    key = ec.generate_private_key(ec.SECP256R1())
+    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "127.0.0.1")])
+    now = datetime.datetime.now(datetime.timezone.utc)
+    cert = (
+        x509.CertificateBuilder()
+        .subject_name(name)
+        .issuer_name(name)
+        .public_key(key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now - datetime.timedelta(minutes=5))
+        .not_valid_after(now + datetime.timedelta(hours=1))
+        .add_extension(x509.SubjectAlternativeName([x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]), False)
+        .add_extension(x509.BasicConstraints(ca=True, path_length=None), True)
+        .sign(key, hashes.SHA256())
+    )
+    cert_path.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
+    key_path.write_bytes(
+        key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption())
+    )
+    monkeypatch.setenv("SSL_CERT_FILE", str(cert_path))
+    yield from _http_server(ssl_files=(cert_path, key_path))
+
+
+def _http_server(ssl_files=None):
+    class Snapshot(http.server.BaseHTTPRequestHandler):
+        def do_GET(self) -> None:  # noqa: N802 (the standard library's name)
+            body = json.dumps({"offset": 5, "path": self.path}).encode()
+            self.send_response(200)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args) -> None:
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Snapshot)
+    if ssl_files is not None:
+        context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+        context.load_cert_chain(*ssl_files)
+        server.socket = context.wrap_socket(server.socket, server_side=True)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield server.server_address[1]
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+def test_get_snapshot_speaks_tls_to_an_https_server(https_snapshot):
+    assert get_snapshot(parse_endpoint(f"https://127.0.0.1:{https_snapshot}/db"), 5) == (
+        200,
+        {"offset": 5, "path": "/db/snapshot"},
+    )
+
+
+def test_get_snapshot_asks_with_the_get_method():
+    """A server strict about its methods (the standard library's answers 501 to any other)."""
+    for port in _http_server():
+        assert get_snapshot(parse_endpoint(f"http://127.0.0.1:{port}"), 5) == (200, {"offset": 5, "path": "/snapshot"})
+
+
+@pytest.mark.parametrize("answer, head", [((200, {"offset": 7}), 7), ((200, {"offset": "7"}), None), ((503, {"offset": 7}), None)])
+def test_the_poller_takes_only_an_integer_head_from_a_200(primary, answer, head):
+    p = primary(lambda attempt, after: 403, snapshot=answer)
+    report = Reporter(Terminal(), parse_endpoint(p.base))
+    report.finish()  # the poller makes its first request, then sees the stop
+    deadline = time.monotonic() + DEADLINE
+    while any(t.name == "snapshot" and t.is_alive() for t in threading.enumerate()) and time.monotonic() < deadline:
+        time.sleep(0.02)
+    assert len(p.snapshot_paths) == 1 and report.head == head
+
+
+
+
+def test_the_poller_keeps_polling_the_head(primary, monkeypatch):
+    """Every SNAPSHOT_EVERY seconds (3 s; 0.05 s here): the lag follows the server's head."""
+    monkeypatch.setattr(consumer, "SNAPSHOT_EVERY", 0.05)
+    p = primary(lambda attempt, after: 403, snapshot=(200, {"offset": 42}))
+    report = Reporter(Terminal(), parse_endpoint(p.base))
+    deadline = time.monotonic() + DEADLINE
+    while report.head != 42 and time.monotonic() < deadline:
+        time.sleep(0.02)
+    p.snapshot = (200, {"offset": 43})
+    while report.head != 43 and time.monotonic() < deadline:
+        time.sleep(0.02)
+    report.finish()
+    assert report.head == 43
