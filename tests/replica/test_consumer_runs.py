@@ -134,7 +134,10 @@ def test_the_progress_line_follows_the_run(primary, tmp_path):
         replicate(p.base, out=str(out), stderr=err)
     text = err.getvalue()
     ws = f"ws://127.0.0.1:{p.port}"
-    assert f"\r\x1b[Kdbsvc replicate: streaming {ws}/replicate?after=0 into {out}\n\r0 frames  0 B  offset 0  lag ?  (streaming)\x1b[K" in text
+    assert (
+        f"\r\x1b[Kdbsvc replicate: streaming {ws}/replicate?after=0 into {out}\n\r0 frames  0 B  offset 0  lag ?  (streaming)\x1b[K"
+        in text
+    )
     assert re.search(
         r"\r\x1b\[Kdbsvc replicate: WebSocket closed with code 1001; reconnecting after offset 2 in (0\.[2-5]) s\n"
         rf"\r2 frames  {len(F1 + F2)} B  offset 2  lag \?  \(reconnecting in \1 s\)\x1b\[K",
@@ -230,7 +233,10 @@ def test_a_server_that_no_longer_holds_the_head_frame_is_followed_unchecked(prim
     assert out.read_bytes() == F1 + F2 + F3
     assert len(lines) == 3  # the 410 was said, not retried after a delay
     # the next connection checks frame 3: `unchecked` was only frame 2
-    assert str(status) == f"ws://127.0.0.1:{p.port}/replicate?after=2: HTTP 403 unavailable: busy (give a valid token with --token or SERVICE_TOKEN)"
+    assert (
+        str(status)
+        == f"ws://127.0.0.1:{p.port}/replicate?after=2: HTTP 403 unavailable: busy (give a valid token with --token or SERVICE_TOKEN)"
+    )
 
 
 def test_a_server_behind_the_file_ends_the_run_diverged(primary, tmp_path):
@@ -318,7 +324,10 @@ def test_without_a_file_events_go_to_standard_output_after_the_given_offset(prim
     assert isinstance(status, ReplicaError)
     assert (tmp_path / "out").read_bytes() == payload(6) + b"\n" + payload(7) + b"\n"
     assert p.paths == ["/replicate?after=5", "/replicate?after=7"]  # no head frame without a file
-    assert err.splitlines()[0] == f"dbsvc replicate: streaming ws://127.0.0.1:{p.port}/replicate?after=5 into standard output"
+    assert (
+        err.splitlines()[0]
+        == f"dbsvc replicate: streaming ws://127.0.0.1:{p.port}/replicate?after=5 into standard output"
+    )
 
 
 def test_the_servers_history_is_recorded_before_the_first_frame_of_a_new_file(primary, tmp_path):
@@ -377,7 +386,15 @@ def test_file_is_fsynced_when_the_stream_pauses_and_at_every_8_mib(primary, tmp_
     """Rule 2: a pause (no frame for the 0.2 s receive) syncs what came before it; 8 MiB
     unsynced syncs at once, a frame of exactly the 8th MiB included; a quick succession
     of small frames is written and fsynced together."""
-    mib = [frame(n, payload(n, record={"id": n, "pad": "x" * (1024 * 1024 - 16 - len(payload(n, record={"id": n, "pad": ""})))})) for n in range(3, 12)]
+    mib = [
+        frame(
+            n,
+            payload(
+                n, record={"id": n, "pad": "x" * (1024 * 1024 - 16 - len(payload(n, record={"id": n, "pad": ""})))}
+            ),
+        )
+        for n in range(3, 12)
+    ]
     assert all(len(f) == 1024 * 1024 for f in mib)
     steps = [F1, 0.5, F2, 0.5, *mib, ("close", 1001)]
     p = primary(lambda attempt, after: steps if attempt == 0 else 403)
@@ -385,7 +402,23 @@ def test_file_is_fsynced_when_the_stream_pauses_and_at_every_8_mib(primary, tmp_
         status, _err = run(p.base, out=str(tmp_path / "r.log"))
     assert isinstance(status, ReplicaError)
     big = 1024 * 1024
-    assert seen.events == [len(F1), "fsync", len(F2), "fsync", big, big, big, big, big, big, big, big, "fsync", big, "fsync"]
+    assert seen.events == [
+        len(F1),
+        "fsync",
+        len(F2),
+        "fsync",
+        big,
+        big,
+        big,
+        big,
+        big,
+        big,
+        big,
+        big,
+        "fsync",
+        big,
+        "fsync",
+    ]
 
 
 def test_a_head_frame_checked_against_a_server_without_histories_keeps_the_files_record(primary, tmp_path):
@@ -411,7 +444,10 @@ def test_a_message_over_the_clients_limit_ends_the_run_naming_the_next_offset(pr
     p = primary(lambda attempt, after: [F1, b"x" * 2000])
     status, _err = run(p.base, out=str(out))
     assert isinstance(status, FrameError)
-    assert (status.offset, status.reason) == (2, f"a message over 1000 bytes (a frame is at most {64 * 1024 * 1024 + 16} bytes)")
+    assert (status.offset, status.reason) == (
+        2,
+        f"a message over 1000 bytes (a frame is at most {64 * 1024 * 1024 + 16} bytes)",
+    )
     assert out.read_bytes() == F1
 
 

@@ -141,7 +141,15 @@ def test_the_progress_line_shows_frames_bytes_offset_and_lag_from_the_polled_hea
     out = report.stream
     report.draw(force=True)
     assert out.getvalue() == "\r0 frames  0 B  offset -  lag ?  (connecting)\x1b[K"
-    for n, shown in [(1023, "1023 B"), (1024, "1.0 KiB"), (1536, "1.5 KiB"), (1024**2 - 1, "1024.0 KiB"), (1024**2, "1.0 MiB"), (1024**3, "1.0 GiB"), (5 * 1024**3 // 2, "2.5 GiB")]:
+    for n, shown in [
+        (1023, "1023 B"),
+        (1024, "1.0 KiB"),
+        (1536, "1.5 KiB"),
+        (1024**2 - 1, "1024.0 KiB"),
+        (1024**2, "1.0 MiB"),
+        (1024**3, "1.0 GiB"),
+        (5 * 1024**3 // 2, "2.5 GiB"),
+    ]:
         report.bytes, report.frames, report.last, report.state = n, 3, 40, "streaming"
         out.seek(0)
         out.truncate()
@@ -156,7 +164,9 @@ def test_the_progress_line_shows_frames_bytes_offset_and_lag_from_the_polled_hea
     out.seek(0)
     out.truncate()
     report.say("a message")
-    assert out.getvalue() == "\r\x1b[Kdbsvc replicate: a message\n\r3 frames  2.5 GiB  offset 50  lag 0  (streaming)\x1b[K"
+    assert (
+        out.getvalue() == "\r\x1b[Kdbsvc replicate: a message\n\r3 frames  2.5 GiB  offset 50  lag 0  (streaming)\x1b[K"
+    )
     out.seek(0)
     out.truncate()
     report.finish()
@@ -255,7 +265,9 @@ def test_get_snapshot_asks_with_the_get_method():
         assert get_snapshot(parse_endpoint(f"http://127.0.0.1:{port}"), 5) == (200, {"offset": 5, "path": "/snapshot"})
 
 
-@pytest.mark.parametrize("answer, head", [((200, {"offset": 7}), 7), ((200, {"offset": "7"}), None), ((503, {"offset": 7}), None)])
+@pytest.mark.parametrize(
+    "answer, head", [((200, {"offset": 7}), 7), ((200, {"offset": "7"}), None), ((503, {"offset": 7}), None)]
+)
 def test_the_poller_takes_only_an_integer_head_from_a_200(primary, answer, head):
     p = primary(lambda attempt, after: 403, snapshot=answer)
     report = Reporter(Terminal(), parse_endpoint(p.base))
@@ -264,8 +276,6 @@ def test_the_poller_takes_only_an_integer_head_from_a_200(primary, answer, head)
     while any(t.name == "snapshot" and t.is_alive() for t in threading.enumerate()) and time.monotonic() < deadline:
         time.sleep(0.02)
     assert len(p.snapshot_paths) == 1 and report.head == head
-
-
 
 
 def test_the_poller_keeps_polling_the_head(primary, monkeypatch):

@@ -45,7 +45,10 @@ def payload(at: int, **over) -> bytes:
 
 def frame(offset: int, body: bytes | None = None, *, crc: int | None = None, length: int | None = None) -> bytes:
     body = payload(offset) if body is None else body
-    return struct.pack(">QII", offset, zlib.crc32(body) if crc is None else crc, len(body) if length is None else length) + body
+    return (
+        struct.pack(">QII", offset, zlib.crc32(body) if crc is None else crc, len(body) if length is None else length)
+        + body
+    )
 
 
 # --- parse_endpoint -----------------------------------------------------------------------
@@ -93,18 +96,38 @@ BAD = [
     ("short header", frame(4)[:10], 4, "truncated frame header (10 of 16 bytes)"),
     ("short payload", frame(4)[:-5], 4, f"truncated payload ({len(P4) - 5} of {len(P4)} bytes)"),
     ("crc", frame(4, crc=12345), 4, "payload checksum mismatch"),
-    ("length past the message", frame(4, length=len(P4) + 10), 4, f"truncated payload ({len(P4)} of {len(P4) + 10} bytes)"),
-    ("length short", frame(4, length=len(P4) - 3), 4, f"length {len(P4) - 3} is short of the message's {len(P4)} payload bytes"),
+    (
+        "length past the message",
+        frame(4, length=len(P4) + 10),
+        4,
+        f"truncated payload ({len(P4)} of {len(P4) + 10} bytes)",
+    ),
+    (
+        "length short",
+        frame(4, length=len(P4) - 3),
+        4,
+        f"length {len(P4) - 3} is short of the message's {len(P4)} payload bytes",
+    ),
     ("gap of one", frame(5), 5, "offset gap: expected 4, offsets 4 are missing"),
     ("gap", frame(6), 6, "offset gap: expected 4, offsets 4..5 are missing"),
     ("repeat", frame(3), 3, "offset repeats: 3 was already received, expected 4"),
     ("far behind", frame(1), 1, "offset repeats: 1 was already received, expected 4"),
     ("not json", frame(4, b'{"kind": '), 4, "payload is not JSON (Expecting value: line 1 column 10 (char 9))"),
-    ("not utf-8", frame(4, b'"\xff"'), 4, "payload is not JSON ('utf-8' codec can't decode byte 0xff in position 1: invalid start byte)"),
+    (
+        "not utf-8",
+        frame(4, b'"\xff"'),
+        4,
+        "payload is not JSON ('utf-8' codec can't decode byte 0xff in position 1: invalid start byte)",
+    ),
     ("a list", frame(4, b"[1,2]"), 4, "payload is a JSON list, expected an event object"),
     ("a link", frame(4, payload(4, kind="link")), 4, "payload is not an insert, update or delete event (kind 'link')"),
     ("no kind", frame(4, b'{"offset":4}'), 4, "payload is not an insert, update or delete event (kind None)"),
-    ("kind object", frame(4, payload(4, kind={"a": 1})), 4, "payload is not an insert, update or delete event (kind {'a': 1})"),
+    (
+        "kind object",
+        frame(4, payload(4, kind={"a": 1})),
+        4,
+        "payload is not an insert, update or delete event (kind {'a': 1})",
+    ),
     ("event offset", frame(4, payload(4, offset=7)), 4, "the event's offset 7 disagrees with the frame's 4"),
     ("no event offset", frame(4, b'{"kind":"delete"}'), 4, "the event's offset None disagrees with the frame's 4"),
 ]
@@ -142,7 +165,9 @@ def test_the_payload_limit_is_inclusive_and_names_itself():
     # the log's own limit, 64 MiB, by default: a length over it, whatever the message holds
     with pytest.raises(FrameError) as caught:
         check_frame(frame(4, body, length=64 * MiB + 1), 4)
-    assert caught.value.reason.startswith(f"record too large: a frame payload of {64 * MiB + 1} bytes, over the limit of {64 * MiB} ")
+    assert caught.value.reason.startswith(
+        f"record too large: a frame payload of {64 * MiB + 1} bytes, over the limit of {64 * MiB} "
+    )
     with pytest.raises(FrameError) as caught:
         check_frame(frame(4, body, length=64 * MiB), 4)
     assert caught.value.reason == f"truncated payload ({len(body)} of {64 * MiB} bytes)"
@@ -484,9 +509,21 @@ def flip(data: bytes, at: int) -> bytes:
 
 CORRUPT = [
     ("bad first checksum", flip(F5, 20) + F6 + F7, 0, "payload checksum mismatch", len(F5)),
-    ("first offset field flipped", flip(F5, 7) + F6 + F7, 0, "frame offset 4 disagrees with its payload's offset 5", len(F5)),
+    (
+        "first offset field flipped",
+        flip(F5, 7) + F6 + F7,
+        0,
+        "frame offset 4 disagrees with its payload's offset 5",
+        len(F5),
+    ),
     # the payload says 5: the search for a later frame expects 5, and finds F5' copy
-    ("first offset field flipped, the payload's frame after", flip(F5, 7) + F5, 0, "frame offset 4 disagrees with its payload's offset 5", len(F5)),
+    (
+        "first offset field flipped, the payload's frame after",
+        flip(F5, 7) + F5,
+        0,
+        "frame offset 4 disagrees with its payload's offset 5",
+        len(F5),
+    ),
     ("bad middle checksum", F5 + flip(F6, 20) + F7, len(F5), "payload checksum mismatch", len(F5 + F6)),
     ("middle offset flipped", F5 + flip(F6, 7) + F7, len(F5), "frame offset 7, expected 6", len(F5 + F6)),
 ]
@@ -521,7 +558,11 @@ def test_the_search_after_damage_starts_at_the_offset_the_first_payload_confirms
 
 def test_after_good_frames_only_a_later_offset_after_the_damage_is_a_good_frame():
     """F5, F6, junk, then F6 again: an offset already kept is no evidence; a torn tail."""
-    assert scan_frames("r.log", F5 + F6 + b"junk" + F6) == (len(F5 + F6), 6, f"frame offset {int.from_bytes(b'junk' + F6[:4], 'big')}, expected 7")
+    assert scan_frames("r.log", F5 + F6 + b"junk" + F6) == (
+        len(F5 + F6),
+        6,
+        f"frame offset {int.from_bytes(b'junk' + F6[:4], 'big')}, expected 7",
+    )
 
 
 def test_a_first_frame_whose_payload_names_a_negative_offset_searches_from_its_header():

@@ -43,8 +43,8 @@ def test_a_row_test_keeps_only_visible_matches_in_total_and_page():
             assert ids_of(store, [("search", "app")], where_row=even) == ([ids[0]], 1)
             assert ids_of(store, [("search", "app"), ("sort", "-n")], where_row=even) == ([ids[0]], 1)
             assert ids_of(store, [("search", "red"), ("b", "true")]) == ([ids[0], ids[2]], 2)
-            assert store.live_ids("Item", {}, ("app", "red")) == [ids[0]]
-            assert store.live_ids("Item", {"b": frozenset({False})}, ("app",)) == [ids[1], ids[3]]
+            assert store.live_ids("Item", {}, search=("app", "red")) == [ids[0]]
+            assert store.live_ids("Item", {"b": frozenset({False})}, search=("app",)) == [ids[1], ids[3]]
         finally:
             store.close()
 

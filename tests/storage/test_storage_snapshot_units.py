@@ -63,9 +63,7 @@ def header_2(*models: tuple[str, list[str], int, int, list[str]], block_rows: in
     head: dict = {"format": 2, "epoch": EPOCH, "head_offset": 9}
     if block_rows is not None:
         head["block_rows"] = block_rows
-    head["models"] = [
-        {"name": n, "fields": f, "count": c, "max_id": m, "keys": k} for n, f, c, m, k in models
-    ]
+    head["models"] = [{"name": n, "fields": f, "count": c, "max_id": m, "keys": k} for n, f, c, m, k in models]
     return line(js(head))
 
 
@@ -83,22 +81,29 @@ FIELDS = ["id", "email", "name"]
 
 
 def expected_file() -> bytes:
-    """The documented bytes of a snapshot of three users and an empty Tag model."""
+    """The documented bytes of a snapshot of three users (their versions 4, 7 and 9) and an
+    empty Tag model: format 3, three lines a block."""
     head = (
-        b'{"format":2,"epoch":"0123456789abcdef0123456789abcdef","head_offset":9,"block_rows":2048,'
+        b'{"format":3,"epoch":"0123456789abcdef0123456789abcdef","head_offset":9,"block_rows":2048,'
         b'"models":[{"name":"User","fields":["id","email","name"],"count":3,"max_id":3,"keys":["id","email"]},'
         b'{"name":"Tag","fields":["id","label"],"count":0,"max_id":0,"keys":["id"]}]}'
     )
     keys = b'[{"first":1,"count":3},["a@b.c","x@y.z","q@r.s"]]'
     rows = b'[[1,"a@b.c","Ann"],\t[2,"x@y.z","Xi"],\t[3,"q@r.s","Q"]]'
-    return line(head) + line(keys) + line(rows)
+    versions = b"[4,7,9]"
+    return line(head) + line(keys) + line(rows) + line(versions)
 
 
 @pytest.mark.parametrize("stored", [False, True], ids=["values", "stored-records"])
 def test_the_writer_puts_down_the_documented_bytes(stored):
     rows = [js(r) for r in USERS] if stored else USERS
     image = SnapshotImage(
-        EPOCH, 9, [ModelImage("User", FIELDS, rows, 3, ["id", "email"]), ModelImage("Tag", ["id", "label"], [], 0, ["id"])]
+        EPOCH,
+        9,
+        [
+            ModelImage("User", FIELDS, rows, 3, ["id", "email"], versions=[4, 7, 9]),
+            ModelImage("Tag", ["id", "label"], [], 0, ["id"]),
+        ],
     )
     data = b"".join(encode_snapshot(image))
     assert data == expected_file()
@@ -115,7 +120,7 @@ def test_the_stream_writer_puts_down_the_same_bytes(tmp_path):
             EPOCH,
             9,
             [
-                ModelStream("User", FIELDS, 3, 3, [USERS[:2], USERS[2:]], ["id", "email"]),
+                ModelStream("User", FIELDS, 3, 3, [(USERS[:2], [4, 7]), (USERS[2:], [9])], ["id", "email"]),
                 ModelStream("Tag", ["id", "label"], 0, 0, [], ["id"]),
             ],
         )
@@ -186,11 +191,7 @@ def test_an_empty_snapshot_is_refused_at_byte_0():
 def test_a_format_2_header_without_block_rows_is_refused():
     data = header_2(("User", ["id"], 0, 0, ["id"]), block_rows=None)
     exc = refusal(lambda: read_snapshot(PATH, data))
-    assert (exc.path, exc.offset, exc.reason) == (
-        PATH,
-        0,
-        "snapshot header: block_rows 0 is not a positive integer",
-    )
+    assert (exc.path, exc.offset, exc.reason) == (PATH, 0, "snapshot header: block_rows 0 is not a positive integer")
 
 
 def test_keys_may_name_every_field_of_the_model():
@@ -306,9 +307,7 @@ def test_a_window_that_holds_no_row_is_refused_as_not_json(monkeypatch):
 
 
 def test_decode_snapshot_keeps_each_models_keys():
-    two = header_2(("User", ["id", "email"], 1, 1, ["id", "email"])) + line(b'[[1],["a@b.c"]]') + line(
-        b'[[1,"a@b.c"]]'
-    )
+    two = header_2(("User", ["id", "email"], 1, 1, ["id", "email"])) + line(b'[[1],["a@b.c"]]') + line(b'[[1,"a@b.c"]]')
     assert [(m.name, m.keys, m.rows) for m in decode_snapshot(PATH, two).models] == [
         ("User", ["id", "email"], [[1, "a@b.c"]])
     ]
@@ -338,9 +337,6 @@ def test_blocks_of_one_row_are_read():
     data = head + line(b'[{"first":1,"count":1}]') + line(b'[[1,"a"]]') + line(b"[[3]]") + line(b'[[3,"c"]]')
     _epoch, _head, [part] = read_snapshot(PATH, data)
     assert part.block_rows == 1
-    assert list(model_blocks(PATH, part)) == [
-        ([b'[1,"a"]'], {"id": range(1, 2)}),
-        ([b'[3,"c"]'], {"id": [3]}),
-    ]
+    assert list(model_blocks(PATH, part)) == [([b'[1,"a"]'], {"id": range(1, 2)}), ([b'[3,"c"]'], {"id": [3]})]
     exc = refusal(lambda: read_snapshot(PATH, header_2(("User", ["id"], 0, 0, ["id"]), block_rows=0)))
     assert exc.reason == "snapshot header: block_rows 0 is not a positive integer"
