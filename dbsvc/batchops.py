@@ -26,8 +26,13 @@ Rules:
    op's index (`"op": i` in the problem); more than MAX_OPS is 400 too (a shape the
    OpenAPI document refuses, `maxItems`), with `limit`. A body over SERVICE_MAX_BODY is the
    protocol layer's 413.
-2. `if_match` is reserved for the precondition of issue 35 item 2 (If-Match); until that
-   lands an op carrying it is refused (400), never silently ignored.
+2. `if_match` (update, patch, delete; optional) is the op's If-Match precondition: a
+   string as the header's value (`"\"12\""`, a comma-separated list, or `*`), checked as
+   the single route checks the header (http/conditional.py) against the record's version in
+   the state the earlier ops left (an earlier op of the batch that wrote the record gave it
+   a new version). A failure is 412 `precondition_failed` for the whole batch, naming the
+   op; a missing or hidden record with `if_match` is 412 too. A create takes none (a new
+   record has no version: 400).
 3. `{"$op": i}` as an op's `id`, or as the value of a @ref field of its `record`, is the id
    of the record op i (an earlier op) wrote; for an `id` op i must be of the same model, for
    a @ref of the referenced model. A batch may so create a parent and its children with
@@ -39,8 +44,8 @@ Rules:
    would get, plus `"op": i` and `op i: ` before its detail.
 5. No await between the first op and the commit (batchwrite.py rule 2). The answer is
    sent once the whole batch is durable; `Dbsvc-Offset` is its last row's offset.
-6. `etag` of a result: `"<offset of that op's row>"`, the record's version once ETags land
-   (the offset of its last write); none for a delete.
+6. `etag` of a result: `"<offset of that op's row>"`, the version that op gave its record
+   (a later op of the batch on the same record gives it another); none for a delete.
 
 Imports errors, access, rules, routes, runtime, interfaces and http.types (the app's
 seams); app.py calls `BatchRoute.answer`.
@@ -52,7 +57,8 @@ from collections.abc import Mapping
 from typing import Any
 
 from dbsvc.access import NO_CLAIMS, Access, missing
-from dbsvc.errors import BadRequest, RequestError
+from dbsvc.errors import BadRequest, NotFound, RequestError
+from dbsvc.http.conditional import ANY, IF_MATCH, Conditions, parse_tags
 from dbsvc.http.types import Deferred, Response
 from dbsvc.interfaces import BatchWriter, ServedStore
 from dbsvc.rules import Claims
@@ -66,20 +72,29 @@ _KEYS = {
     "patch": frozenset(("op", "model", "id", "record")),
     "delete": frozenset(("op", "model", "id")),
 }
-RESERVED = frozenset(("if_match",))  # rule 2
+IF_MATCH_KEY = "if_match"  # rule 2: optional on update, patch and delete
 
 
 class Op:
     """One op of a batch, its shape checked (rule 1)."""
 
-    __slots__ = ("index", "kind", "model", "id", "record")
+    __slots__ = ("index", "kind", "model", "id", "record", "conditions")
 
-    def __init__(self, index: int, kind: str, model: CompiledModel, id_: Any, record: dict | None) -> None:
+    def __init__(
+        self,
+        index: int,
+        kind: str,
+        model: CompiledModel,
+        id_: Any,
+        record: dict | None,
+        conditions: Conditions | None = None,
+    ) -> None:
         self.index = index
         self.kind = kind
         self.model = model
         self.id = id_
         self.record = record
+        self.conditions = conditions  # its `if_match` (rule 2), or None
 
 
 def _refused(index: int, detail: str) -> BadRequest:
@@ -109,11 +124,11 @@ def _parse_op(index: int, raw: Any, models: Mapping[str, CompiledModel]) -> Op:
     kind = raw.get("op")
     if not isinstance(kind, str) or kind not in _KEYS:
         raise _refused(index, f"unknown op {kind!r}: expected one of {', '.join(OPS)}")
-    reserved = sorted(RESERVED & set(raw))
-    if reserved:
-        raise _refused(index, f"{reserved[0]!r} is reserved for If-Match preconditions, which batches do not take yet")
+    if kind == "create" and IF_MATCH_KEY in raw:
+        raise _refused(index, f"a create op takes no {IF_MATCH_KEY!r}: a new record has no version to match")
+    conditions = _conditions(index, raw[IF_MATCH_KEY]) if IF_MATCH_KEY in raw else None
     allowed = _KEYS[kind]
-    extra = sorted(set(raw) - allowed)
+    extra = sorted(set(raw) - allowed - {IF_MATCH_KEY})
     if extra:
         raise _refused(index, f"unknown key {extra[0]!r} in a {kind} op: expected {', '.join(sorted(allowed))}")
     missing_keys = sorted(allowed - set(raw))
@@ -134,7 +149,19 @@ def _parse_op(index: int, raw: Any, models: Mapping[str, CompiledModel]) -> Op:
             id_ = model.parse_id(str(id_))
         except RequestError as exc:
             raise _refused(index, exc.detail) from None
-    return Op(index, kind, model, id_, record)
+    return Op(index, kind, model, id_, record, conditions)
+
+
+def _conditions(index: int, value: Any) -> Conditions:
+    """An op's `if_match` (rule 2), parsed as the If-Match header is."""
+    shape = "expected '*' or a comma-separated list of entity tags such as \"\\\"12\\\"\" (the ETag a read gave)"
+    if not isinstance(value, str):
+        raise _refused(index, f"{IF_MATCH_KEY!r} must be a string, got {value!r}: {shape}")
+    try:
+        tags = parse_tags(IF_MATCH, value)
+    except BadRequest:
+        raise _refused(index, f"{IF_MATCH_KEY!r} {value!r} is malformed: {shape}") from None
+    return Conditions(ANY if tags is None else tags, None)
 
 
 def _is_op_ref(value: Any) -> bool:
@@ -194,6 +221,8 @@ class BatchRoute:
             written.append((model, stored[model.id_field]))
             return {"status": 201, "id": stored[model.id_field]}
         current, _watermark = store.get(model.name, key)
+        if op.conditions is not None:  # rule 2, before the op's other checks, as the single route
+            _check_precondition(store, op, key, current, access, claims)
         if op.kind == "delete":
             if rules is not None:
                 if current is None:
@@ -216,6 +245,26 @@ class BatchRoute:
         _previous, stored = batch.replace(model.name, key, checked)
         written.append((model, key))
         return {"status": 200, "id": key, "record": stored}
+
+
+def _check_precondition(
+    store: ServedStore, op: Op, key: Any, current: dict | None, access: Access, claims: Claims
+) -> None:
+    """The op's `if_match` against its record's version (rule 2); a record that is missing
+    or hidden from the token has none (412, as the single route answers)."""
+    assert op.conditions is not None
+    model, what = op.model, f"{op.model.name} {key!r}"
+    try:
+        if current is None:
+            raise missing(model, key)
+        if model.rules is not None:
+            access.check_visible(
+                model, model.rules, "delete" if op.kind == "delete" else "update", current, key, claims
+            )
+    except NotFound:
+        op.conditions.check_write(0, what)
+        raise
+    op.conditions.check_write(store.version(model.name, key), what)
 
 
 def _resolve(index: int, value: Any, expected: str, written: list[tuple[CompiledModel, Any]], what: str) -> Any:

@@ -79,11 +79,12 @@ def batch_path(schema: Schema) -> tuple[dict[str, Any], dict[str, Any]]:
         "description": "Each op is checked as its single route checks it, against the state the "
         "earlier ops leave; the first that fails refuses the whole batch with the problem it would "
         "get alone, plus `op` (its index). Nothing of a refused batch is stored. At most "
-        f"{MAX_OPS} ops (400 beyond). `if_match` is reserved for preconditions and refused for now.",
+        f"{MAX_OPS} ops (400 beyond). An update, patch or delete may carry `if_match`, the "
+        "If-Match header's value for its record (412 `precondition_failed` when it does not hold).",
         "requestBody": {"required": True, "content": {JSON: {"schema": ref("Batch")}}},
         "responses": {
             "200": json_response("Every op applied, durably.", ref("BatchResponse"), "Dbsvc-Offset"),
-            **errors_for(400, 401, 403, 404, 405, 409, 413, 415, 422, 503),
+            **errors_for(400, 401, 403, 404, 405, 409, 412, 413, 415, 422, 503),
         },
     }
     return {BATCH_PATH: {"post": operation}}, schemas
@@ -101,6 +102,11 @@ def _model_ops(model: Model) -> dict[str, Any]:
         if with_id:
             properties["id"] = id_
             required.append("id")
+            properties["if_match"] = {
+                "type": "string",
+                "description": "If-Match for this op's record: `*` or entity tags such as `\"12\"` (the ETag a "
+                "read gave), checked against the state the earlier ops leave.",
+            }
         if record is not None:
             properties["record"] = {**ref(f"{name}.{record}"), "description": note}
             required.append("record")

@@ -153,7 +153,9 @@ def test_a_failing_op_at_any_position_refuses_the_whole_batch(seeded, kind):
         ({"ops": [{"op": "delete", "model": "user", "id": 1.5}]}, "op 0: 'id' must be a User id"),
         ({"ops": [{"op": "delete", "model": "user", "id": True}]}, "op 0: 'id' must be a User id"),
         ({"ops": [{"op": "create", "model": "user", "record": []}]}, "op 0: 'record' must be a JSON object"),
-        ({"ops": [{"op": "delete", "model": "user", "id": 1, "if_match": '"3"'}]}, "op 0: 'if_match' is reserved"),
+        ({"ops": [{**new_user(), "if_match": '"3"'}]}, "op 0: a create op takes no 'if_match'"),
+        ({"ops": [{"op": "delete", "model": "user", "id": 1, "if_match": 3}]}, "op 0: 'if_match' must be a string, got 3"),
+        ({"ops": [{"op": "delete", "model": "user", "id": 1, "if_match": "3"}]}, "op 0: 'if_match' '3' is malformed"),
         ({"ops": [{"op": "delete", "model": "user", "id": {"$op": 0}}]}, "op 0: id {'$op': 0} must name an earlier op"),
     ],
 )
@@ -164,6 +166,41 @@ def test_a_batch_of_a_bad_shape_is_400_and_changes_nothing(seeded, body, detail)
     assert reply.status == 400, reply
     assert reply.json["detail"].startswith(detail), reply.json["detail"]
     assert everything(blog) == before
+
+
+def test_if_match_holds_against_the_state_the_earlier_ops_leave(seeded):
+    blog, uid, _pid = seeded
+    tag = blog.get(f"/api/user/{uid}").headers["etag"]
+    before = everything(blog)
+    # the first op moves the user to a new version: the second's If-Match of the old one fails
+    ops = [
+        {"op": "patch", "model": "user", "id": uid, "if_match": tag, "record": {"name": "Bo"}},
+        {"op": "patch", "model": "user", "id": uid, "if_match": tag, "record": {"name": "Cy"}},
+    ]
+    reply = blog.post("/batch", {"ops": ops})
+    assert reply.status == 412, reply
+    assert reply.json["code"] == "precondition_failed" and reply.json["op"] == 1
+    assert reply.json["detail"].startswith(f"op 1: If-Match {tag} does not match: User {uid} is at version ")
+    assert everything(blog) == before  # the first op's patch is not kept either
+    # each op naming the version the one before it gave: both go through
+    first = int(tag.strip('"'))
+    ops[1]["if_match"] = f'W/"0", "{blog.get("/snapshot").json["offset"] + 1}"'
+    reply = blog.post("/batch", {"ops": ops})
+    assert reply.status == 200, reply
+    assert [r["etag"] for r in reply.json["results"]] == [f'"{reply.json["first"]}"', f'"{reply.json["last"]}"']
+    assert reply.json["first"] > first
+    assert blog.get(f"/api/user/{uid}").headers["etag"] == reply.json["results"][1]["etag"]
+
+
+def test_if_match_on_a_missing_record_is_412_and_star_matches_any_existing_one(seeded):
+    blog, uid, _pid = seeded
+    before = everything(blog)
+    reply = blog.post("/batch", {"ops": [{"op": "delete", "model": "user", "id": 987654, "if_match": "*"}]})
+    assert reply.status == 412 and reply.json["op"] == 0, reply
+    assert reply.json["detail"] == "op 0: If-Match * does not match: User 987654 does not exist"
+    assert everything(blog) == before
+    reply = blog.post("/batch", {"ops": [{"op": "patch", "model": "user", "id": uid, "if_match": "*", "record": {}}]})
+    assert reply.status == 200, reply
 
 
 def test_a_batch_over_the_op_limit_is_400(seeded):
