@@ -143,6 +143,8 @@ def _parse_op(index: int, raw: Any, models: Mapping[str, CompiledModel]) -> Op:
         raise _refused(index, f"'record' must be a JSON object, got {type(record).__name__}")
     id_ = raw.get("id")
     if kind != "create" and not _is_op_ref(id_):
+        if isinstance(id_, float) and id_.is_integer():  # 7.0 is the integer 7, as an int field takes it
+            id_ = int(id_)
         if isinstance(id_, bool) or not isinstance(id_, (int, str)):
             raise _refused(index, f"'id' must be a {model.name} id (a number or a string), got {id_!r}")
         try:

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from dbsvc.compiler.openapi_parts import JSON, errors_for, json_response
+from dbsvc.compiler.openapi_parts import ENTITY_TAGS, JSON, errors_for, json_response
 from dbsvc.compiler.openapi_schemas import ref, scalar_schema
 from dbsvc.routes import BATCH_PATH
 from dbsvc.schema.ir import Model, Schema
@@ -104,6 +104,7 @@ def _model_ops(model: Model) -> dict[str, Any]:
             required.append("id")
             properties["if_match"] = {
                 "type": "string",
+                "pattern": ENTITY_TAGS,  # the If-Match header's own
                 "description": "If-Match for this op's record: `*` or entity tags such as `\"12\"` (the ETag a "
                 "read gave), checked against the state the earlier ops leave.",
             }

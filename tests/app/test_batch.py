@@ -152,9 +152,16 @@ def test_a_failing_op_at_any_position_refuses_the_whole_batch(seeded, kind):
         ({"ops": [{"op": "delete", "model": "user"}]}, "op 0: a delete op needs 'id'"),
         ({"ops": [{"op": "delete", "model": "user", "id": 1.5}]}, "op 0: 'id' must be a User id"),
         ({"ops": [{"op": "delete", "model": "user", "id": True}]}, "op 0: 'id' must be a User id"),
+        (
+            {"ops": [{"op": "delete", "model": "user", "id": 2.5}]},
+            "op 0: 'id' must be a User id (a number or a string), got 2.5",
+        ),
         ({"ops": [{"op": "create", "model": "user", "record": []}]}, "op 0: 'record' must be a JSON object"),
         ({"ops": [{**new_user(), "if_match": '"3"'}]}, "op 0: a create op takes no 'if_match'"),
-        ({"ops": [{"op": "delete", "model": "user", "id": 1, "if_match": 3}]}, "op 0: 'if_match' must be a string, got 3"),
+        (
+            {"ops": [{"op": "delete", "model": "user", "id": 1, "if_match": 3}]},
+            "op 0: 'if_match' must be a string, got 3",
+        ),
         ({"ops": [{"op": "delete", "model": "user", "id": 1, "if_match": "3"}]}, "op 0: 'if_match' '3' is malformed"),
         ({"ops": [{"op": "delete", "model": "user", "id": {"$op": 0}}]}, "op 0: id {'$op': 0} must name an earlier op"),
     ],
@@ -201,6 +208,13 @@ def test_if_match_on_a_missing_record_is_412_and_star_matches_any_existing_one(s
     assert everything(blog) == before
     reply = blog.post("/batch", {"ops": [{"op": "patch", "model": "user", "id": uid, "if_match": "*", "record": {}}]})
     assert reply.status == 200, reply
+
+
+def test_an_integral_float_id_names_the_integer_id(seeded):
+    # JSON Schema's integer takes 7.0 (the OpenAPI document's id is one), as an int field does
+    blog, uid, _pid = seeded
+    reply = blog.post("/batch", {"ops": [{"op": "patch", "model": "user", "id": float(uid), "record": {}}]})
+    assert reply.status == 200 and reply.json["results"][0]["id"] == uid, reply
 
 
 def test_a_batch_over_the_op_limit_is_400(seeded):
