@@ -40,15 +40,7 @@ from dbsvc.storage.commit import CommitQueue
 from dbsvc.storage.compactor import Compactor
 from dbsvc.storage.constraints import Constraints
 from dbsvc.storage.epoch import Epoch
-from dbsvc.storage.events import (
-    BATCH_MARK_MAX,
-    HEAD_RESERVE,
-    ChangeEvent,
-    EventKind,
-    batch_mark,
-    fitted_delete_payload,
-    size_refusal,
-)
+from dbsvc.storage.events import BATCH_MARK_MAX, ChangeEvent, EventKind, batch_mark, write_event, write_payload
 from dbsvc.storage.logfile import encode_frame
 from dbsvc.storage.table import Table
 
@@ -127,19 +119,8 @@ class BatchWrite:
         writes = self._writes
         offset = writes.next_offset
         assert offset == self._first + len(self._events), "another write ran inside the batch"
-        shown = record if record is not None else previous
-        assert shown is not None
-        event = ChangeEvent(
-            kind, table.name, offset, table.watermark + 1, id_, shown, previous if kind is EventKind.UPDATE else None
-        )
-        room = writes.max_payload - BATCH_MARK_MAX
-        payload = event.payload()
-        if kind is EventKind.DELETE and len(payload) > room:
-            payload = fitted_delete_payload(event, table.id_field, room)
-        if 2 * len(payload) + HEAD_RESERVE > room:
-            refusal = size_refusal(kind, table.name, id_, shown, len(payload), room)
-            if refusal is not None:
-                raise refusal
+        event = write_event(kind, table.name, offset, table.watermark + 1, id_, record, previous)
+        payload = write_payload(event, table.id_field, writes.max_payload - BATCH_MARK_MAX)
         max_id = table.max_id
         compactor = writes.compactor
         if compactor is not None and compactor.cut is not None:

@@ -198,6 +198,30 @@ def fitted_delete_payload(event: ChangeEvent, id_field: str, max_payload: int) -
     return head[:-1] + b',"omitted":' + compact_json(omitted).encode("utf-8") + b"}"
 
 
+def write_event(
+    kind: EventKind, model: str, offset: int, watermark: int, id_: Any, record: dict | None, previous: dict | None
+) -> ChangeEvent:
+    """The event of a write: `record` the new record (None for a delete, which shows the
+    last one, `previous`), `previous` kept for an update only."""
+    shown = record if record is not None else previous
+    assert shown is not None
+    return ChangeEvent(kind, model, offset, watermark, id_, shown, previous if kind is EventKind.UPDATE else None)
+
+
+def write_payload(event: ChangeEvent, id_field: str, room: int) -> bytes:
+    """The payload a write of `event` puts in the log, within `room` bytes: a delete's fitted
+    where it is over (a delete is always possible), an insert's or update's refused with
+    `size_refusal` when its record may not be stored. Only a large payload is measured."""
+    payload = event.payload()
+    if event.kind is EventKind.DELETE and len(payload) > room:
+        payload = fitted_delete_payload(event, id_field, room)
+    if 2 * len(payload) + HEAD_RESERVE > room:
+        refusal = size_refusal(event.kind, event.model, event.id, event.record, len(payload), room)
+        if refusal is not None:
+            raise refusal
+    return payload
+
+
 def decode_event(payload: bytes | memoryview) -> ChangeEvent:
     return ChangeEvent.from_dict(json.loads(bytes(payload)))
 

@@ -37,7 +37,7 @@ from dbsvc.storage.commit import CommitQueue, LogWriter, WriteHealth, WriteState
 from dbsvc.storage.compactor import Compactor
 from dbsvc.storage.constraints import Constraints
 from dbsvc.storage.epoch import Epoch
-from dbsvc.storage.events import HEAD_RESERVE, ChangeEvent, EventKind, fitted_delete_payload, size_refusal
+from dbsvc.storage.events import ChangeEvent, EventKind, write_event, write_payload
 from dbsvc.storage.logfile import encode_frame
 from dbsvc.storage.table import Table
 
@@ -120,18 +120,8 @@ class WritePath:
         apply: Callable[[], object],
     ) -> asyncio.Future[None]:
         offset = self.next_offset
-        shown = record if record is not None else previous  # a delete shows the last record
-        assert shown is not None
-        event = ChangeEvent(
-            kind, table.name, offset, table.watermark + 1, id_, shown, previous if kind is EventKind.UPDATE else None
-        )
-        payload = event.payload()
-        if kind is EventKind.DELETE and len(payload) > self.max_payload:
-            payload = fitted_delete_payload(event, table.id_field, self.max_payload)  # a delete is always possible
-        if 2 * len(payload) + HEAD_RESERVE > self.max_payload:  # rule 1: only a large record is measured
-            refusal = size_refusal(kind, table.name, id_, shown, len(payload), self.max_payload)
-            if refusal is not None:
-                raise refusal
+        event = write_event(kind, table.name, offset, table.watermark + 1, id_, record, previous)
+        payload = write_payload(event, table.id_field, self.max_payload)  # rule 1
         return self.submit(commit, table, offset, encode_frame(offset, payload), event, apply)
 
     def submit(
