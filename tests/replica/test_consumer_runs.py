@@ -30,23 +30,10 @@ from dbsvc.replica.consumer import FrameError, ReplicaError, Reporter, replicate
 from dbsvc.replica.sinks import ReplicaFile
 from dbsvc.storage import files
 from dbsvc.storage.history import History
-from support.replica_kit import DEADLINE, Primary, Terminal, frame, payload
+from support.replica_kit import DEADLINE, Terminal, frame, payload
 
 pytestmark = pytest.mark.timeout(60)  # a run that never ends fails here, not at the suite's 300 s
 H1, H2 = "1" * 32, "2" * 32
-
-
-@pytest.fixture
-def primary():
-    made: list[Primary] = []
-
-    def make(plan, **kw) -> Primary:
-        made.append(Primary(plan, **kw))
-        return made[-1]
-
-    yield make
-    for p in made:
-        p.close()
 
 
 def run(url: str, **kw) -> tuple[int | BaseException, str]:

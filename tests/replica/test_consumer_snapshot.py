@@ -26,24 +26,11 @@ from dbsvc.replica import consumer
 from dbsvc.replica.consumer import Reporter, get_snapshot, history_to_adopt, parse_endpoint
 from dbsvc.replica.sinks import ReplicaFile
 from dbsvc.storage.history import Fork, History
-from support.replica_kit import DEADLINE, Primary, Terminal, frame
+from support.replica_kit import DEADLINE, Terminal, frame
 
 pytestmark = pytest.mark.timeout(60)
 H1, H2 = "1" * 32, "2" * 32
 F1, F2 = frame(1), frame(2)
-
-
-@pytest.fixture
-def primary():
-    made: list[Primary] = []
-
-    def make(plan, **kw) -> Primary:
-        made.append(Primary(plan, **kw))
-        return made[-1]
-
-    yield make
-    for p in made:
-        p.close()
 
 
 # --- GET /snapshot and the history check (rule 7a) ----------------------------------------
