@@ -8,9 +8,7 @@ Skipped when nginx is not installed (`.ci/run` installs Debian's package)."""
 
 from __future__ import annotations
 
-import datetime
 import http.client
-import ipaddress
 import json
 import os
 import pwd
@@ -25,12 +23,9 @@ from pathlib import Path
 
 import pytest
 import websockets
-from cryptography import x509
-from cryptography.hazmat.primitives import hashes, serialization
-from cryptography.hazmat.primitives.asymmetric import ec
-from cryptography.x509.oid import NameOID
 
 from support.server import ROOT, start_server
+from support.tlskit import self_signed
 from support.wskit import recv_json, run
 
 NGINX = shutil.which("nginx") or next((p for p in ("/usr/sbin/nginx",) if os.access(p, os.X_OK)), None)
@@ -45,29 +40,6 @@ def free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         return int(sock.getsockname()[1])
-
-
-def self_signed(directory: Path) -> tuple[Path, Path]:
-    key = ec.generate_private_key(ec.SECP256R1())
-    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "127.0.0.1")])
-    now = datetime.datetime.now(datetime.timezone.utc)
-    cert = (
-        x509.CertificateBuilder()
-        .subject_name(name)
-        .issuer_name(name)
-        .public_key(key.public_key())
-        .serial_number(x509.random_serial_number())
-        .not_valid_before(now - datetime.timedelta(minutes=5))
-        .not_valid_after(now + datetime.timedelta(days=1))
-        .add_extension(x509.SubjectAlternativeName([x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]), critical=False)
-        .sign(key, hashes.SHA256())
-    )
-    chain, private = directory / "fullchain.pem", directory / "privkey.pem"
-    chain.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
-    private.write_bytes(
-        key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption())
-    )
-    return chain, private
 
 
 def site_for(upstream: int, https: int, plain: int, chain: Path, private: Path) -> str:
@@ -97,7 +69,7 @@ def proxied(tmp_path_factory) -> Iterator[tuple[int, int, ssl.SSLContext]]:
     server = start_server(ROOT / "schemas" / "blog.dbs", tmp_path_factory.mktemp("tls") / "data")
     with tempfile.TemporaryDirectory(prefix="dbsvc-nginx-tls-") as directory:
         prefix = Path(directory)
-        chain, private = self_signed(prefix)
+        chain, private = self_signed(prefix, "fullchain.pem", "privkey.pem")
         drop = unprivileged()
         https, plain = free_port(), free_port()
         site = prefix / "dbsvc-tls.conf"

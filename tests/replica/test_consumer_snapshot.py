@@ -5,10 +5,8 @@ character. The run loop is test_consumer_runs.py's."""
 
 from __future__ import annotations
 
-import datetime
 import http.server
 import io
-import ipaddress
 import json
 import ssl
 import threading
@@ -16,10 +14,6 @@ import time
 from pathlib import Path
 
 import pytest
-from cryptography import x509
-from cryptography.hazmat.primitives import hashes, serialization
-from cryptography.hazmat.primitives.asymmetric import ec
-from cryptography.x509.oid import NameOID
 
 from dbsvc.errors import HistoryDiverged
 from dbsvc.replica import consumer
@@ -27,6 +21,7 @@ from dbsvc.replica.consumer import Reporter, get_snapshot, history_to_adopt, par
 from dbsvc.replica.sinks import ReplicaFile
 from dbsvc.storage.history import Fork, History
 from support.replica_kit import DEADLINE, Terminal, frame
+from support.tlskit import self_signed
 
 pytestmark = pytest.mark.timeout(60)
 H1, H2 = "1" * 32, "2" * 32
@@ -188,26 +183,7 @@ def https_snapshot(tmp_path, monkeypatch):
     """A plain HTTP server over TLS (the standard library's), answering GET /snapshot with
     {"offset": 5}, its self-signed certificate trusted through SSL_CERT_FILE as the
     system store would hold it; yields its port."""
-    cert_path, key_path = tmp_path / "cert.pem", tmp_path / "key.pem"
-    key = ec.generate_private_key(ec.SECP256R1())
-    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "127.0.0.1")])
-    now = datetime.datetime.now(datetime.timezone.utc)
-    cert = (
-        x509.CertificateBuilder()
-        .subject_name(name)
-        .issuer_name(name)
-        .public_key(key.public_key())
-        .serial_number(x509.random_serial_number())
-        .not_valid_before(now - datetime.timedelta(minutes=5))
-        .not_valid_after(now + datetime.timedelta(hours=1))
-        .add_extension(x509.SubjectAlternativeName([x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]), False)
-        .add_extension(x509.BasicConstraints(ca=True, path_length=None), True)
-        .sign(key, hashes.SHA256())
-    )
-    cert_path.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
-    key_path.write_bytes(
-        key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption())
-    )
+    cert_path, key_path = self_signed(tmp_path)
     monkeypatch.setenv("SSL_CERT_FILE", str(cert_path))
     yield from _http_server(ssl_files=(cert_path, key_path))
 

@@ -5,10 +5,8 @@ messages (every bad frame is refused by its offset, and nothing of it reaches FI
 from __future__ import annotations
 
 import asyncio
-import datetime
 import http
 import http.client
-import ipaddress
 import json
 import os
 import pty
@@ -32,6 +30,7 @@ from websockets.http11 import Response
 from dbsvc.storage.logfile import MAX_PAYLOAD
 from support.server import ROOT, start_server
 from support.storage import file_offsets
+from support.tlskit import self_signed
 from support.wskit import open_ws, run
 
 USER = {"email": "ann@x.io", "name": "Ann"}
@@ -673,31 +672,7 @@ def test_fragmented_messages_are_reassembled_and_pings_answered(tmp_path):
 
 
 def test_wss_is_spoken_with_the_system_trust_store(tmp_path):
-    from cryptography import x509
-    from cryptography.hazmat.primitives import hashes, serialization
-    from cryptography.hazmat.primitives.asymmetric import ec
-    from cryptography.x509.oid import NameOID
-
-    key = ec.generate_private_key(ec.SECP256R1())
-    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "127.0.0.1")])
-    now = datetime.datetime.now(datetime.timezone.utc)
-    cert = (
-        x509.CertificateBuilder()
-        .subject_name(name)
-        .issuer_name(name)
-        .public_key(key.public_key())
-        .serial_number(x509.random_serial_number())
-        .not_valid_before(now - datetime.timedelta(minutes=5))
-        .not_valid_after(now + datetime.timedelta(hours=1))
-        .add_extension(x509.SubjectAlternativeName([x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]), False)
-        .add_extension(x509.BasicConstraints(ca=True, path_length=None), True)
-        .sign(key, hashes.SHA256())
-    )
-    cert_path, key_path = tmp_path / "cert.pem", tmp_path / "key.pem"
-    cert_path.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
-    key_path.write_bytes(
-        key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption())
-    )
+    cert_path, key_path = self_signed(tmp_path)
     context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
     context.load_cert_chain(cert_path, key_path)
     primary = FakePrimary(lambda attempt, after: [*GOOD, "hold"])
