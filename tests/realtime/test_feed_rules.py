@@ -22,11 +22,11 @@ from dbsvc.realtime.feeds import EventFrames, FeedKind, FeedSpec, LinkFrames, de
 from dbsvc.realtime.init import InitSlices
 from dbsvc.realtime.routes import RealtimeRoutes
 from dbsvc.realtime.session import FeedSession
-from dbsvc.rules import EVERYTHING, MISSING, NOTHING, ModelRules, Refusals, Scope, claim
+from dbsvc.rules import EVERYTHING, NOTHING, Refusals, Scope, claim
 from dbsvc.schema import load_schema
 from dbsvc.storage.events import ChangeEvent, EventKind
 from support.authkit import AUDIENCE, ISSUER, TENANT, mint, public_pem
-from support.realtime_kit import BLOG, ROOT, Recorder, Scheduler, open_blog_store, run
+from support.realtime_kit import BLOG, ROOT, Recorder, Scheduler, open_blog_store, owner_rules, run
 
 USER = BLOG.BY_NAME["User"]
 POST = BLOG.BY_NAME["BlogPost"]
@@ -387,26 +387,6 @@ def test_a_replay_applies_the_same_transform(tmp_path):
 
 
 # -- the upgrade: scopes from the token's claims, refusals counted
-
-
-def owner_rules(model, field: str, claim_name: str) -> ModelRules:
-    key = model.keys[field]
-
-    def scope(claims) -> Scope:
-        value = claim(claims, (claim_name,))
-        if value is MISSING:
-            return NOTHING
-        return Scope(field=field, keys=frozenset({key(value)}), key=key)
-
-    return ModelRules(
-        list=scope,
-        subscribe=scope,
-        get=lambda record, claims: record[field] == claim(claims, (claim_name,)),
-        create=lambda record, claims: True,
-        update=lambda before, after, claims: True,
-        delete=lambda record, claims: True,
-        text={"subscribe": f"record.{field} == token.{claim_name}"},
-    )
 
 
 @pytest.fixture

@@ -23,9 +23,9 @@ from dbsvc.http.types import Request
 from dbsvc.realtime.broker import Broker
 from dbsvc.realtime.feeds import FeedKind
 from dbsvc.realtime.routes import RealtimeRoutes, check_after, offered_subprotocols, same_origin
-from dbsvc.rules import MISSING, NOTHING, ModelRules, Scope, claim
+from dbsvc.rules import Scope, claim
 from support.authkit import AUDIENCE, ISSUER, TENANT, mint, public_pem
-from support.realtime_kit import BLOG, Recorder, Scheduler, open_blog_store, run
+from support.realtime_kit import BLOG, Recorder, Scheduler, open_blog_store, owner_rules, run
 
 USER = BLOG.BY_NAME["User"]
 POST = BLOG.BY_NAME["BlogPost"]
@@ -67,27 +67,6 @@ def opened(upgrade) -> Recorder:
     channel = Recorder()
     upgrade.session.on_open(channel)
     return channel
-
-
-def owner_rules(model, field: str, claim_name: str) -> ModelRules:
-    """`@allow(read, record.<field> == token.<claim_name>)`, as compiled rules build it."""
-    key = model.keys[field]
-
-    def scope(claims) -> Scope:
-        value = claim(claims, (claim_name,))
-        if value is MISSING:
-            return NOTHING
-        return Scope(field=field, keys=frozenset({key(value)}), key=key)
-
-    return ModelRules(
-        list=scope,
-        subscribe=scope,
-        get=lambda record, claims: record[field] == claim(claims, (claim_name,)),
-        create=lambda record, claims: True,
-        update=lambda before, after, claims: True,
-        delete=lambda record, claims: True,
-        text={"subscribe": f"record.{field} == token.{claim_name}"},
-    )
 
 
 RULED = {**BLOG.BY_NAME, "BlogPost": dataclasses.replace(POST, rules=owner_rules(POST, "author_id", "uid"))}

@@ -12,6 +12,7 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
 from dbsvc.compiler import compile_schema
+from dbsvc.rules import MISSING, NOTHING, ModelRules, Scope, claim
 from dbsvc.schema import load_schema
 from dbsvc.storage import Store
 from dbsvc.storage.logfile import encode_frame
@@ -114,3 +115,24 @@ def replica_frame(offset: int, size: int) -> bytes:
     header; a message header of 10 bytes from 65,536 bytes on, else 4)."""
     head = 10 if size - 4 >= 65536 else 4
     return encode_frame(offset, b"x" * (size - head - 16))
+
+
+def owner_rules(model, field: str, claim_name: str) -> ModelRules:
+    """`@allow(read, record.<field> == token.<claim_name>)`, as compiled rules build it."""
+    key = model.keys[field]
+
+    def scope(claims) -> Scope:
+        value = claim(claims, (claim_name,))
+        if value is MISSING:
+            return NOTHING
+        return Scope(field=field, keys=frozenset({key(value)}), key=key)
+
+    return ModelRules(
+        list=scope,
+        subscribe=scope,
+        get=lambda record, claims: record[field] == claim(claims, (claim_name,)),
+        create=lambda record, claims: True,
+        update=lambda before, after, claims: True,
+        delete=lambda record, claims: True,
+        text={"subscribe": f"record.{field} == token.{claim_name}"},
+    )
