@@ -12,21 +12,12 @@ scans) must be the SQL's ids in id order.
 
 from __future__ import annotations
 
-import asyncio
-import tempfile
-
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from dbsvc.compiler import compile_schema
-from dbsvc.schema import parse_schema
-from dbsvc.storage import Store
-from dbsvc.storage.tenants import create_tenant
-from support.query_oracle import SCHEMA, Twin, body, queries, records
+from support.query_oracle import ITEM, Twin, body, filled_store, queries, records
 
-MODULE = compile_schema(parse_schema(SCHEMA, "items.dbs"))
-ITEM = MODULE.BY_NAME["Item"]
 PROPERTY = dict(deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 
 
@@ -62,23 +53,12 @@ def test_the_feed_matcher_agrees_with_sqlite_record_by_record_long(rows, checks)
     check_match(rows, checks)
 
 
-async def fill(store: Store, rows: list[dict]) -> list[int]:
-    return [(await store.insert("Item", ITEM.validate_create(body(row))))["id"] for row in rows]
-
-
 @settings(max_examples=8, **PROPERTY)
 @given(rows=records(most=60), checks=st.lists(queries(), min_size=1, max_size=6))
 def test_a_live_querys_init_ids_agree_with_sqlite(rows, checks):
-    with tempfile.TemporaryDirectory() as tmp:
-        store = Store.open(create_tenant(tmp, "t"), MODULE.MODELS, MODULE.DESCRIPTION, sync="off")
-        try:
-            ids = asyncio.run(fill(store, rows))
-            twin = Twin()
-            twin.fill(list(zip(ids, rows)))
-            for query in checks:
-                pairs, where, args = feed_query(query)
-                parsed = ITEM.parse_feed_query(pairs)
-                got = list(store.live_ids("Item", parsed.filters, parsed.ranges, parsed.nulls, parsed.search))
-                assert got == twin.expected(where, args, "id"), (pairs, where, args)
-        finally:
-            store.close()
+    with filled_store(rows) as (store, _ids, twin):
+        for query in checks:
+            pairs, where, args = feed_query(query)
+            parsed = ITEM.parse_feed_query(pairs)
+            got = list(store.live_ids("Item", parsed.filters, parsed.ranges, parsed.nulls, parsed.search))
+            assert got == twin.expected(where, args, "id"), (pairs, where, args)

@@ -10,29 +10,14 @@ few later writes (the state plan) and walks every list by cursor to its end.
 from __future__ import annotations
 
 import asyncio
-import tempfile
 
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from dbsvc.compiler import compile_schema
 from dbsvc.operators import encode_cursor
-from dbsvc.schema import parse_schema
 from dbsvc.storage import Store
-from dbsvc.storage.tenants import create_tenant
-from support.query_oracle import SCHEMA, Twin, body, queries, records
-
-MODULE = compile_schema(parse_schema(SCHEMA, "items.dbs"))
-ITEM = MODULE.BY_NAME["Item"]
-
-
-async def fill(store: Store, rows: list[dict]) -> list[int]:
-    ids = []
-    for row in rows:
-        record = await store.insert("Item", ITEM.validate_create(body(row)))
-        ids.append(record["id"])
-    return ids
+from support.query_oracle import ITEM, fill, filled_store, queries, records
 
 
 def walk(store: Store, pairs: list[tuple[str, str]], limit: int) -> tuple[list[int], set[int]]:
@@ -71,32 +56,25 @@ def test_list_page_agrees_with_sqlite_long(rows, checks):
 
 
 def check(rows, checks):
-    with tempfile.TemporaryDirectory() as tmp:
-        store = Store.open(create_tenant(tmp, "t"), MODULE.MODELS, MODULE.DESCRIPTION, sync="off")
-        try:
-            ids = asyncio.run(fill(store, rows))
-            twin = Twin()
-            twin.fill(list(zip(ids, rows)))
-            for (params, where, args, order), limit, offset in checks:
-                want = twin.expected(where, args, order)
-                query = ITEM.parse_list_query(params + [("limit", str(limit)), ("offset", str(offset))])
-                page, total, _watermark, more = store.list_page("Item", query)
-                assert ([r["id"] for r in page], total) == (want[offset : offset + limit], len(want)), params
-                assert more == (limit > 0 and offset + limit < len(want)), params
-                if limit:
-                    assert walk(store, params, limit) == (want, {len(want)}), params
-            # the same lists at a past watermark: later writes are not seen
-            watermark = store.watermarks()["Item"]
-            asyncio.run(fill(store, rows[:3]))
-            if ids:
-                asyncio.run(store.delete("Item", ids[0]))
-            for (params, where, args, order), limit, offset in checks:
-                want = twin.expected(where, args, order)
-                at = params + [("as_of", str(watermark))]
-                query = ITEM.parse_list_query(at + [("limit", str(limit)), ("offset", str(offset))])
-                page, total, _watermark, more = store.list_page("Item", query)
-                assert ([r["id"] for r in page], total) == (want[offset : offset + limit], len(want)), params
-                if limit:
-                    assert walk(store, at, limit) == (want, {len(want)}), params
-        finally:
-            store.close()
+    with filled_store(rows) as (store, ids, twin):
+        for (params, where, args, order), limit, offset in checks:
+            want = twin.expected(where, args, order)
+            query = ITEM.parse_list_query(params + [("limit", str(limit)), ("offset", str(offset))])
+            page, total, _watermark, more = store.list_page("Item", query)
+            assert ([r["id"] for r in page], total) == (want[offset : offset + limit], len(want)), params
+            assert more == (limit > 0 and offset + limit < len(want)), params
+            if limit:
+                assert walk(store, params, limit) == (want, {len(want)}), params
+        # the same lists at a past watermark: later writes are not seen
+        watermark = store.watermarks()["Item"]
+        asyncio.run(fill(store, rows[:3]))
+        if ids:
+            asyncio.run(store.delete("Item", ids[0]))
+        for (params, where, args, order), limit, offset in checks:
+            want = twin.expected(where, args, order)
+            at = params + [("as_of", str(watermark))]
+            query = ITEM.parse_list_query(at + [("limit", str(limit)), ("offset", str(offset))])
+            page, total, _watermark, more = store.list_page("Item", query)
+            assert ([r["id"] for r in page], total) == (want[offset : offset + limit], len(want)), params
+            if limit:
+                assert walk(store, at, limit) == (want, {len(want)}), params

@@ -20,11 +20,20 @@ only): those are left out of the alphabet, and docs/decisions.md ("Text search")
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import sqlite3
+import tempfile
 import unicodedata
+from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta, timezone
 
 from hypothesis import strategies as st
+
+from dbsvc.compiler import compile_schema
+from dbsvc.schema import parse_schema
+from dbsvc.storage import Store
+from dbsvc.storage.tenants import create_tenant
 
 SCHEMA = """
 model Item {
@@ -227,3 +236,27 @@ class Twin:
 
     def expected(self, where: str, args: list, order: str) -> list[int]:
         return [r[0] for r in self.db.execute(f"SELECT id FROM item WHERE {where} ORDER BY {order}", args)]
+
+
+MODULE = compile_schema(parse_schema(SCHEMA, "items.dbs"))
+ITEM = MODULE.BY_NAME["Item"]
+
+
+async def fill(store: Store, rows: list[dict]) -> list[int]:
+    """The rows inserted as Items, in order: their ids."""
+    return [(await store.insert("Item", ITEM.validate_create(body(row))))["id"] for row in rows]
+
+
+@contextlib.contextmanager
+def filled_store(rows: list[dict]) -> Iterator[tuple[Store, list[int], Twin]]:
+    """A store of `rows` in a throwaway tenant and the SQLite twin holding the same records:
+    (store, their ids, twin); the store is closed after the block."""
+    with tempfile.TemporaryDirectory() as tmp:
+        store = Store.open(create_tenant(tmp, "t"), MODULE.MODELS, MODULE.DESCRIPTION, sync="off")
+        try:
+            ids = asyncio.run(fill(store, rows))
+            twin = Twin()
+            twin.fill(list(zip(ids, rows)))
+            yield store, ids, twin
+        finally:
+            store.close()
