@@ -14,6 +14,7 @@ import os
 
 import pytest
 
+from dbsvc.datatools.backup import restore_backup, take_backup
 from dbsvc.errors import BadQuery
 from dbsvc.storage.words import WordIndex
 from dbsvc.storage.tenants import compact_tenant
@@ -304,7 +305,7 @@ def _write(store) -> None:
     run(go())
 
 
-def test_a_stores_index_follows_writes_and_undo_and_is_rebuilt_at_open_and_after_compaction(tenant):
+def test_a_stores_index_follows_writes_and_undo_and_is_rebuilt_at_open_compaction_and_restore(tenant):
     s = open_store(tenant, sync="off")
     try:
         _write(s)
@@ -332,6 +333,15 @@ def test_a_stores_index_follows_writes_and_undo_and_is_rebuilt_at_open_and_after
         assert posts_words(s) == BLOG_WORDS
         run(s.replace("BlogPost", 3, post(3, author=1, title="Title three", body="b")))
         want = {w: ids for w, ids in {**BLOG_WORDS, "three": [3]}.items() if w != "3"}
+        assert posts_words(s) == want
+    finally:
+        s.close()
+    # a backup restored as another tenant: its snapshot and log give the same index
+    backup = os.path.join(os.path.dirname(os.path.dirname(tenant)), "bk")
+    take_backup(tenant, backup, "t")
+    restore_backup(backup, os.path.dirname(tenant), "copy")
+    s = open_store(os.path.join(os.path.dirname(tenant), "copy"), sync="off")
+    try:
         assert posts_words(s) == want
     finally:
         s.close()
