@@ -16,8 +16,8 @@ import pytest
 
 from dbsvc.datatools.backup import restore_backup, take_backup
 from dbsvc.errors import BadQuery
-from dbsvc.storage.words import WordIndex
 from dbsvc.storage.tenants import compact_tenant
+from dbsvc.storage.words import WordIndex
 from dbsvc.textsearch import fold, matches, query_words, word_set, words
 from support.storage import open_store, post, run, user
 
