@@ -136,3 +136,37 @@ def test_a_hostile_value_is_refused_in_linear_time(value):
     with pytest.raises(BadRequest):
         parse_tags("if-match", value)
     assert time.perf_counter() - started < 1.0  # a DoS guard, not a speed goal: quadratic took 1.7-3.4 s
+
+
+@pytest.mark.parametrize("value", ['"1"\x0b', '\xa0"1"', '\x0c"1"\x0c', 'X"1"X', "X*X"])
+def test_only_spaces_and_tabs_around_a_value_are_stripped(value):
+    """OWS is SP / HTAB (RFC 9110 §5.6.3): no other white space, and nothing else, is taken
+    off a value before it is parsed."""
+    assert parse_tags("if-match", ' \t"1"\t ') == ((False, '"1"'),)
+    with pytest.raises(BadRequest):
+        parse_tags("if-match", value)
+
+
+@pytest.mark.parametrize(
+    "header, shown", [("If-Match", "If-Match"), ("If-None-Match", "If-None-Match"), ("if-match", "If-Match")]
+)
+def test_a_malformed_header_is_named_as_the_rfc_spells_it(header, shown):
+    with pytest.raises(BadRequest) as info:
+        preconditions(request(("Content-Type", "application/json"), (header, '"1" x')))
+    assert str(info.value) == (
+        f"{shown} header '\"1\" x' is malformed: expected '*' or a comma-separated list of "
+        'entity tags such as "12" or W/"12" (RFC 9110 §8.8.3)'
+    )
+
+
+def test_the_412_of_an_empty_if_match_and_of_a_matching_if_none_match_say_so():
+    with pytest.raises(PreconditionFailed) as info:
+        preconditions(request(("If-Match", " , "))).check_write(5, "User 1")  # type: ignore[union-attr]
+    assert info.value.detail == (
+        'If-Match (empty) does not match: User 1 is at version "5"; read it again and retry with its ETag'
+    )
+    assert info.value.headers == [("ETag", '"5"')]
+    with pytest.raises(PreconditionFailed) as info:
+        preconditions(request(("If-None-Match", '"4", W/"5"'))).check_write(5, "User 1")  # type: ignore[union-attr]
+    assert info.value.detail == 'If-None-Match "4", W/"5" matches: User 1 is at version "5"'
+    assert info.value.headers == [("ETag", '"5"')]  # the current tag rides along
