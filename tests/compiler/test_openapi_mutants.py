@@ -19,6 +19,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
 from openapi_spec_validator import validate
 
 from dbsvc import __version__
@@ -48,6 +49,17 @@ def test_the_document_of_the_golden_schema_is_the_reviewed_one_byte_for_byte():
             assert a == b, f"{DOCUMENT.name} line {number}"
     assert got == want
     validate(doc)
+
+
+SHIPPED = sorted(ROOT.glob("schemas/*.dbs")) + sorted(ROOT.glob("dbsvc/templates/*.dbs"))
+
+
+@pytest.mark.parametrize("path", SHIPPED, ids=[p.name for p in SHIPPED])
+def test_every_shipped_schema_gives_a_valid_openapi_3_1_document(path: Path):
+    """openapi-spec-validator, an independent reading of OpenAPI 3.1, over every schema we ship."""
+    doc = build_openapi(load_schema(str(path)))
+    validate(doc)
+    assert doc["openapi"] == "3.1.0"
 
 
 def _doc(text: str, path: str = "other.dbs") -> dict:
