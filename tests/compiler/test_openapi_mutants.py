@@ -17,6 +17,7 @@ After a deliberate change of the document, write the file again and review its d
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -66,6 +67,33 @@ def _doc(text: str, path: str = "other.dbs") -> dict:
     doc = build_openapi(parse_schema(text, path))
     validate(doc)
     return doc
+
+
+def _documented(chapter: str, pattern: str) -> tuple[int, ...]:
+    """The numbers `pattern` finds in docs/guide/<chapter> (thousands written with a comma)."""
+    text = (ROOT / "docs" / "guide" / chapter).read_text(encoding="utf-8")
+    found = re.search(pattern, text)
+    assert found, f"{chapter} no longer says {pattern!r}"
+    return tuple(int(g.replace(",", "")) for g in found.groups())
+
+
+def test_the_limits_the_document_states_are_the_ones_the_guide_states():
+    doc = build_openapi(load_schema(str(SCHEMA)))
+    default, most = _documented("queries.md", r"page size: default (\d+), at most (\d+) \(larger values are lowered to")
+    limit = doc["components"]["parameters"]["limit"]
+    assert limit["schema"] == {"type": "integer", "minimum": 0, "default": default}
+    assert limit["description"].startswith(f"Page size, default {default}. Values above {most} are accepted")
+    assert doc["components"]["schemas"]["Author.Page"]["properties"]["limit"]["maximum"] == most
+    words, chars = _documented("queries.md", r"At most (\d+) distinct words a query, each at most (\d+) characters")
+    (search,) = [p for p in doc["paths"]["/api/author"]["get"]["parameters"] if p.get("name") == "search"]
+    assert (
+        f"At most {words} words of at most {chars} characters; no word at all is 400 `bad_query`."
+        in (search["description"])
+    )
+    (ops,) = _documented("rest.md", r"A batch holds at most ([\d,]+) ops \(400 beyond")
+    batch = doc["components"]["schemas"]["Batch"]["properties"]["ops"]
+    assert (batch["minItems"], batch["maxItems"]) == (1, ops)
+    assert f"At most {ops} ops (400 beyond)." in doc["paths"]["/batch"]["post"]["description"]
 
 
 PLAIN = """\
