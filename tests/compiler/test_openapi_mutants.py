@@ -52,12 +52,19 @@ def test_the_document_of_the_golden_schema_is_the_reviewed_one_byte_for_byte():
     validate(doc)
 
 
-SHIPPED = sorted(ROOT.glob("schemas/*.dbs")) + sorted(ROOT.glob("dbsvc/templates/*.dbs"))
+# test_openapi.py validates blog.dbs and inventory.dbs, test_rules_documents.py notes.dbs.
+VALIDATED_ELSEWHERE = {"blog.dbs", "inventory.dbs", "notes.dbs"}
+SHIPPED = [
+    p
+    for p in sorted(ROOT.glob("schemas/*.dbs")) + sorted(ROOT.glob("dbsvc/templates/*.dbs"))
+    if p.name not in VALIDATED_ELSEWHERE
+]
 
 
 @pytest.mark.parametrize("path", SHIPPED, ids=[p.name for p in SHIPPED])
 def test_every_shipped_schema_gives_a_valid_openapi_3_1_document(path: Path):
-    """openapi-spec-validator, an independent reading of OpenAPI 3.1, over every schema we ship."""
+    """openapi-spec-validator, an independent reading of OpenAPI 3.1, over every schema we ship
+    that no other test validates (a schema added to schemas/ is validated here)."""
     doc = build_openapi(load_schema(str(path)))
     validate(doc)
     assert doc["openapi"] == "3.1.0"
