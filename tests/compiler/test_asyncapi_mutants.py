@@ -111,6 +111,41 @@ def test_a_schema_without_models_or_path():
     assert list(doc["channels"]) == ["replicate", "replicate-snapshot"]
 
 
+def test_the_feeds_of_a_model_with_operators_and_search_take_them_in_the_lists_order():
+    """The feed query of `golden/openapi.dbs`'s Author (sort, nullable and search fields):
+    filters, then each operator typed and worded as the list operation's parameter, then
+    `search`, `projection` and `after` (docs/guide/realtime.md: a feed takes the list's
+    filters and operators, and search)."""
+    schema = load_schema(str(GOLDEN / "openapi.dbs"))
+    channels = build_asyncapi(schema)["channels"]
+    listed = build_openapi(schema)["paths"]["/api/author"]["get"]["parameters"]
+    operators = [p for p in listed if "__" in p.get("name", "")]
+    for channel in ("subscribe.author", "live-query.author"):
+        query = channels[channel]["bindings"]["ws"]["query"]["properties"]
+        assert list(query) == [
+            "email", "team", "active", "tier",
+            "team__gt", "team__gte", "team__lt", "team__lte", "team__prefix", "team__null",
+            "name__gt", "name__gte", "name__lt", "name__lte", "name__prefix",
+            "rank__gt", "rank__gte", "rank__lt", "rank__lte", "rank__null",
+            "joined__gt", "joined__gte", "joined__lt", "joined__lte", "tier__null",
+            "search", "projection", "after",
+        ]  # fmt: skip
+        for param in operators:
+            assert query[param["name"]] == {**param["schema"], "description": param["description"]}
+        assert query["rank__null"] == {
+            "type": "boolean",
+            "description": "`true`: only records whose `rank` is null; `false`: only those where it is not.",
+        }
+        assert query["search"] == {
+            "type": "string",
+            "minLength": 1,
+            "description": "Text search over name, bio: every word of it is a prefix of a word of those fields, "
+            "compared after NFKD, accent stripping and case folding (at most 16 words).",
+        }
+    plain = channels["subscribe.tag"]["bindings"]["ws"]["query"]["properties"]
+    assert list(plain) == ["projection", "after"]  # no operator, no search
+
+
 if __name__ == "__main__":
     DOCUMENT.write_text(_comparable(build_asyncapi(load_schema(str(SCHEMA)))), encoding="utf-8")
     print(f"wrote {DOCUMENT}")

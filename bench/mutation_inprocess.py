@@ -1,0 +1,127 @@
+"""Every mutant of some modules against the plain test functions of some test files, in one process.
+
+Usage (from the repository root, after `bench/mutation.py` has made `mutants/`)::
+
+    python bench/mutation_inprocess.py dbsvc/compiler/openapi.py tests/compiler/test_openapi_mutants.py
+    python bench/mutation_inprocess.py dbsvc/compiler/asyncapi.py tests/compiler/test_asyncapi_mutants.py \
+        --only dbsvc.compiler.asyncapi.x__feed_query__mutmut_
+
+mutmut's trampolines read `MUTANT_UNDER_TEST` at every call, so one process can set it mutant
+after mutant and call the tests itself: no fork, no pytest collection per mutant. On the
+document builders (pure functions, each test a few milliseconds) that is a hundred times
+mutmut's pace on a loaded machine (docs/mutation.md, "compiler/openapi.py, ..."). It is the
+hand check of docs/mutation.md ("killed by hand") at scale, not a replacement for mutmut:
+
+- Only test functions without fixtures are called (one `parametrize` mark is honoured); the
+  rest are listed as skipped. A test that needs pytest's machinery belongs in a mutmut run.
+- Fewer tests can only add survivors, never false kills; every survivor is to be read, and
+  killed by a test or judged, as after a mutmut run.
+- Pure code only: a mutant that leaves state behind (a cache, a global) could change the next
+  one's verdict. Each test gets 20 s (SIGALRM): a mutant that loops is reported as a timeout.
+
+Writes `mutants/hand-<module>.json` (mutant -> "killed: <test>", "timeout: <test>" or
+"survived") and prints the count per module and each survivor.
+"""
+
+from __future__ import annotations
+
+import argparse
+import functools
+import importlib.util
+import inspect
+import json
+import os
+import signal
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+PER_TEST_SECONDS = 20
+
+
+def _cases(test_files: list[str]) -> list[tuple[str, Callable[[], object]]]:
+    """(test id, a call of it) for every fixture-free test function of the files."""
+    cases: list[tuple[str, Callable[[], object]]] = []
+    for path in test_files:
+        spec = importlib.util.spec_from_file_location(Path(path).stem, path)
+        assert spec is not None and spec.loader is not None, path
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+        for name, fn in vars(module).items():
+            if not name.startswith("test_") or not inspect.isfunction(fn):
+                continue
+            marks = [m for m in getattr(fn, "pytestmark", []) if m.name == "parametrize"]
+            if marks:
+                argname, values = marks[0].args[0], marks[0].args[1]
+                for value in values:
+                    cases.append((f"{path}::{name}[{value}]", functools.partial(fn, **{argname: value})))
+            elif inspect.signature(fn).parameters:
+                print(f"skipped (needs fixtures): {path}::{name}")
+            else:
+                cases.append((f"{path}::{name}", fn))
+    return cases
+
+
+def _mutants(module: str, only: list[str]) -> list[str]:
+    meta = json.loads(Path(module + ".meta").read_text())
+    names = sorted(meta["exit_code_by_key"], key=lambda k: (k.rsplit("__mutmut_", 1)[0], int(k.rsplit("_", 1)[1])))
+    return [n for n in names if not only or any(n.startswith(p) for p in only)]
+
+
+def _verdict(cases: list[tuple[str, Callable[[], object]]]) -> str:
+    for case_id, call in cases:
+        signal.alarm(PER_TEST_SECONDS)
+        try:
+            call()
+        except TimeoutError:
+            return f"timeout: {case_id}"
+        except BaseException:  # an assertion, a crash, SystemExit: the mutant is seen
+            return f"killed: {case_id}"
+        finally:
+            signal.alarm(0)
+    return "survived"
+
+
+def _alarm(signum: int, frame: object) -> None:
+    raise TimeoutError
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("paths", nargs="+", help="modules (dbsvc/...) and test files (tests/...)")
+    parser.add_argument("--only", action="append", default=[], help="mutant name prefix (repeatable)")
+    args = parser.parse_args(argv)
+    modules = [p for p in args.paths if p.startswith("dbsvc/")]
+    test_files = [p for p in args.paths if p.startswith("tests/")]
+    os.chdir(ROOT / "mutants")  # mutmut's copy: the mutated package and the copied tests
+    sys.path[:0] = [str(ROOT / "mutants"), str(ROOT / "mutants" / "tests")]
+    os.environ["MUTANT_UNDER_TEST"] = ""
+    cases = _cases(test_files)
+    for _, call in cases:  # the clean run: every case passes unmutated
+        call()
+    print(f"{len(cases)} cases pass unmutated", flush=True)
+    signal.signal(signal.SIGALRM, _alarm)
+    for module in modules:
+        started = time.monotonic()
+        verdicts = {}
+        for name in _mutants(module, args.only):
+            os.environ["MUTANT_UNDER_TEST"] = name
+            verdicts[name] = _verdict(cases)
+        os.environ["MUTANT_UNDER_TEST"] = ""
+        survivors = [n for n, v in verdicts.items() if v == "survived"]
+        timeouts = [n for n, v in verdicts.items() if v.startswith("timeout")]
+        Path(f"hand-{Path(module).name}.json").write_text(json.dumps(verdicts, indent=1) + "\n")
+        print(
+            f"{module}: {len(verdicts)} mutants, {len(verdicts) - len(survivors) - len(timeouts)} killed, "
+            f"{len(timeouts)} timeout, {len(survivors)} survived ({time.monotonic() - started:.0f} s)",
+            flush=True,
+        )
+        for name in survivors + timeouts:
+            print(f"  {verdicts[name]}: {name}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
