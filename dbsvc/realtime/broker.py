@@ -399,14 +399,12 @@ class Broker:
         """Rule 11: the store batch from offset `first` is dispatched; mark each socket's
         last frame of it and hand the held ones over."""
         ends: dict[bytes, bytes] = {}  # one end frame for the sockets sharing a frame
-        for group in self._touched:
+        for group in self._touched:  # one group a (kind, projection): no two share a frame
             batch = group.batch
             if batch is not None and batch.last >= first:
-                frame = batch.frames[-1]
-                end = ends.get(frame)
-                if end is None:
-                    end = ends[frame] = end_of_batch(frame)
-                batch.replace_last(end)
+                last = batch.frames[-1]
+                ends[last] = end_of_batch(last)
+                batch.replace_last(ends[last])
         held, self._held = self._held, {}
         for session, frames in held.items():
             offset, frame = frames[-1]

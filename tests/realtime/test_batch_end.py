@@ -14,9 +14,15 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
+from dbsvc.http.frames import text_frame
 from dbsvc.realtime.broker import Broker
-from dbsvc.realtime.feeds import FeedKind, FeedSpec, replay_frames
+from dbsvc.realtime.fanout import Batch
+from dbsvc.realtime.feeds import EventFrames, FeedKind, FeedSpec, end_of_batch, replay_frames
 from dbsvc.realtime.session import FeedSession
+from dbsvc.rules import Scope
+from dbsvc.storage.events import ChangeEvent, EventKind
 from support.realtime_kit import BLOG, Recorder, Scheduler, open_blog_store, run
 
 USER = BLOG.BY_NAME["User"]
@@ -246,6 +252,120 @@ def test_a_replay_resumed_inside_a_batch_ends_it_on_the_last_frame_after_the_res
             (2, {"first": 1, "last": 3, "end": True}),
             (3, None),
         ]
+        store.close()
+
+    run(body())
+
+
+def test_an_unlink_a_batch_row_causes_carries_the_batch_and_can_end_it(tmp_path):
+    """A batch that deletes a post: the author's change feed gets the unlink, marked as the
+    batch's frame and its end; the post's own feed gets the delete."""
+
+    async def body():
+        store = open_blog_store(tmp_path)
+        await store.insert("User", new_user(1))
+        await store.insert("BlogPost", new_post(1))
+        broker, scheduler = attached(store)
+        _changes, changes = feed(broker, FeedKind.SUBSCRIBE)
+        await batch(store, [("delete", ("BlogPost", 1)), ("insert", ("BlogPost", new_post(1)))])
+        scheduler.run()
+        link = (
+            b'{"kind":"link","model":"User","id":1,"child_model":"BlogPost","child_id":%d,"field":"author_id",'
+            b'"linked":%s,"offset":%d,"batch":{"first":3,"last":4%s}}'
+        )
+        assert sent(changes) == [link % (1, b"false", 3, b""), link % (2, b"true", 4, b',"end":true')]
+        store.close()
+
+    run(body())
+
+
+def test_a_query_that_gets_nothing_from_a_batch_replays_only_steps(tmp_path):
+    """Replayed, a batch that makes no frame for the feed is one step at its last offset;
+    one whose last row makes the frame ends on that frame, with no step after it."""
+
+    async def body():
+        store = open_blog_store(tmp_path)
+        await batch(store, [("insert", ("User", new_user(1))), ("insert", ("User", new_user(2)))])
+        await batch(store, [("insert", ("User", new_user(3))), ("insert", ("User", new_user(4, "admin")))])
+        query = USER.parse_feed_query([("role", "admin")])
+        spec = FeedSpec(FeedKind.LIVE, USER, query.filters, query.projection)
+        steps = list(replay_frames(spec, store.events_after(0), BLOG.BY_NAME, lambda m, i: None))
+        assert [(o, None if f is None else json.loads(payload(f))["batch"]) for o, f in steps] == [
+            (2, None),
+            (4, {"first": 3, "last": 4, "end": True}),
+        ]
+        store.close()
+
+    run(body())
+
+
+@pytest.mark.parametrize("size", [100, 125, 126, 1000, 65535, 65536, 70000])
+def test_the_end_mark_goes_inside_the_batch_object_whatever_the_frames_header(size):
+    """Frames of 2, 4 and 10 header bytes (payloads under 126, under 65,536, and larger)."""
+    head = b'{"type":"Removed","model":"User","offset":7,"watermark":5,"id":"'
+    tail = b'","batch":{"first":7,"last":9}}'
+    body = head + b"x" * (size - len(head) - len(tail)) + tail
+    assert len(body) == size
+    end = end_of_batch(text_frame(body))
+    assert end == text_frame(body[:-2] + b',"end":true}}')
+    assert payload(end).endswith(b'"batch":{"first":7,"last":9,"end":true}}')
+
+
+@pytest.mark.parametrize("body", [b'{"kind":"insert","record":{"id":1}}', b'{"batch":{"first":1,"last":2}'])
+def test_only_a_frame_of_a_batchs_row_can_be_marked(body):
+    with pytest.raises(AssertionError, match=r"^not a frame of a batch's row$"):
+        end_of_batch(text_frame(body))
+
+
+def test_a_batch_rows_update_shown_as_a_delete_or_an_insert_keeps_its_batch():
+    """Under access rules an update out of (into) the token's view is the delete (insert) of
+    that record (feeds.py "Access rules"): still a row of the batch, so still marked."""
+    scope = Scope(field="author_id", keys=frozenset({POST.keys["author_id"](1)}), key=POST.keys["author_id"])
+    feed = FeedSpec(FeedKind.SUBSCRIBE, POST, {}, None, scope)
+    mine, theirs = new_post(1) | {"id": 9}, new_post(2) | {"id": 9}
+    left = ChangeEvent(EventKind.UPDATE, "BlogPost", 5, 3, 9, theirs, mine, (5, 6))
+    came = ChangeEvent(EventKind.UPDATE, "BlogPost", 6, 4, 9, mine, theirs, (5, 6))
+    row = b'"id":9,"record":{"id":9,"author_id":%d,"title":"t","body":"b","published":false,"score":1.0,"tags":null}'
+    assert payload(feed.row_frame(EventFrames(left, POST))) == (
+        b'{"kind":"delete","model":"BlogPost","offset":5,"watermark":3,' + row % 1 + b',"batch":{"first":5,"last":6}}'
+    )
+    assert payload(feed.row_frame(EventFrames(came, POST))) == (
+        b'{"kind":"insert","model":"BlogPost","offset":6,"watermark":4,' + row % 1 + b',"batch":{"first":5,"last":6}}'
+    )
+
+
+def test_a_batch_keeps_its_size_when_its_last_frame_is_replaced():
+    group_batch = Batch()
+    group_batch.add(3, b"abc")
+    group_batch.add(4, b"de")
+    assert group_batch.data == b"abcde"
+    group_batch.replace_last(b"wxyz")
+    assert (group_batch.offsets, group_batch.frames, group_batch.size, group_batch.data) == (
+        [3, 4],
+        [b"abc", b"wxyz"],
+        7,
+        b"abcwxyz",
+    )
+
+
+def test_the_end_frame_is_built_once_and_shared_by_the_sockets_that_share_the_frame(tmp_path):
+    """feeds.py: frames are encoded once and shared; the end frame too, for a grouped feed
+    and two routed ones that got the same delta."""
+
+    async def body():
+        store = open_blog_store(tmp_path)
+        broker, scheduler = attached(store)
+        channels = [feed(broker, FeedKind.LIVE, **filters)[1] for filters in ({}, {"role": "admin"}, {"role": "admin"})]
+        await batch(store, [("insert", ("User", new_user(1, "admin"))), ("insert", ("User", new_user(2)))])
+        scheduler.run()
+        plain, first, second = (channel.frames for channel in channels)
+        assert (len(first), len(second)) == (1, 1)
+        assert b'"end":true' in first[0]
+        assert first[0] is second[0]
+        assert plain[0] == text_frame(
+            b'{"type":"Added","model":"User","offset":1,"watermark":1,"record":' + user_row(1, "admin") + b',"batch":{"first":1,"last":2}}'
+        )
+        assert payload(plain[1]).endswith(b',"batch":{"first":1,"last":2,"end":true}}')
         store.close()
 
     run(body())
