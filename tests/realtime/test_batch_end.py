@@ -266,7 +266,8 @@ def test_an_unlink_a_batch_row_causes_carries_the_batch_and_can_end_it(tmp_path)
         await store.insert("User", new_user(1))
         await store.insert("BlogPost", new_post(1))
         broker, scheduler = attached(store)
-        _changes, changes = feed(broker, FeedKind.SUBSCRIBE)
+        _changes, changes = feed(broker, FeedKind.SUBSCRIBE)  # grouped
+        _readers, readers = feed(broker, FeedKind.SUBSCRIBE, role="reader")  # routed: links held per session
         await batch(store, [("delete", ("BlogPost", 1)), ("insert", ("BlogPost", new_post(1)))])
         scheduler.run()
         link = (
@@ -274,6 +275,7 @@ def test_an_unlink_a_batch_row_causes_carries_the_batch_and_can_end_it(tmp_path)
             b'"linked":%s,"offset":%d,"batch":{"first":3,"last":4%s}}'
         )
         assert sent(changes) == [link % (1, b"false", 3, b""), link % (2, b"true", 4, b',"end":true')]
+        assert sent(readers) == sent(changes)
         store.close()
 
     run(body())
