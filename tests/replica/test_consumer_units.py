@@ -639,6 +639,7 @@ B5, B6, B7 = row(5, 5, 7), row(6, 5, 7), row(7, 5, 7)
         (row(6, 5, 7) + row(7, 5, 7), (len(row(6, 5, 7) + row(7, 5, 7)), 7, None)),
         (row(6, 5, 7), (0, None, "an unfinished batch: rows 6 to 7, the file ends after row 6")),
         (F4 + B5 + B6 + B7 + frame(8), (len(F4 + B5 + B6 + B7 + frame(8)), 8, None)),
+        (B7, (len(B7), 7, None)),
     ],
     ids=[
         "whole",
@@ -650,6 +651,7 @@ B5, B6, B7 = row(5, 5, 7), row(6, 5, 7), row(7, 5, 7)
         "starts inside a batch that ends",
         "starts inside a batch that does not",
         "a plain row after a batch",
+        "starts at a batch's last row",
     ],
 )
 def test_a_file_that_ends_inside_a_batch_is_cut_back_to_the_batchs_first_frame(data, expected):
