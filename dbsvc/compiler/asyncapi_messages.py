@@ -32,9 +32,14 @@ WATERMARK = {
 }
 BATCH = {
     "type": "object",
-    "description": "Only on a row of a batch of two or more (`POST /batch`): the offsets of "
-    "the batch's first and last rows; the row at `last` ends it.",
-    "properties": {"first": {"type": "integer", "minimum": 1}, "last": {"type": "integer", "minimum": 1}},
+    "description": "Only on a frame of a batch of two or more rows (`POST /batch`): the offsets of "
+    "the batch's first and last rows, and `end` on the last frame this socket gets from the batch "
+    "(apply the batch's frames then: consistent again as of `last`).",
+    "properties": {
+        "first": {"type": "integer", "minimum": 1},
+        "last": {"type": "integer", "minimum": 1},
+        "end": {"const": True},
+    },
     "required": ["first", "last"],
     "additionalProperties": False,
 }
@@ -116,9 +121,11 @@ def _link_schema(model: Model, sources: list[tuple[Model, Field]]) -> dict[str, 
             },
             "offset": {**OFFSET, "description": "Offset of the row event that caused the link."},
         }
+        required = list(props)
+        props["batch"] = BATCH
         variants.append(
             object_schema(
-                props, list(props), f"`{child.name}.{f.name}` started or stopped referencing a `{model.name}`."
+                props, required, f"`{child.name}.{f.name}` started or stopped referencing a `{model.name}`."
             )
         )
     return {

@@ -47,6 +47,13 @@ Rules:
    rule 5) and the same hold after it: the loop is the other clients' that long. A drain
    costs per socket, so the cost per event falls as the write rate rises, and the delay
    added is never more than the drain before it took.
+11. The end of a store batch (`POST /batch`; its rows carry `batch` (first, last) and are
+   drained together, rule 1): of the frames a socket gets from one batch, the last carries
+   `"end":true` (feeds.py `end_of_batch`, docs/realtime.md "Batches"), whichever row made
+   it. A group's is its `Batch`'s last frame once the batch's last row is dispatched (the
+   group's batch is not taken before the drain ends); a routed or unfiltered session's
+   frames of the batch are held in `_held` until then and delivered in order, the last one
+   marked. A socket that gets nothing from a batch gets nothing.
 """
 
 from __future__ import annotations
@@ -60,7 +67,7 @@ from typing import Any
 from dbsvc.http.frames import binary_frame
 from dbsvc.interfaces import ServedStore
 from dbsvc.realtime.fanout import DELIVERY_SLICE, Delivery, Group, PlainFeeds
-from dbsvc.realtime.feeds import EventFrames, FeedKind, LinkFrames, derive_links
+from dbsvc.realtime.feeds import EventFrames, FeedKind, LinkFrames, derive_links, end_of_batch
 from dbsvc.realtime.session import FeedSession, ReplicationSession, StreamSession
 from dbsvc.runtime import CompiledModel
 from dbsvc.storage.events import ChangeEvent, EventKind
@@ -167,6 +174,7 @@ class Broker:
         self._delivery = Delivery[FeedSession]()  # rule 9: a drain's batches, a slice a turn
         self._delivery_cost = 0.0  # CPU time of the drain and delivery under way
         self._pending: list[tuple[ChangeEvent, bytes]] = []
+        self._held: dict[FeedSession, list[tuple[int, bytes]]] = {}  # rule 11: a batch's frames
         self._waiting: list[FeedSession] = []
         self._initializing: dict[str, list[FeedSession]] = {}  # rule 8, by model name
         self._turns: deque[StreamSession] = deque()  # rule 7
@@ -203,6 +211,7 @@ class Broker:
         for session in set(sessions):
             session.close(code, reason)
         self._pending.clear()
+        self._held.clear()
         self._touched.clear()
         self._delivery.clear()
         self._waiting.clear()
@@ -379,7 +388,36 @@ class Broker:
                 session.send_init()
 
     def _dispatch(self, event: ChangeEvent, log_frame: bytes) -> None:
+        try:
+            self._fan_out(event, log_frame)
+        finally:
+            batch = event.batch
+            if batch is not None and event.offset == batch[1]:
+                self._end_batch(batch[0])
+
+    def _end_batch(self, first: int) -> None:
+        """Rule 11: the store batch from offset `first` is dispatched; mark each socket's
+        last frame of it and hand the held ones over."""
+        ends: dict[bytes, bytes] = {}  # one end frame for the sockets sharing a frame
+        for group in self._touched:  # one group a (kind, projection): no two share a frame
+            batch = group.batch
+            if batch is not None and batch.last >= first:
+                last = batch.frames[-1]
+                ends[last] = end_of_batch(last)
+                batch.replace_last(ends[last])
+        held, self._held = self._held, {}
+        for session, frames in held.items():
+            offset, frame = frames[-1]
+            end = ends.get(frame)
+            if end is None:
+                end = ends[frame] = end_of_batch(frame)
+            frames[-1] = offset, end
+            for offset, frame in frames:
+                session.deliver(offset, frame)
+
+    def _fan_out(self, event: ChangeEvent, log_frame: bytes) -> None:
         offset = event.offset
+        held = None if event.batch is None else self._held  # rule 11
         if self._initializing:
             for session in tuple(self._initializing.get(event.model, ())):
                 session.observe(event)
@@ -411,7 +449,10 @@ class Broker:
                 for session in tuple(receivers):
                     message = session.spec.row_frame(frames)
                     if message is not None:
-                        session.deliver(offset, message)
+                        if held is None:
+                            session.deliver(offset, message)
+                        else:
+                            held.setdefault(session, []).append((offset, message))
         if not model.refs:
             return
         for link in derive_links(event, model):
@@ -439,7 +480,10 @@ class Broker:
             for session in tuple(receivers):
                 message = session.spec.link_frame(link_frames)
                 if message is not None:
-                    session.deliver(offset, message)
+                    if held is None:
+                        session.deliver(offset, message)
+                    else:
+                        held.setdefault(session, []).append((offset, message))
 
 
 def _not_attached(callback: Callable[[], None]) -> None:

@@ -29,6 +29,8 @@ broker (broker.py rule 1):
    hold the loop for a whole pass and `/health` and HTTP clients are served in between.
    The broker starts no other drain until a delivery is done (events wait, in order, and
    join the next batch), so a socket still gets its frames in offset order.
+6. The last frame of a `Batch` may be replaced before the batch is taken (`replace_last`):
+   the broker marks the end of a store batch's frames that way (broker.py rule 11).
 
 Invariants: a `Batch`'s offsets are in non-decreasing order (the drain's order); its frames
 are the shared `bytes` of `EventFrames` (never copied until joined, once per group).
@@ -75,6 +77,13 @@ class Batch:
         self.offsets.append(offset)
         self.frames.append(frame)
         self.size += len(frame)
+        self._data = None
+
+    def replace_last(self, frame: bytes) -> None:
+        """The last frame, as another (the end of a store batch's frames: broker.py rule 11)."""
+        frames = self.frames
+        self.size += len(frame) - len(frames[-1])
+        frames[-1] = frame
         self._data = None
 
     @property

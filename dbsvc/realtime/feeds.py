@@ -47,6 +47,12 @@ because an update carries `previous` and a delete its last record::
 so a resumed live query (`after=`) gets exactly the deltas of the later events with no
 per-socket result set held in memory.
 
+Batches (docs/realtime.md, "Batches"): every frame a row of a store batch makes (a row frame,
+a link) carries the row's `"batch":{"first":F,"last":L}` as its last key, and the last frame
+one socket gets from a batch carries `"end":true` in it (`end_of_batch`): marked by the
+broker when it delivers live (broker.py rule 11), by `replay_frames` in a replay, so the two
+send the same bytes.
+
 Frames are encoded once per event and per distinct (form, projection) in an `EventFrames`,
 shared by every socket that receives them: an unprojected change-feed frame is the payload
 of the event's log frame, the bytes the store encoded for its log.
@@ -99,22 +105,22 @@ class LinkEvent:
     # the child record on the side the link is about (new when linked, old when not): what
     # a feed under access rules tests against the child model's Scope; not in the frame
     child: dict | None = dataclass_field(default=None, compare=False)
+    batch: tuple[int, int] | None = None  # the causing row's batch (first, last), as its event
 
     def frame(self) -> bytes:
-        return text_frame(
-            json_bytes(
-                {
-                    "kind": "link",
-                    "model": self.model,
-                    "id": self.id,
-                    "child_model": self.child_model,
-                    "child_id": self.child_id,
-                    "field": self.field,
-                    "linked": self.linked,
-                    "offset": self.offset,
-                }
-            )
-        )
+        body: dict[str, Any] = {
+            "kind": "link",
+            "model": self.model,
+            "id": self.id,
+            "child_model": self.child_model,
+            "child_id": self.child_id,
+            "field": self.field,
+            "linked": self.linked,
+            "offset": self.offset,
+        }
+        if self.batch is not None:  # a link a batch's row caused ("Batches" above)
+            body["batch"] = {"first": self.batch[0], "last": self.batch[1]}
+        return text_frame(json_bytes(body))
 
 
 def derive_links(event: ChangeEvent, model: CompiledModel) -> Iterator[LinkEvent]:
@@ -132,9 +138,9 @@ def derive_links(event: ChangeEvent, model: CompiledModel) -> Iterator[LinkEvent
                 continue
         before = previous if kind is EventKind.UPDATE else record
         if old is not None:
-            yield LinkEvent(parent, old, model.name, event.id, field, False, event.offset, before)
+            yield LinkEvent(parent, old, model.name, event.id, field, False, event.offset, before, event.batch)
         if new is not None:
-            yield LinkEvent(parent, new, model.name, event.id, field, True, event.offset, record)
+            yield LinkEvent(parent, new, model.name, event.id, field, True, event.offset, record, event.batch)
 
 
 class EventFrames:
@@ -346,25 +352,58 @@ class FeedSpec:
         return link.frame
 
 
+def end_of_batch(frame: bytes) -> bytes:
+    """`frame` (a text frame of a batch's row: its JSON ends with the `batch` object) as the
+    last frame its socket gets from that batch: `"end":true` added to the `batch` object
+    ("Batches" above)."""
+    n = frame[1] & 0x7F
+    body = frame[2 if n < 126 else 4 if n == 126 else 10 :]
+    assert body.endswith(b"}}") and b',"batch":{"first":' in body, "not a frame of a batch's row"
+    return text_frame(body[:-2] + b',"end":true}}')
+
+
 def replay_frames(
     spec: FeedSpec, events: Iterator[ChangeEvent], models: Mapping[str, CompiledModel], lookup: Lookup
 ) -> Iterator[tuple[int, bytes | None]]:
     """(offset, frame or None) for each event of a replay, in offset order: the same
     decisions as live delivery, for one feed. None marks an event that sends nothing (the
-    caller still advances past it)."""
-    name = spec.model.name
+    caller still advances past it). A batch's frames are held until its last row is read,
+    so the last of them carries `end` ("Batches" above); its last step is at that row's
+    offset, with a frame or None."""
+    held: list[tuple[int, bytes]] = []
     for event in events:
-        model = models.get(event.model)
-        if model is None:
-            yield event.offset, None
+        batch = event.batch
+        if batch is None:
+            yield from _replay_steps(spec, event, models, lookup)
             continue
-        if event.model == name:
-            yield event.offset, spec.row_frame(EventFrames(event, model))
-        if spec.kind is FeedKind.SUBSCRIBE:
-            for link in derive_links(event, model):
-                if link.model == name:
-                    frame = spec.link_frame(LinkFrames(link, lookup))
-                    if frame is not None:
-                        yield event.offset, frame
-        if event.model != name:
+        held.extend((offset, frame) for offset, frame in _replay_steps(spec, event, models, lookup) if frame)
+        if event.offset < batch[1]:
+            continue
+        if held:
+            offset, frame = held[-1]
+            held[-1] = offset, end_of_batch(frame)
+            yield from held
+        if not held or held[-1][0] < event.offset:
             yield event.offset, None
+        held = []
+
+
+def _replay_steps(
+    spec: FeedSpec, event: ChangeEvent, models: Mapping[str, CompiledModel], lookup: Lookup
+) -> Iterator[tuple[int, bytes | None]]:
+    """`replay_frames`' steps for one event."""
+    name = spec.model.name
+    model = models.get(event.model)
+    if model is None:
+        yield event.offset, None
+        return
+    if event.model == name:
+        yield event.offset, spec.row_frame(EventFrames(event, model))
+    if spec.kind is FeedKind.SUBSCRIBE:
+        for link in derive_links(event, model):
+            if link.model == name:
+                frame = spec.link_frame(LinkFrames(link, lookup))
+                if frame is not None:
+                    yield event.offset, frame
+    if event.model != name:
+        yield event.offset, None

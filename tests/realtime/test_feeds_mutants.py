@@ -8,8 +8,10 @@ survivors of a mutation run (docs/mutation.md)."""
 
 from __future__ import annotations
 
+from dbsvc.compiler import compile_schema
 from dbsvc.realtime.feeds import Delta, EventFrames, FeedKind, FeedSpec, LinkEvent, derive_links, replay_frames
 from dbsvc.rules import Scope
+from dbsvc.schema import parse_schema
 from dbsvc.storage.events import ChangeEvent, EventKind, fitted_delete_payload
 from dbsvc.storage.logfile import encode_frame
 from support.realtime_kit import BLOG
@@ -184,3 +186,34 @@ def test_a_replay_of_a_change_feed_sends_its_links_and_a_none_step_for_the_rest(
         (2, None),
         (3, None),
     ]
+
+
+NOTES = compile_schema(
+    parse_schema(
+        """\
+model Note {
+  id    int   @id
+  title str   @search
+  kind  str   @filter
+  rank  int?  @sort
+}
+""",
+        "notes.dbs",
+    )
+).BY_NAME["Note"]
+
+
+def test_search_words_are_tested_with_the_filters_the_ranges_and_the_null_tests():
+    """A feed with `search=` runs the matcher with every other condition of its query too:
+    a record that has the word but fails a filter, a range or a null test does not match."""
+    query = NOTES.parse_feed_query([("search", "caf"), ("kind", "a"), ("rank__gte", "2"), ("rank__null", "false")])
+    feed = FeedSpec(FeedKind.SUBSCRIBE, NOTES, query.filters, query.projection, ranges=query.ranges,
+                    nulls=query.nulls, search=query.search)
+    base = {"id": 1, "title": "cafe", "kind": "a", "rank": 3}
+    assert feed.matches(base)
+    assert [feed.matches({**base, **change}) for change in (
+        {"title": "tea"}, {"kind": "b"}, {"rank": 1}, {"rank": None}
+    )] == [False, False, False, False]
+    unbounded = NOTES.parse_feed_query([("search", "caf"), ("rank__null", "true")])
+    nulls = FeedSpec(FeedKind.SUBSCRIBE, NOTES, unbounded.filters, None, nulls=unbounded.nulls, search=unbounded.search)
+    assert (nulls.matches({**base, "rank": None}), nulls.matches(base)) == (True, False)

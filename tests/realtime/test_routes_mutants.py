@@ -433,3 +433,50 @@ def test_the_snapshot_stream_opens_with_its_header_and_ends_with_the_count_and_c
         assert decoded(channel.frames[-1]) == {"type": "end", "bytes": len(body), "crc32": zlib.crc32(body)}
         assert channel.closed == (1000, "")
     store.close()
+
+
+def new_post(i: int, title: str) -> dict:
+    return POST.validate_create({"author_id": 2, "title": title, "body": "b", "score": float(i)})  # a minor: no link passes
+
+
+@pytest.mark.parametrize("kind", [FeedKind.LIVE, FeedKind.SUBSCRIBE])
+def test_a_feed_keeps_its_operators_and_search_words_for_the_init_and_the_deltas(tmp_path, kind):
+    """Issue 34's operators reach the feed: a range (`age__gte`), a null test (`age__null`)
+    and search words (`search=`) narrow a live query's Init and every feed's events; a
+    route that dropped one would send the records outside it."""
+
+    async def body():
+        store = open_blog_store(tmp_path)
+        await store.insert("User", new_user(1, age=30))
+        await store.insert("User", new_user(2, age=10))
+        await store.insert("User", new_user(3))  # age null
+        await store.insert("BlogPost", new_post(1, "cafe day"))
+        await store.insert("BlogPost", new_post(2, "other day"))
+        routes, scheduler = routes_of(store)
+        path = "/live-query/" if kind is FeedKind.LIVE else "/subscribe/"
+        adults = opened(routes.open(kind, request(path + "user", [("age__gte", "18")]), "user"))
+        unknown = opened(routes.open(kind, request(path + "user", [("age__null", "true")]), "user"))
+        cafe = opened(routes.open(kind, request(path + "blog-post", [("search", "caf")]), "blog-post"))
+        scheduler.run()
+        await store.insert("User", new_user(4, age=5))  # offset 6: in none of the three
+        await store.insert("User", new_user(5, age=50))  # 7: an adult
+        await store.insert("User", new_user(6))  # 8: age unknown
+        await store.insert("BlogPost", new_post(3, "another day"))  # 9: no word starts with caf
+        await store.insert("BlogPost", new_post(4, "cafes"))  # 10
+        scheduler.run()
+        got = {name: [decoded(f) for f in channel.frames] for name, channel in
+               (("adults", adults), ("unknown", unknown), ("cafe", cafe))}
+        if kind is FeedKind.LIVE:
+            assert {name: [f["records"] for f in frames if f["type"] == "Init"] for name, frames in got.items()} == {
+                "adults": [[store.get("User", 1)[0]]],
+                "unknown": [[store.get("User", 3)[0]]],
+                "cafe": [[store.get("BlogPost", 1)[0]]],
+            }
+        assert {name: [f["offset"] for f in frames if f.get("type") != "Init"] for name, frames in got.items()} == {
+            "adults": [7],
+            "unknown": [8],
+            "cafe": [10],
+        }
+        store.close()
+
+    run(body())

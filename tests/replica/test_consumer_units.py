@@ -604,3 +604,83 @@ def test_a_reader_that_went_away_closes_the_sink_quietly():
     sink.write(F6, event(6))  # goes nowhere, raises nothing
     sink.close()
     out.close()
+
+
+# --- scan_frames and batches (events.py "Batches": FILE never ends inside one) ------------
+
+
+def row(at: int, first: int, last: int) -> bytes:
+    return frame(at, payload(at, batch={"first": first, "last": last}))
+
+
+F4 = frame(4)
+B5, B6, B7 = row(5, 5, 7), row(6, 5, 7), row(7, 5, 7)
+
+
+@pytest.mark.parametrize(
+    "data, expected",
+    [
+        (F4 + B5 + B6 + B7, (len(F4 + B5 + B6 + B7), 7, None)),
+        (F4 + B5 + B6, (len(F4), 4, "an unfinished batch: rows 5 to 7, the file ends after row 6")),
+        (B5 + B6, (0, None, "an unfinished batch: rows 5 to 7, the file ends after row 6")),
+        (
+            F4 + B5 + B6[:30],
+            (
+                len(F4),
+                4,
+                f"an unfinished batch: rows 5 to 7, the file ends after row 5 (truncated payload (14 of {len(B6) - 16} bytes) there)",
+            ),
+        ),
+        (F4[:30], (0, None, f"truncated payload (14 of {len(F4) - 16} bytes)")),
+        (
+            row(5, 5, 6) + row(6, 5, 6) + row(7, 7, 8),
+            (len(row(5, 5, 6) + row(6, 5, 6)), 6, "an unfinished batch: rows 7 to 8, the file ends after row 7"),
+        ),
+        (row(6, 5, 7) + row(7, 5, 7), (len(row(6, 5, 7) + row(7, 5, 7)), 7, None)),
+        (row(6, 5, 7), (0, None, "an unfinished batch: rows 6 to 7, the file ends after row 6")),
+        (F4 + B5 + B6 + B7 + frame(8), (len(F4 + B5 + B6 + B7 + frame(8)), 8, None)),
+        (B7, (len(B7), 7, None)),
+    ],
+    ids=[
+        "whole",
+        "ends inside",
+        "starts with the unfinished batch",
+        "torn inside",
+        "torn without a batch",
+        "a whole batch then an unfinished one",
+        "starts inside a batch that ends",
+        "starts inside a batch that does not",
+        "a plain row after a batch",
+        "starts at a batch's last row",
+    ],
+)
+def test_a_file_that_ends_inside_a_batch_is_cut_back_to_the_batchs_first_frame(data, expected):
+    assert scan_frames("r.log", data) == expected
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        b'{"offset":5,"record":{"note":"\\"batch\\":"}}',
+        b'{"batch":null}',
+        b'{"batch":[5,7]}',
+        b'{"batch":{"first":5}}',
+        b'{"batch":{"last":7}}',
+        b'{"batch":{"first":"x","last":7}}',
+        b'{"batch":{"first":5,"last":"y"}}',
+        b'[{"batch":{"first":5,"last":7}}]',
+        b'{"batch":',
+    ],
+)
+def test_a_payload_without_a_readable_batch_mark_is_a_plain_row(body):
+    data = F4 + frame(5, body)
+    assert scan_frames("r.log", data) == (len(data), 5, None)
+
+
+def test_a_batch_mark_whose_numbers_are_strings_of_digits_is_read():
+    body = b'{"batch":{"first":"5","last":"7"}}'
+    assert scan_frames("r.log", F4 + frame(5, body)) == (
+        len(F4),
+        4,
+        "an unfinished batch: rows 5 to 7, the file ends after row 5",
+    )
