@@ -22,8 +22,13 @@ Iteration is built from itertools over the sublists (`chain`, `compress`, `filte
 Python generator: a list page walks its index at C speed rather than through generator
 frames.
 
+Each `OrderedIndex` keeps its ids' keys by id too (`column`, keycolumns.py), updated by its
+own `add` and `remove`, so every path that keeps the index (writes, undo, bulk builds,
+snapshot loads) keeps the column: a list orders a bucket of ids by key without reading a
+record.
+
 Equality indexes (`HashIndex` and the filters) are in hashes.py, which imports this
-module; this one imports nothing of dbsvc. Everything here is plain data: no I/O, no model
+module; this one imports only keycolumns.py. Everything here is plain data: no I/O, no model
 knowledge.
 """
 
@@ -35,6 +40,8 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from itertools import chain, compress, islice, repeat
 from operator import is_, is_not, itemgetter
 from typing import Any
+
+from dbsvc.storage.keycolumns import KeyColumn
 
 LOAD = 512
 SHIFT_MAX = 1 << 16  # OrderedIndex.from_columns sorts ids starting at most this (so many placeholders)
@@ -209,7 +216,7 @@ class OrderedIndex:
     and iteration read it as they read a list (each key read makes its object then).
     """
 
-    __slots__ = ("_ids", "_keys", "_lastids", "_lastkeys", "_len", "nulls", "typecode")
+    __slots__ = ("_ids", "_keys", "_lastids", "_lastkeys", "_len", "column", "nulls", "typecode")
 
     def __init__(self, pairs: Iterable[tuple[Any, Any]] = (), typecode: str = "") -> None:
         self.typecode = typecode
@@ -217,6 +224,7 @@ class OrderedIndex:
         values = sorted(p for p in pairs if p[0] is not None)
         self._fill(list(map(_FIRST, values)), list(map(_SECOND, values)))
         self.nulls = SortedIndex(p[1] for p in pairs if p[0] is None)
+        self.column = KeyColumn.from_pairs(pairs, typecode)  # id -> key (keycolumns.py)
 
     @classmethod
     def from_columns(cls, keys: Sequence[Any], ids: Sequence[Any], typecode: str = "") -> OrderedIndex:
@@ -233,6 +241,7 @@ class OrderedIndex:
         more pass in random order over every object, a visible share of an open."""
         index = cls.__new__(cls)
         index.typecode = typecode
+        index.column = KeyColumn.from_columns(keys, ids, typecode)
         nulls = type(keys) is not array and None in keys  # an array holds no None
         if type(keys) is array:  # key objects made once, for the sort and the fill
             keys = keys.tolist()
@@ -304,6 +313,7 @@ class OrderedIndex:
         return bisect_left(self._lastids, id_, i, bisect_right(lasts, key, i))
 
     def add(self, key: Any, id_: Any) -> None:
+        self.column.set(id_, key)
         if key is None:
             self.nulls.add(id_)
             return
@@ -341,6 +351,7 @@ class OrderedIndex:
         """Remove the entry; KeyError if it is absent."""
         if key is None:
             self.nulls.remove(id_)
+            self.column.discard(id_)
             return
         i = self._sublist(key, id_)
         if i == len(self._lastkeys):
@@ -356,6 +367,7 @@ class OrderedIndex:
                 raise KeyError((key, id_))
         del keys[j]
         del ids[j]
+        self.column.discard(id_)
         self._len -= 1
         if not keys:
             del self._keys[i]

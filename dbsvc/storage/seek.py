@@ -342,12 +342,14 @@ def _several_keys(table: Table, query: Query, window: Window) -> Iterator[Any]:
 
 
 def ordered_ids(ids: Iterable[Any], sort: Iterable[tuple[str, bool]], table: Table) -> list[Any]:
-    """`ids` (of live records) in the order of `sort` (then the id): the records' values
-    read to sort them by their keys. Shared with query.py's plans."""
-    live = table.live
-    values = [unpack(live[i]) for i in ids]
-    sort_records(values, sort, table.model, table.positions)
-    return list(map(itemgetter(table.id_position), values))
+    """`ids` (of live records) in the order of `sort` (then the id): sorted by id, then by
+    each sort key from the last, stably, the keys read from the ordered indexes' key
+    columns (keycolumns.py), so no record is read. Shared with query.py's plans."""
+    out = sorted(ids)
+    ordered = table.ordered
+    for field, desc in reversed(tuple(sort)):
+        out = ordered[field].column.order(out, desc)
+    return out
 
 
 def page_ids(ids: Iterator[Any], offset: int, count: int, keep: Callable[[Any], Any] | None = None) -> list[Any]:
