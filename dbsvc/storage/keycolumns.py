@@ -75,6 +75,7 @@ class KeyColumn:
         nulls = type(keys) is not array and None in keys
         if nulls:
             column.nulls = {i for i, k in zip(ids, keys) if k is None}
+        slots: Any
         if typecode:
             filled = keys if not nulls else [0 if k is None else k for k in keys]
             if last - first + 1 == len(ids):  # no gaps: one copy
