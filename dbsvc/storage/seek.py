@@ -180,23 +180,30 @@ def _value_test(table: Table, windows: Iterable[Window], where_row: Callable | N
     return test
 
 
-def _after_test(table: Table, query: Query) -> Callable[[Any], bool]:
-    """Whether a record's values come after the cursor in the query's order."""
+def _after_test(table: Table, query: Query, by_id: bool = False) -> Callable[[Any], bool]:
+    """Whether a record comes after the cursor in the query's order: given its values, or
+    with `by_id` its id (the keys then read from the key columns, keycolumns.py)."""
     assert query.cursor is not None
     ckeys, cid = query.cursor
-    fields = [(table.positions[f], table.keys[f], desc, ck) for (f, desc), ck in zip(query.sort, ckeys)]
+    sort = tuple(query.sort)
+    fields = [(desc, ck) for (_f, desc), ck in zip(sort, ckeys)]
+    getters = [table.ordered[f].column.get for f, _desc in sort]
+    at = [(table.positions[f], table.keys[f]) for f, _desc in sort]
     id_pos = table.id_position
 
-    def after(values: Any) -> bool:
-        for pos, key, desc, ck in fields:
-            k = key(values[pos])
+    def after(item: Any) -> bool:
+        if by_id:
+            keys, id_ = [get(item) for get in getters], item
+        else:
+            keys, id_ = [key(item[pos]) for pos, key in at], item[id_pos]
+        for k, (desc, ck) in zip(keys, fields):
             if k is None or ck is None:
                 if k is None and ck is None:
                     continue
                 return (k is None) != desc  # ascending: nulls last; descending: nulls first
             if k != ck:
-                return k < ck if desc else k > ck
-        return bool(values[id_pos] > cid)
+                return bool(k < ck if desc else k > ck)
+        return bool(id_ > cid)
 
     return after
 
@@ -329,14 +336,13 @@ def _walk(table: Table, query: Query, window: Window | None) -> Iterator[Any]:
 
 def _several_keys(table: Table, query: Query, window: Window) -> Iterator[Any]:
     (field, desc), rest = query.sort[0], query.sort[1:]
-    after = _after_test(table, query) if query.cursor is not None else None
-    live = table.live
+    after = _after_test(table, query, by_id=True) if query.cursor is not None else None
     first = True
     for _key, run in _runs(table, field, desc, window, query.cursor):
         if len(run) > 1:
             run = ordered_ids(run, rest, table)
         if first and after is not None:
-            run = [i for i in run if after(unpack(live[i]))]
+            run = list(filter(after, run))
         first = False
         yield from run
 
@@ -389,40 +395,87 @@ def plan_operators(table: Table, query: Query) -> tuple[list[Any], int, bool]:
             return [], total, False
         ids = page_ids(_walk(table, query, window), offset, limit + 1)
         return ids[:limit], total, len(ids) > limit
-    matched = _gather(table, query, windows, filters, not_null)
+    sources, found = _sources(table, query, windows, filters)
+    end, n = offset + limit + 1, len(table.live)
+    if sort and len(sources) == 1 and not not_null and query.where_row is None:
+        size, kind, field = sources[0]
+        if limit == 0 or size == 0:
+            return [], size, False
+        if size * size > WALK_FACTOR * end * n:  # one condition, many matches: walk the order testing it
+            keep = _source_test(table, kind, field, filters, windows, found)
+            ids = page_ids(_walk(table, query, windows.get(sort[0][0])), offset, limit + 1, keep)
+            return ids[:limit], size, len(ids) > limit
+    matched = _gather(table, query, windows, filters, not_null, sources, found)
     total = len(matched)
     if limit == 0 or total == 0:
         return [], total, False
-    end = offset + limit + 1
     if not sort:  # id order: the first `end` ids after the cursor, O(s log end)
         if query.cursor is not None:
             matched = [i for i in matched if i > query.cursor[1]]
         ids = heapq.nsmallest(end, matched)[offset:]
-    elif total * total <= WALK_FACTOR * end * len(table.live):
+    elif total * total <= WALK_FACTOR * end * n:
         chosen = matched
         if query.cursor is not None:
-            after, live = _after_test(table, query), table.live
-            chosen = [i for i in matched if after(unpack(live[i]))]
+            chosen = list(filter(_after_test(table, query, by_id=True), matched))
         ids = ordered_ids(chosen, sort, table)[offset:end]
     else:
         ids = page_ids(_walk(table, query, windows.get(sort[0][0])), offset, limit + 1, frozenset(matched).__contains__)
     return ids[:limit], total, len(ids) > limit
 
 
-def _gather(
-    table: Table, query: Query, windows: dict[str, Window], filters: Mapping[str, frozenset], not_null: list[str]
-) -> list[Any]:
-    """Every live id passing the query's conditions (the cursor aside), from the smallest source.
-    A `search` is a source of its own: the inverted index's matches (words.py), a set."""
-    sources: list[tuple[int, str, str]] = [(table.hashes[f].count(k), "filter", f) for f, k in filters.items()]
+Source = tuple[int, str, str]  # (its size, "filter" | "window" | "search", its field)
+
+
+def _sources(
+    table: Table, query: Query, windows: dict[str, Window], filters: Mapping[str, frozenset]
+) -> tuple[list[Source], set[Any] | None]:
+    """(each condition that can hand out its ids, smallest first; a search's matches)."""
+    sources: list[Source] = [(table.hashes[f].count(k), "filter", f) for f, k in filters.items()]
     sources += [(w.count(table.ordered[f]), "window", f) for f, w in windows.items()]
     found: set[Any] | None = None
     if query.search:
         found = table.words.match(query.search) if table.words is not None else set()
         sources.append((len(found), "search", ""))
+    return sorted(sources), found
+
+
+def _source_test(
+    table: Table,
+    kind: str,
+    field: str,
+    filters: Mapping[str, frozenset],
+    windows: dict[str, Window],
+    found: set[Any] | None,
+) -> Callable[[Any], Any]:
+    """Whether an id passes one source's condition, asked of an index, no record read."""
+    if kind == "search":
+        assert found is not None
+        return found.__contains__
+    if kind == "filter":
+        index, keys = table.hashes[field], filters[field]
+        if len(keys) == 1:
+            return index.keeper(next(iter(keys)))
+        has = index.has
+        return lambda id_: has(keys, id_)
+    get, holds = table.ordered[field].column.get, windows[field].holds
+    return lambda id_: holds(get(id_))
+
+
+def _gather(
+    table: Table,
+    query: Query,
+    windows: dict[str, Window],
+    filters: Mapping[str, frozenset],
+    not_null: list[str],
+    sources: list[Source],
+    found: set[Any] | None,
+) -> list[Any]:
+    """Every live id passing the query's conditions (the cursor aside), from the smallest
+    source, the others tested per id: hash indexes, a search's set, the windows through
+    the key columns; a record is read only for a row test."""
     candidates: Iterable[Any]
     if sources:
-        size, kind, chosen = min(sources)
+        size, kind, chosen = sources[0]
         if size == 0:
             return []
         if kind == "filter":
@@ -441,9 +494,11 @@ def _gather(
     hash_tests += [(table.hashes[f].has, frozenset({None}), False) for f in not_null]
     if found is not None and kind != "search":
         hash_tests.append((_in_set, found, True))
-    others = [w for f, w in windows.items() if not (kind == "window" and f == chosen)]
-    test = _value_test(table, others, query.where_row)
-    if not hash_tests and test is None:  # one condition: its ids, at C speed
+    window_tests = [
+        (table.ordered[f].column.get, w.holds) for f, w in windows.items() if not (kind == "window" and f == chosen)
+    ]
+    row = query.where_row
+    if not hash_tests and not window_tests and row is None:  # one condition: its ids, at C speed
         return list(candidates)
     live = table.live
     out = []
@@ -452,8 +507,12 @@ def _gather(
             if has(keys, id_) is not wanted:
                 break
         else:
-            if test is None or test(unpack(live[id_])):
-                out.append(id_)
+            for get, holds in window_tests:
+                if not holds(get(id_)):
+                    break
+            else:
+                if row is None or row(unpack(live[id_])):
+                    out.append(id_)
     return out
 
 

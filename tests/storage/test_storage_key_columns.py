@@ -15,6 +15,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from dbsvc.errors import UniqueViolation
+from dbsvc.operators import encode_cursor
 from dbsvc.storage import rows
 from dbsvc.storage.keycolumns import STEP, KeyColumn
 from dbsvc.storage.tenants import compact_tenant
@@ -102,10 +103,28 @@ def test_key_columns_survive_compaction_reopen_and_bulk_inserts(tenant, tmp_path
         store.close()
 
 
-def test_ordering_a_bucket_reads_only_the_page(tenant):
-    """`author_id=X&sort=-score,title`: the bucket's 60 records are ordered by the score
-    and title columns; only the page's 10 are read (issue 36 item 1). Counted with a profile hook around the
-    real decoder, nothing replaced."""
+def reads_of(store, pairs: list[tuple[str, str]]) -> tuple[list[dict], int, int]:
+    """(the page, total, how many stored records were read for it): the real decoder's
+    calls counted by a profile hook, nothing replaced."""
+    reads = []
+
+    def hook(frame, event, _arg):
+        if event == "call" and frame.f_code is rows.unpack.__code__:
+            reads.append(1)
+
+    query = POST.parse_list_query(pairs)
+    sys.setprofile(hook)
+    try:
+        page, total, _watermark, _more = store.list_page("BlogPost", query)
+    finally:
+        sys.setprofile(None)
+    return page, total, len(reads)
+
+
+@pytest.fixture
+def posts(tenant):
+    """300 posts, 60 of them by author 2, scores 0-100; reopened, so no record is
+    remembered as a dict yet."""
 
     async def fill():
         store = open_store(tenant)
@@ -116,26 +135,33 @@ def test_ordering_a_bucket_reads_only_the_page(tenant):
         await store.aclose()
 
     asyncio.run(fill())
-    store = open_store(tenant)  # reopened: no record is remembered as a dict yet
-    try:
-        query = POST.parse_list_query([("author_id", "2"), ("sort", "-score,title"), ("limit", "10")])
-        reads = []
+    store = open_store(tenant)
+    yield store
+    store.close()
 
-        def hook(frame, event, _arg):
-            if event == "call" and frame.f_code is rows.unpack.__code__:
-                reads.append(1)
 
-        sys.setprofile(hook)
-        try:
-            page, total, _watermark, _more = store.list_page("BlogPost", query)
-        finally:
-            sys.setprofile(None)
-        assert total == 60 and len(page) == 10
-        scores = [r["score"] for r in store.list_records("BlogPost", POST.parse_list_query([("author_id", "2")]))[0]]
-        assert [r["score"] for r in page] == sorted(scores, reverse=True)[:10]
-        assert len(reads) == 10
-    finally:
-        store.close()
+def test_ordering_a_bucket_reads_only_the_page(posts):
+    """`author_id=X&sort=-score,title`: the bucket's 60 records are ordered by the score
+    and title columns; only the page's 10 are read (issue 36 item 1)."""
+    page, total, reads = reads_of(posts, [("author_id", "2"), ("sort", "-score,title"), ("limit", "10")])
+    assert total == 60 and len(page) == 10
+    scores = [r["score"] for r in posts.list_records("BlogPost", POST.parse_list_query([("author_id", "2")]))[0]]
+    assert [r["score"] for r in page] == sorted(scores, reverse=True)[:10]
+    assert reads == 10
+
+
+def test_a_range_beside_a_filter_and_a_cursor_read_only_the_page(posts):
+    """A range tested on a filter's bucket, and a cursor's place in a sort on two keys,
+    take their keys from the columns: only the page is read."""
+    page, total, reads = reads_of(posts, [("author_id", "2"), ("score__gte", "50"), ("limit", "5")])
+    assert len(page) == 5 and all(r["score"] >= 50 and r["author_id"] == 2 for r in page)
+    assert reads == 5 and total == sum(1 for i in range(0, 300, 5) if (i * 37) % 101 >= 50)
+    first, _total, _reads = reads_of(posts, [("sort", "score,title"), ("limit", "3")])
+    last = first[-1]
+    cursor = encode_cursor("BlogPost", (("score", False), ("title", False)), [last["score"], last["title"]], last["id"])
+    page, _total, reads = reads_of(posts, [("sort", "score,title"), ("limit", "4"), ("cursor", cursor)])
+    assert len(page) == 4 and reads == 4
+    assert (page[0]["score"], page[0]["title"], page[0]["id"]) > (last["score"], last["title"], last["id"])
 
 
 # -- KeyColumn on its own ----------------------------------------------------------------
