@@ -28,7 +28,7 @@ snapshot loads) keeps the column: a list orders a bucket of ids by key without r
 record.
 
 Equality indexes (`HashIndex` and the filters) are in hashes.py, which imports this
-module; this one imports only keycolumns.py. Everything here is plain data: no I/O, no model
+module; this one imports only keycolumns.py and fenwick.py. Everything here is plain data: no I/O, no model
 knowledge.
 """
 
@@ -41,6 +41,7 @@ from itertools import chain, compress, islice, repeat
 from operator import is_, is_not, itemgetter
 from typing import Any
 
+from dbsvc.storage.fenwick import Fenwick
 from dbsvc.storage.keycolumns import KeyColumn
 
 LOAD = 512
@@ -216,7 +217,7 @@ class OrderedIndex:
     and iteration read it as they read a list (each key read makes its object then).
     """
 
-    __slots__ = ("_ids", "_keys", "_lastids", "_lastkeys", "_len", "column", "nulls", "typecode")
+    __slots__ = ("_counts", "_ids", "_keys", "_lastids", "_lastkeys", "_len", "column", "nulls", "typecode")
 
     def __init__(self, pairs: Iterable[tuple[Any, Any]] = (), typecode: str = "") -> None:
         self.typecode = typecode
@@ -277,6 +278,7 @@ class OrderedIndex:
         self._lastkeys: list[Any] = [k[-1] for k in self._keys]
         self._lastids: list[Any] = [i[-1] for i in self._ids]
         self._len = len(keys)
+        self._counts: Fenwick | None = None  # the sublists' lengths, built by `count_span`
 
     @property
     def key_sublists(self) -> list[Any]:
@@ -324,6 +326,7 @@ class OrderedIndex:
             lastkeys.append(key)
             self._lastids.append(id_)
             self._len += 1
+            self._counts = None
             return
         i = self._sublist(key, id_)
         if i == len(lastkeys):
@@ -345,6 +348,9 @@ class OrderedIndex:
             self._ids[i : i + 1] = [ids[:LOAD], ids[LOAD:]]
             lastkeys[i : i + 1] = [keys[LOAD - 1], keys[-1]]
             self._lastids[i : i + 1] = [ids[LOAD - 1], ids[-1]]
+            self._counts = None
+        elif self._counts is not None:
+            self._counts.add(i, 1)
         self._len += 1
 
     def remove(self, key: Any, id_: Any) -> None:
@@ -374,9 +380,12 @@ class OrderedIndex:
             del self._ids[i]
             del self._lastkeys[i]
             del self._lastids[i]
+            self._counts = None
         else:
             self._lastkeys[i] = keys[-1]
             self._lastids[i] = ids[-1]
+            if self._counts is not None:
+                self._counts.add(i, -1)
 
     def __iter__(self) -> Iterator[tuple[Any, Any]]:
         return chain(
@@ -516,10 +525,14 @@ class OrderedIndex:
         return len(self._keys), 0
 
     def count_span(self, start: tuple[int, int], stop: tuple[int, int]) -> int:
-        """Entries in [start, stop), O(number of sublists) (their lengths summed)."""
+        """Entries in [start, stop): the sublists' lengths before each end from a Fenwick
+        tree (fenwick.py), O(log n); built here, in O(n / LOAD), when the sublists changed."""
         if stop <= start:
             return 0
-        return sum(map(len, islice(self._ids, start[0], stop[0]))) - start[1] + stop[1]
+        counts = self._counts
+        if counts is None:
+            counts = self._counts = Fenwick(map(len, self._ids))
+        return counts.prefix(stop[0]) - counts.prefix(start[0]) - start[1] + stop[1]
 
     def ids_span(self, start: tuple[int, int], stop: tuple[int, int]) -> Iterator[Any]:
         """The ids in [start, stop), in index order (keys ascending, ids ascending in a run)."""
