@@ -51,6 +51,7 @@ brute-force list over dicts of their own, `support.storage.reference_list`.)
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator, Mapping
+from dataclasses import replace
 from itertools import islice
 from operator import itemgetter
 from typing import Any
@@ -59,7 +60,17 @@ from dbsvc.runtime import Query
 from dbsvc.storage.hashes import FilterIndex
 from dbsvc.storage.indexes import Keep, OrderedIndex
 from dbsvc.storage.rows import Stored, unpack
-from dbsvc.storage.seek import has_operators, ordered_ids, page_ids, plan_operators, plan_state, sort_records
+from dbsvc.storage.seek import (
+    after_test,
+    has_operators,
+    live_test,
+    ordered_ids,
+    page_ids,
+    plan_operators,
+    plan_state,
+    sort_records,
+    state_test,
+)
 from dbsvc.storage.table import Table
 
 # A bucket of s ids read and sorted costs about ten times more an id (each record read back
@@ -193,6 +204,50 @@ def state_page(state: Mapping[Any, Stored], table: Table, query: Query) -> tuple
         return plan_state(state, table, query)
     records, total = list_state(state, table, query)
     return records, total, bool(records) and query.offset + len(records) < total
+
+
+def page_as_of(table: Table, n: int, query: Query) -> tuple[list[dict], int, bool]:
+    """`list_page` at watermark `n` (below the table's), planned on the live indexes: the
+    records the rows after `n` touched are the only ones whose state then differs from
+    now, so the list is the live plan without them, merged with their records as of `n`
+    that pass the query (module docstring). Below the snapshot's rows (`n` under
+    len(base_ids), where the state is the first n records by id), or when the later rows
+    touched more records than a tenth of the table, the state is materialised instead
+    (`state_page` over `Table.state_as_of`)."""
+    base = len(table.base_ids)
+    later = table.rows[n - base :] if n >= base else ()
+    if n < base or len(later) > len(table.live) // 10 + 64:
+        return state_page(table.state_as_of(n), table, query)
+    then: dict[Any, Stored | None] = {}  # touched id -> its record at n (None: none then)
+    for row_id, _record, previous in reversed(later):
+        then[row_id] = previous
+    passes, live, model = state_test(table, query), table.live, table.model
+    # Live matches among the touched ids leave the count: their state at n is `then`'s.
+    matches_now = live_test(table, query)
+    gone = sum(1 for i in then if i in live and matches_now(i))
+    old = [v for v in map(unpack, filter(None, then.values())) if passes(v)]
+    end = query.offset + query.limit + 1
+    wide = replace(query, offset=0, limit=end + len(then), as_of=None)
+    if has_operators(wide):
+        ids, total, _more = plan_operators(table, wide)
+    else:
+        ids, total = _plan_live(table, wide)
+    total += len(old) - gone
+    kept = [i for i in ids if i not in then]
+    if not old:  # nothing as it was then passes: the live plan's order is the list's
+        chosen_ids = kept[query.offset : end] if query.limit else []
+        return table.shown_all(chosen_ids[: query.limit]), total, len(chosen_ids) > query.limit
+    if query.cursor is not None:
+        old = list(filter(after_test(table, query), old))
+    chosen = [unpack(live[i]) for i in kept] + old
+    sort_records(chosen, query.sort, model, table.positions)
+    page = chosen[query.offset : end] if query.limit else []
+    records = []
+    for values in page[: query.limit]:
+        id_ = values[table.id_position]
+        stored = live.get(id_) if id_ not in then else None
+        records.append(table.shown(id_, stored) if stored is not None else model.decode(values))
+    return records, total, len(page) > query.limit
 
 
 def live_ids(table: Table, query: Query) -> list[Any]:

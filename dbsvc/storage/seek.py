@@ -43,6 +43,7 @@ from __future__ import annotations
 
 import heapq
 from collections.abc import Callable, Iterable, Iterator, Mapping
+from functools import partial
 from itertools import chain, islice
 from operator import itemgetter
 from typing import Any
@@ -180,7 +181,7 @@ def _value_test(table: Table, windows: Iterable[Window], where_row: Callable | N
     return test
 
 
-def _after_test(table: Table, query: Query, by_id: bool = False) -> Callable[[Any], bool]:
+def after_test(table: Table, query: Query, by_id: bool = False) -> Callable[[Any], bool]:
     """Whether a record comes after the cursor in the query's order: given its values, or
     with `by_id` its id (the keys then read from the key columns, keycolumns.py)."""
     assert query.cursor is not None
@@ -336,7 +337,7 @@ def _walk(table: Table, query: Query, window: Window | None) -> Iterator[Any]:
 
 def _several_keys(table: Table, query: Query, window: Window) -> Iterator[Any]:
     (field, desc), rest = query.sort[0], query.sort[1:]
-    after = _after_test(table, query, by_id=True) if query.cursor is not None else None
+    after = after_test(table, query, by_id=True) if query.cursor is not None else None
     first = True
     for _key, run in _runs(table, field, desc, window, query.cursor):
         if len(run) > 1:
@@ -416,7 +417,7 @@ def plan_operators(table: Table, query: Query) -> tuple[list[Any], int, bool]:
     elif total * total <= WALK_FACTOR * end * n:
         chosen = matched
         if query.cursor is not None:
-            chosen = list(filter(_after_test(table, query, by_id=True), matched))
+            chosen = list(filter(after_test(table, query, by_id=True), matched))
         ids = ordered_ids(chosen, sort, table)[offset:end]
     else:
         ids = page_ids(_walk(table, query, windows.get(sort[0][0])), offset, limit + 1, frozenset(matched).__contains__)
@@ -459,6 +460,34 @@ def _source_test(
         return lambda id_: has(keys, id_)
     get, holds = table.ordered[field].column.get, windows[field].holds
     return lambda id_: holds(get(id_))
+
+
+def live_test(table: Table, query: Query) -> Callable[[Any], bool]:
+    """Whether a live id passes every condition of `query` (the cursor aside), asked of
+    the indexes as `_gather` asks them: its record is read only for a row test."""
+    windows, filters, not_null = _windows(table, query)
+    found = None
+    if query.search:
+        found = table.words.match(query.search) if table.words is not None else set()
+    tests = [_source_test(table, "filter", f, filters, windows, found) for f in filters]
+    tests += [_source_test(table, "window", f, filters, windows, found) for f in windows]
+    if found is not None:
+        tests.append(_source_test(table, "search", "", filters, windows, found))
+    null = frozenset({None})
+    tests += [partial(_lacks, table.hashes[f].has, null) for f in not_null]
+    row, live = query.where_row, table.live
+
+    def passes(id_: Any) -> bool:
+        for test in tests:
+            if not test(id_):
+                return False
+        return row is None or bool(row(unpack(live[id_])))
+
+    return passes
+
+
+def _lacks(has: Callable[[Any, Any], bool], keys: Any, id_: Any) -> bool:
+    return not has(keys, id_)
 
 
 def _gather(
@@ -521,27 +550,38 @@ def _in_set(ids: set[Any], id_: Any) -> bool:
     return id_ in ids
 
 
+def state_test(table: Table, query: Query) -> Callable[[Any], bool]:
+    """Whether a record's values pass every condition of `query` (the cursor aside): its
+    filters, operators, search and row test, read from the values, as a list over an
+    `as_of` state tests its records."""
+    model = table.model
+    windows, filters, not_null = _windows(table, query)
+    test = _value_test(table, windows.values(), query.where_row)
+    searched = _search_test(table, query.search) if query.search else None
+    not_null_at = [table.positions[f] for f in not_null]
+
+    def passes(values: Any) -> bool:
+        if filters and not model.passes(values, filters):
+            return False
+        for pos in not_null_at:
+            if values[pos] is None:
+                return False
+        if test is not None and not test(values):
+            return False
+        return searched is None or searched(values)
+
+    return passes
+
+
 def plan_state(state: Mapping[Any, Stored], table: Table, query: Query) -> tuple[list[dict], int, bool]:
     """(page, total, whether more follow) over an `as_of` state: every record read, tested,
     ordered, then cut after the cursor and paged."""
     model = table.model
-    windows, filters, not_null = _windows(table, query)
-    test = _value_test(table, windows.values(), query.where_row)
-    chosen = list(map(unpack, state.values()))
-    if filters:
-        chosen = [v for v in chosen if model.passes(v, filters)]
-    for field in not_null:
-        pos = table.positions[field]
-        chosen = [v for v in chosen if v[pos] is not None]
-    if test is not None:
-        chosen = [v for v in chosen if test(v)]
-    if query.search:
-        searched = _search_test(table, query.search)
-        chosen = [v for v in chosen if searched(v)]
+    chosen = list(filter(state_test(table, query), map(unpack, state.values())))
     total = len(chosen)
     sort_records(chosen, query.sort, model, table.positions)
     if query.cursor is not None:
-        after = _after_test(table, query)
+        after = after_test(table, query)
         chosen = [v for v in chosen if after(v)]
     page = chosen[query.offset : query.offset + query.limit + 1] if query.limit else []
     more = len(page) > query.limit

@@ -222,3 +222,23 @@ def test_key_column_of_string_ids_holds_them_in_its_dict():
     assert column.order(["x", "y", "z"], False) == ["z", "x", "y"]
     column.discard("y")
     assert column.order(["x", "z"], True) == ["x", "z"] and column.nulls == set()
+
+
+def test_an_as_of_list_reads_only_the_records_written_since_and_the_page(posts):
+    """A list at a past watermark is the live plan without the records written since,
+    merged with their records then: it reads those and the page, not every record."""
+    watermark = posts.watermarks()["BlogPost"]
+
+    async def later():
+        await posts.replace("BlogPost", 1, post(1, author=2, score=100.0))  # stays in the bucket, on top now
+        await posts.replace("BlogPost", 6, post(6, author=1, score=1.0))  # leaves it
+        await posts.delete("BlogPost", 11)
+        await posts.insert("BlogPost", post(None, author=2, score=99.5))
+
+    asyncio.run(later())
+    pairs = [("author_id", "2"), ("sort", "-score"), ("limit", "10"), ("as_of", str(watermark))]
+    page, total, reads = reads_of(posts, pairs)
+    then = [(i, float((i - 1) * 37 % 101)) for i in range(1, 301, 5)]  # post i was insert i - 1
+    want = sorted(then, key=lambda p: (-p[1], p[0]))[:10]
+    assert [(r["id"], r["score"]) for r in page] == want and total == 60
+    assert reads <= 2 * 4 + 2 * (11 + 4)
