@@ -163,7 +163,5 @@ class KeyColumn:
 
     def nbytes(self) -> int:
         """The bytes the column's own containers take (not the key objects, which the
-        ordered index shares; tracemalloc-free, for the memory figures)."""
-        from sys import getsizeof
-
+        ordered index shares; for the memory figures)."""
         return getsizeof(self.slots) + getsizeof(self.far) + getsizeof(self.nulls)

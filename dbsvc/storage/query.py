@@ -11,7 +11,8 @@ Plan for a live list (n live records, a page ending at `end = offset + limit`):
 2. Filters: `s` = the size of the smallest filtered field's bucket union (its ids). If
    s * s <= factor * end * n (WALK_FACTOR, or KEPT_WALK_FACTOR for a walk of one sort key
    against one value's bucket, which is cheaper), take the matching ids (that union, or
-   what step 3 kept) and sort their records: O(s log s), each record read. Otherwise walk the index testing
+   what step 3 kept) and sort them by their keys: O(s log s) in C, the keys read from the
+   sort fields' key columns (keycolumns.py), no record read. Otherwise walk the index testing
    each id: expected O(end * n / s) when matches are spread evenly (a correlated filter
    can walk further; it never walks more than n).
    A walk over one sort key (or none) is an itertools pipeline over the index
@@ -19,15 +20,22 @@ Plan for a live list (n live records, a page ending at `end = offset + limit`):
    value's hash bucket and no Python code runs per entry walked; so is a filter of several
    fields, against the ids step 3 kept; one field of several values asks its hash index
    for each id (`_Matching`). No filter reads a record: every
-   filtered field has a hash index. Only sorts on several keys read records as they walk.
+   filtered field has a hash index, and every sort field a key column.
 3. `total`: the bucket size for one filtered field; otherwise the smallest field's ids
    kept only if every other field's buckets hold them (smallest first, O(s)).
 
 Descending walks and multi-key sorts gather each run of equal first keys and order it by
-the remaining keys and then id ascending, so a run costs O(run length): a sort field with
-few distinct values over many records makes such pages cost up to O(n).
+the remaining keys (their key columns) and then id ascending, so a run costs O(run length):
+a sort field with few distinct values over many records makes such pages cost up to O(n).
 
-A list at a past watermark (`as_of`) filters, sorts and pages the materialised state: O(n log n).
+A list at a past watermark `n` (`as_of`, `page_as_of`) is planned on the live indexes: the
+records the k rows after `n` touched are the only ones whose state at `n` differs from now,
+so the list is the live plan (its first offset + limit + 1 + k ids) without them, merged
+with their records as they were at `n` that pass the query; only those are read, and the
+page. Cost: the live list's plus O(k) (bench/README.md, "The list matrix"). Below the
+snapshot's rows (the state is then the first n records by id) or when k is over a tenth of
+the table, the state is materialised and every record of it read, filtered, sorted and
+paged: O(n log n) (`list_state`, `plan_state`).
 
 A row test (`Query.where_row`, the part of an access rule no index answers,
 docs/guide/rest.md#access-rules-on-these-routes) is applied to every candidate before anything is counted or paged:
@@ -41,11 +49,12 @@ A query with operators (ranges, null tests) or a cursor is planned by seek.py, w
 holds the order's comparison (`sort_records`).
 
 Live lists are planned on ids: a stored record's values are read (`rows.unpack`, the
-costly step) only where a sort needs keys the indexes do not hand out by id (a bucket sorted,
-a run of equal first keys ordered by the others), and only the page's records become
-dicts; `list_state`, the as_of list, reads every record of its state (the indexes are
-the live state's), unless it is in id order with no filter. (The tests hold both to a
-brute-force list over dicts of their own, `support.storage.reference_list`.)
+costly step) only for a row test; sort keys come from the key columns, and only the page's
+records become dicts (`Table.shown_all`, which remembers them); `list_state`, the
+materialised as_of list, reads every record of its state (the indexes are the live
+state's), unless it is in id order with no filter. (The tests hold both to a brute-force
+list over dicts of their own, `support.storage.reference_list`, and to SQLite,
+tests/storage/test_storage_seek.py.)
 """
 
 from __future__ import annotations
@@ -57,20 +66,11 @@ from operator import itemgetter
 from typing import Any
 
 from dbsvc.runtime import Query
+from dbsvc.storage.conditions import after_test, live_test, state_test
 from dbsvc.storage.hashes import FilterIndex
 from dbsvc.storage.indexes import Keep, OrderedIndex
 from dbsvc.storage.rows import Stored, unpack
-from dbsvc.storage.seek import (
-    after_test,
-    has_operators,
-    live_test,
-    ordered_ids,
-    page_ids,
-    plan_operators,
-    plan_state,
-    sort_records,
-    state_test,
-)
+from dbsvc.storage.seek import has_operators, ordered_ids, page_ids, plan_operators, plan_state, sort_records
 from dbsvc.storage.table import Table
 
 # A bucket of s ids read and sorted costs about ten times more an id (each record read back
@@ -80,7 +80,9 @@ from dbsvc.storage.table import Table
 # costs about as much an entry as the bucket does an id. A walk is expected to pass
 # end * n / s index entries, so the bucket is taken while s * s <= factor * end * n. The
 # factors were set from measured lists (bench/README.md, "Records as bytes", and "Figures
-# that were in docstrings").
+# that were in docstrings"), when a bucket's records were read to sort it; a bucket is now
+# sorted by its key columns (keycolumns.py), several times cheaper an id, so these factors
+# lean towards walks more than they need to (not re-tuned yet).
 WALK_FACTOR = 2
 KEPT_WALK_FACTOR = 0.25
 _NOTHING = object()
