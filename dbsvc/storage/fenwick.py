@@ -59,3 +59,18 @@ class Fenwick:
             total += tree[i]
             i &= i - 1
         return total
+
+    def find(self, position: int) -> tuple[int, int]:
+        """(i, position - the sum of counts [0, i)) for the count i holding `position`
+        (0-based, under the total): a descent from the highest power of two, O(log m)."""
+        tree = self.tree
+        n = len(tree) - 1
+        k = 0
+        step = 1 << n.bit_length()
+        while step:
+            nxt = k + step
+            if nxt <= n and tree[nxt] <= position:
+                k = nxt
+                position -= tree[nxt]
+            step >>= 1
+        return k, position

@@ -529,10 +529,34 @@ class OrderedIndex:
         tree (fenwick.py), O(log n); built here, in O(n / LOAD), when the sublists changed."""
         if stop <= start:
             return 0
+        counts = self._counted()
+        return counts.prefix(stop[0]) - counts.prefix(start[0]) - start[1] + stop[1]
+
+    def _counted(self) -> Fenwick:
         counts = self._counts
         if counts is None:
             counts = self._counts = Fenwick(map(len, self._ids))
-        return counts.prefix(stop[0]) - counts.prefix(start[0]) - start[1] + stop[1]
+        return counts
+
+    def ids_descending(self, start: int, stop: int) -> list[Any]:
+        """Ids at positions [start, stop) of the non-null entries in descending order (keys
+        descending, ids ascending in a run): the ascending positions that mirror them, found
+        from the sublists' counts (O(log n)), widened to whole runs at both ends, then one
+        stable sort by key descending. O(log n + stop - start + the two end runs), where a
+        walk from the top costs O(stop) (a deep `offset` of a descending sort)."""
+        n = self._len
+        lo, hi = max(n - stop, 0), n - start
+        if hi <= lo:
+            return []
+        counts = self._counted()
+        first, last = counts.find(lo), counts.find(hi - 1)
+        begin = self.lower(self._keys[first[0]][first[1]], True)
+        end = self.upper(self._keys[last[0]][last[1]], True)
+        keys = chain.from_iterable(_pieces(self._keys, begin, end))
+        pairs = list(zip(keys, chain.from_iterable(_pieces(self._ids, begin, end))))
+        pairs.sort(key=_FIRST, reverse=True)  # stable: a run's ids stay ascending
+        top = n - (counts.prefix(end[0]) + end[1])  # the descending position of pairs[0]
+        return list(map(_SECOND, pairs[start - top : stop - top]))
 
     def ids_span(self, start: tuple[int, int], stop: tuple[int, int]) -> Iterator[Any]:
         """The ids in [start, stop), in index order (keys ascending, ids ascending in a run)."""

@@ -129,7 +129,9 @@ def _one_key_page(index: OrderedIndex, desc: bool, keep: Keep | None, offset: in
     """Ids [offset, end) of the order by one key (ascending: nulls last; descending: nulls
     first; ties on id ascending), only those `keep` says yes to when given.
 
-    Ascending, the index order is the list order. Descending, the reversed index gives each
+    Ascending, the index order is the list order. Descending past the nulls with no `keep`
+    (a deep `offset`), the page is found by position (`OrderedIndex.ids_descending`,
+    O(log n + page)). Otherwise the reversed index gives each
     run of equal keys with its ids descending: the pairs up to `end` are taken, plus the
     rest of the last run, reversed (keys and ids ascending) and sorted by key descending,
     which keeps equal keys in the order they are in (`reverse=True` is stable): one sort
@@ -137,6 +139,8 @@ def _one_key_page(index: OrderedIndex, desc: bool, keep: Keep | None, offset: in
     """
     if not desc:
         return list(islice(index.ids_ascending(keep), offset, end))
+    if keep is None and 0 < offset and len(index.nulls) <= offset:  # past the nulls: by position
+        return index.ids_descending(offset - len(index.nulls), end - len(index.nulls))
     out = list(islice(index.nulls_ascending(keep), end))
     if len(out) < end:
         pairs = index.pairs_descending(keep)

@@ -53,3 +53,20 @@ def test_count_span_agrees_with_the_entries_through_splits_and_removals(typecode
     assert index.count_span((0, 0), index.end) == sum(1 for k in held.values() if k is not None)
     for key in set(held.values()) - {None}:
         assert index.count_span(index.lower(key, True), index.upper(key, True)) == index.run_count(key)
+
+
+@pytest.mark.parametrize("distinct", [3, 40, 5000])
+def test_a_descending_page_by_position_is_the_walk_from_the_top(distinct):
+    """`ids_descending` (a deep offset of a descending sort) against the descending order
+    written out: keys descending, ids ascending in a run, runs crossing sublists."""
+    rng = random.Random(distinct)
+    index = OrderedIndex(typecode="q")
+    keys = {}
+    for id_ in rng.sample(range(1, 4000), 2500):
+        keys[id_] = rng.randint(0, distinct)
+        index.add(keys[id_], id_)
+    for id_ in rng.sample(sorted(keys), 300):  # some removed: sublists shrink
+        index.remove(keys.pop(id_), id_)
+    order = [i for _k, i in sorted(((-k, i) for i, k in keys.items()))]
+    for start, stop in [(0, 20), (1, 21), (600, 620), (1000, 1100), (2180, 2220), (2195, 2200), (2200, 2300), (5, 5)]:
+        assert index.ids_descending(start, stop) == order[start:stop], (start, stop)
