@@ -85,6 +85,10 @@ from dbsvc.storage.table import Table
 # lean towards walks more than they need to (not re-tuned yet).
 WALK_FACTOR = 2
 KEPT_WALK_FACTOR = 0.25
+# Candidates of several filtered fields from which `_count` tests the others by `keeper`
+# (a set of a list bucket made once and kept, hashes.py) rather than by `has` (a bisect in
+# Python an id): below it, making the set can cost more than the bisects.
+KEEPER_AT = 64
 _NOTHING = object()
 _KEY, _ID = itemgetter(0), itemgetter(1)
 
@@ -176,6 +180,14 @@ def _count(table: Table, filters: Mapping[str, frozenset]) -> tuple[int, str, in
     if smallest_size == 0:
         return 0, smallest, 0, []
     others = [(table.hashes[f], filters[f]) for _size, f in sizes[1:]]
+    if smallest_size >= KEEPER_AT and all(len(keys) == 1 for _index, keys in others):
+        # One value a field: C-level membership tests (`keeper`: a set, kept for the next
+        # list, or a bit array) chained over the candidates, no Python code an id.
+        kept: Iterable[Any] = table.hashes[smallest].ids(filters[smallest])
+        for index, keys in others:
+            kept = filter(index.keeper(next(iter(keys))), kept)
+        matches = list(kept)
+        return len(matches), smallest, smallest_size, matches
     matches = []
     for id_ in table.hashes[smallest].ids(filters[smallest]):
         for hindex, keys in others:
