@@ -24,7 +24,7 @@ h11 server (`--rounds` rounds, default 3 there), on the query bench's posts (ben
 `seed`: random six-letter titles, Zipf bodies, scores 0-100, 1,000 authors; batched and
 compacted, so 1,000,000 records seed in minutes; `--data DIR` keeps them): GET one record;
 one filter + sort on another field; two filters; a filter + two sort keys; sort only; a deep
-`offset`; an `as_of` list (before 100 POSTs made for it); a projection; a range, a prefix and
+`offset`; an `as_of` list (before 100 POSTs made for it, one of them by author 7); a projection; a range, a prefix and
 their neighbours (another sort, another filter); a search; a cursor; an `expand`. It prints
 one table, `matrix_table`: the median ratio of requests/s to bare h11, the rounds, both
 servers' requests/s and CPU microseconds a request, the service's p50 and p99. Target: every
@@ -295,8 +295,11 @@ def run_matrix(args: argparse.Namespace) -> int:
         url = f"http://127.0.0.1:{port}"
         with urllib.request.urlopen(f"{url}/api/blog-post?limit=0") as reply:
             as_of = int(reply.headers["Dbsvc-Watermark"])
-        for i in range(100):  # later writes, so the as_of list has history to undo
-            body = json.dumps({"author_id": 7, "title": f"later {i}", "body": "later", "score": i / 2}).encode()
+        for i in range(100):  # later writes, so the as_of list has history to step over
+            # spread over the authors (author 7 gets one), so runs on the same --data keep
+            # every shape's buckets the size they were seeded with
+            author = 7 + 10 * i % 1000
+            body = json.dumps({"author_id": author, "title": f"later {i}", "body": "later", "score": i / 2}).encode()
             request = urllib.request.Request(
                 f"{url}/api/blog-post", body, {"Content-Type": "application/json"}, method="POST"
             )
