@@ -1,6 +1,7 @@
 """The service's HTTP figures, as ratios to a bare asyncio + h11 server loaded in the same run.
 
     python bench/service_bench.py [--records 100000] [--duration 3] [--rounds 5] [--connections 64]
+    python bench/service_bench.py --matrix [--records 20000] [--rounds 3] [--data DIR] [--only-shapes a,b]
 
 1. Seeds a tenant with 1,000 users and N blog posts through the Store API directly
    (SERVICE_SYNC=off for the seeding only), so seeding does not dominate the run.
@@ -17,6 +18,17 @@
    per request and p50/p99/max latency.
 4. Stops the servers and reads the service's shutdown summary to count fsyncs per
    acknowledged write.
+
+`--matrix` (issue 36 item 2) runs every list shape instead, each side by side with the bare
+h11 server (`--rounds` rounds, default 3 there), on the query bench's posts (bench/query_bench.py
+`seed`: random six-letter titles, Zipf bodies, scores 0-100, 1,000 authors; batched and
+compacted, so 1,000,000 records seed in minutes; `--data DIR` keeps them): GET one record;
+one filter + sort on another field; two filters; a filter + two sort keys; sort only; a deep
+`offset`; an `as_of` list (before 100 POSTs made for it, one of them by author 7); a projection; a range, a prefix and
+their neighbours (another sort, another filter); a search; a cursor; an `expand`. It prints
+one table, `matrix_table`: the median ratio of requests/s to bare h11, the rounds, both
+servers' requests/s and CPU microseconds a request, the service's p50 and p99. Target: every
+list >= 1.2, GET one >= 2.0.
 
 Targets, as ratios to the bare h11 server (issue 13; the HTTP fast path, dbsvc/http/fastpath.py):
 GET one >= 2.0, list >= 1.2, durable creates with 64 connections >= 0.8 with at most one fsync
@@ -209,6 +221,109 @@ def report(
     print(line)
 
 
+def matrix_shapes(port: int, records: int, as_of: int) -> list[tuple[str, str]]:
+    """(label, path) of every list shape of issue 36 item 2 over the query bench's posts,
+    GET one record first. Author 7 holds ~N/1,000 posts; `ab` starts ~N/676 titles."""
+    from query_bench import get_json, vocabulary
+
+    from dbsvc.operators import encode_cursor
+
+    middle = get_json(port, f"/api/blog-post?sort=-score&limit=1&offset={records // 2}")["data"][0]
+    cursor = encode_cursor("BlogPost", (("score", True),), [middle["score"]], middle["id"])
+    words, _weights = vocabulary()
+    one = "/api/blog-post?author_id=7"
+    return [
+        ("GET one record", f"/api/blog-post/{records // 2}"),
+        ("filter + sort on another field", f"{one}&sort=-score&limit=20"),
+        ("two filters", f"{one}&published=true&limit=20"),
+        ("filter + two sort keys", f"{one}&sort=-score,title&limit=20"),
+        ("sort only", "/api/blog-post?sort=-score&limit=20"),
+        ("deep offset (1,000)", "/api/blog-post?sort=-score&limit=20&offset=1000"),
+        ("as_of list (filter + sort)", f"{one}&sort=-score&limit=20&as_of={as_of}"),
+        ("projection", f"{one}&sort=-score&limit=20&projection=summary"),
+        ("range, sorted by it", "/api/blog-post?score__gte=50&sort=-score&limit=20"),
+        ("range, another sort", "/api/blog-post?score__gte=50&sort=title&limit=20"),
+        ("range + filter", "/api/blog-post?score__gte=50&author_id=7&limit=20"),
+        ("prefix, id order", "/api/blog-post?title__prefix=ab&limit=20"),
+        ("prefix, sorted by it", "/api/blog-post?title__prefix=ab&sort=title&limit=20"),
+        ("prefix, another sort", "/api/blog-post?title__prefix=ab&sort=-score&limit=20"),
+        ("search (two words)", f"/api/blog-post?search={words[49]}%20{words[199]}&limit=20"),
+        ("cursor (the middle page)", f"/api/blog-post?sort=-score&limit=20&cursor={cursor}"),
+        ("expand", "/api/blog-post?limit=20&expand=author_id"),
+    ]
+
+
+def matrix_table(rows: list[tuple[str, dict]]) -> str:
+    """The matrix as a Markdown table (bench/README.md takes it as printed)."""
+    lines = [
+        "| shape | ratio to bare h11 | rounds | service req/s | bare req/s | service cpu us | bare cpu us | p50 ms | p99 ms |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
+    for label, figure in rows:
+        mine, base = figure["subject"], figure["base"]
+        spread = "-".join(f"{r:.2f}" for r in (figure["ratios"][0], figure["ratios"][-1]))
+        lines.append(
+            f"| {label} | {figure['ratio']:.2f} | {spread} | {mine['rps']:.0f} | {base['rps']:.0f} | "
+            f"{mine['cpu_us_per_request']:.0f} | {base['cpu_us_per_request']:.0f} | "
+            f"{mine.get('p50_ms', 0.0):.2f} | {mine.get('p99_ms', 0.0):.2f} |"
+        )
+    return "\n".join(lines)
+
+
+def run_matrix(args: argparse.Namespace) -> int:
+    """`--matrix` (module docstring)."""
+    import json
+    import urllib.request
+
+    from query_bench import seed as seed_posts
+
+    data = args.data or Path(tempfile.mkdtemp(prefix="dbsvc-matrix-"))
+    marker = data / "posts"
+    if not (marker.exists() and marker.read_text() == str(args.records)):
+        if (data / "default").exists():
+            raise SystemExit(f"{data} holds another tenant: remove it first")
+        data.mkdir(parents=True, exist_ok=True)
+        started = time.perf_counter()
+        seed_posts(data, args.records)
+        marker.write_text(str(args.records))
+        print(f"seeded {args.records} posts in {time.perf_counter() - started:.1f} s")
+    bare, bare_port = start_server([sys.executable, str(BARE_H11)])
+    proc, port, _log = start_dbsvc({"SERVICE_DATA": str(data), "RUST_LOG": args.log_level}, timeout=900)
+    only = set(args.only_shapes.split(",")) if args.only_shapes else None
+    rows: list[tuple[str, dict]] = []
+    try:
+        url = f"http://127.0.0.1:{port}"
+        with urllib.request.urlopen(f"{url}/api/blog-post?limit=0") as reply:
+            as_of = int(reply.headers["Dbsvc-Watermark"])
+        for i in range(100):  # later writes, so the as_of list has history to step over
+            # spread over the authors (author 7 gets one), so runs on the same --data keep
+            # every shape's buckets the size they were seeded with
+            author = 7 + 10 * i % 1000
+            body = json.dumps({"author_id": author, "title": f"later {i}", "body": "later", "score": i / 2}).encode()
+            request = urllib.request.Request(
+                f"{url}/api/blog-post", body, {"Content-Type": "application/json"}, method="POST"
+            )
+            urllib.request.urlopen(request).close()
+        yardstick = (bare, f"http://127.0.0.1:{bare_port}/")
+        shapes = matrix_shapes(port, args.records, as_of)
+        for server, target in (yardstick, (proc, url + shapes[0][1])):  # warm-up
+            measure(server, target, duration=2, connections=args.connections)
+        print(f"{args.records} posts; side by side with bare h11, {args.rounds} rounds of {args.duration:g} s")
+        for index, (label, path) in enumerate(shapes):
+            if only is not None and str(index) not in only and label not in only:
+                continue
+            figure = side_by_side(yardstick, (proc, url + path), args.rounds, args.duration, args.connections)
+            rows.append((label, figure))
+            print(f"  {label:32} {figure['ratio']:5.2f}  ({', '.join(f'{r:.2f}' for r in figure['ratios'])})  {path}")
+    finally:
+        stop_server(bare)
+        stop_server(proc)
+    print()
+    print(matrix_table(rows))
+    print(f"load average: {Path('/proc/loadavg').read_text().split()[0]} on {os.cpu_count()} cores")
+    return 0
+
+
 def main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--records", type=int, default=100_000)
@@ -220,7 +335,16 @@ def main(argv: list[str]) -> int:
         "--only", default="canned,get,list,post,put,patch,delete,post1", help="comma list of figures to run"
     )
     parser.add_argument("--http-parser", default="fast", help="SERVICE_HTTP_PARSER for the service")
+    parser.add_argument("--matrix", action="store_true", help="every list shape side by side (issue 36 item 2)")
+    parser.add_argument("--data", type=Path, default=None, help="--matrix: keep the seeded posts here, reuse them")
+    parser.add_argument("--only-shapes", default="", help="--matrix: comma list of shape numbers or labels")
     args = parser.parse_args(argv)
+    if args.matrix:
+        if "--rounds" not in argv:
+            args.rounds = 3
+        if "--records" not in argv:
+            args.records = 20_000
+        return run_matrix(args)
     only = set(args.only.split(","))
 
     with tempfile.TemporaryDirectory(prefix="dbsvc-service-bench-") as tmp:

@@ -365,8 +365,7 @@ class Application(OperationalRoutes):
         if query.expand:
             page = b",".join(self._expanded(model, query, records, claims))
         elif query.projection is not None:
-            project = model.project[query.projection]
-            page = b",".join([json_bytes(project(record)) for record in records])
+            page = b",".join(self.encoded.projected(model, query.projection, records))
         else:
             page = self.encoded.encode_page(model, records)
         body = b'{"data":[%s],"total":%d,"limit":%d,"offset":%d}' % (page, total, query.limit, query.offset)

@@ -1,6 +1,6 @@
-"""The read path's two caches: records' JSON encoded once per version (`EncodedRecords`) and
-list queries parsed once per distinct query (`ParsedQueries`); the application keeps one of
-each (dbsvc/app.py, which re-exports both names).
+"""The read path's two caches: records' JSON, whole or under a projection, encoded once per
+version (`EncodedRecords`) and list queries parsed once per distinct query (`ParsedQueries`);
+the application keeps one of each (dbsvc/app.py, which re-exports both names).
 
 Each is bounded in entries and in the size of what it keeps; neither ever answers stale
 data (the rules are in each class's docstring). Imports runtime and http's Request type.
@@ -31,6 +31,8 @@ class EncodedRecords:
         self.capacity = capacity
         self.largest = largest
         self._entries: dict[str, dict[Any, tuple[Record, bytes]]] = {m.name: {} for m in models}
+        # (model, projection) -> the same entries for that projection's JSON (`projected`)
+        self._projected: dict[tuple[str, str], dict[Any, tuple[Record, bytes]]] = {}
 
     def encode(self, model: CompiledModel, record: Record) -> bytes:
         entries = self._entries[model.name]
@@ -57,6 +59,31 @@ class EncodedRecords:
             entry = entries.get(record[id_field])
             parts.append(entry[1] if entry is not None and entry[0] is record else self.encode(model, record))
         return b",".join(parts)
+
+    def projected(self, model: CompiledModel, projection: str, records: list[Record]) -> list[bytes]:
+        """Each record's JSON under `projection` (declared by the model), kept as `encode`
+        keeps the whole record's: fresh while the store hands out the same record object,
+        at most `capacity` entries per model and projection, none over `largest`. A list
+        page with `projection=` otherwise encodes its 20 records on every request (issue
+        36's list matrix, bench/README.md)."""
+        entries = self._projected.setdefault((model.name, projection), {})
+        project, id_field = model.project[projection], model.id_field
+        out = []
+        for record in records:
+            key = record[id_field]
+            entry = entries.get(key)
+            if entry is not None and entry[0] is record:
+                out.append(entry[1])
+                continue
+            data = json_bytes(project(record))
+            if len(data) > self.largest:
+                entries.pop(key, None)
+            else:
+                if entry is None and len(entries) >= self.capacity:
+                    del entries[next(iter(entries))]
+                entries[key] = (record, data)
+            out.append(data)
+        return out
 
 
 class ParsedQueries:

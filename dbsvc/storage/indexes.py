@@ -22,8 +22,13 @@ Iteration is built from itertools over the sublists (`chain`, `compress`, `filte
 Python generator: a list page walks its index at C speed rather than through generator
 frames.
 
+Each `OrderedIndex` keeps its ids' keys by id too (`column`, keycolumns.py), updated by its
+own `add` and `remove`, so every path that keeps the index (writes, undo, bulk builds,
+snapshot loads) keeps the column: a list orders a bucket of ids by key without reading a
+record.
+
 Equality indexes (`HashIndex` and the filters) are in hashes.py, which imports this
-module; this one imports nothing of dbsvc. Everything here is plain data: no I/O, no model
+module; this one imports only keycolumns.py and fenwick.py. Everything here is plain data: no I/O, no model
 knowledge.
 """
 
@@ -35,6 +40,9 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from itertools import chain, compress, islice, repeat
 from operator import is_, is_not, itemgetter
 from typing import Any
+
+from dbsvc.storage.fenwick import Fenwick
+from dbsvc.storage.keycolumns import KeyColumn
 
 LOAD = 512
 SHIFT_MAX = 1 << 16  # OrderedIndex.from_columns sorts ids starting at most this (so many placeholders)
@@ -209,7 +217,7 @@ class OrderedIndex:
     and iteration read it as they read a list (each key read makes its object then).
     """
 
-    __slots__ = ("_ids", "_keys", "_lastids", "_lastkeys", "_len", "nulls", "typecode")
+    __slots__ = ("_counts", "_ids", "_keys", "_lastids", "_lastkeys", "_len", "column", "nulls", "typecode")
 
     def __init__(self, pairs: Iterable[tuple[Any, Any]] = (), typecode: str = "") -> None:
         self.typecode = typecode
@@ -217,6 +225,7 @@ class OrderedIndex:
         values = sorted(p for p in pairs if p[0] is not None)
         self._fill(list(map(_FIRST, values)), list(map(_SECOND, values)))
         self.nulls = SortedIndex(p[1] for p in pairs if p[0] is None)
+        self.column = KeyColumn.from_pairs(pairs, typecode)  # id -> key (keycolumns.py)
 
     @classmethod
     def from_columns(cls, keys: Sequence[Any], ids: Sequence[Any], typecode: str = "") -> OrderedIndex:
@@ -233,6 +242,7 @@ class OrderedIndex:
         more pass in random order over every object, a visible share of an open."""
         index = cls.__new__(cls)
         index.typecode = typecode
+        index.column = KeyColumn.from_columns(keys, ids, typecode)
         nulls = type(keys) is not array and None in keys  # an array holds no None
         if type(keys) is array:  # key objects made once, for the sort and the fill
             keys = keys.tolist()
@@ -268,6 +278,7 @@ class OrderedIndex:
         self._lastkeys: list[Any] = [k[-1] for k in self._keys]
         self._lastids: list[Any] = [i[-1] for i in self._ids]
         self._len = len(keys)
+        self._counts: Fenwick | None = None  # the sublists' lengths, built by `count_span`
 
     @property
     def key_sublists(self) -> list[Any]:
@@ -304,6 +315,7 @@ class OrderedIndex:
         return bisect_left(self._lastids, id_, i, bisect_right(lasts, key, i))
 
     def add(self, key: Any, id_: Any) -> None:
+        self.column.set(id_, key)
         if key is None:
             self.nulls.add(id_)
             return
@@ -314,6 +326,7 @@ class OrderedIndex:
             lastkeys.append(key)
             self._lastids.append(id_)
             self._len += 1
+            self._counts = None
             return
         i = self._sublist(key, id_)
         if i == len(lastkeys):
@@ -335,12 +348,16 @@ class OrderedIndex:
             self._ids[i : i + 1] = [ids[:LOAD], ids[LOAD:]]
             lastkeys[i : i + 1] = [keys[LOAD - 1], keys[-1]]
             self._lastids[i : i + 1] = [ids[LOAD - 1], ids[-1]]
+            self._counts = None
+        elif self._counts is not None:
+            self._counts.add(i, 1)
         self._len += 1
 
     def remove(self, key: Any, id_: Any) -> None:
         """Remove the entry; KeyError if it is absent."""
         if key is None:
             self.nulls.remove(id_)
+            self.column.discard(id_)
             return
         i = self._sublist(key, id_)
         if i == len(self._lastkeys):
@@ -356,15 +373,19 @@ class OrderedIndex:
                 raise KeyError((key, id_))
         del keys[j]
         del ids[j]
+        self.column.discard(id_)
         self._len -= 1
         if not keys:
             del self._keys[i]
             del self._ids[i]
             del self._lastkeys[i]
             del self._lastids[i]
+            self._counts = None
         else:
             self._lastkeys[i] = keys[-1]
             self._lastids[i] = ids[-1]
+            if self._counts is not None:
+                self._counts.add(i, -1)
 
     def __iter__(self) -> Iterator[tuple[Any, Any]]:
         return chain(
@@ -504,10 +525,38 @@ class OrderedIndex:
         return len(self._keys), 0
 
     def count_span(self, start: tuple[int, int], stop: tuple[int, int]) -> int:
-        """Entries in [start, stop), O(number of sublists) (their lengths summed)."""
+        """Entries in [start, stop): the sublists' lengths before each end from a Fenwick
+        tree (fenwick.py), O(log n); built here, in O(n / LOAD), when the sublists changed."""
         if stop <= start:
             return 0
-        return sum(map(len, islice(self._ids, start[0], stop[0]))) - start[1] + stop[1]
+        counts = self._counted()
+        return counts.prefix(stop[0]) - counts.prefix(start[0]) - start[1] + stop[1]
+
+    def _counted(self) -> Fenwick:
+        counts = self._counts
+        if counts is None:
+            counts = self._counts = Fenwick(map(len, self._ids))
+        return counts
+
+    def ids_descending(self, start: int, stop: int) -> list[Any]:
+        """Ids at positions [start, stop) of the non-null entries in descending order (keys
+        descending, ids ascending in a run): the ascending positions that mirror them, found
+        from the sublists' counts (O(log n)), widened to whole runs at both ends, then one
+        stable sort by key descending. O(log n + stop - start + the two end runs), where a
+        walk from the top costs O(stop) (a deep `offset` of a descending sort)."""
+        n = self._len
+        lo, hi = max(n - stop, 0), n - start
+        if hi <= lo:
+            return []
+        counts = self._counted()
+        first, last = counts.find(lo), counts.find(hi - 1)
+        begin = self.lower(self._keys[first[0]][first[1]], True)
+        end = self.upper(self._keys[last[0]][last[1]], True)
+        keys = chain.from_iterable(_pieces(self._keys, begin, end))
+        pairs = list(zip(keys, chain.from_iterable(_pieces(self._ids, begin, end))))
+        pairs.sort(key=_FIRST, reverse=True)  # stable: a run's ids stay ascending
+        top = n - (counts.prefix(end[0]) + end[1])  # the descending position of pairs[0]
+        return list(map(_SECOND, pairs[start - top : stop - top]))
 
     def ids_span(self, start: tuple[int, int], stop: tuple[int, int]) -> Iterator[Any]:
         """The ids in [start, stop), in index order (keys ascending, ids ascending in a run)."""

@@ -11,7 +11,8 @@ Plan for a live list (n live records, a page ending at `end = offset + limit`):
 2. Filters: `s` = the size of the smallest filtered field's bucket union (its ids). If
    s * s <= factor * end * n (WALK_FACTOR, or KEPT_WALK_FACTOR for a walk of one sort key
    against one value's bucket, which is cheaper), take the matching ids (that union, or
-   what step 3 kept) and sort their records: O(s log s), each record read. Otherwise walk the index testing
+   what step 3 kept) and sort them by their keys: O(s log s) in C, the keys read from the
+   sort fields' key columns (keycolumns.py), no record read. Otherwise walk the index testing
    each id: expected O(end * n / s) when matches are spread evenly (a correlated filter
    can walk further; it never walks more than n).
    A walk over one sort key (or none) is an itertools pipeline over the index
@@ -19,15 +20,22 @@ Plan for a live list (n live records, a page ending at `end = offset + limit`):
    value's hash bucket and no Python code runs per entry walked; so is a filter of several
    fields, against the ids step 3 kept; one field of several values asks its hash index
    for each id (`_Matching`). No filter reads a record: every
-   filtered field has a hash index. Only sorts on several keys read records as they walk.
+   filtered field has a hash index, and every sort field a key column.
 3. `total`: the bucket size for one filtered field; otherwise the smallest field's ids
    kept only if every other field's buckets hold them (smallest first, O(s)).
 
 Descending walks and multi-key sorts gather each run of equal first keys and order it by
-the remaining keys and then id ascending, so a run costs O(run length): a sort field with
-few distinct values over many records makes such pages cost up to O(n).
+the remaining keys (their key columns) and then id ascending, so a run costs O(run length):
+a sort field with few distinct values over many records makes such pages cost up to O(n).
 
-A list at a past watermark (`as_of`) filters, sorts and pages the materialised state: O(n log n).
+A list at a past watermark `n` (`as_of`, `page_as_of`) is planned on the live indexes: the
+records the k rows after `n` touched are the only ones whose state at `n` differs from now,
+so the list is the live plan (its first offset + limit + 1 + k ids) without them, merged
+with their records as they were at `n` that pass the query; only those are read, and the
+page. Cost: the live list's plus O(k) (bench/README.md, "The list matrix"). Below the
+snapshot's rows (the state is then the first n records by id) or when k is over a tenth of
+the table, the state is materialised and every record of it read, filtered, sorted and
+paged: O(n log n) (`list_state`, `plan_state`).
 
 A row test (`Query.where_row`, the part of an access rule no index answers,
 docs/guide/rest.md#access-rules-on-these-routes) is applied to every candidate before anything is counted or paged:
@@ -41,22 +49,25 @@ A query with operators (ranges, null tests) or a cursor is planned by seek.py, w
 holds the order's comparison (`sort_records`).
 
 Live lists are planned on ids: a stored record's values are read (`rows.unpack`, the
-costly step) only where a sort needs keys the indexes do not hand out by id (a bucket sorted,
-a run of equal first keys ordered by the others), and only the page's records become
-dicts; `list_state`, the as_of list, reads every record of its state (the indexes are
-the live state's), unless it is in id order with no filter. (The tests hold both to a
-brute-force list over dicts of their own, `support.storage.reference_list`.)
+costly step) only for a row test; sort keys come from the key columns, and only the page's
+records become dicts (`Table.shown_all`, which remembers them); `list_state`, the
+materialised as_of list, reads every record of its state (the indexes are the live
+state's), unless it is in id order with no filter. (The tests hold both to a brute-force
+list over dicts of their own, `support.storage.reference_list`, and to SQLite,
+tests/storage/test_storage_seek.py.)
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator, Mapping
+from dataclasses import replace
 from itertools import islice
 from operator import itemgetter
 from typing import Any
 
 from dbsvc.runtime import Query
-from dbsvc.storage.hashes import FilterIndex
+from dbsvc.storage.conditions import after_test, live_test, state_test
+from dbsvc.storage.hashes import FilterIndex, HashIndex
 from dbsvc.storage.indexes import Keep, OrderedIndex
 from dbsvc.storage.rows import Stored, unpack
 from dbsvc.storage.seek import has_operators, ordered_ids, page_ids, plan_operators, plan_state, sort_records
@@ -69,9 +80,15 @@ from dbsvc.storage.table import Table
 # costs about as much an entry as the bucket does an id. A walk is expected to pass
 # end * n / s index entries, so the bucket is taken while s * s <= factor * end * n. The
 # factors were set from measured lists (bench/README.md, "Records as bytes", and "Figures
-# that were in docstrings").
+# that were in docstrings"), when a bucket's records were read to sort it; a bucket is now
+# sorted by its key columns (keycolumns.py), several times cheaper an id, so these factors
+# lean towards walks more than they need to (not re-tuned yet).
 WALK_FACTOR = 2
 KEPT_WALK_FACTOR = 0.25
+# Candidates of several filtered fields from which `_count` tests the others by `keeper`
+# (a set of a list bucket made once and kept, hashes.py) rather than by `has` (a bisect in
+# Python an id): below it, making the set can cost more than the bisects.
+KEEPER_AT = 64
 _NOTHING = object()
 _KEY, _ID = itemgetter(0), itemgetter(1)
 
@@ -116,7 +133,9 @@ def _one_key_page(index: OrderedIndex, desc: bool, keep: Keep | None, offset: in
     """Ids [offset, end) of the order by one key (ascending: nulls last; descending: nulls
     first; ties on id ascending), only those `keep` says yes to when given.
 
-    Ascending, the index order is the list order. Descending, the reversed index gives each
+    Ascending, the index order is the list order. Descending past the nulls with no `keep`
+    (a deep `offset`), the page is found by position (`OrderedIndex.ids_descending`,
+    O(log n + page)). Otherwise the reversed index gives each
     run of equal keys with its ids descending: the pairs up to `end` are taken, plus the
     rest of the last run, reversed (keys and ids ascending) and sorted by key descending,
     which keeps equal keys in the order they are in (`reverse=True` is stable): one sort
@@ -124,6 +143,8 @@ def _one_key_page(index: OrderedIndex, desc: bool, keep: Keep | None, offset: in
     """
     if not desc:
         return list(islice(index.ids_ascending(keep), offset, end))
+    if keep is None and 0 < offset and len(index.nulls) <= offset:  # past the nulls: by position
+        return index.ids_descending(offset - len(index.nulls), end - len(index.nulls))
     out = list(islice(index.nulls_ascending(keep), end))
     if len(out) < end:
         pairs = index.pairs_descending(keep)
@@ -159,6 +180,14 @@ def _count(table: Table, filters: Mapping[str, frozenset]) -> tuple[int, str, in
     if smallest_size == 0:
         return 0, smallest, 0, []
     others = [(table.hashes[f], filters[f]) for _size, f in sizes[1:]]
+    if smallest_size >= KEEPER_AT and all(len(keys) == 1 for _index, keys in others):
+        # One value a field: C-level membership tests (`keeper`: a set, kept for the next
+        # list, or a bit array) chained over the candidates, no Python code an id.
+        kept: Iterable[Any] = table.hashes[smallest].ids(filters[smallest])
+        for index, keys in others:
+            kept = filter(index.keeper(next(iter(keys))), kept)
+        matches = list(kept)
+        return len(matches), smallest, smallest_size, matches
     matches = []
     for id_ in table.hashes[smallest].ids(filters[smallest]):
         for hindex, keys in others:
@@ -167,6 +196,17 @@ def _count(table: Table, filters: Mapping[str, frozenset]) -> tuple[int, str, in
         else:
             matches.append(id_)
     return len(matches), smallest, smallest_size, matches
+
+
+def _bucket(index: FilterIndex, keys: frozenset) -> Iterable[Any]:
+    """The ids holding one of `keys`: one value's list bucket as it is (ascending, so the
+    sort by id before the sort by key finds it in order, O(s)), else `ids` (a new set).
+    The caller reads it during this synchronous call and never changes it."""
+    if len(keys) == 1 and type(index) is HashIndex:
+        bucket = index.buckets.get(next(iter(keys)))
+        if type(bucket) is list:
+            return bucket
+    return index.ids(keys)
 
 
 def list_live(table: Table, query: Query) -> tuple[list[dict], int]:
@@ -193,6 +233,50 @@ def state_page(state: Mapping[Any, Stored], table: Table, query: Query) -> tuple
         return plan_state(state, table, query)
     records, total = list_state(state, table, query)
     return records, total, bool(records) and query.offset + len(records) < total
+
+
+def page_as_of(table: Table, n: int, query: Query) -> tuple[list[dict], int, bool]:
+    """`list_page` at watermark `n` (below the table's), planned on the live indexes: the
+    records the rows after `n` touched are the only ones whose state then differs from
+    now, so the list is the live plan without them, merged with their records as of `n`
+    that pass the query (module docstring). Below the snapshot's rows (`n` under
+    len(base_ids), where the state is the first n records by id), or when the later rows
+    touched more records than a tenth of the table, the state is materialised instead
+    (`state_page` over `Table.state_as_of`)."""
+    base = len(table.base_ids)
+    later = table.rows[n - base :] if n >= base else ()
+    if n < base or len(later) > len(table.live) // 10 + 64:
+        return state_page(table.state_as_of(n), table, query)
+    then: dict[Any, Stored | None] = {}  # touched id -> its record at n (None: none then)
+    for row_id, _record, previous in reversed(later):
+        then[row_id] = previous
+    passes, live, model = state_test(table, query), table.live, table.model
+    # Live matches among the touched ids leave the count: their state at n is `then`'s.
+    matches_now = live_test(table, query)
+    gone = sum(1 for i in then if i in live and matches_now(i))
+    old = [v for v in map(unpack, filter(None, then.values())) if passes(v)]
+    end = query.offset + query.limit + 1
+    wide = replace(query, offset=0, limit=end + len(then), as_of=None)
+    if has_operators(wide):
+        ids, total, _more = plan_operators(table, wide)
+    else:
+        ids, total = _plan_live(table, wide)
+    total += len(old) - gone
+    kept = [i for i in ids if i not in then]
+    if not old:  # nothing as it was then passes: the live plan's order is the list's
+        chosen_ids = kept[query.offset : end] if query.limit else []
+        return table.shown_all(chosen_ids[: query.limit]), total, len(chosen_ids) > query.limit
+    if query.cursor is not None:
+        old = list(filter(after_test(table, query), old))
+    chosen = [unpack(live[i]) for i in kept] + old
+    sort_records(chosen, query.sort, model, table.positions)
+    page = chosen[query.offset : end] if query.limit else []
+    records = []
+    for values in page[: query.limit]:
+        id_ = values[table.id_position]
+        stored = live.get(id_) if id_ not in then else None
+        records.append(table.shown(id_, stored) if stored is not None else model.decode(values))
+    return records, total, len(page) > query.limit
 
 
 def live_ids(table: Table, query: Query) -> list[Any]:
@@ -226,7 +310,7 @@ def _plan_live(table: Table, query: Query) -> tuple[list[Any], int]:
     one_value = len(filters) == 1 and len(filters[smallest]) == 1
     factor = KEPT_WALK_FACTOR if one_value and len(sort) == 1 else WALK_FACTOR
     if size * size <= factor * end * n:
-        chosen = table.hashes[smallest].ids(filters[smallest]) if matches is None else matches
+        chosen = _bucket(table.hashes[smallest], filters[smallest]) if matches is None else matches
         if not sort:
             return sorted(chosen)[offset:end], total
         return ordered_ids(chosen, sort, table)[offset:end], total

@@ -5,11 +5,13 @@ is planned here; query.py plans the others as before and hands these over. The o
 query.py's: the sort keys in turn, nulls last ascending and first descending, ties on the
 id ascending; without `sort`, id order.
 
-Conditions per field:
+Conditions per field (their windows and tests are in conditions.py):
 
 - On a `@sort` field (ranges, and `__null` there) a `Window` of its ordered index: the
   non-null keys between the bounds and/or the nulls. Its size is counted from two
-  positions (a bisect each, then the sublist lengths between: O(log n + n / LOAD)).
+  positions (a bisect each, then the sublists' lengths before each from a Fenwick tree,
+  fenwick.py: O(log n)); whether one id is inside it, from the field's key column
+  (keycolumns.py), no record read.
 - `__null=true` on a field that is only `@filter` is the filter `{None}` (its hash index
   holds the nulls' bucket); `__null=false` there is a test of that bucket per id.
 - `search=` (text search): the ids the model's inverted index matches (words.py
@@ -25,18 +27,26 @@ Plan (n live records; the page is `limit` ids, plus one to tell whether another 
    without `sort`) from max(the window's bound, the cursor's position), so a page costs
    O(log n + limit) at any depth (plus a run of equal first keys for a sort on several keys,
    or descending, as query.py says).
-2. Otherwise, gather: the smallest source (a filter's bucket union, a window's ids, or every
-   live id) is read and each id tested against the other conditions (hash indexes first; a
-   record's values only for the other windows and a row test): `total` is what passes,
-   O(s). Small enough (s * s <= WALK_FACTOR * end * n, as in query.py) the matches are ordered
-   by their keys and cut after the cursor; larger, the sort order is walked from the cursor's
-   seek keeping only the matches.
+2. One condition (one filter, window or search), no row test, sorted, and many matches
+   (s * s > WALK_FACTOR * end * n): `total` is that condition's size, and the sort order is
+   walked from the cursor's seek testing each id against it (a hash bucket, the key column,
+   the search's set): expected O(end * n / s), no match gathered.
+3. Otherwise, gather: the smallest source (a filter's bucket union, a window's ids, or every
+   live id) is read and each id tested against the other conditions (hash indexes, the
+   other windows through their key columns; a record's values only for a row test): `total`
+   is what passes, O(s). Small enough (s * s <= WALK_FACTOR * end * n, as in query.py) the
+   matches are ordered by their key columns and cut after the cursor; larger, the sort
+   order is walked from the cursor's seek keeping only the matches. In id order the first
+   `end` of the matches are taken (`heapq.nsmallest`, O(s)): a prefix in id order costs its
+   match count, where sorted by its own field it is a seek (1.).
 
 A cursor is (the sort keys, the id) of the last record of the page before: the next page
 starts right after that place in the order, whether or not that record is still there, so
 records written meanwhile before the place are not seen and none is seen twice. `total` still
-counts every match (the cursor pages, it does not filter). `plan_state` does the same over an
-`as_of` state, where every record is read (query.py's `list_state`).
+counts every match (the cursor pages, it does not filter). `plan_state` does the same over a
+materialised `as_of` state, where every record is read (query.py's `list_state`); a cursor
+there, and a list at a watermark planned on the live indexes (query.py `page_as_of`), test
+records by their values (`after_test`, `state_test`).
 """
 
 from __future__ import annotations
@@ -48,10 +58,10 @@ from operator import itemgetter
 from typing import Any
 
 from dbsvc.runtime import CompiledModel, Query
+from dbsvc.storage.conditions import Source, Window, after_test, in_set, source_test, sources_of, state_test, windows_of
 from dbsvc.storage.indexes import OrderedIndex
 from dbsvc.storage.rows import Stored, unpack
 from dbsvc.storage.table import Table
-from dbsvc.textsearch import matches
 
 WALK_FACTOR = 2  # query.py's, for the same trade between a sorted gather and a walk
 _NOTHING = object()
@@ -87,118 +97,6 @@ def sort_records(
 
 def has_operators(query: Query) -> bool:
     return bool(query.ranges or query.nulls or query.search) or query.cursor is not None
-
-
-def _search_test(table: Table, words: tuple[str, ...]) -> Callable[[Any], bool]:
-    """Whether a record's values (its @search fields' words) match `words`: the as_of
-    lists' test, with the tokenizer the live index uses."""
-    positions = table.words.positions if table.words is not None else ()
-    return lambda values: matches((values[p] for p in positions), words)
-
-
-class Window:
-    """Which entries of a sort field's ordered index a query keeps: non-null keys between
-    `low` and `high` (None: unbounded) when `values`, the nulls when `nulls`."""
-
-    __slots__ = ("field", "high", "high_in", "low", "low_in", "nulls", "values")
-
-    def __init__(self, field: str) -> None:
-        self.field = field
-        self.low: Any = None
-        self.high: Any = None
-        self.low_in = self.high_in = True
-        self.values = self.nulls = True
-
-    def holds(self, key: Any) -> bool:
-        if key is None:
-            return self.nulls
-        if not self.values:
-            return False
-        low, high = self.low, self.high
-        if low is not None and (key < low or (key == low and not self.low_in)):
-            return False
-        return high is None or key < high or (key == high and self.high_in)
-
-    def span(self, index: OrderedIndex) -> tuple[tuple[int, int], tuple[int, int]]:
-        """Positions [start, stop) of the window's non-null keys in `index`."""
-        if not self.values:
-            return index.end, index.end
-        start = (0, 0) if self.low is None else index.lower(self.low, self.low_in)
-        stop = index.end if self.high is None else index.upper(self.high, self.high_in)
-        return start, stop
-
-    def count(self, index: OrderedIndex) -> int:
-        start, stop = self.span(index)
-        return index.count_span(start, stop) + (len(index.nulls) if self.nulls else 0)
-
-    def ids(self, index: OrderedIndex) -> Iterator[Any]:
-        start, stop = self.span(index)
-        if self.nulls:
-            return chain(index.ids_span(start, stop), index.nulls)
-        return index.ids_span(start, stop)
-
-
-def _windows(table: Table, query: Query) -> tuple[dict[str, Window], dict[str, frozenset], list[str]]:
-    """(a window per @sort field with a condition, the filters with `__null=true` on filter-
-    only fields folded in, the filter-only fields that must not be null)."""
-    windows: dict[str, Window] = {}
-    filters = dict(query.filters)
-    not_null: list[str] = []
-    for field, low, low_in, high, high_in in query.ranges:
-        w = windows[field] = Window(field)
-        w.low, w.low_in, w.high, w.high_in, w.nulls = low, low_in, high, high_in, False
-    for field, wanted in query.nulls:
-        if field in table.ordered:
-            w = windows.setdefault(field, Window(field))
-            if wanted:
-                w.values = False
-            else:
-                w.nulls = False
-        elif wanted:
-            keys = filters.get(field)
-            filters[field] = frozenset({None}) if keys is None else keys & {None}
-        else:
-            not_null.append(field)
-    return windows, filters, not_null
-
-
-def _value_test(table: Table, windows: Iterable[Window], where_row: Callable | None) -> Callable[[Any], bool] | None:
-    """A test of a record's values against `windows` and the row test, or None."""
-    checks = [(table.positions[w.field], table.keys[w.field], w.holds) for w in windows]
-    if not checks:
-        return where_row
-    if len(checks) == 1 and where_row is None:
-        ((pos, key, holds),) = checks
-        return lambda values: holds(key(values[pos]))
-
-    def test(values: Any) -> bool:
-        for pos, key, holds in checks:
-            if not holds(key(values[pos])):
-                return False
-        return where_row is None or bool(where_row(values))
-
-    return test
-
-
-def _after_test(table: Table, query: Query) -> Callable[[Any], bool]:
-    """Whether a record's values come after the cursor in the query's order."""
-    assert query.cursor is not None
-    ckeys, cid = query.cursor
-    fields = [(table.positions[f], table.keys[f], desc, ck) for (f, desc), ck in zip(query.sort, ckeys)]
-    id_pos = table.id_position
-
-    def after(values: Any) -> bool:
-        for pos, key, desc, ck in fields:
-            k = key(values[pos])
-            if k is None or ck is None:
-                if k is None and ck is None:
-                    continue
-                return (k is None) != desc  # ascending: nulls last; descending: nulls first
-            if k != ck:
-                return k < ck if desc else k > ck
-        return bool(values[id_pos] > cid)
-
-    return after
 
 
 # ---------------------------------------------------------------------------------------
@@ -329,25 +227,26 @@ def _walk(table: Table, query: Query, window: Window | None) -> Iterator[Any]:
 
 def _several_keys(table: Table, query: Query, window: Window) -> Iterator[Any]:
     (field, desc), rest = query.sort[0], query.sort[1:]
-    after = _after_test(table, query) if query.cursor is not None else None
-    live = table.live
+    after = after_test(table, query, by_id=True) if query.cursor is not None else None
     first = True
     for _key, run in _runs(table, field, desc, window, query.cursor):
         if len(run) > 1:
             run = ordered_ids(run, rest, table)
         if first and after is not None:
-            run = [i for i in run if after(unpack(live[i]))]
+            run = list(filter(after, run))
         first = False
         yield from run
 
 
 def ordered_ids(ids: Iterable[Any], sort: Iterable[tuple[str, bool]], table: Table) -> list[Any]:
-    """`ids` (of live records) in the order of `sort` (then the id): the records' values
-    read to sort them by their keys. Shared with query.py's plans."""
-    live = table.live
-    values = [unpack(live[i]) for i in ids]
-    sort_records(values, sort, table.model, table.positions)
-    return list(map(itemgetter(table.id_position), values))
+    """`ids` (of live records) in the order of `sort` (then the id): sorted by id, then by
+    each sort key from the last, stably, the keys read from the ordered indexes' key
+    columns (keycolumns.py), so no record is read. Shared with query.py's plans."""
+    out = sorted(ids)
+    ordered = table.ordered
+    for field, desc in reversed(tuple(sort)):
+        out = ordered[field].column.order(out, desc)
+    return out
 
 
 def page_ids(ids: Iterator[Any], offset: int, count: int, keep: Callable[[Any], Any] | None = None) -> list[Any]:
@@ -377,7 +276,7 @@ def page_ids(ids: Iterator[Any], offset: int, count: int, keep: Callable[[Any], 
 def plan_operators(table: Table, query: Query) -> tuple[list[Any], int, bool]:
     """(the page's ids, total, whether more follow) of a query with operators or a cursor
     over the live state (module docstring)."""
-    windows, filters, not_null = _windows(table, query)
+    windows, filters, not_null = windows_of(table, query)
     sort, limit, offset = query.sort, query.limit, query.offset
     first = sort[0][0] if sort else None
     if not filters and not not_null and not query.search and query.where_row is None and set(windows) <= {first}:
@@ -387,20 +286,28 @@ def plan_operators(table: Table, query: Query) -> tuple[list[Any], int, bool]:
             return [], total, False
         ids = page_ids(_walk(table, query, window), offset, limit + 1)
         return ids[:limit], total, len(ids) > limit
-    matched = _gather(table, query, windows, filters, not_null)
+    sources, found = sources_of(table, query, windows, filters)
+    end, n = offset + limit + 1, len(table.live)
+    if sort and len(sources) == 1 and not not_null and query.where_row is None:
+        size, kind, field = sources[0]
+        if limit == 0 or size == 0:
+            return [], size, False
+        if size * size > WALK_FACTOR * end * n:  # one condition, many matches: walk the order testing it
+            keep = source_test(table, kind, field, filters, windows, found)
+            ids = page_ids(_walk(table, query, windows.get(sort[0][0])), offset, limit + 1, keep)
+            return ids[:limit], size, len(ids) > limit
+    matched = _gather(table, query, windows, filters, not_null, sources, found)
     total = len(matched)
     if limit == 0 or total == 0:
         return [], total, False
-    end = offset + limit + 1
     if not sort:  # id order: the first `end` ids after the cursor, O(s log end)
         if query.cursor is not None:
             matched = [i for i in matched if i > query.cursor[1]]
         ids = heapq.nsmallest(end, matched)[offset:]
-    elif total * total <= WALK_FACTOR * end * len(table.live):
+    elif total * total <= WALK_FACTOR * end * n:
         chosen = matched
         if query.cursor is not None:
-            after, live = _after_test(table, query), table.live
-            chosen = [i for i in matched if after(unpack(live[i]))]
+            chosen = list(filter(after_test(table, query, by_id=True), matched))
         ids = ordered_ids(chosen, sort, table)[offset:end]
     else:
         ids = page_ids(_walk(table, query, windows.get(sort[0][0])), offset, limit + 1, frozenset(matched).__contains__)
@@ -408,19 +315,20 @@ def plan_operators(table: Table, query: Query) -> tuple[list[Any], int, bool]:
 
 
 def _gather(
-    table: Table, query: Query, windows: dict[str, Window], filters: Mapping[str, frozenset], not_null: list[str]
+    table: Table,
+    query: Query,
+    windows: dict[str, Window],
+    filters: Mapping[str, frozenset],
+    not_null: list[str],
+    sources: list[Source],
+    found: set[Any] | None,
 ) -> list[Any]:
-    """Every live id passing the query's conditions (the cursor aside), from the smallest source.
-    A `search` is a source of its own: the inverted index's matches (words.py), a set."""
-    sources: list[tuple[int, str, str]] = [(table.hashes[f].count(k), "filter", f) for f, k in filters.items()]
-    sources += [(w.count(table.ordered[f]), "window", f) for f, w in windows.items()]
-    found: set[Any] | None = None
-    if query.search:
-        found = table.words.match(query.search) if table.words is not None else set()
-        sources.append((len(found), "search", ""))
+    """Every live id passing the query's conditions (the cursor aside), from the smallest
+    source, the others tested per id: hash indexes, a search's set, the windows through
+    the key columns; a record is read only for a row test."""
     candidates: Iterable[Any]
     if sources:
-        size, kind, chosen = min(sources)
+        size, kind, chosen = sources[0]
         if size == 0:
             return []
         if kind == "filter":
@@ -438,10 +346,12 @@ def _gather(
     ]
     hash_tests += [(table.hashes[f].has, frozenset({None}), False) for f in not_null]
     if found is not None and kind != "search":
-        hash_tests.append((_in_set, found, True))
-    others = [w for f, w in windows.items() if not (kind == "window" and f == chosen)]
-    test = _value_test(table, others, query.where_row)
-    if not hash_tests and test is None:  # one condition: its ids, at C speed
+        hash_tests.append((in_set, found, True))
+    window_tests = [
+        (table.ordered[f].column.get, w.holds) for f, w in windows.items() if not (kind == "window" and f == chosen)
+    ]
+    row = query.where_row
+    if not hash_tests and not window_tests and row is None:  # one condition: its ids, at C speed
         return list(candidates)
     live = table.live
     out = []
@@ -450,37 +360,24 @@ def _gather(
             if has(keys, id_) is not wanted:
                 break
         else:
-            if test is None or test(unpack(live[id_])):
-                out.append(id_)
+            for get, holds in window_tests:
+                if not holds(get(id_)):
+                    break
+            else:
+                if row is None or row(unpack(live[id_])):
+                    out.append(id_)
     return out
-
-
-def _in_set(ids: set[Any], id_: Any) -> bool:
-    """A search's membership test, in the form of a hash index's `has(keys, id)`."""
-    return id_ in ids
 
 
 def plan_state(state: Mapping[Any, Stored], table: Table, query: Query) -> tuple[list[dict], int, bool]:
     """(page, total, whether more follow) over an `as_of` state: every record read, tested,
     ordered, then cut after the cursor and paged."""
     model = table.model
-    windows, filters, not_null = _windows(table, query)
-    test = _value_test(table, windows.values(), query.where_row)
-    chosen = list(map(unpack, state.values()))
-    if filters:
-        chosen = [v for v in chosen if model.passes(v, filters)]
-    for field in not_null:
-        pos = table.positions[field]
-        chosen = [v for v in chosen if v[pos] is not None]
-    if test is not None:
-        chosen = [v for v in chosen if test(v)]
-    if query.search:
-        searched = _search_test(table, query.search)
-        chosen = [v for v in chosen if searched(v)]
+    chosen = list(filter(state_test(table, query), map(unpack, state.values())))
     total = len(chosen)
     sort_records(chosen, query.sort, model, table.positions)
     if query.cursor is not None:
-        after = _after_test(table, query)
+        after = after_test(table, query)
         chosen = [v for v in chosen if after(v)]
     page = chosen[query.offset : query.offset + query.limit + 1] if query.limit else []
     more = len(page) > query.limit

@@ -109,7 +109,7 @@ from dbsvc.storage.files import FaultPlan
 from dbsvc.storage.history import History
 from dbsvc.storage.lock import WriterLock
 from dbsvc.storage.logfile import MAX_PAYLOAD
-from dbsvc.storage.query import list_page, live_ids, state_page
+from dbsvc.storage.query import list_page, live_ids, page_as_of
 from dbsvc.storage.rows import unpack
 from dbsvc.storage.table import Table
 from dbsvc.storage.writes import WritePath
@@ -281,7 +281,7 @@ class Store:
         if as_of is None or as_of >= table.watermark:
             records, total, more = list_page(table, query)
             return records, total, table.watermark, more
-        records, total, more = state_page(table.state_as_of(max(as_of, 0)), table, query)
+        records, total, more = page_as_of(table, max(as_of, 0), query)
         return records, total, as_of, more
 
     def live_ids(

@@ -15,7 +15,8 @@ State of a `Table`::
     hashes      field -> HashIndex, for every @filter field (UniqueFilter over `unique` for
                 a field that is @unique too: each of its keys holds one id; OrderedFilter
                 over `ordered` for one that is @sort too: its runs are the buckets)
-    ordered     field -> OrderedIndex of (key, id) entries, nulls apart, for every @sort field
+    ordered     field -> OrderedIndex of (key, id) entries, nulls apart, for every @sort field,
+                with its id -> key column (`.column`, keycolumns.py) for sorting ids
     refs        field -> {parent id -> number of children}, for every @ref field
     words       WordIndex (words.py): word -> ids of the @search fields, or None without any
     base_ids    ids of the snapshot's records, ascending: rows 1..len(base_ids) of the epoch
@@ -27,7 +28,9 @@ State of a `Table`::
 
 Index keys are the only values held apart from the stored records (an ordered index needs
 its keys to compare): a str sort field's key is a str object per record; a number sort
-field's keys sit in arrays, 8 bytes each (indexes.py `OrderedIndex.typecode`).
+field's keys sit in arrays, 8 bytes each (indexes.py `OrderedIndex.typecode`). Each sort
+field's key column holds the same keys by id (8 bytes a record more: an array slot, or a
+list slot pointing at the index's own key object).
 
 Watermark = len(base_ids) + len(rows): the number of the model's rows in this epoch.
 
