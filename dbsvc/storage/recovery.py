@@ -8,7 +8,8 @@ Order of a writer open (each step touches disk only once the previous ones succe
     4  load the snapshot, if any, and scan + replay the log; damage before the tail raises
        CorruptLog before anything was truncated
     5  a torn tail is logged, counted and truncated away (ftruncate + fsync); a log that
-       ends inside a batch is cut from the batch's first frame (logfile.py rule 5)
+       ends inside a batch is cut from the batch's first frame (logfile.py rule 5); a
+       batch mark that does not fit its row's offsets is CorruptLog in step 4 (`_batch_row`)
     6  a fresh tenant gets its history (history.py) and its first log (epoch, base offset
        0), each created durably, the history first
     7  the retained segment (retain.py) is checked against the log's base: used, or logged
