@@ -1,6 +1,8 @@
 """The batch mark (events.py "Batches") at the units where it is decided: the bytes a batch's
 row carries, and what replay (recovery.py) makes of a log that ends inside a batch, of a log
-without marks, and of a mark that does not fit the offsets it names (logfile.py rule 5).
+without marks, and of a mark that does not fit the offsets it names (logfile.py rule 5); and
+the payload a write or a batch's op puts in the log (events.py `write_event`,
+`write_payload`, a delete fitted within its room, the record limit).
 
 Logs are built here frame by frame, their payloads written out as the documented JSON text
 (events.py's layout), never with the event module's helpers, so a change to the writer's
@@ -10,11 +12,23 @@ from __future__ import annotations
 
 import json
 import os
+import struct
+import zlib
 
 import pytest
 
-from dbsvc.errors import CorruptLog
+from dbsvc.errors import CorruptLog, PayloadTooLarge
 from dbsvc.storage import Store, recovery
+from dbsvc.storage.events import (
+    BATCH_MARK_MAX,
+    ChangeEvent,
+    EventKind,
+    decode_event,
+    fitted_delete_payload,
+    record_limit,
+    write_event,
+    write_payload,
+)
 from dbsvc.storage.logfile import HEADER_SIZE, encode_frame
 from support.storage import BLOG, open_store, user
 from support.tree import dir_image
@@ -94,8 +108,6 @@ def users(loaded: recovery.Loaded) -> dict:
 
 
 def test_a_batch_row_ends_with_its_mark_after_the_records():
-    from dbsvc.storage.events import ChangeEvent, EventKind
-
     event = ChangeEvent(EventKind.INSERT, "User", 2, 2, 2, {"id": 2}, None, (2, 4))
     assert event.payload() == (
         b'{"kind":"insert","model":"User","offset":2,"watermark":2,"id":2,"record":{"id":2},'
@@ -267,3 +279,118 @@ def test_a_batch_right_after_another_and_single_rows_after_it_read_whole(tenant,
     loaded = load(tenant)
     assert loaded.head_offset == 5 and loaded.damage is None
     assert users(loaded) == {i: user(i) for i in range(1, 6)}
+
+
+# -- events.py: the payload of a write and of a batch's op -----------------------------------
+
+
+def test_an_update_and_a_delete_of_a_batch_carry_the_mark_last_and_read_back():
+    update = ChangeEvent(EventKind.UPDATE, "User", 5, 3, 1, {"id": 1, "n": 2}, {"id": 1, "n": 1}, (4, 6))
+    assert update.payload() == (
+        b'{"kind":"update","model":"User","offset":5,"watermark":3,"id":1,"record":{"id":1,"n":2},'
+        b'"previous":{"id":1,"n":1},"batch":{"first":4,"last":6}}'
+    )
+    assert list(update.to_dict()) == ["kind", "model", "offset", "watermark", "id", "record", "previous", "batch"]
+    assert update.to_dict()["batch"] == {"first": 4, "last": 6}
+    delete = ChangeEvent(EventKind.DELETE, "User", 6, 4, "k", {"id": "k"}, None, (4, 6))
+    assert delete.payload() == (
+        b'{"kind":"delete","model":"User","offset":6,"watermark":4,"id":"k","record":{"id":"k"},'
+        b'"batch":{"first":4,"last":6}}'
+    )
+    assert decode_event(update.payload()) == update and decode_event(delete.payload()).batch == (4, 6)
+    assert decode_event(b'{"kind":"insert","model":"U","offset":1,"watermark":1,"id":1,"record":{}}').batch is None
+
+
+def test_the_widest_mark_is_that_of_two_u64_offsets():
+    assert BATCH_MARK_MAX == len(',"batch":{"first":18446744073709551615,"last":18446744073709551615}')
+
+
+def test_a_frame_is_the_offset_the_crc_the_length_and_the_payload():
+    payload = b'{"kind":"insert","model":"User","offset":7,"watermark":3,"id":7,"record":{"id":7}}'
+    event = ChangeEvent(EventKind.INSERT, "User", 7, 3, 7, {"id": 7})
+    assert event.frame() == struct.pack(">QII", 7, zlib.crc32(payload), len(payload)) + payload
+
+
+def test_write_event_shows_the_new_record_or_a_deletes_last_one_and_keeps_previous_for_an_update():
+    old, new = {"id": 1, "n": 1}, {"id": 1, "n": 2}
+    assert write_event(EventKind.INSERT, "U", 1, 1, 1, new, None) == ChangeEvent(EventKind.INSERT, "U", 1, 1, 1, new)
+    assert write_event(EventKind.UPDATE, "U", 2, 2, 1, new, old) == ChangeEvent(
+        EventKind.UPDATE, "U", 2, 2, 1, new, old
+    )
+    assert write_event(EventKind.DELETE, "U", 3, 3, 1, None, new) == ChangeEvent(EventKind.DELETE, "U", 3, 3, 1, new)
+
+
+DOC = {"id": 1, "a": "x" * 40, "b": "y" * 20, "c": None, "d": "z"}
+FULL = (
+    b'{"kind":"delete","model":"Doc","offset":3,"watermark":2,"id":1,"record":{"id":1,'
+    b'"a":"' + b"x" * 40 + b'","b":"' + b"y" * 20 + b'","c":null,"d":"z"}}'
+)
+NO_A = (
+    b'{"kind":"delete","model":"Doc","offset":3,"watermark":2,"id":1,"record":{"id":1,'
+    b'"a":null,"b":"' + b"y" * 20 + b'","c":null,"d":"z"},"omitted":["a"]}'
+)
+NO_AB = (
+    b'{"kind":"delete","model":"Doc","offset":3,"watermark":2,"id":1,"record":{"id":1,'
+    b'"a":null,"b":null,"c":null,"d":"z"},"omitted":["a","b"]}'
+)
+NO_ABD = (
+    b'{"kind":"delete","model":"Doc","offset":3,"watermark":2,"id":1,"record":{"id":1,'
+    b'"a":null,"b":null,"c":null,"d":null},"omitted":["a","b","d"]}'
+)
+
+
+@pytest.mark.parametrize(
+    ("room", "expected"),
+    [
+        (len(FULL), FULL),
+        (len(FULL) - 1, NO_A),
+        (len(NO_A), NO_A),  # exactly the room: the first name in `omitted` has no comma before it
+        (len(NO_A) - 1, NO_AB),
+        (len(NO_AB), NO_AB),
+        (len(NO_AB) - 1, NO_ABD),  # nothing fits: as small as it gets, never the id or a null
+        (10, NO_ABD),
+    ],
+)
+def test_a_delete_over_its_room_nulls_its_largest_values_until_it_fits(room, expected):
+    event = ChangeEvent(EventKind.DELETE, "Doc", 3, 2, 1, DOC)
+    assert fitted_delete_payload(event, "id", room) == expected
+
+
+def test_a_fitted_delete_of_a_batch_keeps_its_mark_before_omitted():
+    event = ChangeEvent(EventKind.DELETE, "Doc", 3, 2, 1, DOC, None, (3, 4))
+    mark = b',"batch":{"first":3,"last":4}'
+    assert fitted_delete_payload(event, "id", len(NO_A) + len(mark)) == NO_A.replace(b',"omitted"', mark + b',"omitted"')
+
+
+def test_a_delete_that_fits_exactly_is_written_whole_and_one_over_is_fitted():
+    event = ChangeEvent(EventKind.DELETE, "Doc", 3, 2, 1, DOC)
+    assert write_payload(event, "id", len(FULL)) == FULL
+    assert write_payload(event, "id", len(FULL) - 1) == NO_A
+    assert write_payload(event, "id", len(NO_AB)) == NO_AB
+
+
+def test_a_delete_that_cannot_fit_is_refused_with_its_frames_size():
+    event = ChangeEvent(EventKind.DELETE, "Doc", 3, 2, 1, DOC)
+    with pytest.raises(PayloadTooLarge) as info:
+        write_payload(event, "id", len(NO_AB) - 1)
+    assert str(info.value) == (
+        f"record too large: the delete of Doc 1 makes a log frame of {len(NO_ABD)} bytes, over the limit of "
+        f"{len(NO_AB) - 1} (the record was stored before the record size limit; it can still be read)"
+    )
+
+
+def test_an_insert_over_the_record_limit_is_refused_and_one_under_it_is_written():
+    room = 2 * 1024 + 1024 + 2  # record_limit(room) == 1025 bytes of JSON
+    assert record_limit(room) == 1025
+    fits = {"id": 1, "t": "x" * (1025 - len('{"id":1,"t":""}'))}
+    event = ChangeEvent(EventKind.INSERT, "Doc", 3, 2, 1, fits)
+    assert write_payload(event, "id", 10**6) == write_payload(event, "id", room) == event.payload()
+    over = {"id": 1, "t": fits["t"] + "x"}
+    with pytest.raises(PayloadTooLarge) as info:
+        write_payload(ChangeEvent(EventKind.INSERT, "Doc", 3, 2, 1, over), "id", room)
+    assert str(info.value).startswith("record too large: the Doc record is 1026 bytes of JSON, the limit is 1025 ")
+
+
+def test_the_record_limit_is_half_of_what_a_frame_holds_besides_its_head():
+    assert record_limit(64 * 1024 * 1024) == 33_553_920
+    assert record_limit(1024 + 5) == 2  # rounded down to whole bytes
