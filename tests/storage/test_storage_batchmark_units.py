@@ -2,7 +2,8 @@
 row carries, and what replay (recovery.py) makes of a log that ends inside a batch, of a log
 without marks, and of a mark that does not fit the offsets it names (logfile.py rule 5); and
 the payload a write or a batch's op puts in the log (events.py `write_event`,
-`write_payload`, a delete fitted within its room, the record limit).
+`write_payload`, a delete fitted within its room, the record limit); and an import's batch
+(batch.py: `plan`'s five checks, each problem as one insert would give it, and `frames`).
 
 Logs are built here frame by frame, their payloads written out as the documented JSON text
 (events.py's layout), never with the event module's helpers, so a change to the writer's
@@ -17,8 +18,18 @@ import zlib
 
 import pytest
 
-from dbsvc.errors import CorruptLog, PayloadTooLarge
-from dbsvc.storage import Store, recovery
+from dbsvc.compiler import compile_schema
+from dbsvc.errors import (
+    BatchRejected,
+    ConstraintViolation,
+    CorruptLog,
+    ForeignKeyViolation,
+    NotFound,
+    PayloadTooLarge,
+    UniqueViolation,
+)
+from dbsvc.schema import load_schema
+from dbsvc.storage import Store, batch, recovery
 from dbsvc.storage.events import (
     BATCH_MARK_MAX,
     ChangeEvent,
@@ -30,7 +41,8 @@ from dbsvc.storage.events import (
     write_payload,
 )
 from dbsvc.storage.logfile import HEADER_SIZE, encode_frame
-from support.storage import BLOG, open_store, user
+from dbsvc.storage.tenants import create_tenant
+from support.storage import BLOG, ROOT, open_store, post, run, user
 from support.tree import dir_image
 
 
@@ -394,3 +406,143 @@ def test_an_insert_over_the_record_limit_is_refused_and_one_under_it_is_written(
 def test_the_record_limit_is_half_of_what_a_frame_holds_besides_its_head():
     assert record_limit(64 * 1024 * 1024) == 33_553_920
     assert record_limit(1024 + 5) == 2  # rounded down to whole bytes
+
+
+# -- batch.py: an import's batch -------------------------------------------------------------
+
+
+@pytest.fixture
+def store(tenant):
+    """A blog store holding users 1 and 2 and post 1."""
+    s = open_store(tenant)
+
+    async def fill():
+        await s.insert("User", user(1, email="one@x"))
+        await s.insert("User", user(2, email="two@x"))
+        await s.insert("BlogPost", post(1, author=1))
+
+    run(fill())
+    yield s
+    s.close()
+
+
+def problems(store, rows, *args) -> list[tuple[int, type, str, int | None]]:
+    with pytest.raises(BatchRejected) as info:
+        batch.plan(store.tables, rows, *args)
+    return [(index, type(error), error.detail, other) for index, error, other in info.value.problems]
+
+
+def test_a_batch_takes_the_next_automatic_ids_after_the_store_and_its_own_rows(store):
+    rows = [
+        ("User", user(None, email="a@x")),
+        ("User", user(7)),
+        ("User", user(None, email="b@x")),
+        ("BlogPost", post(None, author=7)),
+    ]
+    planned = batch.plan(store.tables, rows)
+    assert [(t.name, r["id"]) for t, r in planned] == [("User", 3), ("User", 7), ("User", 8), ("BlogPost", 2)]
+    assert rows[0][1]["id"] is None  # the caller's record is left as it was
+
+
+def test_every_bad_row_is_listed_in_row_order_with_the_row_it_clashes_with(store):
+    comment = {"id": 1, "post_id": 8, "author_id": 9, "body": "b", "created": "2026-01-01T00:00:00Z"}
+    rows = [
+        ("Nope", {"id": 1}),
+        ("User", user(1)),  # an id the store holds
+        ("User", user(5, email="five@x")),
+        ("User", user(5, email="again@x")),  # the id of an earlier row
+        ("User", user(6, email="one@x")),  # a @unique value the store holds
+        ("User", user(7, email="five@x")),  # a @unique value of an earlier row
+        ("BlogPost", post(4, author=9)),  # no such parent
+        ("Comment", comment),  # two missing parents: one problem a row
+    ]
+    assert problems(store, rows) == [
+        (0, NotFound, "unknown model 'Nope': expected one of User, BlogPost, Comment", None),
+        (1, UniqueViolation, "id 1 is already used by user 1", None),
+        (3, UniqueViolation, "id 5 is already used by user 5", 2),
+        (4, UniqueViolation, "email 'one@x' is already used by user 1", None),
+        (5, UniqueViolation, "email 'five@x' is already used by user 5", 2),
+        (6, ForeignKeyViolation, "author_id 9 does not match any user", None),
+        (7, ForeignKeyViolation, "post_id 8 does not match any blog-post", None),
+    ]
+
+
+def test_a_reference_may_name_a_later_row(store):
+    rows = [("BlogPost", post(5, author=9)), ("User", user(9, email="nine@x"))]
+    assert [r["id"] for _t, r in batch.plan(store.tables, rows)] == [5, 9]
+
+
+def test_the_message_names_how_many_rows_were_refused_and_the_first(store):
+    with pytest.raises(BatchRejected) as info:
+        batch.plan(store.tables, [("User", user(3, email="t@x")), ("User", user(1)), ("User", user(2))])
+    assert str(info.value) == "2 of 3 rows refused, nothing written; first: row 1: id 1 is already used by user 1"
+
+
+def test_no_automatic_id_is_left_past_the_largest_int64(store):
+    rows = [("User", user(2**63 - 1, email="max@x")), ("User", user(None, email="next@x"))]
+    with pytest.raises(BatchRejected) as info:
+        batch.plan(store.tables, rows)
+    [(index, error, other)] = info.value.problems
+    assert (index, type(error), other) == (1, ConstraintViolation, None)
+    assert error.errors == [
+        {"field": "id", "message": "no automatic id is left: the largest id used is 9223372036854775807; give an unused id"}
+    ]
+
+
+def test_a_model_whose_id_is_not_an_int_needs_its_id(tmp_path):
+    module = compile_schema(load_schema(str(ROOT / "schemas" / "inventory.dbs")))
+    s = Store.open(create_tenant(str(tmp_path / "inv"), "t"), module.MODELS, module.DESCRIPTION)
+    try:
+        row = {"code": None, "city": "Oslo", "opened": "2026-01-01", "manager": None}
+        with pytest.raises(BatchRejected) as info:
+            batch.plan(s.tables, [("Warehouse", row), ("Warehouse", dict(row, code="OS"))])
+        [(index, error, _other)] = info.value.problems
+        assert index == 0 and error.errors == [{"field": "code", "message": "is required"}]
+    finally:
+        s.close()
+
+
+def test_a_record_over_the_limit_is_refused_by_plan_when_measured_and_by_frames_otherwise(store):
+    room = 4096
+    big = user(3, email="big@x", name="n" * record_limit(room))
+    fits = user(4, email="fits@x")
+    [(index, kind, detail, _other)] = problems(store, [("User", fits), ("User", big)], room)
+    assert (index, kind) == (1, PayloadTooLarge) and detail.startswith("record too large: the User record is ")
+    planned = batch.plan(store.tables, [("User", fits), ("User", big)], room, False)
+    with pytest.raises(BatchRejected) as info:
+        list(batch.frames(planned, 10, 0, 1024, [], room))
+    assert [(i, type(e)) for i, e, _o in info.value.problems] == [(1, PayloadTooLarge)]
+    assert str(info.value).startswith("1 of 2 rows refused, nothing written; first: row 1: record too large")
+
+
+def test_frames_take_consecutive_offsets_watermarks_and_checkpoints_in_chunks(store, monkeypatch):
+    rows = [("User", user(i, email=f"{i}@x")) for i in (3, 4, 5)] + [("BlogPost", post(2, author=3))]
+    planned = batch.plan(store.tables, rows)
+    monkeypatch.setattr(batch, "CHUNK_BYTES", 1)  # every frame a chunk of its own
+    checkpoints: list[tuple[int, int]] = []
+    chunks = list(batch.frames(planned, 4, 1000, 2, checkpoints))
+    heads = [json.loads(chunk[16:]) for chunk in chunks]
+    assert [(h["offset"], h["model"], h["watermark"], h["id"]) for h in heads] == [
+        (4, "User", 3, 3),
+        (5, "User", 4, 4),
+        (6, "User", 5, 5),
+        (7, "BlogPost", 2, 2),
+    ]
+    assert all("batch" not in h for h in heads)  # an import's rows are rows of one
+    assert chunks[0] == encode_frame(4, chunks[0][16:])
+    starts = [1000]
+    for chunk in chunks:
+        starts.append(starts[-1] + len(chunk))
+    assert checkpoints == [(4, starts[0]), (6, starts[2])]
+    monkeypatch.setattr(batch, "CHUNK_BYTES", len(chunks[0]) + len(chunks[1]))  # a chunk ends once it is full
+    assert [len(c) for c in batch.frames(planned, 4, 1000, 2, [])] == [
+        len(chunks[0]) + len(chunks[1]),
+        len(chunks[2]) + len(chunks[3]),
+    ]
+
+
+def test_an_import_batch_stamps_each_record_with_its_rows_offset(store):
+    stored = store.insert_batch([("User", user(None, email="a@x")), ("BlogPost", post(None, author=3))])
+    assert [r["id"] for r in stored] == [3, 2]
+    assert store.head_offset == 5
+    assert (store.version("User", 3), store.version("BlogPost", 2), store.version("User", 1)) == (4, 5, 1)
