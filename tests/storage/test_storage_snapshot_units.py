@@ -484,3 +484,11 @@ def test_a_format_3_header_is_checked_as_a_format_2_header(change, reason):
 def test_a_format_3_header_whose_keys_are_not_its_fields_is_refused():
     exc = refusal(lambda: read_snapshot(PATH, header_3(("User", ["id"], 0, 0, ["id", "id"]))))
     assert exc.reason == "snapshot header: the keys of model 'User' are not distinct names of its fields: ['id', 'id']"
+
+
+def test_decode_snapshot_names_the_file_of_a_bad_versions_line():
+    head = header_3(("User", ["id"], 1, 1, ["id"]))
+    body = head + line(b"[[1]]") + line(b"[[1]]")
+    exc = refusal(lambda: decode_snapshot(PATH, body + line(b"[10]")))
+    assert (exc.path, exc.offset) == (PATH, len(body))
+    assert exc.reason == "model 'User': a versions line is not its block's versions (a version outside 1..9)"
