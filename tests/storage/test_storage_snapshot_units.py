@@ -492,3 +492,14 @@ def test_decode_snapshot_names_the_file_of_a_bad_versions_line():
     exc = refusal(lambda: decode_snapshot(PATH, body + line(b"[10]")))
     assert (exc.path, exc.offset) == (PATH, len(body))
     assert exc.reason == "model 'User': a versions line is not its block's versions (a version outside 1..9)"
+
+
+def test_a_format_1_header_is_read_without_blocks_whatever_else_it_holds():
+    """Format 1 has no blocks: a "block_rows" in its header (no writer put one there) is not
+    read, so its one line per model still gives every row its version."""
+    head = {"format": 1, "epoch": EPOCH, "head_offset": 9, "block_rows": 2}
+    head["models"] = [{"name": "User", "fields": ["id", "name"], "count": 3, "max_id": 3}]
+    data = line(js(head)) + line(b'[[1,"a"],\t[2,"b"],\t[3,"c"]]')
+    _epoch, _head, [part] = read_snapshot(PATH, data)
+    assert (part.block_rows, part.keys) == (0, None)
+    assert versions_of(data) == [9, 9, 9]
