@@ -28,7 +28,7 @@ from dbsvc.errors import (
     PayloadTooLarge,
     UniqueViolation,
 )
-from dbsvc.schema import load_schema
+from dbsvc.schema import load_schema, parse_schema
 from dbsvc.storage import Store, batch, recovery
 from dbsvc.storage.events import (
     BATCH_MARK_MAX,
@@ -432,6 +432,13 @@ def problems(store, rows, *args) -> list[tuple[int, type, str, int | None]]:
     return [(index, type(error), error.detail, other) for index, error, other in info.value.problems]
 
 
+def fields(store, rows) -> list[str | None]:
+    """The field each problem names (a 409's `field`, as one insert's would)."""
+    with pytest.raises(BatchRejected) as info:
+        batch.plan(store.tables, rows)
+    return [error.extra.get("field") for _index, error, _other in info.value.problems]
+
+
 def test_a_batch_takes_the_next_automatic_ids_after_the_store_and_its_own_rows(store):
     rows = [
         ("User", user(None, email="a@x")),
@@ -465,6 +472,7 @@ def test_every_bad_row_is_listed_in_row_order_with_the_row_it_clashes_with(store
         (6, ForeignKeyViolation, "author_id 9 does not match any user", None),
         (7, ForeignKeyViolation, "post_id 8 does not match any blog-post", None),
     ]
+    assert fields(store, rows) == [None, "id", "id", "email", "email", "author_id", "post_id"]
 
 
 def test_a_reference_may_name_a_later_row(store):
@@ -534,11 +542,20 @@ def test_frames_take_consecutive_offsets_watermarks_and_checkpoints_in_chunks(st
     for chunk in chunks:
         starts.append(starts[-1] + len(chunk))
     assert checkpoints == [(4, starts[0]), (6, starts[2])]
-    monkeypatch.setattr(batch, "CHUNK_BYTES", len(chunks[0]) + len(chunks[1]))  # a chunk ends once it is full
-    assert [len(c) for c in batch.frames(planned, 4, 1000, 2, [])] == [
-        len(chunks[0]) + len(chunks[1]),
-        len(chunks[2]) + len(chunks[3]),
-    ]
+
+
+def test_a_chunk_ends_with_the_frame_that_fills_it(store, monkeypatch):
+    """Six frames of one length L in chunks of 2L + 1 bytes: a chunk ends at the first frame
+    that brings it to the size or past it, so three frames a chunk, twice."""
+    planned = batch.plan(store.tables, [("User", user(i, email=f"{i}@x")) for i in range(3, 9)])
+    monkeypatch.setattr(batch, "CHUNK_BYTES", 1)  # every frame a chunk of its own
+    frames = list(batch.frames(planned, 4, 0, 1024, []))
+    size = len(frames[0])
+    assert {len(f) for f in frames} == {size}
+    monkeypatch.setattr(batch, "CHUNK_BYTES", 2 * size + 1)
+    assert [len(c) for c in batch.frames(planned, 4, 0, 1024, [])] == [3 * size, 3 * size]
+    monkeypatch.setattr(batch, "CHUNK_BYTES", 2 * size)
+    assert [len(c) for c in batch.frames(planned, 4, 0, 1024, [])] == [2 * size, 2 * size, 2 * size]
 
 
 def test_an_import_batch_stamps_each_record_with_its_rows_offset(store):
@@ -546,3 +563,59 @@ def test_an_import_batch_stamps_each_record_with_its_rows_offset(store):
     assert [r["id"] for r in stored] == [3, 2]
     assert store.head_offset == 5
     assert (store.version("User", 3), store.version("BlogPost", 2), store.version("User", 1)) == (4, 5, 1)
+
+
+TWO_UNIQUES = """
+model Badge {
+  id    int   @id
+  code  str?  @unique
+  label str?  @unique
+}
+"""
+
+
+@pytest.fixture
+def badges(tmp_path):
+    module = compile_schema(parse_schema(TWO_UNIQUES))
+    s = Store.open(create_tenant(str(tmp_path / "badges"), "t"), module.MODELS, module.DESCRIPTION)
+    yield s
+    s.close()
+
+
+def test_each_unique_field_is_judged_on_its_own(badges):
+    """A null in one @unique field skips only that field; the same value in two @unique fields
+    is no clash."""
+    rows = [
+        ("Badge", {"id": 1, "code": "v", "label": "w"}),
+        ("Badge", {"id": 2, "code": "w", "label": "v"}),  # each value used, but in the other field
+        ("Badge", {"id": 3, "code": None, "label": "v"}),  # its code is null, its label clashes
+    ]
+    with pytest.raises(BatchRejected) as info:
+        batch.plan(badges.tables, rows)
+    [(index, error, other)] = info.value.problems
+    assert (index, error.detail, error.extra, other) == (2, "label 'v' is already used by badge 2", {"field": "label"}, 1)
+
+
+def test_an_id_longer_than_the_head_reserve_lowers_its_records_limit_in_frames(tmp_path):
+    """events.py "Sizes": the head is reckoned with the record's own id, at the widest offset
+    and watermark; here a 1,500-character id."""
+    module = compile_schema(load_schema(str(ROOT / "schemas" / "inventory.dbs")))
+    s = Store.open(create_tenant(str(tmp_path / "inv"), "t"), module.MODELS, module.DESCRIPTION)
+    try:
+        code = "c" * 1500
+        head = (
+            '{"kind":"update","model":"Warehouse","offset":18446744073709551615,'
+            f'"watermark":18446744073709551615,"id":"{code}","record":,"previous":}}'
+        )
+        room = 8192
+        limit = (room - len(head)) // 2
+        bare = {"code": code, "city": "", "opened": "2026-01-01", "manager": None}
+        row = dict(bare, city="x" * (limit + 1 - len(text(bare))))
+        planned = batch.plan(s.tables, [("Warehouse", row)], room, False)
+        with pytest.raises(BatchRejected) as info:
+            list(batch.frames(planned, 1, 0, 1024, [], room))
+        assert info.value.problems[0][1].detail.startswith(
+            f"record too large: the Warehouse record is {limit + 1} bytes of JSON, the limit is {limit} "
+        )
+    finally:
+        s.close()
