@@ -47,7 +47,8 @@ from support.tree import dir_image
 
 
 def text(value) -> str:
-    return json.dumps(value, separators=(",", ":"))
+    """Compact JSON, characters as they are (as compact_json writes a record)."""
+    return json.dumps(value, separators=(",", ":"), ensure_ascii=False)
 
 
 def row(offset: int, kind: str, id_: int, record: dict, previous: dict | None = None, mark: str | None = None) -> bytes:
@@ -462,6 +463,7 @@ def test_every_bad_row_is_listed_in_row_order_with_the_row_it_clashes_with(store
         ("User", user(7, email="five@x")),  # a @unique value of an earlier row
         ("BlogPost", post(4, author=9)),  # no such parent
         ("Comment", comment),  # two missing parents: one problem a row
+        ("Comment", dict(comment, id=2, post_id=1)),  # its first parent there, its second not
     ]
     assert problems(store, rows) == [
         (0, NotFound, "unknown model 'Nope': expected one of User, BlogPost, Comment", None),
@@ -471,8 +473,9 @@ def test_every_bad_row_is_listed_in_row_order_with_the_row_it_clashes_with(store
         (5, UniqueViolation, "email 'five@x' is already used by user 5", 2),
         (6, ForeignKeyViolation, "author_id 9 does not match any user", None),
         (7, ForeignKeyViolation, "post_id 8 does not match any blog-post", None),
+        (8, ForeignKeyViolation, "author_id 9 does not match any user", None),
     ]
-    assert fields(store, rows) == [None, "id", "id", "email", "email", "author_id", "post_id"]
+    assert fields(store, rows) == [None, "id", "id", "email", "email", "author_id", "post_id", "author_id"]
 
 
 def test_a_reference_may_name_a_later_row(store):
@@ -486,12 +489,18 @@ def test_the_message_names_how_many_rows_were_refused_and_the_first(store):
     assert str(info.value) == "2 of 3 rows refused, nothing written; first: row 1: id 1 is already used by user 1"
 
 
+def test_the_largest_int64_is_the_last_automatic_id(store):
+    rows = [("User", user(2**63 - 2, email="max@x")), ("User", user(None, email="next@x"))]
+    assert [r["id"] for _t, r in batch.plan(store.tables, rows)] == [2**63 - 2, 2**63 - 1]
+
+
 def test_no_automatic_id_is_left_past_the_largest_int64(store):
-    rows = [("User", user(2**63 - 1, email="max@x")), ("User", user(None, email="next@x"))]
+    rows = [("User", user(2**63 - 1, email="max@x")), ("User", user(None, email="next@x")), ("User", user(1))]
     with pytest.raises(BatchRejected) as info:
         batch.plan(store.tables, rows)
-    [(index, error, other)] = info.value.problems
+    [(index, error, other), later] = info.value.problems
     assert (index, type(error), other) == (1, ConstraintViolation, None)
+    assert later[0] == 2  # the rows after it are still checked
     assert error.errors == [
         {"field": "id", "message": "no automatic id is left: the largest id used is 9223372036854775807; give an unused id"}
     ]
@@ -516,6 +525,10 @@ def test_a_record_over_the_limit_is_refused_by_plan_when_measured_and_by_frames_
     fits = user(4, email="fits@x")
     [(index, kind, detail, _other)] = problems(store, [("User", fits), ("User", big)], room)
     assert (index, kind) == (1, PayloadTooLarge) and detail.startswith("record too large: the User record is ")
+    assert [(i, k) for i, k, _d, _o in problems(store, [("User", big), ("User", user(1))], room)] == [
+        (0, PayloadTooLarge),
+        (1, UniqueViolation),  # the rows after a record too large are still checked
+    ]
     planned = batch.plan(store.tables, [("User", fits), ("User", big)], room, False)
     with pytest.raises(BatchRejected) as info:
         list(batch.frames(planned, 10, 0, 1024, [], room))
@@ -596,7 +609,7 @@ def test_each_unique_field_is_judged_on_its_own(badges):
     assert (index, error.detail, error.extra, other) == (2, "label 'v' is already used by badge 2", {"field": "label"}, 1)
 
 
-def test_an_id_longer_than_the_head_reserve_lowers_its_records_limit_in_frames(tmp_path):
+def test_an_id_longer_than_the_head_reserve_lowers_its_records_limit_in_plan_and_frames(tmp_path):
     """events.py "Sizes": the head is reckoned with the record's own id, at the widest offset
     and watermark; here a 1,500-character id."""
     module = compile_schema(load_schema(str(ROOT / "schemas" / "inventory.dbs")))
@@ -611,6 +624,11 @@ def test_an_id_longer_than_the_head_reserve_lowers_its_records_limit_in_frames(t
         limit = (room - len(head)) // 2
         bare = {"code": code, "city": "", "opened": "2026-01-01", "manager": None}
         row = dict(bare, city="x" * (limit + 1 - len(text(bare))))
+        with pytest.raises(BatchRejected) as info:
+            batch.plan(s.tables, [("Warehouse", row)], room)
+        assert info.value.problems[0][1].detail.startswith(
+            f"record too large: the Warehouse record is {limit + 1} bytes of JSON, the limit is {limit} "
+        )
         planned = batch.plan(s.tables, [("Warehouse", row)], room, False)
         with pytest.raises(BatchRejected) as info:
             list(batch.frames(planned, 1, 0, 1024, [], room))
@@ -619,3 +637,18 @@ def test_an_id_longer_than_the_head_reserve_lowers_its_records_limit_in_frames(t
         )
     finally:
         s.close()
+
+
+def test_a_record_of_four_byte_characters_just_over_the_limit_is_measured(store):
+    """Rule 5's cheap test before measuring must let through every record that may be over:
+    a character is at most 4 bytes, so 8 bytes a character (and the head) are reckoned."""
+    room = 4096
+    limit = record_limit(room)
+    bare = text(user(3, email="e@x", name=""))
+    name = "\U0001f600" * ((limit + 4 - len(bare)) // 4)  # 4 bytes each
+    record = user(3, email="e@x", name=name)
+    size = len(text(record).encode("utf-8"))
+    assert limit < size <= limit + 4
+    [(index, kind, detail, _other)] = problems(store, [("User", record)], room)
+    assert (index, kind) == (0, PayloadTooLarge)
+    assert detail.startswith(f"record too large: the User record is {size} bytes of JSON, the limit is {limit} ")
