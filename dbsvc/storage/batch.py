@@ -104,7 +104,10 @@ def plan(
         # near half the limit is measured exactly.
         text = compact_json(record) if measure else ""
         if 8 * len(text) + HEAD_RESERVE > max_payload:
-            too_large = size_refusal(EventKind.INSERT, name, id_, record, len(text.encode("utf-8")), max_payload, text)
+            # No payload is built here: it is reckoned at its largest, a whole frame, so the
+            # record is measured against its limit even when a long id lowers that limit
+            # (the record's own size alone let such a record through, which `frames` refused).
+            too_large = size_refusal(EventKind.INSERT, name, id_, record, max_payload, max_payload, text)
             if too_large is not None:
                 problems.append((index, too_large, None))
                 continue

@@ -189,7 +189,8 @@ def fitted_delete_payload(event: ChangeEvent, id_field: str, max_payload: int) -
     for size, key in sizes:
         record[key] = None
         omitted.append(key)
-        excess -= size - len("null") - len(compact_json(key)) - 1  # the value out, its name in `omitted`
+        # the value out, its name in `omitted` (after a comma, but for the first name)
+        excess -= size - len("null") - len(compact_json(key)) - (1 if len(omitted) > 1 else 0)
         if excess <= 0:
             break
     head = event_payload(

@@ -8,7 +8,8 @@ Order of a writer open (each step touches disk only once the previous ones succe
     4  load the snapshot, if any, and scan + replay the log; damage before the tail raises
        CorruptLog before anything was truncated
     5  a torn tail is logged, counted and truncated away (ftruncate + fsync); a log that
-       ends inside a batch is cut from the batch's first frame (logfile.py rule 5)
+       ends inside a batch is cut from the batch's first frame (logfile.py rule 5); a
+       batch mark that does not fit its row's offsets is CorruptLog in step 4 (`_batch_row`)
     6  a fresh tenant gets its history (history.py) and its first log (epoch, base offset
        0), each created durably, the history first
     7  the retained segment (retain.py) is checked against the log's base: used, or logged
@@ -281,8 +282,8 @@ def _replay(
             checkpoints.append((offset, position))
         ev = loads(payload)
         mark = ev.get("batch")
-        if mark is not None and mark["first"] == offset:
-            batch = _OpenBatch(offset, mark["last"], position)
+        if mark is not None or batch is not None:
+            batch = _batch_row(scan.path, position, offset, mark, batch)
         table = tables.get(ev["model"])
         if table is None:
             raise CorruptLog(scan.path, position, f"row for model {ev['model']!r}, which the schema does not declare")
@@ -312,7 +313,7 @@ def _replay(
         if ring_capacity:
             recent.append(payload)
         if batch is not None:
-            if mark is None or mark["last"] == offset:
+            if offset == batch.last:
                 batch = None
             else:
                 batch.undo.append((table, max_id))
@@ -329,6 +330,44 @@ class _OpenBatch:
     last: int
     position: int  # byte position of its first frame
     undo: list[tuple[Table, int]] = dataclasses.field(default_factory=list)  # (table, max id before the row)
+
+
+def _batch_row(path: str, position: int, offset: int, mark: Any, batch: _OpenBatch | None) -> _OpenBatch:
+    """The batch row `offset` belongs to, from its `mark` and the batch replay has open
+    (events.py "Batches"): inside an open batch every row carries that batch's mark; outside
+    one, a mark opens a batch of two or more rows at its own row. A mark that breaks either
+    rule passed its CRC, so a writer wrote it wrong: CorruptLog at the row's frame, before a
+    byte is cut (cutting on its word could drop acknowledged rows)."""
+    span = _span(mark)
+    shown = "no batch mark" if mark is None else f"batch mark {runtime.compact_json(mark)}"
+    if batch is not None:
+        if span != (batch.first, batch.last):
+            raise CorruptLog(
+                path,
+                position,
+                f'row {offset}: {shown}, expected {{"first":{batch.first},"last":{batch.last}}}: '
+                f"row {offset} is inside the batch of rows {batch.first} to {batch.last}",
+            )
+        return batch
+    if span is None:
+        raise CorruptLog(path, position, f'row {offset}: {shown} is not {{"first":F,"last":L}} with integers F < L')
+    if span[0] != offset:
+        raise CorruptLog(
+            path,
+            position,
+            f"row {offset}: {shown} names rows {span[0]} to {span[1]}, "
+            f"but no batch is open and row {offset} does not start one",
+        )
+    return _OpenBatch(offset, span[1], position)
+
+
+def _span(mark: Any) -> tuple[int, int] | None:
+    """(first, last) of a well-formed batch mark: an object of two integers, first < last."""
+    if type(mark) is dict:
+        first, last = mark.get("first"), mark.get("last")
+        if type(first) is int and type(last) is int and first < last:
+            return first, last
+    return None
 
 
 def _cut_batch(scan: LogScan, batch: _OpenBatch, checkpoints: list[tuple[int, int]], recent: deque) -> None:

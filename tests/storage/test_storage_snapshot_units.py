@@ -340,3 +340,166 @@ def test_blocks_of_one_row_are_read():
     assert list(model_blocks(PATH, part)) == [([b'[1,"a"]'], {"id": range(1, 2)}), ([b'[3,"c"]'], {"id": [3]})]
     exc = refusal(lambda: read_snapshot(PATH, header_2(("User", ["id"], 0, 0, ["id"]), block_rows=0)))
     assert exc.reason == "snapshot header: block_rows 0 is not a positive integer"
+
+
+# --- format 3: the versions lines -------------------------------------------------------
+
+
+def header_3(*models: tuple[str, list[str], int, int, list[str]], block_rows: int = 2048) -> bytes:
+    head = {"format": 3, "epoch": EPOCH, "head_offset": 9, "block_rows": block_rows}
+    head["models"] = [{"name": n, "fields": f, "count": c, "max_id": m, "keys": k} for n, f, c, m, k in models]
+    return line(js(head))
+
+
+def versions_of(data: bytes, head: int = 9) -> list[int]:
+    _epoch, _head, [part] = read_snapshot(PATH, data)
+    return list(snapshot.model_versions(PATH, part, head))
+
+
+@pytest.mark.parametrize(
+    ("versions", "written"),
+    [([5, 6, 7], b'{"first":5,"count":3}'), ([7, 6, 5], b"[7,6,5]"), (None, b"[9,9,9]")],
+    ids=["a-run", "a-list", "the-head"],
+)
+def test_the_versions_line_is_a_run_or_a_list_and_without_versions_the_head(versions, written):
+    image = SnapshotImage(EPOCH, 9, [ModelImage("User", FIELDS, USERS, 3, ["id", "email"], versions=versions)])
+    data = b"".join(encode_snapshot(image))
+    assert data.split(b"\n")[3] == line(written)[:-1]
+    assert versions_of(data) == ([9, 9, 9] if versions is None else versions)
+
+
+def test_each_block_has_its_own_versions_line(monkeypatch, tmp_path):
+    """Blocks of two rows: three rows make two blocks, each of three lines, in both writers
+    (a block of one row has a run of one id and one version)."""
+    monkeypatch.setattr(snapshot, "BLOCK_ROWS", 2)
+    expected = (
+        header_3(("User", FIELDS, 3, 3, ["id"]), block_rows=2)
+        + line(b'[{"first":1,"count":2}]')
+        + line(b'[[1,"a@b.c","Ann"],\t[2,"x@y.z","Xi"]]')
+        + line(b"[8,4]")
+        + line(b'[{"first":3,"count":1}]')
+        + line(b'[[3,"q@r.s","Q"]]')
+        + line(b'{"first":9,"count":1}')
+    )
+    image = SnapshotImage(EPOCH, 9, [ModelImage("User", FIELDS, USERS, 3, ["id"], versions=[8, 4, 9])])
+    assert b"".join(encode_snapshot(image)) == expected
+    path = tmp_path / "snapshot.new"
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+    try:
+        write_snapshot_stream(fd, EPOCH, 9, [ModelStream("User", FIELDS, 3, 3, [([USERS[0]], [8]), (USERS[1:], [4, 9])], ["id"])])
+    finally:
+        os.close(fd)
+    assert path.read_bytes() == expected
+    assert versions_of(expected) == [8, 4, 9]
+    _epoch, _head, [part] = read_snapshot(PATH, expected)
+    first, second = part.lines
+    assert first.versions_position == expected.index(line(b"[8,4]"))
+    last = line(b'{"first":9,"count":1}')
+    assert bytes(second.versions) == last[9:-1] and second.versions_position == expected.index(last)
+
+
+def test_a_format_3_file_is_read_with_its_versions_by_both_readers_and_decode():
+    head = header_3(("User", ["id", "name"], 2, 5, ["id"]))
+    data = head + line(b"[[2,5]]") + line(b'[[2,"b"],\t[5,"e"]]') + line(b'{"first":8,"count":2}')
+    _epoch, _head, [part] = read_snapshot(PATH, data)
+    assert list(model_blocks(PATH, part)) == [([b'[2,"b"]', b'[5,"e"]'], {"id": [2, 5]})]
+    assert list(model_windows(PATH, part)) == [([[2, "b"], [5, "e"]], [b'[2,"b"]', b'[5,"e"]'])]
+    (model,) = decode_snapshot(PATH, data).models
+    assert (model.rows, list(model.versions)) == ([[2, "b"], [5, "e"]], [8, 9])
+
+
+@pytest.mark.parametrize("form", [1, 2])
+def test_a_format_1_or_2_file_gives_every_row_the_head_it_is_given(form):
+    if form == 1:
+        data = header_1(("User", ["id", "name"], 3, 3)) + line(b'[[1,"a"],\t[2,"b"],\t[3,"c"]]')
+    else:
+        data = (
+            header_2(("User", ["id", "name"], 3, 3, ["id"]), block_rows=2)
+            + line(b'[{"first":1,"count":2}]')
+            + line(b'[[1,"a"],\t[2,"b"]]')
+            + line(b"[[3]]")
+            + line(b'[[3,"c"]]')
+        )
+    assert versions_of(data, head=12) == [12, 12, 12]
+    assert list(decode_snapshot(PATH, data).models[0].versions) == [9, 9, 9]
+
+
+def test_a_model_without_rows_has_no_versions():
+    assert versions_of(header_3(("User", ["id"], 0, 0, ["id"]))) == []
+
+
+@pytest.mark.parametrize(
+    ("versions", "why"),
+    [
+        (b"[4]", "not 2 versions"),
+        (b"[4,7,9]", "not 2 versions"),
+        (b'{"first":4,"count":3}', "not 2 versions"),
+        (b'{"first":4}', "not 2 versions"),
+        (b"4", "not 2 versions"),
+        (b'"47"', "not 2 versions"),
+        (b"[0,7]", "a version outside 1..9"),
+        (b"[4,10]", "a version outside 1..9"),
+        (b'{"first":9,"count":2}', "a version outside 1..9"),
+        (b'[4,"7"]', "'str' object cannot be interpreted as an integer"),
+        (b"[4,7.0]", "'float' object cannot be interpreted as an integer"),
+        (b"[4,9223372036854775808]", "int too big to convert"),
+        (b"[4,null]", "'NoneType' object cannot be interpreted as an integer"),
+    ],
+)
+def test_a_versions_line_that_is_not_its_blocks_versions_is_refused_at_that_line(versions, why):
+    head = header_3(("User", ["id"], 2, 2, ["id"]))
+    body = head + line(b'[{"first":1,"count":2}]') + line(b"[[1],\t[2]]")
+    exc = refusal(lambda: versions_of(body + line(versions)))
+    assert (exc.path, exc.offset) == (PATH, len(body))
+    assert exc.reason == f"model 'User': a versions line is not its block's versions ({why})"
+
+
+def test_a_version_equal_to_the_head_or_to_1_is_a_version():
+    head = header_3(("User", ["id"], 2, 2, ["id"]))
+    assert versions_of(head + line(b"[[1,2]]") + line(b"[[1],\t[2]]") + line(b"[1,9]")) == [1, 9]
+
+
+def test_a_format_3_file_needs_three_lines_a_block():
+    head = header_3(("User", ["id"], 3, 3, ["id"]), block_rows=2)
+    data = head + line(b'[{"first":1,"count":2}]') + line(b"[[1],\t[2]]") + line(b"[3,4]") + line(b"[[3]]") + line(b"[[3]]")
+    exc = refusal(lambda: read_snapshot(PATH, data))
+    assert (exc.offset, exc.reason) == (len(data), "snapshot has 5 lines after its header, its header's models need 6")
+
+
+@pytest.mark.parametrize(
+    ("change", "reason"),
+    [
+        ({"format": 4}, "snapshot format 4, expected one of [1, 2, 3]"),
+        ({"block_rows": 0}, "snapshot header: block_rows 0 is not a positive integer"),
+        ({"block_rows": None}, "snapshot header: block_rows None is not a positive integer"),
+    ],
+)
+def test_a_format_3_header_is_checked_as_a_format_2_header(change, reason):
+    head = json.loads(header_3(("User", ["id"], 0, 0, ["id"]))[9:])
+    head.update(change)
+    exc = refusal(lambda: read_snapshot(PATH, line(js(head))))
+    assert (exc.offset, exc.reason) == (0, reason)
+
+
+def test_a_format_3_header_whose_keys_are_not_its_fields_is_refused():
+    exc = refusal(lambda: read_snapshot(PATH, header_3(("User", ["id"], 0, 0, ["id", "id"]))))
+    assert exc.reason == "snapshot header: the keys of model 'User' are not distinct names of its fields: ['id', 'id']"
+
+
+def test_decode_snapshot_names_the_file_of_a_bad_versions_line():
+    head = header_3(("User", ["id"], 1, 1, ["id"]))
+    body = head + line(b"[[1]]") + line(b"[[1]]")
+    exc = refusal(lambda: decode_snapshot(PATH, body + line(b"[10]")))
+    assert (exc.path, exc.offset) == (PATH, len(body))
+    assert exc.reason == "model 'User': a versions line is not its block's versions (a version outside 1..9)"
+
+
+def test_a_format_1_header_is_read_without_blocks_whatever_else_it_holds():
+    """Format 1 has no blocks: a "block_rows" in its header (no writer put one there) is not
+    read, so its one line per model still gives every row its version."""
+    head = {"format": 1, "epoch": EPOCH, "head_offset": 9, "block_rows": 2}
+    head["models"] = [{"name": "User", "fields": ["id", "name"], "count": 3, "max_id": 3}]
+    data = line(js(head)) + line(b'[[1,"a"],\t[2,"b"],\t[3,"c"]]')
+    _epoch, _head, [part] = read_snapshot(PATH, data)
+    assert (part.block_rows, part.keys) == (0, None)
+    assert versions_of(data) == [9, 9, 9]
