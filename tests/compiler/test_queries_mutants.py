@@ -30,6 +30,7 @@ the matcher's operator loop on each key kind), and the helpers other builders ca
 from __future__ import annotations
 
 import ast
+import dataclasses
 from pathlib import Path
 
 import pytest
@@ -254,6 +255,17 @@ def test_expand_params_list_each_ref_field_then_its_projections():
     assert expand_params(schema, models["Team"]) == ["lead", "lead:card", "lead:rev", "deputy", "deputy:card", "deputy:rev", "parent"]
     assert expand_params(schema, models["Tag"]) == ["team"]
     assert expand_params(schema, models["Person"]) == []
+
+
+def test_a_ref_naming_no_model_is_the_checkers_bug_said_as_such():
+    """The checker refuses `@ref(Ghost)`; an IR that holds one anyway stops the builder with
+    the reason, not with a KeyError."""
+    schema, models = _models()
+    team = models["Team"]
+    ghost = dataclasses.replace(team, fields=tuple(dataclasses.replace(f, ref="Ghost") if f.name == "lead" else f for f in team.fields))
+    with pytest.raises(AssertionError) as info:
+        expand_params(schema, ghost)
+    assert str(info.value) == "@ref(Ghost) names no model; the checker must refuse it"
 
 
 def test_search_params_and_uses_search():
