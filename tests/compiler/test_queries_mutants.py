@@ -217,6 +217,31 @@ def test_search_is_tested_first_and_only_when_asked(golden):
     assert not golden.match_person(ann, q([("name", "Ann Lee")]).filters, (), (), q([("search", "bob")]).search)
 
 
+@pytest.mark.parametrize(
+    ("parser", "pairs", "detail"),
+    [
+        ("parse_list_query_team", [("sort", "-lead")], "cannot sort by '-lead'; sortable fields of Team: (none) (prefix - for descending)"),
+        ("parse_get_query_tag", [("expand", "team:only")], "unknown projection 'only' in expand 'team:only'; team references Team, Team declares no projections"),
+        ("parse_get_query_team", [("expand", "lead:rev,parent,lead")], "expand names 'lead' twice in 'lead:rev,parent,lead'"),
+        ("parse_list_query_team", [("expand", "lead,,parent")], "cannot expand ''; @ref fields of Team: lead, deputy, parent (each once, as field or field:projection)"),
+        ("parse_list_query_bare", [("id", "1")], "cannot filter on 'id' (not marked @filter); filterable fields of Bare: (none)"),
+        ("parse_feed_query_bare", [("cursor", "x")], "'cursor' does not apply to a feed: /subscribe and /live-query have no pages (a live query's Init is the whole result set); allowed: projection, after"),
+        ("parse_get_query_bare", [("projection", "card")], "unknown projection 'card'; Bare declares no projections"),
+        ("parse_list_query_person", [("rating", "1")], "cannot filter on 'rating' (not marked @filter); filterable fields of Person: name, nick, age, score, vip, tier, born, day, badge"),
+    ],
+)
+def test_the_shapes_only_the_golden_schema_has_are_refused_with_their_details(golden, parser, pairs, detail):
+    with pytest.raises(BadQuery) as info:
+        getattr(golden, parser)(pairs)
+    assert info.value.detail == detail
+
+
+def test_an_expand_is_parsed_in_the_order_asked_with_its_projection(golden):
+    query = golden.parse_get_query_team([("expand", "parent,lead:card,deputy")])
+    assert query.expand == (("parent", None), ("lead", "card"), ("deputy", None))
+    assert golden.parse_get_query_team([("as_of", "3")]).expand == ()
+
+
 # ---------------------------------------------------------------------------------------
 # The helpers other builders call
 # ---------------------------------------------------------------------------------------
