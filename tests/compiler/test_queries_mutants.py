@@ -334,6 +334,13 @@ def test_the_header_of_a_schema_without_a_path_or_models():
     assert "Models: (none)." in ast.unparse(tree.body[0])
 
 
+def test_only_a_schema_with_search_fields_imports_the_text_search():
+    """search.py: a schema without `@search` fields gets the module it had before text search."""
+    plain = parse_schema("model M {\n  id int @id\n  a str @filter @sort\n}\n", "t.dbs")
+    assert "dbsvc.textsearch" not in ast.unparse(build_tree(plain, {}, "1.2.3"))
+    assert "import dbsvc.textsearch as _dbsvc_words" in ast.unparse(build_tree(_schema(), {}, "1.2.3"))
+
+
 def test_the_api_documents_default_to_empty_json_objects():
     assert ApiDocuments() == ApiDocuments(openapi="{}", asyncapi="{}")
     schema = parse_schema("model M { id int @id }\n", "t.dbs")
