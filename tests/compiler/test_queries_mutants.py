@@ -192,6 +192,45 @@ def test_the_matchers_range_loop_keys_floats_and_datetimes_and_never_holds_a_nul
     assert match(_person(rating=1.0), {}, (), q([("rating__null", "false")]).nulls)
 
 
+@pytest.mark.parametrize(
+    ("pair", "ranges"),
+    [
+        (("age__gte", "3.0"), (("age", 3, True, None, True),)),
+        (("score__gt", "3"), (("score", 3.0, False, None, True),)),
+        (("vip__lt", "true"), (("vip", None, True, True, False),)),
+        (("tier__lte", "gold"), (("tier", None, True, "gold", True),)),
+        (("born__gt", "2024-05-01T14:00:00+02:00"), (("born", 1714564800000000, False, None, True),)),
+        (("day__gte", "2024-05-01"), (("day", "2024-05-01", True, None, True),)),
+        (("name__prefix", "Cafe\u0301"), (("name", "Caf\u00e9", True, "Caf\u00ea", False),)),
+    ],
+)
+def test_a_bound_of_each_type_is_the_fields_index_key(golden, pair, ranges):
+    got = golden.parse_list_query_person([pair]).ranges
+    assert got == ranges
+    assert [type(v) for v in got[0]] == [type(v) for v in ranges[0]]  # 3 stays an int, 3.0 a float
+
+
+@pytest.mark.parametrize(
+    ("pair", "expected"),
+    [
+        (("age__gte", "3.5"), "an integer"),
+        (("score__gt", "x"), "a number"),
+        (("vip__lt", "1"), "a boolean"),
+        (("tier__lte", "silver"), "one of basic, gold"),
+        (("born__gt", "2024-05-01"), 'an RFC 3339 date-time such as "2024-05-01T12:00:00Z"'),
+        (("day__gte", "2024-5-1"), 'a date such as "2024-05-01" (YYYY-MM-DD)'),
+        (("nick__lt", "null"), None),  # a bound is never null: "null" is the text null
+    ],
+)
+def test_a_bad_bound_of_each_type_names_the_parameter_and_what_was_expected(golden, pair, expected):
+    if expected is None:
+        assert golden.parse_list_query_person([pair]).ranges == (("nick", None, True, "null", False),)
+        return
+    with pytest.raises(BadQuery) as info:
+        golden.parse_feed_query_person([pair])
+    assert info.value.detail == f"invalid value {pair[1]!r} for {pair[0]!r}: expected {expected}"
+
+
 def test_the_matchers_filters_read_the_stored_key_of_a_datetime_and_the_value_of_the_rest(golden):
     q = golden.parse_list_query_person
     born = _person(born="2024-05-01T12:00:00Z", vip=True)
