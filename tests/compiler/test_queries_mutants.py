@@ -44,6 +44,7 @@ from dbsvc.compiler.rules import build_replicate, build_rules
 from dbsvc.compiler.search import search_params, uses_search
 from dbsvc.compiler.validators import build_validators
 from dbsvc.errors import BadQuery, BadRequest
+from dbsvc.operators import encode_cursor
 from dbsvc.schema import parse_schema
 from support.mutation import shared
 
@@ -229,6 +230,34 @@ def test_a_bad_bound_of_each_type_names_the_parameter_and_what_was_expected(gold
     with pytest.raises(BadQuery) as info:
         golden.parse_feed_query_person([pair])
     assert info.value.detail == f"invalid value {pair[1]!r} for {pair[0]!r}: expected {expected}"
+
+
+@pytest.mark.parametrize(
+    ("field", "key", "wrong"),
+    [
+        ("age", 7, 7.5),  # an int key
+        ("born", 1714564800000000, "2024-05-01T12:00:00Z"),  # a datetime's key is an int
+        ("score", 2.5, "2.5"),  # a float key
+        ("vip", True, 1),  # a bool key
+        ("tier", "gold", 1),  # an enum's key is its str
+        ("day", "2024-05-01", 20240501),
+    ],
+)
+def test_a_cursor_carries_each_sort_fields_key_kind_and_refuses_another(golden, field, key, wrong):
+    sort = ((field, True),)
+    pairs = [("sort", f"-{field}"), ("cursor", encode_cursor("Person", sort, [key], 7))]
+    assert golden.parse_list_query_person(pairs).cursor == ((key,), 7)
+    pairs = [("sort", f"-{field}"), ("cursor", encode_cursor("Person", sort, [wrong], 7))]
+    with pytest.raises(BadQuery, match="^malformed cursor "):
+        golden.parse_list_query_person(pairs)
+
+
+def test_a_cursor_names_its_models_id_kind(golden):
+    assert golden.parse_list_query_team([("cursor", encode_cursor("Team", (), [], "x"))]).cursor == ((), "x")
+    with pytest.raises(BadQuery, match="^malformed cursor "):
+        golden.parse_list_query_team([("cursor", encode_cursor("Team", (), [], 7))])
+    with pytest.raises(BadQuery, match="^malformed cursor "):
+        golden.parse_list_query_person([("cursor", encode_cursor("Person", (), [], "7"))])
 
 
 def test_the_matchers_filters_read_the_stored_key_of_a_datetime_and_the_value_of_the_rest(golden):
