@@ -15,11 +15,12 @@ from referencing.jsonschema import DRAFT202012
 
 from dbsvc.compiler.openapi import build_openapi
 from dbsvc.schema import load_schema
+from support.mutation import shared
 
 ROOT = Path(__file__).resolve().parents[2]
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope=shared("module"))
 def document() -> dict:
     return build_openapi(load_schema(str(ROOT / "schemas" / "blog.dbs")))
 

@@ -14,6 +14,7 @@ import pytest
 from dbsvc.compiler import generate_source
 from dbsvc.errors import BadQuery
 from dbsvc.schema import parse_schema
+from support.mutation import shared
 
 SCHEMA = """
 model Post {
@@ -32,7 +33,7 @@ ALLOWED = (
 )
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope=shared("module"))
 def post(compile_text):
     return compile_text(SCHEMA).BY_NAME["Post"]
 

@@ -16,6 +16,7 @@ from dbsvc.compiler import generate_source
 from dbsvc.errors import BadQuery
 from dbsvc.operators import decode_cursor, encode_cursor, prefix_end, ranges
 from dbsvc.schema import SchemaErrors, parse_schema
+from support.mutation import shared
 
 SCHEMA = """
 model Post {
@@ -38,7 +39,7 @@ ALLOWED = (
 )
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope=shared("module"))
 def post(compile_text):
     return compile_text(SCHEMA).BY_NAME["Post"]
 
