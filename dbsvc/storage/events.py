@@ -199,13 +199,22 @@ def fitted_delete_payload(event: ChangeEvent, id_field: str, max_payload: int) -
 
 
 def write_event(
-    kind: EventKind, model: str, offset: int, watermark: int, id_: Any, record: dict | None, previous: dict | None
+    kind: EventKind,
+    model: str,
+    offset: int,
+    watermark: int,
+    id_: Any,
+    record: dict | None,
+    previous: dict | None,
+    batch: tuple[int, int] | None = None,
 ) -> ChangeEvent:
     """The event of a write: `record` the new record (None for a delete, which shows the
-    last one, `previous`), `previous` kept for an update only."""
+    last one, `previous`), `previous` kept for an update only; `batch` its batch's bounds."""
     shown = record if record is not None else previous
     assert shown is not None
-    return ChangeEvent(kind, model, offset, watermark, id_, shown, previous if kind is EventKind.UPDATE else None)
+    return ChangeEvent(
+        kind, model, offset, watermark, id_, shown, previous if kind is EventKind.UPDATE else None, batch
+    )
 
 
 def write_payload(event: ChangeEvent, id_field: str, room: int) -> bytes:
