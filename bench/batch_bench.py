@@ -9,7 +9,10 @@ a fresh tenant pinned to core 0, seeds 1,000 users with one batch, then loads it
 each N of `--sizes`, all in one run against one server. A figure is records/s (for
 a batch, requests/s times N), the answers' p50/p99, and the server's CPU microseconds per
 record. The server's shutdown summary gives acknowledged writes per fsync over the whole
-run. Figures go to bench/README.md ("Batches").
+run. `--against CHECKOUT` starts a second server from another checkout (a before, e.g.
+`git worktree add /tmp/before HEAD~3` or a `git archive` of it) and measures each figure
+on both in turn, so a before/after meets the same load of a shared host. Figures go to
+bench/README.md ("Batches").
 """
 
 from __future__ import annotations
@@ -72,44 +75,56 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--duration", type=float, default=5)
     parser.add_argument("--connections", default="64,8,1", help="comma-separated connection counts")
     parser.add_argument("--sizes", default="1,10,100")
+    parser.add_argument(
+        "--against", metavar="CHECKOUT", help="another checkout (a before), measured figure by figure beside this one"
+    )
     args = parser.parse_args(argv)
     sizes = [int(s) for s in args.sizes.split(",")]
     counts = [int(c) for c in args.connections.split(",")]
+    trees = [("this", ROOT)] + ([("against", Path(args.against).resolve())] if args.against else [])
+    figures = [("single POST", 1, SINGLE_LUA)] + [
+        (f"POST /batch of {n}", n, BATCH_LUA.replace("SIZE", str(n))) for n in sizes
+    ]
     with tempfile.TemporaryDirectory() as work:
-        data = Path(work) / "data"
-        (data / "default").mkdir(parents=True)
-        proc, port, log = start_dbsvc({"SERVICE_DATA": str(data), "SERVICE_SYNC": "full", "RUST_LOG": "info"})
-        rows: list[tuple[int, str, float]] = []
+        servers = []
+        rows: list[tuple[str, int, str, float]] = []
         try:
-            seed_users(port)
-            url = f"http://127.0.0.1:{port}/"
-            figures = [("single POST", 1, SINGLE_LUA)] + [
-                (f"POST /batch of {n}", n, BATCH_LUA.replace("SIZE", str(n))) for n in sizes
-            ]
+            for tag, code in trees:
+                data = Path(work) / tag / "data"
+                (data / "default").mkdir(parents=True)
+                env = {"SERVICE_DATA": str(data), "SERVICE_SYNC": "full", "RUST_LOG": "info"}
+                proc, port, log = start_dbsvc(env, code=code)
+                servers.append((tag, proc, port, log))
+                seed_users(port)
             for connections in counts:
                 for name, n, lua in figures:
                     script = Path(work) / f"{n}-{len(rows)}.lua"
                     script.write_text(lua)
-                    result = measure(proc, url, args.duration, connections, script=str(script))
-                    records = result["rps"] * n
-                    rows.append((connections, name, records))
-                    print(
-                        f"{connections:3d} conn  {name:20s} {result['rps']:8.0f} req/s {records:9.0f} records/s  "
-                        f"p50 {result.get('p50_ms', 0):7.2f} ms  p99 {result.get('p99_ms', 0):7.2f} ms  "
-                        f"cpu {result['cpu_us_per_request'] / n:6.1f} us/record  errors {result.get('errors', 0)}",
-                        flush=True,
-                    )
+                    # Each server in turn, figure by figure: both meet the same load of the host.
+                    for tag, proc, port, _log in servers:
+                        result = measure(proc, f"http://127.0.0.1:{port}/", args.duration, connections, script=str(script))
+                        records = result["rps"] * n
+                        rows.append((tag, connections, name, records))
+                        print(
+                            f"{tag:7s} {connections:3d} conn  {name:20s} {result['rps']:8.0f} req/s "
+                            f"{records:9.0f} records/s  p50 {result.get('p50_ms', 0):7.2f} ms  "
+                            f"p99 {result.get('p99_ms', 0):7.2f} ms  "
+                            f"cpu {result['cpu_us_per_request'] / n:6.1f} us/record  errors {result.get('errors', 0)}",
+                            flush=True,
+                        )
         finally:
-            stop_server(proc)
-        summary = SUMMARY.search("".join(log))
-        if summary:
-            writes, fsyncs = int(summary.group(1)), int(summary.group(2))
-            print(f"writes acknowledged {writes}, fsyncs {fsyncs}: {writes / max(fsyncs, 1):.1f} writes per fsync")
-        singles = {connections: records for connections, name, records in rows if name == "single POST"}
-        for connections, name, records in rows:
+            for _tag, proc, _port, _log in servers:
+                stop_server(proc)
+        for tag, _proc, _port, log in servers:
+            summary = SUMMARY.search("".join(log))
+            if summary:
+                writes, fsyncs = int(summary.group(1)), int(summary.group(2))
+                print(f"{tag:7s} writes acknowledged {writes}, fsyncs {fsyncs}: {writes / max(fsyncs, 1):.1f} per fsync")
+        singles = {(tag, c): records for tag, c, name, records in rows if name == "single POST"}
+        for tag, connections, name, records in rows:
             if name != "single POST":
-                base = singles[connections]
-                print(f"{connections:3d} conn  {name:20s} {records / base:5.2f}x the single POSTs' records/s")
+                ratio = records / singles[(tag, connections)]
+                print(f"{tag:7s} {connections:3d} conn  {name:20s} {ratio:5.2f}x the single POSTs' records/s")
     return 0
 
 
