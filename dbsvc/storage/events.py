@@ -192,10 +192,11 @@ def fitted_delete_payload(event: ChangeEvent, id_field: str, max_payload: int) -
         excess -= size - len("null") - len(compact_json(key)) - 1  # the value out, its name in `omitted`
         if excess <= 0:
             break
-    head = event_payload(
-        EventKind.DELETE, event.model, event.offset, event.watermark, event.id, record, None, event.batch
-    )
-    return head[:-1] + b',"omitted":' + compact_json(omitted).encode("utf-8") + b"}"
+    head = event_payload(EventKind.DELETE, event.model, event.offset, event.watermark, event.id, record)
+    tail = f',"omitted":{compact_json(omitted)}'
+    if event.batch is not None:  # the mark ends a batch's payload ("Batches")
+        tail += batch_mark(*event.batch)
+    return head[:-1] + tail.encode("utf-8") + b"}"
 
 
 def write_event(

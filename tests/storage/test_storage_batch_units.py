@@ -216,3 +216,28 @@ def test_batches_during_online_compactions_keep_every_row(tenant):
         check_indexes(again)
     finally:
         again.close()
+
+
+def test_a_fitted_delete_in_a_batch_still_ends_with_the_batch_mark(tenant):
+    # A record stored under a larger frame limit (an older log): its delete is fitted to this
+    # store's limit (events.py "Sizes": values left out, named in `omitted`), and inside a
+    # batch its payload still ends with the mark (logfile.py rule 5 reads payloads so).
+    roomy = open_store(tenant, max_payload=32768)
+    try:
+        asyncio.run(roomy.insert("User", user(None, email="big@x", profile="p" * 9000)))
+    finally:
+        roomy.close()
+
+    async def main():
+        store = open_store(tenant, max_payload=8192)
+        try:
+            ops = [("insert", ("User", user(None, email="small@x"))), ("delete", ("User", 1))]
+            await run_batch(store, ops, size=2)
+        finally:
+            await store.aclose()
+
+    asyncio.run(main())
+    with open(os.path.join(tenant, "log"), "rb") as f:
+        payloads = [payload for _offset, payload in LogScan("log", f.read()).records()]
+    assert bytes(payloads[2]).endswith(b',"omitted":["profile"],"batch":{"first":2,"last":3}}')
+    assert json.loads(payloads[2])["record"]["profile"] is None
