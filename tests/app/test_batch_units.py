@@ -40,7 +40,7 @@ def answered(tmp_path, ops: Any, route: BatchRoute | None = None, claims: Any = 
 
     async def main() -> Any:
         directory = tmp_path / "tenant"
-        directory.mkdir(exist_ok=True)
+        directory.mkdir(parents=True, exist_ok=True)
         store = open_store(str(directory), sync="off")
         try:
             if not store.applied_offset:
@@ -129,6 +129,10 @@ WHERE = "expected '*' or a comma-separated list of entity tags such as \"\\\"12\
         (
             {"op": "delete", "model": 3, "id": 1},
             "unknown model 3: expected one of BlogPost, Comment, User, blog-post, comment, user",
+        ),
+        (
+            {"op": "delete", "model": ["user"], "id": 1},
+            "unknown model ['user']: expected one of BlogPost, Comment, User, blog-post, comment, user",
         ),
         ({"op": "create", "model": "user", "record": [1]}, "'record' must be a JSON object, got list"),
         ({"op": "update", "model": "user", "id": 1, "record": None}, "'record' must be a JSON object, got NoneType"),
@@ -272,6 +276,12 @@ def test_an_op_reference_in_a_ref_field_leaves_the_request_record_as_it_was(tmp_
             "constraint_violation",
             "op 1: name: missing required field 'name' (a string)",
         ),
+        (
+            [create_user(3), {"op": "update", "model": "user", "id": 2, "record": {"name": "Q"}}],
+            422,
+            "constraint_violation",
+            "op 1: email: missing required field 'email' (a string)",
+        ),
     ],
 )
 def test_a_refused_op_refuses_the_batch_with_its_own_answer_and_index(tmp_path, ops, status, code, detail):
@@ -372,7 +382,7 @@ def own_posts() -> ModelRules:
         subscribe=scope,
         get=lambda record, claims: same(record["author_id"], me(claims)),
         create=lambda record, claims: same(record["author_id"], me(claims)),
-        update=lambda before, after, claims: same(after["author_id"], me(claims)),
+        update=lambda before, after, claims: same(before["author_id"], me(claims)) and same(after["author_id"], me(claims)),
         delete=lambda record, claims: same(record["author_id"], me(claims)) and record["title"] != "keep",
         text={},
     )
@@ -417,6 +427,12 @@ POST_BY = {"title": "t", "body": "b", "score": 1}
             None,
         ),
         (
+            {"op": "patch", "model": "blog-post", "id": 1, "if_match": '"3"', "record": {"title": "x"}},
+            412,
+            "op 1: If-Match \"3\" does not match: BlogPost 1 does not exist",
+            "update",
+        ),
+        (
             {"op": "delete", "model": "blog-post", "id": 1, "if_match": '"3"'},
             412,
             "op 1: If-Match \"3\" does not match: BlogPost 1 does not exist",
@@ -448,3 +464,30 @@ def test_ops_the_rules_allow_go_through_and_a_delete_needs_its_own_rule(tmp_path
     status, body, _h, state, _head = answered(tmp_path, {"ops": ops}, route=ruled(refusals), claims={"uid": 2})
     assert status == 200 and [r["status"] for r in body["results"]] == [201, 200, 204]
     assert [p["id"] for p in state["BlogPost"]] == [1]
+
+
+def test_an_op_reference_may_name_an_update_or_a_delete(tmp_path):
+    ops = [
+        {"op": "patch", "model": "user", "id": 2, "record": {"name": "Two"}},
+        {"op": "update", "model": "user", "id": {"$op": 0}, "record": {"id": 2, "email": "t@x.io", "name": "Deux"}},
+        {"op": "delete", "model": "blog-post", "id": 1},
+        {"op": "patch", "model": "user", "id": {"$op": 1}, "record": {"age": 3}},
+    ]
+    status, body, _h, state, _head = answered(tmp_path, {"ops": ops})
+    assert status == 200 and [r["id"] for r in body["results"]] == [2, 2, 1, 2]
+    assert (state["User"][1]["name"], state["User"][1]["age"]) == ("Deux", 3) and state["BlogPost"] == []
+    ops.append({"op": "delete", "model": "blog-post", "id": {"$op": 2}})
+    status, problem = refusal(tmp_path / "again", {"ops": ops})
+    assert (status, problem["detail"], problem["op"]) == (404, "op 4: BlogPost 1 does not exist", 4)
+
+
+def test_a_create_takes_its_token_defaults_before_it_is_validated(tmp_path):
+    def fill(body: dict, claims: Any) -> None:  # as a generated `@default(token.uid)` filler
+        body.setdefault("author_id", claims["uid"])
+
+    models = dict(MODELS)
+    models["blog-post"] = dataclasses.replace(models["blog-post"], fill_from_token=fill)
+    route = BatchRoute(models, Access(Refusals()))
+    ops = [{"op": "create", "model": "blog-post", "record": dict(POST_BY)}]
+    status, body, _h, state, _head = answered(tmp_path, {"ops": ops}, route=route, claims={"uid": 2})
+    assert status == 200 and state["BlogPost"][1]["author_id"] == 2
