@@ -71,7 +71,7 @@ class BatchWrite:
     every method raises AssertionError."""
 
     def __init__(
-        self, writes: WriteHost, tables: Mapping[str, Table], constraints: Constraints, size: int = 0
+        self, writes: WriteHost, tables: Mapping[str, Table], constraints: Constraints, size: int
     ) -> None:
         self._writes = writes
         self._tables = tables

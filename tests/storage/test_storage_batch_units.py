@@ -76,6 +76,20 @@ def test_a_sized_batch_marks_its_rows_as_they_are_built(tenant):
     assert (rows[3]["kind"], rows[3]["id"], rows[3]["record"]["email"]) == ("delete", 2, "b@x")
 
 
+def test_a_sized_batch_of_one_is_a_plain_write_and_of_two_is_marked(tenant):
+    async def main():
+        store = open_store(tenant)
+        try:
+            await run_batch(store, [("insert", ("User", user(None, email="a@x")))], size=1)
+            await run_batch(store, [("insert", ("User", user(None, email="b@x"))), ("delete", ("User", 1))], size=2)
+            return [(e.offset, e.batch) for e in store.events_after(0)]
+        finally:
+            await store.aclose()
+
+    assert asyncio.run(main()) == [(1, None), (2, (2, 3)), (3, (2, 3))]
+    assert [row.get("batch") for row in log_rows(tenant)] == [None, {"first": 2, "last": 3}, {"first": 2, "last": 3}]
+
+
 def test_a_sized_batch_must_get_exactly_its_ops(tenant):
     async def main():
         store = open_store(tenant)
