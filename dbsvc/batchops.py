@@ -62,7 +62,7 @@ from dbsvc.http.conditional import ANY, IF_MATCH, Conditions, parse_tags
 from dbsvc.http.types import Deferred, Response
 from dbsvc.interfaces import BatchWriter, ServedStore
 from dbsvc.rules import Claims
-from dbsvc.runtime import CompiledModel, json_bytes
+from dbsvc.runtime import CompiledModel, compact_json
 
 MAX_OPS = 1000  # ops per batch (docs/guide/rest.md#batches-post-batch)
 OPS = ("create", "update", "patch", "delete")
@@ -128,12 +128,13 @@ def _parse_op(index: int, raw: Any, models: Mapping[str, CompiledModel]) -> Op:
         raise _refused(index, f"a create op takes no {IF_MATCH_KEY!r}: a new record has no version to match")
     conditions = _conditions(index, raw[IF_MATCH_KEY]) if IF_MATCH_KEY in raw else None
     allowed = _KEYS[kind]
-    extra = sorted(set(raw) - allowed - {IF_MATCH_KEY})
-    if extra:
-        raise _refused(index, f"unknown key {extra[0]!r} in a {kind} op: expected {', '.join(sorted(allowed))}")
-    missing_keys = sorted(allowed - set(raw))
-    if missing_keys:
-        raise _refused(index, f"a {kind} op needs {missing_keys[0]!r}")
+    if raw.keys() != allowed:  # the common op has exactly its keys: no set arithmetic for it
+        extra = sorted(set(raw) - allowed - {IF_MATCH_KEY})
+        if extra:
+            raise _refused(index, f"unknown key {extra[0]!r} in a {kind} op: expected {', '.join(sorted(allowed))}")
+        missing_keys = sorted(allowed - set(raw))
+        if missing_keys:
+            raise _refused(index, f"a {kind} op needs {missing_keys[0]!r}")
     name = raw["model"]
     model = models.get(name) if isinstance(name, str) else None
     if model is None:
@@ -183,12 +184,13 @@ class BatchRoute:
 
     def answer(self, store: ServedStore, body: Any, claims: Claims = NO_CLAIMS) -> Deferred:
         ops = parse_ops(body, self.models)
-        batch = store.begin_batch()
-        results: list[dict[str, Any]] = []
+        first = store.applied_offset + 1  # op i's row takes offset first + i (rule 6)
+        batch = store.begin_batch(len(ops))
+        results: list[str] = []  # each op's result as JSON text, encoded once
         written: list[tuple[CompiledModel, Any]] = []  # per op: its model and id (rule 3)
         try:
             for op in ops:
-                results.append(self._run(store, batch, op, written, claims))
+                results.append(self._run(store, batch, op, written, claims, first + op.index))
         except RequestError as exc:
             batch.abort()
             index = len(results)
@@ -199,17 +201,21 @@ class BatchRoute:
             batch.abort()
             raise
         last = store.applied_offset
-        first = last - len(ops) + 1
-        for offset, result in enumerate(results, first):
-            if result["status"] != 204:
-                result["etag"] = f'"{offset}"'
-        body_out = json_bytes({"results": results, "first": first, "last": last})
+        assert last == first + len(ops) - 1, "each op writes one row"
+        body_out = f'{{"results":[{",".join(results)}],"first":{first},"last":{last}}}'.encode("utf-8")
         return Deferred(batch.commit(), Response(200, body_out, [("Dbsvc-Offset", str(last))]))
 
     def _run(
-        self, store: ServedStore, batch: BatchWriter, op: Op, written: list[tuple[CompiledModel, Any]], claims: Claims
-    ) -> dict[str, Any]:
-        """One op, as its single route runs it (rule 4); its result."""
+        self,
+        store: ServedStore,
+        batch: BatchWriter,
+        op: Op,
+        written: list[tuple[CompiledModel, Any]],
+        claims: Claims,
+        offset: int,
+    ) -> str:
+        """One op, as its single route runs it (rule 4); its result as JSON text, the op's
+        row at `offset`: `{"status":201,"id":7,"etag":"\\"41\\""}` (rule 6)."""
         model, rules, access = op.model, op.model.rules, self.access
         key = _resolve(op.index, op.id, model.name, written, "id") if op.kind != "create" else None
         record = _resolve_refs(op, written) if op.record is not None else None
@@ -220,8 +226,9 @@ class BatchRoute:
             if rules is not None:
                 access.check_create(model, rules, checked, claims)
             stored = batch.insert(model.name, checked)
-            written.append((model, stored[model.id_field]))
-            return {"status": 201, "id": stored[model.id_field]}
+            id_ = stored[model.id_field]
+            written.append((model, id_))
+            return f'{{"status":201,"id":{compact_json(id_)},"etag":"\\"{offset}\\""}}'
         current, _watermark = store.get(model.name, key)
         if op.conditions is not None:  # rule 2, before the op's other checks, as the single route
             _check_precondition(store, op, key, current, access, claims)
@@ -233,7 +240,7 @@ class BatchRoute:
                 access.check_delete(model, rules, current, claims)
             batch.delete(model.name, key)
             written.append((model, key))
-            return {"status": 204, "id": key}
+            return f'{{"status":204,"id":{compact_json(key)}}}'
         if current is None:
             raise missing(model, key)
         if rules is not None:
@@ -246,7 +253,7 @@ class BatchRoute:
             access.check_update(model, rules, current, checked, claims)
         _previous, stored = batch.replace(model.name, key, checked)
         written.append((model, key))
-        return {"status": 200, "id": key, "record": stored}
+        return f'{{"status":200,"id":{compact_json(key)},"record":{compact_json(stored)},"etag":"\\"{offset}\\""}}'
 
 
 def _check_precondition(
@@ -286,10 +293,14 @@ def _resolve(index: int, value: Any, expected: str, written: list[tuple[Compiled
 
 
 def _resolve_refs(op: Op, written: list[tuple[CompiledModel, Any]]) -> dict:
-    """The op's record with every `{"$op": i}` of a @ref field replaced (rule 3); a copy."""
+    """The op's record with every `{"$op": i}` of a @ref field replaced (rule 3): a copy
+    when there is one, else the record itself (the request's own, parsed for this batch)."""
     assert op.record is not None
-    record = dict(op.record)
+    record = op.record
     for field, parent in op.model.refs:
-        if field in record:
-            record[field] = _resolve(op.index, record[field], parent, written, field)
+        value = record.get(field)
+        if type(value) is dict:
+            if record is op.record:
+                record = dict(record)
+            record[field] = _resolve(op.index, value, parent, written, field)
     return record

@@ -1,7 +1,7 @@
 """An atomic batch of writes (`POST /batch`): every op checked against the state the
 earlier ops leave, then all of them committed as one group, or none.
 
-    batch = store.begin_batch()
+    batch = store.begin_batch(size)          # size: how many ops will follow, when known
     stored            = batch.insert("Order", record)
     previous, stored  = batch.replace("Line", 3, record)
     previous          = batch.delete("Product", 9)
@@ -21,6 +21,9 @@ Rules:
    "Batches"), and hands the frames to the commit queue together (`submit_group`): one
    write call, one fsync, one acknowledgement and the events published in one call, or
    all rolled back on an I/O error. A batch of one is a plain write, with no mark.
+   A batch begun with its `size` (`POST /batch` knows its ops' count) knows L from the
+   start: each op's event and payload carry the mark as they are built, and `commit`
+   checks that exactly `size` ops came; without it `commit` adds the mark to each.
 4. Sizes: an op's payload is measured with room for the widest mark (`BATCH_MARK_MAX`), so
    a frame the mark lengthens still fits the store's `max_payload`.
 5. Crash atomicity is the log's: recovery cuts a batch whose last row is missing
@@ -67,7 +70,9 @@ class BatchWrite:
     """One batch under way (module docstring). Not reusable: after `commit` or `abort`
     every method raises AssertionError."""
 
-    def __init__(self, writes: WriteHost, tables: Mapping[str, Table], constraints: Constraints) -> None:
+    def __init__(
+        self, writes: WriteHost, tables: Mapping[str, Table], constraints: Constraints, size: int
+    ) -> None:
         self._writes = writes
         self._tables = tables
         self._constraints = constraints
@@ -77,6 +82,9 @@ class BatchWrite:
         self._payloads: list[bytes] = []
         self._undos: list[Undo] = []
         self._open = True
+        self._size = size
+        # Rule 3: the mark every op's event carries from the start, when the size is known.
+        self._mark = (self._first, self._first + size - 1) if size > 1 else None
 
     def __len__(self) -> int:
         return len(self._events)
@@ -119,7 +127,7 @@ class BatchWrite:
         writes = self._writes
         offset = writes.next_offset
         assert offset == self._first + len(self._events), "another write ran inside the batch"
-        event = write_event(kind, table.name, offset, table.watermark + 1, id_, record, previous)
+        event = write_event(kind, table.name, offset, table.watermark + 1, id_, record, previous, self._mark)
         payload = write_payload(event, table.id_field, writes.max_payload - BATCH_MARK_MAX)
         max_id = table.max_id
         compactor = writes.compactor
@@ -155,7 +163,9 @@ class BatchWrite:
             return done
         first, last = self._first, self._first + len(events) - 1
         assert writes.next_offset == last + 1, "another write ran inside the batch"
-        if len(events) > 1:
+        if self._size:
+            assert len(events) == self._size, f"a batch of {self._size} ops committed after {len(events)}"
+        elif len(events) > 1:
             mark = batch_mark(first, last).encode("ascii")
             events = [event._replace(batch=(first, last)) for event in events]
             payloads = [payload[:-1] + mark + b"}" for payload in payloads]

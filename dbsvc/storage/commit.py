@@ -340,9 +340,11 @@ class CommitQueue:
             except OSError as exc:
                 self._write_failed(exc)
                 failed = True
-        for i, (end, frame, event, undo) in enumerate(zip(ends, frames, events, undos)):
-            future = done if i == len(frames) - 1 else loop.create_future()
-            self._pending.append(Pending(end, future, event, undo, frame=frame))
+        # One future for the group: its frames are queued in one call, so one `_acknowledge`
+        # (or one `_fail_pending`) settles them all, and each settles it only if not yet done.
+        pending = self._pending
+        for end, frame, event, undo in zip(ends, frames, events, undos):
+            pending.append(Pending(end, done, event, undo, frame=frame))
         if not self.sync and not failed and len(self._pending) == len(frames) and self._switch is None:
             self._acknowledge(len(frames))
             return done

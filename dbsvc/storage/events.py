@@ -193,20 +193,30 @@ def fitted_delete_payload(event: ChangeEvent, id_field: str, max_payload: int) -
         excess -= size - len("null") - len(compact_json(key)) - (1 if len(omitted) > 1 else 0)
         if excess <= 0:
             break
-    head = event_payload(
-        EventKind.DELETE, event.model, event.offset, event.watermark, event.id, record, None, event.batch
-    )
-    return head[:-1] + b',"omitted":' + compact_json(omitted).encode("utf-8") + b"}"
+    head = event_payload(EventKind.DELETE, event.model, event.offset, event.watermark, event.id, record)
+    tail = f',"omitted":{compact_json(omitted)}'
+    if event.batch is not None:  # the mark ends a batch's payload ("Batches")
+        tail += batch_mark(*event.batch)
+    return head[:-1] + tail.encode("utf-8") + b"}"
 
 
 def write_event(
-    kind: EventKind, model: str, offset: int, watermark: int, id_: Any, record: dict | None, previous: dict | None
+    kind: EventKind,
+    model: str,
+    offset: int,
+    watermark: int,
+    id_: Any,
+    record: dict | None,
+    previous: dict | None,
+    batch: tuple[int, int] | None = None,
 ) -> ChangeEvent:
     """The event of a write: `record` the new record (None for a delete, which shows the
-    last one, `previous`), `previous` kept for an update only."""
+    last one, `previous`), `previous` kept for an update only; `batch` its batch's bounds."""
     shown = record if record is not None else previous
     assert shown is not None
-    return ChangeEvent(kind, model, offset, watermark, id_, shown, previous if kind is EventKind.UPDATE else None)
+    return ChangeEvent(
+        kind, model, offset, watermark, id_, shown, previous if kind is EventKind.UPDATE else None, batch
+    )
 
 
 def write_payload(event: ChangeEvent, id_field: str, room: int) -> bytes:

@@ -23,10 +23,11 @@ Rules:
    and committed in the one call that brings its last row, with no await between them,
    so a read on the follower sees all of a batch or none, and its log gets the whole
    batch in one group (its own recovery cuts a torn one: logfile.py rule 5). A stream
-   that starts again at the follower's head drops what was held (it is sent again). A
-   held row that fails its check once the batch is complete is a `StreamError` after the
-   rows before it were committed: a primary whose stream breaks mid-batch is a diverged
-   primary, and the follower stops (replica/follower.py rule 4).
+   that starts again at the follower's head drops what was held (it is sent again). Every
+   row of a complete batch is checked against the state the rows before it leave before
+   any is submitted, so a row that does not fit (a bad or diverged primary) is a
+   `StreamError` with nothing of its batch applied, and the follower stops
+   (replica/follower.py rule 4) showing none of it.
 
 Uses only the Store's public surface, named by the `Replicated` protocol below
 (`check_writable`, `table`, `tables`, `applied_offset`, `epoch_state`, `held_frames`, `submit_frame`);
@@ -39,7 +40,7 @@ import asyncio
 import json
 import os
 from collections.abc import Callable, Iterator, Mapping
-from typing import Protocol
+from typing import Any, Protocol
 
 from dbsvc.errors import EpochChanged, NotFound, RequestError, StreamError, Unavailable
 from dbsvc.storage.compact import SNAPSHOT_NAME
@@ -105,17 +106,20 @@ def apply_replicated(store: Replicated, frame: bytes) -> asyncio.Future[None]:
     if held:
         frames = [*held, frame]
         held.clear()
+        seen = _Batch()
+        checked = [_check(store, one, seen) for one in frames]  # rule 4: all, before any applies
         durable = None
-        for one in frames:
-            durable = _apply_one(store, one)
+        for one, (table, event) in zip(frames, checked):
+            durable = _submit(store, table, one, event)
         assert durable is not None
         return durable
-    return _apply_one(store, frame)
+    table, event = _check(store, frame, None)
+    return _submit(store, table, frame, event)
 
 
 def _batch_mark(frame: bytes) -> tuple[int, int] | None:
     """The (first, last) offsets of the batch the frame's row belongs to, or None; a
-    payload that does not decode is left to `_apply_one` to refuse."""
+    payload that does not decode is left to `_check` to refuse."""
     if b'"batch":' not in frame:
         return None
     try:
@@ -124,10 +128,22 @@ def _batch_mark(frame: bytes) -> tuple[int, int] | None:
         return None
 
 
-def _apply_one(store: Replicated, frame: bytes) -> asyncio.Future[None]:
-    """The checks and the commit of one frame (`apply_replicated`)."""
+class _Batch:
+    """What the checked rows of a batch will have changed once applied (rule 4): rows per
+    model, and the ids they insert (True) or delete (False)."""
+
+    __slots__ = ("rows", "present")
+
+    def __init__(self) -> None:
+        self.rows: dict[str, int] = {}
+        self.present: dict[tuple[str, Any], bool] = {}
+
+
+def _check(store: Replicated, frame: bytes, batch: _Batch | None) -> tuple[Table, ChangeEvent]:
+    """The checks of one frame (`apply_replicated`), against the store as the rows of
+    `batch` checked before it will leave it (None: a frame applied on its own)."""
     offset = frame_offset(frame)
-    expected = store.applied_offset + 1
+    expected = store.applied_offset + 1 + (0 if batch is None else sum(batch.rows.values()))
     if offset != expected:
         raise StreamError(offset, f"expected offset {expected}")
     size = len(frame) - FRAME_HEADER_SIZE
@@ -149,26 +165,41 @@ def _apply_one(store: Replicated, frame: bytes) -> asyncio.Future[None]:
         raise StreamError(
             offset, f"{event.model} record has fields {list(event.record)}, expected {list(table.model.fields)}"
         )
-    if event.watermark != table.watermark + 1:
+    earlier = 0 if batch is None else batch.rows.get(event.model, 0)
+    if event.watermark != table.watermark + earlier + 1:
         raise EpochChanged(
             offset,
             f"{event.model} watermark {event.watermark} follows "
-            f"{table.watermark} here: the primary started a new epoch",
+            f"{table.watermark + earlier} here: the primary started a new epoch",
         )
-    record, kind = event.record, event.kind
+    kind = event.kind
     if kind is not EventKind.DELETE:
         _check_replicated_record(table, offset, event)
     try:
-        current = table.live.get(event.id)
+        exists = table.live.get(event.id) is not None
     except TypeError:  # an unhashable id
         raise StreamError(offset, f"{event.model} id {event.id!r} is not an id value") from None
+    if batch is not None:
+        exists = batch.present.get((event.model, event.id), exists)
     if kind is EventKind.INSERT:
-        if current is not None:
+        if exists:
             raise StreamError(offset, f"insert of {event.model} {event.id!r}, which exists here")
+    elif not exists:
+        raise StreamError(offset, f"{kind.value} of {event.model} {event.id!r}, which does not exist here")
+    if batch is not None:
+        batch.rows[event.model] = earlier + 1
+        batch.present[(event.model, event.id)] = kind is not EventKind.DELETE
+    return table, event
+
+
+def _submit(store: Replicated, table: Table, frame: bytes, event: ChangeEvent) -> asyncio.Future[None]:
+    """The commit of one frame `_check` passed, against the store as it is now."""
+    record, kind = event.record, event.kind
+    current = table.live.get(event.id)
+    if kind is EventKind.INSERT:
         values = table.model.row(record)
         return store.submit_frame(table, frame, event, lambda: table.insert(values))
-    if current is None:
-        raise StreamError(offset, f"{kind.value} of {event.model} {event.id!r}, which does not exist here")
+    assert current is not None, "checked: the record exists"
     if kind is EventKind.UPDATE:
         values = table.model.row(record)
         return store.submit_frame(table, frame, event, lambda: table.replace(current, values))

@@ -448,11 +448,11 @@ class Store:
     def apply_delete(self, model: str, id: Any) -> tuple[dict[str, Any], asyncio.Future[None]]:
         return self._writes.apply_delete(self.table(model), id)
 
-    def begin_batch(self) -> BatchWrite:
+    def begin_batch(self, size: int = 0) -> BatchWrite:
         """An atomic batch (`POST /batch`, batchwrite.py): ops applied one by one, each
         checked against the ones before; then `commit()` (one durable group) or `abort()`.
-        No await may run between this and the commit or abort."""
-        return self._writes.begin_batch()
+        No await may run between this and the commit or abort. `size`: how many ops follow."""
+        return self._writes.begin_batch(size)
 
     def check_batch(self, rows: Sequence[tuple[str, dict]], measure: bool = True) -> None:
         """`BatchRejected` if `insert_batch(rows)` would refuse them; works on a read-only

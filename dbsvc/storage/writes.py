@@ -105,9 +105,10 @@ class WritePath:
         previous, apply = self._constraints.delete(table, id)
         return previous, self._write(commit, table, EventKind.DELETE, id, None, previous, apply)
 
-    def begin_batch(self) -> BatchWrite:
-        """An atomic batch of writes (batchwrite.py), checked op by op, committed as one."""
-        return BatchWrite(self, self._tables, self._constraints)
+    def begin_batch(self, size: int = 0) -> BatchWrite:
+        """An atomic batch of writes (batchwrite.py), checked op by op, committed as one;
+        `size`: the number of ops that will follow, when the caller knows it."""
+        return BatchWrite(self, self._tables, self._constraints, size)
 
     def _write(
         self,
