@@ -91,8 +91,8 @@ from dbsvc.errors import (
     StreamError,
     WebSocketClientError,
 )
-from dbsvc.replica.consumer import Endpoint, FrameError, check_frame
-from dbsvc.replica.primary import HttpPrimary, Primary
+from dbsvc.replica.consumer import Endpoint, FrameError, check_frame_bytes
+from dbsvc.replica.primary import HttpPrimary, Primary, Stream
 from dbsvc.replica.status import ReplicaStatus
 from dbsvc.storage import compact
 from dbsvc.storage.history import History, history_from_json
@@ -102,7 +102,8 @@ from dbsvc.storage.store import Store
 
 log = logging.getLogger("dbsvc.replica")
 
-BATCH = 512  # frames applied per turn of the loop
+BATCH = 512  # frames applied per turn of the loop, at most (rule 3): a pause of the loop of about 10 ms
+BATCH_BYTES = 1 << 20  # ... and bytes
 POLL_SECONDS = 1.0
 MAX_BACKOFF = 10.0
 RETRIED = frozenset({408, 425, 429})
@@ -162,6 +163,7 @@ class Follower:
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
+        self._unsynced: asyncio.Future[None] | None = None  # the last group applied (rule 3)
         self.store: Store = opener(None)
         self.status.synced = self.store.head_offset > 0  # rule 8: it followed before
 
@@ -303,35 +305,44 @@ class Follower:
             self.status.state = "following"
             self.status.error = None
             self.status.synced = True  # rule 8: in the primary's epoch, its history proved
-            expected = head + 1
-            last_poll = time.monotonic()
-            while not self._stop.is_set():
-                batch: list[bytes] = []
-                message = ws.receive(timeout=0.5)
-                while message is not None:
-                    try:
-                        check_frame(message, expected, self.store.max_payload)
-                    except FrameError as exc:
-                        if batch:  # the good frames before it still count
-                            self._call_on_loop(self._apply, batch)
-                        raise _Stop(str(exc)) from None
-                    assert isinstance(message, bytes)
-                    batch.append(message)
-                    expected += 1
-                    if len(batch) >= BATCH:
-                        break
-                    message = ws.receive(timeout=0)
-                if batch:
-                    self._call_on_loop(self._apply, batch)
-                elif self.store.head_offset >= self.status.primary_offset:
-                    self.status.caught_up_at = time.monotonic()  # quiet: caught up
-                if not batch or time.monotonic() - last_poll > self.poll_seconds:
-                    if time.monotonic() - last_poll > self.poll_seconds:
-                        last_poll = time.monotonic()
-                        self._poll_head()
-                if self.store.head_offset >= self.status.primary_offset:
-                    self.status.primary_offset = self.store.head_offset
-                    self.status.caught_up_at = time.monotonic()
+            try:
+                self._stream(ws, head + 1)
+            finally:
+                self._settle()
+
+    def _stream(self, ws: Stream, expected: int) -> None:
+        """Rule 3: read, check and apply frames from `expected` on until stopped."""
+        last_poll = time.monotonic()
+        while not self._stop.is_set():
+            batch: list[bytes] = []
+            size = 0
+            full = False
+            message = ws.receive(timeout=0.5)
+            while message is not None:
+                try:
+                    frame = check_frame_bytes(message, expected, self.store.max_payload)
+                except FrameError as exc:
+                    if batch:  # the good frames before it still count
+                        self._call_on_loop(self._apply, batch, False)
+                    raise _Stop(str(exc)) from None
+                batch.append(frame)
+                size += len(frame)
+                expected += 1
+                full = len(batch) >= BATCH or size >= BATCH_BYTES
+                if full:
+                    break
+                message = ws.receive(timeout=0)
+            if batch or self._unsynced is not None:
+                # More is waiting only after a full group: read it while this one is written.
+                self._call_on_loop(self._apply, batch, full)
+            if not batch and self.store.head_offset >= self.status.primary_offset:
+                self.status.caught_up_at = time.monotonic()  # quiet: caught up
+            if time.monotonic() - last_poll > self.poll_seconds:
+                last_poll = time.monotonic()
+                self._poll_head()
+            if self.store.head_offset >= self.status.primary_offset:
+                self.status.primary_offset = self.store.head_offset
+                self.status.caught_up_at = time.monotonic()
 
     def _poll_head(self) -> None:
         try:
@@ -381,12 +392,31 @@ class Follower:
         except StreamError as exc:
             raise _Stop(str(exc)) from None
 
-    async def _apply(self, frames: list[bytes]) -> None:
-        last = None
-        for frame in frames:
-            last = self.store.apply_replicated(frame)
-        if last is not None:
-            await last  # rule 3: durable before reading on
+    async def _apply(self, frames: list[bytes], pipelined: bool) -> None:
+        """Rule 3: apply `frames` as one group (one write, one fsync), then wait until the
+        group before them is durable, and with `pipelined` (more frames are waiting) only
+        that one: the next group is then read and checked while this one is written, and
+        never more than two groups are unacknowledged."""
+        previous, self._unsynced = self._unsynced, None
+        if frames:
+            self._unsynced = self.store.apply_replicated_frames(frames)
+        if previous is not None:
+            await previous
+        if not pipelined and self._unsynced is not None:
+            current, self._unsynced = self._unsynced, None
+            await current
+
+    def _settle(self) -> None:
+        """Wait until the last group applied is durable (the stream ended): our head is
+        then where the next connection resumes. A failure is the store's (an fsync:
+        commit.py), which the next apply reports."""
+        if self._unsynced is None:
+            return
+        try:
+            self._call_on_loop(self._apply, [], False)
+        except Exception as exc:  # noqa: BLE001 - reported by the next apply, never hidden behind the stream's
+            log.warning("following %s: the last frames applied did not become durable: %s", self.endpoint.http_base, exc)
+            self._unsynced = None
 
     # -- bootstrap (rule 2) -------------------------------------------------------------------
 
@@ -419,7 +449,8 @@ class Follower:
         """Rule 2: our epoch base becomes the primary's (the lock is never let go), and
         then our history its history (rule 7: a crash between leaves the old record,
         which only makes the next start bootstrap again)."""
-        lock = self.store.close(keep_lock=True)
+        lock = self.store.close(keep_lock=True)  # what was applied is durable by then
+        self._unsynced = None
         compact.install(self.directory, image)
         self.store = self._opener(lock)
         if history is not None:

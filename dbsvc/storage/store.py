@@ -27,6 +27,7 @@ The API the application is written against (docs/architecture.md, "storage")::
     for event in store.events_after(offset): ...                # ring, or the log if replication
     for frame in store.frames_after(offset): ...                # retained segment, then the log
     durable            = store.apply_replicated(frame)          # a follower (follow.py)
+    durable            = store.apply_replicated_frames(frames)  # ... a group: one write, one fsync
     epoch, base, chunks = store.epoch_snapshot()                # what a follower bootstraps from
     task               = store.compact_now()                    # online compaction now (compactor.py)
     store.close()
@@ -144,7 +145,7 @@ class Store:
         self._epoch: Epoch = loaded.epoch
         self._history = loaded.history
         self.recovered_tail = loaded.damage
-        self.held_frames: list[bytes] = []  # a follower's unfinished batch (follow.py rule 4)
+        self.held_frames: list[tuple[bytes, ChangeEvent]] = []  # a follower's unfinished batch (follow.py rule 4)
         self.compacted_on_open = loaded.compacted
         self._changes = ChangeStream(
             self, loaded.recent, options.ring_capacity, loaded.head_offset, replication=options.replication
@@ -412,15 +413,11 @@ class Store:
         """`Unavailable` unless the store takes writes now (read-only, or commit.py rule 4)."""
         self._writes.writable()
 
-    def submit_frame(
-        self, table: Table, frame: bytes, event: ChangeEvent, apply: Callable[[], object]
-    ) -> asyncio.Future[None]:
-        """Commit a frame built elsewhere (a follower's replicated frame, follow.py) at
-        `event.offset`, the next offset, with `apply` changing `table` in memory: the
-        commit path of a local write. The caller has checked that the frame fits."""
-        writes = self._writes
-        assert event.offset == writes.next_offset, "frames are submitted in offset order"
-        return writes.submit(writes.writable(), table, event.offset, frame, event, apply)
+    @property
+    def writes(self) -> WritePath:
+        """The write path (writes.py): a follower's group of frames (follow.py) is applied
+        and committed through its fields, as a local batch's rows are."""
+        return self._writes
 
     async def insert(self, model: str, record: dict) -> dict:
         stored, durable = self.apply_insert(model, record)
@@ -475,6 +472,12 @@ class Store:
         (follow.py `apply_replicated`): `StreamError` for a frame that does not fit this
         store, `EpochChanged` when the primary compacted; nothing applied when it raises."""
         return follow.apply_replicated(self, frame)
+
+    def apply_replicated_frames(self, frames: Sequence[bytes]) -> asyncio.Future[None]:
+        """Apply frames of a primary's stream as one group: one write, one fsync, each
+        payload decoded once (follow.py rule 5); when one raises, the frames before it
+        are committed and nothing of it or after it is applied."""
+        return follow.apply_replicated_frames(self, frames)
 
     def epoch_snapshot(self) -> tuple[str, int, Iterator[bytes]]:
         """The current epoch's id, base offset and snapshot bytes in chunks, for a

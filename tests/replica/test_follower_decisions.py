@@ -25,11 +25,12 @@ import pytest
 
 from dbsvc.errors import ConfigError, CorruptLog, HandshakeRefused, StreamError, WebSocketClientError
 from dbsvc.replica.consumer import parse_endpoint
+from dbsvc.replica import follower as follower_module
 from dbsvc.replica.follower import Follower, next_wait
 from dbsvc.replica.status import ReplicaStatus
 from dbsvc.runtime import Query
 from dbsvc.schema.describe import schema_fingerprint
-from dbsvc.storage import Store
+from dbsvc.storage import Store, files
 from dbsvc.storage.events import ChangeEvent, EventKind
 from dbsvc.storage.history import Fork, History
 from dbsvc.storage.logfile import encode_frame
@@ -194,10 +195,12 @@ class Replica:
         primary: ScriptedPrimary | None,
         max_payload: int | None = None,
         url: str = URL,
+        sync: str = "full",
         **options: Any,
     ) -> None:
         self.primary = primary
         self.directory = directory
+        self.sync = sync
         self.limits = {} if max_payload is None else {"max_payload": max_payload}
         self.locks: list[Any] = []  # the writer lock each open of the store was handed
         self.loop = asyncio.new_event_loop()
@@ -213,6 +216,7 @@ class Replica:
             BLOG.DESCRIPTION,
             replication=True,
             lock=lock,
+            sync=self.sync,
             compact_bytes=1 << 62,
             **self.limits,
         )
@@ -334,16 +338,21 @@ def test_a_new_epoch_seen_by_the_poll_of_snapshot_mid_stream_bootstraps_again(re
     ) in [(r.levelname, r.getMessage()) for r in caplog.records]
 
 
-# -- rule 3: a batch is durable before the stream is read on ------------------------------------
+# -- rule 3: groups of frames, the next read while the last is written, never more ---------------
 
 
-def test_each_batch_of_512_is_durable_before_the_next_frame_is_read(replica, tmp_path, monkeypatch):
-    # The first batch's fsync is held (DBSVC_FAULT HOLD, storage/files.py) until the gate
-    # file exists: while it is held the reading thread must not ask for frame 513.
+def test_a_group_is_read_while_the_one_before_is_written_and_no_third_before_it_is_durable(
+    replica, tmp_path, monkeypatch
+):
+    # The first group's fsync is held (DBSVC_FAULT HOLD, storage/files.py) until the gate
+    # file exists: meanwhile the reading thread reads and applies the second group, but
+    # asks for no frame of a third: at most two groups are ever unacknowledged.
     gate = tmp_path / "gate"
     monkeypatch.setenv("DBSVC_FAULT", f"fsync:1:HOLD={gate}")
     seen: dict[int, tuple[int, int]] = {}
-    primary = ScriptedPrimary(body(EPOCH_A, 600, hist=history(H1)))
+    group = follower_module.BATCH
+    last = 2 * group + 100
+    primary = ScriptedPrimary(body(EPOCH_A, last, hist=history(H1)))
     node: Replica | None = None
 
     def at(offset: int) -> Callable[[], bytes]:
@@ -354,26 +363,50 @@ def test_each_batch_of_512_is_durable_before_the_next_frame_is_read(replica, tmp
 
         return step
 
-    primary.streams = [[at(n) for n in range(1, 601)]]
+    primary.streams = [[at(n) for n in range(1, last + 1)]]
     primary.epochs = [epoch_stream(EPOCH_A, 0, hist=history(H1))]
     node = replica(primary)
     try:
         node.start()
-        node.wait("the first batch's fsync held", lambda: (tmp_path / "gate.held").exists())
-        deadline = time.monotonic() + 0.3  # a reader that does not wait asks for 513 at once
-        while 513 not in seen and time.monotonic() < deadline:
+        node.wait("the first group's fsync held", lambda: (tmp_path / "gate.held").exists())
+        node.wait("the second group applied", lambda: node.store.applied_offset == 2 * group)
+        deadline = time.monotonic() + 0.3  # a reader that does not wait asks for the third at once
+        while 2 * group + 1 not in seen and time.monotonic() < deadline:
             time.sleep(0.01)
-        assert 513 not in seen
-        assert node.store.applied_offset == 512 and node.store.head_offset == 0
+        assert 2 * group + 1 not in seen
+        assert node.store.head_offset == 0
     finally:
         gate.touch()  # a failed check must not leave the fsync held (the store's close waits for it)
-    node.wait("at 600", lambda: node.store.head_offset == 600)
-    # The first frame of each batch is read only once the batch before it is durable (head ==
-    # applied); inside a batch nothing is applied until the batch is whole.
+    node.wait(f"at {last}", lambda: node.store.head_offset == last)
+    # A group's frames are read before any of it is applied; the second group is read while
+    # the first is applied but not durable; the third once the first is durable.
     assert seen[1] == (0, 0)
-    assert seen[512] == (0, 0)
-    assert seen[513] == (512, 512)
-    assert seen[600] == (512, 512)
+    assert seen[group] == (0, 0)
+    assert seen[group + 1] == (0, group)
+    assert seen[2 * group] == (0, group)
+    head, applied = seen[2 * group + 1]
+    assert head >= group and applied == 2 * group
+    assert node.store.stats()["fsyncs"] <= 4  # a group is one fsync (storage/follow.py rule 5)
+
+
+def test_the_frames_of_a_group_are_one_write_call_under_either_sync(replica, monkeypatch):
+    # storage/follow.py rule 5: a group of frames is handed to the log with one write call,
+    # also under SERVICE_SYNC=off, where a write call per frame cost most of the apply.
+    writes: list[int] = []
+
+    class Counting(files.FileOps):
+        def write(self, fd: int, data: bytes | memoryview) -> int:  # type: ignore[override]
+            writes.append(len(data))
+            return super().write(fd, data)
+
+    primary = ScriptedPrimary(body(EPOCH_A, 300, hist=history(H1)))
+    primary.streams = [[insert(n) for n in range(1, 301)]]
+    primary.epochs = [epoch_stream(EPOCH_A, 0, hist=history(H1))]
+    with files.use(Counting()):
+        node = following(primary, replica, 300, sync="off")
+    frames = sum(len(insert(n)) for n in range(1, 301))
+    assert sum(writes) >= frames
+    assert len([size for size in writes if size < 1000]) < 10  # not one write call per frame
 
 
 # -- rule 1: the fingerprint, at start and on every connection ----------------------------------
