@@ -20,10 +20,16 @@ Rules:
    reopens its store with the writer lock kept throughout, and follows from its offset.
    The primary's epoch is thus rebuilt exactly: the snapshot rows, then the same log rows.
 3. Following: `/replicate?after=<our head>`; every message is checked by the consumer's
-   `check_frame` (CRC, length within this store's `max_payload`, offset continuity, JSON), then applied on the event loop in
-   batches (`Store.apply_replicated`, which checks it fits: model, fields, state). The
-   reading thread waits until each batch is durable before it reads on, so a fast primary
-   never grows the replica's memory, and nothing unchecked is ever applied.
+   `check_frame_bytes` (CRC, length within this store's `max_payload`, offset continuity)
+   on the reading thread, then applied on the event loop in groups of up to BATCH frames
+   (BATCH_BYTES bytes) with `Store.apply_replicated_frames`, which decodes each payload
+   once, checks it fits (model, fields, state) and commits the group with one write and
+   one fsync (storage/follow.py rule 5). When a group was full (more frames are waiting)
+   the thread reads and checks the next one while this one is written, and waits until
+   the group before is durable: never more than two groups are unacknowledged, so a fast
+   primary never grows the replica's memory, and nothing unchecked is ever applied. A
+   quiet stream, or a connection that ends, waits until the last group is durable, so the
+   next connection resumes at the replica's acknowledged head.
 4. Reconnect with a capped, jittered backoff on anything transient (connection refused or
    dropped, 5xx). A definitive answer (401, 403, 404, another 4xx, a fingerprint
    mismatch, a frame that does not fit) stops following; so does a store that refuses
