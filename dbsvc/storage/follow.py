@@ -36,6 +36,11 @@ Rules:
    write call and one fsync for the group, one future, or all rolled back on an I/O
    error. A reader sees each row once it is applied, as it sees a local write.
 
+6. Each row committed is noted in the store's `applied_rows` (its offset, model, the
+   model's max id before it, its frame's position in the log; the last RECENT_ROWS):
+   what a compaction at the primary's cut needs when rows after that cut were applied
+   already (compactor.py invariant 4). A restart empties it.
+
 Uses only the Store's public surface, named by the `Replicated` protocol below
 (`check_writable`, `table`, `tables`, `epoch_state`, `held_frames`, `writes`: the write
 path's fields a batch uses, batchwrite.py's `WriteHost`); store.py imports this module,
@@ -47,6 +52,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+from collections import deque
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Protocol
 
@@ -54,6 +60,7 @@ from dbsvc.errors import EpochChanged, NotFound, RequestError, StreamError, Unav
 from dbsvc.storage import recovery
 from dbsvc.storage.batchwrite import Undo, WriteHost
 from dbsvc.storage.compact import SNAPSHOT_NAME
+from dbsvc.storage.compactor import Applied
 from dbsvc.storage.epoch import Epoch
 from dbsvc.storage.events import ChangeEvent, EventKind
 from dbsvc.storage.logfile import FRAME_HEADER_SIZE, frame_offset
@@ -62,6 +69,7 @@ from dbsvc.storage.table import Table
 
 _DECODE = json.JSONDecoder().decode  # json.loads without its per-call type and encoding sniffing
 _KINDS = {kind.value: kind for kind in EventKind}
+RECENT_ROWS = 1 << 16  # rows kept in `applied_rows` (rule 6): a primary's writes during its compaction
 
 
 class Replicated(Protocol):
@@ -85,6 +93,9 @@ class Replicated(Protocol):
     @property
     def writes(self) -> WriteHost: ...
 
+    @property
+    def applied_rows(self) -> deque[Applied]: ...
+
     def check_writable(self) -> None: ...
 
     def table(self, model: str) -> Table: ...
@@ -107,7 +118,7 @@ def apply_replicated_frames(store: Replicated, frames: Sequence[bytes]) -> async
     next one (the primary compacted). When one raises, the frames before it are committed
     (rows of an unfinished batch excepted) and nothing of it or after it is applied."""
     store.check_writable()
-    group = _Group(store.writes)
+    group = _Group(store.writes, store.applied_rows)
     try:
         for frame in frames:
             _take(store, group, frame)
@@ -121,8 +132,9 @@ def apply_replicated_frames(store: Replicated, frames: Sequence[bytes]) -> async
 class _Group:
     """The frames of one `apply_replicated_frames` call, applied to memory, not yet committed."""
 
-    def __init__(self, writes: WriteHost) -> None:
+    def __init__(self, writes: WriteHost, recent: deque[Applied]) -> None:
         self.writes = writes
+        self.recent = recent
         self.commit = writes.writable()
         self.frames: list[bytes] = []
         self.events: list[ChangeEvent] = []
@@ -163,6 +175,11 @@ class _Group:
         for event, frame in zip(self.events, self.frames):
             if event.offset % recovery.CHECKPOINT_EVERY == 0:
                 checkpoints.append((event.offset, position))
+            position += len(frame)
+        recent = self.recent
+        position = commit.writer.written
+        for frame, (table, max_id, offset) in zip(self.frames, self.undos):
+            recent.append((offset, table.name, max_id, position))  # rule 6
             position += len(frame)
         future = commit.submit_group(self.frames, self.events, self.undos)
         compactor = writes.compactor

@@ -30,6 +30,7 @@ The API the application is written against (docs/architecture.md, "storage")::
     durable            = store.apply_replicated_frames(frames)  # ... a group: one write, one fsync
     epoch, base, chunks = store.epoch_snapshot()                # what a follower bootstraps from
     task               = store.compact_now()                    # online compaction now (compactor.py)
+    task               = store.compact_at(epoch, head)          # a follower, at its primary's cut
     store.close()
     store.table("User"), store.tables, store.epoch_state        # read-only views (tests, tools)
 
@@ -103,7 +104,7 @@ from dbsvc.storage.batchwrite import BatchWrite
 from dbsvc.storage.changes import Callback, ChangeStream
 from dbsvc.storage.commit import BATCH_BOUNDS, CommitQueue, LogWriter, WriteHealth
 from dbsvc.storage.compact import SNAPSHOT_NAME
-from dbsvc.storage.compactor import Compactor
+from dbsvc.storage.compactor import Applied, Compactor
 from dbsvc.storage.epoch import Epoch
 from dbsvc.storage.events import HEAD_RESERVE, ChangeEvent
 from dbsvc.storage.files import FaultPlan
@@ -146,6 +147,8 @@ class Store:
         self._history = loaded.history
         self.recovered_tail = loaded.damage
         self.held_frames: list[tuple[bytes, ChangeEvent]] = []  # a follower's unfinished batch (follow.py rule 4)
+        # A follower's last rows applied (follow.py rule 6), for a compaction at its primary's cut.
+        self.applied_rows: deque[Applied] = deque(maxlen=follow.RECENT_ROWS)
         self.compacted_on_open = loaded.compacted
         self._changes = ChangeStream(
             self, loaded.recent, options.ring_capacity, loaded.head_offset, replication=options.replication
@@ -504,6 +507,13 @@ class Store:
         return self._changes
 
     # -- epochs (compactor.py, replay.py) ----------------------------------------------------
+
+    def compact_at(self, epoch: str, head: int) -> asyncio.Task[None]:
+        """A follower's compaction at its primary's cut: epoch `epoch` from offset `head`,
+        at or behind the applied offset (compactor.py invariant 4); `ValueError` when this
+        store cannot make that cut (a compaction runs, or a row after `head` applied before
+        the last open)."""
+        return self.compactor.compact_at(epoch, head, self.applied_rows)
 
     def compact_now(self) -> asyncio.Task[None]:
         """Start an online compaction whatever the size rule says (a bench, an operator),
