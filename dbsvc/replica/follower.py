@@ -114,6 +114,7 @@ POLL_SECONDS = 1.0
 MAX_BACKOFF = 10.0
 RETRIED = frozenset({408, 425, 429})
 HEAD_FRAME_SECONDS = 10.0  # how long the primary's copy of our head frame may take (rule 7b)
+COMPACT_SECONDS = 3600.0  # how long a compaction at the primary's cut may take (rule 9)
 
 Opener = Callable[[WriterLock | None], Store]
 
@@ -127,6 +128,10 @@ def next_wait(delay: float, draw: float) -> tuple[float, float]:
 
 class _Rebootstrap(Exception):
     """The stream cannot continue from our state: bootstrap again (rule 2)."""
+
+
+class _NewEpoch(_Rebootstrap):
+    """A frame of the primary's next epoch (`EpochChanged`): compact at its cut (rule 9)."""
 
 
 class _Stop(Exception):
@@ -170,6 +175,7 @@ class Follower:
         self._thread: threading.Thread | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._unsynced: asyncio.Future[None] | None = None  # the last group applied (rule 3)
+        self._cut: tuple[str, int] | None = None  # the primary's next epoch and its base (rule 9)
         self.store: Store = opener(None)
         self.status.synced = self.store.head_offset > 0  # rule 8: it followed before
 
@@ -187,6 +193,8 @@ class Follower:
         self.status.primary_offset = int(snapshot.get("offset", 0))
         if snapshot.get("epoch") == self.store.epoch:
             self.status.synced = True  # rule 8
+        elif self.store.head_offset > 0 and self._continues_ours(snapshot):
+            pass  # rule 9: the first connection compacts at the primary's cut, or bootstraps
         else:
             try:
                 self._bootstrap()
@@ -277,7 +285,7 @@ class Follower:
         snapshot = self._primary_snapshot()
         self._check_fingerprint(snapshot.get("fingerprint"))
         self.status.primary_offset = int(snapshot.get("offset", 0))
-        self._check_epoch(snapshot)
+        self._meet_epoch(snapshot)
         head = self.store.head_offset
         adopt = self._check_history(snapshot, head)
         if self._primary_head < head:
@@ -313,8 +321,13 @@ class Follower:
             self.status.synced = True  # rule 8: in the primary's epoch, its history proved
             try:
                 self._stream(ws, head + 1)
+            except _NewEpoch as exc:
+                met = exc
+            else:
+                return
             finally:
                 self._settle()
+        self._meet_epoch(self._primary_snapshot(), met)  # then the next connection goes on
 
     def _stream(self, ws: Stream, expected: int) -> None:
         """Rule 3: read, check and apply frames from `expected` on until stopped."""
@@ -356,7 +369,7 @@ class Follower:
         except (OSError, ValueError):
             return
         self.status.primary_offset = max(self.status.primary_offset, int(snapshot.get("offset", 0)))
-        self._check_epoch(snapshot)
+        self._meet_epoch(snapshot)
 
     def _check_history(self, snapshot: dict[str, Any], head: int) -> History | None:
         """Rule 7a: the primary's history to adopt once the head frame passed (None: keep
@@ -382,19 +395,82 @@ class Follower:
     async def _adopt(self, history: History) -> None:
         self.store.adopt_history(history)
 
-    def _check_epoch(self, snapshot: dict[str, Any]) -> None:
+    def _meet_epoch(self, snapshot: dict[str, Any], met: _NewEpoch | None = None) -> None:
+        """Rule 9: the primary in another epoch than ours (its `/snapshot`, or `met`, a
+        frame of its next epoch): compact at its cut, or follow on in ours up to the cut;
+        `_Rebootstrap` when neither can be done."""
         epoch = snapshot.get("epoch")
-        if epoch != self.store.epoch:
+        if epoch == self.store.epoch:
+            self._cut = None
+            if met is not None:  # a renumbered frame with no new epoch: not the primary's history
+                raise _Rebootstrap(str(met))
+            return
+        applied = self.store.applied_offset
+        if not self._continues_ours(snapshot):
             raise _Rebootstrap(f"the primary is in epoch {epoch}, this replica in {self.store.epoch}")
+        cut = self._cut
+        if cut is None or cut[0] != epoch:
+            cut = self._cut = self._primary_cut(snapshot)
+        epoch, head = cut
+        if head > applied and met is None:
+            return  # its rows up to the cut come in our epoch (retained: else a 410, rule 2)
+        reason = f"the primary is in epoch {epoch} from offset {head}, this replica in {self.store.epoch} at {applied}"
+        if head > applied:
+            raise _Rebootstrap(f"{reason}, and its frame {applied + 1} is of a later epoch")
+        try:
+            self._call_on_loop(self._compact_at, epoch, head, timeout=COMPACT_SECONDS)
+        except ValueError as exc:
+            raise _Rebootstrap(f"{reason}, and this replica cannot cut there: {exc}") from None
+        self._cut = None
 
-    def _call_on_loop(self, make: Callable[..., Any], *args: Any) -> Any:
+    def _continues_ours(self, snapshot: dict[str, Any]) -> bool:
+        """Rule 9: the primary's new epoch is a compaction of the history we hold (the same
+        history id, and a head not behind ours); else (a restore, an import, a primary
+        without a history record) only a bootstrap, under rule 7's guard, may follow it."""
+        theirs, mine = history_from_json(snapshot.get("history")), self.store.history
+        return (
+            theirs is not None
+            and mine is not None
+            and theirs.id == mine.id
+            and self._primary_head >= self.store.applied_offset
+        )
+
+    async def _compact_at(self, epoch: str, head: int) -> None:
+        await self.store.compact_at(epoch, head)
+        if self.store.epoch != epoch:
+            raise ValueError("the compaction failed (the log says why)")
+        self.status.compactions += 1
+        log.info("compacted at the primary's cut: epoch %s from offset %d (%s)", epoch, head, self.endpoint.http_base)
+
+    def _primary_cut(self, snapshot: dict[str, Any]) -> tuple[str, int]:
+        """The primary's epoch and the offset it starts at: `/snapshot`'s `epoch_base`, or
+        for a primary without it, the header of `/replicate/snapshot` (read, then closed)."""
+        base = snapshot.get("epoch_base")
+        if type(base) is int and isinstance(snapshot.get("epoch"), str):
+            return snapshot["epoch"], base
+        try:
+            ws = self._primary.epoch_snapshot()
+        except HandshakeRefused as exc:
+            raise _Stop(f"the primary refused /replicate/snapshot: {exc}") from None
+        with ws:
+            first = ws.receive(timeout=30)
+        if not isinstance(first, str):
+            raise StreamError(0, "the snapshot stream did not start with its header")
+        header = json.loads(first)
+        self._check_fingerprint(header.get("fingerprint"))
+        epoch, offset = header.get("epoch"), header.get("offset")
+        if not isinstance(epoch, str) or type(offset) is not int:
+            raise StreamError(0, "the snapshot stream's header names no epoch and offset")
+        return epoch, offset
+
+    def _call_on_loop(self, make: Callable[..., Any], *args: Any, timeout: float = 120) -> Any:
         """Run the coroutine `make(*args)` on the event loop and wait for its result."""
         assert self._loop is not None
         future = asyncio.run_coroutine_threadsafe(make(*args), self._loop)
         try:
-            return future.result(timeout=120)
+            return future.result(timeout=timeout)
         except EpochChanged as exc:
-            raise _Rebootstrap(str(exc)) from None
+            raise _NewEpoch(str(exc)) from None
         except StreamError as exc:
             raise _Stop(str(exc)) from None
 

@@ -283,16 +283,20 @@ def following(primary: ScriptedPrimary, replica: Callable[..., Replica], head: i
     return node
 
 
-# -- rule 2 and 3: a new epoch met in the middle of a stream ------------------------------------
+# -- rule 9: a new epoch met in the middle of a stream: compact at the primary's cut ------------
 
 
-def test_a_new_epoch_met_mid_stream_bootstraps_again_and_follows_on(replica, caplog):
+@pytest.mark.parametrize("epoch_base", [True, False], ids=["snapshot-names-the-cut", "header-names-the-cut"])
+def test_a_new_epoch_met_mid_stream_compacts_at_the_primarys_cut_and_follows_on(replica, caplog, epoch_base):
+    caplog.set_level("INFO", logger="dbsvc.replica")
     primary = ScriptedPrimary(body(EPOCH_A, 4, hist=history(H1)))
 
     def compacted() -> bytes:
         # The primary compacted at offset 4: epoch B's snapshot holds the 3 users, so its
         # User watermark is 3 where ours (3 inserts and an update) is 4.
         primary.answer = body(EPOCH_B, 5, hist=history(H1))
+        if epoch_base:
+            primary.answer["epoch_base"] = 4
         return insert(5, watermark=4)
 
     primary.streams = [[insert(1), insert(2), insert(3), update(4, 1), compacted], [insert(5, watermark=4)]]
@@ -303,39 +307,68 @@ def test_a_new_epoch_met_mid_stream_bootstraps_again_and_follows_on(replica, cap
     node = replica(primary).start()
     node.wait("at offset 5 in epoch B", lambda: node.store.head_offset == 5 and node.store.epoch == EPOCH_B)
     node.wait("following", lambda: node.status.state == "following")
-    assert primary.afters == [0, 4]  # offset 4 is in epoch B's snapshot, not its log
-    assert primary.epochs_asked == 2
-    assert node.status.bootstraps == 2
+    assert primary.afters == [0, 4]
+    # No snapshot fetched for epoch B: its cut is named by /snapshot, or read from the
+    # header of /replicate/snapshot, which is closed then.
+    assert primary.epochs_asked == (1 if epoch_base else 2)
+    assert (node.status.bootstraps, node.status.compactions) == (1, 1)
+    assert node.store.epoch_state.log_base == 4 and node.store.watermarks()["User"] == 4
     assert node.user_ids() == [1, 2, 3, 5]
     assert node.status.error is None
     assert (
-        "WARNING",
-        f"following {URL}: replication frame at offset 5: User watermark 4 follows 4 here: "
-        "the primary started a new epoch; bootstrapping again",
+        "INFO",
+        f"compacted at the primary's cut: epoch {EPOCH_B} from offset 4 ({URL})",
     ) in [(r.levelname, r.getMessage()) for r in caplog.records]
 
 
-def test_a_new_epoch_seen_by_the_poll_of_snapshot_mid_stream_bootstraps_again(replica, caplog):
+def test_a_new_epoch_seen_by_the_poll_of_snapshot_mid_stream_compacts_at_its_cut(replica, caplog):
     primary = ScriptedPrimary(body(EPOCH_A, 2, hist=history(H1)))
 
     def compacted() -> None:  # the primary compacts while the stream is quiet
-        primary.answer = body(EPOCH_B, 2, hist=history(H1))
+        primary.answer = dict(body(EPOCH_B, 2, hist=history(H1)), epoch_base=2)
         return None
 
     primary.streams = [[insert(1), insert(2), None, compacted]]
-    primary.epochs = [
-        epoch_stream(EPOCH_A, 0, hist=history(H1)),
-        epoch_stream(EPOCH_B, 2, range(1, 3), hist=history(H1)),
-    ]
+    primary.epochs = [epoch_stream(EPOCH_A, 0, hist=history(H1))]
     node = replica(primary, poll_seconds=0.0).start()
     node.wait("in epoch B", lambda: node.store.epoch == EPOCH_B and node.status.state == "following")
-    assert node.status.bootstraps == 2
-    assert primary.afters == [0, 2]
+    assert (node.status.bootstraps, node.status.compactions) == (1, 1)
+    assert primary.afters == [0] and primary.epochs_asked == 1  # the stream goes on
     assert node.user_ids() == [1, 2]
-    assert (
-        "WARNING",
-        f"following {URL}: the primary is in epoch {EPOCH_B}, this replica in {EPOCH_A}; bootstrapping again",
-    ) in [(r.levelname, r.getMessage()) for r in caplog.records]
+
+
+def test_a_replica_restarted_behind_the_cut_follows_its_old_epoch_to_the_cut_then_compacts(replica, tmp_path):
+    first = ScriptedPrimary(body(EPOCH_A, 2, hist=history(H1)), [[insert(1), insert(2)]])
+    first.epochs = [epoch_stream(EPOCH_A, 0, hist=history(H1))]
+    node = following(first, replica, 2)
+    node.close()
+    # Meanwhile the primary updated user 1 and inserted user 3, and compacted at 4 (3
+    # users: User watermark 3 in epoch B); it keeps rows 3 and 4 (log.retained). Row 5 is
+    # the first of epoch B.
+    primary = ScriptedPrimary(dict(body(EPOCH_B, 5, hist=history(H1)), epoch_base=4))
+    primary.streams = [[insert(2), update(3, 1), insert(4, uid=3), insert(5, watermark=4, uid=4)]]
+    primary.streams.append([insert(5, watermark=4, uid=4)])
+    again = replica(primary, directory="replica").start()
+    again.wait("at 5 in epoch B", lambda: again.store.head_offset == 5 and again.store.epoch == EPOCH_B)
+    assert (again.status.bootstraps, again.status.compactions, primary.epochs_asked) == (0, 1, 0)
+    assert primary.afters == [1, 4]
+    assert again.user_ids() == [1, 2, 3, 4]
+    assert again.store.watermarks()["User"] == 4 and again.store.epoch_state.log_base == 4
+
+
+def test_a_cut_behind_rows_applied_before_a_restart_bootstraps(replica):
+    first = ScriptedPrimary(body(EPOCH_A, 4, hist=history(H1)), [[insert(n) for n in range(1, 5)]])
+    first.epochs = [epoch_stream(EPOCH_A, 0, hist=history(H1))]
+    node = following(first, replica, 4)
+    node.close()
+    # The primary compacted at 2: rows 3 and 4 were applied here before the restart, and
+    # what they replaced is no longer known, so the cut cannot be made here.
+    primary = ScriptedPrimary(dict(body(EPOCH_B, 4, hist=history(H1)), epoch_base=2))
+    primary.epochs = [epoch_stream(EPOCH_B, 4, range(1, 5), hist=history(H1))]
+    again = replica(primary, directory="replica").start()
+    again.wait("in epoch B", lambda: again.store.epoch == EPOCH_B and again.status.state == "following")
+    assert (again.status.bootstraps, again.status.compactions) == (1, 0)
+    assert again.user_ids() == [1, 2, 3, 4]
 
 
 # -- rule 3: groups of frames, the next read while the last is written, never more ---------------
@@ -939,7 +972,9 @@ def test_backoff_jitters_the_delay_and_doubles_it_up_to_ten_seconds(delay, draw,
 
 
 def test_the_status_reports_its_fields_in_order():
-    status = ReplicaStatus("http://p:1", state="following", primary_offset=7, bootstraps=2, reconnects=3, error="e")
+    status = ReplicaStatus(
+        "http://p:1", state="following", primary_offset=7, bootstraps=2, compactions=4, reconnects=3, error="e"
+    )
     assert list(status.report(7).items()) == [
         ("primary", "http://p:1"),
         ("state", "following"),
@@ -947,6 +982,7 @@ def test_the_status_reports_its_fields_in_order():
         ("lag_offsets", 0),
         ("lag_seconds", 0.0),
         ("bootstraps", 2),
+        ("compactions", 4),
         ("reconnects", 3),
         ("error", "e"),
     ]
