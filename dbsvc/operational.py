@@ -143,7 +143,6 @@ class OperationalRoutes:
         body = {
             "watermarks": self.store.watermarks(),
             "epoch": self.store.epoch,
-            "epoch_base": self.store.epoch_base,
             "replication": self.replication,
             "offset": self.store.head_offset,
             "fingerprint": self.fingerprint,

@@ -410,7 +410,7 @@ class Follower:
             raise _Rebootstrap(f"the primary is in epoch {epoch}, this replica in {self.store.epoch}")
         cut = self._cut
         if cut is None or cut[0] != epoch:
-            cut = self._cut = self._primary_cut(snapshot)
+            cut = self._cut = self._primary_cut()
         epoch, head = cut
         if head > applied and met is None:
             return  # its rows up to the cut come in our epoch (retained: else a 410, rule 2)
@@ -442,12 +442,9 @@ class Follower:
         self.status.compactions += 1
         log.info("compacted at the primary's cut: epoch %s from offset %d (%s)", epoch, head, self.endpoint.http_base)
 
-    def _primary_cut(self, snapshot: dict[str, Any]) -> tuple[str, int]:
-        """The primary's epoch and the offset it starts at: `/snapshot`'s `epoch_base`, or
-        for a primary without it, the header of `/replicate/snapshot` (read, then closed)."""
-        base = snapshot.get("epoch_base")
-        if type(base) is int and isinstance(snapshot.get("epoch"), str):
-            return snapshot["epoch"], base
+    def _primary_cut(self) -> tuple[str, int]:
+        """The primary's epoch and the offset it starts after (its cut): the header of
+        `/replicate/snapshot`, read, then the socket closed before the snapshot comes."""
         try:
             ws = self._primary.epoch_snapshot()
         except HandshakeRefused as exc:

@@ -328,11 +328,6 @@ class Store:
         return self._epoch.id
 
     @property
-    def epoch_base(self) -> int:
-        """The offset the current epoch starts after: its snapshot's head, its compaction's cut."""
-        return self._epoch.log_base
-
-    @property
     def history(self) -> History | None:
         """The tenant's history (history.py), or None for one written before histories."""
         return self._history
