@@ -11,10 +11,9 @@ Rules:
    that differs from ours refuses the start (`ConfigError`, both fingerprints in the
    message). A primary that cannot be reached yet does not stop the start: the check runs
    again at every connection, and a mismatch then stops following.
-2. Bootstrap: when our epoch is not the primary's (an empty replica, or the primary
-   compacted: checked at every connection and every poll of its `/snapshot`), when the
-   primary answers 410 `offset_gone`, and when a frame shows the primary began a new epoch
-   (`EpochChanged`, which can come first), the replica fetches
+2. Bootstrap: when our epoch is not the primary's and rule 9 cannot follow it (an empty
+   replica, another history, a cut this store cannot make), when the primary answers 410
+   `offset_gone`, the replica fetches
    `/replicate/snapshot` (the primary's epoch base: checked per line and whole), installs
    it as its own epoch base (compact.install: snapshot plus an empty log of that epoch),
    reopens its store with the writer lock kept throughout, and follows from its offset.
@@ -65,6 +64,18 @@ Rules:
    holds rows (it followed before: what it serves is a past state of the primary). An empty
    replica whose primary cannot be reached, or whose bootstrap failed, is not ready: it
    would answer empty lists, and a load balancer probing `/ready` must send reads elsewhere.
+
+9. The primary compacts (docs/replication.md, "The primary compacts"): when its `/snapshot`
+   (at every connection, and every poll) names another epoch, or a frame of its next
+   epoch arrives (`EpochChanged`), and its history is ours (same id, its head not behind
+   ours), the replica reads the primary's cut, the new epoch's id and the offset H it
+   starts after, from the header of `/replicate/snapshot` (then closes it: the snapshot is
+   never sent), and compacts at H itself (`Store.compact_at`, storage/compactor.py
+   invariant 4): its epoch, snapshot, watermarks and `as_of` answers are then the
+   primary's, nothing was downloaded, no socket closed. Behind H, it follows its own
+   epoch up to H first (the primary serves those rows from `log.retained`; a 410 is rule
+   2). Anything else, or a cut the store refuses (rows after H applied before a restart),
+   is rule 2's bootstrap.
 
 The reading side runs in one thread; everything that touches the store runs on the event
 loop. The primary is reached through `primary.py` (`HttpPrimary`: urllib and the blocking
