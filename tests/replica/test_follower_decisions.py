@@ -24,8 +24,8 @@ from typing import Any
 import pytest
 
 from dbsvc.errors import ConfigError, CorruptLog, HandshakeRefused, StreamError, WebSocketClientError
-from dbsvc.replica.consumer import parse_endpoint
 from dbsvc.replica import follower as follower_module
+from dbsvc.replica.consumer import parse_endpoint
 from dbsvc.replica.follower import Follower, next_wait
 from dbsvc.replica.status import ReplicaStatus
 from dbsvc.runtime import Query
@@ -434,6 +434,7 @@ def test_the_frames_of_a_group_are_one_write_call_under_either_sync(replica, mon
     primary.epochs = [epoch_stream(EPOCH_A, 0, hist=history(H1))]
     with files.use(Counting()):
         node = following(primary, replica, 300, sync="off")
+    assert node.user_ids() == list(range(1, 301))
     frames = sum(len(insert(n)) for n in range(1, 301))
     assert sum(writes) >= frames
     assert len([size for size in writes if size < 1000]) < 10  # not one write call per frame
