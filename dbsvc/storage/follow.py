@@ -250,6 +250,8 @@ def _decode(store: Replicated, frame: bytes, offset: int) -> ChangeEvent:
         raise StreamError(offset, f"payload is not a change event: {exc!r}") from None
     if event.offset != offset or type(event.offset) is not int:
         raise StreamError(offset, f"payload says offset {event.offset!r}")
+    if type(event.record) is not dict or not (event.previous is None or type(event.previous) is dict):
+        raise StreamError(offset, "payload's record is not a JSON object")
     return event
 
 
