@@ -39,7 +39,8 @@ Rules:
 6. Each row committed is noted in the store's `applied_rows` (its offset, model, the
    model's max id before it, its frame's position in the log; the last RECENT_ROWS):
    what a compaction at the primary's cut needs when rows after that cut were applied
-   already (compactor.py invariant 4). A restart empties it.
+   already (compactor.py invariant 4). A restart empties it, and so does a compaction's
+   switch (the positions are the old log's).
 
 Uses only the Store's public surface, named by the `Replicated` protocol below
 (`check_writable`, `table`, `tables`, `epoch_state`, `held_frames`, `writes`: the write

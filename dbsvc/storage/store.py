@@ -530,6 +530,9 @@ class Store:
         epoch in one assignment, and the ring's and queued writes' events after its base
         renumbered into it."""
         self._epoch = epoch
+        # A follower's notes name positions in the old log: a later cut behind this switch
+        # cannot be made (compactor.py invariant 4), and bootstraps instead.
+        self.applied_rows.clear()
         self._changes.renumber(renumbered, epoch.log_base)
         assert self._writes.commit is not None
         self._writes.commit.map_pending_events(renumbered)
