@@ -512,7 +512,7 @@ class Store:
         """A follower's compaction at its primary's cut: epoch `epoch` from offset `head`,
         at or behind the applied offset (compactor.py invariant 4); `ValueError` when this
         store cannot make that cut (a compaction runs, or a row after `head` applied before
-        the last open)."""
+        the last open or the last compaction's switch)."""
         return self.compactor.compact_at(epoch, head, self.applied_rows)
 
     def compact_now(self) -> asyncio.Task[None]:
