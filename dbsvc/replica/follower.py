@@ -74,8 +74,7 @@ Rules:
    invariant 4): its epoch, snapshot, watermarks and `as_of` answers are then the
    primary's, nothing was downloaded, no socket closed. Behind H, it follows its own
    epoch up to H first (the primary serves those rows from `log.retained`; a 410 is rule
-   2). Anything else, or a cut the store refuses (rows after H applied before a restart),
-   is rule 2's bootstrap.
+   2). Anything else, or a cut the store refuses, is rule 2's bootstrap.
 
 The reading side runs in one thread; everything that touches the store runs on the event
 loop. The primary is reached through `primary.py` (`HttpPrimary`: urllib and the blocking
@@ -435,9 +434,8 @@ class Follower:
         self._cut = None
 
     def _continues_ours(self, snapshot: dict[str, Any]) -> bool:
-        """Rule 9: the primary's new epoch is a compaction of the history we hold (the same
-        history id, and a head not behind ours); else (a restore, an import, a primary
-        without a history record) only a bootstrap, under rule 7's guard, may follow it."""
+        """Rule 9: the primary's new epoch compacts the history we hold (same id, head not
+        behind ours); else only a bootstrap, under rule 7's guard, may follow it."""
         theirs, mine = history_from_json(snapshot.get("history")), self.store.history
         return (
             theirs is not None
@@ -488,8 +486,17 @@ class Follower:
         that one: the next group is then read and checked while this one is written, and
         never more than two groups are unacknowledged."""
         previous, self._unsynced = self._unsynced, None
-        if frames:
-            self._unsynced = self.store.apply_replicated_frames(frames)
+        try:
+            if frames:
+                self._unsynced = self.store.apply_replicated_frames(frames)
+        except (StreamError, EpochChanged):
+            # The frames before the refused one were committed (follow.py rule 2): wait for them.
+            if previous is not None:
+                await previous
+            store = self.store
+            while store.head_offset < store.applied_offset and store.health().writable:
+                await asyncio.sleep(0.001)
+            raise
         if previous is not None:
             await previous
         if not pipelined and self._unsynced is not None:
@@ -497,9 +504,8 @@ class Follower:
             await current
 
     def _settle(self) -> None:
-        """Wait until the last group applied is durable (the stream ended): our head is
-        then where the next connection resumes. A failure is the store's (an fsync:
-        commit.py), which the next apply reports."""
+        """Wait until the last group applied is durable (the stream ended), so the next
+        connection resumes at our head; a failure (an fsync) the next apply reports."""
         if self._unsynced is None:
             return
         try:
