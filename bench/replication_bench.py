@@ -6,6 +6,7 @@
     python bench/replication_bench.py --only lag --rate 1000 --duration 20
     python bench/replication_bench.py --rebuild        # build the cached tenant again
     python bench/replication_bench.py --only catchup --retained   # also from a compacted copy
+    python bench/replication_bench.py --events 200000 --only replica,restart
 
 The target (docs/guide/operations.md#performance): replication catch-up of at least 50,000 frames/s from disk
 to one consumer.
@@ -41,6 +42,12 @@ to one consumer.
    arrival on the subscribers is stamped (time.monotonic_ns, one clock); matched by
    offset: p50/p99/max of (replica arrival - primary ack) and (replica arrival - send),
    and whether the writes kept the schedule.
+6. restart: a copy of the tenant as a primary, a replica of it caught up, then restarted
+   (its log: the primary's whole history, replayed: "before"); then the copy compacted
+   (`dbsvc compact`), the primary started again, the replica started again on its data
+   dir: it compacts at the primary's cut (follower.py rule 9), and is restarted once more
+   (its snapshot and an empty log: "after"). Each restart timed from spawn to listening
+   (the store opened) and to `/ready`, with the replica's RSS then.
 5. `--retained` (off by default): a copy of the tenant compacted with `dbsvc compact`, so
    that every row after 0 is served from `log.retained` (retain.py), caught up as in 1.
 
@@ -529,6 +536,102 @@ def measure_retained(servers: Servers, data: Path, head: int, workdir: Path) -> 
         shutil.rmtree(copy, ignore_errors=True)
 
 
+# -- 6. a replica's restart, before and after it compacted at its primary's cut ---------------
+
+
+def replica_restart(servers: Servers, data: Path, primary: Server, label: str) -> dict:
+    """Stop the replica on `data` (if any), start it again following `primary`, and time it:
+    from spawn to listening (its store opened: replayed), then to `/ready`."""
+    spawned = time.monotonic()
+    replica = servers.add(
+        Server(f"replica ({label})", {"SERVICE_DATA": str(data)}, ("--follow", primary.url), core=ARGS.replica_core)
+    )
+    listening = replica.listening_at - spawned
+    deadline = time.monotonic() + ARGS.timeout
+    while True:
+        try:
+            replica.get_json("/ready")
+            break
+        except (RuntimeError, OSError):
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"the replica ({label}) never became ready") from None
+            time.sleep(0.05)
+    ready = time.monotonic() - spawned
+    rss = rss_mib(replica.proc.pid)
+    return {"replica": replica, "listening_s": listening, "ready_s": ready, "rss_mib": rss}
+
+
+def measure_restart(servers: Servers, data: Path, head: int, workdir: Path) -> dict:
+    """restart: a replica of a never-compacted primary restarts by replaying the primary's whole
+    history (before); once the primary compacted and the replica compacted at its cut
+    (follower.py rule 9), it restarts from its snapshot (after)."""
+    wait_idle(ARGS.wait_idle, "the restart measurement")
+    copy = workdir / "restart-primary"
+    shutil.copytree(data, copy)
+    replica_data = workdir / "restart-replica"
+    shutil.rmtree(replica_data, ignore_errors=True)
+    primary = servers.add(Server("primary (restart)", {"SERVICE_DATA": str(copy)}))
+    first = replica_restart(servers, replica_data, primary, "first start")
+    replica = first["replica"]
+    deadline = time.monotonic() + ARGS.timeout
+    while (replica.get_json("/metrics").get("replica") or {}).get("lag_offsets", 1) != 0 or replica.get_json(
+        "/snapshot"
+    )["offset"] < head:
+        if time.monotonic() > deadline:
+            raise RuntimeError("the replica did not catch up")
+        time.sleep(0.25)
+    servers.stop(replica)
+    before = replica_restart(servers, replica_data, primary, "never compacted")
+    servers.stop(before.pop("replica"))
+    print(
+        f"  before: the replica (its log: the primary's {head:,} rows) restarts: listening after "
+        f"{before['listening_s']:.2f} s, ready after {before['ready_s']:.2f} s, RSS {before['rss_mib']:.0f} MiB",
+        flush=True,
+    )
+    servers.stop(primary)
+    env = {k: v for k, v in os.environ.items() if not k.startswith("SERVICE_")}
+    env.update(SERVICE_DATA=str(copy), SERVICE_TENANT="default")
+    done = subprocess.run(
+        [sys.executable, str(ROOT / "dbsvc.py"), "compact"], cwd=ROOT, env=env, capture_output=True, text=True
+    )
+    if done.returncode != 0:
+        raise RuntimeError(f"dbsvc compact failed: {done.stderr[-500:]}")
+    primary = servers.add(Server("compacted primary (restart)", {"SERVICE_DATA": str(copy)}))
+    epoch = primary.get_json("/snapshot")["epoch"]
+    started = time.monotonic()
+    cut = replica_restart(servers, replica_data, primary, "meets the primary's new epoch")
+    replica = cut["replica"]
+    while replica.get_json("/snapshot")["epoch"] != epoch:
+        if time.monotonic() - started > ARGS.timeout:
+            raise RuntimeError(f"the replica never took epoch {epoch}: {replica.get_json('/metrics').get('replica')}")
+        time.sleep(0.05)
+    took = time.monotonic() - started
+    status = replica.get_json("/metrics").get("replica") or {}
+    while status.get("compactions", 0) + status.get("bootstraps", 0) == 0:  # counted once the task ends
+        time.sleep(0.05)
+        status = replica.get_json("/metrics").get("replica") or {}
+    servers.stop(replica)
+    after = replica_restart(servers, replica_data, primary, "compacted at the cut")
+    servers.stop(after.pop("replica"))
+    servers.stop(primary)
+    print(
+        f"  the replica took the primary's epoch {took:.2f} s after its start (bootstraps "
+        f"{status.get('bootstraps')}, compactions at the cut {status.get('compactions')})",
+        flush=True,
+    )
+    print(
+        f"  after: the replica (its snapshot at the cut) restarts: listening after "
+        f"{after['listening_s']:.2f} s, ready after {after['ready_s']:.2f} s, RSS {after['rss_mib']:.0f} MiB; "
+        f"load average {loadavg()}",
+        flush=True,
+    )
+    shutil.rmtree(copy, ignore_errors=True)
+    shutil.rmtree(replica_data, ignore_errors=True)
+    first.pop("replica")
+    cut.pop("replica")
+    return {"before": before, "after": after, "epoch_taken_s": took, "status": status}
+
+
 # -- 2. the checking consumer -----------------------------------------------------------------
 
 
@@ -962,7 +1065,9 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--rebuild", action="store_true", help="build the cached tenant again")
     parser.add_argument("--cache", default="/tmp/dbsvc-replication-bench", help="where built tenants are kept")
     parser.add_argument(
-        "--only", default="catchup,consumer,replica,lag", help="comma list of: catchup, consumer, replica, lag"
+        "--only",
+        default="catchup,consumer,replica,lag,restart",
+        help="comma list of: catchup, consumer, replica, lag, restart",
     )
     parser.add_argument("--rounds", type=int, default=3, help="lean catch-up rounds")
     parser.add_argument("--replica-sync", default="full,off", help="SERVICE_SYNC modes of the apply-rate replica")
@@ -1002,7 +1107,7 @@ def main(argv: list[str]) -> int:
 
     previous = signal.signal(signal.SIGTERM, on_term)
     try:
-        if only & {"catchup", "consumer", "replica"}:
+        if only & {"catchup", "consumer", "replica", "restart"}:
             wait_idle(ARGS.wait_idle, "the build")
             data, info = build_tenant(Path(ARGS.cache) / f"users-{ARGS.events}", ARGS.events, ARGS.rebuild)
             results["build"] = info
@@ -1044,6 +1149,9 @@ def main(argv: list[str]) -> int:
                 profile_report(profile_to)
             if ARGS.retained:
                 results["retained"] = measure_retained(servers, data, head, workdir)
+            if "restart" in only:
+                print("replica restart, before and after it compacted at the primary's cut:")
+                results["restart"] = measure_restart(servers, data, info["events"], workdir)
         if "lag" in only:
             print(
                 f"replication lag at {ARGS.rate:,.0f} writes/s (primary SERVICE_SYNC=full on core {SERVER_CORE}, "

@@ -145,6 +145,26 @@ def parse_endpoint(url: str) -> Endpoint:
 def check_frame(message: bytes | str, expected: int, max_payload: int = MAX_PAYLOAD) -> tuple[int, dict[str, Any]]:
     """(offset, event) of a good frame whose offset must be `expected` and whose payload is at
     most `max_payload` bytes (a log's limit; a follower passes its store's); else FrameError."""
+    frame = check_frame_bytes(message, expected, max_payload)
+    try:
+        event = json.loads(bytes(frame_payload(frame)))
+    except ValueError as exc:  # UnicodeDecodeError included
+        raise FrameError(expected, f"payload is not JSON ({exc})") from exc
+    if not isinstance(event, dict):
+        raise FrameError(expected, f"payload is a JSON {type(event).__name__}, expected an event object")
+    kind = event.get("kind")
+    if not isinstance(kind, str) or kind not in KINDS:  # an object or array is unhashable
+        raise FrameError(expected, f"payload is not an insert, update or delete event (kind {kind!r})")
+    if event.get("offset") != expected or isinstance(event.get("offset"), bool):
+        raise FrameError(expected, f"the event's offset {event.get('offset')!r} disagrees with the frame's {expected}")
+    return expected, event
+
+
+def check_frame_bytes(message: bytes | str, expected: int, max_payload: int = MAX_PAYLOAD) -> bytes:
+    """The checks of `check_frame` short of the payload's JSON: binary, the header, the
+    offset `expected`, the length within `max_payload` and equal to the rest, the CRC.
+    A read replica checks this much on its reading thread and leaves the event to its
+    store, which decodes each payload once (storage/follow.py rule 5)."""
     if isinstance(message, str):
         raise FrameError(expected, f"a text message ({len(message)} characters), expected a binary frame")
     header = frame_header(message)
@@ -167,18 +187,7 @@ def check_frame(message: bytes | str, expected: int, max_payload: int = MAX_PAYL
     reason = frame_error(message, 0, expected)  # header, length, CRC: the log's checks
     if reason is not None:
         raise FrameError(expected, reason)
-    try:
-        event = json.loads(bytes(frame_payload(message)))
-    except ValueError as exc:  # UnicodeDecodeError included
-        raise FrameError(expected, f"payload is not JSON ({exc})") from exc
-    if not isinstance(event, dict):
-        raise FrameError(expected, f"payload is a JSON {type(event).__name__}, expected an event object")
-    kind = event.get("kind")
-    if not isinstance(kind, str) or kind not in KINDS:  # an object or array is unhashable
-        raise FrameError(expected, f"payload is not an insert, update or delete event (kind {kind!r})")
-    if event.get("offset") != expected or isinstance(event.get("offset"), bool):
-        raise FrameError(expected, f"the event's offset {event.get('offset')!r} disagrees with the frame's {expected}")
-    return expected, event
+    return message
 
 
 # -- rule 6: progress -----------------------------------------------------------------------

@@ -11,19 +11,24 @@ Rules:
    that differs from ours refuses the start (`ConfigError`, both fingerprints in the
    message). A primary that cannot be reached yet does not stop the start: the check runs
    again at every connection, and a mismatch then stops following.
-2. Bootstrap: when our epoch is not the primary's (an empty replica, or the primary
-   compacted: checked at every connection and every poll of its `/snapshot`), when the
-   primary answers 410 `offset_gone`, and when a frame shows the primary began a new epoch
-   (`EpochChanged`, which can come first), the replica fetches
+2. Bootstrap: when our epoch is not the primary's and rule 9 cannot follow it (an empty
+   replica, another history, a cut this store cannot make), when the primary answers 410
+   `offset_gone`, the replica fetches
    `/replicate/snapshot` (the primary's epoch base: checked per line and whole), installs
    it as its own epoch base (compact.install: snapshot plus an empty log of that epoch),
    reopens its store with the writer lock kept throughout, and follows from its offset.
    The primary's epoch is thus rebuilt exactly: the snapshot rows, then the same log rows.
 3. Following: `/replicate?after=<our head>`; every message is checked by the consumer's
-   `check_frame` (CRC, length within this store's `max_payload`, offset continuity, JSON), then applied on the event loop in
-   batches (`Store.apply_replicated`, which checks it fits: model, fields, state). The
-   reading thread waits until each batch is durable before it reads on, so a fast primary
-   never grows the replica's memory, and nothing unchecked is ever applied.
+   `check_frame_bytes` (CRC, length within this store's `max_payload`, offset continuity)
+   on the reading thread, then applied on the event loop in groups of up to BATCH frames
+   (BATCH_BYTES bytes) with `Store.apply_replicated_frames`, which decodes each payload
+   once, checks it fits (model, fields, state) and commits the group with one write and
+   one fsync (storage/follow.py rule 5). When a group was full (more frames are waiting)
+   the thread reads and checks the next one while this one is written, and waits until
+   the group before is durable: never more than two groups are unacknowledged, so a fast
+   primary never grows the replica's memory, and nothing unchecked is ever applied. A
+   quiet stream, or a connection that ends, waits until the last group is durable, so the
+   next connection resumes at the replica's acknowledged head.
 4. Reconnect with a capped, jittered backoff on anything transient (connection refused or
    dropped, 5xx). A definitive answer (401, 403, 404, another 4xx, a fingerprint
    mismatch, a frame that does not fit) stops following; so does a store that refuses
@@ -60,6 +65,17 @@ Rules:
    replica whose primary cannot be reached, or whose bootstrap failed, is not ready: it
    would answer empty lists, and a load balancer probing `/ready` must send reads elsewhere.
 
+9. The primary compacts (docs/replication.md, "The primary compacts"): when its `/snapshot`
+   (at every connection, and every poll) names another epoch, or a frame of its next
+   epoch arrives (`EpochChanged`), and its history is ours (same id, its head not behind
+   ours), the replica reads the primary's cut, the new epoch's id and the offset H it
+   starts after, from the header of `/replicate/snapshot` (then closes it: the snapshot is
+   never sent), and compacts at H itself (`Store.compact_at`, storage/compactor.py
+   invariant 4): its epoch, snapshot, watermarks and `as_of` answers are then the
+   primary's, nothing was downloaded, no socket closed. Behind H, it follows its own
+   epoch up to H first (the primary serves those rows from `log.retained`; a 410 is rule
+   2). Anything else, or a cut the store refuses, is rule 2's bootstrap.
+
 The reading side runs in one thread; everything that touches the store runs on the event
 loop. The primary is reached through `primary.py` (`HttpPrimary`: urllib and the blocking
 client of `dbsvc.http.ws.client`); this module only decides. That seam is why a `Follower`
@@ -91,8 +107,8 @@ from dbsvc.errors import (
     StreamError,
     WebSocketClientError,
 )
-from dbsvc.replica.consumer import Endpoint, FrameError, check_frame
-from dbsvc.replica.primary import HttpPrimary, Primary
+from dbsvc.replica.consumer import Endpoint, FrameError, check_frame_bytes
+from dbsvc.replica.primary import HttpPrimary, Primary, Stream
 from dbsvc.replica.status import ReplicaStatus
 from dbsvc.storage import compact
 from dbsvc.storage.history import History, history_from_json
@@ -102,11 +118,13 @@ from dbsvc.storage.store import Store
 
 log = logging.getLogger("dbsvc.replica")
 
-BATCH = 512  # frames applied per turn of the loop
+BATCH = 512  # frames applied per turn of the loop, at most (rule 3): a pause of the loop of about 10 ms
+BATCH_BYTES = 1 << 20  # ... and bytes
 POLL_SECONDS = 1.0
 MAX_BACKOFF = 10.0
 RETRIED = frozenset({408, 425, 429})
 HEAD_FRAME_SECONDS = 10.0  # how long the primary's copy of our head frame may take (rule 7b)
+COMPACT_SECONDS = 3600.0  # how long a compaction at the primary's cut may take (rule 9)
 
 Opener = Callable[[WriterLock | None], Store]
 
@@ -120,6 +138,10 @@ def next_wait(delay: float, draw: float) -> tuple[float, float]:
 
 class _Rebootstrap(Exception):
     """The stream cannot continue from our state: bootstrap again (rule 2)."""
+
+
+class _NewEpoch(_Rebootstrap):
+    """A frame of the primary's next epoch (`EpochChanged`): compact at its cut (rule 9)."""
 
 
 class _Stop(Exception):
@@ -162,6 +184,8 @@ class Follower:
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
+        self._unsynced: asyncio.Future[None] | None = None  # the last group applied (rule 3)
+        self._cut: tuple[str, int] | None = None  # the primary's next epoch and its base (rule 9)
         self.store: Store = opener(None)
         self.status.synced = self.store.head_offset > 0  # rule 8: it followed before
 
@@ -179,6 +203,8 @@ class Follower:
         self.status.primary_offset = int(snapshot.get("offset", 0))
         if snapshot.get("epoch") == self.store.epoch:
             self.status.synced = True  # rule 8
+        elif self.store.head_offset > 0 and self._continues_ours(snapshot):
+            pass  # rule 9: the first connection compacts at the primary's cut, or bootstraps
         else:
             try:
                 self._bootstrap()
@@ -269,7 +295,7 @@ class Follower:
         snapshot = self._primary_snapshot()
         self._check_fingerprint(snapshot.get("fingerprint"))
         self.status.primary_offset = int(snapshot.get("offset", 0))
-        self._check_epoch(snapshot)
+        self._meet_epoch(snapshot)
         head = self.store.head_offset
         adopt = self._check_history(snapshot, head)
         if self._primary_head < head:
@@ -303,35 +329,49 @@ class Follower:
             self.status.state = "following"
             self.status.error = None
             self.status.synced = True  # rule 8: in the primary's epoch, its history proved
-            expected = head + 1
-            last_poll = time.monotonic()
-            while not self._stop.is_set():
-                batch: list[bytes] = []
-                message = ws.receive(timeout=0.5)
-                while message is not None:
-                    try:
-                        check_frame(message, expected, self.store.max_payload)
-                    except FrameError as exc:
-                        if batch:  # the good frames before it still count
-                            self._call_on_loop(self._apply, batch)
-                        raise _Stop(str(exc)) from None
-                    assert isinstance(message, bytes)
-                    batch.append(message)
-                    expected += 1
-                    if len(batch) >= BATCH:
-                        break
-                    message = ws.receive(timeout=0)
-                if batch:
-                    self._call_on_loop(self._apply, batch)
-                elif self.store.head_offset >= self.status.primary_offset:
-                    self.status.caught_up_at = time.monotonic()  # quiet: caught up
-                if not batch or time.monotonic() - last_poll > self.poll_seconds:
-                    if time.monotonic() - last_poll > self.poll_seconds:
-                        last_poll = time.monotonic()
-                        self._poll_head()
-                if self.store.head_offset >= self.status.primary_offset:
-                    self.status.primary_offset = self.store.head_offset
-                    self.status.caught_up_at = time.monotonic()
+            try:
+                self._stream(ws, head + 1)
+            except _NewEpoch as exc:
+                met = exc
+            else:
+                return
+            finally:
+                self._settle()
+        self._meet_epoch(self._primary_snapshot(), met)  # then the next connection goes on
+
+    def _stream(self, ws: Stream, expected: int) -> None:
+        """Rule 3: read, check and apply frames from `expected` on until stopped."""
+        last_poll = time.monotonic()
+        while not self._stop.is_set():
+            batch: list[bytes] = []
+            size = 0
+            full = False
+            message = ws.receive(timeout=0.5)
+            while message is not None:
+                try:
+                    frame = check_frame_bytes(message, expected, self.store.max_payload)
+                except FrameError as exc:
+                    if batch:  # the good frames before it still count
+                        self._call_on_loop(self._apply, batch, False)
+                    raise _Stop(str(exc)) from None
+                batch.append(frame)
+                size += len(frame)
+                expected += 1
+                full = len(batch) >= BATCH or size >= BATCH_BYTES
+                if full:
+                    break
+                message = ws.receive(timeout=0)
+            if batch or self._unsynced is not None:
+                # More is waiting only after a full group: read it while this one is written.
+                self._call_on_loop(self._apply, batch, full)
+            if not batch and self.store.head_offset >= self.status.primary_offset:
+                self.status.caught_up_at = time.monotonic()  # quiet: caught up
+            if time.monotonic() - last_poll > self.poll_seconds:
+                last_poll = time.monotonic()
+                self._poll_head()
+            if self.store.head_offset >= self.status.primary_offset:
+                self.status.primary_offset = self.store.head_offset
+                self.status.caught_up_at = time.monotonic()
 
     def _poll_head(self) -> None:
         try:
@@ -339,7 +379,7 @@ class Follower:
         except (OSError, ValueError):
             return
         self.status.primary_offset = max(self.status.primary_offset, int(snapshot.get("offset", 0)))
-        self._check_epoch(snapshot)
+        self._meet_epoch(snapshot)
 
     def _check_history(self, snapshot: dict[str, Any], head: int) -> History | None:
         """Rule 7a: the primary's history to adopt once the head frame passed (None: keep
@@ -365,28 +405,114 @@ class Follower:
     async def _adopt(self, history: History) -> None:
         self.store.adopt_history(history)
 
-    def _check_epoch(self, snapshot: dict[str, Any]) -> None:
+    def _meet_epoch(self, snapshot: dict[str, Any], met: _NewEpoch | None = None) -> None:
+        """Rule 9: the primary in another epoch than ours (its `/snapshot`, or `met`, a
+        frame of its next epoch): compact at its cut, or follow on in ours up to the cut;
+        `_Rebootstrap` when neither can be done."""
         epoch = snapshot.get("epoch")
-        if epoch != self.store.epoch:
+        if epoch == self.store.epoch:
+            self._cut = None
+            if met is not None:  # a renumbered frame with no new epoch: not the primary's history
+                raise _Rebootstrap(str(met))
+            return
+        applied = self.store.applied_offset
+        if not self._continues_ours(snapshot):
             raise _Rebootstrap(f"the primary is in epoch {epoch}, this replica in {self.store.epoch}")
+        cut = self._cut
+        if cut is None or cut[0] != epoch:
+            cut = self._cut = self._primary_cut()
+        epoch, head = cut
+        if head > applied and met is None:
+            return  # its rows up to the cut come in our epoch (retained: else a 410, rule 2)
+        reason = f"the primary is in epoch {epoch} from offset {head}, this replica in {self.store.epoch} at {applied}"
+        if head > applied:
+            raise _Rebootstrap(f"{reason}, and its frame {applied + 1} is of a later epoch")
+        try:
+            self._call_on_loop(self._compact_at, epoch, head, timeout=COMPACT_SECONDS)
+        except ValueError as exc:
+            raise _Rebootstrap(f"{reason}, and this replica cannot cut there: {exc}") from None
+        self._cut = None
 
-    def _call_on_loop(self, make: Callable[..., Any], *args: Any) -> Any:
+    def _continues_ours(self, snapshot: dict[str, Any]) -> bool:
+        """Rule 9: the primary's new epoch compacts the history we hold (same id, head not
+        behind ours); else only a bootstrap, under rule 7's guard, may follow it."""
+        theirs, mine = history_from_json(snapshot.get("history")), self.store.history
+        return (
+            theirs is not None
+            and mine is not None
+            and theirs.id == mine.id
+            and self._primary_head >= self.store.applied_offset
+        )
+
+    async def _compact_at(self, epoch: str, head: int) -> None:
+        await self.store.compact_at(epoch, head)
+        if self.store.epoch != epoch:
+            raise ValueError("the compaction failed (the log says why)")
+        self.status.compactions += 1
+        log.info("compacted at the primary's cut: epoch %s from offset %d (%s)", epoch, head, self.endpoint.http_base)
+
+    def _primary_cut(self) -> tuple[str, int]:
+        """The primary's epoch and the offset it starts after (its cut): the header of
+        `/replicate/snapshot`, read, then the socket closed before the snapshot comes."""
+        try:
+            ws = self._primary.epoch_snapshot()
+        except HandshakeRefused as exc:
+            raise _Stop(f"the primary refused /replicate/snapshot: {exc}") from None
+        with ws:
+            first = ws.receive(timeout=30)
+        if not isinstance(first, str):
+            raise StreamError(0, "the snapshot stream did not start with its header")
+        header = json.loads(first)
+        self._check_fingerprint(header.get("fingerprint"))
+        epoch, offset = header.get("epoch"), header.get("offset")
+        if not isinstance(epoch, str) or type(offset) is not int:
+            raise StreamError(0, "the snapshot stream's header names no epoch and offset")
+        return epoch, offset
+
+    def _call_on_loop(self, make: Callable[..., Any], *args: Any, timeout: float = 120) -> Any:
         """Run the coroutine `make(*args)` on the event loop and wait for its result."""
         assert self._loop is not None
         future = asyncio.run_coroutine_threadsafe(make(*args), self._loop)
         try:
-            return future.result(timeout=120)
+            return future.result(timeout=timeout)
         except EpochChanged as exc:
-            raise _Rebootstrap(str(exc)) from None
+            raise _NewEpoch(str(exc)) from None
         except StreamError as exc:
             raise _Stop(str(exc)) from None
 
-    async def _apply(self, frames: list[bytes]) -> None:
-        last = None
-        for frame in frames:
-            last = self.store.apply_replicated(frame)
-        if last is not None:
-            await last  # rule 3: durable before reading on
+    async def _apply(self, frames: list[bytes], pipelined: bool) -> None:
+        """Rule 3: apply `frames` as one group (one write, one fsync), then wait until the
+        group before them is durable, and with `pipelined` (more frames are waiting) only
+        that one: the next group is then read and checked while this one is written, and
+        never more than two groups are unacknowledged."""
+        previous, self._unsynced = self._unsynced, None
+        try:
+            if frames:
+                self._unsynced = self.store.apply_replicated_frames(frames)
+        except (StreamError, EpochChanged):
+            # The frames before the refused one were committed (follow.py rule 2): wait for them.
+            if previous is not None:
+                await previous
+            store = self.store
+            while store.head_offset < store.applied_offset and store.health().writable:
+                await asyncio.sleep(0.001)
+            raise
+        if previous is not None:
+            await previous
+        if not pipelined and self._unsynced is not None:
+            current, self._unsynced = self._unsynced, None
+            await current
+
+    def _settle(self) -> None:
+        """Wait until the last group applied is durable (the stream ended), so the next
+        connection resumes at our head; a failure (an fsync) the next apply reports."""
+        if self._unsynced is None:
+            return
+        try:
+            self._call_on_loop(self._apply, [], False)
+        except Exception as exc:  # noqa: BLE001 - reported by the next apply, never hidden behind the stream's
+            log.warning("following %s: the last frames applied did not become durable: %s", self.endpoint.http_base, exc)
+            self._unsynced = None
 
     # -- bootstrap (rule 2) -------------------------------------------------------------------
 
@@ -419,7 +545,8 @@ class Follower:
         """Rule 2: our epoch base becomes the primary's (the lock is never let go), and
         then our history its history (rule 7: a crash between leaves the old record,
         which only makes the next start bootstrap again)."""
-        lock = self.store.close(keep_lock=True)
+        lock = self.store.close(keep_lock=True)  # what was applied is durable by then
+        self._unsynced = None
         compact.install(self.directory, image)
         self.store = self._opener(lock)
         if history is not None:

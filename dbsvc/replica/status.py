@@ -32,6 +32,7 @@ class ReplicaStatus:
     caught_up_at: float | None = None  # monotonic time we last had the primary's head
     error: str | None = None
     bootstraps: int = 0
+    compactions: int = 0  # compactions at the primary's cut (follower.py rule 9)
     reconnects: int = 0
     synced: bool = False  # the store holds a primary's epoch (rule 8 of follower.py)
     extra: dict[str, Any] = field(default_factory=dict)
@@ -48,6 +49,7 @@ class ReplicaStatus:
             "lag_offsets": primary - head,
             "lag_seconds": round(seconds, 3),
             "bootstraps": self.bootstraps,
+            "compactions": self.compactions,
             "reconnects": self.reconnects,
             "error": self.error,
         }

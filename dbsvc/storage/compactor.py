@@ -6,6 +6,7 @@ file steps) and their rules; this module runs them for one store::
     compactor = Compactor(host, commit, faults=..., compact_bytes=..., retain_bytes=...)
     compactor.after_write(commit)     # the size rule (recovery.needs_compaction), after a write
     task = compactor.compact_now()    # start one whatever the rule says, or the running one
+    task = compactor.compact_at(epoch, head, recent)   # a follower, at its primary's cut
     compactor.cut                     # {model: online.TableCut} while the snapshot thread reads
     compactor.stop()                  # close(): cancel a compaction before its commit point
 
@@ -18,6 +19,13 @@ Invariants:
    change stream's ring and the queued writes renumbered, together.
 3. Before the commit point a failure removes the `.new` files and the store serves on;
    after it the store turns read-only (commit.py `fail_stop`) and the next open finishes.
+4. A follower compacts only at its primary's cut (`compact_at`, docs/replication.md
+   "The primary compacts"): the primary's new epoch id and cut offset H, so that its
+   snapshot holds the primary's state at H, and its new log the rows after H renumbered
+   as the primary's new log holds them. The cut may lie behind the applied offset (rows
+   the primary committed between its cut and its switch reach a follower in the old
+   epoch): `past_cut` puts back what those rows replaced, from the history and the
+   follower's own record of them (follow.py); the steps after the cut are the same.
 
 Talks to the store through `Host` (a protocol the Store implements); never imports
 store.py, replay.py or changes.py.
@@ -29,8 +37,10 @@ import asyncio
 import gc
 import logging
 import time
-from collections import deque
-from collections.abc import Callable, Mapping
+from bisect import insort
+from collections import Counter, deque
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from dbsvc.errors import Unavailable
@@ -42,6 +52,11 @@ from dbsvc.storage.files import FaultPlan
 from dbsvc.storage.table import Table
 
 log = logging.getLogger("dbsvc.storage")
+
+# A row a follower applied (follow.py): its offset, its model, the model's max id before
+# it, and the byte position of its frame in the log.
+Applied = tuple[int, str, int, int]
+TakeCut = Callable[[dict[str, Table], int, int], online.Cut]
 
 
 class Host(Protocol):
@@ -107,9 +122,37 @@ class Compactor:
         or return the one running; its task finishes once the new epoch is in place, or
         the attempt failed and was logged."""
         if self.task is None:
-            progress = online.Progress()
-            self.progress = progress
-            self.task = asyncio.get_running_loop().create_task(self._compact(progress), name="dbsvc-compaction")
+            self._start(online.take_cut)
+        assert self.task is not None
+        return self.task
+
+    def compact_at(self, epoch: str, head: int, recent: Sequence[Applied]) -> asyncio.Task[None]:
+        """A follower's compaction at its primary's cut (invariant 4): the new epoch is
+        `epoch`, its snapshot the state at offset `head`, which may lie behind the applied
+        offset when `recent` (the rows applied last, oldest first) holds every row after
+        it. `ValueError` (nothing started) when a compaction runs, or `head` is not a cut
+        this store can make."""
+        if self.task is not None:
+            raise ValueError("a compaction is running")
+        host = self._host
+        applied, base = host.applied_offset, host.epoch_state.log_base
+        if not base <= head <= applied:
+            raise ValueError(f"the cut at offset {head} is outside this epoch's rows ({base}, {applied}]")
+        after = [row for row in recent if row[0] > head]
+        if [row[0] for row in after] != list(range(head + 1, applied + 1)):
+            raise ValueError(f"the rows after offset {head} are not all known here (restarted since?)")
+
+        def take(tables: dict[str, Table], applied: int, written: int) -> online.Cut:
+            cut = online.take_cut(tables, applied, written) if not after else past_cut(tables, head, after)
+            cut.epoch = epoch
+            return cut
+
+        return self._start(take)
+
+    def _start(self, take: TakeCut) -> asyncio.Task[None]:
+        progress = online.Progress()
+        self.progress = progress
+        self.task = asyncio.get_running_loop().create_task(self._compact(progress, take), name="dbsvc-compaction")
         return self.task
 
     def stop(self) -> None:
@@ -127,15 +170,15 @@ class Compactor:
                 pass  # its loop is already closed
         online.discard(self._host.directory)
 
-    async def _compact(self, progress: online.Progress) -> None:
+    async def _compact(self, progress: online.Progress, take: TakeCut) -> None:
         try:
-            await self._compact_steps(progress)
+            await self._compact_steps(progress, take)
         finally:
             self.cut = None
             self.task = None
             self.progress = None
 
-    async def _compact_steps(self, progress: online.Progress) -> None:
+    async def _compact_steps(self, progress: online.Progress, take: TakeCut) -> None:
         """One online compaction: online.py's file steps, in the order of its docstring."""
         commit = self._commit
         assert commit is not None
@@ -150,7 +193,7 @@ class Compactor:
         except Unavailable as exc:
             self._failed(exc)
             return
-        cut = online.take_cut(tables, host.applied_offset, commit.writer.written)
+        cut = take(tables, host.applied_offset, commit.writer.written)
         self.cut = {tc.table.name: tc for tc in cut.tables}
         # The cut's id lists and the epoch's history are long-lived and acyclic: frozen, so
         # that the collections the snapshot thread's allocations trigger do not walk them
@@ -265,3 +308,66 @@ class Compactor:
         self._host.install_epoch(epoch, renumbered)
         self.count += 1
         return old
+
+
+@dataclass(slots=True)
+class PastTableCut(online.TableCut):
+    """A model at a cut behind the applied offset (`past_cut`): the live ids less those
+    inserted since (`added`), plus those deleted since (`removed`)."""
+
+    added: set[Any] = field(default_factory=set)
+    removed: list[Any] = field(default_factory=list)
+
+    def gather_ids(self) -> list[Any]:
+        ids = self.base_ids
+        assert not ids, "the ids of a cut are gathered once"
+        added = self.added
+        for sub in self.pk_lists:
+            ids += [i for i in sub if i not in added] if added else sub
+        for id_ in self.removed:
+            insort(ids, id_)
+        assert len(ids) == self.count, f"{self.table.name}: {len(ids)} ids at the cut, {self.count} records"
+        return ids
+
+
+def past_cut(tables: dict[str, Table], head: int, after: Sequence[Applied]) -> online.Cut:
+    """The cut at offset `head` of a store that has applied the rows `after` since (every
+    row after `head`, oldest first; invariant 4): each model's image is its live records
+    with the records those rows replaced put back (`before`, from the history's previous
+    records), its counters taken back by its rows among them, and its max id the one
+    before the first of them. The log's position is where the first of them starts."""
+    start = time.perf_counter()
+    counts = Counter(row[1] for row in after)
+    max_ids: dict[str, int] = {}
+    for _offset, name, max_id, _position in after:
+        max_ids.setdefault(name, max_id)
+    cuts: list[online.TableCut] = []
+    for t in tables.values():
+        later = counts[t.name]
+        rows = len(t.rows) - later
+        before: dict[Any, Any] = {}
+        versions: dict[Any, int] = {}
+        for j in range(rows, len(t.rows)):
+            id_, _record, previous = t.rows[j]
+            if id_ not in before:
+                before[id_] = previous
+                versions[id_] = t.prior[j]
+        live = t.live
+        added = {i for i, previous in before.items() if previous is None and i in live}
+        removed = sorted(i for i, previous in before.items() if previous is not None and i not in live)
+        cuts.append(
+            PastTableCut(
+                t,
+                live,
+                t.pk.share(),
+                len(live) - len(added) + len(removed),
+                rows,
+                t.watermark - later,
+                max_ids.get(t.name, t.max_id),
+                before,
+                versions,
+                added=added,
+                removed=removed,
+            )
+        )
+    return online.Cut(compact.new_epoch(), head, after[0][3], cuts, time.perf_counter() - start)

@@ -27,8 +27,10 @@ The API the application is written against (docs/architecture.md, "storage")::
     for event in store.events_after(offset): ...                # ring, or the log if replication
     for frame in store.frames_after(offset): ...                # retained segment, then the log
     durable            = store.apply_replicated(frame)          # a follower (follow.py)
+    durable            = store.apply_replicated_frames(frames)  # ... a group: one write, one fsync
     epoch, base, chunks = store.epoch_snapshot()                # what a follower bootstraps from
     task               = store.compact_now()                    # online compaction now (compactor.py)
+    task               = store.compact_at(epoch, head)          # a follower, at its primary's cut
     store.close()
     store.table("User"), store.tables, store.epoch_state        # read-only views (tests, tools)
 
@@ -102,7 +104,7 @@ from dbsvc.storage.batchwrite import BatchWrite
 from dbsvc.storage.changes import Callback, ChangeStream
 from dbsvc.storage.commit import BATCH_BOUNDS, CommitQueue, LogWriter, WriteHealth
 from dbsvc.storage.compact import SNAPSHOT_NAME
-from dbsvc.storage.compactor import Compactor
+from dbsvc.storage.compactor import Applied, Compactor
 from dbsvc.storage.epoch import Epoch
 from dbsvc.storage.events import HEAD_RESERVE, ChangeEvent
 from dbsvc.storage.files import FaultPlan
@@ -144,7 +146,9 @@ class Store:
         self._epoch: Epoch = loaded.epoch
         self._history = loaded.history
         self.recovered_tail = loaded.damage
-        self.held_frames: list[bytes] = []  # a follower's unfinished batch (follow.py rule 4)
+        self.held_frames: list[tuple[bytes, ChangeEvent]] = []  # a follower's unfinished batch (follow.py rule 4)
+        # A follower's last rows applied (follow.py rule 6), for a compaction at its primary's cut.
+        self.applied_rows: deque[Applied] = deque(maxlen=follow.RECENT_ROWS)
         self.compacted_on_open = loaded.compacted
         self._changes = ChangeStream(
             self, loaded.recent, options.ring_capacity, loaded.head_offset, replication=options.replication
@@ -412,15 +416,11 @@ class Store:
         """`Unavailable` unless the store takes writes now (read-only, or commit.py rule 4)."""
         self._writes.writable()
 
-    def submit_frame(
-        self, table: Table, frame: bytes, event: ChangeEvent, apply: Callable[[], object]
-    ) -> asyncio.Future[None]:
-        """Commit a frame built elsewhere (a follower's replicated frame, follow.py) at
-        `event.offset`, the next offset, with `apply` changing `table` in memory: the
-        commit path of a local write. The caller has checked that the frame fits."""
-        writes = self._writes
-        assert event.offset == writes.next_offset, "frames are submitted in offset order"
-        return writes.submit(writes.writable(), table, event.offset, frame, event, apply)
+    @property
+    def writes(self) -> WritePath:
+        """The write path (writes.py): a follower's group of frames (follow.py) is applied
+        and committed through its fields, as a local batch's rows are."""
+        return self._writes
 
     async def insert(self, model: str, record: dict) -> dict:
         stored, durable = self.apply_insert(model, record)
@@ -476,6 +476,12 @@ class Store:
         store, `EpochChanged` when the primary compacted; nothing applied when it raises."""
         return follow.apply_replicated(self, frame)
 
+    def apply_replicated_frames(self, frames: Sequence[bytes]) -> asyncio.Future[None]:
+        """Apply frames of a primary's stream as one group: one write, one fsync, each
+        payload decoded once (follow.py rule 5); when one raises, the frames before it
+        are committed and nothing of it or after it is applied."""
+        return follow.apply_replicated_frames(self, frames)
+
     def epoch_snapshot(self) -> tuple[str, int, Iterator[bytes]]:
         """The current epoch's id, base offset and snapshot bytes in chunks, for a
         follower's bootstrap (follow.py `epoch_snapshot`)."""
@@ -502,6 +508,13 @@ class Store:
 
     # -- epochs (compactor.py, replay.py) ----------------------------------------------------
 
+    def compact_at(self, epoch: str, head: int) -> asyncio.Task[None]:
+        """A follower's compaction at its primary's cut: epoch `epoch` from offset `head`,
+        at or behind the applied offset (compactor.py invariant 4); `ValueError` when this
+        store cannot make that cut (a compaction runs, or a row after `head` applied before
+        the last open or the last compaction's switch)."""
+        return self.compactor.compact_at(epoch, head, self.applied_rows)
+
     def compact_now(self) -> asyncio.Task[None]:
         """Start an online compaction whatever the size rule says (a bench, an operator),
         or return the one running (compactor.py)."""
@@ -517,6 +530,9 @@ class Store:
         epoch in one assignment, and the ring's and queued writes' events after its base
         renumbered into it."""
         self._epoch = epoch
+        # A follower's notes name positions in the old log: a later cut behind this switch
+        # cannot be made (compactor.py invariant 4), and bootstraps instead.
+        self.applied_rows.clear()
         self._changes.renumber(renumbered, epoch.log_base)
         assert self._writes.commit is not None
         self._writes.commit.map_pending_events(renumbered)

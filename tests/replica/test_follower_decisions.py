@@ -24,12 +24,13 @@ from typing import Any
 import pytest
 
 from dbsvc.errors import ConfigError, CorruptLog, HandshakeRefused, StreamError, WebSocketClientError
+from dbsvc.replica import follower as follower_module
 from dbsvc.replica.consumer import parse_endpoint
 from dbsvc.replica.follower import Follower, next_wait
 from dbsvc.replica.status import ReplicaStatus
 from dbsvc.runtime import Query
 from dbsvc.schema.describe import schema_fingerprint
-from dbsvc.storage import Store
+from dbsvc.storage import Store, files
 from dbsvc.storage.events import ChangeEvent, EventKind
 from dbsvc.storage.history import Fork, History
 from dbsvc.storage.logfile import encode_frame
@@ -194,10 +195,12 @@ class Replica:
         primary: ScriptedPrimary | None,
         max_payload: int | None = None,
         url: str = URL,
+        sync: str = "full",
         **options: Any,
     ) -> None:
         self.primary = primary
         self.directory = directory
+        self.sync = sync
         self.limits = {} if max_payload is None else {"max_payload": max_payload}
         self.locks: list[Any] = []  # the writer lock each open of the store was handed
         self.loop = asyncio.new_event_loop()
@@ -213,6 +216,7 @@ class Replica:
             BLOG.DESCRIPTION,
             replication=True,
             lock=lock,
+            sync=self.sync,
             compact_bytes=1 << 62,
             **self.limits,
         )
@@ -279,10 +283,11 @@ def following(primary: ScriptedPrimary, replica: Callable[..., Replica], head: i
     return node
 
 
-# -- rule 2 and 3: a new epoch met in the middle of a stream ------------------------------------
+# -- rule 9: a new epoch met in the middle of a stream: compact at the primary's cut ------------
 
 
-def test_a_new_epoch_met_mid_stream_bootstraps_again_and_follows_on(replica, caplog):
+def test_a_new_epoch_met_mid_stream_compacts_at_the_primarys_cut_and_follows_on(replica, caplog):
+    caplog.set_level("INFO", logger="dbsvc.replica")
     primary = ScriptedPrimary(body(EPOCH_A, 4, hist=history(H1)))
 
     def compacted() -> bytes:
@@ -299,19 +304,21 @@ def test_a_new_epoch_met_mid_stream_bootstraps_again_and_follows_on(replica, cap
     node = replica(primary).start()
     node.wait("at offset 5 in epoch B", lambda: node.store.head_offset == 5 and node.store.epoch == EPOCH_B)
     node.wait("following", lambda: node.status.state == "following")
-    assert primary.afters == [0, 4]  # offset 4 is in epoch B's snapshot, not its log
+    assert primary.afters == [0, 4]
+    # No snapshot fetched for epoch B: its cut is read from the header of
+    # /replicate/snapshot, which is closed then.
     assert primary.epochs_asked == 2
-    assert node.status.bootstraps == 2
+    assert (node.status.bootstraps, node.status.compactions) == (1, 1)
+    assert node.store.epoch_state.log_base == 4 and node.store.watermarks()["User"] == 4
     assert node.user_ids() == [1, 2, 3, 5]
     assert node.status.error is None
     assert (
-        "WARNING",
-        f"following {URL}: replication frame at offset 5: User watermark 4 follows 4 here: "
-        "the primary started a new epoch; bootstrapping again",
+        "INFO",
+        f"compacted at the primary's cut: epoch {EPOCH_B} from offset 4 ({URL})",
     ) in [(r.levelname, r.getMessage()) for r in caplog.records]
 
 
-def test_a_new_epoch_seen_by_the_poll_of_snapshot_mid_stream_bootstraps_again(replica, caplog):
+def test_a_new_epoch_seen_by_the_poll_of_snapshot_mid_stream_compacts_at_its_cut(replica, caplog):
     primary = ScriptedPrimary(body(EPOCH_A, 2, hist=history(H1)))
 
     def compacted() -> None:  # the primary compacts while the stream is quiet
@@ -319,31 +326,63 @@ def test_a_new_epoch_seen_by_the_poll_of_snapshot_mid_stream_bootstraps_again(re
         return None
 
     primary.streams = [[insert(1), insert(2), None, compacted]]
-    primary.epochs = [
-        epoch_stream(EPOCH_A, 0, hist=history(H1)),
-        epoch_stream(EPOCH_B, 2, range(1, 3), hist=history(H1)),
-    ]
+    primary.epochs = [epoch_stream(EPOCH_A, 0, hist=history(H1)), epoch_stream(EPOCH_B, 2, hist=history(H1))]
     node = replica(primary, poll_seconds=0.0).start()
-    node.wait("in epoch B", lambda: node.store.epoch == EPOCH_B and node.status.state == "following")
-    assert node.status.bootstraps == 2
-    assert primary.afters == [0, 2]
+    node.wait("compacted into epoch B", lambda: node.store.epoch == EPOCH_B and node.status.compactions == 1)
+    assert (node.status.bootstraps, node.status.state) == (1, "following")
+    assert primary.afters == [0] and primary.epochs_asked == 2  # the stream goes on
     assert node.user_ids() == [1, 2]
-    assert (
-        "WARNING",
-        f"following {URL}: the primary is in epoch {EPOCH_B}, this replica in {EPOCH_A}; bootstrapping again",
-    ) in [(r.levelname, r.getMessage()) for r in caplog.records]
 
 
-# -- rule 3: a batch is durable before the stream is read on ------------------------------------
+def test_a_replica_restarted_behind_the_cut_follows_its_old_epoch_to_the_cut_then_compacts(replica, tmp_path):
+    first = ScriptedPrimary(body(EPOCH_A, 2, hist=history(H1)), [[insert(1), insert(2)]])
+    first.epochs = [epoch_stream(EPOCH_A, 0, hist=history(H1))]
+    node = following(first, replica, 2)
+    node.close()
+    # Meanwhile the primary updated user 1 and inserted user 3, and compacted at 4 (3
+    # users: User watermark 3 in epoch B); it keeps rows 3 and 4 (log.retained). Row 5 is
+    # the first of epoch B.
+    primary = ScriptedPrimary(body(EPOCH_B, 5, hist=history(H1)), epochs=[epoch_stream(EPOCH_B, 4, hist=history(H1))])
+    primary.streams = [[insert(2), update(3, 1), insert(4, uid=3), insert(5, watermark=4, uid=4)]]
+    primary.streams.append([insert(5, watermark=4, uid=4)])
+    again = replica(primary, directory="replica").start()
+    again.wait("at 5 in epoch B", lambda: again.store.head_offset == 5 and again.store.epoch == EPOCH_B)
+    assert (again.status.bootstraps, again.status.compactions, primary.epochs_asked) == (0, 1, 1)
+    assert primary.afters == [1, 4]
+    assert again.user_ids() == [1, 2, 3, 4]
+    assert again.store.watermarks()["User"] == 4 and again.store.epoch_state.log_base == 4
 
 
-def test_each_batch_of_512_is_durable_before_the_next_frame_is_read(replica, tmp_path, monkeypatch):
-    # The first batch's fsync is held (DBSVC_FAULT HOLD, storage/files.py) until the gate
-    # file exists: while it is held the reading thread must not ask for frame 513.
+def test_a_cut_behind_rows_applied_before_a_restart_bootstraps(replica):
+    first = ScriptedPrimary(body(EPOCH_A, 4, hist=history(H1)), [[insert(n) for n in range(1, 5)]])
+    first.epochs = [epoch_stream(EPOCH_A, 0, hist=history(H1))]
+    node = following(first, replica, 4)
+    node.close()
+    # The primary compacted at 2: rows 3 and 4 were applied here before the restart, and
+    # what they replaced is no longer known, so the cut cannot be made here.
+    primary = ScriptedPrimary(body(EPOCH_B, 4, hist=history(H1)))
+    primary.epochs = [epoch_stream(EPOCH_B, 2, hist=history(H1)), epoch_stream(EPOCH_B, 4, range(1, 5), hist=history(H1))]
+    again = replica(primary, directory="replica").start()
+    again.wait("in epoch B", lambda: again.store.epoch == EPOCH_B and again.status.state == "following")
+    assert (again.status.bootstraps, again.status.compactions) == (1, 0)
+    assert again.user_ids() == [1, 2, 3, 4]
+
+
+# -- rule 3: groups of frames, the next read while the last is written, never more ---------------
+
+
+def test_a_group_is_read_while_the_one_before_is_written_and_no_third_before_it_is_durable(
+    replica, tmp_path, monkeypatch
+):
+    # The first group's fsync is held (DBSVC_FAULT HOLD, storage/files.py) until the gate
+    # file exists: meanwhile the reading thread reads and applies the second group, but
+    # asks for no frame of a third: at most two groups are ever unacknowledged.
     gate = tmp_path / "gate"
     monkeypatch.setenv("DBSVC_FAULT", f"fsync:1:HOLD={gate}")
     seen: dict[int, tuple[int, int]] = {}
-    primary = ScriptedPrimary(body(EPOCH_A, 600, hist=history(H1)))
+    group = follower_module.BATCH
+    last = 2 * group + 100
+    primary = ScriptedPrimary(body(EPOCH_A, last, hist=history(H1)))
     node: Replica | None = None
 
     def at(offset: int) -> Callable[[], bytes]:
@@ -354,26 +393,51 @@ def test_each_batch_of_512_is_durable_before_the_next_frame_is_read(replica, tmp
 
         return step
 
-    primary.streams = [[at(n) for n in range(1, 601)]]
+    primary.streams = [[at(n) for n in range(1, last + 1)]]
     primary.epochs = [epoch_stream(EPOCH_A, 0, hist=history(H1))]
     node = replica(primary)
     try:
         node.start()
-        node.wait("the first batch's fsync held", lambda: (tmp_path / "gate.held").exists())
-        deadline = time.monotonic() + 0.3  # a reader that does not wait asks for 513 at once
-        while 513 not in seen and time.monotonic() < deadline:
+        node.wait("the first group's fsync held", lambda: (tmp_path / "gate.held").exists())
+        node.wait("the second group applied", lambda: node.store.applied_offset == 2 * group)
+        deadline = time.monotonic() + 0.3  # a reader that does not wait asks for the third at once
+        while 2 * group + 1 not in seen and time.monotonic() < deadline:
             time.sleep(0.01)
-        assert 513 not in seen
-        assert node.store.applied_offset == 512 and node.store.head_offset == 0
+        assert 2 * group + 1 not in seen
+        assert node.store.head_offset == 0
     finally:
         gate.touch()  # a failed check must not leave the fsync held (the store's close waits for it)
-    node.wait("at 600", lambda: node.store.head_offset == 600)
-    # The first frame of each batch is read only once the batch before it is durable (head ==
-    # applied); inside a batch nothing is applied until the batch is whole.
+    node.wait(f"at {last}", lambda: node.store.head_offset == last)
+    # A group's frames are read before any of it is applied; the second group is read while
+    # the first is applied but not durable; the third once the first is durable.
     assert seen[1] == (0, 0)
-    assert seen[512] == (0, 0)
-    assert seen[513] == (512, 512)
-    assert seen[600] == (512, 512)
+    assert seen[group] == (0, 0)
+    assert seen[group + 1] == (0, group)
+    assert seen[2 * group] == (0, group)
+    head, applied = seen[2 * group + 1]
+    assert head >= group and applied == 2 * group
+    assert node.store.stats()["fsyncs"] <= 4  # a group is one fsync (storage/follow.py rule 5)
+
+
+def test_the_frames_of_a_group_are_one_write_call_under_either_sync(replica, monkeypatch):
+    # storage/follow.py rule 5: a group of frames is handed to the log with one write call,
+    # also under SERVICE_SYNC=off, where a write call per frame cost most of the apply.
+    writes: list[int] = []
+
+    class Counting(files.FileOps):
+        def write(self, fd: int, data: bytes | memoryview) -> int:  # type: ignore[override]
+            writes.append(len(data))
+            return super().write(fd, data)
+
+    primary = ScriptedPrimary(body(EPOCH_A, 300, hist=history(H1)))
+    primary.streams = [[insert(n) for n in range(1, 301)]]
+    primary.epochs = [epoch_stream(EPOCH_A, 0, hist=history(H1))]
+    with files.use(Counting()):
+        node = following(primary, replica, 300, sync="off")
+    assert node.on_loop(lambda: node.store.live_counts()["User"]) == 300
+    frames = sum(len(insert(n)) for n in range(1, 301))
+    assert sum(writes) >= frames
+    assert len([size for size in writes if size < 1000]) < 10  # not one write call per frame
 
 
 # -- rule 1: the fingerprint, at start and on every connection ----------------------------------
@@ -906,7 +970,9 @@ def test_backoff_jitters_the_delay_and_doubles_it_up_to_ten_seconds(delay, draw,
 
 
 def test_the_status_reports_its_fields_in_order():
-    status = ReplicaStatus("http://p:1", state="following", primary_offset=7, bootstraps=2, reconnects=3, error="e")
+    status = ReplicaStatus(
+        "http://p:1", state="following", primary_offset=7, bootstraps=2, compactions=4, reconnects=3, error="e"
+    )
     assert list(status.report(7).items()) == [
         ("primary", "http://p:1"),
         ("state", "following"),
@@ -914,6 +980,7 @@ def test_the_status_reports_its_fields_in_order():
         ("lag_offsets", 0),
         ("lag_seconds", 0.0),
         ("bootstraps", 2),
+        ("compactions", 4),
         ("reconnects", 3),
         ("error", "e"),
     ]

@@ -14,6 +14,7 @@ from collections import Counter
 import pytest
 
 from dbsvc.replica.sinks import ReplicaFile
+from dbsvc.runtime import Query
 from dbsvc.storage.logfile import frame_payload
 from dbsvc.storage.tenants import create_tenant
 from support.server import ROOT, Server, server_pool
@@ -220,3 +221,49 @@ def test_a_replicate_out_file_cut_inside_a_batch_is_cut_back_to_its_start(tmp_pa
         finally:
             sink.close()
         assert out.stat().st_size == sum(sizes[:last]), cut
+
+
+def test_a_replica_killed_with_9_mid_apply_keeps_whole_batches_and_loses_nothing(tmp_path):
+    """A replica whose first group's fsync is held (DBSVC_FAULT, storage/files.py) is
+    killed with -9 there: its log, opened again, ends at a batch's end (a group never
+    holds part of a batch: follow.py rule 4), and restarted it catches up to the primary."""
+    count = 120  # batches of SIZE rows: more rows than a group (follower.py BATCH) holds
+    gate = tmp_path / "gate"
+    with server_pool(tmp_path) as pool:
+        primary = pool(BLOG, None, tmp_path / "primary")
+        conn = http.client.HTTPConnection("127.0.0.1", primary.port, timeout=30)
+        try:
+            for b in range(count):
+                ops = [
+                    {"op": "create", "model": "user", "record": {"email": f"k{b}-{i}@x.io", "name": f"k{b}"}}
+                    for i in range(SIZE)
+                ]
+                conn.request("POST", "/batch", json.dumps({"ops": ops}), {"Content-Type": "application/json"})
+                reply = conn.getresponse()
+                assert reply.status == 200, reply.read()
+                reply.read()
+        finally:
+            conn.close()
+        follow = ("--follow", f"http://127.0.0.1:{primary.port}")
+        replica = pool(BLOG, {"DBSVC_FAULT": f"fsync:1:HOLD={gate}"}, tmp_path / "replica", follow)
+        deadline = time.monotonic() + 60
+        while not (tmp_path / "gate.held").exists():
+            assert time.monotonic() < deadline, "the replica never reached its first group's fsync"
+            time.sleep(0.01)
+        replica.proc.kill()
+        replica.proc.wait(timeout=10)
+        kept = open_store(str(tmp_path / "replica" / "default"), readonly=True)
+        try:
+            head = kept.head_offset
+            names = Counter(u["name"] for u in kept.list_records("User", Query(limit=1000))[0])
+        finally:
+            kept.close()
+        assert head % SIZE == 0 and 0 < head < count * SIZE, head
+        assert set(names.values()) == {SIZE} and len(names) == head // SIZE
+        again = pool(BLOG, None, tmp_path / "replica", follow)
+        deadline = time.monotonic() + 60
+        while again.get("/snapshot").json["offset"] < count * SIZE:
+            assert time.monotonic() < deadline, again.get("/metrics").json.get("replica")
+            time.sleep(0.05)
+        a, b = primary.get("/api/user?limit=1000"), again.get("/api/user?limit=1000")
+        assert (a.body, a.headers["dbsvc-watermark"]) == (b.body, b.headers["dbsvc-watermark"])

@@ -171,6 +171,39 @@ def test_a_replica_behind_a_compaction_bootstraps_again(nodes, tmp_path):
     same_reads(primary, replica)
 
 
+def test_a_replica_compacts_at_its_primarys_cut_and_fetches_no_snapshot(nodes, tmp_path):
+    # docs/replication.md "The primary compacts": the replica takes the primary's epoch at
+    # its cut, with its own compaction, and reads the same as the primary afterwards.
+    primary = nodes("primary", env={"SERVICE_SYNC": "off"})
+    replica = nodes("replica", follow=primary)
+    errors: list = []
+    writer(primary.port, 12, "a", errors)
+    wait_caught_up(primary, replica)
+    assert primary.stop() == 0
+    env = dict(os.environ, SERVICE_DATA=str(tmp_path / "primary"), SERVICE_TENANT="default")
+    done = subprocess.run([sys.executable, str(ROOT / "dbsvc.py"), "compact"], env=env, capture_output=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    primary = nodes("primary", env={"SERVICE_SYNC": "off", "SERVICE_PORT": str(primary.port)})
+    epoch = primary.get("/snapshot").json["epoch"]
+    deadline = time.monotonic() + 60
+    while replica.get("/snapshot").json["epoch"] != epoch:
+        assert time.monotonic() < deadline, replica.get("/metrics").json["replica"]
+        time.sleep(0.05)
+    writer(primary.port, 6, "b", errors)
+    assert not errors
+    snap = wait_caught_up(primary, replica)
+    assert (snap["replica"]["bootstraps"], snap["replica"]["compactions"]) == (1, 1)  # no snapshot fetched
+    same_reads(primary, replica)
+    head = primary.get("/snapshot").json["watermarks"]
+    for model, key in (("user", "User"), ("blog-post", "BlogPost")):
+        for n in range(0, head[key] + 1, 3):
+            a, b = primary.get(f"/api/{model}?limit=1000&as_of={n}"), replica.get(f"/api/{model}?limit=1000&as_of={n}")
+            assert (a.status, a.body, a.headers["dbsvc-watermark"]) == (b.status, b.body, b.headers["dbsvc-watermark"])
+    with open(tmp_path / "primary" / "default" / "snapshot", "rb") as mine:
+        with open(tmp_path / "replica" / "default" / "snapshot", "rb") as theirs:
+            assert mine.read() == theirs.read()
+
+
 def test_fingerprint_mismatch_refuses_to_start(nodes, tmp_path):
     primary = nodes("primary")
     other = tmp_path / "other.dbs"
