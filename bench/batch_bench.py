@@ -102,7 +102,9 @@ def main(argv: list[str]) -> int:
                     script.write_text(lua)
                     # Each server in turn, figure by figure: both meet the same load of the host.
                     for tag, proc, port, _log in servers:
-                        result = measure(proc, f"http://127.0.0.1:{port}/", args.duration, connections, script=str(script))
+                        result = measure(
+                            proc, f"http://127.0.0.1:{port}/", args.duration, connections, script=str(script)
+                        )
                         records = result["rps"] * n
                         rows.append((tag, connections, name, records))
                         print(
@@ -119,7 +121,9 @@ def main(argv: list[str]) -> int:
             summary = SUMMARY.search("".join(log))
             if summary:
                 writes, fsyncs = int(summary.group(1)), int(summary.group(2))
-                print(f"{tag:7s} writes acknowledged {writes}, fsyncs {fsyncs}: {writes / max(fsyncs, 1):.1f} per fsync")
+                print(
+                    f"{tag:7s} writes acknowledged {writes}, fsyncs {fsyncs}: {writes / max(fsyncs, 1):.1f} per fsync"
+                )
         singles = {(tag, c): records for tag, c, name, records in rows if name == "single POST"}
         for tag, connections, name, records in rows:
             if name != "single POST":

@@ -124,9 +124,7 @@ def _link_schema(model: Model, sources: list[tuple[Model, Field]]) -> dict[str, 
         required = list(props)
         props["batch"] = BATCH
         variants.append(
-            object_schema(
-                props, required, f"`{child.name}.{f.name}` started or stopped referencing a `{model.name}`."
-            )
+            object_schema(props, required, f"`{child.name}.{f.name}` started or stopped referencing a `{model.name}`.")
         )
     return {
         "description": f"A child record started or stopped referencing a `{model.name}`. "

@@ -511,7 +511,9 @@ class Follower:
         try:
             self._call_on_loop(self._apply, [], False)
         except Exception as exc:  # noqa: BLE001 - reported by the next apply, never hidden behind the stream's
-            log.warning("following %s: the last frames applied did not become durable: %s", self.endpoint.http_base, exc)
+            log.warning(
+                "following %s: the last frames applied did not become durable: %s", self.endpoint.http_base, exc
+            )
             self._unsynced = None
 
     # -- bootstrap (rule 2) -------------------------------------------------------------------

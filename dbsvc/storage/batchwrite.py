@@ -70,9 +70,7 @@ class BatchWrite:
     """One batch under way (module docstring). Not reusable: after `commit` or `abort`
     every method raises AssertionError."""
 
-    def __init__(
-        self, writes: WriteHost, tables: Mapping[str, Table], constraints: Constraints, size: int
-    ) -> None:
+    def __init__(self, writes: WriteHost, tables: Mapping[str, Table], constraints: Constraints, size: int) -> None:
         self._writes = writes
         self._tables = tables
         self._constraints = constraints

@@ -178,9 +178,18 @@ def test_an_id_is_parsed_as_a_path_segment_is():
 def test_a_batch_answers_each_ops_result_its_offsets_and_the_last_offset(tmp_path):
     ops = [
         create_user(3),
-        {"op": "create", "model": "blog-post", "record": {"author_id": {"$op": 0}, "title": "t", "body": "b", "score": 1}},
+        {
+            "op": "create",
+            "model": "blog-post",
+            "record": {"author_id": {"$op": 0}, "title": "t", "body": "b", "score": 1},
+        },
         {"op": "patch", "model": "BlogPost", "id": {"$op": 1}, "record": {"published": True}},
-        {"op": "update", "model": "user", "id": "2", "record": {"email": "q@x.io", "name": "Q", "joined": "2026-01-01T00:00:00Z"}},
+        {
+            "op": "update",
+            "model": "user",
+            "id": "2",
+            "record": {"email": "q@x.io", "name": "Q", "joined": "2026-01-01T00:00:00Z"},
+        },
         {"op": "delete", "model": "blog-post", "id": 1},
         {"op": "delete", "model": "user", "id": 1},
     ]
@@ -252,7 +261,14 @@ def test_an_op_reference_in_a_ref_field_leaves_the_request_record_as_it_was(tmp_
     [
         ([create_user(3), create_user(3)], 409, "unique_violation", "op 1: email 'n3@x.io' is already used by user 3"),
         (
-            [create_user(3), {"op": "create", "model": "blog-post", "record": {"author_id": 9, "title": "t", "body": "b", "score": 1}}],
+            [
+                create_user(3),
+                {
+                    "op": "create",
+                    "model": "blog-post",
+                    "record": {"author_id": 9, "title": "t", "body": "b", "score": 1},
+                },
+            ],
             409,
             "foreign_key_violation",
             "op 1: author_id 9 does not match any user",
@@ -354,7 +370,11 @@ def test_if_match_holds_for_the_records_version_and_for_a_star(tmp_path):
             "op 0: If-Match * does not match: User 9 does not exist",
         ),
         (
-            [create_user(3), {"op": "delete", "model": "user", "id": 3}, {"op": "delete", "model": "user", "id": 3, "if_match": '"4"'}],
+            [
+                create_user(3),
+                {"op": "delete", "model": "user", "id": 3},
+                {"op": "delete", "model": "user", "id": 3, "if_match": '"4"'},
+            ],
             'op 2: If-Match "4" does not match: User 3 does not exist',
         ),
     ],
@@ -382,7 +402,9 @@ def own_posts() -> ModelRules:
         subscribe=scope,
         get=lambda record, claims: same(record["author_id"], me(claims)),
         create=lambda record, claims: same(record["author_id"], me(claims)),
-        update=lambda before, after, claims: same(before["author_id"], me(claims)) and same(after["author_id"], me(claims)),
+        update=lambda before, after, claims: (
+            same(before["author_id"], me(claims)) and same(after["author_id"], me(claims))
+        ),
         delete=lambda record, claims: same(record["author_id"], me(claims)) and record["title"] != "keep",
         text={},
     )

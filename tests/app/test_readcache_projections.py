@@ -22,7 +22,10 @@ def test_a_projected_page_is_encoded_once_per_record_version():
     cache = EncodedRecords(list(MODULE.MODELS), capacity=2)
     records = [post(1, "a"), post(2, "b")]
     first = cache.projected(POST, "summary", records)
-    assert [json.loads(p) for p in first] == [{"id": 1, "title": "a", "score": 1.5}, {"id": 2, "title": "b", "score": 1.5}]
+    assert [json.loads(p) for p in first] == [
+        {"id": 1, "title": "a", "score": 1.5},
+        {"id": 2, "title": "b", "score": 1.5},
+    ]
     again = cache.projected(POST, "summary", records)
     assert all(a is b for a, b in zip(again, first))  # kept, not encoded again
     replaced = [post(1, "new"), records[1]]  # a new version of record 1

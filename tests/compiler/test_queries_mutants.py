@@ -142,7 +142,9 @@ def test_an_int_id_is_parsed_on_either_path(golden, segment, parsed):
     assert golden.parse_id_person(segment) == parsed
 
 
-@pytest.mark.parametrize("segment", ["9223372036854775808", "9999999999999999999", "12345678901234567890", "١٢", "", "+5"])
+@pytest.mark.parametrize(
+    "segment", ["9223372036854775808", "9999999999999999999", "12345678901234567890", "١٢", "", "+5"]
+)
 def test_an_int_id_out_of_range_or_not_ascii_digits_is_refused_naming_the_segment(golden, segment):
     with pytest.raises(BadRequest) as info:
         golden.parse_id_person(segment)
@@ -154,9 +156,7 @@ def test_str_and_uuid_ids_are_normalized_and_dot_segments_refused(golden):
     for segment in (".", ".."):
         with pytest.raises(BadRequest) as info:
             golden.parse_id_team(segment)
-        assert info.value.detail == (
-            f"invalid id {segment!r}: '.' and '..' are path segments, not ids (RFC 3986 §3.3)"
-        )
+        assert info.value.detail == (f"invalid id {segment!r}: '.' and '..' are path segments, not ids (RFC 3986 §3.3)")
     assert golden.parse_id_team("...") == "..."
     assert golden.parse_id_tag("123E4567-E89B-12D3-A456-426614174000") == "123e4567-e89b-12d3-a456-426614174000"
 
@@ -288,14 +288,42 @@ def test_search_is_tested_first_and_only_when_asked(golden):
 @pytest.mark.parametrize(
     ("parser", "pairs", "detail"),
     [
-        ("parse_list_query_team", [("sort", "-lead")], "cannot sort by '-lead'; sortable fields of Team: (none) (prefix - for descending)"),
-        ("parse_get_query_tag", [("expand", "team:only")], "unknown projection 'only' in expand 'team:only'; team references Team, Team declares no projections"),
-        ("parse_get_query_team", [("expand", "lead:rev,parent,lead")], "expand names 'lead' twice in 'lead:rev,parent,lead'"),
-        ("parse_list_query_team", [("expand", "lead,,parent")], "cannot expand ''; @ref fields of Team: lead, deputy, parent (each once, as field or field:projection)"),
-        ("parse_list_query_bare", [("id", "1")], "cannot filter on 'id' (not marked @filter); filterable fields of Bare: (none)"),
-        ("parse_feed_query_bare", [("cursor", "x")], "'cursor' does not apply to a feed: /subscribe and /live-query have no pages (a live query's Init is the whole result set); allowed: projection, after"),
+        (
+            "parse_list_query_team",
+            [("sort", "-lead")],
+            "cannot sort by '-lead'; sortable fields of Team: (none) (prefix - for descending)",
+        ),
+        (
+            "parse_get_query_tag",
+            [("expand", "team:only")],
+            "unknown projection 'only' in expand 'team:only'; team references Team, Team declares no projections",
+        ),
+        (
+            "parse_get_query_team",
+            [("expand", "lead:rev,parent,lead")],
+            "expand names 'lead' twice in 'lead:rev,parent,lead'",
+        ),
+        (
+            "parse_list_query_team",
+            [("expand", "lead,,parent")],
+            "cannot expand ''; @ref fields of Team: lead, deputy, parent (each once, as field or field:projection)",
+        ),
+        (
+            "parse_list_query_bare",
+            [("id", "1")],
+            "cannot filter on 'id' (not marked @filter); filterable fields of Bare: (none)",
+        ),
+        (
+            "parse_feed_query_bare",
+            [("cursor", "x")],
+            "'cursor' does not apply to a feed: /subscribe and /live-query have no pages (a live query's Init is the whole result set); allowed: projection, after",
+        ),
         ("parse_get_query_bare", [("projection", "card")], "unknown projection 'card'; Bare declares no projections"),
-        ("parse_list_query_person", [("rating", "1")], "cannot filter on 'rating' (not marked @filter); filterable fields of Person: name, nick, age, score, vip, tier, born, day, badge"),
+        (
+            "parse_list_query_person",
+            [("rating", "1")],
+            "cannot filter on 'rating' (not marked @filter); filterable fields of Person: name, nick, age, score, vip, tier, born, day, badge",
+        ),
     ],
 )
 def test_the_shapes_only_the_golden_schema_has_are_refused_with_their_details(golden, parser, pairs, detail):
@@ -345,7 +373,15 @@ def test_a_nullable_filter_field_without_sort_takes_only_null():
 
 def test_expand_params_list_each_ref_field_then_its_projections():
     schema, models = _models()
-    assert expand_params(schema, models["Team"]) == ["lead", "lead:card", "lead:rev", "deputy", "deputy:card", "deputy:rev", "parent"]
+    assert expand_params(schema, models["Team"]) == [
+        "lead",
+        "lead:card",
+        "lead:rev",
+        "deputy",
+        "deputy:card",
+        "deputy:rev",
+        "parent",
+    ]
     assert expand_params(schema, models["Tag"]) == ["team"]
     assert expand_params(schema, models["Person"]) == []
 
@@ -355,7 +391,9 @@ def test_a_ref_naming_no_model_is_the_checkers_bug_said_as_such():
     the reason, not with a KeyError."""
     schema, models = _models()
     team = models["Team"]
-    ghost = dataclasses.replace(team, fields=tuple(dataclasses.replace(f, ref="Ghost") if f.name == "lead" else f for f in team.fields))
+    ghost = dataclasses.replace(
+        team, fields=tuple(dataclasses.replace(f, ref="Ghost") if f.name == "lead" else f for f in team.fields)
+    )
     with pytest.raises(AssertionError) as info:
         expand_params(schema, ghost)
     assert str(info.value) == "@ref(Ghost) names no model; the checker must refuse it"
@@ -373,7 +411,19 @@ def test_search_params_and_uses_search():
 def test_keyed_fields_and_their_key_functions():
     _schema, models = _models()
     person, team = models["Person"], models["Team"]
-    assert [f.name for f in keyed_fields(person)] == ["id", "name", "nick", "age", "score", "rating", "vip", "tier", "born", "day", "badge"]
+    assert [f.name for f in keyed_fields(person)] == [
+        "id",
+        "name",
+        "nick",
+        "age",
+        "score",
+        "rating",
+        "vip",
+        "tier",
+        "born",
+        "day",
+        "badge",
+    ]
     assert [f.name for f in keyed_fields(team)] == ["slug", "lead", "deputy", "parent", "size"]
     keys = {f.name: ast.unparse(key_function(person, f)) for f in keyed_fields(person)}
     assert keys["score"] == "key_person__score"

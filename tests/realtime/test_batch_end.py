@@ -365,7 +365,9 @@ def test_the_end_frame_is_built_once_and_shared_by_the_sockets_that_share_the_fr
         assert b'"end":true' in first[0]
         assert first[0] is second[0]
         assert plain[0] == text_frame(
-            b'{"type":"Added","model":"User","offset":1,"watermark":1,"record":' + user_row(1, "admin") + b',"batch":{"first":1,"last":2}}'
+            b'{"type":"Added","model":"User","offset":1,"watermark":1,"record":'
+            + user_row(1, "admin")
+            + b',"batch":{"first":1,"last":2}}'
         )
         assert payload(plain[1]).endswith(b',"batch":{"first":1,"last":2,"end":true}}')
         store.close()

@@ -207,13 +207,20 @@ def test_search_words_are_tested_with_the_filters_the_ranges_and_the_null_tests(
     """A feed with `search=` runs the matcher with every other condition of its query too:
     a record that has the word but fails a filter, a range or a null test does not match."""
     query = NOTES.parse_feed_query([("search", "caf"), ("kind", "a"), ("rank__gte", "2"), ("rank__null", "false")])
-    feed = FeedSpec(FeedKind.SUBSCRIBE, NOTES, query.filters, query.projection, ranges=query.ranges,
-                    nulls=query.nulls, search=query.search)
+    feed = FeedSpec(
+        FeedKind.SUBSCRIBE,
+        NOTES,
+        query.filters,
+        query.projection,
+        ranges=query.ranges,
+        nulls=query.nulls,
+        search=query.search,
+    )
     base = {"id": 1, "title": "cafe", "kind": "a", "rank": 3}
     assert feed.matches(base)
-    assert [feed.matches({**base, **change}) for change in (
-        {"title": "tea"}, {"kind": "b"}, {"rank": 1}, {"rank": None}
-    )] == [False, False, False, False]
+    assert [
+        feed.matches({**base, **change}) for change in ({"title": "tea"}, {"kind": "b"}, {"rank": 1}, {"rank": None})
+    ] == [False, False, False, False]
     unbounded = NOTES.parse_feed_query([("search", "caf"), ("rank__null", "true")])
     nulls = FeedSpec(FeedKind.SUBSCRIBE, NOTES, unbounded.filters, None, nulls=unbounded.nulls, search=unbounded.search)
     assert (nulls.matches({**base, "rank": None}), nulls.matches(base)) == (True, False)

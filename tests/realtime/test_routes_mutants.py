@@ -436,7 +436,9 @@ def test_the_snapshot_stream_opens_with_its_header_and_ends_with_the_count_and_c
 
 
 def new_post(i: int, title: str) -> dict:
-    return POST.validate_create({"author_id": 2, "title": title, "body": "b", "score": float(i)})  # a minor: no link passes
+    return POST.validate_create(
+        {"author_id": 2, "title": title, "body": "b", "score": float(i)}
+    )  # a minor: no link passes
 
 
 @pytest.mark.parametrize("kind", [FeedKind.LIVE, FeedKind.SUBSCRIBE])
@@ -464,8 +466,10 @@ def test_a_feed_keeps_its_operators_and_search_words_for_the_init_and_the_deltas
         await store.insert("BlogPost", new_post(3, "another day"))  # 9: no word starts with caf
         await store.insert("BlogPost", new_post(4, "cafes"))  # 10
         scheduler.run()
-        got = {name: [decoded(f) for f in channel.frames] for name, channel in
-               (("adults", adults), ("unknown", unknown), ("cafe", cafe))}
+        got = {
+            name: [decoded(f) for f in channel.frames]
+            for name, channel in (("adults", adults), ("unknown", unknown), ("cafe", cafe))
+        }
         if kind is FeedKind.LIVE:
             assert {name: [f["records"] for f in frames if f["type"] == "Init"] for name, frames in got.items()} == {
                 "adults": [[store.get("User", 1)[0]]],

@@ -312,10 +312,9 @@ def test_a_new_epoch_met_mid_stream_compacts_at_the_primarys_cut_and_follows_on(
     assert node.store.epoch_state.log_base == 4 and node.store.watermarks()["User"] == 4
     assert node.user_ids() == [1, 2, 3, 5]
     assert node.status.error is None
-    assert (
-        "INFO",
-        f"compacted at the primary's cut: epoch {EPOCH_B} from offset 4 ({URL})",
-    ) in [(r.levelname, r.getMessage()) for r in caplog.records]
+    assert ("INFO", f"compacted at the primary's cut: epoch {EPOCH_B} from offset 4 ({URL})") in [
+        (r.levelname, r.getMessage()) for r in caplog.records
+    ]
 
 
 def test_a_new_epoch_seen_by_the_poll_of_snapshot_mid_stream_compacts_at_its_cut(replica, caplog):
@@ -361,7 +360,10 @@ def test_a_cut_behind_rows_applied_before_a_restart_bootstraps(replica):
     # The primary compacted at 2: rows 3 and 4 were applied here before the restart, and
     # what they replaced is no longer known, so the cut cannot be made here.
     primary = ScriptedPrimary(body(EPOCH_B, 4, hist=history(H1)))
-    primary.epochs = [epoch_stream(EPOCH_B, 2, hist=history(H1)), epoch_stream(EPOCH_B, 4, range(1, 5), hist=history(H1))]
+    primary.epochs = [
+        epoch_stream(EPOCH_B, 2, hist=history(H1)),
+        epoch_stream(EPOCH_B, 4, range(1, 5), hist=history(H1)),
+    ]
     again = replica(primary, directory="replica").start()
     again.wait("in epoch B", lambda: again.store.epoch == EPOCH_B and again.status.state == "following")
     assert (again.status.bootstraps, again.status.compactions) == (1, 0)

@@ -99,9 +99,7 @@ def test_a_row_that_does_not_fit_inside_a_complete_batch_keeps_none_of_the_batch
     assert again.user_ids() == [1, 2, 3, 4]
 
 
-def test_a_batch_its_own_log_refuses_to_write_leaves_none_of_it_and_comes_whole_after_a_restart(
-    replica, monkeypatch
-):
+def test_a_batch_its_own_log_refuses_to_write_leaves_none_of_it_and_comes_whole_after_a_restart(replica, monkeypatch):
     # The replica's second write call (the batch's frames, held together) finds no space.
     monkeypatch.setenv("DBSVC_FAULT", "write:2:ENOSPC")
     primary = primary_at(4, [insert(1), None, in_batch(2, 2, 4), in_batch(3, 2, 4), in_batch(4, 2, 4)])

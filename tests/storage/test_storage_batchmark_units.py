@@ -252,27 +252,77 @@ def _marked(marks: dict[int, str | None]) -> list[bytes]:
     ("marks", "bad", "reason"),
     [
         # a mark of a batch of one, or whose last row comes before its first
-        ({3: '{"first":3,"last":3}'}, 3, 'row 3: batch mark {"first":3,"last":3} is not {"first":F,"last":L} with integers F < L'),
-        ({3: '{"first":3,"last":2}'}, 3, 'row 3: batch mark {"first":3,"last":2} is not {"first":F,"last":L} with integers F < L'),
+        (
+            {3: '{"first":3,"last":3}'},
+            3,
+            'row 3: batch mark {"first":3,"last":3} is not {"first":F,"last":L} with integers F < L',
+        ),
+        (
+            {3: '{"first":3,"last":2}'},
+            3,
+            'row 3: batch mark {"first":3,"last":2} is not {"first":F,"last":L} with integers F < L',
+        ),
         # not two integers
         ({3: "[3,4]"}, 3, 'row 3: batch mark [3,4] is not {"first":F,"last":L} with integers F < L'),
-        ({3: '{"first":"3","last":4}'}, 3, 'row 3: batch mark {"first":"3","last":4} is not {"first":F,"last":L} with integers F < L'),
+        (
+            {3: '{"first":"3","last":4}'},
+            3,
+            'row 3: batch mark {"first":"3","last":4} is not {"first":F,"last":L} with integers F < L',
+        ),
         ({3: '{"first":3}'}, 3, 'row 3: batch mark {"first":3} is not {"first":F,"last":L} with integers F < L'),
-        ({3: '{"first":3,"last":4.0}'}, 3, 'row 3: batch mark {"first":3,"last":4.0} is not {"first":F,"last":L} with integers F < L'),
-        ({1: '{"first":true,"last":2}'}, 1, 'row 1: batch mark {"first":true,"last":2} is not {"first":F,"last":L} with integers F < L'),
+        (
+            {3: '{"first":3,"last":4.0}'},
+            3,
+            'row 3: batch mark {"first":3,"last":4.0} is not {"first":F,"last":L} with integers F < L',
+        ),
+        (
+            {1: '{"first":true,"last":2}'},
+            1,
+            'row 1: batch mark {"first":true,"last":2} is not {"first":F,"last":L} with integers F < L',
+        ),
         # a batch's later row where no batch is open
-        ({3: '{"first":2,"last":4}', 4: '{"first":2,"last":4}'}, 3, 'row 3: batch mark {"first":2,"last":4} names rows 2 to 4, but no batch is open and row 3 does not start one'),
-        ({3: '{"first":4,"last":5}'}, 3, 'row 3: batch mark {"first":4,"last":5} names rows 4 to 5, but no batch is open and row 3 does not start one'),
+        (
+            {3: '{"first":2,"last":4}', 4: '{"first":2,"last":4}'},
+            3,
+            'row 3: batch mark {"first":2,"last":4} names rows 2 to 4, but no batch is open and row 3 does not start one',
+        ),
+        (
+            {3: '{"first":4,"last":5}'},
+            3,
+            'row 3: batch mark {"first":4,"last":5} names rows 4 to 5, but no batch is open and row 3 does not start one',
+        ),
         # inside an open batch: a row without its mark, with another batch's, with another last row
-        ({2: '{"first":2,"last":4}', 4: '{"first":2,"last":4}'}, 3, 'row 3: no batch mark, expected {"first":2,"last":4}: row 3 is inside the batch of rows 2 to 4'),
-        ({2: '{"first":2,"last":4}', 3: '{"first":3,"last":4}'}, 3, 'row 3: batch mark {"first":3,"last":4}, expected {"first":2,"last":4}: row 3 is inside the batch of rows 2 to 4'),
-        ({2: '{"first":2,"last":4}', 3: '{"first":2,"last":5}'}, 3, 'row 3: batch mark {"first":2,"last":5}, expected {"first":2,"last":4}: row 3 is inside the batch of rows 2 to 4'),
-        ({2: '{"first":2,"last":4}', 3: '{"first":1,"last":4}'}, 3, 'row 3: batch mark {"first":1,"last":4}, expected {"first":2,"last":4}: row 3 is inside the batch of rows 2 to 4'),
+        (
+            {2: '{"first":2,"last":4}', 4: '{"first":2,"last":4}'},
+            3,
+            'row 3: no batch mark, expected {"first":2,"last":4}: row 3 is inside the batch of rows 2 to 4',
+        ),
+        (
+            {2: '{"first":2,"last":4}', 3: '{"first":3,"last":4}'},
+            3,
+            'row 3: batch mark {"first":3,"last":4}, expected {"first":2,"last":4}: row 3 is inside the batch of rows 2 to 4',
+        ),
+        (
+            {2: '{"first":2,"last":4}', 3: '{"first":2,"last":5}'},
+            3,
+            'row 3: batch mark {"first":2,"last":5}, expected {"first":2,"last":4}: row 3 is inside the batch of rows 2 to 4',
+        ),
+        (
+            {2: '{"first":2,"last":4}', 3: '{"first":1,"last":4}'},
+            3,
+            'row 3: batch mark {"first":1,"last":4}, expected {"first":2,"last":4}: row 3 is inside the batch of rows 2 to 4',
+        ),
         # the last row of a log: its wrong mark is refused, never taken as a batch to cut
-        ({5: '{"first":5,"last":4}'}, 5, 'row 5: batch mark {"first":5,"last":4} is not {"first":F,"last":L} with integers F < L'),
+        (
+            {5: '{"first":5,"last":4}'},
+            5,
+            'row 5: batch mark {"first":5,"last":4} is not {"first":F,"last":L} with integers F < L',
+        ),
     ],
 )
-def test_a_mark_that_does_not_fit_its_offsets_is_refused_at_its_frame_and_nothing_is_cut(tenant, base, marks, bad, reason):
+def test_a_mark_that_does_not_fit_its_offsets_is_refused_at_its_frame_and_nothing_is_cut(
+    tenant, base, marks, bad, reason
+):
     positions = write_log(tenant, base, _marked(marks))
     before = dir_image(tenant)
     for readonly in (False, True):
@@ -503,7 +553,10 @@ def test_no_automatic_id_is_left_past_the_largest_int64(store):
     assert (index, type(error), other) == (1, ConstraintViolation, None)
     assert later[0] == 2  # the rows after it are still checked
     assert error.errors == [
-        {"field": "id", "message": "no automatic id is left: the largest id used is 9223372036854775807; give an unused id"}
+        {
+            "field": "id",
+            "message": "no automatic id is left: the largest id used is 9223372036854775807; give an unused id",
+        }
     ]
 
 
@@ -607,7 +660,12 @@ def test_each_unique_field_is_judged_on_its_own(badges):
     with pytest.raises(BatchRejected) as info:
         batch.plan(badges.tables, rows)
     [(index, error, other)] = info.value.problems
-    assert (index, error.detail, error.extra, other) == (2, "label 'v' is already used by badge 2", {"field": "label"}, 1)
+    assert (index, error.detail, error.extra, other) == (
+        2,
+        "label 'v' is already used by badge 2",
+        {"field": "label"},
+        1,
+    )
 
 
 def test_an_id_longer_than_the_head_reserve_lowers_its_records_limit_in_plan_and_frames(tmp_path):

@@ -262,7 +262,9 @@ def test_two_filters_over_many_candidates_agree_with_the_records(tenant):
         records = store.table("BlogPost").records
         for pairs in ([("author_id", "2"), ("published", "true")], [("author_id", "1"), ("published", "false")]):
             want = sorted(
-                i for i, r in records.items() if r["author_id"] == int(pairs[0][1]) and r["published"] == (pairs[1][1] == "true")
+                i
+                for i, r in records.items()
+                if r["author_id"] == int(pairs[0][1]) and r["published"] == (pairs[1][1] == "true")
             )
             query = POST.parse_list_query([*pairs, ("limit", "1000")])
             page, total, _watermark, _more = store.list_page("BlogPost", query)

@@ -118,18 +118,15 @@ def index_of(records: dict[int, tuple]) -> WordIndex:
 
 def test_only_the_search_fields_positions_are_indexed():
     index = index_of({1: ("red apple", "green", None), 2: ("blue", "apple", "Red sky")})
-    assert {w: set(ids) for w, ids in index.postings.items()} == {
-        "red": {1, 2},
-        "apple": {1},
-        "blue": {2},
-        "sky": {2},
-    }
+    assert {w: set(ids) for w, ids in index.postings.items()} == {"red": {1, 2}, "apple": {1}, "blue": {2}, "sky": {2}}
     assert list(index.ordered) == ["apple", "blue", "red", "sky"]
     assert len(index) == 4 and index.postings_count() == 5
 
 
 def test_a_prefix_is_a_range_of_the_sorted_words():
-    index = index_of({1: ("ab", 0, None), 2: ("abc", 0, None), 3: ("abd", 0, None), 4: ("b", 0, None), 5: ("a", 0, None)})
+    index = index_of(
+        {1: ("ab", 0, None), 2: ("abc", 0, None), 3: ("abd", 0, None), 4: ("b", 0, None), 5: ("a", 0, None)}
+    )
     assert index.expand("ab") == [(1,), (2,), (3,)]  # the word itself first, then the longer ones
     assert index.expand("abc") == [(2,)]
     assert index.expand("a") == [(5,), (1,), (2,), (3,)]
@@ -205,11 +202,7 @@ def test_removing_a_word_of_a_record_keeps_the_other_records_ids():
 def test_swap_moves_a_record_only_between_the_words_that_changed():
     index = index_of({1: ("red apple", 0, "pie"), 2: ("red", 0, None)})
     index.swap(1, ("red apple", 0, "pie"), ("red pear", 0, "pie"))
-    assert forms(index) == {
-        "red": ("tuple", [1, 2]),
-        "pear": ("tuple", [1]),
-        "pie": ("tuple", [1]),
-    }
+    assert forms(index) == {"red": ("tuple", [1, 2]), "pear": ("tuple", [1]), "pie": ("tuple", [1])}
     assert index.postings["red"] == (1, 2)  # an unchanged word is not moved: its order kept
     assert list(index.ordered) == ["pear", "pie", "red"]
     # a change outside the search fields changes nothing

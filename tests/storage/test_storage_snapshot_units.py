@@ -386,7 +386,9 @@ def test_each_block_has_its_own_versions_line(monkeypatch, tmp_path):
     path = tmp_path / "snapshot.new"
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
     try:
-        write_snapshot_stream(fd, EPOCH, 9, [ModelStream("User", FIELDS, 3, 3, [([USERS[0]], [8]), (USERS[1:], [4, 9])], ["id"])])
+        write_snapshot_stream(
+            fd, EPOCH, 9, [ModelStream("User", FIELDS, 3, 3, [([USERS[0]], [8]), (USERS[1:], [4, 9])], ["id"])]
+        )
     finally:
         os.close(fd)
     assert path.read_bytes() == expected
@@ -461,7 +463,14 @@ def test_a_version_equal_to_the_head_or_to_1_is_a_version():
 
 def test_a_format_3_file_needs_three_lines_a_block():
     head = header_3(("User", ["id"], 3, 3, ["id"]), block_rows=2)
-    data = head + line(b'[{"first":1,"count":2}]') + line(b"[[1],\t[2]]") + line(b"[3,4]") + line(b"[[3]]") + line(b"[[3]]")
+    data = (
+        head
+        + line(b'[{"first":1,"count":2}]')
+        + line(b"[[1],\t[2]]")
+        + line(b"[3,4]")
+        + line(b"[[3]]")
+        + line(b"[[3]]")
+    )
     exc = refusal(lambda: read_snapshot(PATH, data))
     assert (exc.offset, exc.reason) == (len(data), "snapshot has 5 lines after its header, its header's models need 6")
 
