@@ -89,12 +89,10 @@ for the same reason.
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
 import random
 import threading
 import time
-import zlib
 from collections.abc import Callable
 from typing import Any
 
@@ -108,7 +106,7 @@ from dbsvc.errors import (
     WebSocketClientError,
 )
 from dbsvc.replica.consumer import Endpoint, FrameError, check_frame_bytes
-from dbsvc.replica.primary import HttpPrimary, Primary, Stream
+from dbsvc.replica.primary import HttpPrimary, Primary, Stream, read_snapshot, read_snapshot_header
 from dbsvc.replica.status import ReplicaStatus
 from dbsvc.storage import compact
 from dbsvc.storage.history import History, history_from_json
@@ -454,20 +452,19 @@ class Follower:
     def _primary_cut(self) -> tuple[str, int]:
         """The primary's epoch and the offset it starts after (its cut): the header of
         `/replicate/snapshot`, read, then the socket closed before the snapshot comes."""
-        try:
-            ws = self._primary.epoch_snapshot()
-        except HandshakeRefused as exc:
-            raise _Stop(f"the primary refused /replicate/snapshot: {exc}") from None
-        with ws:
-            first = ws.receive(timeout=30)
-        if not isinstance(first, str):
-            raise StreamError(0, "the snapshot stream did not start with its header")
-        header = json.loads(first)
+        with self._open_epoch_snapshot() as ws:
+            header = read_snapshot_header(ws)
         self._check_fingerprint(header.get("fingerprint"))
         epoch, offset = header.get("epoch"), header.get("offset")
         if not isinstance(epoch, str) or type(offset) is not int:
             raise StreamError(0, "the snapshot stream's header names no epoch and offset")
         return epoch, offset
+
+    def _open_epoch_snapshot(self) -> Stream:
+        try:
+            return self._primary.epoch_snapshot()
+        except HandshakeRefused as exc:
+            raise _Stop(f"the primary refused /replicate/snapshot: {exc}") from None
 
     def _call_on_loop(self, make: Callable[..., Any], *args: Any, timeout: float = 120) -> Any:
         """Run the coroutine `make(*args)` on the event loop and wait for its result."""
@@ -560,28 +557,8 @@ class Follower:
             self.on_store(self.store)
 
     def _fetch_snapshot(self) -> tuple[dict[str, Any], bytes]:
-        try:
-            ws = self._primary.epoch_snapshot()
-        except HandshakeRefused as exc:
-            raise _Stop(f"the primary refused /replicate/snapshot: {exc}") from None
-        parts: list[bytes] = []
-        with ws:
-            first = ws.receive(timeout=30)
-            if not isinstance(first, str):
-                raise StreamError(0, "the snapshot stream did not start with its header")
-            header = json.loads(first)
-            while True:
-                message = ws.receive(timeout=30)
-                if message is None:
-                    raise WebSocketClientError("the snapshot stream stalled")
-                if isinstance(message, str):
-                    end = json.loads(message)
-                    break
-                parts.append(message)
-        data = b"".join(parts)
-        if end.get("type") != "end" or end.get("bytes") != len(data) or end.get("crc32") != zlib.crc32(data):
-            raise StreamError(int(header.get("offset", 0)), "the snapshot arrived damaged (size or crc32)")
-        return header, data
+        with self._open_epoch_snapshot() as ws:
+            return read_snapshot(ws)
 
     # -- the primary's /snapshot (rules 1 and 5) ----------------------------------------------
 

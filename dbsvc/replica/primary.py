@@ -9,6 +9,8 @@ an end-to-end run only reaches the paths a real primary happens to take.
     body    = primary.snapshot()          # GET /snapshot as parsed JSON (any JSON value)
     stream  = primary.replicate(after)    # /replicate?after=N, open
     stream  = primary.epoch_snapshot()    # /replicate/snapshot, open
+    header  = read_snapshot_header(stream)        # its first message: the cut (epoch, offset)
+    header, data = read_snapshot(stream)          # the whole snapshot, size and crc32 checked
 
 Rules:
 1. `snapshot` raises `OSError` (refused, dropped, an HTTP error status: urllib's HTTPError is
@@ -18,7 +20,10 @@ Rules:
    (`receive(timeout)`: bytes, str, or None when none came within `timeout` seconds) and
    raises `WebSocketClientError` once the connection has ended.
 3. Timeouts: 5 s for `/snapshot`, 10 s for a handshake (the follower's, unchanged since
-   these calls lived in follower.py).
+   these calls lived in follower.py), 30 s for each message of the snapshot stream.
+4. `read_snapshot_header` and `read_snapshot` raise `StreamError` for a stream that does
+   not start with its JSON header or arrives damaged (its end message's size or crc32), and
+   `WebSocketClientError` for one that stalls.
 
 Imports the blocking WebSocket client of dbsvc.http.ws.client and the consumer's `Endpoint`;
 nothing of storage, no asyncio.
@@ -28,13 +33,16 @@ from __future__ import annotations
 
 import json
 import urllib.request
+import zlib
 from typing import Any, Protocol
 
+from dbsvc.errors import StreamError, WebSocketClientError
 from dbsvc.http.ws.client import open_websocket
 from dbsvc.replica.consumer import Endpoint
 
 SNAPSHOT_TIMEOUT = 5.0  # rule 3
 HANDSHAKE_TIMEOUT = 10.0
+MESSAGE_TIMEOUT = 30.0
 
 
 class Stream(Protocol):
@@ -75,3 +83,33 @@ class HttpPrimary:
     def epoch_snapshot(self) -> Stream:
         url = f"{self.endpoint.ws_base}/replicate/snapshot"
         return open_websocket(url, headers=self._headers, timeout=HANDSHAKE_TIMEOUT)
+
+
+def read_snapshot_header(stream: Stream) -> dict[str, Any]:
+    """The first message of `/replicate/snapshot`: its JSON header (rule 4)."""
+    first = stream.receive(timeout=MESSAGE_TIMEOUT)
+    if not isinstance(first, str):
+        raise StreamError(0, "the snapshot stream did not start with its header")
+    header = json.loads(first)
+    if not isinstance(header, dict):
+        raise StreamError(0, "the snapshot stream's header is not an object")
+    return header
+
+
+def read_snapshot(stream: Stream) -> tuple[dict[str, Any], bytes]:
+    """The whole `/replicate/snapshot`: its header and its bytes, checked against the end
+    message's size and crc32 (rule 4)."""
+    header = read_snapshot_header(stream)
+    parts: list[bytes] = []
+    while True:
+        message = stream.receive(timeout=MESSAGE_TIMEOUT)
+        if message is None:
+            raise WebSocketClientError("the snapshot stream stalled")
+        if isinstance(message, str):
+            end = json.loads(message)
+            break
+        parts.append(message)
+    data = b"".join(parts)
+    if end.get("type") != "end" or end.get("bytes") != len(data) or end.get("crc32") != zlib.crc32(data):
+        raise StreamError(int(header.get("offset", 0)), "the snapshot arrived damaged (size or crc32)")
+    return header, data
