@@ -97,7 +97,7 @@ def test_the_limits_the_document_states_are_the_ones_the_guide_states():
         f"At most {words} words of at most {chars} characters; no word at all is 400 `bad_query`."
         in (search["description"])
     )
-    (ops,) = _documented("rest.md", r"A batch holds at most ([\d,]+) ops \(400 beyond")
+    (ops,) = _documented("rest.md", r"A batch holds at most ([\d,]+) ops and")
     batch = doc["components"]["schemas"]["Batch"]["properties"]["ops"]
     assert (batch["minItems"], batch["maxItems"]) == (1, ops)
     assert f"At most {ops} ops (400 beyond)." in doc["paths"]["/batch"]["post"]["description"]
