@@ -108,6 +108,21 @@ def seed(data_dir: Path, posts: int, users: int = 1000) -> None:
     tenants.compact_tenant(str(data_dir), "default")
 
 
+def seeded(data: Path, posts: int) -> Path:
+    """`data` holding `posts` seeded posts: seeded now, or kept from a run that seeded the
+    same count there (its `posts` marker file); a directory holding another tenant stops."""
+    marker = data / "posts"
+    if not (marker.exists() and marker.read_text() == str(posts)):
+        if (data / "default").exists():
+            raise SystemExit(f"{data} holds another tenant: remove it first")
+        data.mkdir(parents=True, exist_ok=True)
+        started = time.perf_counter()
+        seed(data, posts)
+        marker.write_text(str(posts))
+        print(f"seeded {posts} posts in {time.perf_counter() - started:.1f} s")
+    return data
+
+
 def get_json(port: int, path: str) -> dict:
     with urllib.request.urlopen(f"http://127.0.0.1:{port}{path}", timeout=600) as reply:
         return json.load(reply)
@@ -141,14 +156,7 @@ def main(argv: list[str]) -> int:
         return search_memory(args.records)
     from dbsvc.operators import encode_cursor
 
-    data = args.data or Path(tempfile.mkdtemp(prefix="query-bench-"))
-    marker = data / "posts"
-    if not (marker.exists() and marker.read_text() == str(args.records)):
-        if (data / "default").exists():
-            raise SystemExit(f"{data} holds another tenant: remove it first")
-        data.mkdir(parents=True, exist_ok=True)
-        seed(data, args.records)
-        marker.write_text(str(args.records))
+    data = seeded(args.data or Path(tempfile.mkdtemp(prefix="query-bench-")), args.records)
     env = {"SERVICE_DATA": str(data), "SERVICE_SYNC": "off", "RUST_LOG": "info"}
     process, port, _log = start_dbsvc(env, timeout=600)
     try:

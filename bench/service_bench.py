@@ -275,18 +275,9 @@ def run_matrix(args: argparse.Namespace) -> int:
     import json
     import urllib.request
 
-    from query_bench import seed as seed_posts
+    from query_bench import seeded
 
-    data = args.data or Path(tempfile.mkdtemp(prefix="dbsvc-matrix-"))
-    marker = data / "posts"
-    if not (marker.exists() and marker.read_text() == str(args.records)):
-        if (data / "default").exists():
-            raise SystemExit(f"{data} holds another tenant: remove it first")
-        data.mkdir(parents=True, exist_ok=True)
-        started = time.perf_counter()
-        seed_posts(data, args.records)
-        marker.write_text(str(args.records))
-        print(f"seeded {args.records} posts in {time.perf_counter() - started:.1f} s")
+    data = seeded(args.data or Path(tempfile.mkdtemp(prefix="dbsvc-matrix-")), args.records)
     bare, bare_port = start_server([sys.executable, str(BARE_H11)])
     proc, port, _log = start_dbsvc({"SERVICE_DATA": str(data), "RUST_LOG": args.log_level}, timeout=900)
     only = set(args.only_shapes.split(",")) if args.only_shapes else None

@@ -223,18 +223,7 @@ def test_batches_during_online_compactions_keep_every_row(tenant, caplog):
     asyncio.run(main())
     assert store.stats()["compactions"] == 3
     assert [r.getMessage() for r in caplog.records if r.levelno >= logging.ERROR] == []
-    want = {name: dict(t.records) for name, t in store.tables.items()}
-    head, marks = store.head_offset, store.watermarks()
-    versions = {i: store.version("User", i) for i in want["User"]}
-    store.close()
-    again = open_store(tenant, replication=True)
-    try:
-        assert {name: dict(t.records) for name, t in again.tables.items()} == want
-        assert (again.head_offset, again.watermarks()) == (head, marks)
-        assert {i: again.version("User", i) for i in want["User"]} == versions
-        check_indexes(again)
-    finally:
-        again.close()
+    assert_reopens_as_it_served(store, tenant)
 
 
 def test_batches_start_online_compactions_by_the_size_rule(tenant, caplog):
@@ -269,18 +258,7 @@ def test_batches_start_online_compactions_by_the_size_rule(tenant, caplog):
     asyncio.run(main())
     assert store.stats()["compactions"] >= 3
     assert [r.getMessage() for r in caplog.records if r.levelno >= logging.ERROR] == []
-    want = {name: dict(t.records) for name, t in store.tables.items()}
-    head, marks = store.head_offset, store.watermarks()
-    versions = {i: store.version("User", i) for i in want["User"]}
-    store.close()
-    again = open_store(tenant, replication=True)
-    try:
-        assert {name: dict(t.records) for name, t in again.tables.items()} == want
-        assert (again.head_offset, again.watermarks()) == (head, marks)
-        assert {i: again.version("User", i) for i in want["User"]} == versions
-        check_indexes(again)
-    finally:
-        again.close()
+    assert_reopens_as_it_served(store, tenant)
 
 
 def test_a_fitted_delete_in_a_batch_still_ends_with_the_batch_mark(tenant):
@@ -306,3 +284,20 @@ def test_a_fitted_delete_in_a_batch_still_ends_with_the_batch_mark(tenant):
         payloads = [payload for _offset, payload in LogScan("log", f.read()).records()]
     assert bytes(payloads[2]).endswith(b',"omitted":["profile"],"batch":{"first":2,"last":3}}')
     assert json.loads(payloads[2])["record"]["profile"] is None
+
+
+def assert_reopens_as_it_served(store, tenant):
+    """Close `store` and reopen its tenant: the same records, head, watermarks, versions,
+    and indexes that agree with the records."""
+    want = {name: dict(t.records) for name, t in store.tables.items()}
+    head, marks = store.head_offset, store.watermarks()
+    versions = {i: store.version("User", i) for i in want["User"]}
+    store.close()
+    again = open_store(tenant, replication=True)
+    try:
+        assert {name: dict(t.records) for name, t in again.tables.items()} == want
+        assert (again.head_offset, again.watermarks()) == (head, marks)
+        assert {i: again.version("User", i) for i in want["User"]} == versions
+        check_indexes(again)
+    finally:
+        again.close()
