@@ -148,7 +148,7 @@ def test_an_empty_replica_bootstraps_from_the_snapshot_after_a_compaction(nodes,
     assert replica.get("/metrics").json["replica"]["bootstraps"] == 1
 
 
-def test_a_replica_behind_a_compaction_bootstraps_again(nodes, tmp_path):
+def test_a_replica_that_missed_writes_and_a_compaction_reads_as_its_primary_after(nodes, tmp_path):
     primary = nodes("primary", env={"SERVICE_SYNC": "off"})
     replica = nodes("replica", follow=primary)
     errors: list = []
