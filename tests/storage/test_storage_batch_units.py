@@ -14,7 +14,10 @@ import random
 
 import pytest
 
+from dbsvc.compiler import compile_schema
 from dbsvc.errors import PayloadTooLarge
+from dbsvc.schema import parse_schema
+from dbsvc.storage import Store
 from dbsvc.storage.logfile import FRAME_HEADER_SIZE, LogScan, frame_offset
 from support.storage import check_indexes, open_store, user
 
@@ -301,3 +304,45 @@ def assert_reopens_as_it_served(store, tenant):
         check_indexes(again)
     finally:
         again.close()
+
+
+KEYED = compile_schema(
+    parse_schema(
+        """
+model Note {
+  code  str  @id
+  body  str
+  more  str
+}
+""",
+        "notes.dbs",
+    )
+)
+
+
+def test_a_fitted_delete_in_a_batch_never_leaves_out_its_own_id_even_the_largest_value(tenant):
+    # events.py "Sizes": a fitted delete nulls its largest values but never the id field,
+    # also when the id is the largest value of all (a str id; batchwrite.py passes the id
+    # field on, as the single delete does).
+    code, body, more = "k" * 3000, "b" * 2900, "m" * 100
+    roomy = Store.open(tenant, KEYED.MODELS, KEYED.DESCRIPTION, max_payload=32768)
+    try:
+        asyncio.run(roomy.insert("Note", {"code": code, "body": body, "more": more}))
+    finally:
+        roomy.close()
+
+    async def main():
+        store = Store.open(tenant, KEYED.MODELS, KEYED.DESCRIPTION, max_payload=8192)
+        try:
+            ops = [("insert", ("Note", {"code": "a", "body": "x", "more": "y"})), ("delete", ("Note", code))]
+            await run_batch(store, ops, size=2)
+        finally:
+            await store.aclose()
+
+    asyncio.run(main())
+    with open(os.path.join(tenant, "log"), "rb") as f:
+        payloads = [payload for _offset, payload in LogScan("log", f.read()).records()]
+    deleted = json.loads(payloads[-1])
+    assert deleted["kind"] == "delete"
+    assert deleted["record"] == {"code": code, "body": None, "more": more}
+    assert deleted["omitted"] == ["body"]
