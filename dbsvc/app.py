@@ -54,7 +54,7 @@ from dbsvc.index import build_index
 from dbsvc.interfaces import GeneratedModule, ServedStore, TokenGuard
 from dbsvc.metrics import Meters
 from dbsvc.operational import OperationalRoutes, served_openapi
-from dbsvc.operators import encode_cursor, next_link
+from dbsvc.operators import encode_cursor
 from dbsvc.readcache import EncodedRecords, ParsedQueries
 from dbsvc.realtime.broker import Broker
 from dbsvc.realtime.feeds import FeedKind
@@ -374,7 +374,7 @@ class Application(OperationalRoutes):
             last = records[-1]
             keys = [model.keys[f](last[f]) for f, _desc in query.sort]
             cursor = encode_cursor(model.name, query.sort, keys, last[model.id_field])
-            headers.append(("Link", next_link(request.path, request.query, cursor)))
+            headers.append(("Link", self.queries.next_link(request, cursor)))
         return Response(200, body, headers)
 
     def read(self, request: Request, model: CompiledModel, segment: str, claims: Claims = NO_CLAIMS) -> Response:

@@ -188,32 +188,19 @@ def decode_cursor(
     return tuple(decoded), checked_id
 
 
-LINK_PREFIXES = 1024  # distinct lists whose Link prefix is kept (next_link)
-LINK_LONGEST = 512  # ... each at most this many characters of path and parameters
-
-
-def next_link(path: str, pairs: Sequence[tuple[str, str]], cursor: str) -> str:
-    """The RFC 8288 `Link` value of the next page: the request's own path and parameters,
-    `offset` and `cursor` left out, then the next `cursor`. A cursor is base64url, which
-    percent-encoding leaves as it is, so everything before it depends on the request alone
-    and is made once per distinct list (quoting it was a quarter of a list's CPU)."""
-    key = (path, tuple(pairs))
-    prefix = _link_prefixes.get(key)
-    if prefix is None:
-        prefix = _link_prefix(path, pairs)
-        if len(path) + sum(len(k) + len(v) for k, v in pairs) <= LINK_LONGEST:
-            if len(_link_prefixes) >= LINK_PREFIXES:
-                del _link_prefixes[next(iter(_link_prefixes))]
-            _link_prefixes[key] = prefix
-    return f'{prefix}{cursor}>; rel="next"'
-
-
-def _link_prefix(path: str, pairs: Sequence[tuple[str, str]]) -> str:
+def link_prefix(path: str, pairs: Sequence[tuple[str, str]]) -> str:
+    """What comes before the cursor in the RFC 8288 `Link` value of a list's next page: the
+    request's own path and parameters, `offset` and `cursor` left out. A cursor is
+    base64url, which percent-encoding leaves as it is, so this depends on the request alone
+    and readcache.py's `ParsedQueries` keeps it per distinct list (quoting it on every page
+    was a quarter of a list's CPU)."""
     kept = urlencode([(k, v) for k, v in pairs if k not in ("offset", "cursor")], quote_via=quote)
     return f"<{quote(path)}?{kept}{'&' if kept else ''}cursor="
 
 
-_link_prefixes: dict[tuple[str, tuple[tuple[str, str], ...]], str] = {}
+def next_link(prefix: str, cursor: str) -> str:
+    """The `Link` value of the next page: `link_prefix`'s text, then the next `cursor`."""
+    return f'{prefix}{cursor}>; rel="next"'
 
 
 _BAD = object()

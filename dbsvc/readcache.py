@@ -11,6 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 from dbsvc.http.types import Request
+from dbsvc.operators import link_prefix, next_link
 from dbsvc.runtime import CompiledModel, Query, Record, json_bytes
 
 
@@ -87,8 +88,8 @@ class EncodedRecords:
 
 
 class ParsedQueries:
-    """List queries parsed once per distinct query: a list URL a client polls is parsed
-    on its first request, then found by its decoded pairs (parsing and making a Query, a
+    """List queries parsed once per distinct query, and their next-page `Link` prefix made
+    once: a list URL a client polls is parsed on its first request, then found by its decoded pairs (parsing and making a Query, a
     noticeable share of a list request, become one dict lookup; bench/README.md).
 
     The key is the model and the tuple of the request's decoded query pairs, from which
@@ -98,21 +99,34 @@ class ParsedQueries:
     parsed without being kept, so a client sending distinct queries costs a bounded memory.
     """
 
-    __slots__ = ("_parsed", "capacity", "longest")
+    __slots__ = ("_links", "_parsed", "capacity", "longest")
 
     def __init__(self, capacity: int = 1024, longest: int = 512) -> None:
         self.capacity = capacity
         self.longest = longest
         self._parsed: dict[tuple[str, tuple[tuple[str, str], ...]], Query] = {}
+        self._links: dict[tuple[str, tuple[tuple[str, str], ...]], str] = {}
 
     def list_query(self, model: CompiledModel, request: Request) -> Query:
         if not request.query or len(request.target) > self.longest:
             return model.parse_list_query(request.query)
-        key = (model.name, tuple(request.query))
-        query = self._parsed.get(key)
-        if query is None:
-            query = model.parse_list_query(request.query)
-            if len(self._parsed) >= self.capacity:
-                del self._parsed[next(iter(self._parsed))]
-            self._parsed[key] = query
-        return query
+        return self._kept(self._parsed, (model.name, tuple(request.query)), model.parse_list_query, request.query)
+
+    def next_link(self, request: Request, cursor: str) -> str:
+        """The `Link` value of the list's next page (operators.py), the part before the
+        cursor kept per distinct list under the same bounds as the parsed queries."""
+        if len(request.target) > self.longest:
+            return next_link(link_prefix(request.path, request.query), cursor)
+        key = (request.path, tuple(request.query))
+        return next_link(self._kept(self._links, key, link_prefix, request.path, request.query), cursor)
+
+    def _kept(self, entries: dict, key: Any, make: Any, *args: Any) -> Any:
+        """`entries[key]`, made by `make(*args)` and kept when missing (the oldest dropped
+        at `capacity`); a `make` that raises keeps nothing."""
+        value = entries.get(key)
+        if value is None:
+            value = make(*args)
+            if len(entries) >= self.capacity:
+                del entries[next(iter(entries))]
+            entries[key] = value
+        return value

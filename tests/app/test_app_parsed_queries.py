@@ -95,3 +95,18 @@ def test_a_polled_list_sees_every_write_between_two_polls(blog):
     assert after.json["total"] == 1
     assert [r["id"] for r in after.json["data"]] == [created.json["id"]]
     assert blog.get(f"/api/blog-post?author_id={author}&sort=-score&limit=ten").status == 400
+
+
+def test_the_next_link_is_the_same_bytes_whether_its_prefix_is_kept_or_not():
+    # readcache.py `next_link`: the quoted part before the cursor is kept per distinct list,
+    # within the bound on targets; a longer target gets the same text, made afresh.
+    queries = ParsedQueries()
+    target = "/api/blog-post?title__prefix=a%20b&offset=40&sort=-score"
+    first = queries.next_link(request(target), "Q2-_")
+    assert first == '</api/blog-post?title__prefix=a%20b&sort=-score&cursor=Q2-_>; rel="next"'
+    assert queries.next_link(request(target), "Zz9") == first.replace("Q2-_", "Zz9")
+    long_value = "x" * 600
+    long_target = f"/api/blog-post?title__prefix={long_value}"
+    expected = f'</api/blog-post?title__prefix={long_value}&cursor=A>; rel="next"'
+    assert queries.next_link(request(long_target), "A") == expected
+    assert queries.next_link(request(long_target), "A") == expected
