@@ -101,7 +101,15 @@ def test_archive_holds_entry_point_generated_module_runtime_and_dependencies(app
         for n in names
         if n.startswith("dbsvc/") and not n.endswith((".py", ".pyc", "/")) and not n.startswith("dbsvc/explorer/")
     ]
-    assert {"dbsvc/explorer/index.html", "dbsvc/explorer/explorer.css", "dbsvc/explorer/explorer.js"} <= names
+    assert {
+        "dbsvc/explorer/index.html",
+        "dbsvc/explorer/explorer.css",
+        "dbsvc/explorer/explorer.js",
+        "dbsvc/explorer/explorer-edit.js",
+        "dbsvc/explorer/explorer-record.js",
+        "dbsvc/explorer/explorer-live.js",
+        "dbsvc/explorer/favicon.svg",
+    } <= names
 
 
 def test_archive_carries_every_module_of_the_dbsvc_package(app: Path) -> None:

@@ -4,7 +4,8 @@
  * GET /api/<model>, a page at a time by the cursor of its `Link: rel="next"` header; the
  * query form (exact filters, ranges, prefixes, null tests) is explorer-query.js; time travel
  * is ?as_of=<watermark>; Live follows /live-query/<model> (the table) and /subscribe/<model>
- * (the feed pane) with the same conditions; the Service
+ * (the feed pane) with the same conditions (explorer-live.js); the record pane reads one record and, through
+ * the form of explorer-edit.js, creates, edits (PATCH with If-Match) and deletes (explorer-record.js); the Service
  * pane shows /metrics and /snapshot. A token kept in sessionStorage goes out as
  * `Authorization: Bearer` and as the `bearer.<JWT>` WebSocket subprotocol.
  *
@@ -15,10 +16,9 @@
 (() => {
   const BASE = location.pathname.replace(/\/_\/[^/]*$/, "");   // "" unless behind a path prefix
   const TOKEN_KEY = "dbsvc.explorer.token";
-  const LIVE_ROWS = 500;        // live mode shows at most this many rows of the result set
-  const FEED_ROWS = 200;        // the feed pane keeps this many events
   const $ = (id) => document.getElementById(id);
   const Q = window.DbsvcQuery;  // explorer-query.js
+  const E = window.DbsvcEdit;   // explorer-edit.js
 
   const state = {
     models: [], model: null, filters: {}, sort: [], limit: 20,
@@ -26,10 +26,6 @@
   };
   const pages = new Q.Pages();  // the cursor pages followed (Next / Previous)
   let pageSeq = 0;              // the newest page read; older answers are dropped
-  let feeds = [];               // the open sockets of live mode
-  let liveRecords = new Map();  // id -> record: the live query's result set
-  let initOpen = false;          // an Init of several slices is being received
-  let liveRun = 0;              // counts live starts and stops: a retry of an older run is dropped
 
   // ---------------------------------------------------------------- small helpers
 
@@ -57,13 +53,22 @@
       super(`${path}: ${status} ${body && body.code ? body.code : ""} ${detail}`.trim());
       this.status = status;
       this.detail = detail;
+      this.code = body && body.code ? body.code : "";
+      this.errors = body && Array.isArray(body.errors) ? body.errors : [];
     }
   }
 
   async function getJson(path) {
+    return send("GET", path);
+  }
+
+  /** One request with the token; a refusal is a Problem carrying the service's code and errors. */
+  async function send(method, path, payload, extraHeaders) {
     const t = token();
+    const headers = Object.assign(t ? {Authorization: "Bearer " + t} : {}, extraHeaders || {});
+    if (payload !== undefined) headers["Content-Type"] = "application/json";
     const response = await fetch(BASE + path, {
-      headers: t ? {Authorization: "Bearer " + t} : {}, cache: "no-store",
+      method, headers, cache: "no-store", body: payload === undefined ? undefined : JSON.stringify(payload),
     });
     const raw = await response.text();
     let body = null;
@@ -140,6 +145,9 @@
         return {name: field, ref: ref ? ref[1] : null};
       });
       model.filters = Q.ordered(model.filters, model.fields);
+      const fieldsOf = (shape) => E.fieldsOf(resolve(doc, schemas[shape]), (node) => resolve(doc, node));
+      model.createFields = fieldsOf(name + ".Create");
+      model.editFields = fieldsOf(name + ".Patch").filter((f) => f.name !== model.id);  // the key is not edited
       models.push(model);
     }
     return models;
@@ -175,7 +183,8 @@
 
   function readHash() {
     const [, kebab, query] = /^#\/([^?]*)\??(.*)$/.exec(location.hash) || [];
-    const model = state.models.find((m) => m.kebab === kebab) || state.models[0];
+    const model = kebab ? state.models.find((m) => m.kebab === kebab) : state.models[0];
+    if (!model) return kebab;   // a link to a model this schema does not have
     const params = new URLSearchParams(query || "");
     const number = (key, fallback) => (/^\d+$/.test(params.get(key) || "") ? Number(params.get(key)) : fallback);
     state.model = model;
@@ -189,6 +198,7 @@
     state.projection = model.projections[params.get("projection")] ? params.get("projection") : "";
     state.asOf = params.has("as_of") ? number("as_of", null) : null;
     state.live = params.get("live") === "1";
+    return null;
   }
 
   // ---------------------------------------------------------------- the table
@@ -220,7 +230,7 @@
       : "primary-key order";
   }
 
-  function renderRows(records, flash) {
+  function renderRows(records) {
     const model = state.model;
     const refs = Object.fromEntries(model.fields.filter((f) => f.ref).map((f) => [f.name, f.ref]));
     const body = $("records").tBodies[0];
@@ -228,9 +238,9 @@
       const tr = el("tr");
       if (model.id in record) {
         tr.dataset.id = text(record[model.id]);
-        tr.addEventListener("click", () => openRecord(model, record[model.id]));
+        tr.addEventListener("click", () => pane.open(model, record[model.id]));
       }
-      if (flash && flash.id === tr.dataset.id) tr.className = flash.kind;
+      live.mark(tr);
       for (const name of columns()) {
         const value = record[name];
         const td = el("td", {"data-field": name, title: text(value)}, text(value));
@@ -240,7 +250,7 @@
           if (parent) {
             td.className = "ref";
             td.title = "open " + parent.name + " " + text(value);
-            td.addEventListener("click", (event) => { event.stopPropagation(); openRecord(parent, value); });
+            td.addEventListener("click", (event) => { event.stopPropagation(); pane.open(parent, value); });
           }
         }
         tr.append(td);
@@ -265,7 +275,7 @@
     pages.reset();
     renderHead();
     writeHash();
-    if (state.live) renderLive(); else loadPage();
+    if (state.live) live.render(); else loadPage();
   }
 
   async function loadPage() {
@@ -325,180 +335,22 @@
     pages.reset();
     renderSlider();
     clearTimeout(sliderTimer);
-    sliderTimer = setTimeout(() => { writeHash(); loadPage(); }, 120);
+    sliderTimer = setTimeout(() => { writeHash(); loadPage(); pane.reopen(); }, 120);
   }
 
-  // ---------------------------------------------------------------- one record
+  // ---------------------------------------------------------------- one record (explorer-record.js)
 
-  async function openRecord(model, id) {
-    const params = new URLSearchParams();
-    const here = model === state.model;
-    if (here && state.projection) params.set("projection", state.projection);
-    if (here && state.asOf !== null && !state.live) params.set("as_of", String(state.asOf));
-    const path = "/api/" + model.kebab + "/" + encodeURIComponent(text(id)) + (params.toString() ? "?" + params : "");
-    const pane = $("record");
-    const list = $("record-fields");
-    pane.hidden = false;
-    pane.dataset.id = text(id);
-    $("record-title").textContent = model.name + " " + text(id) + (params.has("as_of") ? ` as of watermark ${state.asOf}` : "");
-    $("record-etag").textContent = "";
-    try {
-      const {body, headers} = await getJson(path);
-      // The record's version (docs/guide/rest.md, "ETags and conditional writes").
-      $("record-etag").textContent = headers.get("ETag") ? "ETag " + headers.get("ETag") : "";
-      list.replaceChildren(...Object.entries(body).flatMap(([field, value]) => [
-        el("dt", {}, field),
-        el("dd", {"data-field": field}, value !== null && typeof value === "object" ? JSON.stringify(value, null, 2) : text(value)),
-      ]));
-    } catch (error) {
-      list.replaceChildren(el("dt", {}, "error"), el("dd", {class: "problem"}, explain(error)));
-    }
-    pane.dataset.state = "shown";
-  }
+  const pane = window.DbsvcRecord({
+    $, el, text, state, Problem, getJson, send, explain, setStatus,
+    afterWrite() { if (!state.live) loadPage(); refreshOps(); },   // live mode sees a write by itself
+  });
 
-  // ---------------------------------------------------------------- live mode
+  // ---------------------------------------------------------------- live mode (explorer-live.js)
 
-  function wsUrl(kind, params) {
-    const scheme = location.protocol === "https:" ? "wss://" : "ws://";
-    const query = params.toString();
-    return scheme + location.host + BASE + "/" + kind + "/" + state.model.kebab + (query ? "?" + query : "");
-  }
-
-  function openFeed(kind, onMessage, after) {
-    const params = feedParams();
-    if (kind !== "subscribe") initOpen = false;   // a new socket: a new Init, whatever came before
-    if (after) params.set("after", String(after));
-    const t = token();
-    const url = wsUrl(kind, params);
-    const ws = t ? new WebSocket(url, ["bearer", "bearer." + t]) : new WebSocket(url);
-    const feed = {ws, kind, offset: after || 0, opened: false, stopped: false, retries: 0, run: liveRun};
-    ws.onopen = () => { feed.opened = true; };
-    ws.onmessage = (event) => {
-      const message = JSON.parse(event.data);
-      // An Init comes in slices: its offset is a place to resume from only once complete.
-      const partial = message.type === "Init" && message.complete === false;
-      if (!partial && typeof message.offset === "number" && message.offset > feed.offset) feed.offset = message.offset;
-      onMessage(message);
-    };
-    ws.onclose = (event) => onFeedClosed(feed, event.code, event.reason, onMessage);
-    feeds.push(feed);
-    return feed;
-  }
-
-  async function onFeedClosed(feed, code, reason, onMessage) {
-    feeds = feeds.filter((f) => f !== feed);
-    if (feed.stopped || !state.live || feed.run !== liveRun) return;
-    if (code === 4401) { stopLive(); setStatus("The token expired: paste a fresh one.", true); return; }
-    if (!feed.opened) {
-      // The upgrade was refused, or the server is away; a browser does not say which, the
-      // same read does. A refusal ends live mode; a server that is away is retried.
-      try { await getJson("/api/" + state.model.kebab + "?limit=1&" + filterParams()); } catch (error) {
-        if (!(error instanceof Problem)) return retryFeed(feed, onMessage, feed.retries + 1, "the server is away");
-        stopLive();
-        $("live").checked = false;
-        liveRecords = new Map();
-        renderRows([]);
-        $("records").dataset.state = "error";
-        setStatus(explain(error), true);
-        return;
-      }
-    }
-    retryFeed(feed, onMessage, feed.opened ? 0 : feed.retries + 1, `close ${code} ${reason || ""}`.trim());
-  }
-
-  function retryFeed(feed, onMessage, retries, why) {
-    if (feed.stopped || !state.live) return;
-    $("live-state").textContent = `reconnecting (${why})`;
-    setTimeout(() => {
-      if (!state.live || feed.run !== liveRun) return;
-      // Resume after the last offset seen (no gap, no duplicate); start over if that fails.
-      const after = retries < 3 && (feed.kind === "subscribe" || feed.offset) ? feed.offset : 0;
-      const again = openFeed(feed.kind, onMessage, after);
-      again.retries = retries;
-    }, Math.min(10000, 500 * 2 ** retries));
-  }
-
-  function onDelta(message) {
-    const model = state.model;
-    let flash = null;
-    if (message.type === "Init") {
-      // The result set in slices, the last one `complete`: a new Init starts a new set.
-      if (!initOpen) liveRecords = new Map();
-      for (const r of message.records) liveRecords.set(text(r[model.id]), r);
-      initOpen = message.complete === false;
-      if (initOpen) return;
-      refreshOps();
-    } else if (message.type === "Added" || message.type === "Updated") {
-      const id = text(message.record[model.id]);
-      liveRecords.set(id, message.record);
-      flash = {id, kind: message.type === "Added" ? "added" : "changed"};
-    } else if (message.type === "Removed") {
-      liveRecords.delete(text(message.id));
-    } else {
-      return;
-    }
-    if (typeof message.watermark === "number") setHead(model.name, message.watermark);
-    $("live-state").textContent = `live at offset ${message.offset}`;
-    $("records").dataset.offset = String(message.offset);
-    renderLive(flash);
-  }
-
-  function compare(a, b) {
-    if (a === b) return 0;
-    if (a === null || a === undefined) return -1;
-    if (b === null || b === undefined) return 1;
-    return a < b ? -1 : 1;
-  }
-
-  function renderLive(flash) {
-    const model = state.model;
-    const keys = [...state.sort, {field: model.id, desc: false}];
-    const records = [...liveRecords.values()].sort((x, y) => {
-      for (const k of keys) {
-        const order = compare(x[k.field], y[k.field]);
-        if (order) return k.desc ? -order : order;
-      }
-      return 0;
-    });
-    renderRows(records.slice(0, LIVE_ROWS), flash);
-    $("page-state").textContent = records.length > LIVE_ROWS
-      ? `first ${LIVE_ROWS} of ${records.length} (live)` : `${records.length} records (live)`;
-    $("records").dataset.state = "live";
-  }
-
-  function onEvent(message) {
-    const list = $("feed-list");
-    let line;
-    if (message.kind === "link") {
-      line = `${message.model} ${text(message.id)} ${message.linked ? "←" : "↚"} ${message.child_model} ${text(message.child_id)} (${message.field})`;
-    } else {
-      line = `${message.model} ${text(message.id)} ${JSON.stringify(message.record)}`;
-    }
-    list.prepend(el("li", {"data-kind": message.kind, title: JSON.stringify(message)},
-      el("span", {class: "muted"}, "#" + message.offset + " "), el("span", {class: "kind"}, message.kind), " " + line));
-    while (list.children.length > FEED_ROWS) list.lastChild.remove();
-  }
-
-  function startLive() {
-    stopLive();
-    state.live = true;
-    liveRecords = new Map();
-    renderRows([]);
-    $("records").dataset.state = "loading";
-    $("feed-list").replaceChildren();
-    $("live-state").textContent = "connecting…";
-    setStatus("Live: rows appear, change and leave as writes commit. Sorting applies; pages and as_of do not.");
-    openFeed("live-query", onDelta, 0);
-    openFeed("subscribe", onEvent, 0);
-  }
-
-  function stopLive() {
-    liveRun += 1;
-    for (const feed of feeds) { feed.stopped = true; feed.ws.close(1000, "explorer left live mode"); }
-    feeds = [];
-    state.live = false;
-    $("live-state").textContent = "";
-  }
+  const live = window.DbsvcLive({
+    $, el, text, state, BASE, token, Problem, getJson, explain, setStatus,
+    filterParams, feedParams, renderRows, setHead, refreshOps,
+  });
 
   // ---------------------------------------------------------------- controls
 
@@ -525,7 +377,7 @@
     $("live").checked = state.live;
     $("pager").hidden = false;
     $("prev").hidden = $("next").hidden = state.live;
-    $("record").hidden = true;
+    pane.close();
     $("feed").hidden = !state.live;
     renderHead();
     renderSlider();
@@ -541,12 +393,19 @@
     pages.reset();
     writeHash();
     renderControls();
-    if (state.live) startLive(); else loadPage();
+    if (state.live) live.start(); else loadPage();
   }
 
   function selectFromHash() {
-    stopLive();
-    readHash();
+    live.stop();
+    const unknown = readHash();
+    if (unknown !== null) {
+      $("model-pane").hidden = true;
+      for (const a of document.querySelectorAll("#model-list a")) a.removeAttribute("aria-current");
+      setStatus(`No model is at #/${unknown}: this service has ${state.models.map((m) => m.name + " (#/" + m.kebab + ")").join(", ")}.`, true);
+      return;
+    }
+    setStatus("");
     $("model-pane").hidden = false;
     refresh();
   }
@@ -601,7 +460,7 @@
     if (value) sessionStorage.setItem(TOKEN_KEY, value); else sessionStorage.removeItem(TOKEN_KEY);
     $("token").value = "";
     showToken();
-    if (state.model) { stopLive(); state.live = $("live").checked; refresh(); }
+    if (state.model) { live.stop(); state.live = $("live").checked; refresh(); }
     refreshOps();
   }
 
@@ -617,16 +476,21 @@
     $("projection").addEventListener("change", () => { state.projection = $("projection").value; refresh(); });
     $("limit").addEventListener("change", () => { state.limit = Number($("limit").value); refresh(); });
     $("live").addEventListener("change", () => {
-      if (!$("live").checked) stopLive();
+      if (!$("live").checked) live.stop();
       state.live = $("live").checked;
       state.asOf = null;
       refresh();
     });
     $("as-of").addEventListener("input", onSlider);
-    $("as-of-now").addEventListener("click", () => { state.asOf = null; refresh(); });
+    $("as-of-now").addEventListener("click", () => {
+      const shown = pane.shown();
+      state.asOf = null;
+      refresh();
+      if (shown) pane.open(shown.model, shown.id);
+    });
     $("prev").addEventListener("click", () => { pages.backward(); loadPage(); });
     $("next").addEventListener("click", () => { pages.forward(); loadPage(); });
-    $("record-close").addEventListener("click", () => { $("record").hidden = true; });
+    pane.wire();
     $("ops-refresh").addEventListener("click", refreshOps);
     window.addEventListener("hashchange", selectFromHash);
 

@@ -34,6 +34,10 @@ ASSETS: dict[str, tuple[str, str]] = {
     "explorer.css": ("explorer.css", "text/css; charset=utf-8"),
     "explorer.js": ("explorer.js", "text/javascript; charset=utf-8"),
     "explorer-query.js": ("explorer-query.js", "text/javascript; charset=utf-8"),  # the query form
+    "explorer-edit.js": ("explorer-edit.js", "text/javascript; charset=utf-8"),  # the record form
+    "explorer-record.js": ("explorer-record.js", "text/javascript; charset=utf-8"),  # the record pane
+    "explorer-live.js": ("explorer-live.js", "text/javascript; charset=utf-8"),  # live mode
+    "favicon.svg": ("favicon.svg", "image/svg+xml"),  # so the browser asks for no /favicon.ico
 }
 
 CONTENT_SECURITY_POLICY = (

@@ -51,6 +51,10 @@ def page() -> ExplorerPage:
         ("/_/explorer.css", "explorer.css", "text/css; charset=utf-8"),
         ("/_/explorer.js", "explorer.js", "text/javascript; charset=utf-8"),
         ("/_/explorer-query.js", "explorer-query.js", "text/javascript; charset=utf-8"),
+        ("/_/explorer-edit.js", "explorer-edit.js", "text/javascript; charset=utf-8"),
+        ("/_/explorer-record.js", "explorer-record.js", "text/javascript; charset=utf-8"),
+        ("/_/explorer-live.js", "explorer-live.js", "text/javascript; charset=utf-8"),
+        ("/_/favicon.svg", "favicon.svg", "image/svg+xml"),
     ],
 )
 @pytest.mark.parametrize("method", ["GET", "HEAD"])
@@ -104,7 +108,9 @@ def test_an_unlisted_path_is_404_naming_it_and_the_files_there_are(page, path):
     with pytest.raises(NotFound) as missing:
         page.answer(get(path))
     assert missing.value.detail == (
-        f"no explorer file at {path!r}: expected one of /_/, /_/explorer.css, /_/explorer.js, /_/explorer-query.js"
+        f"no explorer file at {path!r}: expected one of /_/, /_/explorer.css, /_/explorer.js, /_/explorer-query.js, "
+        "/_/explorer-edit.js, /_/explorer-record.js, /_/explorer-live.js, "
+        "/_/favicon.svg"
     )
 
 

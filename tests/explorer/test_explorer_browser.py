@@ -79,7 +79,7 @@ def test_table_lists_the_seeded_records(serve, page):
     assert page.find_element(By.ID, "page-state").text == f"1–{len(listed)} of {len(listed)}"
     models = [a.text.split("\n")[0] for a in page.find_elements(By.CSS_SELECTOR, "#model-list a")]
     assert models == ["User", "BlogPost", "Comment"]
-    assert "never writes" in page.find_element(By.CSS_SELECTOR, ".bar .note").text
+    assert "writes through the public API" in page.find_element(By.CSS_SELECTOR, ".bar .note").text
     wait_for(page, lambda: page.find_elements(By.CSS_SELECTOR, "#ops table.models tbody tr"), "the Service pane")
     metrics, snapshot = server.get("/metrics").json, server.get("/snapshot").json
     shown = [

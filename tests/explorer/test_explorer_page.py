@@ -161,10 +161,21 @@ def test_the_page_loads_nothing_from_elsewhere_and_has_no_inline_code():
     css = asset_bytes("explorer.css").decode()
     assert "@import" not in css and "url(" not in css  # no fonts, no images
     referenced = set(re.findall(r'(?:src|href)="([^"#?]+)"', html)) - {"../openapi.json"}
-    assert referenced == {"explorer.css", "explorer-query.js", "explorer.js"}
-    # the query form first: explorer.js reads it (deferred scripts run in document order)
+    assert referenced == {
+        "favicon.svg",
+        "explorer.css",
+        "explorer-query.js",
+        "explorer-edit.js",
+        "explorer-record.js",
+        "explorer-live.js",
+        "explorer.js",
+    }
+    # the query form, the record form and pane first: explorer.js reads them (deferred scripts run in document order)
     assert re.findall(r"<script\b[^>]*>", html) == [
         '<script src="explorer-query.js" defer>',
+        '<script src="explorer-edit.js" defer>',
+        '<script src="explorer-record.js" defer>',
+        '<script src="explorer-live.js" defer>',
         '<script src="explorer.js" defer>',
     ]
     assert not re.search(r"\son[a-z]+\s*=", html)  # no inline handlers
