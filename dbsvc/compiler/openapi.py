@@ -382,6 +382,59 @@ def _replicate_snapshot_operation() -> dict[str, Any]:
     }
 
 
+# /snapshot's `history` (docs/replication.md, "Histories") and, on a read replica only, its
+# `replica` report (dbsvc/replica/status.py): described field by field, as served.
+_HISTORY: dict[str, Any] = {
+    "type": ["object", "null"],
+    "description": "This tenant's history: its id and the histories it forked from, oldest first "
+    "(docs/replication.md#histories); null for a tenant written before histories existed.",
+    "properties": {
+        "id": {"type": "string"},
+        "forks": {
+            "type": "array",
+            "items": {
+                "type": "object",
+                "properties": {"id": {"type": "string"}, "at": {"type": "integer", "minimum": 0}},
+                "required": ["id", "at"],
+                "additionalProperties": False,
+            },
+        },
+    },
+    "required": ["id", "forks"],
+    "additionalProperties": False,
+}
+_REPLICA_REPORT: dict[str, Any] = {
+    "type": "object",
+    "description": "Present on a read replica only (`dbsvc serve --follow`): how it follows its primary.",
+    "properties": {
+        "primary": {"type": "string", "description": "The primary's URL."},
+        "state": {
+            "type": "string",
+            "description": "starting, connecting, bootstrapping, streaming, following, reconnecting, diverged or stopped.",
+        },
+        "primary_offset": {"type": "integer", "minimum": 0},
+        "lag_offsets": {"type": "integer", "minimum": 0},
+        "lag_seconds": {"type": "number", "minimum": 0},
+        "bootstraps": {"type": "integer", "minimum": 0},
+        "compactions": {"type": "integer", "minimum": 0},
+        "reconnects": {"type": "integer", "minimum": 0},
+        "error": {"type": ["string", "null"]},
+    },
+    "required": [
+        "primary",
+        "state",
+        "primary_offset",
+        "lag_offsets",
+        "lag_seconds",
+        "bootstraps",
+        "compactions",
+        "reconnects",
+        "error",
+    ],
+    "additionalProperties": False,
+}
+
+
 def _add_operational(paths: dict[str, Any], schemas: dict[str, Any], schema: Schema) -> None:
     counts = {
         "type": "object",
@@ -450,8 +503,10 @@ def _add_operational(paths: dict[str, Any], schemas: dict[str, Any], schema: Sch
                 "type": "string",
                 "description": "The schema's fingerprint (16 hex digits); a read replica must have the same.",
             },
+            "history": _HISTORY,
+            "replica": _REPLICA_REPORT,
         },
-        "required": ["watermarks", "epoch", "replication", "offset", "fingerprint"],
+        "required": ["watermarks", "epoch", "replication", "offset", "fingerprint", "history"],
     }
     for route in OPERATIONAL:
         body = (

@@ -283,8 +283,36 @@ def test_operational_route_shapes(blog: dict) -> None:
         "events_sent",
         "lagged_closes",
     ]
-    assert schemas["Snapshot"]["required"] == ["watermarks", "epoch", "replication", "offset", "fingerprint"]
+    assert schemas["Snapshot"]["required"] == ["watermarks", "epoch", "replication", "offset", "fingerprint", "history"]
     assert schemas["Snapshot"]["properties"]["watermarks"]["propertyNames"]["enum"] == ["User", "BlogPost", "Comment"]
+
+
+def test_the_snapshot_schema_describes_every_field_a_primary_and_a_replica_serve(blog: dict) -> None:
+    """`/snapshot` of a read replica adds `replica` (replica/status.py's report) to the
+    primary's fields, `history` among them (docs/replication.md): each one is described, and a
+    body of each kind validates (the real server's own answer: test_real_server_answers_...)."""
+    from dbsvc.replica.status import ReplicaStatus
+
+    snapshot = blog["components"]["schemas"]["Snapshot"]
+    status = ReplicaStatus("http://127.0.0.1:9", state="following", primary_offset=7, error=None)
+    body = {
+        "watermarks": {"User": 2, "BlogPost": 0, "Comment": 0},
+        "epoch": "9f289a95f59067e0492ca3a7e71c0549",
+        "replication": True,
+        "offset": 5,
+        "fingerprint": "d4dbd0a63c803634",
+        "history": {"id": "fa25f888eafbf7eea0585936cc09c6cd", "forks": [{"id": "41aa", "at": 20}]},
+        "replica": status.report(5),
+    }
+    assert set(body) == set(snapshot["properties"])
+    assert set(body["replica"]) == set(snapshot["properties"]["replica"]["properties"])
+    _validator(blog, "Snapshot").validate(body)
+    _validator(blog, "Snapshot").validate({**body, "history": None})
+    for bad in ({"forks": []}, {"id": "a", "forks": [{"id": "b"}]}, {"id": "a", "forks": [], "extra": 1}):
+        with pytest.raises(Exception, match="required|Additional"):
+            _validator(blog, "Snapshot").validate({**body, "history": bad})
+    with pytest.raises(Exception, match="Additional"):
+        _validator(blog, "Snapshot").validate({**body, "replica": {**body["replica"], "lag": 1}})
 
 
 def test_problem_schema_and_error_responses(blog: dict) -> None:
@@ -501,6 +529,8 @@ def test_real_server_answers_match_the_document(tmp_path: Path) -> None:
             status, body = call(method, path, payload)
             assert status == expected, (path, body)
             _validator(spec, schema_name).validate(body)
+        status, body = call("GET", "/snapshot")
+        assert set(body) <= set(spec["components"]["schemas"]["Snapshot"]["properties"])  # every field described
     finally:
         proc.terminate()
         proc.wait(timeout=15)
