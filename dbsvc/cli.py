@@ -88,6 +88,33 @@ def cmd_generate(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def cmd_client(args: argparse.Namespace) -> int:
+    from dbsvc.clients import generate_client
+
+    source = generate_client(_client_schema(args), args.lang)
+    if args.output and args.output != "-":
+        with open(args.output, "w", encoding="utf-8") as out:
+            out.write(source)
+    else:
+        sys.stdout.write(source)
+    return EXIT_OK
+
+
+def _client_schema(args: argparse.Namespace) -> Any:
+    """The IR a client is generated from: SCHEMA's, or in an app the source it carries (an
+    app built before apps carried it: the schema its description keeps, docs/guide/clients.md)."""
+    if args.module is None:
+        return _load(args.schema)
+    from dbsvc.schema import parse_schema
+    from dbsvc.schema.describe import schema_from_description
+    from dbsvc.zipapp import app_schema_source
+
+    source = app_schema_source(args.module)
+    if source is None:
+        return schema_from_description(args.module.DESCRIPTION, args.module.SCHEMA_PATH)
+    return parse_schema(source, args.module.SCHEMA_PATH)
+
+
 def cmd_openapi(args: argparse.Namespace) -> int:
     if args.module is not None:
         document = json.loads(args.module.OPENAPI_JSON)
@@ -346,6 +373,15 @@ def build_parser(module: Any = None) -> argparse.ArgumentParser:
     schema_command(
         "asyncapi", f"print the AsyncAPI 3.0 document of the service's WebSocket routes for {schema}", cmd_asyncapi
     )
+    client = schema_command(
+        "client",
+        f"write a typed client of the service for {schema}",
+        cmd_client,
+        description=f"Write one self-contained client module of the service for {schema}, generated from "
+        "the compiled schema (docs/guide/clients.md); the same schema gives the same bytes.",
+    )
+    client.add_argument("--lang", required=True, metavar="LANG", help="the client's language: python")
+    client.add_argument("-o", "--output", metavar="FILE", help="output file (default: standard output)")
     _tenant_tools(sub)
     _data_tools(sub, schema_command)
     return parser
