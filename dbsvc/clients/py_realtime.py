@@ -28,6 +28,7 @@ without a socket (tests/clients/test_feed_state.py); `FeedRunner` is the I/O aro
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 import json
 import threading
@@ -239,22 +240,30 @@ class FeedRunner:
         HTTP refusal of the handshake, OSError when the server cannot be reached."""
         after = self.resume_after()
         params = self.params + ([("after", str(after))] if after is not None else [])
-        try:
-            socket = self.connect(
-                self.transport.websocket_url(self.path, params),
-                additional_headers=self.transport.headers(),
-                open_timeout=self.transport.timeout,
-                max_size=None,
-            )
-        except Exception as exc:
-            response = getattr(exc, "response", None)
-            if response is not None and hasattr(response, "status_code"):
-                raise Refused(problem_error(response.status_code, bytes(response.body or b""))) from exc
-            if isinstance(exc, (OSError, TimeoutError)):
+        with contextlib.ExitStack() as stack:
+            try:
+                socket = stack.enter_context(
+                    self.connect(
+                        self.transport.websocket_url(self.path, params),
+                        additional_headers=self.transport.headers(),
+                        open_timeout=self.transport.timeout,
+                        max_size=None,
+                    )
+                )
+            except Exception as exc:
+                response = getattr(exc, "response", None)
+                if response is not None and hasattr(response, "status_code"):
+                    raise Refused(problem_error(response.status_code, bytes(response.body or b""))) from exc
+                if isinstance(exc, (OSError, TimeoutError)):
+                    raise
+                if type(exc).__module__.startswith("websockets"):
+                    raise OSError(str(exc)) from exc
                 raise
-            if type(exc).__module__.startswith("websockets"):
-                raise OSError(str(exc)) from exc
-            raise
+            return self.read(socket)
+        raise AssertionError("unreachable: the block returns or raises")
+
+    def read(self, socket: Any) -> bool:
+        """Hand every frame of an open socket over until it closes; True if frames came."""
         self.connects += 1
         with self.lock:
             self.socket = socket
@@ -271,7 +280,6 @@ class FeedRunner:
         finally:
             with self.lock:
                 self.socket = None
-            socket.close()
         return received
 
     def fail(self, error: BaseException) -> None:
