@@ -4,7 +4,7 @@
 (`dbsvc.cli.main`, the public command line) into `directory` and imports the file as a
 module of its own name, as a user would import the file they generated. `log_events(port,
 head)` reads a server's `/replicate` stream from offset 0 up to `head` and decodes every
-frame (`u64 offset | u32 crc32 | u32 length | payload`, contract §5): what a feed's events
+frame (`u64 offset | u32 crc32 | u32 length | payload`, docs/replication.md): what a feed's events
 are checked against.
 """
 
