@@ -41,7 +41,5 @@ def generate_client(schema: Schema, lang: str) -> str:
     emitter = EMITTERS.get(lang)
     if emitter is None:
         later = " (typescript is planned, not in this build yet)" if lang in PLANNED else ""
-        raise ConfigError(
-            f"--lang {lang!r}: this dbsvc generates clients in {', '.join(LANGUAGES)} only{later}"
-        )
+        raise ConfigError(f"--lang {lang!r}: this dbsvc generates clients in {', '.join(LANGUAGES)} only{later}")
     return emitter(schema)

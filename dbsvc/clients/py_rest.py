@@ -323,7 +323,10 @@ class ReadApi(Generic[R]):
         params = self._params(query, frozenset({"as_of", "expand"}), "get")
         reply = self.transport.request("GET", f"{self.path}/{quote(str(id), safe='')}", params)
         return Fetched(
-            reply.json(), reply.headers.get("etag"), reply.header_int("dbsvc-watermark"), reply.header_int("dbsvc-offset")
+            reply.json(),
+            reply.headers.get("etag"),
+            reply.header_int("dbsvc-watermark"),
+            reply.header_int("dbsvc-offset"),
         )
 
     def _list(self, query: Mapping[str, object]) -> Page[Any]:
@@ -353,7 +356,6 @@ class ReadApi(Generic[R]):
         reply = self.transport.request("GET", self.path, [("limit", "0")])
         return reply.header_int("dbsvc-offset") or 0
 
-
     def _create(self, record: Mapping[str, Any]) -> Any:
         return self.transport.request("POST", self.path, body=dict(record)).json()["id"]
 
@@ -366,7 +368,9 @@ class ReadApi(Generic[R]):
         headers = {"If-Match": if_match} if if_match is not None else None
         self.transport.request("DELETE", f"{self.path}/{quote(str(id), safe='')}", headers=headers)
 
-    def _op(self, op: str, id: object = None, record: Mapping[str, Any] | None = None, if_match: str | None = None) -> JsonObject:
+    def _op(
+        self, op: str, id: object = None, record: Mapping[str, Any] | None = None, if_match: str | None = None
+    ) -> JsonObject:
         built: JsonObject = {"op": op, "model": self.spec.kebab}
         if id is not None:
             built["id"] = id

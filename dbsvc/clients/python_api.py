@@ -53,11 +53,15 @@ def projection_attribute(name: str) -> str:
 def emit_api(out: Lines, schema: ClientSchema, model: ClientModel) -> None:
     reads = model.type("Reads")
     ident = id_type(model)
-    expand = f", expand: {model.type('Expand')} | Sequence[{model.type('Expand')}] | None = None" if model.expands else ""
+    expand = (
+        f", expand: {model.type('Expand')} | Sequence[{model.type('Expand')}] | None = None" if model.expands else ""
+    )
     expand_arg = ', "expand": expand' if model.expands else ""
     query, feed = model.type("Query"), model.type("FeedQuery")
     out.add(f"class {reads}(ReadApi[R]):")
-    out.add(f'"""The reads and feeds of {model.name} ({schema.source}:{model.line}), whole or under one projection."""', 1)
+    out.add(
+        f'"""The reads and feeds of {model.name} ({schema.source}:{model.line}), whole or under one projection."""', 1
+    )
     out.blank()
     out.add(f"def get(self, id: {ident}, *, as_of: int | None = None{expand}) -> R:", 1)
     out.add(f'"""GET /api/{model.kebab}/{{id}}: the record (NotFoundError if none)."""', 2)

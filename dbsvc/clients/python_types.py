@@ -150,7 +150,9 @@ def emit_types(out: Lines, schema: ClientSchema, model: ClientModel) -> None:
     out.add(f"{model.type('Id')} = {id_type(model)}")
     out.blank()
     out.blank()
-    emit_typed_dict(out, model.type_name, f"A whole {model.name} record ({where}).", record_entries(model, model.fields))
+    emit_typed_dict(
+        out, model.type_name, f"A whole {model.name} record ({where}).", record_entries(model, model.fields)
+    )
     for projection in model.projections:
         emit_typed_dict(
             out,
@@ -170,7 +172,9 @@ def emit_types(out: Lines, schema: ClientSchema, model: ClientModel) -> None:
     emit_typed_dict(out, model.type("Patch"), f"The body of a {model.name} merge (PATCH).", patch, total=False)
     feed = feed_entries(model)
     listing = list_entries(model, feed)
-    emit_typed_dict(out, model.type("Query"), f"What a {model.name} list takes (docs/guide/queries.md).", listing, False)
+    emit_typed_dict(
+        out, model.type("Query"), f"What a {model.name} list takes (docs/guide/queries.md).", listing, False
+    )
     emit_typed_dict(out, model.type("FeedQuery"), f"What a {model.name} feed takes.", feed, total=False)
     emit_spec(out, model, listing, feed)
 

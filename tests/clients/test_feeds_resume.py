@@ -105,7 +105,9 @@ def test_an_offset_the_server_no_longer_holds_resets_the_feed_and_says_so(tmp_pa
     server = start_server(SCHEMAS / "inventory.dbs", tmp_path / "data")  # no broker: a ring of 256
     client = inventory.Client(f"http://127.0.0.1:{server.port}")
     try:
-        client.batch([client.warehouse.create_op({"code": f"W{i:03}", "city": "X", "opened": "2026-01-01"}) for i in range(300)])
+        client.batch(
+            [client.warehouse.create_op({"code": f"W{i:03}", "city": "X", "opened": "2026-01-01"}) for i in range(300)]
+        )
         resets: list[object] = []
         events: list[dict] = []
         with client.warehouse.subscribe(events.append, after=1, on_reset=resets.append) as subscription:

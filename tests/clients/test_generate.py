@@ -143,5 +143,6 @@ def test_mypy_strict_passes_the_clients_and_refuses_wrong_calls(tmp_path):
     }
     assert sorted(reported) == sorted(expected), done.stdout
     for number, fragment in expected.items():
-        assert fragment in reported[number], f"usage_bad.py:{number}: expected {fragment!r}, mypy said {reported[number]!r}"
-
+        assert fragment in reported[number], (
+            f"usage_bad.py:{number}: expected {fragment!r}, mypy said {reported[number]!r}"
+        )

@@ -171,7 +171,9 @@ def test_a_subscription_from_now_sees_each_write_once_and_a_batch_whole(client):
     events: list[dict] = []
     with client.user.subscribe(events.append, role="admin") as subscription:
         uid = new_user(client, "Sub", role="admin")
-        client.batch([client.user.create_op({"email": f"sb{i}@example.com", "name": "SB", "role": "admin"}) for i in range(3)])
+        client.batch(
+            [client.user.create_op({"email": f"sb{i}@example.com", "name": "SB", "role": "admin"}) for i in range(3)]
+        )
         head = client.user.head()
         assert subscription.wait_for_offset(head, 10), subscription.error
     assert [e["kind"] for e in events] == ["insert"] * 4

@@ -16,8 +16,12 @@ posts = client.blog_post.list(search="cafe", score__lt=3.5, expand=["author_id:c
 first: BlogPost = posts.data[0]
 client.user.patch(uid, {"role": "admin"}, if_match=client.user.fetch(uid).etag)
 client.user.replace(uid, {"email": "ann@example.com", "name": "Ann"})
-client.batch([client.user.create_op({"email": "b@example.com", "name": "B"}),
-              client.blog_post.create_op({"author_id": op_ref(0), "title": "t", "body": "b", "score": 1})])
+client.batch(
+    [
+        client.user.create_op({"email": "b@example.com", "name": "B"}),
+        client.blog_post.create_op({"author_id": op_ref(0), "title": "t", "body": "b", "score": 1}),
+    ]
+)
 live = client.user.card.live_query(role="admin", on_change=lambda records: None)
 records: dict[object, UserCard] = live.records()
 subscription = client.comment.subscribe(lambda event: None, post_id=1, after=7)
