@@ -35,7 +35,7 @@ import threading
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Generic
 
-from dbsvc.clients.py_rest import ApiError, ClientError, JsonObject, R, ReadApi, Transport, problem_error
+from dbsvc.clients.py_rest import ApiError, ClientError, JsonObject, QueryError, R, ReadApi, Transport, problem_error
 
 # --- client body ---
 
@@ -445,3 +445,19 @@ class LiveQuery(Generic[R]):
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def feed_by_name(
+    apis: Mapping[str, ReadApi[Any]], model: str, query: Mapping[str, object], route: str
+) -> tuple[ReadApi[Any], list[tuple[str, str]]]:
+    """The reads of `model` (its declared or its route name) under `query["projection"]`,
+    and the feed parameters of the rest of `query`: the untyped form of the per-model
+    feed methods, for `Client.subscribe(model, query, handler)`."""
+    api = apis.get(model)
+    if api is None:
+        raise QueryError(f"no model {model!r}: the models are {', '.join(sorted(apis))}")
+    rest = dict(query)
+    projection = rest.pop("projection", None)
+    if projection is not None:
+        api = ReadApi(api.transport, api.spec, str(projection))
+    return api, api.feed_params(rest, route)

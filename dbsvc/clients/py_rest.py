@@ -319,6 +319,10 @@ class ReadApi(Generic[R]):
             params.append(("projection", self.projection))
         return params
 
+    def feed_params(self, query: Mapping[str, object], route: str) -> list[tuple[str, str]]:
+        """The parameters of a feed (`route`: subscribe or live_query) of this model."""
+        return self._params(query, self.spec.feed_keys, route)
+
     def _fetch(self, id: object, query: Mapping[str, object]) -> Fetched[Any]:
         params = self._params(query, frozenset({"as_of", "expand"}), "get")
         reply = self.transport.request("GET", f"{self.path}/{quote(str(id), safe='')}", params)

@@ -23,7 +23,9 @@ import keyword
 from dbsvc.clients.model import ClientModel, ClientSchema
 from dbsvc.clients.python_types import Lines, id_type, spec_name
 
-CLIENT_ATTRIBUTES = frozenset({"transport", "batch", "snapshot", "check_fingerprint", "fingerprint"})
+CLIENT_ATTRIBUTES = frozenset(
+    {"transport", "batch", "snapshot", "check_fingerprint", "fingerprint", "models", "subscribe", "live_query"}
+)
 CALLBACK = "Callable[[dict[Any, R]], None] | None"
 ON_RESET = "Callable[[ApiError], None] | None"
 ON_ERROR = "Callable[[BaseException], None] | None"
@@ -96,7 +98,7 @@ def emit_api(out: Lines, schema: ClientSchema, model: ClientModel) -> None:
     out.add(f"**query: Unpack[{feed}],", 2)
     out.add(") -> Subscription[R]:", 1)
     out.add(f'"""/subscribe/{model.kebab}: every event after `after` (default: now), once, in order."""', 2)
-    out.add('params = self._params(query, self.spec.feed_keys, "subscribe")', 2)
+    out.add('params = self.feed_params(query, "subscribe")', 2)
     out.add("return Subscription(self, params, handler, after, on_reset, on_error)", 2)
     out.blank()
     out.add("def live_query(", 1)
@@ -113,7 +115,7 @@ def emit_api(out: Lines, schema: ClientSchema, model: ClientModel) -> None:
         f'raise QueryError(f"a live query of {model.name} needs the id field; projection {{self.projection!r}} leaves it out")',
         3,
     )
-    out.add('params = self._params(query, self.spec.feed_keys, "live_query")', 2)
+    out.add('params = self.feed_params(query, "live_query")', 2)
     out.add("return LiveQuery(self, params, self.id_field, on_change, on_reset, on_error)", 2)
     out.blank()
     out.blank()
@@ -185,6 +187,41 @@ def emit_client(out: Lines, schema: ClientSchema) -> None:
     out.add("self.transport = Transport(base_url, token, timeout)", 2)
     for model in schema.models:
         out.add(f"self.{attribute(model)} = {model.type('Api')}(self.transport)", 2)
+    out.add("self.models: dict[str, ReadApi[Any]] = {", 2)
+    for model in schema.models:
+        out.add(f"{model.name!r}: self.{attribute(model)},", 3)
+        if model.kebab != model.name:
+            out.add(f"{model.kebab!r}: self.{attribute(model)},", 3)
+    out.add("}", 2)
+    out.blank()
+    out.add("def subscribe(", 1)
+    out.add("self,", 2)
+    out.add("model: str,", 2)
+    out.add("query: Mapping[str, object],", 2)
+    out.add("handler: Callable[[JsonObject], None],", 2)
+    out.add("*,", 2)
+    out.add("after: int | None = None,", 2)
+    out.add(f"on_reset: {ON_RESET} = None,", 2)
+    out.add(f"on_error: {ON_ERROR} = None,", 2)
+    out.add(") -> Subscription[Any]:", 1)
+    out.add('"""`client.<model>.subscribe` by name (`\'User\'` or `\'user\'`), its query as a dict."""', 2)
+    out.add('api, params = feed_by_name(self.models, model, query, "subscribe")', 2)
+    out.add("return Subscription(api, params, handler, after, on_reset, on_error)", 2)
+    out.blank()
+    out.add("def live_query(", 1)
+    out.add("self,", 2)
+    out.add("model: str,", 2)
+    out.add("query: Mapping[str, object],", 2)
+    out.add("*,", 2)
+    out.add("on_change: Callable[[dict[Any, Any]], None] | None = None,", 2)
+    out.add(f"on_reset: {ON_RESET} = None,", 2)
+    out.add(f"on_error: {ON_ERROR} = None,", 2)
+    out.add(") -> LiveQuery[Any]:", 1)
+    out.add('"""`client.<model>.live_query` by name, its query as a dict."""', 2)
+    out.add('api, params = feed_by_name(self.models, model, query, "live_query")', 2)
+    out.add("if api.id_field is None:", 2)
+    out.add('raise QueryError(f"a live query of {model} needs the id field; this projection leaves it out")', 3)
+    out.add("return LiveQuery(api, params, api.id_field, on_change, on_reset, on_error)", 2)
     out.blank()
     out.add("def batch(self, ops: Sequence[JsonObject]) -> BatchResult:", 1)
     out.add('"""POST /batch: every op (from `<model>.create_op(...)`, ...) or none."""', 2)

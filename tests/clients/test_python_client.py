@@ -189,3 +189,22 @@ def test_a_feed_without_websockets_is_a_clear_error_and_rest_still_works(blog, c
     with pytest.raises(blog.RealtimeUnavailable):
         client.user.live_query()
     assert client.user.list(limit=0).total >= 0
+
+
+def test_feeds_by_model_name_take_their_query_as_a_dict(blog, client):
+    events: list[dict] = []
+    with pytest.raises(blog.QueryError, match="no model 'Author': the models are"):
+        client.subscribe("Author", {}, events.append)
+    with pytest.raises(blog.QueryError, match="takes no keyword 'limit'"):
+        client.live_query("user", {"limit": 1})
+    with (
+        client.subscribe("User", {"role": "editor", "projection": "card"}, events.append) as subscription,
+        client.live_query("blog-post", {"published": True, "projection": "summary"}) as published,
+    ):
+        uid = new_user(client, "ByName", role="editor")
+        post = client.blog_post.create({"author_id": uid, "title": "Named", "body": "b", "score": 1, "published": True})
+        assert subscription.wait_for_offset(client.user.head(), 10), subscription.error
+        assert published.wait_until(lambda records: post in records, 10), published.error
+    assert [e["kind"] for e in events] == ["insert", "link"]  # the post links to its author
+    assert events[0]["record"] == {"id": uid, "name": "ByName"} and events[1]["child_id"] == post
+    assert published.records()[post] == {"id": post, "title": "Named", "score": 1.0}
