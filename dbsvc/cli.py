@@ -101,18 +101,24 @@ def cmd_client(args: argparse.Namespace) -> int:
 
 
 def _client_schema(args: argparse.Namespace) -> Any:
-    """The IR a client is generated from: SCHEMA's, or in an app the source it carries (an
-    app built before apps carried it: the schema its description keeps, docs/guide/clients.md)."""
+    """The IR a client is generated from: SCHEMA's; in an app, the source it carries; for a
+    generated module run as a script, its schema file when that still describes the same
+    schema; else the schema the module's description keeps (docs/guide/clients.md)."""
     if args.module is None:
         return _load(args.schema)
-    from dbsvc.schema import parse_schema
-    from dbsvc.schema.describe import schema_from_description
+    from dbsvc.schema import load_schema, parse_schema
+    from dbsvc.schema.describe import describe_schema, schema_from_description
     from dbsvc.zipapp import app_schema_source
 
-    source = app_schema_source(args.module)
-    if source is None:
-        return schema_from_description(args.module.DESCRIPTION, args.module.SCHEMA_PATH)
-    return parse_schema(source, args.module.SCHEMA_PATH)
+    module = args.module
+    source = app_schema_source(module)
+    if source is not None:
+        return parse_schema(source, module.SCHEMA_PATH)
+    if os.path.isfile(module.SCHEMA_PATH):
+        schema = load_schema(module.SCHEMA_PATH)
+        if describe_schema(schema) == module.DESCRIPTION:
+            return schema
+    return schema_from_description(module.DESCRIPTION, module.SCHEMA_PATH)
 
 
 def cmd_openapi(args: argparse.Namespace) -> int:

@@ -88,7 +88,7 @@ def test_a_built_app_writes_the_same_client(tmp_path):
     )
     assert done.returncode == 0, done.stderr
     assert done.stdout == generate(SCHEMAS / "notes.dbs", tmp_path / "notes_client.py")
-    assert "owner: NotRequired[str]" in done.stdout
+    assert "    owner: NotRequired[str]\n" in create_body(done.stdout, "Note")
 
 
 def test_names_that_clash_or_are_keywords_are_renamed(tmp_path):
@@ -146,3 +146,30 @@ def test_mypy_strict_passes_the_clients_and_refuses_wrong_calls(tmp_path):
         assert fragment in reported[number], (
             f"usage_bad.py:{number}: expected {fragment!r}, mypy said {reported[number]!r}"
         )
+
+
+def create_body(client_text: str, model: str) -> str:
+    """The `<model>Create` TypedDict of a generated client's text."""
+    start = client_text.index(f"class {model}Create(TypedDict):")
+    return client_text[start : client_text.index("\n\n\n", start)]
+
+
+def test_a_generated_module_run_as_a_script_writes_the_client_of_its_schema(tmp_path):
+    """`python GENERATED.py client` reads the schema file the module names while it still
+    describes the module's schema; without it, the schema the module's description keeps
+    (which has no token-filled fields: they are required on create then, as documented)."""
+    schema = tmp_path / "schema" / "notes.dbs"
+    schema.parent.mkdir()
+    shutil.copy(SCHEMAS / "notes.dbs", schema)
+    generated = tmp_path / "notes_service.py"
+    with contextlib.redirect_stdout(io.StringIO()):
+        assert dbsvc_main(["generate", str(schema), "-o", str(generated)]) == 0
+    expected = generate(schema, tmp_path / "notes_client.py")
+    command = [sys.executable, str(generated), "client", "--lang", "python"]
+    beside = subprocess.run(command, capture_output=True, text=True, timeout=120)
+    assert (beside.returncode, beside.stderr) == (0, "") and beside.stdout == expected
+    schema.unlink()
+    moved = subprocess.run(command, capture_output=True, text=True, timeout=120)
+    assert moved.returncode == 0, moved.stderr
+    assert "    owner: NotRequired[str]\n" in create_body(expected, "Note")
+    assert "    owner: str\n" in create_body(moved.stdout, "Note")
