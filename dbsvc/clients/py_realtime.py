@@ -169,6 +169,15 @@ class Refused(Exception):
         self.error = error
 
 
+class HandlerFailed(Exception):
+    """The caller's handler (or the frame it was given) raised: the feed ends with `error`,
+    never mistaking it for a dropped socket (an OSError from a handler is the handler's)."""
+
+    def __init__(self, error: Exception) -> None:
+        super().__init__(str(error))
+        self.error = error
+
+
 class FeedRunner:
     """A thread that keeps one feed connected (module docstring, rules 3 to 6)."""
 
@@ -227,9 +236,12 @@ class FeedRunner:
                 if not (status >= 500 or (status == 401 and callable(self.transport.token))):
                     self.fail(refused.error)
                     return
+            except HandlerFailed as failed:
+                self.fail(failed.error)
+                return
             except (OSError, TimeoutError):
                 pass  # the server is away: try again after the backoff
-            except Exception as exc:  # a handler that raised, or a frame that is not JSON
+            except Exception as exc:  # not ours to retry: end the feed, saying why
                 self.fail(exc)
                 return
             self.stopping.wait(delay)
@@ -273,7 +285,12 @@ class FeedRunner:
                 return True
             for message in socket:
                 received = True
-                self.on_frame(json.loads(message))
+                try:
+                    self.on_frame(json.loads(message))
+                except Exception as exc:
+                    raise HandlerFailed(exc) from exc
+        except HandlerFailed:
+            raise
         except Exception as exc:
             if not type(exc).__module__.startswith("websockets") and not isinstance(exc, OSError):
                 raise

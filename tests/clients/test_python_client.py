@@ -208,3 +208,22 @@ def test_feeds_by_model_name_take_their_query_as_a_dict(blog, client):
     assert [e["kind"] for e in events] == ["insert", "link"]  # the post links to its author
     assert events[0]["record"] == {"id": uid, "name": "ByName"} and events[1]["child_id"] == post
     assert published.records()[post] == {"id": post, "title": "Named", "score": 1.0}
+
+
+def test_a_handler_that_raises_ends_the_feed_with_its_error(client):
+    seen: list[dict] = []
+    failures: list[BaseException] = []
+
+    def handler(event: dict) -> None:
+        seen.append(event)
+        raise OSError("disk full")  # an OSError of the handler's, not of the socket's
+
+    subscription = client.user.subscribe(handler, on_error=failures.append)
+    try:
+        new_user(client, "Raiser")
+        new_user(client, "Raiser2")
+        assert subscription.wait_for_offset(client.user.head(), 10)  # wakes when the feed ends
+    finally:
+        subscription.close()
+    assert [str(e) for e in failures] == ["disk full"] and subscription.error is failures[0]
+    assert len(seen) == 1 and subscription.connects == 1  # not retried as a dropped socket
