@@ -197,7 +197,10 @@ def query_string(params: Sequence[tuple[str, str]]) -> str:
 
 
 def wire_value(value: object) -> str:
-    """A query value as the server parses it: booleans `true`/`false`, numbers as JSON."""
+    """A query value as the server parses it: booleans `true`/`false`, numbers as JSON,
+    None `null` (a filter's null, given inside a list: a lone None means "not given")."""
+    if value is None:
+        return "null"
     if isinstance(value, bool):
         return "true" if value else "false"
     if isinstance(value, (int, float)):

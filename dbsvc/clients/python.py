@@ -60,6 +60,7 @@ def emit_python(schema: Schema) -> str:
     out.add(f"SCHEMA_FINGERPRINT = {model.fingerprint!r}")
     out.add(f"DBSVC_VERSION = {__version__!r}")
     out.blank()
+    out.blank()
     emit_problems(out, model)
     for client_model in model.models:
         emit_types(out, model, client_model)

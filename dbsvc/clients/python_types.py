@@ -17,7 +17,7 @@ Per model, in the generated module (python.py draws the whole)::
 
 Value types: int, float, bool; str for str, datetime (RFC 3339 text), date and uuid;
 `Literal[...]` for an enum; `Any` for json; `| None` when nullable. A filter takes one value
-or a sequence of them (any of); a `@ref` field of a body may be `OpRef` inside a batch. A
+or a sequence of them (any of; `None` in the sequence asks for null); a `@ref` field of a body may be `OpRef` inside a batch. A
 record a `@ref` model returns may carry `_expand` (NotRequired). A TypedDict whose keys are
 not all identifiers (a field named `class`) is written in the functional form.
 
@@ -180,7 +180,8 @@ def emit_types(out: Lines, schema: ClientSchema, model: ClientModel) -> None:
 
 
 def feed_entries(model: ClientModel) -> list[tuple[str, str]]:
-    entries = [(kwarg(f.name), f"{value_type(f)} | Sequence[{value_type(f)}]") for f in model.filters]
+    # one value, or several (any of them); None alone is "not given", None in a list is null
+    entries = [(kwarg(f.name), f"{scalar(f)} | Sequence[{value_type(f)}]") for f in model.filters]
     for op in model.operators:
         if op.op == "null":
             entries.append((kwarg(op.key), "bool"))

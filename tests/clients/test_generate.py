@@ -108,6 +108,16 @@ def test_names_that_clash_or_are_keywords_are_renamed(tmp_path):
         client.page.short.live_query()
 
 
+def test_a_filter_asks_for_null_with_none_inside_a_list(tmp_path):
+    schema = tmp_path / "odd.dbs"
+    schema.write_text(ODD, encoding="utf-8")
+    spec = client_module(schema, tmp_path, "generate_odd_nulls").PageRecord_SPEC
+    assert spec.encode({"handler_": [None, 3], "from_": None}, spec.list_keys, "list") == [
+        ("handler", "null"),
+        ("handler", "3"),
+    ]  # a lone None is a keyword not given
+
+
 def mypy_errors(output: str, name: str) -> dict[int, str]:
     found: dict[int, str] = {}
     for match in re.finditer(rf"^{re.escape(name)}:(\d+): error: (.*)$", output, re.MULTILINE):
