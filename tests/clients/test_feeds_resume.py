@@ -11,6 +11,7 @@
 from __future__ import annotations
 
 import signal
+import threading
 import time
 
 import pytest
@@ -120,3 +121,31 @@ def test_an_offset_the_server_no_longer_holds_resets_the_feed_and_says_so(tmp_pa
         assert [e["id"] for e in events] == ["LAST"]
     finally:
         server.stop()
+
+
+@pytest.mark.slow
+def test_a_subscription_closed_as_lagged_resumes_with_nothing_lost(blog, tmp_path):
+    """A handler slower than the writes: the server closes the socket 1013 (its queue is
+    held to 64 KiB here) and the feed resumes after the last event it handed over."""
+    server = start_server(SCHEMAS / "blog.dbs", tmp_path / "data", {"SERVICE_CHANGEFEED_BYTES": "65536"})
+    client = blog.Client(f"http://127.0.0.1:{server.port}")
+    release = threading.Event()
+    events: list[dict] = []
+
+    def slow(event: dict) -> None:
+        release.wait(30)  # the first event holds the reader until every write is done
+        events.append(event)
+
+    profile = {"text": "x" * 200_000}
+    try:
+        with client.user.subscribe(slow) as subscription:
+            for i in range(80):  # 16 MB of events: more than the socket's buffers hold
+                client.user.create({"email": f"lag{i}@example.com", "name": "Lag", "profile": profile})
+            release.set()
+            head = client.user.head()
+            assert subscription.wait_for_offset(head, 60), (subscription.offset, head, subscription.error)
+        logged = [e for e in log_events(server.port, head) if e["model"] == "User"]
+    finally:
+        server.stop()
+    assert subscription.connects >= 2, "the server never closed the slow feed: nothing was resumed"
+    assert [(e["offset"], e["id"]) for e in events] == [(e["offset"], e["id"]) for e in logged]
