@@ -24,6 +24,8 @@ without a socket (tests/clients/test_feed_state.py); `FeedRunner` is the I/O aro
    the head, a live query from a fresh Init; both call `on_reset` with the error, so the
    caller knows events were missed (the live query's set is whole again after the Init).
 6. Any other refusal (400, 403, 404) ends the feed: `error` holds it and `on_error` is called.
+   So does an exception of the caller's handler (`HandlerFailed` keeps it apart from a
+   socket's errors: an OSError a handler raises is no dropped connection).
 """
 
 from __future__ import annotations

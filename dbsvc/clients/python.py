@@ -14,7 +14,8 @@ of the generated module, top to bottom::
       replace, patch, query and feed-query TypedDicts, its QuerySpec;
     per model (python_api.py): <Model>Reads (typed reads and feeds, generic over the
       record type: whole or a projection) and <Model>Api (writes, batch ops)
-    Client                   one attribute per model (`client.blog_post`), batch, snapshot
+    Client                   one attribute per model (`client.blog_post`), batch, snapshot,
+                             check_fingerprint, and the feeds by model name
 
 Rules: the text depends on the schema and dbsvc's version alone (no time, no path but the
 schema file's name), so two runs give the same bytes; every name the fixed parts define is

@@ -9,7 +9,8 @@ Per model, in the generated module (python.py draws the whole)::
                                          batch ops (create_op, ...), and one UserReads per
                                          projection as an attribute (`client.user.card`)
     class Client                         `client.user`, `client.blog_post`, batch(), snapshot(),
-                                         check_fingerprint()
+                                         check_fingerprint(), subscribe(model, query, handler)
+                                         and live_query(model, query) by model name
 
 Every method is a line or two calling ReadApi's helpers (py_rest.py): what differs per
 model is only the types, so mypy checks a caller's filters, sorts, projections and bodies
