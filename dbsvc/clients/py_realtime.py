@@ -14,7 +14,7 @@ without a socket (tests/clients/test_feed_state.py); `FeedRunner` is the I/O aro
    "Batches"), then handed over together; a frame without `batch` at once.
 3. On any disconnect (1013 lagged, 1001 shutdown, 4401 token expired, a network loss, a
    refused connection) held frames are dropped and the feed reconnects with backoff
-   (0.05 s doubling to 5 s) with `after=` the last offset handed over. A subscription asks
+   (0.05 s doubling to 5 s, each wait jittered down to half) with `after=` the last offset handed over. A subscription asks
    for one offset earlier and drops the frames at that offset it already handed over, since
    a row's `link` events share its offset and the drop may fall between them: every event
    once, in order. A live query resumes only once its Init was complete; before, it starts over.
@@ -33,6 +33,7 @@ from __future__ import annotations
 import contextlib
 import importlib
 import json
+import random
 import threading
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Generic
@@ -246,7 +247,8 @@ class FeedRunner:
             except Exception as exc:  # not ours to retry: end the feed, saying why
                 self.fail(exc)
                 return
-            self.stopping.wait(delay)
+            # jittered, so the clients of a restarted server do not all come back at once
+            self.stopping.wait(delay * random.uniform(0.5, 1.0))
             delay = min(delay * 2, self.BACKOFF_MAX)
 
     def session(self) -> bool:

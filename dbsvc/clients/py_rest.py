@@ -146,6 +146,10 @@ class Transport:
         self._local.conn = conn
         return conn, False
 
+    def close(self) -> None:
+        """Close this thread's kept connection (a later request opens a new one)."""
+        self._drop()
+
     def _drop(self) -> None:
         conn = getattr(self._local, "conn", None)
         if conn is not None:

@@ -25,7 +25,7 @@ from dbsvc.clients.model import ClientModel, ClientSchema
 from dbsvc.clients.python_types import Lines, id_type, spec_name
 
 CLIENT_ATTRIBUTES = frozenset(
-    {"transport", "batch", "snapshot", "check_fingerprint", "fingerprint", "models", "subscribe", "live_query"}
+    {"transport", "batch", "snapshot", "check_fingerprint", "fingerprint", "models", "subscribe", "live_query", "close"}
 )
 CALLBACK = "Callable[[dict[Any, R]], None] | None"
 ON_RESET = "Callable[[ApiError], None] | None"
@@ -223,6 +223,16 @@ def emit_client(out: Lines, schema: ClientSchema) -> None:
     out.add("if api.id_field is None:", 2)
     out.add('raise QueryError(f"a live query of {model} needs the id field; this projection leaves it out")', 3)
     out.add("return LiveQuery(api, params, api.id_field, on_change, on_reset, on_error)", 2)
+    out.blank()
+    out.add("def close(self) -> None:", 1)
+    out.add('"""Close the calling thread\'s kept connection (feeds close on their own)."""', 2)
+    out.add("self.transport.close()", 2)
+    out.blank()
+    out.add("def __enter__(self) -> Client:", 1)
+    out.add("return self", 2)
+    out.blank()
+    out.add("def __exit__(self, *exc: object) -> None:", 1)
+    out.add("self.close()", 2)
     out.blank()
     out.add("def batch(self, ops: Sequence[JsonObject]) -> BatchResult:", 1)
     out.add('"""POST /batch: every op (from `<model>.create_op(...)`, ...) or none."""', 2)

@@ -162,9 +162,10 @@ def test_a_batch_writes_all_its_ops_or_none(blog, client):
     assert client.user.list(email="batch2@example.com").total == 0
 
 
-def test_the_client_checks_the_fingerprint_of_the_schema_served(blog, client):
-    client.check_fingerprint()
-    assert client.snapshot()["fingerprint"] == blog.SCHEMA_FINGERPRINT
+def test_the_client_checks_the_fingerprint_of_the_schema_served(blog, server):
+    with blog.Client(f"http://127.0.0.1:{server.port}") as client:
+        client.check_fingerprint()
+        assert client.snapshot()["fingerprint"] == blog.SCHEMA_FINGERPRINT
 
 
 def test_a_subscription_from_now_sees_each_write_once_and_a_batch_whole(client):
