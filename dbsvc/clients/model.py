@@ -124,7 +124,8 @@ class ClientSchema:
 def client_schema(schema: Schema, reserved: frozenset[str] = frozenset()) -> ClientSchema:
     """The client model of `schema` (module docstring). `reserved`: the names the client
     defines besides the schema's (its emitter knows them); a model whose types would be
-    named like one is given the type name `<Name>Record` (its route and wire name stay)."""
+    named like one, or like another model, is given the type name `<Name>Record` (its
+    route and wire name stay)."""
     fingerprint = schema_fingerprint(describe_schema(schema))
     models = tuple(_client_model(schema, model, reserved) for model in schema.models)
     return ClientSchema(os.path.basename(schema.path) or "<schema>", fingerprint, models, problems())
@@ -144,8 +145,18 @@ def problems() -> tuple[Problem, ...]:
 
 
 def _type_name(model: Model, taken: frozenset[str]) -> str:
-    clashes = any(f"{model.name}{suffix}" in taken for suffix in TYPE_SUFFIXES)
-    return f"{model.name}Record" if clashes else model.name
+    """The model's type name: its own, unless one of the names made from it (its types,
+    its projections') is taken (reserved, or another model's name): then `<Name>Record`."""
+    made = [f"{model.name}{suffix}" for suffix in TYPE_SUFFIXES]
+    made += [_projection_type(model.name, p.name) for p in model.projections]
+    return f"{model.name}Record" if any(name in taken for name in made) else model.name
+
+
+def _projection_type(type_name: str, projection: str) -> str:
+    """`UserCard` for User's `card`; `UserCreateProjection` for a projection named `create`,
+    which would be the model's own create type."""
+    name = f"{type_name}{_camel(projection)}"
+    return f"{name}Projection" if name in {f"{type_name}{suffix}" for suffix in TYPE_SUFFIXES} else name
 
 
 def _client_field(field: Field) -> ClientField:
@@ -172,9 +183,10 @@ def _client_field(field: Field) -> ClientField:
 def _client_model(schema: Schema, model: Model, reserved: frozenset[str]) -> ClientModel:
     fields = tuple(_client_field(f) for f in model.fields)
     by_name = {f.name: f for f in fields}
-    type_name = _type_name(model, reserved)
+    others = frozenset(m.name for m in schema.models if m.name != model.name)
+    type_name = _type_name(model, reserved | others)
     projections = tuple(
-        ClientProjection(p.name, f"{type_name}{_camel(p.name)}", tuple(by_name[n] for n in p.fields))
+        ClientProjection(p.name, _projection_type(type_name, p.name), tuple(by_name[n] for n in p.fields))
         for p in model.projections
     )
     expands = []

@@ -40,12 +40,17 @@ model Page {
   handler  int?  @filter
   class    enum(a, b) @filter
   @projection(short, from, class)
+  @projection(create, id, from)
 }
 
 model Batch {
   id    int @id
   page  str @ref(Page) @filter
   @projection(list, id, page)
+}
+
+model BatchList {
+  id    int @id
 }
 """
 
@@ -102,8 +107,12 @@ def test_names_that_clash_or_are_keywords_are_renamed(tmp_path):
         ("from", "x"),
         ("class", "a"),
     ]
-    assert isinstance(client.batch_, module.BatchApi) and callable(client.batch)
-    assert isinstance(client.batch_.list_, module.BatchReads)
+    assert isinstance(client.batch_, module.BatchRecordApi) and callable(client.batch)  # Batch's `list`
+    assert isinstance(client.batch_.list_, module.BatchRecordReads)  # would be BatchList, a model
+    assert module.BatchRecordList.__annotations__.keys() == {"id", "page", "_expand"}
+    assert module.BatchList.__annotations__.keys() == {"id"} and isinstance(client.batch_list, module.BatchListApi)
+    assert module.PageRecordCreateProjection.__annotations__.keys() == {"id", "from"}  # not PageRecordCreate
+    assert "class" in module.PageRecordCreate.__annotations__
     with pytest.raises(module.QueryError, match="projection 'short' leaves it out"):
         client.page.short.live_query()
 
