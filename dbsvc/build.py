@@ -7,6 +7,7 @@ order, so the same schema and the same installed packages give the same bytes)::
     __main__.py                     calls dbsvc.zipapp.main(argv), the app's entry point
     _dbsvc_app/__init__.py          the generated module (dbsvc.compiler.generate_source): the
                                     schema compiled, its OpenAPI and AsyncAPI documents inside
+    _dbsvc_app/schema.dbs           the schema's source, which `APP.pyz client` compiles
     dbsvc/**.py                     the dbsvc package itself: .py files, no tests, plus the
     dbsvc/explorer/*.{html,css,js}  explorer's page (served at /_/, docs/explorer.md)
     h11/**, wsproto/**              the pure-Python dependencies, copied from the installed
@@ -53,7 +54,7 @@ from typing import TYPE_CHECKING
 
 from dbsvc.errors import BuildError
 from dbsvc.storage.files import create_durably, fsync_dir
-from dbsvc.zipapp import APP_PACKAGE, EMBEDDED, MANIFEST
+from dbsvc.zipapp import APP_PACKAGE, APP_SCHEMA, EMBEDDED, MANIFEST
 
 if TYPE_CHECKING:
     from dbsvc.schema.ir import Schema
@@ -89,12 +90,15 @@ def build_zipapp(schema: Schema, output: str | os.PathLike[str], *, with_guard: 
     `with_guard`: embed the installed cryptography too."""
     from dbsvc.compiler import generate_source
 
-    return write_zipapp(output, generate_source(schema), with_guard=with_guard)
+    return write_zipapp(output, generate_source(schema), with_guard=with_guard, schema_source=schema.source)
 
 
-def write_zipapp(output: str | os.PathLike[str], generated_source: str, *, with_guard: bool = False) -> Path:
-    """Package already generated source into a zipapp at `output`, atomically."""
-    entries = dict(_archive_entries(generated_source, with_guard))
+def write_zipapp(
+    output: str | os.PathLike[str], generated_source: str, *, with_guard: bool = False, schema_source: str | None = None
+) -> Path:
+    """Package already generated source (and the schema's, for `APP.pyz client`) into a
+    zipapp at `output`, atomically."""
+    entries = dict(_archive_entries(generated_source, with_guard, schema_source))
     target = Path(output)
     directory = target.parent if str(target.parent) else Path(".")
     tmp_name = str(directory / f".{target.name}.{secrets.token_hex(8)}.tmp")
@@ -118,11 +122,13 @@ def write_zipapp(output: str | os.PathLike[str], generated_source: str, *, with_
     return target
 
 
-def _archive_entries(generated_source: str, with_guard: bool) -> Iterator[tuple[str, bytes]]:
+def _archive_entries(generated_source: str, with_guard: bool, schema_source: str | None) -> Iterator[tuple[str, bytes]]:
     yield "__main__.py", MAIN_SOURCE.encode("utf-8")
     source = generated_source.encode("utf-8")
     yield f"{APP_PACKAGE}/__init__.py", source
     yield f"{APP_PACKAGE}/__init__.pyc", _bytecode(source, f"{APP_PACKAGE}/__init__.py")
+    if schema_source is not None:
+        yield f"{APP_PACKAGE}/{APP_SCHEMA}", schema_source.encode("utf-8")
     yield from _package_files("dbsvc", _package_dir("dbsvc"), only=_DBSVC_SUFFIXES)
     for name in DEPENDENCIES:
         yield from _package_files(name, _package_dir(name), only=None)

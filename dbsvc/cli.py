@@ -88,6 +88,39 @@ def cmd_generate(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def cmd_client(args: argparse.Namespace) -> int:
+    from dbsvc.clients import generate_client
+
+    source = generate_client(_client_schema(args), args.lang)
+    if args.output and args.output != "-":
+        with open(args.output, "w", encoding="utf-8") as out:
+            out.write(source)
+    else:
+        sys.stdout.write(source)
+    return EXIT_OK
+
+
+def _client_schema(args: argparse.Namespace) -> Any:
+    """The IR a client is generated from: SCHEMA's; in an app, the source it carries; for a
+    generated module run as a script, its schema file when that still describes the same
+    schema; else the schema the module's description keeps (docs/guide/clients.md)."""
+    if args.module is None:
+        return _load(args.schema)
+    from dbsvc.schema import load_schema, parse_schema
+    from dbsvc.schema.describe import describe_schema, schema_from_description
+    from dbsvc.zipapp import app_schema_source
+
+    module = args.module
+    source = app_schema_source(module)
+    if source is not None:
+        return parse_schema(source, module.SCHEMA_PATH)
+    if os.path.isfile(module.SCHEMA_PATH):
+        schema = load_schema(module.SCHEMA_PATH)
+        if describe_schema(schema) == module.DESCRIPTION:
+            return schema
+    return schema_from_description(module.DESCRIPTION, module.SCHEMA_PATH)
+
+
 def cmd_openapi(args: argparse.Namespace) -> int:
     if args.module is not None:
         document = json.loads(args.module.OPENAPI_JSON)
@@ -346,6 +379,15 @@ def build_parser(module: Any = None) -> argparse.ArgumentParser:
     schema_command(
         "asyncapi", f"print the AsyncAPI 3.0 document of the service's WebSocket routes for {schema}", cmd_asyncapi
     )
+    client = schema_command(
+        "client",
+        f"write a typed client of the service for {schema}",
+        cmd_client,
+        description=f"Write one self-contained client module of the service for {schema}, generated from "
+        "the compiled schema (docs/guide/clients.md); the same schema gives the same bytes.",
+    )
+    client.add_argument("--lang", required=True, metavar="LANG", help="the client's language: python")
+    client.add_argument("-o", "--output", metavar="FILE", help="output file (default: standard output)")
     _tenant_tools(sub)
     _data_tools(sub, schema_command)
     return parser

@@ -60,6 +60,7 @@ import hashlib
 import importlib
 import importlib.abc
 import importlib.machinery
+import importlib.resources
 import json
 import logging
 import os
@@ -76,6 +77,7 @@ from typing import Any
 from dbsvc.errors import ConfigError
 
 APP_PACKAGE = "_dbsvc_app"  # the generated module of the app's schema
+APP_SCHEMA = "schema.dbs"  # beside it, the schema's source: what `client` compiles
 EMBEDDED = "_dbsvc_embedded"  # the compiled packages, unpacked on first use
 MANIFEST = f"{EMBEDDED}/MANIFEST.json"
 MANIFEST_NAME = "MANIFEST.json"
@@ -94,6 +96,18 @@ def main(argv: Sequence[str]) -> int:
     from dbsvc.cli import main as cli_main
 
     return cli_main(argv, module=module)
+
+
+def app_schema_source(module: ModuleType) -> str | None:
+    """The schema source an app carries beside its generated module (`APP.pyz client`
+    compiles it); None in an app built before apps carried it, or for a generated module
+    run as a script (a module, not a package)."""
+    if not hasattr(module, "__path__"):
+        return None
+    try:
+        return importlib.resources.files(module.__name__).joinpath(APP_SCHEMA).read_text(encoding="utf-8")
+    except OSError:
+        return None
 
 
 def install_embedded(loader: Any, archive: str) -> EmbeddedPackages | None:

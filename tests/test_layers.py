@@ -71,6 +71,8 @@ ALLOWED: dict[str, frozenset[str]] = {
             "routes",
             "textsearch",
         ),  # IR -> code object
+        # issue 37: IR -> a client's source (a client model, then one emitter per language)
+        "clients": ("dbsvc", "errors", "schema", "compiler"),
         "interfaces": ("rules", "runtime"),  # the Protocols at the app's boundaries
         # the three layers over runtime, which know nothing of each other
         "storage": ("errors", "rules", "runtime", "schema", "textsearch"),
@@ -166,6 +168,8 @@ ALLOWED: dict[str, frozenset[str]] = {
             "datatools",
             "service",
             "build",
+            "clients",
+            "zipapp",
         ),
         "launcher": ("launch", "cli"),
         "__main__": ("launch", "cli"),  # `python -m dbsvc`: the launcher inside the package

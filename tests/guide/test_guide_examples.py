@@ -37,6 +37,7 @@ CHAPTERS = [
     "auth.md",
     "access.md",
     "realtime.md",
+    "clients.md",
     "operations.md",
     "recipes.md",
 ]
