@@ -67,7 +67,7 @@ _EPOCH = (1980, 1, 1, 0, 0, 0)
 _SKIP_DIRS = frozenset({"__pycache__", "tests", "test"})
 _SKIP_SUFFIXES = (".pyc", ".pyo")
 # dbsvc's own files that travel: its code and the explorer's static page.
-_DBSVC_SUFFIXES = (".py", ".html", ".css", ".js")
+_DBSVC_SUFFIXES = (".py", ".html", ".css", ".js", ".ts")
 # Files of an installed distribution that describe this installation, not the package.
 _INSTALL_RECORDS = frozenset({"RECORD", "INSTALLER", "REQUESTED", "direct_url.json"})
 
