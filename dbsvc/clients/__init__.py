@@ -9,9 +9,9 @@ schema's fingerprint); each language's emitter writes text from that model only:
                       (python_api.py), and the fixed parts copied in as they are
                       (py_rest.py: REST over the standard library; py_realtime.py: feeds
                       that resume with no gap)
-    typescript.py     emit_typescript: an ES module (`.ts`) from the same model, its
-                      fixed part (ts_runtime.ts: fetch, errors, feeds that resume)
-                      copied in as it is
+    typescript.py     emit_typescript: an ES module (`.ts`) from the same model, and the
+                      fixed parts copied in as they are (ts_rest.ts: fetch, errors,
+                      pages; ts_feeds.ts: feeds that resume with no gap)
 
 `generate_client(schema, lang)` is the one entry; a language this build lacks is a
 ConfigError naming the languages it has. Imports errors, schema and compiler (its

@@ -4,8 +4,8 @@
 Layout of the generated file, top to bottom::
 
     // header: the schema file, its fingerprint, how it was made
-    ts_runtime.ts's body     transport (fetch), errors, pages, ReadApi, batches, and the
-                             feeds that resume (EventState, LiveState, FeedRunner, ...)
+    ts_rest.ts's body        transport (fetch), errors, pages, ReadApi, batches
+    ts_feeds.ts's body       feeds that resume (EventState, LiveState, FeedRunner, ...)
     // generated from SCHEMA
     SCHEMA_FINGERPRINT, the problem classes (one per code) and PROBLEM_CLASSES
     per model: its Sort / Expand / Id aliases; an interface per record, projection, create,
@@ -24,7 +24,7 @@ model's member of `Client` and a projection's member of `<Model>Api` are renamed
 members.
 
 Rules: the text depends on the schema and dbsvc's version alone, so two runs give the same
-bytes; every name ts_runtime.ts defines is reserved, and a model type that would clash is
+bytes; every name the fixed parts define is reserved, and a model type that would clash is
 renamed (model.py). Imports the client model, schema (the IR type) and the version.
 """
 
@@ -39,7 +39,7 @@ from dbsvc.clients.model import ClientField, ClientModel, ClientSchema, client_s
 from dbsvc.schema.ir import Schema
 
 MARKER = "// --- client body ---\n"
-RUNTIME = "ts_runtime.ts"
+FIXED_PARTS = ("ts_rest.ts", "ts_feeds.ts")
 # What ClientBase and Client define, and what the ReadApi classes define: a model or a
 # projection named like one of them is renamed (module docstring).
 CLIENT_MEMBERS = frozenset({"transport", "batch", "snapshot", "subscribe", "liveQuery", "checkFingerprint", "api"})
@@ -106,11 +106,16 @@ def header(model: ClientSchema) -> str:
 
 
 def runtime_body() -> tuple[str, set[str]]:
-    """(ts_runtime.ts after its marker, every top-level name it defines), read from the
-    package, in a checkout or a built app alike."""
-    text = resources.files("dbsvc.clients").joinpath(RUNTIME).read_text(encoding="utf-8")
-    _, marker, body = text.partition(MARKER)
-    assert marker, f"dbsvc/clients/{RUNTIME} lost its {MARKER.strip()!r} line"
+    """(the fixed parts after their markers, joined; every top-level name they define), read
+    from the package, in a checkout or a built app alike. What is above a marker (the
+    imports that make each part compile on its own) stays out: the parts are one module."""
+    bodies: list[str] = []
+    for part in FIXED_PARTS:
+        text = resources.files("dbsvc.clients").joinpath(part).read_text(encoding="utf-8")
+        _, marker, body = text.partition(MARKER)
+        assert marker, f"dbsvc/clients/{part} lost its {MARKER.strip()!r} line"
+        bodies.append(body.rstrip("\n") + "\n")
+    body = "\n".join(bodies)
     names = set(re.findall(r"^(?:export )?(?:abstract )?(?:class|interface|type|function|const) (\w+)", body, re.M))
     return body, names
 

@@ -78,6 +78,12 @@ def test_every_schema_gives_the_same_bytes_twice_with_its_fingerprint(tmp_path):
 
 
 @needs_tsc
+def test_the_fixed_parts_compile_strict_on_their_own():
+    run = tsc("--noEmit", "ts_rest.ts", "ts_feeds.ts", cwd=ROOT / "dbsvc" / "clients")
+    assert run.returncode == 0, run.stdout + run.stderr
+
+
+@needs_tsc
 def test_every_shipped_schemas_client_compiles_strict(tmp_path):
     names = []
     for schema in SHIPPED:
@@ -281,7 +287,7 @@ def test_in_headless_chromium_through_cors_and_the_bearer_subprotocol(tmp_path):
 
 
 def test_a_built_app_writes_the_same_typescript_client(tmp_path):
-    """The zipapp carries ts_runtime.ts (package data): `client` works from it too."""
+    """The zipapp carries ts_rest.ts and ts_feeds.ts (package data): `client` works from it too."""
     import sys
 
     app = tmp_path / "blog.pyz"
