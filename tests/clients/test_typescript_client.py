@@ -302,3 +302,56 @@ def test_a_built_app_writes_the_same_typescript_client(tmp_path):
     )
     assert run.returncode == 0, run.stderr
     assert (tmp_path / "from_app.ts").read_text(encoding="utf-8") == generate(SCHEMAS / "blog.dbs", tmp_path / "a.ts")
+
+
+def node_script(tmp_path: Path, schema: str, script: str) -> Path:
+    """`script` (tests/clients/ts) compiled beside the client of `schema`; the .js to run."""
+    generate(SCHEMAS / f"{schema}.dbs", tmp_path / f"{schema}.ts")
+    shutil.copy(TS_DIR / script, tmp_path / script)
+    types = ["--types", "node", "--typeRoots", str(TS_DIR / "node_modules" / "@types")]
+    run = tsc(*types, "--outDir", "out", script, cwd=tmp_path)
+    assert run.returncode == 0, run.stdout + run.stderr
+    (tmp_path / "out" / "package.json").write_text('{"type": "module"}\n')
+    return tmp_path / "out" / script.replace(".ts", ".js")
+
+
+def run_node(script: Path, *args: str) -> dict:
+    run = subprocess.run(
+        [NODE, "--experimental-websocket", "--no-warnings", str(script), *args],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert run.returncode == 0, run.stderr
+    return json.loads(run.stdout.strip().splitlines()[-1])
+
+
+@needs_tsc
+def test_node_a_feed_whose_token_expires_asks_for_a_new_one_and_misses_nothing(tmp_path):
+    import time
+
+    from support.idp import TestIdp
+
+    script = node_script(tmp_path, "blog", "token_expiry.ts")
+    idp = TestIdp(tmp_path / "idp")
+    server = start_server(SCHEMAS / "blog.dbs", idp.data_dir(), idp.server_env(SERVICE_JWT_LEEWAY="0"))
+    try:
+        # the first token lives 3 s (the subscription's first read and socket use it): 4401
+        short = idp.token(exp=int(time.time()) + 3)
+        report = run_node(script, str(server.port), json.dumps([short, short, idp.token(), idp.token()]))
+    finally:
+        server.stop()
+    assert report["reached"] is True and report["error"] == "null"
+    assert report["connects"] >= 2
+    assert report["ids"] == report["expected"]
+
+
+@needs_tsc
+def test_node_an_offset_the_server_no_longer_holds_resets_the_feed_and_says_so(tmp_path):
+    script = node_script(tmp_path, "inventory", "offset_gone.ts")
+    server = start_server(SCHEMAS / "inventory.dbs", tmp_path / "data")  # no broker: a ring of 256
+    try:
+        report = run_node(script, str(server.port))
+    finally:
+        server.stop()
+    assert report == {"reached": True, "resets": ["true 410 offset_gone"], "ids": ["LAST"], "error": "null"}
