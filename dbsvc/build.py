@@ -66,8 +66,8 @@ SHEBANG = b"#!/usr/bin/env python3\n"
 _EPOCH = (1980, 1, 1, 0, 0, 0)
 _SKIP_DIRS = frozenset({"__pycache__", "tests", "test"})
 _SKIP_SUFFIXES = (".pyc", ".pyo")
-# dbsvc's own files that travel: its code and the explorer's static page.
-_DBSVC_SUFFIXES = (".py", ".html", ".css", ".js", ".svg")
+# dbsvc's own files that travel: its code, the explorer's static page, the TypeScript client's parts.
+_DBSVC_SUFFIXES = (".py", ".html", ".css", ".js", ".svg", ".ts")
 # Files of an installed distribution that describe this installation, not the package.
 _INSTALL_RECORDS = frozenset({"RECORD", "INSTALLER", "REQUESTED", "direct_url.json"})
 

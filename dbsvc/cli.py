@@ -386,7 +386,7 @@ def build_parser(module: Any = None) -> argparse.ArgumentParser:
         description=f"Write one self-contained client module of the service for {schema}, generated from "
         "the compiled schema (docs/guide/clients.md); the same schema gives the same bytes.",
     )
-    client.add_argument("--lang", required=True, metavar="LANG", help="the client's language: python")
+    client.add_argument("--lang", required=True, metavar="LANG", help="the client's language: python or typescript")
     client.add_argument("-o", "--output", metavar="FILE", help="output file (default: standard output)")
     _tenant_tools(sub)
     _data_tools(sub, schema_command)

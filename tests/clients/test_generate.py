@@ -76,10 +76,10 @@ def test_the_header_names_the_schemas_fingerprint(tmp_path):
 
 
 def test_a_language_this_build_lacks_is_refused_naming_the_ones_it_has(tmp_path, capsys):
-    status = dbsvc_main(["client", str(SCHEMAS / "blog.dbs"), "--lang", "typescript", "-o", str(tmp_path / "x.ts")])
+    status = dbsvc_main(["client", str(SCHEMAS / "blog.dbs"), "--lang", "rust", "-o", str(tmp_path / "x.rs")])
     assert status == 2
-    assert "--lang 'typescript': this dbsvc generates clients in python only" in capsys.readouterr().err
-    assert not (tmp_path / "x.ts").exists()
+    assert "--lang 'rust': this dbsvc generates clients in python, typescript only" in capsys.readouterr().err
+    assert not (tmp_path / "x.rs").exists()
 
 
 def test_a_built_app_writes_the_same_client(tmp_path):

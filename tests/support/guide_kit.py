@@ -25,7 +25,8 @@ The guide's conventions, which docs/guide/README.md states for readers too:
       file NAME           the next fenced block is written to NAME
 
 Each chapter runs in a fresh directory holding `schemas/` (the repository's demo schemas)
-and `deploy/` (its recipes), with `dbsvc`, `python` and `python3` on PATH, through `bash -c`, one command at a time, in order.
+and `deploy/` (its recipes), with `dbsvc`, `python` and `python3` on PATH (and `tsc`, npm's
+typescript, when tests/clients/ts has it installed), through `bash -c`, one command at a time, in order.
 Every other fenced block is refused: nothing in the guide is shown without being run.
 """
 
@@ -48,6 +49,7 @@ from pathlib import Path
 from support.server import ROOT, Server, start_server
 
 GUIDE = ROOT / "docs" / "guide"
+TSC = ROOT / "tests" / "clients" / "ts" / "node_modules" / ".bin" / "tsc"  # .ci/run installs it
 DIRECTIVE = re.compile(r"^<!-- guide: (.*?) -->\s*$")
 FENCE = re.compile(r"^(```+|~~~+)\s*([\w.+-]*)\s*$")
 HOST = re.compile(r"localhost([:/])(\d{4,5})\b")  # localhost:3000, /dev/tcp/localhost/3000
@@ -272,6 +274,9 @@ class ChapterRun:
             (self.bin / shim).write_text(f'#!/bin/sh\nexec "{sys.executable}" "$@"\n')
         for shim in ("dbsvc", "python", "python3"):
             (self.bin / shim).chmod(0o755)
+        if TSC.exists():  # npm's typescript and @types/node, as a reader installs them (clients.md)
+            (self.bin / "tsc").write_text(f'#!/bin/sh\nexec "{TSC}" --typeRoots "{TSC.parents[1] / "@types"}" "$@"\n')
+            (self.bin / "tsc").chmod(0o755)
         (workdir / "schemas").symlink_to(ROOT / "schemas")
         (workdir / "deploy").symlink_to(ROOT / "deploy")  # the recipes run deploy/'s scripts
 
