@@ -95,11 +95,15 @@ def test_archive_holds_entry_point_generated_module_runtime_and_dependencies(app
     # bytecode beside each module, none without its source
     assert {n for n in names if n.endswith(".py")} - {"__main__.py"} == {n[:-1] for n in names if n.endswith(".pyc")}
     assert not [n for n in names if n.startswith(("tests/", "bench/", "dbsvc/tests/", "_dbsvc_embedded/"))]
-    # dbsvc's code, plus the explorer's static page (served at /_/)
+    # dbsvc's code, plus the explorer's static page (served at /_/) and the TypeScript
+    # client's fixed parts (`dbsvc client --lang typescript` reads them)
     assert not [
         n
         for n in names
-        if n.startswith("dbsvc/") and not n.endswith((".py", ".pyc", "/")) and not n.startswith("dbsvc/explorer/")
+        if n.startswith("dbsvc/")
+        and not n.endswith((".py", ".pyc", "/"))
+        and not n.startswith("dbsvc/explorer/")
+        and n not in ("dbsvc/clients/ts_rest.ts", "dbsvc/clients/ts_feeds.ts")
     ]
     assert {
         "dbsvc/explorer/index.html",

@@ -4,7 +4,7 @@
   (tests/clients/golden/blog.py.golden: regenerate it when the client changes on purpose).
 - The header names the schema's fingerprint, the one the server reports.
 - A built app writes the same client as `dbsvc client` on its schema.
-- `--lang typescript` is refused, naming the languages this build has.
+- A language this build lacks (`--lang rust`) is refused, naming the ones it has.
 - `mypy --strict` finds nothing in the generated file of each schema, nor in a user's typical
   calls (typecheck/usage_ok.py), and refuses each wrong call of typecheck/usage_bad.py: a
   filter the model lacks, a wrong value type, a sort or an expand not declared, a missing
