@@ -13,6 +13,14 @@ run. `--against CHECKOUT` starts a second server from another checkout (a before
 `git worktree add /tmp/before HEAD~3` or a `git archive` of it) and measures each figure
 on both in turn, so a before/after meets the same load of a shared host. Figures go to
 bench/README.md ("Batches").
+
+`--in-process` measures the write path without HTTP instead, in a child process per
+checkout (this one, and `--against`'s, alternating `--runs` times), by CPU time
+(`time.process_time`: on a shared host the steadiest figure): over 1,000 users and at
+SERVICE_SYNC=off, N single creates (body decode, validation, `Store.apply_insert`) and N
+patches of random posts (get, decode, merge, `apply_replace`) of the peers' blog post
+(service_bench.BODY), then N / 100 batches of 100 creates through `BatchRoute.answer`
+against the same records through `Store.insert_batch` (import's path).
 """
 
 from __future__ import annotations
@@ -27,6 +35,8 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path[:0] = [str(ROOT), str(ROOT / "bench")]
+if "--in-process-child" in sys.argv:  # that checkout's dbsvc first (the bench's own helpers stay this one's)
+    sys.path.insert(0, sys.argv[sys.argv.index("--in-process-child") + 1])
 
 from http_bench import measure, start_dbsvc, stop_server  # noqa: E402
 
@@ -70,6 +80,89 @@ def seed_users(port: int) -> None:
         assert reply.status == 200
 
 
+def in_process(records: int) -> dict[str, float]:
+    """Microseconds of CPU per op of each in-process figure (module docstring), for the
+    dbsvc first on sys.path."""
+    import asyncio
+    import random
+    import time
+
+    from service_bench import BODY
+
+    from dbsvc.access import Access, Refusals
+    from dbsvc.batchops import BatchRoute
+    from dbsvc.bodies import decode_body
+    from dbsvc.compiler import compile_schema
+    from dbsvc.schema import load_schema
+    from dbsvc.storage import Store, tenants
+
+    module = compile_schema(load_schema(str(ROOT / "schemas" / "blog.dbs")))
+    post, user = module.BY_NAME["BlogPost"], module.BY_NAME["User"]
+    rng = random.Random(1)
+
+    def text(i: int) -> str:
+        return json.dumps({"author_id": i % USERS + 1, "title": f"bench {i}", "body": BODY, "score": rng.randint(0, 99) + 0.5})
+
+    creates = [text(i) for i in range(records)]
+    patches = [json.dumps({"score": rng.randint(0, 99) + 0.25}) for _ in range(records)]
+    ids = [rng.randint(1, records) for _ in range(records)]
+    batches = [
+        json.dumps({"ops": [{"op": "create", "model": "blog-post", "record": json.loads(text(b * 100 + i))} for i in range(100)]})
+        for b in range(records // 100)
+    ]
+    rows = [[json.loads(text(b * 100 + i)) for i in range(100)] for b in range(records // 100)]
+    out: dict[str, float] = {}
+
+    async def run() -> None:
+        with tempfile.TemporaryDirectory() as tmp:
+            store = Store.open(str(tenants.create_tenant(tmp, "default")), module.MODELS, module.DESCRIPTION, sync="off")
+            store.insert_batch([("User", user.validate_create({"email": f"u{i}@b.io", "name": f"u{i}"})) for i in range(USERS)])
+            route = BatchRoute(dict(module.ROUTES), Access(Refusals()))
+            started = time.process_time()
+            for body in creates:
+                store.apply_insert("BlogPost", post.validate_create(decode_body(body)))
+            out["single create"] = (time.process_time() - started) / len(creates) * 1e6
+            await asyncio.sleep(0)
+            started = time.process_time()
+            for body, key in zip(patches, ids):
+                current, _watermark = store.get("BlogPost", key)
+                store.apply_replace("BlogPost", key, post.validate_patch(decode_body(body), current))
+            out["single patch"] = (time.process_time() - started) / len(patches) * 1e6
+            await asyncio.sleep(0)
+            started = time.process_time()
+            for body in batches:
+                await route.answer(store, decode_body(body)).future
+            out["batch of 100, a record"] = (time.process_time() - started) / (100 * len(batches)) * 1e6
+            started = time.process_time()
+            for chunk in rows:
+                store.insert_batch([("BlogPost", post.validate_create(r)) for r in chunk])
+            out["insert_batch (import), a record"] = (time.process_time() - started) / (100 * len(rows)) * 1e6
+            await store.aclose()
+
+    asyncio.run(run())
+    return out
+
+
+def compare_in_process(trees: list[tuple[str, Path]], records: int, runs: int) -> None:
+    """`--in-process`: each checkout's figures in a child process of its own, alternating."""
+    import subprocess
+
+    figures: dict[str, dict[str, list[float]]] = {tag: {} for tag, _code in trees}
+    for _run in range(runs):
+        for tag, code in trees:
+            done = subprocess.run(
+                [sys.executable, __file__, "--in-process-child", str(code), "--records", str(records)],
+                capture_output=True,
+                text=True,
+                check=True,
+            )
+            for name, value in json.loads(done.stdout).items():
+                figures[tag].setdefault(name, []).append(value)
+    for name in figures[trees[0][0]]:
+        cells = "   ".join(f"{tag} {', '.join(f'{v:.1f}' for v in figures[tag][name])}" for tag, _code in trees)
+        print(f"{name:34s} us: {cells}")
+
+
 def main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--duration", type=float, default=5)
@@ -78,7 +171,18 @@ def main(argv: list[str]) -> int:
     parser.add_argument(
         "--against", metavar="CHECKOUT", help="another checkout (a before), measured figure by figure beside this one"
     )
+    parser.add_argument("--in-process", action="store_true", help="the write path without HTTP, CPU us per op")
+    parser.add_argument("--records", type=int, default=20_000, help="--in-process: creates, patches and batched records")
+    parser.add_argument("--runs", type=int, default=2, help="--in-process: runs per checkout, alternating")
+    parser.add_argument("--in-process-child", metavar="CHECKOUT", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
+    if args.in_process_child:
+        print(json.dumps(in_process(args.records)))
+        return 0
+    if args.in_process:
+        trees = [("this", ROOT)] + ([("against", Path(args.against).resolve())] if args.against else [])
+        compare_in_process(trees, args.records, args.runs)
+        return 0
     sizes = [int(s) for s in args.sizes.split(",")]
     counts = [int(c) for c in args.connections.split(",")]
     trees = [("this", ROOT)] + ([("against", Path(args.against).resolve())] if args.against else [])

@@ -228,7 +228,7 @@ class BatchRoute:
             stored = batch.insert(model.name, checked)
             id_ = stored[model.id_field]
             written.append((model, id_))
-            return f'{{"status":201,"id":{compact_json(id_)},"etag":"\\"{offset}\\""}}'
+            return f'{{"status":201,"id":{_id_json(id_)},"etag":"\\"{offset}\\""}}'
         current, _watermark = store.get(model.name, key)
         if op.conditions is not None:  # rule 2, before the op's other checks, as the single route
             _check_precondition(store, op, key, current, access, claims)
@@ -240,7 +240,7 @@ class BatchRoute:
                 access.check_delete(model, rules, current, claims)
             batch.delete(model.name, key)
             written.append((model, key))
-            return f'{{"status":204,"id":{compact_json(key)}}}'
+            return f'{{"status":204,"id":{_id_json(key)}}}'
         if current is None:
             raise missing(model, key)
         if rules is not None:
@@ -253,7 +253,13 @@ class BatchRoute:
             access.check_update(model, rules, current, checked, claims)
         _previous, stored = batch.replace(model.name, key, checked)
         written.append((model, key))
-        return f'{{"status":200,"id":{compact_json(key)},"record":{compact_json(stored)},"etag":"\\"{offset}\\""}}'
+        return f'{{"status":200,"id":{_id_json(key)},"record":{compact_json(stored)},"etag":"\\"{offset}\\""}}'
+
+
+def _id_json(id_: Any) -> str:
+    """An id as JSON: an int's digits as they are (the common id, one per op of a batch,
+    where the JSON encoder's call cost more than the digits), else `compact_json`."""
+    return str(id_) if type(id_) is int else compact_json(id_)
 
 
 def _check_precondition(

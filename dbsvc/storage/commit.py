@@ -152,7 +152,8 @@ class LogWriter:
 
     @property
     def held_frames(self) -> int:
-        """Frames held for the next `write_held` (not yet handed to the kernel)."""
+        """Chunks held for the next `write_held` (not yet handed to the kernel): a frame
+        each, or a batch's frames as one (`CommitQueue.submit_group`)."""
         return len(self._held)
 
     def hold(self, frame: bytes) -> int:
@@ -332,8 +333,9 @@ class CommitQueue:
         ends = [start := start + len(frame) for frame in frames]
         failed = False
         if self.sync:
-            for frame in frames:
-                self.writer.hold(frame)
+            # Held as one chunk: the frames go out together in the next write call anyway,
+            # at the positions `ends` gives them.
+            self.writer.hold(frames[0] if len(frames) == 1 else b"".join(frames))
         else:
             try:
                 self.writer.append(b"".join(frames))
