@@ -101,13 +101,21 @@ def in_process(records: int) -> dict[str, float]:
     rng = random.Random(1)
 
     def text(i: int) -> str:
-        return json.dumps({"author_id": i % USERS + 1, "title": f"bench {i}", "body": BODY, "score": rng.randint(0, 99) + 0.5})
+        return json.dumps(
+            {"author_id": i % USERS + 1, "title": f"bench {i}", "body": BODY, "score": rng.randint(0, 99) + 0.5}
+        )
 
     creates = [text(i) for i in range(records)]
     patches = [json.dumps({"score": rng.randint(0, 99) + 0.25}) for _ in range(records)]
     ids = [rng.randint(1, records) for _ in range(records)]
     batches = [
-        json.dumps({"ops": [{"op": "create", "model": "blog-post", "record": json.loads(text(b * 100 + i))} for i in range(100)]})
+        json.dumps(
+            {
+                "ops": [
+                    {"op": "create", "model": "blog-post", "record": json.loads(text(b * 100 + i))} for i in range(100)
+                ]
+            }
+        )
         for b in range(records // 100)
     ]
     rows = [[json.loads(text(b * 100 + i)) for i in range(100)] for b in range(records // 100)]
@@ -115,8 +123,12 @@ def in_process(records: int) -> dict[str, float]:
 
     async def run() -> None:
         with tempfile.TemporaryDirectory() as tmp:
-            store = Store.open(str(tenants.create_tenant(tmp, "default")), module.MODELS, module.DESCRIPTION, sync="off")
-            store.insert_batch([("User", user.validate_create({"email": f"u{i}@b.io", "name": f"u{i}"})) for i in range(USERS)])
+            store = Store.open(
+                str(tenants.create_tenant(tmp, "default")), module.MODELS, module.DESCRIPTION, sync="off"
+            )
+            store.insert_batch(
+                [("User", user.validate_create({"email": f"u{i}@b.io", "name": f"u{i}"})) for i in range(USERS)]
+            )
             route = BatchRoute(dict(module.ROUTES), Access(Refusals()))
             started = time.process_time()
             for body in creates:
@@ -172,7 +184,9 @@ def main(argv: list[str]) -> int:
         "--against", metavar="CHECKOUT", help="another checkout (a before), measured figure by figure beside this one"
     )
     parser.add_argument("--in-process", action="store_true", help="the write path without HTTP, CPU us per op")
-    parser.add_argument("--records", type=int, default=20_000, help="--in-process: creates, patches and batched records")
+    parser.add_argument(
+        "--records", type=int, default=20_000, help="--in-process: creates, patches and batched records"
+    )
     parser.add_argument("--runs", type=int, default=2, help="--in-process: runs per checkout, alternating")
     parser.add_argument("--in-process-child", metavar="CHECKOUT", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
