@@ -7,7 +7,7 @@
   and a missing required field each fail to compile (`@ts-expect-error` lines that would
   themselves fail if the line compiled), and the same lines without the directive give the
   compiler's own errors.
-- Node against a real server: CRUD, ETags, typed errors, a batch, cursor pages, then a
+- Node and headless Chromium against a real server: CRUD, ETags, typed errors, a batch, cursor pages, then a
   subscription and a live query across a server restart mid-stream: every event of the log
   once, in order (checked against `/replicate`), and the live set equal to a fresh list.
 """
@@ -197,14 +197,15 @@ def test_node_crud_errors_and_feeds_across_a_restart_mid_stream(tmp_path):
     assert min(report["connects"]) >= 2  # both feeds did reconnect
 
 
-def write(port: int, prefix: str) -> None:
+def write(port: int, prefix: str, headers: dict[str, str] | None = None) -> None:
     """Creates, a merge out of and into the live query's filter (role=admin), a delete, a batch."""
     import http.client
 
     conn = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
 
     def call(method: str, path: str, body: object | None = None) -> dict:
-        conn.request(method, path, None if body is None else json.dumps(body), {"Content-Type": "application/json"})
+        sent = {"Content-Type": "application/json", **(headers or {})}
+        conn.request(method, path, None if body is None else json.dumps(body), sent)
         reply = conn.getresponse()
         data = reply.read()
         assert reply.status < 300, (method, path, reply.status, data)
@@ -234,12 +235,16 @@ def write(port: int, prefix: str) -> None:
 
 
 @needs_tsc
-def test_in_headless_chromium_through_cors_and_the_bearer_subprotocol(tmp_path):
+def test_in_headless_chromium_across_a_restart_through_cors_and_the_bearer_subprotocol(tmp_path):
     """A page of another origin: REST through CORS, the feeds' token as the `bearer.<JWT>`
-    subprotocol (a browser cannot set Authorization on a WebSocket)."""
+    subprotocol (a browser cannot set Authorization on a WebSocket); the server restarted
+    mid-stream, the subscription hands over every event of the log once, in order, and the
+    live set equals a fresh list."""
     import functools
     import http.server
+    import socket
     import threading
+    from urllib.parse import urlencode
 
     from selenium.webdriver.common.by import By
 
@@ -262,28 +267,47 @@ def test_in_headless_chromium_through_cors_and_the_bearer_subprotocol(tmp_path):
     )
     threading.Thread(target=static.serve_forever, daemon=True).start()
     origin = f"http://127.0.0.1:{static.server_address[1]}"
+    with socket.socket() as probe:  # a fixed port: the restarted server is the same origin
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
     idp = TestIdp(tmp_path / "idp")
-    server = start_server(SCHEMAS / "blog.dbs", idp.data_dir(), idp.server_env(SERVICE_CORS_ORIGINS=origin))
+    data = idp.data_dir()
+    env = idp.server_env(SERVICE_CORS_ORIGINS=origin, SERVICE_PORT=str(port))
+    auth = {"Authorization": f"Bearer {idp.token()}"}
+    server = start_server(SCHEMAS / "blog.dbs", data, env)
     driver = open_driver()
     try:
-        from urllib.parse import urlencode
-
-        query = urlencode({"server": f"http://127.0.0.1:{server.port}", "token": idp.token()})
+        query = urlencode({"server": f"http://127.0.0.1:{port}", "token": idp.token()})
         driver.get(f"{origin}/browser.html?{query}")
+        phase = driver.find_element(By.ID, "phase")
         result = driver.find_element(By.ID, "result")
-        wait_for(driver, lambda: result.text != "running", "the page's result", timeout=90)
+        wait_for(driver, lambda: phase.text == "ready" or result.text != "running", "the page's feeds", timeout=90)
+        assert result.text == "running", result.text
+        write(port, "before", auth)
+        assert server.stop(signal.SIGTERM, timeout=30) == 0
+        server = start_server(SCHEMAS / "blog.dbs", data, env)
+        write(port, "after", auth)
+        head = int(server.get("/api/user?limit=0", headers=auth).headers["dbsvc-offset"])
+        driver.execute_script("window.finish(arguments[0])", head)
+        wait_for(driver, lambda: result.text != "running", "the page's result", timeout=120)
         text = result.text
         assert not text.startswith("error"), text
         report = json.loads(text)
+        logged = [e for e in log_events(port, head, token=idp.token()) if e["model"] == "User"]
     finally:
         driver.quit()
         static.shutdown()
         server.stop()
     assert report["listed"] == [report["id"]]
     assert report["refusal"] == "422 constraint_violation name"
-    assert report["reached"] is True and report["inLive"] is True
-    assert [kind for kind, _ in report["events"]] == ["insert"]
+    assert report["reached"] is True and report["liveEqual"] is True
+    start = report["events"][0][0]
+    assert report["events"] == [
+        [e["offset"], e["kind"], e["id"], e.get("record")] for e in logged if e["offset"] >= start
+    ]
+    assert len(report["events"]) >= 2 * 8
     assert report["errors"] == ["null", "null"]
+    assert min(report["connects"]) >= 2  # both feeds did reconnect
 
 
 def test_a_built_app_writes_the_same_typescript_client(tmp_path):

@@ -50,12 +50,15 @@ def client_module(schema: Path, directory: Path, name: str | None = None) -> Mod
     return module
 
 
-def log_events(port: int, head: int, timeout: float = 30.0) -> list[dict[str, Any]]:
-    """Every event of the server's durable log up to offset `head`, in offset order."""
+def log_events(port: int, head: int, timeout: float = 30.0, token: str | None = None) -> list[dict[str, Any]]:
+    """Every event of the server's durable log up to offset `head`, in offset order (`token`
+    for a guarded server)."""
     events: list[dict[str, Any]] = []
     if head == 0:
         return events
-    with connect(f"ws://127.0.0.1:{port}/replicate?after=0", open_timeout=timeout, max_size=None) as socket:
+    headers = {"Authorization": f"Bearer {token}"} if token else None
+    url = f"ws://127.0.0.1:{port}/replicate?after=0"
+    with connect(url, open_timeout=timeout, max_size=None, additional_headers=headers) as socket:
         while True:
             data = socket.recv(timeout=timeout)
             assert isinstance(data, bytes), f"/replicate sent text: {data!r}"
