@@ -218,3 +218,25 @@ def test_on_a_guarded_service_writes_carry_the_token_and_a_missing_one_is_explai
     wait_for(page, lambda: "Created User" in page.find_element(By.ID, "write-note").text, "the create with the token")
     [stored] = server.get("/api/user", headers=auth).json["data"]
     assert (stored["email"], stored["name"]) == ("t@example.com", "Tok")
+
+
+def test_saving_an_edit_that_changes_nothing_writes_nothing(serve, page):
+    """An edit sends only the fields that changed: with none, no PATCH (a PATCH of the same
+    values would still be a write, a new version and ETag)."""
+    server = serve()
+    key = server.post("/api/user", {"email": "same@example.com", "name": "Same", "profile": {"a": [1, 2]}}).json["id"]
+    etag = server.get(f"/api/user/{key}").headers["etag"]
+    open_explorer(page, server.port, "#/user")
+    wait_for_page(page, "/api/user?limit=20")
+    open_row(page, key)
+    page.find_element(By.ID, "record-edit").click()
+    wait_for(page, lambda: pane_state(page) == "edit", "the edit form")
+    page.find_element(By.ID, "record-save").click()
+    wait_for(page, lambda: form_problem(page) == "Nothing changed.", "the form saying nothing changed")
+    assert server.get(f"/api/user/{key}").headers["etag"] == etag
+    fill(page, "name", "Changed")  # one field changed: only it is sent, the rest stay as stored
+    page.find_element(By.ID, "record-save").click()
+    wait_for(page, lambda: "Saved User" in page.find_element(By.ID, "write-note").text, "the edit's answer")
+    after = server.get(f"/api/user/{key}")
+    assert after.headers["etag"] != etag
+    assert (after.json["name"], after.json["profile"], after.json["email"]) == ("Changed", {"a": [1, 2]}, "same@example.com")
