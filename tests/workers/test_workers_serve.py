@@ -1,0 +1,178 @@
+"""`dbsvc serve SCHEMA --workers 2` end to end: a supervisor, a writer and a reader on one port.
+
+One process tree serves the whole file (a module fixture: its start is the expensive part),
+and each test begins by finding every worker, so each leaves the tree whole for the next:
+- every worker answers every route (REST, /batch, operational, WebSockets);
+- a write through any worker is seen by the next read on the same connection;
+- kill -9 of the reader loses nothing, and the supervisor starts it again;
+- kill -9 of the writer: writes answer 503 with Retry-After until it is back, reads go on;
+- SIGTERM to the supervisor stops every worker, readers first, with status 0.
+Every wait is a poll with a deadline; connections are pinned to a worker (workers_kit.py).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import signal
+import time
+
+import pytest
+from websockets.asyncio.client import connect
+
+from support.server import ROOT
+from support.workers_kit import Workers, start_workers
+
+BLOG = ROOT / "schemas" / "blog.dbs"
+
+
+@pytest.fixture(scope="module")
+def tree(tmp_path_factory) -> Workers:
+    workers = start_workers(BLOG, tmp_path_factory.mktemp("workers") / "data", 2)
+    yield workers
+    if workers.proc.poll() is None:
+        workers.stop(signal.SIGKILL)
+
+
+def user(name: str) -> dict:
+    return {"email": f"{name}@example.com", "name": name}
+
+
+def alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    return True
+
+
+def until(check, what: str, timeout: float = 60.0, every: float = 0.05):
+    """Poll `check()` until it returns something truthy, within `timeout` seconds."""
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        got = check()
+        if got:
+            return got
+        time.sleep(every)
+    raise AssertionError(f"not within {timeout} s: {what}")
+
+
+def test_every_worker_answers_every_route(tree):
+    created = tree.connection_to("writer").request("POST", "/api/user", user("route-seed"))
+    assert created.status == 201
+    for label in tree.labels:
+        conn = tree.connection_to(label)
+        assert conn.worker["role"] == ("writer" if label == "writer" else "reader")
+        assert conn.get("/health").json["worker"]["label"] == label
+        assert conn.get("/ready").status == 200
+        metrics = conn.get("/metrics")
+        assert metrics.status == 200 and metrics.json["worker"]["label"] == label
+        assert f'worker="{label}"' in conn.request("GET", "/metrics", headers={"Accept": "text/plain"}).body.decode()
+        assert conn.get("/openapi.json").status == 200 and conn.get("/api/").status == 200
+        mine = conn.request("POST", "/api/user", user(f"every-{label}"))
+        assert mine.status == 201, mine
+        key = mine.json["id"]
+        assert conn.get(f"/api/user/{key}").json["name"] == f"every-{label}"
+        assert conn.get("/api/user?name=route-seed").json["total"] == 1
+        assert conn.request("PUT", f"/api/user/{key}", {**user(f"every-{label}"), "age": 7}).json["age"] == 7
+        assert conn.request("PATCH", f"/api/user/{key}", {"age": 8}).json["age"] == 8
+        batch = conn.request("POST", "/batch", {"ops": [{"op": "patch", "model": "user", "id": key, "record": {"age": 9}}]})
+        assert batch.status == 200 and conn.get(f"/api/user/{key}").json["age"] == 9
+        assert conn.request("DELETE", f"/api/user/{key}").status == 204
+        assert conn.get(f"/api/user/{key}").status == 404
+        snapshot = conn.get("/snapshot").json
+        assert snapshot["offset"] == int(conn.get("/api/user").headers["dbsvc-offset"])
+        asyncio.run(asyncio.wait_for(sockets_answer(tree, label, snapshot["offset"]), 60))
+    # Both workers hold the same history: the same epoch, offsets and watermarks.
+    a, b = (tree.connection_to(label).get("/snapshot").json for label in tree.labels)
+    assert (a["epoch"], a["offset"], a["watermarks"]) == (b["epoch"], b["offset"], b["watermarks"])
+
+
+async def sockets_answer(tree: Workers, label: str, head: int) -> None:
+    """/subscribe (with after=), /live-query and /replicate on a socket `label` accepted."""
+    base = f"ws://127.0.0.1:{tree.port}"
+    async with connect(f"{base}/subscribe/user?after={head - 1}", sock=tree.socket_to(label)) as ws:
+        event = json.loads(await asyncio.wait_for(ws.recv(), 10))
+        assert event["offset"] == head
+    async with connect(f"{base}/live-query/user?name=route-seed", sock=tree.socket_to(label)) as ws:
+        init = json.loads(await asyncio.wait_for(ws.recv(), 10))
+        assert init["type"] == "Init" and [r["name"] for r in init["records"]] == ["route-seed"]
+    async with connect(f"{base}/replicate?after={head - 1}", sock=tree.socket_to(label)) as ws:
+        frame = await asyncio.wait_for(ws.recv(), 10)
+        assert int.from_bytes(frame[:8], "big") == head
+
+
+def test_a_write_through_any_worker_is_read_on_the_same_connection(tree):
+    for label in tree.labels:
+        conn = tree.connection_to(label)
+        for n in range(20):
+            created = conn.request("POST", "/api/user", user(f"ryw-{label}-{n}"))
+            assert created.status == 201
+            read = conn.get(f"/api/user/{created.json['id']}")
+            assert read.status == 200, (label, n, read)
+            assert int(read.headers["dbsvc-offset"]) >= int(created.headers["dbsvc-offset"])
+            changed = conn.request("PATCH", f"/api/user/{created.json['id']}", {"age": n})
+            assert conn.get(f"/api/user/{created.json['id']}").json["age"] == n, changed
+
+
+def test_a_forwarded_refusal_is_the_writers_answer(tree):
+    reader = tree.connection_to("reader-1")
+    writer = tree.connection_to("writer")
+    writer.request("POST", "/api/user", user("dup"))
+    for conn in (reader, writer):
+        refused = conn.request("POST", "/api/user", user("dup"))
+        assert refused.status == 409 and refused.headers["content-type"] == "application/problem+json"
+        assert refused.json["code"] == "unique_violation"
+        assert refused.json["request_id"] == refused.headers["x-request-id"]
+        assert conn.request("POST", "/api/nothing", {}).status == 404
+
+
+def test_kill_9_of_the_reader_loses_nothing_and_it_comes_back(tree):
+    writer = tree.connection_to("writer")
+    before = tree.connection_to("reader-1")
+    pid = before.worker["pid"]
+    keys = [writer.request("POST", "/api/user", user(f"before-kill-{n}")).json["id"] for n in range(5)]
+    os.kill(pid, signal.SIGKILL)
+    until(lambda: not alive(pid), "the reader is gone")
+    keys += [writer.request("POST", "/api/user", user(f"during-kill-{n}")).json["id"] for n in range(5)]
+    tree.wait_log(r"worker reader-1 ready", count=2)
+    after = until(lambda: tree.connection_to("reader-1"), "the reader answers again")
+    assert after.worker["pid"] != pid
+    for key in keys:
+        assert after.get(f"/api/user/{key}").status == 200
+    assert after.get("/snapshot").json["offset"] >= int(writer.get("/api/user").headers["dbsvc-offset"]) - 0
+
+
+def test_kill_9_of_the_writer_stops_writes_until_it_is_back_and_reads_go_on(tree):
+    writer = tree.connection_to("writer")
+    reader = tree.connection_to("reader-1")
+    key = writer.request("POST", "/api/user", user("kept-across-writer-kill")).json["id"]
+    until(lambda: reader.get(f"/api/user/{key}").status == 200, "the reader has the record")
+    os.kill(writer.worker["pid"], signal.SIGKILL)
+    until(lambda: not alive(writer.worker["pid"]), "the writer is gone")
+    refused = reader.request("POST", "/api/user", user("while-the-writer-is-down"))
+    assert refused.status == 503, refused
+    assert refused.headers["content-type"] == "application/problem+json"
+    assert refused.json["code"] == "unavailable" and "writer" in refused.json["detail"]
+    assert int(refused.headers["retry-after"]) >= 1
+    assert reader.get(f"/api/user/{key}").json["name"] == "kept-across-writer-kill"
+    assert reader.get("/api/user?name=kept-across-writer-kill").json["total"] == 1
+    tree.wait_log(r"worker writer ready", count=2)
+
+    def written():
+        reply = reader.request("POST", "/api/user", user("after-the-writer-is-back"))
+        return reply if reply.status == 201 else None
+
+    created = until(written, "a write through the reader succeeds again", every=0.2)
+    assert reader.get(f"/api/user/{created.json['id']}").status == 200
+    assert tree.connection_to("writer").worker["pid"] != writer.worker["pid"]
+
+
+def test_sigterm_to_the_supervisor_stops_every_worker(tree):
+    pids = tree.pids()
+    assert tree.stop(signal.SIGTERM) == 0
+    assert not [label for label, pid in pids.items() if alive(pid)]
+    text = "".join(tree.log)
+    assert text.index("worker=reader-1") < text.rindex("stopped; tenant 'default' closed cleanly worker=writer")
+    assert "stopped; all 2 workers exited worker=supervisor" in text
