@@ -15,8 +15,10 @@ Rules:
 2. What is forwarded: the method, the raw target, the body, and the request's headers but
    the hop-by-hop ones (RFC 9110 §7.6.1: Connection and the fields it names, Keep-Alive,
    TE, Transfer-Encoding, Upgrade, Proxy-*) and Content-Length, which is written anew for
-   the body as read; the request's id goes as `X-Request-Id`, so the upstream logs and
-   answers under the same id; then `headers` (the key the writer's listener checks).
+   the body as read, and any field `headers` names; the request's id goes as
+   `X-Request-Id`, so the upstream logs and answers under the same id; then `headers` (the
+   key the writer's listener checks: a client cannot send its own). A request without
+   Host (HTTP/1.0) gets the upstream's, as HTTP/1.1 requires one.
 3. What comes back: the status, the body, and the headers but those this layer writes on
    every response itself (Content-Length, Date, Server, X-Request-Id, Connection,
    Keep-Alive, Transfer-Encoding); Content-Type becomes `Response.content_type`. Header
@@ -122,14 +124,18 @@ def _raw_headers(event: h11.Response) -> list[tuple[bytes, bytes, bytes]]:
     return [(name, name.lower(), value) for name, value in event.headers.raw_items()]
 
 
-def forwarded_head(request: Request, headers: list[tuple[str, str]]) -> h11.Request:
-    """Rule 2: the request line and headers sent upstream for `request`."""
-    named = {value.strip().lower() for name, value in request.headers if name == "connection"}
+def forwarded_head(request: Request, headers: list[tuple[str, str]], authority: str = "localhost") -> h11.Request:
+    """Rule 2: the request line and headers sent upstream for `request`; `authority` is the
+    Host of a request that had none (HTTP/1.0)."""
+    named = {part.strip().lower() for name, value in request.headers if name == "connection" for part in value.split(",")}
+    named.update(name.lower() for name, _value in headers)  # ours replace a client's
     fields: list[tuple[str, str]] = [
         (name, value)
         for name, value in request.headers
         if name not in HOP_BY_HOP and name not in named and not name.startswith("proxy-")
     ]
+    if request.header("host") is None:  # RFC 9112 §3.2: an HTTP/1.1 request has one
+        fields.insert(0, ("host", authority))
     fields.append(("content-length", str(len(request.body))))
     if request.request_id:
         fields.append(("x-request-id", request.request_id))
@@ -158,7 +164,7 @@ class Upstream:
 
     async def send(self, request: Request) -> Response:
         """The upstream's answer to `request` (rules 2 and 3); `UpstreamError` (rule 4)."""
-        head = forwarded_head(request, self.headers)
+        head = forwarded_head(request, self.headers, f"{self.host}:{self.port}")
         connection = self._take_idle()
         if connection is None:
             try:

@@ -128,6 +128,22 @@ def test_a_forwarded_refusal_is_the_writers_answer(tree):
         assert conn.request("POST", "/api/nothing", {}).status == 404
 
 
+def test_a_reader_forwards_a_write_whatever_its_client_sends_of_the_private_hop(tree):
+    """A client's own Dbsvc-Worker-Key is replaced, not passed on; an HTTP/1.0 request
+    without Host still reaches the writer (HTTP/1.1 needs one: the writer's is given)."""
+    reader = tree.connection_to("reader-1")
+    forged = reader.request("POST", "/api/user", user("forged-key"), headers={"Dbsvc-Worker-Key": "forged"})
+    assert forged.status == 201, forged
+    sock = tree.socket_to("reader-1")
+    body = json.dumps(user("http-one-oh")).encode()
+    sock.sendall(b"POST /api/user HTTP/1.0\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s" % (len(body), body))
+    answer = b""
+    while chunk := sock.recv(65536):
+        answer += chunk
+    sock.close()
+    assert answer.startswith(b"HTTP/1.1 201 "), answer
+
+
 def test_kill_9_of_the_reader_loses_nothing_and_it_comes_back(tree):
     writer = tree.connection_to("writer")
     before = tree.connection_to("reader-1")
@@ -141,7 +157,12 @@ def test_kill_9_of_the_reader_loses_nothing_and_it_comes_back(tree):
     assert after.worker["pid"] != pid
     for key in keys:
         assert after.get(f"/api/user/{key}").status == 200
-    assert after.get("/snapshot").json["offset"] >= int(writer.get("/api/user").headers["dbsvc-offset"]) - 0
+    assert after.get("/snapshot").json["offset"] >= created_offset(writer)
+
+
+def created_offset(conn) -> int:
+    """The writer's head as its last read says (`Dbsvc-Offset`)."""
+    return int(conn.get("/api/user").headers["dbsvc-offset"])
 
 
 def test_kill_9_of_the_writer_stops_writes_until_it_is_back_and_reads_go_on(tree):
