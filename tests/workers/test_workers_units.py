@@ -198,3 +198,41 @@ def test_workers_and_follow_do_not_go_together(capsys, tmp_path, monkeypatch):
     assert status == 2
     assert "--workers and --follow do not go together" in capsys.readouterr().err
     assert not list(tmp_path.iterdir())  # nothing touched
+
+
+def test_a_forwarded_write_waits_until_its_offset_is_applied(tmp_path):
+    """AppliedOffsets on a real store: a future for an offset not yet applied completes
+    when the row is committed, one already applied needs none, and a rebind to another
+    store (a bootstrap) releases what that store already holds."""
+    from dbsvc.workers.forward import AppliedOffsets
+    from support.storage import open_store, user as user_record
+
+    (tmp_path / "a").mkdir()
+    (tmp_path / "b").mkdir()
+
+    async def body():
+        store = open_store(str(tmp_path / "a"), sync="off")
+        applied = AppliedOffsets(store)
+        assert applied.wait(0) is None
+        first, second = applied.wait(1), applied.wait(2)
+        assert not first.done() and applied.waiting == 2
+        await store.insert("User", user_record(1))
+        await asyncio.sleep(0)
+        assert first.done() and not second.done()
+        other = open_store(str(tmp_path / "b"), sync="off")
+        for i in (1, 2):
+            await other.insert("User", user_record(i))
+        applied.rebind(other)
+        assert second.done() and applied.waiting == 0
+        late = applied.wait(3)
+        await store.insert("User", user_record(2))  # the old store no longer counts
+        await asyncio.sleep(0)
+        assert not late.done()
+        await other.insert("User", user_record(3))
+        await asyncio.sleep(0)
+        assert late.done()
+        applied.close()
+        store.close()
+        other.close()
+
+    asyncio.run(asyncio.wait_for(body(), 10))
