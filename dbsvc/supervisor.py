@@ -99,6 +99,10 @@ def supervise(module: Any, environ: Mapping[str, str], count: int) -> int:
 
     if not 2 <= count <= MAX_WORKERS:
         raise ConfigError(f"--workers must be from 1 to {MAX_WORKERS}, got {count}")
+    if not any(arg.startswith("--workers") for arg in sys.orig_argv):
+        # Each worker runs this process's command line again: one that does not carry the
+        # flag (cli.main called from another program) would start that program N times.
+        raise ConfigError("--workers is given on the command line of `dbsvc serve` only (each worker runs it again)")
     require_server_packages()
     config = server_config(module, environ)
     configure_logging(config.log_level, config.log_format, worker="supervisor")

@@ -33,8 +33,9 @@ class Connection:
     """One keep-alive connection, pinned to the worker that accepted it (never reopened:
     a reply on another connection could come from another worker)."""
 
-    def __init__(self, port: int) -> None:
+    def __init__(self, port: int, headers: dict | None = None) -> None:
         self.http = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
+        self.headers = dict(headers or {})  # sent with every request (a token)
         self.worker = self.request("GET", "/health").json["worker"]
 
     @property
@@ -42,7 +43,7 @@ class Connection:
         return self.worker["label"]
 
     def request(self, method: str, path: str, body=None, headers: dict | None = None) -> Reply:
-        headers = dict(headers or {})
+        headers = {**self.headers, **(headers or {})}
         if body is not None and not isinstance(body, (bytes, str)):
             body = json.dumps(body)
             headers.setdefault("Content-Type", "application/json")
@@ -66,6 +67,7 @@ class Workers:
         self.data_dir = data_dir
         self.log = log
         self.count = count
+        self.headers: dict[str, str] = {}  # every Connection's (a token, for a guarded tree)
 
     @property
     def labels(self) -> list[str]:
@@ -79,7 +81,7 @@ class Workers:
             if time.monotonic() > end:
                 break
             try:
-                connection = Connection(self.port)
+                connection = Connection(self.port, self.headers)
             except (OSError, http.client.HTTPException):
                 time.sleep(0.05)  # a worker between two lives: its socket closed under us
                 continue
@@ -110,6 +112,13 @@ class Workers:
                 return sock
             sock.close()
         raise AssertionError(f"no socket reached worker {label!r}")
+
+    def private_port(self) -> int:
+        """The writer's private port, from its `listening on` line that is not the public one."""
+        found = re.compile(r"listening on 127\.0\.0\.1:(\d+) worker=writer")
+        ports = {int(m.group(1)) for line in list(self.log) if (m := found.search(line))}
+        (port,) = ports - {self.port}
+        return port
 
     def pids(self) -> dict[str, int]:
         """Each worker's pid, as its /health says."""

@@ -1,11 +1,14 @@
 """`dbsvc serve SCHEMA --workers 2` end to end: a supervisor, a writer and a reader on one port.
 
 One process tree serves the whole file (a module fixture: its start is the expensive part),
-and each test begins by finding every worker, so each leaves the tree whole for the next:
+behind the token guard (so the reader follows its writer with the supervisor's key, not a
+token, and forwards writes under the client's token), and each test begins by finding
+every worker, so each leaves the tree whole for the next:
 - every worker answers every route (REST, /batch, operational, WebSockets);
 - a write through any worker is seen by the next read on the same connection;
 - kill -9 of the reader loses nothing, and the supervisor starts it again;
 - kill -9 of the writer: writes answer 503 with Retry-After until it is back, reads go on;
+- the writer's private port refuses anyone without the supervisor's key;
 - SIGTERM to the supervisor stops every worker, readers first, with status 0.
 Every wait is a poll with a deadline; connections are pinned to a worker (workers_kit.py).
 """
@@ -13,14 +16,17 @@ Every wait is a poll with a deadline; connections are pinned to a worker (worker
 from __future__ import annotations
 
 import asyncio
+import http.client
 import json
 import os
 import signal
 import time
 
 import pytest
+from cryptography.hazmat.primitives.asymmetric import rsa
 from websockets.asyncio.client import connect
 
+from support.authkit import TENANT, mint, public_pem
 from support.server import ROOT
 from support.workers_kit import Workers, start_workers
 
@@ -29,7 +35,13 @@ BLOG = ROOT / "schemas" / "blog.dbs"
 
 @pytest.fixture(scope="module")
 def tree(tmp_path_factory) -> Workers:
-    workers = start_workers(BLOG, tmp_path_factory.mktemp("workers") / "data", 2)
+    root = tmp_path_factory.mktemp("workers")
+    key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
+    (root / "idp.pem").write_bytes(public_pem(key))
+    (root / "data" / TENANT).mkdir(parents=True)
+    env = {"SERVICE_JWT_PUBKEY": str(root / "idp.pem"), "SERVICE_TENANT": TENANT}
+    workers = start_workers(BLOG, root / "data", 2, env)
+    workers.headers = {"Authorization": f"Bearer {mint(key, 'RS256')}"}
     yield workers
     if workers.proc.poll() is None:
         workers.stop(signal.SIGKILL)
@@ -92,13 +104,14 @@ def test_every_worker_answers_every_route(tree):
 async def sockets_answer(tree: Workers, label: str, head: int) -> None:
     """/subscribe (with after=), /live-query and /replicate on a socket `label` accepted."""
     base = f"ws://127.0.0.1:{tree.port}"
-    async with connect(f"{base}/subscribe/user?after={head - 1}", sock=tree.socket_to(label)) as ws:
+    token = tree.headers
+    async with connect(f"{base}/subscribe/user?after={head - 1}", sock=tree.socket_to(label), additional_headers=token) as ws:
         event = json.loads(await asyncio.wait_for(ws.recv(), 10))
         assert event["offset"] == head
-    async with connect(f"{base}/live-query/user?name=route-seed", sock=tree.socket_to(label)) as ws:
+    async with connect(f"{base}/live-query/user?name=route-seed", sock=tree.socket_to(label), additional_headers=token) as ws:
         init = json.loads(await asyncio.wait_for(ws.recv(), 10))
         assert init["type"] == "Init" and [r["name"] for r in init["records"]] == ["route-seed"]
-    async with connect(f"{base}/replicate?after={head - 1}", sock=tree.socket_to(label)) as ws:
+    async with connect(f"{base}/replicate?after={head - 1}", sock=tree.socket_to(label), additional_headers=token) as ws:
         frame = await asyncio.wait_for(ws.recv(), 10)
         assert int.from_bytes(frame[:8], "big") == head
 
@@ -136,12 +149,36 @@ def test_a_reader_forwards_a_write_whatever_its_client_sends_of_the_private_hop(
     assert forged.status == 201, forged
     sock = tree.socket_to("reader-1")
     body = json.dumps(user("http-one-oh")).encode()
-    sock.sendall(b"POST /api/user HTTP/1.0\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s" % (len(body), body))
+    token = tree.headers["Authorization"].encode()
+    sock.sendall(
+        b"POST /api/user HTTP/1.0\r\nAuthorization: %s\r\nContent-Type: application/json\r\n"
+        b"Content-Length: %d\r\n\r\n%s" % (token, len(body), body)
+    )
     answer = b""
     while chunk := sock.recv(65536):
         answer += chunk
     sock.close()
     assert answer.startswith(b"HTTP/1.1 201 "), answer
+
+
+def test_a_reader_forwards_a_write_under_the_clients_own_token(tree):
+    reader = tree.connection_to("reader-1")
+    refused = reader.request("POST", "/api/user", user("no-token"), headers={"Authorization": ""})
+    assert refused.status == 401 and refused.headers["www-authenticate"].startswith("Bearer")
+    assert refused.json["code"] == "unauthorized"
+    assert reader.get("/metrics").json["replica"]["state"] == "following"
+
+
+def test_the_writers_private_port_needs_the_supervisors_key(tree):
+    port = tree.private_port()
+    for headers in ({}, tree.headers, {"Dbsvc-Worker-Key": "guess"}):
+        for method, path in (("GET", "/replicate/snapshot"), ("GET", "/snapshot"), ("POST", "/api/user")):
+            conn = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
+            conn.request(method, path, body=json.dumps(user("sneaky")), headers=headers)
+            reply = conn.getresponse()
+            assert reply.status == 403, (path, headers)
+            assert b"Dbsvc-Worker-Key is missing or wrong" in reply.read()
+            conn.close()
 
 
 def test_kill_9_of_the_reader_loses_nothing_and_it_comes_back(tree):
@@ -195,5 +232,6 @@ def test_sigterm_to_the_supervisor_stops_every_worker(tree):
     assert tree.stop(signal.SIGTERM) == 0
     assert not [label for label, pid in pids.items() if alive(pid)]
     text = "".join(tree.log)
-    assert text.index("worker=reader-1") < text.rindex("stopped; tenant 'default' closed cleanly worker=writer")
+    reader_closed = text.rindex(f"stopped; tenant {TENANT!r} closed cleanly worker=reader-1")
+    assert reader_closed < text.rindex(f"stopped; tenant {TENANT!r} closed cleanly worker=writer")
     assert "stopped; all 2 workers exited worker=supervisor" in text
