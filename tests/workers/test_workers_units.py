@@ -18,9 +18,11 @@ from dbsvc.errors import ConfigError, UpstreamError
 from dbsvc.http.types import Request, Response
 from dbsvc.http.upstream import Upstream, answer, forwarded_head
 from dbsvc.logs import configure_logging, flush_logs, log_request
-from dbsvc.workers.forward import written_offset
+from dbsvc.workers.forward import AppliedOffsets, written_offset
 from dbsvc.workers.role import Kind, WorkerRole, role_from_environ
 from support.server import ROOT
+from support.storage import open_store
+from support.storage import user as user_record
 
 BLOG = str(ROOT / "schemas" / "blog.dbs")
 GOOD = {"DBSVC_WORKER": "reader-2", "DBSVC_WORKERS": "3", "DBSVC_WORKER_PORT": "40001", "DBSVC_WORKER_KEY": "k"}
@@ -204,9 +206,6 @@ def test_a_forwarded_write_waits_until_its_offset_is_applied(tmp_path):
     """AppliedOffsets on a real store: a future for an offset not yet applied completes
     when the row is committed, one already applied needs none, and a rebind to another
     store (a bootstrap) releases what that store already holds."""
-    from dbsvc.workers.forward import AppliedOffsets
-    from support.storage import open_store, user as user_record
-
     (tmp_path / "a").mkdir()
     (tmp_path / "b").mkdir()
 
