@@ -8,9 +8,15 @@
    supervisor, a writer and a reader on one port) in turn, serves that tenant with default
    settings, unpinned, and loads it with wrk (`-t2`, `--connections`), unpinned as well: on
    a 2-core machine the servers and wrk share both cores, so N = 2 can at best use what wrk
-   leaves of them. GET one record (`/api/blog-post/<middle id>`) and the commonest list
-   (`?published=true&sort=-score&limit=20`), `--rounds` rounds of `--duration` seconds each.
-3. Prints, per N and figure, the median requests/s of the rounds (and each round's), p50
+   leaves of them. GET one record (`/api/blog-post/<middle id>`), the commonest list
+   (`?published=true&sort=-score&limit=20`) and a durable POST (SERVICE_SYNC=full: with N = 2
+   the connections that land on the reader are forwarded to the writer), `--rounds` rounds
+   of `--duration` seconds each.
+3. With N = 2, one connection to the writer and one to the reader (each found by asking a
+   new connection's `/health` which worker it reached), `--writes` POSTs one after another
+   on each: the p50 and p99 of a write answered by the writer itself and of one forwarded
+   by the reader (answered once the reader has applied it).
+4. Prints, per N and figure, the median requests/s of the rounds (and each round's), p50
    and p99, the server's CPU microseconds per request (every process of the tree: the
    supervisor and its workers, from /proc), and the tree's RSS after the load; plus the
    host's load average before each run, since other work shares the machine.
@@ -22,6 +28,8 @@ about min(N, C) / (CPU seconds per request) requests/s (bench/README.md, "Worker
 from __future__ import annotations
 
 import argparse
+import http.client
+import json
 import os
 import re
 import signal
@@ -35,7 +43,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path[:0] = [str(ROOT), str(ROOT / "bench")]
 
 from http_bench import process_cpu_seconds, run_wrk  # noqa: E402
-from service_bench import seed  # noqa: E402
+from service_bench import POST_LUA, seed  # noqa: E402
 
 SCHEMA = ROOT / "schemas" / "blog.dbs"
 READY = re.compile(r"all \d+ workers ready on http://[^:]+:(\d+)|listening on http://[^:]+:(\d+) \(tenant")
@@ -94,11 +102,39 @@ def start(data: Path, workers: int) -> tuple[subprocess.Popen, int]:
     raise RuntimeError(f"dbsvc serve --workers {workers} did not start")
 
 
-def measure_tree(proc: subprocess.Popen, url: str, duration: float, connections: int) -> dict:
+def measure_tree(proc: subprocess.Popen, url: str, duration: float, connections: int, script: str | None) -> dict:
     before = tree_cpu(proc.pid)
-    result = run_wrk(url, duration=duration, connections=connections, threads=2, core="0-1")
+    result = run_wrk(url, duration=duration, connections=connections, threads=2, core="0-1", script=script)
     result["cpu_us_per_request"] = (tree_cpu(proc.pid) - before) / max(1, result["requests"]) * 1e6
     return result
+
+
+def pinned_connection(port: int, label: str) -> http.client.HTTPConnection:
+    """A keep-alive connection the worker `label` accepted (at most 400 tries)."""
+    for _ in range(400):
+        conn = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
+        conn.request("GET", "/health")
+        if json.loads(conn.getresponse().read())["worker"]["label"] == label:
+            return conn
+        conn.close()
+    raise RuntimeError(f"no connection reached {label}")
+
+
+def write_latency(port: int, label: str, writes: int) -> tuple[float, float]:
+    """(p50, p99) in ms of `writes` sequential POSTs on one connection to `label`."""
+    conn = pinned_connection(port, label)
+    times = []
+    for n in range(writes):
+        body = json.dumps({"author_id": n % 1000 + 1, "title": f"lat {label} {n}", "body": "b", "score": 1.5})
+        started = time.perf_counter()
+        conn.request("POST", "/api/blog-post", body=body, headers={"Content-Type": "application/json"})
+        response = conn.getresponse()
+        response.read()
+        times.append(time.perf_counter() - started)
+        assert response.status == 201, response.status
+    conn.close()
+    times.sort()
+    return times[len(times) // 2] * 1000, times[int(len(times) * 0.99)] * 1000
 
 
 def main(argv: list[str]) -> int:
@@ -107,13 +143,16 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--duration", type=float, default=5)
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--connections", type=int, default=64)
+    parser.add_argument("--writes", type=int, default=300)
     args = parser.parse_args(argv)
     figures = {
-        "GET one": f"/api/blog-post/{args.records // 2}",
-        "list": "/api/blog-post?published=true&sort=-score&limit=20",
+        "GET one": (f"/api/blog-post/{args.records // 2}", None),
+        "list": ("/api/blog-post?published=true&sort=-score&limit=20", None),
+        "POST": ("/", "post.lua"),
     }
     with tempfile.TemporaryDirectory(prefix="dbsvc-workers-bench-") as tmp:
         data = Path(tmp) / "data"
+        (Path(tmp) / "post.lua").write_text(POST_LUA)
         print(f"seeding {args.records} posts ...", flush=True)
         seed(data, args.records)
         print(f"cores: {os.cpu_count()}; wrk -t2 -c{args.connections}, unpinned, shares them with the servers")
@@ -121,10 +160,13 @@ def main(argv: list[str]) -> int:
             load = os.getloadavg()
             proc, port = start(data, workers)
             try:
-                for name, path in figures.items():
+                for name, (path, lua) in figures.items():
                     url = f"http://127.0.0.1:{port}{path}"
-                    run_wrk(url, duration=1, connections=args.connections, threads=2, core="0-1")  # warm-up
-                    results = [measure_tree(proc, url, args.duration, args.connections) for _ in range(args.rounds)]
+                    script = str(Path(tmp) / lua) if lua else None
+                    run_wrk(url, duration=1, connections=args.connections, threads=2, core="0-1", script=script)
+                    results = [
+                        measure_tree(proc, url, args.duration, args.connections, script) for _ in range(args.rounds)
+                    ]
                     rps = sorted(r["rps"] for r in results)
                     mid = results[[r["rps"] for r in results].index(rps[len(rps) // 2])]
                     cpu = sorted(r["cpu_us_per_request"] for r in results)[len(results) // 2]
@@ -136,6 +178,11 @@ def main(argv: list[str]) -> int:
                         f"  errors {errors}  load before {load[0]:.2f}",
                         flush=True,
                     )
+                if workers > 1:
+                    for label in ("writer", "reader-1"):
+                        p50, p99 = write_latency(port, label, args.writes)
+                        how = "answered by the writer" if label == "writer" else "forwarded by the reader"
+                        print(f"N={workers} one connection, POST {how}: p50 {p50:.2f} ms  p99 {p99:.2f} ms", flush=True)
             finally:
                 proc.send_signal(signal.SIGTERM)
                 try:
