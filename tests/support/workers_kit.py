@@ -61,8 +61,11 @@ class Connection:
 class Workers:
     """A running supervisor and its workers."""
 
-    def __init__(self, proc: subprocess.Popen, port: int, data_dir: Path, log: list[str], count: int) -> None:
+    def __init__(
+        self, proc: subprocess.Popen, port: int, data_dir: Path, log: list[str], count: int, env: dict | None = None
+    ) -> None:
         self.proc = proc
+        self.env = dict(env or {})  # the variables it was started with, beside service_env's
         self.port = port
         self.data_dir = data_dir
         self.log = log
@@ -159,4 +162,4 @@ def start_workers(
             log.append(line)
 
     threading.Thread(target=drain, daemon=True).start()
-    return Workers(proc, port, data_dir, log, count)
+    return Workers(proc, port, data_dir, log, count, env)

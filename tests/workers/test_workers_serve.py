@@ -20,6 +20,8 @@ import http.client
 import json
 import os
 import signal
+import subprocess
+import sys
 import time
 
 import pytest
@@ -27,7 +29,7 @@ from cryptography.hazmat.primitives.asymmetric import rsa
 from websockets.asyncio.client import connect
 
 from support.authkit import TENANT, mint, public_pem
-from support.server import ROOT
+from support.server import ROOT, service_env
 from support.workers_kit import Workers, start_workers
 
 BLOG = ROOT / "schemas" / "blog.dbs"
@@ -179,6 +181,25 @@ def test_the_writers_private_port_needs_the_supervisors_key(tree):
             assert reply.status == 403, (path, headers)
             assert b"Dbsvc-Worker-Key is missing or wrong" in reply.read()
             conn.close()
+
+
+def test_a_second_supervisor_on_the_same_tenant_refuses_to_start(tree):
+    """One writer per tenant holds with workers too: the second tree's writer meets the
+    lock (exit 2 before it was ready), and so its supervisor exits 2, touching nothing."""
+    writer_pid = tree.connection_to("writer").worker["pid"]
+    before = sorted(p.name for p in (tree.data_dir / TENANT / "workers").iterdir())
+    done = subprocess.run(
+        [sys.executable, str(ROOT / "dbsvc.py"), "serve", str(BLOG), "--workers", "2"],
+        env=service_env(tree.data_dir, tree.env),
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 2, done.stderr
+    assert f"is locked by process {writer_pid}" in done.stderr
+    assert "worker writer exited with status 2 before it was ready" in done.stderr
+    assert sorted(p.name for p in (tree.data_dir / TENANT / "workers").iterdir()) == before
+    assert tree.connection_to("reader-1").get("/ready").status == 200
 
 
 def test_kill_9_of_the_reader_loses_nothing_and_it_comes_back(tree):
