@@ -290,7 +290,10 @@ def _run_bound(
         from dbsvc.workers.private import WriterPrimary
 
         primary = WriterPrimary(worker.private_port, worker.key)
-        primary.snapshot()  # the writer must be up: OSError -> exit 1, and the supervisor retries
+        try:
+            primary.snapshot()  # the writer must be up, else exit 1: the supervisor starts us again
+        except (OSError, ValueError) as exc:
+            raise OSError(f"the writer does not answer on 127.0.0.1:{worker.private_port} ({exc})") from exc
         directory = os.path.join(directory, "workers", worker.label)
         os.makedirs(directory, exist_ok=True)
         follow = f"http://127.0.0.1:{worker.private_port}"
