@@ -36,17 +36,31 @@ BLOG = ROOT / "schemas" / "blog.dbs"
 
 
 @pytest.fixture(scope="module")
-def tree(tmp_path_factory) -> Workers:
+def trees(tmp_path_factory):
+    """The file's tree, started again only if a test stopped it (the SIGTERM test, when
+    the tests run in another order than the file's)."""
     root = tmp_path_factory.mktemp("workers")
     key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
     (root / "idp.pem").write_bytes(public_pem(key))
     (root / "data" / TENANT).mkdir(parents=True)
     env = {"SERVICE_JWT_PUBKEY": str(root / "idp.pem"), "SERVICE_TENANT": TENANT}
-    workers = start_workers(BLOG, root / "data", 2, env)
-    workers.headers = {"Authorization": f"Bearer {mint(key, 'RS256')}"}
-    yield workers
-    if workers.proc.poll() is None:
-        workers.stop(signal.SIGKILL)
+    started: list[Workers] = []
+
+    def current() -> Workers:
+        if not started or started[-1].proc.poll() is not None:
+            started.append(start_workers(BLOG, root / "data", 2, env))
+            started[-1].headers = {"Authorization": f"Bearer {mint(key, 'RS256')}"}
+        return started[-1]
+
+    yield current
+    for workers in started:
+        if workers.proc.poll() is None:
+            workers.stop(signal.SIGKILL)
+
+
+@pytest.fixture
+def tree(trees) -> Workers:
+    return trees()
 
 
 def user(name: str) -> dict:
