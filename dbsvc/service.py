@@ -38,6 +38,7 @@ import errno
 import gc
 import logging
 import os
+import shutil
 import socket
 import time
 from collections.abc import Callable, Mapping
@@ -45,7 +46,7 @@ from typing import TYPE_CHECKING
 
 from dbsvc.config import Config, load_config
 from dbsvc.deps import require_server_packages
-from dbsvc.errors import ConfigError
+from dbsvc.errors import ConfigError, CorruptLog
 from dbsvc.exits import run_reporting
 from dbsvc.launch import program
 from dbsvc.notify import notify_ready, notify_stopping
@@ -271,9 +272,11 @@ def _run_bound(
 
     directory = resolve_tenant_dir(config)
 
-    def open_store(lock: WriterLock | None = None, compact_bytes: int = AUTO_COMPACT_BYTES) -> Store:
+    def open_store(
+        lock: WriterLock | None = None, where: str | None = None, compact_bytes: int = AUTO_COMPACT_BYTES
+    ) -> Store:
         return Store.open(
-            directory,
+            where or directory,
             module.MODELS,
             module.DESCRIPTION,
             sync=config.sync,
@@ -301,14 +304,23 @@ def _run_bound(
     if follow is None:
         store = open_store()
     else:
-        follower = build_follower(
-            module,
-            config,
-            follow,
-            directory,
-            lambda lock: open_store(lock, compact_bytes=FOLLOWER_COMPACT_BYTES),
-            primary,
-        )
+
+        def follower_of(directory: str) -> Follower:
+            def opener(lock: WriterLock | None) -> Store:
+                return open_store(lock, directory, compact_bytes=FOLLOWER_COMPACT_BYTES)
+
+            return build_follower(module, config, follow, directory, opener, primary)
+
+        try:
+            follower = follower_of(directory)
+        except CorruptLog as exc:
+            if primary is None:  # a replica's copy may be all there is: the operator decides
+                raise
+            # A reader's directory is a cache of the writer's (docs/workers.md): start afresh.
+            log.warning("this reader's copy is damaged (%s): discarding it and copying the writer again", exc)
+            shutil.rmtree(directory)
+            os.makedirs(directory)
+            follower = follower_of(directory)
         store = follower.store
     from dbsvc.realtime.broker import Broker
 

@@ -232,6 +232,30 @@ def test_kill_9_of_the_reader_loses_nothing_and_it_comes_back(tree):
     assert after.get("/snapshot").json["offset"] >= created_offset(writer)
 
 
+def test_a_reader_whose_copy_is_damaged_copies_the_writer_again(tree):
+    """A reader's directory is a cache of the writer's: a log damaged before its tail (a
+    disk fault: a byte flipped while the reader was down) is discarded, not a reader that
+    fails to start for ever."""
+    writer = tree.connection_to("writer")
+    keys = [writer.request("POST", "/api/user", user(f"damage-{n}")).json["id"] for n in range(5)]
+    reader = tree.connection_to("reader-1")
+    until(lambda: reader.get(f"/api/user/{keys[-1]}").status == 200, "the reader has the rows")
+    pid = reader.worker["pid"]
+    readies = sum("worker reader-1 ready" in line for line in list(tree.log))
+    os.kill(pid, signal.SIGKILL)
+    until(lambda: not alive(pid), "the reader is gone")
+    log = tree.data_dir / TENANT / "workers" / "reader-1" / "log"
+    data = bytearray(log.read_bytes())
+    data[80] ^= 0xFF  # inside the first frame, with good frames after it
+    log.write_bytes(bytes(data))
+    tree.wait_log(r"worker reader-1 ready", count=readies + 1)
+    tree.wait_log(r"copy is damaged .* copying the writer again worker=reader-1")
+    again = tree.connection_to("reader-1")
+    assert again.worker["pid"] != pid
+    for key in keys:
+        assert again.get(f"/api/user/{key}").status == 200
+
+
 def created_offset(conn) -> int:
     """The writer's head as its last read says (`Dbsvc-Offset`)."""
     return int(conn.get("/api/user").headers["dbsvc-offset"])
