@@ -149,7 +149,21 @@ def cmd_serve(args: argparse.Namespace) -> int:
     environ: Mapping[str, str] = os.environ
     if args.rebootstrap:  # the flag is the variable's twin (config.py)
         environ = {**os.environ, "SERVICE_FOLLOW_REBOOTSTRAP": "1"}
+    if args.workers > 1 and not os.environ.get("DBSVC_WORKER"):  # not a worker yet: supervise them
+        from dbsvc.errors import ConfigError
+        from dbsvc.supervisor import supervise
+
+        if args.follow:
+            raise ConfigError("--workers and --follow do not go together: a read replica runs as one process")
+        return supervise(_schema_module(args), environ, args.workers)
     return serve(_schema_module(args), environ, follow=args.follow)
+
+
+def _worker_count(text: str) -> int:
+    """`--workers N`: an integer from 1 to 1024."""
+    if not text.isdigit() or not 1 <= int(text) <= 1024:
+        raise argparse.ArgumentTypeError(f"expected an integer from 1 to 1024, got {text!r}")
+    return int(text)
 
 
 def cmd_init(args: argparse.Namespace) -> int:
@@ -374,6 +388,15 @@ def build_parser(module: Any = None) -> argparse.ArgumentParser:
         help="with --follow: when the primary's history cannot continue this replica's and the "
         "primary holds fewer rows, bootstrap again anyway, discarding the rows it lacks "
         "(SERVICE_FOLLOW_REBOOTSTRAP=1); see docs/replication.md#histories",
+    )
+    serve.add_argument(
+        "--workers",
+        metavar="N",
+        type=_worker_count,
+        default=1,
+        help="serve the tenant with N processes on one port (SO_REUSEPORT): one writer and N-1 "
+        "readers that follow it and forward writes to it; 1 (the default) is one process; "
+        "see docs/workers.md",
     )
     schema_command("openapi", f"print the OpenAPI 3.1 document of the service for {schema}", cmd_openapi)
     schema_command(

@@ -179,6 +179,15 @@ class WebSocketClientError(DbsvcError):
     """A client WebSocket that could not be opened, or failed (dbsvc.http.ws.client rule C2)."""
 
 
+class UpstreamError(DbsvcError):
+    """A forwarded request got no answer from its upstream (dbsvc.http.upstream rule 4):
+    `sent` False when it cannot have reached it (no connection), True when it may have."""
+
+    def __init__(self, message: str, *, sent: bool) -> None:
+        super().__init__(message)
+        self.sent = sent
+
+
 class HandshakeRefused(WebSocketClientError):
     """The server answered the opening handshake with `status`, not 101 (client rule C2)."""
 
@@ -355,6 +364,15 @@ class UpgradeRequired(RequestError):
 
 class Unavailable(RequestError):
     status, code, title = 503, "unavailable", "Service Unavailable"
+
+
+class WriterUnavailable(Unavailable):
+    """503 on a reader worker of `serve --workers N` while its writer is down (being
+    restarted): a write cannot be forwarded; `Retry-After` says when to try again."""
+
+    def __init__(self, detail: str, retry_after: int) -> None:
+        super().__init__(detail)
+        self.headers = [("Retry-After", str(retry_after))]
 
 
 class InternalError(RequestError):

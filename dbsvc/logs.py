@@ -23,6 +23,8 @@ or `json`, one object per line:
     {"ts": "2024-05-01T12:00:00.123Z", "level": "INFO", "target": "dbsvc.http.request",
      "message": "request", "method": "GET", "path": "/health", "status": 200, ...}
 Span fields travel as `extra={"fields": {...}}` and are merged into the JSON object.
+A worker of `serve --workers N` (docs/workers.md) ends every line, spans included, with
+`worker=reader-1` (text) or `"worker": "reader-1"` (json); its supervisor's with `supervisor`.
 
 Cost: the request span is the one per-request line, so its path is kept short. Records skip
 the caller/thread/process look-ups (`logging._srcfile`, `logThreads`, ... as the logging
@@ -250,6 +252,10 @@ class LineFormat(logging.Formatter):
 
     indent = ""  # before each traceback line
 
+    def __init__(self, worker: str | None = None) -> None:
+        super().__init__()
+        self.worker = worker  # `serve --workers N`: the label every line ends with
+
     def format(self, record: logging.LogRecord) -> str:
         return self.line(
             record.created,
@@ -295,6 +301,8 @@ class TextFormat(LineFormat):
         line = f"{_timestamp(created)} {level:>5} {target}: {message}"
         if fields:
             line += " " + " ".join(f"{key}={field_text(value)}" for key, value in fields.items())
+        if self.worker is not None:
+            line += f" worker={self.worker}"
         if error is not None:
             line += "\n" + error
         return _redact(line)
@@ -303,7 +311,7 @@ class TextFormat(LineFormat):
         """One format string per line. Of the fields only the path needs `field_text`: h11
         admits only token characters in a method, and a request id is `[A-Za-z0-9._-]`
         (message.RequestIds). Not redacted here: the handler redacts the batch."""
-        template = self._REQUEST
+        template = self._REQUEST if self.worker is None else f"{self._REQUEST} worker={self.worker}"
         lines = []
         for t in spans:
             path = t[2]
@@ -329,6 +337,8 @@ class JsonFormat(LineFormat):
         if fields:
             for key, value in fields.items():
                 payload.setdefault(key, value)
+        if self.worker is not None:
+            payload["worker"] = self.worker
         if error is not None:
             payload["error"] = error
         return _redact(printable_json(json.dumps(payload, ensure_ascii=False, default=str)))
@@ -337,6 +347,7 @@ class JsonFormat(LineFormat):
         """One `json.dumps` per line, of the dict `line` would build. Of the fields only the
         path may hold a character `printable_json` escapes (see TextFormat.request_lines)."""
         dumps = json.dumps
+        worker = {} if self.worker is None else {"worker": self.worker}
         lines = []
         for t in spans:
             line = dumps(
@@ -351,6 +362,7 @@ class JsonFormat(LineFormat):
                     "duration_ms": round(t[4], 3),
                     "bytes": t[5],
                     "request_id": t[6],
+                    **worker,
                 },
                 ensure_ascii=False,
                 default=str,
@@ -479,8 +491,11 @@ _error_lines: list[Callable[[str], None]] = []  # JSON mode's error line writer 
 _hooks: list[tuple[Any, Any]] = []  # the exception hooks JSON mode replaced, put back on reconfiguring
 
 
-def configure_logging(level_spec: str, fmt: str = "text", stream: TextIO | None = None) -> None:
-    """Apply RUST_LOG `level_spec` and SERVICE_LOG_FORMAT `fmt`; idempotent (re-applies)."""
+def configure_logging(
+    level_spec: str, fmt: str = "text", stream: TextIO | None = None, worker: str | None = None
+) -> None:
+    """Apply RUST_LOG `level_spec` and SERVICE_LOG_FORMAT `fmt`; idempotent (re-applies).
+    `worker`: the label of a worker of `serve --workers N`, which every line then names."""
     format_name = (fmt or "text").strip().lower()
     if format_name not in ("text", "json"):
         raise ConfigError(f"SERVICE_LOG_FORMAT: unknown format {fmt!r}; expected 'text' or 'json'")
@@ -499,7 +514,8 @@ def configure_logging(level_spec: str, fmt: str = "text", stream: TextIO | None 
         logging.getLogger(name).setLevel(logging.NOTSET)
     _configured.clear()
     span_log = SpanLog(
-        stream if stream is not None else sys.stderr, JsonFormat() if format_name == "json" else TextFormat()
+        stream if stream is not None else sys.stderr,
+        JsonFormat(worker) if format_name == "json" else TextFormat(worker),
     )
     if _error_lines:  # a JSON configuration before this one: its hooks go
         _error_lines.clear()

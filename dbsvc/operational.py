@@ -40,6 +40,15 @@ def served_openapi(document: str, *, guarded: bool) -> bytes:
     return json.dumps(doc, separators=(",", ":"), ensure_ascii=False).encode("utf-8")
 
 
+def worker_info(worker: dict[str, Any]) -> bytes:
+    """The Prometheus text lines naming the worker that answered (`serve --workers N`)."""
+    labels = f'worker="{worker["label"]}",role="{worker["role"]}",pid="{worker["pid"]}"'
+    return (
+        b"# HELP dbsvc_worker_info Which worker of serve --workers N answered.\n"
+        b"# TYPE dbsvc_worker_info gauge\n" + f"dbsvc_worker_info{{{labels}}} 1\n".encode("ascii")
+    )
+
+
 class OperationalRoutes:
     """`/health`, `/ready`, `/metrics`, the index, `/`, the two documents and `/snapshot`."""
 
@@ -54,6 +63,8 @@ class OperationalRoutes:
     replication: bool
     explorer: ExplorerPage | None
     connections: Callable[[], dict[str, int]]
+    # `serve --workers N`: which worker answers (WorkerRole.describe; docs/workers.md), else None
+    worker: dict[str, Any] | None = None
     _index: bytes
     _openapi: bytes
     _asyncapi: bytes
@@ -66,6 +77,8 @@ class OperationalRoutes:
         # `status` first (docs/guide/rest.md); then which build answers: the dbsvc version and the
         # schema's fingerprint (the one a read replica compares), as `--version` prints them.
         body: dict[str, Any] = {"status": "ok", "version": __version__, "schema": self.fingerprint}
+        if self.worker is not None:
+            body["worker"] = self.worker
         if self.replica is not None:
             # Which primary, the state (`diverged`: alive, serving, no longer following) and
             # whether it is ready or what it waits for (docs/replication.md, "Readiness").
@@ -108,6 +121,8 @@ class OperationalRoutes:
                 refused=dict(self.refusals.counts) if self.rules else None,
                 replica=replica,
             )
+            if self.worker is not None:
+                text += worker_info(self.worker)
             return Response(200, text, content_type=TEXT_TYPE)
         body = {
             "model_count": len(counts),
@@ -119,6 +134,8 @@ class OperationalRoutes:
             body["refused"] = dict(self.refusals.counts)
         if self.replica is not None:
             body["replica"] = self.replica.report(self.store.head_offset)
+        if self.worker is not None:
+            body["worker"] = self.worker
         return Response(200, json_bytes(body))
 
     def index(self, request: Request | None = None) -> Response:

@@ -20,6 +20,14 @@ Order matters and each step fails before the next one touches anything:
 `serve(module, environ)` is that whole path, shared by `dbsvc serve`, a built app and a
 generated module run as a script (`main`, which generated code calls directly). Importing
 this module loads neither h11 nor wsproto: the application is imported once step 0 passed.
+
+A worker of `serve --workers N` (dbsvc/supervisor.py starts them; docs/workers.md) runs the
+same path with its role from the environment (`dbsvc.workers.role`): every worker binds the
+public port with SO_REUSEPORT and logs with a `worker` field; the writer is the server above
+plus its private listener (dbsvc/workers/private.py); a reader follows the writer into its
+own directory `<tenant>/workers/reader-K` (a read replica that never refuses writes: it
+forwards them, dbsvc/workers/forward.py) and listens only once it has caught up with the
+writer's head as of its start.
 """
 
 from __future__ import annotations
@@ -30,6 +38,7 @@ import errno
 import gc
 import logging
 import os
+import shutil
 import socket
 import time
 from collections.abc import Callable, Mapping
@@ -37,7 +46,7 @@ from typing import TYPE_CHECKING
 
 from dbsvc.config import Config, load_config
 from dbsvc.deps import require_server_packages
-from dbsvc.errors import ConfigError
+from dbsvc.errors import ConfigError, CorruptLog
 from dbsvc.exits import run_reporting
 from dbsvc.launch import program
 from dbsvc.notify import notify_ready, notify_stopping
@@ -46,7 +55,9 @@ if TYPE_CHECKING:
     from dbsvc.app import Application
     from dbsvc.interfaces import GeneratedModule, TokenGuard
     from dbsvc.replica.follower import Follower, Opener
+    from dbsvc.replica.primary import Primary
     from dbsvc.storage.lock import WriterLock
+    from dbsvc.workers.role import WorkerRole
 
 log = logging.getLogger("dbsvc")
 
@@ -59,13 +70,18 @@ def main(module: GeneratedModule) -> int:
 def serve(module: GeneratedModule, environ: Mapping[str, str], follow: str | None = None) -> int:
     """Check the packages, read the configuration, serve `module` until a signal, printing
     where to go once it listens. `follow`: a primary's base URL (read replica)."""
+    from dbsvc.workers.role import role_from_environ
+
     require_server_packages()
     config = server_config(module, environ)
+    worker = role_from_environ(environ)
+    if worker is not None and follow is not None:
+        raise ConfigError("--workers and --follow do not go together: a read replica runs as one process")
 
     def announce(base_url: str, explorer: bool) -> None:
         print_ready(base_url, explorer, fmt=config.log_format, primary=follow)
 
-    return run_server(module, config, follow=follow, announce=announce)
+    return run_server(module, config, follow=follow, announce=announce if worker is None else None, worker=worker)
 
 
 def server_config(module: GeneratedModule, environ: Mapping[str, str]) -> Config:
@@ -213,23 +229,27 @@ def run_server(
     config: Config,
     follow: str | None = None,
     announce: Callable[[str, bool], None] | None = None,
+    worker: WorkerRole | None = None,
 ) -> int:
     """Serve a generated module until a signal; the exit status for the command line.
     `config` is `server_config(module, ...)`; `follow`: the base URL of a primary this
     server is a read replica of. `announce(base URL, explorer on)` is called once the
-    socket listens (the command line prints the URLs)."""
+    socket listens (the command line prints the URLs). `worker`: this process's role in
+    `serve --workers N` (the module docstring)."""
     from dbsvc import exits
     from dbsvc.logs import configure_logging, json_error_writer
 
-    configure_logging(config.log_level, config.log_format)
+    configure_logging(config.log_level, config.log_format, worker=worker.label if worker is not None else None)
     json_errors = json_error_writer()
     if json_errors is not None:  # SERVICE_LOG_FORMAT=json: the exit's error line is JSON too
         exits.reporter[:] = [json_errors]
     guard = build_guard(config)
     check_tenant(config)
+    if worker is not None:  # every worker binds the public port (docs/workers.md)
+        config = dataclasses.replace(config, http=dataclasses.replace(config.http, reuse_port=True))
     sockets = bind(config)
     try:
-        return _run_bound(module, config, guard, sockets, follow, announce)
+        return _run_bound(module, config, guard, sockets, follow, announce, worker)
     finally:
         for sock in sockets:
             sock.close()  # already closed when served; a start that failed leaves them here
@@ -242,6 +262,7 @@ def _run_bound(
     sockets: list[socket.socket],
     follow: str | None,
     announce: Callable[[str, bool], None] | None,
+    worker: WorkerRole | None = None,
 ) -> int:
     """`run_server` from the tenant on, the sockets bound."""
     from dbsvc.app import Application
@@ -251,9 +272,11 @@ def _run_bound(
 
     directory = resolve_tenant_dir(config)
 
-    def open_store(lock: WriterLock | None = None, compact_bytes: int = AUTO_COMPACT_BYTES) -> Store:
+    def open_store(
+        lock: WriterLock | None = None, where: str | None = None, compact_bytes: int = AUTO_COMPACT_BYTES
+    ) -> Store:
         return Store.open(
-            directory,
+            where or directory,
             module.MODELS,
             module.DESCRIPTION,
             sync=config.sync,
@@ -265,12 +288,39 @@ def _run_bound(
         )
 
     follower = None
+    primary: Primary | None = None
+    if worker is not None and worker.index > 0:  # a reader follows the writer (docs/workers.md)
+        from dbsvc.workers.private import WriterPrimary
+
+        primary = WriterPrimary(worker.private_port, worker.key)
+        try:
+            primary.snapshot()  # the writer must be up, else exit 1: the supervisor starts us again
+        except (OSError, ValueError) as exc:
+            raise OSError(f"the writer does not answer on 127.0.0.1:{worker.private_port} ({exc})") from exc
+        directory = os.path.join(directory, "workers", worker.label)
+        os.makedirs(directory, exist_ok=True)
+        follow = f"http://127.0.0.1:{worker.private_port}"
+        config = dataclasses.replace(config, follow_rebootstrap=True)  # the writer is the truth
     if follow is None:
         store = open_store()
     else:
-        follower = build_follower(
-            module, config, follow, directory, lambda lock: open_store(lock, compact_bytes=FOLLOWER_COMPACT_BYTES)
-        )
+
+        def follower_of(directory: str) -> Follower:
+            def opener(lock: WriterLock | None) -> Store:
+                return open_store(lock, directory, compact_bytes=FOLLOWER_COMPACT_BYTES)
+
+            return build_follower(module, config, follow, directory, opener, primary)
+
+        try:
+            follower = follower_of(directory)
+        except CorruptLog as exc:
+            if primary is None:  # a replica's copy may be all there is: the operator decides
+                raise
+            # A reader's directory is a cache of the writer's (docs/workers.md): start afresh.
+            log.warning("this reader's copy is damaged (%s): discarding it and copying the writer again", exc)
+            shutil.rmtree(directory)
+            os.makedirs(directory)
+            follower = follower_of(directory)
         store = follower.store
     from dbsvc.realtime.broker import Broker
 
@@ -285,12 +335,14 @@ def _run_bound(
         replica=follower.status if follower else None,
         explorer=explorer_enabled(config.explorer, config.http.host, guard is not None),
     )
+    if worker is not None:
+        app.worker = worker.describe(os.getpid())
     config = host_check(config, guard is not None)
     settle_heap()
     try:
         if follower is not None:
             follower.on_store = app.use_store
-        asyncio.run(_serve(app, config, guard, sockets, follower, announce))
+        asyncio.run(_serve(app, config, guard, sockets, follower, announce, worker))
     finally:
         store = follower.store if follower is not None else store  # app.store, unless a follower swapped it
         stats = store.stats()
@@ -319,8 +371,16 @@ GC_THRESHOLDS = (2_000, 10, 100)
 FOLLOWER_COMPACT_BYTES = 1 << 62
 
 
-def build_follower(module: GeneratedModule, config: Config, follow: str, directory: str, opener: Opener) -> Follower:
-    """The read replica's follower: store opened, fingerprint checked, bootstrapped if empty."""
+def build_follower(
+    module: GeneratedModule,
+    config: Config,
+    follow: str,
+    directory: str,
+    opener: Opener,
+    primary: Primary | None = None,
+) -> Follower:
+    """The read replica's follower: store opened, fingerprint checked, bootstrapped if empty.
+    `primary`: how to reach it, when not over HTTP at `follow` (a worker's writer)."""
     from dbsvc.replica.consumer import parse_endpoint
     from dbsvc.replica.follower import Follower
     from dbsvc.schema.describe import schema_fingerprint
@@ -333,6 +393,7 @@ def build_follower(module: GeneratedModule, config: Config, follow: str, directo
         schema_fingerprint(module.DESCRIPTION),
         token=config.token,
         rebootstrap=config.follow_rebootstrap,
+        primary=primary,
     )
     try:
         follower.prepare()
@@ -349,9 +410,11 @@ async def _serve(
     sockets: list[socket.socket],
     follower: Follower | None = None,
     announce: Callable[[str, bool], None] | None = None,
+    worker: WorkerRole | None = None,
 ) -> None:
     from dbsvc.http.hub import Hub
     from dbsvc.http.server import serve_until_signalled
+    from dbsvc.workers import run as workers
 
     def on_ready(port: int) -> None:
         log.info("listening on http://%s:%d (tenant %r)", config.http.host, port, config.tenant)
@@ -363,14 +426,17 @@ async def _serve(
         await guard.start()
     loop = asyncio.get_running_loop()
     app.broker.attach(loop.call_soon, loop.call_later)
-    hub = Hub(app, config.http, loop)
+    front = workers.front(app, worker, follower)  # a reader forwards writes; else the app itself
+    hub = Hub(front.handler, config.http, loop)
     hub.meter = app.meters.unmatched  # requests no route matched (dbsvc/metrics.py rule 1)
     app.connections = lambda: {"http": len(hub.connections) - hub.sockets, "websockets": hub.sockets}
     if follower is not None:
         follower.start(loop)
     try:
-        await serve_until_signalled(app, config.http, on_ready=on_ready, sockets=sockets, hub=hub)
+        await front.start(app, config.http)  # the writer's private listener; a reader's catch-up
+        await serve_until_signalled(front.handler, config.http, on_ready=on_ready, sockets=sockets, hub=hub)
     finally:
+        await front.stop()
         notify_stopping()
         if follower is not None:
             await loop.run_in_executor(None, follower.stop)

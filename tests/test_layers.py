@@ -133,6 +133,8 @@ ALLOWED: dict[str, frozenset[str]] = {
             "replica",
         ),
         "datatools": ("errors", "launch", "runtime", "bodies", "storage", "config"),
+        # issue 36 item 5: what a worker of `serve --workers N` adds (private port, forwarding)
+        "workers": ("errors", "routes", "runtime", "interfaces", "http", "realtime", "replica"),
         "service": (
             "errors",
             "launch",
@@ -150,7 +152,10 @@ ALLOWED: dict[str, frozenset[str]] = {
             "config",
             "exits",
             "app",
+            "workers",
         ),
+        # issue 36 item 5: `serve --workers N`'s supervisor, over the service it starts N times
+        "supervisor": ("errors", "deps", "logs", "notify", "http", "explorer", "config", "exits", "service", "workers"),
         # a built app's first module; it reaches cli: BACK_EDGES. Both write files durably through
         # storage's one seam (files.py), so the power-loss simulator sees every fsync.
         "zipapp": ("errors", "config", "storage"),
@@ -167,6 +172,7 @@ ALLOWED: dict[str, frozenset[str]] = {
             "exits",
             "datatools",
             "service",
+            "supervisor",
             "build",
             "clients",
             "zipapp",

@@ -39,7 +39,8 @@ Design notes, measured or checked rather than assumed:
   handlers (`shutdown()`), answer the in-flight requests with `Connection: close`, wait up to
   `shutdown_timeout` for them and for running app tasks, then abort whatever is left.
 - Binding comes apart from serving (`bind_sockets`), as asyncio's `create_server` binds:
-  one socket per address the host resolves to, SO_REUSEADDR, IPv6 sockets V6ONLY. A server
+  one socket per address the host resolves to, SO_REUSEADDR (and SO_REUSEPORT with
+  `settings.reuse_port`: the workers of `serve --workers N` share the port), IPv6 sockets V6ONLY. A server
   process binds before it opens its tenant (dbsvc/service.py), so a port in use touches
   nothing; `serve` binds itself when given no sockets.
 """
@@ -71,6 +72,8 @@ def bind_sockets(settings: HttpSettings) -> list[socket.socket]:
             sock = socket.socket(family, kind, proto)
             sockets.append(sock)
             sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            if settings.reuse_port:  # `serve --workers N`: every worker binds this port
+                sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
             if family == socket.AF_INET6:
                 sock.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 1)
             sock.bind(address)

@@ -188,3 +188,6 @@ class HttpSettings:
     ws_pong_timeout: float = 30.0  # seconds a pinged peer has to answer
     ws_close_timeout: float = 5.0  # seconds to wait for the peer's close frame
     http_parser: str = "fast"  # "fast": the fast path, h11 for the rest; "h11": h11 only
+    # SO_REUSEPORT on the listening sockets: the processes of `serve --workers N` each bind
+    # the public port and the kernel spreads connections among them (docs/workers.md)
+    reuse_port: bool = False
