@@ -372,12 +372,7 @@ FOLLOWER_COMPACT_BYTES = 1 << 62
 
 
 def build_follower(
-    module: GeneratedModule,
-    config: Config,
-    follow: str,
-    directory: str,
-    opener: Opener,
-    primary: Primary | None = None,
+    module: GeneratedModule, config: Config, follow: str, directory: str, opener: Opener, primary: Primary | None = None
 ) -> Follower:
     """The read replica's follower: store opened, fingerprint checked, bootstrapped if empty.
     `primary`: how to reach it, when not over HTTP at `follow` (a worker's writer)."""

@@ -227,14 +227,19 @@ class Supervisor:
             child.exits.append(status)
             ran = time.monotonic() - child.started
             if status == EXIT_USAGE and not child.ever_ready:
-                log.error("worker %s exited with status 2 before it was ready (its error is above): stopping", child.role.label)
+                log.error(
+                    "worker %s exited with status 2 before it was ready (its error is above): stopping",
+                    child.role.label,
+                )
                 self.status = EXIT_USAGE
                 self._begin_stop()
                 return
             child.backoff = FIRST_BACKOFF if ran >= STEADY_SECONDS else min(child.backoff * 2, MAX_BACKOFF)
             child.start_at = time.monotonic() + child.backoff
             how = f"was killed by signal {-status}" if status < 0 else f"exited with status {status}"
-            log.warning("worker %s %s after %.1f s; starting it again in %.1f s", child.role.label, how, ran, child.backoff)
+            log.warning(
+                "worker %s %s after %.1f s; starting it again in %.1f s", child.role.label, how, ran, child.backoff
+            )
 
     def _start_due(self) -> None:
         now = time.monotonic()
@@ -273,7 +278,9 @@ class Supervisor:
 
         self.all_ready_once = True
         host = self.config.http.host
-        log.info("all %d workers ready on http://%s:%d (tenant %r)", len(self.children), host, self.port, self.config.tenant)
+        log.info(
+            "all %d workers ready on http://%s:%d (tenant %r)", len(self.children), host, self.port, self.config.tenant
+        )
         explorer = explorer_enabled(self.config.explorer, host, self.config.auth is not None)
         print_ready(reachable_base(host, self.port), explorer, fmt=self.config.log_format)
         if self.manager_socket:
@@ -309,7 +316,12 @@ class Supervisor:
             if writer.proc is not None and writer.proc.poll() is None:
                 writer.proc.send_signal(signal.SIGTERM)
             self._stop_phase, self._stop_deadline = 2, now + grace
-        if self._stop_phase == 2 and writer.proc is not None and writer.proc.poll() is None and now >= self._stop_deadline:
+        if (
+            self._stop_phase == 2
+            and writer.proc is not None
+            and writer.proc.poll() is None
+            and now >= self._stop_deadline
+        ):
             log.warning("worker writer did not stop in time: killing it")
             writer.proc.kill()
 
@@ -345,4 +357,3 @@ def _die_with_parent(parent: int) -> Any:
             os._exit(1)
 
     return arrange
-

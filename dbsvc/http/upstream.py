@@ -85,7 +85,9 @@ class _Connection:
 
     async def exchange(self, head: h11.Request, body: bytes) -> Response:
         connection = self.h11
-        self.writer.write(connection.send(head) + connection.send(h11.Data(data=body)) + connection.send(h11.EndOfMessage()))
+        self.writer.write(
+            connection.send(head) + connection.send(h11.Data(data=body)) + connection.send(h11.EndOfMessage())
+        )
         await self.writer.drain()
         response: h11.Response | None = None
         parts: list[bytes] = []
@@ -127,7 +129,9 @@ def _raw_headers(event: h11.Response) -> list[tuple[bytes, bytes, bytes]]:
 def forwarded_head(request: Request, headers: list[tuple[str, str]], authority: str = "localhost") -> h11.Request:
     """Rule 2: the request line and headers sent upstream for `request`; `authority` is the
     Host of a request that had none (HTTP/1.0)."""
-    named = {part.strip().lower() for name, value in request.headers if name == "connection" for part in value.split(",")}
+    named = {
+        part.strip().lower() for name, value in request.headers if name == "connection" for part in value.split(",")
+    }
     named.update(name.lower() for name, _value in headers)  # ours replace a client's
     fields: list[tuple[str, str]] = [
         (name, value)
@@ -173,7 +177,9 @@ class Upstream:
                 )
             except (OSError, asyncio.TimeoutError) as exc:
                 self.close()
-                raise UpstreamError(f"cannot connect to {self.host}:{self.port}: {exc or 'timed out'}", sent=False) from exc
+                raise UpstreamError(
+                    f"cannot connect to {self.host}:{self.port}: {exc or 'timed out'}", sent=False
+                ) from exc
             connection = _Connection(reader, writer)
         try:
             response = await asyncio.wait_for(connection.exchange(head, request.body), self.timeout)

@@ -78,7 +78,9 @@ def role_from_environ(environ: Mapping[str, str]) -> WorkerRole | None:
         return None
     missing = [name for name in VARIABLES if name not in present]
     if missing:
-        raise ConfigError(f"{', '.join(missing)} not set beside {', '.join(present)}: the worker variables come together")
+        raise ConfigError(
+            f"{', '.join(missing)} not set beside {', '.join(present)}: the worker variables come together"
+        )
     match = _LABEL.fullmatch(environ[WORKER])
     if match is None:
         raise ConfigError(f"{WORKER} must be 'writer' or 'reader-K', got {environ[WORKER]!r}")

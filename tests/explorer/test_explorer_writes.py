@@ -239,4 +239,8 @@ def test_saving_an_edit_that_changes_nothing_writes_nothing(serve, page):
     wait_for(page, lambda: "Saved User" in page.find_element(By.ID, "write-note").text, "the edit's answer")
     after = server.get(f"/api/user/{key}")
     assert after.headers["etag"] != etag
-    assert (after.json["name"], after.json["profile"], after.json["email"]) == ("Changed", {"a": [1, 2]}, "same@example.com")
+    assert (after.json["name"], after.json["profile"], after.json["email"]) == (
+        "Changed",
+        {"a": [1, 2]},
+        "same@example.com",
+    )

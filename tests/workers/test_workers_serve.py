@@ -105,7 +105,9 @@ def test_every_worker_answers_every_route(tree):
         assert conn.get("/api/user?name=route-seed").json["total"] == 1
         assert conn.request("PUT", f"/api/user/{key}", {**user(f"every-{label}"), "age": 7}).json["age"] == 7
         assert conn.request("PATCH", f"/api/user/{key}", {"age": 8}).json["age"] == 8
-        batch = conn.request("POST", "/batch", {"ops": [{"op": "patch", "model": "user", "id": key, "record": {"age": 9}}]})
+        batch = conn.request(
+            "POST", "/batch", {"ops": [{"op": "patch", "model": "user", "id": key, "record": {"age": 9}}]}
+        )
         assert batch.status == 200 and conn.get(f"/api/user/{key}").json["age"] == 9
         assert conn.request("DELETE", f"/api/user/{key}").status == 204
         assert conn.get(f"/api/user/{key}").status == 404
@@ -121,13 +123,19 @@ async def sockets_answer(tree: Workers, label: str, head: int) -> None:
     """/subscribe (with after=), /live-query and /replicate on a socket `label` accepted."""
     base = f"ws://127.0.0.1:{tree.port}"
     token = tree.headers
-    async with connect(f"{base}/subscribe/user?after={head - 1}", sock=tree.socket_to(label), additional_headers=token) as ws:
+    async with connect(
+        f"{base}/subscribe/user?after={head - 1}", sock=tree.socket_to(label), additional_headers=token
+    ) as ws:
         event = json.loads(await asyncio.wait_for(ws.recv(), 10))
         assert event["offset"] == head
-    async with connect(f"{base}/live-query/user?name=route-seed", sock=tree.socket_to(label), additional_headers=token) as ws:
+    async with connect(
+        f"{base}/live-query/user?name=route-seed", sock=tree.socket_to(label), additional_headers=token
+    ) as ws:
         init = json.loads(await asyncio.wait_for(ws.recv(), 10))
         assert init["type"] == "Init" and [r["name"] for r in init["records"]] == ["route-seed"]
-    async with connect(f"{base}/replicate?after={head - 1}", sock=tree.socket_to(label), additional_headers=token) as ws:
+    async with connect(
+        f"{base}/replicate?after={head - 1}", sock=tree.socket_to(label), additional_headers=token
+    ) as ws:
         frame = await asyncio.wait_for(ws.recv(), 10)
         assert int.from_bytes(frame[:8], "big") == head
 

@@ -108,7 +108,12 @@ def test_an_upstream_answer_keeps_its_fields_but_those_the_protocol_layer_writes
 
 @pytest.mark.parametrize(
     "status, headers, expected",
-    [(201, [("Dbsvc-Offset", "5")], 5), (204, [("dbsvc-offset", "6")], 6), (409, [("Dbsvc-Offset", "5")], None), (200, [], None)],
+    [
+        (201, [("Dbsvc-Offset", "5")], 5),
+        (204, [("dbsvc-offset", "6")], 6),
+        (409, [("Dbsvc-Offset", "5")], None),
+        (200, [], None),
+    ],
 )
 def test_only_a_successful_writes_offset_is_waited_for(status, headers, expected):
     assert written_offset(Response(status, b"", headers)) == expected
@@ -126,7 +131,9 @@ def test_the_upstream_reuses_one_kept_alive_connection():
         connections.append(writer)
         while await reader.readuntil(b"\r\n\r\n"):
             await reader.readexactly(2)
-            writer.write(b"HTTP/1.1 201 Created\r\nContent-Type: application/json\r\nDbsvc-Offset: 3\r\nContent-Length: 2\r\n\r\n{}")
+            writer.write(
+                b"HTTP/1.1 201 Created\r\nContent-Type: application/json\r\nDbsvc-Offset: 3\r\nContent-Length: 2\r\n\r\n{}"
+            )
 
     async def body():
         server, port = await plain_server(handle)
