@@ -427,6 +427,35 @@ class Table:
             self.max_id = id_
         return stored
 
+    def insert_run(self, batch: list[Values]) -> None:
+        """`insert` of each record in turn, with the same result, each index's entries
+        added together (indexes.py `add_many`): a follower's run of inserts (follow.py)."""
+        at = self.id_position
+        ids = [values[at] for values in batch]
+        records = list(map(pack, batch))
+        self.live.update(zip(ids, records))
+        self.rows.extend(zip(ids, records, [None] * len(records)))
+        self.prior.frombytes(bytes(8 * len(records)))
+        self.pk.add_many(ids)
+        for _f, pos, kf, index in self._plan_unique:
+            for id_, r in zip(ids, batch):
+                if r[pos] is not None:
+                    index[kf(r[pos])] = id_
+        for pos, kf, hindex in self._plan_hash:
+            for id_, r in zip(ids, batch):
+                hindex.add(kf(r[pos]), id_)
+        for pos, kf, sindex in self._plan_ordered:
+            sindex.add_many([kf(r[pos]) for r in batch], ids)
+        for pos, counts in self._plan_refs:
+            for r in batch:
+                if r[pos] is not None:
+                    counts[r[pos]] = counts.get(r[pos], 0) + 1
+        if self.words is not None:
+            for id_, r in zip(ids, batch):
+                self.words.add(id_, r)
+        top = max((i for i in ids if type(i) is int), default=self.max_id)
+        self.max_id = max(self.max_id, top)
+
     def insert_many(self, batch: list[Values]) -> None:
         """`insert` of each record in turn (a batch, store.insert_batch), with the same
         result. When the batch is at least as large as the table, the sorted indexes are
