@@ -38,7 +38,7 @@ from array import array
 from bisect import bisect_left, bisect_right, insort
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from itertools import chain, compress, islice, repeat
-from operator import is_, is_not, itemgetter, lt
+from operator import is_, is_not, itemgetter
 from typing import Any
 
 from dbsvc.storage.fenwick import Fenwick
@@ -48,7 +48,6 @@ LOAD = 512
 SHIFT_MAX = 1 << 16  # OrderedIndex.from_columns sorts ids starting at most this (so many placeholders)
 _FIRST = itemgetter(0)
 _SECOND = itemgetter(1)
-_lt = lt
 _NOTHING = object()
 Keep = Callable[[Any], Any]  # id -> truthy if the id is kept (a walk's membership test)
 
@@ -126,26 +125,14 @@ class SortedIndex:
                 maxes[i : i + 1] = [sub[LOAD - 1], sub[-1]]
         self._len += 1
 
-    def add_many(self, entries: list[Any]) -> None:
-        """`add` of each entry, with the same result. Entries that ascend past the last
-        one held (a run of new ids, a follower's group: storage/follow.py) extend the last
-        sublist at once and split it as `add` would have; any others are added one by one."""
-        maxes = self._maxes
-        if not entries:
-            return
-        if not maxes or not all(map(_lt, entries, entries[1:])) or not maxes[-1] < entries[0]:
-            for entry in entries:
-                self.add(entry)
-            return
-        i = len(maxes) - 1
-        sub = self._own(i)
+    def extend_past(self, entries: list[Any]) -> None:
+        """`add` of each of `entries`, ascending past the last entry held (one at least): runs.py."""
+        sub = self._own(len(self._maxes) - 1)
         sub.extend(entries)
-        pieces = [sub]
-        while len(pieces[-1]) > 2 * LOAD:
-            last = pieces.pop()
-            pieces += [last[:LOAD], last[LOAD:]]
-        self._lists[i : i + 1] = pieces
-        maxes[i : i + 1] = [piece[-1] for piece in pieces]
+        while len(sub) > 2 * LOAD:
+            self._lists[-1:], self._maxes[-1:] = [sub[:LOAD], sub[LOAD:]], [sub[LOAD - 1], sub[-1]]
+            sub = self._lists[-1]
+        self._maxes[-1] = sub[-1]
         self._len += len(entries)
 
     def remove(self, entry: Any) -> None:
@@ -305,7 +292,7 @@ class OrderedIndex:
 
     @property
     def key_sublists(self) -> list[Any]:
-        """The keys' sublists (arrays when `typecode` is set): read them, never write them."""
+        """The keys' sublists (arrays when `typecode` is set): read them (runs.py adds to them)."""
         return self._keys
 
     @property
@@ -323,6 +310,11 @@ class OrderedIndex:
 
     def __len__(self) -> int:
         return self._len + len(self.nulls)
+
+    def grown(self, count: int) -> None:
+        """`count` entries were put into the sublists in place (storage/runs.py alone does)."""
+        self._len += count
+        self._counts = None  # rebuilt by the next `count_span`
 
     def _sublist(self, key: Any, id_: Any) -> int:
         """The sublist where (key, id_) belongs: the first whose last entry is not before
@@ -375,58 +367,6 @@ class OrderedIndex:
         elif self._counts is not None:
             self._counts.add(i, 1)
         self._len += 1
-
-    def add_many(self, keys: Sequence[Any], ids: Sequence[Any]) -> None:
-        """`add` of each (key, id) pair (`keys[n]`, `ids[n]`), with the same result: the
-        column set at once (keycolumns.py `set_many`), the pairs put in index order
-        first, so each one's sublist is found from the one before it on, without a call
-        per pair (a follower's group of inserts: storage/follow.py)."""
-        self.column.set_many(ids, keys)
-        nulls = self.nulls
-        pairs = []
-        for key, id_ in zip(keys, ids):
-            if key is None:
-                nulls.add(id_)
-            else:
-                pairs.append((key, id_))
-        pairs.sort()
-        lastkeys, lastids, keylists, idlists = self._lastkeys, self._lastids, self._keys, self._ids
-        i = 0
-        for key, id_ in pairs:
-            if not lastkeys:
-                keylists.append(self._column([key]))
-                idlists.append([id_])
-                lastkeys.append(key)
-                lastids.append(id_)
-                self._len += 1
-                self._counts = None
-                continue
-            i = bisect_left(lastkeys, key, i)
-            if i < len(lastkeys) and lastkeys[i] == key:
-                i = bisect_left(lastids, id_, i, bisect_right(lastkeys, key, i))
-            if i == len(lastkeys):
-                i -= 1
-                keys_i, ids_i = keylists[i], idlists[i]
-                keys_i.append(key)
-                ids_i.append(id_)
-                lastkeys[i] = key
-                lastids[i] = id_
-            else:
-                keys_i, ids_i = keylists[i], idlists[i]
-                j = bisect_left(keys_i, key)
-                if j < len(keys_i) and keys_i[j] == key:
-                    j = bisect_left(ids_i, id_, j, bisect_right(keys_i, key, j))
-                keys_i.insert(j, key)
-                ids_i.insert(j, id_)
-            if len(keys_i) > 2 * LOAD:
-                keylists[i : i + 1] = [keys_i[:LOAD], keys_i[LOAD:]]
-                idlists[i : i + 1] = [ids_i[:LOAD], ids_i[LOAD:]]
-                lastkeys[i : i + 1] = [keys_i[LOAD - 1], keys_i[-1]]
-                lastids[i : i + 1] = [ids_i[LOAD - 1], ids_i[-1]]
-                self._counts = None
-            elif self._counts is not None:
-                self._counts.add(i, 1)
-            self._len += 1
 
     def remove(self, key: Any, id_: Any) -> None:
         """Remove the entry; KeyError if it is absent."""

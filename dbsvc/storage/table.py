@@ -86,6 +86,7 @@ from dbsvc.storage.hashes import FilterIndex, HashIndex, OrderedFilter, UniqueFi
 from dbsvc.storage.idmap import LiveMap, pick, records_of
 from dbsvc.storage.indexes import OrderedIndex, SortedIndex
 from dbsvc.storage.rows import Stored, Values, pack, unpack
+from dbsvc.storage.runs import add_ordered_run, add_sorted_run
 from dbsvc.storage.versions import Versions
 from dbsvc.storage.words import WordIndex
 
@@ -429,14 +430,14 @@ class Table:
 
     def insert_run(self, batch: list[Values]) -> None:
         """`insert` of each record in turn, with the same result, each index's entries
-        added together (indexes.py `add_many`): a follower's run of inserts (follow.py)."""
+        added together (runs.py): a follower's run of inserts (follow.py)."""
         at = self.id_position
         ids = [values[at] for values in batch]
         records = list(map(pack, batch))
         self.live.update(zip(ids, records))
         self.rows.extend(zip(ids, records, [None] * len(records)))
         self.prior.frombytes(bytes(8 * len(records)))
-        self.pk.add_many(ids)
+        add_sorted_run(self.pk, ids)
         for _f, pos, kf, index in self._plan_unique:
             for id_, r in zip(ids, batch):
                 if r[pos] is not None:
@@ -445,7 +446,7 @@ class Table:
             for id_, r in zip(ids, batch):
                 hindex.add(kf(r[pos]), id_)
         for pos, kf, sindex in self._plan_ordered:
-            sindex.add_many([kf(r[pos]) for r in batch], ids)
+            add_ordered_run(sindex, [kf(r[pos]) for r in batch], ids)
         for pos, counts in self._plan_refs:
             for r in batch:
                 if r[pos] is not None:

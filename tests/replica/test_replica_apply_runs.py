@@ -1,5 +1,5 @@
 """A follower applies a group's inserts as runs (storage/follow.py rules 5 and 7): the
-indexes take a run's entries together (`SortedIndex.add_many`, `OrderedIndex.add_many`,
+indexes take a run's entries together (runs.py `add_sorted_run`, `add_ordered_run`,
 `KeyColumn.set_many`, `Table.insert_run`) with the result of one insert at a time, and a
 record is checked by its value types and its index keys once its model's validator has
 accepted records of those types.
@@ -24,6 +24,7 @@ from dbsvc.storage.events import ChangeEvent, EventKind
 from dbsvc.storage.indexes import LOAD, OrderedIndex, SortedIndex
 from dbsvc.storage.keycolumns import KeyColumn
 from dbsvc.storage.logfile import encode_frame
+from dbsvc.storage.runs import add_ordered_run, add_sorted_run
 from dbsvc.storage.tenants import create_tenant
 from support.storage import BLOG, open_store, post, user
 
@@ -52,7 +53,7 @@ def _ordered_shape(index: OrderedIndex) -> dict:
 
 @pytest.mark.parametrize("typecode", ["", "d", "q"])
 @pytest.mark.parametrize("seed", range(8))
-def test_ordered_add_many_is_add_one_at_a_time(seed, typecode):
+def test_an_ordered_run_is_add_one_at_a_time(seed, typecode):
     rnd = random.Random(seed)
     start = rnd.choice([0, 3, 2 * LOAD + 7])
     distinct = rnd.choice([1, 4, 100, 10**6])
@@ -71,13 +72,14 @@ def test_ordered_add_many_is_add_one_at_a_time(seed, typecode):
             new_ids = list(range(ids[-1] + 1 if ids else 1, (ids[-1] + 1 if ids else 1) + size))
         else:  # anywhere, in any order
             new_ids = rnd.sample(range(10**6, 2 * 10**6), size)
-        if rnd.random() < 0.3:
-            new_keys = sorted(make() for _ in new_ids)  # ascending keys: appended at the end
+        if rnd.random() < 0.4:  # ascending keys, past every key held half the time: appended
+            past = distinct * (_round + 1) if rnd.random() < 0.5 else 0
+            new_keys = sorted(make() + past for _ in new_ids)
         else:
             new_keys = [None if rnd.random() < 0.1 else make() for _ in new_ids]
         for key, id_ in zip(new_keys, new_ids):
             one.add(key, id_)
-        many.add_many(new_keys, new_ids)
+        add_ordered_run(many, new_keys, new_ids)
         ids += new_ids
         assert _ordered_shape(many) == _ordered_shape(one)
     if typecode:
@@ -85,7 +87,7 @@ def test_ordered_add_many_is_add_one_at_a_time(seed, typecode):
 
 
 @pytest.mark.parametrize("seed", range(6))
-def test_sorted_add_many_is_add_one_at_a_time_and_leaves_shared_sublists_alone(seed):
+def test_a_sorted_run_is_add_one_at_a_time_and_leaves_shared_sublists_alone(seed):
     rnd = random.Random(seed)
     entries = sorted(rnd.sample(range(10**6), rnd.choice([0, 10, 3 * LOAD])))
     one, many = SortedIndex(entries), SortedIndex(entries)
@@ -99,7 +101,7 @@ def test_sorted_add_many_is_add_one_at_a_time_and_leaves_shared_sublists_alone(s
     ):
         for entry in batch:
             one.add(entry)
-        many.add_many(batch)
+        add_sorted_run(many, batch)
         assert many.sublists == one.sublists and len(many) == len(one)
         assert all(len(sub) <= 2 * LOAD for sub in many.sublists)
     assert [list(sub) for sub in handed] == frozen  # what was handed out never changed
