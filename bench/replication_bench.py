@@ -734,6 +734,16 @@ def measure_replica(servers: Servers, primary: Server, head: int, sync: str, wor
         )
     )
     startup = replica.listening_at - spawned
+    spy = None
+    if ARGS.replica_pyspy:
+        out = Path(ARGS.replica_pyspy) / f"replica-{sync}.txt"
+        out.parent.mkdir(parents=True, exist_ok=True)
+        spy = subprocess.Popen(
+            ["py-spy", "record", "--pid", str(replica.proc.pid), "--rate", "200", "--format", "raw", "--threads",
+             "--output", str(out)],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
     first: tuple[float, int] | None = None
     last: tuple[float, int] = (time.monotonic(), 0)
     deadline = time.monotonic() + timeout
@@ -762,6 +772,10 @@ def measure_replica(servers: Servers, primary: Server, head: int, sync: str, wor
     span = last[0] - first[0]
     rate = frames / span if span > 0 else float("nan")
     bootstraps = state.get("bootstraps")
+    if spy is not None:
+        spy.send_signal(signal.SIGINT)  # py-spy writes its file on SIGINT
+        spy.wait(60)
+        print(f"  py-spy samples of the replica: {Path(ARGS.replica_pyspy) / f'replica-{sync}.txt'}", flush=True)
     servers.stop(replica)
     replica_log = data / "default" / "log"
     size = replica_log.stat().st_size if replica_log.exists() else 0
@@ -1085,6 +1099,12 @@ def main(argv: list[str]) -> int:
     )
     parser.add_argument(
         "--profile", action="store_true", help="run the catch-up primary under cProfile and print its top functions"
+    )
+    parser.add_argument(
+        "--replica-pyspy",
+        default=None,
+        metavar="DIR",
+        help="record the apply-rate replica with py-spy (200 Hz, raw, per thread) into DIR/replica-SYNC.txt",
     )
     parser.add_argument(
         "--retained", action="store_true", help="also: compact a copy of the tenant and catch up from its log.retained"
