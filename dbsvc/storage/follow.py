@@ -34,13 +34,28 @@ Rules:
    to memory at its offset (the version stamp, the compaction's cut: as writes.py applies
    a local write), then all handed to the commit queue together (`submit_group`): one
    write call and one fsync for the group, one future, or all rolled back on an I/O
-   error. A reader sees each row once it is applied, as it sees a local write.
+   error. A reader sees each row once it is applied, as it sees a local write. Inserts
+   into one table in a row are a run: each checked against the table and the run's rows
+   before it (ids, watermark), then put into the table together (`Table.insert_run`,
+   runs.py: each index takes the run's entries at once) before anything else touches
+   the table (an update or a delete, another table's insert, the group's end, an undo).
+   All of it happens in one turn of the loop: no reader sees a run half in.
 
 6. Each row committed is noted in the store's `applied_rows` (its offset, model, the
    model's max id before it, its frame's position in the log; the last RECENT_ROWS):
    what a compaction at the primary's cut needs when rows after that cut were applied
    already (compactor.py invariant 4). A restart empties it, and so does a compaction's
    switch (the positions are the old log's).
+7. What a record is checked for: the payload is compact JSON (the json module's C
+   scanner: nothing around the object, no `NaN` or `Infinity`), its record has the
+   model's fields in order and its own id, and it can be applied whole. The primary
+   validated it before logging it (same schema fingerprint: follower.py rule 1) and the
+   CRC carried it here, so a replica trusts its constraints as a primary's recovery
+   trusts its own log; it checks what keeps a bad frame from failing half way in the
+   indexes (`_fits`): each value's type, where a record of value types new to its model
+   passes the model's replace validator once (those types are known good after it), and
+   the index keys that can fail for a value of the right type (a datetime's key parses
+   it, an int64 key column holds no larger int). docs/decisions.md says why.
 
 Uses only the Store's public surface, named by the `Replicated` protocol below
 (`check_writable`, `table`, `tables`, `epoch_state`, `held_frames`, `writes`: the write
