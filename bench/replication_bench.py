@@ -91,6 +91,14 @@ LOG_HEADER = 40  # dbsvc/storage/logfile.py HEADER_SIZE
 WS_GUID = b"258EAFA5-E914-47DA-95CA-C5AB0DC85B11"
 OTHER_BENCHES = re.compile(r"realtime_bench|service_bench|http_bench|auth_bench|storage_bench|(^|/)wrk(\s|$)")
 PEH = struct.Struct(">QII")  # PersistedEvent header: offset, crc32, length
+# `dbsvc serve` with the store's compaction size rule off (recovery.AUTO_COMPACT_BYTES, read
+# when the store opens): a primary opened on the never-compacted tenant compacts it at open
+# once its log is past 64 MiB (1,000,000 users: 251 MiB), and would leave a replica nothing
+# to apply (it bootstraps from the new snapshot) and rewrite the cached tenant.
+NEVER_COMPACTS = (
+    "import runpy, sys; import dbsvc.storage.recovery as r; r.AUTO_COMPACT_BYTES = 1 << 62; "
+    "sys.argv = sys.argv[1:]; runpy.run_path(sys.argv[0], run_name='__main__')"
+)
 
 
 # -- the machine ------------------------------------------------------------------------------
@@ -196,11 +204,14 @@ class Server:
         core: str = SERVER_CORE,
         timeout: float = 300.0,
         profile_to: str | None = None,
+        never_compacts: bool = False,
     ) -> None:
         self.name = name
         full = {k: v for k, v in os.environ.items() if not k.startswith("SERVICE_") and k != "RUST_LOG"}
         full.update({"SERVICE_PORT": "0", "RUST_LOG": "info"}, **env)
         python = [sys.executable] + (["-m", "cProfile", "-o", profile_to] if profile_to else [])
+        if never_compacts:  # the store's size rule off: a never-compacted log stays one (see `primary`)
+            python = [sys.executable, "-c", NEVER_COMPACTS]
         command = _pinned(core, [*python, str(ROOT / "dbsvc.py"), "serve", str(SCHEMA), *args])
         self.proc = subprocess.Popen(
             command, cwd=ROOT, env=full, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True
@@ -570,7 +581,7 @@ def measure_restart(servers: Servers, data: Path, head: int, workdir: Path) -> d
     shutil.copytree(data, copy)
     replica_data = workdir / "restart-replica"
     shutil.rmtree(replica_data, ignore_errors=True)
-    primary = servers.add(Server("primary (restart)", {"SERVICE_DATA": str(copy)}))
+    primary = servers.add(Server("primary (restart)", {"SERVICE_DATA": str(copy)}, never_compacts=True))
     first = replica_restart(servers, replica_data, primary, "first start")
     replica = first["replica"]
     deadline = time.monotonic() + ARGS.timeout
@@ -1135,7 +1146,9 @@ def main(argv: list[str]) -> int:
             profile_to = str(workdir / "primary.prof") if ARGS.profile else None
             wait_idle(ARGS.wait_idle, "the primary's start")
             spawned = time.monotonic()
-            primary = servers.add(Server("primary", {"SERVICE_DATA": str(data)}, profile_to=profile_to))
+            primary = servers.add(
+                Server("primary", {"SERVICE_DATA": str(data)}, profile_to=profile_to, never_compacts=True)
+            )
             snap = primary.get_json("/snapshot")
             head = snap["offset"]
             print(
