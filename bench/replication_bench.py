@@ -7,6 +7,7 @@
     python bench/replication_bench.py --rebuild        # build the cached tenant again
     python bench/replication_bench.py --only catchup --retained   # also from a compacted copy
     python bench/replication_bench.py --events 200000 --only replica,restart
+    python bench/replication_bench.py --events 200000 --only replica --replica-pyspy /tmp/prof
 
 The target (docs/guide/operations.md#performance): replication catch-up of at least 50,000 frames/s from disk
 to one consumer.
@@ -15,7 +16,8 @@ to one consumer.
    `Store.apply_insert` (sync="off", replication=True), never compacted, so its log holds
    every row. Cached under `--cache` (default /tmp/dbsvc-replication-bench/users-N) with
    build.json; `--rebuild` writes it again. The build time is printed when it is built.
-1. catchup: `python dbsvc.py serve schemas/blog.dbs` on that tenant (pinned to core 0) and
+1. catchup: `python dbsvc.py serve schemas/blog.dbs` on that tenant (pinned to core 0; its
+   store's compaction size rule off, NEVER_COMPACTS, so the log stays whole) and
    a lean client in this process (pinned to core 1): a hand-made WebSocket handshake to
    `/replicate?after=0`, then only the WebSocket frame headers and the 16-byte PersistedEvent
    header of each message are parsed (frames counted, bytes counted, offsets checked
