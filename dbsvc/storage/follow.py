@@ -85,13 +85,14 @@ from dbsvc.storage.snapshot import ModelImage, SnapshotImage, encode_snapshot
 from dbsvc.storage.table import Table
 
 
-
 def _no_constant(name: str) -> Any:
     raise ValueError(f"{name} is not a JSON value")
 
 
 # The json module's C scanner (rows.py's SCAN), refusing NaN and Infinity: (value, end).
-_SCAN: Callable[[str, int], tuple[Any, int]] = json.JSONDecoder(parse_constant=_no_constant).scan_once  # type: ignore[attr-defined]
+_SCAN: Callable[[str, int], tuple[Any, int]] = json.JSONDecoder(  # type: ignore[attr-defined]
+    parse_constant=_no_constant
+).scan_once
 INSERT, UPDATE, DELETE = 0, 1, 2  # what `_Group.apply` does with a row
 _KINDS = {kind.value: kind for kind in EventKind}
 RECENT_ROWS = 1 << 16  # rows kept in `applied_rows` (rule 6): a primary's writes during its compaction
@@ -506,5 +507,6 @@ def _fits(table: Table, offset: int, event: ChangeEvent, values: Sequence[Any]) 
             raise StreamError(offset, f"{event.model} {event.id!r} does not fit the schema: {name}: {exc}") from None
         if int64 and not INT64_MIN <= made <= INT64_MAX:
             raise StreamError(
-                offset, f"{event.model} {event.id!r} does not fit the schema: {name} {value!r} is out of the int64 range"
+                offset,
+                f"{event.model} {event.id!r} does not fit the schema: {name} {value!r} is out of the int64 range",
             )

@@ -26,7 +26,7 @@ from dbsvc.storage.keycolumns import KeyColumn
 from dbsvc.storage.logfile import encode_frame
 from dbsvc.storage.runs import add_ordered_run, add_sorted_run
 from dbsvc.storage.tenants import create_tenant
-from support.storage import BLOG, open_store, post, user
+from support.storage import open_store, post, user
 
 
 def _ordered_shape(index: OrderedIndex) -> dict:
