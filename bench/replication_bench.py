@@ -7,6 +7,7 @@
     python bench/replication_bench.py --rebuild        # build the cached tenant again
     python bench/replication_bench.py --only catchup --retained   # also from a compacted copy
     python bench/replication_bench.py --events 200000 --only replica,restart
+    python bench/replication_bench.py --events 200000 --only replica --replica-pyspy /tmp/prof
 
 The target (docs/guide/operations.md#performance): replication catch-up of at least 50,000 frames/s from disk
 to one consumer.
@@ -15,7 +16,8 @@ to one consumer.
    `Store.apply_insert` (sync="off", replication=True), never compacted, so its log holds
    every row. Cached under `--cache` (default /tmp/dbsvc-replication-bench/users-N) with
    build.json; `--rebuild` writes it again. The build time is printed when it is built.
-1. catchup: `python dbsvc.py serve schemas/blog.dbs` on that tenant (pinned to core 0) and
+1. catchup: `python dbsvc.py serve schemas/blog.dbs` on that tenant (pinned to core 0; its
+   store's compaction size rule off, NEVER_COMPACTS, so the log stays whole) and
    a lean client in this process (pinned to core 1): a hand-made WebSocket handshake to
    `/replicate?after=0`, then only the WebSocket frame headers and the 16-byte PersistedEvent
    header of each message are parsed (frames counted, bytes counted, offsets checked
@@ -91,6 +93,14 @@ LOG_HEADER = 40  # dbsvc/storage/logfile.py HEADER_SIZE
 WS_GUID = b"258EAFA5-E914-47DA-95CA-C5AB0DC85B11"
 OTHER_BENCHES = re.compile(r"realtime_bench|service_bench|http_bench|auth_bench|storage_bench|(^|/)wrk(\s|$)")
 PEH = struct.Struct(">QII")  # PersistedEvent header: offset, crc32, length
+# `dbsvc serve` with the store's compaction size rule off (recovery.AUTO_COMPACT_BYTES, read
+# when the store opens): a primary opened on the never-compacted tenant compacts it at open
+# once its log is past 64 MiB (1,000,000 users: 251 MiB), and would leave a replica nothing
+# to apply (it bootstraps from the new snapshot) and rewrite the cached tenant.
+NEVER_COMPACTS = (
+    "import runpy, sys; import dbsvc.storage.recovery as r; r.AUTO_COMPACT_BYTES = 1 << 62; "
+    "sys.argv = sys.argv[1:]; runpy.run_path(sys.argv[0], run_name='__main__')"
+)
 
 
 # -- the machine ------------------------------------------------------------------------------
@@ -196,11 +206,14 @@ class Server:
         core: str = SERVER_CORE,
         timeout: float = 300.0,
         profile_to: str | None = None,
+        never_compacts: bool = False,
     ) -> None:
         self.name = name
         full = {k: v for k, v in os.environ.items() if not k.startswith("SERVICE_") and k != "RUST_LOG"}
         full.update({"SERVICE_PORT": "0", "RUST_LOG": "info"}, **env)
         python = [sys.executable] + (["-m", "cProfile", "-o", profile_to] if profile_to else [])
+        if never_compacts:  # the store's size rule off: a never-compacted log stays one (see `primary`)
+            python = [sys.executable, "-c", NEVER_COMPACTS]
         command = _pinned(core, [*python, str(ROOT / "dbsvc.py"), "serve", str(SCHEMA), *args])
         self.proc = subprocess.Popen(
             command, cwd=ROOT, env=full, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True
@@ -570,7 +583,7 @@ def measure_restart(servers: Servers, data: Path, head: int, workdir: Path) -> d
     shutil.copytree(data, copy)
     replica_data = workdir / "restart-replica"
     shutil.rmtree(replica_data, ignore_errors=True)
-    primary = servers.add(Server("primary (restart)", {"SERVICE_DATA": str(copy)}))
+    primary = servers.add(Server("primary (restart)", {"SERVICE_DATA": str(copy)}, never_compacts=True))
     first = replica_restart(servers, replica_data, primary, "first start")
     replica = first["replica"]
     deadline = time.monotonic() + ARGS.timeout
@@ -734,6 +747,16 @@ def measure_replica(servers: Servers, primary: Server, head: int, sync: str, wor
         )
     )
     startup = replica.listening_at - spawned
+    spy = None
+    if ARGS.replica_pyspy:
+        out = Path(ARGS.replica_pyspy) / f"replica-{sync}.txt"
+        out.parent.mkdir(parents=True, exist_ok=True)
+        spy = subprocess.Popen(
+            ["py-spy", "record", "--pid", str(replica.proc.pid), "--rate", "200", "--format", "raw", "--threads",
+             "--output", str(out)],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
     first: tuple[float, int] | None = None
     last: tuple[float, int] = (time.monotonic(), 0)
     deadline = time.monotonic() + timeout
@@ -762,6 +785,10 @@ def measure_replica(servers: Servers, primary: Server, head: int, sync: str, wor
     span = last[0] - first[0]
     rate = frames / span if span > 0 else float("nan")
     bootstraps = state.get("bootstraps")
+    if spy is not None:
+        spy.send_signal(signal.SIGINT)  # py-spy writes its file on SIGINT
+        spy.wait(60)
+        print(f"  py-spy samples of the replica: {Path(ARGS.replica_pyspy) / f'replica-{sync}.txt'}", flush=True)
     servers.stop(replica)
     replica_log = data / "default" / "log"
     size = replica_log.stat().st_size if replica_log.exists() else 0
@@ -1087,6 +1114,12 @@ def main(argv: list[str]) -> int:
         "--profile", action="store_true", help="run the catch-up primary under cProfile and print its top functions"
     )
     parser.add_argument(
+        "--replica-pyspy",
+        default=None,
+        metavar="DIR",
+        help="record the apply-rate replica with py-spy (200 Hz, raw, per thread) into DIR/replica-SYNC.txt",
+    )
+    parser.add_argument(
         "--retained", action="store_true", help="also: compact a copy of the tenant and catch up from its log.retained"
     )
     parser.add_argument("--json", action="store_true", help="print all results as one JSON line at the end")
@@ -1115,7 +1148,9 @@ def main(argv: list[str]) -> int:
             profile_to = str(workdir / "primary.prof") if ARGS.profile else None
             wait_idle(ARGS.wait_idle, "the primary's start")
             spawned = time.monotonic()
-            primary = servers.add(Server("primary", {"SERVICE_DATA": str(data)}, profile_to=profile_to))
+            primary = servers.add(
+                Server("primary", {"SERVICE_DATA": str(data)}, profile_to=profile_to, never_compacts=True)
+            )
             snap = primary.get_json("/snapshot")
             head = snap["offset"]
             print(

@@ -95,6 +95,7 @@ import threading
 import time
 from collections.abc import Callable
 from typing import Any
+from zlib import crc32
 
 from dbsvc.errors import (
     ConfigError,
@@ -111,6 +112,7 @@ from dbsvc.replica.status import ReplicaStatus
 from dbsvc.storage import compact
 from dbsvc.storage.history import History, history_from_json
 from dbsvc.storage.lock import WriterLock
+from dbsvc.storage.logfile import FRAME, FRAME_HEADER_SIZE
 from dbsvc.storage.snapshot import SnapshotImage, decode_snapshot
 from dbsvc.storage.store import Store
 
@@ -125,6 +127,7 @@ HEAD_FRAME_SECONDS = 10.0  # how long the primary's copy of our head frame may t
 COMPACT_SECONDS = 3600.0  # how long a compaction at the primary's cut may take (rule 9)
 
 Opener = Callable[[WriterLock | None], Store]
+_HEADER = FRAME  # a frame's header: offset, crc32, length (storage/logfile.py)
 
 
 def next_wait(delay: float, draw: float) -> tuple[float, float]:
@@ -345,13 +348,24 @@ class Follower:
             size = 0
             full = False
             message = ws.receive(timeout=0.5)
+            limit = self.store.max_payload
             while message is not None:
-                try:
-                    frame = check_frame_bytes(message, expected, self.store.max_payload)
-                except FrameError as exc:
-                    if batch:  # the good frames before it still count
-                        self._call_on_loop(self._apply, batch, False)
-                    raise _Stop(str(exc)) from None
+                # check_frame_bytes's checks, inline: a call per frame was a fifth of the reading
+                # thread; a frame that fails any of them goes to it for the reason.
+                if (
+                    type(message) is not bytes
+                    or len(message) < FRAME_HEADER_SIZE
+                    or (head := _HEADER.unpack_from(message))[0] != expected
+                    or not head[2] == len(message) - FRAME_HEADER_SIZE <= limit
+                    or crc32(memoryview(message)[FRAME_HEADER_SIZE:]) != head[1]
+                ):
+                    try:
+                        message = check_frame_bytes(message, expected, limit)
+                    except FrameError as exc:
+                        if batch:  # the good frames before it still count
+                            self._call_on_loop(self._apply, batch, False)
+                        raise _Stop(str(exc)) from None
+                frame = message
                 batch.append(frame)
                 size += len(frame)
                 expected += 1

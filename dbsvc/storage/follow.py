@@ -34,13 +34,28 @@ Rules:
    to memory at its offset (the version stamp, the compaction's cut: as writes.py applies
    a local write), then all handed to the commit queue together (`submit_group`): one
    write call and one fsync for the group, one future, or all rolled back on an I/O
-   error. A reader sees each row once it is applied, as it sees a local write.
+   error. A reader sees each row once it is applied, as it sees a local write. Inserts
+   into one table in a row are a run: each checked against the table and the run's rows
+   before it (ids, watermark), then put into the table together (`Table.insert_run`,
+   runs.py: each index takes the run's entries at once) before anything else touches
+   the table (an update or a delete, another table's insert, the group's end, an undo).
+   All of it happens in one turn of the loop: no reader sees a run half in.
 
 6. Each row committed is noted in the store's `applied_rows` (its offset, model, the
    model's max id before it, its frame's position in the log; the last RECENT_ROWS):
    what a compaction at the primary's cut needs when rows after that cut were applied
    already (compactor.py invariant 4). A restart empties it, and so does a compaction's
    switch (the positions are the old log's).
+7. What a record is checked for: the payload is compact JSON (the json module's C
+   scanner: nothing around the object, no `NaN` or `Infinity`), its record has the
+   model's fields in order and its own id, and it can be applied whole. The primary
+   validated it before logging it (same schema fingerprint: follower.py rule 1) and the
+   CRC carried it here, so a replica trusts its constraints as a primary's recovery
+   trusts its own log; it checks what keeps a bad frame from failing half way in the
+   indexes (`_fits`): each value's type, where a record of value types new to its model
+   passes the model's replace validator once (those types are known good after it), and
+   the index keys that can fail for a value of the right type (a datetime's key parses
+   it, an int64 key column holds no larger int). docs/decisions.md says why.
 
 Uses only the Store's public surface, named by the `Replicated` protocol below
 (`check_writable`, `table`, `tables`, `epoch_state`, `held_frames`, `writes`: the write
@@ -55,9 +70,10 @@ import json
 import os
 from collections import deque
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from typing import Protocol
+from typing import Any, Protocol
 
 from dbsvc.errors import EpochChanged, NotFound, RequestError, StreamError, Unavailable
+from dbsvc.runtime import INT64_MAX, INT64_MIN, CompiledModel, identity
 from dbsvc.storage import recovery
 from dbsvc.storage.batchwrite import Undo, WriteHost
 from dbsvc.storage.compact import SNAPSHOT_NAME
@@ -68,7 +84,16 @@ from dbsvc.storage.logfile import FRAME_HEADER_SIZE, frame_offset
 from dbsvc.storage.snapshot import ModelImage, SnapshotImage, encode_snapshot
 from dbsvc.storage.table import Table
 
-_DECODE = json.JSONDecoder().decode  # json.loads without its per-call type and encoding sniffing
+
+def _no_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not a JSON value")
+
+
+# The json module's C scanner (rows.py's SCAN), refusing NaN and Infinity: (value, end).
+_SCAN: Callable[[str, int], tuple[Any, int]] = json.JSONDecoder(  # type: ignore[attr-defined]
+    parse_constant=_no_constant
+).scan_once
+INSERT, UPDATE, DELETE = 0, 1, 2  # what `_Group.apply` does with a row
 _KINDS = {kind.value: kind for kind in EventKind}
 RECENT_ROWS = 1 << 16  # rows kept in `applied_rows` (rule 6): a primary's writes during its compaction
 
@@ -140,17 +165,79 @@ class _Group:
         self.frames: list[bytes] = []
         self.events: list[ChangeEvent] = []
         self.undos: list[Undo] = []
+        # A run of inserts into one table, checked and counted but not yet in the table
+        # (rule 5): their values, and their ids (what the next rows' checks look up).
+        self.run_table: Table | None = None
+        self.run_values: list[Any] = []
+        self.run_ids: set[Any] = set()
+        self.run_top = 0  # the table's max_id once the run is in
 
-    def apply(self, table: Table, frame: bytes, event: ChangeEvent, apply: Callable[[], object]) -> None:
+    def pending(self, table: Table) -> int:
+        """The rows of `table` checked and not yet in it (the run's)."""
+        return len(self.run_values) if table is self.run_table else 0
+
+    def holds(self, table: Table, id_: Any) -> bool:
+        """Whether the run inserts `id_` into `table`."""
+        return table is self.run_table and id_ in self.run_ids
+
+    def add_insert(self, table: Table, frame: bytes, event: ChangeEvent, values: Any) -> None:
+        """A checked insert, kept in the run (flushed by `flush`): its offset is taken now,
+        its undo counts the max id the rows before it leave."""
+        if table is not self.run_table:
+            self.flush()
+            self.run_table, self.run_top = table, table.max_id
+        writes = self.writes
+        offset = event.offset
+        self.undos.append((table, self.run_top, offset))
+        id_ = event.id
+        if type(id_) is int and id_ > self.run_top:
+            self.run_top = id_
+        self.run_values.append(values)
+        self.run_ids.add(id_)
+        writes.next_offset = offset + 1
+        self.frames.append(frame)
+        self.events.append(event)
+
+    def flush(self) -> None:
+        """Put the run into its table: `insert` of each row in turn, the indexes updated
+        together (`Table.insert_run`), each row stamped with its offset."""
+        table, values = self.run_table, self.run_values
+        if table is None:
+            return
+        self.run_table, self.run_values, self.run_ids = None, [], set()
+        count = len(values)
+        events = self.events[len(self.events) - count :]
+        compactor = self.writes.compactor
+        if compactor is not None and compactor.cut is not None:
+            cut = compactor.cut[table.name]
+            for event in events:
+                cut.note_write(event.id)
+        if count == 1:
+            table.insert(values[0])
+        else:
+            table.insert_run(values)
+        table.stamp_inserts([event.offset for event in events])
+
+    def apply(
+        self, table: Table, frame: bytes, event: ChangeEvent, kind: int, current: bytes | None, values: Any
+    ) -> None:
         """Apply one checked row to memory at the next offset, as a local write's commit
         would (writes.py: the compaction's cut, the version stamp, the next offset)."""
+        self.flush()
         writes = self.writes
         offset = event.offset
         max_id = table.max_id
         compactor = writes.compactor
         if compactor is not None and compactor.cut is not None:
             compactor.cut[table.name].note_write(event.id)
-        apply()
+        if kind == INSERT:
+            table.insert(values)
+        elif kind == UPDATE:
+            assert current is not None
+            table.replace(current, values)
+        else:
+            assert current is not None
+            table.delete(event.id, current)
         table.stamp(offset)
         writes.next_offset = offset + 1
         self.frames.append(frame)
@@ -159,6 +246,7 @@ class _Group:
 
     def undo_from(self, count: int) -> None:
         """Take back the rows applied after the first `count` (an unfinished batch: rule 4)."""
+        self.flush()
         while len(self.undos) > count:
             self.writes.rollback(self.undos.pop())
             self.frames.pop()
@@ -166,6 +254,7 @@ class _Group:
 
     def submit(self) -> asyncio.Future[None]:
         """Hand the rows to the commit queue as one group: one write call, one fsync."""
+        self.flush()
         writes, commit = self.writes, self.commit
         if not self.frames:
             done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
@@ -220,25 +309,31 @@ def _take(store: Replicated, group: _Group, frame: bytes) -> None:
 
 
 def _decode(store: Replicated, frame: bytes, offset: int) -> ChangeEvent:
-    """The frame's event, decoded once (rule 5), after its size is checked (rule 2)."""
+    """The frame's event, decoded once (rule 5), after its size is checked (rule 2). The
+    payload is read by the json module's C scanner itself, as rows.py reads a stored
+    record: a primary writes compact JSON, so no whitespace is skipped around it, and
+    `NaN` or `Infinity` (which json.loads takes, and no primary writes) is refused."""
     size = len(frame) - FRAME_HEADER_SIZE
     if size > store.max_payload:
         raise StreamError(
             offset, f"record too large: a frame payload of {size} bytes, over this store's limit of {store.max_payload}"
         )
     try:
-        fields = _DECODE(frame[FRAME_HEADER_SIZE:].decode("utf-8"))
-    except ValueError as exc:  # UnicodeDecodeError included
+        text = frame[FRAME_HEADER_SIZE:].decode("utf-8")
+        fields, end = _SCAN(text, 0)
+    except StopIteration as stop:
+        raise StreamError(offset, f"payload is not JSON: expecting a value at character {stop.value}") from None
+    except (ValueError, RecursionError) as exc:  # UnicodeDecodeError and JSONDecodeError included
         raise StreamError(offset, f"payload is not JSON: {exc}") from None
-    if not isinstance(fields, dict):
+    if end != len(text):
+        raise StreamError(offset, f"payload is not JSON: extra data at character {end}")
+    if type(fields) is not dict:
         raise StreamError(offset, f"payload is a JSON {type(fields).__name__}, expected a change event")
     try:
-        kind = fields["kind"]
-        if kind not in _KINDS:
-            raise StreamError(offset, f"payload is not an insert, update or delete event (kind {kind!r})")
+        kind = _KINDS[fields["kind"]]
         batch = fields.get("batch")
         event = ChangeEvent(
-            _KINDS[kind],
+            kind,
             fields["model"],
             fields["offset"],
             fields["watermark"],
@@ -247,7 +342,17 @@ def _decode(store: Replicated, frame: bytes, offset: int) -> ChangeEvent:
             fields.get("previous"),
             None if batch is None else (batch["first"], batch["last"]),
         )
-    except (KeyError, TypeError) as exc:  # a field missing, a kind or a batch of another shape
+    except KeyError as exc:  # a field missing, or a kind that is no kind name
+        if "kind" in fields and exc.args == (fields["kind"],):
+            raise StreamError(
+                offset, f"payload is not an insert, update or delete event (kind {fields['kind']!r})"
+            ) from None
+        raise StreamError(offset, f"payload is not a change event: {exc!r}") from None
+    except TypeError as exc:  # an unhashable kind, a batch of another shape
+        if "kind" in fields and not isinstance(fields["kind"], str):
+            raise StreamError(
+                offset, f"payload is not an insert, update or delete event (kind {fields['kind']!r})"
+            ) from None
         raise StreamError(offset, f"payload is not a change event: {exc!r}") from None
     if event.offset != offset or type(event.offset) is not int:
         raise StreamError(offset, f"payload says offset {event.offset!r}")
@@ -268,36 +373,38 @@ def _apply_one(store: Replicated, group: _Group, frame: bytes, event: ChangeEven
         raise StreamError(offset, f"unknown model {event.model!r}") from None
     except TypeError:  # an unhashable model name
         raise StreamError(offset, f"model {event.model!r} is not a model name") from None
-    if list(event.record) != list(table.model.fields):
-        raise StreamError(
-            offset, f"{event.model} record has fields {list(event.record)}, expected {list(table.model.fields)}"
-        )
-    if event.watermark != table.watermark + 1:
+    record, kind = event.record, event.kind
+    model = table.model
+    if tuple(record) != model.fields:
+        raise StreamError(offset, f"{event.model} record has fields {list(record)}, expected {list(model.fields)}")
+    watermark = table.watermark + group.pending(table)
+    if event.watermark != watermark + 1:
         raise EpochChanged(
             offset,
             f"{event.model} watermark {event.watermark} follows "
-            f"{table.watermark} here: the primary started a new epoch",
+            f"{watermark} here: the primary started a new epoch",
         )
-    record, kind = event.record, event.kind
-    if kind is not EventKind.DELETE:
-        _check_replicated_record(table, offset, event)
+    if kind is not EventKind.INSERT:
+        group.flush()  # the rows it is checked against are in their tables
     try:
         current = table.live.get(event.id)
     except TypeError:  # an unhashable id
         raise StreamError(offset, f"{event.model} id {event.id!r} is not an id value") from None
+    if kind is EventKind.DELETE:
+        if current is None:
+            raise StreamError(offset, f"delete of {event.model} {event.id!r}, which does not exist here")
+        group.apply(table, frame, event, DELETE, current, None)
+        return
+    values = model.row(record)
+    _fits(table, offset, event, values)
     if kind is EventKind.INSERT:
-        if current is not None:
+        if current is not None or group.holds(table, event.id):
             raise StreamError(offset, f"insert of {event.model} {event.id!r}, which exists here")
-        values = table.model.row(record)
-        group.apply(table, frame, event, lambda: table.insert(values))
+        group.add_insert(table, frame, event, values)
         return
     if current is None:
-        raise StreamError(offset, f"{kind.value} of {event.model} {event.id!r}, which does not exist here")
-    if kind is EventKind.UPDATE:
-        values = table.model.row(record)
-        group.apply(table, frame, event, lambda: table.replace(current, values))
-        return
-    group.apply(table, frame, event, lambda: table.delete(event.id, current))
+        raise StreamError(offset, f"update of {event.model} {event.id!r}, which does not exist here")
+    group.apply(table, frame, event, UPDATE, current, values)
 
 
 def epoch_snapshot(store: Replicated) -> tuple[str, int, Iterator[bytes]]:
@@ -344,12 +451,38 @@ def _read_chunks(fd: int, size: int = 256 * 1024) -> Iterator[bytes]:
         os.close(fd)
 
 
-def _check_replicated_record(table: Table, offset: int, event: ChangeEvent) -> None:
-    """A replicated record must be one this schema could have stored: the model's generated
-    replace validator accepts it under its own id. A frame can pass its CRC and still hold
-    values of other types (a bad primary, a proxy rewriting payloads), and such a value
-    would fail inside the indexes, half applied."""
+class _Fit:
+    """What a replicated record of one model is checked for (rule 7): the value types of
+    the records the model's replace validator accepted (`shapes`), and the index keys that
+    can fail for a value of the right type (a key function that parses, a key kept in an
+    array of int64)."""
+
+    __slots__ = ("keyed", "model", "shapes")
+
+    def __init__(self, model: CompiledModel) -> None:
+        self.model = model
+        self.shapes: set[tuple[type, ...]] = set()
+        at = {name: position for position, name in enumerate(model.fields)}
+        self.keyed = tuple(
+            (name, at[name], key, model.key_arrays.get(name) == "q")
+            for name, key in model.keys.items()
+            if key is not identity or model.key_arrays.get(name) == "q"
+        )
+
+
+_FITS: dict[int, _Fit] = {}  # id(model) -> its _Fit (the _Fit holds the model: the id stays its own)
+
+
+def _fits(table: Table, offset: int, event: ChangeEvent, values: Sequence[Any]) -> None:
+    """Rule 7: a replicated record must be one this store can apply whole. A record whose
+    value types are new to this model must pass the model's generated replace validator
+    under its own id (then its types are known good); after that a record of known types
+    has only the keys its indexes compute checked, the ones that could raise half way:
+    a datetime's key parses its text, an int64 key column refuses an int out of range."""
     model = table.model
+    fit = _FITS.get(id(model))
+    if fit is None:
+        fit = _FITS[id(model)] = _Fit(model)
     record = event.record
     if record.get(model.id_field) != event.id:
         raise StreamError(
@@ -357,7 +490,23 @@ def _check_replicated_record(table: Table, offset: int, event: ChangeEvent) -> N
             f"{event.model} event id {event.id!r} differs from the record's "
             f"{model.id_field} {record.get(model.id_field)!r}",
         )
-    try:
-        model.validate_replace(record, event.id)
-    except RequestError as exc:
-        raise StreamError(offset, f"{event.model} {event.id!r} does not fit the schema: {exc}") from None
+    shape = tuple(map(type, values))
+    if shape not in fit.shapes:
+        try:
+            model.validate_replace(record, event.id)
+        except RequestError as exc:
+            raise StreamError(offset, f"{event.model} {event.id!r} does not fit the schema: {exc}") from None
+        fit.shapes.add(shape)
+    for name, position, key, int64 in fit.keyed:
+        value = values[position]
+        if value is None:
+            continue
+        try:
+            made = key(value)
+        except (ValueError, TypeError, OverflowError) as exc:
+            raise StreamError(offset, f"{event.model} {event.id!r} does not fit the schema: {name}: {exc}") from None
+        if int64 and not INT64_MIN <= made <= INT64_MAX:
+            raise StreamError(
+                offset,
+                f"{event.model} {event.id!r} does not fit the schema: {name} {value!r} is out of the int64 range",
+            )

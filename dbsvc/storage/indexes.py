@@ -125,6 +125,16 @@ class SortedIndex:
                 maxes[i : i + 1] = [sub[LOAD - 1], sub[-1]]
         self._len += 1
 
+    def extend_past(self, entries: list[Any]) -> None:
+        """`add` of each of `entries`, ascending past the last entry held (one at least): runs.py."""
+        sub = self._own(len(self._maxes) - 1)
+        sub.extend(entries)
+        while len(sub) > 2 * LOAD:
+            self._lists[-1:], self._maxes[-1:] = [sub[:LOAD], sub[LOAD:]], [sub[LOAD - 1], sub[-1]]
+            sub = self._lists[-1]
+        self._maxes[-1] = sub[-1]
+        self._len += len(entries)
+
     def remove(self, entry: Any) -> None:
         """Remove one occurrence of `entry`; KeyError if it is absent."""
         maxes = self._maxes
@@ -282,7 +292,7 @@ class OrderedIndex:
 
     @property
     def key_sublists(self) -> list[Any]:
-        """The keys' sublists (arrays when `typecode` is set): read them, never write them."""
+        """The keys' sublists (arrays when `typecode` is set): read them (runs.py adds to them)."""
         return self._keys
 
     @property
@@ -300,6 +310,11 @@ class OrderedIndex:
 
     def __len__(self) -> int:
         return self._len + len(self.nulls)
+
+    def grown(self, count: int) -> None:
+        """`count` entries were put into the sublists in place (storage/runs.py alone does)."""
+        self._len += count
+        self._counts = None  # rebuilt by the next `count_span`
 
     def _sublist(self, key: Any, id_: Any) -> int:
         """The sublist where (key, id_) belongs: the first whose last entry is not before

@@ -126,6 +126,31 @@ class KeyColumn:
                 return
         self.far[id_] = key
 
+    def set_many(self, ids: Sequence[Any], keys: Sequence[Any]) -> None:
+        """`set` of each id (`ids[n]` has `keys[n]`), with the same result: a run of int
+        ids from the end of `slots` on (new ids in order: a follower's group) extends it
+        at once; any others are set one by one."""
+        slots = self.slots
+        n = len(slots)
+        count = len(ids)
+        if (
+            not count
+            or self.far
+            or set(map(type, ids)) != {int}
+            or ids[0] != n
+            or ids[-1] != n + count - 1
+            or not all(map(int.__eq__, ids, range(n, n + count)))
+        ):
+            for id_, key in zip(ids, keys):
+                self.set(id_, key)
+            return
+        if None in keys:
+            self.nulls.update(id_ for id_, key in zip(ids, keys) if key is None)
+            if self.typecode:
+                keys = [0 if key is None else key for key in keys]
+        slots.extend(keys)
+        self._count += count
+
     def discard(self, id_: Any) -> None:
         """`id_`, which the column holds, has no key any more."""
         self.nulls.discard(id_)

@@ -86,6 +86,7 @@ from dbsvc.storage.hashes import FilterIndex, HashIndex, OrderedFilter, UniqueFi
 from dbsvc.storage.idmap import LiveMap, pick, records_of
 from dbsvc.storage.indexes import OrderedIndex, SortedIndex
 from dbsvc.storage.rows import Stored, Values, pack, unpack
+from dbsvc.storage.runs import add_ordered_run, add_sorted_run
 from dbsvc.storage.versions import Versions
 from dbsvc.storage.words import WordIndex
 
@@ -426,6 +427,35 @@ class Table:
         if type(id_) is int and id_ > self.max_id:
             self.max_id = id_
         return stored
+
+    def insert_run(self, batch: list[Values]) -> None:
+        """`insert` of each record in turn, with the same result, each index's entries
+        added together (runs.py): a follower's run of inserts (follow.py)."""
+        at = self.id_position
+        ids = [values[at] for values in batch]
+        records = list(map(pack, batch))
+        self.live.update(zip(ids, records))
+        self.rows.extend(zip(ids, records, [None] * len(records)))
+        self.prior.frombytes(bytes(8 * len(records)))
+        add_sorted_run(self.pk, ids)
+        for _f, pos, kf, index in self._plan_unique:
+            for id_, r in zip(ids, batch):
+                if r[pos] is not None:
+                    index[kf(r[pos])] = id_
+        for pos, kf, hindex in self._plan_hash:
+            for id_, r in zip(ids, batch):
+                hindex.add(kf(r[pos]), id_)
+        for pos, kf, sindex in self._plan_ordered:
+            add_ordered_run(sindex, [kf(r[pos]) for r in batch], ids)
+        for pos, counts in self._plan_refs:
+            for r in batch:
+                if r[pos] is not None:
+                    counts[r[pos]] = counts.get(r[pos], 0) + 1
+        if self.words is not None:
+            for id_, r in zip(ids, batch):
+                self.words.add(id_, r)
+        top = max((i for i in ids if type(i) is int), default=self.max_id)
+        self.max_id = max(self.max_id, top)
 
     def insert_many(self, batch: list[Values]) -> None:
         """`insert` of each record in turn (a batch, store.insert_batch), with the same

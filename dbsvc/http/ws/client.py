@@ -27,6 +27,15 @@ C5. The end of the stream raises `WebSocketClosed(code, reason)`: the server's c
     frame (answered first), a protocol error (1002/1007, answered), or 1006 when TCP ended
     without one. `close()` sends a close frame and waits (bounded) for the server to end
     TCP (RFC 6455 §7.1.1: the server closes first).
+C6. Frame boundaries are found here, not by wsproto: every frame header is read as the
+    bytes come, and a whole frame that is a message by itself (FIN, no RSV bit, binary,
+    not masked, at most `max_message` bytes, outside a fragmented message) is cut from the
+    bytes at once, the `/replicate` stream's every frame (wsproto's frame parsing, event
+    objects and reassembly were a tenth of a read replica's CPU: bench/README.md). Every
+    other frame goes to wsproto whole as its bytes come, from its first byte to its last,
+    so wsproto never holds part of a frame when a cut one follows, and its checks (control
+    frames, fragments, text, close, masks, RSV bits, sizes) are the ones that decide. The
+    handshake feeds wsproto the HTTP answer only; the bytes after it are read here.
 """
 
 from __future__ import annotations
@@ -92,6 +101,7 @@ def open_websocket(
     ws = WSConnection(ConnectionType.CLIENT)
     extra = [(name.encode("latin-1"), value.encode("latin-1")) for name, value in headers]
     status, refused_headers, body = 0, [], bytearray()
+    answer: bytearray | None = bytearray()  # the HTTP answer until its end is seen (rule C6)
     try:
         sock = socket.create_connection((host, port), timeout=timeout)
     except OSError as exc:
@@ -108,15 +118,25 @@ def open_websocket(
                 raise WebSocketClientError(f"no complete handshake answer from {url} within {timeout} s")
             sock.settimeout(remaining)
             data = sock.recv(_RECV_SIZE)
-            ws.receive_data(data or None)
+            after = b""
+            if data and answer is not None:
+                answer += data
+                end = answer.find(b"\r\n\r\n")
+                if end >= 0:  # wsproto gets the answer; what follows a 101 is frames
+                    after = bytes(answer[end + 4 :])
+                    answer = None
+            ws.receive_data(data[: len(data) - len(after)] if data else None)
             for event in ws.events():
                 if isinstance(event, AcceptConnection):
-                    return ClientWebSocket(sock, ws, max_message, idle_timeout)
+                    return ClientWebSocket(sock, ws, max_message, idle_timeout, after)
                 if isinstance(event, RejectConnection):
                     status = event.status_code
                     refused_headers = [(k.decode("latin-1").lower(), v.decode("latin-1")) for k, v in event.headers]
                     if not event.has_body:
                         raise HandshakeRefused(status, refused_headers, b"")
+                    if after:  # the refusal's body
+                        ws.receive_data(after)
+                        after = b""
                 elif isinstance(event, RejectData):
                     body += event.data[: _REFUSAL_BODY_LIMIT - len(body)]
                     if event.body_finished or len(body) >= _REFUSAL_BODY_LIMIT:
@@ -135,7 +155,9 @@ def open_websocket(
 class ClientWebSocket:
     """One open client socket (rules C3-C5); a context manager that closes it."""
 
-    def __init__(self, sock: socket.socket, ws: WSConnection, max_message: int, idle_timeout: float) -> None:
+    def __init__(
+        self, sock: socket.socket, ws: WSConnection, max_message: int, idle_timeout: float, after: bytes = b""
+    ) -> None:
         self._sock = sock
         self._ws = ws
         self._max_message = max_message
@@ -145,7 +167,11 @@ class ClientWebSocket:
         self._parts: list[Any] = []
         self._size = 0
         self._ended: WebSocketClientError | None = None
-        self._drain()  # messages that came with the 101
+        self._buffer = bytearray()  # bytes from a frame boundary on, not yet taken (rule C6)
+        self._passing = 0  # bytes of the frame in hand that are wsproto's still
+        self._need = 0  # bytes `_buffer` must hold before it is parsed again (a frame's)
+        if after:
+            self._take(after)  # frames that came with the 101
 
     def __enter__(self) -> ClientWebSocket:
         return self
@@ -180,11 +206,7 @@ class ClientWebSocket:
                 self._end(WebSocketClosed(ABNORMAL, "connection closed without a close frame"))
                 continue
             self._last_seen = time.monotonic()
-            try:
-                self._ws.receive_data(data)
-            except LocalProtocolError:  # bytes after a close
-                continue
-            self._drain()
+            self._take(data)
 
     def close(self, code: int = NORMAL_CLOSURE, reason: str = "", timeout: float = 2.0) -> None:
         """Send a close frame, wait up to `timeout` for the server to end TCP, close (C5)."""
@@ -201,6 +223,64 @@ class ClientWebSocket:
             except OSError:
                 pass
         self._sock.close()
+
+    def _take(self, data: bytes) -> None:
+        """Rule C6: cut the whole binary messages out of `data`, and pass every other
+        frame to wsproto as its bytes come."""
+        if self._passing:
+            if len(data) <= self._passing:
+                self._passing -= len(data)
+                self._pass(data)
+                return
+            self._pass(data[: self._passing])
+            data = data[self._passing :]
+            self._passing = 0
+        if self._buffer:
+            self._buffer += data
+            if len(self._buffer) < self._need:  # a large frame's bytes: kept, not parsed again
+                return
+            data = bytes(self._buffer)
+            self._buffer.clear()
+        self._need = 0
+        size, at, ready = len(data), 0, self._ready
+        while size - at >= 2 and self._ended is None:
+            first, second = data[at], data[at + 1]
+            length, head = second & 0x7F, 2
+            if length == 126:
+                if size - at < 4:
+                    break
+                length, head = int.from_bytes(data[at + 2 : at + 4], "big"), 4
+            elif length == 127:
+                if size - at < 10:
+                    break
+                length, head = int.from_bytes(data[at + 2 : at + 10], "big"), 10
+            if first == 0x82 and second < 0x80 and not self._parts and length <= self._max_message:
+                end = at + head + length
+                if end > size:
+                    self._need = end - at  # the rest of it comes with the next bytes
+                    break
+                ready.append(data[at + head : end])
+                at = end
+                continue
+            whole = head + (4 if second & 0x80 else 0) + length  # anything else: wsproto's
+            if size - at < whole:
+                self._passing = whole - (size - at)
+                self._pass(data[at:])
+                return
+            self._pass(data[at : at + whole])
+            at += whole
+        if at < size:
+            self._buffer += data[at:]
+
+    def _pass(self, data: bytes) -> None:
+        """Bytes of frames that wsproto decides on (rule C6), and the messages it makes."""
+        if self._ended is not None:
+            return
+        try:
+            self._ws.receive_data(data)
+        except LocalProtocolError:  # bytes after a close
+            return
+        self._drain()
 
     def _drain(self) -> None:
         ws = self._ws

@@ -1,0 +1,193 @@
+"""The blocking WebSocket client that reads `/replicate` (dbsvc/http/ws/client.py) finds
+frame boundaries itself and cuts whole binary messages out of the bytes (rule C6), leaving
+every other frame to wsproto: whatever the bytes' split, messages arrive whole and in
+order, and control frames, fragments, text, masks and sizes are judged as before.
+
+A real server socket on a loopback port plays the server: it answers the handshake and
+sends hand-made frames in the pieces a test chooses (one byte at a time, or glued to the
+101), then reads what the client sent back (a pong, a close)."""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import socket
+import threading
+
+import pytest
+
+from dbsvc.errors import MessageTooBig, WebSocketClosed
+from dbsvc.http.ws.client import open_websocket
+
+GUID = b"258EAFA5-E914-47DA-95CA-C5AB0DC85B11"
+
+
+def frame(payload: bytes, opcode: int = 2, fin: bool = True, mask: bytes | None = None, rsv: int = 0) -> bytes:
+    """One WebSocket frame as a server would send it (unmasked unless `mask`)."""
+    head = bytes([(0x80 if fin else 0) | rsv | opcode])
+    size = len(payload)
+    bit = 0x80 if mask else 0
+    if size < 126:
+        head += bytes([bit | size])
+    elif size < 1 << 16:
+        head += bytes([bit | 126]) + size.to_bytes(2, "big")
+    else:
+        head += bytes([bit | 127]) + size.to_bytes(8, "big")
+    if mask:
+        payload = bytes(b ^ mask[i % 4] for i, b in enumerate(payload))
+        head += mask
+    return head + payload
+
+
+def client_frames(data: bytes) -> list[tuple[int, bytes]]:
+    """(opcode, unmasked payload) of each whole frame a client sent (small ones only)."""
+    out = []
+    at = 0
+    while len(data) - at >= 6:
+        size = data[at + 1] & 0x7F
+        assert size < 126, "a test client frame is small"
+        if len(data) - at < 6 + size:
+            break
+        mask = data[at + 2 : at + 6]
+        payload = bytes(b ^ mask[i % 4] for i, b in enumerate(data[at + 6 : at + 6 + size]))
+        out.append((data[at] & 0x0F, payload))
+        at += 6 + size
+    return out
+
+
+class Server:
+    """Accepts one client, answers its handshake (with `glued` right after the 101), then
+    sends each of `pieces` with its own send call, and keeps what the client sends."""
+
+    def __init__(self, pieces: list[bytes], glued: bytes = b"") -> None:
+        self.listener = socket.create_server(("127.0.0.1", 0))
+        self.port = self.listener.getsockname()[1]
+        self.pieces, self.glued = pieces, glued
+        self.received = bytearray()
+        self.sent = threading.Event()
+        self.thread = threading.Thread(target=self.run, daemon=True)
+        self.thread.start()
+
+    def run(self) -> None:
+        conn, _ = self.listener.accept()
+        with conn:
+            conn.settimeout(10)
+            request = b""
+            while b"\r\n\r\n" not in request:
+                request += conn.recv(4096)
+            key = next(
+                line.split(b":", 1)[1].strip()
+                for line in request.split(b"\r\n")
+                if line.lower().startswith(b"sec-websocket-key:")
+            )
+            accept = base64.b64encode(hashlib.sha1(key + GUID).digest())
+            conn.sendall(
+                b"HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
+                b"Sec-WebSocket-Accept: " + accept + b"\r\n\r\n" + self.glued
+            )
+            for piece in self.pieces:
+                conn.sendall(piece)
+            self.sent.set()
+            try:
+                while data := conn.recv(4096):
+                    self.received += data
+                    if any(opcode == 8 for opcode, _ in client_frames(self.received)):
+                        return  # the client's close: the server ends TCP (RFC 6455 7.1.1)
+            except OSError:
+                pass
+
+    def close(self) -> None:
+        self.listener.close()
+        self.thread.join(5)
+
+
+def receive_all(server: Server, count: int, **kw) -> list:
+    with open_websocket(f"ws://127.0.0.1:{server.port}/replicate", timeout=10, **kw) as ws:
+        return [ws.receive(timeout=10) for _ in range(count)]
+
+
+SIZES = [0, 1, 125, 126, 200, 65535, 65536, 70000]
+
+
+@pytest.mark.parametrize("split", ["whole", "one byte at a time", "in threes", "glued to the 101"])
+def test_binary_messages_arrive_whole_and_in_order_however_the_bytes_are_split(split):
+    payloads = [bytes([n % 251]) * size for n, size in enumerate(SIZES)]
+    stream = b"".join(frame(p) for p in payloads)
+    if split == "whole":
+        server = Server([stream])
+    elif split == "one byte at a time":
+        small = b"".join(frame(p) for p in payloads[:4])  # the large ones would take long
+        server = Server([small[i : i + 1] for i in range(len(small))] + [stream[len(small) :]])
+    elif split == "in threes":
+        server = Server([stream[i : i + 3] for i in range(0, 3000, 3)] + [stream[3000:]])
+    else:
+        server = Server([stream[40:]], glued=stream[:40])
+    try:
+        assert receive_all(server, len(payloads)) == payloads
+    finally:
+        server.close()
+
+
+def test_a_ping_between_binary_frames_is_answered_and_a_text_and_a_fragmented_message_come_whole():
+    pieces = [
+        frame(b"one"),
+        frame(b"are you there", opcode=9),  # a ping
+        frame(b"two"),
+        frame("drei".encode(), opcode=1),  # a text message
+        frame(b"fou", fin=False),  # a binary message in three fragments
+        frame(b"", opcode=9, fin=True),  # a ping inside it
+        frame(b"r", opcode=0, fin=False),
+        frame(b"!", opcode=0),
+        frame(b"five"),
+    ]
+    stream = b"".join(pieces)
+    server = Server([stream[i : i + 5] for i in range(0, len(stream), 5)])
+    try:
+        assert receive_all(server, 5) == [b"one", b"two", "drei", b"four!", b"five"]
+        server.sent.wait(5)
+    finally:
+        server.close()
+    sent = client_frames(server.received)
+    assert sent[:2] == [(10, b"are you there"), (10, b"")]  # both pings answered, then the close
+    assert sent[-1][0] == 8
+
+
+def test_a_binary_message_over_the_limit_is_refused_with_1009():
+    server = Server([frame(b"ok"), frame(b"x" * 2000)])
+    try:
+        with open_websocket(f"ws://127.0.0.1:{server.port}/", timeout=10, max_message=1000) as ws:
+            assert ws.receive(timeout=10) == b"ok"
+            with pytest.raises(MessageTooBig):
+                ws.receive(timeout=10)
+    finally:
+        server.close()
+    assert client_frames(server.received) == [(8, (1009).to_bytes(2, "big") + b"message too big")]
+
+
+@pytest.mark.parametrize(
+    "bad",
+    [frame(b"masked", mask=b"abcd"), frame(b"rsv", rsv=0x40), frame(b"", opcode=0)],
+    ids=["masked", "rsv bit", "continuation without a start"],
+)
+def test_a_frame_a_server_may_not_send_is_a_protocol_error_after_the_good_ones(bad):
+    server = Server([frame(b"good") + bad + frame(b"never")])
+    try:
+        with open_websocket(f"ws://127.0.0.1:{server.port}/", timeout=10) as ws:
+            assert ws.receive(timeout=10) == b"good"
+            with pytest.raises(WebSocketClosed) as info:
+                ws.receive(timeout=10)
+            assert info.value.code == 1002
+    finally:
+        server.close()
+
+
+def test_a_close_frame_ends_the_stream_with_its_code_and_reason():
+    server = Server([frame(b"last") + frame((1001).to_bytes(2, "big") + b"going away", opcode=8)])
+    try:
+        with open_websocket(f"ws://127.0.0.1:{server.port}/", timeout=10) as ws:
+            assert ws.receive(timeout=10) == b"last"
+            with pytest.raises(WebSocketClosed) as info:
+                ws.receive(timeout=10)
+            assert (info.value.code, info.value.reason) == (1001, "going away")
+    finally:
+        server.close()
