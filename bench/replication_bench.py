@@ -752,8 +752,19 @@ def measure_replica(servers: Servers, primary: Server, head: int, sync: str, wor
         out = Path(ARGS.replica_pyspy) / f"replica-{sync}.txt"
         out.parent.mkdir(parents=True, exist_ok=True)
         spy = subprocess.Popen(
-            ["py-spy", "record", "--pid", str(replica.proc.pid), "--rate", "200", "--format", "raw", "--threads",
-             "--output", str(out)],
+            [
+                "py-spy",
+                "record",
+                "--pid",
+                str(replica.proc.pid),
+                "--rate",
+                "200",
+                "--format",
+                "raw",
+                "--threads",
+                "--output",
+                str(out),
+            ],
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
         )

@@ -381,8 +381,7 @@ def _apply_one(store: Replicated, group: _Group, frame: bytes, event: ChangeEven
     if event.watermark != watermark + 1:
         raise EpochChanged(
             offset,
-            f"{event.model} watermark {event.watermark} follows "
-            f"{watermark} here: the primary started a new epoch",
+            f"{event.model} watermark {event.watermark} follows {watermark} here: the primary started a new epoch",
         )
     if kind is not EventKind.INSERT:
         group.flush()  # the rows it is checked against are in their tables
