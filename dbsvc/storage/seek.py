@@ -144,33 +144,38 @@ def _ascending_runs(
 
 
 def _one_key(table: Table, field: str, desc: bool, window: Window, cursor: Any) -> Iterator[Any]:
-    """Ids in the order of one sort key, inside `window`, after `cursor` ((keys, id) or None)."""
+    """Ids in the order of one sort key, inside `window`, after `cursor` ((keys, id) or None).
+
+    The pieces are found first (bisects) and chained, so the ids flow to the page at C
+    speed with no generator frame resumed an id (the page is `page_ids`' islice)."""
     index = table.ordered[field]
     start, stop = window.span(index)
     if cursor is not None:
         ck, cid = cursor[0][0], cursor[1]
+    pieces: list[Iterable[Any]] = []
     if not desc:
         if cursor is None or ck is not None:
             if cursor is not None:
                 start = max(start, index.after(ck, cid))
-            yield from index.ids_span(start, stop)
+            pieces.append(index.ids_span(start, stop))
         if window.nulls:
-            yield from (index.nulls if cursor is None or ck is not None else index.nulls.iter_after(cid))
-        return
+            pieces.append(index.nulls if cursor is None or ck is not None else index.nulls.iter_after(cid))
+        return chain.from_iterable(pieces)
     if window.nulls and (cursor is None or ck is None):
-        yield from (index.nulls if cursor is None else index.nulls.iter_after(cid))
+        pieces.append(index.nulls if cursor is None else index.nulls.iter_after(cid))
     if cursor is not None and ck is not None:
         if window.holds(ck):  # the rest of the cursor's run, ids ascending
-            yield from index.ids_span(max(start, index.after(ck, cid)), min(stop, index.upper(ck, True)))
+            pieces.append(index.ids_span(max(start, index.after(ck, cid)), min(stop, index.upper(ck, True))))
         stop = min(stop, index.lower(ck, True))
-    yield from _descending_ids(index.pairs_span_descending(start, stop))
+    pieces.append(chain.from_iterable(_descending_batches(index.pairs_span_descending(start, stop))))
+    return chain.from_iterable(pieces)
 
 
-def _descending_ids(pairs: Iterator[tuple[Any, Any]]) -> Iterator[Any]:
-    """Descending (key, id) pairs (ids descending in a run) -> ids, keys descending and ids
-    ascending in a run, in growing batches at C speed: each batch is the next pairs plus the
-    rest of its last run, reversed, then sorted by key descending (stable: a run's ids stay
-    ascending), as query.py's `_one_key_page` does for a whole page."""
+def _descending_batches(pairs: Iterator[tuple[Any, Any]]) -> Iterator[list[Any]]:
+    """Descending (key, id) pairs (ids descending in a run) -> lists of ids, keys descending
+    and ids ascending in a run, in growing batches at C speed: each batch is the next pairs
+    plus the rest of its last run, reversed, then sorted by key descending (stable: a run's
+    ids stay ascending), as query.py's `_one_key_page` does for a whole page."""
     size = 32
     while True:
         taken = list(islice(pairs, size))
@@ -184,7 +189,7 @@ def _descending_ids(pairs: Iterator[tuple[Any, Any]]) -> Iterator[Any]:
             taken.append(pair)
         taken.reverse()
         taken.sort(key=_KEY, reverse=True)
-        yield from map(_ID, taken)
+        yield list(map(_ID, taken))
         if pending is None:
             return
         pairs = chain((pending,), pairs)
@@ -250,22 +255,11 @@ def ordered_ids(ids: Iterable[Any], sort: Iterable[tuple[str, bool]], table: Tab
 
 
 def page_ids(ids: Iterator[Any], offset: int, count: int, keep: Callable[[Any], Any] | None = None) -> list[Any]:
-    """Ids [offset, offset + count) of `ids` (those `keep` says yes to, when given), in
-    one loop with no generator between the walk and the page. Shared with query.py."""
-    out: list[Any] = []
+    """Ids [offset, offset + count) of `ids` (those `keep` says yes to, when given): an
+    islice (over a filter) at C speed, no Python code an id. Shared with query.py."""
     if count <= 0:
-        return out
-    skipped = 0
-    for id_ in ids:
-        if keep is not None and not keep(id_):
-            continue
-        if skipped < offset:
-            skipped += 1
-            continue
-        out.append(id_)
-        if len(out) >= count:
-            break
-    return out
+        return []
+    return list(islice(ids if keep is None else filter(keep, ids), offset, offset + count))
 
 
 # ---------------------------------------------------------------------------------------
