@@ -357,8 +357,15 @@ class Application(OperationalRoutes):
     def list(self, request: Request, model: CompiledModel, claims: Claims = NO_CLAIMS) -> Response:
         query = self.queries.list_query(model, request)
         current = self._check_as_of(model, query.as_of)
-        # A list at a past watermark never changes in an epoch: kept whole (readcache.py)
-        past = current is not None and query.as_of is not None and query.as_of < current and model.rules is None
+        # A list at a past watermark never changes in an epoch: kept whole (readcache.py),
+        # unless the token may change it: the model's rules, or an embedded model's
+        past = (
+            current is not None
+            and query.as_of is not None
+            and query.as_of < current
+            and model.rules is None
+            and not (query.expand and self.rules)
+        )
         if past:
             kept = self.past.get(self.store, model, request)
             if kept is not None:

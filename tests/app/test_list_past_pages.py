@@ -10,11 +10,15 @@ case a user meets, over a real server and sockets.
 from __future__ import annotations
 
 import asyncio
+import json
 
 from dbsvc.app import Application
+from dbsvc.compiler import compile_schema
 from dbsvc.http.message import split_target
 from dbsvc.http.types import Request
 from dbsvc.realtime.broker import Broker
+from dbsvc.schema import parse_schema
+from dbsvc.storage import Store
 from support.storage import BLOG, open_store, run, user
 
 TINY = 32 * 1024
@@ -94,3 +98,46 @@ def test_a_past_list_answers_the_same_bytes_over_http_after_writes(serve):
     again = server.get(target)
     assert (again.status, again.body, again.headers["link"]) == (200, first.body, first.headers["link"])
     assert again.headers["dbsvc-watermark"] == str(then)
+
+
+RULED = """
+model Person {
+  id    int  @id
+  name  str
+  team  str  @filter
+  @allow(read, record.team == token.team)
+  @allow(write, token.role == "admin")
+}
+
+model Task {
+  id     int  @id
+  owner  int  @ref(Person) @filter
+  title  str  @sort
+}
+"""
+
+
+def test_a_past_list_embedding_a_ruled_model_is_answered_per_token(tmp_path):
+    module = compile_schema(parse_schema(RULED, "tasks.dbs"))
+    store = Store.open(str(tmp_path), module.MODELS, module.DESCRIPTION, sync="off")
+    app = Application(module, store, Broker(store, module.BY_NAME, 64))
+    task = module.BY_NAME["Task"]
+
+    async def go() -> None:
+        await store.insert("Person", {"id": 1, "name": "Ann", "team": "a"})
+        await store.insert("Task", {"id": 1, "owner": 1, "title": "t"})
+        then = store.watermarks()["Task"]
+        await store.insert("Task", {"id": 2, "owner": 1, "title": "u"})
+        target = f"/api/task?expand=owner&as_of={then}"
+        path, pairs = split_target(target)
+
+        def expanded(team: str) -> dict:
+            response = app.dispatch(Request("GET", target, path, pairs, []), task, None, {"team": team})
+            return json.loads(response.body)["data"][0]["_expand"]
+
+        assert expanded("a") == {"owner": {"id": 1, "name": "Ann", "team": "a"}}
+        assert expanded("b") == {}  # not team a's kept answer
+        assert expanded("a") == {"owner": {"id": 1, "name": "Ann", "team": "a"}}
+
+    run(go())
+    store.close()
