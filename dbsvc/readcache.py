@@ -27,14 +27,21 @@ class EncodedRecords:
     `largest` bytes is not kept: the entry would hold that record's dict and its JSON
     beside its stored form, three copies of a large record, to spare an encoding that
     costs little next to sending it (storage/table.py keeps no dict of it either).
+    Beside them, at most `pages` joined list pages (`encode_page`), each at most 64 KiB,
+    each holding its records' dicts.
     """
 
-    def __init__(self, models: list[CompiledModel], capacity: int = 65536, largest: int = 4096) -> None:
+    def __init__(
+        self, models: list[CompiledModel], capacity: int = 65536, largest: int = 4096, pages: int = 256
+    ) -> None:
         self.capacity = capacity
         self.largest = largest
         self._entries: dict[str, dict[Any, tuple[Record, bytes]]] = {m.name: {} for m in models}
         # (model, projection) -> the same entries for that projection's JSON (`projected`)
         self._projected: dict[tuple[str, str], dict[Any, tuple[Record, bytes]]] = {}
+        # the id()s of a page's record objects -> (those records, the page's joined JSON)
+        self.pages, self.largest_page = pages, 65536
+        self._pages: dict[tuple[int, ...], tuple[tuple[Record, ...], bytes]] = {}
 
     def encode(self, model: CompiledModel, record: Record) -> bytes:
         entries = self._entries[model.name]
@@ -53,14 +60,30 @@ class EncodedRecords:
         return data
 
     def encode_page(self, model: CompiledModel, records: list[Record]) -> bytes:
-        """The records' JSON joined with commas: `encode` for each, with the cache hit inline."""
+        """The records' JSON joined with commas: `encode` for each, with the cache hit inline.
+
+        A page of the very record objects of a page joined lately is that page's bytes
+        again, found by the tuple of the objects' `id()`s (C speed, where a lookup a record
+        was most of a page's encoding): the entry holds the records, so no other object can
+        have one of those ids while it is kept, and equal ids mean the same objects, hence
+        the same versions. At most `pages` pages are kept, the oldest dropped first, none
+        over `largest_page` bytes."""
+        key = tuple(map(id, records))
+        kept = self._pages.get(key)
+        if kept is not None:
+            return kept[1]
         entries = self._entries[model.name]
         id_field = model.id_field
         parts = []
         for record in records:
             entry = entries.get(record[id_field])
             parts.append(entry[1] if entry is not None and entry[0] is record else self.encode(model, record))
-        return b",".join(parts)
+        page = b",".join(parts)
+        if len(page) <= self.largest_page:
+            if len(self._pages) >= self.pages:
+                del self._pages[next(iter(self._pages))]
+            self._pages[key] = (tuple(records), page)
+        return page
 
     def projected(self, model: CompiledModel, projection: str, records: list[Record]) -> list[bytes]:
         """Each record's JSON under `projection` (declared by the model), kept as `encode`

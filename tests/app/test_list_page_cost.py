@@ -13,7 +13,11 @@ import math
 from hypothesis import given
 from hypothesis import strategies as st
 
+from dbsvc.compiler import compile_schema
 from dbsvc.operators import CURSOR_VERSION, decode_cursor, encode_cursor, sort_text
+from dbsvc.readcache import EncodedRecords
+from dbsvc.schema import load_schema
+from support.server import ROOT
 
 
 def json_cursor(model: str, sort: tuple, keys: list, id_: object) -> str:
@@ -62,3 +66,32 @@ def test_cursor_made_fast_decodes_to_its_keys():
     sort = (("score", True), ("title", False))
     text = encode_cursor("Post", sort, [2.5, "\u00e9t\u00e9"], 7)
     assert decode_cursor(text, "Post", sort, {"score": "f", "title": "s"}, "i") == ((2.5, "\u00e9t\u00e9"), 7)
+
+
+MODULE = compile_schema(load_schema(str(ROOT / "schemas" / "blog.dbs")))
+POST = MODULE.BY_NAME["BlogPost"]
+
+
+def post(id_: int, title: str) -> dict:
+    return {"id": id_, "author_id": 1, "title": title, "body": "b", "published": True, "score": 1.5, "tags": None}
+
+
+def test_a_page_of_the_same_record_objects_is_joined_once():
+    cache = EncodedRecords(list(MODULE.MODELS), pages=2)
+    records = [post(1, "a"), post(2, "b")]
+    first = cache.encode_page(POST, records)
+    assert json.loads(b"[" + first + b"]") == records
+    assert cache.encode_page(POST, list(records)) is first  # the same objects: kept
+    newer = [post(1, "new"), records[1]]  # a new version of record 1
+    assert json.loads(b"[" + cache.encode_page(POST, newer) + b"]")[0]["title"] == "new"
+    equal = [post(1, "a"), post(2, "b")]  # equal values, other objects: joined again
+    again = cache.encode_page(POST, equal)
+    assert again == first and again is not first
+    assert cache.encode_page(POST, records) is not first  # pages=2: the oldest went
+
+
+def test_a_kept_page_is_not_confused_with_one_of_reused_ids():
+    cache = EncodedRecords(list(MODULE.MODELS), pages=4)
+    for n in range(200):  # records made and dropped: CPython reuses their addresses
+        page = [post(n, f"t{n}"), post(n + 1, f"u{n}")]
+        assert json.loads(b"[" + cache.encode_page(POST, page) + b"]") == page
