@@ -241,11 +241,6 @@ def lacks(has: Callable[[Any, Any], bool], keys: Any, id_: Any) -> bool:
     return not has(keys, id_)
 
 
-def in_set(ids: set[Any], id_: Any) -> bool:
-    """A search's membership test, in the form of a hash index's `has(keys, id)`."""
-    return id_ in ids
-
-
 def state_test(table: Table, query: Query) -> Callable[[Any], bool]:
     """Whether a record's values pass every condition of `query` (the cursor aside): its
     filters, operators, search and row test, read from the values, as a list over an
