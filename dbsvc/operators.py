@@ -33,8 +33,8 @@ import functools
 import json
 import math
 from collections.abc import Iterable, Mapping, Sequence
-from typing import Any
 from json.encoder import encode_basestring_ascii as _ascii  # type: ignore[attr-defined]
+from typing import Any
 from urllib.parse import quote, urlencode
 
 from dbsvc.errors import BadQuery

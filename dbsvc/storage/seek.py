@@ -52,8 +52,8 @@ records by their values (`after_test`, `state_test`).
 from __future__ import annotations
 
 import heapq
-from functools import partial
 from collections.abc import Callable, Iterable, Iterator, Mapping
+from functools import partial
 from itertools import chain, islice
 from operator import itemgetter
 from typing import Any
@@ -258,7 +258,7 @@ def ordered_ids(
     equal first keys that holds the `end`-th, and only that head is ordered by the whole
     sort. A bucket of s ids then costs one sort by one key (no sort by id first, none by
     the other keys), where each pass sorted all s: at 1,000,000 posts author 7's 1,000
-    posts sorted by `-score,title` 350 -> 110 us (bench/README.md)."""
+    posts sorted by `-score,title` 350 -> 85 us in process (bench/README.md)."""
     sort, ids = tuple(sort), list(ids)
     ordered = table.ordered
     if end is None or not sort or end >= len(ids):
