@@ -22,7 +22,8 @@
 `--matrix` (issue 36 item 2) runs every list shape instead, each side by side with the bare
 h11 server (`--rounds` rounds, default 3 there), on the query bench's posts (bench/query_bench.py
 `seed`: random six-letter titles, Zipf bodies, scores 0-100, 1,000 authors; batched and
-compacted, so 1,000,000 records seed in minutes; `--data DIR` keeps them): GET one record;
+compacted, so 1,000,000 records seed in minutes; kept in `--data DIR`, by default
+`$TMPDIR/dbsvc-matrix-<records>`, and reused by the next run of the same count): GET one record;
 one filter + sort on another field; two filters; a filter + two sort keys; sort only; a deep
 `offset`; an `as_of` list (before 100 POSTs made for it, one of them by author 7); a projection; a range, a prefix and
 their neighbours (another sort, another filter); a search; a cursor; an `expand`. It prints
@@ -316,7 +317,9 @@ def run_matrix(args: argparse.Namespace) -> int:
 
     from query_bench import seeded
 
-    data = seeded(args.data or Path(tempfile.mkdtemp(prefix="dbsvc-matrix-")), args.records)
+    # Seeded once through the bulk path and kept: 1,000,000 posts take minutes to seed
+    # (bench/README.md), so a run without --data reuses the same directory for that count.
+    data = seeded(args.data or Path(tempfile.gettempdir()) / f"dbsvc-matrix-{args.records}", args.records)
     bare, bare_port = start_server([sys.executable, str(BARE_H11)])
     proc, port, _log = start_dbsvc({"SERVICE_DATA": str(data), "RUST_LOG": args.log_level}, timeout=900)
     only = set(args.only_shapes.split(",")) if args.only_shapes else None
@@ -366,7 +369,9 @@ def main(argv: list[str]) -> int:
     )
     parser.add_argument("--http-parser", default="fast", help="SERVICE_HTTP_PARSER for the service")
     parser.add_argument("--matrix", action="store_true", help="every list shape side by side (issue 36 item 2)")
-    parser.add_argument("--data", type=Path, default=None, help="--matrix: keep the seeded posts here, reuse them")
+    parser.add_argument(
+        "--data", type=Path, default=None, help="--matrix: keep the seeded posts here (default $TMPDIR/dbsvc-matrix-N)"
+    )
     parser.add_argument("--only-shapes", default="", help="--matrix: comma list of shape numbers or labels")
     args = parser.parse_args(argv)
     if args.matrix:

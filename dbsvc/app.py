@@ -55,7 +55,7 @@ from dbsvc.interfaces import GeneratedModule, ServedStore, TokenGuard
 from dbsvc.metrics import Meters
 from dbsvc.operational import OperationalRoutes, served_openapi
 from dbsvc.operators import encode_cursor
-from dbsvc.readcache import EncodedRecords, ParsedQueries
+from dbsvc.readcache import EncodedRecords, ParsedQueries, PastPages
 from dbsvc.realtime.broker import Broker
 from dbsvc.realtime.feeds import FeedKind
 from dbsvc.realtime.routes import RealtimeRoutes
@@ -158,6 +158,7 @@ class Application(OperationalRoutes):
         self.replica = replica  # a read replica's following status, else None
         self.encoded = EncodedRecords(list(self.models.values()))
         self.queries = ParsedQueries()
+        self.past = PastPages()  # list answers at a past watermark (as_of), kept whole
         self.expander = Expander(list(self.models.values()), self.encoded.encode)  # `expand=` (dbsvc/expand.py)
         self.broker = broker
         self.fingerprint = schema_fingerprint(module.DESCRIPTION)
@@ -341,18 +342,34 @@ class Application(OperationalRoutes):
             headers.append(("Dbsvc-Offset", str(self.store.head_offset)))
         return headers
 
-    def _check_as_of(self, model: CompiledModel, as_of: int | None) -> None:
-        if as_of is not None:
-            current = self.store.watermarks()[model.name]
-            if as_of > current:
-                raise BadQuery(
-                    f"as_of={as_of} is ahead of the current watermark of {model.name} ({current}): "
-                    f"expected an integer from 0 to {current}"
-                )
+    def _check_as_of(self, model: CompiledModel, as_of: int | None) -> int | None:
+        """400 for an `as_of` ahead of the model's watermark; that watermark, when asked."""
+        if as_of is None:
+            return None
+        current = self.store.watermarks()[model.name]
+        if as_of > current:
+            raise BadQuery(
+                f"as_of={as_of} is ahead of the current watermark of {model.name} ({current}): "
+                f"expected an integer from 0 to {current}"
+            )
+        return current
 
     def list(self, request: Request, model: CompiledModel, claims: Claims = NO_CLAIMS) -> Response:
         query = self.queries.list_query(model, request)
-        self._check_as_of(model, query.as_of)
+        current = self._check_as_of(model, query.as_of)
+        # A list at a past watermark never changes in an epoch: kept whole (readcache.py),
+        # unless the token may change it: the model's rules, or an embedded model's
+        past = (
+            current is not None
+            and query.as_of is not None
+            and query.as_of < current
+            and model.rules is None
+            and not (query.expand and self.rules)
+        )
+        if past:
+            kept = self.past.get(self.store, model, request)
+            if kept is not None:
+                return Response(200, kept[0], kept[1])
         if model.rules is not None:
             token = request.header("authorization") if self.guard is not None else None
             scoped = self.access.list_query(model, model.rules, query, claims, token)
@@ -375,6 +392,8 @@ class Application(OperationalRoutes):
             keys = [model.keys[f](last[f]) for f, _desc in query.sort]
             cursor = encode_cursor(model.name, query.sort, keys, last[model.id_field])
             headers.append(("Link", self.queries.next_link(request, cursor)))
+        if past:
+            self.past.keep(self.store, model, request, body, headers)
         return Response(200, body, headers)
 
     def read(self, request: Request, model: CompiledModel, segment: str, claims: Claims = NO_CLAIMS) -> Response:

@@ -1,6 +1,7 @@
-"""The read path's two caches: records' JSON, whole or under a projection, encoded once per
-version (`EncodedRecords`) and list queries parsed once per distinct query (`ParsedQueries`);
-the application keeps one of each (dbsvc/app.py, which re-exports both names).
+"""The read path's caches: records' JSON, whole or under a projection, encoded once per
+version (`EncodedRecords`), list queries parsed once per distinct query (`ParsedQueries`)
+and list answers at a past watermark kept whole (`PastPages`); the application keeps one of
+each (dbsvc/app.py).
 
 Each is bounded in entries and in the size of what it keeps; neither ever answers stale
 data (the rules are in each class's docstring). Imports runtime and http's Request type.
@@ -26,14 +27,21 @@ class EncodedRecords:
     `largest` bytes is not kept: the entry would hold that record's dict and its JSON
     beside its stored form, three copies of a large record, to spare an encoding that
     costs little next to sending it (storage/table.py keeps no dict of it either).
+    Beside them, at most `pages` joined list pages (`encode_page`), each at most 64 KiB,
+    each holding its records' dicts.
     """
 
-    def __init__(self, models: list[CompiledModel], capacity: int = 65536, largest: int = 4096) -> None:
+    def __init__(
+        self, models: list[CompiledModel], capacity: int = 65536, largest: int = 4096, pages: int = 256
+    ) -> None:
         self.capacity = capacity
         self.largest = largest
         self._entries: dict[str, dict[Any, tuple[Record, bytes]]] = {m.name: {} for m in models}
         # (model, projection) -> the same entries for that projection's JSON (`projected`)
         self._projected: dict[tuple[str, str], dict[Any, tuple[Record, bytes]]] = {}
+        # the id()s of a page's record objects -> (those records, the page's joined JSON)
+        self.pages, self.largest_page = pages, 65536
+        self._pages: dict[tuple[int, ...], tuple[tuple[Record, ...], bytes]] = {}
 
     def encode(self, model: CompiledModel, record: Record) -> bytes:
         entries = self._entries[model.name]
@@ -52,14 +60,30 @@ class EncodedRecords:
         return data
 
     def encode_page(self, model: CompiledModel, records: list[Record]) -> bytes:
-        """The records' JSON joined with commas: `encode` for each, with the cache hit inline."""
+        """The records' JSON joined with commas: `encode` for each, with the cache hit inline.
+
+        A page of the very record objects of a page joined lately is that page's bytes
+        again, found by the tuple of the objects' `id()`s (C speed, where a lookup a record
+        was most of a page's encoding): the entry holds the records, so no other object can
+        have one of those ids while it is kept, and equal ids mean the same objects, hence
+        the same versions. At most `pages` pages are kept, the oldest dropped first, none
+        over `largest_page` bytes."""
+        key = tuple(map(id, records))
+        kept = self._pages.get(key)
+        if kept is not None:
+            return kept[1]
         entries = self._entries[model.name]
         id_field = model.id_field
         parts = []
         for record in records:
             entry = entries.get(record[id_field])
             parts.append(entry[1] if entry is not None and entry[0] is record else self.encode(model, record))
-        return b",".join(parts)
+        page = b",".join(parts)
+        if len(page) <= self.largest_page:
+            if len(self._pages) >= self.pages:
+                del self._pages[next(iter(self._pages))]
+            self._pages[key] = (tuple(records), page)
+        return page
 
     def projected(self, model: CompiledModel, projection: str, records: list[Record]) -> list[bytes]:
         """Each record's JSON under `projection` (declared by the model), kept as `encode`
@@ -130,3 +154,49 @@ class ParsedQueries:
                 del entries[next(iter(entries))]
             entries[key] = value
         return value
+
+
+class PastPages:
+    """List answers at a past watermark (`as_of` below the model's current watermark), kept
+    whole: body and headers.
+
+    The state at watermark n never changes within an epoch (rows are only appended after
+    it), so neither does a list of it, its `total`, its `Link` or, with `expand=`, what it
+    embeds (every model read at that moment, expand.py rule 4); making one costs the live
+    plan plus the rows written since (storage/query.py `page_as_of`: O(k) for k later rows,
+    each request), where a kept one is a dict lookup (bench/README.md, "A page of 20
+    records"). An entry is kept for one store in one epoch: a compaction starts an epoch
+    whose watermarks name other states, and a replica bootstrapped again serves another
+    store; either one makes the entry stale, and it is made again. The app never keeps the
+    answer of a model with access rules (it depends on the token) nor one at the current
+    watermark (the live state, which the next write changes).
+
+    `store` is the app's `ServedStore` (its `epoch` is read; interfaces.py is not imported
+    here). Keyed by the model and the request's decoded query pairs, as `ParsedQueries`; at
+    most `capacity` entries, the oldest dropped first, none whose body is over `largest`
+    bytes or whose target is over `longest` characters: at most capacity x largest bytes.
+    """
+
+    __slots__ = ("_entries", "capacity", "largest", "longest")
+
+    def __init__(self, capacity: int = 256, largest: int = 65536, longest: int = 512) -> None:
+        self.capacity = capacity
+        self.largest = largest
+        self.longest = longest
+        self._entries: dict[tuple[str, tuple[tuple[str, str], ...]], tuple[Any, str, bytes, tuple]] = {}
+
+    def get(self, store: Any, model: CompiledModel, request: Request) -> tuple[bytes, list] | None:
+        """(body, headers) kept for this list in `store`'s current epoch, or None."""
+        entry = self._entries.get((model.name, tuple(request.query)))
+        if entry is None or entry[0] is not store or entry[1] != store.epoch:
+            return None
+        return entry[2], list(entry[3])
+
+    def keep(self, store: Any, model: CompiledModel, request: Request, body: bytes, headers: list) -> None:
+        """Keep the answer of a list at a past watermark of `store` (the caller knows it is)."""
+        if len(body) > self.largest or len(request.target) > self.longest:
+            return
+        entries, key = self._entries, (model.name, tuple(request.query))
+        if key not in entries and len(entries) >= self.capacity:
+            del entries[next(iter(entries))]
+        entries[key] = (store, store.epoch, body, tuple(headers))

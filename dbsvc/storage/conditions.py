@@ -8,15 +8,15 @@ record's values pass (seek.py and query.py plan with them).
 - By id, from the indexes, no record read (live lists): `sources_of` (the conditions that
   can hand out their ids, smallest first: a filter's buckets, a window, a search's matches),
   `source_test` (one of them as a test of an id: a hash bucket, the key column,
-  keycolumns.py, or the search's set), `live_test` (all of them; a row test reads the
+  keycolumns.py, `window_test`, or the search's set), `live_test` (all of them; a row test reads the
   record), `after_test(by_id=True)` (after a cursor, by the key columns).
 - By values (`rows.unpack` of a stored record: a materialised `as_of` state, or the records
   a list at a watermark must see as they were then): `value_test`, `state_test`,
   `search_test` (the tokenizer of the live index, dbsvc/textsearch.py), `after_test`.
 
 The order they test against is query.py's (nulls last ascending, first descending, ties on
-the id ascending). Imports storage's table, rows and indexes, runtime's Query, and
-textsearch; holds no state.
+the id ascending). Imports storage's table, rows, indexes and key columns, runtime's Query,
+and textsearch; holds no state.
 """
 
 from __future__ import annotations
@@ -28,6 +28,7 @@ from typing import Any
 
 from dbsvc.runtime import Query
 from dbsvc.storage.indexes import OrderedIndex
+from dbsvc.storage.keycolumns import KeyColumn
 from dbsvc.storage.rows import unpack
 from dbsvc.storage.table import Table
 from dbsvc.textsearch import matches
@@ -186,8 +187,30 @@ def source_test(
             return index.keeper(next(iter(keys)))
         has = index.has
         return lambda id_: has(keys, id_)
-    get, holds = table.ordered[field].column.get, windows[field].holds
-    return lambda id_: holds(get(id_))
+    return window_test(table.ordered[field].column, windows[field])
+
+
+def window_test(column: KeyColumn, window: Window) -> Callable[[Any], bool]:
+    """Whether a live id's key is inside `window`, asked of the field's key column: one
+    Python call an id, a comparison of the slot, when the column holds every id in its
+    slots and none is null (a walk testing each id it passes, seek.py: the common case),
+    else `holds(get(id))`. Made and used within one synchronous call, so the column does
+    not change meanwhile. Same answers as `Window.holds` (the key objects are the same)."""
+    get, holds = column.get, window.holds
+    if column.far or column.nulls or not window.values or (window.low is None and window.high is None):
+        return lambda id_: holds(get(id_))
+    slots, low, high = column.slots, window.low, window.high
+    if high is None:
+        if window.low_in:
+            return lambda id_: slots[id_] >= low
+        return lambda id_: slots[id_] > low
+    if low is None:
+        if window.high_in:
+            return lambda id_: slots[id_] <= high
+        return lambda id_: slots[id_] < high
+    if window.low_in and not window.high_in:  # a prefix: [p, prefix_end(p))
+        return lambda id_: low <= slots[id_] < high
+    return lambda id_: holds(slots[id_])
 
 
 def live_test(table: Table, query: Query) -> Callable[[Any], bool]:
@@ -216,11 +239,6 @@ def live_test(table: Table, query: Query) -> Callable[[Any], bool]:
 
 def lacks(has: Callable[[Any, Any], bool], keys: Any, id_: Any) -> bool:
     return not has(keys, id_)
-
-
-def in_set(ids: set[Any], id_: Any) -> bool:
-    """A search's membership test, in the form of a hash index's `has(keys, id)`."""
-    return id_ in ids
 
 
 def state_test(table: Table, query: Query) -> Callable[[Any], bool]:

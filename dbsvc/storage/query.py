@@ -313,7 +313,7 @@ def _plan_live(table: Table, query: Query) -> tuple[list[Any], int]:
         chosen = _bucket(table.hashes[smallest], filters[smallest]) if matches is None else matches
         if not sort:
             return sorted(chosen)[offset:end], total
-        return ordered_ids(chosen, sort, table)[offset:end], total
+        return ordered_ids(chosen, sort, table, end)[offset:end], total
     keep: Keep
     if one_value:
         # One field, one value: membership in that value's hash bucket (read on the loop
@@ -353,7 +353,7 @@ def _plan_tested(table: Table, query: Query, test: Callable[[Any], bool]) -> tup
     if not sort:
         return (kept if not filters else sorted(kept))[offset:end], total
     if total * total <= WALK_FACTOR * end * len(live):
-        return ordered_ids(kept, sort, table)[offset:end], total
+        return ordered_ids(kept, sort, table, end)[offset:end], total
     keep = frozenset(kept).__contains__
     if len(sort) == 1:
         ((field, desc),) = sort

@@ -1,0 +1,31 @@
+"""A list page's dicts (table.py `Table.shown_all`): the ids of a page shown lately, each
+still the very stored record it was, give the same dicts again (the encoded-JSON cache of
+the app trusts them by identity); a record replaced or deleted since is read afresh."""
+
+from __future__ import annotations
+
+from dbsvc.runtime import Query
+from support.storage import open_store, run, user
+
+
+def test_a_page_shown_again_is_the_same_dicts_until_a_record_of_it_changes(tmp_path):
+    store = open_store(str(tmp_path), sync="off")
+    query = Query(sort=(("name", False),), limit=3)
+
+    async def go() -> None:
+        for i in range(1, 6):
+            await store.insert("User", user(i, name=f"n{i}"))
+        first = store.list_page("User", query)[0]
+        again = store.list_page("User", query)[0]
+        assert again == first and all(a is b for a, b in zip(again, first))
+        again.append({})  # the caller's list is its own
+        assert len(store.list_page("User", query)[0]) == 3
+        await store.replace("User", 2, user(2, name="n2-new"))
+        third = store.list_page("User", query)[0]
+        assert [r["name"] for r in third] == ["n1", "n2-new", "n3"]
+        assert third[0] is first[0] and third[2] is first[2]
+        await store.delete("User", 1)
+        assert [r["name"] for r in store.list_page("User", query)[0]] == ["n2-new", "n3", "n4"]
+
+    run(go())
+    store.close()
