@@ -1,0 +1,136 @@
+"""A read replica whose primary compacts (dbsvc/replica/follower.py rule 9), the decisions the
+scripted primary of test_follower_decisions.py (whose kit these tests reuse) did not reach:
+a cut the replica's own compaction fails to make (rule 2's bootstrap then, the log saying
+why word for word), a primary that compacts twice (the count in `/metrics`), and a
+`/replicate/snapshot` header that names no cut (following stops, saying so).
+
+In process, on a real store in a temporary directory; every wait is a poll with a deadline.
+Written from the survivors of the session-6 mutation run of follower.py (docs/mutation.md).
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+from replica.test_follower_decisions import (  # the scripted primary and the in-process replica
+    EPOCH_A,
+    EPOCH_B,
+    FINGERPRINT,
+    H1,
+    URL,
+    Replica,
+    ScriptedPrimary,
+    body,
+    epoch_stream,
+    history,
+    insert,
+    update,
+    user,
+)
+
+from dbsvc.storage.events import ChangeEvent, EventKind
+
+EPOCH_C = "c" * 32
+
+
+def changed(offset: int, uid: int, watermark: int) -> bytes:
+    """The frame of an update of User `uid` at `offset` whose watermark is `watermark`."""
+    return ChangeEvent(EventKind.UPDATE, "User", offset, watermark, uid, dict(user(uid), name="changed"), user(uid)).frame()
+
+
+@pytest.fixture
+def replica(tmp_path):
+    """Factory: replica(primary, **Follower options) -> Replica, closed after the test."""
+    made: list[Replica] = []
+
+    def make(primary: ScriptedPrimary, directory: str = "replica", **options: Any) -> Replica:
+        (tmp_path / directory).mkdir(exist_ok=True)
+        node = Replica(str(tmp_path / directory), primary, **options)
+        made.append(node)
+        return node
+
+    yield make
+    for node in made:
+        node.close()
+
+
+def compacts(primary: ScriptedPrimary, epoch: str, head: int, frame: bytes) -> Any:
+    """A script step: the primary compacts at `head` into `epoch`, then sends `frame`."""
+
+    def step() -> bytes:
+        primary.answer = body(epoch, head + 1, hist=history(H1))
+        return frame
+
+    return step
+
+
+def test_a_cut_whose_compaction_fails_here_bootstraps_and_the_log_says_why(replica, monkeypatch, caplog):
+    # The replica's own compaction at the primary's cut fails (its first file step, an I/O
+    # error): the store stays in epoch A, so the replica cannot follow epoch B's frames from
+    # its own state, and bootstraps from the primary's snapshot instead (rule 2).
+    caplog.set_level("INFO", logger="dbsvc.replica")
+    monkeypatch.setenv("DBSVC_FAULT", "compact:1:EIO")
+    primary = ScriptedPrimary(body(EPOCH_A, 4, hist=history(H1)))
+    first = [insert(1), insert(2), insert(3), update(4, 1), compacts(primary, EPOCH_B, 4, insert(5, watermark=4))]
+    primary.streams = [first, [insert(5, watermark=4)]]
+    primary.epochs = [
+        epoch_stream(EPOCH_A, 0, hist=history(H1)),
+        epoch_stream(EPOCH_B, 4, hist=history(H1)),  # the cut, read from its header
+        epoch_stream(EPOCH_B, 4, range(1, 4), hist=history(H1)),  # the bootstrap's snapshot
+    ]
+    node = replica(primary).start()
+    node.wait("at 5 in epoch B", lambda: node.store.head_offset == 5 and node.store.epoch == EPOCH_B)
+    node.wait("following", lambda: node.status.state == "following")
+    assert (node.status.bootstraps, node.status.compactions, primary.epochs_asked) == (2, 0, 3)
+    assert node.user_ids() == [1, 2, 3, 5]
+    why = (
+        f"following {URL}: the primary is in epoch {EPOCH_B} from offset 4, this replica in {EPOCH_A} at 4, "
+        "and this replica cannot cut there: the compaction failed (the log says why); bootstrapping again"
+    )
+    assert ("WARNING", why) in [(r.levelname, r.getMessage()) for r in caplog.records]
+
+
+def test_each_compaction_at_a_cut_is_counted(replica):
+    # The primary compacts at 3 (epoch B: 2 users, User watermark 2) and at 5 (epoch C: 3
+    # users, watermark 3); the first frame of each new epoch counts from there, so it is met
+    # mid-stream. Two compactions here, no second bootstrap, and /metrics counts both.
+    primary = ScriptedPrimary(body(EPOCH_A, 3, hist=history(H1)))
+    primary.streams = [
+        [insert(1), insert(2), update(3, 1), compacts(primary, EPOCH_B, 3, insert(4, watermark=3, uid=3))],
+        [insert(4, watermark=3, uid=3), changed(5, 2, watermark=4), compacts(primary, EPOCH_C, 5, insert(6, 4, 4))],
+        [insert(6, watermark=4, uid=4)],
+    ]
+    primary.epochs = [
+        epoch_stream(EPOCH_A, 0, hist=history(H1)),
+        epoch_stream(EPOCH_B, 3, hist=history(H1)),
+        epoch_stream(EPOCH_C, 5, hist=history(H1)),
+    ]
+    node = replica(primary).start()
+    node.wait("at 6 in epoch C", lambda: node.store.head_offset == 6 and node.store.epoch == EPOCH_C)
+    assert (node.status.bootstraps, node.status.compactions) == (1, 2)
+    assert primary.afters == [0, 3, 5]
+    assert node.user_ids() == [1, 2, 3, 4]
+
+
+@pytest.mark.parametrize(
+    "header",
+    [
+        {"epoch": EPOCH_B},  # no offset
+        {"epoch": EPOCH_B, "offset": "2"},
+        {"epoch": EPOCH_B, "offset": True},
+        {"offset": 2},  # no epoch
+        {"epoch": 7, "offset": 2},
+    ],
+    ids=["no-offset", "offset-text", "offset-true", "no-epoch", "epoch-number"],
+)
+def test_a_cut_header_without_an_epoch_and_an_offset_stops_following(replica, header):
+    primary = ScriptedPrimary(body(EPOCH_A, 2, hist=history(H1)))
+    primary.streams = [[insert(1), insert(2), compacts(primary, EPOCH_B, 2, insert(3))]]
+    cut = json.dumps({"type": "snapshot", "format": 1, "fingerprint": FINGERPRINT, **header})
+    primary.epochs = [epoch_stream(EPOCH_A, 0, hist=history(H1)), [cut]]
+    node = replica(primary).start()
+    node.wait("stopped", lambda: node.status.state == "stopped")
+    assert node.status.error == "replication frame at offset 0: the snapshot stream's header names no epoch and offset"
+    assert (node.store.epoch, node.store.head_offset, node.status.compactions) == (EPOCH_A, 3, 0)
