@@ -19,6 +19,7 @@ from replica.test_follower_decisions import (  # the scripted primary and the in
     EPOCH_B,
     FINGERPRINT,
     H1,
+    H2,
     URL,
     Replica,
     ScriptedPrimary,
@@ -134,3 +135,45 @@ def test_a_cut_header_without_an_epoch_and_an_offset_stops_following(replica, he
     node.wait("stopped", lambda: node.status.state == "stopped")
     assert node.status.error == "replication frame at offset 0: the snapshot stream's header names no epoch and offset"
     assert (node.store.epoch, node.store.head_offset, node.status.compactions) == (EPOCH_A, 3, 0)
+
+
+def test_a_frame_of_a_new_epoch_the_primary_does_not_name_bootstraps_and_the_log_quotes_it(replica, caplog):
+    # Frame 3 counts its watermark from 1 (a new epoch), but the primary's /snapshot still
+    # names epoch A: not a cut this replica can follow; the log quotes the store's refusal.
+    caplog.set_level("INFO", logger="dbsvc.replica")
+    primary = ScriptedPrimary(body(EPOCH_A, 3, hist=history(H1)))
+    primary.streams = [[insert(1), insert(2), insert(3, watermark=1)], [insert(3)]]
+    primary.epochs = [epoch_stream(EPOCH_A, 0, hist=history(H1)), epoch_stream(EPOCH_A, 2, range(1, 3), hist=history(H1))]
+    node = replica(primary).start()
+    node.wait("a second bootstrap", lambda: node.status.bootstraps == 2)
+    why = (
+        f"following {URL}: replication frame at offset 3: User watermark 1 follows 2 here: "
+        "the primary started a new epoch; bootstrapping again"
+    )
+    assert ("WARNING", why) in [(r.levelname, r.getMessage()) for r in caplog.records]
+    assert node.status.compactions == 0
+
+
+def test_a_new_epoch_in_another_history_is_bootstrapped_never_cut(replica, caplog):
+    # The primary was restored (history H2, not a fork of ours) and is in epoch B, its head
+    # past ours: its cut would cut another history, so the replica bootstraps (rule 2).
+    caplog.set_level("INFO", logger="dbsvc.replica")
+    primary = ScriptedPrimary(body(EPOCH_A, 2, hist=history(H1)))
+
+    def restored() -> None:
+        primary.answer = body(EPOCH_B, 4, hist=history(H2))
+        return None
+
+    primary.streams = [[insert(1), insert(2), None, restored], []]
+    primary.epochs = [
+        epoch_stream(EPOCH_A, 0, hist=history(H1)),
+        epoch_stream(EPOCH_B, 4, range(1, 5), hist=history(H2)),
+        epoch_stream(EPOCH_B, 4, range(1, 5), hist=history(H2)),
+    ]
+    node = replica(primary, poll_seconds=0.0).start()
+    node.wait("in epoch B", lambda: node.store.epoch == EPOCH_B and node.status.state == "following")
+    assert (node.status.bootstraps, node.status.compactions) == (2, 0)
+    assert node.store.history is not None and node.store.history.id == H2
+    assert node.user_ids() == [1, 2, 3, 4]
+    why = f"following {URL}: the primary is in epoch {EPOCH_B}, this replica in {EPOCH_A}; bootstrapping again"
+    assert ("WARNING", why) in [(r.levelname, r.getMessage()) for r in caplog.records]
