@@ -177,3 +177,91 @@ def test_a_new_epoch_in_another_history_is_bootstrapped_never_cut(replica, caplo
     assert node.user_ids() == [1, 2, 3, 4]
     why = f"following {URL}: the primary is in epoch {EPOCH_B}, this replica in {EPOCH_A}; bootstrapping again"
     assert ("WARNING", why) in [(r.levelname, r.getMessage()) for r in caplog.records]
+
+
+def test_a_frame_of_the_next_epoch_met_behind_the_cut_bootstraps_and_the_log_says_why(replica, caplog):
+    # The replica applied 2 rows; frame 3 comes counted in the primary's next epoch, whose
+    # cut is at 4: rows 3 and 4 of the old epoch never came here, so it cannot follow on.
+    caplog.set_level("INFO", logger="dbsvc.replica")
+    primary = ScriptedPrimary(body(EPOCH_A, 2, hist=history(H1)))
+    primary.streams = [
+        [insert(1), insert(2), compacts(primary, EPOCH_B, 4, insert(3, watermark=1))],
+        [insert(5, watermark=5)],
+    ]
+    primary.epochs = [
+        epoch_stream(EPOCH_A, 0, hist=history(H1)),
+        epoch_stream(EPOCH_B, 4, hist=history(H1)),
+        epoch_stream(EPOCH_B, 4, range(1, 5), hist=history(H1)),
+    ]
+    node = replica(primary).start()
+    node.wait("at 5 in epoch B", lambda: node.store.head_offset == 5 and node.store.epoch == EPOCH_B)
+    assert (node.status.bootstraps, node.status.compactions) == (2, 0)
+    why = (
+        f"following {URL}: the primary is in epoch {EPOCH_B} from offset 4, this replica in {EPOCH_A} at 2, "
+        "and its frame 3 is of a later epoch; bootstrapping again"
+    )
+    assert ("WARNING", why) in [(r.levelname, r.getMessage()) for r in caplog.records]
+
+
+class CompactsAgain(ScriptedPrimary):
+    """Once the replica has reached epoch B, this primary has compacted again (epoch C, at
+    the same offset): the replica's next look at /snapshot finds another cut."""
+
+    node: Replica | None = None
+
+    def snapshot(self) -> Any:
+        if self.node is not None and self.node.store.epoch == EPOCH_B:
+            self.answer = body(EPOCH_C, 2, hist=history(H1))
+        return super().snapshot()
+
+
+def test_a_second_cut_right_after_the_first_is_read_afresh(replica):
+    primary = CompactsAgain(body(EPOCH_A, 2, hist=history(H1)))
+
+    def compacted() -> None:  # the primary compacts at 2 while the stream is quiet
+        primary.answer = body(EPOCH_B, 2, hist=history(H1))
+        return None
+
+    primary.streams = [[insert(1), insert(2), None, compacted]]
+    primary.epochs = [
+        epoch_stream(EPOCH_A, 0, hist=history(H1)),
+        epoch_stream(EPOCH_B, 2, hist=history(H1)),
+        epoch_stream(EPOCH_C, 2, hist=history(H1)),
+    ]
+    node = primary.node = replica(primary, poll_seconds=0.0)
+    node.start()
+    node.wait("in epoch C", lambda: node.store.epoch == EPOCH_C and node.status.compactions == 2)
+    assert (node.status.state, node.status.error, primary.epochs_asked) == ("following", None, 3)
+    assert node.user_ids() == [1, 2]
+
+
+def test_at_start_a_replica_with_rows_waits_for_its_first_connection_to_cut(replica):
+    # One row applied in epoch A; meanwhile the primary compacted at 1 (epoch B). The start
+    # does not bootstrap: the first connection compacts at the cut, nothing downloaded.
+    first = ScriptedPrimary(body(EPOCH_A, 1, hist=history(H1)), [[insert(1)]])
+    first.epochs = [epoch_stream(EPOCH_A, 0, hist=history(H1))]
+    node = replica(first).start()
+    node.wait("at 1", lambda: node.store.head_offset == 1 and node.status.state == "following")
+    node.close()
+    primary = ScriptedPrimary(body(EPOCH_B, 1, hist=history(H1)), [[]], [epoch_stream(EPOCH_B, 1, hist=history(H1))])
+    again = replica(primary)
+    again.follower.prepare()
+    assert (again.status.bootstraps, primary.epochs_asked, again.store.epoch) == (0, 0, EPOCH_A)
+    again.follower.start(again.loop)
+    again.wait("in epoch B", lambda: again.store.epoch == EPOCH_B and again.status.state == "following")
+    assert (again.status.bootstraps, again.status.compactions) == (0, 1)
+
+
+def test_at_start_an_empty_replica_bootstraps_even_in_its_primarys_history(replica):
+    # Bootstrapped from an empty primary (epoch A, history H1, no rows); the primary has
+    # rows since and compacted (epoch B): an empty replica has nothing to cut, so the start
+    # bootstraps at once.
+    first = ScriptedPrimary(body(EPOCH_A, 0, hist=history(H1)), [[]], [epoch_stream(EPOCH_A, 0, hist=history(H1))])
+    node = replica(first).start()
+    node.wait("following", lambda: node.status.state == "following")
+    node.close()
+    primary = ScriptedPrimary(body(EPOCH_B, 2, hist=history(H1)), [[]])
+    primary.epochs = [epoch_stream(EPOCH_B, 2, range(1, 3), hist=history(H1))]
+    again = replica(primary)
+    again.follower.prepare()
+    assert (again.status.bootstraps, again.store.epoch, again.store.head_offset) == (1, EPOCH_B, 2)
