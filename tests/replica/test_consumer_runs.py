@@ -261,6 +261,21 @@ def test_a_busy_server_is_retried_with_a_growing_jittered_delay(primary, tmp_pat
     )
 
 
+def test_the_jitter_draws_between_half_the_delay_and_the_delay(primary, tmp_path, monkeypatch):
+    # The draw itself, not a sample of it: a narrower or wider range (a third of the delay)
+    # passes the timing test above three times in four.
+    draws: list[tuple[float, float]] = []
+
+    def uniform(low: float, high: float) -> float:
+        draws.append((low, high))
+        return low
+
+    monkeypatch.setattr(consumer.random, "uniform", uniform)
+    p = primary(lambda attempt, after: [503, 503, 404][attempt])
+    run(p.base, out=str(tmp_path / "r.log"))
+    assert draws == [(0.25, 0.5), (0.5, 1.0)]
+
+
 def test_a_bad_frame_ends_the_run_after_keeping_the_good_ones(primary, tmp_path):
     out = tmp_path / "r.log"
     p = primary(lambda attempt, after: [F1, F2, frame(4)])

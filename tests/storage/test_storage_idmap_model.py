@@ -207,6 +207,7 @@ def test_the_list_takes_ids_up_to_twice_its_records():
         ([600, 1100], 1101, []),
         ([*range(1100), 2200], 2201, []),  # 2,200 < twice 1,101 ids: one list (put one by one, 2,200 is far)
         ([*range(1100), 2210], 1100, [2210]),  # past twice the ids: one by one, and 2,210 is far
+        ([*range(1100), 2202], 1100, [2202]),  # exactly twice the 1,101 ids: one by one too
     ],
 )
 def test_from_ascending_holds_each_id_where_the_rule_says(start, listed, far):

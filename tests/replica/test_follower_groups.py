@@ -1,0 +1,152 @@
+"""Where a read replica's groups of frames end, and what it does between them
+(dbsvc/replica/follower.py rules 3 and 5), the decisions test_follower_decisions.py (whose
+kit these tests reuse) did not pin: a group ends at 512 frames or at 1 MiB of frames,
+whichever comes first, to the byte; the good frames before a bad one are durable before
+the refusal is reported; a quiet turn waits for the last group's fsync before it reads or
+polls again; a replica behind its primary is never reported caught up.
+
+In process, on a real store; fsyncs held with `DBSVC_FAULT` HOLD (storage/files.py). Written
+from the survivors of the session-6 mutation run of follower.py (docs/mutation.md).
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+from replica.test_follower_decisions import (  # the scripted primary and the in-process replica
+    EPOCH_A,
+    H1,
+    Replica,
+    ScriptedPrimary,
+    body,
+    epoch_stream,
+    history,
+    insert,
+)
+
+MIB = 1 << 20  # follower.BATCH_BYTES
+
+
+@pytest.fixture
+def replica(tmp_path):
+    """Factory: replica(primary, **Follower options) -> Replica, closed after the test."""
+    made: list[Replica] = []
+
+    def make(primary: ScriptedPrimary, **options: Any) -> Replica:
+        (tmp_path / "replica").mkdir(exist_ok=True)
+        node = Replica(str(tmp_path / "replica"), primary, **options)
+        made.append(node)
+        return node
+
+    yield make
+    for node in made:
+        node.close()
+
+
+def sized(offset: int, size: int) -> bytes:
+    """An insert frame at `offset` of exactly `size` bytes (its profile padded)."""
+    bare = len(insert(offset, profile={"pad": ""}))
+    frame = insert(offset, profile={"pad": "x" * (size - bare)})
+    assert len(frame) == size
+    return frame
+
+
+@pytest.mark.parametrize(
+    ("first", "read_in_group_one", "applied_when_read"),
+    [
+        (MIB // 4, 4, {4: 0, 5: 4}),  # four frames of exactly 1 MiB: the group ends at 4
+        (MIB // 4 - 1, 5, {5: 0, 6: 5}),  # one byte short: frame 5 joins, and ends it
+    ],
+    ids=["1MiB", "1MiB-1"],
+)
+def test_a_group_ends_at_a_mebibyte_of_frames_to_the_byte(replica, first, read_in_group_one, applied_when_read):
+    seen: dict[int, int] = {}
+    node: Replica | None = None
+
+    def at(offset: int, frame: bytes) -> Callable[[], bytes]:
+        def step() -> bytes:
+            assert node is not None
+            seen[offset] = node.store.applied_offset
+            return frame
+
+        return step
+
+    frames = [sized(1, first)] + [sized(n, MIB // 4) for n in range(2, 8)]
+    primary = ScriptedPrimary(body(EPOCH_A, 7, hist=history(H1)))
+    primary.streams = [[at(n, frame) for n, frame in enumerate(frames, 1)]]
+    primary.epochs = [epoch_stream(EPOCH_A, 0, hist=history(H1))]
+    node = replica(primary)
+    node.start()
+    node.wait("at 7", lambda: node.store.head_offset == 7)
+    assert all(seen[n] == 0 for n in range(1, read_in_group_one + 1)), seen
+    assert {n: seen[n] for n in applied_when_read} == applied_when_read
+
+
+def test_the_good_frames_before_a_bad_one_are_durable_before_following_stops(replica, tmp_path, monkeypatch):
+    gate = tmp_path / "gate"
+    monkeypatch.setenv("DBSVC_FAULT", f"fsync:1:HOLD={gate}")
+    primary = ScriptedPrimary(body(EPOCH_A, 3, hist=history(H1)))
+    primary.streams = [[insert(1), insert(2), b"not a frame"]]
+    primary.epochs = [epoch_stream(EPOCH_A, 0, hist=history(H1))]
+    node = replica(primary)
+    try:
+        node.start()
+        node.wait("the good frames' fsync held", lambda: (tmp_path / "gate.held").exists())
+        deadline = time.monotonic() + 0.5
+        while node.status.state != "stopped" and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert node.status.state == "following" and node.store.head_offset == 0
+    finally:
+        gate.touch()
+    node.wait("stopped", lambda: node.status.state == "stopped")
+    assert node.store.head_offset == 2
+
+
+def test_a_quiet_turn_waits_for_the_last_group_to_be_durable_before_it_polls_again(replica, tmp_path, monkeypatch):
+    # A full group (512 frames), then the stream is quiet: the thread waits for that
+    # group's fsync (held here) in its quiet turn, and only then polls /snapshot again.
+    gate = tmp_path / "gate"
+    monkeypatch.setenv("DBSVC_FAULT", f"fsync:1:HOLD={gate}")
+    primary = ScriptedPrimary(body(EPOCH_A, 512, hist=history(H1)))
+    primary.streams = [[insert(n) for n in range(1, 513)]]
+    primary.epochs = [epoch_stream(EPOCH_A, 0, hist=history(H1))]
+    node = replica(primary, poll_seconds=0.0)
+    try:
+        node.start()
+        node.wait("the group's fsync held", lambda: (tmp_path / "gate.held").exists())
+        node.wait("the group applied", lambda: node.store.applied_offset == 512)
+        time.sleep(0.2)  # the full group's own turn polls once, after its apply
+        asked = primary.snapshots_asked
+        deadline = time.monotonic() + 1.2  # a thread that does not wait polls every 0.5 s quiet turn
+        while primary.snapshots_asked == asked and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert primary.snapshots_asked == asked and node.store.head_offset == 0
+    finally:
+        gate.touch()
+    node.wait("polling again", lambda: primary.snapshots_asked > asked)
+    assert node.store.head_offset == 512
+
+
+def test_a_replica_behind_its_primary_is_never_reported_caught_up(replica):
+    # The primary is at 600; a full group of 512 comes, then the stream is quiet. The turn
+    # after the group (its first step marks that the group's turn ended) and the quiet one
+    # leave the replica behind: never caught up, however long the stream stays quiet.
+    turns = threading.Event()
+
+    def mark() -> None:
+        turns.set()
+        return None
+
+    primary = ScriptedPrimary(body(EPOCH_A, 600, hist=history(H1)))
+    primary.streams = [[insert(n) for n in range(1, 513)] + [mark, None]]
+    primary.epochs = [epoch_stream(EPOCH_A, 0, hist=history(H1))]
+    node = replica(primary, poll_seconds=3600.0)
+    node.start()
+    node.wait("the group's turn ended", turns.is_set)
+    node.wait("at 512", lambda: node.store.head_offset == 512)
+    assert node.status.caught_up_at is None
+    assert (node.status.primary_offset, node.status.state) == (600, "following")

@@ -1,0 +1,104 @@
+"""A read replica whose stream ends right after a full group (dbsvc/replica/follower.py rule 3,
+`_settle`): the group was applied but not yet durable, since the reading thread went on to
+read the next one. The next connection must resume at the replica's acknowledged head, so
+the thread waits for that group's fsync before it reconnects; an fsync that fails there is
+logged word for word, and the store's refusal then stops following.
+
+The scripted primary of test_follower_decisions.py (whose kit these tests reuse); the fsync
+held or failed with `DBSVC_FAULT` (storage/files.py). Written from the survivors of the
+session-6 mutation run of follower.py (docs/mutation.md): no test ended a stream there.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import pytest
+from replica.test_follower_decisions import (  # the scripted primary and the in-process replica
+    EPOCH_A,
+    H1,
+    URL,
+    Replica,
+    ScriptedPrimary,
+    body,
+    epoch_stream,
+    history,
+    insert,
+)
+
+from dbsvc.errors import WebSocketClientError
+from dbsvc.replica import follower as follower_module
+
+GROUP = 512  # follower.BATCH: a full group, so the thread reads on before it is durable
+
+
+@pytest.fixture
+def replica(tmp_path):
+    """Factory: replica(primary, **Follower options) -> Replica, closed after the test."""
+    made: list[Replica] = []
+
+    def make(primary: ScriptedPrimary, **options: Any) -> Replica:
+        (tmp_path / "replica").mkdir(exist_ok=True)
+        node = Replica(str(tmp_path / "replica"), primary, **options)
+        made.append(node)
+        return node
+
+    yield make
+    for node in made:
+        node.close()
+
+
+def test_the_group_size_is_the_documented_one():
+    assert follower_module.BATCH == GROUP
+
+
+def test_a_stream_that_ends_after_a_full_group_reconnects_only_once_it_is_durable(replica, tmp_path, monkeypatch):
+    gate = tmp_path / "gate"
+    monkeypatch.setenv("DBSVC_FAULT", f"fsync:1:HOLD={gate}")
+    primary = ScriptedPrimary(body(EPOCH_A, GROUP, hist=history(H1)))
+    primary.streams = [[insert(n) for n in range(1, GROUP + 1)] + [WebSocketClientError("dropped")], []]
+    primary.epochs = [epoch_stream(EPOCH_A, 0, hist=history(H1))]
+    node = replica(primary)
+    try:
+        node.start()
+        node.wait("the group's fsync held", lambda: (tmp_path / "gate.held").exists())
+        node.wait("the group applied", lambda: node.store.applied_offset == GROUP)
+        deadline = time.monotonic() + 0.5  # a thread that does not wait reconnects within 0.3 s
+        while len(primary.afters) < 2 and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert primary.afters == [0]
+        assert node.store.head_offset == 0
+    finally:
+        gate.touch()  # a failed check must not leave the fsync held (the store's close waits for it)
+    node.wait("the second connection", lambda: len(primary.afters) == 2)
+    assert primary.afters == [0, GROUP - 1]  # at head 512: the head frame first (rule 7b)
+    assert node.store.head_offset == GROUP
+
+
+def test_an_fsync_that_fails_when_the_stream_ended_is_logged_and_the_store_then_stops_following(
+    replica, monkeypatch, caplog
+):
+    caplog.set_level("INFO", logger="dbsvc.replica")
+    monkeypatch.setenv("DBSVC_FAULT", "fsync:1:EIO")
+    primary = ScriptedPrimary(body(EPOCH_A, GROUP, hist=history(H1)))
+    # The second connection asks from the replica's head, 0 (nothing became durable): it is
+    # quiet once (nothing to apply, nothing to wait for), then sends frame 1 again.
+    primary.streams = [
+        [insert(n) for n in range(1, GROUP + 1)] + [WebSocketClientError("dropped")],
+        [None, insert(1)],
+    ]
+    primary.epochs = [epoch_stream(EPOCH_A, 0, hist=history(H1))]
+    node = replica(primary).start()
+    node.wait("stopped", lambda: node.status.state == "stopped")
+    logged = [(r.levelname, r.getMessage()) for r in caplog.records]
+    prefix = f"following {URL}: the last frames applied did not become durable: "
+    warnings = [message for level, message in logged if level == "WARNING" and message.startswith(prefix)]
+    assert len(warnings) == 1, logged
+    reason = warnings[0][len(prefix) :]
+    assert "Input/output error (injected by DBSVC_FAULT fsync:1)" in reason
+    # The store's refusal of frame 1 on the next connection says the same.
+    assert node.status.error is not None
+    assert node.status.error.startswith("the store is read-only after an I/O error on the log")
+    assert reason == f"write not stored: {node.status.error}"
+    assert primary.afters == [0, 0] and node.store.head_offset == 0

@@ -1,0 +1,116 @@
+"""How a replica reads the primary's `/replicate/snapshot` (dbsvc/replica/primary.py rule 4):
+`read_snapshot_header` (the cut a follower compacts at, rule 9 of follower.py) and
+`read_snapshot` (a bootstrap's whole snapshot), each decision at the unit that makes it.
+
+A stream here is a list of messages played in order, recording the timeout of each receive;
+every expectation is a literal (the messages word for word, the 30 s of rule 3, the offset
+a `StreamError` names). Plain functions without fixtures: `bench/mutation_inprocess.py` runs
+them too."""
+
+from __future__ import annotations
+
+import json
+import zlib
+
+import pytest
+
+from dbsvc.errors import StreamError, WebSocketClientError
+from dbsvc.replica.primary import read_snapshot, read_snapshot_header
+
+
+class Played:
+    """A `Stream` that answers `messages` one receive at a time, then None (a quiet socket)."""
+
+    def __init__(self, *messages: bytes | str | None) -> None:
+        self.messages = list(messages)
+        self.timeouts: list[float | None] = []
+
+    def receive(self, timeout: float | None = None) -> bytes | str | None:
+        self.timeouts.append(timeout)
+        return self.messages.pop(0) if self.messages else None
+
+
+HEADER = '{"type": "snapshot", "epoch": "e1", "offset": 7}'
+
+
+def end(data: bytes, **over: object) -> str:
+    return json.dumps({"type": "end", "bytes": len(data), "crc32": zlib.crc32(data), **over})
+
+
+def test_the_header_is_the_first_message_parsed_and_read_alone():
+    stream = Played(HEADER, b"rows that are not read")
+    assert read_snapshot_header(stream) == {"type": "snapshot", "epoch": "e1", "offset": 7}
+    assert stream.timeouts == [30.0]  # rule 3: 30 s for each message
+    assert stream.messages == [b"rows that are not read"]  # the snapshot itself is never read
+
+
+@pytest.mark.parametrize(
+    "first, reason",
+    [
+        (b'{"type": "snapshot"}', "the snapshot stream did not start with its header"),
+        (None, "the snapshot stream did not start with its header"),
+        ('["snapshot"]', "the snapshot stream's header is not an object"),
+        ("7", "the snapshot stream's header is not an object"),
+        ("null", "the snapshot stream's header is not an object"),
+    ],
+)
+def test_a_stream_without_a_json_object_first_is_a_stream_error_at_offset_0(first, reason):
+    with pytest.raises(StreamError) as info:
+        read_snapshot_header(Played(first))
+    assert (info.value.offset, info.value.reason) == (0, reason)
+    assert str(info.value) == f"replication frame at offset 0: {reason}"
+
+
+def test_a_header_that_is_not_json_is_a_value_error():
+    with pytest.raises(ValueError):
+        read_snapshot_header(Played("{not json"))
+
+
+def test_the_whole_snapshot_is_its_binary_messages_joined_and_checked_by_the_end_message():
+    stream = Played(HEADER, b"abc", b"", b"defg", end(b"abcdefg"), b"after the end")
+    assert read_snapshot(stream) == ({"type": "snapshot", "epoch": "e1", "offset": 7}, b"abcdefg")
+    assert stream.timeouts == [30.0] * 5
+    assert stream.messages == [b"after the end"]
+
+
+def test_a_snapshot_of_no_bytes_ends_at_once():
+    assert read_snapshot(Played(HEADER, end(b""))) == (json.loads(HEADER), b"")
+
+
+@pytest.mark.parametrize(
+    "last",
+    [
+        end(b"abcdefg", type="snapshot"),
+        json.dumps({"bytes": 7, "crc32": zlib.crc32(b"abcdefg")}),
+        end(b"abcdefg", bytes=6),
+        end(b"abcdefg", bytes=8),
+        end(b"abcdefg", crc32=zlib.crc32(b"abcdefg") ^ 1),
+        json.dumps({"type": "end", "bytes": 7}),
+    ],
+)
+def test_an_end_message_that_disagrees_with_the_bytes_is_damage_at_the_headers_offset(last):
+    with pytest.raises(StreamError) as info:
+        read_snapshot(Played(HEADER, b"abc", b"defg", last))
+    assert (info.value.offset, info.value.reason) == (7, "the snapshot arrived damaged (size or crc32)")
+
+
+def test_damage_under_a_header_without_an_offset_names_offset_0():
+    with pytest.raises(StreamError) as info:
+        read_snapshot(Played('{"type": "snapshot"}', b"abc", end(b"abd")))
+    assert info.value.offset == 0
+
+
+def test_a_stream_that_stalls_before_its_end_is_a_client_error():
+    stream = Played(HEADER, b"abc")
+    with pytest.raises(WebSocketClientError) as info:
+        read_snapshot(stream)
+    assert not isinstance(info.value, StreamError)
+    assert str(info.value) == "the snapshot stream stalled"
+    assert stream.timeouts == [30.0, 30.0, 30.0]
+
+
+def test_a_damaged_header_is_refused_before_any_byte_is_read():
+    stream = Played(b"\x00", b"abc", end(b"abc"))
+    with pytest.raises(StreamError):
+        read_snapshot(stream)
+    assert stream.messages == [b"abc", end(b"abc")]
