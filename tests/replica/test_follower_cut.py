@@ -38,7 +38,9 @@ EPOCH_C = "c" * 32
 
 def changed(offset: int, uid: int, watermark: int) -> bytes:
     """The frame of an update of User `uid` at `offset` whose watermark is `watermark`."""
-    return ChangeEvent(EventKind.UPDATE, "User", offset, watermark, uid, dict(user(uid), name="changed"), user(uid)).frame()
+    return ChangeEvent(
+        EventKind.UPDATE, "User", offset, watermark, uid, dict(user(uid), name="changed"), user(uid)
+    ).frame()
 
 
 @pytest.fixture
@@ -143,7 +145,10 @@ def test_a_frame_of_a_new_epoch_the_primary_does_not_name_bootstraps_and_the_log
     caplog.set_level("INFO", logger="dbsvc.replica")
     primary = ScriptedPrimary(body(EPOCH_A, 3, hist=history(H1)))
     primary.streams = [[insert(1), insert(2), insert(3, watermark=1)], [insert(3)]]
-    primary.epochs = [epoch_stream(EPOCH_A, 0, hist=history(H1)), epoch_stream(EPOCH_A, 2, range(1, 3), hist=history(H1))]
+    primary.epochs = [
+        epoch_stream(EPOCH_A, 0, hist=history(H1)),
+        epoch_stream(EPOCH_A, 2, range(1, 3), hist=history(H1)),
+    ]
     node = replica(primary).start()
     node.wait("a second bootstrap", lambda: node.status.bootstraps == 2)
     why = (

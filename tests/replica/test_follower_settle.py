@@ -84,10 +84,7 @@ def test_an_fsync_that_fails_when_the_stream_ended_is_logged_and_the_store_then_
     primary = ScriptedPrimary(body(EPOCH_A, GROUP, hist=history(H1)))
     # The second connection asks from the replica's head, 0 (nothing became durable): it is
     # quiet once (nothing to apply, nothing to wait for), then sends frame 1 again.
-    primary.streams = [
-        [insert(n) for n in range(1, GROUP + 1)] + [WebSocketClientError("dropped")],
-        [None, insert(1)],
-    ]
+    primary.streams = [[insert(n) for n in range(1, GROUP + 1)] + [WebSocketClientError("dropped")], [None, insert(1)]]
     primary.epochs = [epoch_stream(EPOCH_A, 0, hist=history(H1))]
     node = replica(primary).start()
     node.wait("stopped", lambda: node.status.state == "stopped")
