@@ -12,7 +12,8 @@ document builders (pure functions, each test a few milliseconds) that is a hundr
 mutmut's pace on a loaded machine (docs/mutation.md, "compiler/openapi.py, ..."). It is the
 hand check of docs/mutation.md ("killed by hand") at scale, not a replacement for mutmut:
 
-- Only test functions without fixtures are called (one `parametrize` mark is honoured); the
+- Only test functions without fixtures are called (one `parametrize` mark is honoured: one
+  name or several, plain values or `pytest.param`); the
   rest are listed as skipped. A test that needs pytest's machinery belongs in a mutmut run.
 - Fewer tests can only add survivors, never false kills; every survivor is to be read, and
   killed by a test or judged, as after a mutmut run.
@@ -54,14 +55,32 @@ def _cases(test_files: list[str]) -> list[tuple[str, Callable[[], object]]]:
                 continue
             marks = [m for m in getattr(fn, "pytestmark", []) if m.name == "parametrize"]
             if marks:
-                argname, values = marks[0].args[0], marks[0].args[1]
-                for value in values:
-                    cases.append((f"{path}::{name}[{value}]", functools.partial(fn, **{argname: value})))
+                for label, kwargs in _parameters(marks[0].args[0], marks[0].args[1]):
+                    cases.append((f"{path}::{name}[{label}]", functools.partial(fn, **kwargs)))
             elif inspect.signature(fn).parameters:
                 print(f"skipped (needs fixtures): {path}::{name}")
             else:
                 cases.append((f"{path}::{name}", fn))
     return cases
+
+
+def _parameters(
+    argnames: str | list[str] | tuple[str, ...], values: list[object]
+) -> list[tuple[str, dict[str, object]]]:
+    """(label, keyword arguments) per case of one `parametrize` mark: one name or several
+    (`"a, b"` or a list), each value plain or a `pytest.param(...)` (its values, its id)."""
+    names = [n.strip() for n in argnames.split(",")] if isinstance(argnames, str) else list(argnames)
+    out: list[tuple[str, dict[str, object]]] = []
+    for value in values:
+        label = None
+        if type(value).__name__ == "ParameterSet":  # pytest.param
+            label = value.id  # type: ignore[attr-defined]
+            value = value.values  # type: ignore[attr-defined]
+            if len(names) == 1:
+                value = value[0]  # type: ignore[index]
+        row = [value] if len(names) == 1 else list(value)  # type: ignore[call-overload]
+        out.append((label or "-".join(map(str, row)), dict(zip(names, row, strict=True))))
+    return out
 
 
 def _mutants(module: str, only: list[str]) -> list[str]:

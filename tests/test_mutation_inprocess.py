@@ -1,0 +1,83 @@
+"""bench/mutation_inprocess.py's own decisions, in process: which cases a test file gives
+(fixture-free functions, every `parametrize` form: one name, several, `pytest.param` with
+an id) and the verdict a mutant gets (the first failing case kills it, a test past its
+alarm is a timeout, none failing is a survivor)."""
+
+from __future__ import annotations
+
+import importlib.util
+import signal
+import textwrap
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+spec = importlib.util.spec_from_file_location("mutation_inprocess", ROOT / "bench" / "mutation_inprocess.py")
+assert spec is not None and spec.loader is not None
+runner = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(runner)
+
+
+def test_every_parametrize_form_gives_its_cases_with_their_labels():
+    assert runner._parameters("a, b", [(1, 2), pytest.param(3, 4, id="x")]) == [
+        ("1-2", {"a": 1, "b": 2}),
+        ("x", {"a": 3, "b": 4}),
+    ]
+    assert runner._parameters("a", [1, pytest.param(5, id="five"), pytest.param((6, 7))]) == [
+        ("1", {"a": 1}),
+        ("five", {"a": 5}),
+        ("(6, 7)", {"a": (6, 7)}),
+    ]
+    assert runner._parameters(["a", "b"], [[1, 2]]) == [("1-2", {"a": 1, "b": 2})]
+    with pytest.raises(ValueError):
+        runner._parameters("a, b", [(1, 2, 3)])  # a row that does not fit its names
+
+
+def test_a_files_cases_are_its_fixture_free_tests_and_each_parametrized_case(tmp_path, capsys):
+    path = tmp_path / "test_sample.py"
+    path.write_text(
+        textwrap.dedent(
+            """
+            import pytest
+
+            def test_plain():
+                pass
+
+            @pytest.mark.parametrize("x, y", [(1, 2), pytest.param(3, 4, id="three")])
+            def test_pairs(x, y):
+                assert y == x + 1
+
+            def test_needs(tmp_path):
+                pass
+
+            def helper():
+                pass
+            """
+        )
+    )
+    cases = runner._cases([str(path)])
+    assert [case_id for case_id, _ in cases] == [
+        f"{path}::test_plain",
+        f"{path}::test_pairs[1-2]",
+        f"{path}::test_pairs[three]",
+    ]
+    for _, call in cases:
+        call()
+    assert f"skipped (needs fixtures): {path}::test_needs" in capsys.readouterr().out
+
+
+def test_the_first_failing_case_kills_a_timeout_is_named_and_none_failing_survives(monkeypatch):
+    def fails():
+        raise AssertionError("seen")
+
+    def hangs():
+        raise TimeoutError
+
+    previous = signal.signal(signal.SIGALRM, runner._alarm)
+    try:
+        assert runner._verdict([("a", lambda: None), ("b", fails), ("c", hangs)]) == "killed: b"
+        assert runner._verdict([("a", lambda: None), ("c", hangs), ("b", fails)]) == "timeout: c"
+        assert runner._verdict([("a", lambda: None)]) == "survived"
+    finally:
+        signal.signal(signal.SIGALRM, previous)
