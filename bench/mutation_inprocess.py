@@ -12,8 +12,8 @@ document builders (pure functions, each test a few milliseconds) that is a hundr
 mutmut's pace on a loaded machine (docs/mutation.md, "compiler/openapi.py, ..."). It is the
 hand check of docs/mutation.md ("killed by hand") at scale, not a replacement for mutmut:
 
-- Only test functions without fixtures are called (one `parametrize` mark is honoured); the
-  rest are listed as skipped. A test that needs pytest's machinery belongs in a mutmut run.
+- Only test functions without fixtures are called (`parametrize` marks are honoured, stacked
+  or with several names); the rest are listed as skipped. A test that needs pytest's machinery belongs in a mutmut run.
 - Fewer tests can only add survivors, never false kills; every survivor is to be read, and
   killed by a test or judged, as after a mutmut run.
 - Pure code only: a mutant that leaves state behind (a cache, a global) could change the next
@@ -54,14 +54,33 @@ def _cases(test_files: list[str]) -> list[tuple[str, Callable[[], object]]]:
                 continue
             marks = [m for m in getattr(fn, "pytestmark", []) if m.name == "parametrize"]
             if marks:
-                argname, values = marks[0].args[0], marks[0].args[1]
-                for value in values:
-                    cases.append((f"{path}::{name}[{value}]", functools.partial(fn, **{argname: value})))
+                params = _parameters(marks)
+                if set(inspect.signature(fn).parameters) - set(params[0][1]):
+                    print(f"skipped (needs fixtures): {path}::{name}")
+                    continue
+                for label, kwargs in params:
+                    cases.append((f"{path}::{name}[{label}]", functools.partial(fn, **kwargs)))
             elif inspect.signature(fn).parameters:
                 print(f"skipped (needs fixtures): {path}::{name}")
             else:
                 cases.append((f"{path}::{name}", fn))
     return cases
+
+
+def _parameters(marks: list) -> list[tuple[str, dict[str, object]]]:
+    """(a label, the arguments) of every combination of stacked `parametrize` marks, each
+    mark's names given as "a" or "a, b" (a tuple of values per case then)."""
+    combos: list[tuple[str, dict[str, object]]] = [("", {})]
+    for mark in marks:
+        names = [n.strip() for n in mark.args[0].split(",")] if isinstance(mark.args[0], str) else list(mark.args[0])
+        step = []
+        for value in mark.args[1]:
+            if type(value).__name__ == "ParameterSet":  # pytest.param(...)
+                value = value.values if len(names) > 1 else value.values[0]
+            given = dict(zip(names, value)) if len(names) > 1 else {names[0]: value}
+            step += [(f"{label}-{value}" if label else f"{value}", {**kwargs, **given}) for label, kwargs in combos]
+        combos = step
+    return combos
 
 
 def _mutants(module: str, only: list[str]) -> list[str]:
