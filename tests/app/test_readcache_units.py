@@ -21,6 +21,7 @@ model Note {
   title str   @filter @sort
   body  str?
   @projection(card, id, title)
+  @projection(text, id, body)
 }
 
 model Tag {
@@ -123,6 +124,19 @@ def test_a_projection_is_kept_like_the_whole_record_under_its_own_bounds():
     assert cache.projected(NOTE, "card", [note(4, "toolong")]) == [b'{"id":4,"title":"toolong"}']
     assert cache.projected(NOTE, "card", [c])[0] is kept_c  # the unkept one evicted nothing
     assert cache.encode(NOTE, c) == b'{"id":3,"title":"c","body":null}'  # the whole record apart
+
+
+def test_each_projection_keeps_its_own_entries_and_a_large_version_drops_the_old_one():
+    cache = EncodedRecords([NOTE, TAG], capacity=4, largest=30)
+    a = note(1, "a", "b")
+    card = cache.projected(NOTE, "card", [a])[0]
+    text = cache.projected(NOTE, "text", [a])[0]
+    assert (card, text) == (b'{"id":1,"title":"a"}', b'{"id":1,"body":"b"}')
+    assert cache.projected(NOTE, "card", [a])[0] is card and cache.projected(NOTE, "text", [a])[0] is text
+    large = note(1, "a" * 20)  # a new version of 1 over `largest`: not kept, and 1's entry dropped
+    assert cache.projected(NOTE, "card", [large]) == [b'{"id":1,"title":"' + b"a" * 20 + b'"}']
+    assert cache.projected(NOTE, "card", [a])[0] is not card  # the old version's entry went
+    assert cache.projected(NOTE, "text", [a])[0] is text  # the other projection's stays
 
 
 # -- ParsedQueries -----------------------------------------------------------------------
