@@ -294,6 +294,10 @@ SMALL = [
         ([("n__gte", "1"), ("n__lt", "3"), ("sort", "-n")], [1, 4, 3]),
         ([("n__gt", "1"), ("n__lte", "3")], [1, 4, 6]),
         ([("n__gt", "3")], []),
+        ([("n__lt", "9"), ("sort", "n")], [3, 1, 4, 6]),  # a bound past every key: the end, counted right
+        ([("n__lte", "9"), ("sort", "-n")], [6, 1, 4, 3]),
+        ([("n__gte", "9")], []),
+        ([("n__lt", "0")], []),
         ([("sort", "n")], [3, 1, 4, 6, 2, 5]),
         ([("sort", "-n")], [2, 5, 6, 1, 4, 3]),
         ([("sort", "-n,f")], [5, 2, 6, 4, 1, 3]),
@@ -359,3 +363,9 @@ def test_a_cursor_starts_right_after_its_place(sort, cursor, want):
     if len(want) > 1:
         got, _total, more = ids_of(table, params + [("limit", "1")], cursor=cursor)
         assert got == want[:1] and more is True
+
+
+def test_a_deep_descending_page_of_a_field_with_no_key_but_nulls():
+    table, _records = table_of([(None, 1.0, None, "x", None, None)] * 3)
+    assert ids_of(table, [("sort", "-n"), ("offset", "3"), ("limit", "2")]) == ([], 3, False)
+    assert ids_of(table, [("sort", "-n"), ("offset", "1"), ("limit", "5")]) == ([2, 3], 3, False)

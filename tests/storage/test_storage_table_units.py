@@ -16,7 +16,7 @@ import pytest
 from dbsvc.compiler import compile_schema
 from dbsvc.schema import parse_schema
 from dbsvc.storage.rows import pack, unpack
-from dbsvc.storage.table import SHOWN_BYTES, Table
+from dbsvc.storage.table import SHOWN, SHOWN_BYTES, Table
 from support.storage import check_indexes
 
 SCHEMA = """
@@ -31,6 +31,18 @@ model Doc {
 }
 """
 DOC = compile_schema(parse_schema(SCHEMA, "table.dbs")).BY_NAME["Doc"]
+KEY = compile_schema(
+    parse_schema(
+        """
+model Key {
+  id  str   @id
+  a   str?  @unique
+  b   str?  @unique
+}
+""",
+        "keys.dbs",
+    )
+).BY_NAME["Key"]
 FIELDS = ("email", "n", "s", "tag", "parent", "w")
 
 
@@ -241,6 +253,35 @@ def test_unique_clash_names_the_field_and_the_other_id_never_its_own():
     assert table.unique_clash(none) is None
 
 
+def test_a_table_of_string_ids_keeps_its_largest_int_id_and_checks_every_unique_field():
+    table = Table(KEY)
+    table.insert(KEY.row({"id": "k1", "a": "x", "b": "y"}))
+    assert table.max_id == 0 and table.records["k1"] == {"id": "k1", "a": "x", "b": "y"}
+    # a null in the first @unique field does not stop the check of the next one
+    assert table.unique_clash(KEY.row({"id": "k2", "a": None, "b": "y"})) == ("b", "k1")
+    assert table.unique_clash(KEY.row({"id": "k2", "a": None, "b": None})) is None
+
+
+def test_stamp_inserts_gives_each_of_the_last_rows_its_offset():
+    rng = random.Random(6)
+    table = Table(DOC)
+    table.insert(DOC.row(doc(1, rng)))
+    table.stamp(7)
+    table.insert_many([DOC.row(doc(i, rng)) for i in (2, 3, 4)])
+    table.stamp_inserts([20, 30, 40])
+    assert [table.versions.get(i) for i in (1, 2, 3, 4)] == [7, 20, 30, 40]
+
+
+def test_shown_remembers_the_last_dicts_handed_out_and_forgets_the_oldest():
+    table, _records = filled(1, 9)
+    stored = table.live[1]
+    kept = [table.shown(i, stored) for i in range(SHOWN)]
+    assert len(table.shown_ids) == SHOWN and table.shown(0, stored) is kept[0]  # a hit moves nothing
+    table.shown(SHOWN, stored)  # one more: the first handed out (0) goes
+    assert len(table.shown_ids) == SHOWN and 0 not in table.shown_ids and SHOWN in table.shown_ids
+    assert table.shown(1, stored) is kept[1] and table.shown(0, stored) is not kept[0]
+
+
 def test_shown_hands_the_same_dict_for_the_same_stored_record_and_never_keeps_a_large_one():
     table, records = filled(3, 2)
     first = table.shown(1, table.live[1])
@@ -248,8 +289,8 @@ def test_shown_hands_the_same_dict_for_the_same_stored_record_and_never_keeps_a_
     assert table.shown_all([1, 2]) == [records[1], records[2]] and table.shown_all([1])[0] is first
     assert list(table.shown_ids) == [1, 2]
     table.replace(table.live[1], DOC.row({**records[1], "n": 3}))
-    newer = table.shown(1, table.live[1])
-    assert newer is not first and newer["n"] == 3
+    (newer,) = table.shown_all([1])  # the entry kept is for the old stored record: not handed out
+    assert newer is not first and newer["n"] == 3 and table.shown(1, table.live[1]) is newer
     big = {**records[2], "w": "x" * SHOWN_BYTES}
     stored = table.replace(table.live[2], DOC.row(big))
     assert len(stored) > SHOWN_BYTES
