@@ -316,3 +316,22 @@ def test_records_read_the_live_state_as_dicts():
     view = table.records
     assert len(view) == 3 and list(view) == [1, 3, 4] and 2 not in view and 3 in view
     assert view[3] == records[3] and dict(view) == {i: records[i] for i in (1, 3, 4)}
+
+
+def test_a_new_table_is_named_after_its_model_and_holds_nothing():
+    table = Table(DOC)
+    assert (table.name, table.id_field, table.id_position) == ("Doc", "id", 0)
+    assert table.max_id == 0 and table.fixup is None and table.watermark == 0
+    assert len(table.live) == 0 and list(table.pk) == [] and table.rows == [] and list(table.prior) == []
+    assert Table(KEY).words is None and table.words is not None
+
+
+def test_a_reference_moved_to_a_parent_with_no_children_yet_counts_one():
+    table = Table(DOC)
+    rng = random.Random(1)
+    first = {**doc(1, rng), "parent": None}
+    table.insert(DOC.row(first))
+    table.replace(table.live[1], DOC.row({**first, "parent": 7}))
+    assert table.refs == {"parent": {7: 1}}
+    table.replace(table.live[1], DOC.row({**first, "parent": 8}))
+    assert table.refs == {"parent": {8: 1}}
