@@ -12,9 +12,9 @@ document builders (pure functions, each test a few milliseconds) that is a hundr
 mutmut's pace on a loaded machine (docs/mutation.md, "compiler/openapi.py, ..."). It is the
 hand check of docs/mutation.md ("killed by hand") at scale, not a replacement for mutmut:
 
-- Only test functions without fixtures are called (one `parametrize` mark is honoured: one
-  name or several, plain values or `pytest.param`); the
-  rest are listed as skipped. A test that needs pytest's machinery belongs in a mutmut run.
+- Only test functions without fixtures are called (`parametrize` marks are honoured: stacked,
+  one name or several, plain values or `pytest.param` with its id); the rest are listed as
+  skipped. A test that needs pytest's machinery belongs in a mutmut run.
 - Fewer tests can only add survivors, never false kills; every survivor is to be read, and
   killed by a test or judged, as after a mutmut run.
 - Pure code only: a mutant that leaves state behind (a cache, a global) could change the next
@@ -55,7 +55,11 @@ def _cases(test_files: list[str]) -> list[tuple[str, Callable[[], object]]]:
                 continue
             marks = [m for m in getattr(fn, "pytestmark", []) if m.name == "parametrize"]
             if marks:
-                for label, kwargs in _parameters(marks[0].args[0], marks[0].args[1]):
+                params = _parameters(marks)
+                if set(inspect.signature(fn).parameters) - set(params[0][1]):
+                    print(f"skipped (needs fixtures): {path}::{name}")
+                    continue
+                for label, kwargs in params:
                     cases.append((f"{path}::{name}[{label}]", functools.partial(fn, **kwargs)))
             elif inspect.signature(fn).parameters:
                 print(f"skipped (needs fixtures): {path}::{name}")
@@ -64,7 +68,18 @@ def _cases(test_files: list[str]) -> list[tuple[str, Callable[[], object]]]:
     return cases
 
 
-def _parameters(
+def _parameters(marks: list) -> list[tuple[str, dict[str, object]]]:
+    """(a label, the arguments) of every combination of stacked `parametrize` marks."""
+    combos: list[tuple[str, dict[str, object]]] = [("", {})]
+    for mark in marks:
+        step = []
+        for label, given in _mark_cases(mark.args[0], mark.args[1]):
+            step += [(f"{before}-{label}" if before else label, {**kwargs, **given}) for before, kwargs in combos]
+        combos = step
+    return combos
+
+
+def _mark_cases(
     argnames: str | list[str] | tuple[str, ...], values: list[object]
 ) -> list[tuple[str, dict[str, object]]]:
     """(label, keyword arguments) per case of one `parametrize` mark: one name or several

@@ -20,18 +20,20 @@ spec.loader.exec_module(runner)
 
 
 def test_every_parametrize_form_gives_its_cases_with_their_labels():
-    assert runner._parameters("a, b", [(1, 2), pytest.param(3, 4, id="x")]) == [
+    assert runner._mark_cases("a, b", [(1, 2), pytest.param(3, 4, id="x")]) == [
         ("1-2", {"a": 1, "b": 2}),
         ("x", {"a": 3, "b": 4}),
     ]
-    assert runner._parameters("a", [1, pytest.param(5, id="five"), pytest.param((6, 7))]) == [
+    assert runner._mark_cases("a", [1, pytest.param(5, id="five"), pytest.param((6, 7))]) == [
         ("1", {"a": 1}),
         ("five", {"a": 5}),
         ("(6, 7)", {"a": (6, 7)}),
     ]
-    assert runner._parameters(["a", "b"], [[1, 2]]) == [("1-2", {"a": 1, "b": 2})]
+    assert runner._mark_cases(["a", "b"], [[1, 2]]) == [("1-2", {"a": 1, "b": 2})]
     with pytest.raises(ValueError):
-        runner._parameters("a, b", [(1, 2, 3)])  # a row that does not fit its names
+        runner._mark_cases("a, b", [(1, 2, 3)])  # a row that does not fit its names
+    stacked = [pytest.mark.parametrize("a", [1, 2]).mark, pytest.mark.parametrize("b, c", [(3, 4)]).mark]
+    assert runner._parameters(stacked) == [("1-3-4", {"a": 1, "b": 3, "c": 4}), ("2-3-4", {"a": 2, "b": 3, "c": 4})]
 
 
 def test_a_files_cases_are_its_fixture_free_tests_and_each_parametrized_case(tmp_path, capsys):
@@ -51,6 +53,10 @@ def test_a_files_cases_are_its_fixture_free_tests_and_each_parametrized_case(tmp
             def test_needs(tmp_path):
                 pass
 
+            @pytest.mark.parametrize("x", [1])
+            def test_param_and_fixture(x, tmp_path):
+                pass
+
             def helper():
                 pass
             """
@@ -64,7 +70,9 @@ def test_a_files_cases_are_its_fixture_free_tests_and_each_parametrized_case(tmp
     ]
     for _, call in cases:
         call()
-    assert f"skipped (needs fixtures): {path}::test_needs" in capsys.readouterr().out
+    out = capsys.readouterr().out
+    assert f"skipped (needs fixtures): {path}::test_needs" in out
+    assert f"skipped (needs fixtures): {path}::test_param_and_fixture" in out
 
 
 def test_the_first_failing_case_kills_a_timeout_is_named_and_none_failing_survives(monkeypatch):
