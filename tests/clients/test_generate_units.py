@@ -118,3 +118,15 @@ def test_both_languages_name_the_problem_classes_in_errors_order():
     for text, line in ((odd("python"), "class {}(ApiError):"), (odd("typescript"), "export class {} extends ApiError {{}}")):
         at = [text.index(line.format(name)) for name in ("BadRequestError", "UniqueViolationError", "OffsetGoneError", "InternalError")]
         assert at == sorted(at)
+
+
+def test_a_schema_without_a_file_name_and_a_projection_of_two_words():
+    schema = parse_schema("model Note {\n  id int @id\n  body str\n  @projection(short_list, body)\n}\n", "")
+    text = generate_client(schema, "python")
+    assert text.startswith('"""Python client of the dbsvc service of <schema> (schema fingerprint ')
+    assert "class NoteShortList(TypedDict):\n" in text
+    assert "        self.short_list: NoteReads[NoteShortList] = NoteReads(transport, Note_SPEC, 'short_list')\n" in text
+    text = generate_client(schema, "typescript")
+    assert text.startswith("// TypeScript client of the dbsvc service of <schema> (schema fingerprint ")
+    assert "export interface NoteShortList {\n" in text
+    assert '    this.shortList = new NoteReads<NoteShortList>(transport, Note_SPEC, "short_list");\n' in text
