@@ -130,3 +130,35 @@ def test_a_schema_without_a_file_name_and_a_projection_of_two_words():
     assert text.startswith("// TypeScript client of the dbsvc service of <schema> (schema fingerprint ")
     assert "export interface NoteShortList {\n" in text
     assert '    this.shortList = new NoteReads<NoteShortList>(transport, Note_SPEC, "short_list");\n' in text
+
+
+NAMES = ["get", "fetch", "list", "pages", "iterate", "subscribe", "live_query", "head", "create", "replace", "patch"]
+NAMES += ["delete", "path", "spec", "class", "x_op", "_x", "plain"]
+NAMED = (
+    "model Class {\n  id int @id\n  b str\n"
+    + "".join(f"  @projection({n}, b)\n" for n in NAMES)
+    + "}\n\nmodel HTTPServer {\n  id int @id\n}\n\nmodel ABTestX {\n  id int @id\n}\n\nmodel ItemV2 {\n  id int @id\n}\n"
+    + "\nmodel ItemAB {\n  id int @id\n}\n\nmodel ABc {\n  id int @id\n}\n"
+)
+
+
+def test_python_attributes_of_models_and_projections_step_around_keywords_and_methods():
+    text = generate_client(parse_schema(NAMED, "names.dbs"), "python")
+    for name in NAMES[:-1]:  # each clashes with a method, a keyword, a private or an op name
+        assert f"        self.{name}_: ClassReads[" in text, name
+    assert "        self.plain: ClassReads[ClassPlain] = ClassReads(transport, Class_SPEC, 'plain')\n" in text
+    assert "        self.create_: ClassReads[ClassCreateProjection] = ClassReads(transport, Class_SPEC, 'create')\n" in text
+    assert "        self.class_ = ClassApi(self.transport)\n" in text  # the model `Class`: a keyword
+    assert "        self.http_server = HTTPServerApi(self.transport)\n" in text
+    assert "        self.ab_test_x = ABTestXApi(self.transport)\n" in text
+    assert "        self.item_v2 = ItemV2Api(self.transport)\n" in text
+    assert "        self.item_ab = ItemABApi(self.transport)\n" in text
+    assert "        self.a_bc = ABcApi(self.transport)\n" in text
+
+
+def test_typescript_a_model_named_client_and_a_projection_named_by_a_digit():
+    schema = "model Client {\n  id int @id\n  b str\n  @projection(_1, b)\n}\n"
+    text = generate_client(parse_schema(schema, "c.dbs"), "typescript")
+    assert "export interface ClientRecord {\n" in text and "export interface Client {" not in text
+    assert "  readonly client: ClientRecordApi;\n" in text
+    assert '    this._1 = new ClientRecordReads<ClientRecord1>(transport, ClientRecord_SPEC, "_1");\n' in text
