@@ -162,3 +162,12 @@ def test_typescript_a_model_named_client_and_a_projection_named_by_a_digit():
     assert "export interface ClientRecord {\n" in text and "export interface Client {" not in text
     assert "  readonly client: ClientRecordApi;\n" in text
     assert '    this._1 = new ClientRecordReads<ClientRecord1>(transport, ClientRecord_SPEC, "_1");\n' in text
+
+
+def test_typescript_projections_whose_members_would_be_one_name_get_two():
+    """`short_list` and `shortList` (or `_` and `__`) both camel-case to one member: the later
+    one is renamed, where both used to define the same member (a client tsc refuses)."""
+    schema = "model A {\n  id int @id\n  b str\n  @projection(short_list, b)\n  @projection(shortList, b)\n}\n"
+    text = generate_client(parse_schema(schema, "a.dbs"), "typescript")
+    assert '    this.shortList = new AReads<AShortList>(transport, A_SPEC, "short_list");\n' in text
+    assert '    this.shortListProjection = new AReads<' in text and 'A_SPEC, "shortList");\n' in text
