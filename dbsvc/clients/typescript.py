@@ -35,7 +35,7 @@ import re
 from importlib import resources
 
 from dbsvc import __version__
-from dbsvc.clients.model import ClientField, ClientModel, ClientSchema, client_schema
+from dbsvc.clients.model import ClientField, ClientModel, ClientProjection, ClientSchema, client_schema
 from dbsvc.schema.ir import Schema
 
 MARKER = "// --- client body ---\n"
@@ -315,7 +315,9 @@ def api(out: list[str], model: ClientModel) -> None:
         f"/** {model.name}: /api/{model.kebab}. */",
         f"export class {model.type('Api')} extends {reads}<{record}> {{",
     ]
-    members = [(member(p.name, API_MEMBERS, "Projection"), p) for p in model.projections]
+    members: list[tuple[str, ClientProjection]] = []
+    for p in model.projections:  # two projections may camel-case alike (`short_list`, `shortList`)
+        members.append((member(p.name, API_MEMBERS | {n for n, _ in members}, "Projection"), p))
     for name, projection in members:
         out.append(f"  readonly {name}: {reads}<{projection.type_name}>;")
     out.append("  constructor(transport: Transport) {")
