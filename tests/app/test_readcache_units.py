@@ -190,4 +190,7 @@ def test_the_next_link_keeps_its_prefix_per_path_and_pairs():
     assert other == '</api/tag?cursor=WA>; rel="next"'
     assert cache.next_link(request("/api/tag", [], "/api/tag"), "WB") == '</api/tag?cursor=WB>; rel="next"'
     long = "/api/note?" + "title=" + "x" * 40
-    assert cache.next_link(request(long, [("title", "x" * 40)]), "Q") == f'</api/note?title={"x" * 40}&cursor=Q>; rel="next"'
+    assert (
+        cache.next_link(request(long, [("title", "x" * 40)]), "Q")
+        == f'</api/note?title={"x" * 40}&cursor=Q>; rel="next"'
+    )

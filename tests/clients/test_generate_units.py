@@ -109,14 +109,26 @@ def test_typescript_keys_are_bare_when_identifiers_and_members_are_renamed_on_a_
     assert "export interface PageRecord {\n  id: string;\n  from: string;\n  handler: number | null;\n" in text
     assert '  class: "a" | "b";\n}\n' in text
     assert "export type PageRecordSort = \"from\" | \"-from\";\nexport type PageRecordId = string;\n" in text
-    assert '  readonly page: PageRecordApi;\n  readonly batchModel: BatchRecordApi;\n  readonly batchList: BatchListApi;\n' in text
+    assert (
+        '  readonly page: PageRecordApi;\n  readonly batchModel: BatchRecordApi;\n  readonly batchList: BatchListApi;\n'
+        in text
+    )
     assert 'BatchList: this.batchList, "batch-list": this.batchList };' in text
-    assert 'export type BatchRecordExpand = "page" | "page:short" | "page:create";\nexport type BatchRecordId = number;\n' in text
+    assert (
+        'export type BatchRecordExpand = "page" | "page:short" | "page:create";\nexport type BatchRecordId = number;\n'
+        in text
+    )
 
 
 def test_both_languages_name_the_problem_classes_in_errors_order():
-    for text, line in ((odd("python"), "class {}(ApiError):"), (odd("typescript"), "export class {} extends ApiError {{}}")):
-        at = [text.index(line.format(name)) for name in ("BadRequestError", "UniqueViolationError", "OffsetGoneError", "InternalError")]
+    for text, line in (
+        (odd("python"), "class {}(ApiError):"),
+        (odd("typescript"), "export class {} extends ApiError {{}}"),
+    ):
+        at = [
+            text.index(line.format(name))
+            for name in ("BadRequestError", "UniqueViolationError", "OffsetGoneError", "InternalError")
+        ]
         assert at == sorted(at)
 
 
@@ -147,7 +159,10 @@ def test_python_attributes_of_models_and_projections_step_around_keywords_and_me
     for name in NAMES[:-1]:  # each clashes with a method, a keyword, a private or an op name
         assert f"        self.{name}_: ClassReads[" in text, name
     assert "        self.plain: ClassReads[ClassPlain] = ClassReads(transport, Class_SPEC, 'plain')\n" in text
-    assert "        self.create_: ClassReads[ClassCreateProjection] = ClassReads(transport, Class_SPEC, 'create')\n" in text
+    assert (
+        "        self.create_: ClassReads[ClassCreateProjection] = ClassReads(transport, Class_SPEC, 'create')\n"
+        in text
+    )
     assert "        self.class_ = ClassApi(self.transport)\n" in text  # the model `Class`: a keyword
     assert "        self.http_server = HTTPServerApi(self.transport)\n" in text
     assert "        self.ab_test_x = ABTestXApi(self.transport)\n" in text

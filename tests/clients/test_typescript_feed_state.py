@@ -25,14 +25,23 @@ NODE = shutil.which("node")
 FLAGS = ["--strict", "--target", "es2022", "--module", "es2022", "--moduleResolution", "bundler", "--lib", "es2022,dom"]
 
 
-@pytest.mark.skipif(not TSC.exists() or NODE is None, reason="npm typescript not installed (cd tests/clients/ts && npm ci)")
+@pytest.mark.skipif(
+    not TSC.exists() or NODE is None, reason="npm typescript not installed (cd tests/clients/ts && npm ci)"
+)
 def test_the_typescript_feed_states_resume_hold_batches_and_keep_a_whole_set(tmp_path):
     with contextlib.redirect_stdout(io.StringIO()):
-        assert dbsvc_main(["client", str(SCHEMAS / "blog.dbs"), "--lang", "typescript", "-o", str(tmp_path / "blog.ts")]) == 0
+        assert (
+            dbsvc_main(["client", str(SCHEMAS / "blog.dbs"), "--lang", "typescript", "-o", str(tmp_path / "blog.ts")])
+            == 0
+        )
     shutil.copy(TS_DIR / "feed_state.ts", tmp_path / "feed_state.ts")
     types = ["--types", "node", "--typeRoots", str(TS_DIR / "node_modules" / "@types")]
     built = subprocess.run(
-        [str(TSC), *FLAGS, *types, "--outDir", "out", "feed_state.ts"], cwd=tmp_path, capture_output=True, text=True, timeout=300
+        [str(TSC), *FLAGS, *types, "--outDir", "out", "feed_state.ts"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=300,
     )
     assert built.returncode == 0, built.stdout + built.stderr
     (tmp_path / "out" / "package.json").write_text('{"type": "module"}\n')
@@ -46,7 +55,13 @@ def test_the_typescript_feed_states_resume_hold_batches_and_keep_a_whole_set(tmp
         "offset": 3,
         "next": 2,
     }
-    assert report["batch"] == {"held": [], "afterDrop": 4, "first": [], "whole": ["insert:5:5", "insert:7:7"], "offset": 7}
+    assert report["batch"] == {
+        "held": [],
+        "afterDrop": 4,
+        "first": [],
+        "whole": ["insert:5:5", "insert:7:7"],
+        "offset": 7,
+    }
     assert report["restart"] == {"fresh": 7, "offset": 12, "resume": 12, "again": ["insert:12:12"]}
     assert report["live"] == {
         "before": None,

@@ -210,10 +210,7 @@ def test_from_columns_lays_the_slots_out_by_id(ids, slots):
     assert len(column) == 3 and [column.get(i) for i in ids] == keys
 
 
-@pytest.mark.parametrize(
-    "ids, slots",
-    [([1, 2], [0.0, 1.5, 0.0]), ([0, 3], [1.5, 0.0, 0.0, 0.0])],
-)
+@pytest.mark.parametrize("ids, slots", [([1, 2], [0.0, 1.5, 0.0]), ([0, 3], [1.5, 0.0, 0.0, 0.0])])
 def test_from_columns_of_numbers_zeroes_the_nulls_and_the_gaps(ids, slots):
     column = KeyColumn.from_columns([1.5, None], ids, "d")
     assert column.slots == array("d", slots) and column.nulls == {ids[1]}

@@ -170,7 +170,9 @@ def test_every_plan_pages_as_the_reference(count):
         for sort in SORTS:
             want = reference(records, test, sort)
             for limit, offset in PAGES:
-                query = ITEM.parse_list_query(params + sort_param(sort) + [("limit", str(limit)), ("offset", str(offset))])
+                query = ITEM.parse_list_query(
+                    params + sort_param(sort) + [("limit", str(limit)), ("offset", str(offset))]
+                )
                 page, total, more = plans.list_page(table, query)
                 got = [r["id"] for r in page]
                 where = (params, sort, limit, offset)
@@ -238,7 +240,9 @@ def test_a_list_at_a_past_watermark_is_the_list_of_the_records_then(writes):
         for sort in SORTS[::2] + [SORTS[5]]:
             want = reference(then, test, sort)
             for limit, offset in PAGES[:4]:
-                query = ITEM.parse_list_query(params + sort_param(sort) + [("limit", str(limit)), ("offset", str(offset))])
+                query = ITEM.parse_list_query(
+                    params + sort_param(sort) + [("limit", str(limit)), ("offset", str(offset))]
+                )
                 page, total, more = plans.page_as_of(table, mark, query)
                 got = [r["id"] for r in page]
                 assert (got, total) == (want[offset : offset + limit], len(want)), (params, sort, limit, offset)
@@ -261,7 +265,9 @@ def test_a_list_of_a_past_state_made_again_pages_it():
         for sort in SORTS:
             want = reference(then, test, sort)
             for limit, offset in PAGES:
-                query = ITEM.parse_list_query(params + sort_param(sort) + [("limit", str(limit)), ("offset", str(offset))])
+                query = ITEM.parse_list_query(
+                    params + sort_param(sort) + [("limit", str(limit)), ("offset", str(offset))]
+                )
                 page, total, more = plans.state_page(state, table, query)
                 got = [r["id"] for r in page]
                 assert (got, total) == (want[offset : offset + limit], len(want)), (params, sort, limit, offset)

@@ -60,7 +60,9 @@ def doc(id_: int, rng: random.Random) -> dict:
 
 def state(table: Table) -> tuple:
     """Everything a table holds that a write or its undo changes, comparable."""
-    columns = {f: (dict((i, ix.column.get(i)) for i in table.live), set(ix.column.nulls)) for f, ix in table.ordered.items()}
+    columns = {
+        f: (dict((i, ix.column.get(i)) for i in table.live), set(ix.column.nulls)) for f, ix in table.ordered.items()
+    }
     return (
         {i: table.live[i] for i in table.live},
         list(table.pk),
