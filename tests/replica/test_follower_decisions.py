@@ -1130,13 +1130,18 @@ def test_a_replica_whose_store_fails_says_it_stopped_following(replica, monkeypa
     primary = ScriptedPrimary(body(EPOCH_A, 2, hist=history(H1)), epochs=[epoch_stream(EPOCH_A, 0, hist=history(H1))])
     primary.streams = [[insert(1)], [insert(1)], [insert(1)]]
     node = replica(primary).start()
-    node.wait("stopped", lambda: node.status.state == "stopped")
+    # the follower's thread sets the state, then the error, then logs: wait for all three
+    node.wait("stopped", lambda: node.status.state == "stopped" and node.status.error is not None)
     assert node.status.error == (
         "write not stored: the store is read-only after an I/O error on the log ([Errno 5] Input/output error "
         "(injected by DBSVC_FAULT fsync:1)): nothing written since can be trusted; fix the disk, then restart the server"
     )
-    assert any(
-        r.levelname == "ERROR" and r.getMessage().startswith(f"stopped following {URL}: ") for r in caplog.records
+    # the state is set before the line is logged, on the follower's thread: wait for both
+    node.wait(
+        "the stop logged",
+        lambda: any(
+            r.levelname == "ERROR" and r.getMessage().startswith(f"stopped following {URL}: ") for r in caplog.records
+        ),
     )
 
 
