@@ -12,7 +12,7 @@ from __future__ import annotations
 import pytest
 
 from dbsvc.errors import PayloadTooLarge
-from dbsvc.storage.events import ChangeEvent, EventKind, decode_event, event_payload, size_refusal
+from dbsvc.storage.events import ChangeEvent, EventKind, decode_event, event_payload, size_refusal, write_event
 
 U64 = "18446744073709551615"  # the widest offset and watermark a head reckons with
 
@@ -89,10 +89,11 @@ def test_the_text_handed_is_measured_in_utf8_bytes_instead_of_the_record():
 
 
 def test_an_id_longer_than_the_head_reserve_lowers_its_records_limit_by_as_much():
-    long_id = "k" * 1100
+    long_id = "k" * 1101
     head = worst_head("Doc", f'"{long_id}"')
-    assert head == 1100 + 2 + 122  # the id, its quotes and the rest of the head
+    assert head == 1101 + 2 + 122  # the id, its quotes and the rest of the head
     limit = (4096 - head) // 2
+    assert limit == 1435  # an odd head: one byte less would give 1436
     over = refused(EventKind.INSERT, "Doc", long_id, record_of(limit + 1), 2000, 4096)
     assert over.extra == {"model": "Doc", "size": limit + 1, "limit": limit}
     assert refused(EventKind.INSERT, "Doc", long_id, record_of(limit), 2000, 4096) is None
@@ -103,9 +104,9 @@ def test_an_id_longer_than_the_head_reserve_lowers_its_records_limit_by_as_much(
 
 def test_the_head_of_a_long_id_counts_its_model_and_its_id_as_json():
     # a model name and an int id: the head counts their JSON bytes (an int id bare)
-    model = "M" * 1000
+    model = "M" * 1001
     head = worst_head(model, "7")
-    assert head == 1000 + 1 + 119
+    assert head == 1001 + 1 + 119
     assert refused(EventKind.UPDATE, model, 7, record_of((4096 - head) // 2 + 1), 2000, 4096).extra["limit"] == (
         (4096 - head) // 2
     )
@@ -160,3 +161,16 @@ def test_an_event_is_decoded_from_bytes_or_a_memoryview():
     expected = ChangeEvent(EventKind.UPDATE, "U", 4, 2, "a", {"n": 2}, {"n": 1}, None)
     assert decode_event(payload) == expected
     assert decode_event(memoryview(b"xx" + payload)[2:]) == expected
+
+
+def test_a_batch_rows_event_keeps_its_batchs_bounds_and_a_single_write_has_none():
+    new, old = {"id": 1, "n": 2}, {"id": 1, "n": 1}
+    for kind, record, previous in [
+        (EventKind.INSERT, new, None),
+        (EventKind.UPDATE, new, old),
+        (EventKind.DELETE, None, old),
+    ]:
+        event = write_event(kind, "U", 5, 3, 1, record, previous, (4, 6))
+        assert event.batch == (4, 6)
+        assert event.payload().endswith(b',"batch":{"first":4,"last":6}}')
+        assert write_event(kind, "U", 5, 3, 1, record, previous).batch is None
