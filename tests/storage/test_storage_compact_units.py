@@ -1,0 +1,140 @@
+"""Offline compaction (compact.py `compact_directory`, `dbsvc compact`) at the unit where it
+decides: which records, fields, ids and versions (versions.py: the offset of each live
+record's last write) the new snapshot holds, in which model and field order, and the report
+line word for word (rows, live records, head, the torn tail dropped, the bytes retained).
+A tenant is written through a store, compacted in process, and its new snapshot read back
+with `decode_snapshot`; expected values are written out here."""
+
+from __future__ import annotations
+
+import os
+import re
+
+import pytest
+
+from dbsvc.storage.compact import compact_directory
+from dbsvc.storage.snapshot import decode_snapshot
+from support.storage import BLOG, open_store, post, run, user
+
+REPORT = re.compile(r"compacted (.+): (\d+) log rows -> (\d+) live records, head offset (\d+), new epoch ([0-9a-f]{32})(.*)")
+
+
+def snapshot_of(tenant: str):
+    path = os.path.join(tenant, "snapshot")
+    with open(path, "rb") as f:
+        return decode_snapshot(path, f.read())
+
+
+def models_of(image) -> dict:
+    """name -> (fields, rows, max_id, keys, versions), in the file's model order."""
+    return {m.name: (m.fields, [list(r) for r in m.rows], m.max_id, m.keys, list(m.versions)) for m in image.models}
+
+
+def values(record: dict) -> list:
+    return list(record.values())
+
+
+USER_FIELDS = ["id", "email", "name", "age", "role", "joined", "profile"]
+USER_KEYS = ["id", "email", "name", "age", "role", "joined"]
+POST_FIELDS = ["id", "author_id", "title", "body", "published", "score", "tags"]
+POST_KEYS = ["id", "author_id", "title", "published", "score"]
+
+
+@pytest.fixture
+def written(tenant) -> str:
+    """Offsets 1-3 insert users 1-3, 4 renames user 1, 5 deletes user 2, 6 inserts post 1."""
+    s = open_store(tenant)
+    try:
+        for i in (1, 2, 3):
+            run(s.insert("User", user(i)))
+        run(s.replace("User", 1, user(1, name="renamed")))
+        run(s.delete("User", 2))
+        run(s.insert("BlogPost", post(1, author=3)))
+    finally:
+        s.close()
+    return tenant
+
+
+def test_the_snapshot_holds_each_live_record_with_its_last_writes_offset_in_schema_order(written):
+    report = compact_directory(written, BLOG.DESCRIPTION, retain_bytes=0)
+    image = snapshot_of(written)
+    match = REPORT.fullmatch(report)
+    assert match is not None, report
+    assert match.groups() == (written, "6", "3", "6", image.epoch, "")
+    assert image.head_offset == 6
+    models = models_of(image)
+    assert list(models) == ["User", "BlogPost", "Comment"]
+    assert models["User"] == (
+        USER_FIELDS,
+        [values(user(1, name="renamed")), values(user(3))],
+        3,
+        USER_KEYS,
+        [4, 3],
+    )
+    assert models["BlogPost"][1:] == ([values(post(1, author=3))], 1, POST_KEYS, [6])
+    assert models["BlogPost"][0] == POST_FIELDS
+    assert models["Comment"][1:3] == ([], 0)
+    with open(os.path.join(written, "log"), "rb") as f:
+        header = f.read()
+    # the new epoch's header alone: magic, version, epoch, base offset 6, crc32
+    assert len(header) == 40 and header[:12] == b"DBSVCLOG\x00\x00\x00\x01"
+    assert header[12:36] == bytes.fromhex(image.epoch) + (6).to_bytes(8, "big")
+    assert not os.path.exists(os.path.join(written, "log.retained"))
+
+
+def test_a_second_compaction_carries_the_snapshots_versions_and_the_logs_new_ones(written):
+    compact_directory(written, BLOG.DESCRIPTION, retain_bytes=0)
+    s = open_store(written)
+    try:
+        run(s.insert("User", user(4)))  # offset 7
+        run(s.replace("User", 3, user(3, name="three")))  # 8
+        run(s.delete("User", 1))  # 9
+    finally:
+        s.close()
+    report = compact_directory(written, BLOG.DESCRIPTION, retain_bytes=0)
+    assert REPORT.fullmatch(report).groups()[1:4] == ("3", "3", "9")
+    models = models_of(snapshot_of(written))
+    assert models["User"][1:] == ([values(user(3, name="three")), values(user(4))], 4, USER_KEYS, [8, 7])
+    assert models["BlogPost"][1:] == ([values(post(1, author=3))], 1, POST_KEYS, [6])  # from the snapshot
+
+
+def test_without_a_description_the_logs_models_and_fields_are_kept_in_the_order_met(written):
+    report = compact_directory(written, None, retain_bytes=0)
+    assert REPORT.fullmatch(report).groups()[1:4] == ("6", "3", "6")
+    models = models_of(snapshot_of(written))
+    # no snapshot: each model as the log first names it, its fields as its first record's,
+    # and no key columns (a reader parses the rows)
+    assert models == {
+        "User": (USER_FIELDS, [values(user(1, name="renamed")), values(user(3))], 3, [], [4, 3]),
+        "BlogPost": (POST_FIELDS, [values(post(1, author=3))], 1, [], [6]),
+    }
+
+
+def test_without_a_description_the_snapshots_models_come_first_then_the_logs(written):
+    compact_directory(written, BLOG.DESCRIPTION, retain_bytes=0)
+    s = open_store(written)
+    try:
+        run(s.insert("Comment", {"id": 5, "post_id": 1, "author_id": 3, "body": "hi", "created": "2026-01-02T00:00:00Z"}))
+        run(s.delete("User", 1))  # 8
+    finally:
+        s.close()
+    report = compact_directory(written, None, retain_bytes=0)
+    assert REPORT.fullmatch(report).groups()[1:4] == ("2", "3", "8")
+    models = models_of(snapshot_of(written))
+    assert list(models) == ["User", "BlogPost", "Comment"]
+    assert models["User"] == (USER_FIELDS, [values(user(3))], 3, USER_KEYS, [3])
+    assert models["Comment"][1:3] == ([[5, 1, 3, "hi", "2026-01-02T00:00:00Z"]], 5)
+    assert models["Comment"][4] == [7]
+
+
+def test_a_torn_tail_is_dropped_and_said_and_the_retained_bytes_are_said(written):
+    log = os.path.join(written, "log")
+    size = os.path.getsize(log)
+    with open(log, "ab") as f:
+        f.write(b"\x01\x02\x03\x04\x05")
+    report = compact_directory(written, BLOG.DESCRIPTION, retain_bytes=1 << 20)
+    groups = REPORT.fullmatch(report).groups()
+    assert groups[1:4] == ("6", "3", "6")
+    retained = os.path.getsize(os.path.join(written, "log.retained"))
+    assert groups[5] == f", dropped a torn tail of 5 bytes, retained {retained} bytes for replicas (offsets after 0)"
+    assert retained == size  # the six frames and the segment's own header: the whole old log
