@@ -138,3 +138,22 @@ def test_a_torn_tail_is_dropped_and_said_and_the_retained_bytes_are_said(written
     retained = os.path.getsize(os.path.join(written, "log.retained"))
     assert groups[5] == f", dropped a torn tail of 5 bytes, retained {retained} bytes for replicas (offsets after 0)"
     assert retained == size  # the six frames and the segment's own header: the whole old log
+
+
+def test_an_interrupted_compaction_is_discarded_first_and_said(written, caplog):
+    # a crash before the commit point of an earlier compaction left its .new files behind
+    for name in ("snapshot.new", "log.new"):
+        with open(os.path.join(written, name), "wb") as f:
+            f.write(b"half written")
+    with caplog.at_level("WARNING", logger="dbsvc.storage"):
+        report = compact_directory(written, BLOG.DESCRIPTION, retain_bytes=0)
+    assert [(r.levelname, r.getMessage()) for r in caplog.records] == [
+        ("WARNING", f"{written}: discarding an interrupted compaction (before its commit point)")
+    ]
+    assert REPORT.fullmatch(report).groups()[1:4] == ("6", "3", "6")
+    assert not any(name.endswith(".new") for name in os.listdir(written))
+    s = open_store(written)
+    try:
+        assert s.get_versioned("User", 1)[2] == 4
+    finally:
+        s.close()
