@@ -12,6 +12,7 @@ import re
 
 import pytest
 
+from dbsvc.errors import CorruptLog
 from dbsvc.storage.compact import compact_directory
 from dbsvc.storage.snapshot import decode_snapshot
 from support.storage import BLOG, open_store, post, run, user
@@ -157,3 +158,16 @@ def test_an_interrupted_compaction_is_discarded_first_and_said(written, caplog):
         assert s.get_versioned("User", 1)[2] == 4
     finally:
         s.close()
+
+
+def test_a_damaged_snapshot_is_refused_naming_its_file_and_nothing_is_replaced(written):
+    compact_directory(written, BLOG.DESCRIPTION, retain_bytes=0)
+    path = os.path.join(written, "snapshot")
+    with open(path, "r+b") as f:
+        f.seek(0)
+        f.write(b"X")
+    before = {name: open(os.path.join(written, name), "rb").read() for name in ("snapshot", "log")}
+    with pytest.raises(CorruptLog) as info:
+        compact_directory(written, BLOG.DESCRIPTION, retain_bytes=0)
+    assert info.value.path == path and str(info.value).startswith(f"{path}: corrupt at byte 0: ")
+    assert {name: open(os.path.join(written, name), "rb").read() for name in ("snapshot", "log")} == before
