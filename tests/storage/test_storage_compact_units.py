@@ -15,6 +15,7 @@ import pytest
 from dbsvc.errors import CorruptLog
 from dbsvc.storage.compact import compact_directory
 from dbsvc.storage.snapshot import decode_snapshot
+from dbsvc.storage.tenants import create_tenant
 from support.storage import BLOG, open_store, post, run, user
 
 REPORT = re.compile(r"compacted (.+): (\d+) log rows -> (\d+) live records, head offset (\d+), new epoch ([0-9a-f]{32})(.*)")
@@ -171,3 +172,33 @@ def test_a_damaged_snapshot_is_refused_naming_its_file_and_nothing_is_replaced(w
         compact_directory(written, BLOG.DESCRIPTION, retain_bytes=0)
     assert info.value.path == path and str(info.value).startswith(f"{path}: corrupt at byte 0: ")
     assert {name: open(os.path.join(written, name), "rb").read() for name in ("snapshot", "log")} == before
+
+
+def test_damage_before_the_logs_tail_is_refused_naming_the_log(written):
+    path = os.path.join(written, "log")
+    with open(path, "r+b") as f:
+        f.seek(40 + 16)  # the first frame's payload: its CRC fails, good frames follow
+        f.write(b"X")
+    with pytest.raises(CorruptLog) as info:
+        compact_directory(written, BLOG.DESCRIPTION, retain_bytes=0)
+    second = 40 + 16 + int.from_bytes(open(path, "rb").read()[40 + 12 : 40 + 16], "big")
+    assert info.value.path == path and info.value.offset == 40
+    assert info.value.reason == (
+        f"payload checksum mismatch; a good frame follows at byte {second}, so this is not a torn tail"
+    )
+    assert not os.path.exists(os.path.join(written, "snapshot"))
+
+
+def test_a_log_that_does_not_continue_the_snapshot_is_refused_naming_the_log(written, tmp_path):
+    compact_directory(written, BLOG.DESCRIPTION, retain_bytes=0)
+    other = create_tenant(str(tmp_path / "elsewhere"), "other")
+    open_store(other).close()  # a log of another epoch, base 0
+    path = os.path.join(written, "log")
+    with open(os.path.join(other, "log"), "rb") as f:
+        header = f.read(40)
+    with open(path, "wb") as f:
+        f.write(header)
+    with pytest.raises(CorruptLog) as info:
+        compact_directory(written, BLOG.DESCRIPTION, retain_bytes=0)
+    assert info.value.path == path and info.value.offset == 0
+    assert info.value.reason.startswith("log (epoch ") and " does not continue the snapshot (epoch " in info.value.reason
