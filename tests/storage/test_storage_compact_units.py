@@ -7,12 +7,16 @@ with `decode_snapshot`; expected values are written out here."""
 
 from __future__ import annotations
 
+import copy
 import os
 import re
 
 import pytest
 
+from dbsvc.compiler import compile_schema
 from dbsvc.errors import CorruptLog
+from dbsvc.schema import parse_schema
+from dbsvc.storage import Store
 from dbsvc.storage.compact import compact_directory
 from dbsvc.storage.snapshot import decode_snapshot
 from dbsvc.storage.tenants import create_tenant
@@ -202,3 +206,36 @@ def test_a_log_that_does_not_continue_the_snapshot_is_refused_naming_the_log(wri
         compact_directory(written, BLOG.DESCRIPTION, retain_bytes=0)
     assert info.value.path == path and info.value.offset == 0
     assert info.value.reason.startswith("log (epoch ") and " does not continue the snapshot (epoch " in info.value.reason
+
+
+TAGS = compile_schema(parse_schema("model Tag {\n  label str @unique\n  id int @id\n}\n"))
+
+
+def test_a_model_whose_id_is_not_its_first_field_keeps_its_rows_in_id_order(tmp_path):
+    tenant = create_tenant(str(tmp_path / "data"), "tags")
+    s = Store.open(tenant, TAGS.MODELS, TAGS.DESCRIPTION)
+    try:
+        run(s.insert("Tag", {"label": "b", "id": 1}))
+        run(s.insert("Tag", {"label": "a", "id": 2}))
+    finally:
+        s.close()
+    for _ in range(2):  # from the log, then from the snapshot the first one wrote
+        compact_directory(tenant, TAGS.DESCRIPTION, retain_bytes=0)
+        assert models_of(snapshot_of(tenant))["Tag"] == (["label", "id"], [["b", 1], ["a", 2]], 2, ["label", "id"], [1, 2])
+    s = Store.open(tenant, TAGS.MODELS, TAGS.DESCRIPTION)
+    try:
+        assert s.get_versioned("Tag", 2)[2] == 2
+    finally:
+        s.close()
+
+
+def test_a_described_field_the_snapshot_lacks_is_null_in_every_row(written):
+    compact_directory(written, BLOG.DESCRIPTION, retain_bytes=0)
+    grown = copy.deepcopy(BLOG.DESCRIPTION)
+    described = grown["models"][0]
+    described["fields"].append({**described["fields"][-1], "name": "nick"})
+    compact_directory(written, grown, retain_bytes=0)
+    fields, rows, max_id, _keys, versions = models_of(snapshot_of(written))["User"]
+    assert fields == [*USER_FIELDS, "nick"]
+    assert rows == [[*values(user(1, name="renamed")), None], [*values(user(3)), None]]
+    assert (max_id, versions) == (3, [4, 3])
