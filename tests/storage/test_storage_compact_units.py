@@ -239,3 +239,28 @@ def test_a_described_field_the_snapshot_lacks_is_null_in_every_row(written):
     assert fields == [*USER_FIELDS, "nick"]
     assert rows == [[*values(user(1, name="renamed")), None], [*values(user(3)), None]]
     assert (max_id, versions) == (3, [4, 3])
+
+
+def test_a_second_compaction_retains_the_older_segment_before_the_new_frames(written):
+    first_log = os.path.getsize(os.path.join(written, "log"))  # header + offsets 1-6
+    compact_directory(written, BLOG.DESCRIPTION, retain_bytes=1 << 20)
+    s = open_store(written, retain_bytes=1 << 20)
+    try:
+        run(s.insert("User", user(4)))  # offset 7
+    finally:
+        s.close()
+    second_log = os.path.getsize(os.path.join(written, "log"))  # header + offset 7
+    report = compact_directory(written, BLOG.DESCRIPTION, retain_bytes=1 << 20)
+    retained = os.path.getsize(os.path.join(written, "log.retained"))
+    assert retained == first_log + second_log - 40  # one header, offsets 1-7
+    assert report.endswith(f", retained {retained} bytes for replicas (offsets after 0)")
+
+
+def test_an_id_of_zero_leaves_the_largest_id_at_zero(tenant):
+    s = open_store(tenant)
+    try:
+        run(s.insert("User", user(0)))
+    finally:
+        s.close()
+    compact_directory(tenant, BLOG.DESCRIPTION, retain_bytes=0)
+    assert models_of(snapshot_of(tenant))["User"][2] == 0
