@@ -22,7 +22,9 @@ from dbsvc.storage.snapshot import decode_snapshot
 from dbsvc.storage.tenants import create_tenant
 from support.storage import BLOG, open_store, post, run, user
 
-REPORT = re.compile(r"compacted (.+): (\d+) log rows -> (\d+) live records, head offset (\d+), new epoch ([0-9a-f]{32})(.*)")
+REPORT = re.compile(
+    r"compacted (.+): (\d+) log rows -> (\d+) live records, head offset (\d+), new epoch ([0-9a-f]{32})(.*)"
+)
 
 
 def snapshot_of(tenant: str):
@@ -70,13 +72,7 @@ def test_the_snapshot_holds_each_live_record_with_its_last_writes_offset_in_sche
     assert image.head_offset == 6
     models = models_of(image)
     assert list(models) == ["User", "BlogPost", "Comment"]
-    assert models["User"] == (
-        USER_FIELDS,
-        [values(user(1, name="renamed")), values(user(3))],
-        3,
-        USER_KEYS,
-        [4, 3],
-    )
+    assert models["User"] == (USER_FIELDS, [values(user(1, name="renamed")), values(user(3))], 3, USER_KEYS, [4, 3])
     assert models["BlogPost"][1:] == ([values(post(1, author=3))], 1, POST_KEYS, [6])
     assert models["BlogPost"][0] == POST_FIELDS
     assert models["Comment"][1:3] == ([], 0)
@@ -120,7 +116,11 @@ def test_without_a_description_the_snapshots_models_come_first_then_the_logs(wri
     compact_directory(written, BLOG.DESCRIPTION, retain_bytes=0)
     s = open_store(written)
     try:
-        run(s.insert("Comment", {"id": 5, "post_id": 1, "author_id": 3, "body": "hi", "created": "2026-01-02T00:00:00Z"}))
+        run(
+            s.insert(
+                "Comment", {"id": 5, "post_id": 1, "author_id": 3, "body": "hi", "created": "2026-01-02T00:00:00Z"}
+            )
+        )
         run(s.delete("User", 1))  # 8
     finally:
         s.close()
@@ -205,7 +205,9 @@ def test_a_log_that_does_not_continue_the_snapshot_is_refused_naming_the_log(wri
     with pytest.raises(CorruptLog) as info:
         compact_directory(written, BLOG.DESCRIPTION, retain_bytes=0)
     assert info.value.path == path and info.value.offset == 0
-    assert info.value.reason.startswith("log (epoch ") and " does not continue the snapshot (epoch " in info.value.reason
+    assert (
+        info.value.reason.startswith("log (epoch ") and " does not continue the snapshot (epoch " in info.value.reason
+    )
 
 
 TAGS = compile_schema(parse_schema("model Tag {\n  label str @unique\n  id int @id\n}\n"))
@@ -221,7 +223,13 @@ def test_a_model_whose_id_is_not_its_first_field_keeps_its_rows_in_id_order(tmp_
         s.close()
     for _ in range(2):  # from the log, then from the snapshot the first one wrote
         compact_directory(tenant, TAGS.DESCRIPTION, retain_bytes=0)
-        assert models_of(snapshot_of(tenant))["Tag"] == (["label", "id"], [["b", 1], ["a", 2]], 2, ["label", "id"], [1, 2])
+        assert models_of(snapshot_of(tenant))["Tag"] == (
+            ["label", "id"],
+            [["b", 1], ["a", 2]],
+            2,
+            ["label", "id"],
+            [1, 2],
+        )
     s = Store.open(tenant, TAGS.MODELS, TAGS.DESCRIPTION)
     try:
         assert s.get_versioned("Tag", 2)[2] == 2

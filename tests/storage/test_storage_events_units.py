@@ -48,9 +48,13 @@ def test_a_record_one_byte_over_its_limit_is_refused_naming_its_size_the_limit_a
     # max_payload 3074: the limit is (3074 - 1024) // 2 = 1025 bytes of JSON
     over = refused(kind, "Doc", 1, record_of(1026), 1500, 3074)
     assert over is not None
-    assert str(over) == over.detail == (
-        "record too large: the Doc record is 1026 bytes of JSON, the limit is 1025 "
-        "(an update's log frame holds a record and the one it replaces, and a frame holds at most 3074 bytes)"
+    assert (
+        str(over)
+        == over.detail
+        == (
+            "record too large: the Doc record is 1026 bytes of JSON, the limit is 1025 "
+            "(an update's log frame holds a record and the one it replaces, and a frame holds at most 3074 bytes)"
+        )
     )
     assert over.extra == {"model": "Doc", "size": 1026, "limit": 1025}
     assert (over.status, over.code) == (413, "payload_too_large")
