@@ -379,3 +379,25 @@ def test_node_an_offset_the_server_no_longer_holds_resets_the_feed_and_says_so(t
     finally:
         server.stop()
     assert report == {"reached": True, "resets": ["true 410 offset_gone"], "ids": ["LAST"], "error": "null"}
+
+
+@needs_tsc
+def test_node_a_refused_fixed_token_ends_the_feed_and_says_so(tmp_path):
+    """No token function to ask: the 401 of the handshake (read over HTTP, as a browser
+    must) ends the feed, with `onError` called once."""
+    import time
+
+    from support.idp import TestIdp
+
+    script = node_script(tmp_path, "blog", "fixed_token.ts")
+    idp = TestIdp(tmp_path / "idp")
+    server = start_server(SCHEMAS / "blog.dbs", idp.data_dir(), idp.server_env(SERVICE_JWT_LEEWAY="0"))
+    try:
+        expired = idp.token(exp=int(time.time()) - 60)
+        report = run_node(script, str(server.port), idp.token(), expired)
+    finally:
+        server.stop()
+    assert report["ended"] is True
+    assert report["errors"] == ["401 unauthorized"]
+    assert report["error"].startswith("UnauthorizedError: HTTP 401 unauthorized: ")
+    assert report["connects"] == 0
