@@ -28,31 +28,11 @@ import pytest
 from dbsvc.cli import main as dbsvc_main
 from dbsvc.schema import load_schema
 from dbsvc.schema.describe import describe_schema, schema_fingerprint
-from support.client_kit import SCHEMAS, client_module, generate
+from support.client_kit import ODD, SCHEMAS, client_module, generate
 
 HERE = Path(__file__).resolve().parent
 GOLDEN = HERE / "golden" / "blog.py.golden"
 ALL_SCHEMAS = sorted(SCHEMAS.glob("*.dbs"))
-ODD = """\
-model Page {
-  id       str   @id
-  from     str   @filter @sort
-  handler  int?  @filter
-  class    enum(a, b) @filter
-  @projection(short, from, class)
-  @projection(create, id, from)
-}
-
-model Batch {
-  id    int @id
-  page  str @ref(Page) @filter
-  @projection(list, id, page)
-}
-
-model BatchList {
-  id    int @id
-}
-"""
 
 
 @pytest.mark.parametrize("schema", ALL_SCHEMAS, ids=lambda p: p.name)

@@ -23,30 +23,11 @@ import pytest
 from dbsvc.clients import generate_client
 from dbsvc.errors import ConfigError
 from dbsvc.schema import load_schema, parse_schema
+from support.client_kit import ODD
 
 HERE = Path(__file__).resolve().parent
 GOLDEN = HERE / "golden"
 SCHEMAS = HERE.parent.parent / "schemas"
-ODD = """\
-model Page {
-  id       str   @id
-  from     str   @filter @sort
-  handler  int?  @filter
-  class    enum(a, b) @filter
-  @projection(short, from, class)
-  @projection(create, id, from)
-}
-
-model Batch {
-  id    int @id
-  page  str @ref(Page) @filter
-  @projection(list, id, page)
-}
-
-model BatchList {
-  id    int @id
-}
-"""
 
 
 def odd(lang: str) -> str:

@@ -28,6 +28,30 @@ from support.server import ROOT
 
 SCHEMAS = ROOT / "schemas"
 
+# A schema of the names a generator must rename: fields named like Python keywords and like a
+# feed method's own arguments, a projection named like a model's type, a model whose derived
+# type name (Batch's projection `list`: BatchList) is another model's name.
+ODD = """\
+model Page {
+  id       str   @id
+  from     str   @filter @sort
+  handler  int?  @filter
+  class    enum(a, b) @filter
+  @projection(short, from, class)
+  @projection(create, id, from)
+}
+
+model Batch {
+  id    int @id
+  page  str @ref(Page) @filter
+  @projection(list, id, page)
+}
+
+model BatchList {
+  id    int @id
+}
+"""
+
 
 def generate(schema: Path, output: Path) -> str:
     """`dbsvc client SCHEMA --lang python -o OUTPUT`; the text written."""
