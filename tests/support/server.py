@@ -122,9 +122,11 @@ def service_env(data_dir: Path, env: dict | None = None) -> dict[str, str]:
     return full_env
 
 
-def start_server(
-    schema: str | Path, data_dir: Path, env: dict | None = None, timeout: float = 30, args: tuple[str, ...] = ()
-) -> Server:
+def spawn_serve(
+    schema: str | Path, data_dir: Path, env: dict | None, args: tuple[str, ...], ready: re.Pattern[str], timeout: float
+) -> tuple[subprocess.Popen, int, list[str]]:
+    """`dbsvc serve SCHEMA ARGS...` started, waited for until its stderr matches `ready`
+    (whose group 1 is the port), its stderr then read into the returned log by a thread."""
     proc = subprocess.Popen(
         [sys.executable, str(ROOT / "dbsvc.py"), "serve", str(schema), *args],
         cwd=ROOT,
@@ -134,13 +136,20 @@ def start_server(
         text=True,
     )
     log: list[str] = []
-    port = wait_for_port(proc, proc.stderr, LISTENING, log, timeout)
+    port = wait_for_port(proc, proc.stderr, ready, log, timeout)
 
     def drain() -> None:
         for line in proc.stderr:
             log.append(line)
 
     threading.Thread(target=drain, daemon=True).start()
+    return proc, port, log
+
+
+def start_server(
+    schema: str | Path, data_dir: Path, env: dict | None = None, timeout: float = 30, args: tuple[str, ...] = ()
+) -> Server:
+    proc, port, log = spawn_serve(schema, data_dir, env, args, LISTENING, timeout)
     return Server(proc, port, data_dir, log)
 
 

@@ -17,12 +17,10 @@ import re
 import signal
 import socket
 import subprocess
-import sys
-import threading
 import time
 from pathlib import Path
 
-from support.server import ROOT, Reply, service_env, wait_for_port
+from support.server import Reply, spawn_serve
 
 READY = re.compile(r"all \d+ workers ready on http://[^:]+:(\d+)")
 TRIES = 400  # connections opened to find one worker, at most
@@ -146,20 +144,5 @@ class Workers:
 def start_workers(
     schema: str | Path, data_dir: Path, count: int, env: dict | None = None, timeout: float = 90
 ) -> Workers:
-    proc = subprocess.Popen(
-        [sys.executable, str(ROOT / "dbsvc.py"), "serve", str(schema), "--workers", str(count)],
-        cwd=ROOT,
-        env=service_env(data_dir, env),
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
-    log: list[str] = []
-    port = wait_for_port(proc, proc.stderr, READY, log, timeout)
-
-    def drain() -> None:
-        for line in proc.stderr:
-            log.append(line)
-
-    threading.Thread(target=drain, daemon=True).start()
+    proc, port, log = spawn_serve(schema, data_dir, env, ("--workers", str(count)), READY, timeout)
     return Workers(proc, port, data_dir, log, count, env)
