@@ -1,8 +1,11 @@
 """Fixtures for the `dbsvc replicate` tests: real servers (tests/support/server.py), the
 consumer as a subprocess, and scripted primaries (tests/support/replica_kit.py) for the
-in-process consumer tests; every wait bounded."""
+in-process consumer tests; and in-process replicas over a scripted primary
+(test_follower_decisions.py's `Replica`) for the follower's tests; every wait bounded."""
 
 from __future__ import annotations
+
+from typing import Any
 
 import pytest
 
@@ -29,3 +32,22 @@ def primary():
     yield make
     for p in made:
         p.close()
+
+
+@pytest.fixture
+def replica(tmp_path):
+    """Factory: replica(primary, directory="replica", **Follower options) -> an in-process
+    replica (test_follower_decisions.py's `Replica`), closed after the test."""
+    from replica.test_follower_decisions import Replica
+
+    made: list[Any] = []
+
+    def make(primary: Any, directory: str = "replica", **options: Any) -> Any:
+        (tmp_path / directory).mkdir(exist_ok=True)
+        node = Replica(str(tmp_path / directory), primary, **options)
+        made.append(node)
+        return node
+
+    yield make
+    for node in made:
+        node.close()

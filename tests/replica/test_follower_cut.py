@@ -43,22 +43,6 @@ def changed(offset: int, uid: int, watermark: int) -> bytes:
     ).frame()
 
 
-@pytest.fixture
-def replica(tmp_path):
-    """Factory: replica(primary, **Follower options) -> Replica, closed after the test."""
-    made: list[Replica] = []
-
-    def make(primary: ScriptedPrimary, directory: str = "replica", **options: Any) -> Replica:
-        (tmp_path / directory).mkdir(exist_ok=True)
-        node = Replica(str(tmp_path / directory), primary, **options)
-        made.append(node)
-        return node
-
-    yield make
-    for node in made:
-        node.close()
-
-
 def compacts(primary: ScriptedPrimary, epoch: str, head: int, frame: bytes) -> Any:
     """A script step: the primary compacts at `head` into `epoch`, then sends `frame`."""
 

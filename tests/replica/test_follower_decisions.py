@@ -260,22 +260,6 @@ class Replica:
         self.loop.close()
 
 
-@pytest.fixture
-def replica(tmp_path):
-    """Factory: replica(primary, **Follower options) -> Replica, closed after the test."""
-    made: list[Replica] = []
-
-    def make(primary: ScriptedPrimary | None, directory: str = "replica", **options: Any) -> Replica:
-        (tmp_path / directory).mkdir(exist_ok=True)
-        node = Replica(str(tmp_path / directory), primary, **options)
-        made.append(node)
-        return node
-
-    yield make
-    for node in made:
-        node.close()
-
-
 def following(primary: ScriptedPrimary, replica: Callable[..., Replica], head: int, **options: Any) -> Replica:
     """A replica bootstrapped (epoch A, history H1) and following up to `head`."""
     node = replica(primary, **options).start()

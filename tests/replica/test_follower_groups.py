@@ -14,7 +14,6 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable
-from typing import Any
 
 import pytest
 from replica.test_follower_decisions import (  # the scripted primary and the in-process replica
@@ -29,22 +28,6 @@ from replica.test_follower_decisions import (  # the scripted primary and the in
 )
 
 MIB = 1 << 20  # follower.BATCH_BYTES
-
-
-@pytest.fixture
-def replica(tmp_path):
-    """Factory: replica(primary, **Follower options) -> Replica, closed after the test."""
-    made: list[Replica] = []
-
-    def make(primary: ScriptedPrimary, **options: Any) -> Replica:
-        (tmp_path / "replica").mkdir(exist_ok=True)
-        node = Replica(str(tmp_path / "replica"), primary, **options)
-        made.append(node)
-        return node
-
-    yield make
-    for node in made:
-        node.close()
 
 
 def sized(offset: int, size: int) -> bytes:

@@ -12,14 +12,11 @@ session-6 mutation run of follower.py (docs/mutation.md): no test ended a stream
 from __future__ import annotations
 
 import time
-from typing import Any
 
-import pytest
 from replica.test_follower_decisions import (  # the scripted primary and the in-process replica
     EPOCH_A,
     H1,
     URL,
-    Replica,
     ScriptedPrimary,
     body,
     epoch_stream,
@@ -31,22 +28,6 @@ from dbsvc.errors import WebSocketClientError
 from dbsvc.replica import follower as follower_module
 
 GROUP = 512  # follower.BATCH: a full group, so the thread reads on before it is durable
-
-
-@pytest.fixture
-def replica(tmp_path):
-    """Factory: replica(primary, **Follower options) -> Replica, closed after the test."""
-    made: list[Replica] = []
-
-    def make(primary: ScriptedPrimary, **options: Any) -> Replica:
-        (tmp_path / "replica").mkdir(exist_ok=True)
-        node = Replica(str(tmp_path / "replica"), primary, **options)
-        made.append(node)
-        return node
-
-    yield make
-    for node in made:
-        node.close()
 
 
 def test_the_group_size_is_the_documented_one():

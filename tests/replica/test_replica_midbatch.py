@@ -14,7 +14,6 @@ from __future__ import annotations
 
 from typing import Any
 
-import pytest
 from replica.test_follower_decisions import (  # the scripted primary and the in-process replica
     EPOCH_A,
     H1,
@@ -29,21 +28,6 @@ from replica.test_follower_decisions import (  # the scripted primary and the in
 
 from dbsvc.errors import WebSocketClientError
 from dbsvc.storage.events import ChangeEvent, EventKind
-
-
-@pytest.fixture
-def replica(tmp_path):
-    """Factory: replica(primary, directory="replica") -> Replica, closed after the test."""
-    made: list[Replica] = []
-
-    def make(primary: ScriptedPrimary, directory: str = "replica") -> Replica:
-        (tmp_path / directory).mkdir(exist_ok=True)
-        made.append(Replica(str(tmp_path / directory), primary))
-        return made[-1]
-
-    yield make
-    for node in made:
-        node.close()
 
 
 def in_batch(offset: int, first: int, last: int, uid: int | None = None, kind: EventKind = EventKind.INSERT) -> bytes:
