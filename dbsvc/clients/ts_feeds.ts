@@ -351,7 +351,7 @@ export class Subscription<R> {
   readonly started: Promise<void>;
 
   constructor(api: ReadApi<R>, params: Params, handler: (event: ChangeEvent<R>) => void, options: FeedOptions) {
-    api.transport.wantsSocket();
+    api.transport.webSocketClass(); // none: refused before anything is asked
     this.runner = new FeedRunner(
       api.transport,
       `/subscribe/${api.spec.kebab}`,
@@ -417,7 +417,7 @@ export class LiveQuery<R> {
   private readonly waiters = new Waiters();
 
   constructor(api: ReadApi<R>, params: Params, idField: string, options: LiveOptions<R>) {
-    api.transport.wantsSocket();
+    api.transport.webSocketClass(); // none: refused before anything is asked
     this.state = new LiveState<R>(idField);
     this.runner = new FeedRunner(
       api.transport,

@@ -183,15 +183,22 @@ export class Transport {
     return { status: response.status, headers: response.headers, body: parsed };
   }
 
-  socket(path: string, params: Params, token: string | null): WebSocketLike {
+  /** The WebSocket class feeds use, or a ClientError naming the fix (a feed asks this
+   * before it asks anything of the server). */
+  webSocketClass(): WebSocketConstructor {
     if (this.socketClass === undefined) {
       throw new ClientError(
         "feeds need a WebSocket: pass options.WebSocket (Node 20: the 'ws' package, or node --experimental-websocket)",
       );
     }
+    return this.socketClass;
+  }
+
+  socket(path: string, params: Params, token: string | null): WebSocketLike {
+    const Socket = this.webSocketClass();
     const url = this.base.replace(/^http/, "ws") + path + queryString(params);
     // Browsers cannot set Authorization on a WebSocket: the token travels as a subprotocol.
-    return token ? new this.socketClass(url, ["bearer", `bearer.${token}`]) : new this.socketClass(url);
+    return token ? new Socket(url, ["bearer", `bearer.${token}`]) : new Socket(url);
   }
 
   /** Why a handshake of `path` failed, asked over HTTP: the problem, or null (it would
@@ -204,10 +211,6 @@ export class Transport {
       if (error instanceof ApiError && error.status !== 426) return error;
       return null;
     }
-  }
-
-  wantsSocket(): void {
-    if (this.socketClass === undefined) this.socket("", [], null);
   }
 }
 
