@@ -161,10 +161,8 @@ window.DbsvcRecord = (ctx) => {
   }
 
   function refused(form, error) {
-    $("record").dataset.state = pane.mode;
     if (error instanceof Problem && error.code === "precondition_failed") {
-      const stale = pane;
-      openRecord(stale.model, stale.id).then(() => {
+      openRecord(pane.model, pane.id).then(() => {
         if (pane && pane.record) { showForm("edit"); E.showErrors($("record-form"), writeProblem(error), []); }
       });
       return;
