@@ -23,7 +23,8 @@ from itertools import compress, repeat
 from operator import eq, is_
 from typing import Any, Union
 
-from dbsvc.storage.indexes import Keep, OrderedIndex, sorted_position
+from dbsvc.storage.indexes import Keep, OrderedIndex
+from dbsvc.storage.sortedlist import sorted_position
 
 FEW_KEYS = 4  # at most this many distinct keys: HashIndex.from_columns scans once per key
 SET_AT = 16384  # a HashIndex bucket is a sorted list up to this many ids, then flags or a set

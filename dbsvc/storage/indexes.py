@@ -1,13 +1,7 @@
-"""In-memory ordered indexes: a sorted list of sublists, for a primary key and for order.
+"""A sort field's ordered index: its (key, id) entries in order, nulls apart.
 
-`SortedIndex` keeps its entries in ascending order as a list of sorted sublists (the
-layout of the `sortedcontainers` package): each sublist holds at most 2 * LOAD entries and
-its last entry is kept apart (`maxes`). Finding a sublist is a bisect over the maxes
-(O(log n)), inserting or removing inside it a list shift of at most 2 * LOAD pointers, so an
-update costs O(log n + LOAD) instead of the O(n) shift of one flat list; iterating from
-either end costs O(1) to start and O(1) per entry.
-
-A sort field's `OrderedIndex` keeps its (key, id) entries in that order, keys and ids in
+The primary key's order (`SortedIndex`, a sorted list of sublists) is in sortedlist.py;
+this module keeps the same layout for (key, id) entries. A sort field's `OrderedIndex` keeps its (key, id) entries in that order, keys and ids in
 parallel sublists of the same layout (no tuple per entry), and apart, the ids whose value
 is null: nulls order after every value (PostgreSQL's ASC NULLS LAST) and ties break on the
 primary key. Keeping nulls out of the keys (rather than a `(0, key, id)` / `(1, 0, id)`
@@ -28,182 +22,28 @@ snapshot loads) keeps the column: a list orders a bucket of ids by key without r
 record.
 
 Equality indexes (`HashIndex` and the filters) are in hashes.py, which imports this
-module; this one imports only keycolumns.py and fenwick.py. Everything here is plain data: no I/O, no model
+module; this one imports only sortedlist.py, keycolumns.py and fenwick.py. Everything here is plain data: no I/O, no model
 knowledge.
 """
 
 from __future__ import annotations
 
 from array import array
-from bisect import bisect_left, bisect_right, insort
+from bisect import bisect_left, bisect_right
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from itertools import chain, compress, islice, repeat
+from itertools import chain, compress, repeat
 from operator import is_, is_not, itemgetter
 from typing import Any
 
 from dbsvc.storage.fenwick import Fenwick
 from dbsvc.storage.keycolumns import KeyColumn
+from dbsvc.storage.sortedlist import LOAD, SortedIndex, backwards, sublist_slice
 
-LOAD = 512
 SHIFT_MAX = 1 << 16  # OrderedIndex.from_columns sorts ids starting at most this (so many placeholders)
 _FIRST = itemgetter(0)
 _SECOND = itemgetter(1)
 _NOTHING = object()
 Keep = Callable[[Any], Any]  # id -> truthy if the id is kept (a walk's membership test)
-
-
-class SortedIndex:
-    """A sorted multiset of comparable entries (tuples or bare ids).
-
-    `share()` hands out the sublists as they are, in O(number of sublists), for a reader
-    that walks them later (online compaction's cut, which used to copy 1,000,000 ids on the
-    loop): until `unshare()`, a sublist is copied before its first change, so what was handed
-    out never changes.
-    """
-
-    __slots__ = ("_len", "_lists", "_maxes", "_shared")
-
-    def __init__(self, entries: Iterable[Any] = ()) -> None:
-        self._fill(sorted(entries))
-
-    @classmethod
-    def from_sorted(cls, items: list[Any]) -> SortedIndex:
-        """The index of `items`, which the caller knows to be in ascending order already
-        (not checked): a snapshot's ids, or pairs a stable sort by key just ordered."""
-        index = cls.__new__(cls)
-        index._fill(items)
-        return index
-
-    def _fill(self, items: list[Any]) -> None:
-        self._lists: list[list[Any]] = [items[i : i + LOAD] for i in range(0, len(items), LOAD)]
-        self._maxes: list[Any] = [sub[-1] for sub in self._lists]
-        self._len = len(items)
-        self._shared: set[int] | None = None  # id() of the sublists handed out by `share`
-
-    def share(self) -> list[list[Any]]:
-        """The sublists as they stand; they stay as they are until `unshare` (class doc)."""
-        self._shared = set(map(id, self._lists))
-        return list(self._lists)
-
-    def unshare(self) -> None:
-        """The reader of `share` is done: sublists change in place again."""
-        self._shared = None
-
-    def _own(self, i: int) -> list[Any]:
-        """Sublist `i`, ready to change: a copy of it if it was handed out by `share`. (A
-        handed-out sublist is alive, held by its reader, so no new list can have its id.)"""
-        sub = self._lists[i]
-        if self._shared and id(sub) in self._shared:
-            sub = self._lists[i] = list(sub)
-        return sub
-
-    @property
-    def sublists(self) -> list[list[Any]]:
-        """The sorted sublists (the layout in the module docstring): read them, never write them."""
-        return self._lists
-
-    def __len__(self) -> int:
-        return self._len
-
-    def add(self, entry: Any) -> None:
-        maxes = self._maxes
-        if not maxes:
-            self._lists.append([entry])
-            maxes.append(entry)
-        else:
-            i = bisect_right(maxes, entry)
-            if i == len(maxes):
-                i -= 1
-                sub = self._own(i)
-                sub.append(entry)
-                maxes[i] = entry
-            else:
-                sub = self._own(i)
-                insort(sub, entry)
-            if len(sub) > 2 * LOAD:
-                self._lists[i : i + 1] = [sub[:LOAD], sub[LOAD:]]
-                maxes[i : i + 1] = [sub[LOAD - 1], sub[-1]]
-        self._len += 1
-
-    def extend_past(self, entries: list[Any]) -> None:
-        """`add` of each of `entries`, ascending past the last entry held (one at least): runs.py."""
-        sub = self._own(len(self._maxes) - 1)
-        sub.extend(entries)
-        while len(sub) > 2 * LOAD:
-            self._lists[-1:], self._maxes[-1:] = [sub[:LOAD], sub[LOAD:]], [sub[LOAD - 1], sub[-1]]
-            sub = self._lists[-1]
-        self._maxes[-1] = sub[-1]
-        self._len += len(entries)
-
-    def remove(self, entry: Any) -> None:
-        """Remove one occurrence of `entry`; KeyError if it is absent."""
-        maxes = self._maxes
-        i = bisect_left(maxes, entry)
-        if i == len(maxes):
-            raise KeyError(entry)
-        sub = self._lists[i]
-        j = sorted_position(sub, entry)
-        if j < 0:
-            raise KeyError(entry)
-        sub = self._own(i)
-        del sub[j]
-        self._len -= 1
-        if not sub:
-            del self._lists[i]
-            del maxes[i]
-        else:
-            maxes[i] = sub[-1]
-
-    def __contains__(self, entry: Any) -> bool:
-        i = bisect_left(self._maxes, entry)
-        if i == len(self._maxes):
-            return False
-        sub = self._lists[i]
-        return sorted_position(sub, entry) >= 0
-
-    def __iter__(self) -> Iterator[Any]:
-        return chain.from_iterable(self._lists)
-
-    def __reversed__(self) -> Iterator[Any]:
-        return _backwards(self._lists)
-
-    def slice(self, start: int, stop: int) -> list[Any]:
-        """Entries [start, stop) by position, O(len(_lists) + stop - start)."""
-        return _slice(self._lists, start, stop)
-
-    def iter_after(self, entry: Any) -> Iterator[Any]:
-        """The entries after `entry` (present or not), ascending: a seek, O(log n) to start."""
-        lists = self._lists
-        i = bisect_right(self._maxes, entry)
-        if i == len(lists):
-            return iter(())
-        sub = lists[i]
-        return chain(islice(sub, bisect_right(sub, entry), None), chain.from_iterable(islice(lists, i + 1, None)))
-
-
-def sorted_position(items: list[Any], entry: Any) -> int:
-    """Where `entry` is in the ascending list `items`, or -1."""
-    i = bisect_left(items, entry)
-    return i if i < len(items) and items[i] == entry else -1
-
-
-def _slice(lists: list[list[Any]], start: int, stop: int) -> list[Any]:
-    """Entries [start, stop) by position of the concatenation of `lists`."""
-    out: list[Any] = []
-    pos = 0
-    for sub in lists:
-        n = len(sub)
-        if pos + n > start and pos < stop:
-            out.extend(sub[max(0, start - pos) : stop - pos])
-        pos += n
-        if pos >= stop:
-            break
-    return out
-
-
-def _backwards(lists: list[list[Any]]) -> Iterator[Any]:
-    """The entries of the concatenation of `lists`, last first."""
-    return chain.from_iterable(map(reversed, reversed(lists)))
 
 
 class OrderedIndex:
@@ -443,10 +283,10 @@ class OrderedIndex:
     def pairs_descending(self, keep: Keep | None = None) -> Iterator[tuple[Any, Any]]:
         """(key, id) pairs of non-null values, keys descending and, inside a run of equal
         keys, ids descending too; only ids `keep` says yes to when given."""
-        pairs = zip(_backwards(self._keys), _backwards(self._ids))
+        pairs = zip(backwards(self._keys), backwards(self._ids))
         if keep is None:
             return pairs
-        return compress(pairs, map(keep, _backwards(self._ids)))
+        return compress(pairs, map(keep, backwards(self._ids)))
 
     def _run_bounds(self, key: Any) -> Iterator[tuple[int, int, int]]:
         """(sublist, lo, hi) of each piece of the run of `key` (not None), in order: the
@@ -494,7 +334,7 @@ class OrderedIndex:
     def ids_slice(self, start: int, stop: int) -> list[Any]:
         """Ids at positions [start, stop) of the ascending order."""
         n = self._len
-        out = _slice(self._ids, start, min(stop, n))
+        out = sublist_slice(self._ids, start, min(stop, n))
         if stop > n:
             out.extend(self.nulls.slice(max(start - n, 0), stop - n))
         return out
@@ -579,8 +419,8 @@ class OrderedIndex:
 
     def pairs_span_descending(self, start: tuple[int, int], stop: tuple[int, int]) -> Iterator[tuple[Any, Any]]:
         """(key, id) of [start, stop) from the last: keys descending, ids descending in a run."""
-        keys = _backwards(_pieces(self._keys, start, stop))
-        ids = _backwards(_pieces(self._ids, start, stop))
+        keys = backwards(_pieces(self._keys, start, stop))
+        ids = backwards(_pieces(self._ids, start, stop))
         return zip(keys, ids)
 
 

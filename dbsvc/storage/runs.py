@@ -38,7 +38,8 @@ from collections.abc import Sequence
 from operator import itemgetter, lt
 from typing import Any
 
-from dbsvc.storage.indexes import LOAD, OrderedIndex, SortedIndex
+from dbsvc.storage.indexes import OrderedIndex
+from dbsvc.storage.sortedlist import LOAD, SortedIndex
 
 _FIRST = itemgetter(0)
 _SECOND = itemgetter(1)

@@ -24,7 +24,7 @@ State of a `Table`::
     prior       array('q') beside `rows`: the version of each row's previous record (0: none)
     versions    id -> offset of the live record's last write (versions.py): its ETag
     max_id      largest int id ever used (survives deletes and compaction)
-    _shown      id -> (stored, its dict): the dicts handed out lately (`shown`)
+    dicts       ShownDicts (shown.py): the dicts handed out lately
 
 Index keys are the only values held apart from the stored records (an ordered index needs
 its keys to compare): a str sort field's key is a str object per record; a number sort
@@ -34,14 +34,8 @@ list slot pointing at the index's own key object).
 
 Watermark = len(base_ids) + len(rows): the number of the model's rows in this epoch.
 
-Dicts handed out: the store's reads and writes speak dicts (`shown`, `prime`). Reading one
-record version twice gives the same dict object for as long as it stays among the last
-SHOWN handed out, so the application's encoded-JSON cache, which trusts a record by
-identity (app.py `EncodedRecords`), keeps hitting: without it every page would be encoded
-again, at many times the cost of joining cached bytes (bench/README.md). A record whose stored form is over
-SHOWN_BYTES is not remembered: its dict would hold every value a second time beside the
-stored bytes (a 200 KB record, 200 KB more), where decoding it again costs little next to
-sending it (app.py skips caching its encoding for the same reason). `records` is a
+Dicts handed out: the store's reads and writes speak dicts (`shown`, `shown_all`, `prime`),
+which shown.py remembers so that a record read twice gives the same dict. `records` is a
 read-only mapping of fresh dicts for tests and tools.
 
 History and `as_of` (docs/guide/queries.md#reading-the-past-watermarks-and-as_of). Rows after the snapshot are kept as 3-tuples that
@@ -75,26 +69,24 @@ from __future__ import annotations
 
 from array import array
 from bisect import bisect_left
-from collections import Counter, OrderedDict
+from collections import Counter
 from collections.abc import Callable, Iterator, KeysView, Mapping, Sequence
 from itertools import chain
-from operator import is_, itemgetter
+from operator import itemgetter
 from typing import Any
 
 from dbsvc.runtime import CompiledModel
 from dbsvc.storage.hashes import FilterIndex, HashIndex, OrderedFilter, UniqueFilter
 from dbsvc.storage.idmap import LiveMap, pick, records_of
-from dbsvc.storage.indexes import OrderedIndex, SortedIndex
+from dbsvc.storage.indexes import OrderedIndex
 from dbsvc.storage.rows import Stored, Values, pack, unpack
 from dbsvc.storage.runs import add_ordered_run, add_sorted_run
+from dbsvc.storage.shown import ShownDicts
+from dbsvc.storage.sortedlist import SortedIndex
 from dbsvc.storage.versions import Versions
 from dbsvc.storage.words import WordIndex
 
 Row = tuple[Any, "Stored | None", "Stored | None"]
-
-SHOWN = 65536  # dicts a table remembers handing out (app.py caches as many encodings)
-SHOWN_BYTES = 4096  # a stored record longer than this is never remembered as a dict
-SHOWN_PAGES, SHOWN_PAGE = 64, 100  # pages `shown_all` remembers, of at most this many ids
 
 
 class Records(Mapping[Any, dict]):
@@ -125,10 +117,9 @@ class Table:
         "_plan_ordered",
         "_plan_refs",
         "_plan_unique",
-        "_shown",
-        "_shown_pages",
         "base_ids",
         "columns",
+        "dicts",
         "fixup",
         "hashes",
         "id_field",
@@ -195,9 +186,7 @@ class Table:
         self.prior = array("q")  # beside `rows`: the version of each row's previous record
         self.versions = Versions()
         self.max_id = 0
-        self._shown: OrderedDict[Any, tuple[Stored, dict]] = OrderedDict()
-        # a page's ids -> (their stored records, their dicts) of the last SHOWN_PAGES pages
-        self._shown_pages: dict[tuple[Any, ...], tuple[list[Stored], list[dict]]] = {}
+        self.dicts = ShownDicts(model.decode)
         # Fills fields added by a migration into records read from disk (migrate.py).
         self.fixup: Callable[[dict], dict] | None = None
         self._plan()
@@ -220,56 +209,20 @@ class Table:
 
     @property
     def shown_ids(self) -> KeysView[Any]:
-        """The ids whose handed-out dicts `shown` keeps for reuse (a view, never written)."""
-        return self._shown.keys()
+        """The ids whose handed-out dicts are kept for reuse (shown.py; a view, never written)."""
+        return self.dicts.ids
 
     def shown(self, id_: Any, stored: Stored) -> dict:
-        """The dict of the live stored record of `id_`: the one handed out before for this
-        very stored record while it is among the last SHOWN, else a new one (module
-        docstring)."""
-        entry = self._shown.get(id_)
-        if entry is not None and entry[0] is stored:
-            return entry[1]
-        record = self.model.decode(unpack(stored))
-        self._remember(id_, stored, record)
-        return record
+        """The dict of `id_`'s live stored record, the one handed out before if kept (shown.py)."""
+        return self.dicts.one(id_, stored)
 
     def shown_all(self, ids: list[Any]) -> list[dict]:
-        """`shown` of the live record of each id of a list page, the hits inline. The ids
-        of one of the last SHOWN_PAGES pages (of at most SHOWN_PAGE ids), each still the very
-        stored record it was, give that page's dicts again: one identity test of the stored
-        records at C speed, where a probe of `_shown` an id was most of the call."""
-        page = pick(self.live, ids)
-        key = tuple(ids)
-        kept = self._shown_pages.get(key)
-        if kept is not None and all(map(is_, page, kept[0])):
-            return list(kept[1])
-        get = self._shown.get
-        out = []
-        for id_, stored in zip(ids, page):
-            entry = get(id_)
-            out.append(entry[1] if entry is not None and entry[0] is stored else self.shown(id_, stored))
-        if len(ids) <= SHOWN_PAGE:
-            pages = self._shown_pages
-            if key not in pages and len(pages) >= SHOWN_PAGES:
-                del pages[next(iter(pages))]
-            pages[key] = (page, out[:])
-        return out
+        """`shown` of the live record of each id of a list page (shown.py `ShownDicts.page`)."""
+        return self.dicts.page(ids, pick(self.live, ids))
 
     def prime(self, id_: Any, stored: Stored, record: dict) -> None:
         """`record` is the dict of `stored` (a write hands the record it was given back)."""
-        self._remember(id_, stored, record)
-
-    def _remember(self, id_: Any, stored: Stored, record: dict) -> None:
-        shown = self._shown
-        if len(stored) > SHOWN_BYTES:
-            shown.pop(id_, None)
-            return
-        if id_ in shown:
-            shown.move_to_end(id_)
-        elif len(shown) >= SHOWN:
-            shown.popitem(last=False)
-        shown[id_] = (stored, record)
+        self.dicts.remember(id_, stored, record)
 
     # -- bulk load (snapshot) ------------------------------------------------------------
 
@@ -403,7 +356,7 @@ class Table:
         r = unpack(stored)
         del self.live[id_]
         self.pk.remove(id_)
-        self._shown.pop(id_, None)
+        self.dicts.forget(id_)
         for _f, pos, kf, index in self._plan_unique:
             v = r[pos]
             if v is not None:

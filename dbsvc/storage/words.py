@@ -10,7 +10,7 @@ State::
 
     postings   word -> the ids of the live records holding it: a tuple while they are at
                most SMALL, a set past that (back to a tuple at SMALL // 2 or fewer)
-    ordered    SortedIndex of the distinct words (indexes.py): a prefix is a range of it,
+    ordered    SortedIndex of the distinct words (sortedlist.py): a prefix is a range of it,
                a bisect then a walk while the words start with the prefix, never a scan
                of every word
 
@@ -35,7 +35,7 @@ about 27 to 53 bytes an id), where adding and removing one is O(1). Both answer 
 `in` and iteration, which is all `match` asks. A distinct word also costs its str, a dict
 entry and an entry of `ordered`; the id objects are the records' own.
 
-Imports indexes.py and the tokenizer only; no I/O.
+Imports sortedlist.py and the tokenizer only; no I/O.
 """
 
 from __future__ import annotations
@@ -44,7 +44,7 @@ from collections.abc import Iterable, Iterator, Sequence
 from itertools import takewhile
 from typing import Any
 
-from dbsvc.storage.indexes import SortedIndex
+from dbsvc.storage.sortedlist import SortedIndex
 from dbsvc.textsearch import word_set
 
 SMALL = 8  # ids a word keeps in a tuple before they become a set

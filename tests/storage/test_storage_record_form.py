@@ -9,7 +9,7 @@ from __future__ import annotations
 import pytest
 
 from dbsvc.runtime import Query, compact_json
-from dbsvc.storage import table as table_module
+from dbsvc.storage import shown as shown_module
 from dbsvc.storage.rows import pack, unpack
 from dbsvc.storage.table import Table
 from support.storage import BLOG, open_store, post, run, user
@@ -90,7 +90,7 @@ def test_past_versions_are_dicts_of_their_own(tenant):
 
 
 def test_shown_dicts_are_bounded(monkeypatch):
-    monkeypatch.setattr(table_module, "SHOWN", 3)
+    monkeypatch.setattr(shown_module, "SHOWN", 3)
     table = Table(USER)
     rows = [table.insert(USER.row(user(i))) for i in range(1, 6)]
     dicts = [table.shown(i, stored) for i, stored in enumerate(rows, 1)]
@@ -103,7 +103,7 @@ def test_shown_dicts_are_bounded(monkeypatch):
 
 def test_a_large_record_is_never_remembered_as_a_dict(monkeypatch):
     """Its dict would hold its values a second time beside the stored bytes."""
-    monkeypatch.setattr(table_module, "SHOWN_BYTES", 200)
+    monkeypatch.setattr(shown_module, "SHOWN_BYTES", 200)
     table = Table(USER)
     small = table.insert(USER.row(user(1)))
     big = table.insert(USER.row(user(2, profile={"text": "x" * 300})))

@@ -16,7 +16,8 @@ import pytest
 from dbsvc.compiler import compile_schema
 from dbsvc.schema import parse_schema
 from dbsvc.storage.rows import pack, unpack
-from dbsvc.storage.table import SHOWN, SHOWN_BYTES, Table
+from dbsvc.storage.shown import SHOWN, SHOWN_BYTES
+from dbsvc.storage.table import Table
 from support.storage import check_indexes
 
 SCHEMA = """

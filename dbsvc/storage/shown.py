@@ -1,0 +1,95 @@
+"""The dicts a table handed out lately, so that one record version read twice is one dict.
+
+The store's reads and writes speak dicts (table.py `shown`, `shown_all`, `prime`). Reading
+one record version twice gives the same dict object for as long as it stays among the last
+SHOWN handed out, so the application's encoded-JSON cache, which trusts a record by identity
+(readcache.py `EncodedRecords`), keeps hitting: without it every page would be encoded again,
+at many times the cost of joining cached bytes (bench/README.md). A record whose stored form
+is over SHOWN_BYTES is not remembered: its dict would hold every value a second time beside
+the stored bytes (a 200 KB record, 200 KB more), where decoding it again costs little next to
+sending it (the application skips caching its encoding for the same reason).
+
+A list page's ids are remembered too (the last SHOWN_PAGES pages of at most SHOWN_PAGE ids):
+when each of them is still the very stored record it was, the page's dicts come back from
+one identity test of the stored records at C speed, where a probe per id was most of the
+cost of a page.
+
+Plain data: no I/O; imports rows.py only.
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+from collections.abc import Callable, KeysView
+from operator import is_
+from typing import Any
+
+from dbsvc.storage.rows import Stored, Values, unpack
+
+SHOWN = 65536  # dicts a table remembers handing out (the application caches as many encodings)
+SHOWN_BYTES = 4096  # a stored record longer than this is never remembered as a dict
+SHOWN_PAGES, SHOWN_PAGE = 64, 100  # pages `page` remembers, of at most this many ids
+
+
+class ShownDicts:
+    """id -> (stored record, its dict) of the last SHOWN handed out, and the last pages."""
+
+    __slots__ = ("_decode", "_pages", "_shown")
+
+    def __init__(self, decode: Callable[[Values], dict]) -> None:
+        self._decode = decode  # a record's values -> its dict (CompiledModel.decode)
+        self._shown: OrderedDict[Any, tuple[Stored, dict]] = OrderedDict()
+        # a page's ids -> (their stored records, their dicts) of the last SHOWN_PAGES pages
+        self._pages: dict[tuple[Any, ...], tuple[list[Stored], list[dict]]] = {}
+
+    @property
+    def ids(self) -> KeysView[Any]:
+        """The ids whose dicts are kept (a view, never written)."""
+        return self._shown.keys()
+
+    def one(self, id_: Any, stored: Stored) -> dict:
+        """The dict of `stored`, the live record of `id_`: the one handed out before for this
+        very stored record while it is among the last SHOWN, else a new one."""
+        entry = self._shown.get(id_)
+        if entry is not None and entry[0] is stored:
+            return entry[1]
+        record = self._decode(unpack(stored))
+        self.remember(id_, stored, record)
+        return record
+
+    def page(self, ids: list[Any], page: list[Stored]) -> list[dict]:
+        """`one` of each id of a list page and its stored record (`page`, in the same
+        order), the hits inline; a page of the last SHOWN_PAGES whose stored records are
+        all still the same gives its dicts again (module docstring)."""
+        key = tuple(ids)
+        kept = self._pages.get(key)
+        if kept is not None and all(map(is_, page, kept[0])):
+            return list(kept[1])
+        get = self._shown.get
+        out = []
+        for id_, stored in zip(ids, page):
+            entry = get(id_)
+            out.append(entry[1] if entry is not None and entry[0] is stored else self.one(id_, stored))
+        if len(ids) <= SHOWN_PAGE:
+            pages = self._pages
+            if key not in pages and len(pages) >= SHOWN_PAGES:
+                del pages[next(iter(pages))]
+            pages[key] = (page, out[:])
+        return out
+
+    def forget(self, id_: Any) -> None:
+        """`id_`'s record is gone: drop its dict (a kept page fails its identity test anyway)."""
+        self._shown.pop(id_, None)
+
+    def remember(self, id_: Any, stored: Stored, record: dict) -> None:
+        """`record` is the dict of `stored`, `id_`'s live record: keep it (or, for a
+        stored record over SHOWN_BYTES, forget any dict kept for `id_`)."""
+        shown = self._shown
+        if len(stored) > SHOWN_BYTES:
+            shown.pop(id_, None)
+            return
+        if id_ in shown:
+            shown.move_to_end(id_)
+        elif len(shown) >= SHOWN:
+            shown.popitem(last=False)
+        shown[id_] = (stored, record)

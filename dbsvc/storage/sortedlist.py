@@ -1,0 +1,176 @@
+"""A sorted multiset kept as a list of sorted sublists: the primary key's order, null keys, words.
+
+`SortedIndex` keeps its entries in ascending order as a list of sorted sublists (the
+layout of the `sortedcontainers` package): each sublist holds at most 2 * LOAD entries and
+its last entry is kept apart (`maxes`). Finding a sublist is a bisect over the maxes
+(O(log n)), inserting or removing inside it a list shift of at most 2 * LOAD pointers, so an
+update costs O(log n + LOAD) instead of the O(n) shift of one flat list; iterating from
+either end costs O(1) to start and O(1) per entry.
+
+The sort fields' (key, id) index (indexes.py `OrderedIndex`) keeps the same layout in
+parallel sublists and walks them with this module's `sublist_slice` and `backwards`.
+Plain data: no I/O, no model knowledge, no import of dbsvc.
+"""
+
+from __future__ import annotations
+
+from bisect import bisect_left, bisect_right, insort
+from collections.abc import Iterable, Iterator
+from itertools import chain, islice
+from typing import Any
+
+LOAD = 512
+
+
+class SortedIndex:
+    """A sorted multiset of comparable entries (tuples or bare ids).
+
+    `share()` hands out the sublists as they are, in O(number of sublists), for a reader
+    that walks them later (online compaction's cut, which used to copy 1,000,000 ids on the
+    loop): until `unshare()`, a sublist is copied before its first change, so what was handed
+    out never changes.
+    """
+
+    __slots__ = ("_len", "_lists", "_maxes", "_shared")
+
+    def __init__(self, entries: Iterable[Any] = ()) -> None:
+        self._fill(sorted(entries))
+
+    @classmethod
+    def from_sorted(cls, items: list[Any]) -> SortedIndex:
+        """The index of `items`, which the caller knows to be in ascending order already
+        (not checked): a snapshot's ids, or pairs a stable sort by key just ordered."""
+        index = cls.__new__(cls)
+        index._fill(items)
+        return index
+
+    def _fill(self, items: list[Any]) -> None:
+        self._lists: list[list[Any]] = [items[i : i + LOAD] for i in range(0, len(items), LOAD)]
+        self._maxes: list[Any] = [sub[-1] for sub in self._lists]
+        self._len = len(items)
+        self._shared: set[int] | None = None  # id() of the sublists handed out by `share`
+
+    def share(self) -> list[list[Any]]:
+        """The sublists as they stand; they stay as they are until `unshare` (class doc)."""
+        self._shared = set(map(id, self._lists))
+        return list(self._lists)
+
+    def unshare(self) -> None:
+        """The reader of `share` is done: sublists change in place again."""
+        self._shared = None
+
+    def _own(self, i: int) -> list[Any]:
+        """Sublist `i`, ready to change: a copy of it if it was handed out by `share`. (A
+        handed-out sublist is alive, held by its reader, so no new list can have its id.)"""
+        sub = self._lists[i]
+        if self._shared and id(sub) in self._shared:
+            sub = self._lists[i] = list(sub)
+        return sub
+
+    @property
+    def sublists(self) -> list[list[Any]]:
+        """The sorted sublists (the layout in the module docstring): read them, never write them."""
+        return self._lists
+
+    def __len__(self) -> int:
+        return self._len
+
+    def add(self, entry: Any) -> None:
+        maxes = self._maxes
+        if not maxes:
+            self._lists.append([entry])
+            maxes.append(entry)
+        else:
+            i = bisect_right(maxes, entry)
+            if i == len(maxes):
+                i -= 1
+                sub = self._own(i)
+                sub.append(entry)
+                maxes[i] = entry
+            else:
+                sub = self._own(i)
+                insort(sub, entry)
+            if len(sub) > 2 * LOAD:
+                self._lists[i : i + 1] = [sub[:LOAD], sub[LOAD:]]
+                maxes[i : i + 1] = [sub[LOAD - 1], sub[-1]]
+        self._len += 1
+
+    def extend_past(self, entries: list[Any]) -> None:
+        """`add` of each of `entries`, ascending past the last entry held (one at least): runs.py."""
+        sub = self._own(len(self._maxes) - 1)
+        sub.extend(entries)
+        while len(sub) > 2 * LOAD:
+            self._lists[-1:], self._maxes[-1:] = [sub[:LOAD], sub[LOAD:]], [sub[LOAD - 1], sub[-1]]
+            sub = self._lists[-1]
+        self._maxes[-1] = sub[-1]
+        self._len += len(entries)
+
+    def remove(self, entry: Any) -> None:
+        """Remove one occurrence of `entry`; KeyError if it is absent."""
+        maxes = self._maxes
+        i = bisect_left(maxes, entry)
+        if i == len(maxes):
+            raise KeyError(entry)
+        sub = self._lists[i]
+        j = sorted_position(sub, entry)
+        if j < 0:
+            raise KeyError(entry)
+        sub = self._own(i)
+        del sub[j]
+        self._len -= 1
+        if not sub:
+            del self._lists[i]
+            del maxes[i]
+        else:
+            maxes[i] = sub[-1]
+
+    def __contains__(self, entry: Any) -> bool:
+        i = bisect_left(self._maxes, entry)
+        if i == len(self._maxes):
+            return False
+        sub = self._lists[i]
+        return sorted_position(sub, entry) >= 0
+
+    def __iter__(self) -> Iterator[Any]:
+        return chain.from_iterable(self._lists)
+
+    def __reversed__(self) -> Iterator[Any]:
+        return backwards(self._lists)
+
+    def slice(self, start: int, stop: int) -> list[Any]:
+        """Entries [start, stop) by position, O(len(_lists) + stop - start)."""
+        return sublist_slice(self._lists, start, stop)
+
+    def iter_after(self, entry: Any) -> Iterator[Any]:
+        """The entries after `entry` (present or not), ascending: a seek, O(log n) to start."""
+        lists = self._lists
+        i = bisect_right(self._maxes, entry)
+        if i == len(lists):
+            return iter(())
+        sub = lists[i]
+        return chain(islice(sub, bisect_right(sub, entry), None), chain.from_iterable(islice(lists, i + 1, None)))
+
+
+def sorted_position(items: list[Any], entry: Any) -> int:
+    """Where `entry` is in the ascending list `items`, or -1."""
+    i = bisect_left(items, entry)
+    return i if i < len(items) and items[i] == entry else -1
+
+
+def sublist_slice(lists: list[list[Any]], start: int, stop: int) -> list[Any]:
+    """Entries [start, stop) by position of the concatenation of `lists`."""
+    out: list[Any] = []
+    pos = 0
+    for sub in lists:
+        n = len(sub)
+        if pos + n > start and pos < stop:
+            out.extend(sub[max(0, start - pos) : stop - pos])
+        pos += n
+        if pos >= stop:
+            break
+    return out
+
+
+def backwards(lists: list[list[Any]]) -> Iterator[Any]:
+    """The entries of the concatenation of `lists`, last first."""
+    return chain.from_iterable(map(reversed, reversed(lists)))
