@@ -22,10 +22,10 @@ from dbsvc.errors import StreamError
 from dbsvc.runtime import Query
 from dbsvc.storage.events import ChangeEvent, EventKind
 from dbsvc.storage.indexes import OrderedIndex
-from dbsvc.storage.sortedlist import LOAD, SortedIndex
 from dbsvc.storage.keycolumns import KeyColumn
 from dbsvc.storage.logfile import encode_frame
 from dbsvc.storage.runs import add_ordered_run, add_sorted_run
+from dbsvc.storage.sortedlist import LOAD, SortedIndex
 from dbsvc.storage.tenants import create_tenant
 from support.storage import open_store, post, user
 

@@ -11,8 +11,8 @@ import pytest
 from dbsvc.storage import indexes
 from dbsvc.storage.hashes import HashIndex, OrderedFilter, UniqueFilter
 from dbsvc.storage.indexes import OrderedIndex
-from dbsvc.storage.sortedlist import LOAD, SortedIndex
 from dbsvc.storage.rows import unpack
+from dbsvc.storage.sortedlist import LOAD, SortedIndex
 from dbsvc.storage.table import Table
 from support.storage import BLOG, load_values, post, user
 
