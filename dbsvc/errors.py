@@ -366,13 +366,24 @@ class Unavailable(RequestError):
     status, code, title = 503, "unavailable", "Service Unavailable"
 
 
-class WriterUnavailable(Unavailable):
-    """503 on a reader worker of `serve --workers N` while its writer is down (being
-    restarted): a write cannot be forwarded; `Retry-After` says when to try again."""
+class RetryLater(Unavailable):
+    """503 with `Retry-After`: what is missing now is expected back within seconds."""
 
     def __init__(self, detail: str, retry_after: int) -> None:
         super().__init__(detail)
         self.headers = [("Retry-After", str(retry_after))]
+
+
+class WriterUnavailable(RetryLater):
+    """503 on a reader worker of `serve --workers N` while its writer is down (being
+    restarted): a write cannot be forwarded; `Retry-After` says when to try again."""
+
+
+class NotCaughtUp(RetryLater):
+    """503 on a reader worker or a read replica asked for a read with `Dbsvc-After: N`
+    that has not applied offset N within the bounded wait: the answer would miss writes
+    the client has seen acknowledged (docs/workers.md, "Reading your writes on any
+    connection")."""
 
 
 class InternalError(RequestError):

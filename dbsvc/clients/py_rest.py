@@ -109,7 +109,11 @@ class Response:
 class Transport:
     """HTTP/1.1 to one server with keep-alive: one connection per thread, so a client may be
     shared by threads. A request on a kept connection that the server closed meanwhile (its
-    idle timeout) is sent again once on a new connection; a fresh connection never is."""
+    idle timeout) is sent again once on a new connection; a fresh connection never is.
+
+    Every read carries `Dbsvc-After`, the highest `Dbsvc-Offset` a write of this client
+    (any thread's) was answered with, so a read replica or a worker of `serve --workers`
+    that answers it holds this client's writes."""
 
     def __init__(self, base_url: str, token: Token = None, timeout: float = 30.0) -> None:
         parts = urlsplit(base_url)
@@ -122,6 +126,8 @@ class Transport:
         self.token = token
         self.timeout = timeout
         self._local = threading.local()
+        self._written = 0  # the highest Dbsvc-Offset a write was answered with
+        self._written_lock = threading.Lock()
 
     def bearer(self) -> str | None:
         """The token to send now: the value, or what the token function returns."""
@@ -167,6 +173,9 @@ class Transport:
         """Send one request; the answer, or the ApiError of a refusal (status 400 and up)."""
         target = f"{self.prefix}{path}{query_string(params)}"
         sent = {**self.headers(), **(headers or {})}
+        read = method in ("GET", "HEAD")
+        if read and self._written:
+            sent["Dbsvc-After"] = str(self._written)
         payload = None
         if body is not None:
             payload = json.dumps(body, ensure_ascii=False).encode("utf-8")
@@ -190,6 +199,10 @@ class Transport:
             reply = Response(answer.status, {k.lower(): v for k, v in answer.getheaders()}, data)
             if reply.status >= 400:
                 raise problem_error(reply.status, data)
+            offset = None if read else reply.header_int("dbsvc-offset")
+            if offset is not None:
+                with self._written_lock:
+                    self._written = max(self._written, offset)
             return reply
         raise AssertionError("unreachable: the second attempt returns or raises")
 

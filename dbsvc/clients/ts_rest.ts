@@ -130,6 +130,9 @@ export class Transport {
   readonly classes: Record<string, ApiErrorClass>;
   private readonly fetcher: typeof fetch;
   private readonly socketClass: WebSocketConstructor | undefined;
+  /** The highest `Dbsvc-Offset` a write of this client was answered with: sent with every
+   * read as `Dbsvc-After`, so a replica or worker that answers it holds this client's writes. */
+  private written = 0;
 
   constructor(baseUrl: string, options: ClientOptions, classes: Record<string, ApiErrorClass>) {
     let url: URL;
@@ -161,6 +164,8 @@ export class Transport {
   async request(method: string, path: string, params: Params = [], body?: unknown, headers?: Record<string, string>): Promise<Reply> {
     const target = this.base + path + queryString(params);
     const sent: Record<string, string> = { ...(headers ?? {}) };
+    const read = method === "GET" || method === "HEAD";
+    if (read && this.written > 0) sent["Dbsvc-After"] = String(this.written);
     const token = await this.bearer();
     if (token) sent["Authorization"] = `Bearer ${token}`;
     if (body !== undefined) sent["Content-Type"] = "application/json";
@@ -172,6 +177,8 @@ export class Transport {
     }
     const text = await response.text();
     if (response.status >= 400) throw problemError(response.status, text, this.classes);
+    const offset = read ? null : headerInt(response.headers, "dbsvc-offset");
+    if (offset !== null && offset > this.written) this.written = offset;
     let parsed: unknown = null;
     if (text) {
       try {

@@ -14,7 +14,9 @@ Rules:
 4. Actual responses expose Location, X-Request-Id, Dbsvc-Watermark, Dbsvc-Offset, Link, ETag
    (a record's version, which a browser client sends back in If-Match: issue 35).
 5. A preflight is answered 204 by the protocol layer: Allow-Methods (the route table's),
-   Allow-Headers (the requested ones that are in `ALLOWED_HEADERS`), Max-Age 600. A
+   Allow-Headers (the requested ones that are in `ALLOWED_HEADERS`: the safelisted ones,
+   `Authorization`, `If-Match` and `If-None-Match`, and `Dbsvc-After`, which a browser client
+   sends to read its own writes from a replica or worker), Max-Age 600. A
    preflight from a disallowed origin gets 204 without Allow-* headers: the browser fails it.
 """
 
@@ -31,6 +33,7 @@ ALLOWED_HEADERS = frozenset(
         "cache-control",
         "content-language",
         "content-type",
+        "dbsvc-after",
         "if-match",
         "if-none-match",
         "x-request-id",

@@ -1,4 +1,4 @@
-"""A reader worker's front: its own reads, the writer's writes, and read-your-writes between them.
+"""A follower's front: its own reads, the writer's writes, and read-your-writes between them.
 
 A reader of `serve --workers N` (docs/workers.md) answers every GET, HEAD and OPTIONS from
 its own store, which follows the writer's. Any other method is a write (or a refusal of
@@ -21,9 +21,17 @@ Rules:
    have been applied (http/upstream.py rule 4): a client reads before it retries.
 4. Forwarded requests count on their own request meter (`FORWARDED_ROUTE` in `/metrics`),
    never on the reader's unmatched one; the writer counts them on their routes.
+5. Read-your-writes on any connection (`ReadAfter`, also a `--follow` replica's front): a
+   GET or HEAD carrying `Dbsvc-After: N` (N the `Dbsvc-Offset` of a write the client saw
+   acknowledged) is answered once this store has applied offset N, so a client that sends
+   the highest offset it wrote reads its writes whichever worker or replica answers. Not
+   applied within the bounded wait (`apply_seconds`): 503 `unavailable` with `Retry-After`
+   (`NotCaughtUp`), never an answer that misses the write. A value that is not a decimal
+   offset is 400 `bad_request`. A server that applies its writes itself (one process, the
+   writer) has applied every offset it acknowledged, and ignores the header.
 
-`AppliedOffsets` is the wait of rule 1: futures released by the store's change stream
-(each committed event, in order), rebound when a bootstrap replaces the store.
+`AppliedOffsets` is the wait of rules 1 and 5: futures released by the store's change
+stream (each committed event, in order), rebound when a bootstrap replaces the store.
 
 Imports errors, interfaces and http; sans storage (the store is a `ServedStore`).
 """
@@ -37,7 +45,7 @@ import logging
 from collections.abc import Callable
 from typing import Any
 
-from dbsvc.errors import UpstreamError, WriterUnavailable
+from dbsvc.errors import BadRequest, NotCaughtUp, UpstreamError, WriterUnavailable
 from dbsvc.http.types import Meter, Request, Response
 from dbsvc.http.upstream import Upstream
 from dbsvc.interfaces import ServedStore
@@ -45,8 +53,11 @@ from dbsvc.interfaces import ServedStore
 log = logging.getLogger("dbsvc.workers")
 
 LOCAL_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
+READ_METHODS = frozenset({"GET", "HEAD"})  # rule 5
 FORWARDED_ROUTE = "(forwarded to the writer)"
-APPLY_SECONDS = 10.0  # rule 2
+APPLY_SECONDS = 10.0  # rules 2 and 5
+AFTER_HEADER = "dbsvc-after"  # rule 5
+MAX_AFTER_DIGITS = 18  # an offset is a 63-bit integer
 RETRY_AFTER = 1  # seconds (rule 3): the supervisor restarts a writer within about that
 
 
@@ -73,6 +84,18 @@ class AppliedOffsets:
         future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         heapq.heappush(self._waiting, (offset, next(self._order), future))
         return future
+
+    def forget(self, future: asyncio.Future[None]) -> None:
+        """A wait given up (its time ran out): drop it, so offsets never reached (a
+        client's made-up `Dbsvc-After`) leave nothing behind."""
+        future.cancel()
+        self._waiting = [entry for entry in self._waiting if entry[2] is not future]
+        heapq.heapify(self._waiting)
+
+    @property
+    def head(self) -> int:
+        """The last offset the store has applied."""
+        return self._store.head_offset
 
     @property
     def waiting(self) -> int:
@@ -104,8 +127,59 @@ def written_offset(response: Response) -> int | None:
     return None
 
 
-class Forwarding:
-    """The reader's application: `app` for reads, the writer for the rest (rules 1-4)."""
+def after_offset(value: str) -> int:
+    """Rule 5: the offset a `Dbsvc-After` value names, or BadRequest."""
+    value = value.strip()
+    if not (value.isascii() and value.isdigit() and len(value) <= MAX_AFTER_DIGITS):
+        raise BadRequest(
+            f"Dbsvc-After {value[:40]!r} is not an offset: expected a decimal integer of at most "
+            f"{MAX_AFTER_DIGITS} digits, the Dbsvc-Offset of a write's answer"
+        )
+    return int(value)
+
+
+async def applied_within(applied: AppliedOffsets, offset: int, seconds: float) -> bool:
+    """Whether the store has applied `offset` now or within `seconds` (rules 1 and 5)."""
+    future = applied.wait(offset)
+    if future is None:
+        return True
+    done, _pending = await asyncio.wait({future}, timeout=seconds)
+    if not done:
+        applied.forget(future)
+    return bool(done)
+
+
+class ReadAfter:
+    """The application of a follower that answers reads itself: `app`, with rule 5."""
+
+    def __init__(
+        self, app: Callable[[Request], Any], applied: AppliedOffsets, *, apply_seconds: float = APPLY_SECONDS
+    ) -> None:
+        self.app = app
+        self.applied = applied
+        self.apply_seconds = apply_seconds
+
+    def __call__(self, request: Request) -> Any:
+        if request.method in READ_METHODS:
+            after = request.header(AFTER_HEADER)
+            if after is not None:
+                return self.read_after(request, after_offset(after))
+        return self.app(request)
+
+    async def read_after(self, request: Request, offset: int) -> Any:
+        if not await applied_within(self.applied, offset, self.apply_seconds):
+            raise NotCaughtUp(
+                f"this server has applied the writes up to offset {self.applied.head} and not offset {offset} "
+                f"(Dbsvc-After) within {self.apply_seconds:g} s: retry after {RETRY_AFTER} s, or read from the primary",
+                RETRY_AFTER,
+            )
+        answer = self.app(request)
+        return (await answer) if hasattr(answer, "__await__") else answer
+
+
+class Forwarding(ReadAfter):
+    """The reader's application: `app` for reads (with rule 5), the writer for the rest
+    (rules 1-4)."""
 
     def __init__(
         self,
@@ -116,15 +190,13 @@ class Forwarding:
         *,
         apply_seconds: float = APPLY_SECONDS,
     ) -> None:
-        self.app = app
+        super().__init__(app, applied, apply_seconds=apply_seconds)
         self.upstream = upstream
-        self.applied = applied
         self.meter = meter
-        self.apply_seconds = apply_seconds
 
     def __call__(self, request: Request) -> Any:
         if request.method in LOCAL_METHODS:
-            return self.app(request)
+            return super().__call__(request)
         request.meter = self.meter
         return self.forward(request)
 
@@ -144,17 +216,12 @@ class Forwarding:
                 RETRY_AFTER,
             ) from exc
         offset = written_offset(response)
-        if offset is not None:
-            future = self.applied.wait(offset)
-            if future is not None:
-                done, _pending = await asyncio.wait({future}, timeout=self.apply_seconds)
-                if not done:
-                    future.cancel()
-                    log.warning(
-                        "a forwarded %s was applied by the writer at offset %d, which this reader has not "
-                        "applied within %.0f s (is it following? /metrics says): answering anyway",
-                        request.method,
-                        offset,
-                        self.apply_seconds,
-                    )
+        if offset is not None and not await applied_within(self.applied, offset, self.apply_seconds):
+            log.warning(
+                "a forwarded %s was applied by the writer at offset %d, which this reader has not "
+                "applied within %.0f s (is it following? /metrics says): answering anyway",
+                request.method,
+                offset,
+                self.apply_seconds,
+            )
         return response

@@ -11,6 +11,8 @@
 - The writer: the handler is the application; `start` opens the private listener
   (private.py) on its port, `stop` closes it once the public side has finished, so writes
   the readers forwarded before the signal are still answered.
+- A read replica (`--follow`, no worker): the handler is `ReadAfter` (forward.py rule 5),
+  so a read naming the offset of a write the client saw waits until the replica holds it.
 - A reader: the handler is `Forwarding` (forward.py); `start` waits until the store has
   caught up with the writer's head as the reader found it at start, so a reader never
   listens, and never answers a read, from a state older than what it joined (a restarted
@@ -34,6 +36,7 @@ from dbsvc.workers.role import KEY_HEADER, WorkerRole
 
 if TYPE_CHECKING:  # a plain server loads no follower (tests/test_import_weight.py)
     from dbsvc.replica.follower import Follower
+    from dbsvc.workers.forward import AppliedOffsets
 
 log = logging.getLogger("dbsvc.workers")
 
@@ -85,6 +88,20 @@ class WriterFront(Front):
             await asyncio.wait({self._task}, timeout=STOP_SECONDS)
 
 
+class ReplicaFront(Front):
+    """A read replica: reads that name an offset wait for it (forward.py rule 5)."""
+
+    def __init__(self, app: Any, follower: Follower) -> None:
+        from dbsvc.workers.forward import AppliedOffsets, ReadAfter
+
+        self.applied = AppliedOffsets(app.store)
+        super().__init__(ReadAfter(app, self.applied))
+        _rebind_on_bootstrap(follower, self.applied)
+
+    async def stop(self) -> None:
+        self.applied.close()
+
+
 class ReaderFront(Front):
     """A reader: writes forwarded, and a catch-up before it listens."""
 
@@ -97,14 +114,7 @@ class ReaderFront(Front):
         self.applied = AppliedOffsets(app.store)
         self.upstream = Upstream(PRIVATE_HOST, worker.private_port, headers=[(KEY_HEADER, worker.key)])
         super().__init__(Forwarding(app, self.upstream, self.applied, app.meters.meter(FORWARDED_ROUTE)))
-        replaced = follower.on_store
-
-        def on_store(store: Any) -> None:
-            if replaced is not None:
-                replaced(store)
-            self.applied.rebind(store)
-
-        follower.on_store = on_store
+        _rebind_on_bootstrap(follower, self.applied)
 
     async def start(self, app: Any, settings: HttpSettings) -> None:
         status = self.follower.status
@@ -121,10 +131,22 @@ class ReaderFront(Front):
         self.applied.close()
 
 
+def _rebind_on_bootstrap(follower: Follower, applied: AppliedOffsets) -> None:
+    """A bootstrap replaces the follower's store: the waits follow the new one."""
+    replaced = follower.on_store
+
+    def on_store(store: Any) -> None:
+        if replaced is not None:
+            replaced(store)
+        applied.rebind(store)
+
+    follower.on_store = on_store
+
+
 def front(app: Any, worker: WorkerRole | None, follower: Follower | None) -> Front:
     """The front of this server: see the module docstring."""
     if worker is None:
-        return Front(app)
+        return Front(app) if follower is None else ReplicaFront(app, follower)
     if worker.index == 0:
         return WriterFront(app, worker)
     assert follower is not None  # service.py builds a reader's follower

@@ -8,6 +8,7 @@ keyword, an unreachable server and a missing `websockets`.
 
 from __future__ import annotations
 
+import re
 import sys
 
 import pytest
@@ -228,3 +229,33 @@ def test_a_handler_that_raises_ends_the_feed_with_its_error(client):
         subscription.close()
     assert [str(e) for e in failures] == ["disk full"] and subscription.error is failures[0]
     assert len(seen) == 1 and subscription.connects == 1  # not retried as a dropped socket
+
+
+def test_reads_carry_the_offset_of_the_clients_last_write(blog, server, monkeypatch, capsys):
+    """`Dbsvc-After` (docs/guide/clients.md): none before the client's first write; then
+    every read carries the highest offset its writes (any thread's) were answered with; a
+    refused write changes nothing; writes carry none. What goes on the wire is read from
+    http.client's own debug output (a request head is one `send:` line, a body another)."""
+    client = blog.Client(f"http://127.0.0.1:{server.port}")
+    monkeypatch.setattr("http.client.HTTPConnection.debuglevel", 1)
+    head = re.compile(r"^send: b'(GET|HEAD|POST|PUT|PATCH|DELETE) [^ ]+ HTTP/1\.1\\r\\n(.*)'$")
+
+    def sent() -> list[tuple[str, str | None]]:
+        heads = [head.match(line) for line in capsys.readouterr().out.splitlines()]
+        after = re.compile(r"Dbsvc-After: (\d+)\\r\\n")
+        return [(m[1], (a[1] if (a := after.search(m[2])) else None)) for m in heads if m]
+
+    client.user.list()
+    assert sent() == [("GET", None)]
+    uid = new_user(client, "After")
+    client.user.get(uid)
+    (post, _), (get, offset) = sent()
+    assert (post, get) == ("POST", "GET") and offset is not None and int(offset) > 0
+    with pytest.raises(blog.ApiError):
+        new_user(client, "After")  # the same email: refused, nothing written
+    client.user.get(uid)
+    assert sent() == [("POST", None), ("GET", offset)]
+    client.user.patch(uid, {"age": 5})
+    client.user.list(limit=1)
+    (patch, none), (get, later) = sent()
+    assert (patch, none, get) == ("PATCH", None, "GET") and int(later) > int(offset)

@@ -401,3 +401,29 @@ def test_node_a_refused_fixed_token_ends_the_feed_and_says_so(tmp_path):
     assert report["errors"] == ["401 unauthorized"]
     assert report["error"].startswith("UnauthorizedError: HTTP 401 unauthorized: ")
     assert report["connects"] == 0
+
+
+@needs_tsc
+def test_node_reads_carry_the_offset_of_the_clients_last_write(tmp_path):
+    """`Dbsvc-After` (docs/guide/clients.md): none before the first write; after it, every
+    read carries the highest offset a write was answered with; a refused write changes
+    nothing; writes carry none. The header reaches a real server (which, one process,
+    ignores it)."""
+    script = node_script(tmp_path, "inventory", "read_after.ts")
+    server = start_server(SCHEMAS / "inventory.dbs", tmp_path / "data")
+    try:
+        report = run_node(script, str(server.port))
+    finally:
+        server.stop()
+    created, patched = 1, 2  # the offsets of the create and the patch: the tenant's first two rows
+    assert [(s["method"], s["path"], s["after"]) for s in report["seen"]] == [
+        ("GET", "/api/warehouse", None),
+        ("POST", "/api/warehouse", None),
+        ("GET", "/api/warehouse/W1", str(created)),
+        ("POST", "/api/warehouse", None),
+        ("GET", "/api/warehouse/W1", str(created)),
+        ("PATCH", "/api/warehouse/W1", None),
+        ("GET", "/api/warehouse", str(patched)),
+    ]
+    assert report["total"] == [0, 1] and report["city"] == "Oslo" and report["head"] == patched
+    assert report["refused"].startswith("409 ")

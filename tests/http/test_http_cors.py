@@ -31,18 +31,19 @@ def test_preflight_from_allowed_origin_is_204_with_allow_headers(server):
 
 def test_preflight_allows_the_conditional_request_headers(server):
     """A browser editor sends If-Match with its writes and If-None-Match with its reads
-    (issue 35): both pass a preflight, and the ETag it compares is exposed (above)."""
+    (issue 35), and a generated client Dbsvc-After with its reads (docs/workers.md): each
+    passes a preflight, and the ETag it compares is exposed (above)."""
     response = server.client().request(
         "OPTIONS",
         "/api/thing",
         {
             "Origin": ORIGIN,
             "Access-Control-Request-Method": "PUT",
-            "Access-Control-Request-Headers": "if-match, If-None-Match, content-type",
+            "Access-Control-Request-Headers": "if-match, If-None-Match, content-type, Dbsvc-After",
         },
     )
     assert response.status == 204
-    assert response.header("access-control-allow-headers") == "if-match, if-none-match, content-type"
+    assert response.header("access-control-allow-headers") == "if-match, if-none-match, content-type, dbsvc-after"
 
 
 def test_preflight_from_other_origin_gets_no_allow_headers(server):

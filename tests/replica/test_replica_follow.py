@@ -115,6 +115,19 @@ def test_writes_to_a_replica_are_405_naming_the_primary(nodes):
     assert replica.get("/api/user").json["total"] == 0
 
 
+def test_a_read_on_a_replica_naming_a_writes_offset_sees_the_write(nodes):
+    """`Dbsvc-After` on a read replica (docs/replication.md): written on the primary, read at
+    once on the replica naming the write's offset, the record is there every time."""
+    primary = nodes("primary")
+    replica = nodes("replica", follow=primary)
+    for n in range(20):
+        created = primary.post("/api/user", {"email": f"after{n}@x.io", "name": f"after {n}"})
+        offset = created.headers["dbsvc-offset"]
+        read = replica.request("GET", f"/api/user/{created.json['id']}", headers={"Dbsvc-After": offset})
+        assert read.status == 200 and read.json["name"] == f"after {n}", (n, read.status)
+    assert replica.request("GET", "/api/user", headers={"Dbsvc-After": "-1"}).status == 400
+
+
 def test_replica_killed_with_9_resumes_where_it_was(nodes, tmp_path):
     primary = nodes("primary")
     replica = nodes("replica", follow=primary)

@@ -153,6 +153,26 @@ def test_a_write_through_any_worker_is_read_on_the_same_connection(tree):
             assert conn.get(f"/api/user/{created.json['id']}").json["age"] == n, changed
 
 
+def test_a_read_naming_a_writes_offset_sees_it_on_any_connection(tree):
+    """`Dbsvc-After` (docs/workers.md): a client writes on the writer's connection and reads
+    on the reader's at once, naming the offset the write answered; the reader answers from
+    a state that holds it, every time. A value that is no offset is 400 on the reader; the
+    writer, which applied it itself, ignores the header."""
+    writer, reader = tree.connection_to("writer"), tree.connection_to("reader-1")
+    for n in range(30):
+        created = writer.request("POST", "/api/user", user(f"after-{n}"))
+        assert created.status == 201
+        offset = created.headers["dbsvc-offset"]
+        read = reader.request("GET", f"/api/user/{created.json['id']}", headers={"Dbsvc-After": offset})
+        assert read.status == 200 and read.json["name"] == f"after-{n}", (n, read)
+        listed = reader.request("GET", f"/api/user?name=after-{n}", headers={"Dbsvc-After": offset})
+        assert listed.json["total"] == 1 and int(listed.headers["dbsvc-offset"]) >= int(offset)
+    refused = reader.request("GET", "/api/user", headers={"Dbsvc-After": "soon"})
+    assert refused.status == 400 and refused.json["code"] == "bad_request"
+    assert refused.json["detail"].startswith("Dbsvc-After 'soon' is not an offset")
+    assert writer.request("GET", "/api/user?limit=1", headers={"Dbsvc-After": "soon"}).status == 200
+
+
 def test_a_forwarded_refusal_is_the_writers_answer(tree):
     reader = tree.connection_to("reader-1")
     writer = tree.connection_to("writer")
