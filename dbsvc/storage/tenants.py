@@ -5,6 +5,7 @@ Layout::
     <SERVICE_DATA>/                 the data directory (created on first `create_tenant`)
       <tenant>/                     one per tenant; name matches TENANT_NAME
         LOCK  schema.json  snapshot  log  log.retained   (lock.py, migrate.py, compact.py, retain.py)
+        workers/reader-K/           a reader's copy under `serve --workers N` (docs/workers.md)
 
 A tenant name is validated before it is joined to a path, and the joined path is checked
 to be a direct child of the data directory, so no name escapes SERVICE_DATA (no `..`, no
@@ -13,7 +14,9 @@ to be a direct child of the data directory, so no name escapes SERVICE_DATA (no 
 `create_tenant` makes the directory and fsyncs it and its parent, so a tenant reported
 created survives a crash. `drop_tenant` takes the writer lock itself (so it is refused,
 with the holder's pid, while a server holds the tenant, and no server can start while the
-directory is being removed), renames the directory to a hidden `.dropping-*` name (one
+directory is being removed), and the lock of every reader's copy under `workers/` too: a
+`--workers` server whose writer is being restarted leaves the tenant's lock free for a
+moment while its readers still serve, and the drop is refused then as well. It renames the directory to a hidden `.dropping-*` name (one
 atomic step, fsynced), then removes it; a crash mid-removal leaves only a hidden directory
 that `list_tenants` ignores and the next drop or create of any tenant cleans up.
 """
@@ -26,9 +29,9 @@ import secrets
 import shutil
 from dataclasses import dataclass
 
-from dbsvc.errors import TenantError
+from dbsvc.errors import TenantError, TenantLocked
 from dbsvc.storage.files import fsync_dir
-from dbsvc.storage.lock import WriterLock, probe_lock
+from dbsvc.storage.lock import LOCK_NAME, WriterLock, probe_lock
 
 TENANT_NAME = re.compile(r"[a-z0-9][a-z0-9_-]{0,62}")
 DROPPING_PREFIX = ".dropping-"
@@ -119,16 +122,34 @@ def drop_tenant(data_dir: str, name: str) -> None:
     path = tenant_dir(data_dir, name)
     if not os.path.isdir(path):
         raise TenantError(f"tenant {name!r} does not exist under {data_dir!r}")
-    lock = WriterLock.acquire(path)  # TenantLocked while a server holds it
+    locks = [WriterLock.acquire(path)]  # TenantLocked while a server holds it
     root = os.path.dirname(path)
     doomed = os.path.join(root, f"{DROPPING_PREFIX}{name}-{secrets.token_hex(4)}")
     try:
+        for reader in _reader_copies(path):
+            try:
+                locks.append(WriterLock.acquire(reader))
+            except TenantLocked as exc:
+                hint = f"{os.path.basename(reader)} of `serve --workers` serves it while its writer restarts"
+                raise TenantLocked(path, exc.pid, hint) from None
         os.rename(path, doomed)
         fsync_dir(root)
     finally:
-        lock.release()
+        for lock in locks:
+            lock.release()
     shutil.rmtree(doomed)
     fsync_dir(root)
+
+
+def _reader_copies(path: str) -> list[str]:
+    """The readers' copies under `path` that a reader has opened (`workers/*/LOCK`, module
+    docstring): a copy without a lock file was never served, and is left as it is."""
+    workers = os.path.join(path, "workers")
+    try:
+        names = sorted(os.listdir(workers))
+    except FileNotFoundError:
+        return []
+    return [os.path.join(workers, n) for n in names if os.path.isfile(os.path.join(workers, n, LOCK_NAME))]
 
 
 def compact_tenant(data_dir: str, name: str, *, retain_bytes: int | None = None) -> str:

@@ -46,6 +46,31 @@ def test_create_list_drop(tmp_path):
         drop_tenant(data, "a1")
 
 
+def test_drop_is_refused_while_a_workers_reader_serves_the_tenant_whose_lock_is_free(tmp_path):
+    """`serve --workers`: while the writer restarts, the tenant's own lock is free but a
+    reader still holds its copy's (workers/reader-K). The drop is refused, naming the
+    reader, and nothing is removed; once no reader holds it, the drop goes through."""
+    data = str(tmp_path)
+    path = create_tenant(data, "shop")
+    s = open_store(path)
+    run(s.insert("User", user(1)))
+    s.close()  # the writer is gone
+    reader = os.path.join(path, "workers", "reader-2")
+    os.makedirs(os.path.join(path, "workers", "reader-1"))  # a copy never served: no LOCK
+    os.makedirs(reader)
+    held = open_store(reader)  # a reader serving its copy
+    before = dir_image(tmp_path)
+    with pytest.raises(TenantLocked) as refused:
+        drop_tenant(data, "shop")
+    assert refused.value.pid == os.getpid() and refused.value.path == path
+    assert str(refused.value).endswith("; reader-2 of `serve --workers` serves it while its writer restarts")
+    assert dir_image(tmp_path) == before  # the tenant's files untouched, every lock released
+    assert not probe_lock(path)[0] and not probe_lock(os.path.join(path, "workers", "reader-1"))[0]
+    held.close()
+    drop_tenant(data, "shop")
+    assert list_tenants(data) == []
+
+
 def test_second_writer_in_process_gets_the_holder_pid(tenant):
     s = open_store(tenant)
     with pytest.raises(TenantLocked) as info:
