@@ -73,6 +73,7 @@ import json
 import os
 from collections import deque
 from itertools import accumulate, repeat
+from operator import attrgetter
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any, Protocol
 
@@ -97,6 +98,7 @@ def _no_constant(name: str) -> Any:
 _SCAN: Callable[[str, int], tuple[Any, int]] = json.JSONDecoder(  # type: ignore[attr-defined]
     parse_constant=_no_constant
 ).scan_once
+_ID, _OFFSET = attrgetter("id"), attrgetter("offset")
 INSERT, UPDATE, DELETE = 0, 1, 2  # what `_Group.apply` does with a row
 _KINDS = {kind.value: kind for kind in EventKind}
 RECENT_ROWS = 1 << 16  # rows kept in `applied_rows` (rule 6): a primary's writes during its compaction
@@ -241,7 +243,8 @@ class _Group:
             table.insert(values[0])
         else:
             table.insert_run(values)
-        table.stamp_inserts([event.offset for event in events])
+        # Table.stamp_inserts, its versions set together (Versions.set_run).
+        table.versions.set_run(list(map(_ID, events)), list(map(_OFFSET, events)))
 
     def apply(
         self, table: Table, frame: bytes, event: ChangeEvent, kind: int, current: bytes | None, values: Any

@@ -16,6 +16,7 @@ from dbsvc.errors import EpochChanged, StreamError
 from dbsvc.runtime import Query
 from dbsvc.storage.logfile import encode_frame
 from dbsvc.storage.tenants import create_tenant
+from dbsvc.storage.versions import Versions
 from support.storage import open_store, user
 
 
@@ -177,3 +178,30 @@ def test_a_run_of_new_ids_in_order_is_one_run_of_the_table(tmp_path):
         store.close()
     assert state["head"] == 50 and [v for _u, v in state["users"]] == list(range(1, 51))
     assert state["by joined"] == sorted(range(1, 51), key=lambda n: (n % 60, n))
+
+
+@pytest.mark.parametrize(
+    "held, ids",
+    [
+        ([], [0, 1, 2]),  # from the empty array's end
+        ([], [1, 2, 3]),  # a gap first: one at a time
+        ([1, 2], [3, 4, 5]),  # from the end: one extend
+        ([1, 2], [3, 5]),  # a gap
+        ([1, 2], [2, 3]),  # one of them held
+        ([1, 10**6], [3, 4]),  # a far id held
+        ([1, 2], [10**6, 10**6 + 1]),  # far
+        ([1, 2], ["a", "b"]),
+        ([1, 2], [True, 4]),
+    ],
+)
+def test_versions_of_a_run_are_set_as_one_at_a_time(held, ids):
+    one, run = Versions(), Versions()
+    for n, id_ in enumerate(held, start=1):
+        one.set(id_, n)
+        run.set(id_, n)
+    offsets = list(range(100, 100 + len(ids)))
+    for id_, offset in zip(ids, offsets):
+        one.set(id_, offset)
+    run.set_run(ids, offsets)
+    probe = [*held, *ids, 0, 7, 10**6 + 2, "c"]
+    assert [run.get(i) for i in probe] == [one.get(i) for i in probe] and len(run) == len(one)
