@@ -138,11 +138,17 @@ def insert_run(
             return None
     values = list(map(model.row, records))
     fit = _fit_of(model)
-    if not set(map(tuple, map(map, repeat(type), values))) <= fit.shapes:
+    columns = list(zip(*values))
+    types = [set(map(type, column)) for column in columns]
+    if all(len(one) == 1 for one in types):  # one type a field: the run's one shape
+        shapes = {tuple(one.pop() for one in types)}
+    else:
+        shapes = set(map(tuple, map(map, repeat(type), values)))
+    if not shapes <= fit.shapes:
         return None  # types new to the model: its validator runs in the general path
     for _name, position, key, int64 in fit.keyed:
         try:
-            made = list(map(key, filter(_NOT_NONE, map(itemgetter(position), values))))
+            made = list(map(key, filter(_NOT_NONE, columns[position])))
         except (ValueError, TypeError, OverflowError):
             return None
         if int64 and made and not (INT64_MIN <= min(made) and max(made) <= INT64_MAX):
