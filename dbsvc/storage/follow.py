@@ -40,9 +40,10 @@ Rules:
    runs.py: each index takes the run's entries at once) before anything else touches
    the table (an update or a delete, another table's insert, the group's end, an undo).
    All of it happens in one turn of the loop: no reader sees a run half in. The group's
-   payloads are scanned first, and its spans of plain inserts into one model (no batch
-   mark) are checked a run at a time (followrun.py): a run passes every check above or
-   goes one frame at a time through `_take`, which finds the frame that fails.
+   payloads are scanned first, and its spans of plain inserts into one model, or plain
+   updates of one model (no batch mark), are checked a run at a time (followrun.py): a
+   run passes every check above or goes one frame at a time through `_take`, which finds
+   the frame that fails.
 
 6. Each row committed is noted in the store's `applied_rows` (its offset, model, the
    model's max id before it, its frame's position in the log; the last RECENT_ROWS):
@@ -84,7 +85,7 @@ from dbsvc.storage.compact import SNAPSHOT_NAME
 from dbsvc.storage.compactor import Applied
 from dbsvc.storage.epoch import Epoch
 from dbsvc.storage.events import ChangeEvent, EventKind
-from dbsvc.storage.followrun import Run, check_fit, insert_run, plain_spans, scan_group
+from dbsvc.storage.followrun import Run, check_fit, insert_run, plain_spans, scan_group, update_run
 from dbsvc.storage.logfile import FRAME_HEADER_SIZE, frame_offset
 from dbsvc.storage.snapshot import ModelImage, SnapshotImage, encode_snapshot
 from dbsvc.storage.table import Table
@@ -158,8 +159,10 @@ def apply_replicated_frames(store: Replicated, frames: Sequence[bytes]) -> async
                 _take(store, group, frame, None)
         else:
             for start, end, plain in plain_spans(fields):
-                if plain and not store.held_frames and _take_run(store, group, frames[start:end], fields[start:end]):
-                    continue
+                if plain is not None and not store.held_frames:
+                    take = _take_run if plain == "insert" else _take_updates
+                    if take(store, group, frames[start:end], fields[start:end]):
+                        continue
                 for at in range(start, end):
                     _take(store, group, frames[at], fields[at])
     except (StreamError, EpochChanged):
@@ -326,6 +329,23 @@ def _take_run(store: Replicated, group: _Group, frames: Sequence[bytes], fields:
     if run is None:
         return False
     group.add_run(table, frames, run)
+    return True
+
+
+def _take_updates(store: Replicated, group: _Group, frames: Sequence[bytes], fields: list[dict]) -> bool:
+    """Plain updates of one model (followrun.py `update_run`): checked as a run, then each
+    applied in turn; False, with nothing changed, when the general path must take them."""
+    try:
+        table = store.table(fields[0]["model"])
+    except (NotFound, TypeError):
+        return False
+    group.flush()  # the rows they are checked against are in their tables
+    rows = update_run(table, frames, fields, group.writes.next_offset, table.watermark)
+    if rows is None:
+        return False
+    live = table.live
+    for frame, (event, values) in zip(frames, rows):
+        group.apply(table, frame, event, UPDATE, live.get(event.id), values)
     return True
 
 

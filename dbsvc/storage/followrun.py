@@ -1,13 +1,14 @@
 """A follower's group taken in bulk: its payloads scanned at once, what a replicated record
 is checked for (follow.py rule 7), and runs of plain inserts checked per run.
 
-    fields = scan_group(frames, max_payload)          # each payload's JSON object, or None
-    spans  = plain_spans(fields)                      # [(start, end, plain insert run?)]
-    parts  = insert_run(table, frames, fields, first, watermark, top, pending)  # or None
-    check_fit(table, offset, event, values)           # rule 7, one record
+    fields = scan_group(frames, max_payload, scan)    # each payload's JSON object, or None
+    spans  = plain_spans(fields)                      # [(start, end, "insert" | "update" | None)]
+    run    = insert_run(table, frames, fields, first, watermark, top, pending)  # or None
+    rows   = update_run(table, frames, fields, first, watermark)               # or None
+    check_fit(table, offset, event, values)           # rule 4, one record
 
 follow.py's `apply_replicated_frames` hands a group here first. A catch-up is mostly
-inserts into one model, and per frame the general path (follow.py `_take`) costs a dozen
+inserts into one model (or updates of one model), and per frame the general path (follow.py `_take`) costs a dozen
 Python calls and as many attribute lookups; a run checks the same things with one C-level
 `map` over the run per check, so the Python left per frame is the JSON scan, the model's
 `row` and the event's tuple (bench/README.md, "Replica apply, session 7").
@@ -26,8 +27,11 @@ Rules:
    returns None, leaving every frame to `_decode`, when any payload is over the store's
    limit or is not one JSON value: a bad frame is then refused with its own message.
 3. A plain insert is a payload of exactly the six keys of an insert event (kind, model,
-   offset, watermark, id, record): rows of a batch (their `batch` mark) and anything else
-   take the general path, which holds batches (follow.py rule 4).
+   offset, watermark, id, record), a plain update those and `previous`: rows of a batch
+   (their `batch` mark) and anything else take the general path, which holds batches
+   (follow.py rule 4). A run of inserts goes into its table at once (`Table.insert_run`);
+   a run of updates is checked at once and each row then applied in turn, against the
+   record the rows before it left.
 4. `check_fit` (rule 7 of follow.py): a record of value types new to its model passes the
    model's replace validator once; a record of known types has only the index keys that
    can raise checked (a datetime's key parses its text, an int64 key column refuses an
@@ -50,10 +54,12 @@ from dbsvc.storage.events import ChangeEvent, EventKind
 from dbsvc.storage.logfile import FRAME_HEADER_SIZE
 from dbsvc.storage.table import Table
 
-PLAIN_KEYS = 6  # kind, model, offset, watermark, id, record: a plain insert's payload (rule 3)
+# A plain row's payload (rule 3): kind, model, offset, watermark, id, record (+ previous).
+_PLAIN = {"insert": 6, "update": 7}
 _PAYLOAD = slice(FRAME_HEADER_SIZE, None)
 _OFFSET = slice(0, 8)
 _PARTS = itemgetter("offset", "watermark", "id", "record")
+_UPDATE_PARTS = itemgetter("offset", "watermark", "id", "record", "previous")
 _SIGNATURE = itemgetter("kind", "model")
 _FIRST = itemgetter(0)
 _SECOND = itemgetter(1)
@@ -81,20 +87,44 @@ def scan_group(
     return list(map(_FIRST, scanned))
 
 
-def plain_spans(fields: list[Any]) -> list[tuple[int, int, bool]]:
-    """The group cut into spans of consecutive frames: (start, end, whether they are plain
-    inserts into one model, rule 3). Payloads that are not all objects make one span of
-    the general path."""
+def plain_spans(fields: list[Any]) -> list[tuple[int, int, str | None]]:
+    """The group cut into spans of consecutive frames: (start, end, "insert" or "update"
+    when they are plain inserts or plain updates of one model, rule 3, else None).
+    Payloads that are not all objects make one span of the general path."""
     if set(map(type, fields)) != _DICT:
-        return [(0, len(fields), False)]
+        return [(0, len(fields), None)]
     marks = zip(map(dict.get, fields, repeat("kind")), map(dict.get, fields, repeat("model")), map(len, fields))
-    spans = []
+    spans: list[tuple[int, int, str | None]] = []
     start = 0
     for (kind, _model, size), items in groupby(marks):
         end = start + len(list(items))
-        spans.append((start, end, kind == "insert" and size == PLAIN_KEYS and end - start > 1))
+        plain = _PLAIN.get(kind) == size and end - start > 1 if type(kind) is str else False
+        spans.append((start, end, kind if plain else None))
         start = end
     return spans
+
+
+def _checked_values(model: CompiledModel, records: list[dict]) -> list[Any] | None:
+    """The records' values, when their value types are known good for the model and the
+    index keys that can fail do not (rule 4); else None."""
+    values = list(map(model.row, records))
+    fit = _fit_of(model)
+    columns = list(zip(*values))
+    types = [set(map(type, column)) for column in columns]
+    if all(len(one) == 1 for one in types):  # one type a field: the run's one shape
+        shapes = {tuple(one.pop() for one in types)}
+    else:
+        shapes = set(map(tuple, map(map, repeat(type), values)))
+    if not shapes <= fit.shapes:
+        return None  # types new to the model: its validator runs in the general path
+    for _name, position, key, int64 in fit.keyed:
+        try:
+            made = list(map(key, filter(_NOT_NONE, columns[position])))
+        except (ValueError, TypeError, OverflowError):
+            return None
+        if int64 and made and not (INT64_MIN <= min(made) and max(made) <= INT64_MAX):
+            return None
+    return values
 
 
 class Run(NamedTuple):
@@ -136,23 +166,9 @@ def insert_run(
         live = table.live
         if len(set(ids)) != n or not pending.isdisjoint(ids) or any(map(live.__contains__, ids)):
             return None
-    values = list(map(model.row, records))
-    fit = _fit_of(model)
-    columns = list(zip(*values))
-    types = [set(map(type, column)) for column in columns]
-    if all(len(one) == 1 for one in types):  # one type a field: the run's one shape
-        shapes = {tuple(one.pop() for one in types)}
-    else:
-        shapes = set(map(tuple, map(map, repeat(type), values)))
-    if not shapes <= fit.shapes:
-        return None  # types new to the model: its validator runs in the general path
-    for _name, position, key, int64 in fit.keyed:
-        try:
-            made = list(map(key, filter(_NOT_NONE, columns[position])))
-        except (ValueError, TypeError, OverflowError):
-            return None
-        if int64 and made and not (INT64_MIN <= min(made) and max(made) <= INT64_MAX):
-            return None
+    values = _checked_values(model, records)
+    if values is None:
+        return None
     name = fields[0]["model"]
     events = list(
         map(
@@ -163,6 +179,50 @@ def insert_run(
     )
     tops = list(accumulate(ids[:-1], max, initial=top))
     return Run(events, values, ids, tops, offsets)
+
+
+def update_run(
+    table: Table, frames: Sequence[bytes], fields: list[dict], first: int, watermark: int
+) -> list[tuple[ChangeEvent, Any]] | None:
+    """A run of plain updates of one model, every frame checked as the general path checks
+    it (rule 1), with the table holding every row before the run: each row's event and
+    values, or None. Each row is then applied in turn (follow.py `_Group.apply`), so an id
+    updated twice in the run meets its first update's record."""
+    n = len(frames)
+    try:
+        offsets, watermarks, ids, records, previous = map(list, zip(*map(_UPDATE_PARTS, fields)))
+    except KeyError:
+        return None
+    expect = list(range(first, first + n))
+    if (
+        offsets != expect
+        or set(map(type, offsets)) != _INT
+        or list(map(int.from_bytes, map(getitem, frames, repeat(_OFFSET)))) != expect
+        or watermarks != list(range(watermark + 1, watermark + 1 + n))
+        or set(map(type, records)) != _DICT
+        or set(map(type, previous)) != _DICT
+    ):
+        return None
+    model = table.model
+    if set(map(tuple, records)) != {model.fields} or list(map(dict.get, records, repeat(model.id_field))) != ids:
+        return None
+    try:
+        if not all(map(table.live.__contains__, ids)):
+            return None
+    except TypeError:  # an unhashable id
+        return None
+    values = _checked_values(model, records)
+    if values is None:
+        return None
+    name = fields[0]["model"]
+    events = list(
+        map(
+            tuple.__new__,
+            repeat(ChangeEvent),
+            zip(repeat(EventKind.UPDATE), repeat(name), offsets, watermarks, ids, records, previous, repeat(None)),
+        )
+    )
+    return list(zip(events, values))
 
 
 class _Fit:

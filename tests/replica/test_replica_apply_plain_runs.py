@@ -205,3 +205,78 @@ def test_versions_of_a_run_are_set_as_one_at_a_time(held, ids):
     run.set_run(ids, offsets)
     probe = [*held, *ids, 0, 7, 10**6 + 2, "c"]
     assert [run.get(i) for i in probe] == [one.get(i) for i in probe] and len(run) == len(one)
+
+
+def _update(at: int, values: dict, **over) -> bytes:
+    """The frame at offset `at` of an update to `values` (its watermark: `at`, all Users)."""
+    return _event(at, values, kind="update", previous=user(values["id"]), **over)
+
+
+def _updates(fault: str) -> list[bytes]:
+    """40 updates after the 10 inserts of `_warm` (ids 1-10, each updated 4 times), with
+    `fault` at the 25th (offset 35)."""
+    frames = [_update(n, user((n - 11) % 10 + 1, name=f"name {n}", age=n % 9)) for n in range(11, 51)]
+    at, offset = 24, 35
+    record = user(5, name="renamed", age=3, joined="2026-01-01T00:00:01Z")
+    frame = {
+        "no fault": lambda: frames[at],
+        "id absent": lambda: _update(offset, user(99)),
+        "unhashable id": lambda: _update(offset, record | {"id": [5]}, id=[5]),
+        "event id differs": lambda: _update(offset, record, id=6),
+        "watermark jump": lambda: _update(offset, record, watermark=1),
+        "payload offset": lambda: _update(offset, record, offset=99),
+        "header offset": lambda: encode_frame(99, _update(offset, record)[16:]),
+        "fields out of order": lambda: _update(offset, dict(reversed(list(record.items())))),
+        "datetime key": lambda: _update(offset, record | {"joined": "2026-13-01T00:00:00Z"}),
+        "new types, good": lambda: _update(offset, record | {"age": None}),
+        "new types, refused": lambda: _update(offset, record | {"age": 3.5}),
+        "previous null": lambda: _event(offset, record, kind="update", previous=None),
+        "no previous": lambda: _event(offset, record, kind="update"),
+        "a delete": lambda: _event(offset, user(5), kind="delete"),
+    }[fault]()
+    frames[at] = frame
+    if fault == "a delete":  # the rows after it update the others
+        frames[at + 1 :] = [_update(n, user(6 + n % 4, name=f"name {n}")) for n in range(36, 51)]
+    return frames
+
+
+UPDATE_FAULTS = [
+    "no fault",
+    "id absent",
+    "unhashable id",
+    "event id differs",
+    "watermark jump",
+    "payload offset",
+    "header offset",
+    "fields out of order",
+    "datetime key",
+    "new types, good",
+    "new types, refused",
+    "previous null",
+    "no previous",
+    "a delete",
+]
+
+
+@pytest.mark.parametrize("fault", UPDATE_FAULTS)
+def test_a_group_of_updates_ends_as_its_frames_one_at_a_time_end(tmp_path, fault):
+    frames = _updates(fault)
+    results = {}
+    for way in ("grouped", "one at a time"):
+        path = tmp_path / way.replace(" ", "-")
+        store = open_store(create_tenant(str(path), "t"), sync="off", replication=True)
+        try:
+            assert _run(store, _warm(), grouped=True) is None
+            results[way] = (_run(store, frames, grouped=way == "grouped"), _state(store))
+        finally:
+            store.close()
+        again = open_store(str(path / "t"), sync="off", replication=True)
+        try:
+            results[way + " reopened"] = _state(again)
+        finally:
+            again.close()
+    assert results["grouped"] == results["one at a time"]
+    assert results["grouped reopened"] == results["one at a time reopened"] == results["grouped"][1]
+    error, state = results["grouped"]
+    assert state["head"] == (50 if error is None else 34)
+    assert (error is None) == (fault in ("no fault", "new types, good", "previous null", "no previous", "a delete"))
