@@ -56,10 +56,11 @@ Rules:
    validated it before logging it (same schema fingerprint: follower.py rule 1) and the
    CRC carried it here, so a replica trusts its constraints as a primary's recovery
    trusts its own log; it checks what keeps a bad frame from failing half way in the
-   indexes (followrun.py `check_fit`): each value's type, where a record of value types new to its model
-   passes the model's replace validator once (those types are known good after it), and
-   the index keys that can fail for a value of the right type (a datetime's key parses
-   it, an int64 key column holds no larger int). docs/decisions.md says why.
+   indexes (followrun.py `check_fit`): each value's type, where a record of value types
+   new to its model passes the model's replace validator once (those types are known
+   good after it), and the index keys that can fail for a value of the right type (a
+   datetime's key parses it, an int64 key column holds no larger int). docs/decisions.md
+   says why.
 
 Uses only the Store's public surface, named by the `Replicated` protocol below
 (`check_writable`, `table`, `tables`, `epoch_state`, `held_frames`, `writes`: the write
@@ -73,9 +74,9 @@ import asyncio
 import json
 import os
 from collections import deque
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from itertools import accumulate, repeat
 from operator import attrgetter
-from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any, Protocol
 
 from dbsvc.errors import EpochChanged, NotFound, StreamError, Unavailable
