@@ -779,6 +779,7 @@ def measure_replica(servers: Servers, primary: Server, head: int, sync: str, wor
         applied = state.get("primary_offset", 0) - state.get("lag_offsets", 0)
         if first is None:
             first = (now, applied)
+            cpu_first = replica.cpu()  # the apply's own CPU, start-up left out
         last = (now, applied)
         if state.get("state") == "stopped":
             raise RuntimeError(f"the replica stopped following: {state}")
@@ -789,6 +790,7 @@ def measure_replica(servers: Servers, primary: Server, head: int, sync: str, wor
         raise RuntimeError(f"the replica did not catch up within {timeout:.0f} s: {state}")
     assert first is not None
     cpu = replica.cpu()
+    applying = (cpu - cpu_first) / max(last[1] - first[1], 1)
     replica_rss, primary_rss = rss_mib(replica.proc.pid), rss_mib(primary.proc.pid)
     primary_cpu = primary.cpu() - primary_cpu0
     cores = core_busy(cores0, core_times())
@@ -807,7 +809,7 @@ def measure_replica(servers: Servers, primary: Server, head: int, sync: str, wor
         f"  SERVICE_SYNC={sync}: {frames:,} frames applied in {span:.2f} s = {rate:8,.0f} frames/s "
         f"(from its first /metrics at offset {first[1]:,}, {startup:.2f} s after spawn, bootstrap "
         f"included there; bootstraps {bootstraps}); replica CPU {cpu / head * 1e6:.1f} us/frame over the "
-        f"whole run, primary CPU {primary_cpu / head * 1e6:.1f} us/frame",
+        f"whole run, {applying * 1e6:.1f} us/frame while applying; primary CPU {primary_cpu / head * 1e6:.1f} us/frame",
         flush=True,
     )
     print(
@@ -823,6 +825,7 @@ def measure_replica(servers: Servers, primary: Server, head: int, sync: str, wor
         "rate": rate,
         "startup_s": startup,
         "replica_cpu_s": cpu,
+        "replica_cpu_us_applying": applying * 1e6,
         "replica_rss_mib": replica_rss,
         "primary_rss_mib": primary_rss,
         "replica_log_bytes": size,

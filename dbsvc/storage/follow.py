@@ -39,7 +39,11 @@ Rules:
    before it (ids, watermark), then put into the table together (`Table.insert_run`,
    runs.py: each index takes the run's entries at once) before anything else touches
    the table (an update or a delete, another table's insert, the group's end, an undo).
-   All of it happens in one turn of the loop: no reader sees a run half in.
+   All of it happens in one turn of the loop: no reader sees a run half in. The group's
+   payloads are scanned first, and its spans of plain inserts into one model, or plain
+   updates of one model (no batch mark), are checked a run at a time (followrun.py): a
+   run passes every check above or goes one frame at a time through `_take`, which finds
+   the frame that fails.
 
 6. Each row committed is noted in the store's `applied_rows` (its offset, model, the
    model's max id before it, its frame's position in the log; the last RECENT_ROWS):
@@ -52,10 +56,11 @@ Rules:
    validated it before logging it (same schema fingerprint: follower.py rule 1) and the
    CRC carried it here, so a replica trusts its constraints as a primary's recovery
    trusts its own log; it checks what keeps a bad frame from failing half way in the
-   indexes (`_fits`): each value's type, where a record of value types new to its model
-   passes the model's replace validator once (those types are known good after it), and
-   the index keys that can fail for a value of the right type (a datetime's key parses
-   it, an int64 key column holds no larger int). docs/decisions.md says why.
+   indexes (followrun.py `check_fit`): each value's type, where a record of value types
+   new to its model passes the model's replace validator once (those types are known
+   good after it), and the index keys that can fail for a value of the right type (a
+   datetime's key parses it, an int64 key column holds no larger int). docs/decisions.md
+   says why.
 
 Uses only the Store's public surface, named by the `Replicated` protocol below
 (`check_writable`, `table`, `tables`, `epoch_state`, `held_frames`, `writes`: the write
@@ -70,16 +75,18 @@ import json
 import os
 from collections import deque
 from collections.abc import Callable, Iterator, Mapping, Sequence
+from itertools import accumulate, repeat
+from operator import attrgetter
 from typing import Any, Protocol
 
-from dbsvc.errors import EpochChanged, NotFound, RequestError, StreamError, Unavailable
-from dbsvc.runtime import INT64_MAX, INT64_MIN, CompiledModel, identity
+from dbsvc.errors import EpochChanged, NotFound, StreamError, Unavailable
 from dbsvc.storage import recovery
 from dbsvc.storage.batchwrite import Undo, WriteHost
 from dbsvc.storage.compact import SNAPSHOT_NAME
 from dbsvc.storage.compactor import Applied
 from dbsvc.storage.epoch import Epoch
 from dbsvc.storage.events import ChangeEvent, EventKind
+from dbsvc.storage.followrun import Run, check_fit, insert_run, plain_spans, scan_group, update_run
 from dbsvc.storage.logfile import FRAME_HEADER_SIZE, frame_offset
 from dbsvc.storage.snapshot import ModelImage, SnapshotImage, encode_snapshot
 from dbsvc.storage.table import Table
@@ -93,6 +100,7 @@ def _no_constant(name: str) -> Any:
 _SCAN: Callable[[str, int], tuple[Any, int]] = json.JSONDecoder(  # type: ignore[attr-defined]
     parse_constant=_no_constant
 ).scan_once
+_ID, _OFFSET = attrgetter("id"), attrgetter("offset")
 INSERT, UPDATE, DELETE = 0, 1, 2  # what `_Group.apply` does with a row
 _KINDS = {kind.value: kind for kind in EventKind}
 RECENT_ROWS = 1 << 16  # rows kept in `applied_rows` (rule 6): a primary's writes during its compaction
@@ -145,9 +153,19 @@ def apply_replicated_frames(store: Replicated, frames: Sequence[bytes]) -> async
     (rows of an unfinished batch excepted) and nothing of it or after it is applied."""
     store.check_writable()
     group = _Group(store.writes, store.applied_rows)
+    fields = scan_group(frames, store.max_payload, _SCAN)
     try:
-        for frame in frames:
-            _take(store, group, frame)
+        if fields is None:
+            for frame in frames:
+                _take(store, group, frame, None)
+        else:
+            for start, end, plain in plain_spans(fields):
+                if plain is not None and not store.held_frames:
+                    take = _take_run if plain == "insert" else _take_updates
+                    if take(store, group, frames[start:end], fields[start:end]):
+                        continue
+                for at in range(start, end):
+                    _take(store, group, frames[at], fields[at])
     except (StreamError, EpochChanged):
         if group.frames:
             group.submit()  # rule 2: the good frames before it still count
@@ -198,6 +216,19 @@ class _Group:
         self.frames.append(frame)
         self.events.append(event)
 
+    def add_run(self, table: Table, frames: Sequence[bytes], run: Run) -> None:
+        """`add_insert` of each row of a checked run (followrun.py `insert_run`)."""
+        if table is not self.run_table:
+            self.flush()
+            self.run_table, self.run_top = table, table.max_id
+        self.undos.extend(zip(repeat(table), run.tops, run.offsets))
+        self.run_top = max(self.run_top, max(run.ids))
+        self.run_values.extend(run.values)
+        self.run_ids.update(run.ids)
+        self.writes.next_offset = run.offsets[-1] + 1
+        self.frames.extend(frames)
+        self.events.extend(run.events)
+
     def flush(self) -> None:
         """Put the run into its table: `insert` of each row in turn, the indexes updated
         together (`Table.insert_run`), each row stamped with its offset."""
@@ -216,7 +247,8 @@ class _Group:
             table.insert(values[0])
         else:
             table.insert_run(values)
-        table.stamp_inserts([event.offset for event in events])
+        # Table.stamp_inserts, its versions set together (Versions.set_run).
+        table.versions.set_run(list(map(_ID, events)), list(map(_OFFSET, events)))
 
     def apply(
         self, table: Table, frame: bytes, event: ChangeEvent, kind: int, current: bytes | None, values: Any
@@ -260,17 +292,15 @@ class _Group:
             done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
             done.set_result(None)
             return done
-        checkpoints = writes.epoch_of().checkpoints
-        position = commit.writer.written
-        for event, frame in zip(self.events, self.frames):
-            if event.offset % recovery.CHECKPOINT_EVERY == 0:
-                checkpoints.append((event.offset, position))
-            position += len(frame)
-        recent = self.recent
-        position = commit.writer.written
-        for frame, (table, max_id, offset) in zip(self.frames, self.undos):
-            recent.append((offset, table.name, max_id, position))  # rule 6
-            position += len(frame)
+        # Where each frame starts in the log; the group's offsets follow one another.
+        starts = list(accumulate(map(len, self.frames), initial=commit.writer.written))
+        first, every = self.events[0].offset, recovery.CHECKPOINT_EVERY
+        writes.epoch_of().checkpoints.extend(
+            (first + at, starts[at]) for at in range(-first % every, len(self.frames), every)
+        )
+        self.recent.extend(  # rule 6
+            [(offset, table.name, max_id, start) for (table, max_id, offset), start in zip(self.undos, starts)]
+        )
         future = commit.submit_group(self.frames, self.events, self.undos)
         compactor = writes.compactor
         if compactor is not None and commit.writer.written > compactor.compact_bytes and compactor.task is None:
@@ -279,9 +309,51 @@ class _Group:
         return future
 
 
-def _take(store: Replicated, group: _Group, frame: bytes) -> None:
+def _take_run(store: Replicated, group: _Group, frames: Sequence[bytes], fields: list[dict]) -> bool:
+    """Plain inserts into one model taken as a run (followrun.py): True when all of them
+    passed every check and are in the group; False, with nothing changed, when the general
+    path must take them one by one (it finds the first that fails, rule 2)."""
+    try:
+        table = store.table(fields[0]["model"])
+    except (NotFound, TypeError):
+        return False
+    same = table is group.run_table
+    run = insert_run(
+        table,
+        frames,
+        fields,
+        group.writes.next_offset,
+        table.watermark + group.pending(table),
+        group.run_top if same else table.max_id,
+        group.run_ids if same else set(),
+    )
+    if run is None:
+        return False
+    group.add_run(table, frames, run)
+    return True
+
+
+def _take_updates(store: Replicated, group: _Group, frames: Sequence[bytes], fields: list[dict]) -> bool:
+    """Plain updates of one model (followrun.py `update_run`): checked as a run, then each
+    applied in turn; False, with nothing changed, when the general path must take them."""
+    try:
+        table = store.table(fields[0]["model"])
+    except (NotFound, TypeError):
+        return False
+    group.flush()  # the rows they are checked against are in their tables
+    rows = update_run(table, frames, fields, group.writes.next_offset, table.watermark)
+    if rows is None:
+        return False
+    live = table.live
+    for frame, (event, values) in zip(frames, rows):
+        group.apply(table, frame, event, UPDATE, live.get(event.id), values)
+    return True
+
+
+def _take(store: Replicated, group: _Group, frame: bytes, fields: Any) -> None:
     """One frame of `apply_replicated_frames`: held while its batch is unfinished, else
-    applied with the held rows before it (rule 4)."""
+    applied with the held rows before it (rule 4). `fields`: its payload scanned already
+    (followrun.py `scan_group`), or None."""
     held = store.held_frames
     offset = frame_offset(frame)
     applied = group.writes.next_offset - 1
@@ -290,7 +362,7 @@ def _take(store: Replicated, group: _Group, frame: bytes) -> None:
     expected = applied + 1 + len(held)
     if offset != expected:
         raise StreamError(offset, f"expected offset {expected}")
-    event = _decode(store, frame, offset)
+    event = _decode(store, frame, offset, fields)
     if event.batch is not None and offset < event.batch[1]:
         held.append((frame, event))  # rule 4: applied with the batch's last row
         return
@@ -308,25 +380,28 @@ def _take(store: Replicated, group: _Group, frame: bytes) -> None:
         raise
 
 
-def _decode(store: Replicated, frame: bytes, offset: int) -> ChangeEvent:
+def _decode(store: Replicated, frame: bytes, offset: int, fields: Any) -> ChangeEvent:
     """The frame's event, decoded once (rule 5), after its size is checked (rule 2). The
     payload is read by the json module's C scanner itself, as rows.py reads a stored
     record: a primary writes compact JSON, so no whitespace is skipped around it, and
-    `NaN` or `Infinity` (which json.loads takes, and no primary writes) is refused."""
-    size = len(frame) - FRAME_HEADER_SIZE
-    if size > store.max_payload:
-        raise StreamError(
-            offset, f"record too large: a frame payload of {size} bytes, over this store's limit of {store.max_payload}"
-        )
-    try:
-        text = frame[FRAME_HEADER_SIZE:].decode("utf-8")
-        fields, end = _SCAN(text, 0)
-    except StopIteration as stop:
-        raise StreamError(offset, f"payload is not JSON: expecting a value at character {stop.value}") from None
-    except (ValueError, RecursionError) as exc:  # UnicodeDecodeError and JSONDecodeError included
-        raise StreamError(offset, f"payload is not JSON: {exc}") from None
-    if end != len(text):
-        raise StreamError(offset, f"payload is not JSON: extra data at character {end}")
+    `NaN` or `Infinity` (which json.loads takes, and no primary writes) is refused.
+    `fields`: the payload scanned so already (`scan_group`, which checked its size), or None."""
+    if fields is None:
+        size = len(frame) - FRAME_HEADER_SIZE
+        if size > store.max_payload:
+            raise StreamError(
+                offset,
+                f"record too large: a frame payload of {size} bytes, over this store's limit of {store.max_payload}",
+            )
+        try:
+            text = frame[FRAME_HEADER_SIZE:].decode("utf-8")
+            fields, end = _SCAN(text, 0)
+        except StopIteration as stop:
+            raise StreamError(offset, f"payload is not JSON: expecting a value at character {stop.value}") from None
+        except (ValueError, RecursionError) as exc:  # UnicodeDecodeError and JSONDecodeError included
+            raise StreamError(offset, f"payload is not JSON: {exc}") from None
+        if end != len(text):
+            raise StreamError(offset, f"payload is not JSON: extra data at character {end}")
     if type(fields) is not dict:
         raise StreamError(offset, f"payload is a JSON {type(fields).__name__}, expected a change event")
     try:
@@ -395,7 +470,7 @@ def _apply_one(store: Replicated, group: _Group, frame: bytes, event: ChangeEven
         group.apply(table, frame, event, DELETE, current, None)
         return
     values = model.row(record)
-    _fits(table, offset, event, values)
+    check_fit(table, offset, event, values)
     if kind is EventKind.INSERT:
         if current is not None or group.holds(table, event.id):
             raise StreamError(offset, f"insert of {event.model} {event.id!r}, which exists here")
@@ -448,64 +523,3 @@ def _read_chunks(fd: int, size: int = 256 * 1024) -> Iterator[bytes]:
             yield chunk
     finally:
         os.close(fd)
-
-
-class _Fit:
-    """What a replicated record of one model is checked for (rule 7): the value types of
-    the records the model's replace validator accepted (`shapes`), and the index keys that
-    can fail for a value of the right type (a key function that parses, a key kept in an
-    array of int64)."""
-
-    __slots__ = ("keyed", "model", "shapes")
-
-    def __init__(self, model: CompiledModel) -> None:
-        self.model = model
-        self.shapes: set[tuple[type, ...]] = set()
-        at = {name: position for position, name in enumerate(model.fields)}
-        self.keyed = tuple(
-            (name, at[name], key, model.key_arrays.get(name) == "q")
-            for name, key in model.keys.items()
-            if key is not identity or model.key_arrays.get(name) == "q"
-        )
-
-
-_FITS: dict[int, _Fit] = {}  # id(model) -> its _Fit (the _Fit holds the model: the id stays its own)
-
-
-def _fits(table: Table, offset: int, event: ChangeEvent, values: Sequence[Any]) -> None:
-    """Rule 7: a replicated record must be one this store can apply whole. A record whose
-    value types are new to this model must pass the model's generated replace validator
-    under its own id (then its types are known good); after that a record of known types
-    has only the keys its indexes compute checked, the ones that could raise half way:
-    a datetime's key parses its text, an int64 key column refuses an int out of range."""
-    model = table.model
-    fit = _FITS.get(id(model))
-    if fit is None:
-        fit = _FITS[id(model)] = _Fit(model)
-    record = event.record
-    if record.get(model.id_field) != event.id:
-        raise StreamError(
-            offset,
-            f"{event.model} event id {event.id!r} differs from the record's "
-            f"{model.id_field} {record.get(model.id_field)!r}",
-        )
-    shape = tuple(map(type, values))
-    if shape not in fit.shapes:
-        try:
-            model.validate_replace(record, event.id)
-        except RequestError as exc:
-            raise StreamError(offset, f"{event.model} {event.id!r} does not fit the schema: {exc}") from None
-        fit.shapes.add(shape)
-    for name, position, key, int64 in fit.keyed:
-        value = values[position]
-        if value is None:
-            continue
-        try:
-            made = key(value)
-        except (ValueError, TypeError, OverflowError) as exc:
-            raise StreamError(offset, f"{event.model} {event.id!r} does not fit the schema: {name}: {exc}") from None
-        if int64 and not INT64_MIN <= made <= INT64_MAX:
-            raise StreamError(
-                offset,
-                f"{event.model} {event.id!r} does not fit the schema: {name} {value!r} is out of the int64 range",
-            )

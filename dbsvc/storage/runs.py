@@ -13,7 +13,9 @@ run, no attribute lookups per entry, and the commonest shapes at C speed (bench/
   counter) extend the last sublist at once and split it as appending one at a time
   would: into LOAD-entry sublists, the last one holding at most 2 * LOAD;
 - other pairs are put in index order first, so each one's sublist is found by a bisect
-  from the previous one's on (never before it: the sublists only split behind it);
+  from the previous one's on (never before it: the sublists only split behind it); when
+  every new id is above every id the index holds (its id -> key column says so: no far
+  ids, all under its slots), a pair goes after every entry of its key, found by keys alone;
 - an empty index takes its first run one `add` at a time (the first sublist's type is the
   index's to choose).
 
@@ -43,6 +45,7 @@ from dbsvc.storage.sortedlist import LOAD, SortedIndex
 
 _FIRST = itemgetter(0)
 _SECOND = itemgetter(1)
+_INT = {int}
 
 
 def add_sorted_run(index: SortedIndex, entries: list[Any]) -> None:
@@ -63,19 +66,28 @@ def add_ordered_run(index: OrderedIndex, keys: Sequence[Any], ids: Sequence[Any]
         for key, id_ in zip(keys, ids):
             index.add(key, id_)
         return
-    index.column.set_many(ids, keys)
-    nulls = index.nulls
-    pairs = []
-    for key, id_ in zip(keys, ids):
-        if key is None:
-            nulls.add(id_)
-        else:
-            pairs.append((key, id_))
+    column = index.column
+    # Every id the index holds is an int under len(slots) when `far` is empty (keycolumns.py).
+    newer = bool(ids) and not column.far and set(map(type, ids)) == _INT and min(ids) >= len(column.slots)
+    column.set_many(ids, keys)
+    if None in keys:
+        nulls = index.nulls
+        pairs = []
+        for key, id_ in zip(keys, ids):
+            if key is None:
+                nulls.add(id_)
+            else:
+                pairs.append((key, id_))
+    else:
+        pairs = list(zip(keys, ids))
     pairs.sort()
-    keylists, idlists = index.key_sublists, index.id_sublists
     if pairs and (lastkeys[-1], lastids[-1]) < pairs[0]:
         _append_pairs(index, pairs)  # all after the last entry
         return
+    if newer:
+        _insert_newer(index, pairs)
+        return
+    keylists, idlists = index.key_sublists, index.id_sublists
     i = 0
     for key, id_ in pairs:
         i = bisect_left(lastkeys, key, i)
@@ -93,6 +105,34 @@ def add_ordered_run(index: OrderedIndex, keys: Sequence[Any], ids: Sequence[Any]
             j = bisect_left(keys_i, key)
             if j < len(keys_i) and keys_i[j] == key:  # a run of this key: its ids ascend
                 j = bisect_left(ids_i, id_, j, bisect_right(keys_i, key, j))
+            keys_i.insert(j, key)
+            ids_i.insert(j, id_)
+        if len(keys_i) > 2 * LOAD:
+            keylists[i : i + 1] = [keys_i[:LOAD], keys_i[LOAD:]]
+            idlists[i : i + 1] = [ids_i[:LOAD], ids_i[LOAD:]]
+            lastkeys[i : i + 1] = [keys_i[LOAD - 1], keys_i[-1]]
+            lastids[i : i + 1] = [ids_i[LOAD - 1], ids_i[-1]]
+    index.grown(len(pairs))
+
+
+def _insert_newer(index: OrderedIndex, pairs: list[tuple[Any, Any]]) -> None:
+    """Pairs in index order whose ids are all above every id the index holds (a follower's
+    new rows): each goes after every entry of its key, so one `bisect_right` on the last
+    keys finds its sublist and one on the sublist its place, with no look at the ids."""
+    keylists, idlists, lastkeys, lastids = index.key_sublists, index.id_sublists, index.last_keys, index.last_ids
+    i = 0
+    for key, id_ in pairs:
+        i = bisect_right(lastkeys, key, i)
+        if i == len(lastkeys):  # at or past the last key: the end of the last sublist
+            i -= 1
+            keys_i, ids_i = keylists[i], idlists[i]
+            keys_i.append(key)
+            ids_i.append(id_)
+            lastkeys[i] = key
+            lastids[i] = id_
+        else:
+            keys_i, ids_i = keylists[i], idlists[i]
+            j = bisect_right(keys_i, key)
             keys_i.insert(j, key)
             ids_i.insert(j, id_)
         if len(keys_i) > 2 * LOAD:

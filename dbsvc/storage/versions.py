@@ -9,7 +9,8 @@ record for the tenant's whole life: it changes exactly when the record does.
 Where a version comes from:
 
 - a write: `Table.stamp(offset)` after the row is applied (writes.py, recovery.py's
-  replay, batch.py), undone by `Table.undo_last`;
+  replay, batch.py), undone by `Table.undo_last`; a follower's run of inserts sets its
+  versions together (`set_run`, storage/follow.py);
 - a snapshot: format 3 carries each record's version in a versions line per block
   (snapshot.py); a record of an older snapshot (formats 1 and 2 kept no versions) gets
   the snapshot's head offset, an upper bound of its last write, and keeps it from then on:
@@ -89,6 +90,25 @@ class Versions:
             self._count += 1
             return
         self._far[id_] = version
+
+    def set_run(self, ids: Sequence[Any], versions: Sequence[int]) -> None:
+        """`set` of each id in turn, with the same result: new int ids in order from the
+        array's end on, none of them far (a follower's run of inserts), extend it at once."""
+        slots = self._slots
+        start = len(slots)
+        if (
+            not ids
+            or ids[0] != start
+            or set(map(type, ids)) != {int}
+            or list(ids) != list(range(start, start + len(ids)))
+            or not self._far.keys().isdisjoint(ids)
+            or min(versions) <= 0
+        ):
+            for id_, version in zip(ids, versions):
+                self.set(id_, version)
+            return
+        slots.extend(versions)
+        self._count += len(ids)
 
     def pop(self, id_: Any) -> int:
         """Forget `id_` (its record was deleted); its version, 0 if it had none."""

@@ -1,0 +1,291 @@
+"""A follower's group taken in bulk: its payloads scanned at once, what a replicated record
+is checked for (follow.py rule 7), and runs of plain inserts checked per run.
+
+    fields = scan_group(frames, max_payload, scan)    # each payload's JSON object, or None
+    spans  = plain_spans(fields)                      # [(start, end, "insert" | "update" | None)]
+    run    = insert_run(table, frames, fields, first, watermark, top, pending)  # or None
+    rows   = update_run(table, frames, fields, first, watermark)               # or None
+    check_fit(table, offset, event, values)           # rule 4, one record
+
+follow.py's `apply_replicated_frames` hands a group here first. A catch-up is mostly
+inserts into one model (or updates of one model), and per frame the general path (follow.py `_take`) costs a dozen
+Python calls and as many attribute lookups; a run checks the same things with one C-level
+`map` over the run per check, so the Python left per frame is the JSON scan, the model's
+`row` and the event's tuple (bench/README.md, "Replica apply, session 7").
+
+Rules:
+
+1. Same outcome as the general path, or none. `insert_run` changes nothing: it returns the
+   run's parts only when every frame of the run passes every check the general path would
+   make (offsets in the header and the payload, watermarks, model, fields, ids absent and
+   new, id = the record's id, value types already known good, index keys that can fail);
+   otherwise None, and the caller takes the run one frame at a time through the general
+   path, which finds the first frame that fails and says why (follow.py rule 2). A record
+   of value types new to its model also goes that way once (its validator runs there).
+2. `scan_group` reads each payload alone with the json module's C scanner, exactly as
+   follow.py `_decode` does (compact JSON, nothing around the object, no NaN), and
+   returns None, leaving every frame to `_decode`, when any payload is over the store's
+   limit or is not one JSON value: a bad frame is then refused with its own message.
+3. A plain insert is a payload of exactly the six keys of an insert event (kind, model,
+   offset, watermark, id, record), a plain update those and `previous`: rows of a batch
+   (their `batch` mark) and anything else take the general path, which holds batches
+   (follow.py rule 4). A run of inserts goes into its table at once (`Table.insert_run`);
+   a run of updates is checked at once and each row then applied in turn, against the
+   record the rows before it left.
+4. `check_fit` (rule 7 of follow.py): a record of value types new to its model passes the
+   model's replace validator once; a record of known types has only the index keys that
+   can raise checked (a datetime's key parses its text, an int64 key column refuses an
+   int out of range).
+
+Plain functions over a table's public surface (`model`, `live`, `max_id`); no I/O.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator, Sequence
+from functools import partial
+from itertools import accumulate, groupby, repeat
+from operator import getitem, is_not, itemgetter, lt
+from typing import Any, NamedTuple
+
+from dbsvc.errors import RequestError, StreamError
+from dbsvc.runtime import INT64_MAX, INT64_MIN, CompiledModel, identity
+from dbsvc.storage.events import ChangeEvent, EventKind
+from dbsvc.storage.logfile import FRAME_HEADER_SIZE
+from dbsvc.storage.table import Table
+
+# A plain row's payload (rule 3): kind, model, offset, watermark, id, record (+ previous).
+_PLAIN = {"insert": 6, "update": 7}
+_PAYLOAD = slice(FRAME_HEADER_SIZE, None)
+_OFFSET = slice(0, 8)
+_PARTS = itemgetter("offset", "watermark", "id", "record")
+_UPDATE_PARTS = itemgetter("offset", "watermark", "id", "record", "previous")
+_SIGNATURE = itemgetter("kind", "model")
+_FIRST = itemgetter(0)
+_SECOND = itemgetter(1)
+_NOT_NONE = partial(is_not, None)
+_INT = {int}
+_DICT = {dict}
+
+
+def scan_group(
+    frames: Sequence[bytes], max_payload: int, scan: Callable[[str, int], tuple[Any, int]]
+) -> list[Any] | None:
+    """Each frame's payload as its JSON value (rule 2), or None when one is over
+    `max_payload` or not one JSON value by itself. `scan` is follow.py's scanner."""
+    if not frames or max(map(len, frames)) - FRAME_HEADER_SIZE > max_payload:
+        return None
+    try:
+        payloads: Iterator[bytes] = map(getitem, frames, repeat(_PAYLOAD))  # type: ignore[arg-type]
+        texts = list(map(bytes.decode, payloads))
+        # A StopIteration from the scanner ends `map` early: the lengths below catch it.
+        scanned = list(map(scan, texts, repeat(0)))
+    except (ValueError, RecursionError):  # UnicodeDecodeError and JSONDecodeError included
+        return None
+    if len(scanned) != len(texts) or list(map(_SECOND, scanned)) != list(map(len, texts)):
+        return None
+    return list(map(_FIRST, scanned))
+
+
+def plain_spans(fields: list[Any]) -> list[tuple[int, int, str | None]]:
+    """The group cut into spans of consecutive frames: (start, end, "insert" or "update"
+    when they are plain inserts or plain updates of one model, rule 3, else None).
+    Payloads that are not all objects make one span of the general path."""
+    if set(map(type, fields)) != _DICT:
+        return [(0, len(fields), None)]
+    marks = zip(map(dict.get, fields, repeat("kind")), map(dict.get, fields, repeat("model")), map(len, fields))
+    spans: list[tuple[int, int, str | None]] = []
+    start = 0
+    for (kind, _model, size), items in groupby(marks):
+        end = start + len(list(items))
+        plain = _PLAIN.get(kind) == size and end - start > 1 if type(kind) is str else False
+        spans.append((start, end, kind if plain else None))
+        start = end
+    return spans
+
+
+def _checked_values(model: CompiledModel, records: list[dict]) -> list[Any] | None:
+    """The records' values, when their value types are known good for the model and the
+    index keys that can fail do not (rule 4); else None."""
+    values = list(map(model.row, records))
+    fit = _fit_of(model)
+    columns = list(zip(*values))
+    types = [set(map(type, column)) for column in columns]
+    if all(len(one) == 1 for one in types):  # one type a field: the run's one shape
+        shapes = {tuple(one.pop() for one in types)}
+    else:
+        shapes = set(map(tuple, map(map, repeat(type), values)))
+    if not shapes <= fit.shapes:
+        return None  # types new to the model: its validator runs in the general path
+    for _name, position, key, int64 in fit.keyed:
+        try:
+            made = list(map(key, filter(_NOT_NONE, columns[position])))
+        except (ValueError, TypeError, OverflowError):
+            return None
+        if int64 and made and not (INT64_MIN <= min(made) and max(made) <= INT64_MAX):
+            return None
+    return values
+
+
+class Run(NamedTuple):
+    """A checked run of plain inserts (`insert_run`): what follow.py's group takes."""
+
+    events: list[ChangeEvent]
+    values: list[Any]
+    ids: list[Any]
+    tops: list[int]  # the table's max id before each row (its undo)
+    offsets: list[int]
+
+
+def insert_run(
+    table: Table, frames: Sequence[bytes], fields: list[dict], first: int, watermark: int, top: int, pending: set[Any]
+) -> Run | None:
+    """The run's events, values and undo marks when every frame passes every check (rule
+    1), else None. `first` is the offset the run must start at, `watermark` the table's
+    (its pending rows counted), `top` its max id (theirs counted), `pending` the ids of its
+    rows not yet in it."""
+    n = len(frames)
+    try:
+        offsets, watermarks, ids, records = map(list, zip(*map(_PARTS, fields)))
+    except KeyError:
+        return None
+    expect = list(range(first, first + n))
+    if (
+        offsets != expect
+        or set(map(type, offsets)) != _INT
+        or list(map(int.from_bytes, map(getitem, frames, repeat(_OFFSET)))) != expect
+        or watermarks != list(range(watermark + 1, watermark + 1 + n))
+        or set(map(type, records)) != _DICT
+        or set(map(type, ids)) != _INT
+    ):
+        return None
+    model = table.model
+    if set(map(tuple, records)) != {model.fields} or list(map(dict.get, records, repeat(model.id_field))) != ids:
+        return None
+    if not (ids[0] > top and all(map(lt, ids, ids[1:]))):  # new ids in order need no lookups
+        live = table.live
+        if len(set(ids)) != n or not pending.isdisjoint(ids) or any(map(live.__contains__, ids)):
+            return None
+    values = _checked_values(model, records)
+    if values is None:
+        return None
+    name = fields[0]["model"]
+    events = list(
+        map(
+            tuple.__new__,
+            repeat(ChangeEvent),
+            zip(repeat(EventKind.INSERT), repeat(name), offsets, watermarks, ids, records, repeat(None), repeat(None)),
+        )
+    )
+    tops = list(accumulate(ids[:-1], max, initial=top))
+    return Run(events, values, ids, tops, offsets)
+
+
+def update_run(
+    table: Table, frames: Sequence[bytes], fields: list[dict], first: int, watermark: int
+) -> list[tuple[ChangeEvent, Any]] | None:
+    """A run of plain updates of one model, every frame checked as the general path checks
+    it (rule 1), with the table holding every row before the run: each row's event and
+    values, or None. Each row is then applied in turn (follow.py `_Group.apply`), so an id
+    updated twice in the run meets its first update's record."""
+    n = len(frames)
+    try:
+        offsets, watermarks, ids, records, previous = map(list, zip(*map(_UPDATE_PARTS, fields)))
+    except KeyError:
+        return None
+    expect = list(range(first, first + n))
+    if (
+        offsets != expect
+        or set(map(type, offsets)) != _INT
+        or list(map(int.from_bytes, map(getitem, frames, repeat(_OFFSET)))) != expect
+        or watermarks != list(range(watermark + 1, watermark + 1 + n))
+        or set(map(type, records)) != _DICT
+        or set(map(type, previous)) != _DICT
+    ):
+        return None
+    model = table.model
+    if set(map(tuple, records)) != {model.fields} or list(map(dict.get, records, repeat(model.id_field))) != ids:
+        return None
+    try:
+        if not all(map(table.live.__contains__, ids)):
+            return None
+    except TypeError:  # an unhashable id
+        return None
+    values = _checked_values(model, records)
+    if values is None:
+        return None
+    name = fields[0]["model"]
+    events = list(
+        map(
+            tuple.__new__,
+            repeat(ChangeEvent),
+            zip(repeat(EventKind.UPDATE), repeat(name), offsets, watermarks, ids, records, previous, repeat(None)),
+        )
+    )
+    return list(zip(events, values))
+
+
+class _Fit:
+    """What a replicated record of one model is checked for (rule 4): the value types of
+    the records the model's replace validator accepted (`shapes`), and the index keys that
+    can fail for a value of the right type (a key function that parses, a key kept in an
+    array of int64)."""
+
+    __slots__ = ("keyed", "model", "shapes")
+
+    def __init__(self, model: CompiledModel) -> None:
+        self.model = model
+        self.shapes: set[tuple[type, ...]] = set()
+        at = {name: position for position, name in enumerate(model.fields)}
+        self.keyed = tuple(
+            (name, at[name], key, model.key_arrays.get(name) == "q")
+            for name, key in model.keys.items()
+            if key is not identity or model.key_arrays.get(name) == "q"
+        )
+
+
+_FITS: dict[int, _Fit] = {}  # id(model) -> its _Fit (the _Fit holds the model: the id stays its own)
+
+
+def _fit_of(model: CompiledModel) -> _Fit:
+    fit = _FITS.get(id(model))
+    if fit is None:
+        fit = _FITS[id(model)] = _Fit(model)
+    return fit
+
+
+def check_fit(table: Table, offset: int, event: ChangeEvent, values: Sequence[Any]) -> None:
+    """Rule 4: a replicated record must be one this store can apply whole. A record whose
+    value types are new to this model must pass the model's generated replace validator
+    under its own id (then its types are known good); after that a record of known types
+    has only the keys its indexes compute checked, the ones that could raise half way:
+    a datetime's key parses its text, an int64 key column refuses an int out of range."""
+    model = table.model
+    fit = _fit_of(model)
+    record = event.record
+    if record.get(model.id_field) != event.id:
+        raise StreamError(
+            offset,
+            f"{event.model} event id {event.id!r} differs from the record's "
+            f"{model.id_field} {record.get(model.id_field)!r}",
+        )
+    shape = tuple(map(type, values))
+    if shape not in fit.shapes:
+        try:
+            model.validate_replace(record, event.id)
+        except RequestError as exc:
+            raise StreamError(offset, f"{event.model} {event.id!r} does not fit the schema: {exc}") from None
+        fit.shapes.add(shape)
+    for name, position, key, int64 in fit.keyed:
+        value = values[position]
+        if value is None:
+            continue
+        try:
+            made = key(value)
+        except (ValueError, TypeError, OverflowError) as exc:
+            raise StreamError(offset, f"{event.model} {event.id!r} does not fit the schema: {name}: {exc}") from None
+        if int64 and not INT64_MIN <= made <= INT64_MAX:
+            raise StreamError(
+                offset,
+                f"{event.model} {event.id!r} does not fit the schema: {name} {value!r} is out of the int64 range",
+            )

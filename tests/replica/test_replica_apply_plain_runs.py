@@ -1,0 +1,282 @@
+"""A group's plain inserts are checked and taken as a run (storage/followrun.py), and
+anything a run's checks do not pass goes one frame at a time through the general path:
+so a group, whatever it holds, ends exactly as its frames applied one at a time end. The
+same exception with the same message at the same frame, the same rows committed before
+it, the same records, versions, offsets, watermarks and `as_of` answers, and the same
+store after a restart (its log holds exactly those frames)."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+
+import pytest
+
+from dbsvc.errors import EpochChanged, StreamError
+from dbsvc.runtime import Query
+from dbsvc.storage.logfile import encode_frame
+from dbsvc.storage.tenants import create_tenant
+from dbsvc.storage.versions import Versions
+from support.storage import open_store, user
+
+
+def _event(at: int, values: dict, **over) -> bytes:
+    """The frame at offset `at` of an insert of `values`, with `over` in its payload."""
+    event = {"kind": "insert", "model": "User", "offset": at, "watermark": at, "id": values["id"]}
+    event["record"] = values
+    event.update(over)
+    return encode_frame(at, json.dumps(event, separators=(",", ":")).encode())
+
+
+def _users(first: int, count: int) -> list[dict]:
+    return [
+        user(n, age=n % 7, name=f"user {n % 13}", joined=f"2026-01-01T00:00:{n % 60:02d}.{n:06d}Z")
+        for n in range(first, first + count)
+    ]
+
+
+def _group(fault: str) -> list[bytes]:
+    """40 frames of plain inserts after the 10 of `_warm`, with `fault` at the 25th."""
+    frames = [_event(n, r) for n, r in enumerate(_users(11, 40), start=11)]
+    at, offset = 24, 35
+    record = user(35, age=3, joined="2026-01-01T00:00:01Z")
+    frame = {
+        "id taken": lambda: _event(offset, user(4)),
+        "id twice in the run": lambda: _event(offset, user(20)),
+        "id far ahead": lambda: _event(offset, user(10**6)),
+        "id below the run": lambda: _event(offset, user(-5)),
+        "str id": lambda: _event(offset, record | {"id": "a"}, id="a"),
+        "event id differs": lambda: _event(offset, record, id=36),
+        "watermark jump": lambda: _event(offset, record, watermark=1),
+        "payload offset": lambda: _event(offset, record, offset=99),
+        "bool offset": lambda: _event(offset, record, offset=True),
+        "header offset": lambda: encode_frame(99, _event(offset, record)[16:]),
+        "unknown model": lambda: _event(offset, record, model="Nope"),
+        "other model": lambda: _event(offset, {"id": 1, "author_id": 11, "title": "t", "body": "b", "published": False, "score": 1.0, "tags": None}, model="BlogPost", watermark=1, id=1),
+        "missing field": lambda: _event(offset, {k: v for k, v in record.items() if k != "profile"}),
+        "fields out of order": lambda: _event(offset, dict(reversed(list(record.items())))),
+        "datetime key": lambda: _event(offset, record | {"joined": "2026-13-01T00:00:00Z"}),
+        "int64 key": lambda: _event(offset, record | {"age": 2**63}),
+        "new types, refused": lambda: _event(offset, record | {"age": 3.5}),
+        "new types, good": lambda: _event(offset, record | {"age": None}),
+        "a batch mark": lambda: _event(offset, record, batch={"first": 35, "last": 36}),
+        "an update": lambda: _event(offset, user(5, name="renamed"), kind="update", previous=user(5), id=5, watermark=35),
+        "not JSON": lambda: encode_frame(offset, b'{"kind":"insert"'),
+        "NaN": lambda: encode_frame(offset, _event(offset, record)[16:].replace(b'"age":3', b'"age":NaN')),
+        "a record that is a list": lambda: _event(offset, record, record=[35]),
+        "no fault": lambda: frames[at],
+    }[fault]()
+    frames[at] = frame
+    if fault == "other model":  # the users after it: User's watermark is one behind the offset
+        frames[at + 1 :] = [_event(n, r, watermark=n - 1) for n, r in enumerate(_users(36, 15), start=36)]
+    if fault == "a batch mark":  # the batch's last row follows
+        frames[at + 1] = _event(36, _users(36, 1)[0], batch={"first": 35, "last": 36})
+    return frames
+
+
+FAULTS = [
+    "id taken",
+    "id twice in the run",
+    "id far ahead",
+    "id below the run",
+    "str id",
+    "event id differs",
+    "watermark jump",
+    "payload offset",
+    "bool offset",
+    "header offset",
+    "unknown model",
+    "other model",
+    "missing field",
+    "fields out of order",
+    "datetime key",
+    "int64 key",
+    "new types, refused",
+    "new types, good",
+    "a batch mark",
+    "an update",
+    "not JSON",
+    "NaN",
+    "a record that is a list",
+    "no fault",
+]
+
+
+def _state(store) -> dict:
+    users = store.list_records("User", Query(limit=1000))[0]
+    return {
+        "head": store.head_offset,
+        "applied": store.applied_offset,
+        "watermarks": store.watermarks(),
+        "users": [(u, store.get_versioned("User", u["id"])[2]) for u in users],
+        "by name": [u["id"] for u in store.list_records("User", Query(limit=1000, sort=(("name", True),)))[0]],
+        "by joined": [u["id"] for u in store.list_records("User", Query(limit=1000, sort=(("joined", False),)))[0]],
+        "by age": [u["id"] for u in store.list_records("User", Query(limit=1000, sort=(("age", False),)))[0]],
+        "as_of 20": store.list_records("User", Query(limit=1000, as_of=20))[0],
+    }
+
+
+def _run(store, frames: list[bytes], grouped: bool) -> str | None:
+    """Apply `frames` (as one group, or one at a time); the error's type and message."""
+
+    async def main() -> str | None:
+        try:
+            if grouped:
+                await store.apply_replicated_frames(frames)
+            else:
+                for frame in frames:
+                    await store.apply_replicated(frame)
+        except (StreamError, EpochChanged) as exc:
+            while store.head_offset < store.applied_offset:  # the frames before it are committed
+                await asyncio.sleep(0.001)
+            return f"{type(exc).__name__}: {exc}"
+        return None
+
+    return asyncio.run(main())
+
+
+def _warm() -> list[bytes]:
+    return [_event(n, r) for n, r in enumerate(_users(1, 10), start=1)]
+
+
+@pytest.mark.parametrize("fault", FAULTS)
+def test_a_group_ends_as_its_frames_one_at_a_time_end(tmp_path, fault):
+    frames = _group(fault)
+    results = {}
+    for way in ("grouped", "one at a time"):
+        store = open_store(create_tenant(str(tmp_path / way.replace(" ", "-")), "t"), sync="off", replication=True)
+        try:
+            assert _run(store, _warm(), grouped=True) is None
+            error = _run(store, frames, grouped=way == "grouped")
+            results[way] = (error, _state(store))
+        finally:
+            store.close()
+        again = open_store(str(tmp_path / way.replace(" ", "-") / "t"), sync="off", replication=True)
+        try:
+            results[way + " reopened"] = _state(again)
+        finally:
+            again.close()
+    assert results["grouped"] == results["one at a time"]
+    assert results["grouped reopened"] == results["one at a time reopened"] == results["grouped"][1]
+    error, state = results["grouped"]
+    if error is None:
+        assert state["head"] == 50
+    else:  # the 24 frames of the group before the fault are kept, nothing of it or after it
+        assert state["head"] == 34 and state["applied"] == 34
+    assert (error is None) == (fault in ("no fault", "new types, good", "id far ahead", "id below the run", "a batch mark", "an update", "other model"))
+
+
+def test_a_run_of_new_ids_in_order_is_one_run_of_the_table(tmp_path):
+    # Two groups of plain inserts, the second's ids after the first's: a replica that
+    # restarts between them, or not, holds the same records, versions and index orders.
+    store = open_store(create_tenant(str(tmp_path / "r"), "t"), sync="off", replication=True)
+    try:
+        assert _run(store, _warm(), grouped=True) is None
+        assert _run(store, [_event(n, r) for n, r in enumerate(_users(11, 40), start=11)], grouped=True) is None
+        state = _state(store)
+    finally:
+        store.close()
+    assert state["head"] == 50 and [v for _u, v in state["users"]] == list(range(1, 51))
+    assert state["by joined"] == sorted(range(1, 51), key=lambda n: (n % 60, n))
+
+
+@pytest.mark.parametrize(
+    "held, ids",
+    [
+        ([], [0, 1, 2]),  # from the empty array's end
+        ([], [1, 2, 3]),  # a gap first: one at a time
+        ([1, 2], [3, 4, 5]),  # from the end: one extend
+        ([1, 2], [3, 5]),  # a gap
+        ([1, 2], [2, 3]),  # one of them held
+        ([1, 10**6], [3, 4]),  # a far id held
+        ([1, 2], [10**6, 10**6 + 1]),  # far
+        ([1, 2], ["a", "b"]),
+        ([1, 2], [True, 4]),
+    ],
+)
+def test_versions_of_a_run_are_set_as_one_at_a_time(held, ids):
+    one, run = Versions(), Versions()
+    for n, id_ in enumerate(held, start=1):
+        one.set(id_, n)
+        run.set(id_, n)
+    offsets = list(range(100, 100 + len(ids)))
+    for id_, offset in zip(ids, offsets):
+        one.set(id_, offset)
+    run.set_run(ids, offsets)
+    probe = [*held, *ids, 0, 7, 10**6 + 2, "c"]
+    assert [run.get(i) for i in probe] == [one.get(i) for i in probe] and len(run) == len(one)
+
+
+def _update(at: int, values: dict, **over) -> bytes:
+    """The frame at offset `at` of an update to `values` (its watermark: `at`, all Users)."""
+    return _event(at, values, kind="update", previous=user(values["id"]), **over)
+
+
+def _updates(fault: str) -> list[bytes]:
+    """40 updates after the 10 inserts of `_warm` (ids 1-10, each updated 4 times), with
+    `fault` at the 25th (offset 35)."""
+    frames = [_update(n, user((n - 11) % 10 + 1, name=f"name {n}", age=n % 9)) for n in range(11, 51)]
+    at, offset = 24, 35
+    record = user(5, name="renamed", age=3, joined="2026-01-01T00:00:01Z")
+    frame = {
+        "no fault": lambda: frames[at],
+        "id absent": lambda: _update(offset, user(99)),
+        "unhashable id": lambda: _update(offset, record | {"id": [5]}, id=[5]),
+        "event id differs": lambda: _update(offset, record, id=6),
+        "watermark jump": lambda: _update(offset, record, watermark=1),
+        "payload offset": lambda: _update(offset, record, offset=99),
+        "header offset": lambda: encode_frame(99, _update(offset, record)[16:]),
+        "fields out of order": lambda: _update(offset, dict(reversed(list(record.items())))),
+        "datetime key": lambda: _update(offset, record | {"joined": "2026-13-01T00:00:00Z"}),
+        "new types, good": lambda: _update(offset, record | {"age": None}),
+        "new types, refused": lambda: _update(offset, record | {"age": 3.5}),
+        "previous null": lambda: _event(offset, record, kind="update", previous=None),
+        "no previous": lambda: _event(offset, record, kind="update"),
+        "a delete": lambda: _event(offset, user(5), kind="delete"),
+    }[fault]()
+    frames[at] = frame
+    if fault == "a delete":  # the rows after it update the others
+        frames[at + 1 :] = [_update(n, user(6 + n % 4, name=f"name {n}")) for n in range(36, 51)]
+    return frames
+
+
+UPDATE_FAULTS = [
+    "no fault",
+    "id absent",
+    "unhashable id",
+    "event id differs",
+    "watermark jump",
+    "payload offset",
+    "header offset",
+    "fields out of order",
+    "datetime key",
+    "new types, good",
+    "new types, refused",
+    "previous null",
+    "no previous",
+    "a delete",
+]
+
+
+@pytest.mark.parametrize("fault", UPDATE_FAULTS)
+def test_a_group_of_updates_ends_as_its_frames_one_at_a_time_end(tmp_path, fault):
+    frames = _updates(fault)
+    results = {}
+    for way in ("grouped", "one at a time"):
+        path = tmp_path / way.replace(" ", "-")
+        store = open_store(create_tenant(str(path), "t"), sync="off", replication=True)
+        try:
+            assert _run(store, _warm(), grouped=True) is None
+            results[way] = (_run(store, frames, grouped=way == "grouped"), _state(store))
+        finally:
+            store.close()
+        again = open_store(str(path / "t"), sync="off", replication=True)
+        try:
+            results[way + " reopened"] = _state(again)
+        finally:
+            again.close()
+    assert results["grouped"] == results["one at a time"]
+    assert results["grouped reopened"] == results["one at a time reopened"] == results["grouped"][1]
+    error, state = results["grouped"]
+    assert state["head"] == (50 if error is None else 34)
+    assert (error is None) == (fault in ("no fault", "new types, good", "previous null", "no previous", "a delete"))
