@@ -504,7 +504,8 @@ class Application(OperationalRoutes):
             assert current is not None  # _current read it
             self.access.check_update(model, model.rules, current, record, claims)
         _previous, stored, durable = self.store.apply_replace(model.name, key, record)
-        return Deferred(durable, Response(200, self.encoded.encode(model, stored), [*self._stored()]))
+        body = self.encoded.encode(model, stored, self.store.written_json(stored))
+        return Deferred(durable, Response(200, body, [*self._stored()]))
 
     def patch(self, request: Request, model: CompiledModel, segment: str, claims: Claims = NO_CLAIMS) -> Deferred:
         self._check_writable()
@@ -517,7 +518,8 @@ class Application(OperationalRoutes):
             self.access.check_update(model, model.rules, current, record, claims)
         # Read, merge and apply run in one synchronous call: the merge is atomic.
         _previous, stored, durable = self.store.apply_replace(model.name, key, record)
-        return Deferred(durable, Response(200, self.encoded.encode(model, stored), [*self._stored()]))
+        body = self.encoded.encode(model, stored, self.store.written_json(stored))
+        return Deferred(durable, Response(200, body, [*self._stored()]))
 
     def batch(self, request: Request) -> Deferred | Awaitable[Response]:
         """`POST /batch`: guarded like the model routes; dbsvc/batchops.py does the rest."""

@@ -43,13 +43,16 @@ class EncodedRecords:
         self.pages, self.largest_page = pages, 65536
         self._pages: dict[tuple[int, ...], tuple[tuple[Record, ...], bytes]] = {}
 
-    def encode(self, model: CompiledModel, record: Record) -> bytes:
+    def encode(self, model: CompiledModel, record: Record, data: bytes | None = None) -> bytes:
+        """`record`'s JSON, kept; `data`: that JSON when the caller has it (a write's record,
+        encoded by the store with its log payload), kept without an encoding."""
         entries = self._entries[model.name]
         key = record[model.id_field]
         entry = entries.get(key)
         if entry is not None and entry[0] is record:
             return entry[1]
-        data = json_bytes(record)
+        if data is None:
+            data = json_bytes(record)
         if len(data) > self.largest:
             if entry is not None:
                 del entries[key]

@@ -4,6 +4,8 @@
     record, id_, apply             = checks.insert(table, record)
     previous, record, apply        = checks.replace(table, id_, record)
     previous, apply                = checks.delete(table, id_)
+    record, id_, values            = checks.check_insert(table, record)          # no `apply`:
+    current, previous, record, values = checks.check_replace(table, id_, record) # writes.py's own
 
 Each method raises the write's refusal, or returns what the store commits: the record as
 stored (an automatic id filled in), the record it replaces, and `apply`, the in-memory
@@ -28,7 +30,7 @@ from typing import Any
 
 from dbsvc.errors import ConstraintViolation, ForeignKeyViolation, NotFound, Referenced, UniqueViolation
 from dbsvc.runtime import INT64_MAX
-from dbsvc.storage.rows import Values
+from dbsvc.storage.rows import Stored, Values
 from dbsvc.storage.table import Table
 
 Apply = Callable[[], object]
@@ -46,6 +48,17 @@ class Constraints:
                 self._referrers[parent].append((table, f))
 
     def insert(self, table: Table, record: dict[str, Any]) -> tuple[dict[str, Any], Any, Apply]:
+        record, id_, values = self.check_insert(table, record)
+        stored = record
+
+        def apply() -> None:
+            table.prime(id_, table.insert(values), stored)
+
+        return record, id_, apply
+
+    def check_insert(self, table: Table, record: dict[str, Any]) -> tuple[dict[str, Any], Any, Values]:
+        """`insert`'s checks alone: the record as stored, its id and its values (`m.row`),
+        for a writer that builds its own `apply` (writes.py packs the values itself)."""
         m = table.model
         id_ = record.get(m.id_field)
         if id_ is None:
@@ -70,14 +83,22 @@ class Constraints:
         values = m.row(record)
         self._check_unique(table, values, record)
         self._check_refs(table, record, None)
-        stored = record
-
-        def apply() -> None:
-            table.prime(id_, table.insert(values), stored)
-
-        return record, id_, apply
+        return record, id_, values
 
     def replace(self, table: Table, id_: Any, record: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any], Apply]:
+        current, previous, record, values = self.check_replace(table, id_, record)
+        stored, m = record, table.model
+
+        def apply() -> None:
+            table.prime(id_, table.replace(current, values, m.row(previous)), stored)
+
+        return previous, record, apply
+
+    def check_replace(
+        self, table: Table, id_: Any, record: dict[str, Any]
+    ) -> tuple[Stored, dict[str, Any], dict[str, Any], Values]:
+        """`replace`'s checks alone: the live record's stored form and its dict, the new
+        record (its id the path's) and its values (`check_insert` says why)."""
         m = table.model
         current = table.live.get(id_)
         if current is None:
@@ -89,12 +110,7 @@ class Constraints:
         values = m.row(record)
         self._check_unique(table, values, record)
         self._check_refs(table, record, previous)
-        stored = record
-
-        def apply() -> None:
-            table.prime(id_, table.replace(current, values, m.row(previous)), stored)
-
-        return previous, record, apply
+        return current, previous, record, values
 
     def delete(self, table: Table, id_: Any) -> tuple[dict[str, Any], Apply]:
         current = table.live.get(id_)

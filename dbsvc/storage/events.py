@@ -108,18 +108,28 @@ def event_payload(
     record: dict,
     previous: dict | None = None,
     batch: tuple[int, int] | None = None,
+    *,
+    record_text: str | None = None,
+    previous_text: str | None = None,
 ) -> bytes:
     """The payload of the event these fields make (`ChangeEvent.payload`; batch.py builds an
     import's frames with it, no event made). The bytes of `compact_json(_layout(...))`, made
     without that dict: the fixed head of each kind and model is made once (`_head`), the
     record (and an update's previous one) are the only objects encoded, and the text is
-    encoded to UTF-8 once."""
+    encoded to UTF-8 once. `record_text`, `previous_text`: `compact_json(record)` and
+    `compact_json(previous)` when the writer has them already (writes.py makes them with
+    the stored form, storage/rows.py `pack_shown`, `pack_update`)."""
+    if record_text is None:
+        record_text = compact_json(record)
     shown = id_ if type(id_) is int else compact_json(id_)
-    tail = f',"previous":{compact_json(previous)}}}' if kind is EventKind.UPDATE else "}"
+    if kind is EventKind.UPDATE:
+        tail = f',"previous":{compact_json(previous) if previous_text is None else previous_text}}}'
+    else:
+        tail = "}"
     if batch is not None:
         tail = tail[:-1] + batch_mark(*batch) + "}"
     return (
-        f'{_head(kind, model)}{offset},"watermark":{watermark},"id":{shown},"record":{compact_json(record)}{tail}'
+        f'{_head(kind, model)}{offset},"watermark":{watermark},"id":{shown},"record":{record_text}{tail}'
     ).encode("utf-8")
 
 
@@ -219,15 +229,18 @@ def write_event(
     )
 
 
-def write_payload(event: ChangeEvent, id_field: str, room: int) -> bytes:
+def write_payload(
+    event: ChangeEvent, id_field: str, room: int, record_text: str | None = None, previous_text: str | None = None
+) -> bytes:
     """The payload a write of `event` puts in the log, within `room` bytes: a delete's fitted
     where it is over (a delete is always possible), an insert's or update's refused with
-    `size_refusal` when its record may not be stored. Only a large payload is measured."""
-    payload = event.payload()
+    `size_refusal` when its record may not be stored. Only a large payload is measured.
+    `record_text`, `previous_text`: as `event_payload` takes them."""
+    payload = event_payload(*event, record_text=record_text, previous_text=previous_text)
     if event.kind is EventKind.DELETE and len(payload) > room:
         payload = fitted_delete_payload(event, id_field, room)
     if 2 * len(payload) + HEAD_RESERVE > room:
-        refusal = size_refusal(event.kind, event.model, event.id, event.record, len(payload), room)
+        refusal = size_refusal(event.kind, event.model, event.id, event.record, len(payload), room, record_text)
         if refusal is not None:
             raise refusal
     return payload

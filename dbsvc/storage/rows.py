@@ -17,6 +17,18 @@ equals `list(values)`. `unpack` is the json module's C scanner called directly, 
 times cheaper than `json.loads` (which finds the encoding, decodes and skips whitespace on
 every call; bench/README.md). A stored record always starts with "[" (the snapshot
 reader keeps only such texts, and `pack` writes nothing else).
+
+A write needs its record twice in JSON: stored (this array) and as the record object its
+log payload, its event and a PUT's or PATCH's response carry (`{"id":1,"author_id":42,...}`,
+runtime.py's record form: every field, in declaration order). `pack_shown` makes both from
+one encoding: the values are encoded with NUL as the item separator, which compact JSON
+never holds elsewhere (RFC 8259 §7: a control character inside a string is escaped), so
+the array is that text with each NUL made a comma and the object is the model's layout
+(`{"id":%s,...}`) filled with the text split at its NULs. A value that is itself a list or
+an object (a `json` field) holds NULs of its own, so the split finds more parts than fields:
+then, and for a dict that is not in the record form, the object is encoded on its own.
+Either way the bytes are `pack(values)` and `compact_json(record)`'s, byte for byte
+(tests/storage/test_storage_shared_encoding.py).
 """
 
 from __future__ import annotations
@@ -46,3 +58,81 @@ def unpack(stored: Stored) -> list[Any]:
     """The values of a stored record, as a new list. "surrogatepass": the same decoding as
     the snapshot reader's, so a text it accepted never fails here."""
     return SCAN(stored.decode("utf-8", "surrogatepass"), 0)[0]  # type: ignore[no-any-return]
+
+
+def _not_json(value: Any) -> Any:
+    raise TypeError(f"Object of type {type(value).__name__} is not JSON serializable")
+
+
+def _split_encoder() -> Callable[[Any, int], Any] | None:
+    """The C encoder of `compact_json` but for its item separator, NUL (module docstring)."""
+    try:
+        from json.encoder import c_make_encoder, encode_basestring  # type: ignore[attr-defined]
+
+        if c_make_encoder is None:
+            return None
+        # markers, default, encoder, indent, key separator, item separator, sort_keys,
+        # skipkeys, allow_nan: runtime.py's compact encoder with "\0" between items.
+        encoder: Callable[[Any, int], Any] = c_make_encoder(
+            None, _not_json, encode_basestring, None, ":", "\0", False, False, False
+        )
+        return encoder
+    except (ImportError, TypeError):  # another interpreter's json internals
+        return None
+
+
+_SPLIT = _split_encoder()
+_LAYOUTS: dict[tuple[str, ...], str] = {}
+
+
+def layout(fields: tuple[str, ...]) -> str:
+    """`{"f1":%s,"f2":%s,...}`: a record of `fields` as JSON, its values' texts to fill in."""
+    text = _LAYOUTS.get(fields)
+    if text is None:
+        text = "{" + ",".join(compact_json(f).replace("%", "%%") + ":%s" for f in fields) + "}"
+        if len(_LAYOUTS) < 1024:  # models of the schemas served; never more in one process
+            _LAYOUTS[fields] = text
+    return text
+
+
+def pack_shown(fields: tuple[str, ...], record: dict[str, Any], values: Values) -> tuple[Stored, str]:
+    """`pack(values)` and `compact_json(record)`, `values` being `record`'s values in the
+    order of `fields`, from one encoding where it can (module docstring)."""
+    stored, text, _parts = _pack_parts(fields, record, values)
+    return stored, text
+
+
+def pack_update(
+    fields: tuple[str, ...], record: dict[str, Any], values: Values, previous: dict[str, Any], was: Values
+) -> tuple[Stored, str, str]:
+    """`pack_shown` of an update's new record, and `compact_json(previous)` of the record it
+    replaces (`was` its values): a value the update left alone has the text the new record's
+    encoding gave it, so only the changed values are encoded again (a PATCH of one field
+    encodes that field's old value, not the whole old record)."""
+    stored, text, parts = _pack_parts(fields, record, values)
+    if parts is None or len(previous) != len(fields) or tuple(previous) != fields:
+        return stored, text, compact_json(previous)
+    # The same text: the same object, or an equal str or int (an equal float may not be:
+    # 0.0 == -0.0; nor an equal value of another type: 1 == 1.0 == True).
+    old = [
+        part if a is b or (type(a) is type(b) and (type(a) is str or type(a) is int) and a == b) else compact_json(a)
+        for part, a, b in zip(parts, was, values)
+    ]
+    return stored, text, layout(fields) % tuple(old)
+
+
+def _pack_parts(
+    fields: tuple[str, ...], record: dict[str, Any], values: Values
+) -> tuple[Stored, str, list[str] | None]:
+    """`pack_shown`, and the text of each value when the record's JSON was made from them."""
+    if _SPLIT is None or len(record) != len(fields) or tuple(record) != fields:
+        return pack(values), compact_json(record), None
+    try:
+        text = "".join(_SPLIT(values, 0))
+    except (TypeError, ValueError):  # not JSON: `pack` raises as it always did
+        return pack(values), compact_json(record), None
+    parts = text[1:-1].split("\0")
+    stored = text.replace("\0", ",").encode("utf-8", "surrogatepass")
+    if len(parts) != len(fields):  # a list or an object among the values
+        return stored, compact_json(record), None
+    return stored, layout(fields) % tuple(parts), parts

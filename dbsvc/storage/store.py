@@ -448,6 +448,10 @@ class Store:
     def apply_delete(self, model: str, id: Any) -> tuple[dict[str, Any], asyncio.Future[None]]:
         return self._writes.apply_delete(self.table(model), id)
 
+    def written_json(self, record: dict[str, Any]) -> bytes | None:
+        """The JSON bytes of `record` if the last insert or replace stored it (writes.py rule 5)."""
+        return self._writes.written_json(record)
+
     def begin_batch(self, size: int = 0) -> BatchWrite:
         """An atomic batch (`POST /batch`, batchwrite.py): ops applied one by one, each
         checked against the ones before; then `commit()` (one durable group) or `abort()`.

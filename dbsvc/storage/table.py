@@ -385,10 +385,12 @@ class Table:
         for (id_, _record, _previous), offset in zip(rows[len(rows) - len(offsets) :], offsets):
             versions.set(id_, offset)
 
-    def insert(self, values: Values) -> Stored:
-        """Store a new record from its values; returns its stored form."""
+    def insert(self, values: Values, stored: Stored | None = None) -> Stored:
+        """Store a new record from its values (`stored`: their packed form, when the caller
+        made it, rows.py `pack_shown`); returns its stored form."""
         id_ = values[self.id_position]
-        stored = pack(values)
+        if stored is None:
+            stored = pack(values)
         self._index(id_, values)
         self.live[id_] = stored
         self.rows.append((id_, stored, None))
@@ -502,11 +504,15 @@ class Table:
         if self.words is not None:
             self.words.swap(id_, old, new)
 
-    def replace(self, previous: Stored, values: Values, was: Values | None = None) -> Stored:
+    def replace(
+        self, previous: Stored, values: Values, was: Values | None = None, stored: Stored | None = None
+    ) -> Stored:
         """Store a new version of a live record (`previous` its stored form now, `was` its
-        values when the caller has them) from its values; returns the new stored form."""
+        values when the caller has them) from its values (`stored`: packed, as `insert`
+        takes them); returns the new stored form."""
         id_ = values[self.id_position]
-        stored = pack(values)
+        if stored is None:
+            stored = pack(values)
         self._swap(id_, unpack(previous) if was is None else was, values)
         self.live[id_] = stored
         self.rows.append((id_, stored, previous))

@@ -90,13 +90,26 @@ class WordIndex:
         self._remove_words(id_, self.record_words(values))
 
     def swap(self, id_: Any, old: Sequence[Any], new: Sequence[Any]) -> None:
-        """Move record `id_` from the words of `old` to those of `new`: only the changed ones."""
+        """Move record `id_` from the words of `old` to those of `new`: only the changed ones.
+        Only the changed fields are cut into words, and the unchanged ones only when the
+        changed fields' words differ: a PUT that rewrites a title beside an unchanged
+        300-character body cuts the body once, not twice (a record's words are those of
+        all its fields, so a word leaving the title stays while the body holds it)."""
         positions = self.positions
-        if all(old[p] == new[p] for p in positions):
+        changed = [p for p in positions if old[p] != new[p]]
+        if not changed:
             return
-        was, now = self.record_words(old), self.record_words(new)
-        self._remove_words(id_, was - now)
-        self._add_words(id_, now - was)
+        was = word_set(old[p] for p in changed)
+        now = word_set(new[p] for p in changed)
+        gone, came = was - now, now - was
+        if not gone and not came:
+            return
+        if len(changed) < len(positions):
+            kept = word_set(new[p] for p in positions if p not in changed)
+            gone -= kept
+            came -= kept
+        self._remove_words(id_, gone)
+        self._add_words(id_, came)
 
     def _add_words(self, id_: Any, found: Iterable[str]) -> None:
         postings = self.postings

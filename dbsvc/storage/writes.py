@@ -19,6 +19,10 @@ Rules (store.py rules 1-2 hold here):
    epoch (epoch.py), which a compaction replaces whole; `epoch_of` is read at each write.
 4. Past the compactor's size rule a write asks it to run (compactor.py), and while one runs
    each write notes its id in the compaction's cut.
+5. A record is encoded once per write: its stored form and its JSON come from one encoding
+   (rows.py `pack_shown`), the JSON goes into the log payload, and `written_json` hands the
+   same bytes to the application for a PUT's or PATCH's response; an update's previous
+   record's JSON reuses the texts of the values it left alone (`pack_update`).
 
 Imports storage's own modules only; never store.py (the Store passes what this needs).
 """
@@ -39,6 +43,7 @@ from dbsvc.storage.constraints import Constraints
 from dbsvc.storage.epoch import Epoch
 from dbsvc.storage.events import ChangeEvent, EventKind, write_event, write_payload
 from dbsvc.storage.logfile import encode_frame
+from dbsvc.storage.rows import pack_shown, pack_update
 from dbsvc.storage.table import Table
 
 __all__ = ["WritePath"]
@@ -65,6 +70,7 @@ class WritePath:
         self._constraints = Constraints(tables)
         self._epoch_of = self.epoch_of = epoch_of  # epoch_of: for batchwrite.py's checkpoints
         self._changes = changes
+        self._written: tuple[dict[str, Any], str] | None = None  # the last record stored, its JSON
         self.commit: CommitQueue | None = None
         if writer is not None:
             self.commit = CommitQueue(writer, sync=sync, publish=changes.publish, rollback=self.rollback)
@@ -90,15 +96,38 @@ class WritePath:
 
     def apply_insert(self, table: Table, record: dict[str, Any]) -> tuple[dict[str, Any], asyncio.Future[None]]:
         commit = self.writable()
-        record, id_, apply = self._constraints.insert(table, record)
-        return record, self._write(commit, table, EventKind.INSERT, id_, record, None, apply)
+        record, id_, values = self._constraints.check_insert(table, record)
+        stored, text = pack_shown(table.model.fields, record, values)  # rule 5
+
+        def apply() -> None:
+            table.prime(id_, table.insert(values, stored), record)
+
+        future = self._write(commit, table, EventKind.INSERT, id_, record, None, apply, text)
+        self._written = (record, text)
+        return record, future
 
     def apply_replace(
         self, table: Table, id: Any, record: dict[str, Any]
     ) -> tuple[dict[str, Any], dict[str, Any], asyncio.Future[None]]:
         commit = self.writable()
-        previous, record, apply = self._constraints.replace(table, id, record)
-        return previous, record, self._write(commit, table, EventKind.UPDATE, id, record, previous, apply)
+        current, previous, record, values = self._constraints.check_replace(table, id, record)
+        was = table.model.row(previous)
+        stored, text, before = pack_update(table.model.fields, record, values, previous, was)  # rule 5
+
+        def apply() -> None:
+            table.prime(id, table.replace(current, values, was, stored), record)
+
+        future = self._write(commit, table, EventKind.UPDATE, id, record, previous, apply, text, before)
+        self._written = (record, text)
+        return previous, record, future
+
+    def written_json(self, record: dict[str, Any]) -> bytes | None:
+        """The JSON of `record` (`json_bytes(record)`'s bytes) when it is the record the last
+        `apply_insert` or `apply_replace` stored, else None (rule 5)."""
+        written = self._written
+        if written is None or written[0] is not record:
+            return None
+        return written[1].encode("utf-8")
 
     def apply_delete(self, table: Table, id: Any) -> tuple[dict[str, Any], asyncio.Future[None]]:
         commit = self.writable()
@@ -119,10 +148,12 @@ class WritePath:
         record: dict | None,
         previous: dict | None,
         apply: Callable[[], object],
+        text: str | None = None,
+        before: str | None = None,
     ) -> asyncio.Future[None]:
         offset = self.next_offset
         event = write_event(kind, table.name, offset, table.watermark + 1, id_, record, previous)
-        payload = write_payload(event, table.id_field, self.max_payload)  # rule 1
+        payload = write_payload(event, table.id_field, self.max_payload, text, before)  # rule 1
         return self.submit(commit, table, offset, encode_frame(offset, payload), event, apply)
 
     def submit(
