@@ -66,6 +66,7 @@ from operator import itemgetter
 from typing import Any
 
 from dbsvc.runtime import Query
+from dbsvc.storage.bucketplan import bucket_operators, bucket_plan
 from dbsvc.storage.conditions import after_test, live_test, state_test
 from dbsvc.storage.hashes import FilterIndex, HashIndex
 from dbsvc.storage.indexes import Keep, OrderedIndex
@@ -220,7 +221,8 @@ def list_page(table: Table, query: Query) -> tuple[list[dict], int, bool]:
     """(page, total, whether another page follows it: never after an empty page) over the live state; a query with
     operators or a cursor is planned by seek.py."""
     if has_operators(query):
-        ids, total, more = plan_operators(table, query)
+        planned = bucket_operators(table, query)  # a range and filters over a bucket kept in order
+        ids, total, more = planned if planned is not None else plan_operators(table, query)
     else:
         ids, total = _plan_live(table, query)
         more = bool(ids) and query.offset + len(ids) < total
@@ -291,6 +293,9 @@ def live_ids(table: Table, query: Query) -> list[Any]:
 def _plan_live(table: Table, query: Query) -> tuple[list[Any], int]:
     if query.where_row is not None:
         return _plan_tested(table, query, query.where_row)
+    planned = bucket_plan(table, query)  # a filter's bucket kept in sort order (bucketplan.py)
+    if planned is not None:
+        return planned
     n = len(table.live)
     filters = query.filters
     sort = tuple(query.sort)
