@@ -48,6 +48,11 @@ on F by the app and leaves no row test.
 A query with operators (ranges, null tests) or a cursor is planned by seek.py, which also
 holds the order's comparison (`sort_records`).
 
+Before either, bucketplan.py is asked (`bucket_plan`, `bucket_operators`): a list whose
+smallest filter is one value holding BUCKET_AT ids or more, sorted by another field (or
+with a range on one), is served from that value's bucket kept in the sort field's order
+(buckets.py): a seek, O(log s + page), where step 2 sorts the bucket at every list.
+
 Live lists are planned on ids: a stored record's values are read (`rows.unpack`, the
 costly step) only for a row test; sort keys come from the key columns, and only the page's
 records become dicts (`Table.shown_all`, which remembers them); `list_state`, the
