@@ -9,9 +9,10 @@
    `--matrix`), times `list_page` (the plan and the page's dicts) in CPU microseconds a
    call: the first call (which builds the bucket's order, once) and the median of
    `--repeat` calls after it.
-3. Memory: RSS after the load, then after the (author_id, score) order of every author has
-   been built by one list each (what a server that listed every author's posts by score
-   keeps), with the entries held and bytes per entry.
+3. Memory: after the (author_id, score) order of every author has been built by one list
+   each (what a server that listed every author's posts by score keeps), the bytes the
+   orders hold (`BucketOrders.nbytes`: sublists, arrays, objects) per entry, and RSS
+   before and after.
 
 Figures in bench/README.md ("Filter buckets in sort order").
 """
@@ -109,11 +110,12 @@ def main(argv: list[str]) -> int:
         query = model.parse_list_query([("author_id", str(author)), ("sort", "-score"), ("limit", "20")])  # type: ignore[attr-defined]
         plans.list_page(table, query)
     after = rss_mb()
-    entries = buckets.entries()
+    entries, held = buckets.entries(), buckets.nbytes()
     print(
         f"every author's (author_id, score) order built in {time.perf_counter() - started:.1f} s: "
-        f"{len(buckets)} buckets, {entries} entries; RSS {before:.0f} -> {after:.0f} MB "
-        f"(+{after - before:.1f} MB, {(after - before) * 2**20 / max(entries, 1):.1f} bytes an entry)"
+        f"{len(buckets)} buckets, {entries} entries, {held / 2**20:.1f} MB held "
+        f"({held / max(entries, 1):.1f} bytes an entry); RSS {before:.0f} -> {after:.0f} MB "
+        "(RSS moves little: the load's freed lists are reused)"
     )
     return 0
 

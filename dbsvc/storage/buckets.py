@@ -33,6 +33,7 @@ plain data: no I/O, no model knowledge. The plans that use it are in bucketplan.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
+from sys import getsizeof
 from typing import Any
 
 from dbsvc.storage.hashes import FilterIndex
@@ -101,6 +102,20 @@ class BucketOrders:
     def entries(self) -> int:
         """Entries held by every built bucket (for the memory figures)."""
         return sum(len(order) for orders in self.pairs.values() for order in orders.values())
+
+    def nbytes(self) -> int:
+        """The bytes the built orders' own containers take: each order object, its key and id
+        sublists, their last keys and ids, its nulls (the id objects are the table's own,
+        shared; for the memory figures)."""
+        total = 0
+        for orders in self.pairs.values():
+            total += getsizeof(orders)
+            for order in orders.values():
+                parts = (order.key_sublists, order.id_sublists, order.last_keys, order.last_ids)
+                total += getsizeof(order) + sum(map(getsizeof, parts))
+                total += sum(map(getsizeof, order.key_sublists)) + sum(map(getsizeof, order.id_sublists))
+                total += getsizeof(order.nulls) + sum(map(getsizeof, order.nulls.sublists))
+        return total
 
     def order(
         self, filter_field: str, key: Any, index: FilterIndex, sort_field: str, ordered: OrderedIndex

@@ -94,6 +94,9 @@ def test_a_list_keeps_its_bucket_in_order_and_answers_from_it():
     assert built == {("g", "n"): {1, 2, 3, 4, 5}, ("g", "f"): {3}, ("g", "s"): {4}}, built
     assert all(len(order) >= BUCKET_AT for orders in table.buckets.pairs.values() for order in orders.values())
     check_orders(table, records)
+    entries = table.buckets.entries()
+    assert entries == sum(len(o) for orders in table.buckets.pairs.values() for o in orders.values()) > 0
+    assert 16 * entries < table.buckets.nbytes() < 64 * entries  # a key and an id slot, plus each order's own
     # the same lists again: answered from the kept orders, none built anew
     kept = {pair: dict(orders) for pair, orders in table.buckets.pairs.items()}
     check_pages(table, records)
