@@ -1,7 +1,7 @@
 """The service's HTTP figures, as ratios to a bare asyncio + h11 server loaded in the same run.
 
     python bench/service_bench.py [--records 100000] [--duration 3] [--rounds 5] [--connections 64]
-    python bench/service_bench.py --matrix [--records 20000] [--rounds 3] [--data DIR] [--only-shapes a,b]
+    python bench/service_bench.py --matrix [--records 20000] [--rounds 3] [--data DIR] [--only-shapes a,b] [--code DIR]
 
 1. Seeds a tenant with 1,000 users and N blog posts through the Store API directly
    (SERVICE_SYNC=off for the seeding only), so seeding does not dominate the run.
@@ -29,7 +29,9 @@ one filter + sort on another field; two filters; a filter + two sort keys; sort 
 their neighbours (another sort, another filter); a search; a cursor; an `expand`. It prints
 one table, `matrix_table`: the median ratio of requests/s to bare h11, the rounds, both
 servers' requests/s and CPU microseconds a request, the service's p50 and p99. Target: every
-list >= 1.2, GET one >= 2.0.
+list >= 1.2, GET one >= 2.0. It also prints the service's RSS after the open and after the
+shapes (what the lists built: bucket orders, storage/buckets.py). `--code DIR` serves from
+another checkout (an export of an older commit), for a before/after on the same data.
 
 Targets, as ratios to the bare h11 server (issue 13; the HTTP fast path, dbsvc/http/fastpath.py):
 GET one >= 2.0, list >= 1.2, durable creates with 64 connections >= 0.8 with at most one fsync
@@ -310,6 +312,17 @@ def matrix_table(rows: list[tuple[str, dict]]) -> str:
     return "\n".join(lines)
 
 
+def rss_mb(pid: int) -> float:
+    """The resident memory of process `pid`, in MB (0 when it is gone)."""
+    try:
+        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) / 1024
+    except OSError:
+        pass
+    return 0.0
+
+
 def run_matrix(args: argparse.Namespace) -> int:
     """`--matrix` (module docstring)."""
     import json
@@ -321,7 +334,9 @@ def run_matrix(args: argparse.Namespace) -> int:
     # (bench/README.md), so a run without --data reuses the same directory for that count.
     data = seeded(args.data or Path(tempfile.gettempdir()) / f"dbsvc-matrix-{args.records}", args.records)
     bare, bare_port = start_server([sys.executable, str(BARE_H11)])
-    proc, port, _log = start_dbsvc({"SERVICE_DATA": str(data), "RUST_LOG": args.log_level}, timeout=900)
+    code = args.code or ROOT
+    proc, port, _log = start_dbsvc({"SERVICE_DATA": str(data), "RUST_LOG": args.log_level}, timeout=900, code=code)
+    opened_rss = rss_mb(proc.pid)
     only = set(args.only_shapes.split(",")) if args.only_shapes else None
     rows: list[tuple[str, dict]] = []
     try:
@@ -348,6 +363,7 @@ def run_matrix(args: argparse.Namespace) -> int:
             figure = side_by_side(yardstick, (proc, url + path), args.rounds, args.duration, args.connections)
             rows.append((label, figure))
             print(f"  {label:32} {figure['ratio']:5.2f}  ({', '.join(f'{r:.2f}' for r in figure['ratios'])})  {path}")
+        print(f"service RSS: {opened_rss:.0f} MB after the open, {rss_mb(proc.pid):.0f} MB after the shapes ({code})")
     finally:
         stop_server(bare)
         stop_server(proc)
@@ -373,6 +389,9 @@ def main(argv: list[str]) -> int:
         "--data", type=Path, default=None, help="--matrix: keep the seeded posts here (default $TMPDIR/dbsvc-matrix-N)"
     )
     parser.add_argument("--only-shapes", default="", help="--matrix: comma list of shape numbers or labels")
+    parser.add_argument(
+        "--code", type=Path, default=None, help="--matrix: the checkout whose server is measured (a before/after)"
+    )
     args = parser.parse_args(argv)
     if args.matrix:
         if "--rounds" not in argv:

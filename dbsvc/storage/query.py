@@ -48,6 +48,11 @@ on F by the app and leaves no row test.
 A query with operators (ranges, null tests) or a cursor is planned by seek.py, which also
 holds the order's comparison (`sort_records`).
 
+Before either, bucketplan.py is asked (`bucket_plan`, `bucket_operators`): a list whose
+smallest filter is one value holding BUCKET_AT ids or more, sorted by another field (or
+with a range on one), is served from that value's bucket kept in the sort field's order
+(buckets.py): a seek, O(log s + page), where step 2 sorts the bucket at every list.
+
 Live lists are planned on ids: a stored record's values are read (`rows.unpack`, the
 costly step) only for a row test; sort keys come from the key columns, and only the page's
 records become dicts (`Table.shown_all`, which remembers them); `list_state`, the
@@ -66,6 +71,7 @@ from operator import itemgetter
 from typing import Any
 
 from dbsvc.runtime import Query
+from dbsvc.storage.bucketplan import bucket_operators, bucket_plan
 from dbsvc.storage.conditions import after_test, live_test, state_test
 from dbsvc.storage.hashes import FilterIndex, HashIndex
 from dbsvc.storage.indexes import Keep, OrderedIndex
@@ -220,7 +226,8 @@ def list_page(table: Table, query: Query) -> tuple[list[dict], int, bool]:
     """(page, total, whether another page follows it: never after an empty page) over the live state; a query with
     operators or a cursor is planned by seek.py."""
     if has_operators(query):
-        ids, total, more = plan_operators(table, query)
+        planned = bucket_operators(table, query)  # a range and filters over a bucket kept in order
+        ids, total, more = planned if planned is not None else plan_operators(table, query)
     else:
         ids, total = _plan_live(table, query)
         more = bool(ids) and query.offset + len(ids) < total
@@ -291,6 +298,9 @@ def live_ids(table: Table, query: Query) -> list[Any]:
 def _plan_live(table: Table, query: Query) -> tuple[list[Any], int]:
     if query.where_row is not None:
         return _plan_tested(table, query, query.where_row)
+    planned = bucket_plan(table, query)  # a filter's bucket kept in sort order (bucketplan.py)
+    if planned is not None:
+        return planned
     n = len(table.live)
     filters = query.filters
     sort = tuple(query.sort)

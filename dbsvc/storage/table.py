@@ -19,6 +19,8 @@ State of a `Table`::
                 with its id -> key column (`.column`, keycolumns.py) for sorting ids
     refs        field -> {parent id -> number of children}, for every @ref field
     words       WordIndex (words.py): word -> ids of the @search fields, or None without any
+    buckets     BucketOrders (buckets.py): a filter value's bucket in a sort field's order, per
+                pair a list asked for (kept by `_index`, `_unindex`, `_swap`)
     base_ids    ids of the snapshot's records, ascending: rows 1..len(base_ids) of the epoch
     rows        (id, stored | None, previous stored | None) per row after the snapshot
     prior       array('q') beside `rows`: the version of each row's previous record (0: none)
@@ -76,6 +78,7 @@ from operator import itemgetter
 from typing import Any
 
 from dbsvc.runtime import CompiledModel
+from dbsvc.storage.buckets import BucketOrders
 from dbsvc.storage.hashes import FilterIndex, HashIndex, OrderedFilter, UniqueFilter
 from dbsvc.storage.idmap import LiveMap, pick, records_of
 from dbsvc.storage.indexes import OrderedIndex
@@ -118,6 +121,7 @@ class Table:
         "_plan_refs",
         "_plan_unique",
         "base_ids",
+        "buckets",
         "columns",
         "dicts",
         "fixup",
@@ -179,6 +183,7 @@ class Table:
             else:
                 self.hashes[f] = HashIndex(span)
         self.refs: dict[str, dict[Any, int]] = {f: {} for f, _parent in model.refs}
+        self.buckets = BucketOrders(self.keys, self.positions)  # filter buckets in sort order, built by lists
         search = [self.positions[f] for f in model.search_fields]
         self.words: WordIndex | None = WordIndex(search) if search else None
         self.base_ids: list[Any] = []
@@ -277,6 +282,7 @@ class Table:
         self.max_id = max(max_id, self.max_id)
         if self.model.id_type == "int" and ids:
             self.max_id = max(self.max_id, ids[-1])
+        self.buckets.clear()
         self._plan()
 
     # -- reads ---------------------------------------------------------------------------
@@ -350,6 +356,8 @@ class Table:
                 counts[v] = counts.get(v, 0) + 1
         if self.words is not None:
             self.words.add(id_, r)
+        if self.buckets.plan:
+            self.buckets.add(id_, r)
 
     def _unindex(self, id_: Any, stored: Stored) -> None:
         """Take a live record out of the live state and every index."""
@@ -371,6 +379,8 @@ class Table:
                 _uncount(counts, v)
         if self.words is not None:
             self.words.remove(id_, r)
+        if self.buckets.plan:
+            self.buckets.remove(id_, r)
 
     def stamp(self, offset: int) -> None:
         """The row just appended was written at log offset `offset`: its record's version
@@ -425,6 +435,9 @@ class Table:
         if self.words is not None:
             for id_, r in zip(ids, batch):
                 self.words.add(id_, r)
+        if self.buckets.plan:
+            for id_, r in zip(ids, batch):
+                self.buckets.add(id_, r)
         top = max((i for i in ids if type(i) is int), default=self.max_id)
         self.max_id = max(self.max_id, top)
 
@@ -468,6 +481,7 @@ class Table:
         top = max((i for i in ids if type(i) is int), default=None)
         if top is not None and top > self.max_id:
             self.max_id = top
+        self.buckets.clear()
         self._plan()
 
     def _swap(self, id_: Any, old: Values, new: Values) -> None:
@@ -503,6 +517,8 @@ class Table:
                     counts[b] = counts.get(b, 0) + 1
         if self.words is not None:
             self.words.swap(id_, old, new)
+        if self.buckets.plan:
+            self.buckets.swap(id_, old, new)
 
     def replace(
         self, previous: Stored, values: Values, was: Values | None = None, stored: Stored | None = None

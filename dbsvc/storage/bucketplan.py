@@ -1,0 +1,215 @@
+"""Plans over a filter's bucket kept in sort order (buckets.py): the lists whose smallest
+filter is one value with a bucket of at least BUCKET_AT ids.
+
+Order and answers are query.py's (docs/guide/queries.md#sorting-and-pages): sort keys in
+turn, nulls last ascending and first descending, ties on the primary key ascending. The
+plans here only choose a cheaper way to the same page:
+
+- one filter value, sorted (first key S, another field): the bucket's order for S is built
+  once and kept (`BucketOrders.order`), then the page is a seek, O(log s + page): ascending
+  by position, descending by position past the nulls (`OrderedIndex.ids_descending`);
+  `total` is the bucket's size. Several sort keys walk the order's runs of equal first keys,
+  each ordered by the other keys (their key columns), as query.py's walk does.
+- several filter fields, one value each: the smallest bucket is walked (in the sort's order,
+  or in id order without a sort), the others tested per id by their `keeper` (C-level
+  membership), stopping at the page's end; `total` counts the bucket's ids that pass the
+  tests, O(s) at C speed, and no set is made nor any id sorted.
+- a range on one @sort field R plus filters (operators, seek.py's domain otherwise), with no
+  sort or sorted by R: the bucket's order for R gives the range's count by position
+  (O(log s), `Window.count`) and, sorted by R, its page by position; in id order the bucket
+  is walked by id testing R's key column, stopping at the page's end plus one.
+
+A plan declines (None: query.py's or seek.py's plan runs) for a row test, a cursor, a null
+test, a search, a filter of several values, a bucket under BUCKET_AT, or, when the bucket
+has no kept order yet, one large enough that a walk of the whole sort order testing
+membership is cheaper (s * s > WALK_FACTOR * end * n, query.py's rule): such buckets are
+never built, so their memory is never spent.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from itertools import islice
+from operator import itemgetter
+from typing import Any
+
+from dbsvc.runtime import Query
+from dbsvc.storage.buckets import BUCKET_AT, BucketOrder
+from dbsvc.storage.conditions import window_test, windows_of
+from dbsvc.storage.hashes import HashIndex
+from dbsvc.storage.seek import ordered_ids, page_ids
+from dbsvc.storage.table import Table
+
+WALK_FACTOR = 2  # query.py's: a bucket of s ids is taken while s * s <= factor * end * n
+_KEY, _ID = itemgetter(0), itemgetter(1)
+_NOTHING = object()
+Keep = Callable[[Any], Any]
+
+
+def _smallest(table: Table, query: Query) -> tuple[int, str, Any, Keep | None] | None:
+    """(size, field, key) of the smallest filtered field's bucket, and the test of the
+    others (None with one field), when every filtered field has one value."""
+    filters = query.filters
+    if not filters or query.where_row is not None or any(len(keys) != 1 for keys in filters.values()):
+        return None
+    sizes = sorted((table.hashes[f].count(keys), f) for f, keys in filters.items())
+    size, field = sizes[0]
+    if size < BUCKET_AT:
+        return None
+    tests = [table.hashes[f].keeper(next(iter(filters[f]))) for _size, f in sizes[1:]]
+    keep: Keep | None = None
+    if len(tests) == 1:
+        keep = tests[0]
+    elif tests:
+        keep = lambda id_: all(test(id_) for test in tests)  # noqa: E731
+    return size, field, next(iter(filters[field])), keep
+
+
+def _kept_order(table: Table, field: str, key: Any, sort_field: str, size: int, end: int) -> BucketOrder | None:
+    """The bucket's order for `sort_field`: kept, or built now unless a walk is cheaper."""
+    if sort_field == field or sort_field not in table.ordered:
+        return None
+    built = table.buckets.pairs.get((field, sort_field), {}).get(key)
+    if built is not None:
+        return built
+    if size * size > WALK_FACTOR * max(end, 1) * len(table.live):
+        return None
+    return table.buckets.order(field, key, table.hashes[field], sort_field, table.ordered[sort_field])
+
+
+def _by_id(table: Table, field: str, key: Any) -> list[Any]:
+    """The bucket's ids ascending: a list bucket as it is, else sorted."""
+    index = table.hashes[field]
+    if type(index) is HashIndex:
+        bucket = index.buckets.get(key)
+        if type(bucket) is list:
+            return bucket
+    return sorted(index.ids((key,)))
+
+
+def bucket_plan(table: Table, query: Query) -> tuple[list[Any], int] | None:
+    """(page ids, total) of a live list with no operators, or None to leave it to query.py."""
+    found = _smallest(table, query)
+    if found is None:
+        return None
+    size, field, key, keep = found
+    sort = tuple(query.sort)
+    offset, limit = query.offset, query.limit
+    end = offset + limit
+    if not sort:
+        if keep is None:  # one filter in id order: query.py slices the bucket already
+            return None
+        matches = list(filter(keep, _by_id(table, field, key)))
+        return matches[offset:end], len(matches)
+    first, desc = sort[0]
+    order = _kept_order(table, field, key, first, size, end)
+    if order is None:
+        return None
+    total = size if keep is None else len(list(filter(keep, order.ids_ascending())))
+    if total == 0 or offset >= total or limit == 0:
+        return [], total
+    if len(sort) == 1:
+        return _one_key(order, desc, keep, offset, end), total
+    return page_ids(_walk(order, desc, sort[1:], table), offset, limit, keep), total
+
+
+def bucket_operators(table: Table, query: Query) -> tuple[list[Any], int, bool] | None:
+    """(page ids, total, whether more follow) of a live list with one range and filters
+    (module docstring), or None to leave it to seek.py."""
+    if query.cursor is not None or query.nulls or query.search or len(query.ranges) != 1:
+        return None
+    found = _smallest(table, query)
+    if found is None:
+        return None
+    size, field, key, keep = found
+    sort = tuple(query.sort)
+    ranged = query.ranges[0][0]
+    if sort and (len(sort) > 1 or sort[0][0] != ranged):
+        return None
+    offset, limit = query.offset, query.limit
+    end = offset + limit + 1
+    order = _kept_order(table, field, key, ranged, size, end)
+    if order is None:
+        return None
+    window = windows_of(table, query)[0][ranged]
+    if keep is None:
+        total = window.count(order)
+    else:
+        total = len(list(filter(keep, window.ids(order))))
+    if total == 0 or limit == 0 or offset >= total:
+        return [], total, False
+    if not sort:
+        test = window_test(table.ordered[ranged].column, window)
+        ids = page_ids(iter(_by_id(table, field, key)), offset, limit + 1, _both(test, keep))
+    elif not sort[0][1]:
+        ids = page_ids(window.ids(order), offset, limit + 1, keep)
+    else:
+        ids = _descending(order.pairs_span_descending(*window.span(order)), keep, end)[offset:end]
+    return ids[:limit], total, len(ids) > limit
+
+
+def _both(test: Keep, keep: Keep | None) -> Keep:
+    if keep is None:
+        return test
+    return lambda id_: test(id_) and keep(id_)
+
+
+def _descending(pairs: Iterator[tuple[Any, Any]], keep: Keep | None, end: int) -> list[Any]:
+    """The first `end` ids of `pairs` (keys descending, ids descending in a run), those
+    `keep` says yes to, in the list's order (ids ascending in a run): the rest of the last
+    run taken too, then one stable sort by key descending over the reversed pairs."""
+    if keep is not None:
+        pairs = (pair for pair in pairs if keep(pair[1]))
+    taken = list(islice(pairs, end))
+    if not taken:
+        return []
+    last = taken[-1][0]
+    for pair in pairs:  # the rest of the last run
+        if pair[0] != last:
+            break
+        taken.append(pair)
+    taken.reverse()
+    taken.sort(key=_KEY, reverse=True)  # stable: ids stay ascending in a run
+    return list(map(_ID, taken))
+
+
+def _one_key(order: BucketOrder, desc: bool, keep: Keep | None, offset: int, end: int) -> list[Any]:
+    """Ids [offset, end) of the bucket in the order of its one sort key (module docstring)."""
+    if not desc:
+        if keep is None:
+            return order.ids_slice(offset, end)
+        return list(islice(order.ids_ascending(keep), offset, end))
+    nulls = order.nulls
+    if keep is None:  # by position: the nulls first, then the values descending
+        out = nulls.slice(offset, min(end, len(nulls))) if offset < len(nulls) else []
+        if end > len(nulls):
+            out.extend(order.ids_descending(max(offset - len(nulls), 0), end - len(nulls)))
+        return out
+    out = list(islice(order.nulls_ascending(keep), end))
+    if len(out) < end:
+        out.extend(_descending(order.pairs_descending(keep), None, end - len(out)))
+    return out[offset:end]
+
+
+def _walk(order: BucketOrder, desc: bool, rest: tuple[tuple[str, bool], ...], table: Table) -> Iterator[Any]:
+    """The bucket's ids in the order of several sort keys: runs of equal first keys (the
+    bucket's order), each ordered by the other keys and the id."""
+    if desc and order.nulls:  # nulls first descending: one run
+        yield from _run(list(order.nulls), rest, table)
+    pairs = order.pairs_descending() if desc else iter(order)
+    run: list[Any] = []
+    current: Any = _NOTHING
+    for key, id_ in pairs:
+        if key != current or (key is None) != (current is None):
+            if run:
+                yield from _run(run, rest, table)
+                run = []
+            current = key
+        run.append(id_)
+    if run:
+        yield from _run(run, rest, table)
+
+
+def _run(run: list[Any], rest: tuple[tuple[str, bool], ...], table: Table) -> list[Any]:
+    return ordered_ids(run, rest, table) if len(run) > 1 else run
+

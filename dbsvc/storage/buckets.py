@@ -1,0 +1,177 @@
+"""A filter's buckets kept in sort order: per (@filter field, @sort field) pair and filter
+value, the bucket's (key, id) entries in an ordered index, so that
+`author_id=7&sort=-score&limit=20` is a seek, O(log s + page), not a sort of the bucket.
+
+Without it a list filtered by one value and sorted by another field gathers the value's
+bucket (hashes.py) and orders its s ids by key (keycolumns.py): O(s log s), each key read
+from an 8 MB key column at a random id, a cache miss apiece at 1,000,000 records
+(bench/README.md, "Filter buckets in sort order").
+
+`BucketOrder` is an `OrderedIndex` (indexes.py: keys and ids in parallel sublists, nulls
+apart, ties on the id ascending, descending walks by position) that keeps no key column of
+its own: the table's sort field's column answers "which key has this id" for every bucket.
+
+Built lazily (docs/decisions.md): a pair's bucket for one value is made the first time a
+list asks for it (`order`), from the value's bucket and the sort field's key column, one
+sort by key (O(s log s), what that list would have cost anyway), and then kept. Only
+buckets of at least BUCKET_AT ids are built (a smaller one sorts in microseconds), so a
+`@unique` field's one-id buckets never cost an index each. Memory: about 16 bytes a record
+of a built bucket (an 8-byte key slot and an 8-byte id slot) plus a few hundred bytes a
+bucket, counted in bench/README.md.
+
+Kept exactly by the table's write paths (table.py calls `add`, `remove` and `swap` from
+`_index`, `_unindex` and `_swap`, which every write, `undo_last`, a follower's run and a
+replica's apply go through) and dropped whole (`clear`) where the table rebuilds its
+indexes at once (`insert_many`); a table built from a snapshot (`load_base`, compaction's
+new epoch) starts with none. Invariant: every built bucket holds exactly the live ids whose
+filter key is its value, each with its sort key.
+
+Imports indexes.py, keycolumns.py, sortedlist.py and hashes.py (the `FilterIndex` type);
+plain data: no I/O, no model knowledge. The plans that use it are in bucketplan.py.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from sys import getsizeof
+from typing import Any
+
+from dbsvc.storage.hashes import FilterIndex
+from dbsvc.storage.indexes import OrderedIndex
+from dbsvc.storage.keycolumns import KeyColumn
+from dbsvc.storage.sortedlist import SortedIndex
+
+BUCKET_AT = 128  # a bucket of fewer ids is sorted per list, never kept in order
+
+
+class _NoKeys(KeyColumn):
+    """The key column of a `BucketOrder`: none (the table's column of the sort field has
+    every key), so `OrderedIndex.add` and `remove` set and discard nothing here."""
+
+    __slots__ = ()
+
+    def set(self, id_: Any, key: Any) -> None:
+        return None
+
+    def discard(self, id_: Any) -> None:
+        return None
+
+
+_NO_KEYS = _NoKeys()
+
+
+class BucketOrder(OrderedIndex):
+    """One filter value's ids in the order of one sort field (module docstring)."""
+
+    __slots__ = ()
+
+    @classmethod
+    def build(cls, keys: list[Any], ids: list[Any], typecode: str = "") -> BucketOrder:
+        """The order of the records whose ids are `ids` (ascending) and sort keys `keys`
+        (None: null): one stable sort of positions by key, so ties keep the ids ascending."""
+        index = cls.__new__(cls)
+        index.typecode = typecode
+        index.column = _NO_KEYS
+        index.nulls = SortedIndex.from_sorted([i for k, i in zip(keys, ids) if k is None])
+        positions = [p for p, k in enumerate(keys) if k is not None]
+        positions.sort(key=keys.__getitem__)
+        index._fill([keys[p] for p in positions], [ids[p] for p in positions])
+        return index
+
+
+# (filter position, filter key function, sort position, sort key function, value -> order)
+_Plan = tuple[int, Callable[[Any], Any], int, Callable[[Any], Any], dict[Any, BucketOrder]]
+
+
+class BucketOrders:
+    """(filter field, sort field) -> filter key -> `BucketOrder`, the ones built so far,
+    and the writes' flat plan over the pairs that hold any (`plan`, empty until a list
+    builds one, so a table no list asked this of pays one truth test a write)."""
+
+    __slots__ = ("_keys", "_positions", "pairs", "plan")
+
+    def __init__(self, keys: Mapping[str, Callable[[Any], Any]], positions: Mapping[str, int]) -> None:
+        self._keys, self._positions = keys, positions
+        self.pairs: dict[tuple[str, str], dict[Any, BucketOrder]] = {}
+        self.plan: tuple[_Plan, ...] = ()
+
+    def __len__(self) -> int:
+        """Buckets built."""
+        return sum(map(len, self.pairs.values()))
+
+    def entries(self) -> int:
+        """Entries held by every built bucket (for the memory figures)."""
+        return sum(len(order) for orders in self.pairs.values() for order in orders.values())
+
+    def nbytes(self) -> int:
+        """The bytes the built orders' own containers take: each order object, its key and id
+        sublists, their last keys and ids, its nulls (the id objects are the table's own,
+        shared; for the memory figures)."""
+        total = 0
+        for orders in self.pairs.values():
+            total += getsizeof(orders)
+            for order in orders.values():
+                parts = (order.key_sublists, order.id_sublists, order.last_keys, order.last_ids)
+                total += getsizeof(order) + sum(map(getsizeof, parts))
+                total += sum(map(getsizeof, order.key_sublists)) + sum(map(getsizeof, order.id_sublists))
+                total += getsizeof(order.nulls) + sum(map(getsizeof, order.nulls.sublists))
+        return total
+
+    def order(
+        self, filter_field: str, key: Any, index: FilterIndex, sort_field: str, ordered: OrderedIndex
+    ) -> BucketOrder | None:
+        """`key`'s bucket of `filter_field` (its filter index `index`) in the order of
+        `sort_field` (its ordered index `ordered`, whose key column gives the keys): the
+        kept one, or built now; None for a bucket under BUCKET_AT ids."""
+        orders = self.pairs.get((filter_field, sort_field))
+        if orders is not None:
+            found = orders.get(key)
+            if found is not None:
+                return found
+        if index.count((key,)) < BUCKET_AT:
+            return None
+        ids = sorted(index.ids((key,)))
+        order = BucketOrder.build(list(map(ordered.column.get, ids)), ids, ordered.typecode)
+        if orders is None:
+            orders = self.pairs[(filter_field, sort_field)] = {}
+            self._replan()
+        orders[key] = order
+        return order
+
+    def _replan(self) -> None:
+        keys, at = self._keys, self._positions
+        self.plan = tuple((at[f], keys[f], at[s], keys[s], orders) for (f, s), orders in self.pairs.items())
+
+    def clear(self) -> None:
+        """Drop every built bucket (the table rebuilt its indexes at once)."""
+        self.pairs.clear()
+        self.plan = ()
+
+    # -- the table's writes: `r`, `old`, `new` are a record's values ----------------------
+
+    def add(self, id_: Any, r: Any) -> None:
+        for fpos, fkey, spos, skey, orders in self.plan:
+            order = orders.get(fkey(r[fpos]))
+            if order is not None:
+                order.add(skey(r[spos]), id_)
+
+    def remove(self, id_: Any, r: Any) -> None:
+        for fpos, fkey, spos, skey, orders in self.plan:
+            order = orders.get(fkey(r[fpos]))
+            if order is not None:
+                order.remove(skey(r[spos]), id_)
+
+    def swap(self, id_: Any, old: Any, new: Any) -> None:
+        """Record `id_` goes from values `old` to `new`: moved where its filter key or its
+        sort key changed (from one bucket to another, or inside one)."""
+        for fpos, fkey, spos, skey, orders in self.plan:
+            was, now = fkey(old[fpos]), fkey(new[fpos])
+            before, after = skey(old[spos]), skey(new[spos])
+            if was == now and before == after and (before is None) == (after is None):
+                continue
+            order = orders.get(was)
+            if order is not None:
+                order.remove(before, id_)
+            order = orders.get(now)
+            if order is not None:
+                order.add(after, id_)
