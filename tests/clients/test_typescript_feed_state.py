@@ -22,32 +22,40 @@ from support.client_kit import SCHEMAS
 TS_DIR = Path(__file__).resolve().parent / "ts"
 TSC = TS_DIR / "node_modules" / ".bin" / "tsc"
 NODE = shutil.which("node")
+SCRIPTS = ["feed_state.ts", "feed_runner.ts"]
 FLAGS = ["--strict", "--target", "es2022", "--module", "es2022", "--moduleResolution", "bundler", "--lib", "es2022,dom"]
 
-
-@pytest.mark.skipif(
+needs_tsc = pytest.mark.skipif(
     not TSC.exists() or NODE is None, reason="npm typescript not installed (cd tests/clients/ts && npm ci)"
 )
-def test_the_typescript_feed_states_resume_hold_batches_and_keep_a_whole_set(tmp_path):
+
+
+@pytest.fixture(scope="module")
+def built(tmp_path_factory):
+    """The blog client and both Node scripts, compiled once (tsc is the slow part)."""
+    out = tmp_path_factory.mktemp("ts_feeds")
     with contextlib.redirect_stdout(io.StringIO()):
-        assert (
-            dbsvc_main(["client", str(SCHEMAS / "blog.dbs"), "--lang", "typescript", "-o", str(tmp_path / "blog.ts")])
-            == 0
-        )
-    shutil.copy(TS_DIR / "feed_state.ts", tmp_path / "feed_state.ts")
+        assert dbsvc_main(["client", str(SCHEMAS / "blog.dbs"), "--lang", "typescript", "-o", str(out / "blog.ts")]) == 0
+    for script in SCRIPTS:
+        shutil.copy(TS_DIR / script, out / script)
     types = ["--types", "node", "--typeRoots", str(TS_DIR / "node_modules" / "@types")]
-    built = subprocess.run(
-        [str(TSC), *FLAGS, *types, "--outDir", "out", "feed_state.ts"],
-        cwd=tmp_path,
-        capture_output=True,
-        text=True,
-        timeout=300,
+    run = subprocess.run(
+        [str(TSC), *FLAGS, *types, "--outDir", "out", *SCRIPTS], cwd=out, capture_output=True, text=True, timeout=300
     )
-    assert built.returncode == 0, built.stdout + built.stderr
-    (tmp_path / "out" / "package.json").write_text('{"type": "module"}\n')
-    run = subprocess.run([NODE, str(tmp_path / "out" / "feed_state.js")], capture_output=True, text=True, timeout=60)
+    assert run.returncode == 0, run.stdout + run.stderr
+    (out / "out" / "package.json").write_text('{"type": "module"}\n')
+    return out / "out"
+
+
+def run_node(script: Path) -> dict:
+    run = subprocess.run([NODE, str(script)], capture_output=True, text=True, timeout=60)
     assert run.returncode == 0, run.stderr
-    report = json.loads(run.stdout)
+    return json.loads(run.stdout)
+
+
+@needs_tsc
+def test_the_typescript_feed_states_resume_hold_batches_and_keep_a_whole_set(built):
+    report = run_node(built / "feed_state.js")
     assert report["resume"] == {
         "seen": ["insert:1:1", "insert:2:2"],
         "resume": 1,
@@ -79,3 +87,18 @@ def test_the_typescript_feed_states_resume_hold_batches_and_keep_a_whole_set(tmp
         "gone": None,
     }
     assert report["halfInit"] == {"resume": None, "ids": [2]}
+
+
+@needs_tsc
+def test_the_typescript_feed_backoff_doubles_to_five_seconds_and_starts_over_after_frames(built):
+    """FeedRunner.run over scripted sockets (ts/feed_runner.ts): each drop waits 50 ms doubled
+    up to 5 s, and a connection that brought frames starts the next wait at 50 ms again (the
+    planted bug "the backoff is not reset after frames arrive" waits 400 ms there); each
+    reconnect resumes one offset before the last event handed over."""
+    report = run_node(built / "feed_runner.js")
+    assert report["waits"] == [50, 100, 200, 50, 100, 200, 400, 800, 1600, 3200, 5000, 5000]
+    assert report["afters"] == ["4", "4", "4", "4", "5", "5", "5", "5", "5", "5", "5", "5", "5"]
+    assert report["handed"] == ["insert:5", "insert:6"]
+    assert report["connects"] == 12
+    assert report["error"] == "null"
+    assert report["fetched"] == []

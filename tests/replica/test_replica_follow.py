@@ -404,7 +404,10 @@ def test_a_bad_frame_stops_the_replica_and_nothing_past_the_last_good_one_is_app
         assert [u["id"] for u in users["data"]] == [1, 2]
         assert replica.get("/snapshot").json["offset"] == 2
         assert replica.get("/health").status == 200  # still serving reads
-        assert any("stopped following" in line for line in replica.log)
+        # the state is set before the line is logged, and stderr is drained by a thread: wait for it
+        while not any("stopped following" in line for line in replica.log):
+            assert time.monotonic() < deadline, replica.log[-5:]
+            time.sleep(0.05)
     finally:
         replica.stop()
         fake.close()
