@@ -39,6 +39,7 @@ from dbsvc.storage.fenwick import Fenwick
 from dbsvc.storage.keycolumns import KeyColumn
 from dbsvc.storage.sortedlist import LOAD, SortedIndex, backwards, sublist_slice
 
+BY_ID_KEPT = 256  # sublists' id-sorted copies an index keeps (`sorted_ids`): ~1 MB at LOAD 512
 SHIFT_MAX = 1 << 16  # OrderedIndex.from_columns sorts ids starting at most this (so many placeholders)
 _FIRST = itemgetter(0)
 _SECOND = itemgetter(1)
@@ -67,7 +68,7 @@ class OrderedIndex:
     and iteration read it as they read a list (each key read makes its object then).
     """
 
-    __slots__ = ("_counts", "_ids", "_keys", "_lastids", "_lastkeys", "_len", "column", "nulls", "typecode")
+    __slots__ = ("_by_id", "_counts", "_ids", "_keys", "_lastids", "_lastkeys", "_len", "column", "nulls", "typecode")
 
     def __init__(self, pairs: Iterable[tuple[Any, Any]] = (), typecode: str = "") -> None:
         self.typecode = typecode
@@ -129,6 +130,7 @@ class OrderedIndex:
         self._lastids: list[Any] = [i[-1] for i in self._ids]
         self._len = len(keys)
         self._counts: Fenwick | None = None  # the sublists' lengths, built by `count_span`
+        self._by_id: dict[int, list[Any]] = {}  # sublist -> its ids sorted, made by `sorted_ids`
 
     @property
     def key_sublists(self) -> list[Any]:
@@ -155,6 +157,7 @@ class OrderedIndex:
         """`count` entries were put into the sublists in place (storage/runs.py alone does)."""
         self._len += count
         self._counts = None  # rebuilt by the next `count_span`
+        self._by_id.clear()
 
     def _sublist(self, key: Any, id_: Any) -> int:
         """The sublist where (key, id_) belongs: the first whose last entry is not before
@@ -182,6 +185,7 @@ class OrderedIndex:
             self._lastids.append(id_)
             self._len += 1
             self._counts = None
+            self._by_id.clear()
             return
         i = self._sublist(key, id_)
         if i == len(lastkeys):
@@ -204,8 +208,11 @@ class OrderedIndex:
             lastkeys[i : i + 1] = [keys[LOAD - 1], keys[-1]]
             self._lastids[i : i + 1] = [ids[LOAD - 1], ids[-1]]
             self._counts = None
-        elif self._counts is not None:
-            self._counts.add(i, 1)
+            self._by_id.clear()
+        else:
+            self._by_id.pop(i, None)
+            if self._counts is not None:
+                self._counts.add(i, 1)
         self._len += 1
 
     def remove(self, key: Any, id_: Any) -> None:
@@ -236,9 +243,11 @@ class OrderedIndex:
             del self._lastkeys[i]
             del self._lastids[i]
             self._counts = None
+            self._by_id.clear()
         else:
             self._lastkeys[i] = keys[-1]
             self._lastids[i] = ids[-1]
+            self._by_id.pop(i, None)
             if self._counts is not None:
                 self._counts.add(i, -1)
 
@@ -386,6 +395,20 @@ class OrderedIndex:
             return 0
         counts = self._counted()
         return counts.prefix(stop[0]) - counts.prefix(start[0]) - start[1] + stop[1]
+
+    def sorted_ids(self, i: int) -> list[Any]:
+        """Sublist i's ids in ascending order (not the index's): made on first use and kept
+        until that sublist changes (`add`, `remove`; every kept one is dropped when the
+        sublists themselves change: a split, a sublist removed, `grown`, a fill), at most
+        BY_ID_KEPT of them at once (all dropped past that). What a window's first ids in id
+        order are bisected in (seek.py `_first_ids`). The caller only reads it."""
+        kept = self._by_id
+        ids = kept.get(i)
+        if ids is None:
+            if len(kept) >= BY_ID_KEPT:
+                kept.clear()
+            ids = kept[i] = sorted(self._ids[i])
+        return ids
 
     def _counted(self) -> Fenwick:
         counts = self._counts

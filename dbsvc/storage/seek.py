@@ -52,9 +52,10 @@ records by their values (`after_test`, `state_test`).
 from __future__ import annotations
 
 import heapq
+from bisect import bisect_right
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from functools import partial
-from itertools import chain, islice
+from itertools import chain, islice, takewhile
 from operator import itemgetter
 from typing import Any
 
@@ -304,14 +305,20 @@ def plan_operators(table: Table, query: Query) -> tuple[list[Any], int, bool]:
         return ids[:limit], total, len(ids) > limit
     sources, found = sources_of(table, query, windows, filters)
     end, n = offset + limit + 1, len(table.live)
-    if sort and len(sources) == 1 and not not_null and query.where_row is None:
+    if len(sources) == 1 and not not_null and query.where_row is None:
         size, kind, field = sources[0]
         if limit == 0 or size == 0:
             return [], size, False
         if size * size > WALK_FACTOR * end * n:  # one condition, many matches: walk the order testing it
             keep = source_test(table, kind, field, filters, windows, found)
-            ids = page_ids(_walk(table, query, windows.get(sort[0][0])), offset, limit + 1, keep)
+            ids = page_ids(_walk(table, query, windows.get(first) if first else None), offset, limit + 1, keep)
             return ids[:limit], size, len(ids) > limit
+        if not sort and kind == "window":  # id order: the window's first ids, not all of them
+            after = query.cursor[1] if query.cursor is not None else None
+            taken = _first_ids(table, windows[field], size, end, after)
+            if taken is not None:
+                ids = taken[offset:]
+                return ids[:limit], size, len(ids) > limit
     matched = _gather(table, query, windows, filters, not_null, sources, found)
     total = len(matched)
     if limit == 0 or total == 0:
@@ -328,6 +335,53 @@ def plan_operators(table: Table, query: Query) -> tuple[list[Any], int, bool]:
     else:
         ids = page_ids(_walk(table, query, windows.get(sort[0][0])), offset, limit + 1, frozenset(matched).__contains__)
     return ids[:limit], total, len(ids) > limit
+
+
+def _first_ids(table: Table, window: Window, size: int, end: int, after: Any) -> list[Any] | None:
+    """The first `end` ids of `window` (its `size` ids) in id order, after the id `after`
+    (None: from the first), or None when the ids are not ints (the caller gathers them all).
+
+    The window's ids lie in the sublists its span covers; each sublist's ids sorted are
+    kept by the index (`OrderedIndex.sorted_ids`). Guessing the matches spread evenly over
+    the ids, the ids in (after, top] hold about 2 * end + 8 of them for `top` =
+    after + (2 * end + 8) * (the ids' width) / size: from each covered sublist the ids
+    in (after, top] are a slice between two bisects (every one a match in a sublist the
+    span covers whole; tested by its key, the key column, in the two end sublists), the
+    nulls' too when the window holds them. Fewer than `end` found, `top` reaches four
+    times further, until it passes the last id. Cost O(s / LOAD * log LOAD + end) a round,
+    where gathering the window costs O(s): a prefix of 1,480 ids at 1,000,000 posts."""
+    pk = table.pk
+    if not len(pk):
+        return []
+    first, last = next(iter(pk)), next(reversed(pk))
+    if type(first) is not int or type(last) is not int:
+        return None
+    index = table.ordered[window.field]
+    start, stop = window.span(index)
+    lists = index.id_sublists
+    parts: list[tuple[int, bool]] = []  # (sublist, whether the span covers it whole)
+    if start < stop:
+        for i in range(start[0], min(stop[0], len(lists) - 1) + 1):
+            lo = start[1] if i == start[0] else 0
+            hi = stop[1] if i == stop[0] else len(lists[i])
+            if lo < hi:
+                parts.append((i, lo == 0 and hi == len(lists[i])))
+    base = first - 1 if after is None else after
+    reach = (2 * end + 8) * (last - first + 1) // max(size, 1) + 1
+    get, holds = index.column.get, window.holds
+    while True:
+        top = base + reach
+        out: list[Any] = []
+        for i, whole in parts:
+            ids = index.sorted_ids(i)
+            taken = ids[bisect_right(ids, base) : bisect_right(ids, top)]
+            out += taken if whole else [id_ for id_ in taken if holds(get(id_))]
+        if window.nulls:
+            out += takewhile(top.__ge__, index.nulls.iter_after(base))
+        if len(out) >= end or top >= last:
+            out.sort()
+            return out[:end]
+        reach *= 4
 
 
 def _gather(
