@@ -436,6 +436,36 @@ class OrderedIndex:
         top = n - (counts.prefix(end[0]) + end[1])  # the descending position of pairs[0]
         return list(map(_SECOND, pairs[start - top : stop - top]))
 
+    def batches_descending(self, start: tuple[int, int], stop: tuple[int, int]) -> Iterator[list[Any]]:
+        """The ids of [start, stop) in descending order (keys descending, ids ascending in a
+        run), from `stop` down, in lists of growing size (32, 64, ...: a page of 20 takes one):
+        each the entries from `size` positions below the last list's first (widened down to
+        the start of that key's run: whole runs, so one stable sort by key descending orders
+        it) up to it. O(log n + size + run) a list, entries copied only from the sublists it
+        covers; no Python code an entry."""
+        keys, size = self._keys, 32
+        while start < stop:
+            cut = max(start, self._back(stop, size))
+            if start < cut:
+                cut = max(start, self.lower(keys[cut[0]][cut[1]], True))
+            pairs = list(
+                zip(chain.from_iterable(_pieces(keys, cut, stop)), chain.from_iterable(_pieces(self._ids, cut, stop)))
+            )
+            pairs.sort(key=_FIRST, reverse=True)  # stable: a run's ids stay ascending
+            yield list(map(_SECOND, pairs))
+            stop, size = cut, size * 2
+
+    def _back(self, position: tuple[int, int], count: int) -> tuple[int, int]:
+        """The position `count` entries before `position` (the first, (0, 0), if fewer)."""
+        i, j = position
+        while j < count:
+            if i == 0:
+                return 0, 0
+            count -= j
+            i -= 1
+            j = len(self._ids[i])
+        return i, j - count
+
     def ids_span(self, start: tuple[int, int], stop: tuple[int, int]) -> Iterator[Any]:
         """The ids in [start, stop), in index order (keys ascending, ids ascending in a run)."""
         return chain.from_iterable(_pieces(self._ids, start, stop))

@@ -171,33 +171,8 @@ def _one_key(table: Table, field: str, desc: bool, window: Window, cursor: Any) 
         if window.holds(ck):  # the rest of the cursor's run, ids ascending
             pieces.append(index.ids_span(max(start, index.after(ck, cid)), min(stop, index.upper(ck, True))))
         stop = min(stop, index.lower(ck, True))
-    pieces.append(chain.from_iterable(_descending_batches(index.pairs_span_descending(start, stop))))
+    pieces.append(chain.from_iterable(index.batches_descending(start, stop)))
     return chain.from_iterable(pieces)
-
-
-def _descending_batches(pairs: Iterator[tuple[Any, Any]]) -> Iterator[list[Any]]:
-    """Descending (key, id) pairs (ids descending in a run) -> lists of ids, keys descending
-    and ids ascending in a run, in growing batches at C speed: each batch is the next pairs
-    plus the rest of its last run, reversed, then sorted by key descending (stable: a run's
-    ids stay ascending), as query.py's `_one_key_page` does for a whole page."""
-    size = 32
-    while True:
-        taken = list(islice(pairs, size))
-        if not taken:
-            return
-        last, pending = taken[-1][0], None
-        for pair in pairs:  # the rest of the last run
-            if pair[0] != last:
-                pending = pair
-                break
-            taken.append(pair)
-        taken.reverse()
-        taken.sort(key=_KEY, reverse=True)
-        yield list(map(_ID, taken))
-        if pending is None:
-            return
-        pairs = chain((pending,), pairs)
-        size *= 2
 
 
 def _runs(table: Table, field: str, desc: bool, window: Window, cursor: Any) -> Iterator[tuple[Any, list[Any]]]:

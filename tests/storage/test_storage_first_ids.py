@@ -86,6 +86,12 @@ def check_all(store: Store, twin) -> None:
             assert more == (limit > 0 and offset + limit < len(want)), (params, limit, offset)
         assert walk(store, params, 7) == want, params
         assert walk(store, params, 150) == want, params
+        for field in ("n", "t"):  # the same windows sorted descending: a seek in batches from the top
+            want = twin.expected(where, args, f"{field} IS NULL DESC, {field} DESC, id")
+            for limit, offset in ((20, 0), (50, 130), (700, 10)):
+                sorted_params = params + [("sort", f"-{field}"), ("limit", str(limit)), ("offset", str(offset))]
+                got, total, _more = page(store, sorted_params)
+                assert (got, total) == (want[offset : offset + limit], len(want)), (params, field, limit, offset)
 
 
 def test_windows_in_id_order_agree_with_sqlite_before_and_after_writes():
@@ -128,6 +134,27 @@ def test_a_window_of_str_ids_in_id_order_is_gathered():
             assert ([r["id"] for r in records], total, more) == (want[:30], len(want), True)
         finally:
             store.close()
+
+
+def test_descending_batches_are_the_descending_order_of_any_span():
+    rng = random.Random(3)
+    keys = [rng.randint(0, 40) for _ in range(3000)]  # runs of ~75 ids, many across sublists
+    ids = list(range(1, 3001))
+    index = OrderedIndex.from_columns(keys, ids)
+    pairs = sorted(zip(keys, ids))
+    for _ in range(60):
+        lo, hi = sorted(rng.sample(range(3001), 2))
+        start = index.lower(pairs[lo][0], True) if lo < 3000 else index.end
+        stop = index.lower(pairs[hi][0], True) if hi < 3000 else index.end
+        span = [p for p in pairs if (start_key(pairs, lo) <= p[0] < start_key(pairs, hi))]
+        want = [i for _k, i in sorted(span, key=lambda p: (-p[0], p[1]))]
+        batches = list(index.batches_descending(start, stop))
+        assert [i for batch in batches for i in batch] == want, (lo, hi)
+        assert all(len(b) >= min(32 << n, len(want) - sum(map(len, batches[:n]))) for n, b in enumerate(batches))
+
+
+def start_key(pairs: list[tuple[int, int]], at: int) -> float:
+    return pairs[at][0] if at < len(pairs) else float("inf")
 
 
 def test_sorted_ids_follow_every_change_of_their_sublist():
