@@ -16,6 +16,9 @@ Iteration is built from itertools over the sublists (`chain`, `compress`, `filte
 Python generator: a list page walks its index at C speed rather than through generator
 frames.
 
+A list in id order over a window of few entries bisects each covered sublist's ids sorted
+by id (`sorted_ids`: made on demand, kept until that sublist changes, at most BY_ID_KEPT).
+
 Each `OrderedIndex` keeps its ids' keys by id too (`column`, keycolumns.py), updated by its
 own `add` and `remove`, so every path that keeps the index (writes, undo, bulk builds,
 snapshot loads) keeps the column: a list orders a bucket of ids by key without reading a

@@ -27,18 +27,23 @@ Plan (n live records; the page is `limit` ids, plus one to tell whether another 
    without `sort`) from max(the window's bound, the cursor's position), so a page costs
    O(log n + limit) at any depth (plus a run of equal first keys for a sort on several keys,
    or descending, as query.py says).
-2. One condition (one filter, window or search), no row test, sorted, and many matches
-   (s * s > WALK_FACTOR * end * n): `total` is that condition's size, and the sort order is
-   walked from the cursor's seek testing each id against it (a hash bucket, the key column,
-   the search's set): expected O(end * n / s), no match gathered.
+2. One condition (one filter, window or search), no row test, and many matches
+   (s * s > WALK_FACTOR * end * n): `total` is that condition's size, and the sort order (id
+   order without `sort`) is walked from the cursor's seek testing each id against it (a
+   hash bucket, the key column, the search's set): expected O(end * n / s), no match
+   gathered. With fewer matches, a window alone in id order (a range or prefix without
+   `sort`) takes its first ids from the id-sorted copies of the index sublists its span
+   covers (`_first_ids`: two bisects a sublist, O(s / LOAD * log LOAD + end)), int ids only.
 3. Otherwise, gather: the smallest source (a filter's bucket union, a window's ids, or every
    live id) is read and each id tested against the other conditions (hash indexes, the
    other windows through their key columns; a record's values only for a row test): `total`
    is what passes, O(s). Small enough (s * s <= WALK_FACTOR * end * n, as in query.py) the
    matches are ordered by their key columns and cut after the cursor; larger, the sort
    order is walked from the cursor's seek keeping only the matches. In id order the first
-   `end` of the matches are taken (`heapq.nsmallest`, O(s)): a prefix in id order costs its
-   match count, where sorted by its own field it is a seek (1.).
+   `end` of the matches are taken (`heapq.nsmallest`, O(s)).
+
+A descending walk of one key takes the window's entries by position from its top in
+growing batches, each widened to whole runs and sorted once (`OrderedIndex.batches_descending`).
 
 A cursor is (the sort keys, the id) of the last record of the page before: the next page
 starts right after that place in the order, whether or not that record is still there, so
