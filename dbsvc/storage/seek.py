@@ -65,7 +65,16 @@ from operator import itemgetter
 from typing import Any
 
 from dbsvc.runtime import CompiledModel, Query
-from dbsvc.storage.conditions import Source, Window, after_test, source_test, sources_of, state_test, windows_of
+from dbsvc.storage.conditions import (
+    Source,
+    Window,
+    after_test,
+    source_test,
+    sources_of,
+    state_test,
+    window_test,
+    windows_of,
+)
 from dbsvc.storage.indexes import OrderedIndex
 from dbsvc.storage.rows import Stored, unpack
 from dbsvc.storage.table import Table
@@ -73,6 +82,7 @@ from dbsvc.storage.table import Table
 WALK_FACTOR = 2  # query.py's, for the same trade between a sorted gather and a walk
 _NOTHING = object()
 _NULL = frozenset({None})
+PART_SORTED = 4  # `_first_ids`: an end sublist's part sorted when under 4x the ids it would test
 KEEPER_AT = 64  # query.py's: fewer candidates are tested by a bisect, not a keeper
 _KEY, _ID = itemgetter(0), itemgetter(1)
 
@@ -326,36 +336,41 @@ def _first_ids(table: Table, window: Window, size: int, end: int, after: Any) ->
     the ids, the ids in (after, top] hold about 2 * end + 8 of them for `top` =
     after + (2 * end + 8) * (the ids' width) / size: from each covered sublist the ids
     in (after, top] are a slice between two bisects (every one a match in a sublist the
-    span covers whole; tested by its key, the key column, in the two end sublists), the
-    nulls' too when the window holds them. Fewer than `end` found, `top` reaches four
-    times further, until it passes the last id. Cost O(s / LOAD * log LOAD + end) a round,
-    where gathering the window costs O(s): a prefix of 1,480 ids at 1,000,000 posts."""
-    pk = table.pk
-    if not len(pk):
-        return []
+    span covers whole; in the two end sublists, the span's part sorted when it is small,
+    else each id tested by its key, the key column), the nulls' too when the window holds
+    them. Fewer than `end` found, `top` reaches four times further, until it passes the
+    last id. Cost O(s / LOAD * log LOAD + end) a round, where gathering the window costs
+    O(s): a prefix of 1,480 ids at 1,000,000 posts."""
+    pk = table.pk  # not empty: the window holds `size` > 0 of its ids
     first, last = next(iter(pk)), next(reversed(pk))
     if type(first) is not int or type(last) is not int:
         return None
     index = table.ordered[window.field]
     start, stop = window.span(index)
     lists = index.id_sublists
-    parts: list[tuple[int, bool]] = []  # (sublist, whether the span covers it whole)
+    parts: list[tuple[int, int, int]] = []  # (sublist, lo, hi): the span's part of it
     if start < stop:
         for i in range(start[0], min(stop[0], len(lists) - 1) + 1):
             lo = start[1] if i == start[0] else 0
             hi = stop[1] if i == stop[0] else len(lists[i])
             if lo < hi:
-                parts.append((i, lo == 0 and hi == len(lists[i])))
+                parts.append((i, lo, hi))
     base = first - 1 if after is None else after
     reach = (2 * end + 8) * (last - first + 1) // max(size, 1) + 1
-    get, holds = index.column.get, window.holds
+    test = window_test(index.column, window)
     while True:
         top = base + reach
         out: list[Any] = []
-        for i, whole in parts:
+        for i, lo, hi in parts:
             ids = index.sorted_ids(i)
             taken = ids[bisect_right(ids, base) : bisect_right(ids, top)]
-            out += taken if whole else [id_ for id_ in taken if holds(get(id_))]
+            if lo == 0 and hi == len(ids):  # every id of the sublist is in the window
+                out += taken
+            elif hi - lo <= PART_SORTED * len(taken):  # the span's few entries here, sorted in C
+                part = sorted(lists[i][lo:hi])
+                out += part[bisect_right(part, base) : bisect_right(part, top)]
+            else:  # many entries here, few ids in (base, top]: each tested by its key
+                out += filter(test, taken)
         if window.nulls:
             out += takewhile(top.__ge__, index.nulls.iter_after(base))
         if len(out) >= end or top >= last:
