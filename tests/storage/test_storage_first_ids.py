@@ -21,6 +21,7 @@ from dbsvc.operators import encode_cursor
 from dbsvc.schema import parse_schema
 from dbsvc.storage import Store
 from dbsvc.storage.indexes import OrderedIndex
+from dbsvc.storage.seek import sort_records
 from dbsvc.storage.tenants import create_tenant
 from support.query_oracle import ITEM, body, filled_store
 
@@ -52,6 +53,7 @@ WINDOWS = [
     ([("t__prefix", "yy")], "substr(t, 1, 2) = ?", ["yy"]),
     ([("t__prefix", "q")], "substr(t, 1, 1) = ?", ["q"]),
     ([("t__gte", "b"), ("t__lt", "c")], "t >= ? AND t < ?", ["b", "c"]),
+    ([("t__gte", "c"), ("t__lt", "yy")], "t >= ? AND t < ?", ["c", "yy"]),
     ([("n__gte", "97")], "n >= ?", [97]),
     ([("n__gte", "10")], "n >= ?", [10]),
     ([("n__lt", "3")], "n < ?", [3]),
@@ -86,6 +88,10 @@ def check_all(store: Store, twin) -> None:
             assert more == (limit > 0 and offset + limit < len(want)), (params, limit, offset)
         assert walk(store, params, 7) == want, params
         assert walk(store, params, 150) == want, params
+        for sort, order in (("t,n", "t, n IS NULL, n, id"), ("n,t", "n IS NULL, n, t, id")):
+            want = twin.expected(where, args, order)  # several keys: runs of the first, in order
+            got, total, _more = page(store, params + [("sort", sort), ("limit", "700"), ("offset", "5")])
+            assert (got, total) == (want[5:705], len(want)), (params, sort)
         for field in ("n", "t"):  # the same windows sorted descending: a seek in batches from the top
             want = twin.expected(where, args, f"{field} IS NULL DESC, {field} DESC, id")
             for limit, offset in ((20, 0), (50, 130), (700, 10)):
@@ -112,6 +118,22 @@ def test_windows_in_id_order_agree_with_sqlite_before_and_after_writes():
         kept = [(i, r) for i, r in zip(ids, records) if i not in gone] + list(zip(new_ids, more))
         twin.fill(kept)
         check_all(store, twin)
+
+
+def test_sort_records_orders_dicts_by_their_fields_then_the_id():
+    records = [{"id": 4, "n": 1}, {"id": 2, "n": None}, {"id": 3, "n": 1}, {"id": 1, "n": 5}, {"id": 5, "n": None}]
+    sort_records(records, [("n", False)], ITEM)
+    assert [r["id"] for r in records] == [3, 4, 1, 2, 5]
+    sort_records(records, [("n", True)], ITEM)
+    assert [r["id"] for r in records] == [2, 5, 1, 3, 4]
+
+
+def test_a_record_of_id_0_is_listed_by_a_range_sorted_on_several_keys():
+    rows_ = [dict(r, id=i, n=5) for i, r in enumerate(rows(3, 1))]
+    with filled_store(rows_) as (store, ids, _twin):
+        assert ids == [0, 1, 2]
+        got, total, _more = page(store, [("n__gte", "0"), ("sort", "n,t"), ("limit", "10")])
+        assert (sorted(got), total) == ([0, 1, 2], 3)
 
 
 def test_a_window_of_str_ids_in_id_order_is_gathered():
