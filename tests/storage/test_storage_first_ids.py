@@ -40,7 +40,8 @@ def rows(count: int, seed: int) -> list[dict]:
         elif i >= count - 200:
             t = "zz" + t
         n = None if i % 7 == 3 else rng.randint(0, 99)
-        out.append({"n": n, "f": None, "s": None, "t": t, "b": False, "dt": None, "g": None, "w": None})
+        b, g = rng.random() < 0.5, rng.choice([None, 0, 1, 2])
+        out.append({"n": n, "f": None, "s": None, "t": t, "b": b, "dt": None, "g": g, "w": None})
     return out
 
 
@@ -58,6 +59,13 @@ WINDOWS = [
     ([("n__gte", "10")], "n >= ?", [10]),
     ([("n__lt", "3")], "n < ?", [3]),
     ([("n__null", "true")], "n IS NULL", []),
+    # a window and filters: the smallest condition read, the others tested per id
+    ([("n__gte", "90"), ("b", "true")], "n >= ? AND b = 1", [90]),
+    ([("n__gte", "90"), ("g", "1"), ("g", "2")], "n >= ? AND g IN (1, 2)", [90]),
+    ([("n__gte", "98"), ("n", "98"), ("n", "5"), ("n", "6"), ("n", "7")], "n >= ? AND n IN (98, 5, 6, 7)", [98]),
+    ([("n__gte", "90"), ("n", "98"), ("n", "5")], "n >= ? AND n IN (98, 5)", [90]),
+    ([("t__prefix", "a"), ("n__lt", "20")], "substr(t, 1, 1) = ? AND n < ?", ["a", 20]),
+    ([("t__prefix", "ab"), ("n__gte", "20")], "substr(t, 1, 2) = ? AND n >= ?", ["ab", 20]),
 ]
 
 
@@ -86,7 +94,7 @@ def check_all(store: Store, twin) -> None:
             got, total, more = page(store, params + [("limit", str(limit)), ("offset", str(offset))])
             assert (got, total) == (want[offset : offset + limit], len(want)), (params, limit, offset)
             assert more == (limit > 0 and offset + limit < len(want)), (params, limit, offset)
-        assert walk(store, params, 7) == want, params
+        assert walk(store, params, 40) == want, params
         assert walk(store, params, 150) == want, params
         for sort, order in (("t,n", "t, n IS NULL, n, id"), ("n,t", "n IS NULL, n, t, id")):
             want = twin.expected(where, args, order)  # several keys: runs of the first, in order
