@@ -90,11 +90,14 @@ def walk(store: Store, params: list[tuple[str, str]], limit: int) -> list[int]:
 def check_all(store: Store, twin) -> None:
     for params, where, args in WINDOWS:
         want = twin.expected(where, args, "id")
-        for limit, offset in ((20, 0), (5, 3), (100, 0), (1, 0), (0, 0), (20, len(want))):
+        for limit, offset in ((20, 0), (5, 3), (100, 0), (1, 0), (0, 0), (20, len(want)), (20, max(len(want) - 20, 0))):
             got, total, more = page(store, params + [("limit", str(limit)), ("offset", str(offset))])
             assert (got, total) == (want[offset : offset + limit], len(want)), (params, limit, offset)
             assert more == (limit > 0 and offset + limit < len(want)), (params, limit, offset)
         assert walk(store, params, 40) == want, params
+        if len(want) > 21:  # the last 20 after a cursor: a full page, and none after it
+            cursor = encode_cursor("Item", (), [], want[-21])
+            assert page(store, params + [("limit", "20"), ("cursor", cursor)]) == (want[-20:], len(want), False)
         assert walk(store, params, 150) == want, params
         for sort, order in (("t,n", "t, n IS NULL, n, id"), ("n,t", "n IS NULL, n, t, id")):
             want = twin.expected(where, args, order)  # several keys: runs of the first, in order
