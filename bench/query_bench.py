@@ -19,7 +19,10 @@
    the steadiest figure on a shared machine):
    - `GET /api/blog-post/<id>`, the yardstick;
    - `score__gte=50&sort=-score&limit=20` (a range sorted by its own field: a seek);
-   - `title__prefix=ab&limit=20` (a prefix in id order: the prefix's ids gathered and sorted);
+   - `title__prefix=ab&limit=20` (a prefix in id order: its first ids bisected from the
+     id-sorted sublists of the title index its span covers, storage/seek.py `_first_ids`);
+   - `score__gte=50&limit=20` (a range of half the posts in id order: the primary key
+     walked, testing each id's score);
    - `sort=-score&limit=20`, the first page, then the last page twice: by `cursor` (made
      from the record at position N - 21, read once) and by `offset=N-20`;
    - `limit=20` against `limit=20&expand=author_id` and `...=author_id:card` (each post's
@@ -172,6 +175,7 @@ def main(argv: list[str]) -> int:
             "GET one record": f"{base}/{n // 2}",
             "score__gte=50&sort=-score&limit=20": f"{base}?score__gte=50&sort=-score&limit=20",
             "title__prefix=ab&limit=20": f"{base}?title__prefix=ab&limit=20",
+            "score__gte=50&limit=20 (a range in id order)": f"{base}?score__gte=50&limit=20",
             "sort=-score&limit=20 (first page)": f"{base}?sort=-score&limit=20",
             "sort=-score&limit=20&cursor= (last page)": f"{base}?sort=-score&limit=20&cursor={cursor}",
             f"sort=-score&limit=20&offset={n - 20} (last page)": f"{base}?sort=-score&limit=20&offset={n - 20}",

@@ -286,6 +286,7 @@ def matrix_shapes(port: int, records: int, as_of: int) -> list[tuple[str, str]]:
         ("range, sorted by it", "/api/blog-post?score__gte=50&sort=-score&limit=20"),
         ("range, another sort", "/api/blog-post?score__gte=50&sort=title&limit=20"),
         ("range + filter", "/api/blog-post?score__gte=50&author_id=7&limit=20"),
+        ("range, id order", "/api/blog-post?score__gte=50&limit=20"),
         ("prefix, id order", "/api/blog-post?title__prefix=ab&limit=20"),
         ("prefix, sorted by it", "/api/blog-post?title__prefix=ab&sort=title&limit=20"),
         ("prefix, another sort", "/api/blog-post?title__prefix=ab&sort=-score&limit=20"),

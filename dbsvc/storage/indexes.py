@@ -16,6 +16,9 @@ Iteration is built from itertools over the sublists (`chain`, `compress`, `filte
 Python generator: a list page walks its index at C speed rather than through generator
 frames.
 
+A list in id order over a window of few entries bisects each covered sublist's ids sorted
+by id (`sorted_ids`: made on demand, kept until that sublist changes, at most BY_ID_KEPT).
+
 Each `OrderedIndex` keeps its ids' keys by id too (`column`, keycolumns.py), updated by its
 own `add` and `remove`, so every path that keeps the index (writes, undo, bulk builds,
 snapshot loads) keeps the column: a list orders a bucket of ids by key without reading a
@@ -39,6 +42,7 @@ from dbsvc.storage.fenwick import Fenwick
 from dbsvc.storage.keycolumns import KeyColumn
 from dbsvc.storage.sortedlist import LOAD, SortedIndex, backwards, sublist_slice
 
+BY_ID_KEPT = 256  # sublists' id-sorted copies an index keeps (`sorted_ids`): ~1 MB at LOAD 512
 SHIFT_MAX = 1 << 16  # OrderedIndex.from_columns sorts ids starting at most this (so many placeholders)
 _FIRST = itemgetter(0)
 _SECOND = itemgetter(1)
@@ -67,7 +71,7 @@ class OrderedIndex:
     and iteration read it as they read a list (each key read makes its object then).
     """
 
-    __slots__ = ("_counts", "_ids", "_keys", "_lastids", "_lastkeys", "_len", "column", "nulls", "typecode")
+    __slots__ = ("_by_id", "_counts", "_ids", "_keys", "_lastids", "_lastkeys", "_len", "column", "nulls", "typecode")
 
     def __init__(self, pairs: Iterable[tuple[Any, Any]] = (), typecode: str = "") -> None:
         self.typecode = typecode
@@ -129,6 +133,7 @@ class OrderedIndex:
         self._lastids: list[Any] = [i[-1] for i in self._ids]
         self._len = len(keys)
         self._counts: Fenwick | None = None  # the sublists' lengths, built by `count_span`
+        self._by_id: dict[int, list[Any]] = {}  # sublist -> its ids sorted, made by `sorted_ids`
 
     @property
     def key_sublists(self) -> list[Any]:
@@ -155,6 +160,7 @@ class OrderedIndex:
         """`count` entries were put into the sublists in place (storage/runs.py alone does)."""
         self._len += count
         self._counts = None  # rebuilt by the next `count_span`
+        self._by_id.clear()
 
     def _sublist(self, key: Any, id_: Any) -> int:
         """The sublist where (key, id_) belongs: the first whose last entry is not before
@@ -182,6 +188,7 @@ class OrderedIndex:
             self._lastids.append(id_)
             self._len += 1
             self._counts = None
+            self._by_id.clear()
             return
         i = self._sublist(key, id_)
         if i == len(lastkeys):
@@ -204,8 +211,11 @@ class OrderedIndex:
             lastkeys[i : i + 1] = [keys[LOAD - 1], keys[-1]]
             self._lastids[i : i + 1] = [ids[LOAD - 1], ids[-1]]
             self._counts = None
-        elif self._counts is not None:
-            self._counts.add(i, 1)
+            self._by_id.clear()
+        else:
+            self._by_id.pop(i, None)
+            if self._counts is not None:
+                self._counts.add(i, 1)
         self._len += 1
 
     def remove(self, key: Any, id_: Any) -> None:
@@ -236,9 +246,11 @@ class OrderedIndex:
             del self._lastkeys[i]
             del self._lastids[i]
             self._counts = None
+            self._by_id.clear()
         else:
             self._lastkeys[i] = keys[-1]
             self._lastids[i] = ids[-1]
+            self._by_id.pop(i, None)
             if self._counts is not None:
                 self._counts.add(i, -1)
 
@@ -387,6 +399,20 @@ class OrderedIndex:
         counts = self._counted()
         return counts.prefix(stop[0]) - counts.prefix(start[0]) - start[1] + stop[1]
 
+    def sorted_ids(self, i: int) -> list[Any]:
+        """Sublist i's ids in ascending order (not the index's): made on first use and kept
+        until that sublist changes (`add`, `remove`; every kept one is dropped when the
+        sublists themselves change: a split, a sublist removed, `grown`, a fill), at most
+        BY_ID_KEPT of them at once (all dropped past that). What a window's first ids in id
+        order are bisected in (seek.py `_first_ids`). The caller only reads it."""
+        kept = self._by_id
+        ids = kept.get(i)
+        if ids is None:
+            if len(kept) >= BY_ID_KEPT:
+                kept.clear()
+            ids = kept[i] = sorted(self._ids[i])
+        return ids
+
     def _counted(self) -> Fenwick:
         counts = self._counts
         if counts is None:
@@ -412,6 +438,36 @@ class OrderedIndex:
         pairs.sort(key=_FIRST, reverse=True)  # stable: a run's ids stay ascending
         top = n - (counts.prefix(end[0]) + end[1])  # the descending position of pairs[0]
         return list(map(_SECOND, pairs[start - top : stop - top]))
+
+    def batches_descending(self, start: tuple[int, int], stop: tuple[int, int]) -> Iterator[list[Any]]:
+        """The ids of [start, stop) in descending order (keys descending, ids ascending in a
+        run), from `stop` down, in lists of growing size (32, 64, ...: a page of 20 takes one):
+        each the entries from `size` positions below the last list's first (widened down to
+        the start of that key's run: whole runs, so one stable sort by key descending orders
+        it) up to it. O(log n + size + run) a list, entries copied only from the sublists it
+        covers; no Python code an entry."""
+        keys, size = self._keys, 32
+        while start < stop:
+            cut = max(start, self._back(stop, size))
+            if start < cut:
+                cut = max(start, self.lower(keys[cut[0]][cut[1]], True))
+            pairs = list(
+                zip(chain.from_iterable(_pieces(keys, cut, stop)), chain.from_iterable(_pieces(self._ids, cut, stop)))
+            )
+            pairs.sort(key=_FIRST, reverse=True)  # stable: a run's ids stay ascending
+            yield list(map(_SECOND, pairs))
+            stop, size = cut, size * 2
+
+    def _back(self, position: tuple[int, int], count: int) -> tuple[int, int]:
+        """The position `count` entries before `position` (the first, (0, 0), if fewer)."""
+        i, j = position
+        while j < count:
+            if i == 0:
+                return 0, 0
+            count -= j
+            i -= 1
+            j = len(self._ids[i])
+        return i, j - count
 
     def ids_span(self, start: tuple[int, int], stop: tuple[int, int]) -> Iterator[Any]:
         """The ids in [start, stop), in index order (keys ascending, ids ascending in a run)."""

@@ -27,18 +27,23 @@ Plan (n live records; the page is `limit` ids, plus one to tell whether another 
    without `sort`) from max(the window's bound, the cursor's position), so a page costs
    O(log n + limit) at any depth (plus a run of equal first keys for a sort on several keys,
    or descending, as query.py says).
-2. One condition (one filter, window or search), no row test, sorted, and many matches
-   (s * s > WALK_FACTOR * end * n): `total` is that condition's size, and the sort order is
-   walked from the cursor's seek testing each id against it (a hash bucket, the key column,
-   the search's set): expected O(end * n / s), no match gathered.
+2. One condition (one filter, window or search), no row test, and many matches
+   (s * s > WALK_FACTOR * end * n): `total` is that condition's size, and the sort order (id
+   order without `sort`) is walked from the cursor's seek testing each id against it (a
+   hash bucket, the key column, the search's set): expected O(end * n / s), no match
+   gathered. With fewer matches, a window alone in id order (a range or prefix without
+   `sort`) takes its first ids from the id-sorted copies of the index sublists its span
+   covers (`_first_ids`: two bisects a sublist, O(s / LOAD * log LOAD + end)), int ids only.
 3. Otherwise, gather: the smallest source (a filter's bucket union, a window's ids, or every
    live id) is read and each id tested against the other conditions (hash indexes, the
    other windows through their key columns; a record's values only for a row test): `total`
    is what passes, O(s). Small enough (s * s <= WALK_FACTOR * end * n, as in query.py) the
    matches are ordered by their key columns and cut after the cursor; larger, the sort
    order is walked from the cursor's seek keeping only the matches. In id order the first
-   `end` of the matches are taken (`heapq.nsmallest`, O(s)): a prefix in id order costs its
-   match count, where sorted by its own field it is a seek (1.).
+   `end` of the matches are taken (`heapq.nsmallest`, O(s)).
+
+A descending walk of one key takes the window's entries by position from its top in
+growing batches, each widened to whole runs and sorted once (`OrderedIndex.batches_descending`).
 
 A cursor is (the sort keys, the id) of the last record of the page before: the next page
 starts right after that place in the order, whether or not that record is still there, so
@@ -52,14 +57,24 @@ records by their values (`after_test`, `state_test`).
 from __future__ import annotations
 
 import heapq
+from bisect import bisect_right
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from functools import partial
-from itertools import chain, islice
+from itertools import chain, islice, takewhile
 from operator import itemgetter
 from typing import Any
 
 from dbsvc.runtime import CompiledModel, Query
-from dbsvc.storage.conditions import Source, Window, after_test, source_test, sources_of, state_test, windows_of
+from dbsvc.storage.conditions import (
+    Source,
+    Window,
+    after_test,
+    source_test,
+    sources_of,
+    state_test,
+    window_test,
+    windows_of,
+)
 from dbsvc.storage.indexes import OrderedIndex
 from dbsvc.storage.rows import Stored, unpack
 from dbsvc.storage.table import Table
@@ -67,6 +82,7 @@ from dbsvc.storage.table import Table
 WALK_FACTOR = 2  # query.py's, for the same trade between a sorted gather and a walk
 _NOTHING = object()
 _NULL = frozenset({None})
+PART_SORTED = 4  # `_first_ids`: an end sublist's part sorted when under 4x the ids it would test
 KEEPER_AT = 64  # query.py's: fewer candidates are tested by a bisect, not a keeper
 _KEY, _ID = itemgetter(0), itemgetter(1)
 
@@ -170,33 +186,8 @@ def _one_key(table: Table, field: str, desc: bool, window: Window, cursor: Any) 
         if window.holds(ck):  # the rest of the cursor's run, ids ascending
             pieces.append(index.ids_span(max(start, index.after(ck, cid)), min(stop, index.upper(ck, True))))
         stop = min(stop, index.lower(ck, True))
-    pieces.append(chain.from_iterable(_descending_batches(index.pairs_span_descending(start, stop))))
+    pieces.append(chain.from_iterable(index.batches_descending(start, stop)))
     return chain.from_iterable(pieces)
-
-
-def _descending_batches(pairs: Iterator[tuple[Any, Any]]) -> Iterator[list[Any]]:
-    """Descending (key, id) pairs (ids descending in a run) -> lists of ids, keys descending
-    and ids ascending in a run, in growing batches at C speed: each batch is the next pairs
-    plus the rest of its last run, reversed, then sorted by key descending (stable: a run's
-    ids stay ascending), as query.py's `_one_key_page` does for a whole page."""
-    size = 32
-    while True:
-        taken = list(islice(pairs, size))
-        if not taken:
-            return
-        last, pending = taken[-1][0], None
-        for pair in pairs:  # the rest of the last run
-            if pair[0] != last:
-                pending = pair
-                break
-            taken.append(pair)
-        taken.reverse()
-        taken.sort(key=_KEY, reverse=True)
-        yield list(map(_ID, taken))
-        if pending is None:
-            return
-        pairs = chain((pending,), pairs)
-        size *= 2
 
 
 def _runs(table: Table, field: str, desc: bool, window: Window, cursor: Any) -> Iterator[tuple[Any, list[Any]]]:
@@ -304,14 +295,20 @@ def plan_operators(table: Table, query: Query) -> tuple[list[Any], int, bool]:
         return ids[:limit], total, len(ids) > limit
     sources, found = sources_of(table, query, windows, filters)
     end, n = offset + limit + 1, len(table.live)
-    if sort and len(sources) == 1 and not not_null and query.where_row is None:
+    if len(sources) == 1 and not not_null and query.where_row is None:
         size, kind, field = sources[0]
         if limit == 0 or size == 0:
             return [], size, False
         if size * size > WALK_FACTOR * end * n:  # one condition, many matches: walk the order testing it
             keep = source_test(table, kind, field, filters, windows, found)
-            ids = page_ids(_walk(table, query, windows.get(sort[0][0])), offset, limit + 1, keep)
+            ids = page_ids(_walk(table, query, windows.get(first) if first else None), offset, limit + 1, keep)
             return ids[:limit], size, len(ids) > limit
+        if not sort and kind == "window":  # id order: the window's first ids, not all of them
+            after = query.cursor[1] if query.cursor is not None else None
+            taken = _first_ids(table, windows[field], size, end, after)
+            if taken is not None:
+                ids = taken[offset:]
+                return ids[:limit], size, len(ids) > limit
     matched = _gather(table, query, windows, filters, not_null, sources, found)
     total = len(matched)
     if limit == 0 or total == 0:
@@ -328,6 +325,58 @@ def plan_operators(table: Table, query: Query) -> tuple[list[Any], int, bool]:
     else:
         ids = page_ids(_walk(table, query, windows.get(sort[0][0])), offset, limit + 1, frozenset(matched).__contains__)
     return ids[:limit], total, len(ids) > limit
+
+
+def _first_ids(table: Table, window: Window, size: int, end: int, after: Any) -> list[Any] | None:
+    """The first `end` ids of `window` (its `size` ids) in id order, after the id `after`
+    (None: from the first), or None when the ids are not ints (the caller gathers them all).
+
+    The window's ids lie in the sublists its span covers; each sublist's ids sorted are
+    kept by the index (`OrderedIndex.sorted_ids`). Guessing the matches spread evenly over
+    the ids, the ids in (after, top] hold about 2 * end + 8 of them for `top` =
+    after + (2 * end + 8) * (the ids' width) / size: from each covered sublist the ids
+    in (after, top] are a slice between two bisects (every one a match in a sublist the
+    span covers whole; in the two end sublists, the span's part sorted when it is small,
+    else each id tested by its key, the key column), the nulls' too when the window holds
+    them. Fewer than `end` found, `top` reaches four times further, until it passes the
+    last id. Cost O(s / LOAD * log LOAD + end) a round, where gathering the window costs
+    O(s): a prefix of 1,480 ids at 1,000,000 posts."""
+    pk = table.pk  # not empty: the window holds `size` > 0 of its ids
+    first, last = next(iter(pk)), next(reversed(pk))
+    if type(first) is not int or type(last) is not int:
+        return None
+    index = table.ordered[window.field]
+    start, stop = window.span(index)
+    lists = index.id_sublists
+    parts: list[tuple[int, int, int]] = []  # (sublist, lo, hi): the span's part of it
+    if start < stop:
+        for i in range(start[0], min(stop[0], len(lists) - 1) + 1):
+            lo = start[1] if i == start[0] else 0
+            hi = stop[1] if i == stop[0] else len(lists[i])
+            if lo < hi:
+                parts.append((i, lo, hi))
+    base = first - 1 if after is None else after
+    reach = (2 * end + 8) * (last - first + 1) // max(size, 1) + 1
+    test = window_test(index.column, window)
+    while True:
+        top = base + reach
+        out: list[Any] = []
+        for i, lo, hi in parts:
+            ids = index.sorted_ids(i)
+            taken = ids[bisect_right(ids, base) : bisect_right(ids, top)]
+            if lo == 0 and hi == len(ids):  # every id of the sublist is in the window
+                out += taken
+            elif hi - lo <= PART_SORTED * len(taken):  # the span's few entries here, sorted in C
+                part = sorted(lists[i][lo:hi])
+                out += part[bisect_right(part, base) : bisect_right(part, top)]
+            else:  # many entries here, few ids in (base, top]: each tested by its key
+                out += filter(test, taken)
+        if window.nulls:
+            out += takewhile(top.__ge__, index.nulls.iter_after(base))
+        if len(out) >= end or top >= last:
+            out.sort()
+            return out[:end]
+        reach *= 4
 
 
 def _gather(
