@@ -116,14 +116,16 @@ def test_a_present_list_after_a_compaction_is_what_a_fresh_app_answers(tmp_path)
         for i in range(1, 21):
             await store.insert("User", user(i, name=f"n{i:02}"))
         epoch, n = store.epoch, 0
-        kept = answer(app, target)
-        while store.epoch == epoch or store.compaction is not None:
+        while store.compaction is None:  # write until the size rule starts a compaction
             n += 1
             await store.replace("User", 20, user(20, name=f"x{n:05}"))  # never on the page
-            if store.epoch == epoch:
-                kept = answer(app, target)  # kept again after each write, in the old epoch
-            await asyncio.sleep(0)
         store.compactor.compact_bytes = 1 << 40  # no further compaction
+        kept = answer(app, target)  # kept in the old epoch; no write follows it
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + 60
+        while store.epoch == epoch or store.compaction is not None:
+            assert loop.time() < deadline, "the compaction never finished"
+            await asyncio.sleep(0.005)
         after = answer(app, target)
         assert after == answer(fresh(store), target)
         assert after[1] == kept[1]  # the same records: compaction changed no live state
@@ -146,9 +148,9 @@ def test_a_replicas_present_list_after_applied_frames_is_what_a_fresh_app_answer
     async def go() -> None:
         await store.apply_replicated_frames([insert_frame(n, n, f"n{n}") for n in range(1, 4)])
         assert names(answer(app, target)) == ["n3", "n2"]
-        await store.apply_replicated_frames([insert_frame(4, 4, "n9")])  # a group
+        await store.apply_replicated_frames([insert_frame(4, 4, "n9"), insert_frame(5, 5, "n0")])  # a run
         assert answer(app, target) == answer(fresh(store), target)
-        await store.apply_replicated(insert_frame(5, 5, "n8"))  # one frame
+        await store.apply_replicated(insert_frame(6, 6, "n8"))  # one frame
         assert names(answer(app, target)) == ["n9", "n8"] == names(answer(fresh(store), target))
 
     run(go())
