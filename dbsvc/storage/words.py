@@ -172,7 +172,9 @@ class WordIndex:
             if not found:
                 return set()
         # a narrowing or the union made a new set; one word's postings alone are copied
-        return found if len(expanded) > 1 or len(first) > 1 else set(found)
+        if type(found) is set and (len(expanded) > 1 or len(first) > 1):
+            return found
+        return set(found)
 
 
 def _intersection(a: Ids, b: Ids) -> set[Any]:
