@@ -23,6 +23,12 @@ docs/decisions.md, "expand"):
 5. Cost: one lookup per distinct referenced record per answer: twenty posts of one
    author read and encode that author once. At most one level: an embedded record is
    never expanded itself.
+6. Kept across answers: the entries of the present (no `as_of`) of a referenced model
+   without access rules are kept, keyed by (field, id, projection), while that model's
+   change tick (`ServedStore.tick`, storage/table.py) is the one they were made at: any
+   change of its live state drops them all at the next answer, so an entry is always the
+   referenced record's JSON now, and a page whose parents were embedded lately reads and
+   encodes none of them again. At most `capacity` entries a model (then they start over).
 
 Imports runtime, rules and interfaces only (tests/test_layers.py, the `expand` row).
 """
@@ -53,6 +59,9 @@ class Expander:
         self._moments: dict[tuple[str, str, int], dict[str, int]] = {}
         # (model, Query.expand) -> its steps: the parsed queries are few (readcache.py)
         self._plans: dict[tuple[str, tuple[tuple[str, str | None], ...]], list[Step]] = {}
+        # referenced model -> (its tick, (field, id, projection) -> its entry's text): rule 6
+        self._kept: dict[str, tuple[int, dict[tuple[str, Any, str | None], bytes]]] = {}
+        self.kept_capacity = 4096
 
     def records(
         self,
@@ -70,13 +79,27 @@ class Expander:
         steps = self._plan(model, query.expand)
         found: dict[tuple[str, Any], Record | None] = {}  # (model, id) -> record or None: one read each
         texts: dict[tuple[str, Any], bytes | None] = {}  # (field, id) -> `"field":{...}` or None
+        # per step, the entries kept for its model's tick (rule 6), or None: not kept
+        kept = [
+            self._kept_now(store, parent) if moment is None and parent.rules is None else None
+            for _f, parent, _p, _prefix in steps
+        ]
         out = []
         for record, data in zip(records, encoded):
             entries = []
-            for field, parent, projection, prefix in steps:
+            for (field, parent, projection, prefix), known in zip(steps, kept):
                 key = record[field]
                 if key is None:
                     continue  # rule 2: a null reference has no entry
+                if known is not None:
+                    text = known.get((field, key, projection))
+                    if text is None:
+                        text = self._entry(store, parent, key, projection, prefix, moment, claims, found)
+                        if text is not None and len(known) < self.kept_capacity:
+                            known[(field, key, projection)] = text
+                    if text is not None:
+                        entries.append(text)
+                    continue
                 text = texts.get((field, key), b"")
                 if text == b"":
                     text = self._entry(store, parent, key, projection, prefix, moment, claims, found)
@@ -115,6 +138,14 @@ class Expander:
         if moment is None:
             return prefix + self.encode(parent, record)
         return prefix + json_bytes(record)  # a past version: not one for the live records' cache
+
+    def _kept_now(self, store: ServedStore, parent: CompiledModel) -> dict[tuple[str, Any, str | None], bytes]:
+        """The entries kept for `parent` at its tick now (rule 6): those kept before, or none."""
+        tick = store.tick(parent.name)
+        kept = self._kept.get(parent.name)
+        if kept is None or kept[0] != tick or len(kept[1]) >= self.kept_capacity:
+            kept = self._kept[parent.name] = (tick, {})
+        return kept[1]
 
     def _plan(self, model: CompiledModel, expand: tuple[tuple[str, str | None], ...]) -> list[Step]:
         steps = self._plans.get((model.name, expand))

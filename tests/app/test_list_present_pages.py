@@ -176,6 +176,29 @@ def test_an_expanded_list_after_a_write_to_the_embedded_model_is_what_a_fresh_ap
     store.close()
 
 
+def test_an_embedded_record_kept_for_one_answer_is_fresh_in_another_after_its_write(tmp_path):
+    store = open_store(str(tmp_path), sync="off")
+    app = fresh(store)
+
+    def embedded(target: str) -> dict:
+        body = json.loads(answer(app, target)[1])
+        return (body["data"][0] if "data" in body else body)["_expand"]
+
+    async def go() -> None:
+        await store.insert("User", user(1, name="Ann"))
+        await store.insert("BlogPost", post(1, author=1))
+        assert embedded("/api/blog-post?limit=5&expand=author_id")["author_id"]["name"] == "Ann"
+        await store.replace("User", 1, user(1, name="Bob"))
+        # other answers than the kept list, embedding the same author
+        assert embedded("/api/blog-post?limit=4&expand=author_id")["author_id"]["name"] == "Bob"
+        await store.replace("User", 1, user(1, name="Cy"))
+        assert embedded("/api/blog-post/1?expand=author_id")["author_id"]["name"] == "Cy"
+        assert embedded("/api/blog-post?limit=3&expand=author_id:card") == {"author_id": {"id": 1, "name": "Cy"}}
+
+    run(go())
+    store.close()
+
+
 RULED = """
 model Person {
   id    int  @id
