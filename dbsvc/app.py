@@ -160,6 +160,7 @@ class Application(OperationalRoutes):
         self.queries = ParsedQueries()
         self.past = PastPages()  # list answers at a past watermark (as_of), kept whole
         self.present = PresentPages()  # list answers of the present, kept while their models are unchanged
+        self._reads: dict[tuple[str, tuple], tuple[str, ...]] = {}  # the models a list reads (_read_models)
         self.expander = Expander(list(self.models.values()), self.encoded.encode)  # `expand=` (dbsvc/expand.py)
         self.broker = broker
         self.fingerprint = schema_fingerprint(module.DESCRIPTION)
@@ -410,11 +411,14 @@ class Application(OperationalRoutes):
         return Response(200, body, headers)
 
     def _read_models(self, model: CompiledModel, query: Query) -> tuple[str, ...]:
-        """The models a list of `model` reads: itself, and each model `expand=` embeds."""
-        if not query.expand:
-            return (model.name,)
-        parents = dict(model.refs)
-        return tuple(dict.fromkeys([model.name, *(parents[f] for f, _p in query.expand)]))
+        """The models a list of `model` reads: itself, and each model `expand=` embeds (made
+        once per model and `expand=` value: the schema declares finitely many)."""
+        key = (model.name, query.expand)
+        names = self._reads.get(key)
+        if names is None:
+            parents = dict(model.refs)
+            names = self._reads[key] = tuple(dict.fromkeys([model.name, *(parents[f] for f, _p in query.expand)]))
+        return names
 
     def read(self, request: Request, model: CompiledModel, segment: str, claims: Claims = NO_CLAIMS) -> Response:
         key = model.parse_id(segment)

@@ -273,7 +273,7 @@ class PresentPages:
         entries = self._entries
         while entries and (len(entries) >= self.capacity or self.kept_bytes + size > self.budget):
             self._drop(next(iter(entries)))
-        ticks = tuple(store.tick(name) for name in names)
+        ticks = tuple(map(store.tick, names))
         entries[key] = (store, store.epoch, names, ticks, body, watermark, link)
         self.kept_bytes += size
 
