@@ -32,6 +32,10 @@ servers' requests/s and CPU microseconds a request, the service's p50 and p99. T
 list >= 1.2, GET one >= 2.0. It also prints the service's RSS after the open and after the
 shapes (what the lists built: bucket orders, storage/buckets.py). `--code DIR` serves from
 another checkout (an export of an older commit), for a before/after on the same data.
+Each shape asks one URL over and over with no write between, so its lists are the app's kept
+answers of the present (dbsvc/readcache.py `PresentPages`): the figure of a polled list. A
+list asked right after a write, and each new cursor of a walk, is made afresh: bench/README.md
+("Lists of the present, kept") has that cost in process.
 
 Targets, as ratios to the bare h11 server (issue 13; the HTTP fast path, dbsvc/http/fastpath.py):
 GET one >= 2.0, list >= 1.2, durable creates with 64 connections >= 0.8 with at most one fsync

@@ -55,7 +55,7 @@ from dbsvc.interfaces import GeneratedModule, ServedStore, TokenGuard
 from dbsvc.metrics import Meters
 from dbsvc.operational import OperationalRoutes, served_openapi
 from dbsvc.operators import encode_cursor
-from dbsvc.readcache import EncodedRecords, ParsedQueries, PastPages
+from dbsvc.readcache import EncodedRecords, ParsedQueries, PastPages, PresentPages
 from dbsvc.realtime.broker import Broker
 from dbsvc.realtime.feeds import FeedKind
 from dbsvc.realtime.routes import RealtimeRoutes
@@ -159,6 +159,8 @@ class Application(OperationalRoutes):
         self.encoded = EncodedRecords(list(self.models.values()))
         self.queries = ParsedQueries()
         self.past = PastPages()  # list answers at a past watermark (as_of), kept whole
+        self.present = PresentPages()  # list answers of the present, kept while their models are unchanged
+        self._reads: dict[tuple[str, tuple], tuple[str, ...]] = {}  # the models a list reads (_read_models)
         self.expander = Expander(list(self.models.values()), self.encoded.encode)  # `expand=` (dbsvc/expand.py)
         self.broker = broker
         self.fingerprint = schema_fingerprint(module.DESCRIPTION)
@@ -355,6 +357,15 @@ class Application(OperationalRoutes):
         return current
 
     def list(self, request: Request, model: CompiledModel, claims: Claims = NO_CLAIMS) -> Response:
+        # A list of the present kept while no model it reads has changed (readcache.py);
+        # only answers that do not depend on the token are ever kept (below)
+        kept_now = self.present.get(self.store, request)
+        if kept_now is not None:
+            body, watermark, link = kept_now
+            headers = [("Dbsvc-Watermark", str(watermark)), ("Dbsvc-Offset", str(self.store.head_offset))]
+            if link is not None:
+                headers.append(("Link", link))
+            return Response(200, body, headers)
         query = self.queries.list_query(model, request)
         current = self._check_as_of(model, query.as_of)
         # A list at a past watermark never changes in an epoch: kept whole (readcache.py),
@@ -387,14 +398,27 @@ class Application(OperationalRoutes):
             page = self.encoded.encode_page(model, records)
         body = b'{"data":[%s],"total":%d,"limit":%d,"offset":%d}' % (page, total, query.limit, query.offset)
         headers = self._read_headers(watermark, query.as_of)
+        link = None
         if more and records:  # RFC 8288: the next page, keyed on this page's last record
             last = records[-1]
             keys = [model.keys[f](last[f]) for f, _desc in query.sort]
-            cursor = encode_cursor(model.name, query.sort, keys, last[model.id_field])
-            headers.append(("Link", self.queries.next_link(request, cursor)))
+            link = self.queries.next_link(request, encode_cursor(model.name, query.sort, keys, last[model.id_field]))
+            headers.append(("Link", link))
         if past:
             self.past.keep(self.store, model, request, body, headers)
+        elif query.as_of is None and model.rules is None and not (query.expand and self.rules):
+            self.present.keep(self.store, request, self._read_models(model, query), body, watermark, link)
         return Response(200, body, headers)
+
+    def _read_models(self, model: CompiledModel, query: Query) -> tuple[str, ...]:
+        """The models a list of `model` reads: itself, and each model `expand=` embeds (made
+        once per model and `expand=` value: the schema declares finitely many)."""
+        key = (model.name, query.expand)
+        names = self._reads.get(key)
+        if names is None:
+            parents = dict(model.refs)
+            names = self._reads[key] = tuple(dict.fromkeys([model.name, *(parents[f] for f, _p in query.expand)]))
+        return names
 
     def read(self, request: Request, model: CompiledModel, segment: str, claims: Claims = NO_CLAIMS) -> Response:
         key = model.parse_id(segment)

@@ -23,6 +23,12 @@ docs/decisions.md, "expand"):
 5. Cost: one lookup per distinct referenced record per answer: twenty posts of one
    author read and encode that author once. At most one level: an embedded record is
    never expanded itself.
+6. Kept across answers: the entries of the present (no `as_of`) of a referenced model
+   without access rules are kept, by (field, projection) and id, while that model's
+   change tick (`ServedStore.tick`, storage/table.py) is the one they were made at: any
+   change of its live state drops them all at the next answer, so an entry is always the
+   referenced record's JSON now, and a page whose parents were embedded lately reads and
+   encodes none of them again. At most `kept_capacity` entries a field (then they start over).
 
 Imports runtime, rules and interfaces only (tests/test_layers.py, the `expand` row).
 """
@@ -37,6 +43,7 @@ from dbsvc.rules import Claims
 from dbsvc.runtime import CompiledModel, Query, Record, json_bytes
 
 Encode = Callable[[CompiledModel, Record], bytes]  # a live record's JSON (the app's cache)
+_MISSING = b""  # not looked up yet (an entry's text is never empty)
 
 # One asked field: (field, the referenced model, its projection or None, b'"field":')
 Step = tuple[str, CompiledModel, "str | None", bytes]
@@ -53,6 +60,9 @@ class Expander:
         self._moments: dict[tuple[str, str, int], dict[str, int]] = {}
         # (model, Query.expand) -> its steps: the parsed queries are few (readcache.py)
         self._plans: dict[tuple[str, tuple[tuple[str, str | None], ...]], list[Step]] = {}
+        # (referenced model, field, projection) -> (the model's tick, id -> the entry's text): rule 6
+        self._kept: dict[tuple[str, str, str | None], tuple[int, dict[Any, bytes | None]]] = {}
+        self.kept_capacity = 4096
 
     def records(
         self,
@@ -69,18 +79,26 @@ class Expander:
         moment = self.moment(store, model, query.as_of)
         steps = self._plan(model, query.expand)
         found: dict[tuple[str, Any], Record | None] = {}  # (model, id) -> record or None: one read each
-        texts: dict[tuple[str, Any], bytes | None] = {}  # (field, id) -> `"field":{...}` or None
+        # per step, id -> `"field":{...}` or None (rule 2): the entries kept for its model's
+        # tick (rule 6), or this answer's own (as_of, access rules)
+        known = [
+            self._kept_now(store, parent, field, projection) if moment is None and parent.rules is None else {}
+            for field, parent, projection, _prefix in steps
+        ]
+        plan = [(*step, texts) for step, texts in zip(steps, known)]
+        capacity = self.kept_capacity
         out = []
         for record, data in zip(records, encoded):
             entries = []
-            for field, parent, projection, prefix in steps:
+            for field, parent, projection, prefix, texts in plan:
                 key = record[field]
                 if key is None:
                     continue  # rule 2: a null reference has no entry
-                text = texts.get((field, key), b"")
-                if text == b"":
+                text = texts.get(key, _MISSING)
+                if text is _MISSING:
                     text = self._entry(store, parent, key, projection, prefix, moment, claims, found)
-                    texts[(field, key)] = text
+                    if len(texts) < capacity:
+                        texts[key] = text
                 if text is not None:
                     entries.append(text)
             joined = b'"_expand":{' + b",".join(entries) + b"}}"
@@ -115,6 +133,19 @@ class Expander:
         if moment is None:
             return prefix + self.encode(parent, record)
         return prefix + json_bytes(record)  # a past version: not one for the live records' cache
+
+    def _kept_now(
+        self, store: ServedStore, parent: CompiledModel, field: str, projection: str | None
+    ) -> dict[Any, bytes | None]:
+        """The entries of `field` (under `projection`) kept at `parent`'s tick now (rule 6):
+        those kept before, or none. A record absent now may be kept as None: its insert
+        moves the tick."""
+        tick = store.tick(parent.name)
+        key = (parent.name, field, projection)
+        kept = self._kept.get(key)
+        if kept is None or kept[0] != tick or len(kept[1]) >= self.kept_capacity:
+            kept = self._kept[key] = (tick, {})
+        return kept[1]
 
     def _plan(self, model: CompiledModel, expand: tuple[tuple[str, str | None], ...]) -> list[Step]:
         steps = self._plans.get((model.name, expand))

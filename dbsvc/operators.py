@@ -184,37 +184,35 @@ def decode_cursor(
     """`cursor` text -> (the sort keys, the id) to seek after, for a list of `model` sorted
     by `sort`. `kinds` maps each sort field, and `id_kind` names the id, to the letter of
     its index keys: `i` int, `f` float, `s` str, `b` bool."""
-    shown = text if len(text) <= 40 else text[:39] + "…"
-    malformed = BadQuery(f"malformed cursor {shown!r}: expected the cursor of a Link rel=\"next\" header of this list")
     if len(text) > MAX_CURSOR:
-        raise malformed
+        raise _malformed(text)
     try:
         raw = base64.urlsafe_b64decode(text + "=" * (-len(text) % 4))
         value = json.loads(raw.decode("utf-8"), parse_constant=_refuse)
     except (binascii.Error, ValueError, UnicodeDecodeError):
-        raise malformed from None
-    if not (isinstance(value, list) and len(value) == 5 and value[0] == CURSOR_VERSION):
-        raise malformed
+        raise _malformed(text) from None
+    if not (type(value) is list and len(value) == 5 and value[0] == CURSOR_VERSION):
+        raise _malformed(text)
     _version, made_for, made_sort, keys, id_ = value
-    wanted = sort_text(sort)
     if made_for != model:
-        raise BadQuery(f"cursor {shown!r} was made for a list of {made_for!r}, not {model!r}")
+        raise BadQuery(f"cursor {_shown(text)!r} was made for a list of {made_for!r}, not {model!r}")
+    wanted = sort_text(sort)
     if made_sort != wanted:
         raise BadQuery(
-            f"cursor {shown!r} was made for sort={made_sort!r}, and this request sorts by {wanted!r}: "
+            f"cursor {_shown(text)!r} was made for sort={made_sort!r}, and this request sorts by {wanted!r}: "
             "a cursor continues the list it came from, with the same sort"
         )
-    if not isinstance(keys, list) or len(keys) != len(sort):
-        raise malformed
+    if type(keys) is not list or len(keys) != len(sort):
+        raise _malformed(text)
     decoded = []
     for key, (field, _desc) in zip(keys, sort):
         checked = _key(key, kinds[field], nullable=True)
         if checked is _BAD:
-            raise malformed
+            raise _malformed(text)
         decoded.append(checked)
     checked_id = _key(id_, id_kind, nullable=False)
     if checked_id is _BAD:
-        raise malformed
+        raise _malformed(text)
     return tuple(decoded), checked_id
 
 
@@ -234,6 +232,17 @@ def next_link(prefix: str, cursor: str) -> str:
 
 
 _BAD = object()
+
+
+def _shown(text: str) -> str:
+    """A cursor as an error message quotes it: at most 40 characters."""
+    return text if len(text) <= 40 else text[:39] + "…"
+
+
+def _malformed(text: str) -> BadQuery:
+    """The refusal of a cursor that is not one of ours; made only when it is raised (a
+    cursor page decodes its cursor on every request)."""
+    return BadQuery(f"malformed cursor {_shown(text)!r}: expected the cursor of a Link rel=\"next\" header of this list")
 
 
 def _refuse(name: str) -> Any:

@@ -1,9 +1,10 @@
 """The read path's caches: records' JSON, whole or under a projection, encoded once per
-version (`EncodedRecords`), list queries parsed once per distinct query (`ParsedQueries`)
-and list answers at a past watermark kept whole (`PastPages`); the application keeps one of
+version (`EncodedRecords`), list queries parsed once per distinct query (`ParsedQueries`),
+list answers at a past watermark kept whole (`PastPages`) and list answers of the present
+kept while nothing they read has changed (`PresentPages`); the application keeps one of
 each (dbsvc/app.py).
 
-Each is bounded in entries and in the size of what it keeps; neither ever answers stale
+Each is bounded in entries and in the size of what it keeps; none ever answers stale
 data (the rules are in each class's docstring). Imports runtime and http's Request type.
 """
 
@@ -203,3 +204,84 @@ class PastPages:
         if key not in entries and len(entries) >= self.capacity:
             del entries[next(iter(entries))]
         entries[key] = (store, store.epoch, body, tuple(headers))
+
+
+class PresentPages:
+    """List answers of the present (no `as_of`) kept whole: the body, the model's watermark
+    and the `Link`, fresh while nothing the answer reads has changed.
+
+    Freshness: an entry holds the store, its epoch, and the change tick (storage/table.py
+    `Table.tick`, `ServedStore.tick`) of every model the answer reads: the listed model,
+    and with `expand=` each model it embeds. A tick moves on every change of a table's live
+    state (a write, the undo of a refused write, a batch, a replica's applied frames, a
+    load) and never takes a value it had, so an entry whose ticks are all the store's
+    ticks now was made from the very state the store holds: its body, `total` and `Link`
+    are what the list would answer again. A compaction starts an epoch (the watermark is
+    renumbered) and a replica bootstrapped again is another store: either makes the entry
+    stale. The `Dbsvc-Offset` header (the store's head, moved by any model's write) is
+    never kept: the app writes it afresh on each answer.
+
+    What is never kept (the app decides, app.py `list`): an answer that depends on the
+    token (a model with access rules, or `expand=` in a schema with rules), one with
+    `as_of` (`PastPages` keeps those). A read is a dict lookup and a comparison of ticks,
+    about a GET's cost, where a page of 20 whole records costs a plan, the records' dicts
+    and their JSON (bench/README.md, "Lists of the present, kept").
+
+    Keyed by the request's path and decoded query pairs, from which the generated parser's
+    answer follows; at most `capacity` entries and `budget` bytes of bodies and links, the
+    oldest dropped first; none whose body is over `largest` bytes or whose target is over
+    `longest` characters. A stale entry is dropped when it is found.
+    """
+
+    __slots__ = ("_entries", "budget", "capacity", "kept_bytes", "largest", "longest")
+
+    def __init__(self, capacity: int = 512, largest: int = 65536, budget: int = 8 << 20, longest: int = 512) -> None:
+        self.capacity = capacity
+        self.largest = largest
+        self.budget = budget
+        self.longest = longest
+        self.kept_bytes = 0  # bodies and links held: at most `budget`
+        self._entries: dict[tuple[str, tuple[tuple[str, str], ...]], tuple[Any, ...]] = {}
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+    def get(self, store: Any, request: Request) -> tuple[bytes, int, str | None] | None:
+        """(body, watermark, Link value or None) kept for this list and still fresh, or None."""
+        key = (request.path, tuple(request.query))
+        entry = self._entries.get(key)
+        if entry is None:
+            return None
+        kept, epoch, names, ticks, body, watermark, link = entry
+        if kept is store and epoch == store.epoch:
+            tick = store.tick
+            for name, was in zip(names, ticks):
+                if tick(name) != was:
+                    break
+            else:
+                return body, watermark, link
+        self._drop(key)
+        return None
+
+    def keep(
+        self, store: Any, request: Request, names: tuple[str, ...], body: bytes, watermark: int, link: str | None
+    ) -> None:
+        """Keep a present list's answer, made from the store's state now (the caller has not
+        awaited since): `names` are the models it read."""
+        size = len(body) + (len(link) if link is not None else 0)
+        if len(body) > self.largest or len(request.target) > self.longest or size > self.budget:
+            return
+        key = (request.path, tuple(request.query))
+        self._drop(key)
+        entries = self._entries
+        while entries and (len(entries) >= self.capacity or self.kept_bytes + size > self.budget):
+            self._drop(next(iter(entries)))
+        ticks = tuple(map(store.tick, names))
+        entries[key] = (store, store.epoch, names, ticks, body, watermark, link)
+        self.kept_bytes += size
+
+    def _drop(self, key: tuple[str, tuple[tuple[str, str], ...]]) -> None:
+        entry = self._entries.pop(key, None)
+        if entry is not None:
+            link = entry[6]
+            self.kept_bytes -= len(entry[4]) + (len(link) if link is not None else 0)

@@ -309,6 +309,12 @@ class Store:
     def live_counts(self) -> dict[str, int]:
         return {name: len(t.live) for name, t in self._tables.items()}
 
+    def tick(self, model: str) -> int:
+        """`model`'s change tick (table.py `Table.tick`): it moves on every change of the
+        model's live state, a refused write's undo included, and never comes back, so an
+        answer kept with it is fresh while it is the same (the app's `PresentPages`)."""
+        return self._tables[model].tick
+
     @property
     def directory(self) -> str:
         return self._directory

@@ -27,6 +27,11 @@ State of a `Table`::
     versions    id -> offset of the live record's last write (versions.py): its ETag
     max_id      largest int id ever used (survives deletes and compaction)
     dicts       ShownDicts (shown.py): the dicts handed out lately
+    tick        this state's change tick: the next of the process-wide `TICKS` at creation
+                and at every change of the live state (insert, replace, delete, undo,
+                a run, a batch, a load), so no two states of any table share one; an
+                answer kept with a tick is fresh while the table's tick is that one
+                (dbsvc/readcache.py `PresentPages`)
 
 Index keys are the only values held apart from the stored records (an ordered index needs
 its keys to compare): a str sort field's key is a str object per record; a number sort
@@ -73,7 +78,7 @@ from array import array
 from bisect import bisect_left
 from collections import Counter
 from collections.abc import Callable, Iterator, KeysView, Mapping, Sequence
-from itertools import chain
+from itertools import chain, count
 from operator import itemgetter
 from typing import Any
 
@@ -90,6 +95,7 @@ from dbsvc.storage.versions import Versions
 from dbsvc.storage.words import WordIndex
 
 Row = tuple[Any, "Stored | None", "Stored | None"]
+TICKS = count(1)  # `Table.tick`'s source: never the same number twice in a process
 
 
 class Records(Mapping[Any, dict]):
@@ -139,6 +145,7 @@ class Table:
         "prior",
         "refs",
         "rows",
+        "tick",
         "unique",
         "versions",
         "words",
@@ -192,6 +199,7 @@ class Table:
         self.versions = Versions()
         self.max_id = 0
         self.dicts = ShownDicts(model.decode)
+        self.tick = next(TICKS)
         # Fills fields added by a migration into records read from disk (migrate.py).
         self.fixup: Callable[[dict], dict] | None = None
         self._plan()
@@ -251,6 +259,7 @@ class Table:
         `versions`: each record's version (versions.py), in the same order."""
         assert not self.live and not self.rows, "load_base fills an empty table"
         ids = columns[self.id_position]
+        self.tick = next(TICKS)
         if versions:
             assert len(versions) == len(ids), f"{self.name}: {len(versions)} versions for {len(ids)} records"
             self.versions = Versions.from_ascending(ids, versions)
@@ -401,6 +410,7 @@ class Table:
         id_ = values[self.id_position]
         if stored is None:
             stored = pack(values)
+        self.tick = next(TICKS)
         self._index(id_, values)
         self.live[id_] = stored
         self.rows.append((id_, stored, None))
@@ -415,6 +425,7 @@ class Table:
         at = self.id_position
         ids = [values[at] for values in batch]
         records = list(map(pack, batch))
+        self.tick = next(TICKS)
         self.live.update(zip(ids, records))
         self.rows.extend(zip(ids, records, [None] * len(records)))
         self.prior.frombytes(bytes(8 * len(records)))
@@ -451,6 +462,7 @@ class Table:
             return
         ids = list(map(itemgetter(self.id_position), batch))
         records = list(map(pack, batch))
+        self.tick = next(TICKS)
         self.live.update(zip(ids, records))
         self.rows.extend(zip(ids, records, [None] * len(records)))
         self.prior.frombytes(bytes(8 * len(records)))
@@ -529,6 +541,7 @@ class Table:
         id_ = values[self.id_position]
         if stored is None:
             stored = pack(values)
+        self.tick = next(TICKS)
         self._swap(id_, unpack(previous) if was is None else was, values)
         self.live[id_] = stored
         self.rows.append((id_, stored, previous))
@@ -536,6 +549,7 @@ class Table:
         return stored
 
     def delete(self, id_: Any, previous: Stored) -> None:
+        self.tick = next(TICKS)
         self._unindex(id_, previous)
         self.rows.append((id_, None, previous))
         self.prior.append(self.versions.pop(id_))
@@ -545,6 +559,7 @@ class Table:
         version included."""
         id_, record, previous = self.rows.pop()
         version = self.prior.pop()
+        self.tick = next(TICKS)
         if previous is None:
             assert record is not None
             self._unindex(id_, record)

@@ -18,12 +18,14 @@ Invariant: a word is in `ordered` exactly when `postings` holds it with at least
 
 `match(query)`: the ids of the records every query word matches (a prefix of some word
 of theirs). Each query word's cost is estimated first (the summed sizes of the id sets of
-the words it is a prefix of); the cheapest is made into a set (a union at C speed), then
-each next query word, cheapest first, narrows it: a query word that is a prefix of one word
+the words it is a prefix of); the cheapest word's ids are the candidates (a union at C speed
+when it covers several words), then each next query word, cheapest first, narrows it: a query word that is a prefix of one word
 of the index by intersecting with its ids (C speed, over the smaller side), one of several
-words by intersecting with their union, or, when that union would cost more than
-UNION_FACTOR times testing each candidate against each of its words' ids, by those tests.
-An empty set ends it at once. Cost O(the postings of the words the cheapest query word
+words by intersecting with each of their id sets and joining the shares, or, when those
+would cost more than UNION_FACTOR times testing each candidate against each of its words'
+ids, by those tests. The cheapest word's ids are never copied when it covers one indexed
+word: the first narrowing makes the new set (only a one-word query copies them, for the
+caller to own). An empty set ends it at once. Cost O(the postings of the words the cheapest query word
 covers + the narrowing), never a walk of every record; the dear case is a query of only
 one-letter words, each the prefix of a large share of all words (bench/README.md).
 
@@ -167,16 +169,32 @@ class WordIndex:
         if not expanded or expanded[0][0] == 0:
             return set()
         _cost, _i, first = expanded[0]
-        found: set[Any] = set().union(*first)
+        # The cheapest word's ids, not copied while they are one word's postings: the first
+        # narrowing makes the new set, over the smaller side (at 1,000,000 posts two common
+        # words' union copy was most of a search, bench/README.md "Lists of the present").
+        found: Ids = first[0] if len(first) == 1 else set().union(*first)
         for cost, _i, sets in expanded[1:]:
             if cost == 0:
                 return set()
-            if len(sets) == 1:  # one word: C speed, over the smaller side when it is a set
-                found.intersection_update(sets[0])
-            elif cost <= UNION_FACTOR * len(found) * len(sets):
-                found.intersection_update(set().union(*sets))
+            if len(sets) == 1:  # one word: C speed, over the smaller side when both are sets
+                found = _intersection(found, sets[0])
+            elif cost <= UNION_FACTOR * len(found) * len(sets):  # each word's share, joined
+                found = set().union(*[_intersection(found, ids) for ids in sets])
             else:  # a short prefix held by many words, against few candidates
                 found = {id_ for id_ in found if any(id_ in ids for ids in sets)}
             if not found:
-                break
-        return found
+                return set()
+        # a narrowing or the union made a new set; one word's postings alone are copied
+        if type(found) is set and (len(expanded) > 1 or len(first) > 1):
+            return found
+        return set(found)
+
+
+def _intersection(a: Ids, b: Ids) -> set[Any]:
+    """A new set of the ids in both: `set.intersection` walks the smaller of two sets, and
+    the other argument whole when it is a tuple (at most SMALL ids)."""
+    if type(a) is set:
+        return a.intersection(b)
+    if type(b) is set:
+        return b.intersection(a)
+    return set(a).intersection(b)
