@@ -33,9 +33,10 @@ list >= 1.2, GET one >= 2.0. It also prints the service's RSS after the open and
 shapes (what the lists built: bucket orders, storage/buckets.py). `--code DIR` serves from
 another checkout (an export of an older commit), for a before/after on the same data.
 Each shape asks one URL over and over with no write between, so its lists are the app's kept
-answers of the present (dbsvc/readcache.py `PresentPages`): the figure of a polled list. A
-list asked right after a write, and each new cursor of a walk, is made afresh: bench/README.md
-("Lists of the present, kept") has that cost in process.
+answers of the present (dbsvc/readcache.py `PresentPages`): the figure of a polled list.
+`--fresh` serves with SERVICE_LIST_CACHE_BYTES=0, so every list is made afresh, as a list
+asked right after a write or each new cursor of a walk is: the figure of a list of an
+application that writes.
 
 Targets, as ratios to the bare h11 server (issue 13; the HTTP fast path, dbsvc/http/fastpath.py):
 GET one >= 2.0, list >= 1.2, durable creates with 64 connections >= 0.8 with at most one fsync
@@ -340,7 +341,10 @@ def run_matrix(args: argparse.Namespace) -> int:
     data = seeded(args.data or Path(tempfile.gettempdir()) / f"dbsvc-matrix-{args.records}", args.records)
     bare, bare_port = start_server([sys.executable, str(BARE_H11)])
     code = args.code or ROOT
-    proc, port, _log = start_dbsvc({"SERVICE_DATA": str(data), "RUST_LOG": args.log_level}, timeout=900, code=code)
+    env = {"SERVICE_DATA": str(data), "RUST_LOG": args.log_level}
+    if args.fresh:
+        env["SERVICE_LIST_CACHE_BYTES"] = "0"  # every list made afresh (module docstring)
+    proc, port, _log = start_dbsvc(env, timeout=900, code=code)
     opened_rss = rss_mb(proc.pid)
     only = set(args.only_shapes.split(",")) if args.only_shapes else None
     rows: list[tuple[str, dict]] = []
@@ -361,7 +365,8 @@ def run_matrix(args: argparse.Namespace) -> int:
         shapes = matrix_shapes(port, args.records, as_of)
         for server, target in (yardstick, (proc, url + shapes[0][1])):  # warm-up
             measure(server, target, duration=2, connections=args.connections)
-        print(f"{args.records} posts; side by side with bare h11, {args.rounds} rounds of {args.duration:g} s")
+        made = "every list made afresh" if args.fresh else "lists kept while unchanged"
+        print(f"{args.records} posts; side by side with bare h11, {args.rounds} rounds of {args.duration:g} s; {made}")
         for index, (label, path) in enumerate(shapes):
             if only is not None and str(index) not in only and label not in only:
                 continue
@@ -394,6 +399,9 @@ def main(argv: list[str]) -> int:
         "--data", type=Path, default=None, help="--matrix: keep the seeded posts here (default $TMPDIR/dbsvc-matrix-N)"
     )
     parser.add_argument("--only-shapes", default="", help="--matrix: comma list of shape numbers or labels")
+    parser.add_argument(
+        "--fresh", action="store_true", help="--matrix: no kept list answers (SERVICE_LIST_CACHE_BYTES=0)"
+    )
     parser.add_argument(
         "--code", type=Path, default=None, help="--matrix: the checkout whose server is measured (a before/after)"
     )

@@ -149,6 +149,7 @@ class Application(OperationalRoutes):
         origins: tuple[str, ...] = (),
         replica: ReplicaStatus | None = None,
         explorer: bool = False,
+        list_cache_bytes: int = 8 << 20,
     ) -> None:
         self.models: dict[str, CompiledModel] = dict(module.ROUTES)
         self.store = store
@@ -159,7 +160,8 @@ class Application(OperationalRoutes):
         self.encoded = EncodedRecords(list(self.models.values()))
         self.queries = ParsedQueries()
         self.past = PastPages()  # list answers at a past watermark (as_of), kept whole
-        self.present = PresentPages()  # list answers of the present, kept while their models are unchanged
+        # list answers of the present, kept while their models are unchanged (SERVICE_LIST_CACHE_BYTES)
+        self.present = PresentPages(budget=list_cache_bytes)
         self._reads: dict[tuple[str, tuple], tuple[str, ...]] = {}  # the models a list reads (_read_models)
         self.expander = Expander(list(self.models.values()), self.encoded.encode)  # `expand=` (dbsvc/expand.py)
         self.broker = broker

@@ -50,6 +50,9 @@ the log cannot hold beside its successor. A larger value is refused at start-up 
 socket's queue holds, beside `changefeed_capacity`'s bound in frames (realtime/session.py
 rule 4).
 
+`SERVICE_LIST_CACHE_BYTES` (default 8 MiB; 0 turns it off) bounds the list answers of the
+present the application keeps (readcache.py `PresentPages`).
+
 `[runtime]` keys: `replication`, `changefeed_capacity`, and `replication_retain_mb` (MiB of
 compacted log a compaction keeps for replicas that resume, storage/retain.py), carried as
 `replication_retain_bytes`: 0 when replication is off (nothing is retained beyond the
@@ -100,6 +103,7 @@ class Config:
     auth: AuthConfig | None = None  # the guard's settings; None: the guard is off (or not asked for)
     follow_rebootstrap: bool = False  # SERVICE_FOLLOW_REBOOTSTRAP
     token: str | None = None  # SERVICE_TOKEN (or its alias SERVICE_FOLLOW_TOKEN)
+    list_cache_bytes: int = 8 << 20  # SERVICE_LIST_CACHE_BYTES: kept list answers (0: none)
 
 
 def _int(environ: Mapping[str, str], name: str, default: int, lo: int, hi: int | None = None) -> int:
@@ -307,6 +311,7 @@ def load_config(
         replication=replication,
         changefeed_capacity=_runtime_int(runtime, "changefeed_capacity", 1024),
         changefeed_bytes=_int(environ, "SERVICE_CHANGEFEED_BYTES", 8 << 20, 65536),
+        list_cache_bytes=_int(environ, "SERVICE_LIST_CACHE_BYTES", 8 << 20, 0),
         replication_retain_bytes=retain_mb << 20 if replication else 0,
         explorer=_switch(environ, "SERVICE_EXPLORER"),
         auth=guard,

@@ -242,7 +242,9 @@ def _shown(text: str) -> str:
 def _malformed(text: str) -> BadQuery:
     """The refusal of a cursor that is not one of ours; made only when it is raised (a
     cursor page decodes its cursor on every request)."""
-    return BadQuery(f"malformed cursor {_shown(text)!r}: expected the cursor of a Link rel=\"next\" header of this list")
+    return BadQuery(
+        f"malformed cursor {_shown(text)!r}: expected the cursor of a Link rel=\"next\" header of this list"
+    )
 
 
 def _refuse(name: str) -> Any:

@@ -334,6 +334,7 @@ def _run_bound(
         origins=config.http.cors_origins,
         replica=follower.status if follower else None,
         explorer=explorer_enabled(config.explorer, config.http.host, guard is not None),
+        list_cache_bytes=config.list_cache_bytes,
     )
     if worker is not None:
         app.worker = worker.describe(os.getpid())

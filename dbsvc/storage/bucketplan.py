@@ -212,4 +212,3 @@ def _walk(order: BucketOrder, desc: bool, rest: tuple[tuple[str, bool], ...], ta
 
 def _run(run: list[Any], rest: tuple[tuple[str, bool], ...], table: Table) -> list[Any]:
     return ordered_ids(run, rest, table) if len(run) > 1 else run
-

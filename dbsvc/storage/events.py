@@ -128,9 +128,9 @@ def event_payload(
         tail = "}"
     if batch is not None:
         tail = tail[:-1] + batch_mark(*batch) + "}"
-    return (
-        f'{_head(kind, model)}{offset},"watermark":{watermark},"id":{shown},"record":{record_text}{tail}'
-    ).encode("utf-8")
+    return (f'{_head(kind, model)}{offset},"watermark":{watermark},"id":{shown},"record":{record_text}{tail}').encode(
+        "utf-8"
+    )
 
 
 def batch_mark(first: int, last: int) -> str:

@@ -262,6 +262,14 @@ def test_present_pages_are_bounded_in_entries_and_bytes_and_drop_the_oldest():
     assert pages.get(store, request("/api/m?limit=8")) is None
 
 
+def test_a_budget_of_0_keeps_nothing(tmp_path):
+    """SERVICE_LIST_CACHE_BYTES=0 (docs/guide/configuration.md): every list made afresh."""
+    store, pages = Ticks(), PresentPages(budget=0)
+    pages.keep(store, request("/api/m?limit=1"), ("M",), b"{}", 1, None)
+    assert len(pages) == 0 and pages.kept_bytes == 0
+    assert pages.get(store, request("/api/m?limit=1")) is None
+
+
 def test_present_pages_are_stale_when_any_read_models_tick_or_the_epoch_moves():
     store, pages = Ticks(), PresentPages()
     target = request("/api/m?expand=n")

@@ -35,7 +35,9 @@ def built(tmp_path_factory):
     """The blog client and both Node scripts, compiled once (tsc is the slow part)."""
     out = tmp_path_factory.mktemp("ts_feeds")
     with contextlib.redirect_stdout(io.StringIO()):
-        assert dbsvc_main(["client", str(SCHEMAS / "blog.dbs"), "--lang", "typescript", "-o", str(out / "blog.ts")]) == 0
+        assert (
+            dbsvc_main(["client", str(SCHEMAS / "blog.dbs"), "--lang", "typescript", "-o", str(out / "blog.ts")]) == 0
+        )
     for script in SCRIPTS:
         shutil.copy(TS_DIR / script, out / script)
     types = ["--types", "node", "--typeRoots", str(TS_DIR / "node_modules" / "@types")]

@@ -45,6 +45,7 @@ def test_every_variable_lands_in_its_own_field():
         "SERVICE_WS_PONG_TIMEOUT": "8.5",
         "SERVICE_WS_CLOSE_TIMEOUT": "9.25",
         "SERVICE_CHANGEFEED_BYTES": "70000",
+        "SERVICE_LIST_CACHE_BYTES": "70001",
     }
     config = load_config(env, {"replication": True, "changefeed_capacity": 17, "replication_retain_mb": 3})
     http = config.http
@@ -63,6 +64,7 @@ def test_every_variable_lands_in_its_own_field():
         "ws_pong_timeout": http.ws_pong_timeout,
         "ws_close_timeout": http.ws_close_timeout,
         "changefeed_bytes": config.changefeed_bytes,
+        "list_cache_bytes": config.list_cache_bytes,
         "changefeed_capacity": config.changefeed_capacity,
         "replication_retain_bytes": config.replication_retain_bytes,
     }
@@ -81,6 +83,7 @@ def test_every_variable_lands_in_its_own_field():
         "ws_pong_timeout": 8.5,
         "ws_close_timeout": 9.25,
         "changefeed_bytes": 70000,
+        "list_cache_bytes": 70001,
         "changefeed_capacity": 17,
         "replication_retain_bytes": 3 << 20,
     }
@@ -99,7 +102,7 @@ def test_the_defaults_are_the_documented_figures():
     assert (http.header_timeout, http.idle_timeout, http.shutdown_timeout) == (10.0, 60.0, 10.0)
     assert (http.min_body_rate, http.body_memory) == (240, 67108864)
     assert (http.ws_ping_interval, http.ws_pong_timeout, http.ws_close_timeout) == (30.0, 30.0, 5.0)
-    assert (config.changefeed_capacity, config.changefeed_bytes) == (1024, 8388608)
+    assert (config.changefeed_capacity, config.changefeed_bytes, config.list_cache_bytes) == (1024, 8388608, 8388608)
     assert config.replication_retain_bytes == 256 << 20
     assert load_config({}, {}).replication_retain_bytes == 0  # replication off: nothing retained
 

@@ -52,7 +52,13 @@ def _group(fault: str) -> list[bytes]:
         "bool offset": lambda: _event(offset, record, offset=True),
         "header offset": lambda: encode_frame(99, _event(offset, record)[16:]),
         "unknown model": lambda: _event(offset, record, model="Nope"),
-        "other model": lambda: _event(offset, {"id": 1, "author_id": 11, "title": "t", "body": "b", "published": False, "score": 1.0, "tags": None}, model="BlogPost", watermark=1, id=1),
+        "other model": lambda: _event(
+            offset,
+            {"id": 1, "author_id": 11, "title": "t", "body": "b", "published": False, "score": 1.0, "tags": None},
+            model="BlogPost",
+            watermark=1,
+            id=1,
+        ),
         "missing field": lambda: _event(offset, {k: v for k, v in record.items() if k != "profile"}),
         "fields out of order": lambda: _event(offset, dict(reversed(list(record.items())))),
         "datetime key": lambda: _event(offset, record | {"joined": "2026-13-01T00:00:00Z"}),
@@ -60,7 +66,9 @@ def _group(fault: str) -> list[bytes]:
         "new types, refused": lambda: _event(offset, record | {"age": 3.5}),
         "new types, good": lambda: _event(offset, record | {"age": None}),
         "a batch mark": lambda: _event(offset, record, batch={"first": 35, "last": 36}),
-        "an update": lambda: _event(offset, user(5, name="renamed"), kind="update", previous=user(5), id=5, watermark=35),
+        "an update": lambda: _event(
+            offset, user(5, name="renamed"), kind="update", previous=user(5), id=5, watermark=35
+        ),
         "not JSON": lambda: encode_frame(offset, b'{"kind":"insert"'),
         "NaN": lambda: encode_frame(offset, _event(offset, record)[16:].replace(b'"age":3', b'"age":NaN')),
         "a record that is a list": lambda: _event(offset, record, record=[35]),
@@ -163,7 +171,18 @@ def test_a_group_ends_as_its_frames_one_at_a_time_end(tmp_path, fault):
         assert state["head"] == 50
     else:  # the 24 frames of the group before the fault are kept, nothing of it or after it
         assert state["head"] == 34 and state["applied"] == 34
-    assert (error is None) == (fault in ("no fault", "new types, good", "id far ahead", "id below the run", "a batch mark", "an update", "other model"))
+    assert (error is None) == (
+        fault
+        in (
+            "no fault",
+            "new types, good",
+            "id far ahead",
+            "id below the run",
+            "a batch mark",
+            "an update",
+            "other model",
+        )
+    )
 
 
 def test_a_run_of_new_ids_in_order_is_one_run_of_the_table(tmp_path):

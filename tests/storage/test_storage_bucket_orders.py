@@ -33,7 +33,11 @@ SHAPES = [
     ([("g", "2"), ("k", "x")], lambda r: r["g"] == 2 and r["k"] == "x", []),
     ([("g", "3"), ("n__gte", "1")], lambda r: r["g"] == 3 and r["n"] is not None and r["n"] >= 1, []),
     ([("g", "3"), ("n__lt", "3")], lambda r: r["g"] == 3 and r["n"] is not None and r["n"] < 3, [("n", True)]),
-    ([("g", "4"), ("k", "y"), ("n__gt", "0")], lambda r: r["g"] == 4 and r["k"] == "y" and (r["n"] or 0) > 0, [("n", False)]),
+    (
+        [("g", "4"), ("k", "y"), ("n__gt", "0")],
+        lambda r: r["g"] == 4 and r["k"] == "y" and (r["n"] or 0) > 0,
+        [("n", False)],
+    ),
 ]
 PAGES = [(20, 0), (7, 3), (20, 140), (100, 0), (0, 0)]
 
@@ -196,7 +200,9 @@ def test_a_store_compacting_online_and_reopening_answers_from_orders_built_again
         records = s.table("BlogPost").records
         for params in shapes:
             want = reference(
-                dict(records), lambda r, p=params: all(str(r[f]).lower() == v for f, v in p if f != "sort"), _sort(params)
+                dict(records),
+                lambda r, p=params: all(str(r[f]).lower() == v for f, v in p if f != "sort"),
+                _sort(params),
             )
             for limit, offset in ((20, 0), (15, 130)):
                 query = model.parse_list_query(params + [("limit", str(limit)), ("offset", str(offset))])
