@@ -30,6 +30,8 @@ model Doc {
   n      int?   @filter @sort
   tag    str    @filter
   parent int?   @ref(Doc)
+  s      str?   @sort
+  w      str?   @search
 }
 """,
         "bulk.dbs",
@@ -67,7 +69,10 @@ def indexes(table: Table) -> tuple:
         {f: list(ix) for f, ix in table.ordered.items()},
         {f: dict(c) for f, c in table.refs.items()},
         {f: {k: sorted(ix.ids([k])) for k in keys} for f, ix, keys in buckets(table)},
+        {f: ({i: ix.column.get(i) for i in table.live}, set(ix.column.nulls)) for f, ix in table.ordered.items()},
+        None if table.words is None else {w: table.words.match((w,)) for w in ("hel", "wor", "x")},
         table.max_id,
+        table.watermark,
     )
 
 
@@ -79,9 +84,9 @@ def buckets(table: Table):
 
 KEYS = [{"id": "k1", "a": "x", "b": "p"}, {"id": "k2", "a": "y", "b": None}, {"id": "k3", "a": "z", "b": "q"}]
 DOCS = [
-    {"id": 2, "email": "a@x", "n": 1, "tag": "x", "parent": 3},
-    {"id": 3, "email": "b@x", "n": None, "tag": "y", "parent": 2},
-    {"id": 7, "email": "c@x", "n": 1, "tag": "x", "parent": 2},
+    {"id": 2, "email": "a@x", "n": 1, "tag": "x", "parent": 3, "s": "b", "w": "hello world"},
+    {"id": 3, "email": "b@x", "n": None, "tag": "y", "parent": 2, "s": None, "w": None},
+    {"id": 7, "email": "c@x", "n": 1, "tag": "x", "parent": 2, "s": "a", "w": "help"},
 ]
 
 
@@ -124,6 +129,35 @@ def test_a_bulk_insert_below_a_larger_id_used_before_keeps_the_larger():
     assert table.max_id == 50
     table.insert_many([DOC.row(r) for r in DOCS])  # the table is empty: rebuilt in bulk
     assert table.max_id == 50 and list(table.pk) == [2, 3, 7]
-    table.insert_many([DOC.row({**DOCS[0], "id": 60, "email": None})])  # one, onto three: one insert
+    table.insert_many([DOC.row({**DOCS[0], "id": 60, "email": None, "w": None})])  # one, onto three: one insert
     assert table.max_id == 60 and list(table.pk) == [2, 3, 7, 60]
     assert table.refs == {"parent": {2: 2, 3: 2}}
+
+
+@pytest.mark.parametrize("before", [0, 1, 3])
+def test_a_run_of_inserts_is_the_inserts_one_at_a_time(before):
+    more = [
+        {"id": 8, "email": None, "n": 0, "tag": "y", "parent": None, "s": "c", "w": "word x"},
+        {"id": 9, "email": "d@x", "n": None, "tag": "x", "parent": 7, "s": None, "w": None},
+        {"id": 12, "email": "e@x", "n": 1, "tag": "x", "parent": 2, "s": "a", "w": "hello"},
+    ]
+    records = DOCS + more
+    one = inserted(DOC, records)
+    run = inserted(DOC, records[:before])
+    run.insert_run([DOC.row(r) for r in records[before:]])
+    assert indexes(run) == indexes(one)
+    assert run.rows == one.rows and list(run.prior) == list(one.prior) and run.max_id == 12
+    assert run.unique == {"email": {"a@x": 2, "b@x": 3, "c@x": 7, "d@x": 9, "e@x": 12}}
+    assert run.refs == {"parent": {3: 1, 2: 3, 7: 1}} and run.words.match(("wor",)) == {2, 8}
+    run.insert(DOC.row({**more[0], "id": 13}))  # a write after the run
+    assert list(run.pk) == [2, 3, 7, 8, 9, 12, 13] and run.max_id == 13
+
+
+def test_a_run_of_string_ids_or_below_the_largest_id_keeps_the_largest():
+    keys = Table(KEY)
+    keys.insert_run([KEY.row(r) for r in KEYS])
+    assert indexes(keys) == indexes(inserted(KEY, KEYS)) and keys.max_id == 0
+    table = inserted(DOC, [{**DOCS[0], "id": 50, "email": None}])
+    table.delete(50, table.live[50])
+    table.insert_run([DOC.row(r) for r in DOCS])
+    assert table.max_id == 50 and list(table.pk) == [2, 3, 7]
