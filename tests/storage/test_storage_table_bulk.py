@@ -1,7 +1,7 @@
 """A table's bulk loads (storage/table.py `load_base`, `insert_many`, `insert_run`) at their
 edges, on a `Table` held in memory, no store and no fixture: a snapshot of string ids (its
 @unique fields indexed though no other index names them, its largest int id left at 0), a
-snapshot whose @unique and @ref columns hold no null, a bulk insert of string ids, a bulk
+snapshot whose @unique and @ref columns hold no null, a filter of string ids, a bulk insert of string ids, a bulk
 insert below a larger id used before, and a load into a table that is not empty (refused).
 Each is compared with the same records inserted one at a time. bench/mutation_inprocess.py
 runs these per mutant (docs/mutation.md)."""
@@ -24,6 +24,11 @@ model Key {
   b   str?  @unique
 }
 
+model Tag {
+  id  str   @id
+  tag str   @filter
+}
+
 model Doc {
   id     int    @id
   email  str?   @unique @filter
@@ -37,7 +42,7 @@ model Doc {
         "bulk.dbs",
     )
 ).BY_NAME
-KEY, DOC = MODELS["Key"], MODELS["Doc"]
+KEY, DOC, TAG = MODELS["Key"], MODELS["Doc"], MODELS["Tag"]
 
 
 def columns_of(table: Table, values: list[tuple]) -> dict[int, list]:
@@ -161,3 +166,11 @@ def test_a_run_of_string_ids_or_below_the_largest_id_keeps_the_largest():
     table.delete(50, table.live[50])
     table.insert_run([DOC.row(r) for r in DOCS])
     assert table.max_id == 50 and list(table.pk) == [2, 3, 7]
+
+
+def test_a_filter_of_a_table_of_string_ids():
+    tags = [{"id": f"k{i}", "tag": "xy"[i % 2]} for i in range(5)]
+    for table in (inserted(TAG, tags), loaded(TAG, tags)):
+        assert sorted(table.hashes["tag"].ids(["x"])) == ["k0", "k2", "k4"]
+        table.insert(TAG.row({"id": "k9", "tag": "y"}))
+        assert sorted(table.hashes["tag"].ids(["y"])) == ["k1", "k3", "k9"] and table.max_id == 0
