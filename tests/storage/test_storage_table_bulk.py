@@ -47,9 +47,7 @@ KEY, DOC, TAG = MODELS["Key"], MODELS["Doc"], MODELS["Tag"]
 
 def columns_of(table: Table, values: list[tuple]) -> dict[int, list]:
     model = table.model
-    return {
-        p: [None if v[p] is None else model.keys[model.fields[p]](v[p]) for v in values] for p in table.columns
-    }
+    return {p: [None if v[p] is None else model.keys[model.fields[p]](v[p]) for v in values] for p in table.columns}
 
 
 def loaded(model, records: list[dict], max_id: int = 0) -> Table:
