@@ -1,0 +1,69 @@
+"""The dicts a table hands out (storage/shown.py `ShownDicts`) at its decisions, no store and no
+fixture: a page shown again is the same dicts in a new list; a page whose stored records are
+not all the very ones it was made of, or a shorter page of the same first ids, is made again;
+pages of at most 100 ids are kept, the last 64 of them, after the single dicts were forgotten
+(65,536 others shown since). bench/mutation_inprocess.py runs these per mutant
+(docs/mutation.md)."""
+
+from __future__ import annotations
+
+from dbsvc.storage.rows import pack
+from dbsvc.storage.shown import ShownDicts
+
+
+def decoded(values) -> dict:
+    return {"id": values[0], "name": values[1]}
+
+
+def stored(id_: int, name: str = "") -> bytes:
+    return pack((id_, name or f"r{id_}"))
+
+
+def same(a: list[dict], b: list[dict]) -> bool:
+    return len(a) == len(b) and all(x is y for x, y in zip(a, b))
+
+
+def test_a_page_shown_again_is_the_same_dicts_in_a_new_list():
+    dicts = ShownDicts(decoded)
+    page = [stored(1), stored(2)]
+    first = dicts.page([1, 2], page)
+    assert first == [{"id": 1, "name": "r1"}, {"id": 2, "name": "r2"}]
+    again = dicts.page([1, 2], page)
+    assert same(again, first) and again is not first
+    again.append({})  # the caller's list is its own
+    assert same(dicts.page([1, 2], page), first)
+    assert dicts.page([1], page[:1]) == [first[0]]  # the same first id, a shorter page
+
+
+def test_a_page_with_one_record_replaced_reads_that_one_afresh():
+    dicts = ShownDicts(decoded)
+    page = [stored(1), stored(2)]
+    first = dicts.page([1, 2], page)
+    second = dicts.page([1, 2], [page[0], stored(2, "new")])
+    assert second[0] is first[0] and second[1] == {"id": 2, "name": "new"}
+
+
+def test_pages_of_at_most_100_ids_are_kept_the_last_64():
+    dicts = ShownDicts(decoded)
+    oldest = [stored(5000)]
+    shown_oldest = dicts.page([5000], oldest)
+    hundred = ([*range(1, 101)], [stored(i) for i in range(1, 101)])
+    longer = ([*range(201, 302)], [stored(i) for i in range(201, 302)])
+    shown_100 = dicts.page(*hundred)
+    shown_101 = dicts.page(*longer)
+    singles = {i: [stored(i)] for i in range(1001, 1063)}
+    shown_single = {i: dicts.page([i], s) for i, s in singles.items()}  # 64 kept now
+    last = [stored(2000)]
+    shown_last = dicts.page([2000], last)  # the 65th: the oldest page goes
+    other = stored(0)
+    for i in range(100_000, 100_000 + 65536):  # every single dict above forgotten
+        dicts.one(i, other)
+    assert not {1, 201, 1001, 2000, 5000} & set(dicts.ids)
+    assert same(dicts.page(*hundred), shown_100)  # 100 ids: kept
+    again_101 = dicts.page(*longer)
+    assert again_101 == shown_101 and not any(a is b for a, b in zip(again_101, shown_101))
+    assert same(dicts.page([1062], singles[1062]), shown_single[1062])
+    assert same(dicts.page([2000], last), shown_last)
+    assert same(dicts.page([1001], singles[1001]), shown_single[1001])
+    again_oldest = dicts.page([5000], oldest)  # pushed out by the 65th: made again
+    assert again_oldest == shown_oldest and again_oldest[0] is not shown_oldest[0]
