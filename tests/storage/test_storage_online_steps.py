@@ -1,0 +1,128 @@
+"""Online compaction's fault steps (online.py's docstring, the same numbers as offline
+compaction's `compact.install`), in process: which files stand at each of the nine
+`faults.check("compact")` calls, and what a fault after step 1 or after step 9 leaves.
+
+The child-process tests (test_storage_online.py, killed after each step) show that a crash
+anywhere recovers; these show, where mutation testing can see it, that each hook sits after
+the step its number names (docs/mutation.md, session 7: `write_snapshot`'s hook after step 1
+was reached only by a child process)."""
+
+from __future__ import annotations
+
+import logging
+import os
+
+from dbsvc.storage.files import FaultPlan
+from support.storage import open_store, run, user
+
+RETAIN = 1 << 20  # every frame before the cut is retained: step 2 writes log.retained.new
+
+
+class StepListing(FaultPlan):
+    """A fault plan that fails nothing: at each compaction step it notes the tenant's files."""
+
+    def __init__(self, directory: str) -> None:
+        super().__init__(None)
+        self.directory = directory
+        self.listings: list[list[str]] = []
+
+    def check(self, op: str) -> None:
+        if op == "compact":
+            self.listings.append(sorted(os.listdir(self.directory)))
+
+
+def _fill_and_compact(s) -> None:
+    async def go():
+        for i in range(1, 21):
+            await s.insert("User", user(i))
+        await s.compact_now()
+
+    run(go())
+
+
+def test_each_fault_step_of_an_online_compaction_comes_after_the_file_step_it_names(tenant):
+    s = open_store(tenant, retain_bytes=RETAIN)
+    steps = StepListing(tenant)
+    s.compactor.faults = steps  # the plan the compaction's steps consult (DBSVC_FAULT's, else none)
+    try:
+        _fill_and_compact(s)
+        assert s.compactions == 1
+    finally:
+        s.close()
+    assert steps.listings == [
+        ["LOCK", "history", "log", "schema.json", "snapshot.new"],  # 1: snapshot.new written and fsynced, nothing else yet
+        ["LOCK", "history", "log", "log.retained.new", "schema.json", "snapshot.new"],  # 2: log.retained.new
+        ["LOCK", "history", "log", "log.new", "log.retained.new", "schema.json", "snapshot.new"],  # 3: log.new
+        ["LOCK", "history", "log", "log.new", "log.retained.new", "schema.json", "snapshot.new"],  # 4: fsync of the directory
+        ["LOCK", "history", "log", "log.new", "log.retained.new", "schema.json", "snapshot"],  # 5: the commit point
+        ["LOCK", "history", "log", "log.new", "log.retained.new", "schema.json", "snapshot"],  # 6: fsync of the directory
+        ["LOCK", "history", "log", "log.new", "log.retained", "schema.json", "snapshot"],  # 7: log.retained
+        ["LOCK", "history", "log", "log.retained", "schema.json", "snapshot"],  # 8: log
+        ["LOCK", "history", "log", "log.retained", "schema.json", "snapshot"],  # 9: fsync of the directory
+    ]
+
+
+def test_a_fault_after_step_1_leaves_no_retained_segment_and_the_store_serving(tenant, monkeypatch, caplog):
+    """DBSVC_FAULT=compact:1:EIO fails the compaction right after snapshot.new: before the
+    commit point, so the `.new` files go, the old pair stands and writes go on."""
+    monkeypatch.setenv("DBSVC_FAULT", "compact:1:EIO")
+    s = open_store(tenant, retain_bytes=RETAIN)
+    seen = StepListing(tenant)  # the env's plan still decides; this one only lists the files
+    plan = s.compactor.faults
+
+    class Both(FaultPlan):
+        def check(self, op: str) -> None:
+            seen.check(op)
+            plan.check(op)
+
+    s.compactor.faults = Both(None)
+    try:
+        with caplog.at_level(logging.ERROR, logger="dbsvc.storage"):
+            _fill_and_compact(s)
+        assert s.compactions == 0
+        assert [r.getMessage() for r in caplog.records] == [
+            f"{tenant}: online compaction failed: [Errno 5] Input/output error (injected by DBSVC_FAULT compact:1)"
+        ]
+        assert seen.listings == [["LOCK", "history", "log", "schema.json", "snapshot.new"]]
+        assert sorted(os.listdir(tenant)) == ["LOCK", "history", "log", "schema.json"]
+        assert run(s.insert("User", user(None, email="after@x")))["id"] == 21
+    finally:
+        s.close()
+    s = open_store(tenant)
+    try:
+        assert sorted(s.tables["User"].records) == list(range(1, 22))
+    finally:
+        s.close()
+
+
+def test_a_fault_after_step_9_leaves_the_store_read_only_and_the_next_open_has_the_new_epoch(
+    tenant, monkeypatch, caplog
+):
+    """The ninth hook is the last: a compaction makes exactly nine steps, and an error after
+    the commit point stops writes until a restart, which finds the new pair in place."""
+    monkeypatch.setenv("DBSVC_FAULT", "compact:9:EIO")
+    s = open_store(tenant, retain_bytes=RETAIN)
+    try:
+        with caplog.at_level(logging.ERROR, logger="dbsvc.storage"):
+            _fill_and_compact(s)
+        assert [r.getMessage() for r in caplog.records][0] == (
+            f"{tenant}: compaction failed after its commit point: [Errno 5] Input/output error "
+            "(injected by DBSVC_FAULT compact:9); the store is now read-only (the next open finishes the switch)"
+        )
+        try:
+            run(s.insert("User", user(None, email="refused@x")))
+        except Exception as exc:  # noqa: BLE001 - the type is the commit queue's, checked by name below
+            refused = exc
+        else:
+            refused = None
+        assert refused is not None, "a write was taken after a failure past the commit point"
+    finally:
+        s.close()
+    monkeypatch.delenv("DBSVC_FAULT")
+    s = open_store(tenant, retain_bytes=RETAIN)
+    try:
+        assert sorted(os.listdir(tenant)) == ["LOCK", "history", "log", "log.retained", "schema.json", "snapshot"]
+        assert sorted(s.tables["User"].records) == list(range(1, 21))
+        assert s.oldest_offset == 0 and [int.from_bytes(f[:8], "big") for f in s.frames_after(0)] == list(range(1, 21))
+    finally:
+        s.close()
