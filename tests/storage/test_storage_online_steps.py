@@ -9,9 +9,12 @@ was reached only by a child process)."""
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import os
+import threading
 
+from dbsvc.storage import files, online
 from dbsvc.storage.files import FaultPlan
 from support.storage import open_store, run, user
 
@@ -124,5 +127,104 @@ def test_a_fault_after_step_9_leaves_the_store_read_only_and_the_next_open_has_t
         assert sorted(os.listdir(tenant)) == ["LOCK", "history", "log", "log.retained", "schema.json", "snapshot"]
         assert sorted(s.tables["User"].records) == list(range(1, 21))
         assert s.oldest_offset == 0 and [int.from_bytes(f[:8], "big") for f in s.frames_after(0)] == list(range(1, 21))
+    finally:
+        s.close()
+
+
+class HoldAfterSnapshot(FaultPlan):
+    """Holds the compaction's thread at its first step (snapshot.new written) until the test
+    has written past the cut, so the new log starts with frames copied from the old one."""
+
+    def __init__(self) -> None:
+        super().__init__(None)
+        self.reached = threading.Event()
+        self.release = threading.Event()
+
+    def check(self, op: str) -> None:
+        if op == "compact" and not self.reached.is_set():
+            self.reached.set()
+            assert self.release.wait(60), "the test never released the compaction"
+
+
+class NewLogWrites(files.FileOps):
+    """Notes the size of every write into log.new."""
+
+    def __init__(self) -> None:
+        self.fds: set[int] = set()
+        self.sizes: list[int] = []
+
+    def open(self, path, flags, mode=0o777, *, dir_fd=None):  # type: ignore[override]
+        fd = os.open(path, flags, mode, dir_fd=dir_fd)
+        if path.endswith("log.new"):
+            self.fds.add(fd)
+        return fd
+
+    def write(self, fd, data):  # type: ignore[override]
+        n = os.write(fd, data)
+        if fd in self.fds:
+            self.sizes.append(n)
+        return n
+
+
+def _frame_ends(data: bytes, start: int) -> list[int]:
+    """The byte position after each frame of a log image from `start` (16-byte heads: offset
+    u64, crc u32, length u32)."""
+    ends, at = [], start
+    while at < len(data):
+        at += 16 + int.from_bytes(data[at + 12 : at + 16], "big")
+        ends.append(at)
+    return ends
+
+
+def test_frames_past_the_cut_are_copied_into_the_new_log_a_chunk_at_a_time(tenant, monkeypatch):
+    """online.COPY_CHUNK (4 MiB) set to 600 bytes: the frames written while the snapshot
+    thread ran reach log.new in writes of whole frames, each at least 600 bytes but the
+    last, and the store goes on writing and reading after them (`_copy_frames`' write of a
+    full chunk, which no test reached with the real 4 MiB)."""
+    monkeypatch.setattr(online, "COPY_CHUNK", 600)
+    hold, layer = HoldAfterSnapshot(), NewLogWrites()
+    s = open_store(tenant, retain_bytes=RETAIN)
+    s.compactor.faults = hold
+
+    async def go():
+        for i in range(1, 21):
+            await s.insert("User", user(i))
+        task = s.compact_now()
+        assert await asyncio.to_thread(hold.reached.wait, 60), "the compaction never wrote its snapshot"
+        for n in range(30):
+            await s.replace("User", 1 + n % 20, user(1 + n % 20, name=f"past the cut {n}"))
+        await s.delete("User", 20)
+        hold.release.set()
+        await task
+        await s.insert("User", user(None, email="after@x"))
+
+    try:
+        with files.use(layer):
+            run(go())
+        assert s.compactions == 1
+        live = dict(s.tables["User"].records)
+        # the rows after the cut (offset 20), then the insert after the switch, served in order
+        assert [int.from_bytes(f[:8], "big") for f in s.frames_after(20)] == list(range(21, 53))
+    finally:
+        s.close()
+    data = open(os.path.join(tenant, "log"), "rb").read()
+    header, copied = layer.sizes[0], layer.sizes[1:]  # the new log's header is its first write
+    ends = _frame_ends(data, header)
+    assert len(ends) == 32 and ends[-1] == len(data) and sum(copied) == len(data) - header
+    sizes = [b - a for a, b in zip([header, *ends], ends)]
+    assert all(300 < size < 600 for size in sizes[:30]) and sizes[30] < 300  # 30 replaces, a delete
+    # Whole frames per write: the 30 replaces past the cut two at a time (the second takes
+    # a write past 600 bytes), the delete alone at the copy's end, then the insert after
+    # the switch, written by the store into the same file.
+    per_write, at = [], header
+    for size in copied:
+        first = ends.index(at) + 1 if at != header else 0
+        at += size
+        per_write.append(ends.index(at) + 1 - first)
+    assert per_write == [2] * 15 + [1, 1]
+    s = open_store(tenant)
+    try:
+        assert dict(s.tables["User"].records) == live and 20 not in live
+        assert live[21]["email"] == "after@x"
     finally:
         s.close()
