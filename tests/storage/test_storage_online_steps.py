@@ -10,6 +10,7 @@ was reached only by a child process)."""
 from __future__ import annotations
 
 import asyncio
+import errno
 import logging
 import os
 import threading
@@ -267,3 +268,41 @@ def test_a_log_cut_short_past_the_cut_fails_the_compaction_naming_both_byte_posi
         f"{tenant}: online compaction failed: the log has no whole frame at byte {ends[-2]}, "
         f"expected frames up to byte {len(data)}"
     ]
+
+
+class RefuseUnlink(files.FileOps):
+    """Unlinking log.retained.new fails with EIO (a disk going bad)."""
+
+    def unlink(self, path, *, dir_fd=None):  # type: ignore[override]
+        if path.endswith("log.retained.new"):
+            raise OSError(errno.EIO, "Input/output error")
+        return os.unlink(path, dir_fd=dir_fd)
+
+
+def test_a_new_file_that_cannot_be_removed_is_said_and_left_with_the_snapshot_for_the_next_open(
+    tenant, monkeypatch, caplog
+):
+    """A compaction failing after step 2 removes its `.new` files, snapshot.new last; when
+    one cannot be removed it stops there (a log.new or log.retained.new without
+    snapshot.new would read as past the commit point), says so, and the next open
+    discards them."""
+    monkeypatch.setenv("DBSVC_FAULT", "compact:2:EIO")
+    s = open_store(tenant, retain_bytes=RETAIN)
+    try:
+        with files.use(RefuseUnlink()), caplog.at_level(logging.ERROR, logger="dbsvc.storage"):
+            _fill_and_compact(s)
+        assert s.compactions == 0
+        assert [r.getMessage() for r in caplog.records] == [
+            f"{tenant}: could not discard an unfinished compaction (the next open will): [Errno 5] Input/output error",
+            f"{tenant}: online compaction failed: [Errno 5] Input/output error (injected by DBSVC_FAULT compact:2)",
+        ]
+        assert sorted(os.listdir(tenant)) == ["LOCK", "history", "log", "log.retained.new", "schema.json", "snapshot.new"]
+    finally:
+        s.close()
+    monkeypatch.delenv("DBSVC_FAULT")
+    s = open_store(tenant)
+    try:
+        assert sorted(os.listdir(tenant)) == ["LOCK", "history", "log", "schema.json"]
+        assert sorted(s.tables["User"].records) == list(range(1, 21))
+    finally:
+        s.close()
