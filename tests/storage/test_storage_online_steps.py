@@ -15,6 +15,8 @@ import logging
 import os
 import threading
 
+import pytest
+
 from dbsvc.storage import files, online
 from dbsvc.storage.files import FaultPlan
 from support.storage import open_store, run, user
@@ -306,3 +308,55 @@ def test_a_new_file_that_cannot_be_removed_is_said_and_left_with_the_snapshot_fo
         assert sorted(s.tables["User"].records) == list(range(1, 21))
     finally:
         s.close()
+
+
+class OpenAtLastStep(FaultPlan):
+    """At the ninth step (the renames done, the directory fsynced) notes which of the
+    process's descriptors name a file of `directory` that no longer has a name (Linux)."""
+
+    def __init__(self, directory: str) -> None:
+        super().__init__(None)
+        self.directory = directory
+        self.calls = 0
+        self.deleted: list[str] = []
+
+    def check(self, op: str) -> None:
+        if op != "compact":
+            return
+        self.calls += 1
+        if self.calls % 9:
+            return
+        for fd in os.listdir("/proc/self/fd"):
+            try:
+                target = os.readlink(f"/proc/self/fd/{fd}")
+            except OSError:
+                continue
+            if target.startswith(self.directory + "/") and target.endswith(" (deleted)"):
+                self.deleted.append(target[len(self.directory) + 1 : -len(" (deleted)")])
+
+
+def test_the_switch_keeps_the_replaced_files_open_until_a_thread_closes_them(tenant):
+    """hold_old_files: the snapshot and retained segment the renames replace are held open
+    across the switch, so the renames only drop names and their blocks are freed by
+    release_files off the loop (as is the old log, through its writer's descriptor)."""
+    if not os.path.isdir("/proc/self/fd"):
+        pytest.skip("needs /proc/self/fd")
+    s = open_store(tenant, retain_bytes=RETAIN)
+    seen = OpenAtLastStep(tenant)
+    s.compactor.faults = seen
+
+    async def go():
+        for i in range(1, 21):
+            await s.insert("User", user(i))
+        await s.compact_now()  # the first leaves a snapshot and a retained segment
+        assert seen.deleted == ["log"]
+        seen.deleted.clear()
+        await s.replace("User", 1, user(1, name="again"))
+        await s.compact_now()
+
+    try:
+        run(go())
+        assert s.compactions == 2
+    finally:
+        s.close()
+    assert sorted(seen.deleted) == ["log", "log.retained", "snapshot"]
