@@ -13,6 +13,7 @@ import asyncio
 import errno
 import logging
 import os
+import stat
 import threading
 
 import pytest
@@ -55,16 +56,20 @@ def test_each_fault_step_of_an_online_compaction_comes_after_the_file_step_it_na
         assert s.compactions == 1
     finally:
         s.close()
+    # The files standing at each hook: after step 1 snapshot.new (written, fsynced), after 2
+    # log.retained.new, after 3 log.new, 4 the directory fsynced, 5 the commit point
+    # (snapshot.new renamed), 6 fsynced, 7 log.retained, 8 log, 9 fsynced.
+    both = ["log.new", "log.retained.new"]
     assert steps.listings == [
-        ["LOCK", "history", "log", "schema.json", "snapshot.new"],  # 1: snapshot.new written and fsynced, nothing else yet
-        ["LOCK", "history", "log", "log.retained.new", "schema.json", "snapshot.new"],  # 2: log.retained.new
-        ["LOCK", "history", "log", "log.new", "log.retained.new", "schema.json", "snapshot.new"],  # 3: log.new
-        ["LOCK", "history", "log", "log.new", "log.retained.new", "schema.json", "snapshot.new"],  # 4: fsync of the directory
-        ["LOCK", "history", "log", "log.new", "log.retained.new", "schema.json", "snapshot"],  # 5: the commit point
-        ["LOCK", "history", "log", "log.new", "log.retained.new", "schema.json", "snapshot"],  # 6: fsync of the directory
-        ["LOCK", "history", "log", "log.new", "log.retained", "schema.json", "snapshot"],  # 7: log.retained
-        ["LOCK", "history", "log", "log.retained", "schema.json", "snapshot"],  # 8: log
-        ["LOCK", "history", "log", "log.retained", "schema.json", "snapshot"],  # 9: fsync of the directory
+        ["LOCK", "history", "log", "schema.json", "snapshot.new"],
+        ["LOCK", "history", "log", "log.retained.new", "schema.json", "snapshot.new"],
+        ["LOCK", "history", "log", *both, "schema.json", "snapshot.new"],
+        ["LOCK", "history", "log", *both, "schema.json", "snapshot.new"],
+        ["LOCK", "history", "log", *both, "schema.json", "snapshot"],
+        ["LOCK", "history", "log", *both, "schema.json", "snapshot"],
+        ["LOCK", "history", "log", "log.new", "log.retained", "schema.json", "snapshot"],
+        ["LOCK", "history", "log", "log.retained", "schema.json", "snapshot"],
+        ["LOCK", "history", "log", "log.retained", "schema.json", "snapshot"],
     ]
 
 
@@ -298,7 +303,8 @@ def test_a_new_file_that_cannot_be_removed_is_said_and_left_with_the_snapshot_fo
             f"{tenant}: could not discard an unfinished compaction (the next open will): [Errno 5] Input/output error",
             f"{tenant}: online compaction failed: [Errno 5] Input/output error (injected by DBSVC_FAULT compact:2)",
         ]
-        assert sorted(os.listdir(tenant)) == ["LOCK", "history", "log", "log.retained.new", "schema.json", "snapshot.new"]
+        left = ["LOCK", "history", "log", "log.retained.new", "schema.json", "snapshot.new"]
+        assert sorted(os.listdir(tenant)) == left
     finally:
         s.close()
     monkeypatch.delenv("DBSVC_FAULT")
@@ -360,3 +366,21 @@ def test_the_switch_keeps_the_replaced_files_open_until_a_thread_closes_them(ten
     finally:
         s.close()
     assert sorted(seen.deleted) == ["log", "log.retained", "snapshot"]
+
+
+def test_the_files_of_a_new_epoch_are_created_readable_by_all_and_writable_by_the_owner(tenant):
+    """log, snapshot and log.retained after an online compaction: mode 0644 under a umask of
+    0022, as the tenant's first log (an operator's backup job reads them as another user)."""
+    old = os.umask(0o022)
+    try:
+        s = open_store(tenant, retain_bytes=RETAIN)
+        try:
+            _fill_and_compact(s)
+            assert s.compactions == 1
+        finally:
+            s.close()
+    finally:
+        os.umask(old)
+    names = ("log", "snapshot", "log.retained")
+    modes = {name: oct(stat.S_IMODE(os.stat(os.path.join(tenant, name)).st_mode)) for name in names}
+    assert modes == {"log": "0o644", "snapshot": "0o644", "log.retained": "0o644"}
