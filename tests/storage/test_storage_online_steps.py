@@ -18,7 +18,8 @@ import threading
 
 import pytest
 
-from dbsvc.storage import files, online
+from dbsvc.errors import Unavailable
+from dbsvc.storage import commit, files, online
 from dbsvc.storage.files import FaultPlan
 from support.storage import open_store, run, user
 
@@ -384,3 +385,28 @@ def test_the_files_of_a_new_epoch_are_created_readable_by_all_and_writable_by_th
     names = ("log", "snapshot", "log.retained")
     modes = {name: oct(stat.S_IMODE(os.stat(os.path.join(tenant, name)).st_mode)) for name in names}
     assert modes == {"log": "0o644", "snapshot": "0o644", "log.retained": "0o644"}
+
+
+def test_the_new_log_appends_at_its_end_after_a_probe_for_room(tenant, monkeypatch):
+    """The store writes the new epoch's log through the descriptor start_log opened: a write
+    refused for room, then the probe (zeros appended and cut off again) and the next write
+    land at the file's end, with no hole (log.new is opened O_APPEND, as the first log)."""
+    monkeypatch.setattr(commit, "RETRY_INTERVAL", 0.0)
+    s = open_store(tenant)
+    try:
+        _fill_and_compact(s)
+        assert s.compactions == 1
+        s.commit_queue.writer.faults = FaultPlan("write:1:ENOSPC")
+        with pytest.raises(Unavailable):
+            run(s.insert("User", user(None, email="refused@x")))
+        assert s.health(retry=True).state.value == "ok"  # the probe found room
+        assert run(s.insert("User", user(None, email="taken@x")))["id"] == 21
+        assert s.stats()["log_bytes"] == os.path.getsize(os.path.join(tenant, "log"))
+    finally:
+        s.close()
+    s = open_store(tenant)
+    try:
+        assert s.stats()["torn_tail_bytes"] == 0
+        assert sorted(s.tables["User"].records) == list(range(1, 22))
+    finally:
+        s.close()
