@@ -1,6 +1,6 @@
 """Operators, cursor pages and expand at scale (issue 34): lists against a GET of one record.
 
-    python bench/query_bench.py [--records 1000000] [--duration 5] [--connections 16] [--data DIR]
+    python bench/query_bench.py [--records 1000000] [--duration 5] [--connections 16] [--data DIR] [--fresh]
     python bench/query_bench.py --search-memory [--records 100000]
 
 1. Seeds a tenant with 1,000 users and N blog posts (random titles of six lowercase
@@ -12,6 +12,9 @@
    holds the same number of posts.
 2. Starts `python dbsvc.py serve schemas/blog.dbs` on it pinned to core 0 (wrk on core 1,
    `--connections` connections), SERVICE_SYNC=off, RUST_LOG=info (as service_bench.py).
+   Each URL is asked over and over with no write between, so its list is the app's kept
+   answer (dbsvc/readcache.py `PresentPages`), the cost of a polled list; `--fresh` serves
+   with SERVICE_LIST_CACHE_BYTES=0, every list made afresh: the cost of the query itself.
 3. Loads each URL alone for `--duration` seconds and prints req/s, p50 and p99, each
    list's p50 as a multiple of the GET's, and the median time of requests sent one after
    another on one connection ("alone"; the only figure for `offset=` at the end, whose
@@ -158,6 +161,7 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--connections", type=int, default=16)
     parser.add_argument("--data", type=Path, default=None)
     parser.add_argument("--search-memory", action="store_true", help="measure the search index's memory, in process")
+    parser.add_argument("--fresh", action="store_true", help="no kept list answers (SERVICE_LIST_CACHE_BYTES=0)")
     args = parser.parse_args(argv)
     if args.search_memory:
         return search_memory(args.records)
@@ -165,6 +169,8 @@ def main(argv: list[str]) -> int:
 
     data = seeded(args.data or Path(tempfile.mkdtemp(prefix="query-bench-")), args.records)
     env = {"SERVICE_DATA": str(data), "SERVICE_SYNC": "off", "RUST_LOG": "info"}
+    if args.fresh:
+        env["SERVICE_LIST_CACHE_BYTES"] = "0"  # every list made afresh (module docstring, 2)
     process, port, _log = start_dbsvc(env, timeout=600)
     try:
         n = get_json(port, "/api/blog-post?limit=0")["total"]

@@ -328,15 +328,27 @@ def test_a_built_app_writes_the_same_typescript_client(tmp_path):
     assert (tmp_path / "from_app.ts").read_text(encoding="utf-8") == generate(SCHEMAS / "blog.dbs", tmp_path / "a.ts")
 
 
-def node_script(tmp_path: Path, schema: str, script: str) -> Path:
-    """`script` (tests/clients/ts) compiled beside the client of `schema`; the .js to run."""
-    generate(SCHEMAS / f"{schema}.dbs", tmp_path / f"{schema}.ts")
-    shutil.copy(TS_DIR / script, tmp_path / script)
+def node_scripts(directory: Path, schema: str, *scripts: str) -> dict[str, Path]:
+    """`scripts` (tests/clients/ts) compiled in one tsc run beside the client of `schema`
+    (tsc is the slow part): each script's .js to run, by its name."""
+    generate(SCHEMAS / f"{schema}.dbs", directory / f"{schema}.ts")
+    for script in scripts:
+        shutil.copy(TS_DIR / script, directory / script)
     types = ["--types", "node", "--typeRoots", str(TS_DIR / "node_modules" / "@types")]
-    run = tsc(*types, "--outDir", "out", script, cwd=tmp_path)
+    run = tsc(*types, "--outDir", "out", *scripts, cwd=directory)
     assert run.returncode == 0, run.stdout + run.stderr
-    (tmp_path / "out" / "package.json").write_text('{"type": "module"}\n')
-    return tmp_path / "out" / script.replace(".ts", ".js")
+    (directory / "out" / "package.json").write_text('{"type": "module"}\n')
+    return {script: directory / "out" / script.replace(".ts", ".js") for script in scripts}
+
+
+@pytest.fixture(scope="module")
+def blog_scripts(tmp_path_factory) -> dict[str, Path]:
+    return node_scripts(tmp_path_factory.mktemp("blog-scripts"), "blog", "token_expiry.ts", "fixed_token.ts")
+
+
+@pytest.fixture(scope="module")
+def inventory_scripts(tmp_path_factory) -> dict[str, Path]:
+    return node_scripts(tmp_path_factory.mktemp("inventory-scripts"), "inventory", "offset_gone.ts", "read_after.ts")
 
 
 def run_node(script: Path, *args: str) -> dict:
@@ -351,12 +363,12 @@ def run_node(script: Path, *args: str) -> dict:
 
 
 @needs_tsc
-def test_node_a_feed_whose_token_expires_asks_for_a_new_one_and_misses_nothing(tmp_path):
+def test_node_a_feed_whose_token_expires_asks_for_a_new_one_and_misses_nothing(tmp_path, blog_scripts):
     import time
 
     from support.idp import TestIdp
 
-    script = node_script(tmp_path, "blog", "token_expiry.ts")
+    script = blog_scripts["token_expiry.ts"]
     idp = TestIdp(tmp_path / "idp")
     server = start_server(SCHEMAS / "blog.dbs", idp.data_dir(), idp.server_env(SERVICE_JWT_LEEWAY="0"))
     try:
@@ -371,8 +383,8 @@ def test_node_a_feed_whose_token_expires_asks_for_a_new_one_and_misses_nothing(t
 
 
 @needs_tsc
-def test_node_an_offset_the_server_no_longer_holds_resets_the_feed_and_says_so(tmp_path):
-    script = node_script(tmp_path, "inventory", "offset_gone.ts")
+def test_node_an_offset_the_server_no_longer_holds_resets_the_feed_and_says_so(tmp_path, inventory_scripts):
+    script = inventory_scripts["offset_gone.ts"]
     server = start_server(SCHEMAS / "inventory.dbs", tmp_path / "data")  # no broker: a ring of 256
     try:
         report = run_node(script, str(server.port))
@@ -382,14 +394,14 @@ def test_node_an_offset_the_server_no_longer_holds_resets_the_feed_and_says_so(t
 
 
 @needs_tsc
-def test_node_a_refused_fixed_token_ends_the_feed_and_says_so(tmp_path):
+def test_node_a_refused_fixed_token_ends_the_feed_and_says_so(tmp_path, blog_scripts):
     """No token function to ask: the 401 of the handshake (read over HTTP, as a browser
     must) ends the feed, with `onError` called once."""
     import time
 
     from support.idp import TestIdp
 
-    script = node_script(tmp_path, "blog", "fixed_token.ts")
+    script = blog_scripts["fixed_token.ts"]
     idp = TestIdp(tmp_path / "idp")
     server = start_server(SCHEMAS / "blog.dbs", idp.data_dir(), idp.server_env(SERVICE_JWT_LEEWAY="0"))
     try:
@@ -404,12 +416,12 @@ def test_node_a_refused_fixed_token_ends_the_feed_and_says_so(tmp_path):
 
 
 @needs_tsc
-def test_node_reads_carry_the_offset_of_the_clients_last_write(tmp_path):
+def test_node_reads_carry_the_offset_of_the_clients_last_write(tmp_path, inventory_scripts):
     """`Dbsvc-After` (docs/guide/clients.md): none before the first write; after it, every
     read carries the highest offset a write was answered with; a refused write changes
     nothing; writes carry none. The header reaches a real server (which, one process,
     ignores it)."""
-    script = node_script(tmp_path, "inventory", "read_after.ts")
+    script = inventory_scripts["read_after.ts"]
     server = start_server(SCHEMAS / "inventory.dbs", tmp_path / "data")
     try:
         report = run_node(script, str(server.port))
