@@ -37,12 +37,11 @@ from dbsvc.runtime import Query
 from dbsvc.storage.buckets import BUCKET_AT, BucketOrder
 from dbsvc.storage.conditions import window_test, windows_of
 from dbsvc.storage.hashes import HashIndex
-from dbsvc.storage.seek import ordered_ids, page_ids
+from dbsvc.storage.seek import page_ids, runs_in_order
 from dbsvc.storage.table import Table
 
 WALK_FACTOR = 2  # query.py's: a bucket of s ids is taken while s * s <= factor * end * n
 _KEY, _ID = itemgetter(0), itemgetter(1)
-_NOTHING = object()
 Keep = Callable[[Any], Any]
 
 
@@ -110,7 +109,7 @@ def bucket_plan(table: Table, query: Query) -> tuple[list[Any], int] | None:
         return [], total
     if len(sort) == 1:
         return _one_key(order, desc, keep, offset, end), total
-    return page_ids(_walk(order, desc, sort[1:], table), offset, limit, keep), total
+    return page_ids(runs_in_order(order, desc, sort[1:], table), offset, limit, keep), total
 
 
 def bucket_operators(table: Table, query: Query) -> tuple[list[Any], int, bool] | None:
@@ -189,26 +188,3 @@ def _one_key(order: BucketOrder, desc: bool, keep: Keep | None, offset: int, end
     if len(out) < end:
         out.extend(_descending(order.pairs_descending(keep), None, end - len(out)))
     return out[offset:end]
-
-
-def _walk(order: BucketOrder, desc: bool, rest: tuple[tuple[str, bool], ...], table: Table) -> Iterator[Any]:
-    """The bucket's ids in the order of several sort keys: runs of equal first keys (the
-    bucket's order), each ordered by the other keys and the id."""
-    if desc and order.nulls:  # nulls first descending: one run
-        yield from _run(list(order.nulls), rest, table)
-    pairs = order.pairs_descending() if desc else iter(order)
-    run: list[Any] = []
-    current: Any = _NOTHING
-    for key, id_ in pairs:
-        if key != current or (key is None) != (current is None):
-            if run:
-                yield from _run(run, rest, table)
-                run = []
-            current = key
-        run.append(id_)
-    if run:
-        yield from _run(run, rest, table)
-
-
-def _run(run: list[Any], rest: tuple[tuple[str, bool], ...], table: Table) -> list[Any]:
-    return ordered_ids(run, rest, table) if len(run) > 1 else run

@@ -76,7 +76,15 @@ from dbsvc.storage.conditions import after_test, live_test, state_test
 from dbsvc.storage.hashes import FilterIndex, HashIndex
 from dbsvc.storage.indexes import Keep, OrderedIndex
 from dbsvc.storage.rows import Stored, unpack
-from dbsvc.storage.seek import has_operators, ordered_ids, page_ids, plan_operators, plan_state, sort_records
+from dbsvc.storage.seek import (
+    has_operators,
+    ordered_ids,
+    page_ids,
+    plan_operators,
+    plan_state,
+    runs_in_order,
+    sort_records,
+)
 from dbsvc.storage.table import Table
 
 # A bucket of s ids read and sorted costs about ten times more an id (each record read back
@@ -95,30 +103,14 @@ KEPT_WALK_FACTOR = 0.25
 # (a set of a list bucket made once and kept, hashes.py) rather than by `has` (a bisect in
 # Python an id): below it, making the set can cost more than the bisects.
 KEEPER_AT = 64
-_NOTHING = object()
 _KEY, _ID = itemgetter(0), itemgetter(1)
 
 
 def _walk(table: Table, sort: tuple[tuple[str, bool], ...]) -> Iterator[Any]:
-    """The ids of every live record in the order of a sort on several keys, lazily: runs
-    of equal first keys, each ordered by the other keys and the id."""
+    """The ids of every live record in the order of a sort on several keys, lazily
+    (seek.py `runs_in_order` over the first key's index)."""
     first, desc = sort[0]
-    rest = sort[1:]
-    index = table.ordered[first]
-    if desc and index.nulls:  # nulls first descending: one run, ids ascending
-        yield from _order_run(list(index.nulls), rest, table)
-    run: list[Any] = []
-    current: Any = _NOTHING
-    pairs = index.pairs_descending() if desc else iter(index)
-    for key, id_ in pairs:
-        if key != current or (key is None) != (current is None):
-            if run:
-                yield from _order_run(run, rest, table)
-                run = []
-            current = key
-        run.append(id_)
-    if run:
-        yield from _order_run(run, rest, table)
+    return runs_in_order(table.ordered[first], desc, sort[1:], table)
 
 
 class _Matching:
@@ -165,13 +157,6 @@ def _one_key_page(index: OrderedIndex, desc: bool, keep: Keep | None, offset: in
             taken.sort(key=_KEY, reverse=True)  # stable: ids stay ascending in a run
             out.extend(map(_ID, taken))
     return out[offset:end]
-
-
-def _order_run(run: list[Any], rest: tuple[tuple[str, bool], ...], table: Table) -> list[Any]:
-    """The ids of a run of equal first keys, ordered by the other keys and the id."""
-    if len(run) > 1:
-        return ordered_ids(run, rest, table)
-    return run
 
 
 def _count(table: Table, filters: Mapping[str, frozenset]) -> tuple[int, str, int, list[Any] | None]:

@@ -267,6 +267,34 @@ def ordered_ids(
     return ordered_ids(out[:cut], sort, table)
 
 
+def runs_in_order(
+    order: OrderedIndex | Any, desc: bool, rest: tuple[tuple[str, bool], ...], table: Table
+) -> Iterator[Any]:
+    """The ids of `order` (a sort field's ordered index, or a bucket kept in its order,
+    buckets.py) in the order of a sort on several keys, lazily: runs of equal first keys,
+    each ordered by the other keys (`rest`) and the id; nulls first descending. Shared with
+    query.py and bucketplan.py."""
+    if desc and order.nulls:  # nulls first descending: one run, ids ascending
+        yield from _run_in_order(list(order.nulls), rest, table)
+    run: list[Any] = []
+    current: Any = _NOTHING
+    pairs = order.pairs_descending() if desc else iter(order)
+    for key, id_ in pairs:
+        if key != current or (key is None) != (current is None):
+            if run:
+                yield from _run_in_order(run, rest, table)
+                run = []
+            current = key
+        run.append(id_)
+    if run:
+        yield from _run_in_order(run, rest, table)
+
+
+def _run_in_order(run: list[Any], rest: tuple[tuple[str, bool], ...], table: Table) -> list[Any]:
+    """The ids of a run of equal first keys, ordered by the other keys and the id."""
+    return ordered_ids(run, rest, table) if len(run) > 1 else run
+
+
 def page_ids(ids: Iterator[Any], offset: int, count: int, keep: Callable[[Any], Any] | None = None) -> list[Any]:
     """Ids [offset, offset + count) of `ids` (those `keep` says yes to, when given): an
     islice (over a filter) at C speed, no Python code an id. Shared with query.py."""
