@@ -137,6 +137,27 @@ class Run(NamedTuple):
     offsets: list[int]
 
 
+def _in_place(
+    frames: Sequence[bytes], offsets: list[Any], watermarks: list[Any], records: list[Any], first: int, watermark: int
+) -> bool:
+    """A run's offsets (in its payloads and in its frames' headers) are `first` on, one a
+    frame, its watermarks the table's on, and its records are objects (rule 1)."""
+    n = len(frames)
+    expect = list(range(first, first + n))
+    return (
+        offsets == expect
+        and set(map(type, offsets)) == _INT
+        and list(map(int.from_bytes, map(getitem, frames, repeat(_OFFSET)))) == expect
+        and watermarks == list(range(watermark + 1, watermark + 1 + n))
+        and set(map(type, records)) == _DICT
+    )
+
+
+def _whole_records(model: CompiledModel, records: list[dict], ids: list[Any]) -> bool:
+    """Each record holds exactly the model's fields, in order, and its row's id (rule 1)."""
+    return set(map(tuple, records)) == {model.fields} and list(map(dict.get, records, repeat(model.id_field))) == ids
+
+
 def insert_run(
     table: Table, frames: Sequence[bytes], fields: list[dict], first: int, watermark: int, top: int, pending: set[Any]
 ) -> Run | None:
@@ -149,18 +170,10 @@ def insert_run(
         offsets, watermarks, ids, records = map(list, zip(*map(_PARTS, fields)))
     except KeyError:
         return None
-    expect = list(range(first, first + n))
-    if (
-        offsets != expect
-        or set(map(type, offsets)) != _INT
-        or list(map(int.from_bytes, map(getitem, frames, repeat(_OFFSET)))) != expect
-        or watermarks != list(range(watermark + 1, watermark + 1 + n))
-        or set(map(type, records)) != _DICT
-        or set(map(type, ids)) != _INT
-    ):
+    if not _in_place(frames, offsets, watermarks, records, first, watermark) or set(map(type, ids)) != _INT:
         return None
     model = table.model
-    if set(map(tuple, records)) != {model.fields} or list(map(dict.get, records, repeat(model.id_field))) != ids:
+    if not _whole_records(model, records, ids):
         return None
     if not (ids[0] > top and all(map(lt, ids, ids[1:]))):  # new ids in order need no lookups
         live = table.live
@@ -188,23 +201,14 @@ def update_run(
     it (rule 1), with the table holding every row before the run: each row's event and
     values, or None. Each row is then applied in turn (follow.py `_Group.apply`), so an id
     updated twice in the run meets its first update's record."""
-    n = len(frames)
     try:
         offsets, watermarks, ids, records, previous = map(list, zip(*map(_UPDATE_PARTS, fields)))
     except KeyError:
         return None
-    expect = list(range(first, first + n))
-    if (
-        offsets != expect
-        or set(map(type, offsets)) != _INT
-        or list(map(int.from_bytes, map(getitem, frames, repeat(_OFFSET)))) != expect
-        or watermarks != list(range(watermark + 1, watermark + 1 + n))
-        or set(map(type, records)) != _DICT
-        or set(map(type, previous)) != _DICT
-    ):
+    if not _in_place(frames, offsets, watermarks, records, first, watermark) or set(map(type, previous)) != _DICT:
         return None
     model = table.model
-    if set(map(tuple, records)) != {model.fields} or list(map(dict.get, records, repeat(model.id_field))) != ids:
+    if not _whole_records(model, records, ids):
         return None
     try:
         if not all(map(table.live.__contains__, ids)):
