@@ -84,15 +84,17 @@ def add_ordered_run(index: OrderedIndex, keys: Sequence[Any], ids: Sequence[Any]
     if pairs and (lastkeys[-1], lastids[-1]) < pairs[0]:
         _append_pairs(index, pairs)  # all after the last entry
         return
-    if newer:
-        _insert_newer(index, pairs)
-        return
+    # Newer ids (every one above those the index holds) go after every entry of their key:
+    # one bisect for the sublist and one inside it, no look at the ids (a follower's rows).
     keylists, idlists = index.key_sublists, index.id_sublists
     i = 0
     for key, id_ in pairs:
-        i = bisect_left(lastkeys, key, i)
-        if i < len(lastkeys) and lastkeys[i] == key:
-            i = bisect_left(lastids, id_, i, bisect_right(lastkeys, key, i))
+        if newer:
+            i = bisect_right(lastkeys, key, i)
+        else:
+            i = bisect_left(lastkeys, key, i)
+            if i < len(lastkeys) and lastkeys[i] == key:
+                i = bisect_left(lastids, id_, i, bisect_right(lastkeys, key, i))
         if i == len(lastkeys):  # after the last entry: appended to the last sublist
             i -= 1
             keys_i, ids_i = keylists[i], idlists[i]
@@ -102,37 +104,12 @@ def add_ordered_run(index: OrderedIndex, keys: Sequence[Any], ids: Sequence[Any]
             lastids[i] = id_
         else:
             keys_i, ids_i = keylists[i], idlists[i]
-            j = bisect_left(keys_i, key)
-            if j < len(keys_i) and keys_i[j] == key:  # a run of this key: its ids ascend
-                j = bisect_left(ids_i, id_, j, bisect_right(keys_i, key, j))
-            keys_i.insert(j, key)
-            ids_i.insert(j, id_)
-        if len(keys_i) > 2 * LOAD:
-            keylists[i : i + 1] = [keys_i[:LOAD], keys_i[LOAD:]]
-            idlists[i : i + 1] = [ids_i[:LOAD], ids_i[LOAD:]]
-            lastkeys[i : i + 1] = [keys_i[LOAD - 1], keys_i[-1]]
-            lastids[i : i + 1] = [ids_i[LOAD - 1], ids_i[-1]]
-    index.grown(len(pairs))
-
-
-def _insert_newer(index: OrderedIndex, pairs: list[tuple[Any, Any]]) -> None:
-    """Pairs in index order whose ids are all above every id the index holds (a follower's
-    new rows): each goes after every entry of its key, so one `bisect_right` on the last
-    keys finds its sublist and one on the sublist its place, with no look at the ids."""
-    keylists, idlists, lastkeys, lastids = index.key_sublists, index.id_sublists, index.last_keys, index.last_ids
-    i = 0
-    for key, id_ in pairs:
-        i = bisect_right(lastkeys, key, i)
-        if i == len(lastkeys):  # at or past the last key: the end of the last sublist
-            i -= 1
-            keys_i, ids_i = keylists[i], idlists[i]
-            keys_i.append(key)
-            ids_i.append(id_)
-            lastkeys[i] = key
-            lastids[i] = id_
-        else:
-            keys_i, ids_i = keylists[i], idlists[i]
-            j = bisect_right(keys_i, key)
+            if newer:
+                j = bisect_right(keys_i, key)
+            else:
+                j = bisect_left(keys_i, key)
+                if j < len(keys_i) and keys_i[j] == key:  # a run of this key: its ids ascend
+                    j = bisect_left(ids_i, id_, j, bisect_right(keys_i, key, j))
             keys_i.insert(j, key)
             ids_i.insert(j, id_)
         if len(keys_i) > 2 * LOAD:
