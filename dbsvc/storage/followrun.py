@@ -42,7 +42,7 @@ Plain functions over a table's public surface (`model`, `live`, `max_id`); no I/
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from functools import partial
 from itertools import accumulate, groupby, repeat
 from operator import getitem, is_not, itemgetter, lt
@@ -158,6 +158,26 @@ def _whole_records(model: CompiledModel, records: list[dict], ids: list[Any]) ->
     return set(map(tuple, records)) == {model.fields} and list(map(dict.get, records, repeat(model.id_field))) == ids
 
 
+def _events(
+    kind: EventKind,
+    fields: list[dict],
+    offsets: list[Any],
+    watermarks: list[Any],
+    ids: list[Any],
+    records: list[dict],
+    previous: Iterable[Any],
+) -> list[ChangeEvent]:
+    """The run's events, made at C speed (no batch mark: a plain run has none)."""
+    name = fields[0]["model"]
+    return list(
+        map(
+            tuple.__new__,
+            repeat(ChangeEvent),
+            zip(repeat(kind), repeat(name), offsets, watermarks, ids, records, previous, repeat(None)),
+        )
+    )
+
+
 def insert_run(
     table: Table, frames: Sequence[bytes], fields: list[dict], first: int, watermark: int, top: int, pending: set[Any]
 ) -> Run | None:
@@ -182,14 +202,7 @@ def insert_run(
     values = _checked_values(model, records)
     if values is None:
         return None
-    name = fields[0]["model"]
-    events = list(
-        map(
-            tuple.__new__,
-            repeat(ChangeEvent),
-            zip(repeat(EventKind.INSERT), repeat(name), offsets, watermarks, ids, records, repeat(None), repeat(None)),
-        )
-    )
+    events = _events(EventKind.INSERT, fields, offsets, watermarks, ids, records, repeat(None))
     tops = list(accumulate(ids[:-1], max, initial=top))
     return Run(events, values, ids, tops, offsets)
 
@@ -218,14 +231,7 @@ def update_run(
     values = _checked_values(model, records)
     if values is None:
         return None
-    name = fields[0]["model"]
-    events = list(
-        map(
-            tuple.__new__,
-            repeat(ChangeEvent),
-            zip(repeat(EventKind.UPDATE), repeat(name), offsets, watermarks, ids, records, previous, repeat(None)),
-        )
-    )
+    events = _events(EventKind.UPDATE, fields, offsets, watermarks, ids, records, previous)
     return list(zip(events, values))
 
 
