@@ -19,20 +19,10 @@ from dbsvc.http.types import Request
 from dbsvc.realtime.broker import Broker
 from dbsvc.schema import parse_schema
 from dbsvc.storage import Store
-from support.storage import BLOG, open_store, run, user
+from support.app_calls import answer, fresh
+from support.storage import open_store, run, user
 
 TINY = 32 * 1024
-
-
-def answer(app: Application, target: str) -> tuple[int, bytes, list[tuple[str, str]]]:
-    path, pairs = split_target(target)
-    response = app(Request("GET", target, path, pairs, []))
-    return response.status, response.body, response.headers
-
-
-def fresh(store) -> Application:
-    """An application with nothing kept yet: what the answer must be."""
-    return Application(BLOG, store, Broker(store, BLOG.BY_NAME, 64))
 
 
 def test_a_past_list_is_kept_through_later_writes_and_is_what_a_fresh_app_answers(tmp_path):

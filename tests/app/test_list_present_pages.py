@@ -26,20 +26,10 @@ from dbsvc.schema import parse_schema
 from dbsvc.storage import Store
 from dbsvc.storage.events import ChangeEvent, EventKind
 from dbsvc.storage.tenants import create_tenant
-from support.storage import BLOG, open_store, post, run, user
+from support.app_calls import answer, fresh
+from support.storage import open_store, post, run, user
 
 TINY = 32 * 1024
-
-
-def answer(app: Application, target: str) -> tuple[int, bytes, list[tuple[str, str]]]:
-    path, pairs = split_target(target)
-    response = app(Request("GET", target, path, pairs, []))
-    return response.status, response.body, response.headers
-
-
-def fresh(store) -> Application:
-    """An application with nothing kept yet: what the answer must be."""
-    return Application(BLOG, store, Broker(store, BLOG.BY_NAME, 64))
 
 
 def names(reply: tuple[int, bytes, list]) -> list[str]:
