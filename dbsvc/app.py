@@ -360,8 +360,10 @@ class Application(OperationalRoutes):
 
     def list(self, request: Request, model: CompiledModel, claims: Claims = NO_CLAIMS) -> Response:
         # A list of the present kept while no model it reads has changed (readcache.py);
-        # only answers that do not depend on the token are ever kept (below)
-        kept_now = self.present.get(self.store, request)
+        # only answers that do not depend on the token are ever kept (below); a budget of 0
+        # (SERVICE_LIST_CACHE_BYTES=0) keeps none, and then asks nothing of it
+        keeping = self.present.budget > 0
+        kept_now = self.present.get(self.store, request) if keeping else None
         if kept_now is not None:
             body, watermark, link = kept_now
             headers = [("Dbsvc-Watermark", str(watermark)), ("Dbsvc-Offset", str(self.store.head_offset))]
@@ -408,7 +410,7 @@ class Application(OperationalRoutes):
             headers.append(("Link", link))
         if past:
             self.past.keep(self.store, model, request, body, headers)
-        elif query.as_of is None and model.rules is None and not (query.expand and self.rules):
+        elif keeping and query.as_of is None and model.rules is None and not (query.expand and self.rules):
             self.present.keep(self.store, request, self._read_models(model, query), body, watermark, link)
         return Response(200, body, headers)
 

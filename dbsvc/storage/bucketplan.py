@@ -33,7 +33,7 @@ from itertools import islice
 from operator import itemgetter
 from typing import Any
 
-from dbsvc.runtime import Query
+from dbsvc.runtime import Filters, Query
 from dbsvc.storage.buckets import BUCKET_AT, BucketOrder
 from dbsvc.storage.conditions import window_test, windows_of
 from dbsvc.storage.hashes import HashIndex
@@ -45,23 +45,26 @@ _KEY, _ID = itemgetter(0), itemgetter(1)
 Keep = Callable[[Any], Any]
 
 
+def _others(table: Table, filters: Filters, field: str) -> Keep | None:
+    """The test of every filtered field but `field` (one value each), None when it is the only one."""
+    tests = [table.hashes[f].keeper(next(iter(keys))) for f, keys in filters.items() if f != field]
+    if not tests:
+        return None
+    if len(tests) == 1:
+        return tests[0]
+    return lambda id_: all(test(id_) for test in tests)
+
+
 def _smallest(table: Table, query: Query) -> tuple[int, str, Any, Keep | None] | None:
     """(size, field, key) of the smallest filtered field's bucket, and the test of the
     others (None with one field), when every filtered field has one value."""
     filters = query.filters
     if not filters or query.where_row is not None or any(len(keys) != 1 for keys in filters.values()):
         return None
-    sizes = sorted((table.hashes[f].count(keys), f) for f, keys in filters.items())
-    size, field = sizes[0]
+    size, field = min((table.hashes[f].count(keys), f) for f, keys in filters.items())
     if size < BUCKET_AT:
         return None
-    tests = [table.hashes[f].keeper(next(iter(filters[f]))) for _size, f in sizes[1:]]
-    keep: Keep | None = None
-    if len(tests) == 1:
-        keep = tests[0]
-    elif tests:
-        keep = lambda id_: all(test(id_) for test in tests)  # noqa: E731
-    return size, field, next(iter(filters[field])), keep
+    return size, field, next(iter(filters[field])), _others(table, filters, field)
 
 
 def _kept_order(table: Table, field: str, key: Any, sort_field: str, size: int, end: int) -> BucketOrder | None:
@@ -86,12 +89,14 @@ def _by_id(table: Table, field: str, key: Any) -> list[Any]:
     return sorted(index.ids((key,)))
 
 
-def bucket_plan(table: Table, query: Query) -> tuple[list[Any], int] | None:
-    """(page ids, total) of a live list with no operators, or None to leave it to query.py."""
-    found = _smallest(table, query)
-    if found is None:
+def bucket_plan(table: Table, query: Query, field: str, size: int, total: int) -> tuple[list[Any], int] | None:
+    """(page ids, total) of a live list with filters and no operators, or None to leave it
+    to query.py, which has counted it (`_count`): `field` is the smallest filtered field,
+    `size` the ids its keys hold and `total` the matches, at least one, within the page's reach."""
+    filters = query.filters
+    if size < BUCKET_AT or any(len(keys) != 1 for keys in filters.values()):
         return None
-    size, field, key, keep = found
+    key, keep = next(iter(filters[field])), _others(table, filters, field)
     sort = tuple(query.sort)
     offset, limit = query.offset, query.limit
     end = offset + limit
@@ -99,14 +104,11 @@ def bucket_plan(table: Table, query: Query) -> tuple[list[Any], int] | None:
         if keep is None:  # one filter in id order: query.py slices the bucket already
             return None
         matches = list(filter(keep, _by_id(table, field, key)))
-        return matches[offset:end], len(matches)
+        return matches[offset:end], total
     first, desc = sort[0]
     order = _kept_order(table, field, key, first, size, end)
     if order is None:
         return None
-    total = size if keep is None else len(list(filter(keep, order.ids_ascending())))
-    if total == 0 or offset >= total or limit == 0:
-        return [], total
     if len(sort) == 1:
         return _one_key(order, desc, keep, offset, end), total
     return page_ids(runs_in_order(order, desc, sort[1:], table), offset, limit, keep), total

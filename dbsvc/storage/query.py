@@ -48,7 +48,8 @@ on F by the app and leaves no row test.
 A query with operators (ranges, null tests) or a cursor is planned by seek.py, which also
 holds the order's comparison (`sort_records`).
 
-Before either, bucketplan.py is asked (`bucket_plan`, `bucket_operators`): a list whose
+Once the filters are counted (`_count`), and before seek.py, bucketplan.py is asked
+(`bucket_plan`, `bucket_operators`): a list whose
 smallest filter is one value holding BUCKET_AT ids or more, sorted by another field (or
 with a range on one), is served from that value's bucket kept in the sort field's order
 (buckets.py): a seek, O(log s + page), where step 2 sorts the bucket at every list.
@@ -283,9 +284,6 @@ def live_ids(table: Table, query: Query) -> list[Any]:
 def _plan_live(table: Table, query: Query) -> tuple[list[Any], int]:
     if query.where_row is not None:
         return _plan_tested(table, query, query.where_row)
-    planned = bucket_plan(table, query)  # a filter's bucket kept in sort order (bucketplan.py)
-    if planned is not None:
-        return planned
     n = len(table.live)
     filters = query.filters
     sort = tuple(query.sort)
@@ -302,6 +300,9 @@ def _plan_live(table: Table, query: Query) -> tuple[list[Any], int]:
     total, smallest, size, matches = _count(table, filters)
     if total == 0 or offset >= total or limit == 0:
         return [], total
+    planned = bucket_plan(table, query, smallest, size, total)  # a bucket kept in sort order (bucketplan.py)
+    if planned is not None:
+        return planned
     one_value = len(filters) == 1 and len(filters[smallest]) == 1
     factor = KEPT_WALK_FACTOR if one_value and len(sort) == 1 else WALK_FACTOR
     if size * size <= factor * end * n:

@@ -204,7 +204,7 @@ def test_a_store_compacting_online_and_reopening_answers_from_orders_built_again
                 lambda r, p=params: all(str(r[f]).lower() == v for f, v in p if f != "sort"),
                 _sort(params),
             )
-            for limit, offset in ((20, 0), (15, 130)):
+            for limit, offset in ((20, 0), (15, 60), (15, 130)):
                 query = model.parse_list_query(params + [("limit", str(limit)), ("offset", str(offset))])
                 page, total, _watermark, _more = s.list_page("BlogPost", query)
                 assert ([r["id"] for r in page], total) == (want[offset : offset + limit], len(want)), params
