@@ -162,6 +162,7 @@ class Application(OperationalRoutes):
         self.past = PastPages()  # list answers at a past watermark (as_of), kept whole
         # list answers of the present, kept while their models are unchanged (SERVICE_LIST_CACHE_BYTES)
         self.present = PresentPages(budget=list_cache_bytes)
+        self.list_cache = self.present.size  # /metrics (operational.py)
         self._reads: dict[tuple[str, tuple], tuple[str, ...]] = {}  # the models a list reads (_read_models)
         self.expander = Expander(list(self.models.values()), self.encoded.encode)  # `expand=` (dbsvc/expand.py)
         self.broker = broker

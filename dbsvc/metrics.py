@@ -165,11 +165,13 @@ def render_text(
     connections: Mapping[str, int],
     refused: Mapping[str, int] | None,
     replica: Mapping[str, Any] | None,
+    list_cache: tuple[int, int] = (0, 0),
 ) -> bytes:
     """The whole exposition of one server (rule 3). `store`: `Store.stats()`; `realtime`:
     `Broker.metrics()`; `connections`: open HTTP connections and WebSockets (the protocol
     layer's hub); `refused`: access-rule refusals by operation (None: no rules); `replica`:
-    `ReplicaStatus.report` plus `ready` (None: not a replica)."""
+    `ReplicaStatus.report` plus `ready` (None: not a replica); `list_cache`: the list
+    answers of the present kept (readcache.py `PresentPages`), entries and bytes."""
     out = Exposition()
     out.family("dbsvc_build_info", "gauge", "The dbsvc version and the schema fingerprint.",
                [({"version": version, "schema": fingerprint}, 1)])  # fmt: skip
@@ -199,6 +201,9 @@ def render_text(
     out.one("dbsvc_retained_bytes", "gauge", "Bytes of log kept for replicas past compaction.",
             store.get("retained_bytes", 0))  # fmt: skip
     out.one("dbsvc_compactions", "counter", "Compactions since start.", store.get("compactions", 0))
+    out.one("dbsvc_list_cache_entries", "gauge", "List answers of the present kept.", list_cache[0])
+    out.one("dbsvc_list_cache_bytes", "gauge", "Bytes of the list answers kept (SERVICE_LIST_CACHE_BYTES).",
+            list_cache[1])  # fmt: skip
     out.one("dbsvc_store_writable", "gauge", "1 while the store takes writes.", store.get("write_state") == "ok")
     out.one("dbsvc_http_connections_open", "gauge", "Open HTTP connections.", connections.get("http", 0))
     out.one("dbsvc_websockets_open", "gauge", "Open WebSockets.", connections.get("websockets", 0))

@@ -63,6 +63,7 @@ class OperationalRoutes:
     replication: bool
     explorer: ExplorerPage | None
     connections: Callable[[], dict[str, int]]
+    list_cache: Callable[[], tuple[int, int]]  # the kept list answers' (entries, bytes): readcache.py
     # `serve --workers N`: which worker answers (WorkerRole.describe; docs/workers.md), else None
     worker: dict[str, Any] | None = None
     _index: bytes
@@ -120,6 +121,7 @@ class OperationalRoutes:
                 connections=self.connections(),
                 refused=dict(self.refusals.counts) if self.rules else None,
                 replica=replica,
+                list_cache=self.list_cache(),
             )
             if self.worker is not None:
                 text += worker_info(self.worker)

@@ -246,6 +246,10 @@ class PresentPages:
     def __len__(self) -> int:
         return len(self._entries)
 
+    def size(self) -> tuple[int, int]:
+        """(answers kept, bytes of their bodies and links): /metrics' list cache gauges."""
+        return len(self._entries), self.kept_bytes
+
     def get(self, store: Any, request: Request) -> tuple[bytes, int, str | None] | None:
         """(body, watermark, Link value or None) kept for this list and still fresh, or None."""
         key = (request.path, tuple(request.query))

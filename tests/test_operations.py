@@ -187,6 +187,13 @@ def test_metrics_speak_prometheus_text_on_accept_and_stay_json_by_default(tmp_pa
     assert sample(families, "dbsvc_websockets_open") == 0
     assert sample(families, "dbsvc_lagged_closes", "_total") == 0
     assert "dbsvc_replica_lag_offsets" not in families and "dbsvc_access_refusals" not in families
+    # The list answers kept of the present (SERVICE_LIST_CACHE_BYTES): none until a list is asked
+    assert sample(families, "dbsvc_list_cache_entries") == 0 and sample(families, "dbsvc_list_cache_bytes") == 0
+    listed = server.get("/api/user?limit=2")
+    kept = scrape(server, accept=prometheus)
+    assert sample(kept, "dbsvc_list_cache_entries") == 1
+    link = len(listed.headers["link"])  # a next page follows: its Link is kept with the body
+    assert sample(kept, "dbsvc_list_cache_bytes") == len(listed.body) + link
 
     by_query = scrape(server, "/metrics?format=prometheus", accept=None)
     assert sample(by_query, "dbsvc_writes", "_total") == 3
