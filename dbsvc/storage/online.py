@@ -86,6 +86,7 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from dbsvc.errors import CorruptLog
 from dbsvc.storage import compact, files, retain
 from dbsvc.storage.files import FaultPlan, fsync_dir, write_all
 from dbsvc.storage.logfile import FrameWalk, encode_header, renumber_frames
@@ -247,14 +248,22 @@ class NewLog:
     size: int
     copied: int  # old-log bytes copied so far (the old log's [P, copied))
     checkpoints: list[tuple[int, int]]
+    next_offset: int  # the offset of the old log's frame at `copied`
 
 
-def _copy_frames(src_fd: int, start: int, stop: int, new: NewLog, deltas: dict[str, int], every: int) -> None:
+def _copy_frames(
+    path: str, src_fd: int, start: int, stop: int, new: NewLog, deltas: dict[str, int], every: int
+) -> None:
     """Append the old log's frames in [start, stop) to log.new, renumbered, in writes of
-    about COPY_CHUNK bytes; note a checkpoint at every offset that is a multiple of `every`."""
+    about COPY_CHUNK bytes; note a checkpoint at every offset that is a multiple of `every`.
+
+    Every frame is checked as recovery checks it (offset, length, CRC: a checked walk), so a
+    frame damaged on disk since it was written fails the compaction (`CorruptLog`) instead of
+    reaching the new log: a renumbered frame gets a fresh CRC, which would make the damage a
+    good frame there."""
     out: list[bytes] = []
     pending = 0
-    walk = FrameWalk(src_fd, start, stop, chunk=COPY_CHUNK)
+    walk = FrameWalk(src_fd, start, stop, new.next_offset, chunk=COPY_CHUNK)
     for frame in renumber_frames(walk, deltas, new.size, every, new.checkpoints):
         out.append(frame)
         pending += len(frame)
@@ -265,9 +274,16 @@ def _copy_frames(src_fd: int, start: int, stop: int, new: NewLog, deltas: dict[s
     if out:
         write_all(new.fd, b"".join(out))
         new.size += pending
+    next_offset = walk.next_offset
+    assert next_offset is not None  # a checked walk's
     if walk.end != stop:
-        raise OSError(f"the log has no whole frame at byte {walk.end}, expected frames up to byte {stop}")
-    new.copied = stop
+        reason = walk.error or "no whole frame"
+        raise CorruptLog(
+            path,
+            walk.end,
+            f"the frame of offset {next_offset}: {reason}, where frames up to byte {stop} were acknowledged",
+        )
+    new.copied, new.next_offset = stop, next_offset
 
 
 def start_log(directory: str, old_path: str, cut: Cut, stop: int, every: int, progress: Progress) -> NewLog:
@@ -279,10 +295,10 @@ def start_log(directory: str, old_path: str, cut: Cut, stop: int, every: int, pr
     try:
         header = encode_header(cut.epoch, cut.head)
         write_all(fd, header)
-        new = NewLog(fd, len(header), cut.position, [])
+        new = NewLog(fd, len(header), cut.position, [], cut.head + 1)
         src = os.open(old_path, os.O_RDONLY | os.O_CLOEXEC)
         try:
-            _copy_frames(src, cut.position, stop, new, cut.deltas(), every)
+            _copy_frames(old_path, src, cut.position, stop, new, cut.deltas(), every)
         finally:
             os.close(src)
         files.ops.fsync(fd)
@@ -308,7 +324,7 @@ def finish_log(old_path: str, end: int, new: NewLog, cut: Cut, every: int, fault
     """Switch, before the commit point: the rest of the frames, fsync (fault step 3)."""
     src = os.open(old_path, os.O_RDONLY | os.O_CLOEXEC)
     try:
-        _copy_frames(src, new.copied, end, new, cut.deltas(), every)
+        _copy_frames(old_path, src, new.copied, end, new, cut.deltas(), every)
     finally:
         os.close(src)
     files.ops.fsync(new.fd)

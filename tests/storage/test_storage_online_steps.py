@@ -18,9 +18,10 @@ import threading
 
 import pytest
 
-from dbsvc.errors import Unavailable
+from dbsvc.errors import CorruptLog, Unavailable
 from dbsvc.storage import commit, files, online
 from dbsvc.storage.files import FaultPlan
+from dbsvc.storage.logfile import FRAME_HEADER_SIZE
 from support.storage import open_store, run, user
 
 RETAIN = 1 << 20  # every frame before the cut is retained: step 2 writes log.retained.new
@@ -240,7 +241,7 @@ def test_a_log_cut_short_past_the_cut_fails_the_compaction_naming_both_byte_posi
     """The copy into log.new finds the old log shorter than the frames it was told to copy
     (its last frame cut short under the running store): the compaction fails, says where
     the whole frames end and where they should have, and the store serves on from memory.
-    (Acknowledged frames are not checked again: FrameWalk without `first`.)"""
+    (The copy checks every frame as recovery does: a checked FrameWalk.)"""
     hold = HoldAfterSnapshot()
     s = open_store(tenant, retain_bytes=RETAIN)
     s.compactor.faults = hold
@@ -268,9 +269,10 @@ def test_a_log_cut_short_past_the_cut_fails_the_compaction_naming_both_byte_posi
         s.close()
     ends = _frame_ends(data, 40)  # a log's header is 40 bytes (logfile.py)
     assert len(ends) == 23 and ends[-1] == len(data)
+    payload = len(data) - ends[-2] - FRAME_HEADER_SIZE
     assert [r.getMessage() for r in caplog.records] == [
-        f"{tenant}: online compaction failed: the log has no whole frame at byte {ends[-2]}, "
-        f"expected frames up to byte {len(data)}"
+        f"{tenant}: online compaction failed: {path}: corrupt at byte {ends[-2]}: the frame of offset 23: "
+        f"truncated payload ({payload - 2} of {payload} bytes), where frames up to byte {len(data)} were acknowledged"
     ]
 
 
@@ -404,5 +406,44 @@ def test_the_new_log_appends_at_its_end_after_a_probe_for_room(tenant, monkeypat
     try:
         assert s.stats()["torn_tail_bytes"] == 0
         assert sorted(s.tables["User"].records) == list(range(1, 22))
+    finally:
+        s.close()
+
+
+def test_a_frame_damaged_after_the_cut_fails_the_copy_instead_of_being_checksummed_again(tenant):
+    """Step 3 copies the frames written after the cut into log.new, renumbering the
+    watermark of a model with deletes before the cut (a fresh CRC). A byte flipped on disk
+    in such a frame since it was written must stop the compaction: a fresh CRC over the
+    damaged payload would make the damage a good frame of the new log."""
+    s = open_store(tenant)
+    log_path = os.path.join(tenant, "log")
+    try:
+
+        async def before_cut():
+            for i in range(1, 7):
+                await s.insert("User", user(i))
+            await s.delete("User", 1)
+            await s.delete("User", 2)  # offsets 1-8: User's watermark 8, 4 live: delta -4
+
+        run(before_cut())
+        tables = dict(s.tables)
+        cut = online.take_cut(tables, s.head_offset, os.path.getsize(log_path))
+        online.end_cut(tables)
+        assert cut.head == 8 and cut.deltas() == {"User": -4, "BlogPost": 0, "Comment": 0}
+
+        async def after_cut():
+            for i in range(7, 10):
+                await s.insert("User", user(i, name=f"after {i}"))  # offsets 9-11
+
+        run(after_cut())
+        with open(log_path, "rb") as f:
+            data = bytearray(f.read())
+        at = data.index(b'"name":"after 8"') + len(b'"name":"af')
+        data[at] ^= 0x01  # "after 8" -> "agter 8", the CRC left as written
+        with open(log_path, "r+b") as f:
+            f.write(data)
+        with pytest.raises(CorruptLog) as info:
+            online.start_log(tenant, log_path, cut, len(data), 1000, online.Progress())
+        assert info.value.path == log_path and "offset 10" in str(info.value), info.value
     finally:
         s.close()
