@@ -2,7 +2,9 @@
 its records encoded with one call (runs.py `pack_run`), its new ids appended to the live
 map at once (idmap.py `IdMap.extend_run`), and the index keys its check computed reused
 (followrun.py `Run.keys`). Each must leave what the one-at-a-time path leaves, byte for
-byte: units against `pack` and `IdMap.__setitem__`, then a table filled both ways."""
+byte: units against `pack` and `IdMap.__setitem__`, then a table filled both ways. A
+group is one entry of the commit queue (storage/commit.py `submit_group`): a failed
+fsync rolls all of its rows back and publishes none of them."""
 
 from __future__ import annotations
 
@@ -10,11 +12,15 @@ import random
 
 import pytest
 
+from dbsvc.errors import Unavailable
+from dbsvc.runtime import Query
+from dbsvc.storage.events import ChangeEvent, EventKind
+from dbsvc.storage.files import FaultPlan
 from dbsvc.storage.idmap import IdMap
 from dbsvc.storage.rows import pack
 from dbsvc.storage.runs import pack_run
 from dbsvc.storage.tenants import create_tenant
-from support.storage import check_indexes, open_store, user
+from support.storage import check_indexes, open_store, run, user
 
 PACK_CASES = {
     "plain": [[1, "a", None, 2.5, True], [2, "b", 3, -0.0, False]],
@@ -110,3 +116,67 @@ def test_insert_run_with_the_checks_keys_is_insert_of_each(tmp_path, seed):
     finally:
         bulk.close()
         one.close()
+
+
+def _group_frames(first: int, count: int, live: dict[int, dict], watermark: int) -> list[bytes]:
+    """`count` frames from offset `first`: new users, then updates and deletes of them."""
+    frames = []
+    for offset in range(first, first + count):
+        watermark += 1
+        previous = None
+        if offset % 3 or not live:
+            id_ = max(live, default=0) + 1
+            kind, record = EventKind.INSERT, user(id_, age=offset % 7 or None, joined="2024-02-03T04:05:06Z")
+            live[id_] = record
+        elif offset % 2:
+            id_ = min(live)
+            kind, previous = EventKind.UPDATE, live[id_]
+            record = live[id_] = dict(previous, name=f"n{offset}", age=offset % 150)
+        else:
+            id_ = max(live)
+            kind, record = EventKind.DELETE, live.pop(id_)
+        frames.append(ChangeEvent(kind, "User", offset, watermark, id_, record, previous).frame())
+    return frames
+
+
+def _seen(store) -> dict:
+    users = store.list_records("User", Query(limit=1000))[0]
+    by_age = store.list_records("User", Query(limit=1000, sort=(("age", False),)))[0]
+    return {
+        "head": store.head_offset,
+        "watermarks": store.watermarks(),
+        "users": [(r, store.get_versioned("User", r["id"])[2]) for r in users],
+        "by age": [r["id"] for r in by_age],
+        "as_of": store.list_records("User", Query(limit=1000, as_of=100))[0],
+    }
+
+
+def test_a_group_whose_fsync_fails_is_rolled_back_whole_and_published_never(tmp_path):
+    tenant = create_tenant(str(tmp_path / "replica"), "t")
+    store = open_store(tenant, sync="full", replication=True)
+    live: dict[int, dict] = {}
+    good = _group_frames(1, 300, live, 0)
+    bad = _group_frames(301, 200, live, 300)
+    seen: list[int] = []
+    try:
+        store.subscribe(lambda event, frame: seen.append(event.offset))
+
+        async def main() -> dict:
+            await store.apply_replicated_frames(good)
+            state = _seen(store)
+            store.commit_queue.writer.faults = FaultPlan("fsync:1:EIO")
+            with pytest.raises(Unavailable):
+                await store.apply_replicated_frames(bad)
+            return state
+
+        before = run(main())
+        assert _seen(store) == before
+        assert seen == list(range(1, 301))
+        assert store.stats()["commits"] == 300
+    finally:
+        store.close()
+    again = open_store(tenant, sync="full", replication=True)
+    try:
+        assert _seen(again) == before
+    finally:
+        again.close()
