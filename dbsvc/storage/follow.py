@@ -100,7 +100,7 @@ def _no_constant(name: str) -> Any:
 _SCAN: Callable[[str, int], tuple[Any, int]] = json.JSONDecoder(  # type: ignore[attr-defined]
     parse_constant=_no_constant
 ).scan_once
-_ID, _OFFSET = attrgetter("id"), attrgetter("offset")
+_ID, _OFFSET, _NAME = attrgetter("id"), attrgetter("offset"), attrgetter("name")
 INSERT, UPDATE, DELETE = 0, 1, 2  # what `_Group.apply` does with a row
 _KINDS = {kind.value: kind for kind in EventKind}
 RECENT_ROWS = 1 << 16  # rows kept in `applied_rows` (rule 6): a primary's writes during its compaction
@@ -309,9 +309,8 @@ class _Group:
         writes.epoch_of().checkpoints.extend(
             (first + at, starts[at]) for at in range(-first % every, len(self.frames), every)
         )
-        self.recent.extend(  # rule 6
-            [(offset, table.name, max_id, start) for (table, max_id, offset), start in zip(self.undos, starts)]
-        )
+        tables, tops, offsets = zip(*self.undos)
+        self.recent.extend(zip(offsets, map(_NAME, tables), tops, starts))  # rule 6
         future = commit.submit_group(self.frames, self.events, self.undos)
         compactor = writes.compactor
         if compactor is not None and commit.writer.written > compactor.compact_bytes and compactor.task is None:
