@@ -15,9 +15,9 @@ Protocol (group commit, `sync="full"`)::
                                                  resolve its future, publish its event
                                                loop while anything is queued
 
-A batch (`submit_group`, batchwrite.py) holds all its frames at once, so they are in
-one write call and under one fsync, acknowledged and published in one `_acknowledge`, or
-all rolled back (rule 3).
+A batch (`submit_group`: batchwrite.py, a follower's group) holds all its frames at once:
+one write call, one fsync, one `Pending` (its frames, events and undos in lists), and
+acknowledged and published in one `_acknowledge`, or all rolled back (rule 3).
 
 So N writers arriving during one fsync share the next write and the next fsync: one
 system call each per batch, where a write call per frame cost a measurable share of a
@@ -67,6 +67,7 @@ import logging
 import os
 import time
 from bisect import bisect_left
+from collections import deque
 from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -115,6 +116,7 @@ class Pending:
     undo: Any  # opaque to this module; handed to `rollback`
     applied: bool = True
     frame: bytes = b""  # the frame written, published with the event
+    frames: list[bytes] | None = None  # a group's (`submit_group`): `event`, `undo` are lists
 
 
 BATCH_BOUNDS = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024)  # writes per commit (CommitStats)
@@ -329,26 +331,24 @@ class CommitQueue:
         rolled back (rule 3)."""
         loop = self._ensure_task()
         done: asyncio.Future[None] = loop.create_future()
-        start = self.writer.written
-        ends = [start := start + len(frame) for frame in frames]
+        data = frames[0] if len(frames) == 1 else b"".join(frames)
+        end = self.writer.written + len(data)
         failed = False
         if self.sync:
-            # Held as one chunk: the frames go out together in the next write call anyway,
-            # at the positions `ends` gives them.
-            self.writer.hold(frames[0] if len(frames) == 1 else b"".join(frames))
+            self.writer.hold(data)  # one chunk: the frames go out together in the next write
         else:
             try:
-                self.writer.append(b"".join(frames))
+                self.writer.append(data)
             except OSError as exc:
                 self._write_failed(exc)
                 failed = True
-        # One future for the group: its frames are queued in one call, so one `_acknowledge`
-        # (or one `_fail_pending`) settles them all, and each settles it only if not yet done.
-        pending = self._pending
-        for end, frame, event, undo in zip(ends, frames, events, undos):
-            pending.append(Pending(end, done, event, undo, frame=frame))
-        if not self.sync and not failed and len(self._pending) == len(frames) and self._switch is None:
-            self._acknowledge(len(frames))
+        # One entry, one future: one `_acknowledge` (or `_fail_pending`) settles the group.
+        if len(frames) == 1:
+            self._pending.append(Pending(end, done, events[0], undos[0], frame=frames[0]))
+        else:
+            self._pending.append(Pending(end, done, list(events), list(undos), frames=list(frames)))
+        if not self.sync and not failed and len(self._pending) == 1 and self._switch is None:
+            self._acknowledge(1)
             return done
         assert self._wake is not None
         self._wake.set()
@@ -412,6 +412,13 @@ class CommitQueue:
         the watermarks of writes carried into a new epoch), and its published frame with
         it (the new log holds the renumbered frame)."""
         for p in self._pending:
+            if p.frames is not None:  # a group's entry: each of its events
+                for at, one in enumerate(p.event):
+                    event = fn(one)
+                    if event is not one:
+                        p.event[at] = event
+                        p.frames[at] = encode_frame(event.offset, event.payload())
+                continue
             event = fn(p.event)
             if event is not p.event:
                 p.event = event
@@ -483,21 +490,27 @@ class CommitQueue:
         if not done:
             return
         self.writer.acked = done[-1].end if end is None else end
-        self.stats.count_batch(len(done))
+        self.stats.count_batch(sum(1 if p.frames is None else len(p.frames) for p in done))
         # Futures first: their callbacks (the writers' responses) are then queued on the
         # loop ahead of anything a subscriber schedules from `publish`; both happen in this
         # one call, so no callback sees a resolved write whose event is unpublished.
         for p in done:
             if not p.future.done():
                 p.future.set_result(None)
+        publish = self.publish
         for p in done:
-            self.publish(p.event, p.frame)
+            if p.frames is None:
+                publish(p.event, p.frame)
+            else:
+                deque(map(publish, p.event, p.frames), 0)
 
     def _fail_pending(self) -> None:
         failed, self._pending = self._pending, []
-        self.stats.failures += len(failed)
+        self.stats.failures += sum(1 if p.frames is None else len(p.frames) for p in failed)
         for p in reversed(failed):
-            if p.applied:
+            if p.frames is not None:
+                deque(map(self.rollback, reversed(p.undo)), 0)
+            elif p.applied:
                 self.rollback(p.undo)
         if self.writer.truncate_to_acked() and self._room_error:
             self._retry_at = time.monotonic() + RETRY_INTERVAL

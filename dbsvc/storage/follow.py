@@ -100,7 +100,7 @@ def _no_constant(name: str) -> Any:
 _SCAN: Callable[[str, int], tuple[Any, int]] = json.JSONDecoder(  # type: ignore[attr-defined]
     parse_constant=_no_constant
 ).scan_once
-_ID, _OFFSET = attrgetter("id"), attrgetter("offset")
+_ID, _OFFSET, _NAME = attrgetter("id"), attrgetter("offset"), attrgetter("name")
 INSERT, UPDATE, DELETE = 0, 1, 2  # what `_Group.apply` does with a row
 _KINDS = {kind.value: kind for kind in EventKind}
 RECENT_ROWS = 1 << 16  # rows kept in `applied_rows` (rule 6): a primary's writes during its compaction
@@ -189,6 +189,9 @@ class _Group:
         self.run_values: list[Any] = []
         self.run_ids: set[Any] = set()
         self.run_top = 0  # the table's max_id once the run is in
+        # Index keys the run's checks computed (followrun.py), position -> one a row of
+        # `run_values`; None once a row came without them (`add_insert`).
+        self.run_keys: dict[int, list[Any]] | None = {}
 
     def pending(self, table: Table) -> int:
         """The rows of `table` checked and not yet in it (the run's)."""
@@ -211,6 +214,7 @@ class _Group:
         if type(id_) is int and id_ > self.run_top:
             self.run_top = id_
         self.run_values.append(values)
+        self.run_keys = None
         self.run_ids.add(id_)
         writes.next_offset = offset + 1
         self.frames.append(frame)
@@ -223,6 +227,12 @@ class _Group:
             self.run_table, self.run_top = table, table.max_id
         self.undos.extend(zip(repeat(table), run.tops, run.offsets))
         self.run_top = max(self.run_top, max(run.ids))
+        keys = self.run_keys
+        if keys is not None and (not self.run_values or keys.keys() == run.keys.keys()):
+            for position, made in run.keys.items():
+                keys.setdefault(position, []).extend(made)
+        else:
+            self.run_keys = None
         self.run_values.extend(run.values)
         self.run_ids.update(run.ids)
         self.writes.next_offset = run.offsets[-1] + 1
@@ -235,7 +245,8 @@ class _Group:
         table, values = self.run_table, self.run_values
         if table is None:
             return
-        self.run_table, self.run_values, self.run_ids = None, [], set()
+        keys = self.run_keys
+        self.run_table, self.run_values, self.run_ids, self.run_keys = None, [], set(), {}
         count = len(values)
         events = self.events[len(self.events) - count :]
         compactor = self.writes.compactor
@@ -246,7 +257,7 @@ class _Group:
         if count == 1:
             table.insert(values[0])
         else:
-            table.insert_run(values)
+            table.insert_run(values, keys)
         # Table.stamp_inserts, its versions set together (Versions.set_run).
         table.versions.set_run(list(map(_ID, events)), list(map(_OFFSET, events)))
 
@@ -298,9 +309,8 @@ class _Group:
         writes.epoch_of().checkpoints.extend(
             (first + at, starts[at]) for at in range(-first % every, len(self.frames), every)
         )
-        self.recent.extend(  # rule 6
-            [(offset, table.name, max_id, start) for (table, max_id, offset), start in zip(self.undos, starts)]
-        )
+        tables, tops, offsets = zip(*self.undos)
+        self.recent.extend(zip(offsets, map(_NAME, tables), tops, starts))  # rule 6
         future = commit.submit_group(self.frames, self.events, self.undos)
         compactor = writes.compactor
         if compactor is not None and commit.writer.written > compactor.compact_bytes and compactor.task is None:

@@ -104,9 +104,10 @@ def plain_spans(fields: list[Any]) -> list[tuple[int, int, str | None]]:
     return spans
 
 
-def _checked_values(model: CompiledModel, records: list[dict]) -> list[Any] | None:
+def _checked_values(model: CompiledModel, records: list[dict]) -> tuple[list[Any], dict[int, list[Any]]] | None:
     """The records' values, when their value types are known good for the model and the
-    index keys that can fail do not (rule 4); else None."""
+    index keys that can fail do not (rule 4), with those keys (position -> a key a record,
+    None for None: what `Table.insert_run` would compute again); else None."""
     values = list(map(model.row, records))
     fit = _fit_of(model)
     columns = list(zip(*values))
@@ -117,14 +118,17 @@ def _checked_values(model: CompiledModel, records: list[dict]) -> list[Any] | No
         shapes = set(map(tuple, map(map, repeat(type), values)))
     if not shapes <= fit.shapes:
         return None  # types new to the model: its validator runs in the general path
+    keys: dict[int, list[Any]] = {}
     for _name, position, key, int64 in fit.keyed:
         try:
-            made = list(map(key, filter(_NOT_NONE, columns[position])))
+            made = keys[position] = list(map(key, columns[position]))  # a key of None is None
         except (ValueError, TypeError, OverflowError):
             return None
+        if int64 and None in made:
+            made = list(filter(_NOT_NONE, made))
         if int64 and made and not (INT64_MIN <= min(made) and max(made) <= INT64_MAX):
             return None
-    return values
+    return values, keys
 
 
 class Run(NamedTuple):
@@ -135,6 +139,7 @@ class Run(NamedTuple):
     ids: list[Any]
     tops: list[int]  # the table's max id before each row (its undo)
     offsets: list[int]
+    keys: dict[int, list[Any]]  # index keys computed by the check (`Table.insert_run`'s `keys`)
 
 
 def _in_place(
@@ -199,12 +204,12 @@ def insert_run(
         live = table.live
         if len(set(ids)) != n or not pending.isdisjoint(ids) or any(map(live.__contains__, ids)):
             return None
-    values = _checked_values(model, records)
-    if values is None:
+    checked = _checked_values(model, records)
+    if checked is None:
         return None
     events = _events(EventKind.INSERT, fields, offsets, watermarks, ids, records, repeat(None))
     tops = list(accumulate(ids[:-1], max, initial=top))
-    return Run(events, values, ids, tops, offsets)
+    return Run(events, checked[0], ids, tops, offsets, checked[1])
 
 
 def update_run(
@@ -228,11 +233,11 @@ def update_run(
             return None
     except TypeError:  # an unhashable id
         return None
-    values = _checked_values(model, records)
-    if values is None:
+    checked = _checked_values(model, records)
+    if checked is None:
         return None
     events = _events(EventKind.UPDATE, fields, offsets, watermarks, ids, records, previous)
-    return list(zip(events, values))
+    return list(zip(events, checked[0]))
 
 
 class _Fit:

@@ -107,6 +107,17 @@ class IdMap(MutableMapping[Any, Stored]):
         else:
             self._far[id_] = record
 
+    def extend_run(self, ids: list[Any], records: list[Stored]) -> None:
+        """`self[ids[n]] = records[n]` of each, with the same result: the next ids in order
+        from the list's end (a follower's run of new records) extend it at once."""
+        slots = self._slots
+        n = len(slots)
+        if self._far or not ids or set(map(type, ids)) != {int} or ids != list(range(n, n + len(ids))):
+            self.update(zip(ids, records))
+            return
+        slots.extend(records)
+        self._count += len(ids)
+
     def __delitem__(self, id_: Any) -> None:
         slots = self._slots
         if type(id_) is int and 0 <= id_ < len(slots) and slots[id_] is not None:
