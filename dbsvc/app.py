@@ -54,7 +54,6 @@ from dbsvc.index import build_index
 from dbsvc.interfaces import GeneratedModule, ServedStore, TokenGuard
 from dbsvc.metrics import Meters
 from dbsvc.operational import OperationalRoutes, served_openapi
-from dbsvc.operators import encode_cursor
 from dbsvc.readcache import EncodedRecords, ParsedQueries, PastPages, PresentPages
 from dbsvc.realtime.broker import Broker
 from dbsvc.realtime.feeds import FeedKind
@@ -404,9 +403,7 @@ class Application(OperationalRoutes):
         headers = self._read_headers(watermark, query.as_of)
         link = None
         if more and records:  # RFC 8288: the next page, keyed on this page's last record
-            last = records[-1]
-            keys = [model.keys[f](last[f]) for f, _desc in query.sort]
-            link = self.queries.next_link(request, encode_cursor(model.name, query.sort, keys, last[model.id_field]))
+            link = self.queries.link_after(model, query, request, records[-1])
             headers.append(("Link", link))
         if past:
             self.past.keep(self.store, model, request, body, headers)
