@@ -340,10 +340,9 @@ class Application(OperationalRoutes):
     # -- reads --------------------------------------------------------------------------
 
     def _read_headers(self, watermark: int, as_of: int | None) -> list[tuple[str, str]]:
-        headers = [("Dbsvc-Watermark", str(watermark))]
-        if as_of is None:
-            headers.append(("Dbsvc-Offset", str(self.store.head_offset)))
-        return headers
+        if as_of is None:  # the present: the store's head too (docs/replication.md)
+            return [("Dbsvc-Watermark", str(watermark)), ("Dbsvc-Offset", str(self.store.head_offset))]
+        return [("Dbsvc-Watermark", str(watermark))]
 
     def _check_as_of(self, model: CompiledModel, as_of: int | None) -> int | None:
         """400 for an `as_of` ahead of the model's watermark; that watermark, when asked."""
