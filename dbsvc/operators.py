@@ -241,9 +241,15 @@ class NextLinks:
     keys of one record and one base64 (bench/README.md, "A page of 20 made afresh"). The
     value is the very text `next_link(link_prefix(...), encode_cursor(...))` gives (a test
     holds the two to each other).
+
+    The last value is kept with the record object it was made from: the store hands out one
+    object per record version and never mutates it (storage/shown.py), so a page ending on
+    the same object ends on the same keys and id, and its `Link` is that text again (a list
+    asked again while its last record is unchanged, written or not elsewhere). Holding
+    that one record is the whole cost.
     """
 
-    __slots__ = ("_head", "_id", "_keys", "_prefix")
+    __slots__ = ("_head", "_id", "_keys", "_last", "_link", "_prefix")
 
     def __init__(
         self,
@@ -257,13 +263,18 @@ class NextLinks:
         self._head = _cursor_head(model, tuple(sort))
         self._keys = tuple((field, keys[field]) for field, _desc in sort)
         self._id = id_field
+        self._last: Mapping[str, Any] | None = None
+        self._link = ""
 
     def after(self, record: Mapping[str, Any]) -> str:
         """The next page's `Link` value, after `record` (the page's last)."""
+        if record is self._last:
+            return self._link
         keys = ",".join([_json_key(key(record[field])) for field, key in self._keys])
         text = f"{self._head}{keys}],{_json_key(record[self._id])}]"
         cursor = binascii.b2a_base64(text.encode("ascii"), newline=False).translate(_URLSAFE).rstrip(b"=")
-        return f'{self._prefix}{cursor.decode("ascii")}>; rel="next"'
+        self._last, self._link = record, f'{self._prefix}{cursor.decode("ascii")}>; rel="next"'
+        return self._link
 
 
 _BAD = object()

@@ -128,3 +128,17 @@ def test_a_walk_made_afresh_reads_each_link_as_composed_and_every_post_once(serv
         target = urlsplit(link[1 : link.index(">")])._replace(scheme="", netloc="").geturl()
     everything = server.get("/api/blog-post?sort=-score,title&limit=100").json["data"]
     assert seen == [p["id"] for p in everything] and len(seen) == len(scores)
+
+
+def test_the_link_after_the_same_record_object_is_kept_and_a_new_version_makes_its_own():
+    req = request("/api/blog-post?sort=-score&limit=2")
+    query = POST.parse_list_query(req.query)
+    made = NextLinks(link_prefix(req.path, req.query), POST.name, query.sort, POST.keys, POST.id_field)
+    old = {"id": 3, "title": "a", "score": 2.5}
+    first = made.after(old)
+    assert made.after(old) is first  # the same version object: the same text, not made again
+    newer = {"id": 3, "title": "a", "score": 9.0}  # record 3 written again: another object
+    assert made.after(newer) == composed(POST, req, query.sort, newer) != first
+    assert made.after(old) == first == composed(POST, req, query.sort, old)
+    equal = dict(old)  # equal values, another object: made again, the same text
+    assert made.after(equal) == first
