@@ -23,14 +23,15 @@ DATA = sys.argv[2]
 sys.path[:0] = [CODE, CODE + "/bench"]
 from dbsvc.app import Application
 from dbsvc.compiler import compile_schema
-from dbsvc.http.message import split_target, encode_response
-from dbsvc.http.types import Request, Response
 from dbsvc.http.fastpath import FastWire
+from dbsvc.http.message import encode_response, split_target
+from dbsvc.http.types import Request
 from dbsvc.operators import encode_cursor
 from dbsvc.realtime.broker import Broker
 from dbsvc.schema import load_schema
 from dbsvc.storage import Store
 from dbsvc.storage.query import _plan_live
+
 module = compile_schema(load_schema(CODE + "/schemas/blog.dbs"))
 store = Store.open(os.path.join(DATA, "default"), module.MODELS, module.DESCRIPTION, readonly=True)
 app = Application(module, store, Broker(store, module.BY_NAME, 64), list_cache_bytes=0)
