@@ -162,6 +162,9 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--data", type=Path, default=None)
     parser.add_argument("--search-memory", action="store_true", help="measure the search index's memory, in process")
     parser.add_argument("--fresh", action="store_true", help="no kept list answers (SERVICE_LIST_CACHE_BYTES=0)")
+    parser.add_argument(
+        "--code", type=Path, default=None, help="the checkout whose server is measured (two runs at once: a before/after)"
+    )
     args = parser.parse_args(argv)
     if args.search_memory:
         return search_memory(args.records)
@@ -171,7 +174,7 @@ def main(argv: list[str]) -> int:
     env = {"SERVICE_DATA": str(data), "SERVICE_SYNC": "off", "RUST_LOG": "info"}
     if args.fresh:
         env["SERVICE_LIST_CACHE_BYTES"] = "0"  # every list made afresh (module docstring, 2)
-    process, port, _log = start_dbsvc(env, timeout=600)
+    process, port, _log = start_dbsvc(env, timeout=600, code=args.code or ROOT)
     try:
         n = get_json(port, "/api/blog-post?limit=0")["total"]
         last = get_json(port, f"/api/blog-post?sort=-score&limit=1&offset={n - 21}")["data"][0]

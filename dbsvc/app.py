@@ -54,7 +54,6 @@ from dbsvc.index import build_index
 from dbsvc.interfaces import GeneratedModule, ServedStore, TokenGuard
 from dbsvc.metrics import Meters
 from dbsvc.operational import OperationalRoutes, served_openapi
-from dbsvc.operators import encode_cursor
 from dbsvc.readcache import EncodedRecords, ParsedQueries, PastPages, PresentPages
 from dbsvc.realtime.broker import Broker
 from dbsvc.realtime.feeds import FeedKind
@@ -342,10 +341,9 @@ class Application(OperationalRoutes):
     # -- reads --------------------------------------------------------------------------
 
     def _read_headers(self, watermark: int, as_of: int | None) -> list[tuple[str, str]]:
-        headers = [("Dbsvc-Watermark", str(watermark))]
-        if as_of is None:
-            headers.append(("Dbsvc-Offset", str(self.store.head_offset)))
-        return headers
+        if as_of is None:  # the present: the store's head too (docs/replication.md)
+            return [("Dbsvc-Watermark", str(watermark)), ("Dbsvc-Offset", str(self.store.head_offset))]
+        return [("Dbsvc-Watermark", str(watermark))]
 
     def _check_as_of(self, model: CompiledModel, as_of: int | None) -> int | None:
         """400 for an `as_of` ahead of the model's watermark; that watermark, when asked."""
@@ -405,9 +403,7 @@ class Application(OperationalRoutes):
         headers = self._read_headers(watermark, query.as_of)
         link = None
         if more and records:  # RFC 8288: the next page, keyed on this page's last record
-            last = records[-1]
-            keys = [model.keys[f](last[f]) for f, _desc in query.sort]
-            link = self.queries.next_link(request, encode_cursor(model.name, query.sort, keys, last[model.id_field]))
+            link = self.queries.link_after(model, query, request, records[-1])
             headers.append(("Link", link))
         if past:
             self.past.keep(self.store, model, request, body, headers)

@@ -13,7 +13,8 @@ helpers here for the parts that are not schema-specific (docs/guide/queries.md,
 - `operator_problem(param, fields, allowed)`: the BadQuery for a `field__op` name the
   parser did not accept, saying which of the model's fields take which operators.
 - Cursors: `encode_cursor(model, sort, keys, id)` and `decode_cursor(text, model, sort,
-  kinds)`. A cursor is base64url (no padding) of the JSON array
+  kinds)`; `NextLinks`: one list's next-page `Link` values, each made from a page's last
+  record. A cursor is base64url (no padding) of the JSON array
   `["c1", MODEL, SORT, [KEY, ...], ID]`: the model it was made for, the sort spec as text
   (`-score,title`, "" for id order), the page's last record's index keys (the form of
   `CompiledModel.keys`: a datetime's microseconds, a float as a float) and its id. It holds
@@ -32,7 +33,7 @@ import binascii
 import functools
 import json
 import math
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from json.encoder import encode_basestring_ascii as _ascii  # type: ignore[attr-defined]
 from typing import Any
 from urllib.parse import quote, urlencode
@@ -229,6 +230,51 @@ def link_prefix(path: str, pairs: Sequence[tuple[str, str]]) -> str:
 def next_link(prefix: str, cursor: str) -> str:
     """The `Link` value of the next page: `link_prefix`'s text, then the next `cursor`."""
     return f'{prefix}{cursor}>; rel="next"'
+
+
+class NextLinks:
+    """The `Link` values of one list's next pages, each made from the page's last record.
+
+    Made once per distinct list (readcache.py `ParsedQueries.link_after` keeps it): the text
+    before the cursor (`link_prefix`), the cursor's head (`_cursor_head`) and the index key
+    function of each sort field are found here once, so a page with a next one costs the
+    keys of one record and one base64 (bench/README.md, "A page of 20 made afresh"). The
+    value is the very text `next_link(link_prefix(...), encode_cursor(...))` gives (a test
+    holds the two to each other).
+
+    The last value is kept with the record object it was made from: the store hands out one
+    object per record version and never mutates it (storage/shown.py), so a page ending on
+    the same object ends on the same keys and id, and its `Link` is that text again (a list
+    asked again while its last record is unchanged, written or not elsewhere). Holding
+    that one record is the whole cost.
+    """
+
+    __slots__ = ("_head", "_id", "_keys", "_last", "_link", "_prefix")
+
+    def __init__(
+        self,
+        prefix: str,
+        model: str,
+        sort: Sequence[tuple[str, bool]],
+        keys: Mapping[str, Callable[[Any], Any]],
+        id_field: str,
+    ) -> None:
+        self._prefix = prefix
+        self._head = _cursor_head(model, tuple(sort))
+        self._keys = tuple((field, keys[field]) for field, _desc in sort)
+        self._id = id_field
+        self._last: Mapping[str, Any] | None = None
+        self._link = ""
+
+    def after(self, record: Mapping[str, Any]) -> str:
+        """The next page's `Link` value, after `record` (the page's last)."""
+        if record is self._last:
+            return self._link
+        keys = ",".join([_json_key(key(record[field])) for field, key in self._keys])
+        text = f"{self._head}{keys}],{_json_key(record[self._id])}]"
+        cursor = binascii.b2a_base64(text.encode("ascii"), newline=False).translate(_URLSAFE).rstrip(b"=")
+        self._last, self._link = record, f'{self._prefix}{cursor.decode("ascii")}>; rel="next"'
+        return self._link
 
 
 _BAD = object()

@@ -13,7 +13,7 @@ from __future__ import annotations
 from typing import Any
 
 from dbsvc.http.types import Request
-from dbsvc.operators import link_prefix, next_link
+from dbsvc.operators import NextLinks, link_prefix, next_link
 from dbsvc.runtime import CompiledModel, Query, Record, json_bytes
 
 
@@ -127,13 +127,14 @@ class ParsedQueries:
     parsed without being kept, so a client sending distinct queries costs a bounded memory.
     """
 
-    __slots__ = ("_links", "_parsed", "capacity", "longest")
+    __slots__ = ("_links", "_next", "_parsed", "capacity", "longest")
 
     def __init__(self, capacity: int = 1024, longest: int = 512) -> None:
         self.capacity = capacity
         self.longest = longest
         self._parsed: dict[tuple[str, tuple[tuple[str, str], ...]], Query] = {}
         self._links: dict[tuple[str, tuple[tuple[str, str], ...]], str] = {}
+        self._next: dict[tuple[str, tuple[tuple[str, str], ...]], NextLinks] = {}
 
     def list_query(self, model: CompiledModel, request: Request) -> Query:
         if not request.query or len(request.target) > self.longest:
@@ -147,6 +148,21 @@ class ParsedQueries:
             return next_link(link_prefix(request.path, request.query), cursor)
         key = (request.path, tuple(request.query))
         return next_link(self._kept(self._links, key, link_prefix, request.path, request.query), cursor)
+
+    def link_after(self, model: CompiledModel, query: Query, request: Request, record: Record) -> str:
+        """The `Link` value of the page after `record`, the last of a page of `model` listed
+        by `request` (parsed as `query`): operators.py `NextLinks`, made once per distinct
+        list and kept under the same bounds as the parsed queries (the same path and pairs
+        are the same model and sort)."""
+        if len(request.target) > self.longest:
+            return self._links_of(model, query, request).after(record)
+        key = (request.path, tuple(request.query))
+        return self._kept(self._next, key, self._links_of, model, query, request).after(record)
+
+    @staticmethod
+    def _links_of(model: CompiledModel, query: Query, request: Request) -> NextLinks:
+        prefix = link_prefix(request.path, request.query)
+        return NextLinks(prefix, model.name, query.sort, model.keys, model.id_field)
 
     def _kept(self, entries: dict, key: Any, make: Any, *args: Any) -> Any:
         """`entries[key]`, made by `make(*args)` and kept when missing (the oldest dropped

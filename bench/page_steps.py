@@ -1,0 +1,87 @@
+"""Per-step CPU of a list page of 20 made afresh against a GET, in process.
+
+    python bench/page_steps.py CODE DATA TARGET ...
+    N=2000 python bench/page_steps.py . /tmp/m20k /api/blog-post/10000 "/api/blog-post?sort=-score&limit=20"
+
+CODE is the checkout to import (run two at once for a before/after: this host's speed
+drifts between rounds), DATA a tenant seeded by `service_bench.py --matrix --data DATA`,
+opened read-only; the app keeps no list answers (`list_cache_bytes=0`). For each target:
+the whole call, the call and the response's bytes (`encode_response` through the fast
+path's `respond`), then each step of `Application.list` alone: the parse, the store's page
+(its plan and its dicts), the page's JSON, the body, the headers and the `Link`. Best of 5
+rounds of N calls, timed by `time.thread_time`, after `gc.freeze()`. bench/README.md, "A page
+of 20 made afresh", has the figures.
+"""
+
+import gc
+import os
+import sys
+import time
+
+CODE = sys.argv[1]
+DATA = sys.argv[2]
+sys.path[:0] = [CODE, CODE + "/bench"]
+from dbsvc.app import Application
+from dbsvc.compiler import compile_schema
+from dbsvc.http.fastpath import FastWire
+from dbsvc.http.message import encode_response, split_target
+from dbsvc.http.types import Request
+from dbsvc.operators import encode_cursor
+from dbsvc.realtime.broker import Broker
+from dbsvc.schema import load_schema
+from dbsvc.storage import Store
+from dbsvc.storage.query import _plan_live
+
+module = compile_schema(load_schema(CODE + "/schemas/blog.dbs"))
+store = Store.open(os.path.join(DATA, "default"), module.MODELS, module.DESCRIPTION, readonly=True)
+app = Application(module, store, Broker(store, module.BY_NAME, 64), list_cache_bytes=0)
+gc.freeze()
+N = int(os.environ.get("N", "2000"))
+def best(fn):
+    out = []
+    for _ in range(5):
+        t = time.thread_time()
+        for _ in range(N):
+            fn()
+        out.append((time.thread_time() - t) / N * 1e6)
+    return min(out)
+def req(target):
+    path, pairs = split_target(target)
+    return Request("GET", target, path, pairs, [])
+model = app.models["blog-post"]
+wire = FastWire.__new__(FastWire)  # only its `respond` is called: the two fields it reads
+for slot, v in (("_client_close", False), ("closing", False)):
+    setattr(wire, slot, v)
+def respond(resp, r):
+    return encode_response(wire.respond, resp, r, "abc123", None, False)
+for target in sys.argv[3:]:
+    r = req(target)
+    print(target)
+    if "?" not in target:
+        rows = [("app()", lambda: app(r)), ("app()+encode_response", lambda: respond(app(r), r))]
+    else:
+        q = app.queries.list_query(model, r)
+        table = store.table(model.name)
+        records, total, wm, more = store.list_page(model.name, q)
+        page = app.encoded.encode_page(model, records)
+        ids, _t = _plan_live(table, q)
+        resp = app(r)
+        rows = [
+            ("app()", lambda: app(r)),
+            ("app()+encode_response", lambda: respond(app(r), r)),
+            ("encode_response alone", lambda: respond(resp, r)),
+            ("list_query", lambda: app.queries.list_query(model, r)),
+            ("store.list_page", lambda: store.list_page(model.name, q)),
+            ("  _plan_live", lambda: _plan_live(table, q)),
+            ("  shown_all", lambda: table.shown_all(ids)),
+            ("encode_page", lambda: app.encoded.encode_page(model, records)),
+            ("body %", lambda: b'{"data":[%s],"total":%d,"limit":%d,"offset":%d}' % (page, total, q.limit, q.offset)),
+            ("_read_headers", lambda: app._read_headers(wm, None)),
+            ("keys+cursor", lambda: encode_cursor(model.name, q.sort, [model.keys[f](records[-1][f]) for f, _d in q.sort], records[-1][model.id_field])),
+            ("next_link", lambda: app.queries.next_link(r, "abcdefabcdefabcdefabcdefabcdefabcdefabcdef")),
+        ]
+        if hasattr(app.queries, "link_after"):
+            rows[-2:] = [("link_after (Link whole)", lambda: app.queries.link_after(model, q, r, records[-1]))]
+    for label, fn in rows:
+        for _ in range(200): fn()
+        print(f"  {label:26} {best(fn):7.2f} us")

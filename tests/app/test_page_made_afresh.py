@@ -1,0 +1,144 @@
+"""A page of 20 made afresh costs less (issue 36 item 2, bench/README.md "A page of 20 made
+afresh") and says what it said: the next page's `Link`, made once per distinct list
+(operators.py `NextLinks`, kept by readcache.py `ParsedQueries.link_after`), is the very text
+of the cursor and prefix it was composed of before, for every sort the blog schema allows and
+any record; over a real server with no kept answers (`SERVICE_LIST_CACHE_BYTES=0`), a walk by
+`Link` headers reads each header byte for byte and every record once, in order.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from urllib.parse import urlsplit
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from dbsvc.compiler import compile_schema
+from dbsvc.http.message import split_target
+from dbsvc.http.types import Request
+from dbsvc.operators import NextLinks, encode_cursor, link_prefix, next_link
+from dbsvc.readcache import ParsedQueries
+from dbsvc.schema import load_schema
+from support.server import ROOT
+
+MODULE = compile_schema(load_schema(str(ROOT / "schemas" / "blog.dbs")))
+POST = MODULE.BY_NAME["BlogPost"]
+USER = MODULE.BY_NAME["User"]
+
+
+def composed(model, request: Request, sort, record: dict) -> str:
+    """The `Link` value as app.py composed it before `NextLinks` (commit ea2962a)."""
+    keys = [model.keys[f](record[f]) for f, _desc in sort]
+    return next_link(link_prefix(request.path, request.query), encode_cursor(model.name, sort, keys, record[model.id_field]))
+
+
+def request(target: str) -> Request:
+    path, pairs = split_target(target)
+    return Request("GET", target, path, pairs, [])
+
+
+POST_SORTS = st.lists(st.sampled_from(["title", "-title", "score", "-score"]), max_size=2, unique_by=lambda s: s[-4:])
+USER_SORTS = st.lists(st.sampled_from(["name", "-name", "age", "-age", "joined", "-joined"]), max_size=3)
+TEXT = st.text(max_size=12)
+
+
+@given(
+    sort=POST_SORTS,
+    record=st.fixed_dictionaries(
+        {
+            "id": st.integers(min_value=1, max_value=2**62),
+            "title": TEXT,
+            "score": st.floats(allow_nan=False, allow_infinity=False),
+        }
+    ),
+    extra=st.lists(st.tuples(st.sampled_from(["published", "author_id", "title__prefix", "offset"]), TEXT), max_size=3),
+)
+@settings(max_examples=60, deadline=None)
+def test_a_posts_next_link_is_the_composed_one(sort, record, extra):
+    pairs = [("sort", ",".join(sort))] if sort else []
+    target = "/api/blog-post?" + "&".join(f"{k}={v}" for k, v in pairs)
+    req = Request("GET", target, "/api/blog-post", pairs + extra, [])
+    query = POST.parse_list_query(pairs)
+    made = NextLinks(link_prefix(req.path, req.query), POST.name, query.sort, POST.keys, POST.id_field)
+    assert made.after(record) == composed(POST, req, query.sort, record)
+
+
+@given(
+    sort=USER_SORTS.filter(lambda s: len({f.lstrip("-") for f in s}) == len(s)),
+    name=TEXT,
+    age=st.one_of(st.none(), st.integers(min_value=0, max_value=150)),
+    joined=st.datetimes(min_value=dt.datetime(1000, 1, 1)),
+)
+@settings(max_examples=60, deadline=None)
+def test_a_users_next_link_is_the_composed_one_for_nulls_and_datetimes(sort, name, age, joined):
+    pairs = [("sort", ",".join(sort))] if sort else []
+    req = Request("GET", "/api/user", "/api/user", pairs, [])
+    query = USER.parse_list_query(pairs)
+    stored = joined.strftime("%Y-%m-%dT%H:%M:%S.%fZ")  # a datetime as stored: canonical text
+    record = {"id": 9, "email": "a@b.c", "name": name, "age": age, "role": "reader", "joined": stored}
+    made = NextLinks(link_prefix(req.path, req.query), USER.name, query.sort, USER.keys, USER.id_field)
+    assert made.after(record) == composed(USER, req, query.sort, record)
+
+
+def test_link_after_keeps_one_maker_per_list_and_none_for_a_long_target():
+    queries = ParsedQueries(capacity=1, longest=60)
+    one = {"id": 3, "title": "a", "score": 2.5}
+    two = {"id": 4, "title": "b", "score": -1.0}
+    sorted_ = request("/api/blog-post?sort=-score&limit=2")
+    query = queries.list_query(POST, sorted_)
+    first = queries.link_after(POST, query, sorted_, one)
+    assert first == composed(POST, sorted_, query.sort, one)
+    assert queries.link_after(POST, query, sorted_, two) == composed(POST, sorted_, query.sort, two)
+    kept = queries._next[(sorted_.path, tuple(sorted_.query))]
+    assert queries.link_after(POST, query, request("/api/blog-post?sort=-score&limit=2"), one) == first
+    assert queries._next[(sorted_.path, tuple(sorted_.query))] is kept  # made once
+    plain = request("/api/blog-post?limit=2")  # capacity 1: the other list's maker goes
+    plain_query = queries.list_query(POST, plain)
+    assert queries.link_after(POST, plain_query, plain, one) == composed(POST, plain, (), one)
+    assert list(queries._next) == [(plain.path, tuple(plain.query))]
+    long = request("/api/blog-post?sort=-score&title__prefix=" + "x" * 40)
+    long_query = POST.parse_list_query(long.query)
+    assert queries.link_after(POST, long_query, long, two) == composed(POST, long, long_query.sort, two)
+    assert len(queries._next) == 1  # not kept
+
+
+def test_a_walk_made_afresh_reads_each_link_as_composed_and_every_post_once(serve):
+    """A real server keeping no answers: every page is made, and its `Link` is the one a
+    client gets from the page's last record."""
+    server = serve(env={"SERVICE_LIST_CACHE_BYTES": "0"})
+    user = server.post("/api/user", {"email": "ann@example.com", "name": "Ann"}).json["id"]
+    scores = [2.5, -1.0, 2.5, 1e16, 0.1, 7.0, 2.5]
+    for n, score in enumerate(scores):
+        title = f"t\u00e9 {n % 3}"
+        assert server.post("/api/blog-post", {"author_id": user, "title": title, "body": "b", "score": score}).status == 201
+    target = "/api/blog-post?sort=-score,title&limit=3"
+    seen: list[int] = []
+    while target:
+        reply = server.get(target)
+        assert reply.status == 200
+        page = reply.json["data"]
+        seen += [p["id"] for p in page]
+        link = reply.headers.get("link")
+        if link is None:
+            break
+        req = request(target)
+        assert link == composed(POST, req, POST.parse_list_query(req.query).sort, page[-1])
+        assert link.endswith('>; rel="next"')
+        target = urlsplit(link[1 : link.index(">")])._replace(scheme="", netloc="").geturl()
+    everything = server.get("/api/blog-post?sort=-score,title&limit=100").json["data"]
+    assert seen == [p["id"] for p in everything] and len(seen) == len(scores)
+
+
+def test_the_link_after_the_same_record_object_is_kept_and_a_new_version_makes_its_own():
+    req = request("/api/blog-post?sort=-score&limit=2")
+    query = POST.parse_list_query(req.query)
+    made = NextLinks(link_prefix(req.path, req.query), POST.name, query.sort, POST.keys, POST.id_field)
+    old = {"id": 3, "title": "a", "score": 2.5}
+    first = made.after(old)
+    assert made.after(old) is first  # the same version object: the same text, not made again
+    newer = {"id": 3, "title": "a", "score": 9.0}  # record 3 written again: another object
+    assert made.after(newer) == composed(POST, req, query.sort, newer) != first
+    assert made.after(old) == first == composed(POST, req, query.sort, old)
+    equal = dict(old)  # equal values, another object: made again, the same text
+    assert made.after(equal) == first
