@@ -66,7 +66,9 @@ async def measure(requests: int, runs: int, sync_post: bool) -> dict[str, float]
     def app(request: Request) -> Response | Deferred:
         if request.method == "GET":
             return Response(200, b'{"id":20000}', [("Dbsvc-Watermark", "5"), ("Dbsvc-Offset", "9")])
-        response = Response(201, b'{"id":7}', [("Location", "/api/blog-post/7"), ("Dbsvc-Offset", "9"), ("ETag", '"9"')])
+        response = Response(
+            201, b'{"id":7}', [("Location", "/api/blog-post/7"), ("Dbsvc-Offset", "9"), ("ETag", '"9"')]
+        )
         if sync_post:
             return response
         future = loop.create_future()
