@@ -22,6 +22,12 @@ over MAX_HEAD) or an end of input inside a head, is handed over. Only inside a b
 h11 would read the same way, does the fast path speak for itself: an end of input there
 is h11's 400, word for word.
 
+A body that arrived whole with its head (Content-Length known, every byte in the buffer:
+nearly every POST, PUT and PATCH) is put in the head's request and no body piece follows,
+only END: the connection then has no piece to take in (`BodyIntake.take`, connection.py
+rule 11), since nothing of the body is still to come. A body that is not all there yet
+comes in pieces, as h11 gives them.
+
 Responses are assembled here as bytes, exactly as h11 writes them: `HTTP/1.1 <status>
 <reason>`, the headers in order as given (message.response_headers, which refuses the
 framing headers h11 would rewrite), and, for a client that asked to close, h11's own
@@ -167,10 +173,19 @@ class FastWire:
         head = self._head(method, target, _FIELD.findall(text, match.start(3), match.end(3)))
         if head is None:
             return HAND_OVER
-        self._consume(size)
         length = head.content_length
-        self._remaining = self._length = length if length is not None else 0
         self._state = _State.BODY
+        if length and len(buf) >= size + length:
+            # The body came whole with its head (a write's usual case): it goes with the
+            # head, in the request, and END follows at once; no piece goes through the
+            # connection's body intake.
+            head.request.body = buf[size : size + length]  # type: ignore[assignment]  # maybe a bytearray
+            self._consume(size + length)
+            self._length = length
+            self._remaining = 0
+            return head
+        self._consume(size)
+        self._remaining = self._length = length if length is not None else 0
         return head
 
     def _head(self, method: str, target: str, fields: list[tuple[str, str]]) -> Head | None:

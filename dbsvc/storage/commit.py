@@ -65,6 +65,7 @@ import enum
 import errno
 import logging
 import os
+import threading
 import time
 from bisect import bisect_left
 from collections import deque
@@ -237,9 +238,20 @@ class CommitQueue:
         self._task: asyncio.Task[None] | None = None
         self._executor: ThreadPoolExecutor | None = None
         self._switch: tuple[Callable[[], None], asyncio.Future[None]] | None = None
+        self._thread = 0  # the thread `_loop` was found running on
 
     def _ensure_task(self) -> asyncio.AbstractEventLoop:
+        loop = self._loop
+        # The common case first, with no system call: the committer's loop is running on
+        # this thread, so it is the running loop (a thread runs one loop at a time).
+        # `asyncio.get_running_loop()` compares the process id with getpid(), a system call
+        # per write (glibc does not cache it).
+        if loop is not None and self._thread == threading.get_ident() and loop.is_running():
+            task = self._task
+            if task is not None and not task.done():
+                return loop
         loop = asyncio.get_running_loop()
+        self._thread = threading.get_ident()
         if self._loop is not loop or self._task is None or self._task.done():
             assert not self._pending, "writes pending on another event loop"
             self._loop = loop

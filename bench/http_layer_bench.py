@@ -1,0 +1,115 @@
+"""The HTTP layer's CPU a request, in process: what a write pays there beside a read.
+
+    python bench/http_layer_bench.py [--code DIR] [--requests 20000] [--runs 3]
+
+Drives `HttpConnection`s (64, as wrk -c64 does) over a stand-in transport with the bytes
+wrk sends for `GET /api/blog-post/20000` and for the peers' `POST /api/blog-post` (Host,
+Content-Type, Content-Length and a ~380-byte body in one segment), answered by a canned
+app: the GET with a `Response`, the POST with a `Deferred` whose future is resolved the way
+the commit queue resolves it after an fsync (`--sync-post` answers it with a `Response`
+instead, which leaves the body handling alone). No socket, no store, no span log: the
+figure is the protocol layer's own CPU (`time.thread_time`), best of `--runs`, steady on a
+loaded host where the HTTP figures are not. `--code DIR` measures another checkout.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+BODY = b'{"author_id": 7, "title": "bench 123456789-42", "body": "' + b"lorem ipsum " * 25 + b'", "score": 42.5}'
+GET = b"GET /api/blog-post/20000 HTTP/1.1\r\nHost: 127.0.0.1:8080\r\n\r\n"
+POST = (
+    b"POST /api/blog-post HTTP/1.1\r\nHost: 127.0.0.1:8080\r\nContent-Type: application/json\r\n"
+    b"Content-Length: %d\r\n\r\n%s" % (len(BODY), BODY)
+)
+CONNECTIONS = 64
+
+
+class Transport:
+    """The few transport calls a connection makes; writes are counted, not sent."""
+
+    def __init__(self) -> None:
+        self.writes = 0
+
+    def write(self, data: bytes) -> None:
+        self.writes += 1
+
+    def get_extra_info(self, name: str) -> Any:
+        return ("127.0.0.1", 5555) if name == "peername" else None
+
+    def pause_reading(self) -> None:
+        pass
+
+    def resume_reading(self) -> None:
+        pass
+
+    def is_closing(self) -> bool:
+        return False
+
+    def get_write_buffer_size(self) -> int:
+        return 0
+
+
+async def measure(requests: int, runs: int, sync_post: bool) -> dict[str, float]:
+    from dbsvc.http.connection import HttpConnection
+    from dbsvc.http.hub import Hub
+    from dbsvc.http.types import Deferred, HttpSettings, Request, Response
+
+    loop = asyncio.get_running_loop()
+    durable: list[asyncio.Future[None]] = []
+
+    def app(request: Request) -> Response | Deferred:
+        if request.method == "GET":
+            return Response(200, b'{"id":20000}', [("Dbsvc-Watermark", "5"), ("Dbsvc-Offset", "9")])
+        response = Response(
+            201, b'{"id":7}', [("Location", "/api/blog-post/7"), ("Dbsvc-Offset", "9"), ("ETag", '"9"')]
+        )
+        if sync_post:
+            return response
+        future = loop.create_future()
+        durable.append(future)
+        return Deferred(future, response)
+
+    hub = Hub(app, HttpSettings(port=0), loop)
+    best: dict[str, float] = {}
+    rounds = max(1, requests // CONNECTIONS)
+    for _run in range(runs):
+        for name, data in (("GET", GET), ("POST", POST)):
+            connections = []
+            for _ in range(CONNECTIONS):
+                connection = HttpConnection(hub)
+                connection.connection_made(Transport())
+                connections.append(connection)
+            started = time.thread_time()
+            for _ in range(rounds):
+                for connection in connections:
+                    connection.data_received(data)
+                for future in durable:  # the group's fsync returned
+                    future.set_result(None)
+                durable.clear()
+                await asyncio.sleep(0)  # the settled callbacks run
+                await asyncio.sleep(0)  # the turn-end flush
+            cost = (time.thread_time() - started) / (rounds * CONNECTIONS) * 1e6
+            best[name] = min(best.get(name, cost), cost)
+    return best
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--code", type=Path, default=Path(__file__).resolve().parent.parent)
+    parser.add_argument("--requests", type=int, default=20_000)
+    parser.add_argument("--runs", type=int, default=3)
+    parser.add_argument("--sync-post", action="store_true", help="answer the POST with a Response")
+    args = parser.parse_args()
+    sys.path.insert(0, str(args.code.resolve()))
+    best = asyncio.run(measure(args.requests, args.runs, args.sync_post))
+    print(" ".join(f"{name} {us:.1f} us" for name, us in best.items()), f"({args.code})")
+
+
+if __name__ == "__main__":
+    main()
