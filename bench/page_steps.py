@@ -37,6 +37,8 @@ store = Store.open(os.path.join(DATA, "default"), module.MODELS, module.DESCRIPT
 app = Application(module, store, Broker(store, module.BY_NAME, 64), list_cache_bytes=0)
 gc.freeze()
 N = int(os.environ.get("N", "2000"))
+
+
 def best(fn):
     out = []
     for _ in range(5):
@@ -45,15 +47,23 @@ def best(fn):
             fn()
         out.append((time.thread_time() - t) / N * 1e6)
     return min(out)
+
+
 def req(target):
     path, pairs = split_target(target)
     return Request("GET", target, path, pairs, [])
+
+
 model = app.models["blog-post"]
 wire = FastWire.__new__(FastWire)  # only its `respond` is called: the two fields it reads
 for slot, v in (("_client_close", False), ("closing", False)):
     setattr(wire, slot, v)
+
+
 def respond(resp, r):
     return encode_response(wire.respond, resp, r, "abc123", None, False)
+
+
 for target in sys.argv[3:]:
     r = req(target)
     print(target)
@@ -77,11 +87,17 @@ for target in sys.argv[3:]:
             ("encode_page", lambda: app.encoded.encode_page(model, records)),
             ("body %", lambda: b'{"data":[%s],"total":%d,"limit":%d,"offset":%d}' % (page, total, q.limit, q.offset)),
             ("_read_headers", lambda: app._read_headers(wm, None)),
-            ("keys+cursor", lambda: encode_cursor(model.name, q.sort, [model.keys[f](records[-1][f]) for f, _d in q.sort], records[-1][model.id_field])),
+            (
+                "keys+cursor",
+                lambda: encode_cursor(
+                    model.name, q.sort, [model.keys[f](records[-1][f]) for f, _d in q.sort], records[-1][model.id_field]
+                ),
+            ),
             ("next_link", lambda: app.queries.next_link(r, "abcdefabcdefabcdefabcdefabcdefabcdefabcdef")),
         ]
         if hasattr(app.queries, "link_after"):
             rows[-2:] = [("link_after (Link whole)", lambda: app.queries.link_after(model, q, r, records[-1]))]
     for label, fn in rows:
-        for _ in range(200): fn()
+        for _ in range(200):
+            fn()
         print(f"  {label:26} {best(fn):7.2f} us")

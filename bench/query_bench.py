@@ -163,7 +163,10 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--search-memory", action="store_true", help="measure the search index's memory, in process")
     parser.add_argument("--fresh", action="store_true", help="no kept list answers (SERVICE_LIST_CACHE_BYTES=0)")
     parser.add_argument(
-        "--code", type=Path, default=None, help="the checkout whose server is measured (two runs at once: a before/after)"
+        "--code",
+        type=Path,
+        default=None,
+        help="the checkout whose server is measured (two runs at once: a before/after)",
     )
     args = parser.parse_args(argv)
     if args.search_memory:

@@ -26,8 +26,8 @@ from typing import TYPE_CHECKING, Any, Protocol
 from dbsvc.runtime import CompiledModel, Filters, Query
 
 if TYPE_CHECKING:
-    from dbsvc.storage.commit import WriteHealth
     from dbsvc.storage.events import ChangeEvent
+    from dbsvc.storage.logwriter import WriteHealth
 
 Record = dict[str, Any]
 ChangeCallback = Callable[["ChangeEvent", bytes], None]

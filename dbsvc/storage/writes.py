@@ -37,12 +37,13 @@ from dbsvc.errors import Unavailable
 from dbsvc.storage import batch, recovery
 from dbsvc.storage.batchwrite import BatchWrite
 from dbsvc.storage.changes import ChangeStream
-from dbsvc.storage.commit import CommitQueue, LogWriter, WriteHealth, WriteState
+from dbsvc.storage.commit import CommitQueue
 from dbsvc.storage.compactor import Compactor
 from dbsvc.storage.constraints import Constraints
 from dbsvc.storage.epoch import Epoch
 from dbsvc.storage.events import ChangeEvent, EventKind, write_event, write_payload
 from dbsvc.storage.logfile import encode_frame
+from dbsvc.storage.logwriter import LogWriter, WriteHealth, WriteState
 from dbsvc.storage.rows import pack_shown, pack_update
 from dbsvc.storage.table import Table
 

@@ -30,7 +30,9 @@ USER = MODULE.BY_NAME["User"]
 def composed(model, request: Request, sort, record: dict) -> str:
     """The `Link` value as app.py composed it before `NextLinks` (commit ea2962a)."""
     keys = [model.keys[f](record[f]) for f, _desc in sort]
-    return next_link(link_prefix(request.path, request.query), encode_cursor(model.name, sort, keys, record[model.id_field]))
+    return next_link(
+        link_prefix(request.path, request.query), encode_cursor(model.name, sort, keys, record[model.id_field])
+    )
 
 
 def request(target: str) -> Request:
@@ -111,7 +113,10 @@ def test_a_walk_made_afresh_reads_each_link_as_composed_and_every_post_once(serv
     scores = [2.5, -1.0, 2.5, 1e16, 0.1, 7.0, 2.5]
     for n, score in enumerate(scores):
         title = f"t\u00e9 {n % 3}"
-        assert server.post("/api/blog-post", {"author_id": user, "title": title, "body": "b", "score": score}).status == 201
+        assert (
+            server.post("/api/blog-post", {"author_id": user, "title": title, "body": "b", "score": score}).status
+            == 201
+        )
     target = "/api/blog-post?sort=-score,title&limit=3"
     seen: list[int] = []
     while target:

@@ -469,7 +469,7 @@ def test_decode_lines_accepts_and_refuses_exactly_what_decode_line_does(with_bad
 )
 def test_insert_batch_that_fails_on_disk_leaves_log_and_memory_as_they_were(tmp_path, monkeypatch, spec, state):
     from dbsvc.errors import Unavailable
-    from dbsvc.storage.commit import WriteState
+    from dbsvc.storage.logwriter import WriteState
 
     directory = create_tenant(str(tmp_path / "data"), "t")
     store = open_store(directory)

@@ -37,8 +37,23 @@ def grammar(value: str) -> bytes | None:
 
 @pytest.mark.parametrize(
     "value",
-    ["", "0", "20500", '"123"', "a b", " a", "a ", " ", "a\tb", "\ta", "a\r\nb", "\x7f", "caf\u00e9", "\u20ac",
-     '</api/blog-post?sort=-score&limit=20&cursor=WyJjMSJd>; rel="next"'],
+    [
+        "",
+        "0",
+        "20500",
+        '"123"',
+        "a b",
+        " a",
+        "a ",
+        " ",
+        "a\tb",
+        "\ta",
+        "a\r\nb",
+        "\x7f",
+        "caf\u00e9",
+        "\u20ac",
+        '</api/blog-post?sort=-score&limit=20&cursor=WyJjMSJd>; rel="next"',
+    ],
 )
 def test_each_edge_value_is_decided_as_the_grammar_says(value):
     assert accepted(value) == grammar(value)

@@ -16,8 +16,9 @@ import pytest
 
 from dbsvc.errors import Unavailable
 from dbsvc.storage import Store, commit, files
-from dbsvc.storage.commit import CommitQueue, LogWriter
+from dbsvc.storage.commit import CommitQueue
 from dbsvc.storage.files import FaultPlan, FileOps
+from dbsvc.storage.logwriter import LogWriter
 from support.storage import open_store, run, user
 
 TINY = 32 * 1024

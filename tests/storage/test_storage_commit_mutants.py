@@ -25,8 +25,9 @@ import pytest
 from dbsvc.errors import Unavailable
 from dbsvc.runtime import Query
 from dbsvc.storage import commit, files
-from dbsvc.storage.commit import CommitQueue, LogWriter, WriteState
+from dbsvc.storage.commit import CommitQueue
 from dbsvc.storage.files import FileOps
+from dbsvc.storage.logwriter import LogWriter, WriteState
 from support.storage import open_store, run, user
 
 

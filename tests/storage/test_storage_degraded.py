@@ -19,8 +19,8 @@ import pytest
 from dbsvc.errors import Unavailable
 from dbsvc.runtime import Query
 from dbsvc.storage import commit, files
-from dbsvc.storage.commit import WriteState
 from dbsvc.storage.files import FaultPlan, FileOps
+from dbsvc.storage.logwriter import WriteState
 from support.storage import open_store, run, user
 
 

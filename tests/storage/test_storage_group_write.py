@@ -19,10 +19,11 @@ import pytest
 
 from dbsvc.errors import Unavailable
 from dbsvc.storage import files
-from dbsvc.storage.commit import CommitQueue, LogWriter, WriteState
+from dbsvc.storage.commit import CommitQueue
 from dbsvc.storage.events import decode_event
 from dbsvc.storage.files import FaultPlan, FileOps
 from dbsvc.storage.logfile import FRAME_HEADER_SIZE
+from dbsvc.storage.logwriter import LogWriter, WriteState
 from support.storage import open_store, run, user
 
 WAIT = 10.0
