@@ -89,6 +89,31 @@ def _by_id(table: Table, field: str, key: Any) -> list[Any]:
     return sorted(index.ids((key,)))
 
 
+def bucket_count(table: Table, filters: Filters) -> tuple[int, str, int] | None:
+    """(total, the smaller field, the ids its key holds) of two filtered fields of one
+    value each, the smaller bucket holding BUCKET_AT ids or more: the count kept per
+    (value, value) pair (buckets.py `PairCount`, made by the first list that asks, O(s),
+    then kept by the writes), or None to leave the count to query.py's `_count`."""
+    if len(filters) != 2:
+        return None
+    (a, a_keys), (b, b_keys) = filters.items()
+    if len(a_keys) != 1 or len(b_keys) != 1:
+        return None
+    a_key, b_key = next(iter(a_keys)), next(iter(b_keys))
+    buckets, hashes = table.buckets, table.hashes
+    kept = buckets.kept_count(a, a_key, b, b_key)
+    if kept is None:
+        kept = buckets.kept_count(b, b_key, a, a_key)
+    a_size, b_size = hashes[a].count(a_keys), hashes[b].count(b_keys)
+    if b_size < a_size:
+        a, a_key, a_size, b, b_key = b, b_key, b_size, a, a_key
+    if a_size < BUCKET_AT:
+        return None
+    if kept is None:
+        kept = buckets.count(a, a_key, hashes[a], b, b_key, hashes[b])
+    return kept, a, a_size
+
+
 def bucket_plan(table: Table, query: Query, field: str, size: int, total: int) -> tuple[list[Any], int] | None:
     """(page ids, total) of a live list with filters and no operators, or None to leave it
     to query.py, which has counted it (`_count`): `field` is the smallest filtered field,
@@ -103,8 +128,7 @@ def bucket_plan(table: Table, query: Query, field: str, size: int, total: int) -
     if not sort:
         if keep is None:  # one filter in id order: query.py slices the bucket already
             return None
-        matches = list(filter(keep, _by_id(table, field, key)))
-        return matches[offset:end], total
+        return list(islice(filter(keep, _by_id(table, field, key)), offset, end)), total
     first, desc = sort[0]
     order = _kept_order(table, field, key, first, size, end)
     if order is None:

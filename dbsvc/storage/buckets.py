@@ -34,7 +34,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from sys import getsizeof
-from typing import Any
+from typing import Any, Union
 
 from dbsvc.storage.hashes import FilterIndex
 from dbsvc.storage.indexes import OrderedIndex
@@ -79,8 +79,33 @@ class BucketOrder(OrderedIndex):
         return index
 
 
-# (filter position, filter key function, sort position, sort key function, value -> order)
-_Plan = tuple[int, Callable[[Any], Any], int, Callable[[Any], Any], dict[Any, BucketOrder]]
+class PairCount:
+    """One filter value's bucket (field A holding key a) counted by the keys of another
+    filter field B its ids hold: B key -> how many, for the B keys lists have asked only
+    (a key never asked is not counted, so a write holding it changes nothing here).
+
+    Its `add` and `remove` take (B key, id) as a `BucketOrder`'s take (sort key, id), so
+    the writes' plan moves a record in and out of both alike (`BucketOrders.add`)."""
+
+    __slots__ = ("counts",)
+
+    def __init__(self) -> None:
+        self.counts: dict[Any, int] = {}
+
+    def add(self, key: Any, id_: Any) -> None:
+        counts = self.counts
+        if key in counts:
+            counts[key] += 1
+
+    def remove(self, key: Any, id_: Any) -> None:
+        counts = self.counts
+        if key in counts:
+            counts[key] -= 1
+
+
+# (filter position, filter key function, sort (or other filter) position, its key function,
+# value -> order or count)
+_Plan = tuple[int, Callable[[Any], Any], int, Callable[[Any], Any], Mapping[Any, Union[BucketOrder, PairCount]]]
 
 
 class BucketOrders:
@@ -88,11 +113,13 @@ class BucketOrders:
     and the writes' flat plan over the pairs that hold any (`plan`, empty until a list
     builds one, so a table no list asked this of pays one truth test a write)."""
 
-    __slots__ = ("_keys", "_positions", "pairs", "plan")
+    __slots__ = ("_keys", "_positions", "counted", "pairs", "plan")
 
     def __init__(self, keys: Mapping[str, Callable[[Any], Any]], positions: Mapping[str, int]) -> None:
         self._keys, self._positions = keys, positions
         self.pairs: dict[tuple[str, str], dict[Any, BucketOrder]] = {}
+        # (filter field A, filter field B) -> A key -> its bucket counted by B keys
+        self.counted: dict[tuple[str, str], dict[Any, PairCount]] = {}
         self.plan: tuple[_Plan, ...] = ()
 
     def __len__(self) -> int:
@@ -138,13 +165,39 @@ class BucketOrders:
         orders[key] = order
         return order
 
+    def kept_count(self, field: str, key: Any, other: str, other_key: Any) -> int | None:
+        """How many ids of `key`'s bucket of `field` hold `other_key` of `other`, when kept."""
+        counted = self.counted.get((field, other))
+        found = counted.get(key) if counted is not None else None
+        return None if found is None else found.counts.get(other_key)
+
+    def count(self, field: str, key: Any, index: FilterIndex, other: str, other_key: Any, other_index: FilterIndex) -> int:
+        """How many ids of `key`'s bucket of `field` (its filter index `index`) hold
+        `other_key` of `other` (`other_index`): kept, or counted now, O(s) at C speed (each
+        id tested by the other field's `keeper`), and kept from then on."""
+        kept = self.kept_count(field, key, other, other_key)
+        if kept is not None:
+            return kept
+        counted = self.counted.get((field, other))
+        if counted is None:
+            counted = self.counted[(field, other)] = {}
+            self._replan()
+        found = counted.get(key)
+        if found is None:
+            found = counted[key] = PairCount()
+        held = found.counts[other_key] = sum(map(bool, map(other_index.keeper(other_key), index.ids((key,)))))
+        return held
+
     def _replan(self) -> None:
         keys, at = self._keys, self._positions
-        self.plan = tuple((at[f], keys[f], at[s], keys[s], orders) for (f, s), orders in self.pairs.items())
+        plan: list[_Plan] = [(at[f], keys[f], at[s], keys[s], orders) for (f, s), orders in self.pairs.items()]
+        plan += [(at[f], keys[f], at[o], keys[o], counts) for (f, o), counts in self.counted.items()]
+        self.plan = tuple(plan)
 
     def clear(self) -> None:
-        """Drop every built bucket (the table rebuilt its indexes at once)."""
+        """Drop every built bucket and kept count (the table rebuilt its indexes at once)."""
         self.pairs.clear()
+        self.counted.clear()
         self.plan = ()
 
     # -- the table's writes: `r`, `old`, `new` are a record's values ----------------------

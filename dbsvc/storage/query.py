@@ -72,7 +72,7 @@ from operator import itemgetter
 from typing import Any
 
 from dbsvc.runtime import Query
-from dbsvc.storage.bucketplan import bucket_operators, bucket_plan
+from dbsvc.storage.bucketplan import bucket_count, bucket_operators, bucket_plan
 from dbsvc.storage.conditions import after_test, live_test, state_test
 from dbsvc.storage.hashes import FilterIndex, HashIndex
 from dbsvc.storage.indexes import Keep, OrderedIndex
@@ -297,6 +297,14 @@ def _plan_live(table: Table, query: Query) -> tuple[list[Any], int]:
         if len(sort) == 1:
             return _one_key_page(table.ordered[sort[0][0]], True, None, offset, end), n
         return page_ids(_walk(table, sort), offset, limit), n
+    counted = bucket_count(table, filters)  # two fields' count kept per pair of values (bucketplan.py)
+    if counted is not None:
+        total, smallest, size = counted
+        if total == 0 or offset >= total or limit == 0:
+            return [], total
+        planned = bucket_plan(table, query, smallest, size, total)
+        if planned is not None:
+            return planned
     total, smallest, size, matches = _count(table, filters)
     if total == 0 or offset >= total or limit == 0:
         return [], total
