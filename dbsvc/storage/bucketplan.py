@@ -42,6 +42,7 @@ from dbsvc.storage.table import Table
 
 WALK_FACTOR = 2  # query.py's: a bucket of s ids is taken while s * s <= factor * end * n
 _KEY, _ID = itemgetter(0), itemgetter(1)
+_TOP = chr(0x10FFFF)
 Keep = Callable[[Any], Any]
 
 
@@ -143,6 +144,8 @@ def bucket_operators(table: Table, query: Query) -> tuple[list[Any], int, bool] 
     (module docstring), or None to leave it to seek.py."""
     if query.cursor is not None or query.nulls or query.search or len(query.ranges) != 1:
         return None
+    if not query.filters:
+        return _prefix_plan(table, query)
     found = _smallest(table, query)
     if found is None:
         return None
@@ -171,6 +174,43 @@ def bucket_operators(table: Table, query: Query) -> tuple[list[Any], int, bool] 
     else:
         ids = _descending(order.pairs_span_descending(*window.span(order)), keep, end)[offset:end]
     return ids[:limit], total, len(ids) > limit
+
+
+def _prefix_plan(table: Table, query: Query) -> tuple[list[Any], int, bool] | None:
+    """(page ids, total, whether more follow) of a prefix on a str @sort field, the one
+    condition, sorted by another field: from the prefix's ids kept in that field's order
+    (buckets.py `prefix_order`), or None when it is not kept and holds fewer than
+    BUCKET_AT ids or so many that seek.py's walk of the sort order is cheaper."""
+    field, low, low_in, high, high_in = query.ranges[0]
+    sort = tuple(query.sort)
+    if query.where_row is not None or not sort or sort[0][0] == field or sort[0][0] not in table.ordered:
+        return None
+    if not (low_in and not high_in and type(low) is str and low and high == _prefix_end(low)):
+        return None
+    first, desc = sort[0]
+    offset, limit = query.offset, query.limit
+    end = offset + limit + 1
+    order = table.buckets.kept_prefix(field, low, first)
+    if order is None:
+        window, index = windows_of(table, query)[0][field], table.ordered[field]
+        size = window.count(index)
+        if size < BUCKET_AT or size * size > WALK_FACTOR * end * len(table.live):
+            return None
+        order = table.buckets.prefix_order(field, low, window.ids(index), first, table.ordered[first])
+    total = len(order)
+    if total == 0 or limit == 0 or offset >= total:
+        return [], total, False
+    if len(sort) == 1:
+        ids = _one_key(order, desc, None, offset, end)
+    else:
+        ids = page_ids(runs_in_order(order, desc, sort[1:], table), offset, limit + 1)
+    return ids[:limit], total, len(ids) > limit
+
+
+def _prefix_end(prefix: str) -> str | None:
+    """dbsvc/operators.py's `prefix_end`: the range [p, _prefix_end(p)) is `__prefix=p`."""
+    stripped = prefix.rstrip(_TOP)
+    return stripped[:-1] + chr(ord(stripped[-1]) + 1) if stripped else None
 
 
 def _both(test: Keep, keep: Keep | None) -> Keep:
