@@ -12,8 +12,13 @@ plans here only choose a cheaper way to the same page:
   each ordered by the other keys (their key columns), as query.py's walk does.
 - several filter fields, one value each: the smallest bucket is walked (in the sort's order,
   or in id order without a sort), the others tested per id by their `keeper` (C-level
-  membership), stopping at the page's end; `total` counts the bucket's ids that pass the
-  tests, O(s) at C speed, and no set is made nor any id sorted.
+  membership), stopping at the page's end. `total`: for two fields, the count kept per
+  (value, value) pair (`bucket_count`, buckets.py `PairCount`: O(1) once made); for more,
+  query.py's count of the bucket's ids that pass the tests, O(s) at C speed.
+- a prefix on a str @sort field, alone, sorted by another field S (`_prefix_plan`): the
+  prefix's ids kept in S's order (buckets.py `prefix_order`, built where seek.py would
+  gather and sort them, under the same rule), then a seek as for a filter value's order;
+  `total` is the order's size.
 - a range on one @sort field R plus filters (operators, seek.py's domain otherwise), with no
   sort or sorted by R: the bucket's order for R gives the range's count by position
   (O(log s), `Window.count`) and, sorted by R, its page by position; in id order the bucket

@@ -26,6 +26,17 @@ indexes at once (`insert_many`); a table built from a snapshot (`load_base`, com
 new epoch) starts with none. Invariant: every built bucket holds exactly the live ids whose
 filter key is its value, each with its sort key.
 
+Kept the same way, lazily and by the same write plan (`plan`: one flat entry per pair):
+
+- `PairCount`, per (filter field A, filter field B) and A value: how many of the value's
+  ids hold each B value a list has asked (`count`, O(s) once in C, then a look-up), so two
+  filters' `total` is not a pass over the bucket (docs/decisions.md, "Two filters counted
+  per pair of values"). Invariant: each kept count is the number of live ids holding both.
+- prefix orders, per (str sort field R, prefix length L, sort field S) and prefix: the ids
+  whose R key starts with the prefix, in S's order (`prefix_order`), a write's record found
+  by its R key's first L characters; at most PREFIXES_KEPT a (R, L, S). Invariant: each
+  holds exactly the live ids under its prefix, each with its S key.
+
 Imports indexes.py, keycolumns.py, sortedlist.py and hashes.py (the `FilterIndex` type);
 plain data: no I/O, no model knowledge. The plans that use it are in bucketplan.py.
 """

@@ -21,8 +21,10 @@ Plan for a live list (n live records, a page ending at `end = offset + limit`):
    fields, against the ids step 3 kept; one field of several values asks its hash index
    for each id (`_Matching`). No filter reads a record: every
    filtered field has a hash index, and every sort field a key column.
-3. `total`: the bucket size for one filtered field; otherwise the smallest field's ids
-   kept only if every other field's buckets hold them (smallest first, O(s)).
+3. `total`: the bucket size for one filtered field; for two of one value each with the
+   smaller bucket at BUCKET_AT ids or more, the count kept per pair of values
+   (bucketplan.py `bucket_count`); otherwise the smallest field's ids kept only if every
+   other field's buckets hold them (smallest first, O(s)).
 
 Descending walks and multi-key sorts gather each run of equal first keys and order it by
 the remaining keys (their key columns) and then id ascending, so a run costs O(run length):
