@@ -37,6 +37,9 @@ about 27 to 53 bytes an id), where adding and removing one is O(1). Both answer 
 `in` and iteration, which is all `match` asks. A distinct word also costs its str, a dict
 entry and an entry of `ordered`; the id objects are the records' own.
 
+`kept` is storage/searches.py's: the matches of the costly queries lists asked, with the
+table's row count they were matched at (cleared by `build`; searches.py keeps it current).
+
 Imports sortedlist.py and the tokenizer only; no I/O.
 """
 
