@@ -12,8 +12,13 @@ plans here only choose a cheaper way to the same page:
   each ordered by the other keys (their key columns), as query.py's walk does.
 - several filter fields, one value each: the smallest bucket is walked (in the sort's order,
   or in id order without a sort), the others tested per id by their `keeper` (C-level
-  membership), stopping at the page's end; `total` counts the bucket's ids that pass the
-  tests, O(s) at C speed, and no set is made nor any id sorted.
+  membership), stopping at the page's end. `total`: for two fields, the count kept per
+  (value, value) pair (`bucket_count`, buckets.py `PairCount`: O(1) once made); for more,
+  query.py's count of the bucket's ids that pass the tests, O(s) at C speed.
+- a prefix on a str @sort field, alone, sorted by another field S (`_prefix_plan`): the
+  prefix's ids kept in S's order (buckets.py `prefix_order`, built where seek.py would
+  gather and sort them, under the same rule), then a seek as for a filter value's order;
+  `total` is the order's size.
 - a range on one @sort field R plus filters (operators, seek.py's domain otherwise), with no
   sort or sorted by R: the bucket's order for R gives the range's count by position
   (O(log s), `Window.count`) and, sorted by R, its page by position; in id order the bucket
@@ -42,6 +47,7 @@ from dbsvc.storage.table import Table
 
 WALK_FACTOR = 2  # query.py's: a bucket of s ids is taken while s * s <= factor * end * n
 _KEY, _ID = itemgetter(0), itemgetter(1)
+_TOP = chr(0x10FFFF)
 Keep = Callable[[Any], Any]
 
 
@@ -89,6 +95,31 @@ def _by_id(table: Table, field: str, key: Any) -> list[Any]:
     return sorted(index.ids((key,)))
 
 
+def bucket_count(table: Table, filters: Filters) -> tuple[int, str, int] | None:
+    """(total, the smaller field, the ids its key holds) of two filtered fields of one
+    value each, the smaller bucket holding BUCKET_AT ids or more: the count kept per
+    (value, value) pair (buckets.py `PairCount`, made by the first list that asks, O(s),
+    then kept by the writes), or None to leave the count to query.py's `_count`."""
+    if len(filters) != 2:
+        return None
+    (a, a_keys), (b, b_keys) = filters.items()
+    if len(a_keys) != 1 or len(b_keys) != 1:
+        return None
+    a_key, b_key = next(iter(a_keys)), next(iter(b_keys))
+    buckets, hashes = table.buckets, table.hashes
+    kept = buckets.kept_count(a, a_key, b, b_key)
+    if kept is None:
+        kept = buckets.kept_count(b, b_key, a, a_key)
+    a_size, b_size = hashes[a].count(a_keys), hashes[b].count(b_keys)
+    if b_size < a_size:
+        a, a_key, a_size, b, b_key = b, b_key, b_size, a, a_key
+    if a_size < BUCKET_AT:
+        return None
+    if kept is None:
+        kept = buckets.count(a, a_key, hashes[a], b, b_key, hashes[b])
+    return kept, a, a_size
+
+
 def bucket_plan(table: Table, query: Query, field: str, size: int, total: int) -> tuple[list[Any], int] | None:
     """(page ids, total) of a live list with filters and no operators, or None to leave it
     to query.py, which has counted it (`_count`): `field` is the smallest filtered field,
@@ -103,8 +134,7 @@ def bucket_plan(table: Table, query: Query, field: str, size: int, total: int) -
     if not sort:
         if keep is None:  # one filter in id order: query.py slices the bucket already
             return None
-        matches = list(filter(keep, _by_id(table, field, key)))
-        return matches[offset:end], total
+        return list(islice(filter(keep, _by_id(table, field, key)), offset, end)), total
     first, desc = sort[0]
     order = _kept_order(table, field, key, first, size, end)
     if order is None:
@@ -119,6 +149,8 @@ def bucket_operators(table: Table, query: Query) -> tuple[list[Any], int, bool] 
     (module docstring), or None to leave it to seek.py."""
     if query.cursor is not None or query.nulls or query.search or len(query.ranges) != 1:
         return None
+    if not query.filters:
+        return _prefix_plan(table, query)
     found = _smallest(table, query)
     if found is None:
         return None
@@ -147,6 +179,43 @@ def bucket_operators(table: Table, query: Query) -> tuple[list[Any], int, bool] 
     else:
         ids = _descending(order.pairs_span_descending(*window.span(order)), keep, end)[offset:end]
     return ids[:limit], total, len(ids) > limit
+
+
+def _prefix_plan(table: Table, query: Query) -> tuple[list[Any], int, bool] | None:
+    """(page ids, total, whether more follow) of a prefix on a str @sort field, the one
+    condition, sorted by another field: from the prefix's ids kept in that field's order
+    (buckets.py `prefix_order`), or None when it is not kept and holds fewer than
+    BUCKET_AT ids or so many that seek.py's walk of the sort order is cheaper."""
+    field, low, low_in, high, high_in = query.ranges[0]
+    sort = tuple(query.sort)
+    if query.where_row is not None or not sort or sort[0][0] == field or sort[0][0] not in table.ordered:
+        return None
+    if not (low_in and not high_in and type(low) is str and low and high == _prefix_end(low)):
+        return None
+    first, desc = sort[0]
+    offset, limit = query.offset, query.limit
+    end = offset + limit + 1
+    order = table.buckets.kept_prefix(field, low, first)
+    if order is None:
+        window, index = windows_of(table, query)[0][field], table.ordered[field]
+        size = window.count(index)
+        if size < BUCKET_AT or size * size > WALK_FACTOR * end * len(table.live):
+            return None
+        order = table.buckets.prefix_order(field, low, window.ids(index), first, table.ordered[first])
+    total = len(order)
+    if total == 0 or limit == 0 or offset >= total:
+        return [], total, False
+    if len(sort) == 1:
+        ids = _one_key(order, desc, None, offset, end)
+    else:
+        ids = page_ids(runs_in_order(order, desc, sort[1:], table), offset, limit + 1)
+    return ids[:limit], total, len(ids) > limit
+
+
+def _prefix_end(prefix: str) -> str | None:
+    """dbsvc/operators.py's `prefix_end`: the range [p, _prefix_end(p)) is `__prefix=p`."""
+    stripped = prefix.rstrip(_TOP)
+    return stripped[:-1] + chr(ord(stripped[-1]) + 1) if stripped else None
 
 
 def _both(test: Keep, keep: Keep | None) -> Keep:

@@ -26,15 +26,26 @@ indexes at once (`insert_many`); a table built from a snapshot (`load_base`, com
 new epoch) starts with none. Invariant: every built bucket holds exactly the live ids whose
 filter key is its value, each with its sort key.
 
+Kept the same way, lazily and by the same write plan (`plan`: one flat entry per pair):
+
+- `PairCount`, per (filter field A, filter field B) and A value: how many of the value's
+  ids hold each B value a list has asked (`count`, O(s) once in C, then a look-up), so two
+  filters' `total` is not a pass over the bucket (docs/decisions.md, "Two filters counted
+  per pair of values"). Invariant: each kept count is the number of live ids holding both.
+- prefix orders, per (str sort field R, prefix length L, sort field S) and prefix: the ids
+  whose R key starts with the prefix, in S's order (`prefix_order`), a write's record found
+  by its R key's first L characters; at most PREFIXES_KEPT a (R, L, S). Invariant: each
+  holds exactly the live ids under its prefix, each with its S key.
+
 Imports indexes.py, keycolumns.py, sortedlist.py and hashes.py (the `FilterIndex` type);
 plain data: no I/O, no model knowledge. The plans that use it are in bucketplan.py.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from sys import getsizeof
-from typing import Any
+from typing import Any, Union
 
 from dbsvc.storage.hashes import FilterIndex
 from dbsvc.storage.indexes import OrderedIndex
@@ -42,6 +53,9 @@ from dbsvc.storage.keycolumns import KeyColumn
 from dbsvc.storage.sortedlist import SortedIndex
 
 BUCKET_AT = 128  # a bucket of fewer ids is sorted per list, never kept in order
+# Prefix orders kept per (field, prefix length, sort field): the next one past this many
+# drops them all (a bound on memory, as hashes.py's KEPT_SETS is on its sets).
+PREFIXES_KEPT = 64
 
 
 class _NoKeys(KeyColumn):
@@ -79,8 +93,43 @@ class BucketOrder(OrderedIndex):
         return index
 
 
-# (filter position, filter key function, sort position, sort key function, value -> order)
-_Plan = tuple[int, Callable[[Any], Any], int, Callable[[Any], Any], dict[Any, BucketOrder]]
+class PairCount:
+    """One filter value's bucket (field A holding key a) counted by the keys of another
+    filter field B its ids hold: B key -> how many, for the B keys lists have asked only
+    (a key never asked is not counted, so a write holding it changes nothing here).
+
+    Its `add` and `remove` take (B key, id) as a `BucketOrder`'s take (sort key, id), so
+    the writes' plan moves a record in and out of both alike (`BucketOrders.add`)."""
+
+    __slots__ = ("counts",)
+
+    def __init__(self) -> None:
+        self.counts: dict[Any, int] = {}
+
+    def add(self, key: Any, id_: Any) -> None:
+        counts = self.counts
+        if key in counts:
+            counts[key] += 1
+
+    def remove(self, key: Any, id_: Any) -> None:
+        counts = self.counts
+        if key in counts:
+            counts[key] -= 1
+
+
+# (filter position, filter key function, sort (or other filter) position, its key function,
+# value -> order or count)
+_Plan = tuple[int, Callable[[Any], Any], int, Callable[[Any], Any], Mapping[Any, Union[BucketOrder, PairCount]]]
+
+
+def _cut(key: Callable[[Any], Any], length: int) -> Callable[[Any], Any]:
+    """A str field's value -> the first `length` characters of its key (None: null): the
+    prefix whose order holds the record."""
+
+    def cut(value: Any) -> Any:
+        return None if value is None else key(value)[:length]
+
+    return cut
 
 
 class BucketOrders:
@@ -88,27 +137,35 @@ class BucketOrders:
     and the writes' flat plan over the pairs that hold any (`plan`, empty until a list
     builds one, so a table no list asked this of pays one truth test a write)."""
 
-    __slots__ = ("_keys", "_positions", "pairs", "plan")
+    __slots__ = ("_keys", "_positions", "counted", "pairs", "plan", "prefixed")
 
     def __init__(self, keys: Mapping[str, Callable[[Any], Any]], positions: Mapping[str, int]) -> None:
         self._keys, self._positions = keys, positions
         self.pairs: dict[tuple[str, str], dict[Any, BucketOrder]] = {}
+        # (filter field A, filter field B) -> A key -> its bucket counted by B keys
+        self.counted: dict[tuple[str, str], dict[Any, PairCount]] = {}
+        # (str sort field R, prefix length, sort field S) -> prefix -> the ids whose R key
+        # starts with it, in S's order
+        self.prefixed: dict[tuple[str, int, str], dict[str, BucketOrder]] = {}
         self.plan: tuple[_Plan, ...] = ()
 
+    def _orders(self) -> list[dict[Any, BucketOrder]]:
+        return [*self.pairs.values(), *self.prefixed.values()]
+
     def __len__(self) -> int:
-        """Buckets built."""
-        return sum(map(len, self.pairs.values()))
+        """Buckets and prefixes built."""
+        return sum(map(len, self._orders()))
 
     def entries(self) -> int:
-        """Entries held by every built bucket (for the memory figures)."""
-        return sum(len(order) for orders in self.pairs.values() for order in orders.values())
+        """Entries held by every built bucket and prefix (for the memory figures)."""
+        return sum(len(order) for orders in self._orders() for order in orders.values())
 
     def nbytes(self) -> int:
         """The bytes the built orders' own containers take: each order object, its key and id
         sublists, their last keys and ids, its nulls (the id objects are the table's own,
         shared; for the memory figures)."""
         total = 0
-        for orders in self.pairs.values():
+        for orders in self._orders():
             total += getsizeof(orders)
             for order in orders.values():
                 parts = (order.key_sublists, order.id_sublists, order.last_keys, order.last_ids)
@@ -138,13 +195,68 @@ class BucketOrders:
         orders[key] = order
         return order
 
+    def kept_prefix(self, field: str, prefix: str, sort_field: str) -> BucketOrder | None:
+        """The ids whose `field` key starts with `prefix` in `sort_field`'s order, when kept."""
+        orders = self.prefixed.get((field, len(prefix), sort_field))
+        return None if orders is None else orders.get(prefix)
+
+    def prefix_order(
+        self, field: str, prefix: str, ids: Iterable[Any], sort_field: str, ordered: OrderedIndex
+    ) -> BucketOrder:
+        """The order of `ids` (those whose `field` key starts with `prefix`, a str @sort
+        field's window) by `sort_field` (its ordered index `ordered`): built now, one sort
+        by key, and kept (at most PREFIXES_KEPT a prefix length and sort field) by the
+        writes, which put a record in the order of its key's first len(prefix) characters."""
+        slot = (field, len(prefix), sort_field)
+        orders = self.prefixed.get(slot)
+        if orders is not None and len(orders) >= PREFIXES_KEPT:
+            orders.clear()
+        chosen = sorted(ids)
+        order = BucketOrder.build(list(map(ordered.column.get, chosen)), chosen, ordered.typecode)
+        if orders is None:
+            self.prefixed[slot] = {prefix: order}
+            self._replan()
+        else:
+            orders[prefix] = order
+        return order
+
+    def kept_count(self, field: str, key: Any, other: str, other_key: Any) -> int | None:
+        """How many ids of `key`'s bucket of `field` hold `other_key` of `other`, when kept."""
+        counted = self.counted.get((field, other))
+        found = counted.get(key) if counted is not None else None
+        return None if found is None else found.counts.get(other_key)
+
+    def count(
+        self, field: str, key: Any, index: FilterIndex, other: str, other_key: Any, other_index: FilterIndex
+    ) -> int:
+        """How many ids of `key`'s bucket of `field` (its filter index `index`) hold
+        `other_key` of `other` (`other_index`): kept, or counted now, O(s) at C speed (each
+        id tested by the other field's `keeper`), and kept from then on."""
+        kept = self.kept_count(field, key, other, other_key)
+        if kept is not None:
+            return kept
+        counted = self.counted.get((field, other))
+        if counted is None:
+            counted = self.counted[(field, other)] = {}
+            self._replan()
+        found = counted.get(key)
+        if found is None:
+            found = counted[key] = PairCount()
+        held = found.counts[other_key] = sum(map(bool, map(other_index.keeper(other_key), index.ids((key,)))))
+        return held
+
     def _replan(self) -> None:
         keys, at = self._keys, self._positions
-        self.plan = tuple((at[f], keys[f], at[s], keys[s], orders) for (f, s), orders in self.pairs.items())
+        plan: list[_Plan] = [(at[f], keys[f], at[s], keys[s], orders) for (f, s), orders in self.pairs.items()]
+        plan += [(at[f], keys[f], at[o], keys[o], counts) for (f, o), counts in self.counted.items()]
+        plan += [(at[f], _cut(keys[f], n), at[s], keys[s], orders) for (f, n, s), orders in self.prefixed.items()]
+        self.plan = tuple(plan)
 
     def clear(self) -> None:
-        """Drop every built bucket (the table rebuilt its indexes at once)."""
+        """Drop every built bucket and kept count (the table rebuilt its indexes at once)."""
         self.pairs.clear()
+        self.counted.clear()
+        self.prefixed.clear()
         self.plan = ()
 
     # -- the table's writes: `r`, `old`, `new` are a record's values ----------------------

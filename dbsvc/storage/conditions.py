@@ -30,6 +30,7 @@ from dbsvc.runtime import Query
 from dbsvc.storage.indexes import OrderedIndex
 from dbsvc.storage.keycolumns import KeyColumn
 from dbsvc.storage.rows import unpack
+from dbsvc.storage.searches import matches as kept_matches
 from dbsvc.storage.table import Table
 from dbsvc.textsearch import matches
 
@@ -164,7 +165,7 @@ def sources_of(
     sources += [(w.count(table.ordered[f]), "window", f) for f, w in windows.items()]
     found: set[Any] | None = None
     if query.search:
-        found = table.words.match(query.search) if table.words is not None else set()
+        found = kept_matches(table, query.search)
         sources.append((len(found), "search", ""))
     return sorted(sources), found
 
@@ -219,7 +220,7 @@ def live_test(table: Table, query: Query) -> Callable[[Any], bool]:
     windows, filters, not_null = windows_of(table, query)
     found = None
     if query.search:
-        found = table.words.match(query.search) if table.words is not None else set()
+        found = kept_matches(table, query.search)
     tests = [source_test(table, "filter", f, filters, windows, found) for f in filters]
     tests += [source_test(table, "window", f, filters, windows, found) for f in windows]
     if found is not None:

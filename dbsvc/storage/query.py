@@ -21,8 +21,10 @@ Plan for a live list (n live records, a page ending at `end = offset + limit`):
    fields, against the ids step 3 kept; one field of several values asks its hash index
    for each id (`_Matching`). No filter reads a record: every
    filtered field has a hash index, and every sort field a key column.
-3. `total`: the bucket size for one filtered field; otherwise the smallest field's ids
-   kept only if every other field's buckets hold them (smallest first, O(s)).
+3. `total`: the bucket size for one filtered field; for two of one value each with the
+   smaller bucket at BUCKET_AT ids or more, the count kept per pair of values
+   (bucketplan.py `bucket_count`); otherwise the smallest field's ids kept only if every
+   other field's buckets hold them (smallest first, O(s)).
 
 Descending walks and multi-key sorts gather each run of equal first keys and order it by
 the remaining keys (their key columns) and then id ascending, so a run costs O(run length):
@@ -72,7 +74,7 @@ from operator import itemgetter
 from typing import Any
 
 from dbsvc.runtime import Query
-from dbsvc.storage.bucketplan import bucket_operators, bucket_plan
+from dbsvc.storage.bucketplan import bucket_count, bucket_operators, bucket_plan
 from dbsvc.storage.conditions import after_test, live_test, state_test
 from dbsvc.storage.hashes import FilterIndex, HashIndex
 from dbsvc.storage.indexes import Keep, OrderedIndex
@@ -297,6 +299,14 @@ def _plan_live(table: Table, query: Query) -> tuple[list[Any], int]:
         if len(sort) == 1:
             return _one_key_page(table.ordered[sort[0][0]], True, None, offset, end), n
         return page_ids(_walk(table, sort), offset, limit), n
+    counted = bucket_count(table, filters)  # two fields' count kept per pair of values (bucketplan.py)
+    if counted is not None:
+        total, smallest, size = counted
+        if total == 0 or offset >= total or limit == 0:
+            return [], total
+        planned = bucket_plan(table, query, smallest, size, total)
+        if planned is not None:
+            return planned
     total, smallest, size, matches = _count(table, filters)
     if total == 0 or offset >= total or limit == 0:
         return [], total

@@ -37,6 +37,9 @@ about 27 to 53 bytes an id), where adding and removing one is O(1). Both answer 
 `in` and iteration, which is all `match` asks. A distinct word also costs its str, a dict
 entry and an entry of `ordered`; the id objects are the records' own.
 
+`kept` is storage/searches.py's: the matches of the costly queries lists asked, with the
+table's row count they were matched at (cleared by `build`; searches.py keeps it current).
+
 Imports sortedlist.py and the tokenizer only; no I/O.
 """
 
@@ -60,12 +63,14 @@ Ids = tuple[Any, ...] | set[Any]
 class WordIndex:
     """The inverted index of one model's `@search` fields (module docstring)."""
 
-    __slots__ = ("ordered", "positions", "postings")
+    __slots__ = ("kept", "ordered", "positions", "postings")
 
     def __init__(self, positions: Sequence[int]) -> None:
         self.positions = tuple(positions)  # where the @search fields are in a record's values
         self.postings: dict[str, Ids] = {}
         self.ordered = SortedIndex()
+        # query -> (its matches, the table's row count then, its last row): searches.py
+        self.kept: dict[tuple[str, ...], tuple[set[Any], int, Any]] = {}
 
     def record_words(self, values: Sequence[Any]) -> set[str]:
         """The distinct words of a record's `@search` fields (its values in field order)."""
@@ -83,6 +88,7 @@ class WordIndex:
                 else:
                     ids.append(id_)
         self.postings = {w: tuple(ids) if len(ids) <= SMALL else set(ids) for w, ids in lists.items()}
+        self.kept.clear()
         self.ordered = SortedIndex.from_sorted(sorted(self.postings))
 
     def add(self, id_: Any, values: Sequence[Any]) -> None:
@@ -161,6 +167,11 @@ class WordIndex:
         longer: Iterator[str] = takewhile(lambda w: w.startswith(prefix), self.ordered.iter_after(prefix))
         out.extend(map(postings.__getitem__, longer))
         return out
+
+    def cost(self, query: Sequence[str]) -> int:
+        """The ids `match` reads first: the cheapest query word's (the summed sizes of the
+        id sets of the words it is a prefix of)."""
+        return min((sum(map(len, self.expand(word))) for word in query), default=0)
 
     def match(self, query: Sequence[str]) -> set[Any]:
         """The ids every word of `query` matches (module docstring). A new set: the caller

@@ -6,7 +6,8 @@ tests/app/test_query_oracle.py's records are a dozen at most, so no bucket there
 kept in order; here 700 Items spread over three `g` values (and null) make buckets of ~175,
 drawn from the same small domains (equal keys, nulls, extremes). Each list shape the new
 plans serve (one filter sorted by another field in either direction, two sort keys, two
-filters with and without a sort, a range on a sort field with a filter) is asked at several
+filters with and without a sort, counted per pair of values or not, a range on a sort field
+with a filter, a prefix sorted by another field, kept in that order or not) is asked at several
 offsets and walked to its end by the `next` links (cursors), and must hold the SQL answer's
 ids in order and its total. Then writes move records between buckets and between keys
 (patches of `g`, `n`, `f`, `s`; deletes; creates: one `POST /batch`) and every shape is asked again, and as it was
@@ -38,6 +39,12 @@ SHAPES = [
     ([("g", "0"), ("n__gte", "1")], "g = 0 AND n >= 1", [], "id"),
     ([("g", "1"), ("f__lt", "1.0"), ("sort", "-f")], "g = 1 AND f < 1.0", [], "f DESC NULLS FIRST, id"),
     ([("g", "2"), ("n__gt", "0"), ("sort", "n")], "g = 2 AND n > 0", [], "n ASC NULLS LAST, id"),
+    # two filters counted per pair of values (g's bucket kept), and under BUCKET_AT (n=2's: not)
+    ([("g", "0"), ("n", "1"), ("sort", "-f")], "g = 0 AND n = 1", [], "f DESC NULLS FIRST, id"),
+    ([("n", "2"), ("b", "false")], "n = 2 AND b = 0", [], "id"),
+    # a prefix (~175 ids) sorted by another field: a walk for a first page of 20, kept in order past it
+    ([("s__prefix", "a"), ("sort", "-n")], "substr(s, 1, 1) = 'a'", [], "n DESC NULLS FIRST, id"),
+    ([("s__prefix", "a"), ("sort", "f,-n")], "substr(s, 1, 1) = 'a'", [], "f ASC NULLS LAST, n DESC NULLS FIRST, id"),
 ]
 PAGES = [(20, 0), (7, 11), (20, 150), (0, 0)]
 INSTANTS = [0, 1, 86_400_000_000, 1_700_000_000_500_000, -1_000_000]
