@@ -9,13 +9,28 @@ functions itself): each test that needs files makes its own directory.
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import json
+import os
+import shutil
+import tempfile
+from collections.abc import Awaitable, Callable
+from typing import Any
 
 import pytest
 
-from dbsvc.errors import BadQuery
+from dbsvc.config import load_config
+from dbsvc.errors import BadQuery, ConfigError, TenantError, TenantLocked
+from dbsvc.expand import Expander
 from dbsvc.operators import decode_cursor, encode_cursor
+from dbsvc.runtime import Query, json_bytes
+from dbsvc.storage import Store
+from dbsvc.storage.lock import WriterLock, probe_lock
+from dbsvc.storage.tenants import create_tenant, drop_tenant
+from support.storage import BLOG, open_store, post, user
+
+POST = BLOG.BY_NAME["BlogPost"]
 
 KINDS = {"score": "f", "title": "s", "n": "i", "pinned": "b"}
 
@@ -162,3 +177,208 @@ def test_a_refusal_quotes_40_characters_whole_and_41_cut_to_39_and_an_ellipsis()
     assert refusal(longer) == (
         f"malformed cursor {longer[:39] + '…'!r}: expected the cursor of a Link rel=\"next\" header of this list"
     )
+
+
+# --- expand.py rule 6: entries kept per tick ------------------------------------------------
+
+
+class CountingStore:
+    """The real store, with its `get` calls counted: (model, id, as_of) each."""
+
+    def __init__(self, store: Any) -> None:
+        self.store = store
+        self.gets: list[tuple[str, Any, int | None]] = []
+
+    def get(self, model: str, id: Any, as_of: int | None = None):
+        self.gets.append((model, id, as_of))
+        return self.store.get(model, id, as_of)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.store, name)
+
+
+def with_posts(go: Callable[[Store], Awaitable[None]]) -> None:
+    """Run `go(store)` over a store of users 1-3 and posts 1-6 by authors 1, 2, 3, 1, 2, 3."""
+    directory = tempfile.mkdtemp(prefix="app-side-")
+    store = open_store(create_tenant(directory, "t"), sync="off")
+
+    async def filled() -> None:
+        for i in (1, 2, 3):
+            await store.insert("User", user(i))
+        for i in range(1, 7):
+            await store.insert("BlogPost", post(i, author=1 + (i - 1) % 3))
+        await go(store)
+
+    try:
+        asyncio.run(asyncio.wait_for(filled(), 30))
+    finally:
+        store.close()
+        shutil.rmtree(directory, ignore_errors=True)
+
+
+def page(store: Store) -> tuple[list, list[bytes]]:
+    records, _total, _wm = store.list_records("BlogPost", Query(limit=20))
+    return records, [json_bytes(r) for r in records]
+
+
+def author(i: int, name: str | None = None) -> bytes:
+    return b'"author_id":{"id":%d,"email":"u%d@example.com","name":"%s","age":null,"role":"reader",' % (
+        i,
+        i,
+        (name or f"user {i}").encode(),
+    ) + b'"joined":"2026-01-01T00:00:00Z","profile":null}'
+
+
+def test_expand_entries_are_kept_while_the_referenced_models_tick_stands():
+    async def go(store: Store) -> None:
+        counting = CountingStore(store)
+        expander = Expander(BLOG.MODELS, lambda model, record: json_bytes(record))
+        records, encoded = page(store)
+        query = Query(expand=(("author_id", None),))
+        first = expander.records(counting, POST, query, records, encoded, {})
+        assert counting.gets == [("User", 1, None), ("User", 2, None), ("User", 3, None)]
+        assert first[0] == encoded[0][:-1] + b',"_expand":{' + author(1) + b"}}"
+        counting.gets.clear()
+        assert expander.records(counting, POST, query, records, encoded, {}) == first
+        assert counting.gets == []  # every entry kept
+        await store.insert("BlogPost", post(7, author=1))  # another model's tick
+        assert expander.records(counting, POST, query, records, encoded, {}) == first and counting.gets == []
+        await store.replace("User", 2, user(2, name="renamed"))
+        again = expander.records(counting, POST, query, records, encoded, {})
+        assert counting.gets == [("User", 1, None), ("User", 2, None), ("User", 3, None)]
+        assert again[1] == encoded[1][:-1] + b',"_expand":{' + author(2, "renamed") + b"}}"
+        counting.gets.clear()
+        card = Query(expand=(("author_id", "card"),))  # another projection: entries of its own
+        carded = expander.records(counting, POST, card, records, encoded, {})
+        assert len(counting.gets) == 3
+        assert carded[0] == encoded[0][:-1] + b',"_expand":{"author_id":{"id":1,"name":"user 1"}}}'
+
+    with_posts(go)
+
+
+def test_expand_entries_start_over_at_the_kept_capacity():
+    async def go(store: Store) -> None:
+        records, encoded = page(store)
+        query = Query(expand=(("author_id", None),))
+        for capacity, second_reads in ((4, 0), (3, 3), (2, 3)):
+            counting = CountingStore(store)
+            expander = Expander(BLOG.MODELS, lambda model, record: json_bytes(record))
+            expander.kept_capacity = capacity
+            expander.records(counting, POST, query, records, encoded, {})
+            assert len(counting.gets) == 3
+            counting.gets.clear()
+            expander.records(counting, POST, query, records, encoded, {})
+            assert len(counting.gets) == second_reads, capacity
+        assert Expander(BLOG.MODELS, lambda model, record: json_bytes(record)).kept_capacity == 4096
+
+    with_posts(go)
+
+
+def test_a_past_moment_keeps_nothing_across_answers_and_reads_each_parent_once_per_answer():
+    async def go(store: Store) -> None:
+        counting = CountingStore(store)
+        expander = Expander(BLOG.MODELS, lambda model, record: json_bytes(record))
+        records, encoded = page(store)
+        query = Query(as_of=5, expand=(("author_id", None),))
+        for _ in range(2):
+            counting.gets.clear()
+            expander.records(counting, POST, query, records, encoded, {})
+            assert sorted(counting.gets) == [("User", 1, 3), ("User", 2, 3), ("User", 3, 3)]
+
+    with_posts(go)
+
+
+def test_a_null_reference_has_no_entry_and_an_empty_object_takes_no_comma():
+    async def go(store: Store) -> None:
+        expander = Expander(BLOG.MODELS, lambda model, record: json_bytes(record))
+        query = Query(expand=(("author_id", "card"),))
+        orphan = {"id": 9, "author_id": None}
+        gone = {"id": 10, "author_id": 77}
+        out = expander.records(store, POST, query, [orphan, gone, orphan], [b'{"id":9}', b"{}", b"{}"], {})
+        assert out == [b'{"id":9,"_expand":{}}', b'{"_expand":{}}', b'{"_expand":{}}']
+        await store.insert("User", user(77))  # the insert moves the tick: the kept None goes
+        out = expander.records(store, POST, query, [gone], [b"{}"], {})
+        assert out == [b'{"_expand":{"author_id":{"id":77,"name":"user 77"}}}']
+
+    with_posts(go)
+
+
+# --- config.py: SERVICE_LIST_CACHE_BYTES ----------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "raw, kept",
+    [(None, 8388608), ("", 8388608), ("0", 0), ("1", 1), (" 70001 ", 70001), ("16777216", 16777216)],
+)
+def test_the_list_cache_bytes_default_to_8_mib_and_0_keeps_none(raw, kept):
+    environ = {} if raw is None else {"SERVICE_LIST_CACHE_BYTES": raw}
+    assert load_config(environ).list_cache_bytes == kept
+
+
+@pytest.mark.parametrize("raw", ["-1", "1.5", "8M", "x"])
+def test_a_list_cache_bytes_below_0_or_not_an_integer_is_refused_naming_it(raw):
+    with pytest.raises(ConfigError) as refused:
+        load_config({"SERVICE_LIST_CACHE_BYTES": raw})
+    assert str(refused.value) == f"SERVICE_LIST_CACHE_BYTES={raw!r} is not valid: expected an integer of at least 0"
+
+
+# --- storage/tenants.py: a drop refused while a workers reader holds its copy -----------------
+
+
+def tenant_with_readers(*readers: str, locked: tuple[str, ...] = ()) -> tuple[str, str]:
+    """(data dir, tenant path) of tenant "shop" with `workers/<name>/` copies; those in
+    `locked` have a LOCK file (a reader opened them once)."""
+    data = tempfile.mkdtemp(prefix="tenants-")
+    path = create_tenant(data, "shop")
+    with open(os.path.join(path, "log"), "wb") as log:
+        log.write(b"x")
+    for name in readers:
+        os.makedirs(os.path.join(path, "workers", name))
+        if name in locked:
+            WriterLock.acquire(os.path.join(path, "workers", name)).release()
+    return data, path
+
+
+def test_the_drop_names_the_first_reader_that_holds_its_copy_and_leaves_every_lock_free():
+    data, path = tenant_with_readers("reader-1", "reader-2", "reader-3", locked=("reader-1", "reader-2", "reader-3"))
+    try:
+        held = [WriterLock.acquire(os.path.join(path, "workers", n)) for n in ("reader-3", "reader-2")]
+        before = sorted(os.listdir(data)), sorted(os.listdir(os.path.join(path, "workers")))
+        with pytest.raises(TenantLocked) as refused:
+            drop_tenant(data, "shop")
+        assert str(refused.value) == (
+            f"tenant directory {path!r} is locked by process {os.getpid()}; one writer per data directory; "
+            "reader-2 of `serve --workers` serves it while its writer restarts"
+        )
+        assert refused.value.pid == os.getpid() and refused.value.path == path
+        assert (sorted(os.listdir(data)), sorted(os.listdir(os.path.join(path, "workers")))) == before
+        assert not probe_lock(path)[0] and not probe_lock(os.path.join(path, "workers", "reader-1"))[0]
+        held[1].release()
+        with pytest.raises(TenantLocked) as again:
+            drop_tenant(data, "shop")
+        assert str(again.value).endswith("; reader-3 of `serve --workers` serves it while its writer restarts")
+        held[0].release()
+        drop_tenant(data, "shop")
+        assert os.listdir(data) == []
+    finally:
+        shutil.rmtree(data, ignore_errors=True)
+
+
+def test_copies_never_served_and_a_tenant_without_workers_are_dropped_whole():
+    data, path = tenant_with_readers("reader-1", "reader-2", locked=("reader-2",))
+    try:
+        with open(os.path.join(path, "workers", "notes"), "w") as notes:
+            notes.write("a file, not a copy")
+        never = WriterLock.acquire(os.path.join(path, "workers", "reader-1"))  # its LOCK file made now
+        os.remove(os.path.join(path, "workers", "reader-1", "LOCK"))  # held, but no lock file: never served
+        drop_tenant(data, "shop")
+        never.release()
+        assert os.listdir(data) == []
+        create_tenant(data, "plain")
+        drop_tenant(data, "plain")
+        assert os.listdir(data) == []
+        with pytest.raises(TenantError) as missing:
+            drop_tenant(data, "plain")
+        assert str(missing.value) == f"tenant 'plain' does not exist under {data!r}"
+    finally:
+        shutil.rmtree(data, ignore_errors=True)
