@@ -10,6 +10,7 @@ runner, bench/mutation_inprocess.py, calls these functions itself).
 from __future__ import annotations
 
 import asyncio
+import logging
 import os
 import shutil
 import tempfile
@@ -17,10 +18,18 @@ from collections.abc import Awaitable, Callable
 
 import pytest
 
-from dbsvc.errors import BadRequest, NotCaughtUp
+from dbsvc.errors import BadRequest, NotCaughtUp, WriterUnavailable
 from dbsvc.http.types import Request, Response
+from dbsvc.http.upstream import Upstream
 from dbsvc.storage import Store
-from dbsvc.workers.forward import AppliedOffsets, ReadAfter, after_offset, applied_within, written_offset
+from dbsvc.workers.forward import (
+    AppliedOffsets,
+    Forwarding,
+    ReadAfter,
+    after_offset,
+    applied_within,
+    written_offset,
+)
 from support.storage import open_store
 from support.storage import user as user_record
 
@@ -178,5 +187,176 @@ def test_read_after_answers_reads_that_name_an_offset_and_passes_the_rest():
         assert (await front(request("HEAD", after="0"))).body == b"HEAD"
         assert front.apply_seconds == 0.02 and ReadAfter(app, applied).apply_seconds == 10.0
         applied.close()
+
+    with_stores(go)
+
+
+def test_an_awaitable_answer_is_awaited_once_the_offset_is_applied():
+    async def go(store: Store) -> None:
+        async def app(req: Request) -> Response:
+            await asyncio.sleep(0)
+            return Response(201, b"late")
+
+        applied = AppliedOffsets(store)
+        answer = await ReadAfter(app, applied, apply_seconds=1)(request(after="0"))
+        assert isinstance(answer, Response) and answer.status == 201 and answer.body == b"late"
+        applied.close()
+
+    with_stores(go)
+
+
+def test_a_commit_with_nobody_waiting_leaves_the_waits_working():
+    async def go(store: Store) -> None:
+        applied = AppliedOffsets(store)
+        errors = Warnings(logging.ERROR)  # the store logs a subscriber that raised
+        logging.getLogger().addHandler(errors)
+        try:
+            await store.insert("User", user_record(1))  # an event with no wait
+            await store.insert("User", user_record(2))
+        finally:
+            logging.getLogger().removeHandler(errors)
+        assert errors.lines == []
+        late = applied.wait(3)
+        assert late is not None and applied.head == 2
+        await store.insert("User", user_record(3))
+        assert late.done() and applied.waiting == 0
+        applied.close()
+
+    with_stores(go)
+
+
+def test_an_offset_has_at_most_18_digits():
+    assert after_offset("9" * 18) == 10**18 - 1 and after_offset("0" * 18) == 0
+    with pytest.raises(BadRequest):
+        after_offset("1" + "0" * 18)
+
+
+# --- Forwarding: a scripted writer on a loopback port -----------------------------------------
+
+
+class Meter:
+    def __init__(self) -> None:
+        self.seen: list[tuple[str, int]] = []
+
+    def observe(self, method: str, status: int, seconds: float) -> None:
+        self.seen.append((method, status))
+
+
+class Warnings(logging.Handler):
+    def __init__(self, level: int = logging.WARNING) -> None:
+        super().__init__(level)
+        self.lines: list[str] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.lines.append(record.getMessage())
+
+
+def writer_answering(heads: list[bytes]) -> Callable[..., Awaitable[None]]:
+    """A writer that answers each request with the next of `heads` (then a 2-byte body)."""
+
+    async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        for head in heads:
+            await reader.readuntil(b"\r\n\r\n")
+            await reader.readexactly(2)
+            writer.write(head + b"Content-Length: 2\r\n\r\n{}")
+            await writer.drain()
+        writer.close()
+
+    return handle
+
+
+def write(method: str = "POST") -> Request:
+    return Request(method, "/api/user", "/api/user", [], [("content-length", "2")], b"{}")
+
+
+def test_a_forwarded_write_is_answered_once_this_store_applied_its_offset_else_after_the_wait():
+    async def go(store: Store) -> None:
+        server = await asyncio.start_server(
+            writer_answering(
+                [
+                    b"HTTP/1.1 201 Created\r\nDbsvc-Offset: 1\r\n",
+                    b"HTTP/1.1 409 Conflict\r\nDbsvc-Offset: 9\r\n",
+                    b"HTTP/1.1 200 OK\r\nDbsvc-Offset: 7\r\n",
+                ]
+            ),
+            "127.0.0.1",
+            0,
+        )
+        port = server.sockets[0].getsockname()[1]
+        upstream, applied, meter = Upstream("127.0.0.1", port), AppliedOffsets(store), Meter()
+        warnings = Warnings()
+        logging.getLogger("dbsvc.workers").addHandler(warnings)
+        try:
+            local: list[str] = []
+
+            def app(req: Request) -> Response:
+                local.append(req.method)
+                return Response(200, b"local")
+
+            front = Forwarding(app, upstream, applied, meter, apply_seconds=0.05)  # type: ignore[arg-type]
+            for method in ("GET", "HEAD", "OPTIONS"):
+                assert front(write(method)).body == b"local"  # answered here, never forwarded
+            assert local == ["GET", "HEAD", "OPTIONS"]
+            posted = write("POST")
+            forwarded = asyncio.ensure_future(front(posted))
+            deadline = asyncio.get_running_loop().time() + 5
+            while applied.waiting == 0:
+                assert asyncio.get_running_loop().time() < deadline, "the answer never waited"
+                await asyncio.sleep(0.001)
+            assert not forwarded.done() and posted.meter is meter
+            await store.insert("User", user_record(1))
+            answer = await asyncio.wait_for(forwarded, 5)
+            assert answer.status == 201 and warnings.lines == []
+            refused = await front(write("PUT"))  # no offset to wait for: at once
+            assert refused.status == 409 and warnings.lines == [] and applied.waiting == 0
+            late = await front(write("PATCH"))  # offset 7 never applied here: answered anyway
+            assert late.status == 200 and applied.waiting == 0
+            assert warnings.lines == [
+                "a forwarded PATCH was applied by the writer at offset 7, which this reader has not "
+                "applied within 0 s (is it following? /metrics says): answering anyway"
+            ]
+            assert ReadAfter(app, applied).apply_seconds == Forwarding(app, upstream, applied, meter).apply_seconds == 10.0  # type: ignore[arg-type]
+        finally:
+            logging.getLogger("dbsvc.workers").removeHandler(warnings)
+            upstream.close()
+            applied.close()
+            server.close()
+
+    with_stores(go)
+
+
+def test_a_writer_not_listening_or_gone_mid_request_is_503_with_retry_after():
+    async def go(store: Store) -> None:
+        async def hang_up(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+            await reader.readuntil(b"\r\n\r\n")
+            writer.close()
+
+        gone = await asyncio.start_server(hang_up, "127.0.0.1", 0)
+        closed = await asyncio.start_server(hang_up, "127.0.0.1", 0)
+        closed_port = closed.sockets[0].getsockname()[1]
+        closed.close()
+        await closed.wait_closed()
+        applied = AppliedOffsets(store)
+        try:
+            down = Forwarding(lambda r: Response(200), Upstream("127.0.0.1", closed_port), applied, Meter())  # type: ignore[arg-type]
+            with pytest.raises(WriterUnavailable) as refused:
+                await down(write("DELETE"))
+            assert str(refused.value) == (
+                "the writer of this server is not reachable (it is being restarted): the DELETE was not applied; "
+                "retry after 1 s"
+            )
+            assert refused.value.status == 503 and refused.value.headers == [("Retry-After", "1")]
+            port = gone.sockets[0].getsockname()[1]
+            lost = Forwarding(lambda r: Response(200), Upstream("127.0.0.1", port), applied, Meter())  # type: ignore[arg-type]
+            with pytest.raises(WriterUnavailable) as unknown:
+                await lost(write("PATCH"))
+            assert str(unknown.value) == (
+                "the writer of this server went away before it answered the PATCH: it may or may not have been "
+                "applied; read the record before retrying"
+            )
+            assert unknown.value.headers == [("Retry-After", "1")]
+        finally:
+            applied.close()
+            gone.close()
 
     with_stores(go)
