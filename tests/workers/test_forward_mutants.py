@@ -21,7 +21,10 @@ import pytest
 from dbsvc.errors import BadRequest, NotCaughtUp, WriterUnavailable
 from dbsvc.http.types import Request, Response
 from dbsvc.http.upstream import Upstream
+from dbsvc.replica.consumer import parse_endpoint
+from dbsvc.replica.follower import Follower
 from dbsvc.storage import Store
+from dbsvc.workers import run
 from dbsvc.workers.forward import (
     AppliedOffsets,
     Forwarding,
@@ -30,7 +33,8 @@ from dbsvc.workers.forward import (
     applied_within,
     written_offset,
 )
-from support.storage import open_store
+from support.app_calls import fresh
+from support.storage import BLOG, open_store
 from support.storage import user as user_record
 
 
@@ -360,3 +364,58 @@ def test_a_writer_not_listening_or_gone_mid_request_is_503_with_retry_after():
             gone.close()
 
     with_stores(go)
+
+
+# --- run.py: the front `front()` picks for a server that is no worker --------------------------
+
+
+def unstarted_follower(directory: str, on_store: Callable[[Store], None] | None) -> Follower:
+    """A Follower as service.py builds one for `--follow`, over a store of its own in
+    `directory`, never started (nothing dialled)."""
+
+    def opener(lock: object) -> Store:
+        return Store.open(directory, BLOG.MODELS, BLOG.DESCRIPTION, replication=True, lock=lock, sync="off")
+
+    return Follower(parse_endpoint("http://127.0.0.1:9"), directory, opener, "fp", on_store=on_store)
+
+
+def test_a_plain_server_is_served_by_the_application_itself():
+    async def go(store: Store) -> None:
+        app = fresh(store)
+        front = run.front(app, None, None)
+        assert type(front) is run.Front and front.handler is app
+        assert await front.start(app, None) is None and await front.stop() is None  # type: ignore[arg-type]
+
+    with_stores(go)
+
+
+def test_a_read_replica_waits_for_dbsvc_after_and_its_waits_follow_a_bootstrapped_store():
+    async def go(store: Store, other: Store) -> None:
+        await other.insert("User", user_record(1))
+        for previous in (None, []):
+            app = fresh(store)
+            own = tempfile.mkdtemp(prefix="forward-follower-")
+            follower = unstarted_follower(own, None if previous is None else previous.append)
+            front = run.front(app, None, follower)
+            assert type(front) is run.ReplicaFront
+            handler = front.handler
+            assert isinstance(handler, ReadAfter) and handler.app is app and handler.apply_seconds == 10.0
+            waiting = asyncio.ensure_future(handler(request("GET", after="1")))
+            await asyncio.sleep(0.01)
+            assert not waiting.done() and handler.applied.waiting == 1
+            assert follower.on_store is not None
+            follower.on_store(other)  # a bootstrap: the waits follow the new store
+            if previous is not None:
+                assert previous == [other]  # the follower's own callback still called first
+            answer = await asyncio.wait_for(waiting, 5)
+            assert answer.status == 200 and handler.applied.head == 1
+            pending = handler.applied.wait(5)
+            assert pending is not None
+            await front.start(app, None)  # type: ignore[arg-type]
+            assert not pending.done()
+            await front.stop()
+            assert pending.done() and handler.applied.waiting == 0
+            follower.store.close()
+            shutil.rmtree(own, ignore_errors=True)
+
+    with_stores(go, count=2)
