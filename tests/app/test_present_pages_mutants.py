@@ -1,6 +1,8 @@
-"""readcache.py `PresentPages` at each of its decisions (docs/mutation.md, session 8): which
-store, epoch and ticks keep an entry fresh, what a stale entry leaves behind, the size and
-count bounds at their edges, and the bytes it says it holds, exactly.
+"""readcache.py's kept answers at each of their decisions (docs/mutation.md, session 8):
+`PresentPages` (which store, epoch and ticks keep an entry fresh, what a stale entry leaves
+behind, the size and count bounds at their edges, and the bytes it says it holds, exactly),
+`PastPages` (per model, query, store and epoch, and its bounds) and
+`EncodedRecords.encode_page` (a page of the same record objects is the kept bytes object).
 
 Each test opens real stores in a directory of its own (no pytest fixture: the in-process
 mutation runner, bench/mutation_inprocess.py, calls these functions itself) and writes to
@@ -17,9 +19,10 @@ from collections.abc import Awaitable, Callable
 
 from dbsvc.http.message import split_target
 from dbsvc.http.types import Request
-from dbsvc.readcache import PresentPages
+from dbsvc.readcache import EncodedRecords, PastPages, PresentPages
+from dbsvc.runtime import json_bytes
 from dbsvc.storage import Store
-from support.storage import open_store, post, user
+from support.storage import BLOG, open_store, post, user
 
 LINK = '<x>; rel="next"'  # 15 characters
 
@@ -210,3 +213,113 @@ def test_the_documented_bounds_512_answers_and_8_mib():
         assert len(kept) == 1 and kept.kept_bytes == 65536
 
     with_stores(go)
+
+
+# --- PastPages: lists at a past watermark, kept whole ------------------------------------------
+
+USER = BLOG.BY_NAME["User"]
+POST = BLOG.BY_NAME["BlogPost"]
+HEADERS = [("Dbsvc-Watermark", "3"), ("Link", LINK)]
+
+
+def test_a_past_page_is_kept_per_model_query_store_and_epoch():
+    async def go(store: Store, other: Store) -> None:
+        pages = PastPages()
+        listed = req("/api/user?as_of=1&limit=2")
+        assert pages.get(store, USER, listed) is None
+        pages.keep(store, USER, listed, b"body", HEADERS)
+        kept = pages.get(store, USER, listed)
+        assert kept == (b"body", HEADERS) and kept[1] is not pages.get(store, USER, listed)[1]  # type: ignore[index]
+        assert pages.get(store, POST, listed) is None  # another model, the same query
+        assert pages.get(store, USER, req("/api/user?as_of=1&limit=3")) is None
+        assert pages.get(other, USER, listed) is None  # another store
+        await store.insert("User", user(1))  # a write does not touch a past page
+        assert pages.get(store, USER, listed) == (b"body", HEADERS)
+        await store.compactor.compact_now()  # a new epoch does
+        assert pages.get(store, USER, listed) is None
+        pages.keep(store, USER, listed, b"again", [])
+        assert pages.get(store, USER, listed) == (b"again", [])
+
+    with_stores(go, count=2)
+
+
+def test_a_past_page_over_largest_or_with_a_target_over_longest_is_not_kept():
+    async def go(store: Store) -> None:
+        pages = PastPages()
+        assert (pages.capacity, pages.largest, pages.longest) == (256, 65536, 512)
+        fits = "/api/user?name=" + "n" * (512 - 15)
+        over = "/api/user?name=" + "n" * (513 - 15)
+        pages.keep(store, USER, req("/api/user?a=1"), b"x" * 65536, [])
+        pages.keep(store, USER, req("/api/user?a=2"), b"x" * 65537, [])
+        pages.keep(store, USER, req(fits), b"1", [])
+        pages.keep(store, USER, req(over), b"2", [])
+        assert pages.get(store, USER, req("/api/user?a=1")) == (b"x" * 65536, [])
+        assert pages.get(store, USER, req("/api/user?a=2")) is None
+        assert pages.get(store, USER, req(fits)) == (b"1", []) and pages.get(store, USER, req(over)) is None
+
+    with_stores(go)
+
+
+def test_past_pages_at_capacity_drop_the_oldest_and_a_kept_query_kept_again_drops_none():
+    async def go(store: Store) -> None:
+        pages = PastPages(capacity=2)
+        a, b, c = req("/api/user?n=a"), req("/api/user?n=b"), req("/api/user?n=c")
+        pages.keep(store, USER, a, b"a", [])
+        pages.keep(store, USER, b, b"b", [])
+        pages.keep(store, USER, b, b"B", [])  # at capacity, but already kept: a stays
+        assert pages.get(store, USER, a) == (b"a", []) and pages.get(store, USER, b) == (b"B", [])
+        pages.keep(store, USER, c, b"c", [])
+        assert pages.get(store, USER, a) is None
+        assert pages.get(store, USER, b) == (b"B", []) and pages.get(store, USER, c) == (b"c", [])
+        full = PastPages()
+        for n in range(257):
+            full.keep(store, USER, req(f"/api/user?n={n}"), b"x", [])
+        assert full.get(store, USER, req("/api/user?n=0")) is None
+        assert full.get(store, USER, req("/api/user?n=1")) == (b"x", [])
+
+    with_stores(go)
+
+
+# --- EncodedRecords.encode_page: a page of the same record objects joined once -----------------
+
+
+def named(i: int, size: int = 0) -> dict:
+    record = user(i)
+    if size:
+        record["name"] = ""
+        record["name"] = "n" * (size - len(json_bytes(record)))
+    return record
+
+
+def test_a_page_of_the_same_record_objects_is_the_kept_bytes_and_new_objects_are_joined_again():
+    cache = EncodedRecords([USER])
+    records = [named(1), named(2)]
+    first = cache.encode_page(USER, records)
+    assert first == json_bytes(records[0]) + b"," + json_bytes(records[1])
+    assert cache.encode_page(USER, records) is first  # kept: not joined again
+    assert cache.encode_page(USER, list(records)) is first  # the same objects in another list
+    changed = [records[0], named(2) | {"name": "other"}]
+    assert cache.encode_page(USER, changed) == json_bytes(records[0]) + b"," + json_bytes(changed[1])
+    assert cache.encode_page(USER, [records[1], records[0]]) is not first
+
+
+def test_a_page_of_64_kib_is_kept_and_one_byte_more_is_not():
+    cache = EncodedRecords([USER])
+    assert (cache.pages, cache.largest_page) == (256, 65536)
+    exact, over = [named(1, 65536)], [named(2, 65537)]
+    assert len(cache.encode_page(USER, exact)) == 65536 and len(cache.encode_page(USER, over)) == 65537
+    assert cache.encode_page(USER, exact) is cache.encode_page(USER, exact)
+    assert cache.encode_page(USER, over) is not cache.encode_page(USER, over)
+
+
+def test_at_most_pages_pages_are_kept_the_oldest_dropped_first():
+    records = [named(i) for i in range(600)]
+    pairs = [records[2 * n : 2 * n + 2] for n in range(300)]  # two records: joined, a new object
+    small = EncodedRecords([USER], pages=2)
+    kept = [small.encode_page(USER, pair) for pair in pairs[:3]]  # the first is dropped
+    assert small.encode_page(USER, pairs[1]) is kept[1] and small.encode_page(USER, pairs[2]) is kept[2]
+    assert small.encode_page(USER, pairs[0]) is not kept[0]
+    default = EncodedRecords([USER])
+    pages = [default.encode_page(USER, pair) for pair in pairs[:257]]
+    assert default.encode_page(USER, pairs[1]) is pages[1]
+    assert default.encode_page(USER, pairs[0]) is not pages[0]
