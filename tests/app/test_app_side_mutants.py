@@ -20,11 +20,13 @@ from typing import Any
 
 import pytest
 
+from dbsvc.compiler import compile_schema
 from dbsvc.config import load_config
 from dbsvc.errors import BadQuery, ConfigError, TenantError, TenantLocked
 from dbsvc.expand import Expander
 from dbsvc.operators import decode_cursor, encode_cursor
 from dbsvc.runtime import Query, json_bytes
+from dbsvc.schema import parse_schema
 from dbsvc.storage import Store
 from dbsvc.storage.lock import WriterLock, probe_lock
 from dbsvc.storage.tenants import create_tenant, drop_tenant
@@ -128,6 +130,12 @@ def test_a_float_key_must_be_finite_and_an_int_or_a_float():
         (-0.0,),
         7,
     )
+
+
+def test_json_constants_anywhere_in_a_cursor_make_it_malformed():
+    for raw in (b'["c1",NaN,"-score",[2.5],7]', b'["c1","Post","-score",[2.5],-Infinity]', b'[NaN,1,2,3,4]'):
+        text = base64.urlsafe_b64encode(raw).decode().rstrip("=")
+        assert refusal(text) == malformed(text)
 
 
 @pytest.mark.parametrize(
@@ -382,3 +390,119 @@ def test_copies_never_served_and_a_tenant_without_workers_are_dropped_whole():
         assert str(missing.value) == f"tenant 'plain' does not exist under {data!r}"
     finally:
         shutil.rmtree(data, ignore_errors=True)
+
+
+MESSAGES = """
+model Person {
+  id    int  @id
+  name  str
+  team  str  @filter
+  @allow(read, record.team == token.team)
+  @allow(write, token.role == "admin")
+}
+
+model Note {
+  id    int  @id
+  text  str
+}
+
+model Message {
+  id       int   @id
+  about_id int?  @ref(Person) @filter
+  from_id  int   @ref(Note) @filter
+  to_id    int   @ref(Note) @filter
+}
+"""
+MESSAGES_MODULE = compile_schema(parse_schema(MESSAGES, "messages.dbs"))
+MESSAGE = MESSAGES_MODULE.BY_NAME["Message"]
+
+
+def with_messages(go: Callable[[Store], Awaitable[None]]) -> None:
+    """Run `go(store)` over people 1 (team a) and 2 (team b), notes 1 and 2, and messages
+    1 (about nobody, 1 -> 2), 2 (about 1, 2 -> 2) and 3 (about 2, 1 -> 1)."""
+    directory = tempfile.mkdtemp(prefix="app-side-messages-")
+    store = Store.open(directory, MESSAGES_MODULE.MODELS, MESSAGES_MODULE.DESCRIPTION, sync="off")
+
+    async def filled() -> None:
+        await store.insert("Person", {"id": 1, "name": "ann", "team": "a"})
+        await store.insert("Person", {"id": 2, "name": "bob", "team": "b"})
+        await store.insert("Note", {"id": 1, "text": "one"})
+        await store.insert("Note", {"id": 2, "text": "two"})
+        for i, about, sender, to in ((1, None, 1, 2), (2, 1, 2, 2), (3, 2, 1, 1)):
+            await store.insert("Message", {"id": i, "about_id": about, "from_id": sender, "to_id": to})
+        await go(store)
+
+    try:
+        asyncio.run(asyncio.wait_for(filled(), 30))
+    finally:
+        store.close()
+        shutil.rmtree(directory, ignore_errors=True)
+
+
+NOTE = {1: b'{"id":1,"text":"one"}', 2: b'{"id":2,"text":"two"}'}
+ANN = b'"about_id":{"id":1,"name":"ann","team":"a"}'
+
+
+def test_two_fields_of_one_model_keep_entries_of_their_own_and_share_its_reads():
+    async def go(store: Store) -> None:
+        counting = CountingStore(store)
+        encoded_models: list[str] = []
+
+        def encode(model: Any, record: Any) -> bytes:
+            encoded_models.append(model.name)
+            return json_bytes(record)
+
+        expander = Expander(MESSAGES_MODULE.MODELS, encode)
+        records, _total, _wm = store.list_records("Message", Query(limit=10))
+        data = [json_bytes(r) for r in records]
+        query = Query(expand=(("about_id", None), ("from_id", None), ("to_id", None)))
+        out = expander.records(counting, MESSAGE, query, records, data, {"team": "a"})
+        assert out == [
+            b'{"id":1,"about_id":null,"from_id":1,"to_id":2,"_expand":{"from_id":' + NOTE[1] + b',"to_id":' + NOTE[2] + b"}}",
+            b'{"id":2,"about_id":1,"from_id":2,"to_id":2,"_expand":{' + ANN + b',"from_id":' + NOTE[2] + b',"to_id":' + NOTE[2] + b"}}",
+            b'{"id":3,"about_id":2,"from_id":1,"to_id":1,"_expand":{"from_id":' + NOTE[1] + b',"to_id":' + NOTE[1] + b"}}",
+        ]  # bob (team b) is hidden from a token of team a, as if absent
+        assert counting.gets == [("Note", 1, None), ("Note", 2, None), ("Person", 1, None), ("Person", 2, None)]
+        # the live records' cache (`encode`) for each entry made: once per field and record
+        assert encoded_models == ["Note", "Note", "Person", "Note", "Note"]
+        counting.gets.clear()
+        again = expander.records(counting, MESSAGE, query, records, data, {"team": "b"})
+        assert counting.gets == [("Person", 1, None), ("Person", 2, None)]  # a ruled model's entries are never kept
+        assert again[1] == b'{"id":2,"about_id":1,"from_id":2,"to_id":2,"_expand":{"from_id":' + NOTE[2] + b',"to_id":' + NOTE[2] + b"}}"
+        assert again[2].startswith(b'{"id":3,"about_id":2,"from_id":1,"to_id":1,"_expand":{"about_id":{"id":2,"name":"bob"')
+
+    with_messages(go)
+
+
+def test_a_past_moment_embeds_the_version_of_then_without_the_live_cache():
+    async def go(store: Store) -> None:
+        encoded_models: list[str] = []
+
+        def encode(model: Any, record: Any) -> bytes:
+            encoded_models.append(model.name)
+            return json_bytes(record)
+
+        records, _total, _wm = store.list_records("Message", Query(limit=1))
+        await store.replace("Note", 1, {"id": 1, "text": "ONE"})
+        expander = Expander(MESSAGES_MODULE.MODELS, encode)
+        past = expander.records(store, MESSAGE, Query(as_of=1, expand=(("from_id", None),)), records, [b"{}"], {})
+        assert past == [b'{"_expand":{"from_id":' + NOTE[1] + b"}}"] and encoded_models == []
+        now = expander.records(store, MESSAGE, Query(expand=(("from_id", None),)), records, [b"{}"], {})
+        assert now == [b'{"_expand":{"from_id":{"id":1,"text":"ONE"}}}'] and encoded_models == ["Note"]
+
+    with_messages(go)
+
+
+def test_the_plans_and_moments_kept_are_bounded_by_capacity():
+    async def go(store: Store) -> None:
+        expander = Expander(MESSAGES_MODULE.MODELS, lambda model, record: json_bytes(record), capacity=1)
+        records, _total, _wm = store.list_records("Message", Query(limit=1))
+        for field in ("from_id", "to_id", "from_id"):
+            out = expander.records(store, MESSAGE, Query(expand=((field, None),)), records, [b"{}"], {})
+            assert out == [b'{"_expand":{"%s":%s}}' % (field.encode(), NOTE[1] if field == "from_id" else NOTE[2])]
+        for as_of in (1, 2, 1):
+            out = expander.records(store, MESSAGE, Query(as_of=as_of, expand=(("from_id", None),)), records, [b"{}"], {})
+            assert out == [b'{"_expand":{"from_id":' + NOTE[1] + b"}}"]
+        assert Expander(MESSAGES_MODULE.MODELS, lambda model, record: b"").capacity == 256
+
+    with_messages(go)
