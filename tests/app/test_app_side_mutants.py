@@ -506,3 +506,30 @@ def test_the_plans_and_moments_kept_are_bounded_by_capacity():
         assert Expander(MESSAGES_MODULE.MODELS, lambda model, record: b"").capacity == 256
 
     with_messages(go)
+
+
+def test_each_past_watermark_reads_the_parents_of_its_own_moment_and_the_current_one_reads_live():
+    async def go(store: Store) -> None:
+        encoded_models: list[str] = []
+
+        def encode(model: Any, record: Any) -> bytes:
+            encoded_models.append(model.name)
+            return json_bytes(record)
+
+        expander = Expander(MESSAGES_MODULE.MODELS, encode)
+        records, _total, _wm = store.list_records("Message", Query(limit=1))
+        query = Query(as_of=3, expand=(("from_id", None),))  # Message's watermark now: the present
+        assert expander.records(store, MESSAGE, query, records, [b"{}"], {}) == [
+            b'{"_expand":{"from_id":' + NOTE[1] + b"}}"
+        ]
+        assert encoded_models == ["Note"]  # read live
+        await store.replace("Note", 1, {"id": 1, "text": "ONE"})
+        await store.insert("Message", {"id": 4, "about_id": None, "from_id": 1, "to_id": 1})
+        await store.insert("Message", {"id": 5, "about_id": None, "from_id": 1, "to_id": 1})
+        for as_of, text in ((2, b"one"), (4, b"ONE"), (2, b"one")):  # the last moment of each watermark
+            query = Query(as_of=as_of, expand=(("from_id", None),))
+            out = expander.records(store, MESSAGE, query, records, [b"{}"], {})
+            assert out == [b'{"_expand":{"from_id":{"id":1,"text":"%s"}}}' % text], as_of
+        assert encoded_models == ["Note"]
+
+    with_messages(go)
