@@ -24,7 +24,7 @@ from dbsvc.compiler import compile_schema
 from dbsvc.config import load_config
 from dbsvc.errors import BadQuery, ConfigError, TenantError, TenantLocked
 from dbsvc.expand import Expander
-from dbsvc.operators import decode_cursor, encode_cursor
+from dbsvc.operators import decode_cursor, encode_cursor, ranges
 from dbsvc.runtime import Query, json_bytes
 from dbsvc.schema import parse_schema
 from dbsvc.storage import Store
@@ -533,3 +533,29 @@ def test_each_past_watermark_reads_the_parents_of_its_own_moment_and_the_current
         assert encoded_models == ["Note"]
 
     with_messages(go)
+
+
+# --- operators.py: ranges and encode_cursor's exact text ---------------------------------------
+
+
+def test_bounds_of_one_field_keep_the_tighter_and_an_equal_key_keeps_the_exclusive():
+    assert ranges([("s", "lte", 5)]) == (("s", None, True, 5, True),)
+    assert ranges([("s", "lt", 5), ("s", "lte", 5)]) == (("s", None, True, 5, False),)
+    assert ranges([("s", "lte", 5), ("s", "lt", 5)]) == (("s", None, True, 5, False),)
+    assert ranges([("s", "lte", 5), ("s", "lt", 3), ("s", "lte", 4)]) == (("s", None, True, 3, False),)
+    assert ranges([("s", "gt", 5), ("s", "gte", 5)]) == (("s", 5, False, None, True),)
+    assert ranges([("s", "gte", 5), ("s", "gt", 7), ("s", "gte", 6)]) == (("s", 7, False, None, True),)
+
+
+@pytest.mark.parametrize("key", ["???", "~~~", "ab", "é"])
+def test_a_cursor_is_the_unpadded_base64url_of_its_compact_json(key):
+    text = json.dumps(["c1", "Post", "title", [key], 7], separators=(",", ":")).encode()
+    expected = base64.urlsafe_b64encode(text).decode().rstrip("=")
+    assert encode_cursor("Post", (("title", False),), [key], 7) == expected
+    assert "\n" not in expected and "=" not in expected
+
+
+def test_the_cursors_above_use_both_url_safe_letters_and_need_padding():
+    texts = [json.dumps(["c1", "Post", "title", [k], 7], separators=(",", ":")).encode() for k in ("???", "~~~")]
+    standard = "".join(base64.b64encode(t).decode() for t in texts)
+    assert "+" in standard and "/" in standard and "=" in standard
