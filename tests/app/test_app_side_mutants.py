@@ -24,7 +24,7 @@ from dbsvc.compiler import compile_schema
 from dbsvc.config import load_config
 from dbsvc.errors import BadQuery, ConfigError, TenantError, TenantLocked
 from dbsvc.expand import Expander
-from dbsvc.operators import decode_cursor, encode_cursor, ranges
+from dbsvc.operators import decode_cursor, encode_cursor, operator_problem, ranges
 from dbsvc.runtime import Query, json_bytes
 from dbsvc.schema import parse_schema
 from dbsvc.storage import Store
@@ -559,3 +559,28 @@ def test_the_cursors_above_use_both_url_safe_letters_and_need_padding():
     texts = [json.dumps(["c1", "Post", "title", [k], 7], separators=(",", ":")).encode() for k in ("???", "~~~")]
     standard = "".join(base64.b64encode(t).decode() for t in texts)
     assert "+" in standard and "/" in standard and "=" in standard
+
+
+FIELDS = {
+    "score": ("float", True, True, False),  # @sort @filter
+    "tag": ("str", False, True, True),  # @filter, nullable
+    "note": ("str", False, False, True),  # nullable, neither
+    "x": ("int", False, False, False),
+}
+
+
+def test_an_operator_refusal_names_why_and_the_fields_it_applies_to():
+    def problem(param: str, fields=FIELDS) -> str:
+        return str(operator_problem(param, fields, "A"))
+
+    assert problem("x__y__gt") == "unknown query parameter 'x__y__gt'; allowed: A"  # the last __ splits
+    assert problem("x__null") == (
+        "cannot use 'x__null': 'x' is not nullable; __null applies to nullable @filter or @sort fields (tag); allowed: A"
+    )
+    assert problem("note__null") == (
+        "cannot use 'note__null': 'note' is neither @filter nor @sort; __null applies to nullable @filter or @sort "
+        "fields (tag); allowed: A"
+    )
+    assert problem("x__gt", {"x": ("int", False, False, False)}) == (
+        "cannot use 'x__gt': 'x' is not marked @sort, and range operators apply to sort fields (none); allowed: A"
+    )
