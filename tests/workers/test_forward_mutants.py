@@ -25,14 +25,7 @@ from dbsvc.replica.consumer import parse_endpoint
 from dbsvc.replica.follower import Follower
 from dbsvc.storage import Store
 from dbsvc.workers import run
-from dbsvc.workers.forward import (
-    AppliedOffsets,
-    Forwarding,
-    ReadAfter,
-    after_offset,
-    applied_within,
-    written_offset,
-)
+from dbsvc.workers.forward import AppliedOffsets, Forwarding, ReadAfter, after_offset, applied_within, written_offset
 from support.app_calls import fresh
 from support.storage import BLOG, open_store
 from support.storage import user as user_record
