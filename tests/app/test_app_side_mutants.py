@@ -230,11 +230,11 @@ def page(store: Store) -> tuple[list, list[bytes]]:
 
 
 def author(i: int, name: str | None = None) -> bytes:
-    return b'"author_id":{"id":%d,"email":"u%d@example.com","name":"%s","age":null,"role":"reader",' % (
-        i,
-        i,
-        (name or f"user {i}").encode(),
-    ) + b'"joined":"2026-01-01T00:00:00Z","profile":null}'
+    return (
+        b'"author_id":{"id":%d,"email":"u%d@example.com","name":"%s","age":null,"role":"reader",'
+        % (i, i, (name or f"user {i}").encode())
+        + b'"joined":"2026-01-01T00:00:00Z","profile":null}'
+    )
 
 
 def test_expand_entries_are_kept_while_the_referenced_models_tick_stands():
@@ -315,8 +315,7 @@ def test_a_null_reference_has_no_entry_and_an_empty_object_takes_no_comma():
 
 
 @pytest.mark.parametrize(
-    "raw, kept",
-    [(None, 8388608), ("", 8388608), ("0", 0), ("1", 1), (" 70001 ", 70001), ("16777216", 16777216)],
+    "raw, kept", [(None, 8388608), ("", 8388608), ("0", 0), ("1", 1), (" 70001 ", 70001), ("16777216", 16777216)]
 )
 def test_the_list_cache_bytes_default_to_8_mib_and_0_keeps_none(raw, kept):
     environ = {} if raw is None else {"SERVICE_LIST_CACHE_BYTES": raw}
@@ -458,9 +457,23 @@ def test_two_fields_of_one_model_keep_entries_of_their_own_and_share_its_reads()
         query = Query(expand=(("about_id", None), ("from_id", None), ("to_id", None)))
         out = expander.records(counting, MESSAGE, query, records, data, {"team": "a"})
         assert out == [
-            b'{"id":1,"about_id":null,"from_id":1,"to_id":2,"_expand":{"from_id":' + NOTE[1] + b',"to_id":' + NOTE[2] + b"}}",
-            b'{"id":2,"about_id":1,"from_id":2,"to_id":2,"_expand":{' + ANN + b',"from_id":' + NOTE[2] + b',"to_id":' + NOTE[2] + b"}}",
-            b'{"id":3,"about_id":2,"from_id":1,"to_id":1,"_expand":{"from_id":' + NOTE[1] + b',"to_id":' + NOTE[1] + b"}}",
+            b'{"id":1,"about_id":null,"from_id":1,"to_id":2,"_expand":{"from_id":'
+            + NOTE[1]
+            + b',"to_id":'
+            + NOTE[2]
+            + b"}}",
+            b'{"id":2,"about_id":1,"from_id":2,"to_id":2,"_expand":{'
+            + ANN
+            + b',"from_id":'
+            + NOTE[2]
+            + b',"to_id":'
+            + NOTE[2]
+            + b"}}",
+            b'{"id":3,"about_id":2,"from_id":1,"to_id":1,"_expand":{"from_id":'
+            + NOTE[1]
+            + b',"to_id":'
+            + NOTE[1]
+            + b"}}",
         ]  # bob (team b) is hidden from a token of team a, as if absent
         assert counting.gets == [("Note", 1, None), ("Note", 2, None), ("Person", 1, None), ("Person", 2, None)]
         # the live records' cache (`encode`) for each entry made: once per field and record
@@ -468,8 +481,17 @@ def test_two_fields_of_one_model_keep_entries_of_their_own_and_share_its_reads()
         counting.gets.clear()
         again = expander.records(counting, MESSAGE, query, records, data, {"team": "b"})
         assert counting.gets == [("Person", 1, None), ("Person", 2, None)]  # a ruled model's entries are never kept
-        assert again[1] == b'{"id":2,"about_id":1,"from_id":2,"to_id":2,"_expand":{"from_id":' + NOTE[2] + b',"to_id":' + NOTE[2] + b"}}"
-        assert again[2].startswith(b'{"id":3,"about_id":2,"from_id":1,"to_id":1,"_expand":{"about_id":{"id":2,"name":"bob"')
+        assert (
+            again[1]
+            == b'{"id":2,"about_id":1,"from_id":2,"to_id":2,"_expand":{"from_id":'
+            + NOTE[2]
+            + b',"to_id":'
+            + NOTE[2]
+            + b"}}"
+        )
+        assert again[2].startswith(
+            b'{"id":3,"about_id":2,"from_id":1,"to_id":1,"_expand":{"about_id":{"id":2,"name":"bob"'
+        )
 
     with_messages(go)
 
@@ -501,7 +523,9 @@ def test_the_plans_and_moments_kept_are_bounded_by_capacity():
             out = expander.records(store, MESSAGE, Query(expand=((field, None),)), records, [b"{}"], {})
             assert out == [b'{"_expand":{"%s":%s}}' % (field.encode(), NOTE[1] if field == "from_id" else NOTE[2])]
         for as_of in (1, 2, 1):
-            out = expander.records(store, MESSAGE, Query(as_of=as_of, expand=(("from_id", None),)), records, [b"{}"], {})
+            out = expander.records(
+                store, MESSAGE, Query(as_of=as_of, expand=(("from_id", None),)), records, [b"{}"], {}
+            )
             assert out == [b'{"_expand":{"from_id":' + NOTE[1] + b"}}"]
         assert Expander(MESSAGES_MODULE.MODELS, lambda model, record: b"").capacity == 256
 

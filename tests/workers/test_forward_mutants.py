@@ -312,7 +312,9 @@ def test_a_forwarded_write_is_answered_once_this_store_applied_its_offset_else_a
                 "a forwarded PATCH was applied by the writer at offset 7, which this reader has not "
                 "applied within 0 s (is it following? /metrics says): answering anyway"
             ]
-            assert ReadAfter(app, applied).apply_seconds == Forwarding(app, upstream, applied, meter).apply_seconds == 10.0  # type: ignore[arg-type]
+            assert (
+                ReadAfter(app, applied).apply_seconds == Forwarding(app, upstream, applied, meter).apply_seconds == 10.0
+            )  # type: ignore[arg-type]
         finally:
             logging.getLogger("dbsvc.workers").removeHandler(warnings)
             upstream.close()
