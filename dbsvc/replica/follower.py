@@ -113,6 +113,7 @@ from dbsvc.storage import compact
 from dbsvc.storage.history import History, history_from_json
 from dbsvc.storage.lock import WriterLock
 from dbsvc.storage.logfile import FRAME, FRAME_HEADER_SIZE
+from dbsvc.storage.logwriter import WriteState
 from dbsvc.storage.snapshot import SnapshotImage, decode_snapshot
 from dbsvc.storage.store import Store
 
@@ -516,16 +517,21 @@ class Follower:
 
     def _settle(self) -> None:
         """Wait until the last group applied is durable (the stream ended), so the next
-        connection resumes at our head; a failure (an fsync) the next apply reports."""
+        connection resumes at our head. A failure is logged; one that left the store
+        read-only until a restart (a failed fsync: commit.py rule 4) stops following here
+        (rule 4), where connecting again would say `following` for as long as the primary
+        is quiet. Anything else the next apply reports."""
         if self._unsynced is None:
             return
         try:
             self._call_on_loop(self._apply, [], False)
-        except Exception as exc:  # noqa: BLE001 - reported by the next apply, never hidden behind the stream's
+        except Exception as exc:  # noqa: BLE001 - never hidden behind the stream's own error
             log.warning(
                 "following %s: the last frames applied did not become durable: %s", self.endpoint.http_base, exc
             )
             self._unsynced = None
+            if self.store.health().state is WriteState.FAILED:
+                raise _Stop(str(exc)) from exc
 
     # -- bootstrap (rule 2) -------------------------------------------------------------------
 
