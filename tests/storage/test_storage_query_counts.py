@@ -69,3 +69,19 @@ def test_a_row_test_over_a_filter_holding_one_id_or_none():
     assert _list([("n", "0")], where_row=passes) == ([], 0, False)  # ids 4, 8, ... all fail the test
     assert _list([("g", "7")], where_row=passes) == ([3, 9], 2, False)
     assert _list([("g", "7"), ("limit", "1")], where_row=passes) == ([3], 2, True)
+
+
+def test_a_smallest_filter_of_64_ids_or_more_against_a_filter_of_two_values():
+    """The other field's every value is tested (each id against its hash index), not its
+    first value alone (the one-value path, a set membership)."""
+    table = Table(ITEM)
+    for i in range(1, 301):  # g: i % 3 (100 ids each); n: i % 4 (75 each)
+        table.insert(ITEM.row({"id": i, "n": i % 4, "k": "a", "g": i % 3}))
+    for extra, limit in (([], "5"), ([("k", "a")], "5"), ([], "0")):
+        query = ITEM.parse_list_query([("g", "0"), ("n", "1"), ("n", "2"), *extra, ("limit", limit)])
+        page, total, more = plans.list_page(table, query)
+        assert total == 50  # i % 3 == 0 and i % 4 in (1, 2): 9, 6, 21, 18, ...
+        assert [r["id"] for r in page] == ([6, 9, 18, 21, 30] if limit == "5" else [])
+    query = ITEM.parse_list_query([("g", "0"), ("n", "1"), ("k", "a"), ("limit", "3")])
+    page, total, more = plans.list_page(table, query)
+    assert ([r["id"] for r in page], total, more) == ([9, 21, 33], 25, True)
