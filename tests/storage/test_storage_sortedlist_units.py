@@ -1,0 +1,162 @@
+"""SortedIndex (storage/sortedlist.py) against a plain sorted list, in process, no fixture.
+
+Each case builds an index of several sublists (LOAD is 512: a sublist holds at most 1,024
+entries and splits in halves of 512 past that), changes it through its public methods and
+compares everything a reader can ask (iteration both ways, `in`, `iter_after` from every
+sublist's edges, `slice`, `len`, the sublists' sizes) with the same changes made to a list.
+These are the decisions the session-7 mutation pass left open (docs/mutation.md, "mq").
+"""
+
+from __future__ import annotations
+
+import random
+from itertools import islice
+
+import pytest
+
+from dbsvc.storage.sortedlist import SortedIndex, sorted_position, sublist_slice
+
+
+def _check(index: SortedIndex, model: list[int]) -> None:
+    """Everything a reader sees of `index` is what `model` (ascending) holds."""
+    assert len(index) == len(model)
+    assert list(index) == model
+    assert list(reversed(index)) == model[::-1]
+    assert all(len(sub) <= 1024 for sub in index.sublists)
+    assert [e for sub in index.sublists for e in sub] == model
+    present = set(model)
+    edges = {model[0] - 1, model[-1] + 1} if model else {0}
+    for sub in index.sublists:
+        edges |= {sub[0] - 1, sub[0], sub[-1], sub[-1] + 1}
+    for probe in sorted(edges):
+        assert (probe in index) == (probe in present), probe
+        assert list(index.iter_after(probe)) == [m for m in model if m > probe], probe
+    for probe in model[::37]:
+        assert probe in index
+        assert list(islice(index.iter_after(probe), 3)) == [m for m in model if m > probe][:3]
+    n = len(model)
+    for start, stop in ((0, n), (0, 0), (5, 5), (511, 513), (n - 3, n + 5), (n + 1, n + 9), (700, 1600)):
+        assert index.slice(start, stop) == model[start:stop], (start, stop)
+
+
+def test_an_ascending_add_splits_a_sublist_only_past_1024_entries_in_halves_of_512() -> None:
+    index = SortedIndex()
+    model = []
+    for i in range(1024):
+        index.add(i * 2)
+        model.append(i * 2)
+    assert [len(s) for s in index.sublists] == [1024]
+    _check(index, model)
+    index.add(2048)
+    model.append(2048)
+    assert [len(s) for s in index.sublists] == [512, 513]
+    assert index.sublists[0][-1] == 1022 and index.sublists[1][0] == 1024
+    _check(index, model)
+
+
+def test_adds_inside_the_first_of_three_sublists_split_it_and_keep_the_others() -> None:
+    model = list(range(0, 3072, 2))  # 1,536 even numbers: three sublists of 512
+    index = SortedIndex.from_sorted(list(model))
+    assert [len(s) for s in index.sublists] == [512, 512, 512]
+    for odd in range(1, 1026, 2):  # 513 entries into the first sublist, whose last entry is 1022
+        index.add(odd)
+    model = sorted(model + list(range(1, 1026, 2)))
+    # the first sublist held 512 + 511 (the odd ones below 1022); 1,023 and 1,025 go to the second
+    assert [len(s) for s in index.sublists] == [1023, 514, 512]
+    index.add(3)  # 1,024: no split yet
+    assert [len(s) for s in index.sublists] == [1024, 514, 512]
+    index.add(5)
+    model = sorted(model + [3, 5])
+    assert [len(s) for s in index.sublists] == [512, 513, 514, 512]
+    assert index.sublists[0][-1] == 509 and index.sublists[1][-1] == 1022
+    _check(index, model)
+    index.add(-1)
+    index.add(5000)
+    model = [-1, *model, 5000]
+    _check(index, model)
+
+
+def test_extend_past_splits_the_last_sublist_as_often_as_it_must() -> None:
+    model = list(range(1000))
+    index = SortedIndex.from_sorted(list(model))
+    assert [len(s) for s in index.sublists] == [512, 488]
+    index.extend_past(list(range(1000, 3100)))
+    model += list(range(1000, 3100))
+    assert [len(s) for s in index.sublists] == [512, 512, 512, 512, 512, 540]
+    _check(index, model)
+    index.extend_past([3100, 3101])
+    model += [3100, 3101]
+    assert [len(s) for s in index.sublists] == [512, 512, 512, 512, 512, 542]
+    _check(index, model)
+    index.extend_past(list(range(3102, 3584)))  # the last sublist reaches 1,024 exactly: no split
+    model += list(range(3102, 3584))
+    assert [len(s) for s in index.sublists] == [512, 512, 512, 512, 512, 1024]
+    _check(index, model)
+    index.extend_past([3584])
+    model.append(3584)
+    assert [len(s) for s in index.sublists] == [512, 512, 512, 512, 512, 512, 513]
+    _check(index, model)
+
+
+def test_extend_past_a_single_short_sublist_and_after_a_share() -> None:
+    index = SortedIndex([5, 1, 3])
+    handed = index.share()
+    index.extend_past([7, 9])
+    assert handed == [[1, 3, 5]]
+    index.unshare()
+    _check(index, [1, 3, 5, 7, 9])
+
+
+def test_remove_empties_and_drops_a_middle_sublist_and_keeps_the_maxes() -> None:
+    model = list(range(1536))
+    index = SortedIndex.from_sorted(list(model))
+    for x in range(511, 1024):  # the middle sublist whole, last entry first
+        index.remove(x)
+    model = [m for m in model if not 511 <= m < 1024]
+    assert [len(s) for s in index.sublists] == [511, 512]
+    _check(index, model)
+    index.remove(1535)  # a last entry: the maxes move down
+    model.pop()
+    _check(index, model)
+
+
+def test_remove_of_an_absent_entry_names_it_and_changes_nothing() -> None:
+    index = SortedIndex(range(0, 2000, 2))
+    for absent in (7, 1999, 5000):  # inside a sublist, between the last two, past every entry
+        with pytest.raises(KeyError) as caught:
+            index.remove(absent)
+        assert caught.value.args == (absent,)
+    _check(index, list(range(0, 2000, 2)))
+
+
+def test_random_adds_and_removes_match_a_sorted_list() -> None:
+    rng = random.Random(34)
+    index = SortedIndex()
+    model: list[int] = []
+    for step in range(6000):
+        if model and rng.random() < 0.3:
+            x = model.pop(rng.randrange(len(model)))
+            index.remove(x)
+        else:
+            x = rng.randrange(4000)
+            index.add(x)
+            model.append(x)
+            model.sort()
+        if step % 1500 == 1499:
+            _check(index, model)
+    _check(index, model)
+
+
+def test_sorted_position_is_the_place_or_minus_one() -> None:
+    items = [1, 3, 3, 8]
+    assert [sorted_position(items, x) for x in (0, 1, 2, 3, 8, 9)] == [-1, 0, -1, 1, 3, -1]
+    assert sorted_position([], 4) == -1
+
+
+def test_sublist_slice_by_position_across_sublists() -> None:
+    lists = [[0, 1, 2], [3, 4], [5, 6, 7, 8]]
+    flat = list(range(9))
+    for start in range(11):
+        for stop in range(11):
+            assert sublist_slice(lists, start, stop) == flat[start:stop], (start, stop)
+    assert sublist_slice([], 0, 3) == []
