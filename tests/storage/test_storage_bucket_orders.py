@@ -16,8 +16,9 @@ import pytest
 
 from dbsvc.storage import query as plans
 from dbsvc.storage.buckets import BUCKET_AT
-from dbsvc.storage.rows import pack, unpack
+from dbsvc.storage.rows import pack
 from dbsvc.storage.table import Table
+from support.churn import churn
 from support.storage import BLOG, open_store, post, run, user
 from tests.storage.test_storage_plan_units import FIELDS, ITEM, reference, sort_param
 
@@ -89,6 +90,11 @@ def check_pages(table: Table, records: dict[int, dict]) -> None:
             assert plans.live_ids(table, query) == got, where
 
 
+def check_both(table: Table, records: dict[int, dict]) -> None:
+    check_orders(table, records)
+    check_pages(table, records)
+
+
 def test_a_list_keeps_its_bucket_in_order_and_answers_from_it():
     table, records = filled()
     assert len(table.buckets) == 0
@@ -118,35 +124,9 @@ def test_writes_and_undo_keep_every_order_exact(seed):
     rng = random.Random(seed)
     table, records = filled(seed=seed)
     check_pages(table, records)  # builds the orders
-    next_id = COUNT + 1
-    for step in range(300):
-        kind = rng.random()
-        if kind < 0.3:
-            records[next_id] = record(next_id, row(rng))
-            table.insert(ITEM.row(records[next_id]))
-            next_id += 1
-        elif kind < 0.8:  # a replace: between buckets, between keys, null and back
-            id_ = rng.choice(list(records))
-            fresh = record(id_, row(rng))
-            changed = dict(records[id_], **{f: fresh[f] for f in rng.sample(("n", "f", "s", "g"), rng.randint(1, 4))})
-            table.replace(table.live[id_], ITEM.row(changed))
-            records[id_] = changed
-        else:
-            id_ = rng.choice(list(records))
-            table.delete(id_, table.live[id_])
-            del records[id_]
-        if step % 7 == 0:  # undo it: the state before, exactly
-            id_, _now, previous = table.rows[-1]
-            table.undo_last(table.max_id)
-            if previous is None:
-                del records[id_]
-            else:
-                records[id_] = ITEM.decode(unpack(previous))
-        if step % 50 == 0:
-            check_orders(table, records)
-            check_pages(table, records)
-    check_orders(table, records)
-    check_pages(table, records)
+    churn(
+        table, ITEM, records, rng, lambda i: record(i, row(rng)), ("n", "f", "s", "g"), check_both, first_id=COUNT + 1
+    )
 
 
 def test_a_followers_run_of_inserts_is_added_to_the_kept_orders():

@@ -15,8 +15,9 @@ import random
 import pytest
 
 from dbsvc.storage import query as plans
-from dbsvc.storage.rows import pack, unpack
+from dbsvc.storage.rows import pack
 from dbsvc.storage.table import Table
+from support.churn import churn
 from tests.storage.test_storage_bucket_orders import COUNT, filled, record, row
 from tests.storage.test_storage_plan_units import ITEM, reference, sort_param
 
@@ -57,6 +58,11 @@ def check_counts(table: Table, records: dict[int, dict]) -> None:
                 assert held == want, (field, key, other, other_key)
 
 
+def check_both(table: Table, records: dict[int, dict]) -> None:
+    check_counts(table, records)
+    check_pages(table, records)
+
+
 def test_two_filters_keep_a_count_per_pair_of_values():
     table, records = filled()
     check_pages(table, records)
@@ -90,35 +96,9 @@ def test_writes_and_undo_keep_every_count_exact(seed):
     rng = random.Random(seed)
     table, records = filled(seed=seed)
     check_pages(table, records)  # makes the counts
-    next_id = COUNT + 1
-    for step in range(300):
-        kind = rng.random()
-        if kind < 0.3:
-            records[next_id] = record(next_id, row(rng))
-            table.insert(ITEM.row(records[next_id]))
-            next_id += 1
-        elif kind < 0.8:  # a replace: between g's values, between k's, both, or neither
-            id_ = rng.choice(list(records))
-            fresh = record(id_, row(rng))
-            changed = dict(records[id_], **{f: fresh[f] for f in rng.sample(("n", "f", "k", "g"), rng.randint(1, 4))})
-            table.replace(table.live[id_], ITEM.row(changed))
-            records[id_] = changed
-        else:
-            id_ = rng.choice(list(records))
-            table.delete(id_, table.live[id_])
-            del records[id_]
-        if step % 7 == 0:  # undo it: the state before, exactly
-            id_, _now, previous = table.rows[-1]
-            table.undo_last(table.max_id)
-            if previous is None:
-                del records[id_]
-            else:
-                records[id_] = ITEM.decode(unpack(previous))
-        if step % 50 == 0:
-            check_counts(table, records)
-            check_pages(table, records)
-    check_counts(table, records)
-    check_pages(table, records)
+    churn(
+        table, ITEM, records, rng, lambda i: record(i, row(rng)), ("n", "f", "k", "g"), check_both, first_id=COUNT + 1
+    )
 
 
 def test_a_followers_run_and_the_bulk_paths():

@@ -16,8 +16,9 @@ import pytest
 
 from dbsvc.storage import query as plans
 from dbsvc.storage.buckets import BUCKET_AT, PREFIXES_KEPT
-from dbsvc.storage.rows import pack, unpack
+from dbsvc.storage.rows import pack
 from dbsvc.storage.table import Table
+from support.churn import churn
 from tests.storage.test_storage_plan_units import ITEM, reference, sort_param
 
 COUNT = 1200
@@ -81,6 +82,11 @@ def check_orders(table: Table, records: dict[int, dict]) -> None:
             assert [k for k, _id in order] == [records[i][sort_field] for i in want]
 
 
+def check_both(table: Table, records: dict[int, dict]) -> None:
+    check_orders(table, records)
+    check_pages(table, records)
+
+
 def test_a_prefix_sorted_by_another_field_is_kept_in_that_order():
     table, records = filled()
     for prefix, sort in SHAPES:  # a short first page: seek.py's plan, nothing kept
@@ -105,35 +111,7 @@ def test_writes_and_undo_keep_every_prefix_order_exact(seed):
     rng = random.Random(seed)
     table, records = filled(seed=seed)
     check_pages(table, records)
-    next_id = COUNT + 1
-    for step in range(300):
-        kind = rng.random()
-        if kind < 0.3:
-            records[next_id] = row(rng, next_id)
-            table.insert(ITEM.row(records[next_id]))
-            next_id += 1
-        elif kind < 0.8:  # into and out of a prefix, between sort keys, to null and back
-            id_ = rng.choice(list(records))
-            fresh = row(rng, id_)
-            changed = dict(records[id_], **{f: fresh[f] for f in rng.sample(("n", "f", "s"), rng.randint(1, 3))})
-            table.replace(table.live[id_], ITEM.row(changed))
-            records[id_] = changed
-        else:
-            id_ = rng.choice(list(records))
-            table.delete(id_, table.live[id_])
-            del records[id_]
-        if step % 7 == 0:
-            id_, _now, previous = table.rows[-1]
-            table.undo_last(table.max_id)
-            if previous is None:
-                del records[id_]
-            else:
-                records[id_] = ITEM.decode(unpack(previous))
-        if step % 50 == 0:
-            check_orders(table, records)
-            check_pages(table, records)
-    check_orders(table, records)
-    check_pages(table, records)
+    churn(table, ITEM, records, rng, lambda i: row(rng, i), ("n", "f", "s"), check_both, first_id=COUNT + 1)
 
 
 def test_a_followers_run_and_the_bulk_paths():

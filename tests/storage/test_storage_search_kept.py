@@ -13,9 +13,10 @@ import random
 import pytest
 
 from dbsvc.storage import query as plans
-from dbsvc.storage.rows import pack, unpack
+from dbsvc.storage.rows import pack
 from dbsvc.storage.searches import KEEP_AT, KEPT_SEARCHES
 from dbsvc.storage.table import Table
+from support.churn import undo_last
 from tests.storage.test_storage_plan_units import ITEM
 
 COUNT = 4000
@@ -107,12 +108,7 @@ def test_writes_and_undo_keep_every_kept_search_exact(seed):
                 table.delete(id_, table.live[id_])
                 del records[id_]
         if step % 3 == 0:  # undo the last row: the next write takes its place in the rows
-            id_, _now, previous = table.rows[-1]
-            table.undo_last(table.max_id)
-            if previous is None:
-                del records[id_]
-            else:
-                records[id_] = ITEM.decode(unpack(previous))
+            undo_last(table, ITEM, records)
         check(table, records)
 
 
