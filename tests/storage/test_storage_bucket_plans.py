@@ -15,7 +15,7 @@ from dbsvc.storage.bucketplan import bucket_operators, bucket_plan
 from dbsvc.storage.buckets import BUCKET_AT
 from dbsvc.storage.table import Table
 from tests.storage.test_storage_bucket_orders import filled, record
-from tests.storage.test_storage_plan_units import ITEM, reference, sort_param
+from tests.storage.test_storage_plan_units import ITEM, cursor_of, reference, sort_param
 
 SHAPES = [
     # three filters: the smallest bucket walked, the other two tested per id
@@ -54,6 +54,16 @@ SHAPES = [
         lambda r: r["g"] in (1, 2) and r["n"] is not None and r["n"] >= 2,
         [],
     ),
+    # two filters and two sort keys; two values of a filter, sorted
+    ([("g", "4"), ("k", "y")], lambda r: r["g"] == 4 and r["k"] == "y", [("s", False), ("n", True)]),
+    ([("g", "1"), ("g", "2")], lambda r: r["g"] in (1, 2), [("n", True)]),
+    # a range sorted by another field, or by its own field and then another
+    ([("g", "3"), ("n__gte", "1")], lambda r: r["g"] == 3 and r["n"] is not None and r["n"] >= 1, [("f", False)]),
+    (
+        [("g", "3"), ("n__gte", "1")],
+        lambda r: r["g"] == 3 and r["n"] is not None and r["n"] >= 1,
+        [("n", False), ("f", True)],
+    ),
     # the smallest filter an @filter @sort field (its index an OrderedFilter), in id order
     ([("n", "0"), ("k", "y")], lambda r: r["n"] == 0 and r["k"] == "y", []),
     ([("n", "0"), ("k", "y"), ("f__gt", "1.0")], lambda r: r["n"] == 0 and r["k"] == "y" and r["f"] > 1.0, []),
@@ -77,6 +87,30 @@ def test_shapes_beyond_the_orders_file_answer_as_the_reference():
     table, records = filled()
     check(table, records)
     check(table, records)  # again, from the orders the first pass kept
+
+
+def test_a_cursor_beside_a_range_is_never_a_bucket_plan():
+    table, records = filled()
+    sort = [("n", False)]
+    query = ITEM.parse_list_query([("g", "2"), ("n__gte", "1"), ("sort", "n"), ("limit", "20")])
+    want = reference(records, lambda r: r["g"] == 2 and r["n"] is not None and r["n"] >= 1, sort)
+    after = replace(query, cursor=cursor_of(records[want[3]], sort))
+    assert bucket_operators(table, query) == (want[:20], len(want), True)
+    assert bucket_operators(table, after) is None
+    page, _total, _more = plans.list_page(table, after)
+    assert [r["id"] for r in page] == want[4:24]
+
+
+def test_a_range_with_one_match_and_an_id_0_in_a_bucket_are_answered():
+    table, _records = table_of([(1, i) for i in range(200)] + [(2, 0)] * 800)
+    assert page(table, ("g", "1"), ("n__gte", "199"), ("limit", "50")) == [200]
+    assert page(table, ("g", "1"), ("n__gte", "199"), ("sort", "-n"), ("limit", "50")) == [200]
+    assert page(table, ("g", "1"), ("n__gte", "198"), ("sort", "n"), ("limit", "50"), ("offset", "1")) == [200]
+    table, _records = table_of([(1, i) for i in range(200)])
+    table.insert(ITEM.row(record(0, (5, 1.0, "a", "x", 1, None))))
+    assert page(table, ("g", "1"), ("limit", "3")) == [0, 1, 2]
+    assert page(table, ("g", "1"), ("k", "x"), ("limit", "3")) == [0, 1, 2]
+    assert page(table, ("g", "1"), ("n__lte", "5"), ("limit", "3")) == [0, 1, 2]
 
 
 def test_a_row_test_beside_a_range_is_never_a_bucket_plan():
@@ -132,8 +166,9 @@ def page(table: Table, *params: tuple[str, str]) -> list[int]:
 
 def test_a_list_sorted_by_its_filtered_field_builds_no_bucket():
     table, _records = table_of([(1, i % 3) for i in range(400)])
-    assert page(table, ("n", "1"), ("sort", "-n"), ("limit", "3")) == [2, 5, 8]  # equal keys: ids ascending
-    assert page(table, ("n", "1"), ("n__gte", "1"), ("sort", "n"), ("limit", "3")) == [2, 5, 8]
+    # equal keys: ids ascending (a page long enough that a bucket would be built)
+    assert page(table, ("n", "1"), ("sort", "-n"), ("limit", "300"))[:3] == [2, 5, 8]
+    assert page(table, ("n", "1"), ("n__gte", "1"), ("sort", "n"), ("limit", "300"))[:3] == [2, 5, 8]
     assert built(table) == {}
     assert page(table, ("g", "1"), ("sort", "-n"), ("limit", "300"))[:3] == [3, 6, 9]
     assert built(table) == {("g", "n"): [1]}
