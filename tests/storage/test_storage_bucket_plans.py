@@ -9,10 +9,11 @@ n) never, to the exact boundary."""
 from __future__ import annotations
 
 from dataclasses import replace
+from sys import getsizeof
 
 from dbsvc.storage import query as plans
 from dbsvc.storage.bucketplan import bucket_operators, bucket_plan
-from dbsvc.storage.buckets import BUCKET_AT
+from dbsvc.storage.buckets import BUCKET_AT, BucketOrder
 from dbsvc.storage.table import Table
 from tests.storage.test_storage_bucket_orders import filled, record
 from tests.storage.test_storage_plan_units import ITEM, cursor_of, reference, sort_param
@@ -203,3 +204,49 @@ def test_a_bucket_whose_walk_is_cheaper_is_never_built_to_the_exact_boundary():
     table, _records = table_of([(1, i) for i in range(150)] + [(2, 0)] * 9850)
     assert page(table, ("g", "1"), ("sort", "-n"), ("limit", "1")) == [150]
     assert built(table) == {}
+
+
+# -- buckets.py's own: its build, its kept lookup, its key arrays and its byte count ------
+
+
+def test_a_bucket_order_built_alone_holds_its_entries_by_key_nulls_apart():
+    order = BucketOrder.build([3, None, 1, 3, None], [10, 11, 12, 13, 14])
+    assert (list(order), list(order.nulls)) == ([(1, 12), (3, 10), (3, 13), (None, 11), (None, 14)], [11, 14])
+    assert [type(keys) for keys in order.key_sublists] == [list]  # no typecode: lists
+    floats = BucketOrder.build([2.5, 0.5], [1, 2], "d")
+    assert [(keys.typecode, list(keys)) for keys in floats.key_sublists] == [("d", [0.5, 2.5])]
+
+
+def test_a_kept_bucket_is_found_again_and_holds_its_sort_fields_keys_in_an_array():
+    table, _records = table_of([(1, i) for i in range(300)])
+    buckets = table.buckets
+    assert buckets.nbytes() == 0
+    order = buckets.order("g", 1, table.hashes["g"], "n", table.ordered["n"])
+    assert order is not None and len(order) == 300
+    assert buckets.order("g", 1, table.hashes["g"], "n", table.ordered["n"]) is order
+    assert [keys.typecode for keys in order.key_sublists] == ["q"] * len(order.key_sublists)
+    other = buckets.order("g", 1, table.hashes["g"], "f", table.ordered["f"])
+    assert other is not None and other is not order
+    assert {keys.typecode for keys in other.key_sublists} == {"d"}
+    assert buckets.order("g", 2, table.hashes["g"], "n", table.ordered["n"]) is None  # no such bucket
+    assert len(buckets) == 2 and buckets.entries() == 600
+
+
+def test_the_byte_count_is_every_container_an_order_holds():
+    table, _records = table_of([(1, i if i % 5 else None) for i in range(300)])
+    buckets = table.buckets
+    order = buckets.order("g", 1, table.hashes["g"], "n", table.ordered["n"])
+    assert order is not None and len(order.nulls) == 60
+    own = (
+        getsizeof(buckets.pairs[("g", "n")])
+        + getsizeof(order)
+        + getsizeof(order.key_sublists)
+        + getsizeof(order.id_sublists)
+        + getsizeof(order.last_keys)
+        + getsizeof(order.last_ids)
+        + sum(getsizeof(sub) for sub in order.key_sublists)
+        + sum(getsizeof(sub) for sub in order.id_sublists)
+        + getsizeof(order.nulls)
+        + sum(getsizeof(sub) for sub in order.nulls.sublists)
+    )
+    assert buckets.nbytes() == own
