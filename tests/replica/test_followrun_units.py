@@ -186,6 +186,7 @@ def test_a_run_of_inserts_with_one_fault_is_left_to_the_general_path():
         "fields out of order": payload("insert", 3, dict(reversed(list(record.items()))), 3),
         "datetime key": payload("insert", 3, record | {"at": "2026-13-01T00:00:00Z"}, 3),
         "int64 key": payload("insert", 3, record | {"n": 2**63}, 3),
+        "empty datetime": payload("insert", 3, record | {"at": ""}, 3),
         "int64 key below": payload("insert", 3, record | {"n": -(2**63) - 1}, 3),
         "new types": payload("insert", 3, record | {"n": None}, 3),
         "a float": payload("insert", 3, record | {"n": 1.5}, 3),
@@ -306,3 +307,7 @@ def test_check_fit_refuses_with_the_field_the_value_and_what_was_expected():
     assert refusal(table, item(1, n=-(2**63))) == "passed"
     assert refusal(table, item(1, n=None)) == "passed"  # a new shape, validated, then known
     assert refusal(table, item(2, n=None)) == "passed"
+    # a null key is skipped, and the keys after it are still checked
+    assert refusal(table, item(2, n=None, at="2026-13-01T00:00:00Z")).startswith(
+        "replication frame at offset 9: Item 2 does not fit the schema: at: "
+    )

@@ -50,9 +50,9 @@ def test_an_ordered_run_with_its_first_pair_inside_and_the_rest_after_the_end():
 
 
 def test_a_long_run_into_a_middle_sublist_splits_it_and_keeps_the_ones_after():
-    one, many = ordered([(2 * k, k + 1) for k in range(5 * LOAD)])  # three sublists or more
+    one, many = ordered([(10 * k, k + 1) for k in range(5 * LOAD)])  # three sublists or more
     assert len(many.key_sublists) >= 3
-    keys = [1 + 2 * (k % 100) for k in range(3 * LOAD)]  # inside the first sublist's keys
+    keys = [k for k in range(1, 10 * LOAD) if k % 10][: 3 * LOAD]  # distinct, inside the first sublist's keys
     check_run(one, many, keys, list(range(10**6, 10**6 + 3 * LOAD)))
     assert len(many) == 8 * LOAD
 
