@@ -111,6 +111,8 @@ def test_plain_spans_cut_where_the_kind_the_model_or_the_key_count_changes():
     assert plain_spans([upd | {"previous": None, "x": 1}] * 2) == [(0, 2, None)]  # eight keys
     assert plain_spans([ins, [1]]) == [(0, 2, None)]
     assert plain_spans([]) == [(0, 0, None)]
+    assert plain_spans([ins, ins, other, other]) == [(0, 2, "insert"), (2, 4, "insert")]  # two models
+    assert plain_spans([{"kind": [1]}, {"kind": [1]}, ins]) == [(0, 2, None), (2, 3, None)]  # an unhashable kind
 
 
 # -- insert_run ------------------------------------------------------------------------
