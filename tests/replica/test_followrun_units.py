@@ -313,3 +313,14 @@ def test_check_fit_refuses_with_the_field_the_value_and_what_was_expected():
     assert refusal(table, item(2, n=None, at="2026-13-01T00:00:00Z")).startswith(
         "replication frame at offset 9: Item 2 does not fit the schema: at: "
     )
+
+
+def test_a_key_that_parses_is_checked_without_a_key_array():
+    source = SCHEMA.replace("at     datetime @sort", "at     datetime @filter")
+    model = compile_schema(parse_schema(source)).BY_NAME["Item"]
+    table = Table(model)
+    assert model.key_arrays.get("at") is None  # a filter's key, not kept in an array
+    assert refusal(table, item(1)) == "passed"
+    assert refusal(table, item(1, at="2026-13-01T00:00:00Z")).startswith(
+        "replication frame at offset 9: Item 1 does not fit the schema: at: "
+    )
