@@ -1,0 +1,326 @@
+"""storage/followrun.py at its decisions, in process and without a store: each check a run
+of plain inserts or updates makes (offsets, watermarks, model, fields, ids, value types,
+index keys) says yes to a good run and no to a run with one fault, `scan_group` takes
+exactly the payloads follow.py's `_decode` would, `plain_spans` cuts a group where its
+kinds, models or key counts change, and `check_fit` refuses a record with its message word
+for word. tests/replica/test_replica_apply_plain_runs.py holds the same rules end to end
+(a group against its frames one at a time, on real stores); these are the cheap units.
+
+Every test compiles its own schema, so that no model's learned value types (`check_fit`'s)
+carry from one test to the next."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from dbsvc.compiler import compile_schema
+from dbsvc.errors import StreamError
+from dbsvc.runtime import CompiledModel
+from dbsvc.schema import parse_schema
+from dbsvc.storage.events import ChangeEvent, EventKind
+from dbsvc.storage.followrun import Run, check_fit, insert_run, plain_spans, scan_group, update_run
+from dbsvc.storage.logfile import encode_frame
+from dbsvc.storage.table import Table
+
+SCHEMA = """model Item {
+  id     int      @id
+  name   str      @filter @sort @min(1)
+  n      int?     @sort
+  at     datetime @sort
+  extra  json?
+}
+"""
+SCAN = json.JSONDecoder().scan_once
+
+
+def fresh() -> tuple[CompiledModel, Table]:
+    model = compile_schema(parse_schema(SCHEMA)).BY_NAME["Item"]
+    return model, Table(model)
+
+
+def item(i: Any, **over: Any) -> dict:
+    return {"id": i, "name": f"item {i}", "n": i, "at": "2026-01-01T00:00:00Z", "extra": None} | over
+
+
+def payload(kind: str, at: int, record: Any, watermark: int | None = None, **over: Any) -> dict:
+    event: dict[str, Any] = {"kind": kind, "model": "Item", "offset": at, "watermark": at if watermark is None else watermark}
+    event["id"] = record["id"] if isinstance(record, dict) else None
+    event["record"] = record
+    event.update(over)
+    return event
+
+
+def frame(event: dict, header: int | None = None) -> bytes:
+    text = json.dumps(event, separators=(",", ":")).encode()
+    return encode_frame(event.get("offset", 3) if header is None else header, text)
+
+
+def taught(model: CompiledModel, table: Table, record: dict) -> None:
+    """`check_fit` of one good record: its value types are known good from then on."""
+    check_fit(table, 1, ChangeEvent(EventKind.INSERT, "Item", 1, 1, record["id"], record), model.row(record))
+
+
+# -- scan_group ------------------------------------------------------------------------
+
+
+def test_scan_group_takes_each_payload_alone_within_the_limit():
+    events = [payload("insert", 1, item(1)), payload("insert", 2, item(2))]
+    frames = [frame(e) for e in events]
+    size = max(len(f) for f in frames) - 16  # the header is 16 bytes
+    assert scan_group(frames, size, SCAN) == events
+    assert scan_group(frames, size - 1, SCAN) is None
+    assert scan_group([], 100, SCAN) is None
+
+
+def test_scan_group_refuses_a_group_with_one_payload_that_is_not_one_json_value():
+    good = frame(payload("insert", 1, item(1)))
+    bad = [
+        encode_frame(2, b'{"kind":"insert"'),  # cut short
+        encode_frame(2, b'{"a":1} '),  # something after the value
+        encode_frame(2, b'{"a":1}{"b":2}'),  # two values
+        encode_frame(2, b"\xff{}"),  # not UTF-8
+        encode_frame(2, b"x"),  # no value starts here (the scanner's StopIteration)
+        encode_frame(2, b"[" * 100_000 + b"]" * 100_000),  # deeper than the interpreter's stack
+    ]
+    for one in bad:
+        assert scan_group([good, one], 1 << 20, SCAN) is None, one[:40]
+    assert scan_group([good, encode_frame(2, b"7")], 1 << 20, SCAN) == [json.loads(good[16:]), 7]
+
+
+# -- plain_spans -----------------------------------------------------------------------
+
+
+def test_plain_spans_cut_where_the_kind_the_model_or_the_key_count_changes():
+    ins = payload("insert", 1, item(1))
+    upd = payload("update", 1, item(1), previous=item(1))
+    other = payload("insert", 1, item(1), model="Other")
+    marked = payload("insert", 1, item(1), batch={"first": 1, "last": 2})
+    fields = [ins, ins, ins, upd, upd, other, other, marked, marked, ins, upd, {"kind": 7}, {"kind": 7}]
+    assert plain_spans(fields) == [
+        (0, 3, "insert"),
+        (3, 5, "update"),
+        (5, 7, "insert"),
+        (7, 9, None),  # a batch mark: seven keys for an insert
+        (9, 10, None),  # one frame alone is never a run
+        (10, 11, None),
+        (11, 13, None),  # a kind that is not a string
+    ]
+    deletes = payload("delete", 1, item(1))
+    assert plain_spans([deletes, deletes]) == [(0, 2, None)]
+    assert plain_spans([upd | {"previous": None, "x": 1}] * 2) == [(0, 2, None)]  # eight keys
+    assert plain_spans([ins, [1]]) == [(0, 2, None)]
+    assert plain_spans([]) == [(0, 0, None)]
+    assert plain_spans([ins, ins, other, other]) == [(0, 2, "insert"), (2, 4, "insert")]  # two models
+    assert plain_spans([{"kind": [1]}, {"kind": [1]}, ins]) == [(0, 2, None), (2, 3, None)]  # an unhashable kind
+
+
+# -- insert_run ------------------------------------------------------------------------
+
+
+def good_inserts(first: int, ids: list[int], watermark: int = 0) -> tuple[list[bytes], list[dict]]:
+    fields = [payload("insert", first + n, item(i), watermark + 1 + n) for n, i in enumerate(ids)]
+    return [frame(f) for f in fields], fields
+
+
+def test_a_good_run_of_inserts_is_its_events_values_ids_undo_marks_and_offsets():
+    model, table = fresh()
+    taught(model, table, item(1))
+    frames, fields = good_inserts(5, [3, 4, 9])
+    run = insert_run(table, frames, fields, 5, 0, 2, set())
+    assert isinstance(run, Run)
+    assert run.events == [
+        ChangeEvent(EventKind.INSERT, "Item", 5, 1, 3, item(3), None, None),
+        ChangeEvent(EventKind.INSERT, "Item", 6, 2, 4, item(4), None, None),
+        ChangeEvent(EventKind.INSERT, "Item", 7, 3, 9, item(9), None, None),
+    ]
+    assert list(map(list, run.values)) == [[i, f"item {i}", i, "2026-01-01T00:00:00Z", None] for i in (3, 4, 9)]
+    assert (run.ids, run.tops, run.offsets) == ([3, 4, 9], [2, 3, 4], [5, 6, 7])
+    assert len(table.live) == 0  # nothing changed
+
+
+def test_ids_out_of_order_are_looked_up_and_taken_when_new():
+    model, table = fresh()
+    taught(model, table, item(1))
+    for i in (10, 20):
+        table.insert(model.row(item(i)))
+    frames, fields = good_inserts(1, [15, 12, 30, 5])
+    run = insert_run(table, frames, fields, 1, 0, 20, {7})
+    assert run is not None and run.tops == [20, 20, 20, 30]
+    for ids, pending in [([15, 12, 20], set()), ([15, 12, 15], set()), ([15, 12, 7], {7})]:
+        frames, fields = good_inserts(1, ids)
+        assert insert_run(table, frames, fields, 1, 0, 20, pending) is None, (ids, pending)
+    # ascending and above the top: no lookup, whatever the table holds below it
+    frames, fields = good_inserts(1, [21, 22])
+    assert insert_run(table, frames, fields, 1, 0, 20, {7}) is not None
+    frames, fields = good_inserts(1, [20, 21])  # the first not above the top: looked up, 20 is live
+    assert insert_run(table, frames, fields, 1, 0, 20, set()) is None
+    frames, fields = good_inserts(1, [22, 21])  # above the top, not ascending: looked up, both new
+    assert insert_run(table, frames, fields, 1, 0, 20, set()) is not None
+    frames, fields = good_inserts(1, [22, 22])
+    assert insert_run(table, frames, fields, 1, 0, 20, set()) is None
+
+
+def test_a_run_of_inserts_with_one_fault_is_left_to_the_general_path():
+    model, table = fresh()
+    taught(model, table, item(1))
+    record = item(12)
+
+    def run_with(fault: Any, at: int = 1, watermark: int = 0, header: int | None = None) -> Run | None:
+        frames, fields = good_inserts(1, [10, 11, 12])
+        if fault is not None:
+            fields[2] = fault
+            frames[2] = frame(fault, header)
+        return insert_run(table, frames, fields, at, watermark, 0, set())
+
+    assert run_with(None) is not None
+    assert run_with(payload("insert", 3, record, 3), header=3) is not None
+    faults = {
+        "payload offset": payload("insert", 4, record, 3),
+        "bool offset": payload("insert", True, record, 3) | {"offset": True},
+        "watermark": payload("insert", 3, record, 4),
+        "no offset": {k: v for k, v in payload("insert", 3, record, 3).items() if k != "offset"},
+        "record a list": payload("insert", 3, [12], 3) | {"id": 12},
+        "str id": payload("insert", 3, record | {"id": "12"}, 3),
+        "event id differs": payload("insert", 3, record, 3) | {"id": 13},
+        "missing field": payload("insert", 3, {k: v for k, v in record.items() if k != "extra"}, 3),
+        "an extra field": payload("insert", 3, record | {"more": 1}, 3),
+        "fields out of order": payload("insert", 3, dict(reversed(list(record.items()))), 3),
+        "datetime key": payload("insert", 3, record | {"at": "2026-13-01T00:00:00Z"}, 3),
+        "int64 key": payload("insert", 3, record | {"n": 2**63}, 3),
+        "empty datetime": payload("insert", 3, record | {"at": ""}, 3),
+        "int64 key below": payload("insert", 3, record | {"n": -(2**63) - 1}, 3),
+        "new types": payload("insert", 3, record | {"n": None}, 3),
+        "a float": payload("insert", 3, record | {"n": 1.5}, 3),
+    }
+    for name, fault in faults.items():
+        assert run_with(fault) is None, name
+    assert run_with(payload("insert", 3, record, 3), header=4) is None  # the frame's header offset
+    assert run_with(None, at=2) is None  # not the offset the store expects next
+    assert run_with(None, watermark=1) is None  # not the table's watermark on
+    # int64 bounds themselves are in range
+    for n in (2**63 - 1, -(2**63)):
+        assert run_with(payload("insert", 3, record | {"n": n}, 3)) is not None, n
+
+
+def test_a_run_with_mixed_value_types_needs_each_of_its_shapes_known():
+    model, table = fresh()
+    taught(model, table, item(1))
+    frames, fields = good_inserts(1, [2, 3])
+    fields[1] = payload("insert", 2, item(3, n=None), 2)
+    frames[1] = frame(fields[1])
+    assert insert_run(table, frames, fields, 1, 0, 1, set()) is None  # (int, ..., None) is new
+    taught(model, table, item(1, n=None))
+    run = insert_run(table, frames, fields, 1, 0, 1, set())
+    assert run is not None and run.ids == [2, 3]
+    frames, fields = good_inserts(1, [2, 3])
+    fields[1] = payload("insert", 2, item(3, name=5), 2)  # two shapes, one never validated
+    frames[1] = frame(fields[1])
+    assert insert_run(table, frames, fields, 1, 0, 1, set()) is None
+
+
+def test_a_null_datetime_or_int_is_no_key_to_check():
+    source = SCHEMA.replace("at     datetime @sort", "at     datetime? @sort")
+    model = compile_schema(parse_schema(source)).BY_NAME["Item"]
+    table = Table(model)
+    taught(model, table, item(1, at=None, n=None))
+    frames, fields = good_inserts(1, [2, 3])
+    fields = [payload("insert", 1 + n, item(i, at=None, n=None), 1 + n) for n, i in enumerate([2, 3])]
+    frames = [frame(f) for f in fields]
+    run = insert_run(table, frames, fields, 1, 0, 1, set())
+    assert run is not None and run.ids == [2, 3]
+
+
+# -- update_run ------------------------------------------------------------------------
+
+
+def test_a_run_of_updates_is_each_rows_event_and_values_or_none():
+    model, table = fresh()
+    taught(model, table, item(1))
+    for i in (1, 2):
+        table.insert(model.row(item(i)))
+
+    def updates(*over: dict) -> tuple[list[bytes], list[dict]]:
+        fields = [
+            payload("update", 3 + n, item(i, name="new"), 1 + n, previous=item(i)) | o
+            for n, (i, o) in enumerate(zip((1, 2), over))
+        ]
+        return [frame(f) for f in fields], fields
+
+    frames, fields = updates({}, {})
+    rows = update_run(table, frames, fields, 3, 0)
+    assert rows == [
+        (ChangeEvent(EventKind.UPDATE, "Item", 3, 1, 1, item(1, name="new"), item(1), None), model.row(item(1, name="new"))),
+        (ChangeEvent(EventKind.UPDATE, "Item", 4, 2, 2, item(2, name="new"), item(2), None), model.row(item(2, name="new"))),
+    ]
+    bad = [
+        {"previous": None},
+        {"id": 3, "record": item(3)},  # not live
+        {"id": [2], "record": item([2])},  # unhashable
+        {"offset": 5},
+        {"record": item(2, n=2**63)},
+        {"record": item(2, n=0.5)},
+        {"record": item(9)},  # the record's id is not the event's
+    ]
+    for over in bad:
+        frames, fields = updates({}, over)
+        assert update_run(table, frames, fields, 3, 0) is None, over
+    frames, fields = updates({}, {})
+    fields[1] = {k: v for k, v in fields[1].items() if k != "previous"}
+    assert update_run(table, frames, fields, 3, 0) is None
+    frames, fields = updates({}, {})
+    assert update_run(table, frames, fields, 4, 0) is None
+    assert update_run(table, frames, fields, 3, 1) is None
+
+
+# -- check_fit -------------------------------------------------------------------------
+
+
+def event_of(record: dict, id_: Any = None) -> ChangeEvent:
+    return ChangeEvent(EventKind.INSERT, "Item", 9, 9, record["id"] if id_ is None else id_, record)
+
+
+def refusal(table: Table, record: dict, id_: Any = None) -> str:
+    try:
+        check_fit(table, 9, event_of(record, id_), table.model.row(record))
+    except StreamError as exc:
+        return str(exc)
+    return "passed"
+
+
+def test_check_fit_refuses_with_the_field_the_value_and_what_was_expected():
+    model, table = fresh()
+    assert refusal(table, item(1), id_=2) == "replication frame at offset 9: Item event id 2 differs from the record's id 1"
+    refused = refusal(table, item(1, n=1.5))
+    assert refused.startswith("replication frame at offset 9: Item 1 does not fit the schema: "), refused
+    assert "n" in refused
+    assert refusal(table, item(1)) == "passed"
+    # known types now: only the keys that can fail are checked, each with its message
+    assert refusal(table, item(1, at="2026-13-01T00:00:00Z")).startswith(
+        "replication frame at offset 9: Item 1 does not fit the schema: at: "
+    )
+    assert refusal(table, item(1, n=2**63)) == (
+        "replication frame at offset 9: Item 1 does not fit the schema: n 9223372036854775808 is out of the int64 range"
+    )
+    assert refusal(table, item(1, n=-(2**63) - 1)) == (
+        "replication frame at offset 9: Item 1 does not fit the schema: n -9223372036854775809 is out of the int64 range"
+    )
+    assert refusal(table, item(1, n=2**63 - 1)) == "passed"
+    assert refusal(table, item(1, n=-(2**63))) == "passed"
+    assert refusal(table, item(1, n=None)) == "passed"  # a new shape, validated, then known
+    assert refusal(table, item(2, n=None)) == "passed"
+    # a null key is skipped, and the keys after it are still checked
+    assert refusal(table, item(2, n=None, at="2026-13-01T00:00:00Z")).startswith(
+        "replication frame at offset 9: Item 2 does not fit the schema: at: "
+    )
+
+
+def test_a_key_that_parses_is_checked_without_a_key_array():
+    source = SCHEMA.replace("at     datetime @sort", "at     datetime @filter")
+    model = compile_schema(parse_schema(source)).BY_NAME["Item"]
+    table = Table(model)
+    assert model.key_arrays.get("at") is None  # a filter's key, not kept in an array
+    assert refusal(table, item(1)) == "passed"
+    assert refusal(table, item(1, at="2026-13-01T00:00:00Z")).startswith(
+        "replication frame at offset 9: Item 1 does not fit the schema: at: "
+    )

@@ -1,0 +1,64 @@
+"""runs.py at the decisions the random runs of test_replica_apply_runs.py reach seldom or
+never: a sorted run whose first entry is below the last one held (or one entry alone), an
+ordered run whose first pair goes inside and the rest after the end, a run of more than
+2 * LOAD pairs into a middle sublist (split there, the sublists after it kept), and a run
+of more than 4 * LOAD pairs past the end (every sublist's last key and id kept). Each is
+held to `add` of each entry in turn."""
+
+from __future__ import annotations
+
+from dbsvc.storage.indexes import OrderedIndex
+from dbsvc.storage.runs import add_ordered_run, add_sorted_run
+from dbsvc.storage.sortedlist import LOAD, SortedIndex
+from tests.replica.test_replica_apply_runs import _ordered_shape
+
+
+def test_a_sorted_run_not_past_the_last_entry_is_added_one_by_one():
+    for held, run in [
+        ([1, 2, 3, 20], [15, 25, 30]),  # above the sublist's second and next-to-last entries, below its last
+        ([1, 2, 3, 20], [25]),  # one entry past the end
+        ([1, 2, 3, 20], [10, 30]),  # the first below the last, the second past it
+    ]:
+        one, many = SortedIndex(held), SortedIndex(held)
+        for entry in run:
+            one.add(entry)
+        add_sorted_run(many, run)
+        assert list(many) == sorted(held + run) == list(one), (held, run)
+
+
+def ordered(pairs: list[tuple[int, int]]) -> tuple[OrderedIndex, OrderedIndex]:
+    one, many = OrderedIndex(typecode="q"), OrderedIndex(typecode="q")
+    for key, id_ in pairs:
+        one.add(key, id_)
+        many.add(key, id_)
+    return one, many
+
+
+def check_run(one: OrderedIndex, many: OrderedIndex, keys: list[int], ids: list[int]) -> None:
+    for key, id_ in zip(keys, ids):
+        one.add(key, id_)
+    add_ordered_run(many, keys, ids)
+    assert _ordered_shape(many) == _ordered_shape(one)
+    assert list(many.last_keys) == [k[-1] for k in many.key_sublists]
+    assert list(many.last_ids) == [i[-1] for i in many.id_sublists]
+
+
+def test_an_ordered_run_with_its_first_pair_inside_and_the_rest_after_the_end():
+    one, many = ordered([(k, k + 1) for k in range(11)])
+    check_run(one, many, [5, 20], [100, 101])
+    assert list(many) == sorted([(k, k + 1) for k in range(11)] + [(5, 100), (20, 101)])
+
+
+def test_a_long_run_into_a_middle_sublist_splits_it_and_keeps_the_ones_after():
+    one, many = ordered([(10 * k, k + 1) for k in range(5 * LOAD)])  # three sublists or more
+    assert len(many.key_sublists) >= 3
+    keys = [k for k in range(1, 10 * LOAD) if k % 10][: 3 * LOAD]  # distinct, inside the first sublist's keys
+    check_run(one, many, keys, list(range(10**6, 10**6 + 3 * LOAD)))
+    assert len(many) == 8 * LOAD
+
+
+def test_a_run_past_the_end_longer_than_four_sublists_keeps_every_last_entry():
+    one, many = ordered([(k, k + 1) for k in range(10)])
+    keys = list(range(100, 100 + 5 * LOAD))
+    check_run(one, many, keys, list(range(100, 100 + 5 * LOAD)))
+    assert len(many.key_sublists) >= 3
