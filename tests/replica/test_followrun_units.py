@@ -44,7 +44,12 @@ def item(i: Any, **over: Any) -> dict:
 
 
 def payload(kind: str, at: int, record: Any, watermark: int | None = None, **over: Any) -> dict:
-    event: dict[str, Any] = {"kind": kind, "model": "Item", "offset": at, "watermark": at if watermark is None else watermark}
+    event: dict[str, Any] = {
+        "kind": kind,
+        "model": "Item",
+        "offset": at,
+        "watermark": at if watermark is None else watermark,
+    }
     event["id"] = record["id"] if isinstance(record, dict) else None
     event["record"] = record
     event.update(over)
@@ -250,8 +255,14 @@ def test_a_run_of_updates_is_each_rows_event_and_values_or_none():
     frames, fields = updates({}, {})
     rows = update_run(table, frames, fields, 3, 0)
     assert rows == [
-        (ChangeEvent(EventKind.UPDATE, "Item", 3, 1, 1, item(1, name="new"), item(1), None), model.row(item(1, name="new"))),
-        (ChangeEvent(EventKind.UPDATE, "Item", 4, 2, 2, item(2, name="new"), item(2), None), model.row(item(2, name="new"))),
+        (
+            ChangeEvent(EventKind.UPDATE, "Item", 3, 1, 1, item(1, name="new"), item(1), None),
+            model.row(item(1, name="new")),
+        ),
+        (
+            ChangeEvent(EventKind.UPDATE, "Item", 4, 2, 2, item(2, name="new"), item(2), None),
+            model.row(item(2, name="new")),
+        ),
     ]
     bad = [
         {"previous": None},
@@ -290,7 +301,10 @@ def refusal(table: Table, record: dict, id_: Any = None) -> str:
 
 def test_check_fit_refuses_with_the_field_the_value_and_what_was_expected():
     model, table = fresh()
-    assert refusal(table, item(1), id_=2) == "replication frame at offset 9: Item event id 2 differs from the record's id 1"
+    assert (
+        refusal(table, item(1), id_=2)
+        == "replication frame at offset 9: Item event id 2 differs from the record's id 1"
+    )
     refused = refusal(table, item(1, n=1.5))
     assert refused.startswith("replication frame at offset 9: Item 1 does not fit the schema: "), refused
     assert "n" in refused

@@ -23,11 +23,7 @@ SHAPES = [
     ([("g", "1"), ("k", "y"), ("n", "3")], lambda r: r["g"] == 1 and r["k"] == "y" and r["n"] == 3, [("f", True)]),
     ([("g", "2"), ("k", "x"), ("n", "1")], lambda r: r["g"] == 2 and r["k"] == "x" and r["n"] == 1, []),
     # a range and two filters, in id order and sorted by the range's field descending
-    (
-        [("g", "3"), ("k", "y"), ("f__gte", "1.5")],
-        lambda r: r["g"] == 3 and r["k"] == "y" and r["f"] >= 1.5,
-        [],
-    ),
+    ([("g", "3"), ("k", "y"), ("f__gte", "1.5")], lambda r: r["g"] == 3 and r["k"] == "y" and r["f"] >= 1.5, []),
     (
         [("g", "4"), ("k", "y"), ("n__gt", "0")],
         lambda r: r["g"] == 4 and r["k"] == "y" and (r["n"] or 0) > 0,
@@ -50,11 +46,7 @@ SHAPES = [
         [],
     ),
     # two values of the smallest filter beside a range
-    (
-        [("g", "1"), ("g", "2"), ("n__gte", "2")],
-        lambda r: r["g"] in (1, 2) and r["n"] is not None and r["n"] >= 2,
-        [],
-    ),
+    ([("g", "1"), ("g", "2"), ("n__gte", "2")], lambda r: r["g"] in (1, 2) and r["n"] is not None and r["n"] >= 2, []),
     # two filters and two sort keys; two values of a filter, sorted
     ([("g", "4"), ("k", "y")], lambda r: r["g"] == 4 and r["k"] == "y", [("s", False), ("n", True)]),
     ([("g", "1"), ("g", "2")], lambda r: r["g"] in (1, 2), [("n", True)]),

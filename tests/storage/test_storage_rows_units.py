@@ -26,7 +26,9 @@ def test_a_previous_record_of_other_or_fewer_keys_is_encoded_as_it_is():
     values = (1, "b", 2)
     record = dict(zip(FIELDS, values))
     assert pack_update(FIELDS, record, values, {"id": 1, "name": "a"}, (1, "a"))[2] == '{"id":1,"name":"a"}'
-    assert pack_update(FIELDS, record, values, {"id": 1, "nom": "a", "n": 2}, (1, "a", 2))[2] == '{"id":1,"nom":"a","n":2}'
+    assert (
+        pack_update(FIELDS, record, values, {"id": 1, "nom": "a", "n": 2}, (1, "a", 2))[2] == '{"id":1,"nom":"a","n":2}'
+    )
     previous = {"id": 1, "name": "a", "n": 2, "x": None}
     assert pack_update(FIELDS, record, values, previous, (1, "a", 2, None))[2] == '{"id":1,"name":"a","n":2,"x":null}'
 
