@@ -30,7 +30,7 @@ from dbsvc.schema import parse_schema
 from dbsvc.storage import Store
 from dbsvc.storage.lock import WriterLock, probe_lock
 from dbsvc.storage.tenants import create_tenant, drop_tenant
-from support.storage import BLOG, open_store, post, user
+from support.storage import BLOG, CountingStore, open_store, post, user
 
 POST = BLOG.BY_NAME["BlogPost"]
 
@@ -188,21 +188,6 @@ def test_a_refusal_quotes_40_characters_whole_and_41_cut_to_39_and_an_ellipsis()
 
 
 # --- expand.py rule 6: entries kept per tick ------------------------------------------------
-
-
-class CountingStore:
-    """The real store, with its `get` calls counted: (model, id, as_of) each."""
-
-    def __init__(self, store: Any) -> None:
-        self.store = store
-        self.gets: list[tuple[str, Any, int | None]] = []
-
-    def get(self, model: str, id: Any, as_of: int | None = None):
-        self.gets.append((model, id, as_of))
-        return self.store.get(model, id, as_of)
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self.store, name)
 
 
 def with_posts(go: Callable[[Store], Awaitable[None]]) -> None:

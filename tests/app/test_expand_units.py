@@ -3,29 +3,12 @@ count of the store's reads (rule 5: one lookup per distinct referenced record pe
 
 from __future__ import annotations
 
-from typing import Any
-
 from dbsvc.expand import Expander
 from dbsvc.runtime import Query, json_bytes
 from dbsvc.storage.tenants import create_tenant
-from support.storage import BLOG, open_store, post, run, user
+from support.storage import BLOG, CountingStore, open_store, post, run, user
 
 POST = BLOG.BY_NAME["BlogPost"]
-
-
-class CountingStore:
-    """The real store, with its `get` calls counted: (model, id, as_of) each."""
-
-    def __init__(self, store: Any) -> None:
-        self.store = store
-        self.gets: list[tuple[str, Any, int | None]] = []
-
-    def get(self, model: str, id: Any, as_of: int | None = None):
-        self.gets.append((model, id, as_of))
-        return self.store.get(model, id, as_of)
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self.store, name)
 
 
 def filled(tmp_path):

@@ -11,18 +11,12 @@ them to move the ticks; the kept bodies are plain bytes, so every count is a lit
 
 from __future__ import annotations
 
-import asyncio
-import os
-import shutil
-import tempfile
-from collections.abc import Awaitable, Callable
-
 from dbsvc.http.message import split_target
 from dbsvc.http.types import Request
 from dbsvc.readcache import EncodedRecords, PastPages, PresentPages
 from dbsvc.runtime import json_bytes
 from dbsvc.storage import Store
-from support.storage import BLOG, open_store, post, user
+from support.storage import BLOG, post, user, with_stores
 
 LINK = '<x>; rel="next"'  # 15 characters
 
@@ -30,21 +24,6 @@ LINK = '<x>; rel="next"'  # 15 characters
 def req(target: str) -> Request:
     path, pairs = split_target(target)
     return Request("GET", target, path, pairs, [])
-
-
-def with_stores(go: Callable[..., Awaitable[None]], count: int = 1) -> None:
-    """Run `go(*stores)` over `count` fresh stores, closed and removed after."""
-    directory = tempfile.mkdtemp(prefix="present-pages-")
-    stores: list[Store] = []
-    try:
-        for n in range(count):
-            os.mkdir(f"{directory}/{n}")
-            stores.append(open_store(f"{directory}/{n}", sync="off"))
-        asyncio.run(asyncio.wait_for(go(*stores), 60))
-    finally:
-        for store in stores:
-            store.close()
-        shutil.rmtree(directory, ignore_errors=True)
 
 
 def test_a_kept_answer_is_served_for_its_own_path_and_query_only():

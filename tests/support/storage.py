@@ -3,13 +3,15 @@
 from __future__ import annotations
 
 import asyncio
+import os
+import shutil
 import signal
 import struct
 import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -204,3 +206,33 @@ def file_offsets(path: Path) -> list[int]:
         offsets.append(offset)
         pos += 16 + length
     return offsets
+
+
+def with_stores(go: Callable[..., Awaitable[None]], count: int = 1, timeout: float = 60) -> None:
+    """Run `go(*stores)` over `count` fresh blog stores (no fsync), closed and removed after."""
+    directory = tempfile.mkdtemp(prefix="stores-")
+    stores: list[Store] = []
+    try:
+        for n in range(count):
+            os.mkdir(f"{directory}/{n}")
+            stores.append(open_store(f"{directory}/{n}", sync="off"))
+        asyncio.run(asyncio.wait_for(go(*stores), timeout))
+    finally:
+        for store in stores:
+            store.close()
+        shutil.rmtree(directory, ignore_errors=True)
+
+
+class CountingStore:
+    """A real store with its `get` calls counted: (model, id, as_of) each."""
+
+    def __init__(self, store: Any) -> None:
+        self.store = store
+        self.gets: list[tuple[str, Any, int | None]] = []
+
+    def get(self, model: str, id: Any, as_of: int | None = None):  # noqa: ANN201 (the store's answer)
+        self.gets.append((model, id, as_of))
+        return self.store.get(model, id, as_of)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.store, name)

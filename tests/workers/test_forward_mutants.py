@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import os
 import shutil
 import tempfile
 from collections.abc import Awaitable, Callable
@@ -27,23 +26,8 @@ from dbsvc.storage import Store
 from dbsvc.workers import run
 from dbsvc.workers.forward import AppliedOffsets, Forwarding, ReadAfter, after_offset, applied_within, written_offset
 from support.app_calls import fresh
-from support.storage import BLOG, open_store
+from support.storage import BLOG, with_stores
 from support.storage import user as user_record
-
-
-def with_stores(go: Callable[..., Awaitable[None]], count: int = 1) -> None:
-    """Run `go(*stores)` over `count` fresh stores, closed and removed after."""
-    directory = tempfile.mkdtemp(prefix="forward-")
-    stores: list[Store] = []
-    try:
-        for n in range(count):
-            os.mkdir(f"{directory}/{n}")
-            stores.append(open_store(f"{directory}/{n}", sync="off"))
-        asyncio.run(asyncio.wait_for(go(*stores), 30))
-    finally:
-        for store in stores:
-            store.close()
-        shutil.rmtree(directory, ignore_errors=True)
 
 
 def request(method: str = "GET", after: str | None = None) -> Request:
