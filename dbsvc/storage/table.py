@@ -19,8 +19,9 @@ State of a `Table`::
                 with its id -> key column (`.column`, keycolumns.py) for sorting ids
     refs        field -> {parent id -> number of children}, for every @ref field
     words       WordIndex (words.py): word -> ids of the @search fields, or None without any
-    buckets     BucketOrders (buckets.py): a filter value's bucket in a sort field's order, per
-                pair a list asked for (kept by `_index`, `_unindex`, `_swap`)
+    buckets     BucketOrders (buckets.py): what lists asked for, kept by `_index`, `_unindex`,
+                `_swap`: a filter value's bucket in a sort field's order, a count per pair of
+                filter values, a prefix's ids in another sort field's order
     base_ids    ids of the snapshot's records, ascending: rows 1..len(base_ids) of the epoch
     rows        (id, stored | None, previous stored | None) per row after the snapshot
     prior       array('q') beside `rows`: the version of each row's previous record (0: none)
