@@ -251,3 +251,43 @@ def test_a_records_ref_to_itself_is_no_child_of_its_delete():
     with pytest.raises(Referenced) as e:
         checks.delete(n, 3)
     assert str(e.value) == "node 3 is referenced by 1 record(s) of Node"
+
+
+# -- the dicts handed out (shown.py): a write's record is the one a read hands back --------
+
+
+def test_an_inserted_or_replaced_record_is_the_dict_reads_and_later_checks_hand_out():
+    checks, ts = tables()
+    n = ts["Node"]
+    inserted = put(checks, n, node(1, name="a"))
+    assert n.shown(1, n.live[1]) is inserted  # kept under its id by insert's apply
+    assert checks.check_replace(n, 1, node(1, name="b"))[1] is inserted
+    assert checks.delete(n, 1)[0] is inserted
+    _previous, replaced, apply = checks.replace(n, 1, node(1, name="b"))
+    apply()
+    assert n.shown(1, n.live[1]) is replaced
+    assert checks.delete(n, 1)[0] is replaced
+
+
+def test_a_replace_given_its_own_id_keeps_the_callers_dict_and_copies_only_to_set_the_id():
+    checks, ts = tables()
+    n = ts["Node"]
+    put(checks, n, node(1))
+    given = node(1, name="b")
+    assert checks.check_replace(n, 1, given)[2] is given
+    other = node(2, name="c")
+    record = checks.check_replace(n, 1, other)[2]
+    assert record is not other and record == node(1, name="c") and other["id"] == 2
+
+
+def test_a_replace_is_undone_to_the_record_it_replaced():
+    checks, ts = tables()
+    n = ts["Node"]
+    put(checks, n, node(1, name="a"))
+    before = n.live[1]
+    checks.replace(n, 1, node(1, name="b"))[2]()
+    assert n.shown(1, n.live[1])["name"] == "b"
+    n.undo_last(n.max_id)  # a group write's rollback (commit.py)
+    assert n.live[1] is before and n.shown(1, n.live[1]) == node(1, name="a")
+    assert n.unique_clash(n.model.row(node(2, name="a"))) == ("name", 1)
+    assert n.unique_clash(n.model.row(node(2, name="b"))) is None
