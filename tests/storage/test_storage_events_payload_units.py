@@ -19,6 +19,7 @@ from dbsvc.storage.events import (
     EventKind,
     decode_event,
     fitted_delete_payload,
+    record_limit,
     write_event,
     write_payload,
 )
@@ -135,3 +136,44 @@ def test_from_dict_reads_every_field_and_the_batch_mark():
     assert list(ChangeEvent.from_dict(json.loads(text)).to_dict()) == [
         "kind", "model", "offset", "watermark", "id", "record", "previous", "batch"
     ]
+
+
+def test_an_updates_batch_mark_comes_after_its_previous_record():
+    event = ChangeEvent(EventKind.UPDATE, "Doc", 8, 4, 1, {"id": 1, "t": 2}, {"id": 1, "t": 1}, (7, 9))
+    assert event.payload() == (
+        b'{"kind":"update","model":"Doc","offset":8,"watermark":4,"id":1,"record":{"id":1,"t":2},'
+        b'"previous":{"id":1,"t":1},"batch":{"first":7,"last":9}}'
+    )
+
+
+def test_the_record_limit_is_half_of_what_the_head_reserve_leaves():
+    assert record_limit(3074) == 1025 and record_limit(3075) == 1025
+    assert record_limit(64 * 1024 * 1024) == 33_553_920
+    assert type(record_limit(3074)) is int
+
+
+def test_a_delete_counts_the_comma_before_each_omitted_name_after_the_first():
+    record = {"code": KEY, "a": A, "b": B, "d": "z" * 20}
+    event = ChangeEvent(EventKind.DELETE, "Doc", 5, 2, KEY, record)
+    two = HEAD + ',"a":null,"b":null,"d":"' + "z" * 20 + '"},"omitted":["a","b"]}'
+    three = HEAD + ',"a":null,"b":null,"d":null},"omitted":["a","b","d"]}'
+    assert fitted_delete_payload(event, "code", len(two)) == two.encode()
+    assert fitted_delete_payload(event, "code", len(two) - 1) == three.encode()
+
+
+def test_write_payload_refuses_an_insert_over_its_room_as_too_large():
+    event = write_event(EventKind.INSERT, "Doc", 7, 3, 1, record_of(300), None)
+    with pytest.raises(PayloadTooLarge):
+        write_payload(event, "id", 200)
+
+
+def test_write_payload_lowers_the_limit_of_a_record_whose_id_is_longer_than_the_head_reserve():
+    long_id = "i" * 2000
+    record = {"id": long_id, "t": "x" * 7200}  # about 9,220 bytes: over the lowered limit
+    size = len(json.dumps(record, separators=(",", ":")))
+    assert record_limit(20_000) == 9488 and size < 9488  # under the plain limit
+    event = write_event(EventKind.INSERT, "Doc", 7, 3, long_id, record, None)
+    with pytest.raises(PayloadTooLarge):
+        write_payload(event, "id", 20_000)
+    short = write_event(EventKind.INSERT, "Doc", 7, 3, 1, {"id": 1, "t": "x" * 9200}, None)
+    assert write_payload(short, "id", 20_000).startswith(b'{"kind":"insert"')
