@@ -71,9 +71,11 @@ def test_write_payload_refuses_an_insert_over_its_record_limit_and_takes_one_at_
         record = record_of(size)
         text = json.dumps(record, separators=(",", ":")) if given_text else None
         event = write_event(EventKind.INSERT, "Doc", 7, 3, 1, record, None)
-        payload = '{"kind":"insert","model":"Doc","offset":7,"watermark":3,"id":1,"record":' + json.dumps(
-            record, separators=(",", ":")
-        ) + "}"
+        payload = (
+            '{"kind":"insert","model":"Doc","offset":7,"watermark":3,"id":1,"record":'
+            + json.dumps(record, separators=(",", ":"))
+            + "}"
+        )
         if not refused:
             assert write_payload(event, "id", 3074, text) == payload.encode()
             continue
@@ -97,17 +99,45 @@ def test_write_payload_takes_the_given_texts_of_the_records():
 def test_write_event_shows_the_record_and_keeps_previous_for_an_update_only():
     new, old = {"id": 1, "t": "b"}, {"id": 1, "t": "a"}
     assert write_event(EventKind.INSERT, "Doc", 1, 1, 1, new, None) == (
-        EventKind.INSERT, "Doc", 1, 1, 1, new, None, None
+        EventKind.INSERT,
+        "Doc",
+        1,
+        1,
+        1,
+        new,
+        None,
+        None,
     )
     assert write_event(EventKind.UPDATE, "Doc", 2, 1, 1, new, old, (2, 3)) == (
-        EventKind.UPDATE, "Doc", 2, 1, 1, new, old, (2, 3)
+        EventKind.UPDATE,
+        "Doc",
+        2,
+        1,
+        1,
+        new,
+        old,
+        (2, 3),
     )
     assert write_event(EventKind.INSERT, "Doc", 1, 1, 1, new, old) == (
-        EventKind.INSERT, "Doc", 1, 1, 1, new, None, None
+        EventKind.INSERT,
+        "Doc",
+        1,
+        1,
+        1,
+        new,
+        None,
+        None,
     )
     # a delete shows the last record and keeps no previous
     assert write_event(EventKind.DELETE, "Doc", 3, 0, 1, None, old) == (
-        EventKind.DELETE, "Doc", 3, 0, 1, old, None, None
+        EventKind.DELETE,
+        "Doc",
+        3,
+        0,
+        1,
+        old,
+        None,
+        None,
     )
     assert write_event(EventKind.DELETE, "Doc", 3, 0, 1, None, old).record is old
 
@@ -128,13 +158,27 @@ def test_from_dict_reads_every_field_and_the_batch_mark():
         '"previous":{"id":"a","t":0},"batch":{"first":7,"last":9}}'
     )
     assert decode_event(text.encode()) == (
-        EventKind.UPDATE, "Doc", 8, 4, "a", {"id": "a", "t": 1}, {"id": "a", "t": 0}, (7, 9)
+        EventKind.UPDATE,
+        "Doc",
+        8,
+        4,
+        "a",
+        {"id": "a", "t": 1},
+        {"id": "a", "t": 0},
+        (7, 9),
     )
     plain = '{"kind":"delete","model":"Doc","offset":3,"watermark":0,"id":5,"record":{"id":5}}'
     assert decode_event(memoryview(plain.encode())) == (EventKind.DELETE, "Doc", 3, 0, 5, {"id": 5}, None, None)
     assert ChangeEvent.from_dict(json.loads(text)).to_dict() == json.loads(text)
     assert list(ChangeEvent.from_dict(json.loads(text)).to_dict()) == [
-        "kind", "model", "offset", "watermark", "id", "record", "previous", "batch"
+        "kind",
+        "model",
+        "offset",
+        "watermark",
+        "id",
+        "record",
+        "previous",
+        "batch",
     ]
 
 
