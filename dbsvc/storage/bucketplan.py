@@ -38,6 +38,7 @@ from itertools import islice
 from operator import itemgetter
 from typing import Any
 
+from dbsvc.operators import prefix_end
 from dbsvc.runtime import Filters, Query
 from dbsvc.storage.buckets import BUCKET_AT, BucketOrder
 from dbsvc.storage.conditions import window_test, windows_of
@@ -47,7 +48,6 @@ from dbsvc.storage.table import Table
 
 WALK_FACTOR = 2  # query.py's: a bucket of s ids is taken while s * s <= factor * end * n
 _KEY, _ID = itemgetter(0), itemgetter(1)
-_TOP = chr(0x10FFFF)
 Keep = Callable[[Any], Any]
 
 
@@ -190,7 +190,7 @@ def _prefix_plan(table: Table, query: Query) -> tuple[list[Any], int, bool] | No
     sort = tuple(query.sort)
     if query.where_row is not None or not sort or sort[0][0] == field or sort[0][0] not in table.ordered:
         return None
-    if not (low_in and not high_in and type(low) is str and low and high == _prefix_end(low)):
+    if not (low_in and not high_in and type(low) is str and low and high == prefix_end(low)):
         return None
     first, desc = sort[0]
     offset, limit = query.offset, query.limit
@@ -210,12 +210,6 @@ def _prefix_plan(table: Table, query: Query) -> tuple[list[Any], int, bool] | No
     else:
         ids = page_ids(runs_in_order(order, desc, sort[1:], table), offset, limit + 1)
     return ids[:limit], total, len(ids) > limit
-
-
-def _prefix_end(prefix: str) -> str | None:
-    """dbsvc/operators.py's `prefix_end`: the range [p, _prefix_end(p)) is `__prefix=p`."""
-    stripped = prefix.rstrip(_TOP)
-    return stripped[:-1] + chr(ord(stripped[-1]) + 1) if stripped else None
 
 
 def _both(test: Keep, keep: Keep | None) -> Keep:
