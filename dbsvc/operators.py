@@ -154,7 +154,12 @@ def encode_cursor(model: str, sort: Sequence[tuple[str, bool]], keys: Sequence[A
     each key and the id are written as `json.dumps` writes them (`_json_key`), and the
     text is the very bytes `json.dumps(..., separators=(",", ":"))` gives (a test holds
     the two to each other)."""
-    text = _cursor_head(model, tuple(sort)) + ",".join(map(_json_key, keys)) + "]," + _json_key(id_) + "]"
+    return _cursor_after(_cursor_head(model, tuple(sort)), keys, id_)
+
+
+def _cursor_after(head: str, keys: Iterable[Any], id_: Any) -> str:
+    """The cursor text after `head` (`_cursor_head`): the keys and the id, base64url."""
+    text = head + ",".join(map(_json_key, keys)) + "]," + _json_key(id_) + "]"
     return binascii.b2a_base64(text.encode("ascii"), newline=False).translate(_URLSAFE).rstrip(b"=").decode("ascii")
 
 
@@ -270,10 +275,8 @@ class NextLinks:
         """The next page's `Link` value, after `record` (the page's last)."""
         if record is self._last:
             return self._link
-        keys = ",".join([_json_key(key(record[field])) for field, key in self._keys])
-        text = f"{self._head}{keys}],{_json_key(record[self._id])}]"
-        cursor = binascii.b2a_base64(text.encode("ascii"), newline=False).translate(_URLSAFE).rstrip(b"=")
-        self._last, self._link = record, f'{self._prefix}{cursor.decode("ascii")}>; rel="next"'
+        cursor = _cursor_after(self._head, [key(record[field]) for field, key in self._keys], record[self._id])
+        self._last, self._link = record, next_link(self._prefix, cursor)
         return self._link
 
 
