@@ -13,7 +13,7 @@ from __future__ import annotations
 from typing import Any
 
 from dbsvc.http.types import Request
-from dbsvc.operators import NextLinks, link_prefix, next_link
+from dbsvc.operators import NextLinks, link_prefix
 from dbsvc.runtime import CompiledModel, Query, Record, json_bytes
 
 
@@ -127,27 +127,18 @@ class ParsedQueries:
     parsed without being kept, so a client sending distinct queries costs a bounded memory.
     """
 
-    __slots__ = ("_links", "_next", "_parsed", "capacity", "longest")
+    __slots__ = ("_next", "_parsed", "capacity", "longest")
 
     def __init__(self, capacity: int = 1024, longest: int = 512) -> None:
         self.capacity = capacity
         self.longest = longest
         self._parsed: dict[tuple[str, tuple[tuple[str, str], ...]], Query] = {}
-        self._links: dict[tuple[str, tuple[tuple[str, str], ...]], str] = {}
         self._next: dict[tuple[str, tuple[tuple[str, str], ...]], NextLinks] = {}
 
     def list_query(self, model: CompiledModel, request: Request) -> Query:
         if not request.query or len(request.target) > self.longest:
             return model.parse_list_query(request.query)
         return self._kept(self._parsed, (model.name, tuple(request.query)), model.parse_list_query, request.query)
-
-    def next_link(self, request: Request, cursor: str) -> str:
-        """The `Link` value of the list's next page (operators.py), the part before the
-        cursor kept per distinct list under the same bounds as the parsed queries."""
-        if len(request.target) > self.longest:
-            return next_link(link_prefix(request.path, request.query), cursor)
-        key = (request.path, tuple(request.query))
-        return next_link(self._kept(self._links, key, link_prefix, request.path, request.query), cursor)
 
     def link_after(self, model: CompiledModel, query: Query, request: Request, record: Record) -> str:
         """The `Link` value of the page after `record`, the last of a page of `model` listed

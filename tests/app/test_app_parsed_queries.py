@@ -98,15 +98,19 @@ def test_a_polled_list_sees_every_write_between_two_polls(blog):
 
 
 def test_the_next_link_is_the_same_bytes_whether_its_prefix_is_kept_or_not():
-    # readcache.py `next_link`: the quoted part before the cursor is kept per distinct list,
+    # readcache.py `link_after`: the quoted part before the cursor is kept per distinct list,
     # within the bound on targets; a longer target gets the same text, made afresh.
     queries = ParsedQueries()
     target = "/api/blog-post?title__prefix=a%20b&offset=40&sort=-score"
-    first = queries.next_link(request(target), "Q2-_")
-    assert first == '</api/blog-post?title__prefix=a%20b&sort=-score&cursor=Q2-_>; rel="next"'
-    assert queries.next_link(request(target), "Zz9") == first.replace("Q2-_", "Zz9")
+    query = queries.list_query(POST, request(target))
+    first = queries.link_after(POST, query, request(target), {"id": 5, "score": 2.5})
+    cursor = "WyJjMSIsIkJsb2dQb3N0IiwiLXNjb3JlIixbMi41XSw1XQ"
+    assert first == f'</api/blog-post?title__prefix=a%20b&sort=-score&cursor={cursor}>; rel="next"'
+    then = "WyJjMSIsIkJsb2dQb3N0IiwiLXNjb3JlIixbMS4wXSw2XQ"
+    assert queries.link_after(POST, query, request(target), {"id": 6, "score": 1.0}) == first.replace(cursor, then)
     long_value = "x" * 600
     long_target = f"/api/blog-post?title__prefix={long_value}"
-    expected = f'</api/blog-post?title__prefix={long_value}&cursor=A>; rel="next"'
-    assert queries.next_link(request(long_target), "A") == expected
-    assert queries.next_link(request(long_target), "A") == expected
+    expected = f'</api/blog-post?title__prefix={long_value}&cursor=WyJjMSIsIkJsb2dQb3N0IiwiIixbXSw1XQ>; rel="next"'
+    long_query = queries.list_query(POST, request(long_target))
+    assert queries.link_after(POST, long_query, request(long_target), {"id": 5}) == expected
+    assert queries.link_after(POST, long_query, request(long_target), {"id": 5}) == expected

@@ -182,15 +182,19 @@ def test_the_oldest_query_goes_at_capacity_and_a_refused_one_is_never_kept():
 def test_the_next_link_keeps_its_prefix_per_path_and_pairs():
     cache = ParsedQueries(capacity=1, longest=40)
     pairs = [("title", "a b"), ("offset", "20"), ("limit", "5")]
-    link = cache.next_link(request("/api/note?title=a%20b&offset=20&limit=5", pairs), "QUJD")
-    assert link == '</api/note?title=a%20b&limit=5&cursor=QUJD>; rel="next"'
-    again = cache.next_link(request("/api/note?title=a%20b&offset=20&limit=5", pairs), "REVG")
-    assert again == '</api/note?title=a%20b&limit=5&cursor=REVG>; rel="next"'
-    other = cache.next_link(request("/api/tag", [], "/api/tag"), "WA")  # capacity 1: the other goes
-    assert other == '</api/tag?cursor=WA>; rel="next"'
-    assert cache.next_link(request("/api/tag", [], "/api/tag"), "WB") == '</api/tag?cursor=WB>; rel="next"'
+    target, query = "/api/note?title=a%20b&offset=20&limit=5", NOTE.parse_list_query(pairs)
+    link = cache.link_after(NOTE, query, request(target, pairs), note(3))
+    assert link == '</api/note?title=a%20b&limit=5&cursor=WyJjMSIsIk5vdGUiLCIiLFtdLDNd>; rel="next"'
+    again = cache.link_after(NOTE, query, request(target, pairs), note(4))
+    assert again == '</api/note?title=a%20b&limit=5&cursor=WyJjMSIsIk5vdGUiLCIiLFtdLDRd>; rel="next"'
+    tags = TAG.parse_list_query([])
+    other = cache.link_after(TAG, tags, request("/api/tag", [], "/api/tag"), {"id": 7})  # capacity 1: the other goes
+    assert other == '</api/tag?cursor=WyJjMSIsIlRhZyIsIiIsW10sN10>; rel="next"'
+    last = cache.link_after(TAG, tags, request("/api/tag", [], "/api/tag"), {"id": 8})
+    assert last == '</api/tag?cursor=WyJjMSIsIlRhZyIsIiIsW10sOF0>; rel="next"'
     long = "/api/note?" + "title=" + "x" * 40
+    longer = [("title", "x" * 40)]
     assert (
-        cache.next_link(request(long, [("title", "x" * 40)]), "Q")
-        == f'</api/note?title={"x" * 40}&cursor=Q>; rel="next"'
+        cache.link_after(NOTE, NOTE.parse_list_query(longer), request(long, longer), note(9))
+        == f'</api/note?title={"x" * 40}&cursor=WyJjMSIsIk5vdGUiLCIiLFtdLDld>; rel="next"'
     )
