@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import asyncio
 import os
-import threading
 
 import pytest
 
@@ -25,7 +24,7 @@ from dbsvc.storage import commit
 from dbsvc.storage.events import ChangeEvent, EventKind
 from dbsvc.storage.files import FaultPlan
 from dbsvc.storage.tenants import create_tenant
-from support.storage import open_store, run, user
+from support.storage import HoldAfterSnapshot, open_store, run, user
 
 
 class Frames:
@@ -128,21 +127,6 @@ def test_a_failed_group_is_undone_last_row_first_and_its_resend_is_taken(tmp_pat
 
 
 EPOCH = "2e" * 16  # the primary's new epoch id (16 bytes, hex)
-
-
-class HoldAfterSnapshot(FaultPlan):
-    """Holds the compaction's thread at its first step (snapshot.new written) until released
-    (tests/storage/test_storage_online_steps.py's plan)."""
-
-    def __init__(self) -> None:
-        super().__init__(None)
-        self.reached = threading.Event()
-        self.release = threading.Event()
-
-    def check(self, op: str) -> None:
-        if op == "compact" and not self.reached.is_set():
-            self.reached.set()
-            assert self.release.wait(60), "the test never released the compaction"
 
 
 async def _until(what: str, ready, seconds: float = 30.0) -> None:

@@ -14,7 +14,6 @@ import errno
 import logging
 import os
 import stat
-import threading
 
 import pytest
 
@@ -22,7 +21,7 @@ from dbsvc.errors import CorruptLog, Unavailable
 from dbsvc.storage import commit, files, online
 from dbsvc.storage.files import FaultPlan
 from dbsvc.storage.logfile import FRAME_HEADER_SIZE
-from support.storage import open_store, run, user
+from support.storage import HoldAfterSnapshot, open_store, run, user
 
 RETAIN = 1 << 20  # every frame before the cut is retained: step 2 writes log.retained.new
 
@@ -135,21 +134,6 @@ def test_a_fault_after_step_9_leaves_the_store_read_only_and_the_next_open_has_t
         assert s.oldest_offset == 0 and [int.from_bytes(f[:8], "big") for f in s.frames_after(0)] == list(range(1, 21))
     finally:
         s.close()
-
-
-class HoldAfterSnapshot(FaultPlan):
-    """Holds the compaction's thread at its first step (snapshot.new written) until the test
-    has written past the cut, so the new log starts with frames copied from the old one."""
-
-    def __init__(self) -> None:
-        super().__init__(None)
-        self.reached = threading.Event()
-        self.release = threading.Event()
-
-    def check(self, op: str) -> None:
-        if op == "compact" and not self.reached.is_set():
-            self.reached.set()
-            assert self.release.wait(60), "the test never released the compaction"
 
 
 class NewLogWrites(files.FileOps):

@@ -10,6 +10,7 @@ import struct
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from collections.abc import Awaitable, Callable, Mapping
 from pathlib import Path
@@ -23,6 +24,7 @@ from dbsvc.compiler import compile_schema
 from dbsvc.runtime import CompiledModel, Query
 from dbsvc.schema import load_schema
 from dbsvc.storage import Store, hashes
+from dbsvc.storage.files import FaultPlan
 from dbsvc.storage.hashes import IdBits, OrderedFilter, UniqueFilter
 from dbsvc.storage.query import sort_records
 from dbsvc.storage.rows import pack
@@ -236,3 +238,19 @@ class CountingStore:
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self.store, name)
+
+
+class HoldAfterSnapshot(FaultPlan):
+    """A fault plan that fails nothing and holds an online compaction's thread at its first
+    step (snapshot.new written) until the test sets `release`; `reached` says it is there.
+    Lets a test write past the cut, or queue work, while the compaction waits."""
+
+    def __init__(self) -> None:
+        super().__init__(None)
+        self.reached = threading.Event()
+        self.release = threading.Event()
+
+    def check(self, op: str) -> None:
+        if op == "compact" and not self.reached.is_set():
+            self.reached.set()
+            assert self.release.wait(60), "the test never released the compaction"
