@@ -13,7 +13,7 @@ change the committer runs once the frame is held (commit.py):
 
 - insert: `ConstraintViolation` for a missing non-int id or no automatic id left,
   `UniqueViolation` for a used id or a @unique value, `ForeignKeyViolation` for a @ref
-  matching no parent;
+  matching no parent (a @ref to the record's own id, given or automatic, matches itself);
 - replace: `NotFound`, then the @unique and @ref checks (a @ref left unchanged is not
   checked again: its parent may not be deleted while it is referenced);
 - delete: `NotFound`, `Referenced` with the number of children and their models (a
@@ -82,7 +82,7 @@ class Constraints:
             raise UniqueViolation(f"{m.id_field} {id_!r} is already used by {m.kebab} {id_!r}", field=m.id_field)
         values = m.row(record)
         self._check_unique(table, values, record)
-        self._check_refs(table, record, None)
+        self._check_refs(table, record, None, id_)
         return record, id_, values
 
     def replace(self, table: Table, id_: Any, record: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any], Apply]:
@@ -131,10 +131,17 @@ class Constraints:
             )
         return previous, lambda: table.delete(id_, current)
 
-    def _check_refs(self, table: Table, record: dict[str, Any], previous: dict[str, Any] | None) -> None:
+    def _check_refs(
+        self, table: Table, record: dict[str, Any], previous: dict[str, Any] | None, new_id: Any = None
+    ) -> None:
+        """Every @ref names a live parent, or is null, or is unchanged by a replace, or is an
+        insert's reference to itself (`new_id`, the id it is stored under: as in PostgreSQL,
+        the record exists once the write is in)."""
         for f, parent in table.model.refs:
             value = record[f]
             if value is None or (previous is not None and previous[f] == value):
+                continue
+            if parent == table.name and value == new_id:
                 continue
             if value not in self._tables[parent].live:
                 raise ForeignKeyViolation(

@@ -50,3 +50,38 @@ def test_a_record_referencing_itself_is_deleted_and_its_unlink_goes_to_unfiltere
         assert (await request(server, "GET", "/api/node/1")).status == 404
 
     run(body())
+
+
+def test_a_record_created_referencing_itself_is_taken_shown_linked_and_deleted(serve, tmp_path):
+    """An insert naming its own id in its @ref (given, or the automatic one) is a record that
+    exists once the write is in, as in PostgreSQL: 201, not 409 foreign_key_violation."""
+    schema = tmp_path / "tree.dbs"
+    schema.write_text(SCHEMA)
+    server = serve(schema=schema)
+
+    async def body():
+        async with open_ws(server, "/subscribe/node") as feed:
+            made = await post(server, "/api/node", {"id": 1, "name": "root", "parent": 1})  # offset 1
+            assert (made.status, made.json) == (201, {"id": 1})
+            got = [await asyncio.wait_for(feed.recv(), 10) for _ in range(2)]
+            assert got == [
+                '{"kind":"insert","model":"Node","offset":1,"watermark":1,"id":1,'
+                '"record":{"id":1,"name":"root","parent":1}}',
+                '{"kind":"link","model":"Node","id":1,"child_model":"Node","child_id":1,"field":"parent",'
+                '"linked":true,"offset":1}',
+            ]
+        auto = await post(server, "/api/node", {"name": "auto", "parent": 2})  # the automatic id is 2
+        assert (auto.status, auto.json) == (201, {"id": 2})
+        missing = await post(server, "/api/node", {"id": 3, "name": "x", "parent": 4})
+        assert (missing.status, missing.json["code"], missing.json["detail"]) == (
+            409,
+            "foreign_key_violation",
+            "parent 4 does not match any node",
+        )
+        listed = await request(server, "GET", "/api/node?parent=1")
+        assert [r["id"] for r in listed.json["data"]] == [1]
+        assert (await request(server, "DELETE", "/api/node/1")).status == 204
+        assert (await request(server, "GET", "/api/node/1")).status == 404
+        assert (await request(server, "GET", "/api/node/2")).json == {"id": 2, "name": "auto", "parent": 2}
+
+    run(body())

@@ -141,6 +141,26 @@ def test_a_ref_to_no_parent_is_refused_and_null_or_a_live_parent_is_not():
     assert set(ts["Leaf"].live) == {1, 2}
 
 
+def test_an_insert_may_reference_itself_by_its_given_or_its_automatic_id():
+    """A record's @ref to its own id names a record that exists once the write is in (as in
+    PostgreSQL); another model's table holding that id is no parent of it."""
+    checks, ts = tables()
+    n = ts["Node"]
+    assert put(checks, n, node(1, parent=1)) == node(1, parent=1)
+    record = put(checks, n, {"parent": 2, "name": "auto"})  # the automatic id is 2
+    assert record == {"id": 2, "parent": 2, "name": "auto"}
+    with pytest.raises(ForeignKeyViolation) as e:
+        checks.insert(n, node(3, parent=4))  # another missing node, not itself
+    assert str(e.value) == "parent 4 does not match any node"
+    with pytest.raises(ForeignKeyViolation) as e:
+        checks.insert(n, {"parent": 9, "name": "auto2"})  # the automatic id would be 3
+    assert str(e.value) == "parent 9 does not match any node"
+    with pytest.raises(ForeignKeyViolation) as e:
+        checks.insert(ts["Leaf"], leaf(5, node_=5))  # a Leaf's own id is no node
+    assert str(e.value) == "node 5 does not match any node"
+    assert set(n.live) == {1, 2} and not ts["Leaf"].live
+
+
 def test_check_insert_returns_the_record_its_id_and_its_values_and_changes_nothing():
     checks, ts = tables()
     n = ts["Node"]
