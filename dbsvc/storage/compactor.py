@@ -34,6 +34,7 @@ store.py, replay.py or changes.py.
 from __future__ import annotations
 
 import asyncio
+import errno
 import gc
 import logging
 import time
@@ -214,7 +215,17 @@ class Compactor:
             online.finish_log(old.log_path, writer.written, new, cut, every, faults)
             try:
                 segment = compact.install_pair(directory, faults, pending, progress.committed)
-            except OSError as exc:
+                old_fds.append(writer.fd)
+                writer.fd, new.fd = new.fd, -1
+                writer.written = new.size
+                old_rows.extend(
+                    self._enter_epoch(
+                        cut, Epoch(cut.epoch, old.log_path, cut.head, new.checkpoints, segment, cut.snapshot_bytes)
+                    )
+                )
+            except Exception as exc:
+                # Past the commit point the new pair is the store's, whatever failed: a write
+                # taken on the old log's descriptor now would be lost at the next open.
                 if progress.committed[0]:
                     log.error(
                         "%s: compaction failed after its commit point: %s; the store is now read-only "
@@ -222,16 +233,9 @@ class Compactor:
                         directory,
                         exc,
                     )
-                    commit.fail_stop(exc)
+                    cause = exc if isinstance(exc, OSError) else OSError(errno.EIO, f"compaction's switch: {exc!r}")
+                    commit.fail_stop(cause)
                 raise
-            old_fds.append(writer.fd)
-            writer.fd, new.fd = new.fd, -1
-            writer.written = new.size
-            old_rows.extend(
-                self._enter_epoch(
-                    cut, Epoch(cut.epoch, old.log_path, cut.head, new.checkpoints, segment, cut.snapshot_bytes)
-                )
-            )
             switched[0] = time.perf_counter() - start
 
         try:

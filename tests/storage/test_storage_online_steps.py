@@ -136,6 +136,52 @@ def test_a_fault_after_step_9_leaves_the_store_read_only_and_the_next_open_has_t
         s.close()
 
 
+class FailsAfterStep9(FaultPlan):
+    """Raises an error that is no OSError at the ninth compaction step, past the commit point
+    (a bug's exception, say, rather than the disk's)."""
+
+    def __init__(self) -> None:
+        super().__init__(None)
+        self.steps = 0
+
+    def check(self, op: str) -> None:
+        if op == "compact":
+            self.steps += 1
+            if self.steps == 9:
+                raise RuntimeError("not the disk")
+
+
+def test_any_error_past_the_commit_point_leaves_the_store_read_only_and_loses_no_write(tenant, caplog):
+    """Past the commit point the new pair is the store's: a write taken on the old log's
+    descriptor after it would be lost at the next open, so whatever the error, writes stop."""
+    s = open_store(tenant, retain_bytes=RETAIN)
+    s.compactor.faults = FailsAfterStep9()
+    try:
+        with caplog.at_level(logging.ERROR, logger="dbsvc.storage"):
+            _fill_and_compact(s)
+        assert [r.getMessage() for r in caplog.records][0] == (
+            f"{tenant}: compaction failed after its commit point: not the disk; "
+            "the store is now read-only (the next open finishes the switch)"
+        )
+        with pytest.raises(Unavailable):
+            run(s.insert("User", user(None, email="refused@x")))
+        assert s.stats()["read_only"] is True
+    finally:
+        s.close()
+    s = open_store(tenant, retain_bytes=RETAIN)
+    try:
+        assert sorted(s.tables["User"].records) == list(range(1, 21))
+        run(s.insert("User", user(None, email="after@x")))
+        assert sorted(s.tables["User"].records) == list(range(1, 22))
+    finally:
+        s.close()
+    s = open_store(tenant, retain_bytes=RETAIN)
+    try:
+        assert sorted(s.tables["User"].records) == list(range(1, 22))
+    finally:
+        s.close()
+
+
 class NewLogWrites(files.FileOps):
     """Notes the size of every write into log.new."""
 
