@@ -12,7 +12,9 @@ temporary directory themselves.
 
 from __future__ import annotations
 
+import atexit
 import os
+import shutil
 import tempfile
 
 import pytest
@@ -29,6 +31,12 @@ PEM = (
     .public_bytes(serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo)
     .decode()
 )
+
+
+def temporary(prefix: str) -> str:
+    path = tempfile.mkdtemp(prefix=prefix)
+    atexit.register(shutil.rmtree, path, True)
+    return path
 
 
 def refusal(environ: dict[str, str], runtime: dict[str, object] | None = None) -> str:
@@ -261,14 +269,14 @@ def test_check_tenant_name_names_its_source():
 def test_the_data_directory_is_data_unless_named_and_may_not_exist_yet():
     assert load_config({}).data_dir == "data"
     assert load_config({"SERVICE_DATA": ""}).data_dir == "data"
-    root = tempfile.mkdtemp(prefix="config-data-")
+    root = temporary("config-data-")
     assert load_config({"SERVICE_DATA": root}).data_dir == root
     missing = os.path.join(root, "a", "b")
     assert load_config({"SERVICE_DATA": missing}).data_dir == missing
 
 
 def test_a_file_as_the_data_directory_or_in_place_of_a_parent_is_refused_naming_the_file():
-    root = tempfile.mkdtemp(prefix="config-data-")
+    root = temporary("config-data-")
     blocker = os.path.join(root, "notadir")
     with open(blocker, "w"):
         pass
@@ -355,7 +363,7 @@ def test_with_an_auth_table_the_guard_reads_the_environment():
 
 
 def test_a_schema_relative_key_path_resolves_against_the_schema_directory():
-    schema_dir = tempfile.mkdtemp(prefix="config-schema-")
+    schema_dir = temporary("config-schema-")
     with open(os.path.join(schema_dir, "idp-key-for-config-units.pem"), "w") as key:
         key.write(PEM)
     auth = AuthSettings(pubkey="idp-key-for-config-units.pem", alg="ES256")
@@ -404,7 +412,7 @@ def test_a_relative_home_cannot_hold_the_zipapp_cache():
 
 def test_a_relative_data_directory_that_is_a_file_is_named_as_given():
     here = os.getcwd()
-    os.chdir(tempfile.mkdtemp(prefix="config-data-"))
+    os.chdir(temporary("config-data-"))
     try:
         with open("notadir", "w"):
             pass
