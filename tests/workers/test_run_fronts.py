@@ -187,6 +187,30 @@ def test_a_private_port_in_use_fails_the_writers_start_itself():
     with_stores(go)
 
 
+@pytest.mark.slow
+def test_the_writers_stop_waits_at_most_15_seconds_for_a_request_that_never_ends():
+    """With SERVICE_SHUTDOWN_TIMEOUT=0 (no limit) the private listener would wait for a body
+    that never comes; `stop` gives up after STOP_SECONDS (15 s) so the writer still exits."""
+
+    async def go(store: Store) -> None:
+        app = fresh(store)
+        port = free_port()
+        front = run.front(app, WorkerRole(0, 2, port, "k"), None)
+        settings = load_config({"SERVICE_SHUTDOWN_TIMEOUT": "0", "SERVICE_MIN_BODY_RATE": "0"}).http
+        await front.start(app, settings)
+        await listening(port)
+        _, stuck = await asyncio.open_connection("127.0.0.1", port)
+        stuck.write(b"POST /api/user HTTP/1.1\r\nHost: x\r\nDbsvc-Worker-Key: k\r\nContent-Length: 10\r\n\r\n{")
+        await stuck.drain()
+        await asyncio.sleep(0.1)
+        started = asyncio.get_running_loop().time()
+        await asyncio.wait_for(front.stop(), 30)
+        assert 14 < asyncio.get_running_loop().time() - started < 30
+        stuck.close()
+
+    with_stores(go)
+
+
 # --- a reader: forwarding, the catch-up, the stop
 
 
