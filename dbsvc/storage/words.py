@@ -13,8 +13,12 @@ State::
     ordered    SortedIndex of the distinct words (sortedlist.py): a prefix is a range of it,
                a bisect then a walk while the words start with the prefix, never a scan
                of every word
+    sets       word -> its ids, for the words whose ids are a set (the common words): the
+               same set objects as in `postings`, so a write adds a record's common words
+               by one probe each (most of a 300-character body's ~50 words)
 
-Invariant: a word is in `ordered` exactly when `postings` holds it with at least one id.
+Invariants: a word is in `ordered` exactly when `postings` holds it with at least one id;
+`sets` holds exactly the words whose `postings` entry is a set, and the same set.
 
 `match(query)`: the ids of the records every query word matches (a prefix of some word
 of theirs). Each query word's cost is estimated first (the summed sizes of the id sets of
@@ -63,11 +67,12 @@ Ids = tuple[Any, ...] | set[Any]
 class WordIndex:
     """The inverted index of one model's `@search` fields (module docstring)."""
 
-    __slots__ = ("kept", "ordered", "positions", "postings")
+    __slots__ = ("kept", "ordered", "positions", "postings", "sets")
 
     def __init__(self, positions: Sequence[int]) -> None:
         self.positions = tuple(positions)  # where the @search fields are in a record's values
         self.postings: dict[str, Ids] = {}
+        self.sets: dict[str, set[Any]] = {}  # the set entries of `postings` (invariants)
         self.ordered = SortedIndex()
         # query -> (its matches, the table's row count then, its last row): searches.py
         self.kept: dict[tuple[str, ...], tuple[set[Any], int, Any]] = {}
@@ -88,6 +93,7 @@ class WordIndex:
                 else:
                     ids.append(id_)
         self.postings = {w: tuple(ids) if len(ids) <= SMALL else set(ids) for w, ids in lists.items()}
+        self.sets = {w: ids for w, ids in self.postings.items() if type(ids) is set}
         self.kept.clear()
         self.ordered = SortedIndex.from_sorted(sorted(self.postings))
 
@@ -128,18 +134,29 @@ class WordIndex:
         self._add_words(id_, came)
 
     def _add_words(self, id_: Any, found: Iterable[str]) -> None:
-        postings = self.postings
+        # A common word (its ids a set) by one probe of `sets`; the rest, rare or new, after.
+        get = self.sets.get
+        rare = None
         for word in found:
-            ids = postings.get(word)
-            if ids is None:
+            ids = get(word)
+            if ids is not None:
+                ids.add(id_)
+            elif rare is None:
+                rare = [word]
+            else:
+                rare.append(word)
+        if rare is None:
+            return
+        postings = self.postings
+        for word in rare:
+            held = postings.get(word)
+            if held is None:
                 postings[word] = (id_,)
                 self.ordered.add(word)
-            elif type(ids) is set:
-                ids.add(id_)
-            elif len(ids) < SMALL:
-                postings[word] = (*ids, id_)
+            elif len(held) < SMALL:
+                postings[word] = (*held, id_)
             else:
-                postings[word] = {*ids, id_}
+                postings[word] = self.sets[word] = {*held, id_}
 
     def _remove_words(self, id_: Any, found: Iterable[str]) -> None:
         postings = self.postings
@@ -149,6 +166,7 @@ class WordIndex:
                 ids.discard(id_)
                 if len(ids) <= SMALL // 2:
                     postings[word] = tuple(ids)
+                    del self.sets[word]
                 continue
             left = tuple(i for i in ids if i != id_)
             if left:

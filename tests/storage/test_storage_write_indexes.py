@@ -107,3 +107,27 @@ def test_swap_gives_the_words_a_full_recut_gives_under_random_updates():
         plain.add(id_, values)
     assert words_of(index) == words_of(plain)
     assert list(index.ordered) == list(plain.ordered)
+
+
+def test_a_common_word_added_after_its_ids_became_a_set_and_back_reaches_the_index():
+    index = WordIndex([0])
+    for id_ in range(1, 10):  # nine ids: a set past eight
+        index.add(id_, ("common rare",))
+    for id_ in range(1, 7):  # down to three: a tuple again
+        index.remove(id_, ("common rare",))
+    index.add(20, ("common",))  # not through the set it no longer has
+    assert words_of(index) == {"common": {7, 8, 9, 20}, "rare": {7, 8, 9}}
+    assert type(index.postings["common"]) is tuple
+    for id_ in range(21, 27):  # a set again: the new set takes the adds
+        index.add(id_, ("common",))
+    index.add(30, ("common new",))
+    assert words_of(index)["common"] == {7, 8, 9, 20, 21, 22, 23, 24, 25, 26, 30}
+    assert words_of(index)["new"] == {30} and list(index.ordered) == ["common", "new", "rare"]
+
+
+def test_a_built_index_takes_adds_to_its_common_words():
+    index = WordIndex([0])
+    index.build((id_, ("common",)) for id_ in range(1, 12))
+    index.add(12, ("common",))
+    index.remove(1, ("common",))
+    assert words_of(index) == {"common": set(range(2, 13))}
