@@ -131,3 +131,65 @@ def test_a_built_index_takes_adds_to_its_common_words():
     index.add(12, ("common",))
     index.remove(1, ("common",))
     assert words_of(index) == {"common": set(range(2, 13))}
+
+
+def test_swap_adds_no_second_entry_for_a_word_the_unchanged_field_holds():
+    # only a came word is in the body ("crust"): the record is under it once, not twice
+    index = WordIndex([0, 1])
+    index.add(1, ("apple", "a pie crust"))
+    index.swap(1, ("apple", "a pie crust"), ("crust", "a pie crust"))
+    assert index.postings == {"a": (1,), "pie": (1,), "crust": (1,)}
+    assert index.postings_count() == 3
+
+
+def test_a_built_index_turns_a_common_word_back_into_a_tuple_on_removes():
+    index = WordIndex([0])
+    index.build((id_, ("common rare",) if id_ == 1 else ("common",)) for id_ in range(1, 10))
+    for id_ in range(1, 6):  # nine ids down to four: a tuple again, with no add before
+        index.remove(id_, ("common rare",) if id_ == 1 else ("common",))
+    assert index.postings == {"common": (6, 7, 8, 9)}
+
+
+def test_a_built_index_takes_adds_to_its_rare_words():
+    index = WordIndex([0])
+    index.build([(1, ("rare",)), (2, ("rare",))])
+    index.add(3, ("rare",))
+    assert index.postings == {"rare": (1, 2, 3)}
+
+
+def test_ordered_add_splits_a_full_sublist_in_two_halves_and_routes_later_writes_by_them():
+    rng = random.Random(5)
+    keys = list(range(2 * LOAD + 1))
+    rng.shuffle(keys)
+    index = OrderedIndex()
+    for key in keys[: 2 * LOAD]:
+        index.add(key, key)
+    assert [len(ids) for ids in index.id_sublists] == [2 * LOAD]  # full, not split yet
+    index.add(keys[2 * LOAD], keys[2 * LOAD])  # one past: two halves
+    assert [len(ids) for ids in index.id_sublists] == [LOAD, LOAD + 1]
+    assert index.last_keys == [LOAD - 1, 2 * LOAD]
+    for key in keys:  # every entry found again through the halves' last keys
+        index.remove(key, key)
+        index.add(key, key)
+    assert list(index) == [(key, key) for key in range(2 * LOAD + 1)]
+
+
+def test_ordered_add_splits_a_run_of_one_key_by_its_ids():
+    index = OrderedIndex()
+    for id_ in range(1, 2 * LOAD + 2):
+        index.add(0.5, id_)
+    assert [ids[-1] for ids in index.id_sublists] == [LOAD, 2 * LOAD + 1]
+    index.add(0.5, 0)  # the smallest id: into the first half, by the halves' last ids
+    index.remove(0.5, LOAD)
+    index.remove(0.5, LOAD + 1)
+    assert list(index) == [(0.5, id_) for id_ in range(2 * LOAD + 2) if id_ not in (LOAD, LOAD + 1)]
+
+
+def test_ordered_add_keeps_counts_and_a_sublists_ids_in_id_order_current():
+    index = OrderedIndex([(key + 0.5, key) for key in range(10)])
+    end = index.end
+    assert index.count_span((0, 0), end) == 10 and index.sorted_ids(0) == list(range(10))
+    index.add(3.5, 30)
+    index.add(3.5, 20)
+    assert index.count_span((0, 0), index.end) == 12
+    assert index.sorted_ids(0) == [*range(10), 20, 30]
