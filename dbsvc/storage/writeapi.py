@@ -2,7 +2,8 @@
 
 Job: `TableWrites` is the part of `Store` (store.py) that names a model's table and hands
 each write to `WritePath` (writes.py): `insert`, `replace`, `delete` (coroutines), their
-`apply_*` forms (applied now, durable later), `POST /batch`'s `begin_batch`, the offline
+`apply_*` forms (applied now, durable later: a future) and `*_then` forms (applied now, a
+completion callback told when durable), `POST /batch`'s `begin_batch`, the offline
 `check_batch` / `insert_batch`, and the write health. store.py keeps the open, the reads,
 the change stream, a follower's apply, the epochs and the close; this module holds no state
 of its own (the `Store` sets `_tables`, `_writes` and `max_payload`).
@@ -23,6 +24,7 @@ from typing import Any
 from dbsvc.errors import NotFound
 from dbsvc.storage import batch
 from dbsvc.storage.batchwrite import BatchWrite
+from dbsvc.storage.commit import Done
 from dbsvc.storage.logwriter import WriteHealth
 from dbsvc.storage.table import Table
 from dbsvc.storage.writes import WritePath
@@ -92,6 +94,22 @@ class TableWrites:
 
     def apply_delete(self, model: str, id: Any) -> tuple[dict[str, Any], asyncio.Future[None]]:
         return self._writes.apply_delete(self.table(model), id)
+
+    def insert_then(self, model: str, record: dict[str, Any], done: Done) -> dict[str, Any]:
+        """`apply_insert` with a completion callback instead of a future: the record as
+        stored now, and `done(None)` once it is durable, `done(Unavailable(...))` if its
+        write fails; a committed group's callbacks are called together, in order, on the
+        loop (writes.py rule 6). A refusal raises here and `done` is never called."""
+        return self._writes.insert_then(self.table(model), record, done)[0]
+
+    def replace_then(self, model: str, id: Any, record: dict[str, Any], done: Done) -> tuple[dict[str, Any], dict[str, Any]]:
+        """`apply_replace` with a completion callback (`insert_then`): (previous, record)."""
+        previous, stored, _none = self._writes.replace_then(self.table(model), id, record, done)
+        return previous, stored
+
+    def delete_then(self, model: str, id: Any, done: Done) -> dict[str, Any]:
+        """`apply_delete` with a completion callback (`insert_then`): the record deleted."""
+        return self._writes.delete_then(self.table(model), id, done)[0]
 
     def written_json(self, record: dict[str, Any]) -> bytes | None:
         """The JSON bytes of `record` if the last insert or replace stored it (writes.py rule 5)."""
