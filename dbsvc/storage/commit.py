@@ -106,9 +106,14 @@ class Pending:
 
 
 def _settle(callbacks: list[Done], error: BaseException | None) -> None:
-    """Tell each write of a settled group its outcome, in order ("Completions")."""
+    """Tell each write of a settled group its outcome, in order ("Completions"). One
+    callback that raises is logged, as the loop logs a failing future callback, and keeps
+    no other write from its outcome."""
     for done in callbacks:
-        done(error)
+        try:
+            done(error)
+        except Exception:  # noqa: BLE001 - a caller's bug; the others still hear
+            log.exception("a write's completion callback raised")
 
 
 BATCH_BOUNDS = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024)  # writes per commit (CommitStats)

@@ -107,3 +107,23 @@ def test_without_a_sync_each_write_is_settled_on_the_next_loop_turn(tmp_path):
 
     run(go())
     s.close()
+
+
+def test_a_callback_that_raises_keeps_no_other_write_of_its_group_from_its_outcome(tmp_path, caplog):
+    s = open_store(str(tmp_path))
+    seen: list[object] = []
+
+    def broken(error: BaseException | None) -> None:
+        raise RuntimeError("a broken callback")
+
+    async def go() -> None:
+        s.insert_then("User", user(1), broken)
+        s.insert_then("User", user(2), seen.append)
+        await s.insert("User", user(3))  # committed with them or after them
+        for _ in range(3):
+            await asyncio.sleep(0)
+
+    run(go())
+    assert seen == [None]
+    assert "a broken callback" in caplog.text
+    s.close()
