@@ -184,3 +184,22 @@ def test_a_write_queued_when_its_loop_ends_hears_its_final_fsync_fail_from_close
         reopened = open_store(tmp)
         assert reopened.get("User", 1)[0] is None
         reopened.close()
+
+
+def test_the_apply_writes_still_hand_back_a_future_each():
+    with tenant() as tmp:
+        s = open_store(tmp)
+
+        async def go() -> None:
+            record, durable = s.apply_insert("User", user(1))
+            assert record["id"] == 1 and isinstance(durable, asyncio.Future)
+            previous, record, replaced = s.apply_replace("User", 1, {**user(1), "name": "one"})
+            assert previous["name"] != "one" and record == s.get("User", 1)[0]
+            assert record["name"] == "one"
+            previous, deleted = s.apply_delete("User", 1)
+            assert previous == record and s.get("User", 1)[0] is None
+            assert await asyncio.wait_for(asyncio.gather(durable, replaced, deleted), 30) == [None, None, None]
+
+        run(go())
+        assert s.stats()["commits"] == 3
+        s.close()
