@@ -4,9 +4,9 @@ Routes: the table in `dbsvc/routes.py` (docs/guide/rest.md); the WebSocket feeds
 opened by `dbsvc.realtime.routes`.
 
 Reads are synchronous and answered on the loop turn that parsed them. Writes are applied
-synchronously too (`store.apply_*`) and return a `Deferred`: the response, sent once the
-store's future says the write is durable (or the error if it is not), with no task or
-coroutine per write. Every schema-specific
+synchronously too (`store.insert_then` and its kin) and return a `Deferred` on a
+`Completion` the store settles: the response, sent once the write is durable (or the error
+if it is not), with no task, coroutine or future per write. Every schema-specific
 decision (which query parameters exist, how a body validates, how an id parses) is a call
 into the generated module's `CompiledModel`; this module only sequences them. Errors are
 raised as `RequestError`s and rendered by `dbsvc.http.problem` in one place (the protocol
@@ -49,7 +49,7 @@ from dbsvc.errors import (
 from dbsvc.expand import Expander
 from dbsvc.explorer import ExplorerPage
 from dbsvc.http.conditional import etag, preconditions
-from dbsvc.http.types import Deferred, Request, Response, Upgrade
+from dbsvc.http.types import Completion, Deferred, Request, Response, Upgrade
 from dbsvc.index import build_index
 from dbsvc.interfaces import GeneratedModule, ServedStore, TokenGuard
 from dbsvc.metrics import Meters
@@ -507,7 +507,8 @@ class Application(OperationalRoutes):
         record = model.validate_create(body)
         if model.rules is not None:
             self.access.check_create(model, model.rules, record, claims)
-        stored, durable = self.store.apply_insert(model.name, record)
+        durable = Completion()
+        stored = self.store.insert_then(model.name, record, durable.settle)
         key = stored[model.id_field]
         if type(key) is int:
             location = item_path(model.kebab, str(key))
@@ -528,7 +529,8 @@ class Application(OperationalRoutes):
         if model.rules is not None:
             assert current is not None  # _current read it
             self.access.check_update(model, model.rules, current, record, claims)
-        _previous, stored, durable = self.store.apply_replace(model.name, key, record)
+        durable = Completion()
+        _previous, stored = self.store.replace_then(model.name, key, record, durable.settle)
         body = self.encoded.encode(model, stored, self.store.written_json(stored))
         return Deferred(durable, Response(200, body, [*self._stored()]))
 
@@ -542,7 +544,8 @@ class Application(OperationalRoutes):
         if model.rules is not None:
             self.access.check_update(model, model.rules, current, record, claims)
         # Read, merge and apply run in one synchronous call: the merge is atomic.
-        _previous, stored, durable = self.store.apply_replace(model.name, key, record)
+        durable = Completion()
+        _previous, stored = self.store.replace_then(model.name, key, record, durable.settle)
         body = self.encoded.encode(model, stored, self.store.written_json(stored))
         return Deferred(durable, Response(200, body, [*self._stored()]))
 
@@ -567,7 +570,8 @@ class Application(OperationalRoutes):
         if model.rules is not None:
             assert current is not None  # _current read it
             self.access.check_delete(model, model.rules, current, claims)
-        _previous, durable = self.store.apply_delete(model.name, key)
+        durable = Completion()
+        self.store.delete_then(model.name, key, durable.settle)
         return Deferred(durable, Response(204, headers=[self._written()], content_type=None))
 
     # -- a read replica's new store ---------------------------------------------------

@@ -81,7 +81,7 @@ from dbsvc.http.intake import BodyIntake
 from dbsvc.http.message import REASONS, Head, encode_response, response_headers
 from dbsvc.http.output import Outbox
 from dbsvc.http.problem import error_response, last_words, problem_response
-from dbsvc.http.types import Deferred, Response, Upgrade, Upgraded
+from dbsvc.http.types import Completion, Deferred, Response, Upgrade, Upgraded
 from dbsvc.http.wire import CLOSED as PEER_CLOSED
 from dbsvc.http.wire import END, HAND_OVER, MAX_HEAD, NEED_DATA, H11Wire, Wire
 from dbsvc.http.ws.server import WebSocketConnection, handshake_headers
@@ -423,7 +423,7 @@ class HttpConnection(asyncio.Protocol):
         except Exception as exc:  # rule 8
             self._crash(exc)
 
-    def _on_settled(self, future: asyncio.Future[Any]) -> None:
+    def _on_settled(self, future: asyncio.Future[Any] | Completion) -> None:
         """The future of a `Deferred` completed: send its response, or its error (rule 8)."""
         response, self._deferred = self._deferred, None
         error = future.exception() if not future.cancelled() else asyncio.CancelledError()

@@ -12,7 +12,7 @@ nothing here knows about storage.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Generator
 from dataclasses import dataclass, field
 from typing import Any, Protocol, Union
 
@@ -60,6 +60,67 @@ class Response:
     content_type: str | None = "application/json"
 
 
+class Completion:
+    """A one-shot outcome for a `Deferred`, settled by a call: `settle(None)` when the work
+    succeeded, `settle(error)` when it failed. The work's owner settles many at once (the
+    store settles a committed group's writes in one loop callback), where each asyncio
+    future would cost its own loop handle to run its callback. It answers what the
+    connection asks of a future (`add_done_callback`, `exception`, `cancelled`, `done`,
+    `result`) and can be awaited.
+
+    Callbacks added before the outcome run inside `settle`, in the order added; one added
+    after it runs on the loop's next turn (as asyncio's do), never inside the call."""
+
+    __slots__ = ("_callbacks", "_error", "_settled")
+
+    def __init__(self) -> None:
+        self._callbacks: list[Callable[[Completion], object]] | None = None
+        self._error: BaseException | None = None
+        self._settled = False
+
+    def settle(self, error: BaseException | None) -> None:
+        """The outcome: None, or the error the waiting side answers with; once."""
+        assert not self._settled, "a completion is settled once"
+        self._settled, self._error = True, error
+        callbacks, self._callbacks = self._callbacks, None
+        if callbacks is not None:
+            for callback in callbacks:
+                callback(self)
+
+    def add_done_callback(self, callback: Callable[[Completion], object]) -> None:
+        if self._settled:
+            asyncio.get_running_loop().call_soon(callback, self)
+        elif self._callbacks is None:
+            self._callbacks = [callback]
+        else:
+            self._callbacks.append(callback)
+
+    def done(self) -> bool:
+        return self._settled
+
+    def cancelled(self) -> bool:
+        return False
+
+    def exception(self) -> BaseException | None:
+        return self._error
+
+    def result(self) -> None:
+        if self._error is not None:
+            raise self._error
+
+    def __await__(self) -> Generator[Any, None, None]:
+        if not self._settled:
+            future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+
+            def wake(_completion: Completion) -> None:
+                if not future.done():
+                    future.set_result(None)
+
+            self.add_done_callback(wake)
+            yield from future.__await__()
+        return self.result()
+
+
 @dataclass(slots=True)
 class Deferred:
     """An answer known now and sent once `future` completes: `response` when the future
@@ -70,7 +131,7 @@ class Deferred:
     event": no task, no coroutine frame, one callback when the future completes.
     """
 
-    future: asyncio.Future[Any]
+    future: asyncio.Future[Any] | Completion
     response: Response
 
 

@@ -19,6 +19,14 @@ A batch (`submit_group`: batchwrite.py, a follower's group) holds all its frames
 one write call, one fsync, one `Pending` (its frames, events and undos in lists), and
 acknowledged and published in one `_acknowledge`, or all rolled back (rule 3).
 
+Completions: a write is told it is durable either by its future (`submit` with no `done`)
+or by its completion callback `done(error)` (`done=`: the HTTP application's writes, through
+`Store.insert_then` and its kin): the callbacks of a group `_acknowledge` or `_fail_pending`
+settles are called in one loop callback, in the writes' order, after the group's futures are
+resolved and before its events' subscribers run what they schedule; never inside `submit`. A
+future costs a write its own future and a loop handle for its callback; a group's callbacks
+cost one handle (bench/README.md, session 9).
+
 So N writers arriving during one fsync share the next write and the next fsync: one
 system call each per batch, where a write call per frame cost a measurable share of a
 durable POST's throughput at 64 connections (bench/README.md has the figure). `sync="off"` writes each frame at
@@ -78,6 +86,7 @@ from dbsvc.storage.logwriter import LogWriter, WriteHealth, WriteState
 
 log = logging.getLogger("dbsvc.storage")
 
+Done = Callable[[BaseException | None], object]  # a write's completion callback ("Completions")
 ROOM_ERRORS = frozenset((errno.ENOSPC, errno.EDQUOT))  # a write error that room can cure
 RETRY_INTERVAL = 1.0  # seconds between two probes for room
 
@@ -87,12 +96,24 @@ class Pending:
     """A written, not yet acknowledged write."""
 
     end: int  # file size after its frame
-    future: asyncio.Future[None]
+    future: asyncio.Future[None] | None  # None: `done` is told instead
     event: Any  # ChangeEvent, published on commit
     undo: Any  # opaque to this module; handed to `rollback`
     applied: bool = True
     frame: bytes = b""  # the frame written, published with the event
     frames: list[bytes] | None = None  # a group's (`submit_group`): `event`, `undo` are lists
+    done: Done | None = None  # the completion callback (module docstring, "Completions")
+
+
+def _settle(callbacks: list[Done], error: BaseException | None) -> None:
+    """Tell each write of a settled group its outcome, in order ("Completions"). One
+    callback that raises is logged, as the loop logs a failing future callback, and keeps
+    no other write from its outcome."""
+    for done in callbacks:
+        try:
+            done(error)
+        except Exception:  # noqa: BLE001 - a caller's bug; the others still hear
+            log.exception("a write's completion callback raised")
 
 
 BATCH_BOUNDS = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024)  # writes per commit (CommitStats)
@@ -204,12 +225,15 @@ class CommitQueue:
         self.failed, self._room_error, self._retry_at = None, False, None
         return True
 
-    def submit(self, frame: bytes, event: Any, apply: Callable[[], Any]) -> asyncio.Future[None]:
+    def submit(
+        self, frame: bytes, event: Any, apply: Callable[[], Any], done: Done | None = None
+    ) -> asyncio.Future[None] | None:
         """Log `frame` (held for the committer's next write under `sync="full"`, written
-        now under "off"), then `apply()` it to memory; the future resolves once durable.
+        now under "off"), then `apply()` it to memory; the future resolves once durable,
+        or, given `done`, no future is made and `done(error)` is called ("Completions").
         Called on the loop thread with no await in between, so order is log order."""
         loop = self._ensure_task()
-        future = loop.create_future()
+        future = None if done is not None else loop.create_future()
         if self.sync:
             end = self.writer.hold(frame)
         else:
@@ -217,12 +241,12 @@ class CommitQueue:
                 end = self.writer.append(frame)
             except OSError as exc:
                 self._write_failed(exc)
-                self._pending.append(Pending(self.writer.written, future, event, None, applied=False))
+                self._pending.append(Pending(self.writer.written, future, event, None, applied=False, done=done))
                 assert self._wake is not None
                 self._wake.set()
                 return future
         undo = apply()
-        self._pending.append(Pending(end, future, event, undo, frame=frame))
+        self._pending.append(Pending(end, future, event, undo, frame=frame, done=done))
         if not self.sync and len(self._pending) == 1 and self._switch is None:
             # Nothing to wait for: acknowledge now and spare two loop iterations.
             self._acknowledge(1)
@@ -401,10 +425,21 @@ class CommitQueue:
         self.stats.count_batch(sum(1 if p.frames is None else len(p.frames) for p in done))
         # Futures first: their callbacks (the writers' responses) are then queued on the
         # loop ahead of anything a subscriber schedules from `publish`; both happen in this
-        # one call, so no callback sees a resolved write whose event is unpublished.
+        # one call, so no callback sees a resolved write whose event is unpublished. The
+        # completion callbacks of the group go in one handle queued with them.
+        callbacks: list[Done] | None = None
         for p in done:
-            if not p.future.done():
-                p.future.set_result(None)
+            future = p.future
+            if future is not None:
+                if not future.done():
+                    future.set_result(None)
+            elif p.done is not None:
+                if callbacks is None:
+                    callbacks = [p.done]
+                else:
+                    callbacks.append(p.done)
+        if callbacks is not None:
+            self._call_soon(callbacks, None)
         publish = self.publish
         for p in done:
             if p.frames is None:
@@ -431,11 +466,27 @@ class CommitQueue:
             self._switch = None
             if not future.done():
                 future.set_exception(error)
+        callbacks = []
         for p in failed:
-            if not p.future.done():
+            if p.future is None:
+                if p.done is not None:
+                    callbacks.append(p.done)
+            elif not p.future.done():
                 p.future.set_exception(error)
                 # Retrieve it so an abandoned future does not log "exception never retrieved".
                 p.future.exception()
+        if callbacks:
+            self._call_soon(callbacks, error)
+
+    def _call_soon(self, callbacks: list[Done], error: BaseException | None) -> None:
+        """One loop callback settling `callbacks` ("Completions"); at once when the loop is
+        closed already (a `close()` after it)."""
+        loop = self._loop
+        try:
+            assert loop is not None
+            loop.call_soon(_settle, callbacks, error)
+        except RuntimeError:
+            _settle(callbacks, error)
 
     def append_batch(self, chunks: Iterable[bytes], count: int) -> None:
         """Write `chunks` (whole frames, `count` of them) and make them durable with one

@@ -200,9 +200,11 @@ class OrderedIndex:
             self._lastids[i] = id_
         else:
             keys, ids = self._keys[i], self._ids[i]
-            j = bisect_left(keys, key)
-            if j < len(keys) and keys[j] == key:  # a run of this key: its ids ascend
-                j = bisect_left(ids, id_, j, bisect_right(keys, key, j))
+            # One bisect to the end of the key's run: the place unless the run holds a larger
+            # id (its ids ascend), which an insert's new largest id never meets there.
+            j = bisect_right(keys, key)
+            if j and keys[j - 1] == key and ids[j - 1] > id_:
+                j = bisect_left(ids, id_, bisect_left(keys, key, 0, j), j)
             keys.insert(j, key)
             ids.insert(j, id_)
         if len(keys) > 2 * LOAD:

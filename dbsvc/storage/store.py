@@ -42,12 +42,14 @@ The Store is a facade over named parts, each in its own module:
     replay.py      reading frames back (through `replay.LogSource`, which Store implements)
     follow.py      the follower side: applying a primary's frames, the epoch's snapshot
     compactor.py   `Compactor`: when and how an online compaction runs (steps: online.py)
+    writeapi.py    `TableWrites`, the Store's base: its tables and the write calls
+                   (insert, replace, delete, apply_*, batches, health)
     writes.py      `WritePath`: the write path (the checks of constraints.py, the event,
                    the frame, the commit, the undo) and the next offset
     commit.py      the group commit; batch.py the offline batch; table.py one model's
                    records, history and indexes; recovery.py the open
 
-It keeps the reads and hands each write to `WritePath`. The parts never import store.py
+It keeps the reads; its base `TableWrites` hands each write to `WritePath`. The parts never import store.py
 (replay.py, follow.py and compactor.py see it through protocols: `LogSource`, `Replicated`,
 `Host`; writes.py is handed what it needs).
 
@@ -93,14 +95,12 @@ from __future__ import annotations
 import asyncio
 import os
 from collections import deque
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from dbsvc.errors import NotFound
 from dbsvc.runtime import INT64_MAX, CompiledModel, Filters, Query
-from dbsvc.storage import batch, files, follow, history, instants, recovery, retain
-from dbsvc.storage.batchwrite import BatchWrite
+from dbsvc.storage import files, follow, history, instants, recovery, retain
 from dbsvc.storage.changes import Callback, ChangeStream
 from dbsvc.storage.commit import BATCH_BOUNDS, CommitQueue
 from dbsvc.storage.compact import SNAPSHOT_NAME
@@ -111,10 +111,11 @@ from dbsvc.storage.files import FaultPlan
 from dbsvc.storage.history import History
 from dbsvc.storage.lock import WriterLock
 from dbsvc.storage.logfile import MAX_PAYLOAD
-from dbsvc.storage.logwriter import LogWriter, WriteHealth
+from dbsvc.storage.logwriter import LogWriter
 from dbsvc.storage.query import list_page, live_ids, page_as_of
 from dbsvc.storage.rows import unpack
 from dbsvc.storage.table import Table
+from dbsvc.storage.writeapi import TableWrites
 from dbsvc.storage.writes import WritePath
 
 __all__ = ["Callback", "Store"]
@@ -133,7 +134,7 @@ class Options:
     max_payload: int
 
 
-class Store:
+class Store(TableWrites):
     """One open tenant. Construct with `Store.open`."""
 
     def __init__(self, directory: str, loaded: recovery.Loaded, lock: WriterLock | None, options: Options) -> None:
@@ -237,18 +238,6 @@ class Store:
             raise
 
     # -- reads -----------------------------------------------------------------------------
-
-    def table(self, model: str) -> Table:
-        """The `Table` of `model` (`NotFound` for an unknown one): read it, never write it."""
-        try:
-            return self._tables[model]
-        except KeyError:
-            raise NotFound(f"unknown model {model!r}") from None
-
-    @property
-    def tables(self) -> Mapping[str, Table]:
-        """Every model's `Table`, by model name: read them, never write them."""
-        return self._tables
 
     def get(self, model: str, id: Any, as_of: int | None = None) -> tuple[dict | None, int]:
         table = self.table(model)
@@ -408,76 +397,6 @@ class Store:
             "batch_sizes": (BATCH_BOUNDS, list(c.stats.batches)) if c else None,
             "snapshot_bytes": _size(os.path.join(self._directory, SNAPSHOT_NAME)),
         }
-
-    def health(self, retry: bool = False) -> WriteHealth:
-        """Whether the store takes writes, and if not why and what to do (commit.py rule 4):
-        OK; REFUSING after a write found no space (resumes by itself once there is room);
-        FAILED, fail-stop, after an fsync or other I/O error (until a restart). `retry`:
-        while REFUSING, probe for room now if a probe is due (the server's `/ready` does;
-        `/health` does not touch the disk)."""
-        return self._writes.health(retry)
-
-    # -- writes ----------------------------------------------------------------------------
-
-    def check_writable(self) -> None:
-        """`Unavailable` unless the store takes writes now (read-only, or commit.py rule 4)."""
-        self._writes.writable()
-
-    @property
-    def writes(self) -> WritePath:
-        """The write path (writes.py): a follower's group of frames (follow.py) is applied
-        and committed through its fields, as a local batch's rows are."""
-        return self._writes
-
-    async def insert(self, model: str, record: dict) -> dict:
-        stored, durable = self.apply_insert(model, record)
-        await durable
-        return stored
-
-    async def replace(self, model: str, id: Any, record: dict) -> tuple[dict, dict]:
-        previous, stored, durable = self.apply_replace(model, id, record)
-        await durable
-        return previous, stored
-
-    async def delete(self, model: str, id: Any) -> dict:
-        previous, durable = self.apply_delete(model, id)
-        await durable
-        return previous
-
-    def apply_insert(self, model: str, record: dict[str, Any]) -> tuple[dict[str, Any], asyncio.Future[None]]:
-        return self._writes.apply_insert(self.table(model), record)
-
-    def apply_replace(
-        self, model: str, id: Any, record: dict[str, Any]
-    ) -> tuple[dict[str, Any], dict[str, Any], asyncio.Future[None]]:
-        return self._writes.apply_replace(self.table(model), id, record)
-
-    def apply_delete(self, model: str, id: Any) -> tuple[dict[str, Any], asyncio.Future[None]]:
-        return self._writes.apply_delete(self.table(model), id)
-
-    def written_json(self, record: dict[str, Any]) -> bytes | None:
-        """The JSON bytes of `record` if the last insert or replace stored it (writes.py rule 5)."""
-        return self._writes.written_json(record)
-
-    def begin_batch(self, size: int = 0) -> BatchWrite:
-        """An atomic batch (`POST /batch`, batchwrite.py): ops applied one by one, each
-        checked against the ones before; then `commit()` (one durable group) or `abort()`.
-        No await may run between this and the commit or abort. `size`: how many ops follow."""
-        return self._writes.begin_batch(size)
-
-    def check_batch(self, rows: Sequence[tuple[str, dict]], measure: bool = True) -> None:
-        """`BatchRejected` if `insert_batch(rows)` would refuse them; works on a read-only
-        store too, so a tool can judge a batch before it opens the tenant for writing.
-        `measure=False`: the caller knows no record is near the size limit (batch.py rule 5)."""
-        batch.plan(self._tables, rows, self.max_payload, measure)
-
-    def insert_batch(self, rows: Sequence[tuple[str, dict]]) -> list[dict]:
-        """Insert (model name, record) rows as one durable batch (batch.py): checked as a
-        set (`BatchRejected` lists every bad row, nothing written), written with one fsync,
-        then applied; returns the stored records (automatic ids filled in). Synchronous,
-        for offline tools (`dbsvc import`) with no write in flight; subscribers get the
-        events as usual. The next open compacts if the log has grown past the rule."""
-        return self._writes.insert_batch(rows)
 
     # -- following a primary (follow.py; dbsvc/replica) --------------------------------------
 

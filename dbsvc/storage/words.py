@@ -13,8 +13,12 @@ State::
     ordered    SortedIndex of the distinct words (sortedlist.py): a prefix is a range of it,
                a bisect then a walk while the words start with the prefix, never a scan
                of every word
+    sets       word -> its ids, for the words whose ids are a set (the common words): the
+               same set objects as in `postings`, so a write adds a record's common words
+               by one probe each (most of a 300-character body's ~50 words)
 
-Invariant: a word is in `ordered` exactly when `postings` holds it with at least one id.
+Invariants: a word is in `ordered` exactly when `postings` holds it with at least one id;
+`sets` holds exactly the words whose `postings` entry is a set, and the same set.
 
 `match(query)`: the ids of the records every query word matches (a prefix of some word
 of theirs). Each query word's cost is estimated first (the summed sizes of the id sets of
@@ -50,7 +54,7 @@ from itertools import takewhile
 from typing import Any
 
 from dbsvc.storage.sortedlist import SortedIndex
-from dbsvc.textsearch import word_set
+from dbsvc.textsearch import fold, word_set
 
 SMALL = 8  # ids a word keeps in a tuple before they become a set
 # A union of a prefix's id sets runs at C speed, several times faster an id than a Python
@@ -63,11 +67,12 @@ Ids = tuple[Any, ...] | set[Any]
 class WordIndex:
     """The inverted index of one model's `@search` fields (module docstring)."""
 
-    __slots__ = ("kept", "ordered", "positions", "postings")
+    __slots__ = ("kept", "ordered", "positions", "postings", "sets")
 
     def __init__(self, positions: Sequence[int]) -> None:
         self.positions = tuple(positions)  # where the @search fields are in a record's values
         self.postings: dict[str, Ids] = {}
+        self.sets: dict[str, set[Any]] = {}  # the set entries of `postings` (invariants)
         self.ordered = SortedIndex()
         # query -> (its matches, the table's row count then, its last row): searches.py
         self.kept: dict[tuple[str, ...], tuple[set[Any], int, Any]] = {}
@@ -88,6 +93,7 @@ class WordIndex:
                 else:
                     ids.append(id_)
         self.postings = {w: tuple(ids) if len(ids) <= SMALL else set(ids) for w, ids in lists.items()}
+        self.sets = {w: ids for w, ids in self.postings.items() if type(ids) is set}
         self.kept.clear()
         self.ordered = SortedIndex.from_sorted(sorted(self.postings))
 
@@ -99,10 +105,11 @@ class WordIndex:
 
     def swap(self, id_: Any, old: Sequence[Any], new: Sequence[Any]) -> None:
         """Move record `id_` from the words of `old` to those of `new`: only the changed ones.
-        Only the changed fields are cut into words, and the unchanged ones only when the
-        changed fields' words differ: a PUT that rewrites a title beside an unchanged
-        300-character body cuts the body once, not twice (a record's words are those of
-        all its fields, so a word leaving the title stays while the body holds it)."""
+        Only the changed fields are cut into words, and the unchanged ones only when a
+        word that moved is found in their folded text: a PUT that rewrites a title beside
+        an unchanged 300-character body cuts the body only when it may hold that word (a
+        record's words are those of all its fields, so a word leaving the title stays
+        while the body holds it)."""
         positions = self.positions
         changed = [p for p in positions if old[p] != new[p]]
         if not changed:
@@ -113,25 +120,43 @@ class WordIndex:
         if not gone and not came:
             return
         if len(changed) < len(positions):
-            kept = word_set(new[p] for p in positions if p not in changed)
-            gone -= kept
-            came -= kept
+            # A moved word the unchanged fields hold stays. Only a moved word found in their
+            # folded text can be one of their words (each word is a run of that text), so the
+            # unchanged fields are cut into words only then: a PUT that renames a title beside
+            # a 300-character body rarely cuts the body (bench/README.md, session 9).
+            rest = [new[p] for p in positions if p not in changed]
+            folded = fold(" ".join([text for text in rest if text]))
+            if any(word in folded for word in gone) or any(word in folded for word in came):
+                kept = word_set(rest)
+                gone -= kept
+                came -= kept
         self._remove_words(id_, gone)
         self._add_words(id_, came)
 
     def _add_words(self, id_: Any, found: Iterable[str]) -> None:
-        postings = self.postings
+        # A common word (its ids a set) by one probe of `sets`; the rest, rare or new, after.
+        get = self.sets.get
+        rare = None
         for word in found:
-            ids = postings.get(word)
-            if ids is None:
+            ids = get(word)
+            if ids is not None:
+                ids.add(id_)
+            elif rare is None:
+                rare = [word]
+            else:
+                rare.append(word)
+        if rare is None:
+            return
+        postings = self.postings
+        for word in rare:
+            held = postings.get(word)
+            if held is None:
                 postings[word] = (id_,)
                 self.ordered.add(word)
-            elif type(ids) is set:
-                ids.add(id_)
-            elif len(ids) < SMALL:
-                postings[word] = (*ids, id_)
+            elif len(held) < SMALL:
+                postings[word] = (*held, id_)
             else:
-                postings[word] = {*ids, id_}
+                postings[word] = self.sets[word] = {*held, id_}
 
     def _remove_words(self, id_: Any, found: Iterable[str]) -> None:
         postings = self.postings
@@ -141,6 +166,7 @@ class WordIndex:
                 ids.discard(id_)
                 if len(ids) <= SMALL // 2:
                     postings[word] = tuple(ids)
+                    del self.sets[word]
                 continue
             left = tuple(i for i in ids if i != id_)
             if left:

@@ -23,6 +23,10 @@ Rules (store.py rules 1-2 hold here):
    (rows.py `pack_shown`), the JSON goes into the log payload, and `written_json` hands the
    same bytes to the application for a PUT's or PATCH's response; an update's previous
    record's JSON reuses the texts of the values it left alone (`pack_update`).
+6. `insert_then`, `replace_then`, `delete_then` are `apply_*` with a completion callback:
+   no future is made, and `done(error)` is called once the write is durable (None) or
+   failed (`Unavailable`), a committed group's callbacks in one loop callback (commit.py,
+   "Completions"). A refusal of its checks raises, as `apply_*`'s does, and never calls it.
 
 Imports storage's own modules only; never store.py (the Store passes what this needs).
 """
@@ -37,7 +41,7 @@ from dbsvc.errors import Unavailable
 from dbsvc.storage import batch, recovery
 from dbsvc.storage.batchwrite import BatchWrite
 from dbsvc.storage.changes import ChangeStream
-from dbsvc.storage.commit import CommitQueue
+from dbsvc.storage.commit import CommitQueue, Done
 from dbsvc.storage.compactor import Compactor
 from dbsvc.storage.constraints import Constraints
 from dbsvc.storage.epoch import Epoch
@@ -96,6 +100,14 @@ class WritePath:
         return self.commit.health()
 
     def apply_insert(self, table: Table, record: dict[str, Any]) -> tuple[dict[str, Any], asyncio.Future[None]]:
+        record, future = self.insert_then(table, record, None)
+        assert future is not None
+        return record, future
+
+    def insert_then(
+        self, table: Table, record: dict[str, Any], done: Done | None
+    ) -> tuple[dict[str, Any], asyncio.Future[None] | None]:
+        """`apply_insert`, telling `done(error)` instead of a future when given (rule 6)."""
         commit = self.writable()
         record, id_, values = self._constraints.check_insert(table, record)
         stored, text = pack_shown(table.model.fields, record, values)  # rule 5
@@ -103,13 +115,21 @@ class WritePath:
         def apply() -> None:
             table.prime(id_, table.insert(values, stored), record)
 
-        future = self._write(commit, table, EventKind.INSERT, id_, record, None, apply, text)
+        future = self._write(commit, table, EventKind.INSERT, id_, record, None, apply, text, None, done)
         self._written = (record, text)
         return record, future
 
     def apply_replace(
         self, table: Table, id: Any, record: dict[str, Any]
     ) -> tuple[dict[str, Any], dict[str, Any], asyncio.Future[None]]:
+        previous, record, future = self.replace_then(table, id, record, None)
+        assert future is not None
+        return previous, record, future
+
+    def replace_then(
+        self, table: Table, id: Any, record: dict[str, Any], done: Done | None
+    ) -> tuple[dict[str, Any], dict[str, Any], asyncio.Future[None] | None]:
+        """`apply_replace`, telling `done(error)` instead of a future when given (rule 6)."""
         commit = self.writable()
         current, previous, record, values = self._constraints.check_replace(table, id, record)
         was = table.model.row(previous)
@@ -118,7 +138,7 @@ class WritePath:
         def apply() -> None:
             table.prime(id, table.replace(current, values, was, stored), record)
 
-        future = self._write(commit, table, EventKind.UPDATE, id, record, previous, apply, text, before)
+        future = self._write(commit, table, EventKind.UPDATE, id, record, previous, apply, text, before, done)
         self._written = (record, text)
         return previous, record, future
 
@@ -131,9 +151,17 @@ class WritePath:
         return written[1].encode("utf-8")
 
     def apply_delete(self, table: Table, id: Any) -> tuple[dict[str, Any], asyncio.Future[None]]:
+        previous, future = self.delete_then(table, id, None)
+        assert future is not None
+        return previous, future
+
+    def delete_then(
+        self, table: Table, id: Any, done: Done | None
+    ) -> tuple[dict[str, Any], asyncio.Future[None] | None]:
+        """`apply_delete`, telling `done(error)` instead of a future when given (rule 6)."""
         commit = self.writable()
         previous, apply = self._constraints.delete(table, id)
-        return previous, self._write(commit, table, EventKind.DELETE, id, None, previous, apply)
+        return previous, self._write(commit, table, EventKind.DELETE, id, None, previous, apply, None, None, done)
 
     def begin_batch(self, size: int = 0) -> BatchWrite:
         """An atomic batch of writes (batchwrite.py), checked op by op, committed as one;
@@ -151,11 +179,12 @@ class WritePath:
         apply: Callable[[], object],
         text: str | None = None,
         before: str | None = None,
-    ) -> asyncio.Future[None]:
+        done: Done | None = None,
+    ) -> asyncio.Future[None] | None:
         offset = self.next_offset
         event = write_event(kind, table.name, offset, table.watermark + 1, id_, record, previous)
         payload = write_payload(event, table.id_field, self.max_payload, text, before)  # rule 1
-        return self.submit(commit, table, offset, encode_frame(offset, payload), event, apply)
+        return self.submit(commit, table, offset, encode_frame(offset, payload), event, apply, done)
 
     def submit(
         self,
@@ -165,9 +194,11 @@ class WritePath:
         frame: bytes,
         event: ChangeEvent,
         apply: Callable[[], object],
-    ) -> asyncio.Future[None]:
+        done: Done | None = None,
+    ) -> asyncio.Future[None] | None:
         """Hand `frame` at `offset` (the next one) to the commit queue, `apply` changing
-        `table` when it is written (rules 2-4); a follower's frames come here too."""
+        `table` when it is written (rules 2-4); its future, or None when `done` is told
+        instead (rule 6)."""
         max_id = table.max_id
         compactor = self.compactor
         assert compactor is not None
@@ -180,7 +211,7 @@ class WritePath:
             self.next_offset = offset + 1
             return table, max_id, offset
 
-        future = commit.submit(frame, event, applied)
+        future = commit.submit(frame, event, applied, done)
         if offset % recovery.CHECKPOINT_EVERY == 0 and self.next_offset > offset:
             self._epoch_of().checkpoints.append((offset, commit.writer.written - len(frame)))
         if commit.writer.written > compactor.compact_bytes and compactor.task is None:
