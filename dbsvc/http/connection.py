@@ -58,9 +58,10 @@ Rules:
 11. A body must keep coming (intake.py rule 5): past its deadline the client gets 408 and
    the connection closes (rule 7). A body that does not fit in what is left of `body_memory`
    (intake.py rule 3) is 503 `unavailable`, and the connection closes.
-12. Fairness: one call of `_process` starts at most PIPELINE_BUDGET requests; then the
-   connection yields the loop's turn (`call_soon`) and parks its input (rule 1), so a
-   client pipelining thousands of requests delays the others by one budget per turn.
+12. Fairness: one call of `_process` hands at most PIPELINE_BUDGET requests to the
+   application (counted at their END, so a yield never falls between a head and its END);
+   then the connection yields the loop's turn (`call_soon`) and parks its input (rule 1),
+   so a client pipelining thousands of requests delays the others by one budget per turn.
 13. `OPTIONS *` (RFC 9112 §3.2.4) is answered here, 204 with `Allow: ASTERISK_ALLOW`,
    the methods dbsvc's routes answer; the asterisk with another method is 400 (message.py).
 """
@@ -78,7 +79,7 @@ from dbsvc.http.account import account
 from dbsvc.http.fastpath import FastWire
 from dbsvc.http.hub import DEADLINES, Bound, Hub, Phase
 from dbsvc.http.intake import BodyIntake
-from dbsvc.http.message import REASONS, Head, encode_response, response_headers
+from dbsvc.http.message import REASONS, Head, response_headers
 from dbsvc.http.output import Outbox
 from dbsvc.http.problem import error_response, last_words, problem_response
 from dbsvc.http.types import Deferred, Response, Upgrade, Upgraded
@@ -287,9 +288,9 @@ class HttpConnection(asyncio.Protocol):
                 return
             kind = type(event)
             if kind is Head:
-                started += 1
                 self._on_head(cast(Head, event))
             elif event is END:
+                started += 1
                 self._on_end()
             elif kind is bytearray or kind is bytes:
                 self._on_data(cast(bytes, event))
@@ -358,6 +359,8 @@ class HttpConnection(asyncio.Protocol):
             and head.origin is not None
             and head.request.method == "OPTIONS"
         )
+        if head.complete:
+            return  # the wire holds the whole request: END follows at once, no body to take in
         self._intake.begin()
         self._enter(BODY)
         if head.expects_continue and self._wire.expects_100():
@@ -467,7 +470,7 @@ class HttpConnection(asyncio.Protocol):
         close = close or hub.shutting_down
         wire = self._wire
         try:
-            data, size = encode_response(wire.respond, response, request, request_id, extra, close)
+            data, size = wire.encode(response, request, request_id, extra, close)
         except Exception as exc:  # rule 8: e.g. CR/LF in a header value
             if fallback:
                 raise

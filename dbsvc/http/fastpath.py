@@ -45,8 +45,17 @@ import re
 import h11
 
 from dbsvc.errors import BadRequest
-from dbsvc.http.message import Head, RequestIds, split_target
-from dbsvc.http.types import Request
+from dbsvc.http.message import (
+    REASONS,
+    SERVER_NAME,
+    Head,
+    RequestIds,
+    encode_response,
+    header_name,
+    http_date_text,
+    split_target,
+)
+from dbsvc.http.types import Request, Response
 from dbsvc.http.wire import CLOSED, END, HAND_OVER, MAX_HEAD, NEED_DATA, PAUSED, Event, H11Wire
 
 _TOKEN = r"[-!#$%&'*+.^_`|~0-9a-zA-Z]+"
@@ -58,6 +67,11 @@ _HEAD = re.compile(rf"({_TOKEN}) (/[\x21-\x7e]*) HTTP/1\.1\r\n((?:{_TOKEN}:[\t\x
 _FIELD = re.compile(rf"({_TOKEN}):[ \t]*+((?:[\x21-\x7e]++(?:[ \t]++[\x21-\x7e]++)*+)?+)[ \t]*+\r\n")
 _FIELD_LINE = b"%s: %s\r\n"
 _MAX_LENGTH_DIGITS = 18  # past that h11 decides (and int() stays cheap)
+# Response heads as %-templates of their values, one per (status, content type or not, the
+# app's header names): `encode` fills one in; None where the generic path must decide (a
+# name it refuses). Bounded, in case an application makes names up per response.
+_HEADS: dict[tuple[int, bool, tuple[str, ...]], str | None] = {}
+_HEADS_MAX = 512
 
 
 class _State(enum.Enum):
@@ -180,12 +194,17 @@ class FastWire:
             # head, in the request, and END follows at once; no piece goes through the
             # connection's body intake.
             head.request.body = buf[size : size + length]  # type: ignore[assignment]  # maybe a bytearray
+            head.complete = True
             self._consume(size + length)
             self._length = length
             self._remaining = 0
             return head
         self._consume(size)
-        self._remaining = self._length = length if length is not None else 0
+        if not length:
+            head.complete = True  # no body: END follows
+            self._remaining = self._length = 0
+            return head
+        self._remaining = self._length = length
         return head
 
     def _head(self, method: str, target: str, fields: list[tuple[str, str]]) -> Head | None:
@@ -251,6 +270,59 @@ class FastWire:
         fields = b"".join(map(_FIELD_LINE.__mod__, headers))
         return b"HTTP/1.1 %d %s\r\n%s\r\n%s" % (status, reason, fields, body)
 
+    def encode(
+        self,
+        response: Response,
+        request: Request | None,
+        request_id: str,
+        extra: list[tuple[bytes, bytes]] | None,
+        close: bool,
+    ) -> tuple[bytes, int]:
+        """`message.encode_response(self.respond, ...)` in one step for the common response:
+        a final status, header values of printable ASCII without a space at either end, no
+        extra (CORS) headers and no close on either side. Its head is a template made once per
+        status and header names (`_HEADS`) and filled in with the values, checked together;
+        anything else goes the generic way, which writes or refuses it.
+        tests/http/test_http_response_encoding.py holds the two equal."""
+        status = response.status
+        body = response.body
+        if (
+            extra
+            or close
+            or self._client_close
+            or type(status) is not int
+            or not 200 <= status < 1000
+            or (type(body) is not bytes and type(body) is not bytearray)
+            or (request is not None and request.method == "CONNECT")
+        ):
+            return encode_response(self.respond, response, request, request_id, extra, close)
+        typed = response.content_type is not None and status != 204
+        try:
+            names, values = zip(*response.headers) if response.headers else ((), ())
+            key = (status, typed, names)
+            template = _HEADS.get(key)
+            if template is None and key not in _HEADS and len(_HEADS) < _HEADS_MAX:
+                template = _HEADS[key] = _head_template(status, typed, names)
+            if typed:
+                values = (response.content_type, *values)
+            text = "".join(values)
+        except (TypeError, ValueError):  # not pairs of str: the generic path says what
+            template = None
+        # Printable ASCII (0x20-0x7e) is a field value, but for a space at either end, which
+        # shows in the head as ":  " or " \r\n" (RFC 9110 §5.5; message._checked).
+        if template is None or not (text.isascii() and text.isprintable()):
+            return encode_response(self.respond, response, request, request_id, extra, close)
+        if status == 204 or status == 304:
+            head = template % (*values, http_date_text(), request_id)
+        else:
+            head = template % (*values, len(body), http_date_text(), request_id)
+        if ":  " in head or " \r\n" in head or not request_id.isascii():
+            return encode_response(self.respond, response, request, request_id, extra, close)
+        self.closing = False
+        if status == 204 or status == 304 or (request is not None and request.method == "HEAD"):
+            return head.encode("ascii"), 0
+        return head.encode("ascii") + body, len(body)
+
     def informational(self, status: int, reason: bytes, headers: list[tuple[bytes, bytes]]) -> bytes:
         raise AssertionError("the fast path never sends a 1xx: Expect and Upgrade are handed over")
 
@@ -264,3 +336,21 @@ class FastWire:
 
     def trailing_data(self) -> bytes:
         return b""
+
+
+def _head_template(status: int, typed: bool, names: tuple[str, ...]) -> str | None:
+    """The head `FastWire.encode` fills in for a final `status`, with a content type or not,
+    and the app's header `names`, in the order `message.response_headers` writes them; None
+    for a name it refuses (the generic path then raises its error)."""
+    try:
+        raw = [header_name(name, status) for name in names]
+    except (h11.LocalProtocolError, AttributeError, TypeError):
+        return None
+    lines = [f"HTTP/1.1 {status} {REASONS.get(status, b'').decode('latin-1')}\r\n".replace("%", "%%")]
+    if typed:
+        lines.append("content-type: %s\r\n")
+    lines.extend(name.decode("latin-1").replace("%", "%%") + ": %s\r\n" for name in raw)
+    if status != 204 and status != 304:
+        lines.append("content-length: %d\r\n")
+    lines.append(f"date: %s\r\nserver: {SERVER_NAME.decode('ascii')}\r\nx-request-id: %s\r\n\r\n")
+    return "".join(lines)
