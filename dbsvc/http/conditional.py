@@ -143,8 +143,13 @@ def _shown(tags: tuple[Tag, ...] | str | None) -> str:
 
 
 def preconditions(request: Request) -> Conditions | None:
-    """The request's conditions, or None when it has neither header (the common case: two
-    header scans and nothing else). 400 for a malformed one (rule 4)."""
+    """The request's conditions, or None when it has neither header (the common case: one
+    header scan and nothing else). 400 for a malformed one (rule 4)."""
+    for name, _value in request.headers:
+        if name == IF_MATCH or name == IF_NONE_MATCH:
+            break
+    else:
+        return None
     if_match = _field(request, IF_MATCH)
     if_none_match = _field(request, IF_NONE_MATCH)
     if if_match is None and if_none_match is None:

@@ -100,6 +100,12 @@ log = logging.getLogger("dbsvc.http")
 
 _INF = math.inf
 
+_NOTHING, _IDLE_TIMEOUT, _HEADER_TIMEOUT, _BODY_DEADLINE = (
+    Bound.NOTHING,
+    Bound.IDLE_TIMEOUT,
+    Bound.HEADER_TIMEOUT,
+    Bound.BODY_DEADLINE,
+)
 HEAD, BODY, APP, IDLE, LINGER, UPGRADED, CLOSED = (
     Phase.HEAD,
     Phase.BODY,
@@ -257,17 +263,17 @@ class HttpConnection(asyncio.Protocol):
         `phase` past its deadline and what it began ends the phase (hub.py rule 5)."""
         self.phase = phase
         bound = DEADLINES[phase]
-        if expired or bound is Bound.NOTHING:
+        if expired or bound is _NOTHING:
             self.deadline = _INF
-        elif bound is Bound.BODY_DEADLINE:
+        elif bound is _IDLE_TIMEOUT:
+            self.deadline = self._hub.clock() + self._hub.idle_timeout
+        elif bound is _HEADER_TIMEOUT:
+            self.deadline = self._hub.clock() + self._hub.header_timeout
+        elif bound is _BODY_DEADLINE:
             self.deadline = self._intake.give_up_at
-        elif bound is Bound.IDLE_TIMEOUT:
-            self.deadline = self._hub.loop.time() + self._hub.idle_timeout
-        elif bound is Bound.HEADER_TIMEOUT:
-            self.deadline = self._hub.loop.time() + self._hub.header_timeout
         else:
             assert bound is Bound.LINGER, bound
-            self.deadline = self._hub.loop.time() + LINGER_SECONDS
+            self.deadline = self._hub.clock() + LINGER_SECONDS
 
     # -- the event loop over the wire --------------------------------------------------
 
@@ -304,7 +310,8 @@ class HttpConnection(asyncio.Protocol):
                     self._eof_fed = True
                     self._wire.receive(b"")
                     continue
-                self._resume_reading()
+                if self._reading_paused:
+                    self._resume_reading()
                 return
             elif event is HAND_OVER:  # h11 takes the connection from here
                 self._wire = cast(FastWire, self._wire).hand_over()
