@@ -62,6 +62,7 @@ _TOKEN = r"[-!#$%&'*+.^_`|~0-9a-zA-Z]+"
 # The whole head, as latin-1 text: the request line, then header lines of token names and
 # values of visible ASCII, spaces and tabs (RFC 9110 §5.5 without obs-text or controls).
 _HEAD = re.compile(rf"({_TOKEN}) (/[\x21-\x7e]*) HTTP/1\.1\r\n((?:{_TOKEN}:[\t\x20-\x7e]*\r\n)*)\r\n")
+_LINE = re.compile(rf"({_TOKEN}) (/[\x21-\x7e]*) HTTP/1\.1\r\n")  # _HEAD's request line alone
 # One header line of a head _HEAD matched: the name and the value without its OWS, which is
 # h11's field-content (RFC 9110 §5.5); possessive, so the regex never backtracks.
 _FIELD = re.compile(rf"({_TOKEN}):[ \t]*+((?:[\x21-\x7e]++(?:[ \t]++[\x21-\x7e]++)*+)?+)[ \t]*+\r\n")
@@ -83,7 +84,8 @@ class _State(enum.Enum):
 class FastWire:
     """The fast path behind the `wire.Wire` interface."""
 
-    __slots__ = ("_ids", "_peer", "_buf", "_state", "_remaining", "_length", "_eof", "_client_close", "closing")
+    __slots__ = ("_ids", "_peer", "_buf", "_state", "_remaining", "_length", "_eof", "_client_close", "closing",
+                 "_block", "_fields")  # fmt: skip
 
     def __init__(self, ids: RequestIds, peer: tuple[str, int] | None) -> None:
         self._ids = ids
@@ -95,6 +97,10 @@ class FastWire:
         self._eof = False
         self._client_close = False  # the request said `Connection: close`
         self.closing = False
+        # The header lines (the text after the request line) of the last head read, and what
+        # they say: a keep-alive client sends the same ones again and again.
+        self._block = ""
+        self._fields: _Fields | None = None
 
     @property
     def can_respond(self) -> bool:
@@ -178,13 +184,26 @@ class FastWire:
         if size > MAX_HEAD:
             return HAND_OVER
         text = buf[:size].decode("latin-1")
-        match = _HEAD.fullmatch(text)
+        line_end = text.find("\r\n") + 2
+        if text[line_end:] == self._block:
+            # The header lines of the previous request again, byte for byte (a keep-alive
+            # client's usual case): read then, and checked by _HEAD; only the line is new.
+            match = _LINE.fullmatch(text, 0, line_end)
+            fields = self._fields
+        else:
+            match = _HEAD.fullmatch(text)
+            fields = None
         if match is None:
             return HAND_OVER
-        method, target, _fields = match.groups()
+        method, target = match.group(1, 2)
         if method == "CONNECT":  # h11 treats it as a protocol switch
             return HAND_OVER
-        head = self._head(method, target, _FIELD.findall(text, match.start(3), match.end(3)))
+        if fields is None:
+            fields = _read_fields(_FIELD.findall(text, match.start(3), match.end(3)))
+            if fields is None:
+                return HAND_OVER
+            self._block, self._fields = text[line_end:], fields
+        head = self._head(method, target, fields)
         if head is None:
             return HAND_OVER
         length = head.content_length
@@ -207,49 +226,16 @@ class FastWire:
         self._remaining = self._length = length
         return head
 
-    def _head(self, method: str, target: str, fields: list[tuple[str, str]]) -> Head | None:
-        """The `Head` of a well-formed head, or None when its headers are not fast-path material."""
-        headers: list[tuple[str, str]] = []
-        length: int | None = None
-        hosts = 0
-        origin = preflight_method = preflight_headers = incoming_id = authorization = None
-        for raw_name, value in fields:
-            name = raw_name.lower()
-            headers.append((name, value))
-            # A handful of names matter; one dict-free chain of compares is cheapest.
-            if name[0] not in "chteoaux":
-                continue
-            if name == "host":
-                hosts += 1
-            elif name == "content-length":
-                if length is not None or not value.isdigit() or len(value) > _MAX_LENGTH_DIGITS:
-                    return None
-                length = int(value)
-            elif name == "connection":
-                # h11's _keep_alive: `close` among the comma-separated tokens, any case.
-                if "close" in [token.strip() for token in value.lower().split(",")]:
-                    self._client_close = True
-            elif name in ("transfer-encoding", "upgrade", "expect"):
-                return None
-            elif name == "origin":
-                origin = value
-            elif name == "x-request-id":
-                incoming_id = value
-            elif name == "access-control-request-method":
-                preflight_method = value
-            elif name == "access-control-request-headers":
-                preflight_headers = value
-            elif name == "authorization":
-                if authorization is not None:
-                    return None  # h11's path answers the 400 (message.py)
-                authorization = value
-        if hosts != 1:
-            return None
+    def _head(self, method: str, target: str, fields: _Fields) -> Head | None:
+        """The `Head` of a well-formed head whose header lines are `fields`, or None when its
+        target is not fast-path material."""
+        headers, length, client_close, origin, preflight_method, preflight_headers, incoming_id = fields
         try:
             path, query = split_target(target)
         except (UnicodeDecodeError, ValueError):
             return None
-        request = Request(method, target, path, query, headers, b"", self._ids.choose(incoming_id), self._peer)
+        self._client_close = client_close
+        request = Request(method, target, path, query, list(headers), b"", self._ids.choose(incoming_id), self._peer)
         return Head(request, length, False, False, origin, preflight_method, preflight_headers)
 
     def respond(
@@ -336,6 +322,55 @@ class FastWire:
 
     def trailing_data(self) -> bytes:
         return b""
+
+
+# What a head's header lines say: the (name, value) pairs, lower-case names; Content-Length;
+# `Connection: close`; Origin; the preflight's method and headers; X-Request-Id.
+_Fields = tuple[
+    tuple[tuple[str, str], ...], "int | None", bool, "str | None", "str | None", "str | None", "str | None"
+]
+
+
+def _read_fields(pairs: list[tuple[str, str]]) -> _Fields | None:
+    """The facts of a head's header lines, or None when they are not fast-path material."""
+    headers: list[tuple[str, str]] = []
+    length: int | None = None
+    hosts = 0
+    client_close = False
+    origin = preflight_method = preflight_headers = incoming_id = authorization = None
+    for raw_name, value in pairs:
+        name = raw_name.lower()
+        headers.append((name, value))
+        # A handful of names matter; one dict-free chain of compares is cheapest.
+        if name[0] not in "chteoaux":
+            continue
+        if name == "host":
+            hosts += 1
+        elif name == "content-length":
+            if length is not None or not value.isdigit() or len(value) > _MAX_LENGTH_DIGITS:
+                return None
+            length = int(value)
+        elif name == "connection":
+            # h11's _keep_alive: `close` among the comma-separated tokens, any case.
+            if "close" in [token.strip() for token in value.lower().split(",")]:
+                client_close = True
+        elif name in ("transfer-encoding", "upgrade", "expect"):
+            return None
+        elif name == "origin":
+            origin = value
+        elif name == "x-request-id":
+            incoming_id = value
+        elif name == "access-control-request-method":
+            preflight_method = value
+        elif name == "access-control-request-headers":
+            preflight_headers = value
+        elif name == "authorization":
+            if authorization is not None:
+                return None  # h11's path answers the 400 (message.py)
+            authorization = value
+    if hosts != 1:
+        return None
+    return (tuple(headers), length, client_close, origin, preflight_method, preflight_headers, incoming_id)
 
 
 def _head_template(status: int, typed: bool, names: tuple[str, ...]) -> str | None:

@@ -16,7 +16,7 @@ import pytest
 from dbsvc.http.fastpath import FastWire
 from dbsvc.http.message import Head, RequestIds, encode_response
 from dbsvc.http.types import Response
-from dbsvc.http.wire import END, NEED_DATA, H11Wire
+from dbsvc.http.wire import END, HAND_OVER, NEED_DATA, H11Wire
 
 GET = b"GET /api/post/1 HTTP/1.1\r\nHost: t\r\n\r\n"
 HEAD = b"HEAD /api/post/1 HTTP/1.1\r\nHost: t\r\n\r\n"
@@ -167,3 +167,84 @@ def test_h11_heads_are_never_complete():
     wire.receive(GET)
     head = wire.next_event()
     assert isinstance(head, Head) and not head.complete
+
+
+# -- a connection's header lines, read once while they repeat
+
+BLOCKS = [
+    b"Host: t\r\n\r\n",
+    b"Host: t\r\nUser-Agent: wrk\r\nAccept: */*\r\n\r\n",
+    b"Host: t\r\nConnection: close\r\n\r\n",
+    b"Host: t\r\nOrigin: https://a.example\r\nX-Request-Id: mine-1\r\n\r\n",
+    b"Host: t\r\nContent-Length: 2\r\n\r\n{}",
+    b"Host: t\r\nAuthorization: Bearer a\r\nAuthorization: Bearer b\r\n\r\n",  # handed over
+    b"Host: t\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n",  # handed over
+    b"Host: t\r\nHost: u\r\n\r\n",  # handed over
+]
+LINES = [b"GET /api/post/1 HTTP/1.1\r\n", b"GET /api/post?limit=2 HTTP/1.1\r\n", b"POST /api/post HTTP/1.1\r\n"]
+
+
+def _requests(stream: list[bytes]) -> list[tuple]:
+    """What a fresh FastWire per request and one FastWire for the whole stream read: each
+    request's facts, or where the stream was handed over."""
+    seen = []
+    wire = FastWire(RequestIds(), None)
+    for data in stream:
+        wire.receive(data)
+        event = wire.next_event()
+        if not isinstance(event, Head):
+            seen.append(("not read here", event))
+            wire = FastWire(RequestIds(), None)
+            continue
+        request = event.request
+        seen.append(
+            (
+                request.method,
+                request.target,
+                request.query,
+                request.headers,
+                request.body,
+                request.request_id == "mine-1",
+                event.content_length,
+                event.origin,
+                event.complete,
+            )
+        )
+        while wire.next_event() is not END:
+            pass
+        data, _size = wire.encode(Response(200, b"{}"), request, "rid", None, False)
+        seen.append(("closing", wire.closing))
+        if wire.closing:
+            wire = FastWire(RequestIds(), None)
+        else:
+            wire.start_next_cycle()
+    return seen
+
+
+@pytest.mark.parametrize("block", BLOCKS)
+def test_a_repeated_header_block_reads_as_it_did_the_first_time(block):
+    stream = [line + block for line in LINES * 2]
+    fresh = []
+    for data in stream:
+        fresh.extend(_requests([data]))
+    assert _requests(stream) == fresh
+
+
+def test_a_changed_header_block_is_read_again():
+    stream = [LINES[0] + BLOCKS[0], LINES[0] + BLOCKS[1], LINES[0] + BLOCKS[0], LINES[0] + BLOCKS[3]]
+    fresh = []
+    for data in stream:
+        fresh.extend(_requests([data]))
+    assert _requests(stream) == fresh
+
+
+def test_a_request_line_the_fast_path_refuses_is_handed_over_even_after_its_block_was_read():
+    for line in (b"GET /a b HTTP/1.1\r\n", b"CONNECT /x HTTP/1.1\r\n", b"GET /x HTTP/1.0\r\n", b"GET x HTTP/1.1\r\n"):
+        wire = FastWire(RequestIds(), None)
+        wire.receive(LINES[0] + BLOCKS[0])
+        assert isinstance(wire.next_event(), Head)
+        assert wire.next_event() is END
+        wire.encode(Response(200, b"{}"), None, "rid", None, False)
+        wire.start_next_cycle()
+        wire.receive(line + BLOCKS[0])
+        assert wire.next_event() is HAND_OVER, line
