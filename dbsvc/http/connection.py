@@ -400,7 +400,10 @@ class HttpConnection(asyncio.Protocol):
             result = self._hub.app(request)
         except Exception as exc:  # rule 8
             result = self._app_error(exc)
-        self._deliver(result)
+        if type(result) is Response:  # a read's answer: sent on this turn (`_deliver`'s first case)
+            self._send(result, None)
+        else:
+            self._deliver(result)
 
     def _deliver(self, result: Any) -> None:
         if type(result) is Response:
