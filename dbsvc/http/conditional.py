@@ -150,11 +150,7 @@ def preconditions(request: Request) -> Conditions | None:
             break
     else:
         return None
-    if_match = _field(request, IF_MATCH)
-    if_none_match = _field(request, IF_NONE_MATCH)
-    if if_match is None and if_none_match is None:
-        return None
-    return Conditions(_tags(IF_MATCH, if_match), _tags(IF_NONE_MATCH, if_none_match))
+    return Conditions(_tags(IF_MATCH, _field(request, IF_MATCH)), _tags(IF_NONE_MATCH, _field(request, IF_NONE_MATCH)))
 
 
 def _tags(name: str, value: str | None) -> tuple[Tag, ...] | str | None:

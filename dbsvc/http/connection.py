@@ -294,12 +294,12 @@ class HttpConnection(asyncio.Protocol):
                 return
             kind = type(event)
             if kind is Head:
-                self._on_head(cast(Head, event))
+                self._on_head(event)  # type: ignore[arg-type]  # (no cast: a call at run time)
             elif event is END:
                 started += 1
                 self._on_end()
             elif kind is bytearray or kind is bytes:
-                self._on_data(cast(bytes, event))
+                self._on_data(event)  # type: ignore[arg-type]
             elif event is NEED_DATA:
                 if self._unfed:
                     piece = bytes(self._unfed[:FEED_SIZE])
@@ -355,8 +355,11 @@ class HttpConnection(asyncio.Protocol):
         hub = self._hub
         self._started = time.perf_counter()  # the span's duration and the route meter's
         self._head = head
-        # rules 4, 5 and 11; hub.py rules 7 (the probes' reserve) and 9 (the Host)
-        refusal = self._intake.refusal_of(head) or hub.refusal_of(head.request, self.reserve)
+        # rules 4, 5 and 11; hub.py rules 7 (the probes' reserve) and 9 (the Host): asked
+        # only when there is something to check, a declared body or a reserve or a Host policy
+        refusal = self._intake.refusal_of(head) if head.content_length is not None else None
+        if refusal is None and (self.reserve or hub.hosts.enabled):
+            refusal = hub.refusal_of(head.request, self.reserve)
         if refusal is not None:
             self._fail(refusal, head)
             return
@@ -384,9 +387,8 @@ class HttpConnection(asyncio.Protocol):
         head = self._head
         assert head is not None
         request = head.request
-        body = self._intake.take_body()
-        if body:
-            request.body = body  # type: ignore[assignment]  # maybe a bytearray
+        if self._intake.size:  # a body taken in by pieces (none for a head that came whole)
+            request.body = self._intake.take_body()  # type: ignore[assignment]  # maybe a bytearray
         self._enter(APP)
         if self._preflight:
             self._preflight = False

@@ -81,6 +81,9 @@ class _State(enum.Enum):
     DONE = "done"  # the request is complete; its response is pending
 
 
+_IDLE, _BODY, _DONE = _State.IDLE, _State.BODY, _State.DONE
+
+
 class FastWire:
     """The fast path behind the `wire.Wire` interface."""
 
@@ -130,9 +133,14 @@ class FastWire:
 
     def next_event(self) -> Event:
         state = self._state
-        if state is _State.IDLE:
+        if state is _IDLE:
+            if not self._buf:  # between requests, nothing yet (`_read_head`'s first case)
+                return CLOSED if self._eof else NEED_DATA
             return self._read_head()
-        if state is _State.BODY:
+        if state is _BODY:
+            if not self._remaining:  # the body is all read (`_read_body`'s first case)
+                self._state = _DONE
+                return END
             return self._read_body()
         if self._buf:
             return PAUSED
