@@ -293,15 +293,15 @@ class FastWire:
         typed = response.content_type is not None and status != 204
         try:
             names, values = zip(*response.headers) if response.headers else ((), ())
-            key = (status, typed, names)
-            template = _HEADS.get(key)
-            if template is None and key not in _HEADS and len(_HEADS) < _HEADS_MAX:
-                template = _HEADS[key] = _head_template(status, typed, names)
             if typed:
                 values = (response.content_type, *values)
             text = "".join(values)
+            key = (status, typed, names)
+            template = _HEADS.get(key)
         except (TypeError, ValueError):  # not pairs of str: the generic path says what
-            template = None
+            return encode_response(self.respond, response, request, request_id, extra, close)
+        if template is None and key not in _HEADS and len(_HEADS) < _HEADS_MAX:
+            template = _HEADS[key] = _head_template(status, typed, names)
         # Printable ASCII (0x20-0x7e) is a field value, but for a space at either end, which
         # shows in the head as ":  " or " \r\n" (RFC 9110 §5.5; message._checked).
         if template is None or not (text.isascii() and text.isprintable()):
