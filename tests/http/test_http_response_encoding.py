@@ -53,6 +53,13 @@ CASES = {
     "same_names_twice": (GET, Response(200, b"{}", [("Vary", "A"), ("Vary", "B")]), None, False),
     "cors_extra": (GET, Response(200, b"[]", READ_HEADERS), CORS, False),
     "closing": (GET, Response(503, b"{}", [("Retry-After", "1")], "application/problem+json"), None, True),
+    # a HEAD's body is dropped on every way to the generic path, its Content-Length kept
+    "head_cors": (HEAD, Response(200, b'{"id":1}', READ_HEADERS), CORS, False),
+    "head_tab_value": (HEAD, Response(200, b'{"id":1}', [("X-A", "a\tb")]), None, False),
+    "head_spaces_inside": (HEAD, Response(200, b'{"id":1}', [("X-A", "a:  b")]), None, False),
+    "head_int_value": (HEAD, Response(200, b'{"id":1}', [("X-A", 5)]), None, False),  # type: ignore[list-item]
+    "no_content_with_body": (GET, Response(204, b"ignored", [], None), None, False),
+    "reset_content_with_body": (GET, Response(205, b"x", [], None), None, False),
     "client_asked_close": (CLOSING, Response(200, b"{}", READ_HEADERS), None, False),
     # refused, by both paths alike
     "leading_space": (GET, Response(200, b"{}", [("X-A", " a")]), None, False),
@@ -182,6 +189,71 @@ BLOCKS = [
     b"Host: t\r\nHost: u\r\n\r\n",  # handed over
 ]
 LINES = [b"GET /api/post/1 HTTP/1.1\r\n", b"GET /api/post?limit=2 HTTP/1.1\r\n", b"POST /api/post HTTP/1.1\r\n"]
+
+
+def _facts(head: Head) -> tuple:
+    request = head.request
+    return (
+        request.method,
+        request.target,
+        request.path,
+        request.query,
+        request.headers,
+        bytes(request.body),
+        request.request_id == "mine-1",
+        request.client,
+        head.content_length,
+        head.chunked,
+        head.expects_continue,
+        head.origin,
+        head.preflight_method,
+        head.preflight_headers,
+    )
+
+
+def _h11_facts(data: bytes) -> tuple:
+    """What h11, the parser of record, reads of one request (its body from the pieces)."""
+    wire = H11Wire(RequestIds(), ("127.0.0.1", 9))
+    wire.receive(data)
+    head = wire.next_event()
+    assert isinstance(head, Head)
+    body = b""
+    while (event := wire.next_event()) is not END:
+        body += event  # type: ignore[operator]
+    head.request.body = body
+    return _facts(head)
+
+
+@pytest.mark.parametrize(
+    "block",
+    [
+        BLOCKS[1],
+        b"Host: t\r\nOrigin: https://a.example\r\nX-Request-Id: mine-1\r\nAccess-Control-Request-Method: PUT\r\n"
+        b"Access-Control-Request-Headers: x-a\r\n\r\n",
+        b"Host: t\r\nContent-Length: 2\r\nAuthorization: Bearer a\r\n\r\n{}",
+    ],
+)
+def test_the_fast_path_reads_a_head_and_its_repeats_as_h11_does(block):
+    wire = FastWire(RequestIds(), ("127.0.0.1", 9))
+    for line in LINES * 2:
+        wire.receive(line + block)
+        head = wire.next_event()
+        assert isinstance(head, Head)
+        assert wire.next_event() is END
+        assert _facts(head) == _h11_facts(line + block)
+        wire.encode(Response(200, b"{}"), head.request, "rid", None, False)
+        wire.start_next_cycle()
+
+
+def test_the_same_request_twice_in_a_row_is_read_twice_by_the_fast_path():
+    wire = FastWire(RequestIds(), None)
+    for _ in range(3):
+        wire.receive(GET)
+        head = wire.next_event()
+        assert isinstance(head, Head) and head.request.target == "/api/post/1"
+        assert wire.next_event() is END
+        wire.encode(Response(200, b"{}"), head.request, "rid", None, False)
+        wire.start_next_cycle()
 
 
 def _requests(stream: list[bytes]) -> list[tuple]:
