@@ -181,9 +181,7 @@ class FastWire:
     def _read_head(self) -> Event:
         buf = self._buf
         end = buf.find(b"\r\n\r\n")
-        if end < 0:
-            if not buf:
-                return CLOSED if self._eof else NEED_DATA
+        if end < 0:  # (an empty buffer never comes here: `next_event` answers it)
             # h11 would refuse these at once, or find a head in them (bare LF line ends).
             if self._eof or len(buf) > MAX_HEAD or buf[0] < 0x21 or buf.count(b"\n") != buf.count(b"\r\n"):
                 return HAND_OVER
