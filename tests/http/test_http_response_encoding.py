@@ -231,6 +231,8 @@ def _h11_facts(data: bytes) -> tuple:
         b"Host: t\r\nOrigin: https://a.example\r\nX-Request-Id: mine-1\r\nAccess-Control-Request-Method: PUT\r\n"
         b"Access-Control-Request-Headers: x-a\r\n\r\n",
         b"Host: t\r\nContent-Length: 2\r\nAuthorization: Bearer a\r\n\r\n{}",
+        b"Host: t\r\nIf-None-Match: \"3\"\r\nX-Request-Id: mine-1\r\nReferer: /x\r\n\r\n",
+        b"Host: t\r\nConnection: close,keep-alive\r\n\r\n",
     ],
 )
 def test_the_fast_path_reads_a_head_and_its_repeats_as_h11_does(block):
@@ -241,8 +243,19 @@ def test_the_fast_path_reads_a_head_and_its_repeats_as_h11_does(block):
         assert isinstance(head, Head)
         assert wire.next_event() is END
         assert _facts(head) == _h11_facts(line + block)
-        wire.encode(Response(200, b"{}"), head.request, "rid", None, False)
-        wire.start_next_cycle()
+        reference = H11Wire(RequestIds(), None)
+        reference.receive(line + block)
+        while reference.next_event() is not END:
+            pass
+        data, _size = wire.encode(Response(200, b"{}"), head.request, "rid", None, False)
+        assert data.split(b"\r\ndate:")[0] == reference.encode(Response(200, b"{}"), None, "rid", None, False)[0].split(
+            b"\r\ndate:"
+        )[0]
+        assert wire.closing == reference.closing
+        if wire.closing:
+            wire = FastWire(RequestIds(), ("127.0.0.1", 9))
+        else:
+            wire.start_next_cycle()
 
 
 def test_the_same_request_twice_in_a_row_is_read_twice_by_the_fast_path():
