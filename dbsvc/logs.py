@@ -312,12 +312,20 @@ class TextFormat(LineFormat):
         admits only token characters in a method, and a request id is `[A-Za-z0-9._-]`
         (message.RequestIds). Not redacted here: the handler redacts the batch."""
         template = self._REQUEST if self.worker is None else f"{self._REQUEST} worker={self.worker}"
+        # `_timestamp`'s text, its second kept in `_second_cache`, in the line's own format
+        template = "%s.%03dZ" + template
+        second_cache = _second_cache
         lines = []
         for t in spans:
             path = t[2]
             if not path.isprintable() or " " in path or '"' in path:
                 path = field_text(path)
-            lines.append(_timestamp(t[0]) + template % (t[1], path, t[3], round(t[4], 3), t[5], t[6]))
+            created = t[0]
+            if int(created) != second_cache[0]:
+                _timestamp(created)
+            lines.append(
+                template % (second_cache[1], int(created % 1 * 1000), t[1], path, t[3], round(t[4], 3), t[5], t[6])
+            )
         return lines
 
 

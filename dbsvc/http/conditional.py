@@ -143,13 +143,14 @@ def _shown(tags: tuple[Tag, ...] | str | None) -> str:
 
 
 def preconditions(request: Request) -> Conditions | None:
-    """The request's conditions, or None when it has neither header (the common case: two
-    header scans and nothing else). 400 for a malformed one (rule 4)."""
-    if_match = _field(request, IF_MATCH)
-    if_none_match = _field(request, IF_NONE_MATCH)
-    if if_match is None and if_none_match is None:
+    """The request's conditions, or None when it has neither header (the common case: one
+    header scan and nothing else). 400 for a malformed one (rule 4)."""
+    for name, _value in request.headers:
+        if name == IF_MATCH or name == IF_NONE_MATCH:
+            break
+    else:
         return None
-    return Conditions(_tags(IF_MATCH, if_match), _tags(IF_NONE_MATCH, if_none_match))
+    return Conditions(_tags(IF_MATCH, _field(request, IF_MATCH)), _tags(IF_NONE_MATCH, _field(request, IF_NONE_MATCH)))
 
 
 def _tags(name: str, value: str | None) -> tuple[Tag, ...] | str | None:

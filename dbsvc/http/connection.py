@@ -58,9 +58,10 @@ Rules:
 11. A body must keep coming (intake.py rule 5): past its deadline the client gets 408 and
    the connection closes (rule 7). A body that does not fit in what is left of `body_memory`
    (intake.py rule 3) is 503 `unavailable`, and the connection closes.
-12. Fairness: one call of `_process` starts at most PIPELINE_BUDGET requests; then the
-   connection yields the loop's turn (`call_soon`) and parks its input (rule 1), so a
-   client pipelining thousands of requests delays the others by one budget per turn.
+12. Fairness: one call of `_process` hands at most PIPELINE_BUDGET requests to the
+   application (counted at their END, so a yield never falls between a head and its END);
+   then the connection yields the loop's turn (`call_soon`) and parks its input (rule 1),
+   so a client pipelining thousands of requests delays the others by one budget per turn.
 13. `OPTIONS *` (RFC 9112 §3.2.4) is answered here, 204 with `Allow: ASTERISK_ALLOW`,
    the methods dbsvc's routes answer; the asterisk with another method is 400 (message.py).
 """
@@ -78,7 +79,7 @@ from dbsvc.http.account import account
 from dbsvc.http.fastpath import FastWire
 from dbsvc.http.hub import DEADLINES, Bound, Hub, Phase
 from dbsvc.http.intake import BodyIntake
-from dbsvc.http.message import REASONS, Head, encode_response, response_headers
+from dbsvc.http.message import REASONS, Head, response_headers
 from dbsvc.http.output import Outbox
 from dbsvc.http.problem import error_response, last_words, problem_response
 from dbsvc.http.types import Completion, Deferred, Response, Upgrade, Upgraded
@@ -99,6 +100,12 @@ log = logging.getLogger("dbsvc.http")
 
 _INF = math.inf
 
+_NOTHING, _IDLE_TIMEOUT, _HEADER_TIMEOUT, _BODY_DEADLINE = (
+    Bound.NOTHING,
+    Bound.IDLE_TIMEOUT,
+    Bound.HEADER_TIMEOUT,
+    Bound.BODY_DEADLINE,
+)
 HEAD, BODY, APP, IDLE, LINGER, UPGRADED, CLOSED = (
     Phase.HEAD,
     Phase.BODY,
@@ -256,17 +263,17 @@ class HttpConnection(asyncio.Protocol):
         `phase` past its deadline and what it began ends the phase (hub.py rule 5)."""
         self.phase = phase
         bound = DEADLINES[phase]
-        if expired or bound is Bound.NOTHING:
+        if expired or bound is _NOTHING:
             self.deadline = _INF
-        elif bound is Bound.BODY_DEADLINE:
+        elif bound is _IDLE_TIMEOUT:
+            self.deadline = self._hub.clock() + self._hub.idle_timeout
+        elif bound is _HEADER_TIMEOUT:
+            self.deadline = self._hub.clock() + self._hub.header_timeout
+        elif bound is _BODY_DEADLINE:
             self.deadline = self._intake.give_up_at
-        elif bound is Bound.IDLE_TIMEOUT:
-            self.deadline = self._hub.loop.time() + self._hub.idle_timeout
-        elif bound is Bound.HEADER_TIMEOUT:
-            self.deadline = self._hub.loop.time() + self._hub.header_timeout
         else:
             assert bound is Bound.LINGER, bound
-            self.deadline = self._hub.loop.time() + LINGER_SECONDS
+            self.deadline = self._hub.clock() + LINGER_SECONDS
 
     # -- the event loop over the wire --------------------------------------------------
 
@@ -287,12 +294,12 @@ class HttpConnection(asyncio.Protocol):
                 return
             kind = type(event)
             if kind is Head:
-                started += 1
-                self._on_head(cast(Head, event))
+                self._on_head(event)  # type: ignore[arg-type]  # (no cast: a call at run time)
             elif event is END:
+                started += 1
                 self._on_end()
             elif kind is bytearray or kind is bytes:
-                self._on_data(cast(bytes, event))
+                self._on_data(event)  # type: ignore[arg-type]
             elif event is NEED_DATA:
                 if self._unfed:
                     piece = bytes(self._unfed[:FEED_SIZE])
@@ -303,7 +310,8 @@ class HttpConnection(asyncio.Protocol):
                     self._eof_fed = True
                     self._wire.receive(b"")
                     continue
-                self._resume_reading()
+                if self._reading_paused:
+                    self._resume_reading()
                 return
             elif event is HAND_OVER:  # h11 takes the connection from here
                 self._wire = cast(FastWire, self._wire).hand_over()
@@ -347,8 +355,11 @@ class HttpConnection(asyncio.Protocol):
         hub = self._hub
         self._started = time.perf_counter()  # the span's duration and the route meter's
         self._head = head
-        # rules 4, 5 and 11; hub.py rules 7 (the probes' reserve) and 9 (the Host)
-        refusal = self._intake.refusal_of(head) or hub.refusal_of(head.request, self.reserve)
+        # rules 4, 5 and 11; hub.py rules 7 (the probes' reserve) and 9 (the Host): asked
+        # only when there is something to check, a declared body or a reserve or a Host policy
+        refusal = self._intake.refusal_of(head) if head.content_length is not None else None
+        if refusal is None and (self.reserve or hub.hosts.enabled):
+            refusal = hub.refusal_of(head.request, self.reserve)
         if refusal is not None:
             self._fail(refusal, head)
             return
@@ -358,6 +369,8 @@ class HttpConnection(asyncio.Protocol):
             and head.origin is not None
             and head.request.method == "OPTIONS"
         )
+        if head.complete:
+            return  # the wire holds the whole request: END follows at once, no body to take in
         self._intake.begin()
         self._enter(BODY)
         if head.expects_continue and self._wire.expects_100():
@@ -374,9 +387,8 @@ class HttpConnection(asyncio.Protocol):
         head = self._head
         assert head is not None
         request = head.request
-        body = self._intake.take_body()
-        if body:
-            request.body = body  # type: ignore[assignment]  # maybe a bytearray
+        if self._intake.size:  # a body taken in by pieces (none for a head that came whole)
+            request.body = self._intake.take_body()  # type: ignore[assignment]  # maybe a bytearray
         self._enter(APP)
         if self._preflight:
             self._preflight = False
@@ -390,7 +402,10 @@ class HttpConnection(asyncio.Protocol):
             result = self._hub.app(request)
         except Exception as exc:  # rule 8
             result = self._app_error(exc)
-        self._deliver(result)
+        if type(result) is Response:  # a read's answer: sent on this turn (`_deliver`'s first case)
+            self._send(result, None)
+        else:
+            self._deliver(result)
 
     def _deliver(self, result: Any) -> None:
         if type(result) is Response:
@@ -467,7 +482,7 @@ class HttpConnection(asyncio.Protocol):
         close = close or hub.shutting_down
         wire = self._wire
         try:
-            data, size = encode_response(wire.respond, response, request, request_id, extra, close)
+            data, size = wire.encode(response, request, request_id, extra, close)
         except Exception as exc:  # rule 8: e.g. CR/LF in a header value
             if fallback:
                 raise

@@ -45,19 +45,34 @@ import re
 import h11
 
 from dbsvc.errors import BadRequest
-from dbsvc.http.message import Head, RequestIds, split_target
-from dbsvc.http.types import Request
+from dbsvc.http.message import (
+    REASONS,
+    SERVER_NAME,
+    Head,
+    RequestIds,
+    encode_response,
+    header_name,
+    http_date_text,
+    split_target,
+)
+from dbsvc.http.types import Request, Response
 from dbsvc.http.wire import CLOSED, END, HAND_OVER, MAX_HEAD, NEED_DATA, PAUSED, Event, H11Wire
 
 _TOKEN = r"[-!#$%&'*+.^_`|~0-9a-zA-Z]+"
 # The whole head, as latin-1 text: the request line, then header lines of token names and
 # values of visible ASCII, spaces and tabs (RFC 9110 §5.5 without obs-text or controls).
 _HEAD = re.compile(rf"({_TOKEN}) (/[\x21-\x7e]*) HTTP/1\.1\r\n((?:{_TOKEN}:[\t\x20-\x7e]*\r\n)*)\r\n")
+_LINE = re.compile(rf"({_TOKEN}) (/[\x21-\x7e]*) HTTP/1\.1\r\n")  # _HEAD's request line alone
 # One header line of a head _HEAD matched: the name and the value without its OWS, which is
 # h11's field-content (RFC 9110 §5.5); possessive, so the regex never backtracks.
 _FIELD = re.compile(rf"({_TOKEN}):[ \t]*+((?:[\x21-\x7e]++(?:[ \t]++[\x21-\x7e]++)*+)?+)[ \t]*+\r\n")
 _FIELD_LINE = b"%s: %s\r\n"
 _MAX_LENGTH_DIGITS = 18  # past that h11 decides (and int() stays cheap)
+# Response heads as %-templates of their values, one per (status, content type or not, the
+# app's header names): `encode` fills one in; None where the generic path must decide (a
+# name it refuses). Bounded, in case an application makes names up per response.
+_HEADS: dict[tuple[int, bool, tuple[str, ...]], str | None] = {}
+_HEADS_MAX = 512
 
 
 class _State(enum.Enum):
@@ -66,10 +81,14 @@ class _State(enum.Enum):
     DONE = "done"  # the request is complete; its response is pending
 
 
+_IDLE, _BODY, _DONE = _State.IDLE, _State.BODY, _State.DONE
+
+
 class FastWire:
     """The fast path behind the `wire.Wire` interface."""
 
-    __slots__ = ("_ids", "_peer", "_buf", "_state", "_remaining", "_length", "_eof", "_client_close", "closing")
+    __slots__ = ("_ids", "_peer", "_buf", "_state", "_remaining", "_length", "_eof", "_client_close", "closing",
+                 "_block", "_fields")  # fmt: skip
 
     def __init__(self, ids: RequestIds, peer: tuple[str, int] | None) -> None:
         self._ids = ids
@@ -81,6 +100,10 @@ class FastWire:
         self._eof = False
         self._client_close = False  # the request said `Connection: close`
         self.closing = False
+        # The header lines (the text after the request line) of the last head read, and what
+        # they say: a keep-alive client sends the same ones again and again.
+        self._block = ""
+        self._fields: _Fields | None = None
 
     @property
     def can_respond(self) -> bool:
@@ -110,9 +133,14 @@ class FastWire:
 
     def next_event(self) -> Event:
         state = self._state
-        if state is _State.IDLE:
+        if state is _IDLE:
+            if not self._buf:  # between requests, nothing yet (`_read_head`'s first case)
+                return CLOSED if self._eof else NEED_DATA
             return self._read_head()
-        if state is _State.BODY:
+        if state is _BODY:
+            if not self._remaining:  # the body is all read (`_read_body`'s first case)
+                self._state = _DONE
+                return END
             return self._read_body()
         if self._buf:
             return PAUSED
@@ -153,9 +181,7 @@ class FastWire:
     def _read_head(self) -> Event:
         buf = self._buf
         end = buf.find(b"\r\n\r\n")
-        if end < 0:
-            if not buf:
-                return CLOSED if self._eof else NEED_DATA
+        if end < 0:  # (an empty buffer never comes here: `next_event` answers it)
             # h11 would refuse these at once, or find a head in them (bare LF line ends).
             if self._eof or len(buf) > MAX_HEAD or buf[0] < 0x21 or buf.count(b"\n") != buf.count(b"\r\n"):
                 return HAND_OVER
@@ -164,13 +190,26 @@ class FastWire:
         if size > MAX_HEAD:
             return HAND_OVER
         text = buf[:size].decode("latin-1")
-        match = _HEAD.fullmatch(text)
+        line_end = text.find("\r\n") + 2
+        if text[line_end:] == self._block:
+            # The header lines of the previous request again, byte for byte (a keep-alive
+            # client's usual case): read then, and checked by _HEAD; only the line is new.
+            match = _LINE.fullmatch(text, 0, line_end)
+            fields = self._fields
+        else:
+            match = _HEAD.fullmatch(text)
+            fields = None
         if match is None:
             return HAND_OVER
-        method, target, _fields = match.groups()
+        method, target = match.group(1, 2)
         if method == "CONNECT":  # h11 treats it as a protocol switch
             return HAND_OVER
-        head = self._head(method, target, _FIELD.findall(text, match.start(3), match.end(3)))
+        if fields is None:
+            fields = _read_fields(_FIELD.findall(text, match.start(3), match.end(3)))
+            if fields is None:
+                return HAND_OVER
+            self._block, self._fields = text[line_end:], fields
+        head = self._head(method, target, fields)
         if head is None:
             return HAND_OVER
         length = head.content_length
@@ -180,57 +219,29 @@ class FastWire:
             # head, in the request, and END follows at once; no piece goes through the
             # connection's body intake.
             head.request.body = buf[size : size + length]  # type: ignore[assignment]  # maybe a bytearray
+            head.complete = True
             self._consume(size + length)
             self._length = length
             self._remaining = 0
             return head
         self._consume(size)
-        self._remaining = self._length = length if length is not None else 0
+        if not length:
+            head.complete = True  # no body: END follows
+            self._remaining = self._length = 0
+            return head
+        self._remaining = self._length = length
         return head
 
-    def _head(self, method: str, target: str, fields: list[tuple[str, str]]) -> Head | None:
-        """The `Head` of a well-formed head, or None when its headers are not fast-path material."""
-        headers: list[tuple[str, str]] = []
-        length: int | None = None
-        hosts = 0
-        origin = preflight_method = preflight_headers = incoming_id = authorization = None
-        for raw_name, value in fields:
-            name = raw_name.lower()
-            headers.append((name, value))
-            # A handful of names matter; one dict-free chain of compares is cheapest.
-            if name[0] not in "chteoaux":
-                continue
-            if name == "host":
-                hosts += 1
-            elif name == "content-length":
-                if length is not None or not value.isdigit() or len(value) > _MAX_LENGTH_DIGITS:
-                    return None
-                length = int(value)
-            elif name == "connection":
-                # h11's _keep_alive: `close` among the comma-separated tokens, any case.
-                if "close" in [token.strip() for token in value.lower().split(",")]:
-                    self._client_close = True
-            elif name in ("transfer-encoding", "upgrade", "expect"):
-                return None
-            elif name == "origin":
-                origin = value
-            elif name == "x-request-id":
-                incoming_id = value
-            elif name == "access-control-request-method":
-                preflight_method = value
-            elif name == "access-control-request-headers":
-                preflight_headers = value
-            elif name == "authorization":
-                if authorization is not None:
-                    return None  # h11's path answers the 400 (message.py)
-                authorization = value
-        if hosts != 1:
-            return None
+    def _head(self, method: str, target: str, fields: _Fields) -> Head | None:
+        """The `Head` of a well-formed head whose header lines are `fields`, or None when its
+        target is not fast-path material."""
+        headers, length, client_close, origin, preflight_method, preflight_headers, incoming_id = fields
         try:
             path, query = split_target(target)
         except (UnicodeDecodeError, ValueError):
             return None
-        request = Request(method, target, path, query, headers, b"", self._ids.choose(incoming_id), self._peer)
+        self._client_close = client_close
+        request = Request(method, target, path, query, list(headers), b"", self._ids.choose(incoming_id), self._peer)
         return Head(request, length, False, False, origin, preflight_method, preflight_headers)
 
     def respond(
@@ -251,6 +262,59 @@ class FastWire:
         fields = b"".join(map(_FIELD_LINE.__mod__, headers))
         return b"HTTP/1.1 %d %s\r\n%s\r\n%s" % (status, reason, fields, body)
 
+    def encode(
+        self,
+        response: Response,
+        request: Request | None,
+        request_id: str,
+        extra: list[tuple[bytes, bytes]] | None,
+        close: bool,
+    ) -> tuple[bytes, int]:
+        """`message.encode_response(self.respond, ...)` in one step for the common response:
+        a final status, header values of printable ASCII without a space at either end, no
+        extra (CORS) headers and no close on either side. Its head is a template made once per
+        status and header names (`_HEADS`) and filled in with the values, checked together;
+        anything else goes the generic way, which writes or refuses it.
+        tests/http/test_http_response_encoding.py holds the two equal."""
+        status = response.status
+        body = response.body
+        if (
+            extra
+            or close
+            or self._client_close
+            or type(status) is not int
+            or not 200 <= status < 1000
+            or (type(body) is not bytes and type(body) is not bytearray)
+            or (request is not None and request.method == "CONNECT")
+        ):
+            return encode_response(self.respond, response, request, request_id, extra, close)
+        typed = response.content_type is not None and status != 204
+        try:
+            names, values = zip(*response.headers) if response.headers else ((), ())
+            if typed:
+                values = (response.content_type, *values)
+            text = "".join(values)
+            key = (status, typed, names)
+            template = _HEADS.get(key)
+        except (TypeError, ValueError):  # not pairs of str: the generic path says what
+            return encode_response(self.respond, response, request, request_id, extra, close)
+        if template is None and key not in _HEADS and len(_HEADS) < _HEADS_MAX:
+            template = _HEADS[key] = _head_template(status, typed, names)
+        # Printable ASCII (0x20-0x7e) is a field value, but for a space at either end, which
+        # shows in the head as ":  " or " \r\n" (RFC 9110 §5.5; message._checked).
+        if template is None or not (text.isascii() and text.isprintable()):
+            return encode_response(self.respond, response, request, request_id, extra, close)
+        if status == 204 or status == 304:
+            head = template % (*values, http_date_text(), request_id)
+        else:
+            head = template % (*values, len(body), http_date_text(), request_id)
+        if ":  " in head or " \r\n" in head or not request_id.isascii():
+            return encode_response(self.respond, response, request, request_id, extra, close)
+        self.closing = False
+        if status == 204 or status == 304 or (request is not None and request.method == "HEAD"):
+            return head.encode("ascii"), 0
+        return head.encode("ascii") + body, len(body)
+
     def informational(self, status: int, reason: bytes, headers: list[tuple[bytes, bytes]]) -> bytes:
         raise AssertionError("the fast path never sends a 1xx: Expect and Upgrade are handed over")
 
@@ -264,3 +328,70 @@ class FastWire:
 
     def trailing_data(self) -> bytes:
         return b""
+
+
+# What a head's header lines say: the (name, value) pairs, lower-case names; Content-Length;
+# `Connection: close`; Origin; the preflight's method and headers; X-Request-Id.
+_Fields = tuple[
+    tuple[tuple[str, str], ...], "int | None", bool, "str | None", "str | None", "str | None", "str | None"
+]
+
+
+def _read_fields(pairs: list[tuple[str, str]]) -> _Fields | None:
+    """The facts of a head's header lines, or None when they are not fast-path material."""
+    headers: list[tuple[str, str]] = []
+    length: int | None = None
+    hosts = 0
+    client_close = False
+    origin = preflight_method = preflight_headers = incoming_id = authorization = None
+    for raw_name, value in pairs:
+        name = raw_name.lower()
+        headers.append((name, value))
+        # A handful of names matter; one dict-free chain of compares is cheapest.
+        if name[0] not in "chteoaux":
+            continue
+        if name == "host":
+            hosts += 1
+        elif name == "content-length":
+            if length is not None or not value.isdigit() or len(value) > _MAX_LENGTH_DIGITS:
+                return None
+            length = int(value)
+        elif name == "connection":
+            # h11's _keep_alive: `close` among the comma-separated tokens, any case.
+            if "close" in [token.strip() for token in value.lower().split(",")]:
+                client_close = True
+        elif name in ("transfer-encoding", "upgrade", "expect"):
+            return None
+        elif name == "origin":
+            origin = value
+        elif name == "x-request-id":
+            incoming_id = value
+        elif name == "access-control-request-method":
+            preflight_method = value
+        elif name == "access-control-request-headers":
+            preflight_headers = value
+        elif name == "authorization":
+            if authorization is not None:
+                return None  # h11's path answers the 400 (message.py)
+            authorization = value
+    if hosts != 1:
+        return None
+    return (tuple(headers), length, client_close, origin, preflight_method, preflight_headers, incoming_id)
+
+
+def _head_template(status: int, typed: bool, names: tuple[str, ...]) -> str | None:
+    """The head `FastWire.encode` fills in for a final `status`, with a content type or not,
+    and the app's header `names`, in the order `message.response_headers` writes them; None
+    for a name it refuses (the generic path then raises its error)."""
+    try:
+        raw = [header_name(name, status) for name in names]
+    except (h11.LocalProtocolError, AttributeError, TypeError):
+        return None
+    lines = [f"HTTP/1.1 {status} {REASONS.get(status, b'').decode('latin-1')}\r\n".replace("%", "%%")]
+    if typed:
+        lines.append("content-type: %s\r\n")
+    lines.extend(name.decode("latin-1").replace("%", "%%") + ": %s\r\n" for name in raw)
+    if status != 204 and status != 304:
+        lines.append("content-length: %d\r\n")
+    lines.append(f"date: %s\r\nserver: {SERVER_NAME.decode('ascii')}\r\nx-request-id: %s\r\n\r\n")
+    return "".join(lines)

@@ -63,7 +63,7 @@ import enum
 import logging
 import math
 import time
-from collections.abc import Coroutine
+from collections.abc import Callable, Coroutine
 from typing import Any, Protocol
 
 from dbsvc.errors import Forbidden, RequestError, Unavailable
@@ -91,6 +91,10 @@ class Phase(enum.Enum):
     LINGER = "linger"
     UPGRADED = "upgraded"
     CLOSED = "closed"
+
+    # Members are singletons compared by identity: hashed by identity too, in C, for
+    # `DEADLINES[phase]` at every phase change (Enum's own hash is a Python call).
+    __hash__ = object.__hash__
 
 
 class Bound(enum.Enum):
@@ -137,6 +141,7 @@ class Hub:
         "app",
         "settings",
         "loop",
+        "clock",
         "cors",
         "ids",
         "span_enabled",
@@ -163,6 +168,10 @@ class Hub:
         self.app = app
         self.settings = settings
         self.loop = loop
+        # The loop's clock as deadlines read it (rule 2): asyncio's own is time.monotonic,
+        # called here without the method's frame; any other loop's `time` as it is.
+        base_clock = type(loop).time is asyncio.BaseEventLoop.time  # type: ignore[comparison-overlap]
+        self.clock: Callable[[], float] = time.monotonic if base_clock else loop.time
         self.cors = CorsPolicy(settings.cors_origins)
         self.hosts = HostPolicy(settings.allowed_hosts)  # rule 9 (hosts.py)
         self.ids = RequestIds()
@@ -208,6 +217,8 @@ class Hub:
         """What refuses `request` before its body, by the rules of this hub: a place of the
         probes' reserve asked for anything but a probe (rule 7), a Host this server is not
         known by (rule 9)."""
+        if not reserve and not self.hosts.enabled:
+            return None  # the common case: nothing to check
         probe = request.path in PROBE_PATHS
         if reserve and not probe:
             return Unavailable(
@@ -287,7 +298,7 @@ class Hub:
 
     def sweep(self) -> None:
         """Tell every connection past its deadline (rule 2)."""
-        now = self.loop.time()
+        now = self.clock()
         expired = [c for c in self.connections if c.deadline <= now]
         for connection in expired:
             connection.on_deadline()

@@ -75,7 +75,7 @@ class BodyIntake:
 
     def begin(self) -> None:
         """The head was read and accepted: the body's clock starts (rule 5)."""
-        now = self._hub.loop.time()
+        now = self._hub.clock()
         self.started = now
         self.give_up_at = now + self._hub.body_wait
 
@@ -98,7 +98,7 @@ class BodyIntake:
             if type(body) is not bytearray:
                 body = self._body = bytearray(body)
             body += data
-        now = hub.loop.time()
+        now = hub.clock()
         deadline = now + hub.idle_timeout
         rate = hub.settings.min_body_rate
         if rate:
@@ -124,7 +124,7 @@ class BodyIntake:
     def timeout_error(self) -> RequestTimeout:
         """The 408 for a body past `give_up_at` (rule 5)."""
         return RequestTimeout(
-            f"request body too slow: {self.size} bytes received in {self._hub.loop.time() - self.started:.1f} s"
+            f"request body too slow: {self.size} bytes received in {self._hub.clock() - self.started:.1f} s"
         )
 
     def _memory_full(self, size: int) -> Unavailable:

@@ -71,6 +71,7 @@ class RequestIds:
 
 _date_second = -1
 _date_value = b""
+_date_text = ""
 
 
 # Reason phrases as RFC 9110 §15 names them, whatever the Python: 3.13's `HTTPStatus` took up
@@ -85,13 +86,25 @@ REASONS.update(
 
 def http_date() -> bytes:
     """The IMF-fixdate of now (RFC 9110 §5.6.7), recomputed only when the second changes."""
-    global _date_second, _date_value
     now = time.time()
-    second = int(now)
-    if second != _date_second:
-        _date_value = formatdate(now, usegmt=True).encode("ascii")
-        _date_second = second
+    if int(now) != _date_second:
+        _new_date(now)
     return _date_value
+
+
+def http_date_text() -> str:
+    """`http_date()` as text, for a response head formatted as text (fastpath.py)."""
+    now = time.time()
+    if int(now) != _date_second:
+        _new_date(now)
+    return _date_text
+
+
+def _new_date(now: float) -> None:
+    global _date_second, _date_value, _date_text
+    _date_text = formatdate(now, usegmt=True)
+    _date_value = _date_text.encode("ascii")
+    _date_second = int(now)
 
 
 @dataclass(slots=True)
@@ -106,6 +119,9 @@ class Head:
     preflight_method: str | None  # `Access-Control-Request-Method` (CORS preflight)
     preflight_headers: str | None  # `Access-Control-Request-Headers`
     asterisk: bool = False  # `OPTIONS *`: answered by the protocol layer itself
+    # The wire holds the whole request, body included (fastpath.py): no body piece follows,
+    # only END, so the connection takes no body in (connection.py, `_on_head`).
+    complete: bool = False
 
 
 def split_target(target: str) -> tuple[str, list[tuple[str, str]]]:
@@ -248,6 +264,13 @@ _VALID_NAMES_MAX = 256
 # connection) or rewrites them (Content-Length, Transfer-Encoding, Host goes first). A 101
 # carries `Connection: Upgrade` (websocket.handshake_headers).
 _OWNED = frozenset({b"connection", b"content-length", b"transfer-encoding", b"host", b"keep-alive"})
+
+
+def header_name(name: str, status: int) -> bytes:
+    """`name` as a response of `status` may carry it, checked as `response_headers` checks
+    it; raises h11.LocalProtocolError where that would."""
+    raw_name = _VALID_NAMES.get(name)
+    return raw_name if raw_name is not None else _checked_name(name, status)
 
 
 def _checked_name(name: str, status: int) -> bytes:

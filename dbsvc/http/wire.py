@@ -16,7 +16,8 @@ bytes it would have seen had it served the connection from the start.
 
 Events of `next_event()`:
 
-    Head        a request head (message.py), read and checked (rule 3 of connection.py)
+    Head        a request head (message.py), read and checked (rule 3 of connection.py);
+                `Head.complete`: the body came whole with it (FastWire), only END follows
     bytes       a piece of the request body
     END         the request is complete
     NEED_DATA   feed more bytes (`receive`), or b"" for the end of input
@@ -38,7 +39,8 @@ from typing import Protocol, Union
 import h11
 
 from dbsvc.errors import BadRequest, HeadersTooLarge, UriTooLong
-from dbsvc.http.message import Head, RequestIds, read_head
+from dbsvc.http.message import Head, RequestIds, encode_response, read_head
+from dbsvc.http.types import Request, Response
 
 MAX_HEAD = 16 * 1024  # the largest request head, in bytes (rule 3 of connection.py)
 _LINE_FRAME = len(b"  HTTP/1.1\r\n")  # a request line's bytes besides its method and target
@@ -91,6 +93,17 @@ class Wire(Protocol):
     ) -> bytes:
         """The bytes of one complete response. Raises h11.LocalProtocolError, before any
         state changes, for a response h11 would refuse (a status outside [200, 1000))."""
+
+    def encode(
+        self,
+        response: Response,
+        request: Request | None,
+        request_id: str,
+        extra: list[tuple[bytes, bytes]] | None,
+        close: bool,
+    ) -> tuple[bytes, int]:
+        """`message.encode_response(self.respond, ...)`: the bytes of one complete response
+        and its body's size, or its refusal (the fast path's in one step)."""
 
     def informational(self, status: int, reason: bytes, headers: list[tuple[bytes, bytes]]) -> bytes:
         """The bytes of a 1xx response (100 Continue, 101 Switching Protocols)."""
@@ -185,6 +198,16 @@ class H11Wire:
         if body:
             data += conn.send(h11.Data(data=body))  # type: ignore[operator, arg-type]
         return data + conn.send(h11.EndOfMessage())  # type: ignore[operator, no-any-return]
+
+    def encode(
+        self,
+        response: Response,
+        request: Request | None,
+        request_id: str,
+        extra: list[tuple[bytes, bytes]] | None,
+        close: bool,
+    ) -> tuple[bytes, int]:
+        return encode_response(self.respond, response, request, request_id, extra, close)
 
     def informational(self, status: int, reason: bytes, headers: list[tuple[bytes, bytes]]) -> bytes:
         return self._conn.send(
