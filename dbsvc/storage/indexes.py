@@ -43,6 +43,7 @@ from dbsvc.storage.keycolumns import KeyColumn
 from dbsvc.storage.sortedlist import LOAD, SortedIndex, backwards, sublist_slice
 
 BY_ID_KEPT = 256  # sublists' id-sorted copies an index keeps (`sorted_ids`): ~1 MB at LOAD 512
+RUNS_TAKEN = 4  # `_descending`: runs taken from the top by a bisect each before the rest is sorted
 SHIFT_MAX = 1 << 16  # OrderedIndex.from_columns sorts ids starting at most this (so many placeholders)
 _FIRST = itemgetter(0)
 _SECOND = itemgetter(1)
@@ -392,12 +393,17 @@ class OrderedIndex:
         return len(self._keys), 0
 
     def count_span(self, start: tuple[int, int], stop: tuple[int, int]) -> int:
-        """Entries in [start, stop): the sublists' lengths before each end from a Fenwick
-        tree (fenwick.py), O(log n); built here, in O(n / LOAD), when the sublists changed."""
+        """Entries in [start, stop): the sublists' lengths between the two ends from a Fenwick
+        tree (fenwick.py `between`, O(log n), none walked when `stop` is the end: its count
+        is the index's length); built here, in O(n / LOAD), when the sublists changed."""
         if stop <= start:
             return 0
-        counts = self._counted()
-        return counts.prefix(stop[0]) - counts.prefix(start[0]) - start[1] + stop[1]
+        i = stop[0]
+        if i == len(self._keys):  # to the end: every entry from sublist start[0] on
+            if start[0] == 0:
+                return self._len - start[1]
+            return self._len - self._counted().prefix(start[0]) - start[1]
+        return self._counted().between(start[0], i) - start[1] + stop[1]
 
     def sorted_ids(self, i: int) -> list[Any]:
         """Sublist i's ids in ascending order (not the index's): made on first use and kept
@@ -422,41 +428,67 @@ class OrderedIndex:
     def ids_descending(self, start: int, stop: int) -> list[Any]:
         """Ids at positions [start, stop) of the non-null entries in descending order (keys
         descending, ids ascending in a run): the ascending positions that mirror them, found
-        from the sublists' counts (O(log n)), widened to whole runs at both ends, then one
-        stable sort by key descending. O(log n + stop - start + the two end runs), where a
-        walk from the top costs O(stop) (a deep `offset` of a descending sort)."""
+        from the sublists' counts (one Fenwick descent, O(log n), and a step back), widened
+        to whole runs at both ends, then put in descending order (`_descending`). O(log n +
+        stop - start + the two end runs), where a walk from the top costs O(stop) (a deep
+        `offset` of a descending sort)."""
         n = self._len
         lo, hi = max(n - stop, 0), n - start
         if hi <= lo:
             return []
-        counts = self._counted()
-        first, last = counts.find(lo), counts.find(hi - 1)
-        begin = self.lower(self._keys[first[0]][first[1]], True)
-        end = self.upper(self._keys[last[0]][last[1]], True)
-        keys = chain.from_iterable(_pieces(self._keys, begin, end))
-        pairs = list(zip(keys, chain.from_iterable(_pieces(self._ids, begin, end))))
-        pairs.sort(key=_FIRST, reverse=True)  # stable: a run's ids stay ascending
-        top = n - (counts.prefix(end[0]) + end[1])  # the descending position of pairs[0]
-        return list(map(_SECOND, pairs[start - top : stop - top]))
+        last = self._counted().find(hi - 1)
+        first = self._back((last[0], last[1] + 1), hi - lo)
+        keys = self._keys
+        begin = self.lower(keys[first[0]][first[1]], True)
+        end = self.upper(keys[last[0]][last[1]], True)
+        # the descending position of the entry just before `end` (the first `_descending` gives)
+        top = n - (hi + self.count_span((last[0], last[1] + 1), end))
+        return self._descending(begin, end)[start - top : stop - top]
 
     def batches_descending(self, start: tuple[int, int], stop: tuple[int, int]) -> Iterator[list[Any]]:
         """The ids of [start, stop) in descending order (keys descending, ids ascending in a
         run), from `stop` down, in lists of growing size (32, 64, ...: a page of 20 takes one):
         each the entries from `size` positions below the last list's first (widened down to
-        the start of that key's run: whole runs, so one stable sort by key descending orders
-        it) up to it. O(log n + size + run) a list, entries copied only from the sublists it
-        covers; no Python code an entry."""
+        the start of that key's run, so a list holds whole runs) up to it, put in order by
+        `_descending`. O(log n + size + run) a list, entries copied only from the sublists it
+        covers."""
         keys, size = self._keys, 32
         while start < stop:
             cut = max(start, self._back(stop, size))
             if start < cut:
                 cut = max(start, self.lower(keys[cut[0]][cut[1]], True))
-            pairs = list(
-                zip(chain.from_iterable(_pieces(keys, cut, stop)), chain.from_iterable(_pieces(self._ids, cut, stop)))
-            )
-            pairs.sort(key=_FIRST, reverse=True)  # stable: a run's ids stay ascending
-            yield list(map(_SECOND, pairs))
+            yield self._descending(cut, stop)
             stop, size = cut, size * 2
+
+    def _descending(self, start: tuple[int, int], stop: tuple[int, int]) -> list[Any]:
+        """The ids of [start, stop) (not empty) keys descending, ids ascending in a run.
+
+        A run's ids ascend in the index already, so the runs are taken from the top as they
+        are, a bisect each (`lower` of the key before the top): one run (a page inside a run
+        of equal keys, the common case of a sort field with repeated values) is one slice, no
+        entry compared. After RUNS_TAKEN runs the rest (short runs, many distinct keys) is
+        ordered as a whole by one stable sort of its (key, id) pairs by key descending."""
+        keys, ids = self._keys, self._ids
+        out: list[Any] = []
+        for _ in range(RUNS_TAKEN):
+            i, j = stop
+            if j == 0:
+                i -= 1
+                j = len(keys[i])
+            key = keys[i][j - 1]  # the top entry's key
+            if keys[start[0]][start[1]] == key:  # one run left: in order already
+                out.extend(chain.from_iterable(_pieces(ids, start, stop)))
+                return out
+            j = bisect_left(keys[i], key, 0, j)  # the run's start, in the top's sublist
+            lo = (i, j) if j else self.lower(key, True)  # or before it
+            out.extend(chain.from_iterable(_pieces(ids, lo, stop)))
+            stop = lo
+        pairs = list(
+            zip(chain.from_iterable(_pieces(keys, start, stop)), chain.from_iterable(_pieces(ids, start, stop)))
+        )
+        pairs.sort(key=_FIRST, reverse=True)  # stable: a run's ids stay ascending
+        out.extend(map(_SECOND, pairs))
+        return out
 
     def _back(self, position: tuple[int, int], count: int) -> tuple[int, int]:
         """The position `count` entries before `position` (the first, (0, 0), if fewer)."""

@@ -43,7 +43,11 @@ Plan (n live records; the page is `limit` ids, plus one to tell whether another 
    `end` of the matches are taken (`heapq.nsmallest`, O(s)).
 
 A descending walk of one key takes the window's entries by position from its top in
-growing batches, each widened to whole runs and sorted once (`OrderedIndex.batches_descending`).
+growing batches, each widened to whole runs (`OrderedIndex.batches_descending`): a batch's
+runs of equal keys are taken from the top as they are, a bisect each (a page inside one run
+is a slice of it), and only what is left after a few runs (many distinct keys) is sorted.
+A window's span (two bisects) is found once per list and index (conditions.py `Window`):
+its count, its walk and its first ids share it.
 
 A cursor is (the sort keys, the id) of the last record of the page before: the next page
 starts right after that place in the order, whether or not that record is still there, so
@@ -60,8 +64,8 @@ import heapq
 from bisect import bisect_right
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from functools import partial
-from itertools import chain, islice, takewhile
-from operator import itemgetter
+from itertools import chain, compress, islice, repeat, takewhile
+from operator import ge, itemgetter, le
 from typing import Any
 
 from dbsvc.runtime import CompiledModel, Query
@@ -365,12 +369,14 @@ def _first_ids(table: Table, window: Window, size: int, end: int, after: Any) ->
     after + (2 * end + 8) * (the ids' width) / size: from each covered sublist the ids
     in (after, top] are a slice between two bisects (every one a match in a sublist the
     span covers whole; in the two end sublists, the span's part sorted when it is small,
-    else each id tested by its key, the key column), the nulls' too when the window holds
-    them. Fewer than `end` found, `top` reaches four times further, until it passes the
+    else each id's key, from the key column, compared in C with the part's last key (the
+    span's last sublist) or first (its first), the part's ends being where keys change;
+    a window inside one sublist tests each id by `window_test`), the nulls' too when the
+    window holds them. Fewer than `end` found, `top` reaches four times further, until it passes the
     last id. Cost O(s / LOAD * log LOAD + end) a round, where gathering the window costs
     O(s): a prefix of 1,480 ids at 1,000,000 posts."""
-    pk = table.pk  # not empty: the window holds `size` > 0 of its ids
-    first, last = next(iter(pk)), next(reversed(pk))
+    pk = table.pk.sublists  # not empty: the window holds `size` > 0 of its ids
+    first, last = pk[0][0], pk[-1][-1]
     if type(first) is not int or type(last) is not int:
         return None
     index = table.ordered[window.field]
@@ -385,7 +391,10 @@ def _first_ids(table: Table, window: Window, size: int, end: int, after: Any) ->
                 parts.append((i, lo, hi))
     base = first - 1 if after is None else after
     reach = (2 * end + 8) * (last - first + 1) // max(size, 1) + 1
-    test = window_test(index.column, window)
+    column = index.column
+    test: Callable[[Any], bool] | None = None  # the window's test of an id, made when first needed
+    slots = column.slots if not column.far and not column.nulls else None  # every id's key at its slot
+    keys = index.key_sublists
     while True:
         top = base + reach
         out: list[Any] = []
@@ -397,9 +406,16 @@ def _first_ids(table: Table, window: Window, size: int, end: int, after: Any) ->
             elif hi - lo <= PART_SORTED * len(taken):  # the span's few entries here, sorted in C
                 part = sorted(lists[i][lo:hi])
                 out += part[bisect_right(part, base) : bisect_right(part, top)]
+            elif slots is not None and (lo == 0 or hi == len(ids)):
+                # One end of the span: the keys of the window's part here are those up to its
+                # last (or from its first), its ends being where keys change; compared in C.
+                bound, compare = (keys[i][hi - 1], ge) if lo == 0 else (keys[i][lo], le)
+                out += compress(taken, map(compare, repeat(bound), map(slots.__getitem__, taken)))
             else:  # many entries here, few ids in (base, top]: each tested by its key
+                if test is None:
+                    test = window_test(column, window)
                 out += filter(test, taken)
-        if window.nulls:
+        if window.nulls and index.nulls:
             out += takewhile(top.__ge__, index.nulls.iter_after(base))
         if len(out) >= end or top >= last:
             out.sort()

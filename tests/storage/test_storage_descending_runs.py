@@ -1,0 +1,202 @@
+"""The 1M list plans' cheaper steps (bench/README.md, "Range, prefix and sort pages at
+1,000,000 posts, session 9"), each against the order or count written out:
+
+- `Fenwick.between`: the sum of counts between two ends, both walks at once;
+- `OrderedIndex.count_span` to the end of the index from the length, none walked;
+- `OrderedIndex.batches_descending` and `ids_descending` taking the runs of equal keys from
+  the top as they are (a page inside one run is a slice of it) and sorting only the rest
+  after RUNS_TAKEN runs: runs of every length, crossing sublists (LOAD 512), with removals;
+- a `Window`'s span found once per index and list (conditions.py);
+- the first and a deep page of a descending sort, alone and over a range, through the store,
+  against the brute-force list (`support.storage.reference_list`).
+
+Fixture-free but for the store at the end, so bench/mutation_inprocess.py can run them.
+"""
+
+from __future__ import annotations
+
+import random
+from itertools import chain
+
+import pytest
+
+from dbsvc.runtime import Query
+from dbsvc.storage.conditions import Window
+from dbsvc.storage.fenwick import Fenwick
+from dbsvc.storage.indexes import RUNS_TAKEN, OrderedIndex
+from support.storage import BLOG, open_store, post, reference_list, run, user
+
+# -- Fenwick.between ---------------------------------------------------------------------
+
+
+def test_between_is_the_difference_of_two_prefixes_at_every_pair_of_ends():
+    counts = [4, 0, 7, 1, 3, 0, 2, 9, 5, 1, 1, 6, 0, 8, 2, 3, 7]
+    tree = Fenwick(counts)
+    for i in range(len(counts) + 1):
+        for j in range(i, len(counts) + 1):
+            assert tree.between(i, j) == sum(counts[i:j]), (i, j)
+
+
+def test_between_follows_each_change():
+    rng = random.Random(9)
+    counts = [rng.randint(0, 20) for _ in range(70)]
+    tree = Fenwick(counts)
+    for _ in range(200):
+        k, delta = rng.randrange(70), rng.randint(-2, 5)
+        counts[k] += delta
+        tree.add(k, delta)
+        i = rng.randint(0, 70)
+        j = rng.randint(i, 70)
+        assert tree.between(i, j) == sum(counts[i:j]), (i, j)
+
+
+# -- the ordered index -------------------------------------------------------------------
+
+
+def index_of(keys: dict[int, int | None], typecode: str = "q") -> OrderedIndex:
+    index = OrderedIndex(typecode=typecode)
+    for id_, key in keys.items():
+        index.add(key, id_)
+    return index
+
+
+def keyed(seed: int, count: int, distinct: int) -> dict[int, int]:
+    """`count` ids (not in order) with keys 0..distinct: runs of about count / distinct."""
+    rng = random.Random(seed)
+    return {id_: rng.randint(0, distinct) for id_ in rng.sample(range(1, 3 * count), count)}
+
+
+def descending(keys: dict[int, int | None], low: int | None = None, high: int | None = None) -> list[int]:
+    """The ids of non-null keys in [low, high], keys descending, ids ascending in a run."""
+    return [
+        i
+        for k, i in sorted((-k, i) for i, k in keys.items() if k is not None)
+        if (low is None or -k >= low) and (high is None or -k <= high)
+    ]
+
+
+# one key (a single run across every sublist), two, runs of ~RUNS_TAKEN, ~100, and distinct keys
+DISTINCT = [0, 1, RUNS_TAKEN, 30, 2999, 100000]
+
+
+@pytest.mark.parametrize("distinct", DISTINCT)
+def test_batches_from_the_top_are_the_descending_order(distinct):
+    keys = keyed(distinct, 3000, distinct)
+    index = index_of(keys)
+    assert list(chain.from_iterable(index.batches_descending((0, 0), index.end))) == descending(keys)
+
+
+@pytest.mark.parametrize("distinct", DISTINCT)
+def test_batches_of_a_window_are_its_descending_order(distinct):
+    keys = keyed(distinct + 1, 3000, distinct)
+    index = index_of(keys)
+    rng = random.Random(distinct)
+    for _ in range(25):
+        low, high = sorted((rng.randint(0, distinct), rng.randint(0, distinct)))
+        start, stop = index.lower(low, True), index.upper(high, True)
+        got = list(chain.from_iterable(index.batches_descending(start, stop)))
+        assert got == descending(keys, low, high), (low, high)
+
+
+def test_a_window_starting_inside_a_run_keeps_that_runs_ids_ascending():
+    # a start that is not where a key begins (a cursor's place): the run's part above it
+    keys = {i: i // 100 for i in range(1, 1501)}  # runs of 100, three sublists
+    index = index_of(keys)
+    for start in [(0, 50), (0, 130), (1, 7), (2, 99)]:
+        stop = index.end
+        got = list(chain.from_iterable(index.batches_descending(start, stop)))
+        ascending = list(chain.from_iterable(index.id_sublists))
+        skip = sum(len(s) for s in index.id_sublists[: start[0]]) + start[1]
+        want = sorted(ascending[skip:], key=lambda i: (-keys[i], i))
+        assert got == want, start
+
+
+@pytest.mark.parametrize("distinct", DISTINCT)
+def test_a_page_by_position_is_the_descending_order_after_removals(distinct):
+    keys = keyed(distinct + 2, 3000, distinct)
+    index = index_of(keys)
+    rng = random.Random(distinct + 3)
+    for id_ in rng.sample(sorted(keys), 400):  # sublists shrink: positions move
+        index.remove(keys.pop(id_), id_)
+    order = descending(keys)
+    n = len(order)
+    pages = [(0, 1), (0, 20), (1, 21), (99, 120), (500, 520), (1000, 1200), (n - 20, n), (n - 1, n + 5), (n, n + 3)]
+    for start, stop in pages:
+        assert index.ids_descending(start, stop) == order[start:stop], (start, stop)
+
+
+@pytest.mark.parametrize("typecode", ["", "q"])
+def test_a_count_to_the_end_is_the_entries_from_the_start(typecode):
+    keys = keyed(5, 2500, 60)
+    index = index_of(keys, typecode)
+    for low in [0, 1, 17, 30, 59, 60, 61]:
+        assert index.count_span(index.lower(low, True), index.end) == sum(1 for k in keys.values() if k >= low), low
+        keys[10_000 + low] = low  # a write between counts: the tree kept up to date or rebuilt
+        index.add(low, 10_000 + low)
+        assert index.count_span(index.lower(low, True), index.end) == sum(1 for k in keys.values() if k >= low), low
+    assert index.count_span((0, 0), index.end) == len(keys)
+
+
+def test_a_count_between_two_sublists_is_the_entries_between():
+    keys = keyed(6, 2500, 80)
+    index = index_of(keys)
+    for low, high in [(0, 80), (3, 9), (10, 70), (40, 40), (79, 80)]:
+        span = index.lower(low, True), index.upper(high, True)
+        assert index.count_span(*span) == sum(1 for k in keys.values() if low <= k <= high), (low, high)
+
+
+def test_a_window_finds_its_span_once_per_index():
+    keys = keyed(7, 1500, 50)
+    index, other = index_of(keys), index_of(keyed(8, 1500, 50))
+    window = Window("n")
+    window.low, window.high = 10, 20
+    span = window.span(index)
+    assert window.span(index) is span  # kept: the same positions, no bisect
+    assert window.span(other) == (other.lower(10, True), other.upper(20, True))  # another index: found there
+    assert window.span(index) == span
+
+
+# -- through the store -------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def store(tmp_path_factory):
+    s = open_store(str(tmp_path_factory.mktemp("runs")), sync="off")
+    rng = random.Random(34)
+
+    async def fill() -> None:
+        await s.insert("User", user(1))
+        for i in range(1, 1301):  # four scores: runs of ~325 crossing the score index's sublists
+            await s.insert("BlogPost", post(i, score=float(rng.choice([1, 2, 3, 4]))))
+
+    run(fill())
+    yield s
+    s.close()
+
+
+@pytest.mark.parametrize(
+    ("ranges", "offset", "limit"),
+    [
+        ((), 0, 20),
+        ((), 0, 400),
+        ((), 300, 20),
+        ((), 640, 50),
+        ((("score", 2.0, True, None, True),), 0, 20),
+        ((("score", 2.0, True, None, True),), 310, 30),
+        ((("score", None, True, 3.0, False),), 0, 20),
+        ((("score", 1.0, False, 3.0, True),), 0, 700),
+    ],
+)
+def test_a_descending_page_is_the_brute_force_page(store, ranges, offset, limit):
+    query = Query(sort=(("score", True),), limit=limit, offset=offset, ranges=ranges)
+    every = Query(sort=query.sort, limit=10_000)  # the brute-force order, the range applied here
+    ordered, _total = reference_list(store.table("BlogPost").records, BLOG.BY_NAME["BlogPost"], every)
+    want = [r["id"] for r in ordered if all(inside(r["score"], *bounds) for _field, *bounds in ranges)]
+    got, total, _watermark, _more = store.list_page("BlogPost", query)
+    assert [r["id"] for r in got] == want[offset : offset + limit] and total == len(want)
+
+
+def inside(value: float, low, low_in: bool, high, high_in: bool) -> bool:
+    if low is not None and (value < low or (value == low and not low_in)):
+        return False
+    return high is None or value < high or (value == high and high_in)
