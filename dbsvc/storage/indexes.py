@@ -17,7 +17,9 @@ Python generator: a list page walks its index at C speed rather than through gen
 frames.
 
 A list in id order over a window of few entries bisects each covered sublist's ids sorted
-by id (`sorted_ids`: made on demand, kept until that sublist changes, at most BY_ID_KEPT).
+by id, or only the part of it that a window's span covers at either end (`sorted_ids`:
+made on demand, kept until that sublist changes, at most BY_ID_KEPT sublists of PARTS_KEPT
+parts).
 
 Each `OrderedIndex` keeps its ids' keys by id too (`column`, keycolumns.py), updated by its
 own `add` and `remove`, so every path that keeps the index (writes, undo, bulk builds,
@@ -42,7 +44,8 @@ from dbsvc.storage.fenwick import Fenwick
 from dbsvc.storage.keycolumns import KeyColumn
 from dbsvc.storage.sortedlist import LOAD, SortedIndex, backwards, sublist_slice
 
-BY_ID_KEPT = 256  # sublists' id-sorted copies an index keeps (`sorted_ids`): ~1 MB at LOAD 512
+BY_ID_KEPT = 256  # sublists whose id-sorted copies an index keeps (`sorted_ids`)
+PARTS_KEPT = 4  # id-sorted parts kept a sublist (the whole, or a window's end): ~4 MB at most at LOAD 512
 RUNS_TAKEN = 4  # `_descending`: runs taken from the top by a bisect each before the rest is sorted
 SHIFT_MAX = 1 << 16  # OrderedIndex.from_columns sorts ids starting at most this (so many placeholders)
 _FIRST = itemgetter(0)
@@ -134,7 +137,8 @@ class OrderedIndex:
         self._lastids: list[Any] = [i[-1] for i in self._ids]
         self._len = len(keys)
         self._counts: Fenwick | None = None  # the sublists' lengths, built by `count_span`
-        self._by_id: dict[int, list[Any]] = {}  # sublist -> its ids sorted, made by `sorted_ids`
+        # sublist -> (lo, hi) -> the ids of its positions [lo, hi) sorted, made by `sorted_ids`
+        self._by_id: dict[int, dict[tuple[int, int], list[Any]]] = {}
 
     @property
     def key_sublists(self) -> list[Any]:
@@ -405,19 +409,29 @@ class OrderedIndex:
             return self._len - self._counted().prefix(start[0]) - start[1]
         return self._counted().between(start[0], i) - start[1] + stop[1]
 
-    def sorted_ids(self, i: int) -> list[Any]:
-        """Sublist i's ids in ascending order (not the index's): made on first use and kept
-        until that sublist changes (`add`, `remove`; every kept one is dropped when the
-        sublists themselves change: a split, a sublist removed, `grown`, a fill), at most
-        BY_ID_KEPT of them at once (all dropped past that). What a window's first ids in id
-        order are bisected in (seek.py `_first_ids`). The caller only reads it."""
+    def sorted_ids(self, i: int, lo: int = 0, hi: int | None = None) -> list[Any]:
+        """The ids at positions [lo, hi) of sublist i (the whole sublist by default) in
+        ascending order (not the index's): made on first use and kept until that sublist
+        changes (`add`, `remove`; every kept one is dropped when the sublists themselves
+        change: a split, a sublist removed, `grown`, a fill), for at most BY_ID_KEPT
+        sublists at once (all dropped past that) and PARTS_KEPT parts of each (that
+        sublist's dropped past that). What a window's first ids in id order are bisected in
+        (seek.py `_first_ids`: a window's end sublists are such parts). The caller only
+        reads it."""
         kept = self._by_id
-        ids = kept.get(i)
-        if ids is None:
+        parts = kept.get(i)
+        if parts is None:
             if len(kept) >= BY_ID_KEPT:
                 kept.clear()
-            ids = kept[i] = sorted(self._ids[i])
-        return ids
+            parts = kept[i] = {}
+        ids = self._ids[i]
+        part = (lo, len(ids) if hi is None else hi)
+        out = parts.get(part)
+        if out is None:
+            if len(parts) >= PARTS_KEPT:
+                parts.clear()
+            out = parts[part] = sorted(ids[part[0] : part[1]])
+        return out
 
     def _counted(self) -> Fenwick:
         counts = self._counts

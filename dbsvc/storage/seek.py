@@ -64,21 +64,12 @@ import heapq
 from bisect import bisect_right
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from functools import partial
-from itertools import chain, compress, islice, repeat, takewhile
-from operator import ge, itemgetter, le
+from itertools import chain, islice, takewhile
+from operator import itemgetter
 from typing import Any
 
 from dbsvc.runtime import CompiledModel, Query
-from dbsvc.storage.conditions import (
-    Source,
-    Window,
-    after_test,
-    source_test,
-    sources_of,
-    state_test,
-    window_test,
-    windows_of,
-)
+from dbsvc.storage.conditions import Source, Window, after_test, source_test, sources_of, state_test, windows_of
 from dbsvc.storage.indexes import OrderedIndex
 from dbsvc.storage.rows import Stored, unpack
 from dbsvc.storage.table import Table
@@ -86,7 +77,6 @@ from dbsvc.storage.table import Table
 WALK_FACTOR = 2  # query.py's, for the same trade between a sorted gather and a walk
 _NOTHING = object()
 _NULL = frozenset({None})
-PART_SORTED = 4  # `_first_ids`: an end sublist's part sorted when under 4x the ids it would test
 KEEPER_AT = 64  # query.py's: fewer candidates are tested by a bisect, not a keeper
 _KEY, _ID = itemgetter(0), itemgetter(1)
 
@@ -363,18 +353,15 @@ def _first_ids(table: Table, window: Window, size: int, end: int, after: Any) ->
     """The first `end` ids of `window` (its `size` ids) in id order, after the id `after`
     (None: from the first), or None when the ids are not ints (the caller gathers them all).
 
-    The window's ids lie in the sublists its span covers; each sublist's ids sorted are
-    kept by the index (`OrderedIndex.sorted_ids`). Guessing the matches spread evenly over
-    the ids, the ids in (after, top] hold about 2 * end + 8 of them for `top` =
-    after + (2 * end + 8) * (the ids' width) / size: from each covered sublist the ids
-    in (after, top] are a slice between two bisects (every one a match in a sublist the
-    span covers whole; in the two end sublists, the span's part sorted when it is small,
-    else each id's key, from the key column, compared in C with the part's last key (the
-    span's last sublist) or first (its first), the part's ends being where keys change;
-    a window inside one sublist tests each id by `window_test`), the nulls' too when the
-    window holds them. Fewer than `end` found, `top` reaches four times further, until it passes the
-    last id. Cost O(s / LOAD * log LOAD + end) a round, where gathering the window costs
-    O(s): a prefix of 1,480 ids at 1,000,000 posts."""
+    The window's ids lie in the sublists its span covers; the ids of each covered part of a
+    sublist (the whole sublist, or the span's part of an end sublist) sorted are kept by the
+    index (`OrderedIndex.sorted_ids`, until that sublist changes). Guessing the matches
+    spread evenly over the ids, the ids in (after, top] hold about 2 * end + 8 of them for
+    `top` = after + (2 * end + 8) * (the ids' width) / size: from each covered part the ids
+    in (after, top] are a slice between two bisects, every one a match (no key read), the
+    nulls' too when the window holds them. Fewer than `end` found, `top` reaches four times further, until it
+    passes the last id. Cost O(s / LOAD * log LOAD + end) a round, where gathering the
+    window costs O(s): a prefix of 1,480 ids at 1,000,000 posts."""
     pk = table.pk.sublists  # not empty: the window holds `size` > 0 of its ids
     first, last = pk[0][0], pk[-1][-1]
     if type(first) is not int or type(last) is not int:
@@ -391,30 +378,12 @@ def _first_ids(table: Table, window: Window, size: int, end: int, after: Any) ->
                 parts.append((i, lo, hi))
     base = first - 1 if after is None else after
     reach = (2 * end + 8) * (last - first + 1) // max(size, 1) + 1
-    column = index.column
-    test: Callable[[Any], bool] | None = None  # the window's test of an id, made when first needed
-    slots = column.slots if not column.far and not column.nulls else None  # every id's key at its slot
-    keys = index.key_sublists
     while True:
         top = base + reach
         out: list[Any] = []
         for i, lo, hi in parts:
-            ids = index.sorted_ids(i)
-            taken = ids[bisect_right(ids, base) : bisect_right(ids, top)]
-            if lo == 0 and hi == len(ids):  # every id of the sublist is in the window
-                out += taken
-            elif hi - lo <= PART_SORTED * len(taken):  # the span's few entries here, sorted in C
-                part = sorted(lists[i][lo:hi])
-                out += part[bisect_right(part, base) : bisect_right(part, top)]
-            elif slots is not None and (lo == 0 or hi == len(ids)):
-                # One end of the span: the keys of the window's part here are those up to its
-                # last (or from its first), its ends being where keys change; compared in C.
-                bound, compare = (keys[i][hi - 1], ge) if lo == 0 else (keys[i][lo], le)
-                out += compress(taken, map(compare, repeat(bound), map(slots.__getitem__, taken)))
-            else:  # many entries here, few ids in (base, top]: each tested by its key
-                if test is None:
-                    test = window_test(column, window)
-                out += filter(test, taken)
+            ids = index.sorted_ids(i, lo, hi)  # the span's part of the sublist, by id: kept
+            out += ids[bisect_right(ids, base) : bisect_right(ids, top)]
         if window.nulls and index.nulls:
             out += takewhile(top.__ge__, index.nulls.iter_after(base))
         if len(out) >= end or top >= last:

@@ -200,3 +200,30 @@ def inside(value: float, low, low_in: bool, high, high_in: bool) -> bool:
     if low is not None and (value < low or (value == low and not low_in)):
         return False
     return high is None or value < high or (value == high and high_in)
+
+
+# -- a window's end sublists by id (seek.py `_first_ids`) -------------------------------
+
+
+def test_a_sublists_part_by_id_is_kept_until_that_sublist_changes():
+    keys = keyed(10, 2000, 400)
+    index = index_of(keys)
+    part = index.sorted_ids(1, 100, 300)
+    assert part == sorted(index.id_sublists[1][100:300])
+    assert index.sorted_ids(1, 100, 300) is part  # kept
+    assert index.sorted_ids(1) == sorted(index.id_sublists[1])  # the whole sublist is another part
+    assert index.sorted_ids(1, 0, 300) == sorted(index.id_sublists[1][:300])
+    key = index.key_sublists[1][150]
+    index.add(key, 50_000)  # into sublist 1: its parts are made again
+    again = index.sorted_ids(1, 100, 300)
+    assert again is not part and again == sorted(index.id_sublists[1][100:300])
+
+
+def test_a_sublist_keeps_at_most_parts_kept_parts():
+    from dbsvc.storage.indexes import PARTS_KEPT
+
+    index = index_of(keyed(11, 2000, 400))
+    parts = [index.sorted_ids(0, lo, lo + 10) for lo in range(PARTS_KEPT)]
+    assert all(index.sorted_ids(0, lo, lo + 10) is parts[lo] for lo in range(PARTS_KEPT))
+    index.sorted_ids(0, 50, 60)  # one more: that sublist's kept parts dropped first
+    assert index.sorted_ids(0, 0, 10) is not parts[0] and index.sorted_ids(0, 0, 10) == parts[0]
