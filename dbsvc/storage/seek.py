@@ -39,8 +39,10 @@ Plan (n live records; the page is `limit` ids, plus one to tell whether another 
    other windows through their key columns; a record's values only for a row test): `total`
    is what passes, O(s). Small enough (s * s <= WALK_FACTOR * end * n, as in query.py) the
    matches are ordered by their key columns and cut after the cursor; larger, the sort
-   order is walked from the cursor's seek keeping only the matches. In id order the first
-   `end` of the matches are taken (`heapq.nsmallest`, O(s)).
+   order is walked from the cursor's seek keeping only the matches. In id order the matches
+   are sorted (one sort in C, O(s log s): at every size a gather reaches it costs less than
+   `heapq.nsmallest`'s loop in Python, 4 us against 12 for a search's 168 matches at 1M)
+   and the first `end` taken.
 
 A descending walk of one key takes the window's entries by position from its top in
 growing batches, each widened to whole runs (`OrderedIndex.batches_descending`): a batch's
@@ -60,7 +62,6 @@ records by their values (`after_test`, `state_test`).
 
 from __future__ import annotations
 
-import heapq
 from bisect import bisect_right
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from functools import partial
@@ -335,10 +336,11 @@ def plan_operators(table: Table, query: Query) -> tuple[list[Any], int, bool]:
     total = len(matched)
     if limit == 0 or total == 0:
         return [], total, False
-    if not sort:  # id order: the first `end` ids after the cursor, O(s log end)
+    if not sort:  # id order: the first `end` ids after the cursor, one sort in C
         if query.cursor is not None:
             matched = [i for i in matched if i > query.cursor[1]]
-        ids = heapq.nsmallest(end, matched)[offset:]
+        matched.sort()  # faster than heapq.nsmallest, whose loop over the ids is Python's
+        ids = matched[offset:end]
     elif total * total <= WALK_FACTOR * end * n:
         chosen = matched
         if query.cursor is not None:
