@@ -532,10 +532,27 @@ class OrderedIndex:
         return chain.from_iterable(pieces)
 
     def pairs_span_descending(self, start: tuple[int, int], stop: tuple[int, int]) -> Iterator[tuple[Any, Any]]:
-        """(key, id) of [start, stop) from the last: keys descending, ids descending in a run."""
-        keys = backwards(_pieces(self._keys, start, stop))
-        ids = backwards(_pieces(self._ids, start, stop))
-        return zip(keys, ids)
+        """(key, id) of [start, stop) from the last: keys descending, ids descending in a run;
+        lazily, as `ids_span`."""
+        return zip(_backwards_span(self._keys, start, stop), _backwards_span(self._ids, start, stop))
+
+
+def _backwards_span(lists: list[Any], start: tuple[int, int], stop: tuple[int, int]) -> Iterator[Any]:
+    """The entries of `lists` (sublists) at positions [start, stop), last first, lazily: the
+    two ends' parts copied and reversed, the sublists between them reversed in place of a
+    list of them (`_pieces` copies that list: O(n / LOAD) for a span over a whole index)."""
+    (i1, j1), (i2, j2) = start, stop
+    if (i2, j2) <= (i1, j1):
+        return iter(())
+    if i1 == i2:
+        return reversed(lists[i1][j1:j2])
+    n = len(lists)
+    pieces: list[Iterable[Any]] = []
+    if i2 < n and j2:
+        pieces.append(reversed(lists[i2][:j2]))
+    pieces.append(chain.from_iterable(map(reversed, islice(reversed(lists), n - i2, n - i1 - 1))))
+    pieces.append(reversed(lists[i1][j1:]))
+    return chain.from_iterable(pieces)
 
 
 def _pieces(lists: list[Any], start: tuple[int, int], stop: tuple[int, int]) -> list[Any]:

@@ -227,3 +227,20 @@ def test_a_sublist_keeps_at_most_parts_kept_parts():
     assert all(index.sorted_ids(0, lo, lo + 10) is parts[lo] for lo in range(PARTS_KEPT))
     index.sorted_ids(0, 50, 60)  # one more: that sublist's kept parts dropped first
     assert index.sorted_ids(0, 0, 10) is not parts[0] and index.sorted_ids(0, 0, 10) == parts[0]
+
+
+@pytest.mark.parametrize("typecode", ["", "q"])
+def test_a_span_read_either_way_is_the_entries_between_its_ends(typecode):
+    # ids_span and pairs_span_descending read the sublists lazily: every pair of positions
+    # (in one sublist, across two, across all of them, to the end) against the entries
+    keys = keyed(12, 2600, 300)
+    index = index_of(keys, typecode)
+    entries = list(index)
+    positions = [(i, j) for i, ids in enumerate(index.id_sublists) for j in range(len(ids))] + [index.end]
+    rng = random.Random(12)
+    pairs = [(0, len(positions) - 1), (0, 0), (5, 5), (len(positions) - 2, len(positions) - 1)]
+    pairs += [tuple(sorted(rng.sample(range(len(positions)), 2))) for _ in range(60)]
+    for a, b in pairs:
+        start, stop = positions[a], positions[b]
+        assert list(index.ids_span(start, stop)) == [i for _k, i in entries[a:b]], (start, stop)
+        assert list(index.pairs_span_descending(start, stop)) == entries[a:b][::-1], (start, stop)
