@@ -47,6 +47,7 @@ from dbsvc.storage.sortedlist import LOAD, SortedIndex, backwards, sublist_slice
 BY_ID_KEPT = 256  # sublists whose id-sorted copies an index keeps (`sorted_ids`)
 PARTS_KEPT = 4  # id-sorted parts kept a sublist (the whole, or a window's end): ~4 MB at most at LOAD 512
 RUNS_TAKEN = 4  # `_descending`: runs taken from the top by a bisect each before the rest is sorted
+RUN_SHORT = 8  # `_descending`: a run shorter than this, and the rest is sorted at once
 SHIFT_MAX = 1 << 16  # OrderedIndex.from_columns sorts ids starting at most this (so many placeholders)
 _FIRST = itemgetter(0)
 _SECOND = itemgetter(1)
@@ -478,10 +479,12 @@ class OrderedIndex:
         """The ids of [start, stop) (not empty) keys descending, ids ascending in a run.
 
         A run's ids ascend in the index already, so the runs are taken from the top as they
-        are, a bisect each (`lower` of the key before the top): one run (a page inside a run
-        of equal keys, the common case of a sort field with repeated values) is one slice, no
-        entry compared. After RUNS_TAKEN runs the rest (short runs, many distinct keys) is
-        ordered as a whole by one stable sort of its (key, id) pairs by key descending."""
+        are, a bisect each (in the top's sublist; `lower` when the run goes on before it): one
+        run (a page inside a run of equal keys, the common case of a sort field with repeated
+        values) is one slice, no entry compared. After RUNS_TAKEN runs, or at a run shorter
+        than RUN_SHORT (many distinct keys: a bisect a run would cost more than the sort), the
+        rest is ordered as a whole by one stable sort of its (key, id) pairs by key
+        descending."""
         keys, ids = self._keys, self._ids
         out: list[Any] = []
         for _ in range(RUNS_TAKEN):
@@ -493,8 +496,10 @@ class OrderedIndex:
             if keys[start[0]][start[1]] == key:  # one run left: in order already
                 out.extend(chain.from_iterable(_pieces(ids, start, stop)))
                 return out
-            j = bisect_left(keys[i], key, 0, j)  # the run's start, in the top's sublist
-            lo = (i, j) if j else self.lower(key, True)  # or before it
+            first = bisect_left(keys[i], key, 0, j)  # the run's start, in the top's sublist
+            if first and j - first < RUN_SHORT:  # short runs (many distinct keys): sorted below
+                break
+            lo = (i, first) if first else self.lower(key, True)  # or before that sublist
             out.extend(chain.from_iterable(_pieces(ids, lo, stop)))
             stop = lo
         pairs = list(

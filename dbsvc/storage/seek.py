@@ -39,10 +39,11 @@ Plan (n live records; the page is `limit` ids, plus one to tell whether another 
    other windows through their key columns; a record's values only for a row test): `total`
    is what passes, O(s). Small enough (s * s <= WALK_FACTOR * end * n, as in query.py) the
    matches are ordered by their key columns and cut after the cursor; larger, the sort
-   order is walked from the cursor's seek keeping only the matches. In id order the matches
-   are sorted (one sort in C, O(s log s): at every size a gather reaches it costs less than
-   `heapq.nsmallest`'s loop in Python, 4 us against 12 for a search's 168 matches at 1M)
-   and the first `end` taken.
+   order is walked from the cursor's seek keeping only the matches. In id order the first
+   `end` of the matches are taken: up to SORTED_AT of them by one sort in C (a search's 168
+   matches at 1M: 4 us, against 12 for `heapq.nsmallest`, whose loop over the ids is
+   Python's), more by `heapq.nsmallest`, O(s) (a sort's s log s comparisons read ids
+   scattered in memory: 4,706 matches sorted cost twice the heap's pass over HTTP).
 
 A descending walk of one key takes the window's entries by position from its top in
 growing batches, each widened to whole runs (`OrderedIndex.batches_descending`): a batch's
@@ -62,6 +63,7 @@ records by their values (`after_test`, `state_test`).
 
 from __future__ import annotations
 
+import heapq
 from bisect import bisect_right
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from functools import partial
@@ -79,6 +81,7 @@ WALK_FACTOR = 2  # query.py's, for the same trade between a sorted gather and a 
 _NOTHING = object()
 _NULL = frozenset({None})
 KEEPER_AT = 64  # query.py's: fewer candidates are tested by a bisect, not a keeper
+SORTED_AT = 1024  # a gather in id order: so many matches or fewer sorted, more taken by a heap
 _KEY, _ID = itemgetter(0), itemgetter(1)
 
 
@@ -339,8 +342,11 @@ def plan_operators(table: Table, query: Query) -> tuple[list[Any], int, bool]:
     if not sort:  # id order: the first `end` ids after the cursor, one sort in C
         if query.cursor is not None:
             matched = [i for i in matched if i > query.cursor[1]]
-        matched.sort()  # faster than heapq.nsmallest, whose loop over the ids is Python's
-        ids = matched[offset:end]
+        if len(matched) <= SORTED_AT:  # few: one sort in C beats heapq.nsmallest's loop in Python
+            matched.sort()
+            ids = matched[offset:end]
+        else:  # many: one comparison an id with the heap's top beats a sort's log s of them
+            ids = heapq.nsmallest(end, matched)[offset:]
     elif total * total <= WALK_FACTOR * end * n:
         chosen = matched
         if query.cursor is not None:

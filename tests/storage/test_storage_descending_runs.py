@@ -75,8 +75,8 @@ def descending(keys: dict[int, int | None], low: int | None = None, high: int | 
     ]
 
 
-# one key (a single run across every sublist), two, runs of ~RUNS_TAKEN, ~100, and distinct keys
-DISTINCT = [0, 1, RUNS_TAKEN, 30, 2999, 100000]
+# one key (a single run across every sublist), two, runs of ~750, ~100, ~RUN_SHORT (8), ~1, distinct keys
+DISTINCT = [0, 1, RUNS_TAKEN, 30, 375, 2999, 100000]
 
 
 @pytest.mark.parametrize("distinct", DISTINCT)
