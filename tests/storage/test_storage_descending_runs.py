@@ -244,3 +244,30 @@ def test_a_span_read_either_way_is_the_entries_between_its_ends(typecode):
         start, stop = positions[a], positions[b]
         assert list(index.ids_span(start, stop)) == [i for _k, i in entries[a:b]], (start, stop)
         assert list(index.pairs_span_descending(start, stop)) == entries[a:b][::-1], (start, stop)
+
+
+# -- a gather in id order: sorted up to SORTED_AT matches, a heap past it (seek.py) ------
+
+
+def test_a_gather_in_id_order_on_both_sides_of_sorted_at_agrees_with_sqlite():
+    from dbsvc.operators import encode_cursor
+    from dbsvc.storage.seek import SORTED_AT
+    from support.query_oracle import ITEM, filled_store
+
+    rng = random.Random(36)
+    empty = {"f": None, "s": None, "t": "t", "dt": None, "g": None, "w": None}
+    rows = [{"n": rng.randint(0, 99), "b": rng.random() < 0.5, **empty} for _ in range(2600)]
+    with filled_store(rows) as (store, _ids, twin):
+        # a window and a filter: two sources, so their matches are gathered and cut in id order
+        for low in (5, 60):
+            want = twin.expected("n >= ? AND b = 1", [low], "id")
+            assert (len(want) > SORTED_AT) == (low == 5), len(want)  # the heap's side, then the sort's
+            for limit, offset in ((20, 0), (7, 300), (50, len(want) - 30), (20, len(want))):
+                params = [("n__gte", str(low)), ("b", "true"), ("limit", str(limit)), ("offset", str(offset))]
+                records, total, _watermark, more = store.list_page("Item", ITEM.parse_list_query(params))
+                assert [r["id"] for r in records] == want[offset : offset + limit] and total == len(want), (low, offset)
+                assert more == (offset + limit < len(want))
+            cursor = encode_cursor("Item", (), [], want[99])
+            params = [("n__gte", str(low)), ("b", "true"), ("limit", "20"), ("cursor", cursor)]
+            records, total, _watermark, _more = store.list_page("Item", ITEM.parse_list_query(params))
+            assert [r["id"] for r in records] == want[100:120] and total == len(want)
