@@ -137,6 +137,24 @@ def test_a_count_to_the_end_is_the_entries_from_the_start(typecode):
     assert index.count_span((0, 0), index.end) == len(keys)
 
 
+def test_a_count_to_the_end_from_a_sublists_first_entry():
+    # a span starting at (i, 0) with i > 0: the entries of sublists i and after, not all of them
+    index = index_of(keyed(13, 2600, 300))
+    sizes = [len(ids) for ids in index.id_sublists]
+    for i in range(len(sizes)):
+        assert index.count_span((i, 0), index.end) == sum(sizes[i:]), i
+        assert index.count_span((i, 1), index.end) == sum(sizes[i:]) - 1, i
+
+
+def test_a_page_by_position_of_no_values_is_empty():
+    # an index whose every key is null (a bucket's order of null scores): no value to page
+    nulls = OrderedIndex(typecode="q")
+    for id_ in range(1, 40):
+        nulls.add(None, id_)
+    assert nulls.ids_descending(0, 20) == [] and nulls.ids_descending(5, 10) == []
+    assert OrderedIndex().ids_descending(0, 20) == []
+
+
 def test_a_count_between_two_sublists_is_the_entries_between():
     keys = keyed(6, 2500, 80)
     index = index_of(keys)
