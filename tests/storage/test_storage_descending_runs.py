@@ -289,3 +289,22 @@ def test_a_gather_in_id_order_on_both_sides_of_sorted_at_agrees_with_sqlite():
             params = [("n__gte", str(low)), ("b", "true"), ("limit", "20"), ("cursor", cursor)]
             records, total, _watermark, _more = store.list_page("Item", ITEM.parse_list_query(params))
             assert [r["id"] for r in records] == want[100:120] and total == len(want)
+
+
+def test_the_first_ids_after_a_cursor_reach_the_very_last_id():
+    # seek.py `_first_ids` guesses how far to look: 1,000 ids, a window of 200 (the last id
+    # among them, none other past 749), the page after id 749: the first round's top is
+    # 749 + 50 * 1,000 // 200 + 1 = 1,000, the last id, which it must reach (one short, it
+    # stops at 999 without the match)
+    from dbsvc.operators import encode_cursor
+    from support.query_oracle import ITEM, filled_store
+
+    rng = random.Random(37)
+    held = set(rng.sample(range(1, 750), 199)) | {1000}
+    empty = {"f": None, "s": None, "t": "t", "b": False, "dt": None, "g": None, "w": None}
+    rows = [{"n": 1 if i in held else 0, **empty} for i in range(1, 1001)]
+    with filled_store(rows) as (store, ids, _twin):
+        assert ids == list(range(1, 1001))
+        params = [("n__gte", "1"), ("limit", "20"), ("cursor", encode_cursor("Item", (), [], 749))]
+        records, total, _watermark, more = store.list_page("Item", ITEM.parse_list_query(params))
+        assert [r["id"] for r in records] == [1000] and total == 200 and not more
