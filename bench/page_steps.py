@@ -8,9 +8,10 @@ drifts between rounds), DATA a tenant seeded by `service_bench.py --matrix --dat
 opened read-only; the app keeps no list answers (`list_cache_bytes=0`). For each target:
 the whole call, the call and the response's bytes (`encode_response` through the fast
 path's `respond`), then each step of `Application.list` alone: the parse, the store's page
-(its plan and its dicts), the page's JSON, the body, the headers and the `Link`. Best of 5
-rounds of N calls, timed by `time.thread_time`, after `gc.freeze()`. bench/README.md, "A page
-of 20 made afresh", has the figures.
+(its plan, query.py's or, with operators, bucketplan.py's or seek.py's, and its dicts), the
+page's JSON, the body, the headers and the `Link`. Best of 5 rounds of N calls, timed by
+`time.thread_time`, after `gc.freeze()`. bench/README.md, "A page of 20 made afresh", has the
+figures.
 """
 
 import gc
@@ -30,7 +31,9 @@ from dbsvc.operators import encode_cursor
 from dbsvc.realtime.broker import Broker
 from dbsvc.schema import load_schema
 from dbsvc.storage import Store
+from dbsvc.storage.bucketplan import bucket_operators
 from dbsvc.storage.query import _plan_live
+from dbsvc.storage.seek import has_operators, plan_operators
 
 module = compile_schema(load_schema(CODE + "/schemas/blog.dbs"))
 store = Store.open(os.path.join(DATA, "default"), module.MODELS, module.DESCRIPTION, readonly=True)
@@ -47,6 +50,15 @@ def best(fn):
             fn()
         out.append((time.thread_time() - t) / N * 1e6)
     return min(out)
+
+
+def plan(table, q):
+    """The store's plan of a live list alone (storage/query.py `list_page` without the dicts):
+    seek.py's or bucketplan.py's for a query with operators, query.py's otherwise."""
+    if has_operators(q):
+        planned = bucket_operators(table, q)
+        return (planned if planned is not None else plan_operators(table, q))[:2]
+    return _plan_live(table, q)
 
 
 def req(target):
@@ -76,7 +88,7 @@ for target in sys.argv[3:]:
         table = store.table(model.name)
         records, total, wm, more = store.list_page(model.name, q)
         page = app.encoded.encode_page(model, records)
-        ids, _t = _plan_live(table, q)
+        ids, _t = plan(table, q)
         resp = app(r)
         rows = [
             ("app()", lambda: app(r)),
@@ -84,7 +96,7 @@ for target in sys.argv[3:]:
             ("encode_response alone", lambda: respond(resp, r)),
             ("list_query", lambda: app.queries.list_query(model, r)),
             ("store.list_page", lambda: store.list_page(model.name, q)),
-            ("  _plan_live", lambda: _plan_live(table, q)),
+            ("  plan", lambda: plan(table, q)),
             ("  shown_all", lambda: table.shown_all(ids)),
             ("encode_page", lambda: app.encoded.encode_page(model, records)),
             ("body %", lambda: b'{"data":[%s],"total":%d,"limit":%d,"offset":%d}' % (page, total, q.limit, q.offset)),

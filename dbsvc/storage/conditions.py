@@ -44,9 +44,13 @@ def search_test(table: Table, words: tuple[str, ...]) -> Callable[[Any], bool]:
 
 class Window:
     """Which entries of a sort field's ordered index a query keeps: non-null keys between
-    `low` and `high` (None: unbounded) when `values`, the nulls when `nulls`."""
+    `low` and `high` (None: unbounded) when `values`, the nulls when `nulls`.
 
-    __slots__ = ("field", "high", "high_in", "low", "low_in", "nulls", "values")
+    Made for one list (`windows_of`) and used within its synchronous call, so an index
+    does not change meanwhile: `span` keeps the last index's positions and gives them again
+    (a plan asks for the count, then the walk, then the first ids: two bisects each)."""
+
+    __slots__ = ("_span", "_spanned", "field", "high", "high_in", "low", "low_in", "nulls", "values")
 
     def __init__(self, field: str) -> None:
         self.field = field
@@ -54,6 +58,8 @@ class Window:
         self.high: Any = None
         self.low_in = self.high_in = True
         self.values = self.nulls = True
+        self._spanned: Any = None  # the index `_span` was found in
+        self._span: tuple[tuple[int, int], tuple[int, int]] = ((0, 0), (0, 0))
 
     def holds(self, key: Any) -> bool:
         if key is None:
@@ -66,12 +72,18 @@ class Window:
         return high is None or key < high or (key == high and self.high_in)
 
     def span(self, index: OrderedIndex) -> tuple[tuple[int, int], tuple[int, int]]:
-        """Positions [start, stop) of the window's non-null keys in `index`."""
+        """Positions [start, stop) of the window's non-null keys in `index` (the last index's
+        kept: the class docstring)."""
+        if self._spanned is index:
+            return self._span
         if not self.values:
-            return index.end, index.end
-        start = (0, 0) if self.low is None else index.lower(self.low, self.low_in)
-        stop = index.end if self.high is None else index.upper(self.high, self.high_in)
-        return start, stop
+            span = index.end, index.end
+        else:
+            start = (0, 0) if self.low is None else index.lower(self.low, self.low_in)
+            stop = index.end if self.high is None else index.upper(self.high, self.high_in)
+            span = start, stop
+        self._spanned, self._span = index, span
+        return span
 
     def count(self, index: OrderedIndex) -> int:
         start, stop = self.span(index)

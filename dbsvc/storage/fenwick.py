@@ -9,7 +9,9 @@ by one costs O(log m) too.
 
 Layout: `tree[k]` (1-based; slot 0 unused) holds the sum of counts (k - lowbit(k), k],
 lowbit(k) = k & -k, so a prefix sum adds O(log m) slots walking k &= k - 1, and a change to
-count i touches the slots k = i + 1, k += lowbit(k). Built from the counts in O(m).
+count i touches the slots k = i + 1, k += lowbit(k). Built from the counts in O(m). The sum
+of counts [i, j) walks whichever end is higher down until the two meet: the two prefix
+walks share every slot below that point, which is never read.
 
 Who owns one: the ordered index builds it on the first count asked of it and keeps it up
 to date on every entry added to or removed from a sublist, and drops it whenever the
@@ -58,6 +60,21 @@ class Fenwick:
         while i > 0:
             total += tree[i]
             i &= i - 1
+        return total
+
+    def between(self, i: int, j: int) -> int:
+        """The sum of counts [i, j), i <= j: both prefix walks at once, the higher end first,
+        stopping where they meet, so two near ends (a range over a few sublists) cost a few
+        steps, not 2 log m."""
+        tree = self.tree
+        total = 0
+        while i != j:
+            if j > i:
+                total += tree[j]
+                j &= j - 1
+            else:
+                total -= tree[i]
+                i &= i - 1
         return total
 
     def find(self, position: int) -> tuple[int, int]:

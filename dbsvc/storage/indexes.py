@@ -17,7 +17,9 @@ Python generator: a list page walks its index at C speed rather than through gen
 frames.
 
 A list in id order over a window of few entries bisects each covered sublist's ids sorted
-by id (`sorted_ids`: made on demand, kept until that sublist changes, at most BY_ID_KEPT).
+by id, or only the part of it that a window's span covers at either end (`sorted_ids`:
+made on demand, kept until that sublist changes, at most BY_ID_KEPT sublists of PARTS_KEPT
+parts).
 
 Each `OrderedIndex` keeps its ids' keys by id too (`column`, keycolumns.py), updated by its
 own `add` and `remove`, so every path that keeps the index (writes, undo, bulk builds,
@@ -34,7 +36,7 @@ from __future__ import annotations
 from array import array
 from bisect import bisect_left, bisect_right
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from itertools import chain, compress, repeat
+from itertools import chain, compress, islice, repeat
 from operator import is_, is_not, itemgetter
 from typing import Any
 
@@ -42,7 +44,10 @@ from dbsvc.storage.fenwick import Fenwick
 from dbsvc.storage.keycolumns import KeyColumn
 from dbsvc.storage.sortedlist import LOAD, SortedIndex, backwards, sublist_slice
 
-BY_ID_KEPT = 256  # sublists' id-sorted copies an index keeps (`sorted_ids`): ~1 MB at LOAD 512
+BY_ID_KEPT = 256  # sublists whose id-sorted copies an index keeps (`sorted_ids`)
+PARTS_KEPT = 4  # id-sorted parts kept a sublist (the whole, or a window's end): ~4 MB at most at LOAD 512
+RUNS_TAKEN = 4  # `_descending`: runs taken from the top by a bisect each before the rest is sorted
+RUN_SHORT = 8  # `_descending`: a run shorter than this, and the rest is sorted at once
 SHIFT_MAX = 1 << 16  # OrderedIndex.from_columns sorts ids starting at most this (so many placeholders)
 _FIRST = itemgetter(0)
 _SECOND = itemgetter(1)
@@ -133,7 +138,8 @@ class OrderedIndex:
         self._lastids: list[Any] = [i[-1] for i in self._ids]
         self._len = len(keys)
         self._counts: Fenwick | None = None  # the sublists' lengths, built by `count_span`
-        self._by_id: dict[int, list[Any]] = {}  # sublist -> its ids sorted, made by `sorted_ids`
+        # sublist -> (lo, hi) -> the ids of its positions [lo, hi) sorted, made by `sorted_ids`
+        self._by_id: dict[int, dict[tuple[int, int], list[Any]]] = {}
 
     @property
     def key_sublists(self) -> list[Any]:
@@ -394,26 +400,41 @@ class OrderedIndex:
         return len(self._keys), 0
 
     def count_span(self, start: tuple[int, int], stop: tuple[int, int]) -> int:
-        """Entries in [start, stop): the sublists' lengths before each end from a Fenwick
-        tree (fenwick.py), O(log n); built here, in O(n / LOAD), when the sublists changed."""
+        """Entries in [start, stop): the sublists' lengths between the two ends from a Fenwick
+        tree (fenwick.py `between`, O(log n), none walked when `stop` is the end: its count
+        is the index's length); built here, in O(n / LOAD), when the sublists changed."""
         if stop <= start:
             return 0
-        counts = self._counted()
-        return counts.prefix(stop[0]) - counts.prefix(start[0]) - start[1] + stop[1]
+        i = stop[0]
+        if i == len(self._keys):  # to the end: every entry from sublist start[0] on
+            if start[0] == 0:
+                return self._len - start[1]
+            return self._len - self._counted().prefix(start[0]) - start[1]
+        return self._counted().between(start[0], i) - start[1] + stop[1]
 
-    def sorted_ids(self, i: int) -> list[Any]:
-        """Sublist i's ids in ascending order (not the index's): made on first use and kept
-        until that sublist changes (`add`, `remove`; every kept one is dropped when the
-        sublists themselves change: a split, a sublist removed, `grown`, a fill), at most
-        BY_ID_KEPT of them at once (all dropped past that). What a window's first ids in id
-        order are bisected in (seek.py `_first_ids`). The caller only reads it."""
+    def sorted_ids(self, i: int, lo: int = 0, hi: int | None = None) -> list[Any]:
+        """The ids at positions [lo, hi) of sublist i (the whole sublist by default) in
+        ascending order (not the index's): made on first use and kept until that sublist
+        changes (`add`, `remove`; every kept one is dropped when the sublists themselves
+        change: a split, a sublist removed, `grown`, a fill), for at most BY_ID_KEPT
+        sublists at once (all dropped past that) and PARTS_KEPT parts of each (that
+        sublist's dropped past that). What a window's first ids in id order are bisected in
+        (seek.py `_first_ids`: a window's end sublists are such parts). The caller only
+        reads it."""
         kept = self._by_id
-        ids = kept.get(i)
-        if ids is None:
+        parts = kept.get(i)
+        if parts is None:
             if len(kept) >= BY_ID_KEPT:
                 kept.clear()
-            ids = kept[i] = sorted(self._ids[i])
-        return ids
+            parts = kept[i] = {}
+        ids = self._ids[i]
+        part = (lo, len(ids) if hi is None else hi)
+        out = parts.get(part)
+        if out is None:
+            if len(parts) >= PARTS_KEPT:
+                parts.clear()
+            out = parts[part] = sorted(ids[part[0] : part[1]])
+        return out
 
     def _counted(self) -> Fenwick:
         counts = self._counts
@@ -424,41 +445,71 @@ class OrderedIndex:
     def ids_descending(self, start: int, stop: int) -> list[Any]:
         """Ids at positions [start, stop) of the non-null entries in descending order (keys
         descending, ids ascending in a run): the ascending positions that mirror them, found
-        from the sublists' counts (O(log n)), widened to whole runs at both ends, then one
-        stable sort by key descending. O(log n + stop - start + the two end runs), where a
-        walk from the top costs O(stop) (a deep `offset` of a descending sort)."""
+        from the sublists' counts (one Fenwick descent, O(log n), and a step back), widened
+        to whole runs at both ends, then put in descending order (`_descending`). O(log n +
+        stop - start + the two end runs), where a walk from the top costs O(stop) (a deep
+        `offset` of a descending sort)."""
         n = self._len
         lo, hi = max(n - stop, 0), n - start
         if hi <= lo:
             return []
-        counts = self._counted()
-        first, last = counts.find(lo), counts.find(hi - 1)
-        begin = self.lower(self._keys[first[0]][first[1]], True)
-        end = self.upper(self._keys[last[0]][last[1]], True)
-        keys = chain.from_iterable(_pieces(self._keys, begin, end))
-        pairs = list(zip(keys, chain.from_iterable(_pieces(self._ids, begin, end))))
-        pairs.sort(key=_FIRST, reverse=True)  # stable: a run's ids stay ascending
-        top = n - (counts.prefix(end[0]) + end[1])  # the descending position of pairs[0]
-        return list(map(_SECOND, pairs[start - top : stop - top]))
+        last = self._counted().find(hi - 1)
+        first = self._back((last[0], last[1] + 1), hi - lo)
+        keys = self._keys
+        begin = self.lower(keys[first[0]][first[1]], True)
+        end = self.upper(keys[last[0]][last[1]], True)
+        # the descending position of the entry just before `end` (the first `_descending` gives)
+        top = n - (hi + self.count_span((last[0], last[1] + 1), end))
+        return self._descending(begin, end)[start - top : stop - top]
 
     def batches_descending(self, start: tuple[int, int], stop: tuple[int, int]) -> Iterator[list[Any]]:
         """The ids of [start, stop) in descending order (keys descending, ids ascending in a
         run), from `stop` down, in lists of growing size (32, 64, ...: a page of 20 takes one):
         each the entries from `size` positions below the last list's first (widened down to
-        the start of that key's run: whole runs, so one stable sort by key descending orders
-        it) up to it. O(log n + size + run) a list, entries copied only from the sublists it
-        covers; no Python code an entry."""
+        the start of that key's run, so a list holds whole runs) up to it, put in order by
+        `_descending`. O(log n + size + run) a list, entries copied only from the sublists it
+        covers."""
         keys, size = self._keys, 32
         while start < stop:
             cut = max(start, self._back(stop, size))
             if start < cut:
                 cut = max(start, self.lower(keys[cut[0]][cut[1]], True))
-            pairs = list(
-                zip(chain.from_iterable(_pieces(keys, cut, stop)), chain.from_iterable(_pieces(self._ids, cut, stop)))
-            )
-            pairs.sort(key=_FIRST, reverse=True)  # stable: a run's ids stay ascending
-            yield list(map(_SECOND, pairs))
+            yield self._descending(cut, stop)
             stop, size = cut, size * 2
+
+    def _descending(self, start: tuple[int, int], stop: tuple[int, int]) -> list[Any]:
+        """The ids of [start, stop) (not empty) keys descending, ids ascending in a run.
+
+        A run's ids ascend in the index already, so the runs are taken from the top as they
+        are, a bisect each (in the top's sublist; `lower` when the run goes on before it): one
+        run (a page inside a run of equal keys, the common case of a sort field with repeated
+        values) is one slice, no entry compared. After RUNS_TAKEN runs, or at a run shorter
+        than RUN_SHORT (many distinct keys: a bisect a run would cost more than the sort), the
+        rest is ordered as a whole by one stable sort of its (key, id) pairs by key
+        descending."""
+        keys, ids = self._keys, self._ids
+        out: list[Any] = []
+        for _ in range(RUNS_TAKEN):
+            i, j = stop
+            if j == 0:
+                i -= 1
+                j = len(keys[i])
+            key = keys[i][j - 1]  # the top entry's key
+            if keys[start[0]][start[1]] == key:  # one run left: in order already
+                out.extend(chain.from_iterable(_pieces(ids, start, stop)))
+                return out
+            first = bisect_left(keys[i], key, 0, j)  # the run's start, in the top's sublist
+            if first and j - first < RUN_SHORT:  # short runs (many distinct keys): sorted below
+                break
+            lo = (i, first) if first else self.lower(key, True)  # or before that sublist
+            out.extend(chain.from_iterable(_pieces(ids, lo, stop)))
+            stop = lo
+        pairs = list(
+            zip(chain.from_iterable(_pieces(keys, start, stop)), chain.from_iterable(_pieces(ids, start, stop)))
+        )
+        pairs.sort(key=_FIRST, reverse=True)  # stable: a run's ids stay ascending
+        out.extend(map(_SECOND, pairs))
+        return out
 
     def _back(self, position: tuple[int, int], count: int) -> tuple[int, int]:
         """The position `count` entries before `position` (the first, (0, 0), if fewer)."""
@@ -472,14 +523,43 @@ class OrderedIndex:
         return i, j - count
 
     def ids_span(self, start: tuple[int, int], stop: tuple[int, int]) -> Iterator[Any]:
-        """The ids in [start, stop), in index order (keys ascending, ids ascending in a run)."""
-        return chain.from_iterable(_pieces(self._ids, start, stop))
+        """The ids in [start, stop), in index order (keys ascending, ids ascending in a run),
+        lazily: nothing copied, so a walk that stops after a page costs O(page), not O(n /
+        LOAD) for the list of the sublists it spans (a walk of a whole index testing each id,
+        seek.py). The caller reads it within its synchronous call, while no write runs."""
+        (i1, j1), (i2, j2) = start, stop
+        if (i2, j2) <= (i1, j1):
+            return iter(())
+        ids = self._ids
+        if i1 == i2:
+            return islice(ids[i1], j1, j2)
+        pieces = [islice(ids[i1], j1, None), chain.from_iterable(islice(ids, i1 + 1, i2))]
+        if i2 < len(ids) and j2:
+            pieces.append(islice(ids[i2], j2))
+        return chain.from_iterable(pieces)
 
     def pairs_span_descending(self, start: tuple[int, int], stop: tuple[int, int]) -> Iterator[tuple[Any, Any]]:
-        """(key, id) of [start, stop) from the last: keys descending, ids descending in a run."""
-        keys = backwards(_pieces(self._keys, start, stop))
-        ids = backwards(_pieces(self._ids, start, stop))
-        return zip(keys, ids)
+        """(key, id) of [start, stop) from the last: keys descending, ids descending in a run;
+        lazily, as `ids_span`."""
+        return zip(_backwards_span(self._keys, start, stop), _backwards_span(self._ids, start, stop))
+
+
+def _backwards_span(lists: list[Any], start: tuple[int, int], stop: tuple[int, int]) -> Iterator[Any]:
+    """The entries of `lists` (sublists) at positions [start, stop), last first, lazily: the
+    two ends' parts copied and reversed, the sublists between them reversed in place of a
+    list of them (`_pieces` copies that list: O(n / LOAD) for a span over a whole index)."""
+    (i1, j1), (i2, j2) = start, stop
+    if (i2, j2) <= (i1, j1):
+        return iter(())
+    if i1 == i2:
+        return reversed(lists[i1][j1:j2])
+    n = len(lists)
+    pieces: list[Iterable[Any]] = []
+    if i2 < n and j2:
+        pieces.append(reversed(lists[i2][:j2]))
+    pieces.append(chain.from_iterable(map(reversed, islice(reversed(lists), n - i2, n - i1 - 1))))
+    pieces.append(reversed(lists[i1][j1:]))
+    return chain.from_iterable(pieces)
 
 
 def _pieces(lists: list[Any], start: tuple[int, int], stop: tuple[int, int]) -> list[Any]:

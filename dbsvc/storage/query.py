@@ -69,7 +69,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import replace
-from itertools import islice
+from itertools import chain, islice
 from operator import itemgetter
 from typing import Any
 
@@ -134,18 +134,28 @@ def _one_key_page(index: OrderedIndex, desc: bool, keep: Keep | None, offset: in
     """Ids [offset, end) of the order by one key (ascending: nulls last; descending: nulls
     first; ties on id ascending), only those `keep` says yes to when given.
 
-    Ascending, the index order is the list order. Descending past the nulls with no `keep`
-    (a deep `offset`), the page is found by position (`OrderedIndex.ids_descending`,
-    O(log n + page)). Otherwise the reversed index gives each
-    run of equal keys with its ids descending: the pairs up to `end` are taken, plus the
-    rest of the last run, reversed (keys and ids ascending) and sorted by key descending,
-    which keeps equal keys in the order they are in (`reverse=True` is stable): one sort
-    in C, O(end log end).
+    Ascending, the index order is the list order. Descending with no `keep`, the page is
+    found by position: the nulls' slice, then the values from the top, the first page as
+    the index's top entries taken a run at a time (`OrderedIndex.batches_descending`: a page
+    inside one run of equal keys is a slice of it, no entry compared), a deeper one
+    (`offset` past the nulls) from the sublists' counts (`OrderedIndex.ids_descending`,
+    O(log n + page)). With `keep`, the reversed index gives each run of equal keys with
+    its ids descending: the pairs up to `end` are taken, plus the rest of the last run,
+    reversed (keys and ids ascending) and sorted by key descending, which keeps equal keys
+    in the order they are in (`reverse=True` is stable): one sort in C, O(end log end).
     """
     if not desc:
         return list(islice(index.ids_ascending(keep), offset, end))
-    if keep is None and 0 < offset and len(index.nulls) <= offset:  # past the nulls: by position
-        return index.ids_descending(offset - len(index.nulls), end - len(index.nulls))
+    if keep is None:
+        nulls = index.nulls
+        out = nulls.slice(offset, end) if offset < len(nulls) else []
+        if end > len(nulls):
+            start = max(offset - len(nulls), 0)
+            if start:
+                out.extend(index.ids_descending(start, end - len(nulls)))
+            else:
+                out.extend(islice(chain.from_iterable(index.batches_descending((0, 0), index.end)), end - len(nulls)))
+        return out
     out = list(islice(index.nulls_ascending(keep), end))
     if len(out) < end:
         pairs = index.pairs_descending(keep)

@@ -40,10 +40,17 @@ Plan (n live records; the page is `limit` ids, plus one to tell whether another 
    is what passes, O(s). Small enough (s * s <= WALK_FACTOR * end * n, as in query.py) the
    matches are ordered by their key columns and cut after the cursor; larger, the sort
    order is walked from the cursor's seek keeping only the matches. In id order the first
-   `end` of the matches are taken (`heapq.nsmallest`, O(s)).
+   `end` of the matches are taken: up to SORTED_AT of them by one sort in C (a search's 168
+   matches at 1M: 4 us, against 12 for `heapq.nsmallest`, whose loop over the ids is
+   Python's), more by `heapq.nsmallest`, O(s) (a sort's s log s comparisons read ids
+   scattered in memory: 4,706 matches sorted cost twice the heap's pass over HTTP).
 
 A descending walk of one key takes the window's entries by position from its top in
-growing batches, each widened to whole runs and sorted once (`OrderedIndex.batches_descending`).
+growing batches, each widened to whole runs (`OrderedIndex.batches_descending`): a batch's
+runs of equal keys are taken from the top as they are, a bisect each (a page inside one run
+is a slice of it), and only what is left after a few runs (many distinct keys) is sorted.
+A window's span (two bisects) is found once per list and index (conditions.py `Window`):
+its count, its walk and its first ids share it.
 
 A cursor is (the sort keys, the id) of the last record of the page before: the next page
 starts right after that place in the order, whether or not that record is still there, so
@@ -65,16 +72,7 @@ from operator import itemgetter
 from typing import Any
 
 from dbsvc.runtime import CompiledModel, Query
-from dbsvc.storage.conditions import (
-    Source,
-    Window,
-    after_test,
-    source_test,
-    sources_of,
-    state_test,
-    window_test,
-    windows_of,
-)
+from dbsvc.storage.conditions import Source, Window, after_test, source_test, sources_of, state_test, windows_of
 from dbsvc.storage.indexes import OrderedIndex
 from dbsvc.storage.rows import Stored, unpack
 from dbsvc.storage.table import Table
@@ -82,8 +80,8 @@ from dbsvc.storage.table import Table
 WALK_FACTOR = 2  # query.py's, for the same trade between a sorted gather and a walk
 _NOTHING = object()
 _NULL = frozenset({None})
-PART_SORTED = 4  # `_first_ids`: an end sublist's part sorted when under 4x the ids it would test
 KEEPER_AT = 64  # query.py's: fewer candidates are tested by a bisect, not a keeper
+SORTED_AT = 1024  # a gather in id order: so many matches or fewer sorted, more taken by a heap
 _KEY, _ID = itemgetter(0), itemgetter(1)
 
 
@@ -341,10 +339,14 @@ def plan_operators(table: Table, query: Query) -> tuple[list[Any], int, bool]:
     total = len(matched)
     if limit == 0 or total == 0:
         return [], total, False
-    if not sort:  # id order: the first `end` ids after the cursor, O(s log end)
+    if not sort:  # id order: the first `end` ids after the cursor, one sort in C
         if query.cursor is not None:
             matched = [i for i in matched if i > query.cursor[1]]
-        ids = heapq.nsmallest(end, matched)[offset:]
+        if len(matched) <= SORTED_AT:  # few: one sort in C beats heapq.nsmallest's loop in Python
+            matched.sort()
+            ids = matched[offset:end]
+        else:  # many: one comparison an id with the heap's top beats a sort's log s of them
+            ids = heapq.nsmallest(end, matched)[offset:]
     elif total * total <= WALK_FACTOR * end * n:
         chosen = matched
         if query.cursor is not None:
@@ -359,18 +361,17 @@ def _first_ids(table: Table, window: Window, size: int, end: int, after: Any) ->
     """The first `end` ids of `window` (its `size` ids) in id order, after the id `after`
     (None: from the first), or None when the ids are not ints (the caller gathers them all).
 
-    The window's ids lie in the sublists its span covers; each sublist's ids sorted are
-    kept by the index (`OrderedIndex.sorted_ids`). Guessing the matches spread evenly over
-    the ids, the ids in (after, top] hold about 2 * end + 8 of them for `top` =
-    after + (2 * end + 8) * (the ids' width) / size: from each covered sublist the ids
-    in (after, top] are a slice between two bisects (every one a match in a sublist the
-    span covers whole; in the two end sublists, the span's part sorted when it is small,
-    else each id tested by its key, the key column), the nulls' too when the window holds
-    them. Fewer than `end` found, `top` reaches four times further, until it passes the
-    last id. Cost O(s / LOAD * log LOAD + end) a round, where gathering the window costs
-    O(s): a prefix of 1,480 ids at 1,000,000 posts."""
-    pk = table.pk  # not empty: the window holds `size` > 0 of its ids
-    first, last = next(iter(pk)), next(reversed(pk))
+    The window's ids lie in the sublists its span covers; the ids of each covered part of a
+    sublist (the whole sublist, or the span's part of an end sublist) sorted are kept by the
+    index (`OrderedIndex.sorted_ids`, until that sublist changes). Guessing the matches
+    spread evenly over the ids, the ids in (after, top] hold about 2 * end + 8 of them for
+    `top` = after + (2 * end + 8) * (the ids' width) / size: from each covered part the ids
+    in (after, top] are a slice between two bisects, every one a match (no key read), the
+    nulls' too when the window holds them. Fewer than `end` found, `top` reaches four times further, until it
+    passes the last id. Cost O(s / LOAD * log LOAD + end) a round, where gathering the
+    window costs O(s): a prefix of 1,480 ids at 1,000,000 posts."""
+    pk = table.pk.sublists  # not empty: the window holds `size` > 0 of its ids
+    first, last = pk[0][0], pk[-1][-1]
     if type(first) is not int or type(last) is not int:
         return None
     index = table.ordered[window.field]
@@ -385,21 +386,13 @@ def _first_ids(table: Table, window: Window, size: int, end: int, after: Any) ->
                 parts.append((i, lo, hi))
     base = first - 1 if after is None else after
     reach = (2 * end + 8) * (last - first + 1) // max(size, 1) + 1
-    test = window_test(index.column, window)
     while True:
         top = base + reach
         out: list[Any] = []
         for i, lo, hi in parts:
-            ids = index.sorted_ids(i)
-            taken = ids[bisect_right(ids, base) : bisect_right(ids, top)]
-            if lo == 0 and hi == len(ids):  # every id of the sublist is in the window
-                out += taken
-            elif hi - lo <= PART_SORTED * len(taken):  # the span's few entries here, sorted in C
-                part = sorted(lists[i][lo:hi])
-                out += part[bisect_right(part, base) : bisect_right(part, top)]
-            else:  # many entries here, few ids in (base, top]: each tested by its key
-                out += filter(test, taken)
-        if window.nulls:
+            ids = index.sorted_ids(i, lo, hi)  # the span's part of the sublist, by id: kept
+            out += ids[bisect_right(ids, base) : bisect_right(ids, top)]
+        if window.nulls and index.nulls:
             out += takewhile(top.__ge__, index.nulls.iter_after(base))
         if len(out) >= end or top >= last:
             out.sort()

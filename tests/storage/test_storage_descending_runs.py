@@ -1,0 +1,310 @@
+"""The 1M list plans' cheaper steps (bench/README.md, "Range, prefix and sort pages at
+1,000,000 posts, session 9"), each against the order or count written out:
+
+- `Fenwick.between`: the sum of counts between two ends, both walks at once;
+- `OrderedIndex.count_span` to the end of the index from the length, none walked;
+- `OrderedIndex.batches_descending` and `ids_descending` taking the runs of equal keys from
+  the top as they are (a page inside one run is a slice of it) and sorting only the rest
+  after RUNS_TAKEN runs: runs of every length, crossing sublists (LOAD 512), with removals;
+- a `Window`'s span found once per index and list (conditions.py);
+- the first and a deep page of a descending sort, alone and over a range, through the store,
+  against the brute-force list (`support.storage.reference_list`).
+
+Fixture-free but for the store at the end, so bench/mutation_inprocess.py can run them.
+"""
+
+from __future__ import annotations
+
+import random
+from itertools import chain
+
+import pytest
+
+from dbsvc.runtime import Query
+from dbsvc.storage.conditions import Window
+from dbsvc.storage.fenwick import Fenwick
+from dbsvc.storage.indexes import RUNS_TAKEN, OrderedIndex
+from support.storage import BLOG, open_store, post, reference_list, run, user
+
+# -- Fenwick.between ---------------------------------------------------------------------
+
+
+def test_between_is_the_difference_of_two_prefixes_at_every_pair_of_ends():
+    counts = [4, 0, 7, 1, 3, 0, 2, 9, 5, 1, 1, 6, 0, 8, 2, 3, 7]
+    tree = Fenwick(counts)
+    for i in range(len(counts) + 1):
+        for j in range(i, len(counts) + 1):
+            assert tree.between(i, j) == sum(counts[i:j]), (i, j)
+
+
+def test_between_follows_each_change():
+    rng = random.Random(9)
+    counts = [rng.randint(0, 20) for _ in range(70)]
+    tree = Fenwick(counts)
+    for _ in range(200):
+        k, delta = rng.randrange(70), rng.randint(-2, 5)
+        counts[k] += delta
+        tree.add(k, delta)
+        i = rng.randint(0, 70)
+        j = rng.randint(i, 70)
+        assert tree.between(i, j) == sum(counts[i:j]), (i, j)
+
+
+# -- the ordered index -------------------------------------------------------------------
+
+
+def index_of(keys: dict[int, int | None], typecode: str = "q") -> OrderedIndex:
+    index = OrderedIndex(typecode=typecode)
+    for id_, key in keys.items():
+        index.add(key, id_)
+    return index
+
+
+def keyed(seed: int, count: int, distinct: int) -> dict[int, int]:
+    """`count` ids (not in order) with keys 0..distinct: runs of about count / distinct."""
+    rng = random.Random(seed)
+    return {id_: rng.randint(0, distinct) for id_ in rng.sample(range(1, 3 * count), count)}
+
+
+def descending(keys: dict[int, int | None], low: int | None = None, high: int | None = None) -> list[int]:
+    """The ids of non-null keys in [low, high], keys descending, ids ascending in a run."""
+    return [
+        i
+        for k, i in sorted((-k, i) for i, k in keys.items() if k is not None)
+        if (low is None or -k >= low) and (high is None or -k <= high)
+    ]
+
+
+# one key (a single run across every sublist), two, runs of ~750, ~100, ~RUN_SHORT (8), ~1, distinct keys
+DISTINCT = [0, 1, RUNS_TAKEN, 30, 375, 2999, 100000]
+
+
+@pytest.mark.parametrize("distinct", DISTINCT)
+def test_batches_from_the_top_are_the_descending_order(distinct):
+    keys = keyed(distinct, 3000, distinct)
+    index = index_of(keys)
+    assert list(chain.from_iterable(index.batches_descending((0, 0), index.end))) == descending(keys)
+
+
+@pytest.mark.parametrize("distinct", DISTINCT)
+def test_batches_of_a_window_are_its_descending_order(distinct):
+    keys = keyed(distinct + 1, 3000, distinct)
+    index = index_of(keys)
+    rng = random.Random(distinct)
+    for _ in range(25):
+        low, high = sorted((rng.randint(0, distinct), rng.randint(0, distinct)))
+        start, stop = index.lower(low, True), index.upper(high, True)
+        got = list(chain.from_iterable(index.batches_descending(start, stop)))
+        assert got == descending(keys, low, high), (low, high)
+
+
+def test_a_window_starting_inside_a_run_keeps_that_runs_ids_ascending():
+    # a start that is not where a key begins (a cursor's place): the run's part above it
+    keys = {i: i // 100 for i in range(1, 1501)}  # runs of 100, three sublists
+    index = index_of(keys)
+    for start in [(0, 50), (0, 130), (1, 7), (2, 99)]:
+        stop = index.end
+        got = list(chain.from_iterable(index.batches_descending(start, stop)))
+        ascending = list(chain.from_iterable(index.id_sublists))
+        skip = sum(len(s) for s in index.id_sublists[: start[0]]) + start[1]
+        want = sorted(ascending[skip:], key=lambda i: (-keys[i], i))
+        assert got == want, start
+
+
+@pytest.mark.parametrize("distinct", DISTINCT)
+def test_a_page_by_position_is_the_descending_order_after_removals(distinct):
+    keys = keyed(distinct + 2, 3000, distinct)
+    index = index_of(keys)
+    rng = random.Random(distinct + 3)
+    for id_ in rng.sample(sorted(keys), 400):  # sublists shrink: positions move
+        index.remove(keys.pop(id_), id_)
+    order = descending(keys)
+    n = len(order)
+    pages = [(0, 1), (0, 20), (1, 21), (99, 120), (500, 520), (1000, 1200), (n - 20, n), (n - 1, n + 5), (n, n + 3)]
+    for start, stop in pages:
+        assert index.ids_descending(start, stop) == order[start:stop], (start, stop)
+
+
+@pytest.mark.parametrize("typecode", ["", "q"])
+def test_a_count_to_the_end_is_the_entries_from_the_start(typecode):
+    keys = keyed(5, 2500, 60)
+    index = index_of(keys, typecode)
+    for low in [0, 1, 17, 30, 59, 60, 61]:
+        assert index.count_span(index.lower(low, True), index.end) == sum(1 for k in keys.values() if k >= low), low
+        keys[10_000 + low] = low  # a write between counts: the tree kept up to date or rebuilt
+        index.add(low, 10_000 + low)
+        assert index.count_span(index.lower(low, True), index.end) == sum(1 for k in keys.values() if k >= low), low
+    assert index.count_span((0, 0), index.end) == len(keys)
+
+
+def test_a_count_to_the_end_from_a_sublists_first_entry():
+    # a span starting at (i, 0) with i > 0: the entries of sublists i and after, not all of them
+    index = index_of(keyed(13, 2600, 300))
+    sizes = [len(ids) for ids in index.id_sublists]
+    for i in range(len(sizes)):
+        assert index.count_span((i, 0), index.end) == sum(sizes[i:]), i
+        assert index.count_span((i, 1), index.end) == sum(sizes[i:]) - 1, i
+
+
+def test_a_page_by_position_of_no_values_is_empty():
+    # an index whose every key is null (a bucket's order of null scores): no value to page
+    nulls = OrderedIndex(typecode="q")
+    for id_ in range(1, 40):
+        nulls.add(None, id_)
+    assert nulls.ids_descending(0, 20) == [] and nulls.ids_descending(5, 10) == []
+    assert OrderedIndex().ids_descending(0, 20) == []
+
+
+def test_a_count_between_two_sublists_is_the_entries_between():
+    keys = keyed(6, 2500, 80)
+    index = index_of(keys)
+    for low, high in [(0, 80), (3, 9), (10, 70), (40, 40), (79, 80)]:
+        span = index.lower(low, True), index.upper(high, True)
+        assert index.count_span(*span) == sum(1 for k in keys.values() if low <= k <= high), (low, high)
+
+
+def test_a_window_finds_its_span_once_per_index():
+    keys = keyed(7, 1500, 50)
+    index, other = index_of(keys), index_of(keyed(8, 1500, 50))
+    window = Window("n")
+    window.low, window.high = 10, 20
+    span = window.span(index)
+    assert window.span(index) is span  # kept: the same positions, no bisect
+    assert window.span(other) == (other.lower(10, True), other.upper(20, True))  # another index: found there
+    assert window.span(index) == span
+
+
+# -- through the store -------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def store(tmp_path_factory):
+    s = open_store(str(tmp_path_factory.mktemp("runs")), sync="off")
+    rng = random.Random(34)
+
+    async def fill() -> None:
+        await s.insert("User", user(1))
+        for i in range(1, 1301):  # four scores: runs of ~325 crossing the score index's sublists
+            await s.insert("BlogPost", post(i, score=float(rng.choice([1, 2, 3, 4]))))
+
+    run(fill())
+    yield s
+    s.close()
+
+
+@pytest.mark.parametrize(
+    ("ranges", "offset", "limit"),
+    [
+        ((), 0, 20),
+        ((), 0, 400),
+        ((), 300, 20),
+        ((), 640, 50),
+        ((("score", 2.0, True, None, True),), 0, 20),
+        ((("score", 2.0, True, None, True),), 310, 30),
+        ((("score", None, True, 3.0, False),), 0, 20),
+        ((("score", 1.0, False, 3.0, True),), 0, 700),
+    ],
+)
+def test_a_descending_page_is_the_brute_force_page(store, ranges, offset, limit):
+    query = Query(sort=(("score", True),), limit=limit, offset=offset, ranges=ranges)
+    every = Query(sort=query.sort, limit=10_000)  # the brute-force order, the range applied here
+    ordered, _total = reference_list(store.table("BlogPost").records, BLOG.BY_NAME["BlogPost"], every)
+    want = [r["id"] for r in ordered if all(inside(r["score"], *bounds) for _field, *bounds in ranges)]
+    got, total, _watermark, _more = store.list_page("BlogPost", query)
+    assert [r["id"] for r in got] == want[offset : offset + limit] and total == len(want)
+
+
+def inside(value: float, low, low_in: bool, high, high_in: bool) -> bool:
+    if low is not None and (value < low or (value == low and not low_in)):
+        return False
+    return high is None or value < high or (value == high and high_in)
+
+
+# -- a window's end sublists by id (seek.py `_first_ids`) -------------------------------
+
+
+def test_a_sublists_part_by_id_is_kept_until_that_sublist_changes():
+    keys = keyed(10, 2000, 400)
+    index = index_of(keys)
+    part = index.sorted_ids(1, 100, 300)
+    assert part == sorted(index.id_sublists[1][100:300])
+    assert index.sorted_ids(1, 100, 300) is part  # kept
+    assert index.sorted_ids(1) == sorted(index.id_sublists[1])  # the whole sublist is another part
+    assert index.sorted_ids(1, 0, 300) == sorted(index.id_sublists[1][:300])
+    key = index.key_sublists[1][150]
+    index.add(key, 50_000)  # into sublist 1: its parts are made again
+    again = index.sorted_ids(1, 100, 300)
+    assert again is not part and again == sorted(index.id_sublists[1][100:300])
+
+
+def test_a_sublist_keeps_at_most_parts_kept_parts():
+    from dbsvc.storage.indexes import PARTS_KEPT
+
+    index = index_of(keyed(11, 2000, 400))
+    parts = [index.sorted_ids(0, lo, lo + 10) for lo in range(PARTS_KEPT)]
+    assert all(index.sorted_ids(0, lo, lo + 10) is parts[lo] for lo in range(PARTS_KEPT))
+    index.sorted_ids(0, 50, 60)  # one more: that sublist's kept parts dropped first
+    assert index.sorted_ids(0, 0, 10) is not parts[0] and index.sorted_ids(0, 0, 10) == parts[0]
+
+
+@pytest.mark.parametrize("typecode", ["", "q"])
+def test_a_span_read_either_way_is_the_entries_between_its_ends(typecode):
+    # ids_span and pairs_span_descending read the sublists lazily: every pair of positions
+    # (in one sublist, across two, across all of them, to the end) against the entries
+    keys = keyed(12, 2600, 300)
+    index = index_of(keys, typecode)
+    entries = list(index)
+    positions = [(i, j) for i, ids in enumerate(index.id_sublists) for j in range(len(ids))] + [index.end]
+    rng = random.Random(12)
+    pairs = [(0, len(positions) - 1), (0, 0), (5, 5), (len(positions) - 2, len(positions) - 1)]
+    pairs += [tuple(sorted(rng.sample(range(len(positions)), 2))) for _ in range(60)]
+    for a, b in pairs:
+        start, stop = positions[a], positions[b]
+        assert list(index.ids_span(start, stop)) == [i for _k, i in entries[a:b]], (start, stop)
+        assert list(index.pairs_span_descending(start, stop)) == entries[a:b][::-1], (start, stop)
+
+
+# -- a gather in id order: sorted up to SORTED_AT matches, a heap past it (seek.py) ------
+
+
+def test_a_gather_in_id_order_on_both_sides_of_sorted_at_agrees_with_sqlite():
+    from dbsvc.operators import encode_cursor
+    from dbsvc.storage.seek import SORTED_AT
+    from support.query_oracle import ITEM, filled_store
+
+    rng = random.Random(36)
+    empty = {"f": None, "s": None, "t": "t", "dt": None, "g": None, "w": None}
+    rows = [{"n": rng.randint(0, 99), "b": rng.random() < 0.5, **empty} for _ in range(2600)]
+    with filled_store(rows) as (store, _ids, twin):
+        # a window and a filter: two sources, so their matches are gathered and cut in id order
+        for low in (5, 60):
+            want = twin.expected("n >= ? AND b = 1", [low], "id")
+            assert (len(want) > SORTED_AT) == (low == 5), len(want)  # the heap's side, then the sort's
+            for limit, offset in ((20, 0), (7, 300), (50, len(want) - 30), (20, len(want))):
+                params = [("n__gte", str(low)), ("b", "true"), ("limit", str(limit)), ("offset", str(offset))]
+                records, total, _watermark, more = store.list_page("Item", ITEM.parse_list_query(params))
+                assert [r["id"] for r in records] == want[offset : offset + limit] and total == len(want), (low, offset)
+                assert more == (offset + limit < len(want))
+            cursor = encode_cursor("Item", (), [], want[99])
+            params = [("n__gte", str(low)), ("b", "true"), ("limit", "20"), ("cursor", cursor)]
+            records, total, _watermark, _more = store.list_page("Item", ITEM.parse_list_query(params))
+            assert [r["id"] for r in records] == want[100:120] and total == len(want)
+
+
+def test_the_first_ids_after_a_cursor_reach_the_very_last_id():
+    # seek.py `_first_ids` guesses how far to look: 1,000 ids, a window of 200 (the last id
+    # among them, none other past 749), the page after id 749: the first round's top is
+    # 749 + 50 * 1,000 // 200 + 1 = 1,000, the last id, which it must reach (one short, it
+    # stops at 999 without the match)
+    from dbsvc.operators import encode_cursor
+    from support.query_oracle import ITEM, filled_store
+
+    rng = random.Random(37)
+    held = set(rng.sample(range(1, 750), 199)) | {1000}
+    empty = {"f": None, "s": None, "t": "t", "b": False, "dt": None, "g": None, "w": None}
+    rows = [{"n": 1 if i in held else 0, **empty} for i in range(1, 1001)]
+    with filled_store(rows) as (store, ids, _twin):
+        assert ids == list(range(1, 1001))
+        params = [("n__gte", "1"), ("limit", "20"), ("cursor", encode_cursor("Item", (), [], 749))]
+        records, total, _watermark, more = store.list_page("Item", ITEM.parse_list_query(params))
+        assert [r["id"] for r in records] == [1000] and total == 200 and not more
