@@ -216,3 +216,34 @@ def test_a_prefix_sorted_by_two_keys_is_kept_by_its_first():
     assert prefixes(table) == {("s", 2, "n"): ["ab"]}
     got = listed(table, ("s__prefix", "ab"), ("sort", "-n,s"), ("limit", "20"), ("offset", "290"))
     assert got == (want[290:], 300, False)
+
+
+# -- buckets.py's own: a kept count answers without a pass, a prefix's keys in an array --
+
+
+def test_a_kept_count_is_answered_as_kept_and_looked_up_by_its_four_keys():
+    table, _records = pair_table()
+    other, _ = table_of([record(i, k="y", g=1) for i in range(1, 301)])  # another table: g=1 all k=y
+    buckets, hashes = table.buckets, table.hashes
+    assert buckets.kept_count("g", 1, "k", "y") is None
+    assert buckets.count("g", 1, hashes["g"], "k", "y", hashes["k"]) == 64
+    # kept: answered without reading the indexes given (another table's would count 300)
+    assert buckets.count("g", 1, other.hashes["g"], "k", "y", other.hashes["k"]) == 64
+    assert buckets.count("g", 1, other.hashes["g"], "k", "x", other.hashes["k"]) == 0  # not kept: counted there
+    assert buckets.kept_count("g", 1, "k", "y") == 64
+    assert buckets.kept_count("g", 1, "k", "x") == 0
+    assert buckets.kept_count("g", 1, "k", "z") is None  # a B key never asked
+    assert buckets.kept_count("g", 2, "k", "y") is None  # an A key never asked
+    assert buckets.kept_count("k", "y", "g", 1) is None  # the pair the other way round
+    assert buckets.kept_count("g", 1, "n", 0) is None
+
+
+def test_a_kept_prefix_holds_its_sort_fields_keys_in_an_array():
+    table, _records = prefix_table(300, 2000)
+    listed(table, ("s__prefix", "ab"), ("sort", "-n"), ("limit", "20"))
+    order = table.buckets.kept_prefix("s", "ab", "n")
+    assert order is not None and len(order) == 300
+    assert {keys.typecode for keys in order.key_sublists} == {"q"}
+    assert table.buckets.kept_prefix("s", "ab", "f") is None
+    assert table.buckets.kept_prefix("s", "abc", "n") is None
+    assert len(table.buckets) == 1 and table.buckets.entries() == 300
