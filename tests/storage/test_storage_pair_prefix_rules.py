@@ -247,3 +247,17 @@ def test_a_kept_prefix_holds_its_sort_fields_keys_in_an_array():
     assert table.buckets.kept_prefix("s", "ab", "f") is None
     assert table.buckets.kept_prefix("s", "abc", "n") is None
     assert len(table.buckets) == 1 and table.buckets.entries() == 300
+
+
+def test_a_kept_prefix_down_to_one_id_and_to_none_answers_from_its_order():
+    table, records = prefix_table(200, 2000)
+    assert listed(table, ("s__prefix", "ab"), ("sort", "n"), ("limit", "20"))[1:] == (200, True)
+    order = table.buckets.prefixed["s", 2, "n"]["ab"]
+    for i in range(1, 200):
+        table.delete(i, table.live[i])
+    assert listed(table, ("s__prefix", "ab"), ("sort", "n"), ("limit", "5")) == ([200], 1, False)
+    assert listed(table, ("s__prefix", "ab"), ("sort", "-n,f"), ("limit", "5")) == ([200], 1, False)
+    assert listed(table, ("s__prefix", "ab"), ("sort", "n"), ("limit", "5"), ("offset", "1")) == ([], 1, False)
+    table.delete(200, table.live[200])
+    assert listed(table, ("s__prefix", "ab"), ("sort", "n"), ("limit", "5")) == ([], 0, False)
+    assert table.buckets.prefixed["s", 2, "n"]["ab"] is order and len(order) == 0
