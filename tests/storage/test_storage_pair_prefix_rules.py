@@ -261,3 +261,14 @@ def test_a_kept_prefix_down_to_one_id_and_to_none_answers_from_its_order():
     table.delete(200, table.live[200])
     assert listed(table, ("s__prefix", "ab"), ("sort", "n"), ("limit", "5")) == ([], 0, False)
     assert table.buckets.prefixed["s", 2, "n"]["ab"] is order and len(order) == 0
+
+
+def test_a_count_kept_under_a_bucket_grown_past_the_other_is_used_in_either_order():
+    table, _records = pair_table()
+    assert bucket_count(table, ITEM.parse_list_query([("g", "1"), ("k", "y")]).filters) == (64, "g", 128)
+    for i in range(1000, 1700):  # g=1 grows to 828 ids, past k=y's 628: the count stays under (g, k)
+        table.insert(ITEM.row(record(i, n=0, k="x" if i < 1400 else "y", g=1)))
+    for params in ([("g", "1"), ("k", "y")], [("k", "y"), ("g", "1")]):
+        assert bucket_count(table, ITEM.parse_list_query(params).filters) == (364, "k", 628), params
+        assert counts(table) == {("g", "k"): {1: {"y": 364}}}, params  # found, never counted again
+    assert listed(table, ("k", "y"), ("g", "1"), ("limit", "2"), ("offset", "363")) == ([1699], 364, False)
