@@ -29,7 +29,7 @@ Rules:
 3. A plain insert is a payload of exactly the six keys of an insert event (kind, model,
    offset, watermark, id, record), a plain update those and `previous`: rows of a batch
    (their `batch` mark) and anything else take the general path, which holds batches
-   (follow.py rule 4). A run of inserts goes into its table at once (`Table.insert_run`);
+   (follow.py rule 4). A run of inserts goes into its table at once (tableruns.py `insert_run`);
    a run of updates is checked at once and each row then applied in turn, against the
    record the rows before it left.
 4. `check_fit` (rule 7 of follow.py): a record of value types new to its model passes the
@@ -107,7 +107,7 @@ def plain_spans(fields: list[Any]) -> list[tuple[int, int, str | None]]:
 def _checked_values(model: CompiledModel, records: list[dict]) -> tuple[list[Any], dict[int, list[Any]]] | None:
     """The records' values, when their value types are known good for the model and the
     index keys that can fail do not (rule 4), with those keys (position -> a key a record,
-    None for None: what `Table.insert_run` would compute again); else None."""
+    None for None: what tableruns.py `insert_run` would compute again); else None."""
     values = list(map(model.row, records))
     fit = _fit_of(model)
     columns = list(zip(*values))
@@ -139,7 +139,7 @@ class Run(NamedTuple):
     ids: list[Any]
     tops: list[int]  # the table's max id before each row (its undo)
     offsets: list[int]
-    keys: dict[int, list[Any]]  # index keys computed by the check (`Table.insert_run`'s `keys`)
+    keys: dict[int, list[Any]]  # index keys computed by the check (tableruns.py `insert_run`'s `keys`)
 
 
 def _in_place(

@@ -5,7 +5,7 @@
     stored = pack_run(batch)            # rows.py `pack` of each record's values
 
 A follower applies a primary's frames in groups of up to 512 (follow.py rule 5), mostly
-inserts of new ids into one table, and `Table.insert_run` hands each index the run's
+inserts of new ids into one table, and tableruns.py `insert_run` hands each index the run's
 entries together instead of one `add` a record and an index: one call an index and a
 run, no attribute lookups per entry, and the commonest shapes at C speed (bench/README.md,
 "Replica apply"):
