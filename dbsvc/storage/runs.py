@@ -2,6 +2,7 @@
 
     add_sorted_run(index, entries)      # SortedIndex.add of each entry (a primary key's ids)
     add_ordered_run(index, keys, ids)   # OrderedIndex.add of each (keys[n], ids[n]) pair
+    add_hash_run(index, keys, ids)      # a filter index's `add` of each pair (hashes.py)
     stored = pack_run(batch)            # rows.py `pack` of each record's values
 
 A follower applies a primary's frames in groups of up to 512 (follow.py rule 5), mostly
@@ -38,9 +39,16 @@ index's shared sublists (`share`, a compaction's cut) are copied before they cha
 record: the run as one JSON array of arrays, cut at its "],[" (a record's own text holding
 "],[", a string or a nested list, makes more pieces than records: then `pack` of each).
 
+`add_hash_run` takes a run of ascending ids under a filter index's span (no widening of
+its flags: what `add` of each would do first) a key at a time for a few keys: a bucket
+of flags (`IdBits`) set in one C-level pass, a set updated, a list extended past its last
+id (its kept set dropped, as `add` drops it); a @unique filter's run of non-null keys
+has nothing to do (its `add` only covers the id). Anything else is `add` of each pair.
+
 This module is the indexes' own: it writes the sublists and lasts an index hands out
-(`key_sublists`, `last_keys`, ...), which every other module only reads, then tells the
-index how many entries it put there (`OrderedIndex.grown`); a sorted index extends itself
+(`key_sublists`, `last_keys`, ...) and a hash index's buckets (`buckets`, `IdBits.flags`
+and `n`), which every other module only reads, then tells an ordered index how many
+entries it put there (`OrderedIndex.grown`); a sorted index extends itself
 (`SortedIndex.extend_past`, which copies a shared sublist first). Plain data, no I/O.
 """
 
@@ -48,12 +56,14 @@ from __future__ import annotations
 
 from array import array
 from bisect import bisect_left, bisect_right
+from collections import deque
 from collections.abc import Sequence
-from itertools import chain, repeat
-from operator import itemgetter, lt
+from itertools import chain, compress, repeat
+from operator import eq, itemgetter, lt
 from typing import Any
 
 from dbsvc.runtime import compact_json
+from dbsvc.storage.hashes import FEW_KEYS, SET_AT, FilterIndex, HashIndex, IdBits, UniqueFilter
 from dbsvc.storage.indexes import OrderedIndex
 from dbsvc.storage.rows import Stored, Values, pack
 from dbsvc.storage.sortedlist import LOAD, SortedIndex
@@ -200,6 +210,42 @@ def _append_pairs(index: OrderedIndex, pairs: list[tuple[Any, Any]]) -> None:
         lastids[-1:] = [ids_i[LOAD - 1], ids_i[-1]]
         keys_i, ids_i = keylists[-1], idlists[-1]
     lastkeys[-1], lastids[-1] = keys_i[-1], ids_i[-1]
+
+
+def add_hash_run(index: FilterIndex, keys: Sequence[Any], ids: Sequence[Any]) -> None:
+    """`index.add(keys[n], ids[n])` of each pair, with the same result (module rules)."""
+    if ids and set(map(type, ids)) == _INT and ids[0] >= 0 and all(map(lt, ids, ids[1:])):
+        if isinstance(index, UniqueFilter) and None not in keys:
+            if ids[-1] < index.nulls.span:  # `add` of a key is `cover` of its id: nothing to cover
+                return
+        elif isinstance(index, HashIndex) and ids[-1] < index.span:  # nothing to cover
+            distinct = set(keys)
+            if len(distinct) <= FEW_KEYS:
+                groups = [list(compress(ids, map(eq, keys, repeat(key)))) for key in distinct]
+                if sum(map(len, groups)) == len(ids):  # (a key unequal to itself goes one by one)
+                    for key, group in zip(distinct, groups):
+                        _add_bucket_run(index, key, group)
+                    return
+    deque(map(index.add, keys, ids), 0)
+
+
+def _add_bucket_run(index: HashIndex, key: Any, ids: list[int]) -> None:
+    """`index.add(key, id_)` of each of `ids` (ascending, every one under the index's
+    span): a bucket of flags or a set takes them at once, a list that stays a list is
+    extended when they follow its last id; anything else one by one."""
+    bucket = index.buckets.get(key)
+    if isinstance(bucket, IdBits):
+        flags = bucket.flags
+        held = sum(map(flags.__getitem__, ids))
+        deque(map(flags.__setitem__, ids, repeat(1)), 0)
+        bucket.n += len(ids) - held
+    elif isinstance(bucket, set):
+        bucket.update(ids)
+    elif isinstance(bucket, list) and bucket and bucket[-1] < ids[0] and len(bucket) + len(ids) <= SET_AT:
+        bucket.extend(ids)
+        index.kept_sets.pop(key, None)
+    else:
+        deque(map(index.add, repeat(key), ids), 0)
 
 
 def pack_run(batch: Sequence[Values]) -> list[Stored]:

@@ -23,7 +23,6 @@ writes): it walks the table's index plan (`Table.index_plan`, built by `Table._p
 
 from __future__ import annotations
 
-from collections import deque
 from collections.abc import Callable, Mapping, Sequence
 from itertools import repeat
 from typing import Any
@@ -31,7 +30,7 @@ from typing import Any
 from dbsvc.runtime import identity
 from dbsvc.storage.idmap import IdMap
 from dbsvc.storage.rows import Values
-from dbsvc.storage.runs import add_ordered_run, add_sorted_run, pack_run
+from dbsvc.storage.runs import add_hash_run, add_ordered_run, add_sorted_run, pack_run
 from dbsvc.storage.table import TICKS, Table
 
 
@@ -63,7 +62,7 @@ def insert_run(table: Table, batch: list[Values], keys: Mapping[int, Sequence[An
         else:
             index.update(zip(made(pos, kf), ids))
     for pos, kf, hindex in plan_hash:
-        deque(map(hindex.add, made(pos, kf), ids), 0)
+        add_hash_run(hindex, made(pos, kf), ids)
     for pos, kf, sindex in plan_ordered:
         add_ordered_run(sindex, made(pos, kf), ids)
     for pos, counts in plan_refs:
