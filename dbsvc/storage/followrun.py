@@ -58,8 +58,9 @@ from dbsvc.storage.table import Table
 _PLAIN = {"insert": 6, "update": 7}
 _PAYLOAD = slice(FRAME_HEADER_SIZE, None)
 _OFFSET = slice(0, 8)
-_PARTS = itemgetter("offset", "watermark", "id", "record")
-_UPDATE_PARTS = itemgetter("offset", "watermark", "id", "record", "previous")
+# A run's columns, read off its payloads one key at a time (no tuple a row).
+_PARTS = tuple(map(itemgetter, ("offset", "watermark", "id", "record")))
+_UPDATE_PARTS = (*_PARTS, itemgetter("previous"))
 _SIGNATURE = itemgetter("kind", "model")
 _FIRST = itemgetter(0)
 _SECOND = itemgetter(1)
@@ -192,7 +193,7 @@ def insert_run(
     rows not yet in it."""
     n = len(frames)
     try:
-        offsets, watermarks, ids, records = map(list, zip(*map(_PARTS, fields)))
+        offsets, watermarks, ids, records = [list(map(part, fields)) for part in _PARTS]
     except KeyError:
         return None
     if not _in_place(frames, offsets, watermarks, records, first, watermark) or set(map(type, ids)) != _INT:
@@ -220,7 +221,7 @@ def update_run(
     values, or None. Each row is then applied in turn (follow.py `_Group.apply`), so an id
     updated twice in the run meets its first update's record."""
     try:
-        offsets, watermarks, ids, records, previous = map(list, zip(*map(_UPDATE_PARTS, fields)))
+        offsets, watermarks, ids, records, previous = [list(map(part, fields)) for part in _UPDATE_PARTS]
     except KeyError:
         return None
     if not _in_place(frames, offsets, watermarks, records, first, watermark) or set(map(type, previous)) != _DICT:

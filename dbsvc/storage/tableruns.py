@@ -75,5 +75,8 @@ def insert_run(table: Table, batch: list[Values], keys: Mapping[int, Sequence[An
     if table.buckets.plan:
         for id_, r in zip(ids, batch):
             table.buckets.add(id_, r)
-    top = max((i for i in ids if type(i) is int), default=table.max_id)
+    if set(map(type, ids)) == {int}:
+        top = max(ids, default=table.max_id)
+    else:  # str or uuid ids (or ids of mixed types): only ints count
+        top = max((i for i in ids if type(i) is int), default=table.max_id)
     table.max_id = max(table.max_id, top)
