@@ -18,7 +18,12 @@ def hash_state(index: HashIndex) -> dict:
     """What a reader can see of a hash index, and the bucket forms it chose."""
     return {
         "span": index.span,
-        "buckets": {key: (type(b).__name__, sorted(b), len(b)) for key, b in index.buckets.items()},
+        # a list bucket as it stands (its order is what readers bisect), every bucket's
+        # members as `in` sees them (flags hold exactly 1 for a member)
+        "buckets": {
+            key: (type(b).__name__, b if type(b) is list else sorted(b), len(b), sorted(i for i in b if i in b))
+            for key, b in index.buckets.items()
+        },
         "kept": sorted(index.kept_sets, key=repr),
     }
 
@@ -57,6 +62,11 @@ BIG = 2 * SET_AT  # ids 0..BIG-1 held: a key holding most of them is flags (IdBi
         "ids out of order",
         "str ids",
         "many keys",
+        "one id",
+        "a negative id first",
+        "the last id at the span",
+        "the last id past the span, the one before under it",
+        "a key unequal to itself",
     ],
 )
 def test_a_hash_run_is_add_one_at_a_time(case):
@@ -91,13 +101,33 @@ def test_a_hash_run_is_add_one_at_a_time(case):
     elif case == "str ids":
         one, many = two(-1, [("a", "x")])
         check(one, many, ["a", "a"], ["y", "z"])
-    else:
+    elif case == "many keys":
         one, many = two(1000, [(k, k) for k in range(10)])
         check(one, many, list(range(10)), list(range(100, 110)))
+    elif case == "one id":
+        one, many = two(1000, [("a", 1)])
+        check(one, many, ["a"], [5])
+    elif case == "a negative id first":
+        one, many = two(1000, [("a", 1)])
+        check(one, many, ["a", "a"], [-1, 5])
+    elif case == "the last id at the span":
+        one, many = two(100, [("a", 1)])
+        check(one, many, ["a", "a"], [60, 100])
+    elif case.startswith("the last id past"):
+        one, many = two(100, [("a", 1)])
+        check(one, many, ["a", "a", "a"], [60, 61, 200])
+    else:
+        nan = float("nan")  # a key the dict finds by identity and `==` never matches
+        one, many = two(1000, [(nan, 1)])
+        check(one, many, [nan, nan], [5, 6])
 
 
 @pytest.mark.parametrize("keys", [["x", "y", "z"], ["x", None, "z"]], ids=["non-null keys", "a null"])
-@pytest.mark.parametrize("ids", [[10, 11, 12], [10, 500, 2000]], ids=["under the span", "widening it"])
+@pytest.mark.parametrize(
+    "ids",
+    [[10, 11, 12], [10, 500, 2000], [10, 11, 2000], [10, 11, 100]],
+    ids=["under the span", "widening it", "the last past the span", "the last at the span"],
+)
 def test_a_unique_filters_run_is_add_one_at_a_time(keys, ids):
     one, many = UniqueFilter({}, 100), UniqueFilter({}, 100)
     for key, id_ in zip(keys, ids):

@@ -64,7 +64,8 @@ def test_an_ordered_run_into_a_middle_sublist_is_add_one_at_a_time(case, typecod
     elif case.startswith("merged: past"):
         for count in (3 * LOAD + 100, 4 * LOAD):  # the rest under LOAD joins the piece before it, or not
             many = check(typecode, typed(typecode, [middle + n % 7 for n in range(count)]), newer[:count])
-            assert max(map(len, many.key_sublists)) <= 2 * LOAD
+            # cut into pieces of LOAD, the rest joining the last: none smaller, none over 2 * LOAD
+            assert LOAD <= min(map(len, many.key_sublists)) <= max(map(len, many.key_sublists)) <= 2 * LOAD
     elif case.startswith("one key"):
         check(typecode, typed(typecode, [middle] * 5), newer[:5])
     elif case.startswith("several keys"):
@@ -80,3 +81,15 @@ def test_an_ordered_run_into_a_middle_sublist_is_add_one_at_a_time(case, typecod
             scratch.add(key, id_)
         last = scratch.last_keys[1]  # the second sublist ends on this key
         check(typecode, [last, last], [-5, 10**7])
+
+
+def test_an_ordered_run_of_str_ids_is_add_one_at_a_time():
+    """A str-id table's run (no key column slots to compare new ids with)."""
+    one, many = OrderedIndex(), OrderedIndex()
+    for key, id_ in [(5, "a"), (7, "b"), (9, "c")]:
+        one.add(key, id_)
+        many.add(key, id_)
+    for key, id_ in [(6, "d"), (7, "e"), (12, "f")]:
+        one.add(key, id_)
+    add_ordered_run(many, [6, 7, 12], ["d", "e", "f"])
+    assert _ordered_shape(many) == _ordered_shape(one)
