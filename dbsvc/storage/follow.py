@@ -36,7 +36,7 @@ Rules:
    write call and one fsync for the group, one future, or all rolled back on an I/O
    error. A reader sees each row once it is applied, as it sees a local write. Inserts
    into one table in a row are a run: each checked against the table and the run's rows
-   before it (ids, watermark), then put into the table together (`Table.insert_run`,
+   before it (ids, watermark), then put into the table together (tableruns.py `insert_run`,
    runs.py: each index takes the run's entries at once) before anything else touches
    the table (an update or a delete, another table's insert, the group's end, an undo).
    All of it happens in one turn of the loop: no reader sees a run half in. The group's
@@ -90,6 +90,7 @@ from dbsvc.storage.followrun import Run, check_fit, insert_run, plain_spans, sca
 from dbsvc.storage.logfile import FRAME_HEADER_SIZE, frame_offset
 from dbsvc.storage.snapshot import ModelImage, SnapshotImage, encode_snapshot
 from dbsvc.storage.table import Table
+from dbsvc.storage.tableruns import insert_run as insert_table_run
 
 
 def _no_constant(name: str) -> Any:
@@ -241,7 +242,7 @@ class _Group:
 
     def flush(self) -> None:
         """Put the run into its table: `insert` of each row in turn, the indexes updated
-        together (`Table.insert_run`), each row stamped with its offset."""
+        together (tableruns.py `insert_run`), each row stamped with its offset."""
         table, values = self.run_table, self.run_values
         if table is None:
             return
@@ -257,7 +258,7 @@ class _Group:
         if count == 1:
             table.insert(values[0])
         else:
-            table.insert_run(values, keys)
+            insert_table_run(table, values, keys)
         # Table.stamp_inserts, its versions set together (Versions.set_run).
         table.versions.set_run(list(map(_ID, events)), list(map(_OFFSET, events)))
 

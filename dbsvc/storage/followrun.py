@@ -29,7 +29,7 @@ Rules:
 3. A plain insert is a payload of exactly the six keys of an insert event (kind, model,
    offset, watermark, id, record), a plain update those and `previous`: rows of a batch
    (their `batch` mark) and anything else take the general path, which holds batches
-   (follow.py rule 4). A run of inserts goes into its table at once (`Table.insert_run`);
+   (follow.py rule 4). A run of inserts goes into its table at once (tableruns.py `insert_run`);
    a run of updates is checked at once and each row then applied in turn, against the
    record the rows before it left.
 4. `check_fit` (rule 7 of follow.py): a record of value types new to its model passes the
@@ -58,8 +58,9 @@ from dbsvc.storage.table import Table
 _PLAIN = {"insert": 6, "update": 7}
 _PAYLOAD = slice(FRAME_HEADER_SIZE, None)
 _OFFSET = slice(0, 8)
-_PARTS = itemgetter("offset", "watermark", "id", "record")
-_UPDATE_PARTS = itemgetter("offset", "watermark", "id", "record", "previous")
+# A run's columns, read off its payloads one key at a time (no tuple a row).
+_PARTS = tuple(map(itemgetter, ("offset", "watermark", "id", "record")))
+_UPDATE_PARTS = (*_PARTS, itemgetter("previous"))
 _SIGNATURE = itemgetter("kind", "model")
 _FIRST = itemgetter(0)
 _SECOND = itemgetter(1)
@@ -107,7 +108,7 @@ def plain_spans(fields: list[Any]) -> list[tuple[int, int, str | None]]:
 def _checked_values(model: CompiledModel, records: list[dict]) -> tuple[list[Any], dict[int, list[Any]]] | None:
     """The records' values, when their value types are known good for the model and the
     index keys that can fail do not (rule 4), with those keys (position -> a key a record,
-    None for None: what `Table.insert_run` would compute again); else None."""
+    None for None: what tableruns.py `insert_run` would compute again); else None."""
     values = list(map(model.row, records))
     fit = _fit_of(model)
     columns = list(zip(*values))
@@ -139,7 +140,7 @@ class Run(NamedTuple):
     ids: list[Any]
     tops: list[int]  # the table's max id before each row (its undo)
     offsets: list[int]
-    keys: dict[int, list[Any]]  # index keys computed by the check (`Table.insert_run`'s `keys`)
+    keys: dict[int, list[Any]]  # index keys computed by the check (tableruns.py `insert_run`'s `keys`)
 
 
 def _in_place(
@@ -192,7 +193,7 @@ def insert_run(
     rows not yet in it."""
     n = len(frames)
     try:
-        offsets, watermarks, ids, records = map(list, zip(*map(_PARTS, fields)))
+        offsets, watermarks, ids, records = [list(map(part, fields)) for part in _PARTS]
     except KeyError:
         return None
     if not _in_place(frames, offsets, watermarks, records, first, watermark) or set(map(type, ids)) != _INT:
@@ -220,7 +221,7 @@ def update_run(
     values, or None. Each row is then applied in turn (follow.py `_Group.apply`), so an id
     updated twice in the run meets its first update's record."""
     try:
-        offsets, watermarks, ids, records, previous = map(list, zip(*map(_UPDATE_PARTS, fields)))
+        offsets, watermarks, ids, records, previous = [list(map(part, fields)) for part in _UPDATE_PARTS]
     except KeyError:
         return None
     if not _in_place(frames, offsets, watermarks, records, first, watermark) or set(map(type, previous)) != _DICT:

@@ -2,10 +2,11 @@
 
     add_sorted_run(index, entries)      # SortedIndex.add of each entry (a primary key's ids)
     add_ordered_run(index, keys, ids)   # OrderedIndex.add of each (keys[n], ids[n]) pair
+    add_hash_run(index, keys, ids)      # a filter index's `add` of each pair (hashes.py)
     stored = pack_run(batch)            # rows.py `pack` of each record's values
 
 A follower applies a primary's frames in groups of up to 512 (follow.py rule 5), mostly
-inserts of new ids into one table, and `Table.insert_run` hands each index the run's
+inserts of new ids into one table, and tableruns.py `insert_run` hands each index the run's
 entries together instead of one `add` a record and an index: one call an index and a
 run, no attribute lookups per entry, and the commonest shapes at C speed (bench/README.md,
 "Replica apply"):
@@ -13,10 +14,16 @@ run, no attribute lookups per entry, and the commonest shapes at C speed (bench/
 - entries that all follow the last one held (new ids; the keys of a timestamp or a
   counter) extend the last sublist at once and split it as appending one at a time
   would: into LOAD-entry sublists, the last one holding at most 2 * LOAD;
-- other pairs are put in index order first, so each one's sublist is found by a bisect
-  from the previous one's on (never before it: the sublists only split behind it); when
-  every new id is above every id the index holds (its id -> key column says so: no far
-  ids, all under its slots), a pair goes after every entry of its key, found by keys alone;
+- other pairs are put in index order first and taken a sublist at a time: the pairs
+  before a sublist's last entry go into it together (found by one bisect over the
+  sublists' last entries from the previous one on, and one over the pairs), merged
+  with it at once when they are an eighth of it or more (a merge of two sorted runs:
+  a follower's str keys, "user number 150001".., cluster), else each put at its place
+  found against the sublist as it was, from the last one back, a place shared by all of
+  them (a key's run) taking them in one slice; a sublist grown past 2 * LOAD is cut
+  into pieces of LOAD. When every new id is above every id the index holds (its id ->
+  key column says so: no far ids, all under its slots), a pair goes after every entry
+  of its key, found by keys alone, and a chunk of one key needs one bisect;
 - an empty index takes its first run one `add` at a time (the first sublist's type is the
   index's to choose).
 
@@ -32,20 +39,31 @@ index's shared sublists (`share`, a compaction's cut) are copied before they cha
 record: the run as one JSON array of arrays, cut at its "],[" (a record's own text holding
 "],[", a string or a nested list, makes more pieces than records: then `pack` of each).
 
+`add_hash_run` takes a run of ascending ids under a filter index's span (no widening of
+its flags: what `add` of each would do first) a key at a time for a few keys: a bucket
+of flags (`IdBits`) set in one C-level pass, a set updated, a list extended past its last
+id (its kept set dropped, as `add` drops it); a @unique filter's run of non-null keys
+has nothing to do (its `add` only covers the id). Anything else is `add` of each pair.
+
 This module is the indexes' own: it writes the sublists and lasts an index hands out
-(`key_sublists`, `last_keys`, ...), which every other module only reads, then tells the
-index how many entries it put there (`OrderedIndex.grown`); a sorted index extends itself
+(`key_sublists`, `last_keys`, ...) and a hash index's buckets (`buckets`, `IdBits.flags`
+and `n`), which every other module only reads, then tells an ordered index how many
+entries it put there (`OrderedIndex.grown`); a sorted index extends itself
 (`SortedIndex.extend_past`, which copies a shared sublist first). Plain data, no I/O.
 """
 
 from __future__ import annotations
 
+from array import array
 from bisect import bisect_left, bisect_right
+from collections import deque
 from collections.abc import Sequence
-from operator import itemgetter, lt
+from itertools import chain, compress, repeat
+from operator import eq, itemgetter, lt
 from typing import Any
 
 from dbsvc.runtime import compact_json
+from dbsvc.storage.hashes import FEW_KEYS, SET_AT, FilterIndex, HashIndex, IdBits, UniqueFilter
 from dbsvc.storage.indexes import OrderedIndex
 from dbsvc.storage.rows import Stored, Values, pack
 from dbsvc.storage.sortedlist import LOAD, SortedIndex
@@ -53,6 +71,7 @@ from dbsvc.storage.sortedlist import LOAD, SortedIndex
 _FIRST = itemgetter(0)
 _SECOND = itemgetter(1)
 _INT = {int}
+MERGE_AT = 8  # a sublist takes its pairs by one merge when they are at least an eighth of it
 
 
 def add_sorted_run(index: SortedIndex, entries: list[Any]) -> None:
@@ -90,41 +109,91 @@ def add_ordered_run(index: OrderedIndex, keys: Sequence[Any], ids: Sequence[Any]
     pairs.sort()
     if pairs and (lastkeys[-1], lastids[-1]) < pairs[0]:
         _append_pairs(index, pairs)  # all after the last entry
-        return
-    # Newer ids (every one above those the index holds) go after every entry of their key:
-    # one bisect for the sublist and one inside it, no look at the ids (a follower's rows).
-    keylists, idlists = index.key_sublists, index.id_sublists
-    i = 0
-    for key, id_ in pairs:
+    else:
+        _merge_pairs(index, pairs, newer)
+    index.grown(len(pairs))
+
+
+def _merge_pairs(index: OrderedIndex, pairs: list[tuple[Any, Any]], newer: bool) -> None:
+    """Pairs in index order merged into the sublists: those that fall before one sublist's
+    last entry go into it together (their places found against it as it was, then put in
+    from the last one back, so each earlier place still holds), the rest extend the last
+    sublist. `newer`: every id is above those the index holds, so a pair goes after every
+    entry of its key, found by keys alone (one C-level `map` of bisects a sublist)."""
+    keylists, idlists, lastkeys, lastids = index.key_sublists, index.id_sublists, index.last_keys, index.last_ids
+    new_keys = list(map(_FIRST, pairs))
+    new_ids = list(map(_SECOND, pairs))
+    n, at, i = len(pairs), 0, 0
+    while at < n:
+        key = new_keys[at]
         if newer:
             i = bisect_right(lastkeys, key, i)
         else:
             i = bisect_left(lastkeys, key, i)
             if i < len(lastkeys) and lastkeys[i] == key:
-                i = bisect_left(lastids, id_, i, bisect_right(lastkeys, key, i))
-        if i == len(lastkeys):  # after the last entry: appended to the last sublist
-            i -= 1
-            keys_i, ids_i = keylists[i], idlists[i]
-            keys_i.append(key)
-            ids_i.append(id_)
-            lastkeys[i] = key
-            lastids[i] = id_
+                i = bisect_left(lastids, new_ids[at], i, bisect_right(lastkeys, key, i))
+        if i == len(lastkeys):  # this pair and every one after it follow the last entry
+            _append_pairs(index, pairs[at:])
+            return
+        # The pairs before sublist i's last entry (never equal to it: an id is held once).
+        if newer:
+            end = bisect_left(new_keys, lastkeys[i], at)
         else:
-            keys_i, ids_i = keylists[i], idlists[i]
-            if newer:
-                j = bisect_right(keys_i, key)
+            end = bisect_left(pairs, (lastkeys[i], lastids[i]), at)
+        keys_i, ids_i = keylists[i], idlists[i]
+        if (end - at) * MERGE_AT >= len(keys_i):
+            # Many pairs for one sublist: one merge of two sorted runs (entries order by
+            # (key, id)) where an insert each would move the sublist's tail each time.
+            merged = sorted(chain(zip(keys_i, ids_i), pairs[at:end]))
+            if type(keys_i) is list:
+                keys_i[:] = map(_FIRST, merged)
+            else:  # an array of the index's typecode
+                keys_i[:] = array(keys_i.typecode, map(_FIRST, merged))
+            ids_i[:] = map(_SECOND, merged)
+        else:
+            chunk_keys, chunk_ids = new_keys[at:end], new_ids[at:end]
+            if newer and chunk_keys[0] == chunk_keys[-1]:  # one key: all after its run
+                places = [bisect_right(keys_i, chunk_keys[0])]
+            elif newer:
+                places = list(map(bisect_right, repeat(keys_i), chunk_keys))
             else:
-                j = bisect_left(keys_i, key)
-                if j < len(keys_i) and keys_i[j] == key:  # a run of this key: its ids ascend
-                    j = bisect_left(ids_i, id_, j, bisect_right(keys_i, key, j))
-            keys_i.insert(j, key)
-            ids_i.insert(j, id_)
+                places = list(map(_place, repeat(keys_i), repeat(ids_i), chunk_keys, chunk_ids))
+            j = places[0]
+            if j == places[-1]:  # all between the same two entries
+                keys_i[j:j] = chunk_keys if type(keys_i) is list else array(keys_i.typecode, chunk_keys)
+                ids_i[j:j] = chunk_ids
+            else:
+                for j, key, id_ in zip(reversed(places), reversed(chunk_keys), reversed(chunk_ids)):
+                    keys_i.insert(j, key)
+                    ids_i.insert(j, id_)
         if len(keys_i) > 2 * LOAD:
-            keylists[i : i + 1] = [keys_i[:LOAD], keys_i[LOAD:]]
-            idlists[i : i + 1] = [ids_i[:LOAD], ids_i[LOAD:]]
-            lastkeys[i : i + 1] = [keys_i[LOAD - 1], keys_i[-1]]
-            lastids[i : i + 1] = [ids_i[LOAD - 1], ids_i[-1]]
-    index.grown(len(pairs))
+            i = _split(index, i) - 1
+        at = end
+
+
+def _place(keys: Any, ids: list[Any], key: Any, id_: Any) -> int:
+    """Where (key, id_) goes in one sublist: after the keys before it, and among a run of
+    its own key, by id (a run's ids ascend)."""
+    j = bisect_left(keys, key)
+    if j < len(keys) and keys[j] == key:
+        j = bisect_left(ids, id_, j, bisect_right(keys, key, j))
+    return j
+
+
+def _split(index: OrderedIndex, i: int) -> int:
+    """Sublist i, over 2 * LOAD entries, cut into sublists of LOAD (the last one taking
+    the rest, under 2 * LOAD); returns the index of the sublist after them."""
+    keylists, idlists, lastkeys, lastids = index.key_sublists, index.id_sublists, index.last_keys, index.last_ids
+    keys_i, ids_i = keylists[i], idlists[i]
+    cuts = list(range(0, len(keys_i), LOAD))
+    if len(keys_i) - cuts[-1] < LOAD:
+        cuts.pop()  # the rest joins the piece before it: LOAD + rest < 2 * LOAD
+    bounds = list(zip(cuts, [*cuts[1:], len(keys_i)]))
+    keylists[i : i + 1] = [keys_i[a:b] for a, b in bounds]
+    idlists[i : i + 1] = [ids_i[a:b] for a, b in bounds]
+    lastkeys[i : i + 1] = [keys_i[b - 1] for _a, b in bounds]
+    lastids[i : i + 1] = [ids_i[b - 1] for _a, b in bounds]
+    return i + len(bounds)
 
 
 def _append_pairs(index: OrderedIndex, pairs: list[tuple[Any, Any]]) -> None:
@@ -141,7 +210,42 @@ def _append_pairs(index: OrderedIndex, pairs: list[tuple[Any, Any]]) -> None:
         lastids[-1:] = [ids_i[LOAD - 1], ids_i[-1]]
         keys_i, ids_i = keylists[-1], idlists[-1]
     lastkeys[-1], lastids[-1] = keys_i[-1], ids_i[-1]
-    index.grown(len(pairs))
+
+
+def add_hash_run(index: FilterIndex, keys: Sequence[Any], ids: Sequence[Any]) -> None:
+    """`index.add(keys[n], ids[n])` of each pair, with the same result (module rules)."""
+    if ids and set(map(type, ids)) == _INT and ids[0] >= 0 and all(map(lt, ids, ids[1:])):
+        if isinstance(index, UniqueFilter) and None not in keys:
+            if ids[-1] < index.nulls.span:  # `add` of a key is `cover` of its id: nothing to cover
+                return
+        elif isinstance(index, HashIndex) and ids[-1] < index.span:  # nothing to cover
+            distinct = set(keys)
+            if len(distinct) <= FEW_KEYS:
+                groups = [list(compress(ids, map(eq, keys, repeat(key)))) for key in distinct]
+                if sum(map(len, groups)) == len(ids):  # (a key unequal to itself goes one by one)
+                    for key, group in zip(distinct, groups):
+                        _add_bucket_run(index, key, group)
+                    return
+    deque(map(index.add, keys, ids), 0)
+
+
+def _add_bucket_run(index: HashIndex, key: Any, ids: list[int]) -> None:
+    """`index.add(key, id_)` of each of `ids` (ascending, every one under the index's
+    span): a bucket of flags or a set takes them at once, a list that stays a list is
+    extended when they follow its last id; anything else one by one."""
+    bucket = index.buckets.get(key)
+    if isinstance(bucket, IdBits):
+        flags = bucket.flags
+        held = sum(map(flags.__getitem__, ids))
+        deque(map(flags.__setitem__, ids, repeat(1)), 0)
+        bucket.n += len(ids) - held
+    elif isinstance(bucket, set):
+        bucket.update(ids)
+    elif isinstance(bucket, list) and bucket and bucket[-1] < ids[0] and len(bucket) + len(ids) <= SET_AT:
+        bucket.extend(ids)
+        index.kept_sets.pop(key, None)
+    else:
+        deque(map(index.add, repeat(key), ids), 0)
 
 
 def pack_run(batch: Sequence[Values]) -> list[Stored]:

@@ -77,19 +77,18 @@ from __future__ import annotations
 
 from array import array
 from bisect import bisect_left
-from collections import Counter, deque
+from collections import Counter
 from collections.abc import Callable, Iterator, KeysView, Mapping, Sequence
-from itertools import chain, count, repeat
+from itertools import chain, count
 from operator import itemgetter
 from typing import Any
 
-from dbsvc.runtime import CompiledModel, identity
+from dbsvc.runtime import CompiledModel
 from dbsvc.storage.buckets import BucketOrders
 from dbsvc.storage.hashes import FilterIndex, HashIndex, OrderedFilter, UniqueFilter
-from dbsvc.storage.idmap import IdMap, LiveMap, pick, records_of
+from dbsvc.storage.idmap import LiveMap, pick, records_of
 from dbsvc.storage.indexes import OrderedIndex
 from dbsvc.storage.rows import Stored, Values, pack, unpack
-from dbsvc.storage.runs import add_ordered_run, add_sorted_run, pack_run
 from dbsvc.storage.shown import ShownDicts
 from dbsvc.storage.sortedlist import SortedIndex
 from dbsvc.storage.versions import Versions
@@ -214,6 +213,11 @@ class Table:
         self._plan_hash = tuple((at[f], keys[f], index) for f, index in self.hashes.items())
         self._plan_ordered = tuple((at[f], keys[f], index) for f, index in self.ordered.items())
         self._plan_refs = tuple((at[f], counts) for f, counts in self.refs.items())
+
+    @property
+    def index_plan(self) -> tuple[tuple[Any, ...], ...]:
+        """`_plan`'s tuples (unique, hash, ordered, refs), for tableruns.py's run of inserts."""
+        return self._plan_unique, self._plan_hash, self._plan_ordered, self._plan_refs
 
     # -- records as dicts ------------------------------------------------------------------
 
@@ -419,49 +423,6 @@ class Table:
         if type(id_) is int and id_ > self.max_id:
             self.max_id = id_
         return stored
-
-    def insert_run(self, batch: list[Values], keys: Mapping[int, Sequence[Any]] | None = None) -> None:
-        """`insert` of each record in turn, with the same result, each index's entries added
-        together (runs.py): a follower's run of inserts (follow.py). `keys`: position -> the
-        column's index keys, computed by the caller already (followrun.py's check)."""
-        columns = list(zip(*batch)) or [()] * len(self.model.fields)
-        ids = list(columns[self.id_position])
-        records = pack_run(batch)
-        self.tick = next(TICKS)
-        if isinstance(self.live, IdMap):
-            self.live.extend_run(ids, records)
-        else:
-            self.live.update(zip(ids, records))
-        self.rows.extend(zip(ids, records, repeat(None)))
-        self.prior.frombytes(bytes(8 * len(records)))
-        add_sorted_run(self.pk, ids)
-        given = keys or {}
-
-        def made(pos: int, kf: Callable[[Any], Any]) -> Sequence[Any]:
-            column = columns[pos]
-            return given.get(pos) or (column if kf is identity else list(map(kf, column)))
-
-        for _f, pos, kf, index in self._plan_unique:
-            if None in columns[pos]:
-                index.update((k, i) for v, k, i in zip(columns[pos], made(pos, kf), ids) if v is not None)
-            else:
-                index.update(zip(made(pos, kf), ids))
-        for pos, kf, hindex in self._plan_hash:
-            deque(map(hindex.add, made(pos, kf), ids), 0)
-        for pos, kf, sindex in self._plan_ordered:
-            add_ordered_run(sindex, made(pos, kf), ids)
-        for pos, counts in self._plan_refs:
-            for v in columns[pos]:
-                if v is not None:
-                    counts[v] = counts.get(v, 0) + 1
-        if self.words is not None:
-            for id_, r in zip(ids, batch):
-                self.words.add(id_, r)
-        if self.buckets.plan:
-            for id_, r in zip(ids, batch):
-                self.buckets.add(id_, r)
-        top = max((i for i in ids if type(i) is int), default=self.max_id)
-        self.max_id = max(self.max_id, top)
 
     def insert_many(self, batch: list[Values]) -> None:
         """`insert` of each record in turn (a batch, store.insert_batch), with the same

@@ -1,4 +1,4 @@
-"""A follower's run of inserts put into its table in bulk (storage/table.py `insert_run`):
+"""A follower's run of inserts put into its table in bulk (storage/tableruns.py `insert_run`):
 its records encoded with one call (runs.py `pack_run`), its new ids appended to the live
 map at once (idmap.py `IdMap.extend_run`), and the index keys its check computed reused
 (followrun.py `Run.keys`). Each must leave what the one-at-a-time path leaves, byte for
@@ -19,6 +19,7 @@ from dbsvc.storage.files import FaultPlan
 from dbsvc.storage.idmap import IdMap
 from dbsvc.storage.rows import pack
 from dbsvc.storage.runs import pack_run
+from dbsvc.storage.tableruns import insert_run
 from dbsvc.storage.tenants import create_tenant
 from support.storage import check_indexes, open_store, run, user
 
@@ -101,7 +102,7 @@ def test_insert_run_with_the_checks_keys_is_insert_of_each(tmp_path, seed):
             for start in range(0, len(rows), 128):
                 if keyed:
                     chunk = rows[start : start + 128]
-                    table.insert_run(chunk, {at: keys[at][start : start + 128]})
+                    insert_run(table, chunk, {at: keys[at][start : start + 128]})
                 else:
                     for row in rows[start : start + 128]:
                         table.insert(row)

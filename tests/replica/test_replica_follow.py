@@ -439,7 +439,10 @@ def test_a_primary_that_comes_back_with_another_schema_stops_its_replica_which_k
         )
         assert [u["id"] for u in replica.get("/api/user?limit=100").json["data"]] == [1, 2]
         assert replica.get("/health").status == 200
-        assert any("stopped following" in line for line in replica.log)
+        # the state is set before the line is logged, and stderr is drained by a thread: wait for it
+        while not any("stopped following" in line for line in replica.log):
+            assert time.monotonic() < deadline, replica.log[-5:]
+            time.sleep(0.05)
     finally:
         replica.stop()
         fake.close()

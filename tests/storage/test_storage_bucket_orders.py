@@ -18,6 +18,7 @@ from dbsvc.storage import query as plans
 from dbsvc.storage.buckets import BUCKET_AT
 from dbsvc.storage.rows import pack
 from dbsvc.storage.table import Table
+from dbsvc.storage.tableruns import insert_run
 from support.churn import churn
 from support.storage import BLOG, open_store, post, run, user
 from tests.storage.test_storage_plan_units import FIELDS, ITEM, reference, sort_param
@@ -137,7 +138,7 @@ def test_a_followers_run_of_inserts_is_added_to_the_kept_orders():
     for i in range(COUNT + 1, COUNT + 401):
         records[i] = record(i, row(rng))
         batch.append(ITEM.row(records[i]))
-    table.insert_run(batch)
+    insert_run(table, batch)
     check_orders(table, records)
     check_pages(table, records)
 

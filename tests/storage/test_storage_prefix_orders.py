@@ -18,6 +18,7 @@ from dbsvc.storage import query as plans
 from dbsvc.storage.buckets import BUCKET_AT, PREFIXES_KEPT
 from dbsvc.storage.rows import pack
 from dbsvc.storage.table import Table
+from dbsvc.storage.tableruns import insert_run
 from support.churn import churn
 from tests.storage.test_storage_plan_units import ITEM, reference, sort_param
 
@@ -123,7 +124,7 @@ def test_a_followers_run_and_the_bulk_paths():
     for i in range(COUNT + 1, COUNT + 301):
         records[i] = row(rng, i)
         batch.append(ITEM.row(records[i]))
-    table.insert_run(batch)
+    insert_run(table, batch)
     check_orders(table, records)
     check_pages(table, records)
     batch = []

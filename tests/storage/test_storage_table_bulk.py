@@ -1,4 +1,4 @@
-"""A table's bulk loads (storage/table.py `load_base`, `insert_many`, `insert_run`) at their
+"""A table's bulk loads (storage/table.py `load_base`, `insert_many`, tableruns.py `insert_run`) at their
 edges, on a `Table` held in memory, no store and no fixture: a snapshot of string ids (its
 @unique fields indexed though no other index names them, its largest int id left at 0), a
 snapshot whose @unique and @ref columns hold no null, a filter of string ids, a bulk insert of string ids, a bulk
@@ -14,6 +14,7 @@ from dbsvc.compiler import compile_schema
 from dbsvc.schema import parse_schema
 from dbsvc.storage.rows import pack
 from dbsvc.storage.table import Table
+from dbsvc.storage.tableruns import insert_run
 
 MODELS = compile_schema(
     parse_schema(
@@ -147,7 +148,7 @@ def test_a_run_of_inserts_is_the_inserts_one_at_a_time(before):
     records = DOCS + more
     one = inserted(DOC, records)
     run = inserted(DOC, records[:before])
-    run.insert_run([DOC.row(r) for r in records[before:]])
+    insert_run(run, [DOC.row(r) for r in records[before:]])
     assert indexes(run) == indexes(one)
     assert run.rows == one.rows and list(run.prior) == list(one.prior) and run.max_id == 12
     assert run.unique == {"email": {"a@x": 2, "b@x": 3, "c@x": 7, "d@x": 9, "e@x": 12}}
@@ -158,11 +159,11 @@ def test_a_run_of_inserts_is_the_inserts_one_at_a_time(before):
 
 def test_a_run_of_string_ids_or_below_the_largest_id_keeps_the_largest():
     keys = Table(KEY)
-    keys.insert_run([KEY.row(r) for r in KEYS])
+    insert_run(keys, [KEY.row(r) for r in KEYS])
     assert indexes(keys) == indexes(inserted(KEY, KEYS)) and keys.max_id == 0
     table = inserted(DOC, [{**DOCS[0], "id": 50, "email": None}])
     table.delete(50, table.live[50])
-    table.insert_run([DOC.row(r) for r in DOCS])
+    insert_run(table, [DOC.row(r) for r in DOCS])
     assert table.max_id == 50 and list(table.pk) == [2, 3, 7]
 
 
