@@ -339,3 +339,14 @@ def test_entries_put_in_place_count_once_grown_is_told() -> None:
     assert index.count_span((0, 0), index.end) == 602
     assert index.sorted_ids(1) == [4, 5, *range(513, 601)]
     assert index.ids_slice(599, 605) == [600, 5, 4]
+
+
+@pytest.mark.parametrize("typecode", ["q", "d"])
+@pytest.mark.parametrize("as_array", [False, True])
+def test_an_index_made_from_columns_keeps_its_key_column_as_an_array_of_its_typecode(typecode: str, as_array: bool) -> None:
+    values = [3, 1, 2] if typecode == "q" else [3.5, 1.5, 2.5]
+    keys = array(typecode, values) if as_array else values
+    built = OrderedIndex.from_columns(keys, [1, 2, 3], typecode)
+    assert built.column.typecode == typecode
+    assert type(built.column.slots) is array and built.column.slots.typecode == typecode
+    assert list(built) == [(values[1], 2), (values[2], 3), (values[0], 1)]
