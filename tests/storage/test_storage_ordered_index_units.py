@@ -350,3 +350,14 @@ def test_an_index_made_from_columns_keeps_its_key_column_as_an_array_of_its_type
     assert built.column.typecode == typecode
     assert type(built.column.slots) is array and built.column.slots.typecode == typecode
     assert list(built) == [(values[1], 2), (values[2], 3), (values[0], 1)]
+
+
+def test_id_0_is_walked_like_any_other_id() -> None:
+    """An id of 0 is falsy: a walk with no `keep` yields it, valued or null."""
+    index = OrderedIndex([(None, 0), (5, 1), (None, 2)])
+    assert list(index.nulls_ascending()) == [0, 2]
+    assert list(index.ids_ascending()) == [1, 0, 2]
+    index = OrderedIndex([(5, 0), (4, 1)])
+    assert list(index.ids_ascending()) == [1, 0]
+    assert list(index.pairs_descending()) == [(5, 0), (4, 1)]
+    assert list(index.runs()) == [(4, [1]), (5, [0])]
