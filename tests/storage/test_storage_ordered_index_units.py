@@ -361,3 +361,21 @@ def test_id_0_is_walked_like_any_other_id() -> None:
     assert list(index.ids_ascending()) == [1, 0]
     assert list(index.pairs_descending()) == [(5, 0), (4, 1)]
     assert list(index.runs()) == [(4, [1]), (5, [0])]
+
+
+@pytest.mark.parametrize("ids", [[1, 2, 5], [10, 11, 12, 14, 16], [0, 3, 4]])
+def test_from_columns_of_ids_with_gaps_orders_by_each_ids_own_key(ids: list) -> None:
+    keys = [30 - i for i in ids]  # descending with the id: the index is the ids reversed
+    built = OrderedIndex.from_columns(keys, ids)
+    assert list(built) == [(30 - i, i) for i in reversed(ids)]
+
+
+def test_a_remove_drops_its_sublists_kept_id_sorted_copy() -> None:
+    index = OrderedIndex([(k % 7, k) for k in range(1, 1500)])  # three sublists
+    before = index.sorted_ids(1)
+    assert before == sorted(index.id_sublists[1])
+    key, id_ = index.key_sublists[1][3], index.id_sublists[1][3]
+    index.remove(key, id_)
+    assert index.sorted_ids(1) == sorted(index.id_sublists[1]) == [i for i in before if i != id_]
+    index.add(key, id_)
+    assert index.sorted_ids(1) == sorted(index.id_sublists[1]) == before
