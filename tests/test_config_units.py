@@ -71,7 +71,9 @@ def test_each_integer_accepts_its_lowest_value_and_refuses_one_less_by_name(name
 def test_the_port_accepts_65535_and_refuses_65536_naming_the_range():
     assert load_config({"SERVICE_PORT": "65535"}).http.port == 65535
     assert load_config({"SERVICE_PORT": " 8080 "}).http.port == 8080
-    assert refusal({"SERVICE_PORT": "65536"}) == "SERVICE_PORT='65536' is not valid: expected an integer from 0 to 65535"
+    assert (
+        refusal({"SERVICE_PORT": "65536"}) == "SERVICE_PORT='65536' is not valid: expected an integer from 0 to 65535"
+    )
     assert refusal({"SERVICE_PORT": "http"}) == "SERVICE_PORT='http' is not valid: expected an integer from 0 to 65535"
 
 
@@ -159,7 +161,9 @@ def test_the_documented_choice_refusal_reads_as_in_the_guide():
     assert refusal({"SERVICE_SYNC": "sometimes"}) == "SERVICE_SYNC='sometimes' is not valid: expected one of full, off"
 
 
-@pytest.mark.parametrize("raw, expected", [(None, None), ("", None), ("on", True), (" ON ", True), ("off", False), ("Off", False)])
+@pytest.mark.parametrize(
+    "raw, expected", [(None, None), ("", None), ("on", True), (" ON ", True), ("off", False), ("Off", False)]
+)
 def test_the_explorer_switch_is_on_off_or_left_to_its_default(raw, expected):
     environ = {} if raw is None else {"SERVICE_EXPLORER": raw}
     assert load_config(environ).explorer is expected
@@ -330,7 +334,10 @@ def test_the_runtime_table_defaults_and_its_lowest_values():
     "runtime, expected",
     [
         ({"changefeed_capacity": 0}, "[runtime] changefeed_capacity = 0 is not valid: expected a positive integer"),
-        ({"changefeed_capacity": True}, "[runtime] changefeed_capacity = True is not valid: expected a positive integer"),
+        (
+            {"changefeed_capacity": True},
+            "[runtime] changefeed_capacity = True is not valid: expected a positive integer",
+        ),
         ({"changefeed_capacity": "5"}, "[runtime] changefeed_capacity = '5' is not valid: expected a positive integer"),
         ({"changefeed_capacity": 2.0}, "[runtime] changefeed_capacity = 2.0 is not valid: expected a positive integer"),
         (
@@ -358,7 +365,12 @@ def test_with_an_auth_table_the_guard_reads_the_environment():
     environ = {"SERVICE_JWT_PUBKEY": PEM, "SERVICE_TENANT": "acme", "SERVICE_JWT_ALG": "ES256"}
     guard = load_config(environ, auth=AuthSettings(tenant_claim="org")).auth
     assert guard is not None
-    assert (guard.alg, guard.tenant, guard.tenant_claim, guard.pubkey_pem) == ("ES256", "acme", "org", PEM.strip().encode())
+    assert (guard.alg, guard.tenant, guard.tenant_claim, guard.pubkey_pem) == (
+        "ES256",
+        "acme",
+        "org",
+        PEM.strip().encode(),
+    )
     assert load_config({"SERVICE_TENANT": "acme"}, auth=AuthSettings()).auth is None  # no key source: off
 
 

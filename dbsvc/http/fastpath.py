@@ -332,9 +332,7 @@ class FastWire:
 
 # What a head's header lines say: the (name, value) pairs, lower-case names; Content-Length;
 # `Connection: close`; Origin; the preflight's method and headers; X-Request-Id.
-_Fields = tuple[
-    tuple[tuple[str, str], ...], "int | None", bool, "str | None", "str | None", "str | None", "str | None"
-]
+_Fields = tuple[tuple[tuple[str, str], ...], "int | None", bool, "str | None", "str | None", "str | None", "str | None"]
 
 
 def _read_fields(pairs: list[tuple[str, str]]) -> _Fields | None:

@@ -102,7 +102,9 @@ class TableWrites:
         loop (writes.py rule 6). A refusal raises here and `done` is never called."""
         return self._writes.insert_then(self.table(model), record, done)[0]
 
-    def replace_then(self, model: str, id: Any, record: dict[str, Any], done: Done) -> tuple[dict[str, Any], dict[str, Any]]:
+    def replace_then(
+        self, model: str, id: Any, record: dict[str, Any], done: Done
+    ) -> tuple[dict[str, Any], dict[str, Any]]:
         """`apply_replace` with a completion callback (`insert_then`): (previous, record)."""
         previous, stored, _none = self._writes.replace_then(self.table(model), id, record, done)
         return previous, stored

@@ -248,9 +248,10 @@ def test_the_fast_path_reads_a_head_and_its_repeats_as_h11_does(block):
         while reference.next_event() is not END:
             pass
         data, _size = wire.encode(Response(200, b"{}"), head.request, "rid", None, False)
-        assert data.split(b"\r\ndate:")[0] == reference.encode(Response(200, b"{}"), None, "rid", None, False)[0].split(
-            b"\r\ndate:"
-        )[0]
+        assert (
+            data.split(b"\r\ndate:")[0]
+            == reference.encode(Response(200, b"{}"), None, "rid", None, False)[0].split(b"\r\ndate:")[0]
+        )
         assert wire.closing == reference.closing
         if wire.closing:
             wire = FastWire(RequestIds(), ("127.0.0.1", 9))

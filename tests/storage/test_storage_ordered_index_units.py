@@ -125,7 +125,10 @@ def _check(index: OrderedIndex, model: Model, rnd: random.Random) -> None:
     assert not index.holds(None, 10**9)
     if distinct:
         assert not index.holds(distinct[-1] + 1, 1) and not index.holds(distinct[0] - 1, 1)
-    cuts = sorted({0, 1, n - 1, n, n + 1, total, total + 3, 511, 512, 513, 1023, 1024, 1025} | set(rnd.sample(range(total + 1), min(8, total + 1))))
+    cuts = sorted(
+        {0, 1, n - 1, n, n + 1, total, total + 3, 511, 512, 513, 1023, 1024, 1025}
+        | set(rnd.sample(range(total + 1), min(8, total + 1)))
+    )
     cuts = [c for c in cuts if c >= 0]
     for a in cuts:
         for b in cuts:
@@ -343,7 +346,9 @@ def test_entries_put_in_place_count_once_grown_is_told() -> None:
 
 @pytest.mark.parametrize("typecode", ["q", "d"])
 @pytest.mark.parametrize("as_array", [False, True])
-def test_an_index_made_from_columns_keeps_its_key_column_as_an_array_of_its_typecode(typecode: str, as_array: bool) -> None:
+def test_an_index_made_from_columns_keeps_its_key_column_as_an_array_of_its_typecode(
+    typecode: str, as_array: bool
+) -> None:
     values = [3, 1, 2] if typecode == "q" else [3.5, 1.5, 2.5]
     keys = array(typecode, values) if as_array else values
     built = OrderedIndex.from_columns(keys, [1, 2, 3], typecode)

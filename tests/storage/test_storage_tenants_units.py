@@ -169,7 +169,9 @@ def test_compact_of_a_missing_tenant_says_how_to_create_it():
     root = data_dir()
     with pytest.raises(TenantError) as refused:
         compact_tenant(root, "shop")
-    assert str(refused.value) == f"tenant 'shop' does not exist under {root!r}: create it with `dbsvc tenant create shop`"
+    assert (
+        str(refused.value) == f"tenant 'shop' does not exist under {root!r}: create it with `dbsvc tenant create shop`"
+    )
     with pytest.raises(TenantError):
         compact_tenant(root, "../shop")
 
@@ -219,7 +221,9 @@ def test_compact_with_no_retention_budget_retains_nothing():
     root = data_dir()
     path = filled(root)
     report = compact_tenant(root, "shop", retain_bytes=0)
-    assert re.fullmatch(rf"compacted {re.escape(path)}: 5 log rows -> 2 live records, head offset 5, new epoch [0-9a-f]{{32}}", report)
+    assert re.fullmatch(
+        rf"compacted {re.escape(path)}: 5 log rows -> 2 live records, head offset 5, new epoch [0-9a-f]{{32}}", report
+    )
 
 
 def test_compact_is_refused_while_a_writer_holds_the_tenant():
@@ -251,7 +255,9 @@ def test_compact_finishes_a_compaction_interrupted_after_its_commit_point():
     compact_tenant(root, "shop", retain_bytes=0)
     os.rename(os.path.join(path, "log"), os.path.join(path, "log.new"))  # as a crash before the last rename
     report = compact_tenant(root, "shop", retain_bytes=0)
-    assert re.fullmatch(rf"compacted {re.escape(path)}: 0 log rows -> 2 live records, head offset 5, new epoch [0-9a-f]{{32}}", report)
+    assert re.fullmatch(
+        rf"compacted {re.escape(path)}: 0 log rows -> 2 live records, head offset 5, new epoch [0-9a-f]{{32}}", report
+    )
     assert not os.path.exists(os.path.join(path, "log.new"))
 
 

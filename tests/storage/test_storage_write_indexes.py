@@ -43,7 +43,7 @@ def test_ordered_add_and_remove_agree_with_a_sorted_list_under_random_writes():
     rng = random.Random(11)
     index = OrderedIndex()
     held: dict[int, float] = {}
-    for step in range(8 * LOAD):
+    for _step in range(8 * LOAD):
         id_ = rng.randint(1, 3 * LOAD)
         if id_ in held:
             index.remove(held.pop(id_), id_)

@@ -219,7 +219,9 @@ def writer_script(seen: list[bytes], offset: int) -> Callable[..., object]:
 
     async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         head = await reader.readuntil(b"\r\n\r\n")
-        length = next(int(line.split(b":")[1]) for line in head.split(b"\r\n") if line.lower().startswith(b"content-length"))
+        length = next(
+            int(line.split(b":")[1]) for line in head.split(b"\r\n") if line.lower().startswith(b"content-length")
+        )
         await reader.readexactly(length)
         seen.append(head)
         writer.write(f"HTTP/1.1 201 Created\r\nDbsvc-Offset: {offset}\r\nContent-Length: 2\r\n\r\n{{}}".encode())
@@ -244,7 +246,9 @@ def test_a_reader_forwards_writes_to_the_private_port_with_the_key_and_follows_a
             request = Request("POST", "/api/user", "/api/user", [], [("content-length", "2")], b"{}")
             answer = await front.handler(request)
             assert answer.status == 201
-            assert b"\r\nDbsvc-Worker-Key: the-key\r\n" in seen[0] and seen[0].startswith(b"POST /api/user HTTP/1.1\r\n")
+            assert b"\r\nDbsvc-Worker-Key: the-key\r\n" in seen[0] and seen[0].startswith(
+                b"POST /api/user HTTP/1.1\r\n"
+            )
             assert request.meter is app.meters.routes["(forwarded to the writer)"]
             assert front.applied.wait(1) is None  # this store holds offset 1 already
             pending = front.applied.wait(2)
