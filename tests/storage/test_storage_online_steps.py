@@ -107,25 +107,36 @@ def test_a_fault_after_step_1_leaves_no_retained_segment_and_the_store_serving(t
         s.close()
 
 
-def test_a_fault_after_step_9_leaves_the_store_read_only_and_the_next_open_has_the_new_epoch(
-    tenant, monkeypatch, caplog
-):
-    """The ninth hook is the last: a compaction makes exactly nine steps, and an error after
-    the commit point stops writes until a restart, which finds the new pair in place."""
-    monkeypatch.setenv("DBSVC_FAULT", "compact:9:EIO")
+def _compacts_then_refuses_writes(tenant, caplog, faults: FaultPlan | None, cause: str) -> None:
+    """A store filled and compacted (under `faults` when given, else DBSVC_FAULT's) whose
+    compaction fails past its commit point: the error line names `cause`, and writes are
+    refused until a restart."""
     s = open_store(tenant, retain_bytes=RETAIN)
+    if faults is not None:
+        s.compactor.faults = faults
     try:
         with caplog.at_level(logging.ERROR, logger="dbsvc.storage"):
             _fill_and_compact(s)
         assert [r.getMessage() for r in caplog.records][0] == (
-            f"{tenant}: compaction failed after its commit point: [Errno 5] Input/output error "
-            "(injected by DBSVC_FAULT compact:9); the store is now read-only (the next open finishes the switch)"
+            f"{tenant}: compaction failed after its commit point: {cause}; "
+            "the store is now read-only (the next open finishes the switch)"
         )
         with pytest.raises(Unavailable):
             run(s.insert("User", user(None, email="refused@x")))
         assert s.stats()["read_only"] is True
     finally:
         s.close()
+
+
+def test_a_fault_after_step_9_leaves_the_store_read_only_and_the_next_open_has_the_new_epoch(
+    tenant, monkeypatch, caplog
+):
+    """The ninth hook is the last: a compaction makes exactly nine steps, and an error after
+    the commit point stops writes until a restart, which finds the new pair in place."""
+    monkeypatch.setenv("DBSVC_FAULT", "compact:9:EIO")
+    _compacts_then_refuses_writes(
+        tenant, caplog, None, "[Errno 5] Input/output error (injected by DBSVC_FAULT compact:9)"
+    )
     monkeypatch.delenv("DBSVC_FAULT")
     s = open_store(tenant, retain_bytes=RETAIN)
     try:
@@ -154,20 +165,7 @@ class FailsAfterStep9(FaultPlan):
 def test_any_error_past_the_commit_point_leaves_the_store_read_only_and_loses_no_write(tenant, caplog):
     """Past the commit point the new pair is the store's: a write taken on the old log's
     descriptor after it would be lost at the next open, so whatever the error, writes stop."""
-    s = open_store(tenant, retain_bytes=RETAIN)
-    s.compactor.faults = FailsAfterStep9()
-    try:
-        with caplog.at_level(logging.ERROR, logger="dbsvc.storage"):
-            _fill_and_compact(s)
-        assert [r.getMessage() for r in caplog.records][0] == (
-            f"{tenant}: compaction failed after its commit point: not the disk; "
-            "the store is now read-only (the next open finishes the switch)"
-        )
-        with pytest.raises(Unavailable):
-            run(s.insert("User", user(None, email="refused@x")))
-        assert s.stats()["read_only"] is True
-    finally:
-        s.close()
+    _compacts_then_refuses_writes(tenant, caplog, FailsAfterStep9(), "not the disk")
     s = open_store(tenant, retain_bytes=RETAIN)
     try:
         assert sorted(s.tables["User"].records) == list(range(1, 21))
