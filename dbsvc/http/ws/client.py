@@ -20,7 +20,7 @@ C2. Connecting and the handshake share one deadline (`timeout`). Any status othe
     error or a garbled answer is `WebSocketClientError`.
 C3. `receive(timeout)` returns one whole message (fragments reassembled), or None when
     none completed within `timeout`; a partial message waits for the next call. Bytes the
-    socket already holds are read even once `timeout` is spent (one poll, never a wait):
+    socket already holds are read even once `timeout` is spent (a poll, never a wait), so
     `receive(0)` answers what has arrived, not only what an earlier read brought. A message
     over `max_message` bytes (80 MiB by default) closes with 1009 and raises `MessageTooBig`.
 C4. Pings are answered at once. Nothing at all from the server for `idle_timeout` seconds
@@ -186,7 +186,6 @@ class ClientWebSocket:
     def receive(self, timeout: float | None = None) -> bytes | str | None:
         """The next whole message; None if none completed within `timeout` (rule C3)."""
         deadline = None if timeout is None else time.monotonic() + timeout
-        polled = False
         while True:
             if self._ready:
                 return self._ready.popleft()
@@ -198,9 +197,8 @@ class ClientWebSocket:
                 self._end(WebSocketClosed(ABNORMAL, f"nothing received for {self._idle_timeout:g} s"))
                 continue
             if deadline is not None and now >= deadline:
-                if polled or not select.select((self._sock,), (), (), 0)[0]:
-                    return None
-                polled = True  # rule C3: what the socket holds already is read, once
+                if not select.select((self._sock,), (), (), 0)[0]:  # rule C3: what the socket holds
+                    return None  # already is read, even then; nothing is waited for
                 wait = _POLL_READ  # readable: a plain socket's recv returns at once (TLS: a record's rest)
             else:
                 wait = idle_end - now if deadline is None else min(idle_end, deadline) - now
