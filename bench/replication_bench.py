@@ -845,7 +845,11 @@ def measure_replica(servers: Servers, primary: Server, head: int, sync: str, wor
             raise RuntimeError(f"the replica stopped following: {state}")
         if state.get("lag_offsets") == 0 and applied >= head:
             break
-        time.sleep(0.25)
+        # Polled every 0.25 s, the end was read up to 0.25 s late (-4% on average, up to -7%,
+        # on a 3.5 s run): within about 0.3 s of the end, at the rate so far, poll every 10 ms.
+        done = applied - first[1]
+        near = done > 0 and (head - applied) * (now - first[0]) / done < 0.3
+        time.sleep(0.01 if near else 0.25)
     else:
         raise RuntimeError(f"the replica did not catch up within {timeout:.0f} s: {state}")
     assert first is not None

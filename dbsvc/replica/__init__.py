@@ -10,6 +10,8 @@ docs/replication.md. Modules:
     consumer.py  the command: URL, frame checks (`check_frame`), the replica file,
                  reconnects, progress; blocking, no asyncio, nothing of the server side
     follower.py  `dbsvc serve SCHEMA --follow URL`: a read replica fed by the same checks
+    groups.py    the follower's groups: frames read and checked at once, and the pipeline
+                 that applies them (two groups at most unacknowledged)
     primary.py   how the follower reaches its primary (`/snapshot`, `/replicate`,
                  `/replicate/snapshot`): the seam its in-process tests replace
     status.py    `ReplicaStatus`, what a read replica reports; light, so the application

@@ -18,15 +18,14 @@ Rules:
    it as its own epoch base (compact.install: snapshot plus an empty log of that epoch),
    reopens its store with the writer lock kept throughout, and follows from its offset.
    The primary's epoch is thus rebuilt exactly: the snapshot rows, then the same log rows.
-3. Following: `/replicate?after=<our head>`; every message is checked by the consumer's
-   `check_frame_bytes` (CRC, length within this store's `max_payload`, offset continuity)
-   on the reading thread, then applied on the event loop in groups of up to BATCH frames
-   (BATCH_BYTES bytes) with `Store.apply_replicated_frames`, which decodes each payload
-   once, checks it fits (model, fields, state) and commits the group with one write and
-   one fsync (storage/follow.py rule 5). When a group was full (more frames are waiting)
-   the thread reads and checks the next one while this one is written, and waits until
-   the group before is durable: never more than two groups are unacknowledged, so a fast
-   primary never grows the replica's memory, and nothing unchecked is ever applied. A
+3. Following: `/replicate?after=<our head>`; frames are read, checked (CRC, length within
+   this store's `max_payload`, offset continuity) and grouped on the reading thread, then
+   applied on the event loop a group at a time (up to groups.BATCH frames or BATCH_BYTES bytes)
+   with `Store.apply_replicated_frames`, which decodes each payload once, checks it fits
+   (model, fields, state) and commits the group with one write and one fsync
+   (storage/follow.py rule 5). A full group is written while the thread reads and checks
+   the next one; never more than two groups are unacknowledged, so a fast primary never
+   grows the replica's memory, and nothing unchecked is ever applied (groups.py G1-G3). A
    quiet stream, or a connection that ends, waits until the last group is durable, so the
    next connection resumes at the replica's acknowledged head.
 4. Reconnect with a capped, jittered backoff on anything transient (connection refused or
@@ -95,7 +94,6 @@ import threading
 import time
 from collections.abc import Callable
 from typing import Any
-from zlib import crc32
 
 from dbsvc.errors import (
     ConfigError,
@@ -106,21 +104,19 @@ from dbsvc.errors import (
     StreamError,
     WebSocketClientError,
 )
-from dbsvc.replica.consumer import Endpoint, FrameError, check_frame_bytes
+from dbsvc.replica.consumer import Endpoint
+from dbsvc.replica.groups import BadFrame, Pipeline, read_group
 from dbsvc.replica.primary import HttpPrimary, Primary, Stream, read_snapshot, read_snapshot_header
 from dbsvc.replica.status import ReplicaStatus
 from dbsvc.storage import compact
 from dbsvc.storage.history import History, history_from_json
 from dbsvc.storage.lock import WriterLock
-from dbsvc.storage.logfile import FRAME, FRAME_HEADER_SIZE
 from dbsvc.storage.logwriter import WriteState
 from dbsvc.storage.snapshot import SnapshotImage, decode_snapshot
 from dbsvc.storage.store import Store
 
 log = logging.getLogger("dbsvc.replica")
 
-BATCH = 512  # frames applied per turn of the loop, at most (rule 3): a pause of the loop of about 10 ms
-BATCH_BYTES = 1 << 20  # ... and bytes
 POLL_SECONDS = 1.0
 MAX_BACKOFF = 10.0
 RETRIED = frozenset({408, 425, 429})
@@ -128,7 +124,6 @@ HEAD_FRAME_SECONDS = 10.0  # how long the primary's copy of our head frame may t
 COMPACT_SECONDS = 3600.0  # how long a compaction at the primary's cut may take (rule 9)
 
 Opener = Callable[[WriterLock | None], Store]
-_HEADER = FRAME  # a frame's header: offset, crc32, length (storage/logfile.py)
 
 
 def next_wait(delay: float, draw: float) -> tuple[float, float]:
@@ -186,7 +181,7 @@ class Follower:
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
-        self._unsynced: asyncio.Future[None] | None = None  # the last group applied (rule 3)
+        self._pipeline = Pipeline()  # the groups applied, not yet durable (rule 3)
         self._cut: tuple[str, int] | None = None  # the primary's next epoch and its base (rule 9)
         self.store: Store = opener(None)
         self.status.synced = self.store.head_offset > 0  # rule 8: it followed before
@@ -345,36 +340,14 @@ class Follower:
         """Rule 3: read, check and apply frames from `expected` on until stopped."""
         last_poll = time.monotonic()
         while not self._stop.is_set():
-            batch: list[bytes] = []
-            size = 0
-            full = False
-            message = ws.receive(timeout=0.5)
-            limit = self.store.max_payload
-            while message is not None:
-                # check_frame_bytes's checks, inline: a call per frame was a fifth of the reading
-                # thread; a frame that fails any of them goes to it for the reason.
-                if (
-                    type(message) is not bytes
-                    or len(message) < FRAME_HEADER_SIZE
-                    or (head := _HEADER.unpack_from(message))[0] != expected
-                    or not head[2] == len(message) - FRAME_HEADER_SIZE <= limit
-                    or crc32(memoryview(message)[FRAME_HEADER_SIZE:]) != head[1]
-                ):
-                    try:
-                        message = check_frame_bytes(message, expected, limit)
-                    except FrameError as exc:
-                        if batch:  # the good frames before it still count
-                            self._call_on_loop(self._apply, batch, False)
-                        raise _Stop(str(exc)) from None
-                frame = message
-                batch.append(frame)
-                size += len(frame)
-                expected += 1
-                full = len(batch) >= BATCH or size >= BATCH_BYTES
-                if full:
-                    break
-                message = ws.receive(timeout=0)
-            if batch or self._unsynced is not None:
+            try:
+                batch, full = read_group(ws, expected, self.store.max_payload, 0.5)
+            except BadFrame as exc:
+                if exc.frames:  # the good frames before it still count
+                    self._call_on_loop(self._apply, exc.frames, False)
+                raise _Stop(exc.reason) from None
+            expected += len(batch)
+            if batch or self._pipeline.unsynced is not None:
                 # More is waiting only after a full group: read it while this one is written.
                 self._call_on_loop(self._apply, batch, full)
             if not batch and self.store.head_offset >= self.status.primary_offset:
@@ -493,27 +466,8 @@ class Follower:
             raise _Stop(str(exc)) from None
 
     async def _apply(self, frames: list[bytes], pipelined: bool) -> None:
-        """Rule 3: apply `frames` as one group (one write, one fsync), then wait until the
-        group before them is durable, and with `pipelined` (more frames are waiting) only
-        that one: the next group is then read and checked while this one is written, and
-        never more than two groups are unacknowledged."""
-        previous, self._unsynced = self._unsynced, None
-        try:
-            if frames:
-                self._unsynced = self.store.apply_replicated_frames(frames)
-        except (StreamError, EpochChanged):
-            # The frames before the refused one were committed (follow.py rule 2): wait for them.
-            if previous is not None:
-                await previous
-            store = self.store
-            while store.head_offset < store.applied_offset and store.health().writable:
-                await asyncio.sleep(0.001)
-            raise
-        if previous is not None:
-            await previous
-        if not pipelined and self._unsynced is not None:
-            current, self._unsynced = self._unsynced, None
-            await current
+        """Rule 3: apply `frames` as one group (groups.py G3)."""
+        await self._pipeline.apply(self.store, frames, pipelined)
 
     def _settle(self) -> None:
         """Wait until the last group applied is durable (the stream ended), so the next
@@ -521,7 +475,7 @@ class Follower:
         read-only until a restart (a failed fsync: commit.py rule 4) stops following here
         (rule 4), where connecting again would say `following` for as long as the primary
         is quiet. Anything else the next apply reports."""
-        if self._unsynced is None:
+        if self._pipeline.unsynced is None:
             return
         try:
             self._call_on_loop(self._apply, [], False)
@@ -529,7 +483,7 @@ class Follower:
             log.warning(
                 "following %s: the last frames applied did not become durable: %s", self.endpoint.http_base, exc
             )
-            self._unsynced = None
+            self._pipeline.unsynced = None
             if self.store.health().state is WriteState.FAILED:
                 raise _Stop(str(exc)) from exc
 
@@ -565,7 +519,7 @@ class Follower:
         then our history its history (rule 7: a crash between leaves the old record,
         which only makes the next start bootstrap again)."""
         lock = self.store.close(keep_lock=True)  # what was applied is durable by then
-        self._unsynced = None
+        self._pipeline.unsynced = None
         compact.install(self.directory, image)
         self.store = self._opener(lock)
         if history is not None:

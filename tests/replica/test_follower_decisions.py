@@ -24,7 +24,7 @@ from typing import Any
 import pytest
 
 from dbsvc.errors import ConfigError, CorruptLog, HandshakeRefused, StreamError, WebSocketClientError
-from dbsvc.replica import follower as follower_module
+from dbsvc.replica import groups
 from dbsvc.replica.consumer import parse_endpoint
 from dbsvc.replica.follower import Follower, next_wait
 from dbsvc.replica.status import ReplicaStatus
@@ -366,7 +366,7 @@ def test_a_group_is_read_while_the_one_before_is_written_and_no_third_before_it_
     gate = tmp_path / "gate"
     monkeypatch.setenv("DBSVC_FAULT", f"fsync:1:HOLD={gate}")
     seen: dict[int, tuple[int, int]] = {}
-    group = follower_module.BATCH
+    group = groups.BATCH
     last = 2 * group + 100
     primary = ScriptedPrimary(body(EPOCH_A, last, hist=history(H1)))
     node: Replica | None = None

@@ -27,7 +27,7 @@ from replica.test_follower_decisions import (  # the scripted primary and the in
     insert,
 )
 
-MIB = 1 << 20  # follower.BATCH_BYTES
+MIB = 1 << 20  # groups.BATCH_BYTES
 
 
 def sized(offset: int, size: int) -> bytes:

@@ -25,13 +25,13 @@ from replica.test_follower_decisions import (  # the scripted primary and the in
 )
 
 from dbsvc.errors import WebSocketClientError
-from dbsvc.replica import follower as follower_module
+from dbsvc.replica import groups
 
-GROUP = 512  # follower.BATCH: a full group, so the thread reads on before it is durable
+GROUP = 512  # groups.BATCH: a full group, so the thread reads on before it is durable
 
 
 def test_the_group_size_is_the_documented_one():
-    assert follower_module.BATCH == GROUP
+    assert groups.BATCH == GROUP
 
 
 def test_a_stream_that_ends_after_a_full_group_reconnects_only_once_it_is_durable(replica, tmp_path, monkeypatch):

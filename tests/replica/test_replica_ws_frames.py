@@ -10,9 +10,12 @@ sends hand-made frames in the pieces a test chooses (one byte at a time, or glue
 from __future__ import annotations
 
 import base64
+import fcntl
 import hashlib
 import socket
+import termios
 import threading
+import time
 
 import pytest
 
@@ -63,6 +66,8 @@ class Server:
         self.listener = socket.create_server(("127.0.0.1", 0))
         self.port = self.listener.getsockname()[1]
         self.pieces, self.glued = pieces, glued
+        self.hold: threading.Event | None = None  # set: the pieces after the first wait for it
+        self.pieces_sent: list[int] = []
         self.received = bytearray()
         self.sent = threading.Event()
         self.thread = threading.Thread(target=self.run, daemon=True)
@@ -85,8 +90,12 @@ class Server:
                 b"HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
                 b"Sec-WebSocket-Accept: " + accept + b"\r\n\r\n" + self.glued
             )
-            for piece in self.pieces:
+            for n, piece in enumerate(self.pieces):
+                if n and self.hold is not None:
+                    self.hold.wait(10)
                 conn.sendall(piece)
+                delivered(conn)
+                self.pieces_sent.append(n)
             self.sent.set()
             try:
                 while data := conn.recv(4096):
@@ -99,6 +108,14 @@ class Server:
     def close(self) -> None:
         self.listener.close()
         self.thread.join(5)
+
+
+def delivered(conn: socket.socket) -> None:
+    """Wait (bounded) until the peer's kernel holds every byte sent (TIOCOUTQ: none unacked)."""
+    deadline = time.monotonic() + 5
+    while fcntl.ioctl(conn.fileno(), termios.TIOCOUTQ, b"\0\0\0\0") != b"\0\0\0\0":
+        assert time.monotonic() < deadline, "loopback bytes not delivered within 5 s"
+        time.sleep(0.001)
 
 
 def receive_all(server: Server, count: int, **kw) -> list:
@@ -189,5 +206,25 @@ def test_a_close_frame_ends_the_stream_with_its_code_and_reason():
             with pytest.raises(WebSocketClosed) as info:
                 ws.receive(timeout=10)
             assert (info.value.code, info.value.reason) == (1001, "going away")
+    finally:
+        server.close()
+
+
+def test_receive_with_no_time_left_reads_what_the_socket_already_holds_and_never_waits():
+    # Rule C3: receive(0) answers messages that arrived after the last read, so a reader
+    # taking "what is ready" (a replica's group, replica/groups.py G1) does not stop where
+    # one recv ended. Before: receive(0) looked only at messages an earlier recv had cut.
+    server = Server([frame(b"first"), frame(b"second") + frame(b"third")])
+    server.hold = threading.Event()
+    try:
+        with open_websocket(f"ws://127.0.0.1:{server.port}/", timeout=10) as ws:
+            assert ws.receive(timeout=10) == b"first"
+            started = time.monotonic()
+            assert [ws.receive(timeout=0) for _ in range(40)] == [None] * 40  # nothing more has come
+            assert time.monotonic() - started < 1  # and none of the 40 waited (a 50 ms wait each: 2 s)
+            server.hold.set()
+            server.sent.wait(5)
+            assert server.pieces_sent == [0, 1]  # and delivered: the bytes are in our socket
+            assert [ws.receive(timeout=0), ws.receive(timeout=0), ws.receive(timeout=0)] == [b"second", b"third", None]
     finally:
         server.close()

@@ -19,7 +19,9 @@ C2. Connecting and the handshake share one deadline (`timeout`). Any status othe
     problem+json body is parsed into `problem`), so a caller tells 410 from 401. A socket
     error or a garbled answer is `WebSocketClientError`.
 C3. `receive(timeout)` returns one whole message (fragments reassembled), or None when
-    none completed within `timeout`; a partial message waits for the next call. A message
+    none completed within `timeout`; a partial message waits for the next call. Bytes the
+    socket already holds are read even once `timeout` is spent (a poll, never a wait), so
+    `receive(0)` answers what has arrived, not only what an earlier read brought. A message
     over `max_message` bytes (80 MiB by default) closes with 1009 and raises `MessageTooBig`.
 C4. Pings are answered at once. Nothing at all from the server for `idle_timeout` seconds
     (75: the server pings an idle peer every 30) aborts the socket as dead.
@@ -41,6 +43,7 @@ C6. Frame boundaries are found here, not by wsproto: every frame header is read 
 from __future__ import annotations
 
 import collections
+import select
 import socket
 import time
 import urllib.parse
@@ -69,6 +72,7 @@ CLIENT_MAX_MESSAGE = 80 * 1024 * 1024
 CLIENT_IDLE_TIMEOUT = 75.0
 _REFUSAL_BODY_LIMIT = 1 << 20
 _RECV_SIZE = 1 << 18
+_POLL_READ = 0.05  # the bound of rule C3's one read past the deadline
 
 
 def _client_target(url: str) -> tuple[str, int, str, str, bool]:
@@ -193,8 +197,12 @@ class ClientWebSocket:
                 self._end(WebSocketClosed(ABNORMAL, f"nothing received for {self._idle_timeout:g} s"))
                 continue
             if deadline is not None and now >= deadline:
-                return None
-            self._sock.settimeout(idle_end - now if deadline is None else min(idle_end, deadline) - now)
+                if not select.select((self._sock,), (), (), 0)[0]:  # rule C3: what the socket holds
+                    return None  # already is read, even then; nothing is waited for
+                wait = _POLL_READ  # readable: a plain socket's recv returns at once (TLS: a record's rest)
+            else:
+                wait = idle_end - now if deadline is None else min(idle_end, deadline) - now
+            self._sock.settimeout(wait)
             try:
                 data = self._sock.recv(_RECV_SIZE)
             except TimeoutError:

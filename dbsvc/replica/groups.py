@@ -1,0 +1,105 @@
+"""A read replica's groups (follower.py rule 3): the frames its reading thread takes from
+the `/replicate` stream at once, each checked, and the pipeline that applies them.
+
+Imports the consumer's frame check, the log's frame layout and the store's type; never a
+socket (a group is read from a `primary.Stream`) and nothing of the follower's decisions.
+
+Rules:
+G1. A group is what the stream has ready: the first message waits up to `wait` seconds,
+    then every message already received joins it, up to BATCH frames or BATCH_BYTES bytes
+    (the frame that reaches BATCH_BYTES joins and ends it). `full` says it ended at a bound:
+    more is waiting.
+G2. Each frame is checked before it joins: binary, a whole header, the offset expected
+    (one past the last), a length equal to the rest and within the store's `max_payload`,
+    the CRC. The checks are inline (a `check_frame_bytes` call per frame was a fifth of
+    the reading thread); a frame that fails any of them goes to `check_frame_bytes` for the
+    reason, and `BadFrame` carries that reason and the good frames before it, which still
+    count (the follower applies them before it stops).
+G3. The pipeline (`Pipeline.apply`, on the event loop): a group is applied as one
+    (`Store.apply_replicated_frames`: one write, one fsync), then the group before it is
+    awaited until durable; with `pipelined` (more frames are waiting) this one is not, so
+    the reading thread reads and checks the next group while this one is written: never
+    more than two groups are unacknowledged. A refused frame (`StreamError`,
+    `EpochChanged`) waits for the frames committed before it, then raises.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from zlib import crc32
+
+from dbsvc.errors import EpochChanged, StreamError
+from dbsvc.replica.consumer import FrameError, check_frame_bytes
+from dbsvc.replica.primary import Stream
+from dbsvc.storage.logfile import FRAME, FRAME_HEADER_SIZE
+from dbsvc.storage.store import Store
+
+BATCH = 512  # frames applied per turn of the loop, at most (G1): a pause of the loop of about 10 ms
+BATCH_BYTES = 1 << 20  # ... and bytes
+_HEADER = FRAME  # a frame's header: offset, crc32, length (storage/logfile.py)
+
+
+class BadFrame(Exception):
+    """A frame failed G2's checks: `reason` says why, `frames` are the good ones before it."""
+
+    def __init__(self, reason: str, frames: list[bytes]) -> None:
+        super().__init__(reason)
+        self.reason = reason
+        self.frames = frames
+
+
+def read_group(ws: Stream, expected: int, limit: int, wait: float) -> tuple[list[bytes], bool]:
+    """G1 and G2: the checked frames from offset `expected` on that `ws` has ready (the first
+    awaited up to `wait` seconds), and whether the group is full."""
+    batch: list[bytes] = []
+    size = 0
+    full = False
+    message = ws.receive(timeout=wait)
+    while message is not None:
+        if (
+            type(message) is not bytes
+            or len(message) < FRAME_HEADER_SIZE
+            or (head := _HEADER.unpack_from(message))[0] != expected
+            or not head[2] == len(message) - FRAME_HEADER_SIZE <= limit
+            or crc32(memoryview(message)[FRAME_HEADER_SIZE:]) != head[1]
+        ):
+            try:
+                message = check_frame_bytes(message, expected, limit)
+            except FrameError as exc:
+                raise BadFrame(str(exc), batch) from None
+        frame = message
+        batch.append(frame)
+        size += len(frame)
+        expected += 1
+        full = len(batch) >= BATCH or size >= BATCH_BYTES
+        if full:
+            break
+        message = ws.receive(timeout=0)
+    return batch, full
+
+
+class Pipeline:
+    """G3: the groups applied and not yet known durable (at most two)."""
+
+    def __init__(self) -> None:
+        self.unsynced: asyncio.Future[None] | None = None  # the last group applied
+
+    async def apply(self, store: Store, frames: list[bytes], pipelined: bool) -> None:
+        """G3: apply `frames` as one group, then wait until the group before them is
+        durable, and without `pipelined` this one too."""
+        previous, self.unsynced = self.unsynced, None
+        try:
+            if frames:
+                self.unsynced = store.apply_replicated_frames(frames)
+        except (StreamError, EpochChanged):
+            # The frames before the refused one were committed (follow.py rule 2): wait for them.
+            if previous is not None:
+                await previous
+            while store.head_offset < store.applied_offset and store.health().writable:
+                await asyncio.sleep(0.001)
+            raise
+        if previous is not None:
+            await previous
+        if not pipelined and self.unsynced is not None:
+            current, self.unsynced = self.unsynced, None
+            await current
