@@ -62,9 +62,8 @@ def matches(table: Table, query: tuple[str, ...]) -> set[Any]:
                 index.kept[query] = (found, len(rows), rows[-1])
                 return found
         del index.kept[query]
-    cost = index.cost(query)
-    found = index.match(query)
-    if cost >= KEEP_AT and (len(query) > 1 or len(index.expand(query[0])) > 1):
+    found, cost, alone = index.match_costed(query)  # each query word expanded once
+    if cost >= KEEP_AT and not alone:
         if len(index.kept) >= KEPT_SEARCHES:
             index.kept.clear()
         index.kept[query] = (found, len(rows), rows[-1] if rows else None)
