@@ -41,8 +41,9 @@ about 27 to 53 bytes an id), where adding and removing one is O(1). Both answer 
 `in` and iteration, which is all `match` asks. A distinct word also costs its str, a dict
 entry and an entry of `ordered`; the id objects are the records' own.
 
-`kept` is storage/searches.py's: the matches of the costly queries lists asked, with the
-table's row count they were matched at (cleared by `build`; searches.py keeps it current).
+`kept` and `cheap` are storage/searches.py's: the matches of the queries lists asked (the
+costly ones and the others), with the table's row count they were matched at (cleared by
+`build`; searches.py keeps them current).
 
 Imports sortedlist.py and the tokenizer only; no I/O.
 """
@@ -67,15 +68,17 @@ Ids = tuple[Any, ...] | set[Any]
 class WordIndex:
     """The inverted index of one model's `@search` fields (module docstring)."""
 
-    __slots__ = ("kept", "ordered", "positions", "postings", "sets")
+    __slots__ = ("cheap", "kept", "ordered", "positions", "postings", "sets")
 
     def __init__(self, positions: Sequence[int]) -> None:
         self.positions = tuple(positions)  # where the @search fields are in a record's values
         self.postings: dict[str, Ids] = {}
         self.sets: dict[str, set[Any]] = {}  # the set entries of `postings` (invariants)
         self.ordered = SortedIndex()
-        # query -> (its matches, the table's row count then, its last row): searches.py
-        self.kept: dict[tuple[str, ...], tuple[set[Any], int, Any]] = {}
+        # query -> (its matches, the table's row count then, its last row, the ids its match
+        # read): searches.py, the costly queries in `kept` and the cheaper ones in `cheap`
+        self.kept: dict[tuple[str, ...], tuple[set[Any], int, Any, int]] = {}
+        self.cheap: dict[tuple[str, ...], tuple[set[Any], int, Any, int]] = {}
 
     def record_words(self, values: Sequence[Any]) -> set[str]:
         """The distinct words of a record's `@search` fields (its values in field order)."""
@@ -95,6 +98,7 @@ class WordIndex:
         self.postings = {w: tuple(ids) if len(ids) <= SMALL else set(ids) for w, ids in lists.items()}
         self.sets = {w: ids for w, ids in self.postings.items() if type(ids) is set}
         self.kept.clear()
+        self.cheap.clear()
         self.ordered = SortedIndex.from_sorted(sorted(self.postings))
 
     def add(self, id_: Any, values: Sequence[Any]) -> None:
