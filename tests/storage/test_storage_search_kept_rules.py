@@ -197,12 +197,13 @@ def test_a_model_without_a_search_field_matches_nothing():
     assert matches(table, ("x",)) == set()
 
 
-def test_a_cheap_querys_rows_are_replayed_while_500_an_id_is_within_the_ids_its_match_read():
-    # "alpha" reads 600 ids: one row replayed (500 <= 600), two matched again; "beta" reads 400: none
+def test_a_cheap_querys_rows_are_replayed_while_500_an_id_is_within_1024():
+    # "alpha" reads 600 ids, "beta" 400: both replay up to 2 rows (1,000 <= 1,024), not 3
     for query, writes, replayed in (
-        (("alpha", "zed"), 1, True),
-        (("alpha", "zed"), 2, False),
-        (("beta", "zed"), 1, False),
+        (("alpha", "zed"), 2, True),
+        (("alpha", "zed"), 3, False),
+        (("beta", "zed"), 2, True),
+        (("beta", "zed"), 3, False),
     ):
         table, next_id = table_of((600, "alpha zed"), (400, "beta zed"))
         found = matches(table, query)
@@ -215,6 +216,15 @@ def test_a_cheap_querys_rows_are_replayed_while_500_an_id_is_within_the_ids_its_
         assert (again is found) == replayed, (query, writes)
         assert set(range(next_id, next_id + writes)) <= again and len(again) == before + writes
         assert cheap(table)[query][:2] == (again, 1000 + writes)
+
+
+def test_a_replayed_row_holding_the_query_words_inside_its_words_is_no_match():
+    table, next_id = table_of((30, "alpha beta"), (50, "alpha"))
+    found = matches(table, ("alp", "bet"))
+    table.insert(ITEM.row(record(next_id, "xalpha xbeta")))  # substrings, no word starts with them
+    table.insert(ITEM.row(record(next_id + 1, "Alphabet BETTER")))  # a match, in other letter cases
+    assert matches(table, ("alp", "bet")) is found
+    assert found == set(range(1, 31)) | {next_id + 1}
 
 
 def test_the_sixty_fifth_cheap_query_drops_the_oldest_and_never_a_costly_one():
