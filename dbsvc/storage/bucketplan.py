@@ -18,7 +18,10 @@ plans here only choose a cheaper way to the same page:
 - a prefix on a str @sort field, alone, sorted by another field S (`_prefix_plan`): the
   prefix's ids kept in S's order (buckets.py `prefix_order`, built where seek.py would
   gather and sort them, under the same rule), then a seek as for a filter value's order;
-  `total` is the order's size.
+  `total` is the order's size. A prefix under BUCKET_AT ids is never kept: its ids (a slice
+  of the field's index) are ordered here by the sort's key columns, where seek.py's gather
+  found the window again and tested every id against it (at 20,000 posts `ab`'s 29 ids:
+  22 -> 10 us in process, bench/README.md session 10).
 - a range on one @sort field R plus filters (operators, seek.py's domain otherwise), with no
   sort or sorted by R: the bucket's order for R gives the range's count by position
   (O(log s), `Window.count`) and, sorted by R, its page by position; in id order the bucket
@@ -43,7 +46,7 @@ from dbsvc.runtime import Filters, Query
 from dbsvc.storage.buckets import BUCKET_AT, BucketOrder
 from dbsvc.storage.conditions import window_test, windows_of
 from dbsvc.storage.hashes import HashIndex
-from dbsvc.storage.seek import page_ids, runs_in_order
+from dbsvc.storage.seek import ordered_ids, page_ids, runs_in_order
 from dbsvc.storage.table import Table
 
 WALK_FACTOR = 2  # query.py's: a bucket of s ids is taken while s * s <= factor * end * n
@@ -184,8 +187,8 @@ def bucket_operators(table: Table, query: Query) -> tuple[list[Any], int, bool] 
 def _prefix_plan(table: Table, query: Query) -> tuple[list[Any], int, bool] | None:
     """(page ids, total, whether more follow) of a prefix on a str @sort field, the one
     condition, sorted by another field: from the prefix's ids kept in that field's order
-    (buckets.py `prefix_order`), or None when it is not kept and holds fewer than
-    BUCKET_AT ids or so many that seek.py's walk of the sort order is cheaper."""
+    (buckets.py `prefix_order`), or under BUCKET_AT ids ordered now and never kept, or None
+    when it is not kept and holds so many that seek.py's walk of the sort order is cheaper."""
     field, low, low_in, high, high_in = query.ranges[0]
     sort = tuple(query.sort)
     if query.where_row is not None or not sort or sort[0][0] == field or sort[0][0] not in table.ordered:
@@ -199,8 +202,13 @@ def _prefix_plan(table: Table, query: Query) -> tuple[list[Any], int, bool] | No
     if order is None:
         window, index = windows_of(table, query)[0][field], table.ordered[field]
         size = window.count(index)
-        if size < BUCKET_AT or size * size > WALK_FACTOR * end * len(table.live):
+        if size * size > WALK_FACTOR * end * len(table.live):
             return None
+        if size < BUCKET_AT:  # few: ordered here by the key columns, never kept
+            if size == 0 or limit == 0 or offset >= size:
+                return [], size, False
+            ids = ordered_ids(window.ids(index), sort, table)[offset:end]
+            return ids[:limit], size, len(ids) > limit
         order = table.buckets.prefix_order(field, low, window.ids(index), first, table.ordered[first])
     total = len(order)
     if total == 0 or limit == 0 or offset >= total:

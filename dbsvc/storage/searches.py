@@ -3,9 +3,9 @@
 A search of several words (or of a prefix held by many words) costs a pass over the
 cheapest word's ids at every list: `search=a b` at 1,000,000 posts intersects postings of
 6,720 and 25,779 ids (143 us) to find 168 matches, and `total` needs them all. `matches`
-keeps such a query's matches in its table's `WordIndex` (`kept`: query -> (matches, the
-table's row count then, the last row object then)) and, at the next list, applies only the
-rows written since (`Table.rows`, one (id, stored record or None, previous) a write): a
+keeps a query's matches in its table's `WordIndex` (`kept` or `cheap`: query -> (matches,
+the table's row count then, the last row object then, the ids its match read)) and, at the
+next list, applies only the rows written since (`Table.rows`, one (id, stored record or None, previous) a write): a
 record there whose `@search` fields now match is added, any other is taken out. Rows are
 replayed only while they are few (each one cuts a record's text into words again, the
 tokenizer the index uses, dbsvc/textsearch.py), else the query is matched again.
@@ -14,12 +14,25 @@ Invariant: a kept entry's matches are exactly the ids whose live record matched 
 count. It is trusted only while the table's rows still hold its last row object at the same
 place: an `undo_last` pops rows, so rows popped (and others appended in their place) make
 it stale and it is matched again. A new epoch (compaction, a restore) is a new table with a
-new index, and `WordIndex.build` (a snapshot's load) clears `kept`.
+new index, and `WordIndex.build` (a snapshot's load) clears both pools.
 
-Kept only for queries whose match reads KEEP_AT ids or more and is not one word's postings
-as they are (one word holding one posting set: `match` copies it, and its count is that
-set's size): at most KEPT_SEARCHES queries a table, the next one dropping them all, so the
-memory is bounded by KEPT_SEARCHES sets, each no larger than its cheapest word's postings.
+Every query is kept but one word's postings as they are (one word holding one posting set:
+`match` copies it, and its count is that set's size), in one of two pools of its table's
+`WordIndex`, by the ids its match read first (words.py `match_costed`, which expands each
+query word once): KEEP_AT ids or more in `kept`, at most KEPT_SEARCHES queries, the next one
+dropping them all (each set no larger than its cheapest word's postings); fewer in `cheap`,
+at most CHEAP_KEPT queries, the next one dropping the oldest (each set under KEEP_AT ids when
+matched, and never more than its cheapest word's postings). Two pools, so that many cheap
+queries never push the costly ones out: a cheap query is kept because a match made afresh
+costs most of its list at 20,000 posts (the expansions, the sort, the narrowing: ~13 us of a
+~50 us list), where its matches are a few ids (bench/README.md, session 10).
+
+Rows are replayed while they cost no more than matching again: (rows since) * REPLAY_COST
+<= the ids the match read (kept in the entry), or KEEP_AT when it read fewer (a match costs
+~10 us at any size, its expansions and narrowing: about two rows cut into words), else the
+query is matched again. A replayed row is first tested by its folded text (a query word is
+a prefix of one of its words, so a substring of that text): a row without one of the query
+words, most rows, costs a fold (~0.3 us for a 300-character post) and no cut into words.
 
 The sets handed out are the kept ones: callers read them during one synchronous call and
 never change them (seek.py, conditions.py). Imports rows.py, table.py (types), textsearch.
@@ -31,10 +44,12 @@ from typing import Any
 
 from dbsvc.storage.rows import unpack
 from dbsvc.storage.table import Table
+from dbsvc.textsearch import fold
 from dbsvc.textsearch import matches as text_matches
 
-KEEP_AT = 1024  # ids a query's match reads first before its matches are kept
-KEPT_SEARCHES = 16  # queries kept a table
+KEEP_AT = 1024  # ids a query's match reads first for it to be kept among the costly ones
+KEPT_SEARCHES = 16  # costly queries kept a table: the next one drops them all
+CHEAP_KEPT = 64  # cheaper queries kept a table: the next one drops the oldest
 REPLAY_COST = 500  # a row replayed costs about this many ids matched (a record's text cut into words)
 
 
@@ -45,27 +60,40 @@ def matches(table: Table, query: tuple[str, ...]) -> set[Any]:
     if index is None:
         return set()
     rows = table.rows
-    kept = index.kept.get(query)
-    if kept is not None:
-        found, count, last = kept
+    pool = index.kept
+    entry = pool.get(query)
+    if entry is None:
+        pool = index.cheap
+        entry = pool.get(query)
+    if entry is not None:
+        found, count, last, cost = entry
         if count <= len(rows) and (count == 0 or rows[count - 1] is last):
             if count == len(rows):
                 return found
-            if (len(rows) - count) * REPLAY_COST <= max(len(found), KEEP_AT):
+            if (len(rows) - count) * REPLAY_COST <= max(cost, KEEP_AT):
                 positions = index.positions
                 for id_, record, _previous in rows[count:]:  # in order: an id's last row wins
                     values = unpack(record) if record is not None else None
-                    if values is not None and text_matches([values[p] for p in positions], query):
+                    texts = [values[p] for p in positions] if values is not None else []
+                    # A query word is a prefix of a word of the folded text, so a substring of it:
+                    # a text without one of them is no match (most rows), found without cutting it.
+                    folded = fold(" ".join([text for text in texts if text]))
+                    if all(word in folded for word in query) and text_matches(texts, query):
                         found.add(id_)
                     else:
                         found.discard(id_)
-                index.kept[query] = (found, len(rows), rows[-1])
+                pool[query] = (found, len(rows), rows[-1], cost)
                 return found
-        del index.kept[query]
-    cost = index.cost(query)
-    found = index.match(query)
-    if cost >= KEEP_AT and (len(query) > 1 or len(index.expand(query[0])) > 1):
-        if len(index.kept) >= KEPT_SEARCHES:
-            index.kept.clear()
-        index.kept[query] = (found, len(rows), rows[-1] if rows else None)
+        del pool[query]
+    found, cost, alone = index.match_costed(query)
+    if not alone:
+        entry = (found, len(rows), rows[-1] if rows else None, cost)
+        if cost >= KEEP_AT:
+            if len(index.kept) >= KEPT_SEARCHES:
+                index.kept.clear()
+            index.kept[query] = entry
+        else:
+            if len(index.cheap) >= CHEAP_KEPT:
+                del index.cheap[next(iter(index.cheap))]
+            index.cheap[query] = entry
     return found

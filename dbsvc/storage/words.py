@@ -41,8 +41,9 @@ about 27 to 53 bytes an id), where adding and removing one is O(1). Both answer 
 `in` and iteration, which is all `match` asks. A distinct word also costs its str, a dict
 entry and an entry of `ordered`; the id objects are the records' own.
 
-`kept` is storage/searches.py's: the matches of the costly queries lists asked, with the
-table's row count they were matched at (cleared by `build`; searches.py keeps it current).
+`kept` and `cheap` are storage/searches.py's: the matches of the queries lists asked (the
+costly ones and the others), with the table's row count they were matched at (cleared by
+`build`; searches.py keeps them current).
 
 Imports sortedlist.py and the tokenizer only; no I/O.
 """
@@ -67,15 +68,17 @@ Ids = tuple[Any, ...] | set[Any]
 class WordIndex:
     """The inverted index of one model's `@search` fields (module docstring)."""
 
-    __slots__ = ("kept", "ordered", "positions", "postings", "sets")
+    __slots__ = ("cheap", "kept", "ordered", "positions", "postings", "sets")
 
     def __init__(self, positions: Sequence[int]) -> None:
         self.positions = tuple(positions)  # where the @search fields are in a record's values
         self.postings: dict[str, Ids] = {}
         self.sets: dict[str, set[Any]] = {}  # the set entries of `postings` (invariants)
         self.ordered = SortedIndex()
-        # query -> (its matches, the table's row count then, its last row): searches.py
-        self.kept: dict[tuple[str, ...], tuple[set[Any], int, Any]] = {}
+        # query -> (its matches, the table's row count then, its last row, the ids its match
+        # read): searches.py, the costly queries in `kept` and the cheaper ones in `cheap`
+        self.kept: dict[tuple[str, ...], tuple[set[Any], int, Any, int]] = {}
+        self.cheap: dict[tuple[str, ...], tuple[set[Any], int, Any, int]] = {}
 
     def record_words(self, values: Sequence[Any]) -> set[str]:
         """The distinct words of a record's `@search` fields (its values in field order)."""
@@ -95,6 +98,7 @@ class WordIndex:
         self.postings = {w: tuple(ids) if len(ids) <= SMALL else set(ids) for w, ids in lists.items()}
         self.sets = {w: ids for w, ids in self.postings.items() if type(ids) is set}
         self.kept.clear()
+        self.cheap.clear()
         self.ordered = SortedIndex.from_sorted(sorted(self.postings))
 
     def add(self, id_: Any, values: Sequence[Any]) -> None:
@@ -202,29 +206,37 @@ class WordIndex:
     def match(self, query: Sequence[str]) -> set[Any]:
         """The ids every word of `query` matches (module docstring). A new set: the caller
         may keep or change it."""
+        return self.match_costed(query)[0]
+
+    def match_costed(self, query: Sequence[str]) -> tuple[set[Any], int, bool]:
+        """(`match(query)`, `cost(query)`, whether the ids read first were one indexed word's
+        postings, kept as they are), each query word expanded once: what storage/searches.py
+        decides to keep a query by, where a `cost` then a `match` expanded every word twice
+        (~40% of a search's plan at 20,000 posts, bench/README.md)."""
         expanded = sorted(((sum(map(len, sets)), i, sets) for i, sets in enumerate(map(self.expand, query))))
         if not expanded or expanded[0][0] == 0:
-            return set()
-        _cost, _i, first = expanded[0]
+            return set(), 0, False
+        cost, _i, first = expanded[0]
+        alone = len(expanded) == 1 and len(first) == 1
         # The cheapest word's ids, not copied while they are one word's postings: the first
         # narrowing makes the new set, over the smaller side (at 1,000,000 posts two common
         # words' union copy was most of a search, bench/README.md "Lists of the present").
         found: Ids = first[0] if len(first) == 1 else set().union(*first)
-        for cost, _i, sets in expanded[1:]:
-            if cost == 0:
-                return set()
+        for size, _i, sets in expanded[1:]:
+            if size == 0:
+                return set(), cost, alone
             if len(sets) == 1:  # one word: C speed, over the smaller side when both are sets
                 found = _intersection(found, sets[0])
-            elif cost <= UNION_FACTOR * len(found) * len(sets):  # each word's share, joined
+            elif size <= UNION_FACTOR * len(found) * len(sets):  # each word's share, joined
                 found = set().union(*[_intersection(found, ids) for ids in sets])
             else:  # a short prefix held by many words, against few candidates
                 found = {id_ for id_ in found if any(id_ in ids for ids in sets)}
             if not found:
-                return set()
+                return set(), cost, alone
         # a narrowing or the union made a new set; one word's postings alone are copied
-        if type(found) is set and (len(expanded) > 1 or len(first) > 1):
-            return found
-        return set(found)
+        if alone or type(found) is not set:
+            return set(found), cost, alone
+        return found, cost, alone
 
 
 def _intersection(a: Ids, b: Ids) -> set[Any]:

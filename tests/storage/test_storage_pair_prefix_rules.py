@@ -4,12 +4,13 @@ memory (storage/buckets.py `PairCount`, `count`, `prefix_order`; bucketplan.py
 whichever order the filters come in; a prefix kept at 128 ids but not 127, and while
 200 * 200 <= 2 * (offset + limit + 1) * n (a walk of the sort order is cheaper past it);
 only a plain prefix (`s__prefix`, or the same range written out) on a str field sorted by
-another is a prefix plan; the page, `total` and `more` of each against the reference."""
+another is a prefix plan, and one under 128 ids is ordered in place (session 10); the page,
+`total` and `more` of each against the reference."""
 
 from __future__ import annotations
 
 from dbsvc.storage import query as plans
-from dbsvc.storage.bucketplan import bucket_count
+from dbsvc.storage.bucketplan import bucket_count, bucket_operators
 from dbsvc.storage.table import Table
 from tests.storage.test_storage_plan_units import ITEM, reference
 
@@ -272,3 +273,29 @@ def test_a_count_kept_under_a_bucket_grown_past_the_other_is_used_in_either_orde
         assert bucket_count(table, ITEM.parse_list_query(params).filters) == (364, "k", 628), params
         assert counts(table) == {("g", "k"): {1: {"y": 364}}}, params  # found, never counted again
     assert listed(table, ("k", "y"), ("g", "1"), ("limit", "2"), ("offset", "363")) == ([1699], 364, False)
+
+
+def test_a_prefix_under_128_ids_is_ordered_in_place_every_page_and_edge_against_the_reference():
+    """bucketplan.py `_prefix_plan` orders a prefix under BUCKET_AT ids itself (its ids by the
+    sort's key columns), where it declined to seek.py's gather: nulls of the sort field,
+    equal keys, one and two sort keys both ways, pages across the end, `limit=0`, an offset
+    past the end, a prefix of one id and of none."""
+    rows = [record(i, n=None if i % 7 == 0 else i % 4, s="ab" if i % 3 == 0 else "abd") for i in range(1, 61)]
+    rows += [record(100 + j, n=j, s="b") for j in range(1, 400)] + [record(999, n=5, s="xyz")]
+    table, records = table_of(rows)
+    for prefix, size in (("ab", 60), ("abd", 40), ("xy", 1), ("zz", 0)):
+        starts = lambda r, p=prefix: r["s"] is not None and r["s"].startswith(p)  # noqa: E731
+        for sort in ([("n", True)], [("n", False)], [("n", True), ("s", False)], [("f", False), ("n", True)]):
+            want = reference(records, starts, sort)
+            text = ",".join(("-" if desc else "") + f for f, desc in sort)
+            for limit, offset in ((20, 0), (20, 45), (7, 53), (0, 0), (5, 60), (100, 0)):
+                got = listed(
+                    table, ("s__prefix", prefix), ("sort", text), ("limit", str(limit)), ("offset", str(offset))
+                )
+                more = limit > 0 and offset + limit < size
+                assert got == (want[offset : offset + limit], size, more), (prefix, sort, limit, offset)
+                query = ITEM.parse_list_query([("s__prefix", prefix), ("sort", text), ("limit", str(limit))])
+                # planned here, not declined, unless a walk of the sort order is cheaper (seek.py's)
+                planned = size * size <= 2 * (limit + 1) * len(records)
+                assert (bucket_operators(table, query) is not None) == planned, (prefix, sort, limit)
+    assert prefixes(table) == {}  # never kept

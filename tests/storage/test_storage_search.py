@@ -1,16 +1,20 @@
 """Text search in the store: under a row test (access rules), in a live query's Init ids,
-and in the index after replaces, deletes, an `as_of` list and a compaction (storage/words.py, seek.py)."""
+and in the index after replaces, deletes, an `as_of` list and a compaction (storage/words.py, seek.py);
+kept searches (storage/searches.py) exact under writes, an aborted batch and a compaction."""
 
 from __future__ import annotations
 
 import asyncio
 import dataclasses
+import random
 import tempfile
 
 from dbsvc.compiler import compile_schema
 from dbsvc.schema import parse_schema
 from dbsvc.storage import Store
+from dbsvc.storage.rows import unpack
 from dbsvc.storage.tenants import compact_tenant, create_tenant
+from dbsvc.textsearch import matches
 from support.query_oracle import SCHEMA, body
 
 MODULE = compile_schema(parse_schema(SCHEMA, "items.dbs"))
@@ -73,5 +77,75 @@ def test_the_index_follows_writes_and_is_rebuilt_by_a_compaction():
             assert ids_of(store, [("search", "red")]) == ([ids[2]], 1)
             assert ids_of(store, [("search", "yellow")]) == ([ids[0]], 1)
             assert ids_of(store, [("search", "pie")]) == ([], 0)
+        finally:
+            store.close()
+
+
+def test_kept_searches_stay_exact_under_writes_an_aborted_batch_and_a_compaction():
+    """Every search below reads under KEEP_AT ids, so each is kept in the cheap pool
+    (storage/searches.py) by its first list; between two lists come inserts, replaces into
+    and out of the matches, deletes, a batch applied then aborted (its rows undone), an
+    online compaction with writes while it runs, and a reopen. Each list is held to the
+    records' own words (textsearch's rule), sorted and paged."""
+    rng = random.Random(36)
+    vocabulary = ["red", "green", "apple", "pepper", "pie", "sky", "rare", "ripe", "raw"]
+    queries = [("red", "apple"), ("r", "p"), ("ripe", "pie"), ("ra", "sky", "green"), ("gre", "pep")]
+
+    def text() -> str:
+        return " ".join(rng.sample(vocabulary, rng.randint(1, 3)))
+
+    def check(s: Store) -> None:
+        records = [ITEM.decode(unpack(stored)) for stored in s.table("Item").live.values()]
+        for query in queries:
+            whole, total = ids_of(s, [("search", " ".join(query)), ("limit", "1000")])
+            want = sorted(r["id"] for r in records if matches([r["t"], r["w"]], query))
+            assert (whole, total) == (want, len(want)), query
+            by_n, _ = ids_of(s, [("search", " ".join(query)), ("sort", "-n"), ("limit", "7"), ("offset", "3")])
+            assert by_n == sorted(want, key=lambda i: -i)[3:10], query  # n is the id here
+        words = s.table("Item").words
+        assert words is not None and set(words.cheap) == set(queries) and not words.kept
+
+    with tempfile.TemporaryDirectory() as tmp:
+        directory = create_tenant(tmp, "t")
+        store = Store.open(directory, MODULE.MODELS, MODULE.DESCRIPTION, sync="off")
+
+        async def go() -> None:
+            for i in range(1, 301):
+                await store.insert("Item", ITEM.validate_create(body({**row(i, text()), "n": i})))
+            check(store)
+            for step in range(8):
+                await store.insert("Item", ITEM.validate_create(body({**row(300 + step, text()), "n": 301 + step})))
+                check(store)
+                i = rng.randint(1, 300)
+                if store.table("Item").live.get(i) is not None:
+                    record = ITEM.validate_create(body({**row(i, text()), "n": i}))
+                    await store.replace("Item", i, {**record, "id": i})
+                    check(store)
+                i = rng.randint(1, 300)
+                if store.table("Item").live.get(i) is not None:
+                    await store.delete("Item", i)
+                    check(store)
+            batch = store.begin_batch()
+            batch.insert("Item", ITEM.validate_create(body({**row(0, "red apple ripe pie"), "n": 999})))
+            kept = next(i for i in range(1, 300) if store.table("Item").live.get(i) is not None)
+            record = ITEM.validate_create(body({**row(kept, "sky raw green"), "n": kept}))
+            batch.replace("Item", kept, {**record, "id": kept})
+            check(store)  # the batch's rows applied: every list sees them
+            batch.abort()
+            check(store)  # and undone: none sees them
+            task = store.compact_now()
+            for i in range(10, 60, 7):
+                if store.table("Item").live.get(i) is not None:
+                    await store.replace("Item", i, {**ITEM.validate_create(body({**row(i, text()), "n": i})), "id": i})
+            await task
+            check(store)
+
+        try:
+            asyncio.run(go())
+        finally:
+            store.close()
+        store = Store.open(directory, MODULE.MODELS, MODULE.DESCRIPTION, sync="off")
+        try:
+            check(store)
         finally:
             store.close()

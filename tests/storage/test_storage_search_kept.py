@@ -22,12 +22,14 @@ from tests.storage.test_storage_plan_units import ITEM
 COUNT = 4000
 WORDS = ["alpha", "alps", "beta", "bet", "gamma", "delta", "omega", "zeta"]
 QUERIES = [("al", "be"), ("gamma", "delta"), ("omega", "alps", "bet")]  # kept: each reads >= KEEP_AT ids
-SMALL = [("zeta",), ("ze", "omega")]  # one word's postings (never kept); a kept prefix pair
+SMALL = [("zeta",), ("ta",), ("ze", "omega")]  # one word's postings (never kept, "ta" is "tau"); a kept pair
+RARE = ["rho", "rhea", "tau"]  # each in ~1 record in 20: under KEEP_AT ids
+CHEAP = [("rho", "al"), ("rh", "gamma", "delta"), ("tau", "rhea"), ("rh",)]  # kept in the cheap pool
 PAGES = [(20, 0), (7, 100), (0, 0)]
 
 
 def row(rng: random.Random, i: int) -> dict:
-    w = " ".join(rng.sample(WORDS, 3)) if rng.random() < 0.9 else None
+    w = " ".join(rng.sample(WORDS, 3) + [r for r in RARE if rng.random() < 0.05]) if rng.random() < 0.9 else None
     return {"id": i, "n": rng.choice([None, 1, 2]), "f": 1.0, "s": None, "k": "x", "g": None, "w": w}
 
 
@@ -56,9 +58,9 @@ def check(table: Table, records: dict[int, dict]) -> None:
     split = {i: set(r["w"].split()) for i, r in records.items() if r["w"] is not None}
     matched = {
         query: {i for i, ws in split.items() if all(any(w.startswith(q) for w in ws) for q in query)}
-        for query in QUERIES + SMALL
+        for query in QUERIES + SMALL + CHEAP
     }
-    for query in QUERIES + SMALL:
+    for query in QUERIES + SMALL + CHEAP:
         for sort in ([], [("n", True)]):
             want = reference(records, lambda r, m=matched[query]: r["id"] in m, sort)
             for limit, offset in PAGES:
@@ -68,7 +70,7 @@ def check(table: Table, records: dict[int, dict]) -> None:
                 assert ([r["id"] for r in page], total) == (want[offset : offset + limit], len(want)), params
                 assert more == (limit > 0 and offset + limit < len(want)), params
     assert table.words is not None
-    for query, (found, count, _last) in table.words.kept.items():
+    for query, (found, count, _last, _cost) in [*table.words.kept.items(), *table.words.cheap.items()]:
         assert count == len(table.rows)
         assert found == matched[query], query
 
@@ -77,12 +79,14 @@ def test_a_search_of_several_words_is_kept_and_answered_from_it():
     table, records = filled()
     assert table.words is not None and table.words.kept == {}
     check(table, records)
-    kept = table.words.kept
+    kept, cheap = table.words.kept, table.words.cheap
     assert set(kept) == {*QUERIES, ("ze", "omega")}, set(kept)
+    assert set(cheap) == set(CHEAP), set(cheap)
     assert all(table.words.cost(q) >= KEEP_AT for q in kept)
-    objects = {q: entry[0] for q, entry in kept.items()}
+    assert all(0 < table.words.cost(q) < KEEP_AT for q in cheap)
+    objects = {q: entry[0] for q, entry in [*kept.items(), *cheap.items()]}
     check(table, records)  # no write between: the same sets, none matched again
-    assert all(table.words.kept[q][0] is found for q, found in objects.items())
+    assert all({**kept, **cheap}[q][0] is found for q, found in objects.items())
 
 
 @pytest.mark.parametrize("seed", [1])

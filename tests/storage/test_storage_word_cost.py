@@ -43,3 +43,17 @@ def test_kept_is_empty_on_a_new_index_and_emptied_by_build():
     index.build([(1, (0, "a b")), (2, (0, "b c"))])
     assert index.kept == {}
     assert index.match(("b",)) == {1, 2} and index.cost(("b", "a")) == 1
+
+
+def test_match_costed_is_match_cost_and_whether_one_words_postings_were_read():
+    texts = {1: "alpha beta", 2: "alps beta", 3: "alpha", 4: "beta gamma", 5: "betamax", 6: "al"}
+    texts.update({i: "common rare" if i % 7 == 0 else "common" for i in range(7, 40)})
+    index = index_of(texts)
+    alone = {("alpha",), ("gamma",), ("common",), ("co",), ("rare",), ("betamax",)}  # one indexed word each
+    queries = [("alpha",), ("al",), ("beta",), ("bet", "al"), ("beta", "alp", "gamma"), ("common", "rare")]
+    queries += [("co",), ("r", "c"), ("zeta",), ("beta", "zeta"), ("gamma",), ("common",), ("rare",), ("betamax",), ()]
+    for query in queries:
+        found, cost, one = index.match_costed(query)
+        assert (found, cost, one) == (index.match(query), index.cost(query), query in alone), query
+    found, _cost, one = index.match_costed(("common",))  # one word's postings, copied for the caller
+    assert one and found == index.postings["common"] and found is not index.postings["common"]
