@@ -74,13 +74,26 @@ class Runner:
         leaves nothing behind for the next mutant."""
         items = session.items
         for at, item in enumerate(items):
-            reports = runtestprotocol(item, log=False, nextitem=items[at + 1] if at + 1 < len(items) else None)
+            try:
+                reports = runtestprotocol(item, log=False, nextitem=items[at + 1] if at + 1 < len(items) else None)
+            except Exception as exc:  # pytest's own report of the failure broke (a mutant that
+                # recursed without end leaves too little stack for its traceback's `ast.parse`)
+                self._tear_down(session)
+                return "killed", f"{item.nodeid} ({type(exc).__name__} in pytest's report)"
             failed = [r for r in reports if r.failed]
             if failed:
-                session._setupstate.teardown_exact(None)
+                self._tear_down(session)
                 seen = "timeout" if any("MutantTimeout" in str(r.longrepr) for r in failed) else "killed"
                 return seen, item.nodeid
         return None
+
+    @staticmethod
+    def _tear_down(session: pytest.Session) -> None:
+        """Every fixture torn down; one that fails to (a server a mutant wedged) is dropped."""
+        try:
+            session._setupstate.teardown_exact(None)
+        except Exception:  # noqa: BLE001 - the mutant is killed already
+            session._setupstate.stack.clear()
 
     # The bound covers each phase's own work, never pytest's report of it: an alarm inside
     # the report's source formatting (`ast.parse`) breaks the session.
