@@ -9,9 +9,13 @@ found them unpinned (docs/mutation.md, "... (session 10, wt-mcm)"):
 - A batch whose write call finds no room is rolled back whole, last write first (the
   table's largest id goes back to what it was before the batch), counted a failure per
   write, and once there is room the same batch gets the same offsets and ids.
+- Under `sync="off"` a write whose own write call fails is never applied, and a write told
+  by a completion callback hears `Unavailable` from it (`submit`'s failure branch).
 """
 
 from __future__ import annotations
+
+import asyncio
 
 import pytest
 
@@ -71,5 +75,36 @@ def test_a_batch_that_finds_no_room_is_rolled_back_whole_and_counted_a_failure_a
         assert s.health(retry=True).state is WriteState.OK
         assert run(batch_of_three()) == [2, 3, 4]
         assert s.head_offset == 4
+    finally:
+        s.close()
+
+
+def test_a_callback_write_whose_write_call_fails_under_sync_off_hears_unavailable(tenant, monkeypatch):
+    monkeypatch.setenv("DBSVC_FAULT", "write:2:EIO")  # sync off: write call n is write n
+    s = open_store(tenant, sync="off")
+    heard: list[tuple[int, BaseException | None]] = []
+    try:
+
+        async def go() -> None:
+            settled = asyncio.get_running_loop().create_future()
+
+            def done_for(i: int):
+                def done(error: BaseException | None) -> None:
+                    heard.append((i, error))
+                    if len(heard) == 2:
+                        settled.set_result(None)
+
+                return done
+
+            s.insert_then("User", user(1), done_for(1))
+            s.insert_then("User", user(2), done_for(2))
+            await asyncio.wait_for(settled, 10)
+
+        run(go())
+        assert [i for i, _ in heard] == [1, 2] and heard[0][1] is None
+        assert isinstance(heard[1][1], Unavailable)
+        assert s.get("User", 1)[0] == user(1) and s.get("User", 2)[0] is None
+        assert s.head_offset == 1 and s.stats()["failed_writes"] == 1
+        assert s.health().state is WriteState.FAILED
     finally:
         s.close()
