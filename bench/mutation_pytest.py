@@ -1,0 +1,171 @@
+"""Every mutant of `mutants/` against some tests under pytest, fixtures and all, in one process.
+
+Usage (from the repository root, after `mutants/` holds the mutated modules)::
+
+    python bench/mutation_pytest.py --only dbsvc.storage.commit.xǁCommitQueueǁsubmit__mutmut_ \
+        tests/storage/test_storage_commit_failures.py tests/storage/test_storage_group_write.py
+
+`bench/mutation_inprocess.py` calls plain test functions only; the commit path's tests need
+pytest's fixtures (`tenant`, `monkeypatch`, `caplog`), and a mutmut run pays a forked
+worker and the selection's stats per mutant (docs/mutation.md, "Cost"). This is a pytest
+plugin: pytest collects the named tests once, in `mutants/`, and `pytest_runtestloop` runs
+them unmutated (every one must pass), then, for each mutant, sets `MUTANT_UNDER_TEST` (the
+trampolines read it at every call) and runs the tests one by one with `runtestprotocol`
+(each test's fixtures set up and torn down afresh) until one fails: the mutant is killed by
+it. A test that outlasts `--seconds` (SIGALRM) fails the same way, recorded as a timeout.
+
+Fewer tests can only add survivors, never false kills; a mutant that leaves state behind
+(a global, a thread) could change the next one's verdict, so a survivor or a surprising kill
+is rerun alone (`--only` its full name). Writes `mutants/pytest-<label>.json` (mutant ->
+"killed: <test id>", "timeout: <test id>" or "survived") as it goes, and prints one line a
+mutant and the counts per function at the end.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import signal
+import sys
+import time
+from collections import Counter
+from collections.abc import Generator
+from pathlib import Path
+
+import pytest
+from _pytest.runner import runtestprotocol
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+class MutantTimeout(Exception):
+    """A test outlasted its bound under a mutant (a write that never settles)."""
+
+
+def _alarm(signum: int, frame: object) -> None:
+    raise MutantTimeout
+
+
+def _mutants(only: list[str]) -> list[str]:
+    """The mutants of every `.meta` under mutants/dbsvc whose names start with a prefix (or
+    equal it, for a prefix ending in `$`)."""
+
+    def chosen(name: str) -> bool:
+        return any(name == p[:-1] if p.endswith("$") else name.startswith(p) for p in only)
+
+    names: list[str] = []
+    for meta in sorted((ROOT / "mutants" / "dbsvc").rglob("*.py.meta")):
+        names += [n for n in json.loads(meta.read_text())["exit_code_by_key"] if chosen(n)]
+    return sorted(names, key=lambda k: (k.rsplit("__mutmut_", 1)[0], int(k.rsplit("_", 1)[1])))
+
+
+class Runner:
+    """The pytest plugin: `pytest_runtestloop` runs every mutant against the collected tests."""
+
+    def __init__(self, mutants: list[str], seconds: int, out: Path, resume: bool) -> None:
+        self.mutants, self.seconds, self.out = mutants, seconds, out
+        self.verdicts: dict[str, str] = json.loads(out.read_text()) if resume and out.exists() else {}
+
+    def _first_failure(self, session: pytest.Session) -> tuple[str, str] | None:
+        """("killed" or "timeout", test id) of the first test that fails, or None. Module and
+        session fixtures (tests/http's in-process server) stay up from one test to the next,
+        as in a plain run; all are torn down after a failure, so a mutant that broke one
+        leaves nothing behind for the next mutant."""
+        items = session.items
+        for at, item in enumerate(items):
+            try:
+                reports = runtestprotocol(item, log=False, nextitem=items[at + 1] if at + 1 < len(items) else None)
+            except Exception as exc:  # pytest's own report of the failure broke (a mutant that
+                # recursed without end leaves too little stack for its traceback's `ast.parse`)
+                self._tear_down(session)
+                return "killed", f"{item.nodeid} ({type(exc).__name__} in pytest's report)"
+            failed = [r for r in reports if r.failed]
+            if failed:
+                self._tear_down(session)
+                seen = "timeout" if any("MutantTimeout" in str(r.longrepr) for r in failed) else "killed"
+                return seen, item.nodeid
+        return None
+
+    @staticmethod
+    def _tear_down(session: pytest.Session) -> None:
+        """Every fixture torn down; one that fails to (a server a mutant wedged) is dropped."""
+        try:
+            session._setupstate.teardown_exact(None)
+        except Exception:  # noqa: BLE001 - the mutant is killed already
+            session._setupstate.stack.clear()
+
+    # The bound covers each phase's own work, never pytest's report of it: an alarm inside
+    # the report's source formatting (`ast.parse`) breaks the session.
+    @pytest.hookimpl(wrapper=True)
+    def pytest_runtest_setup(self, item: pytest.Item) -> Generator[None, object, object]:
+        return (yield from self._bounded())
+
+    @pytest.hookimpl(wrapper=True)
+    def pytest_runtest_call(self, item: pytest.Item) -> Generator[None, object, object]:
+        return (yield from self._bounded())
+
+    @pytest.hookimpl(wrapper=True)
+    def pytest_runtest_teardown(self, item: pytest.Item) -> Generator[None, object, object]:
+        return (yield from self._bounded())
+
+    def _bounded(self) -> Generator[None, object, object]:
+        signal.alarm(self.seconds)
+        try:
+            return (yield)
+        finally:
+            signal.alarm(0)
+
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_runtestloop(self, session: pytest.Session) -> bool:
+        signal.signal(signal.SIGALRM, _alarm)
+        os.environ["MUTANT_UNDER_TEST"] = ""
+        clean = self._first_failure(session)
+        if clean:
+            print(f"\nthe clean run failed: {clean}", flush=True)
+            session.testsfailed = 1
+            return True
+        print(f"\n{len(session.items)} tests pass unmutated; {len(self.mutants)} mutants", flush=True)
+        for name in self.mutants:
+            if name in self.verdicts:
+                continue
+            started = time.monotonic()
+            os.environ["MUTANT_UNDER_TEST"] = name
+            failure = self._first_failure(session)
+            verdict = "survived" if failure is None else ": ".join(failure)
+            os.environ["MUTANT_UNDER_TEST"] = ""
+            self.verdicts[name] = verdict
+            self.out.write_text(json.dumps(self.verdicts, indent=1) + "\n")
+            print(f"{time.monotonic() - started:6.1f} s {name}: {verdict}", flush=True)
+        tally: Counter[tuple[str, str]] = Counter()
+        for name, verdict in self.verdicts.items():
+            tally[name.rsplit("__mutmut_", 1)[0], verdict.split(":")[0]] += 1
+        for function in sorted({f for f, _ in tally}):
+            counts = ", ".join(f"{v} {tally[function, v]}" for v in ("killed", "timeout", "survived"))
+            print(f"{function}: {counts}")
+        for name, verdict in self.verdicts.items():
+            if verdict == "survived":
+                print(f"  survived: {name}")
+        return True
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("tests", nargs="+", help="test files or ids (tests/...)")
+    parser.add_argument(
+        "--only", action="append", required=True, help="mutant name prefix, or a whole name ending in $ (repeatable)"
+    )
+    parser.add_argument("--seconds", type=int, default=30, help="bound of one test (default 30)")
+    parser.add_argument("--label", default="run", help="names the verdict file mutants/pytest-<label>.json")
+    parser.add_argument("--resume", action="store_true", help="keep the verdicts of that file, run the others")
+    args = parser.parse_args(argv)
+    mutants = _mutants(args.only)
+    os.chdir(ROOT / "mutants")  # mutmut's copy: the mutated package and the copied tests
+    sys.path[:0] = [str(ROOT / "mutants")]
+    os.environ["PYTHONPATH"] = str(ROOT / "mutants")  # a test's child process imports the copy too
+    runner = Runner(mutants, args.seconds, ROOT / "mutants" / f"pytest-{args.label}.json", args.resume)
+    return pytest.main(["-q", "-p", "no:randomly", "-p", "no:xdist", "--timeout=0", *args.tests], plugins=[runner])
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
