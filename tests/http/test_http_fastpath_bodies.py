@@ -131,3 +131,35 @@ def test_a_write_with_other_header_lines_is_read_afresh():
     assert type(head) is Head and head.request.request_id == "abc-123" and head.content_length == 7
     head = _next_head(wire, _write(b"{}"))
     assert type(head) is Head and head.request.request_id != "abc-123" and head.content_length == 2
+
+
+def _head_of(lines: bytes, body: bytes) -> bytes:
+    """A PUT of `body` with the header lines `lines` (LENGTH there is its Content-Length)."""
+    return b"PUT /api/blog-post/7 HTTP/1.1\r\n" + lines.replace(b"LENGTH", str(len(body)).encode()) + b"\r\n" + body
+
+
+def test_the_same_write_twice_is_read_twice():
+    wire = FastWire(RequestIds(), None)
+    for _ in range(2):
+        head = _next_head(wire, _write(b'{"a":1}'))
+        assert type(head) is Head and head.request.method == "POST" and head.request.path == "/api/blog-post"
+        assert bytes(head.request.body) == b'{"a":1}' and head.content_length == 7
+
+
+def test_header_lines_after_the_length_stay_and_a_change_there_is_read():
+    wire = FastWire(RequestIds(), None)
+    lines = b"Content-Length: LENGTH\r\nHost: x\r\nX-Tag: a\r\n"
+    for body in (b"{}", b'{"b":22}', b"[1]"):
+        head = _next_head(wire, _head_of(lines, body))
+        assert type(head) is Head and head.request.method == "PUT" and bytes(head.request.body) == body
+        assert head.request.headers == [("content-length", str(len(body))), ("host", "x"), ("x-tag", "a")]
+    # the same length, a value after it changed (same size): read afresh
+    head = _next_head(wire, _head_of(b"Content-Length: LENGTH\r\nHost: x\r\nX-Tag: b\r\n", b"[1]"))
+    assert type(head) is Head and head.request.header("x-tag") == "b"
+
+
+def test_a_change_before_the_length_at_the_same_size_is_read():
+    wire = FastWire(RequestIds(), None)
+    assert _next_head(wire, _head_of(b"Host: x\r\nContent-Length: LENGTH\r\n", b"{}")).request.header("host") == "x"
+    head = _next_head(wire, _head_of(b"Host: y\r\nContent-Length: LENGTH\r\n", b"{}"))
+    assert type(head) is Head and head.request.header("host") == "y"
