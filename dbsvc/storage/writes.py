@@ -88,8 +88,8 @@ class WritePath:
             return commit
         if commit is None:
             raise Unavailable("the store was opened read-only")
-        self.commit.check_writable()
-        return self.commit
+        commit.check_writable()
+        return commit
 
     def health(self, retry: bool = False) -> WriteHealth:
         """Whether the store takes writes (Store.health)."""
