@@ -3,7 +3,8 @@
     python bench/layer_profile.py post [--records 100000] [--duration 8] [--connections 64]
     python bench/layer_profile.py get list post put patch delete --top 12
 
-For each figure: seed a tenant (service_bench.seed), start `dbsvc serve` pinned to core 0,
+For each figure: seed a tenant of `--schema` (service_bench.seed; `peers`, the default, is
+bench/peers_blog.dbs, `search` schemas/blog.dbs), start `dbsvc serve` pinned to core 0,
 load it with wrk on core 1 (the figure's Lua script from service_bench), and sample the
 server with `py-spy record --format raw` (pip install py-spy; ptrace must be allowed) for
 the same seconds, counting only the thread that holds the GIL (`--gil`: Python work; an
@@ -31,7 +32,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path[:0] = [str(ROOT), str(ROOT / "bench")]
 
 from http_bench import measure, start_dbsvc, stop_server  # noqa: E402
-from service_bench import FIGURE_SCRIPTS, script_for, seed  # noqa: E402
+from service_bench import FIGURE_SCRIPTS, WRITE_SCHEMAS, script_for, seed  # noqa: E402
 
 # (layer, pattern on a frame's file name, which py-spy gives relative to its sys.path entry,
 # say `asyncio/events.py`), first match wins.
@@ -124,6 +125,9 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--connections", type=int, default=64)
     parser.add_argument("--rate", type=int, default=500, help="py-spy samples per second")
     parser.add_argument("--log-level", default="info", help="RUST_LOG for the server")
+    parser.add_argument(
+        "--schema", default="peers", choices=sorted(WRITE_SCHEMAS), help="peers: bench/peers_blog.dbs; search: blog.dbs"
+    )
     parser.add_argument("--top", type=int, default=0, help="also print the N hottest functions")
     args = parser.parse_args(argv)
     if not shutil.which("py-spy"):
@@ -134,8 +138,9 @@ def main(argv: list[str]) -> int:
         for figure in args.figures:
             data = workdir / f"data-{figure}"
             # DELETE spends one post per request: seed enough for the warm-up and the run.
-            seed(data, args.records * 3 if figure == "delete" else args.records)
-            proc, port, _log = start_dbsvc({"SERVICE_DATA": str(data), "RUST_LOG": args.log_level})
+            schema = WRITE_SCHEMAS[args.schema][0]
+            seed(data, args.records * 3 if figure == "delete" else args.records, schema=schema)
+            proc, port, _log = start_dbsvc({"SERVICE_DATA": str(data), "RUST_LOG": args.log_level}, schema)
             try:
                 path = FIGURE_SCRIPTS[figure][0]
                 lua = script_for(workdir, figure, args.records)

@@ -9,7 +9,9 @@ and one from this one (after), both pinned to the same core, and loads both at o
 wrk (http_bench.side_by_side): each round's load on the shared machine is the same for both.
 Prints req/s, CPU microseconds per request, p50, p99 and max of each, and the ratio of
 after's requests/s to before's. `--figures` picks the writes (service_bench's wrk scripts;
-default POST). Why side by side: this machine is shared with other jobs,
+default POST). `--schema` picks the posts' schema: `peers` (bench/peers_blog.dbs, the
+issue's, the default) or `search` (schemas/blog.dbs, whose title and body are `@search`).
+Why side by side: this machine is shared with other jobs,
 and back-to-back runs of the same server differ by more than the effect measured.
 """
 
@@ -28,14 +30,12 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
 
 from http_bench import side_by_side, start_dbsvc, stop_server  # noqa: E402
-from service_bench import script_for, seed  # noqa: E402   the same tenant and writes as the throughput figures
-
-SCHEMA = ROOT / "schemas" / "blog.dbs"
+from service_bench import WRITE_SCHEMAS, script_for, seed  # noqa: E402   the same tenants and writes as the throughput figures
 
 
-def start(code: Path, data: Path) -> tuple[subprocess.Popen, str]:
-    """`CODE/dbsvc.py serve` on port 0 over `data`, durable, pinned to the server core."""
-    proc, port, _log = start_dbsvc({"SERVICE_DATA": str(data), "SERVICE_SYNC": "full"}, SCHEMA, code=code)
+def start(code: Path, data: Path, schema: Path) -> tuple[subprocess.Popen, str]:
+    """`CODE/dbsvc.py serve SCHEMA` on port 0 over `data`, durable, pinned to the server core."""
+    proc, port, _log = start_dbsvc({"SERVICE_DATA": str(data), "SERVICE_SYNC": "full"}, schema, code=code)
     return proc, f"http://127.0.0.1:{port}"
 
 
@@ -48,7 +48,7 @@ def compare(
     for name, code in (("before", before_code), ("after", ROOT)):
         data = tmp / f"{name}-{figure_name}-{connections}"
         shutil.copytree(seeded, data)
-        servers.append(start(code, data))
+        servers.append(start(code, data, WRITE_SCHEMAS[args.schema][0]))
         workdir = tmp / f"{name}-{figure_name}-{connections}-script"
         workdir.mkdir()
         scripts.append(script_for(workdir, figure_name, args.records))
@@ -88,10 +88,11 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--connections", default="32,64")
     parser.add_argument("--figures", default="post", help="comma list of post, put, patch, delete")
+    parser.add_argument("--schema", default="peers", choices=sorted(WRITE_SCHEMAS), help="the posts' schema")
     args = parser.parse_args(argv)
     with tempfile.TemporaryDirectory(prefix="dbsvc-tail-bench-", dir=os.environ.get("BENCH_DIR")) as tmp:
         seeded = Path(tmp) / "seed"
-        seed(seeded, args.records)
+        seed(seeded, args.records, schema=WRITE_SCHEMAS[args.schema][0])
         for figure_name in args.figures.split(","):
             for connections in [int(c) for c in args.connections.split(",")]:
                 compare(Path(tmp), seeded, figure_name, connections, Path(args.code).resolve(), args)

@@ -465,7 +465,8 @@ class Application(OperationalRoutes):
 
     def _stored(self) -> tuple[tuple[str, str], tuple[str, str]]:
         """`_written`, and the `ETag` of the record just stored (its version: that row's offset)."""
-        return self._written(), etag(self.store.applied_offset)
+        offset = self.store.applied_offset
+        return ("Dbsvc-Offset", str(offset)), etag(offset)
 
     def _current(
         self, request: Request, model: CompiledModel, key: Any, claims: Claims, operation: str, need: bool

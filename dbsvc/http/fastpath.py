@@ -67,6 +67,8 @@ _LINE = re.compile(rf"({_TOKEN}) (/[\x21-\x7e]*) HTTP/1\.1\r\n")  # _HEAD's requ
 # h11's field-content (RFC 9110 §5.5); possessive, so the regex never backtracks.
 _FIELD = re.compile(rf"({_TOKEN}):[ \t]*+((?:[\x21-\x7e]++(?:[ \t]++[\x21-\x7e]++)*+)?+)[ \t]*+\r\n")
 _FIELD_LINE = b"%s: %s\r\n"
+# The Content-Length value of a header block _HEAD matched (one line, at a line start).
+_LENGTH = re.compile(r"(?:^|\r\n)content-length:[ \t]*+([0-9]++)[ \t]*+\r\n", re.IGNORECASE)
 _MAX_LENGTH_DIGITS = 18  # past that h11 decides (and int() stays cheap)
 # Response heads as %-templates of their values, one per (status, content type or not, the
 # app's header names): `encode` fills one in; None where the generic path must decide (a
@@ -88,7 +90,7 @@ class FastWire:
     """The fast path behind the `wire.Wire` interface."""
 
     __slots__ = ("_ids", "_peer", "_buf", "_state", "_remaining", "_length", "_eof", "_client_close", "closing",
-                 "_block", "_fields")  # fmt: skip
+                 "_block", "_fields", "_around")  # fmt: skip
 
     def __init__(self, ids: RequestIds, peer: tuple[str, int] | None) -> None:
         self._ids = ids
@@ -104,6 +106,10 @@ class FastWire:
         # they say: a keep-alive client sends the same ones again and again.
         self._block = ""
         self._fields: _Fields | None = None
+        # `_block` around its Content-Length value: the text before it, the text after it,
+        # and that header's place in `_fields`' pairs; None without one. A client's writes
+        # repeat the header lines but for that value (`_same_but_length`).
+        self._around: tuple[str, str, int] | None = None
 
     @property
     def can_respond(self) -> bool:
@@ -191,11 +197,16 @@ class FastWire:
             return HAND_OVER
         text = buf[:size].decode("latin-1")
         line_end = text.find("\r\n") + 2
-        if text[line_end:] == self._block:
+        block = text[line_end:]
+        if block == self._block:
             # The header lines of the previous request again, byte for byte (a keep-alive
             # client's usual case): read then, and checked by _HEAD; only the line is new.
             match = _LINE.fullmatch(text, 0, line_end)
             fields = self._fields
+        elif self._around is not None and (fields := self._same_but_length(block)) is not None:
+            # A write's usual case: the same header lines but for the body's length.
+            match = _LINE.fullmatch(text, 0, line_end)
+            self._block, self._fields = block, fields
         else:
             match = _HEAD.fullmatch(text)
             fields = None
@@ -208,7 +219,8 @@ class FastWire:
             fields = _read_fields(_FIELD.findall(text, match.start(3), match.end(3)))
             if fields is None:
                 return HAND_OVER
-            self._block, self._fields = text[line_end:], fields
+            self._block, self._fields = block, fields
+            self._around = _around_length(block, fields)
         head = self._head(method, target, fields)
         if head is None:
             return HAND_OVER
@@ -231,6 +243,23 @@ class FastWire:
             return head
         self._remaining = self._length = length
         return head
+
+    def _same_but_length(self, block: str) -> _Fields | None:
+        """What `block` says, when it is the last block read but for the digits of its
+        Content-Length value (of at most _MAX_LENGTH_DIGITS plain ASCII digits, as
+        `_read_fields` takes them), else None. Such a block matches _HEAD as the last one
+        did: digits are field content, and nothing else differs."""
+        assert self._around is not None and self._fields is not None
+        before, after, at = self._around
+        end = len(block) - len(after)
+        if end <= len(before) or not block.startswith(before) or not block.endswith(after):
+            return None
+        value = block[len(before) : end]
+        if len(value) > _MAX_LENGTH_DIGITS or not (value.isascii() and value.isdigit()):
+            return None
+        headers, _length, *rest = self._fields
+        headers = (*headers[:at], (headers[at][0], value), *headers[at + 1 :])
+        return (headers, int(value), *rest)  # type: ignore[return-value]
 
     def _head(self, method: str, target: str, fields: _Fields) -> Head | None:
         """The `Head` of a well-formed head whose header lines are `fields`, or None when its
@@ -375,6 +404,19 @@ def _read_fields(pairs: list[tuple[str, str]]) -> _Fields | None:
     if hosts != 1:
         return None
     return (tuple(headers), length, client_close, origin, preflight_method, preflight_headers, incoming_id)
+
+
+def _around_length(block: str, fields: _Fields) -> tuple[str, str, int] | None:
+    """`FastWire._around` of a header block `_read_fields` read as `fields`: the text before
+    and after its one Content-Length value and that header's index among the pairs, or None
+    without a Content-Length."""
+    headers = fields[0]
+    if fields[1] is None:
+        return None
+    found = _LENGTH.search(block)
+    assert found is not None, "a Content-Length _read_fields took is a line _LENGTH matches"
+    at = next(i for i, (name, _value) in enumerate(headers) if name == "content-length")
+    return block[: found.start(1)], block[found.end(1) :], at
 
 
 def _head_template(status: int, typed: bool, names: tuple[str, ...]) -> str | None:

@@ -55,6 +55,11 @@ class EventKind(enum.Enum):
     UPDATE = "update"
     DELETE = "delete"
 
+    # A member is its only instance and equal only to itself, so its identity is its hash:
+    # hashed in C, where `Enum.__hash__` is a Python call each time a write's event looks up
+    # its head (`_head`) or a feed keys on its kind.
+    __hash__ = object.__hash__
+
 
 class ChangeEvent(NamedTuple):
     """One committed row. Immutable, and a named tuple rather than a frozen dataclass

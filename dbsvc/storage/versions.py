@@ -85,6 +85,10 @@ class Versions:
                 self._count += 1
                 return
         elif id_ not in self._far and type(id_) is int and 0 <= id_ < max(2 * self._count, len(slots) + STEP):
+            if id_ == len(slots):  # the next id (an insert's usual case): no gap to fill
+                slots.append(version)
+                self._count += 1
+                return
             slots.frombytes(bytes(8 * (id_ + 1 - len(slots))))
             slots[id_] = version
             self._count += 1

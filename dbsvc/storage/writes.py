@@ -83,10 +83,13 @@ class WritePath:
     def writable(self) -> CommitQueue:
         """The commit queue, or `Unavailable` unless the store takes writes now (read-only,
         or commit.py rule 4)."""
-        if self.commit is None:
+        commit = self.commit
+        if commit is not None and commit.failed is None:  # the common case, with no call
+            return commit
+        if commit is None:
             raise Unavailable("the store was opened read-only")
-        self.commit.check_writable()
-        return self.commit
+        commit.check_writable()
+        return commit
 
     def health(self, retry: bool = False) -> WriteHealth:
         """Whether the store takes writes (Store.health)."""

@@ -429,3 +429,29 @@ def test_close_waits_for_an_fsync_in_flight_before_closing_the_log(tenant):
     record = run(go())
     assert released_when_closed == [True], "close() returned while an fsync was still in flight"
     assert _users(tenant) == [record["id"]]  # acknowledged by close()'s own final fsync
+
+
+def test_a_store_opened_read_only_refuses_every_write_and_one_stopped_by_a_failed_fsync_too(tenant):
+    """WritePath.writable: no commit queue (read-only) -> `Unavailable` saying so; a queue
+    that failed -> its own health detail; an OK queue -> the write goes through."""
+    store = open_store(tenant, sync="off")
+    run(store.insert("User", user(1)))
+    run(store.aclose())
+    readonly = open_store(tenant, readonly=True)
+    for write in (
+        lambda: readonly.insert_then("User", user(2), lambda error: None),
+        lambda: readonly.apply_insert("User", user(2)),
+        lambda: readonly.delete_then("User", 1, lambda error: None),
+        readonly.check_writable,
+    ):
+        with pytest.raises(Unavailable, match="^the store was opened read-only$"):
+            write()
+    assert readonly.get("User", 2)[0] is None
+    store = open_store(tenant, sync="off")
+    try:
+        store.writes.commit.fail_stop(OSError(errno.EIO, "disk gone"))
+        with pytest.raises(Unavailable, match="read-only after an I/O error on the log"):
+            store.insert_then("User", user(2), lambda error: None)
+        assert store.get("User", 2)[0] is None
+    finally:
+        store.writes.commit.shutdown()

@@ -133,3 +133,13 @@ def test_id_0_is_a_slot_of_the_array():
     ids = [0, *range(1030, 2060)]
     v = Versions.from_ascending(ids, list(range(1, 1032)))
     assert v.nbytes() == 8 * 2060 and len(v) == 1031 and v.get(0) == 1 and v.get(2059) == 1031
+
+
+def test_the_next_id_and_an_id_past_a_gap_both_land_in_the_array():
+    v = Versions()
+    v.set(0, 5)
+    v.set(1, 6)  # the next id: appended
+    v.set(4, 7)  # past a gap: the gap's slots are zeros
+    v.set(5, 8)  # the next id again
+    assert [v.get(i) for i in range(7)] == [5, 6, 0, 0, 7, 8, 0]
+    assert len(v) == 4 and v.nbytes() == 48
