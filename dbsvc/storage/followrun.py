@@ -22,17 +22,12 @@ Rules:
    otherwise None, and the caller takes the run one frame at a time through the general
    path, which finds the first frame that fails and says why (follow.py rule 2). A record
    of value types new to its model also goes that way once (its validator runs there).
-2. `scan_group` reads each payload as the json module's C scanner reads it alone, exactly
-   as follow.py `_decode` does (compact JSON, nothing around the object, no NaN), and
+2. `scan_group` reads each payload alone with the json module's C scanner, exactly as
+   follow.py `_decode` does (compact JSON, nothing around the object, no NaN), and
    returns None, leaving every frame to `_decode`, when any payload is over the store's
    limit or is not one JSON value: a bad frame is then refused with its own message.
-   A group whose payloads are all ASCII (a primary's JSON escapes nothing else, but
-   strings may hold any text) is decoded as one text and each payload scanned at its own
-   start, taken only when its value ends exactly where the payload ends: the scanner
-   reads left to right and looks past a token only to extend it (a number's digits, a
-   literal's letters), so a value that ends at the payload's end is the value the payload
-   scans to alone, and one that reads into the next payload, or stops short, is refused
-   (tests/replica/test_followrun_units.py pairs cut payloads every way).
+   (One decode of an all-ASCII group, each payload then scanned at its own start with an
+   exact-end check, was measured and kept out: no less CPU, docs/decisions.md.)
 3. A plain insert is a payload of exactly the six keys of an insert event (kind, model,
    offset, watermark, id, record), a plain update those and `previous`: rows of a batch
    (their `batch` mark) and anything else take the general path, which holds batches
@@ -49,7 +44,7 @@ Plain functions over a table's public surface (`model`, `live`, `max_id`); no I/
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from functools import partial
 from itertools import accumulate, groupby, repeat
 from operator import getitem, is_not, itemgetter, lt
@@ -83,20 +78,14 @@ def scan_group(
     `max_payload` or not one JSON value by itself. `scan` is follow.py's scanner."""
     if not frames or max(map(len, frames)) - FRAME_HEADER_SIZE > max_payload:
         return None
-    payloads: list[bytes] = list(map(getitem, frames, repeat(_PAYLOAD)))  # type: ignore[arg-type]
-    joined = b"".join(payloads)
     try:
-        if joined.isascii():  # one decode; a payload's characters are its bytes
-            ends = list(accumulate(map(len, payloads)))
-            scanned = list(map(scan, repeat(joined.decode("ascii")), [0, *ends[:-1]]))
-        else:
-            texts = list(map(bytes.decode, payloads))
-            ends = list(map(len, texts))
-            scanned = list(map(scan, texts, repeat(0)))
+        payloads: Iterator[bytes] = map(getitem, frames, repeat(_PAYLOAD))  # type: ignore[arg-type]
+        texts = list(map(bytes.decode, payloads))
+        # A StopIteration from the scanner ends `map` early: the lengths below catch it.
+        scanned = list(map(scan, texts, repeat(0)))
     except (ValueError, RecursionError):  # UnicodeDecodeError and JSONDecodeError included
         return None
-    # A StopIteration from the scanner ends `map` early: the count catches it.
-    if len(scanned) != len(ends) or list(map(_SECOND, scanned)) != ends:
+    if len(scanned) != len(texts) or list(map(_SECOND, scanned)) != list(map(len, texts)):
         return None
     return list(map(_FIRST, scanned))
 
