@@ -124,7 +124,9 @@ def _checked_values(model: CompiledModel, records: list[dict]) -> tuple[list[Any
     keys: dict[int, list[Any]] = {}
     for _name, position, key, int64 in fit.keyed:
         try:
-            made = keys[position] = list(map(key, columns[position]))  # a key of None is None
+            # A key of None is None; an int64 column stored as its own key needs no call a value.
+            column = columns[position]
+            made = keys[position] = list(column) if key is identity else list(map(key, column))
         except (ValueError, TypeError, OverflowError):
             return None
         if int64 and None in made:

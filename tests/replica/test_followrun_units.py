@@ -226,6 +226,25 @@ def test_a_good_run_of_inserts_is_its_events_values_ids_undo_marks_and_offsets()
     assert len(table.live) == 0  # nothing changed
 
 
+def test_a_runs_values_are_model_row_of_each_record_enum_members_shared():
+    # followrun.py makes a run's values a field at a time: the same tuples `row` makes a
+    # record at a time, an enum's value the model's own member string (runtime.shared).
+    model = compile_schema(parse_schema(SCHEMA.replace("extra  json?", "kind enum(a, b)\n  extra json?"))).BY_NAME[
+        "Item"
+    ]
+    table = Table(model)
+    records = [{f: item(i, kind="ab"[i % 2])[f] for f in model.fields} for i in (3, 4, 5)]
+    taught(model, table, records[0])
+    fields = [payload("insert", 5 + n, r, 1 + n) for n, r in enumerate(records)]
+    # The members come from the payload's JSON: equal strings, other objects.
+    fields = json.loads(json.dumps(fields))
+    run = insert_run(table, [frame(f) for f in fields], fields, 5, 0, 2, set())
+    assert run is not None
+    assert run.values == [model.row(r) for r in records]
+    members = model.shared_values[model.fields.index("kind")]
+    assert [v[4] is members[v[4]] for v in run.values] == [True] * 3
+
+
 def test_ids_out_of_order_are_looked_up_and_taken_when_new():
     model, table = fresh()
     taught(model, table, item(1))
