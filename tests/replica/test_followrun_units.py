@@ -93,6 +93,88 @@ def test_scan_group_refuses_a_group_with_one_payload_that_is_not_one_json_value(
     assert scan_group([good, encode_frame(2, b"7")], 1 << 20, SCAN) == [json.loads(good[16:]), 7]
 
 
+def alone(payloads: list[bytes]) -> list[Any] | None:
+    """What follow.py `_decode` makes of each payload by itself: its value when the whole
+    payload is one JSON value, else None for the group."""
+    values = []
+    for one in payloads:
+        try:
+            value, end = SCAN(one.decode(), 0)
+        except (ValueError, RecursionError, StopIteration):
+            return None
+        if end != len(one.decode()):
+            return None
+        values.append(value)
+    return values
+
+
+# Payloads that are one value only once joined to a neighbour, and their good partners:
+# an object cut in two, a number's digits, fraction or exponent cut off, a literal's
+# letters, a string cut inside, an empty payload, one value and a half, whitespace.
+PIECES = [
+    b'{"a":1',
+    b',"b":2}',
+    b'{"a":"x',
+    b'y"}',
+    b"12",
+    b"34",
+    b".5",
+    b"e3",
+    b"E+3",
+    b"-",
+    b"nul",
+    b"l",
+    b"true",
+    b"tru",
+    b"e",
+    b"-Infinity",
+    b'"',
+    b'""',
+    b"",
+    b" ",
+    b" 1",
+    b"1 ",
+    b"[1,",
+    b"2]",
+    b"{}",
+    b"[]",
+    b'{"a":1}{"b":2}',
+    b'"caf\\u00e9"',  # an escape: ASCII
+    '"café"'.encode(),  # UTF-8: the group is read a payload at a time
+    '"\u65e5'.encode(),
+    b"\xff",
+    b"\xc3",
+    b'\xa9"',
+]
+
+
+def assert_scanned_as_alone(group: list[bytes]) -> None:
+    frames = [encode_frame(at + 1, one) for at, one in enumerate(group)]
+    got, want = scan_group(frames, 1 << 20, SCAN), alone(group)
+    # None leaves every frame to the general path, which reads each payload alone (rule
+    # 2): so never a value other than the payload's own, never a group it would refuse.
+    assert got is None or got == want, group
+    if want is not None and all(one.endswith((b"}", b"]", b'"')) for one in group):
+        assert got == want, group  # a value that ends at a closing character: every event
+
+
+def test_scan_group_of_ascii_payloads_scanned_in_one_text_takes_what_each_takes_alone():
+    # rule 2: every pair of pieces, in both orders and at each place of a group of three.
+    for a in PIECES:
+        for b in PIECES:
+            for group in ([a, b], [b'"7"', a, b], [a, b, b'"7"'], [a, b'"7"', b]):
+                assert_scanned_as_alone(group)
+
+
+def test_scan_group_of_one_text_cut_anywhere_takes_only_whole_values():
+    # One valid text (values of every JSON type) cut at every pair of places into a group
+    # of three payloads: each taken only as the value it is alone.
+    whole = b'{"k":[1,-2.5e3,"s\\"]"],"t":true}' + b'nulltrue123"x"[{}]'
+    for first in range(len(whole) + 1):
+        for second in range(first, len(whole) + 1):
+            assert_scanned_as_alone([whole[:first], whole[first:second], whole[second:]])
+
+
 # -- plain_spans -----------------------------------------------------------------------
 
 
@@ -142,6 +224,25 @@ def test_a_good_run_of_inserts_is_its_events_values_ids_undo_marks_and_offsets()
     assert list(map(list, run.values)) == [[i, f"item {i}", i, "2026-01-01T00:00:00Z", None] for i in (3, 4, 9)]
     assert (run.ids, run.tops, run.offsets) == ([3, 4, 9], [2, 3, 4], [5, 6, 7])
     assert len(table.live) == 0  # nothing changed
+
+
+def test_a_runs_values_are_model_row_of_each_record_enum_members_shared():
+    # followrun.py makes a run's values a field at a time: the same tuples `row` makes a
+    # record at a time, an enum's value the model's own member string (runtime.shared).
+    model = compile_schema(parse_schema(SCHEMA.replace("extra  json?", "kind enum(a, b)\n  extra json?"))).BY_NAME[
+        "Item"
+    ]
+    table = Table(model)
+    records = [{f: item(i, kind="ab"[i % 2])[f] for f in model.fields} for i in (3, 4, 5)]
+    taught(model, table, records[0])
+    fields = [payload("insert", 5 + n, r, 1 + n) for n, r in enumerate(records)]
+    # The members come from the payload's JSON: equal strings, other objects.
+    fields = json.loads(json.dumps(fields))
+    run = insert_run(table, [frame(f) for f in fields], fields, 5, 0, 2, set())
+    assert run is not None
+    assert run.values == [model.row(r) for r in records]
+    members = model.shared_values[model.fields.index("kind")]
+    assert [v[4] is members[v[4]] for v in run.values] == [True] * 3
 
 
 def test_ids_out_of_order_are_looked_up_and_taken_when_new():
