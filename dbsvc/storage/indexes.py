@@ -27,7 +27,7 @@ snapshot loads) keeps the column: a list orders a bucket of ids by key without r
 record.
 
 Equality indexes (`HashIndex` and the filters) are in hashes.py, which imports this
-module; this one imports only sortedlist.py, keycolumns.py and fenwick.py. Everything here is plain data: no I/O, no model
+module; this one imports only sortedlist.py (the sublists' slices by position), keycolumns.py and fenwick.py. Everything here is plain data: no I/O, no model
 knowledge.
 """
 
@@ -42,7 +42,7 @@ from typing import Any
 
 from dbsvc.storage.fenwick import Fenwick
 from dbsvc.storage.keycolumns import KeyColumn
-from dbsvc.storage.sortedlist import LOAD, SortedIndex, backwards, sublist_slice
+from dbsvc.storage.sortedlist import LOAD, SortedIndex, backwards, span_backwards, span_pieces, sublist_slice
 
 BY_ID_KEPT = 256  # sublists whose id-sorted copies an index keeps (`sorted_ids`)
 PARTS_KEPT = 4  # id-sorted parts kept a sublist (the whole, or a window's end): ~4 MB at most at LOAD 512
@@ -496,16 +496,16 @@ class OrderedIndex:
                 j = len(keys[i])
             key = keys[i][j - 1]  # the top entry's key
             if keys[start[0]][start[1]] == key:  # one run left: in order already
-                out.extend(chain.from_iterable(_pieces(ids, start, stop)))
+                out.extend(chain.from_iterable(span_pieces(ids, start, stop)))
                 return out
             first = bisect_left(keys[i], key, 0, j)  # the run's start, in the top's sublist
             if first and j - first < RUN_SHORT:  # short runs (many distinct keys): sorted below
                 break
             lo = (i, first) if first else self.lower(key, True)  # or before that sublist
-            out.extend(chain.from_iterable(_pieces(ids, lo, stop)))
+            out.extend(chain.from_iterable(span_pieces(ids, lo, stop)))
             stop = lo
         pairs = list(
-            zip(chain.from_iterable(_pieces(keys, start, stop)), chain.from_iterable(_pieces(ids, start, stop)))
+            zip(chain.from_iterable(span_pieces(keys, start, stop)), chain.from_iterable(span_pieces(ids, start, stop)))
         )
         pairs.sort(key=_FIRST, reverse=True)  # stable: a run's ids stay ascending
         out.extend(map(_SECOND, pairs))
@@ -541,37 +541,4 @@ class OrderedIndex:
     def pairs_span_descending(self, start: tuple[int, int], stop: tuple[int, int]) -> Iterator[tuple[Any, Any]]:
         """(key, id) of [start, stop) from the last: keys descending, ids descending in a run;
         lazily, as `ids_span`."""
-        return zip(_backwards_span(self._keys, start, stop), _backwards_span(self._ids, start, stop))
-
-
-def _backwards_span(lists: list[Any], start: tuple[int, int], stop: tuple[int, int]) -> Iterator[Any]:
-    """The entries of `lists` (sublists) at positions [start, stop), last first, lazily: the
-    two ends' parts copied and reversed, the sublists between them reversed in place of a
-    list of them (`_pieces` copies that list: O(n / LOAD) for a span over a whole index)."""
-    (i1, j1), (i2, j2) = start, stop
-    if (i2, j2) <= (i1, j1):
-        return iter(())
-    if i1 == i2:
-        return reversed(lists[i1][j1:j2])
-    n = len(lists)
-    pieces: list[Iterable[Any]] = []
-    if i2 < n and j2:
-        pieces.append(reversed(lists[i2][:j2]))
-    pieces.append(chain.from_iterable(map(reversed, islice(reversed(lists), n - i2, n - i1 - 1))))
-    pieces.append(reversed(lists[i1][j1:]))
-    return chain.from_iterable(pieces)
-
-
-def _pieces(lists: list[Any], start: tuple[int, int], stop: tuple[int, int]) -> list[Any]:
-    """The slices of `lists` (sublists) that cover positions [start, stop), in order: the
-    two ends copied, the sublists between them as they are (one list slice, no Python loop)."""
-    (i1, j1), (i2, j2) = start, stop
-    if (i2, j2) <= (i1, j1):
-        return []
-    if i1 == i2:
-        return [lists[i1][j1:j2]]
-    out = [lists[i1][j1:]]
-    out += lists[i1 + 1 : i2]
-    if i2 < len(lists) and j2:
-        out.append(lists[i2][:j2])
-    return out
+        return zip(span_backwards(self._keys, start, stop), span_backwards(self._ids, start, stop))
