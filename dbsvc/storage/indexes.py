@@ -19,7 +19,7 @@ frames.
 A list in id order over a window of few entries bisects each covered sublist's ids sorted
 by id, or only the part of it that a window's span covers at either end (`sorted_ids`:
 made on demand, kept until that sublist changes, at most BY_ID_KEPT sublists of PARTS_KEPT
-parts).
+parts); a descending batch inside one sublist is kept the same way.
 
 Each `OrderedIndex` keeps its ids' keys by id too (`column`, keycolumns.py), updated by its
 own `add` and `remove`, so every path that keeps the index (writes, undo, bulk builds,
@@ -44,8 +44,8 @@ from dbsvc.storage.fenwick import Fenwick
 from dbsvc.storage.keycolumns import KeyColumn
 from dbsvc.storage.sortedlist import LOAD, SortedIndex, backwards, span_backwards, span_pieces, sublist_slice
 
-BY_ID_KEPT = 256  # sublists whose id-sorted copies an index keeps (`sorted_ids`)
-PARTS_KEPT = 4  # id-sorted parts kept a sublist (the whole, or a window's end): ~4 MB at most at LOAD 512
+BY_ID_KEPT = 256  # sublists whose ordered parts an index keeps (`_kept`)
+PARTS_KEPT = 4  # parts kept a sublist (the whole, a window's end, a page's batch): ~4 MB at most at LOAD 512
 RUNS_TAKEN = 4  # `_descending`: runs taken from the top by a bisect each before the rest is sorted
 RUN_SHORT = 8  # `_descending`: a run shorter than this, and the rest is sorted at once
 SHIFT_MAX = 1 << 16  # OrderedIndex.from_columns sorts ids starting at most this (so many placeholders)
@@ -138,8 +138,8 @@ class OrderedIndex:
         self._lastids: list[Any] = [i[-1] for i in self._ids]
         self._len = len(keys)
         self._counts: Fenwick | None = None  # the sublists' lengths, built by `count_span`
-        # sublist -> (lo, hi) -> the ids of its positions [lo, hi) sorted, made by `sorted_ids`
-        self._by_id: dict[int, dict[tuple[int, int], list[Any]]] = {}
+        # sublist -> (lo, hi, descending) -> the ids of its positions [lo, hi) ordered (`_kept`)
+        self._by_id: dict[int, dict[tuple[int, int, bool], list[Any]]] = {}
 
     @property
     def key_sublists(self) -> list[Any]:
@@ -414,26 +414,30 @@ class OrderedIndex:
 
     def sorted_ids(self, i: int, lo: int = 0, hi: int | None = None) -> list[Any]:
         """The ids at positions [lo, hi) of sublist i (the whole sublist by default) in
-        ascending order (not the index's): made on first use and kept until that sublist
-        changes (`add`, `remove`; every kept one is dropped when the sublists themselves
-        change: a split, a sublist removed, `grown`, a fill), for at most BY_ID_KEPT
-        sublists at once (all dropped past that) and PARTS_KEPT parts of each (that
-        sublist's dropped past that). What a window's first ids in id order are bisected in
-        (seek.py `_first_ids`: a window's end sublists are such parts). The caller only
-        reads it."""
+        ascending order (not the index's): a kept part (`_kept`). What a window's first ids
+        in id order are bisected in (seek.py `_first_ids`: a window's end sublists are such
+        parts). The caller only reads it."""
+        return self._kept(i, (lo, len(self._ids[i]) if hi is None else hi, False))
+
+    def _kept(self, i: int, part: tuple[int, int, bool]) -> list[Any]:
+        """Sublist i's part (lo, hi, descending): its ids by id (`sorted_ids`), or in the
+        index's descending order (`_descending`). Made on first use and kept until that
+        sublist changes (`add`, `remove`; every kept one is dropped when the sublists
+        themselves change: a split, a sublist removed, `grown`, a fill), for at most
+        BY_ID_KEPT sublists at once (all dropped past that) and PARTS_KEPT parts of each
+        (that sublist's dropped past that)."""
         kept = self._by_id
         parts = kept.get(i)
         if parts is None:
             if len(kept) >= BY_ID_KEPT:
                 kept.clear()
             parts = kept[i] = {}
-        ids = self._ids[i]
-        part = (lo, len(ids) if hi is None else hi)
         out = parts.get(part)
         if out is None:
             if len(parts) >= PARTS_KEPT:
                 parts.clear()
-            out = parts[part] = sorted(ids[part[0] : part[1]])
+            lo, hi, desc = part
+            out = parts[part] = self._ordered((i, lo), (i, hi)) if desc else sorted(self._ids[i][lo:hi])
         return out
 
     def _counted(self) -> Fenwick:
@@ -478,7 +482,19 @@ class OrderedIndex:
             stop, size = cut, size * 2
 
     def _descending(self, start: tuple[int, int], stop: tuple[int, int]) -> list[Any]:
-        """The ids of [start, stop) (not empty) keys descending, ids ascending in a run.
+        """The ids of [start, stop) (not empty) keys descending, ids ascending in a run; the
+        caller only reads them. Inside one sublist (a page's batch, mostly) a kept part
+        (`_kept`): the same page asked again is a dict probe, where ordering a batch of short
+        runs (a sort of its pairs) was most of a descending page's plan (bench/README.md)."""
+        i, j = stop
+        if j == 0:
+            i, j = i - 1, len(self._ids[i - 1])
+        if start[0] == i:
+            return self._kept(i, (start[1], j, True))
+        return self._ordered(start, stop)
+
+    def _ordered(self, start: tuple[int, int], stop: tuple[int, int]) -> list[Any]:
+        """`_descending`'s ids, made.
 
         A run's ids ascend in the index already, so the runs are taken from the top as they
         are, a bisect each (in the top's sublist; `lower` when the run goes on before it): one

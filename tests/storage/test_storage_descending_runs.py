@@ -16,7 +16,7 @@ Fixture-free but for the store at the end, so bench/mutation_inprocess.py can ru
 from __future__ import annotations
 
 import random
-from itertools import chain
+from itertools import chain, islice
 
 import pytest
 
@@ -235,6 +235,45 @@ def test_a_sublists_part_by_id_is_kept_until_that_sublist_changes():
     index.add(key, 50_000)  # into sublist 1: its parts are made again
     again = index.sorted_ids(1, 100, 300)
     assert again is not part and again == sorted(index.id_sublists[1][100:300])
+
+
+def test_a_descending_batch_inside_a_sublist_is_kept_until_that_sublist_changes():
+    keys = keyed(13, 2000, 900)  # runs of ~2: a batch is ordered by a sort, not taken as runs
+    index = index_of(keys)
+
+    def top_batch() -> list[int]:  # the first batch down from sublist 1's last entry
+        return next(index.batches_descending((0, 0), (1, len(index.id_sublists[1]))))
+
+    def below_top(count: int) -> list[int]:  # the `count` entries up to there, written out
+        entries = list(index)[: len(index.id_sublists[0]) + len(index.id_sublists[1])]
+        return [i for _k, i in sorted(entries[-count:], key=lambda e: (-e[0], e[1]))]
+
+    batch = top_batch()
+    assert top_batch() is batch and batch == below_top(len(batch))  # kept
+    for id_ in batch[:3]:  # out of sublist 1, then one in: its kept batch is made again
+        index.remove(keys.pop(id_), id_)
+    index.add(index.key_sublists[1][-5], 50_000)
+    again = top_batch()
+    assert again is not batch and again == below_top(len(again)) and 50_000 in again
+
+
+def test_a_descending_page_is_made_again_after_each_write_inside_its_batch():
+    # the same page asked between writes that land in its batch (inserts at the top, like a
+    # newest-first list, and removals there): every answer is the order written out
+    keys = keyed(14, 3000, 2500)
+    index = index_of(keys)
+    rng = random.Random(14)
+    top = max(keys.values())
+    for step in range(60):
+        if step % 3 == 2:
+            gone = rng.choice(descending(keys)[:20])
+            index.remove(keys.pop(gone), gone)
+        else:
+            top += rng.choice([0, 1])
+            keys[10_000 + step] = top
+            index.add(top, 10_000 + step)
+        got = list(islice(chain.from_iterable(index.batches_descending((0, 0), index.end)), 21))
+        assert got == descending(keys)[:21], step
 
 
 def test_a_sublist_keeps_at_most_parts_kept_parts():
