@@ -395,6 +395,18 @@ class OrderedIndex:
         hi = bisect_right(keys, key, lo)
         return self._norm(i, bisect_right(self._ids[i], id_, lo, hi))
 
+    def cursor_run(self, key: Any, id_: Any) -> tuple[tuple[int, int], tuple[int, int], tuple[int, int]]:
+        """(`lower(key, True)`, `after(key, id_)`, `upper(key, True)`): where a cursor's run
+        of `key` (not None) starts, where the entries after the cursor start, and where the
+        run ends. Four bisects when the run ends inside the sublist it starts in (mostly)."""
+        i = bisect_left(self._lastkeys, key)
+        keys = self._keys[i] if i < len(self._keys) else ()
+        lo = bisect_left(keys, key)
+        hi = bisect_right(keys, key, lo)
+        if hi < len(keys):  # `lower` found sublist i; the run ends inside it
+            return (i, lo), (i, bisect_right(self._ids[i], id_, lo, hi)), (i, hi)
+        return self.lower(key, True), self.after(key, id_), self.upper(key, True)
+
     @property
     def end(self) -> tuple[int, int]:
         return len(self._keys), 0
@@ -466,14 +478,14 @@ class OrderedIndex:
         top = n - (hi + self.count_span((last[0], last[1] + 1), end))
         return self._descending(begin, end)[start - top : stop - top]
 
-    def batches_descending(self, start: tuple[int, int], stop: tuple[int, int]) -> Iterator[list[Any]]:
+    def batches_descending(self, start: tuple[int, int], stop: tuple[int, int], size: int = 32) -> Iterator[list[Any]]:
         """The ids of [start, stop) in descending order (keys descending, ids ascending in a
-        run), from `stop` down, in lists of growing size (32, 64, ...: a page of 20 takes one):
-        each the entries from `size` positions below the last list's first (widened down to
-        the start of that key's run, so a list holds whole runs) up to it, put in order by
-        `_descending`. O(log n + size + run) a list, entries copied only from the sublists it
-        covers."""
-        keys, size = self._keys, 32
+        run), from `stop` down, in lists of growing size (`size`, twice that, ...: a page of
+        20 takes one): each the entries from `size` positions below the last list's first
+        (widened down to the start of that key's run, so a list holds whole runs) up to it,
+        put in order by `_descending` (the caller only reads them). O(log n + size + run) a
+        list, entries copied only from the sublists it covers."""
+        keys = self._keys
         while start < stop:
             cut = max(start, self._back(stop, size))
             if start < cut:

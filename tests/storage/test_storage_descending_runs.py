@@ -276,6 +276,29 @@ def test_a_descending_page_is_made_again_after_each_write_inside_its_batch():
         assert got == descending(keys)[:21], step
 
 
+@pytest.mark.parametrize("distinct", DISTINCT)
+def test_a_cursors_run_is_its_lower_after_and_upper_positions(distinct):
+    # runs inside a sublist, crossing sublists, and keys and ids absent from the index
+    keys = keyed(distinct + 20, 2600, distinct)
+    index = index_of(keys)
+    rng = random.Random(distinct)
+    cursors = [(k, i) for i, k in rng.sample(sorted(keys.items()), 40)]
+    cursors += [(rng.randint(-2, distinct + 2), rng.randint(0, 9000)) for _ in range(40)]
+    for key, id_ in cursors:
+        want = (index.lower(key, True), index.after(key, id_), index.upper(key, True))
+        assert index.cursor_run(key, id_) == want, (key, id_)
+
+
+def test_a_first_batch_of_a_given_size_holds_that_many_whole_runs():
+    keys = keyed(21, 3000, 1200)
+    index = index_of(keys)
+    for size in (1, 5, 21, 64):
+        batch = next(index.batches_descending((0, 0), index.end, size))
+        assert len(batch) >= size and batch == descending(keys)[: len(batch)]
+        last = keys[batch[-1]]
+        assert all(keys[i] != last for i in descending(keys)[len(batch) :]), size  # its last run whole
+
+
 def test_a_sublist_keeps_at_most_parts_kept_parts():
     from dbsvc.storage.indexes import PARTS_KEPT
 
