@@ -202,9 +202,10 @@ def _descending_page(table: Table, field: str, window: Window, cursor: Any, end:
         out = list(islice(index.nulls if cursor is None else index.nulls.iter_after(cursor[1]), end))
     elif ck is not None:
         first, after, past = index.cursor_run(ck, cursor[1])
-        if window.holds(ck):  # the rest of the cursor's run, ids ascending
+        if after < past and window.holds(ck):  # the rest of the cursor's run, ids ascending
             out = list(islice(index.ids_span(max(start, after), min(stop, past)), end))
-        stop = min(stop, first)
+        if first < stop:
+            stop = first
     left = end - len(out)
     if left > 0 and start < stop:
         out += next(index.batches_descending(start, stop, left))[:left]
