@@ -370,3 +370,46 @@ def test_the_first_ids_after_a_cursor_reach_the_very_last_id():
         params = [("n__gte", "1"), ("limit", "20"), ("cursor", encode_cursor("Item", (), [], 749))]
         records, total, _watermark, more = store.list_page("Item", ITEM.parse_list_query(params))
         assert [r["id"] for r in records] == [1000] and total == 200 and not more
+
+
+# -- a cursor page over kept batches, after writes and after a compaction ---------------
+
+
+def test_a_cursor_page_after_writes_and_after_a_compaction_is_the_brute_force_page(tmp_path):
+    # scores of one decimal over 0-30: runs of ~2, so each batch is ordered and kept
+    # (indexes.py `_kept`); the same cursor asked again after writes in its page's
+    # sublist and after an online compaction (indexes built afresh) continues the list
+    store = open_store(str(tmp_path), sync="off")
+    rng = random.Random(36)
+    sort = (("score", True),)
+    model = BLOG.BY_NAME["BlogPost"]
+
+    def after_cursor(cursor) -> list[int]:
+        every = Query(sort=sort, limit=10_000)
+        ordered, _total = reference_list(store.table("BlogPost").records, model, every)
+        (ck,), cid = cursor
+        return [r["id"] for r in ordered if r["score"] < ck or (r["score"] == ck and r["id"] > cid)]
+
+    def page(cursor) -> list[int]:
+        got, _total, _watermark, _more = store.list_page("BlogPost", Query(sort=sort, limit=20, cursor=cursor))
+        return [r["id"] for r in got]
+
+    async def go() -> None:
+        await store.insert("User", user(1))
+        for i in range(1, 1501):
+            await store.insert("BlogPost", post(i, score=rng.randint(0, 300) / 10))
+        first, _total, _wm, _more = store.list_page("BlogPost", Query(sort=sort, limit=700))
+        last = first[-1]
+        cursor = ((last["score"],), last["id"])
+        assert page(cursor) == page(cursor) == after_cursor(cursor)[:20]
+        gone = page(cursor)[5]
+        await store.delete("BlogPost", gone)  # on the page
+        for i in range(2001, 2011):  # inside the page's scores, and one at the cursor's own
+            await store.insert("BlogPost", post(i, score=last["score"] - (i % 3) / 10))
+        assert page(cursor) == after_cursor(cursor)[:20] and gone not in page(cursor)
+        await store.compactor.compact_now()
+        assert store.stats()["compactions"] == 1
+        assert page(cursor) == page(cursor) == after_cursor(cursor)[:20]
+
+    run(go())
+    store.close()
