@@ -299,6 +299,26 @@ def test_a_first_batch_of_a_given_size_holds_that_many_whole_runs():
         assert all(keys[i] != last for i in descending(keys)[len(batch) :]), size  # its last run whole
 
 
+def test_batches_ending_at_a_sublists_first_entries_and_starting_inside_a_run():
+    # a stop at (i, 0) is sublist i - 1's end, kept as that sublist's part; a stop at (i, 1)
+    # holds sublist i's first entry; a batch's cut inside the start's run stops at the start
+    keys = keyed(22, 3000, 2500)
+    index = index_of(keys)
+    entries = list(index)
+    for i in range(1, len(index.id_sublists)):
+        before = sum(map(len, index.id_sublists[:i]))
+        for stop, count in (((i, 0), before), ((i, 1), before + 1)):
+            start = (i - 1, 3)
+            got = list(chain.from_iterable(index.batches_descending(start, stop, 8)))
+            skip = before - len(index.id_sublists[i - 1]) + 3
+            want = [e for _k, e in sorted(entries[skip:count], key=lambda e: (-e[0], e[1]))]
+            assert got == want, (i, stop)
+        end_of = next(index.batches_descending((i - 1, 0), (i, 0), 8))
+        assert next(index.batches_descending((i - 1, 0), (i, 0), 8)) is end_of  # kept
+    runs = index_of({id_: id_ // 100 for id_ in range(1, 301)})  # runs of 100, one sublist
+    assert next(runs.batches_descending((0, 50), (0, 80), 10)) == runs.id_sublists[0][50:80]
+
+
 def test_a_sublist_keeps_at_most_parts_kept_parts():
     from dbsvc.storage.indexes import PARTS_KEPT
 
