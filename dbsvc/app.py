@@ -394,7 +394,8 @@ class Application(OperationalRoutes):
             query = scoped
         records, total, watermark, more = self.store.list_page(model.name, query)
         if query.expand:
-            page = b",".join(self._expanded(model, query, records, claims))
+            encode = lambda: self._encoded(model, query, records)  # noqa: E731 (only on a miss)
+            page = self.expander.page(self.store, model, query, records, encode, claims)
         elif query.projection is not None:
             page = b",".join(self.encoded.projected(model, query.projection, records))
         else:
@@ -438,23 +439,21 @@ class Application(OperationalRoutes):
         if conditions is not None and not query.expand and not conditions.none_match(version):
             return Response(304, b"", headers, content_type=None)
         if query.expand:
-            body = self._expanded(model, query, [record], claims)[0]
+            body = self.expander.records(
+                self.store, model, query, [record], self._encoded(model, query, [record]), claims
+            )[0]
         elif query.projection is not None:
             body = json_bytes(model.project[query.projection](record))
         else:
             body = self.encoded.encode(model, record)
         return Response(200, body, headers)
 
-    def _expanded(
-        self, model: CompiledModel, query: Query, records: Sequence[Record], claims: Claims
-    ) -> Sequence[bytes]:
-        """The records' JSON (projected, if asked) each with its `_expand` (dbsvc/expand.py)."""
+    def _encoded(self, model: CompiledModel, query: Query, records: Sequence[Record]) -> Sequence[bytes]:
+        """The records' JSON, projected if asked: what `expand=` writes `_expand` into."""
         if query.projection is not None:
             project = model.project[query.projection]
-            encoded = [json_bytes(project(record)) for record in records]
-        else:
-            encoded = [self.encoded.encode(model, record) for record in records]
-        return self.expander.records(self.store, model, query, records, encoded, claims)
+            return [json_bytes(project(record)) for record in records]
+        return [self.encoded.encode(model, record) for record in records]
 
     # -- writes -------------------------------------------------------------------------
 

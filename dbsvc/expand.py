@@ -29,6 +29,13 @@ docs/decisions.md, "expand"):
    change of its live state drops them all at the next answer, so an entry is always the
    referenced record's JSON now, and a page whose parents were embedded lately reads and
    encodes none of them again. At most `kept_capacity` entries a field (then they start over).
+7. A list's expanded page of the present, when no model it embeds has access rules, is kept
+   whole (`page`) by the identities of its record objects, as the app's encoded pages are
+   (readcache.py `encode_page`: the store hands out one object per record version), with
+   the embedded models' ticks (rule 6): the same record objects under the same ticks are
+   the same bytes. A page made afresh whose records were expanded lately is then a tuple of
+   ids and a probe, where it embedded and joined each record (bench/README.md, "The
+   cursor page, range sorted by it, expand"). At most `capacity` pages, none over 64 KiB.
 
 Imports runtime, rules and interfaces only (tests/test_layers.py, the `expand` row).
 """
@@ -63,6 +70,36 @@ class Expander:
         # (referenced model, field, projection) -> (the model's tick, id -> the entry's text): rule 6
         self._kept: dict[tuple[str, str, str | None], tuple[int, dict[Any, bytes | None]]] = {}
         self.kept_capacity = 4096
+        # (model, Query.expand, projection, the records' id()s) -> (the records, the embedded
+        # models' ticks, the joined page): rule 7
+        self._pages: dict[tuple[Any, ...], tuple[tuple[Record, ...], tuple[int, ...], bytes]] = {}
+        self.largest_page = 65536
+
+    def page(
+        self,
+        store: ServedStore,
+        model: CompiledModel,
+        query: Query,
+        records: Sequence[Record],
+        encode: Callable[[], Sequence[bytes]],
+        claims: Claims,
+    ) -> bytes:
+        """`records` (a list's page) each with its `_expand`, joined by commas: `records()`
+        over `encode()` (their JSON, projected or not), kept by rule 7 when it may be."""
+        steps = self._plan(model, query.expand)
+        if query.as_of is not None or any(step[1].rules is not None for step in steps):
+            return b",".join(self.records(store, model, query, records, encode(), claims))
+        ticks = tuple([store.tick(step[1].name) for step in steps])
+        key = (model.name, query.expand, query.projection, tuple(map(id, records)))
+        kept = self._pages.get(key)
+        if kept is not None and kept[1] == ticks:
+            return kept[2]
+        page = b",".join(self.records(store, model, query, records, encode(), claims))
+        if len(page) <= self.largest_page:
+            if kept is None and len(self._pages) >= self.capacity:
+                del self._pages[next(iter(self._pages))]
+            self._pages[key] = (tuple(records), ticks, page)
+        return page
 
     def records(
         self,

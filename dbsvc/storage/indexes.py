@@ -19,7 +19,7 @@ frames.
 A list in id order over a window of few entries bisects each covered sublist's ids sorted
 by id, or only the part of it that a window's span covers at either end (`sorted_ids`:
 made on demand, kept until that sublist changes, at most BY_ID_KEPT sublists of PARTS_KEPT
-parts).
+parts); a descending batch inside one sublist is kept the same way.
 
 Each `OrderedIndex` keeps its ids' keys by id too (`column`, keycolumns.py), updated by its
 own `add` and `remove`, so every path that keeps the index (writes, undo, bulk builds,
@@ -27,7 +27,7 @@ snapshot loads) keeps the column: a list orders a bucket of ids by key without r
 record.
 
 Equality indexes (`HashIndex` and the filters) are in hashes.py, which imports this
-module; this one imports only sortedlist.py, keycolumns.py and fenwick.py. Everything here is plain data: no I/O, no model
+module; this one imports only sortedlist.py (the sublists' slices by position), keycolumns.py and fenwick.py. Everything here is plain data: no I/O, no model
 knowledge.
 """
 
@@ -42,10 +42,10 @@ from typing import Any
 
 from dbsvc.storage.fenwick import Fenwick
 from dbsvc.storage.keycolumns import KeyColumn
-from dbsvc.storage.sortedlist import LOAD, SortedIndex, backwards, sublist_slice
+from dbsvc.storage.sortedlist import LOAD, SortedIndex, backwards, span_backwards, span_pieces, sublist_slice
 
-BY_ID_KEPT = 256  # sublists whose id-sorted copies an index keeps (`sorted_ids`)
-PARTS_KEPT = 4  # id-sorted parts kept a sublist (the whole, or a window's end): ~4 MB at most at LOAD 512
+BY_ID_KEPT = 256  # sublists whose ordered parts an index keeps (`_kept`)
+PARTS_KEPT = 4  # parts kept a sublist (the whole, a window's end, a page's batch): ~4 MB at most at LOAD 512
 RUNS_TAKEN = 4  # `_descending`: runs taken from the top by a bisect each before the rest is sorted
 RUN_SHORT = 8  # `_descending`: a run shorter than this, and the rest is sorted at once
 SHIFT_MAX = 1 << 16  # OrderedIndex.from_columns sorts ids starting at most this (so many placeholders)
@@ -138,8 +138,8 @@ class OrderedIndex:
         self._lastids: list[Any] = [i[-1] for i in self._ids]
         self._len = len(keys)
         self._counts: Fenwick | None = None  # the sublists' lengths, built by `count_span`
-        # sublist -> (lo, hi) -> the ids of its positions [lo, hi) sorted, made by `sorted_ids`
-        self._by_id: dict[int, dict[tuple[int, int], list[Any]]] = {}
+        # sublist -> (lo, hi, descending) -> the ids of its positions [lo, hi) ordered (`_kept`)
+        self._by_id: dict[int, dict[tuple[int, int, bool], list[Any]]] = {}
 
     @property
     def key_sublists(self) -> list[Any]:
@@ -395,6 +395,18 @@ class OrderedIndex:
         hi = bisect_right(keys, key, lo)
         return self._norm(i, bisect_right(self._ids[i], id_, lo, hi))
 
+    def cursor_run(self, key: Any, id_: Any) -> tuple[tuple[int, int], tuple[int, int], tuple[int, int]]:
+        """(`lower(key, True)`, `after(key, id_)`, `upper(key, True)`): where a cursor's run
+        of `key` (not None) starts, where the entries after the cursor start, and where the
+        run ends. Four bisects when the run ends inside the sublist it starts in (mostly)."""
+        i = bisect_left(self._lastkeys, key)
+        keys = self._keys[i] if i < len(self._keys) else ()
+        lo = bisect_left(keys, key)
+        hi = bisect_right(keys, key, lo)
+        if hi < len(keys):  # `lower` found sublist i; the run ends inside it
+            return (i, lo), (i, bisect_right(self._ids[i], id_, lo, hi)), (i, hi)
+        return self.lower(key, True), self.after(key, id_), self.upper(key, True)
+
     @property
     def end(self) -> tuple[int, int]:
         return len(self._keys), 0
@@ -414,26 +426,30 @@ class OrderedIndex:
 
     def sorted_ids(self, i: int, lo: int = 0, hi: int | None = None) -> list[Any]:
         """The ids at positions [lo, hi) of sublist i (the whole sublist by default) in
-        ascending order (not the index's): made on first use and kept until that sublist
-        changes (`add`, `remove`; every kept one is dropped when the sublists themselves
-        change: a split, a sublist removed, `grown`, a fill), for at most BY_ID_KEPT
-        sublists at once (all dropped past that) and PARTS_KEPT parts of each (that
-        sublist's dropped past that). What a window's first ids in id order are bisected in
-        (seek.py `_first_ids`: a window's end sublists are such parts). The caller only
-        reads it."""
+        ascending order (not the index's): a kept part (`_kept`). What a window's first ids
+        in id order are bisected in (seek.py `_first_ids`: a window's end sublists are such
+        parts). The caller only reads it."""
+        return self._kept(i, (lo, len(self._ids[i]) if hi is None else hi, False))
+
+    def _kept(self, i: int, part: tuple[int, int, bool]) -> list[Any]:
+        """Sublist i's part (lo, hi, descending): its ids by id (`sorted_ids`), or in the
+        index's descending order (`_descending`). Made on first use and kept until that
+        sublist changes (`add`, `remove`; every kept one is dropped when the sublists
+        themselves change: a split, a sublist removed, `grown`, a fill), for at most
+        BY_ID_KEPT sublists at once (all dropped past that) and PARTS_KEPT parts of each
+        (that sublist's dropped past that)."""
         kept = self._by_id
         parts = kept.get(i)
         if parts is None:
             if len(kept) >= BY_ID_KEPT:
                 kept.clear()
             parts = kept[i] = {}
-        ids = self._ids[i]
-        part = (lo, len(ids) if hi is None else hi)
         out = parts.get(part)
         if out is None:
             if len(parts) >= PARTS_KEPT:
                 parts.clear()
-            out = parts[part] = sorted(ids[part[0] : part[1]])
+            lo, hi, desc = part
+            out = parts[part] = self._ordered((i, lo), (i, hi)) if desc else sorted(self._ids[i][lo:hi])
         return out
 
     def _counted(self) -> Fenwick:
@@ -462,23 +478,39 @@ class OrderedIndex:
         top = n - (hi + self.count_span((last[0], last[1] + 1), end))
         return self._descending(begin, end)[start - top : stop - top]
 
-    def batches_descending(self, start: tuple[int, int], stop: tuple[int, int]) -> Iterator[list[Any]]:
+    def batches_descending(self, start: tuple[int, int], stop: tuple[int, int], size: int = 32) -> Iterator[list[Any]]:
         """The ids of [start, stop) in descending order (keys descending, ids ascending in a
-        run), from `stop` down, in lists of growing size (32, 64, ...: a page of 20 takes one):
-        each the entries from `size` positions below the last list's first (widened down to
-        the start of that key's run, so a list holds whole runs) up to it, put in order by
-        `_descending`. O(log n + size + run) a list, entries copied only from the sublists it
-        covers."""
-        keys, size = self._keys, 32
-        while start < stop:
-            cut = max(start, self._back(stop, size))
+        run), from `stop` down, in lists of growing size (`size`, twice that, ...: a page of
+        20 takes one): each the entries from `size` positions below the last list's first
+        (widened down to the start of that key's run, so a list holds whole runs) up to it,
+        put in order by `_descending` (the caller only reads them). O(log n + size + run) a
+        list, entries copied only from the sublists it covers."""
+        keys = self._keys
+        while start < stop:  # compared, not max(): two calls a batch were half its cost
+            cut = self._back(stop, size)
             if start < cut:
-                cut = max(start, self.lower(keys[cut[0]][cut[1]], True))
+                cut = self.lower(keys[cut[0]][cut[1]], True)
+                if cut < start:
+                    cut = start
+            else:
+                cut = start
             yield self._descending(cut, stop)
             stop, size = cut, size * 2
 
     def _descending(self, start: tuple[int, int], stop: tuple[int, int]) -> list[Any]:
-        """The ids of [start, stop) (not empty) keys descending, ids ascending in a run.
+        """The ids of [start, stop) (not empty) keys descending, ids ascending in a run; the
+        caller only reads them. Inside one sublist (a page's batch, mostly) a kept part
+        (`_kept`): the same page asked again is a dict probe, where ordering a batch of short
+        runs (a sort of its pairs) was most of a descending page's plan (bench/README.md)."""
+        i, j = stop
+        if j == 0:
+            i, j = i - 1, len(self._ids[i - 1])
+        if start[0] == i:
+            return self._kept(i, (start[1], j, True))
+        return self._ordered(start, stop)
+
+    def _ordered(self, start: tuple[int, int], stop: tuple[int, int]) -> list[Any]:
+        """`_descending`'s ids, made.
 
         A run's ids ascend in the index already, so the runs are taken from the top as they
         are, a bisect each (in the top's sublist; `lower` when the run goes on before it): one
@@ -496,16 +528,16 @@ class OrderedIndex:
                 j = len(keys[i])
             key = keys[i][j - 1]  # the top entry's key
             if keys[start[0]][start[1]] == key:  # one run left: in order already
-                out.extend(chain.from_iterable(_pieces(ids, start, stop)))
+                out.extend(chain.from_iterable(span_pieces(ids, start, stop)))
                 return out
             first = bisect_left(keys[i], key, 0, j)  # the run's start, in the top's sublist
             if first and j - first < RUN_SHORT:  # short runs (many distinct keys): sorted below
                 break
             lo = (i, first) if first else self.lower(key, True)  # or before that sublist
-            out.extend(chain.from_iterable(_pieces(ids, lo, stop)))
+            out.extend(chain.from_iterable(span_pieces(ids, lo, stop)))
             stop = lo
         pairs = list(
-            zip(chain.from_iterable(_pieces(keys, start, stop)), chain.from_iterable(_pieces(ids, start, stop)))
+            zip(chain.from_iterable(span_pieces(keys, start, stop)), chain.from_iterable(span_pieces(ids, start, stop)))
         )
         pairs.sort(key=_FIRST, reverse=True)  # stable: a run's ids stay ascending
         out.extend(map(_SECOND, pairs))
@@ -541,37 +573,4 @@ class OrderedIndex:
     def pairs_span_descending(self, start: tuple[int, int], stop: tuple[int, int]) -> Iterator[tuple[Any, Any]]:
         """(key, id) of [start, stop) from the last: keys descending, ids descending in a run;
         lazily, as `ids_span`."""
-        return zip(_backwards_span(self._keys, start, stop), _backwards_span(self._ids, start, stop))
-
-
-def _backwards_span(lists: list[Any], start: tuple[int, int], stop: tuple[int, int]) -> Iterator[Any]:
-    """The entries of `lists` (sublists) at positions [start, stop), last first, lazily: the
-    two ends' parts copied and reversed, the sublists between them reversed in place of a
-    list of them (`_pieces` copies that list: O(n / LOAD) for a span over a whole index)."""
-    (i1, j1), (i2, j2) = start, stop
-    if (i2, j2) <= (i1, j1):
-        return iter(())
-    if i1 == i2:
-        return reversed(lists[i1][j1:j2])
-    n = len(lists)
-    pieces: list[Iterable[Any]] = []
-    if i2 < n and j2:
-        pieces.append(reversed(lists[i2][:j2]))
-    pieces.append(chain.from_iterable(map(reversed, islice(reversed(lists), n - i2, n - i1 - 1))))
-    pieces.append(reversed(lists[i1][j1:]))
-    return chain.from_iterable(pieces)
-
-
-def _pieces(lists: list[Any], start: tuple[int, int], stop: tuple[int, int]) -> list[Any]:
-    """The slices of `lists` (sublists) that cover positions [start, stop), in order: the
-    two ends copied, the sublists between them as they are (one list slice, no Python loop)."""
-    (i1, j1), (i2, j2) = start, stop
-    if (i2, j2) <= (i1, j1):
-        return []
-    if i1 == i2:
-        return [lists[i1][j1:j2]]
-    out = [lists[i1][j1:]]
-    out += lists[i1 + 1 : i2]
-    if i2 < len(lists) and j2:
-        out.append(lists[i2][:j2])
-    return out
+        return zip(span_backwards(self._keys, start, stop), span_backwards(self._ids, start, stop))

@@ -8,7 +8,8 @@ update costs O(log n + LOAD) instead of the O(n) shift of one flat list; iterati
 either end costs O(1) to start and O(1) per entry.
 
 The sort fields' (key, id) index (indexes.py `OrderedIndex`) keeps the same layout in
-parallel sublists and walks them with this module's `sublist_slice` and `backwards`.
+parallel sublists and walks them with this module's `sublist_slice`, `backwards` and the
+spans between two (sublist, entry) positions (`span_pieces`, `span_backwards`).
 Plain data: no I/O, no model knowledge, no import of dbsvc.
 """
 
@@ -174,3 +175,36 @@ def sublist_slice(lists: list[list[Any]], start: int, stop: int) -> list[Any]:
 def backwards(lists: list[list[Any]]) -> Iterator[Any]:
     """The entries of the concatenation of `lists`, last first."""
     return chain.from_iterable(map(reversed, reversed(lists)))
+
+
+def span_backwards(lists: list[Any], start: tuple[int, int], stop: tuple[int, int]) -> Iterator[Any]:
+    """The entries of `lists` (sublists) at positions [start, stop), last first, lazily: the
+    two ends' parts copied and reversed, the sublists between them reversed in place of a
+    list of them (`span_pieces` copies that list: O(n / LOAD) for a span over a whole index)."""
+    (i1, j1), (i2, j2) = start, stop
+    if (i2, j2) <= (i1, j1):
+        return iter(())
+    if i1 == i2:
+        return reversed(lists[i1][j1:j2])
+    n = len(lists)
+    pieces: list[Iterable[Any]] = []
+    if i2 < n and j2:
+        pieces.append(reversed(lists[i2][:j2]))
+    pieces.append(chain.from_iterable(map(reversed, islice(reversed(lists), n - i2, n - i1 - 1))))
+    pieces.append(reversed(lists[i1][j1:]))
+    return chain.from_iterable(pieces)
+
+
+def span_pieces(lists: list[Any], start: tuple[int, int], stop: tuple[int, int]) -> list[Any]:
+    """The slices of `lists` (sublists) that cover positions [start, stop), in order: the
+    two ends copied, the sublists between them as they are (one list slice, no Python loop)."""
+    (i1, j1), (i2, j2) = start, stop
+    if (i2, j2) <= (i1, j1):
+        return []
+    if i1 == i2:
+        return [lists[i1][j1:j2]]
+    out = [lists[i1][j1:]]
+    out += lists[i1 + 1 : i2]
+    if i2 < len(lists) and j2:
+        out.append(lists[i2][:j2])
+    return out

@@ -59,3 +59,55 @@ def test_a_past_moment_is_asked_of_the_store_once_per_watermark(tmp_path):
         assert asked == [("BlogPost", 5)] and counting.gets[-1] == ("User", 2, None)
     finally:
         store.close()
+
+
+# -- rule 7: a list's expanded page kept by its record objects and the embedded ticks ----
+
+
+def test_an_expanded_page_is_kept_while_its_records_and_the_embedded_model_are_unchanged(tmp_path):
+    store = filled(tmp_path)
+    try:
+        expander = Expander(BLOG.MODELS, lambda model, record: json_bytes(record))
+        made: list[int] = []
+        query = Query(limit=20, expand=(("author_id", None),))
+
+        def page() -> bytes:
+            records, _total, _wm = store.list_records("BlogPost", Query(limit=20))
+
+            def encode() -> list[bytes]:
+                made.append(len(records))
+                return [json_bytes(r) for r in records]
+
+            out = expander.page(store, POST, query, records, encode, {})
+            assert out == b",".join(expander.records(store, POST, query, records, encode(), {}))
+            return out
+
+        first = page()
+        assert page() is first and made == [20, 20, 20]  # the second page: only the check's encode
+        run(store.replace("User", 2, user(2, name="renamed")))  # the embedded model's tick moves
+        renamed = page()
+        assert renamed != first and b'"name":"renamed"' in renamed and made[-2:] == [20, 20]
+        run(store.replace("BlogPost", 4, post(4, author=3)))  # a listed record's new version
+        moved = page()
+        assert moved != renamed and made[-2:] == [20, 20]
+        assert page() is moved
+    finally:
+        store.close()
+
+
+def test_an_expanded_page_at_a_watermark_is_made_every_time(tmp_path):
+    store = filled(tmp_path)
+    try:
+        expander = Expander(BLOG.MODELS, lambda model, record: json_bytes(record))
+        records, _total, _wm = store.list_records("BlogPost", Query(limit=20))
+        query = Query(limit=20, as_of=23, expand=(("author_id", None),))
+        made: list[int] = []
+
+        def encode() -> list[bytes]:
+            made.append(1)
+            return [json_bytes(r) for r in records]
+
+        pages = [expander.page(store, POST, query, records, encode, {}) for _ in range(3)]
+        assert made == [1, 1, 1] and pages[0] == pages[2]
+    finally:
+        store.close()

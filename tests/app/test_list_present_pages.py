@@ -27,7 +27,7 @@ from dbsvc.storage import Store
 from dbsvc.storage.events import ChangeEvent, EventKind
 from dbsvc.storage.tenants import create_tenant
 from support.app_calls import answer, fresh
-from support.storage import open_store, post, run, user
+from support.storage import BLOG, open_store, post, run, user
 
 TINY = 32 * 1024
 
@@ -290,3 +290,26 @@ def test_a_polled_list_follows_every_write_over_http(serve):
     assert [r["name"] for r in last.json["data"]] == ["b"] and last.json["total"] == 1
     assert server.get(target).body == last.body
     assert int(last.headers["dbsvc-offset"]) == 4
+
+
+def test_an_expanded_list_made_afresh_after_writes_is_what_a_fresh_app_answers(tmp_path):
+    # no list kept (a budget of 0): the expanded page kept by its records (expand.py rule 7)
+    store = open_store(str(tmp_path), sync="off")
+    app = Application(BLOG, store, Broker(store, BLOG.BY_NAME, 64), list_cache_bytes=0)
+    target = "/api/blog-post?limit=5&expand=author_id"
+
+    async def go() -> None:
+        await store.insert("User", user(1, name="Ann"))
+        await store.insert("User", user(2, name="Dee"))
+        for i in range(1, 4):
+            await store.insert("BlogPost", post(i, author=1))
+        assert answer(app, target) == answer(app, target) == answer(fresh(store), target)
+        await store.replace("User", 1, user(1, name="Bob"))  # only the embedded model changes
+        assert answer(app, target) == answer(fresh(store), target)
+        await store.replace("BlogPost", 2, post(2, author=2))  # a listed record changes
+        body = answer(app, target)
+        assert body == answer(fresh(store), target)
+        assert [r["_expand"]["author_id"]["name"] for r in json.loads(body[1])["data"]] == ["Bob", "Dee", "Bob"]
+
+    run(go())
+    store.close()

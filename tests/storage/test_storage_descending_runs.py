@@ -16,7 +16,7 @@ Fixture-free but for the store at the end, so bench/mutation_inprocess.py can ru
 from __future__ import annotations
 
 import random
-from itertools import chain
+from itertools import chain, islice
 
 import pytest
 
@@ -237,6 +237,88 @@ def test_a_sublists_part_by_id_is_kept_until_that_sublist_changes():
     assert again is not part and again == sorted(index.id_sublists[1][100:300])
 
 
+def test_a_descending_batch_inside_a_sublist_is_kept_until_that_sublist_changes():
+    keys = keyed(13, 2000, 900)  # runs of ~2: a batch is ordered by a sort, not taken as runs
+    index = index_of(keys)
+
+    def top_batch() -> list[int]:  # the first batch down from sublist 1's last entry
+        return next(index.batches_descending((0, 0), (1, len(index.id_sublists[1]))))
+
+    def below_top(count: int) -> list[int]:  # the `count` entries up to there, written out
+        entries = list(index)[: len(index.id_sublists[0]) + len(index.id_sublists[1])]
+        return [i for _k, i in sorted(entries[-count:], key=lambda e: (-e[0], e[1]))]
+
+    batch = top_batch()
+    assert top_batch() is batch and batch == below_top(len(batch))  # kept
+    for id_ in batch[:3]:  # out of sublist 1, then one in: its kept batch is made again
+        index.remove(keys.pop(id_), id_)
+    index.add(index.key_sublists[1][-5], 50_000)
+    again = top_batch()
+    assert again is not batch and again == below_top(len(again)) and 50_000 in again
+
+
+def test_a_descending_page_is_made_again_after_each_write_inside_its_batch():
+    # the same page asked between writes that land in its batch (inserts at the top, like a
+    # newest-first list, and removals there): every answer is the order written out
+    keys = keyed(14, 3000, 2500)
+    index = index_of(keys)
+    rng = random.Random(14)
+    top = max(keys.values())
+    for step in range(60):
+        if step % 3 == 2:
+            gone = rng.choice(descending(keys)[:20])
+            index.remove(keys.pop(gone), gone)
+        else:
+            top += rng.choice([0, 1])
+            keys[10_000 + step] = top
+            index.add(top, 10_000 + step)
+        got = list(islice(chain.from_iterable(index.batches_descending((0, 0), index.end)), 21))
+        assert got == descending(keys)[:21], step
+
+
+@pytest.mark.parametrize("distinct", DISTINCT)
+def test_a_cursors_run_is_its_lower_after_and_upper_positions(distinct):
+    # runs inside a sublist, crossing sublists, and keys and ids absent from the index
+    keys = keyed(distinct + 20, 2600, distinct)
+    index = index_of(keys)
+    rng = random.Random(distinct)
+    cursors = [(k, i) for i, k in rng.sample(sorted(keys.items()), 40)]
+    cursors += [(rng.randint(-2, distinct + 2), rng.randint(0, 9000)) for _ in range(40)]
+    for key, id_ in cursors:
+        want = (index.lower(key, True), index.after(key, id_), index.upper(key, True))
+        assert index.cursor_run(key, id_) == want, (key, id_)
+
+
+def test_a_first_batch_of_a_given_size_holds_that_many_whole_runs():
+    keys = keyed(21, 3000, 1200)
+    index = index_of(keys)
+    for size in (1, 5, 21, 64):
+        batch = next(index.batches_descending((0, 0), index.end, size))
+        assert len(batch) >= size and batch == descending(keys)[: len(batch)]
+        last = keys[batch[-1]]
+        assert all(keys[i] != last for i in descending(keys)[len(batch) :]), size  # its last run whole
+
+
+def test_batches_ending_at_a_sublists_first_entries_and_starting_inside_a_run():
+    # a stop at (i, 0) is sublist i - 1's end, kept as that sublist's part; a stop at (i, 1)
+    # holds sublist i's first entry; a batch's cut inside the start's run stops at the start
+    keys = keyed(22, 3000, 2500)
+    index = index_of(keys)
+    entries = list(index)
+    for i in range(1, len(index.id_sublists)):
+        before = sum(map(len, index.id_sublists[:i]))
+        for stop, count in (((i, 0), before), ((i, 1), before + 1)):
+            start = (i - 1, 3)
+            got = list(chain.from_iterable(index.batches_descending(start, stop, 8)))
+            skip = before - len(index.id_sublists[i - 1]) + 3
+            want = [e for _k, e in sorted(entries[skip:count], key=lambda e: (-e[0], e[1]))]
+            assert got == want, (i, stop)
+        end_of = next(index.batches_descending((i - 1, 0), (i, 0), 8))
+        assert next(index.batches_descending((i - 1, 0), (i, 0), 8)) is end_of  # kept
+    runs = index_of({id_: id_ // 100 for id_ in range(1, 301)})  # runs of 100, one sublist
+    assert next(runs.batches_descending((0, 50), (0, 80), 10)) == runs.id_sublists[0][50:80]
+
+
 def test_a_sublist_keeps_at_most_parts_kept_parts():
     from dbsvc.storage.indexes import PARTS_KEPT
 
@@ -308,3 +390,46 @@ def test_the_first_ids_after_a_cursor_reach_the_very_last_id():
         params = [("n__gte", "1"), ("limit", "20"), ("cursor", encode_cursor("Item", (), [], 749))]
         records, total, _watermark, more = store.list_page("Item", ITEM.parse_list_query(params))
         assert [r["id"] for r in records] == [1000] and total == 200 and not more
+
+
+# -- a cursor page over kept batches, after writes and after a compaction ---------------
+
+
+def test_a_cursor_page_after_writes_and_after_a_compaction_is_the_brute_force_page(tmp_path):
+    # scores of one decimal over 0-30: runs of ~2, so each batch is ordered and kept
+    # (indexes.py `_kept`); the same cursor asked again after writes in its page's
+    # sublist and after an online compaction (indexes built afresh) continues the list
+    store = open_store(str(tmp_path), sync="off")
+    rng = random.Random(36)
+    sort = (("score", True),)
+    model = BLOG.BY_NAME["BlogPost"]
+
+    def after_cursor(cursor) -> list[int]:
+        every = Query(sort=sort, limit=10_000)
+        ordered, _total = reference_list(store.table("BlogPost").records, model, every)
+        (ck,), cid = cursor
+        return [r["id"] for r in ordered if r["score"] < ck or (r["score"] == ck and r["id"] > cid)]
+
+    def page(cursor) -> list[int]:
+        got, _total, _watermark, _more = store.list_page("BlogPost", Query(sort=sort, limit=20, cursor=cursor))
+        return [r["id"] for r in got]
+
+    async def go() -> None:
+        await store.insert("User", user(1))
+        for i in range(1, 1501):
+            await store.insert("BlogPost", post(i, score=rng.randint(0, 300) / 10))
+        first, _total, _wm, _more = store.list_page("BlogPost", Query(sort=sort, limit=700))
+        last = first[-1]
+        cursor = ((last["score"],), last["id"])
+        assert page(cursor) == page(cursor) == after_cursor(cursor)[:20]
+        gone = page(cursor)[5]
+        await store.delete("BlogPost", gone)  # on the page
+        for i in range(2001, 2011):  # inside the page's scores, and one at the cursor's own
+            await store.insert("BlogPost", post(i, score=last["score"] - (i % 3) / 10))
+        assert page(cursor) == after_cursor(cursor)[:20] and gone not in page(cursor)
+        await store.compactor.compact_now()
+        assert store.stats()["compactions"] == 1
+        assert page(cursor) == page(cursor) == after_cursor(cursor)[:20]
+
+    run(go())
+    store.close()
