@@ -80,7 +80,7 @@ class Window:
             span = index.end, index.end
         else:
             start = (0, 0) if self.low is None else index.lower(self.low, self.low_in)
-            stop = index.end if self.high is None else index.upper(self.high, self.high_in)
+            stop = index.end if self.high is None else index.lower(self.high, not self.high_in)  # `upper`
             span = start, stop
         self._spanned, self._span = index, span
         return span
@@ -173,13 +173,18 @@ def sources_of(
     table: Table, query: Query, windows: dict[str, Window], filters: Mapping[str, frozenset]
 ) -> tuple[list[Source], set[Any] | None]:
     """(each condition that can hand out its ids, smallest first; a search's matches)."""
-    sources: list[Source] = [(table.hashes[f].count(k), "filter", f) for f, k in filters.items()]
-    sources += [(w.count(table.ordered[f]), "window", f) for f, w in windows.items()]
+    sources: list[Source] = []  # loops, not comprehensions: no frame made for none or one
+    for f, k in filters.items():
+        sources.append((table.hashes[f].count(k), "filter", f))
+    for f, w in windows.items():
+        sources.append((w.count(table.ordered[f]), "window", f))
     found: set[Any] | None = None
     if query.search:
         found = kept_matches(table, query.search)
         sources.append((len(found), "search", ""))
-    return sorted(sources), found
+    if len(sources) > 1:
+        sources.sort()
+    return sources, found
 
 
 def source_test(
