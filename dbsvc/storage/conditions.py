@@ -53,7 +53,13 @@ class Window:
     __slots__ = ("_span", "_spanned", "field", "high", "high_in", "low", "low_in", "nulls", "values")
 
     def __init__(
-        self, field: str, low: Any = None, low_in: bool = True, high: Any = None, high_in: bool = True, nulls: bool = True
+        self,
+        field: str,
+        low: Any = None,
+        low_in: bool = True,
+        high: Any = None,
+        high_in: bool = True,
+        nulls: bool = True,
     ) -> None:
         self.field = field
         self.low, self.low_in, self.high, self.high_in = low, low_in, high, high_in

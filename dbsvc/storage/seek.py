@@ -379,9 +379,7 @@ def _first_ids(table: Table, window: Window, size: int, end: int, after: Any) ->
     parts: list[list[Any]] = []  # the span's part of each sublist it covers, by id: kept by the index
     if start < stop:
         lists, sorted_ids = index.id_sublists, index.sorted_ids
-        (i, lo), (last_i, hi) = start, stop
-        if last_i >= len(lists):  # to the index's end: the last sublist whole
-            last_i, hi = len(lists) - 1, len(lists[-1])
+        (i, lo), (last_i, hi) = start, stop  # a span to the index's end stops at (len(lists), 0)
         if i == last_i:
             parts.append(sorted_ids(i, lo, hi))
         else:
