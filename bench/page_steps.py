@@ -11,7 +11,8 @@ path's `respond`), then each step of `Application.list` alone: the parse, the st
 (its plan, query.py's or, with operators, bucketplan.py's or seek.py's, and its dicts), the
 page's JSON, the body, the headers and the `Link`. Best of 5 rounds of N calls, timed by
 `time.thread_time`, after `gc.freeze()`. bench/README.md, "A page of 20 made afresh", has the
-figures.
+figures. `CALLS=1` prints instead the Python and C calls of one app call per target, counted by
+`sys.setprofile` (exact, where a timing on a loaded host is not: "A list's fixed cost, counted").
 """
 
 import gc
@@ -78,8 +79,30 @@ def respond(resp, r):
     return encode_response(wire.respond, resp, r, "abc123", None, False)
 
 
+def calls(fn):
+    """(Python calls, C calls) of one `fn()`, counted by `sys.setprofile` (comprehension
+    frames are Python calls): CALLS=1 prints them per target instead of the timings."""
+    counts = [0, 0]
+
+    def profile(frame, event, arg):
+        if event == "call":
+            counts[0] += 1
+        elif event == "c_call":
+            counts[1] += 1
+
+    sys.setprofile(profile)
+    fn()
+    sys.setprofile(None)
+    return counts[0] - 1, counts[1] - 1  # fn's own frame and setprofile(None) left out
+
+
 for target in sys.argv[3:]:
     r = req(target)
+    if os.environ.get("CALLS"):
+        for _ in range(50):
+            app(r)
+        print(f"{target:60} Python calls %d, C calls %d" % calls(lambda: app(r)))
+        continue
     print(target)
     if "?" not in target:
         rows = [("app()", lambda: app(r)), ("app()+encode_response", lambda: respond(app(r), r))]

@@ -345,10 +345,8 @@ class Application(OperationalRoutes):
             return [("Dbsvc-Watermark", str(watermark)), ("Dbsvc-Offset", str(self.store.head_offset))]
         return [("Dbsvc-Watermark", str(watermark))]
 
-    def _check_as_of(self, model: CompiledModel, as_of: int | None) -> int | None:
-        """400 for an `as_of` ahead of the model's watermark; that watermark, when asked."""
-        if as_of is None:
-            return None
+    def _check_as_of(self, model: CompiledModel, as_of: int) -> int:
+        """400 for an `as_of` ahead of the model's watermark; else that watermark."""
         current = self.store.watermarks()[model.name]
         if as_of > current:
             raise BadQuery(
@@ -369,21 +367,18 @@ class Application(OperationalRoutes):
             if link is not None:
                 headers.append(("Link", link))
             return Response(200, body, headers)
-        query = self.queries.list_query(model, request)
-        current = self._check_as_of(model, query.as_of)
-        # A list at a past watermark never changes in an epoch: kept whole (readcache.py),
-        # unless the token may change it: the model's rules, or an embedded model's
-        past = (
-            current is not None
-            and query.as_of is not None
-            and query.as_of < current
-            and model.rules is None
-            and not (query.expand and self.rules)
-        )
-        if past:
-            kept = self.past.get(self.store, model, request)
-            if kept is not None:
-                return Response(200, kept[0], kept[1])
+        listing = self.queries.listing(model, request)  # the parsed query and its Link maker
+        query = listing.query
+        past = False
+        if query.as_of is not None:
+            current = self._check_as_of(model, query.as_of)
+            # A list at a past watermark never changes in an epoch: kept whole (readcache.py),
+            # unless the token may change it: the model's rules, or an embedded model's
+            past = query.as_of < current and model.rules is None and not (query.expand and self.rules)
+            if past:
+                kept = self.past.get(self.store, model, request)
+                if kept is not None:
+                    return Response(200, kept[0], kept[1])
         if model.rules is not None:
             token = request.header("authorization") if self.guard is not None else None
             scoped = self.access.list_query(model, model.rules, query, claims, token)
@@ -404,7 +399,7 @@ class Application(OperationalRoutes):
         headers = self._read_headers(watermark, query.as_of)
         link = None
         if more and records:  # RFC 8288: the next page, keyed on this page's last record
-            link = self.queries.link_after(model, query, request, records[-1])
+            link = listing.link_after(model, request, records[-1])
             headers.append(("Link", link))
         if past:
             self.past.keep(self.store, model, request, body, headers)
@@ -425,7 +420,8 @@ class Application(OperationalRoutes):
     def read(self, request: Request, model: CompiledModel, segment: str, claims: Claims = NO_CLAIMS) -> Response:
         key = model.parse_id(segment)
         query = model.parse_get_query(request.query)
-        self._check_as_of(model, query.as_of)
+        if query.as_of is not None:
+            self._check_as_of(model, query.as_of)
         record, watermark, version = self.store.get_versioned(model.name, key, query.as_of)
         if record is None:
             raise missing(model, key)

@@ -115,56 +115,94 @@ class EncodedRecords:
         return out
 
 
+class ParsedList:
+    """One distinct list of one model: its parsed `Query`, and the maker of its next pages'
+    `Link` values (operators.py `NextLinks`), made on its first page that has a next one.
+
+    Found by one lookup per list request (`ParsedQueries.listing`), where the query and the
+    `Link` maker were two lookups, each keyed by a tuple of the pairs made and hashed
+    afresh. A list's path is `/api/<kebab>` of its model, so the model and the pairs fix
+    the text before the cursor too (the maker keeps the path it was made for, and a
+    request with another path gets a maker of its own)."""
+
+    __slots__ = ("_links", "_path", "query")
+
+    def __init__(self, query: Query) -> None:
+        self.query = query
+        self._links: NextLinks | None = None
+        self._path = ""
+
+    def link_after(self, model: CompiledModel, request: Request, record: Record) -> str:
+        """The `Link` value of the page after `record`, the last of a page of `model` listed
+        by `request`."""
+        links = self._links
+        if links is None or self._path != request.path:
+            links = self._links = ParsedQueries.links_of(model, self.query, request)
+            self._path = request.path
+        return links.after(record)
+
+
 class ParsedQueries:
-    """List queries parsed once per distinct query, and their next-page `Link` prefix made
-    once: a list URL a client polls is parsed on its first request, then found by its decoded pairs (parsing and making a Query, a
-    noticeable share of a list request, become one dict lookup; bench/README.md).
+    """List queries parsed once per distinct query, with their next-page `Link` maker: a
+    list URL a client polls is parsed on its first request, then found by its decoded pairs
+    (parsing and making a Query, a noticeable share of a list request, become one dict
+    lookup; bench/README.md).
 
     The key is the model and the tuple of the request's decoded query pairs, from which
     the generated parser's answer follows and nothing else does; a query that fails to
     parse is never kept, so its error is raised afresh each time. At most `capacity`
     queries are kept, the oldest dropped first, and a target over `longest` characters is
     parsed without being kept, so a client sending distinct queries costs a bounded memory.
+    A list with no pairs is kept apart, one per model (the schema declares finitely many),
+    evicting nothing.
     """
 
-    __slots__ = ("_next", "_parsed", "capacity", "longest")
+    __slots__ = ("_parsed", "_plain", "capacity", "longest")
 
     def __init__(self, capacity: int = 1024, longest: int = 512) -> None:
         self.capacity = capacity
         self.longest = longest
-        self._parsed: dict[tuple[str, tuple[tuple[str, str], ...]], Query] = {}
-        self._next: dict[tuple[str, tuple[tuple[str, str], ...]], NextLinks] = {}
+        self._parsed: dict[tuple[str, tuple[tuple[str, str], ...]], ParsedList] = {}
+        self._plain: dict[str, ParsedList] = {}  # model -> its list with no pairs
+
+    def listing(self, model: CompiledModel, request: Request) -> ParsedList:
+        """The list `request` asks of `model`: kept (`ParsedList`), or parsed now (raising
+        BadQuery) and kept unless its target is over `longest` characters."""
+        pairs = request.query
+        if len(request.target) > self.longest:
+            return ParsedList(model.parse_list_query(pairs))
+        if not pairs:
+            entry = self._plain.get(model.name)
+            if entry is None:
+                entry = self._plain[model.name] = ParsedList(model.parse_list_query(pairs))
+            return entry
+        key = (model.name, tuple(pairs))
+        entries = self._parsed
+        entry = entries.get(key)
+        if entry is None:
+            entry = ParsedList(model.parse_list_query(pairs))
+            if len(entries) >= self.capacity:
+                del entries[next(iter(entries))]
+            entries[key] = entry
+        return entry
 
     def list_query(self, model: CompiledModel, request: Request) -> Query:
-        if not request.query or len(request.target) > self.longest:
-            return model.parse_list_query(request.query)
-        return self._kept(self._parsed, (model.name, tuple(request.query)), model.parse_list_query, request.query)
+        """`listing(model, request).query`."""
+        return self.listing(model, request).query
 
     def link_after(self, model: CompiledModel, query: Query, request: Request, record: Record) -> str:
         """The `Link` value of the page after `record`, the last of a page of `model` listed
-        by `request` (parsed as `query`): operators.py `NextLinks`, made once per distinct
-        list and kept under the same bounds as the parsed queries (the same path and pairs
-        are the same model and sort)."""
+        by `request` (parsed as `query`): the kept list's maker (`ParsedList.link_after`),
+        or a maker of its own for a list that is not kept."""
         if len(request.target) > self.longest:
-            return self._links_of(model, query, request).after(record)
-        key = (request.path, tuple(request.query))
-        return self._kept(self._next, key, self._links_of, model, query, request).after(record)
+            return self.links_of(model, query, request).after(record)
+        return self.listing(model, request).link_after(model, request, record)
 
     @staticmethod
-    def _links_of(model: CompiledModel, query: Query, request: Request) -> NextLinks:
+    def links_of(model: CompiledModel, query: Query, request: Request) -> NextLinks:
+        """The `Link` maker of a list of `model` by `request`, sorted as `query` says."""
         prefix = link_prefix(request.path, request.query)
         return NextLinks(prefix, model.name, query.sort, model.keys, model.id_field)
-
-    def _kept(self, entries: dict, key: Any, make: Any, *args: Any) -> Any:
-        """`entries[key]`, made by `make(*args)` and kept when missing (the oldest dropped
-        at `capacity`); a `make` that raises keeps nothing."""
-        value = entries.get(key)
-        if value is None:
-            value = make(*args)
-            if len(entries) >= self.capacity:
-                del entries[next(iter(entries))]
-            entries[key] = value
-        return value
 
 
 class PastPages:

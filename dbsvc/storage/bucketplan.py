@@ -152,8 +152,8 @@ def bucket_operators(table: Table, query: Query) -> tuple[list[Any], int, bool] 
     (module docstring), or None to leave it to seek.py."""
     if query.cursor is not None or query.nulls or query.search or len(query.ranges) != 1:
         return None
-    if not query.filters:
-        return _prefix_plan(table, query)
+    if not query.filters:  # a prefix sorted by another field, or nothing of this module's
+        return _prefix_plan(table, query) if query.sort else None
     found = _smallest(table, query)
     if found is None:
         return None

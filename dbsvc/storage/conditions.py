@@ -52,12 +52,18 @@ class Window:
 
     __slots__ = ("_span", "_spanned", "field", "high", "high_in", "low", "low_in", "nulls", "values")
 
-    def __init__(self, field: str) -> None:
+    def __init__(
+        self,
+        field: str,
+        low: Any = None,
+        low_in: bool = True,
+        high: Any = None,
+        high_in: bool = True,
+        nulls: bool = True,
+    ) -> None:
         self.field = field
-        self.low: Any = None
-        self.high: Any = None
-        self.low_in = self.high_in = True
-        self.values = self.nulls = True
+        self.low, self.low_in, self.high, self.high_in = low, low_in, high, high_in
+        self.values, self.nulls = True, nulls
         self._spanned: Any = None  # the index `_span` was found in
         self._span: tuple[tuple[int, int], tuple[int, int]] = ((0, 0), (0, 0))
 
@@ -80,7 +86,7 @@ class Window:
             span = index.end, index.end
         else:
             start = (0, 0) if self.low is None else index.lower(self.low, self.low_in)
-            stop = index.end if self.high is None else index.upper(self.high, self.high_in)
+            stop = index.end if self.high is None else index.lower(self.high, not self.high_in)  # `upper`
             span = start, stop
         self._spanned, self._span = index, span
         return span
@@ -96,15 +102,17 @@ class Window:
         return index.ids_span(start, stop)
 
 
-def windows_of(table: Table, query: Query) -> tuple[dict[str, Window], dict[str, frozenset], list[str]]:
+def windows_of(table: Table, query: Query) -> tuple[dict[str, Window], Mapping[str, frozenset], list[str]]:
     """(a window per @sort field with a condition, the filters with `__null=true` on filter-
-    only fields folded in, the filter-only fields that must not be null)."""
+    only fields folded in, the filter-only fields that must not be null). The filters are
+    the query's own mapping when there is no `__null` to fold in: callers only read them."""
     windows: dict[str, Window] = {}
-    filters = dict(query.filters)
     not_null: list[str] = []
     for field, low, low_in, high, high_in in query.ranges:
-        w = windows[field] = Window(field)
-        w.low, w.low_in, w.high, w.high_in, w.nulls = low, low_in, high, high_in, False
+        windows[field] = Window(field, low, low_in, high, high_in, False)
+    if not query.nulls:  # nothing to fold in: the query's own filters, never written
+        return windows, query.filters, not_null
+    filters = dict(query.filters)
     for field, wanted in query.nulls:
         if field in table.ordered:
             w = windows.setdefault(field, Window(field))
@@ -173,13 +181,18 @@ def sources_of(
     table: Table, query: Query, windows: dict[str, Window], filters: Mapping[str, frozenset]
 ) -> tuple[list[Source], set[Any] | None]:
     """(each condition that can hand out its ids, smallest first; a search's matches)."""
-    sources: list[Source] = [(table.hashes[f].count(k), "filter", f) for f, k in filters.items()]
-    sources += [(w.count(table.ordered[f]), "window", f) for f, w in windows.items()]
+    sources: list[Source] = []  # loops, not comprehensions: no frame made for none or one
+    for f, k in filters.items():
+        sources.append((table.hashes[f].count(k), "filter", f))
+    for f, w in windows.items():
+        sources.append((w.count(table.ordered[f]), "window", f))
     found: set[Any] | None = None
     if query.search:
         found = kept_matches(table, query.search)
         sources.append((len(found), "search", ""))
-    return sorted(sources), found
+    if len(sources) > 1:
+        sources.sort()
+    return sources, found
 
 
 def source_test(

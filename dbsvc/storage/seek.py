@@ -404,21 +404,23 @@ def _first_ids(table: Table, window: Window, size: int, end: int, after: Any) ->
         return None
     index = table.ordered[window.field]
     start, stop = window.span(index)
-    lists = index.id_sublists
-    parts: list[tuple[int, int, int]] = []  # (sublist, lo, hi): the span's part of it
+    parts: list[list[Any]] = []  # the span's part of each sublist it covers, by id: kept by the index
     if start < stop:
-        for i in range(start[0], min(stop[0], len(lists) - 1) + 1):
-            lo = start[1] if i == start[0] else 0
-            hi = stop[1] if i == stop[0] else len(lists[i])
-            if lo < hi:
-                parts.append((i, lo, hi))
+        lists, sorted_ids = index.id_sublists, index.sorted_ids
+        (i, lo), (last_i, hi) = start, stop  # a span to the index's end stops at (len(lists), 0)
+        if i == last_i:
+            parts.append(sorted_ids(i, lo, hi))
+        else:
+            parts.append(sorted_ids(i, lo, len(lists[i])))
+            parts += map(sorted_ids, range(i + 1, last_i))
+            if hi:
+                parts.append(sorted_ids(last_i, 0, hi))
     base = first - 1 if after is None else after
     reach = (2 * end + 8) * (last - first + 1) // max(size, 1) + 1
     while True:
         top = base + reach
         out: list[Any] = []
-        for i, lo, hi in parts:
-            ids = index.sorted_ids(i, lo, hi)  # the span's part of the sublist, by id: kept
+        for ids in parts:
             out += ids[bisect_right(ids, base) : bisect_right(ids, top)]
         if window.nulls and index.nulls:
             out += takewhile(top.__ge__, index.nulls.iter_after(base))

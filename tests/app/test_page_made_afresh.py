@@ -1,6 +1,6 @@
 """A page of 20 made afresh costs less (issue 36 item 2, bench/README.md "A page of 20 made
 afresh") and says what it said: the next page's `Link`, made once per distinct list
-(operators.py `NextLinks`, kept by readcache.py `ParsedQueries.link_after`), is the very text
+(operators.py `NextLinks`, kept with the parsed query by readcache.py `ParsedList`), is the very text
 of the cursor and prefix it was composed of before, for every sort the blog schema allows and
 any record; over a real server with no kept answers (`SERVICE_LIST_CACHE_BYTES=0`), a walk by
 `Link` headers reads each header byte for byte and every record once, in order.
@@ -92,17 +92,20 @@ def test_link_after_keeps_one_maker_per_list_and_none_for_a_long_target():
     first = queries.link_after(POST, query, sorted_, one)
     assert first == composed(POST, sorted_, query.sort, one)
     assert queries.link_after(POST, query, sorted_, two) == composed(POST, sorted_, query.sort, two)
-    kept = queries._next[(sorted_.path, tuple(sorted_.query))]
-    assert queries.link_after(POST, query, request("/api/blog-post?sort=-score&limit=2"), one) == first
-    assert queries._next[(sorted_.path, tuple(sorted_.query))] is kept  # made once
-    plain = request("/api/blog-post?limit=2")  # capacity 1: the other list's maker goes
+    listing = queries.listing(POST, sorted_)
+    assert listing.query is query
+    again = request("/api/blog-post?sort=-score&limit=2")
+    made = queries.link_after(POST, query, again, one)
+    assert made == first
+    assert listing.link_after(POST, again, one) is made  # one maker, its last Link kept
+    plain = request("/api/blog-post?limit=2")  # capacity 1: the other list goes
     plain_query = queries.list_query(POST, plain)
     assert queries.link_after(POST, plain_query, plain, one) == composed(POST, plain, (), one)
-    assert list(queries._next) == [(plain.path, tuple(plain.query))]
+    assert queries.listing(POST, sorted_) is not listing  # made again
     long = request("/api/blog-post?sort=-score&title__prefix=" + "x" * 40)
     long_query = POST.parse_list_query(long.query)
     assert queries.link_after(POST, long_query, long, two) == composed(POST, long, long_query.sort, two)
-    assert len(queries._next) == 1  # not kept
+    assert queries.listing(POST, long) is not queries.listing(POST, long)  # not kept
 
 
 def test_a_walk_made_afresh_reads_each_link_as_composed_and_every_post_once(serve):
@@ -147,3 +150,48 @@ def test_the_link_after_the_same_record_object_is_kept_and_a_new_version_makes_i
     assert made.after(old) == first == composed(POST, req, query.sort, old)
     equal = dict(old)  # equal values, another object: made again, the same text
     assert made.after(equal) == first
+
+
+LIST_PAIRS = st.lists(
+    st.tuples(
+        st.sampled_from(["sort", "limit", "offset", "title__prefix", "published", "score__gte"]),
+        st.sampled_from(["-score", "title", "2", "5", "ab", "true", "50", "x" * 30]),
+    ).filter(lambda p: p[0] != "sort" or p[1] in ("-score", "title")),
+    max_size=3,
+    unique_by=lambda p: p[0],
+)
+VALID = {
+    "limit": ("2", "5", "50"),
+    "offset": ("2", "5", "50"),
+    "published": ("true",),
+    "score__gte": ("2", "5", "50"),
+    "title__prefix": ("ab", "2", "5", "50", "true", "x" * 30),
+}
+
+
+@given(
+    lists=st.lists(
+        st.tuples(
+            LIST_PAIRS.filter(lambda ps: all(k == "sort" or v in VALID[k] for k, v in ps)),
+            st.integers(min_value=1, max_value=5),
+        ),
+        min_size=1,
+        max_size=12,
+    ),
+    capacity=st.integers(min_value=1, max_value=3),
+)
+@settings(max_examples=80, deadline=None)
+def test_a_kept_listing_answers_what_the_parser_and_the_composed_link_do(lists, capacity):
+    """Many lists asked in turn of one small `ParsedQueries` (so entries go and come back,
+    the no-pairs list and a target over `longest` among them): each answer's query is the
+    generated parser's and each `Link` the composed one, for whichever record ends the page."""
+    queries = ParsedQueries(capacity=capacity, longest=60)
+    for pairs, n in lists:
+        target = "/api/blog-post" + ("?" + "&".join(f"{k}={v}" for k, v in pairs) if pairs else "")
+        req = Request("GET", target, "/api/blog-post", list(pairs), [])
+        listing = queries.listing(POST, req)
+        assert listing.query == POST.parse_list_query(list(pairs))
+        record = {"id": n, "title": f"t{n}", "score": n / 3}
+        expected = composed(POST, req, listing.query.sort, record)
+        assert listing.link_after(POST, req, record) == expected
+        assert queries.link_after(POST, listing.query, req, record) == expected

@@ -292,3 +292,25 @@ def test_null_and_a_bound_on_a_column_without_nulls(params, want):
         assert (ids(page), total) == (want, len(want)), extra
         page, total, _more = plans.page_as_of(table, mark, query_of(params + extra))
         assert (ids(page), total) == (want, len(want)), ("at the mark", extra)
+
+
+def test_the_sources_of_a_query_come_smallest_first():
+    """`sources_of` hands the plans the conditions that can list their ids smallest first:
+    a gather reads the first and tests the others (two sources and three, a filter's bucket
+    larger than a window and smaller)."""
+    from dbsvc.storage.conditions import sources_of, windows_of
+
+    table = Table(ITEM)
+    for i in range(1, 41):
+        values = dict(zip(FIELDS, (i % 3, float(i), f"s{i:02}", f"c{i:02}", None, "x" if i > 2 else "y", None, None)))
+        table.insert(ITEM.row({"id": i, **values}))
+    for params, kinds in (
+        ([("k", "x"), ("f__lte", "3")], ["window", "filter"]),  # a window of 3 before a bucket of 38
+        ([("k", "y"), ("f__lte", "30")], ["filter", "window"]),  # a bucket of 2 before a window of 30
+        ([("k", "x"), ("f__lte", "30"), ("c__prefix", "c0")], ["window", "window", "filter"]),
+    ):
+        query = ITEM.parse_list_query(params)
+        windows, filters, _not_null = windows_of(table, query)
+        sources, _found = sources_of(table, query, windows, filters)
+        assert [kind for _size, kind, _field in sources] == kinds, params
+        assert [size for size, _kind, _field in sources] == sorted(size for size, _kind, _field in sources)
