@@ -64,6 +64,16 @@ def test_a_past_moment_is_asked_of_the_store_once_per_watermark(tmp_path):
 # -- rule 7: a list's expanded page kept by its record objects and the embedded ticks ----
 
 
+def counted_encoder(records: list, made: list[int]):
+    """The page's encode step, noting in `made` the size of each page it encodes."""
+
+    def encode() -> list[bytes]:
+        made.append(len(records))
+        return [json_bytes(r) for r in records]
+
+    return encode
+
+
 def test_an_expanded_page_is_kept_while_its_records_and_the_embedded_model_are_unchanged(tmp_path):
     store = filled(tmp_path)
     try:
@@ -73,11 +83,7 @@ def test_an_expanded_page_is_kept_while_its_records_and_the_embedded_model_are_u
 
         def page() -> bytes:
             records, _total, _wm = store.list_records("BlogPost", Query(limit=20))
-
-            def encode() -> list[bytes]:
-                made.append(len(records))
-                return [json_bytes(r) for r in records]
-
+            encode = counted_encoder(records, made)
             out = expander.page(store, POST, query, records, encode, {})
             assert out == b",".join(expander.records(store, POST, query, records, encode(), {}))
             return out
@@ -102,12 +108,8 @@ def test_an_expanded_page_at_a_watermark_is_made_every_time(tmp_path):
         records, _total, _wm = store.list_records("BlogPost", Query(limit=20))
         query = Query(limit=20, as_of=23, expand=(("author_id", None),))
         made: list[int] = []
-
-        def encode() -> list[bytes]:
-            made.append(1)
-            return [json_bytes(r) for r in records]
-
+        encode = counted_encoder(records, made)
         pages = [expander.page(store, POST, query, records, encode, {}) for _ in range(3)]
-        assert made == [1, 1, 1] and pages[0] == pages[2]
+        assert made == [20, 20, 20] and pages[0] == pages[2]
     finally:
         store.close()
