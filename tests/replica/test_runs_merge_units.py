@@ -10,9 +10,9 @@ from __future__ import annotations
 import pytest
 
 from dbsvc.storage.indexes import OrderedIndex
-from dbsvc.storage.runs import MERGE_AT, add_ordered_run
+from dbsvc.storage.runs import MERGE_AT
 from dbsvc.storage.sortedlist import LOAD
-from tests.replica.test_replica_apply_runs import _ordered_shape
+from tests.replica.test_runs_units import check_run
 
 HELD = 5 * LOAD  # three sublists or more: every case lands in a middle one
 
@@ -29,12 +29,7 @@ def check(typecode: str, keys: list[object], ids: list[int]) -> OrderedIndex:
         one.add(key, id_)
         many.add(key, id_)
     assert len(many.key_sublists) >= 3
-    for key, id_ in zip(keys, ids):
-        one.add(key, id_)
-    add_ordered_run(many, keys, ids)
-    assert _ordered_shape(many) == _ordered_shape(one)
-    assert list(many.last_keys) == [k[-1] for k in many.key_sublists]
-    assert list(many.last_ids) == [i[-1] for i in many.id_sublists]
+    check_run(one, many, keys, ids)
     return many
 
 
@@ -89,7 +84,4 @@ def test_an_ordered_run_of_str_ids_is_add_one_at_a_time():
     for key, id_ in [(5, "a"), (7, "b"), (9, "c")]:
         one.add(key, id_)
         many.add(key, id_)
-    for key, id_ in [(6, "d"), (7, "e"), (12, "f")]:
-        one.add(key, id_)
-    add_ordered_run(many, [6, 7, 12], ["d", "e", "f"])
-    assert _ordered_shape(many) == _ordered_shape(one)
+    check_run(one, many, [6, 7, 12], ["d", "e", "f"])
