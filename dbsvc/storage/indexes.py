@@ -432,6 +432,26 @@ class OrderedIndex:
         parts). The caller only reads it."""
         return self._kept(i, (lo, len(self._ids[i]) if hi is None else hi, False))
 
+    def span_by_id(self, start: tuple[int, int], stop: tuple[int, int]) -> list[Any]:
+        """The ids at positions [start, stop) sorted by id (not the index's order): a
+        window's ids in id order, whose page after an id is one bisect and a slice (seek.py
+        `_first_ids`). Merged from the id-sorted parts of the sublists the span covers
+        (`sorted_ids`: one sort of presorted runs) and kept until a sublist it reaches
+        changes (keptparts.py). The caller only reads it."""
+        out = self._parts.span(start, stop)
+        if out is None:
+            (i, lo), (last, hi) = start, stop  # a span to the index's end stops at (len(sublists), 0)
+            if stop <= start:
+                parts: list[list[Any]] = []
+            elif i == last:
+                parts = [self.sorted_ids(i, lo, hi)]
+            else:
+                parts = [self.sorted_ids(i, lo), *map(self.sorted_ids, range(i + 1, last))]
+                if hi:
+                    parts.append(self.sorted_ids(last, 0, hi))
+            out = self._parts.keep_span(start, stop, sorted(chain.from_iterable(parts)))
+        return out
+
     def _kept(self, i: int, part: tuple[int, int, bool]) -> list[Any]:
         """Sublist i's part (lo, hi, descending): its ids by id (`sorted_ids`), or in the
         index's descending order (`_descending`). Made on first use and kept until that

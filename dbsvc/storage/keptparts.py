@@ -7,15 +7,24 @@ order, and the same part again at the next list while nothing changed:
 - a part (lo, hi) of sublist i with its ids sorted by id (`OrderedIndex.sorted_ids`);
 - a part of sublist i in descending order: keys descending, ids ascending in a run (a page's
   batch, `OrderedIndex.batches_descending`; made by `descending_ids`);
+- a span [start, stop) across sublists (positions (sublist, entry), as indexes.py gives
+  them) with its ids sorted by id (`OrderedIndex.span_by_id`, merged from the id-sorted
+  parts above): a range's or prefix's ids in id order, so its first page is one bisect and a
+  slice (seek.py `_first_ids`), where bisecting each part, joining and sorting them was a
+  third of a 1M prefix page's plan.
 
 `KeptParts` keeps them for one index. The rules that keep them true, held by the index's
-writes: a change inside sublist i drops i's parts (`changed`); a change to the sublists themselves (a split, a sublist removed, entries put in
+writes: a change inside sublist i drops i's parts and every span that reaches i
+(`changed`); a change to the sublists themselves (a split, a sublist removed, entries put in
 place by runs.py, a fill) drops everything (`clear`), since positions of later sublists move.
 An entry added to or removed from sublist i moves no position of another sublist, so
 nothing else is dropped.
 
 Bounds: at most SUBLISTS_KEPT sublists' parts (all dropped past that), PARTS_KEPT parts
-of one sublist (that sublist's dropped past that).
+of one sublist (that sublist's dropped past that), SPANS_KEPT spans (all dropped past
+that). A span is kept only for the plans that ask for it, whose spans are small (seek.py
+takes a window's first ids by id only when s * s <= 2 * end * n: 6,500 ids at 1,000,000
+records and a page of 20), and its list holds the index's own id objects: 8 bytes an id.
 
 Plain data: no I/O; imports only sortedlist.py (the slices of a span).
 """
@@ -32,6 +41,7 @@ from dbsvc.storage.sortedlist import span_pieces
 
 SUBLISTS_KEPT = 256  # sublists whose parts an index keeps
 PARTS_KEPT = 4  # parts kept a sublist (the whole, a window's end, a page's batch): ~4 MB at most at LOAD 512
+SPANS_KEPT = 16  # spans kept by id (a window's ids in id order)
 RUNS_TAKEN = 4  # `descending_ids`: runs taken from the top by a bisect each before the rest is sorted
 RUN_SHORT = 8  # `descending_ids`: a run shorter than this, and the rest is sorted at once
 _FIRST = itemgetter(0)
@@ -40,13 +50,14 @@ Position = tuple[int, int]
 
 
 class KeptParts:
-    """One index's kept parts (module docstring). `held` says whether anything
+    """One index's kept parts and spans (module docstring). `held` says whether anything
     is kept, so an index's write tests one attribute, not a call, when nothing is."""
 
-    __slots__ = ("_parts", "held")
+    __slots__ = ("_parts", "_spans", "held")
 
     def __init__(self) -> None:
         self._parts: dict[int, dict[tuple[int, int, bool], list[Any]]] = {}  # sublist -> part -> ids
+        self._spans: dict[tuple[Position, Position], list[Any]] = {}  # (start, stop) -> ids by id
         self.held = False
 
     def part(self, i: int, part: tuple[int, int, bool]) -> list[Any] | None:
@@ -67,14 +78,31 @@ class KeptParts:
         self.held = True
         return ids
 
+    def span(self, start: Position, stop: Position) -> list[Any] | None:
+        """The kept ids of [start, stop) sorted by id, or None."""
+        return self._spans.get((start, stop))
+
+    def keep_span(self, start: Position, stop: Position, ids: list[Any]) -> list[Any]:
+        spans = self._spans
+        if len(spans) >= SPANS_KEPT:
+            spans.clear()
+        spans[start, stop] = ids
+        self.held = True
+        return ids
+
     def changed(self, i: int) -> None:
         """Sublist i gained or lost an entry (its length and its later positions moved)."""
         self._parts.pop(i, None)
-        self.held = bool(self._parts)
+        spans = self._spans
+        if spans:
+            for span in [s for s in spans if s[0][0] <= i <= s[1][0]]:
+                del spans[span]
+        self.held = bool(self._parts or spans)
 
     def clear(self) -> None:
         """The sublists themselves changed: no position holds any more."""
         self._parts.clear()
+        self._spans.clear()
         self.held = False
 
 
