@@ -48,6 +48,7 @@ from dbsvc.storage.keptparts import KeptParts, descending_ids
 from dbsvc.storage.keycolumns import KeyColumn
 from dbsvc.storage.sortedlist import LOAD, SortedIndex, backwards, span_backwards, sublist_slice
 
+SEEN_KEPT = 256  # positions and counts an index keeps found (`_seen`) until its next write
 SHIFT_MAX = 1 << 16  # OrderedIndex.from_columns sorts ids starting at most this (so many placeholders)
 _FIRST = itemgetter(0)
 _SECOND = itemgetter(1)
@@ -76,7 +77,19 @@ class OrderedIndex:
     and iteration read it as they read a list (each key read makes its object then).
     """
 
-    __slots__ = ("_counts", "_ids", "_keys", "_lastids", "_lastkeys", "_len", "_parts", "column", "nulls", "typecode")
+    __slots__ = (
+        "_counts",
+        "_ids",
+        "_keys",
+        "_lastids",
+        "_lastkeys",
+        "_len",
+        "_parts",
+        "_seen",
+        "column",
+        "nulls",
+        "typecode",
+    )
 
     def __init__(self, pairs: Iterable[tuple[Any, Any]] = (), typecode: str = "") -> None:
         self.typecode = typecode
@@ -139,6 +152,9 @@ class OrderedIndex:
         self._len = len(keys)
         self._counts: Fenwick | None = None  # the sublists' lengths, built by `count_span`
         self._parts = KeptParts()  # parts of sublists in other orders (`_kept`)
+        # found since the last write: (key, inclusive) -> `lower`'s position, and
+        # (start, stop) -> `count_span`'s count (a bool is never a position: no clash)
+        self._seen: dict[tuple[Any, Any], Any] = {}
 
     @property
     def key_sublists(self) -> list[Any]:
@@ -165,6 +181,7 @@ class OrderedIndex:
         """`count` entries were put into the sublists in place (storage/runs.py alone does)."""
         self._len += count
         self._counts = None  # rebuilt by the next `count_span`
+        self._seen.clear()
         self._parts.clear()
 
     def _sublist(self, key: Any, id_: Any) -> int:
@@ -185,6 +202,8 @@ class OrderedIndex:
         if key is None:
             self.nulls.add(id_)
             return
+        if self._seen:  # every position after the new entry moves
+            self._seen.clear()
         lastkeys = self._lastkeys
         if not lastkeys:
             self._keys.append(self._column([key]))
@@ -235,6 +254,8 @@ class OrderedIndex:
         i = self._sublist(key, id_)
         if i == len(self._lastkeys):
             raise KeyError((key, id_))
+        if self._seen:  # every position after the entry moves
+            self._seen.clear()
         keys, ids = self._keys[i], self._ids[i]
         j = bisect_left(keys, key)
         if j == len(keys) or keys[j] != key:
@@ -370,7 +391,19 @@ class OrderedIndex:
 
     def lower(self, key: Any, inclusive: bool) -> tuple[int, int]:
         """The position of the first entry whose key is >= `key` (inclusive) or > `key`:
-        one bisect over the last keys, one in a sublist."""
+        one bisect over the last keys, one in a sublist; found once until the next write
+        (`_seen`: the same list asked again, a range's or prefix's two bounds compared no
+        key, where at 1,000,000 records each bisect step over string keys reads an object
+        scattered in memory)."""
+        seen = self._seen
+        at = seen.get((key, inclusive))
+        if at is None:
+            if len(seen) >= SEEN_KEPT:
+                seen.clear()
+            at = seen[key, inclusive] = self._lower(key, inclusive)
+        return at
+
+    def _lower(self, key: Any, inclusive: bool) -> tuple[int, int]:
         if inclusive:
             i = bisect_left(self._lastkeys, key)
             if i == len(self._keys):
@@ -415,15 +448,22 @@ class OrderedIndex:
     def count_span(self, start: tuple[int, int], stop: tuple[int, int]) -> int:
         """Entries in [start, stop): the sublists' lengths between the two ends from a Fenwick
         tree (fenwick.py `between`, O(log n), none walked when `stop` is the end: its count
-        is the index's length); built here, in O(n / LOAD), when the sublists changed."""
+        is the index's length); built here, in O(n / LOAD), when the sublists changed. Found
+        once until the next write (`_seen`, as `lower`)."""
         if stop <= start:
             return 0
-        i = stop[0]
-        if i == len(self._keys):  # to the end: every entry from sublist start[0] on
-            if start[0] == 0:
-                return self._len - start[1]
-            return self._len - self._counted().prefix(start[0]) - start[1]
-        return self._counted().between(start[0], i) - start[1] + stop[1]
+        seen = self._seen
+        count = seen.get((start, stop))
+        if count is None:
+            if len(seen) >= SEEN_KEPT:
+                seen.clear()
+            i = stop[0]
+            if i == len(self._keys):  # to the end: every entry from sublist start[0] on
+                count = self._len - start[1] - (self._counted().prefix(start[0]) if start[0] else 0)
+            else:
+                count = self._counted().between(start[0], i) - start[1] + stop[1]
+            seen[start, stop] = count
+        return count
 
     def sorted_ids(self, i: int, lo: int = 0, hi: int | None = None) -> list[Any]:
         """The ids at positions [lo, hi) of sublist i (the whole sublist by default) in

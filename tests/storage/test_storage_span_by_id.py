@@ -1,4 +1,5 @@
-"""A window's ids kept sorted by id (`OrderedIndex.span_by_id`, keptparts.py) against the
+"""A window's ids kept sorted by id (`OrderedIndex.span_by_id`, keptparts.py), and its
+bounds' positions and count (`lower`, `count_span`, kept until the next write) against the
 plain answer (the entries between two keys, sorted), across the writes that keep an index:
 adds, removes, updates that move a key, sublists split and emptied, entries put in place
 (runs.py's `grown`) and a rebuild from columns (a compaction's, or a snapshot's load).
@@ -38,7 +39,9 @@ class SpanMachine(RuleBasedStateMachine):
     @rule(low=KEYS, width=st.integers(0, 6))
     def ask(self, low: int, width: int) -> None:
         got = span_of(self.index, low, low + width)
+        span = self.index.lower(low, True), self.index.lower(low + width, False)
         assert got == self.plain(low, low + width)
+        assert self.index.count_span(*span) == len(got)  # `lower` and `count_span` are kept until a write too
         assert span_of(self.index, low, low + width) is got  # kept while nothing changed
 
     @rule(key=KEYS, many=st.integers(1, 300))
@@ -116,3 +119,15 @@ def test_an_index_keeps_at_most_spans_kept_spans():
     assert all(span_of(index, low, low) is kept[low] for low in range(SPANS_KEPT))
     span_of(index, 200, 200)  # one more: every kept span dropped first
     assert span_of(index, 0, 0) is not kept[0] and span_of(index, 0, 0) == kept[0]
+
+
+def test_positions_and_counts_found_are_found_again_after_a_write():
+    index = OrderedIndex.from_columns([i // 10 for i in range(3000)], list(range(3000)))  # runs of 10
+    run = index.lower(50, True), index.lower(50, False)  # key 50's run: sublist 0's end, 1's start
+    assert list(index.ids_span(*run)) == list(range(500, 510)) and index.count_span(*run) == 10
+    index.add(50, 5000)  # the run grows by one
+    run = index.lower(50, True), index.lower(50, False)
+    assert list(index.ids_span(*run)) == [*range(500, 510), 5000] and index.count_span(*run) == 11
+    index.remove(50, 500)
+    run = index.lower(50, True), index.lower(50, False)
+    assert list(index.ids_span(*run)) == [*range(501, 510), 5000] and index.count_span(*run) == 10
