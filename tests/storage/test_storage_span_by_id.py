@@ -113,6 +113,20 @@ def test_a_span_is_dropped_by_a_change_inside_it_and_kept_by_one_outside_it():
     assert span_of(index, 60, 100) == inside
 
 
+def test_a_span_asked_at_the_same_positions_after_a_change_inside_it_is_made_again():
+    # an entry replaced by another of the same key leaves every position where it was, so
+    # the same bounds find the same two positions: only the drop rule makes the span anew,
+    # whichever sublist of it (the first, the last, the only one) the change was in
+    index = OrderedIndex.from_columns([i // 10 for i in range(3000)], list(range(3000)))  # runs of 10
+    for low, high, key in ((60, 69, 65), (45, 60, 47), (45, 60, 55)):  # (1, 88)-(1, 188); sublists 0 and 1
+        before = span_of(index, low, high)
+        old = key * 10 + 3
+        index.remove(key, old)
+        index.add(key, 10_000 + old)
+        after = span_of(index, low, high)
+        assert old not in after and 10_000 + old in after and len(after) == len(before), (low, high, key)
+
+
 def test_an_index_keeps_at_most_spans_kept_spans():
     index = OrderedIndex.from_columns([i // 10 for i in range(3000)], list(range(3000)))
     kept = [span_of(index, low, low) for low in range(SPANS_KEPT)]
