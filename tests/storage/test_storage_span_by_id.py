@@ -80,6 +80,7 @@ class SpanMachine(RuleBasedStateMachine):
         for _ in range(many):
             index.key_sublists[-1].append(top)
             index.id_sublists[-1].append(self.next_id)
+            index.column.set(self.next_id, top)  # as runs.py's `set_many`
             self.keys[self.next_id] = top
             self.next_id += 1
         index.last_ids[-1] = self.next_id - 1
