@@ -146,3 +146,14 @@ def test_positions_and_counts_found_are_found_again_after_a_write():
     index.remove(50, 500)
     run = index.lower(50, True), index.lower(50, False)
     assert list(index.ids_span(*run)) == [*range(501, 510), 5000] and index.count_span(*run) == 10
+
+
+def test_a_count_to_the_end_is_found_again_after_entries_put_in_place():
+    index = OrderedIndex.from_columns([i // 10 for i in range(3000)], list(range(3000)))  # runs of 10
+    assert index.count_span(index.lower(290, True), index.end) == 100
+    index.key_sublists[-1].append(299)  # runs.py's in-place run past the last entry
+    index.id_sublists[-1].append(9000)
+    index.column.set(9000, 299)
+    index.last_ids[-1] = 9000
+    index.grown(1)
+    assert index.count_span(index.lower(290, True), index.end) == 101
