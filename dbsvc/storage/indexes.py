@@ -17,9 +17,11 @@ Python generator: a list page walks its index at C speed rather than through gen
 frames.
 
 A list in id order over a window of few entries bisects each covered sublist's ids sorted
-by id, or only the part of it that a window's span covers at either end (`sorted_ids`:
-made on demand, kept until that sublist changes, at most BY_ID_KEPT sublists of PARTS_KEPT
-parts); a descending batch inside one sublist is kept the same way.
+by id, or only the part of it that a window's span covers at either end (`sorted_ids`);
+a descending batch inside one sublist is put in order by keptparts.py `descending_ids`.
+Both are made on demand and kept until that sublist changes (keptparts.py `KeptParts`,
+whose rules each write here keeps: `changed` for an entry in a sublist, `clear` when the
+sublists themselves change).
 
 Each `OrderedIndex` keeps its ids' keys by id too (`column`, keycolumns.py), updated by its
 own `add` and `remove`, so every path that keeps the index (writes, undo, bulk builds,
@@ -27,7 +29,8 @@ snapshot loads) keeps the column: a list orders a bucket of ids by key without r
 record.
 
 Equality indexes (`HashIndex` and the filters) are in hashes.py, which imports this
-module; this one imports only sortedlist.py (the sublists' slices by position), keycolumns.py and fenwick.py. Everything here is plain data: no I/O, no model
+module; this one imports only sortedlist.py (the sublists' slices by position), keptparts.py,
+keycolumns.py and fenwick.py. Everything here is plain data: no I/O, no model
 knowledge.
 """
 
@@ -41,13 +44,11 @@ from operator import is_, is_not, itemgetter
 from typing import Any
 
 from dbsvc.storage.fenwick import Fenwick
+from dbsvc.storage.keptparts import KeptParts, descending_ids
 from dbsvc.storage.keycolumns import KeyColumn
-from dbsvc.storage.sortedlist import LOAD, SortedIndex, backwards, span_backwards, span_pieces, sublist_slice
+from dbsvc.storage.sortedlist import LOAD, SortedIndex, backwards, span_backwards, sublist_slice
 
-BY_ID_KEPT = 256  # sublists whose ordered parts an index keeps (`_kept`)
-PARTS_KEPT = 4  # parts kept a sublist (the whole, a window's end, a page's batch): ~4 MB at most at LOAD 512
-RUNS_TAKEN = 4  # `_descending`: runs taken from the top by a bisect each before the rest is sorted
-RUN_SHORT = 8  # `_descending`: a run shorter than this, and the rest is sorted at once
+SEEN_KEPT = 256  # positions and counts an index keeps found (`_seen`) until its next write
 SHIFT_MAX = 1 << 16  # OrderedIndex.from_columns sorts ids starting at most this (so many placeholders)
 _FIRST = itemgetter(0)
 _SECOND = itemgetter(1)
@@ -76,7 +77,19 @@ class OrderedIndex:
     and iteration read it as they read a list (each key read makes its object then).
     """
 
-    __slots__ = ("_by_id", "_counts", "_ids", "_keys", "_lastids", "_lastkeys", "_len", "column", "nulls", "typecode")
+    __slots__ = (
+        "_counts",
+        "_ids",
+        "_keys",
+        "_lastids",
+        "_lastkeys",
+        "_len",
+        "_parts",
+        "_seen",
+        "column",
+        "nulls",
+        "typecode",
+    )
 
     def __init__(self, pairs: Iterable[tuple[Any, Any]] = (), typecode: str = "") -> None:
         self.typecode = typecode
@@ -138,8 +151,10 @@ class OrderedIndex:
         self._lastids: list[Any] = [i[-1] for i in self._ids]
         self._len = len(keys)
         self._counts: Fenwick | None = None  # the sublists' lengths, built by `count_span`
-        # sublist -> (lo, hi, descending) -> the ids of its positions [lo, hi) ordered (`_kept`)
-        self._by_id: dict[int, dict[tuple[int, int, bool], list[Any]]] = {}
+        self._parts = KeptParts()  # parts of sublists in other orders (`_kept`)
+        # found since the last write: (key, inclusive) -> `lower`'s position, and
+        # (start, stop) -> `count_span`'s count (a bool is never a position: no clash)
+        self._seen: dict[tuple[Any, Any], Any] = {}
 
     @property
     def key_sublists(self) -> list[Any]:
@@ -166,7 +181,8 @@ class OrderedIndex:
         """`count` entries were put into the sublists in place (storage/runs.py alone does)."""
         self._len += count
         self._counts = None  # rebuilt by the next `count_span`
-        self._by_id.clear()
+        self._seen.clear()
+        self._parts.clear()
 
     def _sublist(self, key: Any, id_: Any) -> int:
         """The sublist where (key, id_) belongs: the first whose last entry is not before
@@ -186,6 +202,8 @@ class OrderedIndex:
         if key is None:
             self.nulls.add(id_)
             return
+        if self._seen:  # every position after the new entry moves
+            self._seen.clear()
         lastkeys = self._lastkeys
         if not lastkeys:
             self._keys.append(self._column([key]))
@@ -194,7 +212,7 @@ class OrderedIndex:
             self._lastids.append(id_)
             self._len += 1
             self._counts = None
-            self._by_id.clear()
+            self._parts.clear()
             return
         i = self._sublist(key, id_)
         if i == len(lastkeys):
@@ -219,9 +237,10 @@ class OrderedIndex:
             lastkeys[i : i + 1] = [keys[LOAD - 1], keys[-1]]
             self._lastids[i : i + 1] = [ids[LOAD - 1], ids[-1]]
             self._counts = None
-            self._by_id.clear()
+            self._parts.clear()
         else:
-            self._by_id.pop(i, None)
+            if self._parts.held:
+                self._parts.changed(i)
             if self._counts is not None:
                 self._counts.add(i, 1)
         self._len += 1
@@ -235,6 +254,8 @@ class OrderedIndex:
         i = self._sublist(key, id_)
         if i == len(self._lastkeys):
             raise KeyError((key, id_))
+        if self._seen:  # every position after the entry moves
+            self._seen.clear()
         keys, ids = self._keys[i], self._ids[i]
         j = bisect_left(keys, key)
         if j == len(keys) or keys[j] != key:
@@ -254,11 +275,12 @@ class OrderedIndex:
             del self._lastkeys[i]
             del self._lastids[i]
             self._counts = None
-            self._by_id.clear()
+            self._parts.clear()
         else:
             self._lastkeys[i] = keys[-1]
             self._lastids[i] = ids[-1]
-            self._by_id.pop(i, None)
+            if self._parts.held:
+                self._parts.changed(i)
             if self._counts is not None:
                 self._counts.add(i, -1)
 
@@ -369,7 +391,19 @@ class OrderedIndex:
 
     def lower(self, key: Any, inclusive: bool) -> tuple[int, int]:
         """The position of the first entry whose key is >= `key` (inclusive) or > `key`:
-        one bisect over the last keys, one in a sublist."""
+        one bisect over the last keys, one in a sublist; found once until the next write
+        (`_seen`: the same list asked again, a range's or prefix's two bounds compared no
+        key, where at 1,000,000 records each bisect step over string keys reads an object
+        scattered in memory)."""
+        seen = self._seen
+        at = seen.get((key, inclusive))
+        if at is None:
+            if len(seen) >= SEEN_KEPT:
+                seen.clear()
+            at = seen[key, inclusive] = self._lower(key, inclusive)
+        return at
+
+    def _lower(self, key: Any, inclusive: bool) -> tuple[int, int]:
         if inclusive:
             i = bisect_left(self._lastkeys, key)
             if i == len(self._keys):
@@ -414,15 +448,22 @@ class OrderedIndex:
     def count_span(self, start: tuple[int, int], stop: tuple[int, int]) -> int:
         """Entries in [start, stop): the sublists' lengths between the two ends from a Fenwick
         tree (fenwick.py `between`, O(log n), none walked when `stop` is the end: its count
-        is the index's length); built here, in O(n / LOAD), when the sublists changed."""
+        is the index's length); built here, in O(n / LOAD), when the sublists changed. Found
+        once until the next write (`_seen`, as `lower`)."""
         if stop <= start:
             return 0
-        i = stop[0]
-        if i == len(self._keys):  # to the end: every entry from sublist start[0] on
-            if start[0] == 0:
-                return self._len - start[1]
-            return self._len - self._counted().prefix(start[0]) - start[1]
-        return self._counted().between(start[0], i) - start[1] + stop[1]
+        seen = self._seen
+        count = seen.get((start, stop))
+        if count is None:
+            if len(seen) >= SEEN_KEPT:
+                seen.clear()
+            i = stop[0]
+            if i == len(self._keys):  # to the end: every entry from sublist start[0] on
+                count = self._len - start[1] - (self._counted().prefix(start[0]) if start[0] else 0)
+            else:
+                count = self._counted().between(start[0], i) - start[1] + stop[1]
+            seen[start, stop] = count
+        return count
 
     def sorted_ids(self, i: int, lo: int = 0, hi: int | None = None) -> list[Any]:
         """The ids at positions [lo, hi) of sublist i (the whole sublist by default) in
@@ -431,25 +472,39 @@ class OrderedIndex:
         parts). The caller only reads it."""
         return self._kept(i, (lo, len(self._ids[i]) if hi is None else hi, False))
 
+    def span_by_id(self, start: tuple[int, int], stop: tuple[int, int]) -> list[Any]:
+        """The ids at positions [start, stop) sorted by id (not the index's order): a
+        window's ids in id order, whose page after an id is one bisect and a slice (seek.py
+        `_first_ids`). Merged from the id-sorted parts of the sublists the span covers
+        (`sorted_ids`: one sort of presorted runs) and kept until a sublist it reaches
+        changes (keptparts.py). The caller only reads it."""
+        out = self._parts.span(start, stop)
+        if out is None:
+            (i, lo), (last, hi) = start, stop  # a span to the index's end stops at (len(sublists), 0)
+            if stop <= start:
+                parts: list[list[Any]] = []
+            elif i == last:
+                parts = [self.sorted_ids(i, lo, hi)]
+            else:
+                parts = [self.sorted_ids(i, lo), *map(self.sorted_ids, range(i + 1, last))]
+                if hi:
+                    parts.append(self.sorted_ids(last, 0, hi))
+            out = self._parts.keep_span(start, stop, sorted(chain.from_iterable(parts)))
+        return out
+
     def _kept(self, i: int, part: tuple[int, int, bool]) -> list[Any]:
         """Sublist i's part (lo, hi, descending): its ids by id (`sorted_ids`), or in the
         index's descending order (`_descending`). Made on first use and kept until that
-        sublist changes (`add`, `remove`; every kept one is dropped when the sublists
-        themselves change: a split, a sublist removed, `grown`, a fill), for at most
-        BY_ID_KEPT sublists at once (all dropped past that) and PARTS_KEPT parts of each
-        (that sublist's dropped past that)."""
-        kept = self._by_id
-        parts = kept.get(i)
-        if parts is None:
-            if len(kept) >= BY_ID_KEPT:
-                kept.clear()
-            parts = kept[i] = {}
-        out = parts.get(part)
+        sublist changes (keptparts.py `KeptParts`)."""
+        out = self._parts.part(i, part)
         if out is None:
-            if len(parts) >= PARTS_KEPT:
-                parts.clear()
             lo, hi, desc = part
-            out = parts[part] = self._ordered((i, lo), (i, hi)) if desc else sorted(self._ids[i][lo:hi])
+            made = (
+                descending_ids(self._keys, self._ids, (i, lo), (i, hi), self.lower)
+                if desc
+                else sorted(self._ids[i][lo:hi])
+            )
+            out = self._parts.keep_part(i, part, made)
         return out
 
     def _counted(self) -> Fenwick:
@@ -507,41 +562,7 @@ class OrderedIndex:
             i, j = i - 1, len(self._ids[i - 1])
         if start[0] == i:
             return self._kept(i, (start[1], j, True))
-        return self._ordered(start, stop)
-
-    def _ordered(self, start: tuple[int, int], stop: tuple[int, int]) -> list[Any]:
-        """`_descending`'s ids, made.
-
-        A run's ids ascend in the index already, so the runs are taken from the top as they
-        are, a bisect each (in the top's sublist; `lower` when the run goes on before it): one
-        run (a page inside a run of equal keys, the common case of a sort field with repeated
-        values) is one slice, no entry compared. After RUNS_TAKEN runs, or at a run shorter
-        than RUN_SHORT (many distinct keys: a bisect a run would cost more than the sort), the
-        rest is ordered as a whole by one stable sort of its (key, id) pairs by key
-        descending."""
-        keys, ids = self._keys, self._ids
-        out: list[Any] = []
-        for _ in range(RUNS_TAKEN):
-            i, j = stop
-            if j == 0:
-                i -= 1
-                j = len(keys[i])
-            key = keys[i][j - 1]  # the top entry's key
-            if keys[start[0]][start[1]] == key:  # one run left: in order already
-                out.extend(chain.from_iterable(span_pieces(ids, start, stop)))
-                return out
-            first = bisect_left(keys[i], key, 0, j)  # the run's start, in the top's sublist
-            if first and j - first < RUN_SHORT:  # short runs (many distinct keys): sorted below
-                break
-            lo = (i, first) if first else self.lower(key, True)  # or before that sublist
-            out.extend(chain.from_iterable(span_pieces(ids, lo, stop)))
-            stop = lo
-        pairs = list(
-            zip(chain.from_iterable(span_pieces(keys, start, stop)), chain.from_iterable(span_pieces(ids, start, stop)))
-        )
-        pairs.sort(key=_FIRST, reverse=True)  # stable: a run's ids stay ascending
-        out.extend(map(_SECOND, pairs))
-        return out
+        return descending_ids(self._keys, self._ids, start, stop, self.lower)
 
     def _back(self, position: tuple[int, int], count: int) -> tuple[int, int]:
         """The position `count` entries before `position` (the first, (0, 0), if fewer)."""

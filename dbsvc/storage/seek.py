@@ -32,8 +32,8 @@ Plan (n live records; the page is `limit` ids, plus one to tell whether another 
    order without `sort`) is walked from the cursor's seek testing each id against it (a
    hash bucket, the key column, the search's set): expected O(end * n / s), no match
    gathered. With fewer matches, a window alone in id order (a range or prefix without
-   `sort`) takes its first ids from the id-sorted copies of the index sublists its span
-   covers (`_first_ids`: two bisects a sublist, O(s / LOAD * log LOAD + end)), int ids only.
+   `sort`) takes its first ids from the window's span sorted by id, kept by the index
+   (`_first_ids`: one bisect and a slice, O(log s + end)).
 3. Otherwise, gather: the smallest source (a filter's bucket union, a window's ids, or every
    live id) is read and each id tested against the other conditions (hash indexes, the
    other windows through their key columns; a record's values only for a row test): `total`
@@ -67,7 +67,7 @@ import heapq
 from bisect import bisect_right
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from functools import partial
-from itertools import chain, islice, takewhile
+from itertools import chain, islice
 from operator import itemgetter
 from typing import Any
 
@@ -358,11 +358,9 @@ def plan_operators(table: Table, query: Query) -> tuple[list[Any], int, bool]:
             ids = page_ids(_walk(table, query, windows.get(first) if first else None), offset, limit + 1, keep)
             return ids[:limit], size, len(ids) > limit
         if not sort and kind == "window":  # id order: the window's first ids, not all of them
-            after = query.cursor[1] if query.cursor is not None else None
-            taken = _first_ids(table, windows[field], size, end, after)
-            if taken is not None:
-                ids = taken[offset:]
-                return ids[:limit], size, len(ids) > limit
+            ids = _first_ids(table, windows[field], end, query.cursor[1] if query.cursor is not None else None)
+            ids = ids[offset:]
+            return ids[:limit], size, len(ids) > limit
     matched = _gather(table, query, windows, filters, not_null, sources, found)
     total = len(matched)
     if limit == 0 or total == 0:
@@ -385,49 +383,22 @@ def plan_operators(table: Table, query: Query) -> tuple[list[Any], int, bool]:
     return ids[:limit], total, len(ids) > limit
 
 
-def _first_ids(table: Table, window: Window, size: int, end: int, after: Any) -> list[Any] | None:
-    """The first `end` ids of `window` (its `size` ids) in id order, after the id `after`
-    (None: from the first), or None when the ids are not ints (the caller gathers them all).
-
-    The window's ids lie in the sublists its span covers; the ids of each covered part of a
-    sublist (the whole sublist, or the span's part of an end sublist) sorted are kept by the
-    index (`OrderedIndex.sorted_ids`, until that sublist changes). Guessing the matches
-    spread evenly over the ids, the ids in (after, top] hold about 2 * end + 8 of them for
-    `top` = after + (2 * end + 8) * (the ids' width) / size: from each covered part the ids
-    in (after, top] are a slice between two bisects, every one a match (no key read), the
-    nulls' too when the window holds them. Fewer than `end` found, `top` reaches four times further, until it
-    passes the last id. Cost O(s / LOAD * log LOAD + end) a round, where gathering the
-    window costs O(s): a prefix of 1,480 ids at 1,000,000 posts."""
-    pk = table.pk.sublists  # not empty: the window holds `size` > 0 of its ids
-    first, last = pk[0][0], pk[-1][-1]
-    if type(first) is not int or type(last) is not int:
-        return None
+def _first_ids(table: Table, window: Window, end: int, after: Any) -> list[Any]:
+    """The first `end` ids of `window` in id order, after the id `after` (None: from the
+    first): one bisect and a slice of the window's span sorted by id, which the index keeps
+    until a sublist it reaches changes (`OrderedIndex.span_by_id`), plus the nulls' first
+    ones when the window holds them. O(log s + end) once kept; O(s log(s / LOAD)) to make,
+    where gathering the window costs O(s) at every list: a prefix of 1,480 ids at 1,000,000
+    posts."""
     index = table.ordered[window.field]
-    start, stop = window.span(index)
-    parts: list[list[Any]] = []  # the span's part of each sublist it covers, by id: kept by the index
-    if start < stop:
-        lists, sorted_ids = index.id_sublists, index.sorted_ids
-        (i, lo), (last_i, hi) = start, stop  # a span to the index's end stops at (len(lists), 0)
-        if i == last_i:
-            parts.append(sorted_ids(i, lo, hi))
-        else:
-            parts.append(sorted_ids(i, lo, len(lists[i])))
-            parts += map(sorted_ids, range(i + 1, last_i))
-            if hi:
-                parts.append(sorted_ids(last_i, 0, hi))
-    base = first - 1 if after is None else after
-    reach = (2 * end + 8) * (last - first + 1) // max(size, 1) + 1
-    while True:
-        top = base + reach
-        out: list[Any] = []
-        for ids in parts:
-            out += ids[bisect_right(ids, base) : bisect_right(ids, top)]
-        if window.nulls and index.nulls:
-            out += takewhile(top.__ge__, index.nulls.iter_after(base))
-        if len(out) >= end or top >= last:
-            out.sort()
-            return out[:end]
-        reach *= 4
+    ids = index.span_by_id(*window.span(index))
+    lo = 0 if after is None else bisect_right(ids, after)
+    out = ids[lo : lo + end]
+    if window.nulls and index.nulls:
+        out += islice(index.nulls if after is None else index.nulls.iter_after(after), end)
+        out.sort()
+        del out[end:]
+    return out
 
 
 def _gather(

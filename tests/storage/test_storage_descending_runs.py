@@ -23,7 +23,8 @@ import pytest
 from dbsvc.runtime import Query
 from dbsvc.storage.conditions import Window
 from dbsvc.storage.fenwick import Fenwick
-from dbsvc.storage.indexes import RUNS_TAKEN, OrderedIndex
+from dbsvc.storage.indexes import OrderedIndex
+from dbsvc.storage.keptparts import RUNS_TAKEN
 from support.storage import BLOG, open_store, post, reference_list, run, user
 
 # -- Fenwick.between ---------------------------------------------------------------------
@@ -320,7 +321,7 @@ def test_batches_ending_at_a_sublists_first_entries_and_starting_inside_a_run():
 
 
 def test_a_sublist_keeps_at_most_parts_kept_parts():
-    from dbsvc.storage.indexes import PARTS_KEPT
+    from dbsvc.storage.keptparts import PARTS_KEPT
 
     index = index_of(keyed(11, 2000, 400))
     parts = [index.sorted_ids(0, lo, lo + 10) for lo in range(PARTS_KEPT)]

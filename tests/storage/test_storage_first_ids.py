@@ -1,5 +1,5 @@
 """A window's first ids in id order (storage/seek.py `_first_ids`) against SQLite, and the
-id-sorted sublists it bisects (`OrderedIndex.sorted_ids`) as the index changes.
+id-sorted sublists its kept span is merged from (`OrderedIndex.sorted_ids`, `span_by_id`) as the index changes.
 
 A range or prefix listed in id order takes its page from the id-sorted copies of the
 sublists its span covers when it holds few records (s * s <= WALK_FACTOR * end * n), and
@@ -147,7 +147,7 @@ def test_a_record_of_id_0_is_listed_by_a_range_sorted_on_several_keys():
         assert (sorted(got), total) == ([0, 1, 2], 3)
 
 
-def test_a_window_of_str_ids_in_id_order_is_gathered():
+def test_a_window_of_str_ids_in_id_order_takes_its_first_ids():
     module = compile_schema(parse_schema("model Tag {\n  id str @id\n  name str @sort\n}\n", "tags.dbs"))
     tag = module.BY_NAME["Tag"]
     rng = random.Random(7)

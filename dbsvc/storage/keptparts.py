@@ -1,0 +1,143 @@
+"""Parts of an ordered index put in another order than the index's, made once and kept.
+
+An `OrderedIndex` (indexes.py) holds its (key, id) entries in parallel sublists, keys
+ascending and ids ascending in a run of equal keys. Some plans read part of it in another
+order, and the same part again at the next list while nothing changed:
+
+- a part (lo, hi) of sublist i with its ids sorted by id (`OrderedIndex.sorted_ids`);
+- a part of sublist i in descending order: keys descending, ids ascending in a run (a page's
+  batch, `OrderedIndex.batches_descending`; made by `descending_ids`);
+- a span [start, stop) across sublists (positions (sublist, entry), as indexes.py gives
+  them) with its ids sorted by id (`OrderedIndex.span_by_id`, merged from the id-sorted
+  parts above): a range's or prefix's ids in id order, so its first page is one bisect and a
+  slice (seek.py `_first_ids`), where bisecting each part, joining and sorting them was a
+  third of a 1M prefix page's plan.
+
+`KeptParts` keeps them for one index. The rules that keep them true, held by the index's
+writes: a change inside sublist i drops i's parts and every span that reaches i
+(`changed`); a change to the sublists themselves (a split, a sublist removed, entries put in
+place by runs.py, a fill) drops everything (`clear`), since positions of later sublists move.
+An entry added to or removed from sublist i moves no position of another sublist, so
+nothing else is dropped.
+
+Bounds: at most SUBLISTS_KEPT sublists' parts (all dropped past that), PARTS_KEPT parts
+of one sublist (that sublist's dropped past that), SPANS_KEPT spans (all dropped past
+that). A span is kept only for the plans that ask for it, whose spans are small (seek.py
+takes a window's first ids by id only when s * s <= 2 * end * n: 6,500 ids at 1,000,000
+records and a page of 20), and its list holds the index's own id objects: 8 bytes an id.
+
+Plain data: no I/O; imports only sortedlist.py (the slices of a span).
+"""
+
+from __future__ import annotations
+
+from bisect import bisect_left
+from collections.abc import Callable
+from itertools import chain
+from operator import itemgetter
+from typing import Any
+
+from dbsvc.storage.sortedlist import span_pieces
+
+SUBLISTS_KEPT = 256  # sublists whose parts an index keeps
+PARTS_KEPT = 4  # parts kept a sublist (the whole, a window's end, a page's batch): ~4 MB at most at LOAD 512
+SPANS_KEPT = 16  # spans kept by id (a window's ids in id order)
+RUNS_TAKEN = 4  # `descending_ids`: runs taken from the top by a bisect each before the rest is sorted
+RUN_SHORT = 8  # `descending_ids`: a run shorter than this, and the rest is sorted at once
+_FIRST = itemgetter(0)
+_SECOND = itemgetter(1)
+Position = tuple[int, int]
+
+
+class KeptParts:
+    """One index's kept parts and spans (module docstring). `held` says whether anything
+    is kept, so an index's write tests one attribute, not a call, when nothing is."""
+
+    __slots__ = ("_parts", "_spans", "held")
+
+    def __init__(self) -> None:
+        self._parts: dict[int, dict[tuple[int, int, bool], list[Any]]] = {}  # sublist -> part -> ids
+        self._spans: dict[tuple[Position, Position], list[Any]] = {}  # (start, stop) -> ids by id
+        self.held = False
+
+    def part(self, i: int, part: tuple[int, int, bool]) -> list[Any] | None:
+        """Sublist i's kept part (lo, hi, descending), or None."""
+        parts = self._parts.get(i)
+        return None if parts is None else parts.get(part)
+
+    def keep_part(self, i: int, part: tuple[int, int, bool], ids: list[Any]) -> list[Any]:
+        kept = self._parts
+        parts = kept.get(i)
+        if parts is None:
+            if len(kept) >= SUBLISTS_KEPT:
+                kept.clear()
+            parts = kept[i] = {}
+        elif len(parts) >= PARTS_KEPT:
+            parts.clear()
+        parts[part] = ids
+        self.held = True
+        return ids
+
+    def span(self, start: Position, stop: Position) -> list[Any] | None:
+        """The kept ids of [start, stop) sorted by id, or None."""
+        return self._spans.get((start, stop))
+
+    def keep_span(self, start: Position, stop: Position, ids: list[Any]) -> list[Any]:
+        spans = self._spans
+        if len(spans) >= SPANS_KEPT:
+            spans.clear()
+        spans[start, stop] = ids
+        self.held = True
+        return ids
+
+    def changed(self, i: int) -> None:
+        """Sublist i gained or lost an entry (its length and its later positions moved)."""
+        self._parts.pop(i, None)
+        spans = self._spans
+        if spans:
+            for span in [s for s in spans if s[0][0] <= i <= s[1][0]]:
+                del spans[span]
+        self.held = bool(self._parts or spans)
+
+    def clear(self) -> None:
+        """The sublists themselves changed: no position holds any more."""
+        self._parts.clear()
+        self._spans.clear()
+        self.held = False
+
+
+def descending_ids(
+    keys: list[Any], ids: list[list[Any]], start: Position, stop: Position, lower: Callable[[Any, bool], Position]
+) -> list[Any]:
+    """The ids of an index's positions [start, stop) (not empty), keys descending and ids
+    ascending in a run; `keys` and `ids` are its sublists, `lower` its `lower`.
+
+    A run's ids ascend in the index already, so the runs are taken from the top as they
+    are, a bisect each (in the top's sublist; `lower` when the run goes on before it): one
+    run (a page inside a run of equal keys, the common case of a sort field with repeated
+    values) is one slice, no entry compared. After RUNS_TAKEN runs, or at a run shorter
+    than RUN_SHORT (many distinct keys: a bisect a run would cost more than the sort), the
+    rest is ordered as a whole by one stable sort of its (key, id) pairs by key
+    descending."""
+    out: list[Any] = []
+    for _ in range(RUNS_TAKEN):
+        i, j = stop
+        if j == 0:
+            i -= 1
+            j = len(keys[i])
+        key = keys[i][j - 1]  # the top entry's key
+        if keys[start[0]][start[1]] == key:  # one run left: in order already
+            out.extend(chain.from_iterable(span_pieces(ids, start, stop)))
+            return out
+        first = bisect_left(keys[i], key, 0, j)  # the run's start, in the top's sublist
+        if first and j - first < RUN_SHORT:  # short runs (many distinct keys): sorted below
+            break
+        lo = (i, first) if first else lower(key, True)  # or before that sublist
+        out.extend(chain.from_iterable(span_pieces(ids, lo, stop)))
+        stop = lo
+    pairs = list(
+        zip(chain.from_iterable(span_pieces(keys, start, stop)), chain.from_iterable(span_pieces(ids, start, stop)))
+    )
+    pairs.sort(key=_FIRST, reverse=True)  # stable: a run's ids stay ascending
+    out.extend(map(_SECOND, pairs))
+    return out
