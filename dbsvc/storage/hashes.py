@@ -29,6 +29,11 @@ from dbsvc.storage.sortedlist import sorted_position
 FEW_KEYS = 4  # at most this many distinct keys: HashIndex.from_columns scans once per key
 SET_AT = 16384  # a HashIndex bucket is a sorted list up to this many ids, then flags or a set
 KEPT_SETS = 8  # sets of list buckets a HashIndex keeps for walks (`keeper`)
+# `holding` makes a list bucket's set (`keeper`'s) once the ids it bisected in that bucket
+# since it last changed reach 1/ASKED_SHARE of its length: a bisect costs about as much as
+# ten ids put in a set (log2 of 10,000 comparisons), so the bisects a set would have saved
+# have by then cost about what it costs, and never more than that twice over.
+ASKED_SHARE = 8
 _NOTHING = object()
 _NONE: frozenset[Any] = frozenset()
 
@@ -92,12 +97,13 @@ class HashIndex:
     flags.
     """
 
-    __slots__ = ("_sets", "buckets", "span")
+    __slots__ = ("_asked", "_sets", "buckets", "span")
 
     def __init__(self, span: int = -1) -> None:
         self.buckets: dict[Any, Bucket] = {}
         self.span = span
         self._sets: dict[Any, set[Any]] = {}  # key -> set of a list bucket, for walks
+        self._asked: dict[Any, int] = {}  # key -> ids `holding` bisected in its list bucket
 
     @property
     def kept_sets(self) -> dict[Any, set[Any]]:
@@ -167,6 +173,8 @@ class HashIndex:
             if len(bucket) > SET_AT:
                 self.buckets[key] = self._bucket(bucket)
             self._sets.pop(key, None)
+            if self._asked:
+                self._asked.pop(key, None)
         else:
             bucket.add(id_)
 
@@ -199,6 +207,8 @@ class HashIndex:
             if i >= 0:
                 del bucket[i]
             self._sets.pop(key, None)
+            if self._asked:
+                self._asked.pop(key, None)
         else:
             bucket.discard(id_)
         if not bucket:
@@ -240,7 +250,8 @@ class HashIndex:
 
     def _held(self, key: Any, ids: list[Any]) -> Iterator[Any]:
         """Whether each id of `ids` holds `key`, lazily, no Python code an id. A list
-        bucket's set, when `keeper` keeps one, answers; else a bisect an id (about 14
+        bucket's set answers when `keeper` keeps one, or once the ids asked since the
+        bucket changed make it worth its cost (ASKED_SHARE); else a bisect an id (about 14
         comparisons in a bucket of 10,000): in the bucket (sorted, never empty) the last id
         not above `id_` is `id_` itself when held; with none below, position -1 is the
         largest id, above `id_`, so not equal either."""
@@ -249,10 +260,17 @@ class HashIndex:
             return repeat(False)
         if type(bucket) is list:
             found = self._sets.get(key)
-            if found is not None:
-                return map(found.__contains__, ids)
-            at = map(sub, map(bisect_right, repeat(bucket), ids), repeat(1))
-            return map(eq, map(bucket.__getitem__, at), ids)
+            if found is None:
+                asked = self._asked.get(key, 0) + len(ids)
+                if asked * ASKED_SHARE < len(bucket):
+                    if len(self._asked) >= 8 * KEPT_SETS:
+                        self._asked.clear()
+                    self._asked[key] = asked
+                    at = map(sub, map(bisect_right, repeat(bucket), ids), repeat(1))
+                    return map(eq, map(bucket.__getitem__, at), ids)
+                self._asked.pop(key, None)
+                return map(self.keeper(key), ids)
+            return map(found.__contains__, ids)
         if type(bucket) is IdBits:
             return map(bucket.flags.__getitem__, ids)
         return map(bucket.__contains__, ids)

@@ -54,6 +54,30 @@ def test_holding_a_one_id_list_bucket_tells_ids_on_either_side():
     assert index.holding(("d",), [3, 50]) == []
 
 
+def test_a_list_bucket_asked_often_enough_gets_its_set_until_it_changes():
+    """The ids bisected since the bucket changed reaching 1/ASKED_SHARE of it, `holding`
+    makes the bucket's set (`keeper`'s) and answers from it; a write drops both."""
+    index = HashIndex(1000)
+    for id_ in range(0, 800, 2):  # 400 ids: the set is made once 50 have been asked
+        index.add("k", id_)
+    probes = list(range(0, 20))  # 20 ids an ask: the third ask reaches 50
+    want = list(range(0, 20, 2))
+    for _ in range(2):
+        assert index.holding(("k",), probes) == want
+        assert "k" not in index.kept_sets
+    assert index.holding(("k",), probes) == want
+    assert index.kept_sets["k"] == set(range(0, 800, 2))
+    index.add("k", 1)  # the bucket changes: its set and the asks so far are dropped
+    assert "k" not in index.kept_sets
+    for _ in range(2):
+        assert index.holding(("k",), probes) == [0, 1] + want[1:]
+        assert "k" not in index.kept_sets
+    index.remove("k", 1)
+    assert index.holding(("k",), probes) == want and "k" not in index.kept_sets
+    assert index.holding(("k",), probes) == want and "k" not in index.kept_sets
+    assert index.holding(("k",), probes) == want and "k" in index.kept_sets
+
+
 def test_unique_and_ordered_filters_hold_what_they_have():
     unique = UniqueFilter({"x": 4, "y": 7}, SPAN)
     unique.add(None, 9)
