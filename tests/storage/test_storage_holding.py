@@ -54,6 +54,18 @@ def test_holding_a_one_id_list_bucket_tells_ids_on_either_side():
     assert index.holding(("d",), [3, 50]) == []
 
 
+def test_holding_compares_ids_by_value_not_identity():
+    """Large ints are separate objects when made apart (a parsed id, a bucket's own): the
+    bisect's last id not above one is compared by value."""
+    index = HashIndex()
+    for id_ in range(2**40, 2**40 + 400, 4):  # 100 ids: 12 asked are bisected, no set made
+        index.add("k", id_)
+    probes = [int(str(2**40 + i)) for i in range(12)]  # equal values, other objects
+    assert all(p is not b for p in probes for b in index.buckets["k"])
+    assert index.holding(("k",), probes) == [2**40, 2**40 + 4, 2**40 + 8]
+    assert not index.kept_sets
+
+
 def test_a_list_bucket_asked_often_enough_gets_its_set_until_it_changes():
     """The ids bisected since the bucket changed reaching 1/ASKED_SHARE of it, `holding`
     makes the bucket's set (`keeper`'s) and answers from it; a write drops both."""
