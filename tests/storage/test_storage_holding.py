@@ -90,6 +90,16 @@ def test_a_list_bucket_asked_often_enough_gets_its_set_until_it_changes():
     assert index.holding(("k",), probes) == want and "k" in index.kept_sets
 
 
+def test_the_set_is_made_when_the_asks_reach_an_eighth_of_the_bucket_exactly():
+    index = HashIndex(1000)
+    for id_ in range(400):
+        index.add("k", id_)
+    assert index.holding(("k",), list(range(25))) == list(range(25))  # 25 of the 50
+    assert "k" not in index.kept_sets
+    assert index.holding(("k",), list(range(500, 525))) == []  # 50 * 8 == 400: made
+    assert index.kept_sets["k"] == set(range(400))
+
+
 def test_unique_and_ordered_filters_hold_what_they_have():
     unique = UniqueFilter({"x": 4, "y": 7}, SPAN)
     unique.add(None, 9)
