@@ -23,15 +23,21 @@ from dbsvc.storage.indexes import OrderedIndex
 from dbsvc.storage.query import KEEPER_AT
 from support.query_oracle import ITEM, filled_store
 
-SPAN = 64
-PROBES = [0, 1, 2, 5, 17, 31, 32, 33, 50, 62, 63]  # below, between, at and past the buckets' ids
+SPAN = 1024
+PROBES = [0, 1, 2, 5, 9, 17, 31, 32, 33, 50, 62, 63, 996, 1000, 1023]  # below, between, at and past the buckets' ids
 KEYS = [("a",), ("b",), ("c",), ("zz",), ("a", "c"), ("b", "zz"), ("a", "b", "c")]
 
 
 def _index() -> HashIndex:
-    """Bucket "a" a sorted list, "b" a list with a kept set, "c" flags, "d" a set."""
+    """Bucket "a" a sorted list (143 ids: asked of 15 ids it bisects each), "b" a list with
+    a kept set, "c" flags, "d" a set."""
     index = HashIndex(SPAN)
-    index.buckets = {"a": [2, 5, 17, 33], "b": [1, 31, 32, 62], "c": IdBits(range(0, SPAN, 2), SPAN), "d": {3, 50}}
+    index.buckets = {
+        "a": list(range(2, 1000, 7)),
+        "b": [1, 31, 32, 62],
+        "c": IdBits(range(0, SPAN, 2), SPAN),
+        "d": {3, 50},
+    }
     index.keeper("b")  # kept from now on, while the bucket is unchanged
     return index
 
@@ -47,10 +53,12 @@ def test_holding_answers_as_has_in_every_bucket_form(keys):
     assert index.holding(keys, []) == []
 
 
-def test_holding_a_one_id_list_bucket_tells_ids_on_either_side():
+def test_holding_by_bisect_tells_ids_on_either_side_of_a_bucket():
     index = HashIndex(SPAN)
-    index.add("k", 9)
-    assert index.holding(("k",), [0, 8, 9, 10, 63]) == [9]
+    for id_ in range(50, 150):
+        index.add("k", id_)
+    assert index.holding(("k",), [0, 49, 50, 149, 150]) == [50, 149]  # 0: no id below it
+    assert not index.kept_sets  # answered by bisects
     assert index.holding(("d",), [3, 50]) == []
 
 
