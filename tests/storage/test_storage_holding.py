@@ -188,3 +188,15 @@ def test_lists_agree_with_sqlite(params, where, args, order, kind):
             assert ([r["id"] for r in page], total) == (want[offset : offset + limit], len(want)), params
             assert more == (limit > 0 and offset + limit < len(want))
         assert _pages(store, params, 7) == want
+
+
+@pytest.mark.parametrize("write", ["add", "remove"])
+def test_a_write_to_the_bucket_starts_the_asks_over(write):
+    index = HashIndex(1000)
+    for id_ in range(0, 800, 2):  # 400 ids: the set is made once 50 have been asked
+        index.add("k", id_)
+    for _ in range(2):
+        index.holding(("k",), list(range(20)))  # 40 asked
+    index.add("k", 1) if write == "add" else index.remove("k", 0)
+    index.holding(("k",), list(range(20)))  # 20 since the write: still bisected
+    assert "k" not in index.kept_sets
