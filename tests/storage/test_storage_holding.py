@@ -200,3 +200,19 @@ def test_a_write_to_the_bucket_starts_the_asks_over(write):
     index.add("k", 1) if write == "add" else index.remove("k", 0)
     index.holding(("k",), list(range(20)))  # 20 since the write: still bisected
     assert "k" not in index.kept_sets
+
+
+def test_a_walk_of_the_whole_order_reaches_the_nulls_after_the_values():
+    """A range matching most records, sorted by a field that is mostly null: the first page
+    of the walk runs past the few values into the nulls (last, ascending)."""
+    rows = _rows(400)
+    for i, row in enumerate(rows):
+        row["s"] = None if i % 40 else "a"  # 10 values, 390 nulls
+        row["f"] = None if i % 5 == 1 else 2.0
+    with filled_store(rows) as (store, _ids, twin):
+        want = twin.expected("f > 1.0", [], "s ASC NULLS LAST, id")
+        assert len(want) * len(want) > 2 * 21 * 400
+        query = ITEM.parse_list_query([("f__gt", "1.0"), ("sort", "s"), ("limit", "20")])
+        page, total, _watermark, more = store.list_page("Item", query)
+        assert ([r["id"] for r in page], total, more) == (want[:20], len(want), True)
+        assert page[-1]["s"] is None and page[0]["s"] == "a"
