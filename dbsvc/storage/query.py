@@ -24,7 +24,9 @@ Plan for a live list (n live records, a page ending at `end = offset + limit`):
 3. `total`: the bucket size for one filtered field; for two of one value each with the
    smaller bucket at BUCKET_AT ids or more, the count kept per pair of values
    (bucketplan.py `bucket_count`); otherwise the smallest field's ids kept only if every
-   other field's buckets hold them (smallest first, O(s)).
+   other field's buckets hold them (smallest first, O(s)): at KEEPER_AT ids or more by
+   each other field's `keeper`, fewer asked of each other field all at once (hashes.py
+   `holding`, a bisect an id at C speed where `has` ran Python code an id and field).
 
 Descending walks and multi-key sorts gather each run of equal first keys and order it by
 the remaining keys (their key columns) and then id ascending, so a run costs O(run length):
@@ -184,21 +186,19 @@ def _count(table: Table, filters: Mapping[str, frozenset]) -> tuple[int, str, in
     if smallest_size == 0:
         return 0, smallest, 0, []
     others = [(table.hashes[f], filters[f]) for _size, f in sizes[1:]]
+    candidates = _bucket(table.hashes[smallest], filters[smallest])
     if smallest_size >= KEEPER_AT and all(len(keys) == 1 for _index, keys in others):
         # One value a field: C-level membership tests (`keeper`: a set, kept for the next
         # list, or a bit array) chained over the candidates, no Python code an id.
-        kept: Iterable[Any] = table.hashes[smallest].ids(filters[smallest])
         for index, keys in others:
-            kept = filter(index.keeper(next(iter(keys))), kept)
-        matches = list(kept)
-        return len(matches), smallest, smallest_size, matches
-    matches = []
-    for id_ in table.hashes[smallest].ids(filters[smallest]):
-        for hindex, keys in others:
-            if not hindex.has(keys, id_):
-                break
-        else:
-            matches.append(id_)
+            candidates = filter(index.keeper(next(iter(keys))), candidates)
+        matches = list(candidates)
+    else:
+        # Few candidates (or several values): each other field asked of its buckets for all
+        # of them at once (`holding`, at C speed), not one `has` an id and field.
+        matches = candidates if type(candidates) is list else list(candidates)
+        for index, keys in others:
+            matches = index.holding(keys, matches)
     return len(matches), smallest, smallest_size, matches
 
 

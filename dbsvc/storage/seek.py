@@ -160,12 +160,19 @@ def _ascending_runs(
         yield key, run
 
 
-def _one_key(table: Table, field: str, desc: bool, window: Window, cursor: Any) -> Iterator[Any]:
-    """Ids in the order of one sort key, inside `window`, after `cursor` ((keys, id) or None).
+def _one_key(table: Table, field: str, desc: bool, window: Window | None, cursor: Any) -> Iterator[Any]:
+    """Ids in the order of one sort key, inside `window` (None: every entry), after `cursor`
+    ((keys, id) or None).
 
     The pieces are found first (bisects) and chained, so the ids flow to the page at C
-    speed with no generator frame resumed an id (the page is `page_ids`' islice)."""
+    speed with no generator frame resumed an id (the page is `page_ids`' islice). The
+    whole ascending order (no window, no cursor: a walk testing another field's range) is
+    the index's sublists chained as they are, no position found."""
     index = table.ordered[field]
+    if window is None:
+        if cursor is None and not desc:
+            return index.ids_ascending()
+        window = Window(field)
     start, stop = window.span(index)
     if cursor is not None:
         ck, cid = cursor[0][0], cursor[1]
@@ -240,10 +247,9 @@ def _walk(table: Table, query: Query, window: Window | None) -> Iterator[Any]:
     if not sort:
         return table.pk.iter_after(cursor[1]) if cursor is not None else iter(table.pk)
     field, desc = sort[0]
-    window = window or Window(field)
     if len(sort) == 1:
         return _one_key(table, field, desc, window, cursor)
-    return _several_keys(table, query, window)
+    return _several_keys(table, query, window or Window(field))
 
 
 def _several_keys(table: Table, query: Query, window: Window) -> Iterator[Any]:
