@@ -9,12 +9,15 @@ every kept id order is its entry's matches sorted."""
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from dbsvc.operators import encode_cursor
 from dbsvc.storage import query as plans
 from dbsvc.storage.rows import pack
+from dbsvc.storage.searches import CHEAP_KEPT, KEEP_AT, KEPT_SEARCHES
 from dbsvc.storage.table import Table
 from dbsvc.textsearch import matches
 from support.churn import undo_last
@@ -77,6 +80,33 @@ def test_a_kept_search_in_id_order_is_sliced_from_its_matches_sorted():
     assert page(table, ("al", "be"), 4, after=39) == ([41], 13, False)
 
 
+def test_a_search_beside_another_condition_a_sort_or_alone_as_one_word_is_planned_as_before():
+    """Only a kept search alone in id order is sliced: beside a filter, a range, a null test,
+    a sort or a row test, and for a one-word query (its postings never kept), each page is
+    the matching records' in the list's order, as seek.py plans it."""
+    table, texts = Table(ITEM), {}
+    for i in range(1, 61):
+        texts[i] = "alpha beta" if i % 2 else "alpha"
+        n = None if i % 5 == 0 else i % 7
+        table.insert(ITEM.row({**record(i, texts[i]), "n": n}))
+    both = [i for i in range(1, 61) if i % 2]
+    n_of = {i: (None if i % 5 == 0 else i % 7) for i in range(1, 61)}
+    cases = [
+        ([("n", "3")], [i for i in both if n_of[i] == 3]),
+        ([("n__gte", "4")], [i for i in both if n_of[i] is not None and n_of[i] >= 4]),
+        ([("n__null", "true")], [i for i in both if n_of[i] is None]),
+        ([("sort", "-n")], sorted(both, key=lambda i: (n_of[i] is not None, -(n_of[i] or 0)))),
+    ]
+    for extra, want in cases:
+        query = ITEM.parse_list_query([("search", "al be"), ("limit", "100"), *extra])
+        found, total, _more = plans.list_page(table, query)
+        assert ([r["id"] for r in found], total) == (want, len(want)), extra
+    query = replace(ITEM.parse_list_query([("search", "al be"), ("limit", "100")]), where_row=lambda v: v[0] > 30)
+    found, total, _more = plans.list_page(table, query)
+    assert ([r["id"] for r in found], total) == ([i for i in both if i > 30], len(both) // 2)
+    assert page(table, ("beta",), 3) == ([1, 3, 5], 30, True)  # one word: seek.py's plan
+
+
 TEXT = st.one_of(st.none(), st.lists(st.sampled_from(WORDS), min_size=1, max_size=3).map(" ".join))
 STEP = st.one_of(
     st.tuples(st.just("insert"), TEXT),
@@ -124,3 +154,35 @@ def test_kept_id_orders_follow_a_plain_model(start, steps):
         elif kind == "check":
             check(table, records)
     check(table, records)
+
+
+def test_a_query_dropped_from_the_cheap_pool_drops_its_id_order():
+    """The oldest cheap query pushed out by CHEAP_KEPT others, then a write into its matches:
+    listed again, it is matched afresh and ordered afresh, never from its old order."""
+    table = Table(ITEM)
+    for i in range(1, 21):
+        table.insert(ITEM.row(record(i, f"alpha w{i} beta")))
+    assert page(table, ("al", "be"), 100)[0] == list(range(1, 21))
+    for i in range(1, CHEAP_KEPT + 1):  # each a cheap query of its own: the first is dropped
+        page(table, ("al", f"w{i}"), 5)
+    assert table.words is not None and ("al", "be") not in table.words.cheap
+    assert set(table.words.in_order) <= set(table.words.cheap)
+    table.delete(3, table.live[3])
+    assert page(table, ("al", "be"), 100) == ([i for i in range(1, 21) if i != 3], 19, False)
+
+
+def test_a_costly_query_dropped_with_its_pool_drops_its_id_order():
+    """KEPT_SEARCHES + 1 costly queries (each reading KEEP_AT ids or more): the last drops
+    them all, their id orders with them; a delete after, the first listed again is exact."""
+    words = [f"v{i}" for i in range(7)]
+    table = Table(ITEM)
+    for i in range(1, KEEP_AT + 11):
+        table.insert(ITEM.row(record(i, " ".join(words))))
+    pairs = [(a, b) for a in words for b in words if a < b][: KEPT_SEARCHES + 1]
+    assert page(table, pairs[0], 2)[0] == [1, 2]
+    assert table.words is not None and pairs[0] in table.words.in_order
+    for pair in pairs[1:]:
+        page(table, pair, 2)
+    assert set(table.words.in_order) <= set(table.words.kept) == {pairs[-1]}
+    table.delete(1, table.live[1])
+    assert page(table, pairs[0], 2) == ([2, 3], KEEP_AT + 9, True)
