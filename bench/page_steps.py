@@ -101,7 +101,7 @@ for target in sys.argv[3:]:
     if os.environ.get("CALLS"):
         for _ in range(50):
             app(r)
-        print(f"{target:60} Python calls %d, C calls %d" % calls(lambda: app(r)))
+        print(f"{target:60} " + "Python calls %d, C calls %d" % calls(lambda: app(r)))  # a target may hold %20
         continue
     print(target)
     if "?" not in target:

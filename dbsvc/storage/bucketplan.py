@@ -22,13 +22,16 @@ plans here only choose a cheaper way to the same page:
   of the field's index) are ordered here by the sort's key columns, where seek.py's gather
   found the window again and tested every id against it (at 20,000 posts `ab`'s 29 ids:
   22 -> 10 us in process, bench/README.md session 10).
+- a search alone in id order (`_search_plan`: no filter, operator or sort, a cursor or not):
+  the kept matches' id order (searches.py `in_id_order`) sliced after the cursor's id and
+  the offset, O(log s + page); `total` is their count. A one-word query (not kept) declines.
 - a range on one @sort field R plus filters (operators, seek.py's domain otherwise), with no
   sort or sorted by R: the bucket's order for R gives the range's count by position
   (O(log s), `Window.count`) and, sorted by R, its page by position; in id order the bucket
   is walked by id testing R's key column, stopping at the page's end plus one.
 
 A plan declines (None: query.py's or seek.py's plan runs) for a row test, a cursor, a null
-test, a search, a filter of several values, a bucket under BUCKET_AT, or, when the bucket
+test, a search but the one above, a filter of several values, a bucket under BUCKET_AT, or, when the bucket
 has no kept order yet, one large enough that a walk of the whole sort order testing
 membership is cheaper (s * s > WALK_FACTOR * end * n, query.py's rule): such buckets are
 never built, so their memory is never spent.
@@ -36,6 +39,7 @@ never built, so their memory is never spent.
 
 from __future__ import annotations
 
+from bisect import bisect_right
 from collections.abc import Callable, Iterator
 from itertools import islice
 from operator import itemgetter
@@ -46,6 +50,7 @@ from dbsvc.runtime import Filters, Query
 from dbsvc.storage.buckets import BUCKET_AT, BucketOrder
 from dbsvc.storage.conditions import window_test, windows_of
 from dbsvc.storage.hashes import HashIndex
+from dbsvc.storage.searches import in_id_order
 from dbsvc.storage.seek import ordered_ids, page_ids, runs_in_order
 from dbsvc.storage.table import Table
 
@@ -150,7 +155,9 @@ def bucket_plan(table: Table, query: Query, field: str, size: int, total: int) -
 def bucket_operators(table: Table, query: Query) -> tuple[list[Any], int, bool] | None:
     """(page ids, total, whether more follow) of a live list with one range and filters
     (module docstring), or None to leave it to seek.py."""
-    if query.cursor is not None or query.nulls or query.search or len(query.ranges) != 1:
+    if query.search:
+        return _search_plan(table, query)
+    if query.cursor is not None or query.nulls or len(query.ranges) != 1:
         return None
     if not query.filters:  # a prefix sorted by another field, or nothing of this module's
         return _prefix_plan(table, query) if query.sort else None
@@ -181,6 +188,24 @@ def bucket_operators(table: Table, query: Query) -> tuple[list[Any], int, bool] 
         ids = page_ids(window.ids(order), offset, limit + 1, keep)
     else:
         ids = _descending(order.pairs_span_descending(*window.span(order)), keep, end)[offset:end]
+    return ids[:limit], total, len(ids) > limit
+
+
+def _search_plan(table: Table, query: Query) -> tuple[list[Any], int, bool] | None:
+    """(page ids, total, whether more follow) of a search alone in id order, from its kept
+    matches sorted (module docstring), or None to leave it to seek.py."""
+    if query.filters or query.ranges or query.nulls or query.sort or query.where_row is not None:
+        return None
+    ordered = in_id_order(table, query.search)
+    if ordered is None:
+        return None
+    total, limit = len(ordered), query.limit
+    if limit == 0:
+        return [], total, False
+    start = query.offset
+    if query.cursor is not None:
+        start += bisect_right(ordered, query.cursor[1])
+    ids = ordered[start : start + limit + 1]
     return ids[:limit], total, len(ids) > limit
 
 

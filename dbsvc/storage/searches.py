@@ -34,16 +34,28 @@ query is matched again. A replayed row is first tested by its folded text (a que
 a prefix of one of its words, so a substring of that text): a row without one of the query
 words, most rows, costs a fold (~0.3 us for a 300-character post) and no cut into words.
 
-The sets handed out are the kept ones: callers read them during one synchronous call and
-never change them (seek.py, conditions.py). Imports rows.py, table.py (types), textsearch.
+A list in id order (no sort, no other condition: bucketplan.py `_search_plan`) asks
+`in_id_order`: the kept matches sorted by id, made by the first such list and kept beside the
+entry in `WordIndex.in_order` (a replayed row moves its id in it by a bisect), so its page is
+a slice, where sorting the matches at every list read every match's id object: at 1,000,000
+posts the matrix's query holds 168 matches scattered over the heap, and their sort was ~8% of
+the served list's CPU, the plan's largest step (bench/README.md, session 11). Invariant: an
+`in_order` entry exists only beside a `kept` or `cheap` entry of the same query and holds its
+matches sorted; it is dropped with it.
+
+The sets and lists handed out are the kept ones: callers read them during one synchronous
+call and never change them (seek.py, conditions.py, bucketplan.py). Imports rows.py,
+table.py and words.py (types), textsearch.
 """
 
 from __future__ import annotations
 
+from bisect import bisect_left, insort
 from typing import Any
 
 from dbsvc.storage.rows import unpack
-from dbsvc.storage.table import Table
+from dbsvc.storage.table import Row, Table
+from dbsvc.storage.words import WordIndex
 from dbsvc.textsearch import fold
 from dbsvc.textsearch import matches as text_matches
 
@@ -71,29 +83,63 @@ def matches(table: Table, query: tuple[str, ...]) -> set[Any]:
             if count == len(rows):
                 return found
             if (len(rows) - count) * REPLAY_COST <= max(cost, KEEP_AT):
-                positions = index.positions
-                for id_, record, _previous in rows[count:]:  # in order: an id's last row wins
-                    values = unpack(record) if record is not None else None
-                    texts = [values[p] for p in positions] if values is not None else []
-                    # A query word is a prefix of a word of the folded text, so a substring of it:
-                    # a text without one of them is no match (most rows), found without cutting it.
-                    folded = fold(" ".join([text for text in texts if text]))
-                    if all(word in folded for word in query) and text_matches(texts, query):
-                        found.add(id_)
-                    else:
-                        found.discard(id_)
+                _replay(index, query, found, rows[count:])
                 pool[query] = (found, len(rows), rows[-1], cost)
                 return found
         del pool[query]
+        index.in_order.pop(query, None)
     found, cost, alone = index.match_costed(query)
     if not alone:
         entry = (found, len(rows), rows[-1] if rows else None, cost)
         if cost >= KEEP_AT:
             if len(index.kept) >= KEPT_SEARCHES:
+                for dropped in index.kept:
+                    index.in_order.pop(dropped, None)
                 index.kept.clear()
             index.kept[query] = entry
         else:
             if len(index.cheap) >= CHEAP_KEPT:
-                del index.cheap[next(iter(index.cheap))]
+                oldest = next(iter(index.cheap))
+                del index.cheap[oldest]
+                index.in_order.pop(oldest, None)
             index.cheap[query] = entry
     return found
+
+
+def in_id_order(table: Table, query: tuple[str, ...]) -> list[Any] | None:
+    """`matches(table, query)` sorted by id, kept beside them (module docstring), or None
+    for a query that is not kept (one word's postings as they are: the caller sorts)."""
+    index = table.words
+    if index is None:
+        return None
+    if query not in index.kept and query not in index.cheap and len(query) == 1 and len(index.expand(query[0])) == 1:
+        return None  # one word's postings: never kept (`matches` would copy them, and seek.py again)
+    found = matches(table, query)
+    if query not in index.kept and query not in index.cheap:
+        return None
+    order = index.in_order.get(query)
+    if order is None:
+        order = index.in_order[query] = sorted(found)
+    return order
+
+
+def _replay(index: WordIndex, query: tuple[str, ...], found: set[Any], rows: list[Row]) -> None:
+    """Bring a kept query's matches (and their id order, when kept) to the end of `rows`,
+    the rows written since they were matched, in order: an id's last row wins."""
+    positions = index.positions
+    order = index.in_order.get(query)
+    for id_, record, _previous in rows:
+        values = unpack(record) if record is not None else None
+        texts = [values[p] for p in positions] if values is not None else []
+        # A query word is a prefix of a word of the folded text, so a substring of it:
+        # a text without one of them is no match (most rows), found without cutting it.
+        folded = fold(" ".join([text for text in texts if text]))
+        if all(word in folded for word in query) and text_matches(texts, query):
+            if id_ not in found:
+                found.add(id_)
+                if order is not None:
+                    insort(order, id_)
+        elif id_ in found:
+            found.discard(id_)
+            if order is not None:
+                del order[bisect_left(order, id_)]

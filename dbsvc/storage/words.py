@@ -42,8 +42,9 @@ about 27 to 53 bytes an id), where adding and removing one is O(1). Both answer 
 entry and an entry of `ordered`; the id objects are the records' own.
 
 `kept` and `cheap` are storage/searches.py's: the matches of the queries lists asked (the
-costly ones and the others), with the table's row count they were matched at (cleared by
-`build`; searches.py keeps them current).
+costly ones and the others), with the table's row count they were matched at, and
+`in_order` the matches of those a list in id order asked, sorted (cleared by `build`;
+searches.py keeps them current).
 
 Imports sortedlist.py and the tokenizer only; no I/O.
 """
@@ -68,7 +69,7 @@ Ids = tuple[Any, ...] | set[Any]
 class WordIndex:
     """The inverted index of one model's `@search` fields (module docstring)."""
 
-    __slots__ = ("cheap", "kept", "ordered", "positions", "postings", "sets")
+    __slots__ = ("cheap", "in_order", "kept", "ordered", "positions", "postings", "sets")
 
     def __init__(self, positions: Sequence[int]) -> None:
         self.positions = tuple(positions)  # where the @search fields are in a record's values
@@ -79,6 +80,8 @@ class WordIndex:
         # read): searches.py, the costly queries in `kept` and the cheaper ones in `cheap`
         self.kept: dict[tuple[str, ...], tuple[set[Any], int, Any, int]] = {}
         self.cheap: dict[tuple[str, ...], tuple[set[Any], int, Any, int]] = {}
+        # query of `kept` or `cheap` -> its matches in id order (searches.py `in_id_order`)
+        self.in_order: dict[tuple[str, ...], list[Any]] = {}
 
     def record_words(self, values: Sequence[Any]) -> set[str]:
         """The distinct words of a record's `@search` fields (its values in field order)."""
@@ -99,6 +102,7 @@ class WordIndex:
         self.sets = {w: ids for w, ids in self.postings.items() if type(ids) is set}
         self.kept.clear()
         self.cheap.clear()
+        self.in_order.clear()
         self.ordered = SortedIndex.from_sorted(sorted(self.postings))
 
     def add(self, id_: Any, values: Sequence[Any]) -> None:
