@@ -69,26 +69,22 @@ fails, that write vanishes again.
 from __future__ import annotations
 
 import asyncio
-import errno
 import logging
 import threading
-import time
-from bisect import bisect_left
 from collections import deque
 from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from dbsvc.errors import Unavailable
 from dbsvc.storage.logfile import encode_frame
-from dbsvc.storage.logwriter import LogWriter, WriteHealth, WriteState
+from dbsvc.storage.loghealth import ROOM_ERRORS, LogHealth
+from dbsvc.storage.logwriter import LogWriter
 
 log = logging.getLogger("dbsvc.storage")
 
 Done = Callable[[BaseException | None], object]  # a write's completion callback ("Completions")
-ROOM_ERRORS = frozenset((errno.ENOSPC, errno.EDQUOT))  # a write error that room can cure
-RETRY_INTERVAL = 1.0  # seconds between two probes for room
 
 
 @dataclass(slots=True)
@@ -116,39 +112,16 @@ def _settle(callbacks: list[Done], error: BaseException | None) -> None:
             log.exception("a write's completion callback raised")
 
 
-BATCH_BOUNDS = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024)  # writes per commit (CommitStats)
-
-
-@dataclass(slots=True)
-class CommitStats:
-    """Counters of a commit queue; fixed size however long the store runs. `batches[i]`
-    counts the commits that acknowledged at most BATCH_BOUNDS[i] writes (the last: more),
-    the group-commit histogram of /metrics."""
-
-    fsyncs: int = 0
-    commits: int = 0  # acknowledged writes (fsyncs / commits is the group-commit ratio)
-    failures: int = 0
-    batches: list[int] = field(default_factory=lambda: [0] * (len(BATCH_BOUNDS) + 1))
-
-    def count_batch(self, size: int) -> None:
-        self.commits += size
-        self.batches[bisect_left(BATCH_BOUNDS, size)] += 1
-
-
-class CommitQueue:
-    """Group commit for one `LogWriter`; see the module docstring."""
+class CommitQueue(LogHealth):
+    """Group commit for one `LogWriter`; see the module docstring. Whether the log takes
+    writes (rules 1 and 4) is its base's (loghealth.py)."""
 
     def __init__(
         self, writer: LogWriter, *, sync: bool, publish: Callable[[Any, bytes], None], rollback: Callable[[Any], None]
     ) -> None:
-        self.writer = writer
-        self.sync = sync
+        super().__init__(writer, sync=sync)
         self.publish = publish
         self.rollback = rollback
-        self.failed: OSError | None = None
-        self.stats = CommitStats()
-        self._room_error = False  # `failed` is a write that found no space (rule 4)
-        self._retry_at: float | None = None  # REFUSING: when the next probe for room may run
         self._pending: list[Pending] = []
         self._loop: asyncio.AbstractEventLoop | None = None
         self._wake: asyncio.Event | None = None
@@ -177,53 +150,6 @@ class CommitQueue:
                 self._executor = ThreadPoolExecutor(1, thread_name_prefix="dbsvc-fsync")
             self._task = loop.create_task(self._run(), name="dbsvc-committer")
         return loop
-
-    def check_writable(self) -> None:
-        """Raise `Unavailable` unless the log takes writes; while REFUSING, probe for room
-        first when a probe is due (rule 4)."""
-        if self.failed is not None and not self._room_again():
-            raise Unavailable(self.health().detail)
-
-    def health(self) -> WriteHealth:
-        if self.failed is None:
-            return WriteHealth(WriteState.OK)
-        if self._room_error:  # also before the cut-back (rule 3) is done
-            return WriteHealth(
-                WriteState.REFUSING,
-                f"writes are refused: no space for the log ({self.failed}); the server "
-                f"checks for room every {RETRY_INTERVAL:g} s and takes writes again "
-                "once there is some, with no restart",
-            )
-        return WriteHealth(
-            WriteState.FAILED,
-            f"the store is read-only after an I/O error on the log ({self.failed}): "
-            "nothing written since can be trusted; fix the disk, then restart the server",
-        )
-
-    def fail_stop(self, exc: OSError) -> None:
-        """Stop taking writes until a restart (rule 4, FAILED)."""
-        self.failed, self._room_error, self._retry_at = exc, False, None
-
-    def _room_again(self) -> bool:
-        """REFUSING, a probe due and successful: back to OK (True)."""
-        if self._retry_at is None or time.monotonic() < self._retry_at:
-            return False
-        self._retry_at = time.monotonic() + RETRY_INTERVAL
-        try:
-            self.writer.probe_room()
-        except OSError as exc:
-            if exc.errno in ROOM_ERRORS:
-                return False
-            log.error("probing %s for room failed: %s; the store is now read-only", self.writer.path, exc)
-            self.fail_stop(exc)
-            return False
-        log.warning(
-            "%s has room again (the write refused since failed with: %s); taking writes again",
-            self.writer.path,
-            self.failed,
-        )
-        self.failed, self._room_error, self._retry_at = None, False, None
-        return True
 
     def submit(
         self, frame: bytes, event: Any, apply: Callable[[], Any], done: Done | None = None
@@ -285,27 +211,6 @@ class CommitQueue:
         assert self._wake is not None
         self._wake.set()
         return done
-
-    def _write_failed(self, exc: OSError) -> None:
-        """A write raised: stop taking writes (rules 1 and 4); the committer, or the
-        caller on its behalf, fails what is queued (rule 3)."""
-        self._room_error = exc.errno in ROOM_ERRORS
-        log.error(
-            "write to %s failed: %s; %s",
-            self.writer.path,
-            exc,
-            "writes are refused until there is room" if self._room_error else "the store is now read-only",
-        )
-        self.failed = exc
-
-    def _write_held(self) -> bool:
-        """The held frames written; False (the failure recorded) if that raised."""
-        try:
-            self.writer.write_held()
-        except OSError as exc:
-            self._write_failed(exc)
-            return False
-        return True
 
     def write_held(self) -> None:
         """Have the held frames written now, on the loop thread: online compaction reads the
@@ -456,7 +361,7 @@ class CommitQueue:
             elif p.applied:
                 self.rollback(p.undo)
         if self.writer.truncate_to_acked() and self._room_error:
-            self._retry_at = time.monotonic() + RETRY_INTERVAL
+            self._refuse_until_room()
         else:
             assert self.failed is not None
             self.fail_stop(self.failed)
@@ -514,7 +419,7 @@ class CommitQueue:
             log.error("batch write to %s failed: %s", self.writer.path, exc)
             if cut and not synced and exc.errno in ROOM_ERRORS:
                 self.failed, self._room_error = exc, True
-                self._retry_at = time.monotonic() + RETRY_INTERVAL
+                self._refuse_until_room()
             else:
                 self.fail_stop(exc)
             self.stats.failures += count

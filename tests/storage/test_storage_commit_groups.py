@@ -20,8 +20,8 @@ import asyncio
 import pytest
 
 from dbsvc.errors import Unavailable
-from dbsvc.storage import commit
-from dbsvc.storage.commit import BATCH_BOUNDS
+from dbsvc.storage import loghealth
+from dbsvc.storage.loghealth import BATCH_BOUNDS
 from dbsvc.storage.logwriter import WriteState
 from support.storage import open_store, run, user
 
@@ -54,7 +54,7 @@ def test_a_batch_is_counted_a_commit_a_write_and_published_whole(tenant):
 
 
 def test_a_batch_that_finds_no_room_is_rolled_back_whole_and_counted_a_failure_a_write(tenant, monkeypatch):
-    monkeypatch.setattr(commit, "RETRY_INTERVAL", 0)
+    monkeypatch.setattr(loghealth, "RETRY_INTERVAL", 0)
     monkeypatch.setenv("DBSVC_FAULT", "write:2:ENOSPC")  # write call 2: the batch's
     s = open_store(tenant)
     try:
