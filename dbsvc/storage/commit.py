@@ -10,7 +10,8 @@ Protocol (group commit, `sync="full"`)::
     apply to memory, queue (end, future)  ->  wake
     await future                               write every held frame with one write call
                                                target = bytes written so far
-                                               fsync(log) in the thread (one in flight)
+                                               fsync(log) in the fsync thread (one in
+                                                 flight, fsyncthread.py)
                                                every queued write with end <= target:
                                                  resolve its future, publish its event
                                                loop while anything is queued
@@ -73,11 +74,12 @@ import logging
 import threading
 from collections import deque
 from collections.abc import Callable, Iterable
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
+from functools import partial
 from typing import Any
 
 from dbsvc.errors import Unavailable
+from dbsvc.storage.fsyncthread import Syncer, start_syncer
 from dbsvc.storage.logfile import encode_frame
 from dbsvc.storage.loghealth import ROOM_ERRORS, LogHealth
 from dbsvc.storage.logwriter import LogWriter
@@ -112,6 +114,17 @@ def _settle(callbacks: list[Done], error: BaseException | None) -> None:
             log.exception("a write's completion callback raised")
 
 
+def _resolve(future: asyncio.Future[None], error: BaseException | None) -> None:
+    """An fsync's outcome into the committer's future, unless the committer was cancelled
+    meanwhile (`shutdown`)."""
+    if future.done():
+        return
+    if error is None:
+        future.set_result(None)
+    else:
+        future.set_exception(error)
+
+
 class CommitQueue(LogHealth):
     """Group commit for one `LogWriter`; see the module docstring. Whether the log takes
     writes (rules 1 and 4) is its base's (loghealth.py)."""
@@ -126,7 +139,7 @@ class CommitQueue(LogHealth):
         self._loop: asyncio.AbstractEventLoop | None = None
         self._wake: asyncio.Event | None = None
         self._task: asyncio.Task[None] | None = None
-        self._executor: ThreadPoolExecutor | None = None
+        self._syncer: Syncer | None = None  # the fsync thread (fsyncthread.py), made with the task
         self._switch: tuple[Callable[[], None], asyncio.Future[None]] | None = None
         self._thread = 0  # the thread `_loop` was found running on
 
@@ -146,8 +159,8 @@ class CommitQueue(LogHealth):
             assert not self._pending, "writes pending on another event loop"
             self._loop = loop
             self._wake = asyncio.Event()
-            if self._executor is None:
-                self._executor = ThreadPoolExecutor(1, thread_name_prefix="dbsvc-fsync")
+            if self._syncer is None:
+                self._syncer = start_syncer(self.writer.fsync)
             self._task = loop.create_task(self._run(), name="dbsvc-committer")
         return loop
 
@@ -310,7 +323,7 @@ class CommitQueue(LogHealth):
                 count = len(self._pending)  # every queued frame ends at or before `target`
                 if self.sync:
                     try:
-                        await self._loop.run_in_executor(self._executor, self.writer.fsync)
+                        await self._fsync()
                     except OSError as exc:
                         log.error("fsync of %s failed: %s; the store is now read-only", self.writer.path, exc)
                         self.fail_stop(exc)
@@ -321,6 +334,14 @@ class CommitQueue(LogHealth):
             if self.failed is not None:
                 self._fail_pending()
                 return
+
+    def _fsync(self) -> asyncio.Future[None]:
+        """The log's fsync in the fsync thread; the future resolves (or fails with its
+        error) on the loop once it returned."""
+        assert self._loop is not None and self._syncer is not None
+        future = self._loop.create_future()
+        self._syncer.start(self._loop, partial(_resolve, future))
+        return future
 
     def _acknowledge(self, count: int, end: int | None = None) -> None:
         done, self._pending = self._pending[:count], self._pending[count:]
@@ -454,9 +475,9 @@ class CommitQueue(LogHealth):
             except RuntimeError:
                 pass  # its loop is already closed
         self._task = None
-        if self._executor is not None:
-            self._executor.shutdown(wait=True)
-            self._executor = None
+        if self._syncer is not None:
+            self._syncer.close()
+            self._syncer = None
 
     @property
     def pending(self) -> int:

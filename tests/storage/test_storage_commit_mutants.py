@@ -374,7 +374,7 @@ def test_a_store_used_from_a_second_event_loop_while_the_first_is_still_open_com
         assert first.run_until_complete(s.insert("User", user(1))) == user(1)
         assert [t.get_name() for t in asyncio.all_tasks(first)] == ["dbsvc-committer"]  # still pending there
         # Named for whoever looks at a live process (py-spy dump, threading.enumerate()).
-        assert [t.name for t in threading.enumerate() if t not in threads] == ["dbsvc-fsync_0"]
+        assert [t.name for t in threading.enumerate() if t not in threads] == ["dbsvc-fsync"]
         assert run(asyncio.wait_for(s.insert("User", user(2)), 10.0)) == user(2)
         s.close()
     finally:
