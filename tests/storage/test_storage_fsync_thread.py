@@ -19,8 +19,9 @@ from support.storage import open_store, run, user
 WAIT = 60.0  # generous: a loaded two-core machine
 
 
-def _fsync_threads() -> list[threading.Thread]:
-    return [t for t in threading.enumerate() if t.name == fsyncthread.THREAD_NAME]
+def _new_fsync_threads(before: set[threading.Thread]) -> list[threading.Thread]:
+    """The fsync threads alive now that were not in `before` (a test's own, not another's)."""
+    return [t for t in threading.enumerate() if t.name == fsyncthread.THREAD_NAME and t not in before]
 
 
 async def _one_fsync(syncer: FsyncThread) -> tuple[BaseException | None, str, bool]:
@@ -35,6 +36,7 @@ async def _one_fsync(syncer: FsyncThread) -> tuple[BaseException | None, str, bo
 
 
 def test_each_fsync_runs_in_the_one_fsync_thread_and_is_told_on_the_loop():
+    before = set(threading.enumerate())
     ran_on: list[str] = []
     syncer = FsyncThread(lambda: ran_on.append(threading.current_thread().name))
     try:
@@ -48,7 +50,7 @@ def test_each_fsync_runs_in_the_one_fsync_thread_and_is_told_on_the_loop():
     loop_thread = threading.current_thread().name
     assert outcomes == [(None, loop_thread, True)] * 3
     assert ran_on == [fsyncthread.THREAD_NAME] * 3  # one thread, kept between fsyncs
-    assert not _fsync_threads()
+    assert not _new_fsync_threads(before)
 
 
 def test_an_fsync_that_raises_hands_its_error_to_the_loop_and_the_thread_serves_on():
@@ -73,6 +75,7 @@ def test_an_fsync_that_raises_hands_its_error_to_the_loop_and_the_thread_serves_
 
 
 def test_close_waits_for_the_fsync_in_flight_and_is_idempotent():
+    before = set(threading.enumerate())
     in_flight, release = threading.Event(), threading.Event()
     finished: list[bool] = []
 
@@ -92,12 +95,13 @@ def test_close_waits_for_the_fsync_in_flight_and_is_idempotent():
         assert finished == [True], "close() returned while an fsync was in flight"
         timer.join()
         syncer.close()
-        assert not _fsync_threads()
+        assert not _new_fsync_threads(before)
     finally:
         loop.close()
 
 
 def test_an_fsync_whose_loop_closed_meanwhile_is_dropped_quietly():
+    before = set(threading.enumerate())
     in_flight, release = threading.Event(), threading.Event()
     syncer = FsyncThread(lambda: (in_flight.set(), release.wait(WAIT)))
     loop = asyncio.new_event_loop()
@@ -107,10 +111,11 @@ def test_an_fsync_whose_loop_closed_meanwhile_is_dropped_quietly():
     loop.close()
     release.set()
     syncer.close()
-    assert told == [] and not _fsync_threads()
+    assert told == [] and not _new_fsync_threads(before)
 
 
 def test_a_store_inside_use_makes_its_fsync_runner_with_the_given_factory(tenant):
+    before = set(threading.enumerate())
     made: list[FsyncThread] = []
 
     def factory(fsync):
@@ -126,7 +131,7 @@ def test_a_store_inside_use_makes_its_fsync_runner_with_the_given_factory(tenant
         finally:
             store.close()
     assert len(made) == 1
-    assert not _fsync_threads()
+    assert not _new_fsync_threads(before)
 
 
 @pytest.mark.parametrize("fails", [False, True])
