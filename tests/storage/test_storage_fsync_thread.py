@@ -7,6 +7,9 @@ from __future__ import annotations
 
 import asyncio
 import errno
+import os
+import subprocess
+import sys
 import threading
 
 import pytest
@@ -168,3 +171,19 @@ def test_a_store_under_a_runner_on_the_loop_starts_no_thread(tenant, fails):
             assert [t for t in threading.enumerate() if t not in before] == []
         finally:
             store.close()
+
+
+def test_a_process_that_never_closes_its_store_still_exits(tenant):
+    # The fsync thread waits for work for the store's whole life; a program that drops its
+    # store without `close()` (a script, a test) must still exit: the thread is a daemon.
+    script = (
+        "import asyncio, sys\n"
+        "from support.storage import open_store, user\n"
+        "store = open_store(sys.argv[1])\n"
+        "asyncio.run(store.insert('User', user(1)))\n"
+        "print('written')\n"
+    )
+    tests = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([tests, os.environ.get("PYTHONPATH", "")]))
+    done = subprocess.run([sys.executable, "-c", script, tenant], env=env, capture_output=True, timeout=30)
+    assert (done.returncode, done.stdout) == (0, b"written\n"), done.stderr.decode()
