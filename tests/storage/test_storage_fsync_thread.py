@@ -185,5 +185,5 @@ def test_a_process_that_never_closes_its_store_still_exits(tenant):
     )
     tests = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([tests, os.environ.get("PYTHONPATH", "")]))
-    done = subprocess.run([sys.executable, "-c", script, tenant], env=env, capture_output=True, timeout=30)
+    done = subprocess.run([sys.executable, "-c", script, tenant], env=env, capture_output=True, timeout=WAIT)
     assert (done.returncode, done.stdout) == (0, b"written\n"), done.stderr.decode()
