@@ -44,9 +44,9 @@ LAYERS = [
     ("generated handlers and validators", r"<dbsvc generated"),
     ("app wiring and runtime", r"dbsvc/(app|runtime|service|interfaces)\.py|dbsvc/realtime/"),
     ("storage: tables and indexes", r"dbsvc/storage/(table|indexes|query|batch)\.py"),
+    ("fsync thread", r"dbsvc/storage/fsyncthread\.py|(^|/)concurrent/futures/|(^|/)threading\.py"),
     ("storage: store, commit queue, log", r"dbsvc/storage/"),
     ("json encode/decode", r"(^|/)json/"),
-    ("fsync thread pool", r"(^|/)concurrent/futures/|(^|/)threading\.py"),
     ("asyncio loop and socket I/O", r"(^|/)asyncio/|(^|/)(selectors|socket)\.py"),
 ]
 _FRAME = re.compile(r"^(?P<func>.*) \((?P<file>[^()]*?)(?::\d+)?\)$")

@@ -10,7 +10,8 @@ Protocol (group commit, `sync="full"`)::
     apply to memory, queue (end, future)  ->  wake
     await future                               write every held frame with one write call
                                                target = bytes written so far
-                                               fsync(log) in the thread (one in flight)
+                                               fsync(log) in the fsync thread (one in
+                                                 flight, fsyncthread.py)
                                                every queued write with end <= target:
                                                  resolve its future, publish its event
                                                loop while anything is queued
@@ -69,26 +70,23 @@ fails, that write vanishes again.
 from __future__ import annotations
 
 import asyncio
-import errno
 import logging
 import threading
-import time
-from bisect import bisect_left
 from collections import deque
 from collections.abc import Callable, Iterable
-from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass
+from functools import partial
 from typing import Any
 
 from dbsvc.errors import Unavailable
+from dbsvc.storage.fsyncthread import Syncer, start_syncer
 from dbsvc.storage.logfile import encode_frame
-from dbsvc.storage.logwriter import LogWriter, WriteHealth, WriteState
+from dbsvc.storage.loghealth import ROOM_ERRORS, LogHealth
+from dbsvc.storage.logwriter import LogWriter
 
 log = logging.getLogger("dbsvc.storage")
 
 Done = Callable[[BaseException | None], object]  # a write's completion callback ("Completions")
-ROOM_ERRORS = frozenset((errno.ENOSPC, errno.EDQUOT))  # a write error that room can cure
-RETRY_INTERVAL = 1.0  # seconds between two probes for room
 
 
 @dataclass(slots=True)
@@ -116,44 +114,32 @@ def _settle(callbacks: list[Done], error: BaseException | None) -> None:
             log.exception("a write's completion callback raised")
 
 
-BATCH_BOUNDS = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024)  # writes per commit (CommitStats)
+def _resolve(future: asyncio.Future[None], error: BaseException | None) -> None:
+    """An fsync's outcome into the committer's future, unless the committer was cancelled
+    meanwhile (`shutdown`)."""
+    if future.done():
+        return
+    if error is None:
+        future.set_result(None)
+    else:
+        future.set_exception(error)
 
 
-@dataclass(slots=True)
-class CommitStats:
-    """Counters of a commit queue; fixed size however long the store runs. `batches[i]`
-    counts the commits that acknowledged at most BATCH_BOUNDS[i] writes (the last: more),
-    the group-commit histogram of /metrics."""
-
-    fsyncs: int = 0
-    commits: int = 0  # acknowledged writes (fsyncs / commits is the group-commit ratio)
-    failures: int = 0
-    batches: list[int] = field(default_factory=lambda: [0] * (len(BATCH_BOUNDS) + 1))
-
-    def count_batch(self, size: int) -> None:
-        self.commits += size
-        self.batches[bisect_left(BATCH_BOUNDS, size)] += 1
-
-
-class CommitQueue:
-    """Group commit for one `LogWriter`; see the module docstring."""
+class CommitQueue(LogHealth):
+    """Group commit for one `LogWriter`; see the module docstring. Whether the log takes
+    writes (rules 1 and 4) is its base's (loghealth.py)."""
 
     def __init__(
         self, writer: LogWriter, *, sync: bool, publish: Callable[[Any, bytes], None], rollback: Callable[[Any], None]
     ) -> None:
-        self.writer = writer
-        self.sync = sync
+        super().__init__(writer, sync=sync)
         self.publish = publish
         self.rollback = rollback
-        self.failed: OSError | None = None
-        self.stats = CommitStats()
-        self._room_error = False  # `failed` is a write that found no space (rule 4)
-        self._retry_at: float | None = None  # REFUSING: when the next probe for room may run
         self._pending: list[Pending] = []
         self._loop: asyncio.AbstractEventLoop | None = None
         self._wake: asyncio.Event | None = None
         self._task: asyncio.Task[None] | None = None
-        self._executor: ThreadPoolExecutor | None = None
+        self._syncer: Syncer | None = None  # the fsync thread (fsyncthread.py), made with the task
         self._switch: tuple[Callable[[], None], asyncio.Future[None]] | None = None
         self._thread = 0  # the thread `_loop` was found running on
 
@@ -173,57 +159,10 @@ class CommitQueue:
             assert not self._pending, "writes pending on another event loop"
             self._loop = loop
             self._wake = asyncio.Event()
-            if self._executor is None:
-                self._executor = ThreadPoolExecutor(1, thread_name_prefix="dbsvc-fsync")
+            if self._syncer is None:
+                self._syncer = start_syncer(self.writer.fsync)
             self._task = loop.create_task(self._run(), name="dbsvc-committer")
         return loop
-
-    def check_writable(self) -> None:
-        """Raise `Unavailable` unless the log takes writes; while REFUSING, probe for room
-        first when a probe is due (rule 4)."""
-        if self.failed is not None and not self._room_again():
-            raise Unavailable(self.health().detail)
-
-    def health(self) -> WriteHealth:
-        if self.failed is None:
-            return WriteHealth(WriteState.OK)
-        if self._room_error:  # also before the cut-back (rule 3) is done
-            return WriteHealth(
-                WriteState.REFUSING,
-                f"writes are refused: no space for the log ({self.failed}); the server "
-                f"checks for room every {RETRY_INTERVAL:g} s and takes writes again "
-                "once there is some, with no restart",
-            )
-        return WriteHealth(
-            WriteState.FAILED,
-            f"the store is read-only after an I/O error on the log ({self.failed}): "
-            "nothing written since can be trusted; fix the disk, then restart the server",
-        )
-
-    def fail_stop(self, exc: OSError) -> None:
-        """Stop taking writes until a restart (rule 4, FAILED)."""
-        self.failed, self._room_error, self._retry_at = exc, False, None
-
-    def _room_again(self) -> bool:
-        """REFUSING, a probe due and successful: back to OK (True)."""
-        if self._retry_at is None or time.monotonic() < self._retry_at:
-            return False
-        self._retry_at = time.monotonic() + RETRY_INTERVAL
-        try:
-            self.writer.probe_room()
-        except OSError as exc:
-            if exc.errno in ROOM_ERRORS:
-                return False
-            log.error("probing %s for room failed: %s; the store is now read-only", self.writer.path, exc)
-            self.fail_stop(exc)
-            return False
-        log.warning(
-            "%s has room again (the write refused since failed with: %s); taking writes again",
-            self.writer.path,
-            self.failed,
-        )
-        self.failed, self._room_error, self._retry_at = None, False, None
-        return True
 
     def submit(
         self, frame: bytes, event: Any, apply: Callable[[], Any], done: Done | None = None
@@ -285,27 +224,6 @@ class CommitQueue:
         assert self._wake is not None
         self._wake.set()
         return done
-
-    def _write_failed(self, exc: OSError) -> None:
-        """A write raised: stop taking writes (rules 1 and 4); the committer, or the
-        caller on its behalf, fails what is queued (rule 3)."""
-        self._room_error = exc.errno in ROOM_ERRORS
-        log.error(
-            "write to %s failed: %s; %s",
-            self.writer.path,
-            exc,
-            "writes are refused until there is room" if self._room_error else "the store is now read-only",
-        )
-        self.failed = exc
-
-    def _write_held(self) -> bool:
-        """The held frames written; False (the failure recorded) if that raised."""
-        try:
-            self.writer.write_held()
-        except OSError as exc:
-            self._write_failed(exc)
-            return False
-        return True
 
     def write_held(self) -> None:
         """Have the held frames written now, on the loop thread: online compaction reads the
@@ -405,7 +323,7 @@ class CommitQueue:
                 count = len(self._pending)  # every queued frame ends at or before `target`
                 if self.sync:
                     try:
-                        await self._loop.run_in_executor(self._executor, self.writer.fsync)
+                        await self._fsync()
                     except OSError as exc:
                         log.error("fsync of %s failed: %s; the store is now read-only", self.writer.path, exc)
                         self.fail_stop(exc)
@@ -416,6 +334,14 @@ class CommitQueue:
             if self.failed is not None:
                 self._fail_pending()
                 return
+
+    def _fsync(self) -> asyncio.Future[None]:
+        """The log's fsync in the fsync thread; the future resolves (or fails with its
+        error) on the loop once it returned."""
+        assert self._loop is not None and self._syncer is not None
+        future = self._loop.create_future()
+        self._syncer.start(self._loop, partial(_resolve, future))
+        return future
 
     def _acknowledge(self, count: int, end: int | None = None) -> None:
         done, self._pending = self._pending[:count], self._pending[count:]
@@ -456,7 +382,7 @@ class CommitQueue:
             elif p.applied:
                 self.rollback(p.undo)
         if self.writer.truncate_to_acked() and self._room_error:
-            self._retry_at = time.monotonic() + RETRY_INTERVAL
+            self._refuse_until_room()
         else:
             assert self.failed is not None
             self.fail_stop(self.failed)
@@ -514,7 +440,7 @@ class CommitQueue:
             log.error("batch write to %s failed: %s", self.writer.path, exc)
             if cut and not synced and exc.errno in ROOM_ERRORS:
                 self.failed, self._room_error = exc, True
-                self._retry_at = time.monotonic() + RETRY_INTERVAL
+                self._refuse_until_room()
             else:
                 self.fail_stop(exc)
             self.stats.failures += count
@@ -549,9 +475,9 @@ class CommitQueue:
             except RuntimeError:
                 pass  # its loop is already closed
         self._task = None
-        if self._executor is not None:
-            self._executor.shutdown(wait=True)
-            self._executor = None
+        if self._syncer is not None:
+            self._syncer.close()
+            self._syncer = None
 
     @property
     def pending(self) -> int:

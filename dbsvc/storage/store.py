@@ -102,7 +102,7 @@ from typing import Any
 from dbsvc.runtime import INT64_MAX, CompiledModel, Filters, Query
 from dbsvc.storage import files, follow, history, instants, recovery, retain
 from dbsvc.storage.changes import Callback, ChangeStream
-from dbsvc.storage.commit import BATCH_BOUNDS, CommitQueue
+from dbsvc.storage.commit import CommitQueue
 from dbsvc.storage.compact import SNAPSHOT_NAME
 from dbsvc.storage.compactor import Applied, Compactor
 from dbsvc.storage.epoch import Epoch
@@ -111,6 +111,7 @@ from dbsvc.storage.files import FaultPlan
 from dbsvc.storage.history import History
 from dbsvc.storage.lock import WriterLock
 from dbsvc.storage.logfile import MAX_PAYLOAD
+from dbsvc.storage.loghealth import BATCH_BOUNDS
 from dbsvc.storage.logwriter import LogWriter
 from dbsvc.storage.query import list_page, live_ids, page_as_of
 from dbsvc.storage.rows import unpack

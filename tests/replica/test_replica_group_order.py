@@ -20,7 +20,7 @@ import pytest
 
 from dbsvc.errors import Unavailable
 from dbsvc.runtime import Query
-from dbsvc.storage import commit
+from dbsvc.storage import loghealth
 from dbsvc.storage.events import ChangeEvent, EventKind
 from dbsvc.storage.files import FaultPlan
 from dbsvc.storage.tenants import create_tenant
@@ -83,7 +83,7 @@ def test_a_failed_group_is_undone_last_row_first_and_its_resend_is_taken(tmp_pat
     """fsync EIO: the store turns read-only, its memory exactly the rows before the group.
     Write ENOSPC: refused until there is room, then the primary's resend of the very same
     group (it never got an ack) must be taken, from the group's first offset."""
-    monkeypatch.setattr(commit, "RETRY_INTERVAL", 0.0)  # a probe for room at the next write
+    monkeypatch.setattr(loghealth, "RETRY_INTERVAL", 0.0)  # a probe for room at the next write
     tenant = create_tenant(str(tmp_path / "replica"), "t")
     feed = Frames()
     good = [feed.insert(1, age=40), feed.insert(2, age=20), feed.insert(3, age=60)]

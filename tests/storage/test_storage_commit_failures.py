@@ -15,7 +15,7 @@ import threading
 import pytest
 
 from dbsvc.errors import Unavailable
-from dbsvc.storage import Store, commit, files
+from dbsvc.storage import Store, files, loghealth
 from dbsvc.storage.commit import CommitQueue
 from dbsvc.storage.files import FaultPlan, FileOps
 from dbsvc.storage.logwriter import LogWriter
@@ -346,7 +346,7 @@ class NoSpace(FileOps):
 
 
 def test_a_full_disk_while_a_switch_waits_fails_the_switch_and_writes_resume_with_room(tmp_path, monkeypatch):
-    monkeypatch.setattr(commit, "RETRY_INTERVAL", 0.0)
+    monkeypatch.setattr(loghealth, "RETRY_INTERVAL", 0.0)
     path = str(tmp_path / "log")
     gate = FsyncGate(None)
     queue, fd = _queue_on(path, gate)

@@ -10,7 +10,9 @@ found them unpinned (docs/mutation.md, "... (session 10, wt-mcm)"):
   table's largest id goes back to what it was before the batch), counted a failure per
   write, and once there is room the same batch gets the same offsets and ids.
 - Under `sync="off"` a write whose own write call fails is never applied, and a write told
-  by a completion callback hears `Unavailable` from it (`submit`'s failure branch).
+  by a completion callback hears `Unavailable` from it (`submit`'s failure branch); a write
+  checked before the committer has failed a write that found no room is refused, with no
+  probe for room due yet (loghealth.py `_retry_at` starts as None).
 """
 
 from __future__ import annotations
@@ -20,8 +22,8 @@ import asyncio
 import pytest
 
 from dbsvc.errors import Unavailable
-from dbsvc.storage import commit
-from dbsvc.storage.commit import BATCH_BOUNDS
+from dbsvc.storage import loghealth
+from dbsvc.storage.loghealth import BATCH_BOUNDS
 from dbsvc.storage.logwriter import WriteState
 from support.storage import open_store, run, user
 
@@ -54,7 +56,7 @@ def test_a_batch_is_counted_a_commit_a_write_and_published_whole(tenant):
 
 
 def test_a_batch_that_finds_no_room_is_rolled_back_whole_and_counted_a_failure_a_write(tenant, monkeypatch):
-    monkeypatch.setattr(commit, "RETRY_INTERVAL", 0)
+    monkeypatch.setattr(loghealth, "RETRY_INTERVAL", 0)
     monkeypatch.setenv("DBSVC_FAULT", "write:2:ENOSPC")  # write call 2: the batch's
     s = open_store(tenant)
     try:
@@ -106,5 +108,29 @@ def test_a_callback_write_whose_write_call_fails_under_sync_off_hears_unavailabl
         assert s.get("User", 1)[0] == user(1) and s.get("User", 2)[0] is None
         assert s.head_offset == 1 and s.stats()["failed_writes"] == 1
         assert s.health().state is WriteState.FAILED
+    finally:
+        s.close()
+
+
+def test_a_write_checked_before_the_committer_fails_a_write_that_found_no_room_is_refused(tenant, monkeypatch):
+    # Under sync off, a write whose own write call finds no space records the failure and
+    # leaves its rollback to the committer's next turn; a write checked in between (the same
+    # turn) is refused with `Unavailable`, before any probe for room is due.
+    monkeypatch.setenv("DBSVC_FAULT", "write:1:ENOSPC")  # sync off: write call n is write n
+    s = open_store(tenant, sync="off")
+    heard: list[BaseException | None] = []
+    try:
+
+        async def go() -> None:
+            s.insert_then("User", user(1), heard.append)
+            with pytest.raises(Unavailable, match="no space for the log"):
+                s.insert_then("User", user(2), heard.append)
+            await asyncio.sleep(0)
+            await asyncio.sleep(0)
+
+        run(go())
+        assert len(heard) == 1 and isinstance(heard[0], Unavailable)
+        assert s.get("User", 1)[0] is None and s.get("User", 2)[0] is None
+        assert s.health().state is WriteState.REFUSING
     finally:
         s.close()

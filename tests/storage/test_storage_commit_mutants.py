@@ -8,7 +8,7 @@ mutation testing found nothing pinned down (docs/mutation.md):
   log is cut back either way, the refusal names the cause, and an exception that is not an
   I/O error leaves a healthy queue (or a failed one, when the cut-back failed too).
 - The REFUSING state probes for room at most once per RETRY_INTERVAL, counted from the
-  refusal and from each failed probe, on commit.py's clock (replaced here by a fake one;
+  refusal and from each failed probe, on loghealth.py's clock (replaced here by a fake one;
   test_storage_degraded.py sets the interval to 0 and so cannot see it)."""
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ import pytest
 
 from dbsvc.errors import Unavailable
 from dbsvc.runtime import Query
-from dbsvc.storage import commit, files
+from dbsvc.storage import files, loghealth
 from dbsvc.storage.commit import CommitQueue
 from dbsvc.storage.files import FileOps
 from dbsvc.storage.logwriter import LogWriter, WriteState
@@ -32,7 +32,7 @@ from support.storage import open_store, run, user
 
 
 class Clock:
-    """commit.py's `time`, on a fake monotonic clock."""
+    """loghealth.py's `time` (the room probes' clock), on a fake monotonic clock."""
 
     def __init__(self, now: float = 100.0) -> None:
         self.now = now
@@ -44,7 +44,7 @@ class Clock:
 @pytest.fixture
 def clock(monkeypatch) -> Clock:
     fake = Clock()
-    monkeypatch.setattr(commit, "time", types.SimpleNamespace(monotonic=fake.monotonic))
+    monkeypatch.setattr(loghealth, "time", types.SimpleNamespace(monotonic=fake.monotonic))
     return fake
 
 
@@ -118,7 +118,7 @@ def test_a_batch_out_of_space_is_refused_cut_back_and_taken_once_there_is_room(t
     assert os.path.getsize(_log(tenant)) == size
     assert [r["id"] for r in s.list_records("User", Query())[0]] == [1]
     assert s.health(retry=True).state is WriteState.REFUSING  # no probe before the interval
-    clock.now += commit.RETRY_INTERVAL
+    clock.now += loghealth.RETRY_INTERVAL
     assert s.health(retry=True).state is WriteState.OK  # probe: write 3, room
     assert [r["id"] for r in s.insert_batch(_batch(2, 3))] == [2, 3]
     s.close()
@@ -144,7 +144,7 @@ def test_a_batch_whose_fsync_or_write_fails_is_fail_stop_and_cut_back(tenant, mo
     assert f"batch write to {_log(tenant)} failed: {cause}" in [r.getMessage() for r in caplog.records]
     assert os.path.getsize(_log(tenant)) == size
     assert s.stats()["failed_writes"] == 2
-    clock.now += 10 * commit.RETRY_INTERVAL
+    clock.now += 10 * loghealth.RETRY_INTERVAL
     assert s.health(retry=True).state is WriteState.FAILED  # never probed, never back
     with pytest.raises(Unavailable, match="read-only"):
         s.insert_batch(_batch(4))
@@ -224,17 +224,17 @@ def test_room_is_probed_once_per_interval_from_the_refusal_and_from_each_failed_
         run(s.insert("User", user(2)))
     faults = s.commit_queue.writer.faults
     refused_at = clock.now
-    clock.now = refused_at + commit.RETRY_INTERVAL / 2
+    clock.now = refused_at + loghealth.RETRY_INTERVAL / 2
     assert s.health(retry=True).state is WriteState.REFUSING  # too soon: not probed
     assert faults.counts["write"] == 2
-    clock.now = refused_at + commit.RETRY_INTERVAL  # due: probe 3, no room
+    clock.now = refused_at + loghealth.RETRY_INTERVAL  # due: probe 3, no room
     with pytest.raises(Unavailable, match="no space"):
         run(s.insert("User", user(2)))
     assert faults.counts["write"] == 3
-    clock.now = refused_at + 1.5 * commit.RETRY_INTERVAL  # the interval starts again
+    clock.now = refused_at + 1.5 * loghealth.RETRY_INTERVAL  # the interval starts again
     assert s.health(retry=True).state is WriteState.REFUSING
     assert faults.counts["write"] == 3
-    clock.now = refused_at + 2 * commit.RETRY_INTERVAL
+    clock.now = refused_at + 2 * loghealth.RETRY_INTERVAL
     with caplog.at_level(logging.WARNING, logger="dbsvc.storage"):
         assert run(s.insert("User", user(2))) == user(2)  # probe 4: room; then write 5
     assert faults.counts["write"] == 5
@@ -267,19 +267,19 @@ def test_failed_writes_add_up_over_every_episode_of_a_full_disk(tenant, clock):
         with pytest.raises(Unavailable, match="no space"):
             run(s.insert("User", user(2)))
     assert s.stats()["failed_writes"] == 1
-    clock.now += commit.RETRY_INTERVAL
+    clock.now += loghealth.RETRY_INTERVAL
     assert s.health(retry=True).state is WriteState.OK
     with files.use(NoSpace()):
         with pytest.raises(Unavailable, match="no space"):
             s.insert_batch(_batch(3, 4))
     assert s.stats()["failed_writes"] == 3
-    clock.now += commit.RETRY_INTERVAL
+    clock.now += loghealth.RETRY_INTERVAL
     assert s.health(retry=True).state is WriteState.OK
     with files.use(NoSpace()):
         with pytest.raises(Unavailable, match="no space"):
             run(s.insert("User", user(5)))
     assert s.stats()["failed_writes"] == 4
-    clock.now += commit.RETRY_INTERVAL
+    clock.now += loghealth.RETRY_INTERVAL
     assert run(s.insert("User", user(5))) == user(5)  # its own probe found room
     assert s.stats()["failed_writes"] == 4
     s.close()
@@ -292,7 +292,7 @@ def test_a_probe_that_meets_an_io_error_refuses_every_write_without_touching_the
     with files.use(NoSpace()):
         with pytest.raises(Unavailable, match="no space"):
             run(s.insert("User", user(2)))
-    clock.now += commit.RETRY_INTERVAL
+    clock.now += loghealth.RETRY_INTERVAL
     broken = NoSpace(errno.EIO)
     with files.use(broken), caplog.at_level(logging.ERROR, logger="dbsvc.storage"):
         for _ in range(2):
@@ -302,7 +302,7 @@ def test_a_probe_that_meets_an_io_error_refuses_every_write_without_touching_the
                 "the store is read-only after an I/O error on the log ([Errno 5] injected: Input/output "
                 "error): nothing written since can be trusted; fix the disk, then restart the server"
             )
-        clock.now += 10 * commit.RETRY_INTERVAL
+        clock.now += 10 * loghealth.RETRY_INTERVAL
         assert s.health(retry=True).state is WriteState.FAILED
     assert broken.calls == 1  # the probe, nothing after it
     assert (
@@ -374,7 +374,7 @@ def test_a_store_used_from_a_second_event_loop_while_the_first_is_still_open_com
         assert first.run_until_complete(s.insert("User", user(1))) == user(1)
         assert [t.get_name() for t in asyncio.all_tasks(first)] == ["dbsvc-committer"]  # still pending there
         # Named for whoever looks at a live process (py-spy dump, threading.enumerate()).
-        assert [t.name for t in threading.enumerate() if t not in threads] == ["dbsvc-fsync_0"]
+        assert [t.name for t in threading.enumerate() if t not in threads] == ["dbsvc-fsync"]
         assert run(asyncio.wait_for(s.insert("User", user(2)), 10.0)) == user(2)
         s.close()
     finally:

@@ -18,7 +18,7 @@ import pytest
 
 from dbsvc.errors import Unavailable
 from dbsvc.runtime import Query
-from dbsvc.storage import commit, files
+from dbsvc.storage import files, loghealth
 from dbsvc.storage.files import FaultPlan, FileOps
 from dbsvc.storage.logwriter import WriteState
 from support.storage import open_store, run, user
@@ -26,7 +26,7 @@ from support.storage import open_store, run, user
 
 @pytest.fixture(autouse=True)
 def probe_at_once(monkeypatch):
-    monkeypatch.setattr(commit, "RETRY_INTERVAL", 0.0)
+    monkeypatch.setattr(loghealth, "RETRY_INTERVAL", 0.0)
 
 
 def _users(tenant: str) -> tuple[dict, int]:

@@ -162,7 +162,7 @@ def test_an_online_compaction_has_the_held_frames_written_before_its_cut(tenant,
 def test_a_compaction_whose_held_frames_find_no_room_fails_them_and_itself(tenant, tmp_path, monkeypatch, caplog):
     gate = tmp_path / "gate"
     monkeypatch.setenv("DBSVC_FAULT", f"fsync:2:HOLD={gate}")
-    monkeypatch.setattr("dbsvc.storage.commit.RETRY_INTERVAL", 0.0)
+    monkeypatch.setattr("dbsvc.storage.loghealth.RETRY_INTERVAL", 0.0)
     s = open_store(tenant, replication=True)
     ops = CountingOps()
     epoch = s.epoch

@@ -18,7 +18,7 @@ import stat
 import pytest
 
 from dbsvc.errors import CorruptLog, Unavailable
-from dbsvc.storage import commit, files, online
+from dbsvc.storage import files, loghealth, online
 from dbsvc.storage.files import FaultPlan
 from dbsvc.storage.logfile import FRAME_HEADER_SIZE
 from support.storage import HoldAfterSnapshot, open_store, run, user
@@ -417,7 +417,7 @@ def test_the_new_log_appends_at_its_end_after_a_probe_for_room(tenant, monkeypat
     """The store writes the new epoch's log through the descriptor start_log opened: a write
     refused for room, then the probe (zeros appended and cut off again) and the next write
     land at the file's end, with no hole (log.new is opened O_APPEND, as the first log)."""
-    monkeypatch.setattr(commit, "RETRY_INTERVAL", 0.0)
+    monkeypatch.setattr(loghealth, "RETRY_INTERVAL", 0.0)
     s = open_store(tenant)
     try:
         _fill_and_compact(s)

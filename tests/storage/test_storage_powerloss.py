@@ -38,14 +38,14 @@ from support.powerloss_run import ALL, DEFAULT_SEEDS, SLOW_SEEDS, check_log, run
 from support.storage import open_store, user
 
 
-def test_power_loss_seeds(scratch, monkeypatch):
+def test_power_loss_seeds(scratch):
     """The first half of the default seeds (test_storage_powerloss_more.py runs the other)."""
-    run_seeds(0, DEFAULT_SEEDS // 2, scratch, monkeypatch)
+    run_seeds(0, DEFAULT_SEEDS // 2, scratch)
 
 
 @pytest.mark.slow
-def test_power_loss_seeds_slow(scratch, monkeypatch):
-    run_seeds(0, SLOW_SEEDS, scratch, monkeypatch)
+def test_power_loss_seeds_slow(scratch):
+    run_seeds(0, SLOW_SEEDS, scratch)
 
 
 # -- the simulator itself, and the log rule it made necessary --------------------------------

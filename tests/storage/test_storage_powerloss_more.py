@@ -9,5 +9,5 @@ from __future__ import annotations
 from support.powerloss_run import DEFAULT_SEEDS, run_seeds
 
 
-def test_power_loss_seeds_second_half(scratch, monkeypatch):
-    run_seeds(DEFAULT_SEEDS // 2, DEFAULT_SEEDS, scratch, monkeypatch)
+def test_power_loss_seeds_second_half(scratch):
+    run_seeds(DEFAULT_SEEDS // 2, DEFAULT_SEEDS, scratch)

@@ -30,7 +30,7 @@ from dbsvc.compiler import compile_schema
 from dbsvc.errors import Unavailable
 from dbsvc.runtime import Query
 from dbsvc.schema import load_schema
-from dbsvc.storage import Store, commit, recovery
+from dbsvc.storage import Store, loghealth, recovery
 from dbsvc.storage.logfile import HEADER_SIZE, FrameWalk
 from dbsvc.storage.logwriter import WriteState
 from support.storage import open_store, run, user
@@ -82,7 +82,7 @@ def test_frames_after_each_offset_of_the_running_store_are_the_log_s_frames_afte
 
 
 def test_a_write_refused_for_room_gives_its_id_back(tenant, monkeypatch):
-    monkeypatch.setattr(commit, "RETRY_INTERVAL", 0)
+    monkeypatch.setattr(loghealth, "RETRY_INTERVAL", 0)
     monkeypatch.setenv("DBSVC_FAULT", "write:3:ENOSPC")
     s = open_store(tenant)
     try:
@@ -156,7 +156,7 @@ def test_a_fitted_delete_never_leaves_out_a_str_id_longer_than_every_value(tmp_p
 
 
 def test_a_replace_that_finds_no_room_leaves_the_record_it_replaced(tenant, monkeypatch):
-    monkeypatch.setattr(commit, "RETRY_INTERVAL", 0)
+    monkeypatch.setattr(loghealth, "RETRY_INTERVAL", 0)
     monkeypatch.setenv("DBSVC_FAULT", "write:2:ENOSPC")
     s = open_store(tenant)
     try:
@@ -172,7 +172,7 @@ def test_a_replace_that_finds_no_room_leaves_the_record_it_replaced(tenant, monk
 
 
 def test_a_write_not_applied_under_sync_off_leaves_no_checkpoint(tenant, monkeypatch, every):
-    monkeypatch.setattr(commit, "RETRY_INTERVAL", 0)
+    monkeypatch.setattr(loghealth, "RETRY_INTERVAL", 0)
     monkeypatch.setenv("DBSVC_FAULT", "write:4:ENOSPC")  # sync off: write call n is insert n
     s = open_store(tenant, sync="off")
     try:

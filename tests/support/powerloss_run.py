@@ -2,8 +2,8 @@
 compacts and restarts on top of the simulated file layer (powerloss_fs.py) until the power
 goes at an operation the seed picks; the disk is then opened with the real file layer and
 checked (the test module's docstring lists the checks). A run is one thread of control
-(the fsync and compaction "threads" run as loop callbacks, `LoopExecutor`), so a seed
-performs the same operations every time.
+(the fsync and compaction "threads" run as loop callbacks, `LoopSyncer` and
+`LoopExecutor`), so a seed performs the same operations every time.
 
 The default seeds are split over two test files so that the suite's two workers
 (`--dist loadfile`) share them.
@@ -19,11 +19,9 @@ import shutil
 from collections.abc import Callable
 from typing import Any
 
-import pytest
-
 from dbsvc.errors import PayloadTooLarge, Referenced
 from dbsvc.runtime import Query
-from dbsvc.storage import commit, files
+from dbsvc.storage import files, fsyncthread
 from dbsvc.storage.events import record_limit
 from dbsvc.storage.logfile import LogScan
 from dbsvc.storage.tenants import create_tenant
@@ -63,6 +61,29 @@ class LoopExecutor(concurrent.futures.ThreadPoolExecutor):
         return future
 
     def shutdown(self, wait: bool = True, *, cancel_futures: bool = False) -> None:
+        pass
+
+
+class LoopSyncer:
+    """The commit queue's fsync runner for this run (`fsyncthread.use`): each fsync runs on
+    the loop at its next turn instead of in the fsync thread, so the seed fixes its place
+    among the other tasks' operations."""
+
+    def __init__(self, fsync: Callable[[], None]) -> None:
+        self.fsync = fsync
+
+    def start(self, loop: asyncio.AbstractEventLoop, done: fsyncthread.Done) -> None:
+        def run() -> None:
+            try:
+                self.fsync()
+            except BaseException as exc:  # noqa: BLE001 - handed to the committer
+                done(exc)
+            else:
+                done(None)
+
+        loop.call_soon(run)
+
+    def close(self) -> None:
         pass
 
 
@@ -277,7 +298,7 @@ def check_log(path: str, limit: int | None = None) -> None:
     assert scan.damage is None, f"{path}: damage after recovery: {scan.damage}"
 
 
-def run_seed(seed: int, base: str, monkeypatch: pytest.MonkeyPatch) -> None:
+def run_seed(seed: int, base: str) -> None:
     rng = random.Random(seed)
     tenant = create_tenant(os.path.join(base, f"live{seed}"), "t")
     options = {
@@ -288,11 +309,10 @@ def run_seed(seed: int, base: str, monkeypatch: pytest.MonkeyPatch) -> None:
     }
     sim = PowerLossFiles(tenant, crash_at=rng.randint(1, 400))
     work = Workload(rng)
-    monkeypatch.setattr(commit, "ThreadPoolExecutor", LoopExecutor)
 
     async def main() -> None:
         asyncio.get_running_loop().set_default_executor(LoopExecutor())
-        with files.use(sim):
+        with files.use(sim), fsyncthread.use(LoopSyncer):
             await _run(tenant, sim, work, options)
 
     asyncio.run(main())
@@ -332,11 +352,11 @@ def _seeds(first: int, end: int) -> list[int]:
     return list(range(first, end))
 
 
-def run_seeds(first: int, end: int, scratch: str, monkeypatch: pytest.MonkeyPatch) -> None:
+def run_seeds(first: int, end: int, scratch: str) -> None:
     """`run_seed` of seeds first..end-1 in a scratch directory, a failure naming its seed."""
     for seed in _seeds(first, end):
         try:
-            run_seed(seed, scratch, monkeypatch)
+            run_seed(seed, scratch)
         except Exception as exc:
             raise AssertionError(
                 f"seed {seed} failed; replay it alone with DBSVC_POWERLOSS_SEED={seed}: {exc!r}"
