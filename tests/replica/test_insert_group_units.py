@@ -93,7 +93,9 @@ def test_the_run_is_checked_as_insert_run_checks_it():
 def test_a_group_that_does_not_start_as_one_models_inserts_is_not_read():
     assert insert_texts([], 1 << 20) is None
     frames = group([3, 4])
-    assert insert_texts(frames, len(frames[0]) - 17) is None  # over the store's payload limit
+    limit = max(map(len, frames)) - 16  # the largest payload
+    assert insert_texts(frames, limit - 1) is None  # over the store's payload limit
+    assert insert_texts(frames, limit) is not None  # at it
     update = json.dumps({"kind": "update", "model": "Item", "offset": 6}).encode()
     assert insert_texts([frames[0], encode_frame(6, update)], 1 << 20) is None
     assert insert_texts([encode_frame(5, update), frames[1]], 1 << 20) is None
@@ -134,3 +136,13 @@ def test_any_other_spelling_is_left_to_the_scanned_path(spelling):
     assert text != frames[1][16:].decode()
     frames[1] = encode_frame(6, text.encode())
     assert taken(table, frames) is None
+
+
+def test_insert_texts_names_the_one_model_every_payload_starts_with():
+    frames = group([3, 4])
+    longer = frames[1].replace(b'"model":"Item"', b'"model":"Items"')
+    assert insert_texts([frames[0], longer], 1 << 20) is None  # "Item" is not "Items"
+    unnamed = [f.replace(b'"model":"Item"', b'"model":""') for f in frames]
+    assert insert_texts(unnamed, 1 << 20) == ("", [f[16:].decode() for f in unnamed])
+    cut = encode_frame(5, b'{"kind":"insert","model":"Item')  # no end to the name
+    assert insert_texts([cut, cut], 1 << 20) is None
