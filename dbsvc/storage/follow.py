@@ -45,7 +45,8 @@ Rules:
    run passes every check above or goes one frame at a time through `_take`, which finds
    the frame that fails. A group that is all plain inserts into one model, each payload
    the primary's own text, is one run read from its records alone (followrun.py rule 5,
-   `_take_inserts`): a catch-up's common group.
+   `_take_inserts`): a catch-up's common group (a frame alone goes as before: a run is
+   two frames or more, as a span is).
 
 6. Each row committed is noted in the store's `applied_rows` (its offset, model, the
    model's max id before it, its frame's position in the log; the last RECENT_ROWS):
@@ -165,7 +166,7 @@ def apply_replicated_frames(store: Replicated, frames: Sequence[bytes]) -> async
     (rows of an unfinished batch excepted) and nothing of it or after it is applied."""
     store.check_writable()
     group = _Group(store.writes, store.applied_rows)
-    if not store.held_frames and _take_inserts(store, group, frames):
+    if len(frames) > 1 and not store.held_frames and _take_inserts(store, group, frames):
         return group.submit()
     fields = scan_group(frames, store.max_payload, _SCAN)
     try:
