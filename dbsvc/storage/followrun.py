@@ -277,14 +277,12 @@ def insert_group(
     n = len(texts)
     starts = list(map(add, map(str.find, texts, repeat(_RECORD)), repeat(len(_RECORD))))
     try:
-        # A StopIteration from the scanner ends `map` early: the length below catches it.
+        # A StopIteration from the scanner ends `map` early: fewer ends than texts, below.
         scanned = list(map(scan, texts, starts))
     except (ValueError, RecursionError):
         return None
-    if (
-        len(scanned) != n
-        or list(map(_SECOND, scanned)) != list(map(sub, map(len, texts), repeat(1)))
-        or not all(map(str.endswith, texts, repeat("}")))
+    if list(map(_SECOND, scanned)) != list(map(sub, map(len, texts), repeat(1))) or not all(
+        map(str.endswith, texts, repeat("}"))
     ):
         return None
     records = list(map(_FIRST, scanned))

@@ -118,6 +118,8 @@ def _respelled(text: str) -> dict[str, str]:
         "an escaped kind": text.replace('"insert"', '"ins\\u0065rt"'),
         "space before the end": text[:-1] + " }",
         "space after the end": text + " ",
+        "another character for the last brace": text[:-1] + "]",
+        "a scan that stops short": text.replace('"record":{', '"record":x{'),
         "a key after the record": text[:-1] + ',"x":1}',
         "a batch mark": text[:-1] + ',"batch":{"first":6,"last":7}}',
         "the record first": '{"record":' + record + "," + text[1 : text.index(',"record":')] + "}",
