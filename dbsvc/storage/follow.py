@@ -43,7 +43,10 @@ Rules:
    payloads are scanned first, and its spans of plain inserts into one model, or plain
    updates of one model (no batch mark), are checked a run at a time (followrun.py): a
    run passes every check above or goes one frame at a time through `_take`, which finds
-   the frame that fails.
+   the frame that fails. A group that is all plain inserts into one model, each payload
+   the primary's own text, is one run read from its records alone (followrun.py rule 5,
+   `_take_inserts`): a catch-up's common group (a frame alone goes as before: a run is
+   two frames or more, as a span is).
 
 6. Each row committed is noted in the store's `applied_rows` (its offset, model, the
    model's max id before it, its frame's position in the log; the last RECENT_ROWS):
@@ -86,7 +89,16 @@ from dbsvc.storage.compact import SNAPSHOT_NAME
 from dbsvc.storage.compactor import Applied
 from dbsvc.storage.epoch import Epoch
 from dbsvc.storage.events import ChangeEvent, EventKind
-from dbsvc.storage.followrun import Run, check_fit, insert_run, plain_spans, scan_group, update_run
+from dbsvc.storage.followrun import (
+    Run,
+    check_fit,
+    insert_group,
+    insert_run,
+    insert_texts,
+    plain_spans,
+    scan_group,
+    update_run,
+)
 from dbsvc.storage.logfile import FRAME_HEADER_SIZE, frame_offset
 from dbsvc.storage.snapshot import ModelImage, SnapshotImage, encode_snapshot
 from dbsvc.storage.table import Table
@@ -154,6 +166,8 @@ def apply_replicated_frames(store: Replicated, frames: Sequence[bytes]) -> async
     (rows of an unfinished batch excepted) and nothing of it or after it is applied."""
     store.check_writable()
     group = _Group(store.writes, store.applied_rows)
+    if len(frames) > 1 and not store.held_frames and _take_inserts(store, group, frames):
+        return group.submit()
     fields = scan_group(frames, store.max_payload, _SCAN)
     try:
         if fields is None:
@@ -318,6 +332,25 @@ class _Group:
             compactor.after_write(commit)
         self.frames, self.events, self.undos = [], [], []
         return future
+
+
+def _take_inserts(store: Replicated, group: _Group, frames: Sequence[bytes]) -> bool:
+    """A whole group of plain inserts into one model, in the primary's own spelling, taken
+    as one run from its records alone (followrun.py rule 5): True when it is in the group;
+    False, with nothing changed, when `scan_group` and the spans must take it."""
+    found = insert_texts(frames, store.max_payload)
+    if found is None:
+        return False
+    name, texts = found
+    try:
+        table = store.table(name)
+    except (NotFound, TypeError):
+        return False
+    run = insert_group(table, name, frames, texts, group.writes.next_offset, table.watermark, _SCAN)
+    if run is None:
+        return False
+    group.add_run(table, frames, run)
+    return True
 
 
 def _take_run(store: Replicated, group: _Group, frames: Sequence[bytes], fields: list[dict]) -> bool:

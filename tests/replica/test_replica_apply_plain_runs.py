@@ -299,3 +299,35 @@ def test_a_group_of_updates_ends_as_its_frames_one_at_a_time_end(tmp_path, fault
     error, state = results["grouped"]
     assert state["head"] == (50 if error is None else 34)
     assert (error is None) == (fault in ("no fault", "new types, good", "previous null", "no previous", "a delete"))
+
+
+# A frame of a group of plain inserts spelled otherwise than a primary spells it: the
+# group is not read from its records alone (followrun.py rule 5) and ends as its frames
+# one at a time end, taken or refused.
+SPELLINGS = {
+    "a space after a colon": ('"kind":"insert"', '"kind": "insert"'),
+    "keys in another order": ('"watermark":35,"id":35', '"id":35,"watermark":35'),
+    "an id of 35.0": ('"id":35,"record"', '"id":35.0,"record"'),
+    "an event id that differs": ('"id":35,"record"', '"id":36,"record"'),
+    "an escaped model name": ('"User"', '"Us\\u0065r"'),
+    "space before the end": ("}}", "} }"),
+    "a key after the record": ("}}", '},"x":1}'),
+}
+
+
+@pytest.mark.parametrize("spelling", sorted(SPELLINGS))
+def test_a_group_spelled_otherwise_ends_as_its_frames_one_at_a_time_end(tmp_path, spelling):
+    frames = _group("no fault")
+    old, new = SPELLINGS[spelling]
+    payload = frames[24][16:].decode()
+    assert payload.count(old) == 1
+    frames[24] = encode_frame(35, payload.replace(old, new).encode())
+    results = {}
+    for way in ("grouped", "one at a time"):
+        store = open_store(create_tenant(str(tmp_path / way.replace(" ", "-")), "t"), sync="off", replication=True)
+        try:
+            assert _run(store, _warm(), grouped=True) is None
+            results[way] = (_run(store, frames, grouped=way == "grouped"), _state(store))
+        finally:
+            store.close()
+    assert results["grouped"] == results["one at a time"]
