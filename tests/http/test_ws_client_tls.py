@@ -21,6 +21,7 @@ import fcntl
 import hashlib
 import socket
 import ssl
+import struct
 import termios
 import threading
 import time
@@ -189,3 +190,42 @@ def test_receive_waits_its_timeout_and_with_none_waits_until_the_idle_limit(tls_
             ws.receive()  # no timeout: until a message, or the idle limit
         assert (info.value.code, info.value.reason) == (1006, "nothing received for 1.5 s")
         assert 1.4 <= time.monotonic() - opened < 8  # the idle limit, not the server's end (10 s)
+
+
+def test_a_connection_reset_is_reported_as_lost_with_1006():
+    # Over plain TCP: over TLS, Python's ssl reads a reset as an EOF without close_notify
+    # (suppress_ragged_eofs), answered as the close above.
+    listener = socket.create_server(("127.0.0.1", 0))
+
+    def serve() -> None:
+        conn, _ = listener.accept()
+        conn.settimeout(10)
+        request = b""
+        while b"\r\n\r\n" not in request:
+            request += conn.recv(4096)
+        key = next(
+            line.split(b":", 1)[1].strip()
+            for line in request.split(b"\r\n")
+            if line.lower().startswith(b"sec-websocket-key:")
+        )
+        accept = base64.b64encode(hashlib.sha1(key + GUID).digest())
+        conn.sendall(
+            b"HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
+            b"Sec-WebSocket-Accept: " + accept + b"\r\n\r\n"
+        )
+        conn.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+        conn.close()  # a reset
+
+    thread = threading.Thread(target=serve, daemon=True)
+    thread.start()
+    try:
+        with open_websocket(f"ws://127.0.0.1:{listener.getsockname()[1]}/", timeout=10) as ws:
+            thread.join(5)
+            with pytest.raises(WebSocketClosed) as info:
+                ws.receive(timeout=5)
+            assert info.value.code == 1006
+            assert info.value.reason.startswith("connection lost: ") and "reset" in info.value.reason
+            with pytest.raises(WebSocketClosed):  # and it stays ended
+                ws.receive(timeout=0)
+    finally:
+        listener.close()
