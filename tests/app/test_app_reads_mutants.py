@@ -68,6 +68,7 @@ def test_a_list_at_a_past_watermark_answers_that_state_with_its_watermark_and_no
     app, _ = filled
     for attempt in range(2):  # made, then kept (readcache.py PastPages): the same answer
         answer = get(app, "/api/user?as_of=5&sort=name&limit=2")
+        assert answer.status == 200, attempt
         body = json.loads(answer.body)
         assert [r["name"] for r in body["data"]] == ["n1", "n2"], attempt  # before the rename
         assert body["total"] == 5
