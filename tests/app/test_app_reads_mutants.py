@@ -58,6 +58,17 @@ def test_a_list_answers_its_page_totals_and_the_present_headers(filled):
     assert (kept.status, kept.body, sorted(kept.headers)) == (200, answer.body, sorted(answer.headers))
 
 
+def test_a_lists_link_leads_on_from_the_pages_last_record(filled):
+    app, _ = filled
+    first = get(app, "/api/user?sort=name&limit=3")
+    assert [r["name"] for r in json.loads(first.body)["data"]] == ["n1", "n3", "n4"]
+    link = dict(first.headers)["Link"]
+    assert link.startswith("<") and link.endswith('>; rel="next"')
+    after = get(app, link[1 : link.index(">")])
+    assert [r["name"] for r in json.loads(after.body)["data"]] == ["n5", "renamed"]
+    assert "Link" not in dict(after.headers)
+
+
 def test_a_list_of_a_projection_answers_only_its_fields(filled):
     app, _ = filled
     body = json.loads(get(app, "/api/user?projection=card&limit=2").body)
@@ -108,7 +119,7 @@ def test_a_read_whose_tag_matches_is_304_without_a_body(filled):
     app, _ = filled
     tag = dict(get(app, "/api/user/2").headers)["ETag"]
     same = get(app, "/api/user/2", [("if-none-match", tag)])
-    assert (same.status, same.body) == (304, b"")
+    assert (same.status, same.body, same.content_type) == (304, b"", None)
     assert dict(same.headers)["ETag"] == tag
     other = get(app, "/api/user/2", [("if-none-match", '"0"')])
     assert other.status == 200 and json.loads(other.body)["name"] == "renamed"
@@ -124,7 +135,7 @@ def test_a_read_at_a_past_watermark_answers_the_record_then(filled):
 
 def test_a_read_of_a_missing_record_is_404(filled):
     app, _ = filled
-    with pytest.raises(NotFound):
+    with pytest.raises(NotFound, match="^User 99 does not exist$"):
         get(app, "/api/user/99")
-    with pytest.raises(NotFound):
+    with pytest.raises(NotFound, match="^User 2 does not exist$"):
         get(app, "/api/user/2?as_of=1")  # user 2 was created after watermark 1
