@@ -11,9 +11,13 @@ import json
 import pytest
 
 from dbsvc.app import Application
+from dbsvc.compiler import compile_schema
 from dbsvc.errors import BadQuery, NotFound
 from dbsvc.http.message import split_target
 from dbsvc.http.types import Request
+from dbsvc.realtime.broker import Broker
+from dbsvc.schema import parse_schema
+from dbsvc.storage import Store
 from support.app_calls import fresh
 from support.storage import open_store, post, run, user
 
@@ -139,3 +143,70 @@ def test_a_read_of_a_missing_record_is_404(filled):
         get(app, "/api/user/99")
     with pytest.raises(NotFound, match="^User 2 does not exist$"):
         get(app, "/api/user/2?as_of=1")  # user 2 was created after watermark 1
+
+
+RULED = """
+model Person {
+  id    int  @id
+  name  str  @sort
+  team  str  @filter
+  @allow(read, record.team == token.team)
+  @allow(write, token.role == "admin")
+}
+"""
+
+
+@pytest.fixture
+def ruled(tmp_path):
+    """Persons 1, 2 of team a and 3 of team b (watermark 3), then 4 of team a (4)."""
+    module = compile_schema(parse_schema(RULED, "people.dbs"))
+    store = Store.open(str(tmp_path), module.MODELS, module.DESCRIPTION, sync="off")
+
+    async def fill() -> None:
+        for i, team in ((1, "a"), (2, "a"), (3, "b"), (4, "a")):
+            await store.insert("Person", {"id": i, "name": f"p{i}", "team": team})
+
+    run(fill())
+    yield Application(module, store, Broker(store, module.BY_NAME, 64)), module.BY_NAME["Person"], store
+    store.close()
+
+
+def ask(app: Application, model, target: str, team: str, segment: str | None = None):
+    path, pairs = split_target(target)
+    return app.dispatch(Request("GET", target, path, pairs, []), model, segment, {"team": team})
+
+
+def test_a_ruled_list_answers_what_the_token_may_read(ruled):
+    app, person, store = ruled
+    answer = ask(app, person, "/api/person?sort=name&limit=2", "a")
+    body = json.loads(answer.body)
+    assert [r["id"] for r in body["data"]] == [1, 2] and body["total"] == 3
+    assert dict(answer.headers)["Dbsvc-Watermark"] == "4"
+    assert [r["id"] for r in json.loads(ask(app, person, "/api/person", "b").body)["data"]] == [3]
+
+
+def test_a_ruled_list_the_token_may_see_nothing_of_is_empty_with_its_headers(ruled):
+    app, person, store = ruled
+    answer = ask(app, person, "/api/person?team=b&limit=7&offset=2", "a")
+    assert (answer.status, answer.body) == (200, b'{"data":[],"total":0,"limit":7,"offset":2}')
+    headers = dict(answer.headers)
+    assert headers["Dbsvc-Watermark"] == "4" and headers["Dbsvc-Offset"] == str(store.head_offset)
+    past = ask(app, person, "/api/person?team=b&as_of=3", "a")
+    assert (past.status, json.loads(past.body)["data"]) == (200, [])
+    assert dict(past.headers)["Dbsvc-Watermark"] == "3" and "Dbsvc-Offset" not in dict(past.headers)
+
+
+def test_a_ruled_past_list_is_answered_per_token_not_kept_for_the_first(ruled):
+    app, person, _ = ruled
+    target = "/api/person?as_of=3&sort=name"
+    assert [r["id"] for r in json.loads(ask(app, person, target, "a").body)["data"]] == [1, 2]
+    assert [r["id"] for r in json.loads(ask(app, person, target, "b").body)["data"]] == [3]
+
+
+def test_a_ruled_read_of_a_record_the_token_may_not_read_is_404(ruled):
+    app, person, _ = ruled
+    assert json.loads(ask(app, person, "/api/person/3", "b", "3").body)["name"] == "p3"
+    with pytest.raises(NotFound, match="^Person 3 does not exist$"):
+        ask(app, person, "/api/person/3", "a", "3")
+    with pytest.raises(NotFound, match="^Person 3 does not exist$"):
+        ask(app, person, "/api/person/3?as_of=3", "a", "3")
