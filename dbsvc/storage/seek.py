@@ -401,7 +401,8 @@ def _first_ids(table: Table, window: Window, end: int, after: Any) -> list[Any]:
     lo = 0 if after is None else bisect_right(ids, after)
     out = ids[lo : lo + end]
     if window.nulls and index.nulls:
-        out += islice(index.nulls if after is None else index.nulls.iter_after(after), end)
+        # at most every null: a live query's Init asks for sys.maxsize ids, past islice's bound
+        out += islice(index.nulls if after is None else index.nulls.iter_after(after), min(end, len(index.nulls)))
         out.sort()
         del out[end:]
     return out

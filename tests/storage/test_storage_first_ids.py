@@ -222,3 +222,16 @@ def test_an_index_keeps_at_most_256_sorted_sublists():
     assert all(index.sorted_ids(i) is kept[i] for i in range(256))
     index.sorted_ids(256)  # the 257th: every kept one dropped first
     assert index.sorted_ids(0) is not kept[0] and index.sorted_ids(0) == kept[0]
+
+
+def test_a_live_query_init_takes_every_id_of_a_window_with_its_nulls():
+    """A live query's Init asks for every match (`Store.live_ids`: a limit of INT64_MAX, so
+    one past it as the plan's end): a window holding the nulls took them with that end as
+    islice's bound, past sys.maxsize, and raised ValueError (found by the session-11 CI
+    rehearsal, tests/realtime/test_routes_mutants.py)."""
+    records = rows(2600, 37)
+    with filled_store(records) as (store, _ids, twin):
+        for params, where, args in WINDOWS:
+            query = ITEM.parse_list_query(params)
+            got = store.live_ids("Item", query.filters, query.ranges, query.nulls)
+            assert got == twin.expected(where, args, "id"), params
