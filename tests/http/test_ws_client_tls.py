@@ -16,9 +16,7 @@ certificate is self-signed (support/tlskit.py), trusted through SSL_CERT_FILE (r
 
 from __future__ import annotations
 
-import base64
 import fcntl
-import hashlib
 import socket
 import ssl
 import struct
@@ -31,8 +29,7 @@ import pytest
 from dbsvc.errors import WebSocketClosed
 from dbsvc.http.ws.client import open_websocket
 from support.tlskit import self_signed
-
-GUID = b"258EAFA5-E914-47DA-95CA-C5AB0DC85B11"
+from support.wskit import switching_protocols
 
 
 def frame(payload: bytes) -> bytes:
@@ -76,14 +73,7 @@ class TlsServer:
                 request += self.tls.read(65536)
             except ssl.SSLWantReadError:
                 self.incoming.write(conn.recv(65536))
-        key = next(
-            line.split(b":", 1)[1].strip()
-            for line in request.split(b"\r\n")
-            if line.lower().startswith(b"sec-websocket-key:")
-        )
-        accept = base64.b64encode(hashlib.sha1(key + GUID).digest())
-        answer = b"HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
-        self.send(self.records(answer + b"Sec-WebSocket-Accept: " + accept + b"\r\n\r\n"), conn)
+        self.send(self.records(switching_protocols(request)), conn)
         self.conn = conn
         self.ready.set()
         try:  # the client's first bytes from now on are its close: TCP ends (RFC 6455 7.1.1)
@@ -203,16 +193,7 @@ def test_a_connection_reset_is_reported_as_lost_with_1006():
         request = b""
         while b"\r\n\r\n" not in request:
             request += conn.recv(4096)
-        key = next(
-            line.split(b":", 1)[1].strip()
-            for line in request.split(b"\r\n")
-            if line.lower().startswith(b"sec-websocket-key:")
-        )
-        accept = base64.b64encode(hashlib.sha1(key + GUID).digest())
-        conn.sendall(
-            b"HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
-            b"Sec-WebSocket-Accept: " + accept + b"\r\n\r\n"
-        )
+        conn.sendall(switching_protocols(request))
         conn.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
         conn.close()  # a reset
 

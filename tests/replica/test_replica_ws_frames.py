@@ -9,9 +9,7 @@ sends hand-made frames in the pieces a test chooses (one byte at a time, or glue
 
 from __future__ import annotations
 
-import base64
 import fcntl
-import hashlib
 import socket
 import termios
 import threading
@@ -21,8 +19,7 @@ import pytest
 
 from dbsvc.errors import MessageTooBig, WebSocketClosed
 from dbsvc.http.ws.client import open_websocket
-
-GUID = b"258EAFA5-E914-47DA-95CA-C5AB0DC85B11"
+from support.wskit import switching_protocols
 
 
 def frame(payload: bytes, opcode: int = 2, fin: bool = True, mask: bytes | None = None, rsv: int = 0) -> bytes:
@@ -80,16 +77,7 @@ class Server:
             request = b""
             while b"\r\n\r\n" not in request:
                 request += conn.recv(4096)
-            key = next(
-                line.split(b":", 1)[1].strip()
-                for line in request.split(b"\r\n")
-                if line.lower().startswith(b"sec-websocket-key:")
-            )
-            accept = base64.b64encode(hashlib.sha1(key + GUID).digest())
-            conn.sendall(
-                b"HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
-                b"Sec-WebSocket-Accept: " + accept + b"\r\n\r\n" + self.glued
-            )
+            conn.sendall(switching_protocols(request) + self.glued)
             for n, piece in enumerate(self.pieces):
                 if n and self.hold is not None:
                     self.hold.wait(10)

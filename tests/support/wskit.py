@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import hashlib
 import json
 import os
 import socket
@@ -103,6 +104,24 @@ def raw_websocket(port: int, path: str, rcvbuf: int | None = None) -> socket.soc
         head += chunk
     assert head.startswith(b"HTTP/1.1 101"), head
     return sock
+
+
+GUID = b"258EAFA5-E914-47DA-95CA-C5AB0DC85B11"  # RFC 6455 4.2.2: the accept key's suffix
+
+
+def switching_protocols(request: bytes) -> bytes:
+    """The 101 head a WebSocket server answers the client handshake `request` (its head's
+    bytes) with, for tests that play the server by hand."""
+    key = next(
+        line.split(b":", 1)[1].strip()
+        for line in request.split(b"\r\n")
+        if line.lower().startswith(b"sec-websocket-key:")
+    )
+    accept = base64.b64encode(hashlib.sha1(key + GUID).digest())
+    return (
+        b"HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
+        b"Sec-WebSocket-Accept: " + accept + b"\r\n\r\n"
+    )
 
 
 def server_frames(data: bytes) -> list[tuple[int, bytes]]:
