@@ -88,10 +88,16 @@ _RECORD = '"record":'
 Scan = Callable[[str, int], tuple[Any, int]]  # the json module's C scanner: (value, end)
 
 
+def _fits(frames: Sequence[bytes], max_payload: int) -> bool:
+    """Whether there are frames and none's payload is over `max_payload` (rule 2): asked
+    before any payload is decoded, by `scan_group` and `insert_texts` alike."""
+    return bool(frames) and max(map(len, frames)) - FRAME_HEADER_SIZE <= max_payload
+
+
 def scan_group(frames: Sequence[bytes], max_payload: int, scan: Scan) -> list[Any] | None:
     """Each frame's payload as its JSON value (rule 2), or None when one is over
     `max_payload` or not one JSON value by itself. `scan` is follow.py's scanner."""
-    if not frames or max(map(len, frames)) - FRAME_HEADER_SIZE > max_payload:
+    if not _fits(frames, max_payload):
         return None
     try:
         payloads: Iterator[bytes] = map(getitem, frames, repeat(_PAYLOAD))  # type: ignore[arg-type]
@@ -248,7 +254,7 @@ def _insert_run_of(
 def insert_texts(frames: Sequence[bytes], max_payload: int) -> tuple[str, list[str]] | None:
     """The model name and the payloads' texts when every payload starts as a plain insert
     into one model in a primary's spelling (rule 5), within `max_payload`; else None."""
-    if not frames or max(map(len, frames)) - FRAME_HEADER_SIZE > max_payload:
+    if not _fits(frames, max_payload):
         return None
     head = _INSERT.encode()
     if not (frames[0].startswith(head, FRAME_HEADER_SIZE) and frames[-1].startswith(head, FRAME_HEADER_SIZE)):
