@@ -65,6 +65,12 @@ CASES = [
     ' {"score": 1}',
     '{"score": 1}\n',
     "\t{}\r\n",
+    # not an object: no flat case (a body that is not an object is the validator's 400)
+    "[]",
+    "[1, 2]",
+    '"::"',
+    "1",
+    "null",
 ]
 
 REFUSED = [
@@ -82,6 +88,8 @@ REFUSED = [
     ('{"a": }', "not valid JSON"),
     ('{"a": 1} {"b": 2}', "not valid JSON"),
     ('{"a": 1', "not valid JSON"),
+    ('{"a": 1}x', "Extra data"),  # as many ':' as members, but more after the object
+    ('{"a": 1}}', "Extra data"),
     ('{"tags": ' + "[" * 70 + "]" * 70 + "}", "deeper than"),
     ('{"tags": ' + "[" * 5000 + "]" * 5000 + "}", "deeper than"),
     ('{"n": ' + "9" * 5000 + "}", "not valid JSON"),
