@@ -24,6 +24,8 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Callable
+from json.scanner import make_scanner
 from typing import Any
 
 from dbsvc.errors import BadRequest, ConstraintViolation
@@ -86,7 +88,7 @@ BODY_DECODER = json.JSONDecoder(parse_constant=_refuse_constant, parse_float=_fi
 
 
 # The C scanner without hooks (`_flat_object`): json.JSONDecoder's defaults.
-_PLAIN_SCAN = json.JSONDecoder().scan_once
+_PLAIN_SCAN: Callable[[str, int], tuple[Any, int]] = make_scanner(json.JSONDecoder())  # type: ignore[arg-type]
 
 
 def _flat_object(text: str) -> dict[str, Any] | None:
