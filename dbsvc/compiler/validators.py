@@ -24,6 +24,11 @@ is raised (docs/guide/errors.md). Rules the emitted code follows:
    checked; a str id may not be `.` or `..` (they are path segments, RFC 3986 §3.3).
    Lone surrogates, non-finite numbers and excess nesting never get here:
    `dbsvc.bodies.decode_body` refuses them while decoding.
+8. A validator calls a field's check only when a value is not plainly good: a test the
+   check would pass and keep the value as it is (`_accepted`: an int in range and bounds,
+   a finite float within bounds, an ASCII str within its lengths, a bool, an enum member,
+   any value of a nullable json field) takes the value without the call. The check
+   function stays the one place of every refusal and every conversion.
 
 Imports only the schema IR, the sibling builder helpers and the standard library.
 """
@@ -248,9 +253,59 @@ def _preamble(model: Model) -> Stmts:
     ]
 
 
-def _checked(model: Model, field: Field) -> ast.Assign:
-    """`_dbsvc_v_f = check_m__f(body["f"], _dbsvc_errors)`."""
-    return assign(local(field), call(per_field("check", model, field), item(_BODY, field.name), name(_ERRS)))
+def _checked(model: Model, field: Field) -> Stmts:
+    """`_dbsvc_v_f = body["f"]`, then, unless `_accepted` says the check would keep it as
+    it is, `_dbsvc_v_f = check_m__f(_dbsvc_v_f, _dbsvc_errors)` (rule 8)."""
+    given = local(field)
+    accepted = _accepted(field, name(given))
+    if accepted is None:  # `_dbsvc_v_f = check_m__f(body["f"], _dbsvc_errors)`
+        return [assign(given, call(per_field("check", model, field), item(_BODY, field.name), name(_ERRS)))]
+    check = assign(given, call(per_field("check", model, field), name(given), name(_ERRS)))
+    if isinstance(accepted, ast.Constant):  # a nullable json field: every value is kept
+        return [assign(given, item(_BODY, field.name))]
+    return [assign(given, item(_BODY, field.name)), if_(not_(accepted), [check])]
+
+
+def _within(field: Field, measured: ast.expr) -> list[ast.expr]:
+    """@min/@max held: the negations of `_bounds`' tests (for a number that is not NaN)."""
+    tests: list[ast.expr] = []
+    if field.min is not None:
+        tests.append(ast.Compare(left=const(field.min), ops=[ast.LtE()], comparators=[measured]))
+    if field.max is not None:
+        tests.append(ast.Compare(left=measured, ops=[ast.LtE()], comparators=[const(field.max)]))
+    return tests
+
+
+def _accepted(field: Field, value: ast.expr) -> ast.expr | None:
+    """A test that is true only of a value `check_m__f` returns as it is, with no violation
+    (rule 8), or None where there is none cheaper than the check; a constant True for a
+    nullable json field, whose check keeps every value."""
+    kind = field.type
+    if kind is FieldType.INT:
+        # the signed 64-bit range of runtime.INT64_MIN and INT64_MAX, as literals (no lookup)
+        int64 = [
+            ast.Compare(left=const(-(2**63)), ops=[ast.LtE()], comparators=[value]),
+            ast.Compare(left=value, ops=[ast.LtE()], comparators=[const(2**63 - 1)]),
+        ]
+        return and_(is_(call("type", value), name("int")), *int64, *_within(field, value))
+    if kind is FieldType.FLOAT:  # finite: a float minus itself is 0.0 (not for NaN or an infinity)
+        finite = ast.Compare(
+            left=ast.BinOp(left=value, op=ast.Sub(), right=value), ops=[ast.Eq()], comparators=[const(0.0)]
+        )
+        return and_(is_(call("type", value), name("float")), finite, *_within(field, value))
+    if kind is FieldType.STR and not field.is_id:  # ASCII is its own NFC (runtime.nfc)
+        return and_(
+            is_(call("type", value), name("str")),
+            call(ast.Attribute(value=value, attr="isascii", ctx=ast.Load())),
+            *_within(field, call("len", value)),
+        )
+    if kind is FieldType.BOOL:
+        return is_(call("type", value), name("bool"))
+    if kind is FieldType.ENUM:
+        return and_(is_(call("type", value), name("str")), in_(value, str_set(field.enum_members)))
+    if kind is FieldType.JSON:
+        return const(True) if field.nullable else is_not(value, const(None))
+    return None  # datetime, date, uuid, a str id: the check's own parsing decides
 
 
 def _omitted(field: Field) -> Stmts:
@@ -293,7 +348,7 @@ def build_validate_create(schema: Schema, model: Model) -> ast.FunctionDef:
             absent: Stmts = [assign(local(field), const(None))]  # storage assigns max + 1
         else:
             absent = _omitted(field)
-        body.append(if_(in_(const(field.name), name(_BODY)), [_checked(model, field)], absent))
+        body.append(if_(in_(const(field.name), name(_BODY)), _checked(model, field), absent))
     body += _finish(model, {f.name: name(local(f)) for f in model.fields})
     doc = origin(schema, model.line, model.name) + (
         "\n\nPOST body -> record in declaration order; raises BadRequest or ConstraintViolation."
@@ -311,12 +366,12 @@ def build_validate_replace(schema: Schema, model: Model) -> ast.FunctionDef:
             body.append(
                 if_(
                     in_(const(field.name), name(_BODY)),
-                    [_checked(model, field), _id_mismatch(model, field, name(path_id), "the id in the path")],
+                    [*_checked(model, field), _id_mismatch(model, field, name(path_id), "the id in the path")],
                 )
             )
             values[field.name] = name(path_id)
         else:
-            body.append(if_(in_(const(field.name), name(_BODY)), [_checked(model, field)], _omitted(field)))
+            body.append(if_(in_(const(field.name), name(_BODY)), _checked(model, field), _omitted(field)))
             values[field.name] = name(local(field))
     body += _finish(model, values)
     doc = origin(schema, model.line, model.name) + (
@@ -331,7 +386,7 @@ def build_validate_patch(schema: Schema, model: Model) -> ast.FunctionDef:
     body = _preamble(model)
     for field in model.fields:
         kept = [assign(local(field), item(current, field.name))]
-        given: Stmts = [_checked(model, field)]
+        given: Stmts = _checked(model, field)
         if field.is_id:
             given.append(_id_mismatch(model, field, item(current, field.name), "the record's id"))
         body.append(if_(in_(const(field.name), name(_BODY)), given, kept))
