@@ -244,6 +244,10 @@ class PastPages:
         self.longest = longest
         self._entries: dict[tuple[str, tuple[tuple[str, str], ...]], tuple[Any, str, bytes, tuple]] = {}
 
+    def __len__(self) -> int:
+        """Answers kept (at most `capacity`)."""
+        return len(self._entries)
+
     def get(self, store: Any, model: CompiledModel, request: Request) -> tuple[bytes, list] | None:
         """(body, headers) kept for this list in `store`'s current epoch, or None."""
         entry = self._entries.get((model.name, tuple(request.query)))
