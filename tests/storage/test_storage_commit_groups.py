@@ -134,3 +134,17 @@ def test_a_write_checked_before_the_committer_fails_a_write_that_found_no_room_i
         assert s.health().state is WriteState.REFUSING
     finally:
         s.close()
+
+
+def test_each_commit_adds_one_to_its_size_in_the_group_commit_histogram(tenant):
+    # loghealth.py `CommitStats.count_batch`: a count per size that grows, where a single
+    # batch's delta (above) reads the same from a count that is set to 1 (docs/mutation.md,
+    # "... session 12, wt-mpo2")
+    s = open_store(tenant)
+    try:
+        for i in (1, 2, 3):
+            assert run(s.insert("User", user(i)))["id"] == i  # one commit of one write each
+        bounds, counts = s.stats()["batch_sizes"]
+        assert counts == [3 if bound == 1 else 0 for bound in (*bounds, None)]
+    finally:
+        s.close()
