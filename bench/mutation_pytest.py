@@ -14,6 +14,12 @@ trampolines read it at every call) and runs the tests one by one with `runtestpr
 (each test's fixtures set up and torn down afresh) until one fails: the mutant is killed by
 it. A test that outlasts `--seconds` (SIGALRM) fails the same way, recorded as a timeout.
 
+Failures are reported with `--tb=line` unless told otherwise (`--tb`): pytest's long report
+reads the source of every frame, and a mutated module holds every mutant's copy of every
+function, so a mutant killed by an exception raised inside app.py took 100-250 s under load
+where the test takes well under one (docs/mutation.md, session 11, wt-mpo). The line style
+still names the exception's class, which is how a timeout is told from a kill.
+
 Fewer tests can only add survivors, never false kills; a mutant that leaves state behind
 (a global, a thread) could change the next one's verdict, so a survivor or a surprising kill
 is rerun alone (`--only` its full name). Writes `mutants/pytest-<label>.json` (mutant ->
@@ -158,13 +164,18 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seconds", type=int, default=30, help="bound of one test (default 30)")
     parser.add_argument("--label", default="run", help="names the verdict file mutants/pytest-<label>.json")
     parser.add_argument("--resume", action="store_true", help="keep the verdicts of that file, run the others")
+    parser.add_argument(
+        "--tb", default="line", choices=["line", "no", "short", "long", "auto"], help="pytest's --tb (default line)"
+    )
     args = parser.parse_args(argv)
     mutants = _mutants(args.only)
     os.chdir(ROOT / "mutants")  # mutmut's copy: the mutated package and the copied tests
     sys.path[:0] = [str(ROOT / "mutants")]
     os.environ["PYTHONPATH"] = str(ROOT / "mutants")  # a test's child process imports the copy too
     runner = Runner(mutants, args.seconds, ROOT / "mutants" / f"pytest-{args.label}.json", args.resume)
-    return pytest.main(["-q", "-p", "no:randomly", "-p", "no:xdist", "--timeout=0", *args.tests], plugins=[runner])
+    return pytest.main(
+        ["-q", "-p", "no:randomly", "-p", "no:xdist", "--timeout=0", f"--tb={args.tb}", *args.tests], plugins=[runner]
+    )
 
 
 if __name__ == "__main__":

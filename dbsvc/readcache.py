@@ -132,6 +132,12 @@ class ParsedList:
         self._links: NextLinks | None = None
         self._path = ""
 
+    @property
+    def links(self) -> NextLinks | None:
+        """The `Link` maker made for the last path asked (`link_after`), or None before the
+        first `Link`."""
+        return self._links
+
     def link_after(self, model: CompiledModel, request: Request, record: Record) -> str:
         """The `Link` value of the page after `record`, the last of a page of `model` listed
         by `request`."""
@@ -164,6 +170,10 @@ class ParsedQueries:
         self.longest = longest
         self._parsed: dict[tuple[str, tuple[tuple[str, str], ...]], ParsedList] = {}
         self._plain: dict[str, ParsedList] = {}  # model -> its list with no pairs
+
+    def __len__(self) -> int:
+        """Lists with pairs kept (at most `capacity`; the lists with no pairs are apart)."""
+        return len(self._parsed)
 
     def listing(self, model: CompiledModel, request: Request) -> ParsedList:
         """The list `request` asks of `model`: kept (`ParsedList`), or parsed now (raising
@@ -233,6 +243,10 @@ class PastPages:
         self.largest = largest
         self.longest = longest
         self._entries: dict[tuple[str, tuple[tuple[str, str], ...]], tuple[Any, str, bytes, tuple]] = {}
+
+    def __len__(self) -> int:
+        """Answers kept (at most `capacity`)."""
+        return len(self._entries)
 
     def get(self, store: Any, model: CompiledModel, request: Request) -> tuple[bytes, list] | None:
         """(body, headers) kept for this list in `store`'s current epoch, or None."""

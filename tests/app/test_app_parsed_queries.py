@@ -55,20 +55,20 @@ def test_a_query_that_does_not_parse_is_refused_every_time_and_not_kept():
     for _ in range(3):
         with pytest.raises(BadQuery, match="'limit' must be a non-negative integer, got 'ten'"):
             queries.list_query(POST, request("/api/blog-post?limit=ten"))
-    assert queries._parsed == {}
+    assert len(queries) == 0
 
 
 def test_no_query_is_the_default_query_and_is_not_kept():
     queries = ParsedQueries()
     assert queries.list_query(POST, request("/api/blog-post")) is DEFAULT_QUERY
-    assert queries._parsed == {}
+    assert len(queries) == 0
 
 
 def test_capacity_drops_the_oldest_query_first():
     queries = ParsedQueries(capacity=2)
     parsed = [queries.list_query(POST, request(f"/api/blog-post?limit={n}")) for n in (1, 2, 3)]
     assert [q.limit for q in parsed] == [1, 2, 3]
-    assert len(queries._parsed) == 2
+    assert len(queries) == 2
     assert queries.list_query(POST, request("/api/blog-post?limit=3")) is parsed[2]
     dropped = queries.list_query(POST, request("/api/blog-post?limit=1"))
     assert dropped == parsed[0] and dropped is not parsed[0]  # parsed afresh
@@ -81,7 +81,7 @@ def test_a_long_target_is_parsed_but_not_kept():
     first = queries.list_query(POST, request(target))
     assert first.limit == 5 and first.filters == {"author_id": frozenset({1})}
     assert queries.list_query(POST, request(target)) == first
-    assert queries._parsed == {}
+    assert len(queries) == 0
 
 
 def test_a_polled_list_sees_every_write_between_two_polls(blog):
@@ -128,17 +128,17 @@ def test_a_list_without_pairs_is_kept_once_per_model():
     assert queries.listing(POST, request("/api/blog-post")) is posts
     users = queries.listing(USER, request("/api/user"))
     assert users is not posts and queries.listing(USER, request("/api/user")) is users
-    assert queries._parsed == {}  # kept apart: the plain lists evict no query
+    assert len(queries) == 0  # kept apart: the plain lists evict no query
 
 
 def test_a_kept_list_makes_its_link_maker_once_for_its_path():
     listed = ParsedList(POST.parse_list_query([("sort", "-score")]))
     asked = request("/api/blog-post?sort=-score")
     first = listed.link_after(POST, asked, {"id": 5, "score": 2.5})
-    maker = listed._links
+    maker = listed.links
     assert maker is not None
     second = listed.link_after(POST, asked, {"id": 6, "score": 1.0})
-    assert listed._links is maker  # found, not made again
+    assert listed.links is maker  # found, not made again
     assert first.startswith("</api/blog-post?sort=-score&cursor=") and second != first
 
 
@@ -158,9 +158,9 @@ def test_a_target_of_exactly_longest_characters_is_kept_with_its_link_maker():
     query = queries.list_query(POST, request(target))
     link = queries.link_after(POST, query, request(target), {"id": 5, "score": 2.5})
     kept = queries.listing(POST, request(target))
-    assert kept.query is query and kept._links is not None
+    assert kept.query is query and kept.links is not None
     assert kept.link_after(POST, request(target), {"id": 5, "score": 2.5}) == link
     longer = ParsedQueries(longest=len(target) - 1)
     query = longer.list_query(POST, request(target))
     assert longer.link_after(POST, query, request(target), {"id": 5, "score": 2.5}) == link
-    assert longer._parsed == {}
+    assert len(longer) == 0

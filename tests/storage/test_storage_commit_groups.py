@@ -134,3 +134,38 @@ def test_a_write_checked_before_the_committer_fails_a_write_that_found_no_room_i
         assert s.health().state is WriteState.REFUSING
     finally:
         s.close()
+
+
+def test_each_commit_adds_one_to_its_size_in_the_group_commit_histogram(tenant):
+    # loghealth.py `CommitStats.count_batch`: a count per size that grows, where a single
+    # batch's delta (above) reads the same from a count that is set to 1 (docs/mutation.md,
+    # "... session 12, wt-mpo2")
+    s = open_store(tenant)
+    try:
+        for i in (1, 2, 3):
+            assert run(s.insert("User", user(i)))["id"] == i  # one commit of one write each
+        bounds, counts = s.stats()["batch_sizes"]
+        assert counts == [3 if bound == 1 else 0 for bound in (*bounds, None)]
+    finally:
+        s.close()
+
+
+def test_a_write_whose_probe_still_finds_no_room_is_refused_before_it_is_tried(tenant, monkeypatch):
+    # loghealth.py `_room_again`: a probe due that finds no room answers False, so the write
+    # is refused there and never reaches the log (docs/mutation.md, "... session 12, wt-mpo2")
+    monkeypatch.setattr(loghealth, "RETRY_INTERVAL", 0)
+    monkeypatch.setenv("DBSVC_FAULT", "write:3-4:ENOSPC")  # write call 3 fails; the probe is 4
+    s = open_store(tenant)
+    try:
+        run(s.insert("User", user(1)))
+        run(s.insert("User", user(2)))
+        with pytest.raises(Unavailable, match="no space"):
+            run(s.insert("User", user(3)))  # write call 3
+        failed = s.stats()["failed_writes"]
+        with pytest.raises(Unavailable, match="no space"):
+            run(s.insert("User", user(3)))  # write call 4, the probe: still no room
+        assert s.stats()["failed_writes"] == failed and s.head_offset == 2
+        assert run(s.insert("User", user(3)))["id"] == 3  # the probe (5) finds room; 6 stores it
+        assert s.head_offset == 3
+    finally:
+        s.close()

@@ -375,3 +375,17 @@ def test_a_deep_descending_page_of_a_field_with_no_key_but_nulls():
     table, _records = table_of([(None, 1.0, None, "x", None, None)] * 3)
     assert ids_of(table, [("sort", "-n"), ("offset", "3"), ("limit", "2")]) == ([], 3, False)
     assert ids_of(table, [("sort", "-n"), ("offset", "1"), ("limit", "5")]) == ([2, 3], 3, False)
+
+
+def test_a_cursor_page_ending_at_the_last_match_of_a_walked_condition_has_no_next():
+    # seek.py `plan_operators`, one condition matching most records (walked in sort order,
+    # tested per id): a page after a cursor that ends exactly at the last match says no more,
+    # so its answer carries no `Link` (docs/mutation.md, session 12, wt-mpo2: mutant 146).
+    table, records = table_of([(None, float(i % 5), None, "y" if i % 10 == 0 else "x", None, None) for i in range(100)])
+    want = reference(records, lambda r: r["k"] == "x", [("f", False)])
+    assert len(want) == 90
+    params = [("k", "x"), ("sort", "f"), ("limit", "10")]
+    for left in (10, 11, 9):
+        cursor = cursor_of(records[want[-left - 1]], [("f", False)])
+        got, total, more = ids_of(table, params, cursor=cursor)
+        assert (got, total, more) == (want[-left:][:10], 90, left > 10), left

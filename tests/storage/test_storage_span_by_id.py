@@ -157,3 +157,38 @@ def test_a_count_to_the_end_is_found_again_after_entries_put_in_place():
     index.last_ids[-1] = 9000
     index.grown(1)
     assert index.count_span(index.lower(290, True), index.end) == 101
+
+
+# keptparts.py `KeptParts.changed`, where mutation testing found these two unpinned
+# (docs/mutation.md, "... session 12, wt-mpo2"): which spans a change drops, and that the
+# index still knows it keeps something after a change dropped only some of it.
+
+
+def test_a_change_in_a_middle_sublist_drops_a_span_that_stops_early_in_a_later_one():
+    index = OrderedIndex.from_columns([i // 10 for i in range(3000)], list(range(3000)))  # runs of 10
+    assert (index.lower(200, True), index.lower(255, False)) == ((3, 464), (5, 0))  # sublists 3 to 5's start
+    kept = span_of(index, 200, 255)
+    index.add(230, 5000)  # into sublist 4: past the stop's offset (0), before its sublist (5)
+    again = span_of(index, 200, 255)
+    assert again is not kept and again == sorted([*kept, 5000])
+
+
+def test_a_span_kept_apart_from_a_change_is_still_dropped_by_a_later_change_inside_it():
+    index = OrderedIndex.from_columns([i // 10 for i in range(3000)], list(range(3000)))  # runs of 10
+    span_of(index, 60, 100)  # sublist 1
+    outside = span_of(index, 250, 260)  # sublists 4 and 5
+    index.add(80, 5000)  # drops the first span only: the second is still kept
+    assert span_of(index, 250, 260) is outside
+    index.add(252, 5001)  # inside sublist 4, the span's bounds where they were: it must go
+    assert span_of(index, 250, 260) == sorted([*outside, 5001])
+    index.remove(252, 5001)
+    assert span_of(index, 250, 260) == outside
+
+
+def test_a_sublists_part_kept_after_its_span_went_is_still_dropped_by_a_change_in_it():
+    index = OrderedIndex.from_columns([i // 10 for i in range(3000)], list(range(3000)))  # runs of 10
+    before = span_of(index, 250, 260)  # sublists 4 and 5: a part of each, and the span
+    index.add(290, 5000)  # into sublist 5, past the span: drops it and 5's part; 4's part is kept
+    index.remove(252, 2525)  # an entry of sublist 4 replaced, its length unchanged
+    index.add(252, 5001)
+    assert span_of(index, 250, 260) == sorted([*(i for i in before if i != 2525), 5001])
