@@ -51,7 +51,7 @@ from dbsvc.storage.buckets import BUCKET_AT, BucketOrder
 from dbsvc.storage.conditions import window_test, windows_of
 from dbsvc.storage.hashes import HashIndex
 from dbsvc.storage.searches import in_id_order
-from dbsvc.storage.seek import ordered_ids, page_ids, runs_in_order
+from dbsvc.storage.seek import ordered_ids, page_ids, page_in_order, runs_in_order
 from dbsvc.storage.table import Table
 
 WALK_FACTOR = 2  # query.py's: a bucket of s ids is taken while s * s <= factor * end * n
@@ -149,6 +149,9 @@ def bucket_plan(table: Table, query: Query, field: str, size: int, total: int) -
         return None
     if len(sort) == 1:
         return _one_key(order, desc, keep, offset, end), total
+    page = page_in_order(order, desc, sort, table, offset, end) if keep is None else None
+    if page is not None:
+        return page, total
     return page_ids(runs_in_order(order, desc, sort[1:], table), offset, limit, keep), total
 
 
@@ -241,7 +244,8 @@ def _prefix_plan(table: Table, query: Query) -> tuple[list[Any], int, bool] | No
     if len(sort) == 1:
         ids = _one_key(order, desc, None, offset, end)
     else:
-        ids = page_ids(runs_in_order(order, desc, sort[1:], table), offset, limit + 1)
+        page = page_in_order(order, desc, sort, table, offset, end)
+        ids = page if page is not None else page_ids(runs_in_order(order, desc, sort[1:], table), offset, limit + 1)
     return ids[:limit], total, len(ids) > limit
 
 

@@ -64,7 +64,7 @@ records by their values (`after_test`, `state_test`).
 from __future__ import annotations
 
 import heapq
-from bisect import bisect_right
+from bisect import bisect_left, bisect_right
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from functools import partial
 from itertools import chain, islice
@@ -316,6 +316,33 @@ def runs_in_order(
         run.append(id_)
     if run:
         yield from _run_in_order(run, rest, table)
+
+
+def page_in_order(
+    order: OrderedIndex | Any, desc: bool, sort: tuple[tuple[str, bool], ...], table: Table, offset: int, end: int
+) -> list[Any] | None:
+    """Ids [offset, end) of `order` (a sort field's ordered index, or a bucket kept in its
+    order) in the order of `sort` (first key `order`'s, then others): what `runs_in_order`
+    gives, found by position instead of a Python loop an entry before the page. The ids at
+    [offset, end) by the first key alone are a slice (`ids_slice`, or `ids_descending` by
+    the sublists' counts), widened to whole runs of equal first keys at both ends (a run's
+    ids ascend either way, so its ids before the first and after the last are a bisect of
+    `run_ids`), and only that middle is ordered by every key (`ordered_ids`: a sort in C a
+    key). O(log n + page + the two end runs). None when `order` holds nulls (a run of their
+    own, first descending, last ascending): the caller walks the runs."""
+    if order.nulls or end <= offset:
+        return None
+    ids = order.ids_descending(offset, end) if desc else order.ids_slice(offset, end)
+    if not ids:
+        return ids
+    get = table.ordered[sort[0][0]].column.get
+    run = order.run_ids(get(ids[0]))
+    before = run[: bisect_left(run, ids[0])]
+    if len(ids) == end - offset:
+        run = order.run_ids(get(ids[-1]))
+        ids.extend(run[bisect_right(run, ids[-1]) :])
+    ids[:0] = before
+    return ordered_ids(ids, sort, table)[len(before) : len(before) + end - offset]
 
 
 def _run_in_order(run: list[Any], rest: tuple[tuple[str, bool], ...], table: Table) -> list[Any]:
