@@ -7,6 +7,9 @@ order, and the same part again at the next list while nothing changed:
 - a part (lo, hi) of sublist i with its ids sorted by id (`OrderedIndex.sorted_ids`);
 - a part of sublist i in descending order: keys descending, ids ascending in a run (a page's
   batch, `OrderedIndex.batches_descending`; made by `descending_ids`);
+- a span [start, stop) across sublists in descending order (a deep `offset`'s page widened
+  to whole runs over a sublist's end, `OrderedIndex.ids_descending`: ordering it was half
+  of that plan at 1,000,000 records, bench/README.md wt-plan1m);
 - a span [start, stop) across sublists (positions (sublist, entry), as indexes.py gives
   them) with its ids sorted by id (`OrderedIndex.span_by_id`, merged from the id-sorted
   parts above): a range's or prefix's ids in id order, so its first page is one bisect and a
@@ -64,7 +67,8 @@ class KeptParts:
 
     def __init__(self) -> None:
         self._parts: dict[int, dict[tuple[int, int, bool], list[Any]]] = {}  # sublist -> part -> ids
-        self._spans: dict[tuple[Position, Position], list[Any]] = {}  # (start, stop) -> ids by id
+        # (start, stop, descending) -> ids by id, or in the index's descending order
+        self._spans: dict[tuple[Position, Position, bool], list[Any]] = {}
         self.held = False
 
     def part(self, i: int, part: tuple[int, int, bool]) -> list[Any] | None:
@@ -85,15 +89,16 @@ class KeptParts:
         self.held = True
         return ids
 
-    def span(self, start: Position, stop: Position) -> list[Any] | None:
-        """The kept ids of [start, stop) sorted by id, or None."""
-        return self._spans.get((start, stop))
+    def span(self, start: Position, stop: Position, desc: bool = False) -> list[Any] | None:
+        """The kept ids of [start, stop) sorted by id (or `desc`: in the index's
+        descending order), or None."""
+        return self._spans.get((start, stop, desc))
 
-    def keep_span(self, start: Position, stop: Position, ids: list[Any]) -> list[Any]:
+    def keep_span(self, start: Position, stop: Position, ids: list[Any], desc: bool = False) -> list[Any]:
         spans = self._spans
         if len(spans) >= SPANS_KEPT:
             spans.clear()
-        spans[start, stop] = ids
+        spans[start, stop, desc] = ids
         self.held = True
         return ids
 
@@ -193,7 +198,7 @@ class KeptOrders:
         end = self.upper(keys[last[0]][last[1]], True)
         # the descending position of the entry just before `end` (the first `_descending` gives)
         top = n - (hi + self.count_span((last[0], last[1] + 1), end))
-        return self._descending(begin, end)[start - top : stop - top]
+        return self._descending(begin, end, True)[start - top : stop - top]
 
     def batches_descending(self, start: tuple[int, int], stop: tuple[int, int], size: int = 32) -> Iterator[list[Any]]:
         """The ids of [start, stop) in descending order (keys descending, ids ascending in a
@@ -214,7 +219,7 @@ class KeptOrders:
             yield self._descending(cut, stop)
             stop, size = cut, size * 2
 
-    def _descending(self, start: tuple[int, int], stop: tuple[int, int]) -> list[Any]:
+    def _descending(self, start: tuple[int, int], stop: tuple[int, int], kept: bool = False) -> list[Any]:
         """The ids of [start, stop) (not empty) keys descending, ids ascending in a run; the
         caller only reads them. Inside one sublist (a page's batch, mostly) a kept part
         (`_kept`): the same page asked again is a dict probe, where ordering a batch of short
@@ -224,7 +229,17 @@ class KeptOrders:
             i, j = i - 1, len(self._ids[i - 1])
         if start[0] == i:
             return self._kept(i, (start[1], j, True))
-        return descending_ids(self._keys, self._ids, start, stop, self.lower)
+        if not kept:
+            return descending_ids(self._keys, self._ids, start, stop, self.lower)
+        # Across sublists for `ids_descending` (a deep `offset`'s runs widened over a
+        # sublist's end): kept as a span, dropped as the id-sorted ones are. Not for the
+        # batches of a walk, which would crowd the spans kept out.
+        out = self._parts.span(start, stop, True)
+        if out is None:
+            out = self._parts.keep_span(
+                start, stop, descending_ids(self._keys, self._ids, start, stop, self.lower), True
+            )
+        return out
 
     def _back(self, position: tuple[int, int], count: int) -> tuple[int, int]:
         """The position `count` entries before `position` (the first, (0, 0), if fewer)."""
