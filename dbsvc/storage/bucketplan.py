@@ -27,8 +27,11 @@ plans here only choose a cheaper way to the same page:
   the offset, O(log s + page); `total` is their count. A one-word query (not kept) declines.
 - a range on one @sort field R plus filters (operators, seek.py's domain otherwise), with no
   sort or sorted by R: the bucket's order for R gives the range's count by position
-  (O(log s), `Window.count`) and, sorted by R, its page by position; in id order the bucket
-  is walked by id testing R's key column, stopping at the page's end plus one.
+  (O(log s), `Window.count`) and, sorted by R, its page by position; in id order, with one
+  filter, the window's span of the order sorted by id (`OrderedIndex.span_by_id`, kept
+  until a sublist it reaches changes) is sliced, O(page) once kept, where walking the
+  bucket by id testing R's key column cost a Python call an id (end * s / total of them:
+  the whole bucket when few of it match); with two filters the bucket is walked so.
 
 A plan declines (None: query.py's or seek.py's plan runs) for a row test, a cursor, a null
 test, a search but the one above, a filter of several values, a bucket under BUCKET_AT, or, when the bucket
@@ -184,7 +187,9 @@ def bucket_operators(table: Table, query: Query) -> tuple[list[Any], int, bool] 
         total = len(list(filter(keep, window.ids(order))))
     if total == 0 or limit == 0 or offset >= total:
         return [], total, False
-    if not sort:
+    if not sort and keep is None:  # the window's ids by id, kept by the order (keptparts.py)
+        ids = order.span_by_id(*window.span(order))[offset:end]
+    elif not sort:
         test = window_test(table.ordered[ranged].column, window)
         ids = page_ids(iter(_by_id(table, field, key)), offset, limit + 1, _both(test, keep))
     elif not sort[0][1]:
