@@ -88,3 +88,17 @@ def test_a_deep_page_on_several_keys_costs_no_python_call_an_entry_before_it(par
     plans.list_page(TABLE, query)  # the bucket's order built by the first list
     # the walk of the runs resumed a generator an id up to the page's end (600+)
     assert python_calls(lambda: plans.list_page(TABLE, query)) < 150
+
+
+@pytest.mark.parametrize("sort", [[("f", True), ("s", False)], [("f", False), ("s", False)]])
+def test_a_small_order_with_runs_of_two_and_an_empty_one(sort):
+    # one sublist, the page reaching its first entry; runs of exactly two whose second key
+    # orders them against their ids; and an empty table
+    table, records = table_of([(None, float(i // 2), "zyxwvutsrq"[i % 10], "x", 1, None) for i in range(40)])
+    expected = reference(records, lambda r: True, sort)
+    for offset in range(0, 41, 3):
+        for limit in (1, 2, 5, 40):
+            got = page_in_order(table.ordered["f"], sort[0][1], tuple(sort), table, offset, offset + limit)
+            assert got == expected[offset : offset + limit], (offset, limit)
+    empty, _records = table_of([])
+    assert page_in_order(empty.ordered["f"], sort[0][1], tuple(sort), empty, 0, 20) == []
