@@ -473,3 +473,20 @@ def test_a_deep_page_across_a_sublists_end_is_kept_until_a_sublist_it_reaches_ch
     index.add(top, 90_002)  # at the top, the last sublist: the page's positions move by one
     keys[90_002] = top
     assert index.ids_descending(*page) == descending(keys)[slice(*page)]
+
+
+def test_a_span_kept_by_id_and_the_same_span_kept_descending_stay_apart():
+    # a range's ids by id and a deep page's widened runs over the very same two positions:
+    # each kept under its own order, neither answered for the other
+    keys = keyed(15, 3000, 30)
+    index = index_of(keys)
+    cut = sum(map(len, index.id_sublists[1:]))
+    page = (cut - 5, cut + 5)
+    want = descending(keys)[slice(*page)]
+    begin, end = index.lower(keys[want[-1]], True), index.upper(keys[want[0]], True)
+    assert begin[0] < end[0]  # across sublists: kept as a span
+    by_id = sorted(i for i in keys if keys[want[-1]] <= keys[i] <= keys[want[0]])
+    for _ in range(2):
+        assert index.span_by_id(begin, end) == by_id
+        assert index.ids_descending(*page) == want
+    assert index.span_by_id(begin, end) == by_id
