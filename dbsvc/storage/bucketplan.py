@@ -27,8 +27,11 @@ plans here only choose a cheaper way to the same page:
   the offset, O(log s + page); `total` is their count. A one-word query (not kept) declines.
 - a range on one @sort field R plus filters (operators, seek.py's domain otherwise), with no
   sort or sorted by R: the bucket's order for R gives the range's count by position
-  (O(log s), `Window.count`) and, sorted by R, its page by position; in id order the bucket
-  is walked by id testing R's key column, stopping at the page's end plus one.
+  (O(log s), `Window.count`) and, sorted by R, its page by position; in id order, with one
+  filter, the window's span of the order sorted by id (`OrderedIndex.span_by_id`, kept
+  until a sublist it reaches changes) is sliced, O(page) once kept, where walking the
+  bucket by id testing R's key column cost a Python call an id (end * s / total of them:
+  the whole bucket when few of it match); with two filters the bucket is walked so.
 
 A plan declines (None: query.py's or seek.py's plan runs) for a row test, a cursor, a null
 test, a search but the one above, a filter of several values, a bucket under BUCKET_AT, or, when the bucket
@@ -51,7 +54,7 @@ from dbsvc.storage.buckets import BUCKET_AT, BucketOrder
 from dbsvc.storage.conditions import window_test, windows_of
 from dbsvc.storage.hashes import HashIndex
 from dbsvc.storage.searches import in_id_order
-from dbsvc.storage.seek import ordered_ids, page_ids, runs_in_order
+from dbsvc.storage.seek import ordered_ids, page_ids, page_in_order, runs_in_order
 from dbsvc.storage.table import Table
 
 WALK_FACTOR = 2  # query.py's: a bucket of s ids is taken while s * s <= factor * end * n
@@ -149,6 +152,9 @@ def bucket_plan(table: Table, query: Query, field: str, size: int, total: int) -
         return None
     if len(sort) == 1:
         return _one_key(order, desc, keep, offset, end), total
+    page = page_in_order(order, desc, sort, table, offset, end) if keep is None else None
+    if page is not None:
+        return page, total
     return page_ids(runs_in_order(order, desc, sort[1:], table), offset, limit, keep), total
 
 
@@ -181,7 +187,9 @@ def bucket_operators(table: Table, query: Query) -> tuple[list[Any], int, bool] 
         total = len(list(filter(keep, window.ids(order))))
     if total == 0 or limit == 0 or offset >= total:
         return [], total, False
-    if not sort:
+    if not sort and keep is None:  # the window's ids by id, kept by the order (keptparts.py)
+        ids = order.span_by_id(*window.span(order))[offset:end]
+    elif not sort:
         test = window_test(table.ordered[ranged].column, window)
         ids = page_ids(iter(_by_id(table, field, key)), offset, limit + 1, _both(test, keep))
     elif not sort[0][1]:
@@ -241,7 +249,8 @@ def _prefix_plan(table: Table, query: Query) -> tuple[list[Any], int, bool] | No
     if len(sort) == 1:
         ids = _one_key(order, desc, None, offset, end)
     else:
-        ids = page_ids(runs_in_order(order, desc, sort[1:], table), offset, limit + 1)
+        page = page_in_order(order, desc, sort, table, offset, end)
+        ids = page if page is not None else page_ids(runs_in_order(order, desc, sort[1:], table), offset, limit + 1)
     return ids[:limit], total, len(ids) > limit
 
 

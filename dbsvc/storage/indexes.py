@@ -16,12 +16,11 @@ Iteration is built from itertools over the sublists (`chain`, `compress`, `filte
 Python generator: a list page walks its index at C speed rather than through generator
 frames.
 
-A list in id order over a window of few entries bisects each covered sublist's ids sorted
-by id, or only the part of it that a window's span covers at either end (`sorted_ids`);
-a descending batch inside one sublist is put in order by keptparts.py `descending_ids`.
-Both are made on demand and kept until that sublist changes (keptparts.py `KeptParts`,
-whose rules each write here keeps: `changed` for an entry in a sublist, `clear` when the
-sublists themselves change).
+The reads in other orders than the index's own (ids by id: `sorted_ids`, `span_by_id`;
+descending: `ids_descending`, `batches_descending`) are the base class keptparts.py
+`KeptOrders`, beside the parts they make on demand and keep until a sublist changes
+(`KeptParts`, whose rules each write here keeps: `changed` for an entry in a sublist,
+`clear` when the sublists themselves change).
 
 Each `OrderedIndex` keeps its ids' keys by id too (`column`, keycolumns.py), updated by its
 own `add` and `remove`, so every path that keeps the index (writes, undo, bulk builds,
@@ -44,7 +43,7 @@ from operator import is_, is_not, itemgetter
 from typing import Any
 
 from dbsvc.storage.fenwick import Fenwick
-from dbsvc.storage.keptparts import KeptParts, descending_ids
+from dbsvc.storage.keptparts import KeptOrders, KeptParts
 from dbsvc.storage.keycolumns import KeyColumn
 from dbsvc.storage.sortedlist import LOAD, SortedIndex, backwards, span_backwards, sublist_slice
 
@@ -56,7 +55,7 @@ _NOTHING = object()
 Keep = Callable[[Any], Any]  # id -> truthy if the id is kept (a walk's membership test)
 
 
-class OrderedIndex:
+class OrderedIndex(KeptOrders):
     """A sort field's (key, id) entries in order, nulls apart; iteration yields (key, id),
     nulls last as (None, id).
 
@@ -465,115 +464,11 @@ class OrderedIndex:
             seen[start, stop] = count
         return count
 
-    def sorted_ids(self, i: int, lo: int = 0, hi: int | None = None) -> list[Any]:
-        """The ids at positions [lo, hi) of sublist i (the whole sublist by default) in
-        ascending order (not the index's): a kept part (`_kept`). What a window's first ids
-        in id order are bisected in (seek.py `_first_ids`: a window's end sublists are such
-        parts). The caller only reads it."""
-        return self._kept(i, (lo, len(self._ids[i]) if hi is None else hi, False))
-
-    def span_by_id(self, start: tuple[int, int], stop: tuple[int, int]) -> list[Any]:
-        """The ids at positions [start, stop) sorted by id (not the index's order): a
-        window's ids in id order, whose page after an id is one bisect and a slice (seek.py
-        `_first_ids`). Merged from the id-sorted parts of the sublists the span covers
-        (`sorted_ids`: one sort of presorted runs) and kept until a sublist it reaches
-        changes (keptparts.py). The caller only reads it."""
-        out = self._parts.span(start, stop)
-        if out is None:
-            (i, lo), (last, hi) = start, stop  # a span to the index's end stops at (len(sublists), 0)
-            if stop <= start:
-                parts: list[list[Any]] = []
-            elif i == last:
-                parts = [self.sorted_ids(i, lo, hi)]
-            else:
-                parts = [self.sorted_ids(i, lo), *map(self.sorted_ids, range(i + 1, last))]
-                if hi:
-                    parts.append(self.sorted_ids(last, 0, hi))
-            out = self._parts.keep_span(start, stop, sorted(chain.from_iterable(parts)))
-        return out
-
-    def _kept(self, i: int, part: tuple[int, int, bool]) -> list[Any]:
-        """Sublist i's part (lo, hi, descending): its ids by id (`sorted_ids`), or in the
-        index's descending order (`_descending`). Made on first use and kept until that
-        sublist changes (keptparts.py `KeptParts`)."""
-        out = self._parts.part(i, part)
-        if out is None:
-            lo, hi, desc = part
-            made = (
-                descending_ids(self._keys, self._ids, (i, lo), (i, hi), self.lower)
-                if desc
-                else sorted(self._ids[i][lo:hi])
-            )
-            out = self._parts.keep_part(i, part, made)
-        return out
-
     def _counted(self) -> Fenwick:
         counts = self._counts
         if counts is None:
             counts = self._counts = Fenwick(map(len, self._ids))
         return counts
-
-    def ids_descending(self, start: int, stop: int) -> list[Any]:
-        """Ids at positions [start, stop) of the non-null entries in descending order (keys
-        descending, ids ascending in a run): the ascending positions that mirror them, found
-        from the sublists' counts (one Fenwick descent, O(log n), and a step back), widened
-        to whole runs at both ends, then put in descending order (`_descending`). O(log n +
-        stop - start + the two end runs), where a walk from the top costs O(stop) (a deep
-        `offset` of a descending sort)."""
-        n = self._len
-        lo, hi = max(n - stop, 0), n - start
-        if hi <= lo:
-            return []
-        last = self._counted().find(hi - 1)
-        first = self._back((last[0], last[1] + 1), hi - lo)
-        keys = self._keys
-        begin = self.lower(keys[first[0]][first[1]], True)
-        end = self.upper(keys[last[0]][last[1]], True)
-        # the descending position of the entry just before `end` (the first `_descending` gives)
-        top = n - (hi + self.count_span((last[0], last[1] + 1), end))
-        return self._descending(begin, end)[start - top : stop - top]
-
-    def batches_descending(self, start: tuple[int, int], stop: tuple[int, int], size: int = 32) -> Iterator[list[Any]]:
-        """The ids of [start, stop) in descending order (keys descending, ids ascending in a
-        run), from `stop` down, in lists of growing size (`size`, twice that, ...: a page of
-        20 takes one): each the entries from `size` positions below the last list's first
-        (widened down to the start of that key's run, so a list holds whole runs) up to it,
-        put in order by `_descending` (the caller only reads them). O(log n + size + run) a
-        list, entries copied only from the sublists it covers."""
-        keys = self._keys
-        while start < stop:  # compared, not max(): two calls a batch were half its cost
-            cut = self._back(stop, size)
-            if start < cut:
-                cut = self.lower(keys[cut[0]][cut[1]], True)
-                if cut < start:
-                    cut = start
-            else:
-                cut = start
-            yield self._descending(cut, stop)
-            stop, size = cut, size * 2
-
-    def _descending(self, start: tuple[int, int], stop: tuple[int, int]) -> list[Any]:
-        """The ids of [start, stop) (not empty) keys descending, ids ascending in a run; the
-        caller only reads them. Inside one sublist (a page's batch, mostly) a kept part
-        (`_kept`): the same page asked again is a dict probe, where ordering a batch of short
-        runs (a sort of its pairs) was most of a descending page's plan (bench/README.md)."""
-        i, j = stop
-        if j == 0:
-            i, j = i - 1, len(self._ids[i - 1])
-        if start[0] == i:
-            return self._kept(i, (start[1], j, True))
-        return descending_ids(self._keys, self._ids, start, stop, self.lower)
-
-    def _back(self, position: tuple[int, int], count: int) -> tuple[int, int]:
-        """The position `count` entries before `position` (the first, (0, 0), if fewer)."""
-        i, j = position
-        while j < count:
-            if i == 0:
-                return 0, 0
-            count -= j
-            i -= 1
-            j = len(self._ids[i])
-        return i, j - count
 
     def ids_span(self, start: tuple[int, int], stop: tuple[int, int]) -> Iterator[Any]:
         """The ids in [start, stop), in index order (keys ascending, ids ascending in a run),

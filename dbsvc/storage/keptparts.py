@@ -7,6 +7,9 @@ order, and the same part again at the next list while nothing changed:
 - a part (lo, hi) of sublist i with its ids sorted by id (`OrderedIndex.sorted_ids`);
 - a part of sublist i in descending order: keys descending, ids ascending in a run (a page's
   batch, `OrderedIndex.batches_descending`; made by `descending_ids`);
+- a span [start, stop) across sublists in descending order (a deep `offset`'s page widened
+  to whole runs over a sublist's end, `OrderedIndex.ids_descending`: ordering it was half
+  of that plan at 1,000,000 records, bench/README.md wt-plan1m);
 - a span [start, stop) across sublists (positions (sublist, entry), as indexes.py gives
   them) with its ids sorted by id (`OrderedIndex.span_by_id`, merged from the id-sorted
   parts above): a range's or prefix's ids in id order, so its first page is one bisect and a
@@ -26,18 +29,25 @@ that). A span is kept only for the plans that ask for it, whose spans are small 
 takes a window's first ids by id only when s * s <= 2 * end * n: 6,500 ids at 1,000,000
 records and a page of 20), and its list holds the index's own id objects: 8 bytes an id.
 
-Plain data: no I/O; imports only sortedlist.py (the slices of a span).
+The reads that make and find these parts (`KeptOrders`, a base of `OrderedIndex`) are
+here too, so indexes.py holds the index's own order and its writes.
+
+Plain data: no I/O; imports only sortedlist.py (the slices of a span), and fenwick.py for
+the annotations.
 """
 
 from __future__ import annotations
 
 from bisect import bisect_left
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from itertools import chain
 from operator import itemgetter
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from dbsvc.storage.sortedlist import span_pieces
+
+if TYPE_CHECKING:
+    from dbsvc.storage.fenwick import Fenwick
 
 SUBLISTS_KEPT = 256  # sublists whose parts an index keeps
 PARTS_KEPT = 4  # parts kept a sublist (the whole, a window's end, a page's batch): ~4 MB at most at LOAD 512
@@ -57,7 +67,8 @@ class KeptParts:
 
     def __init__(self) -> None:
         self._parts: dict[int, dict[tuple[int, int, bool], list[Any]]] = {}  # sublist -> part -> ids
-        self._spans: dict[tuple[Position, Position], list[Any]] = {}  # (start, stop) -> ids by id
+        # (start, stop, descending) -> ids by id, or in the index's descending order
+        self._spans: dict[tuple[Position, Position, bool], list[Any]] = {}
         self.held = False
 
     def part(self, i: int, part: tuple[int, int, bool]) -> list[Any] | None:
@@ -78,15 +89,16 @@ class KeptParts:
         self.held = True
         return ids
 
-    def span(self, start: Position, stop: Position) -> list[Any] | None:
-        """The kept ids of [start, stop) sorted by id, or None."""
-        return self._spans.get((start, stop))
+    def span(self, start: Position, stop: Position, desc: bool = False) -> list[Any] | None:
+        """The kept ids of [start, stop) sorted by id (or `desc`: in the index's
+        descending order), or None."""
+        return self._spans.get((start, stop, desc))
 
-    def keep_span(self, start: Position, stop: Position, ids: list[Any]) -> list[Any]:
+    def keep_span(self, start: Position, stop: Position, ids: list[Any], desc: bool = False) -> list[Any]:
         spans = self._spans
         if len(spans) >= SPANS_KEPT:
             spans.clear()
-        spans[start, stop] = ids
+        spans[start, stop, desc] = ids
         self.held = True
         return ids
 
@@ -104,6 +116,141 @@ class KeptParts:
         self._parts.clear()
         self._spans.clear()
         self.held = False
+
+
+class KeptOrders:
+    """An `OrderedIndex`'s reads in orders other than its own, through its `KeptParts`:
+    ids by id (`sorted_ids`, `span_by_id`) and descending (`ids_descending`,
+    `batches_descending`). A base of `OrderedIndex` (indexes.py), which holds the sublists
+    and positions these read; kept here beside the parts they keep, so indexes.py holds
+    the index's own order and its writes."""
+
+    __slots__ = ()
+    _keys: list[Any]
+    _ids: list[list[Any]]
+    _len: int
+    _parts: KeptParts
+
+    if TYPE_CHECKING:  # OrderedIndex's own (indexes.py)
+
+        def lower(self, key: Any, inclusive: bool) -> Position: ...
+        def upper(self, key: Any, inclusive: bool) -> Position: ...
+        def count_span(self, start: Position, stop: Position) -> int: ...
+        def _counted(self) -> Fenwick: ...
+
+    def sorted_ids(self, i: int, lo: int = 0, hi: int | None = None) -> list[Any]:
+        """The ids at positions [lo, hi) of sublist i (the whole sublist by default) in
+        ascending order (not the index's): a kept part (`_kept`). What a window's first ids
+        in id order are bisected in (seek.py `_first_ids`: a window's end sublists are such
+        parts). The caller only reads it."""
+        return self._kept(i, (lo, len(self._ids[i]) if hi is None else hi, False))
+
+    def span_by_id(self, start: tuple[int, int], stop: tuple[int, int]) -> list[Any]:
+        """The ids at positions [start, stop) sorted by id (not the index's order): a
+        window's ids in id order, whose page after an id is one bisect and a slice (seek.py
+        `_first_ids`). Merged from the id-sorted parts of the sublists the span covers
+        (`sorted_ids`: one sort of presorted runs) and kept until a sublist it reaches
+        changes (keptparts.py). The caller only reads it."""
+        out = self._parts.span(start, stop)
+        if out is None:
+            (i, lo), (last, hi) = start, stop  # a span to the index's end stops at (len(sublists), 0)
+            if stop <= start:
+                parts: list[list[Any]] = []
+            elif i == last:
+                parts = [self.sorted_ids(i, lo, hi)]
+            else:
+                parts = [self.sorted_ids(i, lo), *map(self.sorted_ids, range(i + 1, last))]
+                if hi:
+                    parts.append(self.sorted_ids(last, 0, hi))
+            out = self._parts.keep_span(start, stop, sorted(chain.from_iterable(parts)))
+        return out
+
+    def _kept(self, i: int, part: tuple[int, int, bool]) -> list[Any]:
+        """Sublist i's part (lo, hi, descending): its ids by id (`sorted_ids`), or in the
+        index's descending order (`_descending`). Made on first use and kept until that
+        sublist changes (keptparts.py `KeptParts`)."""
+        out = self._parts.part(i, part)
+        if out is None:
+            lo, hi, desc = part
+            made = (
+                descending_ids(self._keys, self._ids, (i, lo), (i, hi), self.lower)
+                if desc
+                else sorted(self._ids[i][lo:hi])
+            )
+            out = self._parts.keep_part(i, part, made)
+        return out
+
+    def ids_descending(self, start: int, stop: int) -> list[Any]:
+        """Ids at positions [start, stop) of the non-null entries in descending order (keys
+        descending, ids ascending in a run): the ascending positions that mirror them, found
+        from the sublists' counts (one Fenwick descent, O(log n), and a step back), widened
+        to whole runs at both ends, then put in descending order (`_descending`). O(log n +
+        stop - start + the two end runs), where a walk from the top costs O(stop) (a deep
+        `offset` of a descending sort)."""
+        n = self._len
+        lo, hi = max(n - stop, 0), n - start
+        if hi <= lo:
+            return []
+        last = self._counted().find(hi - 1)
+        first = self._back((last[0], last[1] + 1), hi - lo)
+        keys = self._keys
+        begin = self.lower(keys[first[0]][first[1]], True)
+        end = self.upper(keys[last[0]][last[1]], True)
+        # the descending position of the entry just before `end` (the first `_descending` gives)
+        top = n - (hi + self.count_span((last[0], last[1] + 1), end))
+        return self._descending(begin, end, True)[start - top : stop - top]
+
+    def batches_descending(self, start: tuple[int, int], stop: tuple[int, int], size: int = 32) -> Iterator[list[Any]]:
+        """The ids of [start, stop) in descending order (keys descending, ids ascending in a
+        run), from `stop` down, in lists of growing size (`size`, twice that, ...: a page of
+        20 takes one): each the entries from `size` positions below the last list's first
+        (widened down to the start of that key's run, so a list holds whole runs) up to it,
+        put in order by `_descending` (the caller only reads them). O(log n + size + run) a
+        list, entries copied only from the sublists it covers."""
+        keys = self._keys
+        while start < stop:  # compared, not max(): two calls a batch were half its cost
+            cut = self._back(stop, size)
+            if start < cut:
+                cut = self.lower(keys[cut[0]][cut[1]], True)
+                if cut < start:
+                    cut = start
+            else:
+                cut = start
+            yield self._descending(cut, stop)
+            stop, size = cut, size * 2
+
+    def _descending(self, start: tuple[int, int], stop: tuple[int, int], kept: bool = False) -> list[Any]:
+        """The ids of [start, stop) (not empty) keys descending, ids ascending in a run; the
+        caller only reads them. Inside one sublist (a page's batch, mostly) a kept part
+        (`_kept`): the same page asked again is a dict probe, where ordering a batch of short
+        runs (a sort of its pairs) was most of a descending page's plan (bench/README.md)."""
+        i, j = stop
+        if j == 0:
+            i, j = i - 1, len(self._ids[i - 1])
+        if start[0] == i:
+            return self._kept(i, (start[1], j, True))
+        if not kept:
+            return descending_ids(self._keys, self._ids, start, stop, self.lower)
+        # Across sublists for `ids_descending` (a deep `offset`'s runs widened over a
+        # sublist's end): kept as a span, dropped as the id-sorted ones are. Not for the
+        # batches of a walk, which would crowd the spans kept out.
+        out = self._parts.span(start, stop, True)
+        if out is None:
+            out = self._parts.keep_span(
+                start, stop, descending_ids(self._keys, self._ids, start, stop, self.lower), True
+            )
+        return out
+
+    def _back(self, position: tuple[int, int], count: int) -> tuple[int, int]:
+        """The position `count` entries before `position` (the first, (0, 0), if fewer)."""
+        i, j = position
+        while j < count:
+            if i == 0:
+                return 0, 0
+            count -= j
+            i -= 1
+            j = len(self._ids[i])
+        return i, j - count
 
 
 def descending_ids(

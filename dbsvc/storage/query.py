@@ -85,6 +85,7 @@ from dbsvc.storage.seek import (
     has_operators,
     ordered_ids,
     page_ids,
+    page_in_order,
     plan_operators,
     plan_state,
     runs_in_order,
@@ -308,7 +309,8 @@ def _plan_live(table: Table, query: Query) -> tuple[list[Any], int]:
             return table.pk.slice(offset, end), n
         if len(sort) == 1:
             return _one_key_page(table.ordered[sort[0][0]], True, None, offset, end), n
-        return page_ids(_walk(table, sort), offset, limit), n
+        page = page_in_order(table.ordered[sort[0][0]], sort[0][1], sort, table, offset, end)
+        return (page if page is not None else page_ids(_walk(table, sort), offset, limit)), n
     counted = bucket_count(table, filters)  # two fields' count kept per pair of values (bucketplan.py)
     if counted is not None:
         total, smallest, size = counted

@@ -8,6 +8,7 @@ n) never, to the exact boundary."""
 
 from __future__ import annotations
 
+import sys
 from dataclasses import replace
 from sys import getsizeof
 
@@ -242,3 +243,36 @@ def test_the_byte_count_is_every_container_an_order_holds():
         + sum(getsizeof(sub) for sub in order.nulls.sublists)
     )
     assert buckets.nbytes() == own
+
+
+def test_a_range_and_a_filter_in_id_order_slice_the_windows_ids_kept_by_id():
+    # a bucket of 1,000 ids (keys n = i % 500) beside 4,000 others, so pages of 100 keep
+    # its order: a narrow range holds few of it, and walking the bucket by id testing each
+    # key read all of it (a Python call an id)
+    table, records = table_of([(1, i % 500) for i in range(1000)] + [(2, 0)] * 4000)
+
+    def expected(low: int, offset: int = 0) -> list[int]:
+        return [i for i in sorted(records) if records[i]["g"] == 1 and records[i]["n"] >= low][offset : offset + 100]
+
+    for low, offset in ((497, 0), (497, 3), (0, 0), (250, 400), (499, 0), (500, 0), (0, 990)):
+        got = page(table, ("g", "1"), ("n__gte", str(low)), ("limit", "100"), ("offset", str(offset)))
+        assert got == expected(low, offset), (low, offset)
+    assert ("g", "n") in table.buckets.pairs
+    query = ITEM.parse_list_query([("g", "1"), ("n__gte", "497"), ("limit", "100")])
+    calls = [0]
+
+    def count(frame, event, arg):
+        calls[0] += event == "call"
+
+    sys.setprofile(count)
+    try:
+        bucket_operators(table, query)
+    finally:
+        sys.setprofile(None)
+    assert calls[0] < 60  # the walk made ~1,000 (a test an id of the bucket)
+    for id_ in (498, 999):  # writes into the order's sublists: the kept ids made again
+        table.delete(id_, table.live[id_])
+        records.pop(id_)
+    records[5000] = record(5000, (498, 1.0, "a", "x", 1, None))
+    table.insert(ITEM.row(records[5000]))
+    assert page(table, ("g", "1"), ("n__gte", "497"), ("limit", "100")) == expected(497)

@@ -16,6 +16,7 @@ Fixture-free but for the store at the end, so bench/mutation_inprocess.py can ru
 from __future__ import annotations
 
 import random
+import sys
 from itertools import chain, islice
 
 import pytest
@@ -434,3 +435,58 @@ def test_a_cursor_page_after_writes_and_after_a_compaction_is_the_brute_force_pa
 
     run(go())
     store.close()
+
+
+def orderings(fn) -> int:
+    """How many times `fn()` put entries in descending order (keptparts.py `descending_ids`)."""
+    seen = [0]
+
+    def profile(frame, event, arg):
+        if event == "call" and frame.f_code.co_name == "descending_ids":
+            seen[0] += 1
+
+    sys.setprofile(profile)
+    try:
+        fn()
+    finally:
+        sys.setprofile(None)
+    return seen[0]
+
+
+def test_a_deep_page_across_a_sublists_end_is_kept_until_a_sublist_it_reaches_changes():
+    # runs of ~100 in sublists of 512-1024: a deep page widened to whole runs crosses
+    # sublist 0's end. Kept: the same page asked again orders nothing (it was ordered at
+    # every list); made again after a write in a sublist it covers; right after a write
+    # in a sublist it does not reach.
+    keys = keyed(15, 3000, 30)
+    index = index_of(keys)
+    cut = sum(map(len, index.id_sublists[1:]))  # descending position of sublist 0's last entry
+    page = (cut - 5, cut + 5)
+    assert orderings(lambda: index.ids_descending(*page)) == 1
+    assert orderings(lambda: index.ids_descending(*page)) == 0
+    assert index.ids_descending(*page) == descending(keys)[slice(*page)]
+    low = index.key_sublists[0][0]
+    index.add(low, 90_001)  # into sublist 0: the span reaches it
+    keys[90_001] = low
+    assert index.ids_descending(*page) == descending(keys)[slice(*page)]
+    top = max(keys.values()) + 1
+    index.add(top, 90_002)  # at the top, the last sublist: the page's positions move by one
+    keys[90_002] = top
+    assert index.ids_descending(*page) == descending(keys)[slice(*page)]
+
+
+def test_a_span_kept_by_id_and_the_same_span_kept_descending_stay_apart():
+    # a range's ids by id and a deep page's widened runs over the very same two positions:
+    # each kept under its own order, neither answered for the other
+    keys = keyed(15, 3000, 30)
+    index = index_of(keys)
+    cut = sum(map(len, index.id_sublists[1:]))
+    page = (cut - 5, cut + 5)
+    want = descending(keys)[slice(*page)]
+    begin, end = index.lower(keys[want[-1]], True), index.upper(keys[want[0]], True)
+    assert begin[0] < end[0]  # across sublists: kept as a span
+    by_id = sorted(i for i in keys if keys[want[-1]] <= keys[i] <= keys[want[0]])
+    for _ in range(2):
+        assert index.span_by_id(begin, end) == by_id
+        assert index.ids_descending(*page) == want
+    assert index.span_by_id(begin, end) == by_id
