@@ -24,6 +24,8 @@ from dbsvc.http.types import Request
 from dbsvc.operators import NextLinks, link_prefix
 from dbsvc.runtime import CompiledModel, Query, Record, json_bytes
 
+_PAGE_PARAMS = ("offset", "cursor")  # the pairs a list's pages differ by (operators.py `link_prefix`)
+
 
 class EncodedRecords:
     """The JSON bytes of stored records, encoded once per record version.
@@ -125,18 +127,21 @@ class EncodedRecords:
 
 class ParsedList:
     """One distinct list of one model: its parsed `Query`, and the maker of its next pages'
-    `Link` values (operators.py `NextLinks`), made on its first page that has a next one.
+    `Link` values (operators.py `NextLinks`), found on its first page that has a next one.
 
     Found by one lookup per list request (`ParsedQueries.listing`), where the query and the
     `Link` maker were two lookups, each keyed by a tuple of the pairs made and hashed
     afresh. A list's path is `/api/<kebab>` of its model, so the model and the pairs fix
     the text before the cursor too (the maker keeps the path it was made for, and a
-    request with another path gets a maker of its own)."""
+    request with another path gets a maker of its own). `makers`: the `ParsedQueries` that
+    keeps one maker for all the pages of a list (`ParsedQueries.maker`); without it, a
+    maker of its own."""
 
-    __slots__ = ("_links", "_path", "query")
+    __slots__ = ("_links", "_makers", "_path", "query")
 
-    def __init__(self, query: Query) -> None:
+    def __init__(self, query: Query, makers: ParsedQueries | None = None) -> None:
         self.query = query
+        self._makers = makers
         self._links: NextLinks | None = None
         self._path = ""
 
@@ -145,7 +150,12 @@ class ParsedList:
         by `request`."""
         links = self._links
         if links is None or self._path != request.path:
-            links = self._links = ParsedQueries.links_of(model, self.query, request)
+            makers = self._makers
+            if makers is None:
+                links = ParsedQueries.links_of(model, self.query, request)
+            else:
+                links = makers.maker(model, self.query, request)
+            self._links = links
             self._path = request.path
         return links.after(record)
 
@@ -163,15 +173,24 @@ class ParsedQueries:
     parsed without being kept, so a client sending distinct queries costs a bounded memory.
     A list with no pairs is kept apart, one per model (the schema declares finitely many),
     evicting nothing.
+
+    The `Link` makers are kept apart from the queries (`maker`), one per list whatever its
+    page: keyed by the path and the pairs but `offset` and `cursor`, which the text before
+    the cursor leaves out (operators.py `link_prefix`) and the sort does not depend on. A
+    client walking a list by its `Link`s asks a new target (a new cursor) on every page,
+    each a query parsed afresh; its maker, the query's pairs quoted again, is found. At
+    most `capacity` makers, the oldest dropped first.
     """
 
-    __slots__ = ("_parsed", "_plain", "capacity", "longest")
+    __slots__ = ("_makers", "_parsed", "_plain", "capacity", "longest")
 
     def __init__(self, capacity: int = 1024, longest: int = 512) -> None:
         self.capacity = capacity
         self.longest = longest
         self._parsed: OrderedDict[tuple[str, tuple[tuple[str, str], ...]], ParsedList] = OrderedDict()
         self._plain: dict[str, ParsedList] = {}  # model -> its list with no pairs
+        # (model, path, pairs but offset and cursor) -> the Link maker of that list's pages
+        self._makers: OrderedDict[tuple[str, str, tuple[tuple[str, str], ...]], NextLinks] = OrderedDict()
 
     def listing(self, model: CompiledModel, request: Request) -> ParsedList:
         """The list `request` asks of `model`: kept (`ParsedList`), or parsed now (raising
@@ -182,13 +201,13 @@ class ParsedQueries:
         if not pairs:
             entry = self._plain.get(model.name)
             if entry is None:
-                entry = self._plain[model.name] = ParsedList(model.parse_list_query(pairs))
+                entry = self._plain[model.name] = ParsedList(model.parse_list_query(pairs), self)
             return entry
         key = (model.name, tuple(pairs))
         entries = self._parsed
         entry = entries.get(key)
         if entry is None:
-            entry = ParsedList(model.parse_list_query(pairs))
+            entry = ParsedList(model.parse_list_query(pairs), self)
             if len(entries) >= self.capacity:
                 entries.popitem(last=False)
             entries[key] = entry
@@ -205,6 +224,20 @@ class ParsedQueries:
         if len(request.target) > self.longest:
             return self.links_of(model, query, request).after(record)
         return self.listing(model, request).link_after(model, request, record)
+
+    def maker(self, model: CompiledModel, query: Query, request: Request) -> NextLinks:
+        """The `Link` maker of the pages of the list `request` asks of `model` (parsed as
+        `query`): kept per list whatever the page's `offset` or `cursor`, or made now."""
+        path = request.path
+        key = (model.name, path, tuple([pair for pair in request.query if pair[0] not in _PAGE_PARAMS]))
+        makers = self._makers
+        links = makers.get(key)
+        if links is None:
+            links = NextLinks(link_prefix(path, key[2]), model.name, query.sort, model.keys, model.id_field)
+            if len(makers) >= self.capacity:
+                makers.popitem(last=False)
+            makers[key] = links
+        return links
 
     @staticmethod
     def links_of(model: CompiledModel, query: Query, request: Request) -> NextLinks:
