@@ -32,7 +32,11 @@ servers' requests/s and CPU microseconds a request, the service's p50 and p99. T
 list >= 1.2, GET one >= 2.0. It also prints the service's RSS after the open and after the
 shapes (what the lists built: bucket orders, storage/buckets.py). `--code DIR` serves from
 another checkout (an export of an older commit), for a before/after on the same data.
-Each shape asks one URL over and over with no write between, so its lists are the app's kept
+Two more rows ask MANY targets (`VARIED_SHAPES`, a wrk Lua script each): a GET of an id at
+random, and a filter + sort page of an author and an offset at random. At 1,000,000 posts
+their records mostly miss the app's encoded records (65,536 kept) where the one-URL shapes
+always hit: the figure of clients reading many pages (bench/README.md, "Pages that miss the
+caches"). Each other shape asks one URL over and over with no write between, so its lists are the app's kept
 answers of the present (dbsvc/readcache.py `PresentPages`): the figure of a polled list.
 `--fresh` serves with SERVICE_LIST_CACHE_BYTES=0, so every list is made afresh, as a list
 asked right after a write or each new cursor of a walk is: the figure of a list of an
@@ -309,6 +313,30 @@ def matrix_shapes(port: int, records: int, as_of: int) -> list[tuple[str, str]]:
     ]
 
 
+# (label, wrk Lua script) of the matrix's rows over many targets (module docstring): RECORDS
+# is the seeded post count; the pages stay within an author's ~RECORDS/1,000 posts.
+VARIED_SHAPES = [
+    (
+        "GET one record, ids at random",
+        """
+request = function()
+  return wrk.format("GET", "/api/blog-post/" .. math.random(1, RECORDS))
+end
+""",
+    ),
+    (
+        "filter + sort, pages at random",
+        """
+pages = math.max(1, math.floor(RECORDS / 1000 / 20) - 1)
+request = function()
+  return wrk.format("GET", string.format("/api/blog-post?author_id=%d&sort=-score&limit=20&offset=%d",
+                                         math.random(1, 1000), 20 * math.random(0, pages - 1)))
+end
+""",
+    ),
+]
+
+
 def matrix_table(rows: list[tuple[str, dict]]) -> str:
     """The matrix as a Markdown table (bench/README.md takes it as printed)."""
     lines = [
@@ -381,6 +409,16 @@ def run_matrix(args: argparse.Namespace) -> int:
             figure = side_by_side(yardstick, (proc, url + path), args.rounds, args.duration, args.connections)
             rows.append((label, figure))
             print(f"  {label:32} {figure['ratio']:5.2f}  ({', '.join(f'{r:.2f}' for r in figure['ratios'])})  {path}")
+        with tempfile.TemporaryDirectory(prefix="dbsvc-matrix-lua-") as work:
+            for index, (label, lua) in enumerate(VARIED_SHAPES, start=len(shapes)):
+                if only is not None and str(index) not in only and label not in only:
+                    continue
+                script = Path(work) / f"varied-{index}.lua"
+                script.write_text(lua.replace("RECORDS", str(args.records)))
+                subject = (proc, url)
+                figure = side_by_side(yardstick, subject, args.rounds, args.duration, args.connections, str(script))
+                rows.append((label, figure))
+                print(f"  {label:32} {figure['ratio']:5.2f}  ({', '.join(f'{r:.2f}' for r in figure['ratios'])})")
         print(f"service RSS: {opened_rss:.0f} MB after the open, {rss_mb(proc.pid):.0f} MB after the shapes ({code})")
     finally:
         stop_server(bare)
