@@ -32,8 +32,8 @@ servers' requests/s and CPU microseconds a request, the service's p50 and p99. T
 list >= 1.2, GET one >= 2.0. It also prints the service's RSS after the open and after the
 shapes (what the lists built: bucket orders, storage/buckets.py). `--code DIR` serves from
 another checkout (an export of an older commit), for a before/after on the same data.
-Two more rows ask MANY targets (`VARIED_SHAPES`, a wrk Lua script each): a GET of an id at
-random, and a filter + sort page of an author and an offset at random. At 1,000,000 posts
+Two more rows ask MANY targets (`varied_shapes`, a wrk Lua script each): a GET of an id at
+random, and a page of 20 in id order at a cursor at random (5,000 cursors). At 1,000,000 posts
 their records mostly miss the app's encoded records (65,536 kept) where the one-URL shapes
 always hit: the figure of clients reading many pages (bench/README.md, "Pages that miss the
 caches"). Each other shape asks one URL over and over with no write between, so its lists are the app's kept
@@ -313,28 +313,26 @@ def matrix_shapes(port: int, records: int, as_of: int) -> list[tuple[str, str]]:
     ]
 
 
-# (label, wrk Lua script) of the matrix's rows over many targets (module docstring): RECORDS
-# is the seeded post count; the pages stay within an author's ~RECORDS/1,000 posts.
-VARIED_SHAPES = [
-    (
-        "GET one record, ids at random",
-        """
+def varied_shapes(records: int) -> list[tuple[str, str]]:
+    """(label, wrk Lua script) of the matrix's rows over many targets (module docstring): a
+    GET of an id at random, and a page of 20 in id order at one of 5,000 cursors made here
+    (ids at random: 100,000 records, more than the app's 65,536 encoded ones)."""
+    from dbsvc.operators import encode_cursor
+
+    rng = random.Random(36)
+    cursors = ",".join(f'"{encode_cursor("BlogPost", (), [], rng.randint(1, records))}"' for _ in range(5000))
+    get = f"""
 request = function()
-  return wrk.format("GET", "/api/blog-post/" .. math.random(1, RECORDS))
+  return wrk.format("GET", "/api/blog-post/" .. math.random(1, {records}))
 end
-""",
-    ),
-    (
-        "filter + sort, pages at random",
-        """
-pages = math.max(1, math.floor(RECORDS / 1000 / 20) - 1)
+"""
+    page = f"""
+cursors = {{{cursors}}}
 request = function()
-  return wrk.format("GET", string.format("/api/blog-post?author_id=%d&sort=-score&limit=20&offset=%d",
-                                         math.random(1, 1000), 20 * math.random(0, pages - 1)))
+  return wrk.format("GET", "/api/blog-post?limit=20&cursor=" .. cursors[math.random(1, #cursors)])
 end
-""",
-    ),
-]
+"""
+    return [("GET one record, ids at random", get), ("a page at a cursor at random", page)]
 
 
 def matrix_table(rows: list[tuple[str, dict]]) -> str:
@@ -410,11 +408,11 @@ def run_matrix(args: argparse.Namespace) -> int:
             rows.append((label, figure))
             print(f"  {label:32} {figure['ratio']:5.2f}  ({', '.join(f'{r:.2f}' for r in figure['ratios'])})  {path}")
         with tempfile.TemporaryDirectory(prefix="dbsvc-matrix-lua-") as work:
-            for index, (label, lua) in enumerate(VARIED_SHAPES, start=len(shapes)):
+            for index, (label, lua) in enumerate(varied_shapes(args.records), start=len(shapes)):
                 if only is not None and str(index) not in only and label not in only:
                     continue
                 script = Path(work) / f"varied-{index}.lua"
-                script.write_text(lua.replace("RECORDS", str(args.records)))
+                script.write_text(lua)
                 subject = (proc, url)
                 figure = side_by_side(yardstick, subject, args.rounds, args.duration, args.connections, str(script))
                 rows.append((label, figure))
