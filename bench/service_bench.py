@@ -33,7 +33,9 @@ list >= 1.2, GET one >= 2.0. It also prints the service's RSS after the open and
 shapes (what the lists built: bucket orders, storage/buckets.py). `--code DIR` serves from
 another checkout (an export of an older commit), for a before/after on the same data.
 Two more rows ask MANY targets (`varied_shapes`, a wrk Lua script each): a GET of an id at
-random, and a page of 20 in id order at a cursor at random (5,000 cursors). At 1,000,000 posts
+random, and a page of 20 in id order at a cursor at random (5,000 cursors), each after 10 s
+of warm-up alone (on a quiet host enough to fill the app's 65,536 encoded records; at a load
+of 20 it is not, and the row is then the cost of misses without evictions). At 1,000,000 posts
 their records mostly miss the app's encoded records (65,536 kept) where the one-URL shapes
 always hit: the figure of clients reading many pages (bench/README.md, "Pages that miss the
 caches"). Each other shape asks one URL over and over with no write between, so its lists are the app's kept
@@ -414,6 +416,9 @@ def run_matrix(args: argparse.Namespace) -> int:
                 script = Path(work) / f"varied-{index}.lua"
                 script.write_text(lua)
                 subject = (proc, url)
+                # Warm first: the row is meant at the caches' steady state (65,536 records
+                # cached, every miss evicting), which takes 65,536+ missed records to reach
+                measure(proc, url, duration=10, connections=args.connections, script=str(script))
                 figure = side_by_side(yardstick, subject, args.rounds, args.duration, args.connections, str(script))
                 rows.append((label, figure))
                 print(f"  {label:32} {figure['ratio']:5.2f}  ({', '.join(f'{r:.2f}' for r in figure['ratios'])})")
