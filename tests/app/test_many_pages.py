@@ -119,3 +119,13 @@ def test_link_makers_are_kept_at_most_capacity_the_oldest_dropped_first():
     assert queries.maker(NOTE, queries.listing(NOTE, again).query, again) is made[2]  # kept
     first = request(targets[0] + "&offset=20")
     assert queries.maker(NOTE, queries.listing(NOTE, first).query, first) is not made[0]  # dropped at 2
+
+
+def test_a_list_with_no_pairs_shares_its_link_maker_with_its_pages():
+    queries = ParsedQueries()
+    plain, page = request("/api/note"), request("/api/note?offset=20")
+    first = queries.listing(NOTE, plain)
+    assert first.link_after(NOTE, plain, note(1)) == composed(plain, (), note(1))
+    second = queries.listing(NOTE, page)
+    assert second.link_after(NOTE, page, note(2)) == composed(page, (), note(2))
+    assert second._links is first._links
