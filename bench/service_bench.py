@@ -32,7 +32,13 @@ servers' requests/s and CPU microseconds a request, the service's p50 and p99. T
 list >= 1.2, GET one >= 2.0. It also prints the service's RSS after the open and after the
 shapes (what the lists built: bucket orders, storage/buckets.py). `--code DIR` serves from
 another checkout (an export of an older commit), for a before/after on the same data.
-Each shape asks one URL over and over with no write between, so its lists are the app's kept
+Two more rows ask MANY targets (`varied_shapes`, a wrk Lua script each): a GET of an id at
+random, and a page of 20 in id order at a cursor at random (5,000 cursors), each after 10 s
+of warm-up alone (on a quiet host enough to fill the app's 65,536 encoded records; at a load
+of 20 it is not, and the row is then the cost of misses without evictions). At 1,000,000 posts
+their records mostly miss the app's encoded records (65,536 kept) where the one-URL shapes
+always hit: the figure of clients reading many pages (bench/README.md, "Pages that miss the
+caches"). Each other shape asks one URL over and over with no write between, so its lists are the app's kept
 answers of the present (dbsvc/readcache.py `PresentPages`): the figure of a polled list.
 `--fresh` serves with SERVICE_LIST_CACHE_BYTES=0, so every list is made afresh, as a list
 asked right after a write or each new cursor of a walk is: the figure of a list of an
@@ -309,6 +315,28 @@ def matrix_shapes(port: int, records: int, as_of: int) -> list[tuple[str, str]]:
     ]
 
 
+def varied_shapes(records: int) -> list[tuple[str, str]]:
+    """(label, wrk Lua script) of the matrix's rows over many targets (module docstring): a
+    GET of an id at random, and a page of 20 in id order at one of 5,000 cursors made here
+    (ids at random: 100,000 records, more than the app's 65,536 encoded ones)."""
+    from dbsvc.operators import encode_cursor
+
+    rng = random.Random(36)
+    cursors = ",".join(f'"{encode_cursor("BlogPost", (), [], rng.randint(1, records))}"' for _ in range(5000))
+    get = f"""
+request = function()
+  return wrk.format("GET", "/api/blog-post/" .. math.random(1, {records}))
+end
+"""
+    page = f"""
+cursors = {{{cursors}}}
+request = function()
+  return wrk.format("GET", "/api/blog-post?limit=20&cursor=" .. cursors[math.random(1, #cursors)])
+end
+"""
+    return [("GET one record, ids at random", get), ("a page at a cursor at random", page)]
+
+
 def matrix_table(rows: list[tuple[str, dict]]) -> str:
     """The matrix as a Markdown table (bench/README.md takes it as printed)."""
     lines = [
@@ -381,6 +409,19 @@ def run_matrix(args: argparse.Namespace) -> int:
             figure = side_by_side(yardstick, (proc, url + path), args.rounds, args.duration, args.connections)
             rows.append((label, figure))
             print(f"  {label:32} {figure['ratio']:5.2f}  ({', '.join(f'{r:.2f}' for r in figure['ratios'])})  {path}")
+        with tempfile.TemporaryDirectory(prefix="dbsvc-matrix-lua-") as work:
+            for index, (label, lua) in enumerate(varied_shapes(args.records), start=len(shapes)):
+                if only is not None and str(index) not in only and label not in only:
+                    continue
+                script = Path(work) / f"varied-{index}.lua"
+                script.write_text(lua)
+                subject = (proc, url)
+                # Warm first: the row is meant at the caches' steady state (65,536 records
+                # cached, every miss evicting), which takes 65,536+ missed records to reach
+                measure(proc, url, duration=10, connections=args.connections, script=str(script))
+                figure = side_by_side(yardstick, subject, args.rounds, args.duration, args.connections, str(script))
+                rows.append((label, figure))
+                print(f"  {label:32} {figure['ratio']:5.2f}  ({', '.join(f'{r:.2f}' for r in figure['ratios'])})")
         print(f"service RSS: {opened_rss:.0f} MB after the open, {rss_mb(proc.pid):.0f} MB after the shapes ({code})")
     finally:
         stop_server(bare)

@@ -6,15 +6,25 @@ each (dbsvc/app.py).
 
 Each is bounded in entries and in the size of what it keeps; none ever answers stale
 data (the rules are in each class's docstring). Imports runtime and http's Request type.
+
+Each drops its oldest entry from an `OrderedDict` (`popitem(last=False)`, O(1)), never
+from a plain dict by `next(iter(d))`: a dict leaves a deleted entry's slot empty in its
+entries array until it resizes, so after k deletions from its front `next(iter(d))` walks
+k empty slots. At 65,536 encoded records and a table larger than that (1,000,000 posts,
+pages asked at random), every miss evicted, and an eviction cost ~160 us where an encoding
+costs ~4 (bench/README.md, "Pages that miss the caches at 1,000,000 posts").
 """
 
 from __future__ import annotations
 
+from collections import OrderedDict
 from typing import Any
 
 from dbsvc.http.types import Request
 from dbsvc.operators import NextLinks, link_prefix
 from dbsvc.runtime import CompiledModel, Query, Record, json_bytes
+
+_PAGE_PARAMS = ("offset", "cursor")  # the pairs a list's pages differ by (operators.py `link_prefix`)
 
 
 class EncodedRecords:
@@ -37,12 +47,12 @@ class EncodedRecords:
     ) -> None:
         self.capacity = capacity
         self.largest = largest
-        self._entries: dict[str, dict[Any, tuple[Record, bytes]]] = {m.name: {} for m in models}
+        self._entries: dict[str, OrderedDict[Any, tuple[Record, bytes]]] = {m.name: OrderedDict() for m in models}
         # (model, projection) -> the same entries for that projection's JSON (`projected`)
-        self._projected: dict[tuple[str, str], dict[Any, tuple[Record, bytes]]] = {}
+        self._projected: dict[tuple[str, str], OrderedDict[Any, tuple[Record, bytes]]] = {}
         # the id()s of a page's record objects -> (those records, the page's joined JSON)
         self.pages, self.largest_page = pages, 65536
-        self._pages: dict[tuple[int, ...], tuple[tuple[Record, ...], bytes]] = {}
+        self._pages: OrderedDict[tuple[int, ...], tuple[tuple[Record, ...], bytes]] = OrderedDict()
 
     def encode(self, model: CompiledModel, record: Record, data: bytes | None = None) -> bytes:
         """`record`'s JSON, kept; `data`: that JSON when the caller has it (a write's record,
@@ -59,7 +69,7 @@ class EncodedRecords:
                 del entries[key]
             return data
         if entry is None and len(entries) >= self.capacity:
-            del entries[next(iter(entries))]
+            entries.popitem(last=False)
         entries[key] = (record, data)
         return data
 
@@ -85,7 +95,7 @@ class EncodedRecords:
         page = b",".join(parts)
         if len(page) <= self.largest_page:
             if len(self._pages) >= self.pages:
-                del self._pages[next(iter(self._pages))]
+                self._pages.popitem(last=False)
             self._pages[key] = (tuple(records), page)
         return page
 
@@ -95,7 +105,7 @@ class EncodedRecords:
         at most `capacity` entries per model and projection, none over `largest`. A list
         page with `projection=` otherwise encodes its 20 records on every request (issue
         36's list matrix, bench/README.md)."""
-        entries = self._projected.setdefault((model.name, projection), {})
+        entries = self._projected.setdefault((model.name, projection), OrderedDict())
         project, id_field = model.project[projection], model.id_field
         out = []
         for record in records:
@@ -109,7 +119,7 @@ class EncodedRecords:
                 entries.pop(key, None)
             else:
                 if entry is None and len(entries) >= self.capacity:
-                    del entries[next(iter(entries))]
+                    entries.popitem(last=False)
                 entries[key] = (record, data)
             out.append(data)
         return out
@@ -117,18 +127,21 @@ class EncodedRecords:
 
 class ParsedList:
     """One distinct list of one model: its parsed `Query`, and the maker of its next pages'
-    `Link` values (operators.py `NextLinks`), made on its first page that has a next one.
+    `Link` values (operators.py `NextLinks`), found on its first page that has a next one.
 
     Found by one lookup per list request (`ParsedQueries.listing`), where the query and the
     `Link` maker were two lookups, each keyed by a tuple of the pairs made and hashed
     afresh. A list's path is `/api/<kebab>` of its model, so the model and the pairs fix
     the text before the cursor too (the maker keeps the path it was made for, and a
-    request with another path gets a maker of its own)."""
+    request with another path gets a maker of its own). `makers`: the `ParsedQueries` that
+    keeps one maker for all the pages of a list (`ParsedQueries.maker`); without it, a
+    maker of its own."""
 
-    __slots__ = ("_links", "_path", "query")
+    __slots__ = ("_links", "_makers", "_path", "query")
 
-    def __init__(self, query: Query) -> None:
+    def __init__(self, query: Query, makers: ParsedQueries | None = None) -> None:
         self.query = query
+        self._makers = makers
         self._links: NextLinks | None = None
         self._path = ""
 
@@ -143,7 +156,12 @@ class ParsedList:
         by `request`."""
         links = self._links
         if links is None or self._path != request.path:
-            links = self._links = ParsedQueries.links_of(model, self.query, request)
+            makers = self._makers
+            if makers is None:
+                links = ParsedQueries.links_of(model, self.query, request)
+            else:
+                links = makers.maker(model, self.query, request)
+            self._links = links
             self._path = request.path
         return links.after(record)
 
@@ -161,15 +179,24 @@ class ParsedQueries:
     parsed without being kept, so a client sending distinct queries costs a bounded memory.
     A list with no pairs is kept apart, one per model (the schema declares finitely many),
     evicting nothing.
+
+    The `Link` makers are kept apart from the queries (`maker`), one per list whatever its
+    page: keyed by the path and the pairs but `offset` and `cursor`, which the text before
+    the cursor leaves out (operators.py `link_prefix`) and the sort does not depend on. A
+    client walking a list by its `Link`s asks a new target (a new cursor) on every page,
+    each a query parsed afresh; its maker, the query's pairs quoted again, is found. At
+    most `capacity` makers, the oldest dropped first.
     """
 
-    __slots__ = ("_parsed", "_plain", "capacity", "longest")
+    __slots__ = ("_makers", "_parsed", "_plain", "capacity", "longest")
 
     def __init__(self, capacity: int = 1024, longest: int = 512) -> None:
         self.capacity = capacity
         self.longest = longest
-        self._parsed: dict[tuple[str, tuple[tuple[str, str], ...]], ParsedList] = {}
+        self._parsed: OrderedDict[tuple[str, tuple[tuple[str, str], ...]], ParsedList] = OrderedDict()
         self._plain: dict[str, ParsedList] = {}  # model -> its list with no pairs
+        # (model, path, pairs but offset and cursor) -> the Link maker of that list's pages
+        self._makers: OrderedDict[tuple[str, str, tuple[tuple[str, str], ...]], NextLinks] = OrderedDict()
 
     def __len__(self) -> int:
         """Lists with pairs kept (at most `capacity`; the lists with no pairs are apart)."""
@@ -184,15 +211,15 @@ class ParsedQueries:
         if not pairs:
             entry = self._plain.get(model.name)
             if entry is None:
-                entry = self._plain[model.name] = ParsedList(model.parse_list_query(pairs))
+                entry = self._plain[model.name] = ParsedList(model.parse_list_query(pairs), self)
             return entry
         key = (model.name, tuple(pairs))
         entries = self._parsed
         entry = entries.get(key)
         if entry is None:
-            entry = ParsedList(model.parse_list_query(pairs))
+            entry = ParsedList(model.parse_list_query(pairs), self)
             if len(entries) >= self.capacity:
-                del entries[next(iter(entries))]
+                entries.popitem(last=False)
             entries[key] = entry
         return entry
 
@@ -207,6 +234,20 @@ class ParsedQueries:
         if len(request.target) > self.longest:
             return self.links_of(model, query, request).after(record)
         return self.listing(model, request).link_after(model, request, record)
+
+    def maker(self, model: CompiledModel, query: Query, request: Request) -> NextLinks:
+        """The `Link` maker of the pages of the list `request` asks of `model` (parsed as
+        `query`): kept per list whatever the page's `offset` or `cursor`, or made now."""
+        path = request.path
+        key = (model.name, path, tuple([pair for pair in request.query if pair[0] not in _PAGE_PARAMS]))
+        makers = self._makers
+        links = makers.get(key)
+        if links is None:
+            links = NextLinks(link_prefix(path, key[2]), model.name, query.sort, model.keys, model.id_field)
+            if len(makers) >= self.capacity:
+                makers.popitem(last=False)
+            makers[key] = links
+        return links
 
     @staticmethod
     def links_of(model: CompiledModel, query: Query, request: Request) -> NextLinks:
@@ -242,7 +283,9 @@ class PastPages:
         self.capacity = capacity
         self.largest = largest
         self.longest = longest
-        self._entries: dict[tuple[str, tuple[tuple[str, str], ...]], tuple[Any, str, bytes, tuple]] = {}
+        self._entries: OrderedDict[tuple[str, tuple[tuple[str, str], ...]], tuple[Any, str, bytes, tuple]] = (
+            OrderedDict()
+        )
 
     def __len__(self) -> int:
         """Answers kept (at most `capacity`)."""
@@ -261,7 +304,7 @@ class PastPages:
             return
         entries, key = self._entries, (model.name, tuple(request.query))
         if key not in entries and len(entries) >= self.capacity:
-            del entries[next(iter(entries))]
+            entries.popitem(last=False)
         entries[key] = (store, store.epoch, body, tuple(headers))
 
 
@@ -300,7 +343,7 @@ class PresentPages:
         self.budget = budget
         self.longest = longest
         self.kept_bytes = 0  # bodies and links held: at most `budget`
-        self._entries: dict[tuple[str, tuple[tuple[str, str], ...]], tuple[Any, ...]] = {}
+        self._entries: OrderedDict[tuple[str, tuple[tuple[str, str], ...]], tuple[Any, ...]] = OrderedDict()
 
     def __len__(self) -> int:
         return len(self._entries)

@@ -1,0 +1,95 @@
+"""Application.__call__ in process over MANY targets at 1,000,000 posts: the caches in their
+steady state (full, every miss evicting), where list_inprocess.py and page_steps.py ask one
+target whose records are always cached.
+
+    python bench/varied_pages.py CODE DATA
+    ONLY=random python bench/varied_pages.py /tmp/old-tree /tmp/copy-of-1m
+
+CODE is the checkout to import (run two at once, each on its own copy of DATA, for a
+before/after: this host's speed drifts); DATA a tenant seeded by `service_bench.py --matrix
+--records 1000000 --data DATA`, opened read-only; the app keeps no list answers
+(`list_cache_bytes=0`), the GC is set as a server sets it (service.py `settle_heap`). For
+each row: a warm pass over N targets made at random, then 3 rounds of N new ones; the best
+round's CPU a request (`time.thread_time`) and the process's RSS after it are printed.
+bench/README.md, "Pages that miss the caches at 1,000,000 posts", has the figures.
+"""
+
+import gc
+import os
+import random
+import sys
+import time
+
+CODE, DATA = sys.argv[1], sys.argv[2]
+sys.path[:0] = [CODE, CODE + "/bench"]
+from dbsvc.app import Application  # noqa: E402
+from dbsvc.compiler import compile_schema  # noqa: E402
+from dbsvc.http.message import split_target  # noqa: E402
+from dbsvc.http.types import Request  # noqa: E402
+from dbsvc.realtime.broker import Broker  # noqa: E402
+from dbsvc.schema import load_schema  # noqa: E402
+from dbsvc.storage import Store  # noqa: E402
+
+RECORDS = 1_000_000
+rng = random.Random(7)
+ROWS = [  # (label, N, a target made at random)
+    ("GET one (the same id)", 20000, lambda: "/api/blog-post/500000"),
+    ("GET an id at random", 100000, lambda: f"/api/blog-post/{rng.randint(1, RECORDS)}"),
+    ("filter + sort (the same page)", 3000, lambda: "/api/blog-post?author_id=7&sort=-score&limit=20"),
+    (
+        "filter + sort, author and offset at random",
+        6000,
+        lambda: (
+            f"/api/blog-post?author_id={rng.randint(1, 1000)}&sort=-score&limit=20&offset={20 * rng.randint(0, 40)}"
+        ),
+    ),
+    (
+        "sort only, offset at random",
+        6000,
+        lambda: f"/api/blog-post?sort=-score&limit=20&offset={20 * rng.randint(0, 50)}",
+    ),
+    ("limit=20, offset at random", 6000, lambda: f"/api/blog-post?limit=20&offset={20 * rng.randint(0, 5000)}"),
+]
+
+
+def rss_mb() -> int:
+    with open("/proc/self/status") as status:
+        return next(int(line.split()[1]) // 1024 for line in status if line.startswith("VmRSS"))
+
+
+def request(target: str) -> Request:
+    path, pairs = split_target(target)
+    return Request("GET", target, path, pairs, [])
+
+
+def main() -> None:
+    module = compile_schema(load_schema(CODE + "/schemas/blog.dbs"))
+    started = time.perf_counter()
+    store = Store.open(os.path.join(DATA, "default"), module.MODELS, module.DESCRIPTION, readonly=True)
+    print(f"{CODE}: open {time.perf_counter() - started:.1f} s, RSS {rss_mb()} MB", flush=True)
+    app = Application(module, store, Broker(store, module.BY_NAME, 64), list_cache_bytes=0)
+    gc.freeze()
+    gc.set_threshold(2_000, 10, 100)
+    only = os.environ.get("ONLY")
+    for label, n, make in ROWS:
+        if only and only not in label:
+            continue
+        rng.seed(7)
+        warm = [request(make()) for _ in range(n)]
+        rng.seed(11)
+        rounds = [[request(make()) for _ in range(n)] for _ in range(3)]
+        for r in warm:
+            assert app(r).status == 200, r.target
+        spent = []
+        for targets in rounds:
+            start = time.thread_time()
+            for r in targets:
+                app(r)
+            spent.append((time.thread_time() - start) / n * 1e6)
+        each = " ".join(f"{s:.1f}" for s in spent)
+        print(f"{label:44} {min(spent):8.1f} us  (rounds {each})  RSS {rss_mb()} MB", flush=True)
+    store.close()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,131 @@
+"""The read path's caches when clients ask many pages of a table larger than they are
+(issue 36 item 2 at 1,000,000 posts; bench/README.md, "Pages that miss the caches").
+
+- Every miss evicts, so an eviction must cost about what an insertion does: a plain dict's
+  `next(iter(d))` after many deletions from its front walked every empty slot before the
+  first live one (~160 us an eviction at 65,536 entries once the dict had resized, against
+  ~1 us to encode a small record; readcache.py's module docstring). The bound is CPU time
+  (`time.thread_time`) with a wide margin: 120,000 evictions (past the dict's first resize,
+  where the walk is longest) cost over six seconds of CPU before, under half a second now.
+- The pages of one list share one `Link` maker (readcache.py `ParsedQueries.maker`): a
+  walk by `offset` or by the `Link`'s cursor asks a new target on every page, and each
+  page's `Link` is still the text composed from its prefix and cursor.
+
+Fixture-free, in process."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from dbsvc.compiler import compile_schema
+from dbsvc.http.message import split_target
+from dbsvc.http.types import Request
+from dbsvc.operators import encode_cursor, link_prefix, next_link
+from dbsvc.readcache import EncodedRecords, ParsedQueries
+from dbsvc.schema import parse_schema
+
+MODULE = compile_schema(
+    parse_schema(
+        """
+model Note {
+  id    int   @id
+  title str   @filter @sort
+  score float @sort
+  @projection(card, id)
+}
+""",
+        "pages.dbs",
+    )
+)
+NOTE = MODULE.BY_NAME["Note"]
+EVICTIONS = 120_000
+
+
+def cpu_seconds(run) -> float:  # noqa: ANN001 (a callable)
+    start = time.thread_time()
+    run()
+    return time.thread_time() - start
+
+
+def note(id_: int, title: str = "t", score: float = 1.5) -> dict:
+    return {"id": id_, "title": title, "score": score}
+
+
+def request(target: str) -> Request:
+    path, pairs = split_target(target)
+    return Request("GET", target, path, pairs, [])
+
+
+def composed(request: Request, sort, record: dict) -> str:  # noqa: ANN001 (the query's sort)
+    """The `Link` value as app.py composed it before any maker was kept (commit ea2962a)."""
+    keys = [NOTE.keys[f](record[f]) for f, _desc in sort]
+    return next_link(link_prefix(request.path, request.query), encode_cursor(NOTE.name, sort, keys, record["id"]))
+
+
+# -- evictions -----------------------------------------------------------------------------
+
+
+def test_encoded_records_evict_in_constant_time_when_full():
+    cache = EncodedRecords([NOTE])  # the default capacity, 65,536
+    for id_ in range(cache.capacity):
+        cache.encode(NOTE, note(id_))
+    records = [note(cache.capacity + i) for i in range(EVICTIONS)]
+    spent = cpu_seconds(lambda: [cache.encode(NOTE, record) for record in records])
+    assert spent < 3.0, f"{EVICTIONS} evictions took {spent:.2f} s of CPU"
+    last = records[-1]
+    assert cache.encode(NOTE, last) == b'{"id":%d,"title":"t","score":1.5}' % last["id"]
+
+
+@pytest.mark.slow  # the same eviction as `encode`'s: another second of CPU
+def test_projected_records_evict_in_constant_time_when_full():
+    cache = EncodedRecords([NOTE])
+    cache.projected(NOTE, "card", [note(id_) for id_ in range(cache.capacity)])
+    records = [note(cache.capacity + i) for i in range(EVICTIONS)]
+    spent = cpu_seconds(lambda: cache.projected(NOTE, "card", records))
+    assert spent < 3.0, f"{EVICTIONS} evictions took {spent:.2f} s of CPU"
+
+
+# -- one Link maker for all the pages of a list --------------------------------------------
+
+
+def test_the_pages_of_a_list_share_one_link_maker_and_say_the_composed_link():
+    queries = ParsedQueries()
+    base = "/api/note?title=a%20b&sort=-score,title&limit=2"
+    cursor = encode_cursor(NOTE.name, (("score", True), ("title", False)), [2.5, "x"], 3)
+    pages = [base, base + "&offset=2", base + "&offset=4", f"{base}&cursor={cursor}", f"/api/note?offset=6&{base[10:]}"]
+    makers = []
+    for i, target in enumerate(pages):
+        asked = request(target)
+        listing = queries.listing(NOTE, asked)
+        record = note(10 + i, "x", 0.5 * i)
+        assert listing.link_after(NOTE, asked, record) == composed(asked, listing.query.sort, record)
+        makers.append(listing._links)
+    assert all(maker is makers[0] for maker in makers)
+    other = request("/api/note?title=a%20c&sort=-score,title&limit=2")  # another list: its own
+    assert queries.listing(NOTE, other).link_after(NOTE, other, note(1)) == composed(
+        other, ((("score", True), ("title", False))), note(1)
+    )
+    assert queries.listing(NOTE, other)._links is not makers[0]
+
+
+def test_link_makers_are_kept_at_most_capacity_the_oldest_dropped_first():
+    queries = ParsedQueries(capacity=2)
+    targets = [f"/api/note?title=t{i}&sort=score" for i in range(3)]
+    made = [queries.maker(NOTE, queries.listing(NOTE, request(t)).query, request(t)) for t in targets]
+    assert len({id(m) for m in made}) == 3
+    again = request(targets[2] + "&offset=20")
+    assert queries.maker(NOTE, queries.listing(NOTE, again).query, again) is made[2]  # kept
+    first = request(targets[0] + "&offset=20")
+    assert queries.maker(NOTE, queries.listing(NOTE, first).query, first) is not made[0]  # dropped at 2
+
+
+def test_a_list_with_no_pairs_shares_its_link_maker_with_its_pages():
+    queries = ParsedQueries()
+    plain, page = request("/api/note"), request("/api/note?offset=20")
+    first = queries.listing(NOTE, plain)
+    assert first.link_after(NOTE, plain, note(1)) == composed(plain, (), note(1))
+    second = queries.listing(NOTE, page)
+    assert second.link_after(NOTE, page, note(2)) == composed(page, (), note(2))
+    assert second._links is first._links
