@@ -28,7 +28,8 @@ the array is that text with each NUL made a comma and the object is the model's 
 an object (a `json` field) holds NULs of its own, so the split finds more parts than fields:
 then, and for a dict that is not in the record form, the object is encoded on its own.
 Either way the bytes are `pack(values)` and `compact_json(record)`'s, byte for byte
-(tests/storage/test_storage_shared_encoding.py).
+(tests/storage/test_storage_shared_encoding.py). A write itself keeps the parts (`pack_parts`):
+its log payload is its model's template filled with them (events.py `payload_templates`).
 """
 
 from __future__ import annotations
@@ -135,7 +136,7 @@ def pack_parts(fields: tuple[str, ...], record: dict[str, Any], values: Values) 
     """`pack(values)`, and the compact JSON text of each value when `record` is in the record
     form of `fields` and no value is a list or an object (module docstring): the record's
     JSON is then `layout(fields) % tuple(parts)`, and a log payload's template takes the
-    parts as they are (events.py `PayloadTemplates`). None: encode the record on its own."""
+    parts as they are (events.py `payload_templates`). None: encode the record on its own."""
     if _SPLIT is None or not in_form(fields, record):
         return pack(values), None
     try:

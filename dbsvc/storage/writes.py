@@ -19,10 +19,13 @@ Rules (store.py rules 1-2 hold here):
    epoch (epoch.py), which a compaction replaces whole; `epoch_of` is read at each write.
 4. Past the compactor's size rule a write asks it to run (compactor.py), and while one runs
    each write notes its id in the compaction's cut.
-5. A record is encoded once per write: its stored form and its JSON come from one encoding
-   (rows.py `pack_shown`), the JSON goes into the log payload, and `written_json` hands the
-   same bytes to the application for a PUT's or PATCH's response; an update's previous
-   record's JSON reuses the texts of the values it left alone (`pack_update`).
+5. A record is encoded once per write: rows.py `pack_parts` gives its stored form and the
+   JSON text of each value, and the log payload is the model's template filled with those
+   texts (events.py `payload_templates`; an update's previous record's texts reuse the
+   new record's for the values it left alone, `previous_parts`). `written_json` hands the
+   record's JSON to the application for a PUT's or PATCH's response, made from the same
+   texts when asked. A record not in its form, or holding a list or an object, is encoded
+   whole, as `event_payload` does.
 6. `insert_then`, `replace_then`, `delete_then` are `apply_*` with a completion callback:
    no future is made, and `done(error)` is called once the write is durable (None) or
    failed (`Unavailable`), a committed group's callbacks in one loop callback (commit.py,
