@@ -108,3 +108,19 @@ def test_templates_agree_with_event_payload_on_any_values(id_, old, new):
     assert _fill(insert, 1, 2, id_, *parts) == event_payload(EventKind.INSERT, "Post", 1, 2, id_, record)
     filled = _fill(update, 3, 4, id_, *parts, *previous_parts(parts, old, new))
     assert filled == event_payload(EventKind.UPDATE, "Post", 3, 4, id_, record, previous)
+
+
+def test_previous_parts_takes_the_new_record_s_text_itself_for_a_value_left_alone():
+    big = 2**40 + 7
+    old = (1, "".join(["sa", "me"]), float("1.5"), int(str(big)), None)  # equal, not the same objects
+    new = (1, "same", 1.5, big, None)
+    _stored, parts = pack_parts(FIELDS, dict(zip(FIELDS, new)), new)
+    assert parts is not None
+    reused = previous_parts(parts, old, new)
+    assert [reused[i] is parts[i] for i in range(5)] == [True, True, False, True, True]  # the float is encoded again
+
+
+def test_pack_parts_refuses_what_pack_refuses():
+    values = (1, "x", float("nan"), None, True)
+    with pytest.raises(ValueError):
+        pack_parts(FIELDS, dict(zip(FIELDS, values)), values)
