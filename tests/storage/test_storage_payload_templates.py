@@ -52,8 +52,8 @@ def test_an_update_s_template_filled_is_event_payload_byte_for_byte(old, new):
     previous, record = dict(zip(FIELDS, old)), dict(zip(FIELDS, new))
     _stored, parts = pack_parts(FIELDS, record, new)
     assert parts is not None
-    _insert, update = payload_templates("Post", FIELDS)
-    expected = event_payload(EventKind.UPDATE, "Post", 7, 3, old[0], record, previous)
+    _insert, update = payload_templates("Odd%sPost", FIELDS)
+    expected = event_payload(EventKind.UPDATE, "Odd%sPost", 7, 3, old[0], record, previous)
     assert _fill(update, 7, 3, old[0], *parts, *previous_parts(parts, old, new)) == expected
 
 
