@@ -77,8 +77,8 @@ class Constraints:
                     ]
                 )
             record = dict(record)
-            record[m.id_field] = id_ = table.max_id + 1
-        if id_ in table.live:
+            record[m.id_field] = id_ = table.max_id + 1  # past every id ever used: never live
+        elif id_ in table.live:
             raise UniqueViolation(f"{m.id_field} {id_!r} is already used by {m.kebab} {id_!r}", field=m.id_field)
         values = m.row(record)
         self._check_unique(table, values, record)

@@ -45,6 +45,7 @@ from typing import Any, NamedTuple
 from dbsvc.errors import PayloadTooLarge
 from dbsvc.runtime import compact_json
 from dbsvc.storage.logfile import encode_frame
+from dbsvc.storage.rows import layout
 
 HEAD_RESERVE = 1024  # bytes of an update's payload besides its two records (docstring)
 LARGEST_COUNTER = 2**64 - 1  # the widest offset and watermark a head can show (u64)
@@ -126,7 +127,7 @@ def event_payload(
     the stored form, storage/rows.py `pack_shown`, `pack_update`)."""
     if record_text is None:
         record_text = compact_json(record)
-    shown = id_ if type(id_) is int else compact_json(id_)
+    shown = id_text(id_)
     if kind is EventKind.UPDATE:
         tail = f',"previous":{compact_json(previous) if previous_text is None else previous_text}}}'
     else:
@@ -136,6 +137,23 @@ def event_payload(
     return (f'{_head(kind, model)}{offset},"watermark":{watermark},"id":{shown},"record":{record_text}{tail}').encode(
         "utf-8"
     )
+
+
+def payload_templates(model: str, fields: tuple[str, ...]) -> tuple[str, str]:
+    """The payloads of an insert and of an update of `model` as %-templates: the offset, the
+    watermark, the id's text, then the text of each of `fields`' values (rows.py
+    `pack_parts`), and for an update those of the record it replaces. One `%` fills a
+    write's payload from the texts its record's one encoding made, the bytes of
+    `event_payload`'s: a writer makes them once per model (writes.py)."""
+    record = layout(fields)
+    insert = _head(EventKind.INSERT, model).replace("%", "%%") + '%s,"watermark":%s,"id":%s,"record":' + record
+    update = _head(EventKind.UPDATE, model).replace("%", "%%") + '%s,"watermark":%s,"id":%s,"record":' + record
+    return insert + "}", update + ',"previous":' + record + "}"
+
+
+def id_text(id_: Any) -> Any:
+    """What a payload shows of a record id: an int as it is (its text), anything else as JSON."""
+    return id_ if type(id_) is int else compact_json(id_)
 
 
 def batch_mark(first: int, last: int) -> str:
@@ -244,6 +262,12 @@ def write_payload(
     payload = event_payload(*event, record_text=record_text, previous_text=previous_text)
     if event.kind is EventKind.DELETE and len(payload) > room:
         payload = fitted_delete_payload(event, id_field, room)
+    return check_payload(event, payload, room, record_text)
+
+
+def check_payload(event: ChangeEvent, payload: bytes, room: int, record_text: str | None = None) -> bytes:
+    """`payload`, the payload of `event`, unless `size_refusal` refuses it within `room`
+    bytes (raised). Only a large payload is measured."""
     if 2 * len(payload) + HEAD_RESERVE > room:
         refusal = size_refusal(event.kind, event.model, event.id, event.record, len(payload), room, record_text)
         if refusal is not None:

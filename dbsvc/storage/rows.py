@@ -28,7 +28,8 @@ the array is that text with each NUL made a comma and the object is the model's 
 an object (a `json` field) holds NULs of its own, so the split finds more parts than fields:
 then, and for a dict that is not in the record form, the object is encoded on its own.
 Either way the bytes are `pack(values)` and `compact_json(record)`'s, byte for byte
-(tests/storage/test_storage_shared_encoding.py).
+(tests/storage/test_storage_shared_encoding.py). A write itself keeps the parts (`pack_parts`):
+its log payload is its model's template filled with them (events.py `payload_templates`).
 """
 
 from __future__ import annotations
@@ -98,41 +99,52 @@ def layout(fields: tuple[str, ...]) -> str:
 def pack_shown(fields: tuple[str, ...], record: dict[str, Any], values: Values) -> tuple[Stored, str]:
     """`pack(values)` and `compact_json(record)`, `values` being `record`'s values in the
     order of `fields`, from one encoding where it can (module docstring)."""
-    stored, text, _parts = _pack_parts(fields, record, values)
-    return stored, text
+    stored, parts = pack_parts(fields, record, values)
+    return stored, compact_json(record) if parts is None else layout(fields) % tuple(parts)
 
 
 def pack_update(
     fields: tuple[str, ...], record: dict[str, Any], values: Values, previous: dict[str, Any], was: Values
 ) -> tuple[Stored, str, str]:
     """`pack_shown` of an update's new record, and `compact_json(previous)` of the record it
-    replaces (`was` its values): a value the update left alone has the text the new record's
-    encoding gave it, so only the changed values are encoded again (a PATCH of one field
-    encodes that field's old value, not the whole old record)."""
-    stored, text, parts = _pack_parts(fields, record, values)
-    if parts is None or len(previous) != len(fields) or tuple(previous) != fields:
-        return stored, text, compact_json(previous)
-    # The same text: the same object, or an equal str or int (an equal float may not be:
-    # 0.0 == -0.0; nor an equal value of another type: 1 == 1.0 == True).
-    old = [
+    replaces (`was` its values), the latter from `previous_parts`."""
+    stored, parts = pack_parts(fields, record, values)
+    if parts is None or not in_form(fields, previous):
+        return stored, compact_json(record) if parts is None else layout(fields) % tuple(parts), compact_json(previous)
+    return stored, layout(fields) % tuple(parts), layout(fields) % tuple(previous_parts(parts, was, values))
+
+
+def in_form(fields: tuple[str, ...], record: dict[str, Any]) -> bool:
+    """Whether `record` is in the record form of `fields`: those keys, in that order."""
+    return len(record) == len(fields) and tuple(record) == fields
+
+
+def previous_parts(parts: list[str], was: Values, values: Values) -> list[str]:
+    """The text of each of `was`, the values an update replaces, given `parts`, the texts of
+    its new `values`: a value the update left alone has the text the new record's encoding
+    gave it, so only the changed values are encoded again (a PATCH of one field encodes
+    that field's old value, not the whole old record). The same text: the same object, or
+    an equal str or int (an equal float may not be: 0.0 == -0.0; nor an equal value of
+    another type: 1 == 1.0 == True)."""
+    return [
         part if a is b or (type(a) is type(b) and (type(a) is str or type(a) is int) and a == b) else compact_json(a)
         for part, a, b in zip(parts, was, values)
     ]
-    return stored, text, layout(fields) % tuple(old)
 
 
-def _pack_parts(
-    fields: tuple[str, ...], record: dict[str, Any], values: Values
-) -> tuple[Stored, str, list[str] | None]:
-    """`pack_shown`, and the text of each value when the record's JSON was made from them."""
-    if _SPLIT is None or len(record) != len(fields) or tuple(record) != fields:
-        return pack(values), compact_json(record), None
+def pack_parts(fields: tuple[str, ...], record: dict[str, Any], values: Values) -> tuple[Stored, list[str] | None]:
+    """`pack(values)`, and the compact JSON text of each value when `record` is in the record
+    form of `fields` and no value is a list or an object (module docstring): the record's
+    JSON is then `layout(fields) % tuple(parts)`, and a log payload's template takes the
+    parts as they are (events.py `payload_templates`). None: encode the record on its own."""
+    if _SPLIT is None or not in_form(fields, record):
+        return pack(values), None
     try:
         text = "".join(_SPLIT(values, 0))
     except (TypeError, ValueError):  # not JSON: `pack` raises as it always did
-        return pack(values), compact_json(record), None
+        return pack(values), None
     parts = text[1:-1].split("\0")
     stored = text.replace("\0", ",").encode("utf-8", "surrogatepass")
     if len(parts) != len(fields):  # a list or an object among the values
-        return stored, compact_json(record), None
-    return stored, layout(fields) % tuple(parts), parts
+        return stored, None
+    return stored, parts

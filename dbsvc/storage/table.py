@@ -83,7 +83,7 @@ from itertools import chain, count
 from operator import itemgetter
 from typing import Any
 
-from dbsvc.runtime import CompiledModel
+from dbsvc.runtime import CompiledModel, identity
 from dbsvc.storage.buckets import BucketOrders
 from dbsvc.storage.hashes import FilterIndex, HashIndex, OrderedFilter, UniqueFilter
 from dbsvc.storage.idmap import LiveMap, pick, records_of
@@ -126,6 +126,7 @@ class Table:
         "_plan_ordered",
         "_plan_refs",
         "_plan_unique",
+        "_steps",
         "base_ids",
         "buckets",
         "columns",
@@ -213,6 +214,13 @@ class Table:
         self._plan_hash = tuple((at[f], keys[f], index) for f, index in self.hashes.items())
         self._plan_ordered = tuple((at[f], keys[f], index) for f, index in self.ordered.items())
         self._plan_refs = tuple((at[f], counts) for f, counts in self.refs.items())
+        # A write's steps into the hash and ordered indexes, bound once: (position, key
+        # function or None where the key is the value itself, the index's add, its remove).
+        # No attribute is looked up and no identity function called per write.
+        self._steps = tuple(
+            (pos, None if kf is identity else kf, index.add, index.remove)
+            for pos, kf, index in (*self._plan_hash, *self._plan_ordered)
+        )
 
     @property
     def index_plan(self) -> tuple[tuple[Any, ...], ...]:
@@ -360,10 +368,8 @@ class Table:
             v = r[pos]
             if v is not None:
                 index[kf(v)] = id_
-        for pos, kf, hindex in self._plan_hash:
-            hindex.add(kf(r[pos]), id_)
-        for pos, kf, sindex in self._plan_ordered:
-            sindex.add(kf(r[pos]), id_)
+        for pos, key, add, _remove in self._steps:
+            add(r[pos] if key is None else key(r[pos]), id_)
         for pos, counts in self._plan_refs:
             v = r[pos]
             if v is not None:
@@ -383,10 +389,8 @@ class Table:
             v = r[pos]
             if v is not None:
                 del index[kf(v)]
-        for pos, kf, hindex in self._plan_hash:
-            hindex.remove(kf(r[pos]), id_)
-        for pos, kf, sindex in self._plan_ordered:
-            sindex.remove(kf(r[pos]), id_)
+        for pos, key, _add, remove in self._steps:
+            remove(r[pos] if key is None else key(r[pos]), id_)
         for pos, counts in self._plan_refs:
             v = r[pos]
             if v is not None:
@@ -409,9 +413,12 @@ class Table:
         for (id_, _record, _previous), offset in zip(rows[len(rows) - len(offsets) :], offsets):
             versions.set(id_, offset)
 
-    def insert(self, values: Values, stored: Stored | None = None) -> Stored:
+    def insert(
+        self, values: Values, stored: Stored | None = None, record: dict | None = None, offset: int = 0
+    ) -> Stored:
         """Store a new record from its values (`stored`: their packed form, when the caller
-        made it, rows.py `pack_shown`); returns its stored form."""
+        made it, rows.py `pack_parts`); returns its stored form. A write's apply gives its
+        `record` (`prime`d) and its `offset` (`stamp`ed) in the same call."""
         id_ = values[self.id_position]
         if stored is None:
             stored = pack(values)
@@ -422,6 +429,10 @@ class Table:
         self.prior.append(0)
         if type(id_) is int and id_ > self.max_id:
             self.max_id = id_
+        if offset:
+            self.versions.set(id_, offset)
+        if record is not None:
+            self.dicts.remember(id_, stored, record)
         return stored
 
     def insert_many(self, batch: list[Values]) -> None:
@@ -482,16 +493,13 @@ class Table:
                     del index[was]
                 if now is not None:
                     index[now] = id_
-        for pos, kf, hindex in self._plan_hash:
-            was, now = kf(old[pos]), kf(new[pos])
+        for pos, key, add, remove in self._steps:
+            was, now = old[pos], new[pos]
+            if key is not None:
+                was, now = key(was), key(now)
             if was != now:
-                hindex.remove(was, id_)
-                hindex.add(now, id_)
-        for pos, kf, sindex in self._plan_ordered:
-            was, now = kf(old[pos]), kf(new[pos])
-            if was != now:
-                sindex.remove(was, id_)
-                sindex.add(now, id_)
+                remove(was, id_)
+                add(now, id_)
         for pos, counts in self._plan_refs:
             a, b = old[pos], new[pos]
             if a != b:
@@ -505,11 +513,17 @@ class Table:
             self.buckets.swap(id_, old, new)
 
     def replace(
-        self, previous: Stored, values: Values, was: Values | None = None, stored: Stored | None = None
+        self,
+        previous: Stored,
+        values: Values,
+        was: Values | None = None,
+        stored: Stored | None = None,
+        record: dict | None = None,
+        offset: int = 0,
     ) -> Stored:
         """Store a new version of a live record (`previous` its stored form now, `was` its
-        values when the caller has them) from its values (`stored`: packed, as `insert`
-        takes them); returns the new stored form."""
+        values when the caller has them) from its values (`stored`, `record`, `offset`: as
+        `insert` takes them); returns the new stored form."""
         id_ = values[self.id_position]
         if stored is None:
             stored = pack(values)
@@ -518,6 +532,10 @@ class Table:
         self.live[id_] = stored
         self.rows.append((id_, stored, previous))
         self.prior.append(self.versions.get(id_))
+        if offset:
+            self.versions.set(id_, offset)
+        if record is not None:
+            self.dicts.remember(id_, stored, record)
         return stored
 
     def delete(self, id_: Any, previous: Stored) -> None:

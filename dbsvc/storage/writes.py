@@ -19,10 +19,13 @@ Rules (store.py rules 1-2 hold here):
    epoch (epoch.py), which a compaction replaces whole; `epoch_of` is read at each write.
 4. Past the compactor's size rule a write asks it to run (compactor.py), and while one runs
    each write notes its id in the compaction's cut.
-5. A record is encoded once per write: its stored form and its JSON come from one encoding
-   (rows.py `pack_shown`), the JSON goes into the log payload, and `written_json` hands the
-   same bytes to the application for a PUT's or PATCH's response; an update's previous
-   record's JSON reuses the texts of the values it left alone (`pack_update`).
+5. A record is encoded once per write: rows.py `pack_parts` gives its stored form and the
+   JSON text of each value, and the log payload is the model's template filled with those
+   texts (events.py `payload_templates`; an update's previous record's texts reuse the
+   new record's for the values it left alone, `previous_parts`). `written_json` hands the
+   record's JSON to the application for a PUT's or PATCH's response, made from the same
+   texts when asked. A record not in its form, or holding a list or an object, is encoded
+   whole, as `event_payload` does.
 6. `insert_then`, `replace_then`, `delete_then` are `apply_*` with a completion callback:
    no future is made, and `done(error)` is called once the write is durable (None) or
    failed (`Unavailable`), a committed group's callbacks in one loop callback (commit.py,
@@ -38,6 +41,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from dbsvc.errors import Unavailable
+from dbsvc.runtime import compact_json
 from dbsvc.storage import batch, recovery
 from dbsvc.storage.batchwrite import BatchWrite
 from dbsvc.storage.changes import ChangeStream
@@ -45,10 +49,18 @@ from dbsvc.storage.commit import CommitQueue, Done
 from dbsvc.storage.compactor import Compactor
 from dbsvc.storage.constraints import Constraints
 from dbsvc.storage.epoch import Epoch
-from dbsvc.storage.events import ChangeEvent, EventKind, write_event, write_payload
+from dbsvc.storage.events import (
+    ChangeEvent,
+    EventKind,
+    check_payload,
+    id_text,
+    payload_templates,
+    write_event,
+    write_payload,
+)
 from dbsvc.storage.logfile import encode_frame
 from dbsvc.storage.logwriter import LogWriter, WriteHealth, WriteState
-from dbsvc.storage.rows import pack_shown, pack_update
+from dbsvc.storage.rows import in_form, layout, pack_parts, previous_parts
 from dbsvc.storage.table import Table
 
 __all__ = ["WritePath"]
@@ -75,7 +87,10 @@ class WritePath:
         self._constraints = Constraints(tables)
         self._epoch_of = self.epoch_of = epoch_of  # epoch_of: for batchwrite.py's checkpoints
         self._changes = changes
-        self._written: tuple[dict[str, Any], str] | None = None  # the last record stored, its JSON
+        # the last record stored: (record, its fields, its values' texts, its JSON): rule 5
+        self._written: tuple[dict[str, Any], tuple[str, ...], list[str] | None, str | None] | None = None
+        # each model's payload templates (insert, update), made once (events.py)
+        self._templates = {name: payload_templates(name, t.model.fields) for name, t in tables.items()}
         self.commit: CommitQueue | None = None
         if writer is not None:
             self.commit = CommitQueue(writer, sync=sync, publish=changes.publish, rollback=self.rollback)
@@ -113,13 +128,24 @@ class WritePath:
         """`apply_insert`, telling `done(error)` instead of a future when given (rule 6)."""
         commit = self.writable()
         record, id_, values = self._constraints.check_insert(table, record)
-        stored, text = pack_shown(table.model.fields, record, values)  # rule 5
+        offset, watermark = self.next_offset, table.watermark + 1
+        stored, parts = pack_parts(table.model.fields, record, values)  # rule 5
+        event = ChangeEvent(EventKind.INSERT, table.name, offset, watermark, id_, record)
+        if parts is None:
+            text: str | None = compact_json(record)
+            payload = write_payload(event, table.id_field, self.max_payload, text)
+        else:
+            text = None
+            template = self._templates[table.name][0]
+            payload = check_payload(
+                event, (template % (offset, watermark, id_text(id_), *parts)).encode(), self.max_payload
+            )
 
         def apply() -> None:
-            table.prime(id_, table.insert(values, stored), record)
+            table.insert(values, stored, record, offset)
 
-        future = self._write(commit, table, EventKind.INSERT, id_, record, None, apply, text, None, done)
-        self._written = (record, text)
+        future = self.submit(commit, table, offset, encode_frame(offset, payload), event, apply, done)
+        self._written = (record, table.model.fields, parts, text)
         return record, future
 
     def apply_replace(
@@ -135,14 +161,25 @@ class WritePath:
         """`apply_replace`, telling `done(error)` instead of a future when given (rule 6)."""
         commit = self.writable()
         current, previous, record, values = self._constraints.check_replace(table, id, record)
+        fields = table.model.fields
         was = table.model.row(previous)
-        stored, text, before = pack_update(table.model.fields, record, values, previous, was)  # rule 5
+        offset, watermark = self.next_offset, table.watermark + 1
+        stored, parts = pack_parts(fields, record, values)  # rule 5
+        event = ChangeEvent(EventKind.UPDATE, table.name, offset, watermark, id, record, previous)
+        if parts is None or not in_form(fields, previous):
+            text: str | None = compact_json(record) if parts is None else layout(fields) % tuple(parts)
+            payload = write_payload(event, table.id_field, self.max_payload, text, compact_json(previous))
+        else:
+            text = None
+            template = self._templates[table.name][1]
+            texts = (offset, watermark, id_text(id), *parts, *previous_parts(parts, was, values))
+            payload = check_payload(event, (template % texts).encode(), self.max_payload)
 
         def apply() -> None:
-            table.prime(id, table.replace(current, values, was, stored), record)
+            table.replace(current, values, was, stored, record, offset)
 
-        future = self._write(commit, table, EventKind.UPDATE, id, record, previous, apply, text, before, done)
-        self._written = (record, text)
+        future = self.submit(commit, table, offset, encode_frame(offset, payload), event, apply, done)
+        self._written = (record, fields, parts, text)
         return previous, record, future
 
     def written_json(self, record: dict[str, Any]) -> bytes | None:
@@ -151,7 +188,11 @@ class WritePath:
         written = self._written
         if written is None or written[0] is not record:
             return None
-        return written[1].encode("utf-8")
+        _record, fields, parts, text = written
+        if text is None:  # made when asked: a POST's answer never asks (rule 5)
+            assert parts is not None
+            text = layout(fields) % tuple(parts)
+        return text.encode("utf-8")
 
     def apply_delete(self, table: Table, id: Any) -> tuple[dict[str, Any], asyncio.Future[None]]:
         previous, future = self.delete_then(table, id, None)
@@ -164,30 +205,15 @@ class WritePath:
         """`apply_delete`, telling `done(error)` instead of a future when given (rule 6)."""
         commit = self.writable()
         previous, apply = self._constraints.delete(table, id)
-        return previous, self._write(commit, table, EventKind.DELETE, id, None, previous, apply, None, None, done)
+        offset = self.next_offset
+        event = write_event(EventKind.DELETE, table.name, offset, table.watermark + 1, id, None, previous)
+        payload = write_payload(event, table.id_field, self.max_payload)  # rule 1
+        return previous, self.submit(commit, table, offset, encode_frame(offset, payload), event, apply, done)
 
     def begin_batch(self, size: int = 0) -> BatchWrite:
         """An atomic batch of writes (batchwrite.py), checked op by op, committed as one;
         `size`: the number of ops that will follow, when the caller knows it."""
         return BatchWrite(self, self._tables, self._constraints, size)
-
-    def _write(
-        self,
-        commit: CommitQueue,
-        table: Table,
-        kind: EventKind,
-        id_: Any,
-        record: dict | None,
-        previous: dict | None,
-        apply: Callable[[], object],
-        text: str | None = None,
-        before: str | None = None,
-        done: Done | None = None,
-    ) -> asyncio.Future[None] | None:
-        offset = self.next_offset
-        event = write_event(kind, table.name, offset, table.watermark + 1, id_, record, previous)
-        payload = write_payload(event, table.id_field, self.max_payload, text, before)  # rule 1
-        return self.submit(commit, table, offset, encode_frame(offset, payload), event, apply, done)
 
     def submit(
         self,
@@ -200,7 +226,8 @@ class WritePath:
         done: Done | None = None,
     ) -> asyncio.Future[None] | None:
         """Hand `frame` at `offset` (the next one) to the commit queue, `apply` changing
-        `table` when it is written (rules 2-4); its future, or None when `done` is told
+        `table` when it is written (rules 2-4; an insert's or replace's `apply` stamps its
+        record's version, a delete leaves none); its future, or None when `done` is told
         instead (rule 6)."""
         max_id = table.max_id
         compactor = self.compactor
@@ -209,8 +236,7 @@ class WritePath:
         def applied() -> tuple[Table, int, int]:
             if compactor.cut is not None:
                 compactor.cut[table.name].note_write(event.id)
-            apply()
-            table.stamp(offset)  # the record's version (versions.py)
+            apply()  # an insert's or replace's stamps its record's version (versions.py)
             self.next_offset = offset + 1
             return table, max_id, offset
 
