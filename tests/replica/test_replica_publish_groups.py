@@ -147,12 +147,16 @@ def test_a_group_subscriber_that_raises_keeps_none_from_the_group(tmp_path, capl
     assert "group subscriber" in caplog.text
 
 
-def test_a_primarys_group_fills_its_ring_without_event_subscribers(tmp_path):
+@pytest.mark.parametrize("event_subscriber", [False, True])
+def test_a_primarys_group_fills_its_ring(tmp_path, event_subscriber):
     """Without replication `events_after` serves the ring: a group published at once
-    (a `POST /batch`, here a replicated group on a store without replication) is in it."""
+    (a `POST /batch`, here a replicated group on a store without replication) is in it,
+    with event subscribers or without."""
     store = open_store(create_tenant(str(tmp_path / "ring"), "t"), sync="off", replication=False)
     try:
         store.subscribe_groups(lambda events, frames: None)
+        if event_subscriber:
+            store.subscribe(lambda event, frame: None)
 
         async def main() -> None:
             await store.apply_replicated_frames(_inserts(1, 30))
