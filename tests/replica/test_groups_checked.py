@@ -45,6 +45,7 @@ def bad(kind: str, offset: int) -> bytes | str:
     payload = frame[16:]
     return {
         "text": "a text message",
+        "long text": "a text message longer than a frame's header",
         "short header": frame[:10],
         "offset repeats": good(offset - 1) if offset > 1 else HEADER.pack(0, zlib.crc32(payload), 8) + payload,
         "offset gap": good(offset + 1),
@@ -58,6 +59,7 @@ def bad(kind: str, offset: int) -> bytes | str:
 
 KINDS = [
     "text",
+    "long text",
     "short header",
     "offset repeats",
     "offset gap",
