@@ -112,3 +112,10 @@ def test_a_stream_that_fails_after_a_bad_frame_reports_the_bad_frame():
 def test_a_stream_that_fails_after_good_frames_raises_its_error():
     with pytest.raises(WebSocketClosed):
         read_group(Script([good(1), good(2), WebSocketClosed(1006, "gone")]), 1, LIMIT, 0)
+
+
+def test_a_good_group_is_taken_whole_at_once():
+    """The checks together pass a good group as it is (the same list: no frame was taken
+    one at a time), a payload of exactly the limit included."""
+    messages = [good(n) for n in range(4, 10)] + [good(10, LIMIT)]
+    assert checked(messages, 4, LIMIT) is messages
