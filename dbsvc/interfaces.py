@@ -31,6 +31,7 @@ if TYPE_CHECKING:
 
 Record = dict[str, Any]
 ChangeCallback = Callable[["ChangeEvent", bytes], None]
+GroupCallback = Callable[[Sequence["ChangeEvent"], Sequence[bytes]], None]  # a committed group's
 
 
 class GeneratedModule(Protocol):
@@ -141,6 +142,8 @@ class ServedStore(Protocol):
     def begin_batch(self, size: int = 0) -> BatchWriter: ...
 
     def subscribe(self, callback: ChangeCallback) -> Callable[[], None]: ...
+
+    def subscribe_groups(self, callback: GroupCallback) -> Callable[[], None]: ...
 
     def events_after(self, offset: int) -> Iterator[ChangeEvent]: ...
 

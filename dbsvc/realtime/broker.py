@@ -4,11 +4,12 @@ Sans-IO: the broker is handed a `schedule(callback)` (the event loop's `call_soo
 never touches a socket; it hands frames to `FeedSession`s, which hand them to channels.
 
 Rules:
-1. Publishing is cheap: the store calls `_on_event(event, log_frame)` on its commit path
-   after each durable row (after resolving the writers' futures); it only appends them to a
-   list and, for the first of a batch, schedules `_drain` two hops away, behind the
-   responses those writes answer. Encoding and sending happen in `_drain`, never inside
-   the commit.
+1. Publishing is cheap: the store calls `_on_group(events, log_frames)` on its commit path
+   once per durable group (a write, a batch, a replica's group of frames; after resolving
+   the writers' futures); with no socket open only the head moves, else each row goes to
+   `_on_event`, which appends it to a list and, for the first of a batch, schedules
+   `_drain` two hops away, behind the responses those writes answer. Encoding and sending
+   happen in `_drain`, never inside the commit.
 2. Routing scales with the matches, not the subscribers. Per model, feeds without a
    filter are in one set; a filtered feed is indexed under one of its filter fields (its
    first, in declaration order; a feed whose access-rule Scope pins a field, that field,
@@ -61,7 +62,7 @@ from __future__ import annotations
 import logging
 import time
 from collections import deque
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any
 
 from dbsvc.http.frames import binary_frame
@@ -192,7 +193,7 @@ class Broker:
         if later is not None:
             self.later = later
         self.head = self.store.head_offset
-        self._detach = self.store.subscribe(self._on_event)
+        self._detach = self.store.subscribe_groups(self._on_group)
 
     def detach(self) -> None:
         if self._detach is not None:
@@ -318,6 +319,14 @@ class Broker:
         }
 
     # -- the change stream ----------------------------------------------------------------
+
+    def _on_group(self, events: Sequence[ChangeEvent], frames: Sequence[bytes]) -> None:
+        """Rule 1 for a committed group (storage/changes.py rule 4), a replica's group of
+        frames at once: with no socket open and nothing queued only the head moves."""
+        if not self._open and not self._pending:
+            self.head = events[-1].offset
+            return
+        deque(map(self._on_event, events, frames), 0)
 
     def _on_event(self, event: ChangeEvent, frame: bytes) -> None:
         """Rule 1: called on the commit path; only enqueue (nothing at all while no socket

@@ -9,12 +9,15 @@ G1. A group is what the stream has ready: the first message waits up to `wait` s
     then every message already received joins it, up to BATCH frames or BATCH_BYTES bytes
     (the frame that reaches BATCH_BYTES joins and ends it). `full` says it ended at a bound:
     more is waiting.
-G2. Each frame is checked before it joins: binary, a whole header, the offset expected
-    (one past the last), a length equal to the rest and within the store's `max_payload`,
-    the CRC. The checks are inline (a `check_frame_bytes` call per frame was a fifth of
-    the reading thread); a frame that fails any of them goes to `check_frame_bytes` for the
-    reason, and `BadFrame` carries that reason and the good frames before it, which still
-    count (the follower applies them before it stops).
+G2. Each frame is checked before the group is handed on: binary, a whole header, the
+    offset expected (one past the last), a length equal to the rest and within the store's
+    `max_payload`, the CRC. The group's messages are checked together once it is read (`checked`:
+    each check one C-level `map` over them; a `check_frame_bytes` call per frame was a fifth of
+    the reading thread, an inline check per frame still ~1 us); when one fails, each goes to
+    `check_frame_bytes` in turn, and `BadFrame` carries the first one's reason and the good
+    frames before it, which still count (the follower applies them before it stops); the
+    messages after it are dropped, as they were never read. A stream that fails (closed,
+    broken) after a bad frame of the group reports the bad frame first.
 G3. The pipeline (`Pipeline.apply`, on the event loop): a group is applied as one
     (`Store.apply_replicated_frames`: one write, one fsync), then the group before it is
     awaited until durable; with `pipelined` (more frames are waiting) this one is not, so
@@ -26,6 +29,9 @@ G3. The pipeline (`Pipeline.apply`, on the event loop): a group is applied as on
 from __future__ import annotations
 
 import asyncio
+from itertools import repeat
+from operator import getitem, itemgetter
+from typing import Any
 from zlib import crc32
 
 from dbsvc.errors import EpochChanged, StreamError
@@ -37,6 +43,9 @@ from dbsvc.storage.store import Store
 BATCH = 512  # frames applied per turn of the loop, at most (G1): a pause of the loop of about 10 ms
 BATCH_BYTES = 1 << 20  # ... and bytes
 _HEADER = FRAME  # a frame's header: offset, crc32, length (storage/logfile.py)
+_FIRST, _SECOND, _THIRD = itemgetter(0), itemgetter(1), itemgetter(2)
+_PAYLOAD = slice(FRAME_HEADER_SIZE, None)
+_BYTES = {bytes}
 
 
 class BadFrame(Exception):
@@ -51,31 +60,47 @@ class BadFrame(Exception):
 def read_group(ws: Stream, expected: int, limit: int, wait: float) -> tuple[list[bytes], bool]:
     """G1 and G2: the checked frames from offset `expected` on that `ws` has ready (the first
     awaited up to `wait` seconds), and whether the group is full."""
-    batch: list[bytes] = []
+    batch: list[bytes | str] = []  # as read; `checked` makes them frames
     size = 0
     full = False
-    message = ws.receive(timeout=wait)
-    while message is not None:
-        if (
-            type(message) is not bytes
-            or len(message) < FRAME_HEADER_SIZE
-            or (head := _HEADER.unpack_from(message))[0] != expected
-            or not head[2] == len(message) - FRAME_HEADER_SIZE <= limit
-            or crc32(memoryview(message)[FRAME_HEADER_SIZE:]) != head[1]
-        ):
-            try:
-                message = check_frame_bytes(message, expected, limit)
-            except FrameError as exc:
-                raise BadFrame(str(exc), batch) from None
-        frame = message
-        batch.append(frame)
-        size += len(frame)
+    try:
+        message = ws.receive(timeout=wait)
+        while message is not None:
+            batch.append(message)
+            size += len(message)
+            full = len(batch) >= BATCH or size >= BATCH_BYTES
+            if full:
+                break
+            message = ws.receive(timeout=0)
+    except BaseException:
+        checked(batch, expected, limit)  # G2: a bad frame read before the stream's error comes first
+        raise
+    return checked(batch, expected, limit), full
+
+
+def checked(batch: list[Any], expected: int, limit: int) -> list[bytes]:
+    """G2 for messages read in a row: `batch` itself when every one passes (each check one
+    C-level `map` over them), else each in turn, `BadFrame` for the first that fails."""
+    n = len(batch)
+    if (
+        n
+        and set(map(type, batch)) == _BYTES
+        and min(map(len, batch)) >= FRAME_HEADER_SIZE
+        and (heads := list(map(_HEADER.unpack_from, batch)))
+        and list(map(_FIRST, heads)) == list(range(expected, expected + n))
+        and list(map(_THIRD, heads)) == [len(m) - FRAME_HEADER_SIZE for m in batch]
+        and max(map(_THIRD, heads)) <= limit
+        and list(map(crc32, map(getitem, batch, repeat(_PAYLOAD)))) == list(map(_SECOND, heads))  # type: ignore[arg-type]
+    ):
+        return batch
+    frames: list[bytes] = []
+    for message in batch:
+        try:
+            frames.append(check_frame_bytes(message, expected, limit))
+        except FrameError as exc:
+            raise BadFrame(str(exc), frames) from None
         expected += 1
-        full = len(batch) >= BATCH or size >= BATCH_BYTES
-        if full:
-            break
-        message = ws.receive(timeout=0)
-    return batch, full
+    return frames
 
 
 class Pipeline:

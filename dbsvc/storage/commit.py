@@ -130,10 +130,18 @@ class CommitQueue(LogHealth):
     writes (rules 1 and 4) is its base's (loghealth.py)."""
 
     def __init__(
-        self, writer: LogWriter, *, sync: bool, publish: Callable[[Any, bytes], None], rollback: Callable[[Any], None]
+        self,
+        writer: LogWriter,
+        *,
+        sync: bool,
+        publish: Callable[[Any, bytes], None],
+        rollback: Callable[[Any], None],
+        publish_group: Callable[[list[Any], list[bytes]], None] | None = None,
     ) -> None:
         super().__init__(writer, sync=sync)
         self.publish = publish
+        # A group's events in one call (changes.py rule 4), else one `publish` each.
+        self.publish_group = publish_group or (lambda events, frames: deque(map(publish, events, frames), 0))
         self.rollback = rollback
         self._pending: list[Pending] = []
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -371,7 +379,7 @@ class CommitQueue(LogHealth):
             if p.frames is None:
                 publish(p.event, p.frame)
             else:
-                deque(map(publish, p.event, p.frames), 0)
+                self.publish_group(p.event, p.frames)
 
     def _fail_pending(self) -> None:
         failed, self._pending = self._pending, []

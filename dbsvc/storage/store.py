@@ -101,7 +101,7 @@ from typing import Any
 
 from dbsvc.runtime import INT64_MAX, CompiledModel, Filters, Query
 from dbsvc.storage import files, follow, history, instants, recovery, retain
-from dbsvc.storage.changes import Callback, ChangeStream
+from dbsvc.storage.changes import Callback, ChangeStream, GroupCallback
 from dbsvc.storage.commit import CommitQueue
 from dbsvc.storage.compact import SNAPSHOT_NAME
 from dbsvc.storage.compactor import Applied, Compactor
@@ -422,6 +422,10 @@ class Store(TableWrites):
 
     def subscribe(self, callback: Callback) -> Callable[[], None]:
         return self._changes.subscribe(callback)
+
+    def subscribe_groups(self, callback: GroupCallback) -> Callable[[], None]:
+        """`callback(events, frames)` once per committed group (changes.py rule 4)."""
+        return self._changes.subscribe_groups(callback)
 
     def events_after(self, offset: int) -> Iterator[ChangeEvent]:
         """Committed events with offsets > `offset`, oldest first (rule 5)."""

@@ -93,7 +93,9 @@ class WritePath:
         self._templates = {name: payload_templates(name, t.model.fields) for name, t in tables.items()}
         self.commit: CommitQueue | None = None
         if writer is not None:
-            self.commit = CommitQueue(writer, sync=sync, publish=changes.publish, rollback=self.rollback)
+            self.commit = CommitQueue(
+                writer, sync=sync, publish=changes.publish, rollback=self.rollback, publish_group=changes.publish_group
+            )
 
     def writable(self) -> CommitQueue:
         """The commit queue, or `Unavailable` unless the store takes writes now (read-only,

@@ -31,7 +31,9 @@ Rules:
    writer) has applied every offset it acknowledged, and ignores the header.
 
 `AppliedOffsets` is the wait of rules 1 and 5: futures released by the store's change
-stream (each committed event, in order), rebound when a bootstrap replaces the store.
+stream, once a committed group (storage/changes.py rule 4: a replica's group of up to 512
+frames, a single write, a batch) is published: a wait ends in the same call as it did when
+each event released it, at one call a group; rebound when a bootstrap replaces the store.
 
 Imports errors, interfaces and http; sans storage (the store is a `ServedStore`).
 """
@@ -42,7 +44,7 @@ import asyncio
 import heapq
 import itertools
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from dbsvc.errors import BadRequest, NotCaughtUp, UpstreamError, WriterUnavailable
@@ -68,13 +70,13 @@ class AppliedOffsets:
         self._waiting: list[tuple[int, int, asyncio.Future[None]]] = []
         self._order = itertools.count()
         self._store = store
-        self._unsubscribe = store.subscribe(self._on_event)
+        self._unsubscribe = store.subscribe_groups(self._on_group)
 
     def rebind(self, store: ServedStore) -> None:
         """A bootstrap replaced the store: follow the new one's stream."""
         self._unsubscribe()
         self._store = store
-        self._unsubscribe = store.subscribe(self._on_event)
+        self._unsubscribe = store.subscribe_groups(self._on_group)
         self._release(store.head_offset)
 
     def wait(self, offset: int) -> asyncio.Future[None] | None:
@@ -105,9 +107,9 @@ class AppliedOffsets:
         self._unsubscribe()
         self._release(1 << 62)
 
-    def _on_event(self, event: Any, frame: bytes) -> None:
-        if self._waiting and self._waiting[0][0] <= event.offset:
-            self._release(event.offset)
+    def _on_group(self, events: Sequence[Any], frames: Sequence[bytes]) -> None:
+        if self._waiting and self._waiting[0][0] <= events[-1].offset:
+            self._release(events[-1].offset)
 
     def _release(self, head: int) -> None:
         waiting = self._waiting
