@@ -36,3 +36,7 @@ os.environ["PYTHONPATH"] = os.pathsep.join([CHECKOUT, *_inherited])
 if os.environ.get("PYTHONDONTWRITEBYTECODE") and not os.environ.get("PYTHONPYCACHEPREFIX"):
     del os.environ["PYTHONDONTWRITEBYTECODE"]
     os.environ["PYTHONPYCACHEPREFIX"] = os.path.join(tempfile.gettempdir(), f"dbsvc-tests-pycache-{os.getuid()}")
+
+# Per-file CPU of the tests and their children (tests/support/filecpu.py), when asked for.
+if os.environ.get("DBSVC_TEST_FILE_CPU"):
+    pytest_plugins = ["support.filecpu"]
