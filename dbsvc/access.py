@@ -28,6 +28,7 @@ Imports errors, rules and runtime only (tests/test_layers.py, the `access` row).
 
 from __future__ import annotations
 
+from collections import OrderedDict
 from typing import Any
 
 from dbsvc.errors import Forbidden, NotFound
@@ -96,7 +97,7 @@ class Access:
         # request before we get here). The query is kept in the entry and compared with
         # `is`, so a recycled id never matches. Asking the compiled rule and building the
         # Query were most of a list's cost under an owner rule (bench/README.md).
-        self._scoped: dict[tuple[str, str, int], tuple[Query, Query | None]] = {}
+        self._scoped: OrderedDict[tuple[str, str, int], tuple[Query, Query | None]] = OrderedDict()
 
     def list_query(
         self, model: CompiledModel, rules: ModelRules, query: Query, claims: Claims, token: str | None = None
@@ -112,7 +113,7 @@ class Access:
             return entry[1]
         scoped = scoped_query(model, query, rules.list(claims))
         if len(self._scoped) >= self.capacity:
-            del self._scoped[next(iter(self._scoped))]
+            self._scoped.popitem(last=False)
         self._scoped[key] = (query, scoped)
         return scoped
 

@@ -42,6 +42,7 @@ Imports runtime, rules and interfaces only (tests/test_layers.py, the `expand` r
 
 from __future__ import annotations
 
+from collections import OrderedDict
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
@@ -64,15 +65,15 @@ class Expander:
         self.encode = encode
         self.capacity = capacity
         # (epoch, model, as_of) -> every model's watermark then (rule 4), for past watermarks
-        self._moments: dict[tuple[str, str, int], dict[str, int]] = {}
+        self._moments: OrderedDict[tuple[str, str, int], dict[str, int]] = OrderedDict()
         # (model, Query.expand) -> its steps: the parsed queries are few (readcache.py)
-        self._plans: dict[tuple[str, tuple[tuple[str, str | None], ...]], list[Step]] = {}
+        self._plans: OrderedDict[tuple[str, tuple[tuple[str, str | None], ...]], list[Step]] = OrderedDict()
         # (referenced model, field, projection) -> (the model's tick, id -> the entry's text): rule 6
         self._kept: dict[tuple[str, str, str | None], tuple[int, dict[Any, bytes | None]]] = {}
         self.kept_capacity = 4096
         # (model, Query.expand, projection, the records' id()s) -> (the records, the embedded
         # models' ticks, the joined page): rule 7
-        self._pages: dict[tuple[Any, ...], tuple[tuple[Record, ...], tuple[int, ...], bytes]] = {}
+        self._pages: OrderedDict[tuple[Any, ...], tuple[tuple[Record, ...], tuple[int, ...], bytes]] = OrderedDict()
         self.largest_page = 65536
 
     def page(
@@ -97,7 +98,7 @@ class Expander:
         page = b",".join(self.records(store, model, query, records, encode(), claims))
         if len(page) <= self.largest_page:
             if kept is None and len(self._pages) >= self.capacity:
-                del self._pages[next(iter(self._pages))]
+                self._pages.popitem(last=False)
             self._pages[key] = (tuple(records), ticks, page)
         return page
 
@@ -190,7 +191,7 @@ class Expander:
             parents = dict(model.refs)
             steps = [(f, self.models[parents[f]], p, json_bytes(f) + b":") for f, p in expand]
             if len(self._plans) >= self.capacity:
-                del self._plans[next(iter(self._plans))]
+                self._plans.popitem(last=False)
             self._plans[(model.name, expand)] = steps
         return steps
 
@@ -203,6 +204,6 @@ class Expander:
         if moment is None:
             moment = store.watermarks_at(model.name, as_of)
             if len(self._moments) >= self.capacity:
-                del self._moments[next(iter(self._moments))]
+                self._moments.popitem(last=False)
             self._moments[key] = moment
         return moment

@@ -35,6 +35,7 @@ import asyncio
 import logging
 import math
 import time
+from collections import OrderedDict
 from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any
 
@@ -147,7 +148,7 @@ class Guard:
         self._clock = clock
         self._monotonic = monotonic
         self._keys_mod, self._jwks_mod = _import_crypto_modules()
-        self._cache: dict[str, tuple[dict[str, Any], float]] = {}
+        self._cache: OrderedDict[str, tuple[dict[str, Any], float]] = OrderedDict()
         self._cache_size = max(1, config.token_cache_size)
         self._max_header = config.max_token_bytes + 64
         self._pem_key: VerifyKey | None = None
@@ -231,7 +232,7 @@ class Guard:
         )
         self._check_tenant(claims)
         if len(self._cache) >= self._cache_size:
-            del self._cache[next(iter(self._cache))]  # oldest first (dicts keep order)
+            self._cache.popitem(last=False)  # the oldest (readcache.py's docstring: why not a dict)
         self._cache[token] = (claims, deadline)
         return claims
 

@@ -99,8 +99,7 @@ def matches(table: Table, query: tuple[str, ...]) -> set[Any]:
             index.kept[query] = entry
         else:
             if len(index.cheap) >= CHEAP_KEPT:
-                oldest = next(iter(index.cheap))
-                del index.cheap[oldest]
+                oldest, _ = index.cheap.popitem(last=False)
                 index.in_order.pop(oldest, None)
             index.cheap[query] = entry
     return found

@@ -40,7 +40,7 @@ class ShownDicts:
         self._decode = decode  # a record's values -> its dict (CompiledModel.decode)
         self._shown: OrderedDict[Any, tuple[Stored, dict]] = OrderedDict()
         # a page's ids -> (their stored records, their dicts) of the last SHOWN_PAGES pages
-        self._pages: dict[tuple[Any, ...], tuple[list[Stored], list[dict]]] = {}
+        self._pages: OrderedDict[tuple[Any, ...], tuple[list[Stored], list[dict]]] = OrderedDict()
 
     @property
     def ids(self) -> KeysView[Any]:
@@ -73,7 +73,7 @@ class ShownDicts:
         if len(ids) <= SHOWN_PAGE:
             pages = self._pages
             if key not in pages and len(pages) >= SHOWN_PAGES:
-                del pages[next(iter(pages))]
+                pages.popitem(last=False)
             pages[key] = (page, out[:])
         return out
 

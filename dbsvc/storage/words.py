@@ -51,6 +51,7 @@ Imports sortedlist.py and the tokenizer only; no I/O.
 
 from __future__ import annotations
 
+from collections import OrderedDict
 from collections.abc import Iterable, Iterator, Sequence
 from itertools import takewhile
 from typing import Any
@@ -79,7 +80,7 @@ class WordIndex:
         # query -> (its matches, the table's row count then, its last row, the ids its match
         # read): searches.py, the costly queries in `kept` and the cheaper ones in `cheap`
         self.kept: dict[tuple[str, ...], tuple[set[Any], int, Any, int]] = {}
-        self.cheap: dict[tuple[str, ...], tuple[set[Any], int, Any, int]] = {}
+        self.cheap: OrderedDict[tuple[str, ...], tuple[set[Any], int, Any, int]] = OrderedDict()
         # query of `kept` or `cheap` -> its matches in id order (searches.py `in_id_order`)
         self.in_order: dict[tuple[str, ...], list[Any]] = {}
 
