@@ -333,7 +333,14 @@ def page_in_order(
     first key it is ordered by every key (`ordered_ids`: a sort in C a key); otherwise it
     is in order already (a float sort field's runs at 1,000,000 records, mostly). O(log n +
     page + the two end runs). None when `order` holds nulls (a run of their own, first
-    descending, last ascending): the caller walks the runs."""
+    descending, last ascending): the caller walks the runs.
+
+    Its callers ask it past the first page only: a first page is found sooner by the walk
+    of the runs (`runs_in_order`, lazily, stopping at the page's end), which orders one or
+    two small runs, where this orders the first key's top batch or slice and widens it (at
+    1,000,000 posts, author 7's first page sorted by `-score,title`: ~27-32 us of the app
+    call walked, 37-45 by position; bench/README.md, "Quiet figures after the session-12
+    merges")."""
     if order.nulls or end <= offset:
         return None
     column = table.ordered[sort[0][0]].column
