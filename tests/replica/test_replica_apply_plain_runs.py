@@ -147,23 +147,31 @@ def _warm() -> list[bytes]:
     return [_event(n, r) for n, r in enumerate(_users(1, 10), start=1)]
 
 
+def _both_ways(tmp_path, frames: list[bytes], reopened: bool = False) -> dict:  # noqa: ANN001 (pytest's tmp_path)
+    """`frames` after `_warm()` into a fresh store taken as a group and one at a time: each
+    way's (error, state), and with `reopened` the state a reopened store holds."""
+    results = {}
+    for way in ("grouped", "one at a time"):
+        path = tmp_path / way.replace(" ", "-")
+        store = open_store(create_tenant(str(path), "t"), sync="off", replication=True)
+        try:
+            assert _run(store, _warm(), grouped=True) is None
+            results[way] = (_run(store, frames, grouped=way == "grouped"), _state(store))
+        finally:
+            store.close()
+        if reopened:
+            again = open_store(str(path / "t"), sync="off", replication=True)
+            try:
+                results[way + " reopened"] = _state(again)
+            finally:
+                again.close()
+    return results
+
+
 @pytest.mark.parametrize("fault", FAULTS)
 def test_a_group_ends_as_its_frames_one_at_a_time_end(tmp_path, fault):
     frames = _group(fault)
-    results = {}
-    for way in ("grouped", "one at a time"):
-        store = open_store(create_tenant(str(tmp_path / way.replace(" ", "-")), "t"), sync="off", replication=True)
-        try:
-            assert _run(store, _warm(), grouped=True) is None
-            error = _run(store, frames, grouped=way == "grouped")
-            results[way] = (error, _state(store))
-        finally:
-            store.close()
-        again = open_store(str(tmp_path / way.replace(" ", "-") / "t"), sync="off", replication=True)
-        try:
-            results[way + " reopened"] = _state(again)
-        finally:
-            again.close()
+    results = _both_ways(tmp_path, frames, reopened=True)
     assert results["grouped"] == results["one at a time"]
     assert results["grouped reopened"] == results["one at a time reopened"] == results["grouped"][1]
     error, state = results["grouped"]
@@ -280,20 +288,7 @@ UPDATE_FAULTS = [
 @pytest.mark.parametrize("fault", UPDATE_FAULTS)
 def test_a_group_of_updates_ends_as_its_frames_one_at_a_time_end(tmp_path, fault):
     frames = _updates(fault)
-    results = {}
-    for way in ("grouped", "one at a time"):
-        path = tmp_path / way.replace(" ", "-")
-        store = open_store(create_tenant(str(path), "t"), sync="off", replication=True)
-        try:
-            assert _run(store, _warm(), grouped=True) is None
-            results[way] = (_run(store, frames, grouped=way == "grouped"), _state(store))
-        finally:
-            store.close()
-        again = open_store(str(path / "t"), sync="off", replication=True)
-        try:
-            results[way + " reopened"] = _state(again)
-        finally:
-            again.close()
+    results = _both_ways(tmp_path, frames, reopened=True)
     assert results["grouped"] == results["one at a time"]
     assert results["grouped reopened"] == results["one at a time reopened"] == results["grouped"][1]
     error, state = results["grouped"]
@@ -322,14 +317,7 @@ def test_a_group_spelled_otherwise_ends_as_its_frames_one_at_a_time_end(tmp_path
     payload = frames[24][16:].decode()
     assert payload.count(old) == 1
     frames[24] = encode_frame(35, payload.replace(old, new).encode())
-    results = {}
-    for way in ("grouped", "one at a time"):
-        store = open_store(create_tenant(str(tmp_path / way.replace(" ", "-")), "t"), sync="off", replication=True)
-        try:
-            assert _run(store, _warm(), grouped=True) is None
-            results[way] = (_run(store, frames, grouped=way == "grouped"), _state(store))
-        finally:
-            store.close()
+    results = _both_ways(tmp_path, frames)
     assert results["grouped"] == results["one at a time"]
 
 
@@ -339,14 +327,7 @@ def test_a_whole_group_into_a_model_the_replica_does_not_know_is_refused_as_one_
     # path, which refuses its first frame; never taken as applied with nothing applied
     # (docs/mutation.md, "... session 12, wt-mpo2")
     frames = [_event(n, r, model="Nope") for n, r in enumerate(_users(11, 3), start=11)]
-    results = {}
-    for way in ("grouped", "one at a time"):
-        store = open_store(create_tenant(str(tmp_path / way.replace(" ", "-")), "t"), sync="off", replication=True)
-        try:
-            assert _run(store, _warm(), grouped=True) is None
-            results[way] = (_run(store, frames, grouped=way == "grouped"), _state(store))
-        finally:
-            store.close()
+    results = _both_ways(tmp_path, frames)
     assert results["grouped"] == results["one at a time"]
     error, state = results["grouped"]
     assert error is not None and "Nope" in error and state["head"] == 10
