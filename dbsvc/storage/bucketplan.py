@@ -152,7 +152,7 @@ def bucket_plan(table: Table, query: Query, field: str, size: int, total: int) -
         return None
     if len(sort) == 1:
         return _one_key(order, desc, keep, offset, end), total
-    page = page_in_order(order, desc, sort, table, offset, end) if keep is None and offset else None
+    page = page_in_order(order, desc, sort, table, offset, end) if keep is None else None
     if page is not None:
         return page, total
     return page_ids(runs_in_order(order, desc, sort[1:], table), offset, limit, keep), total
@@ -249,7 +249,7 @@ def _prefix_plan(table: Table, query: Query) -> tuple[list[Any], int, bool] | No
     if len(sort) == 1:
         ids = _one_key(order, desc, None, offset, end)
     else:
-        page = page_in_order(order, desc, sort, table, offset, end) if offset else None
+        page = page_in_order(order, desc, sort, table, offset, end)
         ids = page if page is not None else page_ids(runs_in_order(order, desc, sort[1:], table), offset, limit + 1)
     return ids[:limit], total, len(ids) > limit
 

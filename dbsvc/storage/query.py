@@ -309,7 +309,7 @@ def _plan_live(table: Table, query: Query) -> tuple[list[Any], int]:
             return table.pk.slice(offset, end), n
         if len(sort) == 1:
             return _one_key_page(table.ordered[sort[0][0]], True, None, offset, end), n
-        page = page_in_order(table.ordered[sort[0][0]], sort[0][1], sort, table, offset, end) if offset else None
+        page = page_in_order(table.ordered[sort[0][0]], sort[0][1], sort, table, offset, end)
         return (page if page is not None else page_ids(_walk(table, sort), offset, limit)), n
     counted = bucket_count(table, filters)  # two fields' count kept per pair of values (bucketplan.py)
     if counted is not None:

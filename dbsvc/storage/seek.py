@@ -325,40 +325,32 @@ def page_in_order(
     order) in the order of `sort` (first key `order`'s, then others): what `runs_in_order`
     gives, found by position instead of a generator step an entry before the page.
 
-    The ids at [offset, end) by the first key alone (`ids_slice`; descending the top batch,
-    `batches_descending`, which holds whole runs and is kept while its sublist is unchanged,
-    or deeper `ids_descending` by the sublists' counts) are widened to whole runs of equal
+    The ids at [offset, end) by the first key alone (`ids_slice`; descending
+    `ids_descending`, by the sublists' counts) are widened to whole runs of equal
     first keys at both ends (a run's ids ascend either way, so its ids before the first and
     after the last are a bisect of `run_ids`). When two neighbours of that middle share a
     first key it is ordered by every key (`ordered_ids`: a sort in C a key); otherwise it
     is in order already (a float sort field's runs at 1,000,000 records, mostly). O(log n +
-    page + the two end runs). None when `order` holds nulls (a run of their own, first
-    descending, last ascending): the caller walks the runs.
-
-    Its callers ask it past the first page only: a first page is found sooner by the walk
-    of the runs (`runs_in_order`, lazily, stopping at the page's end), which orders one or
-    two small runs, where this orders the first key's top batch or slice and widens it (at
+    page + the two end runs). None, and the caller walks the runs, when `order` holds nulls
+    (a run of their own, first descending, last ascending) or for the first page: that is
+    found sooner by the walk (`runs_in_order`, lazily, stopping at the page's end), which
+    orders one or two small runs, where this orders the first key's top batch and widens it (at
     1,000,000 posts, author 7's first page sorted by `-score,title`: ~27-32 us of the app
     call walked, 37-45 by position; bench/README.md, "Quiet figures after the session-12
     merges")."""
-    if order.nulls or end <= offset:
+    if order.nulls or not offset or end <= offset:
         return None
     column = table.ordered[sort[0][0]].column
     get = column.get if column.far or column.nulls else column.slots.__getitem__
-    before: list[Any] = []
-    if desc and not offset:  # whole runs already; the caller only reads it
-        ids: list[Any] = next(order.batches_descending((0, 0), order.end, end), [])
-    else:
-        ids = order.ids_descending(offset, end) if desc else order.ids_slice(offset, end)
-        if not ids:
-            return ids
-        if len(ids) == end - offset:  # the rest of the last one's run
-            run = order.run_ids(get(ids[-1]))
-            ids.extend(run[bisect_right(run, ids[-1]) :])
-        if offset:  # the start of the first one's run
-            run = order.run_ids(get(ids[0]))
-            before = run[: bisect_left(run, ids[0])]
-            ids[:0] = before
+    ids: list[Any] = order.ids_descending(offset, end) if desc else order.ids_slice(offset, end)
+    if not ids:
+        return ids
+    if len(ids) == end - offset:  # the rest of the last one's run
+        run = order.run_ids(get(ids[-1]))
+        ids.extend(run[bisect_right(run, ids[-1]) :])
+    run = order.run_ids(get(ids[0]))  # the start of the first one's run
+    before = run[: bisect_left(run, ids[0])]
+    ids[:0] = before
     keys = list(map(get, ids))
     if any(map(eq, keys, islice(keys, 1, None))):
         ids = ordered_ids(ids, sort, table)
