@@ -124,7 +124,7 @@ def event_payload(
     record (and an update's previous one) are the only objects encoded, and the text is
     encoded to UTF-8 once. `record_text`, `previous_text`: `compact_json(record)` and
     `compact_json(previous)` when the writer has them already (writes.py makes them with
-    the stored form, storage/rows.py `pack_shown`, `pack_update`)."""
+    the stored form, storage/rows.py `pack_parts`, `record_text`, `previous_parts`)."""
     if record_text is None:
         record_text = compact_json(record)
     shown = id_text(id_)

@@ -20,16 +20,17 @@ reader keeps only such texts, and `pack` writes nothing else).
 
 A write needs its record twice in JSON: stored (this array) and as the record object its
 log payload, its event and a PUT's or PATCH's response carry (`{"id":1,"author_id":42,...}`,
-runtime.py's record form: every field, in declaration order). `pack_shown` makes both from
-one encoding: the values are encoded with NUL as the item separator, which compact JSON
+runtime.py's record form: every field, in declaration order). `pack_parts` and
+`record_text` make both from one encoding: the values are encoded with NUL as the item separator, which compact JSON
 never holds elsewhere (RFC 8259 §7: a control character inside a string is escaped), so
 the array is that text with each NUL made a comma and the object is the model's layout
 (`{"id":%s,...}`) filled with the text split at its NULs. A value that is itself a list or
 an object (a `json` field) holds NULs of its own, so the split finds more parts than fields:
 then, and for a dict that is not in the record form, the object is encoded on its own.
 Either way the bytes are `pack(values)` and `compact_json(record)`'s, byte for byte
-(tests/storage/test_storage_shared_encoding.py). A write itself keeps the parts (`pack_parts`):
-its log payload is its model's template filled with them (events.py `payload_templates`).
+(tests/storage/test_storage_shared_encoding.py). A write keeps the parts: its log payload
+is its model's template filled with them (events.py `payload_templates`), and its JSON is
+made from them only when asked (writes.py `written_json`).
 """
 
 from __future__ import annotations
@@ -96,22 +97,10 @@ def layout(fields: tuple[str, ...]) -> str:
     return text
 
 
-def pack_shown(fields: tuple[str, ...], record: dict[str, Any], values: Values) -> tuple[Stored, str]:
-    """`pack(values)` and `compact_json(record)`, `values` being `record`'s values in the
-    order of `fields`, from one encoding where it can (module docstring)."""
-    stored, parts = pack_parts(fields, record, values)
-    return stored, compact_json(record) if parts is None else layout(fields) % tuple(parts)
-
-
-def pack_update(
-    fields: tuple[str, ...], record: dict[str, Any], values: Values, previous: dict[str, Any], was: Values
-) -> tuple[Stored, str, str]:
-    """`pack_shown` of an update's new record, and `compact_json(previous)` of the record it
-    replaces (`was` its values), the latter from `previous_parts`."""
-    stored, parts = pack_parts(fields, record, values)
-    if parts is None or not in_form(fields, previous):
-        return stored, compact_json(record) if parts is None else layout(fields) % tuple(parts), compact_json(previous)
-    return stored, layout(fields) % tuple(parts), layout(fields) % tuple(previous_parts(parts, was, values))
+def record_text(fields: tuple[str, ...], record: dict[str, Any], parts: list[str] | None) -> str:
+    """`compact_json(record)`, from `parts` (`pack_parts`' texts of its values) when it has
+    them: the record form's layout filled, no encoding."""
+    return compact_json(record) if parts is None else layout(fields) % tuple(parts)
 
 
 def in_form(fields: tuple[str, ...], record: dict[str, Any]) -> bool:

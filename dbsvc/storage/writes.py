@@ -60,7 +60,7 @@ from dbsvc.storage.events import (
 )
 from dbsvc.storage.logfile import encode_frame
 from dbsvc.storage.logwriter import LogWriter, WriteHealth, WriteState
-from dbsvc.storage.rows import in_form, layout, pack_parts, previous_parts
+from dbsvc.storage.rows import in_form, pack_parts, previous_parts, record_text
 from dbsvc.storage.table import Table
 
 __all__ = ["WritePath"]
@@ -169,7 +169,7 @@ class WritePath:
         stored, parts = pack_parts(fields, record, values)  # rule 5
         event = ChangeEvent(EventKind.UPDATE, table.name, offset, watermark, id, record, previous)
         if parts is None or not in_form(fields, previous):
-            text: str | None = compact_json(record) if parts is None else layout(fields) % tuple(parts)
+            text: str | None = record_text(fields, record, parts)
             payload = write_payload(event, table.id_field, self.max_payload, text, compact_json(previous))
         else:
             text = None
@@ -192,8 +192,7 @@ class WritePath:
             return None
         _record, fields, parts, text = written
         if text is None:  # made when asked: a POST's answer never asks (rule 5)
-            assert parts is not None
-            text = layout(fields) % tuple(parts)
+            text = record_text(fields, record, parts)
         return text.encode("utf-8")
 
     def apply_delete(self, table: Table, id: Any) -> tuple[dict[str, Any], asyncio.Future[None]]:

@@ -1,4 +1,5 @@
-"""rows.py's `pack_update` at its one decision: the previous record's JSON is made from the
+"""An update's encoding at its one decision (tests/support/packing.py `pack_update`, rows.py's
+parts composed as writes.py `apply_replace` composes them): the previous record's JSON is made from the
 new record's value texts only when that record is in the record form of the same fields
 (every field, in order); a previous dict of other keys, fewer keys or the same keys in
 another order is encoded as it is. Literal bytes: the JSON a PUT's or PATCH's event and log
@@ -6,7 +7,7 @@ payload carry for `previous` (docs/realtime.md)."""
 
 from __future__ import annotations
 
-from dbsvc.storage.rows import pack_shown, pack_update
+from support.packing import pack_shown, pack_update
 
 FIELDS = ("id", "name", "n")
 

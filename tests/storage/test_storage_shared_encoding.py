@@ -1,8 +1,9 @@
 """A write's JSON made once (issue 36 item 3, session 7): the same bytes as before, fewer encodings.
 
-- rows.py `pack_shown` makes a record's stored form and its JSON object from one encoding,
-  `pack_update` an update's previous record's JSON from the texts of the values it left
-  alone: each is `pack(values)` / `compact_json(record)` / `compact_json(previous)` byte for
+- rows.py `pack_parts` makes a record's stored form and its values' texts from one encoding,
+  `record_text` its JSON object from them, `previous_parts` an update's previous record's
+  texts from those of the values it left alone (composed as a write composes them in
+  tests/support/packing.py): each is `pack(values)` / `compact_json(record)` / `compact_json(previous)` byte for
   byte, for control characters, `%`, NUL, non-ASCII, lone surrogates, nested `json` values,
   values equal across types (1, 1.0, True; 0.0 and -0.0) and dicts not in the record form.
 - The store hands the application the JSON it logged (`Store.written_json`), so a PUT's or
@@ -22,8 +23,9 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from dbsvc.runtime import compact_json, json_bytes
-from dbsvc.storage.rows import pack, pack_shown, pack_update
+from dbsvc.storage.rows import pack
 from dbsvc.storage.words import WordIndex
+from support.packing import pack_shown, pack_update
 
 FIELDS = ("id", "title", "score", "meta", "flag")
 
