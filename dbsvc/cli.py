@@ -6,157 +6,24 @@ where the schema is compiled already, as the module M: there those commands take
 SCHEMA, the commands that make schemas and apps (init, check, generate, build) are absent,
 no command at all means `serve`, and `--version` names the schema's fingerprint.
 
-Every command that reads the SERVICE_* environment reads it through `dbsvc.config`: one
-`Config`, with one default and one check per variable. Errors end the process through
-`dbsvc.exits` (0 ok, 1 failure, 2 usage or configuration). Each command imports what it
-needs lazily, so `dbsvc --help` stays fast, `check` never loads the HTTP stack, and the
-server's packages are checked (`dbsvc.deps`) before `serve` touches anything.
+This module is what the command line accepts: the parser, its help texts and argument
+types. What each command does is commands.py's (`cmd_<name>`, named here as the parsed
+arguments' `func`). Errors end the process through `dbsvc.exits` (0 ok, 1 failure, 2 usage
+or configuration).
 """
 
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import sys
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
-from dbsvc import __version__
-from dbsvc.exits import EXIT_FAILURE, EXIT_OK, EXIT_USAGE, report, run_reporting
+from dbsvc import __version__, commands
+from dbsvc.exits import run_reporting
 
 TENANT_ENV = "the tenant named by SERVICE_TENANT (default: default) under SERVICE_DATA"
-
-
-def _load(path: str) -> Any:
-    """The schema at `path`; a file that cannot be read is a usage error naming SCHEMA."""
-    from dbsvc.errors import ConfigError
-    from dbsvc.launch import program
-    from dbsvc.schema import load_schema
-
-    try:
-        return load_schema(path)
-    except FileNotFoundError as exc:
-        raise ConfigError(
-            f"schema file {path!r} does not exist: give the path of a .dbs file as SCHEMA "
-            f"(`{program()} init NAME` writes a starter one)"
-        ) from exc
-    except IsADirectoryError as exc:
-        raise ConfigError(f"SCHEMA {path!r} is a directory: give the path of a .dbs file in it") from exc
-    except PermissionError as exc:
-        raise ConfigError(f"cannot read the schema file {path!r}: permission denied") from exc
-
-
-def _schema_module(args: argparse.Namespace) -> Any:
-    """The compiled schema a command works on: the app's own, or SCHEMA compiled now."""
-    if args.module is not None:
-        return args.module
-    from dbsvc.compiler import compile_schema
-
-    return compile_schema(_load(args.schema))
-
-
-def _config(module: Any = None) -> Any:
-    """The Config of this process (`module`: the schema whose [runtime] table applies)."""
-    from dbsvc.config import load_config
-
-    return load_config(os.environ, module.RUNTIME if module is not None else None)
-
-
-def cmd_check(args: argparse.Namespace) -> int:
-    from dbsvc.errors import SchemaErrors
-    from dbsvc.schema import format_errors
-
-    try:
-        schema = _load(args.schema)
-    except SchemaErrors as exc:
-        print(format_errors(exc), file=sys.stderr)
-        return EXIT_FAILURE
-    print(f"{args.schema}: ok ({len(schema.models)} models)")
-    return EXIT_OK
-
-
-def cmd_generate(args: argparse.Namespace) -> int:
-    from dbsvc.compiler import generate_source
-
-    source = generate_source(_load(args.schema))
-    if args.output and args.output != "-":
-        with open(args.output, "w", encoding="utf-8") as out:
-            out.write(source)
-    else:
-        sys.stdout.write(source)
-    return EXIT_OK
-
-
-def cmd_client(args: argparse.Namespace) -> int:
-    from dbsvc.clients import generate_client
-
-    source = generate_client(_client_schema(args), args.lang)
-    if args.output and args.output != "-":
-        with open(args.output, "w", encoding="utf-8") as out:
-            out.write(source)
-    else:
-        sys.stdout.write(source)
-    return EXIT_OK
-
-
-def _client_schema(args: argparse.Namespace) -> Any:
-    """The IR a client is generated from: SCHEMA's; in an app, the source it carries; for a
-    generated module run as a script, its schema file when that still describes the same
-    schema; else the schema the module's description keeps (docs/guide/clients.md)."""
-    if args.module is None:
-        return _load(args.schema)
-    from dbsvc.schema import load_schema, parse_schema
-    from dbsvc.schema.describe import describe_schema, schema_from_description
-    from dbsvc.zipapp import app_schema_source
-
-    module = args.module
-    source = app_schema_source(module)
-    if source is not None:
-        return parse_schema(source, module.SCHEMA_PATH)
-    if os.path.isfile(module.SCHEMA_PATH):
-        schema = load_schema(module.SCHEMA_PATH)
-        if describe_schema(schema) == module.DESCRIPTION:
-            return schema
-    return schema_from_description(module.DESCRIPTION, module.SCHEMA_PATH)
-
-
-def cmd_openapi(args: argparse.Namespace) -> int:
-    if args.module is not None:
-        document = json.loads(args.module.OPENAPI_JSON)
-    else:
-        from dbsvc.compiler.openapi import build_openapi
-
-        document = build_openapi(_load(args.schema))
-    print(json.dumps(document, indent=2))
-    return EXIT_OK
-
-
-def cmd_asyncapi(args: argparse.Namespace) -> int:
-    if args.module is not None:
-        document = json.loads(args.module.ASYNCAPI_JSON)
-    else:
-        from dbsvc.compiler.asyncapi import build_asyncapi
-
-        document = build_asyncapi(_load(args.schema))
-    print(json.dumps(document, indent=2))
-    return EXIT_OK
-
-
-def cmd_serve(args: argparse.Namespace) -> int:
-    from dbsvc.service import serve
-
-    environ: Mapping[str, str] = os.environ
-    if args.rebootstrap:  # the flag is the variable's twin (config.py)
-        environ = {**os.environ, "SERVICE_FOLLOW_REBOOTSTRAP": "1"}
-    if args.workers > 1 and not os.environ.get("DBSVC_WORKER"):  # not a worker yet: supervise them
-        from dbsvc.errors import ConfigError
-        from dbsvc.supervisor import supervise
-
-        if args.follow:
-            raise ConfigError("--workers and --follow do not go together: a read replica runs as one process")
-        return supervise(_schema_module(args), environ, args.workers)
-    return serve(_schema_module(args), environ, follow=args.follow)
 
 
 def _worker_count(text: str) -> int:
@@ -164,147 +31,6 @@ def _worker_count(text: str) -> int:
     if not text.isdigit() or not 1 <= int(text) <= 1024:
         raise argparse.ArgumentTypeError(f"expected an integer from 1 to 1024, got {text!r}")
     return int(text)
-
-
-def cmd_init(args: argparse.Namespace) -> int:
-    from importlib import resources
-    from string import Template
-
-    path = args.name if args.name.endswith(".dbs") else f"{args.name}.dbs"
-    stem = os.path.basename(path)[: -len(".dbs")]
-    if not stem or not stem.isprintable():
-        report(f"{args.name!r} is not a schema name: expected a file name such as 'shop' or 'shop.dbs'")
-        return EXIT_USAGE
-    template = resources.files("dbsvc").joinpath("templates/starter.dbs").read_text(encoding="utf-8")
-    text = Template(template).substitute(name=stem, file=path)
-    try:
-        with open(path, "x", encoding="utf-8") as out:  # "x": never overwrite a schema
-            out.write(text)
-    except FileExistsError:
-        report(f"{path} already exists: choose another NAME, or remove it first")
-        return EXIT_FAILURE
-    except (FileNotFoundError, NotADirectoryError):
-        parent = os.path.dirname(path)
-        report(
-            f"cannot write {path!r}: the directory {parent!r} does not exist: create it first "
-            f"(mkdir -p {parent}), or give NAME in an existing directory"
-        )
-        return EXIT_USAGE
-    except PermissionError:
-        report(f"cannot write {path!r}: permission denied: give NAME in a directory you can write")
-        return EXIT_USAGE
-    schema = _load(path)
-    print(
-        f"wrote {path} ({len(schema.models)} models: {', '.join(m.name for m in schema.models)})\n"
-        f"next: dbsvc check {path} && dbsvc serve {path}"
-    )
-    return EXIT_OK
-
-
-def cmd_build(args: argparse.Namespace) -> int:
-    from dbsvc.build import build_zipapp
-
-    build_zipapp(_load(args.schema), args.output, with_guard=args.with_guard)
-    print(f"wrote {args.output}")
-    return EXIT_OK
-
-
-def cmd_tenant(args: argparse.Namespace) -> int:
-    from dbsvc.storage import tenants
-
-    data_dir = _config().data_dir
-    if args.tenant_command == "create" and args.source:
-        from dbsvc.datatools.commands import run_restore
-
-        return run_restore(args, data_dir)
-    if args.tenant_command == "create":
-        path = tenants.create_tenant(data_dir, args.name)
-        print(f"created tenant {args.name!r} at {path}")
-    elif args.tenant_command == "list":
-        for info in tenants.list_tenants(data_dir):
-            state = f"held by pid {info.holder_pid}" if info.locked else "free"
-            print(f"{info.name}\t{info.size_bytes}\t{state}")
-    elif args.tenant_command == "drop":
-        if not args.yes:
-            report(f"refusing to drop tenant {args.name!r} without --yes")
-            return EXIT_USAGE
-        tenants.drop_tenant(data_dir, args.name)
-        print(f"dropped tenant {args.name!r}")
-    return EXIT_OK
-
-
-def cmd_compact(args: argparse.Namespace) -> int:
-    from dbsvc.datatools.tenant import existing_tenant
-    from dbsvc.storage import tenants
-
-    config = _config()
-    existing_tenant(config.data_dir, config.tenant)  # a missing one: the hint names this program
-    print(tenants.compact_tenant(config.data_dir, config.tenant))
-    return EXIT_OK
-
-
-def cmd_replicate(args: argparse.Namespace) -> int:
-    from dbsvc.replica.consumer import replicate
-
-    token = args.token or _config().token
-    return replicate(args.url, after=args.after, out=args.out, token=token)
-
-
-def cmd_export(args: argparse.Namespace) -> int:
-    from dbsvc.datatools.commands import run_export
-
-    if args.module is None and args.schema is not None and not _names_a_schema(args.schema):
-        args.models.insert(0, args.schema)  # `dbsvc export User`: a MODEL, no SCHEMA
-        args.schema = None
-    module = _data_tool_module(args)
-    return run_export(args, module, _config(module))
-
-
-def cmd_import(args: argparse.Namespace) -> int:
-    from dbsvc.datatools.commands import run_import
-    from dbsvc.errors import ConfigError
-
-    if args.file is None and args.frames is None and getattr(args, "schema", None) is not None:
-        args.file, args.schema = args.schema, None  # `dbsvc import FILE`: a FILE, no SCHEMA
-    if (args.file is None) == (args.frames is None):
-        raise ConfigError("import: give FILE (JSON Lines) or --frames FILE (a `replicate --out` file), one of them")
-    module = _data_tool_module(args)
-    return run_import(args, module, _config(module))
-
-
-def _names_a_schema(word: str) -> bool:
-    """Whether export's first word is SCHEMA (a .dbs name or a file) rather than a MODEL."""
-    return word.endswith(".dbs") or os.path.isfile(word)
-
-
-def _data_tool_module(args: argparse.Namespace) -> Any:
-    """The schema export and import work with: the app's own, SCHEMA, else the one the
-    tenant holds (the description it was created or last served with: every model, field
-    and projection; docs/data-tools.md)."""
-    if args.module is not None or args.schema is not None:
-        return _schema_module(args)
-    from dbsvc.compiler import compile_schema
-    from dbsvc.errors import ConfigError
-    from dbsvc.launch import program
-    from dbsvc.schema.describe import schema_from_description
-    from dbsvc.storage.migrate import read_description
-    from dbsvc.storage.tenants import tenant_dir
-
-    config = _config()
-    directory = tenant_dir(config.data_dir, config.tenant)
-    description = read_description(directory) if os.path.isdir(directory) else None
-    if description is None:
-        raise ConfigError(
-            f"tenant {config.tenant!r} under {config.data_dir!r} holds no schema yet (it was never "
-            f"served): give SCHEMA, as in `{program()} {args.command} SCHEMA ...`"
-        )
-    return compile_schema(schema_from_description(description, os.path.join(directory, "schema.json")))
-
-
-def cmd_backup(args: argparse.Namespace) -> int:
-    from dbsvc.datatools.commands import run_backup
-
-    return run_backup(args, _config())
 
 
 def _offset(text: str) -> int:
@@ -374,7 +100,9 @@ def build_parser(module: Any = None) -> argparse.ArgumentParser:
     schema = "SCHEMA" if module is None else "this app's schema"
     if module is None:
         _schema_tools(sub, schema_command)
-    serve = schema_command("serve", f"serve {schema}" + (", compiled in memory" if module is None else ""), cmd_serve)
+    serve = schema_command(
+        "serve", f"serve {schema}" + (", compiled in memory" if module is None else ""), commands.cmd_serve
+    )
     serve.add_argument(
         "--follow",
         metavar="URL",
@@ -398,14 +126,16 @@ def build_parser(module: Any = None) -> argparse.ArgumentParser:
         "readers that follow it and forward writes to it; 1 (the default) is one process; "
         "see docs/workers.md",
     )
-    schema_command("openapi", f"print the OpenAPI 3.1 document of the service for {schema}", cmd_openapi)
+    schema_command("openapi", f"print the OpenAPI 3.1 document of the service for {schema}", commands.cmd_openapi)
     schema_command(
-        "asyncapi", f"print the AsyncAPI 3.0 document of the service's WebSocket routes for {schema}", cmd_asyncapi
+        "asyncapi",
+        f"print the AsyncAPI 3.0 document of the service's WebSocket routes for {schema}",
+        commands.cmd_asyncapi,
     )
     client = schema_command(
         "client",
         f"write a typed client of the service for {schema}",
-        cmd_client,
+        commands.cmd_client,
         description=f"Write one self-contained client module of the service for {schema}, generated from "
         "the compiled schema (docs/guide/clients.md); the same schema gives the same bytes.",
     )
@@ -428,14 +158,14 @@ def _schema_tools(sub: Any, schema_command: Callable[..., argparse.ArgumentParse
     init.add_argument(
         "name", metavar="NAME", nargs="?", default="app", help="schema name or file (default: app, written to app.dbs)"
     )
-    init.set_defaults(func=cmd_init)
-    schema_command("check", "report every error in SCHEMA; exit 1 if any", cmd_check)
-    gen = schema_command("generate", "write the generated Python module for SCHEMA", cmd_generate)
+    init.set_defaults(func=commands.cmd_init)
+    schema_command("check", "report every error in SCHEMA; exit 1 if any", commands.cmd_check)
+    gen = schema_command("generate", "write the generated Python module for SCHEMA", commands.cmd_generate)
     gen.add_argument("-o", "--output", metavar="FILE", help="output file (default: standard output)")
     build = schema_command(
         "build",
         "build a self-contained zipapp serving SCHEMA",
-        cmd_build,
+        commands.cmd_build,
         description="Build one file that serves SCHEMA with nothing installed but Python 3.11+: the "
         "generated module, dbsvc and its pure-Python packages; the same inputs give the same "
         "bytes. `python APP.pyz` serves; `python APP.pyz --help` lists its commands.",
@@ -473,21 +203,21 @@ def _tenant_tools(sub: Any) -> None:
     )
     drop.add_argument("name", metavar="NAME")
     drop.add_argument("--yes", action="store_true", help="confirm the deletion")
-    tenant.set_defaults(func=cmd_tenant)
+    tenant.set_defaults(func=commands.cmd_tenant)
 
     compact = sub.add_parser(
         "compact",
         help="compact the tenant named by SERVICE_TENANT (offline)",
         description="Offline compaction of the tenant named by SERVICE_TENANT; refused while a server holds it.",
     )
-    compact.set_defaults(func=cmd_compact)
+    compact.set_defaults(func=commands.cmd_compact)
 
 
 def _data_tools(sub: Any, schema_command: Callable[..., argparse.ArgumentParser]) -> None:
     export = schema_command(
         "export",
         f"write the records of {TENANT_ENV} as JSON Lines",
-        cmd_export,
+        commands.cmd_export,
         description=f"Write the records of {TENANT_ENV} as JSON Lines, one "
         '{"model": NAME, "record": {...}} per line (docs/data-tools.md). The tenant is '
         "locked for the run and opened read-only; while a server holds it, the export takes a "
@@ -508,7 +238,7 @@ def _data_tools(sub: Any, schema_command: Callable[..., argparse.ArgumentParser]
     import_ = schema_command(
         "import",
         f"load a JSON Lines FILE into {TENANT_ENV}, all or nothing",
-        cmd_import,
+        commands.cmd_import,
         description=f"Load FILE (as written by `dbsvc export`) into {TENANT_ENV}: every line "
         "is validated and checked (ids, @unique, @ref across the file and the tenant) "
         "before anything is written, then all records are written with one fsync. "
@@ -536,7 +266,7 @@ def _data_tools(sub: Any, schema_command: Callable[..., argparse.ArgumentParser]
         "`dbsvc tenant create NAME --from DIR`.",
     )
     backup.add_argument("directory", metavar="DIR", help="directory to create the backup in")
-    backup.set_defaults(func=cmd_backup)
+    backup.set_defaults(func=commands.cmd_backup)
 
     replicate = sub.add_parser(
         "replicate",
@@ -556,7 +286,7 @@ def _data_tools(sub: Any, schema_command: Callable[..., argparse.ArgumentParser]
         "--out", metavar="FILE", help="append the frames to FILE (default: one JSON event per line on standard output)"
     )
     replicate.add_argument("--token", metavar="T", help="bearer token for a guarded server (default: $SERVICE_TOKEN)")
-    replicate.set_defaults(func=cmd_replicate)
+    replicate.set_defaults(func=commands.cmd_replicate)
 
 
 # What a built app (or a generated module run as a script) reads as its own, not as `serve`'s.

@@ -114,7 +114,7 @@ def print_ready(base_url: str, explorer: bool, *, fmt: str = "text", primary: st
     reading the merged streams meets nothing else); `primary`: a read replica's primary."""
     explorer_url = base_url + "/_/" if explorer else None
     if fmt == "json":
-        from dbsvc.logs import JsonFormat
+        from dbsvc.logformat import JsonFormat
 
         fields = {"api": f"{base_url}/api/", "openapi": f"{base_url}/openapi.json", "explorer": explorer_url}
         if primary is not None:

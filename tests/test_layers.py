@@ -59,7 +59,8 @@ ALLOWED: dict[str, frozenset[str]] = {
         "bodies": ("errors", "runtime"),  # the strict JSON decoder of request bodies, tokens and imported lines
         "operators": ("errors",),  # issue 34: query operators' bounds and cursors, called by generated parsers
         "textsearch": ("errors",),  # issue 34: text search's tokenizer, for storage's index and generated matchers
-        "logs": ("errors",),  # RUST_LOG and the log line formats
+        "logformat": (),  # the log line formats: escapes, redaction, text and JSON lines
+        "logs": ("errors", "logformat"),  # RUST_LOG, the span log and its buffer
         "deps": ("errors",),  # a missing runtime package -> one line with its fix
         "compiler": (
             "dbsvc",
@@ -142,6 +143,7 @@ ALLOWED: dict[str, frozenset[str]] = {
             "schema",
             "deps",
             "logs",
+            "logformat",
             "notify",
             "interfaces",
             "storage",
@@ -161,8 +163,8 @@ ALLOWED: dict[str, frozenset[str]] = {
         # storage's one seam (files.py), so the power-loss simulator sees every fsync.
         "zipapp": ("errors", "config", "storage"),
         "build": ("errors", "schema", "compiler", "storage", "zipapp"),
-        "cli": (
-            "dbsvc",
+        # what each command of the command line does (cli.py parses, commands.py does)
+        "commands": (
             "errors",
             "launch",
             "schema",
@@ -178,6 +180,7 @@ ALLOWED: dict[str, frozenset[str]] = {
             "clients",
             "zipapp",
         ),
+        "cli": ("dbsvc", "schema", "exits", "commands"),  # the command line's parser
         "launcher": ("launch", "cli"),
         "__main__": ("launch", "cli"),  # `python -m dbsvc`: the launcher inside the package
     }.items()

@@ -53,8 +53,9 @@ import signal
 import socket
 from collections.abc import Callable
 
-from dbsvc.http.connection import LINGER_SECONDS, HttpConnection
+from dbsvc.http.connection import HttpConnection
 from dbsvc.http.hub import Hub, Phase, off_when_zero
+from dbsvc.http.respond import LINGER_SECONDS
 from dbsvc.http.types import App, HttpSettings
 
 log = logging.getLogger("dbsvc.http")

@@ -33,7 +33,7 @@ from collections.abc import Callable, Iterator
 
 import pytest
 
-import dbsvc.http.connection as connection_module
+import dbsvc.http.respond as respond_module
 from dbsvc.http.connection import PIPELINE_BUDGET, HttpConnection, Phase
 from dbsvc.http.types import Deferred, HttpSettings, Request, Response
 from support.demo_app import app as demo_app
@@ -272,7 +272,7 @@ def test_rule_7_a_half_close_between_requests_closes_the_connection(serve, parse
 
 
 def test_rule_7_a_lingering_connection_discards_input_and_ends_at_the_clients_eof(serve, monkeypatch):
-    monkeypatch.setattr(connection_module, "LINGER_SECONDS", WAIT * 10)  # only the client's EOF ends it
+    monkeypatch.setattr(respond_module, "LINGER_SECONDS", WAIT * 10)  # only the client's EOF ends it
     served = serve()
     client = served.client()
     conn = served.connection_of(client)

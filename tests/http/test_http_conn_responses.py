@@ -30,6 +30,7 @@ from collections.abc import Callable, Iterator
 import pytest
 
 import dbsvc.http.connection as connection_module
+import dbsvc.http.respond as respond_module
 from dbsvc.http.connection import Phase
 from dbsvc.http.hub import PROBE_RESERVE
 from dbsvc.http.types import HttpSettings, Request, Response, Upgrade
@@ -505,7 +506,7 @@ def test_a_body_h11_refuses_is_400_for_the_request_it_belongs_to(served):
 
 def test_rule_7_a_closing_answer_lingers_discarding_input_until_the_clients_fin(served, monkeypatch):
     linger = WAIT  # more than this test can take
-    monkeypatch.setattr(connection_module, "LINGER_SECONDS", linger)
+    monkeypatch.setattr(respond_module, "LINGER_SECONDS", linger)
     since = served.mark()
     client = served.client()
     # The refused body follows the head at once: unread input the linger discards.
@@ -572,7 +573,7 @@ def test_past_max_connections_a_connection_gets_a_503_problem_and_close(capped, 
 
 
 class SteppingClock:
-    """`time.perf_counter` for the connection module: each reading 0.25 s after the last."""
+    """`time.perf_counter` for the connection's two modules: each reading 0.25 s after the last."""
 
     def __init__(self) -> None:
         self.now = 1000.0
@@ -584,7 +585,9 @@ class SteppingClock:
 
 def test_each_request_has_a_span_line_with_its_method_path_status_duration_bytes_and_id(served, monkeypatch):
     # One clock reading as the head arrives, one as the answer goes: 250 ms apart.
-    monkeypatch.setattr(connection_module, "time", SteppingClock())
+    clock = SteppingClock()  # read as the head is parsed (connection.py), as the answer goes (respond.py)
+    monkeypatch.setattr(connection_module, "time", clock)
+    monkeypatch.setattr(respond_module, "time", clock)
     since = served.mark()
     client = served.client()
     assert len(client.request("GET", "/big?n=123", {"X-Request-Id": "span-1"}).body) == 123

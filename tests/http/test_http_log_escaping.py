@@ -12,7 +12,8 @@ import logging
 
 import pytest
 
-from dbsvc.logs import configure_logging, escape, exception_text, field_text, flush_logs, log_request
+from dbsvc.logformat import escape, exception_text, field_text
+from dbsvc.logs import configure_logging, flush_logs, log_request
 
 FORGE = "\n2026-11-23T07:00:00.000Z ERROR dbsvc.storage: FORGED"
 

@@ -23,7 +23,7 @@ from collections.abc import Callable
 from dbsvc.http.hub import Hub
 from dbsvc.http.server import serve
 from dbsvc.http.types import HttpSettings
-from dbsvc.logs import TextFormat
+from dbsvc.logformat import TextFormat
 
 WAIT = 30.0  # generous: a loaded two-core machine
 
