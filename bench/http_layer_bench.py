@@ -26,7 +26,8 @@ import asyncio
 import sys
 import time
 from pathlib import Path
-from typing import Any
+
+from standin import StandInTransport
 
 BODY = b'{"author_id": 7, "title": "bench 123456789-42", "body": "' + b"lorem ipsum " * 25 + b'", "score": 42.5}'
 GET = b"GET /api/blog-post/20000 HTTP/1.1\r\nHost: 127.0.0.1:8080\r\n\r\n"
@@ -36,31 +37,6 @@ POSTS = tuple(
     for body in (BODY, BODY.replace(b"42.5", b"7.25"))
 )
 CONNECTIONS = 64
-
-
-class Transport:
-    """The few transport calls a connection makes; writes are counted, not sent."""
-
-    def __init__(self) -> None:
-        self.writes = 0
-
-    def write(self, data: bytes) -> None:
-        self.writes += 1
-
-    def get_extra_info(self, name: str) -> Any:
-        return ("127.0.0.1", 5555) if name == "peername" else None
-
-    def pause_reading(self) -> None:
-        pass
-
-    def resume_reading(self) -> None:
-        pass
-
-    def is_closing(self) -> bool:
-        return False
-
-    def get_write_buffer_size(self) -> int:
-        return 0
 
 
 async def measure(requests: int, runs: int, sync_post: bool, profile: bool = False) -> dict[str, float]:
@@ -96,7 +72,7 @@ async def measure(requests: int, runs: int, sync_post: bool, profile: bool = Fal
             connections = []
             for _ in range(CONNECTIONS):
                 connection = HttpConnection(hub)
-                connection.connection_made(Transport())
+                connection.connection_made(StandInTransport())
                 connections.append(connection)
             profiler = cProfile.Profile(time.thread_time) if profile else None
             if profiler is not None:

@@ -32,6 +32,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from standin import WaveTransport as Transport  # the stand-in shared with http_layer_bench.py
+
 HERE = Path(__file__).resolve().parent
 CONNECTIONS = 64
 BODY = (
@@ -86,36 +88,6 @@ def _gc_clock(phase: str, info: dict[str, Any]) -> None:
     else:
         _gc_spent[0] += time.thread_time() - _gc_spent[2]
         _gc_spent[1] += 1
-
-
-class Transport:
-    """The transport calls a connection makes; the writes are counted, and the wave's
-    `waiter` is woken by the last one it waits for (no polling: the loop sleeps in select
-    while the fsync runs, as the server's does)."""
-
-    writes = 0
-    expected = 0
-    waiter: asyncio.Future[None] | None = None
-
-    def write(self, data: bytes) -> None:
-        Transport.writes += 1
-        if Transport.writes == Transport.expected and Transport.waiter is not None:
-            Transport.waiter.set_result(None)
-
-    def get_extra_info(self, name: str) -> Any:
-        return ("127.0.0.1", 5555) if name == "peername" else None
-
-    def pause_reading(self) -> None:
-        pass
-
-    def resume_reading(self) -> None:
-        pass
-
-    def is_closing(self) -> bool:
-        return False
-
-    def get_write_buffer_size(self) -> int:
-        return 0
 
 
 async def run(data: Path, figure: str, requests: int, records: int, profile: Any) -> float:
