@@ -75,11 +75,17 @@ PARSER_FREE = frozenset(
 # table of tests/support/filecpu.py) go first instead, then the rest as xdist ordered them:
 # most tests first. The figures only rank; a file missing here keeps its place by count.
 LONGEST_FIRST = {
+    "tests/app/test_app_schemathesis.py": 83,
     "tests/guide/test_guide_examples.py": 66,
-    "tests/app/test_app_schemathesis.py": 60,
     "tests/replica/test_replica_history.py": 28,
     "tests/http/test_http_fastpath_differential.py": 20,
+    "tests/app/test_realtime_live_query.py": 19,
     "tests/app/test_access_machine.py": 15,
+    "tests/test_typing.py": 11,
+    "tests/auth/test_jwks_inputs.py": 8,
+    "tests/storage/test_storage_crash.py": 9,
+    "tests/storage/test_storage_powerloss.py": 6,
+    "tests/storage/test_storage_powerloss_more.py": 6,
 }
 
 
