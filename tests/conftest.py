@@ -16,6 +16,9 @@ source, about 0.4 s of CPU of a server's 0.9 s start, some thousand times a run.
 and read it under PYTHONPYCACHEPREFIX instead, a directory outside the checkout (one tree per
 source path, checked against each source's mtime and size as `__pycache__` is), unless the
 environment names one already.
+
+Last, it orders the files for `--dist loadfile` (the longest first) and leaves the files that
+start no server out of the h11 pass (PARSER_FREE and LONGEST_FIRST below say why).
 """
 
 from __future__ import annotations
@@ -24,6 +27,8 @@ import os
 import sys
 import tempfile
 from pathlib import Path
+
+import pytest
 
 TESTS = str(Path(__file__).resolve().parent)
 if TESTS not in sys.path:
@@ -40,3 +45,68 @@ if os.environ.get("PYTHONDONTWRITEBYTECODE") and not os.environ.get("PYTHONPYCAC
 # Per-file CPU of the tests and their children (tests/support/filecpu.py), when asked for.
 if os.environ.get("DBSVC_TEST_FILE_CPU"):
     pytest_plugins = ["support.filecpu"]
+
+
+# The h11 pass (.ci/run: DBSVC_TEST_HTTP_PARSER=h11 over tests/http and tests/app) proves that
+# every test that speaks HTTP to a server passes on either parser. These files start no
+# server: they drive wires, caches and stores in the test process (the differential runs both
+# parsers side by side itself), so a second run under h11 runs the same code again. The
+# pass leaves them out; the default run and the in-process pass (which mutation runs rely
+# on) still run them.
+PARSER_FREE = frozenset(
+    {
+        "tests/http/test_http_fastpath_differential.py",
+        "tests/http/test_http_response_encoding.py",
+        "tests/http/test_http_message.py",
+        "tests/http/test_http_completion.py",
+        "tests/http/test_http_log_escaping.py",
+        "tests/app/test_batch_result_ids.py",
+        "tests/app/test_readcache_units.py",
+        "tests/app/test_many_pages.py",
+        "tests/app/test_present_pages_mutants.py",
+        "tests/app/test_access_start.py",
+    }
+)
+
+# `--dist loadfile` hands out whole files, by default those with the most tests first
+# (xdist's --loadscope-reorder), so a file of one long test (a hypothesis machine, a kill
+# loop, a run of power-loss seeds) was handed out last and ran alone at the end while the
+# other worker idled. The longest files by CPU (seconds, own + children, from the per-file
+# table of tests/support/filecpu.py) go first instead, then the rest as xdist ordered them:
+# most tests first. The figures only rank; a file missing here keeps its place by count.
+LONGEST_FIRST = {
+    "tests/app/test_app_schemathesis.py": 83,
+    "tests/guide/test_guide_examples.py": 66,
+    "tests/replica/test_replica_history.py": 28,
+    "tests/http/test_http_fastpath_differential.py": 20,
+    "tests/app/test_realtime_live_query.py": 19,
+    "tests/app/test_access_machine.py": 15,
+    "tests/test_typing.py": 11,
+    "tests/auth/test_jwks_inputs.py": 8,
+    "tests/storage/test_storage_crash.py": 9,
+    "tests/storage/test_storage_powerloss.py": 6,
+    "tests/storage/test_storage_powerloss_more.py": 6,
+}
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    if hasattr(config.option, "loadscopereorder"):  # xdist's option; absent under -p no:xdist
+        config.option.loadscopereorder = False
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    if os.environ.get("DBSVC_TEST_HTTP_PARSER") == "h11":
+        gone = sorted(name for name in PARSER_FREE if not os.path.exists(os.path.join(CHECKOUT, name)))
+        assert not gone, f"tests/conftest.py's PARSER_FREE names files that are gone: {gone}"
+        dropped = [item for item in items if _file(item) in PARSER_FREE]
+        if dropped:
+            config.hook.pytest_deselected(items=dropped)
+            items[:] = [item for item in items if _file(item) not in PARSER_FREE]
+    counts: dict[str, int] = {}
+    for item in items:
+        counts[_file(item)] = counts.get(_file(item), 0) + 1
+    items.sort(key=lambda item: (-LONGEST_FIRST.get(_file(item), 0), -counts[_file(item)]))
+
+
+def _file(item: pytest.Item) -> str:
+    return item.nodeid.split("::")[0]

@@ -237,6 +237,10 @@ def test_live_query_deltas_follow_a_model_of_the_result_set(tmp_path):
         server.stop()
 
 
+# Under load the import and the server's replay of 100,000 records each took 30 s of wall
+# or more (about 7 s of CPU each): the server's start met start_server's 30 s bound, which
+# killed it before it answered. Bounds sized for a loaded host; what is checked is the same.
+@pytest.mark.timeout(900)
 def test_a_client_with_a_1_mib_message_limit_receives_a_100000_record_init(serve, tmp_path):
     """Issue 30 item 4: the Init of 100,000 records (about 13 MB of JSON) arrives in Init
     slices a client with `max_size=2**20` (the `websockets` library) accepts, the last one
@@ -265,7 +269,7 @@ def test_a_client_with_a_1_mib_message_limit_receives_a_100000_record_init(serve
     for args in (("tenant", "create", "t"), ("import", str(ROOT / "schemas" / "blog.dbs"), str(lines), "-q")):
         done = run_on_tenant(data, *args)
         assert done.returncode == 0, done.stderr
-    server = serve(env={"SERVICE_TENANT": "t"}, data_dir=data)
+    server = serve(env={"SERVICE_TENANT": "t"}, data_dir=data, timeout=300)
 
     async def body():
         async with open_ws(server, "/live-query/user", max_size=2**20) as ws:
@@ -283,7 +287,7 @@ def test_a_client_with_a_1_mib_message_limit_receives_a_100000_record_init(serve
             assert slices > 20
             assert (await health).status == 200
             await post(server, "/api/user", {**USER, "email": "new@x.io"})
-            added = await recv_json(ws)
+            added = await recv_json(ws, timeout=60)
             assert (added["type"], added["record"]["id"], added["offset"]) == ("Added", 100_001, 100_001)
 
-    run(body())
+    run(body(), timeout=300)

@@ -76,8 +76,10 @@ def crash_loop(tenant: str, kills: int, seed: int, compact_every: int = 0) -> in
 
 
 def test_sigkill_at_random_moments_loses_no_acknowledged_write(tenant):
-    acked = crash_loop(tenant, kills=32, seed=1, compact_every=11)
-    assert acked > 100
+    """16 kill rounds, two offline compactions between them; the slow soak adds 400 rounds
+    (10 compactions) of other kill moments."""
+    acked = crash_loop(tenant, kills=16, seed=1, compact_every=6)
+    assert acked > 50
 
 
 @pytest.mark.slow

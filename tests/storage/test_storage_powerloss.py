@@ -17,8 +17,9 @@ The stores run with a small frame limit (`max_payload=LIMIT`), and some records 
 the record limit, a few over it (issue 30 item 2): those are refused with
 `PayloadTooLarge` and never written, and no frame on the disk is over the limit.
 
-500 seeds run by default, 250 here and 250 in test_storage_powerloss_more.py (so that the
-suite's two workers share them), 10,000 with `-m slow`. A failing seed replays alone:
+250 seeds run by default, 125 here and 125 in test_storage_powerloss_more.py (so that the
+suite's two workers share them), 10,000 with `-m slow` (the default seeds and 9,750 other
+power-loss points; the default run had 500 until session 13, about 15 s of CPU more). A failing seed replays alone:
 `DBSVC_POWERLOSS_SEED=1234 python -m pytest tests/storage/test_storage_powerloss*.py -k seed`.
 The run of a seed is tests/support/powerloss_run.py's.
 """

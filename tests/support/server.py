@@ -155,8 +155,9 @@ def start_server(
 
 @contextlib.contextmanager
 def server_pool(default_data: Path) -> Iterator[Callable[..., Server]]:
-    """`pool(schema=blog, env=None, data_dir=default_data, args=()) -> Server`; every server
-    the pool started is killed when the block ends (the `serve` fixtures)."""
+    """`pool(schema=blog, env=None, data_dir=default_data, args=(), timeout=30) -> Server`
+    (`timeout`: start_server's bound on the start); every server the pool started is killed
+    when the block ends (the `serve` fixtures)."""
     started: list[Server] = []
 
     def start(
@@ -164,8 +165,9 @@ def server_pool(default_data: Path) -> Iterator[Callable[..., Server]]:
         env: dict | None = None,
         data_dir: Path | None = None,
         args: tuple[str, ...] = (),
+        timeout: float = 30,
     ) -> Server:
-        server = start_server(schema, data_dir or default_data, env, args=args)
+        server = start_server(schema, data_dir or default_data, env, timeout, args)
         started.append(server)
         return server
 
