@@ -194,7 +194,7 @@ def decode_cursor(
         raise _malformed(text)
     try:
         raw = base64.urlsafe_b64decode(text + "=" * (-len(text) % 4))
-        value = json.loads(raw.decode("utf-8"), parse_constant=_refuse)
+        value = _CURSOR_JSON.decode(raw.decode("utf-8"))
     except (binascii.Error, ValueError, UnicodeDecodeError):
         raise _malformed(text) from None
     if not (type(value) is list and len(value) == 5 and value[0] == CURSOR_VERSION):
@@ -298,6 +298,11 @@ def _malformed(text: str) -> BadQuery:
 
 def _refuse(name: str) -> Any:
     raise ValueError(name)
+
+
+# `json.loads(text, parse_constant=_refuse)` made a decoder on every call (a cursor page
+# decodes its cursor on every request); this is that decoder, made once
+_CURSOR_JSON = json.JSONDecoder(parse_constant=_refuse)
 
 
 def _key(value: Any, kind: str, nullable: bool) -> Any:
