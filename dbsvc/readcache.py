@@ -18,7 +18,9 @@ costs ~4 (bench/README.md, "Pages that miss the caches at 1,000,000 posts").
 from __future__ import annotations
 
 from collections import OrderedDict
-from dataclasses import replace
+from collections.abc import Iterable
+from dataclasses import fields
+from operator import attrgetter, is_, itemgetter
 from typing import Any
 
 from dbsvc.errors import BadQuery
@@ -27,6 +29,20 @@ from dbsvc.operators import NextLinks, link_prefix
 from dbsvc.runtime import CompiledModel, Query, Record, json_bytes
 
 _PAGE_PARAMS = ("offset", "cursor")  # the pairs a list's pages differ by (operators.py `link_prefix`)
+_NOT_CURSOR = tuple(f.name for f in fields(Query) if f.name != "cursor")
+_query_but_cursor = attrgetter(*_NOT_CURSOR)
+_set = object.__setattr__
+_first, _second = itemgetter(0), itemgetter(1)  # a kept entry's record, its JSON
+
+
+def with_cursor(query: Query, cursor: tuple[tuple[Any, ...], Any]) -> Query:
+    """`dataclasses.replace(query, cursor=cursor)` without its per-field calls (a third
+    of its cost: a page at a cursor makes one on every request)."""
+    made = Query.__new__(Query)
+    for name, value in zip(_NOT_CURSOR, _query_but_cursor(query)):
+        _set(made, name, value)
+    _set(made, "cursor", cursor)
+    return made
 
 
 class EncodedRecords:
@@ -89,11 +105,15 @@ class EncodedRecords:
         if kept is not None:
             return kept[1]
         entries = self._entries[model.name]
-        id_field = model.id_field
-        parts = []
-        for record in records:
-            entry = entries.get(record[id_field])
-            parts.append(entry[1] if entry is not None and entry[0] is record else self.encode(model, record))
+        found: list[Any] = list(map(entries.get, map(itemgetter(model.id_field), records)))
+        parts: Iterable[bytes]
+        if None not in found and all(map(is_, map(_first, found), records)):
+            parts = map(_second, found)  # every record's JSON kept: looked up and tested in C
+        else:  # a found entry is that record's JSON even if a miss evicts it meanwhile
+            parts = [
+                entry[1] if entry is not None and entry[0] is record else self.encode(model, record)
+                for record, entry in zip(records, found)
+            ]
         page = b",".join(parts)
         if len(page) <= self.largest_page:
             if len(self._pages) >= self.pages:
@@ -198,13 +218,16 @@ class ParsedQueries:
     dropped first.
     """
 
-    __slots__ = ("_makers", "_parsed", "_plain", "capacity", "longest")
+    __slots__ = ("_cursors", "_makers", "_parsed", "_plain", "capacity", "longest")
 
     def __init__(self, capacity: int = 1024, longest: int = 512) -> None:
         self.capacity = capacity
         self.longest = longest
         self._parsed: OrderedDict[tuple[str, tuple[tuple[str, str], ...]], ParsedList] = OrderedDict()
         self._plain: dict[str, ParsedList] = {}  # model -> its list with no pairs
+        # (model, pairs) -> the last capacity // 4 pages at a cursor (`at_cursor`), apart:
+        # a walk over many cursors never drops a list
+        self._cursors: OrderedDict[tuple[str, tuple[tuple[str, str], ...]], ParsedList] = OrderedDict()
         # (model, path, pairs but offset and cursor) -> the Link maker of that list's pages
         self._makers: OrderedDict[tuple[str, str, tuple[tuple[str, str], ...]], NextLinks] = OrderedDict()
 
@@ -215,17 +238,26 @@ class ParsedQueries:
     def listing(self, model: CompiledModel, request: Request) -> ParsedList:
         """The list `request` asks of `model`: kept (`ParsedList`), or parsed now (raising
         BadQuery) and kept unless its target is over `longest` characters. A page at a
-        cursor is its list without the cursor, kept, at the cursor decoded now (`at_cursor`)."""
+        cursor is its list without the cursor, kept, at the cursor decoded now (`at_cursor`),
+        and kept apart among the last `capacity // 4` cursor pages (a polled one is found)."""
         pairs = request.query
         if len(request.target) > self.longest:
             return ParsedList(model.parse_list_query(pairs))
         if pairs:
-            entry = self._parsed.get((model.name, tuple(pairs)))
+            key = (model.name, tuple(pairs))
+            entry = self._parsed.get(key)
             if entry is not None:
                 return entry
-            page = self.at_cursor(model, pairs)
-            if page is not None:
-                return page
+            cursors = self._cursors
+            entry = cursors.get(key)
+            if entry is not None:
+                return entry
+            entry = self.at_cursor(model, pairs)
+            if entry is not None:
+                if len(cursors) >= self.capacity // 4:
+                    cursors.popitem(last=False)
+                cursors[key] = entry
+                return entry
         return self._kept(model, pairs)
 
     def at_cursor(self, model: CompiledModel, pairs: list[tuple[str, str]]) -> ParsedList | None:
@@ -261,7 +293,7 @@ class ParsedQueries:
         try:
             listing = self._kept(model, rest)
             query = listing.query
-            return listing.at(replace(query, cursor=decode(text, query.sort)))
+            return listing.at(with_cursor(query, decode(text, query.sort)))
         except BadQuery:  # refused as the parser refuses the whole pairs
             return ParsedList(model.parse_list_query(pairs), self)
 

@@ -8,6 +8,7 @@ Fixture-free, in process: the parser of schemas/blog.dbs is the oracle."""
 from __future__ import annotations
 
 import itertools
+from dataclasses import fields, replace
 
 import pytest
 
@@ -16,8 +17,8 @@ from dbsvc.errors import BadQuery
 from dbsvc.http.message import split_target
 from dbsvc.http.types import Request
 from dbsvc.operators import encode_cursor, link_prefix, next_link
-from dbsvc.readcache import ParsedQueries
-from dbsvc.runtime import MAX_FILTER_VALUES
+from dbsvc.readcache import ParsedQueries, with_cursor
+from dbsvc.runtime import MAX_FILTER_VALUES, Query
 from dbsvc.schema import load_schema
 from support.server import ROOT
 
@@ -59,11 +60,43 @@ def test_a_cursor_alone_is_the_list_with_no_pairs_at_that_cursor():
     assert len(queries) == 0  # the list with no pairs is kept apart, as before
 
 
-def test_a_polled_cursor_page_is_the_same_query_each_time():
-    queries = ParsedQueries()
+def test_a_polled_cursor_page_is_kept_apart_and_a_walk_never_drops_a_list():
+    queries = ParsedQueries(capacity=8)
     target = f"/api/blog-post?sort=-score&cursor={encode_cursor('BlogPost', SCORE, [2.5], 9)}"
-    first, again = (queries.listing(POST, request(target)).query for _ in range(2))
-    assert first == again == POST.parse_list_query(request(target).query)
+    first, again = (queries.listing(POST, request(target)) for _ in range(2))
+    assert again is first and first.query == POST.parse_list_query(request(target).query)
+    others = [queries.listing(POST, request(f"/api/blog-post?limit={n}")) for n in range(1, 7)]
+    walk = [f"/api/blog-post?sort=-score&cursor={encode_cursor('BlogPost', SCORE, [1.5], n)}" for n in range(50)]
+    pages = [queries.listing(POST, request(target)) for target in walk]
+    assert len(queries) == 7  # the six lists and the walk's list, none dropped by its 50 pages
+    assert [queries.listing(POST, request(f"/api/blog-post?limit={n}")) for n in range(1, 7)] == others
+    assert queries.listing(POST, request(walk[-1])) is pages[-1]  # the last 8 // 4 pages are kept
+    assert queries.listing(POST, request(walk[-2])) is pages[-2]
+    assert queries.listing(POST, request(walk[-3])) is not pages[-3]
+    assert queries.listing(POST, request(walk[-3])).query == pages[-3].query
+
+
+def test_with_cursor_is_replace_on_every_field():
+    every = Query(
+        filters={"a": frozenset({1})},
+        sort=SCORE,
+        limit=5,
+        offset=1,
+        projection="summary",
+        as_of=3,
+        after=4,
+        where_row=len,
+        ranges=(("score", 1.0, True, None, True),),
+        nulls=(("tags", True),),
+        cursor=((1.0,), 2),
+        expand=(("author_id", None),),
+        search=("ab",),
+    )
+    made = with_cursor(every, ((9.0,), 7))
+    assert made == replace(every, cursor=((9.0,), 7)) and made.cursor == ((9.0,), 7)
+    assert [getattr(made, f.name) for f in fields(Query)] == [
+        getattr(replace(every, cursor=((9.0,), 7)), f.name) for f in fields(Query)
+    ]
 
 
 GOOD = encode_cursor("BlogPost", SCORE, [2.5], 9)
