@@ -14,8 +14,9 @@ servers' requests/s and CPU microseconds a request, the service's p50 and p99. T
 list >= 1.2, GET one >= 2.0. It also prints the service's RSS after the open and after the
 shapes (what the lists built: bucket orders, storage/buckets.py). `--code DIR` serves from
 another checkout (an export of an older commit), for a before/after on the same data.
-Two more rows ask MANY targets (`varied_shapes`, a wrk Lua script each): a GET of an id at
-random, and a page of 20 in id order at a cursor at random (5,000 cursors), each after 10 s
+More rows ask MANY targets (`varied_shapes`, a wrk Lua script each): a GET of an id at
+random, a page of 20 in id order at a cursor at random (5,000 cursors), and since session 13
+its neighbours (sorted by -score, under an author filter, at an offset at random), each after 10 s
 of warm-up alone (on a quiet host enough to fill the app's 65,536 encoded records; at a load
 of 20 it is not, and the row is then the cost of misses without evictions). At 1,000,000 posts
 their records mostly miss the app's encoded records (65,536 kept) where the one-URL shapes
@@ -80,24 +81,46 @@ def matrix_shapes(port: int, records: int, as_of: int) -> list[tuple[str, str]]:
 
 def varied_shapes(records: int) -> list[tuple[str, str]]:
     """(label, wrk Lua script) of the matrix's rows over many targets (module docstring): a
-    GET of an id at random, and a page of 20 in id order at one of 5,000 cursors made here
-    (ids at random: 100,000 records, more than the app's 65,536 encoded ones)."""
+    GET of an id at random; a page of 20 in id order at one of 5,000 cursors made here
+    (ids at random: 100,000 records, more than the app's 65,536 encoded ones); and its
+    neighbours (session 13): the same sorted by -score (cursors of scores and ids at random:
+    a cursor holds keys, so any keys seek into the list), the id-order cursors under an
+    author filter at random, and a page of 20 at an offset at random (0-100,000)."""
     from dbsvc.operators import encode_cursor
 
     rng = random.Random(36)
-    cursors = ",".join(f'"{encode_cursor("BlogPost", (), [], rng.randint(1, records))}"' for _ in range(5000))
+    ids = [rng.randint(1, records) for _ in range(5000)]
+    cursors = ",".join(f'"{encode_cursor("BlogPost", (), [], i)}"' for i in ids)
+    scored = ",".join(
+        f'"{encode_cursor("BlogPost", (("score", True),), [round(rng.uniform(0, 100), 2)], i)}"' for i in ids
+    )
     get = f"""
 request = function()
   return wrk.format("GET", "/api/blog-post/" .. math.random(1, {records}))
 end
 """
-    page = f"""
-cursors = {{{cursors}}}
+
+    def page(query: str, table: str = cursors) -> str:
+        return f"""
+cursors = {{{table}}}
 request = function()
-  return wrk.format("GET", "/api/blog-post?limit=20&cursor=" .. cursors[math.random(1, #cursors)])
+  return wrk.format("GET", "/api/blog-post?{query}limit=20&cursor=" .. cursors[math.random(1, #cursors)])
 end
 """
-    return [("GET one record, ids at random", get), ("a page at a cursor at random", page)]
+
+    filtered = page('author_id=" .. math.random(1, 1000) .. "&')
+    offset = f"""
+request = function()
+  return wrk.format("GET", "/api/blog-post?limit=20&offset=" .. math.random(0, {min(records, 100_000) - 20}))
+end
+"""
+    return [
+        ("GET one record, ids at random", get),
+        ("a page at a cursor at random", page("")),
+        ("cursor at random, sort=-score", page("sort=-score&", scored)),
+        ("cursor at random + filter", filtered),
+        ("a page at an offset at random", offset),
+    ]
 
 
 def matrix_table(rows: list[tuple[str, dict]]) -> str:
