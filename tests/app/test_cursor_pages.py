@@ -163,3 +163,40 @@ def test_a_cursor_pages_link_is_the_composed_text_and_its_maker_is_the_lists():
         assert page.links is first.links  # found with the list, not made again
         want = next_link(link_prefix("/api/blog-post", request(base).query), encode_cursor("BlogPost", SCORE, [1.0], 5))
         assert page.link_after(POST, request(target), record) == want
+
+
+def test_cursor_pages_kept_are_a_quarter_of_capacity_rounded_down():
+    queries = ParsedQueries(capacity=10)  # 10 // 4: the last two pages, never a third
+    walk = [f"/api/blog-post?sort=-score&cursor={encode_cursor('BlogPost', SCORE, [1.5], n)}" for n in range(5)]
+    pages = [queries.listing(POST, request(target)) for target in walk]
+    assert queries.listing(POST, request(walk[-2])) is pages[-2]
+    assert queries.listing(POST, request(walk[-3])) is not pages[-3]
+
+
+def test_pages_at_cursors_of_a_list_never_linked_share_one_kept_maker():
+    """The list itself never asked (a walk that starts at a cursor): its pages still find
+    the one maker kept for the list's pages (ParsedQueries.maker), not one each."""
+    queries = ParsedQueries()
+    record = {"id": 5, "score": 1.0}
+    made = []
+    for id_ in (11, 12):
+        target = f"/api/blog-post?sort=-score&cursor={encode_cursor('BlogPost', SCORE, [3.0], id_)}"
+        page = queries.listing(POST, request(target))
+        page.link_after(POST, request(target), record)
+        made.append(page.links)
+    assert made[0] is made[1] is not None
+
+
+def test_a_cursor_whose_text_holds_base64url_letters_decodes_to_its_keys():
+    """`-` and `_` (base64url's 62nd and 63rd letters) are read as `+` and `/`: a title of
+    `?` and `>` makes both."""
+    sort = (("title", False),)
+    for title in ("???>>>", "a?b>c~"):
+        text = encode_cursor("BlogPost", sort, [title], 1)
+        assert "-" in text or "_" in text
+        assert POST.decode_cursor(text, sort) == ((title,), 1)
+        pairs = [("sort", "title"), ("cursor", text)]
+        assert ParsedQueries().listing(POST, Request("GET", "/x", "/api/blog-post", pairs, [])).query.cursor == (
+            (title,),
+            1,
+        )
