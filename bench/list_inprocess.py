@@ -36,7 +36,7 @@ from dbsvc.storage import Store  # noqa: E402
 
 
 def shapes(app: Application, records: int) -> list[tuple[str, str]]:
-    """(label, target) of the matrix's list shapes (service_bench.py `matrix_shapes`), and a
+    """(label, target) of the matrix's list shapes (matrix_bench.py `matrix_shapes`), and a
     few neighbours: `limit=20` alone, a sorted search, an expand of one author's posts."""
     middle = json.loads(call(app, f"/api/blog-post?sort=-score&limit=1&offset={records // 2}").body)["data"][0]
     cursor = encode_cursor("BlogPost", (("score", True),), [middle["score"]], middle["id"])

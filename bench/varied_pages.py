@@ -4,6 +4,7 @@ target whose records are always cached.
 
     python bench/varied_pages.py CODE DATA
     ONLY=random python bench/varied_pages.py /tmp/old-tree /tmp/copy-of-1m
+    RECORDS=20000 ONLY=cursor PROFILE=1 python bench/varied_pages.py CODE /tmp/copy-of-20k
 
 CODE is the checkout to import (run two at once, each on its own copy of DATA, for a
 before/after: this host's speed drifts); DATA a tenant seeded by `service_bench.py --matrix
@@ -11,11 +12,17 @@ before/after: this host's speed drifts); DATA a tenant seeded by `service_bench.
 (`list_cache_bytes=0`), the GC is set as a server sets it (service.py `settle_heap`). For
 each row: a warm pass over N targets made at random, then 3 rounds of N new ones; the best
 round's CPU a request (`time.thread_time`) and the process's RSS after it are printed.
+RECORDS (default 1,000,000) is the tenant's count of posts; ONLY runs the rows whose label
+holds that text (or one of several, `|` between them); PROFILE=1 prints cProfile's 25 costliest functions of each row's last round.
+The cursor rows ask one of 5,000 cursors at random (made here from ids and scores at random:
+a cursor holds keys, so any keys seek into the list), as a client walking many lists does.
 bench/README.md, "Pages that miss the caches at 1,000,000 posts", has the figures.
 """
 
+import cProfile
 import gc
 import os
+import pstats
 import random
 import sys
 import time
@@ -26,12 +33,14 @@ from dbsvc.app import Application  # noqa: E402
 from dbsvc.compiler import compile_schema  # noqa: E402
 from dbsvc.http.message import split_target  # noqa: E402
 from dbsvc.http.types import Request  # noqa: E402
+from dbsvc.operators import encode_cursor  # noqa: E402
 from dbsvc.realtime.broker import Broker  # noqa: E402
 from dbsvc.schema import load_schema  # noqa: E402
 from dbsvc.storage import Store  # noqa: E402
 
-RECORDS = 1_000_000
+RECORDS = int(os.environ.get("RECORDS", "1000000"))
 rng = random.Random(7)
+CURSORS = 5000
 ROWS = [  # (label, N, a target made at random)
     ("GET one (the same id)", 20000, lambda: "/api/blog-post/500000"),
     ("GET an id at random", 100000, lambda: f"/api/blog-post/{rng.randint(1, RECORDS)}"),
@@ -49,7 +58,28 @@ ROWS = [  # (label, N, a target made at random)
         lambda: f"/api/blog-post?sort=-score&limit=20&offset={20 * rng.randint(0, 50)}",
     ),
     ("limit=20, offset at random", 6000, lambda: f"/api/blog-post?limit=20&offset={20 * rng.randint(0, 5000)}"),
+    ("cursor at random, id order", 6000, lambda: f"/api/blog-post?limit=20&cursor={cursor(())}"),
+    ("cursor at random, sort=-score", 6000, lambda: f"/api/blog-post?sort=-score&limit=20&cursor={cursor(SCORE)}"),
+    (
+        "cursor at random + filter (author 1-1,000)",
+        6000,
+        lambda: f"/api/blog-post?author_id={rng.randint(1, 1000)}&limit=20&cursor={cursor(())}",
+    ),
 ]
+SCORE = (("score", True),)
+_made: dict[tuple, list[str]] = {}
+
+
+def cursor(sort: tuple) -> str:
+    """One of CURSORS cursors of a list sorted by `sort`, at random (made on first use)."""
+    made = _made.get(sort)
+    if made is None:
+        keys = random.Random(36)
+        made = _made[sort] = [
+            encode_cursor("BlogPost", sort, [round(keys.uniform(0, 100), 2)] if sort else [], keys.randint(1, RECORDS))
+            for _ in range(CURSORS)
+        ]
+    return made[rng.randrange(CURSORS)]
 
 
 def rss_mb() -> int:
@@ -70,9 +100,9 @@ def main() -> None:
     app = Application(module, store, Broker(store, module.BY_NAME, 64), list_cache_bytes=0)
     gc.freeze()
     gc.set_threshold(2_000, 10, 100)
-    only = os.environ.get("ONLY")
+    only = [part for part in os.environ.get("ONLY", "").split("|") if part]
     for label, n, make in ROWS:
-        if only and only not in label:
+        if only and not any(part in label for part in only):
             continue
         rng.seed(7)
         warm = [request(make()) for _ in range(n)]
@@ -86,6 +116,10 @@ def main() -> None:
             for r in targets:
                 app(r)
             spent.append((time.thread_time() - start) / n * 1e6)
+        if os.environ.get("PROFILE"):
+            profile = cProfile.Profile()
+            profile.runcall(lambda: [app(r) for r in rounds[-1]])
+            pstats.Stats(profile).sort_stats("tottime").print_stats(25)
         each = " ".join(f"{s:.1f}" for s in spent)
         print(f"{label:44} {min(spent):8.1f} us  (rounds {each})  RSS {rss_mb()} MB", flush=True)
     store.close()

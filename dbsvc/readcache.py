@@ -18,13 +18,31 @@ costs ~4 (bench/README.md, "Pages that miss the caches at 1,000,000 posts").
 from __future__ import annotations
 
 from collections import OrderedDict
+from collections.abc import Iterable
+from dataclasses import fields
+from operator import attrgetter, is_, itemgetter
 from typing import Any
 
+from dbsvc.errors import BadQuery
 from dbsvc.http.types import Request
 from dbsvc.operators import NextLinks, link_prefix
 from dbsvc.runtime import CompiledModel, Query, Record, json_bytes
 
 _PAGE_PARAMS = ("offset", "cursor")  # the pairs a list's pages differ by (operators.py `link_prefix`)
+_NOT_CURSOR = tuple(f.name for f in fields(Query) if f.name != "cursor")
+_query_but_cursor = attrgetter(*_NOT_CURSOR)
+_set = object.__setattr__
+_first, _second = itemgetter(0), itemgetter(1)  # a kept entry's record, its JSON
+
+
+def with_cursor(query: Query, cursor: tuple[tuple[Any, ...], Any]) -> Query:
+    """`dataclasses.replace(query, cursor=cursor)` without its per-field calls (a third
+    of its cost: a page at a cursor makes one on every request)."""
+    made = Query.__new__(Query)
+    for name, value in zip(_NOT_CURSOR, _query_but_cursor(query)):
+        _set(made, name, value)
+    _set(made, "cursor", cursor)
+    return made
 
 
 class EncodedRecords:
@@ -87,11 +105,15 @@ class EncodedRecords:
         if kept is not None:
             return kept[1]
         entries = self._entries[model.name]
-        id_field = model.id_field
-        parts = []
-        for record in records:
-            entry = entries.get(record[id_field])
-            parts.append(entry[1] if entry is not None and entry[0] is record else self.encode(model, record))
+        found: list[Any] = list(map(entries.get, map(itemgetter(model.id_field), records)))
+        parts: Iterable[bytes]
+        if None not in found and all(map(is_, map(_first, found), records)):
+            parts = map(_second, found)  # every record's JSON kept: looked up and tested in C
+        else:  # a found entry is that record's JSON even if a miss evicts it meanwhile
+            parts = [
+                entry[1] if entry is not None and entry[0] is record else self.encode(model, record)
+                for record, entry in zip(records, found)
+            ]
         page = b",".join(parts)
         if len(page) <= self.largest_page:
             if len(self._pages) >= self.pages:
@@ -145,6 +167,13 @@ class ParsedList:
         self._links: NextLinks | None = None
         self._path = ""
 
+    def at(self, query: Query) -> ParsedList:
+        """This list at another page (`query`: a cursor's, ParsedQueries `at_cursor`), with
+        the `Link` maker found so far: one maker for all the pages of a list."""
+        page = ParsedList(query, self._makers)
+        page._links, page._path = self._links, self._path
+        return page
+
     @property
     def links(self) -> NextLinks | None:
         """The `Link` maker made for the last path asked (`link_after`), or None before the
@@ -183,18 +212,22 @@ class ParsedQueries:
     The `Link` makers are kept apart from the queries (`maker`), one per list whatever its
     page: keyed by the path and the pairs but `offset` and `cursor`, which the text before
     the cursor leaves out (operators.py `link_prefix`) and the sort does not depend on. A
-    client walking a list by its `Link`s asks a new target (a new cursor) on every page,
-    each a query parsed afresh; its maker, the query's pairs quoted again, is found. At
-    most `capacity` makers, the oldest dropped first.
+    client walking a list by its `Link`s asks a new target (a new cursor) on every page:
+    the list is kept once without its cursor, each page decodes only its cursor
+    (`at_cursor`) and finds the list's maker. At most `capacity` makers, the oldest
+    dropped first.
     """
 
-    __slots__ = ("_makers", "_parsed", "_plain", "capacity", "longest")
+    __slots__ = ("_cursors", "_makers", "_parsed", "_plain", "capacity", "longest")
 
     def __init__(self, capacity: int = 1024, longest: int = 512) -> None:
         self.capacity = capacity
         self.longest = longest
         self._parsed: OrderedDict[tuple[str, tuple[tuple[str, str], ...]], ParsedList] = OrderedDict()
         self._plain: dict[str, ParsedList] = {}  # model -> its list with no pairs
+        # (model, pairs) -> the last capacity // 4 pages at a cursor (`at_cursor`), apart:
+        # a walk over many cursors never drops a list
+        self._cursors: OrderedDict[tuple[str, tuple[tuple[str, str], ...]], ParsedList] = OrderedDict()
         # (model, path, pairs but offset and cursor) -> the Link maker of that list's pages
         self._makers: OrderedDict[tuple[str, str, tuple[tuple[str, str], ...]], NextLinks] = OrderedDict()
 
@@ -204,10 +237,69 @@ class ParsedQueries:
 
     def listing(self, model: CompiledModel, request: Request) -> ParsedList:
         """The list `request` asks of `model`: kept (`ParsedList`), or parsed now (raising
-        BadQuery) and kept unless its target is over `longest` characters."""
+        BadQuery) and kept unless its target is over `longest` characters. A page at a
+        cursor is its list without the cursor, kept, at the cursor decoded now (`at_cursor`),
+        and kept apart among the last `capacity // 4` cursor pages (a polled one is found)."""
         pairs = request.query
         if len(request.target) > self.longest:
             return ParsedList(model.parse_list_query(pairs))
+        if pairs:
+            key = (model.name, tuple(pairs))
+            entry = self._parsed.get(key)
+            if entry is not None:
+                return entry
+            cursors = self._cursors
+            entry = cursors.get(key)
+            if entry is not None:
+                return entry
+            entry = self.at_cursor(model, pairs)
+            if entry is not None:
+                if len(cursors) >= self.capacity // 4:
+                    cursors.popitem(last=False)
+                cursors[key] = entry
+                return entry
+        return self._kept(model, pairs)
+
+    def at_cursor(self, model: CompiledModel, pairs: list[tuple[str, str]]) -> ParsedList | None:
+        """A page at a cursor of a list kept (or kept now): the list's `Query` with the
+        cursor decoded alone (`CompiledModel.decode_cursor`), not kept; None for pairs
+        with no cursor, two, or an `offset`, which the generated parser takes whole.
+
+        A client walking lists by their `Link`s (or asking pages at many cursors) asks a
+        new target on every page: each kept as a list of its own, they evicted one another
+        and the parser ran on every page (bench/README.md, "Random cursor pages"). The
+        answer and every refusal are the parser's: the pairs without the cursor parse as
+        they do beside it (a single `cursor` pair never raises in the parser's loop, and
+        nothing it decodes is read by another pair), and a refusal of either part is
+        raised by the parser of the whole pairs, so a bad cursor beside another bad pair
+        is refused as before."""
+        decode = model.decode_cursor
+        if decode is None:
+            return None
+        text = None
+        rest = []
+        for pair in pairs:
+            name = pair[0]
+            if name == "cursor":
+                if text is not None:
+                    return None
+                text = pair[1]
+            elif name == "offset":
+                return None
+            else:
+                rest.append(pair)
+        if text is None:
+            return None
+        try:
+            listing = self._kept(model, rest)
+            query = listing.query
+            return listing.at(with_cursor(query, decode(text, query.sort)))
+        except BadQuery:  # refused as the parser refuses the whole pairs
+            return ParsedList(model.parse_list_query(pairs), self)
+
+    def _kept(self, model: CompiledModel, pairs: list[tuple[str, str]]) -> ParsedList:
+        """The list of these pairs: kept, or parsed now and kept (at most `capacity` lists
+        with pairs, the oldest dropped first)."""
         if not pairs:
             entry = self._plain.get(model.name)
             if entry is None:

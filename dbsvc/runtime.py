@@ -146,6 +146,9 @@ class CompiledModel:
     fill_from_token: Callable[[dict[str, Any], Claims], None] | None = None
     # the `@search` fields, whose words `search=` matches (dbsvc/textsearch.py)
     search_fields: tuple[str, ...] = ()
+    # (cursor text, sort) -> (sort keys, id): the list parser's decoding of `cursor`, alone;
+    # raises BadQuery (compiler/operators.py `build_decode_cursor`)
+    decode_cursor: Callable[[str, tuple[tuple[str, bool], ...]], tuple[tuple[Any, ...], Any]] | None = None
 
 
 # ---------------------------------------------------------------------------------------

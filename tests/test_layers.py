@@ -93,7 +93,7 @@ ALLOWED: dict[str, frozenset[str]] = {
         "exits": ("errors", "schema", "deps"),
         # issue 32: /metrics' request meters and text format; the read path's caches; /api/'s index
         "metrics": ("errors",),
-        "readcache": ("runtime", "http", "operators"),
+        "readcache": ("errors", "runtime", "http", "operators"),
         "index": ("routes", "runtime", "http"),
         # /health, /ready, /metrics, the index, the documents and /snapshot: a base of the app
         "operational": (

@@ -13,8 +13,9 @@ The one place that knows which parameters a list accepts beyond the plain filter
 - The parser's pieces (`operator_branches`, `operator_state`, `operator_finish`,
   `operator_result`, `operator_refusal`): bounds are collected as (field, op, key) and become
   `Query.ranges` through `_dbsvc_ops.ranges`; `__null` is given once per field; `cursor` is
-  decoded after the loop against the parsed sort (`_dbsvc_ops.decode_cursor`) and is refused
-  beside `offset`. A `__` name the branches did not take is refused by
+  decoded after the loop against the parsed sort (`decode_cursor_m(text, sort)`, generated
+  per model by `build_decode_cursor` over `_dbsvc_ops.decode_cursor`, and
+  `CompiledModel.decode_cursor`) and is refused beside `offset`. A `__` name the branches did not take is refused by
   `_dbsvc_ops.operator_problem`, which says what the field does take.
 - Feeds (`/subscribe`, `/live-query`): the feed parser takes the same operator branches and
   refusal, without `cursor`; `feed_paging_refusal` refuses `sort`, `limit`, `offset` and
@@ -31,7 +32,7 @@ from __future__ import annotations
 
 import ast
 
-from dbsvc.compiler.naming import RT, expected, origin, per_field
+from dbsvc.compiler.naming import RT, expected, origin, per_field, per_model
 from dbsvc.compiler.nodes import (
     Stmts,
     and_,
@@ -189,17 +190,31 @@ def operator_state(cursor: bool = True) -> dict[str, ast.expr]:
     return state
 
 
-def operator_finish(model: Model, sort: str, offset: str) -> Stmts:
-    """After the loop, before `sort` and `offset` take their defaults: the cursor decoded
-    against the sort asked for (None: id order), and refused beside `offset`."""
+def build_decode_cursor(schema: Schema, model: Model) -> ast.FunctionDef:
+    """`decode_cursor_m(text, sort)`: a cursor's text -> (sort keys, id) for a list of the
+    model sorted by `sort`, or BadQuery (`_dbsvc_ops.decode_cursor` with the model's key
+    kinds). The list parser calls it after its loop; the app's parsed lists call it alone
+    for a cursor page of a list already parsed (readcache.py `ParsedQueries`)."""
     kinds = dict_([(const(f.name), const(_KINDS.get(f.type, "s"))) for f in model.fields if f.sortable])
     id_kind = _KINDS.get(model.id_field.type, "s")
+    decoded = call(f"{OPS}.decode_cursor", name("text"), const(model.name), name("sort"), kinds, const(id_kind))
+    doc = (
+        origin(schema, model.line, model.name)
+        + "\n\nCursor text -> (sort keys, id) for a list sorted by `sort`; raises BadQuery."
+    )
+    return function(per_model("decode_cursor", model), ["text", "sort"], doc, [return_(decoded)])
+
+
+def operator_finish(model: Model, sort: str, offset: str) -> Stmts:
+    """After the loop, before `sort` and `offset` take their defaults: the cursor decoded
+    against the sort asked for (None: id order) by `decode_cursor_m`, and refused beside
+    `offset`."""
     together = (
         "'cursor' and 'offset' cannot be combined: a cursor page starts right after the cursor's record; "
         "leave out offset"
     )
     sort_given = ast.IfExp(test=is_none(name(sort)), body=tuple_([]), orelse=name(sort))
-    decoded = call(f"{OPS}.decode_cursor", name(_CURSOR), const(model.name), sort_given, kinds, const(id_kind))
+    decoded = call(per_model("decode_cursor", model), name(_CURSOR), sort_given)
     return [
         if_(
             is_not_none(name(_CURSOR)),

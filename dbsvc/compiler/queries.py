@@ -73,6 +73,7 @@ from dbsvc.compiler.operators import (
     MATCH_PARAMS,
     allowed_operators,
     build_bounds,
+    build_decode_cursor,
     feed_paging_refusal,
     key_from_text,
     operator_branches,
@@ -488,6 +489,7 @@ def build_queries(schema: Schema, model: Model) -> Stmts:
     out.append(build_match(schema, model))
     out.append(build_match(schema, model, stored_row=True))
     out.append(build_parse_sort(schema, model))
+    out.append(build_decode_cursor(schema, model))
     out.append(build_parse_list_query(schema, model))
     out.append(build_parse_get_query(schema, model))
     out.append(build_parse_feed_query(schema, model))

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from collections import OrderedDict
 from collections.abc import Callable, KeysView
-from operator import is_
+from operator import is_, itemgetter
 from typing import Any
 
 from dbsvc.storage.rows import Stored, Values, unpack
@@ -29,6 +29,7 @@ from dbsvc.storage.rows import Stored, Values, unpack
 SHOWN = 65536  # dicts a table remembers handing out (the application caches as many encodings)
 SHOWN_BYTES = 4096  # a stored record longer than this is never remembered as a dict
 SHOWN_PAGES, SHOWN_PAGE = 64, 100  # pages `page` remembers, of at most this many ids
+_first, _second = itemgetter(0), itemgetter(1)  # an entry's stored record, its dict
 
 
 class ShownDicts:
@@ -59,17 +60,21 @@ class ShownDicts:
 
     def page(self, ids: list[Any], page: list[Stored]) -> list[dict]:
         """`one` of each id of a list page and its stored record (`page`, in the same
-        order), the hits inline; a page of the last SHOWN_PAGES whose stored records are
-        all still the same gives its dicts again (module docstring)."""
+        order); a page of the last SHOWN_PAGES whose stored records are all still the same
+        gives its dicts again (module docstring). The kept dicts are looked up and tested
+        in C, all at once; a page with a miss takes them one by one."""
         key = tuple(ids)
         kept = self._pages.get(key)
         if kept is not None and all(map(is_, page, kept[0])):
             return list(kept[1])
-        get = self._shown.get
-        out = []
-        for id_, stored in zip(ids, page):
-            entry = get(id_)
-            out.append(entry[1] if entry is not None and entry[0] is stored else self.one(id_, stored))
+        found: list[Any] = list(map(self._shown.get, ids))
+        if None not in found and all(map(is_, map(_first, found), page)):
+            out = list(map(_second, found))
+        else:  # a found entry is that stored record's dict even if a miss evicts it meanwhile
+            out = [
+                entry[1] if entry is not None and entry[0] is stored else self.one(id_, stored)
+                for id_, stored, entry in zip(ids, page, found)
+            ]
         if len(ids) <= SHOWN_PAGE:
             pages = self._pages
             if key not in pages and len(pages) >= SHOWN_PAGES:

@@ -105,6 +105,19 @@ def test_encode_page_joins_with_commas_and_hits_the_cache():
     assert cache.encode_page(NOTE, [newer, b]) == b'{"id":1,"title":"c","body":null},{"id":2,"title":"b","body":null}'
 
 
+def test_a_new_page_whose_misses_evict_its_own_hits_still_joins_every_record():
+    """The kept JSON of a page not kept is found all at once (session 13, wt-cur5); a miss
+    encoded afterwards may evict a record found before it, which still answers its JSON."""
+    cache = EncodedRecords([NOTE], capacity=2, pages=1)
+    a, b, c = note(1, "a"), note(2, "b"), note(3, "c")
+    held_a, held_b = cache.encode(NOTE, a), cache.encode(NOTE, b)
+    assert cache.encode_page(NOTE, [b, a]) == held_b + b"," + held_a  # both kept: found in C
+    page = cache.encode_page(NOTE, [c, a, b])  # c's encoding evicts a, found just before
+    assert page == b'{"id":3,"title":"c","body":null},' + held_a + b"," + held_b
+    assert cache.encode(NOTE, b) is held_b and cache.encode(NOTE, c) == page[:32]  # b and c kept
+    assert cache.encode(NOTE, a) is not held_a  # a was not encoded again by the page
+
+
 def test_a_projection_is_kept_like_the_whole_record_under_its_own_bounds():
     cache = EncodedRecords([NOTE], capacity=2, largest=20)
     a, b, c = note(1, "a", "long body"), note(2, "b"), note(3, "c")

@@ -67,3 +67,19 @@ def test_pages_of_at_most_100_ids_are_kept_the_last_64():
     assert same(dicts.page([1001], singles[1001]), shown_single[1001])
     again_oldest = dicts.page([5000], oldest)  # pushed out by the 65th: made again
     assert again_oldest == shown_oldest and again_oldest[0] is not shown_oldest[0]
+
+
+def test_a_new_page_of_kept_dicts_and_misses_gives_each_kept_dict_and_decodes_the_rest():
+    """The kept dicts of a page not kept are found all at once (session 13, wt-cur5): each
+    hit is the very dict handed out before, each miss (an id never shown, or a stored record
+    replaced) is decoded and kept, in the page's order."""
+    dicts = ShownDicts(decoded)
+    one, two, three = stored(1), stored(2), stored(3)
+    shown = {i: dicts.one(i, s) for i, s in ((1, one), (2, two), (3, three))}
+    hits = dicts.page([3, 1, 2], [three, one, two])  # all kept, a page never asked
+    assert same(hits, [shown[3], shown[1], shown[2]])
+    new_two = stored(2, "new")
+    mixed = dicts.page([2, 4, 1], [new_two, stored(4), one])
+    assert mixed == [{"id": 2, "name": "new"}, {"id": 4, "name": "r4"}, {"id": 1, "name": "r1"}]
+    assert mixed[2] is shown[1] and mixed[0] is not shown[2]
+    assert dicts.one(2, new_two) is mixed[0] and dicts.one(4, stored(4)) is not mixed[1]  # 4: another stored
