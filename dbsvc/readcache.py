@@ -99,7 +99,7 @@ class EncodedRecords:
         was most of a page's encoding): the entry holds the records, so no other object can
         have one of those ids while it is kept, and equal ids mean the same objects, hence
         the same versions. At most `pages` pages are kept, the oldest dropped first, none
-        over `largest_page` bytes."""
+        over `largest_page` bytes; `pages=0` keeps none."""
         key = tuple(map(id, records))
         kept = self._pages.get(key)
         if kept is not None:
@@ -115,7 +115,7 @@ class EncodedRecords:
                 for record, entry in zip(records, found)
             ]
         page = b",".join(parts)
-        if len(page) <= self.largest_page:
+        if self.pages and len(page) <= self.largest_page:
             if len(self._pages) >= self.pages:
                 self._pages.popitem(last=False)
             self._pages[key] = (tuple(records), page)

@@ -105,6 +105,15 @@ def test_encode_page_joins_with_commas_and_hits_the_cache():
     assert cache.encode_page(NOTE, [newer, b]) == b'{"id":1,"title":"c","body":null},{"id":2,"title":"b","body":null}'
 
 
+def test_no_page_is_kept_when_pages_is_zero():
+    """`pages=0` turns the page cache off; it once raised KeyError from an empty OrderedDict."""
+    cache = EncodedRecords([NOTE], capacity=4, pages=0)
+    a, b = note(1, "a"), note(2, "b")
+    first = cache.encode_page(NOTE, [a, b])
+    assert first == b'{"id":1,"title":"a","body":null},{"id":2,"title":"b","body":null}'
+    assert cache.encode_page(NOTE, [a, b]) == first and cache.encode(NOTE, a) == first[:32]
+
+
 def test_a_new_page_whose_misses_evict_its_own_hits_still_joins_every_record():
     """The kept JSON of a page not kept is found all at once (session 13, wt-cur5); a miss
     encoded afterwards may evict a record found before it, which still answers its JSON."""
