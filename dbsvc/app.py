@@ -3,10 +3,9 @@
 Routes: the table in `dbsvc/routes.py` (docs/guide/rest.md); the WebSocket feeds are
 opened by `dbsvc.realtime.routes`.
 
-Reads are synchronous and answered on the loop turn that parsed them. Writes are applied
-synchronously too (`store.insert_then` and its kin) and return a `Deferred` on a
-`Completion` the store settles: the response, sent once the write is durable (or the error
-if it is not), with no task, coroutine or future per write. Every schema-specific
+Reads are synchronous and answered on the loop turn that parsed them. The writes' handlers
+are its base `WriteRoutes` (dbsvc/writeroutes.py): they answer a `Deferred`, sent once the
+write is durable. Every schema-specific
 decision (which query parameters exist, how a body validates, how an id parses) is a call
 into the generated module's `CompiledModel`; this module only sequences them. Errors are
 raised as `RequestError`s and rendered by `dbsvc.http.problem` in one place (the protocol
@@ -30,26 +29,16 @@ import difflib
 import logging
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
-from urllib.parse import quote, unquote
+from urllib.parse import unquote
 
 from dbsvc import __version__
 from dbsvc.access import NO_CLAIMS, Access, missing
 from dbsvc.batchops import BatchRoute
-from dbsvc.bodies import decode_body
-from dbsvc.errors import (
-    BadQuery,
-    BadRequest,
-    MethodNotAllowed,
-    NotFound,
-    ReadOnlyReplica,
-    ReplicationDisabled,
-    TokenError,
-    UnsupportedMediaType,
-)
+from dbsvc.errors import BadQuery, MethodNotAllowed, NotFound, ReplicationDisabled, TokenError
 from dbsvc.expand import Expander
 from dbsvc.explorer import ExplorerPage
 from dbsvc.http.conditional import etag, preconditions
-from dbsvc.http.types import Completion, Deferred, Request, Response, Upgrade
+from dbsvc.http.types import Deferred, Request, Response, Upgrade
 from dbsvc.index import build_index
 from dbsvc.interfaces import GeneratedModule, ServedStore, TokenGuard
 from dbsvc.metrics import Meters
@@ -79,29 +68,13 @@ from dbsvc.routes import (
 from dbsvc.rules import Claims, Refusals
 from dbsvc.runtime import CompiledModel, Query, Record, json_bytes
 from dbsvc.schema.describe import schema_fingerprint
+from dbsvc.writeroutes import WriteRoutes, parse_json_body
 
 log = logging.getLogger("dbsvc.app")
 
 
 class _Never(Exception):
     """Stands in for the guard's KeyRefreshNeeded when there is no guard: never raised."""
-
-
-def parse_json_body(request: Request) -> Any:
-    """The request body as JSON; 415 for a declared non-JSON type, 400 for anything unparsable."""
-    content_type = request.header("content-type")
-    if content_type is not None and content_type != "application/json":  # (the usual value: nothing to read)
-        media = content_type.split(";", 1)[0].strip().lower()
-        if media != "application/json" and not media.endswith("+json"):
-            raise UnsupportedMediaType(f"content type {media!r} is not supported: expected 'application/json'")
-    body = request.body
-    if not body or body.isspace():  # `not body.strip()`, without the copy
-        raise BadRequest("request body is empty: expected a JSON object")
-    try:
-        text = body.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        raise BadRequest(f"request body is not UTF-8: invalid byte at position {exc.start}") from exc
-    return decode_body(text)  # 400/422 for what could not be stored (dbsvc/bodies.py)
 
 
 def _raw_item_segment(target: str, kebab: str) -> str | None:
@@ -134,7 +107,7 @@ def unknown_model(kebab: str, models: dict[str, CompiledModel]) -> str:
     return f"no model {kebab!r} under /api/: {guess}the models are {', '.join(models)} (GET /api/<model>)"
 
 
-class Application(OperationalRoutes):
+class Application(WriteRoutes, OperationalRoutes):
     """The callable the protocol layer serves: `app(request) -> Response | Deferred |
     Upgrade | Awaitable[Response | Upgrade]`."""
 
@@ -452,100 +425,6 @@ class Application(OperationalRoutes):
             return [json_bytes(project(record)) for record in records]
         return [self.encoded.encode(model, record) for record in records]
 
-    # -- writes -------------------------------------------------------------------------
-
-    def _written(self) -> tuple[str, str]:
-        """`Dbsvc-Offset` of the row a write just applied: a client reads its own write on a
-        replica once the replica's offset reaches it (docs/replication.md)."""
-        return ("Dbsvc-Offset", str(self.store.applied_offset))
-
-    def _stored(self) -> tuple[tuple[str, str], tuple[str, str]]:
-        """`_written`, and the `ETag` of the record just stored (its version: that row's offset)."""
-        offset = self.store.applied_offset
-        return ("Dbsvc-Offset", str(offset)), etag(offset)
-
-    def _current(
-        self, request: Request, model: CompiledModel, key: Any, claims: Claims, operation: str, need: bool
-    ) -> dict | None:
-        """The record a PUT, PATCH or DELETE of `key` changes (read under rules or `need`):
-        404 when missing or hidden (PUT never creates); 412 when If-Match / If-None-Match fails (a missing or
-        hidden record has no version: http/conditional.py). No await comes between this
-        check and the write, so no other write can (the single writer)."""
-        conditions = preconditions(request)
-        if model.rules is None and not need:
-            if conditions is not None:
-                conditions.check_write(self.store.version(model.name, key), f"{model.name} {key!r}")
-            return None
-        current, _watermark = self.store.get(model.name, key)
-        try:
-            if current is None:
-                raise missing(model, key)
-            if model.rules is not None:
-                self.access.check_visible(model, model.rules, operation, current, key, claims)
-        except NotFound:
-            if conditions is not None:
-                conditions.check_write(0, f"{model.name} {key!r}")
-            raise
-        if conditions is not None:
-            conditions.check_write(self.store.version(model.name, key), f"{model.name} {key!r}")
-        return current
-
-    def _check_writable(self) -> None:
-        if self.replica is not None:
-            raise ReadOnlyReplica(
-                f"this server is a read replica of {self.replica.primary}: send writes to the primary",
-                self.replica.primary,
-            )
-
-    def create(self, request: Request, model: CompiledModel, claims: Claims = NO_CLAIMS) -> Deferred:
-        self._check_writable()
-        body = parse_json_body(request)
-        self.access.fill_from_token(model, body, claims)
-        record = model.validate_create(body)
-        if model.rules is not None:
-            self.access.check_create(model, model.rules, record, claims)
-        durable = Completion()
-        stored = self.store.insert_then(model.name, record, durable.settle)
-        key = stored[model.id_field]
-        if type(key) is int:
-            location = item_path(model.kebab, str(key))
-            body = b'{"id":%d}' % key
-        else:
-            # RFC 3986 §3.3: the id is one path segment, so '/', '%', spaces and non-ASCII are
-            # percent-encoded (a header value is ASCII; a raw CR/LF would split the response).
-            location = item_path(model.kebab, quote(str(key), safe=""))
-            body = json_bytes({"id": key})
-        return Deferred(durable, Response(201, body, [("Location", location), *self._stored()]))
-
-    def replace(self, request: Request, model: CompiledModel, segment: str, claims: Claims = NO_CLAIMS) -> Deferred:
-        self._check_writable()
-        key = model.parse_id(segment)
-        body = parse_json_body(request)
-        current = self._current(request, model, key, claims, "update", need=False)
-        record = model.validate_replace(body, key)
-        if model.rules is not None:
-            assert current is not None  # _current read it
-            self.access.check_update(model, model.rules, current, record, claims)
-        durable = Completion()
-        _previous, stored = self.store.replace_then(model.name, key, record, durable.settle)
-        body = self.encoded.encode(model, stored, self.store.written_json(stored))
-        return Deferred(durable, Response(200, body, [*self._stored()]))
-
-    def patch(self, request: Request, model: CompiledModel, segment: str, claims: Claims = NO_CLAIMS) -> Deferred:
-        self._check_writable()
-        key = model.parse_id(segment)
-        body = parse_json_body(request)
-        current = self._current(request, model, key, claims, "update", need=True)
-        assert current is not None  # need=True: read, or refused
-        record = model.validate_patch(body, current)
-        if model.rules is not None:
-            self.access.check_update(model, model.rules, current, record, claims)
-        # Read, merge and apply run in one synchronous call: the merge is atomic.
-        durable = Completion()
-        _previous, stored = self.store.replace_then(model.name, key, record, durable.settle)
-        body = self.encoded.encode(model, stored, self.store.written_json(stored))
-        return Deferred(durable, Response(200, body, [*self._stored()]))
-
     def batch(self, request: Request) -> Deferred | Awaitable[Response]:
         """`POST /batch`: guarded like the model routes; dbsvc/batchops.py does the rest."""
         request.meter = self._route_meters[BATCH_PATH]
@@ -559,17 +438,6 @@ class Application(OperationalRoutes):
                 return self._after_key_refresh(lambda: self.batch(request))
         self._check_writable()
         return self.batches.answer(self.store, parse_json_body(request), claims)
-
-    def delete(self, request: Request, model: CompiledModel, segment: str, claims: Claims = NO_CLAIMS) -> Deferred:
-        self._check_writable()
-        key = model.parse_id(segment)
-        current = self._current(request, model, key, claims, "delete", need=False)
-        if model.rules is not None:
-            assert current is not None  # _current read it
-            self.access.check_delete(model, model.rules, current, claims)
-        durable = Completion()
-        self.store.delete_then(model.name, key, durable.settle)
-        return Deferred(durable, Response(204, headers=[self._written()], content_type=None))
 
     # -- a read replica's new store ---------------------------------------------------
 

@@ -111,9 +111,23 @@ ALLOWED: dict[str, frozenset[str]] = {
         ),
         # issue 35: POST /batch, its ops parsed and run through the store's atomic batch
         "batchops": ("access", "errors", "rules", "runtime", "interfaces", "http"),
+        # the write routes (POST, PUT, PATCH, DELETE of a model): a base of the app
+        "writeroutes": (
+            "access",
+            "bodies",
+            "errors",
+            "http",
+            "interfaces",
+            "readcache",
+            "replica",
+            "routes",
+            "rules",
+            "runtime",
+        ),
         "app": (
             "dbsvc",
             "operational",
+            "writeroutes",
             "bodies",
             "access",
             "expand",
