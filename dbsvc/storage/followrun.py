@@ -56,7 +56,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from functools import partial
-from itertools import accumulate, groupby, repeat
+from itertools import accumulate, chain, groupby, repeat
 from operator import add, getitem, is_not, itemgetter, lt, sub
 from typing import Any, NamedTuple
 
@@ -128,10 +128,13 @@ def plain_spans(fields: list[Any]) -> list[tuple[int, int, str | None]]:
     return spans
 
 
-def _checked_values(model: CompiledModel, records: list[dict]) -> tuple[list[Any], dict[int, list[Any]]] | None:
+def _checked_values(
+    model: CompiledModel, records: list[dict]
+) -> tuple[list[Any], dict[int, list[Any]], list[tuple[Any, ...]]] | None:
     """The records' values, when their value types are known good for the model and the
     index keys that can fail do not (rule 4), with those keys (position -> a key a record,
-    None for None: what tableruns.py `insert_run` would compute again); else None."""
+    None for None) and the values a field at a time (the columns): what tableruns.py
+    `insert_run` would compute again; else None."""
     values = list(map(model.row, records))
     fit = _fit_of(model)
     columns = list(zip(*values))
@@ -154,7 +157,7 @@ def _checked_values(model: CompiledModel, records: list[dict]) -> tuple[list[Any
             made = list(filter(_NOT_NONE, made))
         if int64 and made and not (INT64_MIN <= min(made) and max(made) <= INT64_MAX):
             return None
-    return values, keys
+    return values, keys, columns
 
 
 class Run(NamedTuple):
@@ -166,6 +169,21 @@ class Run(NamedTuple):
     tops: list[int]  # the table's max id before each row (its undo)
     offsets: list[int]
     keys: dict[int, list[Any]]  # index keys computed by the check (tableruns.py `insert_run`'s `keys`)
+    columns: list[tuple[Any, ...]]  # `values` a field at a time (tableruns.py `insert_run`'s `columns`)
+
+
+def joined_parts(runs: list[Run] | None) -> tuple[dict[int, list[Any]] | None, list[tuple[Any, ...]] | None]:
+    """The index keys and the columns of a table's run made of `runs` in a row (follow.py's
+    group), joined: tableruns.py `insert_run`'s `keys` and `columns`; (None, None) when a
+    row of it came without a checked run, or the runs' keys differ in their fields."""
+    if not runs:
+        return None, None
+    if len(runs) == 1:
+        return runs[0].keys, runs[0].columns
+    if len({tuple(run.keys) for run in runs}) != 1:
+        return None, None
+    keys = {position: list(chain(*(run.keys[position] for run in runs))) for position in runs[0].keys}
+    return keys, [tuple(chain(*column)) for column in zip(*(run.columns for run in runs))]
 
 
 def _in_place(
@@ -248,7 +266,7 @@ def _insert_run_of(
         return None
     events = _events(EventKind.INSERT, name, offsets, watermarks, ids, records, repeat(None))
     tops = list(accumulate(ids[:-1], max, initial=top))
-    return Run(events, checked[0], ids, tops, offsets, checked[1])
+    return Run(events, checked[0], ids, tops, offsets, checked[1], checked[2])
 
 
 def insert_texts(frames: Sequence[bytes], max_payload: int) -> tuple[str, list[str]] | None:

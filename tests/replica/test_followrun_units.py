@@ -19,7 +19,7 @@ from dbsvc.errors import StreamError
 from dbsvc.runtime import CompiledModel
 from dbsvc.schema import parse_schema
 from dbsvc.storage.events import ChangeEvent, EventKind
-from dbsvc.storage.followrun import Run, check_fit, insert_run, plain_spans, scan_group, update_run
+from dbsvc.storage.followrun import Run, check_fit, insert_run, joined_parts, plain_spans, scan_group, update_run
 from dbsvc.storage.logfile import encode_frame
 from dbsvc.storage.table import Table
 
@@ -224,6 +224,33 @@ def test_a_good_run_of_inserts_is_its_events_values_ids_undo_marks_and_offsets()
     assert list(map(list, run.values)) == [[i, f"item {i}", i, "2026-01-01T00:00:00Z", None] for i in (3, 4, 9)]
     assert (run.ids, run.tops, run.offsets) == ([3, 4, 9], [2, 3, 4], [5, 6, 7])
     assert len(table.live) == 0  # nothing changed
+
+
+def test_a_runs_columns_and_keys_are_its_values_a_field_at_a_time():
+    # What tableruns.py `insert_run` takes from the check instead of computing it again
+    # (session 13, rep9): the columns are the values transposed, the keys a keyed field's.
+    model, table = fresh()
+    taught(model, table, item(1))
+    frames, fields = good_inserts(5, [3, 4, 9])
+    run = insert_run(table, frames, fields, 5, 0, 2, set())
+    assert run is not None
+    assert run.columns == list(zip(*run.values))
+    keyed = [model.fields.index("n"), model.fields.index("at")]  # an int64 column, a datetime
+    assert run.keys == {p: [model.keys[model.fields[p]](v[p]) for v in run.values] for p in keyed}
+    assert joined_parts([run]) == (run.keys, run.columns)
+
+
+def test_runs_in_a_row_join_their_keys_and_columns_in_order():
+    model, table = fresh()
+    taught(model, table, item(1))
+    first = insert_run(table, *good_inserts(5, [3, 4]), 5, 0, 2, set())
+    second = insert_run(table, *good_inserts(7, [9, 12, 13], watermark=2), 7, 2, 4, {3, 4})
+    both = insert_run(table, *good_inserts(5, [3, 4, 9, 12, 13]), 5, 0, 2, set())
+    assert first is not None and second is not None and both is not None
+    assert joined_parts([first, second]) == (both.keys, both.columns)
+    # A row that came without a run, or runs keyed on other fields: nothing to hand over.
+    assert joined_parts(None) == (None, None) and joined_parts([]) == (None, None)
+    assert joined_parts([first, second._replace(keys={})]) == (None, None)
 
 
 def test_a_runs_values_are_model_row_of_each_record_enum_members_shared():
