@@ -226,6 +226,11 @@ def add_hash_run(index: FilterIndex, keys: Sequence[Any], ids: Sequence[Any]) ->
                     for key, group in zip(distinct, groups):
                         _add_bucket_run(index, key, group)
                     return
+            elif len(distinct) == len(ids) and distinct.isdisjoint(index.buckets):
+                # A new key a pair (a field of distinct values: names, emails): `add` of each
+                # makes its bucket, a list of its one id.
+                index.buckets.update(zip(keys, map(list, zip(ids))))
+                return
     deque(map(index.add, keys, ids), 0)
 
 

@@ -4,7 +4,8 @@ span adds a few keys' ids to their buckets a key at a time (flags set in one pas
 updated, a list extended past its last id, a kept set of that list dropped); anything
 else goes one pair at a time (a new key, a list that would pass SET_AT, an id that widens
 the span, ids out of order, str ids, many keys). A @unique filter's run of non-null keys
-covers its ids and nothing more."""
+covers its ids and nothing more. A run of keys all new and distinct (a field of distinct
+values: names) makes a bucket a key at once (session 13, rep9)."""
 
 from __future__ import annotations
 
@@ -62,6 +63,10 @@ BIG = 2 * SET_AT  # ids 0..BIG-1 held: a key holding most of them is flags (IdBi
         "ids out of order",
         "str ids",
         "many keys",
+        "many new keys",
+        "many new keys, one held",
+        "many new keys, one twice",
+        "many new keys, one null",
         "one id",
         "a negative id first",
         "the last id at the span",
@@ -104,6 +109,19 @@ def test_a_hash_run_is_add_one_at_a_time(case):
     elif case == "many keys":
         one, many = two(1000, [(k, k) for k in range(10)])
         check(one, many, list(range(10)), list(range(100, 110)))
+    elif case.startswith("many new keys"):
+        # A key a pair, none held yet (a run's names): each a new bucket of its one id; a
+        # key held already, or one twice, leaves the run to `add` of each.
+        one, many = two(1000, [("a", 1), ("b", 2)])
+        keys: list[object] = [f"k{i}" for i in range(10)]
+        if case.endswith("held"):
+            keys[5] = "b"
+        elif case.endswith("twice"):
+            keys[7] = "k2"
+        elif case.endswith("null"):
+            keys[3] = None
+        check(one, many, keys, list(range(100, 110)))
+        assert (type(many.buckets["k9"]), many.buckets["k9"]) == (list, [109])
     elif case == "one id":
         one, many = two(1000, [("a", 1)])
         check(one, many, ["a"], [5])
