@@ -61,7 +61,7 @@ from operator import add, getitem, is_not, itemgetter, lt, sub
 from typing import Any, NamedTuple
 
 from dbsvc.errors import RequestError, StreamError
-from dbsvc.runtime import INT64_MAX, INT64_MIN, CompiledModel, compact_json, identity
+from dbsvc.runtime import INT64_MAX, INT64_MIN, CompiledModel, compact_json, identity, shared
 from dbsvc.storage.events import ChangeEvent, EventKind
 from dbsvc.storage.logfile import FRAME_HEADER_SIZE
 from dbsvc.storage.table import Table
@@ -128,16 +128,35 @@ def plain_spans(fields: list[Any]) -> list[tuple[int, int, str | None]]:
     return spans
 
 
+def _rows(model: CompiledModel, records: list[dict]) -> tuple[list[Any], list[tuple[Any, ...]]]:
+    """`model.row` of each record, and the same values a field at a time, for records that
+    hold exactly the model's fields in order: each record's values as they are but an
+    enum's, the model's member string (`row`'s contract, runtime.py `shared_values`). No
+    Python call a record: a record's values are its dict's, and the members are looked up
+    a column at a time (bench/README.md, rep9's section)."""
+    values = list(map(tuple, map(dict.values, records)))
+    columns = list(zip(*values))
+    if not model.shared_values or not values:
+        return values, columns
+    for position, members in model.shared_values.items():
+        column = columns[position]
+        try:
+            columns[position] = tuple(map(members.get, column, column))
+        except TypeError:  # an unhashable value: `shared` keeps it as it is
+            columns[position] = tuple(map(shared, repeat(members), column))
+    return list(zip(*columns)), columns
+
+
 def _checked_values(
     model: CompiledModel, records: list[dict]
 ) -> tuple[list[Any], dict[int, list[Any]], list[tuple[Any, ...]]] | None:
     """The records' values, when their value types are known good for the model and the
     index keys that can fail do not (rule 4), with those keys (position -> a key a record,
     None for None) and the values a field at a time (the columns): what tableruns.py
-    `insert_run` would compute again; else None."""
-    values = list(map(model.row, records))
+    `insert_run` would compute again; else None. The records hold exactly the model's
+    fields in order (`_whole_records`)."""
+    values, columns = _rows(model, records)
     fit = _fit_of(model)
-    columns = list(zip(*values))
     types = [set(map(type, column)) for column in columns]
     if all(len(one) == 1 for one in types):  # one type a field: the run's one shape
         shapes = {tuple(one.pop() for one in types)}
