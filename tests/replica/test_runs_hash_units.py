@@ -11,7 +11,8 @@ from __future__ import annotations
 
 import pytest
 
-from dbsvc.storage.hashes import SET_AT, HashIndex, IdBits, UniqueFilter
+from dbsvc.storage.hashes import SET_AT, HashIndex, IdBits, OrderedFilter, UniqueFilter
+from dbsvc.storage.indexes import OrderedIndex
 from dbsvc.storage.runs import add_hash_run
 
 
@@ -152,3 +153,22 @@ def test_a_unique_filters_run_is_add_one_at_a_time(keys, ids):
         one.add(key, id_)
     add_hash_run(many, keys, ids)
     assert hash_state(many.nulls) == hash_state(one.nulls)
+
+
+@pytest.mark.parametrize("kept", [(), ("b",), ("a", "b", "zz")], ids=["none kept", "one kept", "several kept"])
+def test_an_ordered_filters_run_drops_the_kept_sets_of_its_keys(kept):
+    # A @filter @sort field's filter index (hashes.py OrderedFilter) keeps no buckets: its
+    # `add` only drops the set a walk was given for the key. A run does that for all of its
+    # keys at once, where it was one `add` call a pair (session 13, rep9).
+    def made() -> OrderedFilter:
+        index = OrderedFilter(OrderedIndex([("a", 1), ("b", 2), ("zz", 3)]))
+        for key in kept:
+            index.keeper(key)
+        return index
+
+    one, many = made(), made()
+    keys, ids = ["b", "c", "b", "zz"], [10, 11, 12, 13]
+    for key, id_ in zip(keys, ids):
+        one.add(key, id_)
+    add_hash_run(many, keys, ids)
+    assert sorted(many.kept_sets) == sorted(one.kept_sets) == sorted(set(kept) - set(keys))
