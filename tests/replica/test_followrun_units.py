@@ -285,6 +285,9 @@ def test_a_runs_rows_are_model_row_even_for_an_unhashable_enum_value():
     assert values == [model.row(r) for r in records] and columns == list(zip(*values))
     assert values[0][4] is model.shared_values[4]["b"] and values[1][4] == ["a"]
     assert _rows(model, []) == ([], [])
+    # A value that is no member (a broken primary's) is kept as it is, not made None.
+    other = [dict(r, kind="c") for r in records]
+    assert _rows(model, other)[0] == [model.row(r) for r in other]
     table = Table(model)
     taught(model, table, records[0])
     fields = [payload("insert", 5 + n, r, 1 + n) for n, r in enumerate(records)]
