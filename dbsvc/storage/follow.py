@@ -95,6 +95,7 @@ from dbsvc.storage.followrun import (
     insert_group,
     insert_run,
     insert_texts,
+    joined_parts,
     plain_spans,
     scan_group,
     update_run,
@@ -204,9 +205,9 @@ class _Group:
         self.run_values: list[Any] = []
         self.run_ids: set[Any] = set()
         self.run_top = 0  # the table's max_id once the run is in
-        # Index keys the run's checks computed (followrun.py), position -> one a row of
-        # `run_values`; None once a row came without them (`add_insert`).
-        self.run_keys: dict[int, list[Any]] | None = {}
+        # The checked runs the run's rows came in (followrun.py `Run`: the index keys and
+        # columns their checks computed); None once a row came without one (`add_insert`).
+        self.run_parts: list[Run] | None = []
 
     def pending(self, table: Table) -> int:
         """The rows of `table` checked and not yet in it (the run's)."""
@@ -229,7 +230,7 @@ class _Group:
         if type(id_) is int and id_ > self.run_top:
             self.run_top = id_
         self.run_values.append(values)
-        self.run_keys = None
+        self.run_parts = None
         self.run_ids.add(id_)
         writes.next_offset = offset + 1
         self.frames.append(frame)
@@ -242,12 +243,8 @@ class _Group:
             self.run_table, self.run_top = table, table.max_id
         self.undos.extend(zip(repeat(table), run.tops, run.offsets))
         self.run_top = max(self.run_top, max(run.ids))
-        keys = self.run_keys
-        if keys is not None and (not self.run_values or keys.keys() == run.keys.keys()):
-            for position, made in run.keys.items():
-                keys.setdefault(position, []).extend(made)
-        else:
-            self.run_keys = None
+        if self.run_parts is not None:
+            self.run_parts.append(run)
         self.run_values.extend(run.values)
         self.run_ids.update(run.ids)
         self.writes.next_offset = run.offsets[-1] + 1
@@ -260,8 +257,8 @@ class _Group:
         table, values = self.run_table, self.run_values
         if table is None:
             return
-        keys = self.run_keys
-        self.run_table, self.run_values, self.run_ids, self.run_keys = None, [], set(), {}
+        parts = self.run_parts
+        self.run_table, self.run_values, self.run_ids, self.run_parts = None, [], set(), []
         count = len(values)
         events = self.events[len(self.events) - count :]
         compactor = self.writes.compactor
@@ -272,7 +269,7 @@ class _Group:
         if count == 1:
             table.insert(values[0])
         else:
-            insert_table_run(table, values, keys)
+            insert_table_run(table, values, *joined_parts(parts))
         # Table.stamp_inserts, its versions set together (Versions.set_run).
         table.versions.set_run(list(map(_ID, events)), list(map(_OFFSET, events)))
 

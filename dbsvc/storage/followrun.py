@@ -56,12 +56,12 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from functools import partial
-from itertools import accumulate, groupby, repeat
+from itertools import accumulate, chain, groupby, repeat
 from operator import add, getitem, is_not, itemgetter, lt, sub
 from typing import Any, NamedTuple
 
 from dbsvc.errors import RequestError, StreamError
-from dbsvc.runtime import INT64_MAX, INT64_MIN, CompiledModel, compact_json, identity
+from dbsvc.runtime import INT64_MAX, INT64_MIN, CompiledModel, compact_json, identity, shared
 from dbsvc.storage.events import ChangeEvent, EventKind
 from dbsvc.storage.logfile import FRAME_HEADER_SIZE
 from dbsvc.storage.table import Table
@@ -128,13 +128,35 @@ def plain_spans(fields: list[Any]) -> list[tuple[int, int, str | None]]:
     return spans
 
 
-def _checked_values(model: CompiledModel, records: list[dict]) -> tuple[list[Any], dict[int, list[Any]]] | None:
+def _rows(model: CompiledModel, records: list[dict]) -> tuple[list[Any], list[tuple[Any, ...]]]:
+    """`model.row` of each record, and the same values a field at a time, for records that
+    hold exactly the model's fields in order: each record's values as they are but an
+    enum's, the model's member string (`row`'s contract, runtime.py `shared_values`). No
+    Python call a record: a record's values are its dict's, and the members are looked up
+    a column at a time (bench/README.md, rep9's section)."""
+    values = list(map(tuple, map(dict.values, records)))
+    columns = list(zip(*values))
+    if not model.shared_values or not values:
+        return values, columns
+    for position, members in model.shared_values.items():
+        column = columns[position]
+        try:
+            columns[position] = tuple(map(members.get, column, column))
+        except TypeError:  # an unhashable value: `shared` keeps it as it is
+            columns[position] = tuple(map(shared, repeat(members), column))
+    return list(zip(*columns)), columns
+
+
+def _checked_values(
+    model: CompiledModel, records: list[dict]
+) -> tuple[list[Any], dict[int, list[Any]], list[tuple[Any, ...]]] | None:
     """The records' values, when their value types are known good for the model and the
     index keys that can fail do not (rule 4), with those keys (position -> a key a record,
-    None for None: what tableruns.py `insert_run` would compute again); else None."""
-    values = list(map(model.row, records))
+    None for None) and the values a field at a time (the columns): what tableruns.py
+    `insert_run` would compute again; else None. The records hold exactly the model's
+    fields in order (`_whole_records`)."""
+    values, columns = _rows(model, records)
     fit = _fit_of(model)
-    columns = list(zip(*values))
     types = [set(map(type, column)) for column in columns]
     if all(len(one) == 1 for one in types):  # one type a field: the run's one shape
         shapes = {tuple(one.pop() for one in types)}
@@ -154,7 +176,7 @@ def _checked_values(model: CompiledModel, records: list[dict]) -> tuple[list[Any
             made = list(filter(_NOT_NONE, made))
         if int64 and made and not (INT64_MIN <= min(made) and max(made) <= INT64_MAX):
             return None
-    return values, keys
+    return values, keys, columns
 
 
 class Run(NamedTuple):
@@ -166,6 +188,21 @@ class Run(NamedTuple):
     tops: list[int]  # the table's max id before each row (its undo)
     offsets: list[int]
     keys: dict[int, list[Any]]  # index keys computed by the check (tableruns.py `insert_run`'s `keys`)
+    columns: list[tuple[Any, ...]]  # `values` a field at a time (tableruns.py `insert_run`'s `columns`)
+
+
+def joined_parts(runs: list[Run] | None) -> tuple[dict[int, list[Any]] | None, list[tuple[Any, ...]] | None]:
+    """The index keys and the columns of a table's run made of `runs` in a row (follow.py's
+    group), joined: tableruns.py `insert_run`'s `keys` and `columns`; (None, None) when a
+    row of it came without a checked run, or the runs' keys differ in their fields."""
+    if not runs:
+        return None, None
+    if len(runs) == 1:
+        return runs[0].keys, runs[0].columns
+    if len({tuple(run.keys) for run in runs}) != 1:
+        return None, None
+    keys = {position: list(chain(*(run.keys[position] for run in runs))) for position in runs[0].keys}
+    return keys, [tuple(chain(*column)) for column in zip(*(run.columns for run in runs))]
 
 
 def _in_place(
@@ -248,7 +285,7 @@ def _insert_run_of(
         return None
     events = _events(EventKind.INSERT, name, offsets, watermarks, ids, records, repeat(None))
     tops = list(accumulate(ids[:-1], max, initial=top))
-    return Run(events, checked[0], ids, tops, offsets, checked[1])
+    return Run(events, checked[0], ids, tops, offsets, checked[1], checked[2])
 
 
 def insert_texts(frames: Sequence[bytes], max_payload: int) -> tuple[str, list[str]] | None:

@@ -139,7 +139,7 @@ class KeyColumn:
             or set(map(type, ids)) != {int}
             or ids[0] != n
             or ids[-1] != n + count - 1
-            or not all(map(int.__eq__, ids, range(n, n + count)))
+            or ids != list(range(n, n + count))  # (ints, so == is int.__eq__)
         ):
             for id_, key in zip(ids, keys):
                 self.set(id_, key)

@@ -63,7 +63,7 @@ from operator import eq, itemgetter, lt
 from typing import Any
 
 from dbsvc.runtime import compact_json
-from dbsvc.storage.hashes import FEW_KEYS, SET_AT, FilterIndex, HashIndex, IdBits, UniqueFilter
+from dbsvc.storage.hashes import FEW_KEYS, SET_AT, FilterIndex, HashIndex, IdBits, OrderedFilter, UniqueFilter
 from dbsvc.storage.indexes import OrderedIndex
 from dbsvc.storage.rows import Stored, Values, pack
 from dbsvc.storage.sortedlist import LOAD, SortedIndex
@@ -214,6 +214,11 @@ def _append_pairs(index: OrderedIndex, pairs: list[tuple[Any, Any]]) -> None:
 
 def add_hash_run(index: FilterIndex, keys: Sequence[Any], ids: Sequence[Any]) -> None:
     """`index.add(keys[n], ids[n])` of each pair, with the same result (module rules)."""
+    if isinstance(index, OrderedFilter):  # its `add` drops the set kept for the key, if any
+        kept = index.kept_sets
+        if kept:
+            deque(map(kept.pop, keys, repeat(None)), 0)
+        return
     if ids and set(map(type, ids)) == _INT and ids[0] >= 0 and all(map(lt, ids, ids[1:])):
         if isinstance(index, UniqueFilter) and None not in keys:
             if ids[-1] < index.nulls.span:  # `add` of a key is `cover` of its id: nothing to cover
@@ -226,6 +231,11 @@ def add_hash_run(index: FilterIndex, keys: Sequence[Any], ids: Sequence[Any]) ->
                     for key, group in zip(distinct, groups):
                         _add_bucket_run(index, key, group)
                     return
+            elif len(distinct) == len(ids) and distinct.isdisjoint(index.buckets):
+                # A new key a pair (a field of distinct values: names, emails): `add` of each
+                # makes its bucket, a list of its one id.
+                index.buckets.update(zip(keys, map(list, zip(ids))))
+                return
     deque(map(index.add, keys, ids), 0)
 
 

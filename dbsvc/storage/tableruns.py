@@ -34,11 +34,17 @@ from dbsvc.storage.runs import add_hash_run, add_ordered_run, add_sorted_run, pa
 from dbsvc.storage.table import TICKS, Table
 
 
-def insert_run(table: Table, batch: list[Values], keys: Mapping[int, Sequence[Any]] | None = None) -> None:
+def insert_run(
+    table: Table,
+    batch: list[Values],
+    keys: Mapping[int, Sequence[Any]] | None = None,
+    columns: Sequence[Sequence[Any]] | None = None,
+) -> None:
     """`table.insert` of each record in turn, with the same result (rule 1), each index's
-    entries added together (runs.py). `keys`: position -> the column's index keys,
-    computed by the caller already (followrun.py's check)."""
-    columns = list(zip(*batch)) or [()] * len(table.model.fields)
+    entries added together (runs.py). `keys`: position -> the column's index keys, and
+    `columns`: the batch's values a field at a time, computed by the caller already
+    (followrun.py's check)."""
+    columns = columns or list(zip(*batch)) or [()] * len(table.model.fields)
     ids = list(columns[table.id_position])
     records = pack_run(batch)
     table.tick = next(TICKS)

@@ -19,7 +19,7 @@ from dbsvc.errors import StreamError
 from dbsvc.runtime import CompiledModel
 from dbsvc.schema import parse_schema
 from dbsvc.storage.events import ChangeEvent, EventKind
-from dbsvc.storage.followrun import Run, check_fit, insert_run, plain_spans, scan_group, update_run
+from dbsvc.storage.followrun import Run, _rows, check_fit, insert_run, joined_parts, plain_spans, scan_group, update_run
 from dbsvc.storage.logfile import encode_frame
 from dbsvc.storage.table import Table
 
@@ -226,6 +226,33 @@ def test_a_good_run_of_inserts_is_its_events_values_ids_undo_marks_and_offsets()
     assert len(table.live) == 0  # nothing changed
 
 
+def test_a_runs_columns_and_keys_are_its_values_a_field_at_a_time():
+    # What tableruns.py `insert_run` takes from the check instead of computing it again
+    # (session 13, rep9): the columns are the values transposed, the keys a keyed field's.
+    model, table = fresh()
+    taught(model, table, item(1))
+    frames, fields = good_inserts(5, [3, 4, 9])
+    run = insert_run(table, frames, fields, 5, 0, 2, set())
+    assert run is not None
+    assert run.columns == list(zip(*run.values))
+    keyed = [model.fields.index("n"), model.fields.index("at")]  # an int64 column, a datetime
+    assert run.keys == {p: [model.keys[model.fields[p]](v[p]) for v in run.values] for p in keyed}
+    assert joined_parts([run]) == (run.keys, run.columns)
+
+
+def test_runs_in_a_row_join_their_keys_and_columns_in_order():
+    model, table = fresh()
+    taught(model, table, item(1))
+    first = insert_run(table, *good_inserts(5, [3, 4]), 5, 0, 2, set())
+    second = insert_run(table, *good_inserts(7, [9, 12, 13], watermark=2), 7, 2, 4, {3, 4})
+    both = insert_run(table, *good_inserts(5, [3, 4, 9, 12, 13]), 5, 0, 2, set())
+    assert first is not None and second is not None and both is not None
+    assert joined_parts([first, second]) == (both.keys, both.columns)
+    # A row that came without a run, or runs keyed on other fields: nothing to hand over.
+    assert joined_parts(None) == (None, None) and joined_parts([]) == (None, None)
+    assert joined_parts([first, second._replace(keys={})]) == (None, None)
+
+
 def test_a_runs_values_are_model_row_of_each_record_enum_members_shared():
     # followrun.py makes a run's values a field at a time: the same tuples `row` makes a
     # record at a time, an enum's value the model's own member string (runtime.shared).
@@ -243,6 +270,28 @@ def test_a_runs_values_are_model_row_of_each_record_enum_members_shared():
     assert run.values == [model.row(r) for r in records]
     members = model.shared_values[model.fields.index("kind")]
     assert [v[4] is members[v[4]] for v in run.values] == [True] * 3
+
+
+def test_a_runs_rows_are_model_row_even_for_an_unhashable_enum_value():
+    # followrun.py `_rows` takes a record's values from its dict and an enum's member a
+    # column at a time (session 13, rep9); a list where an enum is (a broken primary's)
+    # is kept as `runtime.shared` keeps it, and such a run's types are new: refused.
+    model = compile_schema(parse_schema(SCHEMA.replace("extra  json?", "kind enum(a, b)\n  extra json?"))).BY_NAME[
+        "Item"
+    ]
+    records = [{f: item(i, kind=["a"] if i == 4 else "b")[f] for f in model.fields} for i in (3, 4, 5)]
+    records = json.loads(json.dumps(records))
+    values, columns = _rows(model, records)
+    assert values == [model.row(r) for r in records] and columns == list(zip(*values))
+    assert values[0][4] is model.shared_values[4]["b"] and values[1][4] == ["a"]
+    assert _rows(model, []) == ([], [])
+    # A value that is no member (a broken primary's) is kept as it is, not made None.
+    other = [dict(r, kind="c") for r in records]
+    assert _rows(model, other)[0] == [model.row(r) for r in other]
+    table = Table(model)
+    taught(model, table, records[0])
+    fields = [payload("insert", 5 + n, r, 1 + n) for n, r in enumerate(records)]
+    assert insert_run(table, [frame(f) for f in fields], fields, 5, 0, 2, set()) is None
 
 
 def test_ids_out_of_order_are_looked_up_and_taken_when_new():

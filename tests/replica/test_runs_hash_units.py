@@ -4,13 +4,15 @@ span adds a few keys' ids to their buckets a key at a time (flags set in one pas
 updated, a list extended past its last id, a kept set of that list dropped); anything
 else goes one pair at a time (a new key, a list that would pass SET_AT, an id that widens
 the span, ids out of order, str ids, many keys). A @unique filter's run of non-null keys
-covers its ids and nothing more."""
+covers its ids and nothing more. A run of keys all new and distinct (a field of distinct
+values: names) makes a bucket a key at once (session 13, rep9)."""
 
 from __future__ import annotations
 
 import pytest
 
-from dbsvc.storage.hashes import SET_AT, HashIndex, IdBits, UniqueFilter
+from dbsvc.storage.hashes import SET_AT, HashIndex, IdBits, OrderedFilter, UniqueFilter
+from dbsvc.storage.indexes import OrderedIndex
 from dbsvc.storage.runs import add_hash_run
 
 
@@ -62,6 +64,10 @@ BIG = 2 * SET_AT  # ids 0..BIG-1 held: a key holding most of them is flags (IdBi
         "ids out of order",
         "str ids",
         "many keys",
+        "many new keys",
+        "many new keys, one held",
+        "many new keys, one twice",
+        "many new keys, one null",
         "one id",
         "a negative id first",
         "the last id at the span",
@@ -104,6 +110,19 @@ def test_a_hash_run_is_add_one_at_a_time(case):
     elif case == "many keys":
         one, many = two(1000, [(k, k) for k in range(10)])
         check(one, many, list(range(10)), list(range(100, 110)))
+    elif case.startswith("many new keys"):
+        # A key a pair, none held yet (a run's names): each a new bucket of its one id; a
+        # key held already, or one twice, leaves the run to `add` of each.
+        one, many = two(1000, [("a", 1), ("b", 2)])
+        keys: list[object] = [f"k{i}" for i in range(10)]
+        if case.endswith("held"):
+            keys[5] = "b"
+        elif case.endswith("twice"):
+            keys[7] = "k2"
+        elif case.endswith("null"):
+            keys[3] = None
+        check(one, many, keys, list(range(100, 110)))
+        assert (type(many.buckets["k9"]), many.buckets["k9"]) == (list, [109])
     elif case == "one id":
         one, many = two(1000, [("a", 1)])
         check(one, many, ["a"], [5])
@@ -134,3 +153,22 @@ def test_a_unique_filters_run_is_add_one_at_a_time(keys, ids):
         one.add(key, id_)
     add_hash_run(many, keys, ids)
     assert hash_state(many.nulls) == hash_state(one.nulls)
+
+
+@pytest.mark.parametrize("kept", [(), ("b",), ("a", "b", "zz")], ids=["none kept", "one kept", "several kept"])
+def test_an_ordered_filters_run_drops_the_kept_sets_of_its_keys(kept):
+    # A @filter @sort field's filter index (hashes.py OrderedFilter) keeps no buckets: its
+    # `add` only drops the set a walk was given for the key. A run does that for all of its
+    # keys at once, where it was one `add` call a pair (session 13, rep9).
+    def made() -> OrderedFilter:
+        index = OrderedFilter(OrderedIndex([("a", 1), ("b", 2), ("zz", 3)]))
+        for key in kept:
+            index.keeper(key)
+        return index
+
+    one, many = made(), made()
+    keys, ids = ["b", "c", "b", "zz"], [10, 11, 12, 13]
+    for key, id_ in zip(keys, ids):
+        one.add(key, id_)
+    add_hash_run(many, keys, ids)
+    assert sorted(many.kept_sets) == sorted(one.kept_sets) == sorted(set(kept) - set(keys))

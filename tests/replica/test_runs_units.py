@@ -7,6 +7,8 @@ held to `add` of each entry in turn."""
 
 from __future__ import annotations
 
+import pytest
+
 from dbsvc.storage.indexes import OrderedIndex
 from dbsvc.storage.runs import add_ordered_run, add_sorted_run
 from dbsvc.storage.sortedlist import LOAD, SortedIndex
@@ -62,3 +64,27 @@ def test_a_run_past_the_end_longer_than_four_sublists_keeps_every_last_entry():
     keys = list(range(100, 100 + 5 * LOAD))
     check_run(one, many, keys, list(range(100, 100 + 5 * LOAD)))
     assert len(many.key_sublists) >= 3
+
+
+@pytest.mark.parametrize("typecode", ["", "q"])
+@pytest.mark.parametrize(
+    "ids",
+    [[5, 6, 7, 8], [5, 7, 6, 8], [5, 6, 8], [6, 7, 8, 9]],
+    ids=["the next ids", "the next ids, two swapped", "one missing", "one past the end first"],
+)
+def test_a_key_columns_run_is_set_of_each(typecode, ids):
+    # keycolumns.py `set_many` extends the slots at once only for exactly the ids that come
+    # next, in order (its list compare, session 13, rep9); anything else is `set` of each.
+    from dbsvc.storage.keycolumns import KeyColumn
+
+    one, many = KeyColumn(typecode), KeyColumn(typecode)
+    for column in (one, many):
+        for id_ in range(5):
+            column.set(id_, 100 + id_)
+    keys = [200 + n for n in range(len(ids))]
+    for id_, key in zip(ids, keys):
+        one.set(id_, key)
+    many.set_many(ids, keys)
+    got = [many.get(i) for i in sorted(set(ids))]
+    assert got == [one.get(i) for i in sorted(set(ids))]
+    assert (list(many.slots), dict(many.far), len(many)) == (list(one.slots), dict(one.far), len(one))
