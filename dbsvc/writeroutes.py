@@ -182,34 +182,15 @@ class WriteRoutes:
         self._check_writable()
         key = model.parse_id(segment)
         body = parse_json_body(request)
-        return self._queue(self._replace, Response(200), request, model, key, body, claims)
-
-    def _replace(
-        self,
-        done: Done,
-        response: Response,
-        request: Request,
-        model: CompiledModel,
-        key: Any,
-        body: Any,
-        claims: Claims,
-    ) -> None:
-        current = self._current(request, model, key, claims, "update", need=False)
-        record = model.validate_replace(body, key)
-        if model.rules is not None:
-            assert current is not None  # _current read it
-            self.access.check_update(model, model.rules, current, record, claims)
-        _previous, stored = self.store.replace_then(model.name, key, record, done)
-        response.body = self.encoded.encode(model, stored, self.store.written_json(stored))
-        response.headers = [*self._stored()]
+        return self._queue(self._update, Response(200), request, model, key, body, claims, False)
 
     def patch(self, request: Request, model: CompiledModel, segment: str, claims: Claims = NO_CLAIMS) -> Deferred:
         self._check_writable()
         key = model.parse_id(segment)
         body = parse_json_body(request)
-        return self._queue(self._patch, Response(200), request, model, key, body, claims)
+        return self._queue(self._update, Response(200), request, model, key, body, claims, True)
 
-    def _patch(
+    def _update(
         self,
         done: Done,
         response: Response,
@@ -218,11 +199,18 @@ class WriteRoutes:
         key: Any,
         body: Any,
         claims: Claims,
+        merge: bool,
     ) -> None:
-        current = self._current(request, model, key, claims, "update", need=True)
-        assert current is not None  # need=True: read, or refused
-        record = model.validate_patch(body, current)
+        """A PUT (`merge` False: the body is the whole record, 404 if none) or a PATCH (`merge`
+        True: the body merged onto the current record, read whatever the rules)."""
+        current = self._current(request, model, key, claims, "update", need=merge)
+        if merge:
+            assert current is not None  # need=True: read, or refused
+            record = model.validate_patch(body, current)
+        else:
+            record = model.validate_replace(body, key)
         if model.rules is not None:
+            assert current is not None  # _current read it
             self.access.check_update(model, model.rules, current, record, claims)
         # Read, merge and apply run in one synchronous call: the merge is atomic.
         _previous, stored = self.store.replace_then(model.name, key, record, done)
