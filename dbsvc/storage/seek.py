@@ -73,6 +73,7 @@ from typing import Any
 
 from dbsvc.runtime import CompiledModel, Query
 from dbsvc.storage.conditions import Source, Window, after_test, source_test, sources_of, state_test, windows_of
+from dbsvc.storage.hashes import HashIndex
 from dbsvc.storage.indexes import OrderedIndex
 from dbsvc.storage.rows import Stored, unpack
 from dbsvc.storage.table import Table
@@ -402,6 +403,12 @@ def plan_operators(table: Table, query: Query) -> tuple[list[Any], int, bool]:
             keep = source_test(table, kind, field, filters, windows, found)
             ids = page_ids(_walk(table, query, windows.get(first) if first else None), offset, limit + 1, keep)
             return ids[:limit], size, len(ids) > limit
+        if not sort and kind == "filter" and isinstance(index := table.hashes[field], HashIndex):
+            # id order under one filter's key: a slice of its sorted bucket, not a set of it
+            sliced = index.first_after(filters[field], query.cursor[1] if query.cursor is not None else None, end)
+            if sliced is not None:
+                sliced = sliced[offset:]
+                return sliced[:limit], size, len(sliced) > limit
         if not sort and kind == "window":  # id order: the window's first ids, not all of them
             ids = _first_ids(table, windows[field], end, query.cursor[1] if query.cursor is not None else None)
             ids = ids[offset:]
