@@ -20,7 +20,7 @@ import argparse
 import json
 import os
 import sys
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from dbsvc.exits import EXIT_FAILURE, EXIT_OK, EXIT_USAGE, report
@@ -118,23 +118,21 @@ def _client_schema(args: argparse.Namespace) -> Any:
 
 
 def cmd_openapi(args: argparse.Namespace) -> int:
-    if args.module is not None:
-        document = json.loads(args.module.OPENAPI_JSON)
-    else:
-        from dbsvc.compiler.openapi import build_openapi
+    from dbsvc.compiler.openapi import build_openapi
 
-        document = build_openapi(_load(args.schema))
-    print(json.dumps(document, indent=2))
-    return EXIT_OK
+    return _print_document(args, "OPENAPI_JSON", build_openapi)
 
 
 def cmd_asyncapi(args: argparse.Namespace) -> int:
-    if args.module is not None:
-        document = json.loads(args.module.ASYNCAPI_JSON)
-    else:
-        from dbsvc.compiler.asyncapi import build_asyncapi
+    from dbsvc.compiler.asyncapi import build_asyncapi
 
-        document = build_asyncapi(_load(args.schema))
+    return _print_document(args, "ASYNCAPI_JSON", build_asyncapi)
+
+
+def _print_document(args: argparse.Namespace, kept: str, build: Callable[[Any], dict]) -> int:
+    """A schema's API document, indented: the one a generated module keeps (`kept`), or
+    built from the schema file."""
+    document = json.loads(getattr(args.module, kept)) if args.module is not None else build(_load(args.schema))
     print(json.dumps(document, indent=2))
     return EXIT_OK
 
