@@ -234,13 +234,12 @@ class HashIndex:
         None when the bucket is not kept as a list (several keys, flags or a set)."""
         if len(keys) != 1:
             return None
-        for key in keys:
-            bucket = self.buckets.get(key, [])
-            if not isinstance(bucket, list):
-                return None
-            lo = 0 if after is None else bisect_right(bucket, after)
-            return bucket[lo : lo + end]
-        return None
+        (key,) = keys
+        bucket = self.buckets.get(key, [])
+        if not isinstance(bucket, list):
+            return None
+        lo = 0 if after is None else bisect_right(bucket, after)
+        return bucket[lo : lo + end]
 
     def has(self, keys: Iterable[Any], id_: Any) -> bool:
         for k in keys:
