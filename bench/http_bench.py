@@ -182,6 +182,18 @@ def process_cpu_seconds(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
+def core_times() -> dict[str, tuple[int, int, int]]:
+    """Per core from /proc/stat: (busy, steal, total) ticks, busy being user, nice, system,
+    irq and softirq (the realtime and replication benches' per-core shares)."""
+    out = {}
+    for line in Path("/proc/stat").read_text().splitlines():
+        if line.startswith("cpu") and line[3:4].isdigit():
+            name, *values = line.split()
+            v = [int(x) for x in values]
+            out[name] = (v[0] + v[1] + v[2] + v[5] + v[6], v[7] if len(v) > 7 else 0, sum(v[:8]))
+    return out
+
+
 def measure(
     process: subprocess.Popen, url: str, duration: float = 10, connections: int = 64, script: str | None = None
 ) -> dict:

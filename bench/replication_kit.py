@@ -3,8 +3,9 @@
 The machine (load average, other benches running, per-core busy shares, RSS and CPU of a
 process, percentiles), `Server`/`Servers` (a `dbsvc serve` primary or replica pinned to a
 core, all stopped on exit), the cached tenant of `--events` users (`build_tenant`), and a
-hand-made WebSocket handshake and client frame. Imports no other replication_* module; the
-measurements (replication_catchup, replication_replica, replication_lag) import it.
+hand-made WebSocket handshake and client frame. Imports no other replication_* module (the
+handshake's request is realtime_kit's, `core_times` http_bench's); the measurements
+(replication_catchup, replication_replica, replication_lag) import it.
 """
 
 from __future__ import annotations
@@ -28,6 +29,8 @@ import time
 from pathlib import Path
 
 from http_bench import LISTENING, _pinned, process_cpu_seconds
+from http_bench import core_times as core_times  # the measurements take it from here
+from realtime_kit import upgrade_request
 
 ROOT = Path(__file__).resolve().parent.parent
 # the command line's options: replication_bench.main fills this one Namespace in, the measurements read it
@@ -91,17 +94,6 @@ def wait_idle(limit: float, what: str) -> None:
             print(f"  waiting for other benches before {what}: {busy[0]}", flush=True)
             said = True
         time.sleep(5)
-
-
-def core_times() -> dict[str, tuple[int, int, int]]:
-    """Per core from /proc/stat: (busy, steal, total) ticks."""
-    out = {}
-    for line in Path("/proc/stat").read_text().splitlines():
-        if line.startswith("cpu") and line[3:4].isdigit():
-            name, *vals = line.split()
-            v = [int(x) for x in vals]
-            out[name] = (v[0] + v[1] + v[2] + v[5] + v[6], v[7] if len(v) > 7 else 0, sum(v[:8]))
-    return out
 
 
 def core_busy(before: dict, after: dict) -> str:
@@ -317,15 +309,7 @@ def ws_handshake(port: int, target: str, timeout: float = 10.0) -> tuple[socket.
     """A WebSocket opening handshake by hand; the socket and the bytes that followed the 101."""
     sock = socket.create_connection(("127.0.0.1", port), timeout=timeout)
     key = base64.b64encode(os.urandom(16))
-    sock.sendall(
-        b"GET "
-        + target.encode()
-        + b" HTTP/1.1\r\nHost: 127.0.0.1:"
-        + str(port).encode()
-        + b"\r\nUpgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Key: "
-        + key
-        + b"\r\nSec-WebSocket-Version: 13\r\n\r\n"
-    )
+    sock.sendall(upgrade_request(port, target, key))
     buf = bytearray()
     while b"\r\n\r\n" not in buf:
         chunk = sock.recv(65536)
