@@ -24,12 +24,11 @@ import socket
 import struct
 import subprocess
 import sys
-import threading
 import time
 from pathlib import Path
 
-from http_bench import LISTENING, _pinned, process_cpu_seconds
 from http_bench import core_times as core_times  # the measurements take it from here
+from http_bench import process_cpu_seconds, start_dbsvc
 from realtime_kit import upgrade_request
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -133,7 +132,7 @@ def pct(values: list[float], p: float) -> float:
 
 
 class Server:
-    """`python dbsvc.py serve SCHEMA [args]` on port 0, pinned; stderr drained in a thread."""
+    """`python dbsvc.py serve SCHEMA [args]` on port 0, pinned (http_bench.start_dbsvc)."""
 
     def __init__(
         self,
@@ -146,40 +145,11 @@ class Server:
         never_compacts: bool = False,
     ) -> None:
         self.name = name
-        full = {k: v for k, v in os.environ.items() if not k.startswith("SERVICE_") and k != "RUST_LOG"}
-        full.update({"SERVICE_PORT": "0", "RUST_LOG": "info"}, **env)
         python = [sys.executable] + (["-m", "cProfile", "-o", profile_to] if profile_to else [])
         if never_compacts:  # the store's size rule off: a never-compacted log stays one (see `primary`)
             python = [sys.executable, "-c", NEVER_COMPACTS]
-        command = _pinned(core, [*python, str(ROOT / "dbsvc.py"), "serve", str(SCHEMA), *args])
-        self.proc = subprocess.Popen(
-            command, cwd=ROOT, env=full, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True
-        )
-        self.log: list[str] = []
-        self.port = 0
-        assert self.proc.stderr is not None
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            line = self.proc.stderr.readline()
-            if not line:
-                break
-            if "dbsvc.http.request" not in line:
-                self.log.append(line)
-            match = LISTENING.search(line)
-            if match:
-                self.port = int(match.group(1))
-                self.listening_at = time.monotonic()
-                threading.Thread(target=self._drain, daemon=True).start()
-                return
-        self.proc.kill()
-        self.proc.wait()
-        raise RuntimeError(f"{name} did not start:\n" + "".join(self.log[-30:]))
-
-    def _drain(self) -> None:
-        assert self.proc.stderr is not None
-        for line in self.proc.stderr:
-            if "dbsvc.http.request" not in line:
-                self.log.append(line)
+        self.proc, self.port, self.log = start_dbsvc(env, SCHEMA, core, timeout, argv=args, python=python)
+        self.listening_at = time.monotonic()
 
     @property
     def url(self) -> str:
