@@ -87,15 +87,18 @@ def start_dbsvc(
     core: str = SERVER_CORE,
     timeout: float = 120.0,
     code: Path = ROOT,
+    argv: tuple[str, ...] = (),
+    python: list[str] | None = None,
 ) -> tuple[subprocess.Popen, int, list[str]]:
-    """`python dbsvc.py serve SCHEMA` on port 0 pinned to `core`: the process, its port, and
-    its log lines other than request spans (drained in a thread so the pipe never fills).
-    `code`: the checkout to run (another one measures a before/after side by side)."""
+    """`python dbsvc.py serve SCHEMA [argv]` on port 0 pinned to `core`: the process, its port,
+    and its log lines other than request spans (drained in a thread so the pipe never fills).
+    `code`: the checkout to run (another one measures a before/after side by side); `python`:
+    the interpreter's command line in place of `sys.executable` alone (under cProfile, say)."""
     full = {k: v for k, v in os.environ.items() if not k.startswith("SERVICE_")}
     full.update({"SERVICE_PORT": "0", "RUST_LOG": "info"}, **env)
     if code != ROOT:
         full["PYTHONPATH"] = str(code)
-    command = _pinned(core, [sys.executable, str(code / "dbsvc.py"), "serve", str(schema)])
+    command = _pinned(core, [*(python or [sys.executable]), str(code / "dbsvc.py"), "serve", str(schema), *argv])
     proc = subprocess.Popen(command, cwd=code, env=full, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     assert proc.stderr is not None
     log: list[str] = []
@@ -116,6 +119,7 @@ def start_dbsvc(
             return proc, int(match.group(1)), log
         log.append(line)
     proc.kill()
+    proc.wait()
     raise RuntimeError(f"{code}: dbsvc did not start:\n" + "".join(log))
 
 
@@ -180,6 +184,18 @@ def process_cpu_seconds(pid: int) -> float:
     """User + system CPU time of a process so far (Linux /proc)."""
     fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def core_times() -> dict[str, tuple[int, int, int]]:
+    """Per core from /proc/stat: (busy, steal, total) ticks, busy being user, nice, system,
+    irq and softirq (the realtime and replication benches' per-core shares)."""
+    out = {}
+    for line in Path("/proc/stat").read_text().splitlines():
+        if line.startswith("cpu") and line[3:4].isdigit():
+            name, *values = line.split()
+            v = [int(x) for x in values]
+            out[name] = (v[0] + v[1] + v[2] + v[5] + v[6], v[7] if len(v) > 7 else 0, sum(v[:8]))
+    return out
 
 
 def measure(

@@ -12,7 +12,8 @@ dir, SERVICE_MAX_CONNECTIONS=20000, RUST_LOG=info) pinned to core 0; every clien
    at 100 writes/s"). Per `--sync` mode (off and full by default):
    a. the writes alone: `--rate` POST /api/user per second for `--duration` seconds, open
       loop (write i due in the first half of its 1/rate slot, sent on keep-alive socket
-      i % 8, one thread each: see `paced_writes`), no subscriber: HTTP response p50/p99;
+      i % 8, one thread each: see realtime_serve.py's `paced_writes`), no subscriber:
+      HTTP response p50/p99;
    b. `--subscribers` sockets, half `/subscribe/user` (unfiltered) and half
       `/subscribe/user?name=sub-NNNN` (filtered, one distinct name each), spread over
       `--procs` receiver processes; the same writes, each naming one of the filtered
@@ -77,7 +78,7 @@ overhead would cost more than the frame itself at 50,000 frames/s on the one cli
 
 This file is the command line only. The parts: realtime_kit.py (pinning, the WebSocket
 handshake and frames, receiver processes), realtime_serve.py (writers, the server runner,
-cores, percentiles), and the runs with their printed rows by family: realtime_latency.py
+the measured part and figures of a run of writes, cores, percentiles), and the runs with their printed rows by family: realtime_latency.py
 (1-3), realtime_scale.py (4-6), realtime_rules.py (7-8).
 """
 

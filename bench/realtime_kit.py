@@ -77,6 +77,16 @@ def kernel_stamp(ancillary: list, fallback: int) -> int:
     return fallback
 
 
+def upgrade_request(port: int, target: str, key: bytes, extra: bytes = b"") -> bytes:
+    """A WebSocket opening handshake's request (RFC 6455 §4.1): `key` is the base64 nonce,
+    `extra` header lines each ending in CRLF (a token)."""
+    return (
+        b"GET %s HTTP/1.1\r\nHost: %s:%d\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
+        b"Sec-WebSocket-Key: %s\r\n%sSec-WebSocket-Version: 13\r\n\r\n"
+        % (target.encode(), HOST.encode(), port, key, extra)
+    )
+
+
 def client_frame(opcode: int, payload: bytes = b"") -> bytes:
     """A masked client frame (control frames only: payload < 126 bytes)."""
     mask = os.urandom(4)
@@ -130,12 +140,7 @@ def handshake(
                 sock = socket.create_connection((HOST, port), timeout=timeout)
                 if timed:
                     sock.setsockopt(socket.SOL_SOCKET, SO_TIMESTAMPNS, 1)
-                key = base64.b64encode(os.urandom(16)).decode()
-                sock.sendall(
-                    f"GET {path} HTTP/1.1\r\nHost: {HOST}:{port}\r\nUpgrade: websocket\r\n"
-                    f"Connection: Upgrade\r\nSec-WebSocket-Key: {key}\r\n{extra}"
-                    f"Sec-WebSocket-Version: 13\r\n\r\n".encode()
-                )
+                sock.sendall(upgrade_request(port, path, base64.b64encode(os.urandom(16)), extra.encode()))
                 pending.append((sock, path, filtered))
             except OSError as exc:
                 errors.append(f"{path}: {exc!r}")

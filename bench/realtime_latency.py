@@ -23,6 +23,7 @@ from realtime_serve import (
     ms_summary,
     others_on_server_core,
     paced_writes,
+    write_figures,
 )
 
 # -- 1. latency -----------------------------------------------------------------------------------
@@ -53,18 +54,7 @@ def latency_run(tmp: Path, sync: str, args: argparse.Namespace) -> dict:
         paced_writes(server.port, args.rate, warm, names, "warm0", limit)
         cpu0, cores0 = server.cpu(), core_times()
         alone = paced_writes(server.port, args.rate, count, names, "alone", limit)
-        alone_cpu, alone_cores = server.cpu() - cpu0, core_busy(cores0, core_times())
-        result["alone"] = {
-            "writes": alone["writes"],
-            "errors": alone["errors"],
-            "late": alone["late"],
-            "rate": alone["writes"] / alone["elapsed"],
-            "http": ms_summary(alone["kernel_ns"]),
-            "http_client": ms_summary(alone["user_ns"]),
-            "cpu_us_per_write": alone_cpu / max(1, alone["writes"]) * 1e6,
-            "cores": alone_cores,
-            "others_core0": others_on_server_core(alone_cores, alone_cpu, alone["elapsed"]),
-        }
+        result["alone"] = write_figures(alone, server.cpu() - cpu0, core_busy(cores0, core_times()))
         # b. the same writes with the subscribers
         opened_at = time.monotonic()
         receivers = Receivers(server.port, paths, args.procs, timed=True)
@@ -115,16 +105,8 @@ def latency_run(tmp: Path, sync: str, args: argparse.Namespace) -> dict:
         for code, n in answer["closes"].items():
             closes[code] = closes.get(code, 0) + n
     result["with"] = {
-        "writes": fan["writes"],
-        "errors": fan["errors"],
-        "late": fan["late"],
-        "rate": fan["writes"] / fan["elapsed"],
-        "http": ms_summary(fan["kernel_ns"]),
-        "http_client": ms_summary(fan["user_ns"]),
-        "cpu_us_per_write": fan_cpu / max(1, fan["writes"]) * 1e6,
+        **write_figures(fan, fan_cpu, fan_cores),
         "client_cpu_share": client_cpu / max(1e-9, fan["elapsed"]),
-        "cores": fan_cores,
-        "others_core0": others_on_server_core(fan_cores, fan_cpu, fan["elapsed"]),
         "deliveries_per_write": unfiltered_n + (1 if filtered_n else 0),
         "expected": expected,
         "received": len(kernel[False]) + len(kernel[True]),

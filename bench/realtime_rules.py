@@ -9,12 +9,11 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
-import threading
 import time
 from pathlib import Path
 
 from realtime_kit import ROOT, Receivers
-from realtime_serve import Server, health_probe, ms_summary, paced_writes, pct, receiver_stamps
+from realtime_serve import Server, fanout_figures
 
 # -- 7. rules in this process: routing by owner, a residual test, a filter (issue 31) ------------------
 
@@ -161,55 +160,19 @@ def owned_run(tmp: Path, subscribers: int, args: argparse.Namespace) -> dict:
     names = [f"s{i}" for i in range(subscribers)]
     paths = [("/subscribe/note", True, f"Authorization: Bearer {token(sub=name)}\r\n") for name in names]
     writer = b"Authorization: Bearer %s\r\n" % token(sub="writer", role="writer").encode()
-    count = int(args.rate * args.duration)
-    limit = args.duration * 3 + 30
     receivers = None
     result: dict = {"subscribers": subscribers, "rate": args.rate}
     try:
-        rss_idle = server.rss()
+        result["rss_idle"] = server.rss()
         receivers = Receivers(server.port, paths, args.fanout_b_procs, timed=True)
         result["opened"], result["open_errors"] = receivers.opened, receivers.errors
         server.wait_for("subscriptions", subscribers, 60)
-        warm = int(args.rate * args.warmup)
         write = dict(target=b"/api/note", make_body=note_body, headers=writer)
-        paced_writes(server.port, args.rate, warm, names, "warm", limit, **write)
-        deadline = time.monotonic() + 30
-        while receivers.frames() < warm and time.monotonic() < deadline:
-            time.sleep(0.2)
-        receivers.ask("reset")
-        stop, samples, peak = threading.Event(), [], [server.rss()]
-        probe = threading.Thread(target=health_probe, args=(server.port, stop, samples, server, peak), daemon=True)
-        cpu0 = server.cpu()
-        probe.start()
-        fan = paced_writes(server.port, args.rate, count, names, "owned", limit, **write)
-        fan_cpu = server.cpu() - cpu0
-        deadline = time.monotonic() + 30
-        while receivers.frames() < warm + fan["writes"] and time.monotonic() < deadline:
-            time.sleep(0.2)
-        stop.set()
-        probe.join(70)
-        stats = receivers.ask("stats")
-        result["rss_idle"], result["rss_peak"] = rss_idle, peak[0]
+        result.update(fanout_figures(server, receivers, args, names, "owned", 1, **write))
     finally:
         if receivers is not None:
             receivers.stop()
         server.stop()
-    kernel, user = receiver_stamps(stats)
-    health = sorted(samples)
-    result.update(
-        {
-            "writes": fan["writes"],
-            "errors": fan["errors"],
-            "writes_per_s": fan["writes"] / fan["elapsed"],
-            "http": ms_summary(fan["kernel_ns"]),
-            "expected": fan["writes"],
-            "received": len(kernel),
-            "socket": ms_summary(kernel),
-            "client": ms_summary(user),
-            "cpu_us_per_write": fan_cpu / max(1, fan["writes"]) * 1e6,
-            "health": {"n": len(health), "p99_ms": pct(health, 99) * 1e3},
-        }
-    )
     return result
 
 

@@ -17,21 +17,8 @@ import threading
 import time
 from pathlib import Path
 
-from http_bench import start_dbsvc
-from realtime_kit import HOST, ROOT, Receivers
-from realtime_serve import (
-    Server,
-    core_busy,
-    core_times,
-    cores_text,
-    disturbed_text,
-    health_probe,
-    ms_summary,
-    others_on_server_core,
-    paced_writes,
-    pct,
-    receiver_stamps,
-)
+from realtime_kit import HOST, ROOT, Receivers, upgrade_request
+from realtime_serve import Server, cores_text, disturbed_text, fanout_figures, health_probe, others_on_server_core, pct
 
 # -- 4. live-query Inits of a large table ------------------------------------------------------------
 
@@ -69,12 +56,9 @@ def _seed_users(data: Path, count: int, code: Path) -> None:
 
 
 def _open_raw(port: int, path: str) -> socket.socket:
+    """A WebSocket whose handshake is sent and never read (a client that stalls)."""
     sock = socket.create_connection((HOST, port), timeout=30)
-    key = base64.b64encode(os.urandom(16)).decode()
-    sock.sendall(
-        f"GET {path} HTTP/1.1\r\nHost: {HOST}\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
-        f"Sec-WebSocket-Key: {key}\r\nSec-WebSocket-Version: 13\r\n\r\n".encode()
-    )
+    sock.sendall(upgrade_request(port, path, base64.b64encode(os.urandom(16))))
     return sock
 
 
@@ -96,10 +80,8 @@ def inits_run(tmp: Path, args: argparse.Namespace, reading: bool) -> dict:
     code = Path(args.code).resolve() if args.code else ROOT
     data = tmp / f"inits-{'reading' if reading else 'stalled'}"
     _seed_users(data, args.init_records, code)
-    env = {"SERVICE_DATA": str(data), "SERVICE_SYNC": "off", "SERVICE_MAX_CONNECTIONS": "20000", "RUST_LOG": "info"}
-    proc, port, log = start_dbsvc(env, code=code)
-    server = Server.__new__(Server)
-    server.proc, server.port, server.log, server.sync, server.data = proc, port, log, "off", data
+    server = Server(tmp, data.name, "off", code=code)
+    port = server.port
     try:
         before = server.settled_rss(5)
         stop, samples, peak = threading.Event(), [], [before]
@@ -160,74 +142,22 @@ def fanout_run(tmp: Path, subscribers: int, args: argparse.Namespace) -> dict:
     code = Path(args.code).resolve() if args.code else ROOT
     extra = {"SERVICE_MAX_SOCKETS": str(subscribers + 100)}
     server = Server(tmp, f"fanout-{subscribers}", "off", extra, code)
-    count = int(args.rate * args.duration)
-    limit = args.duration * 3 + 30
     receivers = None
     result: dict = {"subscribers": subscribers, "rate": args.rate, "procs": args.fanout_b_procs}
     try:
-        rss_idle = server.rss()
+        result["rss_idle"] = server.rss()
         opened_at = time.monotonic()
         receivers = Receivers(server.port, [("/subscribe/user", False)] * subscribers, args.fanout_b_procs, timed=True)
         result["open_seconds"] = time.monotonic() - opened_at
         result["opened"] = receivers.opened
         result["open_errors"] = receivers.errors
         server.wait_for("subscriptions", subscribers, 60)
-        paced_writes(server.port, args.rate, int(args.rate * args.warmup), ["w"], "warm", limit)
-        deadline = time.monotonic() + 30  # the warm-up's frames are all read
-        while receivers.frames() < receivers.opened * int(args.rate * args.warmup) and time.monotonic() < deadline:
-            time.sleep(0.2)
-        receivers.ask("reset")
-        before = server.realtime()
-        stop, samples, peak = threading.Event(), [], [server.rss()]
-        probe = threading.Thread(target=health_probe, args=(server.port, stop, samples, server, peak), daemon=True)
-        cpu0, client0, cores0 = server.cpu(), receivers.cpu(), core_times()
-        probe.start()
-        fan = paced_writes(server.port, args.rate, count, ["w"], "fan", limit)
-        fan_cpu, client_cpu = server.cpu() - cpu0, receivers.cpu() - client0
-        cores = core_busy(cores0, core_times())
-        expected = fan["writes"] * receivers.opened
-        deadline = time.monotonic() + 30
-        got = receivers.frames()
-        while got < expected and time.monotonic() < deadline:
-            time.sleep(0.2)
-            got = receivers.frames()
-        stop.set()
-        probe.join(70)
-        after = server.realtime()
-        stats = receivers.ask("stats")
-        result["rss_idle"], result["rss_peak"] = rss_idle, peak[0]
+        result.update(fanout_figures(server, receivers, args, ["w"], "fan", receivers.opened))
     finally:
         if receivers is not None:
             receivers.stop()
         server.stop()
-    kernel, user = receiver_stamps(stats)
-    health = sorted(samples)
-    result.update(
-        {
-            "writes": fan["writes"],
-            "errors": fan["errors"],
-            "late": fan["late"],
-            "writes_per_s": fan["writes"] / fan["elapsed"],
-            "http": ms_summary(fan["kernel_ns"]),
-            "expected": expected,
-            "received": len(kernel),
-            "socket": ms_summary(kernel),
-            "client": ms_summary(user),
-            "cpu_us_per_write": fan_cpu / max(1, fan["writes"]) * 1e6,
-            "server_cpu_share": fan_cpu / max(1e-9, fan["elapsed"]),
-            "client_cpu_share": client_cpu / max(1e-9, fan["elapsed"]),
-            "cores": cores,
-            "health": {
-                "n": len(health),
-                "p50_ms": pct(health, 50) * 1e3,
-                "p99_ms": pct(health, 99) * 1e3,
-                "max_ms": (health[-1] * 1e3) if health else float("nan"),
-            },
-            "events_sent": after["events_sent"] - before["events_sent"],
-            "lagged_closes": after["lagged_closes"] - before["lagged_closes"],
-            "warnings": server.warnings()[:10],
-        }
-    )
+    result["warnings"] = server.warnings()[:10]
     return result
 
 

@@ -1,8 +1,10 @@
 """The server side of bench/realtime_bench.py: writers, the server runner, cores, statistics.
 
 The paced and flooding writers, a fresh `dbsvc serve` on core 0 (`Server`), per-core busy
-shares from /proc/stat, percentiles and the small text helpers the reports share. Imports
-realtime_kit only; the runs (realtime_latency, realtime_scale, realtime_rules) import it.
+shares from /proc/stat, the figures of a run of writes (`write_figures`) and the measured part
+that the fanout and owned runs share (`fanout_figures`), percentiles and the small text
+helpers the reports share. Imports realtime_kit and http_bench only; the runs
+(realtime_latency, realtime_scale, realtime_rules) import it.
 """
 
 from __future__ import annotations
@@ -20,8 +22,8 @@ import time
 import urllib.request
 from pathlib import Path
 
-from http_bench import LOAD_CORE, SERVER_CORE, process_cpu_seconds, start_dbsvc
-from realtime_kit import ANCILLARY, HOST, ROOT, SO_TIMESTAMPNS, kernel_stamp, pin
+from http_bench import LOAD_CORE, SERVER_CORE, core_times, process_cpu_seconds, start_dbsvc
+from realtime_kit import ANCILLARY, HOST, ROOT, SO_TIMESTAMPNS, Receivers, kernel_stamp, pin
 
 # -- writers --------------------------------------------------------------------------------------
 
@@ -163,18 +165,6 @@ async def _flood(port: int, connections: int, seconds: float, cap: int) -> dict:
     return {"writes": done[0], "errors": done[1], "elapsed": time.monotonic() - started}
 
 
-def core_times() -> dict[str, tuple[int, int, int]]:
-    """Per core from /proc/stat: (busy, steal, total) ticks."""
-    out = {}
-    for line in Path("/proc/stat").read_text().splitlines():
-        if line.startswith("cpu") and line[3:4].isdigit():
-            name, *values = line.split()
-            v = [int(x) for x in values]
-            busy = v[0] + v[1] + v[2] + v[5] + v[6]
-            out[name] = (busy, v[7] if len(v) > 7 else 0, sum(v[:8]))
-    return out
-
-
 def core_busy(before: dict, after: dict) -> dict[str, dict[str, float]]:
     """Share of each core busy (user, nice, system, irq, softirq) and stolen between two reads."""
     result = {}
@@ -286,6 +276,83 @@ def health_probe(port: int, stop: threading.Event, samples: list[float], server:
             samples.append(float("inf"))
         peak[0] = max(peak[0], server.rss())
         stop.wait(0.05)
+
+
+# -- the measured writes -------------------------------------------------------------------------
+
+
+def write_figures(run: dict, cpu: float, cores: dict) -> dict:
+    """The figures of one `paced_writes` run, given the server's CPU seconds and the cores'
+    shares over it: what the latency run reports of the writes alone and with subscribers."""
+    return {
+        "writes": run["writes"],
+        "errors": run["errors"],
+        "late": run["late"],
+        "rate": run["writes"] / run["elapsed"],
+        "http": ms_summary(run["kernel_ns"]),
+        "http_client": ms_summary(run["user_ns"]),
+        "cpu_us_per_write": cpu / max(1, run["writes"]) * 1e6,
+        "cores": cores,
+        "others_core0": others_on_server_core(cores, cpu, run["elapsed"]),
+    }
+
+
+def fanout_figures(
+    server: Server, receivers: Receivers, args, names: list[str], tag: str, per_write: int, **write
+) -> dict:
+    """The measured part of a run of many subscribers (realtime_scale's fanout, realtime_rules'
+    owned): `--warmup` s of writes until their frames are read (30 s at most), the receivers'
+    tallies reset, then `--rate` writes/s for `--duration` s (`paced_writes`, given `write`:
+    another target, body or token) with /health asked every 50 ms, until each write's
+    `per_write` deliveries are in (30 s at most). The caller stops the receivers and server."""
+    limit = args.duration * 3 + 30
+    warm = int(args.rate * args.warmup)
+    paced_writes(server.port, args.rate, warm, names, "warm", limit, **write)
+    deadline = time.monotonic() + 30
+    while receivers.frames() < per_write * warm and time.monotonic() < deadline:
+        time.sleep(0.2)
+    receivers.ask("reset")  # the counts start again from 0
+    before = server.realtime()
+    stop, samples, peak = threading.Event(), [], [server.rss()]
+    probe = threading.Thread(target=health_probe, args=(server.port, stop, samples, server, peak), daemon=True)
+    cpu0, client0, cores0 = server.cpu(), receivers.cpu(), core_times()
+    probe.start()
+    fan = paced_writes(server.port, args.rate, int(args.rate * args.duration), names, tag, limit, **write)
+    fan_cpu, client_cpu = server.cpu() - cpu0, receivers.cpu() - client0
+    cores = core_busy(cores0, core_times())
+    expected = fan["writes"] * per_write
+    deadline = time.monotonic() + 30
+    while receivers.frames() < expected and time.monotonic() < deadline:
+        time.sleep(0.2)
+    stop.set()
+    probe.join(70)
+    after = server.realtime()
+    kernel, user = receiver_stamps(receivers.ask("stats"))
+    health = sorted(samples)
+    return {
+        "writes": fan["writes"],
+        "errors": fan["errors"],
+        "late": fan["late"],
+        "writes_per_s": fan["writes"] / fan["elapsed"],
+        "http": ms_summary(fan["kernel_ns"]),
+        "expected": expected,
+        "received": len(kernel),
+        "socket": ms_summary(kernel),
+        "client": ms_summary(user),
+        "cpu_us_per_write": fan_cpu / max(1, fan["writes"]) * 1e6,
+        "server_cpu_share": fan_cpu / max(1e-9, fan["elapsed"]),
+        "client_cpu_share": client_cpu / max(1e-9, fan["elapsed"]),
+        "cores": cores,
+        "health": {
+            "n": len(health),
+            "p50_ms": pct(health, 50) * 1e3,
+            "p99_ms": pct(health, 99) * 1e3,
+            "max_ms": (health[-1] * 1e3) if health else float("nan"),
+        },
+        "events_sent": after["events_sent"] - before["events_sent"],
+        "lagged_closes": after["lagged_closes"] - before["lagged_closes"],
+        "rss_peak": peak[0],
+    }
 
 
 # -- statistics -------------------------------------------------------------------------------------

@@ -3,8 +3,9 @@
 The machine (load average, other benches running, per-core busy shares, RSS and CPU of a
 process, percentiles), `Server`/`Servers` (a `dbsvc serve` primary or replica pinned to a
 core, all stopped on exit), the cached tenant of `--events` users (`build_tenant`), and a
-hand-made WebSocket handshake and client frame. Imports no other replication_* module; the
-measurements (replication_catchup, replication_replica, replication_lag) import it.
+hand-made WebSocket handshake and client frame. Imports no other replication_* module (the
+handshake's request is realtime_kit's, `core_times` http_bench's); the measurements
+(replication_catchup, replication_replica, replication_lag) import it.
 """
 
 from __future__ import annotations
@@ -23,11 +24,12 @@ import socket
 import struct
 import subprocess
 import sys
-import threading
 import time
 from pathlib import Path
 
-from http_bench import LISTENING, _pinned, process_cpu_seconds
+from http_bench import core_times as core_times  # the measurements take it from here
+from http_bench import process_cpu_seconds, start_dbsvc
+from realtime_kit import upgrade_request
 
 ROOT = Path(__file__).resolve().parent.parent
 # the command line's options: replication_bench.main fills this one Namespace in, the measurements read it
@@ -93,17 +95,6 @@ def wait_idle(limit: float, what: str) -> None:
         time.sleep(5)
 
 
-def core_times() -> dict[str, tuple[int, int, int]]:
-    """Per core from /proc/stat: (busy, steal, total) ticks."""
-    out = {}
-    for line in Path("/proc/stat").read_text().splitlines():
-        if line.startswith("cpu") and line[3:4].isdigit():
-            name, *vals = line.split()
-            v = [int(x) for x in vals]
-            out[name] = (v[0] + v[1] + v[2] + v[5] + v[6], v[7] if len(v) > 7 else 0, sum(v[:8]))
-    return out
-
-
 def core_busy(before: dict, after: dict) -> str:
     parts = []
     for name, (busy, steal, total) in sorted(after.items()):
@@ -141,7 +132,7 @@ def pct(values: list[float], p: float) -> float:
 
 
 class Server:
-    """`python dbsvc.py serve SCHEMA [args]` on port 0, pinned; stderr drained in a thread."""
+    """`python dbsvc.py serve SCHEMA [args]` on port 0, pinned (http_bench.start_dbsvc)."""
 
     def __init__(
         self,
@@ -154,40 +145,11 @@ class Server:
         never_compacts: bool = False,
     ) -> None:
         self.name = name
-        full = {k: v for k, v in os.environ.items() if not k.startswith("SERVICE_") and k != "RUST_LOG"}
-        full.update({"SERVICE_PORT": "0", "RUST_LOG": "info"}, **env)
         python = [sys.executable] + (["-m", "cProfile", "-o", profile_to] if profile_to else [])
         if never_compacts:  # the store's size rule off: a never-compacted log stays one (see `primary`)
             python = [sys.executable, "-c", NEVER_COMPACTS]
-        command = _pinned(core, [*python, str(ROOT / "dbsvc.py"), "serve", str(SCHEMA), *args])
-        self.proc = subprocess.Popen(
-            command, cwd=ROOT, env=full, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True
-        )
-        self.log: list[str] = []
-        self.port = 0
-        assert self.proc.stderr is not None
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            line = self.proc.stderr.readline()
-            if not line:
-                break
-            if "dbsvc.http.request" not in line:
-                self.log.append(line)
-            match = LISTENING.search(line)
-            if match:
-                self.port = int(match.group(1))
-                self.listening_at = time.monotonic()
-                threading.Thread(target=self._drain, daemon=True).start()
-                return
-        self.proc.kill()
-        self.proc.wait()
-        raise RuntimeError(f"{name} did not start:\n" + "".join(self.log[-30:]))
-
-    def _drain(self) -> None:
-        assert self.proc.stderr is not None
-        for line in self.proc.stderr:
-            if "dbsvc.http.request" not in line:
-                self.log.append(line)
+        self.proc, self.port, self.log = start_dbsvc(env, SCHEMA, core, timeout, argv=args, python=python)
+        self.listening_at = time.monotonic()
 
     @property
     def url(self) -> str:
@@ -317,15 +279,7 @@ def ws_handshake(port: int, target: str, timeout: float = 10.0) -> tuple[socket.
     """A WebSocket opening handshake by hand; the socket and the bytes that followed the 101."""
     sock = socket.create_connection(("127.0.0.1", port), timeout=timeout)
     key = base64.b64encode(os.urandom(16))
-    sock.sendall(
-        b"GET "
-        + target.encode()
-        + b" HTTP/1.1\r\nHost: 127.0.0.1:"
-        + str(port).encode()
-        + b"\r\nUpgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Key: "
-        + key
-        + b"\r\nSec-WebSocket-Version: 13\r\n\r\n"
-    )
+    sock.sendall(upgrade_request(port, target, key))
     buf = bytearray()
     while b"\r\n\r\n" not in buf:
         chunk = sock.recv(65536)

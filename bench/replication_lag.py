@@ -16,6 +16,7 @@ import shutil
 import time
 from pathlib import Path
 
+from realtime_kit import upgrade_request
 from replication_kit import (
     ARGS,
     Server,
@@ -45,14 +46,7 @@ class FeedClient(asyncio.Protocol):
 
     def connection_made(self, transport) -> None:
         self.transport = transport
-        transport.write(
-            b"GET "
-            + self.target.encode()
-            + b" HTTP/1.1\r\nHost: 127.0.0.1:"
-            + str(self.port).encode()
-            + b"\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
-            b"Sec-WebSocket-Key: " + self.key + b"\r\nSec-WebSocket-Version: 13\r\n\r\n"
-        )
+        transport.write(upgrade_request(self.port, self.target, self.key))
 
     def data_received(self, data: bytes) -> None:
         now = time.monotonic_ns()

@@ -50,7 +50,10 @@ import logging
 import re
 import time
 import traceback
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
 
 _SECRET = re.compile(r"(?i)(authorization[\"']?\s*[:=]\s*[\"']?(?:[a-z]+\s+)?|bearer\s+)[^\s\"',;]+")
 
@@ -203,16 +206,9 @@ class LineFormat(logging.Formatter):
             _record_exception(record, self.indent),
         )
 
-    def line(
-        self,
-        created: float,
-        level: str,
-        target: str,
-        message: str,
-        fields: dict[str, Any] | None,
-        error: str | None = None,
-    ) -> str:
-        raise NotImplementedError
+    # Each format's own method: line(created, level, target, message, fields, error=None), the
+    # line's text (TextFormat.line and JsonFormat.line, one signature written there)
+    line: Callable[..., str]
 
     def request_lines(self, spans: list[tuple[Any, ...]]) -> list[str]:
         raise NotImplementedError

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import cProfile
 import pstats
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -17,13 +16,7 @@ import pytest
 from dbsvc.compiler import compile_schema
 from dbsvc.schema import load_schema
 from support.mutation import shared
-
-SCHEMA = Path(__file__).resolve().parent / "golden" / "validators.dbs"
-CURRENT = {
-    "thing": {"key": "k1", "n": 0, "big": None, "f": 1.0, "s": "ab", "t": "xy", "b": True, "e": "green",
-              "at": "2024-01-01T00:00:00Z", "day": None, "u": "00000000-0000-4000-8000-000000000000", "j": 1},
-    "counter": {"id": 1, "level": None},
-}  # fmt: skip
+from tests.compiler.test_validators_accept import CURRENT, SCHEMA
 
 # (model, field, value): each on a bound of the golden schema, or a plain value of a type
 # with no bound; each is kept by the check as it is.
