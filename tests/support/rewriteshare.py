@@ -8,8 +8,8 @@ test files at the same moment: about 27 s of CPU each, half of a cold collection
 (bench/README.md, "... session 14, wt-suite3"). Here, before it collects, worker k of n
 rewrites files k, k + n, k + 2n, ... of the run's paths that have no current pyc, writes
 them exactly as pytest's import hook does (its own functions, the same file, an atomic
-rename), then waits, bounded, for the other workers' pycs; the collection that follows
-reads them all from the cache. A warm cache costs a stat and a 16-byte read a file.
+rename), then waits for the other workers' pycs (at most 120 s, and 30 s after the last
+one appeared); the collection that follows reads them all from the cache. A warm cache costs a stat and a 16-byte read a file.
 
 Nothing depends on the split but time: a pyc is checked against its source's mtime and size
 when it is read, as always, and a file still missing when the wait ends is rewritten at its
@@ -38,6 +38,7 @@ except ImportError:  # another pytest's privates: collection rewrites as it alwa
     rewrite = None
 
 WAIT = 120.0  # seconds a worker waits for the others' halves before collecting anyway
+STALL = 30.0  # ... or since the last of their pycs appeared (a file that does not parse has none)
 POLL = 0.05
 
 
@@ -49,19 +50,22 @@ def pytest_sessionstart(session: pytest.Session) -> None:
     if config.getoption("assertmode") != "rewrite":
         return
     index, count = int(str(worker["workerid"]).removeprefix("gw")), int(worker["workercount"])
-    files = test_files(config)
+    files = rewritten_files(config)
     for path in files[index::count]:
-        if not current(path):
-            write_rewritten(config, path)
+        if not current(path) and not write_rewritten(config, path):
+            return  # an unwritable cache: the others cannot write theirs either
+    # The others write in this same order, so a poll looks at the first one not seen yet.
     others = [path for number, path in enumerate(files) if number % count != index]
-    deadline = time.monotonic() + WAIT
-    while others and time.monotonic() < deadline:
-        others = [path for path in others if not current(path)]
-        if others:
+    start = progress = time.monotonic()
+    while others and time.monotonic() - start < WAIT and time.monotonic() - progress < STALL:
+        if current(others[0]):
+            others.pop(0)
+            progress = time.monotonic()
+        else:
             time.sleep(POLL)
 
 
-def test_files(config: pytest.Config) -> list[Path]:
+def rewritten_files(config: pytest.Config) -> list[Path]:
     """The files of the run's paths that pytest would rewrite as test modules, sorted."""
     patterns = [*config.getini("python_files"), "conftest.py"]
     skipped = config.getini("norecursedirs")
@@ -93,12 +97,13 @@ def current(path: Path) -> bool:
     return header == importlib.util.MAGIC_NUMBER + b"\x00\x00\x00\x00" + expected
 
 
-def write_rewritten(config: pytest.Config, path: Path) -> None:
-    """Rewrite and cache `path` as the import hook would (its `exec_module`, less the exec)."""
+def write_rewritten(config: pytest.Config, path: Path) -> bool:
+    """Rewrite and cache `path` as the import hook would (its `exec_module`, less the exec);
+    False when the cache cannot be written."""
     if not try_makedirs(get_cache_dir(path)):
-        return
+        return False
     try:
         source_stat, code = rewrite._rewrite_test(path, config)
     except SyntaxError:  # its import reports it, as before
-        return
-    rewrite._write_pyc(config.stash[assertstate_key], code, source_stat, pyc_of(path))
+        return True
+    return bool(rewrite._write_pyc(config.stash[assertstate_key], code, source_stat, pyc_of(path)))
