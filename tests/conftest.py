@@ -42,9 +42,11 @@ if os.environ.get("PYTHONDONTWRITEBYTECODE") and not os.environ.get("PYTHONPYCAC
     del os.environ["PYTHONDONTWRITEBYTECODE"]
     os.environ["PYTHONPYCACHEPREFIX"] = os.path.join(tempfile.gettempdir(), f"dbsvc-tests-pycache-{os.getuid()}")
 
-# Per-file CPU of the tests and their children (tests/support/filecpu.py), when asked for.
+# The xdist workers split the assertion rewrite of a cold cache (tests/support/rewriteshare.py);
+# per-file CPU of the tests and their children (tests/support/filecpu.py), when asked for.
+pytest_plugins = ["support.rewriteshare"]
 if os.environ.get("DBSVC_TEST_FILE_CPU"):
-    pytest_plugins = ["support.filecpu"]
+    pytest_plugins.append("support.filecpu")
 
 
 # The h11 pass (.ci/run: DBSVC_TEST_HTTP_PARSER=h11 over tests/http and tests/app) proves that
