@@ -160,7 +160,8 @@ def _column_keys(key: Callable[[Any], Any], column: tuple[Any, ...]) -> list[Any
     if key is identity:
         return list(column)
     if key is datetime_key and None not in column:
-        instants = map(datetime.fromisoformat, map(getitem, column, repeat(_ALL_BUT_LAST)))
+        texts: Iterator[Any] = map(getitem, column, repeat(_ALL_BUT_LAST))  # each `value[:-1]`
+        instants = map(datetime.fromisoformat, texts)
         return list(map(floordiv, map(sub, instants, repeat(_EPOCH)), repeat(_MICROSECOND)))
     return list(map(key, column))
 
