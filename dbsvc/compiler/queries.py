@@ -172,7 +172,11 @@ def build_filter(schema: Schema, model: Model, field: Field) -> ast.FunctionDef:
 
 
 def key_function(model: Model, field: Field) -> ast.expr:
-    """The expression naming the index key function of a field."""
+    """The expression naming the index key function of a field. A datetime's is the
+    runtime's `datetime_key` itself (it takes None too): one Python call a key, not two,
+    and one a replica recognises to key a whole column at once (storage/followrun.py)."""
+    if field.type is FieldType.DATETIME:
+        return name(f"{RT}.datetime_key")
     if field.type in KEYED_TYPES:
         return name(per_field("key", model, field))
     return name(f"{RT}.identity")

@@ -55,13 +55,14 @@ Plain functions over a table's public surface (`model`, `live`, `max_id`); no I/
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator, Sequence
+from datetime import datetime, timedelta
 from functools import partial
 from itertools import accumulate, chain, groupby, repeat
-from operator import add, getitem, is_not, itemgetter, lt, sub
+from operator import add, floordiv, getitem, is_not, itemgetter, lt, sub
 from typing import Any, NamedTuple
 
 from dbsvc.errors import RequestError, StreamError
-from dbsvc.runtime import INT64_MAX, INT64_MIN, CompiledModel, compact_json, identity, shared
+from dbsvc.runtime import INT64_MAX, INT64_MIN, CompiledModel, compact_json, datetime_key, identity, shared
 from dbsvc.storage.events import ChangeEvent, EventKind
 from dbsvc.storage.logfile import FRAME_HEADER_SIZE
 from dbsvc.storage.table import Table
@@ -83,6 +84,10 @@ _DICT = {dict}
 # key its record follows.
 _INSERT = '{"kind":"insert","model":"'
 _RECORD = '"record":'
+# runtime.py `datetime_key`'s steps, a column at a time (`_column_keys`).
+_ALL_BUT_LAST = slice(None, -1)
+_EPOCH = datetime(1970, 1, 1)
+_MICROSECOND = timedelta(microseconds=1)
 
 
 Scan = Callable[[str, int], tuple[Any, int]]  # the json module's C scanner: (value, end)
@@ -147,6 +152,20 @@ def _rows(model: CompiledModel, records: list[dict]) -> tuple[list[Any], list[tu
     return list(zip(*columns)), columns
 
 
+def _column_keys(key: Callable[[Any], Any], column: tuple[Any, ...]) -> list[Any]:
+    """`key` of each value of a column. A column of datetimes without a null is keyed by
+    runtime.py `datetime_key`'s own steps (the text but its last character, `fromisoformat`,
+    less the epoch, in microseconds) each mapped over the column: the same keys, or the same
+    exception, with no Python call a value (bench/README.md, rep10's section)."""
+    if key is identity:
+        return list(column)
+    if key is datetime_key and None not in column:
+        texts: Iterator[Any] = map(getitem, column, repeat(_ALL_BUT_LAST))  # each `value[:-1]`
+        instants = map(datetime.fromisoformat, texts)
+        return list(map(floordiv, map(sub, instants, repeat(_EPOCH)), repeat(_MICROSECOND)))
+    return list(map(key, column))
+
+
 def _checked_values(
     model: CompiledModel, records: list[dict]
 ) -> tuple[list[Any], dict[int, list[Any]], list[tuple[Any, ...]]] | None:
@@ -168,8 +187,7 @@ def _checked_values(
     for _name, position, key, int64 in fit.keyed:
         try:
             # A key of None is None; an int64 column stored as its own key needs no call a value.
-            column = columns[position]
-            made = keys[position] = list(column) if key is identity else list(map(key, column))
+            made = keys[position] = _column_keys(key, columns[position])
         except (ValueError, TypeError, OverflowError):
             return None
         if int64 and None in made:

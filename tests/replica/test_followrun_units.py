@@ -12,14 +12,25 @@ carry from one test to the next."""
 from __future__ import annotations
 
 import json
+import sys
 from typing import Any
 
 from dbsvc.compiler import compile_schema
 from dbsvc.errors import StreamError
-from dbsvc.runtime import CompiledModel
+from dbsvc.runtime import CompiledModel, datetime_key
 from dbsvc.schema import parse_schema
 from dbsvc.storage.events import ChangeEvent, EventKind
-from dbsvc.storage.followrun import Run, _rows, check_fit, insert_run, joined_parts, plain_spans, scan_group, update_run
+from dbsvc.storage.followrun import (
+    Run,
+    _column_keys,
+    _rows,
+    check_fit,
+    insert_run,
+    joined_parts,
+    plain_spans,
+    scan_group,
+    update_run,
+)
 from dbsvc.storage.logfile import encode_frame
 from dbsvc.storage.table import Table
 
@@ -374,6 +385,20 @@ def test_a_run_with_mixed_value_types_needs_each_of_its_shapes_known():
     assert insert_run(table, frames, fields, 1, 0, 1, set()) is None
 
 
+def test_an_int64_key_out_of_range_beside_a_null_is_refused():
+    """The nulls of an int64 key column are left out of its range check, not the check
+    itself (mutant `_checked_values` 42 skipped it once a null was there)."""
+    model, table = fresh()
+    taught(model, table, item(1))
+    taught(model, table, item(1, n=None))
+    records = [item(2, n=None), item(3, n=2**63)]
+    fields = [payload("insert", 1 + n, record, 1 + n) for n, record in enumerate(records)]
+    assert insert_run(table, [frame(f) for f in fields], fields, 1, 0, 1, set()) is None
+    fields[1] = payload("insert", 2, item(3, n=2**63 - 1), 2)
+    run = insert_run(table, [frame(f) for f in fields], fields, 1, 0, 1, set())
+    assert run is not None and run.ids == [2, 3]
+
+
 def test_a_null_datetime_or_int_is_no_key_to_check():
     source = SCHEMA.replace("at     datetime @sort", "at     datetime? @sort")
     model = compile_schema(parse_schema(source)).BY_NAME["Item"]
@@ -488,3 +513,73 @@ def test_a_key_that_parses_is_checked_without_a_key_array():
     assert refusal(table, item(1, at="2026-13-01T00:00:00Z")).startswith(
         "replication frame at offset 9: Item 1 does not fit the schema: at: "
     )
+
+
+# -- datetime keys a column at a time ----------------------------------------------------
+
+# Stored texts and texts no primary stores: `_column_keys` must key each as `datetime_key`
+# does, or raise the same exception type.
+DATETIMES = [
+    "2026-01-01T00:00:00Z",
+    "2026-01-01T00:00:00.000001Z",
+    "1969-12-31T23:59:59.999999Z",
+    "0001-01-01T00:00:00Z",
+    "9999-12-31T23:59:59.999999Z",
+    "2024-02-29T12:00:00Z",
+    "2026-13-01T00:00:00Z",
+    "2023-02-29T00:00:00Z",
+    "",
+    "Z",
+    "2026-01-01Z",
+    "2026-01-01T00:00:00+01:00Z",
+    "2026-01-01T00:00:00",
+    5,
+    1.5,
+    ["2026-01-01T00:00:00Z"],
+]
+
+
+def outcome(make: Any) -> Any:
+    try:
+        return make()
+    except Exception as exc:  # noqa: BLE001 - the exception's type is the outcome compared
+        return type(exc)
+
+
+def test_a_datetime_fields_index_key_is_the_runtimes_datetime_key():
+    """What `_column_keys` recognises: the model's key of a datetime is runtime.py's own,
+    which keys None as None (the generated wrapper was a second Python call a key)."""
+    model, _table = fresh()
+    assert model.keys["at"] is datetime_key
+    assert model.keys["n"] is not datetime_key and model.keys["name"] is not datetime_key
+
+
+def test_a_datetime_column_is_keyed_as_datetime_key_keys_each_value():
+    good = "2026-05-01T12:30:00.5Z"
+    for value in DATETIMES:
+        expected = outcome(lambda: [datetime_key(good), datetime_key(value)])
+        assert outcome(lambda: _column_keys(datetime_key, (good, value))) == expected, value
+    column = tuple(DATETIMES[:6])
+    assert _column_keys(datetime_key, column) == list(map(datetime_key, column))
+    assert _column_keys(datetime_key, (good, None)) == [datetime_key(good), None]
+    assert _column_keys(datetime_key, ()) == []
+
+
+def test_a_datetime_column_is_keyed_without_a_python_call_a_value():
+    def calls_keying(column: tuple[str, ...]) -> int:
+        calls: list[str] = []
+
+        def count(frame: Any, event: str, arg: Any) -> None:
+            if event == "call":
+                calls.append(frame.f_code.co_name)
+
+        sys.setprofile(count)
+        try:
+            keys = _column_keys(datetime_key, column)
+        finally:
+            sys.setprofile(None)
+        assert keys == list(map(datetime_key, column))
+        return len(calls)
+
+    one = calls_keying(("2026-01-01T00:00:00Z",))
+    assert calls_keying(tuple(f"2026-01-01T00:00:{second:02d}Z" for second in range(60))) == one
