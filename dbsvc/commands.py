@@ -87,12 +87,21 @@ def cmd_client(args: argparse.Namespace) -> int:
 
 
 def _write_source(source: str, output: str | None) -> int:
-    """Write a generated module to `output` (`-` or none: standard output)."""
+    """Write a generated module to `output` (`-` or none: standard output), as UTF-8 either
+    way: Python source is UTF-8 whatever the locale, and a schema's text may hold any letter
+    (an ASCII locale's stdout would refuse it). A text-only stdout (a caller's StringIO)
+    takes the text as it is."""
     if output and output != "-":
         with open(output, "w", encoding="utf-8") as out:
             out.write(source)
-    else:
+        return EXIT_OK
+    raw = getattr(sys.stdout, "buffer", None)
+    if raw is None:
         sys.stdout.write(source)
+    else:
+        sys.stdout.flush()
+        raw.write(source.encode("utf-8"))
+        raw.flush()
     return EXIT_OK
 
 

@@ -8,6 +8,8 @@ dbsvc.py` as a child under the C locale, whose own encoding is ASCII.
 
 from __future__ import annotations
 
+import contextlib
+import io
 from pathlib import Path
 
 import pytest
@@ -69,3 +71,23 @@ def test_the_written_module_is_utf_8_under_an_ascii_locale(tmp_path: Path) -> No
     written = (tmp_path / "app.py").read_bytes()
     assert written == generate_source(load_schema(str(schema))).encode("utf-8")
     assert "crème brûlée".encode() in written
+
+
+def test_the_printed_module_is_utf_8_under_an_ascii_locale(tmp_path: Path) -> None:
+    """Printed to a pipe under the C locale (stdout's own encoding ASCII), the module is the
+    same UTF-8 bytes a file gets; it used to end in a UnicodeEncodeError traceback."""
+    schema = tmp_path / "accented.dbs"
+    schema.write_text(ACCENTED, encoding="utf-8")
+    locale = {"LC_ALL": "C", "LANG": "C", "PYTHONUTF8": "0", "PYTHONCOERCECLOCALE": "0", "PYTHONIOENCODING": ""}
+    done = run_dbsvc("generate", str(schema), env=locale, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout == generate_source(load_schema(str(schema)))
+    assert files(tmp_path) == ["accented.dbs"]
+
+
+def test_a_text_only_standard_output_takes_the_module_as_text(tmp_path: Path) -> None:
+    """A caller that swaps stdout for a StringIO (no byte buffer under it) still gets the text."""
+    printed = io.StringIO()
+    with contextlib.redirect_stdout(printed):
+        assert main(["generate", str(BLOG)]) == 0
+    assert printed.getvalue() == generate_source(load_schema(str(BLOG)))
