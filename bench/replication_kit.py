@@ -45,9 +45,18 @@ PEH = struct.Struct(">QII")  # PersistedEvent header: offset, crc32, length
 # once its log is past 64 MiB (1,000,000 users: 251 MiB), and would leave a replica nothing
 # to apply (it bootstraps from the new snapshot) and rewrite the cached tenant.
 NEVER_COMPACTS = (
-    "import runpy, sys; import dbsvc.storage.recovery as r; r.AUTO_COMPACT_BYTES = 1 << 62; "
-    "sys.argv = sys.argv[1:]; runpy.run_path(sys.argv[0], run_name='__main__')"
+    "import cProfile, runpy, sys; import dbsvc.storage.recovery as r; r.AUTO_COMPACT_BYTES = 1 << 62; "
+    "sys.argv = sys.argv[1:]; "
 )
+RUN_MAIN = "runpy.run_path(sys.argv[0], run_name='__main__')"
+
+
+def never_compacting_python(profile_to: str | None) -> list[str]:
+    """The interpreter command of a server whose store never compacts, under cProfile when
+    `profile_to` names a file (`-m cProfile` cannot wrap a `-c` program, so the wrapper runs
+    the profiler itself; `cProfile.run` writes the file when the server exits, as `-m` does)."""
+    run = f"cProfile.run({RUN_MAIN!r}, {profile_to!r})" if profile_to else RUN_MAIN
+    return [sys.executable, "-c", NEVER_COMPACTS + run]
 
 
 # -- the machine ------------------------------------------------------------------------------
@@ -147,7 +156,7 @@ class Server:
         self.name = name
         python = [sys.executable] + (["-m", "cProfile", "-o", profile_to] if profile_to else [])
         if never_compacts:  # the store's size rule off: a never-compacted log stays one (see `primary`)
-            python = [sys.executable, "-c", NEVER_COMPACTS]
+            python = never_compacting_python(profile_to)
         self.proc, self.port, self.log = start_dbsvc(env, SCHEMA, core, timeout, argv=args, python=python)
         self.listening_at = time.monotonic()
 
