@@ -131,6 +131,10 @@ class ServedStore(Protocol):
     # `done(error)`, a committed group's together (storage/writes.py rule 6): the app's.
     def insert_then(self, model: str, record: Record, done: Callable[[BaseException | None], object]) -> Record: ...
 
+    def insert_run_then(
+        self, model: str, records: Sequence[Record], dones: Sequence[Callable[[BaseException | None], object]]
+    ) -> list[tuple[Record, int] | Exception]: ...
+
     def replace_then(
         self, model: str, id: Any, record: Record, done: Callable[[BaseException | None], object]
     ) -> tuple[Record, Record]: ...

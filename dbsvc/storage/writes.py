@@ -30,6 +30,13 @@ Rules (store.py rules 1-2 hold here):
    no future is made, and `done(error)` is called once the write is durable (None) or
    failed (`Unavailable`), a committed group's callbacks in one loop callback (commit.py,
    "Completions"). A refusal of its checks raises, as `apply_*`'s does, and never calls it.
+7. `insert_run_then` is `insert_then` of a run of records (a turn's inserts into one
+   table, dbsvc/writeroutes.py): each is checked against the table as the ones before it
+   left it and applied to memory at once, as alone; a refused one changes nothing and the
+   run goes on. What the run shares is the hand-over: its frames are held as one chunk in
+   one `CommitQueue.submit_run` (one `Pending`, its events published as a group), and the
+   size rule is asked once. Offsets, frames, bytes, checkpoints and undo are each write's
+   own, as rules 2-3 give them.
 
 Imports storage's own modules only; never store.py (the Store passes what this needs).
 """
@@ -60,7 +67,7 @@ from dbsvc.storage.events import (
 )
 from dbsvc.storage.logfile import encode_frame
 from dbsvc.storage.logwriter import LogWriter, WriteHealth, WriteState
-from dbsvc.storage.rows import in_form, pack_parts, previous_parts, record_text
+from dbsvc.storage.rows import Values, in_form, pack_parts, previous_parts, record_text
 from dbsvc.storage.table import Table
 
 __all__ = ["WritePath"]
@@ -129,6 +136,20 @@ class WritePath:
     ) -> tuple[dict[str, Any], asyncio.Future[None] | None]:
         """`apply_insert`, telling `done(error)` instead of a future when given (rule 6)."""
         commit = self.writable()
+        record, values, stored, event, frame = self._insert_frame(table, record)
+        offset = event.offset
+
+        def apply() -> None:
+            table.insert(values, stored, record, offset)
+
+        future = self.submit(commit, table, offset, frame, event, apply, done)
+        return record, future
+
+    def _insert_frame(
+        self, table: Table, record: dict[str, Any]
+    ) -> tuple[dict[str, Any], Values, bytes, ChangeEvent, bytes]:
+        """An insert's checks (raising its refusal), its stored form, event and frame at
+        the next offset (rules 1 and 5); `_written` is the record's."""
         record, id_, values = self._constraints.check_insert(table, record)
         offset, watermark = self.next_offset, table.watermark + 1
         stored, parts = pack_parts(table.model.fields, record, values)  # rule 5
@@ -142,13 +163,68 @@ class WritePath:
             payload = check_payload(
                 event, (template % (offset, watermark, id_text(id_), *parts)).encode(), self.max_payload
             )
-
-        def apply() -> None:
-            table.insert(values, stored, record, offset)
-
-        future = self.submit(commit, table, offset, encode_frame(offset, payload), event, apply, done)
         self._written = (record, table.model.fields, parts, text)
-        return record, future
+        return record, values, stored, event, encode_frame(offset, payload)
+
+    def insert_run_then(
+        self, table: Table, records: Sequence[dict[str, Any]], dones: Sequence[Done]
+    ) -> list[tuple[dict[str, Any], int] | Exception]:
+        """`insert_then` of each record in turn, each told by its `dones[i]` (rule 7): for
+        each, (the record as stored, its offset), or the refusal it raised (it changed
+        nothing, and `dones[i]` is never called)."""
+        outcomes: list[tuple[dict[str, Any], int] | Exception] = []
+        frames: list[bytes] = []
+        events: list[ChangeEvent] = []
+        undos: list[tuple[Table, int, int]] = []
+        told: list[Done] = []
+        commit = None
+        compactor = self.compactor
+        assert compactor is not None
+        try:
+            for record, done in zip(records, dones):
+                try:
+                    commit = self.writable()
+                    record, values, stored, event, frame = self._insert_frame(table, record)
+                except Exception as exc:  # the refusal `insert_then` raises: nothing changed
+                    outcomes.append(exc)
+                    continue
+                offset = event.offset
+                undos.append((table, table.max_id, offset))
+                if compactor.cut is not None:
+                    compactor.cut[table.name].note_write(event.id)
+                table.insert(values, stored, record, offset)
+                self.next_offset = offset + 1
+                frames.append(frame)
+                events.append(event)
+                told.append(done)
+                outcomes.append((record, offset))
+        finally:  # what was applied to memory is handed over, whatever stopped the loop
+            if frames:
+                assert commit is not None
+                self._submit_run(commit, frames, events, undos, told)
+        return outcomes
+
+    def _submit_run(
+        self,
+        commit: CommitQueue,
+        frames: list[bytes],
+        events: list[ChangeEvent],
+        undos: list[tuple[Table, int, int]],
+        dones: list[Done],
+    ) -> None:
+        """`submit`'s hand-over, checkpoints and size rule for a run of applied inserts
+        (rule 7): one `CommitQueue.submit_run`."""
+        position = commit.writer.written
+        commit.submit_run(frames, events, undos, dones)
+        checkpoints = self._epoch_of().checkpoints
+        for frame, event in zip(frames, events):
+            if event.offset % recovery.CHECKPOINT_EVERY == 0:
+                checkpoints.append((event.offset, position))
+            position += len(frame)
+        compactor = self.compactor
+        assert compactor is not None
+        if commit.writer.written > compactor.compact_bytes and compactor.task is None:
+            compactor.after_write(commit)
 
     def apply_replace(
         self, table: Table, id: Any, record: dict[str, Any]

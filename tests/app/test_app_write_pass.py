@@ -126,6 +126,66 @@ def test_a_turns_writes_are_applied_after_its_handlers_in_arrival_order(tmp_path
         store.close()
 
 
+def test_a_passs_run_of_inserts_into_one_model_is_handed_over_once(tmp_path):
+    """Fails before the runs (writeroutes.py rule 5): each insert was its own entry in the
+    commit queue. Inserts into one model one after another are one store call, a refusal
+    among them included; another model's insert or a PATCH ends the run; each answer has
+    its own id, Location, offset and ETag, as applied alone."""
+    store = open_store(str(tmp_path))
+    app = Application(BLOG, store, Broker(store, BLOG.BY_NAME, 64))
+
+    def write(method: str, target: str, body: dict, model: str, segment: str | None = None) -> Deferred:
+        path, pairs = split_target(target)
+        request = Request(
+            method, target, path, pairs, [("content-type", "application/json")], json.dumps(body).encode()
+        )
+        answer = app.dispatch(request, BLOG.ROUTES[model], segment)
+        assert isinstance(answer, Deferred)
+        return answer
+
+    async def run() -> None:
+        loop = asyncio.get_running_loop()
+        answers = [
+            write("POST", "/api/user", {"email": "a@example.com", "name": "A"}, "user"),
+            write("POST", "/api/user", {"email": "a@example.com", "name": "Clash"}, "user"),
+            write("POST", "/api/user", {"email": "c@example.com", "name": "C"}, "user"),
+            write("POST", "/api/blog-post", {"author_id": 2, "title": "t", "body": "b", "score": 1.5}, "blog-post"),
+            write("PATCH", "/api/user/1", {"name": "A2"}, "user", "1"),
+            write("POST", "/api/user", {"email": "d@example.com", "name": "D"}, "user"),
+        ]
+        entries = loop.create_future()
+        loop.call_soon(lambda: entries.set_result(store.writes.commit.pending))  # after the pass, before the commit
+        assert await entries == 4  # [A, Clash (refused), C], [the post], [the patch], [D]
+        for answer in answers:
+            try:
+                await answer.future
+            except Exception as exc:
+                assert answer is answers[1] and (exc.status, exc.code) == (409, "unique_violation")
+        heads = [dict(answer.response.headers) for answer in answers[:1] + answers[2:]]
+        assert [h["Dbsvc-Offset"] for h in heads] == ["1", "2", "3", "4", "5"]
+        assert [h["ETag"] for h in heads] == ['"1"', '"2"', '"3"', '"4"', '"5"']
+        assert [h.get("Location") for h in heads] == [
+            "/api/user/1",
+            "/api/user/2",
+            "/api/blog-post/1",
+            None,
+            "/api/user/3",
+        ]
+        assert [json.loads(answers[i].response.body) for i in (0, 2, 3, 5)] == [
+            {"id": 1},
+            {"id": 2},
+            {"id": 1},
+            {"id": 3},
+        ]
+        assert json.loads(answers[4].response.body)["name"] == "A2"
+        assert store.watermarks()["User"] == 4 and store.head_offset == 5
+
+    try:
+        asyncio.run(run())
+    finally:
+        store.close()
+
+
 # -- the pass, served ------------------------------------------------------------------------
 
 
