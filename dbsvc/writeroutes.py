@@ -28,10 +28,10 @@ the store's step of 64 connections' writes runs warm rather than between their p
 4. A response is made empty by the handler and filled by the pass (its id, `Location`,
    `Dbsvc-Offset` and `ETag` are known once the write is applied); the connection sends
    it only once the completion is settled.
-5. A run of inserts into one model (POSTs queued one after another, nothing else
-   between them) is one store call (`insert_run_then`, storage/writes.py rule 7): each
-   is checked and applied as alone, in order, and their frames go to the commit queue
-   together. Anything else between two POSTs ends the run.
+5. The pass is one run of the store (`begin_run` ... `end_run`, storage/writes.py rule
+   7): each write is checked and applied as alone, in order, and the pass's frames go to
+   the commit queue together, in one hand-over. Inserts into one model one after
+   another (nothing else between them) are one store call (`insert_run_then`).
 6. `POST /batch` (batchops.py) is applied on arrival, not queued: it is checked and
    applied whole against the store as it is then, and a single write queued in the same
    turn is applied after it (both were unanswered, so either order is one a client can see).
@@ -147,28 +147,31 @@ class WriteRoutes:
         return Deferred(durable, response)
 
     def apply_turn(self) -> None:
-        """Apply the writes queued since the last pass, in arrival order, a run of inserts
-        into one model in one store call (rule 5); then tell each refused one its error
-        (rules 1-2)."""
+        """Apply the writes queued since the last pass, in arrival order, in one run of the
+        store (rule 5); then tell each refused one its error (rules 1-2)."""
         writes, self._turn = self._turn, None
         if writes is None:
             return
         refused: list[tuple[Completion, Exception]] = []
         at, count = 0, len(writes)
-        while at < count:
-            step, durable, response, args = writes[at]
-            if step is None:  # an insert: the run of inserts into its model starting here
-                end = at + 1
-                while end < count and writes[end][0] is None and writes[end][3][0] is args[0]:
-                    end += 1
-                self._insert_run(writes[at:end], refused)
-                at = end
-                continue
-            try:
-                step(durable.settle, response, *args)
-            except Exception as exc:  # the refusal the handler would have raised
-                refused.append((durable, exc))
-            at += 1
+        self.store.begin_run()
+        try:
+            while at < count:
+                step, durable, response, args = writes[at]
+                if step is None:  # an insert: the run of inserts into its model starting here
+                    end = at + 1
+                    while end < count and writes[end][0] is None and writes[end][3][0] is args[0]:
+                        end += 1
+                    self._insert_run(writes[at:end], refused)
+                    at = end
+                    continue
+                try:
+                    step(durable.settle, response, *args)
+                except Exception as exc:  # the refusal the handler would have raised
+                    refused.append((durable, exc))
+                at += 1
+        finally:
+            self.store.end_run()
         for durable, error in refused:
             durable.settle(error)
 

@@ -30,13 +30,15 @@ Rules (store.py rules 1-2 hold here):
    no future is made, and `done(error)` is called once the write is durable (None) or
    failed (`Unavailable`), a committed group's callbacks in one loop callback (commit.py,
    "Completions"). A refusal of its checks raises, as `apply_*`'s does, and never calls it.
-7. `insert_run_then` is `insert_then` of a run of records (a turn's inserts into one
-   table, dbsvc/writeroutes.py): each is checked against the table as the ones before it
-   left it and applied to memory at once, as alone; a refused one changes nothing and the
-   run goes on. What the run shares is the hand-over: its frames are held as one chunk in
-   one `CommitQueue.submit_run` (one `Pending`, its events published as a group), and the
-   size rule is asked once. Offsets, frames, bytes, checkpoints and undo are each write's
-   own, as rules 2-3 give them.
+7. A run: between `begin_run` and `end_run` (a pass of the application's writes,
+   dbsvc/writeroutes.py) every write told by a callback is checked against the tables as
+   the writes before it left them and applied to memory at once, as alone, but its frame
+   is held in the run; `end_run` hands the run to the commit queue in one
+   `CommitQueue.submit_run` (one chunk, one `Pending`, its events published as a group)
+   and asks the size rule once. `insert_run_then` is `insert_then` of several records
+   into one table in one call (a refused one changes nothing and the run goes on), in the
+   open run or in one of its own. Offsets, frames, bytes, checkpoints and undo are each
+   write's own, as rules 2-3 give them; a future-told write (`apply_*`) is never held.
 
 Imports storage's own modules only; never store.py (the Store passes what this needs).
 """
@@ -72,6 +74,9 @@ from dbsvc.storage.table import Table
 
 __all__ = ["WritePath"]
 
+# A run's frames, events, undos and completion callbacks, in offset order (rule 7).
+_Run = tuple[list[bytes], list[ChangeEvent], list[tuple[Table, int, int]], list[Done]]
+
 
 class WritePath:
     """The writes of one store (module docstring)."""
@@ -98,6 +103,8 @@ class WritePath:
         self._written: tuple[dict[str, Any], tuple[str, ...], list[str] | None, str | None] | None = None
         # each model's payload templates (insert, update), made once (events.py)
         self._templates = {name: payload_templates(name, t.model.fields) for name, t in tables.items()}
+        # A pass's writes held for one hand-over (rule 7), None while no run is open.
+        self._run: _Run | None = None
         self.commit: CommitQueue | None = None
         if writer is not None:
             self.commit = CommitQueue(
@@ -169,21 +176,21 @@ class WritePath:
     def insert_run_then(
         self, table: Table, records: Sequence[dict[str, Any]], dones: Sequence[Done]
     ) -> list[tuple[dict[str, Any], int] | Exception]:
-        """`insert_then` of each record in turn, each told by its `dones[i]` (rule 7): for
-        each, (the record as stored, its offset), or the refusal it raised (it changed
-        nothing, and `dones[i]` is never called)."""
+        """`insert_then` of each record in turn, each told by its `dones[i]`, held in the
+        open run or in one of its own (rule 7): for each, (the record as stored, its
+        offset), or the refusal it raised (it changed nothing, and `dones[i]` is never
+        called)."""
         outcomes: list[tuple[dict[str, Any], int] | Exception] = []
-        frames: list[bytes] = []
-        events: list[ChangeEvent] = []
-        undos: list[tuple[Table, int, int]] = []
-        told: list[Done] = []
-        commit = None
+        opened = self._run is None
+        run = self.begin_run() if opened else self._run
+        assert run is not None
+        frames, events, undos, told = run
         compactor = self.compactor
         assert compactor is not None
         try:
             for record, done in zip(records, dones):
                 try:
-                    commit = self.writable()
+                    self.writable()
                     record, values, stored, event, frame = self._insert_frame(table, record)
                 except Exception as exc:  # the refusal `insert_then` raises: nothing changed
                     outcomes.append(exc)
@@ -199,21 +206,27 @@ class WritePath:
                 told.append(done)
                 outcomes.append((record, offset))
         finally:  # what was applied to memory is handed over, whatever stopped the loop
-            if frames:
-                assert commit is not None
-                self._submit_run(commit, frames, events, undos, told)
+            if opened:
+                self.end_run()
         return outcomes
 
-    def _submit_run(
-        self,
-        commit: CommitQueue,
-        frames: list[bytes],
-        events: list[ChangeEvent],
-        undos: list[tuple[Table, int, int]],
-        dones: list[Done],
-    ) -> None:
-        """`submit`'s hand-over, checkpoints and size rule for a run of applied inserts
-        (rule 7): one `CommitQueue.submit_run`."""
+    def begin_run(self) -> _Run:
+        """Hold the writes told by a callback from now until `end_run` for one hand-over
+        (rule 7): a pass of the application's writes; no await may come in between."""
+        assert self._run is None, "one run at a time"
+        run: _Run = ([], [], [], [])
+        self._run = run
+        return run
+
+    def end_run(self) -> None:
+        """Hand the run's writes to the commit queue together (rule 7): one
+        `CommitQueue.submit_run`, the checkpoints each frame's offset takes, the size rule."""
+        run, self._run = self._run, None
+        if run is None or not run[0]:
+            return
+        frames, events, undos, dones = run
+        commit, compactor = self.commit, self.compactor
+        assert commit is not None and compactor is not None
         position = commit.writer.written
         commit.submit_run(frames, events, undos, dones)
         checkpoints = self._epoch_of().checkpoints
@@ -221,8 +234,6 @@ class WritePath:
             if event.offset % recovery.CHECKPOINT_EVERY == 0:
                 checkpoints.append((event.offset, position))
             position += len(frame)
-        compactor = self.compactor
-        assert compactor is not None
         if commit.writer.written > compactor.compact_bytes and compactor.task is None:
             compactor.after_write(commit)
 
@@ -309,6 +320,17 @@ class WritePath:
         max_id = table.max_id
         compactor = self.compactor
         assert compactor is not None
+        run = self._run
+        if run is not None and done is not None:  # held for the run's one hand-over (rule 7)
+            if compactor.cut is not None:
+                compactor.cut[table.name].note_write(event.id)
+            apply()
+            self.next_offset = offset + 1
+            run[0].append(frame)
+            run[1].append(event)
+            run[2].append((table, max_id, offset))
+            run[3].append(done)
+            return None
 
         def applied() -> tuple[Table, int, int]:
             if compactor.cut is not None:

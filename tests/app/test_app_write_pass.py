@@ -126,11 +126,10 @@ def test_a_turns_writes_are_applied_after_its_handlers_in_arrival_order(tmp_path
         store.close()
 
 
-def test_a_passs_run_of_inserts_into_one_model_is_handed_over_once(tmp_path):
-    """Fails before the runs (writeroutes.py rule 5): each insert was its own entry in the
-    commit queue. Inserts into one model one after another are one store call, a refusal
-    among them included; another model's insert or a PATCH ends the run; each answer has
-    its own id, Location, offset and ETag, as applied alone."""
+def test_a_passs_writes_are_handed_to_the_commit_queue_once(tmp_path):
+    """Fails before the runs (writeroutes.py rule 5): each write was its own entry in the
+    commit queue. The pass's writes (inserts into two models, a refusal, a PATCH) are one
+    entry; each answer has its own id, Location, offset and ETag, as applied alone."""
     store = open_store(str(tmp_path))
     app = Application(BLOG, store, Broker(store, BLOG.BY_NAME, 64))
 
@@ -155,7 +154,7 @@ def test_a_passs_run_of_inserts_into_one_model_is_handed_over_once(tmp_path):
         ]
         entries = loop.create_future()
         loop.call_soon(lambda: entries.set_result(store.writes.commit.pending))  # after the pass, before the commit
-        assert await entries == 4  # [A, Clash (refused), C], [the post], [the patch], [D]
+        assert await entries == 1  # A, C, the post, the patch, D (the clash refused)
         for answer in answers:
             try:
                 await answer.future

@@ -141,3 +141,70 @@ def test_a_run_on_a_store_that_takes_no_writes_refuses_each_write(tenant, monkey
         assert s.writes.commit is not None and s.writes.commit.pending == 0
     finally:
         s.close()
+
+
+def test_a_run_of_every_kind_of_write_leaves_what_they_leave_one_by_one(tmp_path):
+    """Fails before: the store had no `begin_run`. Replaces and deletes told by a callback
+    inside a run are held in it, after the inserts before them, in offset order."""
+    alone = open_store(create_tenant(str(tmp_path / "a"), "t"))
+    ran = open_store(create_tenant(str(tmp_path / "b"), "t"))
+    try:
+        heard: dict[str, list] = {"alone": [], "ran": []}
+
+        def writes(store, name: str) -> None:
+            def done(error, tag=name) -> None:
+                heard[tag].append(error)
+
+            store.insert_run_then("User", [user(1), user(2)], [done, done])
+            store.replace_then("User", 1, user(1, name="one"), done)
+            with pytest.raises(Exception, match="already used"):
+                store.replace_then("User", 2, user(2, email="u1@example.com"), done)
+            store.delete_then("User", 2, done)
+            store.insert_run_then("User", [user(None, email="n@x")], [done])
+
+        async def go() -> None:
+            writes(alone, "alone")
+            ran.begin_run()
+            writes(ran, "ran")
+            assert ran.writes.commit is not None and ran.writes.commit.pending == 0  # held
+            ran.end_run()
+            assert ran.writes.commit.pending == 1
+            await settled_by(5, heard["alone"])
+            await settled_by(5, heard["ran"])
+
+        run(go())
+        assert heard["ran"] == heard["alone"] == [None] * 5
+        assert list(ran.frames_after(0)) == list(alone.frames_after(0))
+        assert ran.get("User", 1)[0]["name"] == "one" and ran.get("User", 2)[0] is None
+        assert ran.get("User", 3)[0]["email"] == "n@x"
+        assert [ran.version("User", i) for i in (1, 3)] == [alone.version("User", i) for i in (1, 3)] == [3, 5]
+        check_indexes(ran)
+    finally:
+        alone.close()
+        ran.close()
+
+
+def test_a_mixed_run_that_finds_no_room_is_undone_last_write_first(tenant, monkeypatch):
+    monkeypatch.setattr(loghealth, "RETRY_INTERVAL", 0)
+    monkeypatch.setenv("DBSVC_FAULT", "write:3:ENOSPC")  # write call 3: the run's
+    s = open_store(tenant)
+    try:
+        run(s.insert("User", user(1)))
+        run(s.insert("User", user(2)))
+        heard: list = []
+
+        async def go() -> None:
+            s.begin_run()
+            s.replace_then("User", 1, user(1, name="changed"), heard.append)
+            s.delete_then("User", 2, heard.append)
+            s.insert_run_then("User", [user(None, email="x@x")], [heard.append])
+            s.end_run()
+            await settled_by(3, heard)
+
+        run(go())
+        assert len(heard) == 3 and all(isinstance(error, Unavailable) for error in heard)
+        assert s.get("User", 1)[0]["name"] == "user 1" and s.get("User", 2)[0] is not None
+        assert s.get("User", 3)[0] is None and s.applied_offset == s.head_offset == 2
+        check_indexes(s)
+    finally:
+        s.close()
