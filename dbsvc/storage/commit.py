@@ -242,7 +242,7 @@ class CommitQueue(LogHealth):
         batch's: one hand-over, one `Pending`, acknowledged and published together or all
         rolled back; each write is told by its own `dones[i]`, in order ("Completions")."""
         self._ensure_task()
-        data = frames[0] if len(frames) == 1 else b"".join(frames)
+        data = b"".join(frames)
         end = self.writer.written + len(data)
         failed = False
         if self.sync:

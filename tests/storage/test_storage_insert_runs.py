@@ -208,3 +208,43 @@ def test_a_mixed_run_that_finds_no_room_is_undone_last_write_first(tenant, monke
         check_indexes(s)
     finally:
         s.close()
+
+
+def test_a_run_under_sync_off_is_acknowledged_at_once(tenant):
+    s = open_store(tenant, sync="off")
+    try:
+        heard: list = []
+
+        async def go() -> None:
+            results = s.insert_run_then("User", [user(1), user(2)], [heard.append, heard.append])
+            assert [r[1] for r in results] == [1, 2]
+            assert s.writes.commit is not None and s.writes.commit.pending == 0  # written and acknowledged
+            assert s.head_offset == 2
+            await settled_by(2, heard)
+
+        run(go())
+        assert heard == [None, None]
+        assert len(list(s.frames_after(0))) == 2
+    finally:
+        s.close()
+
+
+def test_a_run_whose_write_call_fails_under_sync_off_is_undone_and_heard(tenant, monkeypatch):
+    monkeypatch.setenv("DBSVC_FAULT", "write:2:EIO")  # sync off: write call n is write n; 2 is the run's
+    s = open_store(tenant, sync="off")
+    try:
+        run(s.insert("User", user(1)))
+        heard: list = []
+
+        async def go() -> None:
+            s.insert_run_then("User", [user(2), user(3)], [heard.append, heard.append])
+            await settled_by(2, heard)
+
+        run(go())
+        assert len(heard) == 2 and all(isinstance(error, Unavailable) for error in heard)
+        assert s.head_offset == s.applied_offset == 1
+        assert [s.get("User", i)[0] for i in (2, 3)] == [None, None]
+        assert s.health().state.name == "FAILED"
+        check_indexes(s)
+    finally:
+        s.close()
