@@ -26,9 +26,12 @@ import socket
 from contextlib import ExitStack
 
 from dbsvc.app import Application
+from dbsvc.compiler import compile_schema
 from dbsvc.http.message import split_target
 from dbsvc.http.types import Deferred, Request
 from dbsvc.realtime.broker import Broker
+from dbsvc.schema import load_schema
+from dbsvc.storage import Store
 from support.server import ROOT, start_server
 from support.storage import BLOG, open_store
 
@@ -181,6 +184,43 @@ def test_a_passs_writes_are_handed_to_the_commit_queue_once(tmp_path):
 
     try:
         asyncio.run(run())
+    finally:
+        store.close()
+
+
+def test_a_runs_answers_of_str_ids_name_them_percent_encoded(tmp_path):
+    """A run of inserts into a model whose id is a str (schemas/inventory.dbs): each answer's
+    body is its id as JSON and its Location the id as one percent-encoded path segment."""
+    inventory = compile_schema(load_schema(str(ROOT / "schemas" / "inventory.dbs")))
+    store = Store.open(str(tmp_path), inventory.MODELS, inventory.DESCRIPTION, sync="off")
+    app = Application(inventory, store, Broker(store, inventory.BY_NAME, 64))
+
+    def post(code: str) -> Deferred:
+        raw = json.dumps({"code": code, "city": "Oslo", "opened": "2020-01-02"}).encode()
+        path, pairs = split_target("/api/warehouse")
+        request = Request("POST", "/api/warehouse", path, pairs, [("content-type", "application/json")], raw)
+        answer = app.dispatch(request, inventory.ROUTES["warehouse"], None)
+        assert isinstance(answer, Deferred)
+        return answer
+
+    async def run() -> list[Deferred]:
+        answers = [post("a/b"), post("w 1%"), post("caf\u00e9")]
+        for answer in answers:
+            await answer.future
+        return answers
+
+    try:
+        answers = asyncio.run(run())
+        assert [a.response.body for a in answers] == [
+            b'{"id":"a/b"}',
+            b'{"id":"w 1%"}',
+            "{\"id\":\"caf\u00e9\"}".encode(),
+        ]
+        assert [dict(a.response.headers)["Location"] for a in answers] == [
+            "/api/warehouse/a%2Fb",
+            "/api/warehouse/w%201%25",
+            "/api/warehouse/caf%C3%A9",
+        ]
     finally:
         store.close()
 

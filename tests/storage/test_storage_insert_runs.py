@@ -248,3 +248,33 @@ def test_a_run_whose_write_call_fails_under_sync_off_is_undone_and_heard(tenant,
         check_indexes(s)
     finally:
         s.close()
+
+
+def test_a_run_that_takes_the_log_past_the_size_rule_starts_a_compaction(tenant):
+    """`end_run` asks the compactor's size rule once a run is handed over, as `submit`
+    asks it after each write; what the run stored survives the compaction and a reopen."""
+    s = open_store(tenant, compact_bytes=1)
+    heard: list = []
+    try:
+
+        async def go() -> None:
+            s.begin_run()
+            s.insert_run_then("User", [user(1), user(2), user(3)], [heard.append] * 3)
+            for i in (1, 2, 3, 1):  # 7 rows for 3 records: over twice the live ones
+                s.replace_then("User", i, user(i, name=f"again {i}"), heard.append)
+            s.end_run()
+            compactor = s.writes.compactor
+            assert compactor is not None and compactor.task is not None  # started by the run
+            await asyncio.wait_for(compactor.task, 30)
+            await settled_by(7, heard)
+
+        run(go())
+        assert heard == [None] * 7
+    finally:
+        s.close()
+    again = open_store(tenant)
+    try:
+        assert [again.get("User", i)[0]["name"] for i in (1, 2, 3)] == ["again 1", "again 2", "again 3"]
+        check_indexes(again)
+    finally:
+        again.close()
