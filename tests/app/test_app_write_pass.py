@@ -151,36 +151,44 @@ def test_a_passs_writes_are_handed_to_the_commit_queue_once(tmp_path):
             write("POST", "/api/user", {"email": "a@example.com", "name": "A"}, "user"),
             write("POST", "/api/user", {"email": "a@example.com", "name": "Clash"}, "user"),
             write("POST", "/api/user", {"email": "c@example.com", "name": "C"}, "user"),
+            write("POST", "/api/user", {"email": "d@example.com", "name": "D"}, "user"),
             write("POST", "/api/blog-post", {"author_id": 2, "title": "t", "body": "b", "score": 1.5}, "blog-post"),
             write("PATCH", "/api/user/1", {"name": "A2"}, "user", "1"),
-            write("POST", "/api/user", {"email": "d@example.com", "name": "D"}, "user"),
+            write("PATCH", "/api/user/99", {"name": "Nobody"}, "user", "99"),
+            write("POST", "/api/user", {"email": "e@example.com", "name": "E"}, "user"),
         ]
         entries = loop.create_future()
         loop.call_soon(lambda: entries.set_result(store.writes.commit.pending))  # after the pass, before the commit
-        assert await entries == 1  # A, C, the post, the patch, D (the clash refused)
-        for answer in answers:
+        assert await entries == 1  # A, C, D, the post, the patch, E (the clash and the 404 refused)
+        refused = {1: (409, "unique_violation"), 6: (404, "not_found")}
+        for at, answer in enumerate(answers):
             try:
-                await answer.future
+                await asyncio.wait_for(answer.future, 30)
             except Exception as exc:
-                assert answer is answers[1] and (exc.status, exc.code) == (409, "unique_violation")
-        heads = [dict(answer.response.headers) for answer in answers[:1] + answers[2:]]
-        assert [h["Dbsvc-Offset"] for h in heads] == ["1", "2", "3", "4", "5"]
-        assert [h["ETag"] for h in heads] == ['"1"', '"2"', '"3"', '"4"', '"5"']
+                assert (exc.status, exc.code) == refused.pop(at)
+        assert refused == {}
+        stored = [answers[i] for i in (0, 2, 3, 4, 5, 7)]
+        assert [a.response.status for a in stored] == [201, 201, 201, 201, 200, 201]
+        heads = [dict(a.response.headers) for a in stored]
+        assert [h["Dbsvc-Offset"] for h in heads] == ["1", "2", "3", "4", "5", "6"]
+        assert [h["ETag"] for h in heads] == ['"1"', '"2"', '"3"', '"4"', '"5"', '"6"']
         assert [h.get("Location") for h in heads] == [
             "/api/user/1",
             "/api/user/2",
+            "/api/user/3",
             "/api/blog-post/1",
             None,
-            "/api/user/3",
+            "/api/user/4",
         ]
-        assert [json.loads(answers[i].response.body) for i in (0, 2, 3, 5)] == [
+        assert [json.loads(stored[i].response.body) for i in (0, 1, 2, 3, 5)] == [
             {"id": 1},
             {"id": 2},
-            {"id": 1},
             {"id": 3},
+            {"id": 1},
+            {"id": 4},
         ]
-        assert json.loads(answers[4].response.body)["name"] == "A2"
-        assert store.watermarks()["User"] == 4 and store.head_offset == 5
+        assert json.loads(stored[4].response.body)["name"] == "A2"
+        assert store.watermarks()["User"] == 5 and store.head_offset == 6
 
     try:
         asyncio.run(run())
