@@ -18,7 +18,7 @@ server does (RUST_LOG=info); without it the span logger is off. `--profile` prin
 Python calls a request (the harness's own included, the same in every checkout) and the top
 functions. `--code DIR` runs another checkout: run two in turns for an A/B pair. SPLIT=1
 prints the loop thread's CPU inside the app call and the turn's pass (where there is one),
-and of it the store's write (`insert_then`, `replace_then`).
+and of it the store's write (`insert_then`, `replace_then`, `insert_run_then`).
 """
 
 from __future__ import annotations
@@ -115,6 +115,8 @@ async def run(data: Path, figure: str, requests: int, records: int, profile: Any
         hub.app = _timed(app, 0)
         store.insert_then = _timed(store.insert_then, 1)  # type: ignore[method-assign]
         store.replace_then = _timed(store.replace_then, 1)  # type: ignore[method-assign]
+        if hasattr(store, "insert_run_then"):  # a pass's run of inserts in one call (wt-wrun)
+            store.insert_run_then = _timed(store.insert_run_then, 1)  # type: ignore[method-assign]
         if hasattr(app, "apply_turn"):  # a turn's writes in one pass (writeroutes.py): the store's step is there
             app.apply_turn = _timed(app.apply_turn, 2)  # type: ignore[method-assign]
     settle_heap()  # as the server does before serving

@@ -28,7 +28,11 @@ the store's step of 64 connections' writes runs warm rather than between their p
 4. A response is made empty by the handler and filled by the pass (its id, `Location`,
    `Dbsvc-Offset` and `ETag` are known once the write is applied); the connection sends
    it only once the completion is settled.
-5. `POST /batch` (batchops.py) is applied on arrival, not queued: it is checked and
+5. The pass is one run of the store (`begin_run` ... `end_run`, storage/writes.py rule
+   7): each write is checked and applied as alone, in order, and the pass's frames go to
+   the commit queue together, in one hand-over. Inserts into one model one after
+   another (nothing else between them) are one store call (`insert_run_then`).
+6. `POST /batch` (batchops.py) is applied on arrival, not queued: it is checked and
    applied whole against the store as it is then, and a single write queued in the same
    turn is applied after it (both were unanswered, so either order is one a client can see).
 
@@ -128,10 +132,11 @@ class WriteRoutes:
                 self.replica.primary,
             )
 
-    # A turn's queued writes (module docstring), None while no pass is scheduled.
-    _turn: list[tuple[Callable[..., None], Completion, Response, tuple[Any, ...]]] | None = None
+    # A turn's queued writes (module docstring), None while no pass is scheduled; an
+    # insert's step is None (rule 5).
+    _turn: list[tuple[Callable[..., None] | None, Completion, Response, tuple[Any, ...]]] | None = None
 
-    def _queue(self, step: Callable[..., None], response: Response, *args: Any) -> Deferred:
+    def _queue(self, step: Callable[..., None] | None, response: Response, *args: Any) -> Deferred:
         """Queue `step(done, response, *args)` for this turn's pass (rule 1); the answer."""
         durable = Completion()
         turn = self._turn
@@ -142,17 +147,31 @@ class WriteRoutes:
         return Deferred(durable, response)
 
     def apply_turn(self) -> None:
-        """Apply the writes queued since the last pass, in arrival order; then tell each
-        refused one its error (rules 1-2)."""
+        """Apply the writes queued since the last pass, in arrival order, in one run of the
+        store (rule 5); then tell each refused one its error (rules 1-2)."""
         writes, self._turn = self._turn, None
         if writes is None:
             return
         refused: list[tuple[Completion, Exception]] = []
-        for step, durable, response, args in writes:
-            try:
-                step(durable.settle, response, *args)
-            except Exception as exc:  # the refusal the handler would have raised
-                refused.append((durable, exc))
+        at, count = 0, len(writes)
+        self.store.begin_run()
+        try:
+            while at < count:
+                step, durable, response, args = writes[at]
+                if step is None:  # an insert: the run of inserts into its model starting here
+                    end = at + 1
+                    while end < count and writes[end][0] is None and writes[end][3][0] is args[0]:
+                        end += 1
+                    self._insert_run(writes[at:end], refused)
+                    at = end
+                    continue
+                try:
+                    step(durable.settle, response, *args)
+                except Exception as exc:  # the refusal the handler would have raised
+                    refused.append((durable, exc))
+                at += 1
+        finally:
+            self.store.end_run()
         for durable, error in refused:
             durable.settle(error)
 
@@ -163,20 +182,35 @@ class WriteRoutes:
         record = model.validate_create(body)
         if model.rules is not None:
             self.access.check_create(model, model.rules, record, claims)
-        return self._queue(self._insert, Response(201), model, record)
+        return self._queue(None, Response(201), model, record)
 
-    def _insert(self, done: Done, response: Response, model: CompiledModel, record: dict) -> None:
-        stored = self.store.insert_then(model.name, record, done)
-        key = stored[model.id_field]
-        if type(key) is int:
-            location = item_path(model.kebab, str(key))
-            response.body = b'{"id":%d}' % key
-        else:
-            # RFC 3986 §3.3: the id is one path segment, so '/', '%', spaces and non-ASCII are
-            # percent-encoded (a header value is ASCII; a raw CR/LF would split the response).
-            location = item_path(model.kebab, quote(str(key), safe=""))
-            response.body = json_bytes({"id": key})
-        response.headers = [("Location", location), *self._stored()]
+    def _insert_run(
+        self,
+        run: list[tuple[Callable[..., None] | None, Completion, Response, tuple[Any, ...]]],
+        refused: list[tuple[Completion, Exception]],
+    ) -> None:
+        """A run of a pass's inserts into one model (rule 5): the store applies each in turn
+        and hands their frames over together; each answer is filled from its own record and
+        offset, each refusal kept for after the pass."""
+        model: CompiledModel = run[0][3][0]
+        outcomes = self.store.insert_run_then(
+            model.name, [args[1] for _s, _d, _r, args in run], [durable.settle for _s, durable, _r, _a in run]
+        )
+        for (_step, durable, response, _args), outcome in zip(run, outcomes):
+            if isinstance(outcome, Exception):
+                refused.append((durable, outcome))
+                continue
+            stored, offset = outcome
+            key = stored[model.id_field]
+            if type(key) is int:
+                location = item_path(model.kebab, str(key))
+                response.body = b'{"id":%d}' % key
+            else:
+                # RFC 3986 §3.3: the id is one path segment, so '/', '%', spaces and non-ASCII are
+                # percent-encoded (a header value is ASCII; a raw CR/LF would split the response).
+                location = item_path(model.kebab, quote(str(key), safe=""))
+                response.body = json_bytes({"id": key})
+            response.headers = [("Location", location), ("Dbsvc-Offset", str(offset)), etag(offset)]
 
     def replace(self, request: Request, model: CompiledModel, segment: str, claims: Claims = NO_CLAIMS) -> Deferred:
         self._check_writable()

@@ -18,7 +18,9 @@ Protocol (group commit, `sync="full"`)::
 
 A batch (`submit_group`: batchwrite.py, a follower's group) holds all its frames at once:
 one write call, one fsync, one `Pending` (its frames, events and undos in lists), and
-acknowledged and published in one `_acknowledge`, or all rolled back (rule 3).
+acknowledged and published in one `_acknowledge`, or all rolled back (rule 3). A run of
+single writes (`submit_run`: a turn's inserts, writes.py rule 7) is held the same way,
+each write keeping its own completion callback.
 
 Completions: a write is told it is durable either by its future (`submit` with no `done`)
 or by its completion callback `done(error)` (`done=`: the HTTP application's writes, through
@@ -101,6 +103,7 @@ class Pending:
     frame: bytes = b""  # the frame written, published with the event
     frames: list[bytes] | None = None  # a group's (`submit_group`): `event`, `undo` are lists
     done: Done | None = None  # the completion callback (module docstring, "Completions")
+    dones: list[Done] | None = None  # a run's (`submit_run`): one callback per frame
 
 
 def _settle(callbacks: list[Done], error: BaseException | None) -> None:
@@ -232,6 +235,30 @@ class CommitQueue(LogHealth):
         assert self._wake is not None
         self._wake.set()
         return done
+
+    def submit_run(self, frames: list[bytes], events: list[Any], undos: list[Any], dones: list[Done]) -> None:
+        """Log the frames of a run of single writes (writes.py rule 7: a turn's inserts,
+        already applied to memory, `undos[i]` undoing the i-th) as `submit_group` logs a
+        batch's: one hand-over, one `Pending`, acknowledged and published together or all
+        rolled back; each write is told by its own `dones[i]`, in order ("Completions")."""
+        self._ensure_task()
+        data = b"".join(frames)
+        end = self.writer.written + len(data)
+        failed = False
+        if self.sync:
+            self.writer.hold(data)
+        else:
+            try:
+                self.writer.append(data)
+            except OSError as exc:
+                self._write_failed(exc)
+                failed = True
+        self._pending.append(Pending(end, None, events, undos, frames=frames, dones=dones))
+        if not self.sync and not failed and len(self._pending) == 1 and self._switch is None:
+            self._acknowledge(1)
+            return
+        assert self._wake is not None
+        self._wake.set()
 
     def write_held(self) -> None:
         """Have the held frames written now, on the loop thread: online compaction reads the
@@ -372,6 +399,11 @@ class CommitQueue(LogHealth):
                     callbacks = [p.done]
                 else:
                     callbacks.append(p.done)
+            elif p.dones is not None:
+                if callbacks is None:
+                    callbacks = list(p.dones)
+                else:
+                    callbacks += p.dones
         if callbacks is not None:
             self._call_soon(callbacks, None)
         publish = self.publish
@@ -405,6 +437,8 @@ class CommitQueue(LogHealth):
             if p.future is None:
                 if p.done is not None:
                     callbacks.append(p.done)
+                elif p.dones is not None:
+                    callbacks += p.dones
             elif not p.future.done():
                 p.future.set_exception(error)
                 # Retrieve it so an abandoned future does not log "exception never retrieved".

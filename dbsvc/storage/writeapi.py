@@ -102,6 +102,25 @@ class TableWrites:
         loop (writes.py rule 6). A refusal raises here and `done` is never called."""
         return self._writes.insert_then(self.table(model), record, done)[0]
 
+    def insert_run_then(
+        self, model: str, records: Sequence[dict[str, Any]], dones: Sequence[Done]
+    ) -> list[tuple[dict[str, Any], int] | Exception]:
+        """`insert_then` of each record in turn, `dones[i]` the i-th's callback, their frames
+        held in the open run, or handed over together (writes.py rule 7): for each, (the record as
+        stored, its offset: `applied_offset` right after it), or the refusal `insert_then`
+        would have raised (nothing changed, its callback never called)."""
+        return self._writes.insert_run_then(self.table(model), records, dones)
+
+    def begin_run(self) -> None:
+        """Hold every write told by a callback from now until `end_run` and hand them to
+        the commit queue together (writes.py rule 7): a pass of the application's writes,
+        each applied and checked as alone; no await may come in between."""
+        self._writes.begin_run()
+
+    def end_run(self) -> None:
+        """The run's writes to the commit queue, in one hand-over (writes.py rule 7)."""
+        self._writes.end_run()
+
     def replace_then(
         self, model: str, id: Any, record: dict[str, Any], done: Done
     ) -> tuple[dict[str, Any], dict[str, Any]]:

@@ -30,6 +30,15 @@ Rules (store.py rules 1-2 hold here):
    no future is made, and `done(error)` is called once the write is durable (None) or
    failed (`Unavailable`), a committed group's callbacks in one loop callback (commit.py,
    "Completions"). A refusal of its checks raises, as `apply_*`'s does, and never calls it.
+7. A run: between `begin_run` and `end_run` (a pass of the application's writes,
+   dbsvc/writeroutes.py) every write told by a callback is checked against the tables as
+   the writes before it left them and applied to memory at once, as alone, but its frame
+   is held in the run; `end_run` hands the run to the commit queue in one
+   `CommitQueue.submit_run` (one chunk, one `Pending`, its events published as a group)
+   and asks the size rule once. `insert_run_then` is `insert_then` of several records
+   into one table in one call (a refused one changes nothing and the run goes on), in the
+   open run or in one of its own. Offsets, frames, bytes, checkpoints and undo are each
+   write's own, as rules 2-3 give them; a future-told write (`apply_*`) is never held.
 
 Imports storage's own modules only; never store.py (the Store passes what this needs).
 """
@@ -60,10 +69,13 @@ from dbsvc.storage.events import (
 )
 from dbsvc.storage.logfile import encode_frame
 from dbsvc.storage.logwriter import LogWriter, WriteHealth, WriteState
-from dbsvc.storage.rows import in_form, pack_parts, previous_parts, record_text
+from dbsvc.storage.rows import Values, in_form, pack_parts, previous_parts, record_text
 from dbsvc.storage.table import Table
 
 __all__ = ["WritePath"]
+
+# A run's frames, events, undos and completion callbacks, in offset order (rule 7).
+_Run = tuple[list[bytes], list[ChangeEvent], list[tuple[Table, int, int]], list[Done]]
 
 
 class WritePath:
@@ -91,6 +103,8 @@ class WritePath:
         self._written: tuple[dict[str, Any], tuple[str, ...], list[str] | None, str | None] | None = None
         # each model's payload templates (insert, update), made once (events.py)
         self._templates = {name: payload_templates(name, t.model.fields) for name, t in tables.items()}
+        # A pass's writes held for one hand-over (rule 7), None while no run is open.
+        self._run: _Run | None = None
         self.commit: CommitQueue | None = None
         if writer is not None:
             self.commit = CommitQueue(
@@ -129,6 +143,20 @@ class WritePath:
     ) -> tuple[dict[str, Any], asyncio.Future[None] | None]:
         """`apply_insert`, telling `done(error)` instead of a future when given (rule 6)."""
         commit = self.writable()
+        record, values, stored, event, frame = self._insert_frame(table, record)
+        offset = event.offset
+
+        def apply() -> None:
+            table.insert(values, stored, record, offset)
+
+        future = self.submit(commit, table, offset, frame, event, apply, done)
+        return record, future
+
+    def _insert_frame(
+        self, table: Table, record: dict[str, Any]
+    ) -> tuple[dict[str, Any], Values, bytes, ChangeEvent, bytes]:
+        """An insert's checks (raising its refusal), its stored form, event and frame at
+        the next offset (rules 1 and 5); `_written` is the record's."""
         record, id_, values = self._constraints.check_insert(table, record)
         offset, watermark = self.next_offset, table.watermark + 1
         stored, parts = pack_parts(table.model.fields, record, values)  # rule 5
@@ -142,13 +170,72 @@ class WritePath:
             payload = check_payload(
                 event, (template % (offset, watermark, id_text(id_), *parts)).encode(), self.max_payload
             )
-
-        def apply() -> None:
-            table.insert(values, stored, record, offset)
-
-        future = self.submit(commit, table, offset, encode_frame(offset, payload), event, apply, done)
         self._written = (record, table.model.fields, parts, text)
-        return record, future
+        return record, values, stored, event, encode_frame(offset, payload)
+
+    def insert_run_then(
+        self, table: Table, records: Sequence[dict[str, Any]], dones: Sequence[Done]
+    ) -> list[tuple[dict[str, Any], int] | Exception]:
+        """`insert_then` of each record in turn, each told by its `dones[i]`, held in the
+        open run or in one of its own (rule 7): for each, (the record as stored, its
+        offset), or the refusal it raised (it changed nothing, and `dones[i]` is never
+        called)."""
+        outcomes: list[tuple[dict[str, Any], int] | Exception] = []
+        opened = self._run is None
+        run = self.begin_run() if opened else self._run
+        assert run is not None
+        frames, events, undos, told = run
+        compactor = self.compactor
+        assert compactor is not None
+        try:
+            for record, done in zip(records, dones):
+                try:
+                    self.writable()
+                    record, values, stored, event, frame = self._insert_frame(table, record)
+                except Exception as exc:  # the refusal `insert_then` raises: nothing changed
+                    outcomes.append(exc)
+                    continue
+                offset = event.offset
+                undos.append((table, table.max_id, offset))
+                if compactor.cut is not None:
+                    compactor.cut[table.name].note_write(event.id)
+                table.insert(values, stored, record, offset)
+                self.next_offset = offset + 1
+                frames.append(frame)
+                events.append(event)
+                told.append(done)
+                outcomes.append((record, offset))
+        finally:  # what was applied to memory is handed over, whatever stopped the loop
+            if opened:
+                self.end_run()
+        return outcomes
+
+    def begin_run(self) -> _Run:
+        """Hold the writes told by a callback from now until `end_run` for one hand-over
+        (rule 7): a pass of the application's writes; no await may come in between."""
+        assert self._run is None, "one run at a time"
+        run: _Run = ([], [], [], [])
+        self._run = run
+        return run
+
+    def end_run(self) -> None:
+        """Hand the run's writes to the commit queue together (rule 7): one
+        `CommitQueue.submit_run`, the checkpoints each frame's offset takes, the size rule."""
+        run, self._run = self._run, None
+        if run is None or not run[0]:
+            return
+        frames, events, undos, dones = run
+        commit, compactor = self.commit, self.compactor
+        assert commit is not None and compactor is not None
+        position = commit.writer.written
+        commit.submit_run(frames, events, undos, dones)
+        checkpoints = self._epoch_of().checkpoints
+        for frame, event in zip(frames, events):
+            if event.offset % recovery.CHECKPOINT_EVERY == 0:
+                checkpoints.append((event.offset, position))
+            position += len(frame)
+        if commit.writer.written > compactor.compact_bytes and compactor.task is None:
+            compactor.after_write(commit)
 
     def apply_replace(
         self, table: Table, id: Any, record: dict[str, Any]
@@ -233,6 +320,17 @@ class WritePath:
         max_id = table.max_id
         compactor = self.compactor
         assert compactor is not None
+        run = self._run
+        if run is not None and done is not None:  # held for the run's one hand-over (rule 7)
+            if compactor.cut is not None:
+                compactor.cut[table.name].note_write(event.id)
+            apply()
+            self.next_offset = offset + 1
+            run[0].append(frame)
+            run[1].append(event)
+            run[2].append((table, max_id, offset))
+            run[3].append(done)
+            return None
 
         def applied() -> tuple[Table, int, int]:
             if compactor.cut is not None:

@@ -26,9 +26,12 @@ import socket
 from contextlib import ExitStack
 
 from dbsvc.app import Application
+from dbsvc.compiler import compile_schema
 from dbsvc.http.message import split_target
 from dbsvc.http.types import Deferred, Request
 from dbsvc.realtime.broker import Broker
+from dbsvc.schema import load_schema
+from dbsvc.storage import Store
 from support.server import ROOT, start_server
 from support.storage import BLOG, open_store
 
@@ -122,6 +125,110 @@ def test_a_turns_writes_are_applied_after_its_handlers_in_arrival_order(tmp_path
 
     try:
         asyncio.run(run())
+    finally:
+        store.close()
+
+
+def test_a_passs_writes_are_handed_to_the_commit_queue_once(tmp_path):
+    """Fails before the runs (writeroutes.py rule 5): each write was its own entry in the
+    commit queue. The pass's writes (inserts into two models, a refusal, a PATCH) are one
+    entry; each answer has its own id, Location, offset and ETag, as applied alone."""
+    store = open_store(str(tmp_path))
+    app = Application(BLOG, store, Broker(store, BLOG.BY_NAME, 64))
+
+    def write(method: str, target: str, body: dict, model: str, segment: str | None = None) -> Deferred:
+        path, pairs = split_target(target)
+        request = Request(
+            method, target, path, pairs, [("content-type", "application/json")], json.dumps(body).encode()
+        )
+        answer = app.dispatch(request, BLOG.ROUTES[model], segment)
+        assert isinstance(answer, Deferred)
+        return answer
+
+    async def run() -> None:
+        loop = asyncio.get_running_loop()
+        answers = [
+            write("POST", "/api/user", {"email": "a@example.com", "name": "A"}, "user"),
+            write("POST", "/api/user", {"email": "a@example.com", "name": "Clash"}, "user"),
+            write("POST", "/api/user", {"email": "c@example.com", "name": "C"}, "user"),
+            write("POST", "/api/user", {"email": "d@example.com", "name": "D"}, "user"),
+            write("POST", "/api/blog-post", {"author_id": 2, "title": "t", "body": "b", "score": 1.5}, "blog-post"),
+            write("PATCH", "/api/user/1", {"name": "A2"}, "user", "1"),
+            write("PATCH", "/api/user/99", {"name": "Nobody"}, "user", "99"),
+            write("POST", "/api/user", {"email": "e@example.com", "name": "E"}, "user"),
+        ]
+        entries = loop.create_future()
+        loop.call_soon(lambda: entries.set_result(store.writes.commit.pending))  # after the pass, before the commit
+        assert await entries == 1  # A, C, D, the post, the patch, E (the clash and the 404 refused)
+        refused = {1: (409, "unique_violation"), 6: (404, "not_found")}
+        for at, answer in enumerate(answers):
+            try:
+                await asyncio.wait_for(answer.future, 30)
+            except Exception as exc:
+                assert (exc.status, exc.code) == refused.pop(at)
+        assert refused == {}
+        stored = [answers[i] for i in (0, 2, 3, 4, 5, 7)]
+        assert [a.response.status for a in stored] == [201, 201, 201, 201, 200, 201]
+        heads = [dict(a.response.headers) for a in stored]
+        assert [h["Dbsvc-Offset"] for h in heads] == ["1", "2", "3", "4", "5", "6"]
+        assert [h["ETag"] for h in heads] == ['"1"', '"2"', '"3"', '"4"', '"5"', '"6"']
+        assert [h.get("Location") for h in heads] == [
+            "/api/user/1",
+            "/api/user/2",
+            "/api/user/3",
+            "/api/blog-post/1",
+            None,
+            "/api/user/4",
+        ]
+        assert [json.loads(stored[i].response.body) for i in (0, 1, 2, 3, 5)] == [
+            {"id": 1},
+            {"id": 2},
+            {"id": 3},
+            {"id": 1},
+            {"id": 4},
+        ]
+        assert json.loads(stored[4].response.body)["name"] == "A2"
+        assert store.watermarks()["User"] == 5 and store.head_offset == 6
+
+    try:
+        asyncio.run(run())
+    finally:
+        store.close()
+
+
+def test_a_runs_answers_of_str_ids_name_them_percent_encoded(tmp_path):
+    """A run of inserts into a model whose id is a str (schemas/inventory.dbs): each answer's
+    body is its id as JSON and its Location the id as one percent-encoded path segment."""
+    inventory = compile_schema(load_schema(str(ROOT / "schemas" / "inventory.dbs")))
+    store = Store.open(str(tmp_path), inventory.MODELS, inventory.DESCRIPTION, sync="off")
+    app = Application(inventory, store, Broker(store, inventory.BY_NAME, 64))
+
+    def post(code: str) -> Deferred:
+        raw = json.dumps({"code": code, "city": "Oslo", "opened": "2020-01-02"}).encode()
+        path, pairs = split_target("/api/warehouse")
+        request = Request("POST", "/api/warehouse", path, pairs, [("content-type", "application/json")], raw)
+        answer = app.dispatch(request, inventory.ROUTES["warehouse"], None)
+        assert isinstance(answer, Deferred)
+        return answer
+
+    async def run() -> list[Deferred]:
+        answers = [post("a/b"), post("w 1%"), post("caf\u00e9")]
+        for answer in answers:
+            await answer.future
+        return answers
+
+    try:
+        answers = asyncio.run(run())
+        assert [a.response.body for a in answers] == [
+            b'{"id":"a/b"}',
+            b'{"id":"w 1%"}',
+            "{\"id\":\"caf\u00e9\"}".encode(),
+        ]
+        assert [dict(a.response.headers)["Location"] for a in answers] == [
+            "/api/warehouse/a%2Fb",
+            "/api/warehouse/w%201%25",
+            "/api/warehouse/caf%C3%A9",
+        ]
     finally:
         store.close()
 
