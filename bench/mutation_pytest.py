@@ -45,8 +45,10 @@ from _pytest.runner import runtestprotocol
 ROOT = Path(__file__).resolve().parent.parent
 
 
-class MutantTimeout(Exception):
-    """A test outlasted its bound under a mutant (a write that never settles)."""
+class MutantTimeout(BaseException):
+    """A test outlasted its bound under a mutant (a write that never settles). A BaseException,
+    so a mutant looping inside the product's own `except Exception` (writeroutes' step) cannot
+    swallow it and hang the runner; pytest still reports it as the test's failure."""
 
 
 def _alarm(signum: int, frame: object) -> None:
