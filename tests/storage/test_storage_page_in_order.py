@@ -107,3 +107,20 @@ def test_a_small_order_with_runs_of_two_and_an_empty_one(sort):
     empty, _records = table_of([])
     assert page_in_order(empty.ordered["f"], sort[0][1], tuple(sort), empty, 20, 40) == []
     assert page_in_order(empty.ordered["f"], sort[0][1], tuple(sort), empty, 0, 20) == ([] if sort[0][1] else None)
+
+
+@pytest.mark.parametrize("sort", [[("f", True), ("s", False)], [("f", False), ("s", False)]])
+def test_pages_of_distinct_first_keys_and_of_one_key_beside_a_run(sort):
+    # Pages with no tie at all (nothing to order), and pages where one id of its own first key
+    # stands before or after a run reaching the page's other end: only the run is ordered by
+    # the second key (a whole-page sort by it would move the lone id: 'zz' last, 'a' first).
+    rows = [(None, float(i), "a", "x", 1, None) for i in range(30)]  # distinct first keys
+    rows += [(None, 100.0, "zyxwvu"[i], "x", 1, None) for i in range(6)]  # a run of six
+    rows += [(None, 101.0, "zz", "x", 1, None), (None, -1.0, "zz", "x", 1, None)]  # lone ends
+    table, records = table_of(rows)
+    expected = reference(records, lambda r: True, sort)
+    for offset in range(len(rows) + 1):
+        for limit in (1, 3, 7, 20):
+            got = page_in_order(table.ordered["f"], sort[0][1], tuple(sort), table, offset, offset + limit)
+            by_position = offset or sort[0][1]
+            assert got == (expected[offset : offset + limit] if by_position else None), (offset, limit)
