@@ -182,15 +182,25 @@ class KeptOrders:
 
     def ids_descending(self, start: int, stop: int) -> list[Any]:
         """Ids at positions [start, stop) of the non-null entries in descending order (keys
-        descending, ids ascending in a run): the ascending positions that mirror them, found
-        from the sublists' counts (one Fenwick descent, O(log n), and a step back), widened
-        to whole runs at both ends, then put in descending order (`_descending`). O(log n +
-        stop - start + the two end runs), where a walk from the top costs O(stop) (a deep
-        `offset` of a descending sort)."""
+        descending, ids ascending in a run): a slice of `runs_descending`. O(log n + stop -
+        start + the two end runs), where a walk from the top costs O(stop) (a deep `offset`
+        of a descending sort)."""
+        ids, lo, _span = self.runs_descending(start, stop)
+        return ids[lo : lo + stop - start]
+
+    def runs_descending(self, start: int, stop: int) -> tuple[list[Any], int, tuple[Position, Position]]:
+        """(ids, lo, span): the descending order's positions [start, stop) widened to whole
+        runs of equal keys at both ends, where `start` is in them (ids[lo : lo + stop -
+        start] are the positions asked; the caller only reads the list), and the ascending
+        positions (begin, end) they fill (`keys_descending` reads their keys). Those are
+        found from the sublists' counts (one Fenwick descent, O(log n), and a step back),
+        widened to their runs' bounds, then put in descending order and kept
+        (`_descending`): a page sorted on several keys orders its tied runs from this, with
+        no run looked up again (seek.py `page_in_order`)."""
         n = self._len
         lo, hi = max(n - stop, 0), n - start
         if hi <= lo:
-            return []
+            return [], 0, ((0, 0), (0, 0))
         last = self._counted().find(hi - 1)
         first = self._back((last[0], last[1] + 1), hi - lo)
         keys = self._keys
@@ -198,7 +208,15 @@ class KeptOrders:
         end = self.upper(keys[last[0]][last[1]], True)
         # the descending position of the entry just before `end` (the first `_descending` gives)
         top = n - (hi + self.count_span((last[0], last[1] + 1), end))
-        return self._descending(begin, end, True)[start - top : stop - top]
+        return self._descending(begin, end, True), start - top, (begin, end)
+
+    def keys_descending(self, begin: Position, end: Position) -> list[Any]:
+        """The keys of positions [begin, end) in descending order: one key a run's id, as
+        `runs_descending`'s ids of that span have them (a run's keys are equal, so the
+        ascending keys reversed are theirs), copied by slices, no id's key looked up."""
+        keys = list(chain.from_iterable(span_pieces(self._keys, begin, end)))
+        keys.reverse()
+        return keys
 
     def batches_descending(self, start: tuple[int, int], stop: tuple[int, int], size: int = 32) -> Iterator[list[Any]]:
         """The ids of [start, stop) in descending order (keys descending, ids ascending in a

@@ -326,36 +326,66 @@ def page_in_order(
     order) in the order of `sort` (first key `order`'s, then others): what `runs_in_order`
     gives, found by position instead of a generator step an entry before the page.
 
-    The ids at [offset, end) by the first key alone (`ids_slice`; descending
-    `ids_descending`, by the sublists' counts) are widened to whole runs of equal
-    first keys at both ends (a run's ids ascend either way, so its ids before the first and
-    after the last are a bisect of `run_ids`). When two neighbours of that middle share a
-    first key it is ordered by every key (`ordered_ids`: a sort in C a key); otherwise it
-    is in order already (a float sort field's runs at 1,000,000 records, mostly). O(log n +
-    page + the two end runs). None, and the caller walks the runs, when `order` holds nulls
-    (a run of their own, first descending, last ascending) or for the first page: that is
-    found sooner by the walk (`runs_in_order`, lazily, stopping at the page's end), which
-    orders one or two small runs, where this orders the first key's top batch and widens it (at
-    1,000,000 posts, author 7's first page sorted by `-score,title`: ~27-32 us of the app
-    call walked, 37-45 by position; bench/README.md, "Quiet figures after the session-12
-    merges")."""
-    if order.nulls or not offset or end <= offset:
+    The ids at [offset, end) by the first key alone are widened to whole runs of equal
+    first keys at both ends: descending, the span `runs_descending` keeps (by the sublists'
+    counts, whole runs already, so nothing is looked up); ascending, `ids_slice` plus the
+    ids of its end runs before the first and after the last (a run's ids ascend, so each is
+    a bisect of `run_ids`). Only the runs of that middle holding two ids or more are then
+    ordered by the other keys (`_ties_in_order`); the others are in order already (a float
+    sort field's runs at 1,000,000 records, mostly). O(log n + page + the two end runs).
+
+    None, and the caller walks the runs (`runs_in_order`, lazily, stopping at the page's
+    end), when `order` holds nulls (a run of their own, first descending, last ascending),
+    and for an ascending first page, where the walk of a few pairs costs less than the
+    slice and its run's look-up. A descending first page takes the kept span: at 1,000,000
+    posts author 7's first page by `-score,title` (its top 21 hold one tie) 9.0-9.4 us of
+    plan walked, ~6 by position (bench/README.md, wt-m1m); session 12 left it to the walk
+    when the span was made afresh at every list and the whole middle sorted by every key
+    (wt-r1m)."""
+    if order.nulls or end <= offset or not (offset or desc):
         return None
     column = table.ordered[sort[0][0]].column
     get = column.get if column.far or column.nulls else column.slots.__getitem__
-    ids: list[Any] = order.ids_descending(offset, end) if desc else order.ids_slice(offset, end)
-    if not ids:
+    if desc:
+        ids, before, span = order.runs_descending(offset, end)
+        keys = order.keys_descending(*span)
+    else:
+        ids = order.ids_slice(offset, end)
+        if not ids:
+            return ids
+        if len(ids) == end - offset:  # the rest of the last one's run
+            run = order.run_ids(get(ids[-1]))
+            ids.extend(run[bisect_right(run, ids[-1]) :])
+        run = order.run_ids(get(ids[0]))  # the start of the first one's run
+        before = bisect_left(run, ids[0])
+        ids[:0] = run[:before]
+        keys = list(map(get, ids))
+    return _ties_in_order(ids, keys, sort[1:], table)[before : before + end - offset]
+
+
+def _ties_in_order(ids: list[Any], keys: list[Any], rest: tuple, table: Table) -> list[Any]:
+    """`ids` (whole runs of equal first keys, each ascending, the runs in order; the
+    caller's, only read; `keys` their first keys) with every run of two ids or more ordered by the other keys
+    (`rest`) and the id: a new list when any is, else `ids` itself. The neighbours' equal
+    keys are compared in C and each tied run found by `list.index`, so the loop here goes
+    once a tied run (a page of distinct first keys: one pass, no sort; a page inside one
+    long run: one sort of it). A pipeline of `compress` over `count` found the same runs
+    for ~3.7 us more a page at 1,000,000 posts (bench/README.md, wt-m1m)."""
+    if len(keys) > 1 and keys[0] == keys[-1]:  # one run (a page inside a long one)
+        return ordered_ids(ids, rest, table)
+    tied = list(map(eq, keys, islice(keys, 1, None)))  # tied[i]: ids i and i + 1 share a key
+    if True not in tied:
         return ids
-    if len(ids) == end - offset:  # the rest of the last one's run
-        run = order.run_ids(get(ids[-1]))
-        ids.extend(run[bisect_right(run, ids[-1]) :])
-    run = order.run_ids(get(ids[0]))  # the start of the first one's run
-    before = run[: bisect_left(run, ids[0])]
-    ids[:0] = before
-    keys = list(map(get, ids))
-    if any(map(eq, keys, islice(keys, 1, None))):
-        ids = ordered_ids(ids, sort, table)
-    return ids[len(before) : len(before) + end - offset]
+    out = list(ids)
+    lo, last = tied.index(True), len(tied)
+    while True:
+        hi = lo + 1  # the run is out[lo : hi + 1]
+        while hi < last and tied[hi]:
+            hi += 1
+        out[lo : hi + 1] = ordered_ids(out[lo : hi + 1], rest, table)
+        if True not in tied[hi:]:
+            return out
+        lo = tied.index(True, hi)
 
 
 def _run_in_order(run: list[Any], rest: tuple[tuple[str, bool], ...], table: Table) -> list[Any]:

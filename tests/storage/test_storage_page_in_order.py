@@ -4,8 +4,9 @@ key. Same pages as the reference order (tests/storage/test_storage_plan_units.py
 offset around the runs' ends, over the table's index (no filter, query.py) and over a
 filter value's bucket kept in order (bucketplan.py), both directions; an order holding
 nulls is left to the walk of its runs; and the page is found without a Python call an
-entry before it (it walked the runs one generator step an id). The first page is left to
-that walk (None), which orders only its first runs; the list tests ask it through the plans."""
+entry before it (it walked the runs one generator step an id). An ascending first page is
+left to that walk (None), which orders only its first runs; a descending one is taken from
+the kept span (wt-m1m); the list tests ask both through the plans."""
 
 from __future__ import annotations
 
@@ -45,7 +46,8 @@ def test_a_page_by_position_is_the_reference_page_at_every_offset(sort):
     for offset in OFFSETS:
         for limit in (1, 20, 100):
             page = page_in_order(index, sort[0][1], tuple(sort), TABLE, offset, offset + limit)
-            assert page == (expected[offset : offset + limit] if offset else None), (offset, limit)
+            by_position = offset or sort[0][1]  # an ascending first page is the walk's
+            assert page == (expected[offset : offset + limit] if by_position else None), (offset, limit)
 
 
 @pytest.mark.parametrize("sort", SORTS)
@@ -100,6 +102,25 @@ def test_a_small_order_with_runs_of_two_and_an_empty_one(sort):
     for offset in range(0, 41, 3):
         for limit in (1, 2, 5, 40):
             got = page_in_order(table.ordered["f"], sort[0][1], tuple(sort), table, offset, offset + limit)
-            assert got == (expected[offset : offset + limit] if offset else None), (offset, limit)
+            by_position = offset or sort[0][1]  # an ascending first page is the walk's
+            assert got == (expected[offset : offset + limit] if by_position else None), (offset, limit)
     empty, _records = table_of([])
     assert page_in_order(empty.ordered["f"], sort[0][1], tuple(sort), empty, 20, 40) == []
+    assert page_in_order(empty.ordered["f"], sort[0][1], tuple(sort), empty, 0, 20) == ([] if sort[0][1] else None)
+
+
+@pytest.mark.parametrize("sort", [[("f", True), ("s", False)], [("f", False), ("s", False)]])
+def test_pages_of_distinct_first_keys_and_of_one_key_beside_a_run(sort):
+    # Pages with no tie at all (nothing to order), and pages where one id of its own first key
+    # stands before or after a run reaching the page's other end: only the run is ordered by
+    # the second key (a whole-page sort by it would move the lone id: 'zz' last, 'a' first).
+    rows = [(None, float(i), "a", "x", 1, None) for i in range(30)]  # distinct first keys
+    rows += [(None, 100.0, "zyxwvu"[i], "x", 1, None) for i in range(6)]  # a run of six
+    rows += [(None, 101.0, "zz", "x", 1, None), (None, -1.0, "zz", "x", 1, None)]  # lone ends
+    table, records = table_of(rows)
+    expected = reference(records, lambda r: True, sort)
+    for offset in range(len(rows) + 1):
+        for limit in (1, 3, 7, 20):
+            got = page_in_order(table.ordered["f"], sort[0][1], tuple(sort), table, offset, offset + limit)
+            by_position = offset or sort[0][1]
+            assert got == (expected[offset : offset + limit] if by_position else None), (offset, limit)
