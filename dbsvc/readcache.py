@@ -52,7 +52,8 @@ class EncodedRecords:
     when it holds the very record object the store returned (`is`, not `==`). Encoding a page
     costs far more than joining cached bytes (float repr dominates; bench/README.md has the
     figures). Each model keeps at most `capacity` entries, the oldest evicted first, so the
-    cache costs at most that many encoded records of memory per model. An encoding over
+    cache costs at most that many encoded records of memory per model; once full, a record
+    read is kept only from its second read (`admits`), a write's at once. An encoding over
     `largest` bytes is not kept: the entry would hold that record's dict and its JSON
     beside its stored form, three copies of a large record, to spare an encoding that
     costs little next to sending it (storage/table.py keeps no dict of it either).
@@ -66,6 +67,8 @@ class EncodedRecords:
         self.capacity = capacity
         self.largest = largest
         self._entries: dict[str, OrderedDict[Any, tuple[Record, bytes]]] = {m.name: OrderedDict() for m in models}
+        self._seen: dict[str, set[Any]] = {m.name: set() for m in models}  # ids missed once while full
+        self.refused = 0  # encodings made and not kept (`admits`), ever
         # (model, projection) -> the same entries for that projection's JSON (`projected`)
         self._projected: dict[tuple[str, str], OrderedDict[Any, tuple[Record, bytes]]] = {}
         # the id()s of a page's record objects -> (those records, the page's joined JSON)
@@ -80,6 +83,7 @@ class EncodedRecords:
         entry = entries.get(key)
         if entry is not None and entry[0] is record:
             return entry[1]
+        written = data is not None  # a write's record: kept whether or not it was read
         if data is None:
             data = json_bytes(record)
         if len(data) > self.largest:
@@ -87,9 +91,27 @@ class EncodedRecords:
                 del entries[key]
             return data
         if entry is None and len(entries) >= self.capacity:
+            if not written and not self.admits(model, key):
+                self.refused += 1
+                return data
             entries.popitem(last=False)
         entries[key] = (record, data)
         return data
+
+    def admits(self, model: CompiledModel, key: Any) -> bool:
+        """Whether `model`'s full cache keeps the record of id `key` missed now: only on its
+        second miss among the last `capacity` missed while full (a set of ids per model,
+        emptied when it reaches that size), as storage/shown.py keeps its dicts. Reads
+        spread over a table many times the cache's size would otherwise evict a kept JSON,
+        freeing its cold objects, for each record they will not read again
+        (docs/decisions.md, "kept from a second read")."""
+        seen = self._seen[model.name]
+        if key in seen:
+            return True
+        if len(seen) >= self.capacity:
+            seen.clear()
+        seen.add(key)
+        return False
 
     def encode_page(self, model: CompiledModel, records: list[Record]) -> bytes:
         """The records' JSON joined with commas: `encode` for each, with the cache hit inline.
@@ -106,6 +128,7 @@ class EncodedRecords:
             return kept[1]
         entries = self._entries[model.name]
         found: list[Any] = list(map(entries.get, map(itemgetter(model.id_field), records)))
+        refused = self.refused
         parts: Iterable[bytes]
         if None not in found and all(map(is_, map(_first, found), records)):
             parts = map(_second, found)  # every record's JSON kept: looked up and tested in C
@@ -115,7 +138,8 @@ class EncodedRecords:
                 for record, entry in zip(records, found)
             ]
         page = b",".join(parts)
-        if self.pages and len(page) <= self.largest_page:
+        # a page is kept when its records' JSON was (one not admitted leaves it out)
+        if self.pages and len(page) <= self.largest_page and self.refused == refused:
             if len(self._pages) >= self.pages:
                 self._pages.popitem(last=False)
             self._pages[key] = (tuple(records), page)
