@@ -39,10 +39,12 @@ _first, _second = itemgetter(0), itemgetter(1)  # an entry's stored record, its 
 class ShownDicts:
     """id -> (stored record, its dict) of the last SHOWN handed out, and the last pages."""
 
-    __slots__ = ("_decode", "_pages", "_seen", "_shown", "refused")
+    __slots__ = ("_decode", "_pages", "_seen", "_shown", "capacity", "refused", "window")
 
-    def __init__(self, decode: Callable[[Values], dict]) -> None:
+    def __init__(self, decode: Callable[[Values], dict], capacity: int = 0, window: int = 0) -> None:
         self._decode = decode  # a record's values -> its dict (CompiledModel.decode)
+        self.capacity = capacity or SHOWN  # dicts kept at most
+        self.window = window or SEEN  # ids read once that `admits` remembers at most
         self._shown: OrderedDict[Any, tuple[Stored, dict]] = OrderedDict()
         # a page's ids -> (their stored records, their dicts) of the last SHOWN_PAGES pages
         self._pages: OrderedDict[tuple[Any, ...], tuple[list[Stored], list[dict]]] = OrderedDict()
@@ -73,18 +75,19 @@ class ShownDicts:
         return record
 
     def admits(self, id_: Any) -> bool:
-        """Whether a missed read of `id_` is kept: always while fewer than SHOWN dicts are
-        kept; once full (every new one evicts another), only a second read among the last
-        SEEN ids missed (a set of ids, emptied when it reaches SEEN). Reads spread over a
+        """Whether a missed read of `id_` is kept: always while fewer than `capacity`
+        (SHOWN) dicts are kept; once full (every new one evicts another), only a second read
+        among the last `window` (SEEN) ids missed (a set of ids, emptied when it reaches
+        `window`). Reads spread over a
         table many times the cache's size (pages and ids at random at 1,000,000 records)
         would otherwise evict a kept record, freeing its cold objects, for each record they
         will not read again; a record read twice is kept from its second read on."""
-        if len(self._shown) < SHOWN:
+        if len(self._shown) < self.capacity:
             return True
         seen = self._seen
         if id_ in seen:
             return True
-        if len(seen) >= SEEN:
+        if len(seen) >= self.window:
             seen.clear()
         seen.add(id_)
         return False
@@ -128,6 +131,6 @@ class ShownDicts:
             return
         if id_ in shown:
             shown.move_to_end(id_)
-        elif len(shown) >= SHOWN:
+        elif len(shown) >= self.capacity:
             shown.popitem(last=False)
         shown[id_] = (stored, record)

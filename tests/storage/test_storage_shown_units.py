@@ -7,7 +7,6 @@ pages of at most 100 ids are kept, the last 64 of them, after the single dicts w
 
 from __future__ import annotations
 
-from dbsvc.storage import shown as shown_module
 from dbsvc.storage.rows import pack
 from dbsvc.storage.shown import ShownDicts
 
@@ -87,14 +86,13 @@ def test_a_new_page_of_kept_dicts_and_misses_gives_each_kept_dict_and_decodes_th
     assert dicts.one(2, new_two) is mixed[0] and dicts.one(4, stored(4)) is not mixed[1]  # 4: another stored
 
 
-def test_a_full_cache_keeps_a_dict_from_its_second_read_and_a_page_only_when_its_dicts_are(monkeypatch):
+def test_a_full_cache_keeps_a_dict_from_its_second_read_and_a_page_only_when_its_dicts_are():
     """Reads over many more records than the dicts kept evict nothing for a record read
     once (session 14, wt-rand): below SHOWN every dict is kept at once; once full, a record
     is kept from its second read among the last SEEN ids read once, and a page only when
-    each of its dicts is kept."""
-    monkeypatch.setattr(shown_module, "SHOWN", 2)
-    monkeypatch.setattr(shown_module, "SEEN", 2)
-    dicts = ShownDicts(decoded)
+    each of its dicts is kept; the defaults are SHOWN and SEEN."""
+    assert (ShownDicts(decoded).capacity, ShownDicts(decoded).window) == (65536, 65536)
+    dicts = ShownDicts(decoded, capacity=2, window=2)
     one, two, three, four = stored(1), stored(2), stored(3), stored(4)
     kept_one = dicts.one(1, one)
     dicts.one(2, two)
@@ -109,10 +107,8 @@ def test_a_full_cache_keeps_a_dict_from_its_second_read_and_a_page_only_when_its
     assert list(dicts.ids) == [3, 4]  # 4's second read pushed out 2, the oldest
 
 
-def test_a_full_cache_forgets_the_ids_read_once_past_seen_of_them(monkeypatch):
-    monkeypatch.setattr(shown_module, "SHOWN", 1)
-    monkeypatch.setattr(shown_module, "SEEN", 2)
-    dicts = ShownDicts(decoded)
+def test_a_full_cache_forgets_the_ids_read_once_past_its_window_of_them():
+    dicts = ShownDicts(decoded, capacity=1, window=2)
     dicts.one(1, stored(1))
     three = stored(3)
     dicts.one(3, three)  # 3 read once
