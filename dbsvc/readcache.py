@@ -290,9 +290,11 @@ class ParsedQueries:
                 return entry
             entry = self.at_page(model, pairs)
             if entry is not None:
-                if len(cursors) >= self.capacity // 4:
-                    cursors.popitem(last=False)
-                cursors[key] = entry
+                kept = self.capacity // 4  # 0 under a capacity of 3 or less: none kept
+                if kept:
+                    if len(cursors) >= kept:
+                        cursors.popitem(last=False)
+                    cursors[key] = entry
                 return entry
         return self._kept(model, pairs)
 

@@ -254,3 +254,12 @@ def test_offset_pages_are_kept_apart_and_share_the_lists_link_maker():
     assert all(page.links is first.links for page in pages) and len(queries) == 1
     assert queries.listing(POST, request(f"{base}&offset=60")) is pages[-1]  # the last 8 // 4 kept
     assert queries.listing(POST, request(f"{base}&offset=20")) is not pages[0]
+
+
+def test_under_a_capacity_of_three_no_page_is_kept_apart_and_each_answers():
+    """capacity // 4 is 0: a page at a cursor or an offset is made each time, never kept
+    (before: an `offset` page there popped from an empty dict, KeyError)."""
+    queries = ParsedQueries(capacity=3)
+    for target in ("/api/blog-post?offset=20", f"/api/blog-post?cursor={encode_cursor('BlogPost', (), [], 9)}"):
+        first, again = (queries.listing(POST, request(target)) for _ in range(2))
+        assert again is not first and again.query == first.query == POST.parse_list_query(request(target).query)
