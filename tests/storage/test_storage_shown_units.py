@@ -117,3 +117,17 @@ def test_a_full_cache_forgets_the_ids_read_once_past_its_window_of_them():
     read_again = dicts.one(3, three)  # forgotten: read "once" again, not kept
     kept = dicts.one(3, three)
     assert read_again is not kept and dicts.one(3, three) is kept and list(dicts.ids) == [3]
+
+
+def test_a_full_cache_keeps_a_new_version_of_a_kept_record_at_once():
+    """A record whose older version is kept replaces it, evicting nothing: no second read
+    asked (one and page alike)."""
+    dicts = ShownDicts(decoded, capacity=2, window=2)
+    dicts.one(1, stored(1))
+    dicts.one(2, stored(2))
+    newer = stored(2, "new")
+    made = dicts.one(2, newer)
+    assert dicts.one(2, newer) is made and list(dicts.ids) == [1, 2] and dicts.refused == 0
+    newest = stored(1, "newest")
+    (paged,) = dicts.page([1], [newest])
+    assert dicts.one(1, newest) is paged and dicts.refused == 0
