@@ -99,3 +99,14 @@ def test_an_encoding_over_the_largest_is_not_kept_nor_its_record():
     grown = user(1, "y" * 300)  # a record that grew past it
     cache.encode(USER, grown)
     assert cache._entries["User"] == {} and json.loads(cache.encode(USER, grown)) == grown
+
+
+def test_a_second_page_with_a_record_not_kept_is_not_kept_either():
+    """The refusals are counted, not flagged: a page refused after another is left out too."""
+    cache = EncodedRecords(list(MODULE.MODELS), capacity=2)
+    a, b, c, d = (user(i, f"n{i}") for i in range(1, 5))
+    cache.encode(USER, a)
+    cache.encode(USER, b)
+    cache.encode_page(USER, [a, c])  # c refused
+    first = cache.encode_page(USER, [b, d])  # d refused: not kept
+    assert cache.encode_page(USER, [b, d]) is not first and cache.refused == 2
