@@ -10,7 +10,7 @@ CODE is the checkout to import (run two at once, each on its own copy of DATA, f
 before/after: this host's speed drifts); DATA a tenant seeded by `service_bench.py --matrix
 --records 1000000 --data DATA`, opened read-only; the app keeps no list answers
 (`list_cache_bytes=0`), the GC is set as a server sets it (service.py `settle_heap`). For
-each row: a warm pass over N targets made at random, then 3 rounds of N new ones; the best
+each row: a warm pass over N targets made at random, then ROUNDS (3) rounds of N new ones; the best
 round's CPU a request (`time.thread_time`) and the process's RSS after it are printed.
 RECORDS (default 1,000,000) is the tenant's count of posts; ONLY runs the rows whose label
 holds that text (or one of several, `|` between them); PROFILE=1 prints cProfile's 25 costliest functions of each row's last round.
@@ -39,6 +39,7 @@ from dbsvc.schema import load_schema  # noqa: E402
 from dbsvc.storage import Store  # noqa: E402
 
 RECORDS = int(os.environ.get("RECORDS", "1000000"))
+ROUNDS = int(os.environ.get("ROUNDS", "3"))
 rng = random.Random(7)
 CURSORS = 5000
 ROWS = [  # (label, N, a target made at random)
@@ -107,7 +108,7 @@ def main() -> None:
         rng.seed(7)
         warm = [request(make()) for _ in range(n)]
         rng.seed(11)
-        rounds = [[request(make()) for _ in range(n)] for _ in range(3)]
+        rounds = [[request(make()) for _ in range(n)] for _ in range(ROUNDS)]
         for r in warm:
             assert app(r).status == 200, r.target
         spent = []

@@ -26,11 +26,13 @@ from typing import Any
 from dbsvc.errors import BadQuery
 from dbsvc.http.types import Request
 from dbsvc.operators import NextLinks, link_prefix
-from dbsvc.runtime import CompiledModel, Query, Record, json_bytes
+from dbsvc.runtime import CompiledModel, Query, Record, json_bytes, parse_count
 
 _PAGE_PARAMS = ("offset", "cursor")  # the pairs a list's pages differ by (operators.py `link_prefix`)
 _NOT_CURSOR = tuple(f.name for f in fields(Query) if f.name != "cursor")
 _query_but_cursor = attrgetter(*_NOT_CURSOR)
+_NOT_OFFSET = tuple(f.name for f in fields(Query) if f.name != "offset")
+_query_but_offset = attrgetter(*_NOT_OFFSET)
 _set = object.__setattr__
 _first, _second = itemgetter(0), itemgetter(1)  # a kept entry's record, its JSON
 
@@ -45,6 +47,15 @@ def with_cursor(query: Query, cursor: tuple[tuple[Any, ...], Any]) -> Query:
     return made
 
 
+def with_offset(query: Query, offset: int) -> Query:
+    """`dataclasses.replace(query, offset=offset)`, made as `with_cursor` makes its own."""
+    made = Query.__new__(Query)
+    for name, value in zip(_NOT_OFFSET, _query_but_offset(query)):
+        _set(made, name, value)
+    _set(made, "offset", offset)
+    return made
+
+
 class EncodedRecords:
     """The JSON bytes of stored records, encoded once per record version.
 
@@ -52,7 +63,8 @@ class EncodedRecords:
     when it holds the very record object the store returned (`is`, not `==`). Encoding a page
     costs far more than joining cached bytes (float repr dominates; bench/README.md has the
     figures). Each model keeps at most `capacity` entries, the oldest evicted first, so the
-    cache costs at most that many encoded records of memory per model. An encoding over
+    cache costs at most that many encoded records of memory per model; once full, a record
+    read is kept only from its second read (`admits`), a write's at once. An encoding over
     `largest` bytes is not kept: the entry would hold that record's dict and its JSON
     beside its stored form, three copies of a large record, to spare an encoding that
     costs little next to sending it (storage/table.py keeps no dict of it either).
@@ -66,6 +78,8 @@ class EncodedRecords:
         self.capacity = capacity
         self.largest = largest
         self._entries: dict[str, OrderedDict[Any, tuple[Record, bytes]]] = {m.name: OrderedDict() for m in models}
+        self._seen: dict[str, set[Any]] = {m.name: set() for m in models}  # ids missed once while full
+        self.refused = 0  # encodings made and not kept (`admits`), ever
         # (model, projection) -> the same entries for that projection's JSON (`projected`)
         self._projected: dict[tuple[str, str], OrderedDict[Any, tuple[Record, bytes]]] = {}
         # the id()s of a page's record objects -> (those records, the page's joined JSON)
@@ -80,6 +94,7 @@ class EncodedRecords:
         entry = entries.get(key)
         if entry is not None and entry[0] is record:
             return entry[1]
+        written = data is not None  # a write's record: kept whether or not it was read
         if data is None:
             data = json_bytes(record)
         if len(data) > self.largest:
@@ -87,9 +102,27 @@ class EncodedRecords:
                 del entries[key]
             return data
         if entry is None and len(entries) >= self.capacity:
+            if not written and not self.admits(model, key):
+                self.refused += 1
+                return data
             entries.popitem(last=False)
         entries[key] = (record, data)
         return data
+
+    def admits(self, model: CompiledModel, key: Any) -> bool:
+        """Whether `model`'s full cache keeps the record of id `key` missed now: only on its
+        second miss among the last `capacity` missed while full (a set of ids per model,
+        emptied when it reaches that size), as storage/shown.py keeps its dicts. Reads
+        spread over a table many times the cache's size would otherwise evict a kept JSON,
+        freeing its cold objects, for each record they will not read again
+        (docs/decisions.md, "kept from a second read")."""
+        seen = self._seen[model.name]
+        if key in seen:
+            return True
+        if len(seen) >= self.capacity:
+            seen.clear()
+        seen.add(key)
+        return False
 
     def encode_page(self, model: CompiledModel, records: list[Record]) -> bytes:
         """The records' JSON joined with commas: `encode` for each, with the cache hit inline.
@@ -106,6 +139,7 @@ class EncodedRecords:
             return kept[1]
         entries = self._entries[model.name]
         found: list[Any] = list(map(entries.get, map(itemgetter(model.id_field), records)))
+        refused = self.refused
         parts: Iterable[bytes]
         if None not in found and all(map(is_, map(_first, found), records)):
             parts = map(_second, found)  # every record's JSON kept: looked up and tested in C
@@ -115,7 +149,8 @@ class EncodedRecords:
                 for record, entry in zip(records, found)
             ]
         page = b",".join(parts)
-        if self.pages and len(page) <= self.largest_page:
+        # a page is kept when its records' JSON was (one not admitted leaves it out)
+        if self.pages and len(page) <= self.largest_page and self.refused == refused:
             if len(self._pages) >= self.pages:
                 self._pages.popitem(last=False)
             self._pages[key] = (tuple(records), page)
@@ -168,7 +203,7 @@ class ParsedList:
         self._path = ""
 
     def at(self, query: Query) -> ParsedList:
-        """This list at another page (`query`: a cursor's, ParsedQueries `at_cursor`), with
+        """This list at another page (`query`: a cursor's or an offset's, ParsedQueries `at_page`), with
         the `Link` maker found so far: one maker for all the pages of a list."""
         page = ParsedList(query, self._makers)
         page._links, page._path = self._links, self._path
@@ -214,7 +249,7 @@ class ParsedQueries:
     the cursor leaves out (operators.py `link_prefix`) and the sort does not depend on. A
     client walking a list by its `Link`s asks a new target (a new cursor) on every page:
     the list is kept once without its cursor, each page decodes only its cursor
-    (`at_cursor`) and finds the list's maker. At most `capacity` makers, the oldest
+    (`at_page`; an `offset` page reads its offset alone) and finds the list's maker. At most `capacity` makers, the oldest
     dropped first.
     """
 
@@ -225,8 +260,8 @@ class ParsedQueries:
         self.longest = longest
         self._parsed: OrderedDict[tuple[str, tuple[tuple[str, str], ...]], ParsedList] = OrderedDict()
         self._plain: dict[str, ParsedList] = {}  # model -> its list with no pairs
-        # (model, pairs) -> the last capacity // 4 pages at a cursor (`at_cursor`), apart:
-        # a walk over many cursors never drops a list
+        # (model, pairs) -> the last capacity // 4 pages at a cursor or an offset (`at_page`),
+        # apart: a walk over many cursors or offsets never drops a list
         self._cursors: OrderedDict[tuple[str, tuple[tuple[str, str], ...]], ParsedList] = OrderedDict()
         # (model, path, pairs but offset and cursor) -> the Link maker of that list's pages
         self._makers: OrderedDict[tuple[str, str, tuple[tuple[str, str], ...]], NextLinks] = OrderedDict()
@@ -238,8 +273,9 @@ class ParsedQueries:
     def listing(self, model: CompiledModel, request: Request) -> ParsedList:
         """The list `request` asks of `model`: kept (`ParsedList`), or parsed now (raising
         BadQuery) and kept unless its target is over `longest` characters. A page at a
-        cursor is its list without the cursor, kept, at the cursor decoded now (`at_cursor`),
-        and kept apart among the last `capacity // 4` cursor pages (a polled one is found)."""
+        cursor or an offset is its list without it, kept, at the cursor decoded or the offset
+        read now (`at_page`), and kept apart among the last `capacity // 4` such pages (a
+        polled one is found)."""
         pairs = request.query
         if len(request.target) > self.longest:
             return ParsedList(model.parse_list_query(pairs))
@@ -252,48 +288,54 @@ class ParsedQueries:
             entry = cursors.get(key)
             if entry is not None:
                 return entry
-            entry = self.at_cursor(model, pairs)
+            entry = self.at_page(model, pairs)
             if entry is not None:
-                if len(cursors) >= self.capacity // 4:
-                    cursors.popitem(last=False)
-                cursors[key] = entry
+                kept = self.capacity // 4  # 0 under a capacity of 3 or less: none kept
+                if kept:
+                    if len(cursors) >= kept:
+                        cursors.popitem(last=False)
+                    cursors[key] = entry
                 return entry
         return self._kept(model, pairs)
 
-    def at_cursor(self, model: CompiledModel, pairs: list[tuple[str, str]]) -> ParsedList | None:
-        """A page at a cursor of a list kept (or kept now): the list's `Query` with the
-        cursor decoded alone (`CompiledModel.decode_cursor`), not kept; None for pairs
-        with no cursor, two, or an `offset`, which the generated parser takes whole.
+    def at_page(self, model: CompiledModel, pairs: list[tuple[str, str]]) -> ParsedList | None:
+        """A page at a cursor or at an offset of a list kept (or kept now): the list's
+        `Query` with the cursor decoded alone (`CompiledModel.decode_cursor`) or the offset
+        read alone (`runtime.parse_count`, as the parser reads it), not kept; None for pairs
+        with neither, or with two of them (two cursors, two offsets, or both), which the
+        generated parser takes whole.
 
-        A client walking lists by their `Link`s (or asking pages at many cursors) asks a
-        new target on every page: each kept as a list of its own, they evicted one another
-        and the parser ran on every page (bench/README.md, "Random cursor pages"). The
-        answer and every refusal are the parser's: the pairs without the cursor parse as
-        they do beside it (a single `cursor` pair never raises in the parser's loop, and
-        nothing it decodes is read by another pair), and a refusal of either part is
-        raised by the parser of the whole pairs, so a bad cursor beside another bad pair
-        is refused as before."""
-        decode = model.decode_cursor
-        if decode is None:
-            return None
-        text = None
+        A client walking lists by their `Link`s, or asking pages at many cursors or offsets,
+        asks a new target on every page: each kept as a list of its own, they evicted one
+        another and the parser ran on every page (bench/README.md, "Random cursor pages").
+        The answer and every refusal are the parser's: the pairs without the cursor or the
+        offset parse as they do beside it (a single `cursor` or `offset` pair is read by no
+        other pair, and a single `cursor` never raises in the parser's loop), and a refusal
+        of either part is raised by the parser of the whole pairs, so a bad cursor or offset
+        beside another bad pair is refused as before."""
+        name = text = None
         rest = []
         for pair in pairs:
-            name = pair[0]
-            if name == "cursor":
-                if text is not None:
+            if pair[0] in _PAGE_PARAMS:
+                if name is not None:
                     return None
-                text = pair[1]
-            elif name == "offset":
-                return None
+                name, text = pair
             else:
                 rest.append(pair)
         if text is None:
             return None
+        decode = model.decode_cursor
+        if name == "cursor" and decode is None:
+            return None
         try:
             listing = self._kept(model, rest)
             query = listing.query
-            return listing.at(with_cursor(query, decode(text, query.sort)))
+            if decode is not None and name == "cursor":
+                return listing.at(with_cursor(query, decode(text, query.sort)))
+            offset = parse_count(text)
+            if offset is None:
+                raise BadQuery(text)  # the parser's own message, below
+            return listing.at(with_offset(query, offset))
         except BadQuery:  # refused as the parser refuses the whole pairs
             return ParsedList(model.parse_list_query(pairs), self)
 

@@ -7,7 +7,10 @@ SHOWN handed out, so the application's encoded-JSON cache, which trusts a record
 at many times the cost of joining cached bytes (bench/README.md). A record whose stored form
 is over SHOWN_BYTES is not remembered: its dict would hold every value a second time beside
 the stored bytes (a 200 KB record, 200 KB more), where decoding it again costs little next to
-sending it (the application skips caching its encoding for the same reason).
+sending it (the application skips caching its encoding for the same reason). Once SHOWN are
+kept, a record is kept only from its second read among the last SEEN read once (`admits`):
+reads spread over a table many times SHOWN would otherwise evict a kept dict for each record
+they never read again (docs/decisions.md, "kept from their second read").
 
 A list page's ids are remembered too (the last SHOWN_PAGES pages of at most SHOWN_PAGE ids):
 when each of them is still the very stored record it was, the page's dicts come back from
@@ -29,19 +32,24 @@ from dbsvc.storage.rows import Stored, Values, unpack
 SHOWN = 65536  # dicts a table remembers handing out (the application caches as many encodings)
 SHOWN_BYTES = 4096  # a stored record longer than this is never remembered as a dict
 SHOWN_PAGES, SHOWN_PAGE = 64, 100  # pages `page` remembers, of at most this many ids
+SEEN = 65536  # ids read once lately, of which a full cache admits a second read (`admits`)
 _first, _second = itemgetter(0), itemgetter(1)  # an entry's stored record, its dict
 
 
 class ShownDicts:
     """id -> (stored record, its dict) of the last SHOWN handed out, and the last pages."""
 
-    __slots__ = ("_decode", "_pages", "_shown")
+    __slots__ = ("_decode", "_pages", "_seen", "_shown", "capacity", "refused", "window")
 
-    def __init__(self, decode: Callable[[Values], dict]) -> None:
+    def __init__(self, decode: Callable[[Values], dict], capacity: int = 0, window: int = 0) -> None:
         self._decode = decode  # a record's values -> its dict (CompiledModel.decode)
+        self.capacity = capacity or SHOWN  # dicts kept at most
+        self.window = window or SEEN  # ids read once that `admits` remembers at most
         self._shown: OrderedDict[Any, tuple[Stored, dict]] = OrderedDict()
         # a page's ids -> (their stored records, their dicts) of the last SHOWN_PAGES pages
         self._pages: OrderedDict[tuple[Any, ...], tuple[list[Stored], list[dict]]] = OrderedDict()
+        self._seen: set[Any] = set()  # ids missed once while the dicts were full (`admits`)
+        self.refused = 0  # dicts made and not kept (`admits`), ever
 
     @property
     def ids(self) -> KeysView[Any]:
@@ -54,9 +62,35 @@ class ShownDicts:
         entry = self._shown.get(id_)
         if entry is not None and entry[0] is stored:
             return entry[1]
+        return self._missed(id_, stored, entry)
+
+    def _missed(self, id_: Any, stored: Stored, entry: tuple[Stored, dict] | None) -> dict:
+        """A new dict of `stored`, kept if `entry` (a dict kept for an older version of
+        `id_`) or `admits` says so; `refused` counts the ones not kept."""
         record = self._decode(unpack(stored))
-        self.remember(id_, stored, record)
+        if entry is not None or self.admits(id_):
+            self.remember(id_, stored, record)
+        else:
+            self.refused += 1
         return record
+
+    def admits(self, id_: Any) -> bool:
+        """Whether a missed read of `id_` is kept: always while fewer than `capacity`
+        (SHOWN) dicts are kept; once full (every new one evicts another), only a second read
+        among the last `window` (SEEN) ids missed (a set of ids, emptied when it reaches
+        `window`). Reads spread over a
+        table many times the cache's size (pages and ids at random at 1,000,000 records)
+        would otherwise evict a kept record, freeing its cold objects, for each record they
+        will not read again; a record read twice is kept from its second read on."""
+        if len(self._shown) < self.capacity:
+            return True
+        seen = self._seen
+        if id_ in seen:
+            return True
+        if len(seen) >= self.window:
+            seen.clear()
+        seen.add(id_)
+        return False
 
     def page(self, ids: list[Any], page: list[Stored]) -> list[dict]:
         """`one` of each id of a list page and its stored record (`page`, in the same
@@ -68,14 +102,16 @@ class ShownDicts:
         if kept is not None and all(map(is_, page, kept[0])):
             return list(kept[1])
         found: list[Any] = list(map(self._shown.get, ids))
+        refused = self.refused
         if None not in found and all(map(is_, map(_first, found), page)):
             out = list(map(_second, found))
         else:  # a found entry is that stored record's dict even if a miss evicts it meanwhile
             out = [
-                entry[1] if entry is not None and entry[0] is stored else self.one(id_, stored)
+                entry[1] if entry is not None and entry[0] is stored else self._missed(id_, stored, entry)
                 for id_, stored, entry in zip(ids, page, found)
             ]
-        if len(ids) <= SHOWN_PAGE:
+        # a page is kept when its dicts were (a page with a dict not admitted is not)
+        if len(ids) <= SHOWN_PAGE and self.refused == refused:
             pages = self._pages
             if key not in pages and len(pages) >= SHOWN_PAGES:
                 pages.popitem(last=False)
@@ -95,6 +131,6 @@ class ShownDicts:
             return
         if id_ in shown:
             shown.move_to_end(id_)
-        elif len(shown) >= SHOWN:
+        elif len(shown) >= self.capacity:
             shown.popitem(last=False)
         shown[id_] = (stored, record)

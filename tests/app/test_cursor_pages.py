@@ -1,6 +1,6 @@
-"""Pages at many cursors of one list (readcache.py `ParsedQueries.at_cursor`; issue 36 item 2,
+"""Pages at many cursors or offsets of one list (readcache.py `ParsedQueries.at_page`; issue 36 item 2,
 bench/README.md "Random cursor pages"): the list is parsed and kept once without its cursor,
-each page decodes its cursor alone, and every answer and every refusal is the generated
+each page decodes its cursor (or reads its offset) alone, and every answer and every refusal is the generated
 parser's for the whole pairs, word for word, whatever else is wrong beside the cursor.
 
 Fixture-free, in process: the parser of schemas/blog.dbs is the oracle."""
@@ -17,7 +17,7 @@ from dbsvc.errors import BadQuery
 from dbsvc.http.message import split_target
 from dbsvc.http.types import Request
 from dbsvc.operators import encode_cursor, link_prefix, next_link
-from dbsvc.readcache import ParsedQueries, with_cursor
+from dbsvc.readcache import ParsedQueries, with_cursor, with_offset
 from dbsvc.runtime import MAX_FILTER_VALUES, Query
 from dbsvc.schema import load_schema
 from support.server import ROOT
@@ -200,3 +200,66 @@ def test_a_cursor_whose_text_holds_base64url_letters_decodes_to_its_keys():
             (title,),
             1,
         )
+
+
+def test_many_offsets_of_one_list_keep_one_list_and_each_query_is_the_parsers():
+    """Before (session 14, wt-rand): each offset was a list of its own, parsed whole."""
+    queries = ParsedQueries()
+    for offset in range(0, 2000, 20):
+        target = f"/api/blog-post?author_id=7&sort=-score&limit=20&offset={offset}"
+        query = queries.listing(POST, request(target)).query
+        assert query == POST.parse_list_query(request(target).query) and query.offset == offset
+    assert len(queries) == 1
+    plain = queries.listing(POST, request("/api/blog-post?offset=40")).query
+    assert plain == POST.parse_list_query([("offset", "40")]) and len(queries) == 1  # the list with no pairs
+
+
+def test_with_offset_is_replace_on_every_field():
+    every = Query(filters={"a": frozenset({1})}, sort=SCORE, limit=5, offset=1, cursor=((1.0,), 2), search=("ab",))
+    assert [getattr(with_offset(every, 9), f.name) for f in fields(Query)] == [
+        getattr(replace(every, offset=9), f.name) for f in fields(Query)
+    ]
+
+
+OFFSETS = {"20": "20", "0": "0", "negative": "-1", "word": "x", "empty": "", "digit ٣": "٣", "long": "1" * 4001}
+OFFSET_PARTS = {
+    **{name: side for name, side in PARTS.items() if not name.startswith("offset")},
+    "cursor": [("cursor", GOOD)],
+    "bad cursor": [("cursor", "%%%")],
+}
+
+
+@pytest.mark.parametrize("offset", OFFSETS, ids=list(OFFSETS))
+def test_every_pairing_of_an_offset_answers_and_refuses_as_the_whole_pairs_parse(offset):
+    """The offset first, last and twice, beside each part and each two parts (a cursor
+    among them): the query or the refusal's text is the parser's of the whole pairs."""
+    text = OFFSETS[offset]
+    sides = [[], [("sort", "-score")], *OFFSET_PARTS.values()]
+    sides += [a + b for a, b in itertools.combinations(OFFSET_PARTS.values(), 2)]
+    for side in sides:
+        for pairs in ([*side, ("offset", text)], [("offset", text), *side], [*side, ("offset", text)] * 2):
+            queries = ParsedQueries()
+            got = answer(lambda: queries.listing(POST, Request("GET", "/api/blog-post?", "/api/blog-post", pairs, [])))
+            want = answer(lambda: POST.parse_list_query(pairs))
+            assert (got.query if not isinstance(got, tuple) else got) == want, pairs
+
+
+def test_offset_pages_are_kept_apart_and_share_the_lists_link_maker():
+    queries = ParsedQueries(capacity=8)
+    base = "/api/blog-post?author_id=7&sort=-score&limit=20"
+    first = queries.listing(POST, request(base))
+    record = {"id": 5, "score": 1.0}
+    first.link_after(POST, request(base), record)
+    pages = [queries.listing(POST, request(f"{base}&offset={20 * n}")) for n in range(1, 4)]
+    assert all(page.links is first.links for page in pages) and len(queries) == 1
+    assert queries.listing(POST, request(f"{base}&offset=60")) is pages[-1]  # the last 8 // 4 kept
+    assert queries.listing(POST, request(f"{base}&offset=20")) is not pages[0]
+
+
+def test_under_a_capacity_of_three_no_page_is_kept_apart_and_each_answers():
+    """capacity // 4 is 0: a page at a cursor or an offset is made each time, never kept
+    (before: an `offset` page there popped from an empty dict, KeyError)."""
+    queries = ParsedQueries(capacity=3)
+    for target in ("/api/blog-post?offset=20", f"/api/blog-post?cursor={encode_cursor('BlogPost', (), [], 9)}"):
+        first, again = (queries.listing(POST, request(target)) for _ in range(2))
+        assert again is not first and again.query == first.query == POST.parse_list_query(request(target).query)

@@ -73,7 +73,9 @@ def test_the_oldest_goes_at_capacity_and_only_for_a_new_key():
     assert cache.encode(NOTE, one) is kept_one
     assert cache.encode(NOTE, two) is not kept_two  # replaced by `newer`'s entry
     three = note(3)
-    cache.encode(NOTE, three)  # a third key: the oldest (1) goes
+    cache.encode(NOTE, three)  # a third key read once: kept nowhere, nothing goes
+    assert cache.encode(NOTE, one) is kept_one
+    cache.encode(NOTE, three)  # read twice: kept, and the oldest (1) goes
     assert cache.encode(NOTE, one) is not kept_one
 
 

@@ -94,8 +94,9 @@ def test_shown_dicts_are_bounded(monkeypatch):
     table = Table(USER)
     rows = [table.insert(USER.row(user(i))) for i in range(1, 6)]
     dicts = [table.shown(i, stored) for i, stored in enumerate(rows, 1)]
-    assert len(table.shown_ids) == 3
-    assert table.shown(5, rows[-1]) is dicts[-1]  # still remembered
+    assert len(table.shown_ids) == 3 and table.shown(3, rows[2]) is dicts[2]  # kept while there was room
+    again = table.shown(5, rows[-1])  # full: 5 was read once, not kept; kept from its second read
+    assert again is not dicts[-1] and table.shown(5, rows[-1]) is again and 1 not in table.shown_ids
     assert table.shown(1, rows[0]) is not dicts[0] and table.shown(1, rows[0]) == dicts[0]
     table.delete(1, rows[0])
     assert 1 not in table.shown_ids and 1 not in table.records

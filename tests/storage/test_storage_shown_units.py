@@ -56,7 +56,8 @@ def test_pages_of_at_most_100_ids_are_kept_the_last_64():
     last = [stored(2000)]
     shown_last = dicts.page([2000], last)  # the 65th: the oldest page goes
     other = stored(0)
-    for i in range(100_000, 100_000 + 65536):  # every single dict above forgotten
+    for i in range(100_000, 100_000 + 65536):  # every single dict above forgotten (once
+        dicts.one(i, other)  # full, a record is kept from its second read)
         dicts.one(i, other)
     assert not {1, 201, 1001, 2000, 5000} & set(dicts.ids)
     assert same(dicts.page(*hundred), shown_100)  # 100 ids: kept
@@ -83,3 +84,50 @@ def test_a_new_page_of_kept_dicts_and_misses_gives_each_kept_dict_and_decodes_th
     assert mixed == [{"id": 2, "name": "new"}, {"id": 4, "name": "r4"}, {"id": 1, "name": "r1"}]
     assert mixed[2] is shown[1] and mixed[0] is not shown[2]
     assert dicts.one(2, new_two) is mixed[0] and dicts.one(4, stored(4)) is not mixed[1]  # 4: another stored
+
+
+def test_a_full_cache_keeps_a_dict_from_its_second_read_and_a_page_only_when_its_dicts_are():
+    """Reads over many more records than the dicts kept evict nothing for a record read
+    once (session 14, wt-rand): below SHOWN every dict is kept at once; once full, a record
+    is kept from its second read among the last SEEN ids read once, and a page only when
+    each of its dicts is kept; the defaults are SHOWN and SEEN."""
+    assert (ShownDicts(decoded).capacity, ShownDicts(decoded).window) == (65536, 65536)
+    dicts = ShownDicts(decoded, capacity=2, window=2)
+    one, two, three, four = stored(1), stored(2), stored(3), stored(4)
+    kept_one = dicts.one(1, one)
+    dicts.one(2, two)
+    once = dicts.one(3, three)
+    assert list(dicts.ids) == [1, 2] and dicts.refused == 1 and dicts.one(1, one) is kept_one
+    twice = dicts.one(3, three)
+    assert twice is not once and dicts.one(3, three) is twice and list(dicts.ids) == [2, 3]
+    first = dicts.page([4, 2], [four, two])  # 4 read once: neither it nor the page kept
+    second = dicts.page([4, 2], [four, two])
+    assert second == first and second[0] is not first[0] and second[1] is first[1]
+    assert same(dicts.page([4, 2], [four, two]), second)  # kept now, with 4's dict
+    assert list(dicts.ids) == [3, 4]  # 4's second read pushed out 2, the oldest
+
+
+def test_a_full_cache_forgets_the_ids_read_once_past_its_window_of_them():
+    dicts = ShownDicts(decoded, capacity=1, window=2)
+    dicts.one(1, stored(1))
+    three = stored(3)
+    dicts.one(3, three)  # 3 read once
+    dicts.one(5, stored(5))  # two ids read once: the next one forgets both
+    dicts.one(6, stored(6))
+    read_again = dicts.one(3, three)  # forgotten: read "once" again, not kept
+    kept = dicts.one(3, three)
+    assert read_again is not kept and dicts.one(3, three) is kept and list(dicts.ids) == [3]
+
+
+def test_a_full_cache_keeps_a_new_version_of_a_kept_record_at_once():
+    """A record whose older version is kept replaces it, evicting nothing: no second read
+    asked (one and page alike)."""
+    dicts = ShownDicts(decoded, capacity=2, window=2)
+    dicts.one(1, stored(1))
+    dicts.one(2, stored(2))
+    newer = stored(2, "new")
+    made = dicts.one(2, newer)
+    assert dicts.one(2, newer) is made and list(dicts.ids) == [1, 2] and dicts.refused == 0
+    newest = stored(1, "newest")
+    (paged,) = dicts.page([1], [newest])
+    assert dicts.one(1, newest) is paged and dicts.refused == 0

@@ -280,7 +280,9 @@ def test_shown_remembers_the_last_dicts_handed_out_and_forgets_the_oldest():
     stored = table.live[1]
     kept = [table.shown(i, stored) for i in range(SHOWN)]
     assert len(table.shown_ids) == SHOWN and table.shown(0, stored) is kept[0]  # a hit moves nothing
-    table.shown(SHOWN, stored)  # one more: the first handed out (0) goes
+    table.shown(SHOWN, stored)  # one more, read once: kept from its second read, and 0 goes
+    assert SHOWN not in table.shown_ids
+    table.shown(SHOWN, stored)
     assert len(table.shown_ids) == SHOWN and 0 not in table.shown_ids and SHOWN in table.shown_ids
     assert table.shown(1, stored) is kept[1] and table.shown(0, stored) is not kept[0]
 
