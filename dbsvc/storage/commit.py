@@ -215,25 +215,11 @@ class CommitQueue(LogHealth):
         done: asyncio.Future[None] = loop.create_future()
         data = frames[0] if len(frames) == 1 else b"".join(frames)
         end = self.writer.written + len(data)
-        failed = False
-        if self.sync:
-            self.writer.hold(data)  # one chunk: the frames go out together in the next write
-        else:
-            try:
-                self.writer.append(data)
-            except OSError as exc:
-                self._write_failed(exc)
-                failed = True
         # One entry, one future: one `_acknowledge` (or `_fail_pending`) settles the group.
         if len(frames) == 1:
-            self._pending.append(Pending(end, done, events[0], undos[0], frame=frames[0]))
+            self._log_held(data, Pending(end, done, events[0], undos[0], frame=frames[0]))
         else:
-            self._pending.append(Pending(end, done, list(events), list(undos), frames=list(frames)))
-        if not self.sync and not failed and len(self._pending) == 1 and self._switch is None:
-            self._acknowledge(1)
-            return done
-        assert self._wake is not None
-        self._wake.set()
+            self._log_held(data, Pending(end, done, list(events), list(undos), frames=list(frames)))
         return done
 
     def submit_run(self, frames: list[bytes], events: list[Any], undos: list[Any], dones: list[Done]) -> None:
@@ -243,17 +229,23 @@ class CommitQueue(LogHealth):
         rolled back; each write is told by its own `dones[i]`, in order ("Completions")."""
         self._ensure_task()
         data = b"".join(frames)
-        end = self.writer.written + len(data)
+        self._log_held(data, Pending(self.writer.written + len(data), None, events, undos, frames=frames, dones=dones))
+
+    def _log_held(self, data: bytes, pending: Pending) -> None:
+        """The one hand-over of a group's or a run's frames (`data`, already applied to
+        memory): held as one chunk for the committer's next write under "full", written now
+        under "off"; then `pending` queued, and acknowledged at once when nothing is ahead
+        of it under "off", else the committer woken."""
         failed = False
         if self.sync:
-            self.writer.hold(data)
+            self.writer.hold(data)  # one chunk: the frames go out together in the next write
         else:
             try:
                 self.writer.append(data)
             except OSError as exc:
                 self._write_failed(exc)
                 failed = True
-        self._pending.append(Pending(end, None, events, undos, frames=frames, dones=dones))
+        self._pending.append(pending)
         if not self.sync and not failed and len(self._pending) == 1 and self._switch is None:
             self._acknowledge(1)
             return
