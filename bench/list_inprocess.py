@@ -56,6 +56,7 @@ def shapes(app: Application, records: int) -> list[tuple[str, str]]:
         ("range, another sort", "/api/blog-post?score__gte=50&sort=title&limit=20"),
         ("range + filter", "/api/blog-post?score__gte=50&author_id=7&limit=20"),
         ("prefix, id order", "/api/blog-post?title__prefix=ab&limit=20"),
+        ("prefix, sorted by it", "/api/blog-post?title__prefix=ab&sort=title&limit=20"),
         ("prefix, another sort", "/api/blog-post?title__prefix=ab&sort=-score&limit=20"),
         ("search (two words)", f"/api/blog-post?search={two}&limit=20"),
         ("search, sorted", f"/api/blog-post?search={two}&sort=-score&limit=20"),
