@@ -47,6 +47,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable, Mapping, Sequence
+from functools import partial
 from typing import Any
 
 from dbsvc.errors import Unavailable
@@ -182,28 +183,21 @@ class WritePath:
         called)."""
         outcomes: list[tuple[dict[str, Any], int] | Exception] = []
         opened = self._run is None
-        run = self.begin_run() if opened else self._run
-        assert run is not None
-        frames, events, undos, told = run
-        compactor = self.compactor
-        assert compactor is not None
+        if opened:
+            self.begin_run()
         try:
             for record, done in zip(records, dones):
                 try:
-                    self.writable()
+                    commit = self.writable()
                     record, values, stored, event, frame = self._insert_frame(table, record)
                 except Exception as exc:  # the refusal `insert_then` raises: nothing changed
                     outcomes.append(exc)
                     continue
                 offset = event.offset
-                undos.append((table, table.max_id, offset))
-                if compactor.cut is not None:
-                    compactor.cut[table.name].note_write(event.id)
-                table.insert(values, stored, record, offset)
-                self.next_offset = offset + 1
-                frames.append(frame)
-                events.append(event)
-                told.append(done)
+                # held in the open run by `submit` (rule 7), applied to memory at once
+                self.submit(
+                    commit, table, offset, frame, event, partial(table.insert, values, stored, record, offset), done
+                )
                 outcomes.append((record, offset))
         finally:  # what was applied to memory is handed over, whatever stopped the loop
             if opened:
