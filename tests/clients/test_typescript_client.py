@@ -416,11 +416,33 @@ def test_node_a_feed_whose_token_expires_asks_for_a_new_one_and_misses_nothing(t
     script = blog_scripts["token_expiry.ts"]
     idp = TestIdp(tmp_path / "idp")
     server = start_server(SCHEMAS / "blog.dbs", idp.data_dir(), idp.server_env(SERVICE_JWT_LEEWAY="0"))
+    node = subprocess.Popen(
+        [NODE, "--experimental-websocket", "--no-warnings", str(script), str(server.port)],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     try:
-        # the first token lives 3 s (the subscription's first read and socket use it): 4401
-        short = idp.token(exp=int(time.time()) + 3)
-        report = run_node(script, str(server.port), json.dumps([short, short, idp.token(), idp.token()]))
+        assert node.stdin is not None and node.stdout is not None
+        deadline, asked = time.monotonic() + 120, 0
+        while select.select([node.stdout], [], [], max(0.0, deadline - time.monotonic()))[0]:
+            line = node.stdout.readline()
+            if line != "TOKEN\n":
+                break
+            # minted when asked, not before Node starts (a 3 s token minted up front had
+            # expired before the first create at load 15): the first two, the subscription's
+            # first read and socket, live 3 s, so the server closes that socket with 4401
+            node.stdin.write((idp.token(exp=int(time.time()) + 3) if asked < 2 else idp.token()) + "\n")
+            node.stdin.flush()
+            asked += 1
+        else:
+            pytest.fail("token_expiry.js did not finish within 120 s")
+        assert node.wait(timeout=30) == 0, node.stderr.read() if node.stderr else ""
+        report = json.loads(line)
     finally:
+        if node.poll() is None:
+            node.kill()
         server.stop()
     assert report["reached"] is True and report["error"] == "null"
     assert report["connects"] >= 2
