@@ -10,7 +10,7 @@ import struct
 
 from dbsvc.http.output import Outbox
 from dbsvc.http.types import HttpSettings, Request, Upgrade
-from dbsvc.http.ws.server import CONTROL_BURST, EVENT_BUDGET, FEED_SIZE, WebSocketConnection
+from dbsvc.http.ws.server import CONTROL_BURST, EVENT_BUDGET, FEED_SIZE, TURN_BYTES, WebSocketConnection
 from support.wskit import raw_websocket
 
 
@@ -123,6 +123,29 @@ def test_one_read_of_empty_text_frames_is_acted_on_a_budget_per_turn():
         await asyncio.sleep(0)
         assert transport.reading
         assert session.closed is None
+
+    asyncio.run(body())
+
+
+def test_one_read_of_large_frames_is_fed_a_byte_budget_per_turn():
+    # Rule 10's other bound: 100 text frames of 2 KiB in one read are far fewer events than
+    # EVENT_BUDGET, so only TURN_BYTES stops a turn (the empty frames above never reach it).
+    async def body():
+        loop = asyncio.get_running_loop()
+        ws, transport, session = open_socket(loop)
+        payload, mask = b"x" * 2048, os.urandom(4)
+        frame = bytes((0x81, 0x80 | 126)) + struct.pack(">H", len(payload)) + mask
+        frame += bytes(b ^ mask[i % 4] for i, b in enumerate(payload))
+        ws.data_received(frame * 100)  # 205 KB: past TURN_BYTES three times
+        assert 0 < session.messages <= (TURN_BYTES + FEED_SIZE) // len(payload)
+        assert not transport.reading
+        turns = 0
+        while session.messages < 100 and turns < 1_000:
+            await asyncio.sleep(0)
+            turns += 1
+        assert session.messages == 100 and turns >= 3
+        await asyncio.sleep(0)
+        assert transport.reading and session.closed is None
 
     asyncio.run(body())
 
