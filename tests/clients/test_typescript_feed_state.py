@@ -23,7 +23,19 @@ TS_DIR = Path(__file__).resolve().parent / "ts"
 TSC = TS_DIR / "node_modules" / ".bin" / "tsc"
 NODE = shutil.which("node")
 SCRIPTS = ["feed_state.ts", "feed_runner.ts"]
-FLAGS = ["--strict", "--target", "es2022", "--module", "es2022", "--moduleResolution", "bundler", "--lib", "es2022,dom"]
+# --skipLibCheck: why, in test_typescript_client.py's TSC_FLAGS.
+FLAGS = [
+    "--skipLibCheck",
+    "--strict",
+    "--target",
+    "es2022",
+    "--module",
+    "es2022",
+    "--moduleResolution",
+    "bundler",
+    "--lib",
+    "es2022,dom",
+]
 
 needs_tsc = pytest.mark.skipif(
     not TSC.exists() or NODE is None, reason="npm typescript not installed (cd tests/clients/ts && npm ci)"

@@ -10,7 +10,7 @@ import struct
 
 from dbsvc.http.output import Outbox
 from dbsvc.http.types import HttpSettings, Request, Upgrade
-from dbsvc.http.ws.server import CONTROL_BURST, EVENT_BUDGET, WebSocketConnection
+from dbsvc.http.ws.server import CONTROL_BURST, EVENT_BUDGET, FEED_SIZE, TURN_BYTES, WebSocketConnection
 from support.wskit import raw_websocket
 
 
@@ -105,19 +105,47 @@ def test_one_read_of_empty_text_frames_is_acted_on_a_budget_per_turn():
     async def body():
         loop = asyncio.get_running_loop()
         ws, transport, session = open_socket(loop)
-        flood = masked(0x1) * 43_000  # 258 KB: one read's worth
-        ws.data_received(flood)
+        # 8,000 six-byte frames in one read: 31 budgets, and three of FEED_SIZE's pieces, so
+        # the same turns and feeds as a whole 256 KiB read's 43,000 at a fifth of the CPU.
+        # 43,000 (0.9 s of CPU) outlasted bench/mutation_pytest.py's 10 s bound unmutated,
+        # behind the trampolines at load 25 (docs/mutation.md, session 14, wt-mpo4).
+        frames = 8_000
+        assert frames * 6 > 2 * FEED_SIZE and frames > 30 * EVENT_BUDGET
+        ws.data_received(masked(0x1) * frames)
         assert session.messages <= EVENT_BUDGET  # the rest waits for later turns
         assert not transport.reading  # and reading is paused meanwhile
         turns = 0
-        while session.messages < 43_000 and turns < 10_000:
+        while session.messages < frames and turns < 10_000:
             await asyncio.sleep(0)
             turns += 1
-        assert session.messages == 43_000  # nothing lost
-        assert turns >= 43_000 // EVENT_BUDGET
+        assert session.messages == frames  # nothing lost
+        assert turns >= frames // EVENT_BUDGET
         await asyncio.sleep(0)
         assert transport.reading
         assert session.closed is None
+
+    asyncio.run(body())
+
+
+def test_one_read_of_large_frames_is_fed_a_byte_budget_per_turn():
+    # Rule 10's other bound: 100 text frames of 2 KiB in one read are far fewer events than
+    # EVENT_BUDGET, so only TURN_BYTES stops a turn (the empty frames above never reach it).
+    async def body():
+        loop = asyncio.get_running_loop()
+        ws, transport, session = open_socket(loop)
+        payload, mask = b"x" * 2048, os.urandom(4)
+        frame = bytes((0x81, 0x80 | 126)) + struct.pack(">H", len(payload)) + mask
+        frame += bytes(b ^ mask[i % 4] for i, b in enumerate(payload))
+        ws.data_received(frame * 100)  # 205 KB: past TURN_BYTES three times
+        assert 0 < session.messages <= (TURN_BYTES + FEED_SIZE) // len(payload)
+        assert not transport.reading
+        turns = 0
+        while session.messages < 100 and turns < 1_000:
+            await asyncio.sleep(0)
+            turns += 1
+        assert session.messages == 100 and turns >= 3
+        await asyncio.sleep(0)
+        assert transport.reading and session.closed is None
 
     asyncio.run(body())
 

@@ -1,12 +1,23 @@
 // A feed whose token expires on an open socket (tests/clients/test_typescript_client.py):
-// argv: PORT, then a JSON list of tokens, the first one about to expire. The token function
-// hands them out in turn; the server closes the first socket with 4401 and the feed must
-// reconnect with the next token and miss nothing. Prints one JSON line.
+// argv: PORT. The token function asks the test for each token (a `TOKEN` line out, the token
+// back on stdin), which mints the first two to expire 3 s after it is asked: a busy host's
+// Node start can no longer outlive them. The server closes the first socket with 4401 and
+// the feed must reconnect with the next token and miss nothing. Prints one JSON line.
+import { createInterface } from "node:readline";
 import { Client } from "./blog.js";
 
-const [port, tokens] = [Number(process.argv[2]), JSON.parse(process.argv[3]) as string[]];
-let asked = 0;
-const client = new Client(`http://127.0.0.1:${port}`, { token: () => tokens[Math.min(asked++, tokens.length - 1)] });
+const port = Number(process.argv[2]);
+const answers = createInterface({ input: process.stdin })[Symbol.asyncIterator]();
+let asking: Promise<unknown> = Promise.resolve();
+function ask(): Promise<string> {
+  const token = asking.then(async () => {
+    console.log("TOKEN");
+    return (await answers.next()).value as string;
+  });
+  asking = token;
+  return token;
+}
+const client = new Client(`http://127.0.0.1:${port}`, { token: ask });
 const ids: unknown[] = [];
 const subscription = client.user.subscribe({}, (event) => ids.push(event.id));
 await subscription.started;
@@ -17,3 +28,4 @@ const second = await client.user.create({ email: "t2@example.com", name: "T2" })
 const reached = await subscription.waitForOffset(await client.user.head(), 20000);
 subscription.close();
 console.log(JSON.stringify({ reached, connects: subscription.connects, ids, expected: [first, second], error: String(subscription.error) }));
+process.exit(0); // stdin, still open, would keep the loop alive
