@@ -275,3 +275,42 @@ def test_writes_during_the_snapshot_thread_do_not_leak_into_the_image(tenant):
     assert live[8] is None and live[9]["name"] == "back again" and live[7]["name"] == "after the cut"
     check_indexes(s)
     s.close()
+
+
+def test_a_batch_after_the_cut_leaves_the_image_as_at_the_cut(tenant):
+    """A `POST /batch` after the cut notes what its replace and deletes change, and its
+    inserts need no note (writes.py rule 4): the snapshot is the state at the cut."""
+    layer = _HeldSnapshot()
+    s = open_store(tenant, compact_bytes=1 << 40)
+
+    async def go():
+        for i in range(1, 301):
+            await s.insert("User", user(i))
+        at_cut = {i: s.get("User", i)[0] for i in range(1, 301)}
+        head = s.head_offset
+        task = s.compact_now()
+        await asyncio.to_thread(layer.reached.wait, 60)
+        batch = s.begin_batch()
+        batch.replace("User", 7, user(7, name="after the cut"))
+        batch.delete("User", 8)
+        batch.delete("User", 9)
+        batch.insert("User", user(9, name="back again"))
+        batch.insert("User", user(5000))
+        await batch.commit()
+        layer.release.set()
+        await task
+        return at_cut, head, {i: s.get("User", i)[0] for i in (*range(1, 301), 5000)}
+
+    with files.use(layer):
+        at_cut, head, live = run(go())
+    assert s.compactions == 1
+    s.close()
+    image = decode_snapshot("snapshot", open(os.path.join(tenant, "snapshot"), "rb").read())
+    assert image.head_offset == head
+    users = next(m for m in image.models if m.name == "User")
+    assert {row[users.fields.index("id")]: dict(zip(users.fields, row)) for row in users.rows} == at_cut
+    s = open_store(tenant)
+    assert {i: s.get("User", i)[0] for i in (*range(1, 301), 5000)} == live
+    assert live[8] is None and live[9]["name"] == "back again" and live[5000] is not None
+    check_indexes(s)
+    s.close()
