@@ -252,12 +252,14 @@ def side_by_side(
         if errors:
             raise errors[0]
         pairs.append((results["base"], results["subject"]))
-    ratios = sorted(m["rps"] / b["rps"] if b["rps"] else 0.0 for b, m in pairs)
+    in_order = [m["rps"] / b["rps"] if b["rps"] else 0.0 for b, m in pairs]
+    ratios = sorted(in_order)
     middle = len(ratios) // 2
     median = ratios[middle] if len(ratios) % 2 else (ratios[middle - 1] + ratios[middle]) / 2
     return {
         "ratio": median,
-        "ratios": ratios,
+        "ratios": ratios,  # sorted: the spread
+        "in_order": in_order,  # the rounds as they ran (a dip in one round: what ran then?)
         "base": _combined([b for b, _m in pairs], duration),
         "subject": _combined([m for _b, m in pairs], duration),
     }

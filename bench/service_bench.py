@@ -218,7 +218,7 @@ def report(
 ) -> None:
     mine, base = figure["subject"], figure["base"]
     goal = f" (target >= {target:.2f})" if target else ""
-    spread = ", ".join(f"{r:.2f}" for r in figure["ratios"])
+    spread = ", ".join(f"{r:.2f}" for r in figure["in_order"])  # in time order, not sorted
     print(f"{name}")
     print(
         f"  alone:        {alone['rps']:7.0f} req/s  {_latency(alone)}  "
@@ -417,6 +417,9 @@ def main(argv: list[str]) -> int:
             commits = group_commit(server_log)
             if commits:
                 print(f"group commit ({name}): {commits} (target >= 8)")
+            for line in server_log:  # a compaction in a round costs that round (bench/README.md, wt-wr2)
+                if "compacted online" in line:
+                    print(f"compaction ({name}): {line.strip()}")
         print(f"load average: {Path('/proc/loadavg').read_text().split()[0]} on {os.cpu_count()} cores")
     return 0
 

@@ -76,7 +76,7 @@ def compare(
         )
     print(
         f"{figure_name:6s} c{connections:<3d} after/before req/s {figure['ratio']:.2f} "
-        f"(rounds {', '.join(f'{r:.2f}' for r in figure['ratios'])})"
+        f"(rounds in time order {', '.join(f'{r:.2f}' for r in figure['in_order'])})"
     )
 
 

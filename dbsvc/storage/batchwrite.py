@@ -129,8 +129,8 @@ class BatchWrite:
         payload = write_payload(event, table.id_field, writes.max_payload - BATCH_MARK_MAX)
         max_id = table.max_id
         compactor = writes.compactor
-        if compactor is not None and compactor.cut is not None:
-            compactor.cut[table.name].note_write(id_)
+        if compactor is not None and compactor.cut is not None and kind is not EventKind.INSERT:
+            compactor.cut[table.name].note_write(id_)  # an insert notes nothing (writes.py rule 4)
         apply()
         table.stamp(offset)  # the record's version, its ETag (versions.py), as writes.py stamps one
         writes.next_offset = offset + 1

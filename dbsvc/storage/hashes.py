@@ -160,7 +160,8 @@ class HashIndex:
         return set(ids)
 
     def add(self, key: Any, id_: Any) -> None:
-        self.cover(id_)
+        if self.span >= 0 and not 0 <= id_ < self.span:  # `cover`, without its call (a write's hot path)
+            self._widen(id_)
         bucket = self.buckets.get(key)
         if bucket is None:
             self.buckets[key] = [id_]

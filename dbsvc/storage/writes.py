@@ -18,7 +18,10 @@ Rules (store.py rules 1-2 hold here):
 3. Every CHECKPOINT_EVERY-th offset gets a checkpoint (offset, byte position) in the current
    epoch (epoch.py), which a compaction replaces whole; `epoch_of` is read at each write.
 4. Past the compactor's size rule a write asks it to run (compactor.py), and while one runs
-   each write notes its id in the compaction's cut.
+   each replace and delete notes its id in the compaction's cut (online.py `note_write`:
+   the record it replaces, as of the cut). An insert notes nothing: the snapshot thread
+   reads only the ids live at the cut, and an insert's id was not live when it was
+   applied (a live id is refused; one deleted since the cut was noted by its delete).
 5. A record is encoded once per write: rows.py `pack_parts` gives its stored form and the
    JSON text of each value, and the log payload is the model's template filled with those
    texts (events.py `payload_templates`; an update's previous record's texts reuse the
@@ -316,7 +319,7 @@ class WritePath:
         assert compactor is not None
         run = self._run
         if run is not None and done is not None:  # held for the run's one hand-over (rule 7)
-            if compactor.cut is not None:
+            if compactor.cut is not None and event.kind is not EventKind.INSERT:  # rule 4
                 compactor.cut[table.name].note_write(event.id)
             apply()
             self.next_offset = offset + 1
@@ -327,7 +330,7 @@ class WritePath:
             return None
 
         def applied() -> tuple[Table, int, int]:
-            if compactor.cut is not None:
+            if compactor.cut is not None and event.kind is not EventKind.INSERT:  # rule 4
                 compactor.cut[table.name].note_write(event.id)
             apply()  # an insert's or replace's stamps its record's version (versions.py)
             self.next_offset = offset + 1

@@ -290,3 +290,17 @@ def test_a_filtered_page_in_id_order_at_a_cursor_matches_the_brute_force(tmp_pat
         asyncio.run(run())
     finally:
         store.close()
+
+
+def test_a_write_to_one_key_after_a_question_about_another_keeps_both_answers():
+    """`holding` counts the ids it asked of a key's list bucket (`_asked`); an add or a
+    remove on another key, or on that key, changes nothing of what the next question says."""
+    index = HashIndex()
+    for id_ in range(1, 201):
+        index.add("even" if id_ % 2 == 0 else "odd", id_)
+    assert index.holding(["even"], [1, 2, 3, 4]) == [2, 4]  # asked: a bisect an id
+    index.add("odd", 201)  # another key than the one asked about
+    index.add("even", 202)
+    index.remove("odd", 3)
+    assert index.holding(["even"], [2, 3, 202]) == [2, 202]
+    assert index.holding(["odd"], [1, 3, 201]) == [1, 201]

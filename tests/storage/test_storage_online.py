@@ -275,3 +275,83 @@ def test_writes_during_the_snapshot_thread_do_not_leak_into_the_image(tenant):
     assert live[8] is None and live[9]["name"] == "back again" and live[7]["name"] == "after the cut"
     check_indexes(s)
     s.close()
+
+
+def test_a_batch_after_the_cut_leaves_the_image_as_at_the_cut(tenant):
+    """A `POST /batch` after the cut notes what its replace and deletes change, and its
+    inserts need no note (writes.py rule 4): the snapshot is the state at the cut."""
+    layer = _HeldSnapshot()
+    s = open_store(tenant, compact_bytes=1 << 40)
+
+    async def go():
+        for i in range(1, 301):
+            await s.insert("User", user(i))
+        at_cut = {i: s.get("User", i)[0] for i in range(1, 301)}
+        head = s.head_offset
+        task = s.compact_now()
+        await asyncio.to_thread(layer.reached.wait, 60)
+        batch = s.begin_batch()
+        batch.replace("User", 7, user(7, name="after the cut"))
+        batch.delete("User", 8)
+        batch.delete("User", 9)
+        batch.insert("User", user(9, name="back again"))
+        batch.insert("User", user(5000))
+        await batch.commit()
+        layer.release.set()
+        await task
+        return at_cut, head, {i: s.get("User", i)[0] for i in (*range(1, 301), 5000)}
+
+    with files.use(layer):
+        at_cut, head, live = run(go())
+    assert s.compactions == 1
+    s.close()
+    image = decode_snapshot("snapshot", open(os.path.join(tenant, "snapshot"), "rb").read())
+    assert image.head_offset == head
+    users = next(m for m in image.models if m.name == "User")
+    assert {row[users.fields.index("id")]: dict(zip(users.fields, row)) for row in users.rows} == at_cut
+    s = open_store(tenant)
+    assert {i: s.get("User", i)[0] for i in (*range(1, 301), 5000)} == live
+    assert live[8] is None and live[9]["name"] == "back again" and live[5000] is not None
+    check_indexes(s)
+    s.close()
+
+
+def test_a_run_of_writes_after_the_cut_leaves_the_image_as_at_the_cut(tenant):
+    """A run's writes (a turn's pass: held in the run, applied at once, writes.py rule 7)
+    after the cut note what their replace and deletes change, as a write alone does."""
+    layer = _HeldSnapshot()
+    s = open_store(tenant, compact_bytes=1 << 40)
+
+    async def go():
+        for i in range(1, 301):
+            await s.insert("User", user(i))
+        at_cut = {i: s.get("User", i)[0] for i in range(1, 301)}
+        task = s.compact_now()
+        await asyncio.to_thread(layer.reached.wait, 60)
+        loop = asyncio.get_running_loop()
+        heard = [loop.create_future() for _ in range(5)]
+        tell = [lambda error, f=f: f.set_result(error) for f in heard]
+        s.begin_run()
+        s.replace_then("User", 7, user(7, name="after the cut"), tell[0])
+        s.delete_then("User", 8, tell[1])
+        s.delete_then("User", 9, tell[2])
+        s.insert_then("User", user(9, name="back again"), tell[3])
+        s.insert_then("User", user(5000), tell[4])
+        s.end_run()
+        assert await asyncio.gather(*heard) == [None] * 5
+        layer.release.set()
+        await task
+        return at_cut, {i: s.get("User", i)[0] for i in (*range(1, 301), 5000)}
+
+    with files.use(layer):
+        at_cut, live = run(go())
+    assert s.compactions == 1
+    s.close()
+    image = decode_snapshot("snapshot", open(os.path.join(tenant, "snapshot"), "rb").read())
+    users = next(m for m in image.models if m.name == "User")
+    assert {row[users.fields.index("id")]: dict(zip(users.fields, row)) for row in users.rows} == at_cut
+    s = open_store(tenant)
+    assert {i: s.get("User", i)[0] for i in (*range(1, 301), 5000)} == live
+    assert live[7]["name"] == "after the cut" and live[8] is None and live[9]["name"] == "back again"
+    check_indexes(s)
+    s.close()

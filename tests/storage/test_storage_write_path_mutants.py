@@ -191,3 +191,23 @@ def test_a_write_not_applied_under_sync_off_leaves_no_checkpoint(tenant, monkeyp
         assert live == reopened.epoch_state.checkpoints and [o for o, _ in live] == [4]
     finally:
         reopened.close()
+
+
+def test_a_record_inserted_alone_has_its_version_at_once_and_after_a_reopen(tenant):
+    """`Store.insert` (`apply_insert` -> `insert_then`) stamps the record's version, its
+    ETag, with the offset of its row, as a run's insert does (writes.py rule 6)."""
+    s = open_store(tenant)
+
+    async def go() -> list[tuple[int, int]]:
+        seen = []
+        for i in (1, 2):
+            await s.insert("User", user(i))
+            seen.append((s.version("User", i), s.applied_offset))
+        return seen
+
+    seen = run(go())
+    assert seen == [(1, 1), (2, 2)]
+    s.close()
+    s = open_store(tenant)
+    assert (s.version("User", 1), s.version("User", 2)) == (1, 2)
+    s.close()
