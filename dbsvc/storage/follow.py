@@ -115,7 +115,7 @@ _SCAN: Callable[[str, int], tuple[Any, int]] = json.JSONDecoder(  # type: ignore
     parse_constant=_no_constant
 ).scan_once
 _ID, _OFFSET, _NAME = attrgetter("id"), attrgetter("offset"), attrgetter("name")
-INSERT, UPDATE, DELETE = 0, 1, 2  # what `_Group.apply` does with a row
+UPDATE, DELETE = 1, 2  # what `_Group.apply` does with a row (an insert goes by `add_insert`)
 _KINDS = {kind.value: kind for kind in EventKind}
 RECENT_ROWS = 1 << 16  # rows kept in `applied_rows` (rule 6): a primary's writes during its compaction
 
@@ -253,7 +253,10 @@ class _Group:
 
     def flush(self) -> None:
         """Put the run into its table: `insert` of each row in turn, the indexes updated
-        together (tableruns.py `insert_run`), each row stamped with its offset."""
+        together (tableruns.py `insert_run`), each row stamped with its offset. A
+        compaction's cut needs no note of an insert (online.py `TableCut.note_write`): its
+        image reads only the ids live at the cut, and an insert's id was not one of them,
+        or a delete after the cut noted it first."""
         table, values = self.run_table, self.run_values
         if table is None:
             return
@@ -261,11 +264,6 @@ class _Group:
         self.run_table, self.run_values, self.run_ids, self.run_parts = None, [], set(), []
         count = len(values)
         events = self.events[len(self.events) - count :]
-        compactor = self.writes.compactor
-        if compactor is not None and compactor.cut is not None:
-            cut = compactor.cut[table.name]
-            for event in events:
-                cut.note_write(event.id)
         if count == 1:
             table.insert(values[0])
         else:
@@ -276,8 +274,9 @@ class _Group:
     def apply(
         self, table: Table, frame: bytes, event: ChangeEvent, kind: int, current: bytes | None, values: Any
     ) -> None:
-        """Apply one checked row to memory at the next offset, as a local write's commit
-        would (writes.py: the compaction's cut, the version stamp, the next offset)."""
+        """Apply one checked update or delete to memory at the next offset, as a local
+        write's commit would (writes.py: the compaction's cut, the version stamp, the next
+        offset)."""
         self.flush()
         writes = self.writes
         offset = event.offset
@@ -285,13 +284,10 @@ class _Group:
         compactor = writes.compactor
         if compactor is not None and compactor.cut is not None:
             compactor.cut[table.name].note_write(event.id)
-        if kind == INSERT:
-            table.insert(values)
-        elif kind == UPDATE:
-            assert current is not None
+        assert current is not None
+        if kind == UPDATE:
             table.replace(current, values)
         else:
-            assert current is not None
             table.delete(event.id, current)
         table.stamp(offset)
         writes.next_offset = offset + 1
