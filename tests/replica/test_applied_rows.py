@@ -58,3 +58,12 @@ def test_a_group_applied_is_noted_a_row_each_with_its_position_in_the_log(tmp_pa
     finally:
         primary.close()
         follower.close()
+
+
+def test_applied_rows_keep_exactly_the_last_recent_rows_at_a_groups_edge():
+    rows = AppliedRows()
+    rows.add([(USERS, 0, 1)], [0, 1])
+    rows.add([(USERS, top, 2 + top) for top in range(RECENT_ROWS - 1)], list(range(RECENT_ROWS)))
+    assert [row[0] for row in rows][:2] == [1, 2]  # RECENT_ROWS rows in all: the first group stays
+    rows.add([(USERS, 0, 1 + RECENT_ROWS)], [0, 1])
+    assert [row[0] for row in rows][0] == 2  # the groups after it hold RECENT_ROWS: it goes
