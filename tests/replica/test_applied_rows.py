@@ -67,3 +67,13 @@ def test_applied_rows_keep_exactly_the_last_recent_rows_at_a_groups_edge():
     assert [row[0] for row in rows][:2] == [1, 2]  # RECENT_ROWS rows in all: the first group stays
     rows.add([(USERS, 0, 1 + RECENT_ROWS)], [0, 1])
     assert [row[0] for row in rows][0] == 2  # the groups after it hold RECENT_ROWS: it goes
+
+
+def test_applied_rows_cleared_count_their_rows_afresh():
+    rows = AppliedRows()
+    rows.add([(USERS, 0, 9)], [0, 1])
+    rows.clear()  # a compaction's switch (store.py `install_epoch`)
+    assert list(rows) == []
+    rows.add([(USERS, 0, 1)], [0, 1])
+    rows.add([(USERS, top, 2 + top) for top in range(RECENT_ROWS - 1)], list(range(RECENT_ROWS)))
+    assert [row[0] for row in rows][:2] == [1, 2]
