@@ -77,3 +77,29 @@ def test_applied_rows_cleared_count_their_rows_afresh():
     rows.add([(USERS, 0, 1)], [0, 1])
     rows.add([(USERS, top, 2 + top) for top in range(RECENT_ROWS - 1)], list(range(RECENT_ROWS)))
     assert [row[0] for row in rows][:2] == [1, 2]
+
+
+def test_a_followers_groups_keep_the_primarys_checkpoints_and_reads_from_the_middle(tmp_path):
+    """Groups of 300 frames put offsets 1024 and 2048 mid-group: the follower's checkpoints
+    (recovery.CHECKPOINT_EVERY: an offset and its byte position, where a replay read seeks)
+    are the primary's, and so are its frames from any offset."""
+    primary = open_store(create_tenant(str(tmp_path / "p"), "t"), replication=True)
+    follower = open_store(create_tenant(str(tmp_path / "f"), "t"), replication=True)
+    frames: list[bytes] = []
+    primary.subscribe(lambda _event, frame: frames.append(frame))
+
+    async def main() -> None:
+        for i in range(1, 2101):
+            await primary.insert("User", user(i))
+        for at in range(0, len(frames), 300):
+            await follower.apply_replicated_frames(frames[at : at + 300])
+
+    try:
+        asyncio.run(main())
+        assert follower.epoch_state.checkpoints == primary.epoch_state.checkpoints
+        assert [offset for offset, _position in follower.epoch_state.checkpoints] == [1024, 2048]
+        for after in (0, 1000, 1023, 1024, 1030, 2047, 2050):
+            assert list(follower.frames_after(after)) == list(primary.frames_after(after)), after
+    finally:
+        primary.close()
+        follower.close()
