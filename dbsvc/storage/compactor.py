@@ -40,7 +40,7 @@ import logging
 import time
 from bisect import insort
 from collections import Counter, deque
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -127,7 +127,7 @@ class Compactor:
         assert self.task is not None
         return self.task
 
-    def compact_at(self, epoch: str, head: int, recent: Sequence[Applied]) -> asyncio.Task[None]:
+    def compact_at(self, epoch: str, head: int, recent: Iterable[Applied]) -> asyncio.Task[None]:
         """A follower's compaction at its primary's cut (invariant 4): the new epoch is
         `epoch`, its snapshot the state at offset `head`, which may lie behind the applied
         offset when `recent` (the rows applied last, oldest first) holds every row after

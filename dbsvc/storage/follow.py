@@ -114,10 +114,39 @@ def _no_constant(name: str) -> Any:
 _SCAN: Callable[[str, int], tuple[Any, int]] = json.JSONDecoder(  # type: ignore[attr-defined]
     parse_constant=_no_constant
 ).scan_once
-_ID, _OFFSET, _NAME = attrgetter("id"), attrgetter("offset"), attrgetter("name")
-INSERT, UPDATE, DELETE = 0, 1, 2  # what `_Group.apply` does with a row
+_ID, _OFFSET = attrgetter("id"), attrgetter("offset")
+UPDATE, DELETE = 1, 2  # what `_Group.apply` does with a row (an insert goes by `add_insert`)
 _KINDS = {kind.value: kind for kind in EventKind}
 RECENT_ROWS = 1 << 16  # rows kept in `applied_rows` (rule 6): a primary's writes during its compaction
+
+
+class AppliedRows:
+    """Rule 6's notes, kept a group at a time: the group's undos (each row's table, the max
+    id before it, its offset: `Undo`) and its frames' starts in the log, as the group left
+    them, the rows made only when a cut reads them (`__iter__`: each `Applied`, oldest
+    first). At least the last RECENT_ROWS rows are kept; a group goes once the groups after
+    it hold as many."""
+
+    def __init__(self) -> None:
+        self._groups: deque[tuple[list[Undo], list[int]]] = deque()
+        self._rows = 0
+
+    def add(self, undos: list[Undo], starts: list[int]) -> None:
+        """One group's rows: `undos[i]` and `starts[i]` are the i-th's (neither is changed after)."""
+        groups = self._groups
+        groups.append((undos, starts))
+        self._rows += len(undos)
+        while self._rows - len(groups[0][0]) >= RECENT_ROWS:
+            self._rows -= len(groups.popleft()[0])
+
+    def clear(self) -> None:
+        self._groups.clear()
+        self._rows = 0
+
+    def __iter__(self) -> Iterator[Applied]:
+        for undos, starts in self._groups:
+            for (table, top, offset), start in zip(undos, starts):
+                yield offset, table.name, top, start
 
 
 class Replicated(Protocol):
@@ -142,7 +171,7 @@ class Replicated(Protocol):
     def writes(self) -> WriteHost: ...
 
     @property
-    def applied_rows(self) -> deque[Applied]: ...
+    def applied_rows(self) -> AppliedRows: ...
 
     def check_writable(self) -> None: ...
 
@@ -192,7 +221,7 @@ def apply_replicated_frames(store: Replicated, frames: Sequence[bytes]) -> async
 class _Group:
     """The frames of one `apply_replicated_frames` call, applied to memory, not yet committed."""
 
-    def __init__(self, writes: WriteHost, recent: deque[Applied]) -> None:
+    def __init__(self, writes: WriteHost, recent: AppliedRows) -> None:
         self.writes = writes
         self.recent = recent
         self.commit = writes.writable()
@@ -253,7 +282,10 @@ class _Group:
 
     def flush(self) -> None:
         """Put the run into its table: `insert` of each row in turn, the indexes updated
-        together (tableruns.py `insert_run`), each row stamped with its offset."""
+        together (tableruns.py `insert_run`), each row stamped with its offset. A
+        compaction's cut needs no note of an insert (online.py `TableCut.note_write`): its
+        image reads only the ids live at the cut, and an insert's id was not one of them,
+        or a delete after the cut noted it first."""
         table, values = self.run_table, self.run_values
         if table is None:
             return
@@ -261,11 +293,6 @@ class _Group:
         self.run_table, self.run_values, self.run_ids, self.run_parts = None, [], set(), []
         count = len(values)
         events = self.events[len(self.events) - count :]
-        compactor = self.writes.compactor
-        if compactor is not None and compactor.cut is not None:
-            cut = compactor.cut[table.name]
-            for event in events:
-                cut.note_write(event.id)
         if count == 1:
             table.insert(values[0])
         else:
@@ -276,8 +303,9 @@ class _Group:
     def apply(
         self, table: Table, frame: bytes, event: ChangeEvent, kind: int, current: bytes | None, values: Any
     ) -> None:
-        """Apply one checked row to memory at the next offset, as a local write's commit
-        would (writes.py: the compaction's cut, the version stamp, the next offset)."""
+        """Apply one checked update or delete to memory at the next offset, as a local
+        write's commit would (writes.py: the compaction's cut, the version stamp, the next
+        offset)."""
         self.flush()
         writes = self.writes
         offset = event.offset
@@ -285,13 +313,10 @@ class _Group:
         compactor = writes.compactor
         if compactor is not None and compactor.cut is not None:
             compactor.cut[table.name].note_write(event.id)
-        if kind == INSERT:
-            table.insert(values)
-        elif kind == UPDATE:
-            assert current is not None
+        assert current is not None
+        if kind == UPDATE:
             table.replace(current, values)
         else:
-            assert current is not None
             table.delete(event.id, current)
         table.stamp(offset)
         writes.next_offset = offset + 1
@@ -321,8 +346,7 @@ class _Group:
         writes.epoch_of().checkpoints.extend(
             (first + at, starts[at]) for at in range(-first % every, len(self.frames), every)
         )
-        tables, tops, offsets = zip(*self.undos)
-        self.recent.extend(zip(offsets, map(_NAME, tables), tops, starts))  # rule 6
+        self.recent.add(self.undos, starts)  # rule 6
         future = commit.submit_group(self.frames, self.events, self.undos)
         compactor = writes.compactor
         if compactor is not None and commit.writer.written > compactor.compact_bytes and compactor.task is None:

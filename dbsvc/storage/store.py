@@ -104,7 +104,7 @@ from dbsvc.storage import files, follow, history, instants, recovery, retain
 from dbsvc.storage.changes import Callback, ChangeStream, GroupCallback
 from dbsvc.storage.commit import CommitQueue
 from dbsvc.storage.compact import SNAPSHOT_NAME
-from dbsvc.storage.compactor import Applied, Compactor
+from dbsvc.storage.compactor import Compactor
 from dbsvc.storage.epoch import Epoch
 from dbsvc.storage.events import HEAD_RESERVE, ChangeEvent
 from dbsvc.storage.files import FaultPlan
@@ -151,7 +151,7 @@ class Store(TableWrites):
         self.recovered_tail = loaded.damage
         self.held_frames: list[tuple[bytes, ChangeEvent]] = []  # a follower's unfinished batch (follow.py rule 4)
         # A follower's last rows applied (follow.py rule 6), for a compaction at its primary's cut.
-        self.applied_rows: deque[Applied] = deque(maxlen=follow.RECENT_ROWS)
+        self.applied_rows = follow.AppliedRows()
         self.compacted_on_open = loaded.compacted
         self._changes = ChangeStream(
             self, loaded.recent, options.ring_capacity, loaded.head_offset, replication=options.replication

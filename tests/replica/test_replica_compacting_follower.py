@@ -1,0 +1,87 @@
+"""A follower's own online compaction while it applies a primary's frames (storage/follow.py
+`_Group.apply` and `flush`, online.py `TableCut.note_write`): its snapshot is its state at
+the cut whatever the frames applied during the snapshot thread do (an update, a delete, a
+delete then an insert of the same id, a run of new inserts), and a reopen is its live state.
+
+Two real stores in one process, and a file layer holding the follower's snapshot thread at
+its first write into snapshot.new (before any row of the image is read)."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import threading
+
+from dbsvc.storage import files
+from dbsvc.storage.snapshot import decode_snapshot
+from dbsvc.storage.tenants import create_tenant
+from support.storage import open_store, user
+
+
+class _HeldSnapshot(files.FileOps):
+    """The snapshot thread waits at its first write into snapshot.new until released."""
+
+    def __init__(self) -> None:
+        self.snapshot_fds: set[int] = set()
+        self.reached = threading.Event()
+        self.release = threading.Event()
+
+    def open(self, path, flags, mode=0o777, *, dir_fd=None):  # type: ignore[override]
+        fd = os.open(path, flags, mode, dir_fd=dir_fd)
+        if path.endswith("snapshot.new"):
+            self.snapshot_fds.add(fd)
+        return fd
+
+    def write(self, fd, data):  # type: ignore[override]
+        if fd in self.snapshot_fds and not self.release.is_set():
+            self.reached.set()
+            assert self.release.wait(60), "the test never released the snapshot thread"
+        return os.write(fd, data)
+
+
+def test_frames_applied_during_a_followers_snapshot_leave_its_image_at_the_cut(tmp_path):
+    primary = open_store(create_tenant(str(tmp_path / "p"), "t"), replication=True)
+    follower = open_store(create_tenant(str(tmp_path / "f"), "t"), replication=True, compact_bytes=1 << 40)
+    frames: list[bytes] = []
+    primary.subscribe(lambda _event, frame: frames.append(frame))
+    layer = _HeldSnapshot()
+
+    async def main() -> tuple[dict, int, dict]:
+        for i in range(1, 41):
+            await primary.insert("User", user(i))
+        await follower.apply_replicated_frames(frames)
+        at_cut = {i: follower.get("User", i)[0] for i in range(1, 41)}
+        head = follower.head_offset
+        task = follower.compact_now()
+        await asyncio.to_thread(layer.reached.wait, 60)
+        sent = len(frames)
+        await primary.replace("User", 7, user(7, name="after the cut"))
+        await primary.delete("User", 8)
+        await primary.delete("User", 9)
+        await primary.insert("User", user(9, name="back again"))
+        for i in range(100, 110):
+            await primary.insert("User", user(i))
+        await follower.apply_replicated_frames(frames[sent : sent + 4])  # one frame at a time
+        await follower.apply_replicated_frames(frames[sent + 4 :])  # a run of inserts
+        layer.release.set()
+        await task
+        return at_cut, head, {i: follower.get("User", i)[0] for i in (*range(1, 41), *range(100, 110))}
+
+    try:
+        with files.use(layer):
+            at_cut, head, live = asyncio.run(main())
+        assert follower.compactions == 1
+    finally:
+        layer.release.set()
+        primary.close()
+        follower.close()
+    image = decode_snapshot("snapshot", open(os.path.join(tmp_path, "f", "t", "snapshot"), "rb").read())
+    assert image.head_offset == head
+    users = next(m for m in image.models if m.name == "User")
+    assert {row[users.fields.index("id")]: dict(zip(users.fields, row)) for row in users.rows} == at_cut
+    again = open_store(str(tmp_path / "f" / "t"), replication=True)
+    try:
+        assert {i: again.get("User", i)[0] for i in (*range(1, 41), *range(100, 110))} == live
+        assert live[8] is None and live[9]["name"] == "back again" and live[7]["name"] == "after the cut"
+    finally:
+        again.close()
