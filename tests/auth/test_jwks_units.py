@@ -257,6 +257,7 @@ def scripted(*pieces: tuple[float, bytes]) -> Iterator[tuple[str, list[bytes]]]:
     piece after its pause. Yields (url, [the head])."""
     listener = socket.create_server(("127.0.0.1", 0))
     seen: list[bytes] = []
+    done = threading.Event()  # set when the test is over: the pauses left are cut short
 
     def serve() -> None:
         conn, _ = listener.accept()
@@ -267,7 +268,8 @@ def scripted(*pieces: tuple[float, bytes]) -> Iterator[tuple[str, list[bytes]]]:
             seen.append(head)
             try:
                 for pause, data in pieces:
-                    time.sleep(pause)
+                    if done.wait(pause):
+                        return
                     conn.sendall(data)
             except OSError:
                 pass
@@ -277,6 +279,7 @@ def scripted(*pieces: tuple[float, bytes]) -> Iterator[tuple[str, list[bytes]]]:
     try:
         yield f"http://127.0.0.1:{listener.getsockname()[1]}/jwks.json", seen
     finally:
+        done.set()
         thread.join(10)
         listener.close()
 
