@@ -23,6 +23,7 @@ from dataclasses import fields
 from operator import attrgetter, is_, itemgetter
 from typing import Any
 
+from dbsvc.admission import SecondAsk
 from dbsvc.errors import BadQuery
 from dbsvc.http.types import Request
 from dbsvc.operators import NextLinks, link_prefix
@@ -78,7 +79,7 @@ class EncodedRecords:
         self.capacity = capacity
         self.largest = largest
         self._entries: dict[str, OrderedDict[Any, tuple[Record, bytes]]] = {m.name: OrderedDict() for m in models}
-        self._seen: dict[str, set[Any]] = {m.name: set() for m in models}  # ids missed once while full
+        self._seen = {m.name: SecondAsk(capacity) for m in models}  # ids missed once while full
         self.refused = 0  # encodings made and not kept (`admits`), ever
         # (model, projection) -> the same entries for that projection's JSON (`projected`)
         self._projected: dict[tuple[str, str], OrderedDict[Any, tuple[Record, bytes]]] = {}
@@ -116,13 +117,7 @@ class EncodedRecords:
         spread over a table many times the cache's size would otherwise evict a kept JSON,
         freeing its cold objects, for each record they will not read again
         (docs/decisions.md, "kept from a second read")."""
-        seen = self._seen[model.name]
-        if key in seen:
-            return True
-        if len(seen) >= self.capacity:
-            seen.clear()
-        seen.add(key)
-        return False
+        return self._seen[model.name].admits(key)
 
     def encode_page(self, model: CompiledModel, records: list[Record]) -> bytes:
         """The records' JSON joined with commas: `encode` for each, with the cache hit inline.

@@ -17,7 +17,7 @@ when each of them is still the very stored record it was, the page's dicts come 
 one identity test of the stored records at C speed, where a probe per id was most of the
 cost of a page.
 
-Plain data: no I/O; imports rows.py only.
+Plain data: no I/O; imports rows.py and dbsvc/admission.py only.
 """
 
 from __future__ import annotations
@@ -27,6 +27,7 @@ from collections.abc import Callable, KeysView
 from operator import is_, itemgetter
 from typing import Any
 
+from dbsvc.admission import SecondAsk
 from dbsvc.storage.rows import Stored, Values, unpack
 
 SHOWN = 65536  # dicts a table remembers handing out (the application caches as many encodings)
@@ -48,7 +49,7 @@ class ShownDicts:
         self._shown: OrderedDict[Any, tuple[Stored, dict]] = OrderedDict()
         # a page's ids -> (their stored records, their dicts) of the last SHOWN_PAGES pages
         self._pages: OrderedDict[tuple[Any, ...], tuple[list[Stored], list[dict]]] = OrderedDict()
-        self._seen: set[Any] = set()  # ids missed once while the dicts were full (`admits`)
+        self._seen = SecondAsk(self.window)  # ids missed once while the dicts were full (`admits`)
         self.refused = 0  # dicts made and not kept (`admits`), ever
 
     @property
@@ -82,15 +83,7 @@ class ShownDicts:
         table many times the cache's size (pages and ids at random at 1,000,000 records)
         would otherwise evict a kept record, freeing its cold objects, for each record they
         will not read again; a record read twice is kept from its second read on."""
-        if len(self._shown) < self.capacity:
-            return True
-        seen = self._seen
-        if id_ in seen:
-            return True
-        if len(seen) >= self.window:
-            seen.clear()
-        seen.add(id_)
-        return False
+        return len(self._shown) < self.capacity or self._seen.admits(id_)
 
     def page(self, ids: list[Any], page: list[Stored]) -> list[dict]:
         """`one` of each id of a list page and its stored record (`page`, in the same
