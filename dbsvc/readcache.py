@@ -189,19 +189,21 @@ class ParsedList:
     keeps one maker for all the pages of a list (`ParsedQueries.maker`); without it, a
     maker of its own."""
 
-    __slots__ = ("_links", "_makers", "_path", "query")
+    __slots__ = ("_links", "_makers", "_path", "base", "query")
 
     def __init__(self, query: Query, makers: ParsedQueries | None = None) -> None:
         self.query = query
         self._makers = makers
         self._links: NextLinks | None = None
         self._path = ""
+        self.base: ParsedList | None = None  # the list this is a page of (`at`), or None
 
     def at(self, query: Query) -> ParsedList:
-        """This list at another page (`query`: a cursor's or an offset's, ParsedQueries `at_page`), with
-        the `Link` maker found so far: one maker for all the pages of a list."""
+        """This list at another page (`query`: a cursor's or an offset's, ParsedQueries
+        `at_page`), with the `Link` maker found so far: one maker for all the pages of a
+        list, and the first page's maker found is handed back to the list (`link_after`)."""
         page = ParsedList(query, self._makers)
-        page._links, page._path = self._links, self._path
+        page._links, page._path, page.base = self._links, self._path, self
         return page
 
     @property
@@ -222,6 +224,9 @@ class ParsedList:
                 links = makers.maker(model, self.query, request)
             self._links = links
             self._path = request.path
+            base = self.base
+            if base is not None:  # the list's later pages start with this maker
+                base._links, base._path = links, request.path
         return links.after(record)
 
 
