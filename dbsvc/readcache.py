@@ -469,7 +469,7 @@ class PresentPages:
     `longest` characters. A stale entry is dropped when it is found.
     """
 
-    __slots__ = ("_entries", "budget", "capacity", "kept_bytes", "largest", "longest")
+    __slots__ = ("_asked", "_entries", "budget", "capacity", "kept_bytes", "largest", "longest")
 
     def __init__(self, capacity: int = 512, largest: int = 65536, budget: int = 8 << 20, longest: int = 512) -> None:
         self.capacity = capacity
@@ -478,6 +478,7 @@ class PresentPages:
         self.longest = longest
         self.kept_bytes = 0  # bodies and links held: at most `budget`
         self._entries: OrderedDict[tuple[str, tuple[tuple[str, str], ...]], tuple[Any, ...]] = OrderedDict()
+        self._asked = SecondAsk(capacity)  # pages at a cursor or an offset asked once (`admits_page`)
 
     def __len__(self) -> int:
         return len(self._entries)
@@ -502,6 +503,16 @@ class PresentPages:
                 return body, watermark, link
         self._drop(key)
         return None
+
+    def admits_page(self, request: Request) -> bool:
+        """Whether the answer of a page at a cursor or an offset (`ParsedList.base`) is
+        worth keeping: only when this target was asked once already among the last
+        `capacity` such pages not kept (admission.py). A client asking pages at many
+        cursors or offsets asks most of them once, and keeping each cost its insertion and
+        an older answer's eviction for no hit; one target asked again and again (a polled
+        page) is kept from its second ask. Lists without a cursor or an offset are kept at
+        once, as before."""
+        return self._asked.admits((request.path, tuple(request.query)))
 
     def keep(
         self, store: Any, request: Request, names: tuple[str, ...], body: bytes, watermark: int, link: str | None
