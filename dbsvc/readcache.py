@@ -86,6 +86,7 @@ class EncodedRecords:
         # the id()s of a page's record objects -> (those records, the page's joined JSON)
         self.pages, self.largest_page = pages, 65536
         self._pages: OrderedDict[tuple[int, ...], tuple[tuple[Record, ...], bytes]] = OrderedDict()
+        self._asked_pages = SecondAsk(pages)  # pages joined once and not kept (`encode_page`)
 
     def encode(self, model: CompiledModel, record: Record, data: bytes | None = None) -> bytes:
         """`record`'s JSON, kept; `data`: that JSON when the caller has it (a write's record,
@@ -127,7 +128,9 @@ class EncodedRecords:
         was most of a page's encoding): the entry holds the records, so no other object can
         have one of those ids while it is kept, and equal ids mean the same objects, hence
         the same versions. At most `pages` pages are kept, the oldest dropped first, none
-        over `largest_page` bytes; `pages=0` keeps none."""
+        over `largest_page` bytes; `pages=0` keeps none. A page is kept from its second
+        join among the last `pages` not kept (admission.py): pages at many targets are
+        joined once each, and keeping each cost a tuple of its records and an eviction."""
         key = tuple(map(id, records))
         kept = self._pages.get(key)
         if kept is not None:
@@ -145,7 +148,7 @@ class EncodedRecords:
             ]
         page = b",".join(parts)
         # a page is kept when its records' JSON was (one not admitted leaves it out)
-        if self.pages and len(page) <= self.largest_page and self.refused == refused:
+        if self.pages and len(page) <= self.largest_page and self.refused == refused and self._asked_pages.admits(key):
             if len(self._pages) >= self.pages:
                 self._pages.popitem(last=False)
             self._pages[key] = (tuple(records), page)
@@ -253,7 +256,7 @@ class ParsedQueries:
     dropped first.
     """
 
-    __slots__ = ("_cursors", "_makers", "_parsed", "_plain", "capacity", "longest")
+    __slots__ = ("_asked", "_cursors", "_makers", "_parsed", "_plain", "capacity", "longest")
 
     def __init__(self, capacity: int = 1024, longest: int = 512) -> None:
         self.capacity = capacity
@@ -263,6 +266,7 @@ class ParsedQueries:
         # (model, pairs) -> the last capacity // 4 pages at a cursor or an offset (`at_page`),
         # apart: a walk over many cursors or offsets never drops a list
         self._cursors: OrderedDict[tuple[str, tuple[tuple[str, str], ...]], ParsedList] = OrderedDict()
+        self._asked = SecondAsk(capacity // 4)  # such pages asked once and not kept apart
         # (model, path, pairs but offset and cursor) -> the Link maker of that list's pages
         self._makers: OrderedDict[tuple[str, str, tuple[tuple[str, str], ...]], NextLinks] = OrderedDict()
 
@@ -274,8 +278,8 @@ class ParsedQueries:
         """The list `request` asks of `model`: kept (`ParsedList`), or parsed now (raising
         BadQuery) and kept unless its target is over `longest` characters. A page at a
         cursor or an offset is its list without it, kept, at the cursor decoded or the offset
-        read now (`at_page`), and kept apart among the last `capacity // 4` such pages (a
-        polled one is found)."""
+        read now (`at_page`), and kept apart among the last `capacity // 4` such pages from
+        its second ask (a polled one is found; one asked once costs no eviction)."""
         pairs = request.query
         if len(request.target) > self.longest:
             return ParsedList(model.parse_list_query(pairs))
@@ -291,7 +295,7 @@ class ParsedQueries:
             entry = self.at_page(model, pairs)
             if entry is not None:
                 kept = self.capacity // 4  # 0 under a capacity of 3 or less: none kept
-                if kept:
+                if kept and self._asked.admits(key):  # from its second ask (admission.py)
                     if len(cursors) >= kept:
                         cursors.popitem(last=False)
                     cursors[key] = entry
