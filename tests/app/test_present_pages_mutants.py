@@ -326,3 +326,16 @@ def test_a_page_is_kept_from_its_second_join_among_the_last_pages_not_kept():
         cache.encode_page(USER, records[4 + 2 * n : 6 + 2 * n])
     once_again = cache.encode_page(USER, later)  # joined "once" again: not kept
     assert cache.encode_page(USER, later) is not once_again
+
+
+def test_a_page_target_is_admitted_from_its_second_ask_within_capacity_targets():
+    """`PresentPages.admits_page` (session 15, wt-many): a target's path and pairs, asked a
+    second time among the last `capacity` asked once, are kept; the app asks it only for
+    pages at a cursor or an offset (tests/app/test_list_present_pages.py)."""
+    pages = PresentPages(capacity=2)
+    first, other, third = req("/api/m?offset=20"), req("/api/m?offset=40"), req("/api/m?offset=60")
+    assert [pages.admits_page(first), pages.admits_page(first)] == [False, True]
+    assert pages.admits_page(req("/api/n?offset=20")) is False  # another path: another target
+    assert pages.admits_page(other) is False  # the window (2) was full: emptied, then `other`
+    assert pages.admits_page(first) is False and pages.admits_page(third) is False
+    assert pages.admits_page(third) is True and len(pages) == 0  # keeping is the caller's
