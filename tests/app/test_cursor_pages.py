@@ -274,3 +274,19 @@ def test_a_page_at_a_cursor_or_an_offset_is_kept_apart_from_its_second_ask():
         once, second, third = (queries.listing(POST, request(target)) for _ in range(3))
         assert once is not second and third is second
         assert once.query == second.query == POST.parse_list_query(request(target).query)
+
+
+def test_pages_apart_are_admitted_within_a_window_of_a_quarter_of_capacity():
+    """The pages kept apart take a target from its second ask among the last
+    `capacity // 4` asked once (admission.py): 8 // 4 = 2 and 10 // 4 = 2."""
+    a, b, c = (request(f"/api/blog-post?offset={n}") for n in (20, 40, 60))
+    queries = ParsedQueries(capacity=8)
+    queries.listing(POST, a)
+    queries.listing(POST, b)
+    kept = queries.listing(POST, a)  # a's second ask within the window of 2: kept
+    assert queries.listing(POST, a) is kept
+    queries = ParsedQueries(capacity=10)
+    for target in (a, b, c):  # c's ask empties the window of 2: a is forgotten
+        queries.listing(POST, target)
+    fourth, fifth = queries.listing(POST, a), queries.listing(POST, a)
+    assert fifth is not fourth and queries.listing(POST, a) is fifth

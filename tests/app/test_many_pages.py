@@ -144,3 +144,12 @@ def test_a_page_hands_its_link_maker_to_its_list_so_the_next_page_starts_with_it
     )
     plain = request("/api/note?sort=score&limit=2")
     assert queries.listing(NOTE, plain).links is page.links
+
+
+def test_a_list_over_longest_characters_makes_its_own_link_maker():
+    """A target over `longest` is parsed and not kept: its ParsedList has no `makers`, and
+    its `Link` comes from a maker of its own (`ParsedQueries.links_of`)."""
+    queries = ParsedQueries(longest=40)
+    target = request("/api/note?title=" + "x" * 40 + "&sort=score")
+    listing = queries.listing(NOTE, target)
+    assert listing.link_after(NOTE, target, note(3)) == composed(target, (("score", False),), note(3))
