@@ -378,7 +378,9 @@ class Application(WriteRoutes, OperationalRoutes):
         if past:
             self.past.keep(self.store, model, request, body, headers)
         elif keeping and query.as_of is None and model.rules is None and not (query.expand and self.rules):
-            self.present.keep(self.store, request, self._read_models(model, query), body, watermark, link)
+            # a page at a cursor or an offset is kept from its second ask (readcache.py)
+            if listing.base is None or self.present.admits_page(request):
+                self.present.keep(self.store, request, self._read_models(model, query), body, watermark, link)
         return Response(200, body, headers)
 
     def _read_models(self, model: CompiledModel, query: Query) -> tuple[str, ...]:

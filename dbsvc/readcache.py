@@ -23,6 +23,7 @@ from dataclasses import fields
 from operator import attrgetter, is_, itemgetter
 from typing import Any
 
+from dbsvc.admission import SecondAsk
 from dbsvc.errors import BadQuery
 from dbsvc.http.types import Request
 from dbsvc.operators import NextLinks, link_prefix
@@ -78,13 +79,14 @@ class EncodedRecords:
         self.capacity = capacity
         self.largest = largest
         self._entries: dict[str, OrderedDict[Any, tuple[Record, bytes]]] = {m.name: OrderedDict() for m in models}
-        self._seen: dict[str, set[Any]] = {m.name: set() for m in models}  # ids missed once while full
+        self._seen = {m.name: SecondAsk(capacity) for m in models}  # ids missed once while full
         self.refused = 0  # encodings made and not kept (`admits`), ever
         # (model, projection) -> the same entries for that projection's JSON (`projected`)
         self._projected: dict[tuple[str, str], OrderedDict[Any, tuple[Record, bytes]]] = {}
         # the id()s of a page's record objects -> (those records, the page's joined JSON)
         self.pages, self.largest_page = pages, 65536
         self._pages: OrderedDict[tuple[int, ...], tuple[tuple[Record, ...], bytes]] = OrderedDict()
+        self._asked_pages = SecondAsk(pages)  # pages joined once and not kept (`encode_page`)
 
     def encode(self, model: CompiledModel, record: Record, data: bytes | None = None) -> bytes:
         """`record`'s JSON, kept; `data`: that JSON when the caller has it (a write's record,
@@ -116,13 +118,7 @@ class EncodedRecords:
         spread over a table many times the cache's size would otherwise evict a kept JSON,
         freeing its cold objects, for each record they will not read again
         (docs/decisions.md, "kept from a second read")."""
-        seen = self._seen[model.name]
-        if key in seen:
-            return True
-        if len(seen) >= self.capacity:
-            seen.clear()
-        seen.add(key)
-        return False
+        return self._seen[model.name].admits(key)
 
     def encode_page(self, model: CompiledModel, records: list[Record]) -> bytes:
         """The records' JSON joined with commas: `encode` for each, with the cache hit inline.
@@ -132,7 +128,9 @@ class EncodedRecords:
         was most of a page's encoding): the entry holds the records, so no other object can
         have one of those ids while it is kept, and equal ids mean the same objects, hence
         the same versions. At most `pages` pages are kept, the oldest dropped first, none
-        over `largest_page` bytes; `pages=0` keeps none."""
+        over `largest_page` bytes; `pages=0` keeps none. A page is kept from its second
+        join among the last `pages` not kept (admission.py): pages at many targets are
+        joined once each, and keeping each cost a tuple of its records and an eviction."""
         key = tuple(map(id, records))
         kept = self._pages.get(key)
         if kept is not None:
@@ -150,7 +148,7 @@ class EncodedRecords:
             ]
         page = b",".join(parts)
         # a page is kept when its records' JSON was (one not admitted leaves it out)
-        if self.pages and len(page) <= self.largest_page and self.refused == refused:
+        if self.pages and len(page) <= self.largest_page and self.refused == refused and self._asked_pages.admits(key):
             if len(self._pages) >= self.pages:
                 self._pages.popitem(last=False)
             self._pages[key] = (tuple(records), page)
@@ -194,19 +192,21 @@ class ParsedList:
     keeps one maker for all the pages of a list (`ParsedQueries.maker`); without it, a
     maker of its own."""
 
-    __slots__ = ("_links", "_makers", "_path", "query")
+    __slots__ = ("_links", "_makers", "_path", "base", "query")
 
     def __init__(self, query: Query, makers: ParsedQueries | None = None) -> None:
         self.query = query
         self._makers = makers
         self._links: NextLinks | None = None
         self._path = ""
+        self.base: ParsedList | None = None  # the list this is a page of (`at`), or None
 
     def at(self, query: Query) -> ParsedList:
-        """This list at another page (`query`: a cursor's or an offset's, ParsedQueries `at_page`), with
-        the `Link` maker found so far: one maker for all the pages of a list."""
+        """This list at another page (`query`: a cursor's or an offset's, ParsedQueries
+        `at_page`), with the `Link` maker found so far: one maker for all the pages of a
+        list, and the first page's maker found is handed back to the list (`link_after`)."""
         page = ParsedList(query, self._makers)
-        page._links, page._path = self._links, self._path
+        page._links, page._path, page.base = self._links, self._path, self
         return page
 
     @property
@@ -227,6 +227,9 @@ class ParsedList:
                 links = makers.maker(model, self.query, request)
             self._links = links
             self._path = request.path
+            base = self.base
+            if base is not None:  # the list's later pages start with this maker
+                base._links, base._path = links, request.path
         return links.after(record)
 
 
@@ -253,7 +256,7 @@ class ParsedQueries:
     dropped first.
     """
 
-    __slots__ = ("_cursors", "_makers", "_parsed", "_plain", "capacity", "longest")
+    __slots__ = ("_asked", "_cursors", "_makers", "_parsed", "_plain", "capacity", "longest")
 
     def __init__(self, capacity: int = 1024, longest: int = 512) -> None:
         self.capacity = capacity
@@ -263,6 +266,7 @@ class ParsedQueries:
         # (model, pairs) -> the last capacity // 4 pages at a cursor or an offset (`at_page`),
         # apart: a walk over many cursors or offsets never drops a list
         self._cursors: OrderedDict[tuple[str, tuple[tuple[str, str], ...]], ParsedList] = OrderedDict()
+        self._asked = SecondAsk(capacity // 4)  # such pages asked once and not kept apart
         # (model, path, pairs but offset and cursor) -> the Link maker of that list's pages
         self._makers: OrderedDict[tuple[str, str, tuple[tuple[str, str], ...]], NextLinks] = OrderedDict()
 
@@ -274,8 +278,8 @@ class ParsedQueries:
         """The list `request` asks of `model`: kept (`ParsedList`), or parsed now (raising
         BadQuery) and kept unless its target is over `longest` characters. A page at a
         cursor or an offset is its list without it, kept, at the cursor decoded or the offset
-        read now (`at_page`), and kept apart among the last `capacity // 4` such pages (a
-        polled one is found)."""
+        read now (`at_page`), and kept apart among the last `capacity // 4` such pages from
+        its second ask (a polled one is found; one asked once costs no eviction)."""
         pairs = request.query
         if len(request.target) > self.longest:
             return ParsedList(model.parse_list_query(pairs))
@@ -291,7 +295,7 @@ class ParsedQueries:
             entry = self.at_page(model, pairs)
             if entry is not None:
                 kept = self.capacity // 4  # 0 under a capacity of 3 or less: none kept
-                if kept:
+                if kept and self._asked.admits(key):  # from its second ask (admission.py)
                     if len(cursors) >= kept:
                         cursors.popitem(last=False)
                     cursors[key] = entry
@@ -469,7 +473,7 @@ class PresentPages:
     `longest` characters. A stale entry is dropped when it is found.
     """
 
-    __slots__ = ("_entries", "budget", "capacity", "kept_bytes", "largest", "longest")
+    __slots__ = ("_asked", "_entries", "budget", "capacity", "kept_bytes", "largest", "longest")
 
     def __init__(self, capacity: int = 512, largest: int = 65536, budget: int = 8 << 20, longest: int = 512) -> None:
         self.capacity = capacity
@@ -478,6 +482,7 @@ class PresentPages:
         self.longest = longest
         self.kept_bytes = 0  # bodies and links held: at most `budget`
         self._entries: OrderedDict[tuple[str, tuple[tuple[str, str], ...]], tuple[Any, ...]] = OrderedDict()
+        self._asked = SecondAsk(capacity)  # pages at a cursor or an offset asked once (`admits_page`)
 
     def __len__(self) -> int:
         return len(self._entries)
@@ -502,6 +507,16 @@ class PresentPages:
                 return body, watermark, link
         self._drop(key)
         return None
+
+    def admits_page(self, request: Request) -> bool:
+        """Whether the answer of a page at a cursor or an offset (`ParsedList.base`) is
+        worth keeping: only when this target was asked once already among the last
+        `capacity` such pages not kept (admission.py). A client asking pages at many
+        cursors or offsets asks most of them once, and keeping each cost its insertion and
+        an older answer's eviction for no hit; one target asked again and again (a polled
+        page) is kept from its second ask. Lists without a cursor or an offset are kept at
+        once, as before."""
+        return self._asked.admits((request.path, tuple(request.query)))
 
     def keep(
         self, store: Any, request: Request, names: tuple[str, ...], body: bytes, watermark: int, link: str | None

@@ -62,6 +62,7 @@ ALLOWED: dict[str, frozenset[str]] = {
         "logformat": (),  # the log line formats: escapes, redaction, text and JSON lines
         "logs": ("errors", "logformat"),  # RUST_LOG, the span log and its buffer
         "deps": ("errors",),  # a missing runtime package -> one line with its fix
+        "admission": (),  # second-ask admission: the record and page caches of storage and the app
         "compiler": (
             "dbsvc",
             "errors",
@@ -77,7 +78,7 @@ ALLOWED: dict[str, frozenset[str]] = {
         "interfaces": ("rules", "runtime"),  # the Protocols at the app's boundaries
         # the three layers over runtime, which know nothing of each other
         # operators: the range a `__prefix` is (`prefix_end`), which bucketplan.py recognises
-        "storage": ("errors", "rules", "runtime", "schema", "textsearch", "operators"),
+        "storage": ("errors", "rules", "runtime", "schema", "textsearch", "operators", "admission"),
         "http": ("errors", "routes", "logs"),
         "auth": ("errors", "runtime", "bodies", "schema", "deps", "interfaces"),
         # what is built on them
@@ -93,7 +94,7 @@ ALLOWED: dict[str, frozenset[str]] = {
         "exits": ("errors", "schema", "deps"),
         # issue 32: /metrics' request meters and text format; the read path's caches; /api/'s index
         "metrics": ("errors",),
-        "readcache": ("errors", "runtime", "http", "operators"),
+        "readcache": ("errors", "runtime", "http", "operators", "admission"),
         "index": ("routes", "runtime", "http"),
         # /health, /ready, /metrics, the index, the documents and /snapshot: a base of the app
         "operational": (

@@ -12,12 +12,14 @@ kept, a record is kept only from its second read among the last SEEN read once (
 reads spread over a table many times SHOWN would otherwise evict a kept dict for each record
 they never read again (docs/decisions.md, "kept from their second read").
 
-A list page's ids are remembered too (the last SHOWN_PAGES pages of at most SHOWN_PAGE ids):
+A list page's ids are remembered too (the last SHOWN_PAGES pages of at most SHOWN_PAGE ids,
+each from its second ask among the last SHOWN_PAGES not kept: pages at many targets are
+asked once each, and keeping each cost a copy of its dicts and an eviction):
 when each of them is still the very stored record it was, the page's dicts come back from
 one identity test of the stored records at C speed, where a probe per id was most of the
 cost of a page.
 
-Plain data: no I/O; imports rows.py only.
+Plain data: no I/O; imports rows.py and dbsvc/admission.py only.
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ from collections.abc import Callable, KeysView
 from operator import is_, itemgetter
 from typing import Any
 
+from dbsvc.admission import SecondAsk
 from dbsvc.storage.rows import Stored, Values, unpack
 
 SHOWN = 65536  # dicts a table remembers handing out (the application caches as many encodings)
@@ -39,7 +42,7 @@ _first, _second = itemgetter(0), itemgetter(1)  # an entry's stored record, its 
 class ShownDicts:
     """id -> (stored record, its dict) of the last SHOWN handed out, and the last pages."""
 
-    __slots__ = ("_decode", "_pages", "_seen", "_shown", "capacity", "refused", "window")
+    __slots__ = ("_asked_pages", "_decode", "_pages", "_seen", "_shown", "capacity", "refused", "window")
 
     def __init__(self, decode: Callable[[Values], dict], capacity: int = 0, window: int = 0) -> None:
         self._decode = decode  # a record's values -> its dict (CompiledModel.decode)
@@ -48,7 +51,8 @@ class ShownDicts:
         self._shown: OrderedDict[Any, tuple[Stored, dict]] = OrderedDict()
         # a page's ids -> (their stored records, their dicts) of the last SHOWN_PAGES pages
         self._pages: OrderedDict[tuple[Any, ...], tuple[list[Stored], list[dict]]] = OrderedDict()
-        self._seen: set[Any] = set()  # ids missed once while the dicts were full (`admits`)
+        self._seen = SecondAsk(self.window)  # ids missed once while the dicts were full (`admits`)
+        self._asked_pages = SecondAsk(SHOWN_PAGES)  # pages made once and not kept (`page`)
         self.refused = 0  # dicts made and not kept (`admits`), ever
 
     @property
@@ -82,15 +86,7 @@ class ShownDicts:
         table many times the cache's size (pages and ids at random at 1,000,000 records)
         would otherwise evict a kept record, freeing its cold objects, for each record they
         will not read again; a record read twice is kept from its second read on."""
-        if len(self._shown) < self.capacity:
-            return True
-        seen = self._seen
-        if id_ in seen:
-            return True
-        if len(seen) >= self.window:
-            seen.clear()
-        seen.add(id_)
-        return False
+        return len(self._shown) < self.capacity or self._seen.admits(id_)
 
     def page(self, ids: list[Any], page: list[Stored]) -> list[dict]:
         """`one` of each id of a list page and its stored record (`page`, in the same
@@ -110,10 +106,11 @@ class ShownDicts:
                 entry[1] if entry is not None and entry[0] is stored else self._missed(id_, stored, entry)
                 for id_, stored, entry in zip(ids, page, found)
             ]
-        # a page is kept when its dicts were (a page with a dict not admitted is not)
-        if len(ids) <= SHOWN_PAGE and self.refused == refused:
+        # a page is kept when its dicts were (a page with a dict not admitted is not), from
+        # its second ask (admission.py), or again when its kept entry was stale
+        if len(ids) <= SHOWN_PAGE and self.refused == refused and (kept is not None or self._asked_pages.admits(key)):
             pages = self._pages
-            if key not in pages and len(pages) >= SHOWN_PAGES:
+            if kept is None and len(pages) >= SHOWN_PAGES:
                 pages.popitem(last=False)
             pages[key] = (page, out[:])
         return out

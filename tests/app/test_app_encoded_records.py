@@ -85,8 +85,11 @@ def test_a_page_with_a_record_not_kept_is_not_kept_whole():
     cache.encode(USER, b)
     first = cache.encode_page(USER, [a, c])  # c not kept: nor is the page
     assert first == cache.encode(USER, a) + b"," + json.dumps(c, separators=(",", ":")).encode()
-    second = cache.encode_page(USER, [a, c])  # c kept now, and the page with it
-    assert second == first and second is not first and cache.encode_page(USER, [a, c]) is second
+    second = cache.encode_page(USER, [a, c])  # c kept now (a pushed out: capacity 2); the page
+    assert second == first and second is not first  # joined once with all kept: not kept yet
+    cache.encode_page(USER, [a, c])  # a read once since it went: refused, the page not kept
+    fourth = cache.encode_page(USER, [a, c])  # a kept again, the page from its second join
+    assert fourth == first and cache.encode_page(USER, [a, c]) is fourth
 
 
 def test_an_encoding_over_the_largest_is_not_kept_nor_its_record():

@@ -79,6 +79,7 @@ def post(id_: int, title: str) -> dict:
 def test_a_page_of_the_same_record_objects_is_joined_once():
     cache = EncodedRecords(list(MODULE.MODELS), pages=2)
     records = [post(1, "a"), post(2, "b")]
+    cache.encode_page(POST, records)  # joined once: kept from its second join (admission.py)
     first = cache.encode_page(POST, records)
     assert json.loads(b"[" + first + b"]") == records
     assert cache.encode_page(POST, list(records)) is first  # the same objects: kept
@@ -87,6 +88,8 @@ def test_a_page_of_the_same_record_objects_is_joined_once():
     equal = [post(1, "a"), post(2, "b")]  # equal values, other objects: joined again
     again = cache.encode_page(POST, equal)
     assert again == first and again is not first
+    for page in (newer, newer, equal):  # newer's second and third joins, equal's second:
+        cache.encode_page(POST, page)  # two pages kept since (newer's first was forgotten)
     assert cache.encode_page(POST, records) is not first  # pages=2: the oldest went
 
 

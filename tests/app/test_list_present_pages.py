@@ -313,3 +313,30 @@ def test_an_expanded_list_made_afresh_after_writes_is_what_a_fresh_app_answers(t
 
     run(go())
     store.close()
+
+
+def test_a_page_at_a_cursor_or_an_offset_is_kept_from_its_second_ask(tmp_path):
+    """Pages at many targets (issue 36 item 2, session 15): a page at a cursor or an offset
+    asked once is made and not kept (no insertion, no eviction for it); asked again it is
+    kept, and then answered from the kept answer. A list without either is kept at once.
+    Failed before session 15, when every page was kept at its first ask."""
+    store = open_store(str(tmp_path), sync="off")
+    app = fresh(store)
+
+    async def go() -> None:
+        for i in range(1, 8):
+            await store.insert("User", user(i, name=f"n{i}"))
+
+    run(go())
+    first = json.loads(answer(app, "/api/user?limit=2")[1])
+    assert len(app.present) == 1  # a list: kept at once
+    link = dict(answer(app, "/api/user?limit=2")[2])["Link"]
+    cursor_page = link[link.index("/api") : link.index(">")]
+    for target in (cursor_page, "/api/user?limit=2&offset=4"):
+        kept_before = len(app.present)
+        made = answer(app, target)
+        assert made == answer(fresh(store), target) and len(app.present) == kept_before
+        assert answer(app, target) == made and len(app.present) == kept_before + 1  # the second ask keeps it
+        assert answer(app, target) == made and len(app.present) == kept_before + 1
+    assert [r["id"] for r in first["data"]] == [1, 2]
+    store.close()

@@ -124,3 +124,32 @@ def test_a_list_with_no_pairs_shares_its_link_maker_with_its_pages():
     second = queries.listing(NOTE, page)
     assert second.link_after(NOTE, page, note(2)) == composed(page, (), note(2))
     assert second.links is first.links
+
+
+def test_a_page_hands_its_link_maker_to_its_list_so_the_next_page_starts_with_it():
+    """Pages at many cursors of a list never asked itself (the matrix's random cursor rows):
+    the first page's maker is the list's, so the next page finds it without a lookup of
+    `ParsedQueries.maker` (its pairs filtered and hashed a page); failed before session 15,
+    when each page looked it up."""
+    queries = ParsedQueries()
+    first = request("/api/note?sort=score&limit=2&cursor=" + encode_cursor(NOTE.name, (("score", False),), [1.5], 3))
+    second = request("/api/note?sort=score&limit=2&cursor=" + encode_cursor(NOTE.name, (("score", False),), [2.5], 9))
+    page = queries.listing(NOTE, first)
+    assert page.links is None
+    assert page.link_after(NOTE, first, note(4)) == composed(first, (("score", False),), note(4))
+    later = queries.listing(NOTE, second)
+    assert later.links is page.links is not None
+    assert later.link_after(NOTE, second, note(12, score=3.0)) == composed(
+        second, (("score", False),), note(12, score=3.0)
+    )
+    plain = request("/api/note?sort=score&limit=2")
+    assert queries.listing(NOTE, plain).links is page.links
+
+
+def test_a_list_over_longest_characters_makes_its_own_link_maker():
+    """A target over `longest` is parsed and not kept: its ParsedList has no `makers`, and
+    its `Link` comes from a maker of its own (`ParsedQueries.links_of`)."""
+    queries = ParsedQueries(longest=40)
+    target = request("/api/note?title=" + "x" * 40 + "&sort=score")
+    listing = queries.listing(NOTE, target)
+    assert listing.link_after(NOTE, target, note(3)) == composed(target, (("score", False),), note(3))

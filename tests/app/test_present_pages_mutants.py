@@ -273,8 +273,9 @@ def named(i: int, size: int = 0) -> dict:
 def test_a_page_of_the_same_record_objects_is_the_kept_bytes_and_new_objects_are_joined_again():
     cache = EncodedRecords([USER])
     records = [named(1), named(2)]
+    once = cache.encode_page(USER, records)  # joined once: not kept (kept from a second join)
     first = cache.encode_page(USER, records)
-    assert first == json_bytes(records[0]) + b"," + json_bytes(records[1])
+    assert first == once == json_bytes(records[0]) + b"," + json_bytes(records[1]) and first is not once
     assert cache.encode_page(USER, records) is first  # kept: not joined again
     assert cache.encode_page(USER, list(records)) is first  # the same objects in another list
     changed = [records[0], named(2) | {"name": "other"}]
@@ -287,6 +288,7 @@ def test_a_page_of_64_kib_is_kept_and_one_byte_more_is_not():
     assert (cache.pages, cache.largest_page) == (256, 65536)
     exact, over = [named(1, 65536)], [named(2, 65537)]
     assert len(cache.encode_page(USER, exact)) == 65536 and len(cache.encode_page(USER, over)) == 65537
+    cache.encode_page(USER, over)  # each asked twice now: kept from there unless over 64 KiB
     assert cache.encode_page(USER, exact) is cache.encode_page(USER, exact)
     assert cache.encode_page(USER, over) is not cache.encode_page(USER, over)
 
@@ -295,10 +297,45 @@ def test_at_most_pages_pages_are_kept_the_oldest_dropped_first():
     records = [named(i) for i in range(600)]
     pairs = [records[2 * n : 2 * n + 2] for n in range(300)]  # two records: joined, a new object
     small = EncodedRecords([USER], pages=2)
-    kept = [small.encode_page(USER, pair) for pair in pairs[:3]]  # the first is dropped
+
+    def twice(cache: EncodedRecords, pair: list[dict]) -> bytes:  # kept from the second join
+        cache.encode_page(USER, pair)
+        return cache.encode_page(USER, pair)
+
+    kept = [twice(small, pair) for pair in pairs[:3]]  # the first is dropped
     assert small.encode_page(USER, pairs[1]) is kept[1] and small.encode_page(USER, pairs[2]) is kept[2]
     assert small.encode_page(USER, pairs[0]) is not kept[0]
     default = EncodedRecords([USER])
-    pages = [default.encode_page(USER, pair) for pair in pairs[:257]]
+    pages = [twice(default, pair) for pair in pairs[:257]]
     assert default.encode_page(USER, pairs[1]) is pages[1]
     assert default.encode_page(USER, pairs[0]) is not pages[0]
+
+
+def test_a_page_is_kept_from_its_second_join_among_the_last_pages_not_kept():
+    """Pages at many targets (session 15, wt-many): a page joined once is not kept (no
+    tuple of its records, no eviction); a page whose second join comes after `pages` other
+    pages not kept counts as joined once. Failed before session 15 (kept at once)."""
+    cache = EncodedRecords([USER], pages=4)
+    records = [named(i) for i in range(20)]
+    page = records[:2]
+    assert cache.encode_page(USER, page) is not cache.encode_page(USER, page)  # the second keeps it
+    assert cache.encode_page(USER, page) is cache.encode_page(USER, page)
+    later = records[2:4]
+    cache.encode_page(USER, later)
+    for n in range(4):  # 4 other pages joined once: the window is emptied at the 4th
+        cache.encode_page(USER, records[4 + 2 * n : 6 + 2 * n])
+    once_again = cache.encode_page(USER, later)  # joined "once" again: not kept
+    assert cache.encode_page(USER, later) is not once_again
+
+
+def test_a_page_target_is_admitted_from_its_second_ask_within_capacity_targets():
+    """`PresentPages.admits_page` (session 15, wt-many): a target's path and pairs, asked a
+    second time among the last `capacity` asked once, are kept; the app asks it only for
+    pages at a cursor or an offset (tests/app/test_list_present_pages.py)."""
+    pages = PresentPages(capacity=2)
+    first, other, third = req("/api/m?offset=20"), req("/api/m?offset=40"), req("/api/m?offset=60")
+    assert [pages.admits_page(first), pages.admits_page(first)] == [False, True]
+    assert pages.admits_page(req("/api/n?offset=20")) is False  # another path: another target
+    assert pages.admits_page(other) is False  # the window (2) was full: emptied, then `other`
+    assert pages.admits_page(first) is False and pages.admits_page(third) is False
+    assert pages.admits_page(third) is True and len(pages) == 0  # keeping is the caller's

@@ -45,16 +45,21 @@ def test_a_page_with_one_record_replaced_reads_that_one_afresh():
 
 def test_pages_of_at_most_100_ids_are_kept_the_last_64():
     dicts = ShownDicts(decoded)
+
+    def twice(ids: list[int], page: list) -> list[dict]:  # a page is kept from its second ask
+        dicts.page(ids, page)
+        return dicts.page(ids, page)
+
     oldest = [stored(5000)]
-    shown_oldest = dicts.page([5000], oldest)
+    shown_oldest = twice([5000], oldest)
     hundred = ([*range(1, 101)], [stored(i) for i in range(1, 101)])
     longer = ([*range(201, 302)], [stored(i) for i in range(201, 302)])
-    shown_100 = dicts.page(*hundred)
-    shown_101 = dicts.page(*longer)
+    shown_100 = twice(*hundred)
+    shown_101 = twice(*longer)
     singles = {i: [stored(i)] for i in range(1001, 1063)}
-    shown_single = {i: dicts.page([i], s) for i, s in singles.items()}  # 64 kept now
+    shown_single = {i: twice([i], s) for i, s in singles.items()}  # 64 kept now
     last = [stored(2000)]
-    shown_last = dicts.page([2000], last)  # the 65th: the oldest page goes
+    shown_last = twice([2000], last)  # the 65th: the oldest page goes
     other = stored(0)
     for i in range(100_000, 100_000 + 65536):  # every single dict above forgotten (once
         dicts.one(i, other)  # full, a record is kept from its second read)
@@ -101,10 +106,13 @@ def test_a_full_cache_keeps_a_dict_from_its_second_read_and_a_page_only_when_its
     twice = dicts.one(3, three)
     assert twice is not once and dicts.one(3, three) is twice and list(dicts.ids) == [2, 3]
     first = dicts.page([4, 2], [four, two])  # 4 read once: neither it nor the page kept
-    second = dicts.page([4, 2], [four, two])
+    second = dicts.page([4, 2], [four, two])  # 4 kept now; the page asked once (admission.py)
     assert second == first and second[0] is not first[0] and second[1] is first[1]
-    assert same(dicts.page([4, 2], [four, two]), second)  # kept now, with 4's dict
     assert list(dicts.ids) == [3, 4]  # 4's second read pushed out 2, the oldest
+    third = dicts.page([4, 2], [four, two])  # 2 read once since it went: the page not kept
+    fourth = dicts.page([4, 2], [four, two])  # 2 kept again, and the page from this ask
+    assert fourth[0] is second[0] and fourth[1] is not third[1] and list(dicts.ids) == [4, 2]
+    assert same(dicts.page([4, 2], [four, two]), fourth)
 
 
 def test_a_full_cache_forgets_the_ids_read_once_past_its_window_of_them():
@@ -131,3 +139,29 @@ def test_a_full_cache_keeps_a_new_version_of_a_kept_record_at_once():
     newest = stored(1, "newest")
     (paged,) = dicts.page([1], [newest])
     assert dicts.one(1, newest) is paged and dicts.refused == 0
+
+
+def test_a_page_is_kept_from_its_second_ask_among_the_last_64_not_kept():
+    """Pages at many targets (session 15, wt-many): a page asked once is not kept (no copy
+    of its dicts, no eviction), asked again it is; a page whose second ask comes after 64
+    other pages not kept counts as asked once. A kept page gives its dicts back even after
+    the single dicts were forgotten, which is how a test sees it kept. Failed before
+    session 15, when every page was kept at its first ask."""
+    dicts = ShownDicts(decoded)
+    one, two = stored(1), stored(2)
+
+    def forgotten_then_page(ids: list[int], page: list[bytes]) -> list[dict]:
+        for id_ in ids:
+            dicts.forget(id_)
+        return dicts.page(ids, page)
+
+    first = dicts.page([1, 2], [one, two])  # asked once: made, not kept
+    second = forgotten_then_page([1, 2], [one, two])  # made again, and kept from this ask
+    assert second == first and second[0] is not first[0]
+    assert same(forgotten_then_page([1, 2], [one, two]), second)  # the kept page's dicts
+    three, four = stored(3), stored(4)
+    dicts.page([3, 4], [three, four])
+    for n in range(64):  # 64 other pages not kept: the window is emptied at the 64th
+        dicts.page([n + 100], [stored(n + 100)])
+    again = forgotten_then_page([3, 4], [three, four])  # asked "once" again: not kept
+    assert forgotten_then_page([3, 4], [three, four])[0] is not again[0]
