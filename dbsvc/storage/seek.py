@@ -224,9 +224,10 @@ def _ascending_page(table: Table, field: str, window: Window, cursor: Any, offse
 def _descending_page(table: Table, field: str, window: Window, cursor: Any, end: int) -> list[Any]:
     """The first `end` ids of `_one_key`'s walk of a descending key, taken as lists rather
     than chained: the nulls' (first descending), the rest of the cursor's run (its three
-    positions found at once, `OrderedIndex.cursor_run`), then one batch of whole runs sized to
-    what is left (kept while its sublist is unchanged, indexes.py `_kept`). A cursor page and
-    a range sorted by its own field cost about a page sorted alone (bench/README.md)."""
+    positions found at once, `OrderedIndex.cursor_run`), then the runs below it from the top,
+    each cut to what is left and sliced out (`head_descending`; many short runs: one batch,
+    kept while its sublist is unchanged, keptparts.py `_kept`). A cursor page and a range
+    sorted by its own field cost about a page sorted alone (bench/README.md)."""
     index = table.ordered[field]
     start, stop = window.span(index)
     out: list[Any] = []
@@ -241,7 +242,7 @@ def _descending_page(table: Table, field: str, window: Window, cursor: Any, end:
             stop = first
     left = end - len(out)
     if left > 0 and start < stop:
-        out += next(index.batches_descending(start, stop, left))[:left]
+        out += index.head_descending(start, stop, left)
     return out
 
 

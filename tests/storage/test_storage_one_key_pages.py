@@ -1,8 +1,9 @@
-"""A page of one ascending sort key taken by position (seek.py `_ascending_page` over
-`OrderedIndex.ids_head`): a range or prefix sorted by its own field, and a cursor page
-sorted by one key ascending, are slices of the index's sublists from the window's (or the
-cursor's) place, nothing before the page walked, then the nulls (last ascending) when the
-window holds them.
+"""A page of one sort key taken by position: ascending (seek.py `_ascending_page` over
+`OrderedIndex.ids_head`), a range or prefix sorted by its own field and a cursor page are
+slices of the index's sublists from the window's (or the cursor's) place, nothing before
+the page walked, then the nulls (last ascending) when the window holds them; descending
+(`_descending_page` over `head_descending`), the runs below the cursor's taken from the top
+and cut to the page.
 
 Over 3,000 records (several sublists at LOAD 512), every page at offsets that cross sublist
 ends and reach into the nulls, and every cursor walk, is held to the brute-force order of
@@ -20,6 +21,7 @@ import pytest
 
 from dbsvc.storage import query as plans
 from dbsvc.storage.indexes import OrderedIndex
+from tests.storage.test_storage_descending_runs import DISTINCT, descending, index_of, keyed
 from tests.storage.test_storage_plan_units import ITEM, cursor_of, reference, sort_param, table_of
 
 COUNT = 3000
@@ -87,9 +89,10 @@ def test_a_sort_alone_pages_at_every_offset_into_the_nulls(field):
         assert (got, total) == (want[offset + 1 : offset + 13], COUNT), (field, offset)
 
 
+@pytest.mark.parametrize("desc", [False, True])
 @pytest.mark.parametrize(("params", "test", "field"), SHAPES[:5] + [([], lambda r: True, "n")])
-def test_cursors_at_random_records_and_keys_page_as_the_reference(params, test, field):
-    sort = [(field, False)]
+def test_cursors_at_random_records_and_keys_page_as_the_reference(params, test, field, desc):
+    sort = [(field, desc)]
     want = reference(RECORDS, test, sort)
     everything = reference(RECORDS, lambda r: True, sort)
     rng = random.Random(len(want))
@@ -132,3 +135,22 @@ def test_ids_head_is_the_walk_of_the_span_at_every_place():
         want = list(islice(index.ids_span(start, stop), skip, skip + count))
         assert index.ids_head(start, stop, count, skip) == want, (start, stop, skip, count)
     assert index.ids_head((1, 0), (0, 5), 10) == [] and index.ids_head((0, 0), index.end, 0) == []
+
+
+@pytest.mark.parametrize("distinct", DISTINCT)
+def test_head_descending_is_the_descending_order_from_every_place(distinct):
+    keys = keyed(distinct + 5, 3000, distinct)
+    index = index_of(keys)
+    order = descending(keys)
+    ascending = [i for i in sorted(keys, key=lambda i: (keys[i], i))]
+    sublists = index.id_sublists
+    places = [(i, j) for i in range(len(sublists)) for j in (0, 1, 255, len(sublists[i]) - 1)] + [index.end]
+    rng = random.Random(distinct)
+    for _ in range(150):
+        start, stop = sorted(rng.sample(places, 2))
+        count = rng.choice([1, 21, 200, 4000])
+        at = lambda p: sum(map(len, sublists[: p[0]])) + p[1]  # noqa: E731
+        inside = set(ascending[at(start) : at(stop)])
+        # keys descending, ids ascending in a run: the order's entries inside the span
+        want = [i for i in order if i in inside][:count]
+        assert index.head_descending(start, stop, count) == want, (start, stop, count)
