@@ -154,3 +154,9 @@ def test_head_descending_is_the_descending_order_from_every_place(distinct):
         # keys descending, ids ascending in a run: the order's entries inside the span
         want = [i for i in order if i in inside][:count]
         assert index.head_descending(start, stop, count) == want, (start, stop, count)
+
+
+def test_head_descending_takes_a_top_run_of_one_before_the_long_run_below_it():
+    # the top entry's own key, not its neighbour's: 21 (key 9) comes first, then 1.. (key 5)
+    index = index_of({**{i: 5 for i in range(1, 21)}, 21: 9})
+    assert index.head_descending((0, 0), index.end, 10) == [21, *range(1, 10)]
