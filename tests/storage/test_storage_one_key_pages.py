@@ -83,10 +83,14 @@ def test_a_sort_alone_pages_at_every_offset_into_the_nulls(field):
     sort = [(field, False)]
     want = reference(RECORDS, lambda r: True, sort)
     nulls = sum(1 for r in RECORDS.values() if r[field] is None)
-    for offset in sorted({0, 511, 1024, COUNT - nulls - 3, min(COUNT - nulls, COUNT - 5), COUNT - 4}):
+    # COUNT - nulls - 13: the page's 12 are the last non-null ones, and the nulls say more follow
+    for offset in sorted(
+        {0, 511, 1024, COUNT - nulls - 13, COUNT - nulls - 3, min(COUNT - nulls, COUNT - 5), COUNT - 4}
+    ):
         first = RECORDS[want[offset]]
-        got, total, _more = page([], sort, 12, 0, cursor_of(first, sort))
+        got, total, more = page([], sort, 12, 0, cursor_of(first, sort))
         assert (got, total) == (want[offset + 1 : offset + 13], COUNT), (field, offset)
+        assert more == (offset + 13 < COUNT), (field, offset)
 
 
 @pytest.mark.parametrize("desc", [False, True])
