@@ -486,6 +486,29 @@ class OrderedIndex(KeptOrders):
             pieces.append(islice(ids[i2], j2))
         return chain.from_iterable(pieces)
 
+    def ids_head(self, start: tuple[int, int], stop: tuple[int, int], count: int, skip: int = 0) -> list[Any]:
+        """The ids at [start, stop) in index order after the first `skip` of them, at most
+        `count`: the sublists passed by their lengths, the page copied by a slice or two.
+        Where `ids_span` walks to the page (an islice steps over the entries before it in
+        the first sublist, up to 2 * LOAD, each id an object read at 1,000,000 records),
+        nothing before the page is read: a prefix's first page sorted by its field, or a
+        cursor's page in one key's order (seek.py `_ascending_page`)."""
+        (i, j), (last, hi) = start, stop
+        ids = self._ids
+        out: list[Any] = []
+        while count > 0 and (i < last or (i == last and j < hi)):
+            sub = ids[i]
+            top = hi if i == last else len(sub)
+            if skip >= top - j:  # the whole rest of this sublist is skipped
+                skip -= top - j
+            else:
+                piece = sub[j + skip : min(top, j + skip + count)]
+                out += piece
+                count -= len(piece)
+                skip = 0
+            i, j = i + 1, 0
+        return out
+
     def pairs_span_descending(self, start: tuple[int, int], stop: tuple[int, int]) -> Iterator[tuple[Any, Any]]:
         """(key, id) of [start, stop) from the last: keys descending, ids descending in a run;
         lazily, as `ids_span`."""

@@ -137,6 +137,7 @@ class KeptOrders:
         def upper(self, key: Any, inclusive: bool) -> Position: ...
         def count_span(self, start: Position, stop: Position) -> int: ...
         def _counted(self) -> Fenwick: ...
+        def ids_head(self, start: Position, stop: Position, count: int, skip: int = 0) -> list[Any]: ...
 
     def sorted_ids(self, i: int, lo: int = 0, hi: int | None = None) -> list[Any]:
         """The ids at positions [lo, hi) of sublist i (the whole sublist by default) in
@@ -236,6 +237,38 @@ class KeptOrders:
                 cut = start
             yield self._descending(cut, stop)
             stop, size = cut, size * 2
+
+    def head_descending(self, start: Position, stop: Position, count: int) -> list[Any]:
+        """The first `count` ids of [start, stop) in descending order (keys descending, ids
+        ascending in a run), for one page: the runs taken from the top as `descending_ids`
+        takes them (a bisect each), each cut to what the page still needs and sliced out
+        of its sublists (`ids_head`), nothing ordered and nothing kept; only after RUNS_TAKEN
+        runs, or at a short run (many distinct keys), the rest is a batch
+        (`batches_descending`, kept). A page at a cursor at random, below the cursor's run,
+        made and kept a part of the sublist it reached at every list, a part that the next
+        cursor did not ask again (seek.py `_descending_page`)."""
+        keys = self._keys
+        out: list[Any] = []
+        for _ in range(RUNS_TAKEN):
+            if count <= 0 or not start < stop:
+                return out
+            i, j = stop
+            if j == 0:
+                i, j = i - 1, len(keys[i - 1])
+            key = keys[i][j - 1]  # the top entry's key
+            first = bisect_left(keys[i], key, 0, j)  # its run's start, in the top's sublist
+            if first and j - first < RUN_SHORT:
+                break
+            lo = (i, first) if first else self.lower(key, True)  # or before that sublist
+            if lo < start:
+                lo = start
+            piece = self.ids_head(lo, stop, count)  # the run's first ids: ascending in it
+            out += piece
+            count -= len(piece)
+            stop = lo
+        if count > 0 and start < stop:
+            out += next(self.batches_descending(start, stop, count))[:count]
+        return out
 
     def _descending(self, start: tuple[int, int], stop: tuple[int, int], kept: bool = False) -> list[Any]:
         """The ids of [start, stop) (not empty) keys descending, ids ascending in a run; the

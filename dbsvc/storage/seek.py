@@ -26,7 +26,8 @@ Plan (n live records; the page is `limit` ids, plus one to tell whether another 
    window's size (or n); the page is a walk of the first sort key's index (the id index
    without `sort`) from max(the window's bound, the cursor's position), so a page costs
    O(log n + limit) at any depth (plus a run of equal first keys for a sort on several keys,
-   or descending, as query.py says).
+   or descending, as query.py says). One key ascending takes the page by position, slices
+   of the sublists (`_ascending_page`), one descending by batches (`_descending_page`).
 2. One condition (one filter, window or search), no row test, and many matches
    (s * s > WALK_FACTOR * end * n): `total` is that condition's size, and the sort order (id
    order without `sort`) is walked from the cursor's seek testing each id against it (a
@@ -196,12 +197,37 @@ def _one_key(table: Table, field: str, desc: bool, window: Window | None, cursor
     return chain.from_iterable(pieces)
 
 
+def _ascending_page(table: Table, field: str, window: Window, cursor: Any, offset: int, count: int) -> list[Any]:
+    """Ids [offset, offset + count) of `_one_key`'s walk of an ascending key, taken by
+    position: the window's non-null entries from the cursor's seek (`OrderedIndex.after`)
+    sliced out of their sublists (`ids_head`: nothing before the page read), then the nulls
+    (last ascending) when the window holds them. A prefix sorted by its own field is a slice
+    of the window, where the walk stepped an islice over the entries of the window's first
+    sublist before it (bench/README.md, wt-pfx session 15)."""
+    index = table.ordered[field]
+    start, stop = window.span(index)
+    ck = cursor[0][0] if cursor is not None else None
+    out: list[Any] = []
+    if cursor is None or ck is not None:
+        if cursor is not None:
+            start = max(start, index.after(ck, cursor[1]))
+        out = index.ids_head(start, stop, count, offset)
+        if len(out) < count and offset:  # the page reaches the nulls: the entries skipped
+            offset = max(offset - index.count_span(start, stop), 0)
+    left = count - len(out)
+    if left > 0 and window.nulls and index.nulls:
+        nulls = index.nulls if cursor is None or ck is not None else index.nulls.iter_after(cursor[1])
+        out += islice(nulls, offset, offset + min(left, len(index.nulls)))  # within islice's bound
+    return out
+
+
 def _descending_page(table: Table, field: str, window: Window, cursor: Any, end: int) -> list[Any]:
     """The first `end` ids of `_one_key`'s walk of a descending key, taken as lists rather
     than chained: the nulls' (first descending), the rest of the cursor's run (its three
-    positions found at once, `OrderedIndex.cursor_run`), then one batch of whole runs sized to
-    what is left (kept while its sublist is unchanged, indexes.py `_kept`). A cursor page and
-    a range sorted by its own field cost about a page sorted alone (bench/README.md)."""
+    positions found at once, `OrderedIndex.cursor_run`), then the runs below it from the top,
+    each cut to what is left and sliced out (`head_descending`; many short runs: one batch,
+    kept while its sublist is unchanged, keptparts.py `_kept`). A cursor page and a range
+    sorted by its own field cost about a page sorted alone (bench/README.md)."""
     index = table.ordered[field]
     start, stop = window.span(index)
     out: list[Any] = []
@@ -211,12 +237,12 @@ def _descending_page(table: Table, field: str, window: Window, cursor: Any, end:
     elif ck is not None:
         first, after, past = index.cursor_run(ck, cursor[1])
         if after < past and window.holds(ck):  # the rest of the cursor's run, ids ascending
-            out = list(islice(index.ids_span(max(start, after), min(stop, past)), end))
+            out = index.ids_head(max(start, after), min(stop, past), end)
         if first < stop:
             stop = first
     left = end - len(out)
     if left > 0 and start < stop:
-        out += next(index.batches_descending(start, stop, left))[:left]
+        out += index.head_descending(start, stop, left)
     return out
 
 
@@ -420,6 +446,8 @@ def plan_operators(table: Table, query: Query) -> tuple[list[Any], int, bool]:
         if len(sort) == 1 and sort[0][1]:
             ids = _descending_page(table, sort[0][0], window or Window(sort[0][0]), query.cursor, offset + limit + 1)
             ids = ids[offset:]
+        elif len(sort) == 1:
+            ids = _ascending_page(table, sort[0][0], window or Window(sort[0][0]), query.cursor, offset, limit + 1)
         else:
             ids = page_ids(_walk(table, query, window), offset, limit + 1)
         return ids[:limit], total, len(ids) > limit
