@@ -10,33 +10,11 @@ from __future__ import annotations
 
 import asyncio
 import os
-import threading
 
 from dbsvc.storage import files
 from dbsvc.storage.snapshot import decode_snapshot
 from dbsvc.storage.tenants import create_tenant
-from support.storage import open_store, user
-
-
-class _HeldSnapshot(files.FileOps):
-    """The snapshot thread waits at its first write into snapshot.new until released."""
-
-    def __init__(self) -> None:
-        self.snapshot_fds: set[int] = set()
-        self.reached = threading.Event()
-        self.release = threading.Event()
-
-    def open(self, path, flags, mode=0o777, *, dir_fd=None):  # type: ignore[override]
-        fd = os.open(path, flags, mode, dir_fd=dir_fd)
-        if path.endswith("snapshot.new"):
-            self.snapshot_fds.add(fd)
-        return fd
-
-    def write(self, fd, data):  # type: ignore[override]
-        if fd in self.snapshot_fds and not self.release.is_set():
-            self.reached.set()
-            assert self.release.wait(60), "the test never released the snapshot thread"
-        return os.write(fd, data)
+from support.storage import HeldSnapshot, open_store, user
 
 
 def test_frames_applied_during_a_followers_snapshot_leave_its_image_at_the_cut(tmp_path):
@@ -44,7 +22,7 @@ def test_frames_applied_during_a_followers_snapshot_leave_its_image_at_the_cut(t
     follower = open_store(create_tenant(str(tmp_path / "f"), "t"), replication=True, compact_bytes=1 << 40)
     frames: list[bytes] = []
     primary.subscribe(lambda _event, frame: frames.append(frame))
-    layer = _HeldSnapshot()
+    layer = HeldSnapshot()
 
     async def main() -> tuple[dict, int, dict]:
         for i in range(1, 41):

@@ -11,35 +11,12 @@ from __future__ import annotations
 
 import asyncio
 import os
-import threading
 
 from dbsvc.storage import files
 from dbsvc.storage.snapshot import decode_snapshot
-from support.storage import check_indexes, open_store, run, user
+from support.storage import HeldSnapshot, check_indexes, open_store, run, user
 
 RECORDS = 2100  # past one block of the image's rows (online.CHUNK, 2,048)
-
-
-class _HeldSnapshot(files.FileOps):
-    """Holds the snapshot thread at its first write into snapshot.new, before it reads any
-    record of the image, until the test has written past the cut."""
-
-    def __init__(self) -> None:
-        self.snapshot_fds: set[int] = set()
-        self.reached = threading.Event()
-        self.release = threading.Event()
-
-    def open(self, path, flags, mode=0o777, *, dir_fd=None):  # type: ignore[override]
-        fd = os.open(path, flags, mode, dir_fd=dir_fd)
-        if path.endswith("snapshot.new"):
-            self.snapshot_fds.add(fd)
-        return fd
-
-    def write(self, fd, data):  # type: ignore[override]
-        if fd in self.snapshot_fds and not self.release.is_set():
-            self.reached.set()
-            assert self.release.wait(60), "the test never released the snapshot thread"
-        return os.write(fd, data)
 
 
 def _image(tenant: str) -> tuple[int, dict]:
@@ -54,7 +31,7 @@ def test_a_run_of_writes_during_the_snapshot_thread_stays_out_of_the_image_and_k
     while the snapshot thread is held: the image is the state at the cut, every write is
     acknowledged with the next offset in order, and the reopened store (snapshot + new log)
     is the live state with each record's version the offset of its last write."""
-    layer = _HeldSnapshot()
+    layer = HeldSnapshot()
     s = open_store(tenant, compact_bytes=1 << 40)
     acks: list[tuple[str, int, object]] = []
 

@@ -9,14 +9,13 @@ import os
 import random
 import subprocess
 import sys
-import threading
 
 import pytest
 
 from dbsvc.errors import OffsetGone
 from dbsvc.storage import files
 from dbsvc.storage.snapshot import decode_snapshot
-from support.storage import ROOT, check_indexes, open_store, run, user
+from support.storage import ROOT, HeldSnapshot, check_indexes, open_store, run, user
 
 TINY = 32 * 1024
 
@@ -215,32 +214,10 @@ def test_online_compaction_killed_after_each_step_loses_nothing(tenant, step):
         s.close()
 
 
-class _HeldSnapshot(files.FileOps):
-    """Holds the snapshot thread at its first write into snapshot.new (before any row of
-    the image is read), until the test has written past the cut."""
-
-    def __init__(self) -> None:
-        self.snapshot_fds: set[int] = set()
-        self.reached = threading.Event()
-        self.release = threading.Event()
-
-    def open(self, path, flags, mode=0o777, *, dir_fd=None):  # type: ignore[override]
-        fd = os.open(path, flags, mode, dir_fd=dir_fd)
-        if path.endswith("snapshot.new"):
-            self.snapshot_fds.add(fd)
-        return fd
-
-    def write(self, fd, data):  # type: ignore[override]
-        if fd in self.snapshot_fds and not self.release.is_set():
-            self.reached.set()
-            assert self.release.wait(60), "the test never released the snapshot thread"
-        return os.write(fd, data)
-
-
 def test_writes_during_the_snapshot_thread_do_not_leak_into_the_image(tenant):
     """The cut copies no records: writes after it (replace, delete, delete then re-insert,
     insert) note the record they replace, so the snapshot is the state at the cut."""
-    layer = _HeldSnapshot()
+    layer = HeldSnapshot()
     s = open_store(tenant, compact_bytes=1 << 40)
 
     async def go():
@@ -280,7 +257,7 @@ def test_writes_during_the_snapshot_thread_do_not_leak_into_the_image(tenant):
 def test_a_batch_after_the_cut_leaves_the_image_as_at_the_cut(tenant):
     """A `POST /batch` after the cut notes what its replace and deletes change, and its
     inserts need no note (writes.py rule 4): the snapshot is the state at the cut."""
-    layer = _HeldSnapshot()
+    layer = HeldSnapshot()
     s = open_store(tenant, compact_bytes=1 << 40)
 
     async def go():
@@ -319,7 +296,7 @@ def test_a_batch_after_the_cut_leaves_the_image_as_at_the_cut(tenant):
 def test_a_run_of_writes_after_the_cut_leaves_the_image_as_at_the_cut(tenant):
     """A run's writes (a turn's pass: held in the run, applied at once, writes.py rule 7)
     after the cut note what their replace and deletes change, as a write alone does."""
-    layer = _HeldSnapshot()
+    layer = HeldSnapshot()
     s = open_store(tenant, compact_bytes=1 << 40)
 
     async def go():

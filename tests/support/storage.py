@@ -23,7 +23,7 @@ if str(ROOT) not in sys.path:
 from dbsvc.compiler import compile_schema
 from dbsvc.runtime import CompiledModel, Query
 from dbsvc.schema import load_schema
-from dbsvc.storage import Store, hashes
+from dbsvc.storage import Store, files, hashes
 from dbsvc.storage.files import FaultPlan
 from dbsvc.storage.hashes import IdBits, OrderedFilter, UniqueFilter
 from dbsvc.storage.query import sort_records
@@ -254,3 +254,27 @@ class HoldAfterSnapshot(FaultPlan):
         if op == "compact" and not self.reached.is_set():
             self.reached.set()
             assert self.release.wait(60), "the test never released the compaction"
+
+
+class HeldSnapshot(files.FileOps):
+    """A file layer holding an online compaction's snapshot thread at its first write into
+    snapshot.new, before it reads any record of the image, until the test sets `release`;
+    `reached` says it is there. Unlike `HoldAfterSnapshot` the cut is already taken, so a
+    test can write past it and check that the image is still the state at the cut."""
+
+    def __init__(self) -> None:
+        self.snapshot_fds: set[int] = set()
+        self.reached = threading.Event()
+        self.release = threading.Event()
+
+    def open(self, path, flags, mode=0o777, *, dir_fd=None):  # type: ignore[override]
+        fd = os.open(path, flags, mode, dir_fd=dir_fd)
+        if path.endswith("snapshot.new"):
+            self.snapshot_fds.add(fd)
+        return fd
+
+    def write(self, fd, data):  # type: ignore[override]
+        if fd in self.snapshot_fds and not self.release.is_set():
+            self.reached.set()
+            assert self.release.wait(60), "the test never released the snapshot thread"
+        return os.write(fd, data)
