@@ -27,28 +27,8 @@ from pathlib import Path
 import pytest
 
 from dbsvc.cli import main as dbsvc_main
-from support.client_kit import SCHEMAS, log_events
+from support.client_kit import NODE, SCHEMAS, TS_DIR, TSC, TSC_FLAGS, log_events
 from support.server import ROOT, start_server
-
-TS_DIR = Path(__file__).resolve().parent / "ts"
-TSC = TS_DIR / "node_modules" / ".bin" / "tsc"
-NODE = shutil.which("node")
-# --skipLibCheck: tsc type-checks its own lib.*.d.ts and @types/node on every run unless told
-# not to, about half of a run's CPU here, and none of it about the client (a .ts file, checked
-# whole either way). The guide's `tsc` example (docs/guide/clients.md) runs the user's command
-# without it, so the libs' own check still runs once in the default suite.
-TSC_FLAGS = [
-    "--skipLibCheck",
-    "--strict",
-    "--target",
-    "es2022",
-    "--module",
-    "es2022",
-    "--moduleResolution",
-    "bundler",
-    "--lib",
-    "es2022,dom",
-]
 
 needs_tsc = pytest.mark.skipif(
     not TSC.exists() or NODE is None,

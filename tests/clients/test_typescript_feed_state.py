@@ -17,25 +17,9 @@ from pathlib import Path
 import pytest
 
 from dbsvc.cli import main as dbsvc_main
-from support.client_kit import SCHEMAS
+from support.client_kit import NODE, SCHEMAS, TS_DIR, TSC, TSC_FLAGS
 
-TS_DIR = Path(__file__).resolve().parent / "ts"
-TSC = TS_DIR / "node_modules" / ".bin" / "tsc"
-NODE = shutil.which("node")
 SCRIPTS = ["feed_state.ts", "feed_runner.ts"]
-# --skipLibCheck: why, in test_typescript_client.py's TSC_FLAGS.
-FLAGS = [
-    "--skipLibCheck",
-    "--strict",
-    "--target",
-    "es2022",
-    "--module",
-    "es2022",
-    "--moduleResolution",
-    "bundler",
-    "--lib",
-    "es2022,dom",
-]
 
 needs_tsc = pytest.mark.skipif(
     not TSC.exists() or NODE is None, reason="npm typescript not installed (cd tests/clients/ts && npm ci)"
@@ -54,7 +38,11 @@ def built(tmp_path_factory):
         shutil.copy(TS_DIR / script, out / script)
     types = ["--types", "node", "--typeRoots", str(TS_DIR / "node_modules" / "@types")]
     run = subprocess.run(
-        [str(TSC), *FLAGS, *types, "--outDir", "out", *SCRIPTS], cwd=out, capture_output=True, text=True, timeout=300
+        [str(TSC), *TSC_FLAGS, *types, "--outDir", "out", *SCRIPTS],
+        cwd=out,
+        capture_output=True,
+        text=True,
+        timeout=300,
     )
     assert run.returncode == 0, run.stdout + run.stderr
     (out / "out" / "package.json").write_text('{"type": "module"}\n')
