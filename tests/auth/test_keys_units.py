@@ -5,18 +5,24 @@ call them (docs/mutation.md, session 15, wt-mpo5: the module had never been run)
 
 from __future__ import annotations
 
-import datetime
-
 import pytest
-from cryptography import x509
 from cryptography.exceptions import InvalidSignature
 from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec, padding
 from cryptography.hazmat.primitives.asymmetric.utils import decode_dss_signature
-from cryptography.x509.oid import NameOID
 
 from dbsvc.auth.keys import UnusableKey, VerifyKey, _b64_member, _describe, check_public_key, key_from_jwk, load_pem_key
-from support.authkit import EC_OCTETS, KEY_FOR_ALG, all_private_keys, b64, jwk_of, public_der, public_pem, raw_sign
+from support.authkit import (
+    EC_OCTETS,
+    KEY_FOR_ALG,
+    all_private_keys,
+    b64,
+    certificate_pem,
+    jwk_of,
+    public_der,
+    public_pem,
+    raw_sign,
+)
 
 KEYS = all_private_keys()
 DATA = b"header.payload"
@@ -185,24 +191,8 @@ def test_every_kind_of_key_is_described():
 # --- load_pem_key
 
 
-def _certificate(private) -> bytes:
-    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "idp")])
-    now = datetime.datetime(2026, 1, 1, tzinfo=datetime.timezone.utc)
-    cert = (
-        x509.CertificateBuilder()
-        .subject_name(name)
-        .issuer_name(name)
-        .public_key(private.public_key())
-        .serial_number(1)
-        .not_valid_before(now)
-        .not_valid_after(now + datetime.timedelta(days=1))
-        .sign(private, hashes.SHA256())
-    )
-    return cert.public_bytes(serialization.Encoding.PEM)
-
-
 def test_a_certificate_gives_its_public_key():
-    key = load_pem_key(_certificate(KEYS["p256"]), "ES256")
+    key = load_pem_key(certificate_pem(KEYS["p256"]), "ES256")
     assert key.fingerprint == (None, "ES256", public_der(KEYS["p256"]))
     assert key.verify(DATA, raw_sign(KEYS["p256"], "ES256", DATA)) is True
 

@@ -10,12 +10,23 @@ import json
 import time
 
 import pytest
-from cryptography.hazmat.primitives import hashes
 from cryptography.hazmat.primitives.asymmetric import ec
 
 from dbsvc.auth import ALGORITHMS, token_from_subprotocols, www_authenticate
 from dbsvc.errors import TokenError
-from support.authkit import KEY_FOR_ALG, TENANT, b64, claims, forge, jwk_of, mint, public_der, public_pem, raw_sign
+from support.authkit import (
+    KEY_FOR_ALG,
+    TENANT,
+    b64,
+    certificate_pem,
+    claims,
+    forge,
+    jwk_of,
+    mint,
+    public_der,
+    public_pem,
+    raw_sign,
+)
 
 
 def refused(guard, token: str) -> TokenError:
@@ -68,37 +79,17 @@ def test_expired_within_leeway_is_accepted(make_guard, keys):
 
 
 def test_certificate_pem_is_accepted(tmp_path, keys):
-    import datetime
-
-    from cryptography import x509
-    from cryptography.x509.oid import NameOID
-
     from dbsvc.auth import Guard, load_auth_config
     from dbsvc.schema.ir import AuthSettings
 
-    private = keys["p256"]
-    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "idp")])
-    now = datetime.datetime.now(datetime.UTC)
-    cert = (
-        x509.CertificateBuilder()
-        .subject_name(name)
-        .issuer_name(name)
-        .public_key(private.public_key())
-        .serial_number(1)
-        .not_valid_before(now)
-        .not_valid_after(now + datetime.timedelta(days=1))
-        .sign(private, hashes.SHA256())
-    )
-    from cryptography.hazmat.primitives import serialization
-
     path = tmp_path / "cert.pem"
-    path.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
+    path.write_bytes(certificate_pem(keys["p256"]))
     config = load_auth_config(
         {"SERVICE_JWT_PUBKEY": str(path), "SERVICE_JWT_ALG": "ES256", "SERVICE_TENANT": TENANT},
         AuthSettings(),
         str(tmp_path),
     )
-    assert Guard(config).verify(f"Bearer {mint(private, 'ES256')}")
+    assert Guard(config).verify(f"Bearer {mint(keys['p256'], 'ES256')}")
 
 
 # -- the attack corpus: 401 ------------------------------------------------------------

@@ -5,6 +5,7 @@ guard accepts are made by independent code (PyJWT, or `cryptography` directly)."
 from __future__ import annotations
 
 import base64
+import datetime
 import json
 import threading
 import time
@@ -13,9 +14,11 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 import jwt as pyjwt
+from cryptography import x509
 from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec, ed448, ed25519, padding, rsa
 from cryptography.hazmat.primitives.asymmetric.utils import decode_dss_signature
+from cryptography.x509.oid import NameOID
 
 ISSUER = "https://id.example.com/"
 AUDIENCE = "blog"
@@ -33,6 +36,24 @@ def public_pem(private: Any) -> bytes:
     return private.public_key().public_bytes(
         serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo
     )
+
+
+def certificate_pem(private: Any) -> bytes:
+    """A self-signed X.509 certificate of `private`'s public key, valid for a day from now, as
+    PEM: what an identity provider may publish in place of a bare public key."""
+    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "idp")])
+    now = datetime.datetime.now(datetime.UTC)
+    cert = (
+        x509.CertificateBuilder()
+        .subject_name(name)
+        .issuer_name(name)
+        .public_key(private.public_key())
+        .serial_number(1)
+        .not_valid_before(now)
+        .not_valid_after(now + datetime.timedelta(days=1))
+        .sign(private, hashes.SHA256())
+    )
+    return cert.public_bytes(serialization.Encoding.PEM)
 
 
 def public_der(private: Any) -> bytes:
