@@ -11,8 +11,10 @@ Steps (loop = the event-loop thread; thread = `asyncio.to_thread`)::
             `SortedIndex.share`), its row count and watermark; note the head offset H and
             the log's byte size P there; freeze the heap (gc.freeze). Records are replaced,
             never mutated, so the records are not copied: until the snapshot is written,
-            each write first notes the record it replaces (`TableCut.note_write`), and the
-            thread reads the image through that.
+            each replace or delete first notes the record it replaces (`TableCut.note_write`),
+            and the thread reads the image through that. An insert notes nothing: its id
+            was not live at the cut (a delete since the cut noted it first), and the image
+            reads only the ids live there (writes.py rule 4).
     thread  gather the ids at the cut from the shared sublists; write snapshot.new (epoch
             E2, head H) from the cut, a block at a time, fsync it      -> fault step 1
     thread  write log.retained.new: the newest frames of the old retained segment and
@@ -110,7 +112,7 @@ class Cancelled(Exception):
 @dataclass(slots=True)
 class TableCut:
     """One model at the cut. The image is `records` (the live map, not a copy) as it stood
-    at the cut: a write after the cut first notes the record it replaces in `before`
+    at the cut: a replace or delete after the cut first notes the record it replaces in `before`
     (`note_write`, on the loop, before it touches `records`), and the snapshot thread reads
     `records` first and `before` second, so whichever of the two it saw, the value it
     keeps is the one at the cut."""
