@@ -1,0 +1,97 @@
+"""Online compaction's thread steps give the core back to the loop (online.py `Pacer`): the
+snapshot is made in pieces with a pause between any two, and what the paced steps let the
+loop write meanwhile is copied before the switch (`catch_up`), not by it on the loop."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+
+from dbsvc.storage import online, snapshot
+from dbsvc.storage.snapshot import ModelStream, SnapshotImage, encode_snapshot, write_snapshot_stream
+from support.storage import check_indexes, open_store, run, user
+
+
+def _image_and_streams(s) -> tuple[SnapshotImage, list[ModelStream]]:
+    """The store's records as one image (written whole) and as streams of 300-row chunks."""
+    models, streams = [], []
+    for table in s.tables.values():
+        ids = sorted(table.live)
+        rows = [table.live[i] for i in ids]
+        fields = list(table.model.fields)
+        models.append(snapshot.ModelImage(table.name, fields, rows, table.max_id, table.key_fields, [9] * len(rows)))
+        chunks = [(rows[i : i + 300], [9] * len(rows[i : i + 300])) for i in range(0, len(rows), 300)]
+        streams.append(ModelStream(table.name, fields, len(rows), table.max_id, chunks, table.key_fields))
+    return SnapshotImage("e1", 9, models), streams
+
+
+def test_a_snapshot_written_in_paced_pieces_is_the_file_written_whole(tenant):
+    s = open_store(tenant, sync="off")
+
+    async def fill():
+        for i in range(1, snapshot.BLOCK_ROWS + 700):  # two blocks, the second short
+            await s.insert("User", user(i))
+
+    run(fill())
+    image, streams = _image_and_streams(s)
+    s.close()
+    pauses = []
+    path = os.path.join(tenant, "paced")
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+    try:
+        write_snapshot_stream(fd, image.epoch, image.head_offset, streams, lambda: pauses.append(1))
+    finally:
+        os.close(fd)
+    with open(path, "rb") as f:
+        assert f.read() == b"".join(encode_snapshot(image))
+    users = snapshot.BLOCK_ROWS + 699
+    # A pause after every PIECE_ROWS records parsed, every key column encoded and every block
+    # written: no piece of the User model's work runs longer than one of those between two.
+    parsed = -(-snapshot.BLOCK_ROWS // snapshot.PIECE_ROWS) + -(-699 // snapshot.PIECE_ROWS)
+    keys = len(image.models[0].keys)
+    assert image.models[0].name == "User" and keys >= 2
+    assert len(pauses) >= parsed + 2 * keys + 2, (len(pauses), parsed, keys)
+    assert users == len(image.models[0].rows)
+
+
+def test_writes_during_the_paced_steps_are_copied_before_the_switch_and_kept(tenant, monkeypatch, caplog):
+    # Every byte written since start_log is left to catch_up (SWITCH_BYTES 0), while sixteen
+    # writers keep the log growing through every thread step.
+    monkeypatch.setattr(online, "SWITCH_BYTES", 0)
+    s = open_store(tenant, replication=True)
+
+    async def go():
+        for i in range(1, 201):
+            await s.insert("User", user(i))
+        stop = asyncio.Event()
+
+        async def writer(k: int) -> int:
+            n = 0
+            while not stop.is_set() and n < 2000:
+                i = (k * 37 + n) % 200 + 1
+                await s.replace("User", i, user(i, name=f"w{k}-{n}"))
+                n += 1
+            return n
+
+        writers = [asyncio.create_task(writer(k)) for k in range(16)]
+        await asyncio.sleep(0.05)
+        await s.compact_now()
+        stop.set()
+        return sum(await asyncio.gather(*writers))
+
+    with caplog.at_level(logging.INFO, logger="dbsvc.storage"):
+        written = run(go())
+    assert s.compactions == 1 and s.stats()["commits"] == 200 + written
+    line = next(r.getMessage() for r in caplog.records if "compacted online" in r.getMessage())
+    assert "catch-ups" in line and "after 0 catch-ups" not in line, line
+    want = {name: dict(t.records) for name, t in s.tables.items()}
+    head, marks, epoch = s.head_offset, s.watermarks(), s.epoch
+    s.close()
+    s = open_store(tenant, replication=True)
+    try:
+        assert {name: dict(t.records) for name, t in s.tables.items()} == want
+        assert (s.head_offset, s.watermarks(), s.epoch) == (head, marks, epoch)
+        check_indexes(s)
+    finally:
+        s.close()
