@@ -106,8 +106,8 @@ RETRY_AFTER = 30.0  # seconds between attempts after a failed compaction
 COPY_CHUNK = 4 << 20  # bytes per read when copying frames into log.new
 PACE = 2.0  # a thread step sleeps PACE times the CPU it used since its last pause (`Pacer`)
 PACE_FRAMES = 64  # frames renumbered between two pauses of `start_log`
-SWITCH_BYTES = 256 << 10  # at most this much of the log is left for the switch to copy (`catch_up`)
-CATCH_UPS = 4  # thread steps that copy the frames written meanwhile before the switch
+SWITCH_BYTES = 32 << 10  # at most this much of the log is left for the switch to copy and fsync (`catch_up`)
+CATCH_UPS = 8  # thread steps that copy the frames written meanwhile before the switch
 
 
 class Cancelled(Exception):
@@ -357,14 +357,16 @@ def start_log(directory: str, old_path: str, cut: Cut, stop: int, every: int, pr
 
 def catch_up(old_path: str, new: NewLog, cut: Cut, stop: int, every: int, progress: Progress) -> None:
     """Thread step after `start_log`: the frames written since it stopped, up to `stop`,
-    appended to log.new (paced, not fsynced: the switch's fsync covers them), so that the
-    switch, which copies the rest on the loop, finds at most about SWITCH_BYTES to copy
-    however long the paced steps took (compactor.py)."""
+    appended to log.new (paced) and fsynced, so that the switch, which copies the rest on
+    the loop and fsyncs it there, finds at most about SWITCH_BYTES to copy and to flush
+    however long the paced steps took (compactor.py): an fsync's time on the loop grows
+    with the bytes it flushes (176 KB left to the switch: a 23 ms pause, bench/README.md)."""
     src = os.open(old_path, os.O_RDONLY | os.O_CLOEXEC)
     try:
         _copy_frames(old_path, src, new.copied, stop, new, cut.deltas(), every, Pacer(progress))
     finally:
         os.close(src)
+    files.ops.fsync(new.fd)
 
 
 def write_retained(
