@@ -61,10 +61,14 @@ Pauses of the loop: the cut (the primary keys' sublists) and the switch (copy of
 frames written since P1 plus one file fsync, three directory fsyncs and two renames); both
 short, and bench/README.md has the figures. The old snapshot's, retained segment's and log's blocks are freed by
 closing descriptors held across the switch, in a thread afterwards (`hold_old_files`), not
-inside the renames. The thread steps hold the GIL in short pieces: one block of the
-snapshot at a time (snapshot.py: its 2,048 stored records parsed for their key columns and
-the two lines encoded), so the loop's longest pause stays short however long the thread's
-step takes (bench/README.md has both). Memory during a
+inside the renames. The thread steps hold the GIL in short pieces and are paced (`Pacer`):
+the snapshot's records are parsed 256 at a time and its keys encoded a column at a time
+(snapshot.py), the frames since the cut renumbered 64 at a time, and after each piece the
+thread sleeps twice the CPU it used, so it takes at most a third of the loop's core and the
+loop, woken from a wait during which the thread took the GIL, waits for it at most one piece
+(under a millisecond or two) instead of a whole block or the 5 ms switch interval. A paced step runs
+about three times as long, so what the loop wrote meanwhile is copied and fsynced by
+`catch_up` steps until at most SWITCH_BYTES are left to the switch. Memory during a
 compaction: the id lists (8 bytes per record), the records replaced since the cut, and one
 block of rows; the old history and id lists are freed in the thread afterwards, a slice at
 a time, and the heap is frozen again.
@@ -208,13 +212,13 @@ class Pacer:
     """The pauses of a thread step (called in its thread, between pieces of its work): a
     check for `close()`, then a sleep of PACE times the thread's CPU since the last pause.
 
-    Why: the snapshot thread is pure Python and C calls that hold the GIL; the loop, whose
-    every `send`, `recv` and select lets the GIL go, waits for it back up to the switch
-    interval (5 ms) or to the end of the thread's current C call each time. Unpaced, the
-    thread took about half of the loop's core for the whole snapshot and PATCH waves took
-    2-3 times as long there (bench/README.md, wt-ptail). Paced, the thread takes at most
-    1 / (1 + PACE) of the core, and is asleep, not waiting for the GIL, the rest of the
-    time; the snapshot takes about 1 + PACE times as long on the wall clock, which only
+    Why: the snapshot thread is pure Python and C calls that hold the GIL; whenever the loop
+    waits in select (for a group's fsync, say) the thread takes the GIL, and the loop, woken,
+    waits for it back up to the switch interval (5 ms) or to the end of the thread's current
+    C call. Unpaced, PATCH waves during the snapshot took 1.7-4.2 times the median wave
+    before it (bench/compaction_tail.py; bench/README.md, wt-ptail). Paced, the thread takes
+    at most 1 / (1 + PACE) of the core and is asleep, not queued for the GIL, the rest of
+    the time; the snapshot takes about 1 + PACE times as long on the wall clock, which only
     keeps the cut's notes (`TableCut.before`) that much longer."""
 
     __slots__ = ("progress", "mark")
