@@ -119,3 +119,24 @@ def test_writes_during_the_paced_steps_are_copied_before_the_switch_and_kept(ten
         check_indexes(s)
     finally:
         s.close()
+
+
+def test_a_compaction_with_no_write_during_it_runs_no_catch_up(tenant, monkeypatch, caplog):
+    # Even with nothing allowed to be left to the switch (SWITCH_BYTES 0), a log that did
+    # not grow since start_log needs no catch-up step.
+    monkeypatch.setattr(online, "SWITCH_BYTES", 0)
+    s = open_store(tenant)
+
+    async def go():
+        for i in range(1, 21):
+            await s.insert("User", user(i))
+        await s.compact_now()
+
+    try:
+        with caplog.at_level(logging.INFO, logger="dbsvc.storage"):
+            run(go())
+        assert s.compactions == 1
+    finally:
+        s.close()
+    line = next(r.getMessage() for r in caplog.records if "compacted online" in r.getMessage())
+    assert "0 bytes of log left to the switch after 0 catch-ups" in line, line
