@@ -8,6 +8,9 @@ import asyncio
 import json
 import logging
 import os
+import time
+
+import pytest
 
 from dbsvc.storage import online, snapshot
 from dbsvc.storage.snapshot import ModelStream, SnapshotImage, encode_snapshot, write_snapshot_stream
@@ -140,3 +143,19 @@ def test_a_compaction_with_no_write_during_it_runs_no_catch_up(tenant, monkeypat
         s.close()
     line = next(r.getMessage() for r in caplog.records if "compacted online" in r.getMessage())
     assert "0 bytes of log left to the switch after 0 catch-ups" in line, line
+
+
+def test_a_pause_sleeps_pace_times_the_cpu_used_since_the_last_and_stops_a_closed_compaction():
+    progress = online.Progress()
+    pause = online.Pacer(progress)
+    for _round in range(2):  # the second measures from the first pause's end, not the start
+        started = time.thread_time()
+        while time.thread_time() - started < 0.01:  # 10 ms of this thread's CPU
+            pass
+        used = time.thread_time() - started
+        before = time.perf_counter()
+        pause()
+        assert time.perf_counter() - before >= online.PACE * used
+    progress.cancelled = True
+    with pytest.raises(online.Cancelled):
+        pause()
