@@ -8,6 +8,7 @@ import asyncio
 import json
 import logging
 import os
+import re
 import time
 
 import pytest
@@ -111,7 +112,9 @@ def test_writes_during_the_paced_steps_are_copied_before_the_switch_and_kept(ten
         written = run(go())
     assert s.compactions == 1 and s.stats()["commits"] == 200 + written
     line = next(r.getMessage() for r in caplog.records if "compacted online" in r.getMessage())
-    assert "catch-ups" in line and "after 0 catch-ups" not in line, line
+    # How many catch-ups ran depends on what the loop wrote meanwhile (none, if the thread
+    # step won every race): the line says, and what they copied is kept (below).
+    assert re.search(r"\d+ bytes of log left to the switch after \d catch-ups", line), line
     want = {name: dict(t.records) for name, t in s.tables.items()}
     head, marks, epoch = s.head_offset, s.watermarks(), s.epoch
     s.close()
