@@ -206,12 +206,13 @@ class Compactor:
         old_rows: list[list[Any]] = []
         held: list[int] = []  # old files, freed after the switch
         old_fds: list[int] = []
-        switched = [0.0]
+        switched = [0.0, 0.0]  # the switch's seconds, and the bytes it copied
 
         def switch() -> None:
             assert new is not None
             start = time.perf_counter()
             writer = commit.writer
+            switched[1] = writer.written - new.copied
             online.finish_log(old.log_path, writer.written, new, cut, every, faults)
             try:
                 segment = compact.install_pair(directory, faults, pending, progress.committed)
@@ -248,6 +249,7 @@ class Compactor:
             new = await online.in_thread(
                 progress, online.start_log, directory, old.log_path, cut, commit.writer.written, every, progress
             )
+            caught_up = await self._catch_up(progress, old.log_path, new, cut)
             held.extend(await online.in_thread(progress, online.hold_old_files, directory))
             await commit.run_between_fsyncs(switch)
         except BaseException as exc:
@@ -267,13 +269,16 @@ class Compactor:
             return
         self.pauses.append((cut.took, switched[0]))
         log.info(
-            "%s: compacted online at offset %d: %d live records, new epoch %s (pauses %.1f ms + %.1f ms)",
+            "%s: compacted online at offset %d: %d live records, new epoch %s (pauses %.1f ms + %.1f ms; "
+            "%d bytes of log left to the switch after %d catch-ups)",
             directory,
             cut.head,
             sum(tc.count for tc in cut.tables),
             cut.epoch,
             cut.took * 1e3,
             switched[0] * 1e3,
+            switched[1],
+            caught_up,
         )
         await online.in_thread(progress, online.release_files, held, old_fds)
         await online.in_thread(progress, online.drop_slowly, old_rows)
@@ -281,6 +286,21 @@ class Compactor:
         # long-lived and acyclic, like what `recovery.load` froze at open: out of the
         # cyclic GC's way too (docs/decisions.md, "Pauses").
         gc.freeze()
+
+    async def _catch_up(self, progress: online.Progress, old_log: str, new: online.NewLog, cut: online.Cut) -> int:
+        """Copy into log.new, in paced thread steps (`online.catch_up`), what the loop wrote
+        while the paced steps before ran, until at most `online.SWITCH_BYTES` are left for
+        the switch to copy on the loop: without it a slow `start_log` leaves the switch the
+        frames of its whole run. Returns how many steps ran (at most `online.CATCH_UPS`)."""
+        commit = self._commit
+        assert commit is not None
+        for step in range(online.CATCH_UPS):
+            commit.write_held()
+            stop = commit.writer.written
+            if stop - new.copied <= online.SWITCH_BYTES:
+                return step
+            await online.in_thread(progress, online.catch_up, old_log, new, cut, stop, self.checkpoint_every, progress)
+        return online.CATCH_UPS
 
     def _failed(self, exc: Exception) -> None:
         """Log why (a compaction cancelled by `close()` is not a failure to report) and

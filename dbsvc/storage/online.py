@@ -21,7 +21,8 @@ Steps (loop = the event-loop thread; thread = `asyncio.to_thread`)::
             of the old log's [header, P) within `retain_bytes` (retain.py), fsync it;
             nothing when nothing is retained                           -> fault step 2
     thread  log.new = header (E2, base H) + the frames of the old log in [P, P1), P1 its
-            size when this step starts; fsync it
+            size when this step starts; fsync it; then, while more than SWITCH_BYTES
+            were written since (at most CATCH_UPS times), append those too (`catch_up`)
     loop    in the committer, between two fsyncs (commit.py `run_between_fsyncs`):
             append the frames in [P1, end) to log.new, fsync it        -> fault step 3
             fsync the directory                                        -> fault step 4
@@ -60,10 +61,14 @@ Pauses of the loop: the cut (the primary keys' sublists) and the switch (copy of
 frames written since P1 plus one file fsync, three directory fsyncs and two renames); both
 short, and bench/README.md has the figures. The old snapshot's, retained segment's and log's blocks are freed by
 closing descriptors held across the switch, in a thread afterwards (`hold_old_files`), not
-inside the renames. The thread steps hold the GIL in short pieces: one block of the
-snapshot at a time (snapshot.py: its 2,048 stored records parsed for their key columns and
-the two lines encoded), so the loop's longest pause stays short however long the thread's
-step takes (bench/README.md has both). Memory during a
+inside the renames. The thread steps hold the GIL in short pieces and are paced (`Pacer`):
+the snapshot's records are parsed 256 at a time and its keys encoded a column at a time
+(snapshot.py), the frames since the cut renumbered 64 at a time, and after each piece the
+thread sleeps twice the CPU it used, so it takes at most a third of the loop's core and the
+loop, woken from a wait during which the thread took the GIL, waits for it at most one piece
+(under a millisecond or two) instead of a whole block or the 5 ms switch interval. A paced step runs
+about three times as long, so what the loop wrote meanwhile is copied and fsynced by
+`catch_up` steps until at most SWITCH_BYTES are left to the switch. Memory during a
 compaction: the id lists (8 bytes per record), the records replaced since the cut, and one
 block of rows; the old history and id lists are freed in the thread afterwards, a slice at
 a time, and the heap is frozen again.
@@ -103,6 +108,10 @@ log = logging.getLogger("dbsvc.storage")
 CHUNK = 2048  # rows read from the cut at a time (the writer blocks them: snapshot.BLOCK_ROWS)
 RETRY_AFTER = 30.0  # seconds between attempts after a failed compaction
 COPY_CHUNK = 4 << 20  # bytes per read when copying frames into log.new
+PACE = 2.0  # a thread step sleeps PACE times the CPU it used since its last pause (`Pacer`)
+PACE_FRAMES = 64  # frames renumbered between two pauses of `start_log`
+SWITCH_BYTES = 32 << 10  # at most this much of the log is left for the switch to copy and fsync (`catch_up`)
+CATCH_UPS = 8  # thread steps that copy the frames written meanwhile before the switch
 
 
 class Cancelled(Exception):
@@ -199,6 +208,33 @@ class Progress:
             raise Cancelled("the store closed during compaction")
 
 
+class Pacer:
+    """The pauses of a thread step (called in its thread, between pieces of its work): a
+    check for `close()`, then a sleep of PACE times the thread's CPU since the last pause.
+
+    Why: the snapshot thread is pure Python and C calls that hold the GIL; whenever the loop
+    waits in select (for a group's fsync, say) the thread takes the GIL, and the loop, woken,
+    waits for it back up to the switch interval (5 ms) or to the end of the thread's current
+    C call. Unpaced, PATCH waves during the snapshot took 1.7-4.2 times the median wave
+    before it (bench/compaction_tail.py; bench/README.md, wt-ptail). Paced, the thread takes
+    at most 1 / (1 + PACE) of the core and is asleep, not queued for the GIL, the rest of
+    the time; the snapshot takes about 1 + PACE times as long on the wall clock, which only
+    keeps the cut's notes (`TableCut.before`) that much longer."""
+
+    __slots__ = ("progress", "mark")
+
+    def __init__(self, progress: Progress) -> None:
+        self.progress = progress
+        self.mark = time.thread_time()
+
+    def __call__(self) -> None:
+        self.progress.check()
+        used = time.thread_time() - self.mark
+        if used > 0:
+            time.sleep(used * PACE)
+        self.mark = time.thread_time()
+
+
 def take_cut(tables: dict[str, Table], head: int, position: int) -> Cut:
     """What the snapshot needs, on the loop with no await (see the docstring): the primary
     keys' sublists, shared until `end_cut` (`SortedIndex.share`: a write copies a sublist
@@ -209,12 +245,12 @@ def take_cut(tables: dict[str, Table], head: int, position: int) -> Cut:
     return Cut(compact.new_epoch(), head, position, cuts, time.perf_counter() - start)
 
 
-def _row_chunks(tc: TableCut, progress: Progress) -> Iterator[tuple[list[Stored], list[int]]]:
+def _row_chunks(tc: TableCut, pause: Pacer) -> Iterator[tuple[list[Stored], list[int]]]:
     """The image's rows and their versions, CHUNK at a time: stored records are row texts
     already (rows.py)."""
     ids = tc.gather_ids()
     for i in range(0, len(ids), CHUNK):
-        progress.check()
+        pause()
         chunk = ids[i : i + CHUNK]
         yield list(tc.image_records(chunk)), tc.image_versions(chunk)
 
@@ -227,20 +263,18 @@ def end_cut(tables: dict[str, Table]) -> None:
 
 
 def write_snapshot(directory: str, cut: Cut, progress: Progress, faults: FaultPlan) -> None:
-    """Thread step: snapshot.new from the cut, fsynced (fault step 1)."""
+    """Thread step: snapshot.new from the cut, fsynced (fault step 1), paced (`Pacer`)."""
+    pause = Pacer(progress)
     streams = [
         ModelStream(
-            tc.table.name,
-            list(tc.table.model.fields),
-            tc.count,
-            tc.max_id,
-            _row_chunks(tc, progress),
-            tc.table.key_fields,
+            tc.table.name, list(tc.table.model.fields), tc.count, tc.max_id, _row_chunks(tc, pause), tc.table.key_fields
         )
         for tc in cut.tables
     ]
     path = os.path.join(directory, compact.SNAPSHOT_NAME + compact.NEW_SUFFIX)
-    cut.snapshot_bytes = compact.write_durably(path, lambda fd: write_snapshot_stream(fd, cut.epoch, cut.head, streams))
+    cut.snapshot_bytes = compact.write_durably(
+        path, lambda fd: write_snapshot_stream(fd, cut.epoch, cut.head, streams, pause)
+    )
     faults.check("compact")
 
 
@@ -254,10 +288,19 @@ class NewLog:
 
 
 def _copy_frames(
-    path: str, src_fd: int, start: int, stop: int, new: NewLog, deltas: dict[str, int], every: int
+    path: str,
+    src_fd: int,
+    start: int,
+    stop: int,
+    new: NewLog,
+    deltas: dict[str, int],
+    every: int,
+    pause: Pacer | None = None,
 ) -> None:
     """Append the old log's frames in [start, stop) to log.new, renumbered, in writes of
     about COPY_CHUNK bytes; note a checkpoint at every offset that is a multiple of `every`.
+    `pause` (a thread step's) is called every PACE_FRAMES frames; the switch copies on the
+    loop, without one.
 
     Every frame is checked as recovery checks it (offset, length, CRC: a checked walk), so a
     frame damaged on disk since it was written fails the compaction (`CorruptLog`) instead of
@@ -269,6 +312,8 @@ def _copy_frames(
     for frame in renumber_frames(walk, deltas, new.size, every, new.checkpoints):
         out.append(frame)
         pending += len(frame)
+        if pause is not None and len(out) % PACE_FRAMES == 0:
+            pause()
         if pending >= COPY_CHUNK:
             write_all(new.fd, b"".join(out))
             new.size += pending
@@ -290,7 +335,8 @@ def _copy_frames(
 
 def start_log(directory: str, old_path: str, cut: Cut, stop: int, every: int, progress: Progress) -> NewLog:
     """Thread step: log.new with the header and the frames written between the cut and
-    `stop`, fsynced; its descriptor stays open for the switch."""
+    `stop`, fsynced; its descriptor stays open for the switch. Paced (`Pacer`): the frames
+    since the cut are renumbered one by one in Python."""
     progress.check()
     path = os.path.join(directory, compact.LOG_NAME + compact.NEW_SUFFIX)
     fd = files.ops.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_APPEND | os.O_CLOEXEC, 0o644)
@@ -300,7 +346,7 @@ def start_log(directory: str, old_path: str, cut: Cut, stop: int, every: int, pr
         new = NewLog(fd, len(header), cut.position, [], cut.head + 1)
         src = os.open(old_path, os.O_RDONLY | os.O_CLOEXEC)
         try:
-            _copy_frames(old_path, src, cut.position, stop, new, cut.deltas(), every)
+            _copy_frames(old_path, src, cut.position, stop, new, cut.deltas(), every, Pacer(progress))
         finally:
             os.close(src)
         files.ops.fsync(fd)
@@ -311,6 +357,20 @@ def start_log(directory: str, old_path: str, cut: Cut, stop: int, every: int, pr
         files.ops.close(fd)
         raise
     return new
+
+
+def catch_up(old_path: str, new: NewLog, cut: Cut, stop: int, every: int, progress: Progress) -> None:
+    """Thread step after `start_log`: the frames written since it stopped, up to `stop`,
+    appended to log.new (paced) and fsynced, so that the switch, which copies the rest on
+    the loop and fsyncs it there, finds at most about SWITCH_BYTES to copy and to flush
+    however long the paced steps took (compactor.py): an fsync's time on the loop grows
+    with the bytes it flushes (176 KB left to the switch: a 23 ms pause, bench/README.md)."""
+    src = os.open(old_path, os.O_RDONLY | os.O_CLOEXEC)
+    try:
+        _copy_frames(old_path, src, new.copied, stop, new, cut.deltas(), every, Pacer(progress))
+    finally:
+        os.close(src)
+    files.ops.fsync(new.fd)
 
 
 def write_retained(

@@ -83,7 +83,7 @@ import json
 import mmap
 import zlib
 from array import array
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from itertools import islice, repeat
 from operator import itemgetter
@@ -104,6 +104,7 @@ BLOCK_ROWS = 2048  # rows per block (format 2): one keys line and one rows line
 ROW_END = b",\t"  # what ends every row of a rows line but its last
 WINDOW = 1 << 19  # bytes of a format-1 model line the rows reader parses at a time
 SAMPLE_EVERY = 64  # the keys reader scans this block's every SAMPLE_EVERY-th row (and its last)
+PIECE_ROWS = 256  # stored records parsed for their keys in one call (a block's CPU comes in pieces)
 
 
 @dataclass(slots=True)
@@ -147,15 +148,33 @@ def _header(epoch: str, head_offset: int, models: Iterable[tuple[str, list[str],
     return _line(compact_json(header).encode("utf-8"))
 
 
-def _block(block: list[tuple[Stored | Sequence[Any], int]], positions: list[int]) -> bytes:
+def _no_pause() -> None:
+    pass
+
+
+def _block(
+    block: list[tuple[Stored | Sequence[Any], int]], positions: list[int], pause: Callable[[], None] = _no_pause
+) -> bytes:
     """A block's three lines from its (row, version) pairs: its keys line (the columns at
     `positions`), its rows line and its versions line. Stored records are parsed for their
-    keys in one call (a compaction's only parse)."""
+    keys (a compaction's only parse) PIECE_ROWS at a time and its keys encoded a column at
+    a time, with `pause()` after each piece: one parse of the whole block is a single C call
+    of ~2 ms, which holds the GIL whatever the switch interval (write_snapshot_stream)."""
     rows = [r for r, _v in block]
     texts = [r if type(r) is bytes else pack(r) for r in rows]
-    values = json.loads(b"[" + b",".join(texts) + b"]") if positions and type(rows[0]) is bytes else rows
+    values: Sequence[Any] = rows
+    if positions and type(rows[0]) is bytes:
+        parsed: list[Any] = []
+        for i in range(0, len(texts), PIECE_ROWS):
+            parsed += json.loads(b"[" + b",".join(texts[i : i + PIECE_ROWS]) + b"]")
+            pause()
+        values = parsed
     fields = list(zip(*values)) if positions else []
-    keys = compact_json([_column(fields[p]) for p in positions]).encode("utf-8", "surrogatepass")
+    columns = []
+    for p in positions:  # one column at a time: the block's keys as one call is ~1.3 ms
+        columns.append(compact_json(_column(fields[p])).encode("utf-8", "surrogatepass"))
+        pause()
+    keys = b"[" + b",".join(columns) + b"]"
     versions = compact_json(_column([v for _r, v in block])).encode("ascii")
     return _line(keys) + _line(b"[" + ROW_END.join(texts) + b"]") + _line(versions)
 
@@ -175,12 +194,14 @@ def _column(values: Sequence[Any]) -> Sequence[Any] | dict[str, int]:
     return values
 
 
-def _blocks(rows: Iterable[tuple[Stored | Sequence[Any], int]], positions: list[int]) -> Iterator[bytes]:
+def _blocks(
+    rows: Iterable[tuple[Stored | Sequence[Any], int]], positions: list[int], pause: Callable[[], None] = _no_pause
+) -> Iterator[bytes]:
     """The blocks of a model's (row, version) pairs, BLOCK_ROWS at a time, whatever chunks
     they come in."""
     it = iter(rows)
     while block := list(islice(it, BLOCK_ROWS)):
-        yield _block(block, positions)
+        yield _block(block, positions, pause)
 
 
 def _positions(fields: list[str], keys: list[str]) -> list[int]:
@@ -210,16 +231,20 @@ class ModelStream:
     keys: list[str] = field(default_factory=list)
 
 
-def write_snapshot_stream(fd: int, epoch: str, head_offset: int, models: list[ModelStream]) -> None:
+def write_snapshot_stream(
+    fd: int, epoch: str, head_offset: int, models: list[ModelStream], pause: Callable[[], None] = _no_pause
+) -> None:
     """Write a snapshot to `fd` (at position 0, empty file) in the same format as
-    `encode_snapshot`, a block at a time, so a thread writing it gives the GIL back
-    between blocks."""
+    `encode_snapshot`, a block at a time. `pause()` is called between pieces of the work,
+    each well under a millisecond or two of CPU, so that a thread writing it can give the
+    GIL and the core back to the event loop there (online.py `Pacer`)."""
     write_all(fd, _header(epoch, head_offset, ((m.name, m.fields, m.count, m.max_id, m.keys) for m in models)))
     for m in models:
         written = 0
         rows = (pair for chunk, versions in m.chunks for pair in zip(chunk, versions))
-        for block in _blocks(rows, _positions(m.fields, m.keys)):
+        for block in _blocks(rows, _positions(m.fields, m.keys), pause):
             write_all(fd, block)
+            pause()
             written += 1
         blocks = -(-m.count // BLOCK_ROWS)
         assert written == blocks, f"{m.name}: {written} blocks streamed, {blocks} for {m.count} rows"

@@ -110,6 +110,9 @@ def test_writes_to_a_replica_are_405_naming_the_primary(nodes):
     assert reply.json["code"] == "read_only_replica"
     assert reply.headers["allow"] == "GET, HEAD, OPTIONS"
     assert reply.headers["dbsvc-primary"] == f"http://127.0.0.1:{primary.port}"
+    assert reply.json["detail"] == (
+        f"this server is a read replica of http://127.0.0.1:{primary.port}: send writes to the primary"
+    )
     for method, path in (("PUT", "/api/user/1"), ("PATCH", "/api/user/1"), ("DELETE", "/api/user/1")):
         assert replica.request(method, path, {"email": "a@x.io", "name": "A"}).status == 405
     assert replica.get("/api/user").json["total"] == 0
