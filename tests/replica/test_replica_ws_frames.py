@@ -216,3 +216,47 @@ def test_receive_with_no_time_left_reads_what_the_socket_already_holds_and_never
             assert [ws.receive(timeout=0), ws.receive(timeout=0), ws.receive(timeout=0)] == [b"second", b"third", None]
     finally:
         server.close()
+
+
+def test_receive_many_hands_over_every_message_that_has_arrived_in_one_call():
+    # Rule C7, a replica's group (replica/groups.py G1): the messages of many reads at once.
+    payloads = [bytes([n % 251]) * size for n, size in enumerate(SIZES * 3)]
+    server = Server([b"".join(frame(p) for p in payloads[:5]), b"".join(frame(p) for p in payloads[5:])])
+    try:
+        with open_websocket(f"ws://127.0.0.1:{server.port}/", timeout=10) as ws:
+            server.sent.wait(5)
+            assert ws.receive_many(1000, 1 << 30, timeout=10) == payloads
+            started = time.monotonic()
+            assert ws.receive_many(1000, 1 << 30, timeout=0) == []  # nothing more has come
+            assert time.monotonic() - started < 1
+    finally:
+        server.close()
+
+
+def test_receive_many_stops_at_the_count_or_at_the_message_that_reaches_the_bytes():
+    payloads = [bytes([n]) * 300 for n in range(10)]
+    server = Server([b"".join(frame(p) for p in payloads)])
+    try:
+        with open_websocket(f"ws://127.0.0.1:{server.port}/", timeout=10) as ws:
+            server.sent.wait(5)
+            assert ws.receive_many(3, 1 << 30, timeout=10) == payloads[:3]
+            assert ws.receive_many(100, 601, timeout=10) == payloads[3:6]  # 600 < 601 <= 900
+            assert ws.receive_many(100, 600, timeout=10) == payloads[6:8]  # 600 reaches it
+            assert ws.receive_many(100, 1, timeout=10) == payloads[8:9]
+            assert ws.receive_many(100, 1 << 30, timeout=10) == payloads[9:]
+    finally:
+        server.close()
+
+
+def test_receive_many_hands_over_the_messages_before_a_close_then_raises_it():
+    pieces = [frame(b"one"), frame(b"two" * 100), frame((1001).to_bytes(2, "big") + b"going away", opcode=8)]
+    server = Server([b"".join(pieces)])
+    try:
+        with open_websocket(f"ws://127.0.0.1:{server.port}/", timeout=10) as ws:
+            server.sent.wait(5)
+            assert ws.receive_many(100, 1 << 30, timeout=10) == [b"one", b"two" * 100]
+            with pytest.raises(WebSocketClosed) as info:
+                ws.receive_many(100, 1 << 30, timeout=10)
+            assert (info.value.code, info.value.reason) == (1001, "going away")
+    finally:
+        server.close()
