@@ -218,6 +218,18 @@ def test_receive_with_no_time_left_reads_what_the_socket_already_holds_and_never
         server.close()
 
 
+def test_a_fragmented_message_is_wsprotos_even_when_a_long_binary_frame_comes_inside_it():
+    # Rule C6: a 16-bit-length binary frame is cut at once only outside a fragmented message.
+    server = Server([frame(b"x" * 200, fin=False) + frame(b"y" * 300) + frame(b"never")])
+    try:
+        with open_websocket(f"ws://127.0.0.1:{server.port}/", timeout=10) as ws:
+            with pytest.raises(WebSocketClosed) as info:
+                ws.receive(timeout=10)
+            assert info.value.code == 1002
+    finally:
+        server.close()
+
+
 def test_receive_many_hands_over_every_message_that_has_arrived_in_one_call():
     # Rule C7, a replica's group (replica/groups.py G1): the messages of many reads at once.
     payloads = [bytes([n % 251]) * size for n, size in enumerate(SIZES * 3)]

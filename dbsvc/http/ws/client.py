@@ -282,7 +282,19 @@ class ClientWebSocket:
             self._buffer.clear()
         self._need = 0
         size, at, ready = len(data), 0, self._ready
+        cut = ready.append
         while size - at >= 2 and self._ended is None:
+            if not self._parts and self._max_message > 0xFFFF:
+                # The /replicate stream's frames (126 to 65535 bytes, a 16-bit length, RFC 6455
+                # §5.2) cut a step each; any other frame, or a part, takes the step below.
+                while size - at >= 4 and data[at] == 0x82 and data[at + 1] == 126:
+                    end = at + 4 + (data[at + 2] << 8 | data[at + 3])
+                    if end > size:
+                        break
+                    cut(data[at + 4 : end])
+                    at = end
+                if size - at < 2:
+                    break
             first, second = data[at], data[at + 1]
             length, head = second & 0x7F, 2
             if length == 126:
