@@ -222,7 +222,7 @@ class ClientWebSocket:
         while len(batch) < limit and size < max_bytes:
             if ready:
                 sizes = list(accumulate(map(len, islice(ready, limit - len(batch))), initial=size))
-                count = min(bisect_left(sizes, max_bytes, 1), len(sizes) - 1)  # the one reaching it joins
+                count = min(bisect_left(sizes, max_bytes), len(sizes) - 1)  # the one reaching it joins
                 batch += [ready.popleft() for _ in range(count)]
                 size = sizes[count]
             elif self._ended is None and select.select((self._sock,), (), (), 0)[0]:
