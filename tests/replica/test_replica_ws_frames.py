@@ -272,3 +272,19 @@ def test_receive_many_hands_over_the_messages_before_a_close_then_raises_it():
             assert (info.value.code, info.value.reason) == (1001, "going away")
     finally:
         server.close()
+
+
+def test_a_control_frame_split_across_two_reads_is_passed_whole_and_the_frame_after_it_cut():
+    # Rule C6: the first read ends inside a ping (wsproto's); the second holds the ping's rest
+    # and a binary frame. Each piece is read before the next is sent (the server holds it).
+    ping = frame(b"are you there", opcode=9)
+    server = Server([frame(b"one") + ping[:4], ping[4:] + frame(b"two" * 50)])
+    server.hold = threading.Event()
+    try:
+        with open_websocket(f"ws://127.0.0.1:{server.port}/", timeout=10) as ws:
+            assert ws.receive(timeout=10) == b"one"
+            server.hold.set()
+            assert ws.receive(timeout=10) == b"two" * 50
+    finally:
+        server.close()
+    assert client_frames(server.received)[0] == (10, b"are you there")
