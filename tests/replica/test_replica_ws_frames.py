@@ -288,3 +288,20 @@ def test_a_control_frame_split_across_two_reads_is_passed_whole_and_the_frame_af
     finally:
         server.close()
     assert client_frames(server.received)[0] == (10, b"are you there")
+
+
+def test_a_read_that_ends_with_a_fragment_waits_for_the_rest_of_its_message():
+    # Rule C6: the first read holds the first fragment alone (the second piece waits until
+    # the client is inside its receive), so the cut ends exactly at a frame while a
+    # fragmented message is open.
+    server = Server([frame(b"fou", fin=False), frame(b"r!", opcode=0) + frame(b"five")])
+    server.hold = threading.Event()
+    release = threading.Timer(0.5, server.hold.set)
+    try:
+        with open_websocket(f"ws://127.0.0.1:{server.port}/", timeout=10) as ws:
+            release.start()
+            assert ws.receive(timeout=10) == b"four!"
+            assert ws.receive(timeout=10) == b"five"
+    finally:
+        release.cancel()
+        server.close()
