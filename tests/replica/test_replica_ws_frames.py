@@ -305,3 +305,17 @@ def test_a_read_that_ends_with_a_fragment_waits_for_the_rest_of_its_message():
     finally:
         release.cancel()
         server.close()
+
+
+def test_a_short_frame_after_a_byte_126_is_not_read_as_a_16_bit_length():
+    # Rule C6: only a frame's own second byte says a 16-bit length follows. Here the byte
+    # before a short frame, and that frame's first payload byte, are both 126 ("~"), and a
+    # long frame after it would hold the length those bytes would make.
+    payloads = [b"~" * 200, b"~~", b"z" * 70000, b"end"]
+    server = Server([b"".join(frame(p) for p in payloads)])
+    try:
+        with open_websocket(f"ws://127.0.0.1:{server.port}/", timeout=10) as ws:
+            server.sent.wait(5)
+            assert [ws.receive(timeout=10) for _ in payloads] == payloads
+    finally:
+        server.close()
