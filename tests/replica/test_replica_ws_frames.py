@@ -319,3 +319,29 @@ def test_a_short_frame_after_a_byte_126_is_not_read_as_a_16_bit_length():
             assert [ws.receive(timeout=10) for _ in payloads] == payloads
     finally:
         server.close()
+
+
+def test_a_read_that_ends_inside_a_16_bit_length_keeps_the_header_bytes():
+    # Rule C6: the first read ends three bytes into a frame (its length half there); the
+    # second piece waits until the first message was taken.
+    long = frame(b"x" * 200)
+    server = Server([frame(b"one") + long[:3], long[3:]])
+    server.hold = threading.Event()
+    try:
+        with open_websocket(f"ws://127.0.0.1:{server.port}/", timeout=10) as ws:
+            assert ws.receive(timeout=10) == b"one"
+            server.hold.set()
+            assert ws.receive(timeout=10) == b"x" * 200
+    finally:
+        server.close()
+
+
+def test_a_long_text_message_before_a_binary_one_leaves_the_binary_one_whole():
+    # Rule C6: a text frame with a 16-bit length is wsproto's, passed whole and no further.
+    server = Server([frame(("t" * 200).encode(), opcode=1) + frame(b"after" * 30)])
+    try:
+        with open_websocket(f"ws://127.0.0.1:{server.port}/", timeout=10) as ws:
+            server.sent.wait(5)
+            assert [ws.receive(timeout=10), ws.receive(timeout=10)] == ["t" * 200, b"after" * 30]
+    finally:
+        server.close()
