@@ -171,8 +171,8 @@ def test_a_binary_message_over_the_limit_is_refused_with_1009():
 
 @pytest.mark.parametrize(
     "bad",
-    [frame(b"masked", mask=b"abcd"), frame(b"rsv", rsv=0x40), frame(b"", opcode=0)],
-    ids=["masked", "rsv bit", "continuation without a start"],
+    [frame(b"masked", mask=b"abcd"), frame(b"", mask=b"abcd"), frame(b"rsv", rsv=0x40), frame(b"", opcode=0)],
+    ids=["masked", "masked and empty", "rsv bit", "continuation without a start"],
 )
 def test_a_frame_a_server_may_not_send_is_a_protocol_error_after_the_good_ones(bad):
     server = Server([frame(b"good") + bad + frame(b"never")])
