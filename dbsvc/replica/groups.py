@@ -7,8 +7,10 @@ socket (a group is read from a `primary.Stream`) and nothing of the follower's d
 Rules:
 G1. A group is what the stream has ready: the first message waits up to `wait` seconds,
     then every message already received joins it, up to BATCH frames or BATCH_BYTES bytes
-    (the frame that reaches BATCH_BYTES joins and ends it). `full` says it ended at a bound:
-    more is waiting.
+    (the frame that reaches BATCH_BYTES joins and ends it), in one `receive_many` call
+    (ws/client.py C7: no call a message). `full` says it ended at a bound: more is
+    waiting. A stream that ends (closed, broken) after the group's first message ends the
+    group, and the next read raises its error: the frames read before it are applied.
 G2. Each frame is checked before the group is handed on: binary, a whole header, the
     offset expected (one past the last), a length equal to the rest and within the store's
     `max_payload`, the CRC. The group's messages are checked together once it is read (`checked`:
@@ -17,7 +19,8 @@ G2. Each frame is checked before the group is handed on: binary, a whole header,
     `check_frame_bytes` in turn, and `BadFrame` carries the first one's reason and the good
     frames before it, which still count (the follower applies them before it stops); the
     messages after it are dropped, as they were never read. A stream that fails (closed,
-    broken) after a bad frame of the group reports the bad frame first.
+    broken) after a bad frame of the group reports the bad frame first (G1: the error
+    waits for the next read, which a bad frame stops).
 G3. The pipeline (`Pipeline.apply`, on the event loop): a group is applied as one
     (`Store.apply_replicated_frames`: one write, one fsync), then the group before it is
     awaited until durable; with `pipelined` (more frames are waiting) this one is not, so
@@ -60,21 +63,8 @@ class BadFrame(Exception):
 def read_group(ws: Stream, expected: int, limit: int, wait: float) -> tuple[list[bytes], bool]:
     """G1 and G2: the checked frames from offset `expected` on that `ws` has ready (the first
     awaited up to `wait` seconds), and whether the group is full."""
-    batch: list[bytes | str] = []  # as read; `checked` makes them frames
-    size = 0
-    full = False
-    try:
-        message = ws.receive(timeout=wait)
-        while message is not None:
-            batch.append(message)
-            size += len(message)
-            full = len(batch) >= BATCH or size >= BATCH_BYTES
-            if full:
-                break
-            message = ws.receive(timeout=0)
-    except BaseException:
-        checked(batch, expected, limit)  # G2: a bad frame read before the stream's error comes first
-        raise
+    batch: list[Any] = ws.receive_many(BATCH, BATCH_BYTES, wait)  # as read; `checked` makes them frames
+    full = len(batch) >= BATCH or sum(map(len, batch)) >= BATCH_BYTES
     return checked(batch, expected, limit), full
 
 

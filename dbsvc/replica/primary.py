@@ -17,8 +17,9 @@ Rules:
    one) or `ValueError` (not JSON); it judges nothing of the body: follower.py does.
 2. `replicate` and `epoch_snapshot` raise `HandshakeRefused` for an answer other than 101 and
    `WebSocketClientError` when no connection could be had; a `Stream` yields whole messages
-   (`receive(timeout)`: bytes, str, or None when none came within `timeout` seconds) and
-   raises `WebSocketClientError` once the connection has ended.
+   (`receive(timeout)`: bytes, str, or None when none came within `timeout` seconds;
+   `receive_many`: those that came at once, ws/client.py C7) and raises
+   `WebSocketClientError` once the connection has ended.
 3. Timeouts: 5 s for `/snapshot`, 10 s for a handshake (the follower's, unchanged since
    these calls lived in follower.py), 30 s for each message of the snapshot stream.
 4. `read_snapshot_header` and `read_snapshot` raise `StreamError` for a stream that does
@@ -49,6 +50,8 @@ class Stream(Protocol):
     """An open `/replicate` or `/replicate/snapshot` socket (rule 2); closed on exit."""
 
     def receive(self, timeout: float | None = None) -> bytes | str | None: ...
+
+    def receive_many(self, limit: int, max_bytes: int, timeout: float | None = None) -> list[bytes | str]: ...
 
     def __enter__(self) -> Stream: ...
 

@@ -147,6 +147,22 @@ class Script:
             raise step
         return step
 
+    def receive_many(self, limit: int, max_bytes: int, timeout: float | None = None) -> list:
+        """ws/client.py C7 over the steps: an exception after the first message is put back
+        for the next call."""
+        batch: list = []
+        message = self.receive(timeout)
+        while message is not None:
+            batch.append(message)
+            if len(batch) >= limit or sum(map(len, batch)) >= max_bytes or not self.steps:
+                break
+            try:
+                message = self.receive(0)
+            except Exception as exc:  # noqa: BLE001 - any step's exception: the stream's end
+                self.steps.insert(0, exc)
+                break
+        return batch
+
 
 class ScriptedPrimary:
     """The follower's `Primary`: `answer` is GET /snapshot's body (or an exception to raise),

@@ -13,7 +13,7 @@ import pytest
 
 from dbsvc.errors import WebSocketClosed
 from dbsvc.replica.consumer import FrameError, check_frame_bytes
-from dbsvc.replica.groups import BATCH, BadFrame, checked, read_group
+from dbsvc.replica.groups import BATCH, BATCH_BYTES, BadFrame, checked, read_group
 
 HEADER = struct.Struct(">QII")  # offset, crc32 of the payload, length
 LIMIT = 64
@@ -33,6 +33,19 @@ class Script:
         if isinstance(message, BaseException):
             raise message
         return message
+
+    def receive_many(self, limit: int, max_bytes: int, timeout: float | None = None) -> list:
+        """ws/client.py C7 over the messages: an error after the first waits for the next call."""
+        batch: list = []
+        message = self.receive(timeout)
+        while message is not None:
+            batch.append(message)
+            if len(batch) >= limit or sum(map(len, batch)) >= max_bytes:
+                break
+            if self.messages and isinstance(self.messages[0], BaseException):
+                break
+            message = self.receive(0)
+        return batch
 
 
 def good(offset: int, size: int = 8) -> bytes:
@@ -109,9 +122,19 @@ def test_a_stream_that_fails_after_a_bad_frame_reports_the_bad_frame():
     assert caught.value.frames == [good(1)]
 
 
-def test_a_stream_that_fails_after_good_frames_raises_its_error():
+def test_a_stream_that_fails_after_good_frames_hands_them_over_then_raises_its_error():
+    # G1: the frames read before the end are a group (applied); the next read raises. Before
+    # the group was taken in one call (ws/client.py C7), they were dropped with the error.
+    script = Script([good(1), good(2), WebSocketClosed(1006, "gone")])
+    assert read_group(script, 1, LIMIT, 0) == ([good(1), good(2)], False)
     with pytest.raises(WebSocketClosed):
-        read_group(Script([good(1), good(2), WebSocketClosed(1006, "gone")]), 1, LIMIT, 0)
+        read_group(script, 3, LIMIT, 0)
+
+
+def test_a_group_ends_at_the_frame_that_reaches_the_byte_bound():
+    messages = [good(n, BATCH_BYTES // 3) for n in range(1, 6)]
+    group, full = read_group(Script(messages), 1, BATCH_BYTES, 0)
+    assert (group, full) == (messages[:3], True)  # the third passes BATCH_BYTES: it joins, and ends it
 
 
 def test_a_good_group_is_taken_whole_at_once():

@@ -63,3 +63,36 @@ def test_frames_applied_during_a_followers_snapshot_leave_its_image_at_the_cut(t
         assert live[8] is None and live[9]["name"] == "back again" and live[7]["name"] == "after the cut"
     finally:
         again.close()
+
+
+def test_a_followers_group_that_takes_its_log_past_compact_bytes_starts_its_compaction(tmp_path):
+    """follow.py `_Group.submit`: after a group's write, a log past `compact_bytes` asks the
+    compactor's size rule (compactor.py `after_write`); a log under it does not compact."""
+    primary = open_store(create_tenant(str(tmp_path / "p"), "t"), replication=True)
+    follower = open_store(create_tenant(str(tmp_path / "f"), "t"), replication=True, compact_bytes=4096)
+    frames: list[bytes] = []
+    primary.subscribe(lambda _event, frame: frames.append(frame))
+
+    async def main() -> tuple[str, str]:
+        for i in range(1, 41):
+            await primary.insert("User", user(i))
+        first = follower.epoch
+        under = 0
+        while sum(map(len, frames[: under + 1])) < 4096 - 64:  # the log's header included
+            under += 1
+        await follower.apply_replicated_frames(frames[:under])
+        idle = follower.compactor.task
+        written = follower.apply_replicated_frames(frames[under:])
+        started = follower.compactor.task  # by the group's submit, before its write is durable
+        await written
+        assert idle is None and started is not None
+        await started
+        return first, follower.epoch
+
+    try:
+        first, epoch = asyncio.run(main())
+        assert follower.compactions == 1 and epoch != first
+        assert [follower.get("User", i)[0]["id"] for i in (1, 40)] == [1, 40]
+    finally:
+        primary.close()
+        follower.close()

@@ -171,8 +171,8 @@ def test_a_binary_message_over_the_limit_is_refused_with_1009():
 
 @pytest.mark.parametrize(
     "bad",
-    [frame(b"masked", mask=b"abcd"), frame(b"rsv", rsv=0x40), frame(b"", opcode=0)],
-    ids=["masked", "rsv bit", "continuation without a start"],
+    [frame(b"masked", mask=b"abcd"), frame(b"", mask=b"abcd"), frame(b"rsv", rsv=0x40), frame(b"", opcode=0)],
+    ids=["masked", "masked and empty", "rsv bit", "continuation without a start"],
 )
 def test_a_frame_a_server_may_not_send_is_a_protocol_error_after_the_good_ones(bad):
     server = Server([frame(b"good") + bad + frame(b"never")])
@@ -214,5 +214,134 @@ def test_receive_with_no_time_left_reads_what_the_socket_already_holds_and_never
             server.sent.wait(5)
             assert server.pieces_sent == [0, 1]  # and delivered: the bytes are in our socket
             assert [ws.receive(timeout=0), ws.receive(timeout=0), ws.receive(timeout=0)] == [b"second", b"third", None]
+    finally:
+        server.close()
+
+
+def test_a_fragmented_message_is_wsprotos_even_when_a_long_binary_frame_comes_inside_it():
+    # Rule C6: a 16-bit-length binary frame is cut at once only outside a fragmented message.
+    server = Server([frame(b"x" * 200, fin=False) + frame(b"y" * 300) + frame(b"never")])
+    try:
+        with open_websocket(f"ws://127.0.0.1:{server.port}/", timeout=10) as ws:
+            with pytest.raises(WebSocketClosed) as info:
+                ws.receive(timeout=10)
+            assert info.value.code == 1002
+    finally:
+        server.close()
+
+
+def test_receive_many_hands_over_every_message_that_has_arrived_in_one_call():
+    # Rule C7, a replica's group (replica/groups.py G1): the messages of many reads at once.
+    payloads = [bytes([n % 251]) * size for n, size in enumerate(SIZES * 3)]
+    server = Server([b"".join(frame(p) for p in payloads[:5]), b"".join(frame(p) for p in payloads[5:])])
+    try:
+        with open_websocket(f"ws://127.0.0.1:{server.port}/", timeout=10) as ws:
+            server.sent.wait(5)
+            assert ws.receive_many(1000, 1 << 30, timeout=10) == payloads
+            started = time.monotonic()
+            assert ws.receive_many(1000, 1 << 30, timeout=0) == []  # nothing more has come
+            assert time.monotonic() - started < 1
+    finally:
+        server.close()
+
+
+def test_receive_many_stops_at_the_count_or_at_the_message_that_reaches_the_bytes():
+    payloads = [bytes([n]) * 300 for n in range(10)]
+    server = Server([b"".join(frame(p) for p in payloads)])
+    try:
+        with open_websocket(f"ws://127.0.0.1:{server.port}/", timeout=10) as ws:
+            server.sent.wait(5)
+            assert ws.receive_many(3, 1 << 30, timeout=10) == payloads[:3]
+            assert ws.receive_many(100, 601, timeout=10) == payloads[3:6]  # 600 < 601 <= 900
+            assert ws.receive_many(100, 600, timeout=10) == payloads[6:8]  # 600 reaches it
+            assert ws.receive_many(100, 1, timeout=10) == payloads[8:9]
+            assert ws.receive_many(100, 1 << 30, timeout=10) == payloads[9:]
+    finally:
+        server.close()
+
+
+def test_receive_many_hands_over_the_messages_before_a_close_then_raises_it():
+    pieces = [frame(b"one"), frame(b"two" * 100), frame((1001).to_bytes(2, "big") + b"going away", opcode=8)]
+    server = Server([b"".join(pieces)])
+    try:
+        with open_websocket(f"ws://127.0.0.1:{server.port}/", timeout=10) as ws:
+            server.sent.wait(5)
+            assert ws.receive_many(100, 1 << 30, timeout=10) == [b"one", b"two" * 100]
+            with pytest.raises(WebSocketClosed) as info:
+                ws.receive_many(100, 1 << 30, timeout=10)
+            assert (info.value.code, info.value.reason) == (1001, "going away")
+    finally:
+        server.close()
+
+
+def test_a_control_frame_split_across_two_reads_is_passed_whole_and_the_frame_after_it_cut():
+    # Rule C6: the first read ends inside a ping (wsproto's); the second holds the ping's rest
+    # and a binary frame. Each piece is read before the next is sent (the server holds it).
+    ping = frame(b"are you there", opcode=9)
+    server = Server([frame(b"one") + ping[:4], ping[4:] + frame(b"two" * 50)])
+    server.hold = threading.Event()
+    try:
+        with open_websocket(f"ws://127.0.0.1:{server.port}/", timeout=10) as ws:
+            assert ws.receive(timeout=10) == b"one"
+            server.hold.set()
+            assert ws.receive(timeout=10) == b"two" * 50
+    finally:
+        server.close()
+    assert client_frames(server.received)[0] == (10, b"are you there")
+
+
+def test_a_read_that_ends_with_a_fragment_waits_for_the_rest_of_its_message():
+    # Rule C6: the first read holds the first fragment alone (the second piece waits until
+    # the client is inside its receive), so the cut ends exactly at a frame while a
+    # fragmented message is open.
+    server = Server([frame(b"fou", fin=False), frame(b"r!", opcode=0) + frame(b"five")])
+    server.hold = threading.Event()
+    release = threading.Timer(0.5, server.hold.set)
+    try:
+        with open_websocket(f"ws://127.0.0.1:{server.port}/", timeout=10) as ws:
+            release.start()
+            assert ws.receive(timeout=10) == b"four!"
+            assert ws.receive(timeout=10) == b"five"
+    finally:
+        release.cancel()
+        server.close()
+
+
+def test_a_short_frame_after_a_byte_126_is_not_read_as_a_16_bit_length():
+    # Rule C6: only a frame's own second byte says a 16-bit length follows. Here the byte
+    # before a short frame, and that frame's first payload byte, are both 126 ("~"), and a
+    # long frame after it would hold the length those bytes would make.
+    payloads = [b"~" * 200, b"~~", b"z" * 70000, b"end"]
+    server = Server([b"".join(frame(p) for p in payloads)])
+    try:
+        with open_websocket(f"ws://127.0.0.1:{server.port}/", timeout=10) as ws:
+            server.sent.wait(5)
+            assert [ws.receive(timeout=10) for _ in payloads] == payloads
+    finally:
+        server.close()
+
+
+def test_a_read_that_ends_inside_a_16_bit_length_keeps_the_header_bytes():
+    # Rule C6: the first read ends three bytes into a frame (its length half there); the
+    # second piece waits until the first message was taken.
+    long = frame(b"x" * 200)
+    server = Server([frame(b"one") + long[:3], long[3:]])
+    server.hold = threading.Event()
+    try:
+        with open_websocket(f"ws://127.0.0.1:{server.port}/", timeout=10) as ws:
+            assert ws.receive(timeout=10) == b"one"
+            server.hold.set()
+            assert ws.receive(timeout=10) == b"x" * 200
+    finally:
+        server.close()
+
+
+def test_a_long_text_message_before_a_binary_one_leaves_the_binary_one_whole():
+    # Rule C6: a text frame with a 16-bit length is wsproto's, passed whole and no further.
+    server = Server([frame(("t" * 200).encode(), opcode=1) + frame(b"after" * 30)])
+    try:
+        with open_websocket(f"ws://127.0.0.1:{server.port}/", timeout=10) as ws:
+            server.sent.wait(5)
+            assert [ws.receive(timeout=10), ws.receive(timeout=10)] == ["t" * 200, b"after" * 30]
     finally:
         server.close()

@@ -38,6 +38,12 @@ C6. Frame boundaries are found here, not by wsproto: every frame header is read 
     so wsproto never holds part of a frame when a cut one follows, and its checks (control
     frames, fragments, text, close, masks, RSV bits, sizes) are the ones that decide. The
     handshake feeds wsproto the HTTP answer only; the bytes after it are read here.
+C7. `receive_many(limit, max_bytes, timeout)` is `receive(timeout)` then `receive(0)`
+    until `limit` messages, or until their lengths reach `max_bytes` (the message that
+    reaches it joins), or until none has arrived, in one call: a read replica's group
+    (replica/groups.py G1) taken from the messages already cut at once, with no Python
+    call a message. The end of the stream after the first message ends the list; the next
+    call raises it (C5).
 """
 
 from __future__ import annotations
@@ -47,7 +53,9 @@ import select
 import socket
 import time
 import urllib.parse
+from bisect import bisect_left
 from collections.abc import Iterable
+from itertools import accumulate, islice
 from typing import Any
 
 from wsproto import WSConnection
@@ -202,19 +210,42 @@ class ClientWebSocket:
                 wait = _POLL_READ  # readable: a plain socket's recv returns at once (TLS: a record's rest)
             else:
                 wait = idle_end - now if deadline is None else min(idle_end, deadline) - now
-            self._sock.settimeout(wait)
-            try:
-                data = self._sock.recv(_RECV_SIZE)
-            except TimeoutError:
-                continue
-            except OSError as exc:
-                self._end(WebSocketClosed(ABNORMAL, f"connection lost: {exc}"))
-                continue
-            if not data:
-                self._end(WebSocketClosed(ABNORMAL, "connection closed without a close frame"))
-                continue
-            self._last_seen = time.monotonic()
-            self._take(data)
+            self._read(wait)
+
+    def receive_many(self, limit: int, max_bytes: int, timeout: float | None = None) -> list[bytes | str]:
+        """Rule C7: the whole messages that have arrived, the first awaited up to `timeout`
+        ([] if none completed), up to `limit` of them or `max_bytes` of their lengths."""
+        first = self.receive(timeout)
+        if first is None:
+            return []
+        batch, size, ready = [first], len(first), self._ready
+        while len(batch) < limit and size < max_bytes:
+            if ready:
+                sizes = list(accumulate(map(len, islice(ready, limit - len(batch))), initial=size))
+                count = min(bisect_left(sizes, max_bytes), len(sizes) - 1)  # the one reaching it joins
+                batch += [ready.popleft() for _ in range(count)]
+                size = sizes[count]
+            elif self._ended is None and select.select((self._sock,), (), (), 0)[0]:
+                self._read(_POLL_READ)  # rule C3: what the socket already holds, never a wait
+            else:
+                break
+        return batch
+
+    def _read(self, wait: float) -> None:
+        """One `recv` of up to `wait` seconds; its bytes cut (C6), or the end noted (C5)."""
+        self._sock.settimeout(wait)
+        try:
+            data = self._sock.recv(_RECV_SIZE)
+        except TimeoutError:
+            return
+        except OSError as exc:
+            self._end(WebSocketClosed(ABNORMAL, f"connection lost: {exc}"))
+            return
+        if not data:
+            self._end(WebSocketClosed(ABNORMAL, "connection closed without a close frame"))
+            return
+        self._last_seen = time.monotonic()
+        self._take(data)
 
     def close(self, code: int = NORMAL_CLOSURE, reason: str = "", timeout: float = 2.0) -> None:
         """Send a close frame, wait up to `timeout` for the server to end TCP, close (C5)."""
@@ -251,7 +282,19 @@ class ClientWebSocket:
             self._buffer.clear()
         self._need = 0
         size, at, ready = len(data), 0, self._ready
+        cut = ready.append
         while size - at >= 2 and self._ended is None:
+            if not self._parts and self._max_message > 0xFFFF:
+                # The /replicate stream's frames (126 to 65535 bytes, a 16-bit length, RFC 6455
+                # §5.2) cut a step each; any other frame, or a part, takes the step below.
+                while size - at >= 4 and data[at] == 0x82 and data[at + 1] == 126:
+                    end = at + 4 + (data[at + 2] << 8 | data[at + 3])
+                    if end > size:
+                        break
+                    cut(data[at + 4 : end])
+                    at = end
+                if size - at < 2:
+                    break
             first, second = data[at], data[at + 1]
             length, head = second & 0x7F, 2
             if length == 126:
