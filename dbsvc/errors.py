@@ -336,7 +336,7 @@ class ConstraintViolation(RequestError):
     def __init__(self, errors: list[dict[str, str]]) -> None:
         first = errors[0] if errors else {"field": "", "message": "invalid record"}
         others = len(errors) - 1
-        more = f" (and {others} more error{'s' if others > 1 else ''})" if others else ""
+        more = f" (and {others} more error{'s' if others > 1 else ''})" if others > 0 else ""
         super().__init__(f"{first['field']}: {first['message']}{more}", errors=errors)
         self.errors = errors
 

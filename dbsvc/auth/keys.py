@@ -75,12 +75,11 @@ class VerifyKey:
     """A public key bound to one algorithm. `verify` answers True or False, never raises
     for a bad signature. `fingerprint` identifies the key material (for key-set diffs)."""
 
-    __slots__ = ("_check", "_public", "alg", "fingerprint", "kid")
+    __slots__ = ("_check", "alg", "fingerprint", "kid")
 
     def __init__(self, alg: str, kid: str | None, public: Any) -> None:
         self.alg = alg
         self.kid = kid
-        self._public = public
         der = public.public_bytes(serialization.Encoding.DER, serialization.PublicFormat.SubjectPublicKeyInfo)
         self.fingerprint = (kid, alg, der)
         family = alg[:2]

@@ -8,10 +8,10 @@ from __future__ import annotations
 import pytest
 from cryptography.exceptions import InvalidSignature
 from cryptography.hazmat.primitives import hashes, serialization
-from cryptography.hazmat.primitives.asymmetric import ec, padding
+from cryptography.hazmat.primitives.asymmetric import ec, padding, x25519
 from cryptography.hazmat.primitives.asymmetric.utils import decode_dss_signature
 
-from dbsvc.auth.keys import UnusableKey, VerifyKey, _b64_member, _describe, check_public_key, key_from_jwk, load_pem_key
+from dbsvc.auth.keys import UnusableKey, VerifyKey, check_public_key, key_from_jwk, load_pem_key
 from support.authkit import (
     EC_OCTETS,
     KEY_FOR_ALG,
@@ -69,7 +69,8 @@ def test_ed448_signatures_are_114_octets_and_verify():
     assert len(signature) == 114 and key.verify(DATA, signature) is True
     assert key.verify(DATA, signature[:64]) is False
     ed25519 = _key("EdDSA", "ed25519")
-    assert ed25519.verify(DATA, KEYS["ed25519"].sign(DATA)[:63] + b"\0") is False
+    good = KEYS["ed25519"].sign(DATA)
+    assert ed25519.verify(DATA, good[:63] + bytes([good[63] ^ 1])) is False  # not b"\0": 1 in 256 ends so
 
 
 @pytest.mark.parametrize("alg", ["RS256", "RS384", "RS512", "PS256", "PS384", "PS512"])
@@ -133,7 +134,7 @@ def test_a_key_is_bound_to_its_algorithm_kid_and_material():
     assert (pem.alg, pem.kid, pem.fingerprint) == ("PS384", None, (None, "PS384", public_der(KEYS["rsa"])))
 
 
-# --- check_public_key and _describe
+# --- check_public_key, and how its refusals describe the key they got
 
 
 def _public(name: str):
@@ -180,12 +181,23 @@ class _Stranger:
     pass
 
 
-def test_every_kind_of_key_is_described():
-    assert _describe(_public("rsa")) == "an RSA key of 2048 bits"
-    assert _describe(_public("p521")) == "an EC key on secp521r1"
-    assert _describe(_public("ed25519")) == "an Ed25519 key"
-    assert _describe(_public("ed448")) == "an Ed448 key"
-    assert _describe(_Stranger()) == "a Stranger"
+def test_a_refused_key_is_described_by_its_kind_size_or_curve():
+    assert unusable(check_public_key, _public("ed448"), "RS256") == "RS256 needs an RSA key, got an Ed448 key"
+    assert (
+        unusable(check_public_key, _public("ed25519"), "ES256") == "ES256 needs an EC key on P-256, got an Ed25519 key"
+    )
+    assert (
+        unusable(check_public_key, _public("rsa"), "ES512")
+        == "ES512 needs an EC key on P-521, got an RSA key of 2048 bits"
+    )
+    assert unusable(check_public_key, _public("p521"), "PS256") == "PS256 needs an RSA key, got an EC key on secp521r1"
+    assert unusable(check_public_key, _Stranger(), "EdDSA") == "EdDSA needs an Ed25519 or Ed448 key, got a Stranger"
+
+
+def test_a_pem_key_of_another_kind_is_named_by_its_class():
+    other = x25519.X25519PrivateKey.generate().public_key()
+    pem = other.public_bytes(serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo)
+    assert unusable(load_pem_key, pem, "EdDSA") == "EdDSA needs an Ed25519 or Ed448 key, got a X25519PublicKey"
 
 
 # --- load_pem_key
@@ -230,15 +242,7 @@ def test_a_pem_key_is_checked_against_its_algorithm():
     )
 
 
-# --- _b64_member and key_from_jwk
-
-
-def test_a_jwk_member_must_be_a_base64url_string():
-    assert _b64_member({"x": "AQAB"}, "x") == b"\x01\x00\x01"
-    assert unusable(_b64_member, {}, "n") == "jwk member 'n' is missing or not a string"
-    assert unusable(_b64_member, {"n": 5}, "n") == "jwk member 'n' is missing or not a string"
-    assert unusable(_b64_member, {"n": "a+b/"}, "n") == "jwk member 'n' is not base64url"
-    assert unusable(_b64_member, {"n": ""}, "n") == "jwk member 'n' is not base64url"
+# --- key_from_jwk (its members read as base64url strings)
 
 
 @pytest.mark.parametrize(
@@ -253,6 +257,9 @@ def test_a_jwk_member_must_be_a_base64url_string():
         ("PS256", "rsa", {"kty": DROP}, "jwk 'kty' is None, PS256 needs 'RSA'"),
         ("RS256", "rsa", {"n": DROP}, "jwk member 'n' is missing or not a string"),
         ("RS256", "rsa", {"e": "=="}, "jwk member 'e' is not base64url"),
+        ("RS256", "rsa", {"e": "a+b/"}, "jwk member 'e' is not base64url"),
+        ("RS256", "rsa", {"n": ""}, "jwk member 'n' is not base64url"),
+        ("PS256", "rsa", {"n": 5}, "jwk member 'n' is missing or not a string"),
         ("RS256", "rsa", {"e": "AAAA"}, "jwk does not describe a valid public key"),
         ("RS256", "rsa_small", {}, "RSA key of 1024 bits is too small; at least 2048 bits required"),
         ("ES256", "p256", {"kty": "RSA"}, "jwk 'kty' is 'RSA', ES256 needs 'EC'"),
