@@ -79,6 +79,9 @@ def check_tables(
 ) -> tuple[RuntimeSettings, AuthSettings]:
     """Check every table, append each problem to `errors`, return the settings that hold."""
     values: dict[str, dict[str, Literal]] = {"runtime": {}, "auth": {}}
+    # Every key written, its value taken or refused: a key repeated after a refused value is
+    # still a duplicate, so the schema's author hears of both lines.
+    written: dict[str, set[str]] = {"runtime": set(), "auth": set()}
     first_line: dict[str, int] = {}
 
     def error(message: str, line: int, col: int) -> None:
@@ -96,7 +99,7 @@ def check_tables(
                 table.col,
             )
         first_line.setdefault(table.name, table.line)
-        seen = values[table.name]
+        seen, keys = values[table.name], written[table.name]
         for entry in table.entries:
             check = known.get(entry.key)
             if check is None:
@@ -106,9 +109,10 @@ def check_tables(
                     entry.col,
                 )
                 continue
-            if entry.key in seen:
+            if entry.key in keys:
                 error(f"duplicate key {entry.key!r} in [{table.name}]", entry.line, entry.col)
                 continue
+            keys.add(entry.key)
             if entry.value.kind is LiteralKind.BAD:
                 continue
             expected = check(entry.value)

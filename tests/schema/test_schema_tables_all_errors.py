@@ -27,8 +27,19 @@ def test_every_bad_entry_of_a_table_is_reported_in_one_run():
         "s.dbs:4:23: error: [runtime] changefeed_capacity expects a positive integer, got 0",
         "s.dbs:5:25: error: [runtime] replication_retain_mb expects a non-negative integer, got -1",
         "s.dbs:9:1: error: [auth] pubkey and jwks_url exclude each other, expected only one",
-        "s.dbs:10:1: error: [auth] pubkey and jwks_url exclude each other, expected only one",
+        "s.dbs:10:1: error: duplicate key 'jwks_url' in [auth]",
         "s.dbs:11:10: error: [auth] leeway expects a non-negative integer, got 1.5",
+    ]
+
+
+def test_a_key_repeated_after_its_refused_value_is_a_duplicate():
+    # Before: the first value's type error alone, and the repeat taken without a word.
+    text = "[runtime]\nreplication = 3\nreplication = true\n" + MODEL
+    with pytest.raises(SchemaErrors) as caught:
+        parse_schema(text, "s.dbs")
+    assert [str(e) for e in caught.value.errors] == [
+        "s.dbs:2:15: error: [runtime] replication expects true or false, got 3",
+        "s.dbs:3:1: error: duplicate key 'replication' in [runtime]",
     ]
 
 
