@@ -1,0 +1,129 @@
+"""A cursor this service made is read after its head (operators.py `decode_cursor`: the
+decoded bytes checked to start with `_cursor_head(model, sort)`, only the keys and the id
+parsed): every text is accepted or refused exactly as the whole decode (`_decode_whole`,
+the decode before that cut) accepts or refuses it, word for word.
+
+Two oracles: the same JSON value written compactly (the form of our cursors, whose head
+the reader finds) and with json.dumps' default spaces (never the head's bytes, so always
+decoded whole) must get the same answer; and texts made at random from our cursors (bytes
+changed, cut, added) are held to `_decode_whole` itself. Fixture-free, in process.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import random
+
+import pytest
+
+from dbsvc.errors import BadQuery
+from dbsvc.operators import _decode_whole, decode_cursor, encode_cursor
+
+KINDS = {"score": "f", "title": "s", "n": "i", "pinned": "b"}
+SCORE = (("score", True),)
+TWO = (("score", False), ("title", True))
+
+
+def text_of(raw: bytes) -> str:
+    return base64.urlsafe_b64encode(raw).decode().rstrip("=")
+
+
+def answer(decode, text: str, sort, id_kind: str = "i"):  # noqa: ANN001, ANN201
+    try:
+        return decode(text, "Post", sort, KINDS, id_kind)
+    except BadQuery as exc:  # the message quotes the text: compared with it taken out
+        shown = text if len(text) <= 40 else text[:39] + "\u2026"  # as a refusal quotes it
+        return ("refused", str(exc).replace(repr(shown), "TEXT"))
+    except OverflowError:
+        return ("overflow",)
+
+
+VALUES = [
+    ["c1", "Post", "-score", [2.5], 7],
+    ["c1", "Post", "-score", [3], 7],
+    ["c1", "Post", "-score", [None], 7],
+    ["c1", "Post", "-score", [-0.0], 7],
+    ["c1", "Post", "-score", [1e308], 7],
+    ["c1", "Post", "-score", [10**400], 7],
+    ["c1", "Post", "-score", [2.5], 7, 8],
+    ["c1", "Post", "-score", [2.5]],
+    ["c1", "Post", "-score", [], 7],
+    ["c1", "Post", "-score", [2.5, 1.0], 7],
+    ["c1", "Post", "-score", ["2.5"], 7],
+    ["c1", "Post", "-score", [True], 7],
+    ["c1", "Post", "-score", [[2.5]], 7],
+    ["c1", "Post", "-score", [{"a": 1}], 7],
+    ["c1", "Post", "-score", [2.5], None],
+    ["c1", "Post", "-score", [2.5], "7"],
+    ["c1", "Post", "-score", [2.5], 7.0],
+    ["c1", "Post", "-score", [2.5], [7]],
+    ["c1", "Post", "score", [2.5], 7],  # another sort
+    ["c1", "User", "-score", [2.5], 7],  # another model
+    ["c2", "Post", "-score", [2.5], 7],
+    ["c1", "Post", "-score", 2.5, 7],
+]
+
+
+@pytest.mark.parametrize("value", VALUES, ids=[str(v) for v in VALUES])
+def test_a_compact_cursor_is_answered_as_the_same_value_with_spaces(value):
+    compact = text_of(json.dumps(value, separators=(",", ":")).encode())
+    spaced = text_of(json.dumps(value).encode())
+    assert answer(decode_cursor, compact, SCORE) == answer(decode_cursor, spaced, SCORE)
+
+
+@pytest.mark.parametrize(
+    "keys, id_, id_kind",
+    [
+        ([1.5, "\u00e9t\u00e9 \u2603 \U0001f600"], 3, "i"),  # escaped by our encoder
+        ([None, None], 4, "i"),
+        ([0, ""], "x\u00e9", "s"),
+        ([-1e-300, 'a "quoted" \\ one'], 9, "i"),
+    ],
+)
+def test_a_cursor_of_ours_on_two_keys_decodes_as_the_whole_decode_does(keys, id_, id_kind):
+    text = encode_cursor("Post", TWO, keys, id_)
+    assert answer(decode_cursor, text, TWO, id_kind) == answer(_decode_whole, text, TWO, id_kind)
+    assert answer(decode_cursor, text, SCORE, id_kind) == answer(_decode_whole, text, SCORE, id_kind)
+
+
+def test_the_keys_after_the_head_with_utf8_are_read_as_the_whole_decode_reads_them():
+    raw = '["c1","Post","score,-title",[1.5,"été"],7]'.encode()
+    text = text_of(raw)
+    assert decode_cursor(text, "Post", TWO[:1] + (("title", True),), KINDS, "i") == ((1.5, "été"), 7)
+    for tail in (b" ", b"\n", b"x", b",", b"]", b"\xff"):
+        other = text_of(raw + tail)
+        assert answer(decode_cursor, other, TWO) == answer(_decode_whole, other, TWO)
+
+
+def test_texts_made_at_random_from_our_cursors_get_the_whole_decodes_answer():
+    rng = random.Random(36)
+    alphabet = b'[]{},:"\\ 0123456789.eE+-truefalsnul\xc3\xa9\x00\xffc1PostUser'
+    for _ in range(3000):
+        sort = rng.choice([SCORE, TWO, ()])
+        keys = [rng.choice([2.5, -1, None, "t\u00e9", True, 10**20]) for _ in sort]
+        raw = bytearray(
+            json.dumps(
+                ["c1", "Post", ",".join(("-" if d else "") + f for f, d in sort), keys, 7], separators=(",", ":")
+            ).encode()
+        )
+        for _step in range(rng.randint(1, 3)):
+            at = rng.randrange(len(raw) + 1)
+            move = rng.randrange(3)
+            if move == 0 and at < len(raw):
+                raw[at] = rng.choice(alphabet)
+            elif move == 1:
+                raw.insert(at, rng.choice(alphabet))
+            elif at < len(raw):
+                del raw[at]
+        text = text_of(bytes(raw))
+        id_kind = rng.choice("isb")
+        assert answer(decode_cursor, text, sort, id_kind) == answer(_decode_whole, text, sort, id_kind), raw
+
+
+def test_another_models_kinds_under_the_same_name_are_not_read_with_the_first_ones():
+    text = encode_cursor("Post", SCORE, [2.5], 7)
+    assert decode_cursor(text, "Post", SCORE, KINDS, "i") == ((2.5,), 7)
+    with pytest.raises(BadQuery):  # the same list name, its score now a str key
+        decode_cursor(text, "Post", SCORE, {**KINDS, "score": "s"}, "i")
+    assert decode_cursor(text, "Post", SCORE, KINDS, "i") == ((2.5,), 7)
