@@ -333,7 +333,7 @@ class NextLinks:
     that one record is the whole cost.
     """
 
-    __slots__ = ("_head", "_id", "_keys", "_last", "_link", "_prefix")
+    __slots__ = ("_id", "_keys", "_last", "_link", "_rest", "_start")
 
     def __init__(
         self,
@@ -343,8 +343,13 @@ class NextLinks:
         keys: Mapping[str, Callable[[Any], Any]],
         id_field: str,
     ) -> None:
-        self._prefix = prefix
-        self._head = _cursor_head(model, tuple(sort))
+        # base64 turns each 3 bytes into 4 characters on their own: the head's whole groups
+        # of 3 are encoded here once, after the prefix; a page encodes only the 0-2 bytes
+        # left of the head, its keys and its id
+        head = _cursor_head(model, tuple(sort)).encode("ascii")
+        whole = len(head) - len(head) % 3
+        self._start = prefix + binascii.b2a_base64(head[:whole], newline=False).translate(_URLSAFE).decode("ascii")
+        self._rest = head[whole:]
         self._keys = tuple((field, keys[field]) for field, _desc in sort)
         self._id = id_field
         self._last: Mapping[str, Any] | None = None
@@ -354,8 +359,12 @@ class NextLinks:
         """The next page's `Link` value, after `record` (the page's last)."""
         if record is self._last:
             return self._link
-        cursor = _cursor_after(self._head, [key(record[field]) for field, key in self._keys], record[self._id])
-        self._last, self._link = record, next_link(self._prefix, cursor)
+        text = (
+            ",".join([_json_key(key(record[field])) for field, key in self._keys]) + "]," + _json_key(record[self._id])
+        )
+        cursor = binascii.b2a_base64(self._rest + (text + "]").encode("ascii"), newline=False)
+        self._last = record
+        self._link = f'{self._start}{cursor.translate(_URLSAFE).rstrip(b"=").decode("ascii")}>; rel="next"'
         return self._link
 
 
