@@ -18,6 +18,7 @@ import random
 import pytest
 
 from dbsvc.errors import BadQuery
+from dbsvc import operators
 from dbsvc.operators import _decode_whole, decode_cursor, encode_cursor
 
 KINDS = {"score": "f", "title": "s", "n": "i", "pinned": "b"}
@@ -30,6 +31,7 @@ def text_of(raw: bytes) -> str:
 
 
 def answer(decode, text: str, sort, id_kind: str = "i"):  # noqa: ANN001, ANN201
+    operators._READERS.clear()  # each answer from a reader made now (the mutation runner is one process)
     try:
         return decode(text, "Post", sort, KINDS, id_kind)
     except BadQuery as exc:  # the message quotes the text: compared with it taken out
@@ -88,6 +90,7 @@ def test_a_cursor_of_ours_on_two_keys_decodes_as_the_whole_decode_does(keys, id_
 
 
 def test_the_keys_after_the_head_with_utf8_are_read_as_the_whole_decode_reads_them():
+    operators._READERS.clear()
     raw = '["c1","Post","score,-title",[1.5,"été"],7]'.encode()
     text = text_of(raw)
     assert decode_cursor(text, "Post", TWO[:1] + (("title", True),), KINDS, "i") == ((1.5, "été"), 7)
@@ -122,6 +125,7 @@ def test_texts_made_at_random_from_our_cursors_get_the_whole_decodes_answer():
 
 
 def test_another_models_kinds_under_the_same_name_are_not_read_with_the_first_ones():
+    operators._READERS.clear()
     text = encode_cursor("Post", SCORE, [2.5], 7)
     assert decode_cursor(text, "Post", SCORE, KINDS, "i") == ((2.5,), 7)
     with pytest.raises(BadQuery):  # the same list name, its score now a str key
