@@ -17,8 +17,8 @@ import random
 
 import pytest
 
-from dbsvc.errors import BadQuery
 from dbsvc import operators
+from dbsvc.errors import BadQuery
 from dbsvc.operators import _decode_whole, decode_cursor, encode_cursor
 
 KINDS = {"score": "f", "title": "s", "n": "i", "pinned": "b"}
