@@ -19,7 +19,7 @@ import pytest
 
 from dbsvc import operators
 from dbsvc.errors import BadQuery
-from dbsvc.operators import _decode_whole, decode_cursor, encode_cursor
+from dbsvc.operators import NextLinks, _decode_whole, decode_cursor, encode_cursor, next_link
 
 KINDS = {"score": "f", "title": "s", "n": "i", "pinned": "b"}
 SCORE = (("score", True),)
@@ -184,3 +184,22 @@ def test_the_readers_kept_are_bounded():
         text = encode_cursor(f"M{n}", SCORE, [1.0], 1)
         assert decode_cursor(text, f"M{n}", SCORE, KINDS, "i") == ((1.0,), 1)
         assert len(operators._READERS) <= operators.READERS
+
+
+def test_a_links_head_encoded_once_gives_the_composed_link_for_many_records_and_model_names():
+    """NextLinks encodes its cursor head's whole 3-byte groups once: the Link must still be
+    the composed one for heads and tails whose base64 holds `+` and `/` (made `-`, `_`)."""
+    rng = random.Random(16)
+    keys = {"score": float, "title": str}
+    seen = set()
+    for model in ("Post", "BlogPost", "M\u00e9?>>", "Z" * 7):
+        for sort in (SCORE, TWO, ()):
+            prefix = "</api/x?cursor="
+            made = NextLinks(prefix, model, sort, keys, "id")
+            for _ in range(300):
+                record = {"id": rng.randint(-(2**63), 2**63), "score": rng.uniform(-1e6, 1e6), "title": "t?>~"}
+                wanted = [keys[f](record[f]) for f, _d in sort]
+                link = made.after(record)
+                assert link == next_link(prefix, encode_cursor(model, sort, wanted, record["id"]))
+                seen |= set(link) & set("-_")
+    assert seen == {"-", "_"}
