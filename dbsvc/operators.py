@@ -188,7 +188,86 @@ def decode_cursor(
 ) -> tuple[tuple[Any, ...], Any]:
     """`cursor` text -> (the sort keys, the id) to seek after, for a list of `model` sorted
     by `sort`. `kinds` maps each sort field, and `id_kind` names the id, to the letter of
-    its index keys: `i` int, `f` float, `s` str, `b` bool."""
+    its index keys: `i` int, `f` float, `s` str, `b` bool.
+
+    A cursor this module made for this list starts, once decoded from base64, with the
+    very bytes of `_cursor_head(model, sort)`: those are checked by one `startswith`, and
+    only the keys and the id after them are parsed (`_CursorReader`), where the whole
+    decode parsed the head's three strings and made `sort_text(sort)` again on every page.
+    Any other text, a refusal included, takes the whole decode (`_decode_whole`), so what is
+    accepted and every refusal's words are the whole decode's."""
+    reader = _READERS.get((model, sort, id_kind))
+    if reader is None or reader.kinds != kinds:
+        reader = _reader(model, sort, kinds, id_kind)
+    found = reader.read(text)
+    if found is None:
+        return _decode_whole(text, model, sort, kinds, id_kind)
+    return found
+
+
+class _CursorReader:
+    """The decoding of the cursors this module makes for one list (model, sort, key kinds):
+    the head they start with, as bytes, and each sort key's kind in order."""
+
+    __slots__ = ("head", "id_kind", "kinds", "width", "wanted")
+
+    def __init__(self, model: str, sort: Sequence[tuple[str, bool]], kinds: Mapping[str, str], id_kind: str) -> None:
+        self.head = _cursor_head(model, tuple(sort)).encode("ascii")
+        self.kinds = dict(kinds)  # compared with the caller's on each decode (a model's own)
+        self.wanted = tuple(kinds[field] for field, _desc in sort)
+        self.width = len(self.wanted)
+        self.id_kind = id_kind
+
+    def read(self, text: str) -> tuple[tuple[Any, ...], Any] | None:
+        """(keys, id) of a cursor made for this list, or None for any other text (the
+        whole decode then accepts or refuses it). The rest after the head, `K,...],ID]`,
+        parses as `[[K,...],ID]` exactly when the whole text parses, to the same keys and
+        id (the array's first three items are the head's)."""
+        if len(text) > MAX_CURSOR:
+            return None
+        try:
+            raw = binascii.a2b_base64((text + "=" * (-len(text) % 4)).encode("ascii").translate(_FROM_URLSAFE))
+            if not raw.startswith(self.head):
+                return None
+            rest = "[[" + raw[len(self.head) :].decode("utf-8")
+            value, end = _SCAN(rest, 0)  # the decoder's C scanner: nothing after the array
+        except (binascii.Error, ValueError, UnicodeDecodeError, StopIteration):
+            return None
+        if end != len(rest) or type(value) is not list or len(value) != 2:
+            return None
+        keys, id_ = value
+        if type(keys) is not list or len(keys) != self.width:
+            return None
+        decoded = []
+        for key, kind in zip(keys, self.wanted):
+            checked = _key(key, kind, nullable=True)
+            if checked is _BAD:
+                return None
+            decoded.append(checked)
+        checked_id = _key(id_, self.id_kind, nullable=False)
+        if checked_id is _BAD:
+            return None
+        return tuple(decoded), checked_id
+
+
+# (model, sort, id kind) -> its reader; a schema declares finitely many models and sorts,
+# and a client may ask any order of a model's sort fields: emptied past READERS entries
+_READERS: dict[tuple[str, Sequence[tuple[str, bool]], str], _CursorReader] = {}
+READERS = 1024
+
+
+def _reader(model: str, sort: Sequence[tuple[str, bool]], kinds: Mapping[str, str], id_kind: str) -> _CursorReader:
+    """The reader of this list's cursors, made now and kept."""
+    if len(_READERS) >= READERS:
+        _READERS.clear()
+    reader = _READERS[(model, sort, id_kind)] = _CursorReader(model, sort, kinds, id_kind)
+    return reader
+
+
+def _decode_whole(
+    text: str, model: str, sort: Sequence[tuple[str, bool]], kinds: Mapping[str, str], id_kind: str
+) -> tuple[tuple[Any, ...], Any]:
+    """`decode_cursor` of any text: every check, in the order its refusals are raised."""
     if len(text) > MAX_CURSOR:
         raise _malformed(text)
     try:
@@ -254,7 +333,7 @@ class NextLinks:
     that one record is the whole cost.
     """
 
-    __slots__ = ("_head", "_id", "_keys", "_last", "_link", "_prefix")
+    __slots__ = ("_id", "_keys", "_last", "_link", "_rest", "_start")
 
     def __init__(
         self,
@@ -264,8 +343,13 @@ class NextLinks:
         keys: Mapping[str, Callable[[Any], Any]],
         id_field: str,
     ) -> None:
-        self._prefix = prefix
-        self._head = _cursor_head(model, tuple(sort))
+        # base64 turns each 3 bytes into 4 characters on their own: the head's whole groups
+        # of 3 are encoded here once, after the prefix; a page encodes only the 0-2 bytes
+        # left of the head, its keys and its id
+        head = _cursor_head(model, tuple(sort)).encode("ascii")
+        whole = len(head) - len(head) % 3
+        self._start = prefix + binascii.b2a_base64(head[:whole], newline=False).translate(_URLSAFE).decode("ascii")
+        self._rest = head[whole:]
         self._keys = tuple((field, keys[field]) for field, _desc in sort)
         self._id = id_field
         self._last: Mapping[str, Any] | None = None
@@ -275,8 +359,12 @@ class NextLinks:
         """The next page's `Link` value, after `record` (the page's last)."""
         if record is self._last:
             return self._link
-        cursor = _cursor_after(self._head, [key(record[field]) for field, key in self._keys], record[self._id])
-        self._last, self._link = record, next_link(self._prefix, cursor)
+        text = (
+            ",".join([_json_key(key(record[field])) for field, key in self._keys]) + "]," + _json_key(record[self._id])
+        )
+        cursor = binascii.b2a_base64(self._rest + (text + "]").encode("ascii"), newline=False)
+        self._last = record
+        self._link = f'{self._start}{cursor.translate(_URLSAFE).rstrip(b"=").decode("ascii")}>; rel="next"'
         return self._link
 
 
@@ -304,6 +392,9 @@ def _refuse(name: str) -> Any:
 # decodes its cursor on every request); this is that decoder, made once
 _CURSOR_JSON = json.JSONDecoder(parse_constant=_refuse)
 _FROM_URLSAFE = bytes.maketrans(b"-_", b"+/")  # base64url -> base64 (RFC 4648 §5)
+# its C scanner, called directly (storage/rows.py `SCAN`): (value, index after it); an
+# attribute the decoder sets on itself, which the type stubs do not list
+_SCAN: Callable[[str, int], tuple[Any, int]] = _CURSOR_JSON.scan_once  # type: ignore[attr-defined]
 
 
 def _key(value: Any, kind: str, nullable: bool) -> Any:
