@@ -94,15 +94,16 @@ class _Connection:
         while True:
             event = connection.next_event()
             if event is h11.NEED_DATA:
-                connection.receive_data(await self.reader.read(READ_CHUNK))
+                data = await self.reader.read(READ_CHUNK)
+                if not data and response is None:  # h11's own words would name its states
+                    raise ConnectionError("the upstream closed the connection before it answered")
+                connection.receive_data(data)
             elif isinstance(event, h11.Response):
                 response = event
             elif isinstance(event, h11.Data):
                 parts.append(bytes(event.data))
             elif isinstance(event, h11.EndOfMessage):
                 break
-            elif isinstance(event, h11.ConnectionClosed):
-                raise ConnectionError("the upstream closed the connection before it answered")
         assert response is not None  # h11 gives the Response before any Data or EndOfMessage
         if connection.our_state is h11.DONE and connection.their_state is h11.DONE:
             connection.start_next_cycle()

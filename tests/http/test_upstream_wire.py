@@ -157,8 +157,8 @@ def test_a_closed_connection_and_a_silent_upstream_say_what_happened():
         return port, closed.value, silent_port, timed_out.value
 
     port, closed, silent_port, timed_out = run(body)
-    # h11 refuses the EOF itself (the answer was due): its words follow ours
-    assert str(closed).startswith(f"127.0.0.1:{port} did not answer: can't handle event type ConnectionClosed")
+    # Before: h11's words ("can't handle event type ConnectionClosed when role=SERVER ...")
+    assert str(closed) == f"127.0.0.1:{port} did not answer: the upstream closed the connection before it answered"
     assert str(timed_out) == f"127.0.0.1:{silent_port} did not answer: no answer within 1 s"
     assert closed.sent is True and timed_out.sent is True
 
@@ -189,3 +189,27 @@ def test_past_max_idle_a_finished_connection_is_closed():
         return seen
 
     assert run(body) == 1
+
+
+def test_an_answer_cut_short_after_its_head_is_not_taken_for_a_whole_one():
+    heads: list[bytes] = []
+
+    async def cut(reader, writer):
+        heads.append(await reader.readuntil(b"\r\n\r\n"))
+        await reader.readexactly(2)
+        writer.write(b"HTTP/1.1 200 OK\r\ncontent-length: 10\r\n\r\nabc")
+        await writer.drain()
+        writer.close()
+
+    async def body():
+        server = await asyncio.start_server(cut, "127.0.0.1", 0)
+        port = server.sockets[0].getsockname()[1]
+        with pytest.raises(UpstreamError) as caught:
+            await Upstream("127.0.0.1", port).send(request())
+        server.close()
+        return port, caught.value
+
+    port, error = run(body)
+    # the head had come: h11 names the body it did not get in full
+    assert str(error).startswith(f"127.0.0.1:{port} did not answer: peer closed connection without sending complete")
+    assert error.sent is True and len(heads) == 1
