@@ -40,7 +40,6 @@ import logging
 import os
 import shutil
 import socket
-import threading
 import time
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING
@@ -362,64 +361,14 @@ def settle_heap() -> None:
     several times a second under durable POSTs and set the p99 (docs/decisions.md, "Pauses")."""
     gc.freeze()
     gc.set_threshold(*GC_THRESHOLDS)
-    ranges = heap_ranges()
-    if advise_huge_pages(ranges, MADV_HUGEPAGE):
-        threading.Thread(target=advise_huge_pages, args=(ranges, MADV_COLLAPSE), name="heap-pages", daemon=True).start()
+    from dbsvc.storage.heap import advise_heap  # here: importing service loads no storage
+
+    advise_heap()
 
 
 # Young collections every 2,000 tracked allocations (default 700), the middle generation
 # every 10 of them, a full collection considered every 100 of those (default 10, 10).
 GC_THRESHOLDS = (2_000, 10, 100)
-
-# Linux madvise(2) advice: back a range with 2 MiB transparent huge pages from now on
-# (MADV_HUGEPAGE), and do it now for the pages already there (MADV_COLLAPSE, Linux 6.1).
-MADV_HUGEPAGE, MADV_COLLAPSE = 14, 25
-HUGE_PAGE = 1 << 21
-
-
-def heap_ranges(maps: str = "/proc/self/maps") -> list[tuple[int, int]]:
-    """The whole 2 MiB pages of this process's private writable anonymous mappings (the
-    heap: Python's arenas, malloc's, the indexes' arrays), as (start, length); none where
-    there is no /proc (not Linux).
-
-    Why (docs/decisions.md, "Huge pages for the heap", wt-rng): at 1,000,000 records the
-    open builds about 1.1 GB of objects on 4 KiB pages, and a list's plan reads ids, keys
-    and records scattered over all of it, so nearly every read misses the TLB; served,
-    a range sorted by another field spent 47 us in its plan where the same plan costs
-    13 us in process, hot."""
-    try:
-        with open(maps) as lines:
-            found = []
-            for line in lines:
-                fields = line.split()
-                if not fields[1].startswith("rw") or fields[1][3] != "p" or (len(fields) > 5 and fields[5] != "[heap]"):
-                    continue
-                low, high = (int(part, 16) for part in fields[0].split("-"))
-                low = -(-low // HUGE_PAGE) * HUGE_PAGE
-                high = high // HUGE_PAGE * HUGE_PAGE
-                if high > low:
-                    found.append((low, high - low))
-            return found
-    except OSError:
-        return []
-
-
-def advise_huge_pages(ranges: list[tuple[int, int]], advice: int) -> int:
-    """madvise(2) each range with `advice`; the bytes it accepted. Advice only: a kernel
-    without transparent huge pages or without the advice refuses it (EINVAL) and nothing
-    changes, and a range unmapped meanwhile is refused (ENOMEM); either is skipped."""
-    if not ranges:
-        return 0
-    import ctypes
-
-    madvise = ctypes.CDLL(None, use_errno=True).madvise
-    madvise.argtypes = (ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int)
-    accepted = 0
-    for start, length in ranges:
-        if madvise(start, length, advice) == 0:
-            accepted += length
-    return accepted
-
 
 # A replica never compacts on its own: its epochs are the primary's (replica/follower.py).
 FOLLOWER_COMPACT_BYTES = 1 << 62

@@ -50,6 +50,7 @@ from dbsvc.storage.commit import CommitQueue
 from dbsvc.storage.epoch import Epoch
 from dbsvc.storage.events import ChangeEvent
 from dbsvc.storage.files import FaultPlan
+from dbsvc.storage.heap import advise_heap
 from dbsvc.storage.table import Table
 
 log = logging.getLogger("dbsvc.storage")
@@ -281,6 +282,7 @@ class Compactor:
         # long-lived and acyclic, like what `recovery.load` froze at open: out of the
         # cyclic GC's way too (docs/decisions.md, "Pauses").
         gc.freeze()
+        advise_heap()  # the new epoch's objects sit in mappings the open's advice never saw (heap.py)
 
     def _failed(self, exc: Exception) -> None:
         """Log why (a compaction cancelled by `close()` is not a failure to report) and

@@ -1,4 +1,4 @@
-"""The server's heap before serving (service.py `settle_heap`): its private writable anonymous
+"""The server's heap before serving (service.py `settle_heap`, storage/heap.py): its private writable anonymous
 mappings are advised to be backed by 2 MiB transparent huge pages (docs/decisions.md, "Huge
 pages for the heap", wt-rng). A real server process is asked through /proc; the two helpers
 on this process's own mappings and on maps files written here."""
@@ -9,10 +9,10 @@ from pathlib import Path
 
 import pytest
 
-from dbsvc.service import HUGE_PAGE, MADV_HUGEPAGE, advise_huge_pages, heap_ranges
+from dbsvc.storage.heap import HUGE_PAGE, MADV_HUGEPAGE, advise_huge_pages, heap_ranges
 from tests.support.server import start_server
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 THP = Path("/sys/kernel/mm/transparent_hugepage/enabled")
 needs_thp = pytest.mark.skipif(not THP.exists(), reason="no transparent huge pages on this kernel")
 
