@@ -22,7 +22,6 @@ from __future__ import annotations
 import json
 import os
 import sys
-import threading
 import time
 from pathlib import Path
 
@@ -87,9 +86,6 @@ def main(argv: list[str]) -> int:
     flush = bytearray(int(os.environ.get("FLUSH_MB", "0")) << 20)
     if os.environ.get("SETTLE"):
         settle_heap()
-        for thread in threading.enumerate():  # measured after the collapse, not during it
-            if thread.name == "heap-pages":
-                thread.join()
     for label, target in shapes(app, records):
         if only and not any(o in label for o in only):
             continue

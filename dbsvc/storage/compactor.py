@@ -282,7 +282,9 @@ class Compactor:
         # long-lived and acyclic, like what `recovery.load` froze at open: out of the
         # cyclic GC's way too (docs/decisions.md, "Pauses").
         gc.freeze()
-        advise_heap()  # the new epoch's objects sit in mappings the open's advice never saw (heap.py)
+        # the new epoch's objects sit in mappings the open's advice never saw (heap.py); in a
+        # thread: a collapse takes seconds at 1M, and the loop keeps answering meanwhile
+        await online.in_thread(progress, advise_heap)
 
     def _failed(self, exc: Exception) -> None:
         """Log why (a compaction cancelled by `close()` is not a failure to report) and

@@ -21,16 +21,15 @@ huge pages are `madvise` only, nothing else asks for them (docs/decisions.md, "H
 for the heap", wt-rng). A compaction builds the epoch's objects anew in mappings the first
 advice never saw, so it asks again. Advice only, never correctness: MADV_HUGEPAGE marks the
 mappings (later faults there take huge pages, khugepaged merges the rest in time), then
-MADV_COLLAPSE (Linux 6.1) merges the pages already there, in a daemon thread so that
-serving does not wait for it (ctypes releases the GIL for the call). A kernel without
-either refuses it and nothing changes.
+MADV_COLLAPSE (Linux 6.1) merges the pages already there, before the server answers (a
+few seconds at 1M; run beside serving, it slowed the first minute's requests). A kernel
+without either refuses it and nothing changes.
 """
 
 from __future__ import annotations
 
 import ctypes
 import ctypes.util
-import threading
 from collections.abc import Callable
 
 
@@ -100,10 +99,11 @@ def advise_huge_pages(ranges: list[tuple[int, int]], advice: int) -> int:
 
 
 def advise_heap() -> int:
-    """Mark this process's heap for huge pages and collapse it in the background; the
-    bytes marked (0 where the kernel refused or there is no /proc)."""
+    """Mark this process's heap for huge pages and merge the pages already there; the bytes
+    marked (0 where the kernel refused or there is no /proc). Before serving, not beside it:
+    a collapse running while requests are answered slowed them (a matrix's first shape)."""
     ranges = heap_ranges()
     marked = advise_huge_pages(ranges, MADV_HUGEPAGE)
     if marked:
-        threading.Thread(target=advise_huge_pages, args=(ranges, MADV_COLLAPSE), name="heap-pages", daemon=True).start()
+        advise_huge_pages(ranges, MADV_COLLAPSE)
     return marked
