@@ -9,6 +9,11 @@ Each URL is asked 50 times to warm, then the best of 5 rounds of N (300) calls i
 timed by `time.thread_time`, so a loaded host's waits do not count. `NOCACHE=1` empties the
 app's kept answers of the present before each call (readcache.py `PresentPages`): the cost
 of a list asked after a write; without it every call after the first is a kept answer.
+`FLUSH_MB=64` writes that many MB between calls and times each call alone: the cost with the
+caches and the TLB cold, nearer a served request's at 1M than the hot loop (a served range
+sorted by another field spent 47 us in its plan where this loop says 13; docs/decisions.md,
+"Huge pages for the heap", wt-rng). `SETTLE=1` settles the heap as the server does before
+serving (service.py `settle_heap`: frozen, GC thresholds, huge pages).
 Shape arguments select rows by a part of their label.
 """
 
@@ -32,6 +37,7 @@ from dbsvc.http.types import Request  # noqa: E402
 from dbsvc.operators import encode_cursor  # noqa: E402
 from dbsvc.realtime.broker import Broker  # noqa: E402
 from dbsvc.schema import load_schema  # noqa: E402
+from dbsvc.service import settle_heap  # noqa: E402
 from dbsvc.storage import Store  # noqa: E402
 
 
@@ -77,6 +83,9 @@ def main(argv: list[str]) -> int:
     store = Store.open(os.path.join(data, "default"), module.MODELS, module.DESCRIPTION, readonly=True)
     app = Application(module, store, Broker(store, module.BY_NAME, 64))
     nocache, n = bool(os.environ.get("NOCACHE")), int(os.environ.get("N", "300"))
+    flush = bytearray(int(os.environ.get("FLUSH_MB", "0")) << 20)
+    if os.environ.get("SETTLE"):
+        settle_heap()
     for label, target in shapes(app, records):
         if only and not any(o in label for o in only):
             continue
@@ -86,12 +95,18 @@ def main(argv: list[str]) -> int:
             assert app(request).status == 200, target
         best = []
         for _ in range(5):
-            start = time.thread_time()
+            spent = 0.0 if flush else -time.thread_time()
             for _ in range(n):
                 if nocache:
                     app.present._entries.clear()
-                app(request)
-            best.append((time.thread_time() - start) / n * 1e6)
+                if flush:  # each call timed alone, after the caches were filled with other bytes
+                    flush[::64] = bytes(len(flush) // 64)  # a byte a cache line
+                    start = time.thread_time()
+                    app(request)
+                    spent += time.thread_time() - start
+                else:
+                    app(request)
+            best.append((spent if flush else spent + time.thread_time()) / n * 1e6)
         print(f"{label:28} {min(best):8.1f} us")
     store.close()
     return 0

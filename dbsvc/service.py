@@ -361,12 +361,14 @@ def settle_heap() -> None:
     several times a second under durable POSTs and set the p99 (docs/decisions.md, "Pauses")."""
     gc.freeze()
     gc.set_threshold(*GC_THRESHOLDS)
+    from dbsvc.storage.heap import advise_heap  # here: importing service loads no storage
+
+    advise_heap()
 
 
 # Young collections every 2,000 tracked allocations (default 700), the middle generation
 # every 10 of them, a full collection considered every 100 of those (default 10, 10).
 GC_THRESHOLDS = (2_000, 10, 100)
-
 
 # A replica never compacts on its own: its epochs are the primary's (replica/follower.py).
 FOLLOWER_COMPACT_BYTES = 1 << 62

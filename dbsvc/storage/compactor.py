@@ -50,6 +50,7 @@ from dbsvc.storage.commit import CommitQueue
 from dbsvc.storage.epoch import Epoch
 from dbsvc.storage.events import ChangeEvent
 from dbsvc.storage.files import FaultPlan
+from dbsvc.storage.heap import advise_heap
 from dbsvc.storage.table import Table
 
 log = logging.getLogger("dbsvc.storage")
@@ -286,6 +287,9 @@ class Compactor:
         # long-lived and acyclic, like what `recovery.load` froze at open: out of the
         # cyclic GC's way too (docs/decisions.md, "Pauses").
         gc.freeze()
+        # the new epoch's objects sit in mappings the open's advice never saw (heap.py); in a
+        # thread: a collapse takes seconds at 1M, and the loop keeps answering meanwhile
+        await online.in_thread(progress, advise_heap)
 
     async def _catch_up(self, progress: online.Progress, old_log: str, new: online.NewLog, cut: online.Cut) -> int:
         """Copy into log.new, in paced thread steps (`online.catch_up`), what the loop wrote

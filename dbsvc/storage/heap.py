@@ -1,4 +1,4 @@
-"""Give the C heap's free pages back to the operating system after a bulk load.
+"""The C heap's pages: free ones given back to the system after a bulk load, long-lived ones on huge pages.
 
 Opening a tenant parses its snapshot a window at a time (snapshot.py): each window's text,
 its decoded string and the lists of its rows are large blocks that the C library's
@@ -10,6 +10,20 @@ kernel (`madvise`), quickly enough to do after every window.
 
 Best effort: only where the C library is glibc (`ctypes` finds `malloc_trim`); elsewhere
 (musl, macOS) nothing happens and the memory is reused by later allocations as before.
+
+Huge pages for the long-lived heap: after the open (service.py `settle_heap`) and after an
+online compaction's switch (compactor.py), the process's private writable anonymous
+mappings are advised to be backed by 2 MiB transparent huge pages. At 1,000,000 records the
+heap holds about 1.1 GB of ids, keys and records on 4 KiB pages, and a list's plan reads
+them scattered (a walk of one field's order testing another field's key column, the
+page's records), so nearly every read also misses the TLB; on a host whose transparent
+huge pages are `madvise` only, nothing else asks for them (docs/decisions.md, "Huge pages
+for the heap", wt-rng). A compaction builds the epoch's objects anew in mappings the first
+advice never saw, so it asks again. Advice only, never correctness: MADV_HUGEPAGE marks the
+mappings (later faults there take huge pages, khugepaged merges the rest in time), then
+MADV_COLLAPSE (Linux 6.1) merges the pages already there, before the server answers (a
+few seconds at 1M; run beside serving, it slowed the first minute's requests). A kernel
+without either refuses it and nothing changes.
 """
 
 from __future__ import annotations
@@ -40,3 +54,56 @@ def release_free_memory() -> bool:
         return False
     _TRIM(0)
     return True
+
+
+# Linux madvise(2) advice: back a range with 2 MiB transparent huge pages from now on
+# (MADV_HUGEPAGE), and do it now for the pages already there (MADV_COLLAPSE, Linux 6.1).
+MADV_HUGEPAGE, MADV_COLLAPSE = 14, 25
+HUGE_PAGE = 1 << 21
+
+
+def heap_ranges(maps: str = "/proc/self/maps") -> list[tuple[int, int]]:
+    """The whole 2 MiB pages of this process's private writable anonymous mappings (the
+    heap: Python's arenas, malloc's, the indexes' arrays), as (start, length); none where
+    there is no /proc (not Linux)."""
+    try:
+        with open(maps) as lines:
+            found = []
+            for line in lines:
+                fields = line.split()
+                if not fields[1].startswith("rw") or fields[1][3] != "p" or (len(fields) > 5 and fields[5] != "[heap]"):
+                    continue
+                low, high = (int(part, 16) for part in fields[0].split("-"))
+                low = -(-low // HUGE_PAGE) * HUGE_PAGE
+                high = high // HUGE_PAGE * HUGE_PAGE
+                if high > low:
+                    found.append((low, high - low))
+            return found
+    except OSError:
+        return []
+
+
+def advise_huge_pages(ranges: list[tuple[int, int]], advice: int) -> int:
+    """madvise(2) each range with `advice`; the bytes it accepted. Advice only: a kernel
+    without transparent huge pages or without the advice refuses it (EINVAL) and nothing
+    changes, and a range unmapped meanwhile is refused (ENOMEM); either is skipped."""
+    if not ranges:
+        return 0
+    madvise = ctypes.CDLL(None, use_errno=True).madvise
+    madvise.argtypes = (ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int)
+    accepted = 0
+    for start, length in ranges:
+        if madvise(start, length, advice) == 0:
+            accepted += length
+    return accepted
+
+
+def advise_heap() -> int:
+    """Mark this process's heap for huge pages and merge the pages already there; the bytes
+    marked (0 where the kernel refused or there is no /proc). Before serving, not beside it:
+    a collapse running while requests are answered slowed them (a matrix's first shape)."""
+    ranges = heap_ranges()
+    marked = advise_huge_pages(ranges, MADV_HUGEPAGE)
+    if marked:
+        advise_huge_pages(ranges, MADV_COLLAPSE)
+    return marked

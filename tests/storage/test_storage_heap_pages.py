@@ -1,0 +1,67 @@
+"""The server's heap before serving (service.py `settle_heap`, storage/heap.py): its private writable anonymous
+mappings are advised to be backed by 2 MiB transparent huge pages (docs/decisions.md, "Huge
+pages for the heap", wt-rng). A real server process is asked through /proc; the two helpers
+on this process's own mappings and on maps files written here."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from dbsvc.storage.heap import HUGE_PAGE, MADV_HUGEPAGE, advise_huge_pages, heap_ranges
+from tests.support.server import start_server
+
+ROOT = Path(__file__).resolve().parents[2]
+THP = Path("/sys/kernel/mm/transparent_hugepage/enabled")
+needs_thp = pytest.mark.skipif(not THP.exists(), reason="no transparent huge pages on this kernel")
+
+
+def advised_mappings(pid: int) -> int:
+    """How many of a process's mappings carry madvise(MADV_HUGEPAGE) (`hg` in VmFlags)."""
+    flags = [
+        line.split()[1:] for line in Path(f"/proc/{pid}/smaps").read_text().splitlines() if line.startswith("VmFlags")
+    ]
+    return sum("hg" in names for names in flags)
+
+
+@needs_thp
+def test_a_served_process_advises_its_heap_for_huge_pages(tmp_path: Path) -> None:
+    server = start_server(ROOT / "schemas" / "blog.dbs", tmp_path / "data")
+    try:
+        assert server.get("/health").status == 200
+        assert advised_mappings(server.proc.pid) > 0
+    finally:
+        assert server.stop() == 0
+
+
+def test_heap_ranges_keeps_private_writable_anonymous_mappings_cut_to_whole_huge_pages(tmp_path: Path) -> None:
+    two = HUGE_PAGE
+    maps = tmp_path / "maps"
+    maps.write_text(
+        f"{two + 4096:x}-{4 * two + 8192:x} rw-p 00000000 00:00 0 \n"  # anonymous: [2 * two, 4 * two)
+        f"{8 * two:x}-{10 * two:x} rw-p 00000000 00:00 0 [heap]\n"
+        f"{12 * two:x}-{14 * two:x} r--p 00000000 00:00 0 \n"  # not writable
+        f"{16 * two:x}-{18 * two:x} rw-s 00000000 00:05 7 /dev/zero (deleted)\n"  # shared
+        f"{20 * two:x}-{22 * two:x} rw-p 00001000 08:01 42 /usr/lib/libc.so.6\n"  # a file's data
+        f"{24 * two:x}-{26 * two:x} rw-p 00000000 00:00 0 [stack]\n"
+        f"{28 * two + 4096:x}-{29 * two + 4096:x} rw-p 00000000 00:00 0 \n"  # no whole huge page inside
+    )
+    assert heap_ranges(str(maps)) == [(2 * two, 2 * two), (8 * two, 2 * two)]
+
+
+def test_heap_ranges_is_empty_without_a_maps_file(tmp_path: Path) -> None:
+    assert heap_ranges(str(tmp_path / "missing")) == []
+
+
+def test_advise_huge_pages_counts_only_what_the_kernel_accepted() -> None:
+    assert advise_huge_pages([], MADV_HUGEPAGE) == 0
+    # 2 MiB from address 0 is below every mapping of a user process: refused (ENOMEM), counted as nothing
+    assert advise_huge_pages([(HUGE_PAGE, HUGE_PAGE)], MADV_HUGEPAGE) == 0
+
+
+@needs_thp
+def test_advise_huge_pages_accepts_this_process_heap() -> None:
+    ranges = heap_ranges()
+    assert ranges
+    assert advise_huge_pages(ranges, MADV_HUGEPAGE) == sum(length for _start, length in ranges)
