@@ -186,12 +186,16 @@ def test_a_table_whose_ids_lie_far_apart_pages_as_the_reference(sort):
 
 
 def test_a_span_kept_by_id_and_its_tied_runs_are_kept_apart():
-    # the same positions kept as ids by id (a window's first ids) and as tied runs (a page
-    # on two keys): each asks for its own, whichever was kept first
-    for first in ("ties", "by id"):
+    # the same positions kept as ids by id (a window's first ids), descending and as tied
+    # runs (a page on two keys): each asks for its own, whichever was kept first; the
+    # second page's runs cross a sublist's end (1,500 entries in sublists of 763 and 737)
+    for first, page in (("ties", (0, 30)), ("by id", (0, 30)), ("ties", (730, 745)), ("by id", (730, 745))):
         table, records = table_of(rows(9, 0.0))
         index = table.ordered["f"]
-        ids, _before, span = index.runs_descending(0, 30)
+        if first == "by id":
+            index.span_by_id(*index.runs_descending(*page)[2])
+        ids, _before, span = index.runs_descending(*page)
+        assert span[0][0] != span[1][0] or page == (0, 30)
         keys = [records[i]["f"] for i in ids]
         for ask in ([first, "ties", "by id"] if first == "ties" else [first, "by id", "ties"]) * 2:
             if ask == "ties":
