@@ -10,6 +10,10 @@ order, and the same part again at the next list while nothing changed:
 - a span [start, stop) across sublists in descending order (a deep `offset`'s page widened
   to whole runs over a sublist's end, `OrderedIndex.ids_descending`: ordering it was half
   of that plan at 1,000,000 records, bench/README.md wt-plan1m);
+- the runs of two entries or more (equal keys) of such a descending span, as bounds in it
+  (`OrderedIndex.ties_descending`): the only parts of a page on several keys the other keys
+  order (seek.py `page_in_order`); they depend on the first key alone, so the same rules
+  keep them;
 - a span [start, stop) across sublists (positions (sublist, entry), as indexes.py gives
   them) with its ids sorted by id (`OrderedIndex.span_by_id`, merged from the id-sorted
   parts above): a range's or prefix's ids in id order, so its first page is one bisect and a
@@ -40,8 +44,8 @@ from __future__ import annotations
 
 from bisect import bisect_left
 from collections.abc import Callable, Iterator
-from itertools import chain
-from operator import itemgetter
+from itertools import chain, islice
+from operator import eq, itemgetter
 from typing import TYPE_CHECKING, Any
 
 from dbsvc.storage.sortedlist import span_pieces
@@ -57,6 +61,7 @@ RUN_SHORT = 8  # `descending_ids`: a run shorter than this, and the rest is sort
 _FIRST = itemgetter(0)
 _SECOND = itemgetter(1)
 Position = tuple[int, int]
+BY_ID, DESCENDING, TIES = 0, 1, 2  # what a kept span holds: its ids by id, descending, its tied runs
 
 
 class KeptParts:
@@ -67,8 +72,8 @@ class KeptParts:
 
     def __init__(self) -> None:
         self._parts: dict[int, dict[tuple[int, int, bool], list[Any]]] = {}  # sublist -> part -> ids
-        # (start, stop, descending) -> ids by id, or in the index's descending order
-        self._spans: dict[tuple[Position, Position, bool], list[Any]] = {}
+        # (start, stop, kind) -> ids by id, in the index's descending order, or its tied runs
+        self._spans: dict[tuple[Position, Position, int], list[Any]] = {}
         self.held = False
 
     def part(self, i: int, part: tuple[int, int, bool]) -> list[Any] | None:
@@ -89,16 +94,16 @@ class KeptParts:
         self.held = True
         return ids
 
-    def span(self, start: Position, stop: Position, desc: bool = False) -> list[Any] | None:
-        """The kept ids of [start, stop) sorted by id (or `desc`: in the index's
-        descending order), or None."""
-        return self._spans.get((start, stop, desc))
+    def span(self, start: Position, stop: Position, kind: int = BY_ID) -> list[Any] | None:
+        """What is kept of [start, stop): its ids sorted by id (BY_ID), in the index's
+        descending order (DESCENDING), or that order's tied runs (TIES); or None."""
+        return self._spans.get((start, stop, kind))
 
-    def keep_span(self, start: Position, stop: Position, ids: list[Any], desc: bool = False) -> list[Any]:
+    def keep_span(self, start: Position, stop: Position, ids: list[Any], kind: int = BY_ID) -> list[Any]:
         spans = self._spans
         if len(spans) >= SPANS_KEPT:
             spans.clear()
-        spans[start, stop, desc] = ids
+        spans[start, stop, kind] = ids
         self.held = True
         return ids
 
@@ -219,6 +224,18 @@ class KeptOrders:
         keys.reverse()
         return keys
 
+    def ties_descending(self, begin: Position, end: Position) -> list[tuple[int, int]]:
+        """The runs of two entries or more of positions [begin, end) in descending order,
+        as (lo, hi) bounds in `runs_descending`'s ids of that span (`tie_runs` of
+        `keys_descending`): kept beside the span, by the same rules (they read its keys
+        only), so a page on several keys finds the runs its other keys order with one
+        probe, where comparing its first keys cost a third of its plan at 1,000,000 posts
+        (bench/README.md, wt-tsk). The caller only reads it."""
+        out = self._parts.span(begin, end, TIES)
+        if out is None:
+            out = self._parts.keep_span(begin, end, tie_runs(self.keys_descending(begin, end)), TIES)
+        return out
+
     def batches_descending(self, start: tuple[int, int], stop: tuple[int, int], size: int = 32) -> Iterator[list[Any]]:
         """The ids of [start, stop) in descending order (keys descending, ids ascending in a
         run), from `stop` down, in lists of growing size (`size`, twice that, ...: a page of
@@ -285,10 +302,10 @@ class KeptOrders:
         # Across sublists for `ids_descending` (a deep `offset`'s runs widened over a
         # sublist's end): kept as a span, dropped as the id-sorted ones are. Not for the
         # batches of a walk, which would crowd the spans kept out.
-        out = self._parts.span(start, stop, True)
+        out = self._parts.span(start, stop, DESCENDING)
         if out is None:
             out = self._parts.keep_span(
-                start, stop, descending_ids(self._keys, self._ids, start, stop, self.lower), True
+                start, stop, descending_ids(self._keys, self._ids, start, stop, self.lower), DESCENDING
             )
         return out
 
@@ -339,3 +356,22 @@ def descending_ids(
     pairs.sort(key=_FIRST, reverse=True)  # stable: a run's ids stay ascending
     out.extend(map(_SECOND, pairs))
     return out
+
+
+def tie_runs(keys: list[Any]) -> list[tuple[int, int]]:
+    """(lo, hi) of each run of two equal neighbours or more in `keys`: keys[lo:hi] are
+    equal, and differ from the keys beside them. The neighbours are compared in C and each
+    run found by `list.index`, so the loop here goes once a run (none: one pass)."""
+    tied = list(map(eq, keys, islice(keys, 1, None)))  # tied[i]: keys i and i + 1 are equal
+    runs: list[tuple[int, int]] = []
+    if True not in tied:
+        return runs
+    lo, last = tied.index(True), len(tied)
+    while True:
+        hi = lo + 1
+        while hi < last and tied[hi]:
+            hi += 1
+        runs.append((lo, hi + 1))
+        if True not in tied[hi:]:
+            return runs
+        lo = tied.index(True, hi)

@@ -69,13 +69,14 @@ from bisect import bisect_left, bisect_right
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from functools import partial
 from itertools import chain, islice
-from operator import eq, itemgetter
+from operator import itemgetter
 from typing import Any
 
 from dbsvc.runtime import CompiledModel, Query
 from dbsvc.storage.conditions import Source, Window, after_test, source_test, sources_of, state_test, windows_of
 from dbsvc.storage.hashes import HashIndex
 from dbsvc.storage.indexes import OrderedIndex
+from dbsvc.storage.keptparts import tie_runs
 from dbsvc.storage.rows import Stored, unpack
 from dbsvc.storage.table import Table
 
@@ -354,28 +355,27 @@ def page_in_order(
 
     The ids at [offset, end) by the first key alone are widened to whole runs of equal
     first keys at both ends: descending, the span `runs_descending` keeps (by the sublists'
-    counts, whole runs already, so nothing is looked up); ascending, `ids_slice` plus the
+    counts, whole runs already, so nothing is looked up) and its tied runs kept beside it
+    (`ties_descending`: a dict probe, no first key read); ascending, `ids_slice` plus the
     ids of its end runs before the first and after the last (a run's ids ascend, so each is
-    a bisect of `run_ids`). Only the runs of that middle holding two ids or more are then
-    ordered by the other keys (`_ties_in_order`); the others are in order already (a float
-    sort field's runs at 1,000,000 records, mostly). O(log n + page + the two end runs).
+    a bisect of `run_ids`), its tied runs found from their keys (`tie_runs`). Only those
+    runs are then ordered by the other keys (`_ties_in_order`); the others are in order
+    already (a float sort field's runs at 1,000,000 records, mostly). O(log n + page + the
+    two end runs).
 
     None, and the caller walks the runs (`runs_in_order`, lazily, stopping at the page's
     end), when `order` holds nulls (a run of their own, first descending, last ascending),
     and for an ascending first page, where the walk of a few pairs costs less than the
-    slice and its run's look-up. A descending first page takes the kept span: at 1,000,000
-    posts author 7's first page by `-score,title` (its top 21 hold one tie) 9.0-9.4 us of
-    plan walked, ~6 by position (bench/README.md, wt-m1m); session 12 left it to the walk
-    when the span was made afresh at every list and the whole middle sorted by every key
-    (wt-r1m)."""
+    slice and its run's look-up. At 1,000,000 posts author 7's first page by `-score,title`
+    (one tie) costs about its page by `-score` (bench/README.md, wt-tsk)."""
     if order.nulls or end <= offset or not (offset or desc):
         return None
-    column = table.ordered[sort[0][0]].column
-    get = column.get if column.far or column.nulls else column.slots.__getitem__
     if desc:
         ids, before, span = order.runs_descending(offset, end)
-        keys = order.keys_descending(*span)
+        ties = order.ties_descending(*span)
     else:
+        column = table.ordered[sort[0][0]].column
+        get = column.get if column.far or column.nulls else column.slots.__getitem__
         ids = order.ids_slice(offset, end)
         if not ids:
             return ids
@@ -385,33 +385,29 @@ def page_in_order(
         run = order.run_ids(get(ids[0]))  # the start of the first one's run
         before = bisect_left(run, ids[0])
         ids[:0] = run[:before]
-        keys = list(map(get, ids))
-    return _ties_in_order(ids, keys, sort[1:], table)[before : before + end - offset]
+        ties = tie_runs(list(map(get, ids)))
+    if ties:
+        ids = _ties_in_order(ids, ties, sort[1:], table)
+    return ids[before : before + end - offset]
 
 
-def _ties_in_order(ids: list[Any], keys: list[Any], rest: tuple, table: Table) -> list[Any]:
-    """`ids` (whole runs of equal first keys, each ascending, the runs in order; the
-    caller's, only read; `keys` their first keys) with every run of two ids or more ordered by the other keys
-    (`rest`) and the id: a new list when any is, else `ids` itself. The neighbours' equal
-    keys are compared in C and each tied run found by `list.index`, so the loop here goes
-    once a tied run (a page of distinct first keys: one pass, no sort; a page inside one
-    long run: one sort of it). A pipeline of `compress` over `count` found the same runs
-    for ~3.7 us more a page at 1,000,000 posts (bench/README.md, wt-m1m)."""
-    if len(keys) > 1 and keys[0] == keys[-1]:  # one run (a page inside a long one)
-        return ordered_ids(ids, rest, table)
-    tied = list(map(eq, keys, islice(keys, 1, None)))  # tied[i]: ids i and i + 1 share a key
-    if True not in tied:
-        return ids
+def _ties_in_order(ids: list[Any], ties: list[tuple[int, int]], rest: tuple, table: Table) -> list[Any]:
+    """A copy of `ids` (whole runs of equal first keys, each ascending, the runs in order;
+    the caller's, only read) with each tied run (`ties`: its (lo, hi) bounds) ordered by
+    the other keys (`rest`) and the id. One other key whose column holds none of a run's
+    ids as null is one stable sort of it by that column's slots (the run's ids ascend, so
+    equal keys stay in id order), where `ordered_ids` sorted it by id and then by key
+    through two calls more (bench/README.md, wt-tsk)."""
     out = list(ids)
-    lo, last = tied.index(True), len(tied)
-    while True:
-        hi = lo + 1  # the run is out[lo : hi + 1]
-        while hi < last and tied[hi]:
-            hi += 1
-        out[lo : hi + 1] = ordered_ids(out[lo : hi + 1], rest, table)
-        if True not in tied[hi:]:
-            return out
-        lo = tied.index(True, hi)
+    column = table.ordered[rest[0][0]].column if len(rest) == 1 else None
+    for lo, hi in ties:
+        run = out[lo:hi]
+        if column is not None and not column.far and column.nulls.isdisjoint(run):
+            run.sort(key=column.slots.__getitem__, reverse=rest[0][1])
+            out[lo:hi] = run
+        else:
+            out[lo:hi] = ordered_ids(run, rest, table)
+    return out
 
 
 def _run_in_order(run: list[Any], rest: tuple[tuple[str, bool], ...], table: Table) -> list[Any]:
