@@ -77,7 +77,7 @@ PARSER_FREE = frozenset(
 # table of tests/support/filecpu.py) go first instead, then the rest as xdist ordered them:
 # most tests first. The figures only rank; a file missing here keeps its place by count.
 LONGEST_FIRST = {
-    "tests/app/test_app_schemathesis.py": 83,
+    "tests/app/test_app_schemathesis.py": 22,  # 83 before its coverage phase went slow (session 16)
     "tests/guide/test_guide_examples.py": 66,
     "tests/replica/test_replica_history.py": 28,
     "tests/http/test_http_fastpath_differential.py": 20,
