@@ -91,6 +91,13 @@ LONGEST_FIRST = {
 }
 
 
+# The slow tests run in CI too (.ci/run's last step). A slow test without a limit of its own
+# gets this one rather than setup.cfg's 300 s, which fits the default suite's tests: the long
+# access machine ("about two minutes" quiet) and the 10,000 power-loss seeds both met 300 s
+# at load 15-20 (session 16), and a limit met under load is a failure no code caused.
+SLOW_TIMEOUT = 1800
+
+
 def pytest_configure(config: pytest.Config) -> None:
     if hasattr(config.option, "loadscopereorder"):  # xdist's option; absent under -p no:xdist
         config.option.loadscopereorder = False
@@ -106,6 +113,8 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             items[:] = [item for item in items if _file(item) not in PARSER_FREE]
     counts: dict[str, int] = {}
     for item in items:
+        if item.get_closest_marker("slow") and item.get_closest_marker("timeout") is None:
+            item.add_marker(pytest.mark.timeout(SLOW_TIMEOUT))
         counts[_file(item)] = counts.get(_file(item), 0) + 1
     items.sort(key=lambda item: (-LONGEST_FIRST.get(_file(item), 0), -counts[_file(item)]))
 
