@@ -19,9 +19,14 @@ not in `paths` (`x-websocket-routes`: an HTTP client cannot follow a 101).
 down in docs/guide/rest.md): constraints between two values, which a JSON Schema of one
 value cannot say. Each is matched by its exact problem, so any other refusal still fails.
 
-The default run is bounded and derandomized so CI is stable: 10 examples an operation (20
-until session 13), so every operation meets every check; the `slow` variant runs 500 (random)
-examples an operation.
+The default run is bounded and derandomized so CI is stable: the examples and fuzzing phases
+at 10 examples an operation (20 until session 13), so every operation meets every check. The
+coverage phase (the schema's boundaries, each parameter and header left out, methods the path
+does not have) is the `slow` variant's, with 500 random examples an operation; .ci/run runs the
+slow tests after the default suite, so CI still runs every phase under every check. The
+coverage phase was 3,187 of the default run's 3,360 requests and ~85 s of its wall (session
+15); `missing_required_header`, `unsupported_method` and `allow_header_conformance` judge only
+its requests, so those three bite in the slow variant (docs/decisions.md, session 16, wt-suite5).
 """
 
 from __future__ import annotations
@@ -142,8 +147,8 @@ def _guard(tmp_path_factory) -> tuple[dict[str, str], str]:
 
 
 @pytest.fixture(scope="module", params=list(CASES))
-def served_schema(request, tmp_path_factory):
-    """A running server for one case and the document it serves, aimed at it."""
+def served(request, tmp_path_factory):
+    """A running server for one case: its base URL and the headers every request carries."""
     schema_file, guarded = CASES[request.param]
     data = tmp_path_factory.mktemp(request.param) / "data"
     env: dict[str, str] = {}
@@ -153,22 +158,40 @@ def served_schema(request, tmp_path_factory):
         (data / "acme").mkdir(parents=True)
         headers = {"Authorization": f"Bearer {token}"}
     server = start_server(ROOT / "schemas" / schema_file, data, env)
-    base_url = f"http://127.0.0.1:{server.port}"
     try:
-        schema = schemathesis.openapi.from_url(f"{base_url}/openapi.json", timeout=30)
-        schema.config.update(base_url=base_url, headers=headers or None)
-        yield schema
+        yield f"http://127.0.0.1:{server.port}", headers
     finally:
         server.stop()
 
 
+def _document(served, *, coverage: bool):
+    """The document the server serves, aimed at it; the coverage phase on or off."""
+    base_url, headers = served
+    schema = schemathesis.openapi.from_url(f"{base_url}/openapi.json", timeout=30)
+    schema.config.update(base_url=base_url, headers=headers or None)
+    schema.config.phases.coverage.enabled = coverage
+    return schema
+
+
+@pytest.fixture(scope="module")
+def served_schema(served):
+    """The default run's document: the examples and fuzzing phases, no coverage phase."""
+    return _document(served, coverage=False)
+
+
+@pytest.fixture(scope="module")
+def served_schema_in_full(served):
+    """The slow run's document: every phase, the coverage phase's ~3,200 requests with it."""
+    return _document(served, coverage=True)
+
+
 api = schemathesis.pytest.from_fixture("served_schema")
+api_in_full = schemathesis.pytest.from_fixture("served_schema_in_full")
 
 
-# About 48 s a document on a quiet host at 20 examples; every operation of a document is one
-# test item, so at load 15-25 the guarded blog's took 448 s and met the suite's 300 s limit
-# mid-run. At 10 the two documents took 82.7 s of CPU against 96.6 s at 20 (session 13, side
-# by side at load 20): most of the cost does not grow with the examples.
+# Every operation of a document is one test item, so a document's items share one limit: at
+# load 15-25 the guarded blog's took 448 s with the coverage phase (session 13). Without it the
+# two documents take about a quarter of the CPU (bench/README.md, session 16, wt-suite5).
 @pytest.mark.timeout(900)
 @api.parametrize()
 @settings(max_examples=10, derandomize=True, deadline=None, suppress_health_check=list(HealthCheck))
@@ -178,7 +201,7 @@ def test_served_document_holds(case):
 
 @pytest.mark.slow
 @pytest.mark.timeout(1200)  # 500 examples per operation: minutes per schema, past the suite's 300 s
-@api.parametrize()
+@api_in_full.parametrize()
 @settings(max_examples=500, deadline=None, suppress_health_check=list(HealthCheck))
 def test_served_document_holds_at_length(case):
     case.call_and_validate(checks=CHECKS)
