@@ -10,7 +10,6 @@ from __future__ import annotations
 import errno
 import fcntl
 import os
-import shutil
 import subprocess
 import sys
 import tempfile
@@ -22,8 +21,9 @@ from dbsvc.storage import files
 from dbsvc.storage.lock import LOCK_NAME, WriterLock, probe_lock
 
 
-def tenant() -> str:
-    return tempfile.mkdtemp(prefix="mpo6-lock-")
+def tenant() -> tempfile.TemporaryDirectory[str]:
+    """A tenant directory for one test, removed when its `with` ends."""
+    return tempfile.TemporaryDirectory(prefix="dbsvc-lock-")
 
 
 def lock_text(directory: str) -> bytes:
@@ -44,21 +44,17 @@ def descriptors_of(path: str) -> list[int]:
 
 
 def test_the_writer_writes_its_pid_over_what_was_there():
-    directory = tenant()
-    try:
+    with tenant() as directory:
         with open(os.path.join(directory, LOCK_NAME), "w") as f:
             f.write("123456789012\n")
         lock = WriterLock.acquire(directory)
         assert lock_text(directory) == f"{os.getpid()}\n".encode()
         assert (lock.directory, lock.path, lock.held) == (directory, os.path.join(directory, LOCK_NAME), True)
         lock.release()
-    finally:
-        shutil.rmtree(directory)
 
 
 def test_a_second_opener_is_refused_with_the_holders_pid_and_touches_nothing():
-    directory = tenant()
-    try:
+    with tenant() as directory:
         first = WriterLock.acquire(directory)
         before = os.stat(os.path.join(directory, LOCK_NAME))
         with pytest.raises(TenantLocked) as refused:
@@ -69,29 +65,24 @@ def test_a_second_opener_is_refused_with_the_holders_pid_and_touches_nothing():
         assert (after.st_size, after.st_mtime_ns) == (before.st_size, before.st_mtime_ns)
         assert len(descriptors_of(os.path.join(directory, LOCK_NAME))) == 1  # the refused one closed
         first.release()
-    finally:
-        shutil.rmtree(directory)
 
 
-def test_a_holder_whose_pid_cannot_be_read_is_named_as_none():
-    directory = tenant()
-    try:
+@pytest.mark.parametrize("text", [b"pid?\n", b"\xff\xfe12\n"], ids=["not-a-pid", "not-text"])
+def test_a_holder_whose_pid_cannot_be_read_is_named_as_none(text: bytes):
+    with tenant() as directory:
         path = os.path.join(directory, LOCK_NAME)
         fd = os.open(path, os.O_RDWR | os.O_CREAT)
-        os.write(fd, b"pid?\n")
+        os.write(fd, text)
         fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         with pytest.raises(TenantLocked) as refused:
             WriterLock.acquire(directory)
         assert refused.value.pid is None
         assert probe_lock(directory) == (True, None)
         os.close(fd)
-    finally:
-        shutil.rmtree(directory)
 
 
 def test_release_frees_the_lock_once_and_the_next_writer_takes_it():
-    directory = tenant()
-    try:
+    with tenant() as directory:
         lock = WriterLock.acquire(directory)
         lock.release()
         assert lock.held is False
@@ -100,13 +91,10 @@ def test_release_frees_the_lock_once_and_the_next_writer_takes_it():
         again = WriterLock.acquire(directory)
         assert again.held
         again.release()
-    finally:
-        shutil.rmtree(directory)
 
 
 def test_the_probe_says_free_held_and_by_whom_and_never_keeps_a_lock():
-    directory = tenant()
-    try:
+    with tenant() as directory:
         assert probe_lock(directory) == (False, None)  # no LOCK file yet
         lock = WriterLock.acquire(directory)
         assert probe_lock(directory) == (True, os.getpid())
@@ -115,13 +103,10 @@ def test_the_probe_says_free_held_and_by_whom_and_never_keeps_a_lock():
         assert descriptors_of(lock.path) == []
         after = WriterLock.acquire(directory)  # the probe's shared lock was dropped
         after.release()
-    finally:
-        shutil.rmtree(directory)
 
 
 def test_the_lock_is_not_inherited_by_a_child_started_with_exec():
-    directory = tenant()
-    try:
+    with tenant() as directory:
         lock = WriterLock.acquire(directory)
         [fd] = descriptors_of(lock.path)
         assert fcntl.fcntl(fd, fcntl.F_GETFD) & fcntl.FD_CLOEXEC
@@ -130,42 +115,24 @@ def test_the_lock_is_not_inherited_by_a_child_started_with_exec():
         )
         assert child.returncode != 0 and b"Bad file descriptor" in child.stderr
         lock.release()
-    finally:
-        shutil.rmtree(directory)
 
 
 def test_a_missing_tenant_directory_is_an_os_error_not_a_lock_clash():
-    directory = tenant()
-    shutil.rmtree(directory)
+    with tenant() as directory:
+        pass
     with pytest.raises(FileNotFoundError):
         WriterLock.acquire(directory)
 
 
-def test_a_holder_whose_lock_file_is_not_text_is_named_as_none():
-    directory = tenant()
-    try:
-        fd = os.open(os.path.join(directory, LOCK_NAME), os.O_RDWR | os.O_CREAT)
-        os.write(fd, b"\xff\xfe12\n")
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        with pytest.raises(TenantLocked) as refused:
-            WriterLock.acquire(directory)
-        assert refused.value.pid is None
-        assert probe_lock(directory) == (True, None)
-        os.close(fd)
-    finally:
-        shutil.rmtree(directory)
-
-
 def test_the_lock_file_is_made_readable_by_all_and_writable_by_its_owner():
-    directory = tenant()
     mask = os.umask(0)
     try:
-        lock = WriterLock.acquire(directory)
-        assert os.stat(lock.path).st_mode & 0o777 == 0o644
-        lock.release()
+        with tenant() as directory:
+            lock = WriterLock.acquire(directory)
+            assert os.stat(lock.path).st_mode & 0o777 == 0o644
+            lock.release()
     finally:
         os.umask(mask)
-        shutil.rmtree(directory)
 
 
 class PathOnly(files.FileOps):
@@ -184,13 +151,10 @@ class PathOnly(files.FileOps):
 
 
 def test_a_lock_failure_other_than_held_is_raised_as_it_came_and_closes_the_descriptor():
-    directory = tenant()
     layer = PathOnly()
-    try:
+    with tenant() as directory:
         open(os.path.join(directory, LOCK_NAME), "w").close()
         with files.use(layer), pytest.raises(OSError) as failed:
             WriterLock.acquire(directory)
         assert failed.value.errno == errno.EBADF and not isinstance(failed.value, TenantLocked)
         assert len(layer.closed) == 1 and descriptors_of(os.path.join(directory, LOCK_NAME)) == []
-    finally:
-        shutil.rmtree(directory)
