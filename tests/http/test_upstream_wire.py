@@ -26,8 +26,9 @@ def run(body, bound: float = 10.0):
     return asyncio.run(asyncio.wait_for(body(), bound))
 
 
-async def scripted(reply: bytes | None, heads: list[bytes], host: str = "127.0.0.1"):
-    """A server that keeps each request head and answers `reply` (None: never answers)."""
+async def scripted(reply: bytes | None, heads: list[bytes], host: str = "127.0.0.1", then_close: bool = False):
+    """A server that keeps each request head and answers `reply` (None: never answers), then
+    closes the connection if `then_close`."""
 
     async def handle(reader, writer):
         heads.append(await reader.readuntil(b"\r\n\r\n"))
@@ -36,6 +37,8 @@ async def scripted(reply: bytes | None, heads: list[bytes], host: str = "127.0.0
             await asyncio.sleep(30)
         writer.write(reply)
         await writer.drain()
+        if then_close:
+            writer.close()
 
     server = await asyncio.start_server(handle, host, 0)
     return server, server.sockets[0].getsockname()[1]
@@ -194,16 +197,8 @@ def test_past_max_idle_a_finished_connection_is_closed():
 def test_an_answer_cut_short_after_its_head_is_not_taken_for_a_whole_one():
     heads: list[bytes] = []
 
-    async def cut(reader, writer):
-        heads.append(await reader.readuntil(b"\r\n\r\n"))
-        await reader.readexactly(2)
-        writer.write(b"HTTP/1.1 200 OK\r\ncontent-length: 10\r\n\r\nabc")
-        await writer.drain()
-        writer.close()
-
     async def body():
-        server = await asyncio.start_server(cut, "127.0.0.1", 0)
-        port = server.sockets[0].getsockname()[1]
+        server, port = await scripted(b"HTTP/1.1 200 OK\r\ncontent-length: 10\r\n\r\nabc", heads, then_close=True)
         with pytest.raises(UpstreamError) as caught:
             await Upstream("127.0.0.1", port).send(request())
         server.close()
