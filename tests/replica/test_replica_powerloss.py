@@ -21,6 +21,7 @@ directory, and checks:
 from __future__ import annotations
 
 import asyncio
+import gc
 import io
 import os
 import random
@@ -173,6 +174,7 @@ def _run_seeds(count: int, base: str, frames: list[bytes], monkeypatch: pytest.M
             raise AssertionError(
                 f"seed {seed} failed; replay it alone with DBSVC_POWERLOSS_SEED={seed}: {exc!r}"
             ) from exc
+        gc.unfreeze()  # the seed's stores out of the permanent generation (support/powerloss_run.py)
 
 
 def test_replica_file_power_loss_seeds(tmp_path, primary_frames, monkeypatch):
