@@ -199,6 +199,21 @@ def test_served_document_holds(case):
     case.call_and_validate(checks=CHECKS)
 
 
+# The coverage phase as the default run had it until session 16 (10 derandomized examples
+# an operation, every check): CI's last step runs this one slow test (.ci/run), so the three
+# checks that judge only coverage-phase requests (missing_required_header, unsupported_method,
+# allow_header_conformance) still bite on every change, outside the default suite's time.
+@pytest.mark.slow
+@pytest.mark.timeout(900)
+@api_in_full.parametrize()
+@settings(max_examples=10, derandomize=True, deadline=None, suppress_health_check=list(HealthCheck))
+def test_served_document_holds_with_coverage(case):
+    case.call_and_validate(checks=CHECKS)
+
+
+# Not in CI: its first run there (session 16) reported three findings not yet judged: two
+# `ignored_auth` 200s for the configured valid token (a forged or missing one is 401:
+# checked by hand), and one `positive_data_acceptance` on a list with a cursor and an offset.
 @pytest.mark.slow
 @pytest.mark.timeout(1200)  # 500 examples per operation: minutes per schema, past the suite's 300 s
 @api_in_full.parametrize()
