@@ -100,8 +100,9 @@ def advise_huge_pages(ranges: list[tuple[int, int]], advice: int) -> int:
 
 def advise_heap() -> int:
     """Mark this process's heap for huge pages and merge the pages already there; the bytes
-    marked (0 where the kernel refused or there is no /proc). Before serving, not beside it:
-    a collapse running while requests are answered slowed them (a matrix's first shape)."""
+    marked (0 where the kernel refused or there is no /proc). At start-up before serving: a
+    collapse running while requests are answered slowed them (a matrix's first shape); after
+    an online compaction it does run beside serving, in a thread (compactor.py)."""
     ranges = heap_ranges()
     marked = advise_huge_pages(ranges, MADV_HUGEPAGE)
     if marked:

@@ -344,12 +344,7 @@ def start_log(directory: str, old_path: str, cut: Cut, stop: int, every: int, pr
         header = encode_header(cut.epoch, cut.head)
         write_all(fd, header)
         new = NewLog(fd, len(header), cut.position, [], cut.head + 1)
-        src = os.open(old_path, os.O_RDONLY | os.O_CLOEXEC)
-        try:
-            _copy_frames(old_path, src, cut.position, stop, new, cut.deltas(), every, Pacer(progress))
-        finally:
-            os.close(src)
-        files.ops.fsync(fd)
+        catch_up(old_path, new, cut, stop, every, progress)  # from the cut: nothing copied yet
         # The three `.new` names exist now: make them durable here, off the loop, so the
         # switch's own directory fsync (step 4) finds nothing left to write.
         fsync_dir(directory)
@@ -360,8 +355,9 @@ def start_log(directory: str, old_path: str, cut: Cut, stop: int, every: int, pr
 
 
 def catch_up(old_path: str, new: NewLog, cut: Cut, stop: int, every: int, progress: Progress) -> None:
-    """Thread step after `start_log`: the frames written since it stopped, up to `stop`,
-    appended to log.new (paced) and fsynced, so that the switch, which copies the rest on
+    """Thread step: the old log's frames from what log.new has copied up to `stop`,
+    appended to log.new (paced) and fsynced. `start_log` makes its first copy so; after it,
+    each call takes the frames written since the last, so that the switch, which copies the rest on
     the loop and fsyncs it there, finds at most about SWITCH_BYTES to copy and to flush
     however long the paced steps took (compactor.py): an fsync's time on the loop grows
     with the bytes it flushes (176 KB left to the switch: a 23 ms pause, bench/README.md)."""
