@@ -157,20 +157,16 @@ class EncodedRecords:
         keeps the whole record's: fresh while the store hands out the same record object,
         at most `capacity` entries per model and projection, none over `largest`. A list
         page with `projection=` otherwise encodes its 20 records on every request (issue
-        36's list matrix, bench/README.md). The entries are looked up and tested in C, as
-        `encode_page` does: a page whose every record is kept costs no Python step a record
-        (a found entry is that record's JSON even if a miss evicts it meanwhile)."""
+        36's list matrix, bench/README.md)."""
         entries = self._projected.setdefault((model.name, projection), OrderedDict())
-        found: list[Any] = list(map(entries.get, map(itemgetter(model.id_field), records)))
-        if None not in found and all(map(is_, map(_first, found), records)):
-            return list(map(_second, found))
         project, id_field = model.project[projection], model.id_field
         out = []
-        for record, entry in zip(records, found):
+        for record in records:
+            key = record[id_field]
+            entry = entries.get(key)
             if entry is not None and entry[0] is record:
                 out.append(entry[1])
                 continue
-            key = record[id_field]
             data = json_bytes(project(record))
             if len(data) > self.largest:
                 entries.pop(key, None)
