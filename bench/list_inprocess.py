@@ -13,7 +13,10 @@ of a list asked after a write; without it every call after the first is a kept a
 caches and the TLB cold, nearer a served request's at 1M than the hot loop (a served range
 sorted by another field spent 47 us in its plan where this loop says 13; docs/decisions.md,
 "Huge pages for the heap", wt-rng). `SETTLE=1` settles the heap as the server does before
-serving (service.py `settle_heap`: frozen, GC thresholds, huge pages).
+serving (service.py `settle_heap`: frozen, GC thresholds, huge pages). `STAGES=1` adds, for
+each list, the best of the same rounds of its parts called alone on the same page: the
+query's parse (`ParsedQueries.listing`), the store's `list_page` (plan and records), the
+page's records (`Table.shown_all` of its ids) and their JSON (`encode_page`, or `projected`).
 Shape arguments select rows by a part of their label.
 """
 
@@ -23,6 +26,8 @@ import json
 import os
 import sys
 import time
+from collections.abc import Callable
+from functools import partial
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -39,6 +44,7 @@ from dbsvc.realtime.broker import Broker  # noqa: E402
 from dbsvc.schema import load_schema  # noqa: E402
 from dbsvc.service import settle_heap  # noqa: E402
 from dbsvc.storage import Store  # noqa: E402
+from dbsvc.storage.query import list_page  # noqa: E402
 
 
 def shapes(app: Application, records: int) -> list[tuple[str, str]]:
@@ -77,6 +83,45 @@ def call(app: Application, target: str):  # noqa: ANN201 (a Response)
     return app(Request("GET", target, path, pairs, []))
 
 
+def best_of(call: Callable[[], object], n: int, flush: bytearray, before: Callable[[], object] | None = None) -> float:
+    """The best of 5 rounds of `n` calls, us a call by `time.thread_time`; with `flush`,
+    each call timed alone after the caches were filled with other bytes (a byte a line)."""
+    best = []
+    for _ in range(5):
+        spent = 0.0 if flush else -time.thread_time()
+        for _ in range(n):
+            if before is not None:
+                before()
+            if flush:
+                flush[::64] = bytes(len(flush) // 64)
+                start = time.thread_time()
+                call()
+                spent += time.thread_time() - start
+            else:
+                call()
+        best.append((spent if flush else spent + time.thread_time()) / n * 1e6)
+    return min(best)
+
+
+def stages(app: Application, store: Store, request: Request, n: int, flush: bytearray) -> str:
+    """The list's parts called alone (module docstring, `STAGES=1`)."""
+    model = app.models[request.path.rsplit("/", 1)[-1]]
+    table, query = store.table(model.name), app.queries.listing(model, request).query
+    records = list_page(table, query)[0]
+    ids = [r[model.id_field] for r in records]
+    if query.projection is not None:
+        encode = lambda: app.encoded.projected(model, query.projection, records)  # noqa: E731
+    else:
+        encode = lambda: app.encoded.encode_page(model, records)  # noqa: E731
+    parts = {
+        "parse": lambda: app.queries.listing(model, request),
+        "list_page": lambda: list_page(table, query),
+        "records": lambda: table.shown_all(ids),
+        "encode": encode,
+    }
+    return "  ".join(f"{name} {best_of(call, n, flush):.1f}" for name, call in parts.items())
+
+
 def main(argv: list[str]) -> int:
     data, records, only = argv[0], int(argv[1]), argv[2:]
     module = compile_schema(load_schema(str(ROOT / "schemas" / "blog.dbs")))
@@ -93,21 +138,9 @@ def main(argv: list[str]) -> int:
         request = Request("GET", target, path, pairs, [])
         for _ in range(50):
             assert app(request).status == 200, target
-        best = []
-        for _ in range(5):
-            spent = 0.0 if flush else -time.thread_time()
-            for _ in range(n):
-                if nocache:
-                    app.present._entries.clear()
-                if flush:  # each call timed alone, after the caches were filled with other bytes
-                    flush[::64] = bytes(len(flush) // 64)  # a byte a cache line
-                    start = time.thread_time()
-                    app(request)
-                    spent += time.thread_time() - start
-                else:
-                    app(request)
-            best.append((spent if flush else spent + time.thread_time()) / n * 1e6)
-        print(f"{label:28} {min(best):8.1f} us")
+        spent = best_of(partial(app, request), n, flush, app.present._entries.clear if nocache else None)
+        parts = stages(app, store, request, n, flush) if os.environ.get("STAGES") and "?" in target else ""
+        print(f"{label:28} {spent:8.1f} us  {parts}".rstrip())
     store.close()
     return 0
 

@@ -129,6 +129,19 @@ def test_a_new_page_whose_misses_evict_its_own_hits_still_joins_every_record():
     assert cache.encode(NOTE, a) is not held_a  # a was not encoded again by the page
 
 
+def test_a_projected_page_answers_a_new_version_among_kept_records():
+    """A projected page whose records are all held under their ids, one of them by an
+    older version, answers that record's new JSON and keeps it (session 17, wt-m1m2: the
+    test of a C lookup of the kept entries, measured slower than the loop and not kept)."""
+    cache = EncodedRecords([NOTE], capacity=4)
+    a, b = note(1, "a"), note(2, "b")
+    first = cache.projected(NOTE, "card", [a, b])
+    newer = note(2, "B")
+    page = cache.projected(NOTE, "card", [a, newer])
+    assert page == [b'{"id":1,"title":"a"}', b'{"id":2,"title":"B"}'] and page[0] is first[0]
+    assert cache.projected(NOTE, "card", [a, newer])[1] is page[1]
+
+
 def test_a_projection_is_kept_like_the_whole_record_under_its_own_bounds():
     cache = EncodedRecords([NOTE], capacity=2, largest=20)
     a, b, c = note(1, "a", "long body"), note(2, "b"), note(3, "c")
