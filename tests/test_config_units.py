@@ -169,6 +169,19 @@ def test_the_explorer_switch_takes_on_or_off_only(raw):
 
 
 @pytest.mark.parametrize(
+    "raw, expected", [(None, True), ("", True), ("on", True), (" ON ", True), ("off", False), ("Off ", False)]
+)
+def test_the_huge_pages_switch_is_on_unless_turned_off(raw, expected):
+    environ = {} if raw is None else {"SERVICE_HUGE_PAGES": raw}
+    assert load_config(environ).huge_pages is expected
+
+
+@pytest.mark.parametrize("raw", ["no", "0", "madvise", "never"])
+def test_the_huge_pages_switch_takes_on_or_off_only(raw):
+    assert refusal({"SERVICE_HUGE_PAGES": raw}) == f"SERVICE_HUGE_PAGES={raw!r} is not valid: expected one of on, off"
+
+
+@pytest.mark.parametrize(
     "raw, expected",
     [
         ("", False),

@@ -97,6 +97,9 @@ class Compactor:
         self.compact_bytes = compact_bytes
         self.retain_bytes = retain_bytes
         self.checkpoint_every = recovery.CHECKPOINT_EVERY
+        # After each switch the heap is advised for huge pages (heap.py), unless the
+        # operator turned it off (SERVICE_HUGE_PAGES=off, set by service.py).
+        self.huge_pages = True
         self.task: asyncio.Task[None] | None = None
         self.progress: online.Progress | None = None
         # While a compaction's snapshot thread reads the records as of its cut, each write
@@ -289,7 +292,8 @@ class Compactor:
         freeze_live(1)
         # the new epoch's objects sit in mappings the open's advice never saw (heap.py); in a
         # thread: a collapse takes seconds at 1M, and the loop keeps answering meanwhile
-        await online.in_thread(progress, advise_heap)
+        if self.huge_pages:
+            await online.in_thread(progress, advise_heap)
 
     async def _catch_up(self, progress: online.Progress, old_log: str, new: online.NewLog, cut: online.Cut) -> int:
         """Copy into log.new, in paced thread steps (`online.catch_up`), what the loop wrote
