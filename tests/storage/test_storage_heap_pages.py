@@ -57,7 +57,8 @@ from dbsvc.storage.tenants import create_tenant
 from support.storage import open_store, user
 
 store = open_store(create_tenant(sys.argv[1], "t"), compact_bytes=16 * 1024)
-store.compactor.huge_pages = sys.argv[2] == "on"
+if sys.argv[2] == "off":  # as service.py sets it for SERVICE_HUGE_PAGES=off; on is the default
+    store.compactor.huge_pages = False
 
 async def churn():
     for i in range(1, 21):
