@@ -31,6 +31,8 @@ value and what it accepts (the command line exits with status 2). Variables
                       is an alias; both set to different tokens is refused.
     SERVICE_ZIPAPP_CACHE (unset: $XDG_CACHE_HOME/dbsvc, else ~/.cache/dbsvc) where a
                       `dbsvc build --with-guard` app unpacks the packages it embeds
+    SERVICE_HUGE_PAGES (on | off)  off: the heap is never advised for transparent huge pages
+                      (storage/heap.py `advise_heap`, after the open and each compaction)
 
 This module is the one reader of the SERVICE_* environment: every command builds its
 `Config` here, so a variable has one default and one check wherever it is used. Given
@@ -104,6 +106,7 @@ class Config:
     follow_rebootstrap: bool = False  # SERVICE_FOLLOW_REBOOTSTRAP
     token: str | None = None  # SERVICE_TOKEN (or its alias SERVICE_FOLLOW_TOKEN)
     list_cache_bytes: int = 8 << 20  # SERVICE_LIST_CACHE_BYTES: kept list answers (0: none)
+    huge_pages: bool = True  # SERVICE_HUGE_PAGES: the heap advised for transparent huge pages
 
 
 def _int(environ: Mapping[str, str], name: str, default: int, lo: int, hi: int | None = None) -> int:
@@ -317,4 +320,5 @@ def load_config(
         auth=guard,
         follow_rebootstrap=_flag(environ, "SERVICE_FOLLOW_REBOOTSTRAP"),
         token=_token(environ),
+        huge_pages=_choice(environ, "SERVICE_HUGE_PAGES", "on", ("on", "off")) == "on",
     )

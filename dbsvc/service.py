@@ -275,7 +275,7 @@ def _run_bound(
     def open_store(
         lock: WriterLock | None = None, where: str | None = None, compact_bytes: int = AUTO_COMPACT_BYTES
     ) -> Store:
-        return Store.open(
+        store = Store.open(
             where or directory,
             module.MODELS,
             module.DESCRIPTION,
@@ -286,6 +286,8 @@ def _run_bound(
             lock=lock,
             compact_bytes=compact_bytes,
         )
+        store.compactor.huge_pages = config.huge_pages
+        return store
 
     follower = None
     primary: Primary | None = None
@@ -339,7 +341,7 @@ def _run_bound(
     if worker is not None:
         app.worker = worker.describe(os.getpid())
     config = host_check(config, guard is not None)
-    settle_heap()
+    settle_heap(config.huge_pages)
     try:
         if follower is not None:
             follower.on_store = app.use_store
@@ -353,17 +355,19 @@ def _run_bound(
     return 0
 
 
-def settle_heap() -> None:
+def settle_heap(huge_pages: bool = True) -> None:
     """Before serving: freeze what start-up built (store, compiled module, app) out of the
     cyclic GC's way, and make full collections rarer. A full collection walks every
     tracked object not frozen, so its pause grows with the records written since the
     last freeze (open or compaction, storage/store.py); at the default thresholds it ran
-    several times a second under durable POSTs and set the p99 (docs/decisions.md, "Pauses")."""
+    several times a second under durable POSTs and set the p99 (docs/decisions.md, "Pauses").
+    Then the heap is advised for huge pages, unless `huge_pages` is off (SERVICE_HUGE_PAGES)."""
     gc.freeze()
     gc.set_threshold(*GC_THRESHOLDS)
-    from dbsvc.storage.heap import advise_heap  # here: importing service loads no storage
+    if huge_pages:
+        from dbsvc.storage.heap import advise_heap  # here: importing service loads no storage
 
-    advise_heap()
+        advise_heap()
 
 
 # Young collections every 2,000 tracked allocations (default 700), the middle generation

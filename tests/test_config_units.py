@@ -7,14 +7,14 @@ operator was told it cannot have), so each bound is met from both sides. The exp
 texts are literals here, never the module's own constants. No fixture: the mutation
 runner (`bench/mutation_inprocess.py`, docs/mutation.md "config.py, storage/tenants.py,
 workers/run.py") calls these functions directly; the few that need files make a
-temporary directory themselves.
+temporary directory themselves, removed when the test ends (`with TemporaryDirectory`):
+an `atexit` cleanup never ran in a killed run (a mutation runner's timeout), and /tmp
+gathered hundreds of them.
 """
 
 from __future__ import annotations
 
-import atexit
 import os
-import shutil
 import tempfile
 
 import pytest
@@ -31,12 +31,6 @@ PEM = (
     .public_bytes(serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo)
     .decode()
 )
-
-
-def temporary(prefix: str) -> str:
-    path = tempfile.mkdtemp(prefix=prefix)
-    atexit.register(shutil.rmtree, path, True)
-    return path
 
 
 def refusal(environ: dict[str, str], runtime: dict[str, object] | None = None) -> str:
@@ -175,6 +169,19 @@ def test_the_explorer_switch_takes_on_or_off_only(raw):
 
 
 @pytest.mark.parametrize(
+    "raw, expected", [(None, True), ("", True), ("on", True), (" ON ", True), ("off", False), ("Off ", False)]
+)
+def test_the_huge_pages_switch_is_on_unless_turned_off(raw, expected):
+    environ = {} if raw is None else {"SERVICE_HUGE_PAGES": raw}
+    assert load_config(environ).huge_pages is expected
+
+
+@pytest.mark.parametrize("raw", ["no", "0", "madvise", "never"])
+def test_the_huge_pages_switch_takes_on_or_off_only(raw):
+    assert refusal({"SERVICE_HUGE_PAGES": raw}) == f"SERVICE_HUGE_PAGES={raw!r} is not valid: expected one of on, off"
+
+
+@pytest.mark.parametrize(
     "raw, expected",
     [
         ("", False),
@@ -273,24 +280,24 @@ def test_check_tenant_name_names_its_source():
 def test_the_data_directory_is_data_unless_named_and_may_not_exist_yet():
     assert load_config({}).data_dir == "data"
     assert load_config({"SERVICE_DATA": ""}).data_dir == "data"
-    root = temporary("config-data-")
-    assert load_config({"SERVICE_DATA": root}).data_dir == root
-    missing = os.path.join(root, "a", "b")
-    assert load_config({"SERVICE_DATA": missing}).data_dir == missing
+    with tempfile.TemporaryDirectory(prefix="config-data-") as root:
+        assert load_config({"SERVICE_DATA": root}).data_dir == root
+        missing = os.path.join(root, "a", "b")
+        assert load_config({"SERVICE_DATA": missing}).data_dir == missing
 
 
 def test_a_file_as_the_data_directory_or_in_place_of_a_parent_is_refused_naming_the_file():
-    root = temporary("config-data-")
-    blocker = os.path.join(root, "notadir")
-    with open(blocker, "w"):
-        pass
-    assert refusal({"SERVICE_DATA": blocker}) == (
-        f"SERVICE_DATA {blocker!r} is a file, not a directory: set SERVICE_DATA to a directory (created if missing)"
-    )
-    under = os.path.join(blocker, "x", "y")
-    assert refusal({"SERVICE_DATA": under}) == (
-        f"SERVICE_DATA {blocker!r} is a file, not a directory: set SERVICE_DATA to a directory (created if missing)"
-    )
+    with tempfile.TemporaryDirectory(prefix="config-data-") as root:
+        blocker = os.path.join(root, "notadir")
+        with open(blocker, "w"):
+            pass
+        assert refusal({"SERVICE_DATA": blocker}) == (
+            f"SERVICE_DATA {blocker!r} is a file, not a directory: set SERVICE_DATA to a directory (created if missing)"
+        )
+        under = os.path.join(blocker, "x", "y")
+        assert refusal({"SERVICE_DATA": under}) == (
+            f"SERVICE_DATA {blocker!r} is a file, not a directory: set SERVICE_DATA to a directory (created if missing)"
+        )
 
 
 # --- tokens
@@ -375,11 +382,11 @@ def test_with_an_auth_table_the_guard_reads_the_environment():
 
 
 def test_a_schema_relative_key_path_resolves_against_the_schema_directory():
-    schema_dir = temporary("config-schema-")
-    with open(os.path.join(schema_dir, "idp-key-for-config-units.pem"), "w") as key:
-        key.write(PEM)
-    auth = AuthSettings(pubkey="idp-key-for-config-units.pem", alg="ES256")
-    guard = load_config({"SERVICE_TENANT": "acme"}, auth=auth, schema_dir=schema_dir).auth
+    with tempfile.TemporaryDirectory(prefix="config-schema-") as schema_dir:
+        with open(os.path.join(schema_dir, "idp-key-for-config-units.pem"), "w") as key:
+            key.write(PEM)
+        auth = AuthSettings(pubkey="idp-key-for-config-units.pem", alg="ES256")
+        guard = load_config({"SERVICE_TENANT": "acme"}, auth=auth, schema_dir=schema_dir).auth
     assert guard is not None and guard.pubkey_pem == PEM.encode()
     with pytest.raises(ConfigError) as refused:
         load_config({"SERVICE_TENANT": "acme"}, auth=auth)  # the default: the working directory
@@ -424,16 +431,17 @@ def test_a_relative_home_cannot_hold_the_zipapp_cache():
 
 def test_a_relative_data_directory_that_is_a_file_is_named_as_given():
     here = os.getcwd()
-    os.chdir(temporary("config-data-"))
-    try:
-        with open("notadir", "w"):
-            pass
-        assert refusal({"SERVICE_DATA": "notadir"}) == (
-            "SERVICE_DATA 'notadir' is a file, not a directory: set SERVICE_DATA to a directory (created if missing)"
-        )
-        assert refusal({"SERVICE_DATA": "notadir/x"}) == (
-            f"SERVICE_DATA {os.path.abspath('notadir')!r} is a file, not a directory: set SERVICE_DATA to a "
-            "directory (created if missing)"
-        )
-    finally:
-        os.chdir(here)
+    with tempfile.TemporaryDirectory(prefix="config-data-") as root:
+        os.chdir(root)
+        try:
+            with open("notadir", "w"):
+                pass
+            assert refusal({"SERVICE_DATA": "notadir"}) == (
+                "SERVICE_DATA 'notadir' is a file, not a directory: set SERVICE_DATA to a directory (created if missing)"
+            )
+            assert refusal({"SERVICE_DATA": "notadir/x"}) == (
+                f"SERVICE_DATA {os.path.abspath('notadir')!r} is a file, not a directory: set SERVICE_DATA to a "
+                "directory (created if missing)"
+            )
+        finally:
+            os.chdir(here)

@@ -23,7 +23,10 @@ advice never saw, so it asks again. Advice only, never correctness: MADV_HUGEPAG
 mappings (later faults there take huge pages, khugepaged merges the rest in time), then
 MADV_COLLAPSE (Linux 6.1) merges the pages already there, before the server answers (a
 few seconds at 1M; run beside serving, it slowed the first minute's requests). A kernel
-without either refuses it and nothing changes.
+without either refuses it and nothing changes. SERVICE_HUGE_PAGES=off (config.py) turns
+both calls off: the callers ask (service.py `settle_heap`, `Compactor.huge_pages`).
+Mappings made between two compactions stay unmarked until the next one (docs/decisions.md,
+"The collector's freezes; the huge-page switch", wt-gcf, has how much and why that stands).
 """
 
 from __future__ import annotations

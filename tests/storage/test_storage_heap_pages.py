@@ -1,10 +1,14 @@
 """The server's heap before serving (service.py `settle_heap`, storage/heap.py): its private writable anonymous
 mappings are advised to be backed by 2 MiB transparent huge pages (docs/decisions.md, "Huge
-pages for the heap", wt-rng). A real server process is asked through /proc; the two helpers
-on this process's own mappings and on maps files written here."""
+pages for the heap", wt-rng), and again after each online compaction (compactor.py), unless
+SERVICE_HUGE_PAGES=off (wt-gcf). A real server process, or a child process that compacts, is
+asked through /proc; the two helpers on this process's own mappings and on maps files
+written here."""
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -33,6 +37,57 @@ def test_a_served_process_advises_its_heap_for_huge_pages(tmp_path: Path) -> Non
         assert advised_mappings(server.proc.pid) > 0
     finally:
         assert server.stop() == 0
+
+
+@needs_thp
+def test_a_server_told_huge_pages_off_advises_nothing(tmp_path: Path) -> None:
+    server = start_server(ROOT / "schemas" / "blog.dbs", tmp_path / "data", env={"SERVICE_HUGE_PAGES": "off"})
+    try:
+        assert server.get("/health").status == 200
+        assert advised_mappings(server.proc.pid) == 0
+    finally:
+        assert server.stop() == 0
+
+
+COMPACTS = r"""
+import asyncio, sys
+from pathlib import Path
+sys.path[:0] = [sys.argv[3], sys.argv[3] + "/tests"]
+from dbsvc.storage.tenants import create_tenant
+from support.storage import open_store, user
+
+store = open_store(create_tenant(sys.argv[1], "t"), compact_bytes=16 * 1024)
+if sys.argv[2] == "off":  # as service.py sets it for SERVICE_HUGE_PAGES=off; on is the default
+    store.compactor.huge_pages = False
+
+async def churn():
+    for i in range(1, 21):
+        await store.insert("User", user(i))
+    n = 0
+    while store.stats()["compactions"] == 0 or store.compaction is not None:
+        n += 1
+        await store.replace("User", 1 + n % 20, user(1 + n % 20, name=f"n{n}"))
+        await asyncio.sleep(0)
+
+asyncio.run(churn())
+store.close()
+flags = [line.split()[1:] for line in Path("/proc/self/smaps").read_text().splitlines() if line.startswith("VmFlags")]
+print(sum("hg" in names for names in flags))
+"""
+
+
+@needs_thp
+@pytest.mark.parametrize("switch", ["on", "off"])
+def test_an_online_compaction_advises_the_heap_only_when_huge_pages_are_on(tmp_path: Path, switch: str) -> None:
+    out = subprocess.run(
+        [sys.executable, "-c", COMPACTS, str(tmp_path / "data"), switch, str(ROOT)],
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=120,
+    ).stdout
+    advised = int(out.split()[-1])
+    assert advised > 0 if switch == "on" else advised == 0, out
 
 
 def test_heap_ranges_keeps_private_writable_anonymous_mappings_cut_to_whole_huge_pages(tmp_path: Path) -> None:
