@@ -33,7 +33,9 @@ PEM = (
     .public_key()
     .public_bytes(serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo)
 )
-DIR = tempfile.mkdtemp(prefix="dbsvc-settings-units-")
+# A TemporaryDirectory removes itself when the module is unloaded at exit; mkdtemp left one a run.
+_KEEP = tempfile.TemporaryDirectory(prefix="dbsvc-settings-units-")
+DIR = _KEEP.name
 with open(os.path.join(DIR, "idp.pem"), "wb") as _handle:
     _handle.write(PEM)
 os.mkdir(os.path.join(DIR, "keys"))
