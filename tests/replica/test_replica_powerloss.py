@@ -40,6 +40,7 @@ from dbsvc.storage.history import History, encode_history
 from dbsvc.storage.logfile import HEADER_SIZE, FrameWalk
 from dbsvc.storage.tenants import create_tenant
 from support.powerloss_fs import PowerLoss, PowerLossFiles
+from support.powerloss_run import release_frozen
 from support.storage import open_store, post, user
 
 DEFAULT_SEEDS = 200
@@ -174,7 +175,8 @@ def _run_seeds(count: int, base: str, frames: list[bytes], monkeypatch: pytest.M
             raise AssertionError(
                 f"seed {seed} failed; replay it alone with DBSVC_POWERLOSS_SEED={seed}: {exc!r}"
             ) from exc
-        gc.unfreeze()  # the seed's stores out of the permanent generation (support/powerloss_run.py)
+        release_frozen(seed)  # the seeds' stores out of the permanent generation, now and then
+    gc.unfreeze()
 
 
 def test_replica_file_power_loss_seeds(tmp_path, primary_frames, monkeypatch):

@@ -31,6 +31,12 @@ from support.storage import open_store, post, user
 
 DEFAULT_SEEDS = 250  # the default run's; the slow run (SLOW_SEEDS) covers them and 9,750 more
 SLOW_SEEDS = 10_000
+# Seeds between two releases of the permanent generation (`release_frozen`): each release
+# costs the next open a collection of the whole process (recovery.py collects before it
+# freezes), ~0.3 s in a late test worker of 3M objects: once a seed, that was 48 + 31 s of the
+# default run's two files (7.8 + 6.9 s before 874dc34). The cyclic garbage of 50 seeds' stores
+# waits frozen meanwhile (~1 MB a seed: 10 GB at 10,000 seeds when never released).
+RELEASE_EVERY = 50
 MODELS = ("User", "BlogPost")
 ALL = Query(limit=10**9)
 LIMIT = 16384  # the stores' max_payload
@@ -362,7 +368,16 @@ def run_seeds(first: int, end: int, scratch: str) -> None:
             raise AssertionError(
                 f"seed {seed} failed; replay it alone with DBSVC_POWERLOSS_SEED={seed}: {exc!r}"
             ) from exc
-        # Each open froze what it loaded (recovery.py), a store still referenced by the
-        # next open with it; the seed's stores are garbage now, and the next open collects
-        # them once they are out of the permanent generation (before: 10 GB at 10,000 seeds).
+        release_frozen(seed)
+    gc.unfreeze()  # the last seeds' garbage too, before the next test opens a store
+
+
+def release_frozen(seed: int) -> None:
+    """After every RELEASE_EVERY-th seed, the seeds' stores out of the permanent generation.
+
+    Each open froze what the process held (recovery.py), a store still referenced by the next
+    open with it; the seeds' stores are garbage now, and the next open collects them once they
+    are unfrozen (never: 10 GB at 10,000 seeds; after every seed: a whole-process collection a
+    seed, the default run's costliest item)."""
+    if seed % RELEASE_EVERY == RELEASE_EVERY - 1:
         gc.unfreeze()
