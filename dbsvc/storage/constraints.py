@@ -81,8 +81,10 @@ class Constraints:
         elif id_ in table.live:
             raise UniqueViolation(f"{m.id_field} {id_!r} is already used by {m.kebab} {id_!r}", field=m.id_field)
         values = m.row(record)
-        self._check_unique(table, values, record)
-        self._check_refs(table, record, None, id_)
+        if table.unique:  # (no call for a model without @unique fields: most of them)
+            self._check_unique(table, values, record)
+        if m.refs:
+            self._check_refs(table, record, None, id_)
         return record, id_, values
 
     def replace(self, table: Table, id_: Any, record: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any], Apply]:
@@ -108,8 +110,10 @@ class Constraints:
             record = dict(record)
             record[m.id_field] = id_
         values = m.row(record)
-        self._check_unique(table, values, record)
-        self._check_refs(table, record, previous)
+        if table.unique:
+            self._check_unique(table, values, record)
+        if m.refs:
+            self._check_refs(table, record, previous)
         return current, previous, record, values
 
     def delete(self, table: Table, id_: Any) -> tuple[dict[str, Any], Apply]:

@@ -109,7 +109,10 @@ class TableWrites:
         held in the open run, or handed over together (writes.py rule 7): for each, (the record as
         stored, its offset: `applied_offset` right after it), or the refusal `insert_then`
         would have raised (nothing changed, its callback never called)."""
-        return self._writes.insert_run_then(self.table(model), records, dones)
+        table = self._tables.get(model)
+        if table is None:
+            table = self.table(model)
+        return self._writes.insert_run_then(table, records, dones)
 
     def begin_run(self) -> None:
         """Hold every write told by a callback from now until `end_run` and hand them to
@@ -125,7 +128,10 @@ class TableWrites:
         self, model: str, id: Any, record: dict[str, Any], done: Done
     ) -> tuple[dict[str, Any], dict[str, Any]]:
         """`apply_replace` with a completion callback (`insert_then`): (previous, record)."""
-        previous, stored, _none = self._writes.replace_then(self.table(model), id, record, done)
+        table = self._tables.get(model)
+        if table is None:  # `table`'s NotFound; no call for a model it has
+            table = self.table(model)
+        previous, stored, _none = self._writes.replace_then(table, id, record, done)
         return previous, stored
 
     def delete_then(self, model: str, id: Any, done: Done) -> dict[str, Any]:

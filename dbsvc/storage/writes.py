@@ -73,10 +73,14 @@ from dbsvc.storage.events import (
 )
 from dbsvc.storage.logfile import encode_frame
 from dbsvc.storage.logwriter import LogWriter, WriteHealth, WriteState
-from dbsvc.storage.rows import Values, in_form, pack_parts, previous_parts, record_text
+from dbsvc.storage.rows import Values, in_form, layout, pack_parts, previous_parts, record_text
 from dbsvc.storage.table import Table
 
 __all__ = ["WritePath"]
+
+# A write's `ChangeEvent` made from all of its fields at once, in C: the named tuple's own
+# `__new__` is a Python function, one frame more on every write.
+_event = tuple.__new__
 
 # A run's frames, events, undos and completion callbacks, in offset order (rule 7).
 _Run = tuple[list[bytes], list[ChangeEvent], list[tuple[Table, int, int]], list[Done]]
@@ -103,10 +107,11 @@ class WritePath:
         self._constraints = Constraints(tables)
         self._epoch_of = self.epoch_of = epoch_of  # epoch_of: for batchwrite.py's checkpoints
         self._changes = changes
-        # the last record stored: (record, its fields, its values' texts, its JSON): rule 5
-        self._written: tuple[dict[str, Any], tuple[str, ...], list[str] | None, str | None] | None = None
-        # each model's payload templates (insert, update), made once (events.py)
+        # the last record stored: (record, its model's layout, its values' texts, its JSON): rule 5
+        self._written: tuple[dict[str, Any], str, list[str] | None, str | None] | None = None
+        # each model's payload templates (insert, update) and record layout, made once (events.py, rows.py)
         self._templates = {name: payload_templates(name, t.model.fields) for name, t in tables.items()}
+        self._layouts = {name: layout(t.model.fields) for name, t in tables.items()}
         # A pass's writes held for one hand-over (rule 7), None while no run is open.
         self._run: _Run | None = None
         self.commit: CommitQueue | None = None
@@ -164,7 +169,7 @@ class WritePath:
         record, id_, values = self._constraints.check_insert(table, record)
         offset, watermark = self.next_offset, table.watermark + 1
         stored, parts = pack_parts(table.model.fields, record, values)  # rule 5
-        event = ChangeEvent(EventKind.INSERT, table.name, offset, watermark, id_, record)
+        event = _event(ChangeEvent, (EventKind.INSERT, table.name, offset, watermark, id_, record, None, None))
         if parts is None:
             text: str | None = compact_json(record)
             payload = write_payload(event, table.id_field, self.max_payload, text)
@@ -174,7 +179,7 @@ class WritePath:
             payload = check_payload(
                 event, (template % (offset, watermark, id_text(id_), *parts)).encode(), self.max_payload
             )
-        self._written = (record, table.model.fields, parts, text)
+        self._written = (record, self._layouts[table.name], parts, text)
         return record, values, stored, event, encode_frame(offset, payload)
 
     def insert_run_then(
@@ -191,7 +196,9 @@ class WritePath:
         try:
             for record, done in zip(records, dones):
                 try:
-                    commit = self.writable()
+                    commit = self.commit
+                    if commit is None or commit.failed is not None:
+                        commit = self.writable()
                     record, values, stored, event, frame = self._insert_frame(table, record)
                 except Exception as exc:  # the refusal `insert_then` raises: nothing changed
                     outcomes.append(exc)
@@ -245,13 +252,15 @@ class WritePath:
         self, table: Table, id: Any, record: dict[str, Any], done: Done | None
     ) -> tuple[dict[str, Any], dict[str, Any], asyncio.Future[None] | None]:
         """`apply_replace`, telling `done(error)` instead of a future when given (rule 6)."""
-        commit = self.writable()
+        commit = self.commit
+        if commit is None or commit.failed is not None:  # `writable`'s refusal; no call when it takes writes
+            commit = self.writable()
         current, previous, record, values = self._constraints.check_replace(table, id, record)
         fields = table.model.fields
         was = table.model.row(previous)
         offset, watermark = self.next_offset, table.watermark + 1
         stored, parts = pack_parts(fields, record, values)  # rule 5
-        event = ChangeEvent(EventKind.UPDATE, table.name, offset, watermark, id, record, previous)
+        event = _event(ChangeEvent, (EventKind.UPDATE, table.name, offset, watermark, id, record, previous, None))
         if parts is None or not in_form(fields, previous):
             text: str | None = record_text(fields, record, parts)
             payload = write_payload(event, table.id_field, self.max_payload, text, compact_json(previous))
@@ -260,12 +269,9 @@ class WritePath:
             template = self._templates[table.name][1]
             texts = (offset, watermark, id_text(id), *parts, *previous_parts(parts, was, values))
             payload = check_payload(event, (template % texts).encode(), self.max_payload)
-
-        def apply() -> None:
-            table.replace(current, values, was, stored, record, offset)
-
+        apply = partial(table.replace, current, values, was, stored, record, offset)  # no frame of its own
         future = self.submit(commit, table, offset, encode_frame(offset, payload), event, apply, done)
-        self._written = (record, fields, parts, text)
+        self._written = (record, self._layouts[table.name], parts, text)
         return previous, record, future
 
     def written_json(self, record: dict[str, Any]) -> bytes | None:
@@ -274,9 +280,10 @@ class WritePath:
         written = self._written
         if written is None or written[0] is not record:
             return None
-        _record, fields, parts, text = written
+        _record, shape, parts, text = written
         if text is None:  # made when asked: a POST's answer never asks (rule 5)
-            text = record_text(fields, record, parts)
+            assert parts is not None  # a writer keeps its text whenever it has no parts
+            text = shape % tuple(parts)
         return text.encode("utf-8")
 
     def apply_delete(self, table: Table, id: Any) -> tuple[dict[str, Any], asyncio.Future[None]]:

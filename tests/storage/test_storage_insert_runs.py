@@ -143,6 +143,24 @@ def test_a_run_on_a_store_that_takes_no_writes_refuses_each_write(tenant, monkey
         s.close()
 
 
+def test_a_replace_told_by_a_callback_on_a_store_that_takes_no_writes_is_refused(tenant, monkeypatch):
+    """`replace_then` tests the commit queue inline (writes.py): a fail-stopped store
+    refuses it with `Unavailable`, changing nothing and never telling its callback."""
+    monkeypatch.setenv("DBSVC_FAULT", "fsync:2:EIO")  # the second group's fsync: fail-stop
+    s = open_store(tenant)
+    try:
+        run(s.insert("User", user(1)))
+        with pytest.raises(Unavailable):
+            run(s.insert("User", user(2)))
+        told: list = []
+        with pytest.raises(Unavailable):
+            s.replace_then("User", 1, user(1, name="one"), told.append)
+        assert s.get("User", 1)[0]["name"] != "one" and told == []
+        assert s.writes.commit is not None and s.writes.commit.pending == 0
+    finally:
+        s.close()
+
+
 def test_a_run_of_every_kind_of_write_leaves_what_they_leave_one_by_one(tmp_path):
     """Fails before: the store had no `begin_run`. Replaces and deletes told by a callback
     inside a run are held in it, after the inserts before them, in offset order."""

@@ -12,7 +12,7 @@ import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
 
-from dbsvc.errors import Unavailable
+from dbsvc.errors import NotFound, Unavailable
 from dbsvc.storage.files import FaultPlan
 from support.storage import open_store, run, user
 
@@ -202,4 +202,23 @@ def test_the_apply_writes_still_hand_back_a_future_each():
 
         run(go())
         assert s.stats()["commits"] == 3
+        s.close()
+
+
+def test_a_write_told_by_a_callback_refuses_an_unknown_model_as_not_found():
+    """`replace_then` and `insert_run_then` look their table up inline (writeapi.py): an
+    unknown model is still `NotFound`, as `table()` says it, and nothing is applied."""
+    with tenant() as tmp:
+        s = open_store(tmp)
+        for write in (
+            lambda: s.replace_then("Nobody", 1, user(1), lambda error: None),
+            lambda: s.insert_run_then("Nobody", [user(1)], [lambda error: None]),
+        ):
+            try:
+                write()
+            except NotFound as exc:
+                assert "unknown model 'Nobody'" in str(exc)
+            else:
+                raise AssertionError("an unknown model was written")
+        assert s.applied_offset == 0
         s.close()
