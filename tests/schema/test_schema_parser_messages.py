@@ -52,3 +52,13 @@ def test_a_misplaced_token_is_named_with_what_was_expected_there(text, place, me
 def test_a_claim_may_be_named_by_a_string_after_token():
     schema = parse_schema(rule('@allow(read, record.owner == token."https://x.io/sub")'), "s.dbs")
     assert schema.models[0].rules[0].text == '@allow(read, record.owner == token."https://x.io/sub")'
+
+
+def test_two_model_attributes_on_one_line_are_both_taken():
+    schema = parse_schema(MODEL % "  @projection(a, id) @projection(b, owner)", "s.dbs")
+    assert [(p.name, p.fields) for p in schema.models[0].projections] == [("a", ("id",)), ("b", ("owner",))]
+
+
+def test_a_rule_on_the_last_line_of_a_file_without_a_newline_keeps_its_text():
+    schema = parse_schema(MODEL % "" + '@allow(replicate, token.role == "r")', "s.dbs")
+    assert schema.replicate_rules[0].text == '@allow(replicate, token.role == "r")'
