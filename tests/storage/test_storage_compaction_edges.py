@@ -5,8 +5,16 @@ so `bench/mutation_pytest.py` sees every call."""
 from __future__ import annotations
 
 import asyncio
+import errno
+import os
+import shutil
+import tempfile
 
+import pytest
+
+from dbsvc.errors import Unavailable
 from dbsvc.storage import online
+from dbsvc.storage.files import FaultPlan
 from support.storage import HoldAfterSnapshot, open_store, run, user
 
 
@@ -43,3 +51,79 @@ def test_more_frames_past_the_cut_than_a_pacers_step_are_copied_and_kept(tenant)
         assert live[1 + (past - 1) % 20]["name"] == f"past the cut {past - 1}"
     finally:
         s.close()
+
+
+class FailsAtTheSwitch(FaultPlan):
+    """Raises `error` at the ninth compaction step, past the commit point."""
+
+    def __init__(self, error: Exception) -> None:
+        super().__init__(None)
+        self.error = error
+        self.steps = 0
+
+    def check(self, op: str) -> None:
+        if op == "compact":
+            self.steps += 1
+            if self.steps == 9:
+                raise self.error
+
+
+@pytest.mark.parametrize(
+    "error, said",
+    [
+        (RuntimeError("not the disk"), "[Errno 5] compaction's switch: RuntimeError('not the disk')"),
+        (OSError(errno.ENOSPC, "No space left on device"), "[Errno 28] No space left on device"),
+    ],
+)
+def test_an_error_past_the_commit_point_is_the_cause_every_refused_write_names(error, said):
+    """Past the commit point the store stops taking writes whatever failed; an OSError is
+    the cause as it is, anything else (a bug's exception) is wrapped as an EIO that says it
+    was the compaction's switch and what was raised."""
+    tenant = tempfile.mkdtemp(prefix="mpo7-switch-")
+    s = open_store(tenant)
+    s.compactor.faults = FailsAtTheSwitch(error)
+    try:
+
+        async def go():
+            for i in range(1, 21):
+                await s.insert("User", user(i))
+            await s.compact_now()
+            await s.insert("User", user(None, email="refused@x"))
+
+        with pytest.raises(Unavailable) as refused:
+            run(go())
+        assert str(refused.value) == (
+            f"the store is read-only after an I/O error on the log ({said}): "
+            "nothing written since can be trusted; fix the disk, then restart the server"
+        )
+    finally:
+        s.close()
+        shutil.rmtree(tenant)
+
+
+def test_after_an_online_compaction_the_size_rule_weighs_the_log_against_the_new_snapshot():
+    """`compact_bytes` passed, the log is compacted again only when it outweighs twice the
+    snapshot (or holds twice the live rows): a few writes after a compaction start none."""
+    tenant = tempfile.mkdtemp(prefix="mpo7-rule-")
+    s = open_store(tenant, compact_bytes=400)
+    try:
+
+        async def go():
+            for i in range(1, 41):
+                await s.insert("User", user(i, profile={"bio": "x" * 100}))
+            await s.compact_now()
+            while s.compactor.task is not None:
+                await s.compactor.task
+            before = s.compactions
+            snapshot = os.path.getsize(os.path.join(tenant, "snapshot"))
+            for n in range(3):
+                await s.replace("User", 1 + n, user(1 + n, name=f"after {n}"))
+            log_bytes = s.stats()["log_bytes"]
+            assert 400 < log_bytes < 2 * snapshot, (log_bytes, snapshot)
+            await asyncio.sleep(0.05)
+            assert s.compactor.task is None and s.compactions == before
+
+        run(go())
+    finally:
+        s.close()
+        shutil.rmtree(tenant)
