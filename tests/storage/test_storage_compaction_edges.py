@@ -6,14 +6,16 @@ from __future__ import annotations
 
 import asyncio
 import errno
+import logging
 import os
 import shutil
 import tempfile
+import threading
 
 import pytest
 
 from dbsvc.errors import Unavailable
-from dbsvc.storage import online
+from dbsvc.storage import files, online
 from dbsvc.storage.files import FaultPlan
 from support.storage import HoldAfterSnapshot, open_store, run, user
 
@@ -127,3 +129,60 @@ def test_after_an_online_compaction_the_size_rule_weighs_the_log_against_the_new
     finally:
         s.close()
         shutil.rmtree(tenant)
+
+
+class HoldNewLogFsync(files.FileOps):
+    """Holds the first fsync of log.new (the end of `start_log`'s copy, in its thread) until
+    the test sets `release`; `reached` says it is there."""
+
+    def __init__(self) -> None:
+        self.fds: set[int] = set()
+        self.reached = threading.Event()
+        self.release = threading.Event()
+
+    def open(self, path, flags, mode=0o777, *, dir_fd=None):  # type: ignore[override]
+        fd = os.open(path, flags, mode, dir_fd=dir_fd)
+        if str(path).endswith("log.new"):
+            self.fds.add(fd)
+        return fd
+
+    def fsync(self, fd):  # type: ignore[override]
+        if fd in self.fds and not self.reached.is_set():
+            self.reached.set()
+            assert self.release.wait(60), "the test never released the fsync"
+        os.fsync(fd)
+
+
+def test_writes_made_while_start_log_ends_are_copied_by_a_catch_up_step_and_kept(tenant, monkeypatch, caplog):
+    """Frames written after `start_log` copied its share are the catch-up's (SWITCH_BYTES 0:
+    none left to the switch): one step runs, in its thread, on the old log, and the switch
+    after it is timed (the compactor's `pauses`)."""
+    monkeypatch.setattr(online, "SWITCH_BYTES", 0)
+    layer = HoldNewLogFsync()
+    s = open_store(tenant)
+
+    async def go():
+        for i in range(1, 21):
+            await s.insert("User", user(i))
+        task = s.compact_now()
+        assert await asyncio.to_thread(layer.reached.wait, 60), "start_log never fsynced log.new"
+        for n in range(5):
+            await s.replace("User", 1 + n, user(1 + n, name=f"caught up {n}"))
+        layer.release.set()
+        await task
+
+    try:
+        with files.use(layer), caplog.at_level(logging.INFO, logger="dbsvc.storage"):
+            run(go())
+        assert s.compactions == 1
+        line = next(r.getMessage() for r in caplog.records if "compacted online" in r.getMessage())
+        assert "bytes of log left to the switch after 1 catch-ups" in line, line
+        assert 0 < s.compactor.pauses[-1][1] < 60
+        live = dict(s.tables["User"].records)
+    finally:
+        s.close()
+    s = open_store(tenant)
+    try:
+        assert dict(s.tables["User"].records) == live and live[5]["name"] == "caught up 4"
+    finally:
+        s.close()
