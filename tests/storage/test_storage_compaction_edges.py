@@ -186,3 +186,24 @@ def test_writes_made_while_start_log_ends_are_copied_by_a_catch_up_step_and_kept
         assert dict(s.tables["User"].records) == live and live[5]["name"] == "caught up 4"
     finally:
         s.close()
+
+
+def test_a_compaction_asked_of_a_read_only_store_fails_at_its_start_and_says_why(tenant, caplog):
+    s = open_store(tenant)
+    s.compactor.faults = FailsAtTheSwitch(OSError(errno.EIO, "the disk"))
+
+    async def go():
+        for i in range(1, 21):
+            await s.insert("User", user(i))
+        await s.compact_now()  # fails past its commit point: the store is read-only
+        caplog.clear()
+        await s.compact_now()
+
+    try:
+        with caplog.at_level(logging.ERROR, logger="dbsvc.storage"):
+            run(go())
+        assert s.compactions == 0
+        [line] = [r.getMessage() for r in caplog.records]
+        assert line.startswith(f"{tenant}: online compaction failed: the store is read-only after an I/O error")
+    finally:
+        s.close()
