@@ -219,3 +219,26 @@ def test_a_body_a_websocket_echo_and_the_request_span_go_through_the_hubs_shared
         client.close()
         socket_.close()
         server.stop()
+
+
+def ask(client: Client, path: str, host: str):
+    client.send(f"GET {path} HTTP/1.1\r\nHost: {host}\r\n\r\n".encode())
+    return client.read_response()
+
+
+def test_a_host_the_server_is_not_known_by_is_refused_but_the_probes_are_not():
+    server = serving(allowed_hosts=("api.example", "b.example"))
+    client = Client(server.port, timeout=WAIT)
+    other = Client(server.port, timeout=WAIT)
+    try:
+        refused = ask(client, "/echo", "evil.example")
+        assert refused.status == 403
+        assert refused.json()["detail"] == (
+            "host 'evil.example' is not allowed: expected one of api.example, b.example (SERVICE_ALLOWED_HOSTS)"
+        )
+        assert ask(other, "/health", "evil.example").status == 200
+        assert ask(other, "/echo", "api.example").status == 200
+    finally:
+        client.close()
+        other.close()
+        server.stop()
