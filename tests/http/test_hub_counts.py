@@ -215,6 +215,9 @@ def test_a_body_a_websocket_echo_and_the_request_span_go_through_the_hubs_shared
         socket_.send(b"\x81\x82abcd" + bytes(b ^ k for b, k in zip(b"hi", b"abcd")))
         assert socket_.reader.read(4) == b"\x81\x02hi"  # WebSocket output: the held pass (rule 10)
         assert any("request method=POST path=/echo status=200" in line for line in server.log.lines)
+        assert client.request("GET", "/async-echo").status == 200  # an app coroutine: the hub's task
+        wait_for(server, lambda hub: not hub.tasks, "the app task forgotten")
+        assert not [line for line in server.log.lines if " ERROR " in line]
     finally:
         client.close()
         socket_.close()
