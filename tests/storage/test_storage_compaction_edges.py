@@ -212,3 +212,51 @@ def test_a_compaction_asked_of_a_read_only_store_fails_at_its_start_and_says_why
         assert line.startswith(f"{tenant}: online compaction failed: the store is read-only after an I/O error")
     finally:
         s.close()
+
+
+class HoldThenFailAtStep5(HoldAfterSnapshot):
+    """Holds the compaction after its snapshot (step 1) like `HoldAfterSnapshot`, then
+    raises at step 5: the first step past the commit point (the snapshot's rename), with
+    log.new not yet renamed over the log."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.steps = 0
+
+    def check(self, op: str) -> None:
+        super().check(op)
+        if op == "compact":
+            self.steps += 1
+            if self.steps == 5:
+                raise RuntimeError("past the commit point")
+
+
+def test_a_failure_just_past_the_commit_point_keeps_log_new_for_the_next_open(tenant):
+    """Past the commit point the `.new` files are the store's (`discard` is for before it):
+    the next open finishes the switch from them, with the writes made past the cut."""
+    faults = HoldThenFailAtStep5()
+    s = open_store(tenant)
+    s.compactor.faults = faults
+
+    async def go():
+        for i in range(1, 21):
+            await s.insert("User", user(i))
+        task = s.compact_now()
+        assert await asyncio.to_thread(faults.reached.wait, 60), "the compaction never wrote its snapshot"
+        for n in range(5):
+            await s.replace("User", 1 + n, user(1 + n, name=f"past the cut {n}"))
+        faults.release.set()
+        await task
+
+    try:
+        run(go())
+        assert s.compactions == 0 and s.stats()["read_only"] is True
+        assert os.path.exists(os.path.join(tenant, "log.new"))
+    finally:
+        s.close()
+    s = open_store(tenant)
+    try:
+        assert sorted(s.tables["User"].records) == list(range(1, 21))
+        assert [s.tables["User"].records[1 + n]["name"] for n in range(5)] == [f"past the cut {n}" for n in range(5)]
+    finally:
+        s.close()
