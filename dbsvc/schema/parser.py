@@ -348,7 +348,7 @@ class _Parser:
     # -- access rules ----------------------------------------------------------------
 
     def parse_rule(self, at: Token) -> RuleDecl:
-        """`@allow(OPERATIONS[, EXPRESSION])` after the `@allow`, on one line."""
+        """`@allow(OPERATIONS[, EXPRESSION])` after the `@allow`: one line, since a newline is a token and ends it."""
         self.expect_punct("(", "'(' after '@allow'")
         operations: list[Literal] = []
         while self.tok.kind is TokenKind.IDENT:
@@ -363,8 +363,6 @@ class _Parser:
             close = self.expect_punct(")", "'and', 'or', a comparison or ')' in the rule of '@allow'")
         else:
             close = self.expect_punct(")", "',' then the rule, or ')' after the operations of '@allow'")
-        if close.line != at.line:
-            raise self.fail("the whole '@allow(...)' on one line", close)
         line = self.lines[at.line - 1] if at.line <= len(self.lines) else ""
         return RuleDecl(tuple(operations), expr, line[at.col - 1 : close.col], at.line, at.col)
 
