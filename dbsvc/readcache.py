@@ -118,7 +118,7 @@ class EncodedRecords:
         (docs/decisions.md, "kept from a second read")."""
         return self._seen[model.name].admits(key)
 
-    def encode_page(self, model: CompiledModel, records: list[Record]) -> bytes:
+    def encode_page(self, model: CompiledModel, records: list[Any]) -> bytes:
         """The records' JSON joined with commas: `encode` for each, with the cache hit inline.
 
         A page of the very record objects of a page joined lately is that page's bytes
@@ -128,7 +128,8 @@ class EncodedRecords:
         the same versions. At most `pages` pages are kept, the oldest dropped first, none
         over `largest_page` bytes; `pages=0` keeps none. A page is kept from its second
         join among the last `pages` not kept (admission.py): pages at many targets are
-        joined once each, and keeping each cost a tuple of its records and an eviction."""
+        joined once each, and keeping each cost a tuple of its records and an eviction.
+        A page whose records not kept came as their JSON (bytes) is `_texts_page`'s."""
         key = tuple(map(id, records))
         kept = self._pages.get(key)
         if kept is not None:

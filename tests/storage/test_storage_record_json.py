@@ -196,3 +196,18 @@ def test_a_record_reshaped_by_an_added_field_is_cut_with_its_default(posts):
             assert all(b'"rank":5}' in (r if type(r) is bytes else json_bytes(r)) for r in page)
     finally:
         s.close()
+
+
+def test_a_texts_page_joins_the_texts_and_keeps_the_kept_dicts_json_without_asking():
+    """EncodedRecords (readcache.py) on a page as the store hands it with texts, fixture-free:
+    texts joined as they are, the dicts before the last kept at once, the last asked."""
+    encoded = EncodedRecords(BLOG.MODELS, capacity=2)
+    for i in (901, 902):  # full
+        encoded.encode(POST, post(i))
+    text = json_bytes(post(1))
+    middle, last = post(2, title="ünï"), post(3)
+    assert encoded.encode_page(POST, [text, middle, last]) == b",".join([text, json_bytes(middle), json_bytes(last)])
+    assert encoded.refused == 1  # the last: its first ask in a full cache
+    assert encoded.encode(POST, middle) is encoded.encode(POST, middle)  # kept: the same bytes
+    assert encoded.encode_page(POST, [text, last]) == text + b"," + json_bytes(last)  # second ask
+    assert encoded.refused == 1 and encoded.encode(POST, last) is encoded.encode(POST, last)
