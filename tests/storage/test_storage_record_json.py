@@ -211,3 +211,15 @@ def test_a_texts_page_joins_the_texts_and_keeps_the_kept_dicts_json_without_aski
     assert encoded.encode(POST, middle) is encoded.encode(POST, middle)  # kept: the same bytes
     assert encoded.encode_page(POST, [text, last]) == text + b"," + json_bytes(last)  # second ask
     assert encoded.refused == 1 and encoded.encode(POST, last) is encoded.encode(POST, last)
+
+
+def test_a_texts_page_joins_a_kept_json_and_never_a_stale_one():
+    encoded = EncodedRecords(BLOG.MODELS, capacity=4)
+    kept, old = post(1), post(2)
+    first = encoded.encode(POST, kept)
+    encoded.encode(POST, old)
+    new = post(2, title="new version")  # another record object of id 2: the kept JSON is stale
+    text, last = json_bytes(post(3)), post(4)
+    page = encoded.encode_page(POST, [text, kept, new, last])
+    assert page == b",".join([text, first, json_bytes(new), json_bytes(last)])
+    assert encoded.encode(POST, new) is encoded.encode(POST, new)  # the new version's JSON kept
