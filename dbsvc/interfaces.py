@@ -107,7 +107,8 @@ class ServedStore(Protocol):
 
     def list_records(self, model: str, query: Query) -> tuple[list[Record], int, int]: ...
 
-    def list_page(self, model: str, query: Query) -> tuple[list[Record], int, int, bool]: ...
+    # texts: a record whose dict is not kept, but the last, may be its JSON bytes
+    def list_page(self, model: str, query: Query, texts: bool = False) -> tuple[list[Any], int, int, bool]: ...
 
     def live_ids(
         self, model: str, filters: Filters, ranges: tuple = (), nulls: tuple = (), search: tuple[str, ...] = ()

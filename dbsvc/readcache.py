@@ -118,7 +118,7 @@ class EncodedRecords:
         (docs/decisions.md, "kept from a second read")."""
         return self._seen[model.name].admits(key)
 
-    def encode_page(self, model: CompiledModel, records: list[Record]) -> bytes:
+    def encode_page(self, model: CompiledModel, records: list[Any]) -> bytes:
         """The records' JSON joined with commas: `encode` for each, with the cache hit inline.
 
         A page of the very record objects of a page joined lately is that page's bytes
@@ -128,13 +128,17 @@ class EncodedRecords:
         the same versions. At most `pages` pages are kept, the oldest dropped first, none
         over `largest_page` bytes; `pages=0` keeps none. A page is kept from its second
         join among the last `pages` not kept (admission.py): pages at many targets are
-        joined once each, and keeping each cost a tuple of its records and an eviction."""
+        joined once each, and keeping each cost a tuple of its records and an eviction.
+        A page whose records not kept came as their JSON (bytes) is `_texts_page`'s."""
         key = tuple(map(id, records))
         kept = self._pages.get(key)
         if kept is not None:
             return kept[1]
         entries = self._entries[model.name]
-        found: list[Any] = list(map(entries.get, map(itemgetter(model.id_field), records)))
+        try:
+            found: list[Any] = list(map(entries.get, map(itemgetter(model.id_field), records)))
+        except TypeError:  # a record as its JSON (bytes) among them: a page with texts
+            return self._texts_page(model, records)
         refused = self.refused
         parts: Iterable[bytes]
         if None not in found and all(map(is_, map(_first, found), records)):
@@ -151,6 +155,27 @@ class EncodedRecords:
                 self._pages.popitem(last=False)
             self._pages[key] = (tuple(records), page)
         return page
+
+    def _texts_page(self, model: CompiledModel, records: list[Any]) -> bytes:
+        """`encode_page` of a page whose records not kept came as their JSON (bytes:
+        storage/shown.py `ShownDicts.page` with texts): those are joined as they are, and
+        kept nowhere; every other record but the last is a dict the store keeps, so its JSON
+        is kept without asking `admits` again (the store's admission said yes: one rule,
+        asked once a record); the last, which may be a dict the store did not keep, is
+        `encode`d as any record. Such a page is never kept (a record of it was not)."""
+        entries, id_field = self._entries[model.name], model.id_field
+        parts = []
+        for record in records[:-1]:
+            if type(record) is bytes:
+                parts.append(record)
+                continue
+            entry = entries.get(record[id_field])
+            if entry is not None and entry[0] is record:
+                parts.append(entry[1])
+            else:  # kept by the store: kept here as a write's record is
+                parts.append(self.encode(model, record, json_bytes(record)))
+        parts.append(self.encode(model, records[-1]))
+        return b",".join(parts)
 
     def projected(self, model: CompiledModel, projection: str, records: list[Record]) -> list[bytes]:
         """Each record's JSON under `projection` (declared by the model), kept as `encode`

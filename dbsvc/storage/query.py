@@ -221,16 +221,16 @@ def list_live(table: Table, query: Query) -> tuple[list[dict], int]:
     return table.shown_all(ids), total
 
 
-def list_page(table: Table, query: Query) -> tuple[list[dict], int, bool]:
+def list_page(table: Table, query: Query, texts: bool = False) -> tuple[list[Any], int, bool]:
     """(page, total, whether another page follows it: never after an empty page) over the live state; a query with
-    operators or a cursor is planned by seek.py."""
+    operators or a cursor is planned by seek.py. `texts`: records not kept may be JSON bytes (`Table.shown_all`)."""
     if has_operators(query):
         planned = bucket_operators(table, query)  # a range and filters over a bucket kept in order
         ids, total, more = planned if planned is not None else plan_operators(table, query)
     else:
         ids, total = _plan_live(table, query)
         more = bool(ids) and query.offset + len(ids) < total
-    return table.shown_all(ids), total, more
+    return table.shown_all(ids, texts), total, more
 
 
 def state_page(state: Mapping[Any, Stored], table: Table, query: Query) -> tuple[list[dict], int, bool]:

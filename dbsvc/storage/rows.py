@@ -31,6 +31,17 @@ Either way the bytes are `pack(values)` and `compact_json(record)`'s, byte for b
 (tests/storage/test_storage_shared_encoding.py). A write keeps the parts: its log payload
 is its model's template filled with them (events.py `payload_templates`), and its JSON is
 made from them only when asked (writes.py `written_json`).
+
+A record's JSON from its stored text (`record_json`): every value's text in the array is
+`compact_json` of that value, the same text it has inside the record object, so a record
+read only to be sent (a list page's record whose dict is not kept, shown.py) is the
+model's layout filled with the array's values cut out of the bytes, with no decode and no
+encode. The cut is one `split` at the commas: each value gives at least one piece, and more
+than one exactly when it holds a comma (inside a string, or between an array's or an
+object's items), so the pieces are the values exactly when there are as many as fields;
+otherwise None, and the caller decodes.
+Byte for byte `compact_json(decode(unpack(stored)))` because every stored text is
+`pack`'s (tests/storage/test_storage_record_json.py).
 """
 
 from __future__ import annotations
@@ -60,6 +71,19 @@ def unpack(stored: Stored) -> list[Any]:
     """The values of a stored record, as a new list. "surrogatepass": the same decoding as
     the snapshot reader's, so a text it accepted never fails here."""
     return SCAN(stored.decode("utf-8", "surrogatepass"), 0)[0]  # type: ignore[no-any-return]
+
+
+def record_json(layout_bytes: bytes, count: int, stored: Stored) -> bytes | None:
+    """`compact_json` of the record whose stored form is `stored`, as UTF-8: `layout_bytes`
+    (`layout` of the model's `count` fields, encoded) filled with the stored values' texts
+    cut at the array's commas (module docstring). None where a value holds a comma of its
+    own (a string with one, an array or object of two items) or a lone surrogate may be
+    held (its UTF-8 starts with 0xED, which `json_bytes` refuses to encode): the caller
+    decodes that record instead."""
+    values = stored[1:-1].split(b",")
+    if len(values) != count or b"\xed" in stored:
+        return None
+    return layout_bytes % tuple(values)
 
 
 def _not_json(value: Any) -> Any:

@@ -19,6 +19,16 @@ when each of them is still the very stored record it was, the page's dicts come 
 one identity test of the stored records at C speed, where a probe per id was most of the
 cost of a page.
 
+A page asked for to be sent whole (`page(..., texts=True)`: a list answer with no
+projection, `expand=`, `as_of` or access rules, the app's `list`) gets, for each record
+whose dict would not be kept (`admits` says no), that record's JSON made from its stored
+text (rows.py `record_json`: bytes, no dict, no decode, no encode) instead of a dict
+made for the page and dropped: at 1,000,000 records most of a random page's records are
+such (bench/README.md, wt-rand2 and wt-rand3). The page's last record is always a dict
+(its `Link` reads its sort keys), and a record whose text holds a comma of its own is
+decoded as before. What is kept is what `page` keeps without texts: the same dicts, the
+same admissions, no page with a record not kept.
+
 Plain data: no I/O; imports rows.py and dbsvc/admission.py only.
 """
 
@@ -30,7 +40,7 @@ from operator import is_, itemgetter
 from typing import Any
 
 from dbsvc.admission import SecondAsk
-from dbsvc.storage.rows import Stored, Values, unpack
+from dbsvc.storage.rows import Stored, Values, layout, record_json, unpack
 
 SHOWN = 65536  # dicts a table remembers handing out (the application caches as many encodings)
 SHOWN_BYTES = 4096  # a stored record longer than this is never remembered as a dict
@@ -42,10 +52,26 @@ _first, _second = itemgetter(0), itemgetter(1)  # an entry's stored record, its 
 class ShownDicts:
     """id -> (stored record, its dict) of the last SHOWN handed out, and the last pages."""
 
-    __slots__ = ("_asked_pages", "_decode", "_pages", "_seen", "_shown", "capacity", "refused", "window")
+    __slots__ = (
+        "_asked_pages",
+        "_count",
+        "_decode",
+        "_layout",
+        "_pages",
+        "_seen",
+        "_shown",
+        "capacity",
+        "refused",
+        "window",
+    )
 
-    def __init__(self, decode: Callable[[Values], dict], capacity: int = 0, window: int = 0) -> None:
+    def __init__(
+        self, decode: Callable[[Values], dict], capacity: int = 0, window: int = 0, fields: tuple[str, ...] = ()
+    ) -> None:
         self._decode = decode  # a record's values -> its dict (CompiledModel.decode)
+        # the record object's layout as bytes and its count of fields (`page`'s texts);
+        # no fields: no texts, every record a dict
+        self._layout, self._count = layout(fields).encode("utf-8") if fields else b"", len(fields)
         self.capacity = capacity or SHOWN  # dicts kept at most
         self.window = window or SEEN  # ids read once that `admits` remembers at most
         self._shown: OrderedDict[Any, tuple[Stored, dict]] = OrderedDict()
@@ -53,7 +79,7 @@ class ShownDicts:
         self._pages: OrderedDict[tuple[Any, ...], tuple[list[Stored], list[dict]]] = OrderedDict()
         self._seen = SecondAsk(self.window)  # ids missed once while the dicts were full (`admits`)
         self._asked_pages = SecondAsk(SHOWN_PAGES)  # pages made once and not kept (`page`)
-        self.refused = 0  # dicts made and not kept (`admits`), ever
+        self.refused = 0  # records handed out and not kept (`admits`), ever: dicts or texts
 
     @property
     def ids(self) -> KeysView[Any]:
@@ -78,6 +104,17 @@ class ShownDicts:
             self.refused += 1
         return record
 
+    def _missed_text(self, id_: Any, stored: Stored, entry: tuple[Stored, dict] | None) -> Any:
+        """`_missed`, but a record not kept is its JSON from `stored` (rows.py
+        `record_json`), or its dict where that gives none."""
+        if entry is not None or self.admits(id_):
+            record = self._decode(unpack(stored))
+            self.remember(id_, stored, record)
+            return record
+        self.refused += 1
+        text = record_json(self._layout, self._count, stored)
+        return text if text is not None else self._decode(unpack(stored))
+
     def admits(self, id_: Any) -> bool:
         """Whether a missed read of `id_` is kept: always while fewer than `capacity`
         (SHOWN) dicts are kept; once full (every new one evicts another), only a second read
@@ -88,11 +125,13 @@ class ShownDicts:
         will not read again; a record read twice is kept from its second read on."""
         return len(self._shown) < self.capacity or self._seen.admits(id_)
 
-    def page(self, ids: list[Any], page: list[Stored]) -> list[dict]:
+    def page(self, ids: list[Any], page: list[Stored], texts: bool = False) -> list[Any]:
         """`one` of each id of a list page and its stored record (`page`, in the same
         order); a page of the last SHOWN_PAGES whose stored records are all still the same
         gives its dicts again (module docstring). The kept dicts are looked up and tested
-        in C, all at once; a page with a miss takes them one by one."""
+        in C, all at once; a page with a miss takes them one by one. `texts`: a record
+        not kept but the last is handed out as its JSON (bytes) where its stored text
+        gives it (`_missed_text`; module docstring)."""
         key = tuple(ids)
         kept = self._pages.get(key)
         if kept is not None and all(map(is_, page, kept[0])):
@@ -102,10 +141,13 @@ class ShownDicts:
         if None not in found and all(map(is_, map(_first, found), page)):
             out = list(map(_second, found))
         else:  # a found entry is that stored record's dict even if a miss evicts it meanwhile
+            missed = self._missed_text if texts and self._count else self._missed
             out = [
-                entry[1] if entry is not None and entry[0] is stored else self._missed(id_, stored, entry)
+                entry[1] if entry is not None and entry[0] is stored else missed(id_, stored, entry)
                 for id_, stored, entry in zip(ids, page, found)
             ]
+            if type(out[-1]) is bytes:  # the last record is a dict: its Link reads it
+                out[-1] = self._decode(unpack(page[-1]))
         # a page is kept when its dicts were (a page with a dict not admitted is not), from
         # its second ask (admission.py), or again when its kept entry was stale
         if len(ids) <= SHOWN_PAGE and self.refused == refused and (kept is not None or self._asked_pages.admits(key)):

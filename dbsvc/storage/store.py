@@ -269,12 +269,14 @@ class Store(TableWrites):
         records, total, watermark, _more = self.list_page(model, query)
         return records, total, watermark
 
-    def list_page(self, model: str, query: Query) -> tuple[list[dict], int, int, bool]:
-        """(page, total, watermark, whether another page follows: a list's Link rel=next)."""
+    def list_page(self, model: str, query: Query, texts: bool = False) -> tuple[list[Any], int, int, bool]:
+        """(page, total, watermark, whether another page follows: a list's Link rel=next).
+        `texts`: the page is only to be sent whole, so a record of the present whose dict
+        is not kept, but the last, may come as its JSON, bytes (shown.py `ShownDicts.page`)."""
         table = self.table(model)
         as_of = query.as_of
         if as_of is None or as_of >= table.watermark:
-            records, total, more = list_page(table, query)
+            records, total, more = list_page(table, query, texts)
             return records, total, table.watermark, more
         records, total, more = page_as_of(table, max(as_of, 0), query)
         return records, total, as_of, more

@@ -199,7 +199,7 @@ class Table:
         self.prior = array("q")  # beside `rows`: the version of each row's previous record
         self.versions = Versions()
         self.max_id = 0
-        self.dicts = ShownDicts(model.decode)
+        self.dicts = ShownDicts(model.decode, fields=model.fields)
         self.tick = next(TICKS)
         # Fills fields added by a migration into records read from disk (migrate.py).
         self.fixup: Callable[[dict], dict] | None = None
@@ -242,9 +242,10 @@ class Table:
         """The dict of `id_`'s live stored record, the one handed out before if kept (shown.py)."""
         return self.dicts.one(id_, stored)
 
-    def shown_all(self, ids: list[Any]) -> list[dict]:
-        """`shown` of the live record of each id of a list page (shown.py `ShownDicts.page`)."""
-        return self.dicts.page(ids, pick(self.live, ids))
+    def shown_all(self, ids: list[Any], texts: bool = False) -> list[Any]:
+        """`shown` of the live record of each id of a list page (shown.py `ShownDicts.page`);
+        `texts`: a record whose dict is not kept, but the last, may be its JSON (bytes)."""
+        return self.dicts.page(ids, pick(self.live, ids), texts)
 
     def prime(self, id_: Any, stored: Stored, record: dict) -> None:
         """`record` is the dict of `stored` (a write hands the record it was given back)."""

@@ -165,3 +165,63 @@ def test_a_page_is_kept_from_its_second_ask_among_the_last_64_not_kept():
         dicts.page([n + 100], [stored(n + 100)])
     again = forgotten_then_page([3, 4], [three, four])  # asked "once" again: not kept
     assert forgotten_then_page([3, 4], [three, four])[0] is not again[0]
+
+
+# -- a page with texts (issue 36 item 2, wt-rand3) ------------------------------------------
+
+FIELDS = ("id", "name")
+
+
+def json_of(id_: int, name: str = "") -> bytes:
+    return b'{"id":%d,"name":"%s"}' % (id_, (name or f"r{id_}").encode())
+
+
+def full(capacity: int = 2) -> ShownDicts:
+    """A cache of `capacity` dicts, full: a record read once is refused from now on."""
+    dicts = ShownDicts(decoded, capacity=capacity, window=64, fields=FIELDS)
+    dicts.page([*range(9001, 9001 + capacity)], [stored(i) for i in range(9001, 9001 + capacity)])
+    return dicts
+
+
+def test_a_full_cache_hands_a_refused_record_out_as_its_json_but_the_last():
+    dicts = full()
+    out = dicts.page([1, 2, 3], [stored(1), stored(2), stored(3)], texts=True)
+    assert out[:2] == [json_of(1), json_of(2)] and type(out[0]) is bytes
+    assert out[2] == {"id": 3, "name": "r3"}  # the last: a dict, its Link reads it
+    assert dicts.refused == 3 and list(dicts.ids) == [9001, 9002]  # nothing kept, as without texts
+    assert dicts.page([1], [stored(1)], texts=True) == [{"id": 1, "name": "r1"}]  # second read: kept
+    assert list(dicts.ids) == [9002, 1] and dicts.refused == 3
+
+
+def test_texts_are_asked_for_only_when_the_caller_says_so_and_the_cache_knows_its_fields():
+    dicts = full()
+    assert dicts.page([1, 2], [stored(1), stored(2)]) == [{"id": 1, "name": "r1"}, {"id": 2, "name": "r2"}]
+    bare = ShownDicts(decoded, capacity=1, window=64)  # no fields: every record a dict
+    bare.page([9], [stored(9)])
+    assert bare.page([1, 2], [stored(1), stored(2)], texts=True) == [{"id": 1, "name": "r1"}, {"id": 2, "name": "r2"}]
+
+
+def test_a_kept_dict_and_a_kept_version_come_as_dicts_in_a_page_with_texts():
+    dicts = ShownDicts(decoded, capacity=2, window=64, fields=FIELDS)
+    one, two = stored(1), stored(2)
+    kept = dicts.page([1, 2], [one, two])  # not full yet: both kept
+    new = stored(2, "new")  # a new version of a kept record: kept at once, a dict
+    out = dicts.page([1, 2, 7, 8], [one, new, stored(7), stored(8)], texts=True)
+    assert out[0] is kept[0] and out[1] == {"id": 2, "name": "new"} and out[2] == json_of(7)
+    assert dicts.page([2], [new])[0] is out[1] and dicts.refused == 2
+
+
+def test_a_record_with_a_comma_of_its_own_is_decoded_in_a_page_with_texts():
+    dicts = full()
+    out = dicts.page([1, 2], [stored(1, "a,b"), stored(2)], texts=True)
+    assert out[0] == {"id": 1, "name": "a,b"} and dicts.refused == 2
+
+
+def test_a_page_with_a_text_is_never_kept():
+    dicts = full()
+    page = [stored(1), stored(2)]
+    dicts.page([9001, 9002], [stored(9001), stored(9002)])  # a page of kept dicts: asked once
+    first = dicts.page([1, 2], page, texts=True)
+    second = dicts.page([1, 2], page, texts=True)  # asked twice: still not kept (1 was refused)
+    assert type(first[0]) is bytes and type(second[0]) is dict  # 1's second read keeps it
+    assert second[1] is not first[1]

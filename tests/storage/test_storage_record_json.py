@@ -1,0 +1,225 @@
+"""A list page's records from their stored text (issue 36 item 2, wt-rand3): a record whose
+dict a page would make and drop comes as its JSON cut from its stored form (rows.py
+`record_json`, shown.py `ShownDicts.page` with texts), and the page's body is byte for byte
+the body the dicts gave: random pages of a real store (files in a temporary directory)
+whose dict cache is full, over unicode, escapes, floats, nulls, `json` values, records
+reshaped by an added field; the last record of a page stays a dict; what is kept is
+what was kept without texts. In process, no mocks."""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+
+from dbsvc.readcache import EncodedRecords
+from dbsvc.runtime import Query, json_bytes
+from dbsvc.storage import Store
+from dbsvc.storage.rows import layout, pack, record_json, unpack
+from support.storage import BLOG, ROOT, open_store, post, run, user
+
+POST = BLOG.BY_NAME["BlogPost"]
+POST_LAYOUT = layout(POST.fields).encode("utf-8")
+STRINGS = ["plain", "ünïcödé ✓ 🙂", 'q"uote\\back', "tab\tnl\n\x00\x1f", "]", "[", "{}", "%s%%", "", "한국어"]
+FLOATS = [0.0, -0.0, 2.5, 1e300, 5e-324, 1e16, -123.456, 0.1 + 0.2]
+TAGS = [None, [], ["one"], ["a", "b"], {"k": "v"}, {"a": [1, {"b": None}]}, [[]], "s", 3]
+
+
+def dict_json(values) -> bytes:  # noqa: ANN001 (a record's values)
+    """What a page encoded before: the values' dict, its JSON."""
+    return json_bytes(POST.decode(values))
+
+
+@pytest.mark.parametrize("tags", TAGS)
+@pytest.mark.parametrize("text", STRINGS)
+def test_record_json_is_the_dict_json_or_none(text, tags):
+    for score in FLOATS:
+        values = [7, 2, text, text[::-1], score < 1, score, tags]
+        stored = pack(values)
+        made = record_json(POST_LAYOUT, len(POST.fields), stored)
+        assert made is None or made == dict_json(unpack(stored))
+
+
+@pytest.mark.parametrize(
+    "values",
+    [
+        [1, 2, "a,b", "body", True, 1.5, None],  # a comma in a string
+        [1, 2, "t", "b", True, 1.5, ["a", "b"]],  # a json array of two items
+        [1, 2, "t", "b", True, 1.5, {"a": 1, "b": 2}],
+        [1, 2, "\ud800", "b", True, 1.5, None],  # a lone surrogate: json_bytes refuses it
+    ],
+)
+def test_record_json_leaves_a_comma_inside_a_value_or_a_surrogate_to_the_decode(values):
+    assert record_json(POST_LAYOUT, len(POST.fields), pack(values)) is None
+
+
+def test_record_json_cuts_records_of_every_value_type_without_their_own_commas():
+    rng = random.Random(17)
+    strings = [t for t in STRINGS if b"\xed" not in t.encode()]  # U+D000-U+D7FF: decoded (above)
+    made = 0
+    for i in range(2000):
+        values = [i, rng.randint(-(2**63), 2**63 - 1), rng.choice(strings), rng.choice(strings)]
+        values += [rng.choice([True, False]), rng.choice(FLOATS + [rng.random() * 10 ** rng.randint(-30, 30)])]
+        values.append(rng.choice([None, [], ["x"], {"k": None}, 0]))
+        stored = pack(values)
+        out = record_json(POST_LAYOUT, len(POST.fields), stored)
+        assert out is not None  # none of these values holds a comma or a surrogate
+        assert out == dict_json(values)
+        made += 1
+    assert made == 2000
+
+
+# -- pages of a real store ---------------------------------------------------------------
+
+RECORDS = 300
+
+
+@pytest.fixture
+def posts(tenant):
+    """A tenant of RECORDS posts of every value kind, closed (an open starts with no dict kept)."""
+    rng = random.Random(36)
+    s = open_store(tenant, sync="off")
+
+    async def fill():
+        for a in range(1, 6):
+            await s.insert("User", user(a))
+        for i in range(1, RECORDS + 1):
+            text = rng.choice(STRINGS) + str(i)
+            await s.insert(
+                "BlogPost",
+                post(i, author=rng.randint(1, 5), title=text, body=rng.choice(STRINGS), score=rng.choice(FLOATS))
+                | {"published": rng.random() < 0.5, "tags": rng.choice(TAGS)},
+            )
+
+    run(fill())
+    s.close()
+    return tenant
+
+
+@pytest.fixture
+def store(posts):
+    s = open_store(posts, readonly=True)
+    yield s
+    s.close()
+
+
+def full_dicts(s: Store, capacity: int = 8) -> None:
+    """Fill the table's dict cache (its public capacity made small) so a page's records
+    are mostly refused: the pages at 1,000,000 posts."""
+    table = s.table("BlogPost")
+    table.dicts.capacity = capacity
+    s.list_page("BlogPost", Query(limit=capacity))
+
+
+def queries(rng: random.Random) -> list[Query]:
+    out = []
+    for _ in range(60):
+        sort = rng.choice([(), (("score", True),), (("title", False),)])
+        filters = {"author_id": frozenset([rng.randint(1, 5)])} if rng.random() < 0.4 else {}
+        out.append(Query(filters=filters, sort=sort, limit=rng.randint(1, 25), offset=rng.randint(0, RECORDS)))
+    return out
+
+
+def test_a_page_with_texts_is_the_dicts_page_byte_for_byte(store):
+    full_dicts(store)
+    encoded = EncodedRecords(BLOG.MODELS, capacity=8)
+    texts = 0
+    for query in queries(random.Random(5)):
+        page, total, watermark, more = store.list_page("BlogPost", query, True)
+        texts += sum(type(r) is bytes for r in page)
+        body = encoded.encode_page(POST, page)
+        dicts, total2, watermark2, more2 = store.list_page("BlogPost", query)
+        assert all(type(r) is dict for r in dicts)
+        assert body == b",".join(map(json_bytes, dicts))
+        assert (total, watermark, more) == (total2, watermark2, more2)
+        if page:
+            assert type(page[-1]) is dict and page[-1] == dicts[-1]  # its Link reads it
+    assert texts > 100  # records not kept came as texts (a comma of their own: decoded)
+
+
+def test_texts_keep_what_dicts_kept(posts):
+    """Two stores of one tenant, read alike but one with texts: the same dicts kept, the
+    same count refused."""
+    plain = open_store(posts, readonly=True)
+    texted = open_store(posts, readonly=True)
+    try:
+        for s in (plain, texted):
+            full_dicts(s)
+        for query in queries(random.Random(9)):
+            plain.list_page("BlogPost", query)
+            texted.list_page("BlogPost", query, True)
+        a, b = plain.table("BlogPost").dicts, texted.table("BlogPost").dicts
+        assert list(a.ids) == list(b.ids) and a.refused == b.refused > 0
+    finally:
+        plain.close()
+        texted.close()
+
+
+def test_a_texts_page_keeps_the_json_of_the_dicts_the_store_kept_without_asking_again(store):
+    full_dicts(store)
+    encoded = EncodedRecords(BLOG.MODELS, capacity=8)
+    for _ in range(20):  # fill the JSON cache
+        encoded.encode_page(POST, store.list_page("BlogPost", Query(limit=8))[0])
+    live = store.table("BlogPost").live  # ids 1..RECORDS: offset k is id k + 1
+    k = next(k for k in range(150, 280) if record_json(POST_LAYOUT, len(POST.fields), live[k + 1]) is not None)
+    query = Query(limit=5, offset=k + 1)
+    store.list_page("BlogPost", query, True)  # first ask: every record refused
+    page = store.list_page("BlogPost", query, True)[0]  # second: the store keeps them
+    assert all(type(r) is dict for r in page)
+    refused = encoded.refused
+    encoded.encode_page(POST, page)  # a page of dicts only: the JSON cache asks its own rule
+    assert encoded.refused == refused + 5  # first ask of the JSON cache: none kept
+    mixed = store.list_page("BlogPost", Query(limit=6, offset=k), True)[0]
+    assert type(mixed[0]) is bytes and all(type(r) is dict for r in mixed[1:])
+    encoded.encode_page(POST, mixed)
+    again = encoded.encode_page(POST, store.list_page("BlogPost", query)[0])
+    assert encoded.refused == refused + 5  # the 4 kept dicts' JSON kept, the last's second ask kept
+    assert again == b",".join(map(json_bytes, page))
+
+
+def test_a_record_reshaped_by_an_added_field_is_cut_with_its_default(posts):
+    text = (ROOT / "schemas" / "blog.dbs").read_text()
+    evolved = text.replace("  tags      json?\n", "  tags      json?\n  rank      int      @default(5)\n", 1)
+    from dbsvc.compiler import compile_schema
+    from dbsvc.schema import parse_schema
+
+    mod = compile_schema(parse_schema(evolved, "evolved.dbs"))
+    s = Store.open(posts, mod.MODELS, mod.DESCRIPTION)
+    try:
+        full_dicts(s)
+        model = mod.BY_NAME["BlogPost"]
+        encoded = EncodedRecords(mod.MODELS, capacity=8)
+        for query in queries(random.Random(3)):
+            page = s.list_page("BlogPost", query, True)[0]
+            body = encoded.encode_page(model, page)
+            assert body == b",".join(json_bytes(r) for r in s.list_page("BlogPost", query)[0])
+            assert all(b'"rank":5}' in (r if type(r) is bytes else json_bytes(r)) for r in page)
+    finally:
+        s.close()
+
+
+def test_a_texts_page_joins_the_texts_and_keeps_the_kept_dicts_json_without_asking():
+    """EncodedRecords (readcache.py) on a page as the store hands it with texts, fixture-free:
+    texts joined as they are, the dicts before the last kept at once, the last asked."""
+    encoded = EncodedRecords(BLOG.MODELS, capacity=2)
+    for i in (901, 902):  # full
+        encoded.encode(POST, post(i))
+    text = json_bytes(post(1))
+    middle, last = post(2, title="ünï"), post(3)
+    assert encoded.encode_page(POST, [text, middle, last]) == b",".join([text, json_bytes(middle), json_bytes(last)])
+    assert encoded.refused == 1  # the last: its first ask in a full cache
+    assert encoded.encode(POST, middle) is encoded.encode(POST, middle)  # kept: the same bytes
+    assert encoded.encode_page(POST, [text, last]) == text + b"," + json_bytes(last)  # second ask
+    assert encoded.refused == 1 and encoded.encode(POST, last) is encoded.encode(POST, last)
+
+
+def test_a_texts_page_joins_a_kept_json_and_never_a_stale_one():
+    encoded = EncodedRecords(BLOG.MODELS, capacity=4)
+    kept, old = post(1), post(2)
+    first = encoded.encode(POST, kept)
+    encoded.encode(POST, old)
+    new = post(2, title="new version")  # another record object of id 2: the kept JSON is stale
+    text, last = json_bytes(post(3)), post(4)
+    page = encoded.encode_page(POST, [text, kept, new, last])
+    assert page == b",".join([text, first, json_bytes(new), json_bytes(last)])
+    assert encoded.encode(POST, new) is encoded.encode(POST, new)  # the new version's JSON kept
