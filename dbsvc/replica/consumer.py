@@ -54,6 +54,11 @@ Rules:
    A server that no longer holds frame L (410 for L-1) cannot be checked by (b): the run
    says so and continues after L, as before the check. The record is written (sinks.py)
    only once both checks passed, before the first frame after them.
+8. The messages are taken from the client as many at once as it has ready (`receive_many`,
+   ws/client.py C7: up to BATCH messages or BATCH_BYTES bytes, the first awaited up to POLL
+   seconds), then each is checked and kept in order, as one at a time would: a bad one
+   ends the run after the good ones before it were kept; a signal is looked at between
+   takes, so the frames in hand are finished (rule 5).
 
 Where the good frames go (rules 2 and 3: FILE, or standard output) is sinks.py.
 
@@ -87,6 +92,7 @@ KINDS = frozenset({"insert", "update", "delete"})
 SYNC_INTERVAL = 1.0  # rule 2
 SYNC_BYTES = 8 * 1024 * 1024
 POLL = 0.2  # how often the loop looks at signals and the clock
+BATCH, BATCH_BYTES = 512, 1 << 20  # messages taken from the client at once, at most (rule 8)
 CONNECT_TIMEOUT = 10.0
 BACKOFF_FIRST, BACKOFF_CAP = 0.5, 30.0
 SNAPSHOT_EVERY = 3.0
@@ -463,28 +469,29 @@ def _follow(
                     adopt = None
                 try:
                     while stop.signum is None and not sink.closed:
-                        message = ws.receive(POLL)
+                        messages = ws.receive_many(BATCH, BATCH_BYTES, POLL)  # ws/client.py C7
                         now = time.monotonic()
-                        if message is not None and mine is not None:  # rule 7: the head frame
-                            if not same_row(message, mine):
+                        if messages and mine is not None:  # rule 7: the head frame
+                            if not same_row(messages[0], mine):
                                 raise HistoryDiverged(f"{url}: {diverged_message(sink.path, last)}")
                             mine = None
                             if adopt is not None and isinstance(sink, ReplicaFile):
                                 sink.adopt_history(adopt)  # rule 7: both checks passed
                                 adopt = None
-                            continue
-                        if message is None:
+                            del messages[0]
+                        if not messages:
                             if sink.unsynced or now - sink.synced_at >= SYNC_INTERVAL:
                                 sink.sync()  # rule 2: the stream paused
                             report.draw()
                             continue
-                        offset, event = check_frame(message, last + 1)
-                        assert isinstance(message, bytes)
-                        sink.write(message, event)
-                        last = offset
+                        for message in messages:
+                            offset, event = check_frame(message, last + 1)
+                            assert isinstance(message, bytes)
+                            sink.write(message, event)
+                            last = offset
+                            report.bytes += len(message)
                         attempt = 0  # it delivered: a fresh backoff
-                        report.frames += 1
-                        report.bytes += len(message)
+                        report.frames += len(messages)
                         report.last = last
                         if sink.unsynced >= SYNC_BYTES or now - sink.synced_at >= SYNC_INTERVAL:
                             sink.sync()

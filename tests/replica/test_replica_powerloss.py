@@ -51,8 +51,8 @@ HISTORY = History("9c2f" * 8)
 
 
 class FakeStream:
-    """The WebSocket client's receive loop over a list of frames: the frames after `after`,
-    with a pause (None) now and then, and SIGTERM once they are all delivered."""
+    """The WebSocket client's takes over a list of frames: the frames after `after`, a few
+    at a time, with a pause (no frame) now and then, and SIGTERM once they are all delivered."""
 
     def __init__(self, frames: list[bytes], after: int, rng: random.Random) -> None:
         self.pending = frames[after:]
@@ -64,13 +64,17 @@ class FakeStream:
     def __exit__(self, *exc: Any) -> None:
         pass
 
-    def receive(self, timeout: float) -> bytes | None:
+    def receive_many(self, limit: int, max_bytes: int, timeout: float) -> list[bytes]:
+        """What the client has ready (ws/client.py C7, consumer.py rule 8): a pause, or
+        one to eight frames at once."""
         if self.rng.random() < 0.2:
-            return None  # the stream pauses: the consumer fsyncs
+            return []  # the stream pauses: the consumer fsyncs
         if not self.pending:
             signal.raise_signal(signal.SIGTERM)  # rule 5: finish, fsync, status 0
-            return None
-        return self.pending.pop(0)
+            return []
+        count = min(limit, self.rng.randint(1, 8))
+        taken, self.pending = self.pending[:count], self.pending[count:]
+        return taken
 
 
 class Primary:
