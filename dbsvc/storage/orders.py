@@ -14,7 +14,8 @@ gathers and walks (walks.py), and `sort_records` over an `as_of` state's records
 - `sort_records`: records (or their values) sorted by their own fields.
 
 Split from seek.py (session 17) so the plans there and the orders here each have one job;
-imports the indexes and the table, never a plan (query.py, bucketplan.py, seek.py import it).
+imports the indexes, keptparts.py's `tie_runs` and the table, never a plan (query.py,
+bucketplan.py, seek.py and walks.py import it).
 """
 
 from __future__ import annotations
