@@ -71,7 +71,7 @@ from dbsvc.storage import files
 from dbsvc.storage.files import fsync_dir, write_atomic, write_new
 from dbsvc.storage.history import History, decode_history, encode_history, new_history_id
 from dbsvc.storage.logfile import HEADER_SIZE, LogScan, decode_header
-from dbsvc.storage.snapshot import snapshot_lines
+from dbsvc.storage.snapshotreader import snapshot_lines
 from dbsvc.storage.tenants import tenant_dir
 
 FORMAT = 1

@@ -112,7 +112,8 @@ from dbsvc.storage import compact
 from dbsvc.storage.history import History, history_from_json
 from dbsvc.storage.lock import WriterLock
 from dbsvc.storage.logwriter import WriteState
-from dbsvc.storage.snapshot import SnapshotImage, decode_snapshot
+from dbsvc.storage.snapshot import SnapshotImage
+from dbsvc.storage.snapshotreader import decode_snapshot
 from dbsvc.storage.store import Store
 
 log = logging.getLogger("dbsvc.replica")

@@ -53,8 +53,8 @@ from dbsvc.runtime import Filters, Query
 from dbsvc.storage.buckets import BUCKET_AT, BucketOrder
 from dbsvc.storage.conditions import window_test, windows_of
 from dbsvc.storage.hashes import HashIndex
+from dbsvc.storage.orders import ordered_ids, page_ids, page_in_order, runs_in_order
 from dbsvc.storage.searches import in_id_order
-from dbsvc.storage.seek import ordered_ids, page_ids, page_in_order, runs_in_order
 from dbsvc.storage.table import Table
 
 WALK_FACTOR = 2  # query.py's: a bucket of s ids is taken while s * s <= factor * end * n

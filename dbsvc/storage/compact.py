@@ -59,7 +59,8 @@ from dbsvc.errors import CorruptLog
 from dbsvc.storage import files, retain
 from dbsvc.storage.files import NO_FAULTS, FaultPlan, fsync_dir, write_all
 from dbsvc.storage.logfile import LogScan, encode_header
-from dbsvc.storage.snapshot import ModelImage, SnapshotImage, decode_snapshot, encode_snapshot
+from dbsvc.storage.snapshot import ModelImage, SnapshotImage, encode_snapshot
+from dbsvc.storage.snapshotreader import decode_snapshot
 
 log = logging.getLogger("dbsvc.storage")
 

@@ -1,6 +1,6 @@
 """The C heap's pages: free ones given back to the system after a bulk load, long-lived ones on huge pages.
 
-Opening a tenant parses its snapshot a window at a time (snapshot.py): each window's text,
+Opening a tenant parses its snapshot a window at a time (snapshotreader.py): each window's text,
 its decoded string and the lists of its rows are large blocks that the C library's
 `malloc` hands out from its heap and takes back when the window is done. Freed, they stay
 in the heap as holes between the blocks that live on (the growing lists of stored records

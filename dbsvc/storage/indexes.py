@@ -474,7 +474,7 @@ class OrderedIndex(KeptOrders):
         """The ids in [start, stop), in index order (keys ascending, ids ascending in a run),
         lazily: nothing copied, so a walk that stops after a page costs O(page), not O(n /
         LOAD) for the list of the sublists it spans (a walk of a whole index testing each id,
-        seek.py). The caller reads it within its synchronous call, while no write runs."""
+        walks.py). The caller reads it within its synchronous call, while no write runs."""
         (i1, j1), (i2, j2) = start, stop
         if (i2, j2) <= (i1, j1):
             return iter(())
@@ -492,7 +492,7 @@ class OrderedIndex(KeptOrders):
         Where `ids_span` walks to the page (an islice steps over the entries before it in
         the first sublist, up to 2 * LOAD, each id an object read at 1,000,000 records),
         nothing before the page is read: a prefix's first page sorted by its field, or a
-        cursor's page in one key's order (seek.py `_ascending_page`)."""
+        cursor's page in one key's order (walks.py `ascending_page`)."""
         (i, j), (last, hi) = start, stop
         ids = self._ids
         out: list[Any] = []

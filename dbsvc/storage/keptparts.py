@@ -12,7 +12,7 @@ order, and the same part again at the next list while nothing changed:
   of that plan at 1,000,000 records, bench/README.md wt-plan1m);
 - the runs of two entries or more (equal keys) of such a descending span, as bounds in it
   (`OrderedIndex.ties_descending`): the only parts of a page on several keys the other keys
-  order (seek.py `page_in_order`); they depend on the first key alone, so the same rules
+  order (orders.py `page_in_order`); they depend on the first key alone, so the same rules
   keep them;
 - a span [start, stop) across sublists (positions (sublist, entry), as indexes.py gives
   them) with its ids sorted by id (`OrderedIndex.span_by_id`, merged from the id-sorted
@@ -202,7 +202,7 @@ class KeptOrders:
         found from the sublists' counts (one Fenwick descent, O(log n), and a step back),
         widened to their runs' bounds, then put in descending order and kept
         (`_descending`): a page sorted on several keys orders its tied runs from this, with
-        no run looked up again (seek.py `page_in_order`)."""
+        no run looked up again (orders.py `page_in_order`)."""
         n = self._len
         lo, hi = max(n - stop, 0), n - start
         if hi <= lo:
@@ -263,7 +263,7 @@ class KeptOrders:
         runs, or at a short run (many distinct keys), the rest is a batch
         (`batches_descending`, kept). A page at a cursor at random, below the cursor's run,
         made and kept a part of the sublist it reached at every list, a part that the next
-        cursor did not ask again (seek.py `_descending_page`)."""
+        cursor did not ask again (walks.py `descending_page`)."""
         keys = self._keys
         out: list[Any] = []
         for _ in range(RUNS_TAKEN):

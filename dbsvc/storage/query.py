@@ -80,17 +80,9 @@ from dbsvc.storage.bucketplan import bucket_count, bucket_operators, bucket_plan
 from dbsvc.storage.conditions import after_test, live_test, state_test
 from dbsvc.storage.hashes import FilterIndex, HashIndex
 from dbsvc.storage.indexes import Keep, OrderedIndex
+from dbsvc.storage.orders import ordered_ids, page_ids, page_in_order, runs_in_order, sort_records
 from dbsvc.storage.rows import Stored, unpack
-from dbsvc.storage.seek import (
-    has_operators,
-    ordered_ids,
-    page_ids,
-    page_in_order,
-    plan_operators,
-    plan_state,
-    runs_in_order,
-    sort_records,
-)
+from dbsvc.storage.seek import has_operators, plan_operators, plan_state
 from dbsvc.storage.table import Table
 
 # A bucket of s ids read and sorted costs about ten times more an id (each record read back
@@ -114,7 +106,7 @@ _KEY, _ID = itemgetter(0), itemgetter(1)
 
 def _walk(table: Table, sort: tuple[tuple[str, bool], ...]) -> Iterator[Any]:
     """The ids of every live record in the order of a sort on several keys, lazily
-    (seek.py `runs_in_order` over the first key's index)."""
+    (orders.py `runs_in_order` over the first key's index)."""
     first, desc = sort[0]
     return runs_in_order(table.ordered[first], desc, sort[1:], table)
 

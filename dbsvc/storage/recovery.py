@@ -54,15 +54,8 @@ from dbsvc.storage.epoch import Epoch
 from dbsvc.storage.files import NO_FAULTS, FaultPlan, truncate_durably
 from dbsvc.storage.logfile import HEADER_SIZE, Damage, LogScan
 from dbsvc.storage.rows import Stored, Values, pack
-from dbsvc.storage.snapshot import (
-    ModelImage,
-    ModelPart,
-    SnapshotImage,
-    model_blocks,
-    model_versions,
-    model_windows,
-    read_snapshot,
-)
+from dbsvc.storage.snapshot import ModelImage, SnapshotImage
+from dbsvc.storage.snapshotreader import ModelPart, model_blocks, model_versions, model_windows, read_snapshot
 from dbsvc.storage.table import Table
 
 log = logging.getLogger("dbsvc.storage")
@@ -113,7 +106,7 @@ def _install_snapshot(
     tables: dict[str, Table], parts: list[ModelPart], path: str, migrating: set[str], head: int
 ) -> None:
     """Each model's records into its empty table: from the snapshot's key columns when they
-    fit the table, its rows parsed otherwise (snapshot.py, "Two ways to read a model");
+    fit the table, its rows parsed otherwise (snapshotreader.py, "Two ways to read a model");
     their versions from its versions lines (`head` for a file without: versions.py)."""
     for m in parts:
         table = tables.get(m.name)
@@ -157,7 +150,7 @@ def _from_rows(table: Table, m: ModelPart, path: str, as_stored: bool) -> tuple[
     format 1, or keys that do not fit the table. Its texts are kept as the stored records
     where they are the rows as the table stores them, and only the index keys of its
     parsed rows, so the rows go before the next window is parsed and it reuses their
-    memory (snapshot.py, "Windows")."""
+    memory (snapshotreader.py, "Windows")."""
     model = table.model
     stored: list[Stored] = []
     columns = _KeyColumns(table)

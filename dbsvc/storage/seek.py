@@ -27,7 +27,7 @@ Plan (n live records; the page is `limit` ids, plus one to tell whether another 
    without `sort`) from max(the window's bound, the cursor's position), so a page costs
    O(log n + limit) at any depth (plus a run of equal first keys for a sort on several keys,
    or descending, as query.py says). One key ascending takes the page by position, slices
-   of the sublists (`_ascending_page`), one descending by batches (`_descending_page`).
+   of the sublists (walks.py `ascending_page`), one descending by batches (`descending_page`).
 2. One condition (one filter, window or search), no row test, and many matches
    (s * s > WALK_FACTOR * end * n): `total` is that condition's size, and the sort order (id
    order without `sort`) is walked from the cursor's seek testing each id against it (a
@@ -46,386 +46,43 @@ Plan (n live records; the page is `limit` ids, plus one to tell whether another 
    Python's), more by `heapq.nsmallest`, O(s) (a sort's s log s comparisons read ids
    scattered in memory: 4,706 matches sorted cost twice the heap's pass over HTTP).
 
-A descending walk of one key takes the window's entries by position from its top in
-growing batches, each widened to whole runs (`OrderedIndex.batches_descending`): a batch's
-runs of equal keys are taken from the top as they are, a bisect each (a page inside one run
-is a slice of it), and only what is left after a few runs (many distinct keys) is sorted.
-A window's span (two bisects) is found once per list and index (conditions.py `Window`):
-its count, its walk and its first ids share it.
 
-A cursor is (the sort keys, the id) of the last record of the page before: the next page
-starts right after that place in the order, whether or not that record is still there, so
-records written meanwhile before the place are not seen and none is seen twice. `total` still
-counts every match (the cursor pages, it does not filter). `plan_state` does the same over a
-materialised `as_of` state, where every record is read (query.py's `list_state`); a cursor
-there, and a list at a watermark planned on the live indexes (query.py `page_as_of`), test
-records by their values (`after_test`, `state_test`).
+The walks of the query's order from the cursor's place (plan 1's page, the walks of plans 2
+and 3) are walks.py's; the ordering of ids by their key columns (`ordered_ids`, the runs of
+a sort on several keys, `page_ids`) is orders.py's, shared with query.py and bucketplan.py.
+
+A cursor is (the sort keys, the id) of the last record of the page before (walks.py).
+`total` still counts every match (the cursor pages, it does not filter). `plan_state` does
+the same over a materialised `as_of` state, where every record is read (query.py's
+`list_state`); a cursor there, and a list at a watermark planned on the live indexes
+(query.py `page_as_of`), test records by their values (`after_test`, `state_test`).
 """
 
 from __future__ import annotations
 
 import heapq
-from bisect import bisect_left, bisect_right
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from bisect import bisect_right
+from collections.abc import Callable, Iterable, Mapping
 from functools import partial
-from itertools import chain, islice
-from operator import itemgetter
+from itertools import islice
 from typing import Any
 
-from dbsvc.runtime import CompiledModel, Query
+from dbsvc.runtime import Query
 from dbsvc.storage.conditions import Source, Window, after_test, source_test, sources_of, state_test, windows_of
 from dbsvc.storage.hashes import HashIndex
-from dbsvc.storage.indexes import OrderedIndex
-from dbsvc.storage.keptparts import tie_runs
+from dbsvc.storage.orders import ordered_ids, page_ids, sort_records
 from dbsvc.storage.rows import Stored, unpack
 from dbsvc.storage.table import Table
+from dbsvc.storage.walks import ascending_page, descending_page, walk
 
 WALK_FACTOR = 2  # query.py's, for the same trade between a sorted gather and a walk
-_NOTHING = object()
 _NULL = frozenset({None})
 KEEPER_AT = 64  # query.py's: fewer candidates are tested by a bisect, not a keeper
 SORTED_AT = 1024  # a gather in id order: so many matches or fewer sorted, more taken by a heap
-_KEY, _ID = itemgetter(0), itemgetter(1)
-
-
-def _null_last(kf: Callable[[Any], Any], value: Callable[[Any], Any]) -> Callable[[Any], tuple]:
-    def key(record: Any) -> tuple:
-        k = kf(value(record))
-        return (1, 0) if k is None else (0, k)
-
-    return key
-
-
-def sort_records(
-    records: list[Any],
-    sort: Iterable[tuple[str, bool]],
-    model: CompiledModel,
-    positions: Mapping[str, int] | None = None,
-) -> None:
-    """Sort in place: the sort keys in order, ties on the id ascending (stable passes;
-    `reverse=True` keeps the order of equal items, so ids stay ascending inside ties).
-    Records are dicts, or records' values (`rows.unpack`) when `positions` says where
-    each field is."""
-
-    def at(f: str) -> itemgetter:
-        return itemgetter(f if positions is None else positions[f])
-
-    records.sort(key=at(model.id_field))
-    for f, desc in reversed(tuple(sort)):
-        records.sort(key=_null_last(model.keys[f], at(f)), reverse=desc)
 
 
 def has_operators(query: Query) -> bool:
     return bool(query.ranges or query.nulls or query.search) or query.cursor is not None
-
-
-# ---------------------------------------------------------------------------------------
-# Walks in the query's order, from the cursor's place.
-# ---------------------------------------------------------------------------------------
-
-
-def _descending_runs(pairs: Iterator[tuple[Any, Any]]) -> Iterator[tuple[Any, list[Any]]]:
-    """Descending (key, id) pairs (ids descending in a run) -> (key, ids ascending) runs."""
-    key: Any = _NOTHING
-    run: list[Any] = []
-    for k, id_ in pairs:
-        if k != key:
-            if run:
-                run.reverse()
-                yield key, run
-            key, run = k, [id_]
-        else:
-            run.append(id_)
-    if run:
-        run.reverse()
-        yield key, run
-
-
-def _ascending_runs(
-    index: OrderedIndex, start: tuple[int, int], stop: tuple[int, int]
-) -> Iterator[tuple[Any, list[Any]]]:
-    key: Any = _NOTHING
-    run: list[Any] = []
-    keys = index.key_sublists
-    for i, ids in enumerate(index.id_sublists[start[0] : stop[0] + 1], start[0]):
-        lo = start[1] if i == start[0] else 0
-        hi = stop[1] if i == stop[0] else len(ids)
-        sub = keys[i]
-        for j in range(lo, hi):
-            k = sub[j]
-            if k != key:
-                if run:
-                    yield key, run
-                key, run = k, [ids[j]]
-            else:
-                run.append(ids[j])
-    if run:
-        yield key, run
-
-
-def _one_key(table: Table, field: str, desc: bool, window: Window | None, cursor: Any) -> Iterator[Any]:
-    """Ids in the order of one sort key, inside `window` (None: every entry), after `cursor`
-    ((keys, id) or None).
-
-    The pieces are found first (bisects) and chained, so the ids flow to the page at C
-    speed with no generator frame resumed an id (the page is `page_ids`' islice). The
-    whole ascending order (no window, no cursor: a walk testing another field's range) is
-    the index's sublists chained as they are, no position found."""
-    index = table.ordered[field]
-    if window is None:
-        if cursor is None and not desc:
-            return index.ids_ascending()
-        window = Window(field)
-    start, stop = window.span(index)
-    if cursor is not None:
-        ck, cid = cursor[0][0], cursor[1]
-    pieces: list[Iterable[Any]] = []
-    if not desc:
-        if cursor is None or ck is not None:
-            if cursor is not None:
-                start = max(start, index.after(ck, cid))
-            pieces.append(index.ids_span(start, stop))
-        if window.nulls:
-            pieces.append(index.nulls if cursor is None or ck is not None else index.nulls.iter_after(cid))
-        return chain.from_iterable(pieces)
-    if window.nulls and (cursor is None or ck is None):
-        pieces.append(index.nulls if cursor is None else index.nulls.iter_after(cid))
-    if cursor is not None and ck is not None:
-        if window.holds(ck):  # the rest of the cursor's run, ids ascending
-            pieces.append(index.ids_span(max(start, index.after(ck, cid)), min(stop, index.upper(ck, True))))
-        stop = min(stop, index.lower(ck, True))
-    pieces.append(chain.from_iterable(index.batches_descending(start, stop)))
-    return chain.from_iterable(pieces)
-
-
-def _ascending_page(table: Table, field: str, window: Window, cursor: Any, offset: int, count: int) -> list[Any]:
-    """Ids [offset, offset + count) of `_one_key`'s walk of an ascending key, taken by
-    position: the window's non-null entries from the cursor's seek (`OrderedIndex.after`)
-    sliced out of their sublists (`ids_head`: nothing before the page read), then the nulls
-    (last ascending) when the window holds them. A prefix sorted by its own field is a slice
-    of the window, where the walk stepped an islice over the entries of the window's first
-    sublist before it (bench/README.md, wt-pfx session 15)."""
-    index = table.ordered[field]
-    start, stop = window.span(index)
-    ck = cursor[0][0] if cursor is not None else None
-    out: list[Any] = []
-    if cursor is None or ck is not None:
-        if cursor is not None:
-            start = max(start, index.after(ck, cursor[1]))
-        out = index.ids_head(start, stop, count, offset)
-        if len(out) < count and offset:  # the page reaches the nulls: the entries skipped
-            offset = max(offset - index.count_span(start, stop), 0)
-    left = count - len(out)
-    if left > 0 and window.nulls and index.nulls:
-        nulls = index.nulls if cursor is None or ck is not None else index.nulls.iter_after(cursor[1])
-        out += islice(nulls, offset, offset + min(left, len(index.nulls)))  # within islice's bound
-    return out
-
-
-def _descending_page(table: Table, field: str, window: Window, cursor: Any, end: int) -> list[Any]:
-    """The first `end` ids of `_one_key`'s walk of a descending key, taken as lists rather
-    than chained: the nulls' (first descending), the rest of the cursor's run (its three
-    positions found at once, `OrderedIndex.cursor_run`), then the runs below it from the top,
-    each cut to what is left and sliced out (`head_descending`; many short runs: one batch,
-    kept while its sublist is unchanged, keptparts.py `_kept`). A cursor page and a range
-    sorted by its own field cost about a page sorted alone (bench/README.md)."""
-    index = table.ordered[field]
-    start, stop = window.span(index)
-    out: list[Any] = []
-    ck = cursor[0][0] if cursor is not None else None
-    if window.nulls and ck is None:  # no cursor, or one in the nulls: they come first
-        out = list(islice(index.nulls if cursor is None else index.nulls.iter_after(cursor[1]), end))
-    elif ck is not None:
-        first, after, past = index.cursor_run(ck, cursor[1])
-        if after < past and window.holds(ck):  # the rest of the cursor's run, ids ascending
-            out = index.ids_head(max(start, after), min(stop, past), end)
-        if first < stop:
-            stop = first
-    left = end - len(out)
-    if left > 0 and start < stop:
-        out += index.head_descending(start, stop, left)
-    return out
-
-
-def _runs(table: Table, field: str, desc: bool, window: Window, cursor: Any) -> Iterator[tuple[Any, list[Any]]]:
-    """(key, ids ascending) runs of the first sort key in list order, inside `window`,
-    starting with the cursor's run (whole: the caller cuts it)."""
-    index = table.ordered[field]
-    start, stop = window.span(index)
-    ck = cursor[0][0] if cursor is not None else _NOTHING
-    nulls = [(None, list(index.nulls))] if window.nulls and index.nulls else []
-    if not desc:
-        if ck is not None:
-            if ck is not _NOTHING:
-                start = max(start, index.lower(ck, True))
-            yield from _ascending_runs(index, start, stop)
-        yield from nulls
-        return
-    if ck is _NOTHING or ck is None:
-        yield from nulls
-    if ck is not _NOTHING and ck is not None:
-        stop = min(stop, index.upper(ck, True))
-    yield from _descending_runs(index.pairs_span_descending(start, stop))
-
-
-def _walk(table: Table, query: Query, window: Window | None) -> Iterator[Any]:
-    """Every id in the query's order after its cursor (inside `window`, a condition on the
-    first sort key, when given): the seek of the module docstring."""
-    sort, cursor = query.sort, query.cursor
-    if not sort:
-        return table.pk.iter_after(cursor[1]) if cursor is not None else iter(table.pk)
-    field, desc = sort[0]
-    if len(sort) == 1:
-        return _one_key(table, field, desc, window, cursor)
-    return _several_keys(table, query, window or Window(field))
-
-
-def _several_keys(table: Table, query: Query, window: Window) -> Iterator[Any]:
-    (field, desc), rest = query.sort[0], query.sort[1:]
-    after = after_test(table, query, by_id=True) if query.cursor is not None else None
-    first = True
-    for _key, run in _runs(table, field, desc, window, query.cursor):
-        if len(run) > 1:
-            run = ordered_ids(run, rest, table)
-        if first and after is not None:
-            run = list(filter(after, run))
-        first = False
-        yield from run
-
-
-def ordered_ids(
-    ids: Iterable[Any], sort: Iterable[tuple[str, bool]], table: Table, end: int | None = None
-) -> list[Any]:
-    """`ids` (of live records) in the order of `sort` (then the id): sorted by id, then by
-    each sort key from the last, stably, the keys read from the ordered indexes' key
-    columns (keycolumns.py), so no record is read. Shared with query.py's plans.
-
-    With `end` (a page's end), only the first `end` are sure to be in place (at least
-    those are returned): the ids are ordered by the first key alone, cut after the run of
-    equal first keys that holds the `end`-th, and only that head is ordered by the whole
-    sort. A bucket of s ids then costs one sort by one key (no sort by id first, none by
-    the other keys), where each pass sorted all s: at 1,000,000 posts author 7's 1,000
-    posts sorted by `-score,title` 350 -> 85 us in process (bench/README.md)."""
-    sort, ids = tuple(sort), list(ids)
-    ordered = table.ordered
-    if end is None or not sort or end >= len(ids):
-        out = sorted(ids)
-        for field, desc in reversed(sort):
-            out = ordered[field].column.order(out, desc)
-        return out
-    first, desc = sort[0]
-    column = ordered[first].column
-    out = column.order(ids, desc)
-    get, cut = column.get, max(end, 1)
-    last = get(out[cut - 1])
-    while cut < len(out) and get(out[cut]) == last:
-        cut += 1
-    return ordered_ids(out[:cut], sort, table)
-
-
-def runs_in_order(
-    order: OrderedIndex | Any, desc: bool, rest: tuple[tuple[str, bool], ...], table: Table
-) -> Iterator[Any]:
-    """The ids of `order` (a sort field's ordered index, or a bucket kept in its order,
-    buckets.py) in the order of a sort on several keys, lazily: runs of equal first keys,
-    each ordered by the other keys (`rest`) and the id; nulls first descending. Shared with
-    query.py and bucketplan.py."""
-    if desc and order.nulls:  # nulls first descending: one run, ids ascending
-        yield from _run_in_order(list(order.nulls), rest, table)
-    run: list[Any] = []
-    current: Any = _NOTHING
-    pairs = order.pairs_descending() if desc else iter(order)
-    for key, id_ in pairs:
-        if key != current or (key is None) != (current is None):
-            if run:
-                yield from _run_in_order(run, rest, table)
-                run = []
-            current = key
-        run.append(id_)
-    if run:
-        yield from _run_in_order(run, rest, table)
-
-
-def page_in_order(
-    order: OrderedIndex | Any, desc: bool, sort: tuple[tuple[str, bool], ...], table: Table, offset: int, end: int
-) -> list[Any] | None:
-    """Ids [offset, end) of `order` (a sort field's ordered index, or a bucket kept in its
-    order) in the order of `sort` (first key `order`'s, then others): what `runs_in_order`
-    gives, found by position instead of a generator step an entry before the page.
-
-    The ids at [offset, end) by the first key alone are widened to whole runs of equal
-    first keys at both ends: descending, the span `runs_descending` keeps (by the sublists'
-    counts, whole runs already, so nothing is looked up) and its tied runs kept beside it
-    (`ties_descending`: a dict probe, no first key read); ascending, `ids_slice` plus the
-    ids of its end runs before the first and after the last (a run's ids ascend, so each is
-    a bisect of `run_ids`), its tied runs found from their keys (`tie_runs`). Only those
-    runs are then ordered by the other keys (`_ties_in_order`); the others are in order
-    already (a float sort field's runs at 1,000,000 records, mostly). O(log n + page + the
-    two end runs).
-
-    None, and the caller walks the runs (`runs_in_order`, lazily, stopping at the page's
-    end), when `order` holds nulls (a run of their own, first descending, last ascending),
-    and for an ascending first page, where the walk of a few pairs costs less than the
-    slice and its run's look-up. At 1,000,000 posts author 7's first page by `-score,title`
-    (one tie) costs about its page by `-score` (bench/README.md, wt-tsk)."""
-    if order.nulls or end <= offset or not (offset or desc):
-        return None
-    if desc:
-        ids, before, span = order.runs_descending(offset, end)
-        ties = order.ties_descending(*span)
-    else:
-        column = table.ordered[sort[0][0]].column
-        get = column.get if column.far or column.nulls else column.slots.__getitem__
-        ids = order.ids_slice(offset, end)
-        if not ids:
-            return ids
-        if len(ids) == end - offset:  # the rest of the last one's run
-            run = order.run_ids(get(ids[-1]))
-            ids.extend(run[bisect_right(run, ids[-1]) :])
-        run = order.run_ids(get(ids[0]))  # the start of the first one's run
-        before = bisect_left(run, ids[0])
-        ids[:0] = run[:before]
-        ties = tie_runs(list(map(get, ids)))
-    if ties:
-        ids = _ties_in_order(ids, ties, sort[1:], table)
-    return ids[before : before + end - offset]
-
-
-def _ties_in_order(ids: list[Any], ties: list[tuple[int, int]], rest: tuple, table: Table) -> list[Any]:
-    """A copy of `ids` (whole runs of equal first keys, each ascending, the runs in order;
-    the caller's, only read) with each tied run (`ties`: its (lo, hi) bounds) ordered by
-    the other keys (`rest`) and the id. One other key whose column holds none of a run's
-    ids as null is one stable sort of it by that column's slots (the run's ids ascend, so
-    equal keys stay in id order), where `ordered_ids` sorted it by id and then by key
-    through two calls more (bench/README.md, wt-tsk)."""
-    out = list(ids)
-    column = table.ordered[rest[0][0]].column if len(rest) == 1 else None
-    for lo, hi in ties:
-        run = out[lo:hi]
-        if column is not None and not column.far and column.nulls.isdisjoint(run):
-            run.sort(key=column.slots.__getitem__, reverse=rest[0][1])
-            out[lo:hi] = run
-        else:
-            out[lo:hi] = ordered_ids(run, rest, table)
-    return out
-
-
-def _run_in_order(run: list[Any], rest: tuple[tuple[str, bool], ...], table: Table) -> list[Any]:
-    """The ids of a run of equal first keys, ordered by the other keys and the id."""
-    return ordered_ids(run, rest, table) if len(run) > 1 else run
-
-
-def page_ids(ids: Iterator[Any], offset: int, count: int, keep: Callable[[Any], Any] | None = None) -> list[Any]:
-    """Ids [offset, offset + count) of `ids` (those `keep` says yes to, when given): an
-    islice (over a filter) at C speed, no Python code an id. Shared with query.py."""
-    if count <= 0:
-        return []
-    return list(islice(ids if keep is None else filter(keep, ids), offset, offset + count))
-
-
-# ---------------------------------------------------------------------------------------
-# Plans.
-# ---------------------------------------------------------------------------------------
 
 
 def plan_operators(table: Table, query: Query) -> tuple[list[Any], int, bool]:
@@ -440,12 +97,12 @@ def plan_operators(table: Table, query: Query) -> tuple[list[Any], int, bool]:
         if limit == 0 or total == 0:
             return [], total, False
         if len(sort) == 1 and sort[0][1]:
-            ids = _descending_page(table, sort[0][0], window or Window(sort[0][0]), query.cursor, offset + limit + 1)
+            ids = descending_page(table, sort[0][0], window or Window(sort[0][0]), query.cursor, offset + limit + 1)
             ids = ids[offset:]
         elif len(sort) == 1:
-            ids = _ascending_page(table, sort[0][0], window or Window(sort[0][0]), query.cursor, offset, limit + 1)
+            ids = ascending_page(table, sort[0][0], window or Window(sort[0][0]), query.cursor, offset, limit + 1)
         else:
-            ids = page_ids(_walk(table, query, window), offset, limit + 1)
+            ids = page_ids(walk(table, query, window), offset, limit + 1)
         return ids[:limit], total, len(ids) > limit
     sources, found = sources_of(table, query, windows, filters)
     end, n = offset + limit + 1, len(table.live)
@@ -455,7 +112,7 @@ def plan_operators(table: Table, query: Query) -> tuple[list[Any], int, bool]:
             return [], size, False
         if size * size > WALK_FACTOR * end * n:  # one condition, many matches: walk the order testing it
             keep = source_test(table, kind, field, filters, windows, found)
-            ids = page_ids(_walk(table, query, windows.get(first) if first else None), offset, limit + 1, keep)
+            ids = page_ids(walk(table, query, windows.get(first) if first else None), offset, limit + 1, keep)
             return ids[:limit], size, len(ids) > limit
         if not sort and kind == "filter" and isinstance(index := table.hashes[field], HashIndex):
             # id order under one filter's key: a slice of its sorted bucket, not a set of it
@@ -485,7 +142,7 @@ def plan_operators(table: Table, query: Query) -> tuple[list[Any], int, bool]:
             chosen = list(filter(after_test(table, query, by_id=True), matched))
         ids = ordered_ids(chosen, sort, table, end)[offset:end]
     else:
-        ids = page_ids(_walk(table, query, windows.get(sort[0][0])), offset, limit + 1, frozenset(matched).__contains__)
+        ids = page_ids(walk(table, query, windows.get(sort[0][0])), offset, limit + 1, frozenset(matched).__contains__)
     return ids[:limit], total, len(ids) > limit
 
 

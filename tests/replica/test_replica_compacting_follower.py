@@ -12,7 +12,7 @@ import asyncio
 import os
 
 from dbsvc.storage import files
-from dbsvc.storage.snapshot import decode_snapshot
+from dbsvc.storage.snapshotreader import decode_snapshot
 from dbsvc.storage.tenants import create_tenant
 from support.storage import HeldSnapshot, open_store, user
 

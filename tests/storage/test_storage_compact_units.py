@@ -18,7 +18,7 @@ from dbsvc.errors import CorruptLog
 from dbsvc.schema import parse_schema
 from dbsvc.storage import Store
 from dbsvc.storage.compact import compact_directory
-from dbsvc.storage.snapshot import decode_snapshot
+from dbsvc.storage.snapshotreader import decode_snapshot
 from dbsvc.storage.tenants import create_tenant
 from support.storage import BLOG, open_store, post, run, user
 

@@ -13,7 +13,7 @@ import asyncio
 import os
 
 from dbsvc.storage import files
-from dbsvc.storage.snapshot import decode_snapshot
+from dbsvc.storage.snapshotreader import decode_snapshot
 from support.storage import HeldSnapshot, check_indexes, open_store, run, user
 
 RECORDS = 2100  # past one block of the image's rows (online.CHUNK, 2,048)

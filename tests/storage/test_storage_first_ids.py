@@ -21,7 +21,7 @@ from dbsvc.operators import encode_cursor
 from dbsvc.schema import parse_schema
 from dbsvc.storage import Store
 from dbsvc.storage.indexes import OrderedIndex
-from dbsvc.storage.seek import sort_records
+from dbsvc.storage.orders import sort_records
 from dbsvc.storage.tenants import create_tenant
 from support.query_oracle import ITEM, body, filled_store
 

@@ -1,6 +1,6 @@
 """Few candidates tested against a filter's buckets at once (hashes.py `holding`), and the
 lists whose plans use it or walk another field's order whole (storage/query.py `_count`,
-storage/seek.py `_one_key`), against SQLite.
+storage/walks.py `_one_key`), against SQLite.
 
 `holding(keys, ids)` must answer what `has(keys, id)` answers for each id, in every form
 a bucket takes (a sorted list, its kept set, flags over the id space, a set), for ids

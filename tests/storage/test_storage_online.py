@@ -14,7 +14,7 @@ import pytest
 
 from dbsvc.errors import OffsetGone
 from dbsvc.storage import files
-from dbsvc.storage.snapshot import decode_snapshot
+from dbsvc.storage.snapshotreader import decode_snapshot
 from support.storage import ROOT, HeldSnapshot, check_indexes, open_store, run, user
 
 TINY = 32 * 1024

@@ -13,7 +13,7 @@ import time
 
 import pytest
 
-from dbsvc.storage import online, snapshot
+from dbsvc.storage import online, snapshot, snapshotreader
 from dbsvc.storage.snapshot import ModelStream, SnapshotImage, encode_snapshot, write_snapshot_stream
 from support.storage import check_indexes, open_store, run, user
 
@@ -37,7 +37,7 @@ def _image_and_streams(s) -> tuple[SnapshotImage, list[ModelStream]]:
 
 def columns_of(part, path: str) -> list:
     """Every value of the model's `name` key column, as the reader reads it."""
-    return [value for _texts, keyed in snapshot.model_blocks(path, part) for value in keyed["name"]]
+    return [value for _texts, keyed in snapshotreader.model_blocks(path, part) for value in keyed["name"]]
 
 
 def test_a_snapshot_written_in_paced_pieces_is_the_file_written_whole(tenant):
@@ -62,11 +62,11 @@ def test_a_snapshot_written_in_paced_pieces_is_the_file_written_whole(tenant):
     assert data == b"".join(encode_snapshot(image))
     # Read back by the reader (its key columns, not the writer's `_block`): each column holds
     # every row's value of its field, in row order.
-    _epoch, _head, parts = snapshot.read_snapshot(path, data)
+    _epoch, _head, parts = snapshotreader.read_snapshot(path, data)
     for part, model in zip(parts, image.models):
         rows = [json.loads(text) for text in model.rows]
         columns: dict[str, list] = {key: [] for key in model.keys}
-        for _texts, keyed in snapshot.model_blocks(path, part):
+        for _texts, keyed in snapshotreader.model_blocks(path, part):
             for key, column in keyed.items():
                 columns[key] += list(column)
         for key, column in columns.items():

@@ -1,4 +1,4 @@
-"""A page sorted on several keys found by position (seek.py `page_in_order`): the ids at
+"""A page sorted on several keys found by position (orders.py `page_in_order`): the ids at
 [offset, end) by the first key, widened to whole runs of equal first keys, ordered by every
 key. Same pages as the reference order (tests/storage/test_storage_plan_units.py) at every
 offset around the runs' ends, over the table's index (no filter, query.py) and over a
@@ -17,7 +17,7 @@ import pytest
 
 from dbsvc.storage import query as plans
 from dbsvc.storage.buckets import BUCKET_AT
-from dbsvc.storage.seek import page_in_order
+from dbsvc.storage.orders import page_in_order
 from tests.storage.test_storage_plan_units import ITEM, reference, sort_param, table_of
 
 COUNT = 3000

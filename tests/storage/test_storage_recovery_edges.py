@@ -26,7 +26,8 @@ from dbsvc.storage import Store, migrate, recovery, retain
 from dbsvc.storage.events import ChangeEvent, EventKind
 from dbsvc.storage.logfile import HEADER_SIZE, Damage, LogScan, decode_header, encode_frame, encode_header
 from dbsvc.storage.rows import unpack
-from dbsvc.storage.snapshot import ModelImage, SnapshotImage, decode_snapshot, encode_snapshot
+from dbsvc.storage.snapshot import ModelImage, SnapshotImage, encode_snapshot
+from dbsvc.storage.snapshotreader import decode_snapshot
 from support.storage import BLOG, ROOT, open_store, post, run, user
 from support.tree import dir_image
 
@@ -120,7 +121,7 @@ def append_event(path: str, event: ChangeEvent) -> int:
 def rewrite_snapshot(tenant: str, change: Callable[[SnapshotImage], None]) -> bytes:
     """Decode the snapshot, let `change` edit it, write it back with good checksums and
     counts; returns the original bytes. Written without keys, so that an open parses and
-    checks every row (snapshot.py, "From the rows"); test_storage_snapshot_keys.py
+    checks every row (snapshotreader.py, "From the rows"); test_storage_snapshot_keys.py
     damages the keys."""
     path = snapshot_of(tenant)
     original = read(path)

@@ -18,7 +18,7 @@ from hypothesis import strategies as st
 from dbsvc.compiler import compile_schema
 from dbsvc.errors import CorruptLog
 from dbsvc.schema import load_schema
-from dbsvc.storage import compact, snapshot
+from dbsvc.storage import compact, snapshot, snapshotreader
 from dbsvc.storage.rows import unpack
 from dbsvc.storage.table import Table
 from dbsvc.storage.tenants import compact_tenant, create_tenant
@@ -115,13 +115,13 @@ def test_an_open_reads_the_keys_and_only_a_sample_of_the_rows(compacted, monkeyp
     writer's open (the file mapped) and a read-only one (read) alike."""
     tenant, want, stored = compacted
     scanned: list[str] = []
-    scan = snapshot.SCAN
+    scan = snapshotreader.SCAN
 
     def counting(text, at):
         scanned.append(text)
         return scan(text, at)
 
-    monkeypatch.setattr(snapshot, "SCAN", counting)
+    monkeypatch.setattr(snapshotreader, "SCAN", counting)
     for readonly in (False, True):
         scanned.clear()
         assert opened_users(tenant, readonly=readonly) == (want, stored)
@@ -141,14 +141,14 @@ def test_a_sample_is_every_64th_row_and_each_blocks_last(tenant, monkeypatch):
     s.close()
     compact_tenant(os.path.dirname(tenant), os.path.basename(tenant))
     scanned: list[int] = []
-    scan = snapshot.SCAN
+    scan = snapshotreader.SCAN
 
     def counting(text, at):
         value = scan(text, at)
         scanned.append(value[0][0])
         return value
 
-    monkeypatch.setattr(snapshot, "SCAN", counting)
+    monkeypatch.setattr(snapshotreader, "SCAN", counting)
     _users(tenant)
     assert scanned == [1, 65, 129, 150, 151, 200]
 
@@ -220,8 +220,8 @@ def test_keys_that_do_not_cover_the_table_are_read_from_the_rows(compacted, monk
         bodies[n] = json.dumps(keys).encode()
     _write(tenant, bodies)
     scanned: list[str] = []
-    scan = snapshot.SCAN
-    monkeypatch.setattr(snapshot, "SCAN", lambda text, i: scanned.append(text) or scan(text, i))
+    scan = snapshotreader.SCAN
+    monkeypatch.setattr(snapshotreader, "SCAN", lambda text, i: scanned.append(text) or scan(text, i))
     assert _users(tenant) == want
     assert len(scanned) == N_USERS - 1  # each row once, by the rows reader
 

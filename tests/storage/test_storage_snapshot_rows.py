@@ -1,4 +1,4 @@
-"""Snapshots read by parsing their rows (snapshot.py, "From the rows"): format-1 files,
+"""Snapshots read by parsing their rows (snapshotreader.py, "From the rows"): format-1 files,
 whose one line per model holds all its rows with ",TAB" after every row but the last, read
 a window at a time, keeping each text that is exactly one row; and always the rows of the
 line parsed whole, whatever TABs a damaged, hand-made or older line carries. The fixture
@@ -15,9 +15,9 @@ from array import array
 import pytest
 
 from dbsvc.errors import CorruptLog
-from dbsvc.storage import snapshot
+from dbsvc.storage import snapshot, snapshotreader
 from dbsvc.storage.rows import pack
-from dbsvc.storage.snapshot import ModelPart, RowsLine, model_windows, read_snapshot
+from dbsvc.storage.snapshotreader import ModelPart, RowsLine, model_windows, read_snapshot
 from dbsvc.storage.tenants import compact_tenant
 from support.storage import BLOG, open_store, opened_users, run, snapshot_in_format_1, user
 
@@ -28,7 +28,7 @@ N_USERS = 10
 def compacted(tenant, monkeypatch):
     """A tenant of N_USERS users compacted offline, its snapshot in format 1, read back in
     windows of about 2 rows."""
-    monkeypatch.setattr(snapshot, "WINDOW", 100)
+    monkeypatch.setattr(snapshotreader, "WINDOW", 100)
     s = open_store(tenant)
 
     async def go():
@@ -113,7 +113,7 @@ def test_a_text_that_is_not_exactly_one_row_is_never_kept(compacted, monkeypatch
     (the texts and the rows of the window then number the same), whitespace before a row
     and inside one: each such window is parsed, and the records are the line's."""
     tenant, _want = compacted
-    monkeypatch.setattr(snapshot, "WINDOW", 1 << 20)  # one window: the counts must agree
+    monkeypatch.setattr(snapshotreader, "WINDOW", 1 << 20)  # one window: the counts must agree
     rows = json.loads(_lines(tenant)[1][9:])
     rows[3][-1] = [[1], [2]]  # profile, a json field
     rows[4][-1] = [[3]]
@@ -250,7 +250,7 @@ def test_number_sort_keys_load_into_arrays_with_nulls_kept_apart(tenant, monkeyp
     read window by window from a format-1 snapshot, or block by block from a format-2
     one's keys: the sort indexes hold them in arrays, nulls apart, and agree with the
     records."""
-    monkeypatch.setattr(snapshot, "WINDOW", 100)
+    monkeypatch.setattr(snapshotreader, "WINDOW", 100)
     monkeypatch.setattr(snapshot, "BLOCK_ROWS", 4)
     s = open_store(tenant)
 

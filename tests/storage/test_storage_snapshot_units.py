@@ -19,19 +19,9 @@ import zlib
 import pytest
 
 from dbsvc.errors import CorruptLog
-from dbsvc.storage import snapshot
-from dbsvc.storage.snapshot import (
-    ModelImage,
-    ModelStream,
-    SnapshotImage,
-    decode_snapshot,
-    encode_snapshot,
-    model_blocks,
-    model_windows,
-    read_snapshot,
-    snapshot_lines,
-    write_snapshot_stream,
-)
+from dbsvc.storage import snapshot, snapshotreader
+from dbsvc.storage.snapshot import ModelImage, ModelStream, SnapshotImage, encode_snapshot, write_snapshot_stream
+from dbsvc.storage.snapshotreader import decode_snapshot, model_blocks, model_windows, read_snapshot, snapshot_lines
 
 PATH = "/data/t/snapshot"
 EPOCH = "0123456789abcdef0123456789abcdef"
@@ -283,7 +273,7 @@ def test_a_window_that_does_not_parse_after_good_ones_hands_over_the_rest_of_the
     """Windows of about 40 bytes: the first rows are one text each and read a window at a
     time; the last ones carry a TAB inside a row, so a window is cut inside a row and does
     not parse: the line parsed whole gives the rows not yet handed out, once each."""
-    monkeypatch.setattr(snapshot, "WINDOW", 40)
+    monkeypatch.setattr(snapshotreader, "WINDOW", 40)
     canonical = [js([i, "v%02d" % i]) for i in range(1, 11)]  # 10 bytes each, 12 with ",TAB"
     tabbed = [b'[%d,\t"t%02d"]' % (i, i) for i in range(11, 21)]  # a TAB inside, joined by ","
     body = b"[" + b",\t".join(canonical) + b",\t" + b",".join(tabbed) + b"]"
@@ -298,7 +288,7 @@ def test_a_window_that_does_not_parse_after_good_ones_hands_over_the_rest_of_the
 def test_a_window_that_holds_no_row_is_refused_as_not_json(monkeypatch):
     """A window of only spaces between two row ends parses as `[]`: an empty element,
     which the whole line's parse refuses."""
-    monkeypatch.setattr(snapshot, "WINDOW", 40)
+    monkeypatch.setattr(snapshotreader, "WINDOW", 40)
     body = b'[[1,"' + b"a" * 50 + b'"],\t' + b" " * 50 + b',\t[2,"b"]]'
     head = header_1(("User", ["id", "name"], 2, 2))
     exc = refusal(lambda: decode_snapshot(PATH, head + line(body)))
@@ -323,7 +313,7 @@ def test_decode_snapshot_names_the_file_in_a_refusal():
 def test_a_row_end_before_the_closing_bracket_is_refused_as_not_json_in_a_line_of_many_windows(monkeypatch):
     """`[row,TAB]` is not JSON, whether the line fits one window or is cut into several: the
     window cut at that last ",TAB" must not end the line early and hide it."""
-    monkeypatch.setattr(snapshot, "WINDOW", 40)
+    monkeypatch.setattr(snapshotreader, "WINDOW", 40)
     head = header_1(("User", ["id", "name"], 1, 1))
     for body in (b'[[1,"a"],\t]', b'[[1,"' + b"a" * 50 + b'"],\t]'):
         exc = refusal(lambda: decode_snapshot(PATH, head + line(body)))
@@ -353,7 +343,7 @@ def header_3(*models: tuple[str, list[str], int, int, list[str]], block_rows: in
 
 def versions_of(data: bytes, head: int = 9) -> list[int]:
     _epoch, _head, [part] = read_snapshot(PATH, data)
-    return list(snapshot.model_versions(PATH, part, head))
+    return list(snapshotreader.model_versions(PATH, part, head))
 
 
 @pytest.mark.parametrize(

@@ -23,7 +23,7 @@ from dbsvc.errors import TenantError, TenantLocked
 from dbsvc.storage import files
 from dbsvc.storage.files import FileOps
 from dbsvc.storage.lock import WriterLock
-from dbsvc.storage.snapshot import decode_snapshot
+from dbsvc.storage.snapshotreader import decode_snapshot
 from dbsvc.storage.tenants import compact_tenant, create_tenant, list_tenants, tenant_dir, validate_name
 from support.storage import open_store, run, user
 

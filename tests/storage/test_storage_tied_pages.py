@@ -1,4 +1,4 @@
-"""Pages on two sort keys and more whose first key ties (seek.py `page_in_order`, keptparts.py
+"""Pages on two sort keys and more whose first key ties (orders.py `page_in_order`, keptparts.py
 `ties_descending` and `tie_runs`): the tied runs of a descending page's span are kept beside
 the span and only they are ordered by the other keys, one other key without nulls by one
 sort of the run. Held to the brute-force order (tests/storage/test_storage_plan_units.py
@@ -17,7 +17,7 @@ import pytest
 
 from dbsvc.storage import query as plans
 from dbsvc.storage.keptparts import tie_runs
-from dbsvc.storage.seek import page_in_order
+from dbsvc.storage.orders import page_in_order
 from dbsvc.storage.table import Table
 from tests.storage.test_storage_plan_units import ITEM, cursor_of, reference, sort_param, table_of, walk
 

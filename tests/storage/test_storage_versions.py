@@ -14,7 +14,7 @@ import zlib
 
 import pytest
 
-from dbsvc.storage import snapshot
+from dbsvc.storage import snapshot, snapshotreader
 from dbsvc.storage.tenants import compact_tenant
 from dbsvc.storage.versions import Versions
 from support.storage import open_store, post, run, user
@@ -120,7 +120,7 @@ def test_versions_survive_an_online_compaction_with_writes_during_it(tenant, mon
     finally:
         s.close()
     path = os.path.join(tenant, "snapshot")
-    image = snapshot.decode_snapshot(path, open(path, "rb").read())
+    image = snapshotreader.decode_snapshot(path, open(path, "rb").read())
     users = next(m for m in image.models if m.name == "User")
     assert dict(zip((row[0] for row in users.rows), users.versions)) == at_cut  # as at the cut
     s = open_store(tenant)

@@ -96,7 +96,7 @@ def snapshot_in_format_1(path: str) -> bytes:
     import os
     import zlib
 
-    from dbsvc.storage.snapshot import decode_snapshot
+    from dbsvc.storage.snapshotreader import decode_snapshot
 
     def line(body: bytes) -> bytes:
         return b"%08x " % zlib.crc32(body) + body + b"\n"
