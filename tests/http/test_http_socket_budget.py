@@ -13,18 +13,6 @@ import pytest
 from dbsvc.config import load_config
 from dbsvc.errors import ConfigError
 from dbsvc.http.hub import PROBE_RESERVE
-from support.httpkit import Client
-
-
-def _upgrade(client: Client) -> int:
-    key = base64.b64encode(os.urandom(16)).decode()
-    client.send(
-        (
-            f"GET /upgrade HTTP/1.1\r\nHost: 127.0.0.1\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
-            f"Sec-WebSocket-Key: {key}\r\nSec-WebSocket-Version: 13\r\n\r\n"
-        ).encode()
-    )
-    return client.read_response(head_only=True).status
 
 
 def test_upgraded_sockets_leave_the_http_connection_count(make_server):
@@ -32,7 +20,7 @@ def test_upgraded_sockets_leave_the_http_connection_count(make_server):
     sockets = []
     for _ in range(5):  # one at a time: each leaves the count
         sockets.append(demo.client())
-        assert _upgrade(sockets[-1]) == 101
+        assert sockets[-1].upgrade() == 101
     held = [demo.client() for _ in range(2)]
     for client in held:
         assert client.request("GET", "/echo").status == 200
@@ -44,7 +32,7 @@ def test_an_upgrade_past_max_sockets_is_503_before_the_101(make_server):
     demo = make_server(["--max-connections", "10", "--max-sockets", "2"])
     sockets = [demo.client() for _ in range(2)]
     for client in sockets:
-        assert _upgrade(client) == 101
+        assert client.upgrade() == 101
     refused = demo.client()
     key = base64.b64encode(os.urandom(16)).decode()
     refused.send(

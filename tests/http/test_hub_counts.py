@@ -10,10 +10,8 @@ fixture tests of tests/http cost a minute a surviving mutant (session 17, wt-mpo
 
 from __future__ import annotations
 
-import base64
 import dataclasses
 import math
-import os
 import time
 from collections.abc import Callable
 
@@ -45,17 +43,6 @@ def wait_for(server: InProcessServer, fn: Callable[[Hub], object], what: str) ->
     while not on_loop(server, fn):
         assert time.monotonic() < deadline, f"the hub never reached: {what}"
         time.sleep(0.01)
-
-
-def upgrade(client: Client) -> int:
-    key = base64.b64encode(os.urandom(16)).decode()
-    client.send(
-        (
-            f"GET /upgrade HTTP/1.1\r\nHost: 127.0.0.1\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
-            f"Sec-WebSocket-Key: {key}\r\nSec-WebSocket-Version: 13\r\n\r\n"
-        ).encode()
-    )
-    return client.read_response(head_only=True).status
 
 
 def test_timeouts_of_zero_set_no_deadline_on_a_slow_head_or_an_idle_connection():
@@ -171,16 +158,16 @@ def test_an_upgraded_socket_leaves_the_http_count_and_is_given_back_when_it_clos
     try:
         for n in range(2):
             sockets.append(Client(server.port, timeout=WAIT))
-            assert upgrade(sockets[-1]) == 101
+            assert sockets[-1].upgrade() == 101
             wait_for(server, lambda hub, n=n: counts(hub) == (n + 1, 0, 0, n + 1), "the socket counted")
         third = Client(server.port, timeout=WAIT)
-        assert upgrade(third) == 503  # max_sockets: refused before the 101, counted as HTTP
+        assert third.upgrade() == 503  # max_sockets: refused before the 101, counted as HTTP
         assert on_loop(server, counts) == (3, 1, 0, 2)
         third.close()
         sockets.pop().close()
         wait_for(server, lambda hub: counts(hub) == (1, 0, 0, 1), "a socket given back")
         sockets.append(Client(server.port, timeout=WAIT))
-        assert upgrade(sockets[-1]) == 101
+        assert sockets[-1].upgrade() == 101
         for client in sockets:
             client.close()
         wait_for(server, lambda hub: counts(hub) == (0, 0, 0, 0), "every socket given back")
@@ -211,7 +198,7 @@ def test_a_body_a_websocket_echo_and_the_request_span_go_through_the_hubs_shared
     try:
         response = client.request("POST", "/echo", body=b'{"a": 1}')  # the bodies' shared budget
         assert response.status == 200
-        assert upgrade(socket_) == 101
+        assert socket_.upgrade() == 101
         socket_.send(b"\x81\x82abcd" + bytes(b ^ k for b, k in zip(b"hi", b"abcd")))
         assert socket_.reader.read(4) == b"\x81\x02hi"  # WebSocket output: the held pass (rule 10)
         assert any("request method=POST path=/echo status=200" in line for line in server.log.lines)

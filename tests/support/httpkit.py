@@ -4,6 +4,7 @@ to it through a minimal raw-socket HTTP/1.1 client (no mocks)."""
 
 from __future__ import annotations
 
+import base64
 import logging
 import os
 import re
@@ -76,6 +77,17 @@ class Client:
         if not head_only and length is not None and status >= 200:
             response.body = self.reader.read(int(length))
         return response
+
+    def upgrade(self, target: str = "/upgrade") -> int:
+        """Ask for a WebSocket upgrade of `target` and read only the answer's head: its status."""
+        key = base64.b64encode(os.urandom(16)).decode()
+        self.send(
+            (
+                f"GET {target} HTTP/1.1\r\nHost: 127.0.0.1\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
+                f"Sec-WebSocket-Key: {key}\r\nSec-WebSocket-Version: 13\r\n\r\n"
+            ).encode()
+        )
+        return self.read_response(head_only=True).status
 
     def is_closed(self, wait: float = TIMEOUT) -> bool:
         """True once the server has closed (EOF or reset) within `wait` seconds."""
