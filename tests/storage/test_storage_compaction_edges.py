@@ -20,6 +20,19 @@ from dbsvc.storage.files import FaultPlan
 from support.storage import HoldAfterSnapshot, open_store, run, user
 
 
+async def writes_while_held(s, hold, never: str, name: str) -> None:
+    """20 users, a compaction held at `hold` (its `reached` / `release` events), five
+    replaces made while it is held (named `name` 0-4), then the compaction let go and awaited."""
+    for i in range(1, 21):
+        await s.insert("User", user(i))
+    task = s.compact_now()
+    assert await asyncio.to_thread(hold.reached.wait, 60), never
+    for n in range(5):
+        await s.replace("User", 1 + n, user(1 + n, name=f"{name} {n}"))
+    hold.release.set()
+    await task
+
+
 def test_more_frames_past_the_cut_than_a_pacers_step_are_copied_and_kept(tenant):
     """The thread step that copies the frames written past the cut pauses every
     `online.PACE_FRAMES` frames (its `Pacer` checks for a closed store there): with more
@@ -161,15 +174,8 @@ def test_writes_made_while_start_log_ends_are_copied_by_a_catch_up_step_and_kept
     layer = HoldNewLogFsync()
     s = open_store(tenant)
 
-    async def go():
-        for i in range(1, 21):
-            await s.insert("User", user(i))
-        task = s.compact_now()
-        assert await asyncio.to_thread(layer.reached.wait, 60), "start_log never fsynced log.new"
-        for n in range(5):
-            await s.replace("User", 1 + n, user(1 + n, name=f"caught up {n}"))
-        layer.release.set()
-        await task
+    def go():
+        return writes_while_held(s, layer, "start_log never fsynced log.new", "caught up")
 
     try:
         with files.use(layer), caplog.at_level(logging.INFO, logger="dbsvc.storage"):
@@ -238,15 +244,8 @@ def test_a_failure_just_past_the_commit_point_keeps_log_new_for_the_next_open(te
     s = open_store(tenant)
     s.compactor.faults = faults
 
-    async def go():
-        for i in range(1, 21):
-            await s.insert("User", user(i))
-        task = s.compact_now()
-        assert await asyncio.to_thread(faults.reached.wait, 60), "the compaction never wrote its snapshot"
-        for n in range(5):
-            await s.replace("User", 1 + n, user(1 + n, name=f"past the cut {n}"))
-        faults.release.set()
-        await task
+    def go():
+        return writes_while_held(s, faults, "the compaction never wrote its snapshot", "past the cut")
 
     try:
         run(go())
