@@ -341,7 +341,7 @@ def _run_bound(
     if worker is not None:
         app.worker = worker.describe(os.getpid())
     config = host_check(config, guard is not None)
-    settle_heap(config.huge_pages)
+    settle_heap(config.huge_pages, follows=follower is not None)
     try:
         if follower is not None:
             follower.on_store = app.use_store
@@ -355,15 +355,19 @@ def _run_bound(
     return 0
 
 
-def settle_heap(huge_pages: bool = True) -> None:
+def settle_heap(huge_pages: bool = True, follows: bool = False) -> None:
     """Before serving: freeze what start-up built (store, compiled module, app) out of the
     cyclic GC's way, and make full collections rarer. A full collection walks every
     tracked object not frozen, so its pause grows with the records written since the
     last freeze (open or compaction, storage/store.py); at the default thresholds it ran
     several times a second under durable POSTs and set the p99 (docs/decisions.md, "Pauses").
+    A server that `follows` a primary (a replica, a worker's reader) takes the young
+    generation's threshold of FOLLOWER_GC_THRESHOLDS: its apply allocates in groups of
+    512 frames, and young collections ten times rarer cost it about half the collector's
+    CPU a frame (docs/decisions.md, wt-rep14).
     Then the heap is advised for huge pages, unless `huge_pages` is off (SERVICE_HUGE_PAGES)."""
     gc.freeze()
-    gc.set_threshold(*GC_THRESHOLDS)
+    gc.set_threshold(*(FOLLOWER_GC_THRESHOLDS if follows else GC_THRESHOLDS))
     if huge_pages:
         from dbsvc.storage.heap import advise_heap  # here: importing service loads no storage
 
@@ -373,6 +377,9 @@ def settle_heap(huge_pages: bool = True) -> None:
 # Young collections every 2,000 tracked allocations (default 700), the middle generation
 # every 10 of them, a full collection considered every 100 of those (default 10, 10).
 GC_THRESHOLDS = (2_000, 10, 100)
+# A follower's: young collections every 20,000 allocations (each one ~10 times longer, a few
+# ms, beside a group's ~10 ms apply that readers already wait behind).
+FOLLOWER_GC_THRESHOLDS = (20_000, 10, 100)
 
 # A replica never compacts on its own: its epochs are the primary's (replica/follower.py).
 FOLLOWER_COMPACT_BYTES = 1 << 62
