@@ -109,13 +109,12 @@ def load(port: int, connections: int, duration: float, records: int) -> list[tup
     for _ in range(connections):
         sock = socket.create_connection(("127.0.0.1", port))
         sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        selector.register(sock, selectors.EVENT_READ)
+        selector.register(sock, selectors.EVENT_READ, sock)
         send(sock)
     end = time.perf_counter() + duration
     while time.perf_counter() < end:
         for key, _ in selector.select(timeout=1.0):
-            sock = key.fileobj
-            assert isinstance(sock, socket.socket)
+            sock = key.data
             entry = state[sock]
             entry[1] += sock.recv(65536)
             head, sep, rest = entry[1].partition(b"\r\n\r\n")
