@@ -155,6 +155,13 @@ def report(done: list[tuple[float, float]], marks: Marks, bucket: float) -> list
         + ", ".join(f"{m[0]} {(m[1] - origin) * 1e3:.0f} +{(m[2] - m[1]) * 1e3:.0f}/{m[3] * 1e3:.0f}" for m in steps)
     )
     median = statistics.median(before) if before else 1.0
+    worst = []
+    for name in ("write_snapshot", "write_retained", "start_log", "catch_up", "finish_log", "release_files"):
+        spans = [(m[1], m[2]) for m in steps if m[0] == name]
+        if spans:
+            over = [s for a, s in done if any(a < end and a + s > start for start, end in spans)]
+            worst.append(f"{name} {max(over, default=0.0) / median:.2f}x")
+    lines.append("  the slowest request overlapping each step, over the median before the cut: " + ", ".join(worst))
     first, last = origin - 5 * bucket, max(a + s for a, s in done)
     for b in range(int((last - first) / bucket) + 1):
         low, high = first + b * bucket, first + (b + 1) * bucket
@@ -214,7 +221,7 @@ def main() -> None:
         shutil.rmtree(copy, ignore_errors=True)
     print(f"{code.name}: {len(done) / args.duration:.0f} req/s")
     lines = report(done, marks, args.bucket / 1e3)  # type: ignore[arg-type]
-    print("\n".join(lines[:3] if args.quiet else lines))
+    print("\n".join(lines[:4] if args.quiet else lines))
     for line in log:
         if "compacted online" in line:
             print(f"  {line.strip()}")
