@@ -41,10 +41,12 @@ class FsyncSizes(files.FileOps):
 
 
 def test_a_compactions_large_files_are_fsynced_a_piece_at_a_time(tenant, monkeypatch):
-    """FLUSH_BYTES set to 2 KiB (the copies' chunks to 1 KiB, the snapshot's blocks to 4 rows): snapshot.new, log.retained.new and
-    log.new (the frames written past the cut, copied in the thread step) are each fsynced
-    more than once, no fsync more than a piece after the one before it, and the new epoch
-    reads back whole. Before the change each was fsynced once, at its end."""
+    """FLUSH_BYTES set to 2 KiB (the copies' chunks to 1 KiB, the snapshot's blocks to 4
+    rows): snapshot.new, log.retained.new and log.new (the frames written past the cut,
+    copied in the thread step) are each fsynced more than once, no fsync more than a piece
+    after the one before it, at most one fsync each FLUSH_BYTES (the file's own last one
+    aside), and the new epoch reads back whole. Before the change each was fsynced once, at
+    its end."""
     monkeypatch.setattr(files, "FLUSH_BYTES", FLUSH)
     monkeypatch.setattr(online, "COPY_CHUNK", 1024)
     monkeypatch.setattr(snapshot, "BLOCK_ROWS", 4)  # the snapshot's pieces: its blocks
@@ -75,6 +77,7 @@ def test_a_compactions_large_files_are_fsynced_a_piece_at_a_time(tenant, monkeyp
         assert len(sizes) >= 2, f"{name} fsynced {sizes}"
         gaps = [b - a for a, b in zip([0, *sizes], sizes)]
         assert max(gaps) < FLUSH + 8192, f"{name}: fsyncs at sizes {sizes}"
+        assert len(sizes) <= sizes[-1] // FLUSH + 1, f"{name}: fsyncs at sizes {sizes} (one each FLUSH_BYTES at most)"
     s = open_store(tenant, retain_bytes=1 << 20)
     try:
         assert sorted(s.tables["User"].records) == list(range(1, 41))
