@@ -45,8 +45,9 @@ def test_a_compactions_large_files_are_fsynced_a_piece_at_a_time(tenant, monkeyp
     rows): snapshot.new, log.retained.new and log.new (the frames written past the cut,
     copied in the thread step) are each fsynced more than once, no fsync more than a piece
     after the one before it, at most one fsync each FLUSH_BYTES (the file's own last one
-    aside), and the new epoch reads back whole. Before the change each was fsynced once, at
-    its end."""
+    aside), and the new epoch reads back whole; the same for a second compaction's snapshot
+    and retained copy (the old retained segment and the old log, two sources). Before the
+    change each was fsynced once, at its end."""
     monkeypatch.setattr(files, "FLUSH_BYTES", FLUSH)
     monkeypatch.setattr(online, "COPY_CHUNK", 1024)
     monkeypatch.setattr(snapshot, "BLOCK_ROWS", 4)  # the snapshot's pieces: its blocks
@@ -55,6 +56,8 @@ def test_a_compactions_large_files_are_fsynced_a_piece_at_a_time(tenant, monkeyp
     s = open_store(tenant, retain_bytes=1 << 20)
     s.compactor.faults = hold
     body = "x" * 300
+
+    firsts: dict[str, list[int]] = {}
 
     async def go():
         for i in range(1, 41):
@@ -65,15 +68,21 @@ def test_a_compactions_large_files_are_fsynced_a_piece_at_a_time(tenant, monkeyp
             await s.replace("User", 1 + n % 40, user(1 + n % 40, name=f"{body} past the cut {n}"))
         hold.release.set()
         await task
+        firsts.update({name: list(sizes) for name, sizes in layer.sizes.items()})
+        for sizes in layer.sizes.values():
+            sizes.clear()
+        for n in range(40):  # a second compaction: its retained copy reads two files
+            await s.replace("User", 1 + n % 40, user(1 + n % 40, name=f"{body} again {n}"))
+        await s.compact_now()
 
     with files.use(layer):
         try:
             run(go())
-            assert s.compactions == 1
+            assert s.compactions == 2
         finally:
             s.close()
-    for name in NAMES:
-        sizes = layer.sizes[name]
+    seconds = {name: layer.sizes[name] for name in ("snapshot.new", "log.retained.new")}
+    for name, sizes in [*firsts.items(), *seconds.items()]:
         assert len(sizes) >= 2, f"{name} fsynced {sizes}"
         gaps = [b - a for a, b in zip([0, *sizes], sizes)]
         assert max(gaps) < FLUSH + 8192, f"{name}: fsyncs at sizes {sizes}"
@@ -81,6 +90,6 @@ def test_a_compactions_large_files_are_fsynced_a_piece_at_a_time(tenant, monkeyp
     s = open_store(tenant, retain_bytes=1 << 20)
     try:
         assert sorted(s.tables["User"].records) == list(range(1, 41))
-        assert s.get("User", 40)[0]["name"] == f"{body} past the cut 39"
+        assert s.get("User", 40)[0]["name"] == f"{body} again 39"
     finally:
         s.close()
