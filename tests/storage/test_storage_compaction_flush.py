@@ -93,3 +93,44 @@ def test_a_compactions_large_files_are_fsynced_a_piece_at_a_time(tenant, monkeyp
         assert s.get("User", 40)[0]["name"] == f"{body} again 39"
     finally:
         s.close()
+
+
+class CountedProgress(online.Progress):
+    """A compaction's progress that counts its checks: the pacer checks it at every pause."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.checks = 0
+
+    def check(self) -> None:
+        self.checks += 1
+        super().check()
+
+
+def test_the_snapshot_step_pauses_at_every_piece_of_its_blocks(tenant, monkeypatch):
+    """online.write_snapshot hands its pacer (and the flush) to the block writer: a pause
+    after every PIECE_ROWS records parsed, every key column encoded and every block written,
+    besides the one before each chunk of rows, not only the chunks' (the pieces are what keep
+    the thread's hold on the GIL short: bench/README.md, wt-ptail)."""
+    monkeypatch.setattr(snapshot, "BLOCK_ROWS", 8)
+    monkeypatch.setattr(snapshot, "PIECE_ROWS", 4)
+    s = open_store(tenant, sync="off")
+
+    async def fill():
+        for i in range(1, 41):
+            await s.insert("User", user(i))
+
+    run(fill())
+    tables = dict(s.tables)
+    cut = online.take_cut(tables, s.applied_offset, 0)
+    progress = CountedProgress()
+    try:
+        online.write_snapshot(tenant, cut, progress, files.FaultPlan(None))
+    finally:
+        online.end_cut(tables)
+        online.discard(tenant)
+        s.close()
+    blocks = 40 // 8
+    keys = len(tables["User"].key_fields)
+    assert keys >= 2
+    assert progress.checks >= blocks * (8 // 4 + keys + 1), (progress.checks, keys)
