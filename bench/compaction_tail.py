@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import gc
 import os
 import random
 import shutil
@@ -33,7 +34,33 @@ from typing import Any
 from standin import WaveTransport
 
 HERE = Path(__file__).resolve().parent
-STEPS = ("take_cut", "write_snapshot", "write_retained", "start_log", "hold_old_files", "finish_log", "drop_slowly")
+STEPS = (
+    "take_cut",
+    "write_snapshot",
+    "write_retained",
+    "start_log",
+    "catch_up",
+    "hold_old_files",
+    "finish_log",
+    "release_files",
+    "drop_slowly",
+)
+# The timeline's letters: each step's, the driver's own (the collector's freezes, the heap's
+# huge-page advice) and a collection of the cyclic collector (`gc.callbacks`).
+LETTERS = {
+    "take_cut": "C",
+    "write_snapshot": "S",
+    "write_retained": "R",
+    "start_log": "L",
+    "catch_up": "U",
+    "hold_old_files": "H",
+    "finish_log": "W",
+    "release_files": "F",
+    "drop_slowly": "D",
+    "freeze_live": "Z",
+    "advise_heap": "A",
+}
+BUCKET = 0.05  # seconds a line of the timeline
 _NULL = os.open(os.devnull, os.O_WRONLY)
 
 
@@ -49,21 +76,28 @@ class SendingTransport(WaveTransport):
         super().write(data)
 
 
-def _timed(online: Any, marks: dict[str, list[float]], slices: list[float]) -> None:
-    """Wrap the compaction's steps (their start and end on the wall clock) and the pacer."""
+Marks = list[tuple[str, float, float]]  # (step, start, end) on the wall clock, in call order
+
+
+def _timed(online: Any, compactor: Any, marks: Marks, slices: list[float]) -> None:
+    """Wrap the compaction's steps (online.py's, and the driver's freezes and heap advice)
+    and the pacer."""
 
     def timed(name: str, fn: Any) -> Any:
         def step(*args: Any) -> Any:
-            marks[name] = [time.perf_counter(), 0.0]
+            start = time.perf_counter()
             try:
                 return fn(*args)
             finally:
-                marks[name][1] = time.perf_counter()
+                marks.append((name, start, time.perf_counter()))
 
         return step
 
     for name in STEPS:
         setattr(online, name, timed(name, getattr(online, name)))
+    for name in ("freeze_live", "advise_heap"):
+        if hasattr(compactor, name):
+            setattr(compactor, name, timed(name, getattr(compactor, name)))
     if hasattr(online, "Pacer"):
         pause = online.Pacer.__call__
 
@@ -74,7 +108,24 @@ def _timed(online: Any, marks: dict[str, list[float]], slices: list[float]) -> N
         online.Pacer.__call__ = paced
 
 
-async def run(data: Path, waves: int, at: int) -> tuple[list[tuple[float, float]], list[tuple[float, float]]]:
+def _collections(marks: Marks) -> None:
+    """Mark each run of the cyclic collector as a step "gc<generation>/<its CPU ms>"; the
+    timeline prints "gc<generation>/<CPU ms>:<wall ms>"."""
+    started = [0.0, 0.0]
+
+    def callback(phase: str, info: dict[str, int]) -> None:
+        if phase == "start":
+            started[:] = time.perf_counter(), time.thread_time()
+        else:  # its thread's CPU in the name: a wall far over it is time off the CPU
+            cpu = (time.thread_time() - started[1]) * 1e3
+            marks.append((f"gc{info['generation']}/{cpu:.1f}", started[0], time.perf_counter()))
+
+    gc.callbacks.append(callback)
+
+
+async def run(
+    data: Path, waves: int, at: int, after: int
+) -> tuple[list[tuple[float, float]], list[tuple[float, float]]]:
     from write_inprocess import CONNECTIONS, request_bytes
 
     from dbsvc.app import Application
@@ -90,6 +141,7 @@ async def run(data: Path, waves: int, at: int) -> tuple[list[tuple[float, float]
     loop = asyncio.get_running_loop()
     module = compile_schema(load_schema(str(HERE / "peers_blog.dbs")))
     store = Store.open(str(data / "default"), module.MODELS, module.DESCRIPTION, sync="full", replication=True)
+    records = len(store.tables["BlogPost"].live)
     broker = Broker(store, module.BY_NAME, 1024)
     broker.attach(loop.call_soon, loop.call_later)
     hub = Hub(Application(module, store, broker, replication=True), HttpSettings(port=0), loop)
@@ -103,8 +155,9 @@ async def run(data: Path, waves: int, at: int) -> tuple[list[tuple[float, float]
     waited: list[tuple[float, float]] = []  # (start, seconds) of each wave
     task = None
     WaveTransport.writes = 0
+    left = after  # waves still sent once the compaction is done
     for wave in range(waves):
-        inputs = [request_bytes("patch", wave * CONNECTIONS + i, rng, 20_000) for i in range(CONNECTIONS)]
+        inputs = [request_bytes("patch", wave * CONNECTIONS + i, rng, records) for i in range(CONNECTIONS)]
         if wave == at:
             task = store.compact_now()
         WaveTransport.expected = WaveTransport.writes + CONNECTIONS
@@ -114,6 +167,10 @@ async def run(data: Path, waves: int, at: int) -> tuple[list[tuple[float, float]
             connection.data_received(piece)
         await waiter
         waited.append((start, time.perf_counter() - start))
+        if task is not None and task.done():
+            left -= 1
+            if left <= 0:
+                break
     if task is not None:
         await task
     pauses = list(store.compactor.pauses)
@@ -125,46 +182,101 @@ def _overlapping(waited: list[tuple[float, float]], start: float, end: float) ->
     return [seconds for at, seconds in waited if at < end and at + seconds > start]
 
 
+def _span(marks: Marks, name: str) -> tuple[float, float]:
+    """The first start and last end of a step's calls."""
+    found = [(start, end) for step, start, end in marks if step == name]
+    return found[0][0], found[-1][1]
+
+
+def timeline(waited: list[tuple[float, float]], marks: Marks, median: float, pauses: list[Any]) -> list[str]:
+    """A line per BUCKET from shortly before the cut to the end of the run: the waves that
+    started in it (how many, their mean and largest as multiples of the median wave before
+    the compaction), the steps that ran in it (LETTERS; `*` the switch on the loop), and the
+    collector's runs there (generation: ms)."""
+    origin = _span(marks, "take_cut")[0]
+    first = origin - 10 * BUCKET
+    last = max(at + seconds for at, seconds in waited)
+    switch = [(start, end) for step, start, end in marks if step == "finish_log"]
+    lines = []
+    for b in range(int((last - first) / BUCKET) + 1):
+        low, high = first + b * BUCKET, first + (b + 1) * BUCKET
+        inside = [seconds for at, seconds in waited if low <= at < high]
+        steps = "".join(
+            sorted({LETTERS[step] for step, start, end in marks if step in LETTERS and start < high and end > low})
+        )
+        if any(start < high and end > low for start, end in switch):
+            steps += "*"
+        collected = [
+            f"{step}:{(end - start) * 1e3:.1f}"
+            for step, start, end in marks
+            if step[:2] == "gc" and low <= start < high
+        ]
+        waves = (
+            f"{len(inside):2d} waves mean {statistics.mean(inside) / median:5.2f}x max {max(inside) / median:5.2f}x"
+            if inside
+            else " 0 waves" + " " * 26
+        )
+        lines.append(f"  {(low - origin) * 1e3:+7.0f} ms  {waves}  {steps:8s} {' '.join(collected)}")
+    return lines
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("data", type=Path)
     parser.add_argument("--code", type=Path, default=HERE.parent)
-    parser.add_argument("--waves", type=int, default=200)
+    parser.add_argument("--waves", type=int, default=200, help="at most this many waves")
     parser.add_argument("--at", type=int, default=100, help="the wave at which the compaction starts")
+    parser.add_argument("--after", type=int, default=20, help="waves sent once the compaction is done")
+    parser.add_argument(
+        "--timeline", action="store_true", help=f"print the waves and steps every {BUCKET * 1e3:.0f} ms"
+    )
     args = parser.parse_args()
     sys.path[:0] = [str(args.code.resolve()), str(HERE)]
     from dbsvc.logs import configure_logging
-    from dbsvc.storage import online
+    from dbsvc.storage import compactor, online
 
     configure_logging("warn", "text", stream=open(os.devnull, "w"))  # noqa: SIM115
-    marks: dict[str, list[float]] = {}
+    marks: Marks = []
     slices: list[float] = []
-    _timed(online, marks, slices)
+    _timed(online, compactor, marks, slices)
     copy = Path(os.environ.get("PHASES_DIR", "/dev/shm/compaction-tail"))
     shutil.rmtree(copy, ignore_errors=True)
     shutil.copytree(args.data, copy)
+    _collections(marks)
     try:
-        waited, pauses = asyncio.run(run(copy, args.waves, args.at))
+        waited, pauses = asyncio.run(run(copy, args.waves, args.at, args.after))
     finally:
         shutil.rmtree(copy, ignore_errors=True)
     median = statistics.median(seconds for _at, seconds in waited[10 : args.at])
-    snapshot = _overlapping(waited, *marks["write_snapshot"])
-    whole = _overlapping(waited, marks["take_cut"][0], marks["drop_slowly"][1])
-    start, end = marks["write_snapshot"]
+    start, end = _span(marks, "write_snapshot")
+    snapshot = _overlapping(waited, start, end)
+    began = _span(marks, "take_cut")[0]
+    ended = max(end for step, _start, end in marks if step in LETTERS)
+    whole = _overlapping(waited, began, ended)
     print(
         f"{args.code.resolve().name}: median wave {median * 1e3:.1f} ms | snapshot {(end - start) * 1e3:.0f} ms, "
         f"{len(snapshot)} waves, mean {statistics.mean(snapshot) / median:.2f}x, largest {max(snapshot) / median:.2f}x"
-        f" | whole compaction {(marks['drop_slowly'][1] - marks['take_cut'][0]) * 1e3:.0f} ms, largest "
-        f"{max(whole) / median:.2f}x | pauses (cut, switch) "
+        f" | whole compaction {(ended - began) * 1e3:.0f} ms, {len(whole)} waves, mean "
+        f"{statistics.mean(whole) / median:.2f}x, largest {max(whole) / median:.2f}x | pauses (cut, switch) "
         + ", ".join(f"{cut * 1e3:.1f} + {switch * 1e3:.1f} ms" for cut, switch in pauses)
     )
+    print("  steps (ms from the cut, ms):", ", ".join(
+        f"{step} {(s - began) * 1e3:.0f} +{(e - s) * 1e3:.0f}" for step, s, e in marks if step in LETTERS))  # fmt: skip
+    # A served p99 over a round: the waves' per-request latencies, inside the compaction and
+    # over a window of as many seconds of waves before it.
+    before = [seconds for at, seconds in waited[10 : args.at]]
+    print(
+        f"  waves p50 / p99 / max: before the compaction {_quantiles(before)}; "
+        f"from the cut to the end {_quantiles(whole)}; whole run {_quantiles([s for _a, s in waited[10:]])}"
+    )
     inside = sorted(seconds for at, seconds in SendingTransport.sends if start < at < end)
-    before = sorted(seconds for at, seconds in SendingTransport.sends if at < marks["take_cut"][0])
+    before_sends = sorted(seconds for at, seconds in SendingTransport.sends if at < began)
     print(
         "  a response's write (the syscall and the GIL back): before the compaction p99 "
-        f"{before[int(len(before) * 0.99)] * 1e3:.2f} ms; during the snapshot p50 {inside[len(inside) // 2] * 1e3:.2f},"
-        f" p99 {inside[int(len(inside) * 0.99)] * 1e3:.2f}, largest {inside[-1] * 1e3:.2f} ms, over 1 ms "
-        f"{sum(seconds > 1e-3 for seconds in inside) / len(inside):.1%} of {len(inside)}"
+        f"{before_sends[int(len(before_sends) * 0.99)] * 1e3:.2f} ms; during the snapshot p50 "
+        f"{inside[len(inside) // 2] * 1e3:.2f}, p99 {inside[int(len(inside) * 0.99)] * 1e3:.2f}, largest "
+        f"{inside[-1] * 1e3:.2f} ms, over 1 ms {sum(seconds > 1e-3 for seconds in inside) / len(inside):.1%} of "
+        f"{len(inside)}"
     )
     if slices:
         slices.sort()
@@ -172,7 +284,17 @@ def main() -> None:
             f"  thread CPU between two pauses: median {slices[len(slices) // 2] * 1e3:.2f} ms, "
             f"largest {slices[-1] * 1e3:.2f} ms, {len(slices)} pauses"
         )
+    if args.timeline:
+        print("\n".join(timeline(waited, marks, median, pauses)))
     print(f"  load average {Path('/proc/loadavg').read_text().split()[0]} on {os.cpu_count()} cores")
+
+
+def _quantiles(values: list[float]) -> str:
+    ordered = sorted(values)
+    return (
+        f"{ordered[len(ordered) // 2] * 1e3:.1f} / {ordered[int(len(ordered) * 0.99)] * 1e3:.1f} / "
+        f"{ordered[-1] * 1e3:.1f} ms"
+    )
 
 
 if __name__ == "__main__":

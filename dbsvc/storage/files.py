@@ -115,6 +115,23 @@ def write_all(fd: int, data: bytes | memoryview) -> None:
         view = view[n:]
 
 
+# A large file written whole (a compaction's snapshot.new, log.retained.new) is fsynced each
+# time this many more bytes were written, not once at its end: one fsync of 68 MB took 156 ms
+# on ext4, and a group commit's fsync meanwhile waits for the journal behind it (in
+# data=ordered a journal commit writes the data of every file in its transaction), so every
+# writer waited too (bench/README.md, wt-ctail). Pieces bound that wait to one piece's flush.
+FLUSH_BYTES = 4 << 20
+
+
+def flush_past(fd: int, written: int, flushed: int) -> int:
+    """fsync `fd` if `written` is FLUSH_BYTES or more past `flushed` (what its last fsync
+    covered); returns what is flushed now. The file's own last fsync stays the caller's."""
+    if written - flushed < FLUSH_BYTES:
+        return flushed
+    ops.fsync(fd)
+    return written
+
+
 def truncate_durably(path: str, size: int) -> None:
     """Cut the file at `path` to `size` bytes and fsync it (a torn log tail at open)."""
     fd = ops.open(path, os.O_WRONLY | os.O_CLOEXEC)

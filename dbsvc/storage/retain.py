@@ -340,7 +340,7 @@ def write_pending(directory: str, p: Plan | None, check: Callable[[], None] | No
     fd = files.ops.open(path, os.O_RDWR | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o644)
     try:
         write_all(fd, encode_header(p.epoch, base))
-        size = HEADER_SIZE
+        size = flushed = HEADER_SIZE
         for src_path, start, stop, _first in parts:
             src = os.open(src_path, os.O_RDONLY | os.O_CLOEXEC)
             try:
@@ -354,6 +354,7 @@ def write_pending(directory: str, p: Plan | None, check: Callable[[], None] | No
                     write_all(fd, data)
                     pos += len(data)
                     size += len(data)
+                    flushed = files.flush_past(fd, size, flushed)  # the final fsync waits for a piece only
             finally:
                 os.close(src)
         files.ops.fsync(fd)

@@ -1,0 +1,232 @@
+"""PATCH latency of a served store across its online compaction, request by request,
+with the compaction's steps marked (issue 36 item 3's tail).
+
+    python bench/served_tail.py DATA [--code DIR] [--duration 8] [--connections 64]
+
+DATA is a tenant of the peers' blog posts whose log is just under the 64 MiB compaction
+size (tail_bench.py's `grow`, e.g. 62 MiB: /tmp/<you>-grown62), copied for the run. The
+server (`CODE/dbsvc.py serve`, SERVICE_SYNC=full, pinned to core 0 as the other benches pin
+it) runs under this file's `--wrap`, which times online.py's steps, the driver's freezes
+and heap advice and every collection of the cyclic collector, and writes them to a file when
+the server exits. The load is this process on core 1: `--connections` sockets, each sending
+one PATCH (a random post, a new score) and the next once the answer is in, for
+`--duration` seconds; each request's start and latency are kept. The size rule starts the
+compaction once the PATCHes take the log past 64 MiB. Both sides read the same clock
+(`time.perf_counter`, CLOCK_MONOTONIC: one for every process), so each request falls
+in its bucket of the steps.
+
+Printed: p50 / p99 / max of the whole run and of the requests started before the cut, and
+a line every `--bucket` ms from shortly before the cut to its end: how many requests
+started there, their p50 and largest latency, the steps that ran (online.py's, letters as
+in compaction_tail.py; `*` the switch) and the collections (generation: wall ms / thread
+CPU ms). Why not wrk: it reports percentiles, never when a slow request started.
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import json
+import os
+import random
+import runpy
+import selectors
+import shutil
+import socket
+import statistics
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+
+from compaction_tail import LETTERS, STEPS  # noqa: E402
+from http_bench import start_dbsvc, stop_server  # noqa: E402
+
+Marks = list[tuple[str, float, float, float]]  # (step, start, end, thread CPU seconds)
+
+
+def wrap(marks_path: str, code: str, argv: list[str]) -> None:
+    """The server's side (`--wrap`): time the steps, then run `CODE/dbsvc.py` as __main__."""
+    sys.path.insert(0, code)
+    from dbsvc.storage import compactor, files, online
+
+    marks: Marks = []
+
+    def timed(name: str, fn: Any) -> Any:
+        def step(*args: Any) -> Any:
+            start, cpu = time.perf_counter(), time.thread_time()
+            try:
+                return fn(*args)
+            finally:
+                marks.append((name, start, time.perf_counter(), time.thread_time() - cpu))
+
+        return step
+
+    for name in STEPS:
+        setattr(online, name, timed(name, getattr(online, name)))
+    for name in ("freeze_live", "advise_heap"):
+        if hasattr(compactor, name):
+            setattr(compactor, name, timed(name, getattr(compactor, name)))
+    for name in ("fsync", "fsync_dir"):  # every fsync: the group commits' and the compaction's
+        setattr(files.ops, name, timed(name, getattr(files.ops, name)))
+    started = [0.0, 0.0]
+
+    def collected(phase: str, info: dict[str, int]) -> None:
+        if phase == "start":
+            started[:] = time.perf_counter(), time.thread_time()
+        else:
+            marks.append((f"gc{info['generation']}", started[0], time.perf_counter(), time.thread_time() - started[1]))
+
+    gc.callbacks.append(collected)
+    sys.argv = argv
+    try:
+        runpy.run_path(argv[0], run_name="__main__")
+    finally:
+        Path(marks_path).write_text(json.dumps(marks))
+
+
+def request(key: int, score: int) -> bytes:
+    body = b'{"score": %d.25}' % score
+    return b"PATCH /api/blog-post/%d HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s" % (
+        key, len(body), body)  # fmt: skip
+
+
+def load(port: int, connections: int, duration: float, records: int) -> list[tuple[float, float]]:
+    """Closed-loop PATCHes on `connections` sockets for `duration` seconds: (start, seconds)
+    of each answered request (bounded by the duration; an answer other than 200 stops it)."""
+    rng = random.Random(7)
+    selector = selectors.DefaultSelector()
+    state: dict[socket.socket, list[Any]] = {}
+    done: list[tuple[float, float]] = []
+
+    def send(sock: socket.socket) -> None:
+        state[sock] = [time.perf_counter(), b""]
+        sock.sendall(request(rng.randint(1, records), rng.randint(0, 99)))
+
+    for _ in range(connections):
+        sock = socket.create_connection(("127.0.0.1", port))
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        selector.register(sock, selectors.EVENT_READ, sock)
+        send(sock)
+    end = time.perf_counter() + duration
+    while time.perf_counter() < end:
+        for key, _ in selector.select(timeout=1.0):
+            sock = key.data
+            entry = state[sock]
+            entry[1] += sock.recv(65536)
+            head, sep, rest = entry[1].partition(b"\r\n\r\n")
+            if not sep:
+                continue
+            length = int(head.lower().split(b"content-length:")[1].split(b"\r\n")[0])
+            if len(rest) < length:
+                continue
+            if not head.startswith(b"HTTP/1.1 200"):
+                raise RuntimeError(f"answer {head[:40]!r}")
+            done.append((entry[0], time.perf_counter() - entry[0]))
+            send(sock)
+    for sock in state:
+        sock.close()
+    return done
+
+
+def quantiles(latencies: list[float]) -> str:
+    ordered = sorted(latencies)
+    if not ordered:
+        return "-"
+    return f"{ordered[len(ordered) // 2] * 1e3:.1f} / {ordered[int(len(ordered) * 0.99)] * 1e3:.1f} / {ordered[-1] * 1e3:.1f} ms"
+
+
+def report(done: list[tuple[float, float]], marks: Marks, bucket: float) -> list[str]:
+    """The run's quantiles and the timeline (module docstring)."""
+    lines = [f"  requests {len(done)}; p50 / p99 / max: whole run {quantiles([s for _a, s in done])}"]
+    steps = [m for m in marks if m[0] in LETTERS]
+    if not steps:
+        return [*lines, "  no compaction in the run"]
+    origin = min(m[1] for m in steps)
+    ended = max(m[2] for m in steps)
+    before = [s for a, s in done if a + s < origin]
+    inside = [s for a, s in done if a < ended and a + s > origin]
+    lines.append(f"  before the cut {quantiles(before)}; overlapping the compaction {quantiles(inside)}")
+    lines.append(
+        "  steps (ms from the cut, wall ms, thread CPU ms): "
+        + ", ".join(f"{m[0]} {(m[1] - origin) * 1e3:.0f} +{(m[2] - m[1]) * 1e3:.0f}/{m[3] * 1e3:.0f}" for m in steps)
+    )
+    median = statistics.median(before) if before else 1.0
+    worst = []
+    for name in ("write_snapshot", "write_retained", "start_log", "catch_up", "finish_log", "release_files"):
+        spans = [(m[1], m[2]) for m in steps if m[0] == name]
+        if spans:
+            over = [s for a, s in done if any(a < end and a + s > start for start, end in spans)]
+            worst.append(f"{name} {max(over, default=0.0) / median:.2f}x")
+    lines.append("  the slowest request overlapping each step, over the median before the cut: " + ", ".join(worst))
+    first, last = origin - 5 * bucket, max(a + s for a, s in done)
+    for b in range(int((last - first) / bucket) + 1):
+        low, high = first + b * bucket, first + (b + 1) * bucket
+        started = sorted(s for a, s in done if low <= a < high)
+        letters = "".join(sorted({LETTERS[m[0]] for m in steps if m[1] < high and m[2] > low}))
+        if any(m[0] == "finish_log" and m[1] < high and m[2] > low for m in steps):
+            letters += "*"
+        gcs = " ".join(
+            f"{m[0]}:{(m[2] - m[1]) * 1e3:.1f}/{m[3] * 1e3:.1f}"
+            for m in marks
+            if m[0][:2] == "gc" and low <= m[1] < high and m[2] - m[1] > 0.002
+        )
+        syncs = [m for m in marks if m[0] in ("fsync", "fsync_dir") and low <= m[1] < high]
+        longest = max((m[2] - m[1] for m in syncs if m[0] == "fsync"), default=0.0)
+        dirs = "".join(f" dir:{(m[2] - m[1]) * 1e3:.1f}" for m in syncs if m[0] == "fsync_dir")
+        shown = (
+            f"{len(started):4d} started, p50 {started[len(started) // 2] / median:5.2f}x max {started[-1] / median:5.2f}x"
+            if started
+            else "   0 started" + " " * 25
+        )
+        lines.append(f"  {(low - origin) * 1e3:+7.0f} ms {shown}  {letters:8s} fsync<={longest * 1e3:5.1f}{dirs} {gcs}")
+    return lines
+
+
+def main() -> None:
+    if sys.argv[1:2] == ["--wrap"]:
+        wrap(sys.argv[2], sys.argv[3], sys.argv[4:])
+        return
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("data", type=Path)
+    parser.add_argument("--code", type=Path, default=HERE.parent)
+    parser.add_argument("--duration", type=float, default=8.0)
+    parser.add_argument("--connections", type=int, default=64)
+    parser.add_argument("--records", type=int, default=20_000)
+    parser.add_argument("--bucket", type=float, default=50, help="ms a line of the timeline")
+    parser.add_argument("--quiet", action="store_true", help="no timeline, the figures only")
+    args = parser.parse_args()
+    code = args.code.resolve()
+    copy = Path(os.environ.get("SERVED_TAIL_DIR", f"/tmp/served-tail-{os.getpid()}"))
+    shutil.rmtree(copy, ignore_errors=True)
+    shutil.copytree(args.data, copy)
+    marks_path = copy / "marks.json"
+    os.sched_setaffinity(0, {1})
+    try:
+        proc, port, log = start_dbsvc(
+            {"SERVICE_DATA": str(copy), "SERVICE_SYNC": "full"},
+            HERE / "peers_blog.dbs",
+            code=code,
+            python=[sys.executable, str(Path(__file__).resolve()), "--wrap", str(marks_path), str(code)],
+        )
+        try:
+            done = load(port, args.connections, args.duration, args.records)
+        finally:
+            stop_server(proc)
+        marks = [tuple(m) for m in json.loads(marks_path.read_text())] if marks_path.exists() else []
+    finally:
+        shutil.rmtree(copy, ignore_errors=True)
+    print(f"{code.name}: {len(done) / args.duration:.0f} req/s")
+    lines = report(done, marks, args.bucket / 1e3)  # type: ignore[arg-type]
+    print("\n".join(lines[:4] if args.quiet else lines))
+    for line in log:
+        if "compacted online" in line:
+            print(f"  {line.strip()}")
+    print(f"  load average {Path('/proc/loadavg').read_text().split()[0]} on {os.cpu_count()} cores")
+
+
+if __name__ == "__main__":
+    main()
