@@ -27,7 +27,7 @@ from dbsvc.schema.syntax import Literal, LiteralKind
 INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1
 BOUNDED_TYPES = frozenset({FieldType.INT, FieldType.FLOAT, FieldType.STR})
 
-_DATETIME = re.compile(r"\d{4}-\d{2}-\d{2}[Tt ]\d{2}:\d{2}:\d{2}(?P<frac>\.\d+)?(?P<tz>[Zz]|[+-]\d{2}:\d{2})")
+_DATETIME = re.compile(r"\d{4}-\d{2}-\d{2}[Tt ]\d{2}:\d{2}:\d{2}(\.\d+)?([Zz]|[+-]\d{2}:\d{2})")
 _DATE = re.compile(r"\d{4}-\d{2}-\d{2}")
 _UUID = re.compile(r"[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}")
 
@@ -159,15 +159,13 @@ def _canonical_datetime(text: str, on: str, got: str) -> object:
 
 def canonical_instant(text: str) -> str | None:
     """An RFC 3339 instant with an offset -> its canonical UTC `...Z` form, or None."""
-    match = _DATETIME.fullmatch(text)
-    if not match:
+    if not _DATETIME.fullmatch(text):
         return None
-    frac = match.group("frac") or ""
-    normalised = text[:19].replace("t", "T").replace(" ", "T") + frac[:7]
-    tz = match.group("tz")
-    normalised += "+00:00" if tz in ("Z", "z") else tz
+    # `fromisoformat` accepts far more than RFC 3339 (week dates, `+0100`), hence the
+    # expression first. Since 3.11 it reads `Z`, any separator and a fraction of any length
+    # (truncated to microseconds); only a lower-case `z` it refuses, hence `upper()`.
     try:
-        instant = datetime.fromisoformat(normalised)
+        instant = datetime.fromisoformat(text.upper())
     except ValueError:
         return None
     return format_datetime(instant)
