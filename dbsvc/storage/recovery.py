@@ -415,7 +415,9 @@ def load(
     # threads hold cycles) is collected first: freeze() below would otherwise keep it in
     # the permanent generation for good, ~90 KB each open (a process opening stores one
     # after another, as the power-loss seeds do, grew to 10 GB). Cheap: what earlier opens
-    # froze is not scanned.
+    # froze is not scanned. A full collection, not a young one as a compaction's freeze
+    # (compactor.py `freeze_live`): a store that lived a while has its cycles in the oldest
+    # generation, and a young collection froze all of it for good (decisions.md, wt-tidy).
     gc.collect()
     was_enabled = gc.isenabled()
     gc.disable()

@@ -6,31 +6,15 @@ from __future__ import annotations
 
 import http.client
 import time
-from pathlib import Path
 
 import pytest
 
-from support.authkit import AUDIENCE, ISSUER, TENANT, jwk_of, mint
-from support.server import start_server
-
-ROOT = Path(__file__).resolve().parents[2]
+from support.authkit import jwk_of, mint, serve_jwks_guarded
 
 
 @pytest.fixture
 def jwks_dbsvc(tmp_path, jwks_server):
-    (tmp_path / "data" / TENANT).mkdir(parents=True)
-    server = start_server(
-        ROOT / "schemas" / "blog.dbs",
-        tmp_path / "data",
-        env={
-            "SERVICE_TENANT": TENANT,
-            "SERVICE_JWKS_URL": jwks_server.url(),
-            "SERVICE_JWT_ALG": "ES256",
-            "SERVICE_JWT_ISSUER": ISSUER,
-            "SERVICE_JWT_AUDIENCE": AUDIENCE,
-            "RUST_LOG": "debug",
-        },
-    )
+    server = serve_jwks_guarded(tmp_path / "data", jwks_server.url(), log_level="debug")
     yield server.port, server.log
     server.stop(timeout=15)
 

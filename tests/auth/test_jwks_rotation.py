@@ -12,17 +12,14 @@ import asyncio
 import http.client
 import secrets
 import time
-from pathlib import Path
 
 import pytest
 
 from dbsvc.auth import Guard, KeyRefreshNeeded, load_auth_config
 from dbsvc.errors import TokenError
 from dbsvc.schema.ir import AuthSettings
-from support.authkit import AUDIENCE, ISSUER, TENANT, jwk_of, mint
-from support.server import start_server
+from support.authkit import AUDIENCE, ISSUER, TENANT, jwk_of, mint, serve_jwks_guarded
 
-ROOT = Path(__file__).resolve().parents[2]
 PROMISED = 10.0  # a rotated-in key is accepted at most this long after the last fetch
 
 
@@ -130,19 +127,7 @@ def test_concurrent_random_kids_share_one_fetch(guard_at, jwks_server, keys):
 
 @pytest.fixture
 def jwks_service(tmp_path, jwks_server):
-    (tmp_path / "data" / TENANT).mkdir(parents=True)
-    server = start_server(
-        ROOT / "schemas" / "blog.dbs",
-        tmp_path / "data",
-        env={
-            "SERVICE_TENANT": TENANT,
-            "SERVICE_JWKS_URL": jwks_server.url(),
-            "SERVICE_JWT_ALG": "ES256",
-            "SERVICE_JWT_ISSUER": ISSUER,
-            "SERVICE_JWT_AUDIENCE": AUDIENCE,
-            "RUST_LOG": "info",
-        },
-    )
+    server = serve_jwks_guarded(tmp_path / "data", jwks_server.url())
     yield server.port
     server.stop(timeout=15)
 

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
 import socket
 import struct
 import time
@@ -25,10 +24,10 @@ from collections.abc import Callable, Iterator
 import pytest
 
 from dbsvc.http.connection import Phase
-from dbsvc.http.types import Deferred, HttpSettings, Request, Response, Upgrade
+from dbsvc.http.types import Deferred, Request, Response, Upgrade
 from support import demo_app
 from support.httpkit import Client, HttpResponse
-from support.inprocess import WAIT, InProcessServer
+from support.inprocess import WAIT, InProcessServer, lab_settings
 
 MAX_BODY = 2000
 BODY_MEMORY = 3000
@@ -113,19 +112,7 @@ class Served(InProcessServer):
 
 @pytest.fixture(scope="module")
 def served() -> Iterator[Served]:
-    settings = HttpSettings(
-        host="127.0.0.1",
-        port=0,
-        max_body=MAX_BODY,
-        max_connections=64,
-        header_timeout=WAIT,
-        idle_timeout=WAIT,
-        shutdown_timeout=5.0,
-        min_body_rate=0.0,
-        body_rate_grace=5.0,
-        body_memory=BODY_MEMORY,
-        http_parser=os.environ.get("SERVICE_HTTP_PARSER", "fast"),
-    )  # conftest.py
+    settings = lab_settings(MAX_BODY, body_memory=BODY_MEMORY)
     server = Served(app, settings).start()
     yield server
     server.stop()

@@ -36,7 +36,7 @@ from dbsvc.http.hub import PROBE_RESERVE
 from dbsvc.http.types import HttpSettings, Request, Response, Upgrade
 from support.demo_app import app as demo_app
 from support.httpkit import Client
-from support.inprocess import WAIT, InProcessServer
+from support.inprocess import WAIT, InProcessServer, lab_settings
 
 MAX_BODY = 1024
 ORIGIN = "https://app.example"
@@ -124,22 +124,7 @@ class Served(InProcessServer):
 
 
 def settings(parser: str, **overrides) -> HttpSettings:
-    values = dict(
-        host="127.0.0.1",
-        port=0,
-        max_body=MAX_BODY,
-        max_connections=64,
-        header_timeout=WAIT,
-        idle_timeout=WAIT,
-        shutdown_timeout=5.0,
-        min_body_rate=0.0,
-        body_rate_grace=5.0,
-        body_memory=64 << 20,
-        cors_origins=(ORIGIN,),
-        http_parser=parser,
-    )
-    values.update(overrides)
-    return HttpSettings(**values)
+    return lab_settings(MAX_BODY, cors_origins=(ORIGIN,), http_parser=parser, **overrides)
 
 
 @pytest.fixture(scope="module")

@@ -7,7 +7,6 @@ tell which of them covers which line (docs/mutation.md)."""
 from __future__ import annotations
 
 import logging
-import os
 import socket
 import time
 from collections.abc import Iterator
@@ -16,10 +15,9 @@ import pytest
 
 from dbsvc.errors import HeadersTooLarge, UriTooLong
 from dbsvc.http.connection import MAX_HEAD
-from dbsvc.http.types import HttpSettings
 from support.demo_app import app
 from support.httpkit import Client, assert_one_layer_crash
-from support.inprocess import WAIT, InProcessServer
+from support.inprocess import WAIT, InProcessServer, lab_settings
 
 MAX_BODY = 1024
 
@@ -31,19 +29,7 @@ class Served(InProcessServer):
 
 @pytest.fixture(scope="module")
 def served() -> Iterator[Served]:
-    settings = HttpSettings(
-        host="127.0.0.1",
-        port=0,
-        max_body=MAX_BODY,
-        max_connections=64,
-        header_timeout=WAIT,
-        idle_timeout=WAIT,
-        shutdown_timeout=5.0,
-        min_body_rate=0.0,
-        body_rate_grace=5.0,
-        body_memory=64 << 20,
-        http_parser=os.environ.get("SERVICE_HTTP_PARSER", "fast"),
-    )  # conftest.py
+    settings = lab_settings(MAX_BODY)
     server = Served(app, settings).start()
     yield server
     server.stop()

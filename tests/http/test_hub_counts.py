@@ -158,16 +158,16 @@ def test_an_upgraded_socket_leaves_the_http_count_and_is_given_back_when_it_clos
     try:
         for n in range(2):
             sockets.append(Client(server.port, timeout=WAIT))
-            assert sockets[-1].upgrade() == 101
+            assert sockets[-1].upgrade().status == 101
             wait_for(server, lambda hub, n=n: counts(hub) == (n + 1, 0, 0, n + 1), "the socket counted")
         third = Client(server.port, timeout=WAIT)
-        assert third.upgrade() == 503  # max_sockets: refused before the 101, counted as HTTP
+        assert third.upgrade().status == 503  # max_sockets: refused before the 101, counted as HTTP
         assert on_loop(server, counts) == (3, 1, 0, 2)
         third.close()
         sockets.pop().close()
         wait_for(server, lambda hub: counts(hub) == (1, 0, 0, 1), "a socket given back")
         sockets.append(Client(server.port, timeout=WAIT))
-        assert sockets[-1].upgrade() == 101
+        assert sockets[-1].upgrade().status == 101
         for client in sockets:
             client.close()
         wait_for(server, lambda hub: counts(hub) == (0, 0, 0, 0), "every socket given back")
@@ -198,7 +198,7 @@ def test_a_body_a_websocket_echo_and_the_request_span_go_through_the_hubs_shared
     try:
         response = client.request("POST", "/echo", body=b'{"a": 1}')  # the bodies' shared budget
         assert response.status == 200
-        assert socket_.upgrade() == 101
+        assert socket_.upgrade().status == 101
         socket_.send(b"\x81\x82abcd" + bytes(b ^ k for b, k in zip(b"hi", b"abcd")))
         assert socket_.reader.read(4) == b"\x81\x02hi"  # WebSocket output: the held pass (rule 10)
         assert any("request method=POST path=/echo status=200" in line for line in server.log.lines)

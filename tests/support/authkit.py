@@ -11,6 +11,7 @@ import threading
 import time
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
 from typing import Any
 
 import jwt as pyjwt
@@ -20,9 +21,12 @@ from cryptography.hazmat.primitives.asymmetric import ec, ed448, ed25519, paddin
 from cryptography.hazmat.primitives.asymmetric.utils import decode_dss_signature
 from cryptography.x509.oid import NameOID
 
+from support.server import Server, start_server
+
 ISSUER = "https://id.example.com/"
 AUDIENCE = "blog"
 TENANT = "acme"
+BLOG = Path(__file__).resolve().parents[2] / "schemas" / "blog.dbs"
 
 HASH = {"256": hashes.SHA256, "384": hashes.SHA384, "512": hashes.SHA512}
 EC_OCTETS = {"ES256": 32, "ES384": 48, "ES512": 66}
@@ -239,3 +243,18 @@ KEY_FOR_ALG = {
     "ES512": "p521",
     "EdDSA": "ed25519",
 }
+
+
+def serve_jwks_guarded(data: Path, jwks_url: str, log_level: str = "info") -> Server:
+    """The blog schema served by a real process for TENANT (created under `data`), its
+    guard fetching ES256 keys from `jwks_url` and checking ISSUER and AUDIENCE."""
+    (data / TENANT).mkdir(parents=True)
+    env = {
+        "SERVICE_TENANT": TENANT,
+        "SERVICE_JWKS_URL": jwks_url,
+        "SERVICE_JWT_ALG": "ES256",
+        "SERVICE_JWT_ISSUER": ISSUER,
+        "SERVICE_JWT_AUDIENCE": AUDIENCE,
+        "RUST_LOG": log_level,
+    }
+    return start_server(BLOG, data, env=env)

@@ -78,8 +78,9 @@ class Client:
             response.body = self.reader.read(int(length))
         return response
 
-    def upgrade(self, target: str = "/upgrade") -> int:
-        """Ask for a WebSocket upgrade of `target` and read only the answer's head: its status."""
+    def upgrade(self, target: str = "/upgrade") -> HttpResponse:
+        """Ask for a WebSocket upgrade of `target` and read the answer: a 101's head only (the
+        socket speaks WebSocket from there on), a refusal whole (the connection stays HTTP)."""
         key = base64.b64encode(os.urandom(16)).decode()
         self.send(
             (
@@ -87,7 +88,7 @@ class Client:
                 f"Sec-WebSocket-Key: {key}\r\nSec-WebSocket-Version: 13\r\n\r\n"
             ).encode()
         )
-        return self.read_response(head_only=True).status
+        return self.read_response()  # a 1xx has no body (read_response reads none below 200)
 
     def is_closed(self, wait: float = TIMEOUT) -> bool:
         """True once the server has closed (EOF or reset) within `wait` seconds."""

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
 import threading
 from collections.abc import Callable
 
@@ -26,6 +27,27 @@ from dbsvc.http.types import HttpSettings
 from dbsvc.logformat import TextFormat
 
 WAIT = 30.0  # generous: a loaded two-core machine
+
+
+def lab_settings(max_body: int, **overrides: object) -> HttpSettings:
+    """The protocol tests' server settings: 127.0.0.1 on port 0, 64 connections, `WAIT` for
+    the header and idle timeouts, no body-rate floor, the parser tests/http/conftest.py picks
+    (SERVICE_HTTP_PARSER); `overrides` replace any of them."""
+    values: dict[str, object] = dict(
+        host="127.0.0.1",
+        port=0,
+        max_body=max_body,
+        max_connections=64,
+        header_timeout=WAIT,
+        idle_timeout=WAIT,
+        shutdown_timeout=5.0,
+        min_body_rate=0.0,
+        body_rate_grace=5.0,
+        body_memory=64 << 20,
+        http_parser=os.environ.get("SERVICE_HTTP_PARSER", "fast"),
+    )
+    values.update(overrides)
+    return HttpSettings(**values)  # type: ignore[arg-type]
 
 
 class ThreadLog(logging.Handler):
