@@ -4,6 +4,7 @@ process (issue 36 item 2, lead 2: docs/decisions.md, wt-rand4): the peers' posts
 to the decode (its one split at the commas gave more pieces than fields).
 
     python bench/record_cut.py OLD NEW
+    python bench/record_cut.py --pages TREE   # once for each tree, both started at one moment
 
 OLD and NEW are checkouts; each one's `rows.record_json` is loaded from its file, followed
 by the decode where it gives None, as `ShownDicts._missed_text` does. Records are made here,
@@ -12,6 +13,11 @@ commas placed at random in the body and the title, and one case with a `json` ar
 items. Every way is checked against decode + encode (the dict path) on every record; the
 printed figure is the best of 25 interleaved rounds of `time.thread_time` over 2,000
 records, us a record, warm (the records made just before).
+
+`--pages TREE`: that tree's whole miss of a page instead, `ShownDicts.page(..., texts=True)`
+then `EncodedRecords.encode_page`, over 500 pages of 20 records neither cache keeps (both
+full, capacity 2), bodies with no comma and with 5; best of 7 rounds, us a page. A tree
+before session 17 has no texts (its `page` takes no `texts`): not measured this way.
 """
 
 import importlib.util
@@ -19,7 +25,8 @@ import random
 import sys
 import time
 
-OLD, NEW = sys.argv[1], sys.argv[2]
+PAGES = sys.argv[1] == "--pages"
+OLD, NEW = sys.argv[2] if PAGES else sys.argv[1], sys.argv[2]
 sys.path[:0] = [NEW]
 from dbsvc.compiler import compile_schema  # noqa: E402
 from dbsvc.runtime import json_bytes  # noqa: E402
@@ -35,7 +42,8 @@ def record_json_of(tree: str):  # noqa: ANN201 (the tree's function)
     return module.record_json
 
 
-model = compile_schema(load_schema(NEW + "/schemas/blog.dbs")).BY_NAME["BlogPost"]
+MODULE = compile_schema(load_schema(NEW + "/schemas/blog.dbs"))
+model = MODULE.BY_NAME["BlogPost"]
 LAYOUT, COUNT = layout(model.fields).encode("utf-8"), len(model.fields)
 rng = random.Random(4)
 WORDS = "lorem ipsum dolor sit amet consectetur adipiscing elit sed do eiusmod tempor".split()
@@ -62,6 +70,34 @@ def cut_by(record_json):  # noqa: ANN001, ANN201
     return cut
 
 
+def pages() -> None:
+    """The `--pages` figure of this process's tree (module docstring)."""
+    from dbsvc.readcache import EncodedRecords
+    from dbsvc.storage.shown import ShownDicts
+
+    for commas in (0, 5):
+        dicts = ShownDicts(model.decode, capacity=2, window=64, fields=model.fields)
+        encoded = EncodedRecords(MODULE.MODELS, capacity=2)
+        full = [900001, 900002]
+        encoded.encode_page(model, dicts.page(full, [pack((i, 1, "t", "b", True, 1.5, None)) for i in full]))
+        # ids never asked twice within the window of 64: every record refused
+        asked = [[p * 20 + i for i in range(20)] for p in range(500)]
+        stored = [
+            [pack([i, 7, words(40, 0), words(300, commas), True, rng.random() * 100, None]) for i in ids]
+            for ids in asked
+        ]
+        best = 9e9
+        for _round in range(7):
+            start = time.thread_time()
+            for ids, page in zip(asked, stored):
+                encoded.encode_page(model, dicts.page(ids, page, texts=True))
+            best = min(best, (time.thread_time() - start) / len(asked) * 1e6)
+        print(f"{NEW}: {commas} commas in the body: {best:.1f} us a page (page + encode)", flush=True)
+
+
+if PAGES:
+    pages()
+    raise SystemExit(0)
 CASES = {
     "no comma in a value": (0, 0, None),
     "5 commas in the body": (0, 5, None),
