@@ -38,8 +38,13 @@ read only to be sent (a list page's record whose dict is not kept, shown.py) is 
 model's layout filled with the array's values cut out of the bytes, with no decode and no
 encode. The cut is one `split` at the commas: each value gives at least one piece, and more
 than one exactly when it holds a comma (inside a string, or between an array's or an
-object's items), so the pieces are the values exactly when there are as many as fields;
-otherwise None, and the caller decodes.
+object's items), so the pieces are the values exactly when there are as many as fields.
+When there are more, and no bracket follows the array's own, every value is flat and one
+regular expression cuts them (`_flat`): a string runs to its first `"` not escaped
+(compact JSON escapes every `"` inside a string; a `"`, `\\` or `,` byte never occurs
+inside a UTF-8 sequence of several bytes), a number or a literal to the next comma. With a
+bracket (an array or an object among the values, or a bracket inside a string) the JSON
+scanner finds where each value ends (`_scanned`), still with no dict and no encode.
 Byte for byte `compact_json(decode(unpack(stored)))` because every stored text is
 `pack`'s (tests/storage/test_storage_record_json.py).
 """
@@ -47,6 +52,7 @@ Byte for byte `compact_json(decode(unpack(stored)))` because every stored text i
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -76,14 +82,47 @@ def unpack(stored: Stored) -> list[Any]:
 def record_json(layout_bytes: bytes, count: int, stored: Stored) -> bytes | None:
     """`compact_json` of the record whose stored form is `stored`, as UTF-8: `layout_bytes`
     (`layout` of the model's `count` fields, encoded) filled with the stored values' texts
-    cut at the array's commas (module docstring). None where a value holds a comma of its
-    own (a string with one, an array or object of two items) or a lone surrogate may be
-    held (its UTF-8 starts with 0xED, which `json_bytes` refuses to encode): the caller
-    decodes that record instead."""
-    values = stored[1:-1].split(b",")
-    if len(values) != count or b"\xed" in stored:
+    (module docstring): cut at the array's commas when that gives `count` pieces, else
+    matched by `_flat(count)` when no bracket follows the first (a comma inside a string),
+    else found by the JSON scanner (an array or an object among the values, or a bracket
+    inside a string). None where a lone surrogate may be held (its UTF-8
+    starts with 0xED, which `json_bytes` refuses to encode; Hangul U+D000-U+D7FF also
+    starts so and is merely decoded): the caller decodes that record instead."""
+    if b"\xed" in stored:
         return None
-    return layout_bytes % tuple(values)
+    values = stored[1:-1].split(b",")
+    if len(values) == count:
+        return layout_bytes % tuple(values)
+    if stored.find(b"[", 1) < 0 and b"{" not in stored:  # flat values: one match in C
+        match = _flat(count).fullmatch(stored)
+        if match is not None:  # always, for a stored text (every one is `pack`'s)
+            return layout_bytes % match.groups()
+    return layout_bytes % _scanned(stored.decode("utf-8"), count)
+
+
+_FLATS: dict[int, re.Pattern[bytes]] = {}
+
+
+def _flat(count: int) -> re.Pattern[bytes]:
+    """The stored array of `count` flat values, each a group: a string runs to its first
+    `"` not escaped (escapes taken two bytes at once), whatever commas it holds; a number
+    or a literal to the next comma. Possessive: no backtracking into a value."""
+    pattern = _FLATS.get(count)
+    if pattern is None:
+        value = rb'("[^"\\]*+(?:\\.[^"\\]*+)*+"|[^,"\[\]{}]++)'
+        pattern = _FLATS[count] = re.compile(rb"\[" + b",".join([value] * count) + rb"\]")
+    return pattern
+
+
+def _scanned(text: str, count: int) -> tuple[bytes, ...]:
+    """The texts of the `count` values of the stored array `text`, each where the JSON
+    scanner ends it: the general cut, for a value holding an array or an object."""
+    values, at = [], 1
+    for _ in range(count):
+        end = SCAN(text, at)[1]
+        values.append(text[at:end].encode("utf-8"))
+        at = end + 1
+    return tuple(values)
 
 
 def _not_json(value: Any) -> Any:

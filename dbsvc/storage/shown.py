@@ -25,9 +25,10 @@ whose dict would not be kept (`admits` says no), that record's JSON made from it
 text (rows.py `record_json`: bytes, no dict, no decode, no encode) instead of a dict
 made for the page and dropped: at 1,000,000 records most of a random page's records are
 such (bench/README.md, wt-rand2 and wt-rand3). The page's last record is always a dict
-(its `Link` reads its sort keys), and a record whose text holds a comma of its own is
-decoded as before. What is kept is what `page` keeps without texts: the same dicts, the
-same admissions, no page with a record not kept.
+(its `Link` reads its sort keys; it is made as a dict at once, never cut first), and a
+record whose text may hold a lone surrogate is decoded as before. What is kept is what
+`page` keeps without texts: the same dicts, the same admissions, no page with a record
+not kept.
 
 Plain data: no I/O; imports rows.py and dbsvc/admission.py only.
 """
@@ -144,10 +145,10 @@ class ShownDicts:
             missed = self._missed_text if texts and self._count else self._missed
             out = [
                 entry[1] if entry is not None and entry[0] is stored else missed(id_, stored, entry)
-                for id_, stored, entry in zip(ids, page, found)
+                for id_, stored, entry in zip(ids[:-1], page, found)
             ]
-            if type(out[-1]) is bytes:  # the last record is a dict: its Link reads it
-                out[-1] = self._decode(unpack(page[-1]))
+            entry, stored = found[-1], page[-1]  # the last record is a dict: its Link reads it
+            out.append(entry[1] if entry is not None and entry[0] is stored else self._missed(ids[-1], stored, entry))
         # a page is kept when its dicts were (a page with a dict not admitted is not), from
         # its second ask (admission.py), or again when its kept entry was stale
         if len(ids) <= SHOWN_PAGE and self.refused == refused and (kept is not None or self._asked_pages.admits(key)):

@@ -2,8 +2,9 @@
 dict a page would make and drop comes as its JSON cut from its stored form (rows.py
 `record_json`, shown.py `ShownDicts.page` with texts), and the page's body is byte for byte
 the body the dicts gave: random pages of a real store (files in a temporary directory)
-whose dict cache is full, over unicode, escapes, floats, nulls, `json` values, records
-reshaped by an added field; the last record of a page stays a dict; what is kept is
+whose dict cache is full, over unicode, escapes, floats, nulls, `json` values, values
+holding commas, quotes and brackets of their own (session 18), records reshaped by an
+added field; the last record of a page stays a dict; what is kept is
 what was kept without texts. In process, no mocks."""
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from support.storage import BLOG, ROOT, open_store, post, run, user
 POST = BLOG.BY_NAME["BlogPost"]
 POST_LAYOUT = layout(POST.fields).encode("utf-8")
 STRINGS = ["plain", "ünïcödé ✓ 🙂", 'q"uote\\back', "tab\tnl\n\x00\x1f", "]", "[", "{}", "%s%%", "", "한국어"]
+STRINGS += ["a, b", '",', "\\,", "[,]", "{,}"]  # commas of their own: cut too (session 18)
 FLOATS = [0.0, -0.0, 2.5, 1e300, 5e-324, 1e16, -123.456, 0.1 + 0.2]
 TAGS = [None, [], ["one"], ["a", "b"], {"k": "v"}, {"a": [1, {"b": None}]}, [[]], "s", 3]
 
@@ -44,16 +46,52 @@ def test_record_json_is_the_dict_json_or_none(text, tags):
     "values",
     [
         [1, 2, "a,b", "body", True, 1.5, None],  # a comma in a string
+        [1, 2, ",", ",,", True, 1.5, None],  # strings of commas only
+        [1, 2, "a,", ",b", True, 1.5, "x,y"],  # a comma at a string's end, then at its start
+        [1, 2, 'say "hi", then', 'q\\",', True, 1.5, None],  # escaped quotes and backslashes by a comma
+        [1, 2, 'x\\', 'y\\\\",z', True, 1.5, None],  # a string ending in backslashes, then a comma
+        [1, 2, "a,[b],{c}", "]", True, 1.5, None],  # brackets inside strings
         [1, 2, "t", "b", True, 1.5, ["a", "b"]],  # a json array of two items
-        [1, 2, "t", "b", True, 1.5, {"a": 1, "b": 2}],
-        [1, 2, "\ud800", "b", True, 1.5, None],  # a lone surrogate: json_bytes refuses it
+        [1, 2, "t,", "b", True, 1.5, {"a": 1, "b": [2, "3,4", {"c": "]"}]}],  # nested, commas in it
+        [1, 2, "t", "b,", False, -0.0, [[], {}, [[","]], '"']],
+        [1, 2, "ünï,cödé 🙂", "tab\t,nl\n", True, 1e300, {"k,": "v,", "": None}],
     ],
 )
-def test_record_json_leaves_a_comma_inside_a_value_or_a_surrogate_to_the_decode(values):
-    assert record_json(POST_LAYOUT, len(POST.fields), pack(values)) is None
+def test_record_json_cuts_a_value_holding_commas_as_the_dict_json(values):
+    stored = pack(values)
+    made = record_json(POST_LAYOUT, len(POST.fields), stored)
+    assert made is not None  # before: None, and the record decoded
+    assert made == dict_json(unpack(stored))
 
 
-def test_record_json_cuts_records_of_every_value_type_without_their_own_commas():
+def test_record_json_leaves_a_lone_surrogate_to_the_decode():
+    assert record_json(POST_LAYOUT, len(POST.fields), pack([1, 2, "\ud800", "b,c", True, 1.5, None])) is None
+
+
+def test_record_json_cuts_records_of_every_value_type_and_their_commas():
+    """Random records over strings of the characters JSON treats apart (commas, quotes,
+    backslashes, brackets, control characters, non-ASCII) and nested `json` values."""
+    rng = random.Random(23)
+    alphabet = [",", '"', "\\", "[", "]", "{", "}", ":", " ", "a", "é", "🙂", "\n", "\x00", "%"]
+
+    def text() -> str:
+        return "".join(rng.choice(alphabet) for _ in range(rng.randint(0, 10)))
+
+    def nested(depth: int = 0):  # noqa: ANN202 (a json value)
+        pick = rng.random()
+        if depth > 2 or pick < 0.3:
+            return rng.choice([None, True, False, 1, -2.5, text()])
+        if pick < 0.65:
+            return [nested(depth + 1) for _ in range(rng.randint(0, 3))]
+        return {text(): nested(depth + 1) for _ in range(rng.randint(0, 3))}
+
+    for i in range(3000):
+        values = [i, rng.randint(-(2**63), 2**63 - 1), text(), text(), rng.random() < 0.5, rng.choice(FLOATS), nested()]
+        stored = pack(values)
+        assert record_json(POST_LAYOUT, len(POST.fields), stored) == dict_json(values)
+
+
+def test_record_json_cuts_records_of_every_value_type():
     rng = random.Random(17)
     strings = [t for t in STRINGS if b"\xed" not in t.encode()]  # U+D000-U+D7FF: decoded (above)
     made = 0
@@ -63,7 +101,7 @@ def test_record_json_cuts_records_of_every_value_type_without_their_own_commas()
         values.append(rng.choice([None, [], ["x"], {"k": None}, 0]))
         stored = pack(values)
         out = record_json(POST_LAYOUT, len(POST.fields), stored)
-        assert out is not None  # none of these values holds a comma or a surrogate
+        assert out is not None  # no value holds a surrogate (commas: cut since session 18)
         assert out == dict_json(values)
         made += 1
     assert made == 2000
@@ -134,7 +172,7 @@ def test_a_page_with_texts_is_the_dicts_page_byte_for_byte(store):
         assert (total, watermark, more) == (total2, watermark2, more2)
         if page:
             assert type(page[-1]) is dict and page[-1] == dicts[-1]  # its Link reads it
-    assert texts > 100  # records not kept came as texts (a comma of their own: decoded)
+    assert texts > 100  # records not kept came as texts (0xED in their text: decoded)
 
 
 def test_texts_keep_what_dicts_kept(posts):

@@ -7,6 +7,7 @@ pages of at most 100 ids are kept, the last 64 of them, after the single dicts w
 
 from __future__ import annotations
 
+from dbsvc.runtime import json_bytes
 from dbsvc.storage.rows import pack
 from dbsvc.storage.shown import ShownDicts
 
@@ -211,10 +212,16 @@ def test_a_kept_dict_and_a_kept_version_come_as_dicts_in_a_page_with_texts():
     assert dicts.page([2], [new])[0] is out[1] and dicts.refused == 2
 
 
-def test_a_record_with_a_comma_of_its_own_is_decoded_in_a_page_with_texts():
+def test_a_record_with_a_comma_of_its_own_is_cut_in_a_page_with_texts():
     dicts = full()
-    out = dicts.page([1, 2], [stored(1, "a,b"), stored(2)], texts=True)
-    assert out[0] == {"id": 1, "name": "a,b"} and dicts.refused == 2
+    out = dicts.page([1, 2], [stored(1, 'a,"b",[c]'), stored(2)], texts=True)
+    assert out[0] == json_bytes({"id": 1, "name": 'a,"b",[c]'}) and dicts.refused == 2  # decoded before session 18
+
+
+def test_a_record_that_may_hold_a_lone_surrogate_is_decoded_in_a_page_with_texts():
+    dicts = full()
+    out = dicts.page([1, 2], [stored(1, "\ud800,b"), stored(2)], texts=True)
+    assert out[0] == {"id": 1, "name": "\ud800,b"} and dicts.refused == 2
 
 
 def test_a_page_with_a_text_is_never_kept():
