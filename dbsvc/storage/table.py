@@ -46,25 +46,9 @@ Dicts handed out: the store's reads and writes speak dicts (`shown`, `shown_all`
 which shown.py remembers so that a record read twice gives the same dict. `records` is a
 read-only mapping of fresh dicts for tests and tools.
 
-History and `as_of` (docs/guide/queries.md#reading-the-past-watermarks-and-as_of). Rows after the snapshot are kept as 3-tuples that
-share their stored records with the live state, so history costs a tuple and a list slot
-per row (bench/README.md has the bytes) plus the superseded stored records themselves; snapshot rows cost one
-list slot (8 bytes) each. History is bounded by compaction, which starts a new epoch whose
-`rows` are only those written after its cut: at open, by `dbsvc compact`, and while serving
-(online.py) as soon as the log is over `compact_bytes` (64 MiB) and holds more than twice
-as many rows as there are live records, or more than twice the snapshot's bytes
-(recovery.py `needs_compaction`). So `rows` never holds much more than
-max(2 x live records, the rows of a `compact_bytes` log) plus the rows written during one
-compaction. Costs:
-
-- `get_as_of(id, n)`: O(rows after n), a scan for the first later row touching `id`
-  (its `previous` is the answer, `prior` that record's version; none means the live
-  record is).
-- `state_as_of(n)`: O(live records + rows after n): copy the live map, undo later rows.
-  A list at a past watermark then filters, sorts and pages that map (see query.py).
-
-Snapshot rows: a snapshot record counts as one row, in id order, so `as_of=n` below the
-snapshot's count sees the first n records by id, each as it was when the snapshot was taken.
+History and `as_of`: rows after the snapshot are kept as 3-tuples sharing their stored
+records with the live state; asof.py reads the past from them (its docstring has the costs
+and how compaction bounds them).
 
 All mutation goes through `insert` / `replace` / `delete` (which append a row and its
 `prior`), `stamp(offset)` (the offset of the row just appended becomes its record's
@@ -76,7 +60,6 @@ included); the store checks constraints before calling them, so they never fail 
 from __future__ import annotations
 
 from array import array
-from bisect import bisect_left
 from collections import Counter
 from collections.abc import Callable, Iterator, KeysView, Mapping, Sequence
 from itertools import chain, count
@@ -84,6 +67,7 @@ from operator import itemgetter
 from typing import Any
 
 from dbsvc.runtime import CompiledModel, identity
+from dbsvc.storage.asof import Row, record_as_of, records_as_of
 from dbsvc.storage.buckets import BucketOrders
 from dbsvc.storage.hashes import FilterIndex, HashIndex, OrderedFilter, UniqueFilter
 from dbsvc.storage.idmap import LiveMap, pick, records_of
@@ -94,7 +78,6 @@ from dbsvc.storage.sortedlist import SortedIndex
 from dbsvc.storage.versions import Versions
 from dbsvc.storage.words import WordIndex
 
-Row = tuple[Any, "Stored | None", "Stored | None"]
 TICKS = count(1)  # `Table.tick`'s source: never the same number twice in a process
 
 
@@ -316,35 +299,12 @@ class Table:
 
     def get_as_of(self, id_: Any, n: int) -> tuple[Stored | None, int]:
         """The record `id_` as it was after the table's first `n` rows, and its version
-        then (0 with no record)."""
-        base = len(self.base_ids)
-        start = max(n - base, 0)
-        for i, (row_id, _record, previous) in enumerate(self.rows[start:], start):
-            if row_id == id_:
-                found, version = previous, self.prior[i]
-                break
-        else:
-            found = self.live.get(id_)
-            version = self.versions.get(id_)
-        if found is None:
-            return None, 0
-        if n < base:
-            i = bisect_left(self.base_ids, id_)
-            if i >= n or self.base_ids[i] != id_:
-                return None, 0
-        return found, version
+        then (0 with no record): asof.py."""
+        return record_as_of(self.base_ids, self.rows, self.prior, self.live, self.versions, id_, n)
 
     def state_as_of(self, n: int) -> dict[Any, Stored]:
-        base = len(self.base_ids)
-        state = self.live.copy()
-        for row_id, _record, previous in reversed(self.rows[max(n - base, 0) :]):
-            if previous is None:
-                del state[row_id]
-            else:
-                state[row_id] = previous
-        if n < base:
-            state = {i: state[i] for i in self.base_ids[:n]}
-        return state
+        """id -> stored record of every record live after the table's first `n` rows: asof.py."""
+        return records_as_of(self.base_ids, self.rows, self.live, n)
 
     # -- constraint probes (the store raises the errors) --------------------------------
 
