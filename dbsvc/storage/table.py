@@ -109,7 +109,8 @@ class Table:
         "_plan_ordered",
         "_plan_refs",
         "_plan_unique",
-        "_steps",
+        "_hash_steps",
+        "_ordered_steps",
         "base_ids",
         "buckets",
         "columns",
@@ -197,12 +198,22 @@ class Table:
         self._plan_hash = tuple((at[f], keys[f], index) for f, index in self.hashes.items())
         self._plan_ordered = tuple((at[f], keys[f], index) for f, index in self.ordered.items())
         self._plan_refs = tuple((at[f], counts) for f, counts in self.refs.items())
-        # A write's steps into the hash and ordered indexes, bound once: (position, key
-        # function or None where the key is the value itself, the index's add, its remove).
-        # No attribute is looked up and no identity function called per write.
-        self._steps = tuple(
+        # A write's steps, bound once so that no attribute is looked up and no identity
+        # function called per write (key None where the key is the value itself):
+        # (position, key, add, remove) per hash index, and per ordered index (position,
+        # key, add, remove, move, kept) where `kept` is the kept sets of the field's
+        # `OrderedFilter` (None without one). That filter's only write is to drop the sets
+        # kept for the keys an id leaves and joins (hashes.py), so a field both @filter and
+        # @sort is one step: its keys computed once a value, not once an index.
+        kept = {f: index.kept_sets for f, index in self.hashes.items() if type(index) is OrderedFilter}
+        self._hash_steps = tuple(
             (pos, None if kf is identity else kf, index.add, index.remove)
-            for pos, kf, index in (*self._plan_hash, *self._plan_ordered)
+            for pos, kf, index in self._plan_hash
+            if type(index) is not OrderedFilter
+        )
+        self._ordered_steps = tuple(
+            (at[f], None if keys[f] is identity else keys[f], index.add, index.remove, index.move, kept.get(f))
+            for f, index in self.ordered.items()
         )
 
     @property
@@ -329,8 +340,13 @@ class Table:
             v = r[pos]
             if v is not None:
                 index[kf(v)] = id_
-        for pos, key, add, _remove in self._steps:
+        for pos, key, add, _remove in self._hash_steps:
             add(r[pos] if key is None else key(r[pos]), id_)
+        for pos, key, add, _remove, _move, kept in self._ordered_steps:
+            k = r[pos] if key is None else key(r[pos])
+            add(k, id_)
+            if kept:
+                kept.pop(k, None)
         for pos, counts in self._plan_refs:
             v = r[pos]
             if v is not None:
@@ -350,8 +366,13 @@ class Table:
             v = r[pos]
             if v is not None:
                 del index[kf(v)]
-        for pos, key, _add, remove in self._steps:
+        for pos, key, _add, remove in self._hash_steps:
             remove(r[pos] if key is None else key(r[pos]), id_)
+        for pos, key, _add, remove, _move, kept in self._ordered_steps:
+            k = r[pos] if key is None else key(r[pos])
+            remove(k, id_)
+            if kept:
+                kept.pop(k, None)
         for pos, counts in self._plan_refs:
             v = r[pos]
             if v is not None:
@@ -454,13 +475,22 @@ class Table:
                     del index[was]
                 if now is not None:
                     index[now] = id_
-        for pos, key, add, remove in self._steps:
+        for pos, key, add, remove in self._hash_steps:
             was, now = old[pos], new[pos]
             if key is not None:
                 was, now = key(was), key(now)
             if was != now:
                 remove(was, id_)
                 add(now, id_)
+        for pos, key, _add, _remove, move, kept in self._ordered_steps:
+            was, now = old[pos], new[pos]
+            if key is not None:
+                was, now = key(was), key(now)
+            if was != now:
+                move(was, now, id_)  # the id's key column slot rewritten once
+                if kept:
+                    kept.pop(was, None)
+                    kept.pop(now, None)
         for pos, counts in self._plan_refs:
             a, b = old[pos], new[pos]
             if a != b:
