@@ -387,8 +387,10 @@ class OrderedFilter:
     write and time at open (bench/README.md has the figures).
 
     The table keeps the ordered index (table.py); `add` and `remove` only drop the set a
-    walk was given for that key (`keeper`), as a `HashIndex` does. A lookup costs a bisect
-    per key where a bucket was a dict lookup: O(log n), on reads only.
+    walk was given for that key (`keeper`), as a `HashIndex` does. The table's own writes
+    do that drop themselves, in the ordered index's step, from `kept_sets` (the one dict
+    the filter ever holds): one step a write for the field, its keys made once. A lookup
+    costs a bisect per key where a bucket was a dict lookup: O(log n), on reads only.
     """
 
     __slots__ = ("_sets", "ordered")

@@ -23,7 +23,7 @@ descending: `ids_descending`, `batches_descending`) are the base class keptparts
 `clear` when the sublists themselves change).
 
 Each `OrderedIndex` keeps its ids' keys by id too (`column`, keycolumns.py), updated by its
-own `add` and `remove`, so every path that keeps the index (writes, undo, bulk builds,
+own `add`, `remove` and `move`, so every path that keeps the index (writes, undo, bulk builds,
 snapshot loads) keeps the column: a list orders a bucket of ids by key without reading a
 record.
 
@@ -200,7 +200,33 @@ class OrderedIndex(KeptOrders):
         self.column.set(id_, key)
         if key is None:
             self.nulls.add(id_)
-            return
+        else:
+            self._put(key, id_)
+
+    def remove(self, key: Any, id_: Any) -> None:
+        """Remove the entry; KeyError if it is absent."""
+        if key is None:
+            self.nulls.remove(id_)
+        else:
+            self._take(key, id_)
+        self.column.discard(id_)
+
+    def move(self, was: Any, now: Any, id_: Any) -> None:
+        """`remove(was, id_)` then `add(now, id_)`, `was != now` (a replace that changed
+        the key), with the id's key column slot rewritten once (`KeyColumn.change`)
+        instead of discarded and set again; KeyError if (was, id_) is absent."""
+        if was is None:
+            self.nulls.remove(id_)
+        else:
+            self._take(was, id_)
+        if now is None:
+            self.nulls.add(id_)
+        else:
+            self._put(now, id_)
+        self.column.change(id_, now)
+
+    def _put(self, key: Any, id_: Any) -> None:
+        """Insert the entry (key, id_), key not None, into the sublists (not the column)."""
         if self._seen:  # every position after the new entry moves
             self._seen.clear()
         lastkeys = self._lastkeys
@@ -244,12 +270,9 @@ class OrderedIndex(KeptOrders):
                 self._counts.add(i, 1)
         self._len += 1
 
-    def remove(self, key: Any, id_: Any) -> None:
-        """Remove the entry; KeyError if it is absent."""
-        if key is None:
-            self.nulls.remove(id_)
-            self.column.discard(id_)
-            return
+    def _take(self, key: Any, id_: Any) -> None:
+        """Delete the entry (key, id_), key not None, from the sublists (not the column);
+        KeyError if it is absent."""
         i = self._sublist(key, id_)
         if i == len(self._lastkeys):
             raise KeyError((key, id_))
@@ -266,7 +289,6 @@ class OrderedIndex(KeptOrders):
                 raise KeyError((key, id_))
         del keys[j]
         del ids[j]
-        self.column.discard(id_)
         self._len -= 1
         if not keys:
             del self._keys[i]

@@ -21,9 +21,10 @@ id of a table whose ids are strings. An id stays where it was first put until it
 discarded. The ids whose key is null are also in `nulls` (a set: an array cannot hold
 None, and a list's None would not tell a null from an empty slot).
 
-Invariants: `set` is called only for an id the column does not hold, `discard` only for
-one it holds (the ordered index calls them from its own `add` and `remove`, which keep the
-same rule), so the column holds exactly the index's ids, each with the index's key.
+Invariants: `set` is called only for an id the column does not hold, `discard` and
+`change` only for one it holds (the ordered index calls them from its own `add`, `remove`
+and `move`, which keep the same rule), so the column holds exactly the index's ids, each
+with the index's key.
 Costs: 8 bytes an int id in `slots` (an array of 1,000,000 floats is 8 MB; a list of str
 keys adds 8 bytes a record beside the key objects the index already holds), a dict entry
 an id in `far`; a set entry a null.
@@ -160,6 +161,20 @@ class KeyColumn:
             return
         self.slots[id_] = 0 if self.typecode else None
         self._count -= 1
+
+    def change(self, id_: Any, key: Any) -> None:
+        """`id_`, which the column holds, has `key` now (None: null): `discard` then `set`
+        in one write, the id left where it is (in `slots` or `far`)."""
+        nulls = self.nulls
+        if key is None:
+            nulls.add(id_)
+        elif nulls:
+            nulls.discard(id_)
+        far = self.far
+        if far and id_ in far:
+            far[id_] = key
+        else:
+            self.slots[id_] = 0 if key is None and self.typecode else key
 
     def get(self, id_: Any) -> Any:
         """The key of `id_`, which the column holds (None: null)."""

@@ -46,25 +46,9 @@ Dicts handed out: the store's reads and writes speak dicts (`shown`, `shown_all`
 which shown.py remembers so that a record read twice gives the same dict. `records` is a
 read-only mapping of fresh dicts for tests and tools.
 
-History and `as_of` (docs/guide/queries.md#reading-the-past-watermarks-and-as_of). Rows after the snapshot are kept as 3-tuples that
-share their stored records with the live state, so history costs a tuple and a list slot
-per row (bench/README.md has the bytes) plus the superseded stored records themselves; snapshot rows cost one
-list slot (8 bytes) each. History is bounded by compaction, which starts a new epoch whose
-`rows` are only those written after its cut: at open, by `dbsvc compact`, and while serving
-(online.py) as soon as the log is over `compact_bytes` (64 MiB) and holds more than twice
-as many rows as there are live records, or more than twice the snapshot's bytes
-(recovery.py `needs_compaction`). So `rows` never holds much more than
-max(2 x live records, the rows of a `compact_bytes` log) plus the rows written during one
-compaction. Costs:
-
-- `get_as_of(id, n)`: O(rows after n), a scan for the first later row touching `id`
-  (its `previous` is the answer, `prior` that record's version; none means the live
-  record is).
-- `state_as_of(n)`: O(live records + rows after n): copy the live map, undo later rows.
-  A list at a past watermark then filters, sorts and pages that map (see query.py).
-
-Snapshot rows: a snapshot record counts as one row, in id order, so `as_of=n` below the
-snapshot's count sees the first n records by id, each as it was when the snapshot was taken.
+History and `as_of`: rows after the snapshot are kept as 3-tuples sharing their stored
+records with the live state; asof.py reads the past from them (its docstring has the costs
+and how compaction bounds them).
 
 All mutation goes through `insert` / `replace` / `delete` (which append a row and its
 `prior`), `stamp(offset)` (the offset of the row just appended becomes its record's
@@ -76,7 +60,6 @@ included); the store checks constraints before calling them, so they never fail 
 from __future__ import annotations
 
 from array import array
-from bisect import bisect_left
 from collections import Counter
 from collections.abc import Callable, Iterator, KeysView, Mapping, Sequence
 from itertools import chain, count
@@ -84,6 +67,7 @@ from operator import itemgetter
 from typing import Any
 
 from dbsvc.runtime import CompiledModel, identity
+from dbsvc.storage.asof import Row, record_as_of, records_as_of
 from dbsvc.storage.buckets import BucketOrders
 from dbsvc.storage.hashes import FilterIndex, HashIndex, OrderedFilter, UniqueFilter
 from dbsvc.storage.idmap import LiveMap, pick, records_of
@@ -94,7 +78,6 @@ from dbsvc.storage.sortedlist import SortedIndex
 from dbsvc.storage.versions import Versions
 from dbsvc.storage.words import WordIndex
 
-Row = tuple[Any, "Stored | None", "Stored | None"]
 TICKS = count(1)  # `Table.tick`'s source: never the same number twice in a process
 
 
@@ -126,7 +109,8 @@ class Table:
         "_plan_ordered",
         "_plan_refs",
         "_plan_unique",
-        "_steps",
+        "_hash_steps",
+        "_ordered_steps",
         "base_ids",
         "buckets",
         "columns",
@@ -214,12 +198,22 @@ class Table:
         self._plan_hash = tuple((at[f], keys[f], index) for f, index in self.hashes.items())
         self._plan_ordered = tuple((at[f], keys[f], index) for f, index in self.ordered.items())
         self._plan_refs = tuple((at[f], counts) for f, counts in self.refs.items())
-        # A write's steps into the hash and ordered indexes, bound once: (position, key
-        # function or None where the key is the value itself, the index's add, its remove).
-        # No attribute is looked up and no identity function called per write.
-        self._steps = tuple(
+        # A write's steps, bound once so that no attribute is looked up and no identity
+        # function called per write (key None where the key is the value itself):
+        # (position, key, add, remove) per hash index, and per ordered index (position,
+        # key, add, remove, move, kept) where `kept` is the kept sets of the field's
+        # `OrderedFilter` (None without one). That filter's only write is to drop the sets
+        # kept for the keys an id leaves and joins (hashes.py), so a field both @filter and
+        # @sort is one step: its keys computed once a value, not once an index.
+        kept = {f: index.kept_sets for f, index in self.hashes.items() if type(index) is OrderedFilter}
+        self._hash_steps = tuple(
             (pos, None if kf is identity else kf, index.add, index.remove)
-            for pos, kf, index in (*self._plan_hash, *self._plan_ordered)
+            for pos, kf, index in self._plan_hash
+            if type(index) is not OrderedFilter
+        )
+        self._ordered_steps = tuple(
+            (at[f], None if keys[f] is identity else keys[f], index.add, index.remove, index.move, kept.get(f))
+            for f, index in self.ordered.items()
         )
 
     @property
@@ -316,35 +310,12 @@ class Table:
 
     def get_as_of(self, id_: Any, n: int) -> tuple[Stored | None, int]:
         """The record `id_` as it was after the table's first `n` rows, and its version
-        then (0 with no record)."""
-        base = len(self.base_ids)
-        start = max(n - base, 0)
-        for i, (row_id, _record, previous) in enumerate(self.rows[start:], start):
-            if row_id == id_:
-                found, version = previous, self.prior[i]
-                break
-        else:
-            found = self.live.get(id_)
-            version = self.versions.get(id_)
-        if found is None:
-            return None, 0
-        if n < base:
-            i = bisect_left(self.base_ids, id_)
-            if i >= n or self.base_ids[i] != id_:
-                return None, 0
-        return found, version
+        then (0 with no record): asof.py."""
+        return record_as_of(self.base_ids, self.rows, self.prior, self.live, self.versions, id_, n)
 
     def state_as_of(self, n: int) -> dict[Any, Stored]:
-        base = len(self.base_ids)
-        state = self.live.copy()
-        for row_id, _record, previous in reversed(self.rows[max(n - base, 0) :]):
-            if previous is None:
-                del state[row_id]
-            else:
-                state[row_id] = previous
-        if n < base:
-            state = {i: state[i] for i in self.base_ids[:n]}
-        return state
+        """id -> stored record of every record live after the table's first `n` rows: asof.py."""
+        return records_as_of(self.base_ids, self.rows, self.live, n)
 
     # -- constraint probes (the store raises the errors) --------------------------------
 
@@ -369,8 +340,13 @@ class Table:
             v = r[pos]
             if v is not None:
                 index[kf(v)] = id_
-        for pos, key, add, _remove in self._steps:
+        for pos, key, add, _remove in self._hash_steps:
             add(r[pos] if key is None else key(r[pos]), id_)
+        for pos, key, add, _remove, _move, kept in self._ordered_steps:
+            k = r[pos] if key is None else key(r[pos])
+            add(k, id_)
+            if kept:
+                kept.pop(k, None)
         for pos, counts in self._plan_refs:
             v = r[pos]
             if v is not None:
@@ -390,8 +366,13 @@ class Table:
             v = r[pos]
             if v is not None:
                 del index[kf(v)]
-        for pos, key, _add, remove in self._steps:
+        for pos, key, _add, remove in self._hash_steps:
             remove(r[pos] if key is None else key(r[pos]), id_)
+        for pos, key, _add, remove, _move, kept in self._ordered_steps:
+            k = r[pos] if key is None else key(r[pos])
+            remove(k, id_)
+            if kept:
+                kept.pop(k, None)
         for pos, counts in self._plan_refs:
             v = r[pos]
             if v is not None:
@@ -494,13 +475,22 @@ class Table:
                     del index[was]
                 if now is not None:
                     index[now] = id_
-        for pos, key, add, remove in self._steps:
+        for pos, key, add, remove in self._hash_steps:
             was, now = old[pos], new[pos]
             if key is not None:
                 was, now = key(was), key(now)
             if was != now:
                 remove(was, id_)
                 add(now, id_)
+        for pos, key, _add, _remove, move, kept in self._ordered_steps:
+            was, now = old[pos], new[pos]
+            if key is not None:
+                was, now = key(was), key(now)
+            if was != now:
+                move(was, now, id_)  # the id's key column slot rewritten once
+                if kept:
+                    kept.pop(was, None)
+                    kept.pop(now, None)
         for pos, counts in self._plan_refs:
             a, b = old[pos], new[pos]
             if a != b:

@@ -384,3 +384,47 @@ def test_a_remove_drops_its_sublists_kept_id_sorted_copy() -> None:
     assert index.sorted_ids(1) == sorted(index.id_sublists[1]) == [i for i in before if i != id_]
     index.add(key, id_)
     assert index.sorted_ids(1) == sorted(index.id_sublists[1]) == before
+
+
+@pytest.mark.parametrize("typecode", ["", "q", "d"])
+def test_moves_of_keys_agree_with_the_model_and_keep_the_key_column(typecode: str) -> None:
+    """`move(was, now, id_)` (a replace that changed the key) leaves what `remove` then
+    `add` leave, its key column included: ids kept in the column's slots and far past its
+    end (its dict), moves to and from null, inside a run and across sublists, with the
+    sublists' counts and kept copies in use."""
+    rnd = random.Random(23)
+    pairs = _entries(rnd, 2400, 80, 0.05) + [(rnd.randrange(80), 10**7 + i) for i in range(20)]
+    if typecode == "d":
+        pairs = [(None if k is None else k / 4, i) for k, i in pairs]
+    index, model = OrderedIndex(pairs, typecode), Model(pairs)
+    keys = dict((i, k) for k, i in pairs)
+    index.count_span((0, 0), index.end)  # the sublists' counts built, then kept by moves
+    index.sorted_ids(1)
+    far = set(index.column.far)  # ids the column holds in its dict: they stay there
+    assert {10**7 + i for i in range(20)} <= far
+    for id_ in rnd.sample(sorted(keys), 900) + [10**7 + i for i in range(20)]:
+        was = keys[id_]
+        now = None if rnd.random() < 0.08 else rnd.randrange(80)
+        if now is not None and typecode == "d":
+            now /= 4
+        if now == was:
+            continue
+        index.move(was, now, id_)
+        model.remove(was, id_)
+        model.add(now, id_)
+        keys[id_] = now
+    _check(index, model, rnd)
+    assert index.count_span((0, 0), index.end) == len(model.pairs)
+    assert all(index.column.get(i) == k for i, k in keys.items())
+    assert len(index.column) == len(keys) and index.column.nulls == set(model.nulls)
+    assert set(index.column.far) == far
+
+
+def test_a_move_of_an_absent_entry_is_a_key_error_and_changes_nothing() -> None:
+    pairs = [(k // 4, k) for k in range(1, 1200)] + [(None, 5000)]
+    index, model = OrderedIndex(pairs), Model(pairs)
+    for was, id_ in [(1, 3), (0.5, 2), (None, 4), (10**6, 1)]:
+        with pytest.raises(KeyError):
+            index.move(was, 7, id_)
+    _check(index, model, random.Random(6))
+    assert index.column.get(3) == 0 and index.column.get(5000) is None

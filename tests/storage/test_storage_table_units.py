@@ -340,3 +340,42 @@ def test_a_reference_moved_to_a_parent_with_no_children_yet_counts_one():
     assert table.refs == {"parent": {7: 1}}
     table.replace(table.live[1], DOC.row({**first, "parent": 8}))
     assert table.refs == {"parent": {8: 1}}
+
+
+def test_each_write_drops_the_kept_set_of_every_key_it_touches_of_a_filter_and_sort_field():
+    """`n` is @filter and @sort: its filter (an OrderedFilter) keeps sets for walks
+    (`keeper`), and each write of the table drops the sets of the keys an id leaves and
+    joins, in the ordered index's own step (Table._plan), so the next walk sees the write."""
+    table, _records = filled(40, 5)
+    n_filter = table.hashes["n"]
+
+    def holders(key: object) -> set[int]:
+        keep = n_filter.keeper(key)
+        return {i for i in table.live if keep(i)}
+
+    def values(id_: int, **changed: object) -> tuple:
+        return DOC.row(dict(table.records[id_], **changed))
+
+    def expect() -> None:
+        for key in (None, 1, 2, 3):
+            assert holders(key) == {i for i, r in table.records.items() if r["n"] == key}, key
+
+    expect()  # a set kept for every key
+    one = next(i for i, r in table.records.items() if r["n"] == 1)
+    table.replace(table.live[one], values(one, n=2))  # leaves 1, joins 2
+    assert {1, 2}.isdisjoint(n_filter.kept_sets) and 3 in n_filter.kept_sets
+    expect()
+    table.replace(table.live[one], values(one, n=None))  # leaves 2 for null
+    assert {2, None}.isdisjoint(n_filter.kept_sets)
+    expect()
+    table.replace(table.live[one], values(one, tag="z"))  # n unchanged: every set kept
+    assert set(n_filter.kept_sets) == {None, 1, 2, 3}
+    table.insert(values(one, id=41, email=None, n=3))  # joins 3
+    assert 3 not in n_filter.kept_sets and 1 in n_filter.kept_sets
+    expect()
+    table.delete(41, table.live[41])  # leaves 3
+    assert 3 not in n_filter.kept_sets
+    expect()
+    table.undo_last(41)  # the delete undone: joins 3 again
+    assert 3 not in n_filter.kept_sets
+    expect()
