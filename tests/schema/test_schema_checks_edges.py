@@ -48,6 +48,44 @@ CASES = [
         ],
         id="every-unknown-top-level-attribute-is-named",
     ),
+    pytest.param(
+        MODEL % '  @projection(p, id, "a\\q")',
+        ["4:24: error: invalid escape '\\q' in string, expected one of \\\" \\\\ \\/ \\n \\t \\r \\b \\f \\uXXXX"],
+        id="a-projection-with-a-bad-literal-adds-nothing-to-the-lexers-error",
+    ),
+    pytest.param(
+        MODEL % "  @projection(p, 5)",
+        ["4:18: error: @projection expects names, got 5"],
+        id="a-projection-of-a-number-is-refused-once",
+    ),
+    pytest.param(
+        MODEL % "  @projection(p)",
+        ["4:3: error: @projection takes a name and at least one field, got 1 argument"],
+        id="one-argument",
+    ),
+    pytest.param(
+        MODEL % "  @projection()",
+        ["4:3: error: @projection takes a name and at least one field, got 0 arguments"],
+        id="no-arguments",
+    ),
+    pytest.param(
+        MODEL % "  @foo\n  @projection(p)",
+        [
+            "4:3: error: unknown model attribute '@foo' in model 'A', expected '@projection' or '@allow' "
+            "(field attributes go after the field's type)",
+            "5:3: error: @projection takes a name and at least one field, got 1 argument",
+        ],
+        id="the-model-attributes-after-an-unknown-one-are-checked",
+    ),
+    pytest.param(
+        "model A {\n  id int @id\n}\n" * 2 + "model b {\n  id int @id\n}\n",
+        [
+            "4:7: error: duplicate model 'A', first declared at line 1",
+            "7:7: error: model name 'b' is not CapWords, expected a capital letter then letters and digits, "
+            "such as 'BlogPost'",
+        ],
+        id="the-models-after-a-duplicate-are-checked",
+    ),
 ]
 
 
@@ -63,3 +101,15 @@ def test_only_a_str_field_marked_search_is_searchable_and_no_field_has_a_token_d
     fields = schema.models[0].fields
     assert [(f.name, f.searchable) for f in fields] == [("id", False), ("owner", False), ("title", True), ("n", False)]
     assert [f.token_default for f in fields] == [None, None, None, None]
+
+
+def test_a_projection_after_a_rule_is_kept():
+    schema = parse_schema(MODEL % "  @allow(read, record.owner == token.sub)\n  @projection(card, id)", "s.dbs")
+    assert [(p.name, p.fields) for p in schema.models[0].projections] == [("card", ("id",))]
+
+
+def test_a_refs_type_is_the_id_fields_whatever_field_comes_first():
+    schema = parse_schema(
+        "model B {\n  name str\n  id int @id\n}\nmodel A {\n  id int @id\n  b int @ref(B)\n}\n", "s.dbs"
+    )
+    assert schema.models[1].fields[1].ref == "B"
