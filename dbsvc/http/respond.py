@@ -302,13 +302,16 @@ class Responder(asyncio.Protocol):
         transport.abort()
 
     def _refuse(self) -> None:
-        """Past max_connections: a 503 problem on a connection that is never counted."""
+        """Past max_connections, or met once a shutdown began: a 503 problem naming which, on
+        a connection that is never counted."""
         hub = self._hub
-        log.debug("refusing %s: %d connections open", self._peer, hub.settings.max_connections)
+        if hub.shutting_down:
+            reason = "the server is shutting down"
+        else:
+            reason = f"connection limit of {hub.settings.max_connections} reached"
+        log.debug("refusing %s: %s", self._peer, reason)
         request_id = hub.ids.choose(None)
-        response = problem_response(
-            Unavailable(f"connection limit of {hub.settings.max_connections} reached"), request_id
-        )
+        response = problem_response(Unavailable(reason), request_id)
         self._send(response, None, close=True, request_id=request_id)
 
     def _linger(self) -> None:

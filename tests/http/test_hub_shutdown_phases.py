@@ -32,7 +32,9 @@ def test_a_connection_met_once_the_shutdown_began_is_refused_and_never_counted()
         server.call(lambda: setattr(hub, "shutting_down", True))
         client = Client(server.port, timeout=WAIT)
         try:
-            assert client.request("GET", "/echo").status == 503
+            response = client.request("GET", "/echo")
+            assert response.status == 503
+            assert b"shutting down" in response.body  # not the connection limit: none is reached
             assert server.call(lambda: hub.counted) == 0
         finally:
             client.close()
