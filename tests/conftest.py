@@ -17,13 +17,18 @@ and read it under PYTHONPYCACHEPREFIX instead, a directory outside the checkout 
 source path, checked against each source's mtime and size as `__pycache__` is), unless the
 environment names one already.
 
-Last, it orders the files for `--dist loadfile` (the longest first) and leaves the files that
+It orders the files for `--dist loadfile` (the longest first) and leaves the files that
 start no server out of the h11 pass (PARSER_FREE and LONGEST_FIRST below say why).
+
+Last, it draws the seed of schemathesis's at-length run (SCHEMATHESIS_SEED below), once in
+the process that starts the workers, and names it at the end of every run that selects slow
+tests, so a failure found at random can be replayed.
 """
 
 from __future__ import annotations
 
 import os
+import random
 import sys
 import tempfile
 from pathlib import Path
@@ -96,6 +101,24 @@ LONGEST_FIRST = {
 # access machine ("about two minutes" quiet) and the 10,000 power-loss seeds both met 300 s
 # at load 15-20 (session 16), and a limit met under load is a failure no code caused.
 SLOW_TIMEOUT = 1800
+
+
+# The at-length schemathesis run (tests/app/test_app_schemathesis.py) draws 500 random examples
+# an operation, new ones each run: its seed is drawn here unless the environment names one,
+# and the xdist workers inherit it with the environment, so the worker that runs the file
+# uses the seed the controller prints. Replay a failure with the printed line.
+SCHEMATHESIS_SEED = "DBSVC_SCHEMATHESIS_SEED"
+os.environ.setdefault(SCHEMATHESIS_SEED, str(random.SystemRandom().getrandbits(32)))
+
+
+def pytest_terminal_summary(terminalreporter, exitstatus: int, config: pytest.Config) -> None:
+    markexpr = config.option.markexpr or ""
+    if "slow" in markexpr and "not slow" not in markexpr:
+        seed = os.environ[SCHEMATHESIS_SEED]
+        terminalreporter.write_line(
+            f"schemathesis at length: seed {seed} (replay: {SCHEMATHESIS_SEED}={seed} "
+            "python -m pytest -m slow -k at_length tests/app/test_app_schemathesis.py)"
+        )
 
 
 def pytest_configure(config: pytest.Config) -> None:

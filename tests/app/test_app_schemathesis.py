@@ -27,11 +27,15 @@ slow tests after the default suite, so CI still runs every phase under every che
 coverage phase was 3,187 of the default run's 3,360 requests and ~85 s of its wall (session
 15); `missing_required_header`, `unsupported_method` and `allow_header_conformance` judge only
 its requests, so those three bite in the slow variant (docs/decisions.md, session 16, wt-suite5).
+The slow variant's examples are random but seeded: tests/conftest.py draws the seed (or takes
+DBSVC_SCHEMATHESIS_SEED from the environment) and prints it after the run, and a failure's
+message names it, so CI's finding replays by hand (session 18, wt-suite7).
 """
 
 from __future__ import annotations
 
 import json
+import os
 import time
 import urllib.error
 import urllib.parse
@@ -42,7 +46,7 @@ import pytest
 import schemathesis
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import ec
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, given, seed, settings
 from schemathesis.checks import not_a_server_error
 from schemathesis.specs.openapi.checks import (
     RejectedPositiveData,
@@ -59,6 +63,9 @@ from schemathesis.specs.openapi.checks import (
 )
 
 from support.server import ROOT, start_server
+
+# The at-length run's seed: drawn by tests/conftest.py, or named by the environment to replay.
+AT_LENGTH_SEED = int(os.environ["DBSVC_SCHEMATHESIS_SEED"])
 
 # (status, code, a phrase of every message): the refusals of schema-valid requests that
 # depend on a second value, so no schema of one value can foretell them.
@@ -247,10 +254,33 @@ def test_served_document_holds_with_coverage(case):
 # `search` of no word refused (KNOWN_LIMITS); the two tests at the end replay each.
 @pytest.mark.slow
 @pytest.mark.timeout(1200)  # 500 examples per operation: minutes per schema, past the suite's 300 s
+# Seeded (schemathesis otherwise seeds each run at random and says nothing): hypothesis's
+# `seed` takes precedence over schemathesis's own, and every operation draws from it.
 @api_in_full.parametrize()
+@seed(AT_LENGTH_SEED)
 @settings(max_examples=500, deadline=None, suppress_health_check=list(HealthCheck))
 def test_served_document_holds_at_length(case):
-    validate(case)
+    try:
+        validate(case)
+    except Exception as failure:
+        failure.add_note(replay_note())
+        raise
+
+
+def replay_note() -> str:
+    return (
+        f"replay: DBSVC_SCHEMATHESIS_SEED={AT_LENGTH_SEED} "
+        "python -m pytest -m slow -k at_length tests/app/test_app_schemathesis.py"
+    )
+
+
+def test_the_at_length_run_draws_from_the_printed_seed():
+    """The slow variant's random examples come from the seed tests/conftest.py prints (or the
+    environment names), and a failure's message names it: before, schemathesis drew a seed
+    of its own each run and printed none, so a finding in CI could not be replayed."""
+    inner = test_served_document_holds_at_length.hypothesis.inner_test  # below schemathesis's wrapper
+    assert getattr(inner, "_hypothesis_internal_use_seed", None) == AT_LENGTH_SEED  # hypothesis's `seed` mark
+    assert f"DBSVC_SCHEMATHESIS_SEED={AT_LENGTH_SEED} " in replay_note()
 
 
 @pytest.mark.parametrize("served", ["blog-guarded"], indirect=True)

@@ -386,35 +386,57 @@ def _mostly(draw, good, odd, odds: int = 8):
 _GOOD_ONLY = [False]
 
 
+# The strategies a request is drawn from, built once: a strategy made inside a draw is built,
+# validated and checked for emptiness on every example, a third of the drawing's CPU (and
+# most of this file's time is drawing; bench/README.md, session 18, wt-suite7).
+_METHOD = st.sampled_from(["GET", "POST", "PUT", "DELETE", "HEAD", "OPTIONS", "PATCH"])
+_ODD_METHOD = st.sampled_from(["get", "CONNECT", "M-SEARCH", "G(T", ""])
+_VERSION = st.just("HTTP/1.1")
+_ODD_VERSION = st.sampled_from(["HTTP/1.0", "HTTP/2.0", "HTTP/1.1 ", "HTTP/1"])
+_HOST = st.just(("Host: t",))
+_ODD_HOST = st.sampled_from([(), ("Host: a", "Host: b"), ("Host:",)])
+_HEADER_COUNT = st.integers(0, 4)
+_SEP = st.sampled_from([": ", ":", ":\t", ":  "])
+_ODD_SEP = st.sampled_from([" : ", " :", ""])
+_BODY = st.binary(max_size=20)
+_SKEW = st.just(0)
+_ODD_SKEW = st.sampled_from([1, -1])
+_CRLF = st.just("\r\n")
+_LF = st.just("\n")
+_EDITS = st.just(0)
+_ODD_EDITS = st.integers(1, 2)
+_EDIT_BYTE = st.sampled_from([0, 9, 10, 13, 32, 58, 127, 255, 65])
+_EDIT_KIND = st.integers(0, 2)
+
+
 @st.composite
 def _request(draw) -> bytes:
-    method = _mostly(
-        draw,
-        st.sampled_from(["GET", "POST", "PUT", "DELETE", "HEAD", "OPTIONS", "PATCH"]),
-        st.sampled_from(["get", "CONNECT", "M-SEARCH", "G(T", ""]),
-    )
-    version = _mostly(draw, st.just("HTTP/1.1"), st.sampled_from(["HTTP/1.0", "HTTP/2.0", "HTTP/1.1 ", "HTTP/1"]))
-    headers = _mostly(draw, st.just(["Host: t"]), st.sampled_from([[], ["Host: a", "Host: b"], ["Host:"]]))
-    for _ in range(draw(st.integers(0, 4))):
+    method = _mostly(draw, _METHOD, _ODD_METHOD)
+    version = _mostly(draw, _VERSION, _ODD_VERSION)
+    headers = list(_mostly(draw, _HOST, _ODD_HOST))
+    for _ in range(draw(_HEADER_COUNT)):
         name = _mostly(draw, _GOOD_NAME, _ODD_NAME)
         value = _mostly(draw, _GOOD_VALUE, _ODD_VALUE)
-        sep = _mostly(draw, st.sampled_from([": ", ":", ":\t", ":  "]), st.sampled_from([" : ", " :", ""]))
+        sep = _mostly(draw, _SEP, _ODD_SEP)
         headers.append(f"{name}{sep}{value}")
-    body = draw(st.binary(max_size=20))
+    body = draw(_BODY)
     if body or draw(st.booleans()):
-        skew = _mostly(draw, st.just(0), st.sampled_from([1, -1]))
+        skew = _mostly(draw, _SKEW, _ODD_SKEW)
         headers.append(f"Content-Length: {len(body) + skew}")
-    eol = _mostly(draw, st.just("\r\n"), st.just("\n"), odds=16)
+    eol = _mostly(draw, _CRLF, _LF, odds=16)
     return req(method, _mostly(draw, _GOOD_TARGET, _ODD_TARGET), headers, body, version, eol)
+
+
+_REQUESTS = st.lists(_request(), min_size=1, max_size=4)
 
 
 @st.composite
 def _stream(draw) -> bytes:
-    data = b"".join(draw(st.lists(_request(), min_size=1, max_size=4)))
-    for _ in range(_mostly(draw, st.just(0), st.integers(1, 2), odds=4)):  # a byte inserted, dropped or changed
+    data = b"".join(draw(_REQUESTS))
+    for _ in range(_mostly(draw, _EDITS, _ODD_EDITS, odds=4)):  # a byte inserted, dropped or changed
         at = draw(st.integers(0, len(data) - 1))
-        byte = bytes([draw(st.sampled_from([0, 9, 10, 13, 32, 58, 127, 255, 65]))])
-        kind = draw(st.integers(0, 2))
+        byte = bytes([draw(_EDIT_BYTE)])
+        kind = draw(_EDIT_KIND)
         data = data[:at] + (byte if kind != 1 else b"") + data[at + (kind != 0) :]
     return data
 
@@ -430,7 +452,7 @@ def test_fast_path_equals_h11_on_random_streams(data, cuts):
 def test_fast_path_reads_good_streams_as_h11_does(data, cuts):
     _GOOD_ONLY[0] = True
     try:
-        stream = data.draw(st.lists(_request(), min_size=1, max_size=4).map(b"".join))
+        stream = data.draw(_REQUESTS.map(b"".join))
     finally:
         _GOOD_ONLY[0] = False
     fast, _reference = compare(stream, cuts)
