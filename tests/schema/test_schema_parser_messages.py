@@ -8,10 +8,8 @@ from __future__ import annotations
 
 import pytest
 
-from dbsvc.errors import SchemaErrors
 from dbsvc.schema import parse_schema
-
-MODEL = "model A {\n  id int @id\n  owner str\n%s\n}\n"
+from support.schemakit import MODEL, schema_errors
 
 
 def rule(text: str) -> str:
@@ -44,9 +42,7 @@ CASES = [
 
 @pytest.mark.parametrize("text, place, message", CASES)
 def test_a_misplaced_token_is_named_with_what_was_expected_there(text, place, message):
-    with pytest.raises(SchemaErrors) as caught:
-        parse_schema(text, "s.dbs")
-    assert [str(e) for e in caught.value.errors] == [f"s.dbs:{place}: error: {message}"]
+    assert schema_errors(text) == [f"s.dbs:{place}: error: {message}"]
 
 
 def test_a_claim_may_be_named_by_a_string_after_token():

@@ -5,10 +5,8 @@ the edge values each key takes (a capacity of 1, an http:// JWKS URL). Fixture-f
 
 from __future__ import annotations
 
-import pytest
-
-from dbsvc.errors import SchemaErrors
 from dbsvc.schema import parse_schema
+from support.schemakit import schema_errors
 
 MODEL = "model User {\n  id int @id\n}\n"
 
@@ -19,9 +17,7 @@ def test_every_bad_entry_of_a_table_is_reported_in_one_run():
         '[auth]\npubkey = "keys/idp.pem"\njwks_url = "http://id.example/jwks"\n'
         'jwks_url = "https://id.example/jwks"\nleeway = 1.5\n\n' + MODEL
     )
-    with pytest.raises(SchemaErrors) as caught:
-        parse_schema(text, "s.dbs")
-    assert [str(e) for e in caught.value.errors] == [
+    assert schema_errors(text) == [
         "s.dbs:2:1: error: unknown key 'colour' in [runtime], expected one of replication, changefeed_capacity, replication_retain_mb",
         "s.dbs:3:15: error: [runtime] replication expects true or false, got 3",
         "s.dbs:4:23: error: [runtime] changefeed_capacity expects a positive integer, got 0",
@@ -35,9 +31,7 @@ def test_every_bad_entry_of_a_table_is_reported_in_one_run():
 def test_a_key_repeated_after_its_refused_value_is_a_duplicate():
     # Before: the first value's type error alone, and the repeat taken without a word.
     text = "[runtime]\nreplication = 3\nreplication = true\n" + MODEL
-    with pytest.raises(SchemaErrors) as caught:
-        parse_schema(text, "s.dbs")
-    assert [str(e) for e in caught.value.errors] == [
+    assert schema_errors(text) == [
         "s.dbs:2:15: error: [runtime] replication expects true or false, got 3",
         "s.dbs:3:1: error: duplicate key 'replication' in [runtime]",
     ]
@@ -54,9 +48,7 @@ def test_an_unknown_table_a_duplicate_key_and_a_bad_literal_do_not_end_the_run()
         "[extra]\na = 1\n[runtime]\nreplication = true\nreplication = false\nchangefeed_capacity = 1.\n"
         'replication_retain_mb = -1\n[auth]\njwks_url = "https://id.example/jwks"\npubkey = "k.pem"\n' + MODEL
     )
-    with pytest.raises(SchemaErrors) as caught:
-        parse_schema(text, "s.dbs")
-    assert [str(e) for e in caught.value.errors] == [
+    assert schema_errors(text) == [
         "s.dbs:1:2: error: unknown table 'extra', expected 'runtime' or 'auth'",
         "s.dbs:5:1: error: duplicate key 'replication' in [runtime]",
         "s.dbs:6:23: error: invalid number '1.', expected digits with an optional fraction and exponent",
