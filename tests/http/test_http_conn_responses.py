@@ -544,7 +544,7 @@ def test_past_max_connections_a_connection_gets_a_503_problem_and_close(capped, 
     records = capped.records(since)
     host, port = client.sock.getsockname()[:2]
     assert [r.partition(" dbsvc.http: ")[2] for r in records if " DEBUG dbsvc.http: " in r] == [
-        f"refusing ('{host}', {port}): 1 connections open"
+        f"refusing ('{host}', {port}): connection limit of 1 reached"
     ]
     assert capped.spans(since, "method=- ") == [
         f"method=- path=- status=503 duration_ms=0.0 bytes={len(body)} request_id={request_id}"
