@@ -278,11 +278,12 @@ def write_snapshot(directory: str, cut: Cut, progress: Progress, faults: FaultPl
     path = os.path.join(directory, compact.SNAPSHOT_NAME + compact.NEW_SUFFIX)
 
     def fill(fd: int) -> None:
-        flushed = [0]
+        flushed = 0
 
         def step() -> None:  # at each pause: the pace, then a flush each FLUSH_BYTES
+            nonlocal flushed
             pause()
-            flushed[0] = files.flush_past(fd, os.lseek(fd, 0, os.SEEK_CUR), flushed[0])
+            flushed = files.flush_past(fd, os.lseek(fd, 0, os.SEEK_CUR), flushed)
 
         write_snapshot_stream(fd, cut.epoch, cut.head, streams, step)
 
