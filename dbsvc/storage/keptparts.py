@@ -36,8 +36,12 @@ records and a page of 20), and its list holds the index's own id objects: 8 byte
 The reads that make and find these parts (`KeptOrders`, a base of `OrderedIndex`) are
 here too, so indexes.py holds the index's own order and its writes.
 
-Plain data: no I/O; imports only sortedlist.py (the slices of a span), and fenwick.py for
-the annotations.
+A page's batch at short runs (`head_descending` at a cursor at random) is kept only from
+its second ask among the last ASKED_KEPT batches not kept (dbsvc/admission.py): pages at
+many cursors ask each batch once, and keeping each evicted the parts of every other list.
+
+Plain data: no I/O; imports only sortedlist.py (the slices of a span) and dbsvc/admission.py,
+and fenwick.py for the annotations.
 """
 
 from __future__ import annotations
@@ -48,6 +52,7 @@ from itertools import chain, islice
 from operator import eq, itemgetter
 from typing import TYPE_CHECKING, Any
 
+from dbsvc.admission import SecondAsk
 from dbsvc.storage.sortedlist import span_pieces
 
 if TYPE_CHECKING:
@@ -58,6 +63,7 @@ PARTS_KEPT = 4  # parts kept a sublist (the whole, a window's end, a page's batc
 SPANS_KEPT = 16  # spans kept by id (a window's ids in id order)
 RUNS_TAKEN = 4  # `descending_ids`: runs taken from the top by a bisect each before the rest is sorted
 RUN_SHORT = 8  # `descending_ids`: a run shorter than this, and the rest is sorted at once
+ASKED_KEPT = 256  # `head_descending`'s batches at short runs asked once lately (`KeptParts.asked`)
 _FIRST = itemgetter(0)
 _SECOND = itemgetter(1)
 Position = tuple[int, int]
@@ -68,13 +74,16 @@ class KeptParts:
     """One index's kept parts and spans (module docstring). `held` says whether anything
     is kept, so an index's write tests one attribute, not a call, when nothing is."""
 
-    __slots__ = ("_parts", "_spans", "held")
+    __slots__ = ("_parts", "_spans", "asked", "held")
 
     def __init__(self) -> None:
         self._parts: dict[int, dict[tuple[int, int, bool], list[Any]]] = {}  # sublist -> part -> ids
         # (start, stop, kind) -> ids by id, in the index's descending order, or its tied runs
         self._spans: dict[tuple[Position, Position, int], list[Any]] = {}
         self.held = False
+        # (sublist, lo, hi) of short runs' batches made once and not kept (`_short_runs_head`):
+        # only whether to keep one; no answer is read from it, so no write need drop it
+        self.asked = SecondAsk(ASKED_KEPT)
 
     def part(self, i: int, part: tuple[int, int, bool]) -> list[Any] | None:
         """Sublist i's kept part (lo, hi, descending), or None."""
@@ -284,8 +293,41 @@ class KeptOrders:
             count -= len(piece)
             stop = lo
         if count > 0 and start < stop:
-            out += next(self.batches_descending(start, stop, count))[:count]
+            out += self._short_runs_head(start, stop, count)
         return out
+
+    def _short_runs_head(self, start: Position, stop: Position, count: int) -> list[Any]:
+        """`head_descending`'s rest at short runs: the first `count` ids of [start, stop) in
+        descending order, as `batches_descending`'s first batch cut to `count` gives them.
+        When that batch (the `count` entries below `stop`, widened down to their lowest
+        key's run, not below `start`) lies inside `stop`'s sublist, its (key, id) pairs are
+        sliced out and put in order by one stable sort, nothing kept: a page at a cursor at
+        random asks a batch no later page asks, and making, keeping and evicting a kept
+        part for it (`_kept`: the order made twice over, a bisect through `lower`'s dict of
+        keys seen, the parts' dicts) cost more than the sort (bench/README.md, wt-rand5).
+        A batch asked again within the last ASKED_KEPT not kept (a polled page) is kept as
+        `_kept` keeps it, under the same part's key (admission.py), so it is found kept
+        after its second ask. Else (the batch's run may begin in an earlier sublist, or `stop` is near a
+        sublist's start) the batch itself."""
+        i, j = stop
+        if j == 0:
+            i, j = i - 1, len(self._keys[i - 1])
+        cut = j - count
+        if cut > 0:
+            keys = self._keys[i]
+            cut = bisect_left(keys, keys[cut], 0, cut)  # the lowest key's run starts here
+            if cut > 0 or start[0] == i:
+                if start[0] == i and cut < start[1]:
+                    cut = start[1]
+                kept = self._parts
+                part = kept.part(i, (cut, j, True))
+                if part is None:
+                    pairs = sorted(zip(keys[cut:j], self._ids[i][cut:j]), key=_FIRST, reverse=True)
+                    part = list(map(_SECOND, pairs))
+                    if kept.asked.admits((i, cut, j)):  # a page asked again (polled): kept
+                        kept.keep_part(i, (cut, j, True), part)
+                return part[:count]
+        return next(self.batches_descending(start, stop, count))[:count]
 
     def _descending(self, start: tuple[int, int], stop: tuple[int, int], kept: bool = False) -> list[Any]:
         """The ids of [start, stop) (not empty) keys descending, ids ascending in a run; the

@@ -164,3 +164,52 @@ def test_head_descending_takes_a_top_run_of_one_before_the_long_run_below_it():
     # the top entry's own key, not its neighbour's: 21 (key 9) comes first, then 1.. (key 5)
     index = index_of({**{i: 5 for i in range(1, 21)}, 21: 9})
     assert index.head_descending((0, 0), index.end, 10) == [21, *range(1, 10)]
+
+
+def test_head_descending_at_short_runs_is_the_order_asked_once_twice_and_after_writes():
+    # ~2 ids a key (the blog seed's scores at 20,000 posts): `_short_runs_head`'s sorted
+    # batch inside stop's sublist, clamped to a start inside it, or the batch when its
+    # lowest run may begin in an earlier sublist; each place asked three times (made, then
+    # kept from its second ask, then found kept) and again after writes into its sublist
+    rng = random.Random(36)
+    keys = {id_: rng.randint(0, 1300) for id_ in rng.sample(range(1, 9000), 3000)}
+    index = index_of(keys)
+
+    def check(start: tuple[int, int], stop: tuple[int, int], count: int) -> None:
+        at = lambda p: begins[p[0]] + p[1]  # noqa: E731
+        want = [i for _k, i in sorted(ascending[at(start) : at(stop)], key=lambda p: -p[0])][:count]
+        for ask in range(3):
+            assert index.head_descending(start, stop, count) == want, (start, stop, count, ask)
+
+    for _round in range(3):
+        sublists = index.id_sublists
+        ascending = sorted((k, i) for i, k in keys.items())  # (key, id): the index's order
+        begins = [sum(map(len, sublists[:i])) for i in range(len(sublists) + 1)]
+        for i, sub in enumerate(sublists):
+            n = len(sub)
+            for j in sorted({1, 21, 22, n // 2, n - 1, n}):
+                for count in (1, 21, j - 3, j - 2, j - 1, j, j + 1):  # j - 3..: a run at sublist i's start
+                    if count > 0:
+                        check((0, 0), (i, j), count)
+                        check((i, rng.randrange(j)), (i, j), count)  # a start inside the batch's sublist
+            if i:
+                check((i - 1, len(sublists[i - 1]) - 3), (i, 0), 21)  # a stop at a sublist's start
+        for id_ in rng.sample(sorted(keys), 60):  # writes inside sublists: kept batches dropped
+            index.remove(keys.pop(id_), id_)
+        for id_ in rng.sample(sorted(set(range(9000, 12000)) - set(keys)), 60):
+            keys[id_] = rng.randint(0, 1300)
+            index.add(keys[id_], id_)
+
+
+def test_head_descending_at_short_runs_takes_a_run_begun_in_the_sublist_before():
+    # runs of 5 ids (key id // 5) appended in order: sublists of 512, so the run of key 102
+    # (ids 510-514) holds 510-512 at sublist 0's end and 513-514 at sublist 1's start; a
+    # page whose batch reaches down into that run takes 510, its smallest id, first
+    keys = {id_: id_ // 5 for id_ in range(1, 3001)}
+    index = index_of(keys)
+    assert index.id_sublists[0][-1] == 512 and index.id_sublists[1][:2] == [513, 514]
+    for j in range(1, 40):
+        inside = range(1, 513 + j)  # the ids of [(0, 0), (1, j)): appended in id order
+        want = sorted(inside, key=lambda i: (-keys[i], i))
+        for count in range(1, j + 4):
+            assert index.head_descending((0, 0), (1, j), count) == want[:count], (j, count)
