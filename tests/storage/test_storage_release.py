@@ -9,6 +9,7 @@ hundred KiB is many pieces. What happened is read from `Store.compaction_release
 from __future__ import annotations
 
 import asyncio
+import fcntl
 import hashlib
 import json
 import os
@@ -231,3 +232,44 @@ def test_a_store_closed_during_a_release_frees_the_rest_whole(tenant, monkeypatc
         assert release.freed is Freed.WHOLE and release.size == size and release.pieces < _pieces(size)
     finally:
         s.close()
+
+
+def test_a_file_that_still_has_a_name_is_never_shrunk(tmp_path, small_pieces):
+    """Rule 1: descriptors a compaction failing before its commit point hands back are of
+    files that are still the store's; `free` only lets their close happen."""
+    path = tmp_path / "snapshot"
+    path.write_bytes(b"s" * (3 * PIECE))
+    fd = os.open(path, os.O_RDWR)
+    try:
+        assert freeing.free(fd, lambda: False) == Release(3 * PIECE, 0, Freed.LINKED)
+    finally:
+        os.close(fd)
+    assert path.read_bytes() == b"s" * (3 * PIECE)
+
+
+def test_an_unnamed_file_nobody_else_holds_is_shrunk_to_nothing_a_piece_at_a_time(tmp_path, small_pieces):
+    path = tmp_path / "old"
+    path.write_bytes(b"o" * (3 * PIECE + 1))
+    fd = os.open(path, os.O_RDWR)
+    try:
+        os.unlink(path)
+        assert freeing.free(fd, lambda: False) == Release(3 * PIECE + 1, 4, Freed.PIECES)
+        assert os.fstat(fd).st_size == 0
+    finally:
+        os.close(fd)
+
+
+def test_asking_whether_a_file_is_alone_leaves_no_lease_behind(tmp_path):
+    """Rule 2: the lease is dropped at once; held, a reader opening the file through
+    /proc/PID/fd would make the kernel signal the store (SIGIO, whose default kills)."""
+    if not hasattr(fcntl, "F_GETLEASE"):
+        pytest.skip("no leases here")
+    path = tmp_path / "old"
+    path.write_bytes(b"o")
+    fd = os.open(path, os.O_RDWR)
+    try:
+        os.unlink(path)
+        assert freeing.alone(fd) is True
+        assert fcntl.fcntl(fd, fcntl.F_GETLEASE) == fcntl.F_UNLCK
+    finally:
+        os.close(fd)
