@@ -46,6 +46,7 @@ from compaction_tail import LETTERS, STEPS  # noqa: E402
 from http_bench import start_dbsvc, stop_server  # noqa: E402
 
 Marks = list[tuple[str, float, float, float]]  # (step, start, end, thread CPU seconds)
+AFTER = 0.3  # seconds after the switch compared between trees (the old files' release)
 
 
 def wrap(marks_path: str, code: str, argv: list[str]) -> None:
@@ -70,7 +71,9 @@ def wrap(marks_path: str, code: str, argv: list[str]) -> None:
     for name in ("freeze_live", "advise_heap"):
         if hasattr(compactor, name):
             setattr(compactor, name, timed(name, getattr(compactor, name)))
-    for name in ("fsync", "fsync_dir"):  # every fsync: the group commits' and the compaction's
+    # every fsync (the group commits' and the compaction's), and every ftruncate (a release
+    # in pieces shrinks the old files with it: storage/freeing.py)
+    for name in ("fsync", "fsync_dir", "ftruncate"):
         setattr(files.ops, name, timed(name, getattr(files.ops, name)))
     started = [0.0, 0.0]
 
@@ -139,8 +142,8 @@ def quantiles(latencies: list[float]) -> str:
     return f"{ordered[len(ordered) // 2] * 1e3:.1f} / {ordered[int(len(ordered) * 0.99)] * 1e3:.1f} / {ordered[-1] * 1e3:.1f} ms"
 
 
-def report(done: list[tuple[float, float]], marks: Marks, bucket: float) -> list[str]:
-    """The run's quantiles and the timeline (module docstring)."""
+def report(done: list[tuple[float, float]], marks: Marks, bucket: float, timeline: bool = True) -> list[str]:
+    """The run's quantiles and (unless `timeline` is False) the timeline (module docstring)."""
     lines = [f"  requests {len(done)}; p50 / p99 / max: whole run {quantiles([s for _a, s in done])}"]
     steps = [m for m in marks if m[0] in LETTERS]
     if not steps:
@@ -162,6 +165,22 @@ def report(done: list[tuple[float, float]], marks: Marks, bucket: float) -> list
             over = [s for a, s in done if any(a < end and a + s > start for start, end in spans)]
             worst.append(f"{name} {max(over, default=0.0) / median:.2f}x")
     lines.append("  the slowest request overlapping each step, over the median before the cut: " + ", ".join(worst))
+    # The same window for both trees (a release in pieces runs longer than one close, so its
+    # step overlaps more requests): the AFTER seconds that follow the switch.
+    switched = [m[2] for m in steps if m[0] == "finish_log"]
+    if switched:
+        end = switched[-1]
+        over = [s for a, s in done if a < end + AFTER and a + s > end]
+        lines.append(
+            f"  the slowest request in the {AFTER * 1e3:.0f} ms after the switch: {max(over, default=0.0) / median:.2f}x"
+        )
+    cuts = [m[2] - m[1] for m in marks if m[0] == "ftruncate"]
+    if cuts:
+        lines.append(
+            f"  ftruncate: {len(cuts)} calls, {sum(cuts) * 1e3:.1f} ms in all, the longest {max(cuts) * 1e3:.1f} ms"
+        )
+    if not timeline:
+        return lines
     first, last = origin - 5 * bucket, max(a + s for a, s in done)
     for b in range(int((last - first) / bucket) + 1):
         low, high = first + b * bucket, first + (b + 1) * bucket
@@ -177,6 +196,9 @@ def report(done: list[tuple[float, float]], marks: Marks, bucket: float) -> list
         syncs = [m for m in marks if m[0] in ("fsync", "fsync_dir") and low <= m[1] < high]
         longest = max((m[2] - m[1] for m in syncs if m[0] == "fsync"), default=0.0)
         dirs = "".join(f" dir:{(m[2] - m[1]) * 1e3:.1f}" for m in syncs if m[0] == "fsync_dir")
+        cuts = [m[2] - m[1] for m in marks if m[0] == "ftruncate" and low <= m[1] < high]
+        if cuts:
+            dirs += f" trunc:{len(cuts)}<={max(cuts) * 1e3:.1f}"
         shown = (
             f"{len(started):4d} started, p50 {started[len(started) // 2] / median:5.2f}x max {started[-1] / median:5.2f}x"
             if started
@@ -220,8 +242,8 @@ def main() -> None:
     finally:
         shutil.rmtree(copy, ignore_errors=True)
     print(f"{code.name}: {len(done) / args.duration:.0f} req/s")
-    lines = report(done, marks, args.bucket / 1e3)  # type: ignore[arg-type]
-    print("\n".join(lines[:4] if args.quiet else lines))
+    lines = report(done, marks, args.bucket / 1e3, timeline=not args.quiet)  # type: ignore[arg-type]
+    print("\n".join(lines))
     for line in log:
         if "compacted online" in line:
             print(f"  {line.strip()}")

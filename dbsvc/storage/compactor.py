@@ -45,7 +45,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from dbsvc.errors import Unavailable
-from dbsvc.storage import compact, files, online, recovery, retain
+from dbsvc.storage import compact, files, freeing, online, recovery, retain
 from dbsvc.storage.commit import CommitQueue
 from dbsvc.storage.epoch import Epoch
 from dbsvc.storage.events import ChangeEvent
@@ -109,6 +109,8 @@ class Compactor:
         self.count = 0
         # (cut seconds, switch seconds) of the last online compactions: the loop's pauses.
         self.pauses: deque[tuple[float, float]] = deque(maxlen=32)
+        # How the replaced files of the last online compactions were freed (freeing.py).
+        self.releases: deque[freeing.Release] = deque(maxlen=32)
 
     def after_write(self, commit: CommitQueue) -> None:
         """The size rule, checked after a write took the log past `compact_bytes`."""
@@ -164,7 +166,12 @@ class Compactor:
         """`close()`: a compaction before its commit point stops in its thread step and its
         `.new` files are discarded; one past it is left to finish (or to the next open)."""
         progress, task = self.progress, self.task
-        if progress is None or progress.committed[0]:
+        if progress is None:
+            return
+        if progress.committed[0]:
+            # Past the commit point only the release may still run: it frees the rest of
+            # the old files whole at its next piece (freeing.py rule 4) instead of pacing.
+            progress.cancelled = True
             return
         progress.cancelled = True
         progress.idle.wait(60)
@@ -258,8 +265,8 @@ class Compactor:
             await commit.run_between_fsyncs(switch)
         except BaseException as exc:
             self.cut = None
-            online.release_files(held, old_fds)
             progress.cancelled = True
+            online.release_files(held, old_fds, progress)  # on the loop: whole, no pauses
             progress.idle.wait(60)  # a thread step stops at its next chunk
             online.end_cut(tables)  # no thread reads the cut's sublists now
             if new is not None and new.fd >= 0:
@@ -284,7 +291,7 @@ class Compactor:
             switched[1],
             caught_up,
         )
-        await online.in_thread(progress, online.release_files, held, old_fds)
+        self.releases.extend(await online.in_thread(progress, online.release_files, held, old_fds, progress, faults))
         await online.in_thread(progress, online.drop_slowly, old_rows)
         # What the new epoch keeps (the snapshot's id lists, the surviving history) is
         # long-lived and acyclic, like what `recovery.load` froze at open: out of the

@@ -62,9 +62,12 @@ frames written since P1 plus one file fsync, three directory fsyncs and two rena
 short, and bench/README.md has the figures. The thread steps' files are fsynced each
 `files.FLUSH_BYTES` as they are written, not only at their end: a group commit's fsync
 meanwhile waits for the journal behind whatever another file's fsync is writing (ext4
-data=ordered), so one 68 MB fsync held every writer ~130 ms (`files.flush_past`). The old snapshot's, retained segment's and log's blocks are freed by
-closing descriptors held across the switch, in a thread afterwards (`hold_old_files`), not
-inside the renames. The thread steps hold the GIL in short pieces and are paced (`Pacer`):
+data=ordered), so one 68 MB fsync held every writer ~130 ms (`files.flush_past`). The old snapshot's, retained segment's and log's blocks are freed
+through descriptors held across the switch, in a thread afterwards (`hold_old_files`), not
+inside the renames: each file nobody else reads is shrunk 4 MiB at a time with a pause
+between pieces, then closed (`release_files`, freeing.py), so that no one free holds the
+journal the group commits' fsyncs wait for; one a reader holds is freed whole by its
+last reader's close. The thread steps hold the GIL in short pieces and are paced (`Pacer`):
 the snapshot's records are parsed 256 at a time and its keys encoded a column at a time
 (snapshot.py), the frames since the cut renumbered 64 at a time, and after each piece the
 thread sleeps twice the CPU it used, so it takes at most a third of the loop's core and the
@@ -97,7 +100,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from dbsvc.errors import CorruptLog
-from dbsvc.storage import compact, files, retain
+from dbsvc.storage import compact, files, freeing, retain
 from dbsvc.storage.files import FaultPlan, fsync_dir, write_all
 from dbsvc.storage.logfile import FrameWalk, encode_header, renumber_frames
 from dbsvc.storage.rows import Stored
@@ -410,25 +413,39 @@ def hold_old_files(directory: str) -> list[int]:
     segment the switch's renames will replace. Renaming over a file whose last link it
     was frees its blocks inside the rename (tens of milliseconds for a large snapshot);
     with a descriptor still open the rename only drops the name, and the blocks are
-    freed by `release_files` in a thread afterwards."""
+    freed by `release_files` in a thread afterwards. Read-write, so that the release can
+    shrink them (freeing.py); never written through."""
     held = []
     for name in (compact.SNAPSHOT_NAME, compact.RETAINED_NAME):
+        path = os.path.join(directory, name)
         try:
-            held.append(os.open(os.path.join(directory, name), os.O_RDONLY | os.O_CLOEXEC))
+            try:
+                held.append(os.open(path, os.O_RDWR | os.O_CLOEXEC))
+            except PermissionError:  # not ours to shrink: its close frees it whole
+                held.append(os.open(path, os.O_RDONLY | os.O_CLOEXEC))
         except FileNotFoundError:
             pass
     return held
 
 
-def release_files(held: list[int], writer_fds: list[int]) -> None:
-    """Thread step after the switch: close the held descriptors (`hold_old_files`) and the
-    old log's writer descriptor, freeing the old files' blocks off the loop."""
-    for fd in writer_fds:
-        files.ops.close(fd)
-    for fd in held:
-        os.close(fd)
-    held.clear()
-    writer_fds.clear()
+def release_files(
+    held: list[int], writer_fds: list[int], progress: Progress | None = None, faults: FaultPlan = files.NO_FAULTS
+) -> list[freeing.Release]:
+    """Thread step after the switch: free the old files' blocks off the loop and close the
+    held descriptors (`hold_old_files`) and the old log's writer descriptor. A file nobody
+    else reads is shrunk a piece at a time first (freeing.py); `progress.cancelled`
+    (`close()`) frees the rest whole. Returns how each file went."""
+    # Without a progress (a caller on the loop) nothing is shrunk: the pauses are a thread's.
+    stopped = (lambda: progress.cancelled) if progress is not None else (lambda: True)
+    releases = []
+    for fds, close in ((writer_fds, files.ops.close), (held, os.close)):
+        while fds:
+            fd = fds.pop()
+            try:
+                releases.append(freeing.free(fd, stopped, faults))
+            finally:
+                close(fd)
+    return releases
 
 
 def discard(directory: str) -> None:

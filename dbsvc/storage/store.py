@@ -108,6 +108,7 @@ from dbsvc.storage.compactor import Compactor
 from dbsvc.storage.epoch import Epoch
 from dbsvc.storage.events import HEAD_RESERVE, ChangeEvent
 from dbsvc.storage.files import FaultPlan
+from dbsvc.storage.freeing import Release
 from dbsvc.storage.history import History
 from dbsvc.storage.lock import WriterLock
 from dbsvc.storage.logfile import MAX_PAYLOAD
@@ -381,6 +382,12 @@ class Store(TableWrites):
     def compaction_pauses(self) -> deque[tuple[float, float]]:
         """(cut seconds, switch seconds) of the last online compactions: the loop's pauses."""
         return self.compactor.pauses
+
+    @property
+    def compaction_releases(self) -> deque[Release]:
+        """How the files the last online compactions replaced were freed: in pieces, or
+        whole (a reader held one, or it was small; storage/freeing.py)."""
+        return self.compactor.releases
 
     def stats(self) -> dict[str, Any]:
         """Counters for /metrics and the bench."""
