@@ -240,17 +240,8 @@ def _in_place(
 
 
 def _whole_records(model: CompiledModel, records: list[dict], ids: list[Any]) -> bool:
-    """Each record holds exactly the model's fields, in order, and its row's id (rule 1).
-    Read as the records' keys in one flat tuple against the fields repeated once a record,
-    with no tuple and no hash a record (bench/README.md, rep15's section). Equal means
-    whole: a dict's keys are distinct, so no record holds more keys than the fields (it
-    would repeat one), hence none fewer (the count is the fields' times the records'), and
-    each starts where the one before it ends, at the first field."""
-    fields = model.fields
-    return (
-        tuple(chain.from_iterable(records)) == fields * len(records)
-        and list(map(dict.get, records, repeat(model.id_field))) == ids
-    )
+    """Each record holds exactly the model's fields, in order, and its row's id (rule 1)."""
+    return set(map(tuple, records)) == {model.fields} and list(map(dict.get, records, repeat(model.id_field))) == ids
 
 
 def _events(
