@@ -31,12 +31,9 @@ Text values: every `str` field, str id and str filter value is stored and compar
 Unicode Normalization Form C (`nfc`), so the NFC and NFD spellings of one e-mail are one
 value (docs/decisions.md, "Values"). `json` fields are stored as sent.
 
-Datetimes (RFC 3339 §5.6): `YYYY-MM-DDTHH:MM:SS[.frac](Z|+HH:MM|-HH:MM)`. Per the note in
-§5.6 the separator may also be `t` or a space, and `Z` may be `z`. Fractions longer than
-microseconds are truncated (never rounded, so a value never moves into the next second).
-A leap second (`:60`) is refused: Python cannot represent it. `-00:00` is read as UTC.
-Python's `datetime.fromisoformat` accepts far more (week dates, `+0100`, no seconds), so
-the shape is checked with a regular expression first.
+Datetimes (RFC 3339 §5.6): `parse_datetime` and `parse_datetime_key` are dbsvc/datetimes.py's,
+the one parser the schema's literals go through too, so a `@default` or a rule's literal is
+taken exactly when a request's value would be; that module says what is accepted.
 """
 
 from __future__ import annotations
@@ -48,10 +45,13 @@ import unicodedata
 import uuid as _uuid
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from datetime import UTC, date, datetime, timedelta
+from datetime import UTC, date, datetime
 from types import MappingProxyType
 from typing import Any, Protocol, TypeAlias
 
+from dbsvc.datetimes import EPOCH, MICROSECOND, format_instant
+from dbsvc.datetimes import parse_datetime as parse_datetime
+from dbsvc.datetimes import parse_datetime_key as parse_datetime_key
 from dbsvc.errors import BadQuery
 from dbsvc.rules import Claims, ModelRules
 
@@ -160,12 +160,6 @@ INT64_MAX = 2**63 - 1
 NO_FILTERS: Filters = MappingProxyType({})
 DEFAULT_QUERY = Query(filters=NO_FILTERS)  # what every parser answers for an empty query string
 
-_EPOCH = datetime(1970, 1, 1)
-_MICROSECOND = timedelta(microseconds=1)
-_DATETIME_RE = re.compile(
-    r"([0-9]{4})-([0-9]{2})-([0-9]{2})[Tt ]([0-9]{2}):([0-9]{2}):([0-9]{2})(?:\.([0-9]+))?"
-    r"(?:[Zz]|([+-])([0-9]{2}):([0-9]{2}))"
-)
 _DATE_RE = re.compile(r"([0-9]{4})-([0-9]{2})-([0-9]{2})")
 _UUID_RE = re.compile(r"[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}")
 _INT_TEXT_RE = re.compile(r"[+-]?[0-9]+")
@@ -202,60 +196,13 @@ def identity(value: Any) -> Any:
     return value
 
 
-def _parse_instant(text: str) -> datetime | None:
-    """RFC 3339 text -> naive UTC datetime, or None."""
-    m = _DATETIME_RE.fullmatch(text)
-    if m is None:
-        return None
-    year, month, day, hour, minute, second, frac, sign, off_h, off_m = m.groups()
-    micro = int((frac + "00000")[:6]) if frac else 0
-    try:
-        instant = datetime(int(year), int(month), int(day), int(hour), int(minute), int(second), micro)
-        if sign is not None:
-            hours, minutes = int(off_h), int(off_m)
-            if hours > 23 or minutes > 59:
-                return None
-            offset = timedelta(hours=hours, minutes=minutes)
-            instant = instant - offset if sign == "+" else instant + offset
-    except (ValueError, OverflowError):
-        return None
-    return instant
-
-
-def _format_instant(instant: datetime) -> str:
-    # Formatted by hand: strftime("%Y") does not pad years before 1000 on every platform.
-    text = (
-        f"{instant.year:04d}-{instant.month:02d}-{instant.day:02d}"
-        f"T{instant.hour:02d}:{instant.minute:02d}:{instant.second:02d}"
-    )
-    if instant.microsecond:
-        text += f".{instant.microsecond:06d}"
-    return text + "Z"
-
-
-def parse_datetime(text: str) -> str | None:
-    """RFC 3339 date-time in any offset -> canonical UTC text, or None.
-
-    >>> parse_datetime("2024-05-01T14:00:00.5+02:00")
-    '2024-05-01T12:00:00.500000Z'
-    """
-    instant = _parse_instant(text)
-    return None if instant is None else _format_instant(instant)
-
-
-def parse_datetime_key(text: str) -> int | None:
-    """RFC 3339 text -> integer microseconds since the epoch (the datetime index key), or None."""
-    instant = _parse_instant(text)
-    return None if instant is None else (instant - _EPOCH) // _MICROSECOND
-
-
 def datetime_key(value: str | None) -> int | None:
     """Index key of a stored canonical datetime: integer microseconds since the epoch."""
     if value is None:
         return None
     # A stored value is canonical (checked on the way in), so the fast C parser is safe
     # here: `fromisoformat` reads `YYYY-MM-DDTHH:MM:SS[.ffffff]` once the `Z` is cut off.
-    return (datetime.fromisoformat(value[:-1]) - _EPOCH) // _MICROSECOND
+    return (datetime.fromisoformat(value[:-1]) - EPOCH) // MICROSECOND
 
 
 def parse_date(text: str) -> str | None:
@@ -336,7 +283,7 @@ def finite_float(value: int | float) -> float | None:
 
 def now() -> str:
     """The current instant in canonical form (`@default(now)` of a datetime)."""
-    return _format_instant(datetime.now(UTC).replace(tzinfo=None))
+    return format_instant(datetime.now(UTC).replace(tzinfo=None))
 
 
 def new_uuid() -> str:

@@ -15,7 +15,8 @@ Where an error points:
 - a parenthesized condition used as a value (`(a or b) < 1`): at its first piece.
 
 Invariants of what it returns: see `dbsvc.schema.ir` (rules). Imports nothing from dbsvc
-but `dbsvc.errors` and `dbsvc.schema.*`.
+but `dbsvc.errors`, `dbsvc.datetimes` (a datetime literal is parsed as a request's value is)
+and `dbsvc.schema.*`.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Mapping
 
+from dbsvc.datetimes import parse_datetime
 from dbsvc.schema.ir import (
     OPERATIONS,
     REPLICATE,
@@ -43,7 +45,7 @@ from dbsvc.schema.ir import (
     Truth,
 )
 from dbsvc.schema.syntax import BoolOp, Compare, Expr, ListLit, Literal, LiteralKind, Not, Ref, RuleDecl
-from dbsvc.schema.values import INT64_MAX, INT64_MIN, canonical_day, canonical_instant, canonical_uuid, shown
+from dbsvc.schema.values import INT64_MAX, INT64_MIN, canonical_day, canonical_uuid, shown
 
 ORDERED_TYPES = frozenset({FieldType.INT, FieldType.FLOAT, FieldType.STR, FieldType.DATE, FieldType.DATETIME})
 NUMBERS = frozenset({FieldType.INT, FieldType.FLOAT})
@@ -335,7 +337,7 @@ def convert_rule_value(field: Field, literal: Literal) -> object:
         if text in field.enum_members:
             return text
         return _Mismatch(f"expected one of {', '.join(field.enum_members)}, got {got}")
-    canonical = {FieldType.DATETIME: canonical_instant, FieldType.DATE: canonical_day, FieldType.UUID: canonical_uuid}[
+    canonical = {FieldType.DATETIME: parse_datetime, FieldType.DATE: canonical_day, FieldType.UUID: canonical_uuid}[
         type_
     ](text)
     return canonical if canonical is not None else _Mismatch(f"expected {_expected(field)}, got {got}")

@@ -12,24 +12,23 @@ Canonical forms (docs/guide/schema.md#types, `dbsvc.schema.ir.Default`):
 - uuid     the 36-character hyphenated form, lower case
 - enum     the member name (written bare or as a string)
 
-Imports nothing from dbsvc but `dbsvc.schema.*`.
+Imports nothing from dbsvc but `dbsvc.schema.*` and dbsvc/datetimes.py, the datetime parser
+the runtime's requests go through too (a literal is a value a request could send).
 """
 
 from __future__ import annotations
 
 import math
 import re
-from datetime import UTC, date, datetime
+from datetime import date
 
+from dbsvc.datetimes import parse_datetime
 from dbsvc.schema.ir import Default, DefaultKind, FieldType
 from dbsvc.schema.syntax import Literal, LiteralKind
 
 INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1
 BOUNDED_TYPES = frozenset({FieldType.INT, FieldType.FLOAT, FieldType.STR})
 
-# ASCII digits and an offset's minutes below 60: what runtime.py's parser takes (a default
-# or a rule literal is a value a request could send).
-_DATETIME = re.compile(r"\d{4}-\d{2}-\d{2}[Tt ]\d{2}:\d{2}:\d{2}(\.\d+)?([Zz]|[+-]\d{2}:[0-5]\d)", re.ASCII)
 _DATE = re.compile(r"\d{4}-\d{2}-\d{2}")
 _UUID = re.compile(r"[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}")
 
@@ -153,23 +152,10 @@ def _convert_value(type_: FieldType, field: str, literal: Literal) -> object:
 
 
 def _canonical_datetime(text: str, on: str, got: str) -> object:
-    instant = canonical_instant(text)
+    instant = parse_datetime(text)
     if instant is None:
         return Problem(f"{on} expects an RFC 3339 instant with an offset such as \"2024-01-31T12:00:00Z\", got {got}")
     return instant
-
-
-def canonical_instant(text: str) -> str | None:
-    """An RFC 3339 instant with an offset -> its canonical UTC `...Z` form, or None."""
-    if not _DATETIME.fullmatch(text):
-        return None
-    # `fromisoformat` accepts far more than RFC 3339 (week dates, `+0100`), hence the
-    # expression first. Since 3.11 it reads `Z`, any separator and a fraction of any length
-    # (truncated to microseconds); only a lower-case `z` it refuses, hence `upper()`.
-    try:
-        return format_datetime(datetime.fromisoformat(text.upper()))
-    except (ValueError, OverflowError):  # no such day or time, or before year 1 or after 9999 in UTC
-        return None
 
 
 def canonical_day(text: str) -> str | None:
@@ -185,13 +171,6 @@ def canonical_day(text: str) -> str | None:
 def canonical_uuid(text: str) -> str | None:
     """A hyphenated uuid in any letter case -> lower case, or None."""
     return text.lower() if _UUID.fullmatch(text) else None
-
-
-def format_datetime(instant: datetime) -> str:
-    """`YYYY-MM-DDTHH:MM:SS[.ffffff]Z` in UTC, the stored and wire form."""
-    # isoformat: the year always four digits (strftime's %Y writes year 5 as "5" on glibc),
-    # the microseconds only when there are any.
-    return instant.astimezone(UTC).replace(tzinfo=None).isoformat() + "Z"
 
 
 def _canonical_date(text: str, on: str, got: str) -> object:

@@ -49,7 +49,7 @@ Recovery rules (`scan`), in this order; the first bad frame at byte P decides:
    two or more rows) end with `"batch":{"first":F,"last":L}` (events.py "Batches"); the
    batch's frames are written with one write call and covered by one fsync before any of
    them is acknowledged. When the good frames end after row F but before row L, replay
-   (recovery.py `_cut_batch`) undoes rows F.. and the cut starts at row F's first byte, so
+   (logreplay.py `_cut_batch`) undoes rows F.. and the cut starts at row F's first byte, so
    a reopened log holds all of a batch or none of it. The mark is inside the payload, so the
    CRC covers it, and the frame layout and version are unchanged: an older log (no marks)
    reads as before, and an older reader reads a newer log (it only keeps a torn batch).

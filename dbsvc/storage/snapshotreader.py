@@ -5,14 +5,14 @@ rules; this module reads formats 1, 2 and 3). `read_snapshot` checks every line'
 parses the header; a model's rows are then read one of two ways, and its versions by
 `model_versions`. `snapshot_lines` alone checks a copied file (a backup).
 
-Two ways to read a model (recovery.py picks):
+Two ways to read a model (snapshotload.py picks):
 
 - From the keys (`model_blocks`, format 2, when the file's "keys" hold every column the
   table indexes and its fields are the model's own): each rows line is split into texts
   that are kept as they are, and the index keys come from the keys line, so no row is
   parsed. Parsing every row to check it and take its keys was a third of an open; reading
   the keys instead saves it (bench/README.md, "Open from the keys"). What is checked instead: every line's CRC; each block's text count and
-  column lengths against "block_rows"; the ids strictly ascending (recovery.py); and a
+  column lengths against "block_rows"; the ids strictly ascending (snapshotload.py); and a
   sample of rows, every SAMPLE_EVERY-th of each block and its last, each scanned whole and
   held to be exactly one row of the model's width whose indexed values equal its keys
   line's. A line whose CRC holds was written by a dbsvc writer (a torn or damaged one

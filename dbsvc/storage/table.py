@@ -259,10 +259,10 @@ class Table:
     ) -> None:
         """Install the snapshot's records as rows 1..n of an empty table: `stored` in
         their stored form, `columns` the index keys (`self.keys`) of each field at
-        `self.columns`, a list, or an array of a sort field's number keys (recovery.py
+        `self.columns`, a list, or an array of a sort field's number keys (snapshotload.py
         `_KeyColumns`; the id's and references' keys are their values, their key
         function being the identity). The records' other values are never made objects.
-        Their ids must be strictly ascending (recovery.py checks the file's rows), so the
+        Their ids must be strictly ascending (snapshotload.py checks the file's rows), so the
         primary key needs no sort and each ordered index one stable sort by key alone.
         `versions`: each record's version (versions.py), in the same order."""
         assert not self.live and not self.rows, "load_base fills an empty table"

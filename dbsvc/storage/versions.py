@@ -8,7 +8,7 @@ record for the tenant's whole life: it changes exactly when the record does.
 
 Where a version comes from:
 
-- a write: `Table.stamp(offset)` after the row is applied (writes.py, recovery.py's
+- a write: `Table.stamp(offset)` after the row is applied (writes.py, logreplay.py's
   replay, batch.py), undone by `Table.undo_last`; a follower's run of inserts sets its
   versions together (`set_run`, storage/follow.py);
 - a snapshot: format 3 carries each record's version in a versions line per block

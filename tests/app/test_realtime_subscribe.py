@@ -202,20 +202,6 @@ def test_after_replays_links_and_filters_like_live(blog):
     run(body())
 
 
-def _writer(port: int, count: int, start: threading.Event, prefix: str) -> None:
-    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
-    start.wait(10)
-    for i in range(count):
-        conn.request(
-            "POST",
-            "/api/user",
-            json.dumps({**USER, "email": f"{prefix}{i}@x.io"}),
-            {"Content-Type": "application/json"},
-        )
-        assert conn.getresponse().read()
-    conn.close()
-
-
 @pytest.mark.parametrize("schema", ["blog.dbs", "inventory.dbs"], ids=["log", "ring"])
 def test_after_resume_has_no_gap_and_no_duplicate_under_concurrent_writes(serve, schema):
     server = serve(ROOT / "schemas" / schema)

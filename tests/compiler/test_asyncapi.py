@@ -29,6 +29,7 @@ from dbsvc.compiler.asyncapi import CLOSE_CODES, build_asyncapi
 from dbsvc.compiler.openapi import build_openapi
 from dbsvc.schema import load_schema, parse_schema
 from dbsvc.storage.events import ChangeEvent, EventKind
+from support.documents import refs, resolve
 from support.mutation import shared
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -60,25 +61,6 @@ def blog_doc() -> dict:
 @pytest.fixture(scope=shared("module"))
 def inventory_doc() -> dict:
     return _document(INVENTORY)
-
-
-def _resolve(doc: dict, pointer: str) -> Any:
-    assert pointer.startswith("#/"), pointer
-    node: Any = doc
-    for part in pointer[2:].split("/"):
-        part = part.replace("~1", "/").replace("~0", "~")
-        assert isinstance(node, dict) and part in node, f"{pointer!r} does not resolve at {part!r}"
-        node = node[part]
-    return node
-
-
-def _refs(node: Any) -> list[str]:
-    if isinstance(node, dict):
-        found = [node["$ref"]] if isinstance(node.get("$ref"), str) else []
-        return found + [r for value in node.values() for r in _refs(value)]
-    if isinstance(node, list):
-        return [r for value in node for r in _refs(value)]
-    return []
 
 
 def _validator(doc: dict, pointer: str) -> Draft7Validator:
@@ -133,7 +115,7 @@ def test_one_ws_server_at_the_default_address(blog_doc: dict) -> None:
 
 
 def test_server_security_offers_the_header_and_the_subprotocols(blog_doc: dict) -> None:
-    schemes = [_resolve(blog_doc, r["$ref"]) for r in blog_doc["servers"]["local"]["security"]]
+    schemes = [resolve(blog_doc, r["$ref"]) for r in blog_doc["servers"]["local"]["security"]]
     assert schemes[0] == {**schemes[0], "type": "http", "scheme": "bearer", "bearerFormat": "JWT"}
     assert schemes[1] == {**schemes[1], "type": "httpApiKey", "in": "header", "name": "Sec-WebSocket-Protocol"}
     assert "`bearer.<JWT>`" in schemes[1]["description"]
@@ -143,10 +125,10 @@ def test_server_security_offers_the_header_and_the_subprotocols(blog_doc: dict) 
 @BOTH
 def test_every_ref_resolves(path: Path) -> None:
     doc = _document(path)
-    refs = _refs(doc)
-    assert len(refs) > 50
-    for pointer in refs:
-        _resolve(doc, pointer)
+    pointers = refs(doc)
+    assert len(pointers) > 50
+    for pointer in pointers:
+        resolve(doc, pointer)
 
 
 @BOTH
@@ -195,7 +177,7 @@ def test_every_message_has_a_payload_name_and_content_type(path: Path) -> None:
     messages = doc["components"]["messages"]
     for key, message in messages.items():
         assert message["payload"], key
-        _resolve(doc, message["payload"]["$ref"])
+        resolve(doc, message["payload"]["$ref"])
         assert message["contentType"] in ("application/json", "application/octet-stream"), key
     names = [m["name"] for m in messages.values()]
     assert len(names) == len(set(names))
@@ -433,7 +415,7 @@ def test_live_query_channel_names_its_second_address(blog_doc: dict) -> None:
 def test_replicate_sends_binary_persisted_events(blog_doc: dict) -> None:
     message = blog_doc["components"]["messages"]["PersistedEvent"]
     assert message["contentType"] == "application/octet-stream"
-    assert _resolve(blog_doc, message["payload"]["$ref"])["format"] == "binary"
+    assert resolve(blog_doc, message["payload"]["$ref"])["format"] == "binary"
     assert "`u64 offset | u32 crc32(payload) | u32 length | payload`, big-endian" in message["description"]
 
 
@@ -488,8 +470,8 @@ def test_schema_with_one_unreferenced_model() -> None:
     doc = build_asyncapi(schema)
     assert list(doc["channels"]) == ["subscribe.tag", "live-query.tag", "replicate", "replicate-snapshot"]
     assert "Tag.Link" not in doc["components"]["messages"]
-    for pointer in _refs(doc):
-        _resolve(doc, pointer)
+    for pointer in refs(doc):
+        resolve(doc, pointer)
 
 
 # ---------------------------------------------------------------- the generated module and CLI

@@ -5,7 +5,6 @@ from the token, who may replicate; and the documents of schemas/notes.dbs stay v
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
 
 import pytest
 from jsonschema import Draft7Validator
@@ -14,6 +13,7 @@ from openapi_spec_validator import validate
 from dbsvc.compiler.asyncapi import build_asyncapi
 from dbsvc.compiler.openapi import build_openapi
 from dbsvc.schema import load_schema, parse_schema
+from support.documents import refs, resolve
 from support.mutation import shared
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -28,25 +28,6 @@ def openapi() -> dict:
 @pytest.fixture(scope=shared("module"))
 def asyncapi() -> dict:
     return build_asyncapi(load_schema(str(NOTES)))
-
-
-def _refs(node: Any) -> list[str]:
-    if isinstance(node, dict):
-        found = [node["$ref"]] if isinstance(node.get("$ref"), str) else []
-        return found + [r for value in node.values() for r in _refs(value)]
-    if isinstance(node, list):
-        return [r for value in node for r in _refs(value)]
-    return []
-
-
-def _resolves(doc: dict, pointer: str) -> bool:
-    node: Any = doc
-    for part in pointer[2:].split("/"):
-        part = part.replace("~1", "/").replace("~0", "~")
-        if not isinstance(node, dict) or part not in node:
-            return False
-        node = node[part]
-    return True
 
 
 def test_openapi_of_a_schema_with_rules_is_valid(openapi: dict) -> None:
@@ -119,7 +100,7 @@ def test_asyncapi_feeds_quote_the_subscribe_rule_and_stay_resolvable(asyncapi: d
     feed = asyncapi["channels"]["subscribe.note"]["description"]
     assert "Access rule (subscribe): `@allow(all, record.owner == token.sub)`" in feed
     assert "Access rule (subscribe)" in asyncapi["channels"]["live-query.audit"]["description"]
-    for pointer in _refs(asyncapi):
-        assert _resolves(asyncapi, pointer), pointer
+    for pointer in refs(asyncapi):
+        resolve(asyncapi, pointer)
     for schema in asyncapi["components"]["schemas"].values():
         Draft7Validator.check_schema(schema)

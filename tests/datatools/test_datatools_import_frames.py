@@ -27,7 +27,7 @@ from dbsvc.storage.tenants import create_tenant
 from support.cli import clean_env
 from support.cli import run_on_tenant as cli
 from support.server import ROOT, start_server
-from support.storage import file_offsets, open_store, post, user
+from support.storage import file_offsets, open_store, post, user, write_eight_rows
 from support.tree import dir_image
 
 SCHEMA = str(ROOT / "schemas" / "blog.dbs")
@@ -132,17 +132,7 @@ def frames(tmp_path) -> Path:
     log of a real tenant without its header)."""
     source = tmp_path / "source"
     source.mkdir()
-    store = open_store(str(source))
-
-    async def go() -> None:
-        for i in range(1, 6):
-            await store.insert("User", user(i))
-        await store.insert("BlogPost", post(1, author=1))
-        await store.replace("User", 2, user(2, name="second"))
-        await store.delete("User", 5)
-
-    asyncio.run(go())
-    store.close()
+    write_eight_rows(str(source))
     out = tmp_path / "events.log"
     out.write_bytes((source / "log").read_bytes()[LOG_HEADER:])
     assert file_offsets(out) == list(range(1, 9))

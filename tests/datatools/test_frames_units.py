@@ -18,7 +18,7 @@ from dbsvc.datatools.frames import FramesReport, import_frames, scan_file
 from dbsvc.errors import ConfigError, CorruptLog, ImportRejected, TenantError
 from dbsvc.storage import files
 from dbsvc.storage.tenants import create_tenant
-from support.storage import BLOG, open_store, post, user
+from support.storage import BLOG, open_store, user, write_eight_rows
 from support.tree import dir_image
 
 LOG_HEADER = 40
@@ -36,17 +36,7 @@ def history_of(directory: str):
 def source(tmp_path) -> Path:
     """A tenant written with 8 rows: users 1-5, post 1, user 2 replaced, user 5 deleted."""
     directory = create_tenant(str(tmp_path / "src"), "s")
-    store = open_store(directory)
-
-    async def go() -> None:
-        for i in range(1, 6):
-            await store.insert("User", user(i))
-        await store.insert("BlogPost", post(1, author=1))
-        await store.replace("User", 2, user(2, name="second"))
-        await store.delete("User", 5)
-
-    asyncio.run(go())
-    store.close()
+    write_eight_rows(directory)
     return Path(directory)
 
 

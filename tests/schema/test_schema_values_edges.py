@@ -110,3 +110,10 @@ def test_a_datetime_defaults_canonical_form_is_utc_whatever_the_hosts_zone():
             os.environ["TZ"] = before
         time.tzset()
     assert field.default == Default(DefaultKind.VALUE, "2024-01-31T10:00:00.500000Z")
+
+
+def test_a_datetime_default_past_year_one_in_utc_is_a_schema_error_not_a_crash():
+    assert errors_of('  n datetime @default("0001-01-01T00:00:00+01:00")') == [
+        "s.dbs:3:23: error: @default on datetime field 'n' expects an RFC 3339 instant with an offset "
+        'such as "2024-01-31T12:00:00Z", got "0001-01-01T00:00:00+01:00"'
+    ]

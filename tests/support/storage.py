@@ -64,6 +64,25 @@ def open_store(path: str, **kw) -> Store:
     return Store.open(path, BLOG.MODELS, BLOG.DESCRIPTION, **kw)
 
 
+def write_eight_rows(directory: str) -> None:
+    """Eight rows into the tenant at `directory`, through a store opened and closed here:
+    users 1-5, post 1 by user 1, user 2 replaced, user 5 deleted (an insert of each model,
+    an update and a delete: every kind of frame a log holds)."""
+    store = open_store(directory)
+
+    async def go() -> None:
+        for i in range(1, 6):
+            await store.insert("User", user(i))
+        await store.insert("BlogPost", post(1, author=1))
+        await store.replace("User", 2, user(2, name="second"))
+        await store.delete("User", 5)
+
+    try:
+        asyncio.run(go())
+    finally:
+        store.close()
+
+
 def run(coro):
     return asyncio.run(coro)
 

@@ -1,19 +1,37 @@
-"""`canonical_instant` (dbsvc/schema/values.py) over edge inputs. Each row's answer is the
-one the function gave before session 18 (wt-tidy) cut the steps Python 3.11's
-`datetime.fromisoformat` made redundant (`t` and space rewritten to `T`, the fraction cut to
-six digits, `Z` rewritten to `+00:00`), but for the rows marked "changed": the schema now
-takes exactly the instants runtime.py's `parse_datetime` takes, in the same canonical form
-(before, it wrote year 5 as `5-01-01T...`, took an offset of `+05:60` and a non-ASCII digit
-past the sixth of a fraction, and raised OverflowError, a traceback from `dbsvc check`, for
-an instant past year 1 or 9999 in UTC). Fixture-free, so `bench/mutation_inprocess.py` runs it."""
+"""dbsvc/datetimes.py, the one datetime parser, over edge inputs, and the three places that
+read a datetime someone wrote going through it: a request's value (runtime.py, which generated
+code calls), a filter's key, and a schema's literal (a `@default`, here; a rule's constant
+takes the same path, schema/rules.py).
+
+Until session 19 the schema and the runtime each had a parser of their own (schema may not
+import runtime) and this table held the two to one answer (tests/schema/test_schema_instants.py,
+session 18). Each row's answer is the one both gave then: the rows marked "changed" are where
+session 18 (wt-tidy) brought the schema's to the runtime's (before, the schema wrote year 5 as
+`5-01-01T...`, took an offset of `+05:60` and a non-ASCII digit past the sixth of a fraction,
+and raised OverflowError, a traceback from `dbsvc check`, for an instant past year 1 or 9999
+in UTC). Fixture-free, so `bench/mutation_inprocess.py` runs it."""
 
 from __future__ import annotations
 
 import pytest
 
-from dbsvc.runtime import parse_datetime
-from dbsvc.schema.values import canonical_instant
-from support.schemakit import schema_errors
+from dbsvc import datetimes, runtime
+from dbsvc.errors import SchemaErrors
+from dbsvc.schema import parse_schema
+from dbsvc.schema.ir import DefaultKind
+
+
+def default_of(text: str) -> object:
+    """What a schema makes of `text` as a datetime field's `@default`: its canonical value, or
+    None when the schema refuses it."""
+    source = 'model A {\n  id int @id\n  n datetime @default("' + text + '")\n}\n'
+    try:
+        schema = parse_schema(source, "s.dbs")
+    except SchemaErrors:
+        return None
+    default = schema.models[0].fields[1].default
+    assert default is not None and default.kind is DefaultKind.VALUE
+    return default.value
 
 
 @pytest.mark.parametrize(
@@ -68,13 +86,23 @@ from support.schemakit import schema_errors
         ('2024-01-31T12:00:00+02:00:00', None),
     ],
 )
-def test_canonical_instant_answers_as_before_the_311_simplification(text: str, canonical: str | None):
-    assert canonical_instant(text) == canonical
-    assert parse_datetime(text) == canonical  # what a request's value becomes
+def test_one_parser_answers_each_edge_input_for_a_request_a_filter_and_a_schema_literal(
+    text: str, canonical: str | None
+):
+    assert datetimes.parse_datetime(text) == canonical
+    assert runtime.parse_datetime(text) == canonical  # what a request's value becomes
+    key = runtime.parse_datetime_key(text)  # what a filter on the field compares
+    assert key == (None if canonical is None else runtime.datetime_key(canonical))
+    assert default_of(text) == canonical  # what a schema's literal becomes
 
 
-def test_a_datetime_default_past_year_one_in_utc_is_a_schema_error_not_a_crash():
-    assert schema_errors('model A {\n  id int @id\n  n datetime @default("0001-01-01T00:00:00+01:00")\n}\n') == [
-        "s.dbs:3:23: error: @default on datetime field 'n' expects an RFC 3339 instant with an offset "
-        'such as "2024-01-31T12:00:00Z", got "0001-01-01T00:00:00+01:00"'
-    ]
+def test_a_schema_literal_and_a_request_value_are_read_by_the_same_function():
+    # One parser, not two held equal by a table: the schema's path and the runtime's name
+    # are dbsvc/datetimes.py's function itself.
+    assert runtime.parse_datetime is datetimes.parse_datetime
+    assert runtime.parse_datetime_key is datetimes.parse_datetime_key
+
+
+def test_now_is_in_the_canonical_form_the_parser_gives_back_unchanged():
+    now = runtime.now()
+    assert datetimes.parse_datetime(now) == now
