@@ -5,11 +5,9 @@ from __future__ import annotations
 import json
 
 from dbsvc.app import EncodedRecords
-from dbsvc.compiler import compile_schema
-from dbsvc.schema import load_schema
-from support.server import ROOT
+from support.blog import BLOG
 
-MODULE = compile_schema(load_schema(str(ROOT / "schemas" / "blog.dbs")))
+MODULE = BLOG  # compiled once per process (tests/support/blog.py)
 USER = MODULE.BY_NAME["User"]
 
 

@@ -6,16 +6,14 @@ from __future__ import annotations
 import pytest
 
 from dbsvc.app import ParsedQueries
-from dbsvc.compiler import compile_schema
 from dbsvc.errors import BadQuery
 from dbsvc.http.message import split_target
 from dbsvc.http.types import Request
 from dbsvc.readcache import ParsedList
 from dbsvc.runtime import DEFAULT_QUERY
-from dbsvc.schema import load_schema
-from support.server import ROOT
+from support.blog import BLOG
 
-MODULE = compile_schema(load_schema(str(ROOT / "schemas" / "blog.dbs")))
+MODULE = BLOG  # compiled once per process (tests/support/blog.py)
 POST = MODULE.BY_NAME["BlogPost"]
 USER = MODULE.BY_NAME["User"]
 

@@ -12,17 +12,15 @@ from dataclasses import fields, replace
 
 import pytest
 
-from dbsvc.compiler import compile_schema
 from dbsvc.errors import BadQuery
 from dbsvc.http.message import split_target
 from dbsvc.http.types import Request
 from dbsvc.operators import encode_cursor, link_prefix, next_link
 from dbsvc.readcache import ParsedQueries, with_cursor, with_offset
 from dbsvc.runtime import MAX_FILTER_VALUES, Query
-from dbsvc.schema import load_schema
-from support.server import ROOT
+from support.blog import BLOG
 
-MODULE = compile_schema(load_schema(str(ROOT / "schemas" / "blog.dbs")))
+MODULE = BLOG  # compiled once per process (tests/support/blog.py)
 POST = MODULE.BY_NAME["BlogPost"]
 SCORE = (("score", True),)
 

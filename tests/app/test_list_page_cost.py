@@ -13,11 +13,9 @@ import math
 from hypothesis import given
 from hypothesis import strategies as st
 
-from dbsvc.compiler import compile_schema
 from dbsvc.operators import CURSOR_VERSION, decode_cursor, encode_cursor, sort_text
 from dbsvc.readcache import EncodedRecords
-from dbsvc.schema import load_schema
-from support.server import ROOT
+from support.blog import BLOG
 
 
 def json_cursor(model: str, sort: tuple, keys: list, id_: object) -> str:
@@ -68,7 +66,7 @@ def test_cursor_made_fast_decodes_to_its_keys():
     assert decode_cursor(text, "Post", sort, {"score": "f", "title": "s"}, "i") == ((2.5, "\u00e9t\u00e9"), 7)
 
 
-MODULE = compile_schema(load_schema(str(ROOT / "schemas" / "blog.dbs")))
+MODULE = BLOG  # compiled once per process (tests/support/blog.py)
 POST = MODULE.BY_NAME["BlogPost"]
 
 

@@ -14,15 +14,13 @@ from urllib.parse import urlsplit
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from dbsvc.compiler import compile_schema
 from dbsvc.http.message import split_target
 from dbsvc.http.types import Request
 from dbsvc.operators import NextLinks, encode_cursor, link_prefix, next_link
 from dbsvc.readcache import ParsedQueries
-from dbsvc.schema import load_schema
-from support.server import ROOT
+from support.blog import BLOG
 
-MODULE = compile_schema(load_schema(str(ROOT / "schemas" / "blog.dbs")))
+MODULE = BLOG  # compiled once per process (tests/support/blog.py)
 POST = MODULE.BY_NAME["BlogPost"]
 USER = MODULE.BY_NAME["User"]
 

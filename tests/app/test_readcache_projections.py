@@ -5,12 +5,10 @@ from __future__ import annotations
 
 import json
 
-from dbsvc.compiler import compile_schema
 from dbsvc.readcache import EncodedRecords
-from dbsvc.schema import load_schema
-from support.server import ROOT
+from support.blog import BLOG
 
-MODULE = compile_schema(load_schema(str(ROOT / "schemas" / "blog.dbs")))
+MODULE = BLOG  # compiled once per process (tests/support/blog.py)
 POST = MODULE.BY_NAME["BlogPost"]
 
 

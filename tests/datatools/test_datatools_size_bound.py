@@ -15,15 +15,13 @@ import json
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from dbsvc.compiler import compile_schema
 from dbsvc.datatools.load import may_be_near_the_record_limit
 from dbsvc.runtime import compact_json
-from dbsvc.schema import load_schema
 from dbsvc.storage.events import HEAD_RESERVE
 from dbsvc.storage.logfile import MAX_PAYLOAD
-from support.server import ROOT
+from support.blog import BLOG
 
-MODULE = compile_schema(load_schema(str(ROOT / "schemas" / "blog.dbs")))
+MODULE = BLOG  # compiled once per process (tests/support/blog.py)
 VALIDATE = {m.name: m.validate_create for m in MODULE.MODELS}
 
 growing = st.one_of(

@@ -11,14 +11,11 @@ ROOT = Path(__file__).resolve().parents[2]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from dbsvc.compiler import compile_schema
 from dbsvc.rules import MISSING, NOTHING, ModelRules, Scope, claim
-from dbsvc.schema import load_schema
 from dbsvc.storage import Store
 from dbsvc.storage.logfile import encode_frame
 from dbsvc.storage.tenants import create_tenant
-
-BLOG = compile_schema(load_schema(str(ROOT / "schemas" / "blog.dbs")))
+from support.blog import BLOG
 
 
 class Recorder:

@@ -20,16 +20,13 @@ ROOT = Path(__file__).resolve().parents[2]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from dbsvc.compiler import compile_schema
 from dbsvc.runtime import CompiledModel, Query
-from dbsvc.schema import load_schema
 from dbsvc.storage import Store, files, hashes
 from dbsvc.storage.files import FaultPlan
 from dbsvc.storage.hashes import IdBits, OrderedFilter, UniqueFilter
 from dbsvc.storage.query import sort_records
 from dbsvc.storage.rows import pack
-
-BLOG = compile_schema(load_schema(str(ROOT / "schemas" / "blog.dbs")))
+from support.blog import BLOG
 
 
 def user(i: int | None = None, **over) -> dict:
