@@ -11,9 +11,10 @@ The plan is JSON in PLAN_WORKER: for each label (`writer`, `reader-1`, ...) a li
 one list of steps a start (the nth start follows the nth run; past the end, the last):
 
     ready            READY=1 (with a STATUS= line) on NOTIFY_SOCKET, as notify.py sends it
-    status           a STATUS= line alone: no readiness
+    status           a STATUS= line alone (naming READY=1 inside its text): no readiness
     ready-elsewhere  READY=1 sent by a child process of this one (another pid)
     sleep:S          sleep S seconds
+    await:LABEL      wait until worker LABEL has journaled its readiness (30 s at most)
     linger:S         from now on SIGTERM makes it exit 0 only S seconds later
     deaf             from now on SIGTERM is journaled and ignored
     exit:N           exit with status N
@@ -62,6 +63,18 @@ def starts_before(label: str) -> int:
     return sum(1 for e in lines if e["label"] == label and e["event"] == "start")
 
 
+def until_ready(label: str) -> None:
+    end = time.monotonic() + 30.0
+    while time.monotonic() < end:
+        with open(os.environ["PLAN_JOURNAL"]) as f:
+            for line in f:
+                event = json.loads(line)
+                if event["label"] == label and event["event"] == "ready":
+                    return
+        time.sleep(0.01)
+    raise SystemExit(f"plan_worker: {label} was not ready within 30 s")
+
+
 def notification_target() -> str:
     address = os.environ["NOTIFY_SOCKET"]
     return "\0" + address[1:] if address.startswith("@") else address
@@ -102,11 +115,13 @@ def main() -> None:
             journal(label, "ready")  # first: whatever the supervisor starts on it comes after
             send(f"READY=1\nSTATUS={label} ready".encode())
         elif name == "status":
-            send(f"STATUS={label} starting".encode())
+            send(f"STATUS={label} starting, not READY=1 yet".encode())  # readiness is a line of its own
         elif name == "ready-elsewhere":
             subprocess.run([sys.executable, "-c", SEND, os.environ["NOTIFY_SOCKET"]], check=True)
         elif name == "sleep":
             time.sleep(float(arg))
+        elif name == "await":
+            until_ready(arg)
         elif name == "linger":
             on_term["linger"] = float(arg)
         elif name == "deaf":

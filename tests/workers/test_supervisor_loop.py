@@ -31,12 +31,14 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+from cryptography.hazmat.primitives.asymmetric import rsa
 
 from dbsvc.compiler import compile_schema
 from dbsvc.errors import ConfigError
 from dbsvc.logs import configure_logging
 from dbsvc.schema import load_schema
 from dbsvc.supervisor import supervise
+from support.authkit import TENANT, public_pem
 from support.server import ROOT
 
 PLAN_WORKER = str(ROOT / "tests" / "support" / "plan_worker.py")
@@ -149,6 +151,20 @@ def all_ready(*labels: str) -> Callable[[Events], bool]:
     return lambda events: all(count(events, label, "ready") >= 1 for label in labels)
 
 
+def settled(cue: Callable[[Events], bool], seconds: float = 1.0) -> Callable[[Events], bool]:
+    """`cue` has held for `seconds`: time for the supervisor to read what the worker sent
+    after its journal line (the readiness datagram) before it is told to stop."""
+    since: list[float] = []
+
+    def check(events: Events) -> bool:
+        if not cue(events):
+            return False
+        since[:1] = since[:1] or [time.monotonic()]
+        return time.monotonic() - since[0] >= seconds
+
+    return check
+
+
 SERVING = [["ready", "serve"]]
 
 
@@ -195,6 +211,17 @@ def test_the_banner_follows_the_log_format_and_the_explorer_setting(supervisor):
     assert any(line["message"].startswith("all 2 workers ready on ") for line in lines)
 
 
+def test_behind_the_token_guard_the_banner_offers_no_explorer(supervisor, tmp_path):
+    key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
+    (tmp_path / "idp.pem").write_bytes(public_pem(key))
+    (tmp_path / "data" / TENANT).mkdir(parents=True)
+    env = {"SERVICE_JWT_PUBKEY": str(tmp_path / "idp.pem"), "SERVICE_TENANT": TENANT}
+    run = supervisor({"writer": SERVING, "reader-1": SERVING}, stop_when=all_ready("writer", "reader-1"), env=env)
+    assert run.status == 0
+    assert "Explorer  off" in run.out  # a loopback bind, but the guard is on
+    assert f"all 2 workers ready on http://127.0.0.1:{run.port} (tenant {TENANT!r})" in run.err
+
+
 def test_every_worker_gets_its_variables_its_own_group_and_sigterm_at_the_supervisors_death(supervisor):
     run = supervisor({"writer": SERVING, "reader-1": SERVING}, stop_when=all_ready("writer", "reader-1"))
     for start in run.of("writer", "start") + run.of("reader-1", "start"):
@@ -223,8 +250,8 @@ def test_a_writer_that_exits_before_it_is_ready_is_started_again_before_any_read
 
 
 def test_a_writer_that_comes_back_does_not_start_the_readers_again(supervisor):
-    plan = {"writer": [["ready", "sleep:0.3", "exit:1"], ["ready", "serve"]], "reader-1": SERVING}
-    run = supervisor(plan, stop_when=lambda events: count(events, "writer", "ready") == 2 and ready("reader-1")(events))
+    plan = {"writer": [["ready", "await:reader-1", "exit:1"], ["ready", "serve"]], "reader-1": SERVING}
+    run = supervisor(plan, stop_when=settled(ready("writer", 2)))
     assert run.status == 0
     assert len(run.of("reader-1", "start")) == 1
     assert len(run.of("writer", "start")) == 2
@@ -280,7 +307,7 @@ def test_status_2_after_it_was_ready_is_a_restart_like_any_other(supervisor):
 
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT])
 def test_a_stop_signals_the_readers_first_and_the_writer_once_they_have_exited(supervisor, sig):
-    plan = {"writer": SERVING, "reader-1": [["ready", "linger:0.3", "serve"]], "reader-2": SERVING}
+    plan = {"writer": SERVING, "reader-1": [["linger:0.3", "ready", "serve"]], "reader-2": SERVING}
     run = supervisor(plan, 3, stop_when=all_ready("writer", "reader-1", "reader-2"), signals=(sig,))
     assert run.status == 0
     writer_term = run.of("writer", "term")[0]["at"]
@@ -295,7 +322,7 @@ def test_a_stop_signals_the_readers_first_and_the_writer_once_they_have_exited(s
 
 
 def test_a_reader_deaf_to_sigterm_is_killed_at_the_deadline_and_a_second_signal_changes_nothing(supervisor):
-    plan = {"writer": SERVING, "reader-1": [["ready", "deaf", "serve"]]}
+    plan = {"writer": SERVING, "reader-1": [["deaf", "ready", "serve"]]}
     run = supervisor(
         plan,
         stop_when=all_ready("writer", "reader-1"),
@@ -312,7 +339,7 @@ def test_a_reader_deaf_to_sigterm_is_killed_at_the_deadline_and_a_second_signal_
 
 
 def test_a_writer_deaf_to_sigterm_is_killed_at_its_own_deadline(supervisor):
-    plan = {"writer": [["ready", "deaf", "serve"]], "reader-1": SERVING}
+    plan = {"writer": [["deaf", "ready", "serve"]], "reader-1": SERVING}
     run = supervisor(plan, stop_when=all_ready("writer", "reader-1"), env={"SERVICE_SHUTDOWN_TIMEOUT": "0.2"})
     assert run.status == 0
     assert time.monotonic() - run.of("writer", "term")[0]["at"] >= 0.2 + 5.0  # it returned after the kill
