@@ -17,9 +17,11 @@ ever checked from below (a restart no sooner than its backoff), never bounded ab
 
 from __future__ import annotations
 
+import datetime
 import io
 import json
 import os
+import re
 import secrets
 import signal
 import socket
@@ -46,6 +48,7 @@ BLOG = compile_schema(load_schema(str(ROOT / "schemas" / "blog.dbs")))
 DEADLINE = 30.0  # the driver stops the supervisor by then whatever it waits for
 
 Events = list[dict]
+LINE = re.compile(r"\S+ +[A-Z]+ dbsvc\.supervisor: (.*) worker=supervisor")
 
 
 @dataclass
@@ -58,6 +61,26 @@ class Run:
 
     def of(self, label: str, event: str) -> Events:
         return [e for e in self.events if e["label"] == label and e["event"] == event]
+
+    @property
+    def said(self) -> list[str]:
+        """The supervisor's log messages, each whole (the text log's line less its time,
+        level, logger and `worker=` field), so an assertion matches a message exactly."""
+        return [m.group(1) for m in map(LINE.match, self.err.splitlines()) if m]
+
+    def when(self, pattern: str) -> list[float]:
+        """The times (seconds, from the log's own timestamps) of the messages matching `pattern`."""
+        times = []
+        for line in self.err.splitlines():
+            m = LINE.match(line)
+            if m and re.fullmatch(pattern, m.group(1)):
+                stamp = datetime.datetime.strptime(line.split()[0], "%Y-%m-%dT%H:%M:%S.%fZ")
+                times.append(stamp.replace(tzinfo=datetime.UTC).timestamp())
+        return times
+
+    def says(self, pattern: str) -> int:
+        """How many of its messages match `pattern` whole."""
+        return sum(1 for message in self.said if re.fullmatch(pattern, message))
 
     @property
     def port(self) -> int:
@@ -184,15 +207,18 @@ def test_readers_start_once_the_writer_is_ready_and_all_ready_is_told_once(super
         assert len(run.of(reader, "start")) == 1
         assert run.of(reader, "start")[0]["at"] >= writer_ready
     plural = "s" if workers > 2 else ""
-    assert f"starting {workers} workers (a writer and {workers - 1} reader{plural}) for tenant 'default'" in run.err
+    assert f"starting {workers} workers (a writer and {workers - 1} reader{plural}) for tenant 'default'" in run.said
     base = f"http://127.0.0.1:{run.port}"
-    assert run.err.count(f"all {workers} workers ready on {base} (tenant 'default')") == 1
+    assert run.said.count(f"all {workers} workers ready on {base} (tenant 'default')") == 1
     assert run.out.count("dbsvc: ready") == 1
     assert f"API       {base}/api/" in run.out
     assert f"Explorer  {base}/_/" in run.out  # a loopback bind without the guard
     assert run.manager[0] == f"READY=1\nSTATUS={workers} workers on 127.0.0.1:{run.port}".encode()
     assert run.manager[1:] == [b"STOPPING=1"]
-    assert f"worker writer ready (pid {starts[0]['pid']})" in run.err
+    assert f"worker writer ready (pid {starts[0]['pid']})" in run.said
+    assert f"worker writer started (pid {starts[0]['pid']})" in run.said
+    assert run.says(r"stopping: the readers first, then the writer") == 1
+    assert run.said[-1] == f"stopped; all {workers} workers exited"
     assert all(line.endswith(" worker=supervisor") for line in run.err.splitlines())  # rule 5
 
 
@@ -219,7 +245,7 @@ def test_behind_the_token_guard_the_banner_offers_no_explorer(supervisor, tmp_pa
     run = supervisor({"writer": SERVING, "reader-1": SERVING}, stop_when=all_ready("writer", "reader-1"), env=env)
     assert run.status == 0
     assert "Explorer  off" in run.out  # a loopback bind, but the guard is on
-    assert f"all 2 workers ready on http://127.0.0.1:{run.port} (tenant {TENANT!r})" in run.err
+    assert f"all 2 workers ready on http://127.0.0.1:{run.port} (tenant {TENANT!r})" in run.said
 
 
 def test_every_worker_gets_its_variables_its_own_group_and_sigterm_at_the_supervisors_death(supervisor):
@@ -235,7 +261,7 @@ def test_a_notification_without_ready_or_from_another_pid_is_no_readiness(superv
     run = supervisor(plan, stop_when=all_ready("writer", "reader-1"))
     assert run.status == 0
     assert run.of("reader-1", "start")[0]["at"] >= run.of("writer", "ready")[0]["at"]
-    assert run.err.count("worker writer ready") == 1
+    assert run.says(r"worker writer ready \(pid \d+\)") == 1
 
 
 def test_a_writer_that_exits_before_it_is_ready_is_started_again_before_any_reader(supervisor):
@@ -245,8 +271,7 @@ def test_a_writer_that_exits_before_it_is_ready_is_started_again_before_any_read
     first_exit, second_start = run.of("writer", "exit")[0]["at"], run.of("writer", "start")[1]["at"]
     assert second_start - first_exit >= 0.1
     assert run.of("reader-1", "start")[0]["at"] >= run.of("writer", "ready")[0]["at"]
-    assert "worker writer exited with status 1 after " in run.err
-    assert "; starting it again in 0.1 s" in run.err
+    assert run.says(r"worker writer exited with status 1 after \d+\.\d s; starting it again in 0\.1 s") == 1
 
 
 def test_a_writer_that_comes_back_does_not_start_the_readers_again(supervisor):
@@ -255,7 +280,7 @@ def test_a_writer_that_comes_back_does_not_start_the_readers_again(supervisor):
     assert run.status == 0
     assert len(run.of("reader-1", "start")) == 1
     assert len(run.of("writer", "start")) == 2
-    assert run.err.count("all 2 workers ready") == 1
+    assert run.says(r"all 2 workers ready on .*") == 1
     assert run.out.count("dbsvc: ready") == 1
 
 
@@ -263,7 +288,7 @@ def test_a_writer_that_comes_back_does_not_start_the_readers_again(supervisor):
 
 
 def test_a_worker_that_dies_is_started_again_after_a_doubling_backoff(supervisor):
-    plan = {"writer": SERVING, "reader-1": [["ready", "exit:3"], ["kill:9"], ["exit:4"], ["ready", "serve"]]}
+    plan = {"writer": SERVING, "reader-1": [["ready", "exit:3"], ["kill:9"], ["exit:0"], ["ready", "serve"]]}
     run = supervisor(plan, stop_when=ready("reader-1", 2))
     assert run.status == 0
     starts = [e["at"] for e in run.of("reader-1", "start")]
@@ -271,13 +296,26 @@ def test_a_worker_that_dies_is_started_again_after_a_doubling_backoff(supervisor
     assert len(starts) == 4
     for backoff, (exited, started) in zip([0.1, 0.2, 0.4], zip(exits, starts[1:], strict=False), strict=True):
         assert started - exited >= backoff
-    assert "worker reader-1 exited with status 3 after " in run.err
-    assert "; starting it again in 0.1 s" in run.err
-    assert "worker reader-1 was killed by signal 9 after " in run.err
-    assert "; starting it again in 0.2 s" in run.err
-    assert "worker reader-1 exited with status 4 after " in run.err
-    assert "; starting it again in 0.4 s" in run.err
+    assert run.says(r"worker reader-1 exited with status 3 after \d+\.\d s; starting it again in 0\.1 s") == 1
+    assert run.says(r"worker reader-1 was killed by signal 9 after \d+\.\d s; starting it again in 0\.2 s") == 1
+    assert run.says(r"worker reader-1 exited with status 0 after \d+\.\d s; starting it again in 0\.4 s") == 1
     assert len(run.of("writer", "start")) == 1
+    # The supervisor's own clock: each start is logged no sooner than its backoff after the
+    # exit was (the journal's start comes after the interpreter's start-up, which hides it).
+    exited = run.when(r"worker reader-1 (exited|was killed) .*")
+    started = run.when(r"worker reader-1 started \(pid \d+\)")[1:]
+    for backoff, (exit_at, start_at) in zip([0.1, 0.2, 0.4], zip(exited, started, strict=True), strict=True):
+        assert start_at - exit_at >= backoff - 0.01  # the log's milliseconds
+
+
+def test_a_stop_while_the_writer_waits_for_its_restart_starts_it_no_more(supervisor):
+    plan = {"writer": [["ready", "await:reader-1", "exit:1"], ["exit:1"]], "reader-1": SERVING}
+    run = supervisor(plan, stop_when=lambda events: count(events, "writer", "exit") >= 4)  # then 0.8 s to wait
+    assert run.status == 0
+    assert len(run.of("writer", "start")) == 4
+    assert run.of("writer", "term") == []
+    assert len(run.of("reader-1", "term")) == 1
+    assert run.said[-1] == "stopped; all 2 workers exited"
 
 
 @pytest.mark.parametrize("label", ["writer", "reader-1"])
@@ -286,12 +324,12 @@ def test_status_2_before_ever_ready_ends_the_supervisor_with_status_2(supervisor
     run = supervisor(plan)  # it stops by itself
     assert run.status == 2
     assert len(run.of(label, "start")) == 1
-    assert f"worker {label} exited with status 2 before it was ready (its error is above): stopping" in run.err
+    assert f"worker {label} exited with status 2 before it was ready (its error is above): stopping" in run.said
     if label == "writer":
         assert run.of("reader-1", "start") == []
     else:  # the writer is stopped as at a SIGTERM
         assert run.of("writer", "term")
-    assert "stopped; all 2 workers exited" in run.err
+    assert run.said[-1] == "stopped; all 2 workers exited"
 
 
 def test_status_2_after_it_was_ready_is_a_restart_like_any_other(supervisor):
@@ -299,7 +337,7 @@ def test_status_2_after_it_was_ready_is_a_restart_like_any_other(supervisor):
     run = supervisor(plan, stop_when=ready("reader-1", 2))
     assert run.status == 0
     assert len(run.of("reader-1", "start")) == 2
-    assert "worker reader-1 exited with status 2 after " in run.err
+    assert run.says(r"worker reader-1 exited with status 2 after \d+\.\d s; starting it again in 0\.1 s") == 1
 
 
 # -- stopping (rule 4) -------------------------------------------------------------------------
@@ -315,9 +353,9 @@ def test_a_stop_signals_the_readers_first_and_the_writer_once_they_have_exited(s
         assert len(run.of(reader, "term")) == 1
         assert run.of(reader, "exit")[0]["at"] <= writer_term
     assert len(run.of("writer", "term")) == 1
-    assert "stopping: the readers first, then the writer" in run.err
-    assert "stopped; all 3 workers exited" in run.err
-    assert "did not stop in time" not in run.err
+    assert "stopping: the readers first, then the writer" in run.said
+    assert run.said[-1] == "stopped; all 3 workers exited"
+    assert run.says(r".* did not stop in time.*") == 0
     assert all(len(run.of(label, "start")) == 1 for label in ("writer", "reader-1", "reader-2"))
 
 
@@ -334,8 +372,8 @@ def test_a_reader_deaf_to_sigterm_is_killed_at_the_deadline_and_a_second_signal_
     assert len(run.of("reader-1", "term")) == 1  # a second SIGTERM does not begin the stop again
     assert run.of("reader-1", "exit") == []  # killed, so it never said so
     assert run.of("writer", "term")[0]["at"] - run.of("reader-1", "term")[0]["at"] >= 0.2 + 5.0
-    assert "worker reader-1 did not stop in time: killing it" in run.err
-    assert "worker writer did not stop in time" not in run.err
+    assert "worker reader-1 did not stop in time: killing it" in run.said
+    assert run.says(r"worker writer did not stop in time.*") == 0
 
 
 def test_a_writer_deaf_to_sigterm_is_killed_at_its_own_deadline(supervisor):
@@ -343,8 +381,8 @@ def test_a_writer_deaf_to_sigterm_is_killed_at_its_own_deadline(supervisor):
     run = supervisor(plan, stop_when=all_ready("writer", "reader-1"), env={"SERVICE_SHUTDOWN_TIMEOUT": "0.2"})
     assert run.status == 0
     assert time.monotonic() - run.of("writer", "term")[0]["at"] >= 0.2 + 5.0  # it returned after the kill
-    assert "worker writer did not stop in time: killing it" in run.err
-    assert "worker reader-1 did not stop in time" not in run.err
+    assert "worker writer did not stop in time: killing it" in run.said
+    assert run.says(r"worker reader-1 did not stop in time.*") == 0
 
 
 # -- what supervise() checks before any worker (rule 1) ------------------------------------------
@@ -357,8 +395,18 @@ def test_a_worker_count_out_of_range_is_refused(tmp_path, workers):
     assert not (tmp_path / "default").exists()
 
 
-def test_without_a_command_line_of_its_own_the_flag_must_be_on_this_processs(tmp_path):
+@pytest.mark.parametrize("workers", [2, 1024])  # 1024: the count check lets the largest through
+def test_without_a_command_line_of_its_own_the_flag_must_be_on_this_processs(tmp_path, workers):
     # pytest's command line carries no --workers: starting it again would run the tests N times
     with pytest.raises(ConfigError, match=r"^--workers is given on the command line of `dbsvc serve` only"):
-        supervise(BLOG, {"SERVICE_DATA": str(tmp_path)}, 2)
+        supervise(BLOG, {"SERVICE_DATA": str(tmp_path)}, workers)
     assert not (tmp_path / "default").exists()
+
+
+@pytest.mark.slow  # a worker must run 10 s (STEADY_SECONDS)
+def test_a_worker_that_ran_10_seconds_starts_again_after_the_first_backoff(supervisor):
+    plan = {"writer": SERVING, "reader-1": [["ready", "exit:3"], ["ready", "sleep:10.2", "exit:3"], SERVING[0]]}
+    run = supervisor(plan, stop_when=ready("reader-1", 3))
+    assert run.status == 0
+    assert run.says(r"worker reader-1 exited with status 3 after \d+\.\d s; starting it again in 0\.1 s") == 2
+    assert len(run.of("reader-1", "start")) == 3
