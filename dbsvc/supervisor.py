@@ -86,23 +86,31 @@ class Child:
     started: float = 0.0
     ready: bool = False
     ever_ready: bool = False
-    backoff: float = FIRST_BACKOFF
+    backoff: float = FIRST_BACKOFF  # the wait before its next start (rule 3)
     start_at: float | None = None  # when to start it again (rule 3)
     exits: list[int] = field(default_factory=list)
 
 
-def supervise(module: Any, environ: Mapping[str, str], count: int) -> int:
-    """Serve `module` with `count` workers until SIGTERM/SIGINT; the exit status."""
+def supervise(module: Any, environ: Mapping[str, str], count: int, argv: list[str] | None = None) -> int:
+    """Serve `module` with `count` workers until SIGTERM/SIGINT; the exit status.
+
+    `argv`: the command line each worker runs. By default it is this process's own again,
+    which then must carry the flag. A test gives a small program of its own, so that the
+    supervisor's decisions run in the test's process (tests/workers/test_supervisor_loop.py)."""
     from dbsvc.deps import require_server_packages
     from dbsvc.logs import configure_logging
     from dbsvc.service import bind, resolve_tenant_dir, server_config
 
     if not 2 <= count <= MAX_WORKERS:
         raise ConfigError(f"--workers must be from 1 to {MAX_WORKERS}, got {count}")
-    if not any(arg.startswith("--workers") for arg in sys.orig_argv):
-        # Each worker runs this process's command line again: one that does not carry the
-        # flag (cli.main called from another program) would start that program N times.
-        raise ConfigError("--workers is given on the command line of `dbsvc serve` only (each worker runs it again)")
+    if argv is None:
+        if not any(arg.startswith("--workers") for arg in sys.orig_argv):
+            # Each worker runs this process's command line again: one that does not carry the
+            # flag (cli.main called from another program) would start that program N times.
+            raise ConfigError(
+                "--workers is given on the command line of `dbsvc serve` only (each worker runs it again)"
+            )
+        argv = [sys.executable, *sys.orig_argv[1:]]
     require_server_packages()
     config = server_config(module, environ)
     configure_logging(config.log_level, config.log_format, worker="supervisor")
@@ -118,7 +126,7 @@ def supervise(module: Any, environ: Mapping[str, str], count: int) -> int:
     try:
         key = secrets.token_urlsafe(32)
         roles = [WorkerRole(index, count, private[0].getsockname()[1], key) for index in range(count)]
-        return Supervisor(config, environ, port, roles).run()
+        return Supervisor(config, environ, port, roles, argv).run()
     finally:
         for sock in public + private:
             sock.close()
@@ -127,7 +135,9 @@ def supervise(module: Any, environ: Mapping[str, str], count: int) -> int:
 class Supervisor:
     """Starts, watches, restarts and stops the workers (rules 2-4)."""
 
-    def __init__(self, config: Config, environ: Mapping[str, str], port: int, roles: list[WorkerRole]) -> None:
+    def __init__(
+        self, config: Config, environ: Mapping[str, str], port: int, roles: list[WorkerRole], argv: list[str]
+    ) -> None:
         self.config = config
         self.port = port
         self.children = [Child(role) for role in roles]
@@ -140,7 +150,7 @@ class Supervisor:
         base = {name: value for name, value in environ.items() if name not in VARIABLES and name != "NOTIFY_SOCKET"}
         self.base_environ = {**base, "SERVICE_PORT": str(port), "NOTIFY_SOCKET": "@" + self.notify_name}
         self.manager_socket = environ.get("NOTIFY_SOCKET", "")
-        self.argv = [sys.executable, *sys.orig_argv[1:]]
+        self.argv = argv  # each worker's command line (supervise)
 
     # -- the loop ---------------------------------------------------------------------------
 
@@ -234,12 +244,13 @@ class Supervisor:
                 self.status = EXIT_USAGE
                 self._begin_stop()
                 return
-            child.backoff = FIRST_BACKOFF if ran >= STEADY_SECONDS else min(child.backoff * 2, MAX_BACKOFF)
-            child.start_at = time.monotonic() + child.backoff
+            if ran >= STEADY_SECONDS:
+                child.backoff = FIRST_BACKOFF
+            delay = child.backoff  # rule 3: 0.1 s the first time, then 0.2, 0.4, ... 5 s
+            child.backoff = min(delay * 2, MAX_BACKOFF)
+            child.start_at = time.monotonic() + delay
             how = f"was killed by signal {-status}" if status < 0 else f"exited with status {status}"
-            log.warning(
-                "worker %s %s after %.1f s; starting it again in %.1f s", child.role.label, how, ran, child.backoff
-            )
+            log.warning("worker %s %s after %.1f s; starting it again in %.1f s", child.role.label, how, ran, delay)
 
     def _start_due(self) -> None:
         now = time.monotonic()

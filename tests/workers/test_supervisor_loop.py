@@ -1,0 +1,412 @@
+"""The supervisor of `serve --workers N` in this process (dbsvc/supervisor.py rules 1-5).
+
+`supervise(..., argv=...)` runs its loop here, on the test's main thread (it owns the signal
+handlers), and starts each worker as tests/support/plan_worker.py: a real child process that
+gets the worker variables and NOTIFY_SOCKET as a worker does, says READY=1 over the real
+notification socket, exits, lingers or ignores SIGTERM as its plan says, and journals each
+thing it did with a monotonic time. A thread of the test sends the supervisor SIGTERM (or
+SIGINT) once the journal shows what the test waits for. So the supervisor's decisions are
+seen at its public surfaces: the children it starts and signals and when, its exit status,
+its log, the ready banner, and what it tells its own service manager. (test_workers_serve.py
+runs the same supervisor with real workers, in child processes that mutation testing cannot
+see: docs/mutation.md, session 19.)
+
+No sleeps stand for an event: the driver polls the journal with a deadline. Times are only
+ever checked from below (a restart no sooner than its backoff), never bounded above.
+"""
+
+from __future__ import annotations
+
+import datetime
+import io
+import json
+import os
+import re
+import secrets
+import signal
+import socket
+import sys
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+from cryptography.hazmat.primitives.asymmetric import rsa
+
+from dbsvc.compiler import compile_schema
+from dbsvc.errors import ConfigError
+from dbsvc.logs import configure_logging
+from dbsvc.schema import load_schema
+from dbsvc.supervisor import supervise
+from support.authkit import TENANT, public_pem
+from support.server import ROOT
+
+PLAN_WORKER = str(ROOT / "tests" / "support" / "plan_worker.py")
+BLOG = compile_schema(load_schema(str(ROOT / "schemas" / "blog.dbs")))
+DEADLINE = 30.0  # the driver stops the supervisor by then whatever it waits for
+
+Events = list[dict]
+LINE = re.compile(r"\S+ +[A-Z]+ dbsvc\.supervisor: (.*) worker=supervisor")
+
+
+@dataclass
+class Run:
+    status: int
+    events: Events  # the workers' journal, in order
+    out: str  # the supervisor's standard output: the ready banner
+    err: str  # its log
+    manager: list[bytes]  # the datagrams it sent to its own NOTIFY_SOCKET
+
+    def of(self, label: str, event: str) -> Events:
+        return [e for e in self.events if e["label"] == label and e["event"] == event]
+
+    @property
+    def said(self) -> list[str]:
+        """The supervisor's log messages, each whole (the text log's line less its time,
+        level, logger and `worker=` field), so an assertion matches a message exactly."""
+        return [m.group(1) for m in map(LINE.match, self.err.splitlines()) if m]
+
+    def when(self, pattern: str) -> list[float]:
+        """The times (seconds, from the log's own timestamps) of the messages matching `pattern`."""
+        times = []
+        for line in self.err.splitlines():
+            m = LINE.match(line)
+            if m and re.fullmatch(pattern, m.group(1)):
+                stamp = datetime.datetime.strptime(line.split()[0], "%Y-%m-%dT%H:%M:%S.%fZ")
+                times.append(stamp.replace(tzinfo=datetime.UTC).timestamp())
+        return times
+
+    def says(self, pattern: str) -> int:
+        """How many of its messages match `pattern` whole."""
+        return sum(1 for message in self.said if re.fullmatch(pattern, message))
+
+    @property
+    def port(self) -> int:
+        return int(self.events[0]["port"])
+
+
+def journal(path: Path) -> Events:
+    if not path.exists():
+        return []
+    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+
+
+def count(events: Events, label: str, event: str) -> int:
+    return sum(1 for e in events if e["label"] == label and e["event"] == event)
+
+
+@pytest.fixture
+def supervisor(tmp_path, capsys):
+    """Runs a supervisor over plan workers; gives back a `Run` once it has returned."""
+    manager = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM | socket.SOCK_NONBLOCK)
+    manager_name = f"dbsvc-test-manager-{secrets.token_hex(8)}"
+    manager.bind("\0" + manager_name)
+    stray: list[int] = []
+    previous = {sig: signal.signal(sig, lambda signum, frame: stray.append(signum)) for sig in (2, 15)}
+
+    def run(
+        plan: dict[str, list[list[str]]],
+        workers: int = 2,
+        stop_when: Callable[[Events], bool] | None = None,
+        signals: tuple[int, ...] = (signal.SIGTERM,),
+        again_when: Callable[[Events], bool] | None = None,
+        env: dict[str, str] | None = None,
+    ) -> Run:
+        path = tmp_path / f"journal-{secrets.token_hex(4)}"
+        environ = {
+            "PATH": os.environ.get("PATH", ""),
+            "SERVICE_DATA": str(tmp_path / "data"),
+            "SERVICE_HOST": "127.0.0.1",
+            "SERVICE_PORT": "0",
+            "RUST_LOG": "info",
+            "NOTIFY_SOCKET": "@" + manager_name,
+            "PLAN_WORKER": json.dumps(plan),
+            "PLAN_JOURNAL": str(path),
+            **(env or {}),
+        }
+        done = threading.Event()
+        main = threading.main_thread().ident
+        assert main is not None
+
+        def drive() -> None:
+            """`signals` in turn to the supervisor: the first once `stop_when` holds, each next
+            one once `again_when` does; all of them at the deadline, whatever holds."""
+            end = time.monotonic() + DEADLINE
+            pending = list(signals)
+            while pending and not done.is_set():
+                events = journal(path)
+                cue = stop_when if len(pending) == len(signals) else again_when
+                if time.monotonic() > end or (cue is not None and cue(events)):
+                    signal.pthread_kill(main, pending.pop(0))
+                done.wait(0.02)
+
+        driver = threading.Thread(target=drive, daemon=True)
+        driver.start()
+        try:
+            status = supervise(BLOG, environ, workers, argv=[sys.executable, PLAN_WORKER])
+        finally:
+            done.set()
+            driver.join()
+        captured = capsys.readouterr()
+        datagrams = []
+        while True:
+            try:
+                datagrams.append(manager.recv(4096))
+            except BlockingIOError:
+                break
+        return Run(status, journal(path), captured.out, captured.err, datagrams)
+
+    yield run
+    for sig, handler in previous.items():
+        signal.signal(sig, handler)
+    manager.close()
+    configure_logging("info", "text", stream=io.StringIO())  # off the captured stream
+    assert stray == [], "a signal reached the test after the supervisor's loop ended"
+
+
+def ready(label: str, nth: int = 1) -> Callable[[Events], bool]:
+    return lambda events: count(events, label, "ready") >= nth
+
+
+def all_ready(*labels: str) -> Callable[[Events], bool]:
+    return lambda events: all(count(events, label, "ready") >= 1 for label in labels)
+
+
+def settled(cue: Callable[[Events], bool], seconds: float = 1.0) -> Callable[[Events], bool]:
+    """`cue` has held for `seconds`: time for the supervisor to read what the worker sent
+    after its journal line (the readiness datagram) before it is told to stop."""
+    since: list[float] = []
+
+    def check(events: Events) -> bool:
+        if not cue(events):
+            return False
+        since[:1] = since[:1] or [time.monotonic()]
+        return time.monotonic() - since[0] >= seconds
+
+    return check
+
+
+SERVING = [["ready", "serve"]]
+
+
+# -- start order and readiness (rule 2) ---------------------------------------------------
+
+
+@pytest.mark.parametrize("workers", [2, 3])
+def test_readers_start_once_the_writer_is_ready_and_all_ready_is_told_once(supervisor, workers):
+    readers = [f"reader-{i}" for i in range(1, workers)]
+    plan = {"writer": [["sleep:0.3", "ready", "serve"]], **{r: SERVING for r in readers}}
+    run = supervisor(plan, workers, stop_when=all_ready("writer", *readers))
+    assert run.status == 0
+    starts = [e for e in run.events if e["event"] == "start"]
+    assert starts[0]["label"] == "writer"
+    writer_ready = run.of("writer", "ready")[0]["at"]
+    for reader in readers:
+        assert len(run.of(reader, "start")) == 1
+        assert run.of(reader, "start")[0]["at"] >= writer_ready
+    plural = "s" if workers > 2 else ""
+    assert f"starting {workers} workers (a writer and {workers - 1} reader{plural}) for tenant 'default'" in run.said
+    base = f"http://127.0.0.1:{run.port}"
+    assert run.said.count(f"all {workers} workers ready on {base} (tenant 'default')") == 1
+    assert run.out.count("dbsvc: ready") == 1
+    assert f"API       {base}/api/" in run.out
+    assert f"Explorer  {base}/_/" in run.out  # a loopback bind without the guard
+    assert run.manager[0] == f"READY=1\nSTATUS={workers} workers on 127.0.0.1:{run.port}".encode()
+    assert run.manager[1:] == [b"STOPPING=1"]
+    assert f"worker writer ready (pid {starts[0]['pid']})" in run.said
+    assert f"worker writer started (pid {starts[0]['pid']})" in run.said
+    assert run.says(r"stopping: the readers first, then the writer") == 1
+    assert run.said[-1] == f"stopped; all {workers} workers exited"
+    assert all(line.endswith(" worker=supervisor") for line in run.err.splitlines())  # rule 5
+
+
+def test_the_banner_follows_the_log_format_and_the_explorer_setting(supervisor):
+    run = supervisor(
+        {"writer": SERVING, "reader-1": SERVING},
+        stop_when=all_ready("writer", "reader-1"),
+        env={"SERVICE_LOG_FORMAT": "json", "SERVICE_EXPLORER": "off"},
+    )
+    banner = json.loads(run.out.strip())  # one JSON object, as every log line then
+    assert banner["message"] == "ready"
+    assert banner["api"] == f"http://127.0.0.1:{run.port}/api/"
+    assert banner["explorer"] is None
+    lines = [json.loads(line) for line in run.err.splitlines()]
+    assert lines and all(line["worker"] == "supervisor" for line in lines)  # rule 5
+    assert any(line["message"].startswith("all 2 workers ready on ") for line in lines)
+
+
+def test_behind_the_token_guard_the_banner_offers_no_explorer(supervisor, tmp_path):
+    key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
+    (tmp_path / "idp.pem").write_bytes(public_pem(key))
+    (tmp_path / "data" / TENANT).mkdir(parents=True)
+    env = {"SERVICE_JWT_PUBKEY": str(tmp_path / "idp.pem"), "SERVICE_TENANT": TENANT}
+    run = supervisor({"writer": SERVING, "reader-1": SERVING}, stop_when=all_ready("writer", "reader-1"), env=env)
+    assert run.status == 0
+    assert "Explorer  off" in run.out  # a loopback bind, but the guard is on
+    assert f"all 2 workers ready on http://127.0.0.1:{run.port} (tenant {TENANT!r})" in run.said
+
+
+def test_every_worker_gets_its_variables_its_own_group_and_sigterm_at_the_supervisors_death(supervisor):
+    run = supervisor({"writer": SERVING, "reader-1": SERVING}, stop_when=all_ready("writer", "reader-1"))
+    for start in run.of("writer", "start") + run.of("reader-1", "start"):
+        assert start["pgid"] == start["pid"]  # rule 4: a terminal's Ctrl-C reaches the supervisor alone
+        assert start["pdeathsig"] == signal.SIGTERM
+    assert run.of("writer", "start")[0]["port"] == run.of("reader-1", "start")[0]["port"] != "0"
+
+
+def test_a_notification_without_ready_or_from_another_pid_is_no_readiness(supervisor):
+    plan = {"writer": [["status", "ready-elsewhere", "sleep:0.4", "ready", "serve"]], "reader-1": SERVING}
+    run = supervisor(plan, stop_when=all_ready("writer", "reader-1"))
+    assert run.status == 0
+    assert run.of("reader-1", "start")[0]["at"] >= run.of("writer", "ready")[0]["at"]
+    assert run.says(r"worker writer ready \(pid \d+\)") == 1
+
+
+def test_a_writer_that_exits_before_it_is_ready_is_started_again_before_any_reader(supervisor):
+    plan = {"writer": [["exit:1"], ["ready", "serve"]], "reader-1": SERVING}
+    run = supervisor(plan, stop_when=all_ready("writer", "reader-1"))
+    assert run.status == 0
+    first_exit, second_start = run.of("writer", "exit")[0]["at"], run.of("writer", "start")[1]["at"]
+    assert second_start - first_exit >= 0.1
+    assert run.of("reader-1", "start")[0]["at"] >= run.of("writer", "ready")[0]["at"]
+    assert run.says(r"worker writer exited with status 1 after \d+\.\d s; starting it again in 0\.1 s") == 1
+
+
+def test_a_writer_that_comes_back_does_not_start_the_readers_again(supervisor):
+    plan = {"writer": [["ready", "await:reader-1", "exit:1"], ["ready", "serve"]], "reader-1": SERVING}
+    run = supervisor(plan, stop_when=settled(ready("writer", 2)))
+    assert run.status == 0
+    assert len(run.of("reader-1", "start")) == 1
+    assert len(run.of("writer", "start")) == 2
+    assert run.says(r"all 2 workers ready on .*") == 1
+    assert run.out.count("dbsvc: ready") == 1
+
+
+# -- restarts (rule 3) -----------------------------------------------------------------------
+
+
+def test_a_worker_that_dies_is_started_again_after_a_doubling_backoff(supervisor):
+    plan = {"writer": SERVING, "reader-1": [["ready", "exit:3"], ["kill:9"], ["exit:0"], ["ready", "serve"]]}
+    run = supervisor(plan, stop_when=ready("reader-1", 2))
+    assert run.status == 0
+    starts = [e["at"] for e in run.of("reader-1", "start")]
+    exits = [e["at"] for e in run.of("reader-1", "exit")]
+    assert len(starts) == 4
+    for backoff, (exited, started) in zip([0.1, 0.2, 0.4], zip(exits, starts[1:], strict=False), strict=True):
+        assert started - exited >= backoff
+    assert run.says(r"worker reader-1 exited with status 3 after \d+\.\d s; starting it again in 0\.1 s") == 1
+    assert run.says(r"worker reader-1 was killed by signal 9 after \d+\.\d s; starting it again in 0\.2 s") == 1
+    assert run.says(r"worker reader-1 exited with status 0 after \d+\.\d s; starting it again in 0\.4 s") == 1
+    assert len(run.of("writer", "start")) == 1
+    # The supervisor's own clock: each start is logged no sooner than its backoff after the
+    # exit was (the journal's start comes after the interpreter's start-up, which hides it).
+    exited = run.when(r"worker reader-1 (exited|was killed) .*")
+    started = run.when(r"worker reader-1 started \(pid \d+\)")[1:]
+    for backoff, (exit_at, start_at) in zip([0.1, 0.2, 0.4], zip(exited, started, strict=True), strict=True):
+        assert start_at - exit_at >= backoff - 0.01  # the log's milliseconds
+
+
+def test_a_stop_while_the_writer_waits_for_its_restart_starts_it_no_more(supervisor):
+    plan = {"writer": [["ready", "await:reader-1", "exit:1"], ["exit:1"]], "reader-1": SERVING}
+    run = supervisor(plan, stop_when=lambda events: count(events, "writer", "exit") >= 4)  # then 0.8 s to wait
+    assert run.status == 0
+    assert len(run.of("writer", "start")) == 4
+    assert run.of("writer", "term") == []
+    assert len(run.of("reader-1", "term")) == 1
+    assert run.said[-1] == "stopped; all 2 workers exited"
+
+
+@pytest.mark.parametrize("label", ["writer", "reader-1"])
+def test_status_2_before_ever_ready_ends_the_supervisor_with_status_2(supervisor, label):
+    plan = {"writer": SERVING, "reader-1": SERVING, label: [["exit:2"]]}
+    run = supervisor(plan)  # it stops by itself
+    assert run.status == 2
+    assert len(run.of(label, "start")) == 1
+    assert f"worker {label} exited with status 2 before it was ready (its error is above): stopping" in run.said
+    if label == "writer":
+        assert run.of("reader-1", "start") == []
+    else:  # the writer is stopped as at a SIGTERM
+        assert run.of("writer", "term")
+    assert run.said[-1] == "stopped; all 2 workers exited"
+
+
+def test_status_2_after_it_was_ready_is_a_restart_like_any_other(supervisor):
+    plan = {"writer": SERVING, "reader-1": [["ready", "exit:2"], ["ready", "serve"]]}
+    run = supervisor(plan, stop_when=ready("reader-1", 2))
+    assert run.status == 0
+    assert len(run.of("reader-1", "start")) == 2
+    assert run.says(r"worker reader-1 exited with status 2 after \d+\.\d s; starting it again in 0\.1 s") == 1
+
+
+# -- stopping (rule 4) -------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT])
+def test_a_stop_signals_the_readers_first_and_the_writer_once_they_have_exited(supervisor, sig):
+    plan = {"writer": SERVING, "reader-1": [["linger:0.3", "ready", "serve"]], "reader-2": SERVING}
+    run = supervisor(plan, 3, stop_when=all_ready("writer", "reader-1", "reader-2"), signals=(sig,))
+    assert run.status == 0
+    writer_term = run.of("writer", "term")[0]["at"]
+    for reader in ("reader-1", "reader-2"):
+        assert len(run.of(reader, "term")) == 1
+        assert run.of(reader, "exit")[0]["at"] <= writer_term
+    assert len(run.of("writer", "term")) == 1
+    assert "stopping: the readers first, then the writer" in run.said
+    assert run.said[-1] == "stopped; all 3 workers exited"
+    assert run.says(r".* did not stop in time.*") == 0
+    assert all(len(run.of(label, "start")) == 1 for label in ("writer", "reader-1", "reader-2"))
+
+
+def test_a_reader_deaf_to_sigterm_is_killed_at_the_deadline_and_a_second_signal_changes_nothing(supervisor):
+    plan = {"writer": SERVING, "reader-1": [["deaf", "ready", "serve"]]}
+    run = supervisor(
+        plan,
+        stop_when=all_ready("writer", "reader-1"),
+        signals=(signal.SIGTERM, signal.SIGTERM),
+        again_when=lambda events: count(events, "reader-1", "term") >= 1,
+        env={"SERVICE_SHUTDOWN_TIMEOUT": "0.2"},
+    )
+    assert run.status == 0
+    assert len(run.of("reader-1", "term")) == 1  # a second SIGTERM does not begin the stop again
+    assert run.of("reader-1", "exit") == []  # killed, so it never said so
+    assert run.of("writer", "term")[0]["at"] - run.of("reader-1", "term")[0]["at"] >= 0.2 + 5.0
+    assert "worker reader-1 did not stop in time: killing it" in run.said
+    assert run.says(r"worker writer did not stop in time.*") == 0
+
+
+def test_a_writer_deaf_to_sigterm_is_killed_at_its_own_deadline(supervisor):
+    plan = {"writer": [["deaf", "ready", "serve"]], "reader-1": SERVING}
+    run = supervisor(plan, stop_when=all_ready("writer", "reader-1"), env={"SERVICE_SHUTDOWN_TIMEOUT": "0.2"})
+    assert run.status == 0
+    assert time.monotonic() - run.of("writer", "term")[0]["at"] >= 0.2 + 5.0  # it returned after the kill
+    assert "worker writer did not stop in time: killing it" in run.said
+    assert run.says(r"worker reader-1 did not stop in time.*") == 0
+
+
+# -- what supervise() checks before any worker (rule 1) ------------------------------------------
+
+
+@pytest.mark.parametrize("workers", [1, 1025])
+def test_a_worker_count_out_of_range_is_refused(tmp_path, workers):
+    with pytest.raises(ConfigError, match=rf"^--workers must be from 1 to 1024, got {workers}$"):
+        supervise(BLOG, {"SERVICE_DATA": str(tmp_path)}, workers, argv=[sys.executable, PLAN_WORKER])
+    assert not (tmp_path / "default").exists()
+
+
+@pytest.mark.parametrize("workers", [2, 1024])  # 1024: the count check lets the largest through
+def test_without_a_command_line_of_its_own_the_flag_must_be_on_this_processs(tmp_path, workers):
+    # pytest's command line carries no --workers: starting it again would run the tests N times
+    with pytest.raises(ConfigError, match=r"^--workers is given on the command line of `dbsvc serve` only"):
+        supervise(BLOG, {"SERVICE_DATA": str(tmp_path)}, workers)
+    assert not (tmp_path / "default").exists()
+
+
+@pytest.mark.slow  # a worker must run 10 s (STEADY_SECONDS)
+def test_a_worker_that_ran_10_seconds_starts_again_after_the_first_backoff(supervisor):
+    plan = {"writer": SERVING, "reader-1": [["ready", "exit:3"], ["ready", "sleep:10.2", "exit:3"], SERVING[0]]}
+    run = supervisor(plan, stop_when=ready("reader-1", 3))
+    assert run.status == 0
+    assert run.says(r"worker reader-1 exited with status 3 after \d+\.\d s; starting it again in 0\.1 s") == 2
+    assert len(run.of("reader-1", "start")) == 3
