@@ -57,7 +57,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from dbsvc.config import Config
@@ -88,7 +88,6 @@ class Child:
     ever_ready: bool = False
     backoff: float = FIRST_BACKOFF  # the wait before its next start (rule 3)
     start_at: float | None = None  # when to start it again (rule 3)
-    exits: list[int] = field(default_factory=list)
 
 
 def supervise(module: Any, environ: Mapping[str, str], count: int, argv: list[str] | None = None) -> int:
@@ -234,7 +233,6 @@ class Supervisor:
             if status is None:
                 continue
             child.proc = None
-            child.exits.append(status)
             ran = time.monotonic() - child.started
             if status == EXIT_USAGE and not child.ever_ready:
                 log.error(
