@@ -7,15 +7,13 @@ import asyncio
 import json
 import os
 import random
-import subprocess
-import sys
 
 import pytest
 
 from dbsvc.errors import OffsetGone
 from dbsvc.storage import files
 from dbsvc.storage.snapshotreader import decode_snapshot
-from support.storage import ROOT, HeldSnapshot, check_indexes, open_store, run, user
+from support.storage import ROOT, HeldSnapshot, check_indexes, killed_child_records, open_store, run, user
 
 TINY = 32 * 1024
 
@@ -177,20 +175,7 @@ def test_online_compaction_killed_after_each_step_loses_nothing(tenant, step):
     code = ONLINE_CHILD.format(root=str(ROOT), tests=str(ROOT / "tests"), tenant=tenant, tiny=TINY, retain=1 << 20)
     # Step N of the second compaction: the first one already left a snapshot (and a
     # retained segment holding every row before it) behind.
-    res = subprocess.run(
-        [sys.executable, "-c", code],
-        env={**os.environ, "DBSVC_FAULT": f"compact:{step + 9}:KILL"},
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
-    assert res.returncode == -9, res.stderr
-    last: dict[int, dict] = {}
-    for line in res.stdout.split("\n")[:-1]:
-        rec = json.loads(line)
-        last[rec["id"]] = rec
-    assert last
+    last = killed_child_records(code, f"compact:{step + 9}:KILL")
     for readonly in (True, False):
         s = open_store(tenant, readonly=readonly, retain_bytes=1 << 20)
         records = s.tables["User"].records

@@ -20,7 +20,7 @@ import pytest
 
 from dbsvc.storage import freeing
 from dbsvc.storage.freeing import Freed, Release
-from support.storage import ROOT, check_indexes, open_store, run, user
+from support.storage import ROOT, check_indexes, killed_child_records, open_store, run, user
 
 PIECE = 64 << 10
 PROFILE = "x" * (16 << 10)  # a 16 KiB record: 64 of them are 1 MiB of log
@@ -181,20 +181,7 @@ def test_a_kill_in_the_middle_of_the_release_loses_nothing(tenant):
     epoch = s.epoch
     s.close()
     code = KILLED_CHILD.format(root=str(ROOT), tests=str(ROOT / "tests"), tenant=tenant)
-    res = subprocess.run(
-        [sys.executable, "-c", code],
-        env={**os.environ, "DBSVC_FAULT": "release:2:KILL"},
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
-    assert res.returncode == -9, res.stderr
-    last: dict[int, dict] = {}
-    for line in res.stdout.split("\n")[:-1]:
-        rec = json.loads(line)
-        last[rec["id"]] = rec
-    assert last
+    last = killed_child_records(code, "release:2:KILL")
     s = open_store(tenant)
     try:
         check_indexes(s)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import shutil
 import signal
@@ -78,6 +79,27 @@ def write_eight_rows(directory: str) -> None:
         asyncio.run(go())
     finally:
         store.close()
+
+
+def killed_child_records(code: str, fault: str) -> dict[int, dict]:
+    """Run `python -c code` with DBSVC_FAULT=`fault` (a plan that ends in KILL), check that
+    it died by SIGKILL, and hand back the last record it printed for each id (one JSON
+    record a line, printed once its write was acknowledged): what the reopened store owes."""
+    res = subprocess.run(
+        [sys.executable, "-c", code],
+        env={**os.environ, "DBSVC_FAULT": fault},
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert res.returncode == -signal.SIGKILL, res.stderr
+    last: dict[int, dict] = {}
+    for line in res.stdout.split("\n")[:-1]:
+        rec = json.loads(line)
+        last[rec["id"]] = rec
+    assert last
+    return last
 
 
 def run(coro):
