@@ -17,11 +17,10 @@ from typing import Any
 
 from replica.test_followrun_units import frame as item_frame
 from replica.test_followrun_units import fresh, item, payload, taught
-from replica.test_replica_apply_plain_runs import _event, _run, _state, _users, _warm
+from replica.test_replica_apply_plain_runs import _both_ways, _event, _users
 
 from dbsvc.storage.followrun import insert_run
-from dbsvc.storage.tenants import create_tenant
-from support.storage import open_store, user
+from support.storage import user
 
 TEXTS = [
     "a, b, c",
@@ -99,28 +98,6 @@ def _users_awkward(first: int, count: int, shapes: int) -> list[dict]:
     return out
 
 
-def _both_ways_after(tmp_path, teach: list[bytes], frames: list[bytes]) -> dict:  # noqa: ANN001 (pytest's tmp_path)
-    """`teach` then `frames` after `_warm()`, each a group, into a fresh store, against the
-    same frames one at a time: each way's (error, state, records), and a reopened store's."""
-    results = {}
-    for way in ("grouped", "one at a time"):
-        path = tmp_path / way.replace(" ", "-")
-        store = open_store(create_tenant(str(path), "t"), sync="off", replication=True)
-        try:
-            assert _run(store, _warm(), grouped=True) is None
-            assert _run(store, teach, grouped=way == "grouped") is None
-            error = _run(store, frames, grouped=way == "grouped")
-            results[way] = (error, _state(store))
-        finally:
-            store.close()
-        again = open_store(str(path / "t"), sync="off", replication=True)
-        try:
-            results[way + " reopened"] = _state(again)
-        finally:
-            again.close()
-    return results
-
-
 def test_groups_of_awkward_values_end_as_their_frames_one_at_a_time_end(tmp_path):
     # The first group teaches each shape (its run is refused for new types and its frames
     # go one at a time through the model's validator); the second shares one shape with
@@ -130,13 +107,13 @@ def test_groups_of_awkward_values_end_as_their_frames_one_at_a_time_end(tmp_path
     one_shape = _users_awkward(15, 30, shapes=1)
     mixed = _users_awkward(45, 30, shapes=len(NESTED) + 1)
     frames = [_event(n, r) for n, r in enumerate(one_shape + mixed, start=15)]
-    results = _both_ways_after(tmp_path, teach, frames[:30])
+    results = _both_ways(tmp_path, frames[:30], reopened=True, teach=teach)
     assert results["grouped"][0] is None
     assert results["grouped"] == results["one at a time"]
     assert results["grouped reopened"] == results["one at a time reopened"] == results["grouped"][1]
     sent = _users(1, 10) + _users_awkward(11, 4, shapes=len(NESTED) + 1) + one_shape
     assert [u for u, _version in results["grouped"][1]["users"]] == json.loads(json.dumps(sent))
-    both = _both_ways_after(tmp_path / "mixed", teach, frames)
+    both = _both_ways(tmp_path / "mixed", frames, reopened=True, teach=teach)
     assert both["grouped"][0] is None
     assert both["grouped"] == both["one at a time"]
     assert [u for u, _version in both["grouped"][1]["users"]] == json.loads(json.dumps(sent + mixed))
@@ -147,7 +124,7 @@ def test_a_group_with_one_record_short_and_the_next_long_fails_as_one_at_a_time(
     records[2] = {k: v for k, v in records[2].items() if k != "profile"}
     records[3] = {"more": None} | records[3]  # the values' types line up with the fields
     frames = [_event(n, r) for n, r in enumerate(records, start=11)]
-    results = _both_ways_after(tmp_path, [], frames)
+    results = _both_ways(tmp_path, frames, reopened=True)
     assert results["grouped"][0] == results["one at a time"][0]
     assert results["grouped"][0] is not None and "record has fields" in results["grouped"][0]
     assert results["grouped"] == results["one at a time"]

@@ -147,15 +147,18 @@ def _warm() -> list[bytes]:
     return [_event(n, r) for n, r in enumerate(_users(1, 10), start=1)]
 
 
-def _both_ways(tmp_path, frames: list[bytes], reopened: bool = False) -> dict:  # noqa: ANN001 (pytest's tmp_path)
-    """`frames` after `_warm()` into a fresh store taken as a group and one at a time: each
-    way's (error, state), and with `reopened` the state a reopened store holds."""
+def _both_ways(tmp_path, frames: list[bytes], reopened: bool = False, teach: list[bytes] = ()) -> dict:  # noqa: ANN001 (pytest's tmp_path)
+    """`frames` after `_warm()` (and after `teach`, taken the same way) into a fresh store
+    taken as a group and one at a time: each way's (error, state), and with `reopened` the
+    state a reopened store holds."""
     results = {}
     for way in ("grouped", "one at a time"):
         path = tmp_path / way.replace(" ", "-")
         store = open_store(create_tenant(str(path), "t"), sync="off", replication=True)
         try:
             assert _run(store, _warm(), grouped=True) is None
+            if teach:
+                assert _run(store, list(teach), grouped=way == "grouped") is None
             results[way] = (_run(store, frames, grouped=way == "grouped"), _state(store))
         finally:
             store.close()
