@@ -168,12 +168,11 @@ class Compactor:
         progress, task = self.progress, self.task
         if progress is None:
             return
+        progress.cancelled = True
         if progress.committed[0]:
             # Past the commit point only the release may still run: it frees the rest of
             # the old files whole at its next piece (freeing.py rule 4) instead of pacing.
-            progress.cancelled = True
             return
-        progress.cancelled = True
         progress.idle.wait(60)
         if task is not None and not task.done():
             try:
