@@ -199,6 +199,7 @@ class ChildDemo(DemoServer):
             self.process.wait(5)
         if self.process.stdout:
             self.process.stdout.close()
+        self.log_path.unlink(missing_ok=True)  # the log is read before cleanup; /tmp keeps none
 
 
 class InProcessDemo(DemoServer):
@@ -246,7 +247,10 @@ def start_child_demo(args: list[str] | None = None, env: dict[str, str] | None =
     try:
         port = wait_for_port(process, process.stdout, DEMO_PORT, [], timeout=10)
     except AssertionError as failed:
-        raise AssertionError(f"{failed}\n{Path(log_file.name).read_text()}") from None
+        log = Path(log_file.name)
+        text = log.read_text()
+        log.unlink()
+        raise AssertionError(f"{failed}\n{text}") from None
     return ChildDemo(process, port, Path(log_file.name))
 
 
