@@ -31,9 +31,10 @@ Text values: every `str` field, str id and str filter value is stored and compar
 Unicode Normalization Form C (`nfc`), so the NFC and NFD spellings of one e-mail are one
 value (docs/decisions.md, "Values"). `json` fields are stored as sent.
 
-Datetimes (RFC 3339 §5.6): `parse_datetime` and `parse_datetime_key` are dbsvc/datetimes.py's,
-the one parser the schema's literals go through too, so a `@default` or a rule's literal is
-taken exactly when a request's value would be; that module says what is accepted.
+Datetimes, dates and uuids: `parse_datetime`, `parse_datetime_key`, `parse_date` and
+`parse_uuid` are dbsvc/formats.py's, the parsers the schema's literals go through too, so a
+`@default` or a rule's literal is taken exactly when a request's value would be; that module
+says what is accepted.
 """
 
 from __future__ import annotations
@@ -45,14 +46,16 @@ import unicodedata
 import uuid as _uuid
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from datetime import UTC, date, datetime
+from datetime import UTC, datetime
 from types import MappingProxyType
 from typing import Any, Protocol, TypeAlias
 
-from dbsvc.datetimes import EPOCH, MICROSECOND, format_instant
-from dbsvc.datetimes import parse_datetime as parse_datetime
-from dbsvc.datetimes import parse_datetime_key as parse_datetime_key
 from dbsvc.errors import BadQuery
+from dbsvc.formats import EPOCH, MICROSECOND, format_instant
+from dbsvc.formats import parse_date as parse_date
+from dbsvc.formats import parse_datetime as parse_datetime
+from dbsvc.formats import parse_datetime_key as parse_datetime_key
+from dbsvc.formats import parse_uuid as parse_uuid
 from dbsvc.rules import Claims, ModelRules
 
 # The shapes that cross every layer: a record as JSON gives it (field name -> value, in
@@ -160,8 +163,6 @@ INT64_MAX = 2**63 - 1
 NO_FILTERS: Filters = MappingProxyType({})
 DEFAULT_QUERY = Query(filters=NO_FILTERS)  # what every parser answers for an empty query string
 
-_DATE_RE = re.compile(r"([0-9]{4})-([0-9]{2})-([0-9]{2})")
-_UUID_RE = re.compile(r"[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}")
 _INT_TEXT_RE = re.compile(r"[+-]?[0-9]+")
 _NUMBER_TEXT_RE = re.compile(r"[+-]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[eE][+-]?[0-9]+)?")
 SHOW_LIMIT = 60  # the characters of a value a message shows (`show`, bodies.py)
@@ -203,25 +204,6 @@ def datetime_key(value: str | None) -> int | None:
     # A stored value is canonical (checked on the way in), so the fast C parser is safe
     # here: `fromisoformat` reads `YYYY-MM-DDTHH:MM:SS[.ffffff]` once the `Z` is cut off.
     return (datetime.fromisoformat(value[:-1]) - EPOCH) // MICROSECOND
-
-
-def parse_date(text: str) -> str | None:
-    """`YYYY-MM-DD` naming a real calendar day -> the same text, or None."""
-    m = _DATE_RE.fullmatch(text)
-    if m is None:
-        return None
-    try:
-        date(int(m.group(1)), int(m.group(2)), int(m.group(3)))
-    except ValueError:
-        return None
-    return text
-
-
-def parse_uuid(text: str) -> str | None:
-    """A uuid in the 8-4-4-4-12 hex shape, any letter case -> lower case, or None."""
-    if _UUID_RE.fullmatch(text) is None:
-        return None
-    return text.lower()
 
 
 def parse_int_text(text: str) -> int | None:

@@ -53,11 +53,11 @@ ALLOWED: dict[str, frozenset[str]] = {
         "launch": (),  # the interpreter check every entry point runs first (old syntax)
         "routes": (),  # the route table as pure data
         "notify": (),  # systemd's READY=1 / STOPPING=1
-        # the datetime field type's one parser: the schema's literals and the runtime's requests
-        "datetimes": (),
-        "schema": ("errors", "datetimes"),  # source text -> IR
+        # the datetime, date and uuid types' one parser each: the schema's literals and the runtime's requests
+        "formats": (),
+        "schema": ("errors", "formats"),  # source text -> IR
         "rules": (),  # what compiled access rules answer (Scope, ModelRules) and the claim helpers
-        "runtime": ("errors", "rules", "datetimes"),  # the helpers generated code calls
+        "runtime": ("errors", "rules", "formats"),  # the helpers generated code calls
         "bodies": ("errors", "runtime"),  # the strict JSON decoder of request bodies, tokens and imported lines
         "operators": ("errors",),  # issue 34: query operators' bounds and cursors, called by generated parsers
         "textsearch": ("errors",),  # issue 34: text search's tokenizer, for storage's index and generated matchers

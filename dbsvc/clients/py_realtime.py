@@ -36,7 +36,7 @@ import json
 import random
 import threading
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any, Generic
+from typing import Any, Generic, Self
 
 from dbsvc.clients.py_rest import ApiError, ClientError, JsonObject, QueryError, R, ReadApi, Transport, problem_error
 
@@ -311,36 +311,31 @@ class FeedRunner:
         self.wake()
 
 
-class Subscription(Generic[R]):
-    """A running `/subscribe` feed: `handler(event)` gets every event once, in order, across
-    reconnects. `offset` is the last offset handed over, `resets` counts 410s, `error` holds
-    what ended it; `close()` stops it."""
+class RunningFeed(Generic[R]):
+    """What a running feed is, whichever its route: a `FeedRunner` thread, the condition its
+    waiters wait on (and the runner wakes when the feed ends), `offset`, `error`, `connects`,
+    `close()` and a context manager. A subclass sets `state` (its position), then calls this
+    `__init__` with the three things its runner asks of it."""
+
+    state: EventState | LiveState[R]
 
     def __init__(
         self,
         api: ReadApi[R],
+        route: str,
         params: Sequence[tuple[str, str]],
-        handler: Callable[[JsonObject], None],
-        after: int | None,
-        on_reset: Callable[[ApiError], None] | None,
+        resume_after: Callable[[], int | None],
+        take: Callable[[JsonObject], None],
+        gone: Callable[[ApiError], None],
         on_error: Callable[[BaseException], None] | None,
     ) -> None:
-        websocket_connect()  # no websockets: refused before anything is asked
-        self.api = api
-        self.handler = handler
-        self.on_reset = on_reset
         self.resets = 0
         self.changed = threading.Condition()
-        self.state = EventState(api.head() if after is None else after)
         self.runner = FeedRunner(
-            api.transport, f"/subscribe/{api.spec.kebab}", params, self.resume_after, self.take, self.gone, on_error
+            api.transport, f"/{route}/{api.spec.kebab}", params, resume_after, take, gone, on_error
         )
         self.runner.wake = self.wake
         self.runner.start()
-
-    def resume_after(self) -> int:
-        self.state.disconnected()
-        return self.state.resume_after()
 
     def wake(self) -> None:
         with self.changed:
@@ -357,6 +352,43 @@ class Subscription(Generic[R]):
     @property
     def connects(self) -> int:
         return self.runner.connects
+
+    def close(self) -> None:
+        self.runner.close()
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+class Subscription(RunningFeed[R]):
+    """A running `/subscribe` feed: `handler(event)` gets every event once, in order, across
+    reconnects. `offset` is the last offset handed over, `resets` counts 410s, `error` holds
+    what ended it; `close()` stops it."""
+
+    state: EventState
+
+    def __init__(
+        self,
+        api: ReadApi[R],
+        params: Sequence[tuple[str, str]],
+        handler: Callable[[JsonObject], None],
+        after: int | None,
+        on_reset: Callable[[ApiError], None] | None,
+        on_error: Callable[[BaseException], None] | None,
+    ) -> None:
+        websocket_connect()  # no websockets: refused before anything is asked
+        self.api = api
+        self.handler = handler
+        self.on_reset = on_reset
+        self.state = EventState(api.head() if after is None else after)
+        super().__init__(api, "subscribe", params, self.resume_after, self.take, self.gone, on_error)
+
+    def resume_after(self) -> int:
+        self.state.disconnected()
+        return self.state.resume_after()
 
     def take(self, frame: JsonObject) -> None:
         for event in self.state.take(frame):
@@ -375,19 +407,12 @@ class Subscription(Generic[R]):
         with self.changed:
             return self.changed.wait_for(lambda: self.state.offset >= offset or self.error is not None, timeout)
 
-    def close(self) -> None:
-        self.runner.close()
 
-    def __enter__(self) -> Subscription[R]:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
-
-
-class LiveQuery(Generic[R]):
+class LiveQuery(RunningFeed[R]):
     """A running `/live-query`: `records()` is the result set (id -> record), kept whole
     across reconnects; `on_change(records)` is called after each change it applies."""
+
+    state: LiveState[R]
 
     def __init__(
         self,
@@ -401,35 +426,13 @@ class LiveQuery(Generic[R]):
         websocket_connect()  # no websockets: refused before anything is asked
         self.on_change = on_change
         self.on_reset = on_reset
-        self.resets = 0
-        self.changed = threading.Condition()
-        self.state: LiveState[R] = LiveState(id_field)
-        self.runner = FeedRunner(
-            api.transport, f"/live-query/{api.spec.kebab}", params, self.resume_after, self.take, self.gone, on_error
-        )
-        self.runner.wake = self.wake
-        self.runner.start()
-
-    def wake(self) -> None:
-        with self.changed:
-            self.changed.notify_all()
+        self.state = LiveState(id_field)
+        super().__init__(api, "live-query", params, self.resume_after, self.take, self.gone, on_error)
 
     def resume_after(self) -> int | None:
         with self.changed:
             self.state.disconnected()
             return self.state.resume_after()
-
-    @property
-    def offset(self) -> int:
-        return self.state.offset
-
-    @property
-    def error(self) -> BaseException | None:
-        return self.runner.error
-
-    @property
-    def connects(self) -> int:
-        return self.runner.connects
 
     def records(self) -> dict[Any, R]:
         """A copy of the result set, as of `offset`."""
@@ -457,15 +460,6 @@ class LiveQuery(Generic[R]):
             return self.changed.wait_for(
                 lambda: (self.state.complete and test(self.state.records)) or self.error is not None, timeout
             )
-
-    def close(self) -> None:
-        self.runner.close()
-
-    def __enter__(self) -> LiveQuery[R]:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
 
 
 def feed_by_name(

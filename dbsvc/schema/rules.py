@@ -15,8 +15,8 @@ Where an error points:
 - a parenthesized condition used as a value (`(a or b) < 1`): at its first piece.
 
 Invariants of what it returns: see `dbsvc.schema.ir` (rules). Imports nothing from dbsvc
-but `dbsvc.errors`, `dbsvc.datetimes` (a datetime literal is parsed as a request's value is)
-and `dbsvc.schema.*`.
+but `dbsvc.errors`, `dbsvc.formats` (a datetime, date or uuid literal is parsed as a request's
+value is) and `dbsvc.schema.*`.
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Mapping
 
-from dbsvc.datetimes import parse_datetime
+from dbsvc.formats import parse_date, parse_datetime, parse_uuid
 from dbsvc.schema.ir import (
     OPERATIONS,
     REPLICATE,
@@ -45,7 +45,7 @@ from dbsvc.schema.ir import (
     Truth,
 )
 from dbsvc.schema.syntax import BoolOp, Compare, Expr, ListLit, Literal, LiteralKind, Not, Ref, RuleDecl
-from dbsvc.schema.values import INT64_MAX, INT64_MIN, canonical_day, canonical_uuid, shown
+from dbsvc.schema.values import INT64_MAX, INT64_MIN, shown
 
 ORDERED_TYPES = frozenset({FieldType.INT, FieldType.FLOAT, FieldType.STR, FieldType.DATE, FieldType.DATETIME})
 NUMBERS = frozenset({FieldType.INT, FieldType.FLOAT})
@@ -337,9 +337,9 @@ def convert_rule_value(field: Field, literal: Literal) -> object:
         if text in field.enum_members:
             return text
         return _Mismatch(f"expected one of {', '.join(field.enum_members)}, got {got}")
-    canonical = {FieldType.DATETIME: parse_datetime, FieldType.DATE: canonical_day, FieldType.UUID: canonical_uuid}[
-        type_
-    ](text)
+    canonical = {FieldType.DATETIME: parse_datetime, FieldType.DATE: parse_date, FieldType.UUID: parse_uuid}[type_](
+        text
+    )
     return canonical if canonical is not None else _Mismatch(f"expected {_expected(field)}, got {got}")
 
 

@@ -12,25 +12,20 @@ Canonical forms (docs/guide/schema.md#types, `dbsvc.schema.ir.Default`):
 - uuid     the 36-character hyphenated form, lower case
 - enum     the member name (written bare or as a string)
 
-Imports nothing from dbsvc but `dbsvc.schema.*` and dbsvc/datetimes.py, the datetime parser
-the runtime's requests go through too (a literal is a value a request could send).
+Imports nothing from dbsvc but `dbsvc.schema.*` and dbsvc/formats.py, the datetime, date and
+uuid parsers the runtime's requests go through too (a literal is a value a request could send).
 """
 
 from __future__ import annotations
 
 import math
-import re
-from datetime import date
 
-from dbsvc.datetimes import parse_datetime
+from dbsvc.formats import parse_date, parse_datetime, parse_uuid
 from dbsvc.schema.ir import Default, DefaultKind, FieldType
 from dbsvc.schema.syntax import Literal, LiteralKind
 
 INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1
 BOUNDED_TYPES = frozenset({FieldType.INT, FieldType.FLOAT, FieldType.STR})
-
-_DATE = re.compile(r"\d{4}-\d{2}-\d{2}")
-_UUID = re.compile(r"[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}")
 
 
 def shown(literal: Literal) -> str:
@@ -141,46 +136,20 @@ def _convert_value(type_: FieldType, field: str, literal: Literal) -> object:
         return Problem(f"{on} expects {expected}, got {got}")
     if type_ is FieldType.STR:
         return value
+    text = str(value)
     if type_ is FieldType.DATETIME:
-        return _canonical_datetime(str(value), on, got)
-    if type_ is FieldType.DATE:
-        return _canonical_date(str(value), on, got)
-    assert type_ is FieldType.UUID
-    if not _UUID.fullmatch(str(value)):
-        return Problem(f"{on} expects the form 'xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx', got {got}")
-    return str(value).lower()
-
-
-def _canonical_datetime(text: str, on: str, got: str) -> object:
-    instant = parse_datetime(text)
-    if instant is None:
-        return Problem(f"{on} expects an RFC 3339 instant with an offset such as \"2024-01-31T12:00:00Z\", got {got}")
-    return instant
-
-
-def canonical_day(text: str) -> str | None:
-    """`YYYY-MM-DD` naming a real day -> the same text, or None."""
-    if not _DATE.fullmatch(text):
-        return None
-    try:
-        return date.fromisoformat(text).isoformat()
-    except ValueError:
-        return None
-
-
-def canonical_uuid(text: str) -> str | None:
-    """A hyphenated uuid in any letter case -> lower case, or None."""
-    return text.lower() if _UUID.fullmatch(text) else None
-
-
-def _canonical_date(text: str, on: str, got: str) -> object:
-    problem = Problem(f'{on} expects a "YYYY-MM-DD" date, got {got}')
-    if not _DATE.fullmatch(text):
-        return problem
-    try:
-        return date.fromisoformat(text).isoformat()
-    except ValueError:
-        return problem
+        canonical = parse_datetime(text)
+        expected = 'an RFC 3339 instant with an offset such as "2024-01-31T12:00:00Z"'
+    elif type_ is FieldType.DATE:
+        canonical = parse_date(text)
+        expected = 'a "YYYY-MM-DD" date'
+    else:
+        assert type_ is FieldType.UUID
+        canonical = parse_uuid(text)
+        expected = "the form 'xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx'"
+    if canonical is None:
+        return Problem(f"{on} expects {expected}, got {got}")
+    return canonical
 
 
 Bound = tuple[int | float, str]  # (value, as written)

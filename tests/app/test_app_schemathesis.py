@@ -44,8 +44,6 @@ import urllib.request
 import jwt
 import pytest
 import schemathesis
-from cryptography.hazmat.primitives import serialization
-from cryptography.hazmat.primitives.asymmetric import ec
 from hypothesis import HealthCheck, given, seed, settings
 from schemathesis.checks import not_a_server_error
 from schemathesis.specs.openapi.checks import (
@@ -62,6 +60,7 @@ from schemathesis.specs.openapi.checks import (
     unsupported_method,
 )
 
+from support.accesskit import guard_env, keypair
 from support.server import ROOT, start_server
 
 # The at-length run's seed: drawn by tests/conftest.py, or named by the environment to replay.
@@ -175,13 +174,9 @@ CASES = {"inventory": ("inventory.dbs", False), "blog-guarded": ("blog.dbs", Tru
 
 def _guard(tmp_path_factory) -> tuple[dict[str, str], str]:
     """The environment of a guarded server and a valid token for it."""
-    private = ec.generate_private_key(ec.SECP256R1())
-    pem = private.public_key().public_bytes(serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo)
-    path = tmp_path_factory.mktemp("keys") / "idp.pem"
-    path.write_bytes(pem)
+    private, path = keypair(tmp_path_factory.mktemp("keys"))
     claims = {"exp": int(time.time()) + 3600, "tenant": "acme", "iss": "https://id.example.com/", "aud": "blog"}
-    env = {"SERVICE_JWT_PUBKEY": str(path), "SERVICE_JWT_ALG": "ES256", "SERVICE_TENANT": "acme"}
-    return env, jwt.encode({**claims, "sub": "fuzzer"}, private, algorithm="ES256")
+    return guard_env(path), jwt.encode({**claims, "sub": "fuzzer"}, private, algorithm="ES256")
 
 
 @pytest.fixture(scope="module", params=list(CASES))

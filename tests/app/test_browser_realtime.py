@@ -19,9 +19,8 @@ import time
 
 import jwt
 import pytest
-from cryptography.hazmat.primitives import serialization
-from cryptography.hazmat.primitives.asymmetric import ec
 
+from support.accesskit import keypair
 from support.browser import Browser, PageServer, require_chromium
 from support.server import ROOT, start_server
 
@@ -150,11 +149,7 @@ def setup(tmp_path_factory):
     """A guarded blog server, the page server whose origin it allows, a token, a browser."""
     require_chromium()
     tmp = tmp_path_factory.mktemp("browser")
-    private = ec.generate_private_key(ec.SECP256R1())
-    pem = tmp / "idp.pem"
-    pem.write_bytes(
-        private.public_key().public_bytes(serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo)
-    )
+    private, pem = keypair(tmp)
     token = jwt.encode(
         {
             "sub": "browser",

@@ -7,19 +7,15 @@ import time
 
 import jwt
 import pytest
-from cryptography.hazmat.primitives import serialization
-from cryptography.hazmat.primitives.asymmetric import ec
 
+from support.accesskit import guard_env
+from support.accesskit import keypair as make_keypair
 from support.server import ROOT
 
 
 @pytest.fixture(scope="module")
 def keypair(tmp_path_factory):
-    private = ec.generate_private_key(ec.SECP256R1())
-    pem = private.public_key().public_bytes(serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo)
-    path = tmp_path_factory.mktemp("keys") / "idp.pem"
-    path.write_bytes(pem)
-    return private, path
+    return make_keypair(tmp_path_factory.mktemp("keys"))
 
 
 def token(private, **claims) -> str:
@@ -34,9 +30,7 @@ def guarded(serve, keypair, tmp_path):
     _private, path = keypair
     data = tmp_path / "data"
     (data / "acme").mkdir(parents=True)
-    return serve(
-        data_dir=data, env={"SERVICE_JWT_PUBKEY": str(path), "SERVICE_JWT_ALG": "ES256", "SERVICE_TENANT": "acme"}
-    )
+    return serve(data_dir=data, env=guard_env(path))
 
 
 def test_valid_token_reaches_crud(guarded, keypair):

@@ -15,8 +15,9 @@ import time
 
 import jwt
 import pytest
-from cryptography.hazmat.primitives import serialization
-from cryptography.hazmat.primitives.asymmetric import ec
+
+from support.accesskit import guard_env
+from support.accesskit import keypair as make_keypair
 
 GUARDED_PATHS = ("/api/user", "/api/user/{id}")
 OPEN_PATHS = ("/health", "/ready", "/metrics", "/snapshot", "/openapi.json")
@@ -24,19 +25,14 @@ OPEN_PATHS = ("/health", "/ready", "/metrics", "/snapshot", "/openapi.json")
 
 @pytest.fixture(scope="module")
 def keypair(tmp_path_factory):
-    private = ec.generate_private_key(ec.SECP256R1())
-    pem = private.public_key().public_bytes(serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo)
-    path = tmp_path_factory.mktemp("keys") / "idp.pem"
-    path.write_bytes(pem)
-    return private, path
+    return make_keypair(tmp_path_factory.mktemp("keys"))
 
 
 @pytest.fixture
 def guarded(serve, keypair, tmp_path):
     data = tmp_path / "guarded"
     (data / "acme").mkdir(parents=True)
-    env = {"SERVICE_JWT_PUBKEY": str(keypair[1]), "SERVICE_JWT_ALG": "ES256", "SERVICE_TENANT": "acme"}
-    return serve(data_dir=data, env=env)
+    return serve(data_dir=data, env=guard_env(keypair[1]))
 
 
 def _requirement(doc: dict, path: str, method: str = "get") -> list:

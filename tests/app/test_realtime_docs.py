@@ -20,9 +20,8 @@ from concurrent.futures import ThreadPoolExecutor
 
 import jwt
 import pytest
-from cryptography.hazmat.primitives import serialization
-from cryptography.hazmat.primitives.asymmetric import ec
 
+from support.accesskit import guard_env, keypair
 from support.browser import Browser, PageServer, require_chromium
 from support.server import ROOT, Server
 
@@ -55,11 +54,7 @@ def example(name: str, lang: str) -> str:
 @pytest.fixture
 def guarded(serve, tmp_path):
     """start(env=None) -> a blog server with the token guard on (tenant acme); plus a token."""
-    private = ec.generate_private_key(ec.SECP256R1())
-    pem = tmp_path / "idp.pem"
-    pem.write_bytes(
-        private.public_key().public_bytes(serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo)
-    )
+    private, pem = keypair(tmp_path)
     now = int(time.time())
     token = jwt.encode(
         {
@@ -82,7 +77,7 @@ def guarded(serve, tmp_path):
         timeout=30,
     )
     assert created.returncode == 0, created.stderr
-    base_env = {"SERVICE_JWT_PUBKEY": str(pem), "SERVICE_JWT_ALG": "ES256", "SERVICE_TENANT": TENANT}
+    base_env = guard_env(pem)
 
     def start(env: dict | None = None) -> Server:
         return serve(env={**base_env, **(env or {})}, data_dir=data)

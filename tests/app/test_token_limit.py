@@ -7,22 +7,15 @@ import time
 
 import jwt
 import pytest
-from cryptography.hazmat.primitives import serialization
-from cryptography.hazmat.primitives.asymmetric import ec
+
+from support.accesskit import guard_env, keypair
 
 
 @pytest.fixture
 def guarded(serve, tmp_path):
-    private = ec.generate_private_key(ec.SECP256R1())
-    pem = tmp_path / "idp.pem"
-    pem.write_bytes(
-        private.public_key().public_bytes(serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo)
-    )
+    private, pem = keypair(tmp_path)
     (tmp_path / "data" / "acme").mkdir(parents=True)
-    server = serve(
-        data_dir=tmp_path / "data",
-        env={"SERVICE_JWT_PUBKEY": str(pem), "SERVICE_JWT_ALG": "ES256", "SERVICE_TENANT": "acme"},
-    )
+    server = serve(data_dir=tmp_path / "data", env=guard_env(pem))
     return server, private
 
 

@@ -55,19 +55,6 @@ def test_datetime_key_of_none_is_none():
 
 @pytest.mark.parametrize(
     ("text", "result"),
-    [("2024-02-29", "2024-02-29"), ("2023-02-29", None), ("2024-2-29", None), ("0000-01-01", None), ("20240229", None)],
-)
-def test_parse_date(text, result):
-    assert runtime.parse_date(text) == result
-
-
-def test_parse_uuid():
-    assert runtime.parse_uuid("ABCDEF01-2345-6789-ABCD-EF0123456789") == "abcdef01-2345-6789-abcd-ef0123456789"
-    assert runtime.parse_uuid("abcdef0123456789abcdef0123456789") is None
-
-
-@pytest.mark.parametrize(
-    ("text", "result"),
     [
         ("3", 3),
         ("-3", -3),

@@ -5,7 +5,6 @@ are indented, and for request failures carry types and frames but no messages.""
 
 from __future__ import annotations
 
-import contextlib
 import io
 import json
 import logging
@@ -13,19 +12,10 @@ import logging
 import pytest
 
 from dbsvc.logformat import escape, exception_text, field_text
-from dbsvc.logs import configure_logging, flush_logs, log_request
+from dbsvc.logs import flush_logs, log_request
+from support.logkit import logging_to
 
 FORGE = "\n2026-11-23T07:00:00.000Z ERROR dbsvc.storage: FORGED"
-
-
-@contextlib.contextmanager
-def logging_to(fmt: str = "text"):
-    stream = io.StringIO()
-    try:
-        configure_logging("info", fmt, stream=stream)
-        yield stream
-    finally:
-        configure_logging("info", "text", stream=io.StringIO())
 
 
 def lines_of(stream: io.StringIO) -> list[str]:

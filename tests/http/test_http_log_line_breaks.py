@@ -9,7 +9,6 @@ JSON line still decodes to the very value the client sent.
 
 from __future__ import annotations
 
-import contextlib
 import io
 import json
 import logging
@@ -18,7 +17,8 @@ import urllib.parse
 
 import pytest
 
-from dbsvc.logs import configure_logging, flush_logs, log_request, log_span
+from dbsvc.logs import flush_logs, log_request, log_span
+from support.logkit import logging_to
 
 # Every character str.splitlines splits on (docs: "str.splitlines"), \r\n aside.
 BREAKS = ["\n", "\r", "\x0b", "\x0c", "\x1c", "\x1d", "\x1e", "\x85", "\u2028", "\u2029"]
@@ -29,16 +29,6 @@ OTHERS = ["\x7f", "\x9b", "\u202e", "\xa0", "\U000e0001"]
 def test_the_list_is_every_character_splitlines_splits_on():
     splitters = {chr(c) for c in range(0x110000) if len(f"a{chr(c)}b".splitlines()) == 2}
     assert splitters == set(BREAKS)
-
-
-@contextlib.contextmanager
-def logging_to(fmt: str):
-    stream = io.StringIO()
-    try:
-        configure_logging("info", fmt, stream=stream)
-        yield stream
-    finally:
-        configure_logging("info", "text", stream=io.StringIO())
 
 
 def written(stream: io.StringIO) -> str:

@@ -3,7 +3,6 @@ no credentials in any log line."""
 
 from __future__ import annotations
 
-import contextlib
 import io
 import json
 import logging
@@ -21,19 +20,9 @@ from dbsvc.logs import (
     log_span,
     parse_level_spec,
 )
+from support.logkit import logging_to
 
 D, I, W, E, OFF = logging.DEBUG, logging.INFO, logging.WARNING, logging.ERROR, logging.CRITICAL + 10
-
-
-@contextlib.contextmanager
-def logging_to_stream(spec: str = "info", fmt: str = "text"):
-    """Logging configured into a StringIO for the block, then back to a quiet default."""
-    stream = io.StringIO()
-    try:
-        configure_logging(spec, fmt, stream=stream)
-        yield stream
-    finally:
-        configure_logging("info", "text", stream=io.StringIO())
 
 
 @pytest.mark.parametrize(
@@ -72,7 +61,7 @@ def test_bad_log_format_is_a_config_error():
 
 
 def test_configure_logging_applies_levels_and_formats_json():
-    with logging_to_stream("warn,dbsvc::http=debug", "json") as stream:
+    with logging_to("json", spec="warn,dbsvc::http=debug") as stream:
         logging.getLogger("dbsvc.http.request").debug("kept", extra={"fields": {"status": 200}})
         logging.getLogger("dbsvc.storage").info("dropped")
         flush_logs()
@@ -83,7 +72,7 @@ def test_configure_logging_applies_levels_and_formats_json():
 
 
 def test_span_lines_are_buffered_then_flushed_within_the_flush_interval():
-    with logging_to_stream("info") as stream:
+    with logging_to() as stream:
         logging.getLogger("dbsvc.http.request").info("request", extra={"fields": {"status": 200}})
         assert stream.getvalue() == ""
         deadline = time.monotonic() + SPAN_FLUSH_SECONDS * 6
@@ -93,7 +82,7 @@ def test_span_lines_are_buffered_then_flushed_within_the_flush_interval():
 
 
 def test_other_records_flush_buffered_spans_first_keeping_order():
-    with logging_to_stream("info") as stream:
+    with logging_to() as stream:
         logging.getLogger("dbsvc.http.request").info("request", extra={"fields": {"status": 201}})
         logging.getLogger("dbsvc.storage").warning("disk nearly full")
         text = stream.getvalue()
@@ -103,7 +92,7 @@ def test_other_records_flush_buffered_spans_first_keeping_order():
 @pytest.mark.parametrize("fmt", ["text", "json"])
 def test_fast_span_path_writes_exactly_what_the_logging_path_writes(fmt):
     fields = {"method": "GET", "path": "/api/user", "status": 200, "duration_ms": 0.25, "bytes": 9, "request_id": "r-1"}
-    with logging_to_stream("info", fmt) as stream:
+    with logging_to(fmt) as stream:
         log_span(fields)
         logging.getLogger("dbsvc.http.request").info("request", extra={"fields": fields})
         flush_logs()
@@ -116,7 +105,7 @@ def test_fast_span_path_writes_exactly_what_the_logging_path_writes(fmt):
 @pytest.mark.parametrize("path", ["/api/user", "/api/user/Bearer abc.def", "/api/ünï còde", "/a\u2028b\x85c\U000e0001"])
 def test_request_spans_held_unformatted_write_what_log_span_writes(fmt, path):
     fields = {"method": "GET", "path": path, "status": 200, "duration_ms": 0.123, "bytes": 9, "request_id": "r-1"}
-    with logging_to_stream("info", fmt) as stream:
+    with logging_to(fmt) as stream:
         log_request("GET", path, 200, 0.1234567, 9, "r-1")
         log_span(fields)
         log_request("GET", path, 200, 0.1234567, 9, "r-1")
@@ -128,7 +117,7 @@ def test_request_spans_held_unformatted_write_what_log_span_writes(fmt, path):
 
 
 def test_request_spans_are_written_once_the_buffer_holds_its_line_count():
-    with logging_to_stream("info") as stream:
+    with logging_to() as stream:
         for n in range(SPAN_BUFFER_LINES - 1):
             log_request("GET", "/health", 200, 0.5, 15, f"r-{n}")
         assert stream.getvalue() == ""
@@ -157,7 +146,7 @@ def test_span_falls_back_to_logging_when_another_handler_listens():
 
 
 def test_text_formatter_redacts_bearer_tokens():
-    with logging_to_stream("info") as stream:
+    with logging_to() as stream:
         logging.getLogger("dbsvc.test").info("header was Authorization: Bearer abc.def.ghi")
         assert "abc.def.ghi" not in stream.getvalue()
         assert "[redacted]" in stream.getvalue()
