@@ -20,6 +20,10 @@ a line every `--bucket` ms from shortly before the cut to its end: how many requ
 started there, their p50 and largest latency, the steps that ran (online.py's, letters as
 in compaction_tail.py; `*` the switch) and the collections (generation: wall ms / thread
 CPU ms). Why not wrk: it reports percentiles, never when a slow request started.
+
+`--compact-after S` (a freshly compacted tenant, /tmp/pristine-1m, whose empty log the size
+rule never compacts): the server compacts once, at its first write S seconds after its first
+write, whatever the size rule says; `--start-timeout` gives a 1M open its minutes.
 """
 
 from __future__ import annotations
@@ -53,6 +57,10 @@ def wrap(marks_path: str, code: str, argv: list[str]) -> None:
     """The server's side (`--wrap`): time the steps, then run `CODE/dbsvc.py` as __main__."""
     sys.path.insert(0, code)
     from dbsvc.storage import compactor, files, online
+
+    forced = os.environ.pop("SERVED_TAIL_COMPACT_AFTER", "")
+    if forced:
+        force_once(compactor, float(forced))
 
     marks: Marks = []
 
@@ -89,6 +97,28 @@ def wrap(marks_path: str, code: str, argv: list[str]) -> None:
         runpy.run_path(argv[0], run_name="__main__")
     finally:
         Path(marks_path).write_text(json.dumps(marks))
+
+
+def force_once(compactor: Any, after: float) -> None:
+    """`--compact-after`: every write asks the size rule (compact_bytes 0), and the rule
+    starts one compaction, at the first write `after` seconds past the first write."""
+    init = compactor.Compactor.__init__
+    state: list[float] = []
+
+    def opened(self: Any, *args: Any, **kwargs: Any) -> None:
+        init(self, *args, **kwargs)
+        self.compact_bytes = 0
+
+    def after_write(self: Any, _commit: Any) -> None:
+        now = time.perf_counter()
+        if not state:
+            state.append(now + after)
+        if state[0] and now >= state[0]:
+            state[0] = 0.0
+            self.compact_now()
+
+    compactor.Compactor.__init__ = opened
+    compactor.Compactor.after_write = after_write
 
 
 def request(key: int, score: int) -> bytes:
@@ -220,6 +250,8 @@ def main() -> None:
     parser.add_argument("--records", type=int, default=20_000)
     parser.add_argument("--bucket", type=float, default=50, help="ms a line of the timeline")
     parser.add_argument("--quiet", action="store_true", help="no timeline, the figures only")
+    parser.add_argument("--compact-after", type=float, default=0.0, help="force one compaction after S s")
+    parser.add_argument("--start-timeout", type=float, default=120.0, help="seconds the open may take")
     args = parser.parse_args()
     code = args.code.resolve()
     copy = Path(os.environ.get("SERVED_TAIL_DIR", f"/tmp/served-tail-{os.getpid()}"))
@@ -228,11 +260,15 @@ def main() -> None:
     marks_path = copy / "marks.json"
     os.sched_setaffinity(0, {1})
     try:
+        env = {"SERVICE_DATA": str(copy), "SERVICE_SYNC": "full"}
+        if args.compact_after:
+            env["SERVED_TAIL_COMPACT_AFTER"] = str(args.compact_after)
         proc, port, log = start_dbsvc(
-            {"SERVICE_DATA": str(copy), "SERVICE_SYNC": "full"},
+            env,
             HERE / "peers_blog.dbs",
             code=code,
             python=[sys.executable, str(Path(__file__).resolve()), "--wrap", str(marks_path), str(code)],
+            timeout=args.start_timeout,
         )
         try:
             done = load(port, args.connections, args.duration, args.records)

@@ -181,8 +181,15 @@ async def serve_until_signalled(
     loop = asyncio.get_running_loop()
     for signum in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(signum, stop.set)
+    # SIGIO's default action ends the process. A compaction's release asks the kernel for a
+    # write lease on each replaced file for a few microseconds (storage/freeing.py); another
+    # process opening that file through /proc in that window makes the kernel send SIGIO to
+    # the lease holder. Ignored, the kernel still breaks the lease on its own clock, and
+    # nothing here reads the signal (docs/decisions.md, wt-rel and wt-fork).
+    ignored = signal.signal(signal.SIGIO, signal.SIG_IGN)
     try:
         await serve(app, settings, stop=stop, on_ready=on_ready, sockets=sockets, hub=hub)
     finally:
+        signal.signal(signal.SIGIO, ignored)
         for signum in (signal.SIGINT, signal.SIGTERM):
             loop.remove_signal_handler(signum)

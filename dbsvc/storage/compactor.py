@@ -326,7 +326,9 @@ class Compactor:
     def _enter_epoch(self, cut: online.Cut, epoch: Epoch) -> list[Any]:
         """The switch of an online compaction, in memory: history restarts at the cut, and
         the store takes the new epoch (invariant 2). Returns the old history and id lists,
-        for the caller to free off the loop."""
+        for the caller to free off the loop. `DBSVC_FAULT=epoch:N:...` fails or kills at its
+        start: past the commit point, with the new log's descriptor already the writer's."""
+        self.faults.check("epoch")
         old = []
         deltas = cut.deltas()
         for tc in cut.tables:

@@ -41,7 +41,9 @@ OP (counted per `FaultPlan`, that is per open store), or every call from the Nth
 raises `OSError(ERRNO)` instead of doing the work; a range is a disk that is full for a
 while and then has room again (commit.py retries a write that failed for lack of space, and
 its probe counts as a `write` call). `compact:K:KILL` sends SIGKILL to the process itself
-after compaction step K. `OP:N:HOLD=<path>` makes the Nth call wait, then do the work: it
+after compaction step K; `epoch:N` fails or kills at the start of the Nth online switch's
+part in memory (compactor.py `_enter_epoch`), past its commit point. `OP:N:HOLD=<path>`
+makes the Nth call wait, then do the work: it
 creates `<path>.held` and sleeps until `<path>` exists, so a test sees a slow fsync by order
 of events, not by the clock (tests/app/test_app_durable_answers.py: no answer leaves before
 the held fsync is released). With the variable unset (production) every check is one falsy

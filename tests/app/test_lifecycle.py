@@ -98,6 +98,20 @@ def test_sigterm_lets_an_in_flight_request_finish(serve, tmp_path):
     assert [r["email"] for r in again.get("/api/user").json["data"]] == ["late@x.io"]
 
 
+def test_sigio_leaves_a_serving_process_answering(serve, tmp_path):
+    """A compaction's release holds a write lease for microseconds (storage/freeing.py); a
+    process opening the file then makes the kernel send the server SIGIO, whose default
+    action ends it. The server ignores it, and keeps its writes."""
+    server = serve(data_dir=tmp_path / "data")
+    assert server.post("/api/user", {"email": "a@b.c", "name": "Al"}).status == 201
+    server.proc.send_signal(signal.SIGIO)
+    server.proc.send_signal(signal.SIGIO)
+    assert server.post("/api/user", {"email": "d@e.f", "name": "Di"}).status == 201
+    assert [r["email"] for r in server.get("/api/user").json["data"]] == ["a@b.c", "d@e.f"]
+    assert server.proc.poll() is None
+    assert server.stop() == 0
+
+
 def test_json_logs_carry_one_span_per_request(serve):
     server = serve(env={"SERVICE_LOG_FORMAT": "json"})
     server.get("/api/user?limit=1", headers={"X-Request-Id": "span-check-1", "Authorization": "Bearer secret-token"})

@@ -180,6 +180,28 @@ def test_any_error_past_the_commit_point_leaves_the_store_read_only_and_loses_no
         s.close()
 
 
+def test_a_fault_in_the_switch_in_memory_leaves_the_store_read_only_and_closes_none_but_its_own(
+    tenant, monkeypatch, caplog
+):
+    """`epoch:1`: the switch's last part (compactor `_enter_epoch`) fails past the commit
+    point, after the new log's descriptor became the writer's. The store turns read-only,
+    the failure closes no descriptor it does not own (the handed-over log's slot is not one:
+    mutant 71 of `_compact_steps` closed fd 1 there), and the next open has the new epoch."""
+    monkeypatch.setenv("DBSVC_FAULT", "epoch:1:EIO")
+    _compacts_then_refuses_writes(
+        tenant, caplog, None, "[Errno 5] Input/output error (injected by DBSVC_FAULT epoch:1)"
+    )
+    os.fstat(1)  # still open
+    monkeypatch.delenv("DBSVC_FAULT")
+    s = open_store(tenant, retain_bytes=RETAIN)
+    try:
+        assert sorted(os.listdir(tenant)) == ["LOCK", "history", "log", "log.retained", "schema.json", "snapshot"]
+        assert sorted(s.tables["User"].records) == list(range(1, 21))
+        assert s.oldest_offset == 0 and [int.from_bytes(f[:8], "big") for f in s.frames_after(0)] == list(range(1, 21))
+    finally:
+        s.close()
+
+
 class NewLogWrites(files.FileOps):
     """Notes the size of every write into log.new."""
 
