@@ -105,8 +105,10 @@ def calibrate(frames: list[bytes], core: str) -> float:
     """The host's speed now on the replica's core: `apply_in_process` of `frames` (this
     tree's code whichever tree the replica runs), run on `core` when it names one, then
     this process is put back where it was. Its figure moves with the host (the hypervisor's
-    share, caches held by neighbours), not with the replica's code, so a run whose replica
-    and calibration both went up ran on a slower host (replication_threads.py)."""
+    share, caches held by neighbours), not with the replica's code: printed beside each run
+    as the host's swing. It is no divisor: a calibration taken a second before a run did
+    not predict that run (bench/README.md, session 20, wt-rep16), which is why the steady
+    A/B is side by side (replication_pair.py)."""
     previous = os.sched_getaffinity(0)
     if core.isdigit():
         os.sched_setaffinity(0, {int(core)})
@@ -259,7 +261,8 @@ def measure_replica(
         print(f"           {fsyncs:,} fsyncs in its life: {head / fsyncs:.0f} frames a group on average", flush=True)
     print(
         f"           primary threads waiting for a core: {sum(t.wait_ns for t in primary_threads.values()) / 1e9:.2f} s "
-        f"in its life; calibration {calibration:.2f} us a frame in process on core {core}; tree {code}",
+        f"in its life; tree {code}"
+        + (f"; calibration {calibration:.2f} us a frame in process on core {core}" if sample else ""),
         flush=True,
     )
     shutil.rmtree(data, ignore_errors=True)

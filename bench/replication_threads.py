@@ -17,10 +17,13 @@ told apart from a change's effect:
   storage/fsyncthread.py); anything else is `other`.
 - `summary(runs)`: median and spread of the figures of several runs, among them each run's
   calibration (replication_replica.calibrate: the apply of a fixed slice of the log in this
-  process, on the replica's core, just before the run) and the run's figure over it.
+  process, on the replica's core, just before the run) and the run's figure over it; that
+  ratio was no steadier than the run's own figure at load (the host changes within a run),
+  so it is shown, not used.
 - `paired(runs_a, runs_b)`: two trees' replicas run in turn (`--replica-code`), B over A
-  pair by pair: a pair shares the host's state of its minute, which the medians of two
-  separate series do not.
+  pair by pair. At load these ratios spread as widely as the runs (the host's speed changes
+  within seconds, so two runs in turn do not share it): the steady A/B is two replicas at
+  once, replication_pair.py (`--side-by-side`).
 
 Imports nothing of dbsvc and no other replication_* module.
 """
