@@ -12,7 +12,8 @@ the trees (and, symmetrically, what each costs the other's caches).
 The span: from the first poll in which both replicas answer `/metrics` to the first poll
 in which either has applied the primary's head. Each one's CPU (process and per thread,
 replication_threads.py) and frames applied over that span give its CPU a frame; the ratio
-B / A is the figure, one per round; rounds swap which tree starts first.
+B / A is the figure, one per round; rounds swap which tree starts first. Which thread is
+which is read once both are caught up (a thread's role is read from where it waits idle).
 
 Imports replication_kit and replication_threads; nothing of dbsvc.
 """
@@ -94,16 +95,20 @@ def measure_pair(
         time.sleep(0.1)
     else:
         raise RuntimeError(f"no replica of the pair caught up within {ARGS.timeout:.0f} s")
+    window = [(side.first, side.last) for side in sides]
+    for side in sides:  # roles are read idle (replication_threads.roles): the other one catches up first
+        while time.monotonic() < deadline and not side.sample()[1]:
+            time.sleep(0.1)
     figures = []
-    for side in sides:
-        assert side.server is not None and side.first is not None and side.last is not None
-        frames = side.last[0] - side.first[0]
-        by_thread = split(side.first[2], side.last[2], roles(side.server.proc.pid), frames)
+    for side, (first, last) in zip(sides, window):
+        assert side.server is not None and first is not None and last is not None
+        frames = last[0] - first[0]
+        by_thread = split(first[2], last[2], roles(side.server.proc.pid), frames)
         figures.append(
             {
                 "code": str(side.code),
                 "frames": frames,
-                "us": (side.last[1] - side.first[1]) / max(frames, 1) * 1e6,
+                "us": (last[1] - first[1]) / max(frames, 1) * 1e6,
                 "main_us": by_thread.get("main", {}).get("us", float("nan")),
                 "threads": by_thread,
             }
