@@ -9,6 +9,8 @@
     python bench/replication_bench.py --events 200000 --only replica,restart
     python bench/replication_bench.py --events 200000 --only replica --replica-pyspy /tmp/prof
     python bench/replication_bench.py --events 200000 --only inprocess --rounds 3   # the loop's share
+    python bench/replication_bench.py --events 200000 --only replica --replica-sync full --repeat 8 --pin
+                                                       # the steady mode: medians of 8 runs, by thread
 
 The target (docs/guide/operations.md#performance): replication catch-up of at least 50,000 frames/s from disk
 to one consumer.
@@ -35,7 +37,19 @@ to one consumer.
    The bootstrap (an empty snapshot for a never-compacted primary) happens before it listens;
    from its first `/metrics` on, `replica.lag_offsets` is polled every 0.25 s until it is 0:
    frames applied per second over that span, the replica's CPU per frame, and its VmRSS at
-   the end beside the primary's.
+   the end beside the primary's; and, per thread of the replica (main, reading, fsync: by
+   the system call each blocks in once caught up), CPU a frame, time waiting for a core,
+   switches, migrations, faults (replication_threads.py).
+   The steady mode (`--repeat N`, `--replica-code A,B`, `--pin`): N replicas a mode on one
+   primary, each calibrated just before by the in-process apply of the log's first 51,200
+   frames on the replica's core (the host's speed at that minute), medians and spreads of
+   N; with two trees, their replicas alternate run by run and B is read over A pair by
+   pair; `--pin` moves this process to the primary's core, so the replica's core holds the
+   replica alone. Frames/s moves with what else wants the cores; the CPU a frame far less,
+   and a pair's ratio of it least (bench/README.md, session 20, wt-rep16).
+   `--side-by-side` with two trees: both replicas at once on the replica core, each round
+   B's CPU a frame over A's over the same span, which shares the host's speed of each
+   second between them (replication_pair.py); `--repeat` rounds.
 4. lag: a fresh primary (SERVICE_SYNC=full, core 0) and a fresh replica of it (SERVICE_SYNC
    `--lag-replica-sync`, full by default, on `--replica-core`). This process (core 1) opens
    a raw `/subscribe/user` WebSocket on the replica (and one on the primary, for comparison),
@@ -97,7 +111,11 @@ from replication_kit import (  # noqa: E402
     wait_idle,
 )
 from replication_lag import measure_lag  # noqa: E402
-from replication_replica import measure_inprocess, measure_replica, measure_restart  # noqa: E402
+from replication_pair import measure_pairs  # noqa: E402
+from replication_replica import log_frames, measure_inprocess, measure_replica, measure_restart  # noqa: E402
+from replication_threads import paired, print_paired, print_summary, summary  # noqa: E402
+
+CALIBRATION_FRAMES = 51_200  # the steady mode's calibration: the log's first 100 groups of 512, in process
 
 # -- main -------------------------------------------------------------------------------------
 
@@ -125,7 +143,35 @@ def main(argv: list[str]) -> int:
     )
     parser.add_argument("--rounds", type=int, default=3, help="lean catch-up rounds")
     parser.add_argument("--replica-sync", default="full,off", help="SERVICE_SYNC modes of the apply-rate replica")
-    parser.add_argument("--replica-core", default=CLIENT_CORE, help="core of the replicas (default 1)")
+    parser.add_argument(
+        "--replica-core", default=CLIENT_CORE, help="core(s) of the replicas, a taskset list (default 1; 0,1: unpinned)"
+    )
+    parser.add_argument(
+        "--repeat", type=int, default=1, help="replica runs a SERVICE_SYNC mode on one primary; medians when > 1"
+    )
+    parser.add_argument(
+        "--replica-code",
+        default=None,
+        metavar="DIR[,DIR]",
+        help="the replica's tree(s); two or more alternate run by run, B over A paired (default: this tree)",
+    )
+    parser.add_argument(
+        "--side-by-side",
+        action="store_true",
+        help="the two --replica-code trees' replicas at once on the replica core, B/A a round (replication_pair.py)",
+    )
+    parser.add_argument(
+        "--pin",
+        action="store_true",
+        help="this process on the primary's core (0), so the replica has its core to itself",
+    )
+    parser.add_argument(
+        "--replica-switch-interval",
+        type=float,
+        default=None,
+        metavar="S",
+        help="sys.setswitchinterval(S) in the apply-rate replica before it starts (default: Python's 0.005)",
+    )
     parser.add_argument("--rate", type=float, default=1000.0, help="writes/s of the lag run")
     parser.add_argument("--duration", type=float, default=20.0, help="seconds of writes in the lag run")
     parser.add_argument("--connections", type=int, default=16, help="keep-alive connections of the lag writer")
@@ -156,7 +202,7 @@ def main(argv: list[str]) -> int:
         ARGS.duration = min(ARGS.duration, 5.0)
     only = set(ARGS.only.split(","))
     if (os.cpu_count() or 1) > 1:
-        os.sched_setaffinity(0, {int(CLIENT_CORE)})
+        os.sched_setaffinity(0, {int(SERVER_CORE if ARGS.pin else CLIENT_CORE)})
     print(f"load average at start: {loadavg()} on {os.cpu_count()} cores")
     results: dict = {"events": ARGS.events}
     servers = Servers()
@@ -199,12 +245,37 @@ def main(argv: list[str]) -> int:
                     print("catch-up, `dbsvc replicate --out FILE` (the checking consumer):")
                     results["consumer"] = measure_consumer(servers, primary, head, frame_bytes, workdir, ARGS.timeout)
                 if "replica" in only:
-                    print(f"replica apply rate (`serve --follow`, replica on core {ARGS.replica_core}):")
-                    results["replica"] = [
-                        measure_replica(servers, primary, head, sync, workdir, ARGS.timeout)
-                        for sync in ARGS.replica_sync.split(",")
-                        if sync
-                    ]
+                    print(
+                        f"replica apply rate (`serve --follow`, replica on core {ARGS.replica_core}, this "
+                        f"process on core {SERVER_CORE if ARGS.pin else CLIENT_CORE}):"
+                    )
+                    results["replica"] = []
+                    codes = [Path(c).resolve() for c in ARGS.replica_code.split(",")] if ARGS.replica_code else [ROOT]
+                    steady = ARGS.repeat > 1 or len(codes) > 1
+                    sample = log_frames(data)[:CALIBRATION_FRAMES] if steady else None
+                    for sync in filter(None, ARGS.replica_sync.split(",")):
+                        if ARGS.side_by_side:
+                            if len(codes) != 2:
+                                parser.error("--side-by-side needs two trees in --replica-code")
+                            results[f"replica_{sync}_side_by_side"] = measure_pairs(
+                                servers, primary, head, sync, workdir, codes
+                            )
+                            continue
+                        runs: dict[Path, list[dict]] = {code: [] for code in codes}
+                        for _ in range(max(1, ARGS.repeat)):
+                            for code in codes:  # alternated: A, B, A, B, ...
+                                run = measure_replica(servers, primary, head, sync, workdir, ARGS.timeout, code, sample)
+                                runs[code].append(run)
+                                results["replica"].append(run)
+                        if steady:
+                            for code, series in runs.items():
+                                figures = summary(series)
+                                print_summary(f"SERVICE_SYNC={sync}, tree {code}", figures)
+                                results[f"replica_{sync}_summary_{code}"] = figures
+                            for code in codes[1:]:
+                                figures = paired(runs[codes[0]], runs[code])
+                                print_paired(str(codes[0]), str(code), figures)
+                                results[f"replica_{sync}_paired_{code}"] = figures
             finally:
                 servers.stop(primary)
                 if primary.log and any("Traceback" in line or "ERROR" in line for line in primary.log):

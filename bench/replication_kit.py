@@ -152,12 +152,16 @@ class Server:
         timeout: float = 300.0,
         profile_to: str | None = None,
         never_compacts: bool = False,
+        python: list[str] | None = None,
+        code: Path = ROOT,
     ) -> None:
+        """`python`: the interpreter's command line (the replica's with its switch interval
+        set); `code`: the checkout to run (another tree's replica for an A/B)."""
         self.name = name
-        python = [sys.executable] + (["-m", "cProfile", "-o", profile_to] if profile_to else [])
+        python = python or [sys.executable] + (["-m", "cProfile", "-o", profile_to] if profile_to else [])
         if never_compacts:  # the store's size rule off: a never-compacted log stays one (see `primary`)
             python = never_compacting_python(profile_to)
-        self.proc, self.port, self.log = start_dbsvc(env, SCHEMA, core, timeout, argv=args, python=python)
+        self.proc, self.port, self.log = start_dbsvc(env, SCHEMA, core, timeout, code, argv=args, python=python)
         self.listening_at = time.monotonic()
 
     @property

@@ -29,23 +29,14 @@ from replication_kit import (
     rss_mib,
     wait_idle,
 )
+from replication_threads import describe, roles, split, threads
 
 # -- 3. a replica's apply rate ----------------------------------------------------------------
 
 
-def measure_inprocess(data: Path, rounds: int, group: int = 512) -> dict:
-    """The loop's share of a replica's apply, without sockets or threads: the tenant's log
-    frames handed to `Store.apply_replicated_frames` of a fresh store (sync off, the
-    server's collector thresholds) in groups of `group`, each awaited after the next is
-    applied (as follower.py pipelines them); CPU of this thread a frame, best of `rounds`."""
-    import gc
-
-    from dbsvc.compiler import compile_schema
-    from dbsvc.schema import load_schema
-    from dbsvc.service import GC_THRESHOLDS
-    from dbsvc.storage import Store
+def log_frames(data: Path) -> list[bytes]:
+    """The tenant's log frames, each as `/replicate` sends it (header and payload)."""
     from dbsvc.storage.logfile import FRAME, FRAME_HEADER_SIZE
-    from dbsvc.storage.tenants import create_tenant
 
     log = (data / "default" / "log").read_bytes()
     frames, pos = [], LOG_HEADER
@@ -53,6 +44,21 @@ def measure_inprocess(data: Path, rounds: int, group: int = 512) -> dict:
         length = FRAME.unpack_from(log, pos)[2]
         frames.append(log[pos : pos + FRAME_HEADER_SIZE + length])
         pos += FRAME_HEADER_SIZE + length
+    return frames
+
+
+def apply_in_process(frames: list[bytes], group: int = 512) -> float:
+    """us of this thread's CPU a frame to apply `frames` to a fresh store (sync off, the
+    server's collector thresholds) in groups of `group`, each awaited after the next is
+    applied (as follower.py pipelines them)."""
+    import gc
+
+    from dbsvc.compiler import compile_schema
+    from dbsvc.schema import load_schema
+    from dbsvc.service import GC_THRESHOLDS
+    from dbsvc.storage import Store
+    from dbsvc.storage.tenants import create_tenant
+
     module = compile_schema(load_schema(str(SCHEMA)))
     gc.freeze()
     gc.set_threshold(*GC_THRESHOLDS)
@@ -67,20 +73,27 @@ def measure_inprocess(data: Path, rounds: int, group: int = 512) -> dict:
         if pending is not None:
             await pending
 
-    figures = []
-    for _ in range(rounds):
-        directory = tempfile.mkdtemp(prefix="dbsvc-inprocess-")
-        try:
-            store = Store.open(
-                create_tenant(directory + "/r", "t"), module.MODELS, module.DESCRIPTION, sync="off", replication=True
-            )
-            start = time.thread_time()
-            asyncio.run(apply(store))
-            figures.append((time.thread_time() - start) / len(frames) * 1e6)
-            assert store.head_offset == len(frames), store.head_offset
-            store.close()
-        finally:
-            shutil.rmtree(directory, ignore_errors=True)
+    directory = tempfile.mkdtemp(prefix="dbsvc-inprocess-")
+    try:
+        store = Store.open(
+            create_tenant(directory + "/r", "t"), module.MODELS, module.DESCRIPTION, sync="off", replication=True
+        )
+        start = time.thread_time()
+        asyncio.run(apply(store))
+        took = (time.thread_time() - start) / len(frames) * 1e6
+        assert store.head_offset == len(frames), store.head_offset
+        store.close()
+        return took
+    finally:
+        shutil.rmtree(directory, ignore_errors=True)
+
+
+def measure_inprocess(data: Path, rounds: int, group: int = 512) -> dict:
+    """The loop's share of a replica's apply, without sockets or threads: the tenant's log
+    frames handed to `Store.apply_replicated_frames` of a fresh store (`apply_in_process`);
+    CPU of this thread a frame, best of `rounds`."""
+    frames = log_frames(data)
+    figures = [apply_in_process(frames, group) for _ in range(rounds)]
     print(
         f"  {len(frames):,} frames in groups of {group}: {min(figures):.2f} us of loop CPU a frame "
         f"(rounds: {', '.join(f'{f:.2f}' for f in figures)}); load average {loadavg()}"
@@ -88,10 +101,68 @@ def measure_inprocess(data: Path, rounds: int, group: int = 512) -> dict:
     return {"frames": len(frames), "us_per_frame": figures}
 
 
-def measure_replica(servers: Servers, primary: Server, head: int, sync: str, workdir: Path, timeout: float) -> dict:
+def calibrate(frames: list[bytes], core: str) -> float:
+    """The host's speed now on the replica's core: `apply_in_process` of `frames` (this
+    tree's code whichever tree the replica runs), run on `core` when it names one, then
+    this process is put back where it was. Its figure moves with the host (the hypervisor's
+    share, caches held by neighbours), not with the replica's code: printed beside each run
+    as the host's swing. It is no divisor: a calibration taken a second before a run did
+    not predict that run (bench/README.md, session 20, wt-rep16), which is why the steady
+    A/B is side by side (replication_pair.py)."""
+    previous = os.sched_getaffinity(0)
+    if core.isdigit():
+        os.sched_setaffinity(0, {int(core)})
+    try:
+        return apply_in_process(frames)
+    finally:
+        os.sched_setaffinity(0, previous)
+
+
+def logged_fsyncs(server: Server, wait: float = 1.0) -> int:
+    """The fsyncs a stopped server says it made (service.py logs its store's counters at
+    exit): one a group for a replica, so the group's mean size; 0 if not logged in `wait` s."""
+    deadline = time.monotonic() + wait
+    while True:
+        for line in reversed(server.log):
+            if "writes acknowledged," in line and line.rstrip().endswith("fsyncs"):
+                return int(line.rsplit(",", 1)[1].split()[0])
+        if time.monotonic() > deadline:
+            return 0
+        time.sleep(0.05)
+
+
+def replica_python() -> list[str] | None:
+    """The replica's interpreter command with `--replica-switch-interval` set before the
+    server starts (`sys.setswitchinterval`: how long a thread holding the GIL runs before a
+    waiting one may take it); None (the plain interpreter) without it."""
+    interval = ARGS.replica_switch_interval
+    if interval is None:
+        return None
+    return [
+        sys.executable,
+        "-c",
+        f"import runpy, sys; sys.setswitchinterval({interval!r}); sys.argv = sys.argv[1:]; "
+        "runpy.run_path(sys.argv[0], run_name='__main__')",
+    ]
+
+
+def measure_replica(
+    servers: Servers,
+    primary: Server,
+    head: int,
+    sync: str,
+    workdir: Path,
+    timeout: float,
+    code: Path = ROOT,
+    sample: list[bytes] | None = None,
+) -> dict:
+    """3: one replica (of the tree `code`) from empty to the primary's head; with `sample`
+    (frames), the host's speed is calibrated on the replica's core just before."""
     wait_idle(ARGS.wait_idle, f"the replica (SERVICE_SYNC={sync})")
     data = workdir / f"replica-{sync}"
     shutil.rmtree(data, ignore_errors=True)
+    core = ARGS.replica_core
+    calibration = calibrate(sample, core) if sample else float("nan")
     load0, cores0 = loadavg(), core_times()
     primary_cpu0 = primary.cpu()
     spawned = time.monotonic()
@@ -100,7 +171,9 @@ def measure_replica(servers: Servers, primary: Server, head: int, sync: str, wor
             f"replica ({sync})",
             {"SERVICE_DATA": str(data), "SERVICE_SYNC": sync},
             ("--follow", primary.url),
-            core=ARGS.replica_core,
+            core=core,
+            python=replica_python(),
+            code=code,
         )
     )
     startup = replica.listening_at - spawned
@@ -137,6 +210,7 @@ def measure_replica(servers: Servers, primary: Server, head: int, sync: str, wor
         if first is None:
             first = (now, applied)
             cpu_first = replica.cpu()  # the apply's own CPU, start-up left out
+            threads_first = threads(replica.proc.pid)
         last = (now, applied)
         if state.get("state") == "stopped":
             raise RuntimeError(f"the replica stopped following: {state}")
@@ -151,6 +225,8 @@ def measure_replica(servers: Servers, primary: Server, head: int, sync: str, wor
         raise RuntimeError(f"the replica did not catch up within {timeout:.0f} s: {state}")
     assert first is not None
     cpu = replica.cpu()
+    threads_last = threads(replica.proc.pid)
+    primary_threads = threads(primary.proc.pid)
     applying = (cpu - cpu_first) / max(last[1] - first[1], 1)
     replica_rss, primary_rss = rss_mib(replica.proc.pid), rss_mib(primary.proc.pid)
     primary_cpu = primary.cpu() - primary_cpu0
@@ -159,11 +235,13 @@ def measure_replica(servers: Servers, primary: Server, head: int, sync: str, wor
     span = last[0] - first[0]
     rate = frames / span if span > 0 else float("nan")
     bootstraps = state.get("bootstraps")
+    by_thread = split(threads_first, threads_last, roles(replica.proc.pid), frames)
     if spy is not None:
         spy.send_signal(signal.SIGINT)  # py-spy writes its file on SIGINT
         spy.wait(60)
         print(f"  py-spy samples of the replica: {Path(ARGS.replica_pyspy) / f'replica-{sync}.txt'}", flush=True)
     servers.stop(replica)
+    fsyncs = logged_fsyncs(replica)
     replica_log = data / "default" / "log"
     size = replica_log.stat().st_size if replica_log.exists() else 0
     print(
@@ -176,6 +254,15 @@ def measure_replica(servers: Servers, primary: Server, head: int, sync: str, wor
     print(
         f"           RSS at the end: replica {replica_rss:.0f} MiB, primary {primary_rss:.0f} MiB; replica log "
         f"{size:,} bytes; load average {load0}; {cores}",
+        flush=True,
+    )
+    print(f"           by thread, a frame while applying: {describe(by_thread)}", flush=True)
+    if fsyncs:
+        print(f"           {fsyncs:,} fsyncs in its life: {head / fsyncs:.0f} frames a group on average", flush=True)
+    print(
+        f"           primary threads waiting for a core: {sum(t.wait_ns for t in primary_threads.values()) / 1e9:.2f} s "
+        f"in its life; tree {code}"
+        + (f"; calibration {calibration:.2f} us a frame in process on core {core}" if sample else ""),
         flush=True,
     )
     shutil.rmtree(data, ignore_errors=True)
@@ -192,6 +279,10 @@ def measure_replica(servers: Servers, primary: Server, head: int, sync: str, wor
         "replica_log_bytes": size,
         "load": load0,
         "cores": cores,
+        "threads": by_thread,
+        "fsyncs": fsyncs,
+        "calibration_us": calibration,
+        "code": str(code),
     }
 
 

@@ -1,6 +1,6 @@
 """Where a read replica's groups of frames end, and what it does between them
 (dbsvc/replica/follower.py rules 3 and 5), the decisions test_follower_decisions.py (whose
-kit these tests reuse) did not pin: a group ends at 512 frames or at 1 MiB of frames,
+kit these tests reuse) did not pin: a group ends at groups.BATCH frames or at 1 MiB of frames,
 whichever comes first, to the byte; the good frames before a bad one are durable before
 the refusal is reported; a quiet turn waits for the last group's fsync before it reads or
 polls again; a replica behind its primary is never reported caught up.
@@ -27,7 +27,10 @@ from replica.test_follower_decisions import (  # the scripted primary and the in
     insert,
 )
 
+from dbsvc.replica import groups
+
 MIB = 1 << 20  # groups.BATCH_BYTES
+FULL = groups.BATCH  # a full group's frames
 
 
 def sized(offset: int, size: int) -> bytes:
@@ -90,18 +93,18 @@ def test_the_good_frames_before_a_bad_one_are_durable_before_following_stops(rep
 
 
 def test_a_quiet_turn_waits_for_the_last_group_to_be_durable_before_it_polls_again(replica, tmp_path, monkeypatch):
-    # A full group (512 frames), then the stream is quiet: the thread waits for that
+    # A full group (FULL frames), then the stream is quiet: the thread waits for that
     # group's fsync (held here) in its quiet turn, and only then polls /snapshot again.
     gate = tmp_path / "gate"
     monkeypatch.setenv("DBSVC_FAULT", f"fsync:1:HOLD={gate}")
-    primary = ScriptedPrimary(body(EPOCH_A, 512, hist=history(H1)))
-    primary.streams = [[insert(n) for n in range(1, 513)]]
+    primary = ScriptedPrimary(body(EPOCH_A, FULL, hist=history(H1)))
+    primary.streams = [[insert(n) for n in range(1, FULL + 1)]]
     primary.epochs = [epoch_stream(EPOCH_A, 0, hist=history(H1))]
     node = replica(primary, poll_seconds=0.0)
     try:
         node.start()
         node.wait("the group's fsync held", lambda: (tmp_path / "gate.held").exists())
-        node.wait("the group applied", lambda: node.store.applied_offset == 512)
+        node.wait("the group applied", lambda: node.store.applied_offset == FULL)
         time.sleep(0.2)  # the full group's own turn polls once, after its apply
         asked = primary.snapshots_asked
         deadline = time.monotonic() + 1.2  # a thread that does not wait polls every 0.5 s quiet turn
@@ -111,11 +114,11 @@ def test_a_quiet_turn_waits_for_the_last_group_to_be_durable_before_it_polls_aga
     finally:
         gate.touch()
     node.wait("polling again", lambda: primary.snapshots_asked > asked)
-    assert node.store.head_offset == 512
+    assert node.store.head_offset == FULL
 
 
 def test_a_replica_behind_its_primary_is_never_reported_caught_up(replica):
-    # The primary is at 600; a full group of 512 comes, then the stream is quiet. The turn
+    # The primary is FULL + 88 ahead; a full group comes, then the stream is quiet. The turn
     # after the group (its first step marks that the group's turn ended) and the quiet one
     # leave the replica behind: never caught up, however long the stream stays quiet.
     turns = threading.Event()
@@ -124,12 +127,12 @@ def test_a_replica_behind_its_primary_is_never_reported_caught_up(replica):
         turns.set()
         return None
 
-    primary = ScriptedPrimary(body(EPOCH_A, 600, hist=history(H1)))
-    primary.streams = [[insert(n) for n in range(1, 513)] + [mark, None]]
+    primary = ScriptedPrimary(body(EPOCH_A, FULL + 88, hist=history(H1)))
+    primary.streams = [[insert(n) for n in range(1, FULL + 1)] + [mark, None]]
     primary.epochs = [epoch_stream(EPOCH_A, 0, hist=history(H1))]
     node = replica(primary, poll_seconds=3600.0)
     node.start()
     node.wait("the group's turn ended", turns.is_set)
-    node.wait("at 512", lambda: node.store.head_offset == 512)
+    node.wait("at FULL", lambda: node.store.head_offset == FULL)
     assert node.status.caught_up_at is None
-    assert (node.status.primary_offset, node.status.state) == (600, "following")
+    assert (node.status.primary_offset, node.status.state) == (FULL + 88, "following")

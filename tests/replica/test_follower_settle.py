@@ -27,7 +27,7 @@ from replica.test_follower_decisions import (  # the scripted primary and the in
 from dbsvc.errors import WebSocketClientError
 from dbsvc.replica import groups
 
-GROUP = 512  # groups.BATCH: a full group, so the thread reads on before it is durable
+GROUP = 1024  # groups.BATCH: a full group, so the thread reads on before it is durable
 
 
 def test_the_group_size_is_the_documented_one():
@@ -53,7 +53,7 @@ def test_a_stream_that_ends_after_a_full_group_reconnects_only_once_it_is_durabl
     finally:
         gate.touch()  # a failed check must not leave the fsync held (the store's close waits for it)
     node.wait("the second connection", lambda: len(primary.afters) == 2)
-    assert primary.afters == [0, GROUP - 1]  # at head 512: the head frame first (rule 7b)
+    assert primary.afters == [0, GROUP - 1]  # at head GROUP: the head frame first (rule 7b)
     assert node.store.head_offset == GROUP
 
 

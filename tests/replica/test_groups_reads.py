@@ -40,17 +40,19 @@ def wait_for(what: str, test) -> None:
 
 
 def test_a_group_goes_on_past_the_end_of_a_read_while_frames_are_waiting():
-    frames = [log_frame(n) for n in range(1, 601)]
+    count = BATCH + 88  # more than a group; the first read takes about half of them
+    frames = [log_frame(n) for n in range(1, count + 1)]
     wire = [frame(f) for f in frames]
-    server = Server([b"".join(wire[:300]), b"".join(wire[300:])])
+    half = count // 2
+    server = Server([b"".join(wire[:half]), b"".join(wire[half:])])
     server.hold = threading.Event()
     try:
         with open_websocket(f"ws://127.0.0.1:{server.port}/replicate", timeout=10) as ws:
-            assert ws.receive(timeout=10) == frames[0]  # the client's read took frames 1-300
+            assert ws.receive(timeout=10) == frames[0]  # the client's read took the first half
             server.hold.set()
-            assert server.sent.wait(5) and server.pieces_sent == [0, 1]  # 301-600 wait in the socket
+            assert server.sent.wait(5) and server.pieces_sent == [0, 1]  # the second half waits in the socket
             group, full = read_group(ws, 2, LIMIT, 0)
-            # Before: the group ended with the read, at frame 300, not full, so not pipelined.
+            # Before: the group ended with the read, at frame `half`, not full, so not pipelined.
             assert (len(group), full) == (BATCH, True)
             assert group == frames[1 : BATCH + 1]
             rest, full = read_group(ws, BATCH + 2, LIMIT, 0)
