@@ -14,6 +14,11 @@ each row: a warm pass over N targets made at random, then ROUNDS (3) rounds of N
 round's CPU a request (`time.thread_time`) and the process's RSS after it are printed.
 RECORDS (default 1,000,000) is the tenant's count of posts; ONLY runs the rows whose label
 holds that text (or one of several, `|` between them); PROFILE=1 prints cProfile's 25 costliest functions of each row's last round.
+COUNTS=1 asks one more round of N new targets under cProfile and prints, a page, the
+records handed out, the store's dicts made and refused (storage/shown.py), the texts cut
+(rows.py `record_json`) and the dicts' JSON encoded (`json_bytes`) and refused by the app
+(readcache.py `EncodedRecords`): the two record caches' hit rates (runs on any tree whose
+functions have these names).
 The cursor rows ask one of 5,000 cursors at random (made here from ids and scores at random:
 a cursor holds keys, so any keys seek into the list), as a client walking many lists does.
 bench/README.md, "Pages that miss the caches at 1,000,000 posts", has the figures.
@@ -93,6 +98,34 @@ def request(target: str) -> Request:
     return Request("GET", target, path, pairs, [])
 
 
+COUNTED = ("_missed", "_missed_text", "_missed_last", "record_json", "json_bytes", "unpack")
+
+
+def caches_counted(app: Application, store: Store, targets: list[Request]) -> str:
+    """COUNTS=1: the record caches' work a page over `targets` (module docstring), the
+    calls counted by cProfile; a list page's records are counted from its body."""
+    table = store.table("BlogPost")
+    dicts, encoded = table.dicts, app.encoded
+    refused, app_refused, records = dicts.refused, encoded.refused, 0
+    profile = cProfile.Profile()
+    for r in targets:
+        answer = profile.runcall(app, r)
+        records += answer.body.count(b'"author_id":')
+    calls = dict.fromkeys(COUNTED, 0)
+    for entry in profile.getstats():
+        name = getattr(entry.code, "co_name", "")
+        if name in calls:
+            calls[name] += entry.callcount
+    made = calls["_missed"] + calls["_missed_text"] + calls["_missed_last"]
+    n = len(targets)
+    return (
+        f"records {records / n:.2f}, store dicts kept (hit) {(records - made) / n:.2f}, "
+        f"missed {made / n:.2f} (refused {(dicts.refused - refused) / n:.2f}), "
+        f"texts cut {calls['record_json'] / n:.2f}, unpack {calls['unpack'] / n:.2f}, "
+        f"dicts' JSON encoded {calls['json_bytes'] / n:.2f} (app refused {(encoded.refused - app_refused) / n:.2f})"
+    )
+
+
 def main() -> None:
     module = compile_schema(load_schema(CODE + "/schemas/blog.dbs"))
     started = time.perf_counter()
@@ -121,6 +154,10 @@ def main() -> None:
             profile = cProfile.Profile()
             profile.runcall(lambda: [app(r) for r in rounds[-1]])
             pstats.Stats(profile).sort_stats("tottime").print_stats(25)
+        if os.environ.get("COUNTS"):
+            rng.seed(13)
+            counted = [request(make()) for _ in range(n)]
+            print(f"  {label}: " + caches_counted(app, store, counted), flush=True)
         each = " ".join(f"{s:.1f}" for s in spent)
         print(f"{label:44} {min(spent):8.1f} us  (rounds {each})  RSS {rss_mb()} MB", flush=True)
     store.close()

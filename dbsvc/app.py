@@ -371,7 +371,7 @@ class Application(WriteRoutes, OperationalRoutes):
         elif query.projection is not None:
             page = b",".join(self.encoded.projected(model, query.projection, records))
         else:
-            page = self.encoded.encode_page(model, records)
+            page = self.encoded.encode_page(model, records, whole)
         body = b'{"data":[%s],"total":%d,"limit":%d,"offset":%d}' % (page, total, query.limit, query.offset)
         headers = self._read_headers(watermark, query.as_of)
         link = None

@@ -118,7 +118,7 @@ class EncodedRecords:
         (docs/decisions.md, "kept from a second read")."""
         return self._seen[model.name].admits(key)
 
-    def encode_page(self, model: CompiledModel, records: list[Any]) -> bytes:
+    def encode_page(self, model: CompiledModel, records: list[Any], texts: bool = False) -> bytes:
         """The records' JSON joined with commas: `encode` for each, with the cache hit inline.
 
         A page of the very record objects of a page joined lately is that page's bytes
@@ -129,7 +129,16 @@ class EncodedRecords:
         over `largest_page` bytes; `pages=0` keeps none. A page is kept from its second
         join among the last `pages` not kept (admission.py): pages at many targets are
         joined once each, and keeping each cost a tuple of its records and an eviction.
-        A page whose records not kept came as their JSON (bytes) is `_texts_page`'s."""
+
+        `texts`: the page was asked of the store with texts (storage/shown.py
+        `ShownDicts.page`), so each plain dict of it is one the store keeps (or, rarely, a
+        record whose text may hold a lone surrogate): its JSON is kept at once, without
+        this cache's own `admits` (the store's admission said yes; one rule, asked once a
+        record), so the two caches hold the same records. Before, a record the store
+        admitted on its second read met this cache's first miss and was refused here, and
+        encoded again on its next page (bench/README.md, wt-rand5's counts). A page
+        holding a record not kept (its JSON as bytes, or the last as the store's
+        `SentRecord`, a dict carrying its `text`) is `_texts_page`'s, never kept."""
         key = tuple(map(id, records))
         kept = self._pages.get(key)
         if kept is not None:
@@ -143,6 +152,13 @@ class EncodedRecords:
         parts: Iterable[bytes]
         if None not in found and all(map(is_, map(_first, found), records)):
             parts = map(_second, found)  # every record's JSON kept: looked up and tested in C
+        elif texts:  # dicts the store keeps: their JSON kept at once (docstring)
+            if type(records[-1]) is not dict:  # the store's SentRecord: a record not kept
+                return self._texts_page(model, records)
+            parts = [
+                entry[1] if entry is not None and entry[0] is record else self.encode(model, record, json_bytes(record))
+                for record, entry in zip(records, found)
+            ]
         else:  # a found entry is that record's JSON even if a miss evicts it meanwhile
             parts = [
                 entry[1] if entry is not None and entry[0] is record else self.encode(model, record)
@@ -157,24 +173,26 @@ class EncodedRecords:
         return page
 
     def _texts_page(self, model: CompiledModel, records: list[Any]) -> bytes:
-        """`encode_page` of a page whose records not kept came as their JSON (bytes:
-        storage/shown.py `ShownDicts.page` with texts): those are joined as they are, and
-        kept nowhere; every other record but the last is a dict the store keeps, so its JSON
-        is kept without asking `admits` again (the store's admission said yes: one rule,
-        asked once a record); the last, which may be a dict the store did not keep, is
-        `encode`d as any record. Such a page is never kept (a record of it was not)."""
+        """`encode_page` of a page with texts holding a record not kept: a record's JSON
+        (bytes) is joined as it is, the last record as a `SentRecord` (a dict, not plain)
+        gives its `text`, both kept nowhere; every plain dict is one the store keeps, so
+        its JSON is kept without asking `admits` again (`encode_page`'s `texts`). Such a
+        page is never kept (a record of it was not)."""
         entries, id_field = self._entries[model.name], model.id_field
         parts = []
-        for record in records[:-1]:
-            if type(record) is bytes:
+        for record in records:
+            kind = type(record)
+            if kind is bytes:
                 parts.append(record)
+                continue
+            if kind is not dict:  # the page's last, its dict not kept: its JSON came with it
+                parts.append(record.text)
                 continue
             entry = entries.get(record[id_field])
             if entry is not None and entry[0] is record:
                 parts.append(entry[1])
             else:  # kept by the store: kept here as a write's record is
                 parts.append(self.encode(model, record, json_bytes(record)))
-        parts.append(self.encode(model, records[-1]))
         return b",".join(parts)
 
     def projected(self, model: CompiledModel, projection: str, records: list[Record]) -> list[bytes]:

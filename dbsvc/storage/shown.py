@@ -25,10 +25,14 @@ whose dict would not be kept (`admits` says no), that record's JSON made from it
 text (rows.py `record_json`: bytes, no dict, no decode, no encode) instead of a dict
 made for the page and dropped: at 1,000,000 records most of a random page's records are
 such (bench/README.md, wt-rand2 and wt-rand3). The page's last record is always a dict
-(its `Link` reads its sort keys; it is made as a dict at once, never cut first), and a
-record whose text may hold a lone surrogate is decoded as before. What is kept is what
+(its `Link` reads its sort keys; it is made as a dict at once, never cut first); when
+its dict is not kept either, it comes as a `SentRecord`: that dict carrying its JSON
+from its stored text (`text`), so the page's bytes need no encoding of it. A record whose
+text may hold a lone surrogate is decoded as before (a plain dict). What is kept is what
 `page` keeps without texts: the same dicts, the same admissions, no page with a record
-not kept.
+not kept. So on such a page every plain dict but a surrogate's is one this cache keeps,
+and the application keeps the JSON of exactly those (readcache.py `EncodedRecords`
+`encode_page` with `texts`): both caches admit the same records, by this one rule.
 
 Plain data: no I/O; imports rows.py and dbsvc/admission.py only.
 """
@@ -48,6 +52,17 @@ SHOWN_BYTES = 4096  # a stored record longer than this is never remembered as a 
 SHOWN_PAGES, SHOWN_PAGE = 64, 100  # pages `page` remembers, of at most this many ids
 SEEN = 65536  # ids read once lately, of which a full cache admits a second read (`admits`)
 _first, _second = itemgetter(0), itemgetter(1)  # an entry's stored record, its dict
+
+
+class SentRecord(dict):
+    """A record's dict handed out with its JSON (`text`, bytes) made from its stored text:
+    a page's last record whose dict is not kept (`ShownDicts.page` with texts). It is the
+    record as a dict for whoever reads its values (the page's `Link`), and its bytes for
+    the page; made for one page and kept nowhere."""
+
+    __slots__ = ("text",)
+
+    text: bytes
 
 
 class ShownDicts:
@@ -116,6 +131,21 @@ class ShownDicts:
         text = record_json(self._layout, self._count, stored)
         return text if text is not None else self._decode(unpack(stored))
 
+    def _missed_last(self, id_: Any, stored: Stored, entry: tuple[Stored, dict] | None) -> dict:
+        """`_missed` of a page's last record with texts: a dict not kept is a `SentRecord`
+        carrying its JSON from `stored` (a plain dict where `record_json` gives none)."""
+        record = self._decode(unpack(stored))
+        if entry is not None or self.admits(id_):
+            self.remember(id_, stored, record)
+            return record
+        self.refused += 1
+        text = record_json(self._layout, self._count, stored)
+        if text is None:
+            return record
+        sent = SentRecord(record)
+        sent.text = text
+        return sent
+
     def admits(self, id_: Any) -> bool:
         """Whether a missed read of `id_` is kept: always while fewer than `capacity`
         (SHOWN) dicts are kept; once full (every new one evicts another), only a second read
@@ -132,7 +162,8 @@ class ShownDicts:
         gives its dicts again (module docstring). The kept dicts are looked up and tested
         in C, all at once; a page with a miss takes them one by one. `texts`: a record
         not kept but the last is handed out as its JSON (bytes) where its stored text
-        gives it (`_missed_text`; module docstring)."""
+        gives it (`_missed_text`; module docstring), and the last, when not kept, a
+        `SentRecord` (`_missed_last`)."""
         key = tuple(ids)
         kept = self._pages.get(key)
         if kept is not None and all(map(is_, page, kept[0])):
@@ -142,13 +173,17 @@ class ShownDicts:
         if None not in found and all(map(is_, map(_first, found), page)):
             out = list(map(_second, found))
         else:  # a found entry is that stored record's dict even if a miss evicts it meanwhile
-            missed = self._missed_text if texts and self._count else self._missed
+            cut = texts and self._count
+            missed = self._missed_text if cut else self._missed
             out = [
                 entry[1] if entry is not None and entry[0] is stored else missed(id_, stored, entry)
                 for id_, stored, entry in zip(ids[:-1], page, found)
             ]
             entry, stored = found[-1], page[-1]  # the last record is a dict: its Link reads it
-            out.append(entry[1] if entry is not None and entry[0] is stored else self._missed(ids[-1], stored, entry))
+            if entry is not None and entry[0] is stored:
+                out.append(entry[1])
+            else:
+                out.append((self._missed_last if cut else self._missed)(ids[-1], stored, entry))
         # a page is kept when its dicts were (a page with a dict not admitted is not), from
         # its second ask (admission.py), or again when its kept entry was stale
         if len(ids) <= SHOWN_PAGE and self.refused == refused and (kept is not None or self._asked_pages.admits(key)):

@@ -1,0 +1,192 @@
+"""A page asked with texts keeps the JSON of the records the store keeps, at once (readcache.py
+`EncodedRecords.encode_page` with `texts`; issue 36 item 2, wt-rand6): the store's record
+cache and the app's encoded records then admit the same records, by the store's one
+second-ask rule, and a page's last record not kept is joined from the text it came with
+(storage/shown.py `SentRecord`). What a cache keeps never changes what it answers: pages at
+many cursors between writes, with both caches full, answer what a fresh application and the
+records themselves say.
+
+The units are fixture-free; the pages run in process over a real store (files in
+tmp_path), as test_list_present_pages.py does."""
+
+from __future__ import annotations
+
+import json
+import random
+
+from dbsvc.app import Application
+from dbsvc.operators import encode_cursor
+from dbsvc.readcache import EncodedRecords
+from dbsvc.realtime.broker import Broker
+from dbsvc.runtime import json_bytes
+from dbsvc.storage.shown import SentRecord
+from support.app_calls import answer, fresh
+from support.storage import BLOG, open_store, post, run
+
+USER = BLOG.BY_NAME["User"]
+POST = BLOG.BY_NAME["BlogPost"]
+
+
+def person(i: int) -> dict:
+    return {
+        "id": i,
+        "email": f"u{i}@x.io",
+        "name": f"n{i}",
+        "age": None,
+        "role": "reader",
+        "joined": "2026-01-01T00:00:00Z",
+        "profile": None,
+    }
+
+
+def full_cache(capacity: int = 4) -> EncodedRecords:
+    """An encoded-records cache of `capacity` entries, full: its own rule refuses a first miss."""
+    cache = EncodedRecords([USER], capacity=capacity)
+    for i in range(1000, 1000 + capacity):
+        cache.encode(USER, person(i))
+    return cache
+
+
+# -- the units -------------------------------------------------------------------------------
+
+
+def test_a_page_with_texts_keeps_the_json_of_its_dicts_without_asking_its_own_rule():
+    cache = full_cache()
+    page = [person(1), person(2), person(3)]
+    assert cache.encode_page(USER, page, texts=True) == b",".join(map(json_bytes, page))
+    assert cache.refused == 0  # the store kept these dicts: kept here too, at once
+    kept = [cache.encode(USER, record) for record in page]
+    assert all(cache.encode(USER, r) is k for r, k in zip(page, kept)) and cache.refused == 0
+
+
+def test_a_page_without_texts_still_asks_its_own_rule():
+    cache = full_cache()
+    page = [person(1), person(2), person(3)]
+    assert cache.encode_page(USER, page) == b",".join(map(json_bytes, page))
+    assert cache.refused == 3  # dicts of any source: kept from their second miss
+
+
+def test_a_sent_record_last_is_joined_from_its_text_and_kept_nowhere():
+    cache = full_cache()
+    last = SentRecord(person(3))
+    last.text = json_bytes(person(3))
+    page = [person(1), json_bytes(person(2)), last]
+    first = cache.encode_page(USER, page, texts=True)
+    assert first == b",".join(map(json_bytes, [person(1), person(2), person(3)]))
+    assert cache.refused == 0
+    assert cache.encode_page(USER, page, texts=True) is not first  # such a page is never kept
+    cache.encode(USER, last)  # its JSON was not kept: a first miss, refused
+    assert cache.refused == 1
+    dicts_only = [person(4), last]  # no bytes, only the last not kept: not kept either
+    assert cache.encode_page(USER, dicts_only, texts=True) == json_bytes(person(4)) + b"," + last.text
+    assert cache.encode_page(USER, dicts_only, texts=True) is not cache.encode_page(USER, dicts_only, texts=True)
+
+
+def test_a_page_of_dicts_with_texts_is_kept_from_its_second_join_as_without():
+    cache = full_cache()
+    page = [person(1), person(2)]
+    once = cache.encode_page(USER, page, texts=True)  # their JSON kept at once; the page asked once
+    second = cache.encode_page(USER, page, texts=True)
+    assert second == once and second is not once
+    assert cache.encode_page(USER, page, texts=True) is second
+
+
+# -- pages at many cursors between writes, over a real store ----------------------------------
+
+
+def body_text(i: int, rng: random.Random) -> str:
+    """A body with commas, quotes and brackets, so that texts are cut by each of rows.py's ways."""
+    return rng.choice(["plain", "a, b, c", 'say "x", then [y]', "{z}, done"]) + f" {i}"
+
+
+def expected_page(records: dict[int, dict], by_score: bool, key: float, after: int) -> list[dict]:
+    """The 5 records after the cursor (key, after), by brute force: id order, or score
+    descending with ties by id ascending (the contract's stable order)."""
+    if by_score:
+        chosen = [r for r in records.values() if r["score"] < key or (r["score"] == key and r["id"] > after)]
+        chosen.sort(key=lambda r: (-r["score"], r["id"]))
+    else:
+        chosen = sorted((r for r in records.values() if r["id"] > after), key=lambda r: r["id"])
+    return chosen[:5]
+
+
+def test_a_record_replaced_after_its_json_was_kept_is_answered_anew_beside_texts(tmp_path):
+    """Ids 1-5 read twice are kept by both caches; 3 is replaced; a page of 1-10 then holds
+    texts (6-10 read once, refused) beside the kept dicts and 3's new dict, whose JSON the
+    app holds for the old version: the body says the new one."""
+    store = open_store(str(tmp_path), sync="off")
+    app = Application(BLOG, store, Broker(store, BLOG.BY_NAME, 64), list_cache_bytes=0)
+    table = store.table("BlogPost")
+    app.encoded.capacity = table.dicts.capacity = 6
+    first, wide = "/api/blog-post?limit=5", "/api/blog-post?limit=10"
+
+    async def go() -> None:
+        from support.storage import user
+
+        await store.insert("User", user(1))
+        for i in range(1, 21):
+            await store.insert("BlogPost", post(i, body=f"b, {i}"))
+        for i in range(11, 17):  # both caches full of other records
+            answer(app, f"/api/blog-post/{i}")
+            answer(app, f"/api/blog-post/{i}")
+        answer(app, first)
+        answer(app, first)  # 1-5: their second read, kept by both
+        await store.replace("BlogPost", 3, post(3, title="new, title", body="b, 3"))
+        got = answer(app, wide)
+        assert json.loads(got[1])["data"][2]["title"] == "new, title"
+        assert got == answer(fresh(store), wide)
+
+    run(go())
+    store.close()
+
+
+def test_pages_at_many_cursors_between_writes_answer_the_records_with_both_caches_full(tmp_path):
+    store = open_store(str(tmp_path), sync="off")
+    app = Application(BLOG, store, Broker(store, BLOG.BY_NAME, 64), list_cache_bytes=0)
+    table = store.table("BlogPost")
+    app.encoded.capacity = table.dicts.capacity = 6  # both full after the first pages
+    rng = random.Random(36)
+    records: dict[int, dict] = {}
+
+    async def go() -> None:
+        from support.storage import user
+
+        await store.insert("User", user(1))
+        for i in range(1, 41):
+            records[i] = post(i, title=f"t{i}", body=body_text(i, rng), score=float(rng.randint(0, 9)))
+            await store.insert("BlogPost", records[i])
+        pages = 0
+        for _step in range(400):
+            roll = rng.random()
+            if roll < 0.2 and records:
+                i = rng.choice(list(records))
+                records[i] = post(i, title=f"t{i}-{_step}", body=body_text(_step, rng), score=float(rng.randint(0, 9)))
+                await store.replace("BlogPost", i, records[i])
+            elif roll < 0.27 and records:
+                i = rng.choice(list(records))
+                del records[i]
+                await store.delete("BlogPost", i)
+            elif roll < 0.32:
+                i = max(records, default=0) + 1
+                records[i] = post(i, title=f"t{i}", body=body_text(i, rng), score=float(rng.randint(0, 9)))
+                await store.insert("BlogPost", records[i])
+            else:
+                by_score = rng.random() < 0.5
+                key, after = float(rng.randint(0, 10)), rng.randint(0, 45)
+                sort = (("score", True),) if by_score else ()
+                cursor = encode_cursor("BlogPost", sort, [key] if by_score else [], after)
+                target = f"/api/blog-post?{'sort=-score&' if by_score else ''}limit=5&cursor={cursor}"
+                got = answer(app, target)
+                expected = expected_page(records, by_score, key, after)
+                assert got[0] == 200, got
+                assert got[1].startswith(b'{"data":[' + b",".join(map(json_bytes, expected)) + b"]"), target
+                assert json.loads(got[1])["data"] == expected
+                assert got == answer(fresh(store), target)  # the same body, Link and headers
+                pages += 1
+        assert pages > 200
+
+    run(go())
+    # the store refused records (texts and a last record sent with its text happened), and
+    # the app never asked its own rule on these pages: it kept what the store kept
+    assert table.dicts.refused > 0 and app.encoded.refused == 0
+    store.close()

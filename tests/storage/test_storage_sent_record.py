@@ -1,0 +1,64 @@
+"""A page's last record asked with texts (storage/shown.py `ShownDicts.page`): when its dict
+is not kept it comes as a `SentRecord`, the dict its `Link` reads carrying its JSON cut from
+its stored text (`text`), so the application joins bytes and encodes nothing of it; a kept
+last record is the kept dict, and one whose text may hold a lone surrogate a plain dict.
+What is kept does not change: the same dicts, the same refusals as before (issue 36 item 2,
+wt-rand6). No store and no fixture, as test_storage_shown_units.py."""
+
+from __future__ import annotations
+
+from dbsvc.runtime import json_bytes
+from dbsvc.storage.rows import pack
+from dbsvc.storage.shown import SentRecord, ShownDicts
+
+FIELDS = ("id", "name")
+
+
+def decoded(values) -> dict:
+    return {"id": values[0], "name": values[1]}
+
+
+def stored(id_: int, name: str = "") -> bytes:
+    return pack((id_, name or f"r{id_}"))
+
+
+KEPT = [stored(9001), stored(9002)]  # the stored records of the dicts `full` keeps
+
+
+def full() -> ShownDicts:
+    """A cache of 2 dicts (9001 and 9002), full: a record read once is refused from now on."""
+    dicts = ShownDicts(decoded, capacity=2, window=64, fields=FIELDS)
+    dicts.page([9001, 9002], KEPT)
+    return dicts
+
+
+def test_a_last_record_not_kept_comes_as_its_dict_carrying_its_json():
+    dicts = full()
+    out = dicts.page([1, 2, 3], [stored(1), stored(2), stored(3, 'a,"b",[c]')], texts=True)
+    last = out[2]
+    assert type(last) is SentRecord and last == {"id": 3, "name": 'a,"b",[c]'}  # its Link reads it
+    assert last.text == json_bytes({"id": 3, "name": 'a,"b",[c]'})
+    assert dicts.refused == 3 and list(dicts.ids) == [9001, 9002]  # nothing kept, as before
+
+
+def test_a_kept_last_record_is_the_kept_dict():
+    dicts = full()
+    kept = dicts.page([9001, 9002], KEPT)
+    out = dicts.page([5, 9002], [stored(5), KEPT[1]], texts=True)
+    assert out[1] is kept[1] and type(out[1]) is dict
+    again = dicts.page([5, 6], [stored(5), stored(6)], texts=True)  # 6 once: refused
+    assert type(again[1]) is SentRecord
+    assert type(dicts.page([6], [stored(6)], texts=True)[0]) is dict  # its second read: kept
+    assert 6 in dicts.ids
+
+
+def test_a_last_record_that_may_hold_a_lone_surrogate_is_a_plain_dict():
+    dicts = full()
+    out = dicts.page([1, 2], [stored(1), stored(2, "\ud800,b")], texts=True)
+    assert type(out[1]) is dict and out[1] == {"id": 2, "name": "\ud800,b"} and dicts.refused == 2
+
+
+def test_without_texts_the_last_record_is_a_plain_dict():
+    dicts = full()
+    out = dicts.page([1, 2], [stored(1), stored(2)])
+    assert [type(r) for r in out] == [dict, dict] and dicts.refused == 2
