@@ -359,10 +359,17 @@ class NextLinks:
         """The next page's `Link` value, after `record` (the page's last)."""
         if record is self._last:
             return self._link
-        text = (
-            ",".join([_json_key(key(record[field])) for field, key in self._keys]) + "]," + _json_key(record[self._id])
-        )
-        cursor = binascii.b2a_base64(self._rest + (text + "]").encode("ascii"), newline=False)
+        id_ = record[self._id]
+        text = "]," + (int.__repr__(id_) if type(id_) is int else _json_key(id_)) + "]"
+        # no key (id order) and one key (a sort on one field): no list made and joined, the
+        # id's repr inline; 0.5-0.9 us of ~2-2.7 a page (bench/README.md, wt-rand7)
+        keys = self._keys
+        if len(keys) == 1:
+            field, key = keys[0]
+            text = _json_key(key(record[field])) + text
+        elif keys:
+            text = ",".join([_json_key(key(record[field])) for field, key in keys]) + text
+        cursor = binascii.b2a_base64(self._rest + text.encode("ascii"), newline=False)
         self._last = record
         self._link = f'{self._start}{cursor.translate(_URLSAFE).rstrip(b"=").decode("ascii")}>; rel="next"'
         return self._link

@@ -17,9 +17,10 @@ costs ~4 (bench/README.md, "Pages that miss the caches at 1,000,000 posts").
 
 from __future__ import annotations
 
-from collections import OrderedDict
+from collections import OrderedDict, deque
 from collections.abc import Callable, Iterable
 from dataclasses import fields
+from itertools import repeat
 from operator import attrgetter, is_, itemgetter
 from typing import Any
 
@@ -37,14 +38,19 @@ _first, _second = itemgetter(0), itemgetter(1)  # a kept entry's record, its JSO
 def _replacing(name: str) -> Callable[[Query, Any], Query]:
     """`dataclasses.replace(query, <name>=value)` for one field, without its per-field
     calls (a third of its cost: a page at a cursor or an offset makes one on every
-    request); the other fields are read by one C-level `attrgetter`."""
+    request): the other fields are read by one C-level `attrgetter` and written by their
+    slots' own setters mapped over them in C (`deque(..., 0)` runs the map), where a loop
+    here cost a Python iteration a field (13 of them; bench/README.md, wt-rand7)."""
     others = tuple(f.name for f in fields(Query) if f.name != name)
     read_others = attrgetter(*others)
+    slots = tuple(getattr(Query, field) for field in others)  # each field's slot descriptor
+    write = type(slots[0]).__set__  # member_descriptor.__set__(slot, obj, value)
+    assert all(type(slot) is type(slots[0]) for slot in slots)  # Query is a slotted dataclass
+    new = Query.__new__
 
     def replaced(query: Query, value: Any) -> Query:
-        made = Query.__new__(Query)
-        for field, kept in zip(others, read_others(query)):
-            _set(made, field, kept)
+        made = new(Query)
+        deque(map(write, slots, repeat(made), read_others(query)), 0)
         _set(made, name, value)
         return made
 

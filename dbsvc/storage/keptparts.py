@@ -64,6 +64,7 @@ SPANS_KEPT = 16  # spans kept by id (a window's ids in id order)
 RUNS_TAKEN = 4  # `descending_ids`: runs taken from the top by a bisect each before the rest is sorted
 RUN_SHORT = 8  # `descending_ids`: a run shorter than this, and the rest is sorted at once
 ASKED_KEPT = 256  # `head_descending`'s batches at short runs asked once lately (`KeptParts.asked`)
+WHOLE_SUBLISTS = SUBLISTS_KEPT // 2  # an index of at most so many sublists keeps each one's descending order
 _FIRST = itemgetter(0)
 _SECOND = itemgetter(1)
 Position = tuple[int, int]
@@ -74,7 +75,7 @@ class KeptParts:
     """One index's kept parts and spans (module docstring). `held` says whether anything
     is kept, so an index's write tests one attribute, not a call, when nothing is."""
 
-    __slots__ = ("_parts", "_spans", "asked", "held")
+    __slots__ = ("_parts", "_spans", "asked", "held", "whole")
 
     def __init__(self) -> None:
         self._parts: dict[int, dict[tuple[int, int, bool], list[Any]]] = {}  # sublist -> part -> ids
@@ -84,6 +85,9 @@ class KeptParts:
         # (sublist, lo, hi) of short runs' batches made once and not kept (`_short_runs_head`):
         # only whether to keep one; no answer is read from it, so no write need drop it
         self.asked = SecondAsk(ASKED_KEPT)
+        # sublists whose whole descending order was asked once since their last change
+        # (`_whole_descending`: made at the second ask); at most one int a sublist
+        self.whole: set[int] = set()
 
     def part(self, i: int, part: tuple[int, int, bool]) -> list[Any] | None:
         """Sublist i's kept part (lo, hi, descending), or None."""
@@ -119,6 +123,7 @@ class KeptParts:
     def changed(self, i: int) -> None:
         """Sublist i gained or lost an entry (its length and its later positions moved)."""
         self._parts.pop(i, None)
+        self.whole.discard(i)
         spans = self._spans
         if spans:
             for span in [s for s in spans if s[0][0] <= i <= s[1][0]]:
@@ -129,6 +134,7 @@ class KeptParts:
         """The sublists themselves changed: no position holds any more."""
         self._parts.clear()
         self._spans.clear()
+        self.whole.clear()
         self.held = False
 
 
@@ -320,6 +326,13 @@ class KeptOrders:
                 if start[0] == i and cut < start[1]:
                     cut = start[1]
                 kept = self._parts
+                n = len(keys)
+                # whole runs at both ends (`cut` and `j` each begin a run, or end the
+                # sublist): the batch is a slice of the sublist's descending order, if kept
+                if (j == n or keys[j] != keys[j - 1]) and (cut == 0 or keys[cut] != keys[cut - 1]):
+                    whole = self._whole_descending(i, n)
+                    if whole is not None:
+                        return whole[n - j : min(n - cut, n - j + count)]
                 part = kept.part(i, (cut, j, True))
                 if part is None:
                     pairs = sorted(zip(keys[cut:j], self._ids[i][cut:j]), key=_FIRST, reverse=True)
@@ -328,6 +341,24 @@ class KeptOrders:
                         kept.keep_part(i, (cut, j, True), part)
                 return part[:count]
         return next(self.batches_descending(start, stop, count))[:count]
+
+    def _whole_descending(self, i: int, n: int) -> list[Any] | None:
+        """Sublist i's ids (`n` of them) in descending order (keys descending, ids ascending
+        in a run), kept (`_kept`), or None: made from the second ask since its last change
+        (`KeptParts.whole`), only in an index of at most WHOLE_SUBLISTS sublists, so every
+        sublist's fits among the parts kept. Any whole runs [cut, j) of the sublist are its
+        slice [n - j, n - cut) in that order: the entries above j come first and those below
+        cut last, and a stable sort keeps each run's ids as they are. A page at a cursor at
+        random then slices its batch out, where sorting the batch's pairs was most of that
+        plan at 20,000 posts (bench/README.md, wt-rand7); making the order costs a sort of
+        the sublist's pairs (~60-120 us at LOAD 512), paid once while the sublist is unchanged."""
+        kept = self._parts
+        whole = kept.part(i, (0, n, True))
+        if whole is None and len(self._keys) <= WHOLE_SUBLISTS:
+            if i in kept.whole:
+                return self._kept(i, (0, n, True))
+            kept.whole.add(i)
+        return whole
 
     def _descending(self, start: tuple[int, int], stop: tuple[int, int], kept: bool = False) -> list[Any]:
         """The ids of [start, stop) (not empty) keys descending, ids ascending in a run; the
