@@ -21,7 +21,9 @@ is raised again every few seconds until the phase ends, in case the test swallow
 supervisor mutant that ran the test runner's own command line as its workers, session 19,
 kept copies of the runner running for 12 minutes: each copy was its own process group,
 and the alarm reached the runner alone.) A runner started by another one, a mutant's doing,
-refuses to run.
+refuses to run, and so does a second run of one label while the first goes on. (To stop a
+run, SIGKILL it or Ctrl-C it between mutants: a SIGTERM or SIGINT that lands inside
+`supervise` under test is the supervisor's to handle, and the run goes on.)
 
 Failures are reported with `--tb=line` unless told otherwise (`--tb`): pytest's long report
 reads the source of every frame, and a mutated module holds every mutant's copy of every
@@ -40,6 +42,7 @@ from __future__ import annotations
 
 import argparse
 import ctypes
+import fcntl
 import json
 import os
 import signal
@@ -270,11 +273,21 @@ def main(argv: list[str] | None = None) -> int:
         print("mutation_pytest.py: started by a mutant under a mutation run: refusing", file=sys.stderr)
         return 3
     become_subreaper()
+    out = ROOT / "mutants" / f"pytest-{args.label}.json"
+    # Each run rewrites the whole file from its own verdicts: two runs of one label would
+    # overwrite each other's (session 20: a SIGTERM meant to stop a run reached a supervisor
+    # under test, whose handler took it, and the run went on beside its replacement).
+    lock = open(out.with_name(out.name + ".lock"), "w")  # noqa: SIM115 - held until the run ends
+    try:
+        fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        print(f"mutation_pytest.py: another run writes {out.name}: refusing", file=sys.stderr)
+        return 3
     mutants = _mutants(args.only)
     os.chdir(ROOT / "mutants")  # mutmut's copy: the mutated package and the copied tests
     sys.path[:0] = [str(ROOT / "mutants")]
     os.environ["PYTHONPATH"] = str(ROOT / "mutants")  # a test's child process imports the copy too
-    runner = Runner(mutants, args.seconds, ROOT / "mutants" / f"pytest-{args.label}.json", args.resume)
+    runner = Runner(mutants, args.seconds, out, args.resume)
     return pytest.main(
         ["-q", "-p", "no:randomly", "-p", "no:xdist", "--timeout=0", f"--tb={args.tb}", *args.tests], plugins=[runner]
     )
