@@ -82,13 +82,20 @@ def test_the_first_failing_case_kills_a_timeout_is_named_and_none_failing_surviv
         raise AssertionError("seen")
 
     def hangs():
-        raise TimeoutError
+        raise runner.MutantTimeout  # what the alarm raises
+
+    def swallows_the_alarm_as_an_oserror():
+        try:
+            signal.raise_signal(signal.SIGALRM)  # the alarm, inside code that catches OSError
+        except OSError as exc:
+            raise AssertionError("seen as a failure of its own") from exc
 
     previous = signal.signal(signal.SIGALRM, runner._alarm)
     try:
         assert runner._verdict([("a", lambda: None), ("b", fails), ("c", hangs)]) == "killed: b"
         assert runner._verdict([("a", lambda: None), ("c", hangs), ("b", fails)]) == "timeout: c"
         assert runner._verdict([("a", lambda: None)]) == "survived"
+        assert runner._verdict([("d", swallows_the_alarm_as_an_oserror)]) == "timeout: d"
     finally:
         signal.signal(signal.SIGALRM, previous)
 
