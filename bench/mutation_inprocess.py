@@ -18,10 +18,13 @@ hand check of docs/mutation.md ("killed by hand") at scale, not a replacement fo
 - Fewer tests can only add survivors, never false kills; every survivor is to be read, and
   killed by a test or judged, as after a mutmut run.
 - Pure code only: a mutant that leaves state behind (a cache, a global) could change the next
-  one's verdict. Each test gets 20 s (SIGALRM): a mutant that loops is reported as a timeout.
+  one's verdict. Each test gets 20 s (SIGALRM, raised as a BaseException): a mutant that loops
+  is reported as a timeout.
 
 Writes `mutants/hand-<module>.json` (mutant -> "killed: <test>", "timeout: <test>" or
-"survived") and prints the count per module and each survivor.
+"survived") as each verdict is decided, so a run stopped part way (Ctrl-C, `timeout`, a
+killed shell) keeps every verdict it reached; `--resume` keeps that file's verdicts and runs
+only the mutants without one. Prints the count per module and each survivor.
 """
 
 from __future__ import annotations
@@ -109,8 +112,10 @@ def _verdict(cases: list[tuple[str, Callable[[], object]]]) -> str:
         signal.alarm(PER_TEST_SECONDS)
         try:
             call()
-        except TimeoutError:
+        except MutantTimeout:
             return f"timeout: {case_id}"
+        except KeyboardInterrupt:  # the operator's Ctrl-C stops the run; it is no verdict
+            raise
         except BaseException:  # an assertion, a crash, SystemExit: the mutant is seen
             return f"killed: {case_id}"
         finally:
@@ -118,14 +123,49 @@ def _verdict(cases: list[tuple[str, Callable[[], object]]]) -> str:
     return "survived"
 
 
+def _save(out: Path, verdicts: dict[str, str]) -> None:
+    """The verdicts so far, replacing the file whole (a stop during the write leaves the
+    previous file, never half of one)."""
+    part = out.with_name(out.name + ".part")
+    part.write_text(json.dumps(verdicts, indent=1) + "\n")
+    os.replace(part, out)
+
+
+def run_module(
+    module: str, cases: list[tuple[str, Callable[[], object]]], only: list[str], out: Path, resume: bool
+) -> dict[str, str]:
+    """Every mutant of `module` (its `.meta`, from the current directory) against the cases,
+    each verdict written to `out` as soon as it is decided; with `resume`, the verdicts
+    already in `out` are kept and those mutants not run again."""
+    verdicts: dict[str, str] = json.loads(out.read_text()) if resume and out.exists() else {}
+    for name in _mutants(module, only):
+        if name in verdicts:
+            continue
+        os.environ["MUTANT_UNDER_TEST"] = name
+        try:
+            verdicts[name] = _verdict(cases)
+        finally:
+            os.environ["MUTANT_UNDER_TEST"] = ""
+        _save(out, verdicts)
+    return verdicts
+
+
+class MutantTimeout(BaseException):
+    """A case outlasted PER_TEST_SECONDS. Not TimeoutError: that is an OSError, which the
+    code under test may catch (a store's `except OSError`) and turn into a failure of its
+    own, so a slow case read as a kill (session 20: walks.py `_ascending_runs` 1 "killed" by
+    the 905 s SQLite case)."""
+
+
 def _alarm(signum: int, frame: object) -> None:
-    raise TimeoutError
+    raise MutantTimeout
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("paths", nargs="+", help="modules (dbsvc/...) and test files (tests/...)")
     parser.add_argument("--only", action="append", default=[], help="mutant name prefix (repeatable)")
+    parser.add_argument("--resume", action="store_true", help="keep the verdicts already written, run the others")
     args = parser.parse_args(argv)
     modules = [p for p in args.paths if p.startswith("dbsvc/")]
     test_files = [p for p in args.paths if p.startswith("tests/")]
@@ -139,14 +179,9 @@ def main(argv: list[str] | None = None) -> int:
     signal.signal(signal.SIGALRM, _alarm)
     for module in modules:
         started = time.monotonic()
-        verdicts = {}
-        for name in _mutants(module, args.only):
-            os.environ["MUTANT_UNDER_TEST"] = name
-            verdicts[name] = _verdict(cases)
-        os.environ["MUTANT_UNDER_TEST"] = ""
+        verdicts = run_module(module, cases, args.only, Path(f"hand-{Path(module).name}.json"), args.resume)
         survivors = [n for n, v in verdicts.items() if v == "survived"]
         timeouts = [n for n, v in verdicts.items() if v.startswith("timeout")]
-        Path(f"hand-{Path(module).name}.json").write_text(json.dumps(verdicts, indent=1) + "\n")
         print(
             f"{module}: {len(verdicts)} mutants, {len(verdicts) - len(survivors) - len(timeouts)} killed, "
             f"{len(timeouts)} timeout, {len(survivors)} survived ({time.monotonic() - started:.0f} s)",

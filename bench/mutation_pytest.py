@@ -14,6 +14,17 @@ trampolines read it at every call) and runs the tests one by one with `runtestpr
 (each test's fixtures set up and torn down afresh) until one fails: the mutant is killed by
 it. A test that outlasts `--seconds` (SIGALRM) fails the same way, recorded as a timeout.
 
+At that limit every process the run started is ended first (SIGKILL), however deep and in
+whatever process group or session: the runner is its tree's subreaper (PR_SET_CHILD_SUBREAPER),
+so an orphan of a killed child comes back to it instead of init and is still found. The alarm
+is raised again every few seconds until the phase ends, in case the test swallowed it. (A
+supervisor mutant that ran the test runner's own command line as its workers, session 19,
+kept copies of the runner running for 12 minutes: each copy was its own process group,
+and the alarm reached the runner alone.) A runner started by another one, a mutant's doing,
+refuses to run, and so does a second run of one label while the first goes on. (To stop a
+run, SIGKILL it or Ctrl-C it between mutants: a SIGTERM or SIGINT that lands inside
+`supervise` under test is the supervisor's to handle, and the run goes on.)
+
 Failures are reported with `--tb=line` unless told otherwise (`--tb`): pytest's long report
 reads the source of every frame, and a mutated module holds every mutant's copy of every
 function, so a mutant killed by an exception raised inside app.py took 100-250 s under load
@@ -30,6 +41,8 @@ mutant and the counts per function at the end.
 from __future__ import annotations
 
 import argparse
+import ctypes
+import fcntl
 import json
 import os
 import signal
@@ -43,6 +56,8 @@ import pytest
 from _pytest.runner import runtestprotocol
 
 ROOT = Path(__file__).resolve().parent.parent
+PR_SET_CHILD_SUBREAPER = 36
+AGAIN_SECONDS = 5  # the alarm again, while a test that swallowed it runs on
 
 
 class MutantTimeout(BaseException):
@@ -52,7 +67,91 @@ class MutantTimeout(BaseException):
 
 
 def _alarm(signum: int, frame: object) -> None:
+    end_descendants()
+    signal.alarm(AGAIN_SECONDS)  # cancelled by `_bounded` once the phase has ended
     raise MutantTimeout
+
+
+def become_subreaper() -> None:
+    """Orphans of this process's descendants become its children, not init's (Linux)."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    if libc.prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) != 0:
+        raise OSError(ctypes.get_errno(), "prctl(PR_SET_CHILD_SUBREAPER)")
+
+
+def _parents() -> dict[int, int]:
+    """pid -> parent pid of every process (/proc/PID/stat's fourth field, after the name)."""
+    parents = {}
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = (entry / "stat").read_text()
+        except OSError:  # it exited meanwhile
+            continue
+        parents[int(entry.name)] = int(stat.rsplit(")", 1)[1].split()[1])
+    return parents
+
+
+def descendants() -> list[int]:
+    """Every process below this one: children, theirs, and (as subreaper) their orphans."""
+    parents = _parents()
+    found: list[int] = []
+    below = {os.getpid()}
+    while True:
+        step = [pid for pid, parent in parents.items() if parent in below and pid not in found]
+        if not step:
+            return found
+        found += step
+        below = set(step)
+
+
+def end_descendants() -> None:
+    """SIGKILL to every descendant, again until none is left (one may fork meanwhile); the
+    orphans that came back to this process meanwhile are reaped. Its children of before are
+    left to reap to their `Popen`, which the test or its teardown waits on."""
+    own = {pid for pid, parent in _parents().items() if parent == os.getpid()}
+    for _ in range(20):
+        alive = [pid for pid in descendants() if not _zombie(pid)]
+        if not alive:
+            break
+        for pid in alive:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        time.sleep(0.05)
+    for pid in descendants():
+        if pid not in own and _zombie(pid):
+            try:
+                os.waitpid(pid, os.WNOHANG)
+            except ChildProcessError:
+                pass
+
+
+def _zombie(pid: int) -> bool:
+    try:
+        return (Path("/proc") / str(pid) / "stat").read_text().rsplit(")", 1)[1].split()[0] == "Z"
+    except OSError:
+        return True  # gone
+
+
+def inside_a_run() -> bool:
+    """Whether an ancestor of this process is a runner of this script: a mutant started the
+    runner's command line again (a supervisor's workers are its own command line)."""
+    interpreter = os.path.realpath(sys.executable)
+    pid = os.getppid()
+    while pid > 1:
+        proc = Path("/proc") / str(pid)
+        try:
+            argv = (proc / "cmdline").read_bytes().split(b"\0")
+            python = os.path.realpath(proc / "exe") == interpreter  # not `timeout ... python this`
+            pid = int((proc / "stat").read_text().rsplit(")", 1)[1].split()[1])
+        except OSError:
+            return False
+        if python and any(arg.endswith(b"mutation_pytest.py") for arg in argv):
+            return True
+    return False
 
 
 def _mutants(only: list[str]) -> list[str]:
@@ -170,11 +269,25 @@ def main(argv: list[str] | None = None) -> int:
         "--tb", default="line", choices=["line", "no", "short", "long", "auto"], help="pytest's --tb (default line)"
     )
     args = parser.parse_args(argv)
+    if inside_a_run():
+        print("mutation_pytest.py: started by a mutant under a mutation run: refusing", file=sys.stderr)
+        return 3
+    become_subreaper()
+    out = ROOT / "mutants" / f"pytest-{args.label}.json"
+    # Each run rewrites the whole file from its own verdicts: two runs of one label would
+    # overwrite each other's (session 20: a SIGTERM meant to stop a run reached a supervisor
+    # under test, whose handler took it, and the run went on beside its replacement).
+    lock = open(out.with_name(out.name + ".lock"), "w")  # noqa: SIM115 - held until the run ends
+    try:
+        fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        print(f"mutation_pytest.py: another run writes {out.name}: refusing", file=sys.stderr)
+        return 3
     mutants = _mutants(args.only)
     os.chdir(ROOT / "mutants")  # mutmut's copy: the mutated package and the copied tests
     sys.path[:0] = [str(ROOT / "mutants")]
     os.environ["PYTHONPATH"] = str(ROOT / "mutants")  # a test's child process imports the copy too
-    runner = Runner(mutants, args.seconds, ROOT / "mutants" / f"pytest-{args.label}.json", args.resume)
+    runner = Runner(mutants, args.seconds, out, args.resume)
     return pytest.main(
         ["-q", "-p", "no:randomly", "-p", "no:xdist", "--timeout=0", f"--tb={args.tb}", *args.tests], plugins=[runner]
     )

@@ -6,6 +6,8 @@ alarm is a timeout, none failing is a survivor)."""
 from __future__ import annotations
 
 import importlib.util
+import json
+import os
 import signal
 import textwrap
 from pathlib import Path
@@ -80,12 +82,58 @@ def test_the_first_failing_case_kills_a_timeout_is_named_and_none_failing_surviv
         raise AssertionError("seen")
 
     def hangs():
-        raise TimeoutError
+        raise runner.MutantTimeout  # what the alarm raises
+
+    def swallows_the_alarm_as_an_oserror():
+        try:
+            signal.raise_signal(signal.SIGALRM)  # the alarm, inside code that catches OSError
+        except OSError as exc:
+            raise AssertionError("seen as a failure of its own") from exc
 
     previous = signal.signal(signal.SIGALRM, runner._alarm)
     try:
         assert runner._verdict([("a", lambda: None), ("b", fails), ("c", hangs)]) == "killed: b"
         assert runner._verdict([("a", lambda: None), ("c", hangs), ("b", fails)]) == "timeout: c"
         assert runner._verdict([("a", lambda: None)]) == "survived"
+        assert runner._verdict([("d", swallows_the_alarm_as_an_oserror)]) == "timeout: d"
     finally:
         signal.signal(signal.SIGALRM, previous)
+
+
+def test_each_verdict_is_written_as_it_is_decided_and_a_resumed_run_keeps_them(tmp_path, monkeypatch):
+    # A run stopped part way (here a Ctrl-C inside the second mutant's case) keeps the first
+    # verdict on disk; `resume` runs only the mutants without one. Before the change, the
+    # verdicts were written once the whole module had run, and the Ctrl-C counted as a kill.
+    names = [f"dbsvc.m.x_f__mutmut_{n}" for n in (1, 2, 3)]
+    (tmp_path / "dbsvc").mkdir()
+    (tmp_path / "dbsvc" / "m.py.meta").write_text(json.dumps({"exit_code_by_key": dict.fromkeys(names)}))
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("MUTANT_UNDER_TEST", "")
+    seen: list[str] = []
+    stop_at = [names[1]]
+
+    def case() -> None:
+        mutant = os.environ["MUTANT_UNDER_TEST"]
+        seen.append(mutant)
+        if mutant in stop_at:
+            stop_at.clear()
+            raise KeyboardInterrupt
+        assert mutant != names[0]  # the first mutant is killed, the others survive
+
+    out = tmp_path / "hand-m.py.json"
+    with pytest.raises(KeyboardInterrupt):
+        runner.run_module("dbsvc/m.py", [("t::case", case)], [], out, resume=False)
+    assert json.loads(out.read_text()) == {names[0]: "killed: t::case"}
+    assert os.environ["MUTANT_UNDER_TEST"] == ""
+    seen.clear()
+    verdicts = runner.run_module("dbsvc/m.py", [("t::case", case)], [], out, resume=True)
+    assert seen == names[1:]  # the first mutant is not run again
+    assert (
+        verdicts
+        == json.loads(out.read_text())
+        == {names[0]: "killed: t::case", names[1]: "survived", names[2]: "survived"}
+    )
+    assert not list(tmp_path.glob("*.part"))
+    seen.clear()
+    runner.run_module("dbsvc/m.py", [("t::case", case)], [], out, resume=False)
+    assert seen == names  # without resume, every mutant again

@@ -15,6 +15,7 @@ one list of steps a start (the nth start follows the nth run; past the end, the 
     ready-elsewhere  READY=1 sent by a child process of this one (another pid)
     sleep:S          sleep S seconds
     await:LABEL      wait until worker LABEL has journaled its readiness (30 s at most)
+    exits:LABEL:N    wait until worker LABEL has journaled N exits (30 s at most)
     linger:S         from now on SIGTERM makes it exit 0 only S seconds later
     deaf             from now on SIGTERM is journaled and ignored
     exit:N           exit with status N
@@ -23,7 +24,8 @@ one list of steps a start (the nth start follows the nth run; past the end, the 
 
 Without a step left it exits 0. Every start, readiness, SIGTERM and exit is one line of the
 journal file PLAN_JOURNAL, JSON: label, pid, event, `at` (time.monotonic(), one clock for
-every process of the machine), and on a start the process group and the parent-death signal.
+every process of the machine), and on a start the process group, the parent-death signal,
+SERVICE_PORT and the worker variables.
 Imports nothing from dbsvc: it stands for a worker, it is none.
 """
 
@@ -39,6 +41,7 @@ import sys
 import time
 
 PR_GET_PDEATHSIG = 2
+WORKER_VARIABLES = ("DBSVC_WORKER", "DBSVC_WORKERS", "DBSVC_WORKER_PORT", "DBSVC_WORKER_KEY")  # workers/role.py
 SEND = (  # argv holds no NUL: the abstract name travels with its '@'
     "import socket, sys; s = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM); "
     "s.connect('\\0' + sys.argv[1][1:]); s.send(b'READY=1')"
@@ -63,16 +66,15 @@ def starts_before(label: str) -> int:
     return sum(1 for e in lines if e["label"] == label and e["event"] == "start")
 
 
-def until_ready(label: str) -> None:
+def until_journaled(label: str, event: str, times: int = 1) -> None:
     end = time.monotonic() + 30.0
     while time.monotonic() < end:
         with open(os.environ["PLAN_JOURNAL"]) as f:
-            for line in f:
-                event = json.loads(line)
-                if event["label"] == label and event["event"] == "ready":
-                    return
+            seen = [json.loads(line) for line in f if line.strip()]
+        if sum(1 for e in seen if e["label"] == label and e["event"] == event) >= times:
+            return
         time.sleep(0.01)
-    raise SystemExit(f"plan_worker: {label} was not ready within 30 s")
+    raise SystemExit(f"plan_worker: {label} did not journal {event!r} {times} times within 30 s")
 
 
 def notification_target() -> str:
@@ -97,7 +99,15 @@ def main() -> None:
     label = os.environ["DBSVC_WORKER"]
     runs = json.loads(os.environ["PLAN_WORKER"])[label]
     steps = runs[min(starts_before(label), len(runs) - 1)]
-    journal(label, "start", pgid=os.getpgid(0), pdeathsig=death_signal(), port=os.environ.get("SERVICE_PORT"))
+    variables = {name: os.environ.get(name) for name in WORKER_VARIABLES}
+    journal(
+        label,
+        "start",
+        pgid=os.getpgid(0),
+        pdeathsig=death_signal(),
+        port=os.environ.get("SERVICE_PORT"),
+        variables=variables,
+    )
     on_term = {"deaf": False, "linger": 0.0}
 
     def term(signum: int, frame: object) -> None:
@@ -121,7 +131,10 @@ def main() -> None:
         elif name == "sleep":
             time.sleep(float(arg))
         elif name == "await":
-            until_ready(arg)
+            until_journaled(arg, "ready")
+        elif name == "exits":
+            other, _, times = arg.partition(":")
+            until_journaled(other, "exit", int(times))
         elif name == "linger":
             on_term["linger"] = float(arg)
         elif name == "deaf":

@@ -18,6 +18,7 @@ ever checked from below (a restart no sooner than its backoff), never bounded ab
 from __future__ import annotations
 
 import datetime
+import errno
 import io
 import json
 import os
@@ -112,10 +113,11 @@ def supervisor(tmp_path, capsys):
         stop_when: Callable[[Events], bool] | None = None,
         signals: tuple[int, ...] = (signal.SIGTERM,),
         again_when: Callable[[Events], bool] | None = None,
-        env: dict[str, str] | None = None,
+        env: dict[str, str | None] | None = None,
+        argv: list[str] | None = None,
     ) -> Run:
         path = tmp_path / f"journal-{secrets.token_hex(4)}"
-        environ = {
+        given = {
             "PATH": os.environ.get("PATH", ""),
             "SERVICE_DATA": str(tmp_path / "data"),
             "SERVICE_HOST": "127.0.0.1",
@@ -126,6 +128,7 @@ def supervisor(tmp_path, capsys):
             "PLAN_JOURNAL": str(path),
             **(env or {}),
         }
+        environ = {name: value for name, value in given.items() if value is not None}  # None: left out
         done = threading.Event()
         main = threading.main_thread().ident
         assert main is not None
@@ -145,7 +148,7 @@ def supervisor(tmp_path, capsys):
         driver = threading.Thread(target=drive, daemon=True)
         driver.start()
         try:
-            status = supervise(BLOG, environ, workers, argv=[sys.executable, PLAN_WORKER])
+            status = supervise(BLOG, environ, workers, argv=argv or [sys.executable, PLAN_WORKER])
         finally:
             done.set()
             driver.join()
@@ -254,6 +257,68 @@ def test_every_worker_gets_its_variables_its_own_group_and_sigterm_at_the_superv
         assert start["pgid"] == start["pid"]  # rule 4: a terminal's Ctrl-C reaches the supervisor alone
         assert start["pdeathsig"] == signal.SIGTERM
     assert run.of("writer", "start")[0]["port"] == run.of("reader-1", "start")[0]["port"] != "0"
+    writer, reader = run.of("writer", "start")[0]["variables"], run.of("reader-1", "start")[0]["variables"]
+    assert (writer["DBSVC_WORKER"], reader["DBSVC_WORKER"]) == ("writer", "reader-1")
+    assert writer["DBSVC_WORKERS"] == reader["DBSVC_WORKERS"] == "2"
+    assert writer["DBSVC_WORKER_PORT"] == reader["DBSVC_WORKER_PORT"] != run.of("writer", "start")[0]["port"]
+    assert int(writer["DBSVC_WORKER_PORT"]) > 0
+    assert writer["DBSVC_WORKER_KEY"] == reader["DBSVC_WORKER_KEY"]
+    assert len(writer["DBSVC_WORKER_KEY"]) >= 43  # 32 random bytes, URL-safe base64
+
+
+def bind_result(host: str, port: int, reuse_port: bool) -> str:
+    """What a bind of host:port from this process meets: "bound" or the errno's name."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        if reuse_port:
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
+        try:
+            sock.bind((host, port))
+        except OSError as exc:
+            return errno.errorcode[exc.errno or 0]
+    return "bound"
+
+
+def test_both_ports_are_held_on_loopback_for_the_workers_alone(supervisor):
+    # Rule 1: while it runs, the supervisor holds the public port and the private one with
+    # SO_REUSEPORT, bound and never listening: a worker binds them as it does (reuse_port),
+    # anything else is refused. The private port is the kernel's choice, on 127.0.0.1 only.
+    seen: dict[str, str] = {}
+
+    def probe(events: Events) -> bool:
+        if not all_ready("writer", "reader-1")(events):
+            return False
+        public = int(events[0]["port"])
+        private = int(events[0]["variables"]["DBSVC_WORKER_PORT"])
+        seen["public, plain"] = bind_result("127.0.0.1", public, reuse_port=False)
+        seen["public, as a worker"] = bind_result("127.0.0.1", public, reuse_port=True)
+        seen["private, plain"] = bind_result("127.0.0.1", private, reuse_port=False)
+        seen["private, as a worker"] = bind_result("127.0.0.1", private, reuse_port=True)
+        seen["private, another address"] = bind_result("127.0.0.2", private, reuse_port=False)
+        seen["private port"] = str(private)
+        return True
+
+    run = supervisor({"writer": SERVING, "reader-1": SERVING}, stop_when=probe)
+    assert run.status == 0
+    low, high = map(int, Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split())
+    assert low <= int(seen.pop("private port")) <= high  # port 0's answer: no fixed number
+    assert seen == {
+        "public, plain": "EADDRINUSE",
+        "public, as a worker": "bound",
+        "private, plain": "EADDRINUSE",
+        "private, as a worker": "bound",
+        "private, another address": "bound",
+    }
+
+
+def test_the_supervisors_log_level_is_rust_log_s(supervisor):
+    run = supervisor(
+        {"writer": [["ready", "exit:3"], SERVING[0]], "reader-1": SERVING},
+        stop_when=settled(ready("writer", 2)),
+        env={"RUST_LOG": "warn"},
+    )
+    assert run.status == 0
+    assert run.says(r"worker writer exited with status 3 after \d+\.\d s; starting it again in 0\.1 s") == 1
+    assert run.says(r"starting 2 workers .*|worker .* (started|ready) .*|all 2 workers ready .*") == 0
 
 
 def test_a_notification_without_ready_or_from_another_pid_is_no_readiness(supervisor):
@@ -282,6 +347,29 @@ def test_a_writer_that_comes_back_does_not_start_the_readers_again(supervisor):
     assert len(run.of("writer", "start")) == 2
     assert run.says(r"all 2 workers ready on .*") == 1
     assert run.out.count("dbsvc: ready") == 1
+
+
+def test_a_reader_that_never_says_ready_holds_back_the_all_ready_banner(supervisor):
+    # A start is no readiness: a worker counts as ready from its READY=1 only.
+    plan = {"writer": SERVING, "reader-1": [["serve"]]}
+    run = supervisor(plan, stop_when=settled(lambda events: count(events, "reader-1", "start") >= 1, 0.5))
+    assert run.status == 0
+    assert run.says(r"all 2 workers ready on .*") == 0
+    assert "dbsvc: ready" not in run.out
+    assert run.manager == [b"STOPPING=1"]  # no READY=1 told to its own manager either
+
+
+def test_without_a_manager_of_its_own_the_supervisor_notifies_nobody_and_warns_of_nothing(supervisor):
+    # Its workers still notify the supervisor on its own socket; it has none above it to tell.
+    run = supervisor(
+        {"writer": SERVING, "reader-1": SERVING},
+        stop_when=settled(all_ready("writer", "reader-1"), 0.5),
+        env={"NOTIFY_SOCKET": None},
+    )
+    assert run.status == 0
+    assert run.says(r"all 2 workers ready on .*") == 1
+    assert run.manager == []
+    assert "NOTIFY_SOCKET" not in run.err
 
 
 # -- restarts (rule 3) -----------------------------------------------------------------------
@@ -340,6 +428,22 @@ def test_status_2_after_it_was_ready_is_a_restart_like_any_other(supervisor):
     assert run.says(r"worker reader-1 exited with status 2 after \d+\.\d s; starting it again in 0\.1 s") == 1
 
 
+@pytest.mark.slow  # the writer's six backoffs: 6.3 s of waiting, 8 s on a quiet host, 20 s at load 24
+def test_a_readers_exit_is_seen_while_the_writer_waits_for_its_restart(supervisor):
+    # The writer's slot is empty for 3.2 s after its sixth exit; the reader exits inside
+    # that wait (1 s in: the supervisor has seen the writer's exit by then, not in the same
+    # pass) and must be seen, and started again, before the writer is started again.
+    plan = {
+        "writer": [["ready", "await:reader-1", "exit:1"], ["exit:1"]],
+        "reader-1": [["ready", "exits:writer:6", "sleep:1", "exit:3"], SERVING[0]],
+    }
+    both = lambda events: count(events, "reader-1", "start") >= 2 and count(events, "writer", "start") >= 7  # noqa: E731
+    run = supervisor(plan, stop_when=both)
+    assert run.status == 0
+    assert run.of("reader-1", "start")[1]["at"] < run.of("writer", "start")[6]["at"]
+    assert run.says(r"worker reader-1 exited with status 3 after \d+\.\d s; starting it again in 0\.1 s") == 1
+
+
 # -- stopping (rule 4) -------------------------------------------------------------------------
 
 
@@ -383,6 +487,24 @@ def test_a_writer_deaf_to_sigterm_is_killed_at_its_own_deadline(supervisor):
     assert time.monotonic() - run.of("writer", "term")[0]["at"] >= 0.2 + 5.0  # it returned after the kill
     assert "worker writer did not stop in time: killing it" in run.said
     assert run.says(r"worker reader-1 did not stop in time.*") == 0
+
+
+def test_a_loop_that_raises_kills_every_worker_still_running(supervisor, tmp_path):
+    # The workers' command line removes itself at its first run, so the reader's start, once
+    # the writer is ready, fails in the supervisor's loop: the writer must not outlive it.
+    once = tmp_path / "once"
+    once.write_text(f'#!/bin/sh\nrm -f "$0"\nexec {sys.executable} {PLAN_WORKER}\n')
+    once.chmod(0o755)
+    path = tmp_path / "journal-once"
+    with pytest.raises(FileNotFoundError):
+        supervisor({"writer": SERVING, "reader-1": SERVING}, argv=[str(once)], env={"PLAN_JOURNAL": str(path)})
+    writer = journal(path)[0]
+    assert writer["event"] == "start" and writer["label"] == "writer"
+    try:
+        assert not Path(f"/proc/{writer['pid']}").exists()  # killed, and waited for
+    finally:
+        if Path(f"/proc/{writer['pid']}").exists():
+            os.kill(writer["pid"], signal.SIGKILL)
 
 
 # -- what supervise() checks before any worker (rule 1) ------------------------------------------
