@@ -101,7 +101,7 @@ def body_text(i: int, rng: random.Random) -> str:
 
 def expected_page(records: dict[int, dict], by_score: bool, key: float, after: int) -> list[dict]:
     """The 5 records after the cursor (key, after), by brute force: id order, or score
-    descending with ties by id ascending (the contract's stable order)."""
+    descending with ties by id ascending (docs/guide/queries.md: ties by id, ascending)."""
     if by_score:
         chosen = [r for r in records.values() if r["score"] < key or (r["score"] == key and r["id"] > after)]
         chosen.sort(key=lambda r: (-r["score"], r["id"]))
