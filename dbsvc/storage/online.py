@@ -429,14 +429,14 @@ def hold_old_files(directory: str) -> list[int]:
 
 
 def release_files(
-    held: list[int], writer_fds: list[int], progress: Progress | None = None, faults: FaultPlan = files.NO_FAULTS
+    held: list[int], writer_fds: list[int], progress: Progress, faults: FaultPlan = files.NO_FAULTS
 ) -> list[freeing.Release]:
     """Thread step after the switch: free the old files' blocks off the loop and close the
     held descriptors (`hold_old_files`) and the old log's writer descriptor. A file nobody
     else reads is shrunk a piece at a time first (freeing.py); `progress.cancelled`
-    (`close()`) frees the rest whole. Returns how each file went."""
-    # Without a progress (a caller on the loop) nothing is shrunk: the pauses are a thread's.
-    stopped = (lambda: progress.cancelled) if progress is not None else (lambda: True)
+    (`close()`, or a compaction failing before its switch, which sets it before the call)
+    frees the rest whole, with no pauses. Returns how each file went."""
+    stopped = lambda: progress.cancelled  # read at each piece, not now
     releases = []
     for fds, close in ((writer_fds, files.ops.close), (held, os.close)):
         while fds:
