@@ -128,6 +128,18 @@ def _compacts_then_refuses_writes(tenant, caplog, faults: FaultPlan | None, caus
         s.close()
 
 
+def _reopens_in_the_new_epoch(tenant) -> None:
+    """The next open finds the compaction's new pair in place, every record and every
+    retained frame of the twenty writes."""
+    s = open_store(tenant, retain_bytes=RETAIN)
+    try:
+        assert sorted(os.listdir(tenant)) == ["LOCK", "history", "log", "log.retained", "schema.json", "snapshot"]
+        assert sorted(s.tables["User"].records) == list(range(1, 21))
+        assert s.oldest_offset == 0 and [int.from_bytes(f[:8], "big") for f in s.frames_after(0)] == list(range(1, 21))
+    finally:
+        s.close()
+
+
 def test_a_fault_after_step_9_leaves_the_store_read_only_and_the_next_open_has_the_new_epoch(
     tenant, monkeypatch, caplog
 ):
@@ -138,13 +150,7 @@ def test_a_fault_after_step_9_leaves_the_store_read_only_and_the_next_open_has_t
         tenant, caplog, None, "[Errno 5] Input/output error (injected by DBSVC_FAULT compact:9)"
     )
     monkeypatch.delenv("DBSVC_FAULT")
-    s = open_store(tenant, retain_bytes=RETAIN)
-    try:
-        assert sorted(os.listdir(tenant)) == ["LOCK", "history", "log", "log.retained", "schema.json", "snapshot"]
-        assert sorted(s.tables["User"].records) == list(range(1, 21))
-        assert s.oldest_offset == 0 and [int.from_bytes(f[:8], "big") for f in s.frames_after(0)] == list(range(1, 21))
-    finally:
-        s.close()
+    _reopens_in_the_new_epoch(tenant)
 
 
 class FailsAfterStep9(FaultPlan):
@@ -193,13 +199,7 @@ def test_a_fault_in_the_switch_in_memory_leaves_the_store_read_only_and_closes_n
     )
     os.fstat(1)  # still open
     monkeypatch.delenv("DBSVC_FAULT")
-    s = open_store(tenant, retain_bytes=RETAIN)
-    try:
-        assert sorted(os.listdir(tenant)) == ["LOCK", "history", "log", "log.retained", "schema.json", "snapshot"]
-        assert sorted(s.tables["User"].records) == list(range(1, 21))
-        assert s.oldest_offset == 0 and [int.from_bytes(f[:8], "big") for f in s.frames_after(0)] == list(range(1, 21))
-    finally:
-        s.close()
+    _reopens_in_the_new_epoch(tenant)
 
 
 class NewLogWrites(files.FileOps):
