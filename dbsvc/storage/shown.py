@@ -134,11 +134,10 @@ class ShownDicts:
     def _missed_last(self, id_: Any, stored: Stored, entry: tuple[Stored, dict] | None) -> dict:
         """`_missed` of a page's last record with texts: a dict not kept is a `SentRecord`
         carrying its JSON from `stored` (a plain dict where `record_json` gives none)."""
-        record = self._decode(unpack(stored))
-        if entry is not None or self.admits(id_):
-            self.remember(id_, stored, record)
+        refused = self.refused
+        record = self._missed(id_, stored, entry)
+        if self.refused == refused:  # kept
             return record
-        self.refused += 1
         text = record_json(self._layout, self._count, stored)
         if text is None:
             return record
