@@ -70,8 +70,14 @@ def _timestamp(created: float) -> str:
 
 
 def may_hold_secret(text: str) -> bool:
-    """A cheap test before the regex: most text names no credential at all."""
-    return "earer" in text or "uthorization" in text or "EARER" in text or "UTHORIZATION" in text
+    """A cheap test before the regex: most text names no credential at all. False only
+    where `_SECRET` cannot match: it ignores case, so `BeaRer` counts (the test of four
+    spellings it replaced let mixed case through unredacted), and its ignoring of case
+    also takes `ı` and `İ` for `i`, so text not all ASCII is left to the regex."""
+    if not text.isascii():
+        return True
+    lowered = text.lower()
+    return "bearer" in lowered or "authorization" in lowered
 
 
 def redact(text: str) -> str:

@@ -16,7 +16,9 @@ import time
 import pytest
 
 from dbsvc.logformat import TextFormat, duration_parts
+from dbsvc.logs import flush_logs, log_request
 from dbsvc.metrics import DURATION_BOUNDS, RouteMeter
+from support.logkit import logging_to
 
 LINE = (
     "2025-11-30T10:53:20.007Z  INFO dbsvc.http.request: request method=GET path=/api/post/7 status=200 "
@@ -115,3 +117,14 @@ def test_a_served_span_line_holds_the_decoded_path_and_never_its_query(make_serv
     assert ' INFO dbsvc.http.request: request method=GET path="/café %x" status=404 duration_ms=' in line
     assert line.endswith(f" bytes={len(response.body)} request_id=span-edge")
     assert token not in demo.log()
+
+
+@pytest.mark.parametrize(
+    "word", ["BeaRer abc.def", "bEARER abc.def", "AuThorization: abc.def", "authorızation: abc.def"]
+)
+def test_a_credential_in_a_path_is_redacted_in_any_case(word):
+    with logging_to() as stream:
+        log_request("GET", f"/x/{word}", 200, 0.5, 2, "r-case")
+        flush_logs()
+        [line] = stream.getvalue().splitlines()
+    assert "abc.def" not in line and "[redacted]" in line
