@@ -299,7 +299,7 @@ class TextFormat(LineFormat):
                     millis, decimals = whole // 1000, fractions[whole % 1000]
             if not decimals:  # `round` decides (duration_parts)
                 decimals = round(duration_ms, 3)
-            # an f-string of SPAN_FIELDS in order: a third of `%`'s cost (bench/README.md)
+            # an f-string of SPAN_FIELDS in order: about half of `%`'s cost (bench/README.md)
             lines.append(
                 f"{second_cache[1]}.{thousandths[int(created % 1 * 1000)]}{head}{method} path={path} status={status}"
                 f" duration_ms={millis}{decimals} bytes={size} request_id={request_id}{tail}"
