@@ -70,8 +70,14 @@ def _timestamp(created: float) -> str:
 
 
 def may_hold_secret(text: str) -> bool:
-    """A cheap test before the regex: most text names no credential at all."""
-    return "earer" in text or "uthorization" in text or "EARER" in text or "UTHORIZATION" in text
+    """A cheap test before the regex: most text names no credential at all. False only
+    where `_SECRET` cannot match: it ignores case, so `BeaRer` counts (the test of four
+    spellings it replaced let mixed case through unredacted), and its ignoring of case
+    also takes `ı` and `İ` for `i`, so text not all ASCII is left to the regex."""
+    if not text.isascii():
+        return True
+    lowered = text.lower()
+    return "bearer" in lowered or "authorization" in lowered
 
 
 def redact(text: str) -> str:
@@ -84,6 +90,33 @@ def redact(text: str) -> str:
 # The fields of a request span, in line order (http/account.py passes them positionally to
 # logs.log_request).
 SPAN_FIELDS = ("method", "path", "status", "duration_ms", "bytes", "request_id")
+
+
+# A timestamp's milliseconds as `_timestamp` writes them: "007"
+_THOUSANDTHS = tuple(f"{n:03d}" for n in range(1000))
+# The decimals of a duration's microseconds as `str(round(ms, 3))` ends: ".0", ".5", ".25", ".125"
+_FRACTIONS = tuple(("." + f"{n:03d}".rstrip("0")) if n else ".0" for n in range(1000))
+
+
+def duration_parts(duration_ms: float) -> tuple[int | str, str | float]:
+    """The two pieces whose text, one after the other, is `str(round(duration_ms, 3))`:
+    whole milliseconds and the decimals of the microseconds (`_FRACTIONS`), without the
+    two float conversions of `round` and `str` (most of a span line's cost;
+    bench/README.md, session 21, wt-span). Exact: `round` rounds the float's exact value
+    half to even, and `micros` is within 2**-14 of that value times 1,000 below 1e12, so
+    `whole` is that rounding unless `micros` lies within 1e-4 of a half, where the answer
+    is `round`'s own (as for 0, negative, huge or not finite durations). Below 1e12 the
+    rounded value has at most 15 digits, so `str` writes it with no exponent, as here.
+
+    >>> [f"{a}{b}" for a, b in map(duration_parts, (0.1234567, 2.0, 0.0045, 0.0))]
+    ['0.123', '2.0', '0.004', '0.0']
+    """
+    micros = duration_ms * 1000.0
+    if 0.0 < micros < 1e12:  # not NaN, not infinite: `int` takes it
+        whole = int(micros + 0.5)
+        if -0.4999 < micros - whole < 0.4999:
+            return whole // 1000, _FRACTIONS[whole % 1000]
+    return "", round(duration_ms, 3)
 
 
 _ESCAPES = {"\n": "\\n", "\r": "\\r", "\t": "\\t"}
@@ -218,7 +251,6 @@ class TextFormat(LineFormat):
     """`ts LEVEL target: message k=v ...`, then the traceback if any, indented."""
 
     indent = "  "
-    _REQUEST = f" {'INFO':>5} {SPAN_LOGGER}: request " + " ".join(f"{name}=%s" for name in SPAN_FIELDS)
 
     def line(
         self,
@@ -243,21 +275,34 @@ class TextFormat(LineFormat):
     def request_lines(self, spans: list[tuple[Any, ...]]) -> list[str]:
         """One format string per line. Of the fields only the path needs `field_text`: h11
         admits only token characters in a method, and a request id is `[A-Za-z0-9._-]`
-        (message.RequestIds). Not redacted here: the handler redacts the batch."""
-        template = self._REQUEST if self.worker is None else f"{self._REQUEST} worker={self.worker}"
-        # `_timestamp`'s text, its second kept in `_second_cache`, in the line's own format
-        template = "%s.%03dZ" + template
+        (message.RequestIds). The duration is `duration_parts`' two pieces, the text
+        `str(round(duration_ms, 3))` writes. Not redacted here: the handler redacts the batch."""
+        # `_timestamp`'s text, its second kept in `_second_cache`; its milliseconds from a table
         second_cache = _second_cache
+        thousandths = _THOUSANDTHS
+        fractions = _FRACTIONS
+        head = f"Z {'INFO':>5} {SPAN_LOGGER}: request method="
+        tail = "" if self.worker is None else f" worker={self.worker}"
         lines = []
-        for t in spans:
-            path = t[2]
+        for created, method, path, status, duration_ms, size, request_id in spans:
             if not path.isprintable() or " " in path or '"' in path:
                 path = field_text(path)
-            created = t[0]
             if int(created) != second_cache[0]:
                 _timestamp(created)
+            # duration_parts inlined: this loop runs once a request
+            micros = duration_ms * 1000.0
+            millis: int | str = ""
+            decimals: str | float = ""
+            if 0.0 < micros < 1e12:
+                whole = int(micros + 0.5)
+                if -0.4999 < micros - whole < 0.4999:
+                    millis, decimals = whole // 1000, fractions[whole % 1000]
+            if not decimals:  # `round` decides (duration_parts)
+                decimals = round(duration_ms, 3)
+            # an f-string of SPAN_FIELDS in order: about half of `%`'s cost (bench/README.md)
             lines.append(
-                template % (second_cache[1], int(created % 1 * 1000), t[1], path, t[3], round(t[4], 3), t[5], t[6])
+                f"{second_cache[1]}.{thousandths[int(created % 1 * 1000)]}{head}{method} path={path} status={status}"
+                f" duration_ms={millis}{decimals} bytes={size} request_id={request_id}{tail}"
             )
         return lines
 

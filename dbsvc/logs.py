@@ -113,6 +113,7 @@ class SpanLog(logging.StreamHandler[TextIO]):
         self._pending: list[Any] = []
         self._pending_count = 0
         self._requests: list[tuple[Any, ...]] | None = None  # the run being appended to, if any
+        self._by_itself = [self]  # the root's handlers when this one is alone (`alone` builds no list a span)
         self._wake = threading.Event()
         self._closed = False
         self._flusher = threading.Thread(target=self._flush_later, name="dbsvc-log-flush", daemon=True)
@@ -125,7 +126,7 @@ class SpanLog(logging.StreamHandler[TextIO]):
         Anyone adding a handler or a filter (pytest's caplog, an embedding application) gets
         the ordinary `logging` path."""
         return (
-            logging.root.handlers == [self]
+            logging.root.handlers == self._by_itself
             and not _span_logger.handlers
             and not _span_logger.filters
             and not self.filters
