@@ -160,6 +160,23 @@ def assert_acknowledged_kept(records: Mapping[int, Mapping[str, Any]], last: Map
         assert int(records[i]["name"].split("-")[1]) >= int(rec["name"].split("-")[1]), (i, records[i], rec)
 
 
+_COMPACT_CHILD = """
+import sys
+sys.path.insert(0, {root!r})
+from dbsvc.storage.tenants import compact_tenant
+compact_tenant({data!r}, {name!r})
+"""
+
+
+def compact_in_child(tenant: str, fault: str | None = None, timeout: float = 120) -> subprocess.CompletedProcess:
+    """An offline compaction of `tenant` (`compact_tenant`, what `dbsvc compact` runs) in a
+    child process, with DBSVC_FAULT=`fault` when given (a plan ending in KILL kills it at
+    that step); its output captured. The caller judges the exit (-9 for a fault that fired)."""
+    code = _COMPACT_CHILD.format(root=str(ROOT), data=os.path.dirname(tenant), name=os.path.basename(tenant))
+    env = os.environ if fault is None else {**os.environ, "DBSVC_FAULT": fault}
+    return subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, timeout=timeout, check=False)
+
+
 def run(coro):
     return asyncio.run(coro)
 
