@@ -300,27 +300,30 @@ def _not_json(value: Any) -> Any:
     raise TypeError(f"Object of type {type(value).__name__} is not JSON serializable")
 
 
-def _compact_encoder() -> Callable[[Any, int], Any] | None:
-    """The C encoder `json.dumps` builds on every call, built once: a measurable saving on
-    every small object, since json.JSONEncoder.iterencode makes a closure and an encoder
-    each time (bench/README.md, "Figures that were in docstrings", has the figure)."""
+def c_encoder(item_separator: str) -> Callable[[Any, int], Any] | None:
+    """The C encoder `json.dumps` builds on every call, built once, with `item_separator`
+    between items: "," for `compact_json`, NUL for storage/rows.py's `pack_parts`, which cuts
+    a record's values' texts at it. Built once because json.JSONEncoder.iterencode makes a
+    closure and an encoder each time, a measurable saving on every small object
+    (bench/README.md, "Figures that were in docstrings", has the figure). None where this
+    interpreter's json module has no C encoder: the caller falls back to the Python one."""
     try:
         from json.encoder import c_make_encoder, encode_basestring  # type: ignore[attr-defined]
 
         if c_make_encoder is None:
             return None
         # markers, default, encoder, indent, key separator, item separator, sort_keys,
-        # skipkeys, allow_nan: what JSONEncoder(separators=(",", ":"), ensure_ascii=False,
-        # allow_nan=False, check_circular=False) passes.
+        # skipkeys, allow_nan: what JSONEncoder(separators=(item_separator, ":"),
+        # ensure_ascii=False, allow_nan=False, check_circular=False) passes.
         encoder: Callable[[Any, int], Any] = c_make_encoder(
-            None, _not_json, encode_basestring, None, ":", ",", False, False, False
+            None, _not_json, encode_basestring, None, ":", item_separator, False, False, False
         )
         return encoder
     except (ImportError, TypeError):  # another interpreter's json internals
         return None
 
 
-_C_ENCODER = _compact_encoder()
+_C_ENCODER = c_encoder(",")
 _PY_ENCODER = json.JSONEncoder(
     separators=(",", ":"), ensure_ascii=False, allow_nan=False, check_circular=False, default=_not_json
 ).encode

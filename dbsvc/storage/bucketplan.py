@@ -43,9 +43,8 @@ never built, so their memory is never spent.
 from __future__ import annotations
 
 from bisect import bisect_right
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from itertools import islice
-from operator import itemgetter
 from typing import Any
 
 from dbsvc.operators import prefix_end
@@ -53,12 +52,11 @@ from dbsvc.runtime import Filters, Query
 from dbsvc.storage.buckets import BUCKET_AT, BucketOrder
 from dbsvc.storage.conditions import window_test, windows_of
 from dbsvc.storage.hashes import HashIndex
-from dbsvc.storage.orders import ordered_ids, page_ids, page_in_order, runs_in_order
+from dbsvc.storage.orders import head_descending, ordered_ids, page_ids, page_in_order, runs_in_order
 from dbsvc.storage.searches import in_id_order
 from dbsvc.storage.table import Table
 
 WALK_FACTOR = 2  # query.py's: a bucket of s ids is taken while s * s <= factor * end * n
-_KEY, _ID = itemgetter(0), itemgetter(1)
 Keep = Callable[[Any], Any]
 
 
@@ -195,7 +193,7 @@ def bucket_operators(table: Table, query: Query) -> tuple[list[Any], int, bool] 
     elif not sort[0][1]:
         ids = page_ids(window.ids(order), offset, limit + 1, keep)
     else:
-        ids = _descending(order.pairs_span_descending(*window.span(order)), keep, end)[offset:end]
+        ids = head_descending(order.pairs_span_descending(*window.span(order)), keep, end)[offset:end]
     return ids[:limit], total, len(ids) > limit
 
 
@@ -260,25 +258,6 @@ def _both(test: Keep, keep: Keep | None) -> Keep:
     return lambda id_: test(id_) and keep(id_)
 
 
-def _descending(pairs: Iterator[tuple[Any, Any]], keep: Keep | None, end: int) -> list[Any]:
-    """The first `end` ids of `pairs` (keys descending, ids descending in a run), those
-    `keep` says yes to, in the list's order (ids ascending in a run): the rest of the last
-    run taken too, then one stable sort by key descending over the reversed pairs."""
-    if keep is not None:
-        pairs = (pair for pair in pairs if keep(pair[1]))
-    taken = list(islice(pairs, end))
-    if not taken:
-        return []
-    last = taken[-1][0]
-    for pair in pairs:  # the rest of the last run
-        if pair[0] != last:
-            break
-        taken.append(pair)
-    taken.reverse()
-    taken.sort(key=_KEY, reverse=True)  # stable: ids stay ascending in a run
-    return list(map(_ID, taken))
-
-
 def _one_key(order: BucketOrder, desc: bool, keep: Keep | None, offset: int, end: int) -> list[Any]:
     """Ids [offset, end) of the bucket in the order of its one sort key (module docstring)."""
     if not desc:
@@ -293,5 +272,5 @@ def _one_key(order: BucketOrder, desc: bool, keep: Keep | None, offset: int, end
         return out
     out = list(islice(order.nulls_ascending(keep), end))
     if len(out) < end:
-        out.extend(_descending(order.pairs_descending(keep), None, end - len(out)))
+        out.extend(head_descending(order.pairs_descending(keep), None, end - len(out)))
     return out[offset:end]

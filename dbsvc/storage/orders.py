@@ -10,6 +10,8 @@ gathers and walks (walks.py), and `sort_records` over an `as_of` state's records
 - `runs_in_order` / `page_in_order`: an ordered index (or a bucket kept in its order,
   buckets.py) in the order of a sort on several keys: runs of equal first keys, each
   ordered by the other keys; lazily, or a page found by position (keptparts.py's runs).
+- `head_descending`: the head of an index's (key, id) pairs walked from the top, in the
+  list's order (ties on the id ascending).
 - `page_ids`: a page of an iterator of ids at C speed (an islice over a filter).
 - `sort_records`: records (or their values) sorted by their own fields.
 
@@ -27,11 +29,12 @@ from operator import itemgetter
 from typing import Any
 
 from dbsvc.runtime import CompiledModel
-from dbsvc.storage.indexes import OrderedIndex
+from dbsvc.storage.indexes import Keep, OrderedIndex
 from dbsvc.storage.keptparts import tie_runs
 from dbsvc.storage.table import Table
 
 _NOTHING = object()
+_KEY, _ID = itemgetter(0), itemgetter(1)
 
 
 def _null_last(kf: Callable[[Any], Any], value: Callable[[Any], Any]) -> Callable[[Any], tuple]:
@@ -181,6 +184,27 @@ def _ties_in_order(ids: list[Any], ties: list[tuple[int, int]], rest: tuple, tab
 def _run_in_order(run: list[Any], rest: tuple[tuple[str, bool], ...], table: Table) -> list[Any]:
     """The ids of a run of equal first keys, ordered by the other keys and the id."""
     return ordered_ids(run, rest, table) if len(run) > 1 else run
+
+
+def head_descending(pairs: Iterator[tuple[Any, Any]], keep: Keep | None, end: int) -> list[Any]:
+    """The first `end` ids of `pairs` (keys descending, ids descending in a run), those
+    `keep` says yes to, in the list's order (ids ascending in a run): the rest of the last
+    run taken too, then one stable sort by key descending over the reversed pairs. The
+    descending page of an index walked with a test (query.py) or of a bucket kept in a
+    sort field's order (bucketplan.py): one sort in C, O(end log end)."""
+    if keep is not None:
+        pairs = (pair for pair in pairs if keep(pair[1]))
+    taken = list(islice(pairs, end))
+    if not taken:
+        return []
+    last = taken[-1][0]
+    for pair in pairs:  # the rest of the last run
+        if pair[0] != last:
+            break
+        taken.append(pair)
+    taken.reverse()
+    taken.sort(key=_KEY, reverse=True)  # stable: ids stay ascending in a run
+    return list(map(_ID, taken))
 
 
 def page_ids(ids: Iterator[Any], offset: int, count: int, keep: Callable[[Any], Any] | None = None) -> list[Any]:

@@ -72,7 +72,6 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import replace
 from itertools import chain, islice
-from operator import itemgetter
 from typing import Any
 
 from dbsvc.runtime import Query
@@ -80,7 +79,7 @@ from dbsvc.storage.bucketplan import bucket_count, bucket_operators, bucket_plan
 from dbsvc.storage.conditions import after_test, live_test, state_test
 from dbsvc.storage.hashes import FilterIndex, HashIndex
 from dbsvc.storage.indexes import Keep, OrderedIndex
-from dbsvc.storage.orders import ordered_ids, page_ids, page_in_order, runs_in_order, sort_records
+from dbsvc.storage.orders import head_descending, ordered_ids, page_ids, page_in_order, runs_in_order, sort_records
 from dbsvc.storage.rows import Stored, unpack
 from dbsvc.storage.seek import has_operators, plan_operators, plan_state
 from dbsvc.storage.table import Table
@@ -101,7 +100,6 @@ KEPT_WALK_FACTOR = 0.25
 # (a set of a list bucket made once and kept, hashes.py) rather than by `has` (a bisect in
 # Python an id): below it, making the set can cost more than the bisects.
 KEEPER_AT = 64
-_KEY, _ID = itemgetter(0), itemgetter(1)
 
 
 def _walk(table: Table, sort: tuple[tuple[str, bool], ...]) -> Iterator[Any]:
@@ -153,17 +151,7 @@ def _one_key_page(index: OrderedIndex, desc: bool, keep: Keep | None, offset: in
         return out
     out = list(islice(index.nulls_ascending(keep), end))
     if len(out) < end:
-        pairs = index.pairs_descending(keep)
-        taken = list(islice(pairs, end - len(out)))
-        if taken:
-            last = taken[-1][0]
-            for pair in pairs:  # the rest of the last run
-                if pair[0] != last:
-                    break
-                taken.append(pair)
-            taken.reverse()
-            taken.sort(key=_KEY, reverse=True)  # stable: ids stay ascending in a run
-            out.extend(map(_ID, taken))
+        out.extend(head_descending(index.pairs_descending(keep), None, end - len(out)))
     return out[offset:end]
 
 

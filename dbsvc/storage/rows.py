@@ -56,7 +56,7 @@ import re
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from dbsvc.runtime import compact_json
+from dbsvc.runtime import c_encoder, compact_json
 
 Stored = bytes
 Values = Sequence[Any]  # a record's values in declaration order: CompiledModel.row, or unpack
@@ -125,28 +125,8 @@ def _scanned(text: str, count: int) -> tuple[bytes, ...]:
     return tuple(values)
 
 
-def _not_json(value: Any) -> Any:
-    raise TypeError(f"Object of type {type(value).__name__} is not JSON serializable")
-
-
-def _split_encoder() -> Callable[[Any, int], Any] | None:
-    """The C encoder of `compact_json` but for its item separator, NUL (module docstring)."""
-    try:
-        from json.encoder import c_make_encoder, encode_basestring  # type: ignore[attr-defined]
-
-        if c_make_encoder is None:
-            return None
-        # markers, default, encoder, indent, key separator, item separator, sort_keys,
-        # skipkeys, allow_nan: runtime.py's compact encoder with "\0" between items.
-        encoder: Callable[[Any, int], Any] = c_make_encoder(
-            None, _not_json, encode_basestring, None, ":", "\0", False, False, False
-        )
-        return encoder
-    except (ImportError, TypeError):  # another interpreter's json internals
-        return None
-
-
-_SPLIT = _split_encoder()
+# The C encoder of `compact_json` but for its item separator, NUL (module docstring).
+_SPLIT = c_encoder("\0")
 _LAYOUTS: dict[tuple[str, ...], str] = {}
 
 

@@ -165,3 +165,40 @@ def test_compact_json_refuses_what_is_not_json(value, error, c_encoder, monkeypa
         monkeypatch.setattr(runtime, "_C_ENCODER", None)
     with pytest.raises(error):
         runtime.compact_json(value)
+
+
+# Values whose text a separator could be confused with: NUL and commas inside strings, `%`,
+# non-ASCII, a lone surrogate, nesting, a tuple (a record's values), ints past 64 bits.
+AWKWARD_VALUES = [
+    *JSON_VALUES,
+    "nul \x00 and \x1f, a comma, a \"quote\" and \\",
+    "%s %d %% {}",
+    "é ü 漢字 \U0001f600",
+    [1, [2, {"a": None}], "x\x00y"],
+    {"z": 1, "a": [True, 1.5], "\x00": ","},
+    (1, "lone \ud800", 0.1, None, True),
+    [2**64, -(2**63), 0.0, -1.5e-300],
+]
+
+
+@pytest.mark.parametrize("separator", [",", "\0"], ids=["comma", "nul"])
+@pytest.mark.parametrize("value", AWKWARD_VALUES)
+def test_c_encoder_writes_the_stdlib_encoder_s_text_with_its_item_separator(value, separator):
+    """One builder for compact_json's encoder (",") and storage's `pack_parts` encoder (NUL,
+    cut there into a record's values' texts): each writes what the stdlib writes with that
+    separator, so the stored bytes and the record's JSON stay what they were."""
+    encoder = runtime.c_encoder(separator)
+    assert encoder is not None  # CPython's json has its C encoder
+    reference = json.dumps(value, ensure_ascii=False, separators=(separator, ":"), allow_nan=False)
+    assert "".join(encoder(value, 0)) == reference
+
+
+@pytest.mark.parametrize("separator", [",", "\0"], ids=["comma", "nul"])
+@pytest.mark.parametrize(
+    "value, error", [([1, float("nan")], ValueError), ({"x": float("-inf")}, ValueError), ([1, object()], TypeError)]
+)
+def test_c_encoder_refuses_what_is_not_json(value, error, separator):
+    encoder = runtime.c_encoder(separator)
+    assert encoder is not None
+    with pytest.raises(error):
+        "".join(encoder(value, 0))

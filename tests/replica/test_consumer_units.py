@@ -684,3 +684,11 @@ def test_a_batch_mark_whose_numbers_are_strings_of_digits_is_read():
         4,
         "an unfinished batch: rows 5 to 7, the file ends after row 5",
     )
+
+
+def test_dbsvc_replicate_takes_as_many_messages_at_once_as_a_read_replica_s_group():
+    """The two readers of /replicate take the stream alike (consumer.py BATCH's comment): a
+    count changed in one is changed in both, or this says which one moved."""
+    from dbsvc.replica import consumer, groups
+
+    assert (consumer.BATCH, consumer.BATCH_BYTES) == (groups.BATCH, groups.BATCH_BYTES) == (1024, 1 << 20)

@@ -6,14 +6,13 @@ from __future__ import annotations
 import asyncio
 import os
 import subprocess
-import sys
 import uuid
 
 import pytest
 
 from dbsvc.errors import Unavailable
 from dbsvc.storage.tenants import create_tenant
-from support.storage import ROOT, open_store, run, user
+from support.storage import compact_in_child, open_store, run, user
 from support.tree import dir_image
 
 
@@ -111,14 +110,6 @@ def test_real_enospc_on_a_full_tmpfs(small_tmpfs):
     s.close()
 
 
-COMPACT_CHILD = """
-import os, sys
-sys.path.insert(0, {root!r})
-from dbsvc.storage.tenants import compact_tenant
-compact_tenant({data!r}, {name!r})
-"""
-
-
 @pytest.mark.parametrize("step", range(1, 10))
 def test_compaction_killed_after_each_step_loses_nothing(tenant, step):
     s = open_store(tenant, replication=True)
@@ -135,10 +126,7 @@ def test_compaction_killed_after_each_step_loses_nothing(tenant, step):
     head = s.head_offset
     frames = list(s.frames_after(0))
     s.close()
-    code = COMPACT_CHILD.format(root=str(ROOT), data=os.path.dirname(tenant), name=os.path.basename(tenant))
-    res = subprocess.run(
-        [sys.executable, "-c", code], env={**os.environ, "DBSVC_FAULT": f"compact:{step}:KILL"}, capture_output=True
-    )
+    res = compact_in_child(tenant, f"compact:{step}:KILL")
     assert res.returncode == -9, res.stderr
     # The old files or the new ones; either way every row is still served (the compaction
     # retained the whole old log, retain.py), byte for byte.
@@ -160,11 +148,12 @@ def test_second_compaction_after_an_interrupted_one_completes(tenant):
     s = open_store(tenant)
     run(s.insert("User", user(1)))
     s.close()
-    code = COMPACT_CHILD.format(root=str(ROOT), data=os.path.dirname(tenant), name=os.path.basename(tenant))
-    subprocess.run([sys.executable, "-c", code], env={**os.environ, "DBSVC_FAULT": "compact:3:KILL"})
+    killed = compact_in_child(tenant, "compact:3:KILL")
+    assert killed.returncode == -9, killed.stderr
     before = dir_image(tenant)
     assert "snapshot.new" in before and "log.retained.new" in before and "log.new" in before
-    subprocess.run([sys.executable, "-c", code], check=True)
+    done = compact_in_child(tenant)
+    assert done.returncode == 0, done.stderr
     s = open_store(tenant)
     assert list(s.tables["User"].records) == [1] and s.watermarks()["User"] == 1
     s.close()

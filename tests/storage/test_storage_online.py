@@ -13,9 +13,18 @@ import pytest
 from dbsvc.errors import OffsetGone
 from dbsvc.storage import files
 from dbsvc.storage.snapshotreader import decode_snapshot
-from support.storage import ROOT, HeldSnapshot, check_indexes, killed_child_records, open_store, run, user
+from support.storage import (
+    HeldSnapshot,
+    assert_acknowledged_kept,
+    check_indexes,
+    killed_writers_records,
+    open_store,
+    run,
+    user,
+)
 
 TINY = 32 * 1024
+WRITERS_STORE = {"compact_bytes": TINY, "retain_bytes": 1 << 20}  # the killed writers' store
 
 
 async def _churn(store, writers: int, rounds: int, users: int = 20) -> None:
@@ -128,28 +137,6 @@ def test_as_of_reads_within_the_new_epoch(tenant):
     s.close()
 
 
-ONLINE_CHILD = """
-import asyncio, json, os, sys
-sys.path[:0] = [{root!r}, {tests!r}]
-from support.storage import open_store, user
-s = open_store({tenant!r}, compact_bytes={tiny}, retain_bytes={retain})
-
-async def main():
-    n = 0
-    async def writer(k):
-        nonlocal n
-        while True:
-            n += 1
-            i = 1 + n % 20
-            rec = user(i, name=f"w{{k}}-{{n}}")
-            await s.replace("User", i, rec)
-            sys.stdout.write(json.dumps(rec) + "\\n")
-            sys.stdout.flush()
-    await asyncio.gather(*(writer(k) for k in range(8)))
-asyncio.run(main())
-"""
-
-
 def replay_state(frames) -> dict:
     """The User records that replaying `frames` from offset 0 builds."""
     state: dict = {}
@@ -172,10 +159,9 @@ def test_online_compaction_killed_after_each_step_loses_nothing(tenant, step):
 
     run(go())
     s.close()
-    code = ONLINE_CHILD.format(root=str(ROOT), tests=str(ROOT / "tests"), tenant=tenant, tiny=TINY, retain=1 << 20)
     # Step N of the second compaction: the first one already left a snapshot (and a
     # retained segment holding every row before it) behind.
-    last = killed_child_records(code, f"compact:{step + 9}:KILL")
+    last = killed_writers_records(tenant, f"compact:{step + 9}:KILL", WRITERS_STORE)
     for readonly in (True, False):
         s = open_store(tenant, readonly=readonly, retain_bytes=1 << 20)
         records = s.tables["User"].records
@@ -185,11 +171,7 @@ def test_online_compaction_killed_after_each_step_loses_nothing(tenant, step):
         frames = list(s.frames_after(0))
         assert [int.from_bytes(f[:8], "big") for f in frames] == list(range(1, s.head_offset + 1))
         assert replay_state(frames) == records
-        # Writers of one id are serialised by acknowledgement order only per writer, so
-        # check that every acknowledged version is at least as new as the last one seen.
-        for i, rec in last.items():
-            got = records[i]
-            assert int(got["name"].split("-")[1]) >= int(rec["name"].split("-")[1])
+        assert_acknowledged_kept(records, last)
         if not readonly:
             check_indexes(s)
             assert sorted(os.listdir(tenant)) == ["LOCK", "history", "log", "log.retained", "schema.json", "snapshot"]
@@ -207,8 +189,7 @@ def test_online_compaction_killed_in_its_switch_in_memory_loses_nothing(tenant):
     s = open_store(tenant)
     run(_fill_users(s))
     s.close()
-    code = ONLINE_CHILD.format(root=str(ROOT), tests=str(ROOT / "tests"), tenant=tenant, tiny=TINY, retain=1 << 20)
-    last = killed_child_records(code, "epoch:2:KILL")
+    last = killed_writers_records(tenant, "epoch:2:KILL", WRITERS_STORE)
     s = open_store(tenant, retain_bytes=1 << 20)
     try:
         check_indexes(s)
@@ -218,8 +199,7 @@ def test_online_compaction_killed_in_its_switch_in_memory_loses_nothing(tenant):
         frames = list(s.frames_after(0))
         assert [int.from_bytes(f[:8], "big") for f in frames] == list(range(1, s.head_offset + 1))
         assert replay_state(frames) == records
-        for i, rec in last.items():  # every acknowledged version, or a newer one
-            assert int(records[i]["name"].split("-")[1]) >= int(rec["name"].split("-")[1])
+        assert_acknowledged_kept(records, last)
     finally:
         s.close()
 

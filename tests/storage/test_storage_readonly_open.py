@@ -24,7 +24,7 @@ from dbsvc.storage.compact import finish_interrupted
 from dbsvc.storage.logfile import encode_frame
 from dbsvc.storage.tenants import create_tenant
 from support.cli import run_dbsvc
-from support.storage import ROOT, open_store, run, user
+from support.storage import ROOT, compact_in_child, open_store, run, user
 from support.tree import dir_image
 
 HOLDER = os.path.join(os.path.dirname(__file__), "holder_child.py")
@@ -120,22 +120,11 @@ def test_read_only_open_leaves_stray_tmp_files(torn):
     assert dir_image(torn) == before
 
 
-COMPACT_CHILD = """
-import sys
-sys.path.insert(0, {root!r})
-from dbsvc.storage.tenants import compact_tenant
-compact_tenant({data!r}, {name!r})
-"""
-
-
 @pytest.mark.parametrize("step", range(1, 10))
 def test_read_only_open_leaves_an_interrupted_compaction_as_it_found_it(torn, step):
     """A compaction killed after step K leaves `.new` files (before or after its commit
     point); finishing or discarding them is a writer's job (compact.py)."""
-    data, name = os.path.dirname(torn), os.path.basename(torn)
-    code = COMPACT_CHILD.format(root=str(ROOT), data=data, name=name)
-    env = {**os.environ, "DBSVC_FAULT": f"compact:{step}:KILL"}
-    done = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, timeout=120)
+    done = compact_in_child(torn, f"compact:{step}:KILL")
     assert done.returncode in (0, -9), done.stderr
     # compact_tenant's writer open cut the torn tail first: tear the log a reader reads again.
     tear(current_log(torn))

@@ -20,7 +20,7 @@ import pytest
 
 from dbsvc.storage import freeing
 from dbsvc.storage.freeing import Freed, Release
-from support.storage import ROOT, check_indexes, killed_child_records, open_store, run, user
+from support.storage import assert_acknowledged_kept, check_indexes, killed_writers_records, open_store, run, user
 
 PIECE = 64 << 10
 PROFILE = "x" * (16 << 10)  # a 16 KiB record: 64 of them are 1 MiB of log
@@ -149,30 +149,6 @@ def test_a_second_compaction_frees_the_old_snapshot_and_retained_segment_too(ten
         s.close()
 
 
-KILLED_CHILD = """
-import asyncio, json, sys
-sys.path[:0] = [{root!r}, {tests!r}]
-from dbsvc.storage import freeing
-from support.storage import open_store, user
-freeing.FREE_BYTES = 4096
-s = open_store({tenant!r}, compact_bytes=256 << 10)
-
-async def main():
-    n = 0
-    async def writer(k):
-        nonlocal n
-        while True:
-            n += 1
-            i = 1 + n % 20
-            rec = user(i, name=f"w{{k}}-{{n}}", profile="p" * 2000)
-            await s.replace("User", i, rec)
-            sys.stdout.write(json.dumps(rec) + "\\n")
-            sys.stdout.flush()
-    await asyncio.wait_for(asyncio.gather(*(writer(k) for k in range(8))), 50)
-asyncio.run(main())
-"""
-
-
 def test_a_kill_in_the_middle_of_the_release_loses_nothing(tenant):
     """DBSVC_FAULT=release:2:KILL: SIGKILL after the old log's first piece, writers running.
     The old files have no names by then, so the next open finds the new epoch whole."""
@@ -180,16 +156,15 @@ def test_a_kill_in_the_middle_of_the_release_loses_nothing(tenant):
     run(_fill(s, 20))
     epoch = s.epoch
     s.close()
-    code = KILLED_CHILD.format(root=str(ROOT), tests=str(ROOT / "tests"), tenant=tenant)
-    last = killed_child_records(code, "release:2:KILL")
+    store = {"compact_bytes": 256 << 10}
+    last = killed_writers_records(tenant, "release:2:KILL", store, {"profile": "p" * 2000}, free_bytes=4096)
     s = open_store(tenant)
     try:
         check_indexes(s)
         assert s.compactions == 0 and s.epoch != epoch  # the killed process's compaction had switched
         assert not [name for name in os.listdir(tenant) if name.endswith(".new")]
         records = s.tables["User"].records
-        for i, rec in last.items():  # every acknowledged version, or a newer one
-            assert int(records[i]["name"].split("-")[1]) >= int(rec["name"].split("-")[1])
+        assert_acknowledged_kept(records, last)
         frames = list(s.frames_after(s.oldest_offset))
         assert [int.from_bytes(f[:8], "big") for f in frames] == list(range(s.oldest_offset + 1, s.head_offset + 1))
     finally:

@@ -102,6 +102,81 @@ def killed_child_records(code: str, fault: str) -> dict[int, dict]:
     return last
 
 
+_WRITERS_CHILD = """
+import asyncio, json, sys
+sys.path[:0] = [{root!r}, {tests!r}]
+from dbsvc.storage import freeing
+from support.storage import open_store, user
+if {free_bytes!r} is not None:
+    freeing.FREE_BYTES = {free_bytes!r}
+s = open_store({tenant!r}, **{store!r})
+
+async def main():
+    n = 0
+    async def writer(k):
+        nonlocal n
+        while True:
+            n += 1
+            i = 1 + n % 20
+            rec = user(i, name=f"w{{k}}-{{n}}", **{over!r})
+            await s.replace("User", i, rec)
+            sys.stdout.write(json.dumps(rec) + "\\n")
+            sys.stdout.flush()
+    await asyncio.wait_for(asyncio.gather(*(writer(k) for k in range(8))), 50)
+asyncio.run(main())
+"""
+
+
+def killed_writers_records(
+    tenant: str,
+    fault: str,
+    store: Mapping[str, Any],
+    over: Mapping[str, Any] | None = None,
+    free_bytes: int | None = None,
+) -> dict[int, dict]:
+    """`killed_child_records` of a child that opens `tenant` (`open_store(tenant, **store)`)
+    and runs eight writers replacing users 1-20 (`user(i, name="w<writer>-<n>", **over)`;
+    n counts every write of the process, so a newer version of a record has a larger n)
+    until `fault` kills it; `free_bytes` sets freeing.FREE_BYTES first. The writers give up
+    after 50 s, so a fault that never fires fails the test (the child exits, not killed)
+    before `killed_child_records`' own timeout. Check the reopened store with
+    `assert_acknowledged_kept`."""
+    code = _WRITERS_CHILD.format(
+        root=str(ROOT),
+        tests=str(ROOT / "tests"),
+        tenant=tenant,
+        store=dict(store),
+        over=dict(over or {}),
+        free_bytes=free_bytes,
+    )
+    return killed_child_records(code, fault)
+
+
+def assert_acknowledged_kept(records: Mapping[int, Mapping[str, Any]], last: Mapping[int, Mapping[str, Any]]) -> None:
+    """Every version `killed_writers_records` saw acknowledged is in `records`, or a newer one
+    (writers of one id are ordered by acknowledgement only per writer, so a later write of
+    another writer may be the one kept)."""
+    for i, rec in last.items():
+        assert int(records[i]["name"].split("-")[1]) >= int(rec["name"].split("-")[1]), (i, records[i], rec)
+
+
+_COMPACT_CHILD = """
+import sys
+sys.path.insert(0, {root!r})
+from dbsvc.storage.tenants import compact_tenant
+compact_tenant({data!r}, {name!r})
+"""
+
+
+def compact_in_child(tenant: str, fault: str | None = None, timeout: float = 120) -> subprocess.CompletedProcess:
+    """An offline compaction of `tenant` (`compact_tenant`, what `dbsvc compact` runs) in a
+    child process, with DBSVC_FAULT=`fault` when given (a plan ending in KILL kills it at
+    that step); its output captured. The caller judges the exit (-9 for a fault that fired)."""
+    code = _COMPACT_CHILD.format(root=str(ROOT), data=os.path.dirname(tenant), name=os.path.basename(tenant))
+    env = os.environ if fault is None else {**os.environ, "DBSVC_FAULT": fault}
+    return subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, timeout=timeout, check=False)
+
+
 def run(coro):
     return asyncio.run(coro)
 

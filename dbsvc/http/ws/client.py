@@ -51,6 +51,7 @@ from __future__ import annotations
 import collections
 import select
 import socket
+import struct
 import time
 import urllib.parse
 from bisect import bisect_left
@@ -81,6 +82,7 @@ CLIENT_IDLE_TIMEOUT = 75.0
 _REFUSAL_BODY_LIMIT = 1 << 20
 _RECV_SIZE = 1 << 18
 _POLL_READ = 0.05  # the bound of rule C3's one read past the deadline
+_HEAD16 = struct.Struct(">HH").unpack_from  # a frame header with a 16-bit length (rule C6)
 
 
 def _client_target(url: str) -> tuple[str, int, str, str, bool]:
@@ -287,9 +289,13 @@ class ClientWebSocket:
             if not self._parts and self._max_message > 0xFFFF:
                 # The /replicate stream's frames (126 to 65535 bytes, a 16-bit length, RFC 6455
                 # §5.2) cut a step each; any other frame, or a part, takes the step below.
-                while size - at >= 4 and data[at] == 0x82 and data[at + 1] == 126:
-                    end = at + 4 + (data[at + 2] << 8 | data[at + 3])
-                    if end > size:
+                # One C call reads a header's two words: 0x827E (FIN, binary; a 16-bit
+                # length, not masked) and the length.
+                last = size - 4
+                while at <= last:
+                    kind, length = _HEAD16(data, at)
+                    end = at + 4 + length
+                    if kind != 0x827E or end > size:
                         break
                     cut(data[at + 4 : end])
                     at = end
