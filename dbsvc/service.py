@@ -363,8 +363,8 @@ def settle_heap(huge_pages: bool = True, follows: bool = False) -> None:
     several times a second under durable POSTs and set the p99 (docs/decisions.md, "Pauses").
     A server that `follows` a primary (a replica, a worker's reader) takes the young
     generation's threshold of FOLLOWER_GC_THRESHOLDS: its apply allocates in groups of
-    512 frames, and young collections ten times rarer cost it about half the collector's
-    CPU a frame (docs/decisions.md, wt-rep14).
+    up to 1,024 frames, and young collections ten times rarer cost it about half the
+    collector's CPU a frame (docs/decisions.md, wt-rep14).
     Then the heap is advised for huge pages, unless `huge_pages` is off (SERVICE_HUGE_PAGES)."""
     gc.freeze()
     gc.set_threshold(*(FOLLOWER_GC_THRESHOLDS if follows else GC_THRESHOLDS))

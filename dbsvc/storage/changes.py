@@ -21,7 +21,7 @@ Rules (store.py rules 3-5 are the promises these keep):
    publishes (a replica's group of frames, a `POST /batch`), with its events and frames
    in offset order, after the event subscribers have had each of them; a single event is
    a group of one. What a group subscriber sees is what an event subscriber sees at the
-   group's last event: on a replica a group is 512 frames, and a subscriber that only
+   group's last event: on a replica a group is up to 1,024 frames, and a subscriber that only
    needs the head (workers/forward.py `AppliedOffsets`, the broker with no socket open)
    costs one call a group instead of one a frame (bench/README.md, wt-rep84).
 5. A compaction's switch renumbers the ring's events after its cut (`renumber`): offsets
