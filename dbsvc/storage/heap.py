@@ -112,12 +112,13 @@ def collapse_in_pieces(ranges: list[tuple[int, int]], pause: Callable[[float], b
     """MADV_COLLAPSE `ranges` COLLAPSE_BYTES at a time, calling `pause(seconds the piece
     took)` after each; a pause that answers True stops it. Returns the pieces collapsed.
 
-    Why pieces: after a served 1M compaction the collapse ran 1.2 s of wall in one call, and
-    the second it ran in started 771 requests against ~2,000 in the seconds around it, their
-    median 2.6 times the run's (bench/README.md, wt-pace). Our reading: the kernel copies
-    each 2 MiB page under the mapping's lock and on the loop's second core, and the loop's
-    own page faults wait behind it; a pause after each piece (the caller's: PACE times the
-    piece's wall time) hands both back."""
+    Why pieces: after a served 1M compaction the collapse ran 1.1-2.4 s in one call, and the
+    requests started meanwhile came at a quarter to a half of the run's rate, their median
+    2.7-5.4 times the run's; in pieces 1.68x and 0.91x, over a window two to five times as
+    long (bench/README.md, wt-pace; loaded runs, not settled). Our reading: the kernel copies
+    each 2 MiB page under the mapping's lock, on the core the loop shares with the host, and
+    the loop's own page faults wait behind it; a pause after each piece (the caller's: PACE
+    times the piece's wall time) hands both back."""
     pieces = 0
     for start, length in ranges:
         for at in range(start, start + length, COLLAPSE_BYTES):

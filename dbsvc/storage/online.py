@@ -255,9 +255,10 @@ class WallPacer:
 
     Why: the pieces of a 256 MiB retained copy fsynced back to back keep the disk this
     file's, and each group commit's fsync queues behind the piece in flight (up to 196 ms
-    at 1M, bench/README.md, wt-fork); with a pause after each, the disk is the writers' two
-    thirds of the time. The step runs about 1 + PACE times as long. The cap bounds what a
-    `close()` waits for a pause already begun (the sleep is not woken).
+    at 1M, bench/README.md, wt-fork); with a pause after each, the disk is left to the
+    writers' fsyncs about two thirds of the step (measured at load only: bench/README.md,
+    wt-pace). The step runs about 1 + PACE times as long. The cap bounds what a `close()`
+    waits for a pause already begun (the sleep is not woken).
 
     Fault hook: `faults.check(name)` in each pause (`DBSVC_FAULT=flush:N:KILL` kills in the
     Nth pause after a piece's fsync of snapshot.new or log.retained.new, before the commit
