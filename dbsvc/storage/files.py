@@ -42,7 +42,9 @@ raises `OSError(ERRNO)` instead of doing the work; a range is a disk that is ful
 while and then has room again (commit.py retries a write that failed for lack of space, and
 its probe counts as a `write` call). `compact:K:KILL` sends SIGKILL to the process itself
 after compaction step K; `epoch:N` fails or kills at the start of the Nth online switch's
-part in memory (compactor.py `_enter_epoch`), past its commit point. `OP:N:HOLD=<path>`
+part in memory (compactor.py `_enter_epoch`), past its commit point; `flush:N` and
+`collapse:N` fail or kill in the Nth pause an online compaction takes after a piece's fsync
+(snapshot.new, log.retained.new) or a piece of the heap's collapse (online.py `WallPacer`). `OP:N:HOLD=<path>`
 makes the Nth call wait, then do the work: it
 creates `<path>.held` and sleeps until `<path>` exists, so a test sees a slow fsync by order
 of events, not by the clock (tests/app/test_app_durable_answers.py: no answer leaves before
@@ -57,7 +59,7 @@ import io
 import os
 import signal
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, BinaryIO
 
@@ -125,12 +127,18 @@ def write_all(fd: int, data: bytes | memoryview) -> None:
 FLUSH_BYTES = 4 << 20
 
 
-def flush_past(fd: int, written: int, flushed: int) -> int:
+def flush_past(fd: int, written: int, flushed: int, after: Callable[[float], object] | None = None) -> int:
     """fsync `fd` if `written` is FLUSH_BYTES or more past `flushed` (what its last fsync
-    covered); returns what is flushed now. The file's own last fsync stays the caller's."""
+    covered); returns what is flushed now. The file's own last fsync stays the caller's.
+    `after` (an online compaction's thread step: online.py `WallPacer`) is called with the
+    fsync's wall time, and sleeps in proportion, so that the disk is not this file's alone
+    while writers' group commits fsync beside it."""
     if written - flushed < FLUSH_BYTES:
         return flushed
+    began = time.perf_counter()
     ops.fsync(fd)
+    if after is not None:
+        after(time.perf_counter() - began)
     return written
 
 

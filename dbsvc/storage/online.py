@@ -72,7 +72,11 @@ the snapshot's records are parsed 256 at a time and its keys encoded a column at
 (snapshot.py), the frames since the cut renumbered 64 at a time, and after each piece the
 thread sleeps twice the CPU it used, so it takes at most a third of the loop's core and the
 loop, woken from a wait during which the thread took the GIL, waits for it at most one piece
-(under a millisecond or two) instead of a whole block or the 5 ms switch interval. A paced step runs
+(under a millisecond or two) instead of a whole block or the 5 ms switch interval. What the
+thread waits for off the CPU is paced by its wall time (`WallPacer`): after each piece's
+fsync of snapshot.new, log.retained.new and log.new's thread copies, and each piece of the
+heap's collapse after the switch (heap.py), it sleeps PACE times that call's wall time, so that the disk and the
+kernel's locks are the writers' two thirds of the time. A paced step runs
 about three times as long, so what the loop wrote meanwhile is copied and fsynced by
 `catch_up` steps until at most SWITCH_BYTES are left to the switch. Memory during a
 compaction: the id lists (8 bytes per record), the records replaced since the cut, and one
@@ -115,6 +119,7 @@ CHUNK = 2048  # rows read from the cut at a time (the writer blocks them: snapsh
 RETRY_AFTER = 30.0  # seconds between attempts after a failed compaction
 COPY_CHUNK = 4 << 20  # bytes per read when copying frames into log.new
 PACE = 2.0  # a thread step sleeps PACE times the CPU it used since its last pause (`Pacer`)
+MAX_WALL_PAUSE = 0.25  # seconds: the longest pause after one piece's fsync or collapse (`WallPacer`)
 PACE_FRAMES = 64  # frames renumbered between two pauses of `start_log`
 SWITCH_BYTES = 32 << 10  # at most this much of the log is left for the switch to copy and fsync (`catch_up`)
 CATCH_UPS = 8  # thread steps that copy the frames written meanwhile before the switch
@@ -241,6 +246,36 @@ class Pacer:
         self.mark = time.thread_time()
 
 
+class WallPacer:
+    """The pause after a thread step's call that waits on the disk or the kernel rather than
+    running Python (a piece's fsync, `files.flush_past`; a piece of the heap's collapse,
+    heap.py): a sleep of PACE times that call's wall time (at most MAX_WALL_PAUSE), which
+    `Pacer` (thread CPU) does not see. Called with the seconds the call took; answers True
+    once the store is closing (the collapse stops there; a copy stops at its next `check`).
+
+    Why: the pieces of a 256 MiB retained copy fsynced back to back keep the disk this
+    file's, and each group commit's fsync queues behind the piece in flight (up to 196 ms
+    at 1M, bench/README.md, wt-fork); with a pause after each, the disk is left to the
+    writers' fsyncs about two thirds of the step (measured at load only: bench/README.md,
+    wt-pace). The step runs about 1 + PACE times as long. The cap bounds what a `close()`
+    waits for a pause already begun (the sleep is not woken).
+
+    Fault hook: `faults.check(name)` in each pause (`DBSVC_FAULT=flush:N:KILL` kills in the
+    Nth pause after a piece's fsync of snapshot.new or log.retained.new, before the commit
+    point; `collapse:N:KILL` in the heap's, after the switch)."""
+
+    __slots__ = ("progress", "faults", "name")
+
+    def __init__(self, progress: Progress, faults: FaultPlan = files.NO_FAULTS, name: str = "flush") -> None:
+        self.progress, self.faults, self.name = progress, faults, name
+
+    def __call__(self, took: float) -> bool:
+        self.faults.check(self.name)
+        if not self.progress.cancelled and took > 0:
+            time.sleep(min(took * PACE, MAX_WALL_PAUSE))
+        return self.progress.cancelled
+
+
 def take_cut(tables: dict[str, Table], head: int, position: int) -> Cut:
     """What the snapshot needs, on the loop with no await (see the docstring): the primary
     keys' sublists, shared until `end_cut` (`SortedIndex.share`: a write copies a sublist
@@ -271,7 +306,7 @@ def end_cut(tables: dict[str, Table]) -> None:
 def write_snapshot(directory: str, cut: Cut, progress: Progress, faults: FaultPlan) -> None:
     """Thread step: snapshot.new from the cut, fsynced (fault step 1), paced (`Pacer`) and
     fsynced on the way each `files.FLUSH_BYTES` (`files.flush_past`)."""
-    pause = Pacer(progress)
+    pause, waited = Pacer(progress), WallPacer(progress, faults)
     streams = [
         ModelStream(
             tc.table.name, list(tc.table.model.fields), tc.count, tc.max_id, _row_chunks(tc, pause), tc.table.key_fields
@@ -286,7 +321,7 @@ def write_snapshot(directory: str, cut: Cut, progress: Progress, faults: FaultPl
         def step() -> None:  # at each pause: the pace, then a flush each FLUSH_BYTES
             nonlocal flushed
             pause()
-            flushed = files.flush_past(fd, os.lseek(fd, 0, os.SEEK_CUR), flushed)
+            flushed = files.flush_past(fd, os.lseek(fd, 0, os.SEEK_CUR), flushed, waited)
 
         write_snapshot_stream(fd, cut.epoch, cut.head, streams, step)
 
@@ -325,6 +360,7 @@ def _copy_frames(
     out: list[bytes] = []
     pending = 0
     flushed = new.size
+    waited = WallPacer(pause.progress) if pause is not None else None
     walk = FrameWalk(src_fd, start, stop, new.next_offset, chunk=COPY_CHUNK)
     for frame in renumber_frames(walk, deltas, new.size, every, new.checkpoints):
         out.append(frame)
@@ -336,7 +372,7 @@ def _copy_frames(
             new.size += pending
             out, pending = [], 0
             if pause is not None:  # a thread step's copy is fsynced in pieces (`files.flush_past`)
-                flushed = files.flush_past(new.fd, new.size, flushed)
+                flushed = files.flush_past(new.fd, new.size, flushed, waited)
     if out:
         write_all(new.fd, b"".join(out))
         new.size += pending
@@ -391,8 +427,9 @@ def catch_up(old_path: str, new: NewLog, cut: Cut, stop: int, every: int, progre
 def write_retained(
     directory: str, keep: retain.Plan | None, progress: Progress, faults: FaultPlan
 ) -> retain.Segment | None:
-    """Thread step: log.retained.new, fsynced (fault step 2)."""
-    pending = retain.write_pending(directory, keep, progress.check)
+    """Thread step: log.retained.new, fsynced (fault step 2), its pieces' fsyncs paced
+    (`WallPacer`)."""
+    pending = retain.write_pending(directory, keep, progress.check, WallPacer(progress, faults))
     faults.check("compact")
     return pending
 

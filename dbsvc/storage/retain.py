@@ -328,9 +328,16 @@ def _choose(p: Plan) -> list[tuple[str, int, int, int]]:
     return parts
 
 
-def write_pending(directory: str, p: Plan | None, check: Callable[[], None] | None = None) -> Segment | None:
+def write_pending(
+    directory: str,
+    p: Plan | None,
+    check: Callable[[], None] | None = None,
+    after_flush: Callable[[float], object] | None = None,
+) -> Segment | None:
     """Step 2: `log.retained.new` from the plan, fsynced; None when nothing is retained.
-    `check` runs between chunks (online compaction stops there when the store closes)."""
+    `check` runs between chunks (online compaction stops there when the store closes);
+    `after_flush` is handed each piece's fsync time (online compaction paces the copy by
+    it: `files.flush_past`)."""
     parts = _choose(p) if p is not None else []
     if not parts or p is None:
         return None
@@ -354,7 +361,7 @@ def write_pending(directory: str, p: Plan | None, check: Callable[[], None] | No
                     write_all(fd, data)
                     pos += len(data)
                     size += len(data)
-                    flushed = files.flush_past(fd, size, flushed)  # the final fsync waits for a piece only
+                    flushed = files.flush_past(fd, size, flushed, after_flush)  # the final fsync waits for a piece only
             finally:
                 os.close(src)
         files.ops.fsync(fd)

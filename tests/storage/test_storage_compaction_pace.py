@@ -1,0 +1,220 @@
+"""An online compaction's calls that wait on the disk or the kernel are followed by a pause
+in proportion (online.py `WallPacer`): each piece's fsync of snapshot.new, log.retained.new
+and log.new's thread copies (`files.flush_past`), and each piece of the heap's collapse
+after the switch (heap.py `collapse_in_pieces`). A kill -9 in one of those pauses loses no
+acknowledged write (`DBSVC_FAULT=flush:N:KILL`, `collapse:N:KILL`).
+
+Real stores on real files; the fsyncs are made slow by a layer of the file seam (files.use)
+that sleeps before each, so that a pause's lower bound is known without timing the disk."""
+
+from __future__ import annotations
+
+import ctypes
+import mmap
+import os
+import time
+from pathlib import Path
+
+import pytest
+
+from dbsvc.storage import files, heap, online, retain, snapshot
+from dbsvc.storage.heap import HUGE_PAGE, collapse_in_pieces
+from support.storage import ROOT, check_indexes, killed_child_records, open_store, run, user
+
+FLUSH = 4096  # files.FLUSH_BYTES here: every compaction file below is many pieces
+SLOW = 0.02  # seconds each fsync of a `.new` file sleeps first (the layer)
+PACED = ("snapshot.new", "log.retained.new")
+THP = Path("/sys/kernel/mm/transparent_hugepage/enabled")
+
+
+class SlowNewFiles(files.FileOps):
+    """Every fsync of a compaction's snapshot.new or log.retained.new sleeps SLOW first;
+    notes, per file, when each fsync ended and when each write began (perf_counter)."""
+
+    def __init__(self) -> None:
+        self.names: dict[int, str] = {}
+        self.events: dict[str, list[tuple[str, float]]] = {name: [] for name in PACED}
+
+    def open(self, path, flags, mode=0o777, *, dir_fd=None):  # type: ignore[override]
+        fd = os.open(path, flags, mode, dir_fd=dir_fd)
+        if os.path.basename(path) in self.events:
+            self.names[fd] = os.path.basename(path)
+        return fd
+
+    def close(self, fd):  # type: ignore[override]
+        self.names.pop(fd, None)
+        os.close(fd)
+
+    def write(self, fd, data):  # type: ignore[override]
+        if fd in self.names:
+            self.events[self.names[fd]].append(("write", time.perf_counter()))
+        return os.write(fd, data)
+
+    def fsync(self, fd):  # type: ignore[override]
+        if fd in self.names:
+            time.sleep(SLOW)
+        os.fsync(fd)
+        if fd in self.names:
+            self.events[self.names[fd]].append(("fsync", time.perf_counter()))
+
+
+def test_each_pieces_fsync_of_a_compaction_is_followed_by_a_pause_in_proportion(tenant, monkeypatch):
+    """After each piece's fsync that more writes follow, snapshot.new and log.retained.new
+    wait at least PACE times that fsync's wall time (here >= SLOW) before their next write.
+    Before the change the next write followed at once (a gap of microseconds)."""
+    monkeypatch.setattr(files, "FLUSH_BYTES", FLUSH)
+    monkeypatch.setattr(retain, "CHUNK", 1024)  # the retained copy's writes
+    monkeypatch.setattr(snapshot, "BLOCK_ROWS", 4)  # the snapshot's flushes come at its blocks
+    layer = SlowNewFiles()
+    s = open_store(tenant, retain_bytes=1 << 20)
+
+    async def go():
+        for i in range(1, 41):
+            await s.insert("User", user(i, name="x" * 300))
+        for n in range(40):  # a second epoch's compaction has a log to retain
+            await s.replace("User", 1 + n % 40, user(1 + n % 40, name=f"{'y' * 300} {n}"))
+        await s.compact_now()
+
+    with files.use(layer):
+        try:
+            run(go())
+            assert s.compactions == 1
+        finally:
+            s.close()
+    for name in PACED:
+        events = layer.events[name]
+        gaps = [b[1] - a[1] for a, b in zip(events, events[1:]) if a[0] == "fsync" and b[0] == "write"]
+        assert len(gaps) >= 3, f"{name}: {events}"
+        assert min(gaps) >= online.PACE * SLOW, f"{name}: gaps after its pieces' fsyncs {gaps}"
+    s = open_store(tenant, retain_bytes=1 << 20)
+    try:
+        check_indexes(s)
+        assert s.get("User", 40)[0]["name"] == f"{'y' * 300} 39"
+    finally:
+        s.close()
+
+
+def test_a_pause_after_a_piece_is_capped_and_skipped_once_the_store_closes():
+    """The pause never sleeps more than MAX_WALL_PAUSE (a close() waits for one begun), and
+    none once the store is closing: it answers True, and the collapse stops there."""
+    progress = online.Progress()
+    pause = online.WallPacer(progress)
+    began = time.perf_counter()
+    assert pause(0.001) is False
+    assert time.perf_counter() - began >= online.PACE * 0.001
+    progress.cancelled = True
+    began = time.perf_counter()
+    assert pause(3600.0) is True
+    assert time.perf_counter() - began < online.MAX_WALL_PAUSE
+
+
+def _mapping(size: int) -> tuple[mmap.mmap, int]:
+    """A private anonymous mapping of `size` bytes and the first huge-page boundary in it."""
+    m = mmap.mmap(-1, size, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS)
+    view = ctypes.c_char.from_buffer(m)
+    address = ctypes.addressof(view)
+    del view  # an exported buffer would keep the mapping from closing
+    return m, -(-address // HUGE_PAGE) * HUGE_PAGE
+
+
+def test_the_heap_is_collapsed_a_piece_at_a_time_with_a_pause_after_each(monkeypatch):
+    """A range of five pieces' worth is collapsed in five calls, each followed by the pause
+    with its wall time; a pause that answers True (the store closing) stops it there."""
+    monkeypatch.setattr(heap, "COLLAPSE_BYTES", 2 * HUGE_PAGE)
+    m, start = _mapping(12 * HUGE_PAGE)
+    try:
+        ranges = [(start, 10 * HUGE_PAGE)]
+        took: list[float] = []
+        assert collapse_in_pieces(ranges, lambda seconds: took.append(seconds) is not None) == 5
+        assert len(took) == 5 and all(t >= 0 for t in took)
+        assert collapse_in_pieces(ranges, lambda _seconds: True) == 1
+    finally:
+        m.close()
+
+
+def test_advise_heap_with_a_pause_collapses_in_pieces_and_without_one_at_once(monkeypatch):
+    """With a pause (after a compaction) the heap's ranges are collapsed a piece at a time;
+    without one (before serving) the pause is never asked."""
+    monkeypatch.setattr(heap, "COLLAPSE_BYTES", HUGE_PAGE)
+    calls: list[float] = []
+    marked = heap.advise_heap(lambda seconds: calls.append(seconds) is not None)
+    if not marked:
+        pytest.skip("this kernel refused the huge-page advice: nothing to collapse")
+    assert len(calls) >= marked // HUGE_PAGE >= 1
+    calls.clear()
+    heap.advise_heap()
+    assert calls == []
+
+
+KILLED_CHILD = """
+import asyncio, json, sys
+sys.path[:0] = [{root!r}, {tests!r}]
+from dbsvc.storage import files, retain
+from support.storage import open_store, user
+files.FLUSH_BYTES = 16 << 10
+retain.CHUNK = 4 << 10
+s = open_store({tenant!r}, compact_bytes=256 << 10, retain_bytes=1 << 20)
+
+async def main():
+    n = 0
+    async def writer(k):
+        nonlocal n
+        while True:
+            n += 1
+            i = 1 + n % 20
+            rec = user(i, name=f"w{{k}}-{{n}}", profile="p" * 2000)
+            await s.replace("User", i, rec)
+            sys.stdout.write(json.dumps(rec) + "\\n")
+            sys.stdout.flush()
+    await asyncio.wait_for(asyncio.gather(*(writer(k) for k in range(8))), 50)
+asyncio.run(main())
+"""
+
+
+def _killed_in_a_pause(tenant: str, fault: str) -> tuple[str, dict[int, dict]]:
+    s = open_store(tenant)
+
+    async def fill():
+        for i in range(1, 21):
+            await s.insert("User", user(i))
+
+    run(fill())
+    epoch = s.epoch
+    s.close()
+    code = KILLED_CHILD.format(root=str(ROOT), tests=str(ROOT / "tests"), tenant=tenant)
+    return epoch, killed_child_records(code, fault)
+
+
+def _owed(tenant: str, last: dict[int, dict]) -> str:
+    """Reopen: every acknowledged version (or a newer one), no `.new` file left, the frames
+    gap-free; returns the epoch the store opened at."""
+    s = open_store(tenant, retain_bytes=1 << 20)
+    try:
+        check_indexes(s)
+        assert not [name for name in os.listdir(tenant) if name.endswith(".new")]
+        records = s.tables["User"].records
+        for i, rec in last.items():
+            assert int(records[i]["name"].split("-")[1]) >= int(rec["name"].split("-")[1])
+        frames = list(s.frames_after(s.oldest_offset))
+        assert [int.from_bytes(f[:8], "big") for f in frames] == list(range(s.oldest_offset + 1, s.head_offset + 1))
+        return s.epoch
+    finally:
+        s.close()
+
+
+def test_a_kill_in_the_pause_after_a_snapshot_piece_loses_nothing(tenant):
+    """DBSVC_FAULT=flush:2:KILL: SIGKILL in the pause after the second flushed piece of
+    snapshot.new or log.retained.new, eight writers running, before the commit point: the next open discards the `.new` files
+    and has every acknowledged write in the old epoch. Without the hook the child never died."""
+    epoch, last = _killed_in_a_pause(tenant, "flush:2:KILL")
+    assert _owed(tenant, last) == epoch
+
+
+@pytest.mark.skipif(
+    not THP.exists() or "[never]" in THP.read_text(), reason="no transparent huge pages to advise on this kernel"
+)
+def test_a_kill_in_the_pause_after_a_collapsed_piece_loses_nothing(tenant):
+    """DBSVC_FAULT=collapse:1:KILL: SIGKILL in the heap's first pause after a switch, eight
+    writers running: the next open has the new epoch and every acknowledged write."""
+    epoch, last = _killed_in_a_pause(tenant, "collapse:1:KILL")
+    assert _owed(tenant, last) != epoch
