@@ -361,8 +361,8 @@ class Application(WriteRoutes, OperationalRoutes):
                 body = b'{"data":[],"total":0,"limit":%d,"offset":%d}' % (query.limit, query.offset)
                 return Response(200, body, self._read_headers(watermark, query.as_of))
             query = scoped
-        # a page sent whole (no expand, projection, as_of or rules) may hand out a record not
-        # kept as its JSON, bytes made from its stored text (storage/shown.py)
+        # a page sent whole (no expand, projection, as_of or rules) comes as its records' JSON,
+        # kept beside their dicts or cut from their stored text (storage/shown.py)
         whole = query.as_of is None and query.projection is None and not query.expand and model.rules is None
         records, total, watermark, more = self.store.list_page(model.name, query, whole)
         if query.expand:

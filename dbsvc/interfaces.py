@@ -107,8 +107,8 @@ class ServedStore(Protocol):
 
     def list_records(self, model: str, query: Query) -> tuple[list[Record], int, int]: ...
 
-    # texts: a record whose dict is not kept, but the last, may be its JSON bytes; the last,
-    # then, a dict carrying its JSON as `text` (storage/shown.py `SentRecord`)
+    # texts: every record of the present but the last as its JSON bytes (a dict where its
+    # text gives none), the last a dict carrying its JSON as `text` (storage/shown.py `SentRecord`)
     def list_page(self, model: str, query: Query, texts: bool = False) -> tuple[list[Any], int, int, bool]: ...
 
     def live_ids(

@@ -137,14 +137,24 @@ class EncodedRecords:
         joined once each, and keeping each cost a tuple of its records and an eviction.
 
         `texts`: the page was asked of the store with texts (storage/shown.py
-        `ShownDicts.page`), so each plain dict of it is one the store keeps (or, rarely, a
-        record whose text may hold a lone surrogate): its JSON is kept at once, without
-        this cache's own `admits` (the store's admission said yes; one rule, asked once a
-        record), so the two caches hold the same records. Before, a record the store
-        admitted on its second read met this cache's first miss and was refused here, and
-        encoded again on its next page (bench/README.md, wt-rand5's counts). A page
-        holding a record not kept (its JSON as bytes, or the last as the store's
-        `SentRecord`, a dict carrying its `text`) is `_texts_page`'s, never kept."""
+        `ShownDicts.page`): every record but the last is its JSON (bytes) and the last a
+        `SentRecord` (a dict carrying its `text`), the store's one lookup a record having
+        found each kept record's JSON beside its dict (before, a kept record was looked up
+        here again by id, and one the store admitted was encoded here; bench/README.md,
+        wt-rand8): the page is those bytes joined, nothing looked up, encoded or kept here.
+        A plain dict among them (a record whose text may hold a lone surrogate, which the
+        store does not cut, and then keeps or not by its rule) goes by `_texts_page`,
+        which encodes it and keeps its JSON at once, without this cache's own `admits`, as
+        it kept every dict of such a page before; a page of plain dicts only (or an older
+        store's: each a dict the store keeps) is joined as without texts, each dict's JSON
+        kept at once, the page kept from its second join."""
+        if texts and records and type(records[-1]) is not dict:  # the store's SentRecord last
+            texts_of = records[:-1]
+            texts_of.append(records[-1].text)
+            try:
+                return b",".join(texts_of)
+            except TypeError:  # a plain dict among them
+                return self._texts_page(model, records)
         key = tuple(map(id, records))
         kept = self._pages.get(key)
         if kept is not None:
@@ -159,8 +169,6 @@ class EncodedRecords:
         if None not in found and all(map(is_, map(_first, found), records)):
             parts = map(_second, found)  # every record's JSON kept: looked up and tested in C
         elif texts:  # dicts the store keeps: their JSON kept at once (docstring)
-            if type(records[-1]) is not dict:  # the store's SentRecord: a record not kept
-                return self._texts_page(model, records)
             parts = [
                 entry[1] if entry is not None and entry[0] is record else self.encode(model, record, json_bytes(record))
                 for record, entry in zip(records, found)
@@ -179,11 +187,11 @@ class EncodedRecords:
         return page
 
     def _texts_page(self, model: CompiledModel, records: list[Any]) -> bytes:
-        """`encode_page` of a page with texts holding a record not kept: a record's JSON
-        (bytes) is joined as it is, the last record as a `SentRecord` (a dict, not plain)
-        gives its `text`, both kept nowhere; every plain dict is one the store keeps, so
-        its JSON is kept without asking `admits` again (`encode_page`'s `texts`). Such a
-        page is never kept (a record of it was not)."""
+        """`encode_page` of a page with texts holding a plain dict beside the store's JSON:
+        a record's JSON (bytes) is joined as it is, the last record as a `SentRecord` (a
+        dict, not plain) gives its `text`, both kept nowhere here; a plain dict (a record
+        the store did not cut) has its JSON kept without asking `admits` (`encode_page`'s
+        `texts`: a rare record, its entry bounded as any). Such a page is never kept."""
         entries, id_field = self._entries[model.name], model.id_field
         parts = []
         for record in records:

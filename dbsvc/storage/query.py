@@ -203,7 +203,7 @@ def list_live(table: Table, query: Query) -> tuple[list[dict], int]:
 
 def list_page(table: Table, query: Query, texts: bool = False) -> tuple[list[Any], int, bool]:
     """(page, total, whether another page follows it: never after an empty page) over the live state; a query with
-    operators or a cursor is planned by seek.py. `texts`: records not kept may be JSON bytes (`Table.shown_all`)."""
+    operators or a cursor is planned by seek.py. `texts`: the records as JSON bytes, the last a dict carrying its JSON (`Table.shown_all`)."""
     if has_operators(query):
         planned = bucket_operators(table, query)  # a range and filters over a bucket kept in order
         ids, total, more = planned if planned is not None else plan_operators(table, query)

@@ -20,19 +20,21 @@ one identity test of the stored records at C speed, where a probe per id was mos
 cost of a page.
 
 A page asked for to be sent whole (`page(..., texts=True)`: a list answer with no
-projection, `expand=`, `as_of` or access rules, the app's `list`) gets, for each record
-whose dict would not be kept (`admits` says no), that record's JSON made from its stored
-text (rows.py `record_json`: bytes, no dict, no decode, no encode) instead of a dict
-made for the page and dropped: at 1,000,000 records most of a random page's records are
-such (bench/README.md, wt-rand2 and wt-rand3). The page's last record is always a dict
-(its `Link` reads its sort keys; it is made as a dict at once, never cut first); when
-its dict is not kept either, it comes as a `SentRecord`: that dict carrying its JSON
-from its stored text (`text`), so the page's bytes need no encoding of it. A record whose
-text may hold a lone surrogate is decoded as before (a plain dict). What is kept is what
-`page` keeps without texts: the same dicts, the same admissions, no page with a record
-not kept. So on such a page every plain dict but a surrogate's is one this cache keeps,
-and the application keeps the JSON of exactly those (readcache.py `EncodedRecords`
-`encode_page` with `texts`): both caches admit the same records, by this one rule.
+projection, `expand=`, `as_of` or access rules, the app's `list`) is handed out as JSON,
+not dicts: every record but the last as its JSON (bytes), the last as a `SentRecord`,
+its dict (its `Link` reads its sort keys) carrying its JSON (`text`). A record's JSON is
+cut from its stored text (rows.py `record_json`: no decode, no encode) and kept in the
+record's entry beside its dict (id -> (stored record, dict, JSON or None)), so a kept
+record's JSON is found by the one lookup that finds its dict: the application joins the
+page's bytes and looks nothing up again (before, a kept record went through this cache
+and then the application's encoded records, keyed by id again and tested by the dict's
+identity, and a record admitted here was encoded there, ~4 us, where its cut costs ~1.4;
+bench/README.md, wt-rand8). The admission is unchanged: a record not kept (`admits`
+says no) is cut and dropped, as before; a kept one is decoded and kept with its JSON; a
+dict kept without its JSON (a write's, a GET's, a projection's page) gets it on its
+first page with texts. A record whose text may hold a lone surrogate gives no cut
+(`record_json` None) and is handed out as its dict, as before; the application encodes
+it. Pages with texts are kept apart from pages of dicts, by the same rules.
 
 Plain data: no I/O; imports rows.py and dbsvc/admission.py only.
 """
@@ -51,14 +53,14 @@ SHOWN = 65536  # dicts a table remembers handing out (the application caches as 
 SHOWN_BYTES = 4096  # a stored record longer than this is never remembered as a dict
 SHOWN_PAGES, SHOWN_PAGE = 64, 100  # pages `page` remembers, of at most this many ids
 SEEN = 65536  # ids read once lately, of which a full cache admits a second read (`admits`)
-_first, _second = itemgetter(0), itemgetter(1)  # an entry's stored record, its dict
+_first, _second, _third = itemgetter(0), itemgetter(1), itemgetter(2)  # an entry's stored record, dict, JSON
 
 
 class SentRecord(dict):
-    """A record's dict handed out with its JSON (`text`, bytes) made from its stored text:
-    a page's last record whose dict is not kept (`ShownDicts.page` with texts). It is the
-    record as a dict for whoever reads its values (the page's `Link`), and its bytes for
-    the page; made for one page and kept nowhere."""
+    """A record's dict handed out with its JSON (`text`, bytes): a page's last record
+    (`ShownDicts.page` with texts). It is the record as a dict for whoever reads its
+    values (the page's `Link`), and its bytes for the page; a copy made for one page and
+    kept nowhere (the kept dict stays a plain dict)."""
 
     __slots__ = ("text",)
 
@@ -66,7 +68,8 @@ class SentRecord(dict):
 
 
 class ShownDicts:
-    """id -> (stored record, its dict) of the last SHOWN handed out, and the last pages."""
+    """id -> (stored record, its dict, its JSON or None) of the last SHOWN handed out, and
+    the last pages."""
 
     __slots__ = (
         "_asked_pages",
@@ -75,6 +78,7 @@ class ShownDicts:
         "_layout",
         "_pages",
         "_seen",
+        "_sent_pages",
         "_shown",
         "capacity",
         "refused",
@@ -90,9 +94,11 @@ class ShownDicts:
         self._layout, self._count = layout(fields).encode("utf-8") if fields else b"", len(fields)
         self.capacity = capacity or SHOWN  # dicts kept at most
         self.window = window or SEEN  # ids read once that `admits` remembers at most
-        self._shown: OrderedDict[Any, tuple[Stored, dict]] = OrderedDict()
+        # id -> (stored record, its dict, its JSON cut from the stored record or None)
+        self._shown: OrderedDict[Any, tuple[Stored, dict, bytes | None]] = OrderedDict()
         # a page's ids -> (their stored records, their dicts) of the last SHOWN_PAGES pages
         self._pages: OrderedDict[tuple[Any, ...], tuple[list[Stored], list[dict]]] = OrderedDict()
+        self._sent_pages: OrderedDict[tuple[Any, ...], tuple[list[Stored], list[Any]]] = OrderedDict()  # with texts
         self._seen = SecondAsk(self.window)  # ids missed once while the dicts were full (`admits`)
         self._asked_pages = SecondAsk(SHOWN_PAGES)  # pages made once and not kept (`page`)
         self.refused = 0  # records handed out and not kept (`admits`), ever: dicts or texts
@@ -110,7 +116,7 @@ class ShownDicts:
             return entry[1]
         return self._missed(id_, stored, entry)
 
-    def _missed(self, id_: Any, stored: Stored, entry: tuple[Stored, dict] | None) -> dict:
+    def _missed(self, id_: Any, stored: Stored, entry: tuple[Stored, dict, bytes | None] | None) -> dict:
         """A new dict of `stored`, kept if `entry` (a dict kept for an older version of
         `id_`) or `admits` says so; `refused` counts the ones not kept."""
         record = self._decode(unpack(stored))
@@ -120,27 +126,50 @@ class ShownDicts:
             self.refused += 1
         return record
 
-    def _missed_text(self, id_: Any, stored: Stored, entry: tuple[Stored, dict] | None) -> Any:
-        """`_missed`, but a record not kept is its JSON from `stored` (rows.py
-        `record_json`), or its dict where that gives none."""
+    def _json(self, id_: Any, stored: Stored, entry: tuple[Stored, dict, bytes | None] | None) -> Any:
+        """A record of a page with texts but the last: its JSON (bytes), from its entry
+        when `entry` is `stored`'s (cut now and kept beside its dict if it was not yet),
+        else cut from `stored`, the record kept with its dict if `entry` (an older
+        version kept) or `admits` says so; its dict where no cut is made (`record_json`
+        None: a lone surrogate may be held)."""
+        if entry is not None and entry[0] is stored:
+            text = entry[2]
+            if text is None:
+                text = record_json(self._layout, self._count, stored)
+                if text is None:
+                    return entry[1]
+                if self._shown.get(id_) is entry:  # not evicted meanwhile by a miss of this page
+                    self._shown[id_] = (stored, entry[1], text)
+            return text
+        text = record_json(self._layout, self._count, stored)
         if entry is not None or self.admits(id_):
             record = self._decode(unpack(stored))
-            self.remember(id_, stored, record)
-            return record
+            self.remember(id_, stored, record, text)
+            return text if text is not None else record
         self.refused += 1
-        text = record_json(self._layout, self._count, stored)
         return text if text is not None else self._decode(unpack(stored))
 
-    def _missed_last(self, id_: Any, stored: Stored, entry: tuple[Stored, dict] | None) -> dict:
-        """`_missed` of a page's last record with texts: a dict not kept is a `SentRecord`
-        carrying its JSON from `stored` (a plain dict where `record_json` gives none)."""
-        refused = self.refused
-        record = self._missed(id_, stored, entry)
-        if self.refused == refused:  # kept
-            return record
-        text = record_json(self._layout, self._count, stored)
-        if text is None:
-            return record
+    def _sent(self, id_: Any, stored: Stored, entry: tuple[Stored, dict, bytes | None] | None) -> dict:
+        """A page's last record with texts: a `SentRecord`, its dict carrying its JSON (a
+        copy of the kept dict, or of the one made now: kept by `_json`'s rules), or its
+        plain dict where no cut is made."""
+        if entry is not None and entry[0] is stored:
+            record, text = entry[1], entry[2]
+            if text is None:
+                text = record_json(self._layout, self._count, stored)
+                if text is None:
+                    return record
+                if self._shown.get(id_) is entry:  # not evicted meanwhile by a miss of this page
+                    self._shown[id_] = (stored, record, text)
+        else:
+            record = self._decode(unpack(stored))
+            text = record_json(self._layout, self._count, stored)
+            if entry is not None or self.admits(id_):
+                self.remember(id_, stored, record, text)
+            else:
+                self.refused += 1
+            if text is None:
+                return record
         sent = SentRecord(record)
         sent.text = text
         return sent
@@ -159,10 +188,11 @@ class ShownDicts:
         """`one` of each id of a list page and its stored record (`page`, in the same
         order); a page of the last SHOWN_PAGES whose stored records are all still the same
         gives its dicts again (module docstring). The kept dicts are looked up and tested
-        in C, all at once; a page with a miss takes them one by one. `texts`: a record
-        not kept but the last is handed out as its JSON (bytes) where its stored text
-        gives it (`_missed_text`; module docstring), and the last, when not kept, a
-        `SentRecord` (`_missed_last`)."""
+        in C, all at once; a page with a miss takes them one by one. `texts`: the page as
+        JSON, every record but the last as its bytes, the last a `SentRecord`
+        (`_texts_page`; module docstring)."""
+        if texts and self._count and ids:
+            return self._texts_page(ids, page)
         key = tuple(ids)
         kept = self._pages.get(key)
         if kept is not None and all(map(is_, page, kept[0])):
@@ -172,17 +202,11 @@ class ShownDicts:
         if None not in found and all(map(is_, map(_first, found), page)):
             out = list(map(_second, found))
         else:  # a found entry is that stored record's dict even if a miss evicts it meanwhile
-            cut = texts and self._count
-            missed = self._missed_text if cut else self._missed
+            missed = self._missed
             out = [
                 entry[1] if entry is not None and entry[0] is stored else missed(id_, stored, entry)
-                for id_, stored, entry in zip(ids[:-1], page, found)
+                for id_, stored, entry in zip(ids, page, found)
             ]
-            entry, stored = found[-1], page[-1]  # the last record is a dict: its Link reads it
-            if entry is not None and entry[0] is stored:
-                out.append(entry[1])
-            else:
-                out.append((self._missed_last if cut else self._missed)(ids[-1], stored, entry))
         # a page is kept when its dicts were (a page with a dict not admitted is not), from
         # its second ask (admission.py), or again when its kept entry was stale
         if len(ids) <= SHOWN_PAGE and self.refused == refused and (kept is not None or self._asked_pages.admits(key)):
@@ -192,13 +216,48 @@ class ShownDicts:
             pages[key] = (page, out[:])
         return out
 
+    def _texts_page(self, ids: list[Any], page: list[Stored]) -> list[Any]:
+        """`page` with texts (a page of at least one record): a page of the last
+        SHOWN_PAGES with texts whose stored records are all still the same is its JSON and
+        `SentRecord` again; else every record's kept JSON looked up, tested and read in C
+        when all are kept with theirs, else one by one (`_json`, `_sent`: cut, kept or
+        refused as `_missed` keeps)."""
+        key = tuple(ids)
+        kept = self._sent_pages.get(key)
+        if kept is not None and all(map(is_, page, kept[0])):
+            return list(kept[1])
+        found: list[Any] = list(map(self._shown.get, ids))
+        refused = self.refused
+        out = None
+        if None not in found and all(map(is_, map(_first, found), page)):
+            out = list(map(_third, found))
+            if None in out:
+                out = None
+            else:
+                last = found[-1]
+                sent = SentRecord(last[1])
+                sent.text = last[2]
+                out[-1] = sent
+        if out is None:  # a found entry is that stored record's even if a miss evicts it meanwhile
+            out = list(map(self._json, ids[:-1], page, found))
+            out.append(self._sent(ids[-1], page[-1], found[-1]))
+        # kept as `page` keeps its pages: when every record was kept, from its second ask
+        # (pages asked again and again, such as a few sorted pages, are then one lookup)
+        if len(ids) <= SHOWN_PAGE and self.refused == refused and (kept is not None or self._asked_pages.admits(key)):
+            pages = self._sent_pages
+            if kept is None and len(pages) >= SHOWN_PAGES:
+                pages.popitem(last=False)
+            pages[key] = (page, out[:])
+        return out
+
     def forget(self, id_: Any) -> None:
         """`id_`'s record is gone: drop its dict (a kept page fails its identity test anyway)."""
         self._shown.pop(id_, None)
 
-    def remember(self, id_: Any, stored: Stored, record: dict) -> None:
-        """`record` is the dict of `stored`, `id_`'s live record: keep it (or, for a
-        stored record over SHOWN_BYTES, forget any dict kept for `id_`)."""
+    def remember(self, id_: Any, stored: Stored, record: dict, text: bytes | None = None) -> None:
+        """`record` is the dict of `stored`, `id_`'s live record (`text` its JSON, when
+        known): keep it (or, for a stored record over SHOWN_BYTES, forget any dict kept
+        for `id_`)."""
         shown = self._shown
         if len(stored) > SHOWN_BYTES:
             shown.pop(id_, None)
@@ -207,4 +266,4 @@ class ShownDicts:
             shown.move_to_end(id_)
         elif len(shown) >= self.capacity:
             shown.popitem(last=False)
-        shown[id_] = (stored, record)
+        shown[id_] = (stored, record, text)

@@ -272,8 +272,8 @@ class Store(TableWrites):
 
     def list_page(self, model: str, query: Query, texts: bool = False) -> tuple[list[Any], int, int, bool]:
         """(page, total, watermark, whether another page follows: a list's Link rel=next).
-        `texts`: the page is only to be sent whole, so a record of the present whose dict
-        is not kept, but the last, may come as its JSON, bytes (shown.py `ShownDicts.page`)."""
+        `texts`: the page is only to be sent whole, so the records of the present come as
+        their JSON, bytes, the last as a dict carrying its JSON (shown.py `ShownDicts.page`)."""
         table = self.table(model)
         as_of = query.as_of
         if as_of is None or as_of >= table.watermark:

@@ -238,7 +238,7 @@ class Table:
 
     def shown_all(self, ids: list[Any], texts: bool = False) -> list[Any]:
         """`shown` of the live record of each id of a list page (shown.py `ShownDicts.page`);
-        `texts`: a record whose dict is not kept, but the last, may be its JSON (bytes)."""
+        `texts`: every record but the last as its JSON (bytes), the last a `SentRecord`."""
         return self.dicts.page(ids, pick(self.live, ids), texts)
 
     def prime(self, id_: Any, stored: Stored, record: dict) -> None:

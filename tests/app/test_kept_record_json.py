@@ -190,3 +190,74 @@ def test_pages_at_many_cursors_between_writes_answer_the_records_with_both_cache
     # the app never asked its own rule on these pages: it kept what the store kept
     assert table.dicts.refused > 0 and app.encoded.refused == 0
     store.close()
+
+
+def test_pages_whole_projected_and_as_of_at_random_cursors_between_writes_answer_the_records(tmp_path):
+    """The store keeps a record's JSON beside its dict and hands it to whole pages (shown.py,
+    wt-rand8): a page under a projection or at a past watermark, asked between them at the
+    same cursors, never gets it, and no whole page gets a version's JSON after the record
+    changed or left. Both caches shrunk to 6, so they are full and refuse; each body is the
+    records' by brute force (the state at that watermark for `as_of`) and a fresh
+    application's."""
+    store = open_store(str(tmp_path), sync="off")
+    app = Application(BLOG, store, Broker(store, BLOG.BY_NAME, 64), list_cache_bytes=0)
+    table = store.table("BlogPost")
+    app.encoded.capacity = table.dicts.capacity = 6
+    rng = random.Random(53)
+    records: dict[int, dict] = {}
+    states: list[tuple[int, dict[int, dict]]] = []  # (watermark, the records then)
+    asked = {"whole": 0, "projection": 0, "as_of": 0}
+
+    def scored(i: int, step: int) -> dict:
+        return post(i, title=f"t{i}-{step}", body=body_text(step, rng), score=float(rng.randint(0, 9)))
+
+    async def go() -> None:
+        from support.storage import user
+
+        await store.insert("User", user(1))
+        for i in range(1, 31):
+            records[i] = scored(i, 0)
+            await store.insert("BlogPost", records[i])
+        states.append((store.watermarks()["BlogPost"], dict(records)))
+        for step in range(1, 360):
+            roll = rng.random()
+            if roll < 0.25 and records:
+                i = rng.choice(list(records))
+                records[i] = scored(i, step)
+                await store.replace("BlogPost", i, records[i])
+            elif roll < 0.32 and records:
+                i = rng.choice(list(records))
+                del records[i]
+                await store.delete("BlogPost", i)
+            elif roll < 0.37:
+                i = max(records, default=0) + 1
+                records[i] = scored(i, step)
+                await store.insert("BlogPost", records[i])
+            else:
+                kind = rng.choice(list(asked))
+                by_score = rng.random() < 0.5
+                key, after = float(rng.randint(0, 10)), rng.randint(0, 35)
+                sort = (("score", True),) if by_score else ()
+                cursor = encode_cursor("BlogPost", sort, [key] if by_score else [], after)
+                target = f"/api/blog-post?{'sort=-score&' if by_score else ''}limit=5&cursor={cursor}"
+                state = records
+                if kind == "projection":
+                    target += "&projection=summary"
+                elif kind == "as_of":
+                    watermark, state = rng.choice(states)
+                    target += f"&as_of={watermark}"
+                expected = expected_page(state, by_score, key, after)
+                if kind == "projection":
+                    expected = [{"id": r["id"], "title": r["title"], "score": r["score"]} for r in expected]
+                got = answer(app, target)
+                assert got[0] == 200, got
+                assert json.loads(got[1])["data"] == expected, target
+                assert got[1].startswith(b'{"data":[' + b",".join(map(json_bytes, expected)) + b"]"), target
+                assert got == answer(fresh(store), target)
+                asked[kind] += 1
+                continue
+            states.append((store.watermarks()["BlogPost"], dict(records)))
+
+    run(go())
+    assert min(asked.values()) > 50 and table.dicts.refused > 0
+    store.close()

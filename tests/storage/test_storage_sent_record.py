@@ -1,7 +1,8 @@
 """A page's last record asked with texts (storage/shown.py `ShownDicts.page`): when its dict
 is not kept it comes as a `SentRecord`, the dict its `Link` reads carrying its JSON cut from
 its stored text (`text`), so the application joins bytes and encodes nothing of it; a kept
-last record is the kept dict, and one whose text may hold a lone surrogate a plain dict.
+last record is a copy of the kept dict carrying the JSON kept beside it (session 21,
+wt-rand8), and one whose text may hold a lone surrogate a plain dict.
 What is kept does not change: the same dicts, the same refusals as before (issue 36 item 2,
 wt-rand6). No store and no fixture, as test_storage_shown_units.py."""
 
@@ -41,15 +42,18 @@ def test_a_last_record_not_kept_comes_as_its_dict_carrying_its_json():
     assert dicts.refused == 3 and list(dicts.ids) == [9001, 9002]  # nothing kept, as before
 
 
-def test_a_kept_last_record_is_the_kept_dict():
+def test_a_kept_last_record_is_a_copy_of_the_kept_dict_carrying_its_kept_json():
     dicts = full()
     kept = dicts.page([9001, 9002], KEPT)
     out = dicts.page([5, 9002], [stored(5), KEPT[1]], texts=True)
-    assert out[1] is kept[1] and type(out[1]) is dict
-    again = dicts.page([5, 6], [stored(5), stored(6)], texts=True)  # 6 once: refused
-    assert type(again[1]) is SentRecord
-    assert type(dicts.page([6], [stored(6)], texts=True)[0]) is dict  # its second read: kept
-    assert 6 in dicts.ids
+    assert type(out[1]) is SentRecord and out[1] == kept[1] and out[1] is not kept[1]
+    assert out[1].text == json_bytes(kept[1]) and dicts.one(9002, KEPT[1]) is kept[1]
+    assert dicts.page([9002], [KEPT[1]], texts=True)[0].text is out[1].text  # kept beside the dict
+    six = stored(6)
+    again = dicts.page([5, 6], [stored(5), six], texts=True)  # 6 once: refused
+    assert type(again[1]) is SentRecord and 6 not in dicts.ids
+    last = dicts.page([6], [six], texts=True)[0]  # its second read: kept, a copy handed out
+    assert type(last) is SentRecord and 6 in dicts.ids and type(dicts.one(6, six)) is dict
 
 
 def test_a_last_record_that_may_hold_a_lone_surrogate_is_a_plain_dict():

@@ -202,14 +202,17 @@ def test_texts_are_asked_for_only_when_the_caller_says_so_and_the_cache_knows_it
     assert bare.page([1, 2], [stored(1), stored(2)], texts=True) == [{"id": 1, "name": "r1"}, {"id": 2, "name": "r2"}]
 
 
-def test_a_kept_dict_and_a_kept_version_come_as_dicts_in_a_page_with_texts():
+def test_a_kept_dict_and_a_kept_version_come_as_their_json_in_a_page_with_texts():
     dicts = ShownDicts(decoded, capacity=2, window=64, fields=FIELDS)
     one, two = stored(1), stored(2)
     kept = dicts.page([1, 2], [one, two])  # not full yet: both kept
-    new = stored(2, "new")  # a new version of a kept record: kept at once, a dict
+    new = stored(2, "new")  # a new version of a kept record: kept at once, with its JSON
     out = dicts.page([1, 2, 7, 8], [one, new, stored(7), stored(8)], texts=True)
-    assert out[0] is kept[0] and out[1] == {"id": 2, "name": "new"} and out[2] == json_of(7)
-    assert dicts.page([2], [new])[0] is out[1] and dicts.refused == 2
+    assert out[:3] == [json_of(1), json_bytes({"id": 2, "name": "new"}), json_of(7)]
+    assert out[3] == {"id": 8, "name": "r8"} and out[3].text == json_of(8)
+    assert dicts.one(1, one) is kept[0] and dicts.one(2, new) == {"id": 2, "name": "new"}
+    assert dicts.page([2], [new])[0] is dicts.one(2, new) and dicts.refused == 2
+    assert dicts.page([1, 2], [one, new], texts=True)[0] is out[0]  # the JSON kept beside 1's dict
 
 
 def test_a_record_with_a_comma_of_its_own_is_cut_in_a_page_with_texts():
@@ -224,11 +227,36 @@ def test_a_record_that_may_hold_a_lone_surrogate_is_decoded_in_a_page_with_texts
     assert out[0] == {"id": 1, "name": "\ud800,b"} and dicts.refused == 2
 
 
-def test_a_page_with_a_text_is_never_kept():
+def test_a_page_with_texts_hands_its_kept_records_json_cut_once_and_is_kept_from_its_second_ask():
     dicts = full()
     page = [stored(1), stored(2)]
     dicts.page([9001, 9002], [stored(9001), stored(9002)])  # a page of kept dicts: asked once
-    first = dicts.page([1, 2], page, texts=True)
-    second = dicts.page([1, 2], page, texts=True)  # asked twice: still not kept (1 was refused)
-    assert type(first[0]) is bytes and type(second[0]) is dict  # 1's second read keeps it
-    assert second[1] is not first[1]
+    first = dicts.page([1, 2], page, texts=True)  # both refused: cut and dropped
+    second = dicts.page([1, 2], page, texts=True)  # their second read: kept, with their JSON
+    third = dicts.page([1, 2], page, texts=True)  # found: the kept JSON, not cut again
+    assert type(first[0]) is type(second[0]) is type(third[0]) is bytes and first[0] == json_of(1)
+    assert third[0] is second[0] and first[0] is not second[0] and dicts.refused == 2
+    assert third[1] is not second[1] and third[1].text is second[1].text  # a new copy, the kept JSON
+    kept = dicts.one(2, page[1])
+    assert type(kept) is dict and kept == third[1] and kept is not third[1]  # the kept dict stays plain
+    fourth = dicts.page([1, 2], page, texts=True)  # kept from its second ask with every record kept
+    assert fourth == third and fourth is not third and fourth[1] is third[1]
+    assert dicts.page([1, 2], [page[0], stored(2)], texts=True)[1] is not third[1]  # 2 stored anew
+
+
+def test_a_kept_json_is_never_handed_out_for_another_stored_version():
+    """A table may store a new version without handing its dict here (a replica's applied
+    frames, a refused write undone): a kept record's JSON (wt-rand8) goes out only for the
+    very stored record it was cut from, in a page found whole, one by one, and as its last."""
+    dicts = ShownDicts(decoded, capacity=4, window=64, fields=FIELDS)
+    one, two = stored(1), stored(2)
+    dicts.page([1, 2], [one, two])  # kept
+    first = dicts.page([1, 2], [one, two], texts=True)  # their JSON cut and kept beside
+    assert first[0] == json_of(1) and first[1].text == json_of(2)
+    new = stored(2, "new")  # another version of 2, never remembered
+    out = dicts.page([1, 2], [one, new], texts=True)  # found whole but for 2's identity
+    assert out[0] is first[0] and out[1] == {"id": 2, "name": "new"} and out[1].text == json_of(2, "new")
+    assert dicts.page([2, 1], [new, one], texts=True)[0] == json_of(2, "new")
+    newer = stored(1, "newer")
+    assert dicts.page([2, 1], [new, newer], texts=True)[1].text == json_of(1, "newer")
+    assert dicts.page([1], [newer], texts=True)[0].text == json_of(1, "newer")
