@@ -58,9 +58,13 @@ def start(schema: Path, data: Path, env: dict | None = None, args: tuple[str, ..
         for line in stream:
             lines.append(line)
 
-    threading.Thread(target=drain, args=(proc.stderr, log), daemon=True).start()
-    threading.Thread(target=drain, args=(proc.stdout, out), daemon=True).start()
-    server = Process(proc, port, data, log)
+    readers = tuple(
+        threading.Thread(target=drain, args=(stream, lines), daemon=True)
+        for stream, lines in ((proc.stderr, log), (proc.stdout, out))
+    )
+    for reader in readers:
+        reader.start()
+    server = Process(proc, port, data, log, readers)
     server.out = out
     return server
 

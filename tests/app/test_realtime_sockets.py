@@ -13,7 +13,7 @@ import time
 import pytest
 
 from support.idp import TestIdp
-from support.server import ROOT
+from support.server import ROOT, server_pool
 from support.wskit import (
     closed_with,
     nothing_within,
@@ -32,7 +32,20 @@ USER = {"email": "ann@x.io", "name": "Ann"}
 
 @pytest.fixture
 def blog(serve):
+    """A server of the test's own, for a test that writes, watches counters or stops it."""
     return serve()
+
+
+@pytest.fixture(scope="module")
+def idle(tmp_path_factory):
+    """One server for the module's tests that write nothing and leave no socket open: the
+    refusals (one asserts its head offset is 0), the 426 and 405, the documents, ping and
+    close. One start instead of eighteen (~1 s of CPU each); its teardown checks that no
+    test wrote to it."""
+    with server_pool(tmp_path_factory.mktemp("idle") / "data") as pool:
+        server = pool()
+        yield server
+        assert server.get("/snapshot").json["offset"] == 0, "a test wrote to the idle server"
 
 
 # -- refusals before the upgrade ------------------------------------------------------------
@@ -55,23 +68,23 @@ def blog(serve):
         ("/live-query/user?after=99", 400, "offset_out_of_range", "ahead of the head"),
     ],
 )
-def test_refusals_before_the_upgrade_are_http_problems(blog, path, status, code, detail):
-    got_status, problem, headers = run(refusal(blog, path))
+def test_refusals_before_the_upgrade_are_http_problems(idle, path, status, code, detail):
+    got_status, problem, headers = run(refusal(idle, path))
     assert (got_status, problem["code"]) == (status, code), problem
     assert detail in problem["detail"]
     assert headers["content-type"] == "application/problem+json"
-    assert blog.get("/health").status == 200
+    assert idle.get("/health").status == 200
 
 
-def test_a_plain_get_on_a_feed_is_426_with_the_upgrade_header(blog):
-    reply = blog.get("/subscribe/user")
+def test_a_plain_get_on_a_feed_is_426_with_the_upgrade_header(idle):
+    reply = idle.get("/subscribe/user")
     assert reply.status == 426
     assert reply.headers["upgrade"] == "websocket"
     assert reply.json["code"] == "upgrade_required"
 
 
-def test_a_post_to_a_feed_is_405(blog):
-    reply = blog.post("/subscribe/user", {})
+def test_a_post_to_a_feed_is_405(idle):
+    reply = idle.post("/subscribe/user", {})
     assert reply.status == 405
     assert reply.headers["allow"] == "GET"
 
@@ -93,8 +106,8 @@ def test_compression_offered_by_the_client_is_declined(blog):
     run(body())
 
 
-def test_asyncapi_document_is_served(blog):
-    reply = blog.get("/asyncapi.json")
+def test_asyncapi_document_is_served(idle):
+    reply = idle.get("/asyncapi.json")
     assert reply.status == 200
     assert reply.json["asyncapi"].startswith("3.")
 
@@ -202,9 +215,9 @@ def test_message_over_64_kib_closes_with_1009_and_the_server_goes_on(blog):
     run(body())
 
 
-def test_fragmented_message_over_the_limit_closes_with_1009(blog):
+def test_fragmented_message_over_the_limit_closes_with_1009(idle):
     async def body():
-        async with open_ws(blog, "/subscribe/user") as ws:
+        async with open_ws(idle, "/subscribe/user") as ws:
             await ws.send(iter([b"a" * 40000, b"b" * 40000]))  # two frames, 80,000 bytes
             code, _reason = await closed_with(ws)
             assert code == 1009
@@ -323,7 +336,7 @@ def test_sigterm_closes_every_socket_with_1001(blog):
             assert (await closed_with(b))[0] == 1001
 
     run(body())
-    assert blog.proc.wait(timeout=30) == 0
+    assert blog.wait(timeout=30) == 0  # its exit, and its log read to the end
     assert any("closed cleanly" in line for line in blog.log)
 
 
@@ -388,16 +401,16 @@ def test_malformed_frames_close_with_their_code_and_lose_nothing(blog, name, fra
     assert blog.get("/metrics").json["realtime"]["subscriptions"] == 0
 
 
-def test_a_client_close_is_echoed_and_the_server_closes_tcp(blog):
-    sock = raw_websocket(blog.port, "/subscribe/user")
+def test_a_client_close_is_echoed_and_the_server_closes_tcp(idle):
+    sock = raw_websocket(idle.port, "/subscribe/user")
     sock.sendall(_masked(0x8, (1000).to_bytes(2, "big") + b"bye"))
     frames = server_frames(_read_until_eof(sock))
     sock.close()
     assert frames == [(8, (1000).to_bytes(2, "big"))]
 
 
-def test_ping_from_the_client_gets_its_pong(blog):
-    sock = raw_websocket(blog.port, "/subscribe/user")
+def test_ping_from_the_client_gets_its_pong(idle):
+    sock = raw_websocket(idle.port, "/subscribe/user")
     sock.sendall(_masked(0x9, b"are you there"))
     sock.settimeout(10)
     data = b""

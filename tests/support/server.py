@@ -4,7 +4,11 @@ Every child server the tests start binds port 0 and says which port it got on on
 `wait_for_port` reads lines until that one (the dbsvc server logs `listening on
 http://HOST:PORT` on stderr, the demo app of tests/http prints `PORT <n>` on stdout).
 `start_server` then drains stderr in a thread so the pipe never fills and tests can read the
-log. Requests go through `http.client`, an HTTP client independent of our protocol layer.
+log; `Server.stop` and `Server.wait` return only once that thread has read the log to its end,
+so the lines a server writes as it exits are in `log` when they return (a test that read the
+log right after `proc.wait` could miss its last line on a loaded host). Requests go through
+`http.client`, an HTTP client independent of our protocol layer, each bounded by the server's
+`request_timeout` (30 s; a test whose requests carry tens of MB asks for more).
 """
 
 from __future__ import annotations
@@ -45,11 +49,21 @@ class Reply:
 
 
 class Server:
-    def __init__(self, proc: subprocess.Popen, port: int, data_dir: Path, log: list[str]) -> None:
+    def __init__(
+        self,
+        proc: subprocess.Popen,
+        port: int,
+        data_dir: Path,
+        log: list[str],
+        readers: tuple[threading.Thread, ...] = (),
+        request_timeout: float = 30,
+    ) -> None:
         self.proc = proc
         self.port = port
         self.data_dir = data_dir
         self.log = log
+        self.readers = readers  # the threads that read the child's pipes into `log` (and more)
+        self.request_timeout = request_timeout
         self._conn: http.client.HTTPConnection | None = None
 
     def request(self, method: str, path: str, body=None, headers: dict | None = None) -> Reply:
@@ -59,7 +73,7 @@ class Server:
             headers.setdefault("Content-Type", "application/json")
         for attempt in (1, 2):
             if self._conn is None:
-                self._conn = http.client.HTTPConnection("127.0.0.1", self.port, timeout=30)
+                self._conn = http.client.HTTPConnection("127.0.0.1", self.port, timeout=self.request_timeout)
             try:
                 self._conn.request(method, path, body=body, headers=headers)
                 resp = self._conn.getresponse()
@@ -88,7 +102,26 @@ class Server:
             self._conn = None
         if self.proc.poll() is None:
             self.proc.send_signal(sig)
-        return self.proc.wait(timeout=timeout)
+        return self.wait(timeout)
+
+    def wait(self, timeout: float = 30) -> int:
+        """The exit status, once the child has exited and its pipes are read to their end."""
+        status = self.proc.wait(timeout=timeout)
+        drained_pipes(self.readers, timeout)
+        return status
+
+
+def drained_pipes(readers: tuple[threading.Thread, ...], timeout: float) -> None:
+    """Waits for `readers` (threads reading an exited child's pipes) to reach the end of them.
+    A pipe still open `timeout` seconds after the child's exit is held by a process the child
+    left behind: that fails the test, naming it, rather than leaving its log cut short."""
+    end = time.monotonic() + timeout
+    for thread in readers:
+        thread.join(max(0.0, end - time.monotonic()))
+        if thread.is_alive():
+            raise AssertionError(
+                f"a pipe of the exited server is still open after {timeout} s: a process it left holds it"
+            )
 
 
 def wait_for_port(
@@ -124,9 +157,10 @@ def service_env(data_dir: Path, env: dict | None = None) -> dict[str, str]:
 
 def spawn_serve(
     schema: str | Path, data_dir: Path, env: dict | None, args: tuple[str, ...], ready: re.Pattern[str], timeout: float
-) -> tuple[subprocess.Popen, int, list[str]]:
+) -> tuple[subprocess.Popen, int, list[str], threading.Thread]:
     """`dbsvc serve SCHEMA ARGS...` started, waited for until its stderr matches `ready`
-    (whose group 1 is the port), its stderr then read into the returned log by a thread."""
+    (whose group 1 is the port), its stderr then read into the returned log by the returned
+    thread (which ends at the end of the pipe)."""
     proc = subprocess.Popen(
         [sys.executable, str(ROOT / "dbsvc.py"), "serve", str(schema), *args],
         cwd=ROOT,
@@ -142,15 +176,22 @@ def spawn_serve(
         for line in proc.stderr:
             log.append(line)
 
-    threading.Thread(target=drain, daemon=True).start()
-    return proc, port, log
+    reader = threading.Thread(target=drain, daemon=True)
+    reader.start()
+    return proc, port, log, reader
 
 
 def start_server(
-    schema: str | Path, data_dir: Path, env: dict | None = None, timeout: float = 30, args: tuple[str, ...] = ()
+    schema: str | Path,
+    data_dir: Path,
+    env: dict | None = None,
+    timeout: float = 30,
+    args: tuple[str, ...] = (),
+    request_timeout: float = 30,
 ) -> Server:
-    proc, port, log = spawn_serve(schema, data_dir, env, args, LISTENING, timeout)
-    return Server(proc, port, data_dir, log)
+    """`timeout` bounds the start; `request_timeout` each request's connect, send and read."""
+    proc, port, log, reader = spawn_serve(schema, data_dir, env, args, LISTENING, timeout)
+    return Server(proc, port, data_dir, log, (reader,), request_timeout)
 
 
 @contextlib.contextmanager

@@ -17,10 +17,11 @@ import re
 import signal
 import socket
 import subprocess
+import threading
 import time
 from pathlib import Path
 
-from support.server import Reply, spawn_serve
+from support.server import Reply, drained_pipes, spawn_serve
 
 READY = re.compile(r"all \d+ workers ready on http://[^:]+:(\d+)")
 TRIES = 400  # connections opened to find one worker, at most
@@ -60,9 +61,17 @@ class Workers:
     """A running supervisor and its workers."""
 
     def __init__(
-        self, proc: subprocess.Popen, port: int, data_dir: Path, log: list[str], count: int, env: dict | None = None
+        self,
+        proc: subprocess.Popen,
+        port: int,
+        data_dir: Path,
+        log: list[str],
+        count: int,
+        env: dict | None = None,
+        reader: threading.Thread | None = None,
     ) -> None:
         self.proc = proc
+        self.reader = reader  # the thread reading its stderr (and its workers') into `log`
         self.env = dict(env or {})  # the variables it was started with, beside service_env's
         self.port = port
         self.data_dir = data_dir
@@ -138,11 +147,13 @@ class Workers:
     def stop(self, sig: int = signal.SIGTERM, timeout: float = 60) -> int:
         if self.proc.poll() is None:
             self.proc.send_signal(sig)
-        return self.proc.wait(timeout=timeout)
+        status = self.proc.wait(timeout=timeout)
+        drained_pipes((self.reader,) if self.reader else (), timeout)  # the last lines are in `log`
+        return status
 
 
 def start_workers(
     schema: str | Path, data_dir: Path, count: int, env: dict | None = None, timeout: float = 90
 ) -> Workers:
-    proc, port, log = spawn_serve(schema, data_dir, env, ("--workers", str(count)), READY, timeout)
-    return Workers(proc, port, data_dir, log, count, env)
+    proc, port, log, reader = spawn_serve(schema, data_dir, env, ("--workers", str(count)), READY, timeout)
+    return Workers(proc, port, data_dir, log, count, env, reader)

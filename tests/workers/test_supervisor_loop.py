@@ -21,6 +21,7 @@ import datetime
 import errno
 import io
 import json
+import logging
 import os
 import re
 import secrets
@@ -59,6 +60,15 @@ class Run:
     out: str  # the supervisor's standard output: the ready banner
     err: str  # its log
     manager: list[bytes]  # the datagrams it sent to its own NOTIFY_SOCKET
+    signalled: list[float]  # time.monotonic() just before the driver sent each of its signals
+    logged: list[tuple[float, str]]  # time.monotonic() as each supervisor message was logged, and it
+
+    def logged_at(self, message: str) -> float:
+        """When the supervisor logged `message` (once): its log call comes before what the
+        message says it does (a kill follows its 'killing it'), so this is a time no later
+        than that action, on the journal's clock."""
+        (at,) = [at for at, said in self.logged if said == message]
+        return at
 
     def of(self, label: str, event: str) -> Events:
         return [e for e in self.events if e["label"] == label and e["event"] == event]
@@ -92,6 +102,17 @@ def journal(path: Path) -> Events:
     if not path.exists():
         return []
     return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+
+
+class Clocked(logging.Handler):
+    """Notes time.monotonic() as each record is emitted, in the logging call itself."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.records: list[tuple[float, str]] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.records.append((time.monotonic(), record.getMessage()))
 
 
 def count(events: Events, label: str, event: str) -> int:
@@ -130,6 +151,7 @@ def supervisor(tmp_path, capsys):
         }
         environ = {name: value for name, value in given.items() if value is not None}  # None: left out
         done = threading.Event()
+        signalled: list[float] = []
         main = threading.main_thread().ident
         assert main is not None
 
@@ -139,19 +161,23 @@ def supervisor(tmp_path, capsys):
             end = time.monotonic() + DEADLINE
             pending = list(signals)
             while pending and not done.is_set():
-                events = journal(path)
+                events = journal(path) + heard(clocked.records)
                 cue = stop_when if len(pending) == len(signals) else again_when
                 if time.monotonic() > end or (cue is not None and cue(events)):
+                    signalled.append(time.monotonic())
                     signal.pthread_kill(main, pending.pop(0))
                 done.wait(0.02)
 
         driver = threading.Thread(target=drive, daemon=True)
+        clocked = Clocked()
+        logging.getLogger("dbsvc.supervisor").addHandler(clocked)
         driver.start()
         try:
             status = supervise(BLOG, environ, workers, argv=argv or [sys.executable, PLAN_WORKER])
         finally:
             done.set()
             driver.join()
+            logging.getLogger("dbsvc.supervisor").removeHandler(clocked)
         captured = capsys.readouterr()
         datagrams = []
         while True:
@@ -159,7 +185,7 @@ def supervisor(tmp_path, capsys):
                 datagrams.append(manager.recv(4096))
             except BlockingIOError:
                 break
-        return Run(status, journal(path), captured.out, captured.err, datagrams)
+        return Run(status, journal(path), captured.out, captured.err, datagrams, signalled, clocked.records)
 
     yield run
     for sig, handler in previous.items():
@@ -169,12 +195,27 @@ def supervisor(tmp_path, capsys):
     assert stray == [], "a signal reached the test after the supervisor's loop ended"
 
 
+def heard(records: list[tuple[float, str]]) -> Events:
+    """The supervisor's messages so far as events of the label `supervisor`, for the cues."""
+    return [{"label": "supervisor", "event": "said", "message": message} for _, message in list(records)]
+
+
 def ready(label: str, nth: int = 1) -> Callable[[Events], bool]:
-    return lambda events: count(events, label, "ready") >= nth
+    """`label` said it was ready `nth` times, and the supervisor logged each: the worker
+    journals its readiness before it sends it, so its line alone does not mean the
+    supervisor has read it (at load, the stop then came first: no banner, no 'all ready')."""
+    said = re.compile(rf"worker {re.escape(label)} ready \(pid \d+\)")
+
+    def cue(events: Events) -> bool:
+        told = sum(1 for e in events if e["label"] == "supervisor" and said.fullmatch(e["message"]))
+        return count(events, label, "ready") >= nth and told >= nth
+
+    return cue
 
 
 def all_ready(*labels: str) -> Callable[[Events], bool]:
-    return lambda events: all(count(events, label, "ready") >= 1 for label in labels)
+    cues = [ready(label) for label in labels]
+    return lambda events: all(cue(events) for cue in cues)
 
 
 def settled(cue: Callable[[Events], bool], seconds: float = 1.0) -> Callable[[Events], bool]:
@@ -475,16 +516,26 @@ def test_a_reader_deaf_to_sigterm_is_killed_at_the_deadline_and_a_second_signal_
     assert run.status == 0
     assert len(run.of("reader-1", "term")) == 1  # a second SIGTERM does not begin the stop again
     assert run.of("reader-1", "exit") == []  # killed, so it never said so
-    assert run.of("writer", "term")[0]["at"] - run.of("reader-1", "term")[0]["at"] >= 0.2 + 5.0
+    # Killed no sooner than 0.2 + 5 s after the stop began: the driver's first SIGTERM comes
+    # before the stop (and so before the reader's), the kill after its log line. (The
+    # reader's journaled SIGTERM is no clock for this: at load its handler ran late.)
+    killed = run.logged_at("worker reader-1 did not stop in time: killing it")
+    assert killed - run.signalled[0] >= 0.2 + 5.0
+    assert run.of("writer", "term")[0]["at"] >= killed  # the writer's turn came after the kill
     assert "worker reader-1 did not stop in time: killing it" in run.said
     assert run.says(r"worker writer did not stop in time.*") == 0
 
 
 def test_a_writer_deaf_to_sigterm_is_killed_at_its_own_deadline(supervisor):
-    plan = {"writer": [["deaf", "ready", "serve"]], "reader-1": SERVING}
+    plan = {"writer": [["deaf", "ready", "serve"]], "reader-1": [["linger:1.0", "ready", "serve"]]}
     run = supervisor(plan, stop_when=all_ready("writer", "reader-1"), env={"SERVICE_SHUTDOWN_TIMEOUT": "0.2"})
     assert run.status == 0
-    assert time.monotonic() - run.of("writer", "term")[0]["at"] >= 0.2 + 5.0  # it returned after the kill
+    # The writer's deadline runs from its own SIGTERM, which follows the reader's exit (the
+    # reader journals it before it dies, a second after its SIGTERM): the kill, after its log
+    # line, comes no sooner than 0.2 + 5 s after that exit. (The writer's journaled SIGTERM is
+    # no clock for this: at load its handler ran late.)
+    killed = run.logged_at("worker writer did not stop in time: killing it")
+    assert killed - run.of("reader-1", "exit")[0]["at"] >= 0.2 + 5.0
     assert "worker writer did not stop in time: killing it" in run.said
     assert run.says(r"worker reader-1 did not stop in time.*") == 0
 
