@@ -104,7 +104,16 @@ class SpanLog(logging.StreamHandler[TextIO]):
 
     Records other than spans are written at once, after the pending lines (order is kept).
     `_pending` holds, in order, formatted lines (str) and runs of unformatted request
-    spans (a list of `log_request` tuples, always the last item while it grows)."""
+    spans (a list of `log_request` tuples, always the last item while it grows).
+
+    Locks: the buffer has a plain Lock of its own (`_buffer`); the handler's RLock (`lock`)
+    is left to `logging`, which holds it around `emit` (Handler.handle), around `flush` at
+    exit (logging.shutdown) and in `setStream`. Every read or change of the buffer, by the
+    loop's thread, the flusher thread or another, is under `_buffer`, and so is every write
+    to the stream. The order is always `lock` then `_buffer`, never the reverse, so the two
+    cannot deadlock; `_buffer` is never taken twice by one thread because nothing under it
+    logs (it formats, redacts and writes the lines, no more). A request's span takes only
+    `_buffer`: a plain Lock's `with` is cheaper than the RLock's (bench/README.md, wt-span2)."""
 
     def __init__(self, stream: TextIO, line_format: LineFormat) -> None:
         super().__init__(stream)
@@ -114,6 +123,9 @@ class SpanLog(logging.StreamHandler[TextIO]):
         self._pending_count = 0
         self._requests: list[tuple[Any, ...]] | None = None  # the run being appended to, if any
         self._by_itself = [self]  # the root's handlers when this one is alone (`alone` builds no list a span)
+        # The buffer's own lock (`_pending`, `_pending_count`, `_requests`), plain, not the
+        # handler's RLock: see "Locks" in the class docstring.
+        self._buffer = threading.Lock()
         self._wake = threading.Event()
         self._closed = False
         self._flusher = threading.Thread(target=self._flush_later, name="dbsvc-log-flush", daemon=True)
@@ -138,7 +150,7 @@ class SpanLog(logging.StreamHandler[TextIO]):
         except Exception:
             self.handleError(record)
             return
-        with self.lock:  # type: ignore[union-attr]
+        with self._buffer:
             self._append(line)
             if record.name != SPAN_LOGGER:
                 self._write_pending()
@@ -146,18 +158,33 @@ class SpanLog(logging.StreamHandler[TextIO]):
     def append_span(self, fields: dict[str, Any]) -> None:
         """A span given as fields, formatted straight into the buffer (no LogRecord)."""
         line = self.line_format.line(time.time(), "INFO", SPAN_LOGGER, "request", fields)
-        with self.lock:  # type: ignore[union-attr]
+        with self._buffer:
             self._append(line)
 
-    def append_request(self, span: tuple[Any, ...]) -> None:
-        """A `log_request` tuple, kept unformatted until the buffer is written."""
-        with self.lock:  # type: ignore[union-attr]
+    def append_request(
+        self, method: str, path: str, status: int, duration_ms: float, size: int, request_id: str
+    ) -> bool:
+        """`log_request`'s fast path: when this handler is `alone`, keep the span as one tuple,
+        unformatted until the buffer is written, and answer True; else keep nothing and answer
+        False (the caller logs it the ordinary way). `alone`'s test and `_counted`'s lines are
+        written out here, not called: this runs once per request, and the two calls were a
+        measured share of it (bench/README.md, wt-span2); tests/http/test_http_span_buffer.py holds
+        the two copies to the same answers."""
+        if logging.root.handlers != self._by_itself or _span_logger.handlers or _span_logger.filters or self.filters:
+            return False
+        span = (_now(), method, path, status, duration_ms, size, request_id)
+        with self._buffer:
             requests = self._requests
             if requests is None:
                 requests = self._requests = []
                 self._pending.append(requests)
             requests.append(span)
-            self._counted()
+            self._pending_count += 1  # _counted, written out
+            if self._pending_count >= SPAN_BUFFER_LINES:
+                self._write_pending()
+            elif self._pending_count == 1:
+                self._wake.set()
+        return True
 
     def _append(self, line: str) -> None:
         self._requests = None
@@ -191,7 +218,7 @@ class SpanLog(logging.StreamHandler[TextIO]):
             pass  # a closed or broken stderr must never take a request down with it
 
     def flush(self) -> None:
-        with self.lock:  # type: ignore[union-attr]
+        with self._buffer:
             self._write_pending()
 
     def _flush_later(self) -> None:
@@ -209,6 +236,7 @@ class SpanLog(logging.StreamHandler[TextIO]):
 
 
 _span_logger = logging.getLogger(SPAN_LOGGER)
+_now = time.time  # a span's timestamp, one name look-up a request
 _installed: list[SpanLog] = []  # the span log configure_logging installed, if any
 _configured: list[str] = []
 _error_lines: list[Callable[[str], None]] = []  # JSON mode's error line writer (write_json_everywhere)
@@ -298,9 +326,7 @@ def log_span(fields: dict[str, Any]) -> None:
 def log_request(method: str, path: str, status: int, duration_ms: float, size: int, request_id: str) -> None:
     """`log_span` of one HTTP request's fields (SPAN_FIELDS), as the protocol layer calls it
     once per request: on the fast path it stores one tuple and formats nothing."""
-    if _installed and _installed[0].alone():
-        _installed[0].append_request((time.time(), method, path, status, duration_ms, size, request_id))
-    else:
+    if not (_installed and _installed[0].append_request(method, path, status, duration_ms, size, request_id)):
         fields = dict(zip(SPAN_FIELDS, (method, path, status, round(duration_ms, 3), size, request_id)))
         _span_logger.info("request", extra={"fields": fields})
 
