@@ -46,7 +46,7 @@ and fenwick.py for the annotations.
 
 from __future__ import annotations
 
-from bisect import bisect_left
+from bisect import bisect_left, bisect_right
 from collections.abc import Callable, Iterator
 from itertools import chain, islice
 from operator import eq, itemgetter
@@ -148,6 +148,7 @@ class KeptOrders:
     __slots__ = ()
     _keys: list[Any]
     _ids: list[list[Any]]
+    _lastkeys: list[Any]
     _len: int
     _parts: KeptParts
 
@@ -341,6 +342,40 @@ class KeptOrders:
                         kept.keep_part(i, (cut, j, True), part)
                 return part[:count]
         return next(self.batches_descending(start, stop, count))[:count]
+
+    def head_after_descending(self, key: Any, id_: Any, count: int) -> tuple[list[Any], Position] | None:
+        """The first `count` ids after a cursor (`key` not None, `id_`) in descending order
+        (keys descending, ids ascending in a run) that lie in the sublist holding the
+        cursor's run, or None when that sublist's descending order is not kept
+        (`_whole_descending`) or the run may go on into the next sublist. The run [lo, hi)
+        is the whole order's slice [n - hi, n - lo), ids ascending, so the entries after
+        the cursor (its run's ids above `id_`, then every lower key of the sublist) begin
+        at n - hi + (after - lo): three bisects and one slice, where `cursor_run`,
+        `ids_head`, `head_descending` and `_short_runs_head` found the same page in four
+        steps at a cursor at random (walks.py `descending_page`, bench/README.md wt-score).
+        With the ids, the position the page goes on below, should fewer than `count` come
+        back: the sublist's start (i, 0), or the end of its first run when that run began
+        in sublist i - 1 (a run's ids ascend across the two, so the whole run is the
+        caller's: `head_descending`)."""
+        if len(self._keys) > WHOLE_SUBLISTS:  # no sublist's order is made (1,000,000 posts): no bisect spent
+            return None
+        i = bisect_left(self._lastkeys, key)
+        if i == len(self._keys):  # above every key: the page starts at the top
+            return None
+        keys = self._keys[i]
+        n = len(keys)
+        lo = bisect_left(keys, key)
+        hi = bisect_right(keys, key, lo)
+        if hi == n:  # the run may go on in sublist i + 1 (its ids above `id_` there come first)
+            return None
+        whole = self._whole_descending(i, n)
+        if whole is None:
+            return None
+        at = n - hi + bisect_right(self._ids[i], id_, lo, hi) - lo
+        below = 0  # the sublist's first run goes on in sublist i - 1 (its lower ids come first): left to the caller
+        if i and self._lastkeys[i - 1] == keys[0]:
+            below = bisect_right(keys, keys[0])
+        return whole[at : min(at + count, n - below)], (i, below)
 
     def _whole_descending(self, i: int, n: int) -> list[Any] | None:
         """Sublist i's ids (`n` of them) in descending order (keys descending, ids ascending

@@ -146,9 +146,18 @@ def descending_page(table: Table, field: str, window: Window, cursor: Any, end: 
     kept while its sublist is unchanged, keptparts.py `_kept`). A cursor page and a range
     sorted by its own field cost about a page sorted alone (bench/README.md)."""
     index = table.ordered[field]
-    start, stop = window.span(index)
-    out: list[Any] = []
     ck = cursor[0][0] if cursor is not None else None
+    if ck is not None and window.values and window.low is None and window.high is None:
+        # a cursor at a key, the whole index: past the nulls (first descending), so the
+        # page is a slice of the cursor's sublist's kept order and what follows below it
+        found = index.head_after_descending(ck, cursor[1], end)
+        if found is not None:
+            out, below = found
+            if len(out) < end and below > (0, 0):  # the rest from below the sublist (or its first run)
+                out += index.head_descending((0, 0), below, end - len(out))
+            return out
+    start, stop = window.span(index)
+    out = []
     if window.nulls and ck is None:  # no cursor, or one in the nulls: they come first
         out = list(islice(index.nulls if cursor is None else index.nulls.iter_after(cursor[1]), end))
     elif ck is not None:
