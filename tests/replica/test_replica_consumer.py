@@ -28,7 +28,7 @@ from websockets.datastructures import Headers
 from websockets.http11 import Response
 
 from dbsvc.storage.logfile import MAX_PAYLOAD
-from support.server import ROOT, start_server
+from support.server import ROOT, server_pool, start_server
 from support.storage import file_offsets
 from support.tlskit import self_signed
 from support.wskit import open_ws, run
@@ -160,11 +160,29 @@ def follow(tmp_path: Path, server, out: Path, *args: str, env: dict | None = Non
 # -- against a real server -------------------------------------------------------------------
 
 
-def test_file_holds_exactly_the_frames_the_server_holds(serve, tmp_path):
-    server = serve()
-    write_users(server.port, 10)
-    assert server.request("PATCH", "/api/user/3", {"name": "B"}).status == 200
-    assert server.request("DELETE", "/api/user/4").status == 204
+WRITTEN_HEAD = 12  # the shared server's frames: ten inserts, one update, one delete
+
+
+@pytest.fixture(scope="module")
+def written(tmp_path_factory):
+    """One blog server for the tests that only read it (a consumer is a reader): ten users,
+    user 3 renamed, user 4 deleted, so offsets 1..12 hold all three kinds of frame. Shared to
+    save a server start a test; the teardown fails the module if a test wrote to it (its head
+    moved or its frames differ), since each test's figures assume these twelve frames."""
+    with server_pool(tmp_path_factory.mktemp("written") / "data") as pool:
+        server = pool()
+        write_users(server.port, 10)
+        assert server.request("PATCH", "/api/user/3", {"name": "B"}).status == 200
+        assert server.request("DELETE", "/api/user/4").status == 204
+        frames = server_frames(server, 0, WRITTEN_HEAD)
+        yield server
+        assert server.proc.poll() is None, "a test stopped the shared server"
+        assert head(server) == WRITTEN_HEAD, "a test wrote to the shared server"
+        assert server_frames(server, 0, WRITTEN_HEAD) == frames
+
+
+def test_file_holds_exactly_the_frames_the_server_holds(written, tmp_path):
+    server = written
     out = tmp_path / "replica.log"
     consumer = follow(tmp_path, server, out)
     assert out.read_bytes() == server_frames(server, 0, 12)
@@ -223,15 +241,20 @@ def test_it_reconnects_to_a_restarted_server_and_goes_on(tmp_path):
             server.stop()
 
 
-@pytest.fixture
-def guarded(serve, tmp_path):
+@pytest.fixture(scope="module")
+def guarded(tmp_path_factory):
+    """One guarded blog server with two users, shared by the tests that only read it (a
+    consumer with a token, or refused one); the teardown fails the module if its head moved."""
     from support.idp import TestIdp
 
-    idp = TestIdp(tmp_path)
-    server = serve(data_dir=idp.data_dir(), env=idp.server_env())
-    token = idp.token
-    write_users(server.port, 2, headers={"Authorization": f"Bearer {token()}"})
-    return server, token
+    idp = TestIdp(tmp_path_factory.mktemp("guarded"))
+    with server_pool(idp.data_dir()) as pool:
+        server = pool(env=idp.server_env())
+        token = idp.token
+        write_users(server.port, 2, headers={"Authorization": f"Bearer {token()}"})
+        yield server, token
+        assert server.proc.poll() is None, "a test stopped the shared server"
+        assert head(server) == 2, "a test wrote to the shared server"
 
 
 def test_a_guarded_server_takes_the_token_from_the_flag_or_the_environment(guarded, tmp_path):
@@ -313,10 +336,9 @@ def test_replication_off_ends_the_run_with_404(serve, tmp_path):
     assert "[runtime] replication = true" in consumer.stderr
 
 
-def test_an_offset_ahead_of_the_server_ends_the_run(serve, tmp_path):
-    server = serve()
-    write_users(server.port, 1)
-    consumer = Consumer(tmp_path, base(server), "--after", "7")
+def test_an_offset_ahead_of_the_server_ends_the_run(written, tmp_path):
+    server = written
+    consumer = Consumer(tmp_path, base(server), "--after", str(WRITTEN_HEAD + 1))
     assert consumer.wait() == 1
     assert "HTTP 400 offset_out_of_range" in consumer.stderr
 
@@ -339,9 +361,8 @@ def test_a_torn_tail_is_cut_and_the_run_resumes(serve, tmp_path, tail):
     assert out.read_bytes() == server_frames(server, 0, 8)
 
 
-def test_damage_before_the_tail_is_refused_and_nothing_is_cut(serve, tmp_path):
-    server = serve()
-    write_users(server.port, 6)
+def test_damage_before_the_tail_is_refused_and_nothing_is_cut(written, tmp_path):
+    server = written
     out = tmp_path / "replica.log"
     follow(tmp_path, server, out)
     frames = server_frames(server, 0, 2)
@@ -354,47 +375,46 @@ def test_damage_before_the_tail_is_refused_and_nothing_is_cut(serve, tmp_path):
     assert out.read_bytes() == bytes(data)
 
 
-def test_after_must_agree_with_the_file(serve, tmp_path):
-    server = serve()
-    write_users(server.port, 3)
+def test_after_must_agree_with_the_file(written, tmp_path):
+    server = written
     out = tmp_path / "replica.log"
     follow(tmp_path, server, out)
     before = out.read_bytes()
     consumer = Consumer(tmp_path, base(server), "--out", str(out), "--after", "1")
     assert consumer.wait() == 2
-    assert "--after 1 disagrees with" in consumer.stderr and "ends at offset 3" in consumer.stderr
+    assert "--after 1 disagrees with" in consumer.stderr and "ends at offset 12" in consumer.stderr
     assert out.read_bytes() == before
-    follow(tmp_path, server, out, "--after", "3")  # agreeing is fine
+    follow(tmp_path, server, out, "--after", "12")  # agreeing is fine
     assert out.read_bytes() == before
 
 
-def test_a_second_consumer_on_the_same_file_is_refused(serve, tmp_path):
-    server = serve()
-    write_users(server.port, 1)
+def test_a_second_consumer_on_the_same_file_is_refused(written, tmp_path):
+    server = written
     out = tmp_path / "replica.log"
     first = Consumer(tmp_path, base(server), "--out", str(out))
-    wait_until(lambda: last_offset(out) == 1, "offset 1", consumer=first)
+    wait_until(lambda: last_offset(out) == WRITTEN_HEAD, "the head", consumer=first)
     second = Consumer(tmp_path, base(server), "--out", str(out))
     assert second.wait() == 2
     assert "in use by another" in second.stderr
     assert first.stop() == 0
 
 
-def test_without_out_each_event_is_a_json_line_on_stdout(serve, tmp_path):
-    server = serve()
-    write_users(server.port, 3)
-    consumer = Consumer(tmp_path, base(server), "--after", "1")
+def test_without_out_each_event_is_a_json_line_on_stdout(written, tmp_path):
+    server = written
+    consumer = Consumer(tmp_path, base(server), "--after", "10")
     wait_until(lambda: consumer.stdout.count(b"\n") == 2, "two lines", consumer=consumer)
     assert consumer.stop(signal.SIGINT) == 0
     lines = consumer.stdout.splitlines()
-    frames = server_frames(server, 1, 2)
+    frames = server_frames(server, 10, 2)
     assert lines == [frames[16 : 16 + len(lines[0])], frames[32 + len(lines[0]) :]]
-    assert [json.loads(line)["offset"] for line in lines] == [2, 3]
+    assert [(json.loads(line)["offset"], json.loads(line)["kind"]) for line in lines] == [
+        (11, "update"),
+        (12, "delete"),
+    ]
 
 
-def test_progress_is_drawn_on_a_terminal(serve, tmp_path):
-    server = serve()
-    write_users(server.port, 5)
+def test_progress_is_drawn_on_a_terminal(written, tmp_path):
+    server = written
     master, slave = pty.openpty()
     consumer = Consumer(tmp_path, base(server), "--out", str(tmp_path / "r.log"), stderr=slave)
     os.close(slave)
@@ -405,7 +425,7 @@ def test_progress_is_drawn_on_a_terminal(serve, tmp_path):
             if select.select([master], [], [], 0.5)[0]:
                 seen += os.read(master, 65536)
         assert b"lag 0" in seen, seen
-        assert b"\r5 frames" in seen and b"offset 5" in seen
+        assert b"\r12 frames" in seen and b"offset 12" in seen
         assert consumer.stop() == 0
     finally:
         os.close(master)
