@@ -19,7 +19,7 @@ import pytest
 
 from dbsvc.storage import files, heap, online, retain, snapshot
 from dbsvc.storage.heap import HUGE_PAGE, collapse_in_pieces
-from support.storage import ROOT, check_indexes, killed_child_records, open_store, run, user
+from support.storage import assert_acknowledged_kept, check_indexes, killed_writers_records, open_store, run, user
 
 FLUSH = 4096  # files.FLUSH_BYTES here: every compaction file below is many pieces
 SLOW = 0.02  # seconds each fsync of a `.new` file sleeps first (the layer)
@@ -146,29 +146,8 @@ def test_advise_heap_with_a_pause_collapses_in_pieces_and_without_one_at_once(mo
     assert calls == []
 
 
-KILLED_CHILD = """
-import asyncio, json, sys
-sys.path[:0] = [{root!r}, {tests!r}]
-from dbsvc.storage import files, retain
-from support.storage import open_store, user
-files.FLUSH_BYTES = 16 << 10
-retain.CHUNK = 4 << 10
-s = open_store({tenant!r}, compact_bytes=256 << 10, retain_bytes=1 << 20)
-
-async def main():
-    n = 0
-    async def writer(k):
-        nonlocal n
-        while True:
-            n += 1
-            i = 1 + n % 20
-            rec = user(i, name=f"w{{k}}-{{n}}", profile="p" * 2000)
-            await s.replace("User", i, rec)
-            sys.stdout.write(json.dumps(rec) + "\\n")
-            sys.stdout.flush()
-    await asyncio.wait_for(asyncio.gather(*(writer(k) for k in range(8))), 50)
-asyncio.run(main())
-"""
+WRITERS_STORE = {"compact_bytes": 256 << 10, "retain_bytes": 1 << 20}
+WRITERS_SETTINGS = {"files.FLUSH_BYTES": 16 << 10, "retain.CHUNK": 4 << 10}
 
 
 def _killed_in_a_pause(tenant: str, fault: str) -> tuple[str, dict[int, dict]]:
@@ -181,8 +160,7 @@ def _killed_in_a_pause(tenant: str, fault: str) -> tuple[str, dict[int, dict]]:
     run(fill())
     epoch = s.epoch
     s.close()
-    code = KILLED_CHILD.format(root=str(ROOT), tests=str(ROOT / "tests"), tenant=tenant)
-    return epoch, killed_child_records(code, fault)
+    return epoch, killed_writers_records(tenant, fault, WRITERS_STORE, {"profile": "p" * 2000}, WRITERS_SETTINGS)
 
 
 def _owed(tenant: str, last: dict[int, dict]) -> str:
@@ -193,8 +171,7 @@ def _owed(tenant: str, last: dict[int, dict]) -> str:
         check_indexes(s)
         assert not [name for name in os.listdir(tenant) if name.endswith(".new")]
         records = s.tables["User"].records
-        for i, rec in last.items():
-            assert int(records[i]["name"].split("-")[1]) >= int(rec["name"].split("-")[1])
+        assert_acknowledged_kept(records, last)
         frames = list(s.frames_after(s.oldest_offset))
         assert [int.from_bytes(f[:8], "big") for f in frames] == list(range(s.oldest_offset + 1, s.head_offset + 1))
         return s.epoch

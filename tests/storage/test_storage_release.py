@@ -157,7 +157,9 @@ def test_a_kill_in_the_middle_of_the_release_loses_nothing(tenant):
     epoch = s.epoch
     s.close()
     store = {"compact_bytes": 256 << 10}
-    last = killed_writers_records(tenant, "release:2:KILL", store, {"profile": "p" * 2000}, free_bytes=4096)
+    last = killed_writers_records(
+        tenant, "release:2:KILL", store, {"profile": "p" * 2000}, {"freeing.FREE_BYTES": 4096}
+    )
     s = open_store(tenant)
     try:
         check_indexes(s)

@@ -105,10 +105,10 @@ def killed_child_records(code: str, fault: str) -> dict[int, dict]:
 _WRITERS_CHILD = """
 import asyncio, json, sys
 sys.path[:0] = [{root!r}, {tests!r}]
-from dbsvc.storage import freeing
+import importlib
 from support.storage import open_store, user
-if {free_bytes!r} is not None:
-    freeing.FREE_BYTES = {free_bytes!r}
+for module, name, value in {settings!r}:
+    setattr(importlib.import_module("dbsvc.storage." + module), name, value)
 s = open_store({tenant!r}, **{store!r})
 
 async def main():
@@ -132,12 +132,13 @@ def killed_writers_records(
     fault: str,
     store: Mapping[str, Any],
     over: Mapping[str, Any] | None = None,
-    free_bytes: int | None = None,
+    settings: Mapping[str, int] | None = None,
 ) -> dict[int, dict]:
     """`killed_child_records` of a child that opens `tenant` (`open_store(tenant, **store)`)
     and runs eight writers replacing users 1-20 (`user(i, name="w<writer>-<n>", **over)`;
     n counts every write of the process, so a newer version of a record has a larger n)
-    until `fault` kills it; `free_bytes` sets freeing.FREE_BYTES first. The writers give up
+    until `fault` kills it; `settings` sets storage modules' sizes first (for example
+    `{"freeing.FREE_BYTES": 4096}`, each a dbsvc.storage module's attribute). The writers give up
     after 50 s, so a fault that never fires fails the test (the child exits, not killed)
     before `killed_child_records`' own timeout. Check the reopened store with
     `assert_acknowledged_kept`."""
@@ -147,7 +148,7 @@ def killed_writers_records(
         tenant=tenant,
         store=dict(store),
         over=dict(over or {}),
-        free_bytes=free_bytes,
+        settings=[(*key.split("."), value) for key, value in (settings or {}).items()],
     )
     return killed_child_records(code, fault)
 
