@@ -297,11 +297,9 @@ class Compactor:
         # cyclic GC's way too (docs/decisions.md, "Pauses").
         freeze_live(1)
         # the new epoch's objects sit in mappings the open's advice never saw (heap.py); in a
-        # thread: a collapse takes seconds at 1M, and the loop keeps answering meanwhile;
-        # in pieces with a pause after each (`WallPacer`): collapsed at once, the loop's
-        # requests waited 2.6 times their median for its whole second (bench/README.md, wt-pace)
+        # thread: a collapse takes seconds at 1M, and the loop keeps answering meanwhile
         if self.huge_pages:
-            await online.in_thread(progress, advise_heap, online.WallPacer(progress, faults, "collapse"))
+            await online.in_thread(progress, advise_heap)
 
     async def _catch_up(self, progress: online.Progress, old_log: str, new: online.NewLog, cut: online.Cut) -> int:
         """Copy into log.new, in paced thread steps (`online.catch_up`), what the loop wrote

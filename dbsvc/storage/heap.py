@@ -22,9 +22,7 @@ for the heap", wt-rng). A compaction builds the epoch's objects anew in mappings
 advice never saw, so it asks again. Advice only, never correctness: MADV_HUGEPAGE marks the
 mappings (later faults there take huge pages, khugepaged merges the rest in time), then
 MADV_COLLAPSE (Linux 6.1) merges the pages already there, before the server answers (a
-few seconds at 1M; run beside serving, it slowed the first minute's requests). After a
-compaction it runs beside serving, so it goes a piece at a time with a pause after each
-(`collapse_in_pieces`). A kernel
+few seconds at 1M; run beside serving, it slowed the first minute's requests). A kernel
 without either refuses it and nothing changes. SERVICE_HUGE_PAGES=off (config.py) turns
 both calls off: the callers ask (service.py `settle_heap`, `Compactor.huge_pages`).
 Mappings made between two compactions stay unmarked until the next one (docs/decisions.md,
@@ -35,7 +33,6 @@ from __future__ import annotations
 
 import ctypes
 import ctypes.util
-import time
 from collections.abc import Callable
 
 
@@ -104,43 +101,13 @@ def advise_huge_pages(ranges: list[tuple[int, int]], advice: int) -> int:
     return accepted
 
 
-# A piece of a collapse beside serving (`advise_heap` with a pause): 8 huge pages.
-COLLAPSE_BYTES = 16 << 20
-
-
-def collapse_in_pieces(ranges: list[tuple[int, int]], pause: Callable[[float], bool]) -> int:
-    """MADV_COLLAPSE `ranges` COLLAPSE_BYTES at a time, calling `pause(seconds the piece
-    took)` after each; a pause that answers True stops it. Returns the pieces collapsed.
-
-    Why pieces: after a served 1M compaction the collapse ran 1.1-2.4 s in one call, and the
-    requests started meanwhile came at a quarter to a half of the run's rate, their median
-    2.7-5.4 times the run's; in pieces 1.68x and 0.91x, over a window two to five times as
-    long (bench/README.md, wt-pace; loaded runs, not settled). Our reading: the kernel copies
-    each 2 MiB page under the mapping's lock, on the core the loop shares with the host, and
-    the loop's own page faults wait behind it; a pause after each piece (the caller's: PACE
-    times the piece's wall time) hands both back."""
-    pieces = 0
-    for start, length in ranges:
-        for at in range(start, start + length, COLLAPSE_BYTES):
-            began = time.perf_counter()
-            advise_huge_pages([(at, min(COLLAPSE_BYTES, start + length - at))], MADV_COLLAPSE)
-            pieces += 1
-            if pause(time.perf_counter() - began):
-                return pieces
-    return pieces
-
-
-def advise_heap(pause: Callable[[float], bool] | None = None) -> int:
+def advise_heap() -> int:
     """Mark this process's heap for huge pages and merge the pages already there; the bytes
-    marked (0 where the kernel refused or there is no /proc). At start-up before serving
-    (no `pause`: one collapse; beside serving it slowed a matrix's first shape); after an
-    online compaction beside serving, in a thread and in pieces with `pause` between
-    (compactor.py, `collapse_in_pieces`)."""
+    marked (0 where the kernel refused or there is no /proc). At start-up before serving: a
+    collapse running while requests are answered slowed them (a matrix's first shape); after
+    an online compaction it does run beside serving, in a thread (compactor.py)."""
     ranges = heap_ranges()
     marked = advise_huge_pages(ranges, MADV_HUGEPAGE)
     if marked:
-        if pause is None:
-            advise_huge_pages(ranges, MADV_COLLAPSE)
-        else:
-            collapse_in_pieces(ranges, pause)
+        advise_huge_pages(ranges, MADV_COLLAPSE)
     return marked

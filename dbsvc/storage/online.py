@@ -248,10 +248,10 @@ class Pacer:
 
 class WallPacer:
     """The pause after a thread step's call that waits on the disk or the kernel rather than
-    running Python (a piece's fsync, `files.flush_past`; a piece of the heap's collapse,
-    heap.py): a sleep of PACE times that call's wall time (at most MAX_WALL_PAUSE), which
-    `Pacer` (thread CPU) does not see. Called with the seconds the call took; answers True
-    once the store is closing (the collapse stops there; a copy stops at its next `check`).
+    running Python (a piece's fsync, `files.flush_past`): a sleep of PACE times that call's
+    wall time (at most MAX_WALL_PAUSE), which `Pacer` (thread CPU) does not see. Called with
+    the seconds the call took; answers True once the store is closing (a copy stops at its
+    next `check`).
 
     Why: the pieces of a 256 MiB retained copy fsynced back to back keep the disk this
     file's, and each group commit's fsync queues behind the piece in flight (up to 196 ms
@@ -262,7 +262,9 @@ class WallPacer:
 
     Fault hook: `faults.check(name)` in each pause (`DBSVC_FAULT=flush:N:KILL` kills in the
     Nth pause after a piece's fsync of snapshot.new or log.retained.new, before the commit
-    point; `collapse:N:KILL` in the heap's, after the switch)."""
+    point). The heap's collapse after the switch stays one call in a thread: in pieces with
+    these pauses it ran seconds at test scale and a compaction under writers waited on it
+    (docs/decisions.md, "The heap's collapse after a compaction back to one call")."""
 
     __slots__ = ("progress", "faults", "name")
 

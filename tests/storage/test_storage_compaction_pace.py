@@ -1,30 +1,22 @@
 """An online compaction's calls that wait on the disk or the kernel are followed by a pause
 in proportion (online.py `WallPacer`): each piece's fsync of snapshot.new, log.retained.new
-and log.new's thread copies (`files.flush_past`), and each piece of the heap's collapse
-after the switch (heap.py `collapse_in_pieces`). A kill -9 in one of those pauses loses no
-acknowledged write (`DBSVC_FAULT=flush:N:KILL`, `collapse:N:KILL`).
+and log.new's thread copies (`files.flush_past`). A kill -9 in one of those pauses loses no
+acknowledged write (`DBSVC_FAULT=flush:N:KILL`).
 
 Real stores on real files; the fsyncs are made slow by a layer of the file seam (files.use)
 that sleeps before each, so that a pause's lower bound is known without timing the disk."""
 
 from __future__ import annotations
 
-import ctypes
-import mmap
 import os
 import time
-from pathlib import Path
 
-import pytest
-
-from dbsvc.storage import files, heap, online, retain, snapshot
-from dbsvc.storage.heap import HUGE_PAGE, collapse_in_pieces
+from dbsvc.storage import files, online, retain, snapshot
 from support.storage import assert_acknowledged_kept, check_indexes, killed_writers_records, open_store, run, user
 
 FLUSH = 4096  # files.FLUSH_BYTES here: every compaction file below is many pieces
 SLOW = 0.02  # seconds each fsync of a `.new` file sleeps first (the layer)
 PACED = ("snapshot.new", "log.retained.new")
-THP = Path("/sys/kernel/mm/transparent_hugepage/enabled")
 
 
 class SlowNewFiles(files.FileOps):
@@ -96,7 +88,7 @@ def test_each_pieces_fsync_of_a_compaction_is_followed_by_a_pause_in_proportion(
 
 def test_a_pause_after_a_piece_is_capped_and_skipped_once_the_store_closes():
     """The pause never sleeps more than MAX_WALL_PAUSE (a close() waits for one begun), and
-    none once the store is closing: it answers True, and the collapse stops there."""
+    none once the store is closing: it answers True, and the copy stops at its next check."""
     progress = online.Progress()
     pause = online.WallPacer(progress)
     began = time.perf_counter()
@@ -106,44 +98,6 @@ def test_a_pause_after_a_piece_is_capped_and_skipped_once_the_store_closes():
     began = time.perf_counter()
     assert pause(3600.0) is True
     assert time.perf_counter() - began < online.MAX_WALL_PAUSE
-
-
-def _mapping(size: int) -> tuple[mmap.mmap, int]:
-    """A private anonymous mapping of `size` bytes and the first huge-page boundary in it."""
-    m = mmap.mmap(-1, size, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS)
-    view = ctypes.c_char.from_buffer(m)
-    address = ctypes.addressof(view)
-    del view  # an exported buffer would keep the mapping from closing
-    return m, -(-address // HUGE_PAGE) * HUGE_PAGE
-
-
-def test_the_heap_is_collapsed_a_piece_at_a_time_with_a_pause_after_each(monkeypatch):
-    """A range of five pieces' worth is collapsed in five calls, each followed by the pause
-    with its wall time; a pause that answers True (the store closing) stops it there."""
-    monkeypatch.setattr(heap, "COLLAPSE_BYTES", 2 * HUGE_PAGE)
-    m, start = _mapping(12 * HUGE_PAGE)
-    try:
-        ranges = [(start, 10 * HUGE_PAGE)]
-        took: list[float] = []
-        assert collapse_in_pieces(ranges, lambda seconds: took.append(seconds) is not None) == 5
-        assert len(took) == 5 and all(t >= 0 for t in took)
-        assert collapse_in_pieces(ranges, lambda _seconds: True) == 1
-    finally:
-        m.close()
-
-
-def test_advise_heap_with_a_pause_collapses_in_pieces_and_without_one_at_once(monkeypatch):
-    """With a pause (after a compaction) the heap's ranges are collapsed a piece at a time;
-    without one (before serving) the pause is never asked."""
-    monkeypatch.setattr(heap, "COLLAPSE_BYTES", HUGE_PAGE)
-    calls: list[float] = []
-    marked = heap.advise_heap(lambda seconds: calls.append(seconds) is not None)
-    if not marked:
-        pytest.skip("this kernel refused the huge-page advice: nothing to collapse")
-    assert len(calls) >= marked // HUGE_PAGE >= 1
-    calls.clear()
-    heap.advise_heap()
-    assert calls == []
 
 
 WRITERS_STORE = {"compact_bytes": 256 << 10, "retain_bytes": 1 << 20}
@@ -185,13 +139,3 @@ def test_a_kill_in_the_pause_after_a_snapshot_piece_loses_nothing(tenant):
     and has every acknowledged write in the old epoch. Without the hook the child never died."""
     epoch, last = _killed_in_a_pause(tenant, "flush:2:KILL")
     assert _owed(tenant, last) == epoch
-
-
-@pytest.mark.skipif(
-    not THP.exists() or "[never]" in THP.read_text(), reason="no transparent huge pages to advise on this kernel"
-)
-def test_a_kill_in_the_pause_after_a_collapsed_piece_loses_nothing(tenant):
-    """DBSVC_FAULT=collapse:1:KILL: SIGKILL in the heap's first pause after a switch, eight
-    writers running: the next open has the new epoch and every acknowledged write."""
-    epoch, last = _killed_in_a_pause(tenant, "collapse:1:KILL")
-    assert _owed(tenant, last) != epoch
