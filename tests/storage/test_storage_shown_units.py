@@ -295,7 +295,7 @@ def test_a_record_admitted_by_a_page_with_texts_is_decoded_only_when_its_dict_is
     assert projected == [{"id": i, "name": f"r{i}"} for i in (1, 2, 3)] and decode.calls == 3
     assert projected[0] is one and dicts.one(2, page[1]) is projected[1] and dicts.one(3, page[2]) is projected[2]
     assert dicts.page([1, 2, 3], page) == projected and decode.calls == 3 and dicts.refused == 0
-    assert dicts.page([1, 2, 3], page, texts=True)[0] is whole[0]  # its JSON still kept beside
+    assert dicts.page([2], page[1:2], texts=True)[0].text is whole[1]  # its JSON still kept beside, not cut again
 
 
 def test_a_page_of_dicts_whose_records_are_all_kept_as_json_alone_decodes_each_once():
@@ -334,3 +334,16 @@ def test_a_record_kept_as_json_alone_is_never_served_for_another_version_or_afte
     back = stored(1, "back")  # stored again under the same id
     assert dicts.page([1, 2], [back, newer], texts=True)[0] == json_of(1, "back")
     assert dicts.one(1, back) == {"id": 1, "name": "back"}
+
+
+def test_a_record_kept_as_json_alone_evicted_by_a_miss_of_the_same_page_is_decoded_and_not_kept_again():
+    """A page's entries are found before its misses are kept: a miss admitted there may
+    evict a record kept as its JSON alone that the page holds further on; that record is
+    then decoded for this page only, and the cache stays at its capacity."""
+    dicts = ShownDicts(decoded, capacity=2, window=64, fields=FIELDS)
+    one, nine = stored(1), stored(9)
+    dicts.page([1, 2, 9], [one, stored(2), nine], texts=True)  # 1 and 2 kept, 9 refused
+    assert list(dicts.ids) == [1, 2] and dicts.refused == 1
+    out = dicts.page([9, 1], [nine, one])  # 9's second read: kept, evicting 1
+    assert out == [{"id": 9, "name": "r9"}, {"id": 1, "name": "r1"}]
+    assert list(dicts.ids) == [2, 9]
