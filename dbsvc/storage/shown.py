@@ -30,9 +30,13 @@ page's bytes and looks nothing up again (before, a kept record went through this
 and then the application's encoded records, keyed by id again and tested by the dict's
 identity, and a record admitted here was encoded there, ~4 us, where its cut costs ~1.4;
 bench/README.md, wt-rand8). The admission is unchanged: a record not kept (`admits`
-says no) is cut and dropped, as before; a kept one is decoded and kept with its JSON; a
-dict kept without its JSON (a write's, a GET's, a projection's page) gets it on its
-first page with texts. A record whose text may hold a lone surrogate gives no cut
+says no) is cut and dropped, as before; a kept one is kept as its JSON alone (id ->
+(stored record, None, JSON)) and its dict decoded only when something first asks for
+it (`one`, a page of dicts: a projection, `expand=`, rules, `as_of`; a page's last
+record), then kept in the entry so that every later ask of that stored version is that
+very dict (`_decoded`; wt-rand9: ~2 us a record a whole page admits, 1.5-3.7 a page at
+1M, spared); a dict kept without its JSON (a write's, a GET's, a projection's page)
+gets it on its first page with texts. A record whose text may hold a lone surrogate gives no cut
 (`record_json` None) and is handed out as its dict, as before; the application encodes
 it. Pages with texts are kept apart from pages of dicts, by the same rules.
 
@@ -54,6 +58,9 @@ SHOWN_BYTES = 4096  # a stored record longer than this is never remembered as a 
 SHOWN_PAGES, SHOWN_PAGE = 64, 100  # pages `page` remembers, of at most this many ids
 SEEN = 65536  # ids read once lately, of which a full cache admits a second read (`admits`)
 _first, _second, _third = itemgetter(0), itemgetter(1), itemgetter(2)  # an entry's stored record, dict, JSON
+# a kept record: its stored record, its dict (None until first asked for when its JSON is
+# kept: `ShownDicts._decoded`), its JSON (None until cut; never None with the dict)
+Entry = tuple[Stored, "dict | None", "bytes | None"]
 
 
 class SentRecord(dict):
@@ -95,7 +102,7 @@ class ShownDicts:
         self.capacity = capacity or SHOWN  # dicts kept at most
         self.window = window or SEEN  # ids read once that `admits` remembers at most
         # id -> (stored record, its dict, its JSON cut from the stored record or None)
-        self._shown: OrderedDict[Any, tuple[Stored, dict, bytes | None]] = OrderedDict()
+        self._shown: OrderedDict[Any, Entry] = OrderedDict()
         # a page's ids -> (their stored records, their dicts) of the last SHOWN_PAGES pages
         self._pages: OrderedDict[tuple[Any, ...], tuple[list[Stored], list[dict]]] = OrderedDict()
         self._sent_pages: OrderedDict[tuple[Any, ...], tuple[list[Stored], list[Any]]] = OrderedDict()  # with texts
@@ -113,12 +120,27 @@ class ShownDicts:
         very stored record while it is among the last SHOWN, else a new one."""
         entry = self._shown.get(id_)
         if entry is not None and entry[0] is stored:
-            return entry[1]
+            record = entry[1]
+            return record if record is not None else self._decoded(id_, entry)
         return self._missed(id_, stored, entry)
 
-    def _missed(self, id_: Any, stored: Stored, entry: tuple[Stored, dict, bytes | None] | None) -> dict:
+    def _decoded(self, id_: Any, entry: Entry) -> dict:
+        """The dict of a record kept with its JSON alone (`entry`, its dict None): decoded
+        now, the first time something asks for it, and kept in its entry while `entry` is
+        still `id_`'s (a miss of the same page may have evicted it), so that every later
+        ask of this stored version gets this very dict."""
+        stored, _, text = entry
+        record = self._decode(unpack(stored))
+        if self._shown.get(id_) is entry:
+            self._shown[id_] = (stored, record, text)
+        return record
+
+    def _missed(self, id_: Any, stored: Stored, entry: Entry | None) -> dict:
         """A new dict of `stored`, kept if `entry` (a dict kept for an older version of
-        `id_`) or `admits` says so; `refused` counts the ones not kept."""
+        `id_`, or this version's JSON kept without its dict) or `admits` says so;
+        `refused` counts the ones not kept."""
+        if entry is not None and entry[0] is stored:
+            return self._decoded(id_, entry)
         record = self._decode(unpack(stored))
         if entry is not None or self.admits(id_):
             self.remember(id_, stored, record)
@@ -126,36 +148,42 @@ class ShownDicts:
             self.refused += 1
         return record
 
-    def _json(self, id_: Any, stored: Stored, entry: tuple[Stored, dict, bytes | None] | None) -> Any:
+    def _json(self, id_: Any, stored: Stored, entry: Entry | None) -> Any:
         """A record of a page with texts but the last: its JSON (bytes), from its entry
         when `entry` is `stored`'s (cut now and kept beside its dict if it was not yet),
-        else cut from `stored`, the record kept with its dict if `entry` (an older
-        version kept) or `admits` says so; its dict where no cut is made (`record_json`
-        None: a lone surrogate may be held)."""
+        else cut from `stored`, the record kept with its JSON alone if `entry` (an older
+        version kept) or `admits` says so (its dict decoded when first asked for:
+        `_decoded`); its dict where no cut is made (`record_json` None: a lone surrogate
+        may be held), decoded and kept as before."""
         if entry is not None and entry[0] is stored:
             text = entry[2]
             if text is None:
                 text = record_json(self._layout, self._count, stored)
-                if text is None:
+                if text is None:  # an entry without its JSON holds its dict
                     return entry[1]
                 if self._shown.get(id_) is entry:  # not evicted meanwhile by a miss of this page
                     self._shown[id_] = (stored, entry[1], text)
             return text
         text = record_json(self._layout, self._count, stored)
         if entry is not None or self.admits(id_):
+            if text is not None:  # kept as its JSON alone: no decode until a dict is asked for
+                self.remember(id_, stored, None, text)
+                return text
             record = self._decode(unpack(stored))
-            self.remember(id_, stored, record, text)
-            return text if text is not None else record
+            self.remember(id_, stored, record)
+            return record
         self.refused += 1
         return text if text is not None else self._decode(unpack(stored))
 
-    def _sent(self, id_: Any, stored: Stored, entry: tuple[Stored, dict, bytes | None] | None) -> dict:
+    def _sent(self, id_: Any, stored: Stored, entry: Entry | None) -> dict:
         """A page's last record with texts: a `SentRecord`, its dict carrying its JSON (a
         copy of the kept dict, or of the one made now: kept by `_json`'s rules), or its
         plain dict where no cut is made."""
         if entry is not None and entry[0] is stored:
             record, text = entry[1], entry[2]
-            if text is None:
+            if record is None:  # kept with its JSON alone: its Link reads its dict
+                record = self._decoded(id_, entry)
+            if text is None:  # (never None without its dict)
                 text = record_json(self._layout, self._count, stored)
                 if text is None:
                     return record
@@ -199,12 +227,17 @@ class ShownDicts:
             return list(kept[1])
         found: list[Any] = list(map(self._shown.get, ids))
         refused = self.refused
+        out: list[Any] | None = None
         if None not in found and all(map(is_, map(_first, found), page)):
             out = list(map(_second, found))
-        else:  # a found entry is that stored record's dict even if a miss evicts it meanwhile
+            if None in out:  # a record kept with its JSON alone: decoded one by one below
+                out = None
+        if out is None:  # a found entry is that stored record's dict even if a miss evicts it meanwhile
             missed = self._missed
             out = [
-                entry[1] if entry is not None and entry[0] is stored else missed(id_, stored, entry)
+                entry[1]
+                if entry is not None and entry[0] is stored and entry[1] is not None
+                else missed(id_, stored, entry)
                 for id_, stored, entry in zip(ids, page, found)
             ]
         # a page is kept when its dicts were (a page with a dict not admitted is not), from
@@ -235,7 +268,7 @@ class ShownDicts:
                 out = None
             else:
                 last = found[-1]
-                sent = SentRecord(last[1])
+                sent = SentRecord(last[1] if last[1] is not None else self._decoded(ids[-1], last))
                 sent.text = last[2]
                 out[-1] = sent
         if out is None:  # a found entry is that stored record's even if a miss evicts it meanwhile
@@ -254,10 +287,10 @@ class ShownDicts:
         """`id_`'s record is gone: drop its dict (a kept page fails its identity test anyway)."""
         self._shown.pop(id_, None)
 
-    def remember(self, id_: Any, stored: Stored, record: dict, text: bytes | None = None) -> None:
+    def remember(self, id_: Any, stored: Stored, record: dict | None, text: bytes | None = None) -> None:
         """`record` is the dict of `stored`, `id_`'s live record (`text` its JSON, when
-        known): keep it (or, for a stored record over SHOWN_BYTES, forget any dict kept
-        for `id_`)."""
+        known; `record` None: not decoded yet, `text` then given): keep it (or, for a
+        stored record over SHOWN_BYTES, forget any dict kept for `id_`)."""
         shown = self._shown
         if len(stored) > SHOWN_BYTES:
             shown.pop(id_, None)

@@ -14,7 +14,10 @@ from __future__ import annotations
 import json
 import random
 
+import pytest
+
 from dbsvc.app import Application
+from dbsvc.errors import NotFound
 from dbsvc.operators import encode_cursor
 from dbsvc.readcache import EncodedRecords
 from dbsvc.realtime.broker import Broker
@@ -260,4 +263,51 @@ def test_pages_whole_projected_and_as_of_at_random_cursors_between_writes_answer
 
     run(go())
     assert min(asked.values()) > 50 and table.dicts.refused > 0
+    store.close()
+
+
+def test_records_a_whole_page_kept_as_json_answer_projections_gets_and_writes_after_it(tmp_path):
+    """A whole page keeps the records it admits as their JSON alone, their dicts decoded
+    when first asked for (shown.py `_decoded`, wt-rand9): a projection page of the same
+    records right after it, a GET of one, and the pages after a replace and a delete all
+    answer the records and what a fresh application answers, twice each (the second from
+    what the first kept)."""
+    store = open_store(str(tmp_path), sync="off")
+    app = Application(BLOG, store, Broker(store, BLOG.BY_NAME, 64), list_cache_bytes=0)
+    whole, summary = "/api/blog-post?limit=5", "/api/blog-post?limit=5&projection=summary"
+    records: dict[int, dict] = {}
+
+    def check(target: str) -> None:
+        page = sorted(records.values(), key=lambda r: r["id"])[:5]
+        if "projection" in target:
+            page = [{"id": r["id"], "title": r["title"], "score": r["score"]} for r in page]
+        for _ in range(2):
+            got = answer(app, target)
+            assert got[0] == 200 and json.loads(got[1])["data"] == page, target
+            assert got == answer(fresh(store), target)
+
+    async def go() -> None:
+        from support.storage import user
+
+        await store.insert("User", user(1))
+        for i in range(1, 9):
+            records[i] = post(i, body=f"b, {i}", score=float(i))
+            await store.insert("BlogPost", records[i])
+        check(whole)  # 1-4 kept as their JSON alone
+        check(summary)  # their dicts asked for: decoded now
+        got = answer(app, "/api/blog-post/2")
+        assert got[0] == 200 and json.loads(got[1]) == records[2]
+        check(whole)
+        records[3] = post(3, title="new, title", body="b, 3", score=30.0)
+        await store.replace("BlogPost", 3, records[3])
+        del records[1]
+        await store.delete("BlogPost", 1)
+        check(whole)
+        check(summary)
+        with pytest.raises(NotFound):  # the app raises it; the server answers 404
+            answer(app, "/api/blog-post/1")
+        got = answer(app, "/api/blog-post/3")
+        assert got[0] == 200 and json.loads(got[1]) == records[3]
+
+    run(go())
     store.close()

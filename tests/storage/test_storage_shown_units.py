@@ -260,3 +260,90 @@ def test_a_kept_json_is_never_handed_out_for_another_stored_version():
     newer = stored(1, "newer")
     assert dicts.page([2, 1], [new, newer], texts=True)[1].text == json_of(1, "newer")
     assert dicts.page([1], [newer], texts=True)[0].text == json_of(1, "newer")
+
+
+# -- an admitted record kept as its JSON alone, its dict decoded when asked (wt-rand9) -------
+
+
+class Counted:
+    """A decode that counts its calls: what a page with texts decodes is what it pays for."""
+
+    def __init__(self) -> None:
+        self.calls = 0
+
+    def __call__(self, values) -> dict:
+        self.calls += 1
+        return decoded(values)
+
+
+def test_a_record_admitted_by_a_page_with_texts_is_decoded_only_when_its_dict_is_asked_for():
+    """A whole page hands out JSON: the records it admits are kept as their JSON alone (the
+    last is decoded, its Link reads it); the first ask for one's dict decodes it once and
+    keeps it, so every later ask of that stored version is that very dict."""
+    decode = Counted()
+    dicts = ShownDicts(decode, capacity=8, window=64, fields=FIELDS)
+    page = [stored(1), stored(2), stored(3)]
+    whole = dicts.page([1, 2, 3], page, texts=True)
+    assert whole[:2] == [json_of(1), json_of(2)] and whole[2].text == json_of(3)
+    assert decode.calls == 1 and list(dicts.ids) == [1, 2, 3] and dicts.refused == 0  # kept, 1 and 2 undecoded
+    again = dicts.page([1, 2, 3], page, texts=True)  # found whole: the kept JSON, nothing decoded
+    assert again[0] is whole[0] and again[1] is whole[1] and decode.calls == 1
+    one = dicts.one(1, page[0])
+    assert one == {"id": 1, "name": "r1"} and decode.calls == 2
+    assert dicts.one(1, page[0]) is one and decode.calls == 2  # decoded once, then kept
+    projected = dicts.page([1, 2, 3], page)  # a page of dicts right after: 2 decoded now, once
+    assert projected == [{"id": i, "name": f"r{i}"} for i in (1, 2, 3)] and decode.calls == 3
+    assert projected[0] is one and dicts.one(2, page[1]) is projected[1] and dicts.one(3, page[2]) is projected[2]
+    assert dicts.page([1, 2, 3], page) == projected and decode.calls == 3 and dicts.refused == 0
+    assert dicts.page([2], page[1:2], texts=True)[0].text is whole[1]  # its JSON still kept beside, not cut again
+
+
+def test_a_page_of_dicts_whose_records_are_all_kept_as_json_alone_decodes_each_once():
+    """The found-whole path of a page of dicts (every entry that very stored record's) must
+    not hand out an undecoded entry: it decodes those and keeps them."""
+    decode = Counted()
+    dicts = ShownDicts(decode, capacity=8, window=64, fields=FIELDS)
+    page = [stored(1), stored(2), stored(3)]
+    dicts.page([1, 2, 3], page, texts=True)  # 1 and 2 kept as JSON alone, 3 (the last) decoded
+    dicts.page([3, 2, 1], page[::-1], texts=True)  # found whole: its last, 1, decoded now
+    assert decode.calls == 2  # each page's last; 2 still undecoded
+    out = dicts.page([1, 2], page[:2])  # every entry found, 2's without its dict
+    assert out == [{"id": 1, "name": "r1"}, {"id": 2, "name": "r2"}] and decode.calls == 3
+    assert dicts.one(1, page[0]) is out[0] and dicts.one(2, page[1]) is out[1]
+
+
+def test_a_record_kept_as_json_alone_is_never_served_for_another_version_or_after_it_left():
+    """A lazily kept entry is tested against the stored record like any other: a new
+    version (written here, or stored without being handed here) gets its own dict and JSON,
+    and a forgotten record is decoded afresh from what the store passes."""
+    decode = Counted()
+    dicts = ShownDicts(decode, capacity=8, window=64, fields=FIELDS)
+    one, two = stored(1), stored(2)
+    dicts.page([1, 2, 9], [one, two, stored(9)], texts=True)  # 1 and 2 kept as their JSON alone
+    new = stored(1, "new")  # never handed here (a replica's applied frame)
+    assert dicts.one(1, new) == {"id": 1, "name": "new"}
+    assert dicts.page([1, 2], [new, two], texts=True)[0] == json_of(1, "new")
+    written = {"id": 2, "name": "written"}
+    newer = stored(2, "written")
+    dicts.remember(2, newer, written)  # a write's dict, no JSON yet
+    out = dicts.page([1, 2], [new, newer], texts=True)
+    assert out[1] == written and out[1].text == json_of(2, "written")
+    assert dicts.page([2], [newer])[0] is written
+    dicts.forget(1)  # deleted
+    assert 1 not in dicts.ids
+    back = stored(1, "back")  # stored again under the same id
+    assert dicts.page([1, 2], [back, newer], texts=True)[0] == json_of(1, "back")
+    assert dicts.one(1, back) == {"id": 1, "name": "back"}
+
+
+def test_a_record_kept_as_json_alone_evicted_by_a_miss_of_the_same_page_is_decoded_and_not_kept_again():
+    """A page's entries are found before its misses are kept: a miss admitted there may
+    evict a record kept as its JSON alone that the page holds further on; that record is
+    then decoded for this page only, and the cache stays at its capacity."""
+    dicts = ShownDicts(decoded, capacity=2, window=64, fields=FIELDS)
+    one, nine = stored(1), stored(9)
+    dicts.page([1, 2, 9], [one, stored(2), nine], texts=True)  # 1 and 2 kept, 9 refused
+    assert list(dicts.ids) == [1, 2] and dicts.refused == 1
+    out = dicts.page([9, 1], [nine, one])  # 9's second read: kept, evicting 1
+    assert out == [{"id": 9, "name": "r9"}, {"id": 1, "name": "r1"}]
+    assert list(dicts.ids) == [2, 9]
