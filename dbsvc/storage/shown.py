@@ -240,13 +240,7 @@ class ShownDicts:
                 else missed(id_, stored, entry)
                 for id_, stored, entry in zip(ids, page, found)
             ]
-        # a page is kept when its dicts were (a page with a dict not admitted is not), from
-        # its second ask (admission.py), or again when its kept entry was stale
-        if len(ids) <= SHOWN_PAGE and self.refused == refused and (kept is not None or self._asked_pages.admits(key)):
-            pages = self._pages
-            if kept is None and len(pages) >= SHOWN_PAGES:
-                pages.popitem(last=False)
-            pages[key] = (page, out[:])
+        self._keep_page(self._pages, key, page, out, kept is not None, refused)
         return out
 
     def _texts_page(self, ids: list[Any], page: list[Stored]) -> list[Any]:
@@ -274,14 +268,26 @@ class ShownDicts:
         if out is None:  # a found entry is that stored record's even if a miss evicts it meanwhile
             out = list(map(self._json, ids[:-1], page, found))
             out.append(self._sent(ids[-1], page[-1], found[-1]))
-        # kept as `page` keeps its pages: when every record was kept, from its second ask
-        # (pages asked again and again, such as a few sorted pages, are then one lookup)
-        if len(ids) <= SHOWN_PAGE and self.refused == refused and (kept is not None or self._asked_pages.admits(key)):
-            pages = self._sent_pages
-            if kept is None and len(pages) >= SHOWN_PAGES:
+        self._keep_page(self._sent_pages, key, page, out, kept is not None, refused)
+        return out
+
+    def _keep_page(
+        self,
+        pages: OrderedDict[tuple[Any, ...], Any],
+        key: tuple[Any, ...],
+        page: list[Stored],
+        out: list[Any],
+        stale: bool,
+        refused: int,
+    ) -> None:
+        """Keep a page's answer (`page`'s or `_texts_page`'s own `pages`) when every record of
+        it was kept (no refusal since `refused` was read: a page with a dict not admitted is
+        not), from its second ask (admission.py), or again when its kept entry was `stale`;
+        pages asked again and again, such as a few sorted pages, are then one lookup."""
+        if len(key) <= SHOWN_PAGE and self.refused == refused and (stale or self._asked_pages.admits(key)):
+            if not stale and len(pages) >= SHOWN_PAGES:
                 pages.popitem(last=False)
             pages[key] = (page, out[:])
-        return out
 
     def forget(self, id_: Any) -> None:
         """`id_`'s record is gone: drop its dict (a kept page fails its identity test anyway)."""
