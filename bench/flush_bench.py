@@ -32,23 +32,11 @@ import threading
 import time
 from pathlib import Path
 
+from free_bench import small_fsyncs  # the group commits' loop, the same as the release's bench
+
 from dbsvc.storage import files, online
 
-PIECE = 27_000  # bytes a group commit of 64 PATCHes appends (~420 bytes of frame each)
 CHUNK = 1 << 20  # the retained copy's writes (retain.CHUNK)
-
-
-def small_fsyncs(path: Path, stop: threading.Event, spans: list[tuple[float, float]]) -> None:
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_APPEND, 0o644)
-    data = b"x" * PIECE
-    try:
-        while not stop.is_set():
-            os.write(fd, data)
-            start = time.perf_counter()
-            os.fsync(fd)
-            spans.append((start, time.perf_counter()))
-    finally:
-        os.close(fd)
 
 
 def copy(path: Path, mib: int, mode: str) -> None:
