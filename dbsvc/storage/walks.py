@@ -120,7 +120,13 @@ def ascending_page(table: Table, field: str, window: Window, cursor: Any, offset
     sliced out of their sublists (`ids_head`: nothing before the page read), then the nulls
     (last ascending) when the window holds them. A prefix sorted by its own field is a slice
     of the window, where the walk stepped an islice over the entries of the window's first
-    sublist before it (bench/README.md, wt-pfx session 15)."""
+    sublist before it (bench/README.md, wt-pfx session 15).
+
+    An offset that runs past the non-null entries goes on into the nulls, less the entries
+    it skipped. Only a window holding both (no condition on the field: a seek at a cursor)
+    reaches the nulls with an offset left, which the HTTP parser never asks (it refuses
+    `cursor` beside `offset`) but the store's `Query` may, as every other plan answers it
+    (tests/storage/test_storage_cursor_offsets.py; docs/decisions.md, wt-filt)."""
     index = table.ordered[field]
     start, stop = window.span(index)
     ck = cursor[0][0] if cursor is not None else None
