@@ -156,6 +156,7 @@ class KeptOrders:
 
         def lower(self, key: Any, inclusive: bool) -> Position: ...
         def upper(self, key: Any, inclusive: bool) -> Position: ...
+        def after(self, key: Any, id_: Any) -> Position: ...
         def count_span(self, start: Position, stop: Position) -> int: ...
         def _counted(self) -> Fenwick: ...
         def ids_head(self, start: Position, stop: Position, count: int, skip: int = 0) -> list[Any]: ...
@@ -346,9 +347,9 @@ class KeptOrders:
     def head_after_descending(self, key: Any, id_: Any, count: int) -> tuple[list[Any], Position] | None:
         """The first `count` ids after a cursor (`key` not None, `id_`) in descending order
         (keys descending, ids ascending in a run) that lie in the sublist holding the
-        cursor's run, and the position the page goes on below should fewer than `count`
-        come back; or None when that run may go on into the next sublist (its ids there
-        come after these, and lower keys after them) or `key` is above every key.
+        cursor's run (and, when that run goes on into the next sublists, the rest of the
+        run: `after` and `upper` find it), and the position the page goes on below should
+        fewer than `count` come back; or None when `key` is above every key.
 
         The cursor's run [lo, hi) of sublist i holds its ids ascending, as the page wants
         them, so the rest of the run is ids[at:hi] (at: the first id above `id_`): a page
@@ -372,7 +373,9 @@ class KeptOrders:
         lo = bisect_left(keys, key)
         hi = bisect_right(keys, key, lo)
         if hi == n and i + 1 < len(lastkeys) and self._keys[i + 1][0] == key:
-            return None  # the run goes on in sublist i + 1 (its ids above `id_` there come next)
+            # the run goes on in sublist i + 1 (and on): its ids ascend across them, so its
+            # rest is taken by position, and the runs below it follow from (i, lo) as above
+            return self.ids_head(self.after(key, id_), self.upper(key, True), count), (i, lo)
         ids = self._ids[i]
         at = bisect_right(ids, id_, lo, hi)
         if hi - at < count:  # the page goes on below the run: the sublist's kept order, if any
