@@ -28,6 +28,7 @@ import gc
 import os
 import pickle
 import random
+import statistics
 import subprocess
 import sys
 import time
@@ -71,48 +72,54 @@ def child(code: str, data: str, paired: bool) -> None:
     gc.freeze()
     gc.set_threshold(2_000, 10, 100)
     made = cursors()
-    if os.environ.get("ROW"):
-        app = Application(module, store, Broker(store, module.BY_NAME, 64), list_cache_bytes=0)
-        requests = []
-        for key, id_ in made:
-            target = f"/api/blog-post?sort=-score&limit=20&cursor={encode_cursor('BlogPost', (('score', True),), [key], id_)}"
-            path, pairs = split_target(target)
-            requests.append(Request("GET", target, path, pairs, []))
-
-        def ask(request: Request) -> None:
-            assert app(request).status == 200
-
-        asks: list = requests
-    else:
-        asks = [Query(sort=(("score", True),), limit=20, cursor=((key,), id_)) for key, id_ in made]
-
-        def ask(query: Query) -> None:
-            plan_operators(table, query)
-
+    queries = [Query(sort=(("score", True),), limit=20, cursor=((key,), id_)) for key, id_ in made]
     rng = random.Random(11)
-    order = [asks[rng.randrange(CURSORS)] for _ in range(ASKED)]
+    picks = [rng.randrange(CURSORS) for _ in range(ASKED)]
+    plans = [queries[n] for n in picks]
     before = rss_mb()
-    for one in order[:CURSORS]:
-        ask(one)
-    what = "request" if os.environ.get("ROW") else "plan"
+    for query in plans[:CURSORS]:
+        plan_operators(table, query)
     print(f"{code}: open {opened:.0f} s, RSS {before} MB before the warm pass, {rss_mb()} MB after", flush=True)
 
-    def one_round() -> float:
+    def plan_round() -> float:
         start = time.thread_time()
-        for one in order:
-            ask(one)
+        for query in plans:
+            plan_operators(table, query)
         return (time.thread_time() - start) / ASKED * 1e6
+
+    rounds = [plan_round]
+    if os.environ.get("ROW"):  # the whole request, as the app answers it (no list answers kept)
+        app = Application(module, store, Broker(store, module.BY_NAME, 64), list_cache_bytes=0)
+        targets = []
+        for key, id_ in made:
+            cursor = encode_cursor("BlogPost", (("score", True),), [key], id_)
+            target = f"/api/blog-post?sort=-score&limit=20&cursor={cursor}"
+            path, pairs = split_target(target)
+            targets.append(Request("GET", target, path, pairs, []))
+        requests = [targets[n] for n in picks]
+        for request in requests[:CURSORS]:
+            assert app(request).status == 200, request.target
+
+        def row_round() -> float:
+            start = time.thread_time()
+            for request in requests:
+                app(request)
+            return (time.thread_time() - start) / ASKED * 1e6
+
+        rounds.append(row_round)
+        print(f"{code}: RSS {rss_mb()} MB after the requests' warm pass", flush=True)
 
     if paired:
         print("ready", flush=True)
         for line in sys.stdin:
             if line.strip() != "round":
                 break
-            print(f"{one_round():.2f}", flush=True)
+            print(" ".join(f"{one():.2f}" for one in rounds), flush=True)
     else:
-        spent = [one_round() for _ in range(ROUNDS)]
-        each = " ".join(f"{s:.2f}" for s in spent)
-        print(f"{code}: {what} at a cursor at random, sort=-score {min(spent):.2f} us (rounds {each})", flush=True)
+        for one, what in zip(rounds, ("plan", "request")):
+            spent = [one() for _ in range(ROUNDS)]
+            each = " ".join(f"{s:.2f}" for s in spent)
+            print(f"{code}: {what} at a cursor at random, sort=-score {min(spent):.2f} us (rounds {each})", flush=True)
     if os.environ.get("DUMP"):
         queries = [Query(sort=(("score", True),), limit=20, cursor=((key,), id_)) for key, id_ in made]
         with open(os.environ["DUMP"], "wb") as out:
@@ -134,8 +141,13 @@ def pair(old: str, new: str, data: str) -> None:
             if not line:
                 raise SystemExit(f"{code} ended before it was ready")
             print(line, flush=True)
-    print("| pair | load before | old us | new us | new / old |", flush=True)
-    print("|---|---|---|---|---|", flush=True)
+    row = bool(os.environ.get("ROW"))
+    head = "| pair | load | plan old us | plan new us | new / old |" + (
+        " request old us | request new us | new / old |" if row else ""
+    )
+    print(head, flush=True)
+    print("|---" * (head.count("|") - 1) + "|", flush=True)
+    kept: dict[str, list[list[float]]] = {old: [], new: []}
     for n in range(ROUNDS):
         load = os.getloadavg()[0]
         figures = {}
@@ -144,13 +156,16 @@ def pair(old: str, new: str, data: str) -> None:
             assert proc.stdin is not None and proc.stdout is not None
             proc.stdin.write("round\n")
             proc.stdin.flush()
-            figures[code] = float(proc.stdout.readline())
+            figures[code] = [float(f) for f in proc.stdout.readline().split()]
+        cells = " | ".join(f"{a:.2f} | {b:.2f} | {b / a:.2f}" for a, b in zip(figures[old], figures[new]))
         first = "old first" if n % 2 == 0 else "new first"
-        print(
-            f"| {n + 1} ({first}) | {load:.1f} | {figures[old]:.2f} | {figures[new]:.2f} | "
-            f"{figures[new] / figures[old]:.2f} |",
-            flush=True,
-        )
+        print(f"| {n + 1} ({first}) | {load:.1f} | {cells} |", flush=True)
+        for code in (old, new):
+            kept[code].append(figures[code])
+    for name, pick in (("best", min), ("median", statistics.median)):
+        best = {code: [pick(column) for column in zip(*rows)] for code, rows in kept.items()}
+        cells = " | ".join(f"{a:.2f} | {b:.2f} | {b / a:.2f}" for a, b in zip(best[old], best[new]))
+        print(f"| {name} of {ROUNDS} | | {cells} |", flush=True)
     for proc in procs.values():
         assert proc.stdin is not None and proc.stdout is not None
         proc.stdin.close()
