@@ -1,67 +1,180 @@
 """The plan alone of a page at a cursor at random sorted by -score (storage/seek.py
-`plan_operators`), in process: what varied_pages.py's "cursor at random, sort=-score" row
-spends before any record is read.
+`plan_operators`), or the whole request (ROW=1: `Application.__call__`), in process: what
+the matrix's "cursor at random, sort=-score" row spends, at 20,000 or 1,000,000 posts.
 
     python bench/cursor_plan.py CODE DATA
     ROUNDS=5 DUMP=/tmp/answers.pkl python bench/cursor_plan.py /tmp/old-tree /tmp/copy-of-20k
+    RECORDS=1000000 ROW=1 python bench/cursor_plan.py CODE /tmp/copy-of-1m
+    python bench/cursor_plan.py --pair OLD NEW DATA    # alternated rounds, both opened once
 
 CODE is the checkout to import; DATA a tenant seeded by `service_bench.py --matrix
---records 20000` (a copy of /tmp/pristine-20k), opened read-only. The 5,000 cursors are
-made as varied_pages.py makes them (keys uniform in 0-100 at two decimals, ids at random);
-20,000 of them asked at random a round after a warm pass of 5,000 (the sublists' descending
-orders kept from their second ask, keptparts.py `_whole_descending`). Prints each round's
-CPU a plan (`time.thread_time`) and the best. DUMP writes the (ids, total, more) of each of
-the 5,000 cursors, to hold two trees' answers to each other.
-bench/README.md, "A cursor's page at -score as a slice of its sublist's kept order", has
-the figures.
+--records RECORDS` (a copy of /tmp/pristine-20k or /tmp/pristine-1m), opened read-only.
+The 5,000 cursors are made as matrix_bench.py `varied_shapes` makes them (ids at random in
+1-RECORDS, then keys uniform in 0-100 at two decimals, Random(36)); ASKED of them at random
+a round (as wrk's `math.random` picks them) after a warm pass of 5,000 (the sublists'
+descending orders kept from their second ask, keptparts.py `_whole_descending`). Prints
+each round's CPU a plan or request (`time.thread_time`) and the best, and the RSS before
+and after the warm pass (what the kept orders take). DUMP writes the (ids, total, more) of
+each of the 5,000 cursors, asked three times over, to hold two trees' answers to each other.
+
+`--pair OLD NEW DATA` opens DATA once in each of two child processes (one a tree, both at
+once: 1,000,000 posts take minutes to open at load), then asks them for ROUNDS rounds each,
+one tree after the other, the first alternating, and prints each pair with the host's load
+(`os.getloadavg`) beside it: the A/B of the plan (or the row, ROW=1) in one run.
+bench/README.md, "A cursor's page at -score ..." (sessions 21 and 22), has the figures.
 """
 
 import gc
 import os
 import pickle
 import random
+import statistics
+import subprocess
 import sys
 import time
 
-CODE, DATA = sys.argv[1], sys.argv[2]
-sys.path[:0] = [CODE]
-from dbsvc.compiler import compile_schema  # noqa: E402
-from dbsvc.runtime import Query  # noqa: E402
-from dbsvc.schema import load_schema  # noqa: E402
-from dbsvc.storage import Store  # noqa: E402
-from dbsvc.storage.seek import plan_operators  # noqa: E402
-
-CURSORS, ASKED = 5000, 20000
+CURSORS = 5000
+ASKED = int(os.environ.get("ASKED", "20000"))
+RECORDS = int(os.environ.get("RECORDS", "20000"))
+ROUNDS = int(os.environ.get("ROUNDS", "3"))
 
 
-def main() -> None:
-    module = compile_schema(load_schema(CODE + "/schemas/blog.dbs"))
-    store = Store.open(os.path.join(DATA, "default"), module.MODELS, module.DESCRIPTION, readonly=True)
+def rss_mb() -> int:
+    with open("/proc/self/status") as status:
+        return next(int(line.split()[1]) // 1024 for line in status if line.startswith("VmRSS"))
+
+
+def cursors() -> list[tuple[float, int]]:
+    """(score, id) of matrix_bench.py `varied_shapes`' 5,000 cursors sorted by -score."""
+    rng = random.Random(36)
+    ids = [rng.randint(1, RECORDS) for _ in range(CURSORS)]
+    return [(round(rng.uniform(0, 100), 2), i) for i in ids]
+
+
+def child(code: str, data: str, paired: bool) -> None:
+    sys.path[:0] = [code]
+    from dbsvc.app import Application
+    from dbsvc.compiler import compile_schema
+    from dbsvc.http.message import split_target
+    from dbsvc.http.types import Request
+    from dbsvc.operators import encode_cursor
+    from dbsvc.realtime.broker import Broker
+    from dbsvc.runtime import Query
+    from dbsvc.schema import load_schema
+    from dbsvc.storage import Store
+    from dbsvc.storage.seek import plan_operators
+
+    module = compile_schema(load_schema(code + "/schemas/blog.dbs"))
+    started = time.perf_counter()
+    store = Store.open(os.path.join(data, "default"), module.MODELS, module.DESCRIPTION, readonly=True)
+    opened = time.perf_counter() - started
     table = store.table("BlogPost")
     gc.freeze()
     gc.set_threshold(2_000, 10, 100)
-    keys = random.Random(36)
-    queries = [
-        Query(sort=(("score", True),), limit=20, cursor=((round(keys.uniform(0, 100), 2),), keys.randint(1, 20000)))
-        for _ in range(CURSORS)
-    ]
+    made = cursors()
+    queries = [Query(sort=(("score", True),), limit=20, cursor=((key,), id_)) for key, id_ in made]
     rng = random.Random(11)
-    order = [queries[rng.randrange(CURSORS)] for _ in range(ASKED)]
-    for query in order[:CURSORS]:
+    picks = [rng.randrange(CURSORS) for _ in range(ASKED)]
+    plans = [queries[n] for n in picks]
+    before = rss_mb()
+    for query in plans[:CURSORS]:
         plan_operators(table, query)
-    spent = []
-    for _ in range(int(os.environ.get("ROUNDS", "3"))):
+    print(f"{code}: open {opened:.0f} s, RSS {before} MB before the warm pass, {rss_mb()} MB after", flush=True)
+
+    def plan_round() -> float:
         start = time.thread_time()
-        for query in order:
+        for query in plans:
             plan_operators(table, query)
-        spent.append((time.thread_time() - start) / ASKED * 1e6)
-    each = " ".join(f"{s:.2f}" for s in spent)
-    print(f"{CODE}: plan at a cursor at random, sort=-score {min(spent):.2f} us (rounds {each})", flush=True)
+        return (time.thread_time() - start) / ASKED * 1e6
+
+    rounds = [plan_round]
+    if os.environ.get("ROW"):  # the whole request, as the app answers it (no list answers kept)
+        app = Application(module, store, Broker(store, module.BY_NAME, 64), list_cache_bytes=0)
+        targets = []
+        for key, id_ in made:
+            cursor = encode_cursor("BlogPost", (("score", True),), [key], id_)
+            target = f"/api/blog-post?sort=-score&limit=20&cursor={cursor}"
+            path, pairs = split_target(target)
+            targets.append(Request("GET", target, path, pairs, []))
+        requests = [targets[n] for n in picks]
+        for request in requests[:CURSORS]:
+            assert app(request).status == 200, request.target
+
+        def row_round() -> float:
+            start = time.thread_time()
+            for request in requests:
+                app(request)
+            return (time.thread_time() - start) / ASKED * 1e6
+
+        rounds.append(row_round)
+        print(f"{code}: RSS {rss_mb()} MB after the requests' warm pass", flush=True)
+
+    if paired:
+        print("ready", flush=True)
+        for line in sys.stdin:
+            if line.strip() != "round":
+                break
+            print(" ".join(f"{one():.2f}" for one in rounds), flush=True)
+    else:
+        for one, what in zip(rounds, ("plan", "request")):
+            spent = [one() for _ in range(ROUNDS)]
+            each = " ".join(f"{s:.2f}" for s in spent)
+            print(f"{code}: {what} at a cursor at random, sort=-score {min(spent):.2f} us (rounds {each})", flush=True)
     if os.environ.get("DUMP"):
+        queries = [Query(sort=(("score", True),), limit=20, cursor=((key,), id_)) for key, id_ in made]
         with open(os.environ["DUMP"], "wb") as out:
-            pickle.dump([plan_operators(table, query) for query in queries], out)
+            pickle.dump([plan_operators(table, query) for query in queries * 3], out)
+    print(f"{code}: RSS {rss_mb()} MB at the end", flush=True)
     store.close()
 
 
+def pair(old: str, new: str, data: str) -> None:
+    """Both trees opened at once, then ROUNDS alternated pairs (module docstring)."""
+    procs = {}
+    for code in (old, new):
+        procs[code] = subprocess.Popen(
+            [sys.executable, __file__, code, data, "--paired"], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
+        )
+    for code, proc in procs.items():
+        assert proc.stdout is not None
+        while (line := proc.stdout.readline().strip()) != "ready":
+            if not line:
+                raise SystemExit(f"{code} ended before it was ready")
+            print(line, flush=True)
+    row = bool(os.environ.get("ROW"))
+    head = "| pair | load | plan old us | plan new us | new / old |" + (
+        " request old us | request new us | new / old |" if row else ""
+    )
+    print(head, flush=True)
+    print("|---" * (head.count("|") - 1) + "|", flush=True)
+    kept: dict[str, list[list[float]]] = {old: [], new: []}
+    for n in range(ROUNDS):
+        load = os.getloadavg()[0]
+        figures = {}
+        for code in (old, new) if n % 2 == 0 else (new, old):
+            proc = procs[code]
+            assert proc.stdin is not None and proc.stdout is not None
+            proc.stdin.write("round\n")
+            proc.stdin.flush()
+            figures[code] = [float(f) for f in proc.stdout.readline().split()]
+        cells = " | ".join(f"{a:.2f} | {b:.2f} | {b / a:.2f}" for a, b in zip(figures[old], figures[new]))
+        first = "old first" if n % 2 == 0 else "new first"
+        print(f"| {n + 1} ({first}) | {load:.1f} | {cells} |", flush=True)
+        for code in (old, new):
+            kept[code].append(figures[code])
+    for name, pick in (("best", min), ("median", statistics.median)):
+        best = {code: [pick(column) for column in zip(*rows)] for code, rows in kept.items()}
+        cells = " | ".join(f"{a:.2f} | {b:.2f} | {b / a:.2f}" for a, b in zip(best[old], best[new]))
+        print(f"| {name} of {ROUNDS} | | {cells} |", flush=True)
+    for proc in procs.values():
+        assert proc.stdin is not None and proc.stdout is not None
+        proc.stdin.close()
+        print(proc.stdout.read().strip(), flush=True)
+        proc.wait(timeout=120)
+
+
 if __name__ == "__main__":
-    main()
+    if sys.argv[1] == "--pair":
+        pair(*sys.argv[2:5])
+    else:
+        child(sys.argv[1], sys.argv[2], sys.argv[3:] == ["--paired"])

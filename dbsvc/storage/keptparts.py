@@ -156,6 +156,7 @@ class KeptOrders:
 
         def lower(self, key: Any, inclusive: bool) -> Position: ...
         def upper(self, key: Any, inclusive: bool) -> Position: ...
+        def after(self, key: Any, id_: Any) -> Position: ...
         def count_span(self, start: Position, stop: Position) -> int: ...
         def _counted(self) -> Fenwick: ...
         def ids_head(self, start: Position, stop: Position, count: int, skip: int = 0) -> list[Any]: ...
@@ -346,36 +347,47 @@ class KeptOrders:
     def head_after_descending(self, key: Any, id_: Any, count: int) -> tuple[list[Any], Position] | None:
         """The first `count` ids after a cursor (`key` not None, `id_`) in descending order
         (keys descending, ids ascending in a run) that lie in the sublist holding the
-        cursor's run, or None when that sublist's descending order is not kept
-        (`_whole_descending`) or the run may go on into the next sublist. The run [lo, hi)
-        is the whole order's slice [n - hi, n - lo), ids ascending, so the entries after
-        the cursor (its run's ids above `id_`, then every lower key of the sublist) begin
-        at n - hi + (after - lo): three bisects and one slice, where `cursor_run`,
-        `ids_head`, `head_descending` and `_short_runs_head` found the same page in four
-        steps at a cursor at random (walks.py `descending_page`, bench/README.md wt-score).
-        With the ids, the position the page goes on below, should fewer than `count` come
-        back: the sublist's start (i, 0), or the end of its first run when that run began
-        in sublist i - 1 (a run's ids ascend across the two, so the whole run is the
-        caller's: `head_descending`)."""
-        if len(self._keys) > WHOLE_SUBLISTS:  # no sublist's order is made (1,000,000 posts): no bisect spent
-            return None
-        i = bisect_left(self._lastkeys, key)
-        if i == len(self._keys):  # above every key: the page starts at the top
+        cursor's run (and, when that run goes on into the next sublists, the rest of the
+        run: `after` and `upper` find it), and the position the page goes on below should
+        fewer than `count` come back; or None when `key` is above every key.
+
+        The cursor's run [lo, hi) of sublist i holds its ids ascending, as the page wants
+        them, so the rest of the run is ids[at:hi] (at: the first id above `id_`): a page
+        that ends in it (most pages at 1,000,000 posts, whose runs are ~100 long) is that
+        slice, and the page goes on below at (i, lo) (`head_descending`, the caller's)
+        when the run is shorter; no order is made or kept for it. When the sublist's
+        descending order is kept (`_whole_descending`, an index of <= WHOLE_SUBLISTS
+        sublists: 20,000 posts, runs of ~2), the run is that order's slice [n - hi, n - lo)
+        and the page is its slice from n - hi + (at - lo), down to the sublist's first run
+        when that run began in sublist i - 1 (a run's ids ascend across the two, so the
+        whole run is the caller's: `head_descending`). Three or four bisects and a slice,
+        where `cursor_run`, `ids_head`, `head_descending` and `_short_runs_head` found the
+        same page in four steps (walks.py `descending_page`, bench/README.md wt-score and
+        wt-score2)."""
+        lastkeys = self._lastkeys
+        i = bisect_left(lastkeys, key)  # the first sublist holding the run (or a higher key)
+        if i == len(lastkeys):  # above every key: the page starts at the top
             return None
         keys = self._keys[i]
         n = len(keys)
         lo = bisect_left(keys, key)
         hi = bisect_right(keys, key, lo)
-        if hi == n:  # the run may go on in sublist i + 1 (its ids above `id_` there come first)
-            return None
-        whole = self._whole_descending(i, n)
-        if whole is None:
-            return None
-        at = n - hi + bisect_right(self._ids[i], id_, lo, hi) - lo
-        below = 0  # the sublist's first run goes on in sublist i - 1 (its lower ids come first): left to the caller
-        if i and self._lastkeys[i - 1] == keys[0]:
-            below = bisect_right(keys, keys[0])
-        return whole[at : min(at + count, n - below)], (i, below)
+        if hi == n and i + 1 < len(lastkeys) and self._keys[i + 1][0] == key:
+            # the run goes on in sublist i + 1 (and on): its ids ascend across them, so its
+            # rest is taken by position, and the runs below it follow from (i, lo) as above
+            return self.ids_head(self.after(key, id_), self.upper(key, True), count), (i, lo)
+        ids = self._ids[i]
+        at = bisect_right(ids, id_, lo, hi)
+        if hi - at < count:  # the page goes on below the run: the sublist's kept order, if any
+            whole = self._whole_descending(i, n)
+            if whole is not None:
+                below = 0  # the sublist's first run went on from sublist i - 1: left to the caller
+                if i and lastkeys[i - 1] == keys[0]:
+                    below = bisect_right(keys, keys[0])
+                at += n - hi - lo
+                return whole[at : min(at + count, n - below)], (i, below)
+            return ids[at:hi], (i, lo)
+        return ids[at : at + count], (i, lo)
 
     def _whole_descending(self, i: int, n: int) -> list[Any] | None:
         """Sublist i's ids (`n` of them) in descending order (keys descending, ids ascending

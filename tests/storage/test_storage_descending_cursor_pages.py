@@ -18,7 +18,7 @@ import asyncio
 import random
 
 from dbsvc.operators import encode_cursor
-from support.query_oracle import ITEM, filled_store
+from support.query_oracle import ITEM, fill, filled_store
 
 ITEMS, PAGE = 2600, 20
 SORT = (("f", True),)
@@ -84,3 +84,50 @@ def test_descending_pages_at_cursors_are_the_reference_before_and_after_deletes(
             check_cursor(store, keys, deleted[id_], id_)
         for key, id_ in cursors:
             check_cursor(store, keys, key, id_)
+
+
+def long_run_keys(rng: random.Random, items: int) -> list[float | None]:
+    """Keys of ~26 values (runs of ~100, as 1,000,000 posts' scores at two decimals are),
+    a few nulls: most pages after a cursor end inside its run, and several runs cross a
+    sublist's end (LOAD 512)."""
+    return [None if n % 97 == 0 else rng.randrange(26) * 2.5 for n in range(items)]
+
+
+def test_descending_pages_in_long_runs_are_the_reference_across_sublists_deletes_and_writes():
+    """A page after a cursor inside a long run is the rest of that run's slice (ids
+    ascending), then the runs below from (sublist, run start): wrong if the slice starts one
+    id off, if it goes on below from the wrong place, or if it ends a run that goes on in
+    the next sublist. Cursors at each run's last 23 ids (the page leaves the run at each
+    count), at its first id and below it, at random, in the nulls and at keys no record
+    holds; then on deleted records, and on both sides of writes made between two pages."""
+    rng = random.Random(22)
+    values = long_run_keys(rng, ITEMS)
+    with filled_store([row(f) for f in values]) as (store, ids, _twin):
+        keys = dict(zip(ids, values))
+        runs: dict[float, list[int]] = {}
+        for i in ids:
+            if keys[i] is not None:
+                runs.setdefault(keys[i], []).append(i)
+        cursors: list[tuple[float | None, int]] = [(None, 0), (None, ids[-1]), (100.0, 0), (-1.0, 0), (1.0, 5)]
+        for key, run in runs.items():
+            cursors += [(key, i) for i in run[-23:]] + [(key, run[0]), (key, 0), (key, run[len(run) // 2] + 1)]
+        cursors += [(keys[i], i) for i in rng.sample(ids, 40)]
+        for key, id_ in cursors:
+            check_cursor(store, keys, key, id_)
+        gone = rng.sample([i for i in ids if keys[i] is not None], 120)
+        for id_ in gone:  # each delete drops its sublist's kept order
+            asyncio.run(store.delete("Item", id_))
+        deleted = {i: keys.pop(i) for i in gone}
+        for id_ in gone[:50]:  # a cursor on a deleted record: its key and id still seek
+            check_cursor(store, keys, deleted[id_], id_)
+        for key, id_ in cursors[::3]:
+            check_cursor(store, keys, key, id_)
+        # a write between two pages: the second page, at the first's last record, sees what
+        # was written after that place in the order and not what was written before it
+        for key in rng.sample(sorted(runs), 6):
+            run = [i for i in runs[key] if i in keys]
+            first, _more = page_after(store, key, run[len(run) // 3], PAGE)
+            last = first[-1]
+            made = asyncio.run(fill(store, [row(key), row(keys[last]), row(key + 2.5), row(None)]))
+            keys.update(zip(made, [key, keys[last], key + 2.5, None]))
+            check_cursor(store, keys, keys[last], last)
