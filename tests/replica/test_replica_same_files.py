@@ -109,21 +109,20 @@ def same_answers(primary: Server, replica: Server) -> None:
 
 def test_a_replica_after_runs_updates_deletes_and_a_compaction_has_the_primarys_files_and_answers(pool, tmp_path):
     primary = pool(BLOG, {"SERVICE_SYNC": "off"}, tmp_path / "primary")
-    write_story(primary, "a", 80)  # before the replica starts: its catch-up takes them in groups
+    write_story(primary, "a", 48)  # before the replica starts: its catch-up takes them in groups
     replica = pool(BLOG, None, tmp_path / "replica", ("--follow", f"http://127.0.0.1:{primary.port}"))
     caught_up(primary, replica)
-    write_story(primary, "b", 24)  # while it follows
+    write_story(primary, "b", 16)  # while it follows
     caught_up(primary, replica)
     theirs, mine = tmp_path / "primary" / "default", tmp_path / "replica" / "default"
-    same_bytes(theirs, mine, "log")
-    same_answers(primary, replica)
+    same_bytes(theirs, mine, "log")  # its answers are compared once, at the end
 
     assert primary.stop() == 0
     env = dict(os.environ, SERVICE_DATA=str(tmp_path / "primary"), SERVICE_TENANT="default")
     done = subprocess.run([sys.executable, str(ROOT / "dbsvc.py"), "compact"], env=env, capture_output=True, timeout=60)
     assert done.returncode == 0, done.stderr
     primary = pool(BLOG, {"SERVICE_SYNC": "off", "SERVICE_PORT": str(primary.port)}, tmp_path / "primary")
-    write_story(primary, "c", 40)
+    write_story(primary, "c", 24)
     caught_up(primary, replica)
     state = replica.get("/metrics").json["replica"]
     assert (state["bootstraps"], state["compactions"]) == (1, 1)  # its own compaction, no snapshot fetched
