@@ -36,7 +36,8 @@ to one consumer.
    an empty SERVICE_DATA, pinned to `--replica-core` (1), once per `--replica-sync` mode.
    The bootstrap (an empty snapshot for a never-compacted primary) happens before it listens;
    from its first `/metrics` on, `replica.lag_offsets` is polled every 0.25 s until it is 0:
-   frames applied per second over that span, the replica's CPU per frame, and its VmRSS at
+   frames applied per second over that span, the replica's CPU a frame (user+sys of the process over
+   the frames: the figure that holds across hosts; 60k frames/s on one core is 16.7 us), and its VmRSS at
    the end beside the primary's; and, per thread of the replica (main, reading, fsync: by
    the system call each blocks in once caught up), CPU a frame, time waiting for a core,
    switches, migrations, faults (replication_threads.py).
@@ -66,7 +67,8 @@ to one consumer.
    (its snapshot and an empty log: "after"). Each restart timed from spawn to listening
    (the store opened) and to `/ready`, with the replica's RSS then.
 7. inprocess: the tenant's frames applied by `Store.apply_replicated_frames` in this
-   process (a fresh store, sync off, groups of 512, pinned to core 1): the CPU of the
+   process (a fresh store, sync off, a replica's collector thresholds, groups of 1,024 as a
+   catching-up replica's, pinned to core 1): the CPU of the
    loop's apply a frame, with no socket, reading thread or fsync (best of `--rounds`).
    Steadier under load than frames/s, and the part of a replica this bench's changes touch.
 5. `--retained` (off by default): a copy of the tenant compacted with `dbsvc compact`, so
@@ -115,7 +117,7 @@ from replication_pair import measure_pairs  # noqa: E402
 from replication_replica import log_frames, measure_inprocess, measure_replica, measure_restart  # noqa: E402
 from replication_threads import paired, print_paired, print_summary, summary  # noqa: E402
 
-CALIBRATION_FRAMES = 51_200  # the steady mode's calibration: the log's first 100 groups of 512, in process
+CALIBRATION_FRAMES = 51_200  # the steady mode's calibration: the log's first 50 groups of 1,024, in process
 
 # -- main -------------------------------------------------------------------------------------
 

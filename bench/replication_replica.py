@@ -33,6 +33,14 @@ from replication_threads import describe, roles, split, threads
 
 # -- 3. a replica's apply rate ----------------------------------------------------------------
 
+GROUP = 1024  # frames a group in process: a catching-up replica's (dbsvc/replica/consumer.py BATCH)
+BAR_US = 1e6 / 60_000  # CPU a frame of a replica at 60k frames/s on one core: the target's bar
+
+
+def one_core(us: float) -> str:
+    """What `us` of CPU a frame comes to on one core, beside the target's bar."""
+    return f"{1e3 / us if us > 0 else float('nan'):.1f}k frames/s on one core at that CPU (60k: {BAR_US:.1f} us)"
+
 
 def log_frames(data: Path) -> list[bytes]:
     """The tenant's log frames, each as `/replicate` sends it (header and payload)."""
@@ -47,21 +55,22 @@ def log_frames(data: Path) -> list[bytes]:
     return frames
 
 
-def apply_in_process(frames: list[bytes], group: int = 512) -> float:
-    """us of this thread's CPU a frame to apply `frames` to a fresh store (sync off, the
-    server's collector thresholds) in groups of `group`, each awaited after the next is
+def apply_in_process(frames: list[bytes], group: int = GROUP) -> float:
+    """us of this thread's CPU a frame to apply `frames` to a fresh store (sync off, a
+    replica's collector thresholds) in groups of `group`, each awaited after the next is
     applied (as follower.py pipelines them)."""
     import gc
 
+    from dbsvc import service
     from dbsvc.compiler import compile_schema
     from dbsvc.schema import load_schema
-    from dbsvc.service import GC_THRESHOLDS
     from dbsvc.storage import Store
     from dbsvc.storage.tenants import create_tenant
 
     module = compile_schema(load_schema(str(SCHEMA)))
     gc.freeze()
-    gc.set_threshold(*GC_THRESHOLDS)
+    # A replica's own thresholds (service.py settle_heap: `follows`), where the tree has them.
+    gc.set_threshold(*getattr(service, "FOLLOWER_GC_THRESHOLDS", service.GC_THRESHOLDS))
 
     async def apply(store) -> None:
         pending = None
@@ -88,7 +97,7 @@ def apply_in_process(frames: list[bytes], group: int = 512) -> float:
         shutil.rmtree(directory, ignore_errors=True)
 
 
-def measure_inprocess(data: Path, rounds: int, group: int = 512) -> dict:
+def measure_inprocess(data: Path, rounds: int, group: int = GROUP) -> dict:
     """The loop's share of a replica's apply, without sockets or threads: the tenant's log
     frames handed to `Store.apply_replicated_frames` of a fresh store (`apply_in_process`);
     CPU of this thread a frame, best of `rounds`."""
@@ -247,8 +256,9 @@ def measure_replica(
     print(
         f"  SERVICE_SYNC={sync}: {frames:,} frames applied in {span:.2f} s = {rate:8,.0f} frames/s "
         f"(from its first /metrics at offset {first[1]:,}, {startup:.2f} s after spawn, bootstrap "
-        f"included there; bootstraps {bootstraps}); replica CPU {cpu / head * 1e6:.1f} us/frame over the "
-        f"whole run, {applying * 1e6:.1f} us/frame while applying; primary CPU {primary_cpu / head * 1e6:.1f} us/frame",
+        f"included there; bootstraps {bootstraps}); replica CPU (user+sys) {applying * 1e6:.2f} us a frame "
+        f"while applying = {one_core(applying * 1e6)}; {cpu / head * 1e6:.1f} us a frame over the whole run; "
+        f"primary CPU {primary_cpu / head * 1e6:.1f} us a frame",
         flush=True,
     )
     print(

@@ -92,12 +92,15 @@ KINDS = frozenset({"insert", "update", "delete"})
 SYNC_INTERVAL = 1.0  # rule 2
 SYNC_BYTES = 8 * 1024 * 1024
 POLL = 0.2  # how often the loop looks at signals and the clock
-# Messages taken from the client at once, at most (rule 8): a read replica's group (groups.py
-# BATCH, 1,024 since session 20), so both readers of /replicate take the stream alike. Here a
-# take is not a unit of work (frames are written one by one and fsynced by SYNC_BYTES and
-# SYNC_INTERVAL), so its size costs nothing a frame either way: the hand-over was 0.27 us a
-# frame at 512 and at 1,024 (bench/README.md, session 21, wt-tidy4). A signal waits for at
-# most one take's frames (rule 5): ~1,024 checks and writes, milliseconds.
+# Messages taken from the /replicate stream at once, at most (rule 8), and their bytes: one
+# constant for both readers of the stream, this one and a read replica, whose group they
+# bound (groups.py G1 imports them). 1,024 rather than 512 for the replica: ~7% less of its
+# CPU a frame served (fewer fsyncs, hand-overs and runs a frame; bench/README.md, session 20,
+# wt-rep16); while it catches up its loop pauses about 20 ms a group. Here a take is not a
+# unit of work (frames are written one by one and fsynced by SYNC_BYTES and SYNC_INTERVAL), so
+# its size costs nothing a frame either way: the hand-over was 0.27 us a frame at 512 and at
+# 1,024 (bench/README.md, session 21, wt-tidy4). A signal waits for at most one take's frames
+# (rule 5): ~1,024 checks and writes, milliseconds.
 BATCH, BATCH_BYTES = 1024, 1 << 20
 CONNECT_TIMEOUT = 10.0
 BACKOFF_FIRST, BACKOFF_CAP = 0.5, 30.0

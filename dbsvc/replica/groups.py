@@ -38,16 +38,13 @@ from typing import Any
 from zlib import crc32
 
 from dbsvc.errors import EpochChanged, StreamError
-from dbsvc.replica.consumer import FrameError, check_frame_bytes
+from dbsvc.replica.consumer import BATCH, BATCH_BYTES, FrameError, check_frame_bytes
 from dbsvc.replica.primary import Stream
 from dbsvc.storage.logfile import FRAME, FRAME_HEADER_SIZE
 from dbsvc.storage.store import Store
 
-# Frames applied per turn of the loop, at most (G1): a pause of the loop of about 20 ms
-# while catching up. 1,024 rather than 512: ~7% less of the replica's CPU a frame served
-# (fewer fsyncs, hand-overs and runs a frame; bench/README.md, session 20, wt-rep16).
-BATCH = 1024
-BATCH_BYTES = 1 << 20  # ... and bytes
+# BATCH frames and BATCH_BYTES bytes bound a group (G1): the stream's take, consumer.py's, so
+# `dbsvc replicate` and a replica read /replicate alike (why 1,024: consumer.py).
 _HEADER = FRAME  # a frame's header: offset, crc32, length (storage/logfile.py)
 _FIRST, _SECOND, _THIRD = itemgetter(0), itemgetter(1), itemgetter(2)
 _PAYLOAD = slice(FRAME_HEADER_SIZE, None)

@@ -137,12 +137,12 @@ def _rows(model: CompiledModel, records: list[dict]) -> tuple[list[Any], list[tu
     """`model.row` of each record, and the same values a field at a time, for records that
     hold exactly the model's fields in order: each record's values as they are but an
     enum's, the model's member string (`row`'s contract, runtime.py `shared_values`). No
-    Python call a record: a record's values are its dict's, and the members are looked up
-    a column at a time (bench/README.md, rep9's section)."""
-    values = list(map(tuple, map(dict.values, records)))
-    columns = list(zip(*values))
-    if not model.shared_values or not values:
-        return values, columns
+    Python call a record: a record's values are its dict's, read a column at a time straight
+    from the dicts (no tuple a record made first, then made again once the members are in),
+    and the members are looked up a column at a time (bench/README.md, rep9's section)."""
+    columns = list(zip(*map(dict.values, records)))  # each record holds every field
+    if not columns:
+        return [], columns
     for position, members in model.shared_values.items():
         column = columns[position]
         try:

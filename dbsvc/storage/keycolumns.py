@@ -127,20 +127,22 @@ class KeyColumn:
                 return
         self.far[id_] = key
 
-    def set_many(self, ids: Sequence[Any], keys: Sequence[Any]) -> None:
+    def set_many(self, ids: Sequence[Any], keys: Sequence[Any], ascending: bool = False) -> None:
         """`set` of each id (`ids[n]` has `keys[n]`), with the same result: a run of int
         ids from the end of `slots` on (new ids in order: a follower's group) extends it
-        at once; any others are set one by one."""
+        at once; any others are set one by one. `ascending`: the caller knows the ids are
+        ints in strictly ascending order, so its first and last say whether they are that run."""
         slots = self.slots
         n = len(slots)
         count = len(ids)
         if (
             not count
             or self.far
-            or set(map(type, ids)) != {int}
+            or not (ascending or set(map(type, ids)) == {int})
             or ids[0] != n
             or ids[-1] != n + count - 1
-            or ids != list(range(n, n + count))  # (ints, so == is int.__eq__)
+            # (ints, so == is int.__eq__; distinct ascending ints from n to n + count - 1 are that range)
+            or not (ascending or ids == list(range(n, n + count)))
         ):
             for id_, key in zip(ids, keys):
                 self.set(id_, key)

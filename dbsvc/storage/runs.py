@@ -35,6 +35,11 @@ next asked for. Where a sublist splits may differ from one `add` at a time (no r
 sees where: tests/replica/test_replica_apply_runs.py compares everything else). A sorted
 index's shared sublists (`share`, a compaction's cut) are copied before they change.
 
+`ascending` (tableruns.py finds it once a run): the caller knows the run's ids are ints in
+strictly ascending order, so none of the runs here checks it again (each check is a C-level
+pass over the run: three ordered and three filter indexes of one model made a dozen of them
+a group); without it each checks for itself, as before.
+
 `pack_run` encodes the run's records with one call of the C encoder instead of one a
 record: the run as one JSON array of arrays, cut at its "],[" (a record's own text holding
 "],[", a string or a nested list, makes more pieces than records: then `pack` of each).
@@ -74,19 +79,21 @@ _INT = {int}
 MERGE_AT = 8  # a sublist takes its pairs by one merge when they are at least an eighth of it
 
 
-def add_sorted_run(index: SortedIndex, entries: list[Any]) -> None:
+def add_sorted_run(index: SortedIndex, entries: list[Any], ascending: bool = False) -> None:
     """`index.add` of each entry, with the same result (module rules). Entries that ascend
-    past the last one held extend the last sublist at once; any others are added one by one."""
+    past the last one held extend the last sublist at once; any others are added one by one.
+    `ascending`: the caller knows the entries are ints in strictly ascending order (module docstring)."""
     sublists = index.sublists
-    if sublists and all(map(lt, entries, entries[1:])) and entries and sublists[-1][-1] < entries[0]:
+    if sublists and (ascending or all(map(lt, entries, entries[1:]))) and entries and sublists[-1][-1] < entries[0]:
         index.extend_past(entries)
         return
     for entry in entries:
         index.add(entry)
 
 
-def add_ordered_run(index: OrderedIndex, keys: Sequence[Any], ids: Sequence[Any]) -> None:
-    """`index.add(keys[n], ids[n])` of each pair, with the same result (module rules)."""
+def add_ordered_run(index: OrderedIndex, keys: Sequence[Any], ids: Sequence[Any], ascending: bool = False) -> None:
+    """`index.add(keys[n], ids[n])` of each pair, with the same result (module rules).
+    `ascending`: the caller knows the ids are ints in strictly ascending order (module docstring)."""
     lastkeys, lastids = index.last_keys, index.last_ids
     if not lastkeys:  # an empty index: its first sublist is made by `add`
         for key, id_ in zip(keys, ids):
@@ -94,8 +101,11 @@ def add_ordered_run(index: OrderedIndex, keys: Sequence[Any], ids: Sequence[Any]
         return
     column = index.column
     # Every id the index holds is an int under len(slots) when `far` is empty (keycolumns.py).
-    newer = bool(ids) and not column.far and set(map(type, ids)) == _INT and min(ids) >= len(column.slots)
-    column.set_many(ids, keys)
+    if ascending:
+        newer = bool(ids) and not column.far and ids[0] >= len(column.slots)
+    else:
+        newer = bool(ids) and not column.far and set(map(type, ids)) == _INT and min(ids) >= len(column.slots)
+    column.set_many(ids, keys, ascending)
     if None in keys:
         nulls = index.nulls
         pairs = []
@@ -212,14 +222,15 @@ def _append_pairs(index: OrderedIndex, pairs: list[tuple[Any, Any]]) -> None:
     lastkeys[-1], lastids[-1] = keys_i[-1], ids_i[-1]
 
 
-def add_hash_run(index: FilterIndex, keys: Sequence[Any], ids: Sequence[Any]) -> None:
-    """`index.add(keys[n], ids[n])` of each pair, with the same result (module rules)."""
+def add_hash_run(index: FilterIndex, keys: Sequence[Any], ids: Sequence[Any], ascending: bool = False) -> None:
+    """`index.add(keys[n], ids[n])` of each pair, with the same result (module rules).
+    `ascending`: the caller knows the ids are ints in strictly ascending order (module docstring)."""
     if isinstance(index, OrderedFilter):  # its `add` drops the set kept for the key, if any
         kept = index.kept_sets
         if kept:
             deque(map(kept.pop, keys, repeat(None)), 0)
         return
-    if ids and set(map(type, ids)) == _INT and ids[0] >= 0 and all(map(lt, ids, ids[1:])):
+    if ids and (ascending or set(map(type, ids)) == _INT) and ids[0] >= 0 and (ascending or all(map(lt, ids, ids[1:]))):
         if isinstance(index, UniqueFilter) and None not in keys:
             if ids[-1] < index.nulls.span:  # `add` of a key is `cover` of its id: nothing to cover
                 return

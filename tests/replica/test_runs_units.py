@@ -36,10 +36,10 @@ def ordered(pairs: list[tuple[int, int]]) -> tuple[OrderedIndex, OrderedIndex]:
     return one, many
 
 
-def check_run(one: OrderedIndex, many: OrderedIndex, keys: list[int], ids: list[int]) -> None:
+def check_run(one: OrderedIndex, many: OrderedIndex, keys: list[int], ids: list[int], ascending: bool = False) -> None:
     for key, id_ in zip(keys, ids):
         one.add(key, id_)
-    add_ordered_run(many, keys, ids)
+    add_ordered_run(many, keys, ids, ascending)
     assert _ordered_shape(many) == _ordered_shape(one)
     assert list(many.last_keys) == [k[-1] for k in many.key_sublists]
     assert list(many.last_ids) == [i[-1] for i in many.id_sublists]
@@ -51,11 +51,12 @@ def test_an_ordered_run_with_its_first_pair_inside_and_the_rest_after_the_end():
     assert list(many) == sorted([(k, k + 1) for k in range(11)] + [(5, 100), (20, 101)])
 
 
-def test_a_long_run_into_a_middle_sublist_splits_it_and_keeps_the_ones_after():
+@pytest.mark.parametrize("ascending", [False, True], ids=["ids checked by the run", "ids known ascending"])
+def test_a_long_run_into_a_middle_sublist_splits_it_and_keeps_the_ones_after(ascending):
     one, many = ordered([(10 * k, k + 1) for k in range(5 * LOAD)])  # three sublists or more
     assert len(many.key_sublists) >= 3
     keys = [k for k in range(1, 10 * LOAD) if k % 10][: 3 * LOAD]  # distinct, inside the first sublist's keys
-    check_run(one, many, keys, list(range(10**6, 10**6 + 3 * LOAD)))
+    check_run(one, many, keys, list(range(10**6, 10**6 + 3 * LOAD)), ascending)
     assert len(many) == 8 * LOAD
 
 
@@ -72,9 +73,11 @@ def test_a_run_past_the_end_longer_than_four_sublists_keeps_every_last_entry():
     [[5, 6, 7, 8], [5, 7, 6, 8], [5, 6, 8], [6, 7, 8, 9]],
     ids=["the next ids", "the next ids, two swapped", "one missing", "one past the end first"],
 )
-def test_a_key_columns_run_is_set_of_each(typecode, ids):
+@pytest.mark.parametrize("ascending", [False, True], ids=["ids checked", "ids known ascending when they are"])
+def test_a_key_columns_run_is_set_of_each(typecode, ids, ascending):
     # keycolumns.py `set_many` extends the slots at once only for exactly the ids that come
     # next, in order (its list compare, session 13, rep9); anything else is `set` of each.
+    # Told that the ids ascend (tableruns.py), it reads that from the first and last alone.
     from dbsvc.storage.keycolumns import KeyColumn
 
     one, many = KeyColumn(typecode), KeyColumn(typecode)
@@ -84,7 +87,7 @@ def test_a_key_columns_run_is_set_of_each(typecode, ids):
     keys = [200 + n for n in range(len(ids))]
     for id_, key in zip(ids, keys):
         one.set(id_, key)
-    many.set_many(ids, keys)
+    many.set_many(ids, keys, ascending and ids == sorted(set(ids)))
     got = [many.get(i) for i in sorted(set(ids))]
     assert got == [one.get(i) for i in sorted(set(ids))]
     assert (list(many.slots), dict(many.far), len(many)) == (list(one.slots), dict(one.far), len(one))
