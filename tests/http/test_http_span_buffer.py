@@ -22,7 +22,7 @@ from collections.abc import Iterator
 import pytest
 
 from dbsvc.logformat import SPAN_LOGGER
-from dbsvc.logs import SPAN_BUFFER_LINES, SPAN_FLUSH_SECONDS, configure_logging, flush_logs, log_request
+from dbsvc.logs import SPAN_BUFFER_LINES, SPAN_FLUSH_SECONDS, SpanLog, configure_logging, flush_logs, log_request
 
 
 class Collect(logging.Handler):
@@ -39,10 +39,14 @@ class Collect(logging.Handler):
 @contextlib.contextmanager
 def alone_to(fmt: str = "text") -> Iterator[io.StringIO]:
     """Logging in format `fmt` into a StringIO, the span log the root's only handler for the
-    block (pytest's are put back after it), then back to a quiet default."""
+    block (pytest's are put back after it), then back to a quiet default. A span log an earlier
+    `configure_logging` installed is not put back: the one configured after the block replaces
+    it (outside pytest, in bench/mutation_inprocess.py's one process, putting it back piled a
+    span log on the root per test, every later span took `logging` through all of them, and
+    the buffer tests of test_http_logs.py failed on the unmutated code: false kills)."""
     stream = io.StringIO()
     root = logging.getLogger()
-    others = list(root.handlers)
+    others = [handler for handler in root.handlers if not isinstance(handler, SpanLog)]
     try:
         configure_logging("info", fmt, stream=stream)
         for handler in others:
