@@ -210,3 +210,26 @@ def test_every_request_span_is_written_once_while_threads_append_and_flush():
     for worker in range(threads_count):  # one thread's spans keep their order
         mine = [request_id for request_id in written if request_id.startswith(f"r-{worker}-")]
         assert mine == [f"r-{worker}-{n}" for n in range(each)]
+
+
+def test_a_request_span_makes_no_log_record_while_the_span_log_is_alone():
+    """The fast path counted, not timed: with the span log alone a request span is one tuple
+    (no LogRecord made); a record factory is not a listener, so it leaves the span log alone."""
+    made: list[str] = []
+    factory = logging.getLogRecordFactory()
+
+    def counted(*args, **kwargs) -> logging.LogRecord:
+        record = factory(*args, **kwargs)
+        made.append(record.name)
+        return record
+
+    with alone_to() as stream:
+        logging.setLogRecordFactory(counted)
+        try:
+            for n in range(5):
+                log_request("GET", "/api/post/7", 200, 0.25, 9, f"r-{n}")
+        finally:
+            logging.setLogRecordFactory(factory)
+        flush_logs()
+        assert len(stream.getvalue().splitlines()) == 5
+    assert SPAN_LOGGER not in made
