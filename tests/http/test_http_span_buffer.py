@@ -233,3 +233,16 @@ def test_a_request_span_makes_no_log_record_while_the_span_log_is_alone():
         flush_logs()
         assert len(stream.getvalue().splitlines()) == 5
     assert SPAN_LOGGER not in made
+
+
+def test_a_record_that_cannot_be_formatted_is_reported_with_its_message_and_the_buffer_goes_on():
+    """`emit`'s failure path: logging's own report on stderr names the record's message and
+    arguments, nothing is buffered for it, and the next span is written as usual."""
+    errors = io.StringIO()
+    with alone_to() as stream, contextlib.redirect_stderr(errors):
+        logging.getLogger("dbsvc.test").warning("count %d", "not a number")
+        log_request("GET", "/api/post/7", 200, 0.25, 9, "r-after")
+        flush_logs()
+        assert [line.rsplit("request_id=", 1)[1] for line in stream.getvalue().splitlines()] == ["r-after"]
+    assert "--- Logging error ---" in errors.getvalue()
+    assert "Message: 'count %d'\nArguments: ('not a number',)" in errors.getvalue()
