@@ -100,6 +100,40 @@ def test_a_pause_after_a_piece_is_capped_and_skipped_once_the_store_closes():
     assert time.perf_counter() - began < online.MAX_WALL_PAUSE
 
 
+def test_a_piece_is_fsynced_from_flush_bytes_past_the_last_fsync_and_its_pause_gets_that_fsyncs_time(tmp_path):
+    """`files.flush_past` at its edge: one byte short of FLUSH_BYTES past the last fsync, no
+    fsync and no pause; exactly FLUSH_BYTES past, an fsync, then the pause called once with
+    that fsync's own wall time (never more than the whole call took)."""
+    took: list[float] = []
+    fd = os.open(tmp_path / "piece", os.O_WRONLY | os.O_CREAT, 0o600)
+    try:
+        os.write(fd, b"x" * files.FLUSH_BYTES)
+        assert files.flush_past(fd, 100 + files.FLUSH_BYTES - 1, 100, took.append) == 100
+        assert took == []
+        began = time.perf_counter()
+        assert files.flush_past(fd, 100 + files.FLUSH_BYTES, 100, took.append) == 100 + files.FLUSH_BYTES
+        whole = time.perf_counter() - began
+    finally:
+        os.close(fd)
+    assert len(took) == 1 and 0.0 <= took[0] <= whole
+
+
+def test_the_pause_after_a_piece_is_where_the_flush_fault_fires():
+    """`DBSVC_FAULT=flush:N` counts the pauses by their name, "flush" unless told: the Nth
+    pause fails (as the kill -9 tests below kill there), the ones before it do not."""
+    for pause in (
+        online.WallPacer(online.Progress(), files.FaultPlan("flush:2")),
+        online.WallPacer(online.Progress(), files.FaultPlan("collapse:2"), name="collapse"),
+    ):
+        assert pause(0.0) is False
+        try:
+            pause(0.0)
+        except OSError as exc:
+            assert "injected by DBSVC_FAULT" in str(exc) and f"{pause.name}:2" in str(exc)
+        else:
+            raise AssertionError(f"no fault in the second {pause.name!r} pause")
+
+
 WRITERS_STORE = {"compact_bytes": 256 << 10, "retain_bytes": 1 << 20}
 WRITERS_SETTINGS = {"files.FLUSH_BYTES": 16 << 10, "retain.CHUNK": 4 << 10}
 
