@@ -146,6 +146,42 @@ def test_log_news_thread_copies_pause_after_each_pieces_fsync(tenant, monkeypatc
         s.close()
 
 
+def test_a_flush_fault_fires_in_the_snapshots_first_pause_before_the_retained_copy_begins(tenant, monkeypatch, caplog):
+    """DBSVC_FAULT=flush:1 (EIO, in process): the first pause after a flushed piece is the
+    snapshot's (write_snapshot hands its pause the store's faults), so the compaction fails
+    there and log.retained.new, the next step's file, is never opened; the store goes on in
+    its epoch with every write."""
+    monkeypatch.setattr(files, "FLUSH_BYTES", FLUSH)
+    monkeypatch.setattr(snapshot, "BLOCK_ROWS", 4)
+    monkeypatch.setenv("DBSVC_FAULT", "flush:1")
+    layer = SlowNewFiles()
+    s = open_store(tenant, retain_bytes=1 << 20)
+
+    async def go():
+        for i in range(1, 41):
+            await s.insert("User", user(i, name="x" * 300))
+        for n in range(40):  # a log to retain, as above
+            await s.replace("User", 1 + n, user(1 + n, name=f"{'y' * 300} {n}"))
+        await s.compact_now()  # a failed compaction is logged, and retried later
+
+    with files.use(layer):
+        try:
+            run(go())
+            assert "online compaction failed" in caplog.text and "(injected by DBSVC_FAULT flush:1)" in caplog.text
+            assert s.compactions == 0
+            assert [kind for kind, _ in layer.events["snapshot.new"]].count("fsync") == 1
+            assert layer.events["log.retained.new"] == []
+        finally:
+            s.close()
+    monkeypatch.delenv("DBSVC_FAULT")
+    s = open_store(tenant, retain_bytes=1 << 20)
+    try:
+        check_indexes(s)
+        assert s.get("User", 40)[0]["name"] == f"{'y' * 300} 39"
+    finally:
+        s.close()
+
+
 def test_a_pause_after_a_piece_is_capped_and_skipped_once_the_store_closes():
     """The pause never sleeps more than MAX_WALL_PAUSE (a close() waits for one begun), and
     none once the store is closing: it answers True, and the copy stops at its next check."""
