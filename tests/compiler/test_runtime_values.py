@@ -195,10 +195,18 @@ def test_c_encoder_writes_the_stdlib_encoder_s_text_with_its_item_separator(valu
 
 @pytest.mark.parametrize("separator", [",", "\0"], ids=["comma", "nul"])
 @pytest.mark.parametrize(
-    "value, error", [([1, float("nan")], ValueError), ({"x": float("-inf")}, ValueError), ([1, object()], TypeError)]
+    "value, error, message",
+    [
+        ([1, float("nan")], ValueError, "Out of range float values are not JSON compliant"),
+        ({"x": float("-inf")}, ValueError, "Out of range float values are not JSON compliant"),
+        ([1, object()], TypeError, "Object of type object is not JSON serializable"),  # runtime's own refusal
+        ({(1, 2): 1}, TypeError, "keys must be str, int, float, bool or None, not tuple"),  # never skipped
+    ],
 )
-def test_c_encoder_refuses_what_is_not_json(value, error, separator):
+def test_c_encoder_refuses_what_is_not_json(value, error, message, separator):
+    """Refused as the stdlib's encoder refuses, with its message: a value of another type by
+    runtime's `_not_json`, a key of another type never skipped (docs/mutation.md, session 22)."""
     encoder = runtime.c_encoder(separator)
     assert encoder is not None
-    with pytest.raises(error):
+    with pytest.raises(error, match=re.escape(message)):
         "".join(encoder(value, 0))

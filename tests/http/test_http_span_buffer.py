@@ -22,7 +22,7 @@ from collections.abc import Iterator
 import pytest
 
 from dbsvc.logformat import SPAN_LOGGER
-from dbsvc.logs import SPAN_BUFFER_LINES, SPAN_FLUSH_SECONDS, configure_logging, flush_logs, log_request
+from dbsvc.logs import SPAN_BUFFER_LINES, SPAN_FLUSH_SECONDS, SpanLog, configure_logging, flush_logs, log_request
 
 
 class Collect(logging.Handler):
@@ -39,10 +39,14 @@ class Collect(logging.Handler):
 @contextlib.contextmanager
 def alone_to(fmt: str = "text") -> Iterator[io.StringIO]:
     """Logging in format `fmt` into a StringIO, the span log the root's only handler for the
-    block (pytest's are put back after it), then back to a quiet default."""
+    block (pytest's are put back after it), then back to a quiet default. A span log an earlier
+    `configure_logging` installed is not put back: the one configured after the block replaces
+    it (outside pytest, in bench/mutation_inprocess.py's one process, putting it back piled a
+    span log on the root per test, every later span took `logging` through all of them, and
+    the buffer tests of test_http_logs.py failed on the unmutated code: false kills)."""
     stream = io.StringIO()
     root = logging.getLogger()
-    others = list(root.handlers)
+    others = [handler for handler in root.handlers if not isinstance(handler, SpanLog)]
     try:
         configure_logging("info", fmt, stream=stream)
         for handler in others:
@@ -206,3 +210,39 @@ def test_every_request_span_is_written_once_while_threads_append_and_flush():
     for worker in range(threads_count):  # one thread's spans keep their order
         mine = [request_id for request_id in written if request_id.startswith(f"r-{worker}-")]
         assert mine == [f"r-{worker}-{n}" for n in range(each)]
+
+
+def test_a_request_span_makes_no_log_record_while_the_span_log_is_alone():
+    """The fast path counted, not timed: with the span log alone a request span is one tuple
+    (no LogRecord made); a record factory is not a listener, so it leaves the span log alone."""
+    made: list[str] = []
+    factory = logging.getLogRecordFactory()
+
+    def counted(*args, **kwargs) -> logging.LogRecord:
+        record = factory(*args, **kwargs)
+        made.append(record.name)
+        return record
+
+    with alone_to() as stream:
+        logging.setLogRecordFactory(counted)
+        try:
+            for n in range(5):
+                log_request("GET", "/api/post/7", 200, 0.25, 9, f"r-{n}")
+        finally:
+            logging.setLogRecordFactory(factory)
+        flush_logs()
+        assert len(stream.getvalue().splitlines()) == 5
+    assert SPAN_LOGGER not in made
+
+
+def test_a_record_that_cannot_be_formatted_is_reported_with_its_message_and_the_buffer_goes_on():
+    """`emit`'s failure path: logging's own report on stderr names the record's message and
+    arguments, nothing is buffered for it, and the next span is written as usual."""
+    errors = io.StringIO()
+    with alone_to() as stream, contextlib.redirect_stderr(errors):
+        logging.getLogger("dbsvc.test").warning("count %d", "not a number")
+        log_request("GET", "/api/post/7", 200, 0.25, 9, "r-after")
+        flush_logs()
+        assert [line.rsplit("request_id=", 1)[1] for line in stream.getvalue().splitlines()] == ["r-after"]
+    assert "--- Logging error ---" in errors.getvalue()
+    assert "Message: 'count %d'\nArguments: ('not a number',)" in errors.getvalue()

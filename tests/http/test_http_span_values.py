@@ -15,6 +15,7 @@ import time
 
 import pytest
 
+from dbsvc import logformat
 from dbsvc.logformat import TextFormat, duration_parts
 from dbsvc.logs import flush_logs, log_request
 from dbsvc.metrics import DURATION_BOUNDS, RouteMeter
@@ -73,7 +74,7 @@ def test_duration_parts_agree_with_round_near_every_kind_of_tie():
     for _ in range(3000):  # past 1e9 ms `round` answers: the float's error there passes 1e-4 of a microsecond
         big = (rng.randrange(10**16) + 0.5) / 1000
         cases += [big, math.nextafter(big, 0.0), math.nextafter(big, math.inf)]
-    cases += [1e9, math.nextafter(1e9, 0.0), 5e-324, -1.0, -0.0004]
+    cases += [1e9, math.nextafter(1e9, 0.0), 5e-324, -1.0, -0.0004, -0.0, 0.0]
     wrong = [ms for ms in cases if "{}{}".format(*duration_parts(ms)) != str(round(ms, 3))]
     assert wrong == []
 
@@ -128,3 +129,56 @@ def test_a_credential_in_a_path_is_redacted_in_any_case(word):
         flush_logs()
         [line] = stream.getvalue().splitlines()
     assert "abc.def" not in line and "[redacted]" in line
+
+
+@pytest.mark.parametrize(
+    "duration_ms, parts",
+    [
+        (0.1234567, (0, ".123")),
+        (0.0008, (0, ".001")),  # under a microsecond, rounded up
+        (2.0, (2, ".0")),
+        (0.0, ("", 0.0)),  # 0 and below: `round`'s own
+        (-0.0, ("", -0.0)),
+        (0.0005, ("", 0.001)),  # within 1e-4 of a microsecond's half: `round`'s own
+        (1e9, ("", 1000000000.0)),  # 1e12 microseconds and above: `round`'s own
+        (1000000000.00025, ("", 1000000000.0)),
+    ],
+)
+def test_duration_parts_cut_by_the_table_away_from_a_half_and_leave_the_rest_to_round(duration_ms, parts):
+    """The docstring's two branches, each answer given whole: whole milliseconds and the
+    decimals from the table, or "" and `round`'s float (whose text is the same)."""
+    assert duration_parts(duration_ms) == parts
+
+
+def test_a_span_line_quotes_a_path_holding_only_a_quote():
+    [line] = TextFormat().request_lines([(1764500000.0071, "GET", '/a"b', 200, 0.25, 12, "r-1")])
+    assert ' path="/a\\"b" status=200 ' in line
+
+
+def test_span_lines_of_one_second_away_from_a_half_call_neither_round_nor_the_timestamp_again():
+    """request_lines' two cuts, counted rather than timed: a line's duration comes from the
+    table unless it lies within 1e-4 of a microsecond's half (`round` then), and the
+    timestamp's second is formatted once a second (`_second_cache`). 501 lines in one second
+    with durations away from a half: `round` never, `_timestamp` at most once."""
+    calls = {"round": 0, "timestamp": 0}
+
+    def counted_round(value, digits=None):
+        calls["round"] += 1
+        return round(value, digits)
+
+    def counted_timestamp(created):
+        calls["timestamp"] += 1
+        return timestamp(created)
+
+    timestamp = logformat._timestamp
+    spans = [(1764500000.0 + n / 1000, "GET", "/api/post/7", 200, 0.1 + n * 0.037, 12, "r-1") for n in range(500)]
+    spans.append((1764500000.9, "GET", "/", 200, 0.0008, 0, "r-2"))  # under a microsecond: cut too
+    logformat.round = counted_round  # a module global shadows the builtin for request_lines
+    logformat._timestamp = counted_timestamp
+    try:
+        lines = TextFormat().request_lines(spans)
+    finally:
+        del logformat.round
+        logformat._timestamp = timestamp
+    assert calls["round"] == 0 and calls["timestamp"] <= 1
+    assert [line.split(" duration_ms=")[1].split(" ")[0] for line in lines] == [str(round(t[4], 3)) for t in spans]

@@ -8,6 +8,7 @@ that sleeps before each, so that a pause's lower bound is known without timing t
 
 from __future__ import annotations
 
+import asyncio
 import os
 import time
 
@@ -86,6 +87,101 @@ def test_each_pieces_fsync_of_a_compaction_is_followed_by_a_pause_in_proportion(
         s.close()
 
 
+class SlowLogNew(SlowNewFiles):
+    """SlowNewFiles for log.new, noted only until its rename to the log at the switch: after
+    it the same descriptor is the live log, whose group commits' fsyncs are not paced."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.events = {"log.new": []}
+
+    def rename(self, src, dst, *, src_dir_fd=None, dst_dir_fd=None):  # type: ignore[override]
+        if os.path.basename(src) == "log.new":
+            self.names = {fd: name for fd, name in self.names.items() if name != "log.new"}
+        os.rename(src, dst, src_dir_fd=src_dir_fd, dst_dir_fd=dst_dir_fd)
+
+
+def test_log_news_thread_copies_pause_after_each_pieces_fsync(tenant, monkeypatch):
+    """log.new's thread copies (`start_log`, `catch_up`) of the frames written during the
+    compaction: after a piece's fsync the next write waits at least PACE times that fsync
+    (here SLOW_LOG_NEW). Writers run through the compaction so that those copies have many
+    pieces; a thread step's last fsync and the switch's own copy on the loop are not paced,
+    so the test counts the paced gaps (at least half) rather than bounding every gap (times
+    checked from below only). Before this test only snapshot.new's and log.retained.new's
+    pauses were held (online.py `_copy_frames` 5, 6, 55, 59 lived: docs/mutation.md)."""
+    monkeypatch.setattr(files, "FLUSH_BYTES", FLUSH)
+    monkeypatch.setattr(online, "COPY_CHUNK", FLUSH)  # a write, then a flush_past, every piece
+    monkeypatch.setattr(online, "SWITCH_BYTES", 512)  # the loop's writes are caught up in thread steps
+    layer = SlowLogNew()
+    s = open_store(tenant, retain_bytes=1 << 20)
+
+    async def go():
+        for i in range(1, 41):
+            await s.insert("User", user(i, name="x" * 300))
+        compaction = asyncio.ensure_future(s.compact_now())
+        n = 41
+        while not compaction.done() and n < 240:  # bounded: 200 records of ~400 bytes, about 20 pieces
+            await s.insert("User", user(n, name="z" * 300))
+            n += 1
+        await compaction
+        return n
+
+    with files.use(layer):
+        try:
+            last = run(go())
+            assert s.compactions == 1
+        finally:
+            s.close()
+    events = layer.events["log.new"]
+    gaps = [b[1] - a[1] for a, b in zip(events, events[1:]) if a[0] == "fsync" and b[0] == "write"]
+    paced = [gap for gap in gaps if gap >= online.PACE * SLOW]
+    # unpaced: each thread step's last fsync (the next step's first write follows a turn of
+    # the loop) and the switch's copy; every other piece's fsync is followed by its pause
+    assert len(gaps) >= 4 and 2 * len(paced) >= len(gaps), f"log.new: gaps after fsyncs {gaps}"
+    s = open_store(tenant, retain_bytes=1 << 20)
+    try:
+        check_indexes(s)
+        assert s.get("User", last - 1)[0]["name"] == "z" * 300
+    finally:
+        s.close()
+
+
+def test_a_flush_fault_fires_in_the_snapshots_first_pause_before_the_retained_copy_begins(tenant, monkeypatch, caplog):
+    """DBSVC_FAULT=flush:1 (EIO, in process): the first pause after a flushed piece is the
+    snapshot's (write_snapshot hands its pause the store's faults), so the compaction fails
+    there and log.retained.new, the next step's file, is never opened; the store goes on in
+    its epoch with every write."""
+    monkeypatch.setattr(files, "FLUSH_BYTES", FLUSH)
+    monkeypatch.setattr(snapshot, "BLOCK_ROWS", 4)
+    monkeypatch.setenv("DBSVC_FAULT", "flush:1")
+    layer = SlowNewFiles()
+    s = open_store(tenant, retain_bytes=1 << 20)
+
+    async def go():
+        for i in range(1, 41):
+            await s.insert("User", user(i, name="x" * 300))
+        for n in range(40):  # a log to retain, as above
+            await s.replace("User", 1 + n, user(1 + n, name=f"{'y' * 300} {n}"))
+        await s.compact_now()  # a failed compaction is logged, and retried later
+
+    with files.use(layer):
+        try:
+            run(go())
+            assert "online compaction failed" in caplog.text and "(injected by DBSVC_FAULT flush:1)" in caplog.text
+            assert s.compactions == 0
+            assert [kind for kind, _ in layer.events["snapshot.new"]].count("fsync") == 1
+            assert layer.events["log.retained.new"] == []
+        finally:
+            s.close()
+    monkeypatch.delenv("DBSVC_FAULT")
+    s = open_store(tenant, retain_bytes=1 << 20)
+    try:
+        check_indexes(s)
+        assert s.get("User", 40)[0]["name"] == f"{'y' * 300} 39"
+    finally:
+        s.close()
+
+
 def test_a_pause_after_a_piece_is_capped_and_skipped_once_the_store_closes():
     """The pause never sleeps more than MAX_WALL_PAUSE (a close() waits for one begun), and
     none once the store is closing: it answers True, and the copy stops at its next check."""
@@ -98,6 +194,40 @@ def test_a_pause_after_a_piece_is_capped_and_skipped_once_the_store_closes():
     began = time.perf_counter()
     assert pause(3600.0) is True
     assert time.perf_counter() - began < online.MAX_WALL_PAUSE
+
+
+def test_a_piece_is_fsynced_from_flush_bytes_past_the_last_fsync_and_its_pause_gets_that_fsyncs_time(tmp_path):
+    """`files.flush_past` at its edge: one byte short of FLUSH_BYTES past the last fsync, no
+    fsync and no pause; exactly FLUSH_BYTES past, an fsync, then the pause called once with
+    that fsync's own wall time (never more than the whole call took)."""
+    took: list[float] = []
+    fd = os.open(tmp_path / "piece", os.O_WRONLY | os.O_CREAT, 0o600)
+    try:
+        os.write(fd, b"x" * files.FLUSH_BYTES)
+        assert files.flush_past(fd, 100 + files.FLUSH_BYTES - 1, 100, took.append) == 100
+        assert took == []
+        began = time.perf_counter()
+        assert files.flush_past(fd, 100 + files.FLUSH_BYTES, 100, took.append) == 100 + files.FLUSH_BYTES
+        whole = time.perf_counter() - began
+    finally:
+        os.close(fd)
+    assert len(took) == 1 and 0.0 <= took[0] <= whole
+
+
+def test_the_pause_after_a_piece_is_where_the_flush_fault_fires():
+    """`DBSVC_FAULT=flush:N` counts the pauses by their name, "flush" unless told: the Nth
+    pause fails (as the kill -9 tests below kill there), the ones before it do not."""
+    for pause in (
+        online.WallPacer(online.Progress(), files.FaultPlan("flush:2")),
+        online.WallPacer(online.Progress(), files.FaultPlan("collapse:2"), name="collapse"),
+    ):
+        assert pause(0.0) is False
+        try:
+            pause(0.0)
+        except OSError as exc:
+            assert "injected by DBSVC_FAULT" in str(exc) and f"{pause.name}:2" in str(exc)
+        else:
+            raise AssertionError(f"no fault in the second {pause.name!r} pause")
 
 
 WRITERS_STORE = {"compact_bytes": 256 << 10, "retain_bytes": 1 << 20}
