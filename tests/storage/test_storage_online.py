@@ -87,7 +87,8 @@ def test_a_compaction_step_cancelled_while_queued_does_not_hold_the_loop(tenant,
 
     async def go():
         loop = asyncio.get_running_loop()
-        loop.set_default_executor(concurrent.futures.ThreadPoolExecutor(max_workers=1))
+        pool = concurrent.futures.ThreadPoolExecutor(max_workers=1)
+        loop.set_default_executor(pool)
         for i in range(1, 21):
             await s.insert("User", user(i))
         busy = loop.run_in_executor(None, lambda: released.append(done.wait(30)))
@@ -98,7 +99,10 @@ def test_a_compaction_step_cancelled_while_queued_does_not_hold_the_loop(tenant,
         s.compaction.add_done_callback(lambda _task: done.set())
         if ended_by == "close()":
             s.close()  # before the fix: idle.wait(60) here, the worker still held
-            done.set()  # the queued step may now start: it must see the close and write nothing
+            done.set()
+            # The queued step runs now, before the loop can cancel it (the loop waits here, on
+            # the one worker's next job): it must see the close and write nothing.
+            pool.submit(lambda: None).result(timeout=30)
             await busy
         return n
 
@@ -106,6 +110,8 @@ def test_a_compaction_step_cancelled_while_queued_does_not_hold_the_loop(tenant,
     assert released == [True], "the cancellation waited for a step that was never going to run"
     assert s.compactions == 0
     s.close()
+    # Before any open could discard them: no step wrote a file after the close.
+    assert sorted(os.listdir(tenant)) == ["LOCK", "history", "log", "schema.json"]
     s = open_store(tenant)
     assert s.tables["User"].records[1 + writes % 20]["name"] == f"x{writes}"
     assert sorted(os.listdir(tenant)) == ["LOCK", "history", "log", "schema.json"]
