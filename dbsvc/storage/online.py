@@ -512,13 +512,23 @@ def drop_slowly(lists: list[list[Any]]) -> None:
 
 
 async def in_thread(progress: Progress, fn: Any, *args: Any) -> Any:
-    """Run a thread step; `progress.idle` is clear while it runs (`close()` waits on it)."""
+    """Run a thread step; `progress.idle` is clear while it runs (`close()` waits on it).
+
+    The thread clears it, not the loop: a step cancelled while still queued in the executor
+    (the task cancelled by `asyncio.run`'s end, or by `close()`, in the moment between the
+    submit and a worker taking it) never runs, and an `idle` cleared on the loop would then
+    never be set again: the cancelled task's `idle.wait(60)` held the loop a whole minute
+    (about one run in thirty of a churn test). A step that starts once `close()` has
+    cancelled the compaction before its commit point does no file work: the flag is read
+    after the clear, so either `close()` waits for this step or the step sees the flag."""
 
     def call() -> Any:
+        progress.idle.clear()
         try:
+            if progress.cancelled and not progress.committed[0]:
+                raise Cancelled("the store closed before this compaction step started")
             return fn(*args)
         finally:
             progress.idle.set()
 
-    progress.idle.clear()
     return await asyncio.to_thread(call)

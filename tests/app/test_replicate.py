@@ -14,10 +14,9 @@ import zlib
 
 import pytest
 
+from support.consumer_kit import USER, write_users
 from support.server import ROOT
 from support.wskit import open_ws, post, refusal, run
-
-USER = {"email": "ann@x.io", "name": "Ann"}
 
 
 def parse(message: bytes) -> tuple[int, dict]:
@@ -41,19 +40,6 @@ async def take(server, after: int, count: int, **kw) -> list[bytes]:
 @pytest.fixture
 def blog(serve):
     return serve()
-
-
-def write_users(port: int, count: int, prefix: str = "u") -> None:
-    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
-    for i in range(count):
-        conn.request(
-            "POST",
-            "/api/user",
-            json.dumps({**USER, "email": f"{prefix}{i}@x.io"}),
-            {"Content-Type": "application/json"},
-        )
-        assert conn.getresponse().read()
-    conn.close()
 
 
 def test_frames_are_the_committed_rows_in_order(blog):

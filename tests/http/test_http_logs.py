@@ -11,15 +11,7 @@ import time
 import pytest
 
 from dbsvc.errors import ConfigError
-from dbsvc.logs import (
-    SPAN_BUFFER_LINES,
-    SPAN_FLUSH_SECONDS,
-    configure_logging,
-    flush_logs,
-    log_request,
-    log_span,
-    parse_level_spec,
-)
+from dbsvc.logs import SPAN_FLUSH_SECONDS, configure_logging, flush_logs, log_request, log_span, parse_level_spec
 from support.logkit import logging_to
 
 D, I, W, E, OFF = logging.DEBUG, logging.INFO, logging.WARNING, logging.ERROR, logging.CRITICAL + 10
@@ -114,17 +106,6 @@ def test_request_spans_held_unformatted_write_what_log_span_writes(fmt, path):
         cut = 24 if fmt == "text" else first.index('"level"')  # past the timestamps
         assert first[cut:] == middle[cut:] == last[cut:]
         assert "abc.def" not in stream.getvalue()
-
-
-def test_request_spans_are_written_once_the_buffer_holds_its_line_count():
-    with logging_to() as stream:
-        for n in range(SPAN_BUFFER_LINES - 1):
-            log_request("GET", "/health", 200, 0.5, 15, f"r-{n}")
-        assert stream.getvalue() == ""
-        log_request("GET", "/health", 200, 0.5, 15, "r-last")
-        lines = stream.getvalue().splitlines()
-        assert len(lines) == SPAN_BUFFER_LINES
-        assert lines[0].endswith("request_id=r-0") and lines[-1].endswith("request_id=r-last")
 
 
 def test_span_falls_back_to_logging_when_another_handler_listens():

@@ -9,8 +9,17 @@ from typing import Any
 
 import pytest
 
+from support.consumer_kit import kill_leftover_consumers
 from support.replica_kit import Primary
 from support.server import server_pool
+
+
+@pytest.fixture(autouse=True)
+def _no_consumer_left():
+    """A `dbsvc replicate` subprocess a test started and left running (support/consumer_kit.py)
+    is killed after it, whatever the test's outcome; nothing to do for the other tests."""
+    yield
+    kill_leftover_consumers()
 
 
 @pytest.fixture

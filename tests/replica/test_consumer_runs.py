@@ -3,9 +3,10 @@ scripted primary on a loopback port served from a thread of this process
 (support/replica_kit.py), so a mutation run sees every decision of the run loop (rules 2,
 4, 5 and 7): where each connection resumes, the head-frame check, the history record,
 which refusal ends the run and with what, when FILE is fsynced, the messages on stderr
-and the progress line's states. test_replica_consumer.py runs the same command as a
-subprocess against real servers; test_consumer_snapshot.py holds `GET /snapshot`, the
-history check and the progress line.
+and the progress line's states. test_consumer_shared_reads.py, test_consumer_resume.py and
+test_consumer_server_refusals.py run the same command as a subprocess against real
+servers; test_consumer_snapshot.py holds `GET /snapshot`, the history check and the
+progress line.
 
 Every run here ends by itself: a refusal the scripted primary answers, a bad frame, or a
 SIGTERM this process sends itself once FILE holds what the test waits for."""

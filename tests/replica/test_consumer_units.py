@@ -1,5 +1,5 @@
 """consumer.py's and sinks.py's decisions at the unit where each is made, in process (so a
-mutation run sees them; test_replica_consumer.py runs the command as a subprocess): the URL
+mutation run sees them; test_consumer_fake_primary.py runs the command as a subprocess): the URL
 (`parse_endpoint`), the check of one message (`check_frame`, rule 1), which refusal ends
 the run and what it says (`refusal_message`, rule 4), the head-frame comparison and its
 message (`same_row`, `diverged_message`, rule 7), and FILE (`ReplicaFile`, `scan_frames`,

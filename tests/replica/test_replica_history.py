@@ -100,8 +100,13 @@ def consumer(tmp_path: Path, server: Server, out: Path) -> tuple[subprocess.Pope
 def restore(primary: Server, backup: Path) -> None:
     """Stop the primary and put the backup back as its tenant (the old one moved aside)."""
     assert primary.stop() == 0
-    os.rename(primary.data_dir / "default", primary.data_dir / "before-restore")
-    dbsvc(primary.data_dir, "tenant", "create", "default", "--from", str(backup))
+    restore_files(primary.data_dir, backup)
+
+
+def restore_files(data: Path, backup: Path) -> None:
+    """Put the backup back as the tenant of the stopped primary at `data` (the old one moved aside)."""
+    os.rename(data / "default", data / "before-restore")
+    dbsvc(data, "tenant", "create", "default", "--from", str(backup))
 
 
 def emails(server: Server) -> list[str]:
@@ -135,29 +140,43 @@ def nodes(tmp_path):
         yield start
 
 
+@pytest.fixture(scope="module")
+def story_seed(tmp_path_factory):
+    """The story's start, built once for the module: a primary backed up at 20 and written
+    to 40, a replica that followed it to 40, both stopped (SIGTERM, as a routine restart);
+    (the directory holding `primary`, `replica` and the backup `bk`, the primary's history
+    at 40). Each test restores the primary differently, so it works on copies (`story`)."""
+    root = tmp_path_factory.mktemp("story")
+    with server_pool(root) as pool:
+        primary = pool(BLOG, None, root / "primary")
+        write_users(primary.port, 20, "old")
+        dbsvc(primary.data_dir, "backup", str(root / "bk"))
+        write_users(primary.port, 20, "lost")
+        replica = pool(BLOG, None, root / "replica", ("--follow", f"http://127.0.0.1:{primary.port}"))
+        wait_for(lambda: caught_up(primary, replica), "the replica at 40", replica)
+        assert replica.get("/snapshot").json["offset"] == 40
+        history = primary.get("/snapshot").json.get("history")
+        assert replica.stop() == 0 and primary.stop() == 0
+    return root, history
+
+
 @pytest.fixture
-def story(nodes, tmp_path):
-    """A primary backed up at 20 and written to 40, a replica that followed it to 40 and
-    was stopped: (primary, backup dir, the replica's name)."""
-    primary = nodes("primary")
-    write_users(primary.port, 20, "old")
-    backup = tmp_path / "bk"
-    dbsvc(primary.data_dir, "backup", str(backup))
-    write_users(primary.port, 20, "lost")
-    replica = nodes("replica", follow=primary)
-    wait_for(lambda: caught_up(primary, replica), "the replica at 40", replica)
-    assert replica.get("/snapshot").json["offset"] == 40
-    assert replica.stop() == 0  # a routine restart follows
-    return primary, backup
+def story(story_seed, tmp_path):
+    """This test's copy of the story's start, restored: the primary's tenant is the backup
+    at 20 again (`restore`), the replica still holds 40; nothing is running. Returns the
+    primary's history before the restore."""
+    root, history = story_seed
+    for name in ("primary", "replica", "bk"):
+        shutil.copytree(root / name, tmp_path / name, symlinks=True)
+    restore_files(tmp_path / "primary", tmp_path / "bk")
+    return history
 
 
 # -- a replica (`serve --follow`) ----------------------------------------------------------------
 
 
 def test_a_replica_of_a_primary_restored_from_a_backup_bootstraps_again(nodes, story):
-    primary, backup = story
-    before = primary.get("/snapshot").json.get("history")
-    restore(primary, backup)
+    before = story
     primary = nodes("primary")
     write_users(primary.port, 30, "new")  # offsets 21-50: not the rows 21-40 it had
     replica = nodes("replica", follow=primary)
@@ -174,9 +193,7 @@ def test_a_replica_of_a_primary_restored_from_a_backup_bootstraps_again(nodes, s
 def test_the_head_frame_alone_catches_a_restore_when_neither_side_has_a_history(nodes, story, tmp_path):
     """Tenants written before histories have no history file: the byte-equal head frame
     is then what tells the two histories apart."""
-    primary, backup = story
-    restore(primary, backup)
-    (primary.data_dir / "default" / "history").unlink(missing_ok=True)
+    (tmp_path / "primary" / "default" / "history").unlink(missing_ok=True)
     (tmp_path / "replica" / "default" / "history").unlink(missing_ok=True)
     primary = nodes("primary")
     assert primary.get("/snapshot").json.get("history") is None
@@ -189,8 +206,6 @@ def test_the_head_frame_alone_catches_a_restore_when_neither_side_has_a_history(
 
 
 def test_a_replica_ahead_of_its_restored_primary_keeps_its_rows_until_told(nodes, story):
-    primary, backup = story
-    restore(primary, backup)
     primary = nodes("primary")  # head 20, the replica holds 40
     replica = nodes("replica", follow=primary)
     wait_for(lambda: replica.get("/metrics").json["replica"]["state"] == "diverged", "diverged", replica)

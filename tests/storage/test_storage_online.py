@@ -4,9 +4,11 @@ every acknowledged write, bounds its history, and survives a kill after any step
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import json
 import os
 import random
+import threading
 
 import pytest
 
@@ -68,6 +70,51 @@ def test_online_compaction_repeats_under_writers_and_keeps_every_ack(tenant):
     assert (s.head_offset, s.watermarks(), s.epoch) == (head, marks, epoch)
     check_indexes(s)
     assert sorted(os.listdir(tenant)) == ["LOCK", "history", "log", "schema.json", "snapshot"]
+    s.close()
+
+
+@pytest.mark.parametrize("ended_by", ["the loop's end", "close()"])
+def test_a_compaction_step_cancelled_while_queued_does_not_hold_the_loop(tenant, ended_by):
+    """A compaction's thread step still queued in the executor when its task is cancelled
+    never runs: the cancellation must not wait for it. The one worker is held busy by a
+    call that returns once the compaction's task is done (or after 30 s), so the step stays
+    queued; before the fix the cancelled task waited `idle.wait(60)` for a step that would
+    never set it, on the loop, and the worker's call ran out its 30 s first (the rare
+    61 s run of the churn test above, when `asyncio.run` ended at that moment)."""
+    s = open_store(tenant, compact_bytes=TINY, replication=True)
+    done = threading.Event()
+    released: list[bool] = []
+
+    async def go():
+        loop = asyncio.get_running_loop()
+        pool = concurrent.futures.ThreadPoolExecutor(max_workers=1)
+        loop.set_default_executor(pool)
+        for i in range(1, 21):
+            await s.insert("User", user(i))
+        busy = loop.run_in_executor(None, lambda: released.append(done.wait(30)))
+        n = 0
+        while s.compaction is None:  # its first step, the snapshot, queues behind `busy`
+            n += 1
+            await s.replace("User", 1 + n % 20, user(1 + n % 20, name=f"x{n}"))
+        s.compaction.add_done_callback(lambda _task: done.set())
+        if ended_by == "close()":
+            s.close()  # before the fix: idle.wait(60) here, the worker still held
+            done.set()
+            # The queued step runs now, before the loop can cancel it (the loop waits here, on
+            # the one worker's next job): it must see the close and write nothing.
+            pool.submit(lambda: None).result(timeout=30)
+            await busy
+        return n
+
+    writes = run(go())
+    assert released == [True], "the cancellation waited for a step that was never going to run"
+    assert s.compactions == 0
+    s.close()
+    # Before any open could discard them: no step wrote a file after the close.
+    assert sorted(os.listdir(tenant)) == ["LOCK", "history", "log", "schema.json"]
+    s = open_store(tenant)
+    assert s.tables["User"].records[1 + writes % 20]["name"] == f"x{writes}"
+    assert sorted(os.listdir(tenant)) == ["LOCK", "history", "log", "schema.json"]
     s.close()
 
 
