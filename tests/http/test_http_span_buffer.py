@@ -23,8 +23,6 @@ import pytest
 
 from dbsvc.logformat import SPAN_LOGGER
 from dbsvc.logs import SPAN_BUFFER_LINES, SPAN_FLUSH_SECONDS, SpanLog, configure_logging, flush_logs, log_request
-
-from dbsvc.logs import SPAN_BUFFER_LINES, SPAN_FLUSH_SECONDS, configure_logging, flush_logs, log_request
 from support.logkit import logging_to
 
 
