@@ -119,11 +119,9 @@ class Compactor:
         self.pauses: deque[tuple[float, float]] = deque(maxlen=32)
         # How the replaced files of the last online compactions were freed (freeing.py).
         self.releases: deque[freeing.Release] = deque(maxlen=32)
-        # The heap's collapse after the last switch while it runs (invariant 5), its task,
-        # and how many pieces the last ones collapsed (-1: it failed).
+        # The heap's collapse after the last switch while it runs (invariant 5), and its task.
         self.settling: online.Progress | None = None
         self.settle_task: asyncio.Task[int] | None = None
-        self.collapsed: deque[int] = deque(maxlen=32)
 
     def after_write(self, commit: CommitQueue) -> None:
         """The size rule, checked after a write took the log past `compact_bytes`."""
@@ -333,7 +331,8 @@ class Compactor:
     def settle(self, ranges: list[tuple[int, int]]) -> asyncio.Task[int]:
         """Collapse `ranges` of the heap into huge pages in a task of its own, a piece at a
         time with a `WallPacer` pause after each (invariant 5); its task answers the pieces
-        collapsed. `DBSVC_FAULT=collapse:N` fails or kills in its Nth pause."""
+        collapsed, or -1 when a call failed (logged; advice only, the store serves on).
+        `DBSVC_FAULT=collapse:N` fails or kills in its Nth pause."""
         progress = online.Progress()
         self.settling = progress
         self.settle_task = asyncio.get_running_loop().create_task(self._settle(progress, ranges), name="dbsvc-collapse")
@@ -349,7 +348,6 @@ class Compactor:
         finally:
             if self.settling is progress:
                 self.settling, self.settle_task = None, None
-        self.collapsed.append(pieces)
         return pieces
 
     async def _catch_up(self, progress: online.Progress, old_log: str, new: online.NewLog, cut: online.Cut) -> int:

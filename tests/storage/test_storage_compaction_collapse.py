@@ -17,6 +17,7 @@ import os
 import threading
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -68,6 +69,24 @@ async def _replace_until(store, done, n: list[int]) -> None:
         await asyncio.sleep(0)
 
 
+def _kept_collapses(store, last: bool = False) -> list[tuple[asyncio.Task[int], Any]]:
+    """Every collapse the store's compactor starts, as (its task, its progress), in order: a
+    collapse may end, and the next begin, before the test's next write looks. `last`: the
+    first collapse also ends the size rule's compactions (so no other collapse follows)."""
+    started: list[tuple[asyncio.Task[int], Any]] = []
+    settle = store.compactor.settle
+
+    def kept(ranges: list[tuple[int, int]]) -> asyncio.Task[int]:
+        if last:
+            store.compactor.compact_bytes = 1 << 40
+        task = settle(ranges)
+        started.append((task, store.compactor.settling))
+        return task
+
+    store.compactor.settle = kept
+    return started
+
+
 @needs_thp
 def test_the_next_compaction_runs_while_the_last_ones_collapse_is_held_and_abandons_it(tenant, tmp_path):
     """The first compaction's collapse is held in its first pause; writes go on, and the
@@ -80,14 +99,14 @@ def test_the_next_compaction_runs_while_the_last_ones_collapse_is_held_and_aband
     s = open_store(tenant, compact_bytes=TINY)
     s.compactor.faults = files.FaultPlan(f"collapse:1:HOLD={gate}")
     n = [0]
+    started = _kept_collapses(s)
 
     async def go() -> None:
         try:
             for i in range(1, 21):
                 await s.insert("User", user(i))
             await _replace_until(s, lambda: os.path.exists(gate + ".held"), n)
-            held, first = s.compactor.settling, s.compactor.settle_task
-            assert held is not None and first is not None and not held.cancelled
+            first, held = started[0]  # the held one (the next compaction may have begun already)
             at = s.compactions
             await _replace_until(s, lambda: s.compactions >= at + 2 and s.compaction is None, n)
             assert held.cancelled and not first.done()  # abandoned, and still in its pause
@@ -125,6 +144,7 @@ def test_close_ends_a_collapse_after_its_piece(tenant, tmp_path, monkeypatch):
     gate = str(tmp_path / "gate")
     s = open_store(tenant, compact_bytes=TINY)
     s.compactor.faults = files.FaultPlan(f"collapse:1:HOLD={gate}")
+    started = _kept_collapses(s, last=True)
 
     async def go() -> None:
         release = threading.Timer(0.2, Path(gate).touch)  # close() blocks the loop: from a thread
@@ -132,9 +152,8 @@ def test_close_ends_a_collapse_after_its_piece(tenant, tmp_path, monkeypatch):
             for i in range(1, 21):
                 await s.insert("User", user(i))
             await _replace_until(s, lambda: os.path.exists(gate + ".held"), [0])
-            held = s.compactor.settling
-            assert held is not None and collapses == [1]  # its first piece, then the held pause
-            s.compactor.compact_bytes = 1 << 40  # no other compaction, no other collapse
+            held = started[0][1]
+            assert len(started) == 1 and collapses == [1]  # its first piece, then the held pause
             release.start()
             began = time.monotonic()
             s.close()
@@ -149,3 +168,36 @@ def test_close_ends_a_collapse_after_its_piece(tenant, tmp_path, monkeypatch):
     finally:
         s.close()
     assert collapses == [1]
+
+
+@needs_thp
+def test_a_collapse_that_fails_is_logged_and_the_store_serves_on(tenant, caplog):
+    """DBSVC_FAULT=collapse:1 (EIO in the first pause): the collapse's task answers -1 and
+    logs why; writes after it are acknowledged and kept, and the next compaction runs."""
+    s = open_store(tenant, compact_bytes=TINY)
+    s.compactor.faults = files.FaultPlan("collapse:1")
+    n = [0]
+    started = _kept_collapses(s)
+
+    async def go() -> None:
+        for i in range(1, 21):
+            await s.insert("User", user(i))
+        await _replace_until(s, lambda: bool(started), n)
+        assert await asyncio.wait_for(started[0][0], DEADLINE) == -1
+        at = s.compactions
+        await _replace_until(s, lambda: s.compactions > at and s.compaction is None, n)
+
+    try:
+        run(go())
+        want = {i: s.get("User", i)[0] for i in range(1, 21)}
+    finally:
+        s.close()
+    assert any(
+        "collapse after a compaction stopped" in r.getMessage() and "collapse:1" in r.getMessage()
+        for r in caplog.records
+    )
+    s = open_store(tenant)
+    try:
+        assert {i: s.get("User", i)[0] for i in range(1, 21)} == want
+    finally:
+        s.close()
