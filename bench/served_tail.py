@@ -52,6 +52,9 @@ from http_bench import start_dbsvc, stop_server  # noqa: E402
 
 Marks = list[tuple[str, float, float, float]]  # (step, start, end, thread CPU seconds)
 AFTER = 0.3  # seconds after the switch compared between trees (the old files' release)
+TICK = 0.005  # seconds between two of the probes' wakes (`probe_loop`, `watch_gil`)
+LATE = 0.025  # a probe's wake this much past its time is kept ("late" on the loop, "gil" in a thread)
+SLOWEST = 5  # the slowest requests inside the snapshot step told apart by what overlapped them
 
 
 def wrap(marks_path: str, code: str, argv: list[str]) -> None:
@@ -85,6 +88,8 @@ def wrap(marks_path: str, code: str, argv: list[str]) -> None:
     for name in ("freeze_live", "advise_heap"):
         if hasattr(compactor, name):
             setattr(compactor, name, timed(name, getattr(compactor, name)))
+    if hasattr(compactor, "collapse_in_pieces"):  # the collapse off the compactor's path: "advise_heap" here too
+        compactor.collapse_in_pieces = timed("advise_heap", compactor.collapse_in_pieces)  # type: ignore[attr-defined]
     # every fsync (the group commits' and the compaction's), and every ftruncate (a release
     # in pieces shrinks the old files with it: storage/freeing.py)
     for name in ("fsync", "fsync_dir", "ftruncate"):
@@ -98,11 +103,67 @@ def wrap(marks_path: str, code: str, argv: list[str]) -> None:
             marks.append((f"gc{info['generation']}", started[0], time.perf_counter(), time.thread_time() - started[1]))
 
     gc.callbacks.append(collected)
+    stacks: list[tuple[float, float, dict[str, str]]] = []
+    probe_loop(compactor, marks)
+    stop = threading.Event()
+    threading.Thread(target=watch_gil, args=(marks, stacks, stop), name="served-tail-gil", daemon=True).start()
     sys.argv = argv
     try:
         runpy.run_path(argv[0], run_name="__main__")
     finally:
+        stop.set()
         Path(marks_path).write_text(json.dumps(marks))
+        Path(marks_path + ".stacks").write_text(json.dumps(stacks))
+
+
+def probe_loop(compactor: Any, marks: Marks) -> None:
+    """From the first write on, a callback on the served loop every TICK: one that runs LATE
+    or more past its time is a "late" mark (the loop was held: a callback, a collection, a
+    call that holds the GIL, or the core taken by another process)."""
+    after_write = compactor.Compactor.after_write
+    started: list[bool] = []
+
+    def beat(loop: Any, due: float) -> None:
+        now = time.perf_counter()
+        if now - due > LATE:
+            marks.append(("late", due, now, 0.0))
+        loop.call_later(TICK, beat, loop, now + TICK)
+
+    def first(self: Any, commit: Any) -> None:
+        if not started:
+            started.append(True)
+            import asyncio
+
+            loop = asyncio.get_running_loop()
+            loop.call_later(TICK, beat, loop, time.perf_counter() + TICK)
+        after_write(self, commit)
+
+    compactor.Compactor.after_write = first
+
+
+def watch_gil(marks: Marks, stacks: list[tuple[float, float, dict[str, str]]], stop: threading.Event) -> None:
+    """A thread that sleeps TICK at a time: a wake LATE or more past its time waited for the
+    GIL (a C call that holds it: a collection, a large encode or copy) or for the core, and is
+    a "gil" mark, with the innermost frames of every other thread as it got the GIL back."""
+    me = threading.get_ident()
+    while not stop.is_set():
+        due = time.perf_counter() + TICK
+        time.sleep(TICK)
+        now = time.perf_counter()
+        if now - due <= LATE:
+            continue
+        marks.append(("gil", due, now, 0.0))
+        names = {t.ident: t.name for t in threading.enumerate()}
+        seen = {}
+        for ident, frame in sys._current_frames().items():
+            if ident == me:
+                continue
+            calls = []
+            while frame is not None and len(calls) < 6:
+                calls.append(f"{Path(frame.f_code.co_filename).stem}.{frame.f_code.co_name}:{frame.f_lineno}")
+                frame = frame.f_back
+            seen[names.get(ident, str(ident))] = " < ".join(calls)
+        stacks.append((due, now, seen))
 
 
 def force_once(compactor: Any, after: float) -> None:
@@ -241,6 +302,7 @@ def report(done: list[tuple[float, float]], marks: Marks, bucket: float, timelin
         lines.append(
             f"  ftruncate: {len(cuts)} calls, {sum(cuts) * 1e3:.1f} ms in all, the longest {max(cuts) * 1e3:.1f} ms"
         )
+    lines.extend(slowest_in_snapshot(done, marks, whole))
     if not timeline:
         return lines
     first, last = origin - 5 * bucket, max(a + s for a, s in done)
@@ -255,6 +317,10 @@ def report(done: list[tuple[float, float]], marks: Marks, bucket: float, timelin
             for m in marks
             if m[0][:2] == "gc" and low <= m[1] < high and m[2] - m[1] > 0.002
         )
+        for probe in ("late", "gil"):
+            held = [m[2] - m[1] for m in marks if m[0] == probe and m[1] < high and m[2] > low]
+            if held:
+                gcs += f" {probe}:{len(held)}<={max(held) * 1e3:.0f}"
         syncs = [m for m in marks if m[0] in ("fsync", "fsync.step", "fsync_dir") and low <= m[1] < high]
         longest = max((m[2] - m[1] for m in syncs if m[0] == "fsync"), default=0.0)
         dirs = "".join(f" dir:{(m[2] - m[1]) * 1e3:.1f}" for m in syncs if m[0] == "fsync_dir")
@@ -273,6 +339,53 @@ def report(done: list[tuple[float, float]], marks: Marks, bucket: float, timelin
     return lines
 
 
+def slowest_in_snapshot(done: list[tuple[float, float]], marks: Marks, whole: float) -> list[str]:
+    """The SLOWEST requests started inside the snapshot step, each with the longest of what
+    overlapped it: a group commit's fsync (the disk), a late loop tick (the loop held), a
+    late wake of the GIL probe (the GIL or the core held), a collection. Which of them is as
+    long as the request says what held it."""
+    spans = [(m[1], m[2]) for m in marks if m[0] == "write_snapshot"]
+    if not spans:
+        return []
+    start, end = spans[0]
+    waves: dict[int, tuple[float, float]] = {}  # one request of a wave answered together (same ms)
+    for a, s in done:
+        if start <= a < end:
+            key = int((a + s) * 1e3)
+            waves[key] = max(waves.get(key, (0.0, 0.0)), (s, a))
+    inside = sorted(waves.values(), reverse=True)[:SLOWEST]
+
+    def longest(kind: str, a: float, b: float) -> float:
+        return max((m[2] - m[1] for m in marks if m[0] == kind and m[1] < b and m[2] > a), default=0.0) * 1e3
+
+    lines = [
+        f"  the {len(inside)} slowest answers (one a millisecond) to requests started inside the snapshot step (ms; x the run's p50):"
+    ]
+    for seconds, a in inside:
+        b = a + seconds
+        gcs = max((m[2] - m[1] for m in marks if m[0].startswith("gc") and m[1] < b and m[2] > a), default=0.0)
+        lines.append(
+            f"    at +{(a - start) * 1e3:.0f}: {seconds * 1e3:.1f} ({seconds / whole:.1f}x); group fsync "
+            f"{longest('fsync', a, b):.1f}, step fsync {longest('fsync.step', a, b):.1f}, loop late "
+            f"{longest('late', a, b):.1f}, gil late {longest('gil', a, b):.1f}, gc {gcs * 1e3:.1f}"
+        )
+    return lines
+
+
+def sync_tree(root: Path) -> None:
+    """fsync every file and directory under `root` (the copy of DATA, before it is served).
+    Unsynced, a 1M seed's 400 MB copy sat dirty in the page cache until the kernel's
+    writeback took it, `dirty_expire_centisecs` (30 s here) later: in the middle of the run,
+    where a group commit's fsync waited ~300 ms for it (bench/README.md, wt-pace2)."""
+    for folder, _dirs, names in os.walk(root):
+        for name in [*names, "."]:
+            fd = os.open(os.path.join(folder, name), os.O_RDONLY)
+            try:
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+
+
 def main() -> None:
     if sys.argv[1:2] == ["--wrap"]:
         wrap(sys.argv[2], sys.argv[3], sys.argv[4:])
@@ -287,11 +400,17 @@ def main() -> None:
     parser.add_argument("--quiet", action="store_true", help="no timeline, the figures only")
     parser.add_argument("--compact-after", type=float, default=0.0, help="force one compaction after S s")
     parser.add_argument("--start-timeout", type=float, default=120.0, help="seconds the open may take")
+    parser.add_argument("--stacks", type=int, default=0, help="print the N latest GIL probe wakes' stacks")
+    parser.add_argument(
+        "--unsynced-copy", action="store_true", help="serve the copy of DATA before it is written back (as before)"
+    )
     args = parser.parse_args()
     code = args.code.resolve()
     copy = Path(os.environ.get("SERVED_TAIL_DIR", f"/tmp/served-tail-{os.getpid()}"))
     shutil.rmtree(copy, ignore_errors=True)
     shutil.copytree(args.data, copy)
+    if not args.unsynced_copy:
+        sync_tree(copy)
     marks_path = copy / "marks.json"
     os.sched_setaffinity(0, {1})
     try:
@@ -310,11 +429,20 @@ def main() -> None:
         finally:
             stop_server(proc)
         marks = [tuple(m) for m in json.loads(marks_path.read_text())] if marks_path.exists() else []
+        stacks_path = Path(str(marks_path) + ".stacks")
+        stacks = json.loads(stacks_path.read_text()) if stacks_path.exists() else []
     finally:
         shutil.rmtree(copy, ignore_errors=True)
     print(f"{code.name}: {len(done) / args.duration:.0f} req/s")
     lines = report(done, marks, args.bucket / 1e3, timeline=not args.quiet)  # type: ignore[arg-type]
     print("\n".join(lines))
+    if args.stacks and done:
+        first, last = done[0][0], done[-1][0]
+        loaded = [entry for entry in stacks if first <= entry[0] <= last]
+        for due, now, seen in sorted(loaded, key=lambda s: s[0] - s[1])[: args.stacks]:
+            print(f"  gil probe {(now - due) * 1e3:.0f} ms late at {due:.3f}:")
+            for name, calls in sorted(seen.items()):
+                print(f"    {name}: {calls}")
     for line in log:
         if "compacted online" in line:
             print(f"  {line.strip()}")

@@ -8,6 +8,7 @@ file steps) and their rules; this module runs them for one store::
     task = compactor.compact_now()    # start one whatever the rule says, or the running one
     task = compactor.compact_at(epoch, head, recent)   # a follower, at its primary's cut
     compactor.cut                     # {model: online.TableCut} while the snapshot thread reads
+    compactor.settling                # the heap's collapse after the last switch, while it runs
     compactor.stop()                  # close(): cancel a compaction before its commit point
 
 Invariants:
@@ -26,6 +27,13 @@ Invariants:
    the primary committed between its cut and its switch reach a follower in the old
    epoch): `past_cut` puts back what those rows replaced, from the history and the
    follower's own record of them (follow.py); the steps after the cut are the same.
+5. The heap's huge-page collapse after a switch (`settle`) is not a step: the compaction's
+   task marks the heap and ends, and the collapse runs after it in its own task, a piece at
+   a time with a pause after each (heap.py `collapse_in_pieces`). Nothing waits for it: the
+   next compaction abandons it at its start (its next pause answers True), and `stop()`
+   ends it. Paced inside the compaction's task it kept the size rule from starting the
+   next compaction for the collapse's whole length (docs/decisions.md, "The heap's collapse
+   after a compaction back to one call").
 
 Talks to the store through `Host` (a protocol the Store implements); never imports
 store.py, replay.py or changes.py.
@@ -50,7 +58,7 @@ from dbsvc.storage.commit import CommitQueue
 from dbsvc.storage.epoch import Epoch
 from dbsvc.storage.events import ChangeEvent
 from dbsvc.storage.files import FaultPlan
-from dbsvc.storage.heap import advise_heap
+from dbsvc.storage.heap import collapse_in_pieces, mark_heap
 from dbsvc.storage.table import Table
 
 log = logging.getLogger("dbsvc.storage")
@@ -111,6 +119,9 @@ class Compactor:
         self.pauses: deque[tuple[float, float]] = deque(maxlen=32)
         # How the replaced files of the last online compactions were freed (freeing.py).
         self.releases: deque[freeing.Release] = deque(maxlen=32)
+        # The heap's collapse after the last switch while it runs (invariant 5), and its task.
+        self.settling: online.Progress | None = None
+        self.settle_task: asyncio.Task[int] | None = None
 
     def after_write(self, commit: CommitQueue) -> None:
         """The size rule, checked after a write took the log past `compact_bytes`."""
@@ -157,6 +168,8 @@ class Compactor:
         return self._start(take)
 
     def _start(self, take: TakeCut) -> asyncio.Task[None]:
+        if self.settling is not None:
+            self.settling.cancelled = True  # invariant 5: the collapse stops at its next pause
         progress = online.Progress()
         self.progress = progress
         self.task = asyncio.get_running_loop().create_task(self._compact(progress, take), name="dbsvc-compaction")
@@ -164,7 +177,19 @@ class Compactor:
 
     def stop(self) -> None:
         """`close()`: a compaction before its commit point stops in its thread step and its
-        `.new` files are discarded; one past it is left to finish (or to the next open)."""
+        `.new` files are discarded; one past it is left to finish (or to the next open).
+        A collapse after a switch stops at its next pause, waited for (one piece's madvise
+        and one pause, at most `online.MAX_WALL_PAUSE`)."""
+        settling, settle_task = self.settling, self.settle_task
+        self.settling = self.settle_task = None
+        if settling is not None:
+            settling.cancelled = True
+            settling.idle.wait(60)
+            if settle_task is not None and not settle_task.done():
+                try:
+                    settle_task.cancel()
+                except RuntimeError:
+                    pass  # its loop is already closed
         progress, task = self.progress, self.task
         if progress is None:
             return
@@ -296,10 +321,34 @@ class Compactor:
         # long-lived and acyclic, like what `recovery.load` froze at open: out of the
         # cyclic GC's way too (docs/decisions.md, "Pauses").
         freeze_live(1)
-        # the new epoch's objects sit in mappings the open's advice never saw (heap.py); in a
-        # thread: a collapse takes seconds at 1M, and the loop keeps answering meanwhile
+        # the new epoch's objects sit in mappings the open's advice never saw (heap.py): marked
+        # here, collapsed after this task ends (invariant 5)
         if self.huge_pages:
-            await online.in_thread(progress, advise_heap)
+            ranges = await online.in_thread(progress, mark_heap)
+            if ranges:
+                self.settle(ranges)
+
+    def settle(self, ranges: list[tuple[int, int]]) -> asyncio.Task[int]:
+        """Collapse `ranges` of the heap into huge pages in a task of its own, a piece at a
+        time with a `WallPacer` pause after each (invariant 5); its task answers the pieces
+        collapsed, or -1 when a call failed (logged; advice only, the store serves on).
+        `DBSVC_FAULT=collapse:N` fails or kills in its Nth pause."""
+        progress = online.Progress()
+        self.settling = progress
+        self.settle_task = asyncio.get_running_loop().create_task(self._settle(progress, ranges), name="dbsvc-collapse")
+        return self.settle_task
+
+    async def _settle(self, progress: online.Progress, ranges: list[tuple[int, int]]) -> int:
+        pause = online.WallPacer(progress, self.faults, "collapse")
+        try:
+            pieces: int = await asyncio.to_thread(_collapse, progress, ranges, pause)
+        except Exception as exc:  # advice only: a failure costs huge pages, never data
+            log.warning("%s: the heap's collapse after a compaction stopped: %s", self._host.directory, exc)
+            pieces = -1
+        finally:
+            if self.settling is progress:
+                self.settling, self.settle_task = None, None
+        return pieces
 
     async def _catch_up(self, progress: online.Progress, old_log: str, new: online.NewLog, cut: online.Cut) -> int:
         """Copy into log.new, in paced thread steps (`online.catch_up`), what the loop wrote
@@ -348,6 +397,18 @@ class Compactor:
         self._host.install_epoch(epoch, renumbered)
         self.count += 1
         return old
+
+
+def _collapse(progress: online.Progress, ranges: list[tuple[int, int]], pause: online.WallPacer) -> int:
+    """`Compactor.settle`'s thread: `idle` is clear only while it runs, so that `stop()`
+    waits for a collapse under way and never for one not begun (an executor that runs its
+    calls on the loop, as the power-loss tests' does, would never begin it while `stop()`
+    blocks the loop); one not begun by then sees `cancelled` and collapses nothing."""
+    progress.idle.clear()
+    try:
+        return 0 if progress.cancelled else collapse_in_pieces(ranges, pause)
+    finally:
+        progress.idle.set()
 
 
 def freeze_live(generation: int) -> None:

@@ -22,7 +22,11 @@ for the heap", wt-rng). A compaction builds the epoch's objects anew in mappings
 advice never saw, so it asks again. Advice only, never correctness: MADV_HUGEPAGE marks the
 mappings (later faults there take huge pages, khugepaged merges the rest in time), then
 MADV_COLLAPSE (Linux 6.1) merges the pages already there, before the server answers (a
-few seconds at 1M; run beside serving, it slowed the first minute's requests). A kernel
+few seconds at 1M; run beside serving, it slowed the first minute's requests). After a
+compaction it does run beside serving: marked at once in the compaction's task, collapsed
+afterwards off its path, a piece at a time with a pause after each (`collapse_in_pieces`;
+compactor.py `Compactor.settle`), so that neither the loop's requests nor the next
+compaction wait for it. A kernel
 without either refuses it and nothing changes. SERVICE_HUGE_PAGES=off (config.py) turns
 both calls off: the callers ask (service.py `settle_heap`, `Compactor.huge_pages`).
 Mappings made between two compactions stay unmarked until the next one (docs/decisions.md,
@@ -33,6 +37,7 @@ from __future__ import annotations
 
 import ctypes
 import ctypes.util
+import time
 from collections.abc import Callable
 
 
@@ -101,13 +106,49 @@ def advise_huge_pages(ranges: list[tuple[int, int]], advice: int) -> int:
     return accepted
 
 
-def advise_heap() -> int:
-    """Mark this process's heap for huge pages and merge the pages already there; the bytes
-    marked (0 where the kernel refused or there is no /proc). At start-up before serving: a
-    collapse running while requests are answered slowed them (a matrix's first shape); after
-    an online compaction it does run beside serving, in a thread (compactor.py)."""
+def mark_heap() -> list[tuple[int, int]]:
+    """Mark this process's heap for huge pages (MADV_HUGEPAGE: later faults there take
+    them); the ranges to collapse, none where the kernel refused or there is no /proc.
+    Cheap (flags on the mappings, no page copied): an online compaction does it in its own
+    task (compactor.py), and leaves the collapse to `collapse_in_pieces` after it."""
     ranges = heap_ranges()
-    marked = advise_huge_pages(ranges, MADV_HUGEPAGE)
-    if marked:
+    return ranges if advise_huge_pages(ranges, MADV_HUGEPAGE) else []
+
+
+def advise_heap() -> int:
+    """Mark this process's heap for huge pages and merge the pages already there in one
+    call; the bytes marked (0 where the kernel refused or there is no /proc). At start-up,
+    before serving only: a collapse running while requests are answered slowed them (a
+    matrix's first shape; after a compaction `collapse_in_pieces`)."""
+    ranges = mark_heap()
+    if ranges:
         advise_huge_pages(ranges, MADV_COLLAPSE)
-    return marked
+    return sum(length for _start, length in ranges)
+
+
+# A piece of a collapse beside serving (`collapse_in_pieces`): 8 huge pages.
+COLLAPSE_BYTES = 16 << 20
+
+
+def collapse_in_pieces(ranges: list[tuple[int, int]], pause: Callable[[float], bool]) -> int:
+    """MADV_COLLAPSE `ranges` COLLAPSE_BYTES at a time, calling `pause(seconds the piece
+    took)` after each; a pause that answers True (the store closing, or a compaction
+    starting: compactor.py) stops it there. Returns the pieces collapsed.
+
+    Why pieces: served at 1M, one MADV_COLLAPSE after a compaction ran 1.1-2.4 s, and the
+    requests started meanwhile came at a quarter to a half of the run's rate with their
+    median 2.7-5.4 times the run's; in pieces with a pause 0.91-1.68x over a longer window
+    (bench/README.md, wt-pace; loaded runs). Our reading: the kernel copies each 2 MiB page
+    under the mapping's lock, on the core the loop shares, and the loop's own page faults
+    wait behind it; a pause after each piece hands both back. Stopping early loses nothing
+    but huge pages: what is left is merged by khugepaged in time, or by the next
+    compaction's collapse."""
+    pieces = 0
+    for start, length in ranges:
+        for at in range(start, start + length, COLLAPSE_BYTES):
+            began = time.perf_counter()
+            advise_huge_pages([(at, min(COLLAPSE_BYTES, start + length - at))], MADV_COLLAPSE)
+            pieces += 1
+            if pause(time.perf_counter() - began):
+                return pieces
+    return pieces

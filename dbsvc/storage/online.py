@@ -75,7 +75,8 @@ loop, woken from a wait during which the thread took the GIL, waits for it at mo
 (under a millisecond or two) instead of a whole block or the 5 ms switch interval. What the
 thread waits for off the CPU is paced by its wall time (`WallPacer`): after each piece's
 fsync of snapshot.new, log.retained.new and log.new's thread copies, and each piece of the
-heap's collapse after the switch (heap.py), it sleeps PACE times that call's wall time, so that the disk and the
+heap's collapse after the compaction (heap.py; in a task of its own, compactor.py invariant 5),
+it sleeps PACE times that call's wall time, so that the disk and the
 kernel's locks are the writers' two thirds of the time. A paced step runs
 about three times as long, so what the loop wrote meanwhile is copied and fsynced by
 `catch_up` steps until at most SWITCH_BYTES are left to the switch. Memory during a
@@ -248,10 +249,12 @@ class Pacer:
 
 class WallPacer:
     """The pause after a thread step's call that waits on the disk or the kernel rather than
-    running Python (a piece's fsync, `files.flush_past`): a sleep of PACE times that call's
-    wall time (at most MAX_WALL_PAUSE), which `Pacer` (thread CPU) does not see. Called with
-    the seconds the call took; answers True once the store is closing (a copy stops at its
-    next `check`).
+    running Python (a piece's fsync, `files.flush_past`; a piece of the heap's collapse,
+    heap.py `collapse_in_pieces`): a sleep of PACE times that call's wall time (at most
+    MAX_WALL_PAUSE), which `Pacer` (thread CPU) does not see. Called with the seconds the
+    call took; answers True once `progress` is cancelled (the store closing; for a
+    collapse, also a compaction starting): a copy stops at its next `check`, a collapse at
+    once.
 
     Why: the pieces of a 256 MiB retained copy fsynced back to back keep the disk this
     file's, and each group commit's fsync queues behind the piece in flight (up to 196 ms
@@ -262,9 +265,7 @@ class WallPacer:
 
     Fault hook: `faults.check(name)` in each pause (`DBSVC_FAULT=flush:N:KILL` kills in the
     Nth pause after a piece's fsync of snapshot.new or log.retained.new, before the commit
-    point). The heap's collapse after the switch stays one call in a thread: in pieces with
-    these pauses it ran seconds at test scale and a compaction under writers waited on it
-    (docs/decisions.md, "The heap's collapse after a compaction back to one call")."""
+    point; `collapse:N:KILL` in the heap's collapse after a compaction, past it)."""
 
     __slots__ = ("progress", "faults", "name")
 

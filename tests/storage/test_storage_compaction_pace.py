@@ -1,7 +1,8 @@
 """An online compaction's calls that wait on the disk or the kernel are followed by a pause
 in proportion (online.py `WallPacer`): each piece's fsync of snapshot.new, log.retained.new
-and log.new's thread copies (`files.flush_past`). A kill -9 in one of those pauses loses no
-acknowledged write (`DBSVC_FAULT=flush:N:KILL`).
+and log.new's thread copies (`files.flush_past`), and each piece of the heap's collapse after
+it (compactor.py `settle`). A kill -9 in one of those pauses loses no acknowledged write
+(`DBSVC_FAULT=flush:N:KILL`, `collapse:N:KILL`).
 
 Real stores on real files; the fsyncs are made slow by a layer of the file seam (files.use)
 that sleeps before each, so that a pause's lower bound is known without timing the disk."""
@@ -11,6 +12,9 @@ from __future__ import annotations
 import asyncio
 import os
 import time
+from pathlib import Path
+
+import pytest
 
 from dbsvc.storage import files, online, retain, snapshot
 from support.storage import assert_acknowledged_kept, check_indexes, killed_writers_records, open_store, run, user
@@ -269,3 +273,18 @@ def test_a_kill_in_the_pause_after_a_snapshot_piece_loses_nothing(tenant):
     and has every acknowledged write in the old epoch. Without the hook the child never died."""
     epoch, last = _killed_in_a_pause(tenant, "flush:2:KILL")
     assert _owed(tenant, last) == epoch
+
+
+THP = Path("/sys/kernel/mm/transparent_hugepage/enabled")
+
+
+@pytest.mark.skipif(
+    not THP.exists() or "[never]" in THP.read_text(), reason="no transparent huge pages to advise on this kernel"
+)
+def test_a_kill_in_the_pause_after_a_collapsed_piece_loses_nothing(tenant):
+    """DBSVC_FAULT=collapse:1:KILL: SIGKILL in the first pause of the heap's collapse after
+    a compaction (its own task, compactor.py invariant 5), eight writers running: the next
+    open has the new epoch and every acknowledged write. Without the hook (the collapse one
+    call, no pause) the child never died."""
+    epoch, last = _killed_in_a_pause(tenant, "collapse:1:KILL")
+    assert _owed(tenant, last) != epoch
