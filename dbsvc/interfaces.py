@@ -108,7 +108,8 @@ class ServedStore(Protocol):
     def list_records(self, model: str, query: Query) -> tuple[list[Record], int, int]: ...
 
     # texts: every record of the present but the last as its JSON bytes (a dict where its
-    # text gives none), the last a dict carrying its JSON as `text` (storage/shown.py `SentRecord`)
+    # text gives none), the last a dict carrying its JSON as `text` (storage/shown.py `SentRecord`),
+    # holding the id alone in id order (no `sort`: the page's Link reads nothing else)
     def list_page(self, model: str, query: Query, texts: bool = False) -> tuple[list[Any], int, int, bool]: ...
 
     def live_ids(

@@ -40,6 +40,13 @@ gets it on its first page with texts. A record whose text may hold a lone surrog
 (`record_json` None) and is handed out as its dict, as before; the application encodes
 it. Pages with texts are kept apart from pages of dicts, by the same rules.
 
+A list in id order (`page(..., keyed=False)`: no `sort`) makes its `Link` from the last
+record's id alone (operators.py `NextLinks`: no key to read), so its last record is a
+`SentRecord` holding only its id beside its JSON: taken from its entry or cut as any other
+record of the page, never decoded nor copied for it (wt-rand10: 0.31-0.99 decodes and one
+copy of a 7-field dict a page at 1M). Such pages are kept apart from the sorted ones (a
+sorted page's `Link` reads every sort key of its last record).
+
 Plain data: no I/O; imports rows.py and dbsvc/admission.py only.
 """
 
@@ -67,7 +74,8 @@ class SentRecord(dict):
     """A record's dict handed out with its JSON (`text`, bytes): a page's last record
     (`ShownDicts.page` with texts). It is the record as a dict for whoever reads its
     values (the page's `Link`), and its bytes for the page; a copy made for one page and
-    kept nowhere (the kept dict stays a plain dict)."""
+    kept nowhere (the kept dict stays a plain dict). A page in id order (`keyed=False`)
+    gets it with its id alone: its `Link` reads nothing else."""
 
     __slots__ = ("text",)
 
@@ -82,6 +90,8 @@ class ShownDicts:
         "_asked_pages",
         "_count",
         "_decode",
+        "_id",
+        "_id_pages",
         "_layout",
         "_pages",
         "_seen",
@@ -93,9 +103,17 @@ class ShownDicts:
     )
 
     def __init__(
-        self, decode: Callable[[Values], dict], capacity: int = 0, window: int = 0, fields: tuple[str, ...] = ()
+        self,
+        decode: Callable[[Values], dict],
+        capacity: int = 0,
+        window: int = 0,
+        fields: tuple[str, ...] = (),
+        id_field: str = "",
     ) -> None:
         self._decode = decode  # a record's values -> its dict (CompiledModel.decode)
+        # the id's field: a page in id order hands its last record out by id (`_sent_id`);
+        # none: every page's last record is its whole dict
+        self._id = id_field
         # the record object's layout as bytes and its count of fields (`page`'s texts);
         # no fields: no texts, every record a dict
         self._layout, self._count = layout(fields).encode("utf-8") if fields else b"", len(fields)
@@ -106,6 +124,7 @@ class ShownDicts:
         # a page's ids -> (their stored records, their dicts) of the last SHOWN_PAGES pages
         self._pages: OrderedDict[tuple[Any, ...], tuple[list[Stored], list[dict]]] = OrderedDict()
         self._sent_pages: OrderedDict[tuple[Any, ...], tuple[list[Stored], list[Any]]] = OrderedDict()  # with texts
+        self._id_pages: OrderedDict[tuple[Any, ...], tuple[list[Stored], list[Any]]] = OrderedDict()  # in id order
         self._seen = SecondAsk(self.window)  # ids missed once while the dicts were full (`admits`)
         self._asked_pages = SecondAsk(SHOWN_PAGES)  # pages made once and not kept (`page`)
         self.refused = 0  # records handed out and not kept (`admits`), ever: dicts or texts
@@ -202,6 +221,17 @@ class ShownDicts:
         sent.text = text
         return sent
 
+    def _sent_id(self, id_: Any, text: Any) -> Any:
+        """A page's last record in id order: `text` (`_json`'s answer for it, the JSON kept
+        or cut) as a `SentRecord` holding only `id_`, the one value its `Link` reads; a
+        plain dict (no cut made) as it is."""
+        if type(text) is not bytes:
+            return text
+        sent = SentRecord()
+        sent[self._id] = id_
+        sent.text = text
+        return sent
+
     def admits(self, id_: Any) -> bool:
         """Whether a missed read of `id_` is kept: always while fewer than `capacity`
         (SHOWN) dicts are kept; once full (every new one evicts another), only a second read
@@ -212,15 +242,16 @@ class ShownDicts:
         will not read again; a record read twice is kept from its second read on."""
         return len(self._shown) < self.capacity or self._seen.admits(id_)
 
-    def page(self, ids: list[Any], page: list[Stored], texts: bool = False) -> list[Any]:
+    def page(self, ids: list[Any], page: list[Stored], texts: bool = False, keyed: bool = True) -> list[Any]:
         """`one` of each id of a list page and its stored record (`page`, in the same
         order); a page of the last SHOWN_PAGES whose stored records are all still the same
         gives its dicts again (module docstring). The kept dicts are looked up and tested
         in C, all at once; a page with a miss takes them one by one. `texts`: the page as
         JSON, every record but the last as its bytes, the last a `SentRecord`
-        (`_texts_page`; module docstring)."""
+        (`_texts_page`; module docstring); `keyed` False (a list in id order, whose `Link`
+        reads the last record's id alone): that `SentRecord` holds its id alone."""
         if texts and self._count and ids:
-            return self._texts_page(ids, page)
+            return self._texts_page(ids, page, keyed or not self._id)
         key = tuple(ids)
         kept = self._pages.get(key)
         if kept is not None and all(map(is_, page, kept[0])):
@@ -243,14 +274,16 @@ class ShownDicts:
         self._keep_page(self._pages, key, page, out, kept is not None, refused)
         return out
 
-    def _texts_page(self, ids: list[Any], page: list[Stored]) -> list[Any]:
+    def _texts_page(self, ids: list[Any], page: list[Stored], keyed: bool) -> list[Any]:
         """`page` with texts (a page of at least one record): a page of the last
         SHOWN_PAGES with texts whose stored records are all still the same is its JSON and
         `SentRecord` again; else every record's kept JSON looked up, tested and read in C
         when all are kept with theirs, else one by one (`_json`, `_sent`: cut, kept or
-        refused as `_missed` keeps)."""
+        refused as `_missed` keeps). Not `keyed` (id order): the last record is its JSON
+        by `_json` too, handed out by id (`_sent_id`), and the page kept apart."""
+        pages = self._sent_pages if keyed else self._id_pages
         key = tuple(ids)
-        kept = self._sent_pages.get(key)
+        kept = pages.get(key)
         if kept is not None and all(map(is_, page, kept[0])):
             return list(kept[1])
         found: list[Any] = list(map(self._shown.get, ids))
@@ -260,15 +293,21 @@ class ShownDicts:
             out = list(map(_third, found))
             if None in out:
                 out = None
+            elif not keyed:
+                out[-1] = self._sent_id(ids[-1], out[-1])
             else:
                 last = found[-1]
                 sent = SentRecord(last[1] if last[1] is not None else self._decoded(ids[-1], last))
                 sent.text = last[2]
                 out[-1] = sent
         if out is None:  # a found entry is that stored record's even if a miss evicts it meanwhile
-            out = list(map(self._json, ids[:-1], page, found))
-            out.append(self._sent(ids[-1], page[-1], found[-1]))
-        self._keep_page(self._sent_pages, key, page, out, kept is not None, refused)
+            if keyed:
+                out = list(map(self._json, ids[:-1], page, found))
+                out.append(self._sent(ids[-1], page[-1], found[-1]))
+            else:
+                out = list(map(self._json, ids, page, found))
+                out[-1] = self._sent_id(ids[-1], out[-1])
+        self._keep_page(pages, key, page, out, kept is not None, refused)
         return out
 
     def _keep_page(

@@ -183,7 +183,7 @@ class Table:
         self.prior = array("q")  # beside `rows`: the version of each row's previous record
         self.versions = Versions()
         self.max_id = 0
-        self.dicts = ShownDicts(model.decode, fields=model.fields)
+        self.dicts = ShownDicts(model.decode, fields=model.fields, id_field=model.id_field)
         self.tick = next(TICKS)
         # Fills fields added by a migration into records read from disk (migrate.py).
         self.fixup: Callable[[dict], dict] | None = None
@@ -236,10 +236,11 @@ class Table:
         """The dict of `id_`'s live stored record, the one handed out before if kept (shown.py)."""
         return self.dicts.one(id_, stored)
 
-    def shown_all(self, ids: list[Any], texts: bool = False) -> list[Any]:
+    def shown_all(self, ids: list[Any], texts: bool = False, keyed: bool = True) -> list[Any]:
         """`shown` of the live record of each id of a list page (shown.py `ShownDicts.page`);
-        `texts`: every record but the last as its JSON (bytes), the last a `SentRecord`."""
-        return self.dicts.page(ids, pick(self.live, ids), texts)
+        `texts`: every record but the last as its JSON (bytes), the last a `SentRecord`,
+        holding its id alone when not `keyed` (a list in id order: its `Link` reads no key)."""
+        return self.dicts.page(ids, pick(self.live, ids), texts, keyed)
 
     def prime(self, id_: Any, stored: Stored, record: dict) -> None:
         """`record` is the dict of `stored` (a write hands the record it was given back)."""

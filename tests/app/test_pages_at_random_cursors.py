@@ -7,7 +7,9 @@ The rows ask pages a client walking many lists asks: a cursor at random sorted b
 sublist's descending order, kept from the second ask, storage/keptparts.py
 `_whole_descending`), a cursor at random in id order under an author filter, a page at an
 offset at random (the list's query at that cursor or offset made by readcache.py
-`with_cursor` / `with_offset`), and the pages at the list's end. 1,300
+`with_cursor` / `with_offset`), and the pages at the list's end; in id order each page's
+`Link` is followed too (its last record comes with its id alone: storage/shown.py
+`_sent_id`, wt-rand10). 1,300
 posts make two or three sublists (LOAD 512), so batches lie at sublists' starts, middles
 and ends. A write that moves a score a little keeps its post in its sublist, whose kept
 order it must drop: the pages around it are asked before and after it.
@@ -82,13 +84,23 @@ def test_pages_at_random_cursors_and_offsets_are_the_reference_before_and_after_
         mine = sorted(i for i, (a, _s) in posts.items() if a == author)
         for id_ in [rng.choice(mine) for _ in range(6)] + [mine[-1], mine[-2]]:
             cursor = encode_cursor("BlogPost", (), [], id_)
-            ids, link = ids_and_link(server, f"/api/blog-post?author_id={author}&limit={PAGE}&cursor={cursor}")
             want = [i for i in mine if i > id_]
-            assert ids == want[:PAGE] and (link is not None) == (len(want) > PAGE), (author, id_)
+            for ask in range(3):  # made, kept from its second ask, found kept
+                target = f"/api/blog-post?author_id={author}&limit={PAGE}&cursor={cursor}"
+                ids, link = ids_and_link(server, target)
+                assert ids == want[:PAGE] and (link is not None) == (len(want) > PAGE), (author, id_, ask)
+                if link is not None:  # id order: the Link is made from the last record's id alone
+                    target = f"/api/blog-post?author_id={author}&limit={PAGE}&cursor={cursor_of(link)}"
+                    assert ids_and_link(server, target)[0] == want[PAGE : 2 * PAGE], (author, id_, ask)
     everyone = sorted(posts)
     for offset in [rng.randrange(POSTS) for _ in range(15)] + [POSTS - PAGE, POSTS - 1, POSTS]:
-        ids, link = ids_and_link(server, f"/api/blog-post?limit={PAGE}&offset={offset}")
-        assert ids == everyone[offset : offset + PAGE], offset
+        for ask in range(3):
+            ids, link = ids_and_link(server, f"/api/blog-post?limit={PAGE}&offset={offset}")
+            assert ids == everyone[offset : offset + PAGE], (offset, ask)
+            assert (link is not None) == (offset + PAGE < POSTS), (offset, ask)
+            if link is not None:  # the next page after the last record's id, by cursor
+                following = ids_and_link(server, f"/api/blog-post?limit={PAGE}&cursor={cursor_of(link)}")[0]
+                assert following == everyone[offset + PAGE : offset + 2 * PAGE], (offset, ask)
     for id_ in rng.sample(sorted(posts), 12):  # a score moved a little: its sublist's kept order dropped
         author, before = posts[id_]
         for key in (before + 1.0, before + 0.5):  # pages whose batches hold it: orders kept

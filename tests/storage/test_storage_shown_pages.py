@@ -4,6 +4,8 @@ the app trusts them by identity); a record replaced or deleted since is read afr
 
 from __future__ import annotations
 
+import json
+
 from dbsvc.runtime import Query
 from support.storage import open_store, run, user
 
@@ -26,6 +28,25 @@ def test_a_page_shown_again_is_the_same_dicts_until_a_record_of_it_changes(tmp_p
         assert third[0] is first[0] and third[2] is first[2]
         await store.delete("User", 1)
         assert [r["name"] for r in store.list_page("User", query)[0]] == ["n2-new", "n3", "n4"]
+
+    run(go())
+    store.close()
+
+
+def test_a_page_sent_whole_in_id_order_ends_on_its_id_and_a_sorted_one_on_its_record(tmp_path):
+    """With texts, the last record's `Link` reads its id alone in id order (shown.py
+    `_sent_id`: never decoded for it) and every sort key when sorted: the whole record."""
+    store = open_store(str(tmp_path), sync="off")
+
+    async def go() -> None:
+        for i in range(1, 6):
+            await store.insert("User", user(i, name=f"n{i}"))
+        for _ask in range(3):  # made, kept from its second ask, found kept
+            plain, _total, _watermark, more = store.list_page("User", Query(limit=3), texts=True)
+            assert more and dict(plain[-1]) == {"id": 3} and json.loads(plain[-1].text)["name"] == "n3"
+            assert [json.loads(r)["id"] for r in plain[:-1]] == [1, 2]
+            by_name = store.list_page("User", Query(sort=(("name", True),), limit=3), texts=True)[0]
+            assert by_name[-1]["name"] == "n3" and by_name[-1] == json.loads(by_name[-1].text)
 
     run(go())
     store.close()
