@@ -26,7 +26,6 @@ bench/README.md, "Pages that miss the caches at 1,000,000 posts", has the figure
 """
 
 import cProfile
-import gc
 import os
 import pstats
 import random
@@ -35,13 +34,11 @@ import time
 
 CODE, DATA = sys.argv[1], sys.argv[2]
 sys.path[:0] = [CODE, CODE + "/bench"]
+from pages_kit import open_app, request  # noqa: E402
+
 from dbsvc.app import Application  # noqa: E402
-from dbsvc.compiler import compile_schema  # noqa: E402
-from dbsvc.http.message import split_target  # noqa: E402
 from dbsvc.http.types import Request  # noqa: E402
 from dbsvc.operators import encode_cursor  # noqa: E402
-from dbsvc.realtime.broker import Broker  # noqa: E402
-from dbsvc.schema import load_schema  # noqa: E402
 from dbsvc.storage import Store  # noqa: E402
 
 RECORDS = int(os.environ.get("RECORDS", "1000000"))
@@ -92,11 +89,6 @@ def cursor(sort: tuple) -> str:
 def rss_mb() -> int:
     with open("/proc/self/status") as status:
         return next(int(line.split()[1]) // 1024 for line in status if line.startswith("VmRSS"))
-
-
-def request(target: str) -> Request:
-    path, pairs = split_target(target)
-    return Request("GET", target, path, pairs, [])
 
 
 COUNTED = ("remember", "record_json", "json_bytes", "unpack")
@@ -158,13 +150,8 @@ def caches_counted(app: Application, store: Store, targets: list[Request]) -> st
 
 
 def main() -> None:
-    module = compile_schema(load_schema(CODE + "/schemas/blog.dbs"))
-    started = time.perf_counter()
-    store = Store.open(os.path.join(DATA, "default"), module.MODELS, module.DESCRIPTION, readonly=True)
-    print(f"{CODE}: open {time.perf_counter() - started:.1f} s, RSS {rss_mb()} MB", flush=True)
-    app = Application(module, store, Broker(store, module.BY_NAME, 64), list_cache_bytes=0)
-    gc.freeze()
-    gc.set_threshold(2_000, 10, 100)
+    app, store, opened = open_app(CODE, DATA)
+    print(f"{CODE}: open {opened:.1f} s, RSS {rss_mb()} MB", flush=True)
     only = [part for part in os.environ.get("ONLY", "").split("|") if part]
     for label, n, make in ROWS:
         if only and not any(part in label for part in only):
