@@ -20,7 +20,6 @@ sets it. RECORDS (default 1,000,000) is the tenant's count of posts. bench/READM
 filtered page at a cursor at random by step", has the figures.
 """
 
-import gc
 import os
 import random
 import sys
@@ -28,14 +27,10 @@ import time
 
 CODE, DATA = sys.argv[1], sys.argv[2]
 sys.path[:0] = [CODE, CODE + "/bench"]
-from dbsvc.app import Application  # noqa: E402
-from dbsvc.compiler import compile_schema  # noqa: E402
-from dbsvc.http.message import split_target  # noqa: E402
+from pages_kit import open_app, request  # noqa: E402
+
 from dbsvc.http.types import Request  # noqa: E402
 from dbsvc.operators import encode_cursor  # noqa: E402
-from dbsvc.realtime.broker import Broker  # noqa: E402
-from dbsvc.schema import load_schema  # noqa: E402
-from dbsvc.storage import Store  # noqa: E402
 from dbsvc.storage.bucketplan import bucket_operators  # noqa: E402
 from dbsvc.storage.idmap import pick  # noqa: E402
 from dbsvc.storage.seek import plan_operators  # noqa: E402
@@ -46,19 +41,9 @@ N = int(os.environ.get("N", "6000"))
 STEPS = ("parse", "plan", "pick", "records", "rest")
 
 
-def request(target: str) -> Request:
-    path, pairs = split_target(target)
-    return Request("GET", target, path, pairs, [])
-
-
 def main() -> None:
-    module = compile_schema(load_schema(CODE + "/schemas/blog.dbs"))
-    started = time.perf_counter()
-    store = Store.open(os.path.join(DATA, "default"), module.MODELS, module.DESCRIPTION, readonly=True)
-    print(f"{CODE}: open {time.perf_counter() - started:.1f} s", flush=True)
-    app = Application(module, store, Broker(store, module.BY_NAME, 64), list_cache_bytes=0)
-    gc.freeze()
-    gc.set_threshold(2_000, 10, 100)
+    app, store, opened = open_app(CODE, DATA)
+    print(f"{CODE}: open {opened:.1f} s", flush=True)
     model = app.models["blog-post"]
     table = store.table("BlogPost")
     keys = random.Random(36)

@@ -4,7 +4,11 @@ Usage (from the repository root, after `bench/mutation.py` has made `mutants/`):
 
     python bench/mutation_inprocess.py dbsvc/compiler/openapi.py tests/compiler/test_openapi_mutants.py
     python bench/mutation_inprocess.py dbsvc/compiler/asyncapi.py tests/compiler/test_asyncapi_mutants.py \
-        --only dbsvc.compiler.asyncapi.x__feed_query__mutmut_
+        --prefix dbsvc.compiler.asyncapi.x__feed_query__mutmut_
+
+`--only NAME` runs that mutant alone (its whole name, repeatable: `--only ..._5` is mutant 5,
+never 50-59 too); `--prefix P` every mutant whose name starts with P; neither, every mutant.
+A name that is no mutant of the modules is refused before anything runs.
 
 mutmut's trampolines read `MUTANT_UNDER_TEST` at every call, so one process can set it mutant
 after mutant and call the tests itself: no fork, no pytest collection per mutant. On the
@@ -38,7 +42,7 @@ import os
 import signal
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -101,10 +105,16 @@ def _mark_cases(
     return out
 
 
-def _mutants(module: str, only: list[str]) -> list[str]:
+def _mutants(module: str, only: list[str], prefixes: Sequence[str] = ()) -> list[str]:
+    """The mutants of `module` (its `.meta`, from the current directory) in number order:
+    those named whole in `only` and those starting with one of `prefixes`; all of them when
+    both are empty."""
     meta = json.loads(Path(module + ".meta").read_text())
     names = sorted(meta["exit_code_by_key"], key=lambda k: (k.rsplit("__mutmut_", 1)[0], int(k.rsplit("_", 1)[1])))
-    return [n for n in names if not only or any(n.startswith(p) for p in only)]
+    if not only and not prefixes:
+        return names
+    wanted = set(only)
+    return [n for n in names if n in wanted or n.startswith(tuple(prefixes))]
 
 
 def _verdict(cases: list[tuple[str, Callable[[], object]]]) -> str:
@@ -132,13 +142,18 @@ def _save(out: Path, verdicts: dict[str, str]) -> None:
 
 
 def run_module(
-    module: str, cases: list[tuple[str, Callable[[], object]]], only: list[str], out: Path, resume: bool
+    module: str,
+    cases: list[tuple[str, Callable[[], object]]],
+    only: list[str],
+    out: Path,
+    resume: bool,
+    prefixes: Sequence[str] = (),
 ) -> dict[str, str]:
-    """Every mutant of `module` (its `.meta`, from the current directory) against the cases,
+    """The mutants of `module` chosen by `only` and `prefixes` (`_mutants`) against the cases,
     each verdict written to `out` as soon as it is decided; with `resume`, the verdicts
     already in `out` are kept and those mutants not run again."""
     verdicts: dict[str, str] = json.loads(out.read_text()) if resume and out.exists() else {}
-    for name in _mutants(module, only):
+    for name in _mutants(module, only, prefixes):
         if name in verdicts:
             continue
         os.environ["MUTANT_UNDER_TEST"] = name
@@ -164,7 +179,8 @@ def _alarm(signum: int, frame: object) -> None:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("paths", nargs="+", help="modules (dbsvc/...) and test files (tests/...)")
-    parser.add_argument("--only", action="append", default=[], help="mutant name prefix (repeatable)")
+    parser.add_argument("--only", action="append", default=[], help="a mutant's whole name (repeatable)")
+    parser.add_argument("--prefix", action="append", default=[], help="mutants whose names start so (repeatable)")
     parser.add_argument("--resume", action="store_true", help="keep the verdicts already written, run the others")
     args = parser.parse_args(argv)
     modules = [p for p in args.paths if p.startswith("dbsvc/")]
@@ -172,6 +188,12 @@ def main(argv: list[str] | None = None) -> int:
     os.chdir(ROOT / "mutants")  # mutmut's copy: the mutated package and the copied tests
     sys.path[:0] = [str(ROOT / "mutants"), str(ROOT / "mutants" / "tests")]
     os.environ["MUTANT_UNDER_TEST"] = ""
+    known = {name for module in modules for name in _mutants(module, [])}
+    unknown = [name for name in args.only if name not in known]
+    if unknown:
+        parser.error(
+            f"--only takes a mutant's whole name (--prefix for a prefix); no such mutant: {', '.join(unknown)}"
+        )
     cases = _cases(test_files)
     for _, call in cases:  # the clean run: every case passes unmutated
         call()
@@ -179,7 +201,9 @@ def main(argv: list[str] | None = None) -> int:
     signal.signal(signal.SIGALRM, _alarm)
     for module in modules:
         started = time.monotonic()
-        verdicts = run_module(module, cases, args.only, Path(f"hand-{Path(module).name}.json"), args.resume)
+        verdicts = run_module(
+            module, cases, args.only, Path(f"hand-{Path(module).name}.json"), args.resume, args.prefix
+        )
         survivors = [n for n, v in verdicts.items() if v == "survived"]
         timeouts = [n for n, v in verdicts.items() if v.startswith("timeout")]
         print(

@@ -2,8 +2,12 @@
 
 Usage (from the repository root, after `mutants/` holds the mutated modules)::
 
-    python bench/mutation_pytest.py --only dbsvc.storage.commit.xǁCommitQueueǁsubmit__mutmut_ \
+    python bench/mutation_pytest.py --prefix dbsvc.storage.commit.xǁCommitQueueǁsubmit__mutmut_ \
         tests/storage/test_storage_commit_failures.py tests/storage/test_storage_group_write.py
+
+`--only NAME` is one mutant, by its whole name (repeatable: `--only ..._5` is mutant 5, never
+50-59 too; a name that is no mutant is refused before anything runs); `--prefix P` every
+mutant whose name starts with P. One of them at least.
 
 `bench/mutation_inprocess.py` calls plain test functions only; the commit path's tests need
 pytest's fixtures (`tenant`, `monkeypatch`, `caplog`), and a mutmut run pays a forked
@@ -154,16 +158,13 @@ def inside_a_run() -> bool:
     return False
 
 
-def _mutants(only: list[str]) -> list[str]:
-    """The mutants of every `.meta` under mutants/dbsvc whose names start with a prefix (or
-    equal it, for a prefix ending in `$`)."""
-
-    def chosen(name: str) -> bool:
-        return any(name == p[:-1] if p.endswith("$") else name.startswith(p) for p in only)
-
+def _mutants(only: list[str], prefixes: list[str]) -> list[str]:
+    """The mutants of every `.meta` under mutants/dbsvc named whole in `only` or starting
+    with one of `prefixes`, in number order."""
+    wanted, starts = set(only), tuple(prefixes)
     names: list[str] = []
     for meta in sorted((ROOT / "mutants" / "dbsvc").rglob("*.py.meta")):
-        names += [n for n in json.loads(meta.read_text())["exit_code_by_key"] if chosen(n)]
+        names += [n for n in json.loads(meta.read_text())["exit_code_by_key"] if n in wanted or n.startswith(starts)]
     return sorted(names, key=lambda k: (k.rsplit("__mutmut_", 1)[0], int(k.rsplit("_", 1)[1])))
 
 
@@ -259,9 +260,8 @@ class Runner:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("tests", nargs="+", help="test files or ids (tests/...)")
-    parser.add_argument(
-        "--only", action="append", required=True, help="mutant name prefix, or a whole name ending in $ (repeatable)"
-    )
+    parser.add_argument("--only", action="append", default=[], help="a mutant's whole name (repeatable)")
+    parser.add_argument("--prefix", action="append", default=[], help="mutants whose names start so (repeatable)")
     parser.add_argument("--seconds", type=int, default=30, help="bound of one test (default 30)")
     parser.add_argument("--label", default="run", help="names the verdict file mutants/pytest-<label>.json")
     parser.add_argument("--resume", action="store_true", help="keep the verdicts of that file, run the others")
@@ -269,6 +269,8 @@ def main(argv: list[str] | None = None) -> int:
         "--tb", default="line", choices=["line", "no", "short", "long", "auto"], help="pytest's --tb (default line)"
     )
     args = parser.parse_args(argv)
+    if not args.only and not args.prefix:
+        parser.error("name the mutants: --only NAME (a whole name) or --prefix P, each repeatable")
     if inside_a_run():
         print("mutation_pytest.py: started by a mutant under a mutation run: refusing", file=sys.stderr)
         return 3
@@ -283,7 +285,12 @@ def main(argv: list[str] | None = None) -> int:
     except BlockingIOError:
         print(f"mutation_pytest.py: another run writes {out.name}: refusing", file=sys.stderr)
         return 3
-    mutants = _mutants(args.only)
+    mutants = _mutants(args.only, args.prefix)
+    unknown = sorted(set(args.only) - set(mutants))
+    if unknown:
+        parser.error(
+            f"--only takes a mutant's whole name (--prefix for a prefix); no such mutant: {', '.join(unknown)}"
+        )
     os.chdir(ROOT / "mutants")  # mutmut's copy: the mutated package and the copied tests
     sys.path[:0] = [str(ROOT / "mutants")]
     os.environ["PYTHONPATH"] = str(ROOT / "mutants")  # a test's child process imports the copy too

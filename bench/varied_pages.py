@@ -16,16 +16,16 @@ RECORDS (default 1,000,000) is the tenant's count of posts; ONLY runs the rows w
 holds that text (or one of several, `|` between them); PROFILE=1 prints cProfile's 25 costliest functions of each row's last round.
 COUNTS=1 asks one more round of N new targets under cProfile and prints, a page, the
 records handed out, the store's dicts made and refused (storage/shown.py), the texts cut
-(rows.py `record_json`) and the dicts' JSON encoded (`json_bytes`) and refused by the app
-(readcache.py `EncodedRecords`): the two record caches' hit rates (runs on any tree whose
-functions have these names).
+(the model's record layout filled, whatever path cut them: `CountedLayout`; on a tree whose
+table keeps no `_layout`, rows.py `record_json`'s calls, and the row says so) and the
+dicts' JSON encoded (`json_bytes`) and refused by the app (readcache.py `EncodedRecords`):
+the two record caches' hit rates (runs on any tree whose functions have these names).
 The cursor rows ask one of 5,000 cursors at random (made here from ids and scores at random:
 a cursor holds keys, so any keys seek into the list), as a client walking many lists does.
 bench/README.md, "Pages that miss the caches at 1,000,000 posts", has the figures.
 """
 
 import cProfile
-import gc
 import os
 import pstats
 import random
@@ -34,13 +34,11 @@ import time
 
 CODE, DATA = sys.argv[1], sys.argv[2]
 sys.path[:0] = [CODE, CODE + "/bench"]
+from pages_kit import open_app, request  # noqa: E402
+
 from dbsvc.app import Application  # noqa: E402
-from dbsvc.compiler import compile_schema  # noqa: E402
-from dbsvc.http.message import split_target  # noqa: E402
 from dbsvc.http.types import Request  # noqa: E402
 from dbsvc.operators import encode_cursor  # noqa: E402
-from dbsvc.realtime.broker import Broker  # noqa: E402
-from dbsvc.schema import load_schema  # noqa: E402
 from dbsvc.storage import Store  # noqa: E402
 
 RECORDS = int(os.environ.get("RECORDS", "1000000"))
@@ -93,12 +91,22 @@ def rss_mb() -> int:
         return next(int(line.split()[1]) // 1024 for line in status if line.startswith("VmRSS"))
 
 
-def request(target: str) -> Request:
-    path, pairs = split_target(target)
-    return Request("GET", target, path, pairs, [])
-
-
 COUNTED = ("remember", "record_json", "json_bytes", "unpack")
+
+
+class CountedLayout(bytes):
+    """A table's record layout (rows.py `layout`, `{"id":%s,...}` as bytes) that counts its
+    fills. Every text cut from a stored record is this layout filled with the values' texts,
+    by whatever path cut them (rows.py `record_json`'s split, its regular expression or its
+    scanner, or a cut made elsewhere, one by one or mapped over a page), and a cut that gives
+    up (`record_json` None: a lone surrogate may be held) fills nothing: so the fills are the
+    texts cut, where `record_json`'s calls are the cuts tried by that one function."""
+
+    fills = 0
+
+    def __mod__(self, values: object) -> bytes:
+        CountedLayout.fills += 1
+        return bytes.__mod__(self, values)
 
 
 def caches_counted(app: Application, store: Store, targets: list[Request]) -> str:
@@ -107,10 +115,18 @@ def caches_counted(app: Application, store: Store, targets: list[Request]) -> st
     table = store.table("BlogPost")
     dicts, encoded = table.dicts, app.encoded
     refused, app_refused, records = dicts.refused, encoded.refused, 0
+    layout = getattr(dicts, "_layout", None)
+    if layout is not None:
+        dicts._layout = CountedLayout(layout)
+        CountedLayout.fills = 0
     profile = cProfile.Profile()
-    for r in targets:
-        answer = profile.runcall(app, r)
-        records += answer.body.count(b'"author_id":')
+    try:
+        for r in targets:
+            answer = profile.runcall(app, r)
+            records += answer.body.count(b'"author_id":')
+    finally:
+        if layout is not None:
+            dicts._layout = layout
     calls = dict.fromkeys(COUNTED, 0)
     for entry in profile.getstats():
         name = getattr(entry.code, "co_name", "")
@@ -120,22 +136,22 @@ def caches_counted(app: Application, store: Store, targets: list[Request]) -> st
     # or refused: counted so on any tree, whatever its functions of a miss are called
     made = calls["remember"] + dicts.refused - refused
     n = len(targets)
+    cut = (
+        f"texts cut {CountedLayout.fills / n:.2f} (record_json calls {calls['record_json'] / n:.2f})"
+        if layout is not None
+        else f"texts cut (record_json calls) {calls['record_json'] / n:.2f}"
+    )
     return (
         f"records {records / n:.2f}, store dicts kept (hit) {(records - made) / n:.2f}, "
         f"missed {made / n:.2f} (refused {(dicts.refused - refused) / n:.2f}), "
-        f"texts cut {calls['record_json'] / n:.2f}, unpack {calls['unpack'] / n:.2f}, "
+        f"{cut}, unpack {calls['unpack'] / n:.2f}, "
         f"dicts' JSON encoded {calls['json_bytes'] / n:.2f} (app refused {(encoded.refused - app_refused) / n:.2f})"
     )
 
 
 def main() -> None:
-    module = compile_schema(load_schema(CODE + "/schemas/blog.dbs"))
-    started = time.perf_counter()
-    store = Store.open(os.path.join(DATA, "default"), module.MODELS, module.DESCRIPTION, readonly=True)
-    print(f"{CODE}: open {time.perf_counter() - started:.1f} s, RSS {rss_mb()} MB", flush=True)
-    app = Application(module, store, Broker(store, module.BY_NAME, 64), list_cache_bytes=0)
-    gc.freeze()
-    gc.set_threshold(2_000, 10, 100)
+    app, store, opened = open_app(CODE, DATA)
+    print(f"{CODE}: open {opened:.1f} s, RSS {rss_mb()} MB", flush=True)
     only = [part for part in os.environ.get("ONLY", "").split("|") if part]
     for label, n, make in ROWS:
         if only and not any(part in label for part in only):

@@ -137,3 +137,23 @@ def test_each_verdict_is_written_as_it_is_decided_and_a_resumed_run_keeps_them(t
     seen.clear()
     runner.run_module("dbsvc/m.py", [("t::case", case)], [], out, resume=False)
     assert seen == names  # without resume, every mutant again
+
+
+def test_only_takes_a_whole_name_and_prefix_a_start(tmp_path, monkeypatch):
+    # Before the change `--only` was a prefix: `..._5` ran mutant 5 and 50-59 with it.
+    names = [f"dbsvc.m.x_f__mutmut_{n}" for n in (4, 5, 50, 59)] + ["dbsvc.m.x_g__mutmut_5"]
+    (tmp_path / "dbsvc").mkdir()
+    (tmp_path / "dbsvc" / "m.py.meta").write_text(json.dumps({"exit_code_by_key": dict.fromkeys(names)}))
+    monkeypatch.chdir(tmp_path)
+    assert runner._mutants("dbsvc/m.py", ["dbsvc.m.x_f__mutmut_5"]) == ["dbsvc.m.x_f__mutmut_5"]
+    assert runner._mutants("dbsvc/m.py", [], ["dbsvc.m.x_f__mutmut_5"]) == [
+        "dbsvc.m.x_f__mutmut_5",
+        "dbsvc.m.x_f__mutmut_50",
+        "dbsvc.m.x_f__mutmut_59",
+    ]
+    assert runner._mutants("dbsvc/m.py", ["dbsvc.m.x_g__mutmut_5"], ["dbsvc.m.x_f__mutmut_4"]) == [
+        "dbsvc.m.x_f__mutmut_4",
+        "dbsvc.m.x_g__mutmut_5",
+    ]
+    assert runner._mutants("dbsvc/m.py", ["dbsvc.m.x_f__mutmut_"]) == []  # a prefix is no name
+    assert len(runner._mutants("dbsvc/m.py", [])) == len(names)  # neither: every mutant

@@ -1,10 +1,12 @@
 """bench/mutation_pytest.py's bound on a test: at the limit every process the run started is
 ended, however deep and in whatever process group or session, and the alarm comes again
 while a test swallows it. Run in a child interpreter, which becomes the subreaper of its own
-tree (the test process stays as it is)."""
+tree (the test process stays as it is). And which mutants `--only` and `--prefix` choose,
+read in process (`_mutants` reads the `.meta` files and starts nothing)."""
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import subprocess
@@ -69,3 +71,20 @@ def test_at_the_limit_every_descendant_ends_and_the_alarm_comes_again(tmp_path):
     assert report["grandchild_alive"] is False  # killed, and reaped by the subreaper
     assert report["left"] == []
     assert report["seconds"] < 25  # the swallowed alarm came again, not the 30 s sleep's end
+
+
+def test_only_takes_a_whole_name_and_prefix_a_start(tmp_path, monkeypatch):
+    # Before the change `--only` was a prefix (a whole name needed a `$`): `..._5` ran
+    # mutant 5 and 50-59 with it.
+    spec = importlib.util.spec_from_file_location("mutation_pytest", ROOT / "bench" / "mutation_pytest.py")
+    assert spec is not None and spec.loader is not None
+    runner = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(runner)
+    names = [f"dbsvc.m.x_f__mutmut_{n}" for n in (5, 50, 59)]
+    (tmp_path / "mutants" / "dbsvc").mkdir(parents=True)
+    meta = tmp_path / "mutants" / "dbsvc" / "m.py.meta"
+    meta.write_text(json.dumps({"exit_code_by_key": dict.fromkeys(names)}))
+    monkeypatch.setattr(runner, "ROOT", tmp_path)
+    assert runner._mutants(["dbsvc.m.x_f__mutmut_5"], []) == ["dbsvc.m.x_f__mutmut_5"]
+    assert runner._mutants([], ["dbsvc.m.x_f__mutmut_5"]) == names
+    assert runner._mutants(["dbsvc.m.x_f__mutmut_5$"], []) == []  # no longer a spelling of a name

@@ -155,7 +155,11 @@ def descending_page(table: Table, field: str, window: Window, cursor: Any, end: 
     ck = cursor[0][0] if cursor is not None else None
     if ck is not None and window.values and window.low is None and window.high is None:
         # a cursor at a key, the whole index: past the nulls (first descending), so the
-        # page is a slice of the cursor's sublist's kept order and what follows below it
+        # page starts with one slice (keptparts.py `head_after_descending`): the rest of
+        # the cursor's run itself (its ids ascend, as the page wants them) when the page
+        # ends in it, the run goes on into the next sublists or no order of its sublist is
+        # kept; else its sublist's kept descending order (a small index); then what follows
+        # below it
         found = index.head_after_descending(ck, cursor[1], end)
         if found is not None:
             out, below = found

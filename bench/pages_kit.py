@@ -1,0 +1,45 @@
+"""The in-process application of the page benches (varied_pages.py, cursor_steps.py).
+
+Both time `Application.__call__` or its steps over a blog tenant seeded by
+`service_bench.py --matrix --data DATA`, in this process, as a server holds it: the tenant
+opened read-only, no list answers kept (`list_cache_bytes=0`, so every page is made), the
+start-up heap frozen and the GC's thresholds a server's (service.py `settle_heap`, set here
+by value so that an older tree, whose `settle_heap` may differ, is measured the same way).
+
+Imported after the script has put CODE (the checkout under measure) first on `sys.path`:
+`dbsvc` is CODE's. A CODE older than this module lacks it, and the script's own bench
+folder, further down the path, gives it.
+"""
+
+import gc
+import os
+import time
+
+from dbsvc.app import Application
+from dbsvc.compiler import compile_schema
+from dbsvc.http.message import split_target
+from dbsvc.http.types import Request
+from dbsvc.realtime.broker import Broker
+from dbsvc.schema import load_schema
+from dbsvc.storage import Store
+
+GC_THRESHOLDS = (2_000, 10, 100)  # service.py GC_THRESHOLDS, a primary's
+
+
+def open_app(code: str, data: str) -> tuple[Application, Store, float]:
+    """CODE's blog schema compiled, DATA's tenant opened read-only and the application over
+    it, the heap then settled as a server settles it; and the seconds the open took."""
+    module = compile_schema(load_schema(code + "/schemas/blog.dbs"))
+    started = time.perf_counter()
+    store = Store.open(os.path.join(data, "default"), module.MODELS, module.DESCRIPTION, readonly=True)
+    opened = time.perf_counter() - started
+    app = Application(module, store, Broker(store, module.BY_NAME, 64), list_cache_bytes=0)
+    gc.freeze()
+    gc.set_threshold(*GC_THRESHOLDS)
+    return app, store, opened
+
+
+def request(target: str) -> Request:
+    """A GET of `target` as the connection hands it to the application."""
+    path, pairs = split_target(target)
+    return Request("GET", target, path, pairs, [])
