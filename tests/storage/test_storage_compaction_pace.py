@@ -55,6 +55,16 @@ class SlowNewFiles(files.FileOps):
             self.events[self.names[fd]].append(("fsync", time.perf_counter()))
 
 
+def assert_reopens_with_the_last_write(tenant) -> None:
+    """The tenant reopens with consistent indexes and the forty replaces' last write."""
+    s = open_store(tenant, retain_bytes=1 << 20)
+    try:
+        check_indexes(s)
+        assert s.get("User", 40)[0]["name"] == f"{'y' * 300} 39"
+    finally:
+        s.close()
+
+
 def test_each_pieces_fsync_of_a_compaction_is_followed_by_a_pause_in_proportion(tenant, monkeypatch):
     """After each piece's fsync that more writes follow, snapshot.new and log.retained.new
     wait at least PACE times that fsync's wall time (here >= SLOW) before their next write.
@@ -83,12 +93,7 @@ def test_each_pieces_fsync_of_a_compaction_is_followed_by_a_pause_in_proportion(
         gaps = [b[1] - a[1] for a, b in zip(events, events[1:]) if a[0] == "fsync" and b[0] == "write"]
         assert len(gaps) >= 3, f"{name}: {events}"
         assert min(gaps) >= online.PACE * SLOW, f"{name}: gaps after its pieces' fsyncs {gaps}"
-    s = open_store(tenant, retain_bytes=1 << 20)
-    try:
-        check_indexes(s)
-        assert s.get("User", 40)[0]["name"] == f"{'y' * 300} 39"
-    finally:
-        s.close()
+    assert_reopens_with_the_last_write(tenant)
 
 
 class SlowLogNew(SlowNewFiles):
@@ -178,12 +183,7 @@ def test_a_flush_fault_fires_in_the_snapshots_first_pause_before_the_retained_co
         finally:
             s.close()
     monkeypatch.delenv("DBSVC_FAULT")
-    s = open_store(tenant, retain_bytes=1 << 20)
-    try:
-        check_indexes(s)
-        assert s.get("User", 40)[0]["name"] == f"{'y' * 300} 39"
-    finally:
-        s.close()
+    assert_reopens_with_the_last_write(tenant)
 
 
 def test_a_pause_after_a_piece_is_capped_and_skipped_once_the_store_closes():

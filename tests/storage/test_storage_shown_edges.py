@@ -16,33 +16,8 @@ session 22); bench/mutation_inprocess.py runs them per mutant."""
 
 from __future__ import annotations
 
-from dbsvc.storage.rows import pack
 from dbsvc.storage.shown import SHOWN_BYTES, ShownDicts
-
-FIELDS = ("id", "name")
-
-
-def decoded(values) -> dict:
-    return {"id": values[0], "name": values[1]}
-
-
-class Counted:
-    """A decode that counts its calls."""
-
-    def __init__(self) -> None:
-        self.calls = 0
-
-    def __call__(self, values) -> dict:
-        self.calls += 1
-        return decoded(values)
-
-
-def stored(id_: int, name: str = "") -> bytes:
-    return pack((id_, name or f"r{id_}"))
-
-
-def json_of(id_: int, name: str = "") -> bytes:
-    return b'{"id":%d,"name":"%s"}' % (id_, (name or f"r{id_}").encode())
+from support.shownkit import FIELDS, Counted, decoded, json_of, stored
 
 
 def test_a_record_without_a_cut_admitted_by_a_page_with_texts_is_kept_as_its_dict_and_handed_out_again():

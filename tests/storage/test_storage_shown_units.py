@@ -8,16 +8,8 @@ pages of at most 100 ids are kept, the last 64 of them, after the single dicts w
 from __future__ import annotations
 
 from dbsvc.runtime import json_bytes
-from dbsvc.storage.rows import pack
 from dbsvc.storage.shown import ShownDicts
-
-
-def decoded(values) -> dict:
-    return {"id": values[0], "name": values[1]}
-
-
-def stored(id_: int, name: str = "") -> bytes:
-    return pack((id_, name or f"r{id_}"))
+from support.shownkit import FIELDS, Counted, decoded, json_of, stored
 
 
 def same(a: list[dict], b: list[dict]) -> bool:
@@ -170,12 +162,6 @@ def test_a_page_is_kept_from_its_second_ask_among_the_last_64_not_kept():
 
 # -- a page with texts (issue 36 item 2, wt-rand3) ------------------------------------------
 
-FIELDS = ("id", "name")
-
-
-def json_of(id_: int, name: str = "") -> bytes:
-    return b'{"id":%d,"name":"%s"}' % (id_, (name or f"r{id_}").encode())
-
 
 def full(capacity: int = 2) -> ShownDicts:
     """A cache of `capacity` dicts, full: a record read once is refused from now on."""
@@ -263,17 +249,6 @@ def test_a_kept_json_is_never_handed_out_for_another_stored_version():
 
 
 # -- an admitted record kept as its JSON alone, its dict decoded when asked (wt-rand9) -------
-
-
-class Counted:
-    """A decode that counts its calls: what a page with texts decodes is what it pays for."""
-
-    def __init__(self) -> None:
-        self.calls = 0
-
-    def __call__(self, values) -> dict:
-        self.calls += 1
-        return decoded(values)
 
 
 def test_a_record_admitted_by_a_page_with_texts_is_decoded_only_when_its_dict_is_asked_for():
