@@ -411,11 +411,23 @@ def _key(value: Any, kind: str, nullable: bool) -> Any:
     if kind == "i":
         return value if type(value) is int else _BAD
     if kind == "f":
-        if type(value) in (int, float) and math.isfinite(value):
-            return float(value)
+        if type(value) is int:
+            value = _float_of(value)  # an int past the floats' range is no key (not an OverflowError)
+        if type(value) is float and math.isfinite(value):
+            return value
         return _BAD
     if kind == "s":
         return value if type(value) is str else _BAD
     if kind == "b":
         return value if type(value) is bool else _BAD
     return _BAD
+
+
+def _float_of(value: int) -> Any:
+    """An int made a float key, or _BAD past the floats' range: JSON has ints of any
+    length, and a cursor whose float key is `1` and 400 zeros is malformed (`math.isfinite` of it
+    raised OverflowError out of the decode, a 500, before session 22)."""
+    try:
+        return float(value)
+    except OverflowError:
+        return _BAD
