@@ -32,7 +32,6 @@ import binascii
 import functools
 import json
 import math
-from collections import OrderedDict
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from json.encoder import encode_basestring_ascii as _ascii  # type: ignore[attr-defined]
 from typing import Any
@@ -196,24 +195,13 @@ def decode_cursor(
     only the keys and the id after them are parsed (`_CursorReader`), where the whole
     decode parsed the head's three strings and made `sort_text(sort)` again on every page.
     Any other text, a refusal included, takes the whole decode (`_decode_whole`), so what is
-    accepted and every refusal's words are the whole decode's.
-
-    The last DECODED texts a reader accepted are kept with their answer and that reader
-    (`_DECODED`): a cursor asked again (a page polled, many clients at one page, a bench's
-    cursors at random) is one lookup, found only for the very reader that read it, so
-    another model, sort or key kinds never gets its answer. A refusal is never kept."""
+    accepted and every refusal's words are the whole decode's."""
     reader = _READERS.get((model, sort, id_kind))
     if reader is None or reader.kinds != kinds:
         reader = _reader(model, sort, kinds, id_kind)
-    kept = _DECODED.get(text)
-    if kept is not None and kept[0] is reader:
-        return kept[1]
     found = reader.read(text)
     if found is None:
         return _decode_whole(text, model, sort, kinds, id_kind)
-    if len(_DECODED) >= DECODED:
-        _DECODED.popitem(last=False)  # the oldest first
-    _DECODED[text] = (reader, found)
     return found
 
 
@@ -266,10 +254,6 @@ class _CursorReader:
 # and a client may ask any order of a model's sort fields: emptied past READERS entries
 _READERS: dict[tuple[str, Sequence[tuple[str, bool]], str], _CursorReader] = {}
 READERS = 1024
-# cursor text -> (the reader that accepted it, its (keys, id)): the last DECODED accepted,
-# ~0.37 KB each (a text of ~50 characters, a key or two and an id), ~1.5 MB when full
-_DECODED: OrderedDict[str, tuple[_CursorReader, tuple[tuple[Any, ...], Any]]] = OrderedDict()
-DECODED = 4096
 
 
 def _reader(model: str, sort: Sequence[tuple[str, bool]], kinds: Mapping[str, str], id_kind: str) -> _CursorReader:
