@@ -124,7 +124,7 @@ def test_a_float_key_must_be_finite_and_an_int_or_a_float():
         text = base64.urlsafe_b64encode(raw).decode().rstrip("=")
         assert refusal(text) == malformed(text)
     big = cursor_of(["c1", "Post", "-score", [10**400], 7])  # an int too large for a float
-    with pytest.raises((BadQuery, OverflowError)):
+    with pytest.raises(BadQuery):
         decode_cursor(big, "Post", (("score", True),), KINDS, "i")
     assert decode_cursor(cursor_of(["c1", "Post", "-score", [-0.0], 7]), "Post", (("score", True),), KINDS, "i") == (
         (-0.0,),
