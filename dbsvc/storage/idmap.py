@@ -107,12 +107,20 @@ class IdMap(MutableMapping[Any, Stored]):
         else:
             self._far[id_] = record
 
-    def extend_run(self, ids: list[Any], records: list[Stored]) -> None:
+    def extend_run(self, ids: list[Any], records: list[Stored], ascending: bool = False) -> None:
         """`self[ids[n]] = records[n]` of each, with the same result: the next ids in order
-        from the list's end (a follower's run of new records) extend it at once."""
+        from the list's end (a follower's run of new records) extend it at once.
+        `ascending`: the caller knows the ids are ints in strictly ascending order
+        (tableruns.py finds it once a run), so the first and last say whether they are the
+        next ones (distinct ascending ints from n to n + count - 1 are that range) and
+        the type set and the list compare, two more passes over the run, are not made."""
         slots = self._slots
         n = len(slots)
-        if self._far or not ids or set(map(type, ids)) != {int} or ids != list(range(n, n + len(ids))):
+        if ascending:
+            nexts = bool(ids) and ids[0] == n and ids[-1] == n + len(ids) - 1
+        else:
+            nexts = bool(ids) and set(map(type, ids)) == {int} and ids == list(range(n, n + len(ids)))
+        if self._far or not nexts:
             self.update(zip(ids, records))
             return
         slots.extend(records)

@@ -116,7 +116,13 @@ def add_ordered_run(index: OrderedIndex, keys: Sequence[Any], ids: Sequence[Any]
                 pairs.append((key, id_))
     else:
         pairs = list(zip(keys, ids))
-    pairs.sort()
+    if ascending:
+        # The ids ascend in the run's order, so a stable sort by key alone leaves the pairs
+        # of one key by id: the (key, id) order, without a tuple compare a step (a
+        # compare of keys of one type takes the sort's own fast path).
+        pairs.sort(key=_FIRST)
+    else:
+        pairs.sort()
     if pairs and (lastkeys[-1], lastids[-1]) < pairs[0]:
         _append_pairs(index, pairs)  # all after the last entry
     else:

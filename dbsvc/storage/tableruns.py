@@ -55,7 +55,7 @@ def insert_run(
     records = pack_run(batch)
     table.tick = next(TICKS)
     if isinstance(table.live, IdMap):
-        table.live.extend_run(ids, records)
+        table.live.extend_run(ids, records, ascending)
     else:
         table.live.update(zip(ids, records))
     table.rows.extend(zip(ids, records, repeat(None)))

@@ -80,6 +80,29 @@ def test_extend_run_is_setitem_of_each(held, ids):
     assert _shape(bulk) == _shape(_setitem_each(one, ids, records))
 
 
+@pytest.mark.parametrize(
+    "held, ids",
+    [
+        ([], [0, 1, 2]),
+        ([0, 1, 2], [3, 4, 5]),
+        ([0, 1, 2], [3]),
+        ([0, 1, 2], [4, 5]),  # a gap at the start: the first is not the next id
+        ([0, 1, 2], [3, 5, 6]),  # a gap inside: the last is not n + count - 1
+        ([0, 1, 2], [1, 2, 3]),  # held ids again
+        ([0, 1, -5], [3, 4]),  # a far id held
+        ([0, 1], [2, 10**9]),  # a far id among them
+    ],
+)
+def test_extend_run_told_the_ids_ascend_is_setitem_of_each(held, ids):
+    # tableruns.py tells it the run's ids are ascending ints (found once a run); the first
+    # and last then say whether they are the next ones, and anything else is setitem of each.
+    records = [f"r{n}".encode() for n in range(len(ids))]
+    bulk = IdMap((id_, b"old") for id_ in held)
+    one = IdMap((id_, b"old") for id_ in held)
+    bulk.extend_run(list(ids), records, True)
+    assert _shape(bulk) == _shape(_setitem_each(one, ids, records))
+
+
 @pytest.mark.parametrize("seed", range(3))
 def test_insert_run_with_the_checks_keys_is_insert_of_each(tmp_path, seed):
     rnd = random.Random(seed)

@@ -67,6 +67,29 @@ def test_a_run_past_the_end_longer_than_four_sublists_keeps_every_last_entry():
     assert len(many.key_sublists) >= 3
 
 
+@pytest.mark.parametrize(
+    "typecode, held_key, new_key",
+    [
+        ("q", lambda k: k % 7, lambda n: n * 5 % 7),  # a few int keys, many pairs a key
+        ("", lambda k: f"k{k % 50:03}", lambda n: f"k{n * 13 % 60:03}"),  # str keys, some new
+        ("", lambda k: float(k % 5), lambda n: n % 6 if n % 2 else float(n % 6)),  # 1 == 1.0
+        ("", lambda k: None if k % 9 == 0 else k % 4, lambda n: None if n % 5 == 0 else n % 4),  # nulls
+    ],
+    ids=["int keys", "str keys", "int and float keys equal", "null keys"],
+)
+@pytest.mark.parametrize("start", [10**6, 3], ids=["ids above the held ones", "ids among the held ones"])
+def test_an_ascending_run_sorted_by_key_alone_is_add_of_each(typecode, held_key, new_key, start):
+    # Told that the ids ascend, add_ordered_run sorts the pairs by key alone (a stable sort
+    # leaves one key's pairs by id); the index must be what `add` of each leaves.
+    held = [(held_key(k), 2 * k) for k in range(6 * LOAD)]
+    one, many = OrderedIndex(held, typecode), OrderedIndex(held, typecode)
+    ids = list(range(start, start + 4 * LOAD, 2))  # from 3: odd ids between the held even ones
+    keys = [new_key(n) for n in range(len(ids))]
+    check_run(one, many, keys, ids, ascending=True)
+    assert list(many.nulls) == list(one.nulls)
+    assert len(many) == len(held) + len(ids)
+
+
 @pytest.mark.parametrize("typecode", ["", "q"])
 @pytest.mark.parametrize(
     "ids",
