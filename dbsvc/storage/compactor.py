@@ -184,12 +184,7 @@ class Compactor:
         self.settling = self.settle_task = None
         if settling is not None:
             settling.cancelled = True
-            settling.idle.wait(60)
-            if settle_task is not None and not settle_task.done():
-                try:
-                    settle_task.cancel()
-                except RuntimeError:
-                    pass  # its loop is already closed
+            _wait_then_cancel(settling, settle_task)
         progress, task = self.progress, self.task
         if progress is None:
             return
@@ -198,12 +193,7 @@ class Compactor:
             # Past the commit point only the release may still run: it frees the rest of
             # the old files whole at its next piece (freeing.py rule 4) instead of pacing.
             return
-        progress.idle.wait(60)
-        if task is not None and not task.done():
-            try:
-                task.cancel()
-            except RuntimeError:
-                pass  # its loop is already closed
+        _wait_then_cancel(progress, task)
         online.discard(self._host.directory)
 
     async def _compact(self, progress: online.Progress, take: TakeCut) -> None:
@@ -397,6 +387,18 @@ class Compactor:
         self._host.install_epoch(epoch, renumbered)
         self.count += 1
         return old
+
+
+def _wait_then_cancel(progress: online.Progress, task: asyncio.Task[Any] | None) -> None:
+    """`stop()`'s end of one background task (a compaction's steps or a collapse): wait
+    for its thread step in flight (`idle`, at most 60 s), then cancel the task, unless its
+    loop is already closed."""
+    progress.idle.wait(60)
+    if task is not None and not task.done():
+        try:
+            task.cancel()
+        except RuntimeError:
+            pass  # its loop is already closed
 
 
 def _collapse(progress: online.Progress, ranges: list[tuple[int, int]], pause: online.WallPacer) -> int:

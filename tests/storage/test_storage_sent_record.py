@@ -10,19 +10,8 @@ wt-rand6). No store and no fixture, as test_storage_shown_units.py."""
 from __future__ import annotations
 
 from dbsvc.runtime import json_bytes
-from dbsvc.storage.rows import pack
 from dbsvc.storage.shown import SentRecord, ShownDicts
-
-FIELDS = ("id", "name")
-
-
-def decoded(values) -> dict:
-    return {"id": values[0], "name": values[1]}
-
-
-def stored(id_: int, name: str = "") -> bytes:
-    return pack((id_, name or f"r{id_}"))
-
+from support.shownkit import FIELDS, Counted, decoded, stored
 
 KEPT = [stored(9001), stored(9002)]  # the stored records of the dicts `full` keeps
 
@@ -67,17 +56,6 @@ def test_without_texts_the_last_record_is_a_plain_dict():
     dicts = full()
     out = dicts.page([1, 2], [stored(1), stored(2)])
     assert [type(r) for r in out] == [dict, dict] and dicts.refused == 2
-
-
-class Counted:
-    """`decoded`, counting its calls: a decode is what a page in id order spares."""
-
-    def __init__(self) -> None:
-        self.calls = 0
-
-    def __call__(self, values) -> dict:
-        self.calls += 1
-        return decoded(values)
 
 
 def test_a_last_record_in_id_order_is_its_id_beside_its_json_and_never_decoded():
