@@ -331,7 +331,13 @@ class Compactor:
     async def _settle(self, progress: online.Progress, ranges: list[tuple[int, int]]) -> int:
         pause = online.WallPacer(progress, self.faults, "collapse")
         try:
-            pieces: int = await asyncio.to_thread(_collapse, progress, ranges, pause)
+            # `in_thread` clears `idle` in the thread, so `stop()` waits for a collapse
+            # under way and never for one not begun (an executor that runs its calls on the
+            # loop, as the power-loss tests' does, would never begin it while `stop()`
+            # blocks the loop); one not begun by then is Cancelled and collapses nothing.
+            pieces: int = await online.in_thread(progress, collapse_in_pieces, ranges, pause)
+        except online.Cancelled:
+            pieces = 0
         except Exception as exc:  # advice only: a failure costs huge pages, never data
             log.warning("%s: the heap's collapse after a compaction stopped: %s", self._host.directory, exc)
             pieces = -1
@@ -399,18 +405,6 @@ def _wait_then_cancel(progress: online.Progress, task: asyncio.Task[Any] | None)
             task.cancel()
         except RuntimeError:
             pass  # its loop is already closed
-
-
-def _collapse(progress: online.Progress, ranges: list[tuple[int, int]], pause: online.WallPacer) -> int:
-    """`Compactor.settle`'s thread: `idle` is clear only while it runs, so that `stop()`
-    waits for a collapse under way and never for one not begun (an executor that runs its
-    calls on the loop, as the power-loss tests' does, would never begin it while `stop()`
-    blocks the loop); one not begun by then sees `cancelled` and collapses nothing."""
-    progress.idle.clear()
-    try:
-        return 0 if progress.cancelled else collapse_in_pieces(ranges, pause)
-    finally:
-        progress.idle.set()
 
 
 def freeze_live(generation: int) -> None:
