@@ -79,6 +79,12 @@ _INT = {int}
 MERGE_AT = 8  # a sublist takes its pairs by one merge when they are at least an eighth of it
 
 
+def ints_ascending(ids: Sequence[Any]) -> bool:
+    """Whether `ids` are ints in strictly ascending order: the runs' `ascending` (module
+    docstring), found once a run by tableruns.py and by `add_hash_run` when not told."""
+    return set(map(type, ids)) == _INT and all(map(lt, ids, ids[1:]))
+
+
 def add_sorted_run(index: SortedIndex, entries: list[Any], ascending: bool = False) -> None:
     """`index.add` of each entry, with the same result (module rules). Entries that ascend
     past the last one held extend the last sublist at once; any others are added one by one.
@@ -236,7 +242,7 @@ def add_hash_run(index: FilterIndex, keys: Sequence[Any], ids: Sequence[Any], as
         if kept:
             deque(map(kept.pop, keys, repeat(None)), 0)
         return
-    if ids and (ascending or set(map(type, ids)) == _INT) and ids[0] >= 0 and (ascending or all(map(lt, ids, ids[1:]))):
+    if ids and (ascending or ints_ascending(ids)) and ids[0] >= 0:
         if isinstance(index, UniqueFilter) and None not in keys:
             if ids[-1] < index.nulls.span:  # `add` of a key is `cover` of its id: nothing to cover
                 return

@@ -25,16 +25,13 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from itertools import repeat
-from operator import lt
 from typing import Any
 
 from dbsvc.runtime import identity
 from dbsvc.storage.idmap import IdMap
 from dbsvc.storage.rows import Values
-from dbsvc.storage.runs import add_hash_run, add_ordered_run, add_sorted_run, pack_run
+from dbsvc.storage.runs import add_hash_run, add_ordered_run, add_sorted_run, ints_ascending, pack_run
 from dbsvc.storage.table import TICKS, Table
-
-_INT = {int}
 
 
 def insert_run(
@@ -51,7 +48,7 @@ def insert_run(
     ids = list(columns[table.id_position])
     # Whether the ids are ints in strictly ascending order (a follower's new rows), found once here
     # for every index rather than by each index again (runs.py: two C-level passes each).
-    ascending = set(map(type, ids)) == _INT and all(map(lt, ids, ids[1:]))
+    ascending = ints_ascending(ids)
     records = pack_run(batch)
     table.tick = next(TICKS)
     if isinstance(table.live, IdMap):
@@ -89,7 +86,7 @@ def insert_run(
             table.buckets.add(id_, r)
     if ascending:
         top = ids[-1]
-    elif set(map(type, ids)) == _INT:
+    elif set(map(type, ids)) == {int}:
         top = max(ids, default=table.max_id)
     else:  # str or uuid ids (or ids of mixed types): only ints count
         top = max((i for i in ids if type(i) is int), default=table.max_id)
