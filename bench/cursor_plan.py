@@ -24,7 +24,6 @@ one tree after the other, the first alternating, and prints each pair with the h
 bench/README.md, "A cursor's page at -score ..." (sessions 21 and 22), has the figures.
 """
 
-import gc
 import os
 import pickle
 import random
@@ -53,24 +52,14 @@ def cursors() -> list[tuple[float, int]]:
 
 def child(code: str, data: str, paired: bool) -> None:
     sys.path[:0] = [code]
-    from dbsvc.app import Application
-    from dbsvc.compiler import compile_schema
-    from dbsvc.http.message import split_target
-    from dbsvc.http.types import Request
+    from pages_kit import open_app, request  # this script's own bench folder's, over CODE's dbsvc
+
     from dbsvc.operators import encode_cursor
-    from dbsvc.realtime.broker import Broker
     from dbsvc.runtime import Query
-    from dbsvc.schema import load_schema
-    from dbsvc.storage import Store
     from dbsvc.storage.seek import plan_operators
 
-    module = compile_schema(load_schema(code + "/schemas/blog.dbs"))
-    started = time.perf_counter()
-    store = Store.open(os.path.join(data, "default"), module.MODELS, module.DESCRIPTION, readonly=True)
-    opened = time.perf_counter() - started
+    app, store, opened = open_app(code, data)
     table = store.table("BlogPost")
-    gc.freeze()
-    gc.set_threshold(2_000, 10, 100)
     made = cursors()
     queries = [Query(sort=(("score", True),), limit=20, cursor=((key,), id_)) for key, id_ in made]
     rng = random.Random(11)
@@ -89,21 +78,18 @@ def child(code: str, data: str, paired: bool) -> None:
 
     rounds = [plan_round]
     if os.environ.get("ROW"):  # the whole request, as the app answers it (no list answers kept)
-        app = Application(module, store, Broker(store, module.BY_NAME, 64), list_cache_bytes=0)
         targets = []
         for key, id_ in made:
             cursor = encode_cursor("BlogPost", (("score", True),), [key], id_)
-            target = f"/api/blog-post?sort=-score&limit=20&cursor={cursor}"
-            path, pairs = split_target(target)
-            targets.append(Request("GET", target, path, pairs, []))
+            targets.append(request(f"/api/blog-post?sort=-score&limit=20&cursor={cursor}"))
         requests = [targets[n] for n in picks]
-        for request in requests[:CURSORS]:
-            assert app(request).status == 200, request.target
+        for asked in requests[:CURSORS]:
+            assert app(asked).status == 200, asked.target
 
         def row_round() -> float:
             start = time.thread_time()
-            for request in requests:
-                app(request)
+            for asked in requests:
+                app(asked)
             return (time.thread_time() - start) / ASKED * 1e6
 
         rounds.append(row_round)

@@ -15,7 +15,6 @@ figures. `CALLS=1` prints instead the Python and C calls of one app call per tar
 `sys.setprofile` (exact, where a timing on a loaded host is not: "A list's fixed cost, counted").
 """
 
-import gc
 import os
 import sys
 import time
@@ -23,23 +22,16 @@ import time
 CODE = sys.argv[1]
 DATA = sys.argv[2]
 sys.path[:0] = [CODE, CODE + "/bench"]
-from dbsvc.app import Application
-from dbsvc.compiler import compile_schema
+from pages_kit import open_app, request
+
 from dbsvc.http.fastpath import FastWire
-from dbsvc.http.message import encode_response, split_target
-from dbsvc.http.types import Request
+from dbsvc.http.message import encode_response
 from dbsvc.operators import encode_cursor
-from dbsvc.realtime.broker import Broker
-from dbsvc.schema import load_schema
-from dbsvc.storage import Store
 from dbsvc.storage.bucketplan import bucket_operators
 from dbsvc.storage.query import _plan_live
 from dbsvc.storage.seek import has_operators, plan_operators
 
-module = compile_schema(load_schema(CODE + "/schemas/blog.dbs"))
-store = Store.open(os.path.join(DATA, "default"), module.MODELS, module.DESCRIPTION, readonly=True)
-app = Application(module, store, Broker(store, module.BY_NAME, 64), list_cache_bytes=0)
-gc.freeze()
+app, store, _opened = open_app(CODE, DATA)
 N = int(os.environ.get("N", "2000"))
 
 
@@ -60,11 +52,6 @@ def plan(table, q):
         planned = bucket_operators(table, q)
         return (planned if planned is not None else plan_operators(table, q))[:2]
     return _plan_live(table, q)
-
-
-def req(target):
-    path, pairs = split_target(target)
-    return Request("GET", target, path, pairs, [])
 
 
 model = app.models["blog-post"]
@@ -97,7 +84,7 @@ def calls(fn):
 
 
 for target in sys.argv[3:]:
-    r = req(target)
+    r = request(target)
     if os.environ.get("CALLS"):
         for _ in range(50):
             app(r)

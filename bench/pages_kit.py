@@ -1,4 +1,5 @@
-"""The in-process application of the page benches (varied_pages.py, cursor_steps.py).
+"""The in-process application of the page benches (varied_pages.py, cursor_steps.py,
+page_steps.py, cursor_plan.py).
 
 Both time `Application.__call__` or its steps over a blog tenant seeded by
 `service_bench.py --matrix --data DATA`, in this process, as a server holds it: the tenant

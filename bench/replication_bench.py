@@ -17,8 +17,11 @@ to one consumer.
 
 0. build: a tenant `default` of `--events` User inserts, written in-process through
    `Store.apply_insert` (sync="off", replication=True), never compacted, so its log holds
-   every row. Cached under `--cache` (default /tmp/dbsvc-replication-bench/users-N) with
-   build.json; `--rebuild` writes it again. The build time is printed when it is built.
+   every row. Cached under `--cache` (default /tmp/dbsvc-replication-bench) in
+   users-N-KEY, KEY a hash of the tree's path and the schema (replication_kit.py `cache_dir`:
+   two trees' runs never share a tenant), with build.json (checked against this tree's
+   storage code too); built aside and renamed into place whole, so a concurrent run never
+   reads a half-built one. `--rebuild` writes it again. The build time is printed when it is built.
 1. catchup: `python dbsvc.py serve schemas/blog.dbs` on that tenant (pinned to core 0; its
    store's compaction size rule off, NEVER_COMPACTS, so the log stays whole) and
    a lean client in this process (pinned to core 1): a hand-made WebSocket handshake to
@@ -108,6 +111,7 @@ from replication_kit import (  # noqa: E402
     Server,
     Servers,
     build_tenant,
+    cache_dir,
     loadavg,
     rss_mib,
     wait_idle,
@@ -217,7 +221,7 @@ def main(argv: list[str]) -> int:
     try:
         if only & {"catchup", "consumer", "replica", "restart", "inprocess"}:
             wait_idle(ARGS.wait_idle, "the build")
-            data, info = build_tenant(Path(ARGS.cache) / f"users-{ARGS.events}", ARGS.events, ARGS.rebuild)
+            data, info = build_tenant(cache_dir(Path(ARGS.cache), ARGS.events), ARGS.events, ARGS.rebuild)
             results["build"] = info
             if "inprocess" in only:
                 print("apply in process (`Store.apply_replicated_frames`, the loop's share of a replica):")

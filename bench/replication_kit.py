@@ -231,23 +231,68 @@ def user_body(i: int) -> dict:
     return {"email": f"user{i}@bench.example.com", "name": f"user number {i}", "age": i % 100, "role": "reader"}
 
 
+def cache_dir(base: Path, count: int) -> Path:
+    """Where the tenant of `count` events this tree builds is kept under `base` (`--cache`):
+    one directory per (events, schema, tree), so that two runs from two trees on one host (two
+    helpers' worktrees) never share a tenant, which each run's primary locks as its writer.
+    The tree's storage code is checked against build.json too (`_storage_digest`): a tree
+    whose log format changed builds again."""
+    key = hashlib.sha256(f"{ROOT}\0{count}\0".encode() + SCHEMA.read_bytes()).hexdigest()[:12]
+    return base / f"users-{count}-{key}"
+
+
+def _storage_digest() -> str:
+    """The sources of this tree's storage package, hashed: what writes the log's bytes."""
+    digest = hashlib.sha256()
+    for path in sorted((ROOT / "dbsvc" / "storage").rglob("*.py")):
+        digest.update(path.relative_to(ROOT).as_posix().encode() + b"\0" + path.read_bytes())
+    return digest.hexdigest()[:16]
+
+
 def build_tenant(cache: Path, count: int, rebuild: bool) -> tuple[Path, dict]:
-    """The data dir (holding tenant `default`) with `count` User inserts; built or cached."""
+    """The data dir (holding tenant `default`) with `count` User inserts; built or cached.
+
+    Built in a directory of this process's own beside `cache` and renamed into place once
+    build.json is written, so another run never sees a half-built tenant as the cache: it
+    finds no cache, or a whole one."""
     data = cache / "data"
     marker = cache / "build.json"
     log_path = data / "default" / "log"
+    code = _storage_digest()
     if not rebuild and marker.exists() and log_path.exists():
         info = json.loads(marker.read_text())
-        if info.get("events") == count and info.get("log_bytes") == log_path.stat().st_size:
+        if (
+            info.get("events") == count
+            and info.get("log_bytes") == log_path.stat().st_size
+            and info.get("code") == code
+        ):
             print(
                 f"cached tenant: {count:,} events, log {info['log_bytes'] / 2**20:.1f} MiB at {data} "
                 f"(built in {info['build_s']:.1f} s; --rebuild to build again)"
             )
             return data, info
-        print("cached tenant does not match build.json: building again")
-    shutil.rmtree(cache, ignore_errors=True)
-    cache.mkdir(parents=True)
+        print("cached tenant does not match build.json or this tree's storage code: building again")
+    building = cache.with_name(f"{cache.name}.building-{os.getpid()}")
+    shutil.rmtree(building, ignore_errors=True)
+    building.mkdir(parents=True)
+    try:
+        info = _build(building / "data", count)
+        info["code"] = code
+        (building / "build.json").write_text(json.dumps(info))
+        if cache.exists():  # an older build: moved aside whole, then removed
+            stale = cache.with_name(f"{cache.name}.stale-{os.getpid()}")
+            os.rename(cache, stale)
+            shutil.rmtree(stale, ignore_errors=True)
+        os.rename(building, cache)
+    except BaseException:  # a build cut short (^C, a full disk) leaves nothing behind
+        shutil.rmtree(building, ignore_errors=True)
+        raise
+    return data, info
 
+
+def _build(data: Path, count: int) -> dict:
+    """`count` User inserts into a new tenant `default` under `data`; build.json's figures."""
+    log_path = data / "default" / "log"
     from dbsvc.compiler import compile_schema
     from dbsvc.schema import load_schema
     from dbsvc.storage import Store
@@ -277,12 +322,11 @@ def build_tenant(cache: Path, count: int, rebuild: bool) -> tuple[Path, dict]:
     asyncio.run(fill())
     took = time.perf_counter() - started
     info = {"events": count, "log_bytes": log_path.stat().st_size, "build_s": took, "built_at": time.time()}
-    marker.write_text(json.dumps(info))
     print(
         f"built {count:,} events in {took:.1f} s ({count / took:,.0f} inserts/s), "
         f"log {info['log_bytes'] / 2**20:.1f} MiB ({(info['log_bytes'] - LOG_HEADER) / count:.0f} bytes/frame)"
     )
-    return data, info
+    return info
 
 
 # -- the WebSocket handshake and a client frame -------------------------------------------------

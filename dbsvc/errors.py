@@ -30,7 +30,7 @@ Tree::
         WebSocketClosed      the stream ended (the close code received, or 1006)
         MessageTooBig        a message over the client's limit (closed with 1009)
       RequestError           carries `status` and `code` (docs/guide/errors.md)
-        BadRequest, BadQuery, Unauthorized, Forbidden, NotFound, MethodNotAllowed,
+        BadRequest, BadQuery (MalformedCursor below it), Unauthorized, Forbidden, NotFound, MethodNotAllowed,
         RequestTimeout, OffsetGone, PayloadTooLarge, UnsupportedMediaType, UriTooLong, HeadersTooLarge,
         UniqueViolation, ForeignKeyViolation, Referenced, ConstraintViolation,
         OffsetOutOfRange, ReplicationDisabled, ReadOnlyReplica, UpgradeRequired, Unavailable,
@@ -244,6 +244,13 @@ class BadRequest(RequestError):
 
 class BadQuery(RequestError):
     status, code, title = 400, "bad_query", "Bad Request"
+
+
+class MalformedCursor(BadQuery):
+    """A `cursor` text that is no cursor this service makes (bad base64 or UTF-8, JSON that
+    is not the cursor's array, nested past the parser's depth, a key of the wrong kind or
+    an int key past the signed 64-bit range): refused by the decoder itself, so no text a
+    client sends gets past it as anything but a 400 (operators.py `decode_cursor`)."""
 
 
 class OffsetOutOfRange(RequestError):

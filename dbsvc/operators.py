@@ -18,8 +18,9 @@ helpers here for the parts that are not schema-specific (docs/guide/queries.md,
   `["c1", MODEL, SORT, [KEY, ...], ID]`: the model it was made for, the sort spec as text
   (`-score,title`, "" for id order), the page's last record's index keys (the form of
   `CompiledModel.keys`: a datetime's microseconds, a float as a float) and its id. It holds
-  keys, never positions, so compaction leaves it valid. Anything else, or a cursor made for
-  another model or another sort, is BadQuery. A cursor is not signed: a forged one only
+  keys, never positions, so compaction leaves it valid. Anything else is MalformedCursor
+  (a BadQuery: whatever the text, the decode raises nothing else), a cursor made for
+  another model or another sort a BadQuery naming them. A cursor is not signed: a forged one only
   seeks somewhere else in the same list, under the same access rules.
 
 Imports errors and the standard library only; storage never sees a cursor's text, only the
@@ -37,7 +38,7 @@ from json.encoder import encode_basestring_ascii as _ascii  # type: ignore[attr-
 from typing import Any
 from urllib.parse import quote, urlencode
 
-from dbsvc.errors import BadQuery
+from dbsvc.errors import BadQuery, MalformedCursor
 
 RANGE_OPERATORS = ("gt", "gte", "lt", "lte")
 OPERATORS = (*RANGE_OPERATORS, "prefix", "null")
@@ -231,7 +232,7 @@ class _CursorReader:
                 return None
             rest = "[[" + raw[len(self.head) :].decode("utf-8")
             value, end = _SCAN(rest, 0)  # the decoder's C scanner: nothing after the array
-        except (binascii.Error, ValueError, UnicodeDecodeError, StopIteration):
+        except (binascii.Error, ValueError, UnicodeDecodeError, StopIteration, RecursionError):
             return None
         if end != len(rest) or type(value) is not list or len(value) != 2:
             return None
@@ -274,7 +275,9 @@ def _decode_whole(
         # base64.urlsafe_b64decode's own steps, without its wrappers' calls
         raw = binascii.a2b_base64((text + "=" * (-len(text) % 4)).encode("ascii").translate(_FROM_URLSAFE))
         value = _CURSOR_JSON.decode(raw.decode("utf-8"))
-    except (binascii.Error, ValueError, UnicodeDecodeError):
+    except (binascii.Error, ValueError, UnicodeDecodeError, RecursionError):
+        # RecursionError: arrays nested past the C scanner's depth (~1,000 `[`, within
+        # MAX_CURSOR), which left the decode uncaught (a 500) before session 23
         raise _malformed(text) from None
     if not (type(value) is list and len(value) == 5 and value[0] == CURSOR_VERSION):
         raise _malformed(text)
@@ -383,10 +386,10 @@ def _shown(text: str) -> str:
     return text if len(text) <= 40 else text[:39] + "â€¦"
 
 
-def _malformed(text: str) -> BadQuery:
+def _malformed(text: str) -> MalformedCursor:
     """The refusal of a cursor that is not one of ours; made only when it is raised (a
     cursor page decodes its cursor on every request)."""
-    return BadQuery(
+    return MalformedCursor(
         f"malformed cursor {_shown(text)!r}: expected the cursor of a Link rel=\"next\" header of this list"
     )
 
@@ -404,12 +407,17 @@ _FROM_URLSAFE = bytes.maketrans(b"-_", b"+/")  # base64url -> base64 (RFC 4648 Â
 _SCAN: Callable[[str, int], tuple[Any, int]] = _CURSOR_JSON.scan_once  # type: ignore[attr-defined]
 
 
+_INT_LOW, _INT_HIGH = -(1 << 63), (1 << 63) - 1
+
+
 def _key(value: Any, kind: str, nullable: bool) -> Any:
     """`value` as an index key of `kind`, or _BAD."""
     if value is None:
         return None if nullable else _BAD
     if kind == "i":
-        return value if type(value) is int else _BAD
+        # an index's ints are signed 64-bit (docs/guide/schema.md): one past them is no key
+        # of ours, refused here rather than met by a store's int64 arrays
+        return value if type(value) is int and _INT_LOW <= value <= _INT_HIGH else _BAD
     if kind == "f":
         if type(value) is int:
             value = _float_of(value)  # an int past the floats' range is no key (not an OverflowError)

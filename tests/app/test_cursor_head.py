@@ -37,8 +37,6 @@ def answer(decode, text: str, sort, id_kind: str = "i"):  # noqa: ANN001, ANN201
     except BadQuery as exc:  # the message quotes the text: compared with it taken out
         shown = text if len(text) <= 40 else text[:39] + "\u2026"  # as a refusal quotes it
         return ("refused", str(exc).replace(repr(shown), "TEXT"))
-    except OverflowError:
-        return ("overflow",)
 
 
 VALUES = [

@@ -5,13 +5,17 @@ from __future__ import annotations
 
 import asyncio
 import os
+import resource
+import signal
 import subprocess
+import sys
 import uuid
 
 import pytest
 
 from dbsvc.errors import Unavailable
 from dbsvc.storage.tenants import create_tenant
+from support.cli import LAUNCHER, clean_env
 from support.storage import compact_in_child, open_store, run, user
 from support.tree import dir_image
 
@@ -157,3 +161,40 @@ def test_second_compaction_after_an_interrupted_one_completes(tenant):
     s = open_store(tenant)
     assert list(s.tables["User"].records) == [1] and s.watermarks()["User"] == 1
     s.close()
+
+
+def _files_too_large_past(limit: int):
+    """A child's preexec: files may not grow past `limit` bytes (RLIMIT_FSIZE), and a write
+    past it fails with EFBIG instead of the default SIGXFSZ kill: a disk out of room for the
+    compaction's snapshot, while the log (already larger) is still read whole."""
+
+    def limited() -> None:
+        signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+        resource.setrlimit(resource.RLIMIT_FSIZE, (limit, limit))
+
+    return limited
+
+
+def test_an_offline_compaction_whose_snapshot_cannot_be_written_leaves_no_partial_file(tenant):
+    """`dbsvc compact` failing partway through snapshot.new (EFBIG at 8 KiB of a ~40 KiB
+    snapshot) exits 1 naming the error, removes the partial snapshot.new at once (not at the
+    next open), and leaves the tenant's files as they were: every record still served."""
+    s = open_store(tenant)
+    _results([s.insert("User", user(i, profile={"pad": "x" * 300})) for i in range(1, 101)])
+    s.close()
+    records, head = _records(tenant)
+    assert len(records["User"]) == 100
+    before = {name: data for name, data in dir_image(tenant).items() if name != "LOCK"}
+    res = subprocess.run(
+        [sys.executable, str(LAUNCHER), "compact"],
+        env=clean_env({"SERVICE_DATA": os.path.dirname(tenant), "SERVICE_TENANT": "t", "PYTHONDONTWRITEBYTECODE": "1"}),
+        preexec_fn=_files_too_large_past(8192),
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert res.returncode == 1, (res.returncode, res.stdout, res.stderr)
+    assert "File too large" in res.stderr, res.stderr
+    assert {name: data for name, data in dir_image(tenant).items() if name != "LOCK"} == before
+    assert _records(tenant) == (records, head)
