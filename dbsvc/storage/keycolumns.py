@@ -151,7 +151,10 @@ class KeyColumn:
             self.nulls.update(id_ for id_, key in zip(ids, keys) if key is None)
             if self.typecode:
                 keys = [0 if key is None else key for key in keys]
-        slots.extend(keys)
+        if type(slots) is array and type(keys) is list:
+            slots.fromlist(keys)  # an array's `extend` of a list checks and puts each item twice
+        else:
+            slots.extend(keys)
         self._count += count
 
     def discard(self, id_: Any) -> None:

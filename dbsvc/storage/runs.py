@@ -19,11 +19,14 @@ run, no attribute lookups per entry, and the commonest shapes at C speed (bench/
   sublists' last entries from the previous one on, and one over the pairs), merged
   with it at once when they are an eighth of it or more (a merge of two sorted runs:
   a follower's str keys, "user number 150001".., cluster), else each put at its place
-  found against the sublist as it was, from the last one back, a place shared by all of
-  them (a key's run) taking them in one slice; a sublist grown past 2 * LOAD is cut
+  found against the sublist as it was, from the last one back, the pairs sharing a
+  place (a key's run) taking it in one slice; a sublist grown past 2 * LOAD is cut
   into pieces of LOAD. When every new id is above every id the index holds (its id ->
   key column says so: no far ids, all under its slots), a pair goes after every entry
   of its key, found by keys alone, and a chunk of one key needs one bisect;
+- a run told its ids ascend whose keys never fall (a timestamp's) and start after the
+  last entry is in index order as it comes: it extends the last sublist with no pair
+  made and no sort;
 - an empty index takes its first run one `add` at a time (the first sublist's type is the
   index's to choose).
 
@@ -63,8 +66,8 @@ from array import array
 from bisect import bisect_left, bisect_right
 from collections import deque
 from collections.abc import Sequence
-from itertools import chain, compress, repeat
-from operator import eq, itemgetter, lt
+from itertools import chain, compress, islice, repeat
+from operator import eq, itemgetter, le, lt, ne
 from typing import Any
 
 from dbsvc.runtime import compact_json
@@ -112,6 +115,18 @@ def add_ordered_run(index: OrderedIndex, keys: Sequence[Any], ids: Sequence[Any]
     else:
         newer = bool(ids) and not column.far and set(map(type, ids)) == _INT and min(ids) >= len(column.slots)
     column.set_many(ids, keys, ascending)
+    if (
+        ascending
+        and keys
+        and None not in keys
+        and (lastkeys[-1], lastids[-1]) < (keys[0], ids[0])
+        and all(map(le, keys, islice(keys, 1, None)))
+    ):
+        # Keys that never fall while the ids ascend (a timestamp's, a counter's) are in
+        # index order as they come, and all after the last entry: no pair made, no sort.
+        _append_entries(index, list(keys), list(ids))
+        index.grown(len(keys))
+        return
     if None in keys:
         nulls = index.nulls
         pairs = []
@@ -130,7 +145,7 @@ def add_ordered_run(index: OrderedIndex, keys: Sequence[Any], ids: Sequence[Any]
     else:
         pairs.sort()
     if pairs and (lastkeys[-1], lastids[-1]) < pairs[0]:
-        _append_pairs(index, pairs)  # all after the last entry
+        _append_entries(index, list(map(_FIRST, pairs)), list(map(_SECOND, pairs)))  # all after the last entry
     else:
         _merge_pairs(index, pairs, newer)
     index.grown(len(pairs))
@@ -155,7 +170,7 @@ def _merge_pairs(index: OrderedIndex, pairs: list[tuple[Any, Any]], newer: bool)
             if i < len(lastkeys) and lastkeys[i] == key:
                 i = bisect_left(lastids, new_ids[at], i, bisect_right(lastkeys, key, i))
         if i == len(lastkeys):  # this pair and every one after it follow the last entry
-            _append_pairs(index, pairs[at:])
+            _append_entries(index, new_keys[at:], new_ids[at:])
             return
         # The pairs before sublist i's last entry (never equal to it: an id is held once).
         if newer:
@@ -173,21 +188,28 @@ def _merge_pairs(index: OrderedIndex, pairs: list[tuple[Any, Any]], newer: bool)
                 keys_i[:] = array(keys_i.typecode, map(_FIRST, merged))
             ids_i[:] = map(_SECOND, merged)
         else:
-            chunk_keys, chunk_ids = new_keys[at:end], new_ids[at:end]
+            chunk_keys: Any = new_keys[at:end]
+            chunk_ids = new_ids[at:end]
             if newer and chunk_keys[0] == chunk_keys[-1]:  # one key: all after its run
                 places = [bisect_right(keys_i, chunk_keys[0])]
             elif newer:
                 places = list(map(bisect_right, repeat(keys_i), chunk_keys))
             else:
                 places = list(map(_place, repeat(keys_i), repeat(ids_i), chunk_keys, chunk_ids))
+            if type(keys_i) is not list:  # an array of the index's typecode takes an array's slice
+                chunk_keys = array(keys_i.typecode, chunk_keys)
             j = places[0]
             if j == places[-1]:  # all between the same two entries
-                keys_i[j:j] = chunk_keys if type(keys_i) is list else array(keys_i.typecode, chunk_keys)
+                keys_i[j:j] = chunk_keys
                 ids_i[j:j] = chunk_ids
             else:
-                for j, key, id_ in zip(reversed(places), reversed(chunk_keys), reversed(chunk_ids)):
-                    keys_i.insert(j, key)
-                    ids_i.insert(j, id_)
+                # Pairs sharing a place (a key's pairs, when newer) go in as one slice, the
+                # last place first: the order one insert each from the last back leaves.
+                cuts = [0, *compress(range(1, len(places)), map(ne, islice(places, 1, None), places)), len(places)]
+                for a, b in zip(reversed(cuts), islice(reversed(cuts), 1, None)):
+                    j = places[b]
+                    keys_i[j:j] = chunk_keys[b:a]
+                    ids_i[j:j] = chunk_ids[b:a]
         if len(keys_i) > 2 * LOAD:
             i = _split(index, i) - 1
         at = end
@@ -218,13 +240,16 @@ def _split(index: OrderedIndex, i: int) -> int:
     return i + len(bounds)
 
 
-def _append_pairs(index: OrderedIndex, pairs: list[tuple[Any, Any]]) -> None:
-    """Pairs in index order that all follow the last entry: the last sublist extended at
-    once, then split as appending one at a time splits it."""
+def _append_entries(index: OrderedIndex, keys: list[Any], ids: list[Any]) -> None:
+    """Entries in index order (`keys[n]`, `ids[n]`) that all follow the last one: the last
+    sublist extended at once, then split as appending one at a time splits it."""
     keylists, idlists, lastkeys, lastids = index.key_sublists, index.id_sublists, index.last_keys, index.last_ids
     keys_i, ids_i = keylists[-1], idlists[-1]
-    keys_i.extend(map(_FIRST, pairs))
-    ids_i.extend(map(_SECOND, pairs))
+    if type(keys_i) is list:
+        keys_i.extend(keys)
+    else:  # an array's `extend` of a list checks and puts each item twice; `fromlist` once
+        keys_i.fromlist(keys)
+    ids_i.extend(ids)
     while len(keys_i) > 2 * LOAD:
         keylists[-1:] = [keys_i[:LOAD], keys_i[LOAD:]]
         idlists[-1:] = [ids_i[:LOAD], ids_i[LOAD:]]

@@ -85,3 +85,43 @@ def test_an_ordered_run_of_str_ids_is_add_one_at_a_time():
         one.add(key, id_)
         many.add(key, id_)
     check_run(one, many, [6, 7, 12], ["d", "e", "f"])
+
+
+@pytest.mark.parametrize("typecode", ["", "q"])
+@pytest.mark.parametrize(
+    "case",
+    [
+        "keys that never fall, past the last entry: appended as they come",
+        "the first key equal to the last one held, on a newer id",
+        "keys that never fall, the first inside: merged",
+        "a key that falls: sorted first",
+        "past the end with a null among them",
+        "past the end, more than 2 * LOAD: cut as appending cuts",
+    ],
+)
+def test_a_run_of_ids_known_ascending_is_add_one_at_a_time(case, typecode):
+    """A follower's run told its ids ascend (tableruns.py): keys that never fall (a
+    timestamp's) after the last entry take the last sublist at once, no pair made; any
+    other run takes the sorted pairs' way. Both are `add` of each pair in turn."""
+    last = 10 * ((HELD - 1) // 4)  # the last key held
+    newer = list(range(HELD + 1, HELD + 1 + 3 * LOAD))
+    if case.startswith("keys that never fall, past"):
+        keys = [last + 1, last + 1, last + 5, last + 9, last + 9, last + 9]
+    elif case.startswith("the first key equal"):
+        keys = [last, last, last + 2]
+    elif case.startswith("keys that never fall, the first inside"):
+        keys = [last - 15, last - 15, last + 3]
+    elif case.startswith("a key that falls"):
+        keys = [last + 7, last + 3, last + 3, last + 8]
+    elif case.startswith("past the end with a null"):
+        keys = [last + 1, None, last + 2]
+    else:
+        keys = [last + 1 + n // 3 for n in range(2 * LOAD + 7)]
+    typed_keys = [None if k is None else (k if typecode else f"{k:08d}") for k in keys]
+    one, many = OrderedIndex(typecode=typecode), OrderedIndex(typecode=typecode)
+    for key, id_ in held_pairs(typecode):
+        one.add(key, id_)
+        many.add(key, id_)
+    check_run(one, many, typed_keys, newer[: len(keys)], ascending=True)
+    assert max(map(len, many.key_sublists)) <= 2 * LOAD
+    assert [many.column.get(id_) for id_ in newer[: len(keys)]] == typed_keys
