@@ -88,22 +88,17 @@ def has_operators(query: Query) -> bool:
 def plan_operators(table: Table, query: Query) -> tuple[list[Any], int, bool]:
     """(the page's ids, total, whether more follow) of a query with operators or a cursor
     over the live state (module docstring)."""
+    if not (query.filters or query.ranges or query.nulls or query.search) and query.where_row is None:
+        # a cursor alone (a page of a list walked by its Links): plan 1 over the whole
+        # index, no window, filter or source looked for
+        return _seek(table, query, None, len(table.live))
     windows, filters, not_null = windows_of(table, query)
     sort, limit, offset = query.sort, query.limit, query.offset
     first = sort[0][0] if sort else None
     if not filters and not not_null and not query.search and query.where_row is None and set(windows) <= {first}:
         window = windows.get(first) if first is not None else None
         total = window.count(table.ordered[first]) if window is not None and first is not None else len(table.live)
-        if limit == 0 or total == 0:
-            return [], total, False
-        if len(sort) == 1 and sort[0][1]:
-            ids = descending_page(table, sort[0][0], window or Window(sort[0][0]), query.cursor, offset + limit + 1)
-            ids = ids[offset:]
-        elif len(sort) == 1:
-            ids = ascending_page(table, sort[0][0], window or Window(sort[0][0]), query.cursor, offset, limit + 1)
-        else:
-            ids = page_ids(walk(table, query, window), offset, limit + 1)
-        return ids[:limit], total, len(ids) > limit
+        return _seek(table, query, window, total)
     sources, found = sources_of(table, query, windows, filters)
     end, n = offset + limit + 1, len(table.live)
     if len(sources) == 1 and not not_null and query.where_row is None:
@@ -143,6 +138,24 @@ def plan_operators(table: Table, query: Query) -> tuple[list[Any], int, bool]:
         ids = ordered_ids(chosen, sort, table, end)[offset:end]
     else:
         ids = page_ids(walk(table, query, windows.get(sort[0][0])), offset, limit + 1, frozenset(matched).__contains__)
+    return ids[:limit], total, len(ids) > limit
+
+
+def _seek(table: Table, query: Query, window: Window | None, total: int) -> tuple[list[Any], int, bool]:
+    """Plan 1 (module docstring): the page a walk of the first sort key's index (the id
+    index without `sort`) gives from the cursor's seek, inside `window` (None: the whole
+    index), of a list of `total` matches."""
+    sort, limit, offset = query.sort, query.limit, query.offset
+    if limit == 0 or total == 0:
+        return [], total, False
+    if len(sort) == 1 and sort[0][1]:
+        ids = descending_page(table, sort[0][0], window, query.cursor, offset + limit + 1)
+        if offset:
+            ids = ids[offset:]
+    elif len(sort) == 1:
+        ids = ascending_page(table, sort[0][0], window or Window(sort[0][0]), query.cursor, offset, limit + 1)
+    else:
+        ids = page_ids(walk(table, query, window), offset, limit + 1)
     return ids[:limit], total, len(ids) > limit
 
 
