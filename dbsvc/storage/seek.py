@@ -92,6 +92,12 @@ def plan_operators(table: Table, query: Query) -> tuple[list[Any], int, bool]:
         # a cursor alone (a page of a list walked by its Links): plan 1 over the whole
         # index, no window, filter or source looked for
         return _seek(table, query, None, len(table.live))
+    if len(query.filters) == 1 and not (query.sort or query.ranges or query.nulls or query.search):
+        # one filter in id order (a parent's children walked by their Links): plan 2's
+        # slice of its sorted bucket, asked of the bucket alone
+        planned = _one_bucket(table, query) if query.where_row is None else None
+        if planned is not None:
+            return planned
     windows, filters, not_null = windows_of(table, query)
     sort, limit, offset = query.sort, query.limit, query.offset
     first = sort[0][0] if sort else None
@@ -157,6 +163,30 @@ def _seek(table: Table, query: Query, window: Window | None, total: int) -> tupl
     else:
         ids = page_ids(walk(table, query, window), offset, limit + 1)
     return ids[:limit], total, len(ids) > limit
+
+
+def _one_bucket(table: Table, query: Query) -> tuple[list[Any], int, bool] | None:
+    """Plan 2 of a query in id order whose one condition is one filter (its one key's
+    bucket a sorted list): the bucket's first ids after the cursor, a bisect and a slice;
+    None when the filter's index is not a `HashIndex`, the bucket is not a list, or the
+    matches are many enough to be walked (the whole plan then decides, as it always did)."""
+    ((field, keys),) = query.filters.items()
+    index = table.hashes[field]
+    if not isinstance(index, HashIndex):
+        return None
+    size = index.count(keys)
+    limit, offset = query.limit, query.offset
+    if limit == 0 or size == 0:
+        return [], size, False
+    end = offset + limit + 1
+    if size * size > WALK_FACTOR * end * len(table.live):
+        return None
+    sliced = index.first_after(keys, query.cursor[1] if query.cursor is not None else None, end)
+    if sliced is None:
+        return None
+    if offset:
+        sliced = sliced[offset:]
+    return sliced[:limit], size, len(sliced) > limit
 
 
 def _first_ids(table: Table, window: Window, end: int, after: Any) -> list[Any]:

@@ -6,7 +6,9 @@ windows, filters or sources: the page is a walk of the whole first sort key's in
 the cursor's seek, and `total` is every live record. That shortcut is wrong if it is taken
 beside any condition (a filter, a range or a null test on the sort field, a text search, an
 access rule's row test): each would then be ignored, the page and the total those of the
-whole list. So every sort shape (id order, one key either way, two keys) is asked at
+whole list. Likewise one filter in id order is sliced from its bucket alone: wrong beside
+a second filter or key, or for a bucket of many ids, which is walked (`g`: 4 is most
+records, the other keys a few). So every sort shape (id order, one key either way, two keys) is asked at
 cursors at random, in runs of equal keys (ties), in the nulls, at keys no record holds,
 before and after every record, alone and beside each condition, at limits 0, 1 and 20;
 then again after deletes (cursors on deleted records still seek) and after writes made
@@ -26,15 +28,20 @@ from support.query_oracle import ITEM, fill, filled_store
 ITEMS = 1300
 SORTS = [(), (("n", False),), (("n", True),), (("f", False),), (("f", True),)]
 SORTS += [(("f", True), ("n", False)), (("n", False), ("f", True))]
-# (query pairs, the row test they stand for); "rule" is a row test given to the Query
+# (query pairs, whether a row test of `b` is given to the Query too, the test they stand for)
 CONDITIONS = [
-    ([], lambda r: True),
-    ([("n", "7")], lambda r: r["n"] == 7),
-    ([("f__gte", "2.5")], lambda r: r["f"] is not None and r["f"] >= 2.5),
-    ([("f__null", "false")], lambda r: r["f"] is not None),
-    ([("f__null", "true")], lambda r: r["f"] is None),
-    ([("search", "red")], lambda r: r["t"] == "red"),
-    ("rule", lambda r: r["b"]),
+    ([], False, lambda r: True),
+    ([("n", "7")], False, lambda r: r["n"] == 7),
+    ([("g", "3")], False, lambda r: r["g"] == 3),
+    ([("g", "4")], False, lambda r: r["g"] == 4),
+    ([("g", "3"), ("g", "1")], False, lambda r: r["g"] in (1, 3)),
+    ([("g", "3"), ("n", "2")], False, lambda r: r["g"] == 3 and r["n"] == 2),
+    ([("f__gte", "2.5")], False, lambda r: r["f"] is not None and r["f"] >= 2.5),
+    ([("f__null", "false")], False, lambda r: r["f"] is not None),
+    ([("f__null", "true")], False, lambda r: r["f"] is None),
+    ([("search", "red")], False, lambda r: r["t"] == "red"),
+    ([], True, lambda r: r["b"]),
+    ([("g", "3")], True, lambda r: r["g"] == 3 and r["b"]),
 ]
 
 
@@ -42,7 +49,9 @@ def row(rng: random.Random) -> dict:
     n = None if rng.random() < 0.05 else rng.randrange(12)
     f = None if rng.random() < 0.08 else rng.randrange(8) * 1.25
     t = rng.choice(["red", "blue"])
-    return {"n": n, "f": f, "s": None, "t": t, "b": rng.random() < 0.5, "dt": None, "g": None, "w": None}
+    # g: a filter-only field whose buckets are sorted lists (3: a few ids) or many ids (4)
+    g = 4 if rng.random() < 0.6 else None if rng.random() < 0.2 else rng.randrange(4)
+    return {"n": n, "f": f, "s": None, "t": t, "b": rng.random() < 0.5, "dt": None, "g": g, "w": None}
 
 
 def rank(sort: tuple, keys: tuple, id_: int) -> tuple:
@@ -63,12 +72,12 @@ def reference(rows: dict[int, dict], sort: tuple, test) -> tuple[list[tuple], li
     return [p for p, _i in placed], [i for _p, i in placed]
 
 
-def query_of(store, sort: tuple, condition, keys: tuple, id_: int, limit: int):
+def query_of(store, sort: tuple, condition: list, rule: bool, keys: tuple, id_: int, limit: int):
     pairs = [("limit", str(limit)), ("cursor", encode_cursor("Item", sort, list(keys), id_))]
     if sort:
         pairs.append(("sort", ",".join(("-" if d else "") + f for f, d in sort)))
-    query = ITEM.parse_list_query(pairs + ([] if condition == "rule" else condition))
-    if condition == "rule":
+    query = ITEM.parse_list_query(pairs + condition)
+    if rule:
         position = store.table("Item").positions["b"]
         query = replace(query, where_row=lambda values: values[position])
     return query
@@ -76,16 +85,16 @@ def query_of(store, sort: tuple, condition, keys: tuple, id_: int, limit: int):
 
 def check(store, rows: dict[int, dict], cursors: list[tuple[dict, int]]) -> None:
     for sort in SORTS:
-        for condition, test in CONDITIONS:
+        for condition, rule, test in CONDITIONS:
             places, ids = reference(rows, sort, test)
             for values, id_ in cursors:
                 keys = tuple(values[f] for f, _d in sort)
                 start = bisect.bisect_right(places, rank(sort, keys, id_))
                 for limit in (0, 1, 20):
-                    query = query_of(store, sort, condition, keys, id_, limit)
+                    query = query_of(store, sort, condition, rule, keys, id_, limit)
                     records, total, _watermark, more = store.list_page("Item", query)
                     want = ids[start : start + limit]
-                    case = (sort, condition if condition == "rule" else tuple(condition), keys, id_, limit)
+                    case = (sort, condition, rule, keys, id_, limit)
                     assert [r["id"] for r in records] == want, case
                     assert total == len(ids), case
                     assert more == (limit > 0 and bool(want) and len(ids) > start + limit), case
