@@ -5,7 +5,9 @@
 
 The matrix's many-target rows (bench/matrix_bench.py `varied_shapes`) at 1,000,000 posts:
 a page of 20 in id order at one of 5,000 cursors at random, alone and under
-`author_id=<1..1,000 at random>`. varied_pages.py times the whole `Application.__call__`;
+`author_id=<1..1,000 at random>`, and (since session 23) the page of 20 sorted by -score at
+one of the matrix's 5,000 -score cursors at random; ONLY runs the rows whose label holds
+that text (or one of several, `|` between them). varied_pages.py times the whole `Application.__call__`;
 this script times, for new targets made the same way, each step `Application.list` takes
 for a page sent whole, each over every target of a round in turn (`time.thread_time`
 around each loop, so the sum is about the request less the app's routing): the parse (`ParsedQueries.listing`), the
