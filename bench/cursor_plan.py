@@ -21,6 +21,8 @@ each of the 5,000 cursors, asked three times over, to hold two trees' answers to
 once: 1,000,000 posts take minutes to open at load), then asks them for ROUNDS rounds each,
 one tree after the other, the first alternating, and prints each pair with the host's load
 (`os.getloadavg`) beside it: the A/B of the plan (or the row, ROW=1) in one run.
+FILTER=1 asks the matrix's "cursor at random + filter" row instead: the same cursors' ids
+in id order under `author_id` at random in 1-1,000 (each ask its own author).
 bench/README.md, "A cursor's page at -score ..." (sessions 21 and 22), has the figures.
 """
 
@@ -36,6 +38,8 @@ CURSORS = 5000
 ASKED = int(os.environ.get("ASKED", "20000"))
 RECORDS = int(os.environ.get("RECORDS", "20000"))
 ROUNDS = int(os.environ.get("ROUNDS", "3"))
+FILTER = bool(os.environ.get("FILTER"))  # the "+ filter" row instead (module docstring)
+ROW_NAME = "id order + author filter" if FILTER else "sort=-score"
 
 
 def rss_mb() -> int:
@@ -64,7 +68,14 @@ def child(code: str, data: str, paired: bool) -> None:
     queries = [Query(sort=(("score", True),), limit=20, cursor=((key,), id_)) for key, id_ in made]
     rng = random.Random(11)
     picks = [rng.randrange(CURSORS) for _ in range(ASKED)]
-    plans = [queries[n] for n in picks]
+    authors = [rng.randint(1, 1000) for _ in range(ASKED)]
+    if FILTER:  # the matrix's "cursor at random + filter": id order under an author at random
+        plans = [
+            Query(filters={"author_id": frozenset({a})}, limit=20, cursor=((), made[n][1]))
+            for n, a in zip(picks, authors)
+        ]
+    else:
+        plans = [queries[n] for n in picks]
     before = rss_mb()
     for query in plans[:CURSORS]:
         plan_operators(table, query)
@@ -83,6 +94,11 @@ def child(code: str, data: str, paired: bool) -> None:
             cursor = encode_cursor("BlogPost", (("score", True),), [key], id_)
             targets.append(request(f"/api/blog-post?sort=-score&limit=20&cursor={cursor}"))
         requests = [targets[n] for n in picks]
+        if FILTER:
+            requests = []
+            for n, author in zip(picks, authors):
+                cursor = encode_cursor("BlogPost", (), [], made[n][1])
+                requests.append(request(f"/api/blog-post?author_id={author}&limit=20&cursor={cursor}"))
         for asked in requests[:CURSORS]:
             assert app(asked).status == 200, asked.target
 
@@ -105,9 +121,11 @@ def child(code: str, data: str, paired: bool) -> None:
         for one, what in zip(rounds, ("plan", "request")):
             spent = [one() for _ in range(ROUNDS)]
             each = " ".join(f"{s:.2f}" for s in spent)
-            print(f"{code}: {what} at a cursor at random, sort=-score {min(spent):.2f} us (rounds {each})", flush=True)
+            print(f"{code}: {what} at a cursor at random, {ROW_NAME} {min(spent):.2f} us (rounds {each})", flush=True)
     if os.environ.get("DUMP"):
         queries = [Query(sort=(("score", True),), limit=20, cursor=((key,), id_)) for key, id_ in made]
+        if FILTER:
+            queries = plans[:CURSORS]
         with open(os.environ["DUMP"], "wb") as out:
             pickle.dump([plan_operators(table, query) for query in queries * 3], out)
     print(f"{code}: RSS {rss_mb()} MB at the end", flush=True)

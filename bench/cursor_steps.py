@@ -5,7 +5,9 @@
 
 The matrix's many-target rows (bench/matrix_bench.py `varied_shapes`) at 1,000,000 posts:
 a page of 20 in id order at one of 5,000 cursors at random, alone and under
-`author_id=<1..1,000 at random>`. varied_pages.py times the whole `Application.__call__`;
+`author_id=<1..1,000 at random>`, and (since session 23) the page of 20 sorted by -score at
+one of the matrix's 5,000 -score cursors at random; ONLY runs the rows whose label holds
+that text (or one of several, `|` between them). varied_pages.py times the whole `Application.__call__`;
 this script times, for new targets made the same way, each step `Application.list` takes
 for a page sent whole, each over every target of a round in turn (`time.thread_time`
 around each loop, so the sum is about the request less the app's routing): the parse (`ParsedQueries.listing`), the
@@ -48,9 +50,13 @@ def main() -> None:
     table = store.table("BlogPost")
     keys = random.Random(36)
     cursors = [encode_cursor("BlogPost", (), [], keys.randint(1, RECORDS)) for _ in range(5000)]
+    scored = random.Random(36)  # matrix_bench.py `varied_shapes`' -score cursors: ids, then keys
+    made = [scored.randint(1, RECORDS) for _ in range(5000)]
+    by_score = [encode_cursor("BlogPost", (("score", True),), [round(scored.uniform(0, 100), 2)], i) for i in made]
     rng = random.Random(7)
     rows = [
         ("cursor at random, id order", lambda: f"/api/blog-post?limit=20&cursor={rng.choice(cursors)}"),
+        ("cursor at random, sort=-score", lambda: f"/api/blog-post?sort=-score&limit=20&cursor={rng.choice(by_score)}"),
         (
             "cursor at random + filter",
             lambda: f"/api/blog-post?author_id={rng.randint(1, 1000)}&limit=20&cursor={rng.choice(cursors)}",
@@ -85,7 +91,10 @@ def main() -> None:
         t5 = tt()
         return [(b - a) / len(targets) * 1e6 for a, b in ((t0, t1), (t1, t2), (t2, t3), (t3, t4), (t4, t5))]
 
+    only = [part for part in os.environ.get("ONLY", "").split("|") if part]
     for label, make in rows:
+        if only and not any(part in label for part in only):
+            continue
         warm = [request(make()) for _ in range(N)]
         for r in warm:
             assert app(r).status == 200, r.target

@@ -88,22 +88,23 @@ def has_operators(query: Query) -> bool:
 def plan_operators(table: Table, query: Query) -> tuple[list[Any], int, bool]:
     """(the page's ids, total, whether more follow) of a query with operators or a cursor
     over the live state (module docstring)."""
+    if not (query.filters or query.ranges or query.nulls or query.search) and query.where_row is None:
+        # a cursor alone (a page of a list walked by its Links): plan 1 over the whole
+        # index, no window, filter or source looked for
+        return _seek(table, query, None, len(table.live))
+    if len(query.filters) == 1 and not (query.sort or query.ranges or query.nulls or query.search):
+        # one filter in id order (a parent's children walked by their Links): plan 2's
+        # slice of its sorted bucket, asked of the bucket alone
+        planned = _one_bucket(table, query) if query.where_row is None else None
+        if planned is not None:
+            return planned
     windows, filters, not_null = windows_of(table, query)
     sort, limit, offset = query.sort, query.limit, query.offset
     first = sort[0][0] if sort else None
     if not filters and not not_null and not query.search and query.where_row is None and set(windows) <= {first}:
         window = windows.get(first) if first is not None else None
         total = window.count(table.ordered[first]) if window is not None and first is not None else len(table.live)
-        if limit == 0 or total == 0:
-            return [], total, False
-        if len(sort) == 1 and sort[0][1]:
-            ids = descending_page(table, sort[0][0], window or Window(sort[0][0]), query.cursor, offset + limit + 1)
-            ids = ids[offset:]
-        elif len(sort) == 1:
-            ids = ascending_page(table, sort[0][0], window or Window(sort[0][0]), query.cursor, offset, limit + 1)
-        else:
-            ids = page_ids(walk(table, query, window), offset, limit + 1)
-        return ids[:limit], total, len(ids) > limit
+        return _seek(table, query, window, total)
     sources, found = sources_of(table, query, windows, filters)
     end, n = offset + limit + 1, len(table.live)
     if len(sources) == 1 and not not_null and query.where_row is None:
@@ -144,6 +145,48 @@ def plan_operators(table: Table, query: Query) -> tuple[list[Any], int, bool]:
     else:
         ids = page_ids(walk(table, query, windows.get(sort[0][0])), offset, limit + 1, frozenset(matched).__contains__)
     return ids[:limit], total, len(ids) > limit
+
+
+def _seek(table: Table, query: Query, window: Window | None, total: int) -> tuple[list[Any], int, bool]:
+    """Plan 1 (module docstring): the page a walk of the first sort key's index (the id
+    index without `sort`) gives from the cursor's seek, inside `window` (None: the whole
+    index), of a list of `total` matches."""
+    sort, limit, offset = query.sort, query.limit, query.offset
+    if limit == 0 or total == 0:
+        return [], total, False
+    if len(sort) == 1 and sort[0][1]:
+        ids = descending_page(table, sort[0][0], window, query.cursor, offset + limit + 1)
+        if offset:
+            ids = ids[offset:]
+    elif len(sort) == 1:
+        ids = ascending_page(table, sort[0][0], window or Window(sort[0][0]), query.cursor, offset, limit + 1)
+    else:
+        ids = page_ids(walk(table, query, window), offset, limit + 1)
+    return ids[:limit], total, len(ids) > limit
+
+
+def _one_bucket(table: Table, query: Query) -> tuple[list[Any], int, bool] | None:
+    """Plan 2 of a query in id order whose one condition is one filter (its one key's
+    bucket a sorted list): the bucket's first ids after the cursor, a bisect and a slice;
+    None when the filter's index is not a `HashIndex`, the bucket is not a list, or the
+    matches are many enough to be walked (the whole plan then decides, as it always did)."""
+    ((field, keys),) = query.filters.items()
+    index = table.hashes[field]
+    if not isinstance(index, HashIndex):
+        return None
+    size = index.count(keys)
+    limit, offset = query.limit, query.offset
+    if limit == 0 or size == 0:
+        return [], size, False
+    end = offset + limit + 1
+    if size * size > WALK_FACTOR * end * len(table.live):
+        return None
+    sliced = index.first_after(keys, query.cursor[1] if query.cursor is not None else None, end)
+    if sliced is None:
+        return None
+    if offset:
+        sliced = sliced[offset:]
+    return sliced[:limit], size, len(sliced) > limit
 
 
 def _first_ids(table: Table, window: Window, end: int, after: Any) -> list[Any]:

@@ -144,16 +144,18 @@ def ascending_page(table: Table, field: str, window: Window, cursor: Any, offset
     return out
 
 
-def descending_page(table: Table, field: str, window: Window, cursor: Any, end: int) -> list[Any]:
+def descending_page(table: Table, field: str, window: Window | None, cursor: Any, end: int) -> list[Any]:
     """The first `end` ids of `_one_key`'s walk of a descending key, taken as lists rather
     than chained: the nulls' (first descending), the rest of the cursor's run (its three
     positions found at once, `OrderedIndex.cursor_run`), then the runs below it from the top,
     each cut to what is left and sliced out (`head_descending`; many short runs: one batch,
     kept while its sublist is unchanged, keptparts.py `_kept`). A cursor page and a range
-    sorted by its own field cost about a page sorted alone (bench/README.md)."""
+    sorted by its own field cost about a page sorted alone (bench/README.md). `window` None
+    is the whole index, its `Window` made only past the first branch (seek.py: a cursor
+    alone, whose page is the first branch's unless its key is above every key)."""
     index = table.ordered[field]
     ck = cursor[0][0] if cursor is not None else None
-    if ck is not None and window.values and window.low is None and window.high is None:
+    if ck is not None and (window is None or (window.values and window.low is None and window.high is None)):
         # a cursor at a key, the whole index: past the nulls (first descending), so the
         # page starts with one slice (keptparts.py `head_after_descending`): the rest of
         # the cursor's run itself (its ids ascend, as the page wants them) when the page
@@ -166,6 +168,8 @@ def descending_page(table: Table, field: str, window: Window, cursor: Any, end: 
             if len(out) < end and below > (0, 0):  # the rest from below the sublist (or its first run)
                 out += index.head_descending((0, 0), below, end - len(out))
             return out
+    if window is None:
+        window = Window(field)
     start, stop = window.span(index)
     out = []
     if window.nulls and ck is None:  # no cursor, or one in the nulls: they come first
