@@ -244,19 +244,28 @@ async def _metric_becomes(server, name: str, value: int, timeout: float = 10.0) 
 
 
 def test_dead_peer_is_dropped_after_a_missed_pong(serve):
-    server = serve(env={"SERVICE_WS_PING_INTERVAL": "0.3", "SERVICE_WS_PONG_TIMEOUT": "0.3"})
-    dead = raw_websocket(server.port, "/subscribe/user")  # never answers a ping
+    # The alive peer first, then the dead one; the drop is waited for in the log, not seen as
+    # a count of 2 within 0.25 s: the dead peer is dropped ping + pong timeout after its
+    # handshake, which a test preempted at load (0.7 s once injected) read as 1 already.
+    # The pong timeout (1 s) is the time the alive peer's loop has to answer each ping.
+    server = serve(env={"SERVICE_WS_PING_INTERVAL": "0.3", "SERVICE_WS_PONG_TIMEOUT": "1"})
 
     async def body():
         async with open_ws(server, "/subscribe/user", ping_interval=None) as alive:  # answers pings
-            await _metric_becomes(server, "subscriptions", 2, timeout=0.25)
+            await _metric_becomes(server, "subscriptions", 1)
+            dead = await asyncio.to_thread(raw_websocket, server.port, "/subscribe/user")  # never answers a ping
+            deadline = time.monotonic() + 10
+            while not any("no answer to a ping within 1.0 s" in line for line in server.log):
+                assert time.monotonic() < deadline, "the dead peer was never dropped"
+                await asyncio.sleep(0.05)
             await _metric_becomes(server, "subscriptions", 1, timeout=5)  # the dead one dropped
-            await asyncio.sleep(1.5)  # several more ping rounds
+            await asyncio.sleep(1.5)  # more ping rounds
             assert (await request(server, "GET", "/metrics")).json["realtime"]["subscriptions"] == 1
             await post(server, "/api/user", USER)
             assert (await recv_json(alive))["kind"] == "insert"
+            return dead
 
-    run(body())
+    dead = run(body())
     dead.settimeout(5)
     received = b""
     while True:

@@ -241,7 +241,10 @@ def _rss_kib(pid: int) -> int:
 
 
 def test_a_slow_replica_does_not_grow_server_memory(serve):
-    server = serve(env={"SERVICE_SYNC": "off"})
+    # No ping: this replica sends nothing, so past the ping interval (30 s; a folder run at
+    # load ~25 got a ping amid the frames) the server pings it, and the reads below take
+    # every frame for data.
+    server = serve(env={"SERVICE_SYNC": "off", "SERVICE_WS_PING_INTERVAL": "3600"})
     profile = "x" * 100_000
     conn = http.client.HTTPConnection("127.0.0.1", server.port, timeout=30)
     for i in range(300):  # 30 MB of log

@@ -174,16 +174,24 @@ def test_backups_racing_compactions_are_never_torn(data, seeded, tmp_path):
     try:
         for i in range(12):
             take_backup(seeded, str(tmp_path / f"bk{i}"), "t")
+            # The next backup starts once a compaction begun after this one has ended (the
+            # second to end from here: the first may have committed during the backup). The
+            # loop goes on during each backup, but a compaction slower than the backups (the
+            # first took six of them in a run at load) left runs of them on one generation,
+            # and one slower than all twelve would have left "different generations" unmet.
+            made, deadline = len(compactions), time.monotonic() + 60
+            while len(compactions) < made + 2:
+                assert time.monotonic() < deadline, "no compaction ended within 60 s"
+                time.sleep(0.005)
     finally:
         stop.set()
         thread.join(timeout=120)
-    assert compactions
     epochs = set()
     for i in range(12):
         restore_backup(str(tmp_path / f"bk{i}"), str(data), f"copy{i}")
         assert state(str(data / f"copy{i}")) == expected
         epochs.add(json.loads((tmp_path / f"bk{i}" / "manifest.json").read_text())["epoch"])
-    assert len(epochs) > 1  # the backups really met different generations
+    assert len(epochs) == 12  # each backup met a later generation than the one before it
 
 
 # -- the backup under 32 concurrent writers of a real server ------------------------------------

@@ -385,10 +385,13 @@ class Fsyncs(files.FileOps):
         os.fsync(fd)
 
 
-def test_file_is_fsynced_when_the_stream_pauses_and_at_every_8_mib(primary, tmp_path):
+def test_file_is_fsynced_when_the_stream_pauses_and_at_every_8_mib(primary, tmp_path, monkeypatch):
     """Rule 2: a pause (no frame for the 0.2 s receive) syncs what came before it; 8 MiB
     unsynced syncs at once, a frame of exactly the 8th MiB included; a quick succession
-    of small frames is written and fsynced together."""
+    of small frames is written and fsynced together. The interval (SYNC_INTERVAL, 1 s) is
+    put out of reach: it counts from the second pause's sync, so the 8 MiB had 0.7 s to come
+    and at load (23) they took longer, an fsync after the 6th MiB."""
+    monkeypatch.setattr(consumer, "SYNC_INTERVAL", 3600.0)
     mib = [
         frame(
             n,

@@ -14,6 +14,7 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable
+from typing import Any
 
 import pytest
 from replica.test_follower_decisions import (  # the scripted primary and the in-process replica
@@ -101,11 +102,23 @@ def test_a_quiet_turn_waits_for_the_last_group_to_be_durable_before_it_polls_aga
     primary.streams = [[insert(n) for n in range(1, FULL + 1)]]
     primary.epochs = [epoch_stream(EPOCH_A, 0, hist=history(H1))]
     node = replica(primary, poll_seconds=0.0)
+    polled_at: list[int] = []  # the replica's applied offset at each poll of /snapshot
+    ask = primary.snapshot
+
+    def snapshot() -> Any:
+        applied = node.store.applied_offset
+        answer = ask()  # counted in snapshots_asked
+        polled_at.append(applied)
+        return answer
+
+    primary.snapshot = snapshot  # type: ignore[method-assign]
     try:
         node.start()
         node.wait("the group's fsync held", lambda: (tmp_path / "gate.held").exists())
-        node.wait("the group applied", lambda: node.store.applied_offset == FULL)
-        time.sleep(0.2)  # the full group's own turn polls once, after its apply
+        # The full group's own turn polls once, after its apply (on the reading thread, a
+        # turn after the loop applied it): waited for, not slept for (a sleep of 0.2 s let
+        # a late poll at load be counted as the quiet turn's).
+        node.wait("the full group's own poll", lambda: FULL in polled_at)
         asked = primary.snapshots_asked
         deadline = time.monotonic() + 1.2  # a thread that does not wait polls every 0.5 s quiet turn
         while primary.snapshots_asked == asked and time.monotonic() < deadline:

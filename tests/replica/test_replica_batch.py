@@ -24,7 +24,11 @@ from support.wskit import open_ws, recv_json, run
 
 BLOG = ROOT / "schemas" / "blog.dbs"
 SIZE, BATCHES, WRITERS = 5, 10, 4  # users per batch, batches per writer, writers
-BIG = 600  # one batch of more rows than a replica applies in one turn (follower.py BATCH)
+# One batch larger than the others. Not more rows than a replica's group (groups.py G1: BATCH
+# frames, 1,024 since session 20, when it was 512; a batch holds at most 1,000 ops): a group
+# cuts it only when it begins before it, so a batch held across groups (storage/follow.py rule
+# 4) is test_replica_apply_group.py's case, not one this test can count on.
+BIG = 600
 TOTAL = SIZE * BATCHES * WRITERS + BIG
 
 
@@ -43,10 +47,16 @@ def nodes(tmp_path):
         yield start
 
 
-def write_batches(port: int, writer: int, errors: list, big: bool = False) -> None:
+def write_batches(port: int, writer: int, errors: list, big: bool, between: threading.Event) -> None:
+    """A writer's batches; halfway it waits (30 s at most) until a read of the replica's list
+    saw part of the history (`between`), so a replica slow to read its stream (or a primary
+    fast to write it: all of it within one group of the replica's) still meets a read
+    between its batches."""
     conn = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
     try:
         for b in range(BATCHES + big):
+            if b == BATCHES // 2:
+                between.wait(30)
             tag = "big" if big and b == BATCHES // 2 else f"w{writer}b{b}"
             ops = [
                 {"op": "create", "model": "user", "record": {"email": f"{tag}-{i}@x.io", "name": tag}}
@@ -61,8 +71,9 @@ def write_batches(port: int, writer: int, errors: list, big: bool = False) -> No
         conn.close()
 
 
-def poll_lists(server: Server, done: threading.Event, halves: list, reads: list) -> None:
-    """Read the whole user list until `done`: every tag must count 0 or SIZE users."""
+def poll_lists(server: Server, done: threading.Event, halves: list, reads: list, between: threading.Event) -> None:
+    """Read the whole user list until `done`: every tag must count 0 or SIZE users. A read
+    of part of the history (neither none of it nor all) sets `between`."""
     conn = http.client.HTTPConnection("127.0.0.1", server.port, timeout=30)
     try:
         while True:
@@ -71,6 +82,8 @@ def poll_lists(server: Server, done: threading.Event, halves: list, reads: list)
             counts = Counter(u["name"] for u in json.loads(conn.getresponse().read())["data"])
             halves.extend((tag, n) for tag, n in counts.items() if n != size_of(tag))
             reads.append(sum(counts.values()))
+            if 0 < reads[-1] < TOTAL:
+                between.set()
             if finished:
                 return
     finally:
@@ -138,12 +151,14 @@ def test_lists_feeds_streams_and_a_replica_see_batches_whole(nodes):
             done = threading.Event()
             halves: dict[str, list] = {"primary": [], "replica": []}
             reads: dict[str, list] = {"primary": [], "replica": []}
+            between = {"primary": threading.Event(), "replica": threading.Event()}
             pollers = [
-                threading.Thread(target=poll_lists, args=(node, done, halves[name], reads[name]))
+                threading.Thread(target=poll_lists, args=(node, done, halves[name], reads[name], between[name]))
                 for name, node in (("primary", primary), ("replica", replica))
             ]
             writers = [
-                threading.Thread(target=write_batches, args=(primary.port, w, errors, w == 0)) for w in range(WRITERS)
+                threading.Thread(target=write_batches, args=(primary.port, w, errors, w == 0, between["replica"]))
+                for w in range(WRITERS)
             ]
             for t in pollers + writers:
                 t.start()
@@ -165,7 +180,9 @@ def test_lists_feeds_streams_and_a_replica_see_batches_whole(nodes):
             assert not errors, errors[:3]
             assert halves == {"primary": [], "replica": []}, {k: v[:5] for k, v in halves.items()}
             assert reads["primary"][-1] == reads["replica"][-1] == TOTAL
-            assert len(set(reads["replica"])) > 2, "the replica's reads never saw it between batches"
+            # Not "more than two distinct counts": a replica handed the whole history in one
+            # group (BATCH frames, more than TOTAL) shows none of it, then all of it.
+            assert any(0 < n < TOTAL for n in reads["replica"]), "the replica's reads never saw it between batches"
 
     run(main(), timeout=120)
     assert all(r.rows == TOTAL and r.open is None for r in readers)
