@@ -57,7 +57,7 @@ from typing import Any
 
 from dbsvc.errors import CorruptLog
 from dbsvc.storage import files, retain
-from dbsvc.storage.files import NO_FAULTS, FaultPlan, fsync_dir, write_all
+from dbsvc.storage.files import NO_FAULTS, FaultPlan, fsync_dir, write_all, write_durably
 from dbsvc.storage.logfile import LogScan, encode_header
 from dbsvc.storage.snapshot import ModelImage, SnapshotImage, encode_snapshot
 from dbsvc.storage.snapshotreader import decode_snapshot
@@ -114,39 +114,6 @@ def finish_interrupted(directory: str, *, readonly: bool) -> TenantFiles:
             files.ops.rename(log_new, logp)
         fsync_dir(directory)
     return TenantFiles(snap if os.path.exists(snap) else None, logp, ret)
-
-
-def write_durably(path: str, fill: Callable[[int], object]) -> int:
-    """Create (or empty) `path`, let `fill(fd)` write it from position 0, fsync it and close
-    it; returns its size. Every file a compaction or a new tenant writes whole goes through
-    here (offline `install`, online.py's snapshot.new, `create_log`).
-
-    A fill or fsync that fails (a full disk, EFBIG, EIO, a cancel) removes `path` before
-    the error goes on: every name written here is transient (`.new`, `.tmp`), so a partial
-    one is never wanted, and it would otherwise hold its blocks on a disk already short of
-    room until the next open cleared it. Its unlink is not fsynced: if a crash undoes it,
-    the next open clears the file as before."""
-    fd = files.ops.open(path, os.O_RDWR | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o644)
-    try:
-        fill(fd)
-        files.ops.fsync(fd)
-        return os.fstat(fd).st_size
-    except BaseException:
-        _remove_partial(path)
-        raise
-    finally:
-        files.ops.close(fd)
-
-
-def _remove_partial(path: str) -> None:
-    """Unlink a file `write_durably` could not complete; a failure to do so is logged, never
-    raised over the error that made it partial."""
-    try:
-        files.ops.unlink(path)
-    except FileNotFoundError:
-        pass
-    except OSError as exc:
-        log.error("could not remove the partial %s (the next open will): %s", path, exc)
 
 
 def _chunks(chunks: Iterable[bytes]) -> Callable[[int], None]:
