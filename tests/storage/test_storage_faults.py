@@ -201,8 +201,8 @@ def test_an_offline_compaction_whose_snapshot_cannot_be_written_leaves_no_partia
 
 
 def _users_written_three_times(tenant):
-    """100 users of a 300-character profile, each replaced twice: a log about three times
-    the snapshot a compaction writes, all of it retained (the default budget)."""
+    """100 users of a 300-character profile, each replaced twice: a log (~246 KB) several
+    times the snapshot a compaction writes (~45 KB), all of it retained (the default budget)."""
     s = open_store(tenant)
     _results([s.insert("User", user(i, profile={"pad": "x" * 300})) for i in range(1, 101)])
     for n in range(2):
