@@ -31,6 +31,10 @@ Recovery (`finish_interrupted`, run by every writer open before reading anything
   snapshot is the new one; `log.retained.new` and `log.new` (complete and fsynced before
   step 5) are renamed into place.
 
+An `install` that fails (an error, not a crash) before its commit point removes its `.new`
+files itself, as online compaction does (online.py `discard`); past it they stay for the
+next open to finish.
+
 So an interrupted compaction yields the old files or the new ones, never a mix; a reader
 checks anyway that the snapshot's epoch and head equal the log header's epoch and base, and
 uses a retained segment only if it ends exactly at the log's base (retain.py), so one left
@@ -57,7 +61,7 @@ from typing import Any
 
 from dbsvc.errors import CorruptLog
 from dbsvc.storage import files, retain
-from dbsvc.storage.files import NO_FAULTS, FaultPlan, fsync_dir, write_all
+from dbsvc.storage.files import NO_FAULTS, FaultPlan, fsync_dir, write_all, write_durably
 from dbsvc.storage.logfile import LogScan, encode_header
 from dbsvc.storage.snapshot import ModelImage, SnapshotImage, encode_snapshot
 from dbsvc.storage.snapshotreader import decode_snapshot
@@ -92,14 +96,7 @@ def finish_interrupted(directory: str, *, readonly: bool) -> TenantFiles:
     if os.path.exists(snap_new):
         if not readonly:
             log.warning("%s: discarding an interrupted compaction (before its commit point)", directory)
-            # snapshot.new goes last: a log.new or log.retained.new left alone would read
-            # as "past the commit point".
-            for path in (log_new, ret_new, snap_new):
-                try:
-                    files.ops.unlink(path)
-                except FileNotFoundError:
-                    pass
-                fsync_dir(directory)
+            discard_new(directory)
     elif os.path.exists(log_new) or os.path.exists(ret_new):
         if readonly:
             return TenantFiles(
@@ -116,37 +113,32 @@ def finish_interrupted(directory: str, *, readonly: bool) -> TenantFiles:
     return TenantFiles(snap if os.path.exists(snap) else None, logp, ret)
 
 
-def write_durably(path: str, fill: Callable[[int], object]) -> int:
-    """Create (or empty) `path`, let `fill(fd)` write it from position 0, fsync it and close
-    it; returns its size. Every file a compaction or a new tenant writes whole goes through
-    here (offline `install`, online.py's snapshot.new, `create_log`).
+def discard_new(directory: str) -> None:
+    """Remove a compaction's `.new` files, before its commit point only: log.new and
+    log.retained.new first, snapshot.new last, the directory fsynced after each, since a
+    log.new or log.retained.new left without snapshot.new would read as "past the commit
+    point" (`finish_interrupted`)."""
+    for name in (LOG_NAME, RETAINED_NAME, SNAPSHOT_NAME):
+        try:
+            files.ops.unlink(os.path.join(directory, name + NEW_SUFFIX))
+        except FileNotFoundError:
+            pass
+        fsync_dir(directory)
 
-    A fill or fsync that fails (a full disk, EFBIG, EIO, a cancel) removes `path` before
-    the error goes on: every name written here is transient (`.new`, `.tmp`), so a partial
-    one is never wanted, and it would otherwise hold its blocks on a disk already short of
-    room until the next open cleared it. Its unlink is not fsynced: if a crash undoes it,
-    the next open clears the file as before."""
-    fd = files.ops.open(path, os.O_RDWR | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o644)
+
+def _abandon(directory: str) -> None:
+    """After a failed `install`: if its commit point was not passed (snapshot.new is still
+    there, the test `finish_interrupted` applies), remove its `.new` files now, so the
+    tenant is left as it was and a complete snapshot.new (the whole data's size, on a disk
+    that may have just run out of room) does not wait for the next open. Past the commit
+    point the new pair stands and the next open finishes it. A failure here is logged,
+    never raised over the error that stopped the install."""
+    if not os.path.exists(os.path.join(directory, SNAPSHOT_NAME + NEW_SUFFIX)):
+        return
     try:
-        fill(fd)
-        files.ops.fsync(fd)
-        return os.fstat(fd).st_size
-    except BaseException:
-        _remove_partial(path)
-        raise
-    finally:
-        files.ops.close(fd)
-
-
-def _remove_partial(path: str) -> None:
-    """Unlink a file `write_durably` could not complete; a failure to do so is logged, never
-    raised over the error that made it partial."""
-    try:
-        files.ops.unlink(path)
-    except FileNotFoundError:
-        pass
+        discard_new(directory)
     except OSError as exc:
-        log.error("could not remove the partial %s (the next open will): %s", path, exc)
+        log.error("%s: could not discard an unfinished compaction (the next open will): %s", directory, exc)
 
 
 def _chunks(chunks: Iterable[bytes]) -> Callable[[int], None]:
@@ -161,16 +153,22 @@ def install(
     directory: str, image: SnapshotImage, faults: FaultPlan = NO_FAULTS, retained: retain.Plan | None = None
 ) -> retain.Segment | None:
     """Write `image` as the new snapshot plus an empty log of its epoch, keeping what
-    `retained` allows of the old log (steps 1-9). Returns the retained segment, if any."""
-    write_durably(os.path.join(directory, SNAPSHOT_NAME + NEW_SUFFIX), _chunks(encode_snapshot(image)))
-    faults.check("compact")
-    pending = retain.write_pending(directory, retained)
-    faults.check("compact")
-    write_durably(
-        os.path.join(directory, LOG_NAME + NEW_SUFFIX), _chunks([encode_header(image.epoch, image.head_offset)])
-    )
-    faults.check("compact")
-    return install_pair(directory, faults, pending)
+    `retained` allows of the old log (steps 1-9). Returns the retained segment, if any.
+    An error before the commit point (step 5) removes the `.new` files before it goes on
+    (`_abandon`): a failed install leaves the tenant as it was, with nothing behind."""
+    try:
+        write_durably(os.path.join(directory, SNAPSHOT_NAME + NEW_SUFFIX), _chunks(encode_snapshot(image)))
+        faults.check("compact")
+        pending = retain.write_pending(directory, retained)
+        faults.check("compact")
+        write_durably(
+            os.path.join(directory, LOG_NAME + NEW_SUFFIX), _chunks([encode_header(image.epoch, image.head_offset)])
+        )
+        faults.check("compact")
+        return install_pair(directory, faults, pending)
+    except BaseException:
+        _abandon(directory)
+        raise
 
 
 def install_pair(

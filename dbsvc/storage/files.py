@@ -28,7 +28,10 @@ the old file stays. A new file whose name a later step makes durable (`write_new
 exclusively, written, fsynced, closed) serves the backup's files, which its manifest,
 written last, commits, and the zipapp's unpacked packages, which one rename of their
 directory commits. A file appended to for a long time (the replica consumer's `--out`)
-calls `ops.write` / `ops.fsync` itself.
+calls `ops.write` / `ops.fsync` itself. A transient file that a later rename commits and
+that is filled by a function rather than a stream (`write_durably`: a compaction's `.new`
+files, a new tenant's first log) is created or emptied, filled, fsynced and closed, and
+removed at once if any of that fails.
 
 So every fsync of the package passes through `ops` (`grep -rn "os.fsync" dbsvc` shows
 only `FileOps`), and the power-loss simulator judges backups and replica files as it
@@ -57,6 +60,7 @@ from __future__ import annotations
 
 import errno
 import io
+import logging
 import os
 import signal
 import time
@@ -66,6 +70,8 @@ from typing import TYPE_CHECKING, BinaryIO
 
 if TYPE_CHECKING:
     from _typeshed import ReadableBuffer
+
+log = logging.getLogger("dbsvc.storage")
 
 TMP_SUFFIX = ".tmp"
 
@@ -176,6 +182,41 @@ def write_new(path: str, data: bytes | memoryview, mode: int = 0o644) -> None:
         ops.fsync(fd)
     finally:
         ops.close(fd)
+
+
+def write_durably(path: str, fill: Callable[[int], object]) -> int:
+    """Create (or empty) `path`, let `fill(fd)` write it from position 0, fsync it and close
+    it; returns its size. The descriptor is open for reading too (`fill` may read back
+    what it wrote: retain.py checks its copy's last frame). Every transient file a
+    compaction or a new tenant writes whole goes through here (compact.py's snapshot.new,
+    log.new and log.tmp, online.py's snapshot.new, retain.py's log.retained.new).
+
+    A fill or fsync that fails (a full disk, EFBIG, EIO, a cancel) removes `path` before
+    the error goes on: every name written here is transient (`.new`, `.tmp`), so a partial
+    one is never wanted, and it would otherwise hold its blocks on a disk already short of
+    room until the next open cleared it. Its unlink is not fsynced: if a crash undoes it,
+    the next open clears the file as before."""
+    fd = ops.open(path, os.O_RDWR | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o644)
+    try:
+        fill(fd)
+        ops.fsync(fd)
+        return os.fstat(fd).st_size
+    except BaseException:
+        _remove_partial(path)
+        raise
+    finally:
+        ops.close(fd)
+
+
+def _remove_partial(path: str) -> None:
+    """Unlink a file `write_durably` could not complete; a failure to do so is logged, never
+    raised over the error that made it partial."""
+    try:
+        ops.unlink(path)
+    except FileNotFoundError:
+        pass
+    except OSError as exc:
+        log.error("could not remove the partial %s (the next open will): %s", path, exc)
 
 
 class SeamFile(io.RawIOBase):

@@ -62,7 +62,7 @@ from dataclasses import dataclass
 
 from dbsvc.errors import CorruptLog
 from dbsvc.storage import files
-from dbsvc.storage.files import fsync_dir, write_all
+from dbsvc.storage.files import fsync_dir, write_all, write_durably
 from dbsvc.storage.logfile import (
     FRAME,
     FRAME_HEADER_SIZE,
@@ -337,15 +337,19 @@ def write_pending(
     """Step 2: `log.retained.new` from the plan, fsynced; None when nothing is retained.
     `check` runs between chunks (online compaction stops there when the store closes);
     `after_flush` is handed each piece's fsync time (online compaction paces the copy by
-    it: `files.flush_past`)."""
+    it: `files.flush_past`). The file is written through `files.write_durably`, so a
+    copy that fails (a full disk, a source shorter than planned, `check` raising) leaves
+    no partial `log.retained.new` behind."""
     parts = _choose(p) if p is not None else []
     if not parts or p is None:
         return None
     path = os.path.join(directory, RETAINED_NAME + NEW_SUFFIX)
     base = parts[0][3] - 1
     end = p.sources[-1].last
-    fd = files.ops.open(path, os.O_RDWR | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o644)
-    try:
+    last: int | None = None  # the copy's last frame's byte position, once it is whole
+
+    def fill(fd: int) -> None:
+        nonlocal last
         write_all(fd, encode_header(p.epoch, base))
         size = flushed = HEADER_SIZE
         for src_path, start, stop, _first in parts:
@@ -364,10 +368,9 @@ def write_pending(
                     flushed = files.flush_past(fd, size, flushed, after_flush)  # the final fsync waits for a piece only
             finally:
                 os.close(src)
-        files.ops.fsync(fd)
-        last = _last_frame(fd, size, end)
-    finally:
-        files.ops.close(fd)
+        last = _last_frame(fd, size, end)  # read back through the page cache, before the fsync
+
+    size = write_durably(path, fill)
     if last is None:
         # Only a source changed under the copy could do this: keep nothing rather than
         # a segment that would be ignored at the next open.

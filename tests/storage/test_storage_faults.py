@@ -198,3 +198,80 @@ def test_an_offline_compaction_whose_snapshot_cannot_be_written_leaves_no_partia
     assert "File too large" in res.stderr, res.stderr
     assert {name: data for name, data in dir_image(tenant).items() if name != "LOCK"} == before
     assert _records(tenant) == (records, head)
+
+
+def _users_written_three_times(tenant):
+    """100 users of a 300-character profile, each replaced twice: a log (~246 KB) several
+    times the snapshot a compaction writes (~45 KB), all of it retained (the default budget)."""
+    s = open_store(tenant)
+    _results([s.insert("User", user(i, profile={"pad": "x" * 300})) for i in range(1, 101)])
+    for n in range(2):
+        _results([s.replace("User", i, user(i, name=f"u{i}-{n}", profile={"pad": "y" * 300})) for i in range(1, 101)])
+    s.close()
+    records, head = _records(tenant)
+    assert len(records["User"]) == 100 and head == 300
+    return records, head
+
+
+@pytest.mark.parametrize("step", [1, 2, 3, 4])
+def test_an_offline_compaction_failing_before_its_commit_point_leaves_no_new_file(tenant, step):
+    """An error after step 1, 2, 3 or 4 (snapshot.new complete; log.retained.new and log.new
+    complete from step 2, 3 on) ends `install` with every `.new` file removed at once: the
+    tenant's files byte for byte as before, every record served, the next open and write
+    fine."""
+    records, head = _users_written_three_times(tenant)
+    before = {name: data for name, data in dir_image(tenant).items() if name != "LOCK"}
+    res = compact_in_child(tenant, f"compact:{step}:EIO")
+    assert res.returncode == 1, res.stderr
+    assert f"(injected by DBSVC_FAULT compact:{step})" in res.stderr.decode()
+    assert {name: data for name, data in dir_image(tenant).items() if name != "LOCK"} == before
+    assert _records(tenant) == (records, head)
+    s = open_store(tenant)
+    assert run(s.insert("User", user(None, email=f"{uuid.uuid4()}@x")))["id"] == 101
+    s.close()
+
+
+def test_an_offline_compaction_failing_past_its_commit_point_is_finished_by_the_next_open(tenant):
+    """An error after step 5 (snapshot renamed) leaves the new pair standing: log.new and
+    log.retained.new stay for the next open, which puts them in place."""
+    records, head = _users_written_three_times(tenant)
+    res = compact_in_child(tenant, "compact:5:EIO")
+    assert res.returncode == 1, res.stderr
+    left = dir_image(tenant)
+    assert "snapshot.new" not in left and "log.new" in left and "log.retained.new" in left
+    s = open_store(tenant, retain_bytes=1 << 20)
+    assert s.tables["User"].records == records["User"] and s.head_offset == head and s.oldest_offset == 0
+    s.close()
+    assert sorted(os.listdir(tenant)) == ["LOCK", "history", "log", "log.retained", "schema.json", "snapshot"]
+
+
+def test_an_offline_compaction_whose_retained_copy_cannot_be_written_leaves_no_new_file(tenant):
+    """`dbsvc compact` under a file size limit the snapshot fits in and the retained copy of
+    the old log does not (EFBIG, a real full target, in step 2): exits 1 naming the error,
+    and removes the partial log.retained.new and the complete snapshot.new at once, the
+    tenant as it was."""
+    records, head = _users_written_three_times(tenant)
+    before = {name: data for name, data in dir_image(tenant).items() if name != "LOCK"}
+    limit = len(before["log"]) // 2
+    res = subprocess.run(
+        [sys.executable, str(LAUNCHER), "compact"],
+        env=clean_env({"SERVICE_DATA": os.path.dirname(tenant), "SERVICE_TENANT": "t", "PYTHONDONTWRITEBYTECODE": "1"}),
+        preexec_fn=_files_too_large_past(limit),
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert res.returncode == 1, (res.returncode, res.stdout, res.stderr)
+    assert "File too large" in res.stderr, res.stderr
+    assert {name: data for name, data in dir_image(tenant).items() if name != "LOCK"} == before
+    assert _records(tenant) == (records, head)
+    done = compact_in_child(tenant)
+    assert done.returncode == 0, done.stderr
+    # The limit fell where meant: the snapshot fits under it, the retained copy does not.
+    assert (
+        os.path.getsize(os.path.join(tenant, "snapshot"))
+        < limit
+        < os.path.getsize(os.path.join(tenant, "log.retained"))
+    )
+    assert _records(tenant) == (records, head)

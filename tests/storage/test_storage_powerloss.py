@@ -29,14 +29,17 @@ from __future__ import annotations
 import asyncio
 import os
 import random
+import shutil
 
 import pytest
 
 from dbsvc.errors import CorruptLog
+from dbsvc.storage import files
+from dbsvc.storage.compact import discard_new
 from dbsvc.storage.logfile import FRAME, FRAME_HEADER_SIZE, HEADER_SIZE
 from support.powerloss_fs import PowerLoss, PowerLossFiles
 from support.powerloss_run import ALL, DEFAULT_SEEDS, SLOW_SEEDS, check_log, run_seeds
-from support.storage import open_store, user
+from support.storage import compact_in_child, open_store, user
 
 
 def test_power_loss_seeds(scratch):
@@ -165,3 +168,44 @@ def test_damage_ending_in_a_payload_byte_before_a_good_frame_still_refuses(tenan
     assert info.value.offset == ends[2]
     with open(path, "rb") as f:
         assert f.read() == bytes(broken)  # nothing was truncated
+
+
+def test_power_lost_at_each_step_of_discarding_a_compaction_keeps_the_old_state(tenant, tmp_path):
+    """Removing an unfinished compaction's `.new` files (compact.discard_new: an open after a
+    crash before the commit point, an install that failed) loses power at each of its
+    operations in turn: whatever the disk keeps, the next open serves every record as
+    before. snapshot.new must go last: a log.new or log.retained.new that outlived it would
+    be taken as past the commit point, and that log.new does not continue the old files."""
+    s = open_store(tenant)
+    for i in range(1, 21):
+        asyncio.run(s.insert("User", user(i)))
+    s.close()
+    s = open_store(tenant, readonly=True)
+    want = dict(s.tables["User"].records)
+    s.close()
+    killed = compact_in_child(tenant, "compact:3:KILL")  # snapshot.new, log.retained.new and log.new whole
+    assert killed.returncode == -9, killed.stderr
+    assert {"snapshot.new", "log.retained.new", "log.new"} <= set(os.listdir(tenant))
+    crash_at = 1
+    while True:
+        work = str(tmp_path / f"work{crash_at}")
+        shutil.copytree(tenant, work)
+        sim = PowerLossFiles(work, crash_at)
+        with files.use(sim):
+            try:
+                discard_new(work)
+            except PowerLoss:
+                pass
+        finished = not sim.crashed
+        sim.power_off()
+        sim.close_all()
+        for seed in range(8):
+            disk = str(tmp_path / f"disk{crash_at}-{seed}")
+            sim.materialise(disk, random.Random(seed))
+            s = open_store(disk)
+            assert dict(s.tables["User"].records) == want, (crash_at, seed)
+            s.close()
+        if finished:
+            break
+        crash_at += 1
+    assert crash_at == 7  # three unlinks, each followed by a directory fsync

@@ -204,6 +204,32 @@ def test_a_source_shorter_than_planned_fails_the_copy_naming_it(tmp_path, log5):
     assert str(caught.value) == f"{log} ended at byte 1040, expected 1045"
 
 
+@pytest.mark.parametrize("failure", ["source-short", "stopped"])
+def test_a_copy_that_fails_leaves_no_log_retained_new(tmp_path, two_sources, failure):
+    """A failed step 2 removes its partial file at once (files.write_durably), a leftover
+    of an earlier compaction under the same name included; the sources are untouched.
+    source-short: the log ends 5 bytes before the plan says, so the copy fails at its end;
+    stopped: `check` raises before the second source (an online compaction stopped by the
+    store's close), the first one copied."""
+    segment, log, _ = two_sources
+    new = tmp_path / "log.retained.new"
+    new.write_bytes(b"j" * 5000)
+    before = {name: (tmp_path / name).read_bytes() for name in os.listdir(tmp_path) if name != new.name}
+    calls = []
+
+    def check() -> None:
+        calls.append(1)
+        if failure == "stopped" and len(calls) == 2:
+            raise RuntimeError("closing")
+
+    stop = os.path.getsize(log) + (5 if failure == "source-short" else 0)
+    p = retain.plan(10**6, NEW, segment, log, stop, 10, 12)
+    with pytest.raises(OSError if failure == "source-short" else RuntimeError):
+        retain.write_pending(str(tmp_path), p, check=check)
+    assert not new.exists()
+    assert {name: (tmp_path / name).read_bytes() for name in os.listdir(tmp_path)} == before
+
+
 def test_write_pending_replaces_a_leftover_file_whole_with_mode_0644(tmp_path, log5):
     log, frames = log5
     new = tmp_path / "log.retained.new"
