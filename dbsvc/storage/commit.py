@@ -210,7 +210,8 @@ class CommitQueue(LogHealth):
         i-th) as `submit` logs one: held together, so one write call and one fsync cover
         them all, or written at once in one call under "off". One future, resolved when the
         last is durable; they are acknowledged and published in one `_acknowledge`, or all
-        rolled back (rule 3)."""
+        rolled back (rule 3). The lists become the queue's, not copied: both callers drop
+        theirs once handed over (follow.py starts new ones, batchwrite.py's batch is closed)."""
         loop = self._ensure_task()
         done: asyncio.Future[None] = loop.create_future()
         data = frames[0] if len(frames) == 1 else b"".join(frames)
@@ -219,7 +220,7 @@ class CommitQueue(LogHealth):
         if len(frames) == 1:
             self._log_held(data, Pending(end, done, events[0], undos[0], frame=frames[0]))
         else:
-            self._log_held(data, Pending(end, done, list(events), list(undos), frames=list(frames)))
+            self._log_held(data, Pending(end, done, events, undos, frames=frames))
         return done
 
     def submit_run(self, frames: list[bytes], events: list[Any], undos: list[Any], dones: list[Done]) -> None:

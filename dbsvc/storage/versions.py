@@ -111,7 +111,9 @@ class Versions:
             for id_, version in zip(ids, versions):
                 self.set(id_, version)
             return
-        slots.extend(versions)
+        # `fromlist` stores each once; an array's `extend` of a list checks each with the
+        # type's setitem and stores it again (about twice the work: bench/README.md, wt-rep21).
+        slots.fromlist(versions if type(versions) is list else list(versions))
         self._count += len(ids)
 
     def pop(self, id_: Any) -> int:

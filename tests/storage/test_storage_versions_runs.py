@@ -66,3 +66,24 @@ def test_from_ascending_with_a_gap_of_one_puts_each_version_at_its_id():
     versions = Versions.from_ascending([0, 3], [5, 6])
     assert [versions.get(i) for i in range(5)] == [5, 0, 0, 6, 0]
     assert (len(versions), versions.nbytes()) == (2, 32)
+
+
+def test_a_run_given_as_tuples_is_set_of_each_id():
+    one, run = both([0, 1], [2, 3, 4], [7, 8, 9])
+    tuple_run = Versions()
+    tuple_run.set(0, 1)
+    tuple_run.set(1, 2)
+    tuple_run.set_run((2, 3, 4), (7, 8, 9))
+    assert [tuple_run.get(i) for i in range(6)] == [one.get(i) for i in range(6)] == [1, 2, 7, 8, 9, 0]
+    assert len(tuple_run) == len(run) == 5
+
+
+def test_a_run_with_a_version_that_is_not_an_int_is_refused_whole():
+    # The fast path fills the array in one call that stores nothing when an item is bad,
+    # so no id of the refused run is left with a version and the count stays right.
+    run = Versions()
+    run.set(0, 1)
+    with pytest.raises(TypeError):
+        run.set_run([1, 2, 3], [5, 6, 7.5])
+    assert [run.get(i) for i in range(4)] == [1, 0, 0, 0]
+    assert (len(run), run.nbytes()) == (1, 8)
