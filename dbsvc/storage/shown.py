@@ -47,6 +47,20 @@ record of the page, never decoded nor copied for it (wt-rand10: 0.31-0.99 decode
 copy of a 7-field dict a page at 1M). Such pages are kept apart from the sorted ones (a
 sorted page's `Link` reads every sort key of its last record).
 
+How many are kept: at least SHOWN, and past it as many as weigh less than SHOWN_SHARE
+bytes a live record of the table (`sized`, the table's count, read again when the cache is
+full: the table grows). An entry's weight is an estimate of what it holds beyond the stored
+record the table holds anyway (`weight`: its own objects, its JSON, its dict), so a cache of
+records kept as their JSON alone (the list pages') holds about twice as many as one of dicts.
+Only a page's records are kept past SHOWN on their first read; a dict asked alone (a GET's,
+a page of dicts') is, as before, kept past it from its second read only. At 20,000 records
+the share is below SHOWN's weight and nothing changes; at 1,000,000 posts of the bench's
+shape the share holds ~372,000 texts (37% of the table) where SHOWN held 6.5%, and the
+id-order pages at 5,000 cursors or offsets at random, which missed ~6 of 20 records a page
+(each miss sending the whole page through the Python path), miss ~0.1 once warm
+(bench/README.md and docs/decisions.md, wt-pack: 98 MB of RSS more at 1M once every
+record was read, +3 MB after 5,000 pages at random offsets).
+
 Plain data: no I/O; imports rows.py and dbsvc/admission.py only.
 """
 
@@ -64,10 +78,23 @@ SHOWN = 65536  # dicts a table remembers handing out (the application caches as 
 SHOWN_BYTES = 4096  # a stored record longer than this is never remembered as a dict
 SHOWN_PAGES, SHOWN_PAGE = 64, 100  # pages `page` remembers, of at most this many ids
 SEEN = 65536  # ids read once lately, of which a full cache admits a second read (`admits`)
+SHOWN_SHARE = 128  # bytes of kept entries' weight (`weight`) a live record of the table allows past SHOWN
+ENTRY_WEIGHT = 160  # an entry's own objects: its key, its tuple, its slot in the OrderedDict
+DICT_WEIGHT = 400  # a record's dict beyond its stored length (the dict, its keys' slots, its values' headers)
 _first, _second, _third = itemgetter(0), itemgetter(1), itemgetter(2)  # an entry's stored record, dict, JSON
 # a kept record: its stored record, its dict (None until first asked for when its JSON is
 # kept: `ShownDicts._decoded`), its JSON (None until cut; never None with the dict)
 Entry = tuple[Stored, "dict | None", "bytes | None"]
+
+
+def weight(entry: Entry) -> int:
+    """What a kept entry holds beyond its stored record (which the table holds anyway), in
+    bytes, roughly: its own objects, its JSON's length, and a dict's when it has one (a dict
+    of a record's values is ~DICT_WEIGHT plus about the values' stored length)."""
+    stored, record, text = entry
+    return (
+        ENTRY_WEIGHT + (len(text) if text is not None else 0) + (DICT_WEIGHT + len(stored) if record is not None else 0)
+    )
 
 
 class SentRecord(dict):
@@ -97,8 +124,11 @@ class ShownDicts:
         "_seen",
         "_sent_pages",
         "_shown",
+        "_weight",
+        "budget",
         "capacity",
         "refused",
+        "sized",
         "window",
     )
 
@@ -109,15 +139,24 @@ class ShownDicts:
         window: int = 0,
         fields: tuple[str, ...] = (),
         id_field: str = "",
+        sized: Callable[[], int] | None = None,
     ) -> None:
         self._decode = decode  # a record's values -> its dict (CompiledModel.decode)
+        # the table's count of live records: past `capacity`, entries are kept while their
+        # `weight` is under SHOWN_SHARE a record (`budget`); none: `capacity` at most. The
+        # live map's own `__len__` (table.py sets it again when it replaces the map): a
+        # method of the table would make a cycle, and a store closed and dropped would
+        # wait for the collector (tests/storage/test_storage_reopen_frozen.py)
+        self.sized = sized
+        self._weight = 0  # the kept entries' `weight`, summed
+        self.budget = 0  # SHOWN_SHARE times the table's records when last asked (`_within`)
         # the id's field: a page in id order hands its last record out by id (`_sent_id`);
         # none: every page's last record is its whole dict
         self._id = id_field
         # the record object's layout as bytes and its count of fields (`page`'s texts);
         # no fields: no texts, every record a dict
         self._layout, self._count = layout(fields).encode("utf-8") if fields else b"", len(fields)
-        self.capacity = capacity or SHOWN  # dicts kept at most
+        self.capacity = capacity or SHOWN  # entries kept at most while over `budget`
         self.window = window or SEEN  # ids read once that `admits` remembers at most
         # id -> (stored record, its dict, its JSON cut from the stored record or None)
         self._shown: OrderedDict[Any, Entry] = OrderedDict()
@@ -133,6 +172,11 @@ class ShownDicts:
     def ids(self) -> KeysView[Any]:
         """The ids whose dicts are kept (a view, never written)."""
         return self._shown.keys()
+
+    @property
+    def weighs(self) -> int:
+        """The kept entries' `weight`, summed (what `budget` bounds past `capacity`)."""
+        return self._weight
 
     def one(self, id_: Any, stored: Stored) -> dict:
         """The dict of `stored`, the live record of `id_`: the one handed out before for this
@@ -152,6 +196,7 @@ class ShownDicts:
         record = self._decode(unpack(stored))
         if self._shown.get(id_) is entry:
             self._shown[id_] = (stored, record, text)
+            self._weight += DICT_WEIGHT + len(stored)
         return record
 
     def _missed(self, id_: Any, stored: Stored, entry: Entry | None) -> dict:
@@ -161,7 +206,7 @@ class ShownDicts:
         if entry is not None and entry[0] is stored:
             return self._decoded(id_, entry)
         record = self._decode(unpack(stored))
-        if entry is not None or self.admits(id_):
+        if entry is not None or self.admits(id_, grow=False):
             self.remember(id_, stored, record)
         else:
             self.refused += 1
@@ -182,6 +227,7 @@ class ShownDicts:
                     return entry[1]
                 if self._shown.get(id_) is entry:  # not evicted meanwhile by a miss of this page
                     self._shown[id_] = (stored, entry[1], text)
+                    self._weight += len(text)
             return text
         text = record_json(self._layout, self._count, stored)
         if entry is not None or self.admits(id_):
@@ -208,6 +254,7 @@ class ShownDicts:
                     return record
                 if self._shown.get(id_) is entry:  # not evicted meanwhile by a miss of this page
                     self._shown[id_] = (stored, record, text)
+                    self._weight += len(text)
         else:
             record = self._decode(unpack(stored))
             text = record_json(self._layout, self._count, stored)
@@ -232,15 +279,29 @@ class ShownDicts:
         sent.text = text
         return sent
 
-    def admits(self, id_: Any) -> bool:
+    def admits(self, id_: Any, grow: bool = True) -> bool:
         """Whether a missed read of `id_` is kept: always while fewer than `capacity`
         (SHOWN) dicts are kept; once full (every new one evicts another), only a second read
         among the last `window` (SEEN) ids missed (a set of ids, emptied when it reaches
         `window`). Reads spread over a
         table many times the cache's size (pages and ids at random at 1,000,000 records)
         would otherwise evict a kept record, freeing its cold objects, for each record they
-        will not read again; a record read twice is kept from its second read on."""
-        return len(self._shown) < self.capacity or self._seen.admits(id_)
+        will not read again; a record read twice is kept from its second read on. Past
+        `capacity`, a cache whose entries weigh less than the table's share (`_within`)
+        is not full yet for a record of a page (`grow`); a dict asked alone (a GET's, a
+        page of dicts': `_missed`) is kept past `capacity` only from its second read: GETs
+        at random at 1,000,000 posts filled the share with dicts (~100 MB) and hit no
+        more (bench/README.md, wt-pack)."""
+        return len(self._shown) < self.capacity or (grow and self._within()) or self._seen.admits(id_)
+
+    def _within(self) -> bool:
+        """Whether the kept entries weigh less than SHOWN_SHARE a live record of the table,
+        the table's count read now (`budget`, which `remember` evicts down to)."""
+        sized = self.sized
+        if sized is None:
+            return False
+        self.budget = SHOWN_SHARE * sized()
+        return self._weight < self.budget
 
     def page(self, ids: list[Any], page: list[Stored], texts: bool = False, keyed: bool = True) -> list[Any]:
         """`one` of each id of a list page and its stored record (`page`, in the same
@@ -330,18 +391,28 @@ class ShownDicts:
 
     def forget(self, id_: Any) -> None:
         """`id_`'s record is gone: drop its dict (a kept page fails its identity test anyway)."""
-        self._shown.pop(id_, None)
+        entry = self._shown.pop(id_, None)
+        if entry is not None:
+            self._weight -= weight(entry)
 
     def remember(self, id_: Any, stored: Stored, record: dict | None, text: bytes | None = None) -> None:
         """`record` is the dict of `stored`, `id_`'s live record (`text` its JSON, when
         known; `record` None: not decoded yet, `text` then given): keep it (or, for a
-        stored record over SHOWN_BYTES, forget any dict kept for `id_`)."""
+        stored record over SHOWN_BYTES, forget any dict kept for `id_`). A new id evicts
+        the oldest entries while at least `capacity` are kept and they weigh `budget` or
+        more (one, or more when a heavier entry replaced lighter ones)."""
         shown = self._shown
         if len(stored) > SHOWN_BYTES:
-            shown.pop(id_, None)
+            self.forget(id_)
             return
-        if id_ in shown:
+        old = shown.get(id_)
+        if old is not None:
+            self._weight -= weight(old)
             shown.move_to_end(id_)
-        elif len(shown) >= self.capacity:
-            shown.popitem(last=False)
-        shown[id_] = (stored, record, text)
+        elif len(shown) >= self.capacity and not self._within():
+            self._weight -= weight(shown.popitem(last=False)[1])
+            while len(shown) > self.capacity and self._weight > self.budget:
+                self._weight -= weight(shown.popitem(last=False)[1])
+        entry = (stored, record, text)
+        shown[id_] = entry
+        self._weight += weight(entry)

@@ -183,7 +183,8 @@ class Table:
         self.prior = array("q")  # beside `rows`: the version of each row's previous record
         self.versions = Versions()
         self.max_id = 0
-        self.dicts = ShownDicts(model.decode, fields=model.fields, id_field=model.id_field)
+        # kept past SHOWN while within a share of the table's records (shown.py `_within`)
+        self.dicts = ShownDicts(model.decode, fields=model.fields, id_field=model.id_field, sized=self.live.__len__)
         self.tick = next(TICKS)
         # Fills fields added by a migration into records read from disk (migrate.py).
         self.fixup: Callable[[dict], dict] | None = None
@@ -273,6 +274,7 @@ class Table:
             assert len(versions) == len(ids), f"{self.name}: {len(versions)} versions for {len(ids)} records"
             self.versions = Versions.from_ascending(ids, versions)
         self.live = records_of(self.model.id_type == "int", ids, stored)
+        self.dicts.sized = self.live.__len__  # the record cache's share counts this map
         self.base_ids = ids
         self.pk = SortedIndex.from_sorted(ids)
         at = self.positions

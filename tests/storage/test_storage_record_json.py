@@ -15,7 +15,7 @@ import pytest
 
 from dbsvc.readcache import EncodedRecords
 from dbsvc.runtime import Query, json_bytes
-from dbsvc.storage import Store
+from dbsvc.storage import Store, shown
 from dbsvc.storage.rows import layout, pack, record_json, unpack
 from support.storage import BLOG, ROOT, open_store, post, run, user
 
@@ -181,9 +181,12 @@ def test_a_page_with_texts_is_the_dicts_page_byte_for_byte(store):
     assert texts > 100  # records not kept came as texts (0xED in their text: decoded)
 
 
-def test_texts_keep_what_dicts_kept(posts):
+def test_texts_keep_what_dicts_kept(posts, monkeypatch):
     """Two stores of one tenant, read alike but one with texts: the same dicts kept, the
-    same count refused."""
+    same count refused. No share of the table past the floor (shown.py SHOWN_SHARE): a
+    page's texts weigh less than its dicts, so past the floor the share keeps more of them
+    (tests/storage/test_storage_shown_share.py)."""
+    monkeypatch.setattr(shown, "SHOWN_SHARE", 0)
     plain = open_store(posts, readonly=True)
     texted = open_store(posts, readonly=True)
     try:
