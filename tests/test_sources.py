@@ -68,7 +68,6 @@ LONG_TEST_FILES = {
     "schema/test_schema_errors.py": 800,  # 717
     "test_layers.py": 900,  # 751
     "storage/test_storage_recovery_edges.py": 1000,  # 863
-    "replica/test_follower_decisions.py": 1400,  # 1316
 }
 
 
