@@ -67,7 +67,6 @@ LONG_TEST_FILES = {
     "storage/test_storage_batchmark_units.py": 800,  # 713
     "schema/test_schema_errors.py": 800,  # 717
     "test_layers.py": 900,  # 751
-    "storage/test_storage_recovery_edges.py": 1000,  # 863
 }
 
 
