@@ -66,7 +66,6 @@ LONG_TEST_FILES = {
     "replica/test_consumer_units.py": 800,  # 694
     "storage/test_storage_batchmark_units.py": 800,  # 713
     "schema/test_schema_errors.py": 800,  # 717
-    "test_layers.py": 900,  # 751
 }
 
 
