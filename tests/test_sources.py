@@ -65,7 +65,6 @@ LONG_TEST_FILES = {
     "http/test_http_conn_responses.py": 800,  # 652
     "replica/test_consumer_units.py": 800,  # 694
     "storage/test_storage_batchmark_units.py": 800,  # 713
-    "schema/test_schema_errors.py": 800,  # 717
 }
 
 
