@@ -63,7 +63,6 @@ MAX_TEST_FILE_LINES = 600
 LONG_TEST_FILES = {
     "datatools/test_backup_units.py": 700,  # 608
     "http/test_http_conn_responses.py": 800,  # 652
-    "replica/test_consumer_units.py": 800,  # 694
 }
 
 
