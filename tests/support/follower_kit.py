@@ -30,7 +30,7 @@ from dbsvc.storage import Store
 from dbsvc.storage.events import ChangeEvent, EventKind
 from dbsvc.storage.history import Fork, History
 from dbsvc.storage.snapshot import ModelImage, SnapshotImage, encode_snapshot
-from support.storage import BLOG
+from support.storage import BLOG, user
 
 FINGERPRINT = schema_fingerprint(BLOG.DESCRIPTION)
 OTHER = "f" * 64  # another schema's fingerprint
@@ -42,18 +42,6 @@ H1, H2, H3 = "1" * 32, "2" * 32, "3" * 32
 DEADLINE = 5.0 if "MUTANT_UNDER_TEST" in os.environ else 20.0
 
 # -- what a blog primary sends -------------------------------------------------------------
-
-
-def user(i: int) -> dict[str, Any]:
-    return {
-        "id": i,
-        "email": f"u{i}@x.io",
-        "name": f"user {i}",
-        "age": None,
-        "role": "reader",
-        "joined": "2026-01-01T00:00:00Z",
-        "profile": None,
-    }
 
 
 def insert(offset: int, watermark: int | None = None, uid: int | None = None, **over: Any) -> bytes:
