@@ -18,29 +18,33 @@ and holds each import to these rules:
 5. `BACK_EDGES` are the only run-time imports against the table, each with its reason, and
    each sits inside a function, so it runs after both modules are loaded;
 6. no `from dbsvc.x import _private`, no `module._private` across modules, and no
-   `param._private` on a parameter typed with another module's class;
+   `param._private` on a parameter typed with another module's class (test_layers_private.py);
 7. no import cycle between modules; a circle closed by a type-only import is allowed only
    when `TYPE_ONLY_CIRCLES` lists that import with its reason.
 
 A "part" is a subpackage (`storage`, `http`, ...) or a top-level module (`errors`, `app`, ...)
 of dbsvc; `dbsvc` is the package's `__init__` (the version) and `launcher` is dbsvc.py. A new
 module in an existing part needs nothing here; a new part needs a row in `ALLOWED`.
+
+The scanner that reads the imports (`scan`, `Import`, `sources`) is tests/support/importscan.py.
 """
 
 from __future__ import annotations
 
 import ast
-from collections.abc import Iterable, Iterator
-from dataclasses import dataclass
-from functools import cache
-from pathlib import Path
 
-import pytest
-
-ROOT = Path(__file__).resolve().parents[1]
-PACKAGE = ROOT / "dbsvc"
-LAUNCHER = ROOT / "dbsvc.py"
-LAUNCHER_MODULE = "dbsvc.py"  # not importable by that name: it runs as __main__
+from support.importscan import (
+    PACKAGE,
+    ROOT,
+    Import,
+    Violation,
+    between_parts,
+    imports_in,
+    part_of,
+    report,
+    scan,
+    top_package,
+)
 
 # Rule 4. Each part and the parts it may import (its own modules always). The table reads
 # bottom-up: a part's row comes after the rows of every part it imports.
@@ -237,153 +241,6 @@ NEITHER_KNOWS_THE_OTHER = ("storage", "http")
 ABOVE_STORAGE_AND_HTTP = ("realtime", "replica", "app", "service")
 
 
-@dataclass(frozen=True)
-class Import:
-    """One import statement's edge to one module, as written in one module."""
-
-    module: str  # the importing module, dotted ("dbsvc.storage.store")
-    path: str  # its file, relative to the checkout
-    line: int
-    target: str  # the module imported, dotted and absolute
-    names: tuple[str, ...]  # `from target import names`; () for a module imported whole
-    lazy: bool  # inside a function: runs on the call, not on import
-    type_only: bool  # under `if TYPE_CHECKING:`: never runs
-    package: str | None = None  # `from package import module`: the package as written
-
-    def where(self) -> str:
-        if self.names:
-            written = f"from {self.target} import {', '.join(self.names)}"
-        elif self.package:
-            written = f"from {self.package} import {self.target.rsplit('.', 1)[-1]}"
-        else:
-            written = f"import {self.target}"
-        how = " [type-only]" if self.type_only else " [inside a function]" if self.lazy else ""
-        return f"{self.path}:{self.line}: {written}{how}"
-
-
-@dataclass(frozen=True)
-class Violation:
-    key: str  # what broke: a file, or a module edge
-    message: str
-
-
-def module_name(path: Path, root: Path = ROOT) -> str:
-    if path == LAUNCHER:
-        return LAUNCHER_MODULE
-    parts = list(path.relative_to(root).with_suffix("").parts)
-    if parts[-1] == "__init__":
-        parts.pop()
-    return ".".join(parts)
-
-
-def part_of(module: str) -> str | None:
-    """The part a dbsvc module belongs to; None for a module outside dbsvc."""
-    if module == LAUNCHER_MODULE:
-        return "launcher"
-    pieces = module.split(".")
-    if pieces[0] != "dbsvc":
-        return None
-    return pieces[1] if len(pieces) > 1 else "dbsvc"
-
-
-def is_type_checking(test: ast.expr) -> bool:
-    return (isinstance(test, ast.Name) and test.id == "TYPE_CHECKING") or (
-        isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING"
-    )
-
-
-def imports_in(tree: ast.Module, module: str, path: str, is_package: bool, modules: frozenset[str]) -> Iterator[Import]:
-    """Every import statement of one module, wherever it sits. `modules`: the dotted names of
-    every module in the tree, to tell `from dbsvc.storage import compact` (a module) from
-    `from dbsvc.storage import Store` (a name of the package)."""
-
-    def visit(node: ast.AST, lazy: bool, type_only: bool) -> Iterator[Import]:
-        if isinstance(node, ast.Import):
-            for alias in node.names:
-                yield Import(module, path, node.lineno, alias.name, (), lazy, type_only)
-        elif isinstance(node, ast.ImportFrom):
-            base = node.module or ""
-            if node.level:
-                package = module.split(".") if is_package else module.split(".")[:-1]
-                package = package[: len(package) - (node.level - 1)]
-                base = ".".join(package + ([base] if base else []))
-            names = []
-            for alias in node.names:
-                if f"{base}.{alias.name}" in modules:
-                    yield Import(module, path, node.lineno, f"{base}.{alias.name}", (), lazy, type_only, base)
-                else:
-                    names.append(alias.name)
-            if names:
-                yield Import(module, path, node.lineno, base, tuple(names), lazy, type_only)
-        elif isinstance(node, ast.If) and is_type_checking(node.test):
-            for child in node.body:
-                yield from visit(child, lazy, True)
-            for child in node.orelse:
-                yield from visit(child, lazy, type_only)
-        else:
-            inside = lazy or isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda))
-            for child in ast.iter_child_nodes(node):
-                yield from visit(child, inside, type_only)
-
-    yield from visit(tree, False, False)
-
-
-@dataclass(frozen=True)
-class Source:
-    path: Path
-    relative: str
-    module: str
-    tree: ast.Module
-
-
-@cache
-def sources() -> tuple[Source, ...]:
-    paths = sorted(PACKAGE.rglob("*.py")) + [LAUNCHER]
-    return tuple(
-        Source(
-            path, str(path.relative_to(ROOT)), module_name(path), ast.parse(path.read_text(encoding="utf-8"), str(path))
-        )
-        for path in paths
-    )
-
-
-@cache
-def all_modules() -> frozenset[str]:
-    return frozenset(source.module for source in sources())
-
-
-@cache
-def scan() -> tuple[Import, ...]:
-    modules = all_modules()
-    return tuple(
-        found
-        for source in sources()
-        for found in imports_in(source.tree, source.module, source.relative, source.path.name == "__init__.py", modules)
-    )
-
-
-def between_parts() -> Iterator[tuple[Import, str, str]]:
-    """The imports of one dbsvc module by another, with both parts."""
-    for found in scan():
-        source, target = part_of(found.module), part_of(found.target)
-        if target is not None and found.target != found.module:
-            assert source is not None
-            yield found, source, target
-
-
-def report(violations: Iterable[Violation], rule: str) -> None:
-    """Fail listing every break of `rule`."""
-    lines = [v.message for v in violations]
-    if lines:
-        listed = "\n  ".join(lines)
-        footer = "(the rules: tests/test_layers.py's docstring; the drawing: docs/architecture.md)"
-        pytest.fail(f"{len(lines)} break(s) of the rule: {rule}\n  {listed}\n{footer}", pytrace=False)
-
-
-def top_package(module: str) -> str:
-    return module.split(".")[0]
-
-
 def foreign_packages_away_from_home() -> list[Violation]:
     violations = []
     for found in scan():
@@ -503,122 +360,6 @@ def test_the_table_points_one_way():
     report(problems, "the table of allowed edges points one way")
 
 
-def dotted_name(node: ast.expr) -> str | None:
-    if isinstance(node, ast.Name):
-        return node.id
-    if isinstance(node, ast.Attribute):
-        inner = dotted_name(node.value)
-        return None if inner is None else f"{inner}.{node.attr}"
-    return None
-
-
-def is_private(name: str) -> bool:
-    return name.startswith("_") and not name.startswith("__")
-
-
-def private_reach(source: Source, modules: frozenset[str]) -> Iterator[Violation]:
-    """`module._name` (or `dbsvc.x._name`) where `module` is a name this file bound to
-    another dbsvc module by an import."""
-    bound: dict[str, str] = {}  # local name -> the dotted module it stands for
-    for node in ast.walk(source.tree):
-        if isinstance(node, ast.Import):
-            for alias in node.names:
-                head = alias.name.split(".")[0]
-                bound[alias.asname or head] = alias.name if alias.asname else head
-        elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
-            for alias in node.names:
-                if f"{node.module}.{alias.name}" in modules:
-                    bound[alias.asname or alias.name] = f"{node.module}.{alias.name}"
-    for node in ast.walk(source.tree):
-        if not isinstance(node, ast.Attribute) or not is_private(node.attr):
-            continue
-        dotted = dotted_name(node.value)
-        if dotted is None:
-            continue
-        head, _, rest = dotted.partition(".")
-        if head not in bound:
-            continue
-        target = f"{bound[head]}.{rest}" if rest else bound[head]
-        if target in modules and target != source.module:
-            yield Violation(
-                source.relative,
-                f"{source.relative}:{node.lineno}: {dotted}.{node.attr}: "
-                f"{node.attr} is private to {target}; ask it for a public name",
-            )
-
-
-# A named tuple's own methods start with one underscore so as not to clash with field names.
-NAMED_TUPLE_API = frozenset({"_replace", "_asdict", "_fields", "_make", "_field_defaults"})
-
-
-def private_state_reach(source: Source) -> Iterator[Violation]:
-    """`param._name` where `param` is annotated with a class another dbsvc module defines:
-    one module reading another's private state (`store._log_base` in a helper of the store)."""
-    classes: dict[str, str] = {}  # a class name imported here -> its module
-    for node in ast.walk(source.tree):
-        if (
-            isinstance(node, ast.ImportFrom)
-            and node.module
-            and part_of(node.module) is not None
-            and node.module != source.module
-        ):
-            for alias in node.names:
-                if alias.name[:1].isupper():
-                    classes[alias.asname or alias.name] = node.module
-    for function in ast.walk(source.tree):
-        if not isinstance(function, (ast.FunctionDef, ast.AsyncFunctionDef)):
-            continue
-        arguments = function.args.posonlyargs + function.args.args + function.args.kwonlyargs
-        typed = {
-            argument.arg: classes[name]
-            for argument in arguments
-            if argument.annotation is not None
-            for name in annotation_names(argument.annotation)
-            if name in classes
-        }
-        for node in ast.walk(function):
-            if (
-                isinstance(node, ast.Attribute)
-                and isinstance(node.value, ast.Name)
-                and node.value.id in typed
-                and is_private(node.attr)
-                and node.attr not in NAMED_TUPLE_API
-            ):
-                yield Violation(
-                    source.relative,
-                    f"{source.relative}:{node.lineno}: {node.value.id}.{node.attr}: "
-                    f"private state of {typed[node.value.id]}'s object; "
-                    "ask it for a public name",
-                )
-
-
-def annotation_names(annotation: ast.expr) -> Iterator[str]:
-    if isinstance(annotation, ast.Constant) and isinstance(annotation.value, str):
-        annotation = ast.parse(annotation.value, mode="eval").body
-    for node in ast.walk(annotation):
-        if isinstance(node, ast.Name):
-            yield node.id
-
-
-def private_breaks() -> list[Violation]:
-    modules = all_modules()
-    violations = [
-        Violation(found.path, f"{found.where()}: {name} is private to {found.target}; ask it for a public name")
-        for found in scan()
-        if part_of(found.target) is not None and found.target != found.module
-        for name in found.names
-        if is_private(name)
-    ]
-    for source in sources():
-        violations.extend(private_reach(source, modules))
-        violations.extend(private_state_reach(source))
-    return violations
-
-
-def test_no_private_name_crosses_a_module():
-    report(private_breaks(), "no module imports or reaches for another module's _private names")
-
-
 def strongly_connected(edges: dict[str, dict[str, Import]]) -> list[list[str]]:
     """The circles of modules: components of more than one module (Tarjan), sorted."""
     index: dict[str, int] = {}
@@ -710,31 +451,6 @@ def test_the_scanner_sees_every_kind_of_import():
         ("dbsvc.app", ("Application",), False, True),
         ("wsproto", (), True, False),
     }
-
-
-def test_the_scanner_finds_a_reach_for_a_private_name():
-    tree = ast.parse(
-        "from dbsvc.storage import logfile\nimport dbsvc.storage.files\n"
-        "logfile._frame(b'')\ndbsvc.storage.files._write(1)\nlogfile.frame(b'')\n"
-    )
-    source = Source(Path("sample.py"), "sample.py", "dbsvc.sample", tree)
-    found = list(private_reach(source, frozenset({"dbsvc.storage.logfile", "dbsvc.storage.files"})))
-    assert [violation.message.split(": ")[1] for violation in found] == ["logfile._frame", "dbsvc.storage.files._write"]
-
-
-def test_the_scanner_finds_a_reach_for_another_modules_private_state():
-    tree = ast.parse(
-        "from dbsvc.storage.store import Store\n"
-        "from dbsvc.storage.events import ChangeEvent\n"
-        "def f(store: Store, event: 'ChangeEvent', other) -> None:\n"
-        "    store._epoch, store.epoch, event._replace(), other._x\n"
-        "    event._payload\n"
-    )
-    source = Source(Path("sample.py"), "sample.py", "dbsvc.storage.replay", tree)
-    assert sorted(violation.message.split(": ")[1] for violation in private_state_reach(source)) == [
-        "event._payload",
-        "store._epoch",
-    ]
 
 
 MAX_MODULE_LINES = 600

@@ -7,7 +7,7 @@ as an escape, not as text). The suite runs on 3.11, so the check is made here on
 docstrings themselves, for every module, class and function under dbsvc/.
 
 And the test files stay short enough to read whole: 600 lines, as the package's modules
-(test_layers.py), with the eight longer ones held at their length today until split.
+(test_layers.py), every file under tests/ without exception.
 """
 
 from __future__ import annotations
@@ -57,42 +57,30 @@ def test_the_check_finds_a_surrogate_written_as_an_escape(tmp_path):
 
 TESTS = ROOT / "tests"
 MAX_TEST_FILE_LINES = 600
-# The test files past 600 lines on 2026-11-30 (session 22), each held to its length then
-# plus 50 rounded up to the hundred: room for a test or two, not for a new job. A file
-# split below 600 leaves this table; none may join it.
-LONG_TEST_FILES = {
-    "datatools/test_backup_units.py": 700,  # 608
-    "http/test_http_conn_responses.py": 800,  # 652
-    "replica/test_consumer_units.py": 800,  # 694
-    "storage/test_storage_batchmark_units.py": 800,  # 713
-    "schema/test_schema_errors.py": 800,  # 717
-    "test_layers.py": 900,  # 751
-    "storage/test_storage_recovery_edges.py": 1000,  # 863
-    "replica/test_follower_decisions.py": 1400,  # 1316
-}
+
+
+def too_long(root: Path) -> list[str]:
+    """The .py files under `root` past MAX_TEST_FILE_LINES, each with its length."""
+    long = []
+    for path in sorted(root.rglob("*.py")):
+        if (count := len(path.read_text(encoding="utf-8").splitlines())) > MAX_TEST_FILE_LINES:
+            long.append(f"{path.relative_to(root).as_posix()}: {count} lines")
+    return long
 
 
 def test_test_files_stay_short_enough_to_be_read_as_one_job():
     """A test file is read whole to see what it covers, like a module (test_layers.py holds
     dbsvc/ to 600 lines): past 600 it holds more than one job and is split by job (as
-    tests/replica/test_replica_consumer.py, 756 lines, was into four files). The eight
-    files longer today are held where they are (LONG_TEST_FILES) until they are split."""
-    long = []
-    for path in sorted(TESTS.rglob("*.py")):
-        name = path.relative_to(TESTS).as_posix()
-        bound = LONG_TEST_FILES.get(name, MAX_TEST_FILE_LINES)
-        if (count := len(path.read_text(encoding="utf-8").splitlines())) > bound:
-            long.append(f"tests/{name}: {count} lines, bound {bound}")
-    assert not long, "test files past their bound (split by job):\n  " + "\n  ".join(long)
+    tests/replica/test_follower_decisions.py, 1,316 lines, was into six files, its kit into
+    tests/support/follower_kit.py). The bound holds for every file under tests/, the shared
+    helpers of tests/support/ too; since session 23 no file is held at a longer one."""
+    long = too_long(TESTS)
+    assert not long, f"test files past {MAX_TEST_FILE_LINES} lines (split by job):\n  " + "\n  ".join(long)
 
 
-def test_the_long_test_files_table_names_only_files_that_need_it():
-    """A file in LONG_TEST_FILES that is gone or back under 600 lines leaves the table, so
-    that it cannot grow past 600 again unseen."""
-    stale = [
-        name
-        for name in LONG_TEST_FILES
-        if not (TESTS / name).exists()
-        or len((TESTS / name).read_text(encoding="utf-8").splitlines()) <= MAX_TEST_FILE_LINES
-    ]
-    assert not stale, f"no longer past {MAX_TEST_FILE_LINES} lines, remove from LONG_TEST_FILES: {stale}"
+def test_the_length_check_counts_lines_in_every_folder(tmp_path):
+    (tmp_path / "sub").mkdir()
+    (tmp_path / "at_bound.py").write_text("x = 1\n" * MAX_TEST_FILE_LINES, encoding="utf-8")
+    (tmp_path / "sub" / "past.py").write_text("x = 1\n" * (MAX_TEST_FILE_LINES + 1), encoding="utf-8")
+    (tmp_path / "sub" / "notes.txt").write_text("x\n" * 1000, encoding="utf-8")
+    assert too_long(tmp_path) == [f"sub/past.py: {MAX_TEST_FILE_LINES + 1} lines"]

@@ -1,4 +1,6 @@
-"""Fixtures shared by the data tools' tests."""
+"""Fixtures shared by the data tools' tests; `tenant` is the backup tests' (three users,
+tests/datatools/test_backup_units.py and test_restore_units.py): a file that needs another
+tenant defines its own, which wins in that file."""
 
 from __future__ import annotations
 
@@ -6,11 +8,21 @@ from pathlib import Path
 
 import pytest
 
+from dbsvc.storage.tenants import create_tenant
+from support.backupkit import write
+
 
 @pytest.fixture
 def data(tmp_path) -> Path:
     """The SERVICE_DATA directory of a test (tenants are created in it)."""
     return tmp_path / "data"
+
+
+@pytest.fixture
+def tenant(data) -> str:
+    directory = create_tenant(str(data), "t")
+    write(directory, 1, 2, 3)
+    return directory
 
 
 @pytest.fixture

@@ -1,7 +1,7 @@
 """Fixtures for the `dbsvc replicate` tests: real servers (tests/support/server.py), the
 consumer as a subprocess, and scripted primaries (tests/support/replica_kit.py) for the
 in-process consumer tests; and in-process replicas over a scripted primary
-(test_follower_decisions.py's `Replica`) for the follower's tests; every wait bounded."""
+(tests/support/follower_kit.py's `Replica`) for the follower's tests; every wait bounded."""
 
 from __future__ import annotations
 
@@ -46,8 +46,8 @@ def primary():
 @pytest.fixture
 def replica(tmp_path):
     """Factory: replica(primary, directory="replica", **Follower options) -> an in-process
-    replica (test_follower_decisions.py's `Replica`), closed after the test."""
-    from replica.test_follower_decisions import Replica
+    replica (tests/support/follower_kit.py's `Replica`), closed after the test."""
+    from support.follower_kit import Replica
 
     made: list[Any] = []
 

@@ -1,5 +1,5 @@
 """A read replica whose primary compacts (dbsvc/replica/follower.py rule 9), the decisions the
-scripted primary of test_follower_decisions.py (whose kit these tests reuse) did not reach:
+scripted primary of tests/support/follower_kit.py (test_follower_stream.py) did not reach:
 a cut the replica's own compaction fails to make (rule 2's bootstrap then, the log saying
 why word for word), a primary that compacts twice (the count in `/metrics`), and a
 `/replicate/snapshot` header that names no cut (following stops, saying so).
@@ -14,7 +14,9 @@ import json
 from typing import Any
 
 import pytest
-from replica.test_follower_decisions import (  # the scripted primary and the in-process replica
+
+from dbsvc.storage.events import ChangeEvent, EventKind
+from support.follower_kit import (  # the scripted primary and the in-process replica
     EPOCH_A,
     EPOCH_B,
     FINGERPRINT,
@@ -30,8 +32,6 @@ from replica.test_follower_decisions import (  # the scripted primary and the in
     update,
     user,
 )
-
-from dbsvc.storage.events import ChangeEvent, EventKind
 
 EPOCH_C = "c" * 32
 

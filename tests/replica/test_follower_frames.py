@@ -7,7 +7,7 @@ frame whose payload is exactly the store's limit is applied, one byte more is no
 frames are forged (a payload whose crc32 is the offset expected, one whose crc32 is its own
 length) so that a check reading the wrong header field would let them through.
 
-In process, over test_follower_decisions.py's scripted primary; written from the survivors of
+In process, over tests/support/follower_kit.py's scripted primary; written from the survivors of
 the session-7 mutation run of `_stream` (docs/mutation.md): the old tests sent only a gap, an
 oversized frame and a message shorter than a header, so an inline check that let a damaged
 frame through went unseen.
@@ -19,7 +19,8 @@ import struct
 import zlib
 
 import pytest
-from replica.test_follower_decisions import EPOCH_A, H1, ScriptedPrimary, body, epoch_stream, history, insert
+
+from support.follower_kit import EPOCH_A, H1, ScriptedPrimary, body, epoch_stream, history, insert
 
 HEADER = struct.Struct(">QII")  # a frame's header: offset, crc32 of the payload, payload length
 GOOD = insert(3)

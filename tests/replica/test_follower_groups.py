@@ -1,6 +1,6 @@
 """Where a read replica's groups of frames end, and what it does between them
-(dbsvc/replica/follower.py rules 3 and 5), the decisions test_follower_decisions.py (whose
-kit these tests reuse) did not pin: a group ends at groups.BATCH frames or at 1 MiB of frames,
+(dbsvc/replica/follower.py rules 3 and 5), the decisions test_follower_stream.py (over
+tests/support/follower_kit.py) did not pin: a group ends at groups.BATCH frames or at 1 MiB of frames,
 whichever comes first, to the byte; the good frames before a bad one are durable before
 the refusal is reported; a quiet turn waits for the last group's fsync before it reads or
 polls again; a replica behind its primary is never reported caught up.
@@ -17,7 +17,9 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
-from replica.test_follower_decisions import (  # the scripted primary and the in-process replica
+
+from dbsvc.replica import groups
+from support.follower_kit import (  # the scripted primary and the in-process replica
     EPOCH_A,
     H1,
     Replica,
@@ -27,8 +29,6 @@ from replica.test_follower_decisions import (  # the scripted primary and the in
     history,
     insert,
 )
-
-from dbsvc.replica import groups
 
 MIB = 1 << 20  # groups.BATCH_BYTES
 FULL = groups.BATCH  # a full group's frames

@@ -4,7 +4,7 @@ read the next one. The next connection must resume at the replica's acknowledged
 the thread waits for that group's fsync before it reconnects; an fsync that fails there is
 logged word for word, and the store's refusal then stops following.
 
-The scripted primary of test_follower_decisions.py (whose kit these tests reuse); the fsync
+The scripted primary of tests/support/follower_kit.py; the fsync
 held or failed with `DBSVC_FAULT` (storage/files.py). Written from the survivors of the
 session-6 mutation run of follower.py (docs/mutation.md): no test ended a stream there.
 """
@@ -13,7 +13,9 @@ from __future__ import annotations
 
 import time
 
-from replica.test_follower_decisions import (  # the scripted primary and the in-process replica
+from dbsvc.errors import WebSocketClientError
+from dbsvc.replica import groups
+from support.follower_kit import (  # the scripted primary and the in-process replica
     EPOCH_A,
     H1,
     URL,
@@ -23,9 +25,6 @@ from replica.test_follower_decisions import (  # the scripted primary and the in
     history,
     insert,
 )
-
-from dbsvc.errors import WebSocketClientError
-from dbsvc.replica import groups
 
 GROUP = 1024  # groups.BATCH: a full group, so the thread reads on before it is durable
 

@@ -4,7 +4,7 @@ its store, or its own log refuses the batch's write, the replica shows none of t
 rows, and once it follows again it applies the batch whole.
 
 The primary is played from a script through the follower's `primary=` seam, as in
-test_follower_decisions.py (whose kit these tests reuse): a stream cut between two frames of
+the test_follower_*.py files (tests/support/follower_kit.py): a stream cut between two frames of
 one batch is a step of the script, which a real primary only does by chance. What the
 replica shows is read on its own loop at each of those moments; every wait is a poll with a
 deadline.
@@ -14,7 +14,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from replica.test_follower_decisions import (  # the scripted primary and the in-process replica
+from dbsvc.errors import WebSocketClientError
+from dbsvc.storage.events import ChangeEvent, EventKind
+from support.follower_kit import (  # the scripted primary and the in-process replica
     EPOCH_A,
     H1,
     Replica,
@@ -25,9 +27,6 @@ from replica.test_follower_decisions import (  # the scripted primary and the in
     insert,
     user,
 )
-
-from dbsvc.errors import WebSocketClientError
-from dbsvc.storage.events import ChangeEvent, EventKind
 
 
 def in_batch(offset: int, first: int, last: int, uid: int | None = None, kind: EventKind = EventKind.INSERT) -> bytes:

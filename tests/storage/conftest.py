@@ -1,4 +1,6 @@
-"""Fixtures for the storage tests: a fresh tenant directory per test."""
+"""Fixtures for the storage tests: a fresh tenant directory per test, and the `history` tenant
+(nine rows) of the recovery tests, also compacted on open (tests/storage/test_storage_recovery_*.py;
+the tools that damage its files are tests/support/recovery_kit.py)."""
 
 from __future__ import annotations
 
@@ -8,8 +10,10 @@ import tempfile
 
 import pytest
 
+from dbsvc.storage.logfile import HEADER_SIZE
 from dbsvc.storage.tenants import create_tenant
-from support.storage import BLOG
+from support.recovery_kit import load, log_of
+from support.storage import BLOG, open_store, post, run, user
 
 
 @pytest.fixture
@@ -32,3 +36,29 @@ def scratch(tmp_path):
         shutil.rmtree(path, ignore_errors=True)
     else:
         yield str(tmp_path)
+
+
+@pytest.fixture
+def history(tenant) -> str:
+    """Offsets 1-6 insert users 1-6, 7 renames user 3, 8 deletes user 6 (the highest id),
+    9 inserts post 1."""
+    s = open_store(tenant)
+
+    async def go():
+        for i in range(1, 7):
+            await s.insert("User", user(i))
+        await s.replace("User", 3, user(3, name="renamed"))
+        await s.delete("User", 6)
+        await s.insert("BlogPost", post(1))
+
+    run(go())
+    s.close()
+    return tenant
+
+
+@pytest.fixture
+def compacted(history) -> str:
+    """`history` compacted on open: a snapshot at offset 9 and a log holding only its header."""
+    load(history, compact_bytes=1)
+    assert os.path.getsize(log_of(history)) == HEADER_SIZE
+    return history

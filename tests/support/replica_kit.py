@@ -19,16 +19,26 @@ from websockets.datastructures import Headers
 from websockets.http11 import Response
 
 DEADLINE = 20.0
+MiB = 1024 * 1024
+
+
+def event(at: int, **over) -> dict:
+    """A User insert at offset `at` (its watermark and id too), `over` replacing keys."""
+    return {"kind": "insert", "model": "User", "offset": at, "watermark": at, "id": at, "record": {"id": at}, **over}
 
 
 def payload(at: int, **over) -> bytes:
-    event = {"kind": "insert", "model": "User", "offset": at, "watermark": at, "id": at, "record": {"id": at}, **over}
-    return json.dumps(event, separators=(",", ":")).encode()
+    return json.dumps(event(at, **over), separators=(",", ":")).encode()
 
 
-def frame(at: int, body: bytes | None = None) -> bytes:
+def frame(at: int, body: bytes | None = None, *, crc: int | None = None, length: int | None = None) -> bytes:
+    """A log frame at offset `at` holding `body` (`payload(at)` if None); `crc` and `length`
+    replace the header's true CRC32 and length, for a damaged frame."""
     body = payload(at) if body is None else body
-    return struct.pack(">QII", at, zlib.crc32(body), len(body)) + body
+    return (
+        struct.pack(">QII", at, zlib.crc32(body) if crc is None else crc, len(body) if length is None else length)
+        + body
+    )
 
 
 class Primary:

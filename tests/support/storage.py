@@ -58,6 +58,11 @@ def post(i: int | None = None, author: int = 1, **over) -> dict:
     return rec
 
 
+def text(value) -> str:
+    """Compact JSON, characters as they are (as compact_json writes a record)."""
+    return json.dumps(value, separators=(",", ":"), ensure_ascii=False)
+
+
 def open_store(path: str, **kw) -> Store:
     return Store.open(path, BLOG.MODELS, BLOG.DESCRIPTION, **kw)
 

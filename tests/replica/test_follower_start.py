@@ -1,0 +1,243 @@
+"""A replica's start (dbsvc/replica/follower.py rules 1, 2 and 8), in process over a scripted
+primary (tests/support/follower_kit.py): the first bootstrap, what refuses the start and what
+only leaves it unready, a bootstrap snapshot that is damaged or of another epoch never
+installed, and the writer lock handed on to the store a bootstrap opens.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import zlib
+from typing import Any
+
+import pytest
+
+from dbsvc.errors import ConfigError, CorruptLog, StreamError
+from dbsvc.storage import Store
+from support.follower_kit import (
+    EPOCH_A,
+    EPOCH_B,
+    H1,
+    H2,
+    URL,
+    Replica,
+    ScriptedPrimary,
+    body,
+    epoch_stream,
+    following,
+    history,
+    insert,
+    refused,
+)
+
+# -- rules 1, 2 and 8 at start ----------------------------------------------------------------------
+
+
+def test_a_replica_already_in_the_primarys_epoch_starts_without_a_bootstrap(replica):
+    primary = ScriptedPrimary(body(EPOCH_A, 1, hist=history(H1)), epochs=[epoch_stream(EPOCH_A, 0, hist=history(H1))])
+    primary.streams = [[insert(1)]]
+    first = following(primary, replica, 1)
+    first.close()
+    again = ScriptedPrimary(body(EPOCH_A, 3, hist=history(H1)), streams=[[insert(1), insert(2), insert(3)]])
+    node = replica(again)
+    assert node.status.synced is True  # a row: it followed before (rule 8)
+    node.start()
+    node.wait("at 3", lambda: node.store.head_offset == 3)
+    assert again.epochs_asked == 0
+    assert again.afters == [0]
+    assert node.status.bootstraps == 0
+
+
+def test_an_empty_replica_whose_bootstrap_fails_at_start_starts_unready(replica, caplog):
+    primary = ScriptedPrimary(body(EPOCH_A, 0), epochs=[[json.dumps({"type": "snapshot"}), None]])
+    node = replica(primary)
+    node.follower.prepare()
+    assert ("WARNING", f"bootstrap from {URL} failed (the snapshot stream stalled); retrying while serving") in [
+        (r.levelname, r.getMessage()) for r in caplog.records
+    ]
+    assert node.status.synced is False
+    assert node.status.bootstraps == 0
+    assert node.store.head_offset == 0
+
+
+@pytest.mark.parametrize(
+    "answer, error",
+    [
+        (OSError("connection refused"), "the primary is not reachable: connection refused"),
+        (ValueError("Expecting value"), "the primary is not reachable: Expecting value"),
+        ([1, 2], "the primary is not reachable: the primary's /snapshot is not an object"),
+    ],
+    ids=["refused", "not-json", "not-an-object"],
+)
+def test_a_primary_unreachable_at_start_does_not_stop_the_start(replica, answer, error):
+    primary = ScriptedPrimary(answer)
+    node = replica(primary)
+    node.follower.prepare()
+    assert node.status.error == error
+    assert node.status.state == "starting"
+    assert primary.epochs_asked == 0
+
+
+@pytest.mark.parametrize(
+    "stream, message",
+    [
+        (
+            epoch_stream(EPOCH_A, 0, header_offset=5),
+            "cannot follow http://127.0.0.1:9: the snapshot's own header disagrees with the stream's header",
+        ),
+        (
+            [json.dumps(dict(json.loads(epoch_stream(EPOCH_A, 0)[0]), epoch=EPOCH_B))] + epoch_stream(EPOCH_A, 0)[1:],
+            "cannot follow http://127.0.0.1:9: the snapshot's own header disagrees with the stream's header",
+        ),
+        (
+            refused(403, "forbidden", "not a replicator"),
+            "cannot follow http://127.0.0.1:9: the primary refused /replicate/snapshot: the server refused the "
+            "WebSocket handshake: HTTP 403 forbidden: not a replicator",
+        ),
+    ],
+    ids=["offset", "epoch", "refused"],
+)
+def test_a_bootstrap_the_primary_refuses_or_contradicts_refuses_the_start(replica, stream, message):
+    primary = ScriptedPrimary(body(EPOCH_A, 0), epochs=[stream])
+    node = replica(primary)
+    with pytest.raises(ConfigError) as info:
+        node.follower.prepare()
+    assert str(info.value) == message
+    assert node.store.epoch != EPOCH_A
+
+
+DAMAGED = "the snapshot arrived damaged (size or crc32)"
+
+
+def end_with(**fields: Any) -> str:
+    """The end message of epoch A's snapshot at offset 5, with `fields` changed."""
+    return json.dumps(dict(json.loads(epoch_stream(EPOCH_A, 5)[2]), **fields))
+
+
+def without_offset(header: str) -> str:
+    return json.dumps({k: v for k, v in json.loads(header).items() if k != "offset"})
+
+
+@pytest.mark.parametrize(
+    "stream, message",
+    [
+        (epoch_stream(EPOCH_A, 5)[:2] + [end_with(bytes=1)], f"replication frame at offset 5: {DAMAGED}"),
+        (
+            epoch_stream(EPOCH_A, 5)[:2] + [end_with(crc32=zlib.crc32(b"other"))],
+            f"replication frame at offset 5: {DAMAGED}",
+        ),
+        (epoch_stream(EPOCH_A, 5)[:2] + [end_with(type="stop")], f"replication frame at offset 5: {DAMAGED}"),
+        (epoch_stream(EPOCH_A, 5)[:2] + [json.dumps({"type": "stop"})], f"replication frame at offset 5: {DAMAGED}"),
+        (
+            [without_offset(epoch_stream(EPOCH_A, 5)[0]), epoch_stream(EPOCH_A, 5)[1], end_with(bytes=1)],
+            f"replication frame at offset 0: {DAMAGED}",
+        ),
+        (
+            epoch_stream(EPOCH_A, 5)[1:],
+            "replication frame at offset 0: the snapshot stream did not start with its header",
+        ),
+    ],
+    ids=["size", "crc", "type", "not-end", "header-without-offset", "no-header"],
+)
+def test_a_damaged_bootstrap_snapshot_is_never_installed(replica, stream, message):
+    primary = ScriptedPrimary(body(EPOCH_A, 5), epochs=[stream])
+    node = replica(primary)
+    with pytest.raises(StreamError) as info:
+        node.follower.prepare()
+    assert str(info.value) == message
+    assert node.store.epoch != EPOCH_A
+
+
+def test_a_snapshot_in_several_messages_is_joined_whole(replica):
+    header, data, end = epoch_stream(EPOCH_A, 3, range(1, 4))
+    primary = ScriptedPrimary(body(EPOCH_A, 3), epochs=[[header, data[:40], data[40:], end]])
+    node = replica(primary)
+    node.follower.prepare()
+    assert node.store.epoch == EPOCH_A and node.store.head_offset == 3
+    assert node.status.bootstraps == 1
+
+
+def test_a_replica_ahead_of_a_primary_in_another_epoch_diverges_at_start(replica):
+    primary = ScriptedPrimary(body(EPOCH_A, 3, hist=history(H1)), epochs=[epoch_stream(EPOCH_A, 0, hist=history(H1))])
+    primary.streams = [[insert(1), insert(2), insert(3)]]
+    following(primary, replica, 3).close()
+    smaller = ScriptedPrimary(body(EPOCH_B, "3", hist=history(H2)))  # a head that is no offset counts as 0
+    node = replica(smaller)
+    node.follower.prepare()
+    assert node.status.state == "diverged"
+    assert node.status.error == (
+        "the primary holds offsets up to 0, this replica up to 3; bootstrapping again would discard the rows after 0"
+    )
+    assert smaller.epochs_asked == 0
+    asked = smaller.snapshots_asked
+    node.follower.start(node.loop)  # a diverged replica's thread does not follow
+    node.wait("the thread gone", lambda: not [t for t in threading.enumerate() if t.name == "dbsvc-follower"])
+    assert smaller.snapshots_asked == asked and smaller.afters == []
+
+
+def test_stop_ends_the_reading_thread(replica):
+    primary = ScriptedPrimary(body(EPOCH_A, 1, hist=history(H1)), epochs=[epoch_stream(EPOCH_A, 0, hist=history(H1))])
+    primary.streams = [[insert(1)]]
+    node = following(primary, replica, 1)
+    threads = [t for t in threading.enumerate() if t.name == "dbsvc-follower"]
+    assert len(threads) == 1 and threads[0].daemon  # named for a debugger; never holds the process open
+    node.follower.stop()  # the stream is quiet: the thread is inside a receive of 0.5 s
+    assert not [t for t in threading.enumerate() if t.name == "dbsvc-follower"]
+
+
+def test_a_bootstrap_keeps_the_writer_lock_and_hands_the_new_store_on(replica):
+    primary = ScriptedPrimary(body(EPOCH_A, 1, hist=history(H1)), epochs=[epoch_stream(EPOCH_A, 0, hist=history(H1))])
+    primary.streams = [[insert(1)]]
+    handed: list[Store] = []
+    node = following(primary, replica, 1, on_store=handed.append)
+    assert node.locks[0] is None  # the first open takes the lock
+    assert len(node.locks) == 2 and node.locks[1] is not None  # the bootstrap's reopen is handed it
+    assert handed == [node.store]
+
+
+def test_the_state_is_bootstrapping_while_the_snapshot_is_fetched(replica):
+    node: Replica | None = None
+    states: list[str] = []
+    header, data, end = epoch_stream(EPOCH_A, 0, hist=history(H1))
+
+    def first() -> str:
+        assert node is not None
+        states.append(node.status.state)
+        return header
+
+    primary = ScriptedPrimary(body(EPOCH_A, 0, hist=history(H1)), epochs=[[first, data, end]])
+    node = replica(primary)
+    node.start()
+    node.wait("following", lambda: node.status.state == "following")
+    assert states == ["bootstrapping"]
+
+
+def test_a_snapshot_whose_lines_do_not_verify_names_where_it_came_from(replica):
+    header, data, _ = epoch_stream(EPOCH_A, 0)
+    damaged = b"00000000" + data[8:]  # the first line's CRC
+    end = json.dumps({"type": "end", "bytes": len(damaged), "crc32": zlib.crc32(damaged)})
+    primary = ScriptedPrimary(body(EPOCH_A, 0), epochs=[[header, damaged, end]])
+    node = replica(primary)
+    with pytest.raises(CorruptLog) as info:
+        node.follower.prepare()
+    assert info.value.path == f"{URL}/replicate/snapshot"
+    assert node.store.epoch != EPOCH_A
+
+
+@pytest.mark.parametrize("offset, expected", [(7, 7), (None, 0)], ids=["offset", "no-offset"])
+def test_start_up_reports_the_primarys_head(replica, offset, expected):
+    primary = ScriptedPrimary(None)
+    node = replica(primary)
+    answer = body(node.store.epoch, 0)
+    if offset is None:
+        del answer["offset"]
+    else:
+        answer["offset"] = offset
+    primary.answer = answer
+    assert node.status.synced is False  # empty
+    node.follower.prepare()  # already in the primary's epoch: nothing fetched
+    assert primary.epochs_asked == 0
+    assert node.status.synced is True
+    assert node.status.primary_offset == expected
+    assert node.status.report(0)["lag_offsets"] == expected
