@@ -78,7 +78,7 @@ Rules:
 The reading side runs in one thread; everything that touches the store runs on the event
 loop. The primary is reached through `primary.py` (`HttpPrimary`: urllib and the blocking
 client of `dbsvc.http.ws.client`); this module only decides. That seam is why a `Follower`
-takes a `primary=`: tests/replica/test_follower_decisions.py plays a primary from a script
+takes a `primary=`: tests/support/follower_kit.py plays a primary from a script (tests/replica/test_follower_*.py)
 and goes through every decision above (a new epoch met mid-stream, the wait for a batch to
 be durable, the fingerprint and history checks of every connection, each refusal) in
 process, on a real store, without a server. `next_wait` is rule 4's backoff as a pure step

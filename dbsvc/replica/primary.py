@@ -2,7 +2,7 @@
 
 follower.py decides (rules 1-8 of its docstring); this module only carries the bytes. The
 seam exists so those decisions can be driven without a server: a test hands the follower
-another `Primary` (tests/replica/test_follower_decisions.py plays one from a script) and
+another `Primary` (tests/support/follower_kit.py plays one from a script, for tests/replica/test_follower_*.py) and
 goes through each branch, a new epoch met mid-stream or a refused handshake included, where
 an end-to-end run only reaches the paths a real primary happens to take.
 
