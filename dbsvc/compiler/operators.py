@@ -195,7 +195,7 @@ def build_decode_cursor(schema: Schema, model: Model) -> Stmts:
     text -> (sort keys, id) for a list of the model sorted by `sort`, or BadQuery
     (`_dbsvc_ops.decode_cursor` with the model's key kinds). The kinds are a module constant
     built once, so a cursor page builds no dict and `decode_cursor` knows its reader's kinds
-    by identity, not by comparing dicts (bench/README.md, issue 36 item 1, session 23).
+    by identity, not by comparing dicts (bench/README.md, wt-tidy8, session 23).
     The list parser calls it after its loop; the app's parsed lists call it alone for a
     cursor page of a list already parsed (readcache.py `ParsedQueries`)."""
     kinds_name = per_model("cursor_kinds", model)
