@@ -198,7 +198,7 @@ def decode_cursor(
     Any other text, a refusal included, takes the whole decode (`_decode_whole`), so what is
     accepted and every refusal's words are the whole decode's."""
     reader = _READERS.get((model, sort, id_kind))
-    if reader is None or reader.kinds != kinds:
+    if reader is None or (reader.given is not kinds and reader.kinds != kinds):
         reader = _reader(model, sort, kinds, id_kind)
     found = reader.read(text)
     if found is None:
@@ -210,11 +210,16 @@ class _CursorReader:
     """The decoding of the cursors this module makes for one list (model, sort, key kinds):
     the head they start with, as bytes, and each sort key's kind in order."""
 
-    __slots__ = ("head", "id_kind", "kinds", "width", "wanted")
+    __slots__ = ("given", "head", "id_kind", "kinds", "width", "wanted")
 
     def __init__(self, model: str, sort: Sequence[tuple[str, bool]], kinds: Mapping[str, str], id_kind: str) -> None:
         self.head = _cursor_head(model, tuple(sort)).encode("ascii")
-        self.kinds = dict(kinds)  # compared with the caller's on each decode (a model's own)
+        # The generated code passes one module constant per model (`cursor_kinds_m`, never
+        # changed), so that very object is taken as this reader's kinds without a look (a
+        # caller must not change a mapping it passed); any other mapping is compared with
+        # the copy, and a different one gets a reader of its own kinds.
+        self.given = kinds
+        self.kinds = dict(kinds)
         self.wanted = tuple(kinds[field] for field, _desc in sort)
         self.width = len(self.wanted)
         self.id_kind = id_kind

@@ -15,7 +15,7 @@ Layout of the generated module, top to bottom::
     #   check_m__f ..., validate_create_m, validate_replace_m, validate_patch_m,
     #   parse_id_m, key_m__f ..., filter_m__f ..., bound_m__f ..., parse_expand_m (@ref
     #   fields), match_m, passes_m, parse_sort_m,
-    #   decode_cursor_m, parse_list_query_m, parse_get_query_m, parse_feed_query_m,
+    #   cursor_kinds_m, decode_cursor_m, parse_list_query_m, parse_get_query_m, parse_feed_query_m,
     #   project_m_<projection> ..., decode_m, members_m__f ... (enum fields), row_m,
     #   scope_m__list, allow_m__get, allow_m__create, allow_m__update, allow_m__delete,
     #   scope_m__subscribe (a model with @allow), fill_m__from_token (@default(token.X)),

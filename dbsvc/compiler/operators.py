@@ -190,19 +190,28 @@ def operator_state(cursor: bool = True) -> dict[str, ast.expr]:
     return state
 
 
-def build_decode_cursor(schema: Schema, model: Model) -> ast.FunctionDef:
-    """`decode_cursor_m(text, sort)`: a cursor's text -> (sort keys, id) for a list of the
-    model sorted by `sort`, or BadQuery (`_dbsvc_ops.decode_cursor` with the model's key
-    kinds). The list parser calls it after its loop; the app's parsed lists call it alone
-    for a cursor page of a list already parsed (readcache.py `ParsedQueries`)."""
+def build_decode_cursor(schema: Schema, model: Model) -> Stmts:
+    """`cursor_kinds_m = {field: kind, ...}` and `decode_cursor_m(text, sort)`: a cursor's
+    text -> (sort keys, id) for a list of the model sorted by `sort`, or BadQuery
+    (`_dbsvc_ops.decode_cursor` with the model's key kinds). The kinds are a module constant
+    built once, so a cursor page builds no dict and `decode_cursor` knows its reader's kinds
+    by identity, not by comparing dicts (bench/README.md, wt-tidy8, session 23).
+    The list parser calls it after its loop; the app's parsed lists call it alone for a
+    cursor page of a list already parsed (readcache.py `ParsedQueries`)."""
+    kinds_name = per_model("cursor_kinds", model)
     kinds = dict_([(const(f.name), const(_KINDS.get(f.type, "s"))) for f in model.fields if f.sortable])
     id_kind = _KINDS.get(model.id_field.type, "s")
-    decoded = call(f"{OPS}.decode_cursor", name("text"), const(model.name), name("sort"), kinds, const(id_kind))
+    decoded = call(
+        f"{OPS}.decode_cursor", name("text"), const(model.name), name("sort"), name(kinds_name), const(id_kind)
+    )
     doc = (
         origin(schema, model.line, model.name)
         + "\n\nCursor text -> (sort keys, id) for a list sorted by `sort`; raises BadQuery."
     )
-    return function(per_model("decode_cursor", model), ["text", "sort"], doc, [return_(decoded)])
+    return [
+        assign(kinds_name, kinds),
+        function(per_model("decode_cursor", model), ["text", "sort"], doc, [return_(decoded)]),
+    ]
 
 
 def operator_finish(model: Model, sort: str, offset: str) -> Stmts:

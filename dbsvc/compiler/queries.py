@@ -493,7 +493,7 @@ def build_queries(schema: Schema, model: Model) -> Stmts:
     out.append(build_match(schema, model))
     out.append(build_match(schema, model, stored_row=True))
     out.append(build_parse_sort(schema, model))
-    out.append(build_decode_cursor(schema, model))
+    out += build_decode_cursor(schema, model)
     out.append(build_parse_list_query(schema, model))
     out.append(build_parse_get_query(schema, model))
     out.append(build_parse_feed_query(schema, model))

@@ -306,8 +306,10 @@ def test_token_defaults_are_filled_before_the_body_is_validated_and_the_rule_ask
         assert status == 201
         assert (await a.call(BOB, "GET", f"/api/blog-post/{created['id']}"))[1]["author_id"] == 2
 
-    asyncio.run(go())
-    a.store.close()
+    try:
+        asyncio.run(go())
+    finally:
+        a.store.close()
 
 
 def test_as_of_asks_the_rule_of_the_record_as_it_was(api):
@@ -345,11 +347,10 @@ def test_metrics_count_refusals_by_operation(api):
     assert refused == {"list": 0, "get": 1, "create": 1, "update": 2, "delete": 1, "subscribe": 0, "replicate": 0}
 
 
-def test_a_schema_without_rules_answers_as_before_and_shows_no_refusals(tmp_path):
-    store = open_store(create_tenant(str(tmp_path / "data"), "t"), sync="off")
+def test_a_schema_without_rules_answers_as_before_and_shows_no_refusals(tmp_path, stores):
+    store = stores(create_tenant(str(tmp_path / "data"), "t"), sync="off")
     app = Application(BLOG, store, Broker(store, BLOG.BY_NAME, 64))
     assert "refused" not in json.loads(app.metrics().body)
-    store.close()
 
 
 def test_a_tokens_scoped_list_query_is_kept_per_token_and_parsed_query():

@@ -14,7 +14,6 @@ import pytest
 from dbsvc.errors import BadQuery
 from dbsvc.operators import _decode_whole, decode_cursor, encode_cursor
 from support.app_calls import answer, fresh
-from support.storage import open_store
 
 KINDS = {"score": "f", "title": "s"}
 SCORE = (("score", True),)
@@ -40,10 +39,10 @@ def test_a_float_key_past_the_floats_range_is_malformed_not_an_overflow():
     assert decode_cursor(near, "Post", SCORE, KINDS, "i") == ((1e300,), 7)
 
 
-def test_a_float_key_past_the_floats_range_is_a_400_refusal_of_the_app(tmp_path):
+def test_a_float_key_past_the_floats_range_is_a_400_refusal_of_the_app(tmp_path, stores):
     """Fails before session 22: an OverflowError, no RequestError, left the app (the
     server's one place that makes problem+json of a RequestError answered 500 for it)."""
-    app = fresh(open_store(str(tmp_path), sync="off"))
+    app = fresh(stores(str(tmp_path), sync="off"))
     big = text_of(["c1", "BlogPost", "-score", [10**400], 7])
     with pytest.raises(BadQuery) as caught:
         answer(app, f"/api/blog-post?sort=-score&cursor={big}")

@@ -201,3 +201,31 @@ def test_a_links_head_encoded_once_gives_the_composed_link_for_many_records_and_
                 assert link == next_link(prefix, encode_cursor(model, sort, wanted, record["id"]))
                 seen |= set(link) & set("-_")
     assert seen == {"-", "_"}
+
+
+class _Uncomparable(dict):
+    """Kinds that refuse to be compared: a decode that looks at them, not only at which
+    object they are, raises."""
+
+    def __eq__(self, other: object) -> bool:
+        raise AssertionError("kinds compared")
+
+    def __ne__(self, other: object) -> bool:
+        raise AssertionError("kinds compared")
+
+    __hash__ = None  # type: ignore[assignment]
+
+
+def test_the_kinds_object_a_reader_was_made_with_finds_it_without_a_comparison():
+    """The generated `decode_cursor_m` passes one module constant per model
+    (`cursor_kinds_m`), so a cursor page pays neither a dict build nor a dict comparison;
+    an equal mapping that is another object is still compared and read by the same kinds."""
+    operators._READERS.clear()
+    kinds = _Uncomparable(KINDS)
+    text = encode_cursor("Post", SCORE, [2.5], 7)
+    assert decode_cursor(text, "Post", SCORE, kinds, "i") == ((2.5,), 7)
+    reader = operators._READERS[("Post", SCORE, "i")]
+    assert decode_cursor(text, "Post", SCORE, kinds, "i") == ((2.5,), 7)
+    assert operators._READERS[("Post", SCORE, "i")] is reader  # found, not made again
+    assert decode_cursor(text, "Post", SCORE, dict(KINDS), "i") == ((2.5,), 7)
+    assert operators._READERS[("Post", SCORE, "i")] is reader  # equal kinds: the same reader

@@ -24,7 +24,7 @@ from dbsvc.realtime.broker import Broker
 from dbsvc.runtime import json_bytes
 from dbsvc.storage.shown import SentRecord
 from support.app_calls import answer, fresh
-from support.storage import BLOG, open_store, post, run
+from support.storage import BLOG, post, run
 
 USER = BLOG.BY_NAME["User"]
 POST = BLOG.BY_NAME["BlogPost"]
@@ -113,11 +113,11 @@ def expected_page(records: dict[int, dict], by_score: bool, key: float, after: i
     return chosen[:5]
 
 
-def test_a_record_replaced_after_its_json_was_kept_is_answered_anew_beside_texts(tmp_path):
+def test_a_record_replaced_after_its_json_was_kept_is_answered_anew_beside_texts(tmp_path, stores):
     """Ids 1-5 read twice are kept by both caches; 3 is replaced; a page of 1-10 then holds
     texts (6-10 read once, refused) beside the kept dicts and 3's new dict, whose JSON the
     app holds for the old version: the body says the new one."""
-    store = open_store(str(tmp_path), sync="off")
+    store = stores(str(tmp_path), sync="off")
     app = Application(BLOG, store, Broker(store, BLOG.BY_NAME, 64), list_cache_bytes=0)
     table = store.table("BlogPost")
     app.encoded.capacity = table.dicts.capacity = 6
@@ -140,11 +140,10 @@ def test_a_record_replaced_after_its_json_was_kept_is_answered_anew_beside_texts
         assert got == answer(fresh(store), wide)
 
     run(go())
-    store.close()
 
 
-def test_pages_at_many_cursors_between_writes_answer_the_records_with_both_caches_full(tmp_path):
-    store = open_store(str(tmp_path), sync="off")
+def test_pages_at_many_cursors_between_writes_answer_the_records_with_both_caches_full(tmp_path, stores):
+    store = stores(str(tmp_path), sync="off")
     app = Application(BLOG, store, Broker(store, BLOG.BY_NAME, 64), list_cache_bytes=0)
     table = store.table("BlogPost")
     app.encoded.capacity = table.dicts.capacity = 6  # both full after the first pages
@@ -192,17 +191,16 @@ def test_pages_at_many_cursors_between_writes_answer_the_records_with_both_cache
     # the store refused records (texts and a last record sent with its text happened), and
     # the app never asked its own rule on these pages: it kept what the store kept
     assert table.dicts.refused > 0 and app.encoded.refused == 0
-    store.close()
 
 
-def test_pages_whole_projected_and_as_of_at_random_cursors_between_writes_answer_the_records(tmp_path):
+def test_pages_whole_projected_and_as_of_at_random_cursors_between_writes_answer_the_records(tmp_path, stores):
     """The store keeps a record's JSON beside its dict and hands it to whole pages (shown.py,
     wt-rand8): a page under a projection or at a past watermark, asked between them at the
     same cursors, never gets it, and no whole page gets a version's JSON after the record
     changed or left. Both caches shrunk to 6, so they are full and refuse; each body is the
     records' by brute force (the state at that watermark for `as_of`) and a fresh
     application's."""
-    store = open_store(str(tmp_path), sync="off")
+    store = stores(str(tmp_path), sync="off")
     app = Application(BLOG, store, Broker(store, BLOG.BY_NAME, 64), list_cache_bytes=0)
     table = store.table("BlogPost")
     app.encoded.capacity = table.dicts.capacity = 6
@@ -263,16 +261,15 @@ def test_pages_whole_projected_and_as_of_at_random_cursors_between_writes_answer
 
     run(go())
     assert min(asked.values()) > 50 and table.dicts.refused > 0
-    store.close()
 
 
-def test_records_a_whole_page_kept_as_json_answer_projections_gets_and_writes_after_it(tmp_path):
+def test_records_a_whole_page_kept_as_json_answer_projections_gets_and_writes_after_it(tmp_path, stores):
     """A whole page keeps the records it admits as their JSON alone, their dicts decoded
     when first asked for (shown.py `_decoded`, wt-rand9): a projection page of the same
     records right after it, a GET of one, and the pages after a replace and a delete all
     answer the records and what a fresh application answers, twice each (the second from
     what the first kept)."""
-    store = open_store(str(tmp_path), sync="off")
+    store = stores(str(tmp_path), sync="off")
     app = Application(BLOG, store, Broker(store, BLOG.BY_NAME, 64), list_cache_bytes=0)
     whole, summary = "/api/blog-post?limit=5", "/api/blog-post?limit=5&projection=summary"
     records: dict[int, dict] = {}
@@ -310,4 +307,3 @@ def test_records_a_whole_page_kept_as_json_answer_projections_gets_and_writes_af
         assert got[0] == 200 and json.loads(got[1]) == records[3]
 
     run(go())
-    store.close()

@@ -20,13 +20,13 @@ from dbsvc.realtime.broker import Broker
 from dbsvc.schema import parse_schema
 from dbsvc.storage import Store
 from support.app_calls import answer, fresh
-from support.storage import open_store, run, user
+from support.storage import run, user
 
 TINY = 32 * 1024
 
 
-def test_a_past_list_is_kept_through_later_writes_and_is_what_a_fresh_app_answers(tmp_path):
-    store = open_store(str(tmp_path), sync="off")
+def test_a_past_list_is_kept_through_later_writes_and_is_what_a_fresh_app_answers(tmp_path, stores):
+    store = stores(str(tmp_path), sync="off")
     app = fresh(store)
 
     async def go() -> None:
@@ -48,11 +48,10 @@ def test_a_past_list_is_kept_through_later_writes_and_is_what_a_fresh_app_answer
         assert answer(app, current) == before == answer(fresh(store), current)
 
     run(go())
-    store.close()
 
 
-def test_a_past_list_kept_before_a_compaction_is_not_served_after_it(tmp_path):
-    store = open_store(str(tmp_path), compact_bytes=TINY)
+def test_a_past_list_kept_before_a_compaction_is_not_served_after_it(tmp_path, stores):
+    store = stores(str(tmp_path), compact_bytes=TINY)
     app = fresh(store)
 
     async def go() -> None:
@@ -72,7 +71,6 @@ def test_a_past_list_kept_before_a_compaction_is_not_served_after_it(tmp_path):
         assert after[1] != kept[1]
 
     run(go())
-    store.close()
 
 
 def test_a_past_list_answers_the_same_bytes_over_http_after_writes(serve):

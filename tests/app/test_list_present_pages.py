@@ -27,7 +27,7 @@ from dbsvc.storage import Store
 from dbsvc.storage.events import ChangeEvent, EventKind
 from dbsvc.storage.tenants import create_tenant
 from support.app_calls import answer, fresh
-from support.storage import BLOG, open_store, post, run, user
+from support.storage import BLOG, post, run, user
 
 TINY = 32 * 1024
 
@@ -36,8 +36,8 @@ def names(reply: tuple[int, bytes, list]) -> list[str]:
     return [r["name"] for r in json.loads(reply[1])["data"]]
 
 
-def test_a_present_list_after_each_kind_of_write_is_what_a_fresh_app_answers(tmp_path):
-    store = open_store(str(tmp_path), sync="off")
+def test_a_present_list_after_each_kind_of_write_is_what_a_fresh_app_answers(tmp_path, stores):
+    store = stores(str(tmp_path), sync="off")
     app = fresh(store)
     target = "/api/user?sort=-name&limit=3"
 
@@ -58,11 +58,10 @@ def test_a_present_list_after_each_kind_of_write_is_what_a_fresh_app_answers(tmp
         assert names(answer(app, target)) == ["zz", "n5", "n3"]
 
     run(go())
-    store.close()
 
 
-def test_the_offset_header_moves_with_another_models_write_while_the_body_is_kept(tmp_path):
-    store = open_store(str(tmp_path), sync="off")
+def test_the_offset_header_moves_with_another_models_write_while_the_body_is_kept(tmp_path, stores):
+    store = stores(str(tmp_path), sync="off")
     app = fresh(store)
 
     async def go() -> None:
@@ -74,12 +73,11 @@ def test_the_offset_header_moves_with_another_models_write_while_the_body_is_kep
         assert after[1] == before[1] and dict(after[2])["Dbsvc-Offset"] == "2"
 
     run(go())
-    store.close()
 
 
-def test_a_list_read_while_a_refused_write_was_applied_is_not_served_after_its_undo(tmp_path, monkeypatch):
+def test_a_list_read_while_a_refused_write_was_applied_is_not_served_after_its_undo(tmp_path, monkeypatch, stores):
     monkeypatch.setenv("DBSVC_FAULT", "write:3-3:ENOSPC")  # the third write call finds no room
-    store = open_store(str(tmp_path))
+    store = stores(str(tmp_path))
     app = fresh(store)
     target = "/api/user?sort=name&limit=10"
 
@@ -94,11 +92,10 @@ def test_a_list_read_while_a_refused_write_was_applied_is_not_served_after_its_u
         assert names(answer(app, target)) == ["a", "b"]
 
     run(go())
-    store.close()
 
 
-def test_a_present_list_after_a_compaction_is_what_a_fresh_app_answers(tmp_path):
-    store = open_store(str(tmp_path), compact_bytes=TINY)
+def test_a_present_list_after_a_compaction_is_what_a_fresh_app_answers(tmp_path, stores):
+    store = stores(str(tmp_path), compact_bytes=TINY)
     app = fresh(store)
     target = "/api/user?sort=name&limit=5"
 
@@ -122,7 +119,6 @@ def test_a_present_list_after_a_compaction_is_what_a_fresh_app_answers(tmp_path)
         assert dict(after[2])["Dbsvc-Watermark"] != dict(kept[2])["Dbsvc-Watermark"]  # renumbered
 
     run(go())
-    store.close()
 
 
 def insert_frame(offset: int, uid: int, name: str) -> bytes:
@@ -130,8 +126,8 @@ def insert_frame(offset: int, uid: int, name: str) -> bytes:
     return ChangeEvent(EventKind.INSERT, "User", offset, offset, uid, user(uid, name=name), None, None).frame()
 
 
-def test_a_replicas_present_list_after_applied_frames_is_what_a_fresh_app_answers(tmp_path):
-    store = open_store(create_tenant(str(tmp_path / "replica"), "t"), sync="off", replication=True)
+def test_a_replicas_present_list_after_applied_frames_is_what_a_fresh_app_answers(tmp_path, stores):
+    store = stores(create_tenant(str(tmp_path / "replica"), "t"), sync="off", replication=True)
     app = fresh(store)
     target = "/api/user?sort=-name&limit=2"
 
@@ -144,11 +140,10 @@ def test_a_replicas_present_list_after_applied_frames_is_what_a_fresh_app_answer
         assert names(answer(app, target)) == ["n9", "n8"] == names(answer(fresh(store), target))
 
     run(go())
-    store.close()
 
 
-def test_an_expanded_list_after_a_write_to_the_embedded_model_is_what_a_fresh_app_answers(tmp_path):
-    store = open_store(str(tmp_path), sync="off")
+def test_an_expanded_list_after_a_write_to_the_embedded_model_is_what_a_fresh_app_answers(tmp_path, stores):
+    store = stores(str(tmp_path), sync="off")
     app = fresh(store)
     target = "/api/blog-post?limit=5&expand=author_id:card"
 
@@ -163,11 +158,10 @@ def test_an_expanded_list_after_a_write_to_the_embedded_model_is_what_a_fresh_ap
         assert json.loads(again[1])["data"][0]["_expand"] == {"author_id": {"id": 1, "name": "Bob"}}
 
     run(go())
-    store.close()
 
 
-def test_an_embedded_record_kept_for_one_answer_is_fresh_in_another_after_its_write(tmp_path):
-    store = open_store(str(tmp_path), sync="off")
+def test_an_embedded_record_kept_for_one_answer_is_fresh_in_another_after_its_write(tmp_path, stores):
+    store = stores(str(tmp_path), sync="off")
     app = fresh(store)
 
     def embedded(target: str) -> dict:
@@ -186,7 +180,6 @@ def test_an_embedded_record_kept_for_one_answer_is_fresh_in_another_after_its_wr
         assert embedded("/api/blog-post?limit=3&expand=author_id:card") == {"author_id": {"id": 1, "name": "Cy"}}
 
     run(go())
-    store.close()
 
 
 RULED = """
@@ -292,9 +285,9 @@ def test_a_polled_list_follows_every_write_over_http(serve):
     assert int(last.headers["dbsvc-offset"]) == 4
 
 
-def test_an_expanded_list_made_afresh_after_writes_is_what_a_fresh_app_answers(tmp_path):
+def test_an_expanded_list_made_afresh_after_writes_is_what_a_fresh_app_answers(tmp_path, stores):
     # no list kept (a budget of 0): the expanded page kept by its records (expand.py rule 7)
-    store = open_store(str(tmp_path), sync="off")
+    store = stores(str(tmp_path), sync="off")
     app = Application(BLOG, store, Broker(store, BLOG.BY_NAME, 64), list_cache_bytes=0)
     target = "/api/blog-post?limit=5&expand=author_id"
 
@@ -312,15 +305,14 @@ def test_an_expanded_list_made_afresh_after_writes_is_what_a_fresh_app_answers(t
         assert [r["_expand"]["author_id"]["name"] for r in json.loads(body[1])["data"]] == ["Bob", "Dee", "Bob"]
 
     run(go())
-    store.close()
 
 
-def test_a_page_at_a_cursor_or_an_offset_is_kept_from_its_second_ask(tmp_path):
+def test_a_page_at_a_cursor_or_an_offset_is_kept_from_its_second_ask(tmp_path, stores):
     """Pages at many targets (issue 36 item 2, session 15): a page at a cursor or an offset
     asked once is made and not kept (no insertion, no eviction for it); asked again it is
     kept, and then answered from the kept answer. A list without either is kept at once.
     Failed before session 15, when every page was kept at its first ask."""
-    store = open_store(str(tmp_path), sync="off")
+    store = stores(str(tmp_path), sync="off")
     app = fresh(store)
 
     async def go() -> None:
@@ -339,4 +331,3 @@ def test_a_page_at_a_cursor_or_an_offset_is_kept_from_its_second_ask(tmp_path):
         assert answer(app, target) == made and len(app.present) == kept_before + 1  # the second ask keeps it
         assert answer(app, target) == made and len(app.present) == kept_before + 1
     assert [r["id"] for r in first["data"]] == [1, 2]
-    store.close()

@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import ast
 import dataclasses
+import dis
 from pathlib import Path
 
 import pytest
@@ -38,6 +39,7 @@ import pytest
 from dbsvc.compiler import compile_schema
 from dbsvc.compiler.expand import expand_params
 from dbsvc.compiler.module import ApiDocuments, build_tree, model_constant, project_name
+from dbsvc.compiler.naming import snake
 from dbsvc.compiler.operators import allowed_operators, operator_params
 from dbsvc.compiler.queries import build_queries, key_function, keyed_fields
 from dbsvc.compiler.rules import build_replicate, build_rules
@@ -120,6 +122,19 @@ def test_the_read_side_and_the_module_are_valid_trees_not_only_valid_text():
 @pytest.fixture(scope=shared("module"))
 def golden():
     return compile_schema(_schema())
+
+
+def test_a_generated_cursor_decode_builds_no_dict_and_passes_its_models_constant(golden):
+    """`decode_cursor_m` hands `_dbsvc_ops.decode_cursor` the module's `cursor_kinds_m`,
+    built once at import, where it built a new kinds dict on every cursor page (issue 36,
+    session 23): no map is built in its code, and the constant holds each sort field's kind."""
+    for model in _schema().models:
+        decode = getattr(golden, f"decode_cursor_{snake(model)}")
+        built = {i.opname for i in dis.get_instructions(decode)} & {"BUILD_MAP", "BUILD_CONST_KEY_MAP"}
+        assert not built, model.name
+        assert f"cursor_kinds_{snake(model)}" in decode.__code__.co_names
+    assert golden.cursor_kinds_person["score"] == "f" and golden.cursor_kinds_person["vip"] == "b"
+    assert golden.cursor_kinds_bare == {}
 
 
 # ---------------------------------------------------------------------------------------

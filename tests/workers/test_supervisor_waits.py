@@ -7,35 +7,17 @@ whatever the load, where the restart's lateness (bench/mutation_lateness.py) is 
 Why: supervisor.py `_next_due` 1, 2, 4 and 10 (docs/mutation.md, sessions 21-23) make the
 supervisor do every right thing, a second late; tests/workers/test_supervisor_loop.py checks
 times from below only, so none of them failed it. Its fixture runs the supervisor in this
-process over tests/support/plan_worker.py's workers; the selector here is the real one with
+process over tests/support/plan_worker.py's workers (tests/support/supervisor_kit.py, shared
+with test_supervisor_loop.py); the selector here is the real one with
 each `select` call's timeout noted."""
 
 from __future__ import annotations
 
-import importlib.util
 import selectors
-import sys
 import time
-from pathlib import Path
 
 from dbsvc.supervisor import FIRST_BACKOFF
-
-
-def _loop_tests():  # type: ignore[no-untyped-def]
-    """test_supervisor_loop.py's module, for its fixture and cues (the suite imports test
-    files by path, `--import-mode=importlib`, so they are not importable by name)."""
-    spec = importlib.util.spec_from_file_location(
-        "supervisor_loop_kit", Path(__file__).with_name("test_supervisor_loop.py")
-    )
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # its dataclasses look their module up
-    spec.loader.exec_module(module)
-    return module
-
-
-_LOOP = _loop_tests()
-SERVING, ready, supervisor = _LOOP.SERVING, _LOOP.ready, _LOOP.supervisor
+from support.supervisor_kit import SERVING, ready
 
 
 class NotedSelector(selectors.DefaultSelector):  # type: ignore[misc, valid-type]
