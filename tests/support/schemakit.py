@@ -24,3 +24,12 @@ def schema_errors(text: str, path: str = "s.dbs") -> list[str]:
     with pytest.raises(SchemaErrors) as caught:
         parse_schema(text, path)
     return [str(e) for e in caught.value.errors]
+
+
+def placed_errors(text: str, path: str = "broken.dbs") -> list[tuple[int, int, str]]:
+    """Every error `parse_schema` reports for `text`, in order, as (line, column, message),
+    each checked to name `path`; a text it takes fails the test."""
+    with pytest.raises(SchemaErrors) as caught:
+        parse_schema(text, path)
+    assert all(e.path == path for e in caught.value.errors)
+    return [(e.line, e.col, e.message) for e in caught.value.errors]
