@@ -175,6 +175,25 @@ def _files_too_large_past(limit: int):
     return limited
 
 
+def _compact_refused_at_size(tenant: str, limit: int, before: dict, stored: tuple) -> None:
+    """`dbsvc compact` run with files past `limit` bytes refused (RLIMIT_FSIZE, a real "file
+    too large"): it exits 1 naming the error, and the tenant's files (`before`, LOCK aside)
+    and records with their head (`stored`) are as they were."""
+    res = subprocess.run(
+        [sys.executable, str(LAUNCHER), "compact"],
+        env=clean_env({"SERVICE_DATA": os.path.dirname(tenant), "SERVICE_TENANT": "t", "PYTHONDONTWRITEBYTECODE": "1"}),
+        preexec_fn=_files_too_large_past(limit),
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert res.returncode == 1, (res.returncode, res.stdout, res.stderr)
+    assert "File too large" in res.stderr, res.stderr
+    assert {name: data for name, data in dir_image(tenant).items() if name != "LOCK"} == before
+    assert _records(tenant) == stored
+
+
 def test_an_offline_compaction_whose_snapshot_cannot_be_written_leaves_no_partial_file(tenant):
     """`dbsvc compact` failing partway through snapshot.new (EFBIG at 8 KiB of a ~40 KiB
     snapshot) exits 1 naming the error, removes the partial snapshot.new at once (not at the
@@ -185,19 +204,7 @@ def test_an_offline_compaction_whose_snapshot_cannot_be_written_leaves_no_partia
     records, head = _records(tenant)
     assert len(records["User"]) == 100
     before = {name: data for name, data in dir_image(tenant).items() if name != "LOCK"}
-    res = subprocess.run(
-        [sys.executable, str(LAUNCHER), "compact"],
-        env=clean_env({"SERVICE_DATA": os.path.dirname(tenant), "SERVICE_TENANT": "t", "PYTHONDONTWRITEBYTECODE": "1"}),
-        preexec_fn=_files_too_large_past(8192),
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
-    assert res.returncode == 1, (res.returncode, res.stdout, res.stderr)
-    assert "File too large" in res.stderr, res.stderr
-    assert {name: data for name, data in dir_image(tenant).items() if name != "LOCK"} == before
-    assert _records(tenant) == (records, head)
+    _compact_refused_at_size(tenant, 8192, before, (records, head))
 
 
 def _users_written_three_times(tenant):
@@ -253,19 +260,7 @@ def test_an_offline_compaction_whose_retained_copy_cannot_be_written_leaves_no_n
     records, head = _users_written_three_times(tenant)
     before = {name: data for name, data in dir_image(tenant).items() if name != "LOCK"}
     limit = len(before["log"]) // 2
-    res = subprocess.run(
-        [sys.executable, str(LAUNCHER), "compact"],
-        env=clean_env({"SERVICE_DATA": os.path.dirname(tenant), "SERVICE_TENANT": "t", "PYTHONDONTWRITEBYTECODE": "1"}),
-        preexec_fn=_files_too_large_past(limit),
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
-    assert res.returncode == 1, (res.returncode, res.stdout, res.stderr)
-    assert "File too large" in res.stderr, res.stderr
-    assert {name: data for name, data in dir_image(tenant).items() if name != "LOCK"} == before
-    assert _records(tenant) == (records, head)
+    _compact_refused_at_size(tenant, limit, before, (records, head))
     done = compact_in_child(tenant)
     assert done.returncode == 0, done.stderr
     # The limit fell where meant: the snapshot fits under it, the retained copy does not.
