@@ -27,6 +27,7 @@ from support.follower_kit import (
     following,
     history,
     insert,
+    restored_behind,
 )
 
 # -- rule 1: the fingerprint, at start and on every connection ----------------------------------
@@ -143,13 +144,7 @@ def test_a_head_frame_not_sent_in_time_is_a_reconnection(replica):
 
 
 def test_a_primary_behind_the_replica_leaves_it_diverged_with_its_rows(replica):
-    primary = ScriptedPrimary(body(EPOCH_A, 3, hist=history(H1)), epochs=[epoch_stream(EPOCH_A, 0, hist=history(H1))])
-
-    def restored_to_one() -> Exception:
-        primary.answer = body(EPOCH_A, 1, hist=history(H1))
-        return WebSocketClientError("connection closed without a close frame")
-
-    primary.streams = [[insert(1), insert(2), insert(3), None, restored_to_one]]
+    primary = restored_behind()
     node = replica(primary).start()
     node.wait("diverged", lambda: node.status.state == "diverged")
     assert node.status.error == (
@@ -161,13 +156,7 @@ def test_a_primary_behind_the_replica_leaves_it_diverged_with_its_rows(replica):
 
 
 def test_rebootstrap_lets_a_replica_ahead_of_its_primary_copy_it(replica):
-    primary = ScriptedPrimary(body(EPOCH_A, 3, hist=history(H1)), epochs=[epoch_stream(EPOCH_A, 0, hist=history(H1))])
-
-    def restored_to_one() -> Exception:
-        primary.answer = body(EPOCH_B, 1, hist=history(H2))
-        return WebSocketClientError("connection closed without a close frame")
-
-    primary.streams = [[insert(1), insert(2), insert(3), None, restored_to_one]]
+    primary = restored_behind(EPOCH_B, H2)
     primary.epochs.append(epoch_stream(EPOCH_B, 1, range(1, 2), hist=history(H2)))
     node = replica(primary, rebootstrap=True).start()
     node.wait("in epoch B", lambda: node.store.epoch == EPOCH_B and node.status.state == "following")

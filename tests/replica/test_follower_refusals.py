@@ -10,7 +10,18 @@ import pytest
 
 from dbsvc.errors import WebSocketClientError
 from dbsvc.replica.follower import next_wait
-from support.follower_kit import EPOCH_A, H1, URL, ScriptedPrimary, body, epoch_stream, history, insert, refused
+from support.follower_kit import (
+    EPOCH_A,
+    H1,
+    URL,
+    ScriptedPrimary,
+    body,
+    epoch_stream,
+    history,
+    insert,
+    refused,
+    restored_behind,
+)
 
 # -- rule 4: refusals, reconnections, definitive answers ----------------------------------------
 
@@ -122,13 +133,7 @@ def test_backoff_jitters_the_delay_and_doubles_it_up_to_ten_seconds(delay, draw,
 
 def test_the_log_says_why_following_stopped_or_diverged(replica, caplog):
     caplog.set_level("INFO", logger="dbsvc.replica")
-    primary = ScriptedPrimary(body(EPOCH_A, 3, hist=history(H1)), epochs=[epoch_stream(EPOCH_A, 0, hist=history(H1))])
-
-    def restored_to_one() -> Exception:
-        primary.answer = body(EPOCH_A, 1, hist=history(H1))
-        return WebSocketClientError("connection closed without a close frame")
-
-    primary.streams = [[insert(1), insert(2), insert(3), None, restored_to_one]]
+    primary = restored_behind()
     node = replica(primary).start()
     node.wait("diverged and logged", lambda: any(r.levelname == "ERROR" for r in caplog.records))
     lines = [(r.levelname, r.getMessage()) for r in caplog.records if r.name == "dbsvc.replica"]

@@ -20,7 +20,7 @@ import zlib
 from collections.abc import Callable
 from typing import Any
 
-from dbsvc.errors import HandshakeRefused
+from dbsvc.errors import HandshakeRefused, WebSocketClientError
 from dbsvc.replica.consumer import parse_endpoint
 from dbsvc.replica.follower import Follower
 from dbsvc.replica.status import ReplicaStatus
@@ -264,3 +264,16 @@ def following(primary: ScriptedPrimary, replica: Callable[..., Replica], head: i
     node = replica(primary, **options).start()
     node.wait(f"following at {head}", lambda: node.store.head_offset == head and node.status.state == "following")
     return node
+
+
+def restored_behind(epoch: str = EPOCH_A, hist: str = H1) -> ScriptedPrimary:
+    """A primary at offset 3 of epoch A that streams frames 1-3, then is restored to offset 1
+    (of `epoch`, history `hist`) and drops the stream: behind the replica that followed it."""
+    primary = ScriptedPrimary(body(EPOCH_A, 3, hist=history(H1)), epochs=[epoch_stream(EPOCH_A, 0, hist=history(H1))])
+
+    def restored_to_one() -> Exception:
+        primary.answer = body(epoch, 1, hist=history(hist))
+        return WebSocketClientError("connection closed without a close frame")
+
+    primary.streams = [[insert(1), insert(2), insert(3), None, restored_to_one]]
+    return primary
