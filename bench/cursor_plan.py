@@ -23,6 +23,11 @@ one tree after the other, the first alternating, and prints each pair with the h
 (`os.getloadavg`) beside it: the A/B of the plan (or the row, ROW=1) in one run.
 FILTER=1 asks the matrix's "cursor at random + filter" row instead: the same cursors' ids
 in id order under `author_id` at random in 1-1,000 (each ask its own author).
+PATHS=1 (alone, not with --pair) first sorts the 5,000 -score cursors by where a page of
+21 after them lies in the score index (inside the cursor's run; in a run that goes on past
+its sublist's end; below the run) and prints each kind's count and its plan's best round,
+each kind's cursors asked three times a round (warm: shares of the index each kind reads,
+not the row's figure).
 bench/README.md, "A cursor's page at -score ..." (sessions 21 and 22), has the figures.
 """
 
@@ -33,6 +38,7 @@ import statistics
 import subprocess
 import sys
 import time
+from bisect import bisect_left, bisect_right
 
 CURSORS = 5000
 ASKED = int(os.environ.get("ASKED", "20000"))
@@ -76,6 +82,8 @@ def child(code: str, data: str, paired: bool) -> None:
         ]
     else:
         plans = [queries[n] for n in picks]
+    if os.environ.get("PATHS") and not paired:
+        paths(table, queries, plan_operators)
     before = rss_mb()
     for query in plans[:CURSORS]:
         plan_operators(table, query)
@@ -130,6 +138,39 @@ def child(code: str, data: str, paired: bool) -> None:
             pickle.dump([plan_operators(table, query) for query in queries * 3], out)
     print(f"{code}: RSS {rss_mb()} MB at the end", flush=True)
     store.close()
+
+
+def paths(table, queries: list, plan_operators) -> None:
+    """PATHS=1: the -score cursors by where their page lies in the index, each kind's
+    count and plan (module docstring); reads the index's sublists as any tree holds them."""
+    index = table.ordered["score"]
+    lastkeys, keys, ids = index.last_keys, index.key_sublists, index.id_sublists
+    kinds: dict[str, list] = {"inside the run": [], "the run crosses a sublist's end": [], "below the run": []}
+    print(f"score index: {len(keys)} sublists, {len(index)} entries", flush=True)
+    for query in queries:
+        (key,), id_ = query.cursor
+        i = bisect_left(lastkeys, key)
+        if i == len(lastkeys):
+            kinds.setdefault("above every key", []).append(query)
+            continue
+        lo = bisect_left(keys[i], key)
+        hi = bisect_right(keys[i], key, lo)
+        if hi == len(keys[i]) and i + 1 < len(keys) and keys[i + 1][0] == key:
+            kinds["the run crosses a sublist's end"].append(query)
+        elif hi - bisect_right(ids[i], id_, lo, hi) < 21:
+            kinds["below the run"].append(query)
+        else:
+            kinds["inside the run"].append(query)
+    for kind, asked in kinds.items():
+        if not asked:
+            continue
+        spent = []
+        for _ in range(ROUNDS):
+            start = time.thread_time()
+            for query in asked * 3:
+                plan_operators(table, query)
+            spent.append((time.thread_time() - start) / (3 * len(asked)) * 1e6)
+        print(f"  {kind:32} {len(asked):5} cursors, plan {min(spent):.2f} us (best of {ROUNDS})", flush=True)
 
 
 def pair(old: str, new: str, data: str) -> None:

@@ -149,6 +149,7 @@ class KeptOrders:
     _keys: list[Any]
     _ids: list[list[Any]]
     _lastkeys: list[Any]
+    _lastids: list[Any]
     _len: int
     _parts: KeptParts
 
@@ -156,7 +157,6 @@ class KeptOrders:
 
         def lower(self, key: Any, inclusive: bool) -> Position: ...
         def upper(self, key: Any, inclusive: bool) -> Position: ...
-        def after(self, key: Any, id_: Any) -> Position: ...
         def count_span(self, start: Position, stop: Position) -> int: ...
         def _counted(self) -> Fenwick: ...
         def ids_head(self, start: Position, stop: Position, count: int, skip: int = 0) -> list[Any]: ...
@@ -348,14 +348,16 @@ class KeptOrders:
         """The first `count` ids after a cursor (`key` not None, `id_`) in descending order
         (keys descending, ids ascending in a run) that lie in the sublist holding the
         cursor's run (and, when that run goes on into the next sublists, the rest of the
-        run: `after` and `upper` find it), and the position the page goes on below should
-        fewer than `count` come back; or None when `key` is above every key.
+        run: `_run_across`), and the position the page goes on below should fewer than
+        `count` come back; or None when `key` is above every key.
 
         The cursor's run [lo, hi) of sublist i holds its ids ascending, as the page wants
         them, so the rest of the run is ids[at:hi] (at: the first id above `id_`): a page
         that ends in it (most pages at 1,000,000 posts, whose runs are ~100 long) is that
-        slice, and the page goes on below at (i, lo) (`head_descending`, the caller's)
-        when the run is shorter; no order is made or kept for it. When the sublist's
+        slice; when the run is shorter and the run just below it begins in sublist i and
+        holds the rest of the page (most of the other pages at 1,000,000 posts), the page
+        is the two slices, one bisect more; else the page goes on below at (i, lo)
+        (`head_descending`, the caller's). No order is made or kept for these. When the sublist's
         descending order is kept (`_whole_descending`, an index of <= WHOLE_SUBLISTS
         sublists: 20,000 posts, runs of ~2), the run is that order's slice [n - hi, n - lo)
         and the page is its slice from n - hi + (at - lo), down to the sublist's first run
@@ -375,7 +377,7 @@ class KeptOrders:
         if hi == n and i + 1 < len(lastkeys) and self._keys[i + 1][0] == key:
             # the run goes on in sublist i + 1 (and on): its ids ascend across them, so its
             # rest is taken by position, and the runs below it follow from (i, lo) as above
-            return self.ids_head(self.after(key, id_), self.upper(key, True), count), (i, lo)
+            return self._run_across(key, id_, count, i, lo), (i, lo)
         ids = self._ids[i]
         at = bisect_right(ids, id_, lo, hi)
         if hi - at < count:  # the page goes on below the run: the sublist's kept order, if any
@@ -386,8 +388,35 @@ class KeptOrders:
                     below = bisect_right(keys, keys[0])
                 at += n - hi - lo
                 return whole[at : min(at + count, n - below)], (i, below)
+            if lo:  # the run below the cursor's, when it begins in this sublist and ends the page
+                first = bisect_left(keys, keys[lo - 1], 0, lo)
+                if first and lo - first >= count - (hi - at):
+                    return ids[at:hi] + ids[first : first + count - (hi - at)], (i, first)
             return ids[at:hi], (i, lo)
         return ids[at : at + count], (i, lo)
+
+    def _run_across(self, key: Any, id_: Any, count: int, i: int, lo: int) -> list[Any]:
+        """`head_after_descending` where the cursor's run [lo, ...) of sublist i goes on into
+        the next sublists: the first `count` of the run's ids above `id_` (they ascend across
+        the sublists). Sublists i to r - 1 all end on `key` (r: the first whose last key is
+        above it), so their last ids ascend, and the first of them whose last id is above
+        `id_` holds the page's first id (one bisect over those last ids); the run ends in
+        sublist r, at its first key above `key`. Three bisects in sublists the page reads,
+        where `after` and `upper` looked the run's sublists up again from the top (seven
+        bisects, a dict of positions: a fifth of the cursors at 1,000,000 posts, whose runs
+        of ~100 cross a sublist's end one time in five, bench/README.md wt-score4)."""
+        lastkeys, keys, ids = self._lastkeys, self._keys, self._ids
+        r = bisect_right(lastkeys, key, i + 1)
+        j = bisect_right(self._lastids, id_, i, r)
+        out: list[Any] = []
+        if j < r:  # the page starts in sublist j (wholly the run's past sublist i)
+            sub = ids[j]
+            out = self.ids_head((j, bisect_right(sub, id_, lo if j == i else 0, len(sub))), (r, 0), count)
+        if len(out) < count and r < len(keys) and keys[r][0] == key:  # the run's end, in sublist r
+            end = bisect_right(keys[r], key)
+            start = 0 if j < r else bisect_right(ids[r], id_, 0, end)
+            out += ids[r][start : min(end, start + count - len(out))]
+        return out
 
     def _whole_descending(self, i: int, n: int) -> list[Any] | None:
         """Sublist i's ids (`n` of them) in descending order (keys descending, ids ascending
