@@ -130,9 +130,9 @@ def _block(
     a time, with `pause()` after each piece: one parse of the whole block is a single C call
     of ~2 ms, which holds the GIL whatever the switch interval (write_snapshot_stream).
     A block of stored records (an online compaction's) runs no Python code a row: it is
-    checked to be one by one C pass over their types (rows as lists are packed one by one), and the rows line's checksum is
-    taken over its parts, so its ~0.75 MB (2,048 peers' posts) is copied once into the
-    joined rows and once into the block, not seven times."""
+    checked to be one by one C pass over their types (rows as lists are packed one by
+    one). The rows line's checksum is taken over its parts, so its ~0.75 MB (2,048 peers'
+    posts) is copied once into the joined rows and once into the block, not seven times."""
     if set(map(type, rows)) == _BYTES:
         texts = rows if type(rows) is list else list(rows)
     else:
