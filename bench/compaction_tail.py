@@ -13,7 +13,9 @@ loop nothing between two waves, and the convoy the server meets would not show. 
 them. Printed: the median wave before the compaction, then for the snapshot step and for
 the whole compaction the waves that overlapped it (mean and largest as a multiple of that
 median), the loop's pauses (cut, switch), and, where the checkout has `online.Pacer`, the
-thread's CPU between two of its pauses. `--code DIR` runs another checkout: run two in
+thread's CPU between two of its pauses, and how many of those pieces ran over 4 ms by the
+function that paused after them (`snapshot` for write_snapshot_stream's own and its blocks',
+`log copy` for `_copy_frames`'). `--code DIR` runs another checkout: run two in
 turns for an A/B pair; one run's wave times mean little on a loaded host, the ratios do.
 """
 
@@ -79,7 +81,25 @@ class SendingTransport(WaveTransport):
 Marks = list[tuple[str, float, float]]  # (step, start, end) on the wall clock, in call order
 
 
-def _timed(online: Any, compactor: Any, marks: Marks, slices: list[float]) -> None:
+LONG_PIECE = 0.004  # thread CPU seconds: a piece counted apart, by where it paused (`_where`)
+
+
+def _where(frame: Any) -> str:
+    """The part of a thread step a pause was called from: its caller's name, read up the
+    stack to the first frame that says which step it is."""
+    while frame is not None:
+        name = frame.f_code.co_name
+        if name in ("write_snapshot_stream", "_blocks"):
+            return "snapshot"
+        if name in ("_copy_frames", "catch_up", "start_log"):
+            return "log copy"
+        frame = frame.f_back
+    return "other"
+
+
+def _timed(
+    online: Any, compactor: Any, marks: Marks, slices: list[float], long: list[tuple[float, str]] | None = None
+) -> None:
     """Wrap the compaction's steps (online.py's, and the driver's freezes and heap advice)
     and the pacer."""
 
@@ -102,7 +122,10 @@ def _timed(online: Any, compactor: Any, marks: Marks, slices: list[float]) -> No
         pause = online.Pacer.__call__
 
         def paced(self: Any) -> None:
-            slices.append(time.thread_time() - self.mark)
+            used = time.thread_time() - self.mark
+            slices.append(used)
+            if long is not None and used > LONG_PIECE:
+                long.append((used, _where(sys._getframe(1))))
             pause(self)
 
         online.Pacer.__call__ = paced
@@ -238,7 +261,8 @@ def main() -> None:
     configure_logging("warn", "text", stream=open(os.devnull, "w"))  # noqa: SIM115
     marks: Marks = []
     slices: list[float] = []
-    _timed(online, compactor, marks, slices)
+    long: list[tuple[float, str]] = []
+    _timed(online, compactor, marks, slices, long)
     copy = Path(os.environ.get("PHASES_DIR", "/dev/shm/compaction-tail"))
     shutil.rmtree(copy, ignore_errors=True)
     shutil.copytree(args.data, copy)
@@ -284,6 +308,12 @@ def main() -> None:
             f"  thread CPU between two pauses: median {slices[len(slices) // 2] * 1e3:.2f} ms, "
             f"largest {slices[-1] * 1e3:.2f} ms, {len(slices)} pauses"
         )
+        parts = sorted({where for _used, where in long})
+        told = [
+            f"{where} {sum(w == where for _u, w in long)} (largest {max(u for u, w in long if w == where) * 1e3:.1f} ms)"
+            for where in parts
+        ]
+        print(f"  pieces over {LONG_PIECE * 1e3:.0f} ms of thread CPU: {', '.join(told) or 'none'}")
     if args.timeline:
         print("\n".join(timeline(waited, marks, median, pauses)))
     print(f"  load average {Path('/proc/loadavg').read_text().split()[0]} on {os.cpu_count()} cores")

@@ -100,6 +100,7 @@ import logging
 import os
 import threading
 import time
+from bisect import bisect_left
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -107,6 +108,7 @@ from typing import TYPE_CHECKING, Any
 from dbsvc.errors import CorruptLog
 from dbsvc.storage import compact, files, freeing, retain
 from dbsvc.storage.files import FaultPlan, fsync_dir, write_all
+from dbsvc.storage.idmap import IdMap
 from dbsvc.storage.logfile import FrameWalk, encode_header, renumber_frames
 from dbsvc.storage.rows import Stored
 from dbsvc.storage.snapshot import ModelStream, write_snapshot_stream
@@ -173,22 +175,45 @@ class TableCut:
         assert len(ids) == self.count, f"{self.table.name}: {len(ids)} ids at the cut, {self.count} records"
         return ids
 
-    def image_versions(self, ids: list[Any]) -> list[int]:
-        """The versions of `ids`' records as they stood at the cut (snapshot thread), read
-        like `image_records`: the table's versions first, the notes second."""
-        current = list(map(self.table.versions.get, ids))
-        before = self.versions_before
-        return [before[id_] if id_ in before else version for id_, version in zip(ids, current)]
+    def image_rows(self, ids: list[Any]) -> tuple[list[Stored], list[int]]:
+        """The records of `ids` (ascending, live at the cut) and their versions as they
+        stood at the cut (called in the snapshot thread): the table's map and versions
+        read first, each as one lookup mapped over the ids in C (`records_at`,
+        `Versions.get_many`: no Python frame an id, so the thread's hold on the GIL is the
+        C call's), the notes second, so whichever of the two a write reached first, the
+        value kept is the cut's (class docstring). Only the ids noted since the cut are
+        looked up one by one."""
+        records = records_at(self.records, ids)
+        versions = self.table.versions.get_many(ids)
+        before = self.before
+        if before:
+            noted = self.versions_before
+            for id_ in before.keys() & ids:
+                at = bisect_left(ids, id_)
+                records[at] = before[id_]
+                # noted with the record, unless this thread came between the two notes
+                # (note_write): then nothing has changed the version yet
+                versions[at] = noted.get(id_, versions[at])
+        if None in records:
+            missing = next(id_ for id_, record in zip(ids, records) if record is None)
+            raise AssertionError(f"{self.table.name} {missing!r} was live at the cut")
+        return records, versions  # type: ignore[return-value]  # no None: checked above
 
-    def image_records(self, ids: list[Any]) -> Iterator[Stored]:
-        """The records of `ids` as they stood at the cut (called in the snapshot thread)."""
-        records, before = self.records, self.before
-        for id_ in ids:
-            record = records.get(id_)
-            if id_ in before:
-                record = before[id_]
-            assert record is not None, f"{self.table.name} {id_!r} was live at the cut"
-            yield record
+
+def records_at(records: Mapping[Any, Stored], ids: list[Any]) -> list[Stored | None]:
+    """`records.get` of each of `ids`, None for one not held (deleted since the cut): a
+    table's `IdMap` read through its list's own item lookup mapped in C when every id is
+    an int inside the list, its dict part asked for the ids the list has no record for;
+    a dict through its C `get`."""
+    if type(records) is IdMap:
+        slots = records.slots
+        if ids and set(map(type, ids)) == {int} and min(ids) >= 0 and max(ids) < len(slots):
+            out = list(map(slots.__getitem__, ids))
+            far = records.far
+            if far and None in out:
+                out = [r if r is not None else far.get(i) for i, r in zip(ids, out)]
+            return out
+    return list(map(records.get, ids))
 
 
 @dataclass(slots=True)
@@ -295,8 +320,7 @@ def _row_chunks(tc: TableCut, pause: Pacer) -> Iterator[tuple[list[Stored], list
     ids = tc.gather_ids()
     for i in range(0, len(ids), CHUNK):
         pause()
-        chunk = ids[i : i + CHUNK]
-        yield list(tc.image_records(chunk)), tc.image_versions(chunk)
+        yield tc.image_rows(ids[i : i + CHUNK])
 
 
 def end_cut(tables: dict[str, Table]) -> None:
