@@ -460,10 +460,14 @@ class Follower:
             raise _Stop(f"the primary refused /replicate/snapshot: {exc}") from None
 
     def _call_on_loop(self, make: Callable[..., Any], *args: Any, timeout: float = 120) -> Any:
-        """Run the coroutine `make(*args)` on the event loop and wait for its result."""
+        """Run the coroutine `make(*args)` on the event loop and wait for its result, once
+        every group handed over was applied (groups.py G4): a compaction at the primary's
+        cut, a bootstrap or a head frame never runs beside a group's apply."""
         assert self._loop is not None
-        future = asyncio.run_coroutine_threadsafe(make(*args), self._loop)
         try:
+            if self._handoff is not None:
+                self._handoff.drain(timeout)
+            future = asyncio.run_coroutine_threadsafe(make(*args), self._loop)
             return future.result(timeout=timeout)
         except EpochChanged as exc:
             raise _NewEpoch(str(exc)) from None
