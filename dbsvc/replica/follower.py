@@ -23,11 +23,13 @@ Rules:
    applied on the event loop a group at a time (up to groups.BATCH frames or BATCH_BYTES bytes)
    with `Store.apply_replicated_frames`, which decodes each payload once, checks it fits
    (model, fields, state) and commits the group with one write and one fsync
-   (storage/follow.py rule 5). A full group is written while the thread reads and checks
-   the next one; never more than two groups are unacknowledged, so a fast primary never
-   grows the replica's memory, and nothing unchecked is ever applied (groups.py G1-G3). A
-   quiet stream, or a connection that ends, waits until the last group is durable, so the
-   next connection resumes at the replica's acknowledged head.
+   (storage/follow.py rule 5). The thread hands a group over and reads and checks the next
+   while the loop applies it, and a full group is written while the loop applies the next
+   one; at most groups.DEPTH groups are in hand and two unacknowledged, so a fast primary
+   never grows the replica's memory, and nothing unchecked is ever applied (groups.py
+   G1-G4). A quiet stream, or a connection that ends, waits until every group handed over
+   is applied and durable, so the next connection resumes at the replica's acknowledged
+   head.
 4. Reconnect with a capped, jittered backoff on anything transient (connection refused or
    dropped, 5xx). A definitive answer (401, 403, 404, another 4xx, a fingerprint
    mismatch, a frame that does not fit) stops following; so does a store that refuses
@@ -105,7 +107,7 @@ from dbsvc.errors import (
     WebSocketClientError,
 )
 from dbsvc.replica.consumer import Endpoint
-from dbsvc.replica.groups import BadFrame, Pipeline, read_group
+from dbsvc.replica.groups import BadFrame, Handoff, Pipeline, read_group
 from dbsvc.replica.primary import HttpPrimary, Primary, Stream, read_snapshot, read_snapshot_header
 from dbsvc.replica.status import ReplicaStatus
 from dbsvc.storage import compact
@@ -183,6 +185,7 @@ class Follower:
         self._thread: threading.Thread | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._pipeline = Pipeline()  # the groups applied, not yet durable (rule 3)
+        self._handoff: Handoff | None = None  # the groups read, handed to the loop (rule 3)
         self._cut: tuple[str, int] | None = None  # the primary's next epoch and its base (rule 9)
         self.store: Store = opener(None)
         self.status.synced = self.store.head_offset > 0  # rule 8: it followed before
@@ -215,6 +218,7 @@ class Follower:
 
     def start(self, loop: asyncio.AbstractEventLoop) -> None:
         self._loop = loop
+        self._handoff = Handoff(loop, self._apply)
         self._thread = threading.Thread(target=self._run, name="dbsvc-follower", daemon=True)
         self._thread.start()
 
@@ -345,12 +349,12 @@ class Follower:
                 batch, full = read_group(ws, expected, self.store.max_payload, 0.5)
             except BadFrame as exc:
                 if exc.frames:  # the good frames before it still count
-                    self._call_on_loop(self._apply, exc.frames, False)
+                    self._hand(exc.frames, False)
                 raise _Stop(exc.reason) from None
             expected += len(batch)
-            if batch or self._pipeline.unsynced is not None:
-                # More is waiting only after a full group: read it while this one is written.
-                self._call_on_loop(self._apply, batch, full)
+            if batch or self._handoff_pending():
+                # More is waiting only after a full group: read it while this one is applied.
+                self._hand(batch, full)
             if not batch and self.store.head_offset >= self.status.primary_offset:
                 self.status.caught_up_at = time.monotonic()  # quiet: caught up
             if time.monotonic() - last_poll > self.poll_seconds:
@@ -456,11 +460,32 @@ class Follower:
             raise _Stop(f"the primary refused /replicate/snapshot: {exc}") from None
 
     def _call_on_loop(self, make: Callable[..., Any], *args: Any, timeout: float = 120) -> Any:
-        """Run the coroutine `make(*args)` on the event loop and wait for its result."""
+        """Run the coroutine `make(*args)` on the event loop and wait for its result, once
+        every group handed over was applied (groups.py G4): a compaction at the primary's
+        cut, a bootstrap or a head frame never runs beside a group's apply."""
         assert self._loop is not None
-        future = asyncio.run_coroutine_threadsafe(make(*args), self._loop)
         try:
+            if self._handoff is not None:
+                self._handoff.drain(timeout)
+            future = asyncio.run_coroutine_threadsafe(make(*args), self._loop)
             return future.result(timeout=timeout)
+        except EpochChanged as exc:
+            raise _NewEpoch(str(exc)) from None
+        except StreamError as exc:
+            raise _Stop(str(exc)) from None
+
+    def _handoff_pending(self) -> bool:
+        """Whether a group handed over may not be durable yet (the loop's `unsynced` is
+        read only once no group is in hand, when no apply runs that could change it)."""
+        assert self._handoff is not None
+        return self._handoff.in_hand() > 0 or self._pipeline.unsynced is not None
+
+    def _hand(self, frames: list[bytes], full: bool) -> None:
+        """Rule 3: hand a group to the loop (groups.py G4); a group not full is waited for
+        until it and every group before it is durable."""
+        assert self._handoff is not None
+        try:
+            self._handoff.hand(frames, full, self._stop, 120)
         except EpochChanged as exc:
             raise _NewEpoch(str(exc)) from None
         except StreamError as exc:
@@ -476,9 +501,11 @@ class Follower:
         read-only until a restart (a failed fsync: commit.py rule 4) stops following here
         (rule 4), where connecting again would say `following` for as long as the primary
         is quiet. Anything else the next apply reports."""
-        if self._pipeline.unsynced is None:
-            return
         try:
+            if self._handoff is not None:
+                self._handoff.drain(120)  # no group of this connection left to apply
+            if self._pipeline.unsynced is None:
+                return
             self._call_on_loop(self._apply, [], False)
         except Exception as exc:  # noqa: BLE001 - never hidden behind the stream's own error
             log.warning(

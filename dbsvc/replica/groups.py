@@ -27,11 +27,27 @@ G3. The pipeline (`Pipeline.apply`, on the event loop): a group is applied as on
     the reading thread reads and checks the next group while this one is written: never
     more than two groups are unacknowledged. A refused frame (`StreamError`,
     `EpochChanged`) waits for the frames committed before it, then raises.
+G4. The hand-off (`Handoff`): the reading thread hands each group to the loop with
+    `call_soon_threadsafe` (no coroutine, task or concurrent future a group) and goes on
+    reading the next while the loop applies it; one task on the loop applies the groups
+    handed over one after another, in the order they were read, each by G3. At most DEPTH
+    groups are in hand (handed, their `apply` not returned): the thread waits for room
+    before it hands another, so a slow apply still pushes back on the socket, and memory
+    holds DEPTH groups, the one being read and G3's one unacknowledged. A group that is not
+    full (the stream quiet, or the frames before a bad one) is waited for until every group
+    in hand is applied and durable (`drain`), as before: the stream's end, a quiet turn and
+    a reconnect never leave a group behind them. An apply that raises drops the groups
+    queued after it, never applied (the next connection asks for them again from the
+    store's head), and the thread gets the error at its next `hand` or `drain`.
 """
 
 from __future__ import annotations
 
 import asyncio
+import threading
+import time
+from collections import deque
+from collections.abc import Callable, Coroutine
 from itertools import repeat
 from operator import getitem, itemgetter
 from typing import Any
@@ -49,6 +65,8 @@ _HEADER = FRAME  # a frame's header: offset, crc32, length (storage/logfile.py)
 _FIRST, _SECOND, _THIRD = itemgetter(0), itemgetter(1), itemgetter(2)
 _PAYLOAD = slice(FRAME_HEADER_SIZE, None)
 _BYTES = {bytes}
+DEPTH = 2  # groups in hand (G4): one applied, one queued behind it
+Apply = Callable[[list[bytes], bool], Coroutine[Any, Any, None]]
 
 
 class BadFrame(Exception):
@@ -118,3 +136,92 @@ class Pipeline:
         if not pipelined and self.unsynced is not None:
             current, self.unsynced = self.unsynced, None
             await current
+
+
+class Handoff:
+    """G4: groups from the reading thread to the loop, at most DEPTH in hand. `hand` and
+    `drain` are called on the reading thread, everything else runs on `loop`."""
+
+    def __init__(self, loop: asyncio.AbstractEventLoop, apply: Apply) -> None:
+        self._loop = loop
+        self._apply = apply  # G3 of one group: (frames, pipelined)
+        self._changed = threading.Condition()  # guards the two fields below
+        self._in_hand = 0
+        self._error: BaseException | None = None
+        self._queued: deque[tuple[list[bytes], bool]] = deque()  # the loop's only
+        self._applying = False  # the loop's only: the task of `_apply_queued` runs
+
+    def hand(self, frames: list[bytes], full: bool, stop: threading.Event, timeout: float) -> None:
+        """Queue `frames` (one group, G1) for the loop once there is room; with `full`
+        false, then `drain`. An error of an earlier group is raised instead (the group is
+        dropped); so is `TimeoutError` past `timeout` seconds. A stop while it waits for
+        room drops the group: nothing of it was applied."""
+        with self._changed:
+            deadline = time.monotonic() + timeout
+            while self._in_hand >= DEPTH and self._error is None and not stop.is_set():
+                if not self._changed.wait(min(0.5, max(deadline - time.monotonic(), 0.0))):
+                    if time.monotonic() >= deadline:
+                        raise TimeoutError(f"the loop took no group for {timeout:.0f} s")
+            self._raise()
+            if stop.is_set():
+                return
+            self._in_hand += 1
+        try:
+            self._loop.call_soon_threadsafe(self._arrive, frames, full)
+        except RuntimeError:  # the loop is closed: nothing will apply it
+            with self._changed:
+                self._in_hand -= 1
+            raise
+        if not full:
+            self.drain(timeout)
+
+    def in_hand(self) -> int:
+        """The groups handed over whose apply has not returned."""
+        with self._changed:
+            return self._in_hand
+
+    def drain(self, timeout: float) -> None:
+        """Wait until every group handed over was applied and is durable (G3 without
+        `pipelined`: a group not full), then raise the error of one that failed."""
+        with self._changed:
+            if not self._changed.wait_for(lambda: self._in_hand == 0, timeout):
+                raise TimeoutError(f"the loop applied no group for {timeout:.0f} s")
+            self._raise()
+
+    def _raise(self) -> None:
+        error, self._error = self._error, None
+        if error is not None:
+            raise error
+
+    def _arrive(self, frames: list[bytes], full: bool) -> None:
+        self._queued.append((frames, full))
+        if not self._applying:
+            self._applying = True
+            self._loop.create_task(self._apply_queued())
+
+    async def _apply_queued(self) -> None:
+        queued = self._queued
+        try:
+            while queued:
+                frames, full = queued.popleft()
+                try:
+                    await self._apply(frames, full)
+                except BaseException as exc:  # the reading thread raises it (G4)
+                    dropped = len(queued)
+                    queued.clear()
+                    with self._changed:
+                        # A cancelled task (the loop shutting down) reaches the thread as an
+                        # error it handles, as a cancelled concurrent future did.
+                        self._error = (
+                            exc if isinstance(exc, Exception) else RuntimeError("the group's apply was cancelled")
+                        )
+                        self._in_hand -= 1 + dropped
+                        self._changed.notify_all()
+                    if not isinstance(exc, Exception):
+                        raise
+                    return
+                with self._changed:
+                    self._in_hand -= 1
+                    self._changed.notify_all()
+        finally:
+            self._applying = False

@@ -14,7 +14,6 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable
-from typing import Any
 
 import pytest
 
@@ -53,10 +52,18 @@ def sized(offset: int, size: int) -> bytes:
 def test_a_group_ends_at_a_mebibyte_of_frames_to_the_byte(replica, first, read_in_group_one, applied_when_read):
     seen: dict[int, int] = {}
     node: Replica | None = None
+    # The reading thread reads the next group while the loop applies this one (groups.py
+    # G4): the second group's first frame is read once the first group is applied, or, with
+    # the group ended elsewhere, never (its frames before are still being read), so it
+    # waits for that, with a deadline, before it is read.
+    second, first_end = max(applied_when_read), applied_when_read[max(applied_when_read)]
 
     def at(offset: int, frame: bytes) -> Callable[[], bytes]:
         def step() -> bytes:
             assert node is not None
+            deadline = time.monotonic() + 2.0
+            while offset == second and node.store.applied_offset < first_end and time.monotonic() < deadline:
+                time.sleep(0.005)
             seen[offset] = node.store.applied_offset
             return frame
 
@@ -99,26 +106,23 @@ def test_a_quiet_turn_waits_for_the_last_group_to_be_durable_before_it_polls_aga
     gate = tmp_path / "gate"
     monkeypatch.setenv("DBSVC_FAULT", f"fsync:1:HOLD={gate}")
     primary = ScriptedPrimary(body(EPOCH_A, FULL, hist=history(H1)))
-    primary.streams = [[insert(n) for n in range(1, FULL + 1)]]
+    quiet = threading.Event()
+
+    def quiet_turn() -> None:
+        quiet.set()  # the full group's turn (and its poll) is over
+        return None  # a receive that timed out: the quiet turn
+
+    primary.streams = [[insert(n) for n in range(1, FULL + 1)] + [quiet_turn]]
     primary.epochs = [epoch_stream(EPOCH_A, 0, hist=history(H1))]
     node = replica(primary, poll_seconds=0.0)
-    polled_at: list[int] = []  # the replica's applied offset at each poll of /snapshot
-    ask = primary.snapshot
-
-    def snapshot() -> Any:
-        applied = node.store.applied_offset
-        answer = ask()  # counted in snapshots_asked
-        polled_at.append(applied)
-        return answer
-
-    primary.snapshot = snapshot  # type: ignore[method-assign]
     try:
         node.start()
         node.wait("the group's fsync held", lambda: (tmp_path / "gate.held").exists())
-        # The full group's own turn polls once, after its apply (on the reading thread, a
-        # turn after the loop applied it): waited for, not slept for (a sleep of 0.2 s let
-        # a late poll at load be counted as the quiet turn's).
-        node.wait("the full group's own poll", lambda: FULL in polled_at)
+        # The full group's own turn polls once, after it handed the group over (the
+        # loop applies it meanwhile, groups.py G4); the quiet turn's read marks that turn's
+        # end: waited for, not slept for (a sleep of 0.2 s let a late poll at load be
+        # counted as the quiet turn's).
+        node.wait("the quiet turn", quiet.is_set)
         asked = primary.snapshots_asked
         deadline = time.monotonic() + 1.2  # a thread that does not wait polls every 0.5 s quiet turn
         while primary.snapshots_asked == asked and time.monotonic() < deadline:

@@ -6,12 +6,14 @@ is applied and what stops following, and the lag the primary's head gives.
 
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Callable
 
+from dbsvc.errors import WebSocketClientError
 from dbsvc.replica import groups
 from dbsvc.storage import files
-from dbsvc.storage.logfile import encode_frame
+from dbsvc.storage.logfile import encode_frame, frame_offset
 from support.follower_kit import (
     DEADLINE,
     EPOCH_A,
@@ -119,17 +121,20 @@ def test_a_cut_behind_rows_applied_before_a_restart_bootstraps(replica):
 # -- rule 3: groups of frames, the next read while the last is written, never more ---------------
 
 
-def test_a_group_is_read_while_the_one_before_is_written_and_no_third_before_it_is_durable(
+def test_groups_are_read_ahead_of_the_one_written_and_no_third_is_applied_before_the_first_is_durable(
     replica, tmp_path, monkeypatch
 ):
     # The first group's fsync is held (DBSVC_FAULT HOLD, storage/files.py) until the gate
-    # file exists: meanwhile the reading thread reads and applies the second group, but
-    # asks for no frame of a third: at most two groups are ever unacknowledged.
+    # file exists: meanwhile the second group is applied, but no third (at most two groups
+    # are ever unacknowledged, groups.py G3), and the reading thread reads DEPTH groups
+    # ahead of the one applied and asks for no frame past them (G4: a slow apply pushes
+    # back on the socket).
     gate = tmp_path / "gate"
     monkeypatch.setenv("DBSVC_FAULT", f"fsync:1:HOLD={gate}")
     seen: dict[int, tuple[int, int]] = {}
     group = groups.BATCH
-    last = 2 * group + 100
+    read_ahead = (2 + groups.DEPTH) * group  # the first, the second applied, DEPTH more read
+    last = read_ahead + group + 100
     primary = ScriptedPrimary(body(EPOCH_A, last, hist=history(H1)))
     node: Replica | None = None
 
@@ -148,23 +153,57 @@ def test_a_group_is_read_while_the_one_before_is_written_and_no_third_before_it_
         node.start()
         node.wait("the first group's fsync held", lambda: (tmp_path / "gate.held").exists())
         node.wait("the second group applied", lambda: node.store.applied_offset == 2 * group)
-        deadline = time.monotonic() + 0.3  # a reader that does not wait asks for the third at once
-        while 2 * group + 1 not in seen and time.monotonic() < deadline:
+        node.wait("the groups ahead read", lambda: read_ahead in seen)
+        deadline = time.monotonic() + 0.3  # a reader that does not wait asks for more at once
+        while read_ahead + 1 not in seen and time.monotonic() < deadline:
             time.sleep(0.01)
-        assert 2 * group + 1 not in seen
-        assert node.store.head_offset == 0
+        assert read_ahead + 1 not in seen
+        assert (node.store.head_offset, node.store.applied_offset) == (0, 2 * group)
     finally:
         gate.touch()  # a failed check must not leave the fsync held (the store's close waits for it)
     node.wait(f"at {last}", lambda: node.store.head_offset == last)
-    # A group's frames are read before any of it is applied; the second group is read while
-    # the first is applied but not durable; the third once the first is durable.
+    # A group's frames are read before any of it is applied; the frames past the groups
+    # ahead once the first is durable.
     assert seen[1] == (0, 0)
     assert seen[group] == (0, 0)
-    assert seen[group + 1] == (0, group)
-    assert seen[2 * group] == (0, group)
-    head, applied = seen[2 * group + 1]
-    assert head >= group and applied == 2 * group
-    assert node.store.stats()["fsyncs"] <= 4  # a group is one fsync (storage/follow.py rule 5)
+    head, applied = seen[read_ahead + 1]
+    assert head >= group and applied >= 2 * group
+    assert node.store.stats()["fsyncs"] <= 7  # a group is one fsync (storage/follow.py rule 5)
+
+
+def test_a_stream_that_ends_with_groups_in_hand_resumes_after_them_each_applied_once(replica, tmp_path, monkeypatch):
+    # Three full groups are read and handed over while the first one's fsync is held, then
+    # the connection drops: the groups still in hand are applied and durable before the
+    # next connection asks for anything (groups.py G4), so it resumes at the replica's
+    # head, every row is applied once and in order, and the replica follows on.
+    gate = tmp_path / "gate"
+    monkeypatch.setenv("DBSVC_FAULT", f"fsync:1:HOLD={gate}")
+    group = groups.BATCH
+    handed, last = 3 * group, 3 * group + 50
+    dropped = threading.Event()
+
+    def drop() -> Exception:
+        dropped.set()
+        return WebSocketClientError("connection closed without a close frame")
+
+    primary = ScriptedPrimary(body(EPOCH_A, last, hist=history(H1)))
+    # The next connection asks after=handed - 1 (our head frame, rule 7b), then goes on.
+    primary.streams = [[insert(n) for n in range(1, handed + 1)] + [drop], [insert(n) for n in range(handed, last + 1)]]
+    primary.epochs = [epoch_stream(EPOCH_A, 0, hist=history(H1))]
+    node = replica(primary)
+    try:
+        node.start()
+        node.wait("the first group's fsync held", lambda: (tmp_path / "gate.held").exists())
+        node.wait("the stream dropped", dropped.is_set)
+        assert node.store.head_offset == 0 and primary.afters == [0]
+    finally:
+        gate.touch()
+    node.wait(f"at {last}", lambda: node.store.head_offset == last and node.status.state == "following")
+    assert primary.afters == [0, handed - 1]
+    logged = node.on_loop(lambda: [frame_offset(frame) for frame in node.store.frames_after(0)])
+    assert logged == list(range(1, last + 1))
+    assert node.on_loop(lambda: sorted(node.store.table("User").records)) == list(range(1, last + 1))
+    assert node.status.reconnects == 1
 
 
 def test_the_frames_of_a_group_are_one_write_call_under_either_sync(replica, monkeypatch):
