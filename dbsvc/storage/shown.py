@@ -240,6 +240,46 @@ class ShownDicts:
         self.refused += 1
         return text if text is not None else self._decode(unpack(stored))
 
+    def _jsons(self, ids: list[Any], page: list[Stored], found: list[Entry | None]) -> list[Any]:
+        """`_json` of each id, stored record and entry (`zip` stops at the shortest), in
+        this one frame: a kept JSON read, a record with no entry cut and admitted or
+        refused here, any other entry (an older version kept, or this one without its
+        JSON) by `_json`. The admission is `admits`' own, its first part (the cache below
+        its floor or its share: `_within`, which reads the table's count) read once and
+        again only after something was kept, the one thing that changes it; so a page
+        whose misses are refused (an author at random at 1,000,000 posts: ~18 of 20)
+        pays one `SecondAsk` test a miss, not `admits`, `_within` and the count's
+        `__len__` too, three Python calls (bench/README.md, wt-filt2)."""
+        shown, capacity, seen = self._shown, self.capacity, self._seen
+        layout, count = self._layout, self._count
+        growing = len(shown) < capacity or self._within()
+        refused = 0
+        out: list[Any] = []
+        append = out.append
+        for id_, stored, entry in zip(ids, page, found):
+            if entry is not None:
+                if entry[0] is stored and entry[2] is not None:
+                    append(entry[2])
+                else:
+                    append(self._json(id_, stored, entry))
+                    growing = len(shown) < capacity or self._within()
+                continue
+            text = record_json(layout, count, stored)
+            if growing or seen.admits(id_):
+                if text is not None:  # kept as its JSON alone: no decode until a dict is asked for
+                    self.remember(id_, stored, None, text)
+                    append(text)
+                else:
+                    record = self._decode(unpack(stored))
+                    self.remember(id_, stored, record)
+                    append(record)
+                growing = len(shown) < capacity or self._within()
+            else:
+                refused += 1
+                append(text if text is not None else self._decode(unpack(stored)))
+        self.refused += refused
+        return out
+
     def _sent(self, id_: Any, stored: Stored, entry: Entry | None) -> dict:
         """A page's last record with texts: a `SentRecord`, its dict carrying its JSON (a
         copy of the kept dict, or of the one made now: kept by `_json`'s rules), or its
@@ -363,10 +403,10 @@ class ShownDicts:
                 out[-1] = sent
         if out is None:  # a found entry is that stored record's even if a miss evicts it meanwhile
             if keyed:
-                out = list(map(self._json, ids[:-1], page, found))
+                out = self._jsons(ids[:-1], page, found)
                 out.append(self._sent(ids[-1], page[-1], found[-1]))
             else:
-                out = list(map(self._json, ids, page, found))
+                out = self._jsons(ids, page, found)
                 out[-1] = self._sent_id(ids[-1], out[-1])
         self._keep_page(pages, key, page, out, kept is not None, refused)
         return out
