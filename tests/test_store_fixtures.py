@@ -49,6 +49,7 @@ def run_inner(tmp_path: Path, opener: str) -> subprocess.CompletedProcess:
     )
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join([str(TESTS.parent), str(TESTS), env.get("PYTHONPATH", "")])
+    env["PYTEST_DISABLE_PLUGIN_AUTOLOAD"] = "1"  # the fixture's plugin alone: each run half as long (bench/README.md)
     return subprocess.run(
         [
             sys.executable,
@@ -59,8 +60,6 @@ def run_inner(tmp_path: Path, opener: str) -> subprocess.CompletedProcess:
             "no:cacheprovider",
             "-p",
             "support.store_fixtures",
-            "-p",
-            "no:randomly",
             "test_inner.py",
         ],
         cwd=tmp_path,
