@@ -169,12 +169,7 @@ TESTS_READING_STATE: dict[str, dict[str, str]] = {
         "_entries": "EncodedRecords keeps no public view of a model's kept ids; readcache.py is at 597 lines"
     },
     "tests/storage/test_storage_record_json.py": {"_entries": "the same EncodedRecords view"},
-    "tests/auth/test_guard_edges.py": {"_cache": "the verified-token cache, emptied and read between tokens"},
-    "tests/auth/test_verify.py": {
-        "_cache": "the verified-token cache's bound and expiry, read",
-        "_clock": "the guard's clock, set to a fake one",
-        "_pem_key": "a key's check, patched to count calls",
-    },
+    "tests/auth/test_verify.py": {"_pem_key": "a key's check, patched to count signature checks"},
     "tests/http/test_http_conn_lifecycle.py": {
         "_transport": "a connection stepped by hand, its transport a fake",
         "_out": "the stepped connection's output buffer",
